@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages vsim needs, only those that are missing.
+# Usage: scripts/setup.sh            (as root, or with sudo available)
+set -euo pipefail
+packages=(build-essential cmake pkg-config libgsl-dev libcsv-dev libinih-dev libcmocka-dev python3)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all dependencies present"
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,19 @@
+/* cli.h - the vsim command line: parses arguments, runs the command and
+ * returns the process exit status (DESIGN.md): 0 done and everything fits,
+ * 3 simulated out-of-memory, 1 bad input or error, 2 bad usage. Writes the
+ * report to out and every message to errs, once. */
+#ifndef VS_CLI_H
+#define VS_CLI_H
+
+#include <stdio.h>
+
+enum {
+  VS_EXIT_OK = 0,
+  VS_EXIT_ERROR = 1,
+  VS_EXIT_USAGE = 2,
+  VS_EXIT_OOM = 3
+};
+
+int vs_cli_main(int argc, char **argv, FILE *out, FILE *errs);
+
+#endif

@@ -1,0 +1,37 @@
+/* collective.h - alpha-beta costs of NCCL-style ring collectives on the
+ * topology's links. A group inside one node rides NVLink; a group that spans
+ * nodes is limited by each GPU's network interface. Pure functions. */
+#ifndef VS_COLLECTIVE_H
+#define VS_COLLECTIVE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct vs_topology;
+
+typedef enum vs_coll_kind {
+  VS_COLL_NONE,
+  VS_COLL_ALL_REDUCE,
+  VS_COLL_ALL_GATHER,
+  VS_COLL_REDUCE_SCATTER
+} vs_coll_kind;
+
+typedef struct vs_link {
+  double bandwidth;   /* bytes/s per GPU, one direction */
+  double latency;     /* seconds per ring step */
+} vs_link;
+
+/* "all_reduce", "all_gather", "reduce_scatter" or "none". */
+const char *vs_coll_name(int kind);
+
+/* The link a group of `span` consecutive ranks uses (span = group size x
+ * stride of its members): NVLink when it fits in one node. */
+vs_link vs_collective_link(const struct vs_topology *topo, uint64_t span);
+
+/* Seconds for one collective over n ranks on a buffer of `bytes` (the full,
+ * gathered size): ring all-reduce moves 2(n-1)/n of it over 2(n-1) steps,
+ * all-gather and reduce-scatter (n-1)/n over n-1 steps (Thakur et al. 2005;
+ * NCCL's bus-bandwidth convention). 0 when n <= 1. */
+double vs_collective_seconds(int kind, uint64_t bytes, uint64_t n, vs_link link);
+
+#endif

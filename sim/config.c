@@ -1,0 +1,493 @@
+/* config.c - INI loading through a key table (see config.h).
+ *
+ * inih does the parsing; this file feeds it one line at a time through a
+ * reader that counts lines (so every message can name one), strips leading
+ * blanks (so an indented key is a key, not an inih continuation line) and
+ * rejects unknown [sections] as soon as it sees them. */
+#include "config.h"
+
+#include "units.h"
+
+#include <ini.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* State shared by the line reader and the key handler during one parse. */
+typedef struct parse_ctx {
+  const vs_keytab *tab;   /* keys allowed */
+  void *target;           /* where values go */
+  vs_origins *orig;       /* where they came from */
+  vs_error *err;          /* first error */
+  FILE *file;             /* source when reading a file, else NULL */
+  const char *text;       /* source when reading a string: next char */
+  int line;               /* 1-based number of the line last read */
+} parse_ctx;
+
+/* ------------------------------------------------------------------------
+ * Helpers
+ * ------------------------------------------------------------------------ */
+
+int vs_conf_find(const vs_keytab *tab, const char *section, const char *name)
+{
+  for (size_t i = 0; i < tab->n_keys; i++) {
+    if (strcmp(tab->keys[i].section, section) == 0 &&
+        strcmp(tab->keys[i].name, name) == 0)
+      return (int)i;
+  }
+  return -1;
+}
+
+static bool section_known(const vs_keytab *tab, const char *section)
+{
+  for (size_t i = 0; i < tab->n_keys; i++) {
+    if (strcmp(tab->keys[i].section, section) == 0)
+      return true;
+  }
+  return false;
+}
+
+/* "a, b, c" of every section's name, each once, in table order. */
+static char *list_sections(const vs_keytab *tab, char *buf, size_t len)
+{
+  size_t used = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < tab->n_keys; i++) {
+    const char *s = tab->keys[i].section;
+    bool seen = false;
+    for (size_t j = 0; j < i && !seen; j++)
+      seen = strcmp(tab->keys[j].section, s) == 0;
+    if (!seen && used < len)
+      used += (size_t)snprintf(buf + used, len - used, "%s[%s]",
+                               used ? ", " : "", s);
+  }
+  return buf;
+}
+
+/* "a, b, c" of the keys of one section. */
+static char *list_keys(const vs_keytab *tab, const char *section, char *buf,
+                       size_t len)
+{
+  size_t used = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < tab->n_keys && used < len; i++) {
+    if (strcmp(tab->keys[i].section, section) == 0)
+      used += (size_t)snprintf(buf + used, len - used, "%s%s",
+                               used ? ", " : "", tab->keys[i].name);
+  }
+  return buf;
+}
+
+char *vs_conf_choices(const char *const *choices, char *buf, size_t len)
+{
+  size_t used = 0, n = 0;
+  buf[0] = '\0';
+  while (choices[n])
+    n++;
+  for (size_t i = 0; i < n && used < len; i++) {
+    const char *sep = i == 0 ? "" : (i + 1 == n ? " or " : ", ");
+    used += (size_t)snprintf(buf + used, len - used, "%s%s", sep, choices[i]);
+  }
+  return buf;
+}
+
+/* Prefix of every message about a value: "file:line: [sec] key = text" or
+ * "--set sec.key=text". */
+static void where_text(const char *source, int line, const vs_key *k,
+                       const char *text, char *buf, size_t len)
+{
+  if (line > 0)
+    snprintf(buf, len, "%s:%d: [%s] %s = %s", source, line, k->section,
+             k->name, text);
+  else
+    snprintf(buf, len, "%s %s.%s=%s", source, k->section, k->name, text);
+}
+
+char *vs_conf_where(const vs_keytab *tab, const vs_origins *orig,
+                    const char *section, const char *name, char *buf,
+                    size_t len)
+{
+  int i = vs_conf_find(tab, section, name);
+  if (i < 0) {
+    snprintf(buf, len, "[%s] %s", section, name);
+  } else if (!orig->keys[i].set) {
+    snprintf(buf, len, "%s: [%s] %s (default %s)", orig->file, section, name,
+             tab->keys[i].default_doc ? tab->keys[i].default_doc : "derived");
+  } else {
+    where_text(orig->keys[i].source, orig->keys[i].line, &tab->keys[i],
+               orig->keys[i].text, buf, len);
+  }
+  return buf;
+}
+
+/* ------------------------------------------------------------------------
+ * Storing one value
+ * ------------------------------------------------------------------------ */
+
+/* Checks a number against the key's bounds; returns a reason or NULL. */
+static const char *bounds_problem(const vs_key *k, double v, char *buf,
+                                  size_t len)
+{
+  if (k->positive && !(v > 0)) {
+    snprintf(buf, len, "must be greater than 0");
+    return buf;
+  }
+  if (v < k->lo) {
+    snprintf(buf, len, "must be at least %g", k->lo);
+    return buf;
+  }
+  if (k->hi != 0 && v > k->hi) {
+    snprintf(buf, len, "must be at most %g", k->hi);
+    return buf;
+  }
+  return NULL;
+}
+
+static int parse_list(const char *text, vs_count_list *out, const char **why)
+{
+  char item[64];
+  vs_count_list list = {.n = 0};
+  const char *p = text;
+
+  while (*p) {
+    const char *comma = strchr(p, ',');
+    size_t n = comma ? (size_t)(comma - p) : strlen(p);
+    if (n >= sizeof item) {
+      *why = "list item too long";
+      return VS_EINPUT;
+    }
+    if (list.n == VS_LIST_MAX) {
+      *why = "too many list items";
+      return VS_EINPUT;
+    }
+    memcpy(item, p, n);
+    item[n] = '\0';
+    if (vs_parse_count(item, &list.values[list.n], why))
+      return VS_EINPUT;
+    list.n++;
+    p = comma ? comma + 1 : p + n;
+  }
+  if (list.n == 0) {
+    *why = "empty list";
+    return VS_EINPUT;
+  }
+  *out = list;
+  return 0;
+}
+
+/* Parses text per the key's type into a scratch union, checks bounds, and
+ * only then stores, so a bad value leaves the target unchanged. */
+static int store_value(const vs_key *k, void *target, const char *text,
+                       const char *where, vs_error *err)
+{
+  char *slot = (char *)target + k->offset;
+  const char *why = NULL;
+  char reason[160];
+  const char *bad = NULL;
+  uint64_t u = 0;
+  double d = 0;
+  bool b = false;
+  int rc = 0;
+
+  switch (k->type) {
+  case VS_KEY_COUNT:
+    if (!(rc = vs_parse_count(text, &u, &why)))
+      bad = bounds_problem(k, (double)u, reason, sizeof reason);
+    break;
+  case VS_KEY_SIZE:
+    if (!(rc = vs_parse_size(text, &u, &why)))
+      bad = bounds_problem(k, (double)u, reason, sizeof reason);
+    break;
+  case VS_KEY_REAL:
+    if (!(rc = vs_parse_real(text, &d, &why)))
+      bad = bounds_problem(k, d, reason, sizeof reason);
+    break;
+  case VS_KEY_RATE:
+    if (!(rc = vs_parse_rate(text, &d, &why)))
+      bad = bounds_problem(k, d, reason, sizeof reason);
+    break;
+  case VS_KEY_LATENCY:
+    if (!(rc = vs_parse_latency(text, &d, &why)))
+      bad = bounds_problem(k, d, reason, sizeof reason);
+    break;
+  case VS_KEY_BOOL:
+    rc = vs_parse_bool(text, &b, &why);
+    break;
+  case VS_KEY_ENUM:
+    rc = VS_EINPUT;
+    for (int i = 0; k->choices[i]; i++) {
+      if (strcmp(k->choices[i], text) == 0) {
+        *(int *)slot = i;
+        return 0;
+      }
+    }
+    {
+      char choices[256];
+      return vs_error_set(err, VS_EINPUT, "%s: expected %s", where,
+                          vs_conf_choices(k->choices, choices, sizeof choices));
+    }
+  case VS_KEY_NAME:
+    if (*text == '\0' || strlen(text) >= VS_NAME_MAX ||
+        strpbrk(text, " \t,")) {
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: expected a name of 1-%d characters without "
+                          "blanks or commas",
+                          where, VS_NAME_MAX - 1);
+    }
+    strcpy(slot, text);
+    return 0;
+  case VS_KEY_LIST: {
+    vs_count_list list;
+    if ((rc = parse_list(text, &list, &why)) == 0) {
+      for (size_t i = 0; i < list.n && !bad; i++)
+        bad = bounds_problem(k, (double)list.values[i], reason, sizeof reason);
+      if (!bad)
+        *(vs_count_list *)slot = list;
+    }
+    break;
+  }
+  }
+  if (rc)
+    return vs_error_set(err, VS_EINPUT, "%s: %s", where, why);
+  if (bad)
+    return vs_error_set(err, VS_EINPUT, "%s: %s", where, bad);
+  switch (k->type) {
+  case VS_KEY_COUNT:
+  case VS_KEY_SIZE:
+    *(uint64_t *)slot = u;
+    break;
+  case VS_KEY_REAL:
+  case VS_KEY_RATE:
+  case VS_KEY_LATENCY:
+    *(double *)slot = d;
+    break;
+  case VS_KEY_BOOL:
+    *(bool *)slot = b;
+    break;
+  default:
+    break;
+  }
+  return 0;
+}
+
+/* Stores section.name = value from source:line and records its origin. */
+static int apply(const vs_keytab *tab, void *target, vs_origins *orig,
+                 const char *source, int line, const char *section,
+                 const char *name, const char *value, vs_error *err)
+{
+  char where[320], known[512];
+  char text[96];
+  int i = vs_conf_find(tab, section, name);
+
+  snprintf(text, sizeof text, "%s", value ? value : "");
+  if (i < 0) {
+    if (!section_known(tab, section)) {
+      if (line > 0)
+        return vs_error_set(err, VS_EINPUT,
+                            "%s:%d: unknown section [%s] in %s file; valid "
+                            "sections: %s",
+                            source, line, section, tab->kind,
+                            list_sections(tab, known, sizeof known));
+      return vs_error_set(err, VS_EINPUT,
+                          "%s %s.%s: unknown section [%s]; valid sections: %s",
+                          source, section, name, section,
+                          list_sections(tab, known, sizeof known));
+    }
+    if (line > 0)
+      return vs_error_set(err, VS_EINPUT,
+                          "%s:%d: unknown key '%s' in [%s]; valid keys: %s",
+                          source, line, name, section,
+                          list_keys(tab, section, known, sizeof known));
+    return vs_error_set(err, VS_EINPUT,
+                        "%s %s.%s: unknown key '%s' in [%s]; valid keys: %s",
+                        source, section, name, name, section,
+                        list_keys(tab, section, known, sizeof known));
+  }
+  where_text(source, line, &tab->keys[i], text, where, sizeof where);
+  if (line > 0 && orig->keys[i].set && orig->keys[i].line > 0)
+    return vs_error_set(err, VS_EINPUT, "%s: key set twice (first on line %d)",
+                        where, orig->keys[i].line);
+  if (text[0] == '\0')
+    return vs_error_set(err, VS_EINPUT, "%s: missing value", where);
+  if (store_value(&tab->keys[i], target, text, where, err))
+    return VS_EINPUT;
+  orig->keys[i].set = true;
+  orig->keys[i].line = line;
+  orig->keys[i].source = source;
+  memcpy(orig->keys[i].text, text, sizeof text);
+  return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Parsing through inih
+ * ------------------------------------------------------------------------ */
+
+static int on_key(void *user, const char *section, const char *name,
+                  const char *value)
+{
+  parse_ctx *ctx = user;
+  if (ctx->err->code != VS_OK)
+    return 0;
+  if (section[0] == '\0') {
+    vs_error_set(ctx->err, VS_EINPUT,
+                 "%s:%d: key '%s' appears before any [section]",
+                 ctx->orig->file, ctx->line, name);
+    return 0;
+  }
+  return apply(ctx->tab, ctx->target, ctx->orig, ctx->orig->file, ctx->line,
+               section, name, value, ctx->err) == 0;
+}
+
+/* Reads the next whole line into line[] (NUL-terminated); returns its length
+ * or -1 at end of input. Lines longer than cap - 1 are reported as too long. */
+static long next_line(parse_ctx *ctx, char *line, size_t cap, bool *too_long)
+{
+  size_t n = 0;
+  int c;
+  bool any = false;
+  *too_long = false;
+  for (;;) {
+    if (ctx->file) {
+      c = fgetc(ctx->file);
+    } else {
+      c = *ctx->text ? (unsigned char)*ctx->text++ : EOF;
+    }
+    if (c == EOF)
+      break;
+    any = true;
+    if (c == '\n')
+      break;
+    if (n + 1 < cap)
+      line[n++] = (char)c;
+    else
+      *too_long = true;
+  }
+  line[n] = '\0';
+  return any ? (long)n : -1;
+}
+
+/* inih's reader: one line per call, counted, leading blanks dropped, and
+ * [section] headers checked against the table. */
+static char *read_line(char *str, int num, void *stream)
+{
+  parse_ctx *ctx = stream;
+  char line[1024];
+  bool too_long;
+  char *p;
+
+  if (ctx->err->code != VS_OK)
+    return NULL;
+  if (next_line(ctx, line, sizeof line, &too_long) < 0)
+    return NULL;
+  ctx->line++;
+  if (too_long || strlen(line) + 2 > (size_t)num) {
+    vs_error_set(ctx->err, VS_EINPUT, "%s:%d: line too long (over %d characters)",
+                 ctx->orig->file, ctx->line, num - 2);
+    return NULL;
+  }
+  p = line;
+  while (isspace((unsigned char)*p))
+    p++;
+  if (*p == '[') {
+    char name[128];
+    const char *close = strchr(p, ']');
+    size_t n = close ? (size_t)(close - p - 1) : 0;
+    if (close && n < sizeof name) {
+      memcpy(name, p + 1, n);
+      name[n] = '\0';
+      if (!section_known(ctx->tab, name)) {
+        char known[256];
+        vs_error_set(ctx->err, VS_EINPUT,
+                     "%s:%d: unknown section [%s] in %s file; valid sections: %s",
+                     ctx->orig->file, ctx->line, name, ctx->tab->kind,
+                     list_sections(ctx->tab, known, sizeof known));
+        return NULL;
+      }
+    }
+  }
+  snprintf(str, (size_t)num, "%s\n", p);
+  return str;
+}
+
+static int parse(parse_ctx *ctx)
+{
+  int rc = ini_parse_stream(read_line, ctx, on_key, ctx);
+  if (ctx->err->code != VS_OK)
+    return ctx->err->code;
+  if (rc > 0)
+    return vs_error_set(ctx->err, VS_EINPUT,
+                        "%s:%d: malformed line: expected [section], "
+                        "key = value, or a ; comment",
+                        ctx->orig->file, rc);
+  if (rc < 0)
+    return vs_error_set(ctx->err, VS_ENOMEM, "%s: out of memory while parsing",
+                        ctx->orig->file);
+  return 0;
+}
+
+static void start(parse_ctx *ctx, const vs_keytab *tab, void *target,
+                  vs_origins *orig, const char *name, vs_error *err)
+{
+  memset(ctx, 0, sizeof *ctx);
+  ctx->tab = tab;
+  ctx->target = target;
+  ctx->orig = orig;
+  ctx->err = err;
+  snprintf(orig->file, sizeof orig->file, "%s", name);
+}
+
+int vs_conf_load_file(const vs_keytab *tab, void *target, vs_origins *orig,
+                      const char *path, vs_error *err)
+{
+  parse_ctx ctx;
+  int rc;
+
+  start(&ctx, tab, target, orig, path, err);
+  ctx.file = fopen(path, "r");
+  if (!ctx.file)
+    return vs_error_set(err, VS_EIO, "%s: cannot read %s file: %s", path,
+                        tab->kind, strerror(errno));
+  rc = parse(&ctx);
+  if (rc == 0 && ferror(ctx.file))
+    rc = vs_error_set(err, VS_EIO, "%s: read error", path);
+  fclose(ctx.file);
+  return rc;
+}
+
+int vs_conf_load_string(const vs_keytab *tab, void *target, vs_origins *orig,
+                        const char *name, const char *text, vs_error *err)
+{
+  parse_ctx ctx;
+  start(&ctx, tab, target, orig, name, err);
+  ctx.text = text;
+  return parse(&ctx);
+}
+
+int vs_conf_set(const vs_keytab *tab, void *target, vs_origins *orig,
+                const char *section, const char *name, const char *value,
+                vs_error *err)
+{
+  return apply(tab, target, orig, "--set", 0, section, name, value, err);
+}
+
+int vs_conf_check_required(const vs_keytab *tab, const vs_origins *orig,
+                           vs_error *err)
+{
+  for (size_t i = 0; i < tab->n_keys; i++) {
+    if (tab->keys[i].required && !orig->keys[i].set)
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: missing required key '%s' in [%s]", orig->file,
+                          tab->keys[i].name, tab->keys[i].section);
+  }
+  return 0;
+}
+
+bool vs_conf_is_set(const vs_keytab *tab, const vs_origins *orig,
+                    const char *section, const char *name)
+{
+  int i = vs_conf_find(tab, section, name);
+  return i >= 0 && orig->keys[i].set;
+}

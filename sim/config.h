@@ -1,0 +1,108 @@
+/* config.h - table-driven INI loading shared by workload.ini and topology.ini.
+ *
+ * A vs_keytab describes every key a file may hold: its section, name, type,
+ * where its value lives in the target struct, and its bounds. Loading a file
+ * (parsed by inih) or applying `--set section.key=value` stores each value
+ * through that table and records in a vs_origins where it came from, so any
+ * later validation message can name the file, line, key and value.
+ * Invariant: a key's origin is marked set exactly when its value was stored
+ * from input; unset keys keep whatever default the caller put there. */
+#ifndef VS_CONFIG_H
+#define VS_CONFIG_H
+
+#include "error.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum vs_key_type {
+  VS_KEY_COUNT,   /* uint64_t, "7.5e9" accepted */
+  VS_KEY_SIZE,    /* uint64_t bytes, "80GiB" */
+  VS_KEY_REAL,    /* double */
+  VS_KEY_RATE,    /* double bytes/s, "3.35TB/s" (bare = GB/s) */
+  VS_KEY_LATENCY, /* double seconds, "5us" (bare = us) */
+  VS_KEY_BOOL,    /* bool */
+  VS_KEY_ENUM,    /* int index into choices */
+  VS_KEY_NAME,    /* char[VS_NAME_MAX] without blanks */
+  VS_KEY_LIST     /* vs_count_list: comma-separated counts */
+} vs_key_type;
+
+#define VS_NAME_MAX 64
+#define VS_LIST_MAX 256
+#define VS_CONF_MAX_KEYS 64
+
+typedef struct vs_count_list {
+  uint64_t values[VS_LIST_MAX]; /* the counts in order */
+  size_t n;                     /* how many */
+} vs_count_list;
+
+typedef struct vs_key {
+  const char *section;         /* "model" */
+  const char *name;            /* "hidden" */
+  vs_key_type type;            /* how the text is parsed and stored */
+  size_t offset;               /* offsetof the value in the target struct */
+  const char *const *choices;  /* VS_KEY_ENUM: NULL-terminated names */
+  double lo;                   /* smallest valid number (inclusive) */
+  double hi;                   /* largest valid number (inclusive); 0 = none */
+  bool positive;               /* numbers must be > 0 */
+  bool required;               /* a file must set it */
+  const char *default_doc;     /* default, as documented in README.md */
+} vs_key;
+
+typedef struct vs_keytab {
+  const vs_key *keys;          /* the table */
+  size_t n_keys;               /* its length (<= VS_CONF_MAX_KEYS) */
+  const char *kind;            /* "workload" or "topology", for messages */
+} vs_keytab;
+
+typedef struct vs_origin {
+  bool set;                    /* a value was stored from input */
+  int line;                    /* 1-based line in file; 0 for --set */
+  const char *source;          /* origins->file or "--set" */
+  char text[96];               /* the value as written (trimmed, cut) */
+} vs_origin;
+
+typedef struct vs_origins {
+  char file[512];              /* path of the loaded file (or built-in name) */
+  vs_origin keys[VS_CONF_MAX_KEYS]; /* parallel to the keytab */
+} vs_origins;
+
+/* Loads path into target. Fails with VS_EIO if the file cannot be read and
+ * VS_EINPUT on a malformed line, unknown section or key, bad value or a key
+ * set twice; the message names file:line and the key. On failure target may
+ * hold some of the file's values (callers discard it). */
+int vs_conf_load_file(const vs_keytab *tab, void *target, vs_origins *orig,
+                      const char *path, vs_error *err);
+
+/* Same as vs_conf_load_file for text held in memory, reported as `name`. */
+int vs_conf_load_string(const vs_keytab *tab, void *target, vs_origins *orig,
+                        const char *name, const char *text, vs_error *err);
+
+/* Stores one value as `--set section.key=value` does. On an unknown key or a
+ * bad value, fails with VS_EINPUT and leaves target unchanged. */
+int vs_conf_set(const vs_keytab *tab, void *target, vs_origins *orig,
+                const char *section, const char *name, const char *value,
+                vs_error *err);
+
+/* Fails with VS_EINPUT naming the first required key that is unset. */
+int vs_conf_check_required(const vs_keytab *tab, const vs_origins *orig,
+                           vs_error *err);
+
+/* Index of section.name in tab, or -1. */
+int vs_conf_find(const vs_keytab *tab, const char *section, const char *name);
+
+/* True when section.name was set from input. */
+bool vs_conf_is_set(const vs_keytab *tab, const vs_origins *orig,
+                    const char *section, const char *name);
+
+/* Writes where section.name came from into buf: "w.ini:5: [model] heads = 3",
+ * "--set model.heads=3", or "w.ini: [model] heads (default)". */
+char *vs_conf_where(const vs_keytab *tab, const vs_origins *orig,
+                    const char *section, const char *name, char *buf,
+                    size_t len);
+
+/* Writes "a, b or c" listing an enum's choices into buf. */
+char *vs_conf_choices(const char *const *choices, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,50 @@
+/* csvout.h - CSV files written atomically through libcsv.
+ *
+ * A vs_csv writes to a temporary file beside its destination and renames it
+ * into place on commit, so a reader never sees a half-written file and a
+ * failed run leaves nothing behind. Text fields are quoted by libcsv when
+ * they need it; numbers are written plainly. */
+#ifndef VS_CSVOUT_H
+#define VS_CSVOUT_H
+
+#include "error.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct vs_csv {
+  FILE *f;              /* the temporary file */
+  char path[4096];      /* destination */
+  char tmp_path[4096];  /* temporary name in the same directory */
+  int n_fields;         /* fields written in the current row */
+  bool failed;          /* a write failed; commit will report it */
+} vs_csv;
+
+/* Opens a temporary file for path. VS_EIO with the reason on failure. */
+int vs_csv_open(vs_csv *csv, const char *path, vs_error *err);
+
+/* Appends one field to the current row. */
+void vs_csv_text(vs_csv *csv, const char *text);
+void vs_csv_u64(vs_csv *csv, uint64_t value);
+void vs_csv_i64(vs_csv *csv, int64_t value);
+void vs_csv_real(vs_csv *csv, double value); /* %.9g */
+void vs_csv_seconds(vs_csv *csv, double seconds); /* %.9f */
+
+/* Ends the row. */
+void vs_csv_row(vs_csv *csv);
+
+/* Writes a header row from a comma-separated list of names. */
+void vs_csv_header(vs_csv *csv, const char *names);
+
+/* Flushes, closes and renames into place. On failure removes the temporary
+ * file and returns VS_EIO. */
+int vs_csv_commit(vs_csv *csv, vs_error *err);
+
+/* Closes and removes the temporary file. */
+void vs_csv_abort(vs_csv *csv);
+
+/* Creates directory dir if it does not exist. VS_EIO on failure. */
+int vs_make_dir(const char *dir, vs_error *err);
+
+#endif

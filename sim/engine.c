@@ -1,0 +1,198 @@
+/* engine.c - event loop over the evq heap (see engine.h). */
+#include "engine.h"
+
+#include "evq.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct run_ctx {
+  vs_rank *ranks;
+  const vs_engine_opts *opts;
+  vs_evq q;
+  vs_error *err;
+} run_ctx;
+
+void vs_rank_init(vs_rank *rank, uint32_t id, const vs_program *prog,
+                  uint64_t capacity_bytes, uint64_t framework_bytes)
+{
+  memset(rank, 0, sizeof *rank);
+  rank->id = id;
+  rank->stage = prog->stage;
+  rank->prog = prog;
+  vs_mem_init(&rank->mem, capacity_bytes, framework_bytes);
+}
+
+void vs_rank_fini(vs_rank *rank)
+{
+  free(rank->timeline);
+  free(rank->spans);
+  rank->timeline = NULL;
+  rank->spans = NULL;
+}
+
+static int record_event(vs_rank *r, uint64_t t_ns, uint32_t op, int category,
+                        int64_t delta)
+{
+  vs_mem_event *ev;
+  if (r->n_timeline == r->cap_timeline) {
+    size_t cap = r->cap_timeline ? 2 * r->cap_timeline : 1024;
+    vs_mem_event *mem = realloc(r->timeline, cap * sizeof *mem);
+    if (!mem)
+      return VS_ENOMEM;
+    r->timeline = mem;
+    r->cap_timeline = cap;
+  }
+  ev = &r->timeline[r->n_timeline++];
+  ev->t_ns = t_ns;
+  ev->op = op;
+  ev->category = category;
+  ev->delta_bytes = delta;
+  ev->allocated_bytes = r->mem.allocated_bytes;
+  ev->reserved_bytes = r->mem.reserved_bytes;
+  return 0;
+}
+
+static int record_span(vs_rank *r, uint32_t op, uint64_t start, uint64_t end)
+{
+  if (r->n_spans == r->cap_spans) {
+    size_t cap = r->cap_spans ? 2 * r->cap_spans : 1024;
+    vs_op_span *mem = realloc(r->spans, cap * sizeof *mem);
+    if (!mem)
+      return VS_ENOMEM;
+    r->spans = mem;
+    r->cap_spans = cap;
+  }
+  r->spans[r->n_spans].op = op;
+  r->spans[r->n_spans].start_ns = start;
+  r->spans[r->n_spans].end_ns = end;
+  r->n_spans++;
+  return 0;
+}
+
+/* Applies the effects of op that happen at its start (at_end = 0) or end. */
+static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
+                         uint64_t t_ns)
+{
+  const vs_program *p = r->prog;
+  const vs_pop *op = &p->ops[idx];
+  for (uint32_t i = 0; i < op->n_effects; i++) {
+    const vs_effect *e = &p->effects[op->first_effect + i];
+    const vs_buffer *buf = &p->buffers[e->buffer];
+    int rc;
+    if ((bool)e->at_end != at_end)
+      continue;
+    if (e->is_free)
+      rc = vs_mem_free(&r->mem, buf->category, buf->bytes);
+    else
+      rc = vs_mem_alloc(&r->mem, buf->category, buf->bytes, idx, t_ns);
+    if (rc)
+      return vs_error_set(c->err, rc,
+                          "engine: rank %u op %u (%s) %s %llu bytes of %s "
+                          "failed (schedule bug or counter overflow)",
+                          r->id, idx, op->name, e->is_free ? "free" : "alloc",
+                          (unsigned long long)buf->bytes,
+                          vs_category_name(buf->category));
+    if (c->opts->record_timeline &&
+        record_event(r, t_ns, idx, buf->category,
+                     e->is_free ? -(int64_t)buf->bytes : (int64_t)buf->bytes))
+      return vs_error_set(c->err, VS_ENOMEM, "out of host memory recording "
+                                             "the memory timeline");
+    if (c->opts->check_invariants && vs_mem_check(&r->mem, c->err))
+      return VS_EINPUT;
+  }
+  return 0;
+}
+
+/* True when every dependency of op has ended on this rank. A dependency on
+ * stream s at position k has ended once done[s] > k (streams are in order). */
+static bool ready(const vs_rank *r, const vs_pop *op)
+{
+  const vs_program *p = r->prog;
+  for (uint32_t i = 0; i < op->n_deps; i++) {
+    const vs_pop *dep = &p->ops[p->deps[op->first_dep + i]];
+    if (r->done[dep->stream] <= dep->pos)
+      return false;
+  }
+  return true;
+}
+
+/* Starts whatever can start on rank r at t_ns. */
+static int start_ready(run_ctx *c, uint32_t rank_idx, uint64_t t_ns)
+{
+  vs_rank *r = &c->ranks[rank_idx];
+  const vs_program *p = r->prog;
+  for (int s = 0; s < VS_STREAM_N; s++) {
+    uint32_t idx;
+    const vs_pop *op;
+    int rc;
+    if (r->busy[s] || r->next[s] == p->n_stream_ops[s])
+      continue;
+    idx = p->stream_ops[s][r->next[s]];
+    op = &p->ops[idx];
+    if (!ready(r, op))
+      continue;
+    r->busy[s] = true;
+    r->next[s]++;
+    if ((rc = apply_effects(c, r, idx, false, t_ns)))
+      return rc;
+    if (c->opts->record_spans && record_span(r, idx, t_ns, t_ns + op->dur_ns))
+      return vs_error_set(c->err, VS_ENOMEM, "out of host memory recording ops");
+    if (vs_evq_push(&c->q, t_ns + op->dur_ns, rank_idx, idx))
+      return vs_error_set(c->err, VS_ENOMEM, "out of host memory: event queue");
+  }
+  return 0;
+}
+
+static int finish(run_ctx *c, const vs_event *ev)
+{
+  vs_rank *r = &c->ranks[ev->rank];
+  const vs_pop *op = &r->prog->ops[ev->op];
+  int rc;
+  r->busy[op->stream] = false;
+  r->done[op->stream]++;
+  if (ev->t_ns > r->end_ns)
+    r->end_ns = ev->t_ns;
+  if ((rc = apply_effects(c, r, ev->op, true, ev->t_ns)))
+    return rc;
+  return start_ready(c, ev->rank, ev->t_ns);
+}
+
+static int check_finished(run_ctx *c, size_t n_ranks)
+{
+  for (size_t i = 0; i < n_ranks; i++) {
+    const vs_rank *r = &c->ranks[i];
+    for (int s = 0; s < VS_STREAM_N; s++) {
+      if (r->done[s] != r->prog->n_stream_ops[s]) {
+        const vs_pop *op = &r->prog->ops[r->prog->stream_ops[s][r->next[s]]];
+        return vs_error_set(c->err, VS_EINPUT,
+                            "engine: rank %u deadlocked: stream %s waits at op "
+                            "'%s' (layer %d, micro-batch %d)",
+                            r->id, vs_stream_name(s), op->name, op->layer,
+                            op->microbatch);
+      }
+    }
+  }
+  return 0;
+}
+
+int vs_engine_run(vs_rank *ranks, size_t n_ranks, const vs_engine_opts *opts,
+                  vs_engine_stats *stats, vs_error *err)
+{
+  run_ctx c = {ranks, opts, {0}, err};
+  vs_event ev;
+  int rc = 0;
+
+  memset(stats, 0, sizeof *stats);
+  vs_evq_init(&c.q);
+  for (size_t i = 0; i < n_ranks && !rc; i++)
+    rc = start_ready(&c, (uint32_t)i, 0);
+  while (!rc && vs_evq_pop(&c.q, &ev)) {
+    stats->events++;
+    if (ev.t_ns > stats->end_ns)
+      stats->end_ns = ev.t_ns;
+    rc = finish(&c, &ev);
+  }
+  vs_evq_fini(&c.q);
+  return rc ? rc : check_finished(&c, n_ranks);
+}

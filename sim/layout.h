@@ -1,0 +1,62 @@
+/* layout.h - how a job is laid out: dp x tp (x pp) over nodes, the ZeRO
+ * partitioning of model states over data-parallel ranks, and the memory the
+ * framework holds outside the allocator.
+ *
+ * Ranks are numbered Megatron's way: tp innermost, then dp, then pp, so a
+ * tp group is tp consecutive GPUs and a dp group strides by tp. All byte
+ * figures are for one GPU. */
+#ifndef VS_LAYOUT_H
+#define VS_LAYOUT_H
+
+#include "collective.h"
+#include "error.h"
+#include "model.h"
+#include "topology.h"
+#include "workload.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct vs_layout {
+  uint64_t tp, pp, dp;            /* group sizes */
+  uint64_t gpus;                  /* tp * pp * dp */
+  uint64_t nodes;                 /* ceil(gpus / gpus per node) */
+  uint64_t zero;                  /* ZeRO stage */
+  uint64_t grad_accum;            /* micro-batches per step */
+  vs_link tp_link;                /* link the tp group uses */
+  vs_link dp_link;                /* link the dp group uses */
+  uint64_t param_elems;           /* parameters on one GPU before ZeRO */
+  uint64_t param_elem_bytes;      /* 4 (fp32) or 2 */
+  uint64_t grad_elem_bytes;       /* 4 with fp32 grads, else as params */
+  uint64_t params_full_bytes;     /* params before partitioning */
+  uint64_t grads_full_bytes;      /* grads before partitioning */
+  uint64_t optimizer_full_bytes;  /* master weights + moments before it */
+  uint64_t params_bytes;          /* resident after ZeRO-3 partitioning */
+  uint64_t grads_bytes;           /* resident after ZeRO-2 partitioning */
+  uint64_t optimizer_bytes;       /* resident after ZeRO-1 partitioning */
+  int n_communicators;            /* NCCL communicators this GPU joins */
+  uint64_t framework_bytes;       /* context + cuBLAS + NCCL */
+} vs_layout;
+
+/* Optimizer-state bytes (master weights included when `master`) of one
+ * parameter tensor of rows x cols elements:
+ *   adam, adamw   8 per element (fp32 exp_avg, exp_avg_sq)
+ *   momentum, lion 4 (one fp32 buffer)
+ *   sgd           0
+ *   adafactor     4*(rows+cols) for a matrix (factored second moment, no
+ *                 first moment: Shazeer & Stern 2018), 4 per element for a vector
+ *   adam8bit      2 per element + fp32 absmax per 2048-element block per
+ *                 state (bitsandbytes blockwise), 8 per element for tensors
+ *                 under 4096 elements (bitsandbytes min_8bit_size). */
+uint64_t vs_optimizer_state_bytes(int optimizer, bool master, uint64_t rows,
+                                  uint64_t cols);
+
+/* Fills lay from the resolved workload, its model and the topology.
+ * VS_EINPUT if the precision needs a capability the GPU lacks (fp8). */
+int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
+                    const vs_model *m, vs_layout *lay, vs_error *err);
+
+/* Model states resident on one GPU: params + grads + optimizer. */
+uint64_t vs_layout_model_states(const vs_layout *lay);
+
+#endif

@@ -1,0 +1,99 @@
+/* memory.c - per-GPU memory tracker (see memory.h). */
+#include "memory.h"
+
+#include "units.h"
+
+#include <string.h>
+
+static const char *const category_names[VS_CAT_N] = {
+    "params", "grads", "optimizer", "activations", "temp", "framework"};
+
+const char *vs_category_name(int category)
+{
+  return category >= 0 && category < VS_CAT_N ? category_names[category] : "?";
+}
+
+void vs_mem_init(vs_mem *m, uint64_t capacity_bytes, uint64_t framework_bytes)
+{
+  memset(m, 0, sizeof *m);
+  m->capacity_bytes = capacity_bytes;
+  m->by_cat[VS_CAT_FRAMEWORK] = framework_bytes;
+  m->at_peak[VS_CAT_FRAMEWORK] = framework_bytes;
+  m->peak_used_bytes = framework_bytes;
+}
+
+uint64_t vs_mem_used(const vs_mem *m)
+{
+  return m->reserved_bytes + m->by_cat[VS_CAT_FRAMEWORK];
+}
+
+int vs_mem_alloc(vs_mem *m, int category, uint64_t bytes, uint32_t op,
+                 uint64_t t_ns)
+{
+  uint64_t cat, allocated, used;
+  if (category < 0 || category >= VS_CAT_FRAMEWORK)
+    return VS_EINPUT;
+  if (!vs_add_bytes(m->by_cat[category], bytes, &cat) ||
+      !vs_add_bytes(m->allocated_bytes, bytes, &allocated) ||
+      !vs_add_bytes(m->by_cat[VS_CAT_FRAMEWORK], allocated, &used))
+    return VS_ELIMIT;
+  if (used > m->capacity_bytes && !m->oom.happened) {
+    m->oom.happened = true;
+    m->oom.op = op;
+    m->oom.t_ns = t_ns;
+    m->oom.requested_bytes = bytes;
+    m->oom.in_use_bytes = vs_mem_used(m);
+    m->oom.category = category;
+  }
+  m->by_cat[category] = cat;
+  m->allocated_bytes = allocated;
+  if (m->reserved_bytes < allocated)
+    m->reserved_bytes = allocated;
+  if (allocated > m->peak_allocated_bytes) {
+    m->peak_allocated_bytes = allocated;
+    memcpy(m->at_peak, m->by_cat, sizeof m->at_peak);
+    m->reserved_at_peak_bytes = m->reserved_bytes;
+    m->peak_t_ns = t_ns;
+    m->peak_op = op;
+  }
+  if (m->reserved_bytes > m->peak_reserved_bytes)
+    m->peak_reserved_bytes = m->reserved_bytes;
+  if (vs_mem_used(m) > m->peak_used_bytes)
+    m->peak_used_bytes = vs_mem_used(m);
+  return 0;
+}
+
+int vs_mem_free(vs_mem *m, int category, uint64_t bytes)
+{
+  if (category < 0 || category >= VS_CAT_FRAMEWORK ||
+      m->by_cat[category] < bytes)
+    return VS_EINPUT;
+  m->by_cat[category] -= bytes;
+  m->allocated_bytes -= bytes;
+  /* The exact allocator returns memory as soon as it is freed. */
+  m->reserved_bytes = m->allocated_bytes;
+  return 0;
+}
+
+int vs_mem_check(const vs_mem *m, vs_error *err)
+{
+  uint64_t sum = 0;
+  for (int c = 0; c < VS_CAT_FRAMEWORK; c++)
+    sum += m->by_cat[c];
+  if (sum != m->allocated_bytes)
+    return vs_error_set(err, VS_EINPUT,
+                        "memory invariant: categories sum to %llu, allocated %llu",
+                        (unsigned long long)sum,
+                        (unsigned long long)m->allocated_bytes);
+  if (m->reserved_bytes < m->allocated_bytes)
+    return vs_error_set(err, VS_EINPUT,
+                        "memory invariant: reserved %llu < allocated %llu",
+                        (unsigned long long)m->reserved_bytes,
+                        (unsigned long long)m->allocated_bytes);
+  if (m->peak_allocated_bytes < m->allocated_bytes ||
+      m->peak_reserved_bytes < m->reserved_bytes ||
+      m->peak_used_bytes < vs_mem_used(m))
+    return vs_error_set(err, VS_EINPUT, "memory invariant: a peak is below "
+                                        "its current value");
+  return 0;
+}

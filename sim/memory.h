@@ -1,0 +1,74 @@
+/* memory.h - one simulated GPU's memory, by category, moment by moment.
+ *
+ * The tracker owns the per-category byte counts of one rank, the allocator's
+ * allocated and reserved totals, their peaks and the op and time of each
+ * peak, and the first out-of-memory. Framework memory (CUDA context, cuBLAS,
+ * NCCL) lives outside the allocator: it counts towards the capacity but not
+ * towards allocated or reserved, as on real hardware.
+ * Invariant (vs_mem_check): the allocator categories sum to allocated,
+ * reserved >= allocated, peaks >= current values. */
+#ifndef VS_MEMORY_H
+#define VS_MEMORY_H
+
+#include "error.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum vs_category {
+  VS_CAT_PARAMS,
+  VS_CAT_GRADS,
+  VS_CAT_OPTIMIZER,
+  VS_CAT_ACTIVATIONS,
+  VS_CAT_TEMP,
+  VS_CAT_FRAMEWORK,
+  VS_CAT_N
+} vs_category;
+
+/* "params", "grads", ... */
+const char *vs_category_name(int category);
+
+typedef struct vs_oom {
+  bool happened;            /* an allocation exceeded the capacity */
+  uint32_t op;              /* program op that asked */
+  uint64_t t_ns;            /* when */
+  uint64_t requested_bytes; /* size of the allocation that failed */
+  uint64_t in_use_bytes;    /* reserved + framework before it */
+  int category;             /* category of the request */
+} vs_oom;
+
+typedef struct vs_mem {
+  uint64_t capacity_bytes;          /* GPU memory */
+  uint64_t by_cat[VS_CAT_N];        /* current bytes per category */
+  uint64_t allocated_bytes;         /* sum of allocator categories */
+  uint64_t reserved_bytes;          /* allocator segments (>= allocated) */
+  uint64_t peak_allocated_bytes;    /* max of allocated */
+  uint64_t peak_reserved_bytes;     /* max of reserved */
+  uint64_t at_peak[VS_CAT_N];       /* by_cat when allocated peaked */
+  uint64_t reserved_at_peak_bytes;  /* reserved when allocated peaked */
+  uint64_t peak_t_ns;               /* when allocated peaked (first time) */
+  uint32_t peak_op;                 /* op during which it peaked */
+  uint64_t peak_used_bytes;         /* max of reserved + framework */
+  vs_oom oom;                       /* first out-of-memory, if any */
+} vs_mem;
+
+/* Empty tracker for a GPU of capacity_bytes holding framework_bytes. */
+void vs_mem_init(vs_mem *m, uint64_t capacity_bytes, uint64_t framework_bytes);
+
+/* Allocates bytes of category during op at t_ns (exact allocator: reserved
+ * follows allocated). Records the first allocation that exceeds capacity as
+ * the OOM and goes on, so the report can show by how much. VS_ELIMIT on
+ * counter overflow. O(1). */
+int vs_mem_alloc(vs_mem *m, int category, uint64_t bytes, uint32_t op,
+                 uint64_t t_ns);
+
+/* Frees bytes of category. VS_EINPUT if more than held (a schedule bug). */
+int vs_mem_free(vs_mem *m, int category, uint64_t bytes);
+
+/* Bytes the device has in use: reserved + framework. */
+uint64_t vs_mem_used(const vs_mem *m);
+
+/* Checks the invariants above; 0 or VS_EINPUT with a description in err. */
+int vs_mem_check(const vs_mem *m, vs_error *err);
+
+#endif

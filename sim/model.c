@@ -1,0 +1,512 @@
+/* model.c - expands gpt / llama / bert into blocks of ops (see model.h).
+ *
+ * Saved-tensor lists follow Korthikanti et al. 2022 (arXiv 2205.05198,
+ * Sec. 4.1): for a GPT layer with dropout and materialised attention they add
+ * up to s*b*h*(34 + 5*a*s/h) bytes at 16 bits. Tensor parallelism shards the
+ * attention heads and the MLP width; sequence parallelism also shards the
+ * norms, dropouts and the inputs of the column-parallel matmuls by sequence. */
+#include "model.h"
+
+#include "memory.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Shapes of one rank's work for one micro-batch. */
+typedef struct dims {
+  uint64_t s, b, h, a, kv, d, f, vocab; /* model sizes (vocab padded) */
+  uint64_t t;        /* tensor-parallel size */
+  uint64_t tokens;   /* s*b */
+  uint64_t tok_rep;  /* tokens in the tp-replicated region: s*b, or s*b/t with sp */
+  uint64_t e;        /* bytes per activation element */
+  uint64_t em;       /* bytes per saved matmul input (1 under fp8) */
+  bool dropout;      /* dropout ops exist */
+  bool sp;           /* sequence parallel */
+  bool eager;        /* attention materialises the scores */
+} dims;
+
+/* ------------------------------------------------------------------------
+ * Building blocks
+ * ------------------------------------------------------------------------ */
+
+static vs_op_spec *add_op(vs_block *blk, const char *name, vs_error *err)
+{
+  vs_op_spec *op;
+  if (blk->n_ops == VS_BLOCK_OPS_MAX) {
+    vs_error_set(err, VS_EINPUT, "model builder: too many ops in one block");
+    return NULL;
+  }
+  op = &blk->ops[blk->n_ops++];
+  memset(op, 0, sizeof *op);
+  snprintf(op->name, sizeof op->name, "%s", name);
+  return op;
+}
+
+static void save(vs_op_spec *op, uint64_t bytes, int category, bool selective)
+{
+  if (bytes == 0 || op->n_saved == VS_SAVED_MAX)
+    return;
+  op->saved[op->n_saved].bytes = bytes;
+  op->saved[op->n_saved].category = category;
+  op->saved[op->n_saved].selective = selective;
+  op->n_saved++;
+}
+
+static void save_act(vs_op_spec *op, uint64_t bytes)
+{
+  save(op, bytes, VS_CAT_ACTIVATIONS, false);
+}
+
+/* [m x k] @ [k x n] at e bytes per element: 2mkn FLOPs forward and twice
+ * that backward (input and weight gradients). */
+static void as_matmul(vs_op_spec *op, uint64_t m, uint64_t k, uint64_t n,
+                      uint64_t e)
+{
+  op->matmul = true;
+  op->fwd_flops = 2.0 * (double)m * (double)k * (double)n;
+  op->bwd_flops = 2.0 * op->fwd_flops;
+  op->fwd_bytes = (double)e * ((double)m * (double)k + (double)k * (double)n +
+                               (double)m * (double)n);
+  op->bwd_bytes = 2.0 * op->fwd_bytes;
+  op->bwd_temp_bytes = e * m * k; /* gradient of the input */
+}
+
+/* A memory-bound op over `elems` elements: reads and writes each once
+ * forward, reads two and writes one backward. */
+static void as_elementwise(vs_op_spec *op, uint64_t elems, uint64_t e,
+                           double flops_per_elem)
+{
+  op->fwd_flops = flops_per_elem * (double)elems;
+  op->bwd_flops = 2.0 * op->fwd_flops;
+  op->fwd_bytes = 2.0 * (double)(e * elems);
+  op->bwd_bytes = 3.0 * (double)(e * elems);
+  op->bwd_temp_bytes = e * elems;
+}
+
+static void comm(vs_tp_comm *c, const dims *d, int kind, uint64_t bytes)
+{
+  if (d->t > 1) {
+    c->kind = kind;
+    c->bytes = bytes;
+  }
+}
+
+static int param(vs_block *blk, const char *name, uint64_t rows, uint64_t cols,
+                 vs_error *err)
+{
+  vs_param_tensor *p;
+  if (rows == 0 || cols == 0)
+    return 0;
+  if (blk->n_params == VS_BLOCK_PARAMS_MAX)
+    return vs_error_set(err, VS_EINPUT,
+                        "model builder: too many parameter tensors in a block");
+  p = &blk->params[blk->n_params++];
+  snprintf(p->name, sizeof p->name, "%s", name);
+  p->rows = rows;
+  p->cols = cols;
+  blk->param_elems += rows * cols;
+  return 0;
+}
+
+/* A norm over the replicated activation: saves its input. LayerNorm also has
+ * a bias; RMSNorm does not. */
+static int norm(vs_block *blk, const dims *d, const char *name, bool bias,
+                vs_error *err)
+{
+  char pname[VS_OP_NAME_MAX];
+  vs_op_spec *op = add_op(blk, name, err);
+  if (!op)
+    return VS_EINPUT;
+  as_elementwise(op, d->tok_rep * d->h, d->e, 8.0);
+  save_act(op, d->e * d->tok_rep * d->h);
+  snprintf(pname, sizeof pname, "%s.weight", name);
+  if (param(blk, pname, 1, d->h, err))
+    return VS_EINPUT;
+  snprintf(pname, sizeof pname, "%s.bias", name);
+  return bias ? param(blk, pname, 1, d->h, err) : 0;
+}
+
+/* Dropout over n elements: its 1-byte mask is saved; the output too when a
+ * matmul consumes it (keep_output), which is the attention-probs dropout. */
+static int dropout(vs_block *blk, const dims *d, const char *name, uint64_t n,
+                   bool selective, vs_error *err)
+{
+  vs_op_spec *op;
+  if (!d->dropout)
+    return 0;
+  if (!(op = add_op(blk, name, err)))
+    return VS_EINPUT;
+  as_elementwise(op, n, d->e, 2.0);
+  op->attn_core = selective;
+  save(op, n, VS_CAT_ACTIVATIONS, selective);
+  return 0;
+}
+
+/* A column-parallel matmul (QKV, MLP up): the input is replicated over tp
+ * (or sequence-sharded and gathered first), the output sharded. */
+static vs_op_spec *column_parallel(vs_block *blk, const dims *d,
+                                   const char *name, uint64_t out_cols,
+                                   vs_error *err)
+{
+  vs_op_spec *op = add_op(blk, name, err);
+  if (!op)
+    return NULL;
+  as_matmul(op, d->tokens, d->h, out_cols, d->e);
+  save_act(op, d->em * d->tok_rep * d->h);
+  if (d->sp) {
+    comm(&op->fwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
+    comm(&op->bwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
+    comm(&op->bwd_after, d, VS_COLL_REDUCE_SCATTER, d->e * d->tokens * d->h);
+    op->bwd_temp_bytes += d->e * d->tokens * d->h; /* re-gathered input */
+  } else {
+    comm(&op->bwd_after, d, VS_COLL_ALL_REDUCE, d->e * d->tokens * d->h);
+  }
+  return op;
+}
+
+/* A row-parallel matmul (attention output, MLP down): sharded input, output
+ * summed over tp (all-reduce, or reduce-scatter with sp). */
+static vs_op_spec *row_parallel(vs_block *blk, const dims *d, const char *name,
+                                uint64_t in_cols, vs_error *err)
+{
+  vs_op_spec *op = add_op(blk, name, err);
+  if (!op)
+    return NULL;
+  as_matmul(op, d->tokens, in_cols, d->h, d->e);
+  save_act(op, d->em * d->tokens * in_cols);
+  if (d->sp) {
+    comm(&op->fwd_after, d, VS_COLL_REDUCE_SCATTER, d->e * d->tokens * d->h);
+    comm(&op->bwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
+  } else {
+    comm(&op->fwd_after, d, VS_COLL_ALL_REDUCE, d->e * d->tokens * d->h);
+  }
+  return op;
+}
+
+/* ------------------------------------------------------------------------
+ * Attention core
+ * ------------------------------------------------------------------------ */
+
+/* Materialised attention: scores = QK^T, softmax, dropout, probs @ V. The
+ * s^2 tensors are `selective`: selective checkpointing recomputes them. */
+static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
+{
+  uint64_t heads = d->a / d->t, kv = d->kv / d->t;
+  uint64_t scores = heads * d->s * d->s * d->b; /* elements */
+  vs_op_spec *op;
+
+  if (!(op = add_op(blk, "attn_scores", err)))
+    return VS_EINPUT;
+  op->matmul = true;
+  op->attn_core = true;
+  op->fwd_flops = 2.0 * (double)d->b * (double)heads * (double)d->s *
+                  (double)d->s * (double)d->d;
+  op->bwd_flops = 2.0 * op->fwd_flops;
+  op->fwd_bytes = (double)d->e * ((double)(d->tokens * d->d * (heads + kv)) +
+                                  (double)scores);
+  op->bwd_bytes = 2.0 * op->fwd_bytes;
+  op->fwd_temp_bytes = d->e * scores; /* raw scores until the softmax */
+  op->bwd_temp_bytes = d->e * d->tokens * d->d * (heads + kv);
+  save_act(op, d->e * d->tokens * d->d * (heads + kv)); /* Q and K */
+
+  if (!(op = add_op(blk, "softmax", err)))
+    return VS_EINPUT;
+  as_elementwise(op, scores, d->e, 5.0);
+  op->attn_core = true;
+  save(op, d->e * scores, VS_CAT_ACTIVATIONS, true);
+
+  if (dropout(blk, d, "attn_dropout", scores, true, err))
+    return VS_EINPUT;
+
+  if (!(op = add_op(blk, "attn_context", err)))
+    return VS_EINPUT;
+  op->matmul = true;
+  op->attn_core = true;
+  op->fwd_flops = 2.0 * (double)d->b * (double)heads * (double)d->s *
+                  (double)d->s * (double)d->d;
+  op->bwd_flops = 2.0 * op->fwd_flops;
+  op->fwd_bytes = (double)d->e * ((double)scores +
+                                  2.0 * (double)(d->tokens * d->d * heads));
+  op->bwd_bytes = 2.0 * op->fwd_bytes;
+  op->bwd_temp_bytes = d->e * scores;
+  save_act(op, d->e * d->tokens * d->d * kv); /* V */
+  if (d->dropout) /* the dropped-out probs; without dropout they are the
+                     softmax output, already saved */
+    save(op, d->e * scores, VS_CAT_ACTIVATIONS, true);
+  return 0;
+}
+
+/* FlashAttention: never materialises the scores; saves Q, K, V and the fp32
+ * log-sum-exp per row; dropout masks are regenerated from the RNG state. */
+static int attention_flash(vs_block *blk, const dims *d, vs_error *err)
+{
+  uint64_t heads = d->a / d->t, kv = d->kv / d->t;
+  vs_op_spec *op = add_op(blk, "flash_attn", err);
+  if (!op)
+    return VS_EINPUT;
+  op->matmul = true;
+  op->fwd_flops = 4.0 * (double)d->b * (double)heads * (double)d->s *
+                  (double)d->s * (double)d->d;
+  op->bwd_flops = 2.5 * op->fwd_flops; /* backward recomputes the scores */
+  op->fwd_bytes = (double)d->e * (double)(d->tokens * d->d * (2 * heads + 2 * kv));
+  op->bwd_bytes = 2.0 * op->fwd_bytes;
+  op->bwd_temp_bytes = d->e * d->tokens * d->d * (heads + 2 * kv);
+  save_act(op, d->e * d->tokens * d->d * (heads + 2 * kv)); /* Q, K, V */
+  save_act(op, 4 * d->b * heads * d->s);                     /* LSE fp32 */
+  return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Layers
+ * ------------------------------------------------------------------------ */
+
+static int attention_block(vs_block *blk, const dims *d, bool bias,
+                           vs_error *err)
+{
+  uint64_t qkv_cols = (d->a + 2 * d->kv) * d->d / d->t;
+  if (!column_parallel(blk, d, "qkv_proj", qkv_cols, err))
+    return VS_EINPUT;
+  if (param(blk, "qkv.weight", d->h, qkv_cols, err) ||
+      (bias && param(blk, "qkv.bias", 1, qkv_cols, err)))
+    return VS_EINPUT;
+  if ((d->eager ? attention_eager : attention_flash)(blk, d, err))
+    return VS_EINPUT;
+  if (!row_parallel(blk, d, "attn_out_proj", d->h / d->t, err))
+    return VS_EINPUT;
+  if (param(blk, "attn_out.weight", d->h / d->t, d->h, err) ||
+      (bias && param(blk, "attn_out.bias", 1, d->h, err)))
+    return VS_EINPUT;
+  return dropout(blk, d, "attn_out_dropout", d->tok_rep * d->h, false, err);
+}
+
+/* GPT / BERT MLP: up, GeLU, down, dropout: 19sbh at 16 bits (Korthikanti). */
+static int gelu_mlp(vs_block *blk, const dims *d, vs_error *err)
+{
+  uint64_t f = d->f / d->t;
+  vs_op_spec *op;
+  if (!column_parallel(blk, d, "mlp_up", f, err) ||
+      param(blk, "mlp_up.weight", d->h, f, err) ||
+      param(blk, "mlp_up.bias", 1, f, err))
+    return VS_EINPUT;
+  if (!(op = add_op(blk, "gelu", err)))
+    return VS_EINPUT;
+  as_elementwise(op, d->tokens * f, d->e, 8.0);
+  save_act(op, d->e * d->tokens * f);
+  if (!row_parallel(blk, d, "mlp_down", f, err) ||
+      param(blk, "mlp_down.weight", f, d->h, err) ||
+      param(blk, "mlp_down.bias", 1, d->h, err))
+    return VS_EINPUT;
+  return dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, false, err);
+}
+
+/* Llama MLP: gate and up projections, SiLU(gate) * up, down projection. */
+static int swiglu_mlp(vs_block *blk, const dims *d, vs_error *err)
+{
+  uint64_t f = d->f / d->t;
+  vs_op_spec *op;
+  if (!column_parallel(blk, d, "mlp_gate_up", 2 * f, err) ||
+      param(blk, "mlp_gate.weight", d->h, f, err) ||
+      param(blk, "mlp_up.weight", d->h, f, err))
+    return VS_EINPUT;
+  if (!(op = add_op(blk, "silu", err)))
+    return VS_EINPUT;
+  as_elementwise(op, d->tokens * f, d->e, 4.0);
+  save_act(op, d->e * d->tokens * f); /* gate, for SiLU's backward */
+  if (!(op = add_op(blk, "swiglu_mul", err)))
+    return VS_EINPUT;
+  as_elementwise(op, d->tokens * f, d->e, 1.0);
+  save_act(op, 2 * d->e * d->tokens * f); /* SiLU(gate) and up */
+  if (!row_parallel(blk, d, "mlp_down", f, err) ||
+      param(blk, "mlp_down.weight", f, d->h, err))
+    return VS_EINPUT;
+  return dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, false, err);
+}
+
+static int build_layer(vs_block *blk, const vs_workload *wl, const dims *d,
+                       vs_error *err)
+{
+  bool llama = wl->model.arch == VS_ARCH_LLAMA;
+  blk->input_bytes = d->e * d->tok_rep * d->h;
+  if (norm(blk, d, "norm1", !llama, err) ||
+      attention_block(blk, d, !llama, err) ||
+      norm(blk, d, "norm2", !llama, err))
+    return VS_EINPUT;
+  return (llama ? swiglu_mlp : gelu_mlp)(blk, d, err);
+}
+
+/* Input batch and embeddings. Token ids and labels are int64 (8 bytes);
+ * BERT also carries token types and an attention mask. */
+static int build_embed(vs_block *blk, const vs_workload *wl, const dims *d,
+                       vs_error *err)
+{
+  vs_arch arch = (vs_arch)wl->model.arch;
+  vs_op_spec *op = add_op(blk, "input_batch", err);
+  if (!op)
+    return VS_EINPUT;
+  save_act(op, (arch == VS_ARCH_BERT ? 4u : 2u) * 8u * d->tokens);
+  op->fwd_bytes = (double)(16 * d->tokens);
+
+  if (!(op = add_op(blk, "embedding", err)))
+    return VS_EINPUT;
+  as_elementwise(op, d->tokens * d->h, d->e, 1.0);
+  op->bwd_temp_bytes = d->e * d->tokens * d->h;
+  comm(&op->fwd_after, d, d->sp ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE,
+       d->e * d->tokens * d->h);
+  if (param(blk, "word_embeddings", d->vocab / d->t, d->h, err))
+    return VS_EINPUT;
+  if (arch != VS_ARCH_LLAMA &&
+      param(blk, "position_embeddings", d->s, d->h, err))
+    return VS_EINPUT;
+  if (arch == VS_ARCH_BERT) {
+    if (param(blk, "token_type_embeddings", 2, d->h, err) ||
+        norm(blk, d, "embed_norm", true, err))
+      return VS_EINPUT;
+  }
+  return dropout(blk, d, "embed_dropout", d->tok_rep * d->h, false, err);
+}
+
+/* Final norm, output layer and loss. The logits (compute dtype) and the
+ * fp32 log-probabilities the cross entropy keeps are `temp`: they are the
+ * loss buffers, often the largest spike of the step. */
+static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
+                      vs_error *err)
+{
+  vs_arch arch = (vs_arch)wl->model.arch;
+  uint64_t v = d->vocab / d->t;
+  uint64_t logits = d->tokens * v;
+  vs_op_spec *op;
+
+  if (arch == VS_ARCH_BERT) { /* MLM transform: dense, GeLU, LayerNorm */
+    if (!(op = add_op(blk, "mlm_dense", err)))
+      return VS_EINPUT;
+    as_matmul(op, d->tokens, d->h, d->h, d->e);
+    save_act(op, d->e * d->tokens * d->h);
+    if (param(blk, "mlm_dense.weight", d->h, d->h, err) ||
+        param(blk, "mlm_dense.bias", 1, d->h, err))
+      return VS_EINPUT;
+    if (!(op = add_op(blk, "mlm_gelu", err)))
+      return VS_EINPUT;
+    as_elementwise(op, d->tokens * d->h, d->e, 8.0);
+    save_act(op, d->e * d->tokens * d->h);
+  }
+  if (norm(blk, d, "final_norm", arch != VS_ARCH_LLAMA, err))
+    return VS_EINPUT;
+
+  if (!(op = add_op(blk, "lm_head", err)))
+    return VS_EINPUT;
+  as_matmul(op, d->tokens, d->h, v, d->e);
+  save_act(op, d->em * d->tok_rep * d->h);
+  save(op, d->e * logits, VS_CAT_TEMP, false); /* logits, kept for the loss */
+  if (d->sp) {
+    comm(&op->fwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
+    comm(&op->bwd_after, d, VS_COLL_REDUCE_SCATTER, d->e * d->tokens * d->h);
+  } else {
+    comm(&op->bwd_after, d, VS_COLL_ALL_REDUCE, d->e * d->tokens * d->h);
+  }
+  op->bwd_temp_bytes = d->e * d->tokens * d->h + d->e * logits;
+  if (!wl->model.tied_embeddings &&
+      param(blk, "lm_head.weight", v, d->h, err))
+    return VS_EINPUT;
+  if (arch == VS_ARCH_BERT && param(blk, "mlm_bias", 1, v, err))
+    return VS_EINPUT;
+
+  if (!(op = add_op(blk, "cross_entropy", err)))
+    return VS_EINPUT;
+  as_elementwise(op, logits, 4, 6.0);
+  op->fwd_temp_bytes = 4 * logits;            /* fp32 upcast of the logits */
+  save(op, 4 * logits, VS_CAT_TEMP, false);   /* fp32 log-softmax */
+  op->bwd_temp_bytes = 4 * logits;            /* fp32 gradient of logits */
+  return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Whole model
+ * ------------------------------------------------------------------------ */
+
+static uint64_t elem_bytes(int precision)
+{
+  return precision == VS_PREC_FP32 ? 4 : 2;
+}
+
+/* Parameters of the whole model: what one tp=1 build counts, with the
+ * real (unpadded) vocabulary. */
+static uint64_t whole_model_params(const vs_workload *wl)
+{
+  const vs_model_conf *m = &wl->model;
+  uint64_t h = m->hidden, f = m->ffn_hidden;
+  uint64_t kvd = m->kv_heads * (h / m->heads);
+  uint64_t layer, embed, head;
+
+  if (m->arch == VS_ARCH_LLAMA) {
+    layer = 2 * h * h + 2 * h * kvd + 3 * h * f + 2 * h;
+    embed = m->vocab * h;
+    head = h;
+  } else {
+    layer = h * (h + 2 * kvd) + (h + 2 * kvd) + h * h + h + 2 * h * f + f + h +
+            4 * h;
+    embed = m->vocab * h + m->seq_len * h;
+    head = 2 * h;
+    if (m->arch == VS_ARCH_BERT) {
+      embed += 2 * h + 2 * h;
+      head += h * h + h + m->vocab;
+    }
+  }
+  if (!m->tied_embeddings)
+    head += m->vocab * h;
+  return m->layers * layer + embed + head;
+}
+
+int vs_model_build(const vs_workload *wl, vs_model *m, vs_error *err)
+{
+  const vs_model_conf *mc = &wl->model;
+  const vs_parallel_conf *pc = &wl->parallel;
+  dims d;
+
+  memset(m, 0, sizeof *m);
+  d.s = mc->seq_len;
+  d.b = wl->training.micro_batch;
+  d.h = mc->hidden;
+  d.a = mc->heads;
+  d.kv = mc->kv_heads;
+  d.d = mc->hidden / mc->heads;
+  d.f = mc->ffn_hidden;
+  d.t = pc->tp;
+  d.vocab = (mc->vocab + d.t - 1) / d.t * d.t;
+  d.tokens = d.s * d.b;
+  d.sp = pc->sequence_parallel && d.t > 1;
+  d.tok_rep = d.sp ? d.tokens / d.t : d.tokens;
+  d.e = elem_bytes(wl->training.precision);
+  d.em = wl->training.precision == VS_PREC_FP8 ? 1 : d.e;
+  d.dropout = mc->dropout > 0.0;
+  d.eager = wl->training.attention == VS_ATTN_EAGER;
+
+  m->layers = mc->layers;
+  m->vocab_padded = d.vocab;
+  m->act_elem_bytes = d.e;
+  m->param_elem_bytes = d.e;
+  if (build_embed(&m->embed, wl, &d, err) ||
+      build_layer(&m->layer, wl, &d, err) ||
+      build_head(&m->head, wl, &d, err))
+    return VS_EINPUT;
+  m->embed.input_bytes = 0;
+  m->head.input_bytes = m->layer.input_bytes;
+  m->params_total = whole_model_params(wl);
+  return 0;
+}
+
+uint64_t vs_model_param_count(const vs_model *m) { return m->params_total; }
+
+uint64_t vs_block_saved_bytes(const vs_block *b, int category,
+                              bool include_selective)
+{
+  uint64_t sum = 0;
+  for (int i = 0; i < b->n_ops; i++) {
+    for (int k = 0; k < b->ops[i].n_saved; k++) {
+      const vs_saved *s = &b->ops[i].saved[k];
+      if ((category < 0 || s->category == category) &&
+          (include_selective || !s->selective))
+        sum += s->bytes;
+    }
+  }
+  return sum;
+}

@@ -1,0 +1,373 @@
+/* report.c - terminal summary, `show`, CSV exports and trace (see report.h). */
+#include "report.h"
+
+#include "csvout.h"
+#include "units.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#define SUMMARY_COLUMNS                                                       \
+  "rank,stage,dp_rank,tp_rank,params_bytes,grads_bytes,optimizer_bytes,"      \
+  "activations_bytes,temp_bytes,framework_bytes,fragmentation_bytes,"         \
+  "model_states_bytes,peak_allocated_bytes,peak_reserved_bytes,"              \
+  "capacity_bytes,fits,peak_time_s,peak_op,step_time_s"
+#define TIMELINE_COLUMNS                                                      \
+  "time_s,rank,op,category,delta_bytes,allocated_bytes,reserved_bytes"
+#define OPS_COLUMNS "rank,stream,op,layer,microbatch,start_s,end_s,flops,bytes"
+
+char *vs_report_op_label(const vs_sim *sim, const vs_program *prog,
+                         uint32_t op, char *buf, size_t len)
+{
+  const vs_pop *o = &prog->ops[op];
+  char where[48];
+  if (o->layer < 0)
+    snprintf(where, sizeof where, "%s", o->microbatch < 0 ? "step" : "embedding");
+  else if ((uint64_t)o->layer >= sim->model.layers)
+    snprintf(where, sizeof where, "head");
+  else
+    snprintf(where, sizeof where, "layer %d", o->layer);
+  if (o->microbatch >= 0)
+    snprintf(buf, len, "%s %s (%s, micro-batch %d)", vs_phase_name(o->phase),
+             o->name, where, o->microbatch);
+  else
+    snprintf(buf, len, "%s %s (%s)", vs_phase_name(o->phase), o->name, where);
+  return buf;
+}
+
+/* ------------------------------------------------------------------------
+ * Terminal
+ * ------------------------------------------------------------------------ */
+
+static void header(FILE *out, const vs_sim *sim)
+{
+  const vs_workload *wl = sim->wl;
+  const vs_layout *lay = &sim->layout;
+  char params[32];
+
+  snprintf(params, sizeof params, "%.2f B", (double)sim->model.params_total / 1e9);
+  fprintf(out, "workload  %s\n", wl->origins.file);
+  fprintf(out, "hardware  %llu x %s (%s)\n", (unsigned long long)lay->gpus,
+          sim->topo->name, sim->topo->origins.file);
+  fprintf(out, "model     %s, %s parameters, %llu layers, hidden %llu, "
+               "seq %llu\n",
+          vs_arch_name(wl->model.arch), params,
+          (unsigned long long)wl->model.layers,
+          (unsigned long long)wl->model.hidden,
+          (unsigned long long)wl->model.seq_len);
+  fprintf(out, "layout    dp %llu x tp %llu x pp %llu, ZeRO-%llu, micro-batch "
+               "%llu, global batch %llu (%llu micro-batches per step)\n",
+          (unsigned long long)lay->dp, (unsigned long long)lay->tp,
+          (unsigned long long)lay->pp, (unsigned long long)lay->zero,
+          (unsigned long long)wl->training.micro_batch,
+          (unsigned long long)wl->training.global_batch,
+          (unsigned long long)lay->grad_accum);
+  fprintf(out, "training  %s, %s, checkpointing %s, %s attention\n\n",
+          vs_precision_name(wl->training.precision),
+          vs_optimizer_name(wl->training.optimizer),
+          vs_checkpointing_name(wl->training.checkpointing),
+          vs_attention_name(wl->training.attention));
+}
+
+static void rank_row(FILE *out, const vs_rank *r)
+{
+  const vs_mem *m = &r->mem;
+  char b[VS_CAT_N + 4][16];
+  uint64_t frag = m->reserved_at_peak_bytes - m->peak_allocated_bytes;
+  uint64_t head = m->capacity_bytes > m->peak_used_bytes
+                      ? m->capacity_bytes - m->peak_used_bytes
+                      : 0;
+
+  for (int c = 0; c < VS_CAT_N; c++)
+    vs_format_bytes(m->at_peak[c], b[c], sizeof b[c]);
+  vs_format_bytes(frag, b[VS_CAT_N], sizeof b[0]);
+  vs_format_bytes(m->peak_used_bytes, b[VS_CAT_N + 1], sizeof b[0]);
+  vs_format_bytes(m->capacity_bytes, b[VS_CAT_N + 2], sizeof b[0]);
+  vs_format_bytes(head, b[VS_CAT_N + 3], sizeof b[0]);
+  fprintf(out, "%5u %5d %4d %4d %10s %10s %10s %10s %10s %10s %10s %10s %10s "
+               "%10s %4s\n",
+          r->id, r->stage, r->dp_rank, r->tp_rank, b[VS_CAT_PARAMS],
+          b[VS_CAT_GRADS], b[VS_CAT_OPTIMIZER], b[VS_CAT_ACTIVATIONS],
+          b[VS_CAT_TEMP], b[VS_CAT_FRAMEWORK], b[VS_CAT_N], b[VS_CAT_N + 1],
+          b[VS_CAT_N + 2], b[VS_CAT_N + 3], vs_rank_fits(r) ? "yes" : "NO");
+}
+
+static void oom_line(FILE *out, const vs_sim *sim, const vs_rank *r)
+{
+  char label[160], req[16], used[16], cap[16], alloc[16], fw[16];
+  const vs_oom *o = &r->mem.oom;
+  uint64_t framework = r->mem.by_cat[VS_CAT_FRAMEWORK];
+  vs_report_op_label(sim, r->prog, o->op, label, sizeof label);
+  fprintf(out,
+          "OUT OF MEMORY on rank %u at %s, t = %.6f s: tried to allocate %s "
+          "(%s); %s total capacity; %s already in use (%s allocated + %s "
+          "framework)\n",
+          r->id, label, (double)o->t_ns * 1e-9,
+          vs_format_bytes(o->requested_bytes, req, sizeof req),
+          vs_category_name(o->category),
+          vs_format_bytes(r->mem.capacity_bytes, cap, sizeof cap),
+          vs_format_bytes(o->in_use_bytes, used, sizeof used),
+          vs_format_bytes(o->in_use_bytes - framework, alloc, sizeof alloc),
+          vs_format_bytes(framework, fw, sizeof fw));
+}
+
+void vs_report_summary(FILE *out, const vs_sim *sim)
+{
+  const vs_rank *worst = vs_sim_worst_rank(sim);
+  char label[160], t1[16], t2[16], t3[16], t4[16], used[16], cap[16];
+
+  header(out, sim);
+  fprintf(out, "memory at each rank's peak (allocated by category; peak = "
+               "reserved + framework)\n");
+  fprintf(out, "%5s %5s %4s %4s %10s %10s %10s %10s %10s %10s %10s %10s %10s "
+               "%10s %4s\n",
+          "rank", "stage", "dp", "tp", "params", "grads", "optimizer",
+          "activations", "temp", "framework", "frag", "peak", "capacity",
+          "headroom", "fits");
+  for (size_t i = 0; i < sim->n_ranks; i++)
+    rank_row(out, &sim->ranks[i]);
+
+  vs_report_op_label(sim, worst->prog, worst->mem.peak_op, label, sizeof label);
+  fprintf(out, "\npeak of rank %u at %s, t = %.6f s\n", worst->id, label,
+          (double)worst->mem.peak_t_ns * 1e-9);
+  for (size_t i = 0; i < sim->n_ranks; i++)
+    if (sim->ranks[i].mem.oom.happened)
+      oom_line(out, sim, &sim->ranks[i]);
+
+  fprintf(out, "step time %s (compute %s, tensor-parallel comm %s, exposed "
+               "data-parallel comm %s)\n",
+          vs_format_seconds(sim->step_time_s, t1, sizeof t1),
+          vs_format_seconds(sim->compute_s, t2, sizeof t2),
+          vs_format_seconds(sim->tp_comm_s, t3, sizeof t3),
+          vs_format_seconds(sim->exposed_comm_s, t4, sizeof t4));
+  fprintf(out, "throughput %.0f tokens/s, MFU %.1f%%", sim->tokens_per_s,
+          100.0 * sim->mfu);
+  if (sim->topo->usd_per_gpu_hour > 0)
+    fprintf(out, ", $%.2f per million tokens",
+            sim->topo->usd_per_gpu_hour * (double)sim->layout.gpus / 3600.0 /
+                sim->tokens_per_s * 1e6);
+  fprintf(out, "\n");
+
+  vs_format_bytes(worst->mem.peak_used_bytes, used, sizeof used);
+  vs_format_bytes(worst->mem.capacity_bytes, cap, sizeof cap);
+  if (sim->fits)
+    fprintf(out, "verdict: FITS on %llu x %s: worst rank peaks at %s of %s "
+                 "(%.0f%%)\n",
+            (unsigned long long)sim->layout.gpus, sim->topo->name, used, cap,
+            100.0 * (double)worst->mem.peak_used_bytes /
+                (double)worst->mem.capacity_bytes);
+  else
+    fprintf(out, "verdict: DOES NOT FIT on %llu x %s: worst rank needs %s of "
+                 "%s (%.0f%%)\n",
+            (unsigned long long)sim->layout.gpus, sim->topo->name, used, cap,
+            100.0 * (double)worst->mem.peak_used_bytes /
+                (double)worst->mem.capacity_bytes);
+}
+
+void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
+                    const vs_model *m, const vs_layout *lay)
+{
+  const vs_keytab *tab = vs_workload_keys();
+  char b1[16], b2[16], b3[16], b4[16];
+
+  fprintf(out, "# %s resolved (every key, defaults filled in)\n",
+          wl->origins.file);
+  for (size_t i = 0; i < tab->n_keys; i++) {
+    const vs_key *k = &tab->keys[i];
+    const char *p = (const char *)wl + k->offset;
+    if (i == 0 || strcmp(k->section, tab->keys[i - 1].section) != 0)
+      fprintf(out, "[%s]\n", k->section);
+    fprintf(out, "%s = ", k->name);
+    switch (k->type) {
+    case VS_KEY_COUNT:
+    case VS_KEY_SIZE:
+      fprintf(out, "%llu", (unsigned long long)*(const uint64_t *)p);
+      break;
+    case VS_KEY_REAL:
+    case VS_KEY_RATE:
+    case VS_KEY_LATENCY:
+      fprintf(out, "%g", *(const double *)p);
+      break;
+    case VS_KEY_BOOL:
+      fprintf(out, "%s", *(const bool *)p ? "true" : "false");
+      break;
+    case VS_KEY_ENUM:
+      fprintf(out, "%s", k->choices[*(const int *)p]);
+      break;
+    case VS_KEY_NAME:
+      fprintf(out, "%s", p);
+      break;
+    case VS_KEY_LIST:
+      break;
+    }
+    fprintf(out, "%s\n", wl->origins.keys[i].set ? "" : "    ; default");
+  }
+  fprintf(out, "\n# derived\n");
+  fprintf(out, "gpus = %llu (dp %llu x tp %llu x pp %llu), %llu node(s) of "
+               "%llu x %s\n",
+          (unsigned long long)lay->gpus, (unsigned long long)lay->dp,
+          (unsigned long long)lay->tp, (unsigned long long)lay->pp,
+          (unsigned long long)lay->nodes,
+          (unsigned long long)topo->gpus_per_node, topo->name);
+  fprintf(out, "micro-batches per step = %llu\n",
+          (unsigned long long)lay->grad_accum);
+  if (m->vocab_padded != wl->model.vocab)
+    fprintf(out, "vocab padded from %llu to %llu (a multiple of tp)\n",
+            (unsigned long long)wl->model.vocab,
+            (unsigned long long)m->vocab_padded);
+  fprintf(out, "parameters = %llu (%.3f B) in total, %llu per GPU\n",
+          (unsigned long long)m->params_total, (double)m->params_total / 1e9,
+          (unsigned long long)lay->param_elems);
+  fprintf(out, "model states per GPU = %s params + %s grads + %s optimizer = "
+               "%s\n",
+          vs_format_bytes(lay->params_bytes, b1, sizeof b1),
+          vs_format_bytes(lay->grads_bytes, b2, sizeof b2),
+          vs_format_bytes(lay->optimizer_bytes, b3, sizeof b3),
+          vs_format_bytes(vs_layout_model_states(lay), b4, sizeof b4));
+  fprintf(out, "activations per layer per micro-batch = %s\n",
+          vs_format_bytes(vs_block_saved_bytes(&m->layer, -1, true), b1,
+                          sizeof b1));
+  fprintf(out, "framework per GPU = %s (context, cuBLAS, %d NCCL "
+               "communicator(s))\n",
+          vs_format_bytes(lay->framework_bytes, b1, sizeof b1),
+          lay->n_communicators);
+}
+
+/* ------------------------------------------------------------------------
+ * CSV
+ * ------------------------------------------------------------------------ */
+
+static void summary_row(vs_csv *c, const vs_sim *sim, const vs_rank *r)
+{
+  const vs_mem *m = &r->mem;
+  const vs_layout *lay = &sim->layout;
+  vs_csv_u64(c, r->id);
+  vs_csv_i64(c, r->stage);
+  vs_csv_i64(c, r->dp_rank);
+  vs_csv_i64(c, r->tp_rank);
+  for (int cat = 0; cat < VS_CAT_N; cat++)
+    vs_csv_u64(c, m->at_peak[cat]);
+  vs_csv_u64(c, m->reserved_at_peak_bytes - m->peak_allocated_bytes);
+  vs_csv_u64(c, vs_layout_model_states(lay));
+  vs_csv_u64(c, m->peak_allocated_bytes);
+  vs_csv_u64(c, m->peak_reserved_bytes);
+  vs_csv_u64(c, m->capacity_bytes);
+  vs_csv_text(c, vs_rank_fits(r) ? "true" : "false");
+  vs_csv_seconds(c, (double)m->peak_t_ns * 1e-9);
+  vs_csv_text(c, r->prog->ops[m->peak_op].name);
+  vs_csv_seconds(c, (double)r->end_ns * 1e-9);
+  vs_csv_row(c);
+}
+
+static int write_summary(const vs_sim *sim, const char *path, vs_error *err)
+{
+  vs_csv c;
+  int rc = vs_csv_open(&c, path, err);
+  if (rc)
+    return rc;
+  vs_csv_header(&c, SUMMARY_COLUMNS);
+  for (size_t i = 0; i < sim->n_ranks; i++)
+    summary_row(&c, sim, &sim->ranks[i]);
+  return vs_csv_commit(&c, err);
+}
+
+static int write_timeline(const vs_sim *sim, const char *path, vs_error *err)
+{
+  vs_csv c;
+  int rc = vs_csv_open(&c, path, err);
+  if (rc)
+    return rc;
+  vs_csv_header(&c, TIMELINE_COLUMNS);
+  for (size_t i = 0; i < sim->n_ranks; i++) {
+    const vs_rank *r = &sim->ranks[i];
+    for (size_t k = 0; k < r->n_timeline; k++) {
+      const vs_mem_event *e = &r->timeline[k];
+      vs_csv_seconds(&c, (double)e->t_ns * 1e-9);
+      vs_csv_u64(&c, r->id);
+      vs_csv_text(&c, r->prog->ops[e->op].name);
+      vs_csv_text(&c, vs_category_name(e->category));
+      vs_csv_i64(&c, e->delta_bytes);
+      vs_csv_u64(&c, e->allocated_bytes);
+      vs_csv_u64(&c, e->reserved_bytes);
+      vs_csv_row(&c);
+    }
+  }
+  return vs_csv_commit(&c, err);
+}
+
+static int write_ops(const vs_sim *sim, const char *path, vs_error *err)
+{
+  vs_csv c;
+  int rc = vs_csv_open(&c, path, err);
+  if (rc)
+    return rc;
+  vs_csv_header(&c, OPS_COLUMNS);
+  for (size_t i = 0; i < sim->n_ranks; i++) {
+    const vs_rank *r = &sim->ranks[i];
+    for (size_t k = 0; k < r->n_spans; k++) {
+      const vs_op_span *s = &r->spans[k];
+      const vs_pop *op = &r->prog->ops[s->op];
+      vs_csv_u64(&c, r->id);
+      vs_csv_text(&c, vs_stream_name(op->stream));
+      vs_csv_text(&c, op->name);
+      vs_csv_i64(&c, op->layer);
+      vs_csv_i64(&c, op->microbatch);
+      vs_csv_seconds(&c, (double)s->start_ns * 1e-9);
+      vs_csv_seconds(&c, (double)s->end_ns * 1e-9);
+      vs_csv_real(&c, op->flops);
+      vs_csv_real(&c, op->bytes);
+      vs_csv_row(&c);
+    }
+  }
+  return vs_csv_commit(&c, err);
+}
+
+int vs_report_write_csv(const vs_sim *sim, const char *dir, vs_error *err)
+{
+  char path[4096];
+  int rc;
+  if ((rc = vs_make_dir(dir, err)))
+    return rc;
+  snprintf(path, sizeof path, "%s/summary.csv", dir);
+  if ((rc = write_summary(sim, path, err)))
+    return rc;
+  snprintf(path, sizeof path, "%s/timeline.csv", dir);
+  if ((rc = write_timeline(sim, path, err)))
+    return rc;
+  snprintf(path, sizeof path, "%s/ops.csv", dir);
+  return write_ops(sim, path, err);
+}
+
+/* ------------------------------------------------------------------------
+ * Chrome trace
+ * ------------------------------------------------------------------------ */
+
+int vs_report_write_trace(const vs_sim *sim, const char *path, vs_error *err)
+{
+  vs_csv file; /* only for its atomic temporary-file handling */
+  int rc = vs_csv_open(&file, path, err);
+  bool first = true;
+  if (rc)
+    return rc;
+  fputs("{\"traceEvents\":[\n", file.f);
+  for (size_t i = 0; i < sim->n_ranks; i++) {
+    const vs_rank *r = &sim->ranks[i];
+    for (size_t k = 0; k < r->n_spans; k++) {
+      const vs_op_span *s = &r->spans[k];
+      const vs_pop *op = &r->prog->ops[s->op];
+      if (fprintf(file.f,
+                  "%s{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%u,"
+                  "\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"layer\":%d,"
+                  "\"microbatch\":%d}}",
+                  first ? "" : ",\n", op->name, vs_phase_name(op->phase), r->id,
+                  op->stream, (double)s->start_ns / 1e3,
+                  (double)(s->end_ns - s->start_ns) / 1e3, op->layer,
+                  op->microbatch) < 0)
+        file.failed = true;
+      first = false;
+    }
+  }
+  fputs("\n]}\n", file.f);
+  return vs_csv_commit(&file, err);
+}

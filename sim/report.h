@@ -1,0 +1,31 @@
+/* report.h - what a user reads: the terminal summary of a simulation, the
+ * resolved configuration (`vsim show`), the CSV exports and a Chrome trace.
+ * Reports only read a finished vs_sim; they never change it. */
+#ifndef VS_REPORT_H
+#define VS_REPORT_H
+
+#include "error.h"
+#include "simulate.h"
+
+#include <stdio.h>
+
+/* Per-rank breakdown at peak, step time, throughput and a verdict. */
+void vs_report_summary(FILE *out, const vs_sim *sim);
+
+/* Resolved configuration, parameter counts and model-state bytes. */
+void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
+                    const vs_model *m, const vs_layout *lay);
+
+/* summary.csv, timeline.csv and ops.csv in dir (created if missing), each
+ * written atomically. timeline and ops need a simulation run with record. */
+int vs_report_write_csv(const vs_sim *sim, const char *dir, vs_error *err);
+
+/* Chrome trace-event JSON (chrome://tracing, Perfetto): one process per
+ * rank, one thread per stream, one complete event per op. Atomic. */
+int vs_report_write_trace(const vs_sim *sim, const char *path, vs_error *err);
+
+/* "cross_entropy (head, micro-batch 0)" for an op of prog. */
+char *vs_report_op_label(const vs_sim *sim, const vs_program *prog,
+                         uint32_t op, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,640 @@
+/* schedule.c - builds a stage's program (see schedule.h).
+ *
+ * One step of one stage, data and tensor parallelism (pipeline schedules
+ * come with pp > 1): for each micro-batch, forward through the embedding,
+ * every layer and the head, then backward in reverse. Gradients of the last
+ * micro-batch (every micro-batch with ZeRO-2/3) are reduced in buckets on the
+ * communication stream while backward goes on; then the optimizer steps and,
+ * with ZeRO-1/2, the updated parameters are all-gathered. ZeRO-3 gathers each
+ * block's parameters before its forward and again before its backward,
+ * prefetching one block ahead. */
+#include "schedule.h"
+
+#include "memory.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NONE UINT32_MAX
+
+typedef struct builder {
+  const vs_workload *wl;
+  const vs_topology *topo;
+  const vs_model *m;
+  const vs_layout *lay;
+  vs_program *p;
+  vs_error *err;
+  bool failed;              /* an allocation failed; stop adding */
+  size_t n_inst;            /* blocks in the stage: embed, layers, head */
+  uint32_t last_compute;    /* newest op on the compute stream */
+  uint32_t last_comm;       /* newest op on the communication stream */
+  uint32_t *saved;          /* [inst][op][k] buffer of a saved tensor */
+  uint32_t *ckpt_buf;       /* [inst] full-checkpoint copy of the input */
+  uint32_t *sel_buf;        /* [inst] selective-recompute buffer */
+  uint32_t *gather_op;      /* [inst] ZeRO-3 gather of this pass */
+  uint32_t *gather_buf;     /* [inst] its buffer */
+  uint32_t *grad_buf;       /* [inst] unreduced grads (ZeRO-2/3) */
+  uint32_t *bucket;         /* insts whose grads wait in the open bucket */
+  size_t n_bucket;          /* how many */
+  uint64_t bucket_fill;     /* their grad bytes */
+  bool wait_gather;         /* next compute op must wait for gather_op */
+  uint32_t wait_for;        /* the gather it waits for */
+} builder;
+
+/* ------------------------------------------------------------------------
+ * Program storage
+ * ------------------------------------------------------------------------ */
+
+static bool grow(builder *b, void **arr, size_t *cap, size_t need, size_t elem)
+{
+  size_t n;
+  void *mem;
+  if (need <= *cap)
+    return true;
+  n = *cap ? *cap : 256;
+  while (n < need)
+    n *= 2;
+  mem = realloc(*arr, n * elem);
+  if (!mem) {
+    b->failed = true;
+    vs_error_set(b->err, VS_ENOMEM, "out of host memory building the schedule");
+    return false;
+  }
+  *arr = mem;
+  *cap = n;
+  return true;
+}
+
+double vs_roofline_seconds(const vs_topology *topo, int precision, bool matmul,
+                           double flops, double bytes)
+{
+  double peak = topo->peak_tflops_fp32;
+  double t_mem = bytes / topo->hbm_bandwidth;
+  double t_flop;
+  if (matmul) {
+    switch (precision) {
+    case VS_PREC_BF16:
+      peak = topo->peak_tflops_bf16;
+      break;
+    case VS_PREC_FP16:
+      peak = topo->peak_tflops_fp16;
+      break;
+    case VS_PREC_FP8:
+      peak = topo->peak_tflops_fp8;
+      break;
+    default:
+      break;
+    }
+  }
+  t_flop = flops / (peak * 1e12 * topo->compute_efficiency);
+  return t_flop > t_mem ? t_flop : t_mem;
+}
+
+static uint64_t to_ns(double seconds) { return (uint64_t)ceil(seconds * 1e9); }
+
+/* Appends an op; its deps and effects must be added before the next op. */
+static uint32_t new_op(builder *b, int stream, int phase, const char *name,
+                       int layer, int mb, double seconds, double flops,
+                       double bytes)
+{
+  vs_program *p = b->p;
+  vs_pop *op;
+  uint32_t idx;
+
+  if (b->failed ||
+      !grow(b, (void **)&p->ops, &p->cap_ops, p->n_ops + 1, sizeof *p->ops) ||
+      !grow(b, (void **)&p->stream_ops[stream], &p->cap_stream_ops[stream],
+            p->n_stream_ops[stream] + 1, sizeof(uint32_t)))
+    return NONE;
+  idx = (uint32_t)p->n_ops++;
+  op = &p->ops[idx];
+  memset(op, 0, sizeof *op);
+  snprintf(op->name, sizeof op->name, "%s", name);
+  op->layer = layer;
+  op->microbatch = mb;
+  op->stream = (uint8_t)stream;
+  op->phase = (uint8_t)phase;
+  op->dur_ns = to_ns(seconds);
+  op->flops = flops;
+  op->bytes = bytes;
+  op->first_dep = (uint32_t)p->n_deps;
+  op->first_effect = (uint32_t)p->n_effects;
+  op->pos = (uint32_t)p->n_stream_ops[stream];
+  p->stream_ops[stream][p->n_stream_ops[stream]++] = idx;
+  if (stream == VS_STREAM_COMPUTE) {
+    b->last_compute = idx;
+    p->compute_seconds += (double)op->dur_ns * 1e-9;
+  } else {
+    b->last_comm = idx;
+  }
+  return idx;
+}
+
+static void add_dep(builder *b, uint32_t op, uint32_t dep)
+{
+  vs_program *p = b->p;
+  if (op == NONE || dep == NONE || b->failed ||
+      !grow(b, (void **)&p->deps, &p->cap_deps, p->n_deps + 1, sizeof *p->deps))
+    return;
+  p->deps[p->n_deps++] = dep;
+  p->ops[op].n_deps++;
+}
+
+static uint32_t new_buffer(builder *b, uint64_t bytes, int category)
+{
+  vs_program *p = b->p;
+  if (bytes == 0 || b->failed ||
+      !grow(b, (void **)&p->buffers, &p->cap_buffers, p->n_buffers + 1,
+            sizeof *p->buffers))
+    return NONE;
+  p->buffers[p->n_buffers].bytes = bytes;
+  p->buffers[p->n_buffers].category = category;
+  return (uint32_t)p->n_buffers++;
+}
+
+static void effect(builder *b, uint32_t op, uint32_t buf, bool at_end,
+                   bool is_free)
+{
+  vs_program *p = b->p;
+  if (op == NONE || buf == NONE || b->failed ||
+      !grow(b, (void **)&p->effects, &p->cap_effects, p->n_effects + 1,
+            sizeof *p->effects))
+    return;
+  p->effects[p->n_effects].buffer = buf;
+  p->effects[p->n_effects].at_end = at_end;
+  p->effects[p->n_effects].is_free = is_free;
+  p->n_effects++;
+  p->ops[op].n_effects++;
+}
+
+/* A buffer that lives exactly as long as op. */
+static void transient(builder *b, uint32_t op, uint64_t bytes, int category)
+{
+  uint32_t buf = new_buffer(b, bytes, category);
+  effect(b, op, buf, false, false);
+  effect(b, op, buf, true, true);
+}
+
+/* ------------------------------------------------------------------------
+ * Blocks and instances: inst 0 is the embedding, 1..layers the transformer
+ * layers, layers+1 the head.
+ * ------------------------------------------------------------------------ */
+
+static const vs_block *block_of(const builder *b, size_t inst)
+{
+  if (inst == 0)
+    return &b->m->embed;
+  if (inst == b->n_inst - 1)
+    return &b->m->head;
+  return &b->m->layer;
+}
+
+static bool is_layer(const builder *b, size_t inst)
+{
+  return inst > 0 && inst < b->n_inst - 1;
+}
+
+/* Layer number shown in reports: -1 embedding, 0..L-1 layers, L head. */
+static int layer_of(size_t inst) { return (int)inst - 1; }
+
+static uint32_t *saved_slot(builder *b, size_t inst, int k, int s)
+{
+  return &b->saved[(inst * VS_BLOCK_OPS_MAX + (size_t)k) * VS_SAVED_MAX +
+                   (size_t)s];
+}
+
+static int precision(const builder *b) { return b->wl->training.precision; }
+
+static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
+                           int mb, double flops, double bytes, bool matmul)
+{
+  double t = vs_roofline_seconds(b->topo, precision(b), matmul, flops, bytes);
+  uint32_t op = new_op(b, VS_STREAM_COMPUTE, phase, name, layer, mb, t, flops,
+                       bytes);
+  if (b->wait_gather) {
+    add_dep(b, op, b->wait_for);
+    b->wait_gather = false;
+  }
+  return op;
+}
+
+/* A tensor-parallel collective, issued on the compute stream. */
+static void tp_comm(builder *b, const vs_tp_comm *c, int layer, int mb)
+{
+  char name[VS_OP_NAME_MAX];
+  double t;
+  if (c->kind == VS_COLL_NONE)
+    return;
+  snprintf(name, sizeof name, "tp_%s", vs_coll_name(c->kind));
+  t = vs_collective_seconds(c->kind, c->bytes, b->lay->tp, b->lay->tp_link);
+  new_op(b, VS_STREAM_COMPUTE, VS_PHASE_TP_COMM, name, layer, mb, t, 0.0,
+         (double)c->bytes);
+}
+
+static double tp_comm_seconds(const builder *b, const vs_tp_comm *c)
+{
+  return vs_collective_seconds(c->kind, c->bytes, b->lay->tp, b->lay->tp_link);
+}
+
+/* ------------------------------------------------------------------------
+ * ZeRO-3 parameter gathers
+ * ------------------------------------------------------------------------ */
+
+static bool zero3(const builder *b) { return b->lay->zero >= 3 && b->lay->dp > 1; }
+
+/* All-gathers inst's parameters on the comm stream once `after` has ended
+ * (so at most two blocks are gathered at a time). */
+static void gather(builder *b, size_t inst, int mb, uint32_t after)
+{
+  const vs_block *blk = block_of(b, inst);
+  uint64_t bytes = blk->param_elems * b->lay->param_elem_bytes;
+  double t;
+  uint32_t op;
+
+  if (!zero3(b) || bytes == 0 || b->gather_op[inst] != NONE)
+    return;
+  t = vs_collective_seconds(VS_COLL_ALL_GATHER, bytes, b->lay->dp,
+                            b->lay->dp_link);
+  op = new_op(b, VS_STREAM_COMM, VS_PHASE_DP_COMM, "zero3_all_gather",
+              layer_of(inst), mb, t, 0.0, (double)bytes);
+  add_dep(b, op, after);
+  b->gather_buf[inst] = new_buffer(b, bytes, VS_CAT_TEMP);
+  effect(b, op, b->gather_buf[inst], false, false);
+  b->gather_op[inst] = op;
+}
+
+/* Before a block's pass: gather it (if not prefetched) and prefetch the next
+ * block of the pass; the block's first compute op waits for its gather. */
+static void before_pass(builder *b, size_t inst, size_t next, bool has_next,
+                        int mb)
+{
+  if (!zero3(b))
+    return;
+  gather(b, inst, mb, b->last_compute);
+  if (has_next)
+    gather(b, next, mb, b->last_compute);
+  if (b->gather_op[inst] != NONE) {
+    b->wait_gather = true;
+    b->wait_for = b->gather_op[inst];
+  }
+}
+
+/* The block's last compute op of the pass releases its gathered params. */
+static void release_gather(builder *b, size_t inst, uint32_t op)
+{
+  if (b->gather_buf[inst] == NONE)
+    return;
+  effect(b, op, b->gather_buf[inst], true, true);
+  b->gather_buf[inst] = NONE;
+  b->gather_op[inst] = NONE;
+}
+
+/* ------------------------------------------------------------------------
+ * Forward and backward of one block
+ * ------------------------------------------------------------------------ */
+
+/* Whether a saved tensor is kept from forward to backward. */
+static bool kept(const builder *b, size_t inst, const vs_saved *s)
+{
+  int ckpt = b->wl->training.checkpointing;
+  if (!is_layer(b, inst))
+    return true;
+  if (ckpt == VS_CKPT_FULL)
+    return false;
+  return !(ckpt == VS_CKPT_SELECTIVE && s->selective);
+}
+
+static void forward_block(builder *b, size_t inst, int mb)
+{
+  const vs_block *blk = block_of(b, inst);
+  int layer = layer_of(inst);
+  bool full = is_layer(b, inst) && b->wl->training.checkpointing == VS_CKPT_FULL;
+
+  before_pass(b, inst, inst + 1, inst + 1 < b->n_inst, mb);
+  for (int k = 0; k < blk->n_ops; k++) {
+    const vs_op_spec *o = &blk->ops[k];
+    uint64_t fleeting = o->fwd_temp_bytes;
+    uint32_t op;
+
+    tp_comm(b, &o->fwd_before, layer, mb);
+    op = compute_op(b, VS_PHASE_FWD, o->name, layer, mb, o->fwd_flops,
+                    o->fwd_bytes, o->matmul);
+    if (k == 0 && full) {
+      b->ckpt_buf[inst] = new_buffer(b, blk->input_bytes, VS_CAT_ACTIVATIONS);
+      effect(b, op, b->ckpt_buf[inst], false, false);
+    }
+    for (int s = 0; s < o->n_saved; s++) {
+      uint32_t *slot = saved_slot(b, inst, k, s);
+      *slot = NONE;
+      if (kept(b, inst, &o->saved[s])) {
+        *slot = new_buffer(b, o->saved[s].bytes, o->saved[s].category);
+        effect(b, op, *slot, false, false);
+      } else {
+        fleeting += o->saved[s].bytes;
+      }
+    }
+    transient(b, op, fleeting, VS_CAT_TEMP);
+    if (k == blk->n_ops - 1)
+      release_gather(b, inst, op);
+    tp_comm(b, &o->fwd_after, layer, mb);
+  }
+}
+
+/* Full checkpointing: re-runs the layer's forward (and its tp collectives),
+ * re-creating every saved tensor as temp until its backward frees it. */
+static void recompute_layer(builder *b, size_t inst, int mb)
+{
+  const vs_block *blk = block_of(b, inst);
+  double flops = 0, bytes = 0, seconds = 0;
+  uint32_t op;
+
+  for (int k = 0; k < blk->n_ops; k++) {
+    const vs_op_spec *o = &blk->ops[k];
+    flops += o->fwd_flops;
+    bytes += o->fwd_bytes;
+    seconds += vs_roofline_seconds(b->topo, precision(b), o->matmul,
+                                   o->fwd_flops, o->fwd_bytes) +
+               tp_comm_seconds(b, &o->fwd_before) +
+               tp_comm_seconds(b, &o->fwd_after);
+  }
+  op = new_op(b, VS_STREAM_COMPUTE, VS_PHASE_RECOMPUTE, "recompute_layer",
+              layer_of(inst), mb, seconds, flops, bytes);
+  if (b->wait_gather) {
+    add_dep(b, op, b->wait_for);
+    b->wait_gather = false;
+  }
+  for (int k = 0; k < blk->n_ops; k++) {
+    for (int s = 0; s < blk->ops[k].n_saved; s++) {
+      uint32_t *slot = saved_slot(b, inst, k, s);
+      *slot = new_buffer(b, blk->ops[k].saved[s].bytes, VS_CAT_TEMP);
+      effect(b, op, *slot, false, false);
+    }
+  }
+}
+
+/* Selective checkpointing: re-runs the attention core before its backward,
+ * re-creating the dropped s^2 tensors as one temp buffer. */
+static void recompute_core(builder *b, size_t inst, int mb)
+{
+  const vs_block *blk = block_of(b, inst);
+  double flops = 0, bytes = 0;
+  uint64_t dropped = 0;
+  uint32_t op;
+
+  for (int k = 0; k < blk->n_ops; k++) {
+    const vs_op_spec *o = &blk->ops[k];
+    if (!o->attn_core)
+      continue;
+    flops += o->fwd_flops;
+    bytes += o->fwd_bytes;
+    for (int s = 0; s < o->n_saved; s++)
+      if (o->saved[s].selective)
+        dropped += o->saved[s].bytes;
+  }
+  if (dropped == 0)
+    return;
+  op = compute_op(b, VS_PHASE_RECOMPUTE, "recompute_attn", layer_of(inst),
+                  mb, flops, bytes, true);
+  b->sel_buf[inst] = new_buffer(b, dropped, VS_CAT_TEMP);
+  effect(b, op, b->sel_buf[inst], false, false);
+}
+
+static int first_core_op(const vs_block *blk)
+{
+  for (int k = 0; k < blk->n_ops; k++)
+    if (blk->ops[k].attn_core)
+      return k;
+  return -1;
+}
+
+static int last_core_op(const vs_block *blk)
+{
+  for (int k = blk->n_ops - 1; k >= 0; k--)
+    if (blk->ops[k].attn_core)
+      return k;
+  return -1;
+}
+
+/* Gradients of the block wait, unreduced, until their bucket is reduced
+ * (ZeRO-2/3); with ZeRO-0/1 they accumulate in the resident buffer. */
+static bool transient_grads(const builder *b)
+{
+  return b->lay->zero >= 2 && b->lay->dp > 1;
+}
+
+static void backward_block(builder *b, size_t inst, int mb)
+{
+  const vs_block *blk = block_of(b, inst);
+  int layer = layer_of(inst);
+  int ckpt = is_layer(b, inst) ? b->wl->training.checkpointing : VS_CKPT_NONE;
+  int core_first = first_core_op(blk), core_last = last_core_op(blk);
+
+  before_pass(b, inst, inst - 1, inst > 0, mb);
+  if (ckpt == VS_CKPT_FULL)
+    recompute_layer(b, inst, mb);
+  for (int k = blk->n_ops - 1; k >= 0; k--) {
+    const vs_op_spec *o = &blk->ops[k];
+    uint32_t op;
+
+    if (ckpt == VS_CKPT_SELECTIVE && k == core_last)
+      recompute_core(b, inst, mb);
+    tp_comm(b, &o->bwd_before, layer, mb);
+    op = compute_op(b, VS_PHASE_BWD, o->name, layer, mb, o->bwd_flops,
+                    o->bwd_bytes, o->matmul);
+    if (k == blk->n_ops - 1 && transient_grads(b)) {
+      b->grad_buf[inst] = new_buffer(
+          b, blk->param_elems * b->lay->grad_elem_bytes, VS_CAT_GRADS);
+      effect(b, op, b->grad_buf[inst], false, false);
+    }
+    transient(b, op, o->bwd_temp_bytes, VS_CAT_TEMP);
+    for (int s = 0; s < o->n_saved; s++) {
+      uint32_t *slot = saved_slot(b, inst, k, s);
+      effect(b, op, *slot, true, true);
+      *slot = NONE;
+    }
+    if (k == core_first && b->sel_buf[inst] != NONE) {
+      effect(b, op, b->sel_buf[inst], true, true);
+      b->sel_buf[inst] = NONE;
+    }
+    if (k == 0) {
+      effect(b, op, b->ckpt_buf[inst], true, true);
+      b->ckpt_buf[inst] = NONE;
+      release_gather(b, inst, op);
+    }
+    tp_comm(b, &o->bwd_after, layer, mb);
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Gradient reduction and the optimizer
+ * ------------------------------------------------------------------------ */
+
+/* Reduces the open bucket over the data-parallel group. */
+static void flush_bucket(builder *b, int mb)
+{
+  int kind = b->lay->zero >= 2 ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE;
+  char name[VS_OP_NAME_MAX];
+  double t;
+  uint32_t op;
+
+  if (b->bucket_fill == 0) {
+    b->n_bucket = 0;
+    return;
+  }
+  snprintf(name, sizeof name, "dp_%s", vs_coll_name(kind));
+  t = vs_collective_seconds(kind, b->bucket_fill, b->lay->dp, b->lay->dp_link);
+  op = new_op(b, VS_STREAM_COMM, VS_PHASE_DP_COMM, name, -1, mb, t, 0.0,
+              (double)b->bucket_fill);
+  add_dep(b, op, b->last_compute);
+  for (size_t i = 0; i < b->n_bucket; i++) {
+    effect(b, op, b->grad_buf[b->bucket[i]], true, true);
+    b->grad_buf[b->bucket[i]] = NONE;
+  }
+  b->n_bucket = 0;
+  b->bucket_fill = 0;
+}
+
+/* Adds inst's gradients to the open bucket; reduces it once it holds at
+ * least `bucket` bytes, and at the end of backward. */
+static void bucket_grads(builder *b, size_t inst, int mb)
+{
+  b->bucket[b->n_bucket++] = (uint32_t)inst;
+  b->bucket_fill += block_of(b, inst)->param_elems * b->lay->grad_elem_bytes;
+  if (b->bucket_fill >= b->wl->parallel.bucket_bytes || inst == 0)
+    flush_bucket(b, mb);
+}
+
+static void optimizer_step(builder *b)
+{
+  const vs_layout *lay = b->lay;
+  double elems = (double)lay->params_bytes / (double)lay->param_elem_bytes;
+  double bytes = 2.0 * (double)lay->optimizer_bytes +
+                 (double)lay->grads_bytes + 2.0 * (double)lay->params_bytes;
+  uint32_t op = compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", -1, -1,
+                           12.0 * elems, bytes, false);
+  add_dep(b, op, b->last_comm);
+  if (lay->dp > 1 && (lay->zero == 1 || lay->zero == 2)) {
+    double t = vs_collective_seconds(VS_COLL_ALL_GATHER, lay->params_full_bytes,
+                                     lay->dp, lay->dp_link);
+    uint32_t ag = new_op(b, VS_STREAM_COMM, VS_PHASE_DP_COMM, "zero_param_all_gather",
+                         -1, -1, t, 0.0, (double)lay->params_full_bytes);
+    add_dep(b, ag, op);
+  }
+}
+
+static void setup(builder *b)
+{
+  uint32_t op = new_op(b, VS_STREAM_COMPUTE, VS_PHASE_SETUP, "model_states", -1,
+                       -1, 0.0, 0.0, 0.0);
+  effect(b, op, new_buffer(b, b->lay->params_bytes, VS_CAT_PARAMS), false, false);
+  effect(b, op, new_buffer(b, b->lay->grads_bytes, VS_CAT_GRADS), false, false);
+  effect(b, op, new_buffer(b, b->lay->optimizer_bytes, VS_CAT_OPTIMIZER), false,
+         false);
+}
+
+/* ------------------------------------------------------------------------
+ * Entry points
+ * ------------------------------------------------------------------------ */
+
+static uint32_t *new_table(builder *b, size_t n)
+{
+  uint32_t *t = malloc(n * sizeof *t);
+  if (!t) {
+    b->failed = true;
+    vs_error_set(b->err, VS_ENOMEM, "out of host memory building the schedule");
+    return NULL;
+  }
+  for (size_t i = 0; i < n; i++)
+    t[i] = NONE;
+  return t;
+}
+
+static void free_tables(builder *b)
+{
+  free(b->saved);
+  free(b->ckpt_buf);
+  free(b->sel_buf);
+  free(b->gather_op);
+  free(b->gather_buf);
+  free(b->grad_buf);
+  free(b->bucket);
+}
+
+static void build_step(builder *b)
+{
+  uint64_t n_mb = b->lay->grad_accum;
+  setup(b);
+  for (uint64_t mb = 0; mb < n_mb && !b->failed; mb++) {
+    bool sync = b->lay->dp > 1 && (transient_grads(b) || mb + 1 == n_mb);
+    for (size_t inst = 0; inst < b->n_inst; inst++)
+      forward_block(b, inst, (int)mb);
+    for (size_t inst = b->n_inst; inst-- > 0;) {
+      backward_block(b, inst, (int)mb);
+      if (sync)
+        bucket_grads(b, inst, (int)mb);
+    }
+  }
+  optimizer_step(b);
+}
+
+int vs_schedule_build(const vs_workload *wl, const vs_topology *topo,
+                      const vs_model *m, const vs_layout *lay, int stage,
+                      vs_program *prog, vs_error *err)
+{
+  builder b;
+  size_t n_inst = (size_t)m->layers + 2;
+
+  memset(prog, 0, sizeof *prog);
+  prog->stage = stage;
+  memset(&b, 0, sizeof b);
+  b.wl = wl;
+  b.topo = topo;
+  b.m = m;
+  b.lay = lay;
+  b.p = prog;
+  b.err = err;
+  b.n_inst = n_inst;
+  b.last_compute = NONE;
+  b.last_comm = NONE;
+  b.saved = new_table(&b, n_inst * VS_BLOCK_OPS_MAX * VS_SAVED_MAX);
+  b.ckpt_buf = new_table(&b, n_inst);
+  b.sel_buf = new_table(&b, n_inst);
+  b.gather_op = new_table(&b, n_inst);
+  b.gather_buf = new_table(&b, n_inst);
+  b.grad_buf = new_table(&b, n_inst);
+  b.bucket = new_table(&b, n_inst);
+  if (!b.failed)
+    build_step(&b);
+  free_tables(&b);
+  if (b.failed) {
+    vs_program_fini(prog);
+    return err && err->code ? err->code : VS_ENOMEM;
+  }
+  return 0;
+}
+
+void vs_program_fini(vs_program *prog)
+{
+  free(prog->ops);
+  free(prog->deps);
+  free(prog->effects);
+  free(prog->buffers);
+  for (int s = 0; s < VS_STREAM_N; s++)
+    free(prog->stream_ops[s]);
+  memset(prog, 0, sizeof *prog);
+}
+
+const char *vs_stream_name(int stream)
+{
+  return stream == VS_STREAM_COMPUTE ? "compute" : "comm";
+}
+
+const char *vs_phase_name(int phase)
+{
+  static const char *const names[] = {"setup",   "forward", "backward",
+                                      "recompute", "tp_comm", "dp_comm",
+                                      "optimizer"};
+  return phase >= 0 && phase <= VS_PHASE_OPTIMIZER ? names[phase] : "?";
+}

@@ -1,0 +1,97 @@
+/* schedule.h - a pipeline stage's program: the ordered ops of one training
+ * step on each stream, their dependencies and their memory effects.
+ *
+ * The program is built once per stage and shared, read-only, by every rank
+ * of that stage (ranks own only cursors and memory). Invariants: ops are in
+ * a topological order (every dependency precedes its dependant); each
+ * stream's ops run in the order of stream_ops[]; every buffer is allocated
+ * by exactly one effect and freed by at most one later effect; a program
+ * that frees a buffer never frees it before allocating it. */
+#ifndef VS_SCHEDULE_H
+#define VS_SCHEDULE_H
+
+#include "error.h"
+#include "layout.h"
+#include "model.h"
+#include "topology.h"
+#include "workload.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum vs_stream {
+  VS_STREAM_COMPUTE,  /* kernels, tensor-parallel collectives (Megatron
+                         issues them on the compute stream) */
+  VS_STREAM_COMM,     /* data-parallel collectives, ZeRO gathers */
+  VS_STREAM_N
+} vs_stream;
+
+typedef enum vs_phase {
+  VS_PHASE_SETUP,     /* model states allocated before the step */
+  VS_PHASE_FWD,
+  VS_PHASE_BWD,
+  VS_PHASE_RECOMPUTE,
+  VS_PHASE_TP_COMM,   /* tensor-parallel collective */
+  VS_PHASE_DP_COMM,   /* data-parallel collective (grads, ZeRO gathers) */
+  VS_PHASE_OPTIMIZER
+} vs_phase;
+
+typedef struct vs_buffer {
+  uint64_t bytes;     /* size on the GPU */
+  int32_t category;   /* vs_category */
+} vs_buffer;
+
+typedef struct vs_effect {
+  uint32_t buffer;    /* index into buffers */
+  uint8_t at_end;     /* applied when the op ends (else when it starts) */
+  uint8_t is_free;    /* frees the buffer (else allocates it) */
+} vs_effect;
+
+typedef struct vs_pop {
+  char name[VS_OP_NAME_MAX]; /* "qkv_proj", "dp_all_reduce", ... */
+  int32_t layer;      /* transformer layer; -1 embedding/step, layers = head */
+  int32_t microbatch; /* -1 for once-per-step ops */
+  uint8_t stream;     /* vs_stream */
+  uint8_t phase;      /* vs_phase */
+  uint64_t dur_ns;    /* run time */
+  double flops;       /* work done */
+  double bytes;       /* HBM bytes, or bytes on the wire for collectives */
+  uint32_t first_dep, n_deps;       /* deps[first_dep ...] */
+  uint32_t first_effect, n_effects; /* effects[first_effect ...] */
+  uint32_t pos;       /* index of this op in stream_ops[stream] */
+} vs_pop;
+
+typedef struct vs_program {
+  int stage;                       /* pipeline stage it belongs to */
+  vs_pop *ops;                     /* all ops, topologically ordered */
+  size_t n_ops, cap_ops;
+  uint32_t *deps;                  /* op indices that must end first */
+  size_t n_deps, cap_deps;
+  vs_effect *effects;              /* memory effects of every op */
+  size_t n_effects, cap_effects;
+  vs_buffer *buffers;              /* every tensor the step allocates */
+  size_t n_buffers, cap_buffers;
+  uint32_t *stream_ops[VS_STREAM_N]; /* per stream, op indices in order */
+  size_t n_stream_ops[VS_STREAM_N];
+  size_t cap_stream_ops[VS_STREAM_N];
+  double compute_seconds;          /* sum of compute-stream op times */
+} vs_program;
+
+/* Builds the program of `stage` into prog (which it initialises). On error
+ * prog is left empty. Cost: O(ops). */
+int vs_schedule_build(const vs_workload *wl, const vs_topology *topo,
+                      const vs_model *m, const vs_layout *lay, int stage,
+                      vs_program *prog, vs_error *err);
+
+void vs_program_fini(vs_program *prog);
+
+/* Roofline time of an op: max(flops / (peak * efficiency), bytes / HBM
+ * bandwidth), with tensor-core peak for matmuls at the compute precision and
+ * the fp32 peak otherwise. */
+double vs_roofline_seconds(const vs_topology *topo, int precision, bool matmul,
+                           double flops, double bytes);
+
+const char *vs_stream_name(int stream);
+const char *vs_phase_name(int phase);
+
+#endif

@@ -1,0 +1,154 @@
+/* simulate.c - glue from inputs to results (see simulate.h). */
+#include "simulate.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+bool vs_rank_fits(const vs_rank *rank)
+{
+  return !rank->mem.oom.happened &&
+         rank->mem.peak_used_bytes <= rank->mem.capacity_bytes;
+}
+
+const vs_rank *vs_sim_worst_rank(const vs_sim *sim)
+{
+  const vs_rank *worst = &sim->ranks[0];
+  for (size_t i = 1; i < sim->n_ranks; i++)
+    if (sim->ranks[i].mem.peak_used_bytes > worst->mem.peak_used_bytes)
+      worst = &sim->ranks[i];
+  return worst;
+}
+
+static double peak_flops(const vs_topology *t, int precision)
+{
+  switch (precision) {
+  case VS_PREC_BF16:
+    return t->peak_tflops_bf16 * 1e12;
+  case VS_PREC_FP16:
+    return t->peak_tflops_fp16 * 1e12;
+  case VS_PREC_FP8:
+    return t->peak_tflops_fp8 * 1e12;
+  default:
+    return t->peak_tflops_fp32 * 1e12;
+  }
+}
+
+/* Forward FLOPs of a block's matmuls on one rank for one micro-batch. */
+static double block_matmul_flops(const vs_block *b)
+{
+  double sum = 0;
+  for (int i = 0; i < b->n_ops; i++)
+    if (b->ops[i].matmul)
+      sum += b->ops[i].fwd_flops;
+  return sum;
+}
+
+/* Creates the simulated ranks: one per stage (dp_rank = tp_rank = 0), or
+ * every GPU in Megatron order (tp innermost, then dp, then pp). */
+static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
+{
+  const vs_layout *lay = &sim->layout;
+  uint64_t per_stage = opts->all_ranks ? lay->tp * lay->dp : 1;
+  size_t n = (size_t)(per_stage * lay->pp);
+
+  sim->ranks = calloc(n, sizeof *sim->ranks);
+  if (!sim->ranks)
+    return vs_error_set(err, VS_ENOMEM, "out of host memory for %zu ranks", n);
+  sim->n_ranks = n;
+  for (uint64_t stage = 0; stage < lay->pp; stage++) {
+    for (uint64_t j = 0; j < per_stage; j++) {
+      vs_rank *r = &sim->ranks[stage * per_stage + j];
+      uint64_t id = stage * lay->tp * lay->dp + j;
+      vs_rank_init(r, (uint32_t)id, &sim->programs[stage],
+                   sim->topo->memory_bytes, lay->framework_bytes);
+      r->tp_rank = (int)(j % lay->tp);
+      r->dp_rank = (int)(j / lay->tp);
+    }
+  }
+  return 0;
+}
+
+static void summarise(vs_sim *sim)
+{
+  const vs_workload *wl = sim->wl;
+  const vs_model *m = &sim->model;
+  const vs_program *p = &sim->programs[0];
+  double per_mb = block_matmul_flops(&m->embed) +
+                  (double)m->layers * block_matmul_flops(&m->layer) +
+                  block_matmul_flops(&m->head);
+  double busy = 0;
+
+  sim->step_time_s = (double)sim->stats.end_ns * 1e-9;
+  for (size_t i = 0; i < p->n_stream_ops[VS_STREAM_COMPUTE]; i++) {
+    const vs_pop *op = &p->ops[p->stream_ops[VS_STREAM_COMPUTE][i]];
+    double t = (double)op->dur_ns * 1e-9;
+    busy += t;
+    if (op->phase == VS_PHASE_TP_COMM)
+      sim->tp_comm_s += t;
+    else
+      sim->compute_s += t;
+  }
+  sim->exposed_comm_s = sim->step_time_s > busy ? sim->step_time_s - busy : 0;
+  sim->tokens_per_s = sim->step_time_s > 0
+                          ? (double)(wl->training.global_batch *
+                                     wl->model.seq_len) / sim->step_time_s
+                          : 0;
+  /* forward + backward = 3x forward (Narayanan et al. 2021, eq. 3 without
+   * recompute); per-rank FLOPs times tp gives the replica's. */
+  sim->model_flops = 3.0 * per_mb * (double)sim->layout.tp *
+                     (double)sim->layout.dp * (double)sim->layout.grad_accum;
+  sim->mfu = sim->step_time_s > 0
+                 ? sim->model_flops /
+                       (sim->step_time_s * (double)sim->layout.gpus *
+                        peak_flops(sim->topo, wl->training.precision))
+                 : 0;
+  sim->fits = true;
+  for (size_t i = 0; i < sim->n_ranks; i++)
+    sim->fits = sim->fits && vs_rank_fits(&sim->ranks[i]);
+}
+
+int vs_sim_run(vs_sim *sim, const vs_workload *wl, const vs_topology *topo,
+               const vs_sim_opts *opts, vs_error *err)
+{
+  vs_engine_opts eo = {opts->record, opts->record, opts->check_invariants};
+  int rc;
+
+  memset(sim, 0, sizeof *sim);
+  sim->wl = wl;
+  sim->topo = topo;
+  if ((rc = vs_model_build(wl, &sim->model, err)) ||
+      (rc = vs_layout_build(wl, topo, &sim->model, &sim->layout, err)))
+    return rc;
+  sim->programs = calloc((size_t)sim->layout.pp, sizeof *sim->programs);
+  if (!sim->programs)
+    return vs_error_set(err, VS_ENOMEM, "out of host memory for programs");
+  sim->n_programs = (size_t)sim->layout.pp;
+  for (size_t s = 0; s < sim->n_programs; s++) {
+    if ((rc = vs_schedule_build(wl, topo, &sim->model, &sim->layout, (int)s,
+                                &sim->programs[s], err))) {
+      vs_sim_fini(sim);
+      return rc;
+    }
+  }
+  if ((rc = make_ranks(sim, opts, err)) ||
+      (rc = vs_engine_run(sim->ranks, sim->n_ranks, &eo, &sim->stats, err))) {
+    vs_sim_fini(sim);
+    return rc;
+  }
+  summarise(sim);
+  return 0;
+}
+
+void vs_sim_fini(vs_sim *sim)
+{
+  for (size_t i = 0; i < sim->n_ranks; i++)
+    vs_rank_fini(&sim->ranks[i]);
+  free(sim->ranks);
+  for (size_t s = 0; s < sim->n_programs; s++)
+    vs_program_fini(&sim->programs[s]);
+  free(sim->programs);
+  sim->ranks = NULL;
+  sim->programs = NULL;
+  sim->n_ranks = 0;
+  sim->n_programs = 0;
+}

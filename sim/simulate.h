@@ -1,0 +1,61 @@
+/* simulate.h - one simulation from resolved inputs to per-rank results:
+ * model builder -> layout -> one program per stage -> engine.
+ *
+ * vs_sim owns everything it builds; two vs_sim values share nothing, so
+ * simulations may run in parallel threads. */
+#ifndef VS_SIMULATE_H
+#define VS_SIMULATE_H
+
+#include "engine.h"
+#include "error.h"
+#include "layout.h"
+#include "model.h"
+#include "schedule.h"
+#include "topology.h"
+#include "workload.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct vs_sim_opts {
+  bool all_ranks;         /* simulate every GPU, not one per stage */
+  bool record;            /* keep timelines and op spans (for CSV/trace) */
+  bool check_invariants;  /* vs_mem_check after every memory event */
+} vs_sim_opts;
+
+typedef struct vs_sim {
+  const vs_workload *wl;  /* inputs (not owned) */
+  const vs_topology *topo;
+  vs_model model;         /* built from wl */
+  vs_layout layout;       /* built from wl, topo, model */
+  vs_program *programs;   /* one per pipeline stage */
+  size_t n_programs;
+  vs_rank *ranks;         /* simulated ranks */
+  size_t n_ranks;
+  vs_engine_stats stats;  /* events, end time */
+  double step_time_s;     /* slowest rank's step */
+  double compute_s;       /* compute-stream kernels (no tp comm) */
+  double tp_comm_s;       /* tensor-parallel collectives on the compute stream */
+  double exposed_comm_s;  /* step time the compute stream waited on others */
+  double tokens_per_s;    /* global_batch * seq_len / step time */
+  double model_flops;     /* model FLOPs per step, all GPUs */
+  double mfu;             /* model_flops / (step * gpus * peak) */
+  bool fits;              /* every simulated rank fits */
+} vs_sim;
+
+/* Runs the whole simulation. wl and topo must outlive sim. On error sim is
+ * left finalised (nothing to free). */
+int vs_sim_run(vs_sim *sim, const vs_workload *wl, const vs_topology *topo,
+               const vs_sim_opts *opts, vs_error *err);
+
+void vs_sim_fini(vs_sim *sim);
+
+/* Whether rank's memory fits its GPU (peak reserved + framework <= capacity
+ * and no allocation failed). */
+bool vs_rank_fits(const vs_rank *rank);
+
+/* The simulated rank whose peak use is highest (first on ties). */
+const vs_rank *vs_sim_worst_rank(const vs_sim *sim);
+
+#endif

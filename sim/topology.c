@@ -1,0 +1,102 @@
+/* topology.c - topology.ini's key table, defaults and validation. */
+#include "topology.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#define K(sec, key, ty, field, ...)                                         \
+  {.section = sec, .name = key, .type = ty,                                  \
+   .offset = offsetof(vs_topology, field), __VA_ARGS__}
+
+static const vs_key topology_keys[] = {
+    K("gpu", "name", VS_KEY_NAME, name, .required = true, .default_doc = "required"),
+    K("gpu", "memory", VS_KEY_SIZE, memory_bytes, .positive = true, .required = true, .default_doc = "required"),
+    K("gpu", "hbm_bandwidth", VS_KEY_RATE, hbm_bandwidth, .positive = true, .required = true, .default_doc = "required"),
+    K("gpu", "peak_tflops_bf16", VS_KEY_REAL, peak_tflops_bf16, .positive = true, .required = true, .default_doc = "required"),
+    K("gpu", "peak_tflops_fp16", VS_KEY_REAL, peak_tflops_fp16, .positive = true, .required = true, .default_doc = "required"),
+    K("gpu", "peak_tflops_fp32", VS_KEY_REAL, peak_tflops_fp32, .positive = true, .required = true, .default_doc = "required"),
+    K("gpu", "peak_tflops_fp8", VS_KEY_REAL, peak_tflops_fp8, .lo = 0, .default_doc = "0 (no FP8)"),
+    K("gpu", "context_memory", VS_KEY_SIZE, context_bytes, .default_doc = "400MiB"),
+    K("gpu", "cublas_workspace", VS_KEY_SIZE, cublas_workspace_bytes, .default_doc = "32MiB"),
+    K("gpu", "nccl_memory", VS_KEY_SIZE, nccl_bytes, .default_doc = "512MiB"),
+    K("gpu", "compute_efficiency", VS_KEY_REAL, compute_efficiency, .positive = true, .hi = 1, .default_doc = "0.7"),
+    K("node", "gpus", VS_KEY_COUNT, gpus_per_node, .positive = true, .required = true, .default_doc = "required"),
+    K("node", "host_memory", VS_KEY_SIZE, host_memory_bytes, .positive = true, .default_doc = "1TiB"),
+    K("node", "pcie_bandwidth", VS_KEY_RATE, pcie_bandwidth, .positive = true, .default_doc = "25GB/s"),
+    K("node", "pcie_latency", VS_KEY_LATENCY, pcie_latency, .default_doc = "2us"),
+    K("node", "gpus_per_pcie_switch", VS_KEY_COUNT, gpus_per_pcie_switch, .positive = true, .default_doc = "2"),
+    K("node", "nvme_bandwidth", VS_KEY_RATE, nvme_bandwidth, .positive = true, .default_doc = "10GB/s"),
+    K("node", "nvme_capacity", VS_KEY_SIZE, nvme_capacity_bytes, .default_doc = "0 (none)"),
+    K("network", "intra_bandwidth", VS_KEY_RATE, intra_bandwidth, .positive = true, .required = true, .default_doc = "required"),
+    K("network", "intra_latency", VS_KEY_LATENCY, intra_latency, .default_doc = "3us"),
+    K("network", "inter_bandwidth", VS_KEY_RATE, inter_bandwidth, .positive = true, .required = true, .default_doc = "required"),
+    K("network", "inter_latency", VS_KEY_LATENCY, inter_latency, .default_doc = "5us"),
+    K("cost", "usd_per_gpu_hour", VS_KEY_REAL, usd_per_gpu_hour, .lo = 0, .default_doc = "0 (unknown)"),
+};
+#undef K
+
+static const vs_keytab topology_tab = {
+    topology_keys, sizeof topology_keys / sizeof topology_keys[0], "topology"};
+
+const vs_keytab *vs_topology_keys(void) { return &topology_tab; }
+
+/* Defaults for the optional keys: generic figures, documented in README.md. */
+static void set_defaults(vs_topology *t)
+{
+  memset(t, 0, sizeof *t);
+  t->context_bytes = 400ull << 20;
+  t->cublas_workspace_bytes = 32ull << 20;
+  t->nccl_bytes = 512ull << 20;
+  t->compute_efficiency = 0.7;
+  t->host_memory_bytes = 1ull << 40;
+  t->pcie_bandwidth = 25e9;
+  t->pcie_latency = 2e-6;
+  t->gpus_per_pcie_switch = 2;
+  t->nvme_bandwidth = 10e9;
+  t->intra_latency = 3e-6;
+  t->inter_latency = 5e-6;
+}
+
+int vs_topology_set(vs_topology *topo, const char *assignment, vs_error *err)
+{
+  char sec[64], key[64];
+  const char *dot = strchr(assignment, '.');
+  const char *eq = strchr(assignment, '=');
+  size_t ns, nk;
+
+  if (!dot || !eq || dot > eq)
+    return vs_error_set(err, VS_EUSAGE,
+                        "--set topology.%s: expected topology.section.key=value",
+                        assignment);
+  ns = (size_t)(dot - assignment);
+  nk = (size_t)(eq - dot - 1);
+  if (ns >= sizeof sec || nk >= sizeof key)
+    return vs_error_set(err, VS_EUSAGE, "--set topology.%s: name too long",
+                        assignment);
+  memcpy(sec, assignment, ns);
+  sec[ns] = '\0';
+  memcpy(key, dot + 1, nk);
+  key[nk] = '\0';
+  return vs_conf_set(&topology_tab, topo, &topo->origins, sec, key, eq + 1, err);
+}
+
+int vs_topology_load(vs_topology *topo, const char *path,
+                     const char *const *sets, size_t n_sets, vs_error *err)
+{
+  int rc;
+  set_defaults(topo);
+  if (path)
+    rc = vs_conf_load_file(&topology_tab, topo, &topo->origins, path, err);
+  else
+    rc = vs_conf_load_string(&topology_tab, topo, &topo->origins,
+                             vs_topology_default_name(),
+                             vs_topology_default_text(), err);
+  if (rc)
+    return rc;
+  for (size_t i = 0; i < n_sets; i++) {
+    if ((rc = vs_topology_set(topo, sets[i], err)))
+      return rc;
+  }
+  return vs_conf_check_required(&topology_tab, &topo->origins, err);
+}

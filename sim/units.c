@@ -1,0 +1,228 @@
+/* units.c - quantity parsers and formatters (see units.h). */
+#include "units.h"
+
+#include "error.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct unit {
+  const char *suffix; /* compared case-insensitively */
+  double scale;       /* multiplier to the base unit */
+} unit;
+
+static const unit size_units[] = {
+    {"", 1.0},          {"b", 1.0},
+    {"kb", 1e3},        {"mb", 1e6},
+    {"gb", 1e9},        {"tb", 1e12},
+    {"kib", 1024.0},    {"mib", 1048576.0},
+    {"gib", 1073741824.0}, {"tib", 1099511627776.0},
+    {NULL, 0},
+};
+
+static const unit rate_units[] = {
+    {"", 1e9},           {"gb/s", 1e9},       {"tb/s", 1e12},
+    {"mb/s", 1e6},       {"gib/s", 1073741824.0}, {"mib/s", 1048576.0},
+    {NULL, 0},
+};
+
+static const unit latency_units[] = {
+    {"", 1e-6}, {"us", 1e-6}, {"ns", 1e-9}, {"ms", 1e-3}, {"s", 1.0}, {NULL, 0},
+};
+
+/* Splits text into a finite number and a suffix, then scales the number by
+ * the suffix's unit. Blanks may surround both parts. */
+static int parse_scaled(const char *text, const unit *units, double *out,
+                        const char **why)
+{
+  char *end;
+  double value;
+  char suffix[16];
+  size_t n = 0;
+
+  if (!text) {
+    *why = "no value";
+    return VS_EINPUT;
+  }
+  while (isspace((unsigned char)*text))
+    text++;
+  if (*text == '\0') {
+    *why = "empty value";
+    return VS_EINPUT;
+  }
+  value = strtod(text, &end);
+  if (end == text || !isfinite(value)) {
+    *why = "not a number";
+    return VS_EINPUT;
+  }
+  while (isspace((unsigned char)*end))
+    end++;
+  while (*end && !isspace((unsigned char)*end) && n + 1 < sizeof suffix)
+    suffix[n++] = *end++;
+  suffix[n] = '\0';
+  while (isspace((unsigned char)*end))
+    end++;
+  if (*end != '\0') {
+    *why = "unexpected text after the value";
+    return VS_EINPUT;
+  }
+  for (const unit *u = units; u->suffix; u++) {
+    if (strcasecmp(u->suffix, suffix) == 0) {
+      *out = value * u->scale;
+      return 0;
+    }
+  }
+  *why = "unknown unit";
+  return VS_EINPUT;
+}
+
+/* Converts a non-negative whole real to uint64_t. */
+static int to_count(double value, uint64_t *out, const char **why)
+{
+  if (value < 0) {
+    *why = "must not be negative";
+    return VS_EINPUT;
+  }
+  if (value >= 18446744073709551616.0) {
+    *why = "too large";
+    return VS_EINPUT;
+  }
+  if (value != floor(value)) {
+    *why = "must be a whole number";
+    return VS_EINPUT;
+  }
+  *out = (uint64_t)value;
+  return 0;
+}
+
+int vs_parse_count(const char *text, uint64_t *out, const char **why)
+{
+  static const unit plain[] = {{"", 1.0}, {NULL, 0}};
+  double value;
+  int rc = parse_scaled(text, plain, &value, why);
+  return rc ? rc : to_count(value, out, why);
+}
+
+int vs_parse_size(const char *text, uint64_t *out, const char **why)
+{
+  double value;
+  int rc = parse_scaled(text, size_units, &value, why);
+  if (rc)
+    return rc;
+  /* "1.5KiB" is 1536 bytes; a size that lands between bytes rounds up. */
+  return to_count(ceil(value), out, why);
+}
+
+int vs_parse_rate(const char *text, double *out, const char **why)
+{
+  double value;
+  int rc = parse_scaled(text, rate_units, &value, why);
+  if (rc)
+    return rc;
+  if (value < 0) {
+    *why = "must not be negative";
+    return VS_EINPUT;
+  }
+  *out = value;
+  return 0;
+}
+
+int vs_parse_latency(const char *text, double *out, const char **why)
+{
+  double value;
+  int rc = parse_scaled(text, latency_units, &value, why);
+  if (rc)
+    return rc;
+  if (value < 0) {
+    *why = "must not be negative";
+    return VS_EINPUT;
+  }
+  *out = value;
+  return 0;
+}
+
+int vs_parse_real(const char *text, double *out, const char **why)
+{
+  static const unit plain[] = {{"", 1.0}, {NULL, 0}};
+  return parse_scaled(text, plain, out, why);
+}
+
+int vs_parse_bool(const char *text, bool *out, const char **why)
+{
+  static const char *const truths[] = {"true", "yes", "on", "1"};
+  static const char *const lies[] = {"false", "no", "off", "0"};
+  char word[8];
+  size_t n = 0;
+
+  if (!text) {
+    *why = "no value";
+    return VS_EINPUT;
+  }
+  while (isspace((unsigned char)*text))
+    text++;
+  while (*text && !isspace((unsigned char)*text) && n + 1 < sizeof word)
+    word[n++] = *text++;
+  word[n] = '\0';
+  while (isspace((unsigned char)*text))
+    text++;
+  if (*text == '\0') {
+    for (size_t i = 0; i < 4; i++) {
+      if (strcasecmp(word, truths[i]) == 0) {
+        *out = true;
+        return 0;
+      }
+      if (strcasecmp(word, lies[i]) == 0) {
+        *out = false;
+        return 0;
+      }
+    }
+  }
+  *why = "expected true or false";
+  return VS_EINPUT;
+}
+
+char *vs_format_bytes(uint64_t bytes, char *buf, size_t len)
+{
+  static const char *const names[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = (double)bytes;
+  size_t i = 0;
+
+  while (value >= 1024.0 && i + 1 < sizeof names / sizeof names[0]) {
+    value /= 1024.0;
+    i++;
+  }
+  if (i == 0)
+    snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+  else if (value >= 100.0)
+    snprintf(buf, len, "%.0f %s", value, names[i]);
+  else if (value >= 10.0)
+    snprintf(buf, len, "%.1f %s", value, names[i]);
+  else
+    snprintf(buf, len, "%.2f %s", value, names[i]);
+  return buf;
+}
+
+char *vs_format_seconds(double seconds, char *buf, size_t len)
+{
+  if (seconds >= 1.0)
+    snprintf(buf, len, "%.3g s", seconds);
+  else if (seconds >= 1e-3)
+    snprintf(buf, len, "%.3g ms", seconds * 1e3);
+  else
+    snprintf(buf, len, "%.3g us", seconds * 1e6);
+  return buf;
+}
+
+bool vs_add_bytes(uint64_t a, uint64_t b, uint64_t *out)
+{
+  return !__builtin_add_overflow(a, b, out);
+}
+
+bool vs_mul_bytes(uint64_t a, uint64_t b, uint64_t *out)
+{
+  return !__builtin_mul_overflow(a, b, out);
+}

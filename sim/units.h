@@ -1,0 +1,52 @@
+/* units.h - parsing and printing of the quantities that appear in INI files
+ * and reports: counts ("7.5e9"), sizes ("80GiB"), rates ("3.35TB/s"),
+ * latencies ("5us"), booleans and plain reals.
+ *
+ * Parsers are pure: they take the whole text of a value, accept surrounding
+ * blanks, and return 0 with the result or a negative VS_EINPUT code with a
+ * short reason in *why (a static string) and the output untouched. */
+#ifndef VS_UNITS_H
+#define VS_UNITS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A non-negative integer; accepts "32", "7.5e9", "1e3". Rejects fractions. */
+int vs_parse_count(const char *text, uint64_t *out, const char **why);
+
+/* Bytes: a number with an optional suffix B, KB, MB, GB, TB (powers of 1000)
+ * or KiB, MiB, GiB, TiB (powers of 1024); no suffix means bytes. */
+int vs_parse_size(const char *text, uint64_t *out, const char **why);
+
+/* Bytes per second: a number with GB/s, TB/s, MB/s, GiB/s, MiB/s; a bare
+ * number means GB/s (1e9 B/s). */
+int vs_parse_rate(const char *text, double *out, const char **why);
+
+/* Seconds: a number with ns, us, ms or s; a bare number means microseconds. */
+int vs_parse_latency(const char *text, double *out, const char **why);
+
+/* true/false, yes/no, on/off, 1/0 (case-insensitive). */
+int vs_parse_bool(const char *text, bool *out, const char **why);
+
+/* A finite real number. */
+int vs_parse_real(const char *text, double *out, const char **why);
+
+/* Writes bytes in binary units with three significant digits ("13.5 GiB")
+ * into buf; returns buf. */
+char *vs_format_bytes(uint64_t bytes, char *buf, size_t len);
+
+/* Writes seconds in the unit that suits them ("412 ms", "3.21 s"). */
+char *vs_format_seconds(double seconds, char *buf, size_t len);
+
+/* Checked arithmetic on byte counts: returns false on overflow. */
+bool vs_add_bytes(uint64_t a, uint64_t b, uint64_t *out);
+bool vs_mul_bytes(uint64_t a, uint64_t b, uint64_t *out);
+
+/* ceil(a / b) for b > 0. */
+static inline uint64_t vs_div_ceil(uint64_t a, uint64_t b)
+{
+  return a / b + (a % b != 0);
+}
+
+#endif

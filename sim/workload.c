@@ -1,0 +1,275 @@
+/* workload.c - workload.ini's key table, derived defaults and validation. */
+#include "workload.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const arch_names[] = {"gpt", "llama", "bert", NULL};
+static const char *const precision_names[] = {"bf16", "fp16", "fp32", "fp8", NULL};
+static const char *const grad_names[] = {"precision", "fp32", NULL};
+static const char *const optimizer_names[] = {
+    "adamw", "adam", "sgd", "momentum", "adafactor", "adam8bit", "lion", NULL};
+static const char *const ckpt_names[] = {"none", "selective", "full", NULL};
+static const char *const attention_names[] = {"flash", "eager", NULL};
+static const char *const schedule_names[] = {"1f1b", "gpipe", "interleaved", NULL};
+static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
+static const char *const allocator_names[] = {"caching", "exact", NULL};
+
+#define K(sec, key, ty, field, ...)                                         \
+  {.section = sec, .name = key, .type = ty,                                  \
+   .offset = offsetof(vs_workload, field), __VA_ARGS__}
+
+static const vs_key workload_keys[] = {
+    K("model", "arch", VS_KEY_ENUM, model.arch, .choices = arch_names, .required = true, .default_doc = "required"),
+    K("model", "layers", VS_KEY_COUNT, model.layers, .positive = true, .required = true, .default_doc = "required"),
+    K("model", "hidden", VS_KEY_COUNT, model.hidden, .positive = true, .required = true, .default_doc = "required"),
+    K("model", "heads", VS_KEY_COUNT, model.heads, .positive = true, .required = true, .default_doc = "required"),
+    K("model", "kv_heads", VS_KEY_COUNT, model.kv_heads, .positive = true, .default_doc = "heads"),
+    K("model", "ffn_hidden", VS_KEY_COUNT, model.ffn_hidden, .positive = true, .default_doc = "4*hidden (gpt, bert); required for llama"),
+    K("model", "vocab", VS_KEY_COUNT, model.vocab, .positive = true, .required = true, .default_doc = "required"),
+    K("model", "seq_len", VS_KEY_COUNT, model.seq_len, .positive = true, .required = true, .default_doc = "required"),
+    K("model", "tied_embeddings", VS_KEY_BOOL, model.tied_embeddings, .default_doc = "true (gpt, bert), false (llama)"),
+    K("model", "dropout", VS_KEY_REAL, model.dropout, .lo = 0, .hi = 0.999, .default_doc = "0.1 (gpt, bert), 0 (llama)"),
+    K("training", "micro_batch", VS_KEY_COUNT, training.micro_batch, .positive = true, .default_doc = "1"),
+    K("training", "global_batch", VS_KEY_COUNT, training.global_batch, .positive = true, .default_doc = "micro_batch * dp"),
+    K("training", "precision", VS_KEY_ENUM, training.precision, .choices = precision_names, .default_doc = "bf16"),
+    K("training", "master_weights", VS_KEY_BOOL, training.master_weights, .default_doc = "true unless precision = fp32"),
+    K("training", "grad_dtype", VS_KEY_ENUM, training.grad_dtype, .choices = grad_names, .default_doc = "precision"),
+    K("training", "optimizer", VS_KEY_ENUM, training.optimizer, .choices = optimizer_names, .default_doc = "adamw"),
+    K("training", "checkpointing", VS_KEY_ENUM, training.checkpointing, .choices = ckpt_names, .default_doc = "none"),
+    K("training", "attention", VS_KEY_ENUM, training.attention, .choices = attention_names, .default_doc = "flash"),
+    K("parallel", "tp", VS_KEY_COUNT, parallel.tp, .positive = true, .default_doc = "1"),
+    K("parallel", "pp", VS_KEY_COUNT, parallel.pp, .positive = true, .default_doc = "1"),
+    K("parallel", "dp", VS_KEY_COUNT, parallel.dp, .positive = true, .default_doc = "gpus / (tp*pp), or 1"),
+    K("parallel", "sequence_parallel", VS_KEY_BOOL, parallel.sequence_parallel, .default_doc = "false"),
+    K("parallel", "schedule", VS_KEY_ENUM, parallel.schedule, .choices = schedule_names, .default_doc = "1f1b"),
+    K("parallel", "virtual_stages", VS_KEY_COUNT, parallel.virtual_stages, .positive = true, .default_doc = "1"),
+    K("parallel", "zero", VS_KEY_COUNT, parallel.zero, .hi = 3, .default_doc = "0"),
+    K("parallel", "offload_optimizer", VS_KEY_ENUM, parallel.offload_optimizer, .choices = offload_names, .default_doc = "none"),
+    K("parallel", "offload_params", VS_KEY_ENUM, parallel.offload_params, .choices = offload_names, .default_doc = "none"),
+    K("parallel", "bucket", VS_KEY_SIZE, parallel.bucket_bytes, .positive = true, .default_doc = "25MiB"),
+    K("runtime", "allocator", VS_KEY_ENUM, runtime.allocator, .choices = allocator_names, .default_doc = "exact"),
+    K("runtime", "expandable_segments", VS_KEY_BOOL, runtime.expandable_segments, .default_doc = "false"),
+};
+#undef K
+
+static const vs_keytab workload_tab = {
+    workload_keys, sizeof workload_keys / sizeof workload_keys[0], "workload"};
+
+const vs_keytab *vs_workload_keys(void) { return &workload_tab; }
+
+const char *vs_arch_name(int v) { return arch_names[v]; }
+const char *vs_precision_name(int v) { return precision_names[v]; }
+const char *vs_optimizer_name(int v) { return optimizer_names[v]; }
+const char *vs_checkpointing_name(int v) { return ckpt_names[v]; }
+const char *vs_attention_name(int v) { return attention_names[v]; }
+const char *vs_offload_name(int v) { return offload_names[v]; }
+const char *vs_allocator_name(int v) { return allocator_names[v]; }
+
+/* Defaults that do not depend on other keys. */
+static void set_defaults(vs_workload *wl)
+{
+  memset(wl, 0, sizeof *wl);
+  wl->training.micro_batch = 1;
+  wl->training.precision = VS_PREC_BF16;
+  wl->training.optimizer = VS_OPT_ADAMW;
+  wl->training.attention = VS_ATTN_FLASH;
+  wl->parallel.tp = 1;
+  wl->parallel.pp = 1;
+  wl->parallel.dp = 1;
+  wl->parallel.virtual_stages = 1;
+  wl->parallel.bucket_bytes = 25ull << 20;
+  wl->runtime.allocator = VS_ALLOC_EXACT;
+}
+
+int vs_workload_set(vs_workload *wl, const char *assignment, vs_error *err)
+{
+  char sec[64], key[64];
+  const char *dot = strchr(assignment, '.');
+  const char *eq = strchr(assignment, '=');
+  size_t ns, nk;
+
+  if (!dot || !eq || dot > eq)
+    return vs_error_set(err, VS_EUSAGE,
+                        "--set %s: expected section.key=value (for example "
+                        "--set training.micro_batch=2)",
+                        assignment);
+  ns = (size_t)(dot - assignment);
+  nk = (size_t)(eq - dot - 1);
+  if (ns >= sizeof sec || nk >= sizeof key)
+    return vs_error_set(err, VS_EUSAGE, "--set %s: name too long", assignment);
+  memcpy(sec, assignment, ns);
+  sec[ns] = '\0';
+  memcpy(key, dot + 1, nk);
+  key[nk] = '\0';
+  return vs_conf_set(&workload_tab, wl, &wl->origins, sec, key, eq + 1, err);
+}
+
+/* ------------------------------------------------------------------------
+ * Validation: each failure names the key (with its file and line) that the
+ * user should change.
+ * ------------------------------------------------------------------------ */
+
+#define WHERE(sec, key) \
+  vs_conf_where(&workload_tab, &wl->origins, sec, key, where, sizeof where)
+
+static int check_model(vs_workload *wl, vs_error *err)
+{
+  vs_model_conf *m = &wl->model;
+  char where[400];
+
+  if (!vs_conf_is_set(&workload_tab, &wl->origins, "model", "kv_heads"))
+    m->kv_heads = m->heads;
+  if (!vs_conf_is_set(&workload_tab, &wl->origins, "model", "ffn_hidden")) {
+    if (m->arch == VS_ARCH_LLAMA)
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: missing required key 'ffn_hidden' in [model] "
+                          "(required for arch = llama, e.g. 11008 for Llama-2-7B)",
+                          wl->origins.file);
+    m->ffn_hidden = 4 * m->hidden;
+  }
+  if (!vs_conf_is_set(&workload_tab, &wl->origins, "model", "tied_embeddings"))
+    m->tied_embeddings = m->arch != VS_ARCH_LLAMA;
+  if (!vs_conf_is_set(&workload_tab, &wl->origins, "model", "dropout"))
+    m->dropout = m->arch == VS_ARCH_LLAMA ? 0.0 : 0.1;
+
+  if (m->hidden % m->heads != 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: hidden (%llu) must be divisible by heads",
+                        WHERE("model", "heads"), (unsigned long long)m->hidden);
+  if (m->kv_heads > m->heads || m->heads % m->kv_heads != 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: heads (%llu) must be divisible by kv_heads",
+                        WHERE("model", "kv_heads"),
+                        (unsigned long long)m->heads);
+  return 0;
+}
+
+static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
+{
+  vs_model_conf *m = &wl->model;
+  vs_parallel_conf *p = &wl->parallel;
+  char where[400];
+  uint64_t tp = p->tp, pp = p->pp;
+
+  if (m->heads % tp != 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: tp must divide heads (%llu)", WHERE("parallel", "tp"),
+                        (unsigned long long)m->heads);
+  if (m->kv_heads % tp != 0)
+    return vs_error_set(err, VS_EINPUT, "%s: tp must divide kv_heads (%llu)",
+                        WHERE("parallel", "tp"), (unsigned long long)m->kv_heads);
+  if (m->ffn_hidden % tp != 0)
+    return vs_error_set(err, VS_EINPUT, "%s: tp must divide ffn_hidden (%llu)",
+                        WHERE("parallel", "tp"),
+                        (unsigned long long)m->ffn_hidden);
+  if (p->sequence_parallel && m->seq_len % tp != 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: sequence parallelism needs seq_len (%llu) divisible "
+                        "by tp (%llu)",
+                        WHERE("parallel", "sequence_parallel"),
+                        (unsigned long long)m->seq_len, (unsigned long long)tp);
+  if (pp > 1)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: pipeline parallelism (pp > 1) is not simulated by "
+                        "this version of vsim yet; use pp = 1",
+                        WHERE("parallel", "pp"));
+  if (p->virtual_stages != 1 || p->schedule == VS_SCHED_INTERLEAVED)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: interleaved schedules need pipeline parallelism, "
+                        "which this version of vsim does not simulate yet",
+                        WHERE("parallel", "virtual_stages"));
+  if (gpus > 0) {
+    if (gpus % (tp * pp) != 0)
+      return vs_error_set(err, VS_EINPUT,
+                          "--gpus %llu is not divisible by tp*pp = %llu (tp = %llu, "
+                          "pp = %llu in %s)",
+                          (unsigned long long)gpus, (unsigned long long)(tp * pp),
+                          (unsigned long long)tp, (unsigned long long)pp,
+                          wl->origins.file);
+    if (vs_conf_is_set(&workload_tab, &wl->origins, "parallel", "dp") &&
+        p->dp * tp * pp != gpus)
+      return vs_error_set(err, VS_EINPUT,
+                          "--gpus %llu contradicts %s: tp*pp*dp = %llu; drop dp "
+                          "or --gpus",
+                          (unsigned long long)gpus, WHERE("parallel", "dp"),
+                          (unsigned long long)(p->dp * tp * pp));
+    p->dp = gpus / (tp * pp);
+  }
+  wl->gpus = tp * pp * p->dp;
+  return 0;
+}
+
+static int check_training(vs_workload *wl, vs_error *err)
+{
+  vs_training_conf *t = &wl->training;
+  vs_parallel_conf *p = &wl->parallel;
+  char where[400];
+  uint64_t replica_batch = t->micro_batch * p->dp;
+
+  if (!vs_conf_is_set(&workload_tab, &wl->origins, "training", "global_batch"))
+    t->global_batch = replica_batch;
+  if (t->global_batch % replica_batch != 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: global_batch must be a multiple of micro_batch * dp "
+                        "= %llu * %llu = %llu",
+                        WHERE("training", "global_batch"),
+                        (unsigned long long)t->micro_batch,
+                        (unsigned long long)p->dp,
+                        (unsigned long long)replica_batch);
+  wl->grad_accum = t->global_batch / replica_batch;
+
+  if (!vs_conf_is_set(&workload_tab, &wl->origins, "training", "master_weights"))
+    t->master_weights = t->precision != VS_PREC_FP32;
+  else if (t->master_weights && t->precision == VS_PREC_FP32)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: master weights only exist when precision is below "
+                        "fp32 (precision = fp32 here)",
+                        WHERE("training", "master_weights"));
+  if (p->offload_optimizer != VS_OFFLOAD_NONE)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: optimizer offload is not simulated by this version "
+                        "of vsim yet; use none",
+                        WHERE("parallel", "offload_optimizer"));
+  if (p->offload_params != VS_OFFLOAD_NONE)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: parameter offload is not simulated by this version "
+                        "of vsim yet; use none",
+                        WHERE("parallel", "offload_params"));
+  if (wl->runtime.allocator == VS_ALLOC_CACHING)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: the caching-allocator emulation is not in this "
+                        "version of vsim yet; use exact",
+                        WHERE("runtime", "allocator"));
+  return 0;
+}
+
+#undef WHERE
+
+int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
+{
+  int rc;
+  if ((rc = vs_conf_check_required(&workload_tab, &wl->origins, err)))
+    return rc;
+  if ((rc = check_model(wl, err)))
+    return rc;
+  if ((rc = check_layout(wl, gpus, err)))
+    return rc;
+  return check_training(wl, err);
+}
+
+int vs_workload_load(vs_workload *wl, const char *path,
+                     const char *const *sets, size_t n_sets, uint64_t gpus,
+                     vs_error *err)
+{
+  int rc;
+  set_defaults(wl);
+  if ((rc = vs_conf_load_file(&workload_tab, wl, &wl->origins, path, err)))
+    return rc;
+  for (size_t i = 0; i < n_sets; i++) {
+    if ((rc = vs_workload_set(wl, sets[i], err)))
+      return rc;
+  }
+  return vs_workload_resolve(wl, gpus, err);
+}

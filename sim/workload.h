@@ -1,0 +1,109 @@
+/* workload.h - a training job: the model, how it is trained, how it is laid
+ * out over GPUs, and the runtime's allocator settings.
+ *
+ * vs_workload_load parses workload.ini (inih, via config.c), applies --set
+ * overrides, fills every derived default and validates the whole: after it
+ * returns 0 every field holds a resolved, mutually consistent value, so later
+ * stages never re-check input. Enum fields hold the VS_* constants below. */
+#ifndef VS_WORKLOAD_H
+#define VS_WORKLOAD_H
+
+#include "config.h"
+#include "error.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum { VS_ARCH_GPT, VS_ARCH_LLAMA, VS_ARCH_BERT } vs_arch;
+typedef enum { VS_PREC_BF16, VS_PREC_FP16, VS_PREC_FP32, VS_PREC_FP8 } vs_precision;
+typedef enum { VS_GRAD_PRECISION, VS_GRAD_FP32 } vs_grad_dtype;
+typedef enum {
+  VS_OPT_ADAMW, VS_OPT_ADAM, VS_OPT_SGD, VS_OPT_MOMENTUM,
+  VS_OPT_ADAFACTOR, VS_OPT_ADAM8BIT, VS_OPT_LION
+} vs_optimizer;
+typedef enum { VS_CKPT_NONE, VS_CKPT_SELECTIVE, VS_CKPT_FULL } vs_checkpointing;
+typedef enum { VS_ATTN_FLASH, VS_ATTN_EAGER } vs_attention;
+typedef enum { VS_SCHED_1F1B, VS_SCHED_GPIPE, VS_SCHED_INTERLEAVED } vs_schedule_kind;
+typedef enum { VS_OFFLOAD_NONE, VS_OFFLOAD_CPU, VS_OFFLOAD_NVME } vs_offload;
+typedef enum { VS_ALLOC_CACHING, VS_ALLOC_EXACT } vs_allocator_kind;
+
+typedef struct vs_model_conf {
+  int arch;                 /* vs_arch */
+  uint64_t layers;          /* transformer layers */
+  uint64_t hidden;          /* h */
+  uint64_t heads;           /* a */
+  uint64_t kv_heads;        /* grouped-query heads; = heads by default */
+  uint64_t ffn_hidden;      /* MLP width; 4h for gpt/bert by default */
+  uint64_t vocab;           /* V */
+  uint64_t seq_len;         /* s */
+  bool tied_embeddings;     /* output layer shares the embedding matrix */
+  double dropout;           /* probability; 0 removes the dropout ops */
+} vs_model_conf;
+
+typedef struct vs_training_conf {
+  uint64_t micro_batch;     /* b, sequences per micro-batch per replica */
+  uint64_t global_batch;    /* sequences per optimizer step */
+  int precision;            /* vs_precision */
+  bool master_weights;      /* fp32 master copy of 16/8-bit weights */
+  int grad_dtype;           /* vs_grad_dtype */
+  int optimizer;            /* vs_optimizer */
+  int checkpointing;        /* vs_checkpointing */
+  int attention;            /* vs_attention */
+} vs_training_conf;
+
+typedef struct vs_parallel_conf {
+  uint64_t tp;              /* tensor-parallel size */
+  uint64_t pp;              /* pipeline-parallel size */
+  uint64_t dp;              /* data-parallel size */
+  bool sequence_parallel;   /* shard norms/dropout by sequence over tp */
+  int schedule;             /* vs_schedule_kind */
+  uint64_t virtual_stages;  /* model chunks per pipeline rank */
+  uint64_t zero;            /* ZeRO stage 0-3 */
+  int offload_optimizer;    /* vs_offload */
+  int offload_params;       /* vs_offload */
+  uint64_t bucket_bytes;    /* gradient all-reduce / reduce-scatter bucket */
+} vs_parallel_conf;
+
+typedef struct vs_runtime_conf {
+  int allocator;            /* vs_allocator_kind */
+  bool expandable_segments; /* PyTorch expandable segments */
+} vs_runtime_conf;
+
+typedef struct vs_workload {
+  vs_model_conf model;
+  vs_training_conf training;
+  vs_parallel_conf parallel;
+  vs_runtime_conf runtime;
+  /* resolved by vs_workload_load */
+  uint64_t gpus;            /* tp * pp * dp */
+  uint64_t grad_accum;      /* micro-batches per step per replica */
+  vs_origins origins;       /* where every value came from */
+} vs_workload;
+
+/* The key table of workload.ini (for --set and README). */
+const vs_keytab *vs_workload_keys(void);
+
+/* Parses path, applies the n_sets overrides "section.key=value", resolves
+ * defaults (dp from gpus when gpus > 0) and validates the layout. gpus = 0
+ * means "from the workload". VS_EIO / VS_EINPUT / VS_EUSAGE on error, with a
+ * message naming file, line and key. */
+int vs_workload_load(vs_workload *wl, const char *path,
+                     const char *const *sets, size_t n_sets, uint64_t gpus,
+                     vs_error *err);
+
+/* Applies one "section.key=value" override. */
+int vs_workload_set(vs_workload *wl, const char *assignment, vs_error *err);
+
+/* Resolves defaults and validates (called by vs_workload_load). */
+int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err);
+
+/* Names of enum values, for reports. */
+const char *vs_arch_name(int arch);
+const char *vs_precision_name(int precision);
+const char *vs_optimizer_name(int optimizer);
+const char *vs_checkpointing_name(int checkpointing);
+const char *vs_attention_name(int attention);
+const char *vs_offload_name(int offload);
+const char *vs_allocator_name(int allocator);
+
+#endif

@@ -1,0 +1,44 @@
+/* testutil.h - helpers shared by the CMocka tests: temporary files and
+ * directories, loading a workload from text, and running the vsim binary. */
+#ifndef VS_TESTUTIL_H
+#define VS_TESTUTIL_H
+
+#include "error.h"
+#include "topology.h"
+#include "workload.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Writes text to a new temporary file and returns its path (static storage
+ * of the caller: buf of at least 64 bytes). Aborts the test on failure. */
+char *tu_write_temp(const char *text, const char *suffix, char *buf, size_t len);
+
+/* A new empty temporary directory in buf. */
+char *tu_temp_dir(char *buf, size_t len);
+
+/* Removes a directory and the files directly in it. */
+void tu_remove_dir(const char *dir);
+
+/* Loads a workload from INI text with optional "sec.key=value" overrides and
+ * a GPU count (0 = from the workload). Returns vs_workload_load's code. */
+int tu_load_workload(vs_workload *wl, const char *ini, const char *const *sets,
+                     size_t n_sets, uint64_t gpus, vs_error *err);
+
+/* Loads the built-in topology (aborts the test if it fails). */
+void tu_default_topology(vs_topology *topo);
+
+/* Result of running the vsim binary. */
+typedef struct tu_run {
+  int status;          /* exit status, or -1 if it did not exit normally */
+  char out[65536];     /* stdout (truncated) */
+  char err[16384];     /* stderr (truncated) */
+} tu_run;
+
+/* Runs VSIM_BIN with args (NULL-terminated) from the source directory. */
+void tu_run_vsim(tu_run *r, const char *const *args);
+
+/* Reads a whole file into a malloc'd string (NULL if unreadable). */
+char *tu_read_file(const char *path);
+
+#endif
