@@ -1,4 +1,5 @@
 /* testutil.c - shared test helpers (see testutil.h). */
+#define _DEFAULT_SOURCE /* mkstemps, mkdtemp */
 #include "testutil.h"
 
 #include <dirent.h>

@@ -1,0 +1,450 @@
+/* cli_test.c - end-to-end tests: run the built vsim binary on files in
+ * tests/data/ and workloads/, and check exit status, messages and CSV. */
+#include "testutil.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <csv.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define DATA "tests/data/"
+
+static tu_run r; /* large; one at a time */
+
+static void run(const char *const *args) { tu_run_vsim(&r, args); }
+
+static void assert_contains(const char *text, const char *needle)
+{
+  if (!strstr(text, needle))
+    fail_msg("expected to find \"%s\" in:\n%s", needle, text);
+}
+
+/* ------------------------------------------------------------------------
+ * A tiny CSV reader on libcsv: rows of string fields.
+ * ------------------------------------------------------------------------ */
+
+#define MAX_FIELDS 32
+#define MAX_ROWS 8
+
+typedef struct table {
+  char cells[MAX_ROWS][MAX_FIELDS][64];
+  int n_fields[MAX_ROWS];
+  int n_rows;  /* rows read (header included), at most MAX_ROWS kept */
+  int total_rows;
+} table;
+
+static void on_field(void *data, size_t len, void *user)
+{
+  table *t = user;
+  int row = t->total_rows;
+  if (row < MAX_ROWS && t->n_fields[row] < MAX_FIELDS) {
+    size_t n = len < 63 ? len : 63;
+    memcpy(t->cells[row][t->n_fields[row]], data, n);
+    t->cells[row][t->n_fields[row]][n] = '\0';
+    t->n_fields[row]++;
+  }
+}
+
+static void on_row(int c, void *user)
+{
+  table *t = user;
+  (void)c;
+  t->total_rows++;
+  if (t->n_rows < MAX_ROWS)
+    t->n_rows++;
+}
+
+static void read_csv(const char *path, table *t)
+{
+  struct csv_parser p;
+  char *text = tu_read_file(path);
+  if (!text)
+    fail_msg("cannot read %s", path);
+  memset(t, 0, sizeof *t);
+  assert_int_equal(csv_init(&p, CSV_APPEND_NULL), 0);
+  assert_int_equal(csv_parse(&p, text, strlen(text), on_field, on_row, t),
+                   strlen(text));
+  csv_fini(&p, on_field, on_row, t);
+  csv_free(&p);
+  free(text);
+}
+
+static const char *cell(const table *t, int row, const char *column)
+{
+  for (int i = 0; i < t->n_fields[0]; i++)
+    if (strcmp(t->cells[0][i], column) == 0)
+      return t->cells[row][i];
+  fail_msg("no column %s", column);
+  return NULL;
+}
+
+static char *path_in(const char *dir, const char *name, char *buf, size_t len)
+{
+  snprintf(buf, len, "%s/%s", dir, name);
+  return buf;
+}
+
+/* ------------------------------------------------------------------------
+ * Help and usage
+ * ------------------------------------------------------------------------ */
+
+static void test_help_on_every_command(void **state)
+{
+  static const char *const a1[] = {"--help", NULL};
+  static const char *const a2[] = {"run", "--help", NULL};
+  static const char *const a3[] = {"show", "--help", NULL};
+  (void)state;
+  run(a1);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "run WORKLOAD.ini");
+  run(a2);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "--csv DIR");
+  run(a3);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "parameter count");
+}
+
+/* Usage mistakes exit 2 with a message on stderr (DESIGN.md exit codes). */
+static void test_usage_errors_exit_2(void **state)
+{
+  static const char *const cases[][5] = {
+      {NULL},
+      {"frobnicate", NULL},
+      {"run", NULL},
+      {"run", DATA "gpt-small.ini", "--gpus", "zero", NULL},
+      {"run", DATA "gpt-small.ini", "--bogus", NULL},
+      {"run", DATA "gpt-small.ini", "--ranks", "some", NULL},
+      {"run", DATA "gpt-small.ini", "--set", "nodot", NULL},
+  };
+  static const char *const expect[] = {
+      "missing command", "unknown command 'frobnicate'", "needs a WORKLOAD.ini",
+      "--gpus needs a whole number", "unknown option '--bogus'",
+      "--ranks takes stage or all", "expected section.key=value"};
+  (void)state;
+  for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
+    run(cases[i]);
+    assert_int_equal(r.status, 2);
+    assert_contains(r.err, expect[i]);
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Bad input: exit 1, one message naming file, line and key
+ * ------------------------------------------------------------------------ */
+
+static void test_every_bad_input_class_exits_1_with_its_message(void **state)
+{
+  static const struct {
+    const char *file;
+    const char *message;
+  } cases[] = {
+      {DATA "bad/unknown-key.ini", "unknown-key.ini:4: unknown key 'hiden' in [model]"},
+      {DATA "bad/unknown-section.ini", "unknown-section.ini:10: unknown section [optimiser]"},
+      {DATA "bad/missing-key.ini", "missing required key 'vocab' in [model]"},
+      {DATA "bad/missing-value.ini", "missing-value.ini:7: [model] seq_len = : missing value"},
+      {DATA "bad/bad-number.ini", "bad-number.ini:3: [model] layers = four: not a number"},
+      {DATA "bad/bad-size.ini", "bad-size.ini:11: [parallel] bucket = 25XB: unknown unit"},
+      {DATA "bad/bad-enum.ini", "precision = fp12: expected bf16, fp16, fp32 or fp8"},
+      {DATA "bad/zero-layers.ini", "layers = 0: must be greater than 0"},
+      {DATA "bad/negative-hidden.ini", "hidden = -512: must not be negative"},
+      {DATA "bad/kv-heads.ini", "kv-heads.ini:6: [model] kv_heads = 3: heads (8) must be divisible by kv_heads"},
+      {DATA "bad/global-batch.ini", "global_batch = 7: global_batch must be a multiple of micro_batch * dp = 1 * 2 = 2"},
+      {DATA "bad/tp-heads.ini", "tp-heads.ini:11: [parallel] tp = 3: tp must divide heads (8)"},
+      {DATA "bad/malformed-line.ini", "malformed-line.ini:6: malformed line"},
+      {DATA "no-such-file.ini", "no-such-file.ini: cannot read workload file"},
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *args[] = {"run", cases[i].file, NULL};
+    run(args);
+    if (r.status != 1 || !strstr(r.err, cases[i].message))
+      fail_msg("%s: status %d, stderr: %s (wanted: %s)", cases[i].file,
+               r.status, r.err, cases[i].message);
+    /* one message, on one line */
+    assert_non_null(strchr(r.err, '\n'));
+    assert_null(strchr(r.err, '\n') + 1 < r.err + strlen(r.err)
+                    ? strchr(strchr(r.err, '\n') + 1, '\n')
+                    : NULL);
+    assert_string_equal(r.out, "");
+  }
+}
+
+static void test_layout_errors_name_the_layout(void **state)
+{
+  static const char *const gpus[] = {"run", DATA "bad/tp-heads.ini", "--set",
+                                     "parallel.tp=2", "--gpus", "3", NULL};
+  static const char *const set[] = {"run", DATA "gpt-small.ini", "--set",
+                                    "model.heads=x", NULL};
+  static const char *const topo[] = {"run", DATA "gpt-small.ini", "--topology",
+                                     DATA "gpt-small.ini", NULL};
+  static const char *const tset[] = {"run", DATA "gpt-small.ini", "--set",
+                                     "topology.gpu.memory=lots", NULL};
+  (void)state;
+  run(gpus);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "--gpus 3 is not divisible by tp*pp = 2");
+  run(set);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "--set model.heads=x: not a number");
+  /* a workload given as a topology: its [model] section is unknown there */
+  run(topo);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "gpt-small.ini:2: unknown section [model] in topology file");
+  run(tset);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "--set gpu.memory=lots: not a number");
+}
+
+/* ------------------------------------------------------------------------
+ * run, CSV and show
+ * ------------------------------------------------------------------------ */
+
+static const char summary_header[] =
+    "rank,stage,dp_rank,tp_rank,params_bytes,grads_bytes,optimizer_bytes,"
+    "activations_bytes,temp_bytes,framework_bytes,fragmentation_bytes,"
+    "model_states_bytes,peak_allocated_bytes,peak_reserved_bytes,"
+    "capacity_bytes,fits,peak_time_s,peak_op,step_time_s\n";
+
+static void test_llama2_7b_on_8_gpus_fits_and_writes_csv(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {"run", "workloads/llama2-7b.ini", "--gpus", "8",
+                        "--csv", NULL, NULL};
+  table t;
+  char *text;
+  double psi = 6738415616.0; /* Llama-2-7B: 32*(4h^2+3hf+2h) + 2Vh + h */
+  (void)state;
+
+  args[5] = tu_temp_dir(dir, sizeof dir);
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "verdict: FITS on 8 x H100-SXM-80GB");
+  assert_contains(r.out, "6.74 B parameters");
+
+  text = tu_read_file(path_in(dir, "summary.csv", p, sizeof p));
+  assert_non_null(text);
+  assert_memory_equal(text, summary_header, strlen(summary_header));
+  free(text);
+  read_csv(p, &t);
+  assert_int_equal(t.total_rows, 2); /* header + one simulated rank */
+  assert_string_equal(cell(&t, 1, "fits"), "true");
+  /* ZeRO-3, bf16 + fp32 master + AdamW: 16*Psi/Nd bytes (ZeRO paper,
+   * Table 1), Nd = 8, within shard padding (< 1 element per buffer) */
+  assert_true(fabs(strtod(cell(&t, 1, "model_states_bytes"), NULL) -
+                   16 * psi / 8) < 16);
+  assert_int_equal(strtoull(cell(&t, 1, "capacity_bytes"), NULL, 10),
+                   81089ull << 20); /* topologies/h100-sxm-8x.ini memory */
+
+  text = tu_read_file(path_in(dir, "timeline.csv", p, sizeof p));
+  assert_non_null(text);
+  assert_true(strncmp(text, "time_s,rank,op,category,delta_bytes,"
+                            "allocated_bytes,reserved_bytes\n", 67) == 0);
+  free(text);
+  text = tu_read_file(path_in(dir, "ops.csv", p, sizeof p));
+  assert_non_null(text);
+  assert_true(strncmp(text, "rank,stream,op,layer,microbatch,start_s,end_s,"
+                            "flops,bytes\n", 55) == 0);
+  free(text);
+  tu_remove_dir(dir);
+}
+
+/* Two identical runs write byte-identical CSV (no clock, no randomness). */
+static void test_identical_runs_write_identical_csv(void **state)
+{
+  char d1[64], d2[64], p1[128], p2[128];
+  static const char *const names[] = {"summary.csv", "timeline.csv", "ops.csv"};
+  const char *args[] = {"run", DATA "gpt-small.ini", "--gpus", "4", "--set",
+                        "parallel.zero=3", "--csv", NULL, NULL};
+  (void)state;
+  args[7] = tu_temp_dir(d1, sizeof d1);
+  run(args);
+  assert_int_equal(r.status, 0);
+  args[7] = tu_temp_dir(d2, sizeof d2);
+  run(args);
+  assert_int_equal(r.status, 0);
+  for (size_t i = 0; i < 3; i++) {
+    char *a = tu_read_file(path_in(d1, names[i], p1, sizeof p1));
+    char *b = tu_read_file(path_in(d2, names[i], p2, sizeof p2));
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+  }
+  tu_remove_dir(d1);
+  tu_remove_dir(d2);
+}
+
+/* A 7.5e9-parameter GPT on 64 GPUs: model_states_bytes follows the ZeRO
+ * paper's Table 1 for every stage (2+2+12 bytes/param, Psi = vsim's own
+ * parameter count 7,463,923,712 from `vsim show`), within shard padding,
+ * and the paper's worked figures for Psi = 7.5e9 (120, 31.4, 16.6 and
+ * 1.88 GB) within the 0.5% by which this Psi differs from 7.5e9. */
+static void test_zero_model_states_on_64_gpus(void **state)
+{
+  static const double paper_gb[4] = {120, 31.4, 16.6, 1.88};
+  const double psi = 7463923712.0, nd = 64;
+  const double formula[4] = {16 * psi, 4 * psi + 12 * psi / nd,
+                             2 * psi + 14 * psi / nd, 16 * psi / nd};
+  char dir[64], p[128], set[32];
+  const char *args[] = {"run", DATA "gpt-7.5b.ini", "--gpus", "64", "--set",
+                        set, "--csv", NULL, NULL};
+  table t;
+  (void)state;
+  args[7] = tu_temp_dir(dir, sizeof dir);
+  for (int zero = 0; zero <= 3; zero++) {
+    double got;
+    snprintf(set, sizeof set, "parallel.zero=%d", zero);
+    run(args);
+    assert_true(r.status == 0 || r.status == 3);
+    read_csv(path_in(dir, "summary.csv", p, sizeof p), &t);
+    got = strtod(cell(&t, 1, "model_states_bytes"), NULL);
+    assert_true(fabs(got - formula[zero]) <= 3 * 4 * nd); /* padding */
+    assert_true(fabs(got / 1e9 - paper_gb[zero]) / paper_gb[zero] < 0.01);
+  }
+  tu_remove_dir(dir);
+}
+
+/* Out of memory: exit 3, the report names the op, and summary.csv is still
+ * written with fits = false. */
+static void test_out_of_memory_exits_3_and_still_writes_csv(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {"run", DATA "llama2-70b.ini", "--gpus", "1", "--csv",
+                        NULL, NULL};
+  table t;
+  (void)state;
+  args[5] = tu_temp_dir(dir, sizeof dir);
+  run(args);
+  assert_int_equal(r.status, 3);
+  assert_contains(r.out, "OUT OF MEMORY on rank 0 at setup model_states");
+  assert_contains(r.out, "tried to allocate");
+  assert_contains(r.out, "verdict: DOES NOT FIT");
+  read_csv(path_in(dir, "summary.csv", p, sizeof p), &t);
+  assert_string_equal(cell(&t, 1, "fits"), "false");
+  tu_remove_dir(dir);
+}
+
+/* An output that cannot be written is an error (exit 1) and leaves nothing
+ * half-written: here --csv names an existing regular file. */
+static void test_unwritable_output_is_an_error(void **state)
+{
+  char file[64], dir[64];
+  const char *args[] = {"run", DATA "gpt-small.ini", "--csv", NULL, NULL};
+  const char *targs[] = {"run", DATA "gpt-small.ini", "--trace", NULL, NULL};
+  char trace[128];
+  (void)state;
+  args[3] = tu_write_temp("not a directory", ".txt", file, sizeof file);
+  run(args);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "exists and is not a directory");
+  unlink(file);
+  /* a trace into a missing directory */
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(trace, sizeof trace, "%s/missing/trace.json", dir);
+  targs[3] = trace;
+  run(targs);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "cannot create");
+  tu_remove_dir(dir);
+}
+
+static void test_trace_is_chrome_json(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {"run", DATA "gpt-small.ini", "--trace", NULL, NULL};
+  char *text;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  args[3] = path_in(dir, "trace.json", p, sizeof p);
+  run(args);
+  assert_int_equal(r.status, 0);
+  text = tu_read_file(p);
+  assert_non_null(text);
+  assert_true(strncmp(text, "{\"traceEvents\":[", 16) == 0);
+  assert_contains(text, "\"name\":\"qkv_proj\"");
+  assert_contains(text, "]}\n");
+  free(text);
+  tu_remove_dir(dir);
+}
+
+/* --ranks all simulates every GPU; each row matches the one-rank result. */
+static void test_ranks_all_writes_a_row_per_gpu(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {"run", DATA "gpt-small.ini", "--gpus", "4", "--ranks",
+                        "all", "--csv", NULL, NULL};
+  table t;
+  (void)state;
+  args[7] = tu_temp_dir(dir, sizeof dir);
+  run(args);
+  assert_int_equal(r.status, 0);
+  read_csv(path_in(dir, "summary.csv", p, sizeof p), &t);
+  assert_int_equal(t.total_rows, 5);
+  for (int row = 1; row <= 4; row++) {
+    char want[8];
+    snprintf(want, sizeof want, "%d", row - 1);
+    assert_string_equal(cell(&t, row, "dp_rank"), want);
+    assert_string_equal(cell(&t, row, "peak_allocated_bytes"),
+                        cell(&t, 1, "peak_allocated_bytes"));
+    assert_string_equal(cell(&t, row, "step_time_s"), cell(&t, 1, "step_time_s"));
+  }
+  tu_remove_dir(dir);
+}
+
+static void test_show_prints_resolved_config(void **state)
+{
+  static const char *const args[] = {"show", "workloads/llama2-7b.ini",
+                                     "--gpus", "8", NULL};
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "kv_heads = 32    ; default");
+  assert_contains(r.out, "dp = 8");
+  /* Llama-2-7B: 32*(4h^2 + 3hf + 2h) + 2Vh + h with h 4096, f 11008, V 32000 */
+  assert_contains(r.out, "parameters = 6738415616 (6.738 B)");
+}
+
+/* Overriding the topology changes the capacity the verdict uses. */
+static void test_topology_override_changes_capacity(void **state)
+{
+  static const char *const args[] = {
+      "run", "workloads/llama2-7b.ini", "--gpus", "8", "--topology",
+      "topologies/a100-sxm-80g-8x.ini", "--set", "topology.gpu.memory=16GiB",
+      NULL};
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 3);
+  assert_contains(r.out, "8 x A100");
+  assert_contains(r.out, "of 16.0 GiB");
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_help_on_every_command),
+      cmocka_unit_test(test_usage_errors_exit_2),
+      cmocka_unit_test(test_every_bad_input_class_exits_1_with_its_message),
+      cmocka_unit_test(test_layout_errors_name_the_layout),
+      cmocka_unit_test(test_llama2_7b_on_8_gpus_fits_and_writes_csv),
+      cmocka_unit_test(test_identical_runs_write_identical_csv),
+      cmocka_unit_test(test_zero_model_states_on_64_gpus),
+      cmocka_unit_test(test_out_of_memory_exits_3_and_still_writes_csv),
+      cmocka_unit_test(test_unwritable_output_is_an_error),
+      cmocka_unit_test(test_trace_is_chrome_json),
+      cmocka_unit_test(test_ranks_all_writes_a_row_per_gpu),
+      cmocka_unit_test(test_show_prints_resolved_config),
+      cmocka_unit_test(test_topology_override_changes_capacity),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
