@@ -117,7 +117,8 @@ char *vs_conf_where(const vs_keytab *tab, const vs_origins *orig,
     snprintf(buf, len, "%s: [%s] %s (default %s)", orig->file, section, name,
              tab->keys[i].default_doc ? tab->keys[i].default_doc : "derived");
   } else {
-    where_text(orig->keys[i].source, orig->keys[i].line, &tab->keys[i],
+    where_text(orig->keys[i].line > 0 ? orig->file : "--set",
+               orig->keys[i].line, &tab->keys[i],
                orig->keys[i].text, buf, len);
   }
   return buf;
@@ -136,11 +137,11 @@ static const char *bounds_problem(const vs_key *k, double v, char *buf,
     return buf;
   }
   if (v < k->lo) {
-    snprintf(buf, len, "must be at least %g", k->lo);
+    snprintf(buf, len, "must be at least %.15g", k->lo);
     return buf;
   }
   if (k->hi != 0 && v > k->hi) {
-    snprintf(buf, len, "must be at most %g", k->hi);
+    snprintf(buf, len, "must be at most %.15g", k->hi);
     return buf;
   }
   return NULL;
@@ -312,11 +313,11 @@ static int apply(const vs_keytab *tab, void *target, vs_origins *orig,
                         where, orig->keys[i].line);
   if (text[0] == '\0')
     return vs_error_set(err, VS_EINPUT, "%s: missing value", where);
-  if (store_value(&tab->keys[i], target, text, where, err))
+  /* text may be cut to fit the origin; the value is parsed whole. */
+  if (store_value(&tab->keys[i], target, value, where, err))
     return VS_EINPUT;
   orig->keys[i].set = true;
   orig->keys[i].line = line;
-  orig->keys[i].source = source;
   memcpy(orig->keys[i].text, text, sizeof text);
   return 0;
 }
@@ -369,8 +370,24 @@ static long next_line(parse_ctx *ctx, char *line, size_t cap, bool *too_long)
   return any ? (long)n : -1;
 }
 
-/* inih's reader: one line per call, counted, leading blanks dropped, and
- * [section] headers checked against the table. */
+#define MALFORMED_FMT \
+  "%s:%d: malformed line: expected [section], key = value, or a ; comment"
+
+/* True for a line inih rejects: a [section without its ], or text that is
+ * neither a comment nor key = value. The reader reports it at once, because
+ * inih keeps parsing after one and a later error would hide it. */
+static bool malformed(const char *p)
+{
+  if (*p == '\0' || *p == ';' || *p == '#')
+    return false;
+  if (*p == '[')
+    return !strchr(p, ']');
+  return !strpbrk(p, "=:");
+}
+
+/* inih's reader: one line per call, counted, leading blanks (and a UTF-8
+ * byte-order mark) dropped, [section] headers checked against the table and
+ * malformed lines reported. */
 static char *read_line(char *str, int num, void *stream)
 {
   parse_ctx *ctx = stream;
@@ -389,8 +406,14 @@ static char *read_line(char *str, int num, void *stream)
     return NULL;
   }
   p = line;
+  if (ctx->line == 1 && strncmp(p, "\xEF\xBB\xBF", 3) == 0)
+    p += 3;
   while (isspace((unsigned char)*p))
     p++;
+  if (malformed(p)) {
+    vs_error_set(ctx->err, VS_EINPUT, MALFORMED_FMT, ctx->orig->file, ctx->line);
+    return NULL;
+  }
   if (*p == '[') {
     char name[128];
     const char *close = strchr(p, ']');
@@ -418,10 +441,7 @@ static int parse(parse_ctx *ctx)
   if (ctx->err->code != VS_OK)
     return ctx->err->code;
   if (rc > 0)
-    return vs_error_set(ctx->err, VS_EINPUT,
-                        "%s:%d: malformed line: expected [section], "
-                        "key = value, or a ; comment",
-                        ctx->orig->file, rc);
+    return vs_error_set(ctx->err, VS_EINPUT, MALFORMED_FMT, ctx->orig->file, rc);
   if (rc < 0)
     return vs_error_set(ctx->err, VS_ENOMEM, "%s: out of memory while parsing",
                         ctx->orig->file);

@@ -58,8 +58,7 @@ typedef struct vs_keytab {
 
 typedef struct vs_origin {
   bool set;                    /* a value was stored from input */
-  int line;                    /* 1-based line in file; 0 for --set */
-  const char *source;          /* origins->file or "--set" */
+  int line;                    /* 1-based line in origins->file; 0 for --set */
   char text[96];               /* the value as written (trimmed, cut) */
 } vs_origin;
 

@@ -188,10 +188,13 @@ static vs_op_spec *row_parallel(vs_block *blk, const dims *d, const char *name,
  * ------------------------------------------------------------------------ */
 
 /* Materialised attention: scores = QK^T, softmax, dropout, probs @ V. The
- * s^2 tensors are `selective`: selective checkpointing recomputes them. */
+ * s^2 tensors are `selective`: selective checkpointing recomputes them. With
+ * grouped-query attention, eager implementations expand K and V to every
+ * head before the matmuls (Hugging Face repeat_kv, Megatron's core
+ * attention), so the saved K and V have `heads` heads. */
 static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
 {
-  uint64_t heads = d->a / d->t, kv = d->kv / d->t;
+  uint64_t heads = d->a / d->t, kv = heads;
   uint64_t scores = heads * d->s * d->s * d->b; /* elements */
   vs_op_spec *op;
 
@@ -456,6 +459,26 @@ static uint64_t whole_model_params(const vs_workload *wl)
   return m->layers * layer + embed + head;
 }
 
+/* The byte counts below are 64-bit integers; refuses shapes whose largest
+ * tensors or totals (estimated in floating point first) would not fit. */
+static int check_size(const vs_workload *wl, vs_error *err)
+{
+  const vs_model_conf *mc = &wl->model;
+  double s = (double)mc->seq_len, b = (double)wl->training.micro_batch;
+  double h = (double)mc->hidden, f = (double)mc->ffn_hidden;
+  double a = (double)mc->heads, v = (double)mc->vocab, l = (double)mc->layers;
+  double biggest = 4.0 * s * b * v;                        /* fp32 logits */
+  double layer = 4.0 * s * b * (40.0 * h + 8.0 * f + 5.0 * a * s);
+  double params = 20.0 * (l * (4.0 * h * h + 3.0 * h * f) + 2.0 * v * h);
+  if (biggest > 1e18 || layer * l > 1e18 || params > 1e18)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: the model's tensors (about %.3g bytes of "
+                        "activations, %.3g bytes of model states) are too large "
+                        "to simulate",
+                        wl->origins.file, layer * l, params);
+  return 0;
+}
+
 int vs_model_build(const vs_workload *wl, vs_model *m, vs_error *err)
 {
   const vs_model_conf *mc = &wl->model;
@@ -463,6 +486,8 @@ int vs_model_build(const vs_workload *wl, vs_model *m, vs_error *err)
   dims d;
 
   memset(m, 0, sizeof *m);
+  if (check_size(wl, err))
+    return VS_EINPUT;
   d.s = mc->seq_len;
   d.b = wl->training.micro_batch;
   d.h = mc->hidden;

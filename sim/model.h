@@ -79,8 +79,6 @@ typedef struct vs_model {
   uint64_t params_total;      /* whole model, all ranks, unpadded vocab */
   uint64_t act_elem_bytes;    /* bytes per activation element */
   uint64_t param_elem_bytes;  /* bytes per weight element on the GPU */
-  double flops_per_step;      /* model FLOPs of one step, all GPUs (fwd+bwd,
-                                 no recompute), for MFU */
 } vs_model;
 
 /* Expands wl into m. VS_EINPUT if a block would exceed its fixed capacity. */

@@ -1,8 +1,10 @@
 /* topology.h - the hardware a job runs on: one GPU model, the node it sits in,
  * the links between GPUs and nodes, and its price.
  *
- * Values are stored in base units (bytes, bytes/s, seconds, FLOP/s) after
- * parsing; vs_origins remembers where each came from for error messages. A
+ * Values are stored in base units (bytes, bytes/s, seconds) after parsing,
+ * except the peak_tflops_* fields, which stay in TFLOP/s as written;
+ * vs_origins remembers where each came from for error messages. Loading
+ * checks every key's type and bounds and that required keys are present. A
  * topology is built once and read-only afterwards. */
 #ifndef VS_TOPOLOGY_H
 #define VS_TOPOLOGY_H

@@ -11,7 +11,9 @@
 #include <strings.h>
 
 typedef struct unit {
-  const char *suffix; /* compared case-insensitively */
+  const char *suffix; /* written in lowercase: matched case-insensitively;
+                         with a capital: matched exactly, so that "Gb/s"
+                         (bits) is not read as "GB/s" */
   double scale;       /* multiplier to the base unit */
 } unit;
 
@@ -25,6 +27,9 @@ static const unit size_units[] = {
 };
 
 static const unit rate_units[] = {
+    /* network rates are often written in bits: 400 Gb/s = 50 GB/s */
+    {"Gb/s", 1e9 / 8}, {"Tb/s", 1e12 / 8}, {"Mb/s", 1e6 / 8},
+    {"Gbit/s", 1e9 / 8}, {"Gbps", 1e9 / 8},
     {"", 1e9},           {"gb/s", 1e9},       {"tb/s", 1e12},
     {"mb/s", 1e6},       {"gib/s", 1073741824.0}, {"mib/s", 1048576.0},
     {NULL, 0},
@@ -71,7 +76,8 @@ static int parse_scaled(const char *text, const unit *units, double *out,
     return VS_EINPUT;
   }
   for (const unit *u = units; u->suffix; u++) {
-    if (strcasecmp(u->suffix, suffix) == 0) {
+    bool exact = strpbrk(u->suffix, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != NULL;
+    if ((exact ? strcmp : strcasecmp)(u->suffix, suffix) == 0) {
       *out = value * u->scale;
       return 0;
     }
@@ -113,8 +119,9 @@ int vs_parse_size(const char *text, uint64_t *out, const char **why)
   int rc = parse_scaled(text, size_units, &value, why);
   if (rc)
     return rc;
-  /* "1.5KiB" is 1536 bytes; a size that lands between bytes rounds up. */
-  return to_count(ceil(value), out, why);
+  /* "1.5KiB" is 1536 bytes; a size that lands between bytes rounds up.
+   * A negative size stays negative (ceil(-0.5) would be 0). */
+  return to_count(value < 0 ? value : ceil(value), out, why);
 }
 
 int vs_parse_rate(const char *text, double *out, const char **why)
@@ -191,15 +198,16 @@ char *vs_format_bytes(uint64_t bytes, char *buf, size_t len)
   double value = (double)bytes;
   size_t i = 0;
 
-  while (value >= 1024.0 && i + 1 < sizeof names / sizeof names[0]) {
+  /* 1023.9 KiB would print as "1024 KiB": move up once it rounds to 1024. */
+  while (value >= 1023.5 && i + 1 < sizeof names / sizeof names[0]) {
     value /= 1024.0;
     i++;
   }
   if (i == 0)
     snprintf(buf, len, "%llu B", (unsigned long long)bytes);
-  else if (value >= 100.0)
+  else if (value >= 99.95)
     snprintf(buf, len, "%.0f %s", value, names[i]);
-  else if (value >= 10.0)
+  else if (value >= 9.995)
     snprintf(buf, len, "%.1f %s", value, names[i]);
   else
     snprintf(buf, len, "%.2f %s", value, names[i]);
@@ -208,9 +216,12 @@ char *vs_format_bytes(uint64_t bytes, char *buf, size_t len)
 
 char *vs_format_seconds(double seconds, char *buf, size_t len)
 {
-  if (seconds >= 1.0)
+  /* Thresholds sit where %.3g would round up into the next unit. */
+  if (seconds >= 999.5)
+    snprintf(buf, len, "%.0f s", seconds);
+  else if (seconds >= 0.9995)
     snprintf(buf, len, "%.3g s", seconds);
-  else if (seconds >= 1e-3)
+  else if (seconds >= 0.9995e-3)
     snprintf(buf, len, "%.3g ms", seconds * 1e3);
   else
     snprintf(buf, len, "%.3g us", seconds * 1e6);

@@ -19,8 +19,9 @@ int vs_parse_count(const char *text, uint64_t *out, const char **why);
  * or KiB, MiB, GiB, TiB (powers of 1024); no suffix means bytes. */
 int vs_parse_size(const char *text, uint64_t *out, const char **why);
 
-/* Bytes per second: a number with GB/s, TB/s, MB/s, GiB/s, MiB/s; a bare
- * number means GB/s (1e9 B/s). */
+/* Bytes per second: a number with GB/s, TB/s, MB/s, GiB/s, MiB/s, or in
+ * bits Gb/s, Tb/s, Mb/s, Gbit/s, Gbps (exactly so written: 400Gb/s is
+ * 50 GB/s); a bare number means GB/s (1e9 B/s). */
 int vs_parse_rate(const char *text, double *out, const char **why);
 
 /* Seconds: a number with ns, us, ms or s; a bare number means microseconds. */

@@ -22,29 +22,29 @@ static const char *const allocator_names[] = {"caching", "exact", NULL};
 
 static const vs_key workload_keys[] = {
     K("model", "arch", VS_KEY_ENUM, model.arch, .choices = arch_names, .required = true, .default_doc = "required"),
-    K("model", "layers", VS_KEY_COUNT, model.layers, .positive = true, .required = true, .default_doc = "required"),
-    K("model", "hidden", VS_KEY_COUNT, model.hidden, .positive = true, .required = true, .default_doc = "required"),
-    K("model", "heads", VS_KEY_COUNT, model.heads, .positive = true, .required = true, .default_doc = "required"),
-    K("model", "kv_heads", VS_KEY_COUNT, model.kv_heads, .positive = true, .default_doc = "heads"),
-    K("model", "ffn_hidden", VS_KEY_COUNT, model.ffn_hidden, .positive = true, .default_doc = "4*hidden (gpt, bert); required for llama"),
-    K("model", "vocab", VS_KEY_COUNT, model.vocab, .positive = true, .required = true, .default_doc = "required"),
-    K("model", "seq_len", VS_KEY_COUNT, model.seq_len, .positive = true, .required = true, .default_doc = "required"),
+    K("model", "layers", VS_KEY_COUNT, model.layers, .positive = true, .hi = 1e5, .required = true, .default_doc = "required"),
+    K("model", "hidden", VS_KEY_COUNT, model.hidden, .positive = true, .hi = 1e6, .required = true, .default_doc = "required"),
+    K("model", "heads", VS_KEY_COUNT, model.heads, .positive = true, .hi = 1e5, .required = true, .default_doc = "required"),
+    K("model", "kv_heads", VS_KEY_COUNT, model.kv_heads, .positive = true, .hi = 1e5, .default_doc = "heads"),
+    K("model", "ffn_hidden", VS_KEY_COUNT, model.ffn_hidden, .positive = true, .hi = 1e7, .default_doc = "4*hidden (gpt, bert); required for llama"),
+    K("model", "vocab", VS_KEY_COUNT, model.vocab, .positive = true, .hi = 1e8, .required = true, .default_doc = "required"),
+    K("model", "seq_len", VS_KEY_COUNT, model.seq_len, .positive = true, .hi = 1e8, .required = true, .default_doc = "required"),
     K("model", "tied_embeddings", VS_KEY_BOOL, model.tied_embeddings, .default_doc = "true (gpt, bert), false (llama)"),
     K("model", "dropout", VS_KEY_REAL, model.dropout, .lo = 0, .hi = 0.999, .default_doc = "0.1 (gpt, bert), 0 (llama)"),
-    K("training", "micro_batch", VS_KEY_COUNT, training.micro_batch, .positive = true, .default_doc = "1"),
-    K("training", "global_batch", VS_KEY_COUNT, training.global_batch, .positive = true, .default_doc = "micro_batch * dp"),
+    K("training", "micro_batch", VS_KEY_COUNT, training.micro_batch, .positive = true, .hi = 1e6, .default_doc = "1"),
+    K("training", "global_batch", VS_KEY_COUNT, training.global_batch, .positive = true, .hi = 1e9, .default_doc = "micro_batch * dp"),
     K("training", "precision", VS_KEY_ENUM, training.precision, .choices = precision_names, .default_doc = "bf16"),
     K("training", "master_weights", VS_KEY_BOOL, training.master_weights, .default_doc = "true unless precision = fp32"),
     K("training", "grad_dtype", VS_KEY_ENUM, training.grad_dtype, .choices = grad_names, .default_doc = "precision"),
     K("training", "optimizer", VS_KEY_ENUM, training.optimizer, .choices = optimizer_names, .default_doc = "adamw"),
     K("training", "checkpointing", VS_KEY_ENUM, training.checkpointing, .choices = ckpt_names, .default_doc = "none"),
     K("training", "attention", VS_KEY_ENUM, training.attention, .choices = attention_names, .default_doc = "flash"),
-    K("parallel", "tp", VS_KEY_COUNT, parallel.tp, .positive = true, .default_doc = "1"),
-    K("parallel", "pp", VS_KEY_COUNT, parallel.pp, .positive = true, .default_doc = "1"),
-    K("parallel", "dp", VS_KEY_COUNT, parallel.dp, .positive = true, .default_doc = "gpus / (tp*pp), or 1"),
+    K("parallel", "tp", VS_KEY_COUNT, parallel.tp, .positive = true, .hi = 1e6, .default_doc = "1"),
+    K("parallel", "pp", VS_KEY_COUNT, parallel.pp, .positive = true, .hi = 1e6, .default_doc = "1"),
+    K("parallel", "dp", VS_KEY_COUNT, parallel.dp, .positive = true, .hi = 1e7, .default_doc = "gpus / (tp*pp), or 1"),
     K("parallel", "sequence_parallel", VS_KEY_BOOL, parallel.sequence_parallel, .default_doc = "false"),
     K("parallel", "schedule", VS_KEY_ENUM, parallel.schedule, .choices = schedule_names, .default_doc = "1f1b"),
-    K("parallel", "virtual_stages", VS_KEY_COUNT, parallel.virtual_stages, .positive = true, .default_doc = "1"),
+    K("parallel", "virtual_stages", VS_KEY_COUNT, parallel.virtual_stages, .positive = true, .hi = 1e3, .default_doc = "1"),
     K("parallel", "zero", VS_KEY_COUNT, parallel.zero, .hi = 3, .default_doc = "0"),
     K("parallel", "offload_optimizer", VS_KEY_ENUM, parallel.offload_optimizer, .choices = offload_names, .default_doc = "none"),
     K("parallel", "offload_params", VS_KEY_ENUM, parallel.offload_params, .choices = offload_names, .default_doc = "none"),
@@ -197,7 +197,9 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
                           (unsigned long long)(p->dp * tp * pp));
     p->dp = gpus / (tp * pp);
   }
-  wl->gpus = tp * pp * p->dp;
+  if (__builtin_mul_overflow(tp * pp, p->dp, &wl->gpus))
+    return vs_error_set(err, VS_EINPUT, "%s: tp*pp*dp does not fit 64 bits",
+                        WHERE("parallel", "dp"));
   return 0;
 }
 
@@ -206,8 +208,15 @@ static int check_training(vs_workload *wl, vs_error *err)
   vs_training_conf *t = &wl->training;
   vs_parallel_conf *p = &wl->parallel;
   char where[400];
-  uint64_t replica_batch = t->micro_batch * p->dp;
+  uint64_t replica_batch;
 
+  /* A product that wraps to 0 would divide by zero below. */
+  if (__builtin_mul_overflow(t->micro_batch, p->dp, &replica_batch))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: micro_batch * dp = %llu * %llu does not fit 64 bits",
+                        WHERE("training", "micro_batch"),
+                        (unsigned long long)t->micro_batch,
+                        (unsigned long long)p->dp);
   if (!vs_conf_is_set(&workload_tab, &wl->origins, "training", "global_batch"))
     t->global_batch = replica_batch;
   if (t->global_batch % replica_batch != 0)

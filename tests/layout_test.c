@@ -1,0 +1,348 @@
+/* layout_test.c - model states, ZeRO partitioning and framework memory
+ * against published formulas: the ZeRO paper (Rajbhandari et al. 2020,
+ * arXiv 1910.02054, Sec. 5 and Table 1; shared/reference/README.md section
+ * 1), Megatron-LM's theoretical_memory_usage.py (18 bytes/param, 6 + 12/DP
+ * with the distributed optimizer), and the optimizer state layouts each
+ * optimizer's paper or library documents. Psi is the parameter count on one
+ * GPU before partitioning (lay.param_elems), Nd the data-parallel size. */
+#include "layout.h"
+#include "testutil.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------
+ * Helpers
+ * ------------------------------------------------------------------------ */
+
+/* Loads ini with sets on gpus GPUs, builds its model and layout on topo. */
+static int build_on(const vs_topology *topo, const char *ini,
+                    const char *const *sets, size_t n_sets, uint64_t gpus,
+                    vs_layout *lay, vs_error *err)
+{
+  vs_workload wl;
+  vs_model m;
+  vs_error_clear(err);
+  if (tu_load_workload(&wl, ini, sets, n_sets, gpus, err) != 0)
+    fail_msg("workload: %s", err->msg);
+  if (vs_model_build(&wl, &m, err) != 0)
+    fail_msg("model: %s", err->msg);
+  return vs_layout_build(&wl, topo, &m, lay, err);
+}
+
+static void build(const char *ini, const char *const *sets, size_t n_sets,
+                  uint64_t gpus, vs_layout *lay)
+{
+  vs_topology topo;
+  vs_error err;
+  tu_default_topology(&topo);
+  if (build_on(&topo, ini, sets, n_sets, gpus, lay, &err) != 0)
+    fail_msg("layout: %s", err.msg);
+}
+
+static void assert_near(double actual, double expected, double rel)
+{
+  double diff = actual - expected;
+  if (diff < 0)
+    diff = -diff;
+  if (diff > rel * (expected < 0 ? -expected : expected))
+    fail_msg("%.6g is not within %.3g%% of %.6g", actual, 100.0 * rel,
+             expected);
+}
+
+/* Checks Nd * states against numer = Nd * (the paper's bytes), which is an
+ * integer even when the paper's Psi/Nd is not: the partitioned buffers round
+ * up to whole elements per rank, so Nd * states may exceed numer by less
+ * than Nd * pad (pad = sum of the element sizes of the partitioned
+ * buffers), never fall short of it. */
+static void assert_sharded(uint64_t states, uint64_t nd, uint64_t numer,
+                           uint64_t pad)
+{
+  if (states * nd < numer || states * nd - numer >= nd * pad)
+    fail_msg("model states %llu x %llu = %llu, expected %llu (+ < %llu)",
+             (unsigned long long)states, (unsigned long long)nd,
+             (unsigned long long)(states * nd), (unsigned long long)numer,
+             (unsigned long long)(nd * pad));
+}
+
+/* A GPT of about 7.5e9 parameters, the ZeRO paper's worked example:
+ * 12Lh^2 + 13Lh + Vh + sh + 2h with L = 36, h = 4096, V = 50257, s = 2048
+ * = 7,463,923,712 (0.48% under 7.5e9). fp16 + Adam: mixed precision with
+ * fp32 master weights (the ZeRO paper's setting). */
+static const char gpt_7b5[] =
+    "[model]\narch = gpt\nlayers = 36\nhidden = 4096\nheads = 32\n"
+    "vocab = 50257\nseq_len = 2048\n"
+    "[training]\nprecision = fp16\noptimizer = adam\n";
+
+static const char small_gpt[] =
+    "[model]\narch = gpt\nlayers = 4\nhidden = 1024\nheads = 16\n"
+    "vocab = 50257\nseq_len = 1024\n";
+
+/* ------------------------------------------------------------------------
+ * ZeRO Table 1
+ * ------------------------------------------------------------------------ */
+
+static void test_zero_stages(void **state)
+{
+  static const char *const zs[] = {"parallel.zero=0", "parallel.zero=1",
+                                   "parallel.zero=2", "parallel.zero=3"};
+  /* ZeRO paper Sec. 5 worked figures for Psi = 7.5e9, Nd = 64, in GB */
+  static const double paper_gb[] = {120.0, 31.4, 16.6, 1.88};
+  const uint64_t nd = 64;
+  (void)state;
+  for (uint64_t z = 0; z < 4; z++) {
+    vs_layout lay;
+    uint64_t psi, states;
+    build(gpt_7b5, &zs[z], 1, nd, &lay);
+    psi = lay.param_elems;
+    states = vs_layout_model_states(&lay);
+    assert_int_equal(lay.dp, nd);
+    /* 12Lh^2 + 13Lh + Vh + sh + 2h for the config above */
+    assert_int_equal(psi, 7463923712ull);
+    /* K = 12: fp32 master params, momentum and variance */
+    assert_int_equal(lay.optimizer_full_bytes, 12 * psi);
+    switch (z) {
+    case 0: /* ZeRO Table 1, baseline: (2 + 2 + K) Psi = 16 Psi */
+      assert_int_equal(states, 16 * psi);
+      break;
+    case 1: /* P_os: 4 Psi + 12 Psi / Nd (optimizer shard in 4-byte words) */
+      assert_sharded(states, nd, 4 * psi * nd + 12 * psi, 4);
+      break;
+    case 2: /* P_os+g: 2 Psi + 14 Psi / Nd (+ 2-byte grad elements) */
+      assert_sharded(states, nd, 2 * psi * nd + 14 * psi, 4 + 2);
+      break;
+    default: /* P_os+g+p: 16 Psi / Nd (+ 2-byte param elements) */
+      assert_sharded(states, nd, 16 * psi, 4 + 2 + 2);
+      break;
+    }
+    /* the paper's worked numbers (Psi 7.5e9): our Psi is 0.48% smaller and
+     * the paper rounds to 3 digits, so 1% */
+    assert_near((double)states / 1e9, paper_gb[z], 0.01);
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Megatron-LM: bf16, fp32 main grads, Adam
+ * ------------------------------------------------------------------------ */
+
+static void test_megatron_bytes_per_param(void **state)
+{
+  const char *sets[] = {"training.grad_dtype=fp32", "training.optimizer=adam",
+                        "parallel.zero=0"};
+  const uint64_t dp = 8;
+  vs_layout lay;
+  uint64_t psi;
+  (void)state;
+  build(small_gpt, sets, 3, dp, &lay);
+  psi = lay.param_elems;
+  /* Megatron theoretical_memory_usage.py: bf16 params 2 + fp32 main grads 4
+   * + fp32 main params 4 + Adam moments 8 = 18 bytes/param */
+  assert_int_equal(lay.params_bytes, 2 * psi);
+  assert_int_equal(lay.grads_bytes, 4 * psi);
+  assert_int_equal(lay.optimizer_bytes, 12 * psi);
+  assert_int_equal(vs_layout_model_states(&lay), 18 * psi);
+
+  sets[2] = "parallel.zero=1";
+  build(small_gpt, sets, 3, dp, &lay);
+  /* distributed optimizer (ZeRO-1): 6 + 12/DP bytes/param */
+  assert_sharded(vs_layout_model_states(&lay), dp, 6 * psi * dp + 12 * psi, 4);
+  assert_int_equal(lay.grads_bytes, 4 * psi); /* grads stay whole */
+}
+
+/* fp32 training: 4 (params) + 4 (grads) + 8 (Adam moments) = 16 bytes per
+ * parameter, no master copy (the weights already are fp32). */
+static void test_fp32_adam(void **state)
+{
+  const char *sets[] = {"training.precision=fp32", "training.optimizer=adam"};
+  vs_layout lay;
+  uint64_t psi;
+  (void)state;
+  build(small_gpt, sets, 2, 1, &lay);
+  psi = lay.param_elems;
+  assert_int_equal(lay.param_elem_bytes, 4);
+  assert_int_equal(lay.grad_elem_bytes, 4);
+  /* Adam's exp_avg + exp_avg_sq, fp32, no master weights: 8 Psi */
+  assert_int_equal(lay.optimizer_bytes, 8 * psi);
+  /* 4 + 4 + 8 = 16 bytes/param */
+  assert_int_equal(vs_layout_model_states(&lay), 16 * psi);
+}
+
+/* ------------------------------------------------------------------------
+ * Optimizer states
+ * ------------------------------------------------------------------------ */
+
+static void test_optimizer_state_bytes(void **state)
+{
+  const uint64_t r = 4096, c = 1024, n = r * c;
+  (void)state;
+  /* Adam/AdamW (Kingma & Ba; PyTorch): fp32 exp_avg + exp_avg_sq = 8/elem,
+   * + 4 with an fp32 master copy (ZeRO's K = 12) */
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM, false, r, c), 8 * n);
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM, true, r, c), 12 * n);
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAMW, false, r, c), 8 * n);
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAMW, true, 1, c), 12 * c);
+  /* plain SGD keeps no state; only the master copy */
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_SGD, false, r, c), 0);
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_SGD, true, r, c), 4 * n);
+  /* SGD with momentum: one fp32 momentum buffer */
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_MOMENTUM, false, r, c),
+                   4 * n);
+  /* Lion (Chen et al. 2023, arXiv 2302.06675): one momentum, 4/elem */
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_LION, false, r, c), 4 * n);
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_LION, true, r, c), 8 * n);
+  /* Adafactor (Shazeer & Stern 2018, arXiv 1804.04235): factored second
+   * moment, row and column accumulators, 4 (rows + cols); vectors keep the
+   * full second moment, 4 n */
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, false, r, c),
+                   4 * (r + c));
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, true, r, c),
+                   4 * n + 4 * (r + c));
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, false, 1, c),
+                   4 * c);
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, false, c, 1),
+                   4 * c);
+  /* 8-bit Adam (Dettmers et al. 2022, arXiv 2110.02861; bitsandbytes):
+   * two 1-byte states + one fp32 absmax per 2048-element block per state:
+   * 2n + 8 ceil(n/2048), for n >= 4096 (min_8bit_size) */
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, r, c),
+                   2 * n + 8 * (n / 2048));
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, 1, 4096),
+                   2 * 4096 + 8 * 2);
+  /* n = 5000: ceil(5000/2048) = 3 blocks */
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, 1, 5000),
+                   2 * 5000 + 8 * 3);
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, true, 1, 5000),
+                   4 * 5000 + 2 * 5000 + 8 * 3);
+  /* under 4096 elements bitsandbytes keeps 32-bit states: 8 n */
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, 1, 4095),
+                   8 * 4095);
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, 1, 1024),
+                   8 * 1024);
+}
+
+/* The layout's optimizer total is the per-tensor sum (Adafactor depends on
+ * shapes, so it cannot be a per-parameter constant). */
+static void test_layout_optimizer_sum(void **state)
+{
+  const char *sets[] = {"training.optimizer=adafactor"};
+  vs_workload wl;
+  vs_model m;
+  vs_layout lay;
+  vs_topology topo;
+  vs_error err;
+  const vs_block *blocks[3];
+  uint64_t want = 0;
+  (void)state;
+  vs_error_clear(&err);
+  tu_default_topology(&topo);
+  assert_int_equal(tu_load_workload(&wl, small_gpt, sets, 1, 1, &err), 0);
+  assert_int_equal(vs_model_build(&wl, &m, &err), 0);
+  assert_int_equal(vs_layout_build(&wl, &topo, &m, &lay, &err), 0);
+  blocks[0] = &m.embed;
+  blocks[1] = &m.layer;
+  blocks[2] = &m.head;
+  for (int i = 0; i < 3; i++) {
+    uint64_t sum = 0, times = i == 1 ? m.layers : 1;
+    for (int k = 0; k < blocks[i]->n_params; k++)
+      sum += vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, true,
+                                      blocks[i]->params[k].rows,
+                                      blocks[i]->params[k].cols);
+    want += times * sum;
+  }
+  assert_int_equal(lay.optimizer_bytes, want);
+  /* Adafactor with master weights: 4 Psi + factored moments < 12 Psi */
+  assert_true(lay.optimizer_bytes > 4 * lay.param_elems);
+  assert_true(lay.optimizer_bytes < 5 * lay.param_elems);
+}
+
+/* ------------------------------------------------------------------------
+ * Framework memory, links, errors
+ * ------------------------------------------------------------------------ */
+
+static void test_framework_bytes(void **state)
+{
+  static const struct {
+    const char *tp;
+    uint64_t gpus;
+    int comms; /* tp > 1, dp > 1 */
+  } cases[] = {
+      {"parallel.tp=1", 1, 0}, {"parallel.tp=2", 2, 1},
+      {"parallel.tp=1", 8, 1}, {"parallel.tp=2", 8, 2},
+      {"parallel.tp=8", 8, 1}, {"parallel.tp=8", 64, 2},
+  };
+  vs_topology topo;
+  (void)state;
+  tu_default_topology(&topo);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    vs_layout lay;
+    build(small_gpt, &cases[i].tp, 1, cases[i].gpus, &lay);
+    /* one NCCL communicator per parallel group this GPU joins */
+    assert_int_equal(lay.n_communicators, cases[i].comms);
+    /* CUDA context + cuBLAS workspace + communicators x NCCL buffers
+     * (reference section 5; values from the topology) */
+    assert_int_equal(lay.framework_bytes,
+                     topo.context_bytes + topo.cublas_workspace_bytes +
+                         (uint64_t)cases[i].comms * topo.nccl_bytes);
+  }
+}
+
+/* Megatron rank order: tp innermost, so the tp group spans tp GPUs and the
+ * dp group tp*dp; a group inside one node (8 GPUs) rides NVLink. */
+static void test_layout_links(void **state)
+{
+  const char *tp2[] = {"parallel.tp=2"};
+  vs_topology topo;
+  vs_layout lay;
+  (void)state;
+  tu_default_topology(&topo);
+  build(small_gpt, tp2, 1, 8, &lay);
+  assert_true(lay.tp_link.bandwidth == topo.intra_bandwidth);
+  assert_true(lay.dp_link.bandwidth == topo.intra_bandwidth);
+  assert_int_equal(lay.nodes, 1);
+  build(small_gpt, tp2, 1, 32, &lay);
+  assert_true(lay.tp_link.bandwidth == topo.intra_bandwidth);
+  assert_true(lay.dp_link.bandwidth == topo.inter_bandwidth);
+  assert_true(lay.dp_link.latency == topo.inter_latency);
+  /* ceil(32 / 8) nodes */
+  assert_int_equal(lay.nodes, 4);
+}
+
+/* fp8 needs FP8 tensor cores: a GPU with peak_tflops_fp8 = 0 is refused
+ * with a message naming the key, the GPU and both files. */
+static void test_fp8_without_fp8_gpu(void **state)
+{
+  const char *fp8[] = {"training.precision=fp8"};
+  vs_topology topo;
+  vs_layout lay;
+  vs_error err;
+  (void)state;
+  tu_default_topology(&topo);
+  assert_int_equal(build_on(&topo, small_gpt, fp8, 1, 1, &lay, &err), 0);
+  topo.peak_tflops_fp8 = 0;
+  assert_int_equal(build_on(&topo, small_gpt, fp8, 1, 1, &lay, &err),
+                   VS_EINPUT);
+  assert_int_equal(err.code, VS_EINPUT);
+  assert_non_null(strstr(err.msg, "precision = fp8"));
+  assert_non_null(strstr(err.msg, "peak_tflops_fp8"));
+  assert_non_null(strstr(err.msg, topo.name));
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_zero_stages),
+      cmocka_unit_test(test_megatron_bytes_per_param),
+      cmocka_unit_test(test_fp32_adam),
+      cmocka_unit_test(test_optimizer_state_bytes),
+      cmocka_unit_test(test_layout_optimizer_sum),
+      cmocka_unit_test(test_framework_bytes),
+      cmocka_unit_test(test_layout_links),
+      cmocka_unit_test(test_fp8_without_fp8_gpu),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,509 @@
+/* model_test.c - the model builder against published formulas.
+ *
+ * Activations per layer: Korthikanti et al. 2022, "Reducing Activation
+ * Recomputation in Large Transformer Models" (arXiv 2205.05198), Table 2
+ * (shared/reference/README.md section 2). Parameter counts: Llama-2-7B
+ * (Touvron et al. 2023, arXiv 2307.09288, released config.json) and GPT-3
+ * 175B (Brown et al. 2020, arXiv 2005.14165, Table 2.1). Notation: s
+ * sequence, b micro-batch, h hidden, a heads, t tensor-parallel size, f FFN
+ * width, V vocabulary, k kv heads, d = h/a head dim. */
+#include "memory.h"
+#include "model.h"
+#include "testutil.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------
+ * Helpers
+ * ------------------------------------------------------------------------ */
+
+static void build_ini(vs_model *m, const char *ini, const char *const *sets,
+                      size_t n_sets)
+{
+  vs_workload wl;
+  vs_error err;
+  vs_error_clear(&err);
+  if (tu_load_workload(&wl, ini, sets, n_sets, 0, &err) != 0)
+    fail_msg("workload: %s", err.msg);
+  if (vs_model_build(&wl, m, &err) != 0)
+    fail_msg("model: %s", err.msg);
+}
+
+/* A GPT layer as Korthikanti's Table 2 assumes it: dropout (0.1 default for
+ * gpt), 16-bit activations, materialised attention scores. */
+static void build_gpt(vs_model *m, uint64_t s, uint64_t b, uint64_t h,
+                      uint64_t a, uint64_t t, bool sp, const char *precision,
+                      const char *attention, const char *ckpt)
+{
+  char ini[1024];
+  snprintf(ini, sizeof ini,
+           "[model]\narch = gpt\nlayers = 2\nhidden = %llu\nheads = %llu\n"
+           "vocab = 50257\nseq_len = %llu\n"
+           "[training]\nmicro_batch = %llu\nprecision = %s\nattention = %s\n"
+           "checkpointing = %s\n"
+           "[parallel]\ntp = %llu\nsequence_parallel = %s\n",
+           (unsigned long long)h, (unsigned long long)a, (unsigned long long)s,
+           (unsigned long long)b, precision, attention, ckpt,
+           (unsigned long long)t, sp ? "true" : "false");
+  build_ini(m, ini, NULL, 0);
+}
+
+/* x / y where the test relies on the division being exact. */
+static uint64_t exact_div(uint64_t x, uint64_t y)
+{
+  if (x % y != 0)
+    fail_msg("%llu is not divisible by %llu", (unsigned long long)x,
+             (unsigned long long)y);
+  return x / y;
+}
+
+/* The (s, b, h, a) shapes checked: GPT-2-medium-like, GPT-3 1.3B-like,
+ * a 7B-like and GPT-3 175B (96 heads, h 12288, s 2048). */
+static const uint64_t shapes[][4] = {
+    {512, 4, 1024, 16},
+    {1024, 2, 2048, 32},
+    {2048, 1, 4096, 32},
+    {2048, 1, 12288, 96},
+};
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+
+static const uint64_t tps[] = {2, 4, 8};
+#define N_TPS (sizeof tps / sizeof tps[0])
+
+/* ------------------------------------------------------------------------
+ * Korthikanti Table 2: GPT layer, eager attention, dropout
+ * ------------------------------------------------------------------------ */
+
+/* Row "no parallelism": s*b*h*(34 + 5*a*s/h) = 34sbh + 5as^2b bytes. */
+static void test_gpt_no_parallelism(void **state)
+{
+  (void)state;
+  for (size_t i = 0; i < N_SHAPES; i++) {
+    uint64_t s = shapes[i][0], b = shapes[i][1], h = shapes[i][2],
+             a = shapes[i][3];
+    const char *prec = i % 2 ? "bf16" : "fp16";
+    vs_model m;
+    build_gpt(&m, s, b, h, a, 1, false, prec, "eager", "none");
+    /* Korthikanti Table 2, no parallelism: sbh(34 + 5as/h) */
+    assert_int_equal(vs_block_saved_bytes(&m.layer, -1, true),
+                     34 * s * b * h + 5 * a * s * s * b);
+    /* everything a layer saves is an activation (no temp in a layer) */
+    assert_int_equal(vs_block_saved_bytes(&m.layer, VS_CAT_ACTIVATIONS, true),
+                     34 * s * b * h + 5 * a * s * s * b);
+    /* Korthikanti Sec. 4.1 breakdown: the selective (s^2) part is softmax
+     * output 2as^2b + dropout mask as^2b + dropout output 2as^2b = 5as^2b */
+    assert_int_equal(vs_block_saved_bytes(&m.layer, -1, false), 34 * s * b * h);
+  }
+}
+
+/* Row "tensor parallel": sbh(10 + 24/t + 5as/(ht)). */
+static void test_gpt_tensor_parallel(void **state)
+{
+  (void)state;
+  for (size_t i = 0; i < N_SHAPES; i++) {
+    for (size_t j = 0; j < N_TPS; j++) {
+      uint64_t s = shapes[i][0], b = shapes[i][1], h = shapes[i][2],
+               a = shapes[i][3], t = tps[j];
+      vs_model m;
+      build_gpt(&m, s, b, h, a, t, false, "bf16", "eager", "none");
+      /* Korthikanti Table 2, tensor parallel:
+       * 10sbh + 24sbh/t + 5as^2b/t */
+      assert_int_equal(vs_block_saved_bytes(&m.layer, -1, true),
+                       10 * s * b * h + exact_div(24 * s * b * h, t) +
+                           exact_div(5 * a * s * s * b, t));
+    }
+  }
+}
+
+/* Row "tensor + sequence parallel": sbh/t * (34 + 5as/h). */
+static void test_gpt_sequence_parallel(void **state)
+{
+  (void)state;
+  for (size_t i = 0; i < N_SHAPES; i++) {
+    for (size_t j = 0; j < N_TPS; j++) {
+      uint64_t s = shapes[i][0], b = shapes[i][1], h = shapes[i][2],
+               a = shapes[i][3], t = tps[j];
+      vs_model m;
+      build_gpt(&m, s, b, h, a, t, true, "fp16", "eager", "none");
+      /* Korthikanti Table 2, tensor + sequence parallel:
+       * (34sbh + 5as^2b) / t */
+      assert_int_equal(vs_block_saved_bytes(&m.layer, -1, true),
+                       exact_div(34 * s * b * h + 5 * a * s * s * b, t));
+    }
+  }
+}
+
+/* Rows "... + selective recompute": the s^2 attention core is dropped and
+ * recomputed, leaving sbh(10 + 24/t) (tp) and 34sbh/t (tp + sp). */
+static void test_gpt_selective_recompute(void **state)
+{
+  (void)state;
+  for (size_t i = 0; i < N_SHAPES; i++) {
+    for (size_t j = 0; j < N_TPS; j++) {
+      uint64_t s = shapes[i][0], b = shapes[i][1], h = shapes[i][2],
+               a = shapes[i][3], t = tps[j];
+      vs_model m;
+      build_gpt(&m, s, b, h, a, t, false, "bf16", "eager", "selective");
+      /* Korthikanti Table 2, tp + selective recompute: sbh(10 + 24/t) */
+      assert_int_equal(vs_block_saved_bytes(&m.layer, -1, false),
+                       10 * s * b * h + exact_div(24 * s * b * h, t));
+      build_gpt(&m, s, b, h, a, t, true, "bf16", "eager", "selective");
+      /* Korthikanti Table 2, tp + sp + selective recompute: 34sbh/t */
+      assert_int_equal(vs_block_saved_bytes(&m.layer, -1, false),
+                       exact_div(34 * s * b * h, t));
+    }
+  }
+}
+
+/* Row "full recompute": only the layer input, 2sbh, is kept. */
+static void test_gpt_full_recompute(void **state)
+{
+  (void)state;
+  for (size_t i = 0; i < N_SHAPES; i++) {
+    uint64_t s = shapes[i][0], b = shapes[i][1], h = shapes[i][2],
+             a = shapes[i][3];
+    vs_model m;
+    build_gpt(&m, s, b, h, a, 1, false, "bf16", "eager", "full");
+    /* Korthikanti Table 2, full recompute: 2sbh (16-bit layer input) */
+    assert_int_equal(m.layer.input_bytes, 2 * s * b * h);
+    build_gpt(&m, s, b, h, a, 4, false, "bf16", "eager", "full");
+    /* tensor parallelism alone leaves the layer input replicated: 2sbh */
+    assert_int_equal(m.layer.input_bytes, 2 * s * b * h);
+    build_gpt(&m, s, b, h, a, 4, true, "bf16", "eager", "full");
+    /* with sequence parallelism the layer input lives in a sequence-sharded
+     * region (Korthikanti Sec. 4.2.2, Fig. 5), so the checkpoint is 2sbh/t */
+    assert_int_equal(m.layer.input_bytes, exact_div(2 * s * b * h, 4));
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * FlashAttention (Dao et al. 2022, arXiv 2205.14135)
+ * ------------------------------------------------------------------------ */
+
+/* Flash never materialises the a*s*s scores, probabilities or dropout mask
+ * (the mask is regenerated from the RNG state); it saves Q, K, V (6sbh, the
+ * same 2sbh + 4sbh as the eager row's V and Q,K) and the fp32 log-sum-exp,
+ * 4 bytes per (batch, head, query): 4bas. So per layer:
+ *   34sbh + 4bas            (no parallelism)
+ *   10sbh + 24sbh/t + 4bas/t (tensor parallel: LSE is per local head). */
+static void test_gpt_flash(void **state)
+{
+  (void)state;
+  for (size_t i = 0; i < N_SHAPES; i++) {
+    uint64_t s = shapes[i][0], b = shapes[i][1], h = shapes[i][2],
+             a = shapes[i][3];
+    vs_model m;
+    build_gpt(&m, s, b, h, a, 1, false, "bf16", "flash", "none");
+    /* Korthikanti's 34sbh minus nothing, plus the fp32 LSE 4bas */
+    assert_int_equal(vs_block_saved_bytes(&m.layer, -1, true),
+                     34 * s * b * h + 4 * b * a * s);
+    for (size_t j = 0; j < N_TPS; j++) {
+      uint64_t t = tps[j];
+      build_gpt(&m, s, b, h, a, t, false, "fp16", "flash", "none");
+      /* 10sbh + 24sbh/t (Table 2 without the s^2 terms) + 4bas/t */
+      assert_int_equal(vs_block_saved_bytes(&m.layer, -1, true),
+                       10 * s * b * h + exact_div(24 * s * b * h, t) +
+                           exact_div(4 * b * a * s, t));
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Llama: RMSNorm, no dropout, GQA, SwiGLU, flash
+ * ------------------------------------------------------------------------ */
+
+static void build_llama(vs_model *m, uint64_t s, uint64_t b, uint64_t h,
+                        uint64_t a, uint64_t k, uint64_t f, uint64_t t)
+{
+  char ini[1024];
+  snprintf(ini, sizeof ini,
+           "[model]\narch = llama\nlayers = 2\nhidden = %llu\nheads = %llu\n"
+           "kv_heads = %llu\nffn_hidden = %llu\nvocab = 32000\nseq_len = %llu\n"
+           "[training]\nmicro_batch = %llu\nprecision = bf16\n"
+           "attention = flash\n[parallel]\ntp = %llu\n",
+           (unsigned long long)h, (unsigned long long)a, (unsigned long long)k,
+           (unsigned long long)f, (unsigned long long)s, (unsigned long long)b,
+           (unsigned long long)t);
+  build_ini(m, ini, NULL, 0);
+}
+
+/* Saved tensors of a Llama layer at 16 bits, from its op list:
+ *   RMSNorm inputs            2 x 2sbh   (replicated over tp)
+ *   QKV projection input      2sbh       (replicated)
+ *   Q, K, V (k kv heads)      2sbd(a + 2k) / t
+ *   LSE (fp32)                4bas / t
+ *   out-projection input      2sbh / t
+ *   MLP (gate/up) input       2sbh       (replicated)
+ *   gate (for SiLU backward)  2sbf / t
+ *   SiLU(gate) and up (mul)   4sbf / t
+ *   down-projection input     2sbf / t
+ * No dropout (Llama default 0): no masks. */
+static void test_llama_gqa_swiglu(void **state)
+{
+  static const uint64_t cfg[][6] = {
+      /* s, b, h, a, k, f */
+      {4096, 2, 4096, 32, 8, 11008},  /* Llama-2-7B shapes with GQA 4:1 */
+      {4096, 1, 8192, 64, 8, 28672},  /* Llama-2-70B shapes */
+      {2048, 1, 4096, 32, 32, 11008}, /* Llama-2-7B (k = a, no GQA) */
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+    uint64_t s = cfg[i][0], b = cfg[i][1], h = cfg[i][2], a = cfg[i][3],
+             k = cfg[i][4], f = cfg[i][5], d = h / a;
+    for (uint64_t t = 1; t <= 8; t *= 2) {
+      vs_model m;
+      uint64_t expect;
+      build_llama(&m, s, b, h, a, k, f, t);
+      expect = 2 * 2 * s * b * h                    /* two RMSNorm inputs */
+               + 2 * s * b * h                      /* QKV input */
+               + exact_div(2 * s * b * d * (a + 2 * k), t) /* Q, K, V */
+               + exact_div(4 * b * a * s, t)        /* fp32 LSE */
+               + exact_div(2 * s * b * h, t)        /* out-proj input */
+               + 2 * s * b * h                      /* MLP input */
+               + exact_div(2 * s * b * f, t)        /* gate */
+               + exact_div(4 * s * b * f, t)        /* SiLU(gate), up */
+               + exact_div(2 * s * b * f, t);       /* down input */
+      assert_int_equal(vs_block_saved_bytes(&m.layer, -1, true), expect);
+      /* flash + no dropout: nothing is selective (no s^2 tensors) */
+      assert_int_equal(vs_block_saved_bytes(&m.layer, -1, false), expect);
+    }
+  }
+}
+
+/* Eager attention with GQA and no dropout: K and V are expanded to all a
+ * heads before the matmuls (Hugging Face repeat_kv), so the scores op saves
+ * Q and the expanded K (4sbh/t), the context op the expanded V (2sbh/t), and
+ * the softmax its output (2as^2b/t), which the context op reuses as its
+ * input (no dropout, so no second copy). The rest is as in the flash case
+ * minus the LSE. */
+static void test_llama_eager_gqa_expands_kv(void **state)
+{
+  const char *const eager[] = {"training.attention=eager"};
+  uint64_t s = 1024, b = 1, h = 4096, a = 32, k = 8, f = 11008;
+  (void)state;
+  for (uint64_t t = 1; t <= 8; t *= 2) {
+    vs_model m;
+    char ini[1024];
+    uint64_t expect;
+    snprintf(ini, sizeof ini,
+             "[model]\narch = llama\nlayers = 2\nhidden = %llu\nheads = %llu\n"
+             "kv_heads = %llu\nffn_hidden = %llu\nvocab = 32000\nseq_len = %llu\n"
+             "[parallel]\ntp = %llu\n",
+             (unsigned long long)h, (unsigned long long)a, (unsigned long long)k,
+             (unsigned long long)f, (unsigned long long)s, (unsigned long long)t);
+    build_ini(&m, ini, eager, 1);
+    expect = 2 * 2 * s * b * h + 2 * s * b * h          /* norms, QKV input */
+             + exact_div(6 * s * b * h, t)              /* Q, K, V (a heads) */
+             + exact_div(2 * a * s * s * b, t)          /* softmax output */
+             + exact_div(2 * s * b * h, t)              /* out-proj input */
+             + 2 * s * b * h                            /* MLP input */
+             + exact_div(8 * s * b * f, t);             /* SwiGLU tensors */
+    assert_int_equal(vs_block_saved_bytes(&m.layer, -1, true), expect);
+    (void)k;
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Parameter counts
+ * ------------------------------------------------------------------------ */
+
+static const char llama2_7b[] =
+    "[model]\narch = llama\nlayers = 32\nhidden = 4096\nheads = 32\n"
+    "ffn_hidden = 11008\nvocab = 32000\nseq_len = 4096\n";
+
+static const char gpt3_175b[] =
+    "[model]\narch = gpt\nlayers = 96\nhidden = 12288\nheads = 96\n"
+    "vocab = 50257\nseq_len = 2048\n";
+
+static uint64_t rank_params(const vs_model *m)
+{
+  return m->embed.param_elems + m->layers * m->layer.param_elems +
+         m->head.param_elems;
+}
+
+/* Llama-2-7B: 32 layers x (4h^2 attention + 3hf SwiGLU + 2h RMSNorm) +
+ * 2Vh (untied embedding and output) + h (final RMSNorm)
+ * = 32*(67108864 + 135266304 + 8192) + 262144000 + 4096 = 6,738,415,616,
+ * the published "6.74B" (HF model card, config.json shapes). */
+static void test_llama2_7b_params(void **state)
+{
+  vs_model m;
+  uint64_t h = 4096, f = 11008, v = 32000;
+  (void)state;
+  build_ini(&m, llama2_7b, NULL, 0);
+  assert_int_equal(vs_model_param_count(&m), 6738415616ull);
+  /* the same by the formula 32(4h^2 + 3hf + 2h) + 2Vh + h */
+  assert_int_equal(vs_model_param_count(&m),
+                   32 * (4 * h * h + 3 * h * f + 2 * h) + 2 * v * h + h);
+  /* one layer: 4h^2 + 3hf + 2h */
+  assert_int_equal(m.layer.param_elems, 4 * h * h + 3 * h * f + 2 * h);
+  /* at tp = 1 the per-rank tensors add up to the whole model */
+  assert_int_equal(rank_params(&m), 6738415616ull);
+}
+
+/* GPT-3 175B, tied embeddings: 12Lh^2 + 13Lh (QKV, proj, MLP weights and
+ * biases, two LayerNorms) + Vh (word embeddings) + sh (learned positions) +
+ * 2h (final LayerNorm) = 174,604,259,328 (Brown et al. quote 175.0B). */
+static void test_gpt3_175b_params(void **state)
+{
+  vs_model m;
+  uint64_t L = 96, h = 12288, v = 50257, s = 2048;
+  (void)state;
+  build_ini(&m, gpt3_175b, NULL, 0);
+  assert_int_equal(vs_model_param_count(&m),
+                   12 * L * h * h + 13 * L * h + v * h + s * h + 2 * h);
+  assert_int_equal(vs_model_param_count(&m), 174604259328ull);
+  assert_int_equal(rank_params(&m), 174604259328ull);
+  /* one layer: 12h^2 + 13h */
+  assert_int_equal(m.layer.param_elems, 12 * h * h + 13 * h);
+}
+
+/* Megatron tensor parallelism shards QKV and MLP-up by columns (weights and
+ * biases) and attention-out and MLP-down by rows (weights only); the two
+ * LayerNorms (4h) and the two row-parallel biases (2h) stay replicated:
+ * GPT layer per rank = (12h^2 + 7h)/t + 6h. Llama: (2h^2 + 2hkd + 3hf)/t +
+ * 2h. The vocabulary is padded to a multiple of t and split by rows. */
+static void test_params_shrink_with_tp(void **state)
+{
+  uint64_t h = 12288, f = 4 * h;
+  (void)state;
+  for (uint64_t t = 1; t <= 8; t *= 2) {
+    char tp[32];
+    const char *sets[1];
+    vs_model m;
+    uint64_t vpad = (50257 + t - 1) / t * t;
+    snprintf(tp, sizeof tp, "parallel.tp=%llu", (unsigned long long)t);
+    sets[0] = tp;
+    build_ini(&m, gpt3_175b, sets, 1);
+    /* Megatron column/row split: (12h^2 + 7h)/t sharded + 6h replicated */
+    assert_int_equal(m.layer.param_elems,
+                     exact_div(12 * h * h + 7 * h, t) + 6 * h);
+    /* the sharded matrices: QKV h x 3h/t, MLP-up h x f/t, out-proj and
+     * MLP-down (h/t, f/t) x h */
+    for (int i = 0; i < m.layer.n_params; i++) {
+      const vs_param_tensor *p = &m.layer.params[i];
+      if (strcmp(p->name, "qkv.weight") == 0)
+        assert_int_equal(p->rows * p->cols, exact_div(3 * h * h, t));
+      else if (strcmp(p->name, "mlp_up.weight") == 0 ||
+               strcmp(p->name, "mlp_down.weight") == 0)
+        assert_int_equal(p->rows * p->cols, exact_div(h * f, t));
+      else if (strcmp(p->name, "attn_out.weight") == 0)
+        assert_int_equal(p->rows * p->cols, exact_div(h * h, t));
+    }
+    /* vocab padded to a multiple of t (Megatron's divisibility rule) */
+    assert_int_equal(m.vocab_padded, vpad);
+    /* embed: word embeddings Vpad/t x h + learned positions s x h */
+    assert_int_equal(m.embed.param_elems, vpad / t * h + 2048 * h);
+    /* the whole-model count uses the real vocabulary, whatever t is */
+    assert_int_equal(vs_model_param_count(&m), 174604259328ull);
+  }
+  for (uint64_t t = 1; t <= 8; t *= 2) {
+    char tp[32];
+    const char *sets[2];
+    vs_model m;
+    uint64_t lh = 4096, lf = 11008, k = 8, d = 128;
+    snprintf(tp, sizeof tp, "parallel.tp=%llu", (unsigned long long)t);
+    sets[0] = tp;
+    sets[1] = "model.kv_heads=8";
+    build_ini(&m, llama2_7b, sets, 2);
+    /* GQA: Q h x h, K and V h x kd; out h x h; gate, up, down h x f */
+    assert_int_equal(m.layer.param_elems,
+                     exact_div(2 * lh * lh + 2 * lh * k * d + 3 * lh * lf, t) +
+                         2 * lh);
+  }
+}
+
+/* vs_model_param_count uses a closed form; at tp = 1 (no vocab padding) it
+ * must equal the sum of the parameter tensors the builder lists, for every
+ * architecture and option that changes the list (GQA, tied/untied, BERT's
+ * token types, embedding norm and MLM head). */
+static void test_param_count_matches_tensors(void **state)
+{
+  static const char *const inis[] = {
+      "[model]\narch = gpt\nlayers = 3\nhidden = 1024\nheads = 16\n"
+      "kv_heads = 4\nvocab = 50257\nseq_len = 1024\n",
+      "[model]\narch = gpt\nlayers = 3\nhidden = 1024\nheads = 16\n"
+      "vocab = 50257\nseq_len = 1024\ntied_embeddings = false\n",
+      "[model]\narch = llama\nlayers = 3\nhidden = 1024\nheads = 16\n"
+      "kv_heads = 2\nffn_hidden = 2816\nvocab = 32000\nseq_len = 1024\n"
+      "tied_embeddings = true\n",
+      "[model]\narch = bert\nlayers = 24\nhidden = 1024\nheads = 16\n"
+      "vocab = 30522\nseq_len = 512\n",
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof inis / sizeof inis[0]; i++) {
+    vs_model m;
+    build_ini(&m, inis[i], NULL, 0);
+    /* same parameters counted two ways */
+    assert_int_equal(rank_params(&m), vs_model_param_count(&m));
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Loss buffers
+ * ------------------------------------------------------------------------ */
+
+/* The head's logits (16-bit, 2sbV) and the cross entropy's fp32
+ * log-softmax (4sbV) are temp, not activations: 6sbV/t bytes in all with
+ * the (padded) vocabulary split over t. The head's activations are the
+ * final LayerNorm input and the output-layer input, 2sbh each. */
+static void test_head_loss_buffers(void **state)
+{
+  (void)state;
+  for (uint64_t t = 1; t <= 4; t *= 2) {
+    uint64_t s = 1024, b = 2, h = 2048, v;
+    vs_model m;
+    const vs_op_spec *ce = NULL, *lm = NULL;
+    build_gpt(&m, s, b, h, 16, t, false, "bf16", "eager", "none");
+    v = m.vocab_padded / t;
+    /* 2 bytes logits + 4 bytes fp32 log-softmax per (token, vocab entry) */
+    assert_int_equal(vs_block_saved_bytes(&m.head, VS_CAT_TEMP, true),
+                     6 * s * b * v);
+    /* final norm input + lm_head input, 2sbh each */
+    assert_int_equal(vs_block_saved_bytes(&m.head, VS_CAT_ACTIVATIONS, true),
+                     4 * s * b * h);
+    for (int i = 0; i < m.head.n_ops; i++) {
+      if (strcmp(m.head.ops[i].name, "cross_entropy") == 0)
+        ce = &m.head.ops[i];
+      if (strcmp(m.head.ops[i].name, "lm_head") == 0)
+        lm = &m.head.ops[i];
+    }
+    assert_non_null(ce);
+    assert_non_null(lm);
+    /* fp32 log-softmax: 4 bytes x s*b*V/t, a loss buffer (temp) */
+    assert_int_equal(ce->n_saved, 1);
+    assert_int_equal(ce->saved[0].category, VS_CAT_TEMP);
+    assert_int_equal(ce->saved[0].bytes, 4 * s * b * v);
+    /* logits: 2 bytes x s*b*V/t, temp; lm_head's input stays an activation */
+    assert_int_equal(lm->n_saved, 2);
+    assert_int_equal(lm->saved[1].category, VS_CAT_TEMP);
+    assert_int_equal(lm->saved[1].bytes, 2 * s * b * v);
+    assert_int_equal(lm->saved[0].category, VS_CAT_ACTIVATIONS);
+  }
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_gpt_no_parallelism),
+      cmocka_unit_test(test_gpt_tensor_parallel),
+      cmocka_unit_test(test_gpt_sequence_parallel),
+      cmocka_unit_test(test_gpt_selective_recompute),
+      cmocka_unit_test(test_gpt_full_recompute),
+      cmocka_unit_test(test_gpt_flash),
+      cmocka_unit_test(test_llama_gqa_swiglu),
+      cmocka_unit_test(test_llama_eager_gqa_expands_kv),
+      cmocka_unit_test(test_llama2_7b_params),
+      cmocka_unit_test(test_gpt3_175b_params),
+      cmocka_unit_test(test_params_shrink_with_tp),
+      cmocka_unit_test(test_param_count_matches_tensors),
+      cmocka_unit_test(test_head_loss_buffers),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,359 @@
+/* topology_test.c - topology.ini loading (topology.h): the compiled-in
+ * default against its source file, the shipped topologies in base units,
+ * defaults of optional keys, --set overrides and the error messages. */
+#include "testutil.h"
+
+#include "topology.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TOPO_DIR VSIM_SOURCE_DIR "/topologies/"
+
+/* The smallest valid topology: only the required keys. Lines: 1 [gpu],
+ * 2 name, 3 memory, 4 hbm_bandwidth, 5-7 peak_tflops_*, 8 [node], 9 gpus,
+ * 10 [network], 11 intra_bandwidth, 12 inter_bandwidth. */
+#define MINIMAL                                                              \
+  "[gpu]\nname = Test-GPU\nmemory = 16GiB\nhbm_bandwidth = 1TB/s\n"         \
+  "peak_tflops_bf16 = 100\npeak_tflops_fp16 = 100\npeak_tflops_fp32 = 10\n"  \
+  "[node]\ngpus = 4\n"                                                      \
+  "[network]\nintra_bandwidth = 100GB/s\ninter_bandwidth = 10GB/s\n"
+
+/* Asserts |got - want| <= 1e-12 * |want| (exact when want is 0). */
+static void assert_near(double got, double want)
+{
+  double tol = 1e-12 * fabs(want);
+  if (!(fabs(got - want) <= tol))
+    fail_msg("got %.17g, want %.17g", got, want);
+}
+
+/* Loads path (NULL = built-in) with overrides; fails the test on error. */
+static void load_ok(vs_topology *t, const char *path, const char *const *sets,
+                    size_t n_sets)
+{
+  vs_error err;
+  vs_error_clear(&err);
+  if (vs_topology_load(t, path, sets, n_sets, &err) != 0)
+    fail_msg("topology %s: %s", path ? path : "(built-in)", err.msg);
+  assert_int_equal(err.code, VS_OK);
+}
+
+/* Writes text to a temporary .ini (path in path[128]) and loads it. */
+static int load_text(vs_topology *t, char *path, const char *text,
+                     const char *const *sets, size_t n_sets, vs_error *err)
+{
+  int rc;
+  tu_write_temp(text, ".ini", path, 128);
+  vs_error_clear(err);
+  rc = vs_topology_load(t, path, sets, n_sets, err);
+  unlink(path);
+  return rc;
+}
+
+/* text must fail with code and a message containing want, where each '@'
+ * in want stands for the temporary file's path. */
+static void load_bad(const char *text, const char *const *sets, size_t n_sets,
+                     int code, const char *want)
+{
+  char path[128], full[512];
+  size_t used = 0;
+  vs_topology t;
+  vs_error err;
+  assert_int_equal(load_text(&t, path, text, sets, n_sets, &err), code);
+  assert_int_equal(err.code, code);
+  for (const char *w = want; *w && used + 1 < sizeof full; w++) {
+    if (*w == '@')
+      used += (size_t)snprintf(full + used, sizeof full - used, "%s", path);
+    else
+      full[used++] = *w;
+  }
+  full[used < sizeof full ? used : sizeof full - 1] = '\0';
+  if (!strstr(err.msg, full))
+    fail_msg("message \"%s\" lacks \"%s\"", err.msg, full);
+}
+
+/* ------------------------------------------------------------------------
+ * The built-in default and the shipped files
+ * ------------------------------------------------------------------------ */
+
+static void test_builtin_text_is_the_h100_file(void **state)
+{
+  char *file = tu_read_file(TOPO_DIR "h100-sxm-8x.ini");
+  (void)state;
+  assert_non_null(file);
+  /* CMake compiles the file in; the two must agree byte for byte. */
+  assert_string_equal(vs_topology_default_text(), file);
+  assert_string_equal(vs_topology_default_name(),
+                      "built-in topologies/h100-sxm-8x.ini");
+  free(file);
+}
+
+static void test_builtin_equals_h100_from_disk(void **state)
+{
+  vs_topology builtin, disk;
+  (void)state;
+  tu_default_topology(&builtin);
+  load_ok(&disk, TOPO_DIR "h100-sxm-8x.ini", NULL, 0);
+  assert_string_equal(builtin.origins.file, "built-in topologies/h100-sxm-8x.ini");
+  assert_string_equal(disk.origins.file, TOPO_DIR "h100-sxm-8x.ini");
+  /* Every value before the origins is the same (both start from a zeroed
+   * struct, so padding and the name's tail compare equal too). */
+  assert_memory_equal(&builtin, &disk, offsetof(vs_topology, origins));
+  /* And every key came from the same line. */
+  for (size_t i = 0; i < vs_topology_keys()->n_keys; i++) {
+    assert_int_equal(builtin.origins.keys[i].set, disk.origins.keys[i].set);
+    assert_int_equal(builtin.origins.keys[i].line, disk.origins.keys[i].line);
+  }
+}
+
+static void test_h100_values_in_base_units(void **state)
+{
+  vs_topology t;
+  (void)state;
+  tu_default_topology(&t);
+  assert_string_equal(t.name, "H100-SXM-80GB");
+  assert_true(t.memory_bytes == 81089ull << 20); /* 81089MiB = 81089 * 2^20 */
+  assert_near(t.hbm_bandwidth, 3.35e12);         /* 3350GB/s = 3350 * 10^9 B/s */
+  assert_near(t.peak_tflops_bf16, 989);          /* TFLOP/s as written */
+  assert_near(t.peak_tflops_fp16, 989);
+  assert_near(t.peak_tflops_fp32, 67);
+  assert_near(t.peak_tflops_fp8, 1979);
+  assert_true(t.context_bytes == 400ull << 20);  /* 400MiB */
+  assert_true(t.cublas_workspace_bytes == 32ull << 20); /* 32MiB */
+  assert_true(t.nccl_bytes == 1ull << 30);       /* 1GiB */
+  assert_near(t.compute_efficiency, 0.80);
+  assert_true(t.gpus_per_node == 8);
+  assert_true(t.host_memory_bytes == 2ull << 40); /* 2TiB = 2 * 2^40 */
+  assert_near(t.pcie_bandwidth, 55e9);           /* 55GB/s */
+  assert_near(t.pcie_latency, 2e-6);             /* 2us */
+  assert_true(t.gpus_per_pcie_switch == 2);
+  assert_near(t.nvme_bandwidth, 50e9);           /* 50GB/s */
+  assert_true(t.nvme_capacity_bytes == 30720000000000ull); /* 30720GB * 10^9 */
+  assert_near(t.intra_bandwidth, 450e9);         /* 450GB/s */
+  assert_near(t.intra_latency, 3e-6);            /* 3us = 3 * 10^-6 s */
+  assert_near(t.inter_bandwidth, 50e9);          /* 50GB/s */
+  assert_near(t.inter_latency, 5e-6);            /* 5us */
+  assert_near(t.usd_per_gpu_hour, 2.99);
+}
+
+static void test_all_shipped_topologies_load(void **state)
+{
+  vs_topology t;
+  (void)state;
+  load_ok(&t, TOPO_DIR "a100-sxm-80g-8x.ini", NULL, 0);
+  assert_string_equal(t.name, "A100-SXM4-80GB");
+  assert_true(t.memory_bytes == 81050ull << 20); /* 81050MiB */
+  assert_near(t.hbm_bandwidth, 2.039e12);        /* 2039GB/s */
+  assert_near(t.peak_tflops_fp8, 0);             /* no FP8 on Ampere */
+  /* 8320KiB = 8320 * 1024 = 8519680 B, as the file's comment says. */
+  assert_true(t.cublas_workspace_bytes == 8519680);
+  assert_true(t.nccl_bytes == 688ull << 20);     /* 688MiB */
+
+  load_ok(&t, TOPO_DIR "h100-sxm-8x.ini", NULL, 0);
+  assert_string_equal(t.name, "H100-SXM-80GB");
+
+  load_ok(&t, TOPO_DIR "h200-sxm-8x.ini", NULL, 0);
+  assert_string_equal(t.name, "H200-SXM-141GB");
+  assert_true(t.memory_bytes == 143156ull << 20); /* 143156MiB */
+  assert_near(t.hbm_bandwidth, 4.8e12);           /* 4800GB/s */
+  assert_near(t.usd_per_gpu_hour, 4.0);
+
+  load_ok(&t, TOPO_DIR "v100-sxm-32g-8x.ini", NULL, 0);
+  assert_string_equal(t.name, "V100-SXM2-32GB");
+  assert_true(t.memory_bytes == 32491ull << 20);  /* 32491MiB */
+  assert_true(t.host_memory_bytes == 512ull << 30); /* 512GiB */
+  assert_near(t.inter_bandwidth, 6.25e9);         /* 6.25GB/s */
+  assert_true(t.nvme_capacity_bytes == 7680000000000ull); /* 7680GB */
+}
+
+static void test_optional_keys_default(void **state)
+{
+  char path[128];
+  vs_topology t;
+  vs_error err;
+  (void)state;
+  assert_int_equal(load_text(&t, path, MINIMAL, NULL, 0, &err), 0);
+  assert_true(t.memory_bytes == 16ull << 30);      /* 16GiB */
+  assert_near(t.hbm_bandwidth, 1e12);              /* 1TB/s */
+  /* The defaults documented in the key table's default_doc. */
+  assert_near(t.peak_tflops_fp8, 0);               /* "0 (no FP8)" */
+  assert_true(t.context_bytes == 400ull << 20);    /* "400MiB" */
+  assert_true(t.cublas_workspace_bytes == 32ull << 20); /* "32MiB" */
+  assert_true(t.nccl_bytes == 512ull << 20);       /* "512MiB" */
+  assert_near(t.compute_efficiency, 0.7);          /* "0.7" */
+  assert_true(t.host_memory_bytes == 1ull << 40);  /* "1TiB" */
+  assert_near(t.pcie_bandwidth, 25e9);             /* "25GB/s" */
+  assert_near(t.pcie_latency, 2e-6);               /* "2us" */
+  assert_true(t.gpus_per_pcie_switch == 2);        /* "2" */
+  assert_near(t.nvme_bandwidth, 10e9);             /* "10GB/s" */
+  assert_true(t.nvme_capacity_bytes == 0);         /* "0 (none)" */
+  assert_near(t.intra_latency, 3e-6);              /* "3us" */
+  assert_near(t.inter_latency, 5e-6);              /* "5us" */
+  assert_near(t.usd_per_gpu_hour, 0);              /* "0 (unknown)" */
+}
+
+/* ------------------------------------------------------------------------
+ * --set
+ * ------------------------------------------------------------------------ */
+
+static void test_set_overrides(void **state)
+{
+  static const char *const sets[] = {"gpu.memory=40GiB",
+                                     "network.inter_latency=10us",
+                                     "cost.usd_per_gpu_hour=1.5"};
+  char where[256];
+  vs_topology t;
+  vs_error err;
+  (void)state;
+  load_ok(&t, NULL, sets, 3);
+  assert_true(t.memory_bytes == 40ull << 30); /* 40GiB = 40 * 2^30 */
+  assert_near(t.inter_latency, 10e-6);        /* 10us */
+  assert_near(t.usd_per_gpu_hour, 1.5);
+  assert_near(t.hbm_bandwidth, 3.35e12);      /* untouched: H100's 3350GB/s */
+  assert_string_equal(vs_conf_where(vs_topology_keys(), &t.origins, "gpu",
+                                    "memory", where, sizeof where),
+                      "--set gpu.memory=40GiB");
+  /* vs_topology_set on a loaded topology does the same. */
+  vs_error_clear(&err);
+  assert_int_equal(vs_topology_set(&t, "node.gpus=4", &err), 0);
+  assert_true(t.gpus_per_node == 4);
+}
+
+static void test_set_errors(void **state)
+{
+  static const char *const bad_value[] = {"gpu.memory=lots"};
+  static const char *const unknown_key[] = {"gpu.mem=1GiB"};
+  static const char *const unknown_sec[] = {"calibration.x=1"};
+  static const char *const no_eq[] = {"gpu.memory"};
+  static const char *const no_dot[] = {"memory=1GiB"};
+  vs_topology t, before;
+  vs_error err;
+  (void)state;
+  load_bad(MINIMAL, bad_value, 1, VS_EINPUT, "--set gpu.memory=lots: not a number");
+  load_bad(MINIMAL, unknown_key, 1, VS_EINPUT,
+           "--set gpu.mem: unknown key 'mem' in [gpu]; valid keys: name, memory, "
+           "hbm_bandwidth");
+  load_bad(MINIMAL, unknown_sec, 1, VS_EINPUT,
+           "--set calibration.x: unknown section [calibration]; valid sections: "
+           "[gpu], [node], [network], [cost]");
+  /* The CLI strips "topology."; the message puts it back. */
+  load_bad(MINIMAL, no_eq, 1, VS_EUSAGE,
+           "--set topology.gpu.memory: expected topology.section.key=value");
+  load_bad(MINIMAL, no_dot, 1, VS_EUSAGE,
+           "--set topology.memory=1GiB: expected topology.section.key=value");
+  /* A bad value leaves the topology as it was. */
+  tu_default_topology(&t);
+  before = t;
+  vs_error_clear(&err);
+  assert_int_equal(vs_topology_set(&t, "gpu.compute_efficiency=1.5", &err),
+                   VS_EINPUT);
+  assert_non_null(strstr(err.msg, "--set gpu.compute_efficiency=1.5: must be at "
+                                  "most 1"));
+  assert_memory_equal(&t, &before, sizeof t);
+}
+
+/* ------------------------------------------------------------------------
+ * Bad files
+ * ------------------------------------------------------------------------ */
+
+static void test_missing_required_key(void **state)
+{
+  (void)state;
+  /* MINIMAL without its last line (inter_bandwidth). */
+  load_bad("[gpu]\nname = Test-GPU\nmemory = 16GiB\nhbm_bandwidth = 1TB/s\n"
+           "peak_tflops_bf16 = 100\npeak_tflops_fp16 = 100\n"
+           "peak_tflops_fp32 = 10\n[node]\ngpus = 4\n"
+           "[network]\nintra_bandwidth = 100GB/s\n",
+           NULL, 0, VS_EINPUT,
+           "@: missing required key 'inter_bandwidth' in [network]");
+  /* The first missing key in table order is named: [gpu] name. */
+  load_bad("[node]\ngpus = 8\n", NULL, 0, VS_EINPUT,
+           "@: missing required key 'name' in [gpu]");
+}
+
+static void test_unknown_key_and_section(void **state)
+{
+  (void)state;
+  load_bad("[gpu]\nname = X\nmemroy = 1GiB\n", NULL, 0, VS_EINPUT,
+           "@:3: unknown key 'memroy' in [gpu]; valid keys: name, memory, "
+           "hbm_bandwidth");
+  load_bad(MINIMAL "[cost]\nusd_per_hour = 2\n", NULL, 0, VS_EINPUT,
+           "@:14: unknown key 'usd_per_hour' in [cost]; valid keys: "
+           "usd_per_gpu_hour");
+  load_bad(MINIMAL "[nic]\n", NULL, 0, VS_EINPUT,
+           "@:13: unknown section [nic] in topology file; valid sections: "
+           "[gpu], [node], [network], [cost]");
+}
+
+static void test_bad_values(void **state)
+{
+  (void)state;
+  /* memory is line 3 of MINIMAL-shaped text. */
+  load_bad("[gpu]\nname = X\nmemory = 80GB/s\n", NULL, 0, VS_EINPUT,
+           "@:3: [gpu] memory = 80GB/s: unknown unit");
+  load_bad("[gpu]\nname = X\nmemory = 0\n", NULL, 0, VS_EINPUT,
+           "@:3: [gpu] memory = 0: must be greater than 0");
+  load_bad("[gpu]\nname = X\nhbm_bandwidth = 3GiB\n", NULL, 0, VS_EINPUT,
+           "@:3: [gpu] hbm_bandwidth = 3GiB: unknown unit");
+  load_bad("[gpu]\nname = H100 SXM\n", NULL, 0, VS_EINPUT,
+           "@:2: [gpu] name = H100 SXM: expected a name of 1-63 characters");
+  load_bad("[gpu]\ncompute_efficiency = 0\n", NULL, 0, VS_EINPUT,
+           "@:2: [gpu] compute_efficiency = 0: must be greater than 0");
+  load_bad("[gpu]\npeak_tflops_fp8 = -1\n", NULL, 0, VS_EINPUT,
+           "@:2: [gpu] peak_tflops_fp8 = -1: must be at least 0");
+  load_bad("[network]\nintra_latency = 3 fortnights\n", NULL, 0, VS_EINPUT,
+           "@:2: [network] intra_latency = 3 fortnights: unknown unit");
+  load_bad("[node]\ngpus = 8\ngpus = 4\n", NULL, 0, VS_EINPUT,
+           "@:3: [node] gpus = 4: key set twice (first on line 2)");
+}
+
+static void test_unreadable_file(void **state)
+{
+  vs_topology t;
+  vs_error err;
+  (void)state;
+  vs_error_clear(&err);
+  assert_int_equal(vs_topology_load(&t, "/nonexistent/t.ini", NULL, 0, &err),
+                   VS_EIO);
+  assert_non_null(strstr(err.msg, "/nonexistent/t.ini: cannot read topology file"));
+}
+
+static void test_key_table(void **state)
+{
+  const vs_keytab *k = vs_topology_keys();
+  (void)state;
+  assert_string_equal(k->kind, "topology");
+  assert_true(k->n_keys <= VS_CONF_MAX_KEYS);
+  /* The DESIGN contract's keys are all present. */
+  assert_true(vs_conf_find(k, "gpu", "context_memory") >= 0);
+  assert_true(vs_conf_find(k, "node", "nvme_capacity") >= 0);
+  assert_true(vs_conf_find(k, "network", "inter_latency") >= 0);
+  assert_true(vs_conf_find(k, "cost", "usd_per_gpu_hour") >= 0);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_builtin_text_is_the_h100_file),
+      cmocka_unit_test(test_builtin_equals_h100_from_disk),
+      cmocka_unit_test(test_h100_values_in_base_units),
+      cmocka_unit_test(test_all_shipped_topologies_load),
+      cmocka_unit_test(test_optional_keys_default),
+      cmocka_unit_test(test_set_overrides),
+      cmocka_unit_test(test_set_errors),
+      cmocka_unit_test(test_missing_required_key),
+      cmocka_unit_test(test_unknown_key_and_section),
+      cmocka_unit_test(test_bad_values),
+      cmocka_unit_test(test_unreadable_file),
+      cmocka_unit_test(test_key_table),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

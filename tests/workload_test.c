@@ -1,0 +1,608 @@
+/* workload_test.c - workload.ini loading (workload.h): every derived default,
+ * the shipped workloads, --set, and each bad-input message with its text,
+ * file:line and return code. */
+#include "testutil.h"
+
+#include "workload.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A small GPT; hidden 64 = 8 heads * 8. Line numbers used below:
+ * 1 [model], 2 arch, 3 layers, 4 hidden, 5 heads, 6 vocab, 7 seq_len. */
+#define GPT_MODEL                                                            \
+  "[model]\narch = gpt\nlayers = 2\nhidden = 64\nheads = 8\nvocab = 1000\n"  \
+  "seq_len = 128\n"
+
+/* The same shape as Llama: ffn_hidden is required. */
+#define LLAMA_MODEL                                                          \
+  "[model]\narch = llama\nlayers = 2\nhidden = 64\nheads = 8\nvocab = 1000\n" \
+  "seq_len = 128\nffn_hidden = 172\n"
+
+/* Writes ini to a temporary file (its path in path[128]) and loads it. */
+static int load_at(vs_workload *wl, char *path, const char *ini,
+                   const char *const *sets, size_t n_sets, uint64_t gpus,
+                   vs_error *err)
+{
+  int rc;
+  tu_write_temp(ini, ".ini", path, 128);
+  vs_error_clear(err);
+  rc = vs_workload_load(wl, path, sets, n_sets, gpus, err);
+  unlink(path);
+  return rc;
+}
+
+/* Loads ini that must be valid. */
+static void load_ok(vs_workload *wl, const char *ini, const char *const *sets,
+                    size_t n_sets, uint64_t gpus)
+{
+  vs_error err;
+  vs_error_clear(&err);
+  if (tu_load_workload(wl, ini, sets, n_sets, gpus, &err) != 0)
+    fail_msg("workload failed: %s", err.msg);
+  assert_int_equal(err.code, VS_OK);
+}
+
+/* Loads ini that must fail with code and a message containing want, where
+ * each '@' in want stands for the temporary file's path (so "@:8:" checks
+ * file:line exactly). */
+static void load_bad(const char *ini, const char *const *sets, size_t n_sets,
+                     uint64_t gpus, int code, const char *want)
+{
+  char path[128], full[512];
+  size_t used = 0;
+  vs_workload wl;
+  vs_error err;
+  int rc = load_at(&wl, path, ini, sets, n_sets, gpus, &err);
+  assert_int_equal(rc, code);
+  assert_int_equal(err.code, code);
+  for (const char *w = want; *w && used + 1 < sizeof full; w++) {
+    if (*w == '@')
+      used += (size_t)snprintf(full + used, sizeof full - used, "%s", path);
+    else
+      full[used++] = *w;
+  }
+  full[used < sizeof full ? used : sizeof full - 1] = '\0';
+  if (!strstr(err.msg, full))
+    fail_msg("message \"%s\" lacks \"%s\"", err.msg, full);
+}
+
+/* ------------------------------------------------------------------------
+ * Defaults
+ * ------------------------------------------------------------------------ */
+
+static void test_gpt_defaults(void **state)
+{
+  vs_workload wl;
+  (void)state;
+  load_ok(&wl, GPT_MODEL, NULL, 0, 0);
+  assert_int_equal(wl.model.arch, VS_ARCH_GPT);
+  assert_true(wl.model.layers == 2 && wl.model.hidden == 64);
+  assert_true(wl.model.kv_heads == 8);        /* kv_heads = heads */
+  assert_true(wl.model.ffn_hidden == 4 * 64); /* 4*hidden for gpt */
+  assert_true(wl.model.tied_embeddings);      /* true for gpt */
+  assert_true(wl.model.dropout == 0.1);       /* 0.1 for gpt */
+  assert_true(wl.training.micro_batch == 1);  /* DESIGN: micro_batch = 1 */
+  assert_true(wl.training.global_batch == 1); /* micro_batch * dp = 1 * 1 */
+  assert_true(wl.grad_accum == 1);            /* global / (micro * dp) */
+  assert_int_equal(wl.training.precision, VS_PREC_BF16);
+  assert_true(wl.training.master_weights);    /* bf16 < fp32 */
+  assert_int_equal(wl.training.grad_dtype, VS_GRAD_PRECISION);
+  assert_int_equal(wl.training.optimizer, VS_OPT_ADAMW);
+  assert_int_equal(wl.training.checkpointing, VS_CKPT_NONE);
+  assert_int_equal(wl.training.attention, VS_ATTN_FLASH);
+  assert_true(wl.parallel.tp == 1 && wl.parallel.pp == 1);
+  assert_true(wl.parallel.dp == 1);           /* no --gpus, no dp: 1 */
+  assert_false(wl.parallel.sequence_parallel);
+  assert_int_equal(wl.parallel.schedule, VS_SCHED_1F1B);
+  assert_true(wl.parallel.virtual_stages == 1);
+  assert_true(wl.parallel.zero == 0);
+  assert_int_equal(wl.parallel.offload_optimizer, VS_OFFLOAD_NONE);
+  assert_int_equal(wl.parallel.offload_params, VS_OFFLOAD_NONE);
+  assert_true(wl.parallel.bucket_bytes == 25ull << 20); /* 25MiB = 25 * 2^20 */
+  assert_int_equal(wl.runtime.allocator, VS_ALLOC_EXACT);
+  assert_false(wl.runtime.expandable_segments);
+  assert_true(wl.gpus == 1);                  /* tp * pp * dp */
+}
+
+static void test_llama_defaults(void **state)
+{
+  vs_workload wl;
+  (void)state;
+  load_ok(&wl, LLAMA_MODEL, NULL, 0, 0);
+  assert_int_equal(wl.model.arch, VS_ARCH_LLAMA);
+  assert_true(wl.model.ffn_hidden == 172);    /* as given */
+  assert_false(wl.model.tied_embeddings);     /* false for llama */
+  assert_true(wl.model.dropout == 0.0);       /* 0 for llama */
+  assert_true(wl.model.kv_heads == 8);
+}
+
+static void test_bert_defaults(void **state)
+{
+  vs_workload wl;
+  (void)state;
+  load_ok(&wl,
+          "[model]\narch = bert\nlayers = 2\nhidden = 96\nheads = 12\n"
+          "vocab = 1000\nseq_len = 128\n",
+          NULL, 0, 0);
+  assert_true(wl.model.ffn_hidden == 4 * 96); /* 4*hidden for bert */
+  assert_true(wl.model.tied_embeddings);      /* true unless llama */
+  assert_true(wl.model.dropout == 0.1);       /* 0.1 for bert */
+  assert_true(wl.model.kv_heads == 12);
+}
+
+static void test_explicit_values_beat_defaults(void **state)
+{
+  vs_workload wl;
+  (void)state;
+  load_ok(&wl,
+          GPT_MODEL
+          "kv_heads = 2\nffn_hidden = 100\ntied_embeddings = false\n"
+          "dropout = 0\n"
+          "[training]\nprecision = fp16\nmaster_weights = false\n"
+          "grad_dtype = fp32\noptimizer = lion\ncheckpointing = selective\n"
+          "attention = eager\n"
+          "[parallel]\nzero = 3\nbucket = 50MB\nsequence_parallel = true\n"
+          "[runtime]\nexpandable_segments = true\n",
+          NULL, 0, 0);
+  assert_true(wl.model.kv_heads == 2);
+  assert_true(wl.model.ffn_hidden == 100);
+  assert_false(wl.model.tied_embeddings);
+  assert_true(wl.model.dropout == 0.0);
+  assert_int_equal(wl.training.precision, VS_PREC_FP16);
+  assert_false(wl.training.master_weights);
+  assert_int_equal(wl.training.grad_dtype, VS_GRAD_FP32);
+  assert_int_equal(wl.training.optimizer, VS_OPT_LION);
+  assert_int_equal(wl.training.checkpointing, VS_CKPT_SELECTIVE);
+  assert_int_equal(wl.training.attention, VS_ATTN_EAGER);
+  assert_true(wl.parallel.zero == 3);
+  assert_true(wl.parallel.bucket_bytes == 50000000); /* 50MB = 50 * 10^6 */
+  assert_true(wl.parallel.sequence_parallel);
+  assert_true(wl.runtime.expandable_segments);
+}
+
+static void test_master_weights_follow_precision(void **state)
+{
+  vs_workload wl;
+  (void)state;
+  /* DESIGN: master_weights = true if precision < fp32. */
+  load_ok(&wl, GPT_MODEL "[training]\nprecision = fp32\n", NULL, 0, 0);
+  assert_false(wl.training.master_weights);
+  load_ok(&wl, GPT_MODEL "[training]\nprecision = fp16\n", NULL, 0, 0);
+  assert_true(wl.training.master_weights);
+  load_ok(&wl, GPT_MODEL "[training]\nprecision = fp8\n", NULL, 0, 0);
+  assert_true(wl.training.master_weights);
+  /* An explicit false at fp32 is consistent. */
+  load_ok(&wl, GPT_MODEL "[training]\nprecision = fp32\nmaster_weights = false\n",
+          NULL, 0, 0);
+  assert_false(wl.training.master_weights);
+}
+
+static void test_gpus_resolve_dp_and_batches(void **state)
+{
+  vs_workload wl;
+  (void)state;
+  /* --gpus 8 with tp = 2: dp = 8 / (tp*pp) = 8 / 2 = 4. */
+  load_ok(&wl, GPT_MODEL "[training]\nmicro_batch = 2\n[parallel]\ntp = 2\n",
+          NULL, 0, 8);
+  assert_true(wl.parallel.dp == 4);
+  assert_true(wl.gpus == 8);
+  /* global_batch = micro_batch * dp = 2 * 4 = 8: one micro-batch a step. */
+  assert_true(wl.training.global_batch == 8);
+  assert_true(wl.grad_accum == 1);
+  /* global_batch 32 over micro_batch * dp = 8: 32 / 8 = 4 accumulations. */
+  load_ok(&wl,
+          GPT_MODEL "[training]\nmicro_batch = 2\nglobal_batch = 32\n"
+                    "[parallel]\ntp = 2\n",
+          NULL, 0, 8);
+  assert_true(wl.grad_accum == 4);
+}
+
+static void test_explicit_dp(void **state)
+{
+  vs_workload wl;
+  (void)state;
+  /* Without --gpus the layout sets the GPU count: tp*pp*dp = 2*1*3 = 6. */
+  load_ok(&wl, GPT_MODEL "[parallel]\ntp = 2\ndp = 3\n", NULL, 0, 0);
+  assert_true(wl.gpus == 6);
+  assert_true(wl.training.global_batch == 3); /* micro_batch 1 * dp 3 */
+  /* --gpus agreeing with dp is fine: 2 * 3 = 6. */
+  load_ok(&wl, GPT_MODEL "[parallel]\ntp = 2\ndp = 3\n", NULL, 0, 6);
+  assert_true(wl.parallel.dp == 3 && wl.gpus == 6);
+}
+
+static void test_shipped_workloads(void **state)
+{
+  vs_workload wl;
+  vs_error err;
+  (void)state;
+  vs_error_clear(&err);
+  /* GPT-3 175B on 1024 GPUs: dp = 1024, global_batch 2048 over
+   * micro_batch 1 * dp 1024 = 2 accumulation steps. */
+  assert_int_equal(vs_workload_load(&wl, VSIM_SOURCE_DIR "/workloads/gpt3-175b.ini",
+                                    NULL, 0, 1024, &err), 0);
+  assert_true(wl.model.hidden == 12288 && wl.model.heads == 96);
+  assert_true(wl.model.ffn_hidden == 4 * 12288);
+  assert_true(wl.parallel.dp == 1024);
+  assert_true(wl.grad_accum == 2);
+  assert_int_equal(wl.training.checkpointing, VS_CKPT_FULL);
+  assert_true(wl.parallel.zero == 3);
+  /* Llama-2-7B on 8 GPUs: 64 / (2 * 8) = 4 accumulation steps. */
+  assert_int_equal(vs_workload_load(&wl, VSIM_SOURCE_DIR "/workloads/llama2-7b.ini",
+                                    NULL, 0, 8, &err), 0);
+  assert_true(wl.model.ffn_hidden == 11008);
+  assert_false(wl.model.tied_embeddings);
+  assert_true(wl.grad_accum == 4);
+  assert_int_equal(err.code, VS_OK);
+}
+
+static void test_origins_record_file_and_line(void **state)
+{
+  char path[128], where[512], want[512];
+  vs_workload wl;
+  vs_error err;
+  (void)state;
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, NULL, 0, 0, &err), 0);
+  assert_string_equal(wl.origins.file, path);
+  /* heads is line 5 of GPT_MODEL. */
+  snprintf(want, sizeof want, "%s:5: [model] heads = 8", path);
+  assert_string_equal(vs_conf_where(vs_workload_keys(), &wl.origins, "model",
+                                    "heads", where, sizeof where),
+                      want);
+}
+
+static void test_key_table(void **state)
+{
+  const vs_keytab *t = vs_workload_keys();
+  (void)state;
+  assert_string_equal(t->kind, "workload");
+  assert_true(t->n_keys <= VS_CONF_MAX_KEYS);
+  /* Every DESIGN key is in the table. */
+  assert_true(vs_conf_find(t, "model", "ffn_hidden") >= 0);
+  assert_true(vs_conf_find(t, "training", "global_batch") >= 0);
+  assert_true(vs_conf_find(t, "parallel", "bucket") >= 0);
+  assert_true(vs_conf_find(t, "runtime", "expandable_segments") >= 0);
+  assert_string_equal(vs_arch_name(VS_ARCH_LLAMA), "llama");
+  assert_string_equal(vs_precision_name(VS_PREC_FP8), "fp8");
+  assert_string_equal(vs_optimizer_name(VS_OPT_ADAM8BIT), "adam8bit");
+  assert_string_equal(vs_checkpointing_name(VS_CKPT_FULL), "full");
+  assert_string_equal(vs_attention_name(VS_ATTN_EAGER), "eager");
+  assert_string_equal(vs_offload_name(VS_OFFLOAD_NVME), "nvme");
+  assert_string_equal(vs_allocator_name(VS_ALLOC_CACHING), "caching");
+}
+
+/* ------------------------------------------------------------------------
+ * --set
+ * ------------------------------------------------------------------------ */
+
+static void test_set_overrides(void **state)
+{
+  static const char *const sets[] = {"training.micro_batch=4",
+                                     "model.heads=16", "parallel.zero=2"};
+  char where[512];
+  vs_workload wl;
+  (void)state;
+  load_ok(&wl, GPT_MODEL "[training]\nmicro_batch = 2\n", sets, 3, 0);
+  assert_true(wl.training.micro_batch == 4); /* --set beats the file's 2 */
+  assert_true(wl.model.heads == 16);
+  /* Derived defaults follow the override: kv_heads = heads = 16. */
+  assert_true(wl.model.kv_heads == 16);
+  assert_true(wl.parallel.zero == 2);
+  assert_true(wl.training.global_batch == 4); /* micro_batch 4 * dp 1 */
+  assert_string_equal(vs_conf_where(vs_workload_keys(), &wl.origins, "training",
+                                    "micro_batch", where, sizeof where),
+                      "--set training.micro_batch=4");
+}
+
+static void test_set_errors(void **state)
+{
+  static const char *const unknown_key[] = {"training.nope=1"};
+  static const char *const unknown_sec[] = {"optim.lr=1"};
+  static const char *const bad_value[] = {"training.precision=fp64"};
+  static const char *const bad_count[] = {"model.layers=many"};
+  static const char *const no_eq[] = {"training.micro_batch"};
+  static const char *const no_dot[] = {"micro_batch=2"};
+  static const char *const dot_after_eq[] = {"micro_batch=2.5"};
+  static const char *const long_name[] = {
+      "training.a_key_name_that_is_much_longer_than_sixty_four_characters_"
+      "in_all=1"};
+  (void)state;
+  load_bad(GPT_MODEL, unknown_key, 1, 0, VS_EINPUT,
+           "--set training.nope: unknown key 'nope' in [training]; valid keys: "
+           "micro_batch, global_batch, precision");
+  load_bad(GPT_MODEL, unknown_sec, 1, 0, VS_EINPUT,
+           "--set optim.lr: unknown section [optim]; valid sections: [model], "
+           "[training], [parallel], [runtime]");
+  load_bad(GPT_MODEL, bad_value, 1, 0, VS_EINPUT,
+           "--set training.precision=fp64: expected bf16, fp16, fp32 or fp8");
+  load_bad(GPT_MODEL, bad_count, 1, 0, VS_EINPUT,
+           "--set model.layers=many: not a number");
+  load_bad(GPT_MODEL, no_eq, 1, 0, VS_EUSAGE,
+           "--set training.micro_batch: expected section.key=value");
+  load_bad(GPT_MODEL, no_dot, 1, 0, VS_EUSAGE,
+           "--set micro_batch=2: expected section.key=value");
+  load_bad(GPT_MODEL, dot_after_eq, 1, 0, VS_EUSAGE,
+           "--set micro_batch=2.5: expected section.key=value");
+  load_bad(GPT_MODEL, long_name, 1, 0, VS_EUSAGE, "name too long");
+}
+
+static void test_set_bad_value_leaves_workload_unchanged(void **state)
+{
+  vs_workload wl, before;
+  vs_error err;
+  (void)state;
+  load_ok(&wl, GPT_MODEL, NULL, 0, 0);
+  before = wl;
+  vs_error_clear(&err);
+  assert_int_equal(vs_workload_set(&wl, "model.layers=0", &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "--set model.layers=0: must be greater than 0"));
+  assert_memory_equal(&wl, &before, sizeof wl);
+  vs_error_clear(&err);
+  assert_int_equal(vs_workload_set(&wl, "model", &err), VS_EUSAGE);
+  assert_memory_equal(&wl, &before, sizeof wl);
+}
+
+/* ------------------------------------------------------------------------
+ * Bad files
+ * ------------------------------------------------------------------------ */
+
+static void test_unreadable_file(void **state)
+{
+  vs_workload wl;
+  vs_error err;
+  (void)state;
+  vs_error_clear(&err);
+  assert_int_equal(vs_workload_load(&wl, "/nonexistent/w.ini", NULL, 0, 0, &err),
+                   VS_EIO);
+  assert_non_null(strstr(err.msg, "/nonexistent/w.ini: cannot read workload file"));
+}
+
+static void test_unknown_section_and_key(void **state)
+{
+  (void)state;
+  /* Line 8 is the first after GPT_MODEL's seven. */
+  load_bad(GPT_MODEL "[optim]\nlr = 1\n", NULL, 0, 0, VS_EINPUT,
+           "@:8: unknown section [optim] in workload file; valid sections: "
+           "[model], [training], [parallel], [runtime]");
+  load_bad(GPT_MODEL "layer = 3\n", NULL, 0, 0, VS_EINPUT,
+           "@:8: unknown key 'layer' in [model]; valid keys: arch, layers, hidden");
+  load_bad(GPT_MODEL "[training]\nlr = 1e-4\n", NULL, 0, 0, VS_EINPUT,
+           "@:9: unknown key 'lr' in [training]");
+}
+
+static void test_missing_required_keys(void **state)
+{
+  static const char *const lines[] = {"arch = gpt\n",  "layers = 2\n",
+                                      "hidden = 64\n", "heads = 8\n",
+                                      "vocab = 1000\n", "seq_len = 128\n"};
+  static const char *const names[] = {"arch",  "layers", "hidden",
+                                      "heads", "vocab",  "seq_len"};
+  char ini[512], want[128];
+  (void)state;
+  /* Drop each required key in turn from a valid model. */
+  for (size_t skip = 0; skip < 6; skip++) {
+    size_t used = (size_t)snprintf(ini, sizeof ini, "[model]\n");
+    for (size_t i = 0; i < 6; i++) {
+      if (i != skip)
+        used += (size_t)snprintf(ini + used, sizeof ini - used, "%s", lines[i]);
+    }
+    snprintf(want, sizeof want, ": missing required key '%s' in [model]",
+             names[skip]);
+    load_bad(ini, NULL, 0, 0, VS_EINPUT, want);
+  }
+  load_bad("", NULL, 0, 0, VS_EINPUT, "@: missing required key 'arch' in [model]");
+}
+
+static void test_llama_needs_ffn_hidden(void **state)
+{
+  (void)state;
+  load_bad("[model]\narch = llama\nlayers = 2\nhidden = 64\nheads = 8\n"
+           "vocab = 1000\nseq_len = 128\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@: missing required key 'ffn_hidden' in [model] (required for "
+           "arch = llama");
+}
+
+static void test_malformed_numbers(void **state)
+{
+  (void)state;
+  /* layers is line 3 of GPT_MODEL; line 9 is the first [training] key. */
+  load_bad("[model]\narch = gpt\nlayers = two\n", NULL, 0, 0, VS_EINPUT,
+           "@:3: [model] layers = two: not a number");
+  load_bad("[model]\narch = gpt\nlayers = 2.5\n", NULL, 0, 0, VS_EINPUT,
+           "@:3: [model] layers = 2.5: must be a whole number");
+  load_bad(GPT_MODEL "[parallel]\nbucket = lots\n", NULL, 0, 0, VS_EINPUT,
+           "@:9: [parallel] bucket = lots: not a number");
+  load_bad(GPT_MODEL "[parallel]\nbucket = 25MB/s\n", NULL, 0, 0, VS_EINPUT,
+           "@:9: [parallel] bucket = 25MB/s: unknown unit");
+  load_bad(GPT_MODEL "dropout = lots\n", NULL, 0, 0, VS_EINPUT,
+           "@:8: [model] dropout = lots: not a number");
+  load_bad(GPT_MODEL "[training]\nmaster_weights = maybe\n", NULL, 0, 0,
+           VS_EINPUT, "@:9: [training] master_weights = maybe: expected true or false");
+  load_bad("[model]\narch = gpt2\n", NULL, 0, 0, VS_EINPUT,
+           "@:2: [model] arch = gpt2: expected gpt, llama or bert");
+  load_bad(GPT_MODEL "[training]\noptimizer = adagrad\n", NULL, 0, 0, VS_EINPUT,
+           "expected adamw, adam, sgd, momentum, adafactor, adam8bit or lion");
+}
+
+static void test_zero_and_negative(void **state)
+{
+  (void)state;
+  load_bad("[model]\nlayers = 0\n", NULL, 0, 0, VS_EINPUT,
+           "@:2: [model] layers = 0: must be greater than 0");
+  load_bad("[model]\nhidden = -64\n", NULL, 0, 0, VS_EINPUT,
+           "@:2: [model] hidden = -64: must not be negative");
+  load_bad(GPT_MODEL "[training]\nmicro_batch = 0\n", NULL, 0, 0, VS_EINPUT,
+           "@:9: [training] micro_batch = 0: must be greater than 0");
+  load_bad(GPT_MODEL "[parallel]\ntp = 0\n", NULL, 0, 0, VS_EINPUT,
+           "@:9: [parallel] tp = 0: must be greater than 0");
+  load_bad(GPT_MODEL "[parallel]\nbucket = 0\n", NULL, 0, 0, VS_EINPUT,
+           "@:9: [parallel] bucket = 0: must be greater than 0");
+  /* zero is a stage 0-3 (hi = 3); dropout a probability below 1. */
+  load_bad(GPT_MODEL "[parallel]\nzero = 4\n", NULL, 0, 0, VS_EINPUT,
+           "@:9: [parallel] zero = 4: must be at most 3");
+  load_bad(GPT_MODEL "dropout = 1\n", NULL, 0, 0, VS_EINPUT,
+           "@:8: [model] dropout = 1: must be at most 0.999");
+  load_bad(GPT_MODEL "dropout = -0.1\n", NULL, 0, 0, VS_EINPUT,
+           "@:8: [model] dropout = -0.1: must be at least 0");
+}
+
+static void test_head_divisibility(void **state)
+{
+  (void)state;
+  /* hidden 64 is not a multiple of 6 heads; heads is on line 5. */
+  load_bad("[model]\narch = gpt\nlayers = 2\nhidden = 64\nheads = 6\n"
+           "vocab = 1000\nseq_len = 128\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:5: [model] heads = 6: hidden (64) must be divisible by heads");
+  /* 8 heads over 3 kv_heads, and more kv_heads than heads. */
+  load_bad(GPT_MODEL "kv_heads = 3\n", NULL, 0, 0, VS_EINPUT,
+           "@:8: [model] kv_heads = 3: heads (8) must be divisible by kv_heads");
+  load_bad(GPT_MODEL "kv_heads = 16\n", NULL, 0, 0, VS_EINPUT,
+           "@:8: [model] kv_heads = 16: heads (8) must be divisible by kv_heads");
+}
+
+static void test_tp_divisibility(void **state)
+{
+  (void)state;
+  /* tp 3 does not divide 8 heads (tp on line 9). */
+  load_bad(GPT_MODEL "[parallel]\ntp = 3\n", NULL, 0, 0, VS_EINPUT,
+           "@:9: [parallel] tp = 3: tp must divide heads (8)");
+  /* tp 4 divides 8 heads but not 2 kv_heads (tp on line 10). */
+  load_bad(GPT_MODEL "kv_heads = 2\n[parallel]\ntp = 4\n", NULL, 0, 0, VS_EINPUT,
+           "@:10: [parallel] tp = 4: tp must divide kv_heads (2)");
+  /* tp 8 divides 8 heads but not ffn_hidden 260 (260 = 8 * 32 + 4). */
+  load_bad(GPT_MODEL "ffn_hidden = 260\n[parallel]\ntp = 8\n", NULL, 0, 0,
+           VS_EINPUT, "@:10: [parallel] tp = 8: tp must divide ffn_hidden (260)");
+  /* Sequence parallelism splits seq_len 100 over tp 8: 100 = 8 * 12 + 4. */
+  load_bad("[model]\narch = gpt\nlayers = 2\nhidden = 64\nheads = 8\n"
+           "vocab = 1000\nseq_len = 100\n[parallel]\ntp = 8\n"
+           "sequence_parallel = true\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:10: [parallel] sequence_parallel = true: sequence parallelism needs "
+           "seq_len (100) divisible by tp (8)");
+}
+
+static void test_global_batch_divisibility(void **state)
+{
+  (void)state;
+  /* micro_batch 2 * dp 3 (from --gpus 3) = 6 does not divide 8. */
+  load_bad(GPT_MODEL "[training]\nmicro_batch = 2\nglobal_batch = 8\n", NULL, 0,
+           3, VS_EINPUT,
+           "@:10: [training] global_batch = 8: global_batch must be a multiple of "
+           "micro_batch * dp = 2 * 3 = 6");
+}
+
+static void test_gpus_argument(void **state)
+{
+  (void)state;
+  /* --gpus 3 over tp*pp = 2. The message names the workload file. */
+  load_bad(GPT_MODEL "[parallel]\ntp = 2\n", NULL, 0, 3, VS_EINPUT,
+           "--gpus 3 is not divisible by tp*pp = 2 (tp = 2, pp = 1 in @)");
+  /* --gpus 8 against dp = 2 with tp 1: tp*pp*dp = 2 (dp on line 9). */
+  load_bad(GPT_MODEL "[parallel]\ndp = 2\n", NULL, 0, 8, VS_EINPUT,
+           "--gpus 8 contradicts @:9: [parallel] dp = 2: tp*pp*dp = 2; drop dp "
+           "or --gpus");
+}
+
+static void test_master_weights_with_fp32(void **state)
+{
+  (void)state;
+  load_bad(GPT_MODEL "[training]\nprecision = fp32\nmaster_weights = true\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:10: [training] master_weights = true: master weights only exist "
+           "when precision is below fp32 (precision = fp32 here)");
+}
+
+static void test_not_simulated_yet(void **state)
+{
+  (void)state;
+  load_bad(GPT_MODEL "[parallel]\npp = 2\n", NULL, 0, 0, VS_EINPUT,
+           "@:9: [parallel] pp = 2: pipeline parallelism (pp > 1) is not "
+           "simulated by this version of vsim yet; use pp = 1");
+  load_bad(GPT_MODEL "[parallel]\nvirtual_stages = 2\n", NULL, 0, 0, VS_EINPUT,
+           "@:9: [parallel] virtual_stages = 2: interleaved schedules need "
+           "pipeline parallelism");
+  /* schedule = interleaved alone names virtual_stages at its default. */
+  load_bad(GPT_MODEL "[parallel]\nschedule = interleaved\n", NULL, 0, 0,
+           VS_EINPUT, "@: [parallel] virtual_stages (default 1): interleaved");
+  load_bad(GPT_MODEL "[parallel]\noffload_optimizer = cpu\n", NULL, 0, 0,
+           VS_EINPUT,
+           "@:9: [parallel] offload_optimizer = cpu: optimizer offload is not "
+           "simulated by this version of vsim yet; use none");
+  load_bad(GPT_MODEL "[parallel]\noffload_params = nvme\n", NULL, 0, 0,
+           VS_EINPUT,
+           "@:9: [parallel] offload_params = nvme: parameter offload is not "
+           "simulated");
+  load_bad(GPT_MODEL "[runtime]\nallocator = caching\n", NULL, 0, 0, VS_EINPUT,
+           "@:9: [runtime] allocator = caching: the caching-allocator emulation "
+           "is not in this version of vsim yet; use exact");
+}
+
+static void test_huge_products_are_errors(void **state)
+{
+  (void)state;
+  /* Sizes far beyond any real job are refused by the keys' bounds before
+   * any product can wrap around 64 bits (micro_batch 2^32 * dp 2^32 = 2^64
+   * would otherwise be a division by zero). */
+  load_bad(GPT_MODEL "[training]\nmicro_batch = 4294967296\n", NULL, 0,
+           4294967296ull, VS_EINPUT,
+           "@:9: [training] micro_batch = 4294967296: must be at most 1000000");
+  load_bad("[model]\narch = gpt\nlayers = 1\nhidden = 2\nheads = 2\n"
+           "vocab = 10\nseq_len = 8\n[parallel]\ntp = 2\n"
+           "dp = 9223372036854775808\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:10: [parallel] dp = 9223372036854775808: must be at most 10000000");
+}
+
+static void test_first_problem_is_reported(void **state)
+{
+  static const char *const sets[] = {"model.nope=1"};
+  (void)state;
+  /* A missing key is reported before any layout problem. */
+  load_bad("[model]\narch = gpt\n[parallel]\ntp = 3\n", NULL, 0, 0, VS_EINPUT,
+           "missing required key 'layers'");
+  /* A file error stops before --set is applied. */
+  load_bad(GPT_MODEL "[training]\nmicro_batch = 0\n", sets, 1, 0, VS_EINPUT,
+           "micro_batch = 0: must be greater than 0");
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_gpt_defaults),
+      cmocka_unit_test(test_llama_defaults),
+      cmocka_unit_test(test_bert_defaults),
+      cmocka_unit_test(test_explicit_values_beat_defaults),
+      cmocka_unit_test(test_master_weights_follow_precision),
+      cmocka_unit_test(test_gpus_resolve_dp_and_batches),
+      cmocka_unit_test(test_explicit_dp),
+      cmocka_unit_test(test_shipped_workloads),
+      cmocka_unit_test(test_origins_record_file_and_line),
+      cmocka_unit_test(test_key_table),
+      cmocka_unit_test(test_set_overrides),
+      cmocka_unit_test(test_set_errors),
+      cmocka_unit_test(test_set_bad_value_leaves_workload_unchanged),
+      cmocka_unit_test(test_unreadable_file),
+      cmocka_unit_test(test_unknown_section_and_key),
+      cmocka_unit_test(test_missing_required_keys),
+      cmocka_unit_test(test_llama_needs_ffn_hidden),
+      cmocka_unit_test(test_malformed_numbers),
+      cmocka_unit_test(test_zero_and_negative),
+      cmocka_unit_test(test_head_divisibility),
+      cmocka_unit_test(test_tp_divisibility),
+      cmocka_unit_test(test_global_batch_divisibility),
+      cmocka_unit_test(test_gpus_argument),
+      cmocka_unit_test(test_master_weights_with_fp32),
+      cmocka_unit_test(test_not_simulated_yet),
+      cmocka_unit_test(test_huge_products_are_errors),
+      cmocka_unit_test(test_first_problem_is_reported),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
