@@ -493,6 +493,33 @@ int vs_conf_set(const vs_keytab *tab, void *target, vs_origins *orig,
   return apply(tab, target, orig, "--set", 0, section, name, value, err);
 }
 
+int vs_conf_assign(const vs_keytab *tab, void *target, vs_origins *orig,
+                   const char *assignment, const char *prefix, vs_error *err)
+{
+  char sec[64], key[64];
+  const char *dot = strchr(assignment, '.');
+  const char *eq = strchr(assignment, '=');
+  size_t ns, nk;
+
+  if (!dot || !eq || dot > eq)
+    return vs_error_set(err, VS_EUSAGE,
+                        "--set %s%s: expected %ssection.key=value (for example "
+                        "--set %s)",
+                        prefix, assignment, prefix,
+                        prefix[0] ? "topology.gpu.memory=40GiB"
+                                  : "training.micro_batch=2");
+  ns = (size_t)(dot - assignment);
+  nk = (size_t)(eq - dot - 1);
+  if (ns >= sizeof sec || nk >= sizeof key)
+    return vs_error_set(err, VS_EUSAGE, "--set %s%s: name too long", prefix,
+                        assignment);
+  memcpy(sec, assignment, ns);
+  sec[ns] = '\0';
+  memcpy(key, dot + 1, nk);
+  key[nk] = '\0';
+  return vs_conf_set(tab, target, orig, sec, key, eq + 1, err);
+}
+
 int vs_conf_check_required(const vs_keytab *tab, const vs_origins *orig,
                            vs_error *err)
 {

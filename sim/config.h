@@ -84,6 +84,12 @@ int vs_conf_set(const vs_keytab *tab, void *target, vs_origins *orig,
                 const char *section, const char *name, const char *value,
                 vs_error *err);
 
+/* Applies "section.key=value" (what follows --set, less `prefix`, which is
+ * "" or "topology." and only used in messages). VS_EUSAGE if the text is
+ * not of that form; otherwise as vs_conf_set. */
+int vs_conf_assign(const vs_keytab *tab, void *target, vs_origins *orig,
+                   const char *assignment, const char *prefix, vs_error *err);
+
 /* Fails with VS_EINPUT naming the first required key that is unset. */
 int vs_conf_check_required(const vs_keytab *tab, const vs_origins *orig,
                            vs_error *err);

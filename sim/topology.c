@@ -60,25 +60,7 @@ static void set_defaults(vs_topology *t)
 
 int vs_topology_set(vs_topology *topo, const char *assignment, vs_error *err)
 {
-  char sec[64], key[64];
-  const char *dot = strchr(assignment, '.');
-  const char *eq = strchr(assignment, '=');
-  size_t ns, nk;
-
-  if (!dot || !eq || dot > eq)
-    return vs_error_set(err, VS_EUSAGE,
-                        "--set topology.%s: expected topology.section.key=value",
-                        assignment);
-  ns = (size_t)(dot - assignment);
-  nk = (size_t)(eq - dot - 1);
-  if (ns >= sizeof sec || nk >= sizeof key)
-    return vs_error_set(err, VS_EUSAGE, "--set topology.%s: name too long",
-                        assignment);
-  memcpy(sec, assignment, ns);
-  sec[ns] = '\0';
-  memcpy(key, dot + 1, nk);
-  key[nk] = '\0';
-  return vs_conf_set(&topology_tab, topo, &topo->origins, sec, key, eq + 1, err);
+  return vs_conf_assign(&topology_tab, topo, &topo->origins, assignment, "topology.", err);
 }
 
 int vs_topology_load(vs_topology *topo, const char *path,

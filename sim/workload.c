@@ -85,25 +85,7 @@ static void set_defaults(vs_workload *wl)
 
 int vs_workload_set(vs_workload *wl, const char *assignment, vs_error *err)
 {
-  char sec[64], key[64];
-  const char *dot = strchr(assignment, '.');
-  const char *eq = strchr(assignment, '=');
-  size_t ns, nk;
-
-  if (!dot || !eq || dot > eq)
-    return vs_error_set(err, VS_EUSAGE,
-                        "--set %s: expected section.key=value (for example "
-                        "--set training.micro_batch=2)",
-                        assignment);
-  ns = (size_t)(dot - assignment);
-  nk = (size_t)(eq - dot - 1);
-  if (ns >= sizeof sec || nk >= sizeof key)
-    return vs_error_set(err, VS_EUSAGE, "--set %s: name too long", assignment);
-  memcpy(sec, assignment, ns);
-  sec[ns] = '\0';
-  memcpy(key, dot + 1, nk);
-  key[nk] = '\0';
-  return vs_conf_set(&workload_tab, wl, &wl->origins, sec, key, eq + 1, err);
+  return vs_conf_assign(&workload_tab, wl, &wl->origins, assignment, "", err);
 }
 
 /* ------------------------------------------------------------------------
