@@ -4,6 +4,8 @@
 #include <csv.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -11,21 +13,32 @@
 
 int vs_csv_open(vs_csv *csv, const char *path, vs_error *err)
 {
-  int fd;
+  int fd = -1;
   memset(csv, 0, sizeof *csv);
-  if (snprintf(csv->path, sizeof csv->path, "%s", path) >= (int)sizeof csv->path ||
-      snprintf(csv->tmp_path, sizeof csv->tmp_path, "%s.tmp.XXXXXX", path) >=
-          (int)sizeof csv->tmp_path)
+  if (snprintf(csv->path, sizeof csv->path, "%s", path) >= (int)sizeof csv->path)
     return vs_error_set(err, VS_EIO, "%s: path too long", path);
-  fd = mkstemp(csv->tmp_path);
-  if (fd < 0)
-    return vs_error_set(err, VS_EIO, "%s: cannot create: %s", path,
-                        strerror(errno));
+  /* A name unique to this process and this vs_csv, created with O_EXCL and
+   * mode 0666 so that the user's umask applies (mkstemp would make 0600). */
+  for (unsigned attempt = 0; fd < 0 && attempt < 100; attempt++) {
+    if (snprintf(csv->tmp_path, sizeof csv->tmp_path, "%s.tmp.%ld.%lx.%u",
+                 path, (long)getpid(), (unsigned long)(uintptr_t)csv,
+                 attempt) >= (int)sizeof csv->tmp_path)
+      return vs_error_set(err, VS_EIO, "%s: path too long", path);
+    fd = open(csv->tmp_path, O_WRONLY | O_CREAT | O_EXCL, 0666);
+    if (fd < 0 && errno != EEXIST)
+      break;
+  }
+  if (fd < 0) {
+    int e = errno;
+    csv->tmp_path[0] = '\0';
+    return vs_error_set(err, VS_EIO, "%s: cannot create: %s", path, strerror(e));
+  }
   csv->f = fdopen(fd, "w");
   if (!csv->f) {
     int e = errno;
     close(fd);
     unlink(csv->tmp_path);
+    csv->tmp_path[0] = '\0';
     return vs_error_set(err, VS_EIO, "%s: cannot write: %s", path, strerror(e));
   }
   return 0;
@@ -104,6 +117,7 @@ void vs_csv_header(vs_csv *csv, const char *names)
 int vs_csv_commit(vs_csv *csv, vs_error *err)
 {
   int e = 0;
+  errno = 0;
   if (fflush(csv->f) != 0 || ferror(csv->f) || csv->failed)
     e = errno ? errno : EIO;
   if (fclose(csv->f) != 0 && !e)
@@ -125,7 +139,8 @@ void vs_csv_abort(vs_csv *csv)
     fclose(csv->f);
     csv->f = NULL;
   }
-  unlink(csv->tmp_path);
+  if (csv->tmp_path[0])
+    unlink(csv->tmp_path);
 }
 
 int vs_make_dir(const char *dir, vs_error *err)

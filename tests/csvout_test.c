@@ -1,0 +1,276 @@
+/* csvout_test.c - atomic CSV output: exact file contents, libcsv quoting,
+ * the temporary-then-rename protocol, abort, and vs_make_dir. */
+#include "csvout.h"
+#include "testutil.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Entries in dir other than . and .. */
+static int count_entries(const char *dir)
+{
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  int n = 0;
+  assert_non_null(d);
+  while ((e = readdir(d)) != NULL)
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+      n++;
+  closedir(d);
+  return n;
+}
+
+static bool exists(const char *path)
+{
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+static void test_header_and_rows(void **state)
+{
+  char dir[64], path[128];
+  vs_csv csv;
+  vs_error err;
+  char *text;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/ops.csv", dir);
+  vs_error_clear(&err);
+  assert_int_equal(vs_csv_open(&csv, path, &err), 0);
+  vs_csv_header(&csv, "rank,op,delta_bytes,flops,start_s");
+  vs_csv_u64(&csv, 3);
+  vs_csv_text(&csv, "qkv_proj");
+  vs_csv_i64(&csv, -4096);
+  vs_csv_real(&csv, 1.5e12);
+  vs_csv_seconds(&csv, 0.25);
+  vs_csv_row(&csv);
+  vs_csv_u64(&csv, UINT64_MAX);
+  vs_csv_text(&csv, "");
+  vs_csv_i64(&csv, INT64_MIN);
+  vs_csv_real(&csv, 1.0 / 3.0);
+  vs_csv_seconds(&csv, 1e-9);
+  vs_csv_row(&csv);
+  assert_int_equal(vs_csv_commit(&csv, &err), 0);
+  text = tu_read_file(path);
+  assert_non_null(text);
+  /* Numbers plainly: %llu, %lld, %.9g (1.5e12 -> "1.5e+12", 1/3 ->
+   * "0.333333333"), %.9f (0.25 -> "0.250000000", 1 ns -> "0.000000001").
+   * An empty text field needs no quotes. */
+  assert_string_equal(text,
+                      "rank,op,delta_bytes,flops,start_s\n"
+                      "3,qkv_proj,-4096,1.5e+12,0.250000000\n"
+                      "18446744073709551615,,-9223372036854775808,"
+                      "0.333333333,0.000000001\n");
+  free(text);
+  tu_remove_dir(dir);
+}
+
+static void test_quoting(void **state)
+{
+  char dir[64], path[128];
+  vs_csv csv;
+  vs_error err;
+  char *text;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/q.csv", dir);
+  vs_error_clear(&err);
+  assert_int_equal(vs_csv_open(&csv, path, &err), 0);
+  vs_csv_text(&csv, "plain");
+  vs_csv_text(&csv, "a,b");          /* comma */
+  vs_csv_text(&csv, "say \"hi\"");   /* quotes are doubled (RFC 4180) */
+  vs_csv_text(&csv, "two\nlines");   /* newline */
+  vs_csv_row(&csv);
+  assert_int_equal(vs_csv_commit(&csv, &err), 0);
+  text = tu_read_file(path);
+  assert_non_null(text);
+  assert_string_equal(text,
+                      "plain,\"a,b\",\"say \"\"hi\"\"\",\"two\nlines\"\n");
+  free(text);
+  tu_remove_dir(dir);
+}
+
+static void test_atomic_commit(void **state)
+{
+  char dir[64], path[128];
+  vs_csv csv;
+  vs_error err;
+  char *text;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/summary.csv", dir);
+  vs_error_clear(&err);
+  assert_int_equal(vs_csv_open(&csv, path, &err), 0);
+  vs_csv_header(&csv, "a,b");
+  /* Before commit only the temporary file exists, beside the destination
+   * and named after it (csvout.h). */
+  assert_false(exists(path));
+  assert_true(exists(csv.tmp_path));
+  assert_int_equal(strncmp(csv.tmp_path, path, strlen(path)), 0);
+  assert_int_equal(count_entries(dir), 1);
+  assert_int_equal(vs_csv_commit(&csv, &err), 0);
+  /* After: the destination, and nothing else */
+  assert_true(exists(path));
+  assert_false(exists(csv.tmp_path));
+  assert_int_equal(count_entries(dir), 1);
+  text = tu_read_file(path);
+  assert_non_null(text);
+  assert_string_equal(text, "a,b\n");
+  free(text);
+  tu_remove_dir(dir);
+}
+
+/* The file gets the permissions any file the user creates gets: 0666 less
+ * the umask (0644 under umask 022), not mkstemp's owner-only 0600. */
+static void test_commit_respects_umask(void **state)
+{
+  char dir[64], path[128];
+  vs_csv csv;
+  vs_error err;
+  struct stat st;
+  mode_t old = umask(022);
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/ops.csv", dir);
+  vs_error_clear(&err);
+  assert_int_equal(vs_csv_open(&csv, path, &err), 0);
+  vs_csv_header(&csv, "a");
+  assert_int_equal(vs_csv_commit(&csv, &err), 0);
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0644);
+  umask(old);
+  tu_remove_dir(dir);
+}
+
+static void test_commit_replaces_existing(void **state)
+{
+  char dir[64], path[128];
+  vs_csv csv;
+  vs_error err;
+  FILE *f;
+  char *text;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/out.csv", dir);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("old contents\n", f);
+  fclose(f);
+  vs_error_clear(&err);
+  assert_int_equal(vs_csv_open(&csv, path, &err), 0);
+  vs_csv_header(&csv, "x");
+  /* the old file is intact until commit */
+  text = tu_read_file(path);
+  assert_string_equal(text, "old contents\n");
+  free(text);
+  assert_int_equal(vs_csv_commit(&csv, &err), 0);
+  text = tu_read_file(path);
+  assert_string_equal(text, "x\n");
+  free(text);
+  assert_int_equal(count_entries(dir), 1);
+  tu_remove_dir(dir);
+}
+
+static void test_abort_leaves_nothing(void **state)
+{
+  char dir[64], path[128];
+  vs_csv csv;
+  vs_error err;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/timeline.csv", dir);
+  vs_error_clear(&err);
+  assert_int_equal(vs_csv_open(&csv, path, &err), 0);
+  vs_csv_header(&csv, "time_s,rank");
+  vs_csv_seconds(&csv, 1.0);
+  vs_csv_u64(&csv, 0);
+  vs_csv_row(&csv);
+  assert_int_equal(count_entries(dir), 1); /* the temporary file */
+  vs_csv_abort(&csv);
+  assert_false(exists(path));
+  assert_int_equal(count_entries(dir), 0);
+  tu_remove_dir(dir);
+}
+
+static void test_open_missing_dir(void **state)
+{
+  char dir[64], path[192];
+  vs_csv csv;
+  vs_error err;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/no-such-dir/summary.csv", dir);
+  vs_error_clear(&err);
+  assert_int_equal(vs_csv_open(&csv, path, &err), VS_EIO);
+  assert_int_equal(err.code, VS_EIO);
+  /* the message names the destination the user asked for */
+  assert_non_null(strstr(err.msg, path));
+  assert_non_null(strstr(err.msg, "cannot create"));
+  assert_int_equal(count_entries(dir), 0);
+  tu_remove_dir(dir);
+}
+
+static void test_make_dir(void **state)
+{
+  char dir[64], sub[128], file[128];
+  vs_error err;
+  struct stat st;
+  FILE *f;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(sub, sizeof sub, "%s/csv", dir);
+  snprintf(file, sizeof file, "%s/plain", dir);
+
+  /* creates */
+  vs_error_clear(&err);
+  assert_int_equal(vs_make_dir(sub, &err), 0);
+  assert_int_equal(stat(sub, &st), 0);
+  assert_true(S_ISDIR(st.st_mode));
+  /* accepts an existing directory */
+  assert_int_equal(vs_make_dir(sub, &err), 0);
+  assert_int_equal(err.code, VS_OK);
+
+  /* rejects a regular file, naming it */
+  f = fopen(file, "w");
+  assert_non_null(f);
+  fclose(f);
+  assert_int_equal(vs_make_dir(file, &err), VS_EIO);
+  assert_non_null(strstr(err.msg, file));
+  assert_non_null(strstr(err.msg, "not a directory"));
+
+  /* a parent that does not exist: mkdir fails (no -p) */
+  {
+    char deep[192];
+    vs_error err2;
+    snprintf(deep, sizeof deep, "%s/a/b", dir);
+    vs_error_clear(&err2);
+    assert_int_equal(vs_make_dir(deep, &err2), VS_EIO);
+    assert_non_null(strstr(err2.msg, deep));
+  }
+  rmdir(sub);
+  tu_remove_dir(dir);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_header_and_rows),
+      cmocka_unit_test(test_quoting),
+      cmocka_unit_test(test_atomic_commit),
+      cmocka_unit_test(test_commit_respects_umask),
+      cmocka_unit_test(test_commit_replaces_existing),
+      cmocka_unit_test(test_abort_leaves_nothing),
+      cmocka_unit_test(test_open_missing_dir),
+      cmocka_unit_test(test_make_dir),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,625 @@
+/* engine_test.c - the discrete-event engine on programs built by hand.
+ *
+ * Each test writes a small vs_program the way vs_schedule_build would:
+ * ops in topological order, stream_ops[] listing each stream's ops with
+ * ops[].pos their index there, deps[] and effects[] contiguous per op, every
+ * buffer allocated once and freed at most once. Durations are round
+ * nanosecond counts so every expected time is a sum of them. */
+#include "engine.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { C = VS_STREAM_COMPUTE, M = VS_STREAM_COMM };
+
+/* ------------------------------------------------------------------------
+ * Building programs by hand
+ * ------------------------------------------------------------------------ */
+
+/* Empty program with room for max ops (and as many deps, effects and
+ * buffers per op as the tests use). */
+static void prog_init(vs_program *p, size_t max)
+{
+  memset(p, 0, sizeof *p);
+  p->cap_ops = max;
+  p->cap_deps = 4 * max;
+  p->cap_effects = 4 * max;
+  p->cap_buffers = 2 * max;
+  p->ops = malloc(p->cap_ops * sizeof *p->ops);
+  p->deps = malloc(p->cap_deps * sizeof *p->deps);
+  p->effects = malloc(p->cap_effects * sizeof *p->effects);
+  p->buffers = malloc(p->cap_buffers * sizeof *p->buffers);
+  assert_non_null(p->ops);
+  assert_non_null(p->deps);
+  assert_non_null(p->effects);
+  assert_non_null(p->buffers);
+  for (int s = 0; s < VS_STREAM_N; s++) {
+    p->cap_stream_ops[s] = max;
+    p->stream_ops[s] = malloc(max * sizeof *p->stream_ops[s]);
+    assert_non_null(p->stream_ops[s]);
+  }
+}
+
+/* Appends an op on stream that waits for deps[0..n_deps). Its effects must
+ * be added (prog_effect) before the next op. */
+static uint32_t prog_op(vs_program *p, int stream, const char *name,
+                        uint64_t dur_ns, const uint32_t *deps, size_t n_deps)
+{
+  uint32_t idx = (uint32_t)p->n_ops;
+  vs_pop *op = &p->ops[idx];
+  assert_true(p->n_ops < p->cap_ops);
+  assert_true(p->n_deps + n_deps <= p->cap_deps);
+  memset(op, 0, sizeof *op);
+  snprintf(op->name, sizeof op->name, "%s", name);
+  op->layer = -1;
+  op->microbatch = -1;
+  op->stream = (uint8_t)stream;
+  op->phase = VS_PHASE_FWD;
+  op->dur_ns = dur_ns;
+  op->first_dep = (uint32_t)p->n_deps;
+  op->n_deps = (uint32_t)n_deps;
+  for (size_t i = 0; i < n_deps; i++) {
+    assert_true(deps[i] < idx); /* topological order */
+    p->deps[p->n_deps++] = deps[i];
+  }
+  op->first_effect = (uint32_t)p->n_effects;
+  op->pos = (uint32_t)p->n_stream_ops[stream];
+  p->stream_ops[stream][p->n_stream_ops[stream]++] = idx;
+  p->n_ops++;
+  return idx;
+}
+
+static uint32_t prog_buffer(vs_program *p, uint64_t bytes, int category)
+{
+  assert_true(p->n_buffers < p->cap_buffers);
+  p->buffers[p->n_buffers].bytes = bytes;
+  p->buffers[p->n_buffers].category = category;
+  return (uint32_t)p->n_buffers++;
+}
+
+/* Adds an effect to the newest op (effects are contiguous per op). */
+static void prog_effect(vs_program *p, uint32_t op, uint32_t buf, bool at_end,
+                        bool is_free)
+{
+  assert_int_equal(op, p->n_ops - 1);
+  assert_true(p->n_effects < p->cap_effects);
+  p->effects[p->n_effects].buffer = buf;
+  p->effects[p->n_effects].at_end = at_end;
+  p->effects[p->n_effects].is_free = is_free;
+  p->n_effects++;
+  p->ops[op].n_effects++;
+}
+
+/* Runs n ranks of prog (capacity cap, framework fw) recording everything
+ * with invariant checks on; returns vs_engine_run's code. */
+static int run_ranks(vs_rank *ranks, size_t n, const vs_program *prog,
+                     uint64_t cap, uint64_t fw, vs_engine_stats *stats,
+                     vs_error *err)
+{
+  vs_engine_opts opts = {true, true, true};
+  for (size_t i = 0; i < n; i++)
+    vs_rank_init(&ranks[i], (uint32_t)i, prog, cap, fw);
+  vs_error_clear(err);
+  return vs_engine_run(ranks, n, &opts, stats, err);
+}
+
+static void run_one(vs_rank *rank, const vs_program *prog,
+                    vs_engine_stats *stats)
+{
+  vs_error err;
+  if (run_ranks(rank, 1, prog, UINT64_MAX / 2, 0, stats, &err) != 0)
+    fail_msg("engine: %s", err.msg);
+}
+
+/* The span of op (spans are recorded in start order, one per op). */
+static const vs_op_span *span_of(const vs_rank *r, uint32_t op)
+{
+  for (size_t i = 0; i < r->n_spans; i++)
+    if (r->spans[i].op == op)
+      return &r->spans[i];
+  fail_msg("op %u has no span", op);
+  return NULL;
+}
+
+static void assert_span(const vs_rank *r, uint32_t op, uint64_t start,
+                        uint64_t end)
+{
+  const vs_op_span *s = span_of(r, op);
+  if (s->start_ns != start || s->end_ns != end)
+    fail_msg("op %u ran [%llu, %llu], expected [%llu, %llu]", op,
+             (unsigned long long)s->start_ns, (unsigned long long)s->end_ns,
+             (unsigned long long)start, (unsigned long long)end);
+}
+
+/* ------------------------------------------------------------------------
+ * Timing
+ * ------------------------------------------------------------------------ */
+
+static void test_one_stream_in_order(void **state)
+{
+  vs_program p;
+  vs_rank r;
+  vs_engine_stats st;
+  uint32_t a, b, c;
+  (void)state;
+  prog_init(&p, 8);
+  a = prog_op(&p, C, "a", 10, NULL, 0);
+  b = prog_op(&p, C, "b", 20, NULL, 0);
+  c = prog_op(&p, C, "c", 30, NULL, 0);
+  run_one(&r, &p, &st);
+  /* back to back, in stream order: [0,10] [10,30] [30,60] */
+  assert_int_equal(r.n_spans, 3);
+  assert_int_equal(r.spans[0].op, a);
+  assert_int_equal(r.spans[1].op, b);
+  assert_int_equal(r.spans[2].op, c);
+  assert_span(&r, a, 0, 10);
+  assert_span(&r, b, 10, 30);
+  assert_span(&r, c, 30, 60);
+  assert_int_equal(r.end_ns, 60);   /* 10 + 20 + 30 */
+  assert_int_equal(st.end_ns, 60);
+  assert_int_equal(st.events, 3);   /* one completion per op */
+  assert_int_equal(r.done[C], 3);
+  assert_int_equal(r.n_timeline, 0); /* no memory effects */
+  vs_rank_fini(&r);
+  vs_program_fini(&p);
+}
+
+static void test_comm_overlaps_compute(void **state)
+{
+  vs_program p;
+  vs_rank r;
+  vs_engine_stats st;
+  uint32_t c0, m0, c1, c2, c3;
+  (void)state;
+  prog_init(&p, 8);
+  c0 = prog_op(&p, C, "bwd0", 100, NULL, 0);
+  m0 = prog_op(&p, M, "all_reduce", 250, &c0, 1);
+  c1 = prog_op(&p, C, "bwd1", 100, NULL, 0);
+  c2 = prog_op(&p, C, "bwd2", 100, NULL, 0);
+  c3 = prog_op(&p, C, "optimizer", 40, &m0, 1);
+  run_one(&r, &p, &st);
+  assert_span(&r, c0, 0, 100);
+  /* starts the moment its dependency ends, runs 250 ns on its own stream */
+  assert_span(&r, m0, 100, 350);
+  /* later compute is not held back by the collective: overlaps it */
+  assert_span(&r, c1, 100, 200);
+  assert_span(&r, c2, 200, 300);
+  /* the optimizer waits for the all-reduce (350), not its stream (300) */
+  assert_span(&r, c3, 350, 390);
+  assert_int_equal(st.end_ns, 390); /* 350 + 40 */
+  assert_int_equal(st.events, 5);
+  vs_rank_fini(&r);
+  vs_program_fini(&p);
+}
+
+static void test_waits_on_other_stream(void **state)
+{
+  vs_program p;
+  vs_rank r;
+  vs_engine_stats st;
+  uint32_t g, c0, c1, d[2];
+  (void)state;
+  prog_init(&p, 8);
+  g = prog_op(&p, M, "gather", 500, NULL, 0);
+  c0 = prog_op(&p, C, "early", 30, NULL, 0);
+  d[0] = g;
+  d[1] = c0;
+  c1 = prog_op(&p, C, "needs_gather", 10, d, 2);
+  run_one(&r, &p, &st);
+  assert_span(&r, g, 0, 500);
+  assert_span(&r, c0, 0, 30);
+  /* compute idles from 30 to 500 until the gather ends */
+  assert_span(&r, c1, 500, 510);
+  assert_int_equal(st.end_ns, 510);
+  vs_rank_fini(&r);
+  vs_program_fini(&p);
+}
+
+static void test_zero_duration_and_same_time_chain(void **state)
+{
+  vs_program p;
+  vs_rank r;
+  vs_engine_stats st;
+  uint32_t a, b, c;
+  (void)state;
+  prog_init(&p, 8);
+  a = prog_op(&p, C, "setup", 0, NULL, 0);
+  b = prog_op(&p, M, "zero", 0, &a, 1);
+  c = prog_op(&p, C, "after", 5, &b, 1);
+  run_one(&r, &p, &st);
+  /* all start at t = 0: zero-length ops still complete as events */
+  assert_span(&r, a, 0, 0);
+  assert_span(&r, b, 0, 0);
+  assert_span(&r, c, 0, 5);
+  assert_int_equal(st.events, 3);
+  assert_int_equal(st.end_ns, 5);
+  vs_rank_fini(&r);
+  vs_program_fini(&p);
+}
+
+/* ------------------------------------------------------------------------
+ * Memory effects
+ * ------------------------------------------------------------------------ */
+
+/* setup (0 ns) holds 1000 B of params; fwd (100 ns) has a 200 B temp for its
+ * duration and saves 400 B of activations at its end; a gather on the comm
+ * stream (150 ns) holds 300 B of temp; bwd (100 ns) has a 250 B temp and
+ * frees the activations at its end.
+ *   t=0   params +1000, fwd temp +200, gather +300          -> 1500
+ *   t=100 fwd temp -200, act +400 (fwd end), bwd temp +250  -> 1950 (peak)
+ *   t=150 gather -300                                       -> 1650
+ *   t=200 bwd temp -250, act -400                           -> 1000 */
+static void memory_program(vs_program *p)
+{
+  uint32_t setup, fwd, gather, bwd, par, t1, act, g, t2;
+  prog_init(p, 8);
+  setup = prog_op(p, C, "setup", 0, NULL, 0);
+  par = prog_buffer(p, 1000, VS_CAT_PARAMS);
+  prog_effect(p, setup, par, false, false);
+  fwd = prog_op(p, C, "fwd", 100, NULL, 0);
+  t1 = prog_buffer(p, 200, VS_CAT_TEMP);
+  act = prog_buffer(p, 400, VS_CAT_ACTIVATIONS);
+  prog_effect(p, fwd, t1, false, false);
+  prog_effect(p, fwd, t1, true, true);
+  prog_effect(p, fwd, act, true, false);
+  gather = prog_op(p, M, "gather", 150, &setup, 1);
+  g = prog_buffer(p, 300, VS_CAT_TEMP);
+  prog_effect(p, gather, g, false, false);
+  prog_effect(p, gather, g, true, true);
+  bwd = prog_op(p, C, "bwd", 100, &fwd, 1);
+  t2 = prog_buffer(p, 250, VS_CAT_TEMP);
+  prog_effect(p, bwd, t2, false, false);
+  prog_effect(p, bwd, t2, true, true);
+  prog_effect(p, bwd, act, true, true);
+}
+
+static void test_memory_effects_start_and_end(void **state)
+{
+  vs_program p;
+  vs_rank r;
+  vs_engine_stats st;
+  (void)state;
+  memory_program(&p);
+  run_one(&r, &p, &st);
+  /* Peak 1000 + 400 + 300 + 250 = 1950 at t = 100 when bwd (op 3) starts.
+   * Had the activations been allocated at fwd's start, the peak would be
+   * 1000 + 200 + 400 + 300 = 1900 at t = 0 (op 2) instead. */
+  assert_int_equal(r.mem.peak_allocated_bytes, 1950);
+  assert_int_equal(r.mem.peak_t_ns, 100);
+  assert_int_equal(r.mem.peak_op, 3);
+  assert_int_equal(r.mem.at_peak[VS_CAT_PARAMS], 1000);
+  assert_int_equal(r.mem.at_peak[VS_CAT_ACTIVATIONS], 400);
+  assert_int_equal(r.mem.at_peak[VS_CAT_TEMP], 550); /* gather 300 + bwd 250 */
+  /* everything but the params is freed by the end */
+  assert_int_equal(r.mem.allocated_bytes, 1000);
+  assert_int_equal(r.mem.by_cat[VS_CAT_PARAMS], 1000);
+  assert_int_equal(r.mem.by_cat[VS_CAT_TEMP], 0);
+  assert_int_equal(r.mem.by_cat[VS_CAT_ACTIVATIONS], 0);
+  assert_false(r.mem.oom.happened);
+  assert_int_equal(st.end_ns, 200); /* bwd: 100 + 100 */
+  vs_rank_fini(&r);
+  vs_program_fini(&p);
+}
+
+static void test_timeline_rows(void **state)
+{
+  /* The nine memory events of memory_program, in the order the engine
+   * applies them: at equal times, an op's end effects, then the starts of
+   * what it released, compute stream before comm. */
+  static const vs_mem_event want[] = {
+      {0, 0, VS_CAT_PARAMS, 1000, 1000, 1000},
+      {0, 1, VS_CAT_TEMP, 200, 1200, 1200},
+      {0, 2, VS_CAT_TEMP, 300, 1500, 1500},
+      {100, 1, VS_CAT_TEMP, -200, 1300, 1300},
+      {100, 1, VS_CAT_ACTIVATIONS, 400, 1700, 1700},
+      {100, 3, VS_CAT_TEMP, 250, 1950, 1950},
+      {150, 2, VS_CAT_TEMP, -300, 1650, 1650},
+      {200, 3, VS_CAT_TEMP, -250, 1400, 1400},
+      {200, 3, VS_CAT_ACTIVATIONS, -400, 1000, 1000},
+  };
+  vs_program p;
+  vs_rank r;
+  vs_engine_stats st;
+  (void)state;
+  memory_program(&p);
+  run_one(&r, &p, &st);
+  assert_int_equal(r.n_timeline, sizeof want / sizeof want[0]);
+  for (size_t i = 0; i < r.n_timeline; i++) {
+    const vs_mem_event *e = &r.timeline[i];
+    if (e->t_ns != want[i].t_ns || e->op != want[i].op ||
+        e->category != want[i].category ||
+        e->delta_bytes != want[i].delta_bytes ||
+        e->allocated_bytes != want[i].allocated_bytes ||
+        e->reserved_bytes != want[i].reserved_bytes)
+      fail_msg("timeline row %zu: t=%llu op=%u cat=%d delta=%lld alloc=%llu",
+               i, (unsigned long long)e->t_ns, e->op, e->category,
+               (long long)e->delta_bytes,
+               (unsigned long long)e->allocated_bytes);
+  }
+  /* spans, in start order: setup [0,0], fwd [0,100], gather [0,150],
+   * bwd [100,200] */
+  assert_int_equal(r.n_spans, 4);
+  for (uint32_t i = 0; i < 4; i++)
+    assert_int_equal(r.spans[i].op, i);
+  assert_span(&r, 0, 0, 0);
+  assert_span(&r, 1, 0, 100);
+  assert_span(&r, 2, 0, 150);
+  assert_span(&r, 3, 100, 200);
+  vs_rank_fini(&r);
+  vs_program_fini(&p);
+}
+
+static void test_no_recording_when_not_asked(void **state)
+{
+  vs_program p;
+  vs_rank r;
+  vs_engine_stats st;
+  vs_engine_opts opts = {false, false, false};
+  vs_error err;
+  (void)state;
+  memory_program(&p);
+  vs_rank_init(&r, 0, &p, 1u << 20, 0);
+  vs_error_clear(&err);
+  assert_int_equal(vs_engine_run(&r, 1, &opts, &st, &err), 0);
+  assert_int_equal(r.n_timeline, 0);
+  assert_int_equal(r.n_spans, 0);
+  assert_null(r.timeline);
+  /* the memory is tracked all the same */
+  assert_int_equal(r.mem.peak_allocated_bytes, 1950);
+  vs_rank_fini(&r);
+  vs_program_fini(&p);
+}
+
+static void test_oom_at_exact_op(void **state)
+{
+  vs_program p;
+  vs_rank r;
+  vs_engine_stats st;
+  vs_error err;
+  (void)state;
+  memory_program(&p);
+  /* 1800 B GPU with 100 B framework: 1700 B fit (t = 100 after fwd ends:
+   * 1700 + 100 = 1800), the bwd temp (+250 at t = 100, op 3) does not. */
+  assert_int_equal(run_ranks(&r, 1, &p, 1800, 100, &st, &err), 0);
+  assert_true(r.mem.oom.happened);
+  assert_int_equal(r.mem.oom.op, 3);
+  assert_int_equal(r.mem.oom.t_ns, 100);
+  assert_int_equal(r.mem.oom.requested_bytes, 250);
+  assert_int_equal(r.mem.oom.in_use_bytes, 1800); /* 1700 + 100 framework */
+  assert_int_equal(r.mem.oom.category, VS_CAT_TEMP);
+  /* the run goes on to the end regardless */
+  assert_int_equal(st.events, 4);
+  assert_int_equal(r.mem.peak_used_bytes, 2050); /* 1950 + 100 */
+  vs_rank_fini(&r);
+  vs_program_fini(&p);
+}
+
+/* ------------------------------------------------------------------------
+ * Schedule bugs are errors, not hangs or crashes
+ * ------------------------------------------------------------------------ */
+
+static void test_deadlock_is_an_error(void **state)
+{
+  vs_program p;
+  vs_rank r;
+  vs_engine_stats st;
+  vs_error err;
+  uint32_t dep;
+  (void)state;
+  prog_init(&p, 8);
+  prog_op(&p, C, "fine", 10, NULL, 0);
+  prog_op(&p, M, "comm_ok", 10, NULL, 0);
+  /* op 2 (compute) waits for op 3 (comm), which waits for op 2. Written
+   * directly, since prog_op insists on topological order. */
+  prog_op(&p, C, "stuck_compute", 10, NULL, 0);
+  prog_op(&p, M, "stuck_comm", 10, NULL, 0);
+  dep = 3;
+  p.ops[2].first_dep = (uint32_t)p.n_deps;
+  p.ops[2].n_deps = 1;
+  p.deps[p.n_deps++] = dep;
+  dep = 2;
+  p.ops[3].first_dep = (uint32_t)p.n_deps;
+  p.ops[3].n_deps = 1;
+  p.deps[p.n_deps++] = dep;
+  assert_int_equal(run_ranks(&r, 1, &p, 1000, 0, &st, &err), VS_EINPUT);
+  assert_int_equal(err.code, VS_EINPUT);
+  assert_non_null(strstr(err.msg, "deadlocked"));
+  /* names the first stuck stream (compute) and its op */
+  assert_non_null(strstr(err.msg, "stream compute"));
+  assert_non_null(strstr(err.msg, "stuck_compute"));
+  /* the two runnable ops completed before it stalled */
+  assert_int_equal(st.events, 2);
+  vs_rank_fini(&r);
+  vs_program_fini(&p);
+}
+
+static void test_dep_on_own_stream_later_op(void **state)
+{
+  vs_program p;
+  vs_rank r;
+  vs_engine_stats st;
+  vs_error err;
+  uint32_t dep = 1;
+  (void)state;
+  prog_init(&p, 8);
+  prog_op(&p, C, "first", 10, NULL, 0);
+  prog_op(&p, C, "second", 10, NULL, 0);
+  /* op 0 waits for op 1, which its own stream runs after it */
+  p.ops[0].first_dep = (uint32_t)p.n_deps;
+  p.ops[0].n_deps = 1;
+  p.deps[p.n_deps++] = dep;
+  assert_int_equal(run_ranks(&r, 1, &p, 1000, 0, &st, &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "'first'"));
+  assert_int_equal(st.events, 0);
+  vs_rank_fini(&r);
+  vs_program_fini(&p);
+}
+
+static void test_free_never_allocated(void **state)
+{
+  vs_program p;
+  vs_rank r;
+  vs_engine_stats st;
+  vs_error err;
+  uint32_t op, buf;
+  (void)state;
+  prog_init(&p, 8);
+  op = prog_op(&p, C, "bad_free", 10, NULL, 0);
+  buf = prog_buffer(&p, 64, VS_CAT_ACTIVATIONS);
+  prog_effect(&p, op, buf, true, true);
+  assert_int_equal(run_ranks(&r, 1, &p, 1000, 0, &st, &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "bad_free"));
+  assert_non_null(strstr(err.msg, "free 64 bytes of activations"));
+  vs_rank_fini(&r);
+  vs_program_fini(&p);
+}
+
+/* ------------------------------------------------------------------------
+ * Determinism and many ranks
+ * ------------------------------------------------------------------------ */
+
+static uint32_t lcg_next(uint32_t *s)
+{
+  *s = *s * 1664525u + 1013904223u;
+  return *s >> 8;
+}
+
+/* A pseudo-random valid program of n ops: random streams and durations
+ * (some zero, many equal), up to two deps on earlier ops, each op allocates
+ * a buffer at its start or end and frees the buffer of its first dependency
+ * (which has ended before it starts) if nobody freed it yet. */
+static void random_program(vs_program *p, size_t n, uint32_t seed)
+{
+  uint32_t rng = seed;
+  bool *freed = calloc(n, sizeof *freed);
+  uint32_t *buf_of = calloc(n, sizeof *buf_of);
+  assert_non_null(freed);
+  assert_non_null(buf_of);
+  prog_init(p, n);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t deps[2];
+    size_t n_deps = 0;
+    int stream = lcg_next(&rng) % 3 == 0 ? M : C;
+    uint64_t dur = (lcg_next(&rng) % 5) * 10; /* 0..40: many ties */
+    uint32_t op;
+    if (i > 0)
+      for (uint32_t k = lcg_next(&rng) % 3; k > 0; k--)
+        deps[n_deps++] = lcg_next(&rng) % i;
+    op = prog_op(p, stream, "r", dur, deps, n_deps);
+    buf_of[op] = prog_buffer(p, 1 + lcg_next(&rng) % 1000,
+                             (int)(lcg_next(&rng) % VS_CAT_FRAMEWORK));
+    prog_effect(p, op, buf_of[op], lcg_next(&rng) % 2, false);
+    if (n_deps > 0 && !freed[deps[0]]) {
+      freed[deps[0]] = true;
+      prog_effect(p, op, buf_of[deps[0]], lcg_next(&rng) % 2, true);
+    }
+  }
+  free(freed);
+  free(buf_of);
+}
+
+static void assert_same_run(const vs_rank *a, const vs_rank *b)
+{
+  assert_int_equal(a->end_ns, b->end_ns);
+  assert_int_equal(a->n_spans, b->n_spans);
+  for (size_t i = 0; i < a->n_spans; i++) {
+    assert_int_equal(a->spans[i].op, b->spans[i].op);
+    assert_int_equal(a->spans[i].start_ns, b->spans[i].start_ns);
+    assert_int_equal(a->spans[i].end_ns, b->spans[i].end_ns);
+  }
+  assert_int_equal(a->n_timeline, b->n_timeline);
+  for (size_t i = 0; i < a->n_timeline; i++) {
+    assert_int_equal(a->timeline[i].t_ns, b->timeline[i].t_ns);
+    assert_int_equal(a->timeline[i].op, b->timeline[i].op);
+    assert_int_equal(a->timeline[i].category, b->timeline[i].category);
+    assert_int_equal(a->timeline[i].delta_bytes, b->timeline[i].delta_bytes);
+    assert_int_equal(a->timeline[i].allocated_bytes,
+                     b->timeline[i].allocated_bytes);
+  }
+  assert_memory_equal(a->mem.by_cat, b->mem.by_cat, sizeof a->mem.by_cat);
+  assert_memory_equal(a->mem.at_peak, b->mem.at_peak, sizeof a->mem.at_peak);
+  assert_int_equal(a->mem.peak_allocated_bytes, b->mem.peak_allocated_bytes);
+  assert_int_equal(a->mem.peak_t_ns, b->mem.peak_t_ns);
+  assert_int_equal(a->mem.peak_op, b->mem.peak_op);
+}
+
+static void test_deterministic(void **state)
+{
+  enum { N = 300 };
+  vs_program p;
+  vs_rank r1, r2;
+  vs_engine_stats s1, s2;
+  (void)state;
+  random_program(&p, N, 7);
+  run_one(&r1, &p, &s1);
+  run_one(&r2, &p, &s2);
+  /* every op ran exactly once, and both runs agree to the nanosecond */
+  assert_int_equal(s1.events, N);
+  assert_int_equal(r1.n_spans, N);
+  assert_int_equal(s1.events, s2.events);
+  assert_int_equal(s1.end_ns, s2.end_ns);
+  assert_same_run(&r1, &r2);
+  /* dependencies held: no op started before any of its deps ended */
+  for (uint32_t i = 0; i < N; i++) {
+    const vs_pop *op = &p.ops[i];
+    for (uint32_t d = 0; d < op->n_deps; d++)
+      assert_true(span_of(&r1, i)->start_ns >=
+                  span_of(&r1, p.deps[op->first_dep + d])->end_ns);
+  }
+  vs_rank_fini(&r1);
+  vs_rank_fini(&r2);
+  vs_program_fini(&p);
+}
+
+static void test_ranks_share_a_program(void **state)
+{
+  enum { N = 200, RANKS = 5 };
+  vs_program p;
+  vs_rank solo, ranks[RANKS];
+  vs_engine_stats s_solo, s_all;
+  vs_error err;
+  (void)state;
+  random_program(&p, N, 99);
+  run_one(&solo, &p, &s_solo);
+  assert_int_equal(run_ranks(ranks, RANKS, &p, UINT64_MAX / 2, 0, &s_all, &err),
+                   0);
+  /* one completion per op per rank: 200 * 5 */
+  assert_int_equal(s_all.events, (uint64_t)N * RANKS);
+  /* ranks do not interact: each matches the rank run alone */
+  assert_int_equal(s_all.end_ns, s_solo.end_ns);
+  for (size_t i = 0; i < RANKS; i++) {
+    assert_int_equal(ranks[i].id, i);
+    assert_ptr_equal(ranks[i].prog, &p);
+    assert_same_run(&ranks[i], &solo);
+    vs_rank_fini(&ranks[i]);
+  }
+  vs_rank_fini(&solo);
+  vs_program_fini(&p);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_one_stream_in_order),
+      cmocka_unit_test(test_comm_overlaps_compute),
+      cmocka_unit_test(test_waits_on_other_stream),
+      cmocka_unit_test(test_zero_duration_and_same_time_chain),
+      cmocka_unit_test(test_memory_effects_start_and_end),
+      cmocka_unit_test(test_timeline_rows),
+      cmocka_unit_test(test_no_recording_when_not_asked),
+      cmocka_unit_test(test_oom_at_exact_op),
+      cmocka_unit_test(test_deadlock_is_an_error),
+      cmocka_unit_test(test_dep_on_own_stream_later_op),
+      cmocka_unit_test(test_free_never_allocated),
+      cmocka_unit_test(test_deterministic),
+      cmocka_unit_test(test_ranks_share_a_program),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,885 @@
+/* schedule_test.c - stage programs built from small workloads: structural
+ * invariants (schedule.h), which collectives appear where for each data- and
+ * tensor-parallel setting, ZeRO-3 gathers, recompute ops, and the roofline.
+ *
+ * The base model is a 4-layer GPT, hidden 256, 4 heads, seq 128, vocab 1000,
+ * bf16 (2-byte params and grads), tied embeddings, dropout 0.1: small enough
+ * that every program builds and runs in milliseconds. Its parameters:
+ *   layer  = qkv 256*768 + 768, attn_out 256*256 + 256, two LayerNorms 4*256,
+ *            mlp_up 256*1024 + 1024, mlp_down 1024*256 + 256  = 789760
+ *   embed  = word 1000*256 + position 128*256                = 288768
+ *   head   = final LayerNorm 2*256 (output layer tied)        = 512
+ *   total  = 288768 + 4*789760 + 512                          = 3448320 */
+#include "testutil.h"
+
+#include "engine.h"
+#include "layout.h"
+#include "memory.h"
+#include "model.h"
+#include "schedule.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LAYERS 4
+#define LAYER_PARAMS 789760ull
+#define EMBED_PARAMS 288768ull
+#define HEAD_PARAMS 512ull
+#define ANY INT_MIN
+
+static const char gpt_small[] =
+    "[model]\narch = gpt\nlayers = 4\nhidden = 256\nheads = 4\n"
+    "vocab = 1000\nseq_len = 128\n";
+
+/* Everything a program is built from, and the program. */
+typedef struct built {
+  vs_workload wl;
+  vs_topology topo;
+  vs_model m;
+  vs_layout lay;
+  vs_program p;
+} built;
+
+static built *build(const char *const *sets, size_t n_sets, uint64_t gpus)
+{
+  built *b = calloc(1, sizeof *b);
+  vs_error err;
+  assert_non_null(b);
+  vs_error_clear(&err);
+  if (tu_load_workload(&b->wl, gpt_small, sets, n_sets, gpus, &err))
+    fail_msg("workload: %s", err.msg);
+  tu_default_topology(&b->topo);
+  if (vs_model_build(&b->wl, &b->m, &err) ||
+      vs_layout_build(&b->wl, &b->topo, &b->m, &b->lay, &err) ||
+      vs_schedule_build(&b->wl, &b->topo, &b->m, &b->lay, 0, &b->p, &err))
+    fail_msg("build: %s", err.msg);
+  return b;
+}
+
+static void destroy(built *b)
+{
+  vs_program_fini(&b->p);
+  free(b);
+}
+
+/* Ops named name (on layer / micro-batch, or ANY). */
+static size_t count_ops(const vs_program *p, const char *name, int layer,
+                        int mb)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    if (strcmp(op->name, name) == 0 && (layer == ANY || op->layer == layer) &&
+        (mb == ANY || op->microbatch == mb))
+      n++;
+  }
+  return n;
+}
+
+/* Sum of bytes of the ops named name in micro-batch mb (or ANY). */
+static double sum_bytes(const vs_program *p, const char *name, int mb)
+{
+  double sum = 0;
+  for (size_t i = 0; i < p->n_ops; i++)
+    if (strcmp(p->ops[i].name, name) == 0 &&
+        (mb == ANY || p->ops[i].microbatch == mb))
+      sum += p->ops[i].bytes;
+  return sum;
+}
+
+/* The op that allocates buf, and the one that frees it (UINT32_MAX if
+ * none). */
+static void buffer_ops(const vs_program *p, uint32_t buf, uint32_t *alloc_op,
+                       uint32_t *free_op)
+{
+  *alloc_op = *free_op = UINT32_MAX;
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    for (uint32_t k = 0; k < op->n_effects; k++) {
+      const vs_effect *e = &p->effects[op->first_effect + k];
+      if (e->buffer == buf)
+        *(e->is_free ? free_op : alloc_op) = i;
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Invariants
+ * ------------------------------------------------------------------------ */
+
+enum { UNSEEN, LIVE, FREED };
+
+/* Walks the program in op order (each op's start effects, then its end
+ * effects) and checks schedule.h's invariants. Returns the buffer states. */
+static unsigned char *check_program(const built *b)
+{
+  const vs_program *p = &b->p;
+  unsigned char *st = calloc(p->n_buffers + 1, 1);
+  size_t n_deps = 0, n_effects = 0, n_stream = 0;
+  assert_non_null(st);
+  assert_true(p->n_ops > 0);
+
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    /* deps and effects are contiguous, in op order */
+    assert_int_equal(op->first_dep, n_deps);
+    assert_int_equal(op->first_effect, n_effects);
+    n_deps += op->n_deps;
+    n_effects += op->n_effects;
+    for (uint32_t d = 0; d < op->n_deps; d++)
+      if (p->deps[op->first_dep + d] >= i)
+        fail_msg("op %u (%s) depends on later op %u", i, op->name,
+                 p->deps[op->first_dep + d]);
+    /* stream_ops[] and ops[].pos agree */
+    assert_true(op->stream < VS_STREAM_N);
+    assert_true(op->pos < p->n_stream_ops[op->stream]);
+    assert_int_equal(p->stream_ops[op->stream][op->pos], i);
+    for (int pass = 0; pass < 2; pass++) {
+      for (uint32_t k = 0; k < op->n_effects; k++) {
+        const vs_effect *e = &p->effects[op->first_effect + k];
+        if (e->at_end != pass)
+          continue;
+        assert_true(e->buffer < p->n_buffers);
+        if (!e->is_free && st[e->buffer] != UNSEEN)
+          fail_msg("buffer %u allocated twice (op %u %s)", e->buffer, i,
+                   op->name);
+        if (e->is_free && st[e->buffer] != LIVE)
+          fail_msg("buffer %u freed while %s (op %u %s)", e->buffer,
+                   st[e->buffer] == UNSEEN ? "unallocated" : "already freed",
+                   i, op->name);
+        st[e->buffer] = e->is_free ? FREED : LIVE;
+      }
+    }
+  }
+  assert_int_equal(n_deps, p->n_deps);
+  assert_int_equal(n_effects, p->n_effects);
+  for (int s = 0; s < VS_STREAM_N; s++) {
+    n_stream += p->n_stream_ops[s];
+    for (size_t k = 0; k < p->n_stream_ops[s]; k++) {
+      const vs_pop *op = &p->ops[p->stream_ops[s][k]];
+      assert_int_equal(op->stream, s);
+      assert_int_equal(op->pos, k);
+      /* a stream runs its ops in program order */
+      if (k > 0)
+        assert_true(p->stream_ops[s][k] > p->stream_ops[s][k - 1]);
+    }
+  }
+  assert_int_equal(n_stream, p->n_ops);
+  /* every buffer was allocated */
+  for (size_t i = 0; i < p->n_buffers; i++)
+    if (st[i] == UNSEEN)
+      fail_msg("buffer %zu never allocated", i);
+  return st;
+}
+
+/* Op 0 is the setup op; at the end exactly its params / grads / optimizer
+ * buffers remain, and they hold the layout's resident model states. */
+static void check_end_state(const built *b, const unsigned char *st)
+{
+  const vs_program *p = &b->p;
+  const vs_pop *setup = &p->ops[0];
+  uint64_t kept[VS_CAT_N] = {0};
+  assert_int_equal(setup->phase, VS_PHASE_SETUP);
+  assert_string_equal(setup->name, "model_states");
+  for (uint32_t buf = 0; buf < p->n_buffers; buf++) {
+    uint32_t a, f;
+    buffer_ops(p, buf, &a, &f);
+    if (st[buf] != LIVE)
+      continue;
+    if (a != 0)
+      fail_msg("buffer %u (%s, %llu B) of op %u (%s layer %d) is never freed",
+               buf, vs_category_name(p->buffers[buf].category),
+               (unsigned long long)p->buffers[buf].bytes, a, p->ops[a].name,
+               p->ops[a].layer);
+    kept[p->buffers[buf].category] += p->buffers[buf].bytes;
+  }
+  assert_int_equal(kept[VS_CAT_PARAMS], b->lay.params_bytes);
+  assert_int_equal(kept[VS_CAT_GRADS], b->lay.grads_bytes);
+  assert_int_equal(kept[VS_CAT_OPTIMIZER], b->lay.optimizer_bytes);
+  assert_int_equal(kept[VS_CAT_ACTIVATIONS] + kept[VS_CAT_TEMP], 0);
+}
+
+/* When op ran on r (spans are recorded, one per op). */
+static const vs_op_span *span_of(const vs_rank *r, uint32_t op)
+{
+  for (size_t i = 0; i < r->n_spans; i++)
+    if (r->spans[i].op == op)
+      return &r->spans[i];
+  fail_msg("op %u has no span", op);
+  return NULL;
+}
+
+/* Runs the program on one rank with invariant checks and spans. */
+static void run_engine(const built *b, vs_rank *r)
+{
+  vs_engine_opts opts = {false, true, true};
+  vs_engine_stats stats;
+  vs_error err;
+  vs_rank_init(r, 0, &b->p, b->topo.memory_bytes, b->lay.framework_bytes);
+  vs_error_clear(&err);
+  if (vs_engine_run(r, 1, &opts, &stats, &err))
+    fail_msg("engine: %s", err.msg);
+  assert_int_equal(stats.events, b->p.n_ops);
+  /* after the step only the resident model states are allocated */
+  assert_int_equal(r->mem.allocated_bytes, vs_layout_model_states(&b->lay));
+}
+
+static void test_invariants(void **state)
+{
+  static const char *const configs[][4] = {
+      {"training.checkpointing=none", NULL},
+      {"training.checkpointing=full", "training.global_batch=2", NULL},
+      {"training.checkpointing=selective", "training.attention=eager", NULL},
+      {"training.checkpointing=selective", "training.attention=flash", NULL},
+      {"parallel.zero=0", "training.global_batch=4", "parallel.bucket=1MiB", NULL},
+      {"parallel.zero=1", "training.global_batch=4", NULL},
+      {"parallel.zero=2", "training.global_batch=4", "parallel.bucket=1MiB", NULL},
+      {"parallel.zero=3", "training.global_batch=4", NULL},
+      {"parallel.zero=3", "training.checkpointing=full", NULL},
+      {"parallel.zero=3", "training.checkpointing=selective",
+       "training.attention=eager", NULL},
+      {"parallel.tp=2", NULL},
+      {"parallel.tp=2", "parallel.sequence_parallel=true",
+       "training.checkpointing=full", NULL},
+      {"model.arch=llama", "model.ffn_hidden=688", "model.kv_heads=2", NULL},
+      {"model.arch=bert", "training.checkpointing=selective",
+       "training.attention=eager", NULL},
+      {"training.precision=fp32", "training.optimizer=sgd", NULL},
+      {"training.grad_dtype=fp32", "parallel.zero=2", "parallel.bucket=1MiB",
+       NULL},
+      {"parallel.tp=2", "parallel.sequence_parallel=true", "parallel.zero=3",
+       NULL},
+  };
+  /* gpus: 1 for single-GPU configs, 2 for dp=2 or tp=2, 4 for tp=2 x dp=2 */
+  static const uint64_t gpus[] = {1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
+                                  1, 1, 1, 2, 4};
+  (void)state;
+  for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
+    size_t n = 0;
+    built *b;
+    unsigned char *st;
+    vs_rank r;
+    while (n < 4 && configs[c][n])
+      n++;
+    b = build(configs[c], n, gpus[c]);
+    st = check_program(b);
+    check_end_state(b, st);
+    run_engine(b, &r);
+    vs_rank_fini(&r);
+    free(st);
+    destroy(b);
+  }
+}
+
+static void test_setup_and_optimizer(void **state)
+{
+  built *b = build(NULL, 0, 1);
+  const vs_program *p = &b->p;
+  const vs_pop *setup = &p->ops[0];
+  const vs_pop *last;
+  (void)state;
+  /* setup: three allocations at its start, in params, grads, optimizer order */
+  assert_int_equal(setup->n_effects, 3);
+  for (uint32_t k = 0; k < 3; k++) {
+    const vs_effect *e = &p->effects[setup->first_effect + k];
+    assert_false(e->is_free);
+    assert_false(e->at_end);
+    assert_int_equal(p->buffers[e->buffer].category, VS_CAT_PARAMS + (int)k);
+  }
+  /* bf16 params and grads: 2 bytes per parameter (3448320 parameters) */
+  assert_int_equal(b->lay.param_elems, 3448320);
+  assert_int_equal(b->lay.params_bytes, 2 * 3448320);
+  /* the step ends with the optimizer on the compute stream */
+  last = &p->ops[p->stream_ops[VS_STREAM_COMPUTE]
+                             [p->n_stream_ops[VS_STREAM_COMPUTE] - 1]];
+  assert_string_equal(last->name, "optimizer_step");
+  assert_int_equal(last->phase, VS_PHASE_OPTIMIZER);
+  assert_int_equal(count_ops(p, "optimizer_step", ANY, ANY), 1);
+  destroy(b);
+}
+
+/* ------------------------------------------------------------------------
+ * Data parallelism
+ * ------------------------------------------------------------------------ */
+
+static void test_dp1_has_no_comm(void **state)
+{
+  const char *const sets[] = {"parallel.zero=3", "training.global_batch=2"};
+  built *b;
+  (void)state;
+  /* dp = 1 even with ZeRO-3 asked for: nothing to reduce or gather */
+  b = build(sets, 2, 1);
+  assert_int_equal(b->lay.dp, 1);
+  assert_int_equal(b->p.n_stream_ops[VS_STREAM_COMM], 0);
+  for (size_t i = 0; i < b->p.n_ops; i++)
+    assert_int_not_equal(b->p.ops[i].phase, VS_PHASE_DP_COMM);
+  destroy(b);
+}
+
+static void test_dp2_all_reduce_last_microbatch(void **state)
+{
+  /* dp = 2, global batch 4 = micro-batch 1 * dp 2 * 2 accumulation steps */
+  const char *const sets[] = {"parallel.zero=0", "training.global_batch=4"};
+  built *b;
+  const vs_program *p;
+  (void)state;
+  b = build(sets, 2, 2);
+  p = &b->p;
+  assert_int_equal(b->lay.dp, 2);
+  assert_int_equal(b->lay.grad_accum, 2);
+  /* Gradients accumulate locally in micro-batch 0; only micro-batch 1
+   * reduces them. The default 25 MiB bucket holds the whole model
+   * (6.9 MB), so one all-reduce. */
+  assert_int_equal(count_ops(p, "dp_all_reduce", ANY, 0), 0);
+  assert_int_equal(count_ops(p, "dp_all_reduce", ANY, 1), 1);
+  assert_int_equal(count_ops(p, "dp_reduce_scatter", ANY, ANY), 0);
+  /* ZeRO-0 gathers nothing */
+  assert_int_equal(count_ops(p, "zero_param_all_gather", ANY, ANY), 0);
+  /* it reduces every gradient: 3448320 params * 2 bytes = 6896640 */
+  assert_int_equal(b->lay.grads_full_bytes, 6896640);
+  assert_true(sum_bytes(p, "dp_all_reduce", ANY) ==
+              (double)b->lay.grads_full_bytes);
+  /* the optimizer waits for it (its last dep is the last comm op) */
+  for (size_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    if (strcmp(op->name, "optimizer_step") == 0) {
+      assert_int_equal(op->n_deps, 1);
+      assert_string_equal(p->ops[p->deps[op->first_dep]].name, "dp_all_reduce");
+    }
+  }
+  destroy(b);
+}
+
+static void test_dp2_buckets(void **state)
+{
+  const char *const sets[] = {"parallel.zero=0", "training.global_batch=4",
+                              "parallel.bucket=1MiB"};
+  built *b;
+  const vs_program *p;
+  double want[] = {
+      /* backward runs head, layer 3, ..., layer 0, embedding. A 1 MiB
+       * (1048576 B) bucket flushes once it is full: the head's 1024 B of
+       * grads wait for layer 3 (789760 * 2 = 1579520 B), each other layer
+       * fills one alone, and the embedding (288768 * 2 = 577536 B) goes at
+       * the end of backward. */
+      (double)(2 * HEAD_PARAMS + 2 * LAYER_PARAMS),
+      (double)(2 * LAYER_PARAMS), (double)(2 * LAYER_PARAMS),
+      (double)(2 * LAYER_PARAMS), (double)(2 * EMBED_PARAMS)};
+  size_t k = 0;
+  (void)state;
+  b = build(sets, 3, 2);
+  p = &b->p;
+  for (size_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    if (strcmp(op->name, "dp_all_reduce") != 0)
+      continue;
+    assert_true(k < 5);
+    assert_true(op->bytes == want[k]);
+    assert_int_equal(op->microbatch, 1);
+    assert_int_equal(op->stream, VS_STREAM_COMM);
+    assert_int_equal(op->phase, VS_PHASE_DP_COMM);
+    /* issued after the backward op that completed the bucket */
+    assert_int_equal(op->n_deps, 1);
+    assert_int_equal(p->ops[p->deps[op->first_dep]].stream, VS_STREAM_COMPUTE);
+    assert_int_equal(p->ops[p->deps[op->first_dep]].phase, VS_PHASE_BWD);
+    k++;
+  }
+  assert_int_equal(k, 5);
+  /* the buckets add up to all the gradients */
+  assert_true(sum_bytes(p, "dp_all_reduce", ANY) ==
+              (double)b->lay.grads_full_bytes);
+  destroy(b);
+}
+
+static void test_zero1_all_reduce_then_gather(void **state)
+{
+  const char *const sets[] = {"parallel.zero=1", "training.global_batch=4"};
+  built *b;
+  const vs_program *p;
+  (void)state;
+  b = build(sets, 2, 2);
+  p = &b->p;
+  /* ZeRO-1 reduces like ZeRO-0 (last micro-batch only), then all-gathers the
+   * updated parameters once after the optimizer */
+  assert_int_equal(count_ops(p, "dp_all_reduce", ANY, 0), 0);
+  assert_true(count_ops(p, "dp_all_reduce", ANY, 1) > 0);
+  assert_int_equal(count_ops(p, "zero_param_all_gather", ANY, ANY), 1);
+  assert_true(sum_bytes(p, "zero_param_all_gather", ANY) ==
+              (double)b->lay.params_full_bytes);
+  destroy(b);
+}
+
+static void test_zero2_reduce_scatter_every_microbatch(void **state)
+{
+  const char *const sets[] = {"parallel.zero=2", "training.global_batch=6"};
+  built *b;
+  const vs_program *p;
+  (void)state;
+  /* dp 2, micro-batch 1, global batch 6: 3 accumulation steps */
+  b = build(sets, 2, 2);
+  p = &b->p;
+  assert_int_equal(b->lay.grad_accum, 3);
+  assert_int_equal(count_ops(p, "dp_all_reduce", ANY, ANY), 0);
+  for (int mb = 0; mb < 3; mb++) {
+    /* ZeRO-2 keeps only a shard of the grads, so every micro-batch
+     * reduce-scatters all of them (6896640 B, one 25 MiB bucket) */
+    assert_int_equal(count_ops(p, "dp_reduce_scatter", ANY, mb), 1);
+    assert_true(sum_bytes(p, "dp_reduce_scatter", mb) ==
+                (double)b->lay.grads_full_bytes);
+  }
+  assert_int_equal(count_ops(p, "zero_param_all_gather", ANY, ANY), 1);
+  /* the resident grads are the shard: ceil(6896640 / 2) = 3448320 */
+  assert_int_equal(b->lay.grads_bytes, 3448320);
+  destroy(b);
+}
+
+/* ------------------------------------------------------------------------
+ * ZeRO-3
+ * ------------------------------------------------------------------------ */
+
+/* The compute op that waits for gather op g (the block's first op of the
+ * pass), or NULL. */
+static const vs_pop *waiter_of(const vs_program *p, uint32_t g)
+{
+  for (size_t i = g + 1; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    for (uint32_t d = 0; d < op->n_deps; d++)
+      if (p->deps[op->first_dep + d] == g && op->stream == VS_STREAM_COMPUTE)
+        return op;
+  }
+  return NULL;
+}
+
+static void test_zero3_gathers_per_block_per_pass(void **state)
+{
+  const char *const sets[] = {"parallel.zero=3", "training.global_batch=4"};
+  /* [mb][block: embedding, layers 0-3, head][pass: 0 forward, 1 backward] */
+  int seen[2][LAYERS + 2][2];
+  built *b;
+  const vs_program *p;
+  (void)state;
+  memset(seen, 0, sizeof seen);
+  b = build(sets, 2, 2);
+  p = &b->p;
+  /* 6 blocks * 2 passes * 2 micro-batches */
+  assert_int_equal(count_ops(p, "zero3_all_gather", ANY, ANY), 24);
+  /* ZeRO-3 keeps the updated shard: no separate parameter all-gather */
+  assert_int_equal(count_ops(p, "zero_param_all_gather", ANY, ANY), 0);
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i], *w;
+    uint64_t elems;
+    int pass;
+    if (strcmp(op->name, "zero3_all_gather") != 0)
+      continue;
+    assert_int_equal(op->stream, VS_STREAM_COMM);
+    w = waiter_of(p, i);
+    assert_non_null(w);
+    /* the gather feeds its own block, in its own micro-batch */
+    assert_int_equal(w->layer, op->layer);
+    assert_int_equal(w->microbatch, op->microbatch);
+    assert_true(w->phase == VS_PHASE_FWD || w->phase == VS_PHASE_BWD);
+    pass = w->phase == VS_PHASE_BWD;
+    seen[op->microbatch][op->layer + 1][pass]++;
+    /* it gathers the whole block at 2 bytes per parameter */
+    elems = op->layer < 0         ? EMBED_PARAMS
+            : op->layer == LAYERS ? HEAD_PARAMS
+                                  : LAYER_PARAMS;
+    assert_true(op->bytes == (double)(2 * elems));
+  }
+  for (int mb = 0; mb < 2; mb++)
+    for (int blk = 0; blk < LAYERS + 2; blk++)
+      for (int pass = 0; pass < 2; pass++)
+        assert_int_equal(seen[mb][blk][pass], 1);
+  destroy(b);
+}
+
+/* Is buffer buf allocated by a zero3_all_gather op? */
+static bool is_gather_buf(const vs_program *p, uint32_t buf)
+{
+  uint32_t a, f;
+  buffer_ops(p, buf, &a, &f);
+  return a != UINT32_MAX && strcmp(p->ops[a].name, "zero3_all_gather") == 0;
+}
+
+static void test_zero3_at_most_two_blocks_gathered(void **state)
+{
+  /* Micro-batch 64 (8192 tokens) makes a layer's forward (~14 GFLOP, tens
+   * of microseconds) outlast its gather (1.58 MB over NVLink, ~5 us), so a
+   * prefetch issued too early would overlap a third block in time. dp 2 *
+   * 64 * 2 accumulation steps = global batch 256. */
+  const char *const sets[] = {"parallel.zero=3", "training.micro_batch=64",
+                              "training.global_batch=256"};
+  built *b;
+  const vs_program *p;
+  vs_rank r;
+  int live = 0, max_live = 0;
+  uint64_t life[64][2], layer_fwd_ns = 0, gather_ns = 0;
+  size_t n_life;
+  (void)state;
+  b = build(sets, 3, 2);
+  p = &b->p;
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    if (op->layer == 0 && op->microbatch == 0 && op->phase == VS_PHASE_FWD)
+      layer_fwd_ns += op->dur_ns;
+    if (op->layer == 0 && op->microbatch == 0 &&
+        strcmp(op->name, "zero3_all_gather") == 0)
+      gather_ns = op->dur_ns;
+  }
+  assert_true(gather_ns > 0);
+  assert_true(layer_fwd_ns > 2 * gather_ns);
+
+  /* In program order. */
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    for (int pass = 0; pass < 2; pass++) {
+      for (uint32_t k = 0; k < op->n_effects; k++) {
+        const vs_effect *e = &p->effects[op->first_effect + k];
+        if (e->at_end != pass || !is_gather_buf(p, e->buffer))
+          continue;
+        live += e->is_free ? -1 : 1;
+        if (live > max_live)
+          max_live = live;
+      }
+    }
+  }
+  assert_int_equal(live, 0);
+  assert_int_equal(max_live, 2); /* the block running and the one prefetched */
+
+  /* In simulated time: each gathered buffer lives from its gather's start
+   * to the end of the op that frees it; at any instant at most two. The
+   * engine frees at an op's end before starting what that end released,
+   * so lifetimes are half-open [start, end): count, at each allocation,
+   * the lifetimes that contain it. */
+  run_engine(b, &r);
+  n_life = 0;
+  for (uint32_t buf = 0; buf < p->n_buffers; buf++) {
+    uint32_t a, f;
+    if (!is_gather_buf(p, buf))
+      continue;
+    buffer_ops(p, buf, &a, &f);
+    assert_true(f != UINT32_MAX);
+    assert_true(n_life < 64);
+    life[n_life][0] = span_of(&r, a)->start_ns;
+    life[n_life][1] = span_of(&r, f)->end_ns;
+    n_life++;
+  }
+  assert_int_equal(n_life, 24); /* every gather of the step */
+  max_live = 0;
+  for (size_t i = 0; i < n_life; i++) {
+    live = 0;
+    for (size_t j = 0; j < n_life; j++)
+      if (life[j][0] <= life[i][0] && life[i][0] < life[j][1])
+        live++;
+    if (live > max_live)
+      max_live = live;
+  }
+  /* two while a block runs and the next is prefetched */
+  assert_int_equal(max_live, 2);
+  vs_rank_fini(&r);
+  destroy(b);
+}
+
+/* ------------------------------------------------------------------------
+ * Activation checkpointing
+ * ------------------------------------------------------------------------ */
+
+static void test_full_checkpointing_recomputes_each_layer(void **state)
+{
+  const char *const sets[] = {"training.checkpointing=full",
+                              "training.global_batch=3"};
+  built *b;
+  const vs_program *p;
+  (void)state;
+  b = build(sets, 2, 1);
+  p = &b->p;
+  assert_int_equal(b->lay.grad_accum, 3);
+  /* one per transformer layer per micro-batch: 4 * 3; none for the
+   * embedding (-1) or the head (4), whose tensors are always kept */
+  assert_int_equal(count_ops(p, "recompute_layer", ANY, ANY), LAYERS * 3);
+  for (int mb = 0; mb < 3; mb++)
+    for (int l = 0; l < LAYERS; l++)
+      assert_int_equal(count_ops(p, "recompute_layer", l, mb), 1);
+  assert_int_equal(count_ops(p, "recompute_layer", -1, ANY), 0);
+  assert_int_equal(count_ops(p, "recompute_layer", LAYERS, ANY), 0);
+  assert_int_equal(count_ops(p, "recompute_attn", ANY, ANY), 0);
+  for (size_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    if (strcmp(op->name, "recompute_layer") != 0)
+      continue;
+    assert_int_equal(op->phase, VS_PHASE_RECOMPUTE);
+    /* it re-runs the layer's forward: same FLOPs as the forward ops */
+    {
+      double fwd = 0;
+      for (int k = 0; k < b->m.layer.n_ops; k++)
+        fwd += b->m.layer.ops[k].fwd_flops;
+      assert_true(op->flops == fwd);
+    }
+    /* and precedes the layer's backward on the compute stream */
+    assert_int_equal(p->ops[i + 1].phase, VS_PHASE_BWD);
+    assert_int_equal(p->ops[i + 1].layer, op->layer);
+  }
+  destroy(b);
+}
+
+static void test_selective_eager_recomputes_attention(void **state)
+{
+  const char *const sets[] = {"training.checkpointing=selective",
+                              "training.attention=eager",
+                              "training.global_batch=2"};
+  built *b;
+  const vs_program *p;
+  uint64_t dropped;
+  size_t n = 0;
+  (void)state;
+  b = build(sets, 3, 1);
+  p = &b->p;
+  /* one per layer per micro-batch: 4 * 2 */
+  assert_int_equal(count_ops(p, "recompute_attn", ANY, ANY), LAYERS * 2);
+  assert_int_equal(count_ops(p, "recompute_layer", ANY, ANY), 0);
+  /* It re-creates exactly the tensors selective checkpointing dropped (the
+   * s^2 softmax output, dropout mask and dropped-out probabilities), as one
+   * temp buffer. */
+  dropped = vs_block_saved_bytes(&b->m.layer, -1, true) -
+            vs_block_saved_bytes(&b->m.layer, -1, false);
+  /* a=4 heads, s=128, b=1: softmax 2*a*s^2 + mask a*s^2 + probs 2*a*s^2
+   * = 5 * 4 * 16384 = 327680 B (Korthikanti's 5as^2b term) */
+  assert_int_equal(dropped, 327680);
+  for (size_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    const vs_effect *e;
+    if (strcmp(op->name, "recompute_attn") != 0)
+      continue;
+    n++;
+    assert_int_equal(op->phase, VS_PHASE_RECOMPUTE);
+    assert_int_equal(op->n_effects, 1);
+    e = &p->effects[op->first_effect];
+    assert_false(e->is_free);
+    assert_int_equal(p->buffers[e->buffer].bytes, dropped);
+    assert_int_equal(p->buffers[e->buffer].category, VS_CAT_TEMP);
+    /* It lives until the backward of the first attention-core op (the
+     * scores matmul, which needs the recomputed tensors last), in the same
+     * layer and micro-batch. */
+    {
+      uint32_t a, f;
+      buffer_ops(p, e->buffer, &a, &f);
+      assert_int_equal(a, i);
+      assert_true(f != UINT32_MAX);
+      assert_string_equal(p->ops[f].name, "attn_scores");
+      assert_int_equal(p->ops[f].phase, VS_PHASE_BWD);
+      assert_int_equal(p->ops[f].layer, op->layer);
+      assert_int_equal(p->ops[f].microbatch, op->microbatch);
+    }
+  }
+  assert_int_equal(n, LAYERS * 2);
+  destroy(b);
+}
+
+static void test_selective_flash_has_nothing_to_recompute(void **state)
+{
+  const char *const sets[] = {"training.checkpointing=selective",
+                              "training.attention=flash"};
+  built *b;
+  (void)state;
+  b = build(sets, 2, 1);
+  /* FlashAttention saves no s^2 tensor, so selective drops nothing */
+  assert_int_equal(count_ops(&b->p, "recompute_attn", ANY, ANY), 0);
+  assert_int_equal(count_ops(&b->p, "recompute_layer", ANY, ANY), 0);
+  destroy(b);
+}
+
+/* ------------------------------------------------------------------------
+ * Tensor parallelism
+ * ------------------------------------------------------------------------ */
+
+/* Counts tp collectives named name per layer and pass. A tp collective
+ * belongs to the pass of the nearest preceding fwd/bwd compute op. */
+static void count_tp(const vs_program *p, const char *name,
+                     int counts[][2], int n_layers_plus_2)
+{
+  int pass = -1;
+  for (size_t k = 0; k < p->n_stream_ops[VS_STREAM_COMPUTE]; k++) {
+    const vs_pop *op = &p->ops[p->stream_ops[VS_STREAM_COMPUTE][k]];
+    if (op->phase == VS_PHASE_FWD)
+      pass = 0;
+    else if (op->phase == VS_PHASE_BWD)
+      pass = 1;
+    if (strcmp(op->name, name) != 0)
+      continue;
+    assert_int_equal(op->phase, VS_PHASE_TP_COMM);
+    assert_true(pass >= 0);
+    assert_true(op->layer + 1 >= 0 && op->layer + 1 < n_layers_plus_2);
+    counts[op->layer + 1][pass]++;
+  }
+}
+
+static void test_tp2_all_reduces(void **state)
+{
+  const char *const sets[] = {"parallel.tp=2"};
+  int counts[LAYERS + 2][2];
+  built *b;
+  const vs_program *p;
+  (void)state;
+  memset(counts, 0, sizeof counts);
+  b = build(sets, 1, 2);
+  p = &b->p;
+  assert_int_equal(b->lay.tp, 2);
+  assert_int_equal(b->lay.dp, 1);
+  /* tp collectives ride the compute stream; dp = 1 leaves comm empty */
+  assert_int_equal(p->n_stream_ops[VS_STREAM_COMM], 0);
+  count_tp(p, "tp_all_reduce", counts, LAYERS + 2);
+  for (int l = 0; l < LAYERS; l++) {
+    /* Megatron: forward g after attn_out and mlp_down; backward f after
+     * qkv and mlp_up (Shoeybi et al. 2019, Fig. 3) */
+    assert_int_equal(counts[l + 1][0], 2);
+    assert_int_equal(counts[l + 1][1], 2);
+  }
+  /* vocab-parallel embedding: one forward all-reduce; the output layer's
+   * input gradient: one backward all-reduce */
+  assert_int_equal(counts[0][0], 1);
+  assert_int_equal(counts[0][1], 0);
+  assert_int_equal(counts[LAYERS + 1][0], 0);
+  assert_int_equal(counts[LAYERS + 1][1], 1);
+  assert_int_equal(count_ops(p, "tp_all_gather", ANY, ANY), 0);
+  assert_int_equal(count_ops(p, "tp_reduce_scatter", ANY, ANY), 0);
+  /* each moves the full activation: 2 bytes * s 128 * b 1 * h 256 */
+  for (size_t i = 0; i < p->n_ops; i++)
+    if (strcmp(p->ops[i].name, "tp_all_reduce") == 0)
+      assert_true(p->ops[i].bytes == 2.0 * 128 * 256);
+  destroy(b);
+}
+
+static void test_tp2_sequence_parallel(void **state)
+{
+  const char *const sets[] = {"parallel.tp=2", "parallel.sequence_parallel=true"};
+  int ag[LAYERS + 2][2], rs[LAYERS + 2][2];
+  built *b;
+  (void)state;
+  memset(ag, 0, sizeof ag);
+  memset(rs, 0, sizeof rs);
+  b = build(sets, 2, 2);
+  /* all-reduces become all-gather + reduce-scatter (Korthikanti Sec. 4.2.2) */
+  assert_int_equal(count_ops(&b->p, "tp_all_reduce", ANY, ANY), 0);
+  count_tp(&b->p, "tp_all_gather", ag, LAYERS + 2);
+  count_tp(&b->p, "tp_reduce_scatter", rs, LAYERS + 2);
+  for (int l = 0; l < LAYERS; l++) {
+    /* forward: gather before qkv and mlp_up, scatter after attn_out and
+     * mlp_down */
+    assert_int_equal(ag[l + 1][0], 2);
+    assert_int_equal(rs[l + 1][0], 2);
+    /* backward: gather the output grad of attn_out and mlp_down, and re-
+     * gather the inputs of qkv and mlp_up; scatter their input grads */
+    assert_int_equal(ag[l + 1][1], 4);
+    assert_int_equal(rs[l + 1][1], 2);
+  }
+  destroy(b);
+}
+
+/* ------------------------------------------------------------------------
+ * Roofline
+ * ------------------------------------------------------------------------ */
+
+static void test_roofline(void **state)
+{
+  vs_topology t;
+  (void)state;
+  memset(&t, 0, sizeof t);
+  t.peak_tflops_bf16 = 100;
+  t.peak_tflops_fp16 = 50;
+  t.peak_tflops_fp32 = 10;
+  t.peak_tflops_fp8 = 200;
+  t.compute_efficiency = 0.5;
+  t.hbm_bandwidth = 1e12; /* 1 TB/s */
+  /* compute-bound bf16 matmul: 1e12 / (100e12 * 0.5) = 0.02 s beats
+   * 1e9 B / 1e12 B/s = 0.001 s */
+  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_BF16, true, 1e12, 1e9),
+                     0.02, 1e-15);
+  /* the tensor-core peak follows the precision: fp16 0.04, fp8 0.01 */
+  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_FP16, true, 1e12, 1e9),
+                     0.04, 1e-15);
+  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_FP8, true, 1e12, 1e9),
+                     0.01, 1e-15);
+  /* fp32 matmuls and non-matmul ops use the fp32 peak: 1e12 / 5e12 = 0.2 */
+  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_FP32, true, 1e12, 1e9),
+                     0.2, 1e-15);
+  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_BF16, false, 1e12, 1e9),
+                     0.2, 1e-15);
+  /* memory-bound: 1e11 B / 1e12 B/s = 0.1 s beats 1e9 / 5e13 = 2e-5 s */
+  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_BF16, true, 1e9, 1e11),
+                     0.1, 1e-15);
+  /* nothing to do takes no time */
+  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_BF16, true, 0, 0), 0.0,
+                     0.0);
+}
+
+static void test_op_durations_follow_roofline(void **state)
+{
+  built *b = build(NULL, 0, 1);
+  const vs_program *p = &b->p;
+  double compute = 0;
+  (void)state;
+  for (size_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    if (op->phase == VS_PHASE_FWD && op->layer == 0) {
+      const vs_op_spec *spec = NULL;
+      double t;
+      for (int k = 0; k < b->m.layer.n_ops; k++)
+        if (strcmp(b->m.layer.ops[k].name, op->name) == 0)
+          spec = &b->m.layer.ops[k];
+      assert_non_null(spec);
+      t = vs_roofline_seconds(&b->topo, VS_PREC_BF16, spec->matmul,
+                              spec->fwd_flops, spec->fwd_bytes);
+      /* durations are the roofline rounded up to a whole nanosecond */
+      assert_int_equal(op->dur_ns, (uint64_t)ceil(t * 1e9));
+    }
+    if (op->stream == VS_STREAM_COMPUTE)
+      compute += (double)op->dur_ns * 1e-9;
+  }
+  /* compute_seconds sums the compute stream */
+  assert_float_equal(p->compute_seconds, compute, 1e-12);
+  destroy(b);
+}
+
+static void test_names(void **state)
+{
+  (void)state;
+  assert_string_equal(vs_stream_name(VS_STREAM_COMPUTE), "compute");
+  assert_string_equal(vs_stream_name(VS_STREAM_COMM), "comm");
+  assert_string_equal(vs_phase_name(VS_PHASE_SETUP), "setup");
+  assert_string_equal(vs_phase_name(VS_PHASE_RECOMPUTE), "recompute");
+  assert_string_equal(vs_phase_name(VS_PHASE_OPTIMIZER), "optimizer");
+  assert_string_equal(vs_phase_name(-1), "?");
+  assert_string_equal(vs_phase_name(VS_PHASE_OPTIMIZER + 1), "?");
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_invariants),
+      cmocka_unit_test(test_setup_and_optimizer),
+      cmocka_unit_test(test_dp1_has_no_comm),
+      cmocka_unit_test(test_dp2_all_reduce_last_microbatch),
+      cmocka_unit_test(test_dp2_buckets),
+      cmocka_unit_test(test_zero1_all_reduce_then_gather),
+      cmocka_unit_test(test_zero2_reduce_scatter_every_microbatch),
+      cmocka_unit_test(test_zero3_gathers_per_block_per_pass),
+      cmocka_unit_test(test_zero3_at_most_two_blocks_gathered),
+      cmocka_unit_test(test_full_checkpointing_recomputes_each_layer),
+      cmocka_unit_test(test_selective_eager_recomputes_attention),
+      cmocka_unit_test(test_selective_flash_has_nothing_to_recompute),
+      cmocka_unit_test(test_tp2_all_reduces),
+      cmocka_unit_test(test_tp2_sequence_parallel),
+      cmocka_unit_test(test_roofline),
+      cmocka_unit_test(test_op_durations_follow_roofline),
+      cmocka_unit_test(test_names),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
