@@ -8,6 +8,8 @@
 
 typedef struct run_ctx {
   vs_rank *ranks;
+  size_t n_ranks;
+  size_t per_stage;         /* ranks per pipeline stage */
   const vs_engine_opts *opts;
   vs_evq q;
   vs_error *err;
@@ -104,21 +106,29 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
   return 0;
 }
 
-/* True when every dependency of op has ended on this rank. A dependency on
- * stream s at position k has ended once done[s] > k (streams are in order). */
-static bool ready(const vs_rank *r, const vs_pop *op)
+/* True when every dependency of op has ended: on this rank, or on the rank
+ * of another stage in the same slot. A dependency on stream s at position
+ * k has ended once done[s] > k (streams are in order). */
+static bool ready(const run_ctx *c, const vs_rank *r, const vs_pop *op)
 {
   const vs_program *p = r->prog;
   for (uint32_t i = 0; i < op->n_deps; i++) {
-    const vs_pop *dep = &p->ops[p->deps[op->first_dep + i]];
-    if (r->done[dep->stream] <= dep->pos)
+    uint32_t d = op->first_dep + i;
+    const vs_rank *owner = r;
+    const vs_pop *dep;
+    if (p->dep_stages && p->dep_stages[d] >= 0)
+      owner = &c->ranks[(size_t)p->dep_stages[d] * c->per_stage + r->slot];
+    dep = &owner->prog->ops[p->deps[d]];
+    if (owner->done[dep->stream] <= dep->pos)
       return false;
   }
   return true;
 }
 
-/* Starts whatever can start on rank r at t_ns. */
-static int start_ready(run_ctx *c, uint32_t rank_idx, uint64_t t_ns)
+/* Starts whatever can start on rank r at t_ns. `cause` is the phase of the
+ * op whose end made this call: a compute stream that idled until now was
+ * waiting for it (pipeline or data-parallel communication). */
+static int start_ready(run_ctx *c, uint32_t rank_idx, uint64_t t_ns, int cause)
 {
   vs_rank *r = &c->ranks[rank_idx];
   const vs_program *p = r->prog;
@@ -130,8 +140,14 @@ static int start_ready(run_ctx *c, uint32_t rank_idx, uint64_t t_ns)
       continue;
     idx = p->stream_ops[s][r->next[s]];
     op = &p->ops[idx];
-    if (!ready(r, op))
+    if (!ready(c, r, op))
       continue;
+    if (s == VS_STREAM_COMPUTE && t_ns > r->idle_since[s]) {
+      if (cause == VS_PHASE_P2P)
+        r->wait_p2p_ns += t_ns - r->idle_since[s];
+      else
+        r->wait_comm_ns += t_ns - r->idle_since[s];
+    }
     r->busy[s] = true;
     r->next[s]++;
     if ((rc = apply_effects(c, r, idx, false, t_ns)))
@@ -151,11 +167,20 @@ static int finish(run_ctx *c, const vs_event *ev)
   int rc;
   r->busy[op->stream] = false;
   r->done[op->stream]++;
+  r->idle_since[op->stream] = ev->t_ns;
   if (ev->t_ns > r->end_ns)
     r->end_ns = ev->t_ns;
-  if ((rc = apply_effects(c, r, ev->op, true, ev->t_ns)))
+  if ((rc = apply_effects(c, r, ev->op, true, ev->t_ns)) ||
+      (rc = start_ready(c, ev->rank, ev->t_ns, op->phase)))
     return rc;
-  return start_ready(c, ev->rank, ev->t_ns);
+  if (op->notify) { /* wake this slot's ranks on the other stages */
+    size_t n_stages = c->n_ranks / c->per_stage;
+    for (size_t st = 0; st < n_stages && !rc; st++)
+      if ((int)st != r->stage)
+        rc = start_ready(c, (uint32_t)(st * c->per_stage + r->slot), ev->t_ns,
+                         VS_PHASE_P2P);
+  }
+  return rc;
 }
 
 static int check_finished(run_ctx *c, size_t n_ranks)
@@ -179,14 +204,16 @@ static int check_finished(run_ctx *c, size_t n_ranks)
 int vs_engine_run(vs_rank *ranks, size_t n_ranks, const vs_engine_opts *opts,
                   vs_engine_stats *stats, vs_error *err)
 {
-  run_ctx c = {ranks, opts, {0}, err};
+  run_ctx c = {ranks, n_ranks, opts->ranks_per_stage ? opts->ranks_per_stage
+                                                     : n_ranks,
+               opts, {0}, err};
   vs_event ev;
   int rc = 0;
 
   memset(stats, 0, sizeof *stats);
   vs_evq_init(&c.q);
   for (size_t i = 0; i < n_ranks && !rc; i++)
-    rc = start_ready(&c, (uint32_t)i, 0);
+    rc = start_ready(&c, (uint32_t)i, 0, VS_PHASE_SETUP);
   while (!rc && vs_evq_pop(&c.q, &ev)) {
     stats->events++;
     if (ev.t_ns > stats->end_ns)

@@ -36,11 +36,16 @@ typedef struct vs_op_span {
 typedef struct vs_rank {
   uint32_t id;              /* global rank number */
   int stage, dp_rank, tp_rank;
+  uint32_t slot;            /* index among the simulated ranks of its stage;
+                               its pipeline peers share the slot */
   const vs_program *prog;   /* its stage's program (not owned) */
   size_t next[VS_STREAM_N]; /* next op to start, per stream */
   size_t done[VS_STREAM_N]; /* ops ended, per stream */
   bool busy[VS_STREAM_N];   /* a stream is running an op */
   uint64_t end_ns;          /* when its last op ended */
+  uint64_t idle_since[VS_STREAM_N]; /* when each stream last went idle */
+  uint64_t wait_p2p_ns;     /* compute stream idle waiting on the pipeline */
+  uint64_t wait_comm_ns;    /* compute stream idle waiting on dp collectives */
   vs_mem mem;               /* its memory */
   vs_mem_event *timeline;   /* recorded when asked */
   size_t n_timeline, cap_timeline;
@@ -52,6 +57,8 @@ typedef struct vs_engine_opts {
   bool record_timeline;     /* fill vs_rank.timeline */
   bool record_spans;        /* fill vs_rank.spans */
   bool check_invariants;    /* vs_mem_check after every event */
+  size_t ranks_per_stage;   /* ranks are laid out [stage][slot]; 0 = one
+                               stage holds them all */
 } vs_engine_opts;
 
 typedef struct vs_engine_stats {

@@ -47,12 +47,63 @@ static uint64_t shard(uint64_t bytes, uint64_t dp, uint64_t elem)
   return vs_div_ceil(vs_div_ceil(bytes, elem), dp) * elem;
 }
 
+/* Splits the layers over pp * vstages model chunks: as listed in
+ * pp_layers, or evenly with the first chunks taking one more when the
+ * division is not exact. */
+static void split_layers(const vs_workload *wl, vs_layout *lay)
+{
+  uint64_t layers = wl->model.layers, n = lay->n_chunks, first = 0;
+  for (uint64_t g = 0; g < n; g++) {
+    uint64_t count = wl->parallel.pp_layers.n
+                         ? wl->parallel.pp_layers.values[g]
+                         : layers / n + (g < layers % n);
+    lay->chunk_first[g] = (uint32_t)first;
+    lay->chunk_layers[g] = (uint32_t)count;
+    first += count;
+  }
+}
+
+static void stage_states(const vs_workload *wl, const vs_model *m,
+                         vs_layout *lay, uint64_t s)
+{
+  const vs_training_conf *t = &wl->training;
+  bool master = t->master_weights;
+  vs_stage_layout *st = &lay->stages[s];
+  uint64_t opt = 0, dp = lay->dp;
+
+  st->has_embed = s == 0;
+  st->has_head = s == lay->pp - 1;
+  for (uint64_t g = s; g < lay->n_chunks; g += lay->pp)
+    st->n_layers += lay->chunk_layers[g];
+  st->param_elems = st->n_layers * m->layer.param_elems;
+  opt = st->n_layers * block_optimizer_bytes(&m->layer, t->optimizer, master);
+  if (st->has_embed) {
+    st->param_elems += m->embed.param_elems;
+    opt += block_optimizer_bytes(&m->embed, t->optimizer, master);
+  }
+  if (st->has_head) {
+    st->param_elems += m->head.param_elems;
+    opt += block_optimizer_bytes(&m->head, t->optimizer, master);
+  }
+  st->params_full_bytes = st->param_elems * lay->param_elem_bytes;
+  st->grads_full_bytes = st->param_elems * lay->grad_elem_bytes;
+  st->optimizer_full_bytes = opt;
+  /* ZeRO (Rajbhandari et al. 2020): stage 1 partitions optimizer states,
+   * stage 2 also gradients, stage 3 also parameters. */
+  st->optimizer_bytes = lay->zero >= 1 ? shard(opt, dp, 4) : opt;
+  st->grads_bytes = lay->zero >= 2
+                        ? shard(st->grads_full_bytes, dp, lay->grad_elem_bytes)
+                        : st->grads_full_bytes;
+  st->params_bytes = lay->zero >= 3 ? shard(st->params_full_bytes, dp,
+                                            lay->param_elem_bytes)
+                                    : st->params_full_bytes;
+}
+
 int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
                     const vs_model *m, vs_layout *lay, vs_error *err)
 {
   const vs_training_conf *t = &wl->training;
-  bool master = t->master_weights;
-  uint64_t opt;
+  const vs_stage_layout *worst;
 
   memset(lay, 0, sizeof *lay);
   if (t->precision == VS_PREC_FP8 && topo->peak_tflops_fp8 <= 0)
@@ -63,44 +114,99 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
   lay->tp = wl->parallel.tp;
   lay->pp = wl->parallel.pp;
   lay->dp = wl->parallel.dp;
+  lay->vstages = wl->parallel.virtual_stages;
+  lay->n_chunks = lay->pp * lay->vstages;
+  if (lay->pp > VS_MAX_STAGES || lay->n_chunks > VS_MAX_CHUNKS)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: %llu pipeline stages x %llu virtual stages: vsim "
+                        "simulates at most %d stages and %d chunks",
+                        wl->origins.file, (unsigned long long)lay->pp,
+                        (unsigned long long)lay->vstages, VS_MAX_STAGES,
+                        VS_MAX_CHUNKS);
   lay->gpus = wl->gpus;
   lay->nodes = vs_div_ceil(lay->gpus, topo->gpus_per_node);
   lay->zero = wl->parallel.zero;
   lay->grad_accum = wl->grad_accum;
+  lay->tp_stride = 1;
+  if (wl->parallel.order == VS_ORDER_TP_PP_DP) {
+    lay->pp_stride = lay->tp;
+    lay->dp_stride = lay->tp * lay->pp;
+  } else {
+    lay->dp_stride = lay->tp;
+    lay->pp_stride = lay->tp * lay->dp;
+  }
   lay->tp_link = vs_collective_link(topo, lay->tp);
-  lay->dp_link = vs_collective_link(topo, lay->tp * lay->dp);
-
-  lay->param_elems = m->embed.param_elems + m->layers * m->layer.param_elems +
-                     m->head.param_elems;
+  lay->dp_link = vs_collective_link(topo, lay->dp_stride * lay->dp);
   lay->param_elem_bytes = m->param_elem_bytes;
   lay->grad_elem_bytes =
       t->grad_dtype == VS_GRAD_FP32 ? 4 : m->param_elem_bytes;
-  lay->params_full_bytes = lay->param_elems * lay->param_elem_bytes;
-  lay->grads_full_bytes = lay->param_elems * lay->grad_elem_bytes;
-  opt = block_optimizer_bytes(&m->embed, t->optimizer, master) +
-        m->layers * block_optimizer_bytes(&m->layer, t->optimizer, master) +
-        block_optimizer_bytes(&m->head, t->optimizer, master);
-  lay->optimizer_full_bytes = opt;
 
-  /* ZeRO (Rajbhandari et al. 2020): stage 1 partitions optimizer states,
-   * stage 2 also gradients, stage 3 also parameters. */
-  lay->optimizer_bytes = lay->zero >= 1 ? shard(opt, lay->dp, 4) : opt;
-  lay->grads_bytes = lay->zero >= 2
-                         ? shard(lay->grads_full_bytes, lay->dp,
-                                 lay->grad_elem_bytes)
-                         : lay->grads_full_bytes;
-  lay->params_bytes = lay->zero >= 3
-                          ? shard(lay->params_full_bytes, lay->dp,
-                                  lay->param_elem_bytes)
-                          : lay->params_full_bytes;
+  split_layers(wl, lay);
+  worst = &lay->stages[0];
+  for (uint64_t s = 0; s < lay->pp; s++) {
+    stage_states(wl, m, lay, s);
+    if (vs_layout_stage_model_states(lay, s) >
+        vs_layout_stage_model_states(lay, (uint64_t)(worst - lay->stages)))
+      worst = &lay->stages[s];
+  }
+  lay->param_elems = worst->param_elems;
+  lay->params_full_bytes = worst->params_full_bytes;
+  lay->grads_full_bytes = worst->grads_full_bytes;
+  lay->optimizer_full_bytes = worst->optimizer_full_bytes;
+  lay->params_bytes = worst->params_bytes;
+  lay->grads_bytes = worst->grads_bytes;
+  lay->optimizer_bytes = worst->optimizer_bytes;
 
-  lay->n_communicators = (lay->tp > 1) + (lay->dp > 1) + (lay->pp > 1);
+  /* NCCL communicators: tp, dp, pp groups, and the embedding group that
+   * keeps tied input and output embeddings in sync across the pipeline. */
+  lay->n_communicators = (lay->tp > 1) + (lay->dp > 1) + (lay->pp > 1) +
+                         (lay->pp > 1 && wl->model.tied_embeddings);
   lay->framework_bytes = topo->context_bytes + topo->cublas_workspace_bytes +
                          (uint64_t)lay->n_communicators * topo->nccl_bytes;
   return 0;
 }
 
+uint64_t vs_layout_stage_model_states(const vs_layout *lay, uint64_t s)
+{
+  const vs_stage_layout *st = &lay->stages[s];
+  return st->params_bytes + st->grads_bytes + st->optimizer_bytes;
+}
+
 uint64_t vs_layout_model_states(const vs_layout *lay)
 {
   return lay->params_bytes + lay->grads_bytes + lay->optimizer_bytes;
+}
+
+double vs_layout_group_seconds(const vs_topology *topo, int kind,
+                               uint64_t bytes, uint64_t n, uint64_t stride)
+{
+  vs_link nvlink = vs_collective_link(topo, 1);
+  vs_link nic = vs_collective_link(topo, topo->gpus_per_node + 1);
+  uint64_t per_node, nodes;
+  double t;
+
+  if (n <= 1 || kind == VS_COLL_NONE)
+    return 0.0;
+  if (n * stride <= topo->gpus_per_node)
+    return vs_collective_seconds(kind, bytes, n, nvlink);
+  per_node = stride < topo->gpus_per_node ? topo->gpus_per_node / stride : 1;
+  if (per_node > n)
+    per_node = n;
+  nodes = vs_div_ceil(n, per_node);
+  /* inter-node part on 1/per_node of the data, all NICs in parallel */
+  t = vs_collective_seconds(kind, bytes / per_node, nodes, nic);
+  if (kind == VS_COLL_ALL_REDUCE)
+    t += vs_collective_seconds(VS_COLL_REDUCE_SCATTER, bytes, per_node, nvlink) +
+         vs_collective_seconds(VS_COLL_ALL_GATHER, bytes, per_node, nvlink);
+  else
+    t += vs_collective_seconds(kind, bytes, per_node, nvlink);
+  return t;
+}
+
+vs_link vs_layout_stage_link(const vs_topology *topo, const vs_layout *lay,
+                             uint64_t s, uint64_t t)
+{
+  uint64_t a = s * lay->pp_stride / topo->gpus_per_node;
+  uint64_t b = t * lay->pp_stride / topo->gpus_per_node;
+  return vs_collective_link(topo, a == b ? 1 : topo->gpus_per_node + 1);
 }

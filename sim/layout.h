@@ -17,14 +17,41 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#define VS_MAX_STAGES 512   /* pipeline stages */
+#define VS_MAX_CHUNKS 4096  /* pipeline stages x virtual stages */
+
+/* What one pipeline stage holds. */
+typedef struct vs_stage_layout {
+  bool has_embed;                 /* first stage: input batch and embeddings */
+  bool has_head;                  /* last stage: final norm, output, loss */
+  uint64_t n_layers;              /* transformer layers, all its chunks */
+  uint64_t param_elems;           /* parameters on one GPU before ZeRO */
+  uint64_t params_full_bytes;     /* before partitioning */
+  uint64_t grads_full_bytes;
+  uint64_t optimizer_full_bytes;
+  uint64_t params_bytes;          /* resident after ZeRO */
+  uint64_t grads_bytes;
+  uint64_t optimizer_bytes;
+} vs_stage_layout;
+
 typedef struct vs_layout {
   uint64_t tp, pp, dp;            /* group sizes */
   uint64_t gpus;                  /* tp * pp * dp */
   uint64_t nodes;                 /* ceil(gpus / gpus per node) */
   uint64_t zero;                  /* ZeRO stage */
   uint64_t grad_accum;            /* micro-batches per step */
+  uint64_t vstages;               /* model chunks per stage (interleaving) */
+  uint64_t n_chunks;              /* pp * vstages */
+  uint32_t chunk_first[VS_MAX_CHUNKS];  /* first layer of model chunk g;
+                                           stage g % pp holds chunk g */
+  uint32_t chunk_layers[VS_MAX_CHUNKS]; /* layers in model chunk g */
+  vs_stage_layout stages[VS_MAX_STAGES]; /* per pipeline stage */
+  uint64_t tp_stride, dp_stride, pp_stride; /* rank distance between group
+                                               neighbours (from `order`) */
   vs_link tp_link;                /* link the tp group uses */
-  vs_link dp_link;                /* link the dp group uses */
+  vs_link dp_link;                /* link the dp group uses (flat ring) */
+  /* The fields below are those of the stage with the most model states
+   * (the only stage when pp = 1). */
   uint64_t param_elems;           /* parameters on one GPU before ZeRO */
   uint64_t param_elem_bytes;      /* 4 (fp32) or 2 */
   uint64_t grad_elem_bytes;       /* 4 with fp32 grads, else as params */
@@ -52,11 +79,26 @@ uint64_t vs_optimizer_state_bytes(int optimizer, bool master, uint64_t rows,
                                   uint64_t cols);
 
 /* Fills lay from the resolved workload, its model and the topology.
- * VS_EINPUT if the precision needs a capability the GPU lacks (fp8). */
+ * VS_EINPUT if the precision needs a capability the GPU lacks (fp8) or the
+ * pipeline has more than VS_MAX_STAGES stages or VS_MAX_CHUNKS chunks. */
 int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
                     const vs_model *m, vs_layout *lay, vs_error *err);
 
-/* Model states resident on one GPU: params + grads + optimizer. */
+/* Model states resident on one GPU: params + grads + optimizer, of the most
+ * loaded stage, or of stage s. */
 uint64_t vs_layout_model_states(const vs_layout *lay);
+uint64_t vs_layout_stage_model_states(const vs_layout *lay, uint64_t s);
+
+/* Seconds of a collective over a group of n ranks whose members are
+ * `stride` ranks apart: a flat ring on NVLink when the group fits in one
+ * node; otherwise hierarchical, as NCCL does across nodes: within each node
+ * over NVLink, across nodes over every GPU's NIC in parallel on 1/k of the
+ * data (k = members per node). */
+double vs_layout_group_seconds(const vs_topology *topo, int kind,
+                               uint64_t bytes, uint64_t n, uint64_t stride);
+
+/* Link between pipeline stage s and stage t (NVLink within one node). */
+vs_link vs_layout_stage_link(const vs_topology *topo, const vs_layout *lay,
+                             uint64_t s, uint64_t t);
 
 #endif

@@ -8,6 +8,7 @@
 #include "model.h"
 
 #include "memory.h"
+#include "units.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -407,7 +408,9 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
     comm(&op->bwd_after, d, VS_COLL_ALL_REDUCE, d->e * d->tokens * d->h);
   }
   op->bwd_temp_bytes = d->e * d->tokens * d->h + d->e * logits;
-  if (!wl->model.tied_embeddings &&
+  /* With tied embeddings and pp > 1 the last stage keeps its own copy of
+   * the word embeddings (Megatron-LM), kept equal by an all-reduce. */
+  if ((!wl->model.tied_embeddings || wl->parallel.pp > 1) &&
       param(blk, "lm_head.weight", v, d->h, err))
     return VS_EINPUT;
   if (arch == VS_ARCH_BERT && param(blk, "mlm_bias", 1, v, err))
@@ -496,7 +499,10 @@ int vs_model_build(const vs_workload *wl, vs_model *m, vs_error *err)
   d.d = mc->hidden / mc->heads;
   d.f = mc->ffn_hidden;
   d.t = pc->tp;
-  d.vocab = (mc->vocab + d.t - 1) / d.t * d.t;
+  /* Megatron pads the vocabulary to a multiple of
+   * make_vocab_size_divisible_by (128 by default there) times tp. */
+  d.vocab = vs_div_ceil(mc->vocab, mc->vocab_divisible_by * d.t) *
+            mc->vocab_divisible_by * d.t;
   d.tokens = d.s * d.b;
   d.sp = pc->sequence_parallel && d.t > 1;
   d.tok_rep = d.sp ? d.tokens / d.t : d.tokens;

@@ -70,7 +70,7 @@ static void header(FILE *out, const vs_sim *sim)
           vs_attention_name(wl->training.attention));
 }
 
-static void rank_row(FILE *out, const vs_rank *r)
+static void rank_row(FILE *out, const vs_rank *r, const char *mark)
 {
   const vs_mem *m = &r->mem;
   char b[VS_CAT_N + 4][16];
@@ -86,11 +86,12 @@ static void rank_row(FILE *out, const vs_rank *r)
   vs_format_bytes(m->capacity_bytes, b[VS_CAT_N + 2], sizeof b[0]);
   vs_format_bytes(head, b[VS_CAT_N + 3], sizeof b[0]);
   fprintf(out, "%5u %5d %4d %4d %10s %10s %10s %10s %10s %10s %10s %10s %10s "
-               "%10s %4s\n",
+               "%10s %4s%s\n",
           r->id, r->stage, r->dp_rank, r->tp_rank, b[VS_CAT_PARAMS],
           b[VS_CAT_GRADS], b[VS_CAT_OPTIMIZER], b[VS_CAT_ACTIVATIONS],
           b[VS_CAT_TEMP], b[VS_CAT_FRAMEWORK], b[VS_CAT_N], b[VS_CAT_N + 1],
-          b[VS_CAT_N + 2], b[VS_CAT_N + 3], vs_rank_fits(r) ? "yes" : "NO");
+          b[VS_CAT_N + 2], b[VS_CAT_N + 3], vs_rank_fits(r) ? "yes" : "NO",
+          mark);
 }
 
 static void oom_line(FILE *out, const vs_sim *sim, const vs_rank *r)
@@ -115,7 +116,7 @@ static void oom_line(FILE *out, const vs_sim *sim, const vs_rank *r)
 void vs_report_summary(FILE *out, const vs_sim *sim)
 {
   const vs_rank *worst = vs_sim_worst_rank(sim);
-  char label[160], t1[16], t2[16], t3[16], t4[16], used[16], cap[16];
+  char label[160], t1[16], t2[16], t3[16], t4[16], t5[16], used[16], cap[16];
 
   header(out, sim);
   fprintf(out, "memory at each rank's peak (allocated by category; peak = "
@@ -125,8 +126,21 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
           "rank", "stage", "dp", "tp", "params", "grads", "optimizer",
           "activations", "temp", "framework", "frag", "peak", "capacity",
           "headroom", "fits");
-  for (size_t i = 0; i < sim->n_ranks; i++)
-    rank_row(out, &sim->ranks[i]);
+  for (size_t i = 0; i < sim->n_ranks; i++) {
+    const vs_rank *r = &sim->ranks[i];
+    char mark[48] = "";
+    if (sim->layout.pp > 1 || sim->n_ranks > 1)
+      snprintf(mark, sizeof mark, "%s%s%s",
+               r == worst ? "  <- worst" : "",
+               r->stage == 0 && r->slot == 0 && sim->layout.pp > 1
+                   ? "  <- first stage"
+                   : "",
+               (uint64_t)r->stage == sim->layout.pp - 1 && r->slot == 0 &&
+                       sim->layout.pp > 1
+                   ? "  <- last stage"
+                   : "");
+    rank_row(out, r, mark);
+  }
 
   vs_report_op_label(sim, worst->prog, worst->mem.peak_op, label, sizeof label);
   fprintf(out, "\npeak of rank %u at %s, t = %.6f s\n", worst->id, label,
@@ -135,11 +149,12 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
     if (sim->ranks[i].mem.oom.happened)
       oom_line(out, sim, &sim->ranks[i]);
 
-  fprintf(out, "step time %s (compute %s, tensor-parallel comm %s, exposed "
-               "data-parallel comm %s)\n",
+  fprintf(out, "step time %s = compute %s + tensor-parallel comm %s + "
+               "pipeline bubble %s + exposed data-parallel comm %s\n",
           vs_format_seconds(sim->step_time_s, t1, sizeof t1),
           vs_format_seconds(sim->compute_s, t2, sizeof t2),
           vs_format_seconds(sim->tp_comm_s, t3, sizeof t3),
+          vs_format_seconds(sim->bubble_s, t5, sizeof t5),
           vs_format_seconds(sim->exposed_comm_s, t4, sizeof t4));
   fprintf(out, "throughput %.0f tokens/s, MFU %.1f%%", sim->tokens_per_s,
           100.0 * sim->mfu);
@@ -213,7 +228,7 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
   fprintf(out, "micro-batches per step = %llu\n",
           (unsigned long long)lay->grad_accum);
   if (m->vocab_padded != wl->model.vocab)
-    fprintf(out, "vocab padded from %llu to %llu (a multiple of tp)\n",
+    fprintf(out, "vocab padded from %llu to %llu (a multiple of vocab_divisible_by * tp)\n",
             (unsigned long long)wl->model.vocab,
             (unsigned long long)m->vocab_padded);
   fprintf(out, "parameters = %llu (%.3f B) in total, %llu per GPU\n",

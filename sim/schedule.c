@@ -1,13 +1,19 @@
 /* schedule.c - builds a stage's program (see schedule.h).
  *
- * One step of one stage, data and tensor parallelism (pipeline schedules
- * come with pp > 1): for each micro-batch, forward through the embedding,
- * every layer and the head, then backward in reverse. Gradients of the last
- * micro-batch (every micro-batch with ZeRO-2/3) are reduced in buckets on the
- * communication stream while backward goes on; then the optimizer steps and,
- * with ZeRO-1/2, the updated parameters are all-gathered. ZeRO-3 gathers each
- * block's parameters before its forward and again before its backward,
- * prefetching one block ahead. */
+ * One step of one pipeline stage. The stage runs forward and backward
+ * passes of (micro-batch, model chunk) units in the order its schedule
+ * dictates (GPipe, 1F1B or interleaved 1F1B, as Megatron-LM orders them);
+ * a chunk is the embedding (first stage), some transformer layers, and the
+ * head (last stage). Between stages, activations go forward and gradients
+ * backward as send/receive ops on the p2p stream; a receive waits for the
+ * producing stage's send (a cross-stage dependency resolved by
+ * vs_schedule_link). Nothing here counts micro-batches in flight: how many a
+ * stage holds is whatever this order and those dependencies produce.
+ * Gradients of a chunk's last micro-batch (every micro-batch with ZeRO-2/3)
+ * are reduced in buckets on the communication stream while backward goes
+ * on; then the optimizer steps and, with ZeRO-1/2, the updated parameters
+ * are all-gathered. ZeRO-3 gathers each block's parameters before its
+ * forward and again before its backward, prefetching one block ahead. */
 #include "schedule.h"
 
 #include "memory.h"
@@ -30,8 +36,8 @@ typedef struct builder {
   size_t n_inst;            /* blocks in the stage: embed, layers, head */
   uint32_t last_compute;    /* newest op on the compute stream */
   uint32_t last_comm;       /* newest op on the communication stream */
-  uint32_t *saved;          /* [inst][op][k] buffer of a saved tensor */
-  uint32_t *ckpt_buf;       /* [inst] full-checkpoint copy of the input */
+  uint32_t *saved;          /* [mb % ring][inst][op][k] saved tensor buffer */
+  uint32_t *ckpt_buf;       /* [mb % ring][inst] full-checkpoint input */
   uint32_t *sel_buf;        /* [inst] selective-recompute buffer */
   uint32_t *gather_op;      /* [inst] ZeRO-3 gather of this pass */
   uint32_t *gather_buf;     /* [inst] its buffer */
@@ -41,6 +47,11 @@ typedef struct builder {
   uint64_t bucket_fill;     /* their grad bytes */
   bool wait_gather;         /* next compute op must wait for gather_op */
   uint32_t wait_for;        /* the gather it waits for */
+  uint64_t stage;           /* pipeline stage being built */
+  uint32_t recv_op;         /* receive the next compute op must wait for */
+  uint32_t recv_buf;        /* its buffer, freed by that op */
+  size_t ring;              /* micro-batch slots of saved[] and ckpt_buf[] */
+  bool recv_free_at_end;    /* ... at its end (gradients) or start */
 } builder;
 
 /* ------------------------------------------------------------------------
@@ -132,14 +143,38 @@ static uint32_t new_op(builder *b, int stream, int phase, const char *name,
   return idx;
 }
 
-static void add_dep(builder *b, uint32_t op, uint32_t dep)
+/* Adds a dependency of op (the newest op) on op `dep` of the program of
+ * `stage` (-1: this program). */
+static void add_dep_on(builder *b, uint32_t op, uint32_t dep, int32_t stage)
 {
   vs_program *p = b->p;
   if (op == NONE || dep == NONE || b->failed ||
       !grow(b, (void **)&p->deps, &p->cap_deps, p->n_deps + 1, sizeof *p->deps))
     return;
+  if (stage >= 0 && !p->dep_stages) {
+    p->dep_stages = malloc(p->cap_deps * sizeof *p->dep_stages);
+    p->cap_dep_stages = p->cap_deps;
+    for (size_t i = 0; p->dep_stages && i < p->n_deps; i++)
+      p->dep_stages[i] = -1;
+  }
+  if (p->dep_stages &&
+      !grow(b, (void **)&p->dep_stages, &p->cap_dep_stages, p->n_deps + 1,
+            sizeof *p->dep_stages))
+    return;
+  if (stage >= 0 && !p->dep_stages) {
+    b->failed = true;
+    vs_error_set(b->err, VS_ENOMEM, "out of host memory building the schedule");
+    return;
+  }
+  if (p->dep_stages)
+    p->dep_stages[p->n_deps] = stage;
   p->deps[p->n_deps++] = dep;
   p->ops[op].n_deps++;
+}
+
+static void add_dep(builder *b, uint32_t op, uint32_t dep)
+{
+  add_dep_on(b, op, dep, -1);
 }
 
 static uint32_t new_buffer(builder *b, uint64_t bytes, int category)
@@ -199,10 +234,30 @@ static bool is_layer(const builder *b, size_t inst)
 /* Layer number shown in reports: -1 embedding, 0..L-1 layers, L head. */
 static int layer_of(size_t inst) { return (int)inst - 1; }
 
-static uint32_t *saved_slot(builder *b, size_t inst, int k, int s)
+/* Micro-batches in flight on one block at once are fewer than b->ring (see
+ * ring_size), so mb % ring tells them apart. */
+static size_t live(const builder *b, size_t inst, int mb)
 {
-  return &b->saved[(inst * VS_BLOCK_OPS_MAX + (size_t)k) * VS_SAVED_MAX +
+  return ((size_t)mb % b->ring) * b->n_inst + inst;
+}
+
+static uint32_t *saved_slot(builder *b, size_t inst, int k, int s, int mb)
+{
+  return &b->saved[(live(b, inst, mb) * VS_BLOCK_OPS_MAX + (size_t)k) *
+                       VS_SAVED_MAX +
                    (size_t)s];
+}
+
+/* Stores a new live buffer in slot; a slot still in use means two
+ * micro-batches collided in the ring: a bug, reported, never hidden. */
+static void hold(builder *b, uint32_t *slot, uint32_t buf)
+{
+  if (*slot != NONE && !b->failed) {
+    b->failed = true;
+    vs_error_set(b->err, VS_EINPUT,
+                 "schedule: more micro-batches in flight than expected");
+  }
+  *slot = buf;
 }
 
 static int precision(const builder *b) { return b->wl->training.precision; }
@@ -217,6 +272,13 @@ static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
     add_dep(b, op, b->wait_for);
     b->wait_gather = false;
   }
+  if (b->recv_op != NONE) {
+    /* the received tensor becomes this op's input: freed as the op's own
+     * saved copy appears (forward) or once its gradient is used (backward) */
+    add_dep(b, op, b->recv_op);
+    effect(b, op, b->recv_buf, b->recv_free_at_end, true);
+    b->recv_op = NONE;
+  }
   return op;
 }
 
@@ -228,14 +290,23 @@ static void tp_comm(builder *b, const vs_tp_comm *c, int layer, int mb)
   if (c->kind == VS_COLL_NONE)
     return;
   snprintf(name, sizeof name, "tp_%s", vs_coll_name(c->kind));
-  t = vs_collective_seconds(c->kind, c->bytes, b->lay->tp, b->lay->tp_link);
+  t = vs_layout_group_seconds(b->topo, c->kind, c->bytes, b->lay->tp,
+                              b->lay->tp_stride);
   new_op(b, VS_STREAM_COMPUTE, VS_PHASE_TP_COMM, name, layer, mb, t, 0.0,
          (double)c->bytes);
 }
 
 static double tp_comm_seconds(const builder *b, const vs_tp_comm *c)
 {
-  return vs_collective_seconds(c->kind, c->bytes, b->lay->tp, b->lay->tp_link);
+  return vs_layout_group_seconds(b->topo, c->kind, c->bytes, b->lay->tp,
+                                 b->lay->tp_stride);
+}
+
+/* A collective over this GPU's data-parallel group. */
+static double dp_seconds(const builder *b, int kind, uint64_t bytes)
+{
+  return vs_layout_group_seconds(b->topo, kind, bytes, b->lay->dp,
+                                 b->lay->dp_stride);
 }
 
 /* ------------------------------------------------------------------------
@@ -255,8 +326,7 @@ static void gather(builder *b, size_t inst, int mb, uint32_t after)
 
   if (!zero3(b) || bytes == 0 || b->gather_op[inst] != NONE)
     return;
-  t = vs_collective_seconds(VS_COLL_ALL_GATHER, bytes, b->lay->dp,
-                            b->lay->dp_link);
+  t = dp_seconds(b, VS_COLL_ALL_GATHER, bytes);
   op = new_op(b, VS_STREAM_COMM, VS_PHASE_DP_COMM, "zero3_all_gather",
               layer_of(inst), mb, t, 0.0, (double)bytes);
   add_dep(b, op, after);
@@ -322,14 +392,14 @@ static void forward_block(builder *b, size_t inst, int mb)
     op = compute_op(b, VS_PHASE_FWD, o->name, layer, mb, o->fwd_flops,
                     o->fwd_bytes, o->matmul);
     if (k == 0 && full) {
-      b->ckpt_buf[inst] = new_buffer(b, blk->input_bytes, VS_CAT_ACTIVATIONS);
-      effect(b, op, b->ckpt_buf[inst], false, false);
+      uint32_t *ckpt = &b->ckpt_buf[live(b, inst, mb)];
+      hold(b, ckpt, new_buffer(b, blk->input_bytes, VS_CAT_ACTIVATIONS));
+      effect(b, op, *ckpt, false, false);
     }
     for (int s = 0; s < o->n_saved; s++) {
-      uint32_t *slot = saved_slot(b, inst, k, s);
-      *slot = NONE;
+      uint32_t *slot = saved_slot(b, inst, k, s, mb);
       if (kept(b, inst, &o->saved[s])) {
-        *slot = new_buffer(b, o->saved[s].bytes, o->saved[s].category);
+        hold(b, slot, new_buffer(b, o->saved[s].bytes, o->saved[s].category));
         effect(b, op, *slot, false, false);
       } else {
         fleeting += o->saved[s].bytes;
@@ -367,8 +437,8 @@ static void recompute_layer(builder *b, size_t inst, int mb)
   }
   for (int k = 0; k < blk->n_ops; k++) {
     for (int s = 0; s < blk->ops[k].n_saved; s++) {
-      uint32_t *slot = saved_slot(b, inst, k, s);
-      *slot = new_buffer(b, blk->ops[k].saved[s].bytes, VS_CAT_TEMP);
+      uint32_t *slot = saved_slot(b, inst, k, s, mb);
+      hold(b, slot, new_buffer(b, blk->ops[k].saved[s].bytes, VS_CAT_TEMP));
       effect(b, op, *slot, false, false);
     }
   }
@@ -450,7 +520,7 @@ static void backward_block(builder *b, size_t inst, int mb)
     }
     transient(b, op, o->bwd_temp_bytes, VS_CAT_TEMP);
     for (int s = 0; s < o->n_saved; s++) {
-      uint32_t *slot = saved_slot(b, inst, k, s);
+      uint32_t *slot = saved_slot(b, inst, k, s, mb);
       effect(b, op, *slot, true, true);
       *slot = NONE;
     }
@@ -459,8 +529,8 @@ static void backward_block(builder *b, size_t inst, int mb)
       b->sel_buf[inst] = NONE;
     }
     if (k == 0) {
-      effect(b, op, b->ckpt_buf[inst], true, true);
-      b->ckpt_buf[inst] = NONE;
+      effect(b, op, b->ckpt_buf[live(b, inst, mb)], true, true);
+      b->ckpt_buf[live(b, inst, mb)] = NONE;
       release_gather(b, inst, op);
     }
     tp_comm(b, &o->bwd_after, layer, mb);
@@ -484,7 +554,7 @@ static void flush_bucket(builder *b, int mb)
     return;
   }
   snprintf(name, sizeof name, "dp_%s", vs_coll_name(kind));
-  t = vs_collective_seconds(kind, b->bucket_fill, b->lay->dp, b->lay->dp_link);
+  t = dp_seconds(b, kind, b->bucket_fill);
   op = new_op(b, VS_STREAM_COMM, VS_PHASE_DP_COMM, name, -1, mb, t, 0.0,
               (double)b->bucket_fill);
   add_dep(b, op, b->last_compute);
@@ -497,29 +567,54 @@ static void flush_bucket(builder *b, int mb)
 }
 
 /* Adds inst's gradients to the open bucket; reduces it once it holds at
- * least `bucket` bytes, and at the end of backward. */
+ * least `bucket` bytes (the caller flushes the rest at the end of the
+ * chunk's backward). */
 static void bucket_grads(builder *b, size_t inst, int mb)
 {
   b->bucket[b->n_bucket++] = (uint32_t)inst;
   b->bucket_fill += block_of(b, inst)->param_elems * b->lay->grad_elem_bytes;
-  if (b->bucket_fill >= b->wl->parallel.bucket_bytes || inst == 0)
+  if (b->bucket_fill >= b->wl->parallel.bucket_bytes)
     flush_bucket(b, mb);
+}
+
+/* With tied embeddings split over the pipeline, the first and last stages
+ * all-reduce the word-embedding gradients (Megatron's embedding group). */
+static void tied_embedding_sync(builder *b)
+{
+  const vs_layout *lay = b->lay;
+  uint64_t bytes, other;
+  double t;
+  uint32_t op;
+  if (lay->pp < 2 || !b->wl->model.tied_embeddings ||
+      (b->stage != 0 && b->stage != lay->pp - 1))
+    return;
+  bytes = b->m->vocab_padded / lay->tp * b->wl->model.hidden *
+          lay->grad_elem_bytes;
+  other = b->stage == 0 ? lay->pp - 1 : 0;
+  t = vs_collective_seconds(VS_COLL_ALL_REDUCE, bytes, 2,
+                            vs_layout_stage_link(b->topo, lay, b->stage, other));
+  op = new_op(b, VS_STREAM_COMM, VS_PHASE_DP_COMM, "embedding_all_reduce", -1,
+              -1, t, 0.0, (double)bytes);
+  add_dep(b, op, b->last_compute);
 }
 
 static void optimizer_step(builder *b)
 {
   const vs_layout *lay = b->lay;
-  double elems = (double)lay->params_bytes / (double)lay->param_elem_bytes;
-  double bytes = 2.0 * (double)lay->optimizer_bytes +
-                 (double)lay->grads_bytes + 2.0 * (double)lay->params_bytes;
-  uint32_t op = compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", -1, -1,
-                           12.0 * elems, bytes, false);
+  const vs_stage_layout *st = &lay->stages[b->stage];
+  double elems = (double)st->params_bytes / (double)lay->param_elem_bytes;
+  double bytes = 2.0 * (double)st->optimizer_bytes +
+                 (double)st->grads_bytes + 2.0 * (double)st->params_bytes;
+  uint32_t op;
+  tied_embedding_sync(b);
+  op = compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", -1, -1,
+                  12.0 * elems, bytes, false);
   add_dep(b, op, b->last_comm);
   if (lay->dp > 1 && (lay->zero == 1 || lay->zero == 2)) {
-    double t = vs_collective_seconds(VS_COLL_ALL_GATHER, lay->params_full_bytes,
-                                     lay->dp, lay->dp_link);
+    uint64_t full = st->params_full_bytes;
+    double t = dp_seconds(b, VS_COLL_ALL_GATHER, full);
     uint32_t ag = new_op(b, VS_STREAM_COMM, VS_PHASE_DP_COMM, "zero_param_all_gather",
-                         -1, -1, t, 0.0, (double)lay->params_full_bytes);
+                         -1, -1, t, 0.0, (double)full);
     add_dep(b, ag, op);
   }
 }
@@ -528,9 +623,10 @@ static void setup(builder *b)
 {
   uint32_t op = new_op(b, VS_STREAM_COMPUTE, VS_PHASE_SETUP, "model_states", -1,
                        -1, 0.0, 0.0, 0.0);
-  effect(b, op, new_buffer(b, b->lay->params_bytes, VS_CAT_PARAMS), false, false);
-  effect(b, op, new_buffer(b, b->lay->grads_bytes, VS_CAT_GRADS), false, false);
-  effect(b, op, new_buffer(b, b->lay->optimizer_bytes, VS_CAT_OPTIMIZER), false,
+  const vs_stage_layout *st = &b->lay->stages[b->stage];
+  effect(b, op, new_buffer(b, st->params_bytes, VS_CAT_PARAMS), false, false);
+  effect(b, op, new_buffer(b, st->grads_bytes, VS_CAT_GRADS), false, false);
+  effect(b, op, new_buffer(b, st->optimizer_bytes, VS_CAT_OPTIMIZER), false,
          false);
 }
 
@@ -562,21 +658,194 @@ static void free_tables(builder *b)
   free(b->bucket);
 }
 
+/* ------------------------------------------------------------------------
+ * Pipeline: units of work, their order, and the sends and receives
+ * ------------------------------------------------------------------------ */
+
+typedef struct unit {
+  bool forward;        /* forward pass (else backward) */
+  uint32_t mb;         /* micro-batch */
+  uint32_t chunk;      /* model chunk on this stage (0 .. vstages-1) */
+} unit;
+
+enum { SEND_ACTIVATION, SEND_GRADIENT };
+
+/* Key of the send of `kind` for micro-batch mb out of model chunk g. */
+static uint32_t send_key(const builder *b, int kind, uint64_t mb, uint64_t g)
+{
+  return (uint32_t)(((uint64_t)kind * b->lay->grad_accum + mb) *
+                        b->lay->n_chunks + g);
+}
+
+/* The stage's order of units. GPipe: every forward, then every backward.
+ * 1F1B (Narayanan et al. 2021): pp - stage - 1 warm-up forwards, then one
+ * forward and one backward alternately, then the remaining backwards.
+ * Interleaved (Megatron-LM forward_backward_pipelining_with_interleaving):
+ * (pp - stage - 1) * 2 + (vstages - 1) * pp warm-up units, unit k running
+ * chunk (k mod pp*v) / pp (reversed for backward) of micro-batch
+ * (k / (pp*v)) * pp + k mod pp. */
+static size_t make_order(const builder *b, unit *order)
+{
+  uint64_t m = b->lay->grad_accum, p = b->lay->pp, v = b->lay->vstages;
+  uint64_t total = m * v, warm, n = 0;
+
+  if (b->wl->parallel.schedule == VS_SCHED_GPIPE) {
+    for (uint64_t k = 0; k < m; k++)
+      order[n++] = (unit){true, (uint32_t)k, 0};
+    for (uint64_t k = 0; k < m; k++)
+      order[n++] = (unit){false, (uint32_t)k, 0};
+    return n;
+  }
+  warm = v > 1 ? (p - b->stage - 1) * 2 + (v - 1) * p : p - b->stage - 1;
+  if (warm > total)
+    warm = total;
+  for (uint64_t k = 0, f = 0, bw = 0; k < 2 * total; k++) {
+    bool fwd = f < warm || (f < total && (k - warm) % 2 == 0);
+    uint64_t i = fwd ? f++ : bw++;
+    uint64_t in_group = i % (p * v);
+    uint64_t chunk = in_group / p;
+    order[n].forward = fwd;
+    order[n].mb = (uint32_t)(v > 1 ? (i / (p * v)) * p + in_group % p : i);
+    order[n].chunk = (uint32_t)(fwd ? chunk : v - 1 - chunk);
+    n++;
+  }
+  return n;
+}
+
+/* Instances (block ids) of model chunk g: [first, last]. */
+static void chunk_range(const builder *b, uint64_t g, size_t *first,
+                        size_t *last)
+{
+  *first = (size_t)b->lay->chunk_first[g] + 1; /* layer l is inst l + 1 */
+  *last = *first + b->lay->chunk_layers[g] - 1;
+  if (g == 0)
+    *first = 0;                                  /* the embedding */
+  if (g == b->lay->n_chunks - 1)
+    *last = b->n_inst - 1;                       /* the head */
+}
+
+/* Receives a tensor from the stage holding model chunk `from` into a temp
+ * (communication) buffer; the next compute op waits for it and frees it. */
+static void receive(builder *b, int kind, uint64_t mb, uint64_t from)
+{
+  uint64_t bytes = b->m->layer.input_bytes;
+  uint32_t op = new_op(b, VS_STREAM_RECV, VS_PHASE_P2P,
+                       kind == SEND_ACTIVATION ? "recv_activation"
+                                               : "recv_gradient",
+                       -1, (int)mb, 0.0, 0.0, (double)bytes);
+  add_dep_on(b, op, send_key(b, kind, mb, from),
+             (int32_t)(from % b->lay->pp));
+  b->recv_buf = new_buffer(b, bytes, VS_CAT_TEMP);
+  effect(b, op, b->recv_buf, false, false);
+  b->recv_op = op;
+  b->recv_free_at_end = kind == SEND_GRADIENT;
+}
+
+/* Sends this chunk's output (or input gradient) to the stage holding model
+ * chunk `to`, once the last compute op has produced it. */
+static void send(builder *b, int kind, uint64_t mb, uint64_t g, uint64_t to)
+{
+  uint64_t bytes = b->m->layer.input_bytes;
+  vs_link link = vs_layout_stage_link(b->topo, b->lay, b->stage, to % b->lay->pp);
+  double t = link.latency + (double)bytes / link.bandwidth;
+  uint32_t op = new_op(b, VS_STREAM_SEND, VS_PHASE_P2P,
+                       kind == SEND_ACTIVATION ? "send_activation"
+                                               : "send_gradient",
+                       -1, (int)mb, t, 0.0, (double)bytes);
+  add_dep(b, op, b->last_compute);
+  transient(b, op, bytes, VS_CAT_TEMP);
+  if (op != NONE)
+    b->p->sends[send_key(b, kind, mb, g)] = op;
+}
+
+static void forward_unit(builder *b, const unit *u)
+{
+  uint64_t g = u->chunk * b->lay->pp + b->stage;
+  size_t first, last;
+  chunk_range(b, g, &first, &last);
+  if (g > 0)
+    receive(b, SEND_ACTIVATION, u->mb, g - 1);
+  for (size_t inst = first; inst <= last; inst++)
+    forward_block(b, inst, (int)u->mb);
+  if (g + 1 < b->lay->n_chunks)
+    send(b, SEND_ACTIVATION, u->mb, g, g + 1);
+}
+
+static void backward_unit(builder *b, const unit *u)
+{
+  uint64_t g = u->chunk * b->lay->pp + b->stage;
+  bool sync = b->lay->dp > 1 &&
+              (transient_grads(b) || u->mb + 1 == b->lay->grad_accum);
+  size_t first, last;
+  chunk_range(b, g, &first, &last);
+  if (g + 1 < b->lay->n_chunks)
+    receive(b, SEND_GRADIENT, u->mb, g + 1);
+  for (size_t inst = last + 1; inst-- > first;) {
+    backward_block(b, inst, (int)u->mb);
+    if (sync)
+      bucket_grads(b, inst, (int)u->mb);
+  }
+  if (sync)
+    flush_bucket(b, (int)u->mb);
+  if (g > 0)
+    send(b, SEND_GRADIENT, u->mb, g, g - 1);
+}
+
 static void build_step(builder *b)
 {
-  uint64_t n_mb = b->lay->grad_accum;
+  size_t n_units = (size_t)(2 * b->lay->grad_accum * b->lay->vstages);
+  unit *order = malloc(n_units * sizeof *order);
+  vs_program *p = b->p;
+
+  p->n_sends = (size_t)(2 * b->lay->grad_accum * b->lay->n_chunks);
+  p->sends = malloc(p->n_sends * sizeof *p->sends);
+  if (!order || !p->sends) {
+    free(order);
+    b->failed = true;
+    vs_error_set(b->err, VS_ENOMEM, "out of host memory building the schedule");
+    return;
+  }
+  for (size_t i = 0; i < p->n_sends; i++)
+    p->sends[i] = NONE;
+  n_units = make_order(b, order);
   setup(b);
-  for (uint64_t mb = 0; mb < n_mb && !b->failed; mb++) {
-    bool sync = b->lay->dp > 1 && (transient_grads(b) || mb + 1 == n_mb);
-    for (size_t inst = 0; inst < b->n_inst; inst++)
-      forward_block(b, inst, (int)mb);
-    for (size_t inst = b->n_inst; inst-- > 0;) {
-      backward_block(b, inst, (int)mb);
-      if (sync)
-        bucket_grads(b, inst, (int)mb);
+  for (size_t i = 0; i < n_units && !b->failed; i++)
+    (order[i].forward ? forward_unit : backward_unit)(b, &order[i]);
+  optimizer_step(b);
+  free(order);
+}
+
+int vs_schedule_link(vs_program *progs, size_t n_progs, vs_error *err)
+{
+  for (size_t s = 0; s < n_progs; s++) {
+    vs_program *p = &progs[s];
+    for (size_t i = 0; p->dep_stages && i < p->n_deps; i++) {
+      int32_t st = p->dep_stages[i];
+      uint32_t key = p->deps[i], op;
+      if (st < 0)
+        continue;
+      if ((size_t)st >= n_progs || key >= progs[st].n_sends ||
+          (op = progs[st].sends[key]) == NONE)
+        return vs_error_set(err, VS_EINPUT,
+                            "schedule: stage %zu waits for a send that stage "
+                            "%d never makes (key %u)",
+                            s, st, key);
+      p->deps[i] = op;
+      progs[st].ops[op].notify = 1;
     }
   }
-  optimizer_step(b);
+  return 0;
+}
+
+/* An upper bound on the micro-batches one block holds at once: all of them
+ * with GPipe; with 1F1B at most pp (interleaved: its warm-up, under
+ * (vstages + 1) * pp units). */
+static size_t ring_size(const vs_layout *lay, int schedule)
+{
+  uint64_t bound = (lay->vstages + 1) * lay->pp + 1;
+  if (schedule == VS_SCHED_GPIPE || bound > lay->grad_accum)
+    bound = lay->grad_accum;
+  return (size_t)bound;
 }
 
 int vs_schedule_build(const vs_workload *wl, const vs_topology *topo,
@@ -598,8 +867,12 @@ int vs_schedule_build(const vs_workload *wl, const vs_topology *topo,
   b.n_inst = n_inst;
   b.last_compute = NONE;
   b.last_comm = NONE;
-  b.saved = new_table(&b, n_inst * VS_BLOCK_OPS_MAX * VS_SAVED_MAX);
-  b.ckpt_buf = new_table(&b, n_inst);
+  b.recv_op = NONE;
+  b.recv_buf = NONE;
+  b.stage = (uint64_t)stage;
+  b.ring = ring_size(lay, wl->parallel.schedule);
+  b.saved = new_table(&b, b.ring * n_inst * VS_BLOCK_OPS_MAX * VS_SAVED_MAX);
+  b.ckpt_buf = new_table(&b, b.ring * n_inst);
   b.sel_buf = new_table(&b, n_inst);
   b.gather_op = new_table(&b, n_inst);
   b.gather_buf = new_table(&b, n_inst);
@@ -619,6 +892,8 @@ void vs_program_fini(vs_program *prog)
 {
   free(prog->ops);
   free(prog->deps);
+  free(prog->dep_stages);
+  free(prog->sends);
   free(prog->effects);
   free(prog->buffers);
   for (int s = 0; s < VS_STREAM_N; s++)
@@ -628,13 +903,22 @@ void vs_program_fini(vs_program *prog)
 
 const char *vs_stream_name(int stream)
 {
-  return stream == VS_STREAM_COMPUTE ? "compute" : "comm";
+  switch (stream) {
+  case VS_STREAM_COMPUTE:
+    return "compute";
+  case VS_STREAM_COMM:
+    return "comm";
+  case VS_STREAM_SEND:
+    return "send";
+  default:
+    return "recv";
+  }
 }
 
 const char *vs_phase_name(int phase)
 {
   static const char *const names[] = {"setup",   "forward", "backward",
                                       "recompute", "tp_comm", "dp_comm",
-                                      "optimizer"};
-  return phase >= 0 && phase <= VS_PHASE_OPTIMIZER ? names[phase] : "?";
+                                      "optimizer", "p2p"};
+  return phase >= 0 && phase <= VS_PHASE_P2P ? names[phase] : "?";
 }

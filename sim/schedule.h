@@ -23,6 +23,8 @@ typedef enum vs_stream {
   VS_STREAM_COMPUTE,  /* kernels, tensor-parallel collectives (Megatron
                          issues them on the compute stream) */
   VS_STREAM_COMM,     /* data-parallel collectives, ZeRO gathers */
+  VS_STREAM_SEND,     /* pipeline sends (asynchronous, like isend) */
+  VS_STREAM_RECV,     /* pipeline receives, in the order they are needed */
   VS_STREAM_N
 } vs_stream;
 
@@ -33,7 +35,8 @@ typedef enum vs_phase {
   VS_PHASE_RECOMPUTE,
   VS_PHASE_TP_COMM,   /* tensor-parallel collective */
   VS_PHASE_DP_COMM,   /* data-parallel collective (grads, ZeRO gathers) */
-  VS_PHASE_OPTIMIZER
+  VS_PHASE_OPTIMIZER,
+  VS_PHASE_P2P        /* pipeline send or receive */
 } vs_phase;
 
 typedef struct vs_buffer {
@@ -59,6 +62,7 @@ typedef struct vs_pop {
   uint32_t first_dep, n_deps;       /* deps[first_dep ...] */
   uint32_t first_effect, n_effects; /* effects[first_effect ...] */
   uint32_t pos;       /* index of this op in stream_ops[stream] */
+  uint8_t notify;     /* ops of other stages depend on it */
 } vs_pop;
 
 typedef struct vs_program {
@@ -66,7 +70,10 @@ typedef struct vs_program {
   vs_pop *ops;                     /* all ops, topologically ordered */
   size_t n_ops, cap_ops;
   uint32_t *deps;                  /* op indices that must end first */
-  size_t n_deps, cap_deps;
+  int32_t *dep_stages;             /* parallel to deps: the stage whose
+                                      program holds deps[i], or -1 for this
+                                      program; NULL when all are local */
+  size_t n_deps, cap_deps, cap_dep_stages;
   vs_effect *effects;              /* memory effects of every op */
   size_t n_effects, cap_effects;
   vs_buffer *buffers;              /* every tensor the step allocates */
@@ -75,6 +82,9 @@ typedef struct vs_program {
   size_t n_stream_ops[VS_STREAM_N];
   size_t cap_stream_ops[VS_STREAM_N];
   double compute_seconds;          /* sum of compute-stream op times */
+  uint32_t *sends;                 /* [key] this stage's pipeline send op
+                                      (see vs_schedule_link), NONE if none */
+  size_t n_sends;
 } vs_program;
 
 /* Builds the program of `stage` into prog (which it initialises). On error
@@ -82,6 +92,12 @@ typedef struct vs_program {
 int vs_schedule_build(const vs_workload *wl, const vs_topology *topo,
                       const vs_model *m, const vs_layout *lay, int stage,
                       vs_program *prog, vs_error *err);
+
+/* Resolves the cross-stage dependencies of a pipeline's programs (one per
+ * stage, in stage order) once all are built: each receive waits for the
+ * matching send of the producing stage, which is marked `notify`.
+ * VS_EINPUT if a send is missing (a schedule bug). */
+int vs_schedule_link(vs_program *progs, size_t n_progs, vs_error *err);
 
 void vs_program_fini(vs_program *prog);
 

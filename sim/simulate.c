@@ -19,6 +19,15 @@ const vs_rank *vs_sim_worst_rank(const vs_sim *sim)
   return worst;
 }
 
+const vs_rank *vs_sim_slowest_rank(const vs_sim *sim)
+{
+  const vs_rank *slow = &sim->ranks[0];
+  for (size_t i = 1; i < sim->n_ranks; i++)
+    if (sim->ranks[i].end_ns > slow->end_ns)
+      slow = &sim->ranks[i];
+  return slow;
+}
+
 static double peak_flops(const vs_topology *t, int precision)
 {
   switch (precision) {
@@ -61,24 +70,34 @@ static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
       uint64_t id = stage * lay->tp * lay->dp + j;
       vs_rank_init(r, (uint32_t)id, &sim->programs[stage],
                    sim->topo->memory_bytes, lay->framework_bytes);
+      r->slot = (uint32_t)j;
       r->tp_rank = (int)(j % lay->tp);
       r->dp_rank = (int)(j / lay->tp);
+      /* Megatron order tp-dp-pp (default) or tp-pp-dp */
+      r->id = (uint32_t)(stage * lay->pp_stride + (j / lay->tp) * lay->dp_stride +
+                         j % lay->tp);
     }
   }
   return 0;
 }
 
+/* Model FLOPs of one micro-batch through the whole model on one tp rank:
+ * every forward matmul, embedding and head once, layers `layers` times. */
+static double model_flops_per_microbatch(const vs_model *m)
+{
+  return block_matmul_flops(&m->embed) +
+         (double)m->layers * block_matmul_flops(&m->layer) +
+         block_matmul_flops(&m->head);
+}
+
 static void summarise(vs_sim *sim)
 {
   const vs_workload *wl = sim->wl;
-  const vs_model *m = &sim->model;
-  const vs_program *p = &sim->programs[0];
-  double per_mb = block_matmul_flops(&m->embed) +
-                  (double)m->layers * block_matmul_flops(&m->layer) +
-                  block_matmul_flops(&m->head);
+  const vs_rank *slow = vs_sim_slowest_rank(sim);
+  const vs_program *p = slow->prog;
   double busy = 0;
 
-  sim->step_time_s = (double)sim->stats.end_ns * 1e-9;
+  sim->step_time_s = (double)slow->end_ns * 1e-9;
   for (size_t i = 0; i < p->n_stream_ops[VS_STREAM_COMPUTE]; i++) {
     const vs_pop *op = &p->ops[p->stream_ops[VS_STREAM_COMPUTE][i]];
     double t = (double)op->dur_ns * 1e-9;
@@ -88,15 +107,20 @@ static void summarise(vs_sim *sim)
     else
       sim->compute_s += t;
   }
-  sim->exposed_comm_s = sim->step_time_s > busy ? sim->step_time_s - busy : 0;
+  sim->bubble_s = (double)slow->wait_p2p_ns * 1e-9;
+  sim->exposed_comm_s = sim->step_time_s - busy - sim->bubble_s;
+  if (sim->exposed_comm_s < 0)
+    sim->exposed_comm_s = 0;
   sim->tokens_per_s = sim->step_time_s > 0
                           ? (double)(wl->training.global_batch *
                                      wl->model.seq_len) / sim->step_time_s
                           : 0;
   /* forward + backward = 3x forward (Narayanan et al. 2021, eq. 3 without
-   * recompute); per-rank FLOPs times tp gives the replica's. */
-  sim->model_flops = 3.0 * per_mb * (double)sim->layout.tp *
-                     (double)sim->layout.dp * (double)sim->layout.grad_accum;
+   * recompute); one micro-batch's FLOPs on a tp rank times tp is the
+   * replica's, times dp replicas and grad_accum micro-batches the step's. */
+  sim->model_flops = 3.0 * model_flops_per_microbatch(&sim->model) *
+                     (double)sim->layout.tp * (double)sim->layout.dp *
+                     (double)sim->layout.grad_accum;
   sim->mfu = sim->step_time_s > 0
                  ? sim->model_flops /
                        (sim->step_time_s * (double)sim->layout.gpus *
@@ -110,7 +134,7 @@ static void summarise(vs_sim *sim)
 int vs_sim_run(vs_sim *sim, const vs_workload *wl, const vs_topology *topo,
                const vs_sim_opts *opts, vs_error *err)
 {
-  vs_engine_opts eo = {opts->record, opts->record, opts->check_invariants};
+  vs_engine_opts eo = {opts->record, opts->record, opts->check_invariants, 0};
   int rc;
 
   memset(sim, 0, sizeof *sim);
@@ -130,7 +154,13 @@ int vs_sim_run(vs_sim *sim, const vs_workload *wl, const vs_topology *topo,
       return rc;
     }
   }
-  if ((rc = make_ranks(sim, opts, err)) ||
+  if ((rc = vs_schedule_link(sim->programs, sim->n_programs, err))) {
+    vs_sim_fini(sim);
+    return rc;
+  }
+  if ((rc = make_ranks(sim, opts, err)) == 0)
+    eo.ranks_per_stage = sim->n_ranks / sim->n_programs;
+  if (rc ||
       (rc = vs_engine_run(sim->ranks, sim->n_ranks, &eo, &sim->stats, err))) {
     vs_sim_fini(sim);
     return rc;

@@ -37,7 +37,10 @@ typedef struct vs_sim {
   double step_time_s;     /* slowest rank's step */
   double compute_s;       /* compute-stream kernels (no tp comm) */
   double tp_comm_s;       /* tensor-parallel collectives on the compute stream */
-  double exposed_comm_s;  /* step time the compute stream waited on others */
+  double bubble_s;        /* compute stream idle waiting on the pipeline */
+  double exposed_comm_s;  /* rest of the step: waiting on data-parallel
+                             collectives, and the tail after the last kernel
+                             (step = compute + tp comm + bubble + exposed) */
   double tokens_per_s;    /* global_batch * seq_len / step time */
   double model_flops;     /* model FLOPs per step, all GPUs */
   double mfu;             /* model_flops / (step * gpus * peak) */
@@ -54,6 +57,10 @@ void vs_sim_fini(vs_sim *sim);
 /* Whether rank's memory fits its GPU (peak reserved + framework <= capacity
  * and no allocation failed). */
 bool vs_rank_fits(const vs_rank *rank);
+
+/* The simulated rank that finishes last (first on ties): its step time is
+ * the job's, and the breakdown above is its own. */
+const vs_rank *vs_sim_slowest_rank(const vs_sim *sim);
 
 /* The simulated rank whose peak use is highest (first on ties). */
 const vs_rank *vs_sim_worst_rank(const vs_sim *sim);

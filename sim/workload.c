@@ -15,6 +15,7 @@ static const char *const attention_names[] = {"flash", "eager", NULL};
 static const char *const schedule_names[] = {"1f1b", "gpipe", "interleaved", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const allocator_names[] = {"caching", "exact", NULL};
+static const char *const order_names[] = {"tp-dp-pp", "tp-pp-dp", NULL};
 
 #define K(sec, key, ty, field, ...)                                         \
   {.section = sec, .name = key, .type = ty,                                  \
@@ -31,6 +32,7 @@ static const vs_key workload_keys[] = {
     K("model", "seq_len", VS_KEY_COUNT, model.seq_len, .positive = true, .hi = 1e8, .required = true, .default_doc = "required"),
     K("model", "tied_embeddings", VS_KEY_BOOL, model.tied_embeddings, .default_doc = "true (gpt, bert), false (llama)"),
     K("model", "dropout", VS_KEY_REAL, model.dropout, .lo = 0, .hi = 0.999, .default_doc = "0.1 (gpt, bert), 0 (llama)"),
+    K("model", "vocab_divisible_by", VS_KEY_COUNT, model.vocab_divisible_by, .positive = true, .hi = 1e6, .default_doc = "1 (Megatron pads to 128)"),
     K("training", "micro_batch", VS_KEY_COUNT, training.micro_batch, .positive = true, .hi = 1e6, .default_doc = "1"),
     K("training", "global_batch", VS_KEY_COUNT, training.global_batch, .positive = true, .hi = 1e9, .default_doc = "micro_batch * dp"),
     K("training", "precision", VS_KEY_ENUM, training.precision, .choices = precision_names, .default_doc = "bf16"),
@@ -49,6 +51,8 @@ static const vs_key workload_keys[] = {
     K("parallel", "offload_optimizer", VS_KEY_ENUM, parallel.offload_optimizer, .choices = offload_names, .default_doc = "none"),
     K("parallel", "offload_params", VS_KEY_ENUM, parallel.offload_params, .choices = offload_names, .default_doc = "none"),
     K("parallel", "bucket", VS_KEY_SIZE, parallel.bucket_bytes, .positive = true, .default_doc = "25MiB"),
+    K("parallel", "pp_layers", VS_KEY_LIST, parallel.pp_layers, .positive = true, .default_doc = "even split"),
+    K("parallel", "order", VS_KEY_ENUM, parallel.order, .choices = order_names, .default_doc = "tp-dp-pp"),
     K("runtime", "allocator", VS_KEY_ENUM, runtime.allocator, .choices = allocator_names, .default_doc = "exact"),
     K("runtime", "expandable_segments", VS_KEY_BOOL, runtime.expandable_segments, .default_doc = "false"),
 };
@@ -66,6 +70,8 @@ const char *vs_checkpointing_name(int v) { return ckpt_names[v]; }
 const char *vs_attention_name(int v) { return attention_names[v]; }
 const char *vs_offload_name(int v) { return offload_names[v]; }
 const char *vs_allocator_name(int v) { return allocator_names[v]; }
+const char *vs_schedule_name(int v) { return schedule_names[v]; }
+const char *vs_order_name(int v) { return order_names[v]; }
 
 /* Defaults that do not depend on other keys. */
 static void set_defaults(vs_workload *wl)
@@ -80,6 +86,7 @@ static void set_defaults(vs_workload *wl)
   wl->parallel.dp = 1;
   wl->parallel.virtual_stages = 1;
   wl->parallel.bucket_bytes = 25ull << 20;
+  wl->model.vocab_divisible_by = 1;
   wl->runtime.allocator = VS_ALLOC_EXACT;
 }
 
@@ -152,16 +159,11 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
                         "by tp (%llu)",
                         WHERE("parallel", "sequence_parallel"),
                         (unsigned long long)m->seq_len, (unsigned long long)tp);
-  if (pp > 1)
+  if (pp > m->layers)
     return vs_error_set(err, VS_EINPUT,
-                        "%s: pipeline parallelism (pp > 1) is not simulated by "
-                        "this version of vsim yet; use pp = 1",
-                        WHERE("parallel", "pp"));
-  if (p->virtual_stages != 1 || p->schedule == VS_SCHED_INTERLEAVED)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: interleaved schedules need pipeline parallelism, "
-                        "which this version of vsim does not simulate yet",
-                        WHERE("parallel", "virtual_stages"));
+                        "%s: pp must not exceed layers (%llu): every stage needs "
+                        "a layer",
+                        WHERE("parallel", "pp"), (unsigned long long)m->layers);
   if (gpus > 0) {
     if (gpus % (tp * pp) != 0)
       return vs_error_set(err, VS_EINPUT,
@@ -236,6 +238,66 @@ static int check_training(vs_workload *wl, vs_error *err)
   return 0;
 }
 
+/* Pipeline schedule and layer split; needs grad_accum. */
+static int check_pipeline(vs_workload *wl, vs_error *err)
+{
+  const vs_parallel_conf *p = &wl->parallel;
+  const vs_count_list *split = &p->pp_layers;
+  uint64_t v = p->virtual_stages, chunks = p->pp * p->virtual_stages, sum = 0;
+  char where[400];
+
+  if (p->schedule == VS_SCHED_INTERLEAVED) {
+    if (p->pp < 2 || v < 2)
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: the interleaved schedule needs pp >= 2 and "
+                          "virtual_stages >= 2 (pp = %llu, virtual_stages = %llu)",
+                          WHERE("parallel", "schedule"),
+                          (unsigned long long)p->pp, (unsigned long long)v);
+    if (wl->grad_accum % p->pp != 0)
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: the interleaved schedule needs the micro-batches "
+                          "per step (%llu = global_batch / (micro_batch * dp)) "
+                          "to be a multiple of pp (%llu), as Megatron-LM does",
+                          WHERE("parallel", "schedule"),
+                          (unsigned long long)wl->grad_accum,
+                          (unsigned long long)p->pp);
+  } else if (v != 1) {
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: virtual_stages > 1 needs schedule = interleaved",
+                        WHERE("parallel", "virtual_stages"));
+  }
+  if (chunks > wl->model.layers)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: pp * virtual_stages = %llu model chunks, more than "
+                        "the %llu layers",
+                        WHERE("parallel", "virtual_stages"),
+                        (unsigned long long)chunks,
+                        (unsigned long long)wl->model.layers);
+  if (p->pp > 1 && p->zero >= 2)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: ZeRO-2/3 partition gradients across micro-batches, "
+                        "which pipeline parallelism does not allow (DeepSpeed "
+                        "and Megatron-LM reject it); use zero = 0 or 1 with pp > 1",
+                        WHERE("parallel", "zero"));
+  if (split->n == 0)
+    return 0;
+  if (split->n != chunks)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: expected %llu counts (one per pipeline stage%s), "
+                        "got %zu",
+                        WHERE("parallel", "pp_layers"), (unsigned long long)chunks,
+                        v > 1 ? " and virtual stage" : "", split->n);
+  for (size_t i = 0; i < split->n; i++)
+    sum += split->values[i];
+  if (sum != wl->model.layers)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: the counts add up to %llu, but the model has %llu "
+                        "layers",
+                        WHERE("parallel", "pp_layers"), (unsigned long long)sum,
+                        (unsigned long long)wl->model.layers);
+  return 0;
+}
+
 #undef WHERE
 
 int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
@@ -245,9 +307,9 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
     return rc;
   if ((rc = check_model(wl, err)))
     return rc;
-  if ((rc = check_layout(wl, gpus, err)))
+  if ((rc = check_layout(wl, gpus, err)) || (rc = check_training(wl, err)))
     return rc;
-  return check_training(wl, err);
+  return check_pipeline(wl, err);
 }
 
 int vs_workload_load(vs_workload *wl, const char *path,

@@ -26,6 +26,8 @@ typedef enum { VS_ATTN_FLASH, VS_ATTN_EAGER } vs_attention;
 typedef enum { VS_SCHED_1F1B, VS_SCHED_GPIPE, VS_SCHED_INTERLEAVED } vs_schedule_kind;
 typedef enum { VS_OFFLOAD_NONE, VS_OFFLOAD_CPU, VS_OFFLOAD_NVME } vs_offload;
 typedef enum { VS_ALLOC_CACHING, VS_ALLOC_EXACT } vs_allocator_kind;
+/* Rank placement, innermost group first (Megatron's default is tp-dp-pp). */
+typedef enum { VS_ORDER_TP_DP_PP, VS_ORDER_TP_PP_DP } vs_order;
 
 typedef struct vs_model_conf {
   int arch;                 /* vs_arch */
@@ -38,6 +40,7 @@ typedef struct vs_model_conf {
   uint64_t seq_len;         /* s */
   bool tied_embeddings;     /* output layer shares the embedding matrix */
   double dropout;           /* probability; 0 removes the dropout ops */
+  uint64_t vocab_divisible_by; /* vocab padded to a multiple of this * tp */
 } vs_model_conf;
 
 typedef struct vs_training_conf {
@@ -62,6 +65,9 @@ typedef struct vs_parallel_conf {
   int offload_optimizer;    /* vs_offload */
   int offload_params;       /* vs_offload */
   uint64_t bucket_bytes;    /* gradient all-reduce / reduce-scatter bucket */
+  vs_count_list pp_layers;  /* layers per pipeline stage (or per model
+                               chunk when interleaved); n = 0: even split */
+  int order;                /* vs_order */
 } vs_parallel_conf;
 
 typedef struct vs_runtime_conf {
@@ -105,5 +111,7 @@ const char *vs_checkpointing_name(int checkpointing);
 const char *vs_attention_name(int attention);
 const char *vs_offload_name(int offload);
 const char *vs_allocator_name(int allocator);
+const char *vs_schedule_name(int schedule);
+const char *vs_order_name(int order);
 
 #endif

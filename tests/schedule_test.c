@@ -220,7 +220,7 @@ static const vs_op_span *span_of(const vs_rank *r, uint32_t op)
 /* Runs the program on one rank with invariant checks and spans. */
 static void run_engine(const built *b, vs_rank *r)
 {
-  vs_engine_opts opts = {false, true, true};
+  vs_engine_opts opts = {false, true, true, 0};
   vs_engine_stats stats;
   vs_error err;
   vs_rank_init(r, 0, &b->p, b->topo.memory_bytes, b->lay.framework_bytes);
@@ -857,7 +857,10 @@ static void test_names(void **state)
   assert_string_equal(vs_phase_name(VS_PHASE_RECOMPUTE), "recompute");
   assert_string_equal(vs_phase_name(VS_PHASE_OPTIMIZER), "optimizer");
   assert_string_equal(vs_phase_name(-1), "?");
-  assert_string_equal(vs_phase_name(VS_PHASE_OPTIMIZER + 1), "?");
+  assert_string_equal(vs_stream_name(VS_STREAM_SEND), "send");
+  assert_string_equal(vs_stream_name(VS_STREAM_RECV), "recv");
+  assert_string_equal(vs_phase_name(VS_PHASE_P2P), "p2p");
+  assert_string_equal(vs_phase_name(VS_PHASE_P2P + 1), "?");
 }
 
 int main(void)

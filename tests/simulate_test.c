@@ -267,19 +267,25 @@ static void test_invariants_hold_across_configurations(void **state)
       {"training.precision=fp32", "training.optimizer=sgd", "model.arch=bert", "parallel.zero=2"},
       {"training.precision=bf16", "training.optimizer=adam8bit", "training.grad_dtype=fp32", "model.tied_embeddings=false"},
       {"training.precision=fp8", "training.optimizer=lion", "parallel.tp=4", "training.global_batch=8"},
+      {"parallel.pp=4", "parallel.schedule=interleaved", "parallel.virtual_stages=2", "training.global_batch=8"},
+      {"parallel.pp=2", "training.checkpointing=full", "parallel.schedule=gpipe", "training.global_batch=8"},
+      {"parallel.pp=8", "training.checkpointing=selective", "parallel.pp_layers=5,6,6,6,6,6,6,7", "training.global_batch=16"},
   };
   (void)state;
   for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
     vs_workload wl;
     vs_topology topo;
     vs_sim sim;
-    const vs_mem *m;
     load(&wl, gpt_deep_eager, configs[i], 4, 8);
     simulate(&sim, &wl, &topo, false);
-    m = &sim.ranks[0].mem;
-    assert_int_equal(m->by_cat[VS_CAT_ACTIVATIONS], 0);
-    assert_int_equal(m->by_cat[VS_CAT_TEMP], 0);
-    assert_int_equal(m->allocated_bytes, vs_layout_model_states(&sim.layout));
+    for (size_t r = 0; r < sim.n_ranks; r++) {
+      const vs_mem *m = &sim.ranks[r].mem;
+      assert_int_equal(m->by_cat[VS_CAT_ACTIVATIONS], 0);
+      assert_int_equal(m->by_cat[VS_CAT_TEMP], 0);
+      assert_int_equal(m->allocated_bytes,
+                       vs_layout_stage_model_states(
+                           &sim.layout, (uint64_t)sim.ranks[r].stage));
+    }
     assert_true(sim.mfu > 0 && sim.mfu < 1);
     vs_sim_fini(&sim);
   }
@@ -303,6 +309,153 @@ static void test_single_gpu_step_is_pure_compute(void **state)
   vs_sim_fini(&sim);
 }
 
+/* ------------------------------------------------------------------------
+ * Pipeline parallelism: how many micro-batches a stage holds is not a
+ * formula in vsim; it is whatever the replayed schedule does. These tests
+ * measure it from the memory timeline and compare it with the published
+ * counts (Narayanan et al. 2021, Sec. 2.2; Korthikanti et al. 2022, Sec. 4.2.3).
+ * ------------------------------------------------------------------------ */
+
+/* The largest number of bytes of transformer-layer activations (ops with
+ * 0 <= layer < L) that rank r held at any moment of the step. */
+static uint64_t max_layer_activations(const vs_sim *sim, const vs_rank *r)
+{
+  int64_t held = 0, most = 0;
+  for (size_t i = 0; i < r->n_timeline; i++) {
+    const vs_mem_event *e = &r->timeline[i];
+    const vs_pop *op = &r->prog->ops[e->op];
+    if (e->category != VS_CAT_ACTIVATIONS || op->layer < 0 ||
+        (uint64_t)op->layer >= sim->model.layers)
+      continue;
+    held += e->delta_bytes;
+    if (held > most)
+      most = held;
+  }
+  return (uint64_t)most;
+}
+
+static const char pipeline_gpt[] =
+    "[model]\narch = gpt\nlayers = 16\nhidden = 256\nheads = 4\n"
+    "vocab = 1024\nseq_len = 128\n[training]\nglobal_batch = 8\n";
+
+/* Runs pipeline_gpt with the given sets on pp * 1 GPUs and returns, per
+ * stage, the layer activations held at most, in units of one layer of one
+ * micro-batch. */
+static void in_flight_layers(const char *const *sets, size_t n_sets,
+                             uint64_t pp, double *out)
+{
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  double per_layer;
+  load(&wl, pipeline_gpt, sets, n_sets, pp);
+  simulate(&sim, &wl, &topo, false);
+  per_layer = (double)vs_block_saved_bytes(&sim.model.layer,
+                                           VS_CAT_ACTIVATIONS, true);
+  assert_int_equal(sim.n_ranks, pp);
+  for (uint64_t s = 0; s < pp; s++)
+    out[s] = (double)max_layer_activations(&sim, &sim.ranks[s]) / per_layer;
+  vs_sim_fini(&sim);
+}
+
+/* 1F1B with p = 4 stages of 4 layers and 8 micro-batches: stage s warms up
+ * with p - s - 1 forwards, then alternates, so it holds p - s micro-batches:
+ * 4, 3, 2, 1 (x 4 layers). GPipe holds all 8 on every stage. */
+static void test_pipeline_in_flight_1f1b_and_gpipe(void **state)
+{
+  const char *const one_f_one_b[] = {"parallel.pp=4"};
+  const char *const gpipe[] = {"parallel.pp=4", "parallel.schedule=gpipe"};
+  double held[4];
+  (void)state;
+  in_flight_layers(one_f_one_b, 1, 4, held);
+  for (int s = 0; s < 4; s++)
+    assert_true(fabs(held[s] - (4.0 - s) * 4.0) < 1e-9);
+  in_flight_layers(gpipe, 2, 4, held);
+  for (int s = 0; s < 4; s++)
+    assert_true(fabs(held[s] - 8.0 * 4.0) < 1e-9);
+}
+
+/* Interleaved 1F1B with p = 4, m = 2 virtual stages (chunks of 2 layers):
+ * Korthikanti et al. (Sec. 4.2.3) give the first stage's activations as
+ * L layers' worth times (1 + (p - 1) / (p * m)) = 16 * (1 + 3/8) = 22. */
+static void test_pipeline_interleaved_first_stage_factor(void **state)
+{
+  const char *const sets[] = {"parallel.pp=4", "parallel.schedule=interleaved",
+                              "parallel.virtual_stages=2"};
+  double held[4];
+  (void)state;
+  in_flight_layers(sets, 3, 4, held);
+  assert_true(fabs(held[0] - 16.0 * (1.0 + 3.0 / 8.0)) < 1e-9);
+  /* and the last stage less than the first */
+  assert_true(held[3] < held[0]);
+}
+
+/* Every GPU of a pipeline simulated (--ranks all) agrees with one rank per
+ * stage: same peaks and end times, stage by stage. */
+static void test_pipeline_all_ranks_agree(void **state)
+{
+  static const char *const layouts[][4] = {
+      {"parallel.pp=2", "parallel.tp=2", "parallel.schedule=1f1b", "parallel.zero=1"},
+      {"parallel.pp=4", "parallel.tp=1", "parallel.schedule=gpipe", "parallel.zero=0"},
+      {"parallel.pp=2", "parallel.tp=1", "parallel.schedule=interleaved", "parallel.virtual_stages=2"},
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+    vs_workload wl;
+    vs_topology topo;
+    vs_sim one, all;
+    load(&wl, pipeline_gpt, layouts[i], 4, 8);
+    simulate(&one, &wl, &topo, false);
+    simulate(&all, &wl, &topo, true);
+    assert_int_equal(all.n_ranks, 8);
+    for (size_t r = 0; r < all.n_ranks; r++) {
+      const vs_rank *a = &all.ranks[r], *o = &one.ranks[a->stage];
+      assert_int_equal(a->mem.peak_used_bytes, o->mem.peak_used_bytes);
+      assert_int_equal(a->end_ns, o->end_ns);
+      assert_int_equal(a->wait_p2p_ns, o->wait_p2p_ns);
+    }
+    assert_true(all.step_time_s == one.step_time_s);
+    vs_sim_fini(&one);
+    vs_sim_fini(&all);
+  }
+}
+
+/* Megatron-LM's weights and optimizer (theoretical_memory_usage.py;
+ * reference section 1): bf16 params + fp32 grads + fp32 main params + Adam
+ * = 18 bytes/param; with the distributed optimizer (ZeRO-1) 6 + 12/dp. On
+ * GPT-3 175B with tp 8, pp 8, the most loaded stage. */
+static void test_megatron_bytes_per_param_gpt3_175b(void **state)
+{
+  static const char gpt3[] =
+      "[model]\narch = gpt\nlayers = 96\nhidden = 12288\nheads = 96\n"
+      "vocab = 51200\nseq_len = 2048\n[training]\nprecision = bf16\n"
+      "grad_dtype = fp32\noptimizer = adam\nglobal_batch = 64\n"
+      "[parallel]\ntp = 8\npp = 8\n";
+  const char *const zero1[] = {"parallel.zero=1"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_model m;
+  vs_layout lay;
+  vs_error err;
+  double psi;
+  (void)state;
+  vs_error_clear(&err);
+  tu_default_topology(&topo);
+  load(&wl, gpt3, NULL, 0, 256); /* dp = 256 / 64 = 4 */
+  assert_int_equal(vs_model_build(&wl, &m, &err), 0);
+  assert_int_equal(vs_layout_build(&wl, &topo, &m, &lay, &err), 0);
+  psi = (double)lay.param_elems;
+  /* the most loaded stage is the first or the last (embeddings) */
+  assert_true(lay.param_elems == lay.stages[0].param_elems ||
+              lay.param_elems == lay.stages[7].param_elems);
+  assert_true((double)vs_layout_model_states(&lay) == 18.0 * psi);
+  load(&wl, gpt3, zero1, 1, 256);
+  assert_int_equal(vs_model_build(&wl, &m, &err), 0);
+  assert_int_equal(vs_layout_build(&wl, &topo, &m, &lay, &err), 0);
+  assert_true(fabs((double)vs_layout_model_states(&lay) - (6.0 + 12.0 / 4) * psi) <
+              16.0 * 4); /* shard padding: < 1 element per rank */
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -316,6 +469,10 @@ int main(void)
       cmocka_unit_test(test_simulation_is_deterministic),
       cmocka_unit_test(test_invariants_hold_across_configurations),
       cmocka_unit_test(test_single_gpu_step_is_pure_compute),
+      cmocka_unit_test(test_pipeline_in_flight_1f1b_and_gpipe),
+      cmocka_unit_test(test_pipeline_interleaved_first_stage_factor),
+      cmocka_unit_test(test_pipeline_all_ranks_agree),
+      cmocka_unit_test(test_megatron_bytes_per_param_gpt3_175b),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

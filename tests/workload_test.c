@@ -523,15 +523,6 @@ static void test_master_weights_with_fp32(void **state)
 static void test_not_simulated_yet(void **state)
 {
   (void)state;
-  load_bad(GPT_MODEL "[parallel]\npp = 2\n", NULL, 0, 0, VS_EINPUT,
-           "@:9: [parallel] pp = 2: pipeline parallelism (pp > 1) is not "
-           "simulated by this version of vsim yet; use pp = 1");
-  load_bad(GPT_MODEL "[parallel]\nvirtual_stages = 2\n", NULL, 0, 0, VS_EINPUT,
-           "@:9: [parallel] virtual_stages = 2: interleaved schedules need "
-           "pipeline parallelism");
-  /* schedule = interleaved alone names virtual_stages at its default. */
-  load_bad(GPT_MODEL "[parallel]\nschedule = interleaved\n", NULL, 0, 0,
-           VS_EINPUT, "@: [parallel] virtual_stages (default 1): interleaved");
   load_bad(GPT_MODEL "[parallel]\noffload_optimizer = cpu\n", NULL, 0, 0,
            VS_EINPUT,
            "@:9: [parallel] offload_optimizer = cpu: optimizer offload is not "
@@ -543,6 +534,54 @@ static void test_not_simulated_yet(void **state)
   load_bad(GPT_MODEL "[runtime]\nallocator = caching\n", NULL, 0, 0, VS_EINPUT,
            "@:9: [runtime] allocator = caching: the caching-allocator emulation "
            "is not in this version of vsim yet; use exact");
+}
+
+/* Pipeline layouts: each impossible one names the key to change. GPT_MODEL
+ * has 2 layers. */
+static void test_pipeline_validation(void **state)
+{
+  static const char *const gpipe_v2[] = {"parallel.pp=2",
+                                         "parallel.virtual_stages=2"};
+  static const char *const zero2[] = {"parallel.pp=2", "parallel.zero=2"};
+  static const char *const split3[] = {"parallel.pp=2", "parallel.pp_layers=1,1,1"};
+  static const char *const split_sum[] = {"parallel.pp=2", "parallel.pp_layers=1,2"};
+  static const char *const split_ok[] = {"parallel.pp=2", "parallel.pp_layers=1,1"};
+  vs_workload wl;
+  vs_error err;
+  (void)state;
+  load_bad(GPT_MODEL "[parallel]\npp = 3\n", NULL, 0, 0, VS_EINPUT,
+           "@:9: [parallel] pp = 3: pp must not exceed layers (2)");
+  load_bad(GPT_MODEL, gpipe_v2, 2, 0, VS_EINPUT,
+           "--set parallel.virtual_stages=2: virtual_stages > 1 needs schedule "
+           "= interleaved");
+  /* interleaving needs pp >= 2 and virtual stages >= 2 */
+  load_bad(GPT_MODEL "[parallel]\nschedule = interleaved\n", NULL, 0, 0,
+           VS_EINPUT, "@:9: [parallel] schedule = interleaved: the interleaved "
+                      "schedule needs pp >= 2 and virtual_stages >= 2");
+  /* 4 layers, pp 2 x 2 chunks; 1 micro-batch is not a multiple of pp 2 */
+  load_bad("[model]\narch = gpt\nlayers = 4\nhidden = 64\nheads = 8\n"
+           "vocab = 1000\nseq_len = 128\n[parallel]\npp = 2\n"
+           "schedule = interleaved\nvirtual_stages = 2\n",
+           NULL, 0, 0, VS_EINPUT,
+           "micro-batches per step (1 = global_batch / (micro_batch * dp)) to "
+           "be a multiple of pp (2)");
+  /* 2 layers cannot make pp 2 x 2 chunks */
+  load_bad(GPT_MODEL "[training]\nglobal_batch = 2\n[parallel]\npp = 2\n"
+                     "schedule = interleaved\nvirtual_stages = 2\n",
+           NULL, 0, 0, VS_EINPUT,
+           "pp * virtual_stages = 4 model chunks, more than the 2 layers");
+  load_bad(GPT_MODEL, zero2, 2, 0, VS_EINPUT,
+           "--set parallel.zero=2: ZeRO-2/3 partition gradients");
+  load_bad(GPT_MODEL, split3, 2, 0, VS_EINPUT,
+           "--set parallel.pp_layers=1,1,1: expected 2 counts (one per "
+           "pipeline stage), got 3");
+  load_bad(GPT_MODEL, split_sum, 2, 0, VS_EINPUT,
+           "--set parallel.pp_layers=1,2: the counts add up to 3, but the model "
+           "has 2 layers");
+  vs_error_clear(&err);
+  assert_int_equal(tu_load_workload(&wl, GPT_MODEL, split_ok, 2, 4, &err), 0);
+  assert_int_equal(wl.parallel.pp_layers.n, 2);
+  assert_int_equal(wl.parallel.dp, 2); /* 4 GPUs / pp 2 */
 }
 
 static void test_huge_products_are_errors(void **state)
@@ -601,6 +640,7 @@ int main(void)
       cmocka_unit_test(test_gpus_argument),
       cmocka_unit_test(test_master_weights_with_fp32),
       cmocka_unit_test(test_not_simulated_yet),
+      cmocka_unit_test(test_pipeline_validation),
       cmocka_unit_test(test_huge_products_are_errors),
       cmocka_unit_test(test_first_problem_is_reported),
   };
