@@ -36,6 +36,8 @@ static const char main_help[] =
     "  run WORKLOAD.ini    simulate one step: per-GPU peak memory by category,\n"
     "                      whether it fits, where the peak happens, step time\n"
     "  show WORKLOAD.ini   print the resolved configuration and parameter count\n"
+    "  keys                list every workload.ini and topology.ini key with its\n"
+    "                      type, allowed values and default\n"
     "\n"
     "options: --help (also after a command), --version\n"
     "exit status: 0 fits, 3 simulated out-of-memory, 1 bad input, 2 bad usage\n"
@@ -251,6 +253,19 @@ int vs_cli_main(int argc, char **argv, FILE *out, FILE *errs)
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
       strcmp(argv[1], "help") == 0) {
     fputs(main_help, out);
+    return VS_EXIT_OK;
+  }
+  if (strcmp(argv[1], "keys") == 0) {
+    if (argc > 2 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+      fputs("usage: vsim keys\n\nPrints every key of workload.ini and "
+            "topology.ini, its type and\nallowed values, and its default, as "
+            "Markdown tables.\n",
+            out);
+      return VS_EXIT_OK;
+    }
+    if (argc > 2)
+      return usage(errs, "keys takes no arguments, got '%s'", argv[2]);
+    vs_report_keys(out);
     return VS_EXIT_OK;
   }
   if (strcmp(argv[1], "--version") == 0) {

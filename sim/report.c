@@ -249,6 +249,30 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
           lay->n_communicators);
 }
 
+static void key_table(FILE *out, const vs_keytab *tab)
+{
+  static const char *const types[] = {"count", "size", "real", "rate",
+                                      "latency", "bool", "enum", "name",
+                                      "list"};
+  fprintf(out, "| key | type | default |\n|---|---|---|\n");
+  for (size_t i = 0; i < tab->n_keys; i++) {
+    const vs_key *k = &tab->keys[i];
+    char choices[256] = "";
+    if (k->type == VS_KEY_ENUM)
+      vs_conf_choices(k->choices, choices, sizeof choices);
+    fprintf(out, "| `[%s] %s` | %s%s%s | %s |\n", k->section, k->name,
+            types[k->type], choices[0] ? ": " : "", choices, k->default_doc);
+  }
+}
+
+void vs_report_keys(FILE *out)
+{
+  fprintf(out, "### workload.ini\n\n");
+  key_table(out, vs_workload_keys());
+  fprintf(out, "\n### topology.ini\n\n");
+  key_table(out, vs_topology_keys());
+}
+
 /* ------------------------------------------------------------------------
  * CSV
  * ------------------------------------------------------------------------ */

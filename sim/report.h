@@ -24,6 +24,10 @@ int vs_report_write_csv(const vs_sim *sim, const char *dir, vs_error *err);
  * rank, one thread per stream, one complete event per op. Atomic. */
 int vs_report_write_trace(const vs_sim *sim, const char *path, vs_error *err);
 
+/* Every key of workload.ini and topology.ini as Markdown tables (key, type
+ * and allowed values, default): the tables of README.md. */
+void vs_report_keys(FILE *out);
+
 /* "cross_entropy (head, micro-batch 0)" for an op of prog. */
 char *vs_report_op_label(const vs_sim *sim, const vs_program *prog,
                          uint32_t op, char *buf, size_t len);

@@ -82,7 +82,7 @@ double vs_roofline_seconds(const vs_topology *topo, int precision, bool matmul,
                            double flops, double bytes)
 {
   double peak = topo->peak_tflops_fp32;
-  double t_mem = bytes / topo->hbm_bandwidth;
+  double t_mem = bytes / (topo->hbm_bandwidth * topo->memory_efficiency);
   double t_flop;
   if (matmul) {
     switch (precision) {

@@ -101,9 +101,9 @@ int vs_schedule_link(vs_program *progs, size_t n_progs, vs_error *err);
 
 void vs_program_fini(vs_program *prog);
 
-/* Roofline time of an op: max(flops / (peak * efficiency), bytes / HBM
- * bandwidth), with tensor-core peak for matmuls at the compute precision and
- * the fp32 peak otherwise. */
+/* Roofline time of an op: max(flops / (peak * compute_efficiency), bytes /
+ * (HBM bandwidth * memory_efficiency)), with tensor-core peak for matmuls at
+ * the compute precision and the fp32 peak otherwise. */
 double vs_roofline_seconds(const vs_topology *topo, int precision, bool matmul,
                            double flops, double bytes);
 

@@ -95,22 +95,25 @@ static void summarise(vs_sim *sim)
   const vs_workload *wl = sim->wl;
   const vs_rank *slow = vs_sim_slowest_rank(sim);
   const vs_program *p = slow->prog;
-  double busy = 0;
+  uint64_t busy_ns = 0, compute_ns = 0, tp_ns = 0, rest_ns;
 
   sim->step_time_s = (double)slow->end_ns * 1e-9;
   for (size_t i = 0; i < p->n_stream_ops[VS_STREAM_COMPUTE]; i++) {
     const vs_pop *op = &p->ops[p->stream_ops[VS_STREAM_COMPUTE][i]];
-    double t = (double)op->dur_ns * 1e-9;
-    busy += t;
+    busy_ns += op->dur_ns;
     if (op->phase == VS_PHASE_TP_COMM)
-      sim->tp_comm_s += t;
+      tp_ns += op->dur_ns;
     else
-      sim->compute_s += t;
+      compute_ns += op->dur_ns;
   }
+  /* integer nanoseconds, so the parts add up to the step exactly */
+  rest_ns = slow->end_ns > busy_ns + slow->wait_p2p_ns
+                ? slow->end_ns - busy_ns - slow->wait_p2p_ns
+                : 0;
+  sim->compute_s = (double)compute_ns * 1e-9;
+  sim->tp_comm_s = (double)tp_ns * 1e-9;
   sim->bubble_s = (double)slow->wait_p2p_ns * 1e-9;
-  sim->exposed_comm_s = sim->step_time_s - busy - sim->bubble_s;
-  if (sim->exposed_comm_s < 0)
-    sim->exposed_comm_s = 0;
+  sim->exposed_comm_s = (double)rest_ns * 1e-9;
   sim->tokens_per_s = sim->step_time_s > 0
                           ? (double)(wl->training.global_batch *
                                      wl->model.seq_len) / sim->step_time_s

@@ -21,6 +21,7 @@ static const vs_key topology_keys[] = {
     K("gpu", "cublas_workspace", VS_KEY_SIZE, cublas_workspace_bytes, .default_doc = "32MiB"),
     K("gpu", "nccl_memory", VS_KEY_SIZE, nccl_bytes, .default_doc = "512MiB"),
     K("gpu", "compute_efficiency", VS_KEY_REAL, compute_efficiency, .positive = true, .hi = 1, .default_doc = "0.7"),
+    K("gpu", "memory_efficiency", VS_KEY_REAL, memory_efficiency, .positive = true, .hi = 1, .default_doc = "0.8"),
     K("node", "gpus", VS_KEY_COUNT, gpus_per_node, .positive = true, .required = true, .default_doc = "required"),
     K("node", "host_memory", VS_KEY_SIZE, host_memory_bytes, .positive = true, .default_doc = "1TiB"),
     K("node", "pcie_bandwidth", VS_KEY_RATE, pcie_bandwidth, .positive = true, .default_doc = "25GB/s"),
@@ -49,6 +50,7 @@ static void set_defaults(vs_topology *t)
   t->cublas_workspace_bytes = 32ull << 20;
   t->nccl_bytes = 512ull << 20;
   t->compute_efficiency = 0.7;
+  t->memory_efficiency = 0.8;
   t->host_memory_bytes = 1ull << 40;
   t->pcie_bandwidth = 25e9;
   t->pcie_latency = 2e-6;

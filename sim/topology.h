@@ -27,6 +27,7 @@ typedef struct vs_topology {
   uint64_t cublas_workspace_bytes; /* cuBLAS workspace per handle */
   uint64_t nccl_bytes;           /* NCCL buffers per communicator */
   double compute_efficiency;     /* achieved fraction of peak for GEMMs */
+  double memory_efficiency;      /* achieved fraction of hbm_bandwidth */
   /* [node] */
   uint64_t gpus_per_node;        /* GPUs in one node */
   uint64_t host_memory_bytes;    /* host DRAM per node */
