@@ -2,8 +2,9 @@
  * time and simulated events per second. Not a test: run it by hand.
  *
  *   build/tests/bench/bench_run [WORKLOAD.ini GPUS [stage|all]]...
- * Without arguments: GPT-3 175B on 1024 GPUs (ZeRO-3), stage and all ranks,
- * and Llama-2-7B on 8 GPUs. */
+ * Without arguments: GPT-3 175B on 1024 GPUs (ZeRO-3), Llama-3 405B on
+ * 16,384 GPUs (tp 8, pp 16, interleaved, dp 128), each with one rank per
+ * stage and with every rank, and Llama-2-7B on 8 GPUs. */
 #include "simulate.h"
 
 #include <gsl/gsl_errno.h>
@@ -29,7 +30,7 @@ static int bench(const char *workload, uint64_t gpus, bool all_ranks)
   vs_error err;
   double best = 1e30;
   uint64_t events = 0;
-  int reps = 5;
+  int reps = all_ranks && gpus > 4096 ? 1 : 5;
 
   vs_error_clear(&err);
   for (int i = 0; i < reps; i++) {
@@ -68,6 +69,8 @@ int main(int argc, char **argv)
   }
   rc |= bench(VSIM_SOURCE_DIR "/workloads/gpt3-175b.ini", 1024, false);
   rc |= bench(VSIM_SOURCE_DIR "/workloads/gpt3-175b.ini", 1024, true);
+  rc |= bench(VSIM_SOURCE_DIR "/workloads/llama3-405b.ini", 16384, false);
+  rc |= bench(VSIM_SOURCE_DIR "/workloads/llama3-405b.ini", 16384, true);
   rc |= bench(VSIM_SOURCE_DIR "/workloads/llama2-7b.ini", 8, false);
   return rc;
 }
