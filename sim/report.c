@@ -231,7 +231,8 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
     fprintf(out, "vocab padded from %llu to %llu (a multiple of vocab_divisible_by * tp)\n",
             (unsigned long long)wl->model.vocab,
             (unsigned long long)m->vocab_padded);
-  fprintf(out, "parameters = %llu (%.3f B) in total, %llu per GPU\n",
+  fprintf(out, "parameters = %llu (%.3f B) in total, %llu on the most "
+               "loaded GPU\n",
           (unsigned long long)m->params_total, (double)m->params_total / 1e9,
           (unsigned long long)lay->param_elems);
   fprintf(out, "model states per GPU = %s params + %s grads + %s optimizer = "
@@ -240,6 +241,20 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
           vs_format_bytes(lay->grads_bytes, b2, sizeof b2),
           vs_format_bytes(lay->optimizer_bytes, b3, sizeof b3),
           vs_format_bytes(vs_layout_model_states(lay), b4, sizeof b4));
+  if (lay->pp > 1) {
+    fprintf(out, "pipeline: %llu stages, %llu virtual stage(s) each\n",
+            (unsigned long long)lay->pp, (unsigned long long)lay->vstages);
+    for (uint64_t s = 0; s < lay->pp; s++) {
+      const vs_stage_layout *st = &lay->stages[s];
+      fprintf(out, "  stage %llu: %llu layers%s%s, %llu parameters, model "
+                   "states %s\n",
+              (unsigned long long)s, (unsigned long long)st->n_layers,
+              st->has_embed ? " + embedding" : "", st->has_head ? " + head" : "",
+              (unsigned long long)st->param_elems,
+              vs_format_bytes(vs_layout_stage_model_states(lay, s), b1,
+                              sizeof b1));
+    }
+  }
   fprintf(out, "activations per layer per micro-batch = %s\n",
           vs_format_bytes(vs_block_saved_bytes(&m->layer, -1, true), b1,
                           sizeof b1));

@@ -402,6 +402,44 @@ static void test_ranks_all_writes_a_row_per_gpu(void **state)
   tu_remove_dir(dir);
 }
 
+/* A pipeline: one row per stage (first and last marked), the bubble in the
+ * step time, and summary.csv rows with each stage's rank (tp-dp-pp order:
+ * stage 1 starts at rank tp*dp = 2). */
+static void test_pipeline_report_and_csv(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {"run", DATA "gpt-small.ini", "--gpus", "4", "--set",
+                        "parallel.pp=2", "--set", "training.global_batch=8",
+                        "--csv", NULL, NULL};
+  table t;
+  (void)state;
+  args[9] = tu_temp_dir(dir, sizeof dir);
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "<- first stage");
+  assert_contains(r.out, "<- last stage");
+  assert_contains(r.out, "+ pipeline bubble ");
+  read_csv(path_in(dir, "summary.csv", p, sizeof p), &t);
+  assert_int_equal(t.total_rows, 3);
+  assert_string_equal(cell(&t, 1, "stage"), "0");
+  assert_string_equal(cell(&t, 2, "stage"), "1");
+  assert_string_equal(cell(&t, 2, "rank"), "2");
+  tu_remove_dir(dir);
+}
+
+static void test_keys_lists_every_key(void **state)
+{
+  static const char *const args[] = {"keys", NULL};
+  static const char *const extra[] = {"keys", "extra", NULL};
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "| `[parallel] pp_layers` | list | even split |");
+  assert_contains(r.out, "| `[gpu] memory` | size | required |");
+  run(extra);
+  assert_int_equal(r.status, 2);
+}
+
 static void test_show_prints_resolved_config(void **state)
 {
   static const char *const args[] = {"show", "workloads/llama2-7b.ini",
@@ -443,7 +481,9 @@ int main(void)
       cmocka_unit_test(test_unwritable_output_is_an_error),
       cmocka_unit_test(test_trace_is_chrome_json),
       cmocka_unit_test(test_ranks_all_writes_a_row_per_gpu),
+      cmocka_unit_test(test_pipeline_report_and_csv),
       cmocka_unit_test(test_show_prints_resolved_config),
+      cmocka_unit_test(test_keys_lists_every_key),
       cmocka_unit_test(test_topology_override_changes_capacity),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,6 +20,11 @@
  * Helpers
  * ------------------------------------------------------------------------ */
 
+/* A 10-layer GPT (hidden 128, vocab 1024) to split over pipeline stages. */
+static const char pipeline_gpt[] =
+    "[model]\narch = gpt\nlayers = 10\nhidden = 128\nheads = 4\n"
+    "vocab = 1024\nseq_len = 64\n";
+
 /* Loads ini with sets on gpus GPUs, builds its model and layout on topo. */
 static int build_on(const vs_topology *topo, const char *ini,
                     const char *const *sets, size_t n_sets, uint64_t gpus,
@@ -312,6 +317,96 @@ static void test_layout_links(void **state)
   assert_int_equal(lay.nodes, 4);
 }
 
+/* Groups that span nodes are hierarchical (NCCL's tree/ring across nodes
+ * with one NIC per GPU): within a node over NVLink, across nodes on 1/k of
+ * the buffer with all k NICs of a node at once. */
+static void test_group_seconds_hierarchical(void **state)
+{
+  vs_topology topo;
+  vs_link nv, nic;
+  (void)state;
+  tu_default_topology(&topo);
+  nv = vs_collective_link(&topo, 1);
+  nic = vs_collective_link(&topo, 9);
+  /* 8 GPUs of one node: the flat NVLink ring */
+  assert_true(vs_layout_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 8, 1) ==
+              vs_collective_seconds(VS_COLL_ALL_REDUCE, 1000000000, 8, nv));
+  /* 16 consecutive GPUs = 2 nodes of k = 8: reduce-scatter and all-gather
+   * inside the node, all-reduce of b/8 between the 2 nodes */
+  assert_near(vs_layout_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 16, 1),
+              vs_collective_seconds(VS_COLL_REDUCE_SCATTER, 1000000000, 8, nv) +
+                  vs_collective_seconds(VS_COLL_ALL_REDUCE, 125000000, 2, nic) +
+                  vs_collective_seconds(VS_COLL_ALL_GATHER, 1000000000, 8, nv),
+              1e-12);
+  /* members 8 apart (dp with tp = 8): one per node, a ring over the NICs */
+  assert_near(vs_layout_group_seconds(&topo, VS_COLL_ALL_GATHER, 1000000000, 4, 8),
+              vs_collective_seconds(VS_COLL_ALL_GATHER, 1000000000, 4, nic), 1e-12);
+  /* members 2 apart on 8-GPU nodes: 4 per node */
+  assert_near(vs_layout_group_seconds(&topo, VS_COLL_REDUCE_SCATTER, 1000000000, 8, 2),
+              vs_collective_seconds(VS_COLL_REDUCE_SCATTER, 250000000, 2, nic) +
+                  vs_collective_seconds(VS_COLL_REDUCE_SCATTER, 1000000000, 4, nv),
+              1e-12);
+  assert_true(vs_layout_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 1, 1) == 0);
+}
+
+/* Placement: order tp-dp-pp (Megatron's default) puts dp neighbours tp
+ * ranks apart and pipeline neighbours tp*dp apart; tp-pp-dp swaps the two.
+ * With tp 2, dp 2, pp 4 on 8-GPU nodes (tp-dp-pp), stages 0 and 1 share a
+ * node (ranks 0-3 and 4-7) and stages 1 and 2 do not (4-7 and 8-11). */
+static void test_order_and_stage_links(void **state)
+{
+  const char *tdp[] = {"parallel.tp=2", "parallel.pp=4"};
+  const char *tpd[] = {"parallel.tp=2", "parallel.pp=4", "parallel.order=tp-pp-dp"};
+  vs_topology topo;
+  vs_layout lay;
+  (void)state;
+  tu_default_topology(&topo);
+  build(pipeline_gpt, tdp, 2, 16, &lay);
+  assert_int_equal(lay.dp_stride, 2);
+  assert_int_equal(lay.pp_stride, 4);
+  assert_true(vs_layout_stage_link(&topo, &lay, 0, 1).bandwidth == topo.intra_bandwidth);
+  assert_true(vs_layout_stage_link(&topo, &lay, 1, 2).bandwidth == topo.inter_bandwidth);
+  build(pipeline_gpt, tpd, 3, 16, &lay);
+  assert_int_equal(lay.pp_stride, 2);
+  assert_int_equal(lay.dp_stride, 8);
+  /* stages 0..3 of one replica: ranks 0, 2, 4, 6, all in node 0 */
+  assert_true(vs_layout_stage_link(&topo, &lay, 2, 3).bandwidth == topo.intra_bandwidth);
+}
+
+/* 10 layers over 4 stages: 3, 3, 2, 2 (the first chunks take the extra
+ * layers); pp_layers overrides. The embedding lives on stage 0, the head on
+ * stage 3, and with tied embeddings stage 3 keeps its own copy of the word
+ * embeddings (Megatron-LM), so the stages hold the model plus that copy. */
+static void test_pipeline_split_and_stage_params(void **state)
+{
+  const char *even[] = {"parallel.pp=4"};
+  const char *listed[] = {"parallel.pp=4", "parallel.pp_layers=1,4,4,1"};
+  vs_layout lay;
+  vs_workload wl;
+  vs_model m;
+  vs_error err;
+  uint64_t sum = 0;
+  (void)state;
+  build(pipeline_gpt, even, 1, 4, &lay);
+  assert_int_equal(lay.chunk_layers[0], 3);
+  assert_int_equal(lay.chunk_layers[1], 3);
+  assert_int_equal(lay.chunk_layers[2], 2);
+  assert_int_equal(lay.chunk_layers[3], 2);
+  assert_int_equal(lay.chunk_first[2], 6);
+  assert_true(lay.stages[0].has_embed && !lay.stages[0].has_head);
+  assert_true(lay.stages[3].has_head && !lay.stages[3].has_embed);
+  vs_error_clear(&err);
+  assert_int_equal(tu_load_workload(&wl, pipeline_gpt, even, 1, 4, &err), 0);
+  assert_int_equal(vs_model_build(&wl, &m, &err), 0);
+  for (int st = 0; st < 4; st++)
+    sum += lay.stages[st].param_elems;
+  /* whole model + the last stage's copy of the 1024 x 128 word embeddings */
+  assert_int_equal(sum, m.params_total + 1024 * 128);
+  build(pipeline_gpt, listed, 2, 4, &lay);
+  assert_int_equal(lay.chunk_layers[1], 4);
+  assert_int_equal(lay.stages[3].n_layers, 1);
+}
+
 /* fp8 needs FP8 tensor cores: a GPU with peak_tflops_fp8 = 0 is refused
  * with a message naming the key, the GPU and both files. */
 static void test_fp8_without_fp8_gpu(void **state)
@@ -342,6 +437,9 @@ int main(void)
       cmocka_unit_test(test_layout_optimizer_sum),
       cmocka_unit_test(test_framework_bytes),
       cmocka_unit_test(test_layout_links),
+      cmocka_unit_test(test_group_seconds_hierarchical),
+      cmocka_unit_test(test_order_and_stage_links),
+      cmocka_unit_test(test_pipeline_split_and_stage_params),
       cmocka_unit_test(test_fp8_without_fp8_gpu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
