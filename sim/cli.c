@@ -24,6 +24,7 @@ typedef struct cli_args {
   const char *csv_dir;          /* --csv */
   const char *trace;            /* --trace */
   bool all_ranks;               /* --ranks all */
+  bool memory_summary;          /* --memory-summary */
   bool help;                    /* --help */
 } cli_args;
 
@@ -61,6 +62,8 @@ static const char run_help[] =
     "  --trace FILE.json     write a Chrome/Perfetto trace of every op\n"
     "  --ranks stage|all     simulate one GPU per pipeline stage (default) or\n"
     "                        every GPU (same results, slower)\n"
+    "  --memory-summary      per GPU, the caching allocator's state in the style\n"
+    "                        of torch.cuda.memory_summary()\n"
     "  --help                this text\n"
     "\n"
     "exit status: 0 fits, 3 simulated out-of-memory (report and CSV still\n"
@@ -151,6 +154,8 @@ static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
         a->all_ranks = true;
       else if (!v || strcmp(v, "stage") != 0)
         return usage(errs, "--ranks takes stage or all, got '%s'", v ? v : "");
+    } else if (strcmp(arg, "--memory-summary") == 0) {
+      a->memory_summary = true;
     } else if (arg[0] == '-' && arg[1] != '\0') {
       return usage(errs, "unknown option '%s'", arg);
     } else if (!a->workload) {
@@ -200,6 +205,8 @@ static int cmd_run(const cli_args *a, FILE *out, FILE *errs)
     goto done;
   }
   vs_report_summary(out, &sim);
+  if (a->memory_summary)
+    vs_report_memory_summary(out, &sim);
   code = sim.fits ? VS_EXIT_OK : VS_EXIT_OOM;
   if ((a->csv_dir && vs_report_write_csv(&sim, a->csv_dir, &err)) ||
       (a->trace && vs_report_write_trace(&sim, a->trace, &err))) {

@@ -31,6 +31,129 @@ void vs_rank_fini(vs_rank *rank)
   free(rank->spans);
   rank->timeline = NULL;
   rank->spans = NULL;
+  if (rank->alloc) {
+    vs_alloc_fini(rank->alloc);
+    free(rank->alloc);
+    rank->alloc = NULL;
+  }
+  free(rank->live_keys);
+  free(rank->live_blocks);
+  rank->live_keys = rank->live_blocks = NULL;
+}
+
+int vs_rank_use_caching(vs_rank *rank, const vs_alloc_config *cfg)
+{
+  rank->alloc = malloc(sizeof *rank->alloc);
+  if (!rank->alloc)
+    return VS_ENOMEM;
+  vs_alloc_init(rank->alloc, cfg);
+  return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Live buffers of a caching rank: program buffer id -> allocator block, in
+ * an open-addressing table (linear probing, deleted slots marked).
+ * ------------------------------------------------------------------------ */
+
+#define SLOT_EMPTY UINT32_MAX
+#define SLOT_DELETED (UINT32_MAX - 1)
+
+static size_t slot_of(uint32_t key, size_t cap)
+{
+  return (size_t)(key * 2654435761u) & (cap - 1);
+}
+
+static int live_rehash(vs_rank *r, size_t cap)
+{
+  uint32_t *keys = malloc(cap * sizeof *keys), *blocks = malloc(cap * sizeof *blocks);
+  if (!keys || !blocks) {
+    free(keys);
+    free(blocks);
+    return VS_ENOMEM;
+  }
+  for (size_t i = 0; i < cap; i++)
+    keys[i] = SLOT_EMPTY;
+  r->live_used = 0;
+  for (size_t i = 0; i < r->live_cap; i++) {
+    size_t j;
+    if (r->live_keys[i] >= SLOT_DELETED)
+      continue;
+    for (j = slot_of(r->live_keys[i], cap); keys[j] != SLOT_EMPTY;)
+      j = (j + 1) & (cap - 1);
+    keys[j] = r->live_keys[i];
+    blocks[j] = r->live_blocks[i];
+    r->live_used++;
+  }
+  free(r->live_keys);
+  free(r->live_blocks);
+  r->live_keys = keys;
+  r->live_blocks = blocks;
+  r->live_cap = cap;
+  return 0;
+}
+
+static int live_put(vs_rank *r, uint32_t key, uint32_t block)
+{
+  size_t j;
+  if (2 * (r->live_used + 1) > r->live_cap) {
+    /* grow if live keys fill a quarter, else only sweep deleted slots */
+    size_t cap = r->live_cap ? r->live_cap : 256;
+    if (4 * (r->live_n + 1) > cap)
+      cap *= 2;
+    if (live_rehash(r, cap))
+      return VS_ENOMEM;
+  }
+  for (j = slot_of(key, r->live_cap); r->live_keys[j] < SLOT_DELETED;)
+    j = (j + 1) & (r->live_cap - 1);
+  if (r->live_keys[j] == SLOT_EMPTY)
+    r->live_used++;
+  r->live_n++;
+  r->live_keys[j] = key;
+  r->live_blocks[j] = block;
+  return 0;
+}
+
+/* Removes key and returns its block, or VS_ALLOC_NONE if it is not live. */
+static uint32_t live_take(vs_rank *r, uint32_t key)
+{
+  if (!r->live_cap)
+    return VS_ALLOC_NONE;
+  for (size_t j = slot_of(key, r->live_cap); r->live_keys[j] != SLOT_EMPTY;
+       j = (j + 1) & (r->live_cap - 1)) {
+    if (r->live_keys[j] == key) {
+      r->live_keys[j] = SLOT_DELETED;
+      r->live_n--;
+      return r->live_blocks[j];
+    }
+  }
+  return VS_ALLOC_NONE;
+}
+
+/* One allocation or free through the rank's caching allocator. Returns the
+ * bytes it counts (the block size) in *bytes. */
+static int caching_effect(vs_rank *r, const vs_effect *e, const vs_buffer *buf,
+                          int stream, uint32_t op, uint64_t t_ns,
+                          uint64_t *bytes)
+{
+  vs_alloc *a = r->alloc;
+  int rc;
+  if (e->is_free) {
+    uint32_t block = live_take(r, e->buffer);
+    if (block == VS_ALLOC_NONE)
+      return VS_EINPUT;
+    *bytes = a->blocks[block].size;
+    if ((rc = vs_alloc_free(a, block)))
+      return rc;
+    return vs_mem_record_free(&r->mem, buf->category, *bytes, a->reserved_bytes);
+  } else {
+    vs_alloc_result res;
+    if ((rc = vs_alloc_malloc(a, buf->bytes, stream, &res)) ||
+        (rc = live_put(r, e->buffer, res.block)))
+      return rc;
+    *bytes = res.size;
+    return vs_mem_record_alloc(&r->mem, buf->category, res.size, buf->bytes,
+                               a->reserved_bytes, res.oom, op, t_ns);
+  }
 }
 
 static int record_event(vs_rank *r, uint64_t t_ns, uint32_t op, int category,
@@ -82,9 +205,12 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
     const vs_effect *e = &p->effects[op->first_effect + i];
     const vs_buffer *buf = &p->buffers[e->buffer];
     int rc;
+    uint64_t bytes = buf->bytes;
     if ((bool)e->at_end != at_end)
       continue;
-    if (e->is_free)
+    if (r->alloc)
+      rc = caching_effect(r, e, buf, op->stream, idx, t_ns, &bytes);
+    else if (e->is_free)
       rc = vs_mem_free(&r->mem, buf->category, buf->bytes);
     else
       rc = vs_mem_alloc(&r->mem, buf->category, buf->bytes, idx, t_ns);
@@ -97,10 +223,12 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
                           vs_category_name(buf->category));
     if (c->opts->record_timeline &&
         record_event(r, t_ns, idx, buf->category,
-                     e->is_free ? -(int64_t)buf->bytes : (int64_t)buf->bytes))
+                     e->is_free ? -(int64_t)bytes : (int64_t)bytes))
       return vs_error_set(c->err, VS_ENOMEM, "out of host memory recording "
                                              "the memory timeline");
-    if (c->opts->check_invariants && vs_mem_check(&r->mem, c->err))
+    if (c->opts->check_invariants &&
+        (vs_mem_check(&r->mem, c->err) ||
+         (r->alloc && vs_alloc_check(r->alloc, c->err))))
       return VS_EINPUT;
   }
   return 0;

@@ -9,6 +9,7 @@
 #ifndef VS_ENGINE_H
 #define VS_ENGINE_H
 
+#include "alloc.h"
 #include "error.h"
 #include "memory.h"
 #include "schedule.h"
@@ -47,6 +48,11 @@ typedef struct vs_rank {
   uint64_t wait_p2p_ns;     /* compute stream idle waiting on the pipeline */
   uint64_t wait_comm_ns;    /* compute stream idle waiting on dp collectives */
   vs_mem mem;               /* its memory */
+  vs_alloc *alloc;          /* caching-allocator emulation; NULL = exact */
+  uint32_t *live_keys;      /* open-addressing map: program buffer -> */
+  uint32_t *live_blocks;    /* ... allocator block, for live buffers */
+  size_t live_cap, live_used; /* slots, slots not empty (incl. deleted) */
+  size_t live_n;            /* live buffers in the map */
   vs_mem_event *timeline;   /* recorded when asked */
   size_t n_timeline, cap_timeline;
   vs_op_span *spans;        /* recorded when asked */
@@ -71,6 +77,10 @@ typedef struct vs_engine_stats {
 void vs_rank_init(vs_rank *rank, uint32_t id, const vs_program *prog,
                   uint64_t capacity_bytes, uint64_t framework_bytes);
 void vs_rank_fini(vs_rank *rank);
+
+/* Gives rank a caching-allocator emulation (instead of exact accounting).
+ * VS_ENOMEM on host allocation failure. */
+int vs_rank_use_caching(vs_rank *rank, const vs_alloc_config *cfg);
 
 /* Runs every rank's program to completion. VS_ENOMEM when recording runs
  * out of host memory; VS_EINPUT with a message if a program deadlocks or

@@ -27,28 +27,29 @@ uint64_t vs_mem_used(const vs_mem *m)
   return m->reserved_bytes + m->by_cat[VS_CAT_FRAMEWORK];
 }
 
-int vs_mem_alloc(vs_mem *m, int category, uint64_t bytes, uint32_t op,
-                 uint64_t t_ns)
+int vs_mem_record_alloc(vs_mem *m, int category, uint64_t bytes,
+                        uint64_t requested_bytes, uint64_t reserved_bytes,
+                        bool failed, uint32_t op, uint64_t t_ns)
 {
-  uint64_t cat, allocated, used;
+  uint64_t cat, allocated;
   if (category < 0 || category >= VS_CAT_FRAMEWORK)
     return VS_EINPUT;
   if (!vs_add_bytes(m->by_cat[category], bytes, &cat) ||
-      !vs_add_bytes(m->allocated_bytes, bytes, &allocated) ||
-      !vs_add_bytes(m->by_cat[VS_CAT_FRAMEWORK], allocated, &used))
+      !vs_add_bytes(m->allocated_bytes, bytes, &allocated))
     return VS_ELIMIT;
-  if (used > m->capacity_bytes && !m->oom.happened) {
+  if (failed && !m->oom.happened) {
     m->oom.happened = true;
     m->oom.op = op;
     m->oom.t_ns = t_ns;
-    m->oom.requested_bytes = bytes;
+    m->oom.requested_bytes = requested_bytes;
     m->oom.in_use_bytes = vs_mem_used(m);
+    m->oom.allocated_bytes = m->allocated_bytes;
+    m->oom.reserved_bytes = m->reserved_bytes;
     m->oom.category = category;
   }
   m->by_cat[category] = cat;
   m->allocated_bytes = allocated;
-  if (m->reserved_bytes < allocated)
-    m->reserved_bytes = allocated;
+  m->reserved_bytes = reserved_bytes;
   if (allocated > m->peak_allocated_bytes) {
     m->peak_allocated_bytes = allocated;
     memcpy(m->at_peak, m->by_cat, sizeof m->at_peak);
@@ -63,16 +64,37 @@ int vs_mem_alloc(vs_mem *m, int category, uint64_t bytes, uint32_t op,
   return 0;
 }
 
-int vs_mem_free(vs_mem *m, int category, uint64_t bytes)
+int vs_mem_record_free(vs_mem *m, int category, uint64_t bytes,
+                       uint64_t reserved_bytes)
 {
   if (category < 0 || category >= VS_CAT_FRAMEWORK ||
       m->by_cat[category] < bytes)
     return VS_EINPUT;
   m->by_cat[category] -= bytes;
   m->allocated_bytes -= bytes;
-  /* The exact allocator returns memory as soon as it is freed. */
-  m->reserved_bytes = m->allocated_bytes;
+  m->reserved_bytes = reserved_bytes;
   return 0;
+}
+
+/* The exact allocator: reserved is always what is allocated, and a request
+ * fails when the device cannot hold it. */
+int vs_mem_alloc(vs_mem *m, int category, uint64_t bytes, uint32_t op,
+                 uint64_t t_ns)
+{
+  uint64_t allocated, used;
+  if (!vs_add_bytes(m->allocated_bytes, bytes, &allocated) ||
+      !vs_add_bytes(m->by_cat[VS_CAT_FRAMEWORK], allocated, &used))
+    return VS_ELIMIT;
+  return vs_mem_record_alloc(m, category, bytes, bytes, allocated,
+                             used > m->capacity_bytes, op, t_ns);
+}
+
+int vs_mem_free(vs_mem *m, int category, uint64_t bytes)
+{
+  if (category < 0 || category >= VS_CAT_FRAMEWORK ||
+      m->by_cat[category] < bytes)
+    return VS_EINPUT;
+  return vs_mem_record_free(m, category, bytes, m->allocated_bytes - bytes);
 }
 
 int vs_mem_check(const vs_mem *m, vs_error *err)

@@ -34,6 +34,8 @@ typedef struct vs_oom {
   uint64_t t_ns;            /* when */
   uint64_t requested_bytes; /* size of the allocation that failed */
   uint64_t in_use_bytes;    /* reserved + framework before it */
+  uint64_t allocated_bytes; /* allocated before it */
+  uint64_t reserved_bytes;  /* reserved before it */
   int category;             /* category of the request */
 } vs_oom;
 
@@ -64,6 +66,16 @@ int vs_mem_alloc(vs_mem *m, int category, uint64_t bytes, uint32_t op,
 
 /* Frees bytes of category. VS_EINPUT if more than held (a schedule bug). */
 int vs_mem_free(vs_mem *m, int category, uint64_t bytes);
+
+/* The same for an allocator that decides reserved memory itself (the
+ * caching allocator): `bytes` is the block it handed out (what it counts as
+ * allocated), reserved_bytes its reserved total afterwards, `failed` whether
+ * it could not fit the request of requested_bytes (a simulated OOM). */
+int vs_mem_record_alloc(vs_mem *m, int category, uint64_t bytes,
+                        uint64_t requested_bytes, uint64_t reserved_bytes,
+                        bool failed, uint32_t op, uint64_t t_ns);
+int vs_mem_record_free(vs_mem *m, int category, uint64_t bytes,
+                       uint64_t reserved_bytes);
 
 /* Bytes the device has in use: reserved + framework. */
 uint64_t vs_mem_used(const vs_mem *m);

@@ -94,23 +94,77 @@ static void rank_row(FILE *out, const vs_rank *r, const char *mark)
           mark);
 }
 
+/* Reads like PyTorch's OutOfMemoryError, plus where in the step it happened. */
 static void oom_line(FILE *out, const vs_sim *sim, const vs_rank *r)
 {
-  char label[160], req[16], used[16], cap[16], alloc[16], fw[16];
+  char label[160], req[16], cap[16], alloc[16], res[16], fw[16];
   const vs_oom *o = &r->mem.oom;
-  uint64_t framework = r->mem.by_cat[VS_CAT_FRAMEWORK];
   vs_report_op_label(sim, r->prog, o->op, label, sizeof label);
   fprintf(out,
           "OUT OF MEMORY on rank %u at %s, t = %.6f s: tried to allocate %s "
-          "(%s); %s total capacity; %s already in use (%s allocated + %s "
-          "framework)\n",
+          "(%s); %s total capacity; %s already allocated; %s reserved in "
+          "total by the allocator; %s outside it (CUDA context, cuBLAS, NCCL)\n",
           r->id, label, (double)o->t_ns * 1e-9,
           vs_format_bytes(o->requested_bytes, req, sizeof req),
           vs_category_name(o->category),
           vs_format_bytes(r->mem.capacity_bytes, cap, sizeof cap),
-          vs_format_bytes(o->in_use_bytes, used, sizeof used),
-          vs_format_bytes(o->in_use_bytes - framework, alloc, sizeof alloc),
-          vs_format_bytes(framework, fw, sizeof fw));
+          vs_format_bytes(o->allocated_bytes, alloc, sizeof alloc),
+          vs_format_bytes(o->reserved_bytes, res, sizeof res),
+          vs_format_bytes(r->mem.by_cat[VS_CAT_FRAMEWORK], fw, sizeof fw));
+}
+
+static void summary_pair(FILE *out, const char *what, const char *pool,
+                         uint64_t now, uint64_t peak)
+{
+  char a[16], b[16];
+  fprintf(out, "  %-22s %-6s %12s %12s\n", what, pool,
+          vs_format_bytes(now, a, sizeof a), vs_format_bytes(peak, b, sizeof b));
+}
+
+void vs_report_memory_summary(FILE *out, const vs_sim *sim)
+{
+  static const char *const pools[] = {"small", "large"};
+  for (size_t i = 0; i < sim->n_ranks; i++) {
+    const vs_rank *r = &sim->ranks[i];
+    const vs_alloc *a = r->alloc;
+    char big[16];
+    fprintf(out, "\nmemory summary of rank %u (stage %d), after the step "
+                 "(current) and at its peak\n",
+            r->id, r->stage);
+    if (!a) {
+      summary_pair(out, "allocated", "all", r->mem.allocated_bytes,
+                   r->mem.peak_allocated_bytes);
+      fprintf(out, "  allocator = exact: no cache, reserved = allocated\n");
+      continue;
+    }
+    fprintf(out, "  %-22s %-6s %12s %12s\n", "", "pool", "current", "peak");
+    for (int p = 0; p < VS_POOL_N; p++)
+      summary_pair(out, "allocated (= active)", pools[p],
+                   a->stats.allocated_bytes[p], a->stats.peak_allocated_bytes[p]);
+    summary_pair(out, "allocated (= active)", "all", r->mem.allocated_bytes,
+                 r->mem.peak_allocated_bytes);
+    for (int p = 0; p < VS_POOL_N; p++)
+      summary_pair(out, "reserved", pools[p], a->stats.reserved_bytes[p],
+                   a->stats.peak_reserved_bytes[p]);
+    summary_pair(out, "reserved", "all", r->mem.reserved_bytes,
+                 r->mem.peak_reserved_bytes);
+    for (int p = 0; p < VS_POOL_N; p++)
+      fprintf(out, "  %-22s %-6s %12zu segments, %zu blocks (%zu in use), "
+                   "largest free block %s\n",
+              "segments", pools[p], vs_alloc_count_segments(a, p),
+              vs_alloc_count_blocks(a, p, false),
+              vs_alloc_count_blocks(a, p, true),
+              vs_format_bytes(vs_alloc_largest_free(a, p), big, sizeof big));
+    fprintf(out, "  cudaMalloc calls %llu, cudaFree calls %llu, allocation "
+                 "retries %llu, OOMs %llu%s\n",
+            (unsigned long long)a->stats.n_cuda_malloc,
+            (unsigned long long)a->stats.n_cuda_free,
+            (unsigned long long)a->stats.n_retries,
+            (unsigned long long)a->stats.n_ooms,
+            a->cfg.expandable_segments ? " (expandable segments: calls are "
+                                         "page maps and unmaps)"
+                                       : "");
+  }
 }
 
 void vs_report_summary(FILE *out, const vs_sim *sim)

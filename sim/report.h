@@ -12,6 +12,11 @@
 /* Per-rank breakdown at peak, step time, throughput and a verdict. */
 void vs_report_summary(FILE *out, const vs_sim *sim);
 
+/* Per simulated GPU, in the spirit of torch.cuda.memory_summary():
+ * allocated and reserved per pool (current and peak), segments, blocks,
+ * largest free block, cudaMalloc/cudaFree calls, retries and OOMs. */
+void vs_report_memory_summary(FILE *out, const vs_sim *sim);
+
 /* Resolved configuration, parameter counts and model-state bytes. */
 void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
                     const vs_model *m, const vs_layout *lay);

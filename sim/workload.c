@@ -53,8 +53,10 @@ static const vs_key workload_keys[] = {
     K("parallel", "bucket", VS_KEY_SIZE, parallel.bucket_bytes, .positive = true, .default_doc = "25MiB"),
     K("parallel", "pp_layers", VS_KEY_LIST, parallel.pp_layers, .positive = true, .default_doc = "even split"),
     K("parallel", "order", VS_KEY_ENUM, parallel.order, .choices = order_names, .default_doc = "tp-dp-pp"),
-    K("runtime", "allocator", VS_KEY_ENUM, runtime.allocator, .choices = allocator_names, .default_doc = "exact"),
+    K("runtime", "allocator", VS_KEY_ENUM, runtime.allocator, .choices = allocator_names, .default_doc = "caching"),
     K("runtime", "expandable_segments", VS_KEY_BOOL, runtime.expandable_segments, .default_doc = "false"),
+    K("runtime", "max_split_size_mb", VS_KEY_COUNT, runtime.max_split_size_mb, .hi = 1e7, .default_doc = "0 (unlimited)"),
+    K("runtime", "roundup_power2_divisions", VS_KEY_COUNT, runtime.roundup_power2_divisions, .hi = 64, .default_doc = "0 (512-byte rounding)"),
 };
 #undef K
 
@@ -87,7 +89,7 @@ static void set_defaults(vs_workload *wl)
   wl->parallel.virtual_stages = 1;
   wl->parallel.bucket_bytes = 25ull << 20;
   wl->model.vocab_divisible_by = 1;
-  wl->runtime.allocator = VS_ALLOC_EXACT;
+  wl->runtime.allocator = VS_ALLOC_CACHING;
 }
 
 int vs_workload_set(vs_workload *wl, const char *assignment, vs_error *err)
@@ -230,11 +232,20 @@ static int check_training(vs_workload *wl, vs_error *err)
                         "%s: parameter offload is not simulated by this version "
                         "of vsim yet; use none",
                         WHERE("parallel", "offload_params"));
-  if (wl->runtime.allocator == VS_ALLOC_CACHING)
+  if (wl->runtime.allocator == VS_ALLOC_EXACT &&
+      (wl->runtime.expandable_segments || wl->runtime.max_split_size_mb ||
+       wl->runtime.roundup_power2_divisions))
     return vs_error_set(err, VS_EINPUT,
-                        "%s: the caching-allocator emulation is not in this "
-                        "version of vsim yet; use exact",
+                        "%s: expandable_segments, max_split_size_mb and "
+                        "roundup_power2_divisions configure the caching "
+                        "allocator; they mean nothing with allocator = exact",
                         WHERE("runtime", "allocator"));
+  if (wl->runtime.roundup_power2_divisions > 1 &&
+      (wl->runtime.roundup_power2_divisions &
+       (wl->runtime.roundup_power2_divisions - 1)) != 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: must be a power of 2 (PyTorch's rule)",
+                        WHERE("runtime", "roundup_power2_divisions"));
   return 0;
 }
 

@@ -427,6 +427,48 @@ static void test_pipeline_report_and_csv(void **state)
   tu_remove_dir(dir);
 }
 
+/* The caching allocator's fragmentation can make a step OOM although its
+ * tensors fit: on Llama-2-7B (8 GPUs, ZeRO-3) the exact allocator's peak
+ * (tensors + framework) is below 55.5 GiB, so the bytes fit; the caching
+ * allocator, whose segments are split and cached, runs out at that
+ * capacity even after releasing its free segments; expandable segments
+ * (pages mapped where they are needed) make the same step fit again. */
+static void test_fragmentation_oom_fixed_by_expandable_segments(void **state)
+{
+  const char *args[] = {"run", "workloads/llama2-7b.ini", "--gpus", "8", "--set",
+                        "topology.gpu.memory=55.5GiB", "--set", NULL,
+                        "--memory-summary", NULL};
+  (void)state;
+  args[7] = "runtime.allocator=exact";
+  run(args);
+  assert_int_equal(r.status, 0);
+  args[7] = "runtime.allocator=caching";
+  run(args);
+  assert_int_equal(r.status, 3);
+  assert_contains(r.out, "OUT OF MEMORY on rank 0");
+  assert_contains(r.out, "reserved in total by the allocator");
+  assert_contains(r.out, "allocation retries ");
+  assert_null(strstr(r.out, "allocation retries 0,"));
+  args[7] = "runtime.expandable_segments=true";
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "expandable segments: calls are page maps");
+}
+
+static void test_memory_summary_per_gpu(void **state)
+{
+  static const char *const args[] = {"run", DATA "gpt-small.ini", "--gpus", "2",
+                                     "--set", "parallel.pp=2",
+                                     "--memory-summary", NULL};
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "memory summary of rank 0 (stage 0)");
+  assert_contains(r.out, "memory summary of rank 1 (stage 1)");
+  assert_contains(r.out, "reserved               large");
+  assert_contains(r.out, "cudaMalloc calls ");
+}
+
 static void test_keys_lists_every_key(void **state)
 {
   static const char *const args[] = {"keys", NULL};
@@ -484,6 +526,8 @@ int main(void)
       cmocka_unit_test(test_pipeline_report_and_csv),
       cmocka_unit_test(test_show_prints_resolved_config),
       cmocka_unit_test(test_keys_lists_every_key),
+      cmocka_unit_test(test_fragmentation_oom_fixed_by_expandable_segments),
+      cmocka_unit_test(test_memory_summary_per_gpu),
       cmocka_unit_test(test_topology_override_changes_capacity),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,7 +20,8 @@
 static const char gpt_deep_eager[] =
     "[model]\narch = gpt\nlayers = 48\nhidden = 2048\nheads = 16\n"
     "vocab = 51200\nseq_len = 2048\n"
-    "[training]\nprecision = fp16\nattention = eager\noptimizer = adam\n";
+    "[training]\nprecision = fp16\nattention = eager\noptimizer = adam\n"
+    "[runtime]\nallocator = exact\n";
 
 /* Runs wl on the built-in topology with invariant checks on. */
 static void simulate(vs_sim *sim, const vs_workload *wl, vs_topology *topo,
@@ -126,7 +127,8 @@ static void check_zero(uint64_t zero, double params, double grads, double opt)
   load(&wl,
        "[model]\narch = gpt\nlayers = 4\nhidden = 512\nheads = 8\n"
        "vocab = 1000\nseq_len = 128\n"
-       "[training]\nprecision = fp16\noptimizer = adam\n",
+       "[training]\nprecision = fp16\noptimizer = adam\n"
+       "[runtime]\nallocator = exact\n",
        sets, 1, 8);
   simulate(&sim, &wl, &topo, false);
   psi = (double)sim.layout.param_elems;
@@ -272,19 +274,30 @@ static void test_invariants_hold_across_configurations(void **state)
       {"parallel.pp=8", "training.checkpointing=selective", "parallel.pp_layers=5,6,6,6,6,6,6,7", "training.global_batch=16"},
   };
   (void)state;
-  for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+  for (size_t i = 0; i < 2 * sizeof configs / sizeof configs[0]; i++) {
+    const char *sets[5];
+    bool caching = i % 2 == 1;
     vs_workload wl;
     vs_topology topo;
     vs_sim sim;
-    load(&wl, gpt_deep_eager, configs[i], 4, 8);
-    simulate(&sim, &wl, &topo, false);
+    memcpy(sets, configs[i / 2], sizeof configs[0]);
+    sets[4] = caching ? "runtime.allocator=caching" : "runtime.allocator=exact";
+    load(&wl, gpt_deep_eager, sets, 5, 8);
+    simulate(&sim, &wl, &topo, false); /* checks vs_alloc_check too */
     for (size_t r = 0; r < sim.n_ranks; r++) {
       const vs_mem *m = &sim.ranks[r].mem;
+      uint64_t states = vs_layout_stage_model_states(
+          &sim.layout, (uint64_t)sim.ranks[r].stage);
       assert_int_equal(m->by_cat[VS_CAT_ACTIVATIONS], 0);
       assert_int_equal(m->by_cat[VS_CAT_TEMP], 0);
-      assert_int_equal(m->allocated_bytes,
-                       vs_layout_stage_model_states(
-                           &sim.layout, (uint64_t)sim.ranks[r].stage));
+      /* exact: the model states; caching: their three blocks, each at most
+       * one 2 MiB rounding (kRoundLarge) above its request */
+      if (caching)
+        assert_true(m->allocated_bytes >= states &&
+                    m->allocated_bytes < states + 3 * (2u << 20));
+      else
+        assert_int_equal(m->allocated_bytes, states);
+      assert_true(m->reserved_bytes >= m->allocated_bytes);
     }
     assert_true(sim.mfu > 0 && sim.mfu < 1);
     vs_sim_fini(&sim);

@@ -106,8 +106,10 @@ static void test_gpt_defaults(void **state)
   assert_int_equal(wl.parallel.offload_optimizer, VS_OFFLOAD_NONE);
   assert_int_equal(wl.parallel.offload_params, VS_OFFLOAD_NONE);
   assert_true(wl.parallel.bucket_bytes == 25ull << 20); /* 25MiB = 25 * 2^20 */
-  assert_int_equal(wl.runtime.allocator, VS_ALLOC_EXACT);
+  assert_int_equal(wl.runtime.allocator, VS_ALLOC_CACHING); /* DESIGN.md */
   assert_false(wl.runtime.expandable_segments);
+  assert_true(wl.runtime.max_split_size_mb == 0);
+  assert_true(wl.runtime.roundup_power2_divisions == 0);
   assert_true(wl.gpus == 1);                  /* tp * pp * dp */
 }
 
@@ -531,9 +533,16 @@ static void test_not_simulated_yet(void **state)
            VS_EINPUT,
            "@:9: [parallel] offload_params = nvme: parameter offload is not "
            "simulated");
-  load_bad(GPT_MODEL "[runtime]\nallocator = caching\n", NULL, 0, 0, VS_EINPUT,
-           "@:9: [runtime] allocator = caching: the caching-allocator emulation "
-           "is not in this version of vsim yet; use exact");
+  /* allocator settings need the caching allocator */
+  load_bad(GPT_MODEL "[runtime]\nallocator = exact\nexpandable_segments = true\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:9: [runtime] allocator = exact: expandable_segments, "
+           "max_split_size_mb and roundup_power2_divisions configure the "
+           "caching allocator");
+  /* PyTorch accepts only powers of 2 for roundup_power2_divisions */
+  load_bad(GPT_MODEL "[runtime]\nroundup_power2_divisions = 3\n", NULL, 0, 0,
+           VS_EINPUT, "@:9: [runtime] roundup_power2_divisions = 3: must be a "
+                      "power of 2");
 }
 
 /* Pipeline layouts: each impossible one names the key to change. GPT_MODEL

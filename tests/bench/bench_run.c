@@ -21,7 +21,8 @@ static double now(void)
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int bench(const char *workload, uint64_t gpus, bool all_ranks)
+static int bench(const char *workload, uint64_t gpus, bool all_ranks,
+                 const char *set)
 {
   vs_topology topo;
   vs_workload wl;
@@ -36,7 +37,8 @@ static int bench(const char *workload, uint64_t gpus, bool all_ranks)
   for (int i = 0; i < reps; i++) {
     double t0 = now();
     if (vs_topology_load(&topo, NULL, NULL, 0, &err) ||
-        vs_workload_load(&wl, workload, NULL, 0, gpus, &err) ||
+        vs_workload_load(&wl, workload, set ? &set : NULL, set ? 1 : 0, gpus,
+                         &err) ||
         vs_sim_run(&sim, &wl, &topo, &opts, &err)) {
       fprintf(stderr, "bench: %s\n", err.msg);
       return 1;
@@ -46,9 +48,11 @@ static int bench(const char *workload, uint64_t gpus, bool all_ranks)
       best = t;
     events = sim.stats.events;
     if (i == reps - 1)
-      printf("%-28s gpus %5llu ranks %-5s simulated ranks %5zu  events %9llu  "
-             "wall %8.4f s (best of %d)  %.3g events/s  step %.3f s\n",
-             workload, (unsigned long long)gpus, all_ranks ? "all" : "stage",
+      printf("%-28s %-26s gpus %5llu ranks %-5s simulated ranks %5zu  events "
+             "%9llu  wall %8.4f s (best of %d)  %.3g events/s  step %.3f s\n",
+             strrchr(workload, '/') ? strrchr(workload, '/') + 1 : workload,
+             set ? set : "", (unsigned long long)gpus,
+             all_ranks ? "all" : "stage",
              sim.n_ranks, (unsigned long long)events, best, reps,
              (double)events / best, sim.step_time_s);
     vs_sim_fini(&sim);
@@ -63,14 +67,21 @@ int main(int argc, char **argv)
   if (argc > 1) {
     for (int i = 1; i + 1 < argc; i += 3) {
       bool all = i + 2 < argc && strcmp(argv[i + 2], "all") == 0;
-      rc |= bench(argv[i], strtoull(argv[i + 1], NULL, 10), all);
+      rc |= bench(argv[i], strtoull(argv[i + 1], NULL, 10), all, NULL);
     }
     return rc;
   }
-  rc |= bench(VSIM_SOURCE_DIR "/workloads/gpt3-175b.ini", 1024, false);
-  rc |= bench(VSIM_SOURCE_DIR "/workloads/gpt3-175b.ini", 1024, true);
-  rc |= bench(VSIM_SOURCE_DIR "/workloads/llama3-405b.ini", 16384, false);
-  rc |= bench(VSIM_SOURCE_DIR "/workloads/llama3-405b.ini", 16384, true);
-  rc |= bench(VSIM_SOURCE_DIR "/workloads/llama2-7b.ini", 8, false);
+  /* the caching-allocator emulation against exact accounting (issue 4) */
+  rc |= bench(VSIM_SOURCE_DIR "/workloads/gpt3-175b.ini", 1024, false,
+              "runtime.allocator=exact");
+  rc |= bench(VSIM_SOURCE_DIR "/workloads/gpt3-175b.ini", 1024, false,
+              "runtime.allocator=caching");
+  rc |= bench(VSIM_SOURCE_DIR "/workloads/gpt3-175b.ini", 1024, true,
+              "runtime.allocator=exact");
+  rc |= bench(VSIM_SOURCE_DIR "/workloads/gpt3-175b.ini", 1024, true,
+              "runtime.allocator=caching");
+  rc |= bench(VSIM_SOURCE_DIR "/workloads/llama3-405b.ini", 16384, false, NULL);
+  rc |= bench(VSIM_SOURCE_DIR "/workloads/llama3-405b.ini", 16384, true, NULL);
+  rc |= bench(VSIM_SOURCE_DIR "/workloads/llama2-7b.ini", 8, false, NULL);
   return rc;
 }
