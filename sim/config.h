@@ -30,7 +30,7 @@ typedef enum vs_key_type {
 
 #define VS_NAME_MAX 64
 #define VS_LIST_MAX 256
-#define VS_CONF_MAX_KEYS 64
+#define VS_CONF_MAX_KEYS 128
 
 typedef struct vs_count_list {
   uint64_t values[VS_LIST_MAX]; /* the counts in order */

@@ -1,4 +1,6 @@
-/* topology.c - topology.ini's key table, defaults and validation. */
+/* topology.c - topology.ini's key table, defaults and validation, and the
+ * [calibration] section vsim-calibrate writes: its fits replace the nominal
+ * link and memory figures once a file is loaded. */
 #include "topology.h"
 
 #include <stddef.h>
@@ -8,6 +10,18 @@
 #define K(sec, key, ty, field, ...)                                         \
   {.section = sec, .name = key, .type = ty,                                  \
    .offset = offsetof(vs_topology, field), __VA_ARGS__}
+
+#define NOT_CAL .default_doc = "not calibrated"
+/* The eight [calibration] keys of one kind (see vs_cal_fit). */
+#define CAL(id, kind)                                                       \
+  K("calibration", kind "_bandwidth", VS_KEY_RATE, cal[id].bandwidth, .lo = 0, NOT_CAL), \
+  K("calibration", kind "_latency", VS_KEY_LATENCY, cal[id].latency, .lo = 0, NOT_CAL), \
+  K("calibration", kind "_r2", VS_KEY_REAL, cal[id].r2, .lo = -1e300, .hi = 1, NOT_CAL), \
+  K("calibration", kind "_max_rel_error", VS_KEY_REAL, cal[id].max_rel_error, .lo = 0, NOT_CAL), \
+  K("calibration", kind "_points", VS_KEY_COUNT, cal[id].points, .lo = 0, NOT_CAL), \
+  K("calibration", kind "_min_bytes", VS_KEY_SIZE, cal[id].min_bytes, .lo = 0, NOT_CAL), \
+  K("calibration", kind "_max_bytes", VS_KEY_SIZE, cal[id].max_bytes, .lo = 0, NOT_CAL), \
+  K("calibration", kind "_breakpoints", VS_KEY_LIST, cal[id].breakpoints, .positive = true, NOT_CAL),
 
 static const vs_key topology_keys[] = {
     K("gpu", "name", VS_KEY_NAME, name, .required = true, .default_doc = "required"),
@@ -34,7 +48,9 @@ static const vs_key topology_keys[] = {
     K("network", "inter_bandwidth", VS_KEY_RATE, inter_bandwidth, .positive = true, .required = true, .default_doc = "required"),
     K("network", "inter_latency", VS_KEY_LATENCY, inter_latency, .default_doc = "5us"),
     K("cost", "usd_per_gpu_hour", VS_KEY_REAL, usd_per_gpu_hour, .lo = 0, .default_doc = "0 (unknown)"),
+    VS_CAL_KINDS(CAL)
 };
+#undef CAL
 #undef K
 
 static const vs_keytab topology_tab = {
@@ -60,6 +76,67 @@ static void set_defaults(vs_topology *t)
   t->inter_latency = 5e-6;
 }
 
+const char *vs_cal_kind_name(int kind)
+{
+  static const char *const names[] = {
+#define VS_CAL_NAME(id, name) name,
+      VS_CAL_KINDS(VS_CAL_NAME)
+#undef VS_CAL_NAME
+  };
+  return kind >= 0 && kind < VS_CAL_N_KINDS ? names[kind] : NULL;
+}
+
+int vs_cal_kind_find(const char *name)
+{
+  for (int k = 0; k < VS_CAL_N_KINDS; k++) {
+    if (strcmp(vs_cal_kind_name(k), name) == 0)
+      return k;
+  }
+  return -1;
+}
+
+bool vs_topology_calibrated(const vs_topology *topo, int kind)
+{
+  char key[64];
+  const char *name = vs_cal_kind_name(kind);
+  if (!name)
+    return false;
+  snprintf(key, sizeof key, "%s_bandwidth", name);
+  return vs_conf_is_set(&topology_tab, &topo->origins, "calibration", key) &&
+         topo->cal[kind].bandwidth > 0;
+}
+
+/* True when section.name was given with --set (origin line 0). */
+static bool set_by_flag(const vs_topology *t, const char *section,
+                        const char *name)
+{
+  int i = vs_conf_find(&topology_tab, section, name);
+  return i >= 0 && t->origins.keys[i].set && t->origins.keys[i].line == 0;
+}
+
+/* Replaces nominal figures by calibrated ones (see vs_topology_load). */
+static void apply_calibration(vs_topology *t)
+{
+  if (vs_topology_calibrated(t, VS_CAL_D2D_KERNEL)) {
+    if (!set_by_flag(t, "gpu", "hbm_bandwidth"))
+      t->hbm_bandwidth = t->cal[VS_CAL_D2D_KERNEL].bandwidth;
+    if (!set_by_flag(t, "gpu", "memory_efficiency"))
+      t->memory_efficiency = 1.0;
+  }
+  if (vs_topology_calibrated(t, VS_CAL_P2P)) {
+    if (!set_by_flag(t, "network", "intra_bandwidth"))
+      t->intra_bandwidth = t->cal[VS_CAL_P2P].bandwidth;
+    if (!set_by_flag(t, "network", "intra_latency"))
+      t->intra_latency = t->cal[VS_CAL_P2P].latency;
+  }
+  if (vs_topology_calibrated(t, VS_CAL_H2D_PINNED)) {
+    if (!set_by_flag(t, "node", "pcie_bandwidth"))
+      t->pcie_bandwidth = t->cal[VS_CAL_H2D_PINNED].bandwidth;
+    if (!set_by_flag(t, "node", "pcie_latency"))
+      t->pcie_latency = t->cal[VS_CAL_H2D_PINNED].latency;
+  }
+}
+
 int vs_topology_set(vs_topology *topo, const char *assignment, vs_error *err)
 {
   return vs_conf_assign(&topology_tab, topo, &topo->origins, assignment, "topology.", err);
@@ -67,6 +144,16 @@ int vs_topology_set(vs_topology *topo, const char *assignment, vs_error *err)
 
 int vs_topology_load(vs_topology *topo, const char *path,
                      const char *const *sets, size_t n_sets, vs_error *err)
+{
+  int rc = vs_topology_load_nominal(topo, path, sets, n_sets, err);
+  if (rc == 0)
+    apply_calibration(topo);
+  return rc;
+}
+
+int vs_topology_load_nominal(vs_topology *topo, const char *path,
+                             const char *const *sets, size_t n_sets,
+                             vs_error *err)
 {
   int rc;
   set_defaults(topo);

@@ -12,7 +12,52 @@
 #include "config.h"
 #include "error.h"
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+/* The kinds vsim-calibrate measures and fits (name, enum). Each kind has the
+ * [calibration] keys <name>_bandwidth, _latency, _r2, _max_rel_error,
+ * _points, _min_bytes, _max_bytes and _breakpoints. */
+#define VS_CAL_KINDS(X)                                                    \
+  X(VS_CAL_H2D_PINNED, "h2d_pinned")                                       \
+  X(VS_CAL_D2H_PINNED, "d2h_pinned")                                       \
+  X(VS_CAL_H2D_PAGEABLE, "h2d_pageable")                                   \
+  X(VS_CAL_D2H_PAGEABLE, "d2h_pageable")                                   \
+  X(VS_CAL_D2D_COPY_ENGINE, "d2d_copy_engine")                             \
+  X(VS_CAL_D2D_KERNEL, "d2d_kernel")                                       \
+  X(VS_CAL_P2P, "p2p")                                                     \
+  X(VS_CAL_MALLOC, "malloc")                                               \
+  X(VS_CAL_FREE, "free")                                                   \
+  X(VS_CAL_HOST_ALLOC, "host_alloc")
+
+enum {
+#define VS_CAL_ENUM(id, name) id,
+  VS_CAL_KINDS(VS_CAL_ENUM)
+#undef VS_CAL_ENUM
+  VS_CAL_N_KINDS
+};
+
+/* One kind's fitted alpha-beta model t = latency + bytes / bandwidth, as
+ * vsim-calibrate wrote it; all zero when the kind was not calibrated. When
+ * the fit is piecewise, bandwidth and latency are those of the segment of
+ * the largest sizes (the regime training transfers live in). */
+typedef struct vs_cal_fit {
+  double bandwidth;              /* bytes/s; 0 = not size-dependent */
+  double latency;                /* seconds */
+  double r2;                     /* coefficient of determination */
+  double max_rel_error;          /* largest |fit - median| / median */
+  uint64_t points;               /* distinct sizes fitted */
+  uint64_t min_bytes;            /* smallest measured size */
+  uint64_t max_bytes;            /* largest measured size */
+  vs_count_list breakpoints;     /* sizes where the regime changes */
+} vs_cal_fit;
+
+/* The name of a VS_CAL_* kind ("h2d_pinned"), or NULL when out of range. */
+const char *vs_cal_kind_name(int kind);
+
+/* The VS_CAL_* kind called name, or -1. */
+int vs_cal_kind_find(const char *name);
 
 typedef struct vs_topology {
   /* [gpu] */
@@ -43,6 +88,8 @@ typedef struct vs_topology {
   double inter_latency;          /* seconds */
   /* [cost] */
   double usd_per_gpu_hour;       /* 0 when unknown */
+  /* [calibration] */
+  vs_cal_fit cal[VS_CAL_N_KINDS]; /* measured fits, by VS_CAL_* kind */
   vs_origins origins;            /* where every value came from */
 } vs_topology;
 
@@ -55,9 +102,23 @@ const char *vs_topology_default_text(void);
 
 /* Loads path (or the built-in default when path is NULL) into topo, applies
  * the n_sets overrides "sec.key=value" (the leading "topology." already
- * stripped) and validates. VS_EIO / VS_EINPUT with file:line:key on error. */
+ * stripped) and validates. VS_EIO / VS_EINPUT with file:line:key on error.
+ * Calibrated values then replace nominal ones, unless the nominal key was
+ * itself given with --set: d2d_kernel sets hbm_bandwidth (and
+ * memory_efficiency = 1, the measured figure being achieved bandwidth),
+ * p2p sets intra_bandwidth and intra_latency, h2d_pinned sets
+ * pcie_bandwidth and pcie_latency. */
 int vs_topology_load(vs_topology *topo, const char *path,
                      const char *const *sets, size_t n_sets, vs_error *err);
+
+/* As vs_topology_load, but the [calibration] values are only loaded, not
+ * applied over the nominal ones (vsim-calibrate reads a base this way). */
+int vs_topology_load_nominal(vs_topology *topo, const char *path,
+                             const char *const *sets, size_t n_sets,
+                             vs_error *err);
+
+/* True when kind's bandwidth was given in [calibration]. */
+bool vs_topology_calibrated(const vs_topology *topo, int kind);
 
 /* Applies one "section.key=value" override; used by vs_topology_load. */
 int vs_topology_set(vs_topology *topo, const char *assignment, vs_error *err);

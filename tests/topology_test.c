@@ -3,6 +3,7 @@
  * defaults of optional keys, --set overrides and the error messages. */
 #include "testutil.h"
 
+#include "collective.h"
 #include "topology.h"
 
 #include <stdarg.h>
@@ -231,7 +232,7 @@ static void test_set_errors(void **state)
 {
   static const char *const bad_value[] = {"gpu.memory=lots"};
   static const char *const unknown_key[] = {"gpu.mem=1GiB"};
-  static const char *const unknown_sec[] = {"calibration.x=1"};
+  static const char *const unknown_sec[] = {"calibrate.x=1"};
   static const char *const no_eq[] = {"gpu.memory"};
   static const char *const no_dot[] = {"memory=1GiB"};
   vs_topology t, before;
@@ -242,8 +243,8 @@ static void test_set_errors(void **state)
            "--set gpu.mem: unknown key 'mem' in [gpu]; valid keys: name, memory, "
            "hbm_bandwidth");
   load_bad(MINIMAL, unknown_sec, 1, VS_EINPUT,
-           "--set calibration.x: unknown section [calibration]; valid sections: "
-           "[gpu], [node], [network], [cost]");
+           "--set calibrate.x: unknown section [calibrate]; valid sections: "
+           "[gpu], [node], [network], [cost], [calibration]");
   /* The CLI strips "topology."; the message puts it back. */
   load_bad(MINIMAL, no_eq, 1, VS_EUSAGE,
            "--set topology.gpu.memory: expected topology.section.key=value");
@@ -339,6 +340,64 @@ static void test_key_table(void **state)
   assert_true(vs_conf_find(k, "cost", "usd_per_gpu_hour") >= 0);
 }
 
+/* [calibration] (written by vsim-calibrate) replaces the nominal figures:
+ * p2p -> intra_bandwidth/latency, d2d_kernel -> hbm_bandwidth with
+ * memory_efficiency 1, h2d_pinned -> pcie_bandwidth/latency; a nominal key
+ * given with --set wins. Transfer times follow: a ring all-reduce over 2
+ * GPUs costs 2 (n-1) latency + 2 (n-1)/n bytes / bandwidth (collective.h). */
+static void test_calibration_replaces_nominal(void **state)
+{
+  static const char text[] = MINIMAL
+      "[calibration]\np2p_bandwidth = 300\np2p_latency = 7\n"
+      "p2p_r2 = 0.9999\np2p_max_rel_error = 0.01\np2p_points = 57\n"
+      "p2p_min_bytes = 4\np2p_max_bytes = 1GiB\n"
+      "d2d_kernel_bandwidth = 900GB/s\nd2d_kernel_latency = 3us\n"
+      "h2d_pinned_bandwidth = 20\nh2d_pinned_latency = 9\n"
+      "h2d_pinned_breakpoints = 1048576\n"
+      "malloc_bandwidth = 0\nmalloc_latency = 20\n";
+  static const char *const keep_intra[] = {"network.intra_bandwidth=100",
+                                           "gpu.memory_efficiency=0.5"};
+  static vs_topology t, plain;
+  char path[128];
+  vs_error err;
+  vs_link nominal, link;
+  (void)state;
+  assert_int_equal(load_text(&plain, path, MINIMAL, NULL, 0, &err), 0);
+  assert_int_equal(load_text(&t, path, text, NULL, 0, &err), 0);
+  assert_true(vs_topology_calibrated(&t, VS_CAL_P2P));
+  assert_false(vs_topology_calibrated(&t, VS_CAL_MALLOC)); /* bandwidth 0 */
+  assert_false(vs_topology_calibrated(&plain, VS_CAL_P2P));
+  assert_near(t.intra_bandwidth, 300e9);
+  assert_near(t.intra_latency, 7e-6);
+  assert_near(t.hbm_bandwidth, 900e9);
+  assert_near(t.memory_efficiency, 1.0);
+  assert_near(t.pcie_bandwidth, 20e9);
+  assert_near(t.pcie_latency, 9e-6);
+  assert_int_equal(t.cal[VS_CAL_P2P].points, 57);
+  assert_int_equal(t.cal[VS_CAL_P2P].max_bytes, 1ull << 30);
+  assert_int_equal(t.cal[VS_CAL_H2D_PINNED].breakpoints.n, 1);
+  assert_near(t.inter_bandwidth, plain.inter_bandwidth); /* not calibrated */
+  /* 1 GB all-reduce over 2 GPUs: nominal 2 x 3 us + 1e9 / 100 GB/s
+   * = 10.006 ms; calibrated 2 x 7 us + 1e9 / 300 GB/s = 3.347333 ms */
+  nominal = vs_collective_link(&plain, 2);
+  link = vs_collective_link(&t, 2);
+  assert_near(vs_collective_seconds(VS_COLL_ALL_REDUCE, 1000000000, 2, nominal),
+              6e-6 + 1e9 / 100e9);
+  assert_near(vs_collective_seconds(VS_COLL_ALL_REDUCE, 1000000000, 2, link),
+              14e-6 + 1e9 / 300e9);
+  /* --set of a nominal key wins over the calibration */
+  assert_int_equal(load_text(&t, path, text, keep_intra, 2, &err), 0);
+  assert_near(t.intra_bandwidth, 100e9);
+  assert_near(t.intra_latency, 7e-6);
+  assert_near(t.memory_efficiency, 0.5);
+  assert_near(t.hbm_bandwidth, 900e9);
+  /* bad calibration values are refused like any other key */
+  load_bad(MINIMAL "[calibration]\np2p_latency = -1\n", NULL, 0, VS_EINPUT,
+           "@:14: [calibration] p2p_latency");
+  load_bad(MINIMAL "[calibration]\np2p_r2 = 1.5\n", NULL, 0, VS_EINPUT,
+           "must be at most 1");
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -354,6 +413,7 @@ int main(void)
       cmocka_unit_test(test_bad_values),
       cmocka_unit_test(test_unreadable_file),
       cmocka_unit_test(test_key_table),
+      cmocka_unit_test(test_calibration_replaces_nominal),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

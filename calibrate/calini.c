@@ -1,0 +1,206 @@
+/* calini.c - writing the calibrated topology (see calini.h). Every key of
+ * the topology table is written from the struct, so the file is complete
+ * and needs no built-in default; values carry units vsim parses exactly. */
+#include "calini.h"
+
+#include "csvout.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+double vs_cal_bytes_factor(int kind)
+{
+  return kind == VS_CAL_D2D_COPY_ENGINE || kind == VS_CAL_D2D_KERNEL ? 2.0 : 1.0;
+}
+
+void vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit)
+{
+  const vs_fit_segment *last = vs_fit_last(fit);
+  vs_cal_fit *c = &out->topo.cal[kind];
+
+  out->fitted[kind] = true;
+  out->fits[kind] = *fit;
+  memset(c, 0, sizeof *c);
+  c->bandwidth = last->seconds_per_byte > 0
+                     ? vs_cal_bytes_factor(kind) / last->seconds_per_byte
+                     : 0.0;
+  c->latency = last->latency > 0 ? last->latency : 0.0;
+  c->r2 = fit->r2;
+  c->max_rel_error = fit->max_rel_error;
+  c->points = fit->n_points;
+  c->min_bytes = (uint64_t)fit->min_bytes;
+  c->max_bytes = (uint64_t)fit->max_bytes;
+  c->breakpoints.n = fit->n_breaks;
+  for (size_t j = 0; j < fit->n_breaks; j++)
+    c->breakpoints.values[j] = (uint64_t)llround(fit->breaks[j]);
+}
+
+void vs_cal_out_comment(vs_cal_out *out, const char *fmt, ...)
+{
+  size_t used = strlen(out->comments);
+  va_list ap;
+  if (used + 2 >= sizeof out->comments)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(out->comments + used, sizeof out->comments - used - 1, fmt, ap);
+  va_end(ap);
+  strcat(out->comments, "\n");
+}
+
+void vs_cal_out_measured(vs_cal_out *out, const char *section, const char *name)
+{
+  int i = vs_conf_find(vs_topology_keys(), section, name);
+  if (i >= 0)
+    out->measured[i] = true;
+}
+
+/* ------------------------------------------------------------------------
+ * Values
+ * ------------------------------------------------------------------------ */
+
+/* Writes k's value in target to f in a form vsim parses back exactly. */
+static void put_value(FILE *f, const vs_key *k, const void *target)
+{
+  const char *slot = (const char *)target + k->offset;
+  switch (k->type) {
+  case VS_KEY_COUNT:
+  case VS_KEY_SIZE:
+    fprintf(f, "%llu", (unsigned long long)*(const uint64_t *)slot);
+    break;
+  case VS_KEY_REAL:
+    fprintf(f, "%.17g", *(const double *)slot);
+    break;
+  case VS_KEY_RATE:
+    fprintf(f, "%.17gGB/s", *(const double *)slot / 1e9);
+    break;
+  case VS_KEY_LATENCY:
+    fprintf(f, "%.17gus", *(const double *)slot * 1e6);
+    break;
+  case VS_KEY_BOOL:
+    fputs(*(const bool *)slot ? "true" : "false", f);
+    break;
+  case VS_KEY_ENUM:
+    fputs(k->choices[*(const int *)slot], f);
+    break;
+  case VS_KEY_NAME:
+    fputs(slot, f);
+    break;
+  case VS_KEY_LIST: {
+    const vs_count_list *l = (const vs_count_list *)(const void *)slot;
+    for (size_t i = 0; i < l->n; i++)
+      fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)l->values[i]);
+    break;
+  }
+  }
+}
+
+/* Writes a size in binary units for comments ("1 MiB", "4 B"). */
+static void put_size(FILE *f, double bytes)
+{
+  static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    u++;
+  }
+  fprintf(f, "%.4g %s", bytes, unit[u]);
+}
+
+/* The comments above a kind's keys: range, pieces, outliers, convention. */
+static void describe_kind(FILE *f, int kind, const vs_fit *fit)
+{
+  double factor = vs_cal_bytes_factor(kind);
+  fprintf(f, "\n; %s: %zu sizes from ", vs_cal_kind_name(kind), fit->n_points);
+  put_size(f, fit->min_bytes);
+  fputs(" to ", f);
+  put_size(f, fit->max_bytes);
+  fprintf(f, ", %zu outlier size(s) ignored, %zu breakpoint(s)\n",
+          fit->n_outliers, fit->n_breaks);
+  for (size_t s = 0; s <= fit->n_breaks; s++) {
+    const vs_fit_segment *g = &fit->segs[s];
+    fprintf(f, ";   piece %zu, ", s + 1);
+    put_size(f, g->lo_bytes);
+    fputs(" to ", f);
+    put_size(f, g->hi_bytes);
+    fprintf(f, ": t = %.4g us + bytes / ", g->latency * 1e6);
+    if (g->seconds_per_byte > 0)
+      fprintf(f, "%.5g GB/s\n", 1e-9 / g->seconds_per_byte);
+    else
+      fputs("inf (time does not grow with size)\n", f);
+  }
+  if (factor != 1.0)
+    fputs("; bandwidth counts read + write (2 x bytes copied), as STREAM copy "
+          "and hbm_bandwidth do\n", f);
+  if (fit->n_breaks)
+    fputs("; bandwidth and latency below are the last piece's\n", f);
+  if (vs_fit_last(fit)->latency < 0)
+    fprintf(f, "; the last piece's intercept %.4g us is negative: latency "
+            "written as 0\n", vs_fit_last(fit)->latency * 1e6);
+  fprintf(f, "; valid for %s sizes only: vsim does not know the curve outside "
+          "them\n", vs_cal_kind_name(kind));
+}
+
+static void put_comments(FILE *f, const char *text)
+{
+  const char *p = text;
+  while (*p) {
+    const char *nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    fprintf(f, "; %.*s\n", (int)n, p);
+    p += n + (nl != NULL);
+  }
+}
+
+int vs_cal_out_write(const vs_cal_out *out, const char *path, vs_error *err)
+{
+  const vs_keytab *tab = vs_topology_keys();
+  const char *section = "";
+  vs_csv file; /* vs_csv is vsim's atomic file: temporary, then rename */
+  int rc = vs_csv_open(&file, path, err);
+  FILE *f;
+
+  if (rc)
+    return rc;
+  f = file.f;
+  put_comments(f, out->comments);
+  for (size_t i = 0; i < tab->n_keys; i++) {
+    const vs_key *k = &tab->keys[i];
+    if (strcmp(k->section, "calibration") == 0)
+      continue;
+    if (strcmp(k->section, section) != 0) {
+      fprintf(f, "\n[%s]\n", k->section);
+      section = k->section;
+    }
+    if (out->measured[i])
+      fputs("; measured on this machine\n", f);
+    fprintf(f, "%s = ", k->name);
+    put_value(f, k, &out->topo);
+    fputc('\n', f);
+  }
+  fputs("\n[calibration]\n; t = latency + bytes / bandwidth per kind, fitted by "
+        "vsim-calibrate;\n; vsim uses d2d_kernel for HBM, p2p for NVLink, "
+        "h2d_pinned for PCIe\n", f);
+  for (int kind = 0; kind < VS_CAL_N_KINDS; kind++) {
+    static const char *const suffix[] = {"_bandwidth", "_latency", "_r2",
+        "_max_rel_error", "_points", "_min_bytes", "_max_bytes", "_breakpoints"};
+    if (!out->fitted[kind])
+      continue;
+    describe_kind(f, kind, &out->fits[kind]);
+    for (size_t s = 0; s < sizeof suffix / sizeof suffix[0]; s++) {
+      char name[64];
+      int i;
+      snprintf(name, sizeof name, "%s%s", vs_cal_kind_name(kind), suffix[s]);
+      i = vs_conf_find(tab, "calibration", name);
+      if (i < 0 || (s == 7 && out->topo.cal[kind].breakpoints.n == 0))
+        continue;
+      fprintf(f, "%s = ", name);
+      put_value(f, &tab->keys[i], &out->topo);
+      fputc('\n', f);
+    }
+  }
+  if (ferror(f))
+    file.failed = true;
+  return vs_csv_commit(&file, err);
+}

@@ -1,0 +1,46 @@
+/* calini.h - the calibrated topology INI that vsim-calibrate writes.
+ *
+ * A vs_cal_out gathers what goes into the file: the nominal topology (a base
+ * file's values, with the figures the measurement read from the device put
+ * over them), the fit of each calibrated kind, and comment lines (device,
+ * date, source). The file is written atomically and is read back by
+ * vs_topology_load; its [calibration] section follows topology.h. */
+#ifndef VS_CALINI_H
+#define VS_CALINI_H
+
+#include "error.h"
+#include "fit.h"
+#include "topology.h"
+
+#include <stdbool.h>
+
+typedef struct vs_cal_out {
+  vs_topology topo;                  /* nominal values; cal[] filled by add */
+  bool fitted[VS_CAL_N_KINDS];       /* kinds with a fit */
+  vs_fit fits[VS_CAL_N_KINDS];       /* their fits */
+  bool measured[VS_CONF_MAX_KEYS];   /* nominal keys measured, by keytab index */
+  char comments[4096];               /* header comment lines, '\n'-separated */
+} vs_cal_out;
+
+/* Bytes the byte column stands for in a kind's bandwidth: 2 for the
+ * device-to-device copies (a copy of N bytes reads N and writes N, the
+ * STREAM "copy" convention that hbm_bandwidth follows), 1 otherwise. */
+double vs_cal_bytes_factor(int kind);
+
+/* Records kind's fit in out->fits and out->topo.cal[kind]: bandwidth and
+ * latency of the last piece (latency clamped at 0, bandwidth 0 when the
+ * time does not grow with size), quality, range and breakpoints. */
+void vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit);
+
+/* Appends one comment line (without the leading "; "). */
+void vs_cal_out_comment(vs_cal_out *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Marks the nominal key section.name as measured on this machine. */
+void vs_cal_out_measured(vs_cal_out *out, const char *section, const char *name);
+
+/* Writes out to path through a temporary file renamed into place. VS_EIO
+ * with the reason; on failure nothing is left at path's temporary name. */
+int vs_cal_out_write(const vs_cal_out *out, const char *path, vs_error *err);
+
+#endif

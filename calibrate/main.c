@@ -1,0 +1,339 @@
+/* main.c - vsim-calibrate: measure this machine's transfer and allocation
+ * costs (CUDA builds), fit them, and write a topology vsim reads.
+ *
+ *   vsim-calibrate [--out FILE.ini] [--raw FILE.csv] [options]  measure
+ *   vsim-calibrate --fit RAW.csv [--out FILE.ini] [options]     fit only
+ *
+ * Exit status: 0 done, 1 bad input or a failed measurement, 2 bad usage. */
+#include "calini.h"
+#include "fit.h"
+#include "measure.h"
+#include "rawcsv.h"
+#include "topology.h"
+#include "units.h"
+
+#include <gsl/gsl_errno.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char usage_text[] =
+    "usage: vsim-calibrate [--out FILE.ini] [--raw FILE.csv] [options]\n"
+    "       vsim-calibrate --fit RAW.csv [--out FILE.ini] [options]\n"
+    "\n"
+    "Measures this machine's GPU transfer and allocation costs with CUDA,\n"
+    "fits t = latency + bytes / bandwidth per kind with GSL, and writes a\n"
+    "topology file whose [calibration] section vsim uses over the nominal\n"
+    "figures (vsim run W.ini --topology FILE.ini).\n"
+    "\n"
+    "Kinds: h2d_pinned, d2h_pinned, h2d_pageable, d2h_pageable,\n"
+    "d2d_copy_engine, d2d_kernel, p2p (two or more GPUs), malloc, free,\n"
+    "host_alloc, and context (CUDA context creation: size and time).\n"
+    "\n"
+    "Modes:\n"
+    "  (no --fit)          measure on the GPU (needs a CUDA build), then fit\n"
+    "  --fit RAW.csv       fit samples measured earlier (no GPU needed); RAW.csv\n"
+    "                      has the columns kind,bytes,sample,seconds\n"
+    "\n"
+    "Options:\n"
+    "  --out FILE.ini      write the calibrated topology here (atomically);\n"
+    "                      without it the fits are only printed\n"
+    "  --raw FILE.csv      when measuring, also write every timed sample here\n"
+    "                      (kind,bytes,sample,seconds), for --fit later\n"
+    "  --base TOPO.ini     nominal values the measurement cannot give (peak\n"
+    "                      TFLOP/s, network, price) come from this topology;\n"
+    "                      default: vsim's built-in h100-sxm-8x\n"
+    "  --max-breakpoints N fit at most N breakpoints per kind, 0-2 (default 2);\n"
+    "                      the information criterion picks how many are used\n"
+    "  --device N          CUDA device to measure (default 0); p2p copies go\n"
+    "                      to device N+1\n"
+    "  --samples N         timed samples per size (default 25, at least 3)\n"
+    "  --warmup N          untimed runs per size first (default 3)\n"
+    "  --max-size SIZE     largest size of the sweep (default 1GiB, at least\n"
+    "                      64MiB); sizes are powers of two from 4 B and their\n"
+    "                      midpoints\n"
+    "  --seed N            seed of the shuffled size order (default 1)\n"
+    "  --verbose           measuring progress on stderr\n"
+    "  --help              this text\n"
+    "\n"
+    "Exit status: 0 done, 1 bad input or a failed measurement, 2 bad usage.\n";
+
+typedef struct args {
+  const char *out;               /* --out */
+  const char *raw;               /* --raw */
+  const char *fit;               /* --fit */
+  const char *base;              /* --base, NULL = built-in */
+  int max_breaks;                /* --max-breakpoints */
+  vs_measure_opts m;             /* measuring options */
+} args;
+
+static int usage_error(const char *fmt, const char *a)
+{
+  fputs("vsim-calibrate: ", stderr);
+  fprintf(stderr, fmt, a);
+  fputs("\nTry 'vsim-calibrate --help'.\n", stderr);
+  return 2;
+}
+
+/* Parses a count flag's value into *out within [lo, hi]. */
+static int count_arg(const char *flag, const char *text, uint64_t lo,
+                     uint64_t hi, uint64_t *out)
+{
+  const char *why = NULL;
+  char msg[256];
+  if (vs_parse_count(text, out, &why) || *out < lo || *out > hi) {
+    snprintf(msg, sizeof msg, "%s %s: expected a whole number from %llu to %llu",
+             flag, text, (unsigned long long)lo, (unsigned long long)hi);
+    return usage_error("%s", msg);
+  }
+  return 0;
+}
+
+/* Fills a from argv; 0, 2 (usage error, reported) or -1 (--help shown). */
+static int parse_args(int argc, char **argv, args *a)
+{
+  uint64_t v;
+  int rc;
+  memset(a, 0, sizeof *a);
+  a->max_breaks = VS_FIT_MAX_BREAKS;
+  a->m = (vs_measure_opts){.samples = 25, .warmup = 3, .max_bytes = 1ull << 30,
+                           .seed = 1};
+  for (int i = 1; i < argc; i++) {
+    const char *f = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
+      fputs(usage_text, stdout);
+      return -1;
+    }
+    if (strcmp(f, "--verbose") == 0) {
+      a->m.verbose = true;
+      continue;
+    }
+    if (strncmp(f, "--", 2) != 0)
+      return usage_error("unexpected argument '%s'", f);
+    if (!val)
+      return usage_error("%s needs a value", f);
+    i++;
+    if (strcmp(f, "--out") == 0)
+      a->out = val;
+    else if (strcmp(f, "--raw") == 0)
+      a->raw = val;
+    else if (strcmp(f, "--fit") == 0)
+      a->fit = val;
+    else if (strcmp(f, "--base") == 0)
+      a->base = val;
+    else if (strcmp(f, "--max-breakpoints") == 0) {
+      if ((rc = count_arg(f, val, 0, VS_FIT_MAX_BREAKS, &v)))
+        return rc;
+      a->max_breaks = (int)v;
+    } else if (strcmp(f, "--device") == 0) {
+      if ((rc = count_arg(f, val, 0, 1023, &v)))
+        return rc;
+      a->m.device = (int)v;
+    } else if (strcmp(f, "--samples") == 0) {
+      if ((rc = count_arg(f, val, 3, 100000, &v)))
+        return rc;
+      a->m.samples = (unsigned)v;
+    } else if (strcmp(f, "--warmup") == 0) {
+      if ((rc = count_arg(f, val, 0, 1000, &v)))
+        return rc;
+      a->m.warmup = (unsigned)v;
+    } else if (strcmp(f, "--seed") == 0) {
+      if ((rc = count_arg(f, val, 0, 4294967295u, &v)))
+        return rc;
+      a->m.seed = (unsigned)v;
+    } else if (strcmp(f, "--max-size") == 0) {
+      const char *why = NULL;
+      if (vs_parse_size(val, &v, &why) || v < (64ull << 20) || v > (16ull << 30))
+        return usage_error("--max-size %s: expected a size from 64MiB to 16GiB", val);
+      a->m.max_bytes = v;
+    } else
+      return usage_error("unknown option '%s'", f);
+  }
+  if (a->fit && a->raw)
+    return usage_error("%s", "--raw names where measured samples go; with --fit "
+                             "there is nothing measured");
+  return 0;
+}
+
+/* Fits every kind that has samples into out; messages name source. */
+static int fit_all(const vs_raw *raw, const char *source, int max_breaks,
+                   vs_cal_out *out, vs_error *err)
+{
+  vs_fit_options opt = vs_fit_default_options();
+  size_t n_kinds = 0;
+  opt.max_breaks = max_breaks;
+  for (int k = 0; k < VS_CAL_N_KINDS; k++) {
+    const vs_raw_series *s = &raw->kinds[k];
+    vs_fit_point *pts = NULL;
+    size_t n = 0;
+    vs_fit fit;
+    vs_error e;
+    int rc;
+    if (s->n == 0)
+      continue;
+    vs_error_clear(&e);
+    rc = vs_fit_points(s->bytes, s->seconds, s->n, opt.sigma_floor, &pts, &n, &e);
+    if (!rc)
+      rc = vs_fit_run(pts, n, &opt, &fit, &e);
+    free(pts);
+    if (rc)
+      return vs_error_set(err, rc, "%s: kind %s: %s", source,
+                          vs_cal_kind_name(k), e.msg);
+    vs_cal_out_add(out, k, &fit);
+    n_kinds++;
+  }
+  if (n_kinds == 0)
+    return vs_error_set(err, VS_EINPUT, "%s: no samples of a kind that is fitted "
+                        "(only context rows)", source);
+  return 0;
+}
+
+static int cmp_double(const void *pa, const void *pb)
+{
+  double x = *(const double *)pa, y = *(const double *)pb;
+  return (x > y) - (x < y);
+}
+
+/* The context rows: the median size goes into [gpu] context_memory and the
+ * median creation time into a comment. */
+static void use_context(const vs_raw *raw, vs_cal_out *out)
+{
+  const vs_raw_series *s = &raw->kinds[VS_RAW_CONTEXT];
+  double *v = s->n ? malloc(2 * s->n * sizeof *v) : NULL;
+  double t, b;
+  if (!v)
+    return;
+  memcpy(v, s->seconds, s->n * sizeof *v);
+  memcpy(v + s->n, s->bytes, s->n * sizeof *v);
+  qsort(v, s->n, sizeof *v, cmp_double);
+  qsort(v + s->n, s->n, sizeof *v, cmp_double);
+  t = v[s->n / 2];
+  b = v[s->n + s->n / 2];
+  free(v);
+  out->topo.context_bytes = (uint64_t)b;
+  vs_cal_out_measured(out, "gpu", "context_memory");
+  vs_cal_out_comment(out, "CUDA context: %.0f bytes of device memory, created "
+                     "in %.3g ms (medians of %zu)", b, t * 1e3, s->n);
+}
+
+static void print_fits(const vs_cal_out *out)
+{
+  printf("%-16s %6s %5s %5s %12s %12s %9s %10s\n", "kind", "sizes", "outl",
+         "brks", "latency_us", "bandwidth", "r2", "max_rel_err");
+  for (int k = 0; k < VS_CAL_N_KINDS; k++) {
+    const vs_cal_fit *c = &out->topo.cal[k];
+    const vs_fit *f = &out->fits[k];
+    if (!out->fitted[k])
+      continue;
+    printf("%-16s %6zu %5zu %5zu %12.4g %8.5g GB/s %9.6f %10.3g\n",
+           vs_cal_kind_name(k), f->n_points, f->n_outliers, f->n_breaks,
+           c->latency * 1e6, c->bandwidth / 1e9, c->r2, c->max_rel_error);
+    for (size_t j = 0; j < f->n_breaks; j++)
+      printf("%-16s breakpoint at %.0f bytes\n", "", f->breaks[j]);
+  }
+}
+
+static void now_text(char *buf, size_t len)
+{
+  time_t t = time(NULL);
+  struct tm tm;
+  if (!gmtime_r(&t, &tm) || !strftime(buf, len, "%Y-%m-%d %H:%M UTC", &tm))
+    snprintf(buf, len, "unknown date");
+}
+
+/* Puts what the device reported over the base's nominal values. */
+static void use_info(const vs_measure_info *in, vs_cal_out *out)
+{
+  vs_topology *t = &out->topo;
+  size_t n = 0;
+  for (const char *p = in->device; *p && n + 1 < sizeof t->name; p++)
+    t->name[n++] = (*p == ' ' || *p == '\t' || *p == ',') ? '-' : *p;
+  t->name[n] = '\0';
+  if (n)
+    vs_cal_out_measured(out, "gpu", "name");
+  if (in->total_bytes) {
+    t->memory_bytes = in->total_bytes;
+    vs_cal_out_measured(out, "gpu", "memory");
+  }
+  if (in->hbm_peak > 0) {
+    t->hbm_bandwidth = in->hbm_peak;
+    vs_cal_out_measured(out, "gpu", "hbm_bandwidth");
+  }
+  vs_cal_out_comment(out, "measured on %s (compute capability %d.%d), driver "
+                     "%s, CUDA runtime %s", in->device, in->cc_major,
+                     in->cc_minor, in->driver, in->runtime);
+  vs_cal_out_comment(out, "SM clock %d MHz, memory clock %d MHz, bus %d bits, "
+                     "L2 %llu bytes, PCIe gen %d x%d (0 = unknown; NVML %s)",
+                     in->sm_clock_mhz, in->mem_clock_mhz, in->bus_width_bits,
+                     (unsigned long long)in->l2_bytes, in->pcie_gen,
+                     in->pcie_width, in->nvml ? "used" : "not available");
+  vs_cal_out_comment(out, "hbm_bandwidth is the theoretical peak from clock and "
+                     "bus width; vsim uses the measured d2d_kernel figure");
+}
+
+static int run(const args *a, vs_error *err)
+{
+  vs_cal_out *out = calloc(1, sizeof *out);
+  vs_raw raw;
+  vs_measure_info info;
+  char date[64];
+  int rc;
+
+  if (!out)
+    return vs_error_set(err, VS_ENOMEM, "out of memory");
+  vs_raw_init(&raw);
+  now_text(date, sizeof date);
+  rc = vs_topology_load_nominal(&out->topo, a->base, NULL, 0, err);
+  if (!rc) {
+    memset(out->topo.cal, 0, sizeof out->topo.cal);
+    vs_cal_out_comment(out, "Calibrated topology written by vsim-calibrate %s "
+                       "on %s", VSIM_VERSION, date);
+    vs_cal_out_comment(out, "nominal values from %s unless marked measured",
+                       a->base ? a->base : vs_topology_default_name());
+  }
+  if (!rc && a->fit) {
+    vs_cal_out_comment(out, "fitted from the samples in %s", a->fit);
+    rc = vs_raw_read(&raw, a->fit, err);
+  } else if (!rc) {
+    memset(&info, 0, sizeof info);
+    rc = vs_measure_run(&a->m, &raw, &info, err);
+    if (!rc) {
+      use_info(&info, out);
+      if (a->raw)
+        rc = vs_raw_write(&raw, a->raw, err);
+    }
+  }
+  if (!rc)
+    rc = fit_all(&raw, a->fit ? a->fit : "measurement", a->max_breaks, out, err);
+  if (!rc) {
+    use_context(&raw, out);
+    print_fits(out);
+    if (a->out) {
+      rc = vs_cal_out_write(out, a->out, err);
+      if (!rc)
+        printf("wrote %s\n", a->out);
+    }
+  }
+  vs_raw_fini(&raw);
+  free(out);
+  return rc;
+}
+
+int main(int argc, char **argv)
+{
+  args a;
+  vs_error err;
+  int rc = parse_args(argc, argv, &a);
+
+  if (rc)
+    return rc < 0 ? 0 : rc;
+  gsl_set_error_handler_off();
+  vs_error_clear(&err);
+  if (run(&a, &err)) {
+    fprintf(stderr, "vsim-calibrate: %s\n", err.msg);
+    return 1;
+  }
+  return 0;
+}

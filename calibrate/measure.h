@@ -1,0 +1,53 @@
+/* measure.h - the CUDA measurement program behind vsim-calibrate.
+ *
+ * vs_measure_run times every kind of rawcsv.h over a size sweep (powers of
+ * two from 4 B to max_bytes and their midpoints, in shuffled order, after
+ * warm-up) and appends one sample per timed run. Pinned and device copies
+ * are timed on the device with events around K back-to-back copies held
+ * behind a spin kernel (nvbandwidth's method), pageable copies and the
+ * allocation calls on the host clock. Built from measure_cuda.c and
+ * kernels.cu when CMake finds CUDA, from measure_none.c otherwise. */
+#ifndef VS_MEASURE_H
+#define VS_MEASURE_H
+
+#include "error.h"
+#include "rawcsv.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct vs_measure_opts {
+  int device;                    /* CUDA device index (p2p: to device + 1) */
+  unsigned samples;              /* timed samples per size */
+  unsigned warmup;               /* untimed runs per size before them */
+  uint64_t max_bytes;            /* largest size of the sweep */
+  unsigned seed;                 /* seed of the size shuffle */
+  bool verbose;                  /* progress on stderr */
+} vs_measure_opts;
+
+/* What the runtime (and NVML when present) says about the device. */
+typedef struct vs_measure_info {
+  char device[256];              /* "NVIDIA H200" */
+  char driver[32];               /* driver version, "13.0" */
+  char runtime[32];              /* CUDA runtime version */
+  int cc_major, cc_minor;        /* compute capability */
+  int sm_clock_mhz;              /* SM clock, 0 when unknown */
+  int mem_clock_mhz;             /* memory clock, 0 when unknown */
+  int bus_width_bits;            /* memory bus width, 0 when unknown */
+  int pcie_gen, pcie_width;      /* current PCIe link, 0 when unknown */
+  int n_gpus;                    /* CUDA devices visible */
+  uint64_t total_bytes;          /* device memory the runtime reports */
+  uint64_t l2_bytes;             /* L2 cache size */
+  double hbm_peak;               /* bytes/s from clock and bus width, or 0 */
+  bool nvml;                     /* NVML answered */
+} vs_measure_info;
+
+/* True when this build can measure (it was built with CUDA). */
+bool vs_measure_available(void);
+
+/* Measures on opts->device into raw and info. VS_EIO naming the CUDA call
+ * and its error string when one fails; VS_EUSAGE when built without CUDA. */
+int vs_measure_run(const vs_measure_opts *opts, vs_raw *raw,
+                   vs_measure_info *info, vs_error *err);
+
+#endif

@@ -1,0 +1,57 @@
+/* rawcsv.h - the raw samples of a calibration: one row per timed sample.
+ *
+ * File format (contract): a header row naming the columns kind, bytes,
+ * sample and seconds (in any order; other columns are ignored), then one
+ * row per sample: kind is a VS_CAL_* name or "context" (CUDA context
+ * creation: bytes is the context's size, seconds its creation time), bytes
+ * a non-negative integer, sample the sample's index at that size, seconds
+ * a finite time >= 0. A vs_raw owns one growing series per kind. */
+#ifndef VS_RAWCSV_H
+#define VS_RAWCSV_H
+
+#include "error.h"
+#include "topology.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define VS_RAW_CONTEXT VS_CAL_N_KINDS          /* kind index of "context" */
+#define VS_RAW_N_KINDS (VS_CAL_N_KINDS + 1)
+
+/* The samples of one kind, in the order they were taken or read. */
+typedef struct vs_raw_series {
+  double *bytes;                 /* sizes (exact integers below 2^53) */
+  double *seconds;               /* times */
+  uint32_t *sample;              /* sample index at that size */
+  size_t n;                      /* samples held */
+  size_t cap;                    /* capacity of the arrays */
+} vs_raw_series;
+
+typedef struct vs_raw {
+  vs_raw_series kinds[VS_RAW_N_KINDS]; /* by VS_CAL_* or VS_RAW_CONTEXT */
+} vs_raw;
+
+/* Name of a raw kind ("h2d_pinned", ..., "context") or NULL. */
+const char *vs_raw_kind_name(int kind);
+
+/* The raw kind called name, or -1. */
+int vs_raw_kind_find(const char *name);
+
+/* Empty series / frees them. */
+void vs_raw_init(vs_raw *raw);
+void vs_raw_fini(vs_raw *raw);
+
+/* Appends one sample. VS_ENOMEM. Amortised O(1). */
+int vs_raw_add(vs_raw *raw, int kind, uint64_t bytes, uint32_t sample,
+               double seconds, vs_error *err);
+
+/* Appends the samples of path (parsed with libcsv). VS_EIO when it cannot
+ * be read; VS_EINPUT naming path:line for a missing column, an unknown
+ * kind, a bad or negative number, a wrong field count, malformed CSV or a
+ * file without samples. raw may hold part of the file on error. */
+int vs_raw_read(vs_raw *raw, const char *path, vs_error *err);
+
+/* Writes raw to path atomically (temporary file, then rename). VS_EIO. */
+int vs_raw_write(const vs_raw *raw, const char *path, vs_error *err);
+
+#endif

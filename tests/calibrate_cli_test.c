@@ -1,0 +1,260 @@
+/* calibrate_cli_test.c - the vsim-calibrate binary end to end: --help,
+ * --fit on the fixtures in tests/data/calibrate/ (made by make_fixtures.py
+ * from known figures), the INI it writes accepted by vsim and changing its
+ * transfer times, and bad raw CSVs refused with the message and exit 1. */
+#include "testutil.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CAL_DATA VSIM_TEST_DATA "/calibrate/"
+
+/* Reads fd into buf (NUL-terminated, truncated). */
+static void drain_fd(int fd, char *buf, size_t len)
+{
+  size_t used = 0;
+  ssize_t n;
+  while (used + 1 < len && (n = read(fd, buf + used, len - 1 - used)) > 0)
+    used += (size_t)n;
+  buf[used] = '\0';
+}
+
+/* Runs VSIM_CALIBRATE_BIN with args (NULL-terminated) from the source
+ * directory, as tu_run_vsim runs vsim. */
+static void run_cal(tu_run *r, const char *const *args)
+{
+  char out_path[128], err_path[128];
+  const char *argv[64];
+  int status, fd;
+  size_t n = 0;
+  pid_t pid;
+
+  tu_write_temp("", ".out", out_path, sizeof out_path);
+  tu_write_temp("", ".err", err_path, sizeof err_path);
+  argv[n++] = VSIM_CALIBRATE_BIN;
+  while (args[n - 1] && n + 1 < 64) {
+    argv[n] = args[n - 1];
+    n++;
+  }
+  argv[n] = NULL;
+  fflush(NULL);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int o = open(out_path, O_WRONLY | O_TRUNC);
+    int e = open(err_path, O_WRONLY | O_TRUNC);
+    if (o < 0 || e < 0 || chdir(VSIM_SOURCE_DIR) != 0)
+      _exit(127);
+    dup2(o, 1);
+    dup2(e, 2);
+    execv(VSIM_CALIBRATE_BIN, (char *const *)argv);
+    _exit(127);
+  }
+  assert_true(waitpid(pid, &status, 0) == pid);
+  r->status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  assert_true((fd = open(out_path, O_RDONLY)) >= 0);
+  drain_fd(fd, r->out, sizeof r->out);
+  close(fd);
+  assert_true((fd = open(err_path, O_RDONLY)) >= 0);
+  drain_fd(fd, r->err, sizeof r->err);
+  close(fd);
+  unlink(out_path);
+  unlink(err_path);
+}
+
+static void assert_contains(const char *text, const char *want)
+{
+  if (!strstr(text, want))
+    fail_msg("\"%s\" lacks \"%s\"", text, want);
+}
+
+static tu_run run; /* large: one static result for every test */
+
+static void test_help(void **state)
+{
+  static const char *const flags[] = {"--out", "--raw", "--fit", "--base",
+      "--max-breakpoints", "--device", "--samples", "--warmup", "--max-size",
+      "--seed", "--verbose", "--help"};
+  static const char *const args[] = {"--help", NULL};
+  (void)state;
+  run_cal(&run, args);
+  assert_int_equal(run.status, 0);
+  for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+    assert_contains(run.out, flags[i]);
+  assert_contains(run.out, "kind,bytes,sample,seconds");
+}
+
+static void test_usage_errors(void **state)
+{
+  static const char *const unknown[] = {"--frobnicate", "1", NULL};
+  static const char *const breaks[] = {"--fit", "x.csv", "--max-breakpoints", "3", NULL};
+  static const char *const novalue[] = {"--out", NULL};
+  (void)state;
+  run_cal(&run, unknown);
+  assert_int_equal(run.status, 2);
+  assert_contains(run.err, "unknown option '--frobnicate'");
+  run_cal(&run, breaks);
+  assert_int_equal(run.status, 2);
+  assert_contains(run.err, "--max-breakpoints 3: expected a whole number from 0 to 2");
+  run_cal(&run, novalue);
+  assert_int_equal(run.status, 2);
+  assert_contains(run.err, "--out needs a value");
+}
+
+static void test_measure_without_cuda(void **state)
+{
+  static const char *const args[] = {"--out", "/nonexistent/x.ini", NULL};
+  (void)state;
+  if (VSIM_CALIBRATE_HAS_CUDA)
+    skip(); /* would measure on the GPU */
+  run_cal(&run, args);
+  assert_int_equal(run.status, 1);
+  assert_contains(run.err, "built without CUDA");
+  assert_contains(run.err, "--fit RAW.csv --out FILE.ini");
+}
+
+static void test_bad_csvs(void **state)
+{
+  static const struct {
+    const char *file, *want;
+  } cases[] = {
+      {"bad-missing-column.csv",
+       "tests/data/calibrate/bad-missing-column.csv:1: missing column 'sample'"},
+      {"bad-negative-time.csv",
+       "tests/data/calibrate/bad-negative-time.csv:3: negative time -2e-6 s "
+       "for kind h2d_pinned"},
+      {"bad-too-few.csv",
+       "tests/data/calibrate/bad-too-few.csv: kind p2p: too few points: 3 "
+       "distinct sizes, need at least 4"},
+      {"no-such-file.csv", "no-such-file.csv: cannot open"},
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char path[256], out[128];
+    const char *args[] = {"--fit", path, "--out", out, NULL};
+    snprintf(path, sizeof path, "tests/data/calibrate/%s", cases[i].file);
+    tu_write_temp("", ".ini", out, sizeof out);
+    unlink(out);
+    run_cal(&run, args);
+    assert_int_equal(run.status, 1);
+    assert_contains(run.err, cases[i].want);
+    assert_int_equal(access(out, F_OK), -1); /* nothing written */
+  }
+}
+
+/* Runs `vsim run gpt-small.ini --gpus 2 --set parallel.tp=2` plus extra
+ * arguments; returns the "step time ..." line in line[256]. */
+static void step_line(const char *const *extra, char *line)
+{
+  const char *args[32] = {"run", "tests/data/gpt-small.ini", "--gpus", "2",
+                          "--set", "parallel.tp=2"};
+  size_t n = 6;
+  const char *p, *e;
+  for (size_t i = 0; extra[i]; i++)
+    args[n++] = extra[i];
+  args[n] = NULL;
+  tu_run_vsim(&run, args);
+  if (run.status != 0)
+    fail_msg("vsim exited %d: %s", run.status, run.err);
+  p = strstr(run.out, "step time");
+  assert_non_null(p);
+  e = strchr(p, '\n');
+  snprintf(line, 256, "%.*s", (int)(e ? e - p : (long)strlen(p)), p);
+}
+
+/* Reads the value of `key = ` in the INI text into buf. */
+static const char *ini_value(const char *ini, const char *key, char *buf)
+{
+  char pat[96];
+  const char *p, *e;
+  snprintf(pat, sizeof pat, "\n%s = ", key);
+  p = strstr(ini, pat);
+  if (!p)
+    fail_msg("INI lacks %s", key);
+  p += strlen(pat);
+  e = strchr(p, '\n');
+  snprintf(buf, 96, "%.*s", (int)(e - p), p);
+  return buf;
+}
+
+static void test_fit_fixture_and_use_it(void **state)
+{
+  /* h100-like.csv: p2p 6 us + b / 375 GB/s, d2d_kernel 3 us + 2b / 2900 GB/s,
+   * h2d_pinned two regimes (24 GB/s up to 1 MiB, then 52 GB/s), 1% noise and
+   * 3% of samples slowed 3-10x (make_fixtures.py). */
+  char out[128], ini_path[160], line_nom[256], line_cal[256], line_set[256];
+  char bw[96], lat[96], hbm[96], pcie[96], pcie_lat[96];
+  char set_bw[160], set_lat[160], set_hbm[160], set_eff[160], set_pcie[160],
+      set_pcie_lat[160];
+  const char *args[] = {"--fit", CAL_DATA "h100-like.csv", "--out", out, NULL};
+  char *ini;
+  (void)state;
+  tu_write_temp("", ".ini", out, sizeof out);
+  run_cal(&run, args);
+  if (run.status != 0)
+    fail_msg("vsim-calibrate exited %d: %s", run.status, run.err);
+  assert_contains(run.out, "wrote ");
+  assert_non_null(ini = tu_read_file(out));
+  /* the fit recovered the fixture's figures within 2% (printed as text) */
+  assert_true(fabs(atof(ini_value(ini, "p2p_bandwidth", bw)) / 375 - 1) < 0.02);
+  assert_true(fabs(atof(ini_value(ini, "p2p_latency", lat)) / 6 - 1) < 0.02);
+  assert_true(fabs(atof(ini_value(ini, "d2d_kernel_bandwidth", hbm)) / 2900 - 1) < 0.02);
+  assert_true(fabs(atof(ini_value(ini, "h2d_pinned_bandwidth", pcie)) / 52 - 1) < 0.02);
+  ini_value(ini, "h2d_pinned_latency", pcie_lat);
+  assert_true(fabs(atof(ini_value(ini, "h2d_pinned_breakpoints", set_bw)) /
+                   1048576 - 1) < 0.05);
+  assert_contains(ini, "\ncontext_memory = 524288000\n");
+  assert_contains(ini, "; measured on this machine\ncontext_memory");
+  free(ini);
+
+  /* vsim accepts it, and a tp=2 run's time changes: the calibrated file
+   * gives exactly the step of the nominal topology with the calibrated
+   * figures set by hand, and not the nominal step. */
+  snprintf(ini_path, sizeof ini_path, "%s", out);
+  {
+    const char *nom[] = {NULL};
+    const char *cal[] = {"--topology", ini_path, NULL};
+    const char *set[] = {"--set", set_bw, "--set", set_lat, "--set", set_hbm,
+                         "--set", set_eff, "--set", set_pcie, "--set",
+                         set_pcie_lat, NULL};
+    snprintf(set_bw, sizeof set_bw, "topology.network.intra_bandwidth=%s", bw);
+    snprintf(set_lat, sizeof set_lat, "topology.network.intra_latency=%s", lat);
+    snprintf(set_hbm, sizeof set_hbm, "topology.gpu.hbm_bandwidth=%s", hbm);
+    snprintf(set_eff, sizeof set_eff, "topology.gpu.memory_efficiency=1");
+    snprintf(set_pcie, sizeof set_pcie, "topology.node.pcie_bandwidth=%s", pcie);
+    snprintf(set_pcie_lat, sizeof set_pcie_lat, "topology.node.pcie_latency=%s",
+             pcie_lat);
+    step_line(nom, line_nom);
+    step_line(cal, line_cal);
+    step_line(set, line_set);
+  }
+  /* nominal: intra_latency 3 us; calibrated p2p: 6 us, so the latency-bound
+   * tensor-parallel comm of this small model roughly doubles */
+  assert_string_equal(line_cal, line_set);
+  if (strcmp(line_cal, line_nom) == 0)
+    fail_msg("calibration did not change the step: %s", line_cal);
+  print_message("  nominal:    %s\n  calibrated: %s\n", line_nom, line_cal);
+  unlink(out);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_help),
+      cmocka_unit_test(test_usage_errors),
+      cmocka_unit_test(test_measure_without_cuda),
+      cmocka_unit_test(test_bad_csvs),
+      cmocka_unit_test(test_fit_fixture_and_use_it),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,426 @@
+/* calibrate_fit_test.c - vsim-calibrate's fitting library (calibrate/fit.h),
+ * raw CSV reader (rawcsv.h) and INI writer (calini.h), on samples generated
+ * here from known latency and bandwidth with seeded noise and outliers. */
+#include "testutil.h"
+
+#include "calini.h"
+#include "fit.h"
+#include "rawcsv.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_SAMPLES 4096
+
+/* Generated samples of one kind. */
+typedef struct gen {
+  double bytes[MAX_SAMPLES];
+  double seconds[MAX_SAMPLES];
+  size_t n;
+} gen;
+
+/* Truth: t = lat + b / bw up to `brk` bytes, then slope 1 / bw2 (continuous);
+ * brk = 0 means one line. */
+typedef struct truth {
+  double lat, bw, brk, bw2;
+} truth;
+
+static double truth_time(const truth *t, double b)
+{
+  if (t->brk > 0 && b > t->brk)
+    return t->lat + t->brk / t->bw + (b - t->brk) / t->bw2;
+  return t->lat + b / t->bw;
+}
+
+/* The sweep vsim-calibrate measures: 2^p and 3 * 2^(p-1) from 4 B to 1 GiB
+ * (57 sizes), `per` samples each with relative Gaussian noise `noise`; a
+ * fraction `spikes` of samples is slowed 3-10x (a descheduled timer). */
+static void generate(gen *g, const truth *t, int per, double noise,
+                     double spikes, unsigned long seed)
+{
+  gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+  gsl_rng_set(r, seed);
+  g->n = 0;
+  for (int p = 2; p <= 30; p++) {
+    for (int m = 0; m < 2; m++) {
+      double b = m ? 3.0 * ldexp(1.0, p - 1) : ldexp(1.0, p);
+      if (b > ldexp(1.0, 30))
+        continue;
+      for (int s = 0; s < per && g->n < MAX_SAMPLES; s++) {
+        double x = truth_time(t, b) * (1.0 + gsl_ran_gaussian(r, noise));
+        if (gsl_rng_uniform(r) < spikes)
+          x *= 3.0 + 7.0 * gsl_rng_uniform(r);
+        g->bytes[g->n] = b;
+        g->seconds[g->n++] = x;
+      }
+    }
+  }
+  gsl_rng_free(r);
+}
+
+/* Reduces and fits g; fails the test on error. pts may be NULL. */
+static void fit_gen(const gen *g, int max_breaks, vs_fit *fit,
+                    vs_fit_point **pts_out, size_t *n_out)
+{
+  vs_fit_options opt = vs_fit_default_options();
+  vs_fit_point *pts;
+  size_t n;
+  vs_error err;
+  vs_error_clear(&err);
+  opt.max_breaks = max_breaks;
+  if (vs_fit_points(g->bytes, g->seconds, g->n, opt.sigma_floor, &pts, &n, &err) ||
+      vs_fit_run(pts, n, &opt, fit, &err))
+    fail_msg("fit: %s", err.msg);
+  if (pts_out) {
+    *pts_out = pts;
+    *n_out = n;
+  } else {
+    free(pts);
+  }
+}
+
+static void assert_rel(double got, double want, double tol, const char *what)
+{
+  if (!(fabs(got / want - 1.0) <= tol))
+    fail_msg("%s: got %.6g, want %.6g within %.1f%%", what, got, want, 100 * tol);
+  print_message("  %-28s %.6g (truth %.6g, %+.3f%%)\n", what, got, want,
+                100 * (got / want - 1.0));
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void test_points_median_and_sigma(void **state)
+{
+  /* One size, samples 1..4 and 100: median 3, |x - 3| = 2,1,0,1,97 -> MAD 1;
+   * sigma = 1.2533 * 1.4826 * MAD / sqrt(5) (normal-consistent MAD, standard
+   * error of a median = 1.2533 sigma / sqrt(n)). */
+  double b[] = {8, 8, 8, 8, 8, 4}, t[] = {1, 2, 3, 4, 100, 7};
+  vs_fit_point *pts;
+  size_t n;
+  vs_error err;
+  (void)state;
+  vs_error_clear(&err);
+  assert_int_equal(vs_fit_points(b, t, 6, 0.005, &pts, &n, &err), 0);
+  assert_int_equal(n, 2);
+  assert_true(pts[0].bytes == 4 && pts[1].bytes == 8); /* sorted by size */
+  assert_true(pts[1].median == 3.0);
+  assert_true(fabs(pts[1].sigma - 1.2533 * 1.4826 / sqrt(5.0)) < 1e-12);
+  assert_int_equal(pts[1].n_samples, 5);
+  /* a single sample has no spread: sigma is the 0.5% floor */
+  assert_true(fabs(pts[0].sigma - 0.005 * 7) < 1e-12);
+  free(pts);
+}
+
+static void test_recovers_latency_and_bandwidth(void **state)
+{
+  /* PCIe-, NVLink- and HBM-like figures; 15 samples a size, 1% noise, 5% of
+   * samples slowed 3-10x. Every figure must come back within 2%. */
+  static const truth cases[] = {
+      {10e-6, 25e9, 0, 0}, {2e-6, 375e9, 0, 0}, {3e-6, 1450e9, 0, 0},
+      {20e-6, 5e9, 0, 0}};
+  static gen g;
+  (void)state;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    vs_fit fit;
+    generate(&g, &cases[c], 15, 0.01, 0.05, 100 + c);
+    fit_gen(&g, VS_FIT_MAX_BREAKS, &fit, NULL, NULL);
+    assert_int_equal(fit.n_breaks, 0);
+    assert_int_equal(fit.n_points, 57);
+    assert_rel(fit.segs[0].latency, cases[c].lat, 0.02, "latency (s)");
+    assert_rel(1.0 / fit.segs[0].seconds_per_byte, cases[c].bw, 0.02,
+               "bandwidth (B/s)");
+    assert_true(fit.r2 > 0.999);
+    assert_true(fit.max_rel_error < 0.03);
+    assert_true(fit.min_bytes == 4 && fit.max_bytes == ldexp(1.0, 30));
+  }
+}
+
+static void test_outlier_size_is_ignored(void **state)
+{
+  /* Every sample of one size (64 KiB) 40% slow: its median is an outlier the
+   * bisquare fit must drop, leaving the figures within 2%. */
+  static gen g;
+  truth t = {10e-6, 25e9, 0, 0};
+  vs_fit_point *pts;
+  size_t n, bad = 0;
+  vs_fit fit;
+  (void)state;
+  generate(&g, &t, 15, 0.01, 0.05, 7);
+  for (size_t i = 0; i < g.n; i++) {
+    if (g.bytes[i] == 65536)
+      g.seconds[i] *= 1.4;
+  }
+  fit_gen(&g, VS_FIT_MAX_BREAKS, &fit, &pts, &n);
+  for (size_t i = 0; i < n; i++) {
+    if (pts[i].outlier) {
+      bad++;
+      assert_true(pts[i].bytes == 65536);
+    }
+  }
+  free(pts);
+  assert_int_equal(bad, 1);
+  assert_int_equal(fit.n_outliers, 1);
+  assert_int_equal(fit.n_breaks, 0);
+  assert_rel(fit.segs[0].latency, t.lat, 0.02, "latency (s)");
+  assert_rel(1.0 / fit.segs[0].seconds_per_byte, t.bw, 0.02, "bandwidth (B/s)");
+}
+
+static void test_two_regimes_fitted_piecewise(void **state)
+{
+  /* 8 us + b / 12 GB/s up to 2 MiB, then 24 GB/s (a measured size). */
+  static gen g;
+  truth t = {8e-6, 12e9, 2097152, 24e9};
+  vs_fit fit;
+  double secs, err_lo;
+  vs_error err;
+  (void)state;
+  generate(&g, &t, 15, 0.01, 0.05, 11);
+  fit_gen(&g, VS_FIT_MAX_BREAKS, &fit, NULL, NULL);
+  assert_int_equal(fit.n_breaks, 1);
+  assert_rel(fit.breaks[0], t.brk, 0.05, "breakpoint (B)");
+  assert_rel(fit.segs[0].latency, t.lat, 0.02, "piece 1 latency (s)");
+  assert_rel(1.0 / fit.segs[0].seconds_per_byte, t.bw, 0.02, "piece 1 bandwidth");
+  assert_rel(1.0 / fit.segs[1].seconds_per_byte, t.bw2, 0.02, "piece 2 bandwidth");
+  /* the last piece's intercept: lat + brk/bw - brk/bw2 = 8 + 174.8 - 87.4 us */
+  assert_rel(vs_fit_last(&fit)->latency, t.lat + t.brk / t.bw - t.brk / t.bw2,
+             0.02, "piece 2 intercept (s)");
+  /* predictions inside the range follow the truth */
+  vs_error_clear(&err);
+  assert_int_equal(vs_fit_predict(&fit, 512e6, &secs, &err), 0);
+  assert_rel(secs, truth_time(&t, 512e6), 0.02, "t(512 MB)");
+
+  /* One line cannot follow it: forced to 0 breakpoints, the worst relative
+   * error is far above the noise. */
+  fit_gen(&g, 0, &fit, NULL, NULL);
+  assert_int_equal(fit.n_breaks, 0);
+  err_lo = fit.max_rel_error;
+  assert_true(err_lo > 0.1);
+}
+
+static void test_breakpoint_between_sizes(void **state)
+{
+  /* Breakpoint at 5 MiB, between the measured 4 and 6 MiB: the golden
+   * refinement places it within 10%. */
+  static gen g;
+  truth t = {5e-6, 10e9, 5.0 * 1048576, 40e9};
+  vs_fit fit;
+  (void)state;
+  generate(&g, &t, 15, 0.01, 0.05, 13);
+  fit_gen(&g, VS_FIT_MAX_BREAKS, &fit, NULL, NULL);
+  assert_int_equal(fit.n_breaks, 1);
+  assert_rel(fit.breaks[0], t.brk, 0.10, "breakpoint (B)");
+  assert_rel(1.0 / fit.segs[1].seconds_per_byte, t.bw2, 0.02, "piece 2 bandwidth");
+}
+
+static void test_too_few_points_and_no_extrapolation(void **state)
+{
+  double b[] = {4, 8, 16, 4, 8, 16}, t[] = {1e-5, 1e-5, 1e-5, 1e-5, 1e-5, 1e-5};
+  static gen g;
+  truth tr = {10e-6, 25e9, 0, 0};
+  vs_fit_point *pts;
+  size_t n;
+  vs_fit fit;
+  vs_error err;
+  double secs = -1;
+  vs_fit_options opt = vs_fit_default_options();
+  (void)state;
+  vs_error_clear(&err);
+  assert_int_equal(vs_fit_points(b, t, 6, 0.005, &pts, &n, &err), 0);
+  assert_int_equal(vs_fit_run(pts, n, &opt, &fit, &err), VS_EINPUT);
+  assert_string_equal(err.msg, "too few points: 3 distinct sizes, need at least 4");
+  free(pts);
+
+  /* A time of 0 at a size makes its median 0: refused. */
+  t[0] = t[3] = 0;
+  vs_error_clear(&err);
+  assert_int_equal(vs_fit_points(b, t, 6, 0.005, &pts, &n, &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "4 bytes: median time is 0 s"));
+
+  generate(&g, &tr, 5, 0.01, 0, 3);
+  fit_gen(&g, 2, &fit, NULL, NULL);
+  vs_error_clear(&err);
+  assert_int_equal(vs_fit_predict(&fit, 2.0 * ldexp(1.0, 30), &secs, &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "outside the measured sizes 4-1073741824; "
+                                  "the fit is not extrapolated"));
+  assert_true(secs == -1);
+  vs_error_clear(&err);
+  assert_int_equal(vs_fit_predict(&fit, 2, &secs, &err), VS_EINPUT);
+}
+
+/* ------------------------------------------------------------------------
+ * Raw CSV
+ * ------------------------------------------------------------------------ */
+
+/* text must fail to read with code and a message containing want, where
+ * '@' stands for the file's path. */
+static void raw_bad(const char *text, int code, const char *want)
+{
+  char path[128], full[512];
+  size_t used = 0;
+  vs_raw raw;
+  vs_error err;
+  tu_write_temp(text, ".csv", path, sizeof path);
+  vs_raw_init(&raw);
+  vs_error_clear(&err);
+  assert_int_equal(vs_raw_read(&raw, path, &err), code);
+  vs_raw_fini(&raw);
+  unlink(path);
+  for (const char *w = want; *w && used + 1 < sizeof full; w++) {
+    if (*w == '@')
+      used += (size_t)snprintf(full + used, sizeof full - used, "%s", path);
+    else
+      full[used++] = *w;
+  }
+  full[used] = '\0';
+  if (!strstr(err.msg, full))
+    fail_msg("message \"%s\" lacks \"%s\"", err.msg, full);
+}
+
+static void test_raw_csv_errors(void **state)
+{
+  vs_raw raw;
+  vs_error err;
+  (void)state;
+  raw_bad("kind,bytes,seconds\nh2d_pinned,4,1e-5\n", VS_EINPUT,
+          "@:1: missing column 'sample': the header must name kind,bytes,"
+          "sample,seconds (it has: kind,bytes,seconds)");
+  raw_bad("kind,bytes,sample,seconds\np2p,4,0,1e-5\n\np2p,8,0,-2e-6\n",
+          VS_EINPUT, "@:4: negative time -2e-6 s for kind p2p");
+  raw_bad("kind,bytes,sample,seconds\nh2d,4,0,1e-5\n", VS_EINPUT,
+          "@:2: unknown kind 'h2d'; valid kinds: h2d_pinned, d2h_pinned, "
+          "h2d_pageable, d2h_pageable, d2d_copy_engine, d2d_kernel, p2p, "
+          "malloc, free, host_alloc, context");
+  raw_bad("kind,bytes,sample,seconds\np2p,4,0\n", VS_EINPUT,
+          "@:2: 3 fields, expected 4 as in the header");
+  raw_bad("kind,bytes,sample,seconds\np2p,4.5,0,1e-5\n", VS_EINPUT,
+          "@:2: bytes '4.5' is not a non-negative integer");
+  raw_bad("kind,bytes,sample,seconds\np2p,-4,0,1e-5\n", VS_EINPUT,
+          "@:2: bytes '-4' is not a non-negative integer");
+  raw_bad("kind,bytes,sample,seconds\np2p,4,0,fast\n", VS_EINPUT,
+          "@:2: seconds 'fast' is not a finite number");
+  raw_bad("kind,bytes,sample,seconds\np2p,4,0,nan\n", VS_EINPUT,
+          "@:2: seconds 'nan' is not a finite number");
+  raw_bad("kind,bytes,sample,seconds\np2p,4,x,1e-5\n", VS_EINPUT,
+          "@:2: sample 'x' is not a non-negative integer");
+  raw_bad("kind,bytes,sample,seconds\np2p,4,0,\"1e-5\n", VS_EINPUT,
+          "@:2: malformed CSV");
+  raw_bad("", VS_EINPUT, "@: empty file; expected a header kind,bytes,sample,seconds");
+  raw_bad("kind,bytes,sample,seconds\n", VS_EINPUT, "@: no samples after the header");
+  vs_raw_init(&raw);
+  vs_error_clear(&err);
+  assert_int_equal(vs_raw_read(&raw, "/nonexistent/raw.csv", &err), VS_EIO);
+  assert_non_null(strstr(err.msg, "/nonexistent/raw.csv: cannot open"));
+  vs_raw_fini(&raw);
+}
+
+static void test_raw_csv_round_trip(void **state)
+{
+  /* Columns in another order, an extra column, quoted kind, no final
+   * newline: read, write, read again -> the same samples. */
+  char in[128], out[128];
+  vs_raw a, b;
+  vs_error err;
+  (void)state;
+  tu_write_temp("seconds,note,kind,sample,bytes\n1.5e-05,x,\"p2p\",0,4\n"
+                "2.5e-5,,context,1,524288000",
+                ".csv", in, sizeof in);
+  tu_write_temp("", ".csv", out, sizeof out);
+  vs_raw_init(&a);
+  vs_raw_init(&b);
+  vs_error_clear(&err);
+  assert_int_equal(vs_raw_read(&a, in, &err), 0);
+  assert_int_equal(a.kinds[VS_CAL_P2P].n, 1);
+  assert_true(a.kinds[VS_CAL_P2P].bytes[0] == 4);
+  assert_true(a.kinds[VS_CAL_P2P].seconds[0] == 1.5e-5);
+  assert_true(a.kinds[VS_RAW_CONTEXT].bytes[0] == 524288000);
+  assert_int_equal(a.kinds[VS_RAW_CONTEXT].sample[0], 1);
+  assert_int_equal(vs_raw_write(&a, out, &err), 0);
+  assert_int_equal(vs_raw_read(&b, out, &err), 0);
+  for (int k = 0; k < VS_RAW_N_KINDS; k++) {
+    assert_int_equal(a.kinds[k].n, b.kinds[k].n);
+    for (size_t i = 0; i < a.kinds[k].n; i++) {
+      assert_true(a.kinds[k].bytes[i] == b.kinds[k].bytes[i]);
+      assert_true(fabs(a.kinds[k].seconds[i] / b.kinds[k].seconds[i] - 1) < 1e-9);
+    }
+  }
+  vs_raw_fini(&a);
+  vs_raw_fini(&b);
+  unlink(in);
+  unlink(out);
+}
+
+/* ------------------------------------------------------------------------
+ * The INI writer: vsim reads back what it wrote and uses it
+ * ------------------------------------------------------------------------ */
+
+static void test_ini_round_trip(void **state)
+{
+  static gen g;
+  static vs_cal_out out;
+  static vs_topology t, nominal;
+  truth p2p = {6e-6, 375e9, 0, 0}, hbm = {3e-6, 1450e9, 0, 0};
+  char path[128];
+  vs_fit fit;
+  vs_error err;
+  (void)state;
+  memset(&out, 0, sizeof out);
+  tu_default_topology(&nominal);
+  vs_error_clear(&err);
+  assert_int_equal(vs_topology_load_nominal(&out.topo, NULL, NULL, 0, &err), 0);
+  vs_cal_out_comment(&out, "test %d", 1);
+  generate(&g, &p2p, 9, 0.01, 0.03, 21);
+  fit_gen(&g, 2, &fit, NULL, NULL);
+  vs_cal_out_add(&out, VS_CAL_P2P, &fit);
+  /* d2d: the byte column is bytes copied; the bandwidth counts read + write */
+  generate(&g, &hbm, 9, 0.01, 0.03, 22);
+  fit_gen(&g, 2, &fit, NULL, NULL);
+  vs_cal_out_add(&out, VS_CAL_D2D_KERNEL, &fit);
+  tu_write_temp("", ".ini", path, sizeof path);
+  assert_int_equal(vs_cal_out_write(&out, path, &err), 0);
+  if (vs_topology_load(&t, path, NULL, 0, &err))
+    fail_msg("%s", err.msg);
+  assert_true(vs_topology_calibrated(&t, VS_CAL_P2P));
+  assert_true(vs_topology_calibrated(&t, VS_CAL_D2D_KERNEL));
+  assert_false(vs_topology_calibrated(&t, VS_CAL_H2D_PINNED));
+  assert_rel(t.cal[VS_CAL_P2P].bandwidth, out.topo.cal[VS_CAL_P2P].bandwidth,
+             1e-12, "p2p bandwidth read back");
+  assert_rel(t.intra_bandwidth, 375e9, 0.02, "intra_bandwidth = p2p");
+  assert_rel(t.intra_latency, 6e-6, 0.02, "intra_latency = p2p");
+  assert_rel(t.hbm_bandwidth, 2 * 1450e9, 0.02, "hbm_bandwidth = 2 x d2d_kernel");
+  assert_true(t.memory_efficiency == 1.0);
+  /* uncalibrated figures keep the base's values */
+  assert_true(t.pcie_bandwidth == nominal.pcie_bandwidth);
+  assert_true(t.inter_bandwidth == nominal.inter_bandwidth);
+  assert_int_equal(t.cal[VS_CAL_P2P].points, 57);
+  assert_int_equal(t.cal[VS_CAL_P2P].max_bytes, 1u << 30);
+  unlink(path);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_points_median_and_sigma),
+      cmocka_unit_test(test_recovers_latency_and_bandwidth),
+      cmocka_unit_test(test_outlier_size_is_ignored),
+      cmocka_unit_test(test_two_regimes_fitted_piecewise),
+      cmocka_unit_test(test_breakpoint_between_sizes),
+      cmocka_unit_test(test_too_few_points_and_no_extrapolation),
+      cmocka_unit_test(test_raw_csv_errors),
+      cmocka_unit_test(test_raw_csv_round_trip),
+      cmocka_unit_test(test_ini_round_trip),
+  };
+  gsl_set_error_handler_off();
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
