@@ -36,97 +36,21 @@ void vs_rank_fini(vs_rank *rank)
     free(rank->alloc);
     rank->alloc = NULL;
   }
-  free(rank->live_keys);
   free(rank->live_blocks);
-  rank->live_keys = rank->live_blocks = NULL;
+  rank->live_blocks = NULL;
 }
 
 int vs_rank_use_caching(vs_rank *rank, const vs_alloc_config *cfg)
 {
+  size_t n = rank->prog->n_buffers;
   rank->alloc = malloc(sizeof *rank->alloc);
-  if (!rank->alloc)
+  rank->live_blocks = malloc((n ? n : 1) * sizeof *rank->live_blocks);
+  if (!rank->alloc || !rank->live_blocks)
     return VS_ENOMEM;
   vs_alloc_init(rank->alloc, cfg);
+  for (size_t i = 0; i < n; i++)
+    rank->live_blocks[i] = VS_ALLOC_NONE;
   return 0;
-}
-
-/* ------------------------------------------------------------------------
- * Live buffers of a caching rank: program buffer id -> allocator block, in
- * an open-addressing table (linear probing, deleted slots marked).
- * ------------------------------------------------------------------------ */
-
-#define SLOT_EMPTY UINT32_MAX
-#define SLOT_DELETED (UINT32_MAX - 1)
-
-static size_t slot_of(uint32_t key, size_t cap)
-{
-  return (size_t)(key * 2654435761u) & (cap - 1);
-}
-
-static int live_rehash(vs_rank *r, size_t cap)
-{
-  uint32_t *keys = malloc(cap * sizeof *keys), *blocks = malloc(cap * sizeof *blocks);
-  if (!keys || !blocks) {
-    free(keys);
-    free(blocks);
-    return VS_ENOMEM;
-  }
-  for (size_t i = 0; i < cap; i++)
-    keys[i] = SLOT_EMPTY;
-  r->live_used = 0;
-  for (size_t i = 0; i < r->live_cap; i++) {
-    size_t j;
-    if (r->live_keys[i] >= SLOT_DELETED)
-      continue;
-    for (j = slot_of(r->live_keys[i], cap); keys[j] != SLOT_EMPTY;)
-      j = (j + 1) & (cap - 1);
-    keys[j] = r->live_keys[i];
-    blocks[j] = r->live_blocks[i];
-    r->live_used++;
-  }
-  free(r->live_keys);
-  free(r->live_blocks);
-  r->live_keys = keys;
-  r->live_blocks = blocks;
-  r->live_cap = cap;
-  return 0;
-}
-
-static int live_put(vs_rank *r, uint32_t key, uint32_t block)
-{
-  size_t j;
-  if (2 * (r->live_used + 1) > r->live_cap) {
-    /* grow if live keys fill a quarter, else only sweep deleted slots */
-    size_t cap = r->live_cap ? r->live_cap : 256;
-    if (4 * (r->live_n + 1) > cap)
-      cap *= 2;
-    if (live_rehash(r, cap))
-      return VS_ENOMEM;
-  }
-  for (j = slot_of(key, r->live_cap); r->live_keys[j] < SLOT_DELETED;)
-    j = (j + 1) & (r->live_cap - 1);
-  if (r->live_keys[j] == SLOT_EMPTY)
-    r->live_used++;
-  r->live_n++;
-  r->live_keys[j] = key;
-  r->live_blocks[j] = block;
-  return 0;
-}
-
-/* Removes key and returns its block, or VS_ALLOC_NONE if it is not live. */
-static uint32_t live_take(vs_rank *r, uint32_t key)
-{
-  if (!r->live_cap)
-    return VS_ALLOC_NONE;
-  for (size_t j = slot_of(key, r->live_cap); r->live_keys[j] != SLOT_EMPTY;
-       j = (j + 1) & (r->live_cap - 1)) {
-    if (r->live_keys[j] == key) {
-      r->live_keys[j] = SLOT_DELETED;
-      r->live_n--;
-      return r->live_blocks[j];
-    }
-  }
-  return VS_ALLOC_NONE;
 }
 
 /* One allocation or free through the rank's caching allocator. Returns the
@@ -138,18 +62,19 @@ static int caching_effect(vs_rank *r, const vs_effect *e, const vs_buffer *buf,
   vs_alloc *a = r->alloc;
   int rc;
   if (e->is_free) {
-    uint32_t block = live_take(r, e->buffer);
+    uint32_t block = r->live_blocks[e->buffer];
     if (block == VS_ALLOC_NONE)
       return VS_EINPUT;
+    r->live_blocks[e->buffer] = VS_ALLOC_NONE;
     *bytes = a->blocks[block].size;
     if ((rc = vs_alloc_free(a, block)))
       return rc;
     return vs_mem_record_free(&r->mem, buf->category, *bytes, a->reserved_bytes);
   } else {
     vs_alloc_result res;
-    if ((rc = vs_alloc_malloc(a, buf->bytes, stream, &res)) ||
-        (rc = live_put(r, e->buffer, res.block)))
+    if ((rc = vs_alloc_malloc(a, buf->bytes, stream, &res)))
       return rc;
+    r->live_blocks[e->buffer] = res.block;
     *bytes = res.size;
     return vs_mem_record_alloc(&r->mem, buf->category, res.size, buf->bytes,
                                a->reserved_bytes, res.oom, op, t_ns);

@@ -49,10 +49,8 @@ typedef struct vs_rank {
   uint64_t wait_comm_ns;    /* compute stream idle waiting on dp collectives */
   vs_mem mem;               /* its memory */
   vs_alloc *alloc;          /* caching-allocator emulation; NULL = exact */
-  uint32_t *live_keys;      /* open-addressing map: program buffer -> */
-  uint32_t *live_blocks;    /* ... allocator block, for live buffers */
-  size_t live_cap, live_used; /* slots, slots not empty (incl. deleted) */
-  size_t live_n;            /* live buffers in the map */
+  uint32_t *live_blocks;    /* [program buffer] its allocator block while
+                               live, VS_ALLOC_NONE otherwise (caching) */
   vs_mem_event *timeline;   /* recorded when asked */
   size_t n_timeline, cap_timeline;
   vs_op_span *spans;        /* recorded when asked */
@@ -78,8 +76,9 @@ void vs_rank_init(vs_rank *rank, uint32_t id, const vs_program *prog,
                   uint64_t capacity_bytes, uint64_t framework_bytes);
 void vs_rank_fini(vs_rank *rank);
 
-/* Gives rank a caching-allocator emulation (instead of exact accounting).
- * VS_ENOMEM on host allocation failure. */
+/* Gives rank a caching-allocator emulation (instead of exact accounting),
+ * with a table of 4 bytes per buffer of its program. VS_ENOMEM on host
+ * allocation failure. */
 int vs_rank_use_caching(vs_rank *rank, const vs_alloc_config *cfg);
 
 /* Runs every rank's program to completion. VS_ENOMEM when recording runs
