@@ -456,7 +456,10 @@ int vs_alloc_malloc(vs_alloc *a, uint64_t size, int stream,
   memset(res, 0, sizeof *res);
   if (stream < 0 || stream >= VS_ALLOC_STREAMS)
     return VS_EINPUT;
-  b = obtain(a, stream, pool, rounded, false);
+  /* After a simulated OOM the real process would have stopped; the
+   * emulation goes on past the capacity (without releasing and retrying
+   * again) so the report can show the whole step's needs. */
+  b = obtain(a, stream, pool, rounded, a->stats.n_ooms > 0);
   if (b == NONE) {
     /* the real OOM path: release every cached segment, retry once */
     res->retried = true;

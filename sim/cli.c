@@ -1,6 +1,7 @@
 /* cli.c - argument parsing and the run / show commands (see cli.h). */
 #include "cli.h"
 
+#include "capacity.h"
 #include "report.h"
 #include "simulate.h"
 
@@ -8,6 +9,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_SETS 128
 
@@ -23,6 +25,14 @@ typedef struct cli_args {
   size_t n_topo_sets;
   const char *csv_dir;          /* --csv */
   const char *trace;            /* --trace */
+  const char *all_sets[2 * MAX_SETS]; /* every --set as given */
+  size_t n_all_sets;
+  const char *varies[VS_VARY_MAX]; /* --vary (sweep) */
+  size_t n_varies;
+  const char *vary_key;         /* --vary-key (fit) */
+  unsigned jobs;                /* --jobs, 0 = one per CPU */
+  uint64_t max_gpus;            /* --max-gpus (plan) */
+  uint64_t top;                 /* --top (plan) */
   bool all_ranks;               /* --ranks all */
   bool memory_summary;          /* --memory-summary */
   bool help;                    /* --help */
@@ -37,12 +47,15 @@ static const char main_help[] =
     "  run WORKLOAD.ini    simulate one step: per-GPU peak memory by category,\n"
     "                      whether it fits, where the peak happens, step time\n"
     "  show WORKLOAD.ini   print the resolved configuration and parameter count\n"
+    "  sweep WORKLOAD.ini  simulate every combination of --vary values\n"
+    "  fit WORKLOAD.ini    largest micro-batch (or sequence) that fits\n"
+    "  plan WORKLOAD.ini   which layouts to rent, ranked by cost per step\n"
     "  keys                list every workload.ini and topology.ini key with its\n"
     "                      type, allowed values and default\n"
     "\n"
     "options: --help (also after a command), --version\n"
     "exit status: 0 fits, 3 simulated out-of-memory, 1 bad input, 2 bad usage\n"
-    "Planned (not in this version): sweep, plan, fit.\n";
+    "";
 
 static const char run_help[] =
     "usage: vsim run WORKLOAD.ini [OPTIONS]\n"
@@ -68,6 +81,60 @@ static const char run_help[] =
     "\n"
     "exit status: 0 fits, 3 simulated out-of-memory (report and CSV still\n"
     "written), 1 bad input, 2 bad usage\n";
+
+static const char sweep_help[] =
+    "usage: vsim sweep WORKLOAD.ini --vary SEC.KEY=V1,V2,... [--vary ...]\n"
+    "                  [--gpus N] [--topology FILE.ini] [--set SEC.KEY=VALUE]...\n"
+    "                  [--jobs N] [--csv FILE]\n"
+    "\n"
+    "Simulates every combination of the --vary values (their cartesian\n"
+    "product) and prints one line each; --csv FILE writes sweep.csv: the\n"
+    "varied keys, the summary.csv columns of the worst GPU, then status\n"
+    "(fits, oom or invalid), reason, tokens_per_s, mfu and usd_per_step.\n"
+    "Invalid combinations are recorded with the reason, not fatal.\n"
+    "\n"
+    "  --vary KEY=VALUES     KEY is section.key (topology.section.key for the\n"
+    "                        hardware) or gpus; VALUES a comma list where a..b\n"
+    "                        is a range (1..16) or continues the progression\n"
+    "                        before it (1,2,4..64 = powers of two)\n"
+    "  --jobs N              simulations in parallel (default: one per CPU)\n"
+    "  --csv FILE            write sweep.csv there (atomically)\n"
+    "  a progress line is shown on stderr when it is a terminal\n"
+    "exit status: 0 some combination fits, 3 none fits, 1 bad input, 2 bad usage\n";
+
+static const char fit_help[] =
+    "usage: vsim fit WORKLOAD.ini [--gpus N] [--vary-key KEY] [--topology FILE.ini]\n"
+    "                [--set SEC.KEY=VALUE]...\n"
+    "\n"
+    "Finds the largest value of KEY for which every GPU fits, by full\n"
+    "simulations (doubling, then bisection): the value, its peak and headroom,\n"
+    "and why the next value does not fit (rank, op, bytes and category).\n"
+    "\n"
+    "  --vary-key KEY        training.micro_batch (default; the micro-batches per\n"
+    "                        step stay as they are, so global_batch follows) or\n"
+    "                        model.seq_len\n"
+    "exit status: 0 found, 3 not even the smallest value fits, 1 bad input\n";
+
+static const char plan_help[] =
+    "usage: vsim plan WORKLOAD.ini [--max-gpus N] [--top K] [--topology FILE.ini]\n"
+    "                 [--set SEC.KEY=VALUE]... [--jobs N] [--csv FILE]\n"
+    "\n"
+    "What to rent: enumerates the layouts a practitioner would consider, with\n"
+    "the workload's global_batch fixed: GPU counts (powers of two below a\n"
+    "node, multiples of a node above, up to --max-gpus, default 512); tp\n"
+    "dividing the node size and the head counts (with sequence parallelism);\n"
+    "pp dividing the layers (1F1B); ZeRO 0-3; checkpointing none, selective,\n"
+    "full; micro-batches in powers of two. Impossible layouts are left out\n"
+    "with the reason counted; the rest are simulated (steps of long pipelines\n"
+    "extrapolated from their steady state), and the top K that fit by cost\n"
+    "per step, the fastest, and the fewest GPUs that fit are re-simulated in\n"
+    "full and printed, with the cost and time per 1e9 tokens.\n"
+    "\n"
+    "  --max-gpus N          largest GPU count (default 512)\n"
+    "  --top K               layouts to list (default 5)\n"
+    "  --jobs N              simulations in parallel (default: one per CPU)\n"
+    "  --csv FILE            write plan.csv: every simulated layout\n"
+    "exit status: 0 something fits, 3 nothing fits up to --max-gpus, 1 bad input\n";
 
 static const char show_help[] =
     "usage: vsim show WORKLOAD.ini [--gpus N] [--topology FILE.ini] "
@@ -133,6 +200,7 @@ static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
     } else if (is_option(arg, "--set")) {
       if (!(v = option_value(argc, argv, &i, "--set")))
         return usage(errs, "%s needs SECTION.KEY=VALUE", "--set");
+      a->all_sets[a->n_all_sets++] = v;
       if (strncmp(v, "topology.", 9) == 0) {
         if (a->n_topo_sets == MAX_SETS)
           return usage(errs, "too many %s options", "--set");
@@ -154,6 +222,31 @@ static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
         a->all_ranks = true;
       else if (!v || strcmp(v, "stage") != 0)
         return usage(errs, "--ranks takes stage or all, got '%s'", v ? v : "");
+    } else if (is_option(arg, "--vary")) {
+      if (!(v = option_value(argc, argv, &i, "--vary")))
+        return usage(errs, "%s needs SECTION.KEY=VALUES", "--vary");
+      if (a->n_varies == VS_VARY_MAX)
+        return usage(errs, "at most 8 %s options", "--vary");
+      a->varies[a->n_varies++] = v;
+    } else if (is_option(arg, "--vary-key")) {
+      if (!(a->vary_key = option_value(argc, argv, &i, "--vary-key")))
+        return usage(errs, "%s needs a key", "--vary-key");
+    } else if (is_option(arg, "--jobs") || is_option(arg, "--max-gpus") ||
+               is_option(arg, "--top")) {
+      const char *name = is_option(arg, "--jobs")
+                             ? "--jobs"
+                             : (is_option(arg, "--top") ? "--top" : "--max-gpus");
+      uint64_t n;
+      v = option_value(argc, argv, &i, name);
+      if (parse_gpus(v, &n))
+        return usage(errs, "a whole number from 1 to 1000000 is needed, got '%s'",
+                     v ? v : "");
+      if (strcmp(name, "--jobs") == 0)
+        a->jobs = n > 256 ? 256 : (unsigned)n;
+      else if (strcmp(name, "--top") == 0)
+        a->top = n;
+      else
+        a->max_gpus = n;
     } else if (strcmp(arg, "--memory-summary") == 0) {
       a->memory_summary = true;
     } else if (arg[0] == '-' && arg[1] != '\0') {
@@ -186,7 +279,7 @@ static int cmd_run(const cli_args *a, FILE *out, FILE *errs)
   vs_topology *topo = malloc(sizeof *topo);
   vs_workload *wl = malloc(sizeof *wl);
   vs_sim sim;
-  vs_sim_opts opts = {a->all_ranks, a->csv_dir || a->trace, false};
+  vs_sim_opts opts = {a->all_ranks, a->csv_dir || a->trace, false, false};
   vs_error err;
   int code;
 
@@ -248,11 +341,54 @@ static int cmd_show(const cli_args *a, FILE *out, FILE *errs)
   return code;
 }
 
+/* sweep ('s'), fit ('f') and plan ('p'). */
+static int cmd_capacity(const cli_args *a, char which, FILE *out, FILE *errs)
+{
+  vs_capacity_opts *o = calloc(1, sizeof *o);
+  vs_error err;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int code;
+
+  vs_error_clear(&err);
+  if (!o) {
+    fprintf(errs, "vsim: out of host memory\n");
+    return VS_EXIT_ERROR;
+  }
+  o->ex.workload = a->workload;
+  o->ex.topology = a->topology;
+  o->ex.sets = a->all_sets;
+  o->ex.n_sets = a->n_all_sets;
+  o->ex.jobs = a->jobs ? a->jobs : (unsigned)(cpus > 0 ? cpus : 1);
+  o->ex.progress = isatty(fileno(errs)) != 0;
+  o->ex.what = which == 's' ? "sweep" : (which == 'f' ? "fit" : "plan");
+  o->ex.max_microbatches = which == 'p' ? 1 : 0;
+  o->gpus = a->gpus;
+  o->csv = a->csv_dir;
+  o->fit_key = a->vary_key;
+  o->max_gpus = a->max_gpus;
+  o->top = (size_t)a->top;
+  for (size_t i = 0; i < a->n_varies; i++) {
+    if (vs_vary_parse(a->varies[i], &o->vary[i], &err)) {
+      free(o);
+      return usage(errs, "%s", err.msg);
+    }
+    o->n_vary++;
+  }
+  if (which == 's')
+    code = vs_capacity_sweep(o, out, errs);
+  else if (which == 'f')
+    code = vs_capacity_fit(o, out, errs);
+  else
+    code = vs_capacity_plan(o, out, errs);
+  free(o);
+  return code;
+}
+
 int vs_cli_main(int argc, char **argv, FILE *out, FILE *errs)
 {
   cli_args a;
   int rc;
-  bool run, show;
+  bool run, show, sweep, fit, plan;
 
   gsl_set_error_handler_off();
   if (argc < 2)
@@ -281,20 +417,23 @@ int vs_cli_main(int argc, char **argv, FILE *out, FILE *errs)
   }
   run = strcmp(argv[1], "run") == 0;
   show = strcmp(argv[1], "show") == 0;
-  if (!run && !show) {
-    if (strcmp(argv[1], "sweep") == 0 || strcmp(argv[1], "plan") == 0 ||
-        strcmp(argv[1], "fit") == 0)
-      return usage(errs, "'%s' is planned but not in this version of vsim",
-                   argv[1]);
+  sweep = strcmp(argv[1], "sweep") == 0;
+  fit = strcmp(argv[1], "fit") == 0;
+  plan = strcmp(argv[1], "plan") == 0;
+  if (!run && !show && !sweep && !fit && !plan)
     return usage(errs, "unknown command '%s'", argv[1]);
-  }
   if ((rc = parse_args(argc, argv, &a, errs)) != 0)
     return rc;
   if (a.help) {
-    fputs(run ? run_help : show_help, out);
+    fputs(run ? run_help
+              : show ? show_help
+                     : sweep ? sweep_help : fit ? fit_help : plan_help,
+          out);
     return VS_EXIT_OK;
   }
   if (!a.workload)
     return usage(errs, "%s needs a WORKLOAD.ini", a.command);
-  return run ? cmd_run(&a, out, errs) : cmd_show(&a, out, errs);
+  if (run || show)
+    return run ? cmd_run(&a, out, errs) : cmd_show(&a, out, errs);
+  return cmd_capacity(&a, sweep ? 's' : (fit ? 'f' : 'p'), out, errs);
 }

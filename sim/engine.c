@@ -268,11 +268,17 @@ int vs_engine_run(vs_rank *ranks, size_t n_ranks, const vs_engine_opts *opts,
   for (size_t i = 0; i < n_ranks && !rc; i++)
     rc = start_ready(&c, (uint32_t)i, 0, VS_PHASE_SETUP);
   while (!rc && vs_evq_pop(&c.q, &ev)) {
+    if (opts->stop_at_oom && c.ranks[ev.rank].mem.oom.happened) {
+      stats->stopped = true;
+      break;
+    }
     stats->events++;
     if (ev.t_ns > stats->end_ns)
       stats->end_ns = ev.t_ns;
     rc = finish(&c, &ev);
   }
   vs_evq_fini(&c.q);
-  return rc ? rc : check_finished(&c, n_ranks);
+  if (rc || stats->stopped)
+    return rc;
+  return check_finished(&c, n_ranks);
 }

@@ -63,11 +63,14 @@ typedef struct vs_engine_opts {
   bool check_invariants;    /* vs_mem_check after every event */
   size_t ranks_per_stage;   /* ranks are laid out [stage][slot]; 0 = one
                                stage holds them all */
+  bool stop_at_oom;         /* end the run at the first out-of-memory (the
+                               figures after it are then partial) */
 } vs_engine_opts;
 
 typedef struct vs_engine_stats {
   uint64_t events;          /* op completions processed */
   uint64_t end_ns;          /* when the last rank finished */
+  bool stopped;             /* ended early at an out-of-memory */
 } vs_engine_stats;
 
 /* Prepares rank for prog on a GPU of capacity_bytes with framework_bytes

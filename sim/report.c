@@ -2,17 +2,13 @@
 #include "report.h"
 
 #include "csvout.h"
+#include "explore.h"
 #include "units.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-#define SUMMARY_COLUMNS                                                       \
-  "rank,stage,dp_rank,tp_rank,params_bytes,grads_bytes,optimizer_bytes,"      \
-  "activations_bytes,temp_bytes,framework_bytes,fragmentation_bytes,"         \
-  "model_states_bytes,peak_allocated_bytes,peak_reserved_bytes,"              \
-  "capacity_bytes,fits,peak_time_s,peak_op,step_time_s"
 #define TIMELINE_COLUMNS                                                      \
   "time_s,rank,op,category,delta_bytes,allocated_bytes,reserved_bytes"
 #define OPS_COLUMNS "rank,stream,op,layer,microbatch,start_s,end_s,flops,bytes"
@@ -346,37 +342,20 @@ void vs_report_keys(FILE *out)
  * CSV
  * ------------------------------------------------------------------------ */
 
-static void summary_row(vs_csv *c, const vs_sim *sim, const vs_rank *r)
-{
-  const vs_mem *m = &r->mem;
-  const vs_layout *lay = &sim->layout;
-  vs_csv_u64(c, r->id);
-  vs_csv_i64(c, r->stage);
-  vs_csv_i64(c, r->dp_rank);
-  vs_csv_i64(c, r->tp_rank);
-  for (int cat = 0; cat < VS_CAT_N; cat++)
-    vs_csv_u64(c, m->at_peak[cat]);
-  vs_csv_u64(c, m->reserved_at_peak_bytes - m->peak_allocated_bytes);
-  vs_csv_u64(c, vs_layout_model_states(lay));
-  vs_csv_u64(c, m->peak_allocated_bytes);
-  vs_csv_u64(c, m->peak_reserved_bytes);
-  vs_csv_u64(c, m->capacity_bytes);
-  vs_csv_text(c, vs_rank_fits(r) ? "true" : "false");
-  vs_csv_seconds(c, (double)m->peak_t_ns * 1e-9);
-  vs_csv_text(c, r->prog->ops[m->peak_op].name);
-  vs_csv_seconds(c, (double)r->end_ns * 1e-9);
-  vs_csv_row(c);
-}
-
 static int write_summary(const vs_sim *sim, const char *path, vs_error *err)
 {
   vs_csv c;
   int rc = vs_csv_open(&c, path, err);
   if (rc)
     return rc;
-  vs_csv_header(&c, SUMMARY_COLUMNS);
-  for (size_t i = 0; i < sim->n_ranks; i++)
-    summary_row(&c, sim, &sim->ranks[i]);
+  vs_summary_csv_header(&c);
+  vs_csv_row(&c);
+  for (size_t i = 0; i < sim->n_ranks; i++) {
+    vs_summary sum;
+    vs_summary_of(sim, &sim->ranks[i], &sum);
+    vs_summary_csv_row(&c, &sum);
+    vs_csv_row(&c);
+  }
   return vs_csv_commit(&c, err);
 }
 

@@ -122,7 +122,7 @@ static uint32_t new_op(builder *b, int stream, int phase, const char *name,
   idx = (uint32_t)p->n_ops++;
   op = &p->ops[idx];
   memset(op, 0, sizeof *op);
-  snprintf(op->name, sizeof op->name, "%s", name);
+  strncpy(op->name, name, sizeof op->name - 1); /* names are short literals */
   op->layer = layer;
   op->microbatch = mb;
   op->stream = (uint8_t)stream;

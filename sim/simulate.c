@@ -148,7 +148,8 @@ static void summarise(vs_sim *sim)
 int vs_sim_run(vs_sim *sim, const vs_workload *wl, const vs_topology *topo,
                const vs_sim_opts *opts, vs_error *err)
 {
-  vs_engine_opts eo = {opts->record, opts->record, opts->check_invariants, 0};
+  vs_engine_opts eo = {opts->record, opts->record, opts->check_invariants, 0,
+                       opts->stop_at_oom};
   int rc;
 
   memset(sim, 0, sizeof *sim);

@@ -22,6 +22,7 @@ typedef struct vs_sim_opts {
   bool all_ranks;         /* simulate every GPU, not one per stage */
   bool record;            /* keep timelines and op spans (for CSV/trace) */
   bool check_invariants;  /* vs_mem_check after every memory event */
+  bool stop_at_oom;       /* end at the first out-of-memory (screening) */
 } vs_sim_opts;
 
 typedef struct vs_sim {

@@ -469,6 +469,184 @@ static void test_memory_summary_per_gpu(void **state)
   assert_contains(r.out, "cudaMalloc calls ");
 }
 
+/* ------------------------------------------------------------------------
+ * fit, sweep, plan
+ * ------------------------------------------------------------------------ */
+
+/* Runs `vsim fit` and returns the value it reports. */
+static unsigned long long fit_value(const char *const *args, const char *key)
+{
+  char prefix[96];
+  const char *at;
+  run(args);
+  assert_int_equal(r.status, 0);
+  snprintf(prefix, sizeof prefix, "largest %s that fits: ", key);
+  at = strstr(r.out, prefix);
+  if (!at)
+    fail_msg("no '%s' in: %s", prefix, r.out);
+  return strtoull(at + strlen(prefix), NULL, 10);
+}
+
+/* fit finds the boundary exactly: `vsim run` with the value fits (exit 0)
+ * and with the next value runs out of memory (exit 3). The micro-batch
+ * search keeps the micro-batches per step, so global_batch = mb * dp * ga. */
+static void test_fit_finds_the_exact_boundary(void **state)
+{
+  static const char *const fit_llama[] = {"fit", "workloads/llama2-7b.ini",
+                                          "--gpus", "8", NULL};
+  static const char *const fit_seq[] = {
+      "fit", DATA "gpt-small.ini", "--vary-key", "model.seq_len", "--set",
+      "topology.gpu.memory=2GiB", NULL};
+  static const char *const fit_mb[] = {"fit", DATA "gpt-small.ini", "--set",
+                                       "topology.gpu.memory=2GiB", NULL};
+  char v1[64], v2[64];
+  const char *run_llama[] = {"run", "workloads/llama2-7b.ini", "--gpus", "8",
+                             "--set", v1, "--set", v2, NULL};
+  const char *run_small[] = {"run", DATA "gpt-small.ini", "--set",
+                             "topology.gpu.memory=2GiB", "--set", v1,
+                             "--set", v2, NULL};
+  unsigned long long n;
+  (void)state;
+
+  n = fit_value(fit_llama, "training.micro_batch");
+  for (int next = 0; next < 2; next++) {
+    snprintf(v1, sizeof v1, "training.micro_batch=%llu", n + (unsigned)next);
+    /* llama2-7b.ini: 8 GPUs, global 64 at micro-batch 2: 4 per step */
+    snprintf(v2, sizeof v2, "training.global_batch=%llu", (n + (unsigned)next) * 32);
+    run(run_llama);
+    assert_int_equal(r.status, next ? 3 : 0);
+  }
+  n = fit_value(fit_seq, "model.seq_len");
+  for (int next = 0; next < 2; next++) {
+    snprintf(v1, sizeof v1, "model.seq_len=%llu", n + (unsigned)next);
+    snprintf(v2, sizeof v2, "training.micro_batch=1");
+    run(run_small);
+    assert_int_equal(r.status, next ? 3 : 0);
+  }
+  n = fit_value(fit_mb, "training.micro_batch");
+  for (int next = 0; next < 2; next++) {
+    snprintf(v1, sizeof v1, "training.micro_batch=%llu", n + (unsigned)next);
+    snprintf(v2, sizeof v2, "training.global_batch=%llu", n + (unsigned)next);
+    run(run_small);
+    assert_int_equal(r.status, next ? 3 : 0);
+  }
+  assert_contains(r.out, "OUT OF MEMORY");
+}
+
+/* sweep: the same CSV with one thread and two; an impossible combination
+ * (tp 3 does not divide 8 heads) is a row with its reason, not a failure. */
+static void test_sweep_is_deterministic_across_jobs(void **state)
+{
+  char dir[64], p1[128], p2[128];
+  const char *args[] = {"sweep", DATA "gpt-small.ini", "--gpus", "6",
+                        "--vary", "training.micro_batch=1,2,4..8",
+                        "--vary", "parallel.tp=1..3", "--jobs", NULL,
+                        "--csv", NULL, NULL};
+  char *a, *b;
+  table t;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  args[9] = "1";
+  args[11] = path_in(dir, "one.csv", p1, sizeof p1);
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "12 combinations: 8 fit, 0 out of memory, 4 invalid");
+  args[9] = "2";
+  args[11] = path_in(dir, "two.csv", p2, sizeof p2);
+  run(args);
+  assert_int_equal(r.status, 0);
+  a = tu_read_file(p1);
+  b = tu_read_file(p2);
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_string_equal(a, b);
+  free(a);
+  free(b);
+  read_csv(p1, &t);
+  assert_int_equal(t.total_rows, 13);
+  assert_string_equal(t.cells[0][0], "training.micro_batch");
+  assert_string_equal(t.cells[0][1], "parallel.tp");
+  assert_string_equal(t.cells[0][2], "rank");
+  assert_string_equal(cell(&t, 3, "parallel.tp"), "3");
+  assert_string_equal(cell(&t, 3, "status"), "invalid");
+  assert_true(strstr(cell(&t, 3, "reason"), "tp must divide heads") != NULL);
+  assert_string_equal(cell(&t, 1, "status"), "fits");
+  tu_remove_dir(dir);
+}
+
+/* plan on a small model: the cheapest layout it prints is one `vsim run`
+ * confirms fits; on a model too large for --max-gpus it says so (exit 3). */
+static void test_plan_layout_is_confirmed_by_run(void **state)
+{
+  static const char *const plan[] = {"plan", DATA "gpt-small.ini", "--set",
+                                     "training.global_batch=16", "--set",
+                                     "topology.gpu.memory=2GiB", "--max-gpus",
+                                     "8", NULL};
+  static const char *const too_big[] = {"plan", DATA "llama2-70b.ini", "--set",
+                                        "training.global_batch=64",
+                                        "--max-gpus", "4", NULL};
+  static const char *const no_batch[] = {"plan", DATA "llama2-70b.ini", NULL};
+  unsigned long long k, gpus, dp, tp, pp, zero, mb;
+  char ckpt[16], s_gpus[16], s_tp[32], s_pp[32], s_zero[32], s_ck[48], s_mb[48],
+      s_dp[32];
+  const char *check[] = {"run", DATA "gpt-small.ini", "--set",
+                         "training.global_batch=16", "--set",
+                         "topology.gpu.memory=2GiB", "--gpus", s_gpus, "--set",
+                         s_tp, "--set", s_pp, "--set", s_zero, "--set", s_ck,
+                         "--set", s_mb, "--set", s_dp, NULL};
+  const char *row;
+  (void)state;
+  run(plan);
+  assert_int_equal(r.status, 0);
+  row = strstr(r.out, "cheapest per step");
+  assert_non_null(row);
+  row = strchr(strchr(row, '\n') + 1, '\n') + 1; /* past the header */
+  assert_int_equal(sscanf(row, "%llu %llu %llu %llu %llu %llu %15s %llu", &k,
+                          &gpus, &dp, &tp, &pp, &zero, ckpt, &mb),
+                   8);
+  snprintf(s_gpus, sizeof s_gpus, "%llu", gpus);
+  snprintf(s_tp, sizeof s_tp, "parallel.tp=%llu", tp);
+  snprintf(s_pp, sizeof s_pp, "parallel.pp=%llu", pp);
+  snprintf(s_zero, sizeof s_zero, "parallel.zero=%llu", zero);
+  snprintf(s_ck, sizeof s_ck, "training.checkpointing=%s", ckpt);
+  snprintf(s_mb, sizeof s_mb, "training.micro_batch=%llu", mb);
+  snprintf(s_dp, sizeof s_dp, "parallel.dp=%llu", dp);
+  run(check);
+  assert_int_equal(r.status, 0);
+  run(too_big);
+  assert_int_equal(r.status, 3);
+  assert_contains(r.out, "DOES NOT FIT on any layout of up to 4 GPUs");
+  run(no_batch);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "plan keeps the global batch fixed");
+}
+
+static void test_capacity_help_and_usage(void **state)
+{
+  static const char *const cmds[] = {"sweep", "fit", "plan"};
+  static const char *const no_vary[] = {"sweep", DATA "gpt-small.ini", NULL};
+  static const char *const bad_vary[] = {"sweep", DATA "gpt-small.ini",
+                                         "--vary", "micro_batch", NULL};
+  static const char *const bad_key[] = {"fit", DATA "gpt-small.ini",
+                                        "--vary-key", "model.layers", NULL};
+  (void)state;
+  for (int i = 0; i < 3; i++) {
+    const char *args[] = {cmds[i], "--help", NULL};
+    run(args);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "usage: vsim ");
+  }
+  run(no_vary);
+  assert_int_equal(r.status, 2);
+  assert_contains(r.err, "sweep needs at least one --vary");
+  run(bad_vary);
+  assert_int_equal(r.status, 2);
+  assert_contains(r.err, "expected section.key=v1,v2");
+  run(bad_key);
+  assert_int_equal(r.status, 2);
+  assert_contains(r.err, "--vary-key takes training.micro_batch or model.seq_len");
+}
+
 static void test_keys_lists_every_key(void **state)
 {
   static const char *const args[] = {"keys", NULL};
@@ -526,6 +704,10 @@ int main(void)
       cmocka_unit_test(test_pipeline_report_and_csv),
       cmocka_unit_test(test_show_prints_resolved_config),
       cmocka_unit_test(test_keys_lists_every_key),
+      cmocka_unit_test(test_fit_finds_the_exact_boundary),
+      cmocka_unit_test(test_sweep_is_deterministic_across_jobs),
+      cmocka_unit_test(test_plan_layout_is_confirmed_by_run),
+      cmocka_unit_test(test_capacity_help_and_usage),
       cmocka_unit_test(test_fragmentation_oom_fixed_by_expandable_segments),
       cmocka_unit_test(test_memory_summary_per_gpu),
       cmocka_unit_test(test_topology_override_changes_capacity),

@@ -103,7 +103,7 @@ static int run_ranks(vs_rank *ranks, size_t n, const vs_program *prog,
                      uint64_t cap, uint64_t fw, vs_engine_stats *stats,
                      vs_error *err)
 {
-  vs_engine_opts opts = {true, true, true, 0};
+  vs_engine_opts opts = {true, true, true, 0, false};
   for (size_t i = 0; i < n; i++)
     vs_rank_init(&ranks[i], (uint32_t)i, prog, cap, fw);
   vs_error_clear(err);
@@ -361,7 +361,7 @@ static void test_no_recording_when_not_asked(void **state)
   vs_program p;
   vs_rank r;
   vs_engine_stats st;
-  vs_engine_opts opts = {false, false, false, 0};
+  vs_engine_opts opts = {false, false, false, 0, false};
   vs_error err;
   (void)state;
   memory_program(&p);

@@ -27,7 +27,7 @@ static const char gpt_deep_eager[] =
 static void simulate(vs_sim *sim, const vs_workload *wl, vs_topology *topo,
                      bool all_ranks)
 {
-  vs_sim_opts opts = {all_ranks, true, true};
+  vs_sim_opts opts = {all_ranks, true, true, false};
   vs_error err;
   vs_error_clear(&err);
   tu_default_topology(topo);

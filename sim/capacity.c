@@ -1,0 +1,832 @@
+/* capacity.c - fit, sweep and plan (see capacity.h). Every answer comes
+ * from simulations; nothing here estimates memory by formula. */
+#include "capacity.h"
+
+#include "cli.h"
+#include "report.h"
+#include "units.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------
+ * Value lists
+ * ------------------------------------------------------------------------ */
+
+static int add_value(vs_vary *v, const char *text, vs_error *err)
+{
+  size_t n = strlen(text);
+  if (v->n == VS_VALUES_MAX)
+    return vs_error_set(err, VS_EUSAGE, "--vary %s: more than %d values",
+                        v->key, VS_VALUES_MAX);
+  if (n >= sizeof v->values[0])
+    return vs_error_set(err, VS_EUSAGE, "--vary %s: value '%s' too long",
+                        v->key, text);
+  memcpy(v->values[v->n++], text, n + 1);
+  return 0;
+}
+
+static bool whole(const char *s, uint64_t *out)
+{
+  char *end;
+  if (!isdigit((unsigned char)*s))
+    return false;
+  errno = 0;
+  *out = strtoull(s, &end, 10);
+  return *end == '\0' && errno == 0;
+}
+
+/* Expands "a..b" after the previous value (if numeric). */
+static int add_range(vs_vary *v, const char *item, vs_error *err)
+{
+  char a_text[48], b_text[48];
+  const char *dots = strstr(item, "..");
+  uint64_t a, b, prev, step = 1;
+  bool doubling = false;
+  size_t na = (size_t)(dots - item);
+
+  if (na >= sizeof a_text || strlen(dots + 2) >= sizeof b_text)
+    return vs_error_set(err, VS_EUSAGE, "--vary %s: range '%s' too long", v->key,
+                        item);
+  memcpy(a_text, item, na);
+  a_text[na] = '\0';
+  strcpy(b_text, dots + 2);
+  if (!whole(a_text, &a) || !whole(b_text, &b) || b < a)
+    return vs_error_set(err, VS_EUSAGE,
+                        "--vary %s: '%s' is not a range of whole numbers a..b "
+                        "with a <= b",
+                        v->key, item);
+  if (v->n > 0 && whole(v->values[v->n - 1], &prev) && prev < a) {
+    doubling = a == 2 * prev;
+    step = a - prev;
+  }
+  for (uint64_t x = a; x <= b;) {
+    char text[32];
+    int rc;
+    snprintf(text, sizeof text, "%llu", (unsigned long long)x);
+    if ((rc = add_value(v, text, err)))
+      return rc;
+    if (doubling ? x > b / 2 : x > b - step)
+      break;
+    x = doubling ? 2 * x : x + step;
+  }
+  return 0;
+}
+
+int vs_vary_parse(const char *text, vs_vary *out, vs_error *err)
+{
+  const char *eq = strchr(text, '=');
+  const char *p;
+  size_t nk;
+
+  memset(out, 0, sizeof *out);
+  if (!eq || eq == text || eq[1] == '\0')
+    return vs_error_set(err, VS_EUSAGE,
+                        "--vary %s: expected section.key=v1,v2,... (or "
+                        "gpus=8,16), e.g. --vary training.micro_batch=1,2,4..32",
+                        text);
+  nk = (size_t)(eq - text);
+  if (nk >= sizeof out->key)
+    return vs_error_set(err, VS_EUSAGE, "--vary: key too long");
+  memcpy(out->key, text, nk);
+  out->key[nk] = '\0';
+  if (strcmp(out->key, "gpus") != 0 && !strchr(out->key, '.'))
+    return vs_error_set(err, VS_EUSAGE,
+                        "--vary %s: the key must be section.key (or gpus)",
+                        out->key);
+  for (p = eq + 1; *p;) {
+    char item[48];
+    size_t n = strcspn(p, ",");
+    int rc;
+    if (n == 0 || n >= sizeof item)
+      return vs_error_set(err, VS_EUSAGE, "--vary %s: empty or overlong value",
+                          out->key);
+    memcpy(item, p, n);
+    item[n] = '\0';
+    rc = strstr(item, "..") ? add_range(out, item, err)
+                            : add_value(out, item, err);
+    if (rc)
+      return rc;
+    p += n;
+    if (*p == ',')
+      p++;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Shared helpers
+ * ------------------------------------------------------------------------ */
+
+/* Resolves the job as given (base sets, --gpus), for what the searches
+ * keep fixed. Prints the error and returns the exit status on failure. */
+static int resolve_base(const vs_capacity_opts *o, vs_workload *wl,
+                        vs_topology *topo, FILE *errs)
+{
+  const char *wsets[128], *tsets[128];
+  size_t nw = 0, nt = 0;
+  vs_error err;
+  vs_error_clear(&err);
+  for (size_t i = 0; i < o->ex.n_sets && i < 128; i++) {
+    if (strncmp(o->ex.sets[i], "topology.", 9) == 0)
+      tsets[nt++] = o->ex.sets[i] + 9;
+    else
+      wsets[nw++] = o->ex.sets[i];
+  }
+  if (vs_topology_load(topo, o->ex.topology, tsets, nt, &err) ||
+      vs_workload_load(wl, o->ex.workload, wsets, nw, o->gpus, &err)) {
+    fprintf(errs, "vsim: %s\n", err.msg);
+    return err.code == VS_EUSAGE ? VS_EXIT_USAGE : VS_EXIT_ERROR;
+  }
+  return VS_EXIT_OK;
+}
+
+static const char *status_name(int status)
+{
+  return status == VS_EVAL_FITS ? "fits"
+                                : (status == VS_EVAL_OOM ? "oom" : "invalid");
+}
+
+static void describe_fit(FILE *out, const vs_candidate *c)
+{
+  char used[16], cap[16], head[16], t[16];
+  uint64_t room = c->worst.capacity_bytes > c->worst.peak_used_bytes
+                      ? c->worst.capacity_bytes - c->worst.peak_used_bytes
+                      : 0;
+  fprintf(out, "rank %u (stage %d) peaks at %s of %s, %s headroom; step %s, "
+               "%.0f tokens/s",
+          c->worst.rank, c->worst.stage,
+          vs_format_bytes(c->worst.peak_used_bytes, used, sizeof used),
+          vs_format_bytes(c->worst.capacity_bytes, cap, sizeof cap),
+          vs_format_bytes(room, head, sizeof head),
+          vs_format_seconds(c->step_time_s, t, sizeof t), c->tokens_per_s);
+}
+
+/* ------------------------------------------------------------------------
+ * fit
+ * ------------------------------------------------------------------------ */
+
+typedef struct fit_search {
+  const vs_capacity_opts *o;
+  const char *key;         /* training.micro_batch or model.seq_len */
+  uint64_t replica_mbs;    /* dp * micro-batches per step, kept fixed */
+  vs_candidate cand;       /* the latest evaluation */
+} fit_search;
+
+static int fit_eval(fit_search *s, uint64_t v, int *status)
+{
+  vs_candidate *c = &s->cand;
+  int rc;
+  memset(c, 0, sizeof *c);
+  c->gpus = s->o->gpus;
+  vs_candidate_set(c, "%s=%llu", s->key, (unsigned long long)v);
+  if (strcmp(s->key, "training.micro_batch") == 0)
+    vs_candidate_set(c, "training.global_batch=%llu",
+                     (unsigned long long)(v * s->replica_mbs));
+  if ((rc = vs_explore_one(&s->o->ex, c)))
+    return rc;
+  *status = c->status;
+  return 0;
+}
+
+int vs_capacity_fit(const vs_capacity_opts *o, FILE *out, FILE *errs)
+{
+  vs_workload *wl = malloc(sizeof *wl);
+  vs_topology *topo = malloc(sizeof *topo);
+  fit_search *s = calloc(1, sizeof *s);
+  vs_candidate *best = malloc(sizeof *best);
+  uint64_t lo, hi, step = 1, limit;
+  int code, st;
+
+  if (!wl || !topo || !s || !best) {
+    code = VS_EXIT_ERROR;
+    fprintf(errs, "vsim: out of host memory\n");
+    goto done;
+  }
+  s->o = o;
+  s->key = o->fit_key ? o->fit_key : "training.micro_batch";
+  if (strcmp(s->key, "training.micro_batch") != 0 &&
+      strcmp(s->key, "model.seq_len") != 0) {
+    fprintf(errs, "vsim: --vary-key takes training.micro_batch or "
+                  "model.seq_len, got '%s'\n",
+            s->key);
+    code = VS_EXIT_USAGE;
+    goto done;
+  }
+  if ((code = resolve_base(o, wl, topo, errs)) != VS_EXIT_OK)
+    goto done;
+  s->replica_mbs = wl->parallel.dp * wl->grad_accum;
+  if (strcmp(s->key, "model.seq_len") == 0 && wl->parallel.sequence_parallel)
+    step = wl->parallel.tp; /* sequence parallelism shards seq over tp */
+  limit = strcmp(s->key, "model.seq_len") == 0 ? 100000000 : 1000000;
+
+  /* memory grows with both keys: find a value that does not fit by
+   * doubling, then the boundary by bisection on multiples of step */
+  if (fit_eval(s, step, &st))
+    goto oom_host;
+  if (st != VS_EVAL_FITS) {
+    fprintf(out, "%s = %llu does not fit: %s\n", s->key,
+            (unsigned long long)step, s->cand.reason);
+    code = st == VS_EVAL_INVALID ? VS_EXIT_ERROR : VS_EXIT_OOM;
+    goto done;
+  }
+  *best = s->cand;
+  lo = step;
+  hi = 2 * step;
+  for (;;) {
+    if (hi > limit) {
+      fprintf(out, "%s fits up to the search limit %llu: ", s->key,
+              (unsigned long long)lo);
+      describe_fit(out, best);
+      fputc('\n', out);
+      goto done;
+    }
+    if (fit_eval(s, hi, &st))
+      goto oom_host;
+    if (st != VS_EVAL_FITS)
+      break;
+    *best = s->cand;
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > step) {
+    uint64_t mid = lo + (hi - lo) / step / 2 * step;
+    if (fit_eval(s, mid, &st))
+      goto oom_host;
+    if (st == VS_EVAL_FITS) {
+      lo = mid;
+      *best = s->cand;
+    } else {
+      hi = mid;
+    }
+  }
+  if (fit_eval(s, hi, &st)) /* the first value past the boundary */
+    goto oom_host;
+  fprintf(out, "largest %s that fits: %llu (", s->key, (unsigned long long)lo);
+  describe_fit(out, best);
+  fprintf(out, ")\nat %llu it does not fit: %s\n", (unsigned long long)hi,
+          s->cand.reason);
+  code = VS_EXIT_OK;
+  goto done;
+oom_host:
+  fprintf(errs, "vsim: out of host memory\n");
+  code = VS_EXIT_ERROR;
+done:
+  free(wl);
+  free(topo);
+  free(s);
+  free(best);
+  return code;
+}
+
+/* ------------------------------------------------------------------------
+ * sweep
+ * ------------------------------------------------------------------------ */
+
+static void tail_columns_header(vs_csv *c)
+{
+  vs_csv_text(c, "status");
+  vs_csv_text(c, "reason");
+  vs_csv_text(c, "tokens_per_s");
+  vs_csv_text(c, "mfu");
+  vs_csv_text(c, "usd_per_step");
+}
+
+static void tail_columns(vs_csv *c, const vs_candidate *cand)
+{
+  vs_csv_text(c, status_name(cand->status));
+  vs_csv_text(c, cand->reason);
+  if (cand->status == VS_EVAL_INVALID) {
+    for (int i = 0; i < 3; i++)
+      vs_csv_text(c, "");
+    return;
+  }
+  vs_csv_real(c, cand->tokens_per_s);
+  vs_csv_real(c, cand->mfu);
+  vs_csv_real(c, cand->usd_per_step);
+}
+
+static void summary_or_empty(vs_csv *c, const vs_candidate *cand)
+{
+  if (cand->status == VS_EVAL_INVALID)
+    vs_summary_csv_empty(c);
+  else
+    vs_summary_csv_row(c, &cand->worst);
+}
+
+int vs_capacity_sweep(const vs_capacity_opts *o, FILE *out, FILE *errs)
+{
+  size_t n = 1, fits = 0, ooms = 0;
+  vs_candidate *cands;
+  vs_error err;
+  int code = VS_EXIT_OK;
+
+  vs_error_clear(&err);
+  if (o->n_vary == 0) {
+    fprintf(errs, "vsim: sweep needs at least one --vary section.key=values\n");
+    return VS_EXIT_USAGE;
+  }
+  for (size_t k = 0; k < o->n_vary; k++) {
+    n *= o->vary[k].n;
+    if (n > 100000) {
+      fprintf(errs, "vsim: the sweep has over 100000 combinations; narrow "
+                    "the --vary lists\n");
+      return VS_EXIT_USAGE;
+    }
+  }
+  cands = calloc(n, sizeof *cands);
+  if (!cands) {
+    fprintf(errs, "vsim: out of host memory for %zu combinations\n", n);
+    return VS_EXIT_ERROR;
+  }
+  for (size_t i = 0; i < n; i++) {
+    size_t rest = i;
+    cands[i].gpus = o->gpus;
+    for (size_t k = o->n_vary; k-- > 0;) { /* last key varies fastest */
+      const vs_vary *v = &o->vary[k];
+      const char *value = v->values[rest % v->n];
+      rest /= v->n;
+      if (strcmp(v->key, "gpus") == 0)
+        cands[i].gpus = strtoull(value, NULL, 10);
+      else if (vs_candidate_set(&cands[i], "%s=%s", v->key, value)) {
+        fprintf(errs, "vsim: --vary %s=%s: value too long\n", v->key, value);
+        free(cands);
+        return VS_EXIT_USAGE;
+      }
+    }
+  }
+  if (vs_explore_all(&o->ex, cands, n, &err)) {
+    fprintf(errs, "vsim: %s\n", err.msg);
+    free(cands);
+    return VS_EXIT_ERROR;
+  }
+  /* table on stdout */
+  for (size_t k = 0; k < o->n_vary; k++)
+    fprintf(out, "%-22s ", o->vary[k].key);
+  fprintf(out, "%-8s %10s %10s %12s\n", "status", "peak", "step", "tokens/s");
+  for (size_t i = 0; i < n; i++) {
+    size_t rest = i;
+    char peak[16], step[16];
+    const char *vals[VS_VARY_MAX];
+    for (size_t k = o->n_vary; k-- > 0;) {
+      vals[k] = o->vary[k].values[rest % o->vary[k].n];
+      rest /= o->vary[k].n;
+    }
+    for (size_t k = 0; k < o->n_vary; k++)
+      fprintf(out, "%-22s ", vals[k]);
+    fits += cands[i].status == VS_EVAL_FITS;
+    ooms += cands[i].status == VS_EVAL_OOM;
+    if (cands[i].status == VS_EVAL_INVALID)
+      fprintf(out, "%-8s %s\n", "invalid", cands[i].reason);
+    else
+      fprintf(out, "%-8s %10s %10s %12.0f\n", status_name(cands[i].status),
+              vs_format_bytes(cands[i].worst.peak_used_bytes, peak, sizeof peak),
+              vs_format_seconds(cands[i].step_time_s, step, sizeof step),
+              cands[i].tokens_per_s);
+  }
+  fprintf(out, "%zu combinations: %zu fit, %zu out of memory, %zu invalid\n", n,
+          fits, ooms, n - fits - ooms);
+  if (o->csv) {
+    vs_csv c;
+    if (vs_csv_open(&c, o->csv, &err)) {
+      fprintf(errs, "vsim: %s\n", err.msg);
+      free(cands);
+      return VS_EXIT_ERROR;
+    }
+    for (size_t k = 0; k < o->n_vary; k++)
+      vs_csv_text(&c, o->vary[k].key);
+    vs_summary_csv_header(&c);
+    tail_columns_header(&c);
+    vs_csv_row(&c);
+    for (size_t i = 0; i < n; i++) {
+      size_t rest = i;
+      const char *vals[VS_VARY_MAX];
+      for (size_t k = o->n_vary; k-- > 0;) {
+        vals[k] = o->vary[k].values[rest % o->vary[k].n];
+        rest /= o->vary[k].n;
+      }
+      for (size_t k = 0; k < o->n_vary; k++)
+        vs_csv_text(&c, vals[k]);
+      summary_or_empty(&c, &cands[i]);
+      tail_columns(&c, &cands[i]);
+      vs_csv_row(&c);
+    }
+    if (vs_csv_commit(&c, &err)) {
+      fprintf(errs, "vsim: %s\n", err.msg);
+      code = VS_EXIT_ERROR;
+    }
+  }
+  free(cands);
+  if (code == VS_EXIT_OK && fits == 0)
+    code = VS_EXIT_OOM;
+  return code;
+}
+
+/* ------------------------------------------------------------------------
+ * plan
+ * ------------------------------------------------------------------------ */
+
+/* One layout a practitioner would consider. */
+typedef struct layout_choice {
+  uint64_t gpus, tp, pp, dp, zero, mb;
+  int ckpt;              /* vs_checkpointing */
+} layout_choice;
+
+/* Why layouts were left out before simulating, and how many. */
+enum {
+  PRUNE_TP_SHAPES,       /* tp does not divide heads, kv_heads, ffn_hidden */
+  PRUNE_TP_PP_GPUS,      /* tp * pp does not divide the GPU count */
+  PRUNE_DP_BATCH,        /* dp does not divide the global batch */
+  PRUNE_ZERO_PP,         /* ZeRO-2/3 with a pipeline */
+  PRUNE_ZERO_DP1,        /* ZeRO without data parallelism: ZeRO-0 */
+  PRUNE_SELECTIVE_FLASH, /* selective = none with flash attention */
+  PRUNE_N
+};
+
+static const char *const prune_reasons[PRUNE_N] = {
+    "(GPUs, tp) pairs: tp does not divide heads, kv_heads or ffn_hidden",
+    "(GPUs, tp, pp) triples: tp * pp does not divide the GPU count",
+    "(GPUs, tp, pp) triples: dp does not divide global_batch",
+    "layouts: ZeRO-2/3 cannot be combined with pipeline parallelism",
+    "layouts: ZeRO-1/2/3 without data parallelism is ZeRO-0",
+    "layouts: selective recompute equals none with flash attention",
+};
+
+typedef struct plan_state {
+  layout_choice *choices;
+  vs_candidate *cands;
+  size_t n, cap;
+  uint64_t pruned[PRUNE_N];
+} plan_state;
+
+static int add_layout(plan_state *ps, const layout_choice *lc)
+{
+  vs_candidate *c;
+  static const char *const ckpt_names[] = {"none", "selective", "full"};
+  if (ps->n == ps->cap) {
+    size_t cap = ps->cap ? 2 * ps->cap : 1024;
+    layout_choice *ch = realloc(ps->choices, cap * sizeof *ch);
+    vs_candidate *cs;
+    if (!ch)
+      return VS_ENOMEM;
+    ps->choices = ch;
+    cs = realloc(ps->cands, cap * sizeof *cs);
+    if (!cs)
+      return VS_ENOMEM;
+    ps->cands = cs;
+    ps->cap = cap;
+  }
+  ps->choices[ps->n] = *lc;
+  c = &ps->cands[ps->n++];
+  memset(c, 0, sizeof *c);
+  c->gpus = lc->gpus;
+  vs_candidate_set(c, "parallel.tp=%llu", (unsigned long long)lc->tp);
+  vs_candidate_set(c, "parallel.pp=%llu", (unsigned long long)lc->pp);
+  vs_candidate_set(c, "parallel.dp=%llu", (unsigned long long)lc->dp);
+  vs_candidate_set(c, "parallel.zero=%llu", (unsigned long long)lc->zero);
+  vs_candidate_set(c, "parallel.sequence_parallel=%s", lc->tp > 1 ? "true" : "false");
+  vs_candidate_set(c, "parallel.schedule=1f1b");
+  vs_candidate_set(c, "parallel.virtual_stages=1");
+  vs_candidate_set(c, "training.checkpointing=%s", ckpt_names[lc->ckpt]);
+  vs_candidate_set(c, "training.micro_batch=%llu", (unsigned long long)lc->mb);
+  return 0;
+}
+
+/* Enumerates GPU counts (powers of two below a node, multiples of a node
+ * above), tp dividing the node and the head counts, pp dividing the layers,
+ * ZeRO 0-3, checkpointing, and micro-batches (powers of two) that keep the
+ * global batch. */
+static int enumerate(const vs_workload *wl, const vs_topology *topo,
+                     uint64_t max_gpus, plan_state *ps)
+{
+  const vs_model_conf *m = &wl->model;
+  uint64_t node = topo->gpus_per_node, global = wl->training.global_batch;
+  bool flash = wl->training.attention == VS_ATTN_FLASH;
+
+  for (uint64_t g = 1; g <= max_gpus; g = g < node ? 2 * g : g + node) {
+    for (uint64_t tp = 1; tp <= node && tp <= g; tp *= 2) {
+      if (node % tp)
+        continue;
+      if (m->heads % tp || m->kv_heads % tp || m->ffn_hidden % tp) {
+        ps->pruned[PRUNE_TP_SHAPES]++;
+        continue;
+      }
+      for (uint64_t pp = 1; pp <= m->layers && tp * pp <= g; pp++) {
+        uint64_t dp;
+        if (m->layers % pp)
+          continue;
+        if (g % (tp * pp)) {
+          ps->pruned[PRUNE_TP_PP_GPUS]++;
+          continue;
+        }
+        dp = g / (tp * pp);
+        if (global % dp) {
+          ps->pruned[PRUNE_DP_BATCH]++;
+          continue;
+        }
+        for (uint64_t zero = 0; zero <= 3; zero++) {
+          if (pp > 1 && zero >= 2) {
+            ps->pruned[PRUNE_ZERO_PP]++;
+            continue;
+          }
+          if (dp == 1 && zero > 0) {
+            ps->pruned[PRUNE_ZERO_DP1]++;
+            continue;
+          }
+          for (int ckpt = VS_CKPT_NONE; ckpt <= VS_CKPT_FULL; ckpt++) {
+            if (flash && ckpt == VS_CKPT_SELECTIVE) {
+              ps->pruned[PRUNE_SELECTIVE_FLASH]++;
+              continue;
+            }
+            for (uint64_t mb = 1; mb * dp <= global; mb *= 2) {
+              layout_choice lc = {g, tp, pp, dp, zero, mb, ckpt};
+              if (global % (mb * dp))
+                continue;
+              if (add_layout(ps, &lc))
+                return VS_ENOMEM;
+            }
+          }
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+/* Cost of a step in dollars, or in GPU-hours when the topology has no price
+ * (the ranking is the same either way for one GPU type). */
+static double step_cost(const vs_candidate *c)
+{
+  return c->usd_per_step > 0 ? c->usd_per_step
+                             : (double)c->total_gpus * c->step_time_s / 3600.0;
+}
+
+static void print_layout(FILE *out, int rank_no, const layout_choice *lc,
+                         const vs_candidate *c, double tokens_per_step,
+                         bool priced)
+{
+  static const char *const ckpt[] = {"none", "selective", "full"};
+  char peak[16], step[16];
+  double per_1e9 = 1e9 / tokens_per_step; /* steps per 1e9 tokens */
+  fprintf(out, "%3d %6llu %4llu %3llu %3llu %4llu %-9s %4llu %10s %10s %12.0f ",
+          rank_no, (unsigned long long)lc->gpus, (unsigned long long)lc->dp,
+          (unsigned long long)lc->tp, (unsigned long long)lc->pp,
+          (unsigned long long)lc->zero, ckpt[lc->ckpt],
+          (unsigned long long)lc->mb,
+          vs_format_bytes(c->worst.peak_used_bytes, peak, sizeof peak),
+          vs_format_seconds(c->step_time_s, step, sizeof step), c->tokens_per_s);
+  if (priced)
+    fprintf(out, "%10.3g %12.4g ", c->usd_per_step, c->usd_per_step * per_1e9);
+  fprintf(out, "%10.1f\n", c->step_time_s * per_1e9 / 3600.0);
+}
+
+/* A fitting layout's place in the ranking. */
+typedef struct ranked {
+  double cost;           /* per step */
+  double step;           /* seconds */
+  size_t idx;            /* into plan_state */
+} ranked;
+
+static int by_cost(const void *x, const void *y)
+{
+  const ranked *a = x, *b = y;
+  if (a->cost != b->cost)
+    return a->cost < b->cost ? -1 : 1;
+  if (a->step != b->step)
+    return a->step < b->step ? -1 : 1;
+  return a->idx < b->idx ? -1 : (a->idx > b->idx);
+}
+
+static void plan_header(FILE *out, bool priced)
+{
+  fprintf(out, "%3s %6s %4s %3s %3s %4s %-9s %4s %10s %10s %12s ", "#", "gpus",
+          "dp", "tp", "pp", "zero", "ckpt", "mb", "peak", "step", "tokens/s");
+  if (priced)
+    fprintf(out, "%10s %12s ", "$/step", "$/1e9 tok");
+  fprintf(out, "%10s\n", "h/1e9 tok");
+}
+
+/* Re-simulates candidate i with every micro-batch (no extrapolation), so
+ * what plan prints is what `vsim run` would report. */
+static int confirm(const vs_capacity_opts *o, plan_state *ps, size_t i)
+{
+  vs_explore full = o->ex;
+  vs_candidate *c = &ps->cands[i];
+  if (!c->extrapolated)
+    return 0;
+  full.max_microbatches = 0;
+  c->extrapolated = false;
+  return vs_explore_one(&full, c);
+}
+
+static int write_plan_csv(const char *path, const plan_state *ps,
+                          double tokens_per_step, vs_error *err)
+{
+  static const char *const ckpt[] = {"none", "selective", "full"};
+  vs_csv c;
+  int rc = vs_csv_open(&c, path, err);
+  if (rc)
+    return rc;
+  vs_csv_text(&c, "gpus");
+  vs_csv_text(&c, "parallel.dp");
+  vs_csv_text(&c, "parallel.tp");
+  vs_csv_text(&c, "parallel.pp");
+  vs_csv_text(&c, "parallel.zero");
+  vs_csv_text(&c, "training.checkpointing");
+  vs_csv_text(&c, "training.micro_batch");
+  vs_csv_text(&c, "parallel.sequence_parallel");
+  vs_summary_csv_header(&c);
+  tail_columns_header(&c);
+  vs_csv_text(&c, "usd_per_1e9_tokens");
+  vs_csv_text(&c, "hours_per_1e9_tokens");
+  vs_csv_text(&c, "extrapolated");
+  vs_csv_row(&c);
+  for (size_t i = 0; i < ps->n; i++) {
+    const layout_choice *lc = &ps->choices[i];
+    const vs_candidate *cand = &ps->cands[i];
+    vs_csv_u64(&c, lc->gpus);
+    vs_csv_u64(&c, lc->dp);
+    vs_csv_u64(&c, lc->tp);
+    vs_csv_u64(&c, lc->pp);
+    vs_csv_u64(&c, lc->zero);
+    vs_csv_text(&c, ckpt[lc->ckpt]);
+    vs_csv_u64(&c, lc->mb);
+    vs_csv_text(&c, lc->tp > 1 ? "true" : "false");
+    summary_or_empty(&c, cand);
+    tail_columns(&c, cand);
+    if (cand->status == VS_EVAL_INVALID) {
+      vs_csv_text(&c, "");
+      vs_csv_text(&c, "");
+    } else {
+      vs_csv_real(&c, cand->usd_per_step * 1e9 / tokens_per_step);
+      vs_csv_real(&c, cand->step_time_s * 1e9 / tokens_per_step / 3600.0);
+    }
+    vs_csv_text(&c, cand->extrapolated ? "true" : "false");
+    vs_csv_row(&c);
+  }
+  return vs_csv_commit(&c, err);
+}
+
+int vs_capacity_plan(const vs_capacity_opts *o, FILE *out, FILE *errs)
+{
+  vs_workload *wl = malloc(sizeof *wl);
+  vs_topology *topo = malloc(sizeof *topo);
+  plan_state ps;
+  ranked *order = NULL;
+  size_t n_fit = 0, top = o->top ? o->top : 5, fastest = 0, smallest = 0;
+  uint64_t max_gpus = o->max_gpus ? o->max_gpus : 512;
+  double tokens_per_step, seconds;
+  bool priced;
+  vs_error err;
+  int code;
+  struct timespec t0, t1;
+
+  memset(&ps, 0, sizeof ps);
+  vs_error_clear(&err);
+  if (!wl || !topo) {
+    fprintf(errs, "vsim: out of host memory\n");
+    code = VS_EXIT_ERROR;
+    goto done;
+  }
+  if ((code = resolve_base(o, wl, topo, errs)) != VS_EXIT_OK)
+    goto done;
+  if (!vs_conf_is_set(vs_workload_keys(), &wl->origins, "training",
+                      "global_batch")) {
+    fprintf(errs, "vsim: %s: plan keeps the global batch fixed: set [training] "
+                  "global_batch (sequences per optimizer step), e.g. --set "
+                  "training.global_batch=1024\n",
+            wl->origins.file);
+    code = VS_EXIT_ERROR;
+    goto done;
+  }
+  priced = topo->usd_per_gpu_hour > 0;
+  tokens_per_step = (double)(wl->training.global_batch * wl->model.seq_len);
+  if (enumerate(wl, topo, max_gpus, &ps)) {
+    fprintf(errs, "vsim: out of host memory for the layouts\n");
+    code = VS_EXIT_ERROR;
+    goto done;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  if (vs_explore_all(&o->ex, ps.cands, ps.n, &err)) {
+    fprintf(errs, "vsim: %s\n", err.msg);
+    code = VS_EXIT_ERROR;
+    goto done;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+
+  order = malloc((ps.n ? ps.n : 1) * sizeof *order);
+  if (!order) {
+    code = VS_EXIT_ERROR;
+    goto done;
+  }
+  for (size_t i = 0; i < ps.n; i++) {
+    if (ps.cands[i].status != VS_EVAL_FITS)
+      continue;
+    order[n_fit++] = (ranked){step_cost(&ps.cands[i]), ps.cands[i].step_time_s, i};
+  }
+  fprintf(out, "plan for %s on up to %llu x %s (%s); global batch %llu x %llu "
+               "tokens\n",
+          wl->origins.file, (unsigned long long)max_gpus, topo->name,
+          topo->origins.file, (unsigned long long)wl->training.global_batch,
+          (unsigned long long)wl->model.seq_len);
+  {
+    uint64_t pruned = 0;
+    for (int r = 0; r < PRUNE_N; r++)
+      pruned += ps.pruned[r];
+    fprintf(out, "%zu layouts simulated in %.2f s (%.0f layouts/s on %u "
+                 "thread(s)); %zu fit; left out before simulating:\n",
+            ps.n, seconds, (double)ps.n / (seconds > 0 ? seconds : 1e-9),
+            o->ex.jobs ? o->ex.jobs : 1, n_fit);
+    for (int r = 0; r < PRUNE_N; r++)
+      if (ps.pruned[r])
+        fprintf(out, "  %llu %s\n", (unsigned long long)ps.pruned[r],
+                prune_reasons[r]);
+    (void)pruned;
+  }
+  if (n_fit == 0) {
+    size_t closest = 0;
+    bool any = false;
+    for (size_t i = 0; i < ps.n; i++) {
+      const vs_candidate *c = &ps.cands[i];
+      if (c->status != VS_EVAL_OOM)
+        continue;
+      if (!any || (double)c->worst.peak_used_bytes / (double)c->worst.capacity_bytes <
+                      (double)ps.cands[closest].worst.peak_used_bytes /
+                          (double)ps.cands[closest].worst.capacity_bytes)
+        closest = i;
+      any = true;
+    }
+    fprintf(out, "verdict: DOES NOT FIT on any layout of up to %llu GPUs",
+            (unsigned long long)max_gpus);
+    if (any) {
+      const layout_choice *lc = &ps.choices[closest];
+      fprintf(out, "; the closest, %llu GPUs (dp %llu, tp %llu, pp %llu, ZeRO-%llu, "
+                   "micro-batch %llu): %s",
+              (unsigned long long)lc->gpus, (unsigned long long)lc->dp,
+              (unsigned long long)lc->tp, (unsigned long long)lc->pp,
+              (unsigned long long)lc->zero, (unsigned long long)lc->mb,
+              ps.cands[closest].reason);
+    }
+    fprintf(out, "\nraise --max-gpus or shrink the job (micro-batch, "
+                 "sequence, checkpointing)\n");
+    code = VS_EXIT_OOM;
+  } else {
+    qsort(order, n_fit, sizeof *order, by_cost);
+    if (top > n_fit)
+      top = n_fit;
+    /* confirm the listed layouts with full simulations, then re-rank */
+    for (size_t k = 0; k < top; k++)
+      if (confirm(o, &ps, order[k].idx))
+        goto host_oom;
+    fastest = order[0].idx;
+    smallest = order[0].idx;
+    for (size_t k = 0; k < n_fit; k++) {
+      const vs_candidate *c = &ps.cands[order[k].idx];
+      if (c->step_time_s < ps.cands[fastest].step_time_s)
+        fastest = order[k].idx;
+      if (c->total_gpus < ps.cands[smallest].total_gpus)
+        smallest = order[k].idx;
+    }
+    if (confirm(o, &ps, fastest) || confirm(o, &ps, smallest))
+      goto host_oom;
+    for (size_t k = 0; k < top; k++)
+      order[k].cost = step_cost(&ps.cands[order[k].idx]);
+    qsort(order, top, sizeof *order, by_cost);
+    fprintf(out, "\ncheapest per step (each re-simulated with every "
+                 "micro-batch):\n");
+    plan_header(out, priced);
+    for (size_t k = 0; k < top; k++)
+      print_layout(out, (int)k + 1, &ps.choices[order[k].idx],
+                   &ps.cands[order[k].idx], tokens_per_step, priced);
+    fprintf(out, "\nfastest:\n");
+    plan_header(out, priced);
+    print_layout(out, 1, &ps.choices[fastest], &ps.cands[fastest],
+                 tokens_per_step, priced);
+    fprintf(out, "\nfewest GPUs on which it fits: %llu\n",
+            (unsigned long long)ps.cands[smallest].total_gpus);
+    plan_header(out, priced);
+    print_layout(out, 1, &ps.choices[smallest], &ps.cands[smallest],
+                 tokens_per_step, priced);
+    code = VS_EXIT_OK;
+  }
+  if (o->csv && write_plan_csv(o->csv, &ps, tokens_per_step, &err)) {
+    fprintf(errs, "vsim: %s\n", err.msg);
+    code = VS_EXIT_ERROR;
+  }
+  goto done;
+host_oom:
+  fprintf(errs, "vsim: out of host memory\n");
+  code = VS_EXIT_ERROR;
+done:
+  free(order);
+  free(ps.choices);
+  free(ps.cands);
+  free(wl);
+  free(topo);
+  return code;
+}

@@ -1,0 +1,44 @@
+/* capacity.h - capacity planning on full simulations: the largest value of
+ * a key that fits (fit), a grid of combinations (sweep), and the layouts to
+ * rent ranked by cost (plan). Each prints its report to `out` and returns a
+ * process exit status (cli.h): 0, 3 when nothing fits, 1 on bad input. */
+#ifndef VS_CAPACITY_H
+#define VS_CAPACITY_H
+
+#include "explore.h"
+
+#include <stdio.h>
+
+#define VS_VALUES_MAX 1024
+#define VS_VARY_MAX 8
+
+/* A key and the values a sweep gives it. */
+typedef struct vs_vary {
+  char key[64];                      /* "training.micro_batch", "gpus" */
+  char values[VS_VALUES_MAX][48];    /* as text */
+  size_t n;
+} vs_vary;
+
+/* Parses "key=v1,v2,..." where an item "a..b" expands to a range: after a
+ * previous item p it continues p's progression (doubling if a = 2p, else
+ * steps of a - p), alone it counts a, a+1, ..., b. "1,2,4..64" is the
+ * powers of two from 1 to 64; "1..16" sixteen values. VS_EUSAGE with a
+ * message on a malformed list or more than VS_VALUES_MAX values. */
+int vs_vary_parse(const char *text, vs_vary *out, vs_error *err);
+
+typedef struct vs_capacity_opts {
+  vs_explore ex;                     /* workload, topology, base sets, jobs */
+  uint64_t gpus;                     /* --gpus, 0 = from the workload */
+  const char *csv;                   /* --csv FILE (sweep, plan) */
+  vs_vary vary[VS_VARY_MAX];         /* --vary (sweep) */
+  size_t n_vary;
+  const char *fit_key;               /* --vary-key (fit) */
+  uint64_t max_gpus;                 /* --max-gpus (plan) */
+  size_t top;                        /* --top (plan) */
+} vs_capacity_opts;
+
+int vs_capacity_fit(const vs_capacity_opts *o, FILE *out, FILE *errs);
+int vs_capacity_sweep(const vs_capacity_opts *o, FILE *out, FILE *errs);
+int vs_capacity_plan(const vs_capacity_opts *o, FILE *out, FILE *errs);
+
+#endif

@@ -1,0 +1,300 @@
+/* explore.c - evaluating candidates, alone or in parallel (see explore.h). */
+#include "explore.h"
+
+#include "report.h"
+#include "units.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------
+ * Summary rows
+ * ------------------------------------------------------------------------ */
+
+#define SUMMARY_COLUMNS                                                       \
+  "rank,stage,dp_rank,tp_rank,params_bytes,grads_bytes,optimizer_bytes,"      \
+  "activations_bytes,temp_bytes,framework_bytes,fragmentation_bytes,"         \
+  "model_states_bytes,peak_allocated_bytes,peak_reserved_bytes,"              \
+  "capacity_bytes,fits,peak_time_s,peak_op,step_time_s"
+enum { SUMMARY_FIELDS = 19 };
+
+void vs_summary_of(const vs_sim *sim, const vs_rank *r, vs_summary *sum)
+{
+  const vs_mem *m = &r->mem;
+  memset(sum, 0, sizeof *sum);
+  sum->rank = r->id;
+  sum->stage = r->stage;
+  sum->dp_rank = r->dp_rank;
+  sum->tp_rank = r->tp_rank;
+  memcpy(sum->at_peak, m->at_peak, sizeof sum->at_peak);
+  sum->fragmentation_bytes = m->reserved_at_peak_bytes - m->peak_allocated_bytes;
+  sum->model_states_bytes =
+      vs_layout_stage_model_states(&sim->layout, (uint64_t)r->stage);
+  sum->peak_allocated_bytes = m->peak_allocated_bytes;
+  sum->peak_reserved_bytes = m->peak_reserved_bytes;
+  sum->peak_used_bytes = m->peak_used_bytes;
+  sum->capacity_bytes = m->capacity_bytes;
+  sum->fits = vs_rank_fits(r);
+  sum->peak_time_s = (double)m->peak_t_ns * 1e-9;
+  snprintf(sum->peak_op, sizeof sum->peak_op, "%s", r->prog->ops[m->peak_op].name);
+  sum->step_time_s = (double)r->end_ns * 1e-9;
+}
+
+void vs_summary_csv_header(vs_csv *csv)
+{
+  char cols[] = SUMMARY_COLUMNS;
+  for (char *p = strtok(cols, ","); p; p = strtok(NULL, ","))
+    vs_csv_text(csv, p);
+}
+
+void vs_summary_csv_row(vs_csv *c, const vs_summary *s)
+{
+  vs_csv_u64(c, s->rank);
+  vs_csv_i64(c, s->stage);
+  vs_csv_i64(c, s->dp_rank);
+  vs_csv_i64(c, s->tp_rank);
+  for (int cat = 0; cat < VS_CAT_N; cat++)
+    vs_csv_u64(c, s->at_peak[cat]);
+  vs_csv_u64(c, s->fragmentation_bytes);
+  vs_csv_u64(c, s->model_states_bytes);
+  vs_csv_u64(c, s->peak_allocated_bytes);
+  vs_csv_u64(c, s->peak_reserved_bytes);
+  vs_csv_u64(c, s->capacity_bytes);
+  vs_csv_text(c, s->fits ? "true" : "false");
+  vs_csv_seconds(c, s->peak_time_s);
+  vs_csv_text(c, s->peak_op);
+  vs_csv_seconds(c, s->step_time_s);
+}
+
+void vs_summary_csv_empty(vs_csv *csv)
+{
+  for (int i = 0; i < SUMMARY_FIELDS; i++)
+    vs_csv_text(csv, "");
+}
+
+/* ------------------------------------------------------------------------
+ * One candidate
+ * ------------------------------------------------------------------------ */
+
+int vs_candidate_set(vs_candidate *c, const char *fmt, ...)
+{
+  va_list ap;
+  int n;
+  if (c->n_sets == VS_EXPLORE_MAX_SETS)
+    return VS_EUSAGE;
+  va_start(ap, fmt);
+  n = vsnprintf(c->sets[c->n_sets], VS_EXPLORE_SET_MAX, fmt, ap);
+  va_end(ap);
+  if (n < 0 || n >= VS_EXPLORE_SET_MAX)
+    return VS_EUSAGE;
+  c->n_sets++;
+  return 0;
+}
+
+static void invalid(vs_candidate *c, const char *why)
+{
+  c->status = VS_EVAL_INVALID;
+  snprintf(c->reason, sizeof c->reason, "%s", why);
+}
+
+/* Simulates wl with its micro-batches per step replaced by m (global
+ * batch adjusted to match), one rank per stage. */
+static int simulate_with(vs_sim *sim, const vs_workload *wl,
+                         const vs_topology *topo, uint64_t m, bool screening,
+                         vs_error *err)
+{
+  vs_workload *copy = malloc(sizeof *copy);
+  vs_sim_opts opts = {false, false, false, screening};
+  int rc;
+  if (!copy)
+    return vs_error_set(err, VS_ENOMEM, "out of host memory");
+  *copy = *wl;
+  copy->grad_accum = m;
+  copy->training.global_batch = m * wl->training.micro_batch * wl->parallel.dp;
+  rc = vs_sim_run(sim, copy, topo, &opts, err);
+  /* the simulation keeps pointers to its inputs; it is finished here, and
+   * only its results (not the inputs) are read after this point */
+  sim->wl = wl;
+  free(copy);
+  return rc;
+}
+
+static void record_outcome(const vs_explore *ex, vs_candidate *c,
+                           const vs_sim *sim, const vs_workload *wl,
+                           const vs_topology *topo, double step)
+{
+  const vs_rank *worst = vs_sim_worst_rank(sim);
+  vs_summary_of(sim, worst, &c->worst);
+  c->worst.step_time_s = step;
+  c->status = sim->fits ? VS_EVAL_FITS : VS_EVAL_OOM;
+  c->total_gpus = wl->gpus;
+  c->dp = wl->parallel.dp;
+  c->step_time_s = step;
+  c->tokens_per_s =
+      (double)(wl->training.global_batch * wl->model.seq_len) / step;
+  c->mfu = sim->mfu * sim->step_time_s / step;
+  c->usd_per_step = topo->usd_per_gpu_hour * (double)wl->gpus * step / 3600.0;
+  c->reason[0] = '\0';
+  for (size_t i = 0; i < sim->n_ranks && !sim->fits; i++) {
+    const vs_rank *r = &sim->ranks[i];
+    char label[160], req[16], need[16], cap[16];
+    if (!r->mem.oom.happened)
+      continue;
+    vs_report_op_label(sim, r->prog, r->mem.oom.op, label, sizeof label);
+    snprintf(c->reason, sizeof c->reason,
+             "rank %u (stage %d) needs %s of %s; out of memory at %s "
+             "allocating %s of %s",
+             r->id, r->stage,
+             vs_format_bytes(r->mem.peak_used_bytes, need, sizeof need),
+             vs_format_bytes(r->mem.capacity_bytes, cap, sizeof cap), label,
+             vs_format_bytes(r->mem.oom.requested_bytes, req, sizeof req),
+             vs_category_name(r->mem.oom.category));
+    break;
+  }
+  (void)ex;
+}
+
+int vs_explore_one(const vs_explore *ex, vs_candidate *c)
+{
+  const char *wsets[2 * VS_EXPLORE_MAX_SETS + 64], *tsets[2 * VS_EXPLORE_MAX_SETS + 64];
+  size_t nw = 0, nt = 0;
+  vs_topology *topo = malloc(sizeof *topo);
+  vs_workload *wl = malloc(sizeof *wl);
+  vs_sim a, b;
+  vs_error err;
+  int rc = 0;
+
+  vs_error_clear(&err);
+  memset(&a, 0, sizeof a);
+  memset(&b, 0, sizeof b);
+  if (!topo || !wl) {
+    free(topo);
+    free(wl);
+    return VS_ENOMEM;
+  }
+  for (size_t i = 0; i < ex->n_sets + c->n_sets && i < 64 + VS_EXPLORE_MAX_SETS; i++) {
+    const char *s = i < ex->n_sets ? ex->sets[i] : c->sets[i - ex->n_sets];
+    if (strncmp(s, "topology.", 9) == 0)
+      tsets[nt++] = s + 9;
+    else
+      wsets[nw++] = s;
+  }
+  if (vs_topology_load(topo, ex->topology, tsets, nt, &err) ||
+      vs_workload_load(wl, ex->workload, wsets, nw, c->gpus, &err)) {
+    invalid(c, err.msg);
+    goto done;
+  }
+  {
+    uint64_t m = wl->grad_accum, step_mbs = wl->parallel.pp;
+    uint64_t cap = ex->max_microbatches;
+    bool bounded = cap && wl->parallel.schedule != VS_SCHED_GPIPE;
+    if (bounded) /* whole pipeline rounds, as interleaving needs */
+      cap = vs_div_ceil(cap, step_mbs) * step_mbs;
+    if (!bounded || m <= cap + step_mbs) {
+      if ((rc = simulate_with(&a, wl, topo, m, bounded, &err))) {
+        invalid(c, err.msg);
+        rc = rc == VS_ENOMEM ? rc : 0;
+        goto done;
+      }
+      record_outcome(ex, c, &a, wl, topo, a.step_time_s);
+      vs_sim_fini(&a);
+    } else {
+      /* Past the pipeline's warm-up every further round of pp
+       * micro-batches adds the same time and no memory; the step of m
+       * micro-batches is extrapolated from cap and cap + pp. */
+      double step;
+      if ((rc = simulate_with(&a, wl, topo, cap, true, &err)) ||
+          (rc = simulate_with(&b, wl, topo, cap + step_mbs, true, &err))) {
+        if (a.programs)
+          vs_sim_fini(&a);
+        invalid(c, err.msg);
+        rc = rc == VS_ENOMEM ? rc : 0;
+        goto done;
+      }
+      step = a.step_time_s + (double)(m - cap) / (double)step_mbs *
+                                 (b.step_time_s - a.step_time_s);
+      record_outcome(ex, c, &b, wl, topo, step);
+      c->extrapolated = true;
+      vs_sim_fini(&a);
+      vs_sim_fini(&b);
+    }
+  }
+done:
+  free(topo);
+  free(wl);
+  return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * Many candidates on worker threads
+ * ------------------------------------------------------------------------ */
+
+typedef struct pool {
+  const vs_explore *ex;
+  vs_candidate *cands;
+  size_t n;
+  size_t next;          /* next candidate to take */
+  size_t done;          /* candidates finished */
+  int rc;               /* first host failure */
+  pthread_mutex_t lock;
+} pool;
+
+static void progress(pool *p)
+{
+  if (!p->ex->progress)
+    return;
+  fprintf(stderr, "\r%s: %zu/%zu simulated (%3.0f%%)", p->ex->what, p->done,
+          p->n, 100.0 * (double)p->done / (double)(p->n ? p->n : 1));
+  if (p->done == p->n)
+    fputc('\n', stderr);
+  fflush(stderr);
+}
+
+static void *worker(void *arg)
+{
+  pool *p = arg;
+  for (;;) {
+    size_t i;
+    int rc;
+    pthread_mutex_lock(&p->lock);
+    i = p->rc ? p->n : p->next++;
+    pthread_mutex_unlock(&p->lock);
+    if (i >= p->n)
+      return NULL;
+    rc = vs_explore_one(p->ex, &p->cands[i]);
+    pthread_mutex_lock(&p->lock);
+    p->done++;
+    if (rc && !p->rc)
+      p->rc = rc;
+    if (p->done % 16 == 0 || p->done == p->n)
+      progress(p);
+    pthread_mutex_unlock(&p->lock);
+  }
+}
+
+int vs_explore_all(const vs_explore *ex, vs_candidate *cands, size_t n,
+                   vs_error *err)
+{
+  pool p = {ex, cands, n, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER};
+  unsigned jobs = ex->jobs ? ex->jobs : 1;
+  pthread_t threads[256];
+  unsigned started = 0;
+
+  if (jobs > 256)
+    jobs = 256;
+  for (unsigned t = 1; t < jobs; t++) {
+    if (pthread_create(&threads[started], NULL, worker, &p) != 0)
+      break;
+    started++;
+  }
+  worker(&p); /* this thread works too */
+  for (unsigned t = 0; t < started; t++)
+    pthread_join(threads[t], NULL);
+  pthread_mutex_destroy(&p.lock);
+  if (p.rc)
+    return vs_error_set(err, p.rc, "out of host memory while simulating");
+  return 0;
+}

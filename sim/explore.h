@@ -1,0 +1,99 @@
+/* explore.h - many simulations of one job: each candidate is the workload
+ * and topology files plus "--set" overrides (and a GPU count), simulated in
+ * full or, for planning, with a bounded number of micro-batches; candidates
+ * run in parallel on worker threads. The building block of fit, sweep and
+ * plan. Nothing here is global: every evaluation owns its inputs and
+ * simulation, so any number may run at once. */
+#ifndef VS_EXPLORE_H
+#define VS_EXPLORE_H
+
+#include "csvout.h"
+#include "memory.h"
+#include "simulate.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VS_EXPLORE_MAX_SETS 16
+#define VS_EXPLORE_SET_MAX 96
+
+typedef enum { VS_EVAL_FITS, VS_EVAL_OOM, VS_EVAL_INVALID } vs_eval_status;
+
+/* The summary.csv columns of one rank (DESIGN.md). */
+typedef struct vs_summary {
+  uint32_t rank;
+  int stage, dp_rank, tp_rank;
+  uint64_t at_peak[VS_CAT_N];     /* categories at the allocated peak */
+  uint64_t fragmentation_bytes;   /* reserved - allocated then */
+  uint64_t model_states_bytes;    /* its stage's resident model states */
+  uint64_t peak_allocated_bytes;
+  uint64_t peak_reserved_bytes;
+  uint64_t peak_used_bytes;       /* reserved + framework, at most */
+  uint64_t capacity_bytes;
+  bool fits;
+  double peak_time_s;
+  char peak_op[32];
+  double step_time_s;
+} vs_summary;
+
+/* One candidate and, once evaluated, its outcome. */
+typedef struct vs_candidate {
+  char sets[VS_EXPLORE_MAX_SETS][VS_EXPLORE_SET_MAX]; /* "sec.key=value",
+                                  "topology.sec.key=value" */
+  size_t n_sets;
+  uint64_t gpus;                  /* 0 = from the workload */
+  /* outcome */
+  int status;                     /* vs_eval_status */
+  char reason[VS_ERROR_MSG_MAX];  /* why invalid, or where it ran out */
+  vs_summary worst;               /* the rank with the highest peak */
+  uint64_t total_gpus;            /* resolved tp * pp * dp */
+  uint64_t dp;                    /* resolved data-parallel size */
+  double step_time_s;             /* the job's step */
+  double tokens_per_s;
+  double mfu;
+  double usd_per_step;            /* 0 when the topology has no price */
+  bool extrapolated;              /* step time from a bounded simulation */
+} vs_candidate;
+
+/* What all candidates share. */
+typedef struct vs_explore {
+  const char *workload;           /* WORKLOAD.ini */
+  const char *topology;           /* FILE.ini or NULL for the built-in */
+  const char *const *sets;        /* base --set overrides (workload and
+                                     topology.*), applied before each
+                                     candidate's own */
+  size_t n_sets;
+  uint64_t max_microbatches;      /* 0: simulate every micro-batch; else
+                                     simulate at most this many (and one
+                                     more) and extrapolate the step time
+                                     linearly (planning) */
+  unsigned jobs;                  /* worker threads (>= 1) */
+  bool progress;                  /* a progress line on stderr */
+  const char *what;               /* "sweep", "plan": for the progress line */
+} vs_explore;
+
+/* Fills sum from rank of a finished simulation. */
+void vs_summary_of(const vs_sim *sim, const vs_rank *rank, vs_summary *sum);
+
+/* summary.csv's header and one row. */
+void vs_summary_csv_header(vs_csv *csv);
+void vs_summary_csv_row(vs_csv *csv, const vs_summary *sum);
+/* The same number of empty fields (a candidate that was not simulated). */
+void vs_summary_csv_empty(vs_csv *csv);
+
+/* Adds "sec.key=value" to c; VS_EUSAGE if it does not fit. */
+int vs_candidate_set(vs_candidate *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Evaluates one candidate (fills its outcome). A bad combination is an
+ * outcome (VS_EVAL_INVALID), not an error; only host failures return an
+ * error code. */
+int vs_explore_one(const vs_explore *ex, vs_candidate *c);
+
+/* Evaluates n candidates on ex->jobs threads. Deterministic: results do not
+ * depend on the number of threads. */
+int vs_explore_all(const vs_explore *ex, vs_candidate *cands, size_t n,
+                   vs_error *err);
+
+#endif
