@@ -791,6 +791,24 @@ static void backward_unit(builder *b, const unit *u)
     send(b, SEND_GRADIENT, u->mb, g, g - 1);
 }
 
+/* Sizes the program's arrays once from an estimate of its ops (each layer
+ * op with its collectives and effects, per unit), so building does not
+ * reallocate and copy them as they grow. */
+static void reserve_program(builder *b, size_t n_units)
+{
+  vs_program *p = b->p;
+  size_t layers = (size_t)b->lay->stages[b->stage].n_layers;
+  size_t per_unit = (layers / (size_t)b->lay->vstages + 2) *
+                        ((size_t)b->m->layer.n_ops + 4) + 16;
+  size_t ops = n_units * per_unit + 64;
+  grow(b, (void **)&p->ops, &p->cap_ops, ops, sizeof *p->ops);
+  grow(b, (void **)&p->deps, &p->cap_deps, ops, sizeof *p->deps);
+  grow(b, (void **)&p->effects, &p->cap_effects, 3 * ops, sizeof *p->effects);
+  grow(b, (void **)&p->buffers, &p->cap_buffers, 2 * ops, sizeof *p->buffers);
+  grow(b, (void **)&p->stream_ops[VS_STREAM_COMPUTE],
+       &p->cap_stream_ops[VS_STREAM_COMPUTE], ops, sizeof(uint32_t));
+}
+
 static void build_step(builder *b)
 {
   size_t n_units = (size_t)(2 * b->lay->grad_accum * b->lay->vstages);
@@ -808,6 +826,7 @@ static void build_step(builder *b)
   for (size_t i = 0; i < p->n_sends; i++)
     p->sends[i] = NONE;
   n_units = make_order(b, order);
+  reserve_program(b, n_units);
   setup(b);
   for (size_t i = 0; i < n_units && !b->failed; i++)
     (order[i].forward ? forward_unit : backward_unit)(b, &order[i]);
