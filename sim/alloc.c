@@ -2,6 +2,7 @@
  * follow c10/cuda/CUDACachingAllocator.cpp; the code is our own. */
 #include "alloc.h"
 
+#include "grow.h"
 #include "units.h"
 
 #include <stdlib.h>
@@ -67,28 +68,11 @@ static uint64_t page_size(int pool)
  * Storage
  * ------------------------------------------------------------------------ */
 
-static bool grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-  size_t n;
-  void *mem;
-  if (need <= *cap)
-    return true;
-  n = *cap ? 2 * *cap : 64;
-  while (n < need)
-    n *= 2;
-  mem = realloc(*arr, n * elem);
-  if (!mem)
-    return false;
-  *arr = mem;
-  *cap = n;
-  return true;
-}
-
 static uint32_t new_block(vs_alloc *a)
 {
   if (a->n_free_slots)
     return a->free_slots[--a->n_free_slots];
-  if (!grow((void **)&a->blocks, &a->cap_blocks, a->n_blocks + 1,
+  if (!vs_grow((void **)&a->blocks, &a->cap_blocks, a->n_blocks + 1,
             sizeof *a->blocks))
     return NONE;
   return (uint32_t)a->n_blocks++;
@@ -96,7 +80,7 @@ static uint32_t new_block(vs_alloc *a)
 
 static int drop_block(vs_alloc *a, uint32_t b)
 {
-  if (!grow((void **)&a->free_slots, &a->cap_free_slots, a->n_free_slots + 1,
+  if (!vs_grow((void **)&a->free_slots, &a->cap_free_slots, a->n_free_slots + 1,
             sizeof *a->free_slots))
     return VS_ENOMEM;
   a->free_slots[a->n_free_slots++] = b;
@@ -134,7 +118,7 @@ static int set_insert(vs_alloc *a, uint32_t b)
 {
   vs_free_set *fs = set_of(a, b);
   size_t pos;
-  if (!grow((void **)&fs->blocks, &fs->cap, fs->n + 1, sizeof *fs->blocks))
+  if (!vs_grow((void **)&fs->blocks, &fs->cap, fs->n + 1, sizeof *fs->blocks))
     return VS_ENOMEM;
   pos = lower_bound(a, fs, a->blocks[b].size, a->blocks[b].addr);
   memmove(&fs->blocks[pos + 1], &fs->blocks[pos],
@@ -216,7 +200,7 @@ static uint32_t new_segment(vs_alloc *a, int stream, int pool, uint64_t size,
 {
   uint32_t s, b;
   vs_alloc_segment *seg;
-  if (!grow((void **)&a->segments, &a->cap_segments, a->n_segments + 1,
+  if (!vs_grow((void **)&a->segments, &a->cap_segments, a->n_segments + 1,
             sizeof *a->segments) ||
       (b = new_block(a)) == NONE)
     return NONE;

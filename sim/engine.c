@@ -2,6 +2,7 @@
 #include "engine.h"
 
 #include "evq.h"
+#include "grow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -85,14 +86,9 @@ static int record_event(vs_rank *r, uint64_t t_ns, uint32_t op, int category,
                         int64_t delta)
 {
   vs_mem_event *ev;
-  if (r->n_timeline == r->cap_timeline) {
-    size_t cap = r->cap_timeline ? 2 * r->cap_timeline : 1024;
-    vs_mem_event *mem = realloc(r->timeline, cap * sizeof *mem);
-    if (!mem)
-      return VS_ENOMEM;
-    r->timeline = mem;
-    r->cap_timeline = cap;
-  }
+  if (!vs_grow((void **)&r->timeline, &r->cap_timeline, r->n_timeline + 1,
+               sizeof *r->timeline))
+    return VS_ENOMEM;
   ev = &r->timeline[r->n_timeline++];
   ev->t_ns = t_ns;
   ev->op = op;
@@ -105,14 +101,9 @@ static int record_event(vs_rank *r, uint64_t t_ns, uint32_t op, int category,
 
 static int record_span(vs_rank *r, uint32_t op, uint64_t start, uint64_t end)
 {
-  if (r->n_spans == r->cap_spans) {
-    size_t cap = r->cap_spans ? 2 * r->cap_spans : 1024;
-    vs_op_span *mem = realloc(r->spans, cap * sizeof *mem);
-    if (!mem)
-      return VS_ENOMEM;
-    r->spans = mem;
-    r->cap_spans = cap;
-  }
+  if (!vs_grow((void **)&r->spans, &r->cap_spans, r->n_spans + 1,
+               sizeof *r->spans))
+    return VS_ENOMEM;
   r->spans[r->n_spans].op = op;
   r->spans[r->n_spans].start_ns = start;
   r->spans[r->n_spans].end_ns = end;

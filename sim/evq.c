@@ -2,6 +2,7 @@
 #include "evq.h"
 
 #include "error.h"
+#include "grow.h"
 
 #include <stdlib.h>
 
@@ -29,14 +30,8 @@ int vs_evq_push(vs_evq *q, uint64_t t_ns, uint32_t rank, uint32_t op)
   size_t i;
   vs_event ev = {t_ns, q->next_seq, rank, op};
 
-  if (q->n == q->cap) {
-    size_t cap = q->cap ? 2 * q->cap : 64;
-    vs_event *heap = realloc(q->heap, cap * sizeof *heap);
-    if (!heap)
-      return VS_ENOMEM;
-    q->heap = heap;
-    q->cap = cap;
-  }
+  if (!vs_grow((void **)&q->heap, &q->cap, q->n + 1, sizeof *q->heap))
+    return VS_ENOMEM;
   q->next_seq++;
   /* sift up */
   for (i = q->n++; i > 0; i = (i - 1) / 2) {

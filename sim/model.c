@@ -193,6 +193,20 @@ static vs_op_spec *row_parallel(vs_block *blk, const dims *d, const char *name,
  * grouped-query attention, eager implementations expand K and V to every
  * head before the matmuls (Hugging Face repeat_kv, Megatron's core
  * attention), so the saved K and V have `heads` heads. */
+/* One of the two attention matmuls (QK^T or probs @ V) over all heads of
+ * this rank: 2*b*heads*s*s*d FLOPs forward, twice that backward. */
+static void attention_matmul(vs_op_spec *op, const dims *d, uint64_t heads,
+                             double bytes)
+{
+  op->matmul = true;
+  op->attn_core = true;
+  op->fwd_flops = 2.0 * (double)d->b * (double)heads * (double)d->s *
+                  (double)d->s * (double)d->d;
+  op->bwd_flops = 2.0 * op->fwd_flops;
+  op->fwd_bytes = bytes;
+  op->bwd_bytes = 2.0 * bytes;
+}
+
 static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
 {
   uint64_t heads = d->a / d->t, kv = heads;
@@ -201,14 +215,9 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
 
   if (!(op = add_op(blk, "attn_scores", err)))
     return VS_EINPUT;
-  op->matmul = true;
-  op->attn_core = true;
-  op->fwd_flops = 2.0 * (double)d->b * (double)heads * (double)d->s *
-                  (double)d->s * (double)d->d;
-  op->bwd_flops = 2.0 * op->fwd_flops;
-  op->fwd_bytes = (double)d->e * ((double)(d->tokens * d->d * (heads + kv)) +
-                                  (double)scores);
-  op->bwd_bytes = 2.0 * op->fwd_bytes;
+  attention_matmul(op, d, heads,
+                   (double)d->e * ((double)(d->tokens * d->d * (heads + kv)) +
+                                   (double)scores));
   op->fwd_temp_bytes = d->e * scores; /* raw scores until the softmax */
   op->bwd_temp_bytes = d->e * d->tokens * d->d * (heads + kv);
   save_act(op, d->e * d->tokens * d->d * (heads + kv)); /* Q and K */
@@ -224,14 +233,9 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
 
   if (!(op = add_op(blk, "attn_context", err)))
     return VS_EINPUT;
-  op->matmul = true;
-  op->attn_core = true;
-  op->fwd_flops = 2.0 * (double)d->b * (double)heads * (double)d->s *
-                  (double)d->s * (double)d->d;
-  op->bwd_flops = 2.0 * op->fwd_flops;
-  op->fwd_bytes = (double)d->e * ((double)scores +
-                                  2.0 * (double)(d->tokens * d->d * heads));
-  op->bwd_bytes = 2.0 * op->fwd_bytes;
+  attention_matmul(op, d, heads,
+                   (double)d->e * ((double)scores +
+                                   2.0 * (double)(d->tokens * d->d * heads)));
   op->bwd_temp_bytes = d->e * scores;
   save_act(op, d->e * d->tokens * d->d * kv); /* V */
   if (d->dropout) /* the dropped-out probs; without dropout they are the

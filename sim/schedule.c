@@ -16,6 +16,7 @@
  * forward and again before its backward, prefetching one block ahead. */
 #include "schedule.h"
 
+#include "grow.h"
 #include "memory.h"
 
 #include <math.h>
@@ -60,22 +61,11 @@ typedef struct builder {
 
 static bool grow(builder *b, void **arr, size_t *cap, size_t need, size_t elem)
 {
-  size_t n;
-  void *mem;
-  if (need <= *cap)
+  if (vs_grow(arr, cap, need, elem))
     return true;
-  n = *cap ? *cap : 256;
-  while (n < need)
-    n *= 2;
-  mem = realloc(*arr, n * elem);
-  if (!mem) {
-    b->failed = true;
-    vs_error_set(b->err, VS_ENOMEM, "out of host memory building the schedule");
-    return false;
-  }
-  *arr = mem;
-  *cap = n;
-  return true;
+  b->failed = true;
+  vs_error_set(b->err, VS_ENOMEM, "out of host memory building the schedule");
+  return false;
 }
 
 double vs_roofline_seconds(const vs_topology *topo, int precision, bool matmul,
