@@ -25,6 +25,7 @@ typedef struct cli_args {
   size_t n_topo_sets;
   const char *csv_dir;          /* --csv */
   const char *trace;            /* --trace */
+  const char *svg;              /* --svg */
   const char *all_sets[2 * MAX_SETS]; /* every --set as given */
   size_t n_all_sets;
   const char *varies[VS_VARY_MAX]; /* --vary (sweep) */
@@ -73,6 +74,7 @@ static const char run_help[] =
     "                        (repeatable)\n"
     "  --csv DIR             write summary.csv, timeline.csv and ops.csv to DIR\n"
     "  --trace FILE.json     write a Chrome/Perfetto trace of every op\n"
+    "  --svg FILE.svg        chart the worst GPU's memory over the step\n"
     "  --ranks stage|all     simulate one GPU per pipeline stage (default) or\n"
     "                        every GPU (same results, slower)\n"
     "  --memory-summary      per GPU, the caching allocator's state in the style\n"
@@ -216,6 +218,9 @@ static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
     } else if (is_option(arg, "--trace")) {
       if (!(a->trace = option_value(argc, argv, &i, "--trace")))
         return usage(errs, "%s needs a file", "--trace");
+    } else if (is_option(arg, "--svg")) {
+      if (!(a->svg = option_value(argc, argv, &i, "--svg")))
+        return usage(errs, "%s needs a file", "--svg");
     } else if (is_option(arg, "--ranks")) {
       v = option_value(argc, argv, &i, "--ranks");
       if (v && strcmp(v, "all") == 0)
@@ -279,7 +284,8 @@ static int cmd_run(const cli_args *a, FILE *out, FILE *errs)
   vs_topology *topo = malloc(sizeof *topo);
   vs_workload *wl = malloc(sizeof *wl);
   vs_sim sim;
-  vs_sim_opts opts = {a->all_ranks, a->csv_dir || a->trace, false, false};
+  vs_sim_opts opts = {a->all_ranks, a->csv_dir || a->trace || a->svg, false,
+                      false};
   vs_error err;
   int code;
 
@@ -302,7 +308,8 @@ static int cmd_run(const cli_args *a, FILE *out, FILE *errs)
     vs_report_memory_summary(out, &sim);
   code = sim.fits ? VS_EXIT_OK : VS_EXIT_OOM;
   if ((a->csv_dir && vs_report_write_csv(&sim, a->csv_dir, &err)) ||
-      (a->trace && vs_report_write_trace(&sim, a->trace, &err))) {
+      (a->trace && vs_report_write_trace(&sim, a->trace, &err)) ||
+      (a->svg && vs_report_write_svg(&sim, a->svg, &err))) {
     fprintf(errs, "vsim: %s\n", err.msg);
     code = VS_EXIT_ERROR;
   }

@@ -6,6 +6,7 @@
 #include "units.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -456,5 +457,151 @@ int vs_report_write_trace(const vs_sim *sim, const char *path, vs_error *err)
     }
   }
   fputs("\n]}\n", file.f);
+  return vs_csv_commit(&file, err);
+}
+
+/* ------------------------------------------------------------------------
+ * SVG
+ * ------------------------------------------------------------------------ */
+
+enum { SVG_W = 960, SVG_H = 420, SVG_LEFT = 70, SVG_RIGHT = 170, SVG_TOP = 40,
+       SVG_BOTTOM = 50, SVG_COLS = SVG_W - SVG_LEFT - SVG_RIGHT };
+
+/* What one pixel column shows: the moment of its highest allocation. */
+typedef struct svg_column {
+  uint64_t by_cat[VS_CAT_N];   /* bytes per category, framework included */
+  uint64_t allocated;          /* their allocator part */
+  uint64_t used;               /* reserved + framework */
+  bool set;
+} svg_column;
+
+static void svg_columns(const vs_rank *r, double step_s, svg_column *cols)
+{
+  uint64_t by_cat[VS_CAT_N] = {0};
+  uint64_t framework = r->mem.by_cat[VS_CAT_FRAMEWORK];
+  by_cat[VS_CAT_FRAMEWORK] = framework;
+  for (size_t i = 0; i < r->n_timeline; i++) {
+    const vs_mem_event *e = &r->timeline[i];
+    size_t x = step_s > 0 ? (size_t)((double)e->t_ns * 1e-9 / step_s *
+                                     (SVG_COLS - 1))
+                          : 0;
+    uint64_t alloc = 0;
+    if (x >= SVG_COLS)
+      x = SVG_COLS - 1;
+    by_cat[e->category] = (uint64_t)((int64_t)by_cat[e->category] + e->delta_bytes);
+    for (int c = 0; c < VS_CAT_FRAMEWORK; c++)
+      alloc += by_cat[c];
+    if (!cols[x].set || alloc > cols[x].allocated) {
+      memcpy(cols[x].by_cat, by_cat, sizeof by_cat);
+      cols[x].allocated = alloc;
+      cols[x].used = e->reserved_bytes + framework;
+      cols[x].set = true;
+    }
+  }
+  /* columns without events hold the state before them */
+  for (size_t x = 1; x < SVG_COLS; x++)
+    if (!cols[x].set)
+      cols[x] = cols[x - 1];
+}
+
+int vs_report_write_svg(const vs_sim *sim, const char *path, vs_error *err)
+{
+  static const char *const colors[VS_CAT_N] = {
+      "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#bab0ac"};
+  static const int order[VS_CAT_N] = {VS_CAT_FRAMEWORK, VS_CAT_PARAMS,
+                                      VS_CAT_GRADS, VS_CAT_OPTIMIZER,
+                                      VS_CAT_ACTIVATIONS, VS_CAT_TEMP};
+  const vs_rank *r = vs_sim_worst_rank(sim);
+  double step = (double)r->end_ns * 1e-9, top;
+  svg_column *cols = calloc(SVG_COLS, sizeof *cols);
+  vs_csv file; /* only for its atomic temporary-file handling */
+  double plot_h = SVG_H - SVG_TOP - SVG_BOTTOM;
+  char label[32];
+  int rc;
+
+  if (!cols)
+    return vs_error_set(err, VS_ENOMEM, "out of host memory for the chart");
+  if ((rc = vs_csv_open(&file, path, err))) {
+    free(cols);
+    return rc;
+  }
+  svg_columns(r, step, cols);
+  top = (double)(r->mem.capacity_bytes > r->mem.peak_used_bytes
+                     ? r->mem.capacity_bytes
+                     : r->mem.peak_used_bytes) * 1.05;
+#define Y(v) (SVG_TOP + plot_h - plot_h * (double)(v) / top)
+#define X(i) (SVG_LEFT + (double)(i))
+  fprintf(file.f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+                  "height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n"
+                  "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+          SVG_W, SVG_H);
+  fprintf(file.f, "<text x=\"%d\" y=\"22\" font-size=\"14\">memory of rank %u "
+                  "(stage %d) over one step: %s on %s</text>\n",
+          SVG_LEFT, r->id, r->stage, sim->wl->origins.file, sim->topo->name);
+  /* stacked categories, bottom to top */
+  for (int k = 0; k < VS_CAT_N; k++) {
+    fprintf(file.f, "<polygon fill=\"%s\" fill-opacity=\"0.85\" points=\"",
+            colors[order[k]]);
+    for (size_t x = 0; x < SVG_COLS; x++) {
+      uint64_t sum = 0;
+      for (int j = 0; j <= k; j++)
+        sum += cols[x].by_cat[order[j]];
+      fprintf(file.f, "%.1f,%.1f ", X(x), Y(sum));
+    }
+    for (size_t x = SVG_COLS; x-- > 0;) {
+      uint64_t sum = 0;
+      for (int j = 0; j < k; j++)
+        sum += cols[x].by_cat[order[j]];
+      fprintf(file.f, "%.1f,%.1f ", X(x), Y(sum));
+    }
+    fprintf(file.f, "\"/>\n");
+  }
+  /* device use and capacity */
+  fprintf(file.f, "<polyline fill=\"none\" stroke=\"black\" stroke-width=\"1.5\" "
+                  "points=\"");
+  for (size_t x = 0; x < SVG_COLS; x++)
+    fprintf(file.f, "%.1f,%.1f ", X(x), Y(cols[x].used));
+  fprintf(file.f, "\"/>\n<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" "
+                  "stroke=\"red\" stroke-dasharray=\"6,4\"/>\n",
+          SVG_LEFT, SVG_LEFT + SVG_COLS, Y(r->mem.capacity_bytes),
+          Y(r->mem.capacity_bytes));
+  /* axes */
+  fprintf(file.f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" "
+                  "stroke=\"black\"/>\n",
+          SVG_LEFT, SVG_LEFT + SVG_COLS, Y(0), Y(0));
+  for (int i = 0; i <= 4; i++) {
+    double v = top / 1.05 * i / 4;
+    fprintf(file.f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+            SVG_LEFT - 6, Y(v) + 4,
+            vs_format_bytes((uint64_t)v, label, sizeof label));
+    fprintf(file.f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
+            X((SVG_COLS - 1) * i / 4.0), SVG_H - SVG_BOTTOM + 18,
+            vs_format_seconds(step * i / 4, label, sizeof label));
+  }
+  fprintf(file.f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">time in "
+                  "the step</text>\n",
+          X(SVG_COLS / 2), SVG_H - 12);
+  /* legend */
+  for (int k = VS_CAT_N - 1, row = 0; k >= 0; k--, row++)
+    fprintf(file.f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" "
+                    "fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
+            SVG_W - SVG_RIGHT + 16, SVG_TOP + 20 * row, colors[order[k]],
+            SVG_W - SVG_RIGHT + 34, SVG_TOP + 20 * row + 11,
+            vs_category_name(order[k]));
+  fprintf(file.f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" "
+                  "stroke=\"black\" stroke-width=\"1.5\"/><text x=\"%d\" "
+                  "y=\"%d\">reserved + framework</text>\n",
+          SVG_W - SVG_RIGHT + 16, SVG_W - SVG_RIGHT + 28, SVG_TOP + 126,
+          SVG_TOP + 126, SVG_W - SVG_RIGHT + 34, SVG_TOP + 130);
+  fprintf(file.f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" "
+                  "stroke=\"red\" stroke-dasharray=\"6,4\"/><text x=\"%d\" "
+                  "y=\"%d\">capacity</text>\n</svg>\n",
+          SVG_W - SVG_RIGHT + 16, SVG_W - SVG_RIGHT + 28, SVG_TOP + 146,
+          SVG_TOP + 146, SVG_W - SVG_RIGHT + 34, SVG_TOP + 150);
+#undef X
+#undef Y
+  free(cols);
+  if (ferror(file.f))
+    file.failed = true;
   return vs_csv_commit(&file, err);
 }

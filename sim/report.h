@@ -33,6 +33,11 @@ int vs_report_write_trace(const vs_sim *sim, const char *path, vs_error *err);
  * and allowed values, default): the tables of README.md. */
 void vs_report_keys(FILE *out);
 
+/* An SVG chart of the worst rank's memory over the step: stacked
+ * categories (allocated), the device's use (reserved + framework) and the
+ * capacity. Needs a simulation run with record. Atomic. */
+int vs_report_write_svg(const vs_sim *sim, const char *path, vs_error *err);
+
 /* "cross_entropy (head, micro-batch 0)" for an op of prog. */
 char *vs_report_op_label(const vs_sim *sim, const vs_program *prog,
                          uint32_t op, char *buf, size_t len);

@@ -378,6 +378,28 @@ static void test_trace_is_chrome_json(void **state)
   tu_remove_dir(dir);
 }
 
+/* --svg charts the worst GPU's memory: stacked categories, the device's
+ * use and the capacity, with a legend naming each. */
+static void test_svg_chart(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {"run", DATA "gpt-small.ini", "--svg", NULL, NULL};
+  char *text;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  args[3] = path_in(dir, "memory.svg", p, sizeof p);
+  run(args);
+  assert_int_equal(r.status, 0);
+  text = tu_read_file(p);
+  assert_non_null(text);
+  assert_true(strncmp(text, "<svg ", 5) == 0);
+  assert_contains(text, ">activations</text>");
+  assert_contains(text, ">capacity</text>");
+  assert_contains(text, "</svg>\n");
+  free(text);
+  tu_remove_dir(dir);
+}
+
 /* --ranks all simulates every GPU; each row matches the one-rank result. */
 static void test_ranks_all_writes_a_row_per_gpu(void **state)
 {
@@ -700,6 +722,7 @@ int main(void)
       cmocka_unit_test(test_out_of_memory_exits_3_and_still_writes_csv),
       cmocka_unit_test(test_unwritable_output_is_an_error),
       cmocka_unit_test(test_trace_is_chrome_json),
+      cmocka_unit_test(test_svg_chart),
       cmocka_unit_test(test_ranks_all_writes_a_row_per_gpu),
       cmocka_unit_test(test_pipeline_report_and_csv),
       cmocka_unit_test(test_show_prints_resolved_config),
