@@ -9,67 +9,19 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define CAL_DATA VSIM_TEST_DATA "/calibrate/"
-
-/* Reads fd into buf (NUL-terminated, truncated). */
-static void drain_fd(int fd, char *buf, size_t len)
-{
-  size_t used = 0;
-  ssize_t n;
-  while (used + 1 < len && (n = read(fd, buf + used, len - 1 - used)) > 0)
-    used += (size_t)n;
-  buf[used] = '\0';
-}
 
 /* Runs VSIM_CALIBRATE_BIN with args (NULL-terminated) from the source
  * directory, as tu_run_vsim runs vsim. */
 static void run_cal(tu_run *r, const char *const *args)
 {
-  char out_path[128], err_path[128];
-  const char *argv[64];
-  int status, fd;
-  size_t n = 0;
-  pid_t pid;
-
-  tu_write_temp("", ".out", out_path, sizeof out_path);
-  tu_write_temp("", ".err", err_path, sizeof err_path);
-  argv[n++] = VSIM_CALIBRATE_BIN;
-  while (args[n - 1] && n + 1 < 64) {
-    argv[n] = args[n - 1];
-    n++;
-  }
-  argv[n] = NULL;
-  fflush(NULL);
-  pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    int o = open(out_path, O_WRONLY | O_TRUNC);
-    int e = open(err_path, O_WRONLY | O_TRUNC);
-    if (o < 0 || e < 0 || chdir(VSIM_SOURCE_DIR) != 0)
-      _exit(127);
-    dup2(o, 1);
-    dup2(e, 2);
-    execv(VSIM_CALIBRATE_BIN, (char *const *)argv);
-    _exit(127);
-  }
-  assert_true(waitpid(pid, &status, 0) == pid);
-  r->status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  assert_true((fd = open(out_path, O_RDONLY)) >= 0);
-  drain_fd(fd, r->out, sizeof r->out);
-  close(fd);
-  assert_true((fd = open(err_path, O_RDONLY)) >= 0);
-  drain_fd(fd, r->err, sizeof r->err);
-  close(fd);
-  unlink(out_path);
-  unlink(err_path);
+  tu_run_program(r, VSIM_CALIBRATE_BIN, args);
 }
 
 static void assert_contains(const char *text, const char *want)

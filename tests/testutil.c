@@ -85,6 +85,11 @@ static void drain(int fd, char *buf, size_t cap)
 
 void tu_run_vsim(tu_run *r, const char *const *args)
 {
+  tu_run_program(r, VSIM_BIN, args);
+}
+
+void tu_run_program(tu_run *r, const char *bin, const char *const *args)
+{
   char out_path[128], err_path[128];
   const char *argv[64];
   int out_fd, err_fd, status;
@@ -93,7 +98,7 @@ void tu_run_vsim(tu_run *r, const char *const *args)
 
   tu_write_temp("", ".out", out_path, sizeof out_path);
   tu_write_temp("", ".err", err_path, sizeof err_path);
-  argv[n++] = VSIM_BIN;
+  argv[n++] = bin;
   while (args[n - 1] && n + 1 < 64) {
     argv[n] = args[n - 1];
     n++;
@@ -109,7 +114,7 @@ void tu_run_vsim(tu_run *r, const char *const *args)
       _exit(127);
     dup2(o, 1);
     dup2(e, 2);
-    execv(VSIM_BIN, (char *const *)argv);
+    execv(bin, (char *const *)argv);
     _exit(127);
   }
   assert_true(waitpid(pid, &status, 0) == pid);

@@ -35,7 +35,11 @@ typedef struct tu_run {
   char err[16384];     /* stderr (truncated) */
 } tu_run;
 
-/* Runs VSIM_BIN with args (NULL-terminated) from the source directory. */
+/* Runs program bin with args (NULL-terminated) from the source directory,
+ * capturing its exit status, stdout and stderr. */
+void tu_run_program(tu_run *r, const char *bin, const char *const *args);
+
+/* tu_run_program for VSIM_BIN. */
 void tu_run_vsim(tu_run *r, const char *const *args);
 
 /* Reads a whole file into a malloc'd string (NULL if unreadable). */
