@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* State shared by the line reader and the key handler during one parse. */
 typedef struct parse_ctx {
@@ -326,12 +327,28 @@ static int apply(const vs_keytab *tab, void *target, vs_origins *orig,
  * Parsing through inih
  * ------------------------------------------------------------------------ */
 
+/* True when text holds a control character (binary content). */
+static bool has_control(const char *text)
+{
+  for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+    if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
+      return true;
+  return false;
+}
+
 static int on_key(void *user, const char *section, const char *name,
                   const char *value)
 {
   parse_ctx *ctx = user;
   if (ctx->err->code != VS_OK)
     return 0;
+  if (has_control(section) || has_control(name) || has_control(value)) {
+    vs_error_set(ctx->err, VS_EINPUT,
+                 "%s:%d: not a line of text (control characters): is this a "
+                 "%s INI file?",
+                 ctx->orig->file, ctx->line, ctx->tab->kind);
+    return 0;
+  }
   if (section[0] == '\0') {
     vs_error_set(ctx->err, VS_EINPUT,
                  "%s:%d: key '%s' appears before any [section]",
@@ -465,7 +482,11 @@ int vs_conf_load_file(const vs_keytab *tab, void *target, vs_origins *orig,
   parse_ctx ctx;
   int rc;
 
+  struct stat st;
   start(&ctx, tab, target, orig, path, err);
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    return vs_error_set(err, VS_EIO, "%s: is a directory, not a %s file", path,
+                        tab->kind);
   ctx.file = fopen(path, "r");
   if (!ctx.file)
     return vs_error_set(err, VS_EIO, "%s: cannot read %s file: %s", path,

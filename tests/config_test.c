@@ -242,6 +242,25 @@ static void test_load_file(void **state)
   unlink(path);
 }
 
+/* A directory or a binary file given as an INI file gets a message that
+ * says what it is, not a parse error full of raw bytes. */
+static void test_directory_and_binary_content(void **state)
+{
+  cfg c;
+  vs_origins o;
+  vs_error err;
+  char dir[64];
+  (void)state;
+  defaults(&c, &o);
+  vs_error_clear(&err);
+  tu_temp_dir(dir, sizeof dir);
+  assert_int_equal(vs_conf_load_file(&tab, &c, &o, dir, &err), VS_EIO);
+  assert_non_null(strstr(err.msg, "is a directory, not a test file"));
+  tu_remove_dir(dir);
+  load_bad("[a]\nn = 1\x01\x02\n", ":2: not a line of text (control characters)");
+  load_bad("\x7f\x03garbage = 1\n", ":1: not a line of text");
+}
+
 static void test_unreadable_file_is_eio(void **state)
 {
   cfg c;
@@ -581,6 +600,7 @@ int main(void)
       cmocka_unit_test(test_crlf_and_bom),
       cmocka_unit_test(test_load_file),
       cmocka_unit_test(test_unreadable_file_is_eio),
+      cmocka_unit_test(test_directory_and_binary_content),
       cmocka_unit_test(test_unknown_section),
       cmocka_unit_test(test_unknown_key),
       cmocka_unit_test(test_key_before_any_section),
