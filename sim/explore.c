@@ -244,10 +244,16 @@ typedef struct pool {
 
 static void progress(pool *p)
 {
+  char bar[41];
+  size_t filled;
   if (!p->ex->progress)
     return;
-  fprintf(stderr, "\r%s: %zu/%zu simulated (%3.0f%%)", p->ex->what, p->done,
-          p->n, 100.0 * (double)p->done / (double)(p->n ? p->n : 1));
+  filled = p->n ? p->done * (sizeof bar - 1) / p->n : sizeof bar - 1;
+  memset(bar, '#', filled);
+  memset(bar + filled, '.', sizeof bar - 1 - filled);
+  bar[sizeof bar - 1] = '\0';
+  fprintf(stderr, "\r%s [%s] %zu/%zu simulated (%3.0f%%)", p->ex->what, bar,
+          p->done, p->n, 100.0 * (double)p->done / (double)(p->n ? p->n : 1));
   if (p->done == p->n)
     fputc('\n', stderr);
   fflush(stderr);
