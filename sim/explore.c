@@ -104,7 +104,7 @@ static void invalid(vs_candidate *c, const char *why)
  * batch adjusted to match), one rank per stage. */
 static int simulate_with(vs_sim *sim, const vs_workload *wl,
                          const vs_topology *topo, uint64_t m, bool screening,
-                         vs_error *err)
+                         vs_program_pool *pool, vs_error *err)
 {
   vs_workload *copy = malloc(sizeof *copy);
   vs_sim_opts opts = {false, false, false, screening};
@@ -114,7 +114,7 @@ static int simulate_with(vs_sim *sim, const vs_workload *wl,
   *copy = *wl;
   copy->grad_accum = m;
   copy->training.global_batch = m * wl->training.micro_batch * wl->parallel.dp;
-  rc = vs_sim_run(sim, copy, topo, &opts, err);
+  rc = vs_sim_run_pooled(sim, copy, topo, &opts, pool, err);
   /* the simulation keeps pointers to its inputs; it is finished here, and
    * only its results (not the inputs) are read after this point */
   sim->wl = wl;
@@ -157,7 +157,9 @@ static void record_outcome(const vs_explore *ex, vs_candidate *c,
   (void)ex;
 }
 
-int vs_explore_one(const vs_explore *ex, vs_candidate *c)
+/* vs_explore_one with the programs of its simulations built in pool. */
+static int explore_one(const vs_explore *ex, vs_candidate *c,
+                       vs_program_pool *pool)
 {
   const char *wsets[2 * VS_EXPLORE_MAX_SETS + 64], *tsets[2 * VS_EXPLORE_MAX_SETS + 64];
   size_t nw = 0, nt = 0;
@@ -194,7 +196,7 @@ int vs_explore_one(const vs_explore *ex, vs_candidate *c)
     if (bounded) /* whole pipeline rounds, as interleaving needs */
       cap = vs_div_ceil(cap, step_mbs) * step_mbs;
     if (!bounded || m <= cap + step_mbs) {
-      if ((rc = simulate_with(&a, wl, topo, m, bounded, &err))) {
+      if ((rc = simulate_with(&a, wl, topo, m, bounded, pool, &err))) {
         invalid(c, err.msg);
         rc = rc == VS_ENOMEM ? rc : 0;
         goto done;
@@ -205,26 +207,37 @@ int vs_explore_one(const vs_explore *ex, vs_candidate *c)
       /* Past the pipeline's warm-up every further round of pp
        * micro-batches adds the same time and no memory; the step of m
        * micro-batches is extrapolated from cap and cap + pp. */
-      double step;
-      if ((rc = simulate_with(&a, wl, topo, cap, true, &err)) ||
-          (rc = simulate_with(&b, wl, topo, cap + step_mbs, true, &err))) {
-        if (a.programs)
-          vs_sim_fini(&a);
+      double step_a;
+      if ((rc = simulate_with(&a, wl, topo, cap, true, pool, &err))) {
         invalid(c, err.msg);
         rc = rc == VS_ENOMEM ? rc : 0;
         goto done;
       }
-      step = a.step_time_s + (double)(m - cap) / (double)step_mbs *
-                                 (b.step_time_s - a.step_time_s);
-      record_outcome(ex, c, &b, wl, topo, step);
+      step_a = a.step_time_s;
+      vs_sim_fini(&a); /* b reuses its programs */
+      if ((rc = simulate_with(&b, wl, topo, cap + step_mbs, true, pool, &err))) {
+        invalid(c, err.msg);
+        rc = rc == VS_ENOMEM ? rc : 0;
+        goto done;
+      }
+      record_outcome(ex, c, &b, wl, topo,
+                     step_a + (double)(m - cap) / (double)step_mbs *
+                                  (b.step_time_s - step_a));
       c->extrapolated = true;
-      vs_sim_fini(&a);
       vs_sim_fini(&b);
     }
   }
 done:
   free(topo);
   free(wl);
+  return rc;
+}
+
+int vs_explore_one(const vs_explore *ex, vs_candidate *c)
+{
+  vs_program_pool pool = {NULL, 0};
+  int rc = explore_one(ex, c, &pool);
+  vs_program_pool_fini(&pool);
   return rc;
 }
 
@@ -262,15 +275,18 @@ static void progress(pool *p)
 static void *worker(void *arg)
 {
   pool *p = arg;
+  vs_program_pool programs = {NULL, 0}; /* this thread's, reused */
   for (;;) {
     size_t i;
     int rc;
     pthread_mutex_lock(&p->lock);
     i = p->rc ? p->n : p->next++;
     pthread_mutex_unlock(&p->lock);
-    if (i >= p->n)
+    if (i >= p->n) {
+      vs_program_pool_fini(&programs);
       return NULL;
-    rc = vs_explore_one(p->ex, &p->cands[i]);
+    }
+    rc = explore_one(p->ex, &p->cands[i], &programs);
     pthread_mutex_lock(&p->lock);
     p->done++;
     if (rc && !p->rc)

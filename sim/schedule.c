@@ -806,8 +806,8 @@ static void build_step(builder *b)
   vs_program *p = b->p;
 
   p->n_sends = (size_t)(2 * b->lay->grad_accum * b->lay->n_chunks);
-  p->sends = malloc(p->n_sends * sizeof *p->sends);
-  if (!order || !p->sends) {
+  if (!order || !vs_grow((void **)&p->sends, &p->cap_sends,
+                         p->n_sends ? p->n_sends : 1, sizeof *p->sends)) {
     free(order);
     b->failed = true;
     vs_error_set(b->err, VS_ENOMEM, "out of host memory building the schedule");
@@ -861,10 +861,41 @@ int vs_schedule_build(const vs_workload *wl, const vs_topology *topo,
                       const vs_model *m, const vs_layout *lay, int stage,
                       vs_program *prog, vs_error *err)
 {
+  memset(prog, 0, sizeof *prog);
+  return vs_schedule_rebuild(wl, topo, m, lay, stage, prog, err);
+}
+
+/* Empties prog but keeps its arrays and their capacities. */
+static void clear_program(vs_program *prog)
+{
+  vs_program kept = *prog;
+  memset(prog, 0, sizeof *prog);
+  prog->ops = kept.ops;
+  prog->cap_ops = kept.cap_ops;
+  prog->deps = kept.deps;
+  prog->cap_deps = kept.cap_deps;
+  prog->dep_stages = kept.dep_stages;
+  prog->cap_dep_stages = kept.cap_dep_stages;
+  prog->effects = kept.effects;
+  prog->cap_effects = kept.cap_effects;
+  prog->buffers = kept.buffers;
+  prog->cap_buffers = kept.cap_buffers;
+  prog->sends = kept.sends;
+  prog->cap_sends = kept.cap_sends;
+  for (int s = 0; s < VS_STREAM_N; s++) {
+    prog->stream_ops[s] = kept.stream_ops[s];
+    prog->cap_stream_ops[s] = kept.cap_stream_ops[s];
+  }
+}
+
+int vs_schedule_rebuild(const vs_workload *wl, const vs_topology *topo,
+                        const vs_model *m, const vs_layout *lay, int stage,
+                        vs_program *prog, vs_error *err)
+{
   builder b;
   size_t n_inst = (size_t)m->layers + 2;
 
-  memset(prog, 0, sizeof *prog);
+  clear_program(prog);
   prog->stage = stage;
   memset(&b, 0, sizeof b);
   b.wl = wl;

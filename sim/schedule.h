@@ -84,7 +84,7 @@ typedef struct vs_program {
   double compute_seconds;          /* sum of compute-stream op times */
   uint32_t *sends;                 /* [key] this stage's pipeline send op
                                       (see vs_schedule_link), NONE if none */
-  size_t n_sends;
+  size_t n_sends, cap_sends;
 } vs_program;
 
 /* Builds the program of `stage` into prog (which it initialises). On error
@@ -98,6 +98,13 @@ int vs_schedule_build(const vs_workload *wl, const vs_topology *topo,
  * matching send of the producing stage, which is marked `notify`.
  * VS_EINPUT if a send is missing (a schedule bug). */
 int vs_schedule_link(vs_program *progs, size_t n_progs, vs_error *err);
+
+/* vs_schedule_build into a program built before (or zeroed), reusing its
+ * arrays: sweeps and plans build thousands of programs, and fresh memory
+ * costs more to touch than the building itself. */
+int vs_schedule_rebuild(const vs_workload *wl, const vs_topology *topo,
+                        const vs_model *m, const vs_layout *lay, int stage,
+                        vs_program *prog, vs_error *err);
 
 void vs_program_fini(vs_program *prog);
 

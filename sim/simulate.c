@@ -148,6 +148,43 @@ static void summarise(vs_sim *sim)
 int vs_sim_run(vs_sim *sim, const vs_workload *wl, const vs_topology *topo,
                const vs_sim_opts *opts, vs_error *err)
 {
+  return vs_sim_run_pooled(sim, wl, topo, opts, NULL, err);
+}
+
+void vs_program_pool_fini(vs_program_pool *pool)
+{
+  for (size_t s = 0; s < pool->n; s++)
+    vs_program_fini(&pool->programs[s]);
+  free(pool->programs);
+  pool->programs = NULL;
+  pool->n = 0;
+}
+
+/* Points sim->programs at n programs: pool's (grown, old ones kept for
+ * their arrays) or fresh ones. */
+static int take_programs(vs_sim *sim, size_t n, vs_program_pool *pool,
+                         vs_error *err)
+{
+  if (pool && pool->n < n) {
+    vs_program *more = realloc(pool->programs, n * sizeof *more);
+    if (!more)
+      return vs_error_set(err, VS_ENOMEM, "out of host memory for programs");
+    memset(more + pool->n, 0, (n - pool->n) * sizeof *more);
+    pool->programs = more;
+    pool->n = n;
+  }
+  sim->programs = pool ? pool->programs : calloc(n, sizeof *sim->programs);
+  if (!sim->programs)
+    return vs_error_set(err, VS_ENOMEM, "out of host memory for programs");
+  sim->pool = pool;
+  sim->n_programs = n;
+  return 0;
+}
+
+int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
+                      const vs_topology *topo, const vs_sim_opts *opts,
+                      vs_program_pool *pool, vs_error *err)
+{
   vs_engine_opts eo = {opts->record, opts->record, opts->check_invariants, 0,
                        opts->stop_at_oom};
   int rc;
@@ -158,13 +195,11 @@ int vs_sim_run(vs_sim *sim, const vs_workload *wl, const vs_topology *topo,
   if ((rc = vs_model_build(wl, &sim->model, err)) ||
       (rc = vs_layout_build(wl, topo, &sim->model, &sim->layout, err)))
     return rc;
-  sim->programs = calloc((size_t)sim->layout.pp, sizeof *sim->programs);
-  if (!sim->programs)
-    return vs_error_set(err, VS_ENOMEM, "out of host memory for programs");
-  sim->n_programs = (size_t)sim->layout.pp;
+  if ((rc = take_programs(sim, (size_t)sim->layout.pp, pool, err)))
+    return rc;
   for (size_t s = 0; s < sim->n_programs; s++) {
-    if ((rc = vs_schedule_build(wl, topo, &sim->model, &sim->layout, (int)s,
-                                &sim->programs[s], err))) {
+    if ((rc = vs_schedule_rebuild(wl, topo, &sim->model, &sim->layout, (int)s,
+                                  &sim->programs[s], err))) {
       vs_sim_fini(sim);
       return rc;
     }
@@ -189,9 +224,12 @@ void vs_sim_fini(vs_sim *sim)
   for (size_t i = 0; i < sim->n_ranks; i++)
     vs_rank_fini(&sim->ranks[i]);
   free(sim->ranks);
-  for (size_t s = 0; s < sim->n_programs; s++)
-    vs_program_fini(&sim->programs[s]);
-  free(sim->programs);
+  if (!sim->pool) {
+    for (size_t s = 0; s < sim->n_programs; s++)
+      vs_program_fini(&sim->programs[s]);
+    free(sim->programs);
+  }
+  sim->pool = NULL;
   sim->ranks = NULL;
   sim->programs = NULL;
   sim->n_ranks = 0;

@@ -46,12 +46,28 @@ typedef struct vs_sim {
   double model_flops;     /* model FLOPs per step, all GPUs */
   double mfu;             /* model_flops / (step * gpus * peak) */
   bool fits;              /* every simulated rank fits */
+  struct vs_program_pool *pool; /* programs borrowed from here (not owned) */
 } vs_sim;
+
+/* Programs kept between simulations by one thread (see
+ * vs_schedule_rebuild); owned by the caller, freed by vs_program_pool_fini. */
+typedef struct vs_program_pool {
+  vs_program *programs;
+  size_t n;
+} vs_program_pool;
+
+void vs_program_pool_fini(vs_program_pool *pool);
 
 /* Runs the whole simulation. wl and topo must outlive sim. On error sim is
  * left finalised (nothing to free). */
 int vs_sim_run(vs_sim *sim, const vs_workload *wl, const vs_topology *topo,
                const vs_sim_opts *opts, vs_error *err);
+
+/* vs_sim_run building its programs into pool's (grown as needed) instead
+ * of fresh ones; pool must outlive sim and serve one simulation at a time. */
+int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
+                      const vs_topology *topo, const vs_sim_opts *opts,
+                      vs_program_pool *pool, vs_error *err);
 
 void vs_sim_fini(vs_sim *sim);
 
