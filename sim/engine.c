@@ -217,13 +217,10 @@ static int finish(run_ctx *c, const vs_event *ev)
   if ((rc = apply_effects(c, r, ev->op, true, ev->t_ns)) ||
       (rc = start_ready(c, ev->rank, ev->t_ns, op->phase)))
     return rc;
-  if (op->notify) { /* wake this slot's ranks on the other stages */
-    size_t n_stages = c->n_ranks / c->per_stage;
-    for (size_t st = 0; st < n_stages && !rc; st++)
-      if ((int)st != r->stage)
-        rc = start_ready(c, (uint32_t)(st * c->per_stage + r->slot), ev->t_ns,
-                         VS_PHASE_P2P);
-  }
+  if (op->notify) /* wake this slot's rank on the receiving stage */
+    rc = start_ready(c, (uint32_t)((size_t)(op->notify - 1) * c->per_stage +
+                                   r->slot),
+                     ev->t_ns, VS_PHASE_P2P);
   return rc;
 }
 

@@ -840,7 +840,7 @@ int vs_schedule_link(vs_program *progs, size_t n_progs, vs_error *err)
                             "%d never makes (key %u)",
                             s, st, key);
       p->deps[i] = op;
-      progs[st].ops[op].notify = 1;
+      progs[st].ops[op].notify = (uint16_t)(s + 1); /* one consumer per send */
     }
   }
   return 0;

@@ -62,7 +62,7 @@ typedef struct vs_pop {
   uint32_t first_dep, n_deps;       /* deps[first_dep ...] */
   uint32_t first_effect, n_effects; /* effects[first_effect ...] */
   uint32_t pos;       /* index of this op in stream_ops[stream] */
-  uint8_t notify;     /* ops of other stages depend on it */
+  uint16_t notify;    /* 1 + the stage whose op depends on it; 0: none */
 } vs_pop;
 
 typedef struct vs_program {
@@ -95,7 +95,8 @@ int vs_schedule_build(const vs_workload *wl, const vs_topology *topo,
 
 /* Resolves the cross-stage dependencies of a pipeline's programs (one per
  * stage, in stage order) once all are built: each receive waits for the
- * matching send of the producing stage, which is marked `notify`.
+ * matching send of the producing stage, which records the receiving stage
+ * in `notify`.
  * VS_EINPUT if a send is missing (a schedule bug). */
 int vs_schedule_link(vs_program *progs, size_t n_progs, vs_error *err);
 
