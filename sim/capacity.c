@@ -127,18 +127,9 @@ int vs_vary_parse(const char *text, vs_vary *out, vs_error *err)
 static int resolve_base(const vs_capacity_opts *o, vs_workload *wl,
                         vs_topology *topo, FILE *errs)
 {
-  const char *wsets[128], *tsets[128];
-  size_t nw = 0, nt = 0;
   vs_error err;
   vs_error_clear(&err);
-  for (size_t i = 0; i < o->ex.n_sets && i < 128; i++) {
-    if (strncmp(o->ex.sets[i], "topology.", 9) == 0)
-      tsets[nt++] = o->ex.sets[i] + 9;
-    else
-      wsets[nw++] = o->ex.sets[i];
-  }
-  if (vs_topology_load(topo, o->ex.topology, tsets, nt, &err) ||
-      vs_workload_load(wl, o->ex.workload, wsets, nw, o->gpus, &err)) {
+  if (vs_explore_load(&o->ex, NULL, 0, o->gpus, topo, wl, &err)) {
     fprintf(errs, "vsim: %s\n", err.msg);
     return err.code == VS_EUSAGE ? VS_EXIT_USAGE : VS_EXIT_ERROR;
   }
@@ -318,6 +309,15 @@ static void summary_or_empty(vs_csv *c, const vs_candidate *cand)
     vs_summary_csv_row(c, &cand->worst);
 }
 
+/* The values of combination i: the last --vary key varies fastest. */
+static void combo_values(const vs_capacity_opts *o, size_t i, const char **vals)
+{
+  for (size_t k = o->n_vary; k-- > 0;) {
+    vals[k] = o->vary[k].values[i % o->vary[k].n];
+    i /= o->vary[k].n;
+  }
+}
+
 int vs_capacity_sweep(const vs_capacity_opts *o, FILE *out, FILE *errs)
 {
   size_t n = 1, fits = 0, ooms = 0;
@@ -344,16 +344,15 @@ int vs_capacity_sweep(const vs_capacity_opts *o, FILE *out, FILE *errs)
     return VS_EXIT_ERROR;
   }
   for (size_t i = 0; i < n; i++) {
-    size_t rest = i;
+    const char *vals[VS_VARY_MAX];
+    combo_values(o, i, vals);
     cands[i].gpus = o->gpus;
-    for (size_t k = o->n_vary; k-- > 0;) { /* last key varies fastest */
-      const vs_vary *v = &o->vary[k];
-      const char *value = v->values[rest % v->n];
-      rest /= v->n;
-      if (strcmp(v->key, "gpus") == 0)
-        cands[i].gpus = strtoull(value, NULL, 10);
-      else if (vs_candidate_set(&cands[i], "%s=%s", v->key, value)) {
-        fprintf(errs, "vsim: --vary %s=%s: value too long\n", v->key, value);
+    for (size_t k = 0; k < o->n_vary; k++) {
+      const char *key = o->vary[k].key;
+      if (strcmp(key, "gpus") == 0)
+        cands[i].gpus = strtoull(vals[k], NULL, 10);
+      else if (vs_candidate_set(&cands[i], "%s=%s", key, vals[k])) {
+        fprintf(errs, "vsim: --vary %s=%s: value too long\n", key, vals[k]);
         free(cands);
         return VS_EXIT_USAGE;
       }
@@ -369,13 +368,9 @@ int vs_capacity_sweep(const vs_capacity_opts *o, FILE *out, FILE *errs)
     fprintf(out, "%-22s ", o->vary[k].key);
   fprintf(out, "%-8s %10s %10s %12s\n", "status", "peak", "step", "tokens/s");
   for (size_t i = 0; i < n; i++) {
-    size_t rest = i;
     char peak[16], step[16];
     const char *vals[VS_VARY_MAX];
-    for (size_t k = o->n_vary; k-- > 0;) {
-      vals[k] = o->vary[k].values[rest % o->vary[k].n];
-      rest /= o->vary[k].n;
-    }
+    combo_values(o, i, vals);
     for (size_t k = 0; k < o->n_vary; k++)
       fprintf(out, "%-22s ", vals[k]);
     fits += cands[i].status == VS_EVAL_FITS;
@@ -403,12 +398,8 @@ int vs_capacity_sweep(const vs_capacity_opts *o, FILE *out, FILE *errs)
     tail_columns_header(&c);
     vs_csv_row(&c);
     for (size_t i = 0; i < n; i++) {
-      size_t rest = i;
       const char *vals[VS_VARY_MAX];
-      for (size_t k = o->n_vary; k-- > 0;) {
-        vals[k] = o->vary[k].values[rest % o->vary[k].n];
-        rest /= o->vary[k].n;
-      }
+      combo_values(o, i, vals);
       for (size_t k = 0; k < o->n_vary; k++)
         vs_csv_text(&c, vals[k]);
       summary_or_empty(&c, &cands[i]);

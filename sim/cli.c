@@ -19,14 +19,11 @@ typedef struct cli_args {
   const char *workload;         /* WORKLOAD.ini */
   const char *topology;         /* --topology, NULL = built-in */
   uint64_t gpus;                /* --gpus, 0 = from the workload */
-  const char *sets[MAX_SETS];   /* --set for the workload */
-  size_t n_sets;
-  const char *topo_sets[MAX_SETS]; /* --set topology.* (prefix stripped) */
-  size_t n_topo_sets;
   const char *csv_dir;          /* --csv */
   const char *trace;            /* --trace */
   const char *svg;              /* --svg */
-  const char *all_sets[2 * MAX_SETS]; /* every --set as given */
+  const char *all_sets[2 * MAX_SETS]; /* every --set as given (topology.*
+                                         ones go to the topology) */
   size_t n_all_sets;
   const char *varies[VS_VARY_MAX]; /* --vary (sweep) */
   size_t n_varies;
@@ -202,16 +199,9 @@ static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
     } else if (is_option(arg, "--set")) {
       if (!(v = option_value(argc, argv, &i, "--set")))
         return usage(errs, "%s needs SECTION.KEY=VALUE", "--set");
+      if (a->n_all_sets == 2 * MAX_SETS)
+        return usage(errs, "too many %s options", "--set");
       a->all_sets[a->n_all_sets++] = v;
-      if (strncmp(v, "topology.", 9) == 0) {
-        if (a->n_topo_sets == MAX_SETS)
-          return usage(errs, "too many %s options", "--set");
-        a->topo_sets[a->n_topo_sets++] = v + 9;
-      } else {
-        if (a->n_sets == MAX_SETS)
-          return usage(errs, "too many %s options", "--set");
-        a->sets[a->n_sets++] = v;
-      }
     } else if (is_option(arg, "--csv")) {
       if (!(a->csv_dir = option_value(argc, argv, &i, "--csv")))
         return usage(errs, "%s needs a directory", "--csv");
@@ -269,10 +259,14 @@ static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
 static int load_inputs(const cli_args *a, vs_topology *topo, vs_workload *wl,
                        FILE *errs)
 {
+  vs_explore ex = {0};
   vs_error err;
   vs_error_clear(&err);
-  if (vs_topology_load(topo, a->topology, a->topo_sets, a->n_topo_sets, &err) ||
-      vs_workload_load(wl, a->workload, a->sets, a->n_sets, a->gpus, &err)) {
+  ex.workload = a->workload;
+  ex.topology = a->topology;
+  ex.sets = a->all_sets;
+  ex.n_sets = a->n_all_sets;
+  if (vs_explore_load(&ex, NULL, 0, a->gpus, topo, wl, &err)) {
     fprintf(errs, "vsim: %s\n", err.msg);
     return err.code == VS_EUSAGE ? VS_EXIT_USAGE : VS_EXIT_ERROR;
   }

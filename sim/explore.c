@@ -100,6 +100,35 @@ static void invalid(vs_candidate *c, const char *why)
   snprintf(c->reason, sizeof c->reason, "%s", why);
 }
 
+int vs_explore_load(const vs_explore *ex, const char (*extra)[VS_EXPLORE_SET_MAX],
+                    size_t n_extra, uint64_t gpus, vs_topology *topo,
+                    vs_workload *wl, vs_error *err)
+{
+  size_t n = ex->n_sets + n_extra, nw = 0, nt = 0;
+  const char **wsets = malloc((n ? n : 1) * sizeof *wsets);
+  const char **tsets = malloc((n ? n : 1) * sizeof *tsets);
+  int rc;
+
+  if (!wsets || !tsets) {
+    free(wsets);
+    free(tsets);
+    return vs_error_set(err, VS_ENOMEM, "out of host memory");
+  }
+  for (size_t i = 0; i < n; i++) {
+    const char *s = i < ex->n_sets ? ex->sets[i] : extra[i - ex->n_sets];
+    if (strncmp(s, "topology.", 9) == 0)
+      tsets[nt++] = s + 9;
+    else
+      wsets[nw++] = s;
+  }
+  rc = vs_topology_load(topo, ex->topology, tsets, nt, err);
+  if (rc == 0)
+    rc = vs_workload_load(wl, ex->workload, wsets, nw, gpus, err);
+  free(wsets);
+  free(tsets);
+  return rc;
+}
+
 /* Simulates wl with its micro-batches per step replaced by m (global
  * batch adjusted to match), one rank per stage. */
 static int simulate_with(vs_sim *sim, const vs_workload *wl,
@@ -122,8 +151,7 @@ static int simulate_with(vs_sim *sim, const vs_workload *wl,
   return rc;
 }
 
-static void record_outcome(const vs_explore *ex, vs_candidate *c,
-                           const vs_sim *sim, const vs_workload *wl,
+static void record_outcome(vs_candidate *c, const vs_sim *sim, const vs_workload *wl,
                            const vs_topology *topo, double step)
 {
   const vs_rank *worst = vs_sim_worst_rank(sim);
@@ -154,15 +182,12 @@ static void record_outcome(const vs_explore *ex, vs_candidate *c,
              vs_category_name(r->mem.oom.category));
     break;
   }
-  (void)ex;
 }
 
 /* vs_explore_one with the programs of its simulations built in pool. */
 static int explore_one(const vs_explore *ex, vs_candidate *c,
                        vs_program_pool *pool)
 {
-  const char *wsets[2 * VS_EXPLORE_MAX_SETS + 64], *tsets[2 * VS_EXPLORE_MAX_SETS + 64];
-  size_t nw = 0, nt = 0;
   vs_topology *topo = malloc(sizeof *topo);
   vs_workload *wl = malloc(sizeof *wl);
   vs_sim a, b;
@@ -177,16 +202,9 @@ static int explore_one(const vs_explore *ex, vs_candidate *c,
     free(wl);
     return VS_ENOMEM;
   }
-  for (size_t i = 0; i < ex->n_sets + c->n_sets && i < 64 + VS_EXPLORE_MAX_SETS; i++) {
-    const char *s = i < ex->n_sets ? ex->sets[i] : c->sets[i - ex->n_sets];
-    if (strncmp(s, "topology.", 9) == 0)
-      tsets[nt++] = s + 9;
-    else
-      wsets[nw++] = s;
-  }
-  if (vs_topology_load(topo, ex->topology, tsets, nt, &err) ||
-      vs_workload_load(wl, ex->workload, wsets, nw, c->gpus, &err)) {
+  if ((rc = vs_explore_load(ex, c->sets, c->n_sets, c->gpus, topo, wl, &err))) {
     invalid(c, err.msg);
+    rc = rc == VS_ENOMEM ? rc : 0;
     goto done;
   }
   {
@@ -201,7 +219,7 @@ static int explore_one(const vs_explore *ex, vs_candidate *c,
         rc = rc == VS_ENOMEM ? rc : 0;
         goto done;
       }
-      record_outcome(ex, c, &a, wl, topo, a.step_time_s);
+      record_outcome(c, &a, wl, topo, a.step_time_s);
       vs_sim_fini(&a);
     } else {
       /* Past the pipeline's warm-up every further round of pp
@@ -220,7 +238,7 @@ static int explore_one(const vs_explore *ex, vs_candidate *c,
         rc = rc == VS_ENOMEM ? rc : 0;
         goto done;
       }
-      record_outcome(ex, c, &b, wl, topo,
+      record_outcome(c, &b, wl, topo,
                      step_a + (double)(m - cap) / (double)step_mbs *
                                   (b.step_time_s - step_a));
       c->extrapolated = true;

@@ -86,6 +86,13 @@ void vs_summary_csv_empty(vs_csv *csv);
 int vs_candidate_set(vs_candidate *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Loads ex's topology and workload with ex's base overrides, then the
+ * n_extra of `extra`, each "topology.sec.key=value" going to the topology
+ * and the rest to the workload; gpus as vs_workload_load. */
+int vs_explore_load(const vs_explore *ex, const char (*extra)[VS_EXPLORE_SET_MAX],
+                    size_t n_extra, uint64_t gpus, vs_topology *topo,
+                    vs_workload *wl, vs_error *err);
+
 /* Evaluates one candidate (fills its outcome). A bad combination is an
  * outcome (VS_EVAL_INVALID), not an error; only host failures return an
  * error code. */
