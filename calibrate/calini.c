@@ -10,11 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-double vs_cal_bytes_factor(int kind)
-{
-  return kind == VS_CAL_D2D_COPY_ENGINE || kind == VS_CAL_D2D_KERNEL ? 2.0 : 1.0;
-}
-
 void vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit)
 {
   const vs_fit_segment *last = vs_fit_last(fit);
@@ -35,6 +30,17 @@ void vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit)
   c->breakpoints.n = fit->n_breaks;
   for (size_t j = 0; j < fit->n_breaks; j++)
     c->breakpoints.values[j] = (uint64_t)llround(fit->breaks[j]);
+  /* Pieces are written only when there are several (vsim reads a single
+   * piece from bandwidth and latency). Negative intercepts become 0, as
+   * for the last piece. */
+  for (size_t j = 0; fit->n_breaks > 0 && j <= fit->n_breaks; j++) {
+    const vs_fit_segment *g = &fit->segs[j];
+    c->piece_bandwidths.values[j] =
+        g->seconds_per_byte > 0 ? vs_cal_bytes_factor(kind) / g->seconds_per_byte
+                                : 0.0;
+    c->piece_latencies.values[j] = g->latency > 0 ? g->latency : 0.0;
+  }
+  c->piece_bandwidths.n = c->piece_latencies.n = fit->n_breaks ? fit->n_breaks + 1 : 0;
 }
 
 void vs_cal_out_comment(vs_cal_out *out, const char *fmt, ...)
@@ -93,6 +99,17 @@ static void put_value(FILE *f, const vs_key *k, const void *target)
       fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)l->values[i]);
     break;
   }
+  case VS_KEY_RATES:
+  case VS_KEY_LATENCIES: {
+    const vs_real_list *l = (const vs_real_list *)(const void *)slot;
+    for (size_t i = 0; i < l->n; i++) {
+      if (k->type == VS_KEY_RATES)
+        fprintf(f, "%s%.17gGB/s", i ? "," : "", l->values[i] / 1e9);
+      else
+        fprintf(f, "%s%.17gus", i ? "," : "", l->values[i] * 1e6);
+    }
+    break;
+  }
   }
 }
 
@@ -134,12 +151,13 @@ static void describe_kind(FILE *f, int kind, const vs_fit *fit)
     fputs("; bandwidth counts read + write (2 x bytes copied), as STREAM copy "
           "and hbm_bandwidth do\n", f);
   if (fit->n_breaks)
-    fputs("; bandwidth and latency below are the last piece's\n", f);
+    fputs("; bandwidth and latency below are the last piece's; vsim times "
+          "each size with its own piece\n", f);
   if (vs_fit_last(fit)->latency < 0)
     fprintf(f, "; the last piece's intercept %.4g us is negative: latency "
             "written as 0\n", vs_fit_last(fit)->latency * 1e6);
-  fprintf(f, "; valid for %s sizes only: vsim does not know the curve outside "
-          "them\n", vs_cal_kind_name(kind));
+  fputs("; measured sizes only: outside them vsim extends the nearest piece "
+        "and says so\n", f);
 }
 
 static void put_comments(FILE *f, const char *text)
@@ -184,7 +202,8 @@ int vs_cal_out_write(const vs_cal_out *out, const char *path, vs_error *err)
         "h2d_pinned for PCIe\n", f);
   for (int kind = 0; kind < VS_CAL_N_KINDS; kind++) {
     static const char *const suffix[] = {"_bandwidth", "_latency", "_r2",
-        "_max_rel_error", "_points", "_min_bytes", "_max_bytes", "_breakpoints"};
+        "_max_rel_error", "_points", "_min_bytes", "_max_bytes", "_breakpoints",
+        "_piece_bandwidths", "_piece_latencies"};
     if (!out->fitted[kind])
       continue;
     describe_kind(f, kind, &out->fits[kind]);
@@ -193,7 +212,7 @@ int vs_cal_out_write(const vs_cal_out *out, const char *path, vs_error *err)
       int i;
       snprintf(name, sizeof name, "%s%s", vs_cal_kind_name(kind), suffix[s]);
       i = vs_conf_find(tab, "calibration", name);
-      if (i < 0 || (s == 7 && out->topo.cal[kind].breakpoints.n == 0))
+      if (i < 0 || (s >= 7 && out->topo.cal[kind].breakpoints.n == 0))
         continue;
       fprintf(f, "%s = ", name);
       put_value(f, &tab->keys[i], &out->topo);

@@ -22,14 +22,10 @@ typedef struct vs_cal_out {
   char comments[4096];               /* header comment lines, '\n'-separated */
 } vs_cal_out;
 
-/* Bytes the byte column stands for in a kind's bandwidth: 2 for the
- * device-to-device copies (a copy of N bytes reads N and writes N, the
- * STREAM "copy" convention that hbm_bandwidth follows), 1 otherwise. */
-double vs_cal_bytes_factor(int kind);
-
 /* Records kind's fit in out->fits and out->topo.cal[kind]: bandwidth and
  * latency of the last piece (latency clamped at 0, bandwidth 0 when the
- * time does not grow with size), quality, range and breakpoints. */
+ * time does not grow with size), quality, range, breakpoints and, when
+ * piecewise, every piece's bandwidth and latency. */
 void vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit);
 
 /* Appends one comment line (without the leading "; "). */

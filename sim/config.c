@@ -148,36 +148,57 @@ static const char *bounds_problem(const vs_key *k, double v, char *buf,
   return NULL;
 }
 
-static int parse_list(const char *text, vs_count_list *out, const char **why)
+/* Splits text at commas and parses each item with parse_item into
+ * values[0..max) (elem bytes apart); *n gets the count. */
+typedef int (*item_parser)(const char *text, void *out, const char **why);
+
+static int parse_items(const char *text, item_parser parse_item, void *values,
+                       size_t elem, size_t max, size_t *n_out,
+                       const char **why)
 {
   char item[64];
-  vs_count_list list = {.n = 0};
+  size_t n = 0;
   const char *p = text;
 
   while (*p) {
     const char *comma = strchr(p, ',');
-    size_t n = comma ? (size_t)(comma - p) : strlen(p);
-    if (n >= sizeof item) {
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    if (len >= sizeof item) {
       *why = "list item too long";
       return VS_EINPUT;
     }
-    if (list.n == VS_LIST_MAX) {
+    if (n == max) {
       *why = "too many list items";
       return VS_EINPUT;
     }
-    memcpy(item, p, n);
-    item[n] = '\0';
-    if (vs_parse_count(item, &list.values[list.n], why))
+    memcpy(item, p, len);
+    item[len] = '\0';
+    if (parse_item(item, (char *)values + n * elem, why))
       return VS_EINPUT;
-    list.n++;
-    p = comma ? comma + 1 : p + n;
+    n++;
+    p = comma ? comma + 1 : p + len;
   }
-  if (list.n == 0) {
+  if (n == 0) {
     *why = "empty list";
     return VS_EINPUT;
   }
-  *out = list;
+  *n_out = n;
   return 0;
+}
+
+static int count_item(const char *t, void *out, const char **why)
+{
+  return vs_parse_count(t, out, why);
+}
+
+static int rate_item(const char *t, void *out, const char **why)
+{
+  return vs_parse_rate(t, out, why);
+}
+
+static int latency_item(const char *t, void *out, const char **why)
+{
+  return vs_parse_latency(t, out, why);
 }
 
 /* Parses text per the key's type into a scratch union, checks bounds, and
@@ -243,12 +264,24 @@ static int store_value(const vs_key *k, void *target, const char *text,
     return 0;
   case VS_KEY_LIST: {
     vs_count_list list;
-    if ((rc = parse_list(text, &list, &why)) == 0) {
-      for (size_t i = 0; i < list.n && !bad; i++)
-        bad = bounds_problem(k, (double)list.values[i], reason, sizeof reason);
-      if (!bad)
-        *(vs_count_list *)slot = list;
-    }
+    rc = parse_items(text, count_item, list.values, sizeof list.values[0],
+                     VS_LIST_MAX, &list.n, &why);
+    for (size_t i = 0; rc == 0 && i < list.n && !bad; i++)
+      bad = bounds_problem(k, (double)list.values[i], reason, sizeof reason);
+    if (rc == 0 && !bad)
+      *(vs_count_list *)slot = list;
+    break;
+  }
+  case VS_KEY_RATES:
+  case VS_KEY_LATENCIES: {
+    vs_real_list list;
+    rc = parse_items(text, k->type == VS_KEY_RATES ? rate_item : latency_item,
+                     list.values, sizeof list.values[0], VS_REAL_LIST_MAX,
+                     &list.n, &why);
+    for (size_t i = 0; rc == 0 && i < list.n && !bad; i++)
+      bad = bounds_problem(k, list.values[i], reason, sizeof reason);
+    if (rc == 0 && !bad)
+      *(vs_real_list *)slot = list;
     break;
   }
   }

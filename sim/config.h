@@ -25,17 +25,25 @@ typedef enum vs_key_type {
   VS_KEY_BOOL,    /* bool */
   VS_KEY_ENUM,    /* int index into choices */
   VS_KEY_NAME,    /* char[VS_NAME_MAX] without blanks */
-  VS_KEY_LIST     /* vs_count_list: comma-separated counts */
+  VS_KEY_LIST,    /* vs_count_list: comma-separated counts */
+  VS_KEY_RATES,   /* vs_real_list: comma-separated rates, as VS_KEY_RATE */
+  VS_KEY_LATENCIES /* vs_real_list: comma-separated latencies */
 } vs_key_type;
 
 #define VS_NAME_MAX 64
 #define VS_LIST_MAX 256
-#define VS_CONF_MAX_KEYS 128
+#define VS_REAL_LIST_MAX 8
+#define VS_CONF_MAX_KEYS 160
 
 typedef struct vs_count_list {
   uint64_t values[VS_LIST_MAX]; /* the counts in order */
   size_t n;                     /* how many */
 } vs_count_list;
+
+typedef struct vs_real_list {
+  double values[VS_REAL_LIST_MAX]; /* base units (bytes/s, seconds) */
+  size_t n;                        /* how many */
+} vs_real_list;
 
 typedef struct vs_key {
   const char *section;         /* "model" */

@@ -178,13 +178,15 @@ uint64_t vs_layout_model_states(const vs_layout *lay)
 }
 
 double vs_layout_group_seconds(const vs_topology *topo, int kind,
-                               uint64_t bytes, uint64_t n, uint64_t stride)
+                               uint64_t bytes, uint64_t n, uint64_t stride,
+                               vs_cal_seen *seen)
 {
   vs_link nvlink = vs_collective_link(topo, 1);
   vs_link nic = vs_collective_link(topo, topo->gpus_per_node + 1);
   uint64_t per_node, nodes;
   double t;
 
+  nvlink.seen = nic.seen = seen;
   if (n <= 1 || kind == VS_COLL_NONE)
     return 0.0;
   if (n * stride <= topo->gpus_per_node)

@@ -164,6 +164,17 @@ void vs_report_memory_summary(FILE *out, const vs_sim *sim)
   }
 }
 
+/* Says when the step time used a calibrated curve outside the sizes it was
+ * measured at (never silently extrapolated). */
+static void calibration_notes(FILE *out, const vs_sim *sim)
+{
+  vs_cal_seen seen;
+  memset(&seen, 0, sizeof seen);
+  for (size_t i = 0; i < sim->n_programs; i++)
+    vs_cal_seen_merge(&seen, &sim->programs[i].cal_seen);
+  vs_cal_warn_range(out, "note: ", sim->topo, &seen);
+}
+
 void vs_report_summary(FILE *out, const vs_sim *sim)
 {
   const vs_rank *worst = vs_sim_worst_rank(sim);
@@ -214,6 +225,7 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
             sim->topo->usd_per_gpu_hour * (double)sim->layout.gpus / 3600.0 /
                 sim->tokens_per_s * 1e6);
   fprintf(out, "\n");
+  calibration_notes(out, sim);
 
   vs_format_bytes(worst->mem.peak_used_bytes, used, sizeof used);
   vs_format_bytes(worst->mem.capacity_bytes, cap, sizeof cap);
@@ -265,6 +277,8 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
       fprintf(out, "%s", p);
       break;
     case VS_KEY_LIST:
+    case VS_KEY_RATES:
+    case VS_KEY_LATENCIES:
       break;
     }
     fprintf(out, "%s\n", wl->origins.keys[i].set ? "" : "    ; default");
@@ -319,7 +333,8 @@ static void key_table(FILE *out, const vs_keytab *tab)
 {
   static const char *const types[] = {"count", "size", "real", "rate",
                                       "latency", "bool", "enum", "name",
-                                      "list"};
+                                      "list", "list of rates",
+                                      "list of latencies"};
   fprintf(out, "| key | type | default |\n|---|---|---|\n");
   for (size_t i = 0; i < tab->n_keys; i++) {
     const vs_key *k = &tab->keys[i];

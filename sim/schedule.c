@@ -69,11 +69,15 @@ static bool grow(builder *b, void **arr, size_t *cap, size_t need, size_t elem)
 }
 
 double vs_roofline_seconds(const vs_topology *topo, int precision, bool matmul,
-                           double flops, double bytes)
+                           double flops, double bytes, vs_cal_seen *seen)
 {
   double peak = topo->peak_tflops_fp32;
-  double t_mem = bytes / (topo->hbm_bandwidth * topo->memory_efficiency);
-  double t_flop;
+  double t_mem, t_flop;
+  if (topo->hbm_curve && bytes > 0)
+    t_mem = vs_cal_seconds(&topo->cal[VS_CAL_D2D_KERNEL], VS_CAL_D2D_KERNEL,
+                           bytes, seen);
+  else
+    t_mem = bytes / (topo->hbm_bandwidth * topo->memory_efficiency);
   if (matmul) {
     switch (precision) {
     case VS_PREC_BF16:
@@ -255,7 +259,8 @@ static int precision(const builder *b) { return b->wl->training.precision; }
 static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
                            int mb, double flops, double bytes, bool matmul)
 {
-  double t = vs_roofline_seconds(b->topo, precision(b), matmul, flops, bytes);
+  double t = vs_roofline_seconds(b->topo, precision(b), matmul, flops, bytes,
+                                 &b->p->cal_seen);
   uint32_t op = new_op(b, VS_STREAM_COMPUTE, phase, name, layer, mb, t, flops,
                        bytes);
   if (b->wait_gather) {
@@ -272,6 +277,12 @@ static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
   return op;
 }
 
+static double tp_comm_seconds(const builder *b, const vs_tp_comm *c)
+{
+  return vs_layout_group_seconds(b->topo, c->kind, c->bytes, b->lay->tp,
+                                 b->lay->tp_stride, &b->p->cal_seen);
+}
+
 /* A tensor-parallel collective, issued on the compute stream. */
 static void tp_comm(builder *b, const vs_tp_comm *c, int layer, int mb)
 {
@@ -280,23 +291,17 @@ static void tp_comm(builder *b, const vs_tp_comm *c, int layer, int mb)
   if (c->kind == VS_COLL_NONE)
     return;
   snprintf(name, sizeof name, "tp_%s", vs_coll_name(c->kind));
-  t = vs_layout_group_seconds(b->topo, c->kind, c->bytes, b->lay->tp,
-                              b->lay->tp_stride);
+  t = tp_comm_seconds(b, c);
   new_op(b, VS_STREAM_COMPUTE, VS_PHASE_TP_COMM, name, layer, mb, t, 0.0,
          (double)c->bytes);
 }
 
-static double tp_comm_seconds(const builder *b, const vs_tp_comm *c)
-{
-  return vs_layout_group_seconds(b->topo, c->kind, c->bytes, b->lay->tp,
-                                 b->lay->tp_stride);
-}
 
 /* A collective over this GPU's data-parallel group. */
 static double dp_seconds(const builder *b, int kind, uint64_t bytes)
 {
   return vs_layout_group_seconds(b->topo, kind, bytes, b->lay->dp,
-                                 b->lay->dp_stride);
+                                 b->lay->dp_stride, &b->p->cal_seen);
 }
 
 /* ------------------------------------------------------------------------
@@ -415,7 +420,8 @@ static void recompute_layer(builder *b, size_t inst, int mb)
     flops += o->fwd_flops;
     bytes += o->fwd_bytes;
     seconds += vs_roofline_seconds(b->topo, precision(b), o->matmul,
-                                   o->fwd_flops, o->fwd_bytes) +
+                                   o->fwd_flops, o->fwd_bytes,
+                                   &b->p->cal_seen) +
                tp_comm_seconds(b, &o->fwd_before) +
                tp_comm_seconds(b, &o->fwd_after);
   }
@@ -573,6 +579,7 @@ static void tied_embedding_sync(builder *b)
 {
   const vs_layout *lay = b->lay;
   uint64_t bytes, other;
+  vs_link link;
   double t;
   uint32_t op;
   if (lay->pp < 2 || !b->wl->model.tied_embeddings ||
@@ -581,8 +588,9 @@ static void tied_embedding_sync(builder *b)
   bytes = b->m->vocab_padded / lay->tp * b->wl->model.hidden *
           lay->grad_elem_bytes;
   other = b->stage == 0 ? lay->pp - 1 : 0;
-  t = vs_collective_seconds(VS_COLL_ALL_REDUCE, bytes, 2,
-                            vs_layout_stage_link(b->topo, lay, b->stage, other));
+  link = vs_layout_stage_link(b->topo, lay, b->stage, other);
+  link.seen = &b->p->cal_seen;
+  t = vs_collective_seconds(VS_COLL_ALL_REDUCE, bytes, 2, link);
   op = new_op(b, VS_STREAM_COMM, VS_PHASE_DP_COMM, "embedding_all_reduce", -1,
               -1, t, 0.0, (double)bytes);
   add_dep(b, op, b->last_compute);
@@ -737,7 +745,9 @@ static void send(builder *b, int kind, uint64_t mb, uint64_t g, uint64_t to)
 {
   uint64_t bytes = b->m->layer.input_bytes;
   vs_link link = vs_layout_stage_link(b->topo, b->lay, b->stage, to % b->lay->pp);
-  double t = link.latency + (double)bytes / link.bandwidth;
+  double t;
+  link.seen = &b->p->cal_seen;
+  t = vs_link_seconds(link, (double)bytes);
   uint32_t op = new_op(b, VS_STREAM_SEND, VS_PHASE_P2P,
                        kind == SEND_ACTIVATION ? "send_activation"
                                                : "send_gradient",

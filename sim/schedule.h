@@ -82,6 +82,7 @@ typedef struct vs_program {
   size_t n_stream_ops[VS_STREAM_N];
   size_t cap_stream_ops[VS_STREAM_N];
   double compute_seconds;          /* sum of compute-stream op times */
+  vs_cal_seen cal_seen;            /* sizes timed by calibrated curves */
   uint32_t *sends;                 /* [key] this stage's pipeline send op
                                       (see vs_schedule_link), NONE if none */
   size_t n_sends, cap_sends;
@@ -111,9 +112,12 @@ void vs_program_fini(vs_program *prog);
 
 /* Roofline time of an op: max(flops / (peak * compute_efficiency), bytes /
  * (HBM bandwidth * memory_efficiency)), with tensor-core peak for matmuls at
- * the compute precision and the fp32 peak otherwise. */
+ * the compute precision and the fp32 peak otherwise. With a calibrated HBM
+ * curve (hbm_curve) the memory time is the d2d_kernel fit's, launch latency
+ * included, for an op moving `bytes` (read + write); its size goes to seen
+ * (may be NULL). */
 double vs_roofline_seconds(const vs_topology *topo, int precision, bool matmul,
-                           double flops, double bytes);
+                           double flops, double bytes, vs_cal_seen *seen);
 
 const char *vs_stream_name(int stream);
 const char *vs_phase_name(int phase);

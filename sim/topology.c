@@ -3,6 +3,9 @@
  * link and memory figures once a file is loaded. */
 #include "topology.h"
 
+#include "units.h"
+
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,7 +15,7 @@
    .offset = offsetof(vs_topology, field), __VA_ARGS__}
 
 #define NOT_CAL .default_doc = "not calibrated"
-/* The eight [calibration] keys of one kind (see vs_cal_fit). */
+/* The ten [calibration] keys of one kind (see vs_cal_fit). */
 #define CAL(id, kind)                                                       \
   K("calibration", kind "_bandwidth", VS_KEY_RATE, cal[id].bandwidth, .lo = 0, NOT_CAL), \
   K("calibration", kind "_latency", VS_KEY_LATENCY, cal[id].latency, .lo = 0, NOT_CAL), \
@@ -21,7 +24,9 @@
   K("calibration", kind "_points", VS_KEY_COUNT, cal[id].points, .lo = 0, NOT_CAL), \
   K("calibration", kind "_min_bytes", VS_KEY_SIZE, cal[id].min_bytes, .lo = 0, NOT_CAL), \
   K("calibration", kind "_max_bytes", VS_KEY_SIZE, cal[id].max_bytes, .lo = 0, NOT_CAL), \
-  K("calibration", kind "_breakpoints", VS_KEY_LIST, cal[id].breakpoints, .positive = true, NOT_CAL),
+  K("calibration", kind "_breakpoints", VS_KEY_LIST, cal[id].breakpoints, .positive = true, NOT_CAL), \
+  K("calibration", kind "_piece_bandwidths", VS_KEY_RATES, cal[id].piece_bandwidths, .lo = 0, NOT_CAL), \
+  K("calibration", kind "_piece_latencies", VS_KEY_LATENCIES, cal[id].piece_latencies, .lo = 0, NOT_CAL),
 
 static const vs_key topology_keys[] = {
     K("gpu", "name", VS_KEY_NAME, name, .required = true, .default_doc = "required"),
@@ -118,16 +123,22 @@ static bool set_by_flag(const vs_topology *t, const char *section,
 static void apply_calibration(vs_topology *t)
 {
   if (vs_topology_calibrated(t, VS_CAL_D2D_KERNEL)) {
-    if (!set_by_flag(t, "gpu", "hbm_bandwidth"))
+    bool bw = set_by_flag(t, "gpu", "hbm_bandwidth");
+    bool eff = set_by_flag(t, "gpu", "memory_efficiency");
+    if (!bw)
       t->hbm_bandwidth = t->cal[VS_CAL_D2D_KERNEL].bandwidth;
-    if (!set_by_flag(t, "gpu", "memory_efficiency"))
+    if (!eff)
       t->memory_efficiency = 1.0;
+    t->hbm_curve = !bw && !eff;
   }
   if (vs_topology_calibrated(t, VS_CAL_P2P)) {
-    if (!set_by_flag(t, "network", "intra_bandwidth"))
+    bool bw = set_by_flag(t, "network", "intra_bandwidth");
+    bool lat = set_by_flag(t, "network", "intra_latency");
+    if (!bw)
       t->intra_bandwidth = t->cal[VS_CAL_P2P].bandwidth;
-    if (!set_by_flag(t, "network", "intra_latency"))
+    if (!lat)
       t->intra_latency = t->cal[VS_CAL_P2P].latency;
+    t->nvlink_curve = !bw && !lat;
   }
   if (vs_topology_calibrated(t, VS_CAL_H2D_PINNED)) {
     if (!set_by_flag(t, "node", "pcie_bandwidth"))
@@ -135,6 +146,119 @@ static void apply_calibration(vs_topology *t)
     if (!set_by_flag(t, "node", "pcie_latency"))
       t->pcie_latency = t->cal[VS_CAL_H2D_PINNED].latency;
   }
+}
+
+/* Checks that a piecewise kind's pieces match its breakpoints. */
+static int check_pieces(const vs_topology *t, int kind, vs_error *err)
+{
+  const vs_cal_fit *f = &t->cal[kind];
+  const char *name = vs_cal_kind_name(kind);
+  size_t breaks = f->breakpoints.n;
+  char key[64], where[640];
+
+  for (size_t i = 1; i < breaks; i++) {
+    if (f->breakpoints.values[i] <= f->breakpoints.values[i - 1]) {
+      snprintf(key, sizeof key, "%s_breakpoints", name);
+      return vs_error_set(err, VS_EINPUT, "%s: breakpoints must ascend",
+                          vs_conf_where(&topology_tab, &t->origins,
+                                        "calibration", key, where,
+                                        sizeof where));
+    }
+  }
+  for (int which = 0; which < 2; which++) {
+    const vs_real_list *l = which ? &f->piece_latencies : &f->piece_bandwidths;
+    double last = which ? f->latency : f->bandwidth;
+    snprintf(key, sizeof key, "%s_piece_%s", name,
+             which ? "latencies" : "bandwidths");
+    if (l->n == 0 && breaks == 0)
+      continue;
+    vs_conf_where(&topology_tab, &t->origins, "calibration", key, where,
+                  sizeof where);
+    if (l->n != breaks + 1)
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: %zu breakpoint(s) make %zu pieces, but %zu "
+                          "value(s) are given",
+                          where, breaks, breaks + 1, l->n);
+    if (fabs(l->values[l->n - 1] - last) > 1e-9 * fabs(last))
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: the last piece must equal %s_%s", where, name,
+                          which ? "latency" : "bandwidth");
+  }
+  return 0;
+}
+
+double vs_cal_bytes_factor(int kind)
+{
+  return kind == VS_CAL_D2D_COPY_ENGINE || kind == VS_CAL_D2D_KERNEL ? 2.0
+                                                                     : 1.0;
+}
+
+double vs_cal_seconds(const vs_cal_fit *fit, int kind, double bytes,
+                      vs_cal_seen *seen)
+{
+  double copy = bytes / vs_cal_bytes_factor(kind);
+  double bandwidth = fit->bandwidth, latency = fit->latency;
+  size_t piece = 0;
+
+  if (seen)
+    vs_cal_seen_add(seen, kind, copy);
+  while (piece < fit->breakpoints.n &&
+         copy >= (double)fit->breakpoints.values[piece])
+    piece++;
+  if (piece < fit->piece_bandwidths.n) {
+    bandwidth = fit->piece_bandwidths.values[piece];
+    latency = fit->piece_latencies.values[piece];
+  }
+  return latency + (bandwidth > 0 ? bytes / bandwidth : 0.0);
+}
+
+void vs_cal_seen_add(vs_cal_seen *seen, int kind, double bytes)
+{
+  vs_cal_range *r = &seen->kinds[kind];
+  if (!r->used) {
+    r->lo = r->hi = bytes;
+    r->used = true;
+  } else if (bytes < r->lo) {
+    r->lo = bytes;
+  } else if (bytes > r->hi) {
+    r->hi = bytes;
+  }
+}
+
+void vs_cal_seen_merge(vs_cal_seen *a, const vs_cal_seen *b)
+{
+  for (int k = 0; k < VS_CAL_N_KINDS; k++) {
+    if (b->kinds[k].used) {
+      vs_cal_seen_add(a, k, b->kinds[k].lo);
+      vs_cal_seen_add(a, k, b->kinds[k].hi);
+    }
+  }
+}
+
+int vs_cal_warn_range(FILE *out, const char *prefix, const vs_topology *topo,
+                      const vs_cal_seen *seen)
+{
+  int lines = 0;
+  for (int k = 0; k < VS_CAL_N_KINDS; k++) {
+    const vs_cal_range *r = &seen->kinds[k];
+    const vs_cal_fit *f = &topo->cal[k];
+    char lo[32], hi[32], need[32];
+    vs_format_bytes(f->min_bytes, lo, sizeof lo);
+    vs_format_bytes(f->max_bytes, hi, sizeof hi);
+    for (int above = 0; r->used && above < 2; above++) {
+      double size = above ? r->hi : r->lo;
+      if (above ? f->max_bytes == 0 || size <= (double)f->max_bytes
+                : size >= (double)f->min_bytes)
+        continue;
+      vs_format_bytes((uint64_t)size, need, sizeof need);
+      fprintf(out, "%s%s: [calibration] %s was measured from %s to %s; this "
+                   "run needs %s %s: its %s piece is extended\n",
+              prefix, topo->origins.file, vs_cal_kind_name(k), lo, hi,
+              above ? "up to" : "down to", need, above ? "last" : "first");
+      lines++;
+    }
+  }
+  return lines;
 }
 
 int vs_topology_set(vs_topology *topo, const char *assignment, vs_error *err)
@@ -169,5 +293,9 @@ int vs_topology_load_nominal(vs_topology *topo, const char *path,
     if ((rc = vs_topology_set(topo, sets[i], err)))
       return rc;
   }
-  return vs_conf_check_required(&topology_tab, &topo->origins, err);
+  if ((rc = vs_conf_check_required(&topology_tab, &topo->origins, err)))
+    return rc;
+  for (int kind = 0; rc == 0 && kind < VS_CAL_N_KINDS; kind++)
+    rc = check_pieces(topo, kind, err);
+  return rc;
 }

@@ -15,10 +15,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* The kinds vsim-calibrate measures and fits (name, enum). Each kind has the
  * [calibration] keys <name>_bandwidth, _latency, _r2, _max_rel_error,
- * _points, _min_bytes, _max_bytes and _breakpoints. */
+ * _points, _min_bytes, _max_bytes, _breakpoints, _piece_bandwidths and
+ * _piece_latencies. */
 #define VS_CAL_KINDS(X)                                                    \
   X(VS_CAL_H2D_PINNED, "h2d_pinned")                                       \
   X(VS_CAL_D2H_PINNED, "d2h_pinned")                                       \
@@ -39,9 +41,11 @@ enum {
 };
 
 /* One kind's fitted alpha-beta model t = latency + bytes / bandwidth, as
- * vsim-calibrate wrote it; all zero when the kind was not calibrated. When
- * the fit is piecewise, bandwidth and latency are those of the segment of
- * the largest sizes (the regime training transfers live in). */
+ * vsim-calibrate wrote it; all zero when the kind was not calibrated. A
+ * piecewise fit has breakpoints (in bytes per copy) and one bandwidth and
+ * latency per piece, smallest sizes first; bandwidth and latency are then
+ * those of the last piece (the regime training transfers live in).
+ * Bandwidths of the d2d kinds count read + write (2 x bytes copied). */
 typedef struct vs_cal_fit {
   double bandwidth;              /* bytes/s; 0 = not size-dependent */
   double latency;                /* seconds */
@@ -51,7 +55,46 @@ typedef struct vs_cal_fit {
   uint64_t min_bytes;            /* smallest measured size */
   uint64_t max_bytes;            /* largest measured size */
   vs_count_list breakpoints;     /* sizes where the regime changes */
+  vs_real_list piece_bandwidths; /* bytes/s per piece (n = breaks + 1) */
+  vs_real_list piece_latencies;  /* seconds per piece */
 } vs_cal_fit;
+
+/* The sizes at which a run evaluated one calibrated curve, to tell the user
+ * when it went outside the measured range (used = false: never). */
+typedef struct vs_cal_range {
+  double lo, hi;                 /* bytes per copy */
+  bool used;
+} vs_cal_range;
+
+typedef struct vs_cal_seen {
+  vs_cal_range kinds[VS_CAL_N_KINDS];
+} vs_cal_seen;
+
+/* Bytes a sample of kind moves per byte copied: 2 for the device-to-device
+ * kinds (read + write, as STREAM copy and hbm_bandwidth count), else 1. */
+double vs_cal_bytes_factor(int kind);
+
+/* Seconds the calibrated curve of kind gives for `bytes` (in the
+ * convention of its bandwidth: read + write for d2d kinds): the piece whose
+ * size range holds bytes / vs_cal_bytes_factor(kind), latency + bytes /
+ * bandwidth. Records the size in seen (when not NULL). Outside the
+ * measured range the nearest piece is extended; vs_cal_warn_range says so. */
+double vs_cal_seconds(const vs_cal_fit *fit, int kind, double bytes,
+                      vs_cal_seen *seen);
+
+/* Widens seen's range of kind by bytes (bytes per copy). */
+void vs_cal_seen_add(vs_cal_seen *seen, int kind, double bytes);
+
+/* Merges b into a. */
+void vs_cal_seen_merge(vs_cal_seen *a, const vs_cal_seen *b);
+
+struct vs_topology;
+
+/* Writes one line per curve that seen used outside the sizes topo's
+ * calibration measured ("<prefix>p2p was measured from 4 B to 1 GiB; this
+ * run needs up to 2 GiB: the last piece is extended"); returns how many. */
+int vs_cal_warn_range(FILE *out, const char *prefix, const struct vs_topology *topo,
+                      const vs_cal_seen *seen);
 
 /* The name of a VS_CAL_* kind ("h2d_pinned"), or NULL when out of range. */
 const char *vs_cal_kind_name(int kind);
@@ -90,6 +133,10 @@ typedef struct vs_topology {
   double usd_per_gpu_hour;       /* 0 when unknown */
   /* [calibration] */
   vs_cal_fit cal[VS_CAL_N_KINDS]; /* measured fits, by VS_CAL_* kind */
+  /* derived by vs_topology_load: the calibrated curves time transfers in
+   * place of the nominal figures (false when a nominal key was --set) */
+  bool hbm_curve;                /* d2d_kernel times memory-bound ops */
+  bool nvlink_curve;             /* p2p times transfers inside a node */
   vs_origins origins;            /* where every value came from */
 } vs_topology;
 
@@ -107,7 +154,10 @@ const char *vs_topology_default_text(void);
  * itself given with --set: d2d_kernel sets hbm_bandwidth (and
  * memory_efficiency = 1, the measured figure being achieved bandwidth),
  * p2p sets intra_bandwidth and intra_latency, h2d_pinned sets
- * pcie_bandwidth and pcie_latency. */
+ * pcie_bandwidth and pcie_latency. The d2d_kernel and p2p curves, every
+ * piece, then time memory-bound ops and NVLink transfers (hbm_curve,
+ * nvlink_curve). A piecewise kind must give n + 1 piece values for n
+ * breakpoints, ascending, the last equal to its bandwidth and latency. */
 int vs_topology_load(vs_topology *topo, const char *path,
                      const char *const *sets, size_t n_sets, vs_error *err);
 

@@ -36,7 +36,7 @@ static void test_help(void **state)
 {
   static const char *const flags[] = {"--out", "--raw", "--fit", "--base",
       "--max-breakpoints", "--device", "--samples", "--warmup", "--max-size",
-      "--seed", "--verbose", "--help"};
+      "--seed", "--time-limit", "--verbose", "--help"};
   static const char *const args[] = {"--help", NULL};
   (void)state;
   run_cal(&run, args);
@@ -124,6 +124,15 @@ static void step_line(const char *const *extra, char *line)
   snprintf(line, 256, "%.*s", (int)(e ? e - p : (long)strlen(p)), p);
 }
 
+/* The compute figure of a step line ("= compute 95.5 us + ..."), in us. */
+static double step_compute_us(const char *line)
+{
+  const char *p = strstr(line, "= compute ");
+  assert_non_null(p);
+  assert_non_null(strstr(p, " us +")); /* the unit this test's runs print */
+  return atof(p + strlen("= compute "));
+}
+
 /* Reads the value of `key = ` in the INI text into buf. */
 static const char *ini_value(const char *ini, const char *key, char *buf)
 {
@@ -165,13 +174,26 @@ static void test_fit_fixture_and_use_it(void **state)
   ini_value(ini, "h2d_pinned_latency", pcie_lat);
   assert_true(fabs(atof(ini_value(ini, "h2d_pinned_breakpoints", set_bw)) /
                    1048576 - 1) < 0.05);
+  /* both pieces of the two-regime kind are written for vsim: the fixture's
+   * 24 GB/s below 1 MiB and 52 GB/s above (make_fixtures.py) */
+  {
+    char pieces[128];
+    const char *second;
+    ini_value(ini, "h2d_pinned_piece_bandwidths", pieces);
+    assert_non_null(second = strchr(pieces, ','));
+    assert_true(fabs(atof(pieces) / 24 - 1) < 0.02);
+    assert_true(fabs(atof(second + 1) / 52 - 1) < 0.02);
+  }
   assert_contains(ini, "\ncontext_memory = 524288000\n");
   assert_contains(ini, "; measured on this machine\ncontext_memory");
   free(ini);
 
-  /* vsim accepts it, and a tp=2 run's time changes: the calibrated file
-   * gives exactly the step of the nominal topology with the calibrated
-   * figures set by hand, and not the nominal step. */
+  /* vsim accepts it, and a tp=2 run's time changes. The p2p fit has one
+   * piece, so the tensor-parallel comm is exactly that of the nominal
+   * topology with the fitted p2p figures set by hand; the compute is
+   * longer than with the fitted HBM bandwidth set by hand, because the
+   * calibrated curve also charges each memory-bound kernel the fitted
+   * 3 us intercept (topology_test checks that formula). */
   snprintf(ini_path, sizeof ini_path, "%s", out);
   {
     const char *nom[] = {NULL};
@@ -192,10 +214,31 @@ static void test_fit_fixture_and_use_it(void **state)
   }
   /* nominal: intra_latency 3 us; calibrated p2p: 6 us, so the latency-bound
    * tensor-parallel comm of this small model roughly doubles */
-  assert_string_equal(line_cal, line_set);
+  assert_string_equal(strstr(line_cal, "tensor-parallel comm"),
+                      strstr(line_set, "tensor-parallel comm"));
+  assert_true(step_compute_us(line_cal) > step_compute_us(line_set));
   if (strcmp(line_cal, line_nom) == 0)
     fail_msg("calibration did not change the step: %s", line_cal);
   print_message("  nominal:    %s\n  calibrated: %s\n", line_nom, line_cal);
+  /* A run that needs sizes the calibration did not measure says so: here
+   * the d2d_kernel range is cut to 1 MiB, below this model's activations. */
+  {
+    const char *narrow[] = {"run", "tests/data/gpt-small.ini", "--topology",
+                          ini_path, "--set",
+                          "topology.calibration.d2d_kernel_max_bytes=1MiB",
+                          NULL};
+    tu_run_vsim(&run, narrow);
+    assert_int_equal(run.status, 0);
+    assert_contains(run.out, "note: ");
+    assert_contains(run.out, ": [calibration] d2d_kernel was measured from "
+                             "4 B to 1.00 MiB; this run needs up to ");
+    assert_contains(run.out, "its last piece is extended");
+    narrow[4] = NULL; /* the whole measured range: no note */
+    tu_run_vsim(&run, narrow);
+    assert_int_equal(run.status, 0);
+    if (strstr(run.out, "was measured from"))
+      fail_msg("note without cause: %s", run.out);
+  }
   unlink(out);
 }
 

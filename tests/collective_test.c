@@ -25,8 +25,8 @@ static void assert_close(double actual, double expected)
     fail_msg("%.17g != %.17g", actual, expected);
 }
 
-static const vs_link nvlink = {450e9, 3e-6};
-static const vs_link ib = {50e9, 5e-6};
+static const vs_link nvlink = {.bandwidth = 450e9, .latency = 3e-6};
+static const vs_link ib = {.bandwidth = 50e9, .latency = 5e-6};
 
 static void test_all_reduce(void **state)
 {

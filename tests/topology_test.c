@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include "collective.h"
+#include "schedule.h"
 #include "topology.h"
 
 #include <stdarg.h>
@@ -354,6 +355,8 @@ static void test_calibration_replaces_nominal(void **state)
       "d2d_kernel_bandwidth = 900GB/s\nd2d_kernel_latency = 3us\n"
       "h2d_pinned_bandwidth = 20\nh2d_pinned_latency = 9\n"
       "h2d_pinned_breakpoints = 1048576\n"
+      "h2d_pinned_piece_bandwidths = 10GB/s, 20\n"
+      "h2d_pinned_piece_latencies = 4us, 9\n"
       "malloc_bandwidth = 0\nmalloc_latency = 20\n";
   static const char *const keep_intra[] = {"network.intra_bandwidth=100",
                                            "gpu.memory_efficiency=0.5"};
@@ -398,6 +401,77 @@ static void test_calibration_replaces_nominal(void **state)
            "must be at most 1");
 }
 
+/* A piecewise curve times each size with its own piece: p2p below 1 MiB
+ * (copy size) at 5 us + bytes / 20 GB/s, from 1 MiB at 8 us + bytes / 100
+ * GB/s. d2d_kernel counts read + write, so an op moving 2 MiB of traffic is
+ * a copy of 1 MiB. A run that needs sizes outside 4 KiB..64 MiB is told. */
+static void test_calibration_curve_pieces(void **state)
+{
+  static const char text[] = MINIMAL
+      "[calibration]\n"
+      "p2p_bandwidth = 100GB/s\np2p_latency = 8us\n"
+      "p2p_min_bytes = 4KiB\np2p_max_bytes = 64MiB\n"
+      "p2p_breakpoints = 1048576\n"
+      "p2p_piece_bandwidths = 20GB/s,100GB/s\n"
+      "p2p_piece_latencies = 5us,8us\n"
+      "d2d_kernel_bandwidth = 2000GB/s\nd2d_kernel_latency = 2us\n"
+      "d2d_kernel_min_bytes = 4\nd2d_kernel_max_bytes = 1GiB\n";
+  static vs_topology t;
+  vs_cal_seen seen;
+  char path[128], *buf = NULL;
+  size_t len = 0;
+  FILE *mem;
+  vs_error err;
+  vs_link link;
+  (void)state;
+  assert_int_equal(load_text(&t, path, text, NULL, 0, &err), 0);
+  assert_true(t.nvlink_curve);
+  assert_true(t.hbm_curve);
+  memset(&seen, 0, sizeof seen);
+  link = vs_collective_link(&t, 2);
+  link.seen = &seen;
+  /* one transfer each side of the breakpoint */
+  assert_near(vs_link_seconds(link, 65536), 5e-6 + 65536 / 20e9);
+  assert_near(vs_link_seconds(link, 1048576), 8e-6 + 1048576 / 100e9);
+  /* a ring all-reduce over 2 GPUs of 1 MiB: 2 steps of 512 KiB, first piece */
+  assert_near(vs_collective_seconds(VS_COLL_ALL_REDUCE, 1048576, 2, link),
+              2 * (5e-6 + 524288 / 20e9));
+  /* memory-bound op moving 1e9 bytes: 2 us + 1e9 / 2000 GB/s */
+  assert_near(vs_roofline_seconds(&t, VS_PREC_BF16, false, 1.0, 1e9, &seen),
+              2e-6 + 1e9 / 2000e9);
+  assert_true(seen.kinds[VS_CAL_D2D_KERNEL].used);
+  assert_near(seen.kinds[VS_CAL_D2D_KERNEL].lo, 5e8); /* bytes per copy */
+  assert_near(seen.kinds[VS_CAL_P2P].lo, 65536);
+  assert_near(seen.kinds[VS_CAL_P2P].hi, 1048576);
+  /* all inside the measured sizes: nothing to say */
+  assert_non_null(mem = open_memstream(&buf, &len));
+  assert_int_equal(vs_cal_warn_range(mem, "vsim: note: ", &t, &seen), 0);
+  /* 128 MiB and 1 KiB are outside 4 KiB..64 MiB: one line each */
+  vs_link_seconds(link, 134217728);
+  vs_link_seconds(link, 1024);
+  assert_int_equal(vs_cal_warn_range(mem, "vsim: note: ", &t, &seen), 2);
+  fclose(mem);
+  assert_non_null(strstr(buf, "p2p was measured from 4.00 KiB to 64.0 MiB; this "
+                              "run needs up to 128 MiB: its last piece is "
+                              "extended"));
+  assert_non_null(strstr(buf, "needs down to 1.00 KiB: its first piece"));
+  free(buf);
+  /* pieces must match the breakpoints and the last piece */
+  load_bad(MINIMAL "[calibration]\np2p_bandwidth = 100\np2p_latency = 8\n"
+           "p2p_breakpoints = 1048576\n", NULL, 0, VS_EINPUT,
+           "p2p_piece_bandwidths (default not calibrated): 1 breakpoint(s) "
+           "make 2 pieces, but 0 value(s) are given");
+  load_bad(MINIMAL "[calibration]\np2p_bandwidth = 100\np2p_latency = 8\n"
+           "p2p_breakpoints = 1048576\np2p_piece_bandwidths = 20,90\n"
+           "p2p_piece_latencies = 5,8\n", NULL, 0, VS_EINPUT,
+           "@:17: [calibration] p2p_piece_bandwidths = 20,90: the last piece "
+           "must equal p2p_bandwidth");
+  load_bad(MINIMAL "[calibration]\np2p_breakpoints = 2097152,1048576\n", NULL, 0,
+           VS_EINPUT, "p2p_breakpoints = 2097152,1048576: breakpoints must ascend");
+  load_bad(MINIMAL "[calibration]\np2p_piece_latencies = 5us,-1us\n", NULL, 0,
+           VS_EINPUT, "p2p_piece_latencies");
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -414,6 +488,7 @@ int main(void)
       cmocka_unit_test(test_unreadable_file),
       cmocka_unit_test(test_key_table),
       cmocka_unit_test(test_calibration_replaces_nominal),
+      cmocka_unit_test(test_calibration_curve_pieces),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
