@@ -8,11 +8,11 @@
 
 Each row's workload keys are its columns of the same name (gtconfig.py);
 the harness's choices were already mapped onto vsim's keys when the row was
-made (amp = autocast -> precision = bf16|fp16, master_weights = true,
-grad_dtype = precision; amp = master -> grad_dtype = fp32; fp32 ->
-master_weights = false; SGD with momentum -> optimizer = momentum;
-checkpointing none|full; attention eager|flash; the PyTorch caching
-allocator -> allocator = caching, expandable_segments as run). One GPU, no
+made (amp = autocast or master -> precision = bf16|fp16, master_weights =
+true, grad_dtype = fp32; fp32 -> master_weights = false; SGD with momentum
+-> optimizer = momentum; checkpointing none|full; attention eager|flash;
+the PyTorch caching allocator -> allocator = caching, expandable_segments
+as run). One GPU, no
 parallelism; the vocabulary is not padded (vocab_divisible_by = 1), as the
 harness uses it exactly. Run it with vsim_args(): --gpus 1 --topology
 topologies/h200-sxm-8x.ini.

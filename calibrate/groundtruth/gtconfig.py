@@ -14,8 +14,14 @@ from the harness's choices:
   amp = autocast  torch.autocast(bf16 | fp16) over fp32 weights (the
                   standard PyTorch recipe; fp16 adds a GradScaler)
                   -> precision = bf16 | fp16, master_weights = true,
-                     grad_dtype = precision (vsim's 2+2+12 bytes/param has
-                     the same total as autocast's 4+4+8)
+                     grad_dtype = fp32: the gradients are fp32 (those of
+                     fp32 parameters), the fp32 weights play vsim's master
+                     copy, and autocast's bf16 | fp16 copy of every weight
+                     (cached from its first use in forward to the end of
+                     forward, and saved for backward by each matmul until
+                     that layer's backward) plays vsim's half-precision
+                     weights: 4+4+8 resident + 2 alive at the peak (the end
+                     of forward) = vsim's 2+4+12 = 18 bytes/param
   amp = master    Megatron/DeepSpeed style: bf16 | fp16 weights and
                   activations, a persistent fp32 master copy and fp32 main
                   gradients inside the optimizer (fp16 adds dynamic loss
@@ -246,8 +252,7 @@ def normalize(cfg):
     else:
         if c["amp"] == "none":
             raise ConfigError(f"precision = {c['precision']} needs amp = autocast or master")
-        want_master = True
-        want_grad = "fp32" if c["amp"] == "master" else "precision"
+        want_master, want_grad = True, "fp32"   # autocast and master alike
     for k, want in (("master_weights", want_master), ("grad_dtype", want_grad)):
         if k in c and (_bool(c[k], k) if k == "master_weights" else c[k]) != want:
             raise ConfigError(f"{k} = {c[k]!r} does not follow from precision = "

@@ -29,14 +29,18 @@ What matches sim/model.c
   for the whole step.
 
 Known mismatches (vsim's assumption -> what this harness does)
-  * amp = autocast (the standard PyTorch recipe): vsim counts bf16 weights
-    and gradients plus fp32 master weights and moments (2+2+12 bytes/param);
-    autocast keeps fp32 weights and gradients and fp32 moments (4+4+8, the
-    same total), and caches a bf16 copy of every weight during forward and
-    backward (+2 bytes/param, transient). Under autocast the residual
-    stream, LayerNorm/RMSNorm inputs and outputs are fp32 (4 bytes where
-    vsim counts 2), and matmul inputs are bf16 copies. amp = master runs
-    bf16 weights and activations throughout and matches vsim's accounting
+  * amp = autocast (the standard PyTorch recipe), run as vsim's
+    precision = bf16, master_weights = true, grad_dtype = fp32 (bf16
+    weights, fp32 gradients, fp32 master weights and moments: 2+4+12
+    bytes/param, all resident): autocast keeps fp32 weights, fp32
+    gradients and fp32 moments (4+4+8, resident) and a bf16 copy of every
+    weight, cached from its first use in forward until forward ends and
+    saved by each matmul for its backward (2 bytes/param, alive at the
+    peak but freed layer by layer during backward, and re-made per layer
+    under full checkpointing). Under autocast the residual stream,
+    LayerNorm/RMSNorm inputs and outputs are fp32 (4 bytes where vsim
+    counts 2), and matmul inputs are bf16 copies. amp = master runs bf16
+    weights and activations throughout and matches vsim's accounting
     (2 + 4 fp32 main grads + 12).
   * Eager attention runs its softmax in the compute dtype (autocast
     disabled for the attention core), as Megatron-LM's fused softmax and

@@ -15,8 +15,10 @@ GPU, configuration by configuration, for vsim's ground truth (issue 7).
                                    and print one 'GTRESULT {json}' line
                                    (what the driver runs in each child)
 
-The driver never imports PyTorch or touches the GPU itself, so no CUDA
-context of its own skews the children's numbers. Each child sets
+The driver never imports PyTorch or makes a CUDA context, so nothing of
+its own skews the children's numbers (it holds NVML open, which takes no
+device memory, so the GPU stays initialised between children). --budget is
+a hard limit on the whole run. Each child sets
 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True|False before importing
 torch (the allocator reads it at CUDA initialisation), builds the model with
 random weights, runs `steps` training steps and reports. An OOM is a
@@ -27,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import gc
 import json
 import os
 import re
@@ -36,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -132,9 +134,12 @@ def versions(torch, nvml):
 
 
 def is_oom(torch, e):
+    """The caching allocator's OutOfMemoryError, a CUDA 'out of memory'
+    error, or a library that could not get its workspace (cuBLAS, cuDNN)."""
     oom = getattr(torch.cuda, "OutOfMemoryError", None)   # torch >= 1.13
+    text = str(e)
     return (oom is not None and isinstance(e, oom)) or (
-        isinstance(e, RuntimeError) and "out of memory" in str(e))
+        isinstance(e, RuntimeError) and ("out of memory" in text or "ALLOC_FAILED" in text))
 
 
 def oom_request(message):
@@ -153,16 +158,17 @@ def first_line(message, limit=300):
 def choose_attention(torch, gtm, c, device):
     """(sdpa backend, gqa_native) for the configuration, checked on a tiny
     problem of the same head size, dtype and dropout. Flash has no fp32
-    kernel: fp32 uses the memory-efficient backend."""
+    kernel: fp32 uses the memory-efficient backend, and so does a half-
+    precision configuration that flash cannot run (both keep no s^2
+    tensor; the row's sdpa_backend says which ran)."""
     if c["attention"] == "eager":
         return "eager", False
-    backend = "efficient" if c["precision"] == "fp32" else "flash"
     heads, kv = c["heads"], c["kv_heads"]
     d = c["hidden"] // heads
     dt = gtm.DTYPES[c["precision"]]
     p = float(c["dropout"])
 
-    def trial(native):
+    def trial(backend, native):
         h = min(heads, 4) if kv == heads else 2 * min(kv, 2)
         kh = h if kv == heads else h // 2
         q = torch.randn(1, h, 128, d, device=device, dtype=dt, requires_grad=True)
@@ -171,14 +177,21 @@ def choose_attention(torch, gtm, c, device):
         shared = dict(dropout=p, eager=False, backend=backend, gqa_native=native)
         gtm.attention(q, k, v, shared, True).sum().backward()
 
-    if kv != heads:
+    backends = ["efficient"] if c["precision"] == "fp32" else ["flash", "efficient"]
+    for i, backend in enumerate(backends):
+        if kv != heads:
+            try:
+                trial(backend, True)
+                return backend, True
+            except (TypeError, RuntimeError):
+                pass
         try:
-            trial(True)
-            return backend, True
-        except (TypeError, RuntimeError):
-            pass
-    trial(False)   # raises when the backend cannot run this configuration
-    return backend, False
+            trial(backend, False)
+            return backend, False
+        except RuntimeError:
+            if i == len(backends) - 1:
+                raise   # no backend can run this configuration: an error row
+    raise AssertionError("unreachable")
 
 
 def train(r, c, torch, gtm, dev, state):
@@ -265,21 +278,26 @@ def measure(c):
             r["oom_phase"] = f"{state['phase']} {sub}".strip()
         else:
             r["outcome"] = "error"
+            traceback.print_exc()   # the driver shows the child's stderr tail
         r["error"] = first_line(f"{type(e).__name__}: {e}")
     first_max = state["first_max"]
+    # The allocator's counters are host-side and always readable; the
+    # device queries fail after a sticky CUDA error (an illegal address, a
+    # launch failure): the row then keeps what was read, and its error.
     r["max_allocated_bytes"] = max(first_max[0], cuda.max_memory_allocated())
     r["max_reserved_bytes"] = max(first_max[1], cuda.max_memory_reserved())
     r["reserved_end_bytes"] = cuda.memory_reserved()
     r["alloc_retries"] = cuda.memory_stats().get("num_alloc_retries", 0)
-    free, total = cuda.mem_get_info()
-    r["device_used_end_bytes"] = total - free
+    try:
+        free, total = cuda.mem_get_info()
+        r["device_used_end_bytes"] = total - free
+    except Exception as e:  # noqa: BLE001
+        r["error"] = first_line(f"{r.get('error') or ''} (then mem_get_info: {e})")
     if nvml:
         used = nvml.used()
         r["nvml_used_end_bytes"] = used
         if used is not None and before is not None:
             r["non_allocator_bytes"] = used - before - r["reserved_end_bytes"]
-    state.clear()
-    gc.collect()
     r["wall_s"] = round(time.time() - t_start, 3)
     return r
 
@@ -410,16 +428,21 @@ def select(configs, only, limit):
 
 
 def run_child(cmd, args, timeout):
-    """Runs the child; returns (result dict or None, returncode, stderr)."""
+    """Runs the child; returns (result dict or None, returncode, stderr);
+    returncode None when it was killed at the timeout."""
     try:
-        p = subprocess.run(cmd + args, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(cmd + args, capture_output=True, text=True, errors="replace",
+                           timeout=timeout)
     except subprocess.TimeoutExpired as e:
         err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
         return None, None, err
     result = None
     for line in p.stdout.splitlines():
         if line.startswith(RESULT_TAG):
-            result = json.loads(line[len(RESULT_TAG):])
+            try:
+                result = json.loads(line[len(RESULT_TAG):])
+            except ValueError:
+                result = None
     return result, p.returncode, p.stderr
 
 
@@ -433,8 +456,17 @@ def gib(n):
 
 
 def drive(args, configs, out):
+    """Runs every configuration in a child. --budget is a hard deadline
+    from the start (the probe included): no child runs past it, one still
+    running then is killed (outcome timeout) and the rest are not_run."""
+    t0 = time.time()
+    deadline = t0 + args.budget
     cmd = shlex.split(args.child_cmd) if args.child_cmd else [sys.executable, os.path.abspath(__file__)]
-    probe, rc, err = run_child(cmd, ["--probe"], 120)
+    # Holding NVML open keeps the GPU initialised between children where the
+    # persistence daemon is off (else each child pays the driver's start-up);
+    # NVML takes no device memory and makes no CUDA context.
+    keep_open = Nvml.open()  # noqa: F841
+    probe, rc, err = run_child(cmd, ["--probe"], max(1.0, min(120.0, args.budget)))
     if probe is None:
         msg = last_line(err) or f"{PROG}: the probe child failed (exit {rc})"
         print(msg, file=sys.stderr)
@@ -446,12 +478,14 @@ def drive(args, configs, out):
     if "H200" not in str(probe.get("gpu_name", "")) and os.path.basename(out) == "h200.csv":
         print(f"{PROG}: warning: the GPU is not an H200 but the output is h200.csv", file=sys.stderr)
 
-    rows = {}
+    rows, others = {}, []
     if args.resume and os.path.exists(out):
+        selected = {c["name"] for c in configs}
         for row in gtconfig.read_csv(out):
-            if row.get("outcome") in DONE:
+            if row.get("name") not in selected:
+                others.append(row)        # not run now: kept as it was
+            elif row.get("outcome") in DONE:
                 rows[row["name"]] = row
-    t0 = time.time()
     order = [c["name"] for c in configs]
     for i, c in enumerate(configs):
         tag = f"[{i + 1}/{len(configs)}] {c['name']}"
@@ -459,7 +493,7 @@ def drive(args, configs, out):
             print(f"{tag}: kept ({rows[c['name']]['outcome']})", flush=True)
             continue
         row = dict(c)
-        left = args.budget - (time.time() - t0)
+        left = deadline - time.time()
         states = gtconfig.model_state_bytes(c)
         if left <= 0:
             row.update(outcome="not_run", error=f"time budget of {args.budget:.0f} s spent")
@@ -468,19 +502,25 @@ def drive(args, configs, out):
                        error=f"model states alone ({gib(states)}) exceed the device ({gib(total)})")
         else:
             t = time.time()
-            res, rc, err = run_child(cmd, ["--one", json.dumps(c)], min(args.timeout, max(left, 10)))
+            limit = min(args.timeout, left)
+            res, rc, err = run_child(cmd, ["--one", json.dumps(c)], limit)
             if res is not None:
                 row.update(res)
             elif rc is None:
-                row.update(outcome="timeout", error=f"no result after {time.time() - t:.0f} s")
+                why = "--timeout" if limit == args.timeout else "the time budget ran out"
+                row.update(outcome="timeout",
+                           error=f"no result after {time.time() - t:.0f} s ({why})")
             else:
                 row.update(outcome="error", error=first_line(last_line(err) or f"child exit {rc}"))
+            if row["outcome"] == "error" and err:
+                tail = "\n".join(err.strip().splitlines()[-15:])
+                print(f"{tag}: child stderr (last lines):\n{tail}", file=sys.stderr, flush=True)
             row.setdefault("wall_s", round(time.time() - t, 3))
         rows[c["name"]] = row
-        gtconfig.write_csv_atomic(out, [rows[n] for n in order if n in rows])
+        gtconfig.write_csv_atomic(out, [rows[n] for n in order if n in rows] + others)
         print(f"{tag}: {row['outcome']}"
               + (f", max allocated {gib(row.get('max_allocated_bytes'))}, reserved "
-                 f"{gib(row.get('max_reserved_bytes'))}, step {row.get('step_time_s', 0):.4f} s"
+                 f"{gib(row.get('max_reserved_bytes'))}, step {float(row.get('step_time_s') or 0):.4f} s"
                  if row["outcome"] == "ok" else f" ({row.get('oom_phase') or row.get('error', '')})")
               + f" [{time.time() - t0:.0f} s]", flush=True)
     counts = {}
@@ -500,9 +540,10 @@ def main(argv=None):
     ap.add_argument("--limit", type=int, default=0, help="run at most N configurations")
     ap.add_argument("--timeout", type=float, default=120.0,
                     help="seconds per configuration (default 120)")
-    ap.add_argument("--budget", type=float, default=540.0,
-                    help="stop starting configurations after this many seconds (default 540); "
-                         "the rest are recorded as not_run")
+    ap.add_argument("--budget", type=float, default=500.0,
+                    help="hard limit in seconds on the whole run, the probe included (default "
+                         "500): a configuration still running then is killed (timeout), the "
+                         "rest are recorded as not_run")
     ap.add_argument("--steps", type=int, default=0, help="training steps per configuration "
                                                          "(default: the grid's, 5)")
     ap.add_argument("--resume", action="store_true",
@@ -515,7 +556,12 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     if args.one is not None:
-        return child_one(args.one)
+        code = child_one(args.one)
+        # Skip the interpreter's teardown of a process holding up to the
+        # whole GPU (a second or so per configuration); the result is out.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     if args.probe:
         return child_probe()
     if args.selftest:

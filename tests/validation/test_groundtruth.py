@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -35,6 +36,13 @@ import generate  # noqa: E402
 import gtconfig  # noqa: E402
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def load_harness():
+    spec = importlib.util.spec_from_file_location("gt_harness", HARNESS)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def run(args, env=None, timeout=60):
@@ -117,14 +125,15 @@ class Grid(unittest.TestCase):
             if c["precision"] == "fp32":
                 self.assertEqual((c["amp"], c["master_weights"], c["grad_dtype"]),
                                  ("none", False, "precision"))
-            elif c["amp"] == "autocast":
-                self.assertEqual((c["master_weights"], c["grad_dtype"]), (True, "precision"))
             else:
+                # autocast (fp32 weights and gradients + a cached bf16/fp16
+                # copy of each weight) and master weights alike: 2+4+12 bytes
                 self.assertEqual((c["master_weights"], c["grad_dtype"]), (True, "fp32"))
         self.assertRaises(gtconfig.ConfigError, gtconfig.normalize,
                           dict(model="gpt-125m", seq_len=512, precision="fp32", amp="autocast"))
-        self.assertRaises(gtconfig.ConfigError, gtconfig.normalize,
-                          dict(model="gpt-125m", seq_len=512, amp="master", grad_dtype="precision"))
+        for amp in ("master", "autocast"):
+            self.assertRaises(gtconfig.ConfigError, gtconfig.normalize,
+                              dict(model="gpt-125m", seq_len=512, amp=amp, grad_dtype="precision"))
         self.assertRaises(gtconfig.ConfigError, gtconfig.normalize,
                           dict(model="gpt-125m", seq_len=512, optimizer="lion"))
 
@@ -207,7 +216,7 @@ class Generator(unittest.TestCase):
         ini = generate.row_to_ini(self.row("synthetic-gpt-tiny"))
         for line in ("arch = gpt", "tied_embeddings = true", "dropout = 0.1",
                      "ffn_hidden = 1024", "precision = bf16", "master_weights = true",
-                     "grad_dtype = precision", "optimizer = adamw", "checkpointing = none",
+                     "grad_dtype = fp32", "optimizer = adamw", "checkpointing = none",
                      "attention = flash", "allocator = caching", "expandable_segments = false"):
             self.assertIn("\n" + line + "\n", ini)
         self.assertEqual(generate.vsim_args(), ["--gpus", "1", "--topology",
@@ -287,9 +296,11 @@ class Compare(unittest.TestCase):
 
     @unittest.skipUnless(os.path.exists(MEASURED), "no ground truth measured yet")
     def test_measured_csv(self):
-        """Once measured: at least 40 real rows, and the comparison runs."""
+        """Once measured: at least 40 configurations measured (ok or oom:
+        not_run, timeout, error and skipped rows measured nothing), and the
+        comparison runs."""
         rows = gtconfig.read_csv(MEASURED)
-        self.assertGreaterEqual(len(rows), 40)
+        self.assertGreaterEqual(sum(r["outcome"] in ("ok", "oom") for r in rows), 40)
         self.assertFalse(any("SYNTHETIC" in r.get("gpu_name", "") or "FAKE" in
                              r.get("gpu_name", "") for r in rows))
         p = run([COMPARE, MEASURED, "--vsim", VSIM], timeout=600)
@@ -360,6 +371,53 @@ class Driver(unittest.TestCase):
             p = self.drive(d, "0,1", extra=["--budget", "0"])
             rows = gtconfig.read_csv(os.path.join(d, "gt.csv"))
             self.assertEqual([r["outcome"] for r in rows], ["not_run", "not_run"])
+
+    def test_budget_is_a_hard_deadline(self):
+        """A child still running when the budget (counted from the start,
+        the probe included) runs out is killed then, not at its --timeout,
+        and nothing starts after it."""
+        g = gtconfig.grid()
+        with tempfile.TemporaryDirectory() as d:
+            t = time.time()
+            p = self.drive(d, "0,1", {g[0]["name"]: "hang"},
+                           extra=["--budget", "3", "--timeout", "50"])
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertLess(time.time() - t, 20)
+            rows = gtconfig.read_csv(os.path.join(d, "gt.csv"))
+            self.assertEqual([r["outcome"] for r in rows], ["timeout", "not_run"])
+            self.assertIn("the time budget ran out", rows[0]["error"])
+
+    def test_resume_keeps_rows_outside_the_selection(self):
+        g = gtconfig.grid()
+        with tempfile.TemporaryDirectory() as d:
+            self.drive(d, "0,1,2", {g[1]["name"]: "crash"})
+            p = self.drive(d, "1", extra=["--resume"])
+            self.assertEqual(p.returncode, 0, p.stderr)
+            rows = gtconfig.read_csv(os.path.join(d, "gt.csv"))
+            self.assertEqual(sorted((r["name"], r["outcome"]) for r in rows),
+                             sorted((g[i]["name"], "ok") for i in range(3)))
+
+
+class ChildHelpers(unittest.TestCase):
+    """The child's pure helpers (no PyTorch needed to test them)."""
+
+    def test_oom_classification(self):
+        import types
+        harness = load_harness()
+
+        class OutOfMemoryError(RuntimeError):
+            pass
+        torch = types.SimpleNamespace(cuda=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError))
+        self.assertTrue(harness.is_oom(torch, OutOfMemoryError("x")))
+        self.assertTrue(harness.is_oom(torch, RuntimeError("CUDA error: out of memory")))
+        self.assertTrue(harness.is_oom(torch, RuntimeError(
+            "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`")))
+        self.assertFalse(harness.is_oom(torch, RuntimeError("No available kernel. Aborting")))
+        self.assertFalse(harness.is_oom(torch, ValueError("out of memory")))
+        self.assertEqual(harness.oom_request(
+            "CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total capacity"),
+            int(1.5 * 2 ** 30))
+        self.assertIsNone(harness.oom_request("CUBLAS_STATUS_ALLOC_FAILED"))
 
 
 if __name__ == "__main__":
