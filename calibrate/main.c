@@ -55,6 +55,9 @@ static const char usage_text[] =
     "                      64MiB); sizes are powers of two from 4 B and their\n"
     "                      midpoints\n"
     "  --seed N            seed of the shuffled size order (default 1)\n"
+    "  --time-limit SECS   start no new size after SECS seconds of measuring\n"
+    "                      (default 0: none); what was measured by then is\n"
+    "                      still written to --raw and fitted\n"
     "  --verbose           measuring progress on stderr\n"
     "  --help              this text\n"
     "\n"
@@ -139,6 +142,10 @@ static int parse_args(int argc, char **argv, args *a)
       if ((rc = count_arg(f, val, 0, 1000, &v)))
         return rc;
       a->m.warmup = (unsigned)v;
+    } else if (strcmp(f, "--time-limit") == 0) {
+      if ((rc = count_arg(f, val, 0, 86400, &v)))
+        return rc;
+      a->m.time_limit_s = (unsigned)v;
     } else if (strcmp(f, "--seed") == 0) {
       if ((rc = count_arg(f, val, 0, 4294967295u, &v)))
         return rc;

@@ -22,19 +22,21 @@ typedef struct vs_measure_opts {
   unsigned warmup;               /* untimed runs per size before them */
   uint64_t max_bytes;            /* largest size of the sweep */
   unsigned seed;                 /* seed of the size shuffle */
+  unsigned time_limit_s;         /* no size starts after this; 0 = none */
   bool verbose;                  /* progress on stderr */
 } vs_measure_opts;
 
 /* What the runtime (and NVML when present) says about the device. */
 typedef struct vs_measure_info {
   char device[256];              /* "NVIDIA H200" */
-  char driver[32];               /* driver version, "13.0" */
+  char driver[80];               /* NVML's "580.159.04", else CUDA's "13.0" */
   char runtime[32];              /* CUDA runtime version */
   int cc_major, cc_minor;        /* compute capability */
   int sm_clock_mhz;              /* SM clock, 0 when unknown */
   int mem_clock_mhz;             /* memory clock, 0 when unknown */
   int bus_width_bits;            /* memory bus width, 0 when unknown */
-  int pcie_gen, pcie_width;      /* current PCIe link, 0 when unknown */
+  int pcie_gen, pcie_width;      /* best PCIe link of GPU and slot (NVML),
+                                    0 when unknown */
   int n_gpus;                    /* CUDA devices visible */
   uint64_t total_bytes;          /* device memory the runtime reports */
   uint64_t l2_bytes;             /* L2 cache size */
@@ -46,7 +48,9 @@ typedef struct vs_measure_info {
 bool vs_measure_available(void);
 
 /* Measures on opts->device into raw and info. VS_EIO naming the CUDA call
- * and its error string when one fails; VS_EUSAGE when built without CUDA. */
+ * and its error string when one fails; VS_EUSAGE when built without CUDA.
+ * Once opts->time_limit_s has passed, no further size is started and the
+ * samples so far are returned with 0 (a warning on stderr says so). */
 int vs_measure_run(const vs_measure_opts *opts, vs_raw *raw,
                    vs_measure_info *info, vs_error *err);
 

@@ -10,16 +10,22 @@
  * elapsed / K. Pageable copies and the allocation calls are timed with the
  * host's monotonic clock. Below 4x L2 the device copies rotate through a
  * slab of at least 4x L2 so that no copy finds its data in the cache.
- * Sizes are visited in a shuffled order (seeded), each after warm-up. */
+ * Sizes are visited in a shuffled order (seeded), each after warm-up.
+ *
+ * The spin protocol: the host zeroes the mapped flag, launches the spin,
+ * queues the events and copies, then sets the flag on every path (also when
+ * queueing fails), before it waits on anything; so the wait cannot be
+ * behind a spin nobody will release. A spin that times out (the flag not
+ * seen) still leaves a valid sample, since the events follow it; the sample
+ * is taken again, and after SPIN_MAX_LATE time-outs the spin is dropped.
+ * NVML is opened with dlopen when the driver has it, never linked. */
 #include "measure.h"
 
 #include "kernels.h"
 
 #include <cuda_runtime_api.h>
-#ifdef VSIM_HAVE_NVML
-#include <nvml.h>
-#endif
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +33,8 @@
 
 #define MAX_SIZES 128
 #define HOST_ALLOC_MAX (256ull << 20) /* pinning more takes seconds a call */
+#define SPIN_TIMEOUT_NS 1000000000ull /* 1 s; queueing K copies takes us */
+#define SPIN_MAX_LATE 3               /* time-outs before the spin is dropped */
 
 /* Everything one measurement holds, released by teardown(). */
 typedef struct bench {
@@ -38,17 +46,22 @@ typedef struct bench {
   cudaEvent_t start, stop;       /* events around the K copies */
   int *flag_host;                /* mapped pinned flag the spin waits on */
   volatile int *flag_dev;        /* its device address */
-  unsigned long long spin_cycles;/* spin time-out */
+  int *spin_late;                /* device int: the last spin timed out */
+  bool spin;                     /* samples are held behind the spin */
+  unsigned n_late;               /* spins that timed out so far */
   void *dsrc, *ddst;             /* device slabs, slab_bytes each */
   void *pdst;                    /* slab on the peer */
   size_t slab_bytes;             /* max(max_bytes, 4 x L2) */
   void *hpinned, *hpageable;     /* host buffers of max_bytes */
   size_t rot;                    /* rotation counter through the slabs */
-  int blocks;                    /* SM copy kernel blocks */
+  int n_sms;                     /* multiprocessors */
+  int blocks;                    /* SM copy kernel blocks: all resident */
   uint64_t l2;                   /* L2 bytes */
   uint64_t sizes[MAX_SIZES];     /* the sweep */
-  size_t n_sizes;
-  unsigned rng;                  /* xorshift state of the shuffle */
+  size_t n_sizes;                /* sizes in the sweep */
+  unsigned rng;                  /* xorshift state of the shuffle, never 0 */
+  double deadline;               /* now_s() past which no size starts; 0 none */
+  bool out_of_time;              /* the deadline passed */
 } bench;
 
 static int cuda_fail(bench *b, const char *what, cudaError_t e)
@@ -96,10 +109,23 @@ static void make_sizes(bench *b, uint64_t max)
   }
 }
 
-/* Copies queued back to back per sample: enough to dwarf event resolution. */
+/* Copies queued back to back per device-timed sample: enough to dwarf
+ * the events' resolution (about 0.5 us). */
 static unsigned copies_for(uint64_t bytes)
 {
   return bytes <= (1u << 20) ? 32 : bytes <= (64u << 20) ? 8 : 2;
+}
+
+/* Copies per host-timed (pageable) sample: the host clock resolves
+ * nanoseconds, so only small copies need averaging; large ones once. */
+static unsigned host_copies_for(uint64_t bytes)
+{
+  return bytes <= (1u << 20) ? 32 : bytes <= (16u << 20) ? 4 : 1;
+}
+
+static void warn(const char *what)
+{
+  fprintf(stderr, "vsim-calibrate: warning: %s\n", what);
 }
 
 /* The slab offset of the next copy of `bytes`: rotates below 4 x L2. */
@@ -138,22 +164,62 @@ static cudaError_t queue_copy(bench *b, int kind, uint64_t bytes)
   }
 }
 
-/* One device-timed sample: seconds per copy in *secs. */
+/* Queues the start event, k copies and the stop event; on failure *what
+ * names the call. */
+static cudaError_t queue_timed(bench *b, int kind, uint64_t bytes, unsigned k,
+                               const char **what)
+{
+  cudaError_t e;
+  *what = "cudaEventRecord(start)";
+  if ((e = cudaEventRecord(b->start, b->stream)) != cudaSuccess)
+    return e;
+  *what = "queueing a timed copy";
+  for (unsigned i = 0; i < k; i++)
+    if ((e = queue_copy(b, kind, bytes)) != cudaSuccess)
+      return e;
+  *what = "cudaEventRecord(stop)";
+  return cudaEventRecord(b->stop, b->stream);
+}
+
+/* One device-timed sample: seconds per copy in *secs. The events follow
+ * the spin on the stream, so the spin's time is not in the sample. */
 static int device_sample(bench *b, int kind, uint64_t bytes, double *secs)
 {
   unsigned k = copies_for(bytes);
+  const char *what = "";
+  cudaError_t e;
   float ms = 0;
-  *(volatile int *)b->flag_host = 0;
-  __sync_synchronize();
-  CK(b, (cudaError_t)vs_kernel_spin(b->flag_dev, b->spin_cycles, b->stream));
-  CK(b, cudaEventRecord(b->start, b->stream));
-  for (unsigned i = 0; i < k; i++)
-    CK(b, queue_copy(b, kind, bytes));
-  CK(b, cudaEventRecord(b->stop, b->stream));
-  __sync_synchronize();
-  *(volatile int *)b->flag_host = 1;
+  int late = 0;
+  if (b->spin) {
+    *(volatile int *)b->flag_host = 0;
+    __sync_synchronize();
+    CK(b, (cudaError_t)vs_kernel_spin(b->flag_dev, SPIN_TIMEOUT_NS,
+                                      b->spin_late, b->stream));
+  }
+  e = queue_timed(b, kind, bytes, k, &what);
+  if (b->spin) { /* released on every path, before any wait */
+    __sync_synchronize();
+    *(volatile int *)b->flag_host = 1;
+  }
+  if (e != cudaSuccess) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "%s (%s, %llu bytes)", what,
+             vs_cal_kind_name(kind), (unsigned long long)bytes);
+    return cuda_fail(b, msg, e);
+  }
   CK(b, cudaEventSynchronize(b->stop));
   CK(b, cudaEventElapsedTime(&ms, b->start, b->stop));
+  if (b->spin)
+    CK(b, cudaMemcpy(&late, b->spin_late, sizeof late, cudaMemcpyDeviceToHost));
+  if (late) {
+    if (++b->n_late >= SPIN_MAX_LATE) {
+      b->spin = false;
+      warn("the spin kernel timed out repeatedly (it does not see the mapped "
+           "flag); timing copies without it, so small copies include the gaps "
+           "between launches");
+    }
+    return device_sample(b, kind, bytes, secs); /* at most SPIN_MAX_LATE deep */
+  }
   *secs = 1e-3 * (double)ms / k;
   return 0;
 }
@@ -164,7 +230,7 @@ static int device_sample(bench *b, int kind, uint64_t bytes, double *secs)
 
 static int pageable_sample(bench *b, int kind, uint64_t bytes, double *secs)
 {
-  unsigned k = copies_for(bytes);
+  unsigned k = host_copies_for(bytes);
   double t0 = now_s();
   for (unsigned i = 0; i < k; i++) {
     if (kind == VS_CAL_H2D_PAGEABLE)
@@ -203,33 +269,53 @@ static int alloc_sample(bench *b, int kind, uint64_t bytes, double *secs,
  * The sweep
  * ------------------------------------------------------------------------ */
 
-/* Measures kind at every size: warm-up, then samples. */
+/* One run of kind at bytes: its time in *secs (cudaFree's in *free_secs). */
+static int sample(bench *b, int kind, uint64_t bytes, double *secs,
+                  double *free_secs)
+{
+  switch (kind) {
+  case VS_CAL_H2D_PAGEABLE:
+  case VS_CAL_D2H_PAGEABLE:
+    return pageable_sample(b, kind, bytes, secs);
+  case VS_CAL_MALLOC:
+  case VS_CAL_HOST_ALLOC:
+    return alloc_sample(b, kind, bytes, secs, free_secs);
+  default:
+    return device_sample(b, kind, bytes, secs);
+  }
+}
+
+/* True once the --time-limit deadline has passed; says so the first time. */
+static bool out_of_time(bench *b, int kind, size_t done)
+{
+  if (b->out_of_time || (b->deadline > 0 && now_s() > b->deadline)) {
+    if (!b->out_of_time)
+      fprintf(stderr, "vsim-calibrate: warning: --time-limit %u s reached in "
+              "%s after %zu of %zu sizes; the sizes and kinds left are not "
+              "measured\n", b->o->time_limit_s, vs_cal_kind_name(kind), done,
+              b->n_sizes);
+    b->out_of_time = true;
+  }
+  return b->out_of_time;
+}
+
+/* Measures kind at every size: warm-up, then samples. Stops between sizes
+ * once the deadline has passed. */
 static int sweep(bench *b, int kind)
 {
   uint64_t max = b->o->max_bytes;
+  double t0 = now_s();
   if (kind == VS_CAL_HOST_ALLOC && max > HOST_ALLOC_MAX)
     max = HOST_ALLOC_MAX;
   make_sizes(b, max);
   if (b->o->verbose)
     fprintf(stderr, "vsim-calibrate: %s, %zu sizes\n", vs_cal_kind_name(kind),
             b->n_sizes);
-  for (size_t s = 0; s < b->n_sizes; s++) {
+  for (size_t s = 0; s < b->n_sizes && !out_of_time(b, kind, s); s++) {
     uint64_t bytes = b->sizes[s];
     for (unsigned i = 0; i < b->o->warmup + b->o->samples; i++) {
       double secs = 0, free_secs = 0;
-      int rc;
-      switch (kind) {
-      case VS_CAL_H2D_PAGEABLE:
-      case VS_CAL_D2H_PAGEABLE:
-        rc = pageable_sample(b, kind, bytes, &secs);
-        break;
-      case VS_CAL_MALLOC:
-      case VS_CAL_HOST_ALLOC:
-        rc = alloc_sample(b, kind, bytes, &secs, &free_secs);
-        break;
-      default:
-        rc = device_sample(b, kind, bytes, &secs);
-      }
+      int rc = sample(b, kind, bytes, &secs, &free_secs);
       if (rc)
         return rc;
       if (i < b->o->warmup)
@@ -242,6 +328,9 @@ static int sweep(bench *b, int kind)
         return rc;
     }
   }
+  if (b->o->verbose)
+    fprintf(stderr, "vsim-calibrate: %s took %.1f s\n", vs_cal_kind_name(kind),
+            now_s() - t0);
   return 0;
 }
 
@@ -252,6 +341,86 @@ static int sweep(bench *b, int kind)
 static void version_text(int v, char *buf, size_t len)
 {
   snprintf(buf, len, "%d.%d", v / 1000, (v % 1000) / 10);
+}
+
+/* NVML as nvml.h declares it (a stable C ABI): every call returns 0 on
+ * success; a device is an opaque handle; clock type 1 is the SM clock. */
+typedef struct nvml_device_st *nvml_device;
+typedef int (*nvml_call)(void);
+typedef int (*nvml_by_bus)(const char *, nvml_device *);
+typedef int (*nvml_by_index)(unsigned, nvml_device *);
+typedef int (*nvml_uint)(nvml_device, unsigned *);
+typedef int (*nvml_count)(unsigned *);
+typedef int (*nvml_clock)(nvml_device, int, unsigned *);
+typedef int (*nvml_text)(char *, unsigned);
+#define NVML_CLOCK_SM_ 1
+#define NVML_TEXT_MAX 80 /* NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE */
+
+/* dlsym into a function pointer of fn_size bytes; false when missing. */
+static bool nvml_sym(void *lib, const char *name, void *fn, size_t fn_size)
+{
+  void *p = dlsym(lib, name);
+  if (p)
+    memcpy(fn, &p, fn_size);
+  return p != NULL;
+}
+
+#define NVML_SYM(lib, name, fn) nvml_sym((lib), (name), &(fn), sizeof(fn))
+
+/* The NVML facts of the device on handle h: PCIe link (the best the GPU
+ * and slot support: the current link idles at a lower generation), SM
+ * clock, driver version. */
+static void nvml_facts(void *lib, nvml_device h, vs_measure_info *in)
+{
+  nvml_uint gen = NULL, width = NULL;
+  nvml_clock max_clock = NULL;
+  nvml_text driver = NULL;
+  char text[NVML_TEXT_MAX];
+  unsigned u;
+  in->nvml = true;
+  if (NVML_SYM(lib, "nvmlDeviceGetMaxPcieLinkGeneration", gen) && gen(h, &u) == 0)
+    in->pcie_gen = (int)u;
+  if (NVML_SYM(lib, "nvmlDeviceGetMaxPcieLinkWidth", width) && width(h, &u) == 0)
+    in->pcie_width = (int)u;
+  if (NVML_SYM(lib, "nvmlDeviceGetMaxClockInfo", max_clock) &&
+      max_clock(h, NVML_CLOCK_SM_, &u) == 0)
+    in->sm_clock_mhz = (int)u;
+  if (NVML_SYM(lib, "nvmlSystemGetDriverVersion", driver) &&
+      driver(text, sizeof text) == 0) {
+    text[sizeof text - 1] = '\0';
+    snprintf(in->driver, sizeof in->driver, "%s", text);
+  }
+}
+
+/* Adds what NVML says when the driver's libnvidia-ml is there; silent
+ * otherwise (in->nvml stays false). The device is found by PCI bus id, or
+ * as index 0 when NVML and CUDA both see one GPU. */
+static void describe_nvml(bench *b, vs_measure_info *in)
+{
+  void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  nvml_call init = NULL, fini = NULL;
+  nvml_by_bus by_bus = NULL;
+  nvml_by_index by_index = NULL;
+  nvml_count count = NULL;
+  nvml_device h = NULL;
+  char bus[64];
+  unsigned n = 0;
+  if (!lib)
+    return;
+  if (NVML_SYM(lib, "nvmlInit_v2", init) && NVML_SYM(lib, "nvmlShutdown", fini) &&
+      init() == 0) {
+    bool found = cudaDeviceGetPCIBusId(bus, sizeof bus, b->dev) == cudaSuccess &&
+                 NVML_SYM(lib, "nvmlDeviceGetHandleByPciBusId_v2", by_bus) &&
+                 by_bus(bus, &h) == 0;
+    if (!found && in->n_gpus == 1 &&
+        NVML_SYM(lib, "nvmlDeviceGetCount_v2", count) && count(&n) == 0 &&
+        n == 1 && NVML_SYM(lib, "nvmlDeviceGetHandleByIndex_v2", by_index))
+      found = by_index(0, &h) == 0;
+    if (found)
+      nvml_facts(lib, h, in);
+    fini();
+  }
+  dlclose(lib);
 }
 
 static int describe(bench *b, vs_measure_info *in)
@@ -265,7 +434,7 @@ static int describe(bench *b, vs_measure_info *in)
   in->cc_minor = p.minor;
   in->total_bytes = p.totalGlobalMem;
   in->l2_bytes = (uint64_t)p.l2CacheSize;
-  b->blocks = 4 * p.multiProcessorCount;
+  b->n_sms = p.multiProcessorCount;
   if (cudaDriverGetVersion(&v) == cudaSuccess)
     version_text(v, in->driver, sizeof in->driver);
   if (cudaRuntimeGetVersion(&v) == cudaSuccess)
@@ -278,36 +447,15 @@ static int describe(bench *b, vs_measure_info *in)
     in->bus_width_bits = v;
   /* double data rate: two transfers per memory clock */
   in->hbm_peak = 2.0 * in->mem_clock_mhz * 1e6 * in->bus_width_bits / 8.0;
-  b->spin_cycles = (unsigned long long)(in->sm_clock_mhz > 0 ? in->sm_clock_mhz : 2000) *
-                   1000000ull * 2; /* about 2 s */
-#ifdef VSIM_HAVE_NVML
-  {
-    char bus[64];
-    nvmlDevice_t h;
-    unsigned u;
-    if (nvmlInit_v2() == NVML_SUCCESS) {
-      if (cudaDeviceGetPCIBusId(bus, sizeof bus, b->dev) == cudaSuccess &&
-          nvmlDeviceGetHandleByPciBusId_v2(bus, &h) == NVML_SUCCESS) {
-        in->nvml = true;
-        if (nvmlDeviceGetCurrPcieLinkGeneration(h, &u) == NVML_SUCCESS)
-          in->pcie_gen = (int)u;
-        if (nvmlDeviceGetCurrPcieLinkWidth(h, &u) == NVML_SUCCESS)
-          in->pcie_width = (int)u;
-        if (nvmlDeviceGetMaxClockInfo(h, NVML_CLOCK_SM, &u) == NVML_SUCCESS)
-          in->sm_clock_mhz = (int)u;
-        nvmlSystemGetDriverVersion(in->driver, sizeof in->driver);
-      }
-      nvmlShutdown();
-    }
-  }
-#endif
+  describe_nvml(b, in);
+  (void)cudaGetLastError(); /* an attribute that failed above is not fatal */
   return 0;
 }
 
 /* Context creation: reset, then time the first runtime call that creates
- * the primary context; its size is the device memory it takes (NVML: used
- * before and after; else total - free right after, which also counts other
- * processes). Runs before anything else is allocated. */
+ * the primary context; its size is the device memory it takes, read as
+ * total - free right after (which also counts other processes). Runs
+ * before anything else is allocated. */
 static int context_cost(bench *b, unsigned samples)
 {
   for (unsigned i = 0; i < samples; i++) {
@@ -326,17 +474,41 @@ static int context_cost(bench *b, unsigned samples)
   return 0;
 }
 
+/* The mapped flag the spin polls; false (time without the spin, with a
+ * warning) where pinned host memory cannot be mapped for the device. */
+static bool setup_flag(bench *b)
+{
+  void *dev = NULL;
+  cudaError_t e = cudaHostAlloc((void **)&b->flag_host, sizeof(int),
+                                cudaHostAllocMapped);
+  if (e != cudaSuccess)
+    b->flag_host = NULL; /* teardown frees only what was allocated */
+  else
+    e = cudaHostGetDevicePointer(&dev, b->flag_host, 0);
+  if (e != cudaSuccess) {
+    fprintf(stderr, "vsim-calibrate: warning: no mapped pinned flag (%s); "
+            "timing copies without the spin kernel\n", cudaGetErrorString(e));
+    (void)cudaGetLastError();
+    return false;
+  }
+  b->flag_dev = dev;
+  *(volatile int *)b->flag_host = 1;
+  return true;
+}
+
 static int setup(bench *b)
 {
   size_t max = (size_t)b->o->max_bytes;
-  int n = 0, can = 0;
+  int n = 0, can = 0, per_sm = 0;
   CK(b, cudaSetDevice(b->dev));
+  CK(b, (cudaError_t)vs_kernel_preload(&per_sm));
+  b->blocks = (per_sm > 0 ? per_sm : 1) * b->n_sms;
   b->slab_bytes = max > 4 * b->l2 ? max : (size_t)(4 * b->l2 + 4096);
   CK(b, cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking));
   CK(b, cudaEventCreate(&b->start));
   CK(b, cudaEventCreate(&b->stop));
-  CK(b, cudaHostAlloc((void **)&b->flag_host, sizeof(int), cudaHostAllocMapped));
-  CK(b, cudaHostGetDevicePointer((void **)&b->flag_dev, b->flag_host, 0));
+  CK(b, cudaMalloc((void **)&b->spin_late, sizeof(int)));
+  b->spin = setup_flag(b);
   CK(b, cudaMalloc(&b->dsrc, b->slab_bytes));
   CK(b, cudaMalloc(&b->ddst, b->slab_bytes));
   CK(b, cudaMemset(b->dsrc, 1, b->slab_bytes));
@@ -358,11 +530,18 @@ static int setup(bench *b)
       CK(b, cudaDeviceEnablePeerAccess(b->peer, 0));
     }
   }
+  CK(b, cudaDeviceSynchronize()); /* the memsets are done before timing */
   return 0;
 }
 
+/* Releases what setup() took, whatever it reached; a spin still waiting
+ * (after an error) is released first. */
 static void teardown(bench *b)
 {
+  if (b->flag_host)
+    *(volatile int *)b->flag_host = 1;
+  if (b->stream)
+    cudaStreamSynchronize(b->stream);
   if (b->pdst) {
     cudaSetDevice(b->peer);
     cudaFree(b->pdst);
@@ -370,6 +549,7 @@ static void teardown(bench *b)
   }
   cudaFree(b->dsrc);
   cudaFree(b->ddst);
+  cudaFree(b->spin_late);
   cudaFreeHost(b->hpinned);
   cudaFreeHost(b->flag_host);
   free(b->hpageable);
@@ -401,7 +581,14 @@ int vs_measure_run(const vs_measure_opts *opts, vs_raw *raw,
   b.err = err;
   b.dev = opts->device;
   b.rng = opts->seed * 2654435761u + 1u;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
+  if (b.rng == 0) /* xorshift stays at 0 */
+    b.rng = 1;
+  if (opts->time_limit_s)
+    b.deadline = now_s() + opts->time_limit_s;
+  if ((rc = cudaGetDeviceCount(&n)) != cudaSuccess)
+    return cuda_fail(&b, "cudaGetDeviceCount (is a GPU and a driver new enough "
+                     "for this CUDA runtime there?)", (cudaError_t)rc);
+  if (n == 0)
     return vs_error_set(err, VS_EIO, "no CUDA device is visible (cudaGetDeviceCount)");
   if (b.dev >= n)
     return vs_error_set(err, VS_EIO, "--device %d: only %d CUDA device(s)", b.dev, n);
@@ -411,7 +598,7 @@ int vs_measure_run(const vs_measure_opts *opts, vs_raw *raw,
     return rc;
   b.l2 = info->l2_bytes;
   rc = setup(&b);
-  for (size_t i = 0; !rc && i < sizeof kinds / sizeof kinds[0]; i++) {
+  for (size_t i = 0; !rc && !b.out_of_time && i < sizeof kinds / sizeof kinds[0]; i++) {
     if (kinds[i] == VS_CAL_P2P && b.peer < 0) {
       if (opts->verbose)
         fprintf(stderr, "vsim-calibrate: p2p skipped (no peer device)\n");

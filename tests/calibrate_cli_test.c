@@ -51,6 +51,7 @@ static void test_usage_errors(void **state)
   static const char *const unknown[] = {"--frobnicate", "1", NULL};
   static const char *const breaks[] = {"--fit", "x.csv", "--max-breakpoints", "3", NULL};
   static const char *const novalue[] = {"--out", NULL};
+  static const char *const limit[] = {"--time-limit", "1h", NULL};
   (void)state;
   run_cal(&run, unknown);
   assert_int_equal(run.status, 2);
@@ -61,6 +62,9 @@ static void test_usage_errors(void **state)
   run_cal(&run, novalue);
   assert_int_equal(run.status, 2);
   assert_contains(run.err, "--out needs a value");
+  run_cal(&run, limit); /* whole seconds, at most a day (86400) */
+  assert_int_equal(run.status, 2);
+  assert_contains(run.err, "--time-limit 1h: expected a whole number from 0 to 86400");
 }
 
 static void test_measure_without_cuda(void **state)
