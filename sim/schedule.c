@@ -61,7 +61,7 @@ typedef struct builder {
 
 static bool grow(builder *b, void **arr, size_t *cap, size_t need, size_t elem)
 {
-  if (vs_grow(arr, cap, need, elem))
+  if (need <= *cap || vs_grow(arr, cap, need, elem)) /* no call when room */
     return true;
   b->failed = true;
   vs_error_set(b->err, VS_ENOMEM, "out of host memory building the schedule");
@@ -116,7 +116,8 @@ static uint32_t new_op(builder *b, int stream, int phase, const char *name,
   idx = (uint32_t)p->n_ops++;
   op = &p->ops[idx];
   memset(op, 0, sizeof *op);
-  strncpy(op->name, name, sizeof op->name - 1); /* names are short literals */
+  /* names are short: copy up to their end, not the whole field */
+  memcpy(op->name, name, strnlen(name, sizeof op->name - 1));
   op->layer = layer;
   op->microbatch = mb;
   op->stream = (uint8_t)stream;
@@ -283,19 +284,30 @@ static double tp_comm_seconds(const builder *b, const vs_tp_comm *c)
                                  b->lay->tp_stride, &b->p->cal_seen);
 }
 
+/* "tp_" or "dp_" (data_parallel) + vs_coll_name(kind), without formatting
+ * one for each of the millions of ops a plan builds. */
+static const char *coll_op_name(bool data_parallel, int kind)
+{
+  static const char *const tp[] = {"tp_none", "tp_all_reduce",
+                                   "tp_all_gather", "tp_reduce_scatter"};
+  static const char *const dp[] = {"dp_none", "dp_all_reduce",
+                                   "dp_all_gather", "dp_reduce_scatter"};
+  if (kind < VS_COLL_NONE || kind > VS_COLL_REDUCE_SCATTER)
+    kind = VS_COLL_NONE;
+  return data_parallel ? dp[kind] : tp[kind];
+}
+
 /* A tensor-parallel collective, issued on the compute stream. */
 static void tp_comm(builder *b, const vs_tp_comm *c, int layer, int mb)
 {
-  char name[VS_OP_NAME_MAX];
+  const char *name = coll_op_name(false, c->kind);
   double t;
   if (c->kind == VS_COLL_NONE)
     return;
-  snprintf(name, sizeof name, "tp_%s", vs_coll_name(c->kind));
   t = tp_comm_seconds(b, c);
   new_op(b, VS_STREAM_COMPUTE, VS_PHASE_TP_COMM, name, layer, mb, t, 0.0,
          (double)c->bytes);
 }
-
 
 /* A collective over this GPU's data-parallel group. */
 static double dp_seconds(const builder *b, int kind, uint64_t bytes)
@@ -541,7 +553,7 @@ static void backward_block(builder *b, size_t inst, int mb)
 static void flush_bucket(builder *b, int mb)
 {
   int kind = b->lay->zero >= 2 ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE;
-  char name[VS_OP_NAME_MAX];
+  const char *name = coll_op_name(true, kind);
   double t;
   uint32_t op;
 
@@ -549,7 +561,6 @@ static void flush_bucket(builder *b, int mb)
     b->n_bucket = 0;
     return;
   }
-  snprintf(name, sizeof name, "dp_%s", vs_coll_name(kind));
   t = dp_seconds(b, kind, b->bucket_fill);
   op = new_op(b, VS_STREAM_COMM, VS_PHASE_DP_COMM, name, -1, mb, t, 0.0,
               (double)b->bucket_fill);
