@@ -121,9 +121,17 @@ int vs_explore_load(const vs_explore *ex, const char (*extra)[VS_EXPLORE_SET_MAX
     else
       wsets[nw++] = s;
   }
-  rc = vs_topology_load(topo, ex->topology, tsets, nt, err);
-  if (rc == 0)
-    rc = vs_workload_load(wl, ex->workload, wsets, nw, gpus, err);
+  if (ex->topology_base && ex->workload_base) {
+    *topo = *ex->topology_base;
+    *wl = *ex->workload_base;
+    rc = vs_topology_finish(topo, tsets, nt, true, err);
+    if (rc == 0)
+      rc = vs_workload_finish(wl, wsets, nw, gpus, err);
+  } else {
+    rc = vs_topology_load(topo, ex->topology, tsets, nt, err);
+    if (rc == 0)
+      rc = vs_workload_load(wl, ex->workload, wsets, nw, gpus, err);
+  }
   free(wsets);
   free(tsets);
   return rc;
@@ -318,10 +326,26 @@ static void *worker(void *arg)
 int vs_explore_all(const vs_explore *ex, vs_candidate *cands, size_t n,
                    vs_error *err)
 {
-  pool p = {ex, cands, n, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER};
+  vs_explore parsed = *ex;
+  pool p = {&parsed, cands, n, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER};
   unsigned jobs = ex->jobs ? ex->jobs : 1;
   pthread_t threads[256];
   unsigned started = 0;
+  vs_topology *topo = NULL;
+  vs_workload *wl = NULL;
+  vs_error ignored;
+
+  /* Parse the two files once; every candidate copies them. When either
+   * does not parse, candidates parse it themselves and carry the error. */
+  if (!ex->topology_base || !ex->workload_base) {
+    topo = malloc(sizeof *topo);
+    wl = malloc(sizeof *wl);
+    if (topo && wl && vs_topology_load_base(topo, ex->topology, &ignored) == 0 &&
+        vs_workload_load_base(wl, ex->workload, &ignored) == 0) {
+      parsed.topology_base = topo;
+      parsed.workload_base = wl;
+    }
+  }
 
   if (jobs > 256)
     jobs = 256;
@@ -334,6 +358,8 @@ int vs_explore_all(const vs_explore *ex, vs_candidate *cands, size_t n,
   for (unsigned t = 0; t < started; t++)
     pthread_join(threads[t], NULL);
   pthread_mutex_destroy(&p.lock);
+  free(topo);
+  free(wl);
   if (p.rc)
     return vs_error_set(err, p.rc, "out of host memory while simulating");
   return 0;

@@ -71,6 +71,10 @@ typedef struct vs_explore {
   unsigned jobs;                  /* worker threads (>= 1) */
   bool progress;                  /* a progress line on stderr */
   const char *what;               /* "sweep", "plan": for the progress line */
+  /* the two files parsed once, before any override (vs_explore_all fills
+   * them for its candidates); NULL: vs_explore_load parses the files */
+  const vs_topology *topology_base;
+  const vs_workload *workload_base;
 } vs_explore;
 
 /* Fills sum from rank of a finished simulation. */

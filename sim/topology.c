@@ -269,26 +269,32 @@ int vs_topology_set(vs_topology *topo, const char *assignment, vs_error *err)
 int vs_topology_load(vs_topology *topo, const char *path,
                      const char *const *sets, size_t n_sets, vs_error *err)
 {
-  int rc = vs_topology_load_nominal(topo, path, sets, n_sets, err);
-  if (rc == 0)
-    apply_calibration(topo);
-  return rc;
+  int rc = vs_topology_load_base(topo, path, err);
+  return rc ? rc : vs_topology_finish(topo, sets, n_sets, true, err);
 }
 
 int vs_topology_load_nominal(vs_topology *topo, const char *path,
                              const char *const *sets, size_t n_sets,
                              vs_error *err)
 {
-  int rc;
+  int rc = vs_topology_load_base(topo, path, err);
+  return rc ? rc : vs_topology_finish(topo, sets, n_sets, false, err);
+}
+
+int vs_topology_load_base(vs_topology *topo, const char *path, vs_error *err)
+{
   set_defaults(topo);
   if (path)
-    rc = vs_conf_load_file(&topology_tab, topo, &topo->origins, path, err);
-  else
-    rc = vs_conf_load_string(&topology_tab, topo, &topo->origins,
+    return vs_conf_load_file(&topology_tab, topo, &topo->origins, path, err);
+  return vs_conf_load_string(&topology_tab, topo, &topo->origins,
                              vs_topology_default_name(),
                              vs_topology_default_text(), err);
-  if (rc)
-    return rc;
+}
+
+int vs_topology_finish(vs_topology *topo, const char *const *sets,
+                       size_t n_sets, bool calibrate, vs_error *err)
+{
+  int rc = 0;
   for (size_t i = 0; i < n_sets; i++) {
     if ((rc = vs_topology_set(topo, sets[i], err)))
       return rc;
@@ -297,5 +303,7 @@ int vs_topology_load_nominal(vs_topology *topo, const char *path,
     return rc;
   for (int kind = 0; rc == 0 && kind < VS_CAL_N_KINDS; kind++)
     rc = check_pieces(topo, kind, err);
+  if (rc == 0 && calibrate)
+    apply_calibration(topo);
   return rc;
 }

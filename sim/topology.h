@@ -167,6 +167,14 @@ int vs_topology_load_nominal(vs_topology *topo, const char *path,
                              const char *const *sets, size_t n_sets,
                              vs_error *err);
 
+/* The two halves of vs_topology_load, for callers that load one file once
+ * and apply many sets of overrides to copies of it: defaults and the file
+ * (path NULL: the built-in), nothing checked; then the overrides, checks
+ * and, when calibrate, the calibration. */
+int vs_topology_load_base(vs_topology *topo, const char *path, vs_error *err);
+int vs_topology_finish(vs_topology *topo, const char *const *sets,
+                       size_t n_sets, bool calibrate, vs_error *err);
+
 /* True when kind's bandwidth was given in [calibration]. */
 bool vs_topology_calibrated(const vs_topology *topo, int kind);
 

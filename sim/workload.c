@@ -327,10 +327,20 @@ int vs_workload_load(vs_workload *wl, const char *path,
                      const char *const *sets, size_t n_sets, uint64_t gpus,
                      vs_error *err)
 {
-  int rc;
+  int rc = vs_workload_load_base(wl, path, err);
+  return rc ? rc : vs_workload_finish(wl, sets, n_sets, gpus, err);
+}
+
+int vs_workload_load_base(vs_workload *wl, const char *path, vs_error *err)
+{
   set_defaults(wl);
-  if ((rc = vs_conf_load_file(&workload_tab, wl, &wl->origins, path, err)))
-    return rc;
+  return vs_conf_load_file(&workload_tab, wl, &wl->origins, path, err);
+}
+
+int vs_workload_finish(vs_workload *wl, const char *const *sets,
+                       size_t n_sets, uint64_t gpus, vs_error *err)
+{
+  int rc;
   for (size_t i = 0; i < n_sets; i++) {
     if ((rc = vs_workload_set(wl, sets[i], err)))
       return rc;

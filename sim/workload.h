@@ -99,6 +99,13 @@ int vs_workload_load(vs_workload *wl, const char *path,
                      const char *const *sets, size_t n_sets, uint64_t gpus,
                      vs_error *err);
 
+/* The two halves of vs_workload_load, for callers that parse one file once
+ * and resolve many copies of it with different overrides: defaults and the
+ * file, nothing resolved; then the overrides and vs_workload_resolve. */
+int vs_workload_load_base(vs_workload *wl, const char *path, vs_error *err);
+int vs_workload_finish(vs_workload *wl, const char *const *sets,
+                       size_t n_sets, uint64_t gpus, vs_error *err);
+
 /* Applies one "section.key=value" override. */
 int vs_workload_set(vs_workload *wl, const char *assignment, vs_error *err);
 
