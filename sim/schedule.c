@@ -26,6 +26,17 @@
 
 #define NONE UINT32_MAX
 
+/* One remembered collective time: every layer of a stage repeats the same
+ * tensor-parallel collectives, so a build asks for the same (kind, bytes)
+ * thousands of times. Direct-mapped; a miss just recomputes. */
+typedef struct time_memo {
+  uint64_t kind, bytes;     /* the collective */
+  bool used;
+  double seconds;
+} time_memo;
+
+#define TIME_MEMO_SLOTS 64
+
 typedef struct builder {
   const vs_workload *wl;
   const vs_topology *topo;
@@ -33,6 +44,7 @@ typedef struct builder {
   const vs_layout *lay;
   vs_program *p;
   vs_error *err;
+  time_memo memo[TIME_MEMO_SLOTS]; /* op times computed so far */
   bool failed;              /* an allocation failed; stop adding */
   size_t n_inst;            /* blocks in the stage: embed, layers, head */
   uint32_t last_compute;    /* newest op on the compute stream */
@@ -257,11 +269,30 @@ static void hold(builder *b, uint32_t *slot, uint32_t buf)
 
 static int precision(const builder *b) { return b->wl->training.precision; }
 
+/* The memo slot of (kind, bytes), and whether it holds that key. */
+static time_memo *memo_slot(builder *b, uint64_t kind, uint64_t bytes,
+                            bool *hit)
+{
+  time_memo *m = &b->memo[((bytes ^ (kind << 56)) * UINT64_C(0x9E3779B97F4A7C15)) >> 58];
+  *hit = m->used && m->kind == kind && m->bytes == bytes;
+  if (!*hit) {
+    m->kind = kind;
+    m->bytes = bytes;
+    m->used = true;
+  }
+  return m;
+}
+
+static double op_seconds(builder *b, bool matmul, double flops, double bytes)
+{
+  return vs_roofline_seconds(b->topo, precision(b), matmul, flops, bytes,
+                             &b->p->cal_seen);
+}
+
 static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
                            int mb, double flops, double bytes, bool matmul)
 {
-  double t = vs_roofline_seconds(b->topo, precision(b), matmul, flops, bytes,
-                                 &b->p->cal_seen);
+  double t = op_seconds(b, matmul, flops, bytes);
   uint32_t op = new_op(b, VS_STREAM_COMPUTE, phase, name, layer, mb, t, flops,
                        bytes);
   if (b->wait_gather) {
@@ -278,10 +309,19 @@ static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
   return op;
 }
 
-static double tp_comm_seconds(const builder *b, const vs_tp_comm *c)
+/* A tensor-parallel collective's time, remembered. */
+static double tp_comm_seconds(builder *b, const vs_tp_comm *c)
 {
-  return vs_layout_group_seconds(b->topo, c->kind, c->bytes, b->lay->tp,
-                                 b->lay->tp_stride, &b->p->cal_seen);
+  bool hit;
+  time_memo *m;
+  if (c->kind == VS_COLL_NONE || b->lay->tp <= 1)
+    return 0.0;
+  m = memo_slot(b, (uint64_t)c->kind, c->bytes, &hit);
+  if (!hit)
+    m->seconds = vs_layout_group_seconds(b->topo, c->kind, c->bytes,
+                                         b->lay->tp, b->lay->tp_stride,
+                                         &b->p->cal_seen);
+  return m->seconds;
 }
 
 /* "tp_" or "dp_" (data_parallel) + vs_coll_name(kind), without formatting
@@ -431,9 +471,7 @@ static void recompute_layer(builder *b, size_t inst, int mb)
     const vs_op_spec *o = &blk->ops[k];
     flops += o->fwd_flops;
     bytes += o->fwd_bytes;
-    seconds += vs_roofline_seconds(b->topo, precision(b), o->matmul,
-                                   o->fwd_flops, o->fwd_bytes,
-                                   &b->p->cal_seen) +
+    seconds += op_seconds(b, o->matmul, o->fwd_flops, o->fwd_bytes) +
                tp_comm_seconds(b, &o->fwd_before) +
                tp_comm_seconds(b, &o->fwd_after);
   }
