@@ -273,7 +273,8 @@ static int precision(const builder *b) { return b->wl->training.precision; }
 static time_memo *memo_slot(builder *b, uint64_t kind, uint64_t bytes,
                             bool *hit)
 {
-  time_memo *m = &b->memo[((bytes ^ (kind << 56)) * UINT64_C(0x9E3779B97F4A7C15)) >> 58];
+  uint64_t key = (bytes ^ (kind << 56)) * UINT64_C(0x9E3779B97F4A7C15);
+  time_memo *m = &b->memo[key >> 58]; /* the top 6 bits: 64 slots */
   *hit = m->used && m->kind == kind && m->bytes == bytes;
   if (!*hit) {
     m->kind = kind;
