@@ -5,23 +5,144 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* ------------------------------------------------------------------------
+ * Temporary files to remove on a signal
+ * ------------------------------------------------------------------------ */
+
+#define LIVE_MAX 64
+
+/* tmp_path of each open vs_csv, read by the signal handler; a slot is
+ * claimed with a compare-and-swap so threads may open files too. */
+static _Atomic(char *) live[LIVE_MAX];
+
+static void live_add(char *tmp_path)
+{
+  for (int i = 0; i < LIVE_MAX; i++) {
+    char *expected = NULL;
+    if (atomic_compare_exchange_strong(&live[i], &expected, tmp_path))
+      return;
+  }
+  /* more than LIVE_MAX open at once: this one is not cleaned on a signal */
+}
+
+static void live_remove(const char *tmp_path)
+{
+  for (int i = 0; i < LIVE_MAX; i++) {
+    char *expected = (char *)tmp_path;
+    if (atomic_compare_exchange_strong(&live[i], &expected, NULL))
+      return;
+  }
+}
+
+static void on_signal(int sig)
+{
+  for (int i = 0; i < LIVE_MAX; i++) {
+    char *p = atomic_load(&live[i]);
+    if (p)
+      unlink(p); /* async-signal-safe */
+  }
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void vs_csv_cleanup_on_signals(void)
+{
+  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+    struct sigaction old;
+    /* leave alone a signal the caller's parent asked to ignore (nohup) */
+    if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+      continue;
+    sigaction(sigs[i], &sa, NULL);
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Opening
+ * ------------------------------------------------------------------------ */
+
+/* Replaces csv->path, a symbolic link, by what it points to (relative to
+ * the link's folder). */
+static int follow_link(vs_csv *csv, const char *path, vs_error *err)
+{
+  char target[4096], joined[4096];
+  const char *slash = strrchr(csv->path, '/');
+  ssize_t n = readlink(csv->path, target, sizeof target - 1);
+  int len;
+  if (n < 0)
+    return vs_error_set(err, VS_EIO, "%s: cannot read the link: %s", path,
+                        strerror(errno));
+  target[n] = '\0';
+  if (target[0] == '/' || !slash)
+    len = snprintf(joined, sizeof joined, "%s", target);
+  else
+    len = snprintf(joined, sizeof joined, "%.*s/%s",
+                   (int)(slash - csv->path), csv->path, target);
+  if (len >= (int)sizeof joined)
+    return vs_error_set(err, VS_EIO, "%s: path too long", path);
+  memcpy(csv->path, joined, (size_t)len + 1);
+  return 0;
+}
+
+/* Where path really leads: symbolic links followed (the file they name may
+ * not exist yet), and whether it is an existing file that is not a regular
+ * file. */
+static int resolve(vs_csv *csv, const char *path, bool *special,
+                   vs_error *err)
+{
+  struct stat st;
+  int rc, hops = 0;
+  *special = false;
+  while (lstat(csv->path, &st) == 0 && S_ISLNK(st.st_mode)) {
+    if (++hops > 16)
+      return vs_error_set(err, VS_EIO, "%s: too many symbolic links", path);
+    if ((rc = follow_link(csv, path, err)))
+      return rc;
+  }
+  if (lstat(csv->path, &st) != 0)
+    return 0; /* a new file */
+  if (S_ISDIR(st.st_mode))
+    return vs_error_set(err, VS_EIO, "%s: is a directory", path);
+  *special = !S_ISREG(st.st_mode);
+  return 0;
+}
+
 int vs_csv_open(vs_csv *csv, const char *path, vs_error *err)
 {
-  int fd = -1;
+  int fd = -1, rc;
+  bool special;
   memset(csv, 0, sizeof *csv);
+  if (*path == '\0')
+    return vs_error_set(err, VS_EIO, "an output path is empty");
   if (snprintf(csv->path, sizeof csv->path, "%s", path) >= (int)sizeof csv->path)
     return vs_error_set(err, VS_EIO, "%s: path too long", path);
+  if ((rc = resolve(csv, path, &special, err)))
+    return rc;
+  if (special) {
+    /* /dev/null, a FIFO, a terminal: write through, never rename over it */
+    csv->f = fopen(csv->path, "w");
+    if (!csv->f)
+      return vs_error_set(err, VS_EIO, "%s: cannot write: %s", path,
+                          strerror(errno));
+    return 0;
+  }
   /* A name unique to this process and this vs_csv, created with O_EXCL and
    * mode 0666 so that the user's umask applies (mkstemp would make 0600). */
   for (unsigned attempt = 0; fd < 0 && attempt < 100; attempt++) {
     if (snprintf(csv->tmp_path, sizeof csv->tmp_path, "%s.tmp.%ld.%lx.%u",
-                 path, (long)getpid(), (unsigned long)(uintptr_t)csv,
+                 csv->path, (long)getpid(), (unsigned long)(uintptr_t)csv,
                  attempt) >= (int)sizeof csv->tmp_path)
       return vs_error_set(err, VS_EIO, "%s: path too long", path);
     fd = open(csv->tmp_path, O_WRONLY | O_CREAT | O_EXCL, 0666);
@@ -33,16 +154,22 @@ int vs_csv_open(vs_csv *csv, const char *path, vs_error *err)
     csv->tmp_path[0] = '\0';
     return vs_error_set(err, VS_EIO, "%s: cannot create: %s", path, strerror(e));
   }
+  live_add(csv->tmp_path);
   csv->f = fdopen(fd, "w");
   if (!csv->f) {
     int e = errno;
     close(fd);
+    live_remove(csv->tmp_path);
     unlink(csv->tmp_path);
     csv->tmp_path[0] = '\0';
     return vs_error_set(err, VS_EIO, "%s: cannot write: %s", path, strerror(e));
   }
   return 0;
 }
+
+/* ------------------------------------------------------------------------
+ * Writing
+ * ------------------------------------------------------------------------ */
 
 static void separator(vs_csv *csv)
 {
@@ -114,7 +241,8 @@ void vs_csv_header(vs_csv *csv, const char *names)
   vs_csv_row(csv);
 }
 
-int vs_csv_commit(vs_csv *csv, vs_error *err)
+/* Flushes and closes csv's file; the errno of the first failure, or 0. */
+static int finish(vs_csv *csv)
 {
   int e = 0;
   errno = 0;
@@ -123,12 +251,52 @@ int vs_csv_commit(vs_csv *csv, vs_error *err)
   if (fclose(csv->f) != 0 && !e)
     e = errno;
   csv->f = NULL;
-  if (!e && rename(csv->tmp_path, csv->path) != 0)
-    e = errno;
-  if (e) {
-    unlink(csv->tmp_path);
+  return e;
+}
+
+/* Renames csv's temporary file into place (nothing when written directly);
+ * e is an earlier failure, which removes the temporary file instead. */
+static int put_in_place(vs_csv *csv, int e, vs_error *err)
+{
+  if (csv->tmp_path[0]) {
+    if (!e && rename(csv->tmp_path, csv->path) != 0)
+      e = errno;
+    live_remove(csv->tmp_path);
+    if (e)
+      unlink(csv->tmp_path);
+    csv->tmp_path[0] = '\0';
+  }
+  if (e)
     return vs_error_set(err, VS_EIO, "%s: write failed: %s", csv->path,
                         strerror(e));
+  return 0;
+}
+
+int vs_csv_commit(vs_csv *csv, vs_error *err)
+{
+  return put_in_place(csv, finish(csv), err);
+}
+
+int vs_csv_commit_all(vs_csv *csvs, size_t n, vs_error *err)
+{
+  int failed = -1, e = 0;
+  for (size_t i = 0; i < n; i++) {
+    int ei = finish(&csvs[i]);
+    if (ei && failed < 0) {
+      failed = (int)i;
+      e = ei;
+    }
+  }
+  if (failed >= 0) {
+    for (size_t i = 0; i < n; i++)
+      if ((int)i != failed)
+        vs_csv_abort(&csvs[i]);
+    return put_in_place(&csvs[failed], e, err);
+  }
+  for (size_t i = 0; i < n; i++) {
+    int rc = put_in_place(&csvs[i], 0, err);
+    if (rc)
+      return rc;
   }
   return 0;
 }
@@ -139,8 +307,11 @@ void vs_csv_abort(vs_csv *csv)
     fclose(csv->f);
     csv->f = NULL;
   }
-  if (csv->tmp_path[0])
+  if (csv->tmp_path[0]) {
+    live_remove(csv->tmp_path);
     unlink(csv->tmp_path);
+    csv->tmp_path[0] = '\0';
+  }
 }
 
 int vs_make_dir(const char *dir, vs_error *err)

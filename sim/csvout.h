@@ -2,8 +2,12 @@
  *
  * A vs_csv writes to a temporary file beside its destination and renames it
  * into place on commit, so a reader never sees a half-written file and a
- * failed run leaves nothing behind. Text fields are quoted by libcsv when
- * they need it; numbers are written plainly. */
+ * failed run leaves nothing behind. A destination that is a symbolic link
+ * is written where the link points; one that is not a regular file (a
+ * device such as /dev/null, a FIFO) is written to directly, never replaced.
+ * Temporary files still open when SIGINT, SIGTERM or SIGHUP arrives are
+ * removed (vs_csv_cleanup_on_signals). Text fields are quoted by libcsv
+ * when they need it; numbers are written plainly. */
 #ifndef VS_CSVOUT_H
 #define VS_CSVOUT_H
 
@@ -14,9 +18,10 @@
 #include <stdio.h>
 
 typedef struct vs_csv {
-  FILE *f;              /* the temporary file */
-  char path[4096];      /* destination */
-  char tmp_path[4096];  /* temporary name in the same directory */
+  FILE *f;              /* the temporary file (or the destination itself) */
+  char path[4096];      /* destination, symbolic links resolved */
+  char tmp_path[4096];  /* temporary name in the same directory; empty when
+                           writing to the destination directly */
   int n_fields;         /* fields written in the current row */
   bool failed;          /* a write failed; commit will report it */
 } vs_csv;
@@ -41,8 +46,19 @@ void vs_csv_header(vs_csv *csv, const char *names);
  * file and returns VS_EIO. */
 int vs_csv_commit(vs_csv *csv, vs_error *err);
 
+/* vs_csv_commit for a set of files that belong together: all are flushed
+ * first, and only when every one was written are they renamed into place;
+ * otherwise all temporary files are removed and the first failure is
+ * reported. */
+int vs_csv_commit_all(vs_csv *csvs, size_t n, vs_error *err);
+
 /* Closes and removes the temporary file. */
 void vs_csv_abort(vs_csv *csv);
+
+/* Installs handlers for SIGINT, SIGTERM and SIGHUP that remove the
+ * temporary files of every vs_csv not yet committed or aborted, then end
+ * the process by the same signal. Call once, early in main. */
+void vs_csv_cleanup_on_signals(void);
 
 /* Creates directory dir if it does not exist. VS_EIO on failure. */
 int vs_make_dir(const char *dir, vs_error *err);

@@ -358,88 +358,83 @@ void vs_report_keys(FILE *out)
  * CSV
  * ------------------------------------------------------------------------ */
 
-static int write_summary(const vs_sim *sim, const char *path, vs_error *err)
+static void write_summary(const vs_sim *sim, vs_csv *c)
 {
-  vs_csv c;
-  int rc = vs_csv_open(&c, path, err);
-  if (rc)
-    return rc;
-  vs_summary_csv_header(&c);
-  vs_csv_row(&c);
+  vs_summary_csv_header(c);
+  vs_csv_row(c);
   for (size_t i = 0; i < sim->n_ranks; i++) {
     vs_summary sum;
     vs_summary_of(sim, &sim->ranks[i], &sum);
-    vs_summary_csv_row(&c, &sum);
-    vs_csv_row(&c);
+    vs_summary_csv_row(c, &sum);
+    vs_csv_row(c);
   }
-  return vs_csv_commit(&c, err);
 }
 
-static int write_timeline(const vs_sim *sim, const char *path, vs_error *err)
+static void write_timeline(const vs_sim *sim, vs_csv *c)
 {
-  vs_csv c;
-  int rc = vs_csv_open(&c, path, err);
-  if (rc)
-    return rc;
-  vs_csv_header(&c, TIMELINE_COLUMNS);
+  vs_csv_header(c, TIMELINE_COLUMNS);
   for (size_t i = 0; i < sim->n_ranks; i++) {
     const vs_rank *r = &sim->ranks[i];
     for (size_t k = 0; k < r->n_timeline; k++) {
       const vs_mem_event *e = &r->timeline[k];
-      vs_csv_seconds(&c, (double)e->t_ns * 1e-9);
-      vs_csv_u64(&c, r->id);
-      vs_csv_text(&c, r->prog->ops[e->op].name);
-      vs_csv_text(&c, vs_category_name(e->category));
-      vs_csv_i64(&c, e->delta_bytes);
-      vs_csv_u64(&c, e->allocated_bytes);
-      vs_csv_u64(&c, e->reserved_bytes);
-      vs_csv_row(&c);
+      vs_csv_seconds(c, (double)e->t_ns * 1e-9);
+      vs_csv_u64(c, r->id);
+      vs_csv_text(c, r->prog->ops[e->op].name);
+      vs_csv_text(c, vs_category_name(e->category));
+      vs_csv_i64(c, e->delta_bytes);
+      vs_csv_u64(c, e->allocated_bytes);
+      vs_csv_u64(c, e->reserved_bytes);
+      vs_csv_row(c);
     }
   }
-  return vs_csv_commit(&c, err);
 }
 
-static int write_ops(const vs_sim *sim, const char *path, vs_error *err)
+static void write_ops(const vs_sim *sim, vs_csv *c)
 {
-  vs_csv c;
-  int rc = vs_csv_open(&c, path, err);
-  if (rc)
-    return rc;
-  vs_csv_header(&c, OPS_COLUMNS);
+  vs_csv_header(c, OPS_COLUMNS);
   for (size_t i = 0; i < sim->n_ranks; i++) {
     const vs_rank *r = &sim->ranks[i];
     for (size_t k = 0; k < r->n_spans; k++) {
       const vs_op_span *s = &r->spans[k];
       const vs_pop *op = &r->prog->ops[s->op];
-      vs_csv_u64(&c, r->id);
-      vs_csv_text(&c, vs_stream_name(op->stream));
-      vs_csv_text(&c, op->name);
-      vs_csv_i64(&c, op->layer);
-      vs_csv_i64(&c, op->microbatch);
-      vs_csv_seconds(&c, (double)s->start_ns * 1e-9);
-      vs_csv_seconds(&c, (double)s->end_ns * 1e-9);
-      vs_csv_real(&c, op->flops);
-      vs_csv_real(&c, op->bytes);
-      vs_csv_row(&c);
+      vs_csv_u64(c, r->id);
+      vs_csv_text(c, vs_stream_name(op->stream));
+      vs_csv_text(c, op->name);
+      vs_csv_i64(c, op->layer);
+      vs_csv_i64(c, op->microbatch);
+      vs_csv_seconds(c, (double)s->start_ns * 1e-9);
+      vs_csv_seconds(c, (double)s->end_ns * 1e-9);
+      vs_csv_real(c, op->flops);
+      vs_csv_real(c, op->bytes);
+      vs_csv_row(c);
     }
   }
-  return vs_csv_commit(&c, err);
 }
 
 int vs_report_write_csv(const vs_sim *sim, const char *dir, vs_error *err)
 {
+  static const char *const names[] = {"summary.csv", "timeline.csv",
+                                      "ops.csv"};
+  static void (*const writers[])(const vs_sim *, vs_csv *) = {
+      write_summary, write_timeline, write_ops};
+  vs_csv files[3];
   char path[4096];
   int rc;
+
   if ((rc = vs_make_dir(dir, err)))
     return rc;
-  snprintf(path, sizeof path, "%s/summary.csv", dir);
-  if ((rc = write_summary(sim, path, err)))
-    return rc;
-  snprintf(path, sizeof path, "%s/timeline.csv", dir);
-  if ((rc = write_timeline(sim, path, err)))
-    return rc;
-  snprintf(path, sizeof path, "%s/ops.csv", dir);
-  return write_ops(sim, path, err);
+  for (size_t i = 0; i < 3; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    if ((rc = vs_csv_open(&files[i], path, err))) {
+      while (i-- > 0)
+        vs_csv_abort(&files[i]);
+      return rc;
+    }
+  }
+  for (size_t i = 0; i < 3; i++)
+    writers[i](sim, &files[i]);
+  /* the three files of one run appear together or not at all */
+  return vs_csv_commit_all(files, 3, err);
 }
 
 /* ------------------------------------------------------------------------

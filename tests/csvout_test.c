@@ -9,10 +9,12 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Entries in dir other than . and .. */
@@ -260,6 +262,122 @@ static void test_make_dir(void **state)
   tu_remove_dir(dir);
 }
 
+/* A symbolic link is written through: the link stays, its target gets the
+ * rows, also when the target does not exist yet. A link into a missing
+ * folder fails like any path there. */
+static void test_symlink_is_followed(void **state)
+{
+  char dir[64], target[128], link_path[128], dangling[128], *text;
+  vs_csv csv;
+  vs_error err;
+  struct stat st;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(target, sizeof target, "%s/real.csv", dir);
+  snprintf(link_path, sizeof link_path, "%s/link.csv", dir);
+  snprintf(dangling, sizeof dangling, "%s/dangling.csv", dir);
+  assert_int_equal(symlink("real.csv", link_path), 0);
+  assert_int_equal(symlink("missing/x.csv", dangling), 0);
+  vs_error_clear(&err);
+  assert_int_equal(vs_csv_open(&csv, link_path, &err), 0);
+  vs_csv_header(&csv, "a,b");
+  assert_int_equal(vs_csv_commit(&csv, &err), 0);
+  assert_int_equal(lstat(link_path, &st), 0);
+  assert_true(S_ISLNK(st.st_mode));
+  assert_non_null(text = tu_read_file(target));
+  assert_string_equal(text, "a,b\n");
+  free(text);
+  vs_error_clear(&err);
+  assert_int_equal(vs_csv_open(&csv, dangling, &err), VS_EIO);
+  assert_non_null(strstr(err.msg, "cannot create"));
+  vs_error_clear(&err);
+  assert_int_equal(vs_csv_open(&csv, dir, &err), VS_EIO);
+  assert_non_null(strstr(err.msg, "is a directory"));
+  unlink(link_path);
+  unlink(dangling);
+  tu_remove_dir(dir);
+}
+
+/* A device is written to, never renamed over (vsim run --trace /dev/null
+ * as root once replaced /dev/null with a regular file). */
+static void test_device_is_written_directly(void **state)
+{
+  vs_csv csv;
+  vs_error err;
+  struct stat st;
+  (void)state;
+  vs_error_clear(&err);
+  assert_int_equal(vs_csv_open(&csv, "/dev/null", &err), 0);
+  assert_string_equal(csv.tmp_path, "");
+  vs_csv_header(&csv, "a,b");
+  assert_int_equal(vs_csv_commit(&csv, &err), 0);
+  assert_int_equal(stat("/dev/null", &st), 0);
+  assert_true(S_ISCHR(st.st_mode));
+}
+
+/* SIGTERM while a file is being written removes its temporary file and
+ * ends the process by that signal. */
+static void test_signal_removes_temporary(void **state)
+{
+  char dir[64], path[128];
+  int status;
+  pid_t pid;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/timeline.csv", dir);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    vs_csv csv;
+    vs_error err;
+    vs_csv_cleanup_on_signals();
+    if (vs_csv_open(&csv, path, &err) != 0)
+      _exit(2);
+    vs_csv_header(&csv, "time_s,rank");
+    raise(SIGTERM);
+    _exit(3); /* not reached */
+  }
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFSIGNALED(status));
+  assert_int_equal(WTERMSIG(status), SIGTERM);
+  assert_int_equal(count_entries(dir), 0);
+  tu_remove_dir(dir);
+}
+
+/* A set of files appears together or not at all: when one of three failed
+ * to write, none is renamed into place and no temporary file remains. */
+static void test_commit_all_is_all_or_nothing(void **state)
+{
+  char dir[64], path[128];
+  vs_csv files[3];
+  vs_error err;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  vs_error_clear(&err);
+  for (int round = 0; round < 2; round++) {
+    for (int i = 0; i < 3; i++) {
+      snprintf(path, sizeof path, "%s/f%d.csv", dir, i);
+      assert_int_equal(vs_csv_open(&files[i], path, &err), 0);
+      vs_csv_header(&files[i], "a,b");
+    }
+    if (round == 0) {
+      files[1].failed = true; /* as after a short write */
+      assert_int_equal(vs_csv_commit_all(files, 3, &err), VS_EIO);
+      assert_non_null(strstr(err.msg, "f1.csv: write failed"));
+      assert_int_equal(count_entries(dir), 0);
+    } else {
+      vs_error_clear(&err);
+      assert_int_equal(vs_csv_commit_all(files, 3, &err), 0);
+      assert_int_equal(count_entries(dir), 3);
+    }
+  }
+  for (int i = 0; i < 3; i++) {
+    snprintf(path, sizeof path, "%s/f%d.csv", dir, i);
+    unlink(path);
+  }
+  tu_remove_dir(dir);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -271,6 +389,10 @@ int main(void)
       cmocka_unit_test(test_abort_leaves_nothing),
       cmocka_unit_test(test_open_missing_dir),
       cmocka_unit_test(test_make_dir),
+      cmocka_unit_test(test_symlink_is_followed),
+      cmocka_unit_test(test_device_is_written_directly),
+      cmocka_unit_test(test_signal_removes_temporary),
+      cmocka_unit_test(test_commit_all_is_all_or_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
