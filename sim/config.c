@@ -97,14 +97,23 @@ char *vs_conf_choices(const char *const *choices, char *buf, size_t len)
 
 /* Prefix of every message about a value: "file:line: [sec] key = text" or
  * "--set sec.key=text". */
-static void where_text(const char *source, int line, const vs_key *k,
-                       const char *text, char *buf, size_t len)
+/* What a user types before section.key in --set for this file's keys:
+ * "topology." for the topology, nothing for the workload. */
+static const char *set_prefix(const vs_keytab *tab)
+{
+  return strcmp(tab->kind, "topology") == 0 ? "topology." : "";
+}
+
+static void where_text(const vs_keytab *tab, const char *source, int line,
+                       const vs_key *k, const char *text, char *buf,
+                       size_t len)
 {
   if (line > 0)
     snprintf(buf, len, "%s:%d: [%s] %s = %s", source, line, k->section,
              k->name, text);
   else
-    snprintf(buf, len, "%s %s.%s=%s", source, k->section, k->name, text);
+    snprintf(buf, len, "%s %s%s.%s=%s", source, set_prefix(tab), k->section,
+             k->name, text);
 }
 
 char *vs_conf_where(const vs_keytab *tab, const vs_origins *orig,
@@ -118,7 +127,7 @@ char *vs_conf_where(const vs_keytab *tab, const vs_origins *orig,
     snprintf(buf, len, "%s: [%s] %s (default %s)", orig->file, section, name,
              tab->keys[i].default_doc ? tab->keys[i].default_doc : "derived");
   } else {
-    where_text(orig->keys[i].line > 0 ? orig->file : "--set",
+    where_text(tab, orig->keys[i].line > 0 ? orig->file : "--set",
                orig->keys[i].line, &tab->keys[i],
                orig->keys[i].text, buf, len);
   }
@@ -327,8 +336,8 @@ static int apply(const vs_keytab *tab, void *target, vs_origins *orig,
                             source, line, section, tab->kind,
                             list_sections(tab, known, sizeof known));
       return vs_error_set(err, VS_EINPUT,
-                          "%s %s.%s: unknown section [%s]; valid sections: %s",
-                          source, section, name, section,
+                          "%s %s%s.%s: unknown section [%s]; valid sections: %s",
+                          source, set_prefix(tab), section, name, section,
                           list_sections(tab, known, sizeof known));
     }
     if (line > 0)
@@ -337,11 +346,11 @@ static int apply(const vs_keytab *tab, void *target, vs_origins *orig,
                           source, line, name, section,
                           list_keys(tab, section, known, sizeof known));
     return vs_error_set(err, VS_EINPUT,
-                        "%s %s.%s: unknown key '%s' in [%s]; valid keys: %s",
-                        source, section, name, name, section,
+                        "%s %s%s.%s: unknown key '%s' in [%s]; valid keys: %s",
+                        source, set_prefix(tab), section, name, name, section,
                         list_keys(tab, section, known, sizeof known));
   }
-  where_text(source, line, &tab->keys[i], text, where, sizeof where);
+  where_text(tab, source, line, &tab->keys[i], text, where, sizeof where);
   if (line > 0 && orig->keys[i].set && orig->keys[i].line > 0)
     return vs_error_set(err, VS_EINPUT, "%s: key set twice (first on line %d)",
                         where, orig->keys[i].line);
@@ -517,6 +526,8 @@ int vs_conf_load_file(const vs_keytab *tab, void *target, vs_origins *orig,
 
   struct stat st;
   start(&ctx, tab, target, orig, path, err);
+  if (*path == '\0')
+    return vs_error_set(err, VS_EIO, "the %s file's path is empty", tab->kind);
   if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
     return vs_error_set(err, VS_EIO, "%s: is a directory, not a %s file", path,
                         tab->kind);

@@ -475,7 +475,9 @@ static int check_size(const vs_workload *wl, vs_error *err)
   double h = (double)mc->hidden, f = (double)mc->ffn_hidden;
   double a = (double)mc->heads, v = (double)mc->vocab, l = (double)mc->layers;
   double biggest = 4.0 * s * b * v;                        /* fp32 logits */
-  double layer = 4.0 * s * b * (40.0 * h + 8.0 * f + 5.0 * a * s);
+  /* eager attention keeps s x s scores per head; flash keeps none */
+  double scores = wl->training.attention == VS_ATTN_EAGER ? 5.0 * a * s : 0.0;
+  double layer = 4.0 * s * b * (40.0 * h + 8.0 * f + scores);
   double params = 20.0 * (l * (4.0 * h * h + 3.0 * h * f) + 2.0 * v * h);
   if (biggest > 1e18 || layer * l > 1e18 || params > 1e18)
     return vs_error_set(err, VS_EINPUT,

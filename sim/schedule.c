@@ -65,6 +65,7 @@ typedef struct builder {
   uint32_t recv_buf;        /* its buffer, freed by that op */
   size_t ring;              /* micro-batch slots of saved[] and ckpt_buf[] */
   bool recv_free_at_end;    /* ... at its end (gradients) or start */
+  double busy_seconds;      /* sum of every op's time so far */
 } builder;
 
 /* ------------------------------------------------------------------------
@@ -112,6 +113,28 @@ double vs_roofline_seconds(const vs_topology *topo, int precision, bool matmul,
 static uint64_t to_ns(double seconds) { return (uint64_t)ceil(seconds * 1e9); }
 
 /* Appends an op; its deps and effects must be added before the next op. */
+/* A stage busier than this in one step (115 days) comes from figures far
+ * outside real hardware; refusing it keeps every time in integer ns even
+ * summed over 512 stages. */
+#define MAX_STAGE_SECONDS 1e7
+
+/* Refuses an op time that is not a number or that makes the stage's step
+ * absurd, naming the op and the files whose figures caused it. */
+static bool time_ok(builder *b, const char *name, double seconds)
+{
+  b->busy_seconds += seconds;
+  if (seconds >= 0 && b->busy_seconds <= MAX_STAGE_SECONDS)
+    return true;
+  b->failed = true;
+  vs_error_set(b->err, VS_EINPUT,
+               "%s with %s: stage %llu would be busy over %.0f days a step "
+               "(at op %s): check the topology's [gpu] and [network] "
+               "figures against the workload's size",
+               b->wl->origins.file, b->topo->origins.file,
+               (unsigned long long)b->stage, MAX_STAGE_SECONDS / 86400, name);
+  return false;
+}
+
 static uint32_t new_op(builder *b, int stream, int phase, const char *name,
                        int layer, int mb, double seconds, double flops,
                        double bytes)
@@ -120,7 +143,7 @@ static uint32_t new_op(builder *b, int stream, int phase, const char *name,
   vs_pop *op;
   uint32_t idx;
 
-  if (b->failed ||
+  if (b->failed || !time_ok(b, name, seconds) ||
       !grow(b, (void **)&p->ops, &p->cap_ops, p->n_ops + 1, sizeof *p->ops) ||
       !grow(b, (void **)&p->stream_ops[stream], &p->cap_stream_ops[stream],
             p->n_stream_ops[stream] + 1, sizeof(uint32_t)))

@@ -60,6 +60,12 @@ static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
   uint64_t per_stage = opts->all_ranks ? lay->tp * lay->dp : 1;
   size_t n = (size_t)(per_stage * lay->pp);
 
+  if (n > VS_MAX_SIMULATED_RANKS)
+    return vs_error_set(err, VS_EUSAGE,
+                        "--ranks all: %zu GPUs are more than vsim simulates "
+                        "one by one (%d); the default, one GPU per pipeline "
+                        "stage, gives the same memory and time",
+                        n, VS_MAX_SIMULATED_RANKS);
   sim->ranks = calloc(n, sizeof *sim->ranks);
   if (!sim->ranks)
     return vs_error_set(err, VS_ENOMEM, "out of host memory for %zu ranks", n);

@@ -18,6 +18,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* GPUs that --ranks all simulates at most: each holds its own allocator
+ * and timeline (16,384 took 0.5 GB and a minute). */
+#define VS_MAX_SIMULATED_RANKS 65536
+
 typedef struct vs_sim_opts {
   bool all_ranks;         /* simulate every GPU, not one per stage */
   bool record;            /* keep timelines and op spans (for CSV/trace) */

@@ -14,11 +14,17 @@
   {.section = sec, .name = key, .type = ty,                                  \
    .offset = offsetof(vs_topology, field), __VA_ARGS__}
 
+/* Bounds that keep every simulated time inside what integer nanoseconds
+ * hold, far outside any real hardware: 1 MB/s, 1 GFLOP/s, 1 s per hop. */
+#define MIN_RATE 1e6
+#define MIN_TFLOPS 1e-3
+#define MAX_LATENCY 1.0
+
 #define NOT_CAL .default_doc = "not calibrated"
 /* The ten [calibration] keys of one kind (see vs_cal_fit). */
 #define CAL(id, kind)                                                       \
   K("calibration", kind "_bandwidth", VS_KEY_RATE, cal[id].bandwidth, .lo = 0, NOT_CAL), \
-  K("calibration", kind "_latency", VS_KEY_LATENCY, cal[id].latency, .lo = 0, NOT_CAL), \
+  K("calibration", kind "_latency", VS_KEY_LATENCY, cal[id].latency, .lo = 0, .hi = MAX_LATENCY, NOT_CAL), \
   K("calibration", kind "_r2", VS_KEY_REAL, cal[id].r2, .lo = -1e300, .hi = 1, NOT_CAL), \
   K("calibration", kind "_max_rel_error", VS_KEY_REAL, cal[id].max_rel_error, .lo = 0, NOT_CAL), \
   K("calibration", kind "_points", VS_KEY_COUNT, cal[id].points, .lo = 0, NOT_CAL), \
@@ -26,33 +32,33 @@
   K("calibration", kind "_max_bytes", VS_KEY_SIZE, cal[id].max_bytes, .lo = 0, NOT_CAL), \
   K("calibration", kind "_breakpoints", VS_KEY_LIST, cal[id].breakpoints, .positive = true, NOT_CAL), \
   K("calibration", kind "_piece_bandwidths", VS_KEY_RATES, cal[id].piece_bandwidths, .lo = 0, NOT_CAL), \
-  K("calibration", kind "_piece_latencies", VS_KEY_LATENCIES, cal[id].piece_latencies, .lo = 0, NOT_CAL),
+  K("calibration", kind "_piece_latencies", VS_KEY_LATENCIES, cal[id].piece_latencies, .lo = 0, .hi = MAX_LATENCY, NOT_CAL),
 
 static const vs_key topology_keys[] = {
     K("gpu", "name", VS_KEY_NAME, name, .required = true, .default_doc = "required"),
     K("gpu", "memory", VS_KEY_SIZE, memory_bytes, .positive = true, .required = true, .default_doc = "required"),
-    K("gpu", "hbm_bandwidth", VS_KEY_RATE, hbm_bandwidth, .positive = true, .required = true, .default_doc = "required"),
-    K("gpu", "peak_tflops_bf16", VS_KEY_REAL, peak_tflops_bf16, .positive = true, .required = true, .default_doc = "required"),
-    K("gpu", "peak_tflops_fp16", VS_KEY_REAL, peak_tflops_fp16, .positive = true, .required = true, .default_doc = "required"),
-    K("gpu", "peak_tflops_fp32", VS_KEY_REAL, peak_tflops_fp32, .positive = true, .required = true, .default_doc = "required"),
+    K("gpu", "hbm_bandwidth", VS_KEY_RATE, hbm_bandwidth, .positive = true, .lo = MIN_RATE, .required = true, .default_doc = "required"),
+    K("gpu", "peak_tflops_bf16", VS_KEY_REAL, peak_tflops_bf16, .positive = true, .lo = MIN_TFLOPS, .required = true, .default_doc = "required"),
+    K("gpu", "peak_tflops_fp16", VS_KEY_REAL, peak_tflops_fp16, .positive = true, .lo = MIN_TFLOPS, .required = true, .default_doc = "required"),
+    K("gpu", "peak_tflops_fp32", VS_KEY_REAL, peak_tflops_fp32, .positive = true, .lo = MIN_TFLOPS, .required = true, .default_doc = "required"),
     K("gpu", "peak_tflops_fp8", VS_KEY_REAL, peak_tflops_fp8, .lo = 0, .default_doc = "0 (no FP8)"),
     K("gpu", "context_memory", VS_KEY_SIZE, context_bytes, .default_doc = "400MiB"),
     K("gpu", "cublas_workspace", VS_KEY_SIZE, cublas_workspace_bytes, .default_doc = "32MiB"),
     K("gpu", "nccl_memory", VS_KEY_SIZE, nccl_bytes, .default_doc = "512MiB"),
-    K("gpu", "compute_efficiency", VS_KEY_REAL, compute_efficiency, .positive = true, .hi = 1, .default_doc = "0.7"),
-    K("gpu", "memory_efficiency", VS_KEY_REAL, memory_efficiency, .positive = true, .hi = 1, .default_doc = "0.8"),
+    K("gpu", "compute_efficiency", VS_KEY_REAL, compute_efficiency, .lo = 0.01, .hi = 1, .default_doc = "0.7"),
+    K("gpu", "memory_efficiency", VS_KEY_REAL, memory_efficiency, .lo = 0.01, .hi = 1, .default_doc = "0.8"),
     K("node", "gpus", VS_KEY_COUNT, gpus_per_node, .positive = true, .required = true, .default_doc = "required"),
     K("node", "host_memory", VS_KEY_SIZE, host_memory_bytes, .positive = true, .default_doc = "1TiB"),
-    K("node", "pcie_bandwidth", VS_KEY_RATE, pcie_bandwidth, .positive = true, .default_doc = "25GB/s"),
-    K("node", "pcie_latency", VS_KEY_LATENCY, pcie_latency, .default_doc = "2us"),
+    K("node", "pcie_bandwidth", VS_KEY_RATE, pcie_bandwidth, .lo = MIN_RATE, .default_doc = "25GB/s"),
+    K("node", "pcie_latency", VS_KEY_LATENCY, pcie_latency, .hi = MAX_LATENCY, .default_doc = "2us"),
     K("node", "gpus_per_pcie_switch", VS_KEY_COUNT, gpus_per_pcie_switch, .positive = true, .default_doc = "2"),
-    K("node", "nvme_bandwidth", VS_KEY_RATE, nvme_bandwidth, .positive = true, .default_doc = "10GB/s"),
+    K("node", "nvme_bandwidth", VS_KEY_RATE, nvme_bandwidth, .lo = MIN_RATE, .default_doc = "10GB/s"),
     K("node", "nvme_capacity", VS_KEY_SIZE, nvme_capacity_bytes, .default_doc = "0 (none)"),
-    K("network", "intra_bandwidth", VS_KEY_RATE, intra_bandwidth, .positive = true, .required = true, .default_doc = "required"),
-    K("network", "intra_latency", VS_KEY_LATENCY, intra_latency, .default_doc = "3us"),
-    K("network", "inter_bandwidth", VS_KEY_RATE, inter_bandwidth, .positive = true, .required = true, .default_doc = "required"),
-    K("network", "inter_latency", VS_KEY_LATENCY, inter_latency, .default_doc = "5us"),
-    K("cost", "usd_per_gpu_hour", VS_KEY_REAL, usd_per_gpu_hour, .lo = 0, .default_doc = "0 (unknown)"),
+    K("network", "intra_bandwidth", VS_KEY_RATE, intra_bandwidth, .lo = MIN_RATE, .required = true, .default_doc = "required"),
+    K("network", "intra_latency", VS_KEY_LATENCY, intra_latency, .hi = MAX_LATENCY, .default_doc = "3us"),
+    K("network", "inter_bandwidth", VS_KEY_RATE, inter_bandwidth, .lo = MIN_RATE, .required = true, .default_doc = "required"),
+    K("network", "inter_latency", VS_KEY_LATENCY, inter_latency, .hi = MAX_LATENCY, .default_doc = "5us"),
+    K("cost", "usd_per_gpu_hour", VS_KEY_REAL, usd_per_gpu_hour, .lo = 0, .hi = 1e4, .default_doc = "0 (unknown)"),
     VS_CAL_KINDS(CAL)
 };
 #undef CAL

@@ -214,6 +214,14 @@ static int check_training(vs_workload *wl, vs_error *err)
                         (unsigned long long)p->dp,
                         (unsigned long long)replica_batch);
   wl->grad_accum = t->global_batch / replica_batch;
+  if (wl->grad_accum > VS_MAX_MICROBATCHES)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: %llu micro-batches per step (global_batch / "
+                        "(micro_batch * dp)) are more than vsim simulates "
+                        "(%d); raise micro_batch or dp, or lower global_batch",
+                        WHERE("training", "global_batch"),
+                        (unsigned long long)wl->grad_accum,
+                        VS_MAX_MICROBATCHES);
 
   if (!vs_conf_is_set(&workload_tab, &wl->origins, "training", "master_weights"))
     t->master_weights = t->precision != VS_PREC_FP32;

@@ -88,6 +88,11 @@ typedef struct vs_workload {
   vs_origins origins;       /* where every value came from */
 } vs_workload;
 
+/* Micro-batches per step vsim simulates at most: every one is built into
+ * each stage's program (about 12 KB each), and real steps use thousands at
+ * most (a 4M-token batch of 512-token sequences on one GPU is 8192). */
+#define VS_MAX_MICROBATCHES 16384
+
 /* The key table of workload.ini (for --set and README). */
 const vs_keytab *vs_workload_keys(void);
 

@@ -488,9 +488,32 @@ static void test_head_loss_buffers(void **state)
   }
 }
 
+/* The size guard counts the s x s attention scores only where they exist:
+ * a 4-layer GPT (h 512, 8 heads, ffn 2048) at s = 40M tokens keeps about
+ * 4 s (40 h + 8 f) = 5.9e12 bytes per layer with flash, far below the
+ * 1e18 limit, but 4 s (5 a s) = 2.6e17 more per layer eager: 1.05e18. */
+static void test_size_guard_follows_attention(void **state)
+{
+  static const char ini[] =
+      "[model]\narch = gpt\nlayers = 4\nhidden = 512\nheads = 8\n"
+      "vocab = 1000\nseq_len = 40000000\n"
+      "[training]\nattention = flash\n";
+  static const char *const eager[] = {"training.attention=eager"};
+  vs_workload wl;
+  vs_model m;
+  vs_error err;
+  (void)state;
+  build_ini(&m, ini, NULL, 0); /* flash: builds */
+  vs_error_clear(&err);
+  assert_int_equal(tu_load_workload(&wl, ini, eager, 1, 0, &err), 0);
+  assert_int_equal(vs_model_build(&wl, &m, &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "too large to simulate"));
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_size_guard_follows_attention),
       cmocka_unit_test(test_gpt_no_parallelism),
       cmocka_unit_test(test_gpt_tensor_parallel),
       cmocka_unit_test(test_gpt_sequence_parallel),

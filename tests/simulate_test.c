@@ -469,9 +469,65 @@ static void test_megatron_bytes_per_param_gpt3_175b(void **state)
               16.0 * 4); /* shard padding: < 1 element per rank */
 }
 
+/* A step longer than 115 days on one stage comes from figures outside real
+ * hardware and is refused rather than reported (its nanoseconds would
+ * overflow with a few more stages). The deep GPT's forward and backward are
+ * about 6 * 1.3e9 params * 2048 tokens = 1.6e13 FLOPs, plus attention: at
+ * the slowest GPU the bounds allow, 1 GFLOP/s x 1% = 1e7 FLOP/s, that is
+ * ~1.6e6 s: within the bound. 48 layers of fp16 would need a slower GPU, so
+ * the test raises the work with 64 micro-batches per step (~1e8 s). */
+static void test_absurd_step_is_refused(void **state)
+{
+  static const char *const sets[] = {"training.global_batch=64"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  vs_sim_opts opts = {false, false, false, false};
+  vs_error err;
+  (void)state;
+  load(&wl, gpt_deep_eager, sets, 1, 1);
+  tu_default_topology(&topo);
+  topo.peak_tflops_fp16 = 1e-3;
+  topo.compute_efficiency = 0.01;
+  vs_error_clear(&err);
+  assert_int_equal(vs_sim_run(&sim, &wl, &topo, &opts, &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "stage 0 would be busy over 116 days a "
+                                  "step"));
+  assert_non_null(strstr(err.msg, "check the topology's [gpu] and "
+                                  "[network] figures"));
+}
+
+/* --ranks all beyond VS_MAX_SIMULATED_RANKS GPUs is a usage error (each
+ * simulated GPU holds its own allocator and timeline): 65,537 data-parallel
+ * replicas of a small GPT are refused, one rank per stage is not. */
+static void test_all_ranks_limit(void **state)
+{
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  vs_sim_opts all = {true, false, false, false}, stage = {false, false, false,
+                                                          false};
+  vs_error err;
+  static const char small[] =
+      "[model]\narch = gpt\nlayers = 2\nhidden = 64\nheads = 8\n"
+      "vocab = 1000\nseq_len = 128\n";
+  (void)state;
+  load(&wl, small, NULL, 0, 65537);
+  tu_default_topology(&topo);
+  vs_error_clear(&err);
+  assert_int_equal(vs_sim_run(&sim, &wl, &topo, &all, &err), VS_EUSAGE);
+  assert_non_null(strstr(err.msg, "--ranks all: 65537 GPUs are more than "
+                                  "vsim simulates one by one (65536)"));
+  vs_error_clear(&err);
+  assert_int_equal(vs_sim_run(&sim, &wl, &topo, &stage, &err), 0);
+  vs_sim_fini(&sim);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_absurd_step_is_refused),
+      cmocka_unit_test(test_all_ranks_limit),
       cmocka_unit_test(test_gpt_activations_match_korthikanti),
       cmocka_unit_test(test_full_recompute_keeps_layer_inputs),
       cmocka_unit_test(test_selective_recompute_drops_attention_scores),

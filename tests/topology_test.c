@@ -222,7 +222,7 @@ static void test_set_overrides(void **state)
   assert_near(t.hbm_bandwidth, 3.35e12);      /* untouched: H100's 3350GB/s */
   assert_string_equal(vs_conf_where(vs_topology_keys(), &t.origins, "gpu",
                                     "memory", where, sizeof where),
-                      "--set gpu.memory=40GiB");
+                      "--set topology.gpu.memory=40GiB");
   /* vs_topology_set on a loaded topology does the same. */
   vs_error_clear(&err);
   assert_int_equal(vs_topology_set(&t, "node.gpus=4", &err), 0);
@@ -239,12 +239,13 @@ static void test_set_errors(void **state)
   vs_topology t, before;
   vs_error err;
   (void)state;
-  load_bad(MINIMAL, bad_value, 1, VS_EINPUT, "--set gpu.memory=lots: not a number");
+  load_bad(MINIMAL, bad_value, 1, VS_EINPUT,
+           "--set topology.gpu.memory=lots: not a number");
   load_bad(MINIMAL, unknown_key, 1, VS_EINPUT,
-           "--set gpu.mem: unknown key 'mem' in [gpu]; valid keys: name, memory, "
+           "--set topology.gpu.mem: unknown key 'mem' in [gpu]; valid keys: name, memory, "
            "hbm_bandwidth");
   load_bad(MINIMAL, unknown_sec, 1, VS_EINPUT,
-           "--set calibrate.x: unknown section [calibrate]; valid sections: "
+           "--set topology.calibrate.x: unknown section [calibrate]; valid sections: "
            "[gpu], [node], [network], [cost], [calibration]");
   /* The CLI strips "topology."; the message puts it back. */
   load_bad(MINIMAL, no_eq, 1, VS_EUSAGE,
@@ -257,7 +258,7 @@ static void test_set_errors(void **state)
   vs_error_clear(&err);
   assert_int_equal(vs_topology_set(&t, "gpu.compute_efficiency=1.5", &err),
                    VS_EINPUT);
-  assert_non_null(strstr(err.msg, "--set gpu.compute_efficiency=1.5: must be at "
+  assert_non_null(strstr(err.msg, "--set topology.gpu.compute_efficiency=1.5: must be at "
                                   "most 1"));
   assert_memory_equal(&t, &before, sizeof t);
 }
@@ -308,7 +309,16 @@ static void test_bad_values(void **state)
   load_bad("[gpu]\nname = H100 SXM\n", NULL, 0, VS_EINPUT,
            "@:2: [gpu] name = H100 SXM: expected a name of 1-63 characters");
   load_bad("[gpu]\ncompute_efficiency = 0\n", NULL, 0, VS_EINPUT,
-           "@:2: [gpu] compute_efficiency = 0: must be greater than 0");
+           "@:2: [gpu] compute_efficiency = 0: must be at least 0.01");
+  /* figures that would overflow integer-ns times are outside real hardware */
+  load_bad("[gpu]\nhbm_bandwidth = 1e-200\n", NULL, 0, VS_EINPUT,
+           "@:2: [gpu] hbm_bandwidth = 1e-200: must be at least 1000000");
+  load_bad("[gpu]\npeak_tflops_bf16 = 1e-200\n", NULL, 0, VS_EINPUT,
+           "@:2: [gpu] peak_tflops_bf16 = 1e-200: must be at least 0.001");
+  load_bad("[network]\nintra_latency = 1e30s\n", NULL, 0, VS_EINPUT,
+           "@:2: [network] intra_latency = 1e30s: must be at most 1");
+  load_bad("[cost]\nusd_per_gpu_hour = 1e300\n", NULL, 0, VS_EINPUT,
+           "@:2: [cost] usd_per_gpu_hour = 1e300: must be at most 10000");
   load_bad("[gpu]\npeak_tflops_fp8 = -1\n", NULL, 0, VS_EINPUT,
            "@:2: [gpu] peak_tflops_fp8 = -1: must be at least 0");
   load_bad("[network]\nintra_latency = 3 fortnights\n", NULL, 0, VS_EINPUT,

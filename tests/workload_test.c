@@ -363,6 +363,32 @@ static void test_unreadable_file(void **state)
   assert_int_equal(vs_workload_load(&wl, "/nonexistent/w.ini", NULL, 0, 0, &err),
                    VS_EIO);
   assert_non_null(strstr(err.msg, "/nonexistent/w.ini: cannot read workload file"));
+  vs_error_clear(&err);
+  assert_int_equal(vs_workload_load(&wl, "", NULL, 0, 0, &err), VS_EIO);
+  assert_string_equal(err.msg, "the workload file's path is empty");
+}
+
+/* Every micro-batch of a step is built into each stage's program: more than
+ * VS_MAX_MICROBATCHES is refused, naming the key that makes them. Here
+ * global_batch 20000 / (micro_batch 1 * dp 1) = 20000 > 16384; 16384 is
+ * accepted. */
+static void test_microbatch_limit(void **state)
+{
+  static const char *const too_many[] = {"training.global_batch=20000"};
+  static const char *const most[] = {"training.global_batch=16384"};
+  vs_workload wl;
+  vs_error err;
+  char path[128];
+  (void)state;
+  load_bad(GPT_MODEL, too_many, 1, 1, VS_EINPUT,
+           "--set training.global_batch=20000: 20000 micro-batches per step "
+           "(global_batch / (micro_batch * dp)) are more than vsim simulates "
+           "(16384)");
+  tu_write_temp(GPT_MODEL, ".ini", path, sizeof path);
+  vs_error_clear(&err);
+  assert_int_equal(vs_workload_load(&wl, path, most, 1, 1, &err), 0);
+  assert_int_equal(wl.grad_accum, 16384);
+  unlink(path);
 }
 
 static void test_unknown_section_and_key(void **state)
@@ -638,6 +664,7 @@ int main(void)
       cmocka_unit_test(test_set_errors),
       cmocka_unit_test(test_set_bad_value_leaves_workload_unchanged),
       cmocka_unit_test(test_unreadable_file),
+      cmocka_unit_test(test_microbatch_limit),
       cmocka_unit_test(test_unknown_section_and_key),
       cmocka_unit_test(test_missing_required_keys),
       cmocka_unit_test(test_llama_needs_ffn_hidden),
