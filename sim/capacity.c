@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -116,6 +117,66 @@ int vs_vary_parse(const char *text, vs_vary *out, vs_error *err)
       p++;
   }
   return 0;
+}
+
+/* A GPU count, as --gpus takes it. */
+static bool gpu_count(const char *text)
+{
+  uint64_t g;
+  return whole(text, &g) && g >= 1 && g <= 1000000;
+}
+
+/* Checks one value of --vary v alone, by applying it to scratch copies of
+ * the two files' structs (a value's own parse and bounds do not depend on
+ * the rest of the configuration). */
+static int check_value(const vs_vary *v, const char *value, vs_topology *topo,
+                       vs_workload *wl, vs_error *err)
+{
+  char assignment[2 * VS_EXPLORE_SET_MAX];
+  if (strcmp(v->key, "gpus") == 0)
+    return gpu_count(value)
+               ? 0
+               : vs_error_set(err, VS_EUSAGE,
+                              "--vary gpus=%s: a GPU count is a whole number "
+                              "from 1 to 1000000",
+                              value);
+  if (snprintf(assignment, sizeof assignment, "%s=%s", v->key, value) >=
+      VS_EXPLORE_SET_MAX)
+    return vs_error_set(err, VS_EUSAGE, "--vary %s: too long (at most %d "
+                        "characters)", assignment, VS_EXPLORE_SET_MAX - 1);
+  if (vs_explore_set(topo, wl, assignment, err) == 0)
+    return 0;
+  /* the configuration code calls every override --set; this one is not */
+  vs_explore_relabel(err->msg, sizeof err->msg, assignment, "--vary ");
+  if (strstr(err->msg, "unknown section") && strncmp(v->key, "topology.", 9))
+    snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
+             ", topology.SECTION.KEY for the hardware, or gpus");
+  err->code = VS_EUSAGE;
+  return VS_EUSAGE;
+}
+
+int vs_vary_check(const vs_vary *vary, size_t n, vs_error *err)
+{
+  vs_topology *topo = calloc(1, sizeof *topo);
+  vs_workload *wl = calloc(1, sizeof *wl);
+  int rc = 0;
+
+  if (!topo || !wl)
+    rc = vs_error_set(err, VS_ENOMEM, "out of host memory");
+  for (size_t k = 0; rc == 0 && k < n; k++) {
+    /* a second list would silently multiply the combinations */
+    for (size_t j = 0; rc == 0 && j < k; j++)
+      if (strcmp(vary[j].key, vary[k].key) == 0)
+        rc = vs_error_set(err, VS_EUSAGE,
+                          "--vary %s given twice; list all its values in "
+                          "one --vary",
+                          vary[k].key);
+    for (size_t i = 0; rc == 0 && i < vary[k].n; i++)
+      rc = check_value(&vary[k], vary[k].values[i], topo, wl, err);
+  }
+  free(topo);
+  free(wl);
+  return rc;
 }
 
 /* ------------------------------------------------------------------------
@@ -287,18 +348,24 @@ static void tail_columns_header(vs_csv *c)
   vs_csv_text(c, "usd_per_step");
 }
 
+/* A figure derived from a candidate's step time, or an empty cell when the
+ * candidate has no step (invalid, or screening stopped at its
+ * out-of-memory): a CSV cell is a number or empty, never inf or nan. */
+static void derived_cell(vs_csv *c, const vs_candidate *cand, double value)
+{
+  if (cand->status != VS_EVAL_INVALID && cand->timed && isfinite(value))
+    vs_csv_real(c, value);
+  else
+    vs_csv_text(c, "");
+}
+
 static void tail_columns(vs_csv *c, const vs_candidate *cand)
 {
   vs_csv_text(c, status_name(cand->status));
   vs_csv_text(c, cand->reason);
-  if (cand->status == VS_EVAL_INVALID) {
-    for (int i = 0; i < 3; i++)
-      vs_csv_text(c, "");
-    return;
-  }
-  vs_csv_real(c, cand->tokens_per_s);
-  vs_csv_real(c, cand->mfu);
-  vs_csv_real(c, cand->usd_per_step);
+  derived_cell(c, cand, cand->tokens_per_s);
+  derived_cell(c, cand, cand->mfu);
+  derived_cell(c, cand, cand->usd_per_step);
 }
 
 static void summary_or_empty(vs_csv *c, const vs_candidate *cand)
@@ -318,31 +385,65 @@ static void combo_values(const vs_capacity_opts *o, size_t i, const char **vals)
   }
 }
 
-int vs_capacity_sweep(const vs_capacity_opts *o, FILE *out, FILE *errs)
+/* Reads the files and applies the base --set overrides, as fit and plan
+ * do, so that an error every combination would share is reported once
+ * (exit 1). What is checked across keys waits for each combination: its
+ * varied keys may be what makes the layout valid (gpus, parallel.tp). */
+static int parse_base(const vs_capacity_opts *o, FILE *errs)
 {
-  size_t n = 1, fits = 0, ooms = 0;
-  vs_candidate *cands;
+  vs_topology *topo = malloc(sizeof *topo);
+  vs_workload *wl = malloc(sizeof *wl);
   vs_error err;
   int code = VS_EXIT_OK;
+
+  vs_error_clear(&err);
+  if (!topo || !wl) {
+    fprintf(errs, "vsim: out of host memory\n");
+    code = VS_EXIT_ERROR;
+  } else if (vs_explore_parse(&o->ex, topo, wl, &err)) {
+    fprintf(errs, "vsim: %s\n", err.msg);
+    code = err.code == VS_EUSAGE ? VS_EXIT_USAGE : VS_EXIT_ERROR;
+  }
+  free(topo);
+  free(wl);
+  return code;
+}
+
+/* Everything a sweep checks before simulating, in the order a user fixes
+ * it: the options (exit 2), the base input, the output (exit 1). Sets *n
+ * to the number of combinations. */
+static int sweep_checks(const vs_capacity_opts *o, size_t *n, FILE *errs)
+{
+  vs_error err;
+  int code;
 
   vs_error_clear(&err);
   if (o->n_vary == 0) {
     fprintf(errs, "vsim: sweep needs at least one --vary section.key=values\n");
     return VS_EXIT_USAGE;
   }
+  *n = 1;
   for (size_t k = 0; k < o->n_vary; k++) {
-    n *= o->vary[k].n;
-    if (n > 100000) {
+    *n *= o->vary[k].n;
+    if (*n > 100000) {
       fprintf(errs, "vsim: the sweep has over 100000 combinations; narrow "
                     "the --vary lists\n");
       return VS_EXIT_USAGE;
     }
   }
-  cands = calloc(n, sizeof *cands);
-  if (!cands) {
-    fprintf(errs, "vsim: out of host memory for %zu combinations\n", n);
-    return VS_EXIT_ERROR;
+  if (vs_vary_check(o->vary, o->n_vary, &err)) {
+    fprintf(errs, "vsim: %s\n", err.msg);
+    return err.code == VS_EUSAGE ? VS_EXIT_USAGE : VS_EXIT_ERROR;
   }
+  if ((code = parse_base(o, errs)) != VS_EXIT_OK)
+    return code;
+  return o->csv ? vs_cli_check_output(errs, "--csv", o->csv) : VS_EXIT_OK;
+}
+
+/* Fills the n candidates of the sweep's combinations. */
+static int sweep_candidates(const vs_capacity_opts *o, vs_candidate *cands,
+                            size_t n, FILE *errs)
+{
   for (size_t i = 0; i < n; i++) {
     const char *vals[VS_VARY_MAX];
     combo_values(o, i, vals);
@@ -350,70 +451,116 @@ int vs_capacity_sweep(const vs_capacity_opts *o, FILE *out, FILE *errs)
     for (size_t k = 0; k < o->n_vary; k++) {
       const char *key = o->vary[k].key;
       if (strcmp(key, "gpus") == 0)
-        cands[i].gpus = strtoull(vals[k], NULL, 10);
+        cands[i].gpus = strtoull(vals[k], NULL, 10); /* checked: 1..1e6 */
       else if (vs_candidate_set(&cands[i], "%s=%s", key, vals[k])) {
         fprintf(errs, "vsim: --vary %s=%s: value too long\n", key, vals[k]);
-        free(cands);
         return VS_EXIT_USAGE;
       }
     }
   }
-  if (vs_explore_all(&o->ex, cands, n, &err)) {
-    fprintf(errs, "vsim: %s\n", err.msg);
-    free(cands);
-    return VS_EXIT_ERROR;
-  }
-  /* table on stdout */
+  return VS_EXIT_OK;
+}
+
+/* An invalid combination's reason names its varied keys as the user gave
+ * them (--vary), not as the overrides they became (--set). */
+static void relabel_reason(vs_candidate *c)
+{
+  for (size_t k = 0; c->status == VS_EVAL_INVALID && k < c->n_sets; k++)
+    vs_explore_relabel(c->reason, sizeof c->reason, c->sets[k], "--vary ");
+}
+
+/* One line per combination on stdout, and the totals. Returns how many
+ * fit. */
+static size_t sweep_table(const vs_capacity_opts *o, const vs_candidate *cands,
+                          size_t n, FILE *out)
+{
+  size_t fits = 0, ooms = 0;
   for (size_t k = 0; k < o->n_vary; k++)
     fprintf(out, "%-22s ", o->vary[k].key);
   fprintf(out, "%-8s %10s %10s %12s\n", "status", "peak", "step", "tokens/s");
   for (size_t i = 0; i < n; i++) {
-    char peak[16], step[16];
+    const vs_candidate *c = &cands[i];
+    char peak[16], step[16] = "-", tokens[32] = "-";
     const char *vals[VS_VARY_MAX];
     combo_values(o, i, vals);
     for (size_t k = 0; k < o->n_vary; k++)
       fprintf(out, "%-22s ", vals[k]);
-    fits += cands[i].status == VS_EVAL_FITS;
-    ooms += cands[i].status == VS_EVAL_OOM;
-    if (cands[i].status == VS_EVAL_INVALID)
-      fprintf(out, "%-8s %s\n", "invalid", cands[i].reason);
-    else
-      fprintf(out, "%-8s %10s %10s %12.0f\n", status_name(cands[i].status),
-              vs_format_bytes(cands[i].worst.peak_used_bytes, peak, sizeof peak),
-              vs_format_seconds(cands[i].step_time_s, step, sizeof step),
-              cands[i].tokens_per_s);
+    fits += c->status == VS_EVAL_FITS;
+    ooms += c->status == VS_EVAL_OOM;
+    if (c->status == VS_EVAL_INVALID) {
+      fprintf(out, "%-8s %s\n", "invalid", c->reason);
+      continue;
+    }
+    if (c->timed) {
+      vs_format_seconds(c->step_time_s, step, sizeof step);
+      snprintf(tokens, sizeof tokens, "%.0f", c->tokens_per_s);
+    }
+    fprintf(out, "%-8s %10s %10s %12s\n", status_name(c->status),
+            vs_format_bytes(c->worst.peak_used_bytes, peak, sizeof peak), step,
+            tokens);
   }
   fprintf(out, "%zu combinations: %zu fit, %zu out of memory, %zu invalid\n", n,
           fits, ooms, n - fits - ooms);
-  if (o->csv) {
-    vs_csv c;
-    if (vs_csv_open(&c, o->csv, &err)) {
-      fprintf(errs, "vsim: %s\n", err.msg);
-      free(cands);
-      return VS_EXIT_ERROR;
-    }
+  return fits;
+}
+
+static int write_sweep_csv(const vs_capacity_opts *o, const vs_candidate *cands,
+                           size_t n, vs_error *err)
+{
+  vs_csv c;
+  int rc = vs_csv_open(&c, o->csv, err);
+  if (rc)
+    return rc;
+  for (size_t k = 0; k < o->n_vary; k++)
+    vs_csv_text(&c, o->vary[k].key);
+  vs_summary_csv_header(&c);
+  tail_columns_header(&c);
+  vs_csv_row(&c);
+  for (size_t i = 0; i < n; i++) {
+    const char *vals[VS_VARY_MAX];
+    combo_values(o, i, vals);
     for (size_t k = 0; k < o->n_vary; k++)
-      vs_csv_text(&c, o->vary[k].key);
-    vs_summary_csv_header(&c);
-    tail_columns_header(&c);
+      vs_csv_text(&c, vals[k]);
+    summary_or_empty(&c, &cands[i]);
+    tail_columns(&c, &cands[i]);
     vs_csv_row(&c);
-    for (size_t i = 0; i < n; i++) {
-      const char *vals[VS_VARY_MAX];
-      combo_values(o, i, vals);
-      for (size_t k = 0; k < o->n_vary; k++)
-        vs_csv_text(&c, vals[k]);
-      summary_or_empty(&c, &cands[i]);
-      tail_columns(&c, &cands[i]);
-      vs_csv_row(&c);
-    }
-    if (vs_csv_commit(&c, &err)) {
-      fprintf(errs, "vsim: %s\n", err.msg);
-      code = VS_EXIT_ERROR;
-    }
   }
-  free(cands);
-  if (code == VS_EXIT_OK && fits == 0)
+  return vs_csv_commit(&c, err);
+}
+
+int vs_capacity_sweep(const vs_capacity_opts *o, FILE *out, FILE *errs)
+{
+  size_t n = 0, fits;
+  vs_candidate *cands;
+  vs_error err;
+  int code;
+
+  vs_error_clear(&err);
+  if ((code = sweep_checks(o, &n, errs)) != VS_EXIT_OK)
+    return code;
+  cands = calloc(n, sizeof *cands);
+  if (!cands) {
+    fprintf(errs, "vsim: out of host memory for %zu combinations\n", n);
+    return VS_EXIT_ERROR;
+  }
+  if ((code = sweep_candidates(o, cands, n, errs)) != VS_EXIT_OK)
+    goto done;
+  if (vs_explore_all(&o->ex, cands, n, &err)) {
+    fprintf(errs, "vsim: %s\n", err.msg);
+    code = VS_EXIT_ERROR;
+    goto done;
+  }
+  for (size_t i = 0; i < n; i++)
+    relabel_reason(&cands[i]);
+  fits = sweep_table(o, cands, n, out);
+  if (o->csv && write_sweep_csv(o, cands, n, &err)) {
+    fprintf(errs, "vsim: %s\n", err.msg);
+    code = VS_EXIT_ERROR;
+  } else if (fits == 0) {
     code = VS_EXIT_OOM;
+  }
+done:
+  free(cands);
   return code;
 }
 
@@ -649,13 +796,8 @@ static int write_plan_csv(const char *path, const plan_state *ps,
     vs_csv_text(&c, lc->tp > 1 ? "true" : "false");
     summary_or_empty(&c, cand);
     tail_columns(&c, cand);
-    if (cand->status == VS_EVAL_INVALID) {
-      vs_csv_text(&c, "");
-      vs_csv_text(&c, "");
-    } else {
-      vs_csv_real(&c, cand->usd_per_step * 1e9 / tokens_per_step);
-      vs_csv_real(&c, cand->step_time_s * 1e9 / tokens_per_step / 3600.0);
-    }
+    derived_cell(&c, cand, cand->usd_per_step * 1e9 / tokens_per_step);
+    derived_cell(&c, cand, cand->step_time_s * 1e9 / tokens_per_step / 3600.0);
     vs_csv_text(&c, cand->extrapolated ? "true" : "false");
     vs_csv_row(&c);
   }
@@ -694,6 +836,9 @@ int vs_capacity_plan(const vs_capacity_opts *o, FILE *out, FILE *errs)
     code = VS_EXIT_ERROR;
     goto done;
   }
+  if (o->csv &&
+      (code = vs_cli_check_output(errs, "--csv", o->csv)) != VS_EXIT_OK)
+    goto done;
   priced = topo->usd_per_gpu_hour > 0;
   tokens_per_step = (double)(wl->training.global_batch * wl->model.seq_len);
   if (enumerate(wl, topo, max_gpus, &ps)) {

@@ -26,6 +26,14 @@ typedef struct vs_vary {
  * message on a malformed list or more than VS_VALUES_MAX values. */
 int vs_vary_parse(const char *text, vs_vary *out, vs_error *err);
 
+/* Checks a sweep's n --vary options before anything is simulated: each
+ * key given once, gpus values whole numbers from 1 to 1000000, and every
+ * other value one its key accepts (a key of workload.ini, or of
+ * topology.ini after "topology."), each checked alone; whether values fit
+ * together is each combination's outcome. VS_EUSAGE with a message naming
+ * the --vary option; VS_ENOMEM. */
+int vs_vary_check(const vs_vary *vary, size_t n, vs_error *err);
+
 typedef struct vs_capacity_opts {
   vs_explore ex;                     /* workload, topology, base sets, jobs */
   uint64_t gpus;                     /* --gpus, 0 = from the workload */

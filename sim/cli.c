@@ -1,4 +1,5 @@
 /* cli.c - argument parsing and the run / show commands (see cli.h). */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "cli.h"
 
 #include "capacity.h"
@@ -7,8 +8,12 @@
 
 #include <gsl/gsl_errno.h>
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_SETS 128
@@ -132,7 +137,9 @@ static const char plan_help[] =
     "  --max-gpus N          largest GPU count (default 512)\n"
     "  --top K               layouts to list (default 5)\n"
     "  --jobs N              simulations in parallel (default: one per CPU)\n"
-    "  --csv FILE            write plan.csv: every simulated layout\n"
+    "  --csv FILE            write plan.csv: every simulated layout (a layout\n"
+    "                        screened only up to its out-of-memory has no step:\n"
+    "                        its step time and the figures from it are empty)\n"
     "exit status: 0 something fits, 3 nothing fits up to --max-gpus, 1 bad input\n";
 
 static const char show_help[] =
@@ -142,10 +149,16 @@ static const char show_help[] =
     "Prints every workload key with defaults resolved, the layout, the\n"
     "parameter count (total and per GPU) and the model-state bytes per GPU.\n";
 
-static int usage(FILE *errs, const char *fmt, const char *arg)
+static int usage(FILE *errs, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int usage(FILE *errs, const char *fmt, ...)
 {
+  va_list ap;
   fprintf(errs, "vsim: ");
-  fprintf(errs, fmt, arg);
+  va_start(ap, fmt);
+  vfprintf(errs, fmt, ap);
+  va_end(ap);
   fprintf(errs, "\n(see vsim --help)\n");
   return VS_EXIT_USAGE;
 }
@@ -234,8 +247,8 @@ static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
       uint64_t n;
       v = option_value(argc, argv, &i, name);
       if (parse_gpus(v, &n))
-        return usage(errs, "a whole number from 1 to 1000000 is needed, got '%s'",
-                     v ? v : "");
+        return usage(errs, "%s needs a whole number from 1 to 1000000, "
+                           "got '%s'", name, v ? v : "");
       if (strcmp(name, "--jobs") == 0)
         a->jobs = n > 256 ? 256 : (unsigned)n;
       else if (strcmp(name, "--top") == 0)
@@ -273,6 +286,251 @@ static int load_inputs(const cli_args *a, vs_topology *topo, vs_workload *wl,
   return VS_EXIT_OK;
 }
 
+/* ------------------------------------------------------------------------
+ * Outputs, checked before simulating: a run or a sweep can take minutes,
+ * and an output that cannot be written is found before any of it.
+ * ------------------------------------------------------------------------ */
+
+#define PATH_LEN 4096
+
+/* The directory part of path ("." when it has none), trailing slashes
+ * ignored; false when it does not fit. */
+static bool dir_of(const char *path, char *dir, size_t len)
+{
+  size_t n = strlen(path);
+  while (n > 1 && path[n - 1] == '/')
+    n--;
+  while (n > 0 && path[n - 1] != '/')
+    n--;
+  while (n > 1 && path[n - 1] == '/')
+    n--;
+  if (n == 0)
+    return snprintf(dir, len, ".") < (int)len;
+  return snprintf(dir, len, "%.*s", (int)n, path) < (int)len;
+}
+
+/* Checks that dir is a directory in which a file can be created, the way
+ * vs_csv_open will: by creating one (then removing it), since access()
+ * says yes to root everywhere, even where creating fails (/proc). */
+static int check_dir(FILE *errs, const char *option, const char *path,
+                     const char *dir)
+{
+  char probe[PATH_LEN + 64];
+  struct stat st;
+  int fd = -1, e = 0;
+
+  if (stat(dir, &st) != 0)
+    e = errno;
+  else if (!S_ISDIR(st.st_mode))
+    e = ENOTDIR;
+  for (unsigned i = 0; e == 0 && fd < 0 && i < 100; i++) {
+    snprintf(probe, sizeof probe, "%s/.vsim-probe.%ld.%u", dir,
+             (long)getpid(), i);
+    fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0 && errno != EEXIST)
+      e = errno;
+  }
+  if (fd >= 0) {
+    close(fd);
+    unlink(probe);
+    return VS_EXIT_OK;
+  }
+  fprintf(errs, "vsim: %s %s: cannot create: directory '%s': %s\n", option,
+          path, dir, strerror(e ? e : EEXIST));
+  return VS_EXIT_ERROR;
+}
+
+/* Where path leads through symbolic links, as vs_csv_open follows them
+ * (a link's target relative to the link's directory); the last target
+ * need not exist. 0, or the errno why it cannot be followed. */
+static int follow_links(const char *path, char *out, size_t len)
+{
+  char link[PATH_LEN], dir[PATH_LEN];
+  struct stat st;
+  if (snprintf(out, len, "%s", path) >= (int)len)
+    return ENAMETOOLONG;
+  for (int hops = 0; lstat(out, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
+    ssize_t n = readlink(out, link, sizeof link - 1);
+    if (hops == 16)
+      return ELOOP;
+    if (n < 0)
+      return errno;
+    if (!dir_of(out, dir, sizeof dir))
+      return ENAMETOOLONG;
+    link[n] = '\0';
+    if ((link[0] == '/' ? snprintf(out, len, "%s", link)
+                        : snprintf(out, len, "%s/%s", dir, link)) >= (int)len)
+      return ENAMETOOLONG;
+  }
+  return 0;
+}
+
+int vs_cli_check_output(FILE *errs, const char *option, const char *path)
+{
+  char dir[PATH_LEN];
+  struct stat st;
+  char target[PATH_LEN];
+  size_t n = strlen(path);
+  int e;
+
+  if (n == 0 || path[n - 1] == '/')
+    return usage(errs, "%s needs a file name, got '%s'", option, path);
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    fprintf(errs, "vsim: %s %s: is a directory\n", option, path);
+    return VS_EXIT_ERROR;
+  }
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    /* a device or FIFO is written in place, never replaced */
+    if (access(path, W_OK) == 0)
+      return VS_EXIT_OK;
+    fprintf(errs, "vsim: %s %s: cannot write: %s\n", option, path,
+            strerror(errno));
+    return VS_EXIT_ERROR;
+  }
+  /* the file is written beside where a symbolic link leads */
+  if ((e = follow_links(path, target, sizeof target)) == 0 &&
+      !dir_of(target, dir, sizeof dir))
+    e = ENAMETOOLONG;
+  if (e) {
+    fprintf(errs, "vsim: %s %s: %s\n", option, path, strerror(e));
+    return VS_EXIT_ERROR;
+  }
+  return check_dir(errs, option, path, dir);
+}
+
+static const char *const csv_names[] = {"summary.csv", "timeline.csv",
+                                        "ops.csv"};
+
+/* --csv DIR: an existing directory whose three files can be written, or
+ * one that can be created (vs_report_write_csv creates it after the
+ * simulation; nothing is created here). */
+static int check_csv_dir(FILE *errs, const char *dir)
+{
+  char parent[PATH_LEN], file[PATH_LEN];
+  struct stat st;
+  int code = VS_EXIT_OK;
+
+  if (*dir == '\0')
+    return usage(errs, "%s needs a directory, got ''", "--csv");
+  if (stat(dir, &st) != 0) {
+    if (!dir_of(dir, parent, sizeof parent)) {
+      fprintf(errs, "vsim: --csv %s: path too long\n", dir);
+      return VS_EXIT_ERROR;
+    }
+    return check_dir(errs, "--csv", dir, parent);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    fprintf(errs, "vsim: --csv %s: exists and is not a directory\n", dir);
+    return VS_EXIT_ERROR;
+  }
+  for (size_t i = 0; code == VS_EXIT_OK && i < 3; i++) {
+    snprintf(file, sizeof file, "%s/%s", dir, csv_names[i]);
+    code = vs_cli_check_output(errs, "--csv", file);
+  }
+  return code;
+}
+
+/* path with empty and "." components removed ("./a//b" -> "a/b"), the
+ * spelling compared when nothing of it exists yet. */
+static void normalize(const char *path, char *out, size_t len)
+{
+  size_t used = 0;
+  out[0] = '\0';
+  if (*path == '/')
+    used = (size_t)snprintf(out, len, "/");
+  for (const char *p = path; *p && used < len;) {
+    size_t n = strcspn(p, "/");
+    if (n > 0 && !(n == 1 && *p == '.'))
+      used += (size_t)snprintf(out + used, len - used, "%s%.*s",
+                               used > 0 && out[used - 1] != '/' ? "/" : "",
+                               (int)n, p);
+    p += n;
+    while (*p == '/')
+      p++;
+  }
+}
+
+/* One name per file, whatever spelling leads to it: the file resolved
+ * when it exists, else its resolved directory and its name, else the
+ * normalized path. */
+static void file_key(const char *path, char *key, size_t len)
+{
+  char norm[PATH_LEN], dir[PATH_LEN];
+  char *real = realpath(path, NULL);
+  normalize(path, norm, sizeof norm);
+  if (!real && dir_of(norm, dir, sizeof dir) && (real = realpath(dir, NULL))) {
+    const char *base = strrchr(norm, '/');
+    snprintf(key, len, "%s/%s", real, base ? base + 1 : norm);
+  } else {
+    snprintf(key, len, "%s", real ? real : norm);
+  }
+  free(real);
+}
+
+/* The files a run writes: the three CSV files, the trace, the chart. */
+typedef struct output {
+  const char *option;          /* "--csv", "--trace", "--svg" */
+  const char *given;           /* what followed the option */
+  char path[PATH_LEN];         /* the file */
+  char key[PATH_LEN];          /* file_key(path) */
+} output;
+
+static size_t run_outputs(const cli_args *a, output *outs)
+{
+  size_t n = 0;
+  for (size_t i = 0; a->csv_dir && i < 3; i++, n++) {
+    outs[n].option = "--csv";
+    outs[n].given = a->csv_dir;
+    snprintf(outs[n].path, PATH_LEN, "%s/%s", a->csv_dir, csv_names[i]);
+  }
+  if (a->trace)
+    outs[n++] = (output){"--trace", a->trace, "", ""};
+  if (a->svg)
+    outs[n++] = (output){"--svg", a->svg, "", ""};
+  for (size_t i = 0; i < n; i++) {
+    if (!outs[i].path[0])
+      snprintf(outs[i].path, PATH_LEN, "%s", outs[i].given);
+    file_key(outs[i].path, outs[i].key, PATH_LEN);
+  }
+  return n;
+}
+
+/* Two outputs that name the same file would overwrite one another. */
+static int check_distinct_outputs(const cli_args *a, FILE *errs)
+{
+  output *outs = malloc(5 * sizeof *outs);
+  size_t n;
+  int code = VS_EXIT_OK;
+
+  if (!outs) {
+    fprintf(errs, "vsim: out of host memory\n");
+    return VS_EXIT_ERROR;
+  }
+  n = run_outputs(a, outs);
+  for (size_t i = 0; code == VS_EXIT_OK && i < n; i++)
+    for (size_t j = i + 1; code == VS_EXIT_OK && j < n; j++)
+      if (strcmp(outs[i].key, outs[j].key) == 0)
+        code = usage(errs, "%s %s and %s %s both write %s; give each output "
+                           "its own file",
+                     outs[i].option, outs[i].given, outs[j].option,
+                     outs[j].given, outs[j].path);
+  free(outs);
+  return code;
+}
+
+/* Every output of a run can be written (see check_csv_dir). */
+static int check_run_outputs(const cli_args *a, FILE *errs)
+{
+  int code = VS_EXIT_OK;
+  if (a->csv_dir)
+    code = check_csv_dir(errs, a->csv_dir);
+  if (code == VS_EXIT_OK && a->trace)
+    code = vs_cli_check_output(errs, "--trace", a->trace);
+  if (code == VS_EXIT_OK && a->svg)
+    code = vs_cli_check_output(errs, "--svg", a->svg);
+  return code;
+}
+
 static int cmd_run(const cli_args *a, FILE *out, FILE *errs)
 {
   vs_topology *topo = malloc(sizeof *topo);
@@ -290,11 +548,13 @@ static int cmd_run(const cli_args *a, FILE *out, FILE *errs)
     fprintf(errs, "vsim: out of host memory\n");
     return VS_EXIT_ERROR;
   }
-  if ((code = load_inputs(a, topo, wl, errs)) != VS_EXIT_OK)
+  if ((code = check_distinct_outputs(a, errs)) != VS_EXIT_OK ||
+      (code = load_inputs(a, topo, wl, errs)) != VS_EXIT_OK ||
+      (code = check_run_outputs(a, errs)) != VS_EXIT_OK)
     goto done;
   if (vs_sim_run(&sim, wl, topo, &opts, &err)) {
     fprintf(errs, "vsim: %s\n", err.msg);
-    code = VS_EXIT_ERROR;
+    code = err.code == VS_EUSAGE ? VS_EXIT_USAGE : VS_EXIT_ERROR;
     goto done;
   }
   vs_report_summary(out, &sim);

@@ -16,4 +16,11 @@ enum {
 
 int vs_cli_main(int argc, char **argv, FILE *out, FILE *errs);
 
+/* Checks, before a long computation, that the file `path` given to
+ * `option` can be written: it is not a directory and its directory exists
+ * and is writable. Writes nothing. Prints one message naming the option
+ * and path and returns VS_EXIT_ERROR (VS_EXIT_USAGE for a path that can
+ * only name a directory); VS_EXIT_OK when it can. */
+int vs_cli_check_output(FILE *errs, const char *option, const char *path);
+
 #endif

@@ -41,6 +41,7 @@ void vs_summary_of(const vs_sim *sim, const vs_rank *r, vs_summary *sum)
   sum->peak_time_s = (double)m->peak_t_ns * 1e-9;
   snprintf(sum->peak_op, sizeof sum->peak_op, "%s", r->prog->ops[m->peak_op].name);
   sum->step_time_s = (double)r->end_ns * 1e-9;
+  sum->timed = !sim->stats.stopped;
 }
 
 void vs_summary_csv_header(vs_csv *csv)
@@ -66,7 +67,10 @@ void vs_summary_csv_row(vs_csv *c, const vs_summary *s)
   vs_csv_text(c, s->fits ? "true" : "false");
   vs_csv_seconds(c, s->peak_time_s);
   vs_csv_text(c, s->peak_op);
-  vs_csv_seconds(c, s->step_time_s);
+  if (s->timed)
+    vs_csv_seconds(c, s->step_time_s);
+  else
+    vs_csv_text(c, "");
 }
 
 void vs_summary_csv_empty(vs_csv *csv)
@@ -100,41 +104,115 @@ static void invalid(vs_candidate *c, const char *why)
   snprintf(c->reason, sizeof c->reason, "%s", why);
 }
 
-int vs_explore_load(const vs_explore *ex, const char (*extra)[VS_EXPLORE_SET_MAX],
-                    size_t n_extra, uint64_t gpus, vs_topology *topo,
-                    vs_workload *wl, vs_error *err)
-{
-  size_t n = ex->n_sets + n_extra, nw = 0, nt = 0;
-  const char **wsets = malloc((n ? n : 1) * sizeof *wsets);
-  const char **tsets = malloc((n ? n : 1) * sizeof *tsets);
-  int rc;
+#define TOPOLOGY_PREFIX "topology."
+#define TOPOLOGY_PREFIX_LEN (sizeof TOPOLOGY_PREFIX - 1)
 
-  if (!wsets || !tsets) {
-    free(wsets);
-    free(tsets);
-    return vs_error_set(err, VS_ENOMEM, "out of host memory");
+static bool is_topology_set(const char *s)
+{
+  return strncmp(s, TOPOLOGY_PREFIX, TOPOLOGY_PREFIX_LEN) == 0;
+}
+
+void vs_explore_relabel(char *msg, size_t len, const char *assignment,
+                        const char *as)
+{
+  static const char set[] = "--set ";
+  char out[VS_ERROR_MSG_MAX];
+  size_t key = strcspn(assignment, "="), n_as = strlen(as), used = 0;
+  size_t cap = len < sizeof out ? len : sizeof out;
+  const char *p;
+
+  if (cap == 0)
+    return;
+  for (p = msg; *p && used + 1 < cap;) {
+    const char *name = p + sizeof set - 1;
+    if (strncmp(p, set, sizeof set - 1) == 0 &&
+        strncmp(name, assignment, key) == 0 &&
+        (name[key] == '=' || name[key] == ':' || name[key] == '\0')) {
+      if (used + n_as + 1 > cap)
+        break;
+      memcpy(out + used, as, n_as);
+      used += n_as;
+      p = name;
+    } else {
+      out[used++] = *p++;
+    }
   }
-  for (size_t i = 0; i < n; i++) {
-    const char *s = i < ex->n_sets ? ex->sets[i] : extra[i - ex->n_sets];
-    if (strncmp(s, "topology.", 9) == 0)
-      tsets[nt++] = s + 9;
-    else
-      wsets[nw++] = s;
+  out[used] = '\0';
+  memcpy(msg, out, used + 1);
+}
+
+int vs_explore_set(vs_topology *topo, vs_workload *wl, const char *assignment,
+                   vs_error *err)
+{
+  if (is_topology_set(assignment))
+    return vs_topology_set(topo, assignment + TOPOLOGY_PREFIX_LEN, err);
+  return vs_workload_set(wl, assignment, err);
+}
+
+/* The i-th of ex's base overrides followed by the n_extra of extra. */
+static const char *nth_set(const vs_explore *ex,
+                           const char (*extra)[VS_EXPLORE_SET_MAX], size_t i)
+{
+  return i < ex->n_sets ? ex->sets[i] : extra[i - ex->n_sets];
+}
+
+/* Applies, in order, the overrides that go to the topology (topology) or
+ * to the workload (!topology). */
+static int apply_sets(const vs_explore *ex,
+                      const char (*extra)[VS_EXPLORE_SET_MAX], size_t n_extra,
+                      bool topology, vs_topology *topo, vs_workload *wl,
+                      vs_error *err)
+{
+  for (size_t i = 0; i < ex->n_sets + n_extra; i++) {
+    const char *s = nth_set(ex, extra, i);
+    int rc;
+    if (is_topology_set(s) == topology &&
+        (rc = vs_explore_set(topo, wl, s, err)))
+      return rc;
   }
-  if (ex->topology_base && ex->workload_base) {
+  return 0;
+}
+
+/* vs_explore_load, or only its parse stage when !resolve. The order of the
+ * checks (topology, then workload) decides which error a user sees first. */
+static int load(const vs_explore *ex, const char (*extra)[VS_EXPLORE_SET_MAX],
+                size_t n_extra, uint64_t gpus, bool resolve,
+                vs_topology *topo, vs_workload *wl, vs_error *err)
+{
+  bool parsed = ex->topology_base && ex->workload_base;
+  int rc = 0;
+
+  if (parsed)
     *topo = *ex->topology_base;
+  else
+    rc = vs_topology_load_base(topo, ex->topology, err);
+  if (rc == 0)
+    rc = apply_sets(ex, extra, n_extra, true, topo, wl, err);
+  if (rc == 0 && resolve)
+    rc = vs_topology_finish(topo, NULL, 0, true, err);
+  if (rc == 0 && parsed)
     *wl = *ex->workload_base;
-    rc = vs_topology_finish(topo, tsets, nt, true, err);
-    if (rc == 0)
-      rc = vs_workload_finish(wl, wsets, nw, gpus, err);
-  } else {
-    rc = vs_topology_load(topo, ex->topology, tsets, nt, err);
-    if (rc == 0)
-      rc = vs_workload_load(wl, ex->workload, wsets, nw, gpus, err);
-  }
-  free(wsets);
-  free(tsets);
+  else if (rc == 0)
+    rc = vs_workload_load_base(wl, ex->workload, err);
+  if (rc == 0)
+    rc = apply_sets(ex, extra, n_extra, false, topo, wl, err);
+  if (rc == 0 && resolve)
+    rc = vs_workload_finish(wl, NULL, 0, gpus, err);
   return rc;
+}
+
+int vs_explore_load(const vs_explore *ex,
+                    const char (*extra)[VS_EXPLORE_SET_MAX], size_t n_extra,
+                    uint64_t gpus, vs_topology *topo, vs_workload *wl,
+                    vs_error *err)
+{
+  return load(ex, extra, n_extra, gpus, true, topo, wl, err);
+}
+
+int vs_explore_parse(const vs_explore *ex, vs_topology *topo, vs_workload *wl,
+                     vs_error *err)
+{
+  return load(ex, NULL, 0, 0, false, topo, wl, err);
 }
 
 /* Simulates wl with its micro-batches per step replaced by m (global
@@ -159,21 +237,10 @@ static int simulate_with(vs_sim *sim, const vs_workload *wl,
   return rc;
 }
 
-static void record_outcome(vs_candidate *c, const vs_sim *sim, const vs_workload *wl,
-                           const vs_topology *topo, double step)
+/* The first out-of-memory of a simulation that does not fit, as a reason
+ * ("rank 0 (stage 0) needs ... out of memory at ..."). */
+static void oom_reason(vs_candidate *c, const vs_sim *sim)
 {
-  const vs_rank *worst = vs_sim_worst_rank(sim);
-  vs_summary_of(sim, worst, &c->worst);
-  c->worst.step_time_s = step;
-  c->status = sim->fits ? VS_EVAL_FITS : VS_EVAL_OOM;
-  c->total_gpus = wl->gpus;
-  c->dp = wl->parallel.dp;
-  c->step_time_s = step;
-  c->tokens_per_s =
-      (double)(wl->training.global_batch * wl->model.seq_len) / step;
-  c->mfu = sim->mfu * sim->step_time_s / step;
-  c->usd_per_step = topo->usd_per_gpu_hour * (double)wl->gpus * step / 3600.0;
-  c->reason[0] = '\0';
   for (size_t i = 0; i < sim->n_ranks && !sim->fits; i++) {
     const vs_rank *r = &sim->ranks[i];
     char label[160], req[16], need[16], cap[16];
@@ -188,8 +255,36 @@ static void record_outcome(vs_candidate *c, const vs_sim *sim, const vs_workload
              vs_format_bytes(r->mem.capacity_bytes, cap, sizeof cap), label,
              vs_format_bytes(r->mem.oom.requested_bytes, req, sizeof req),
              vs_category_name(r->mem.oom.category));
-    break;
+    return;
   }
+}
+
+/* Records sim's outcome with the job's step `step`. timed is false when a
+ * screening simulation stopped at an out-of-memory: its end is not a step
+ * (0 when it stopped in setup), so the step and everything divided by it
+ * stay unknown rather than becoming inf or nan. */
+static void record_outcome(vs_candidate *c, const vs_sim *sim,
+                           const vs_workload *wl, const vs_topology *topo,
+                           double step, bool timed)
+{
+  const vs_rank *worst = vs_sim_worst_rank(sim);
+  timed = timed && step > 0;
+  vs_summary_of(sim, worst, &c->worst);
+  c->worst.timed = timed;
+  c->worst.step_time_s = timed ? step : 0;
+  c->status = sim->fits ? VS_EVAL_FITS : VS_EVAL_OOM;
+  c->total_gpus = wl->gpus;
+  c->dp = wl->parallel.dp;
+  c->timed = timed;
+  c->step_time_s = timed ? step : 0;
+  c->tokens_per_s =
+      timed ? (double)(wl->training.global_batch * wl->model.seq_len) / step
+            : 0;
+  c->mfu = timed ? sim->mfu * sim->step_time_s / step : 0;
+  c->usd_per_step =
+      timed ? topo->usd_per_gpu_hour * (double)wl->gpus * step / 3600.0 : 0;
+  c->reason[0] = '\0';
+  oom_reason(c, sim);
 }
 
 /* vs_explore_one with the programs of its simulations built in pool. */
@@ -227,19 +322,21 @@ static int explore_one(const vs_explore *ex, vs_candidate *c,
         rc = rc == VS_ENOMEM ? rc : 0;
         goto done;
       }
-      record_outcome(c, &a, wl, topo, a.step_time_s);
+      record_outcome(c, &a, wl, topo, a.step_time_s, !a.stats.stopped);
       vs_sim_fini(&a);
     } else {
       /* Past the pipeline's warm-up every further round of pp
        * micro-batches adds the same time and no memory; the step of m
        * micro-batches is extrapolated from cap and cap + pp. */
       double step_a;
+      bool stopped_a;
       if ((rc = simulate_with(&a, wl, topo, cap, true, pool, &err))) {
         invalid(c, err.msg);
         rc = rc == VS_ENOMEM ? rc : 0;
         goto done;
       }
       step_a = a.step_time_s;
+      stopped_a = a.stats.stopped;
       vs_sim_fini(&a); /* b reuses its programs */
       if ((rc = simulate_with(&b, wl, topo, cap + step_mbs, true, pool, &err))) {
         invalid(c, err.msg);
@@ -248,8 +345,9 @@ static int explore_one(const vs_explore *ex, vs_candidate *c,
       }
       record_outcome(c, &b, wl, topo,
                      step_a + (double)(m - cap) / (double)step_mbs *
-                                  (b.step_time_s - step_a));
-      c->extrapolated = true;
+                                  (b.step_time_s - step_a),
+                     !stopped_a && !b.stats.stopped);
+      c->extrapolated = c->timed; /* nothing was, without a step */
       vs_sim_fini(&b);
     }
   }

@@ -35,6 +35,9 @@ typedef struct vs_summary {
   double peak_time_s;
   char peak_op[32];
   double step_time_s;
+  bool timed;                     /* step_time_s is the rank's whole step;
+                                     false when the simulation stopped at
+                                     an out-of-memory (screening) */
 } vs_summary;
 
 /* One candidate and, once evaluated, its outcome. */
@@ -49,6 +52,10 @@ typedef struct vs_candidate {
   vs_summary worst;               /* the rank with the highest peak */
   uint64_t total_gpus;            /* resolved tp * pp * dp */
   uint64_t dp;                    /* resolved data-parallel size */
+  bool timed;                     /* the step below was simulated to its
+                                     end; false when screening stopped at
+                                     an out-of-memory: the step and what
+                                     follows from it are unknown (0) */
   double step_time_s;             /* the job's step */
   double tokens_per_s;
   double mfu;
@@ -80,7 +87,8 @@ typedef struct vs_explore {
 /* Fills sum from rank of a finished simulation. */
 void vs_summary_of(const vs_sim *sim, const vs_rank *rank, vs_summary *sum);
 
-/* summary.csv's header and one row. */
+/* summary.csv's header and one row; step_time_s is empty when the
+ * summary is not timed. */
 void vs_summary_csv_header(vs_csv *csv);
 void vs_summary_csv_row(vs_csv *csv, const vs_summary *sum);
 /* The same number of empty fields (a candidate that was not simulated). */
@@ -89,6 +97,26 @@ void vs_summary_csv_empty(vs_csv *csv);
 /* Adds "sec.key=value" to c; VS_EUSAGE if it does not fit. */
 int vs_candidate_set(vs_candidate *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* Applies one override as the user typed it: "topology.sec.key=value" to
+ * the topology (vs_topology_set), "sec.key=value" to the workload
+ * (vs_workload_set). */
+int vs_explore_set(vs_topology *topo, vs_workload *wl, const char *assignment,
+                   vs_error *err);
+
+/* In msg (of size len, at most VS_ERROR_MSG_MAX), replaces the "--set "
+ * before each mention of the key of assignment ("sec.key" or
+ * "topology.sec.key", followed by '=', ':' or the end) by `as`: the
+ * configuration code names every override "--set", where a sweep's came
+ * from "--vary". */
+void vs_explore_relabel(char *msg, size_t len, const char *assignment,
+                        const char *as);
+
+/* The parse stage of vs_explore_load: both files read and ex's base
+ * overrides applied, nothing resolved or checked across keys. Its errors
+ * are the ones no candidate's own overrides can fix. */
+int vs_explore_parse(const vs_explore *ex, vs_topology *topo, vs_workload *wl,
+                     vs_error *err);
 
 /* Loads ex's topology and workload with ex's base overrides, then the
  * n_extra of `extra`, each "topology.sec.key=value" going to the topology

@@ -10,7 +10,9 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static void parse_ok(const char *text, const char *key, const char *const *want,
                      size_t n)
@@ -59,6 +61,117 @@ static void test_vary_lists(void **state)
   parse_bad("training.micro_batch=5..1", "not a range of whole numbers");
   parse_bad("training.micro_batch=1,,2", "empty or overlong value");
   parse_bad("training.micro_batch=1..5000", "more than 1024 values");
+}
+
+static void vary_of(const char *text, vs_vary *v)
+{
+  vs_error err;
+  vs_error_clear(&err);
+  if (vs_vary_parse(text, v, &err))
+    fail_msg("%s: %s", text, err.msg);
+}
+
+/* Checks the --vary options of a sweep as a whole (two lists, a and b). */
+static int check_two(const char *a, const char *b, vs_error *err)
+{
+  static vs_vary v[2];
+  vary_of(a, &v[0]);
+  if (b)
+    vary_of(b, &v[1]);
+  vs_error_clear(err);
+  return vs_vary_check(v, b ? 2 : 1, err);
+}
+
+/* Keys are those of workload.ini, topology.ini ("topology.") and gpus,
+ * each once; each value must parse for its key on its own. Messages name
+ * --vary, never the --set the values become. */
+static void test_vary_check(void **state)
+{
+  static const struct {
+    const char *a, *b, *message;
+  } bad[] = {
+      {"model.hiden=1", NULL, "--vary model.hiden: unknown key 'hiden'"},
+      {"topology.gpu.memroy=1GiB", NULL,
+       "--vary topology.gpu.memroy: unknown key 'memroy' in [gpu]"},
+      {"parallel.zero=0,nan", NULL, "--vary parallel.zero=nan: not a number"},
+      {"gpus=8,x", NULL, "--vary gpus=x: a GPU count is a whole number"},
+      {"gpus=2000000", NULL, "--vary gpus=2000000: a GPU count"},
+      {"training.micro_batch=1", "training.micro_batch=2",
+       "--vary training.micro_batch given twice"},
+  };
+  vs_error err;
+  (void)state;
+  assert_int_equal(check_two("training.micro_batch=1,2,4..64",
+                             "topology.gpu.memory=40GiB,80GiB", &err), 0);
+  assert_int_equal(check_two("gpus=1,8", "parallel.tp=1..3", &err), 0);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(check_two(bad[i].a, bad[i].b, &err), VS_EUSAGE);
+    if (!strstr(err.msg, bad[i].message) || strstr(err.msg, "--set"))
+      fail_msg("\"%s\" lacks \"%s\"", err.msg, bad[i].message);
+  }
+}
+
+/* Relabelling replaces "--set " only before the key itself (not a key it
+ * is a prefix of), wherever it is mentioned, and is not repeated. */
+static void test_relabel(void **state)
+{
+  char msg[VS_ERROR_MSG_MAX];
+  (void)state;
+  snprintf(msg, sizeof msg, "--set parallel.tp=3: tp must divide heads; "
+                            "--set parallel.tpx=1, --set parallel.tp: x");
+  vs_explore_relabel(msg, sizeof msg, "parallel.tp=3", "--vary ");
+  assert_string_equal(msg, "--vary parallel.tp=3: tp must divide heads; "
+                           "--set parallel.tpx=1, --vary parallel.tp: x");
+  vs_explore_relabel(msg, sizeof msg, "parallel.tp=3", "--vary ");
+  assert_string_equal(msg, "--vary parallel.tp=3: tp must divide heads; "
+                           "--set parallel.tpx=1, --vary parallel.tp: x");
+  /* a short buffer keeps a terminated prefix */
+  snprintf(msg, sizeof msg, "--set a.b=1: bad");
+  vs_explore_relabel(msg, 8, "a.b=1", "--vary ");
+  assert_string_equal(msg, "--vary ");
+}
+
+/* A screening simulation that stops at an out-of-memory in setup has no
+ * step: the candidate is not timed, and its step, tokens/s, MFU and cost
+ * are 0 (never inf or nan, as dividing by its 0 s end would give). The
+ * full simulation of the same job runs past the out-of-memory to the
+ * step's end: timed, tokens/s = global_batch * seq_len / step. */
+static void test_stopped_screening_has_no_step(void **state)
+{
+  static const char gpt[] =
+      "[model]\narch = gpt\nlayers = 4\nhidden = 512\nheads = 8\n"
+      "vocab = 1000\nseq_len = 128\n[training]\nglobal_batch = 4\n";
+  char path[128];
+  vs_explore ex = {0};
+  vs_candidate c;
+  (void)state;
+  tu_write_temp(gpt, ".ini", path, sizeof path);
+  ex.workload = path;
+  ex.jobs = 1;
+  for (int full = 0; full < 2; full++) {
+    memset(&c, 0, sizeof c);
+    /* below the 432 MiB framework + 203 MiB of model states */
+    vs_candidate_set(&c, "topology.gpu.memory=600MiB");
+    vs_candidate_set(&c, "topology.cost.usd_per_gpu_hour=2");
+    ex.max_microbatches = full ? 0 : 1;
+    assert_int_equal(vs_explore_one(&ex, &c), 0);
+    assert_int_equal(c.status, VS_EVAL_OOM);
+    assert_true(strstr(c.reason, "out of memory at setup") != NULL);
+    assert_true(isfinite(c.tokens_per_s) && isfinite(c.mfu) &&
+                isfinite(c.usd_per_step));
+    if (!full) {
+      assert_false(c.timed);
+      assert_false(c.worst.timed);
+      assert_false(c.extrapolated);
+      assert_true(c.step_time_s == 0 && c.tokens_per_s == 0 && c.mfu == 0 &&
+                  c.usd_per_step == 0);
+    } else {
+      assert_true(c.timed && c.step_time_s > 0);
+      assert_true(fabs(c.tokens_per_s - 4.0 * 128 / c.step_time_s) <
+                  1e-9 * c.tokens_per_s);
+    }
+  }
+  unlink(path);
 }
 
 /* plan screens long pipelines with a bounded number of micro-batches and
@@ -145,6 +258,9 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_vary_lists),
+      cmocka_unit_test(test_vary_check),
+      cmocka_unit_test(test_relabel),
+      cmocka_unit_test(test_stopped_screening_has_no_step),
       cmocka_unit_test(test_bounded_screening_matches_full_simulation),
       cmocka_unit_test(test_parallel_results_match_serial),
   };

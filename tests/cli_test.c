@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,7 +33,7 @@ static void assert_contains(const char *text, const char *needle)
  * A tiny CSV reader on libcsv: rows of string fields.
  * ------------------------------------------------------------------------ */
 
-#define MAX_FIELDS 32
+#define MAX_FIELDS 48 /* plan.csv has 35 columns */
 #define MAX_ROWS 8
 
 typedef struct table {
@@ -117,7 +118,7 @@ static void test_help_on_every_command(void **state)
 /* Usage mistakes exit 2 with a message on stderr (DESIGN.md exit codes). */
 static void test_usage_errors_exit_2(void **state)
 {
-  static const char *const cases[][5] = {
+  static const char *const cases[][8] = {
       {NULL},
       {"frobnicate", NULL},
       {"run", NULL},
@@ -125,11 +126,18 @@ static void test_usage_errors_exit_2(void **state)
       {"run", DATA "gpt-small.ini", "--bogus", NULL},
       {"run", DATA "gpt-small.ini", "--ranks", "some", NULL},
       {"run", DATA "gpt-small.ini", "--set", "nodot", NULL},
+      {"plan", DATA "gpt-small.ini", "--top", "0", NULL},
+      {"plan", DATA "gpt-small.ini", "--max-gpus", "x", NULL},
+      {"sweep", DATA "gpt-small.ini", "--vary", "gpus=1", "--jobs", "0", NULL},
   };
+  /* each message names the option it is about */
   static const char *const expect[] = {
       "missing command", "unknown command 'frobnicate'", "needs a WORKLOAD.ini",
       "--gpus needs a whole number", "unknown option '--bogus'",
-      "--ranks takes stage or all", "expected section.key=value"};
+      "--ranks takes stage or all", "expected section.key=value",
+      "vsim: --top needs a whole number from 1 to 1000000, got '0'",
+      "vsim: --max-gpus needs a whole number from 1 to 1000000, got 'x'",
+      "vsim: --jobs needs a whole number from 1 to 1000000, got '0'"};
   (void)state;
   for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
     run(cases[i]);
@@ -187,8 +195,8 @@ static void test_layout_errors_name_the_layout(void **state)
                                     "model.heads=x", NULL};
   static const char *const topo[] = {"run", DATA "gpt-small.ini", "--topology",
                                      DATA "gpt-small.ini", NULL};
-  static const char *const tset[] = {"run", DATA "gpt-small.ini", "--set",
-                                     "topology.gpu.memory=lots", NULL};
+  const char *tset[] = {"run", DATA "gpt-small.ini", "--set",
+                        "topology.gpu.memory=lots", NULL};
   (void)state;
   run(gpus);
   assert_int_equal(r.status, 1);
@@ -202,7 +210,13 @@ static void test_layout_errors_name_the_layout(void **state)
   assert_contains(r.err, "gpt-small.ini:2: unknown section [model] in topology file");
   run(tset);
   assert_int_equal(r.status, 1);
-  assert_contains(r.err, "--set gpu.memory=lots: not a number");
+  assert_contains(r.err, "--set topology.gpu.memory=lots: not a number");
+  /* a bound error also names the key as typed, with "topology." */
+  tset[3] = "topology.gpu.memory=0";
+  run(tset);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "vsim: --set topology.gpu.memory=0: must be greater "
+                         "than 0");
 }
 
 /* ------------------------------------------------------------------------
@@ -356,6 +370,123 @@ static void test_unwritable_output_is_an_error(void **state)
   run(targs);
   assert_int_equal(r.status, 1);
   assert_contains(r.err, "cannot create");
+  tu_remove_dir(dir);
+}
+
+static bool exists(const char *path)
+{
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* True when dir holds a file left by the output check's probe. */
+static bool probe_left_in(const char *dir)
+{
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  bool found = false;
+  assert_non_null(d);
+  while ((e = readdir(d)) != NULL)
+    found = found || strncmp(e->d_name, ".vsim-probe", 11) == 0;
+  closedir(d);
+  return found;
+}
+
+/* Every output is checked before simulating: an --svg into a missing
+ * directory fails (exit 1, the option and path named) before the report
+ * is printed or the --csv directory created. */
+static void test_outputs_are_checked_before_simulating(void **state)
+{
+  char dir[64], csv[128], svg[256], missing[128];
+  const char *args[] = {"run", DATA "gpt-small.ini", "--csv", csv, "--svg",
+                        svg, NULL};
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  path_in(dir, "out", csv, sizeof csv);
+  path_in(dir, "nodir", missing, sizeof missing);
+  path_in(missing, "m.svg", svg, sizeof svg);
+  run(args);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "--svg ");
+  assert_contains(r.err, "nodir/m.svg: cannot create: directory '");
+  assert_contains(r.err, "nodir': No such file or directory");
+  assert_string_equal(r.out, "");
+  assert_false(exists(csv));
+  /* the --csv directory itself may be new: it is created at the end, as
+   * before, and the check leaves nothing behind */
+  args[4] = NULL;
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_true(exists(path_in(csv, "summary.csv", svg, sizeof svg)));
+  assert_false(probe_left_in(csv));
+  assert_false(probe_left_in(dir));
+  tu_remove_dir(csv);
+  tu_remove_dir(dir);
+}
+
+/* sweep and plan check their --csv FILE before simulating too. */
+static void test_capacity_csv_checked_before_simulating(void **state)
+{
+  char dir[64], file[128];
+  const char *sweep[] = {"sweep", DATA "gpt-small.ini", "--vary", "gpus=1",
+                         "--csv", file, NULL};
+  const char *plan[] = {"plan", DATA "gpt-small.ini", "--set",
+                        "training.global_batch=4", "--max-gpus", "1", "--csv",
+                        file, NULL};
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(file, sizeof file, "%s/nodir/out.csv", dir);
+  run(sweep);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "vsim: --csv ");
+  assert_contains(r.err, "nodir/out.csv: cannot create: directory '");
+  assert_string_equal(r.out, "");
+  run(plan);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "nodir/out.csv: cannot create: directory '");
+  assert_string_equal(r.out, "");
+  /* a directory is not a file */
+  run((const char *const[]){"sweep", DATA "gpt-small.ini", "--vary", "gpus=1",
+                            "--csv", dir, NULL});
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, ": is a directory");
+  tu_remove_dir(dir);
+}
+
+/* Two outputs naming one file, however spelled, would overwrite each
+ * other: usage error (exit 2), nothing written. */
+static void test_outputs_naming_one_file_are_refused(void **state)
+{
+  char dir[64], dd[128], a[256], b[256];
+  const char *args[] = {"run", DATA "gpt-small.ini", NULL, NULL, NULL, NULL,
+                        NULL};
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  path_in(dir, "dd", dd, sizeof dd);
+  args[2] = "--csv";
+  args[3] = dd;
+  args[4] = "--trace";
+  args[5] = path_in(dd, "summary.csv", a, sizeof a);
+  run(args);
+  assert_int_equal(r.status, 2);
+  assert_contains(r.err, "both write");
+  assert_contains(r.err, "give each output its own file");
+  assert_false(exists(dd));
+  /* another spelling of the same file, in a directory that exists */
+  snprintf(b, sizeof b, "%s/./dd//ops.csv", dir);
+  assert_int_equal(mkdir(dd, 0777), 0);
+  args[5] = b;
+  run(args);
+  assert_int_equal(r.status, 2);
+  assert_false(exists(path_in(dd, "ops.csv", a, sizeof a)));
+  /* --trace and --svg on one file */
+  args[2] = "--svg";
+  args[3] = path_in(dd, "x", a, sizeof a);
+  snprintf(b, sizeof b, "%s/../dd/x", dd);
+  run(args);
+  assert_int_equal(r.status, 2);
+  assert_contains(r.err, "--svg ");
+  tu_remove_dir(dd);
   tu_remove_dir(dir);
 }
 
@@ -591,7 +722,9 @@ static void test_sweep_is_deterministic_across_jobs(void **state)
   assert_string_equal(t.cells[0][2], "rank");
   assert_string_equal(cell(&t, 3, "parallel.tp"), "3");
   assert_string_equal(cell(&t, 3, "status"), "invalid");
-  assert_true(strstr(cell(&t, 3, "reason"), "tp must divide heads") != NULL);
+  /* the reason names the varied key as the user gave it */
+  assert_string_equal(cell(&t, 3, "reason"),
+                      "--vary parallel.tp=3: tp must divide heads (8)");
   assert_string_equal(cell(&t, 1, "status"), "fits");
   tu_remove_dir(dir);
 }
@@ -641,6 +774,122 @@ static void test_plan_layout_is_confirmed_by_run(void **state)
   run(no_batch);
   assert_int_equal(r.status, 1);
   assert_contains(r.err, "plan keeps the global batch fixed");
+}
+
+/* A layout that runs out of memory in setup (gpt-small's model states,
+ * 26 + 26 + 151 MiB, on top of the 432 MiB framework, exceed 600 MiB) is
+ * screened only until that out-of-memory: no step was simulated, so the
+ * step time and every figure divided by it are empty cells, never inf or
+ * nan. One GPU and global batch 4 leave 6 layouts: ZeRO-0 (ZeRO needs
+ * dp > 1), checkpointing none or full (selective = none with flash
+ * attention), micro-batch 1, 2 or 4. */
+static void test_plan_rows_without_a_step_have_empty_figures(void **state)
+{
+  static const char *const derived[] = {
+      "step_time_s", "tokens_per_s", "mfu", "usd_per_step",
+      "usd_per_1e9_tokens", "hours_per_1e9_tokens"};
+  char dir[64], p[128];
+  const char *args[] = {"plan", DATA "gpt-small.ini", "--set",
+                        "training.global_batch=4", "--set",
+                        "topology.gpu.memory=600MiB", "--max-gpus", "1",
+                        "--csv", p, NULL};
+  table t;
+  char *text;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  path_in(dir, "plan.csv", p, sizeof p);
+  run(args);
+  assert_int_equal(r.status, 3);
+  assert_null(strstr(r.out, "inf"));
+  assert_null(strstr(r.out, "nan"));
+  text = tu_read_file(p);
+  assert_non_null(text);
+  assert_null(strstr(text, "inf"));
+  assert_null(strstr(text, "nan"));
+  {
+    int setup = 0; /* every layout stops in setup */
+    for (const char *at = text; (at = strstr(at, "out of memory at setup "));
+         at++)
+      setup++;
+    assert_int_equal(setup, 6);
+  }
+  free(text);
+  read_csv(p, &t);
+  assert_int_equal(t.total_rows, 7);
+  for (int row = 1; row < t.n_rows; row++) {
+    assert_string_equal(cell(&t, row, "status"), "oom");
+    for (size_t k = 0; k < sizeof derived / sizeof derived[0]; k++)
+      assert_string_equal(cell(&t, row, derived[k]), "");
+    assert_string_equal(cell(&t, row, "extrapolated"), "false");
+  }
+  tu_remove_dir(dir);
+}
+
+/* sweep reads its base input first, as fit and plan do: a file or base
+ * --set that no combination can fix is one message and exit 1, nothing
+ * simulated; a base that a varied key makes valid still sweeps. */
+static void test_sweep_checks_its_base_input_first(void **state)
+{
+  static const char *const bad_file[] = {"sweep", DATA "bad/unknown-key.ini",
+                                         "--vary", "training.micro_batch=1,2",
+                                         NULL};
+  static const char *const bad_set[] = {"sweep", DATA "gpt-small.ini", "--set",
+                                        "model.heads=x", "--vary",
+                                        "training.micro_batch=1,2", NULL};
+  /* tp = 3 does not divide 8 heads; the sweep replaces it */
+  static const char *const fixed[] = {"sweep", DATA "bad/tp-heads.ini",
+                                      "--vary", "parallel.tp=1,2", NULL};
+  (void)state;
+  run(bad_file);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "unknown-key.ini:4: unknown key 'hiden' in [model]");
+  assert_string_equal(r.out, "");
+  run(bad_set);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "vsim: --set model.heads=x: not a number");
+  assert_string_equal(r.out, "");
+  run(fixed);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "2 combinations: 2 fit, 0 out of memory, 0 invalid");
+}
+
+/* A --vary that cannot be right is a usage error (exit 2) before anything
+ * is simulated, and the message names --vary, not --set. */
+static void test_vary_errors_name_the_vary_option(void **state)
+{
+  static const struct {
+    const char *vary[2];
+    const char *message;
+  } cases[] = {
+      {{"model.hiden=1,2"},
+       "vsim: --vary model.hiden: unknown key 'hiden' in [model]; valid keys: "
+       "arch, layers, hidden,"},
+      {{"gpus.x=1"}, "vsim: --vary gpus.x: unknown section [gpus]"},
+      {{"topology.gpu.memroy=1GiB"},
+       "vsim: --vary topology.gpu.memroy: unknown key 'memroy' in [gpu]"},
+      {{"parallel.zero=nan"}, "vsim: --vary parallel.zero=nan: not a number"},
+      {{"topology.gpu.memory=0"},
+       "vsim: --vary topology.gpu.memory=0: must be greater than 0"},
+      {{"gpus=1,0"}, "vsim: --vary gpus=0: a GPU count is a whole number"},
+      {{"training.micro_batch=1,2", "training.micro_batch=4"},
+       "vsim: --vary training.micro_batch given twice"},
+      {{"gpus=1,2", "gpus=4"}, "vsim: --vary gpus given twice"},
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *args[] = {"sweep", DATA "gpt-small.ini", "--vary",
+                          cases[i].vary[0], NULL, NULL, NULL};
+    if (cases[i].vary[1]) {
+      args[4] = "--vary";
+      args[5] = cases[i].vary[1];
+    }
+    run(args);
+    if (r.status != 2 || !strstr(r.err, cases[i].message))
+      fail_msg("%s: status %d, stderr: %s (wanted: %s)", cases[i].vary[0],
+               r.status, r.err, cases[i].message);
+    assert_null(strstr(r.err, "--set"));
+    assert_string_equal(r.out, "");
+  }
 }
 
 static void test_capacity_help_and_usage(void **state)
@@ -721,6 +970,9 @@ int main(void)
       cmocka_unit_test(test_zero_model_states_on_64_gpus),
       cmocka_unit_test(test_out_of_memory_exits_3_and_still_writes_csv),
       cmocka_unit_test(test_unwritable_output_is_an_error),
+      cmocka_unit_test(test_outputs_are_checked_before_simulating),
+      cmocka_unit_test(test_capacity_csv_checked_before_simulating),
+      cmocka_unit_test(test_outputs_naming_one_file_are_refused),
       cmocka_unit_test(test_trace_is_chrome_json),
       cmocka_unit_test(test_svg_chart),
       cmocka_unit_test(test_ranks_all_writes_a_row_per_gpu),
@@ -730,6 +982,9 @@ int main(void)
       cmocka_unit_test(test_fit_finds_the_exact_boundary),
       cmocka_unit_test(test_sweep_is_deterministic_across_jobs),
       cmocka_unit_test(test_plan_layout_is_confirmed_by_run),
+      cmocka_unit_test(test_plan_rows_without_a_step_have_empty_figures),
+      cmocka_unit_test(test_sweep_checks_its_base_input_first),
+      cmocka_unit_test(test_vary_errors_name_the_vary_option),
       cmocka_unit_test(test_capacity_help_and_usage),
       cmocka_unit_test(test_fragmentation_oom_fixed_by_expandable_segments),
       cmocka_unit_test(test_memory_summary_per_gpu),
