@@ -495,7 +495,8 @@ static size_t run_outputs(const cli_args *a, output *outs)
   return n;
 }
 
-/* Two outputs that name the same file would overwrite one another. */
+/* Two outputs that name the same file would overwrite one another, and one
+ * that names an input file would destroy it. */
 static int check_distinct_outputs(const cli_args *a, FILE *errs)
 {
   output *outs = malloc(5 * sizeof *outs);
@@ -507,6 +508,18 @@ static int check_distinct_outputs(const cli_args *a, FILE *errs)
     return VS_EXIT_ERROR;
   }
   n = run_outputs(a, outs);
+  for (size_t i = 0; code == VS_EXIT_OK && i < n; i++) {
+    const char *inputs[] = {a->workload, a->topology};
+    for (size_t k = 0; code == VS_EXIT_OK && k < 2; k++) {
+      char key[PATH_LEN];
+      if (!inputs[k])
+        continue;
+      file_key(inputs[k], key, PATH_LEN);
+      if (strcmp(outs[i].key, key) == 0)
+        code = usage(errs, "%s %s would overwrite the input file %s",
+                     outs[i].option, outs[i].given, inputs[k]);
+    }
+  }
   for (size_t i = 0; code == VS_EXIT_OK && i < n; i++)
     for (size_t j = i + 1; code == VS_EXIT_OK && j < n; j++)
       if (strcmp(outs[i].key, outs[j].key) == 0)

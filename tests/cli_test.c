@@ -490,6 +490,34 @@ static void test_outputs_naming_one_file_are_refused(void **state)
   tu_remove_dir(dir);
 }
 
+/* An output that names the workload or topology file would destroy it. */
+static void test_outputs_never_overwrite_inputs(void **state)
+{
+  char path[128], *before, *after;
+  const char *args[] = {"run", NULL, "--trace", NULL, NULL};
+  const char *topo[] = {"run", DATA "gpt-small.ini", "--topology",
+                        VSIM_SOURCE_DIR "/topologies/h100-sxm-8x.ini", "--svg",
+                        VSIM_SOURCE_DIR "/topologies/../topologies/h100-sxm-8x.ini",
+                        NULL};
+  (void)state;
+  assert_non_null(before = tu_read_file(VSIM_TEST_DATA "/gpt-small.ini"));
+  tu_write_temp(before, ".ini", path, sizeof path);
+  args[1] = path;
+  args[3] = path;
+  run(args);
+  assert_int_equal(r.status, 2);
+  assert_contains(r.err, "would overwrite the input file");
+  assert_non_null(after = tu_read_file(path));
+  assert_string_equal(after, before);
+  free(after);
+  free(before);
+  unlink(path);
+  run(topo);
+  assert_int_equal(r.status, 2);
+  assert_contains(r.err, "--svg ");
+  assert_contains(r.err, "would overwrite the input file");
+}
+
 static void test_trace_is_chrome_json(void **state)
 {
   char dir[64], p[128];
@@ -973,6 +1001,7 @@ int main(void)
       cmocka_unit_test(test_outputs_are_checked_before_simulating),
       cmocka_unit_test(test_capacity_csv_checked_before_simulating),
       cmocka_unit_test(test_outputs_naming_one_file_are_refused),
+      cmocka_unit_test(test_outputs_never_overwrite_inputs),
       cmocka_unit_test(test_trace_is_chrome_json),
       cmocka_unit_test(test_svg_chart),
       cmocka_unit_test(test_ranks_all_writes_a_row_per_gpu),
