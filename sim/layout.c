@@ -135,8 +135,6 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
     lay->dp_stride = lay->tp;
     lay->pp_stride = lay->tp * lay->dp;
   }
-  lay->tp_link = vs_collective_link(topo, lay->tp);
-  lay->dp_link = vs_collective_link(topo, lay->dp_stride * lay->dp);
   lay->param_elem_bytes = m->param_elem_bytes;
   lay->grad_elem_bytes =
       t->grad_dtype == VS_GRAD_FP32 ? 4 : m->param_elem_bytes;

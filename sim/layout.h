@@ -48,8 +48,6 @@ typedef struct vs_layout {
   vs_stage_layout stages[VS_MAX_STAGES]; /* per pipeline stage */
   uint64_t tp_stride, dp_stride, pp_stride; /* rank distance between group
                                                neighbours (from `order`) */
-  vs_link tp_link;                /* link the tp group uses */
-  vs_link dp_link;                /* link the dp group uses (flat ring) */
   /* The fields below are those of the stage with the most model states
    * (the only stage when pp = 1). */
   uint64_t param_elems;           /* parameters on one GPU before ZeRO */

@@ -306,13 +306,18 @@ static void test_layout_links(void **state)
   (void)state;
   tu_default_topology(&topo);
   build(small_gpt, tp2, 1, 8, &lay);
-  assert_true(lay.tp_link.bandwidth == topo.intra_bandwidth);
-  assert_true(lay.dp_link.bandwidth == topo.intra_bandwidth);
+  assert_true(vs_collective_link(&topo, lay.tp).bandwidth == topo.intra_bandwidth);
+  assert_true(vs_collective_link(&topo, lay.dp_stride * lay.dp).bandwidth ==
+              topo.intra_bandwidth);
   assert_int_equal(lay.nodes, 1);
   build(small_gpt, tp2, 1, 32, &lay);
-  assert_true(lay.tp_link.bandwidth == topo.intra_bandwidth);
-  assert_true(lay.dp_link.bandwidth == topo.inter_bandwidth);
-  assert_true(lay.dp_link.latency == topo.inter_latency);
+  assert_true(vs_collective_link(&topo, lay.tp).bandwidth == topo.intra_bandwidth);
+  /* the dp group spans tp * dp = 32 ranks: over the NIC */
+  assert_int_equal(lay.dp_stride * lay.dp, 32);
+  assert_true(vs_collective_link(&topo, lay.dp_stride * lay.dp).bandwidth ==
+              topo.inter_bandwidth);
+  assert_true(vs_collective_link(&topo, lay.dp_stride * lay.dp).latency ==
+              topo.inter_latency);
   /* ceil(32 / 8) nodes */
   assert_int_equal(lay.nodes, 4);
 }
