@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit)
@@ -171,6 +172,39 @@ static void put_comments(FILE *f, const char *text)
   }
 }
 
+/* Commits the written topology only if vsim loads it: a fit of data far
+ * outside real hardware (a latency over a second, say) would otherwise
+ * leave a file that every later vsim run refuses. */
+static int commit_if_vsim_reads(vs_csv *file, vs_error *err)
+{
+  vs_topology *check = malloc(sizeof *check);
+  vs_error why;
+  int rc;
+
+  if (!check) {
+    vs_csv_abort(file);
+    return vs_error_set(err, VS_ENOMEM, "out of host memory");
+  }
+  if (fflush(file->f) != 0 || !file->tmp_path[0]) {
+    free(check);
+    return vs_csv_commit(file, err); /* reports the write error */
+  }
+  vs_error_clear(&why);
+  rc = vs_topology_load(check, file->tmp_path, NULL, 0, &why);
+  free(check);
+  if (rc) {
+    /* "TMP:45: [calibration] ..." -> "line 45: [calibration] ..." */
+    const char *cut = strstr(why.msg, ":");
+    vs_csv_abort(file);
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: not written: the fit gives values vsim refuses "
+                        "(%s%s); check the raw measurements",
+                        file->path, cut ? "line " : "",
+                        cut ? cut + 1 : why.msg);
+  }
+  return vs_csv_commit(file, err);
+}
+
 int vs_cal_out_write(const vs_cal_out *out, const char *path, vs_error *err)
 {
   const vs_keytab *tab = vs_topology_keys();
@@ -221,5 +255,5 @@ int vs_cal_out_write(const vs_cal_out *out, const char *path, vs_error *err)
   }
   if (ferror(f))
     file.failed = true;
-  return vs_csv_commit(&file, err);
+  return commit_if_vsim_reads(&file, err);
 }

@@ -171,8 +171,15 @@ int vs_vary_check(const vs_vary *vary, size_t n, vs_error *err)
                           "--vary %s given twice; list all its values in "
                           "one --vary",
                           vary[k].key);
-    for (size_t i = 0; rc == 0 && i < vary[k].n; i++)
-      rc = check_value(&vary[k], vary[k].values[i], topo, wl, err);
+    for (size_t i = 0; rc == 0 && i < vary[k].n; i++) {
+      /* a value listed twice would sweep the same combinations twice */
+      for (size_t j = 0; rc == 0 && j < i; j++)
+        if (strcmp(vary[k].values[j], vary[k].values[i]) == 0)
+          rc = vs_error_set(err, VS_EUSAGE, "--vary %s lists %s twice",
+                            vary[k].key, vary[k].values[i]);
+      if (rc == 0)
+        rc = check_value(&vary[k], vary[k].values[i], topo, wl, err);
+    }
   }
   free(topo);
   free(wl);
@@ -437,7 +444,10 @@ static int sweep_checks(const vs_capacity_opts *o, size_t *n, FILE *errs)
   }
   if ((code = parse_base(o, errs)) != VS_EXIT_OK)
     return code;
-  return o->csv ? vs_cli_check_output(errs, "--csv", o->csv) : VS_EXIT_OK;
+  return o->csv ? vs_cli_check_output_not_input(errs, "--csv", o->csv,
+                                                o->ex.workload,
+                                                o->ex.topology)
+                : VS_EXIT_OK;
 }
 
 /* Fills the n candidates of the sweep's combinations. */
@@ -837,7 +847,9 @@ int vs_capacity_plan(const vs_capacity_opts *o, FILE *out, FILE *errs)
     goto done;
   }
   if (o->csv &&
-      (code = vs_cli_check_output(errs, "--csv", o->csv)) != VS_EXIT_OK)
+      (code = vs_cli_check_output_not_input(errs, "--csv", o->csv,
+                                            o->ex.workload,
+                                            o->ex.topology)) != VS_EXIT_OK)
     goto done;
   priced = topo->usd_per_gpu_hour > 0;
   tokens_per_step = (double)(wl->training.global_batch * wl->model.seq_len);

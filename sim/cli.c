@@ -315,7 +315,7 @@ static bool dir_of(const char *path, char *dir, size_t len)
 static int check_dir(FILE *errs, const char *option, const char *path,
                      const char *dir)
 {
-  char probe[PATH_LEN + 64];
+  char probe[PATH_LEN + 64] = "";
   struct stat st;
   int fd = -1, e = 0;
 
@@ -323,6 +323,7 @@ static int check_dir(FILE *errs, const char *option, const char *path,
     e = errno;
   else if (!S_ISDIR(st.st_mode))
     e = ENOTDIR;
+  vs_csv_track(probe); /* a signal now removes it too */
   for (unsigned i = 0; e == 0 && fd < 0 && i < 100; i++) {
     snprintf(probe, sizeof probe, "%s/.vsim-probe.%ld.%u", dir,
              (long)getpid(), i);
@@ -333,8 +334,10 @@ static int check_dir(FILE *errs, const char *option, const char *path,
   if (fd >= 0) {
     close(fd);
     unlink(probe);
-    return VS_EXIT_OK;
   }
+  vs_csv_untrack(probe);
+  if (fd >= 0)
+    return VS_EXIT_OK;
   fprintf(errs, "vsim: %s %s: cannot create: directory '%s': %s\n", option,
           path, dir, strerror(e ? e : EEXIST));
   return VS_EXIT_ERROR;
@@ -495,6 +498,23 @@ static size_t run_outputs(const cli_args *a, output *outs)
   return n;
 }
 
+/* The input file (workload or topology, either may be NULL) whose
+ * file_key is key, or NULL. */
+static const char *input_named(const char *key, const char *workload,
+                               const char *topology)
+{
+  const char *inputs[] = {workload, topology};
+  char in_key[PATH_LEN];
+  for (size_t k = 0; k < 2; k++) {
+    if (!inputs[k])
+      continue;
+    file_key(inputs[k], in_key, PATH_LEN);
+    if (strcmp(key, in_key) == 0)
+      return inputs[k];
+  }
+  return NULL;
+}
+
 /* Two outputs that name the same file would overwrite one another, and one
  * that names an input file would destroy it. */
 static int check_distinct_outputs(const cli_args *a, FILE *errs)
@@ -509,16 +529,10 @@ static int check_distinct_outputs(const cli_args *a, FILE *errs)
   }
   n = run_outputs(a, outs);
   for (size_t i = 0; code == VS_EXIT_OK && i < n; i++) {
-    const char *inputs[] = {a->workload, a->topology};
-    for (size_t k = 0; code == VS_EXIT_OK && k < 2; k++) {
-      char key[PATH_LEN];
-      if (!inputs[k])
-        continue;
-      file_key(inputs[k], key, PATH_LEN);
-      if (strcmp(outs[i].key, key) == 0)
-        code = usage(errs, "%s %s would overwrite the input file %s",
-                     outs[i].option, outs[i].given, inputs[k]);
-    }
+    const char *in = input_named(outs[i].key, a->workload, a->topology);
+    if (in)
+      code = usage(errs, "%s %s would overwrite the input file %s",
+                   outs[i].option, outs[i].given, in);
   }
   for (size_t i = 0; code == VS_EXIT_OK && i < n; i++)
     for (size_t j = i + 1; code == VS_EXIT_OK && j < n; j++)
@@ -528,6 +542,22 @@ static int check_distinct_outputs(const cli_args *a, FILE *errs)
                      outs[i].option, outs[i].given, outs[j].option,
                      outs[j].given, outs[j].path);
   free(outs);
+  return code;
+}
+
+int vs_cli_check_output_not_input(FILE *errs, const char *option,
+                                  const char *path, const char *workload,
+                                  const char *topology)
+{
+  char key[PATH_LEN];
+  const char *in;
+  int code = vs_cli_check_output(errs, option, path);
+  if (code != VS_EXIT_OK)
+    return code;
+  file_key(path, key, PATH_LEN);
+  if ((in = input_named(key, workload, topology)) != NULL)
+    code = usage(errs, "%s %s would overwrite the input file %s", option,
+                 path, in);
   return code;
 }
 

@@ -23,4 +23,10 @@ int vs_cli_main(int argc, char **argv, FILE *out, FILE *errs);
  * only name a directory); VS_EXIT_OK when it can. */
 int vs_cli_check_output(FILE *errs, const char *option, const char *path);
 
+/* vs_cli_check_output, and a usage error when path names the workload or
+ * topology file (NULL: none), which writing would destroy. */
+int vs_cli_check_output_not_input(FILE *errs, const char *option,
+                                  const char *path, const char *workload,
+                                  const char *topology);
+
 #endif

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -22,6 +23,13 @@
 /* tmp_path of each open vs_csv, read by the signal handler; a slot is
  * claimed with a compare-and-swap so threads may open files too. */
 static _Atomic(char *) live[LIVE_MAX];
+
+static void live_add(char *tmp_path);
+static void live_remove(const char *tmp_path);
+
+void vs_csv_track(char *tmp_path) { live_add(tmp_path); }
+
+void vs_csv_untrack(const char *tmp_path) { live_remove(tmp_path); }
 
 static void live_add(char *tmp_path)
 {
@@ -293,12 +301,24 @@ int vs_csv_commit_all(vs_csv *csvs, size_t n, vs_error *err)
         vs_csv_abort(&csvs[i]);
     return put_in_place(&csvs[failed], e, err);
   }
-  for (size_t i = 0; i < n; i++) {
-    int rc = put_in_place(&csvs[i], 0, err);
-    if (rc)
-      return rc;
+  {
+    /* hold SIGINT, SIGTERM and SIGHUP while the set is renamed: delivered
+     * after the last rename, they find the new set whole, never half */
+    sigset_t held, before;
+    int rc = 0;
+    sigemptyset(&held);
+    sigaddset(&held, SIGINT);
+    sigaddset(&held, SIGTERM);
+    sigaddset(&held, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &held, &before);
+    for (size_t i = 0; i < n; i++) {
+      int ri = put_in_place(&csvs[i], rc ? EIO : 0, err);
+      if (ri && !rc)
+        rc = ri;
+    }
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    return rc;
   }
-  return 0;
 }
 
 void vs_csv_abort(vs_csv *csv)

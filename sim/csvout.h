@@ -60,6 +60,11 @@ void vs_csv_abort(vs_csv *csv);
  * the process by the same signal. Call once, early in main. */
 void vs_csv_cleanup_on_signals(void);
 
+/* Adds a temporary file of the caller's (the path must stay valid) to those
+ * removed on a signal, and takes it off again. */
+void vs_csv_track(char *tmp_path);
+void vs_csv_untrack(const char *tmp_path);
+
 /* Creates directory dir if it does not exist. VS_EIO on failure. */
 int vs_make_dir(const char *dir, vs_error *err);
 

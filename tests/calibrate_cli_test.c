@@ -246,6 +246,33 @@ static void test_fit_fixture_and_use_it(void **state)
   unlink(out);
 }
 
+/* A fit vsim would refuse is not written: p2p samples 2 s + b / 375 GB/s
+ * give a 2 s latency, over [calibration]'s 1 s bound. Exit 1, no file. */
+static void test_refused_fit_is_not_written(void **state)
+{
+  char raw[128], out[128], text[16384];
+  size_t used = 0;
+  const char *args[] = {"--fit", raw, "--out", out, NULL};
+  (void)state;
+  used += (size_t)snprintf(text, sizeof text, "kind,bytes,sample,seconds\n");
+  for (int k = 2; k < 30; k++)
+    for (int s = 0; s < 5; s++)
+      used += (size_t)snprintf(text + used, sizeof text - used,
+                               "p2p,%llu,%d,%.17g\n", 1ull << k, s,
+                               2.0 + (double)(1ull << k) / 375e9);
+  tu_write_temp(text, ".csv", raw, sizeof raw);
+  tu_write_temp("", ".ini", out, sizeof out);
+  unlink(out);
+  run_cal(&run, args);
+  assert_int_equal(run.status, 1);
+  assert_contains(run.err, "not written: the fit gives values vsim refuses "
+                           "(line ");
+  assert_contains(run.err, "[calibration] p2p_latency = ");
+  assert_contains(run.err, "must be at most 1");
+  assert_true(access(out, F_OK) != 0);
+  unlink(raw);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -254,6 +281,7 @@ int main(void)
       cmocka_unit_test(test_measure_without_cuda),
       cmocka_unit_test(test_bad_csvs),
       cmocka_unit_test(test_fit_fixture_and_use_it),
+      cmocka_unit_test(test_refused_fit_is_not_written),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -490,23 +490,30 @@ static void test_outputs_naming_one_file_are_refused(void **state)
   tu_remove_dir(dir);
 }
 
-/* An output that names the workload or topology file would destroy it. */
+/* An output that names the workload or topology file would destroy it:
+ * run's --trace, a sweep's or a plan's --csv. */
 static void test_outputs_never_overwrite_inputs(void **state)
 {
   char path[128], *before, *after;
-  const char *args[] = {"run", NULL, "--trace", NULL, NULL};
+  const char *trace[] = {"run", NULL, "--trace", NULL, NULL};
+  const char *sweep[] = {"sweep", NULL, "--vary", "training.micro_batch=1,2",
+                         "--csv", NULL, NULL};
+  const char *plan[] = {"plan", NULL, "--set", "training.global_batch=4",
+                        "--max-gpus", "2", "--csv", NULL, NULL};
   const char *topo[] = {"run", DATA "gpt-small.ini", "--topology",
                         VSIM_SOURCE_DIR "/topologies/h100-sxm-8x.ini", "--svg",
                         VSIM_SOURCE_DIR "/topologies/../topologies/h100-sxm-8x.ini",
                         NULL};
+  const char **cmds[] = {trace, sweep, plan};
   (void)state;
   assert_non_null(before = tu_read_file(VSIM_TEST_DATA "/gpt-small.ini"));
   tu_write_temp(before, ".ini", path, sizeof path);
-  args[1] = path;
-  args[3] = path;
-  run(args);
-  assert_int_equal(r.status, 2);
-  assert_contains(r.err, "would overwrite the input file");
+  trace[1] = trace[3] = sweep[1] = sweep[5] = plan[1] = plan[7] = path;
+  for (size_t k = 0; k < 3; k++) {
+    run(cmds[k]);
+    assert_int_equal(r.status, 2);
+    assert_contains(r.err, "would overwrite the input file");
+  }
   assert_non_null(after = tu_read_file(path));
   assert_string_equal(after, before);
   free(after);
@@ -986,6 +993,17 @@ static void test_topology_override_changes_capacity(void **state)
   assert_contains(r.out, "of 16.0 GiB");
 }
 
+/* A value listed twice in one --vary would sweep its combinations twice. */
+static void test_vary_value_twice_is_refused(void **state)
+{
+  static const char *const twice[] = {"sweep", DATA "gpt-small.ini", "--vary",
+                                      "training.micro_batch=1..3,2", NULL};
+  (void)state;
+  run(twice);
+  assert_int_equal(r.status, 2);
+  assert_contains(r.err, "--vary training.micro_batch lists 2 twice");
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -1002,6 +1020,7 @@ int main(void)
       cmocka_unit_test(test_capacity_csv_checked_before_simulating),
       cmocka_unit_test(test_outputs_naming_one_file_are_refused),
       cmocka_unit_test(test_outputs_never_overwrite_inputs),
+      cmocka_unit_test(test_vary_value_twice_is_refused),
       cmocka_unit_test(test_trace_is_chrome_json),
       cmocka_unit_test(test_svg_chart),
       cmocka_unit_test(test_ranks_all_writes_a_row_per_gpu),
