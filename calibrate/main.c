@@ -14,9 +14,11 @@
 
 #include <gsl/gsl_errno.h>
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static const char usage_text[] =
@@ -95,6 +97,18 @@ static int count_arg(const char *flag, const char *text, uint64_t lo,
 }
 
 /* Fills a from argv; 0, 2 (usage error, reported) or -1 (--help shown). */
+/* Whether paths a and b (b may be NULL) name one file: the same inode when
+ * both exist (links and other spellings included), else the same text. */
+static bool same_file(const char *a, const char *b)
+{
+  struct stat sa, sb;
+  if (!b)
+    return false;
+  if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  return strcmp(a, b) == 0;
+}
+
 static int parse_args(int argc, char **argv, args *a)
 {
   uint64_t v;
@@ -161,6 +175,10 @@ static int parse_args(int argc, char **argv, args *a)
   if (a->fit && a->raw)
     return usage_error("%s", "--raw names where measured samples go; with --fit "
                              "there is nothing measured");
+  if (a->out && (same_file(a->out, a->fit) || same_file(a->out, a->raw) ||
+                 same_file(a->out, a->base)))
+    return usage_error("--out %s names an input or --raw file; writing it "
+                       "would destroy that file", a->out);
   return 0;
 }
 

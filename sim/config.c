@@ -138,20 +138,34 @@ char *vs_conf_where(const vs_keytab *tab, const vs_origins *orig,
  * Storing one value
  * ------------------------------------------------------------------------ */
 
+/* Writes bound v in the unit the key's values are written in. */
+static void bound_text(const vs_key *k, double v, char *buf, size_t len)
+{
+  if (k->type == VS_KEY_RATE || k->type == VS_KEY_RATES)
+    snprintf(buf, len, "%.15g GB/s", v / 1e9);
+  else if (k->type == VS_KEY_LATENCY || k->type == VS_KEY_LATENCIES)
+    snprintf(buf, len, "%.15g s", v);
+  else
+    snprintf(buf, len, "%.15g", v);
+}
+
 /* Checks a number against the key's bounds; returns a reason or NULL. */
 static const char *bounds_problem(const vs_key *k, double v, char *buf,
                                   size_t len)
 {
+  char bound[64];
   if (k->positive && !(v > 0)) {
     snprintf(buf, len, "must be greater than 0");
     return buf;
   }
   if (v < k->lo) {
-    snprintf(buf, len, "must be at least %.15g", k->lo);
+    bound_text(k, k->lo, bound, sizeof bound);
+    snprintf(buf, len, "must be at least %s", bound);
     return buf;
   }
   if (k->hi != 0 && v > k->hi) {
-    snprintf(buf, len, "must be at most %.15g", k->hi);
+    bound_text(k, k->hi, bound, sizeof bound);
+    snprintf(buf, len, "must be at most %s", bound);
     return buf;
   }
   return NULL;

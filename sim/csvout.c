@@ -153,7 +153,10 @@ int vs_csv_open(vs_csv *csv, const char *path, vs_error *err)
                  csv->path, (long)getpid(), (unsigned long)(uintptr_t)csv,
                  attempt) >= (int)sizeof csv->tmp_path)
       return vs_error_set(err, VS_EIO, "%s: path too long", path);
+    live_add(csv->tmp_path); /* before it exists: a signal finds it */
     fd = open(csv->tmp_path, O_WRONLY | O_CREAT | O_EXCL, 0666);
+    if (fd < 0)
+      live_remove(csv->tmp_path);
     if (fd < 0 && errno != EEXIST)
       break;
   }
@@ -162,7 +165,6 @@ int vs_csv_open(vs_csv *csv, const char *path, vs_error *err)
     csv->tmp_path[0] = '\0';
     return vs_error_set(err, VS_EIO, "%s: cannot create: %s", path, strerror(e));
   }
-  live_add(csv->tmp_path);
   csv->f = fdopen(fd, "w");
   if (!csv->f) {
     int e = errno;

@@ -162,6 +162,28 @@ static int check_pieces(const vs_topology *t, int kind, vs_error *err)
   size_t breaks = f->breakpoints.n;
   char key[64], where[640];
 
+  /* 0 means "time does not grow with size"; anything else is a real rate */
+  for (size_t i = 0; i <= f->piece_bandwidths.n; i++) {
+    double bw = i < f->piece_bandwidths.n ? f->piece_bandwidths.values[i]
+                                          : f->bandwidth;
+    if (bw > 0 && bw < MIN_RATE) {
+      snprintf(key, sizeof key, "%s_%s", name,
+               i < f->piece_bandwidths.n ? "piece_bandwidths" : "bandwidth");
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: a rate must be 0 (no size dependence) or at "
+                          "least 1 MB/s",
+                          vs_conf_where(&topology_tab, &t->origins,
+                                        "calibration", key, where,
+                                        sizeof where));
+    }
+  }
+  if (f->max_bytes > 0 && f->min_bytes > f->max_bytes) {
+    snprintf(key, sizeof key, "%s_min_bytes", name);
+    return vs_error_set(err, VS_EINPUT, "%s: above %s_max_bytes",
+                        vs_conf_where(&topology_tab, &t->origins,
+                                      "calibration", key, where, sizeof where),
+                        name);
+  }
   for (size_t i = 1; i < breaks; i++) {
     if (f->breakpoints.values[i] <= f->breakpoints.values[i - 1]) {
       snprintf(key, sizeof key, "%s_breakpoints", name);

@@ -62,6 +62,15 @@ static void test_usage_errors(void **state)
   run_cal(&run, novalue);
   assert_int_equal(run.status, 2);
   assert_contains(run.err, "--out needs a value");
+  {
+    /* --out onto the raw measurements would destroy them */
+    static const char *const onto[] = {"--fit", CAL_DATA "h100-like.csv",
+                                       "--out", CAL_DATA "h100-like.csv",
+                                       NULL};
+    run_cal(&run, onto);
+    assert_int_equal(run.status, 2);
+    assert_contains(run.err, "names an input or --raw file");
+  }
   run_cal(&run, limit); /* whole seconds, at most a day (86400) */
   assert_int_equal(run.status, 2);
   assert_contains(run.err, "--time-limit 1h: expected a whole number from 0 to 86400");

@@ -312,11 +312,11 @@ static void test_bad_values(void **state)
            "@:2: [gpu] compute_efficiency = 0: must be at least 0.01");
   /* figures that would overflow integer-ns times are outside real hardware */
   load_bad("[gpu]\nhbm_bandwidth = 1e-200\n", NULL, 0, VS_EINPUT,
-           "@:2: [gpu] hbm_bandwidth = 1e-200: must be at least 1000000");
+           "@:2: [gpu] hbm_bandwidth = 1e-200: must be at least 0.001 GB/s");
   load_bad("[gpu]\npeak_tflops_bf16 = 1e-200\n", NULL, 0, VS_EINPUT,
            "@:2: [gpu] peak_tflops_bf16 = 1e-200: must be at least 0.001");
   load_bad("[network]\nintra_latency = 1e30s\n", NULL, 0, VS_EINPUT,
-           "@:2: [network] intra_latency = 1e30s: must be at most 1");
+           "@:2: [network] intra_latency = 1e30s: must be at most 1 s");
   load_bad("[cost]\nusd_per_gpu_hour = 1e300\n", NULL, 0, VS_EINPUT,
            "@:2: [cost] usd_per_gpu_hour = 1e300: must be at most 10000");
   load_bad("[gpu]\npeak_tflops_fp8 = -1\n", NULL, 0, VS_EINPUT,
@@ -480,6 +480,13 @@ static void test_calibration_curve_pieces(void **state)
            VS_EINPUT, "p2p_breakpoints = 2097152,1048576: breakpoints must ascend");
   load_bad(MINIMAL "[calibration]\np2p_piece_latencies = 5us,-1us\n", NULL, 0,
            VS_EINPUT, "p2p_piece_latencies");
+  /* a calibrated rate is 0 or a real rate; the range must be a range */
+  load_bad(MINIMAL "[calibration]\np2p_bandwidth = 0.5MB/s\n", NULL, 0,
+           VS_EINPUT, "p2p_bandwidth = 0.5MB/s: a rate must be 0 (no size "
+           "dependence) or at least 1 MB/s");
+  load_bad(MINIMAL "[calibration]\np2p_min_bytes = 1TiB\n"
+           "p2p_max_bytes = 1GiB\n", NULL, 0, VS_EINPUT,
+           "p2p_min_bytes = 1TiB: above p2p_max_bytes");
 }
 
 int main(void)
