@@ -287,10 +287,16 @@ int vs_capacity_fit(const vs_capacity_opts *o, FILE *out, FILE *errs)
    * doubling, then the boundary by bisection on multiples of step */
   if (fit_eval(s, step, &st))
     goto oom_host;
+  if (st == VS_EVAL_INVALID) { /* an error, not a memory verdict */
+    fprintf(errs, "vsim: %s = %llu cannot be simulated: %s\n", s->key,
+            (unsigned long long)step, s->cand.reason);
+    code = VS_EXIT_ERROR;
+    goto done;
+  }
   if (st != VS_EVAL_FITS) {
     fprintf(out, "%s = %llu does not fit: %s\n", s->key,
             (unsigned long long)step, s->cand.reason);
-    code = st == VS_EVAL_INVALID ? VS_EXIT_ERROR : VS_EXIT_OOM;
+    code = VS_EXIT_OOM;
     goto done;
   }
   *best = s->cand;
@@ -327,7 +333,10 @@ int vs_capacity_fit(const vs_capacity_opts *o, FILE *out, FILE *errs)
     goto oom_host;
   fprintf(out, "largest %s that fits: %llu (", s->key, (unsigned long long)lo);
   describe_fit(out, best);
-  fprintf(out, ")\nat %llu it does not fit: %s\n", (unsigned long long)hi,
+  /* past the boundary the job either runs out of memory or stops being
+   * simulable (a limit of vsim's, not of the GPU): say which */
+  fprintf(out, ")\nat %llu %s: %s\n", (unsigned long long)hi,
+          st == VS_EVAL_INVALID ? "vsim cannot simulate it" : "it does not fit",
           s->cand.reason);
   code = VS_EXIT_OK;
   goto done;

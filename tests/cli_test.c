@@ -1004,6 +1004,32 @@ static void test_vary_value_twice_is_refused(void **state)
   assert_contains(r.err, "--vary training.micro_batch lists 2 twice");
 }
 
+/* fit tells vsim's limits from the GPU's: past the boundary at the slowest
+ * allowed GPU (1 GFLOP/s x 1%) the step exceeds the 115-day guard, which is
+ * "cannot simulate", not "does not fit"; when even the first value is
+ * beyond it, that is an error (exit 1), not a memory verdict (exit 3). */
+static void test_fit_separates_limits_from_memory(void **state)
+{
+  static const char *const slow[] = {
+      "fit", DATA "gpt-small.ini", "--set", "topology.gpu.memory=1000TiB",
+      "--set", "topology.gpu.peak_tflops_bf16=0.001", "--set",
+      "topology.gpu.compute_efficiency=0.01", NULL};
+  static const char *const slower[] = {
+      "fit", DATA "gpt-7.5b.ini", "--set", "topology.gpu.memory=1000TiB",
+      "--set", "topology.gpu.peak_tflops_bf16=0.001", "--set",
+      "topology.gpu.peak_tflops_fp16=0.001", "--set",
+      "topology.gpu.compute_efficiency=0.01", NULL};
+  (void)state;
+  run(slow);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "vsim cannot simulate it: ");
+  assert_contains(r.out, "busy over 116 days a step");
+  run(slower);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "training.micro_batch = 1 cannot be simulated: ");
+  assert_string_equal(r.out, "");
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -1021,6 +1047,7 @@ int main(void)
       cmocka_unit_test(test_outputs_naming_one_file_are_refused),
       cmocka_unit_test(test_outputs_never_overwrite_inputs),
       cmocka_unit_test(test_vary_value_twice_is_refused),
+      cmocka_unit_test(test_fit_separates_limits_from_memory),
       cmocka_unit_test(test_trace_is_chrome_json),
       cmocka_unit_test(test_svg_chart),
       cmocka_unit_test(test_ranks_all_writes_a_row_per_gpu),
