@@ -315,7 +315,7 @@ static bool dir_of(const char *path, char *dir, size_t len)
 static int check_dir(FILE *errs, const char *option, const char *path,
                      const char *dir)
 {
-  char probe[PATH_LEN + 64] = "";
+  char stem[PATH_LEN + 16], probe[PATH_LEN + 64];
   struct stat st;
   int fd = -1, e = 0;
 
@@ -323,49 +323,20 @@ static int check_dir(FILE *errs, const char *option, const char *path,
     e = errno;
   else if (!S_ISDIR(st.st_mode))
     e = ENOTDIR;
-  vs_csv_track(probe); /* a signal now removes it too */
-  for (unsigned i = 0; e == 0 && fd < 0 && i < 100; i++) {
-    snprintf(probe, sizeof probe, "%s/.vsim-probe.%ld.%u", dir,
-             (long)getpid(), i);
-    fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0 && errno != EEXIST)
+  if (e == 0) {
+    snprintf(stem, sizeof stem, "%s/.vsim-probe", dir);
+    if ((fd = vs_csv_create_unique(stem, probe, sizeof probe)) < 0)
       e = errno;
   }
   if (fd >= 0) {
     close(fd);
     unlink(probe);
-  }
-  vs_csv_untrack(probe);
-  if (fd >= 0)
+    vs_csv_untrack(probe);
     return VS_EXIT_OK;
+  }
   fprintf(errs, "vsim: %s %s: cannot create: directory '%s': %s\n", option,
           path, dir, strerror(e ? e : EEXIST));
   return VS_EXIT_ERROR;
-}
-
-/* Where path leads through symbolic links, as vs_csv_open follows them
- * (a link's target relative to the link's directory); the last target
- * need not exist. 0, or the errno why it cannot be followed. */
-static int follow_links(const char *path, char *out, size_t len)
-{
-  char link[PATH_LEN], dir[PATH_LEN];
-  struct stat st;
-  if (snprintf(out, len, "%s", path) >= (int)len)
-    return ENAMETOOLONG;
-  for (int hops = 0; lstat(out, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
-    ssize_t n = readlink(out, link, sizeof link - 1);
-    if (hops == 16)
-      return ELOOP;
-    if (n < 0)
-      return errno;
-    if (!dir_of(out, dir, sizeof dir))
-      return ENAMETOOLONG;
-    link[n] = '\0';
-    if ((link[0] == '/' ? snprintf(out, len, "%s", link)
-                        : snprintf(out, len, "%s/%s", dir, link)) >= (int)len)
-      return ENAMETOOLONG;
-  }
-  return 0;
 }
 
 int vs_cli_check_output(FILE *errs, const char *option, const char *path)
@@ -374,15 +345,17 @@ int vs_cli_check_output(FILE *errs, const char *option, const char *path)
   struct stat st;
   char target[PATH_LEN];
   size_t n = strlen(path);
+  bool exists;
   int e;
 
   if (n == 0 || path[n - 1] == '/')
     return usage(errs, "%s needs a file name, got '%s'", option, path);
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+  exists = stat(path, &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) {
     fprintf(errs, "vsim: %s %s: is a directory\n", option, path);
     return VS_EXIT_ERROR;
   }
-  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+  if (exists && !S_ISREG(st.st_mode)) {
     /* a device or FIFO is written in place, never replaced */
     if (access(path, W_OK) == 0)
       return VS_EXIT_OK;
@@ -391,7 +364,7 @@ int vs_cli_check_output(FILE *errs, const char *option, const char *path)
     return VS_EXIT_ERROR;
   }
   /* the file is written beside where a symbolic link leads */
-  if ((e = follow_links(path, target, sizeof target)) == 0 &&
+  if ((e = vs_csv_follow_links(path, target, sizeof target)) == 0 &&
       !dir_of(target, dir, sizeof dir))
     e = ENAMETOOLONG;
   if (e) {

@@ -27,8 +27,6 @@ static _Atomic(char *) live[LIVE_MAX];
 static void live_add(char *tmp_path);
 static void live_remove(const char *tmp_path);
 
-void vs_csv_track(char *tmp_path) { live_add(tmp_path); }
-
 void vs_csv_untrack(const char *tmp_path) { live_remove(tmp_path); }
 
 static void live_add(char *tmp_path)
@@ -81,44 +79,69 @@ void vs_csv_cleanup_on_signals(void)
  * Opening
  * ------------------------------------------------------------------------ */
 
-/* Replaces csv->path, a symbolic link, by what it points to (relative to
- * the link's folder). */
-static int follow_link(vs_csv *csv, const char *path, vs_error *err)
+int vs_csv_follow_links(const char *path, char *out, size_t len)
 {
   char target[4096], joined[4096];
-  const char *slash = strrchr(csv->path, '/');
-  ssize_t n = readlink(csv->path, target, sizeof target - 1);
-  int len;
-  if (n < 0)
-    return vs_error_set(err, VS_EIO, "%s: cannot read the link: %s", path,
-                        strerror(errno));
-  target[n] = '\0';
-  if (target[0] == '/' || !slash)
-    len = snprintf(joined, sizeof joined, "%s", target);
-  else
-    len = snprintf(joined, sizeof joined, "%.*s/%s",
-                   (int)(slash - csv->path), csv->path, target);
-  if (len >= (int)sizeof joined)
-    return vs_error_set(err, VS_EIO, "%s: path too long", path);
-  memcpy(csv->path, joined, (size_t)len + 1);
+  struct stat st;
+  if (snprintf(out, len, "%s", path) >= (int)len)
+    return ENAMETOOLONG;
+  for (int hops = 0; lstat(out, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
+    const char *slash = strrchr(out, '/');
+    ssize_t n;
+    int used;
+    if (hops == 16)
+      return ELOOP;
+    if ((n = readlink(out, target, sizeof target - 1)) < 0)
+      return errno;
+    target[n] = '\0';
+    /* a relative target is relative to the link's folder */
+    if (target[0] == '/' || !slash)
+      used = snprintf(joined, sizeof joined, "%s", target);
+    else
+      used = snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - out),
+                      out, target);
+    if (used >= (int)sizeof joined || used >= (int)len)
+      return ENAMETOOLONG;
+    memcpy(out, joined, (size_t)used + 1);
+  }
   return 0;
 }
 
-/* Where path really leads: symbolic links followed (the file they name may
- * not exist yet), and whether it is an existing file that is not a regular
- * file. */
+int vs_csv_create_unique(const char *stem, char *name, size_t len)
+{
+  int fd = -1;
+  for (unsigned attempt = 0; fd < 0 && attempt < 100; attempt++) {
+    if (snprintf(name, len, "%s.%ld.%u", stem, (long)getpid(), attempt) >=
+        (int)len) {
+      errno = ENAMETOOLONG;
+      break;
+    }
+    live_add(name); /* before it exists: a signal finds it */
+    fd = open(name, O_WRONLY | O_CREAT | O_EXCL, 0666);
+    if (fd < 0)
+      live_remove(name);
+    if (fd < 0 && errno != EEXIST)
+      break;
+  }
+  return fd;
+}
+
+/* Where path really leads (symbolic links followed; the file they name
+ * may not exist yet) into csv->path, and whether it is an existing file
+ * that is not a regular file. */
 static int resolve(vs_csv *csv, const char *path, bool *special,
                    vs_error *err)
 {
   struct stat st;
-  int rc, hops = 0;
+  int e = vs_csv_follow_links(path, csv->path, sizeof csv->path);
   *special = false;
-  while (lstat(csv->path, &st) == 0 && S_ISLNK(st.st_mode)) {
-    if (++hops > 16)
-      return vs_error_set(err, VS_EIO, "%s: too many symbolic links", path);
-    if ((rc = follow_link(csv, path, err)))
-      return rc;
-  }
+  if (e == ELOOP)
+    return vs_error_set(err, VS_EIO, "%s: too many symbolic links", path);
+  if (e == ENAMETOOLONG)
+    return vs_error_set(err, VS_EIO, "%s: path too long", path);
+  if (e)
+    return vs_error_set(err, VS_EIO, "%s: cannot read the link: %s", path,
+                        strerror(e));
   if (lstat(csv->path, &st) != 0)
     return 0; /* a new file */
   if (S_ISDIR(st.st_mode))
@@ -129,13 +152,12 @@ static int resolve(vs_csv *csv, const char *path, bool *special,
 
 int vs_csv_open(vs_csv *csv, const char *path, vs_error *err)
 {
-  int fd = -1, rc;
+  char stem[sizeof csv->path + 8];
+  int fd, rc;
   bool special;
   memset(csv, 0, sizeof *csv);
   if (*path == '\0')
     return vs_error_set(err, VS_EIO, "an output path is empty");
-  if (snprintf(csv->path, sizeof csv->path, "%s", path) >= (int)sizeof csv->path)
-    return vs_error_set(err, VS_EIO, "%s: path too long", path);
   if ((rc = resolve(csv, path, &special, err)))
     return rc;
   if (special) {
@@ -146,23 +168,15 @@ int vs_csv_open(vs_csv *csv, const char *path, vs_error *err)
                           strerror(errno));
     return 0;
   }
-  /* A name unique to this process and this vs_csv, created with O_EXCL and
-   * mode 0666 so that the user's umask applies (mkstemp would make 0600). */
-  for (unsigned attempt = 0; fd < 0 && attempt < 100; attempt++) {
-    if (snprintf(csv->tmp_path, sizeof csv->tmp_path, "%s.tmp.%ld.%lx.%u",
-                 csv->path, (long)getpid(), (unsigned long)(uintptr_t)csv,
-                 attempt) >= (int)sizeof csv->tmp_path)
-      return vs_error_set(err, VS_EIO, "%s: path too long", path);
-    live_add(csv->tmp_path); /* before it exists: a signal finds it */
-    fd = open(csv->tmp_path, O_WRONLY | O_CREAT | O_EXCL, 0666);
-    if (fd < 0)
-      live_remove(csv->tmp_path);
-    if (fd < 0 && errno != EEXIST)
-      break;
-  }
+  /* created with O_EXCL and mode 0666 so that the user's umask applies
+   * (mkstemp would make 0600) */
+  snprintf(stem, sizeof stem, "%s.tmp", csv->path);
+  fd = vs_csv_create_unique(stem, csv->tmp_path, sizeof csv->tmp_path);
   if (fd < 0) {
     int e = errno;
     csv->tmp_path[0] = '\0';
+    if (e == ENAMETOOLONG)
+      return vs_error_set(err, VS_EIO, "%s: path too long", path);
     return vs_error_set(err, VS_EIO, "%s: cannot create: %s", path, strerror(e));
   }
   csv->f = fdopen(fd, "w");

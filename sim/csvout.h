@@ -60,9 +60,19 @@ void vs_csv_abort(vs_csv *csv);
  * the process by the same signal. Call once, early in main. */
 void vs_csv_cleanup_on_signals(void);
 
-/* Adds a temporary file of the caller's (the path must stay valid) to those
- * removed on a signal, and takes it off again. */
-void vs_csv_track(char *tmp_path);
+/* Follows the symbolic links of path into out, as vs_csv_open does: a
+ * relative target is relative to the link's folder, and the last target
+ * need not exist. 0, or ELOOP (over 16 links), ENAMETOOLONG or readlink's
+ * errno. */
+int vs_csv_follow_links(const char *path, char *out, size_t len);
+
+/* Creates a new file named "stem.PID.N" (O_EXCL, mode 0666 less the
+ * umask), its name in name[len]; the file is removed on a signal until
+ * vs_csv_untrack(name). Returns the descriptor, or -1 with errno. */
+int vs_csv_create_unique(const char *stem, char *name, size_t len);
+
+/* Stops removing that file on a signal (after the caller removed or
+ * renamed it). */
 void vs_csv_untrack(const char *tmp_path);
 
 /* Creates directory dir if it does not exist. VS_EIO on failure. */

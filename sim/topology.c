@@ -154,8 +154,9 @@ static void apply_calibration(vs_topology *t)
   }
 }
 
-/* Checks that a piecewise kind's pieces match its breakpoints. */
-static int check_pieces(const vs_topology *t, int kind, vs_error *err)
+/* Checks one kind's calibration: rates 0 or real, a range that is a
+ * range, ascending breakpoints and one piece more than breakpoints. */
+static int check_calibration(const vs_topology *t, int kind, vs_error *err)
 {
   const vs_cal_fit *f = &t->cal[kind];
   const char *name = vs_cal_kind_name(kind);
@@ -330,7 +331,7 @@ int vs_topology_finish(vs_topology *topo, const char *const *sets,
   if ((rc = vs_conf_check_required(&topology_tab, &topo->origins, err)))
     return rc;
   for (int kind = 0; rc == 0 && kind < VS_CAL_N_KINDS; kind++)
-    rc = check_pieces(topo, kind, err);
+    rc = check_calibration(topo, kind, err);
   if (rc == 0 && calibrate)
     apply_calibration(topo);
   return rc;

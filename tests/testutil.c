@@ -150,3 +150,19 @@ char *tu_read_file(const char *path)
   fclose(f);
   return buf;
 }
+
+void tu_assert_message_at(const char *msg, const char *want,
+                          const char *path)
+{
+  char full[512];
+  size_t used = 0;
+  for (const char *w = want; *w && used + 1 < sizeof full; w++) {
+    if (*w == '@')
+      used += (size_t)snprintf(full + used, sizeof full - used, "%s", path);
+    else
+      full[used++] = *w;
+  }
+  full[used < sizeof full ? used : sizeof full - 1] = '\0';
+  if (!strstr(msg, full))
+    fail_msg("message \"%s\" lacks \"%s\"", msg, full);
+}

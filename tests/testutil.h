@@ -45,4 +45,9 @@ void tu_run_vsim(tu_run *r, const char *const *args);
 /* Reads a whole file into a malloc'd string (NULL if unreadable). */
 char *tu_read_file(const char *path);
 
+/* Fails the test unless msg contains want, where each '@' in want stands
+ * for path (so "@:8:" checks a message's file:line exactly). */
+void tu_assert_message_at(const char *msg, const char *want,
+                          const char *path);
+
 #endif

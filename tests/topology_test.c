@@ -65,21 +65,12 @@ static int load_text(vs_topology *t, char *path, const char *text,
 static void load_bad(const char *text, const char *const *sets, size_t n_sets,
                      int code, const char *want)
 {
-  char path[128], full[512];
-  size_t used = 0;
+  char path[128];
   vs_topology t;
   vs_error err;
   assert_int_equal(load_text(&t, path, text, sets, n_sets, &err), code);
   assert_int_equal(err.code, code);
-  for (const char *w = want; *w && used + 1 < sizeof full; w++) {
-    if (*w == '@')
-      used += (size_t)snprintf(full + used, sizeof full - used, "%s", path);
-    else
-      full[used++] = *w;
-  }
-  full[used < sizeof full ? used : sizeof full - 1] = '\0';
-  if (!strstr(err.msg, full))
-    fail_msg("message \"%s\" lacks \"%s\"", err.msg, full);
+  tu_assert_message_at(err.msg, want, path);
 }
 
 /* ------------------------------------------------------------------------
