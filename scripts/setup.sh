@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian packages vsim needs, only those that are missing.
-# Usage: scripts/setup.sh            (as root, or with sudo available)
+# Usage: scripts/setup.sh [--with-torch]   (as root, or with sudo available)
+#   --with-torch  also Debian's CPU build of PyTorch (python3-torch, about
+#                 1 GB), so that the ground-truth harness's CPU checks run
+#                 (groundtruth_selftest, saved_activations_test) instead of
+#                 reporting themselves skipped. vsim itself never needs it.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libgsl-dev libcsv-dev libinih-dev libcmocka-dev python3)
+case "${1:-}" in
+  "") ;;
+  --with-torch) packages+=(python3-torch) ;;
+  *) echo "setup: unknown option $1 (usage: scripts/setup.sh [--with-torch])" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

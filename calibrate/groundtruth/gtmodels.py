@@ -50,8 +50,10 @@ Known mismatches (vsim's assumption -> what this harness does)
   * The logits in the compute dtype are freed after the fp32 upcast
     (vsim keeps them as temp until the loss backward); eager attention
     keeps a shared [seq, seq] bool causal mask (seq^2 bytes); RoPE keeps
-    [seq, head_dim] cos/sin tables; LayerNorm and RMSNorm also save fp32
-    per-row statistics (8 or 4 bytes per token).
+    [seq, head_dim] cos/sin tables (in the activations' dtype, shared by
+    every layer); LayerNorm and RMSNorm also save fp32 per-row statistics
+    (8 or 4 bytes per token). tests/validation/saved_activations.py holds
+    what autograd saves against vsim's activations.
   * Optimizers: fused AdamW/SGD (no whole-model temporaries) unless
     optimizer_impl = foreach (PyTorch's default, which allocates
     temporaries the size of the states during the step; vsim has none).
@@ -267,8 +269,12 @@ class Decoder(nn.Module):
                                                   dtype=torch.float32) / d))
             ang = torch.outer(torch.arange(s, device=device, dtype=torch.float32), inv)
             ang = torch.cat((ang, ang), dim=-1)
-            self.register_buffer("cos", ang.cos(), persistent=False)
-            self.register_buffer("sin", ang.sin(), persistent=False)
+            # Held in the activations' dtype, as Hugging Face's rotary
+            # embedding casts them once per forward: cast in every layer,
+            # each q and k would save its own copies of the tables.
+            act = DTYPES[c["precision"]]
+            self.register_buffer("cos", ang.cos().to(act), persistent=False)
+            self.register_buffer("sin", ang.sin().to(act), persistent=False)
             self.shared["cos"], self.shared["sin"] = self.cos, self.sin
         block = GPTBlock if gpt else LlamaBlock
         self.layers = nn.ModuleList(block(c, self.shared, fk) for _ in range(c["layers"]))

@@ -120,6 +120,14 @@ def import_torch():
 
 
 def require_gpu(torch):
+    """A CUDA GPU, and a PyTorch with what the measurements use: SDPA
+    (attention = flash, torch >= 2.0) and post-accumulate gradient hooks
+    (amp = master, torch >= 2.1)."""
+    if not (hasattr(torch.nn.functional, "scaled_dot_product_attention")
+            and hasattr(torch.Tensor, "register_post_accumulate_grad_hook")):
+        raise SetupError(f"{PROG}: PyTorch {torch.__version__} is too old: the measurements "
+                         "need torch >= 2.1 (scaled_dot_product_attention, "
+                         "register_post_accumulate_grad_hook)", EXIT_NO_TORCH)
     if not torch.cuda.is_available():
         raise SetupError(f"{PROG}: no CUDA GPU is visible to PyTorch "
                          f"(torch {torch.__version__}, torch.cuda.is_available() is False): "
@@ -360,6 +368,14 @@ def selftest():
     ref = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
     check(torch.allclose(gtm._RMSNormFn.apply(x, w, 1e-5), ref), "RMSNorm forward")
 
+    # The measurements need PyTorch >= 2.1; the self-test also runs on an
+    # older CPU build (Debian's 1.13), skipping what that build lacks.
+    has_sdpa = hasattr(torch.nn.functional, "scaled_dot_product_attention")
+    has_hook = hasattr(torch.Tensor, "register_post_accumulate_grad_hook")
+    if not has_sdpa:
+        print(f"skip  SDPA attention (torch {torch.__version__} has no "
+              "scaled_dot_product_attention)", flush=True)
+
     tiny = [dict(arch="gpt", layers=2, hidden=64, heads=4, seq_len=32, vocab=97),
             dict(arch="gpt", layers=2, hidden=64, heads=4, kv_heads=2, seq_len=32, vocab=97),
             dict(arch="llama", layers=2, hidden=64, heads=4, kv_heads=2, ffn_hidden=96,
@@ -376,25 +392,29 @@ def selftest():
         ids = torch.randint(c["vocab"], (2, c["seq_len"]))
         labels = torch.randint(c["vocab"], (2, c["seq_len"]))
         losses, grads = {}, {}
+        m.shared["mask"] = torch.ones(c["seq_len"], c["seq_len"], dtype=torch.bool).triu(1)
         for mode in ("flash", "eager", "ckpt"):
-            m.shared["eager"] = mode == "eager"
+            m.shared["eager"] = mode == "eager" or not has_sdpa
             m.shared["checkpointing"] = mode == "ckpt"
-            if mode == "eager":
-                m.shared["mask"] = torch.ones(c["seq_len"], c["seq_len"],
-                                              dtype=torch.bool).triu(1)
             m.zero_grad(set_to_none=True)
             loss = m(ids, labels)
             loss.backward()
             losses[mode] = loss.item()
             grads[mode] = torch.cat([p.grad.flatten() for p in m.parameters()])
-        check(abs(losses["flash"] - losses["eager"]) < 1e-4,
-              f"{tag}: SDPA and eager attention agree ({losses['flash']:.5f})")
+        if has_sdpa:
+            check(abs(losses["flash"] - losses["eager"]) < 1e-4,
+                  f"{tag}: SDPA and eager attention agree ({losses['flash']:.5f})")
         check(torch.allclose(grads["flash"], grads["ckpt"], atol=1e-5),
               f"{tag}: checkpointing leaves the gradients unchanged")
     for amp, prec, opt in (("none", "fp32", "adamw"), ("none", "fp32", "momentum"),
                            ("autocast", "bf16", "adamw"), ("master", "bf16", "adamw")):
+        if amp == "master" and not has_hook:
+            print(f"skip  {amp} {prec} {opt}: needs Tensor.register_post_accumulate_grad_hook "
+                  "(torch >= 2.1)", flush=True)
+            continue
         c = gtconfig.normalize(dict(tiny[2], precision=prec, amp=amp, optimizer=opt,
-                                    optimizer_impl="forloop"))
+                                    optimizer_impl="forloop",
+                                    attention="flash" if has_sdpa else "eager"))
         tr = gtm.Trainer(c, "cpu", lr=1e-2 if opt == "adamw" else 1e-1)
         ids = torch.randint(c["vocab"], (2, c["seq_len"]))
         l0, _ = tr.step(ids, ids)

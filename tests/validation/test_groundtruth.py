@@ -80,6 +80,23 @@ class HarnessWithoutTorch(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("PyTorch is not installed", p.stderr)
 
+    def test_old_torch_fails_clearly(self):
+        # A stand-in torch 1.12: no scaled_dot_product_attention, no
+        # register_post_accumulate_grad_hook. The child refuses it before
+        # touching a GPU, with the exit code of a missing PyTorch.
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "torch", "nn"))
+            with open(os.path.join(d, "torch", "__init__.py"), "w") as f:
+                f.write("__version__ = '1.12.0'\nclass Tensor: pass\nfrom . import nn\n")
+            with open(os.path.join(d, "torch", "nn", "__init__.py"), "w") as f:
+                f.write("from . import functional\n")
+            open(os.path.join(d, "torch", "nn", "functional.py"), "w").close()
+            p = run([HARNESS, "--one", json.dumps(dict(model="gpt-125m", seq_len=512))],
+                    env=dict(PYTHONPATH=d))
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertIn("PyTorch 1.12.0 is too old: the measurements need torch >= 2.1", p.stderr)
+        self.assertNotIn("GTRESULT", p.stdout)
+
     def test_subset_needs_out(self):
         p = run([HARNESS, "--limit", "2"])
         self.assertEqual(p.returncode, 2)

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""saved_activations.py - what autograd really keeps for backward, next to
+vsim's activation accounting. Runs on the CPU with any PyTorch (Debian's
+python3-torch 1.13 will do); no GPU.
+
+  tests/validation/saved_activations.py [--vsim build/vsim] [--check]
+
+For each configuration it builds the ground-truth harness's model
+(calibrate/groundtruth/gtmodels.py) with 2 and with 4 layers, runs one
+forward pass under torch.autograd.graph.saved_tensors_hooks and adds up
+the distinct storages autograd saved (a view saved twice, or q, k and v
+sliced from one qkv output, count once). Weights and buffers are left out
+(vsim counts them as params), and so are the fp32 log-probabilities of the
+loss (vsim counts the logits and the loss as temp) and 0-dimensional
+tensors (wrapped Python scalars, host memory on a GPU). It runs vsim on the
+same workload (generate.py) and adds up the activations vsim allocates in
+the forward pass (timeline.csv, every activations delta before the first
+release). Both are split the same way: per layer = (4-layer total -
+2-layer total) / 2, and the rest (embedding, input batch, final norm, head
+input) = total - layers x per layer. Differencing cancels whatever both
+count once per model.
+
+Saved tensors do not depend on the device, with one exception handled
+here: on the CPU, PyTorch 1.13's F.dropout multiplies by a mask of the
+input's dtype, where CUDA runs the fused native_dropout and saves a 1-byte
+mask; the script routes dropout through torch.native_dropout, as on a GPU.
+SDPA (attention = flash) is compared only where this PyTorch has it.
+
+--check exits 1 when vsim counts more than autograd saves, or less by
+more than the norms' per-row statistics vsim does not count (LayerNorm
+saves an fp32 mean and 1/std per token, RMSNorm an fp32 1/rms: 8 or 4
+bytes per token per norm; two norms per layer, one in the rest) and,
+under GQA with eager attention, repeat_interleave's int64 index.
+Exit 3 without PyTorch.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "calibrate", "groundtruth"))
+
+import generate  # noqa: E402
+import gtconfig  # noqa: E402
+
+EXIT_NO_TORCH = 3
+SMALL = dict(hidden=256, heads=4, seq_len=256, micro_batch=2, vocab=1000)
+CONFIGS = [
+    dict(SMALL, arch="gpt", precision="bf16", amp="master"),
+    dict(SMALL, arch="gpt", precision="fp32", amp="none"),
+    dict(SMALL, arch="llama", kv_heads=2, ffn_hidden=512, precision="bf16", amp="master"),
+    dict(SMALL, arch="llama", kv_heads=2, ffn_hidden=512, precision="fp32", amp="none"),
+]
+
+
+def storage_of(t):
+    """(address, bytes) of the memory a tensor keeps alive."""
+    s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return s.data_ptr(), s.nbytes()
+
+
+def torch_saved(c, torch, gtm):
+    """Bytes of distinct storages autograd saves in one forward pass of c,
+    without weights, buffers and tensors of the vocabulary's width."""
+    dtype = gtm.DTYPES[c["precision"]] if c["amp"] == "master" else torch.float32
+    model = gtm.Decoder(c, "cpu", dtype)
+    model.train()
+    fixed = {storage_of(t)[0] for t in list(model.parameters()) + list(model.buffers())}
+    saved = {}
+
+    def pack(t):
+        # 0-dim tensors are wrapped Python scalars: host memory on a GPU.
+        if t.dim() and t.numel() and t.shape[-1] != c["vocab"]:
+            ptr, nbytes = storage_of(t)
+            if ptr not in fixed:
+                saved[ptr] = max(saved.get(ptr, 0), nbytes)
+        return t
+
+    torch.manual_seed(0)
+    ids = torch.randint(c["vocab"], (c["micro_batch"], c["seq_len"]))
+    labels = torch.randint(c["vocab"], (c["micro_batch"], c["seq_len"]))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = model(ids, labels)
+    del loss
+    return sum(saved.values())
+
+
+def vsim_forward_activations(c, vsim):
+    """vsim's activation bytes allocated in the forward pass of c."""
+    with tempfile.TemporaryDirectory() as d:
+        ini = os.path.join(d, "w.ini")
+        with open(ini, "w") as f:
+            f.write(generate.row_to_ini(c))
+        p = subprocess.run([vsim, "run", ini, "--csv", os.path.join(d, "out")]
+                           + generate.vsim_args(), capture_output=True, text=True, cwd=ROOT)
+        if p.returncode != 0:
+            raise RuntimeError(f"vsim failed on {c['name']}: {p.stderr.strip()}")
+        total = 0
+        with open(os.path.join(d, "out", "timeline.csv"), newline="") as f:
+            for row in csv.DictReader(f):
+                if row["category"] != "activations":
+                    continue
+                delta = int(row["delta_bytes"])
+                if delta < 0:
+                    break
+                total += delta
+        return total
+
+
+def split(total2, total4):
+    per_layer = (total4 - total2) / 2
+    return per_layer, total2 - 2 * per_layer
+
+
+def norm_stat_bytes(c):
+    """Bytes of one norm's fp32 per-row statistics, which vsim does not
+    count: LayerNorm's mean and 1/std (8 bytes per token; PyTorch 1.13 on
+    the CPU keeps them in bf16 for bf16 input, 4), RMSNorm's 1/rms (4)."""
+    return c["micro_batch"] * c["seq_len"] * (8 if c["arch"] == "gpt" else 4)
+
+
+
+def gqa_repeat_bytes(c):
+    """Under GQA, eager attention expands K and V with repeat_interleave,
+    which saves the int64 index of the expansion (one per query head) for
+    its backward."""
+    if c["attention"] != "eager" or c["kv_heads"] == c["heads"]:
+        return 0
+    return 2 * 8 * c["heads"]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--vsim", default=os.path.join(ROOT, "build", "vsim"))
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 unless vsim matches within the documented gaps")
+    args = ap.parse_args(argv)
+    try:
+        import torch
+    except ImportError as e:
+        print(f"saved_activations.py: PyTorch is not installed ({e}); skipped",
+              file=sys.stderr)
+        return EXIT_NO_TORCH
+    import torch.nn.functional as F
+    import gtmodels as gtm
+
+    # CUDA's fused dropout: a 1-byte mask (module docstring).
+    F.dropout = lambda x, p, training=True, inplace=False: (
+        torch.native_dropout(x, p, training)[0] if training and p > 0 else x)
+    attentions = ["eager"] + (["flash"] if hasattr(F, "scaled_dot_product_attention") else [])
+
+    print(f"torch {torch.__version__} on the CPU; activations saved in one forward pass")
+    print("| configuration | per layer: torch | vsim | diff | rest: torch | vsim | diff |")
+    print("|---|---|---|---|---|---|---|")
+    failures = []
+    for base in CONFIGS:
+        for attention in attentions:
+            c2 = gtconfig.normalize(dict(base, layers=2, attention=attention))
+            c4 = gtconfig.normalize(dict(base, layers=4, attention=attention))
+            t_layer, t_rest = split(torch_saved(c2, torch, gtm), torch_saved(c4, torch, gtm))
+            v_layer, v_rest = split(vsim_forward_activations(c2, args.vsim),
+                                    vsim_forward_activations(c4, args.vsim))
+            name = f"{c2['arch']} kv_heads={c2['kv_heads']} {c2['precision']} {attention}"
+            print(f"| {name} | {t_layer / 2 ** 10:.1f} KiB | {v_layer / 2 ** 10:.1f} KiB "
+                  f"| {100 * (v_layer - t_layer) / t_layer:+.2f}% | {t_rest / 2 ** 10:.1f} KiB "
+                  f"| {v_rest / 2 ** 10:.1f} KiB | {100 * (v_rest - t_rest) / t_rest:+.2f}% |")
+            # Two norms per layer, the final norm in the rest; vsim may only
+            # be short of autograd, never over.
+            gap = norm_stat_bytes(c2)
+            if not 0 <= t_layer - v_layer <= 2 * gap + gqa_repeat_bytes(c2):
+                failures.append(f"{name}: per layer {t_layer:.0f} B saved, vsim {v_layer:.0f} B")
+            if not 0 <= t_rest - v_rest <= gap:
+                failures.append(f"{name}: rest {t_rest:.0f} B saved, vsim {v_rest:.0f} B")
+    for f in failures:
+        print(f"MISMATCH {f}")
+    return 1 if args.check and failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
