@@ -18,7 +18,8 @@
  * behind a spin nobody will release. A spin that times out (the flag not
  * seen) still leaves a valid sample, since the events follow it; the sample
  * is taken again, and after SPIN_MAX_LATE time-outs the spin is dropped.
- * NVML is opened with dlopen when the driver has it, never linked. */
+ * NVML is opened with dlopen when the driver has it, never linked; the
+ * context's size is NVML's used memory after creation minus before. */
 #include "measure.h"
 
 #include "kernels.h"
@@ -353,8 +354,21 @@ typedef int (*nvml_uint)(nvml_device, unsigned *);
 typedef int (*nvml_count)(unsigned *);
 typedef int (*nvml_clock)(nvml_device, int, unsigned *);
 typedef int (*nvml_text)(char *, unsigned);
+typedef struct nvml_memory_st { /* nvmlMemory_t */
+  unsigned long long total, free, used;
+} nvml_memory;
+typedef int (*nvml_meminfo)(nvml_device, nvml_memory *);
 #define NVML_CLOCK_SM_ 1
 #define NVML_TEXT_MAX 80 /* NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE */
+
+/* The driver's NVML, opened once for the whole run; lib is NULL when the
+ * library or the device cannot be found. */
+typedef struct nvml {
+  void *lib;            /* dlopen handle */
+  nvml_device h;        /* the measured device */
+  nvml_call fini;       /* nvmlShutdown */
+  nvml_meminfo meminfo; /* nvmlDeviceGetMemoryInfo, or NULL */
+} nvml;
 
 /* dlsym into a function pointer of fn_size bytes; false when missing. */
 static bool nvml_sym(void *lib, const char *name, void *fn, size_t fn_size)
@@ -392,38 +406,66 @@ static void nvml_facts(void *lib, nvml_device h, vs_measure_info *in)
   }
 }
 
-/* Adds what NVML says when the driver's libnvidia-ml is there; silent
- * otherwise (in->nvml stays false). The device is found by PCI bus id, or
- * as index 0 when NVML and CUDA both see one GPU. */
-static void describe_nvml(bench *b, vs_measure_info *in)
+/* Opens the driver's libnvidia-ml when it is there and finds the device
+ * by PCI bus id, or as index 0 when NVML and CUDA both see one GPU; leaves
+ * nv->lib NULL otherwise (silently: NVML is optional). */
+static void nvml_open(bench *b, int n_gpus, nvml *nv)
 {
-  void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  nvml_call init = NULL, fini = NULL;
+  nvml_call init = NULL;
   nvml_by_bus by_bus = NULL;
   nvml_by_index by_index = NULL;
   nvml_count count = NULL;
-  nvml_device h = NULL;
   char bus[64];
   unsigned n = 0;
-  if (!lib)
+  bool found;
+  memset(nv, 0, sizeof *nv);
+  if (!(nv->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL)))
     return;
-  if (NVML_SYM(lib, "nvmlInit_v2", init) && NVML_SYM(lib, "nvmlShutdown", fini) &&
-      init() == 0) {
-    bool found = cudaDeviceGetPCIBusId(bus, sizeof bus, b->dev) == cudaSuccess &&
-                 NVML_SYM(lib, "nvmlDeviceGetHandleByPciBusId_v2", by_bus) &&
-                 by_bus(bus, &h) == 0;
-    if (!found && in->n_gpus == 1 &&
-        NVML_SYM(lib, "nvmlDeviceGetCount_v2", count) && count(&n) == 0 &&
-        n == 1 && NVML_SYM(lib, "nvmlDeviceGetHandleByIndex_v2", by_index))
-      found = by_index(0, &h) == 0;
-    if (found)
-      nvml_facts(lib, h, in);
-    fini();
+  if (!NVML_SYM(nv->lib, "nvmlInit_v2", init) ||
+      !NVML_SYM(nv->lib, "nvmlShutdown", nv->fini) || init() != 0) {
+    dlclose(nv->lib);
+    nv->lib = NULL;
+    return;
   }
-  dlclose(lib);
+  found = cudaDeviceGetPCIBusId(bus, sizeof bus, b->dev) == cudaSuccess &&
+          NVML_SYM(nv->lib, "nvmlDeviceGetHandleByPciBusId_v2", by_bus) &&
+          by_bus(bus, &nv->h) == 0;
+  if (!found && n_gpus == 1 &&
+      NVML_SYM(nv->lib, "nvmlDeviceGetCount_v2", count) && count(&n) == 0 &&
+      n == 1 && NVML_SYM(nv->lib, "nvmlDeviceGetHandleByIndex_v2", by_index))
+    found = by_index(0, &nv->h) == 0;
+  (void)cudaGetLastError();
+  if (!found) {
+    nv->fini();
+    dlclose(nv->lib);
+    nv->lib = NULL;
+    return;
+  }
+  if (!NVML_SYM(nv->lib, "nvmlDeviceGetMemoryInfo", nv->meminfo))
+    nv->meminfo = NULL;
 }
 
-static int describe(bench *b, vs_measure_info *in)
+static void nvml_close(nvml *nv)
+{
+  if (!nv->lib)
+    return;
+  nv->fini();
+  dlclose(nv->lib);
+  nv->lib = NULL;
+}
+
+/* Device memory in use as NVML reports it (every process, no context
+ * needed); false without NVML. */
+static bool nvml_used(const nvml *nv, uint64_t *used)
+{
+  nvml_memory m;
+  if (!nv->lib || !nv->meminfo || nv->meminfo(nv->h, &m) != 0)
+    return false;
+  *used = m.used;
+  return true;
+}
+
+static int describe(bench *b, const nvml *nv, vs_measure_info *in)
 {
   struct cudaDeviceProp p;
   int v = 0, khz = 0;
@@ -447,27 +489,32 @@ static int describe(bench *b, vs_measure_info *in)
     in->bus_width_bits = v;
   /* double data rate: two transfers per memory clock */
   in->hbm_peak = 2.0 * in->mem_clock_mhz * 1e6 * in->bus_width_bits / 8.0;
-  describe_nvml(b, in);
+  if (nv->lib)
+    nvml_facts(nv->lib, nv->h, in);
   (void)cudaGetLastError(); /* an attribute that failed above is not fatal */
   return 0;
 }
 
 /* Context creation: reset, then time the first runtime call that creates
- * the primary context; its size is the device memory it takes, read as
- * total - free right after (which also counts other processes). Runs
- * before anything else is allocated. */
-static int context_cost(bench *b, unsigned samples)
+ * the primary context. Its size is the device memory it takes: NVML's used
+ * memory after minus before (free memory before and after, which needs no
+ * context to read); without NVML, total - free right after (which also
+ * counts other processes). Runs before anything else is allocated. */
+static int context_cost(bench *b, const nvml *nv, unsigned samples)
 {
   for (unsigned i = 0; i < samples; i++) {
     size_t free_b = 0, total_b = 0;
-    uint64_t size;
+    uint64_t size, before = 0, after = 0;
+    bool by_nvml;
     double t0, t1;
     CK(b, cudaDeviceReset());
+    by_nvml = nvml_used(nv, &before);
     t0 = now_s();
     CK(b, cudaFree(0));
     t1 = now_s();
     CK(b, cudaMemGetInfo(&free_b, &total_b));
-    size = total_b - free_b;
+    by_nvml = by_nvml && nvml_used(nv, &after) && after >= before;
+    size = by_nvml ? after - before : total_b - free_b;
     if (vs_raw_add(b->raw, VS_RAW_CONTEXT, size, i, t1 - t0, b->err))
       return b->err->code;
   }
@@ -573,6 +620,7 @@ int vs_measure_run(const vs_measure_opts *opts, vs_raw *raw,
       VS_CAL_H2D_PAGEABLE, VS_CAL_D2H_PAGEABLE, VS_CAL_D2D_COPY_ENGINE,
       VS_CAL_D2D_KERNEL, VS_CAL_P2P, VS_CAL_MALLOC, VS_CAL_HOST_ALLOC};
   bench b;
+  nvml nv;
   int rc, n = 0;
 
   memset(&b, 0, sizeof b);
@@ -594,8 +642,12 @@ int vs_measure_run(const vs_measure_opts *opts, vs_raw *raw,
     return vs_error_set(err, VS_EIO, "--device %d: only %d CUDA device(s)", b.dev, n);
   if ((rc = cudaSetDevice(b.dev)) != cudaSuccess)
     return cuda_fail(&b, "cudaSetDevice", (cudaError_t)rc);
-  if ((rc = context_cost(&b, 5)) || (rc = describe(&b, info)))
+  nvml_open(&b, n, &nv);
+  if ((rc = context_cost(&b, &nv, 5)) || (rc = describe(&b, &nv, info))) {
+    nvml_close(&nv);
     return rc;
+  }
+  nvml_close(&nv);
   b.l2 = info->l2_bytes;
   rc = setup(&b);
   for (size_t i = 0; !rc && !b.out_of_time && i < sizeof kinds / sizeof kinds[0]; i++) {
