@@ -171,6 +171,12 @@ int vs_vary_check(const vs_vary *vary, size_t n, vs_error *err)
                           "--vary %s given twice; list all its values in "
                           "one --vary",
                           vary[k].key);
+    if (rc == 0 && vs_explore_is_list_key(vary[k].key))
+      rc = vs_error_set(err, VS_EUSAGE,
+                        "--vary %s: a list-valued key cannot be varied (--vary "
+                        "separates its values with the same commas); run once "
+                        "per list instead",
+                        vary[k].key);
     for (size_t i = 0; rc == 0 && i < vary[k].n; i++) {
       /* a value listed twice would sweep the same combinations twice */
       for (size_t j = 0; rc == 0 && j < i; j++)

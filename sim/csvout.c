@@ -358,8 +358,17 @@ int vs_make_dir(const char *dir, vs_error *err)
       return 0;
     return vs_error_set(err, VS_EIO, "%s: exists and is not a directory", dir);
   }
-  if (mkdir(dir, 0777) != 0)
+  if (mkdir(dir, 0777) != 0) {
+    int e = errno;
+    if (e == EEXIST && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode))
+      return vs_error_set(err, VS_EIO, "%s: is a symbolic link to a path that "
+                          "does not exist; point it at a directory or remove it",
+                          dir);
+    if (e == ENOENT)
+      return vs_error_set(err, VS_EIO, "%s: cannot create directory: its parent "
+                          "directory does not exist", dir);
     return vs_error_set(err, VS_EIO, "%s: cannot create directory: %s", dir,
-                        strerror(errno));
+                        strerror(e));
+  }
   return 0;
 }

@@ -149,6 +149,28 @@ int vs_explore_set(vs_topology *topo, vs_workload *wl, const char *assignment,
   return vs_workload_set(wl, assignment, err);
 }
 
+bool vs_explore_is_list_key(const char *key)
+{
+  const vs_keytab *tab = vs_workload_keys();
+  char section[64];
+  const char *dot;
+  int i;
+  if (is_topology_set(key)) {
+    tab = vs_topology_keys();
+    key += TOPOLOGY_PREFIX_LEN;
+  }
+  dot = strchr(key, '.');
+  if (!dot || (size_t)(dot - key) >= sizeof section)
+    return false;
+  memcpy(section, key, (size_t)(dot - key));
+  section[dot - key] = '\0';
+  i = vs_conf_find(tab, section, dot + 1);
+  if (i < 0)
+    return false;
+  return tab->keys[i].type == VS_KEY_LIST || tab->keys[i].type == VS_KEY_RATES ||
+         tab->keys[i].type == VS_KEY_LATENCIES;
+}
+
 /* The i-th of ex's base overrides followed by the n_extra of extra. */
 static const char *nth_set(const vs_explore *ex,
                            const char (*extra)[VS_EXPLORE_SET_MAX], size_t i)

@@ -98,6 +98,11 @@ void vs_summary_csv_empty(vs_csv *csv);
 int vs_candidate_set(vs_candidate *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* True when key ("sec.key" or "topology.sec.key") holds a comma-separated
+ * list (pp_layers, calibration pieces): --vary cannot list its values, as
+ * its own values are separated by commas. */
+bool vs_explore_is_list_key(const char *key);
+
 /* Applies one override as the user typed it: "topology.sec.key=value" to
  * the topology (vs_topology_set), "sec.key=value" to the workload
  * (vs_workload_set). */

@@ -167,13 +167,16 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
                         "a layer",
                         WHERE("parallel", "pp"), (unsigned long long)m->layers);
   if (gpus > 0) {
-    if (gpus % (tp * pp) != 0)
+    if (gpus % (tp * pp) != 0) {
+      /* tp and pp may come from the file, a --set or their defaults */
+      char where_pp[400];
+      vs_conf_where(&workload_tab, &wl->origins, "parallel", "pp", where_pp,
+                    sizeof where_pp);
       return vs_error_set(err, VS_EINPUT,
-                          "--gpus %llu is not divisible by tp*pp = %llu (tp = %llu, "
-                          "pp = %llu in %s)",
+                          "--gpus %llu is not divisible by tp*pp = %llu (%s; %s)",
                           (unsigned long long)gpus, (unsigned long long)(tp * pp),
-                          (unsigned long long)tp, (unsigned long long)pp,
-                          wl->origins.file);
+                          WHERE("parallel", "tp"), where_pp);
+    }
     if (vs_conf_is_set(&workload_tab, &wl->origins, "parallel", "dp") &&
         p->dp * tp * pp != gpus)
       return vs_error_set(err, VS_EINPUT,

@@ -98,6 +98,11 @@ static void test_vary_check(void **state)
       {"gpus=2000000", NULL, "--vary gpus=2000000: a GPU count"},
       {"training.micro_batch=1", "training.micro_batch=2",
        "--vary training.micro_batch given twice"},
+      /* list keys: their own commas would read as --vary's */
+      {"parallel.pp_layers=16,16", NULL,
+       "--vary parallel.pp_layers: a list-valued key cannot be varied"},
+      {"topology.calibration.p2p_piece_bandwidths=1", NULL,
+       "--vary topology.calibration.p2p_piece_bandwidths: a list-valued key"},
   };
   vs_error err;
   (void)state;

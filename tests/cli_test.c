@@ -909,6 +909,8 @@ static void test_vary_errors_name_the_vary_option(void **state)
       {{"training.micro_batch=1,2", "training.micro_batch=4"},
        "vsim: --vary training.micro_batch given twice"},
       {{"gpus=1,2", "gpus=4"}, "vsim: --vary gpus given twice"},
+      {{"parallel.pp_layers=2,2"},
+       "vsim: --vary parallel.pp_layers: a list-valued key cannot be varied"},
   };
   (void)state;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

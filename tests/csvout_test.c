@@ -257,6 +257,20 @@ static void test_make_dir(void **state)
     vs_error_clear(&err2);
     assert_int_equal(vs_make_dir(deep, &err2), VS_EIO);
     assert_non_null(strstr(err2.msg, deep));
+    assert_non_null(strstr(err2.msg, "parent directory does not exist"));
+  }
+  /* a dangling symbolic link: says so (mkdir alone says "File exists") */
+  {
+    char link_path[128], missing[128];
+    vs_error err3;
+    snprintf(link_path, sizeof link_path, "%s/link", dir);
+    snprintf(missing, sizeof missing, "%s/missing/out", dir);
+    assert_int_equal(symlink(missing, link_path), 0);
+    vs_error_clear(&err3);
+    assert_int_equal(vs_make_dir(link_path, &err3), VS_EIO);
+    assert_non_null(strstr(err3.msg, link_path));
+    assert_non_null(strstr(err3.msg, "symbolic link to a path that does not exist"));
+    unlink(link_path);
   }
   rmdir(sub);
   tu_remove_dir(dir);

@@ -521,9 +521,17 @@ static void test_global_batch_divisibility(void **state)
 static void test_gpus_argument(void **state)
 {
   (void)state;
-  /* --gpus 3 over tp*pp = 2. The message names the workload file. */
+  /* --gpus 3 over tp*pp = 2. The message says where tp and pp came from:
+   * the file's line, a --set, or the default. */
   load_bad(GPT_MODEL "[parallel]\ntp = 2\n", NULL, 0, 3, VS_EINPUT,
-           "--gpus 3 is not divisible by tp*pp = 2 (tp = 2, pp = 1 in @)");
+           "--gpus 3 is not divisible by tp*pp = 2 (@:9: [parallel] tp = 2; "
+           "@: [parallel] pp (default 1))");
+  {
+    static const char *const sets[] = {"parallel.pp=2"};
+    load_bad(GPT_MODEL "[parallel]\ntp = 2\n", sets, 1, 6, VS_EINPUT,
+             "--gpus 6 is not divisible by tp*pp = 4 (@:9: [parallel] tp = 2; "
+             "--set parallel.pp=2)");
+  }
   /* --gpus 8 against dp = 2 with tp 1: tp*pp*dp = 2 (dp on line 9). */
   load_bad(GPT_MODEL "[parallel]\ndp = 2\n", NULL, 0, 8, VS_EINPUT,
            "--gpus 8 contradicts @:9: [parallel] dp = 2: tp*pp*dp = 2; drop dp "
