@@ -359,6 +359,14 @@ static int explore_one(const vs_explore *ex, vs_candidate *c,
       }
       step_a = a.step_time_s;
       stopped_a = a.stats.stopped;
+      if (stopped_a) {
+        /* cap micro-batches already run out of memory, and cap + pp
+         * micro-batches repeat them before adding rounds that need no
+         * more: the job does not fit, and b could only say so again */
+        record_outcome(c, &a, wl, topo, 0, false);
+        vs_sim_fini(&a);
+        goto done;
+      }
       vs_sim_fini(&a); /* b reuses its programs */
       if ((rc = simulate_with(&b, wl, topo, cap + step_mbs, true, pool, &err))) {
         invalid(c, err.msg);
