@@ -11,6 +11,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The rate of piece g (number j of kind), in B/s. A flat or falling piece
+ * is 0 (no size dependence). So is a slope slower than VS_MIN_RATE: no GPU
+ * path moves under 1 MB/s, so such a slope is the noise of a few tiny
+ * sizes, and vsim refuses the rate; a comment in the file says so. */
+static double piece_rate(vs_cal_out *out, int kind, const vs_fit_segment *g,
+                         size_t j, bool say)
+{
+  double rate = g->seconds_per_byte > 0
+                    ? vs_cal_bytes_factor(kind) / g->seconds_per_byte
+                    : 0.0;
+  if (rate > 0 && rate < VS_MIN_RATE) {
+    if (say)
+      vs_cal_out_comment(out, "%s piece %zu (%.0f to %.0f bytes): fitted slope "
+                         "%.3g B/s is under 1 MB/s, written as 0 (latency "
+                         "only)", vs_cal_kind_name(kind), j + 1, g->lo_bytes,
+                         g->hi_bytes, rate);
+    return 0.0;
+  }
+  return rate;
+}
+
 void vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit)
 {
   const vs_fit_segment *last = vs_fit_last(fit);
@@ -19,9 +40,7 @@ void vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit)
   out->fitted[kind] = true;
   out->fits[kind] = *fit;
   memset(c, 0, sizeof *c);
-  c->bandwidth = last->seconds_per_byte > 0
-                     ? vs_cal_bytes_factor(kind) / last->seconds_per_byte
-                     : 0.0;
+  c->bandwidth = piece_rate(out, kind, last, fit->n_breaks, fit->n_breaks == 0);
   c->latency = last->latency > 0 ? last->latency : 0.0;
   c->r2 = fit->r2;
   c->max_rel_error = fit->max_rel_error;
@@ -36,9 +55,7 @@ void vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit)
    * for the last piece. */
   for (size_t j = 0; fit->n_breaks > 0 && j <= fit->n_breaks; j++) {
     const vs_fit_segment *g = &fit->segs[j];
-    c->piece_bandwidths.values[j] =
-        g->seconds_per_byte > 0 ? vs_cal_bytes_factor(kind) / g->seconds_per_byte
-                                : 0.0;
+    c->piece_bandwidths.values[j] = piece_rate(out, kind, g, j, true);
     c->piece_latencies.values[j] = g->latency > 0 ? g->latency : 0.0;
   }
   c->piece_bandwidths.n = c->piece_latencies.n = fit->n_breaks ? fit->n_breaks + 1 : 0;
@@ -226,7 +243,7 @@ int vs_cal_out_write(const vs_cal_out *out, const char *path, vs_error *err)
       section = k->section;
     }
     if (out->measured[i])
-      fputs("; measured on this machine\n", f);
+      fputs("; measured (see the header for where and from what)\n", f);
     fprintf(f, "%s = ", k->name);
     put_value(f, k, &out->topo);
     fputc('\n', f);

@@ -14,6 +14,7 @@
 
 #include <gsl/gsl_errno.h>
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,19 +50,29 @@ static const char usage_text[] =
     "                      default: vsim's built-in h100-sxm-8x\n"
     "  --max-breakpoints N fit at most N breakpoints per kind, 0-2 (default 2);\n"
     "                      the information criterion picks how many are used\n"
+    "  --partial           with --fit: leave out, with a warning, a kind that\n"
+    "                      cannot be fitted (too few sizes) instead of failing;\n"
+    "                      vsim then uses the nominal figure for it. Measuring\n"
+    "                      always does this\n"
     "  --device N          CUDA device to measure (default 0); p2p copies go\n"
     "                      to device N+1\n"
     "  --samples N         timed samples per size (default 25, at least 3)\n"
     "  --warmup N          untimed runs per size first (default 3)\n"
     "  --max-size SIZE     largest size of the sweep (default 1GiB, at least\n"
-    "                      64MiB); sizes are powers of two from 4 B and their\n"
-    "                      midpoints\n"
+    "                      256MiB, so that at least 5 sizes are 64MiB or more);\n"
+    "                      sizes are powers of two from 4 B and their midpoints\n"
     "  --seed N            seed of the shuffled size order (default 1)\n"
     "  --time-limit SECS   start no new size after SECS seconds of measuring\n"
     "                      (default 0: none); what was measured by then is\n"
-    "                      still written to --raw and fitted\n"
+    "                      still written to --raw and fitted. SIGINT or\n"
+    "                      SIGTERM does the same at once (a second one\n"
+    "                      aborts); a kind cut short below 4 sizes is left\n"
+    "                      out of the topology with a warning\n"
     "  --verbose           measuring progress on stderr\n"
     "  --help              this text\n"
+    "\n"
+    "If a CUDA call fails while measuring, the samples taken before it are\n"
+    "still written to --raw, and no topology is written.\n"
     "\n"
     "Exit status: 0 done, 1 bad input or a failed measurement, 2 bad usage.\n";
 
@@ -71,6 +82,7 @@ typedef struct args {
   const char *fit;               /* --fit */
   const char *base;              /* --base, NULL = built-in */
   int max_breaks;                /* --max-breakpoints */
+  bool partial;                  /* --partial */
   vs_measure_opts m;             /* measuring options */
 } args;
 
@@ -127,6 +139,10 @@ static int parse_args(int argc, char **argv, args *a)
       a->m.verbose = true;
       continue;
     }
+    if (strcmp(f, "--partial") == 0) {
+      a->partial = true;
+      continue;
+    }
     if (strncmp(f, "--", 2) != 0)
       return usage_error("unexpected argument '%s'", f);
     if (!val)
@@ -166,12 +182,15 @@ static int parse_args(int argc, char **argv, args *a)
       a->m.seed = (unsigned)v;
     } else if (strcmp(f, "--max-size") == 0) {
       const char *why = NULL;
-      if (vs_parse_size(val, &v, &why) || v < (64ull << 20) || v > (16ull << 30))
-        return usage_error("--max-size %s: expected a size from 64MiB to 16GiB", val);
+      if (vs_parse_size(val, &v, &why) || v < (256ull << 20) || v > (16ull << 30))
+        return usage_error("--max-size %s: expected a size from 256MiB to 16GiB", val);
       a->m.max_bytes = v;
     } else
       return usage_error("unknown option '%s'", f);
   }
+  if (a->partial && !a->fit)
+    return usage_error("%s", "--partial goes with --fit (measuring always "
+                             "leaves out a kind it cannot fit, with a warning)");
   if (a->fit && a->raw)
     return usage_error("%s", "--raw names where measured samples go; with --fit "
                              "there is nothing measured");
@@ -182,9 +201,13 @@ static int parse_args(int argc, char **argv, args *a)
   return 0;
 }
 
-/* Fits every kind that has samples into out; messages name source. */
+/* Fits every kind that has samples into out; messages name source. A kind
+ * that cannot be fitted is an error, or, when `lenient` (measuring, where a
+ * kind may be cut short by --time-limit or a signal; --fit --partial), a
+ * warning, and the kind is left out of the topology: vsim then uses its
+ * nominal figure. */
 static int fit_all(const vs_raw *raw, const char *source, int max_breaks,
-                   vs_cal_out *out, vs_error *err)
+                   bool lenient, vs_cal_out *out, vs_error *err)
 {
   vs_fit_options opt = vs_fit_default_options();
   size_t n_kinds = 0;
@@ -203,6 +226,12 @@ static int fit_all(const vs_raw *raw, const char *source, int max_breaks,
     if (!rc)
       rc = vs_fit_run(pts, n, &opt, &fit, &e);
     free(pts);
+    if (rc && lenient && rc != VS_ENOMEM) {
+      fprintf(stderr, "vsim-calibrate: warning: %s: kind %s left out: %s\n",
+              source, vs_cal_kind_name(k), e.msg);
+      vs_cal_out_comment(out, "%s not calibrated: %s", vs_cal_kind_name(k), e.msg);
+      continue;
+    }
     if (rc)
       return vs_error_set(err, rc, "%s: kind %s: %s", source,
                           vs_cal_kind_name(k), e.msg);
@@ -241,6 +270,21 @@ static void use_context(const vs_raw *raw, vs_cal_out *out)
   vs_cal_out_measured(out, "gpu", "context_memory");
   vs_cal_out_comment(out, "CUDA context: %.0f bytes of device memory, created "
                      "in %.3g ms (medians of %zu)", b, t * 1e3, s->n);
+}
+
+/* The nominal PCIe figures vsim falls back on, from the pinned host-to-
+ * device fit (the [calibration] curve itself is what vsim times with). */
+static void use_pcie(vs_cal_out *out)
+{
+  const vs_cal_fit *c = &out->topo.cal[VS_CAL_H2D_PINNED];
+  if (!out->fitted[VS_CAL_H2D_PINNED] || c->bandwidth <= 0)
+    return;
+  /* one line's summary: large copies' rate, small copies' latency */
+  out->topo.pcie_bandwidth = c->bandwidth;
+  out->topo.pcie_latency =
+      c->piece_latencies.n ? c->piece_latencies.values[0] : c->latency;
+  vs_cal_out_measured(out, "node", "pcie_bandwidth");
+  vs_cal_out_measured(out, "node", "pcie_latency");
 }
 
 static void print_fits(const vs_cal_out *out)
@@ -298,6 +342,24 @@ static void use_info(const vs_measure_info *in, vs_cal_out *out)
                      "bus width; vsim uses the measured d2d_kernel figure");
 }
 
+static size_t raw_samples(const vs_raw *raw)
+{
+  size_t n = 0;
+  for (int k = 0; k < VS_RAW_N_KINDS; k++)
+    n += raw->kinds[k].n;
+  return n;
+}
+
+/* Set by the first SIGINT/SIGTERM: measuring stops between sizes, and what
+ * was measured is fitted and written. A second signal ends the program. */
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop_signal(int sig)
+{
+  stop_requested = 1;
+  signal(sig, SIG_DFL);
+}
+
 static int run(const args *a, vs_error *err)
 {
   vs_cal_out *out = calloc(1, sizeof *out);
@@ -309,6 +371,7 @@ static int run(const args *a, vs_error *err)
   if (!out)
     return vs_error_set(err, VS_ENOMEM, "out of memory");
   vs_raw_init(&raw);
+  memset(&info, 0, sizeof info);
   now_text(date, sizeof date);
   rc = vs_topology_load_nominal(&out->topo, a->base, NULL, 0, err);
   if (!rc) {
@@ -324,15 +387,25 @@ static int run(const args *a, vs_error *err)
   } else if (!rc) {
     memset(&info, 0, sizeof info);
     rc = vs_measure_run(&a->m, &raw, &info, err);
-    if (!rc) {
+    if (!rc)
       use_info(&info, out);
-      if (a->raw)
-        rc = vs_raw_write(&raw, a->raw, err);
+    /* samples taken before a failure are still worth keeping */
+    if (a->raw && raw_samples(&raw) > 0) {
+      vs_error werr;
+      vs_error_clear(&werr);
+      if (vs_raw_write(&raw, a->raw, &werr) && !rc)
+        rc = vs_error_set(err, werr.code, "%s", werr.msg);
+      else if (rc && werr.code == VS_OK)
+        snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
+                 "; the %zu samples measured before it are in %s",
+                 raw_samples(&raw), a->raw);
     }
   }
   if (!rc)
-    rc = fit_all(&raw, a->fit ? a->fit : "measurement", a->max_breaks, out, err);
+    rc = fit_all(&raw, a->fit ? a->fit : "measurement", a->max_breaks,
+                 !a->fit || a->partial, out, err);
   if (!rc) {
+    use_pcie(out);
     use_context(&raw, out);
     print_fits(out);
     if (a->out) {
@@ -356,6 +429,11 @@ int main(int argc, char **argv)
     return rc < 0 ? 0 : rc;
   gsl_set_error_handler_off();
   vs_error_clear(&err);
+  if (!a.fit) {
+    a.m.stop = &stop_requested;
+    signal(SIGINT, on_stop_signal);
+    signal(SIGTERM, on_stop_signal);
+  }
   if (run(&a, &err)) {
     fprintf(stderr, "vsim-calibrate: %s\n", err.msg);
     return 1;

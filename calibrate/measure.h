@@ -13,6 +13,7 @@
 #include "error.h"
 #include "rawcsv.h"
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -24,6 +25,8 @@ typedef struct vs_measure_opts {
   unsigned seed;                 /* seed of the size shuffle */
   unsigned time_limit_s;         /* no size starts after this; 0 = none */
   bool verbose;                  /* progress on stderr */
+  const volatile sig_atomic_t *stop; /* when set and nonzero, no size
+                                        starts (a signal); may be NULL */
 } vs_measure_opts;
 
 /* What the runtime (and NVML when present) says about the device. */
@@ -42,6 +45,7 @@ typedef struct vs_measure_info {
   uint64_t l2_bytes;             /* L2 cache size */
   double hbm_peak;               /* bytes/s from clock and bus width, or 0 */
   bool nvml;                     /* NVML answered */
+  bool cut_short;                /* --time-limit or *stop ended the sweep */
 } vs_measure_info;
 
 /* True when this build can measure (it was built with CUDA). */
@@ -49,8 +53,10 @@ bool vs_measure_available(void);
 
 /* Measures on opts->device into raw and info. VS_EIO naming the CUDA call
  * and its error string when one fails; VS_EUSAGE when built without CUDA.
- * Once opts->time_limit_s has passed, no further size is started and the
- * samples so far are returned with 0 (a warning on stderr says so). */
+ * Once opts->time_limit_s has passed, or *opts->stop is set, no further
+ * size is started and the samples so far are returned with 0 (a warning
+ * on stderr says so; info->cut_short is set). On an error, raw keeps the
+ * samples taken before it. */
 int vs_measure_run(const vs_measure_opts *opts, vs_raw *raw,
                    vs_measure_info *info, vs_error *err);
 

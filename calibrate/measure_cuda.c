@@ -289,8 +289,13 @@ static int sample(bench *b, int kind, uint64_t bytes, double *secs,
 /* True once the --time-limit deadline has passed; says so the first time. */
 static bool out_of_time(bench *b, int kind, size_t done)
 {
-  if (b->out_of_time || (b->deadline > 0 && now_s() > b->deadline)) {
-    if (!b->out_of_time)
+  bool stop = b->o->stop && *b->o->stop;
+  if (b->out_of_time || stop || (b->deadline > 0 && now_s() > b->deadline)) {
+    if (!b->out_of_time && stop)
+      fprintf(stderr, "vsim-calibrate: warning: stopped by a signal in %s after "
+              "%zu of %zu sizes; the sizes and kinds left are not measured\n",
+              vs_cal_kind_name(kind), done, b->n_sizes);
+    else if (!b->out_of_time)
       fprintf(stderr, "vsim-calibrate: warning: --time-limit %u s reached in "
               "%s after %zu of %zu sizes; the sizes and kinds left are not "
               "measured\n", b->o->time_limit_s, vs_cal_kind_name(kind), done,
@@ -513,7 +518,8 @@ static int context_cost(bench *b, const nvml *nv, unsigned samples)
     CK(b, cudaFree(0));
     t1 = now_s();
     CK(b, cudaMemGetInfo(&free_b, &total_b));
-    by_nvml = by_nvml && nvml_used(nv, &after) && after >= before;
+    /* a delta of 0 means NVML has not seen the context yet: not a size */
+    by_nvml = by_nvml && nvml_used(nv, &after) && after > before;
     size = by_nvml ? after - before : total_b - free_b;
     if (vs_raw_add(b->raw, VS_RAW_CONTEXT, size, i, t1 - t0, b->err))
       return b->err->code;
@@ -659,5 +665,6 @@ int vs_measure_run(const vs_measure_opts *opts, vs_raw *raw,
     rc = sweep(&b, kinds[i]);
   }
   teardown(&b);
+  info->cut_short = b.out_of_time;
   return rc;
 }

@@ -10,13 +10,19 @@
 #   h200-raw.csv            -> calibrate/data/h200.csv
 #   h200-calibrated.ini     -> topologies/h200-calibrated.ini
 #   h200-groundtruth.csv    -> tests/data/groundtruth/h200.csv
-#   device.txt, calibrate.log, groundtruth.log: what ran, for the note
+#   device.txt, calibrate.log, selftest.log, groundtruth.log: what ran
 # Usage: scripts/device-run.sh calibrate|groundtruth|all [TOTAL_S]
 # TOTAL_S (default 570) bounds the whole script. The calibration starts no
-# new size after 120 s (--time-limit; about 60-150 s in all) and is killed
-# at 150 s; the ground-truth grid then gets what is left, less 10 s, as its
-# hard --budget (about 330-430 s for all 52 configurations). Both keep what
-# they finished.
+# new size after 120 s (--time-limit; about 60-150 s in all); at 150 s it
+# gets SIGTERM, which makes it stop measuring and fit and write what it has
+# (killed at 170 s if it has not). The harness's CPU self-test then runs
+# (a few seconds: the SDPA, GQA and master-weight paths the development
+# machine's old PyTorch cannot run), and the ground-truth grid gets what is
+# left, less 10 s, as its hard --budget (about 330-430 s for all 52
+# configurations, the light ones first). Both keep what they finished.
+# A rerun: put the earlier h200-groundtruth.csv into .devprev/ here and
+# carry it too (carry=[".devdeps", ".devprev"]); the grid then runs only
+# the configurations that csv does not have (--resume).
 set -uo pipefail
 what=${1:-all}
 total=${2:-570}
@@ -52,15 +58,22 @@ fi
 
 status=0
 if [ "$what" = calibrate ] || [ "$what" = all ]; then
-  timeout 150 "$bin/vsim-calibrate" --verbose --time-limit 120 \
+  timeout -k 20 150 "$bin/vsim-calibrate" --verbose --time-limit 120 \
     --base topologies/h200-sxm-8x.ini \
     --raw "$out/h200-raw.csv" --out "$out/h200-calibrated.ini" \
     >"$out/calibrate.log" 2>&1 || { rc=$?; status=1; echo "vsim-calibrate exit $rc" >>"$out/calibrate.log"; }
 fi
 if [ "$what" = groundtruth ] || [ "$what" = all ]; then
+  timeout 60 python3 calibrate/groundtruth/harness.py --selftest \
+    >"$out/selftest.log" 2>&1 || echo "self-test failed (see selftest.log); measuring anyway" >>"$out/device.txt"
+  resume=()
+  if [ -f .devprev/h200-groundtruth.csv ]; then
+    cp .devprev/h200-groundtruth.csv "$out/h200-groundtruth.csv"
+    resume=(--resume)
+  fi
   budget=$((deadline - SECONDS - 10))
-  echo "ground-truth budget ${budget} s" >>"$out/device.txt"
-  python3 calibrate/groundtruth/harness.py --budget "$budget" \
+  echo "ground-truth budget ${budget} s ${resume[*]}" >>"$out/device.txt"
+  python3 calibrate/groundtruth/harness.py --budget "$budget" "${resume[@]}" \
     --out "$out/h200-groundtruth.csv" >"$out/groundtruth.log" 2>&1 || status=1
 fi
 tail -n 5 "$out"/*.log

@@ -16,7 +16,7 @@
 
 /* Bounds that keep every simulated time inside what integer nanoseconds
  * hold, far outside any real hardware: 1 MB/s, 1 GFLOP/s, 1 s per hop. */
-#define MIN_RATE 1e6
+#define MIN_RATE VS_MIN_RATE
 #define MIN_TFLOPS 1e-3
 #define MAX_LATENCY 1.0
 

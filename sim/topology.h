@@ -17,6 +17,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The slowest rate a topology may state (1 MB/s): any real link is far
+ * faster, and slower ones would overflow integer nanoseconds. Calibrated
+ * rates are 0 ("no size dependence") or at least this. */
+#define VS_MIN_RATE 1e6
+
 /* The kinds vsim-calibrate measures and fits (name, enum). Each kind has the
  * [calibration] keys <name>_bandwidth, _latency, _r2, _max_rel_error,
  * _points, _min_bytes, _max_bytes, _breakpoints, _piece_bandwidths and

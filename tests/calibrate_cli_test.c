@@ -35,7 +35,8 @@ static tu_run run; /* large: one static result for every test */
 static void test_help(void **state)
 {
   static const char *const flags[] = {"--out", "--raw", "--fit", "--base",
-      "--max-breakpoints", "--device", "--samples", "--warmup", "--max-size",
+      "--max-breakpoints", "--partial", "--device", "--samples", "--warmup",
+      "--max-size",
       "--seed", "--time-limit", "--verbose", "--help"};
   static const char *const args[] = {"--help", NULL};
   (void)state;
@@ -70,6 +71,14 @@ static void test_usage_errors(void **state)
     run_cal(&run, onto);
     assert_int_equal(run.status, 2);
     assert_contains(run.err, "names an input or --raw file");
+  }
+  {
+    /* at least 256 MiB: 64, 96, 128, 192 and 256 MiB are the 5 sizes of
+     * 64 MiB or more the sweep must have */
+    static const char *const small[] = {"--max-size", "128MiB", NULL};
+    run_cal(&run, small);
+    assert_int_equal(run.status, 2);
+    assert_contains(run.err, "--max-size 128MiB: expected a size from 256MiB to 16GiB");
   }
   run_cal(&run, limit); /* whole seconds, at most a day (86400) */
   assert_int_equal(run.status, 2);
@@ -198,7 +207,16 @@ static void test_fit_fixture_and_use_it(void **state)
     assert_true(fabs(atof(second + 1) / 52 - 1) < 0.02);
   }
   assert_contains(ini, "\ncontext_memory = 524288000\n");
-  assert_contains(ini, "; measured on this machine\ncontext_memory");
+  /* [node]'s one-line PCIe figures summarise the h2d_pinned curve: large
+   * copies' rate (52 GB/s) and small copies' latency (the first piece's
+   * 8 us, make_fixtures.py) */
+  {
+    char node_bw[96], node_lat[96];
+    assert_true(fabs(atof(ini_value(ini, "pcie_bandwidth", node_bw)) / 52 - 1) < 0.02);
+    assert_true(fabs(atof(ini_value(ini, "pcie_latency", node_lat)) / 8 - 1) < 0.02);
+  }
+  assert_contains(ini, "; measured (see the header for where and from what)\n"
+                       "context_memory");
   free(ini);
 
   /* vsim accepts it, and a tp=2 run's time changes. The p2p fit has one
@@ -282,6 +300,62 @@ static void test_refused_fit_is_not_written(void **state)
   unlink(raw);
 }
 
+/* One kind too short to fit (the p2p rows of bad-too-few.csv next to the
+ * other kinds of h100-like.csv): --fit refuses the file; --fit --partial
+ * leaves p2p out with a warning and a comment, fits the rest, and vsim
+ * reads the result with its nominal NVLink figures. */
+static void test_partial_fit_leaves_a_kind_out(void **state)
+{
+  char raw[128], out[128], *text, *good, *bad, *ini;
+  size_t used = 0, cap;
+  const char *strict[] = {"--fit", raw, "--out", out, NULL};
+  const char *partial[] = {"--fit", raw, "--partial", "--out", out, NULL};
+  const char *partial_measure[] = {"--partial", NULL};
+  (void)state;
+  assert_non_null(good = tu_read_file(CAL_DATA "h100-like.csv"));
+  assert_non_null(bad = tu_read_file(CAL_DATA "bad-too-few.csv"));
+  cap = strlen(good) + strlen(bad) + 1;
+  assert_non_null(text = malloc(cap));
+  for (char *line = strtok(good, "\n"); line; line = strtok(NULL, "\n"))
+    if (strncmp(line, "p2p,", 4) != 0)
+      used += (size_t)snprintf(text + used, cap - used, "%s\n", line);
+  for (char *line = strtok(bad, "\n"); line; line = strtok(NULL, "\n"))
+    if (strncmp(line, "p2p,", 4) == 0)
+      used += (size_t)snprintf(text + used, cap - used, "%s\n", line);
+  tu_write_temp(text, ".csv", raw, sizeof raw);
+  tu_write_temp("", ".ini", out, sizeof out);
+  unlink(out);
+  run_cal(&run, strict);
+  assert_int_equal(run.status, 1);
+  assert_contains(run.err, "kind p2p: too few points: 3 distinct sizes");
+  assert_true(access(out, F_OK) != 0);
+
+  run_cal(&run, partial);
+  if (run.status != 0)
+    fail_msg("--partial exited %d: %s", run.status, run.err);
+  assert_contains(run.err, "warning: ");
+  assert_contains(run.err, "kind p2p left out: too few points");
+  assert_non_null(ini = tu_read_file(out));
+  assert_contains(ini, "; p2p not calibrated: too few points");
+  assert_null(strstr(ini, "p2p_bandwidth"));
+  assert_contains(ini, "d2d_kernel_bandwidth = ");
+  free(ini);
+  {
+    const char *args[] = {"show", "tests/data/gpt-small.ini", "--topology", out, NULL};
+    tu_run_vsim(&run, args);
+    if (run.status != 0)
+      fail_msg("vsim refused the partial topology: %s", run.err);
+  }
+  run_cal(&run, partial_measure); /* measuring always leaves such kinds out */
+  assert_int_equal(run.status, 2);
+  assert_contains(run.err, "--partial goes with --fit");
+  free(text);
+  free(good);
+  free(bad);
+  unlink(raw);
+  unlink(out);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -291,6 +365,7 @@ int main(void)
       cmocka_unit_test(test_bad_csvs),
       cmocka_unit_test(test_fit_fixture_and_use_it),
       cmocka_unit_test(test_refused_fit_is_not_written),
+      cmocka_unit_test(test_partial_fit_leaves_a_kind_out),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

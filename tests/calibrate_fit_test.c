@@ -31,14 +31,18 @@ typedef struct gen {
   size_t n;
 } gen;
 
-/* Truth: t = lat + b / bw up to `brk` bytes, then slope 1 / bw2 (continuous);
- * brk = 0 means one line. */
+/* Truth: t = lat + b / bw up to `brk` bytes, then slope 1 / bw2 up to
+ * `brk2`, then slope 1 / bw3 (continuous); brk = 0 means one line, brk2 = 0
+ * two pieces. */
 typedef struct truth {
-  double lat, bw, brk, bw2;
+  double lat, bw, brk, bw2, brk2, bw3;
 } truth;
 
 static double truth_time(const truth *t, double b)
 {
+  if (t->brk2 > 0 && b > t->brk2)
+    return t->lat + t->brk / t->bw + (t->brk2 - t->brk) / t->bw2 +
+           (b - t->brk2) / t->bw3;
   if (t->brk > 0 && b > t->brk)
     return t->lat + t->brk / t->bw + (b - t->brk) / t->bw2;
   return t->lat + b / t->bw;
@@ -128,8 +132,8 @@ static void test_recovers_latency_and_bandwidth(void **state)
   /* PCIe-, NVLink- and HBM-like figures; 15 samples a size, 1% noise, 5% of
    * samples slowed 3-10x. Every figure must come back within 2%. */
   static const truth cases[] = {
-      {10e-6, 25e9, 0, 0}, {2e-6, 375e9, 0, 0}, {3e-6, 1450e9, 0, 0},
-      {20e-6, 5e9, 0, 0}};
+      {10e-6, 25e9, 0, 0, 0, 0}, {2e-6, 375e9, 0, 0, 0, 0}, {3e-6, 1450e9, 0, 0, 0, 0},
+      {20e-6, 5e9, 0, 0, 0, 0}};
   static gen g;
   (void)state;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -152,7 +156,7 @@ static void test_outlier_size_is_ignored(void **state)
   /* Every sample of one size (64 KiB) 40% slow: its median is an outlier the
    * bisquare fit must drop, leaving the figures within 2%. */
   static gen g;
-  truth t = {10e-6, 25e9, 0, 0};
+  truth t = {10e-6, 25e9, 0, 0, 0, 0};
   vs_fit_point *pts;
   size_t n, bad = 0;
   vs_fit fit;
@@ -181,7 +185,7 @@ static void test_two_regimes_fitted_piecewise(void **state)
 {
   /* 8 us + b / 12 GB/s up to 2 MiB, then 24 GB/s (a measured size). */
   static gen g;
-  truth t = {8e-6, 12e9, 2097152, 24e9};
+  truth t = {8e-6, 12e9, 2097152, 24e9, 0, 0};
   vs_fit fit;
   double secs, err_lo;
   vs_error err;
@@ -209,12 +213,39 @@ static void test_two_regimes_fitted_piecewise(void **state)
   assert_true(err_lo > 0.1);
 }
 
+static void test_three_regimes_two_breakpoints(void **state)
+{
+  /* A PCIe-like curve with three regimes: 10 us + b / 2 GB/s up to 64 KiB
+   * (latency-bound DMA setup), 12 GB/s up to 16 MiB, then 25 GB/s. Both
+   * breakpoints are measured sizes; BIC must prefer two over one. */
+  static gen g;
+  truth t = {10e-6, 2e9, 65536, 12e9, 16.0 * 1048576, 25e9};
+  vs_fit fit;
+  (void)state;
+  generate(&g, &t, 15, 0.01, 0.05, 17);
+  fit_gen(&g, VS_FIT_MAX_BREAKS, &fit, NULL, NULL);
+  assert_int_equal(fit.n_breaks, 2);
+  assert_rel(fit.breaks[0], t.brk, 0.05, "breakpoint 1 (B)");
+  assert_rel(fit.breaks[1], t.brk2, 0.05, "breakpoint 2 (B)");
+  assert_rel(fit.segs[0].latency, t.lat, 0.02, "piece 1 latency (s)");
+  assert_rel(1.0 / fit.segs[0].seconds_per_byte, t.bw, 0.02, "piece 1 bandwidth");
+  assert_rel(1.0 / fit.segs[1].seconds_per_byte, t.bw2, 0.02, "piece 2 bandwidth");
+  assert_rel(1.0 / fit.segs[2].seconds_per_byte, t.bw3, 0.02, "piece 3 bandwidth");
+  /* at most one breakpoint: the fit is visibly worse than with two */
+  {
+    double two = fit.max_rel_error;
+    fit_gen(&g, 1, &fit, NULL, NULL);
+    assert_int_equal(fit.n_breaks, 1);
+    assert_true(fit.max_rel_error > 3 * two);
+  }
+}
+
 static void test_breakpoint_between_sizes(void **state)
 {
   /* Breakpoint at 5 MiB, between the measured 4 and 6 MiB: the golden
    * refinement places it within 10%. */
   static gen g;
-  truth t = {5e-6, 10e9, 5.0 * 1048576, 40e9};
+  truth t = {5e-6, 10e9, 5.0 * 1048576, 40e9, 0, 0};
   vs_fit fit;
   (void)state;
   generate(&g, &t, 15, 0.01, 0.05, 13);
@@ -228,7 +259,7 @@ static void test_too_few_points_and_no_extrapolation(void **state)
 {
   double b[] = {4, 8, 16, 4, 8, 16}, t[] = {1e-5, 1e-5, 1e-5, 1e-5, 1e-5, 1e-5};
   static gen g;
-  truth tr = {10e-6, 25e9, 0, 0};
+  truth tr = {10e-6, 25e9, 0, 0, 0, 0};
   vs_fit_point *pts;
   size_t n;
   vs_fit fit;
@@ -361,7 +392,7 @@ static void test_ini_round_trip(void **state)
   static gen g;
   static vs_cal_out out;
   static vs_topology t, nominal;
-  truth p2p = {6e-6, 375e9, 0, 0}, hbm = {3e-6, 1450e9, 0, 0};
+  truth p2p = {6e-6, 375e9, 0, 0, 0, 0}, hbm = {3e-6, 1450e9, 0, 0, 0, 0};
   char path[128];
   vs_fit fit;
   vs_error err;
@@ -399,6 +430,47 @@ static void test_ini_round_trip(void **state)
   unlink(path);
 }
 
+/* A piece fitted over a few tiny sizes can come out slower than 1 MB/s,
+ * a rate vsim refuses (and no GPU path has): it is written as 0, "no size
+ * dependence", with a comment, and the file stays one vsim reads. */
+static void test_slow_piece_written_as_zero(void **state)
+{
+  static vs_cal_out out;
+  static vs_topology t;
+  char path[128], *text;
+  vs_fit fit;
+  vs_error err;
+  (void)state;
+  memset(&out, 0, sizeof out);
+  memset(&fit, 0, sizeof fit);
+  vs_error_clear(&err);
+  assert_int_equal(vs_topology_load_nominal(&out.topo, NULL, NULL, 0, &err), 0);
+  fit.n_points = 57;
+  fit.n_breaks = 1;
+  fit.breaks[0] = 8;
+  fit.min_bytes = 4;
+  fit.max_bytes = 1u << 30;
+  fit.r2 = 0.999;
+  /* 4-8 B: 1.5 us per byte (0.67 MB/s); then 10 GB/s, continuous at 8 B */
+  fit.segs[0] = (vs_fit_segment){4, 8, 4e-6, 1.5e-6};
+  fit.segs[1] = (vs_fit_segment){8, 1u << 30, 4e-6 + 8 * 1.5e-6 - 8e-10, 1e-10};
+  vs_cal_out_add(&out, VS_CAL_H2D_PAGEABLE, &fit);
+  tu_write_temp("", ".ini", path, sizeof path);
+  assert_int_equal(vs_cal_out_write(&out, path, &err), 0);
+  if (vs_topology_load(&t, path, NULL, 0, &err))
+    fail_msg("%s", err.msg);
+  assert_int_equal(t.cal[VS_CAL_H2D_PAGEABLE].piece_bandwidths.n, 2);
+  assert_true(t.cal[VS_CAL_H2D_PAGEABLE].piece_bandwidths.values[0] == 0.0);
+  assert_rel(t.cal[VS_CAL_H2D_PAGEABLE].piece_bandwidths.values[1], 10e9, 1e-9,
+             "piece 2 bandwidth");
+  assert_rel(t.cal[VS_CAL_H2D_PAGEABLE].bandwidth, 10e9, 1e-9, "bandwidth");
+  text = tu_read_file(path);
+  assert_non_null(strstr(text, "h2d_pageable piece 1 (4 to 8 bytes): fitted "
+                               "slope 6.67e+05 B/s is under 1 MB/s, written as 0"));
+  free(text);
+  unlink(path);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -406,6 +478,8 @@ int main(void)
       cmocka_unit_test(test_recovers_latency_and_bandwidth),
       cmocka_unit_test(test_outlier_size_is_ignored),
       cmocka_unit_test(test_two_regimes_fitted_piecewise),
+      cmocka_unit_test(test_three_regimes_two_breakpoints),
+      cmocka_unit_test(test_slow_piece_written_as_zero),
       cmocka_unit_test(test_breakpoint_between_sizes),
       cmocka_unit_test(test_too_few_points_and_no_extrapolation),
       cmocka_unit_test(test_raw_csv_errors),

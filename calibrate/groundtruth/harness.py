@@ -447,6 +447,18 @@ def select(configs, only, limit):
     return configs[:limit] if limit else configs
 
 
+# Configurations whose model states need more than this run after all the
+# others: they take the longest (the 7B rows), so a run cut short by its
+# budget still has the many small ones (the CSV keeps the grid's order).
+HEAVY_STATES = 60 * 2 ** 30
+
+
+def run_order(configs):
+    """configs in the order they are run: the light ones first, each group
+    in grid order."""
+    return sorted(configs, key=lambda c: gtconfig.model_state_bytes(c) > HEAVY_STATES)
+
+
 def run_child(cmd, args, timeout):
     """Runs the child; returns (result dict or None, returncode, stderr);
     returncode None when it was killed at the timeout."""
@@ -507,7 +519,7 @@ def drive(args, configs, out):
             elif row.get("outcome") in DONE:
                 rows[row["name"]] = row
     order = [c["name"] for c in configs]
-    for i, c in enumerate(configs):
+    for i, c in enumerate(run_order(configs)):
         tag = f"[{i + 1}/{len(configs)}] {c['name']}"
         if c["name"] in rows:
             print(f"{tag}: kept ({rows[c['name']]['outcome']})", flush=True)

@@ -137,6 +137,22 @@ class Grid(unittest.TestCase):
         self.assertEqual({c["arch"] for c in g}, {"gpt", "llama"})
         self.assertTrue(any(c["kv_heads"] < c["heads"] for c in g), "some GQA")
 
+    def test_light_configurations_run_first(self):
+        # A run its budget cuts short keeps the small configurations: the
+        # first 40 run (the minimum) are all light, the heavy ones
+        # (over 60 GiB of model states: the 7B rows) come last, each group
+        # in grid order.
+        h = load_harness()
+        order = h.run_order(self.grid)
+        self.assertEqual(sorted(c["name"] for c in order), sorted(c["name"] for c in self.grid))
+        heavy = [gtconfig.model_state_bytes(c) > h.HEAVY_STATES for c in order]
+        self.assertEqual(heavy, sorted(heavy))
+        self.assertFalse(any(heavy[:40]))
+        self.assertTrue(any(heavy))
+        index = {c["name"]: i for i, c in enumerate(self.grid)}
+        light = [index[c["name"]] for c, hv in zip(order, heavy) if not hv]
+        self.assertEqual(light, sorted(light))
+
     def test_mixed_precision_maps_onto_vsim_keys(self):
         for c in self.grid:
             if c["precision"] == "fp32":
