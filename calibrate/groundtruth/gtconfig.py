@@ -92,7 +92,8 @@ MEASURED_COLUMNS = [
     "sdpa_backend",                 # flash | efficient | eager
     "gqa_expand",                   # K/V expanded to every head before attention
     "optimizer_impl_used",          # fused | foreach | forloop
-    "alloc_conf",                   # PYTORCH_CUDA_ALLOC_CONF of the run
+    "alloc_conf",                   # PYTORCH_(CUDA_)ALLOC_CONF of the run
+    "expandable_seen",              # the snapshot's segments are expandable (empty: unknown)
     "torch_version", "cuda_version", "cudnn_version", "gpu_name",
     "driver_version",
     "wall_s",                       # seconds the configuration took, process start to exit

@@ -248,12 +248,26 @@ def train(r, c, torch, gtm, dev, state):
         r["steady_max_reserved_bytes"] = cuda.max_memory_reserved()
 
 
+def expandable_seen(cuda):
+    """Whether the allocator's segments are expandable, as the snapshot
+    says (True/False), so a row shows the setting took; None when there is
+    no segment or the snapshot does not tell (older PyTorch)."""
+    try:
+        segments = cuda.memory_snapshot()
+    except Exception:  # noqa: BLE001 - a sticky CUDA error, an old torch
+        return None
+    flags = {s["is_expandable"] for s in segments if "is_expandable" in s}
+    return flags.pop() if len(flags) == 1 else None
+
+
 def measure(c):
     """Measures configuration c (normalized) in this process; returns the
     measured columns. Raises SetupError without PyTorch or a GPU."""
-    os.environ.pop("PYTORCH_ALLOC_CONF", None)    # torch >= 2.6 name; the config decides
-    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = (
-        "expandable_segments:" + ("True" if c["expandable_segments"] else "False"))
+    # Both names: torch >= 2.6 reads PYTORCH_ALLOC_CONF first, older ones
+    # only PYTORCH_CUDA_ALLOC_CONF; the configuration decides either way.
+    conf = "expandable_segments:" + ("True" if c["expandable_segments"] else "False")
+    os.environ["PYTORCH_ALLOC_CONF"] = conf
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = conf
     t_start = time.time()
     nvml = Nvml.open()
     before = nvml.used() if nvml else None
@@ -296,6 +310,7 @@ def measure(c):
     r["max_reserved_bytes"] = max(first_max[1], cuda.max_memory_reserved())
     r["reserved_end_bytes"] = cuda.memory_reserved()
     r["alloc_retries"] = cuda.memory_stats().get("num_alloc_retries", 0)
+    r["expandable_seen"] = expandable_seen(cuda)
     try:
         free, total = cuda.mem_get_info()
         r["device_used_end_bytes"] = total - free

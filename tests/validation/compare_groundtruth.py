@@ -169,6 +169,13 @@ def print_report(table, errors, agree, path, steady):
         worst = max(es)
         print(f"| {m} | {len(es)} | {100 * statistics.median(a for a, _, _ in es):.1f}% | "
               f"{pct(worst[1])} | {worst[2]} |")
+    # A row whose allocator did not run as configured measures something else.
+    for row, _, _ in table:
+        seen = str(row.get("expandable_seen", "")).strip().lower()
+        asked = str(row.get("expandable_segments", "")).strip().lower()
+        if seen in ("true", "false") and asked in ("true", "false") and seen != asked:
+            print(f"\nwarning: {row['name']}: expandable_segments = {asked}, but the "
+                  f"allocator's segments were {'' if seen == 'true' else 'not '}expandable")
     ok = sum(1 for _, a in agree if a)
     print()
     print(f"fits verdict agrees with the measured outcome in {ok} of {len(agree)} configurations"

@@ -38,6 +38,23 @@ import gtconfig  # noqa: E402
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
 
+BOUNDS = os.path.join(ROOT, "tests", "data", "groundtruth", "h200-bounds.txt")
+
+
+def measured_bounds(path=BOUNDS):
+    """compare_groundtruth.py's bounds for the measured CSV: one option per
+    line of h200-bounds.txt ('--worst allocated=0.25'; '#' starts a
+    comment), written from what vsim achieves once h200.csv exists, so CI
+    then guards that; none while the file is absent."""
+    if not os.path.exists(path):
+        return []
+    args = []
+    with open(path) as f:
+        for line in f:
+            args += line.split("#", 1)[0].split()
+    return args
+
+
 def load_harness():
     spec = importlib.util.spec_from_file_location("gt_harness", HARNESS)
     mod = importlib.util.module_from_spec(spec)
@@ -300,6 +317,21 @@ class Compare(unittest.TestCase):
         self.assertIn("| synthetic-llama-7b-oom | oom | no | - |", out)
         self.assertIn("fits verdict agrees with the measured outcome in 3 of 3", out)
 
+    def test_allocator_setting_checked(self):
+        # A row whose snapshot says the segments were expandable although
+        # the configuration asked for them off is flagged.
+        rows = gtconfig.read_csv(FIXTURE)
+        rows[0]["expandable_segments"] = "false"
+        rows[0]["expandable_seen"] = "true"
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "gt.csv")
+            gtconfig.write_csv_atomic(path, rows)
+            p = run([COMPARE, path, "--vsim", VSIM])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn(f"warning: {rows[0]['name']}: expandable_segments = false, but the "
+                      "allocator's segments were expandable", p.stdout)
+        self.assertEqual(p.stdout.count("warning:"), 1)
+
     def test_thresholds(self):
         """The fixture's invented values are far from vsim: a 0.1% bound on
         the worst allocated error fails, a 10000% one passes."""
@@ -336,8 +368,19 @@ class Compare(unittest.TestCase):
         self.assertGreaterEqual(sum(r["outcome"] in ("ok", "oom") for r in rows), 40)
         self.assertFalse(any("SYNTHETIC" in r.get("gpu_name", "") or "FAKE" in
                              r.get("gpu_name", "") for r in rows))
-        p = run([COMPARE, MEASURED, "--vsim", VSIM], timeout=600)
+        p = run([COMPARE, MEASURED, "--vsim", VSIM] + measured_bounds(), timeout=600)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+    def test_bounds_file_format(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "b.txt")
+            with open(path, "w") as f:
+                f.write("# first measurement, 2026-12\n\n--worst allocated=0.25\n"
+                        "  --median step_time=0.3  # rounded up\n--fits-agreement\n")
+            self.assertEqual(measured_bounds(path),
+                             ["--worst", "allocated=0.25", "--median", "step_time=0.3",
+                              "--fits-agreement"])
+        self.assertEqual(measured_bounds(os.path.join(ROOT, "no-such-bounds.txt")), [])
 
     def test_bad_csv(self):
         with tempfile.TemporaryDirectory() as d:
