@@ -32,16 +32,29 @@ static double piece_rate(vs_cal_out *out, int kind, const vs_fit_segment *g,
   return rate;
 }
 
+/* The latency written for piece g (number j) whose rate was written as
+ * `rate`. The first piece's is a time, at least 0. A later piece's is the
+ * intercept of its line and may be negative, as long as the line is at or
+ * above 0 where the piece starts (vsim checks that); a piece written
+ * without a rate keeps the time where it starts. */
+static double piece_latency(const vs_fit_segment *g, size_t j, double rate)
+{
+  double at_start = g->latency + g->lo_bytes * g->seconds_per_byte;
+  if (j == 0)
+    return g->latency > 0 ? g->latency : 0.0;
+  if (rate <= 0)
+    return at_start > 0 ? at_start : 0.0;
+  return at_start >= 0 ? g->latency : g->latency - at_start;
+}
+
 void vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit)
 {
-  const vs_fit_segment *last = vs_fit_last(fit);
   vs_cal_fit *c = &out->topo.cal[kind];
+  size_t last = fit->n_breaks;
 
   out->fitted[kind] = true;
   out->fits[kind] = *fit;
   memset(c, 0, sizeof *c);
-  c->bandwidth = piece_rate(out, kind, last, fit->n_breaks, fit->n_breaks == 0);
-  c->latency = last->latency > 0 ? last->latency : 0.0;
   c->r2 = fit->r2;
   c->max_rel_error = fit->max_rel_error;
   c->points = fit->n_points;
@@ -51,14 +64,25 @@ void vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit)
   for (size_t j = 0; j < fit->n_breaks; j++)
     c->breakpoints.values[j] = (uint64_t)llround(fit->breaks[j]);
   /* Pieces are written only when there are several (vsim reads a single
-   * piece from bandwidth and latency). Negative intercepts become 0, as
-   * for the last piece. */
-  for (size_t j = 0; fit->n_breaks > 0 && j <= fit->n_breaks; j++) {
+   * piece from bandwidth and latency); bandwidth and latency are the last
+   * piece's. */
+  for (size_t j = 0; j <= last; j++) {
     const vs_fit_segment *g = &fit->segs[j];
-    c->piece_bandwidths.values[j] = piece_rate(out, kind, g, j, true);
-    c->piece_latencies.values[j] = g->latency > 0 ? g->latency : 0.0;
+    double rate = piece_rate(out, kind, g, j, last > 0 || j == 0);
+    c->piece_bandwidths.values[j] = rate;
+    c->piece_latencies.values[j] = piece_latency(g, j, rate);
   }
-  c->piece_bandwidths.n = c->piece_latencies.n = fit->n_breaks ? fit->n_breaks + 1 : 0;
+  c->bandwidth = c->piece_bandwidths.values[last];
+  c->latency = c->piece_latencies.values[last];
+  c->piece_bandwidths.n = c->piece_latencies.n = last ? last + 1 : 0;
+  if (vs_cal_times_transfers(kind) && !(c->bandwidth > 0)) {
+    /* vsim times transfers with this curve: one that does not grow with
+     * size would make every large copy free */
+    vs_cal_out_comment(out, "%s not calibrated: the fitted time does not grow "
+                       "with size", vs_cal_kind_name(kind));
+    out->fitted[kind] = false;
+    memset(c, 0, sizeof *c);
+  }
 }
 
 void vs_cal_out_comment(vs_cal_out *out, const char *fmt, ...)

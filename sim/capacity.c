@@ -553,6 +553,14 @@ static int write_sweep_csv(const vs_capacity_opts *o, const vs_candidate *cands,
   return vs_csv_commit(&c, err);
 }
 
+static bool all_invalid(const vs_candidate *cands, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (cands[i].status != VS_EVAL_INVALID)
+      return false;
+  return n > 0;
+}
+
 int vs_capacity_sweep(const vs_capacity_opts *o, FILE *out, FILE *errs)
 {
   size_t n = 0, fits;
@@ -580,6 +588,11 @@ int vs_capacity_sweep(const vs_capacity_opts *o, FILE *out, FILE *errs)
   fits = sweep_table(o, cands, n, out);
   if (o->csv && write_sweep_csv(o, cands, n, &err)) {
     fprintf(errs, "vsim: %s\n", err.msg);
+    code = VS_EXIT_ERROR;
+  } else if (all_invalid(cands, n)) {
+    /* nothing was simulated: the input is wrong, not the memory short */
+    fprintf(errs, "vsim: every combination is invalid, so nothing was "
+            "simulated; the first: %s\n", cands[0].reason);
     code = VS_EXIT_ERROR;
   } else if (fits == 0) {
     code = VS_EXIT_OOM;

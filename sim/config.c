@@ -26,7 +26,13 @@ typedef struct parse_ctx {
   FILE *file;             /* source when reading a file, else NULL */
   const char *text;       /* source when reading a string: next char */
   int line;               /* 1-based number of the line last read */
+  size_t bytes;           /* bytes read so far (file input) */
 } parse_ctx;
+
+/* No workload or topology file comes near this; a device or a wrong file
+ * given by mistake (/dev/zero, a disk image) is refused instead of read on
+ * and on. */
+#define MAX_INI_BYTES (1u << 20)
 
 /* ------------------------------------------------------------------------
  * Helpers
@@ -224,6 +230,11 @@ static int latency_item(const char *t, void *out, const char **why)
   return vs_parse_latency(t, out, why);
 }
 
+static int time_offset_item(const char *t, void *out, const char **why)
+{
+  return vs_parse_time_offset(t, out, why);
+}
+
 /* Parses text per the key's type into a scratch union, checks bounds, and
  * only then stores, so a bad value leaves the target unchanged. */
 static int store_value(const vs_key *k, void *target, const char *text,
@@ -255,8 +266,8 @@ static int store_value(const vs_key *k, void *target, const char *text,
     if (!(rc = vs_parse_rate(text, &d, &why)))
       bad = bounds_problem(k, d, reason, sizeof reason);
     break;
-  case VS_KEY_LATENCY:
-    if (!(rc = vs_parse_latency(text, &d, &why)))
+  case VS_KEY_LATENCY: /* a key whose lower bound is negative takes any sign */
+    if (!(rc = (k->lo < 0 ? vs_parse_time_offset : vs_parse_latency)(text, &d, &why)))
       bad = bounds_problem(k, d, reason, sizeof reason);
     break;
   case VS_KEY_BOOL:
@@ -298,7 +309,10 @@ static int store_value(const vs_key *k, void *target, const char *text,
   case VS_KEY_RATES:
   case VS_KEY_LATENCIES: {
     vs_real_list list;
-    rc = parse_items(text, k->type == VS_KEY_RATES ? rate_item : latency_item,
+    rc = parse_items(text,
+                     k->type == VS_KEY_RATES ? rate_item
+                     : k->lo < 0             ? time_offset_item
+                                             : latency_item,
                      list.values, sizeof list.values[0], VS_REAL_LIST_MAX,
                      &list.n, &why);
     for (size_t i = 0; rc == 0 && i < list.n && !bad; i++)
@@ -415,17 +429,34 @@ static int on_key(void *user, const char *section, const char *name,
                section, name, value, ctx->err) == 0;
 }
 
+/* What next_line found wrong with a line, besides its text. */
+typedef struct line_flaws {
+  bool too_long;          /* longer than the buffer */
+  bool nul;               /* a NUL byte: not text */
+  bool too_big;           /* the file passed MAX_INI_BYTES */
+} line_flaws;
+
 /* Reads the next whole line into line[] (NUL-terminated); returns its length
- * or -1 at end of input. Lines longer than cap - 1 are reported as too long. */
-static long next_line(parse_ctx *ctx, char *line, size_t cap, bool *too_long)
+ * or -1 at end of input. Flaws are reported in *f; reading stops at the
+ * size limit. */
+static long next_line(parse_ctx *ctx, char *line, size_t cap, line_flaws *f)
 {
   size_t n = 0;
   int c;
   bool any = false;
-  *too_long = false;
+  memset(f, 0, sizeof *f);
   for (;;) {
     if (ctx->file) {
+      if (++ctx->bytes > MAX_INI_BYTES) {
+        f->too_big = true;
+        break;
+      }
       c = fgetc(ctx->file);
+      if (c == '\0') { /* not text: said at once (/dev/zero has no line end) */
+        f->nul = true;
+        any = true;
+        break;
+      }
     } else {
       c = *ctx->text ? (unsigned char)*ctx->text++ : EOF;
     }
@@ -437,7 +468,7 @@ static long next_line(parse_ctx *ctx, char *line, size_t cap, bool *too_long)
     if (n + 1 < cap)
       line[n++] = (char)c;
     else
-      *too_long = true;
+      f->too_long = true;
   }
   line[n] = '\0';
   return any ? (long)n : -1;
@@ -458,6 +489,54 @@ static bool malformed(const char *p)
   return !strpbrk(p, "=:");
 }
 
+/* Checks a [section] header line p (leading blanks gone): a name of text
+ * that the table knows, and nothing after the ] but blanks or a comment
+ * (inih would drop it silently, keys and all). */
+static bool check_section(parse_ctx *ctx, const char *p)
+{
+  char name[128], known[256];
+  const char *close = strchr(p, ']'), *rest = close + 1;
+  size_t n = (size_t)(close - p - 1);
+
+  if (n >= sizeof name) {
+    vs_error_set(ctx->err, VS_EINPUT, "%s:%d: section name too long (over %zu "
+                 "characters)", ctx->orig->file, ctx->line, sizeof name - 1);
+    return false;
+  }
+  memcpy(name, p + 1, n);
+  name[n] = '\0';
+  if (has_control(name)) {
+    vs_error_set(ctx->err, VS_EINPUT,
+                 "%s:%d: not a line of text (control characters): is this a "
+                 "%s INI file?", ctx->orig->file, ctx->line, ctx->tab->kind);
+    return false;
+  }
+  if (!section_known(ctx->tab, name)) {
+    vs_error_set(ctx->err, VS_EINPUT,
+                 "%s:%d: unknown section [%s] in %s file; valid sections: %s",
+                 ctx->orig->file, ctx->line, name, ctx->tab->kind,
+                 list_sections(ctx->tab, known, sizeof known));
+    return false;
+  }
+  while (isspace((unsigned char)*rest))
+    rest++;
+  if (*rest != '\0' && *rest != ';' && *rest != '#') {
+    vs_error_set(ctx->err, VS_EINPUT,
+                 "%s:%d: text after [%s]: put each key = value on a line of "
+                 "its own", ctx->orig->file, ctx->line, name);
+    return false;
+  }
+  return true;
+}
+
+/* True when a carriage return is inside the line, not at its end: a file
+ * with old Mac (CR-only) line ends reads as one line. */
+static bool inner_cr(const char *line)
+{
+  const char *cr = strchr(line, '\r');
+  return cr && cr[strspn(cr, "\r \t")] != '\0';
+}
+
 /* inih's reader: one line per call, counted, leading blanks (and a UTF-8
  * byte-order mark) dropped, [section] headers checked against the table and
  * malformed lines reported. */
@@ -465,15 +544,32 @@ static char *read_line(char *str, int num, void *stream)
 {
   parse_ctx *ctx = stream;
   char line[1024];
-  bool too_long;
+  line_flaws flaws;
   char *p;
 
   if (ctx->err->code != VS_OK)
     return NULL;
-  if (next_line(ctx, line, sizeof line, &too_long) < 0)
+  if (next_line(ctx, line, sizeof line, &flaws) < 0 && !flaws.too_big)
     return NULL;
   ctx->line++;
-  if (too_long || strlen(line) + 2 > (size_t)num) {
+  if (flaws.too_big) {
+    vs_error_set(ctx->err, VS_EINPUT, "%s: over %u bytes: not a %s INI file",
+                 ctx->orig->file, MAX_INI_BYTES, ctx->tab->kind);
+    return NULL;
+  }
+  if (flaws.nul) {
+    vs_error_set(ctx->err, VS_EINPUT, "%s:%d: a NUL byte: not a line of text "
+                 "(is this a %s INI file?)", ctx->orig->file, ctx->line,
+                 ctx->tab->kind);
+    return NULL;
+  }
+  if (inner_cr(line)) {
+    vs_error_set(ctx->err, VS_EINPUT, "%s:%d: a carriage return inside the line "
+                 "(old Mac line ends?): end lines with \\n or \\r\\n",
+                 ctx->orig->file, ctx->line);
+    return NULL;
+  }
+  if (flaws.too_long || strlen(line) + 2 > (size_t)num) {
     vs_error_set(ctx->err, VS_EINPUT, "%s:%d: line too long (over %d characters)",
                  ctx->orig->file, ctx->line, num - 2);
     return NULL;
@@ -487,23 +583,8 @@ static char *read_line(char *str, int num, void *stream)
     vs_error_set(ctx->err, VS_EINPUT, MALFORMED_FMT, ctx->orig->file, ctx->line);
     return NULL;
   }
-  if (*p == '[') {
-    char name[128];
-    const char *close = strchr(p, ']');
-    size_t n = close ? (size_t)(close - p - 1) : 0;
-    if (close && n < sizeof name) {
-      memcpy(name, p + 1, n);
-      name[n] = '\0';
-      if (!section_known(ctx->tab, name)) {
-        char known[256];
-        vs_error_set(ctx->err, VS_EINPUT,
-                     "%s:%d: unknown section [%s] in %s file; valid sections: %s",
-                     ctx->orig->file, ctx->line, name, ctx->tab->kind,
-                     list_sections(ctx->tab, known, sizeof known));
-        return NULL;
-      }
-    }
-  }
+  if (*p == '[' && !check_section(ctx, p))
+    return NULL;
   snprintf(str, (size_t)num, "%s\n", p);
   return str;
 }

@@ -24,7 +24,7 @@
 /* The ten [calibration] keys of one kind (see vs_cal_fit). */
 #define CAL(id, kind)                                                       \
   K("calibration", kind "_bandwidth", VS_KEY_RATE, cal[id].bandwidth, .lo = 0, NOT_CAL), \
-  K("calibration", kind "_latency", VS_KEY_LATENCY, cal[id].latency, .lo = 0, .hi = MAX_LATENCY, NOT_CAL), \
+  K("calibration", kind "_latency", VS_KEY_LATENCY, cal[id].latency, .lo = -MAX_LATENCY, .hi = MAX_LATENCY, NOT_CAL), \
   K("calibration", kind "_r2", VS_KEY_REAL, cal[id].r2, .lo = -1e300, .hi = 1, NOT_CAL), \
   K("calibration", kind "_max_rel_error", VS_KEY_REAL, cal[id].max_rel_error, .lo = 0, NOT_CAL), \
   K("calibration", kind "_points", VS_KEY_COUNT, cal[id].points, .lo = 0, NOT_CAL), \
@@ -32,7 +32,7 @@
   K("calibration", kind "_max_bytes", VS_KEY_SIZE, cal[id].max_bytes, .lo = 0, NOT_CAL), \
   K("calibration", kind "_breakpoints", VS_KEY_LIST, cal[id].breakpoints, .positive = true, NOT_CAL), \
   K("calibration", kind "_piece_bandwidths", VS_KEY_RATES, cal[id].piece_bandwidths, .lo = 0, NOT_CAL), \
-  K("calibration", kind "_piece_latencies", VS_KEY_LATENCIES, cal[id].piece_latencies, .lo = 0, .hi = MAX_LATENCY, NOT_CAL),
+  K("calibration", kind "_piece_latencies", VS_KEY_LATENCIES, cal[id].piece_latencies, .lo = -MAX_LATENCY, .hi = MAX_LATENCY, NOT_CAL),
 
 static const vs_key topology_keys[] = {
     K("gpu", "name", VS_KEY_NAME, name, .required = true, .default_doc = "required"),
@@ -113,8 +113,18 @@ bool vs_topology_calibrated(const vs_topology *topo, int kind)
   if (!name)
     return false;
   snprintf(key, sizeof key, "%s_bandwidth", name);
-  return vs_conf_is_set(&topology_tab, &topo->origins, "calibration", key) &&
-         topo->cal[kind].bandwidth > 0;
+  return vs_conf_is_set(&topology_tab, &topo->origins, "calibration", key);
+}
+
+bool vs_cal_times_transfers(int kind)
+{
+  return kind == VS_CAL_D2D_KERNEL || kind == VS_CAL_P2P ||
+         kind == VS_CAL_H2D_PINNED;
+}
+
+double vs_cal_small_latency(const vs_cal_fit *fit)
+{
+  return fit->piece_latencies.n ? fit->piece_latencies.values[0] : fit->latency;
 }
 
 /* True when section.name was given with --set (origin line 0). */
@@ -143,15 +153,71 @@ static void apply_calibration(vs_topology *t)
     if (!bw)
       t->intra_bandwidth = t->cal[VS_CAL_P2P].bandwidth;
     if (!lat)
-      t->intra_latency = t->cal[VS_CAL_P2P].latency;
+      t->intra_latency = vs_cal_small_latency(&t->cal[VS_CAL_P2P]);
     t->nvlink_curve = !bw && !lat;
   }
   if (vs_topology_calibrated(t, VS_CAL_H2D_PINNED)) {
     if (!set_by_flag(t, "node", "pcie_bandwidth"))
       t->pcie_bandwidth = t->cal[VS_CAL_H2D_PINNED].bandwidth;
     if (!set_by_flag(t, "node", "pcie_latency"))
-      t->pcie_latency = t->cal[VS_CAL_H2D_PINNED].latency;
+      t->pcie_latency = vs_cal_small_latency(&t->cal[VS_CAL_H2D_PINNED]);
   }
+}
+
+/* The curve's shape, once its lists are consistent: the time at the start
+ * of every piece is not negative (the first piece's latency is a time; a
+ * later piece's is the intercept of its line, which may be below 0 as
+ * long as the line is above 0 where the piece starts), breakpoints lie in
+ * the measured range, and a curve vsim times transfers with grows with
+ * size in its last piece. */
+static int check_curve_shape(const vs_topology *t, int kind, vs_error *err)
+{
+  const vs_cal_fit *f = &t->cal[kind];
+  const char *name = vs_cal_kind_name(kind);
+  size_t pieces = f->piece_bandwidths.n ? f->piece_bandwidths.n : 1;
+  char key[64], where[640];
+
+  for (size_t j = 0; j < pieces; j++) {
+    double bw = f->piece_bandwidths.n ? f->piece_bandwidths.values[j] : f->bandwidth;
+    double lat = f->piece_latencies.n ? f->piece_latencies.values[j] : f->latency;
+    double start = j ? (double)f->breakpoints.values[j - 1] : 0.0;
+    double t0 = lat + (bw > 0 ? start * vs_cal_bytes_factor(kind) / bw : 0.0);
+    if (t0 < 0) {
+      snprintf(key, sizeof key, "%s_%s", name,
+               f->piece_latencies.n ? "piece_latencies" : "latency");
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: piece %zu starts at %.0f bytes with a time of "
+                          "%.6g us; a time cannot be negative",
+                          vs_conf_where(&topology_tab, &t->origins,
+                                        "calibration", key, where, sizeof where),
+                          j + 1, start, t0 * 1e6);
+    }
+  }
+  for (size_t j = 0; f->max_bytes > 0 && j < f->breakpoints.n; j++) {
+    uint64_t b = f->breakpoints.values[j];
+    if (b < f->min_bytes || b > f->max_bytes) {
+      snprintf(key, sizeof key, "%s_breakpoints", name);
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: breakpoint %llu is outside the measured sizes "
+                          "(%s_min_bytes %llu to %s_max_bytes %llu)",
+                          vs_conf_where(&topology_tab, &t->origins,
+                                        "calibration", key, where, sizeof where),
+                          (unsigned long long)b, name,
+                          (unsigned long long)f->min_bytes, name,
+                          (unsigned long long)f->max_bytes);
+    }
+  }
+  if (vs_cal_times_transfers(kind) && vs_topology_calibrated(t, kind) &&
+      !(f->bandwidth > 0)) {
+    snprintf(key, sizeof key, "%s_bandwidth", name);
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: vsim times transfers with this curve, so its "
+                        "last piece needs a rate above 0 (0, no size "
+                        "dependence, fits only the allocation kinds)",
+                        vs_conf_where(&topology_tab, &t->origins, "calibration",
+                                      key, where, sizeof where));
+  }
+  return 0;
 }
 
 /* Checks one kind's calibration: rates 0 or real, a range that is a
@@ -178,7 +244,7 @@ static int check_calibration(const vs_topology *t, int kind, vs_error *err)
                                         sizeof where));
     }
   }
-  if (f->max_bytes > 0 && f->min_bytes > f->max_bytes) {
+  if (f->min_bytes > f->max_bytes) { /* max_bytes 0 with min_bytes set too */
     snprintf(key, sizeof key, "%s_min_bytes", name);
     return vs_error_set(err, VS_EINPUT, "%s: above %s_max_bytes",
                         vs_conf_where(&topology_tab, &t->origins,
@@ -213,7 +279,7 @@ static int check_calibration(const vs_topology *t, int kind, vs_error *err)
                           "%s: the last piece must equal %s_%s", where, name,
                           which ? "latency" : "bandwidth");
   }
-  return 0;
+  return check_curve_shape(t, kind, err);
 }
 
 double vs_cal_bytes_factor(int kind)
@@ -238,7 +304,8 @@ double vs_cal_seconds(const vs_cal_fit *fit, int kind, double bytes,
     bandwidth = fit->piece_bandwidths.values[piece];
     latency = fit->piece_latencies.values[piece];
   }
-  return latency + (bandwidth > 0 ? bytes / bandwidth : 0.0);
+  /* the shape check keeps every piece at or above 0 where it starts */
+  return fmax(0.0, latency + (bandwidth > 0 ? bytes / bandwidth : 0.0));
 }
 
 void vs_cal_seen_add(vs_cal_seen *seen, int kind, double bytes)

@@ -183,6 +183,14 @@ int vs_topology_finish(vs_topology *topo, const char *const *sets,
 /* True when kind's bandwidth was given in [calibration]. */
 bool vs_topology_calibrated(const vs_topology *topo, int kind);
 
+/* True for the kinds whose curves vsim times transfers with: d2d_kernel
+ * (memory-bound kernels), p2p (NVLink) and h2d_pinned (PCIe). */
+bool vs_cal_times_transfers(int kind);
+
+/* The latency of a curve's smallest sizes: its first piece's, which is a
+ * time (a later piece's intercept may be negative). */
+double vs_cal_small_latency(const vs_cal_fit *fit);
+
 /* Applies one "section.key=value" override; used by vs_topology_load. */
 int vs_topology_set(vs_topology *topo, const char *assignment, vs_error *err);
 

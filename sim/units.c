@@ -141,7 +141,7 @@ int vs_parse_rate(const char *text, double *out, const char **why)
 int vs_parse_latency(const char *text, double *out, const char **why)
 {
   double value;
-  int rc = parse_scaled(text, latency_units, &value, why);
+  int rc = vs_parse_time_offset(text, &value, why);
   if (rc)
     return rc;
   if (value < 0) {
@@ -150,6 +150,11 @@ int vs_parse_latency(const char *text, double *out, const char **why)
   }
   *out = value;
   return 0;
+}
+
+int vs_parse_time_offset(const char *text, double *out, const char **why)
+{
+  return parse_scaled(text, latency_units, out, why);
 }
 
 int vs_parse_real(const char *text, double *out, const char **why)

@@ -27,6 +27,11 @@ int vs_parse_rate(const char *text, double *out, const char **why);
 /* Seconds: a number with ns, us, ms or s; a bare number means microseconds. */
 int vs_parse_latency(const char *text, double *out, const char **why);
 
+/* A time in the units of vs_parse_latency that may be negative: the
+ * intercept of a piece of a calibrated curve past its first breakpoint
+ * (the line through that piece, extended back to 0 bytes). */
+int vs_parse_time_offset(const char *text, double *out, const char **why);
+
 /* true/false, yes/no, on/off, 1/0 (case-insensitive). */
 int vs_parse_bool(const char *text, bool *out, const char **why);
 

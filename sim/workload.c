@@ -309,8 +309,17 @@ static int check_pipeline(vs_workload *wl, vs_error *err)
                         "got %zu",
                         WHERE("parallel", "pp_layers"), (unsigned long long)chunks,
                         v > 1 ? " and virtual stage" : "", split->n);
-  for (size_t i = 0; i < split->n; i++)
+  /* each count is at most the layers, so the sum cannot wrap around */
+  for (size_t i = 0; i < split->n; i++) {
+    if (split->values[i] > wl->model.layers)
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: count %zu is %llu, more than the model's %llu "
+                          "layers",
+                          WHERE("parallel", "pp_layers"), i + 1,
+                          (unsigned long long)split->values[i],
+                          (unsigned long long)wl->model.layers);
     sum += split->values[i];
+  }
   if (sum != wl->model.layers)
     return vs_error_set(err, VS_EINPUT,
                         "%s: the counts add up to %llu, but the model has %llu "

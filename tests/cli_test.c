@@ -764,6 +764,22 @@ static void test_sweep_is_deterministic_across_jobs(void **state)
   tu_remove_dir(dir);
 }
 
+/* A sweep whose every combination is invalid simulated nothing: that is
+ * bad input (exit 1, the first reason on stderr), not "nothing fits" (3).
+ * hidden 500 is not divisible by gpt-small's 8 heads. */
+static void test_sweep_all_invalid_is_an_input_error(void **state)
+{
+  const char *args[] = {"sweep", DATA "gpt-small.ini", "--set", "model.hidden=500",
+                        "--vary", "training.micro_batch=1,2", NULL};
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.out, "2 combinations: 0 fit, 0 out of memory, 2 invalid");
+  assert_contains(r.err, "vsim: every combination is invalid, so nothing was "
+                         "simulated; the first: ");
+  assert_contains(r.err, "hidden (500) must be divisible by heads");
+}
+
 /* plan on a small model: the cheapest layout it prints is one `vsim run`
  * confirms fits; on a model too large for --max-gpus it says so (exit 3). */
 static void test_plan_layout_is_confirmed_by_run(void **state)
@@ -1058,6 +1074,7 @@ int main(void)
       cmocka_unit_test(test_keys_lists_every_key),
       cmocka_unit_test(test_fit_finds_the_exact_boundary),
       cmocka_unit_test(test_sweep_is_deterministic_across_jobs),
+      cmocka_unit_test(test_sweep_all_invalid_is_an_input_error),
       cmocka_unit_test(test_plan_layout_is_confirmed_by_run),
       cmocka_unit_test(test_plan_rows_without_a_step_have_empty_figures),
       cmocka_unit_test(test_sweep_checks_its_base_input_first),

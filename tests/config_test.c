@@ -261,6 +261,66 @@ static void test_directory_and_binary_content(void **state)
   load_bad("\x7f\x03garbage = 1\n", ":1: not a line of text");
 }
 
+/* Writes len bytes of text (NULs included) to a temporary .ini; path[64]. */
+static void write_bytes(const char *text, size_t len, char *path)
+{
+  FILE *f;
+  tu_write_temp("", ".ini", path, 64);
+  assert_non_null(f = fopen(path, "wb"));
+  assert_int_equal(fwrite(text, 1, len, f), len);
+  fclose(f);
+}
+
+static void load_file_bad(const char *text, size_t len, const char *want)
+{
+  char path[64];
+  cfg c;
+  vs_origins o;
+  vs_error err;
+  write_bytes(text, len, path);
+  defaults(&c, &o);
+  vs_error_clear(&err);
+  assert_int_equal(vs_conf_load_file(&tab, &c, &o, path, &err), VS_EINPUT);
+  tu_assert_message_at(err.msg, want, path);
+  unlink(path);
+}
+
+/* What a file read byte by byte can hold that a string cannot: a NUL byte
+ * cut values short and hid whole lines; a device that never ends
+ * (/dev/zero) was read forever. */
+static void test_nul_bytes_and_endless_input(void **state)
+{
+  static const char cut[] = "[a]\nn = 4\0002\n";
+  static const char hidden[] = "[a]\nn = 1\n\0bogus = 7\n";
+  char path[64];
+  cfg c;
+  vs_origins o;
+  vs_error err;
+  (void)state;
+  load_file_bad(cut, sizeof cut - 1,
+                "@:2: a NUL byte: not a line of text (is this a test INI file?)");
+  load_file_bad(hidden, sizeof hidden - 1, "@:3: a NUL byte");
+  defaults(&c, &o);
+  vs_error_clear(&err);
+  if (access("/dev/zero", R_OK) == 0) {
+    assert_int_equal(vs_conf_load_file(&tab, &c, &o, "/dev/zero", &err), VS_EINPUT);
+    assert_string_equal(err.msg, "/dev/zero:1: a NUL byte: not a line of text "
+                                 "(is this a test INI file?)");
+  }
+  /* a file past 1 MiB is not an INI file, whatever it holds */
+  {
+    static char big[(1u << 20) + 64];
+    for (size_t i = 0; i < sizeof big; i += 8)
+      memcpy(big + i, "; pad \n\n", 8);
+    write_bytes(big, sizeof big, path);
+    defaults(&c, &o);
+    vs_error_clear(&err);
+    assert_int_equal(vs_conf_load_file(&tab, &c, &o, path, &err), VS_EINPUT);
+    tu_assert_message_at(err.msg, "@: over 1048576 bytes: not a test INI file", path);
+    unlink(path);
+  }
+}
+
 static void test_unreadable_file_is_eio(void **state)
 {
   cfg c;
@@ -289,6 +349,32 @@ static void test_unknown_section(void **state)
   /* Section names are exact: no case folding, no trimming. */
   load_bad("[A]\n", "t.ini:1: unknown section [A]");
   load_bad("[ a ]\n", "t.ini:1: unknown section [ a ]");
+  /* a control character is not shown raw as if it were a name */
+  load_bad("[a\x1b[2K]\n", "t.ini:1: not a line of text (control characters)");
+  {
+    char line[160];
+    memset(line, 'x', sizeof line);
+    line[0] = '[';
+    memcpy(line + 140, "]\n", 3);
+    load_bad(line, "t.ini:1: section name too long (over 127 characters)");
+  }
+}
+
+/* inih drops whatever follows a section's ], keys included; and a file
+ * with carriage returns alone for line ends reads as one line. */
+static void test_text_after_section_and_cr_line_ends(void **state)
+{
+  cfg c;
+  vs_origins o;
+  (void)state;
+  load_bad("[a] n = 4\n", "t.ini:1: text after [a]: put each key = value on a "
+                          "line of its own");
+  load_bad("[a]\nn = 1\n[b] junk\n", "t.ini:3: text after [b]");
+  load_bad("[a]\rn = 4\r", "t.ini:1: a carriage return inside the line (old "
+                            "Mac line ends?): end lines with \\n or \\r\\n");
+  /* a comment may follow */
+  load_ok(&c, &o, "[a] ; the a section\nn = 3\n[b]  # b\n");
+  assert_true(c.n == 3);
 }
 
 static void test_unknown_key(void **state)
@@ -599,6 +685,8 @@ int main(void)
       cmocka_unit_test(test_inline_hash_is_not_a_comment),
       cmocka_unit_test(test_crlf_and_bom),
       cmocka_unit_test(test_load_file),
+      cmocka_unit_test(test_nul_bytes_and_endless_input),
+      cmocka_unit_test(test_text_after_section_and_cr_line_ends),
       cmocka_unit_test(test_unreadable_file_is_eio),
       cmocka_unit_test(test_directory_and_binary_content),
       cmocka_unit_test(test_unknown_section),

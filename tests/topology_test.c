@@ -369,14 +369,17 @@ static void test_calibration_replaces_nominal(void **state)
   assert_int_equal(load_text(&plain, path, MINIMAL, NULL, 0, &err), 0);
   assert_int_equal(load_text(&t, path, text, NULL, 0, &err), 0);
   assert_true(vs_topology_calibrated(&t, VS_CAL_P2P));
-  assert_false(vs_topology_calibrated(&t, VS_CAL_MALLOC)); /* bandwidth 0 */
+  /* bandwidth 0: calibrated, its time does not grow with size */
+  assert_true(vs_topology_calibrated(&t, VS_CAL_MALLOC));
   assert_false(vs_topology_calibrated(&plain, VS_CAL_P2P));
   assert_near(t.intra_bandwidth, 300e9);
   assert_near(t.intra_latency, 7e-6);
   assert_near(t.hbm_bandwidth, 900e9);
   assert_near(t.memory_efficiency, 1.0);
   assert_near(t.pcie_bandwidth, 20e9);
-  assert_near(t.pcie_latency, 9e-6);
+  /* the nominal one-line latency is the small copies': the first piece's
+   * 4 us, not the last piece's intercept */
+  assert_near(t.pcie_latency, 4e-6);
   assert_int_equal(t.cal[VS_CAL_P2P].points, 57);
   assert_int_equal(t.cal[VS_CAL_P2P].max_bytes, 1ull << 30);
   assert_int_equal(t.cal[VS_CAL_H2D_PINNED].breakpoints.n, 1);
@@ -480,6 +483,69 @@ static void test_calibration_curve_pieces(void **state)
            "p2p_min_bytes = 1TiB: above p2p_max_bytes");
 }
 
+/* A later piece's intercept is the line of that piece extended back to 0
+ * bytes, and may be negative: p2p at 2 us + b / 100 GB/s below 1 MiB, then
+ * slower, b / 20 GB/s, continuous at 1 MiB, gives the second piece
+ * 2 + 10.48576 - 52.4288 = -39.94304 us. What must hold is the time where
+ * each piece starts. */
+static void test_calibration_negative_intercepts(void **state)
+{
+  static const char text[] = MINIMAL
+      "[calibration]\n"
+      "p2p_bandwidth = 20GB/s\np2p_latency = -39.94304us\n"
+      "p2p_min_bytes = 4\np2p_max_bytes = 64MiB\n"
+      "p2p_breakpoints = 1048576\n"
+      "p2p_piece_bandwidths = 100GB/s,20GB/s\n"
+      "p2p_piece_latencies = 2us,-39.94304us\n";
+  static vs_topology t;
+  char path[128];
+  vs_error err;
+  vs_link link;
+  (void)state;
+  assert_int_equal(load_text(&t, path, text, NULL, 0, &err), 0);
+  link = vs_collective_link(&t, 2);
+  /* continuous at the breakpoint, the slower line past it */
+  assert_near(vs_link_seconds(link, 1048575), 2e-6 + 1048575 / 100e9);
+  assert_near(vs_link_seconds(link, 1048576), 2e-6 + 1048576 / 100e9);
+  assert_near(vs_link_seconds(link, 4194304), -39.94304e-6 + 4194304 / 20e9);
+  /* the nominal fallback latency is the small copies' 2 us */
+  assert_near(t.intra_latency, 2e-6);
+
+  /* the first piece's latency is a time */
+  load_bad(MINIMAL "[calibration]\np2p_bandwidth = 20GB/s\np2p_latency = 8us\n"
+           "p2p_breakpoints = 1048576\np2p_piece_bandwidths = 100GB/s,20GB/s\n"
+           "p2p_piece_latencies = -1us,8us\n", NULL, 0, VS_EINPUT,
+           "@:18: [calibration] p2p_piece_latencies = -1us,8us: piece 1 starts "
+           "at 0 bytes with a time of -1 us; a time cannot be negative");
+  /* -60 us + 1 MiB / 20 GB/s = -7.5712 us where the second piece starts */
+  load_bad(MINIMAL "[calibration]\np2p_bandwidth = 20GB/s\np2p_latency = -60us\n"
+           "p2p_breakpoints = 1048576\np2p_piece_bandwidths = 100GB/s,20GB/s\n"
+           "p2p_piece_latencies = 2us,-60us\n", NULL, 0, VS_EINPUT,
+           "piece 2 starts at 1048576 bytes with a time of -7.5712 us");
+  /* a one-piece curve: its latency is the time of the smallest copy */
+  load_bad(MINIMAL "[calibration]\np2p_bandwidth = 20GB/s\np2p_latency = -1us\n",
+           NULL, 0, VS_EINPUT,
+           "@:15: [calibration] p2p_latency = -1us: piece 1 starts at 0 bytes");
+  /* a breakpoint must lie in the measured sizes */
+  load_bad(MINIMAL "[calibration]\np2p_bandwidth = 20GB/s\np2p_latency = 8us\n"
+           "p2p_min_bytes = 4KiB\np2p_max_bytes = 64MiB\n"
+           "p2p_breakpoints = 134217728\np2p_piece_bandwidths = 100GB/s,20GB/s\n"
+           "p2p_piece_latencies = 2us,8us\n", NULL, 0, VS_EINPUT,
+           "breakpoint 134217728 is outside the measured sizes (p2p_min_bytes "
+           "4096 to p2p_max_bytes 67108864)");
+  /* a curve vsim times transfers with must grow with size; malloc's may not */
+  load_bad(MINIMAL "[calibration]\np2p_bandwidth = 0\np2p_latency = 500us\n",
+           NULL, 0, VS_EINPUT,
+           "@:14: [calibration] p2p_bandwidth = 0: vsim times transfers with "
+           "this curve, so its last piece needs a rate above 0");
+  assert_int_equal(load_text(&t, path, MINIMAL "[calibration]\nmalloc_bandwidth = 0\n"
+                             "malloc_latency = 20us\n", NULL, 0, &err), 0);
+  /* a smallest size without a largest one is not a range */
+  load_bad(MINIMAL "[calibration]\np2p_bandwidth = 20GB/s\np2p_latency = 8us\n"
+           "p2p_min_bytes = 4KiB\n", NULL, 0, VS_EINPUT,
+           "@:16: [calibration] p2p_min_bytes = 4KiB: above p2p_max_bytes");
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -497,6 +563,7 @@ int main(void)
       cmocka_unit_test(test_key_table),
       cmocka_unit_test(test_calibration_replaces_nominal),
       cmocka_unit_test(test_calibration_curve_pieces),
+      cmocka_unit_test(test_calibration_negative_intercepts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

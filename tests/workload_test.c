@@ -612,6 +612,14 @@ static void test_pipeline_validation(void **state)
   load_bad(GPT_MODEL, split_sum, 2, 0, VS_EINPUT,
            "--set parallel.pp_layers=1,2: the counts add up to 3, but the model "
            "has 2 layers");
+  {
+    /* 2^64 - 2048 + 2050 wraps to 2, the layers: each count is checked */
+    static const char *const wrap[] = {
+        "parallel.pp=2", "parallel.pp_layers=18446744073709549568,2050"};
+    load_bad(GPT_MODEL, wrap, 2, 0, VS_EINPUT,
+             "--set parallel.pp_layers=18446744073709549568,2050: count 1 is "
+             "18446744073709549568, more than the model's 2 layers");
+  }
   vs_error_clear(&err);
   assert_int_equal(tu_load_workload(&wl, GPT_MODEL, split_ok, 2, 4, &err), 0);
   assert_int_equal(wl.parallel.pp_layers.n, 2);
