@@ -108,53 +108,6 @@ void vs_cal_out_measured(vs_cal_out *out, const char *section, const char *name)
  * Values
  * ------------------------------------------------------------------------ */
 
-/* Writes k's value in target to f in a form vsim parses back exactly. */
-static void put_value(FILE *f, const vs_key *k, const void *target)
-{
-  const char *slot = (const char *)target + k->offset;
-  switch (k->type) {
-  case VS_KEY_COUNT:
-  case VS_KEY_SIZE:
-    fprintf(f, "%llu", (unsigned long long)*(const uint64_t *)slot);
-    break;
-  case VS_KEY_REAL:
-    fprintf(f, "%.17g", *(const double *)slot);
-    break;
-  case VS_KEY_RATE:
-    fprintf(f, "%.17gGB/s", *(const double *)slot / 1e9);
-    break;
-  case VS_KEY_LATENCY:
-    fprintf(f, "%.17gus", *(const double *)slot * 1e6);
-    break;
-  case VS_KEY_BOOL:
-    fputs(*(const bool *)slot ? "true" : "false", f);
-    break;
-  case VS_KEY_ENUM:
-    fputs(k->choices[*(const int *)slot], f);
-    break;
-  case VS_KEY_NAME:
-    fputs(slot, f);
-    break;
-  case VS_KEY_LIST: {
-    const vs_count_list *l = (const vs_count_list *)(const void *)slot;
-    for (size_t i = 0; i < l->n; i++)
-      fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)l->values[i]);
-    break;
-  }
-  case VS_KEY_RATES:
-  case VS_KEY_LATENCIES: {
-    const vs_real_list *l = (const vs_real_list *)(const void *)slot;
-    for (size_t i = 0; i < l->n; i++) {
-      if (k->type == VS_KEY_RATES)
-        fprintf(f, "%s%.17gGB/s", i ? "," : "", l->values[i] / 1e9);
-      else
-        fprintf(f, "%s%.17gus", i ? "," : "", l->values[i] * 1e6);
-    }
-    break;
-  }
-  }
-}
-
 /* Writes a size in binary units for comments ("1 MiB", "4 B"). */
 static void put_size(FILE *f, double bytes)
 {
@@ -269,7 +222,7 @@ int vs_cal_out_write(const vs_cal_out *out, const char *path, vs_error *err)
     if (out->measured[i])
       fputs("; measured (see the header for where and from what)\n", f);
     fprintf(f, "%s = ", k->name);
-    put_value(f, k, &out->topo);
+    vs_conf_print_value(f, k, &out->topo);
     fputc('\n', f);
   }
   fputs("\n[calibration]\n; t = latency + bytes / bandwidth per kind, fitted by "
@@ -290,7 +243,7 @@ int vs_cal_out_write(const vs_cal_out *out, const char *path, vs_error *err)
       if (i < 0 || (s >= 7 && out->topo.cal[kind].breakpoints.n == 0))
         continue;
       fprintf(f, "%s = ", name);
-      put_value(f, &tab->keys[i], &out->topo);
+      vs_conf_print_value(f, &tab->keys[i], &out->topo);
       fputc('\n', f);
     }
   }

@@ -39,6 +39,7 @@ typedef struct cli_args {
   bool all_ranks;               /* --ranks all */
   bool memory_summary;          /* --memory-summary */
   bool help;                    /* --help */
+  unsigned seen;                /* option_rules given, as bits */
 } cli_args;
 
 static const char main_help[] =
@@ -152,6 +153,10 @@ static const char show_help[] =
 static int usage(FILE *errs, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* The argument option_value declined as a value because it is an option,
+ * for the usage message that follows (the CLI parses on one thread). */
+static const char *declined_value;
+
 static int usage(FILE *errs, const char *fmt, ...)
 {
   va_list ap;
@@ -159,6 +164,9 @@ static int usage(FILE *errs, const char *fmt, ...)
   va_start(ap, fmt);
   vfprintf(errs, fmt, ap);
   va_end(ap);
+  if (declined_value)
+    fprintf(errs, " (the next argument, '%s', is an option)", declined_value);
+  declined_value = NULL;
   fprintf(errs, "\n(see vsim --help)\n");
   return VS_EXIT_USAGE;
 }
@@ -177,21 +185,81 @@ static int parse_gpus(const char *text, uint64_t *out)
 }
 
 /* Takes the value of option `name` from "--name=value" or the next word. */
-static const char *option_value(int argc, char **argv, int *i, const char *name)
-{
-  size_t n = strlen(name);
-  if (strncmp(argv[*i], name, n) == 0 && argv[*i][n] == '=')
-    return argv[*i] + n + 1;
-  if (*i + 1 < argc)
-    return argv[++*i];
-  return NULL;
-}
-
+/* The value of option `name` at argv[*i]: after its '=', or the next
+ * argument. NULL when there is none, or when the next argument is itself
+ * an option (`--csv --memory-summary` would make a folder named
+ * "--memory-summary"; a path that starts with "--" can be written ./--x). */
 static bool is_option(const char *arg, const char *name)
 {
   size_t n = strlen(name);
   return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
 }
+
+static const char *option_value(int argc, char **argv, int *i, const char *name)
+{
+  size_t n = strlen(name);
+  if (strncmp(argv[*i], name, n) == 0 && argv[*i][n] == '=')
+    return argv[*i] + n + 1;
+  if (*i + 1 < argc && strncmp(argv[*i + 1], "--", 2) != 0)
+    return argv[++*i];
+  declined_value = *i + 1 < argc ? argv[*i + 1] : NULL;
+  return NULL;
+}
+
+/* The commands that take options, as bits. */
+enum { CMD_RUN = 1, CMD_SHOW = 2, CMD_SWEEP = 4, CMD_FIT = 8, CMD_PLAN = 16 };
+
+/* Each option, the commands it belongs to, and whether it may be given more
+ * than once; an option given to a command that does not use it, or twice,
+ * is a usage error rather than silently ignored or overridden. */
+static const struct option_rule {
+  const char *name;
+  unsigned commands;
+  bool repeatable;
+} option_rules[] = {
+    {"--gpus", CMD_RUN | CMD_SHOW | CMD_SWEEP | CMD_FIT, false},
+    {"--topology", CMD_RUN | CMD_SHOW | CMD_SWEEP | CMD_FIT | CMD_PLAN, false},
+    {"--set", CMD_RUN | CMD_SHOW | CMD_SWEEP | CMD_FIT | CMD_PLAN, true},
+    {"--csv", CMD_RUN | CMD_SWEEP | CMD_PLAN, false},
+    {"--trace", CMD_RUN, false},
+    {"--svg", CMD_RUN, false},
+    {"--ranks", CMD_RUN, false},
+    {"--memory-summary", CMD_RUN, false},
+    {"--vary", CMD_SWEEP, true},
+    {"--vary-key", CMD_FIT, false},
+    {"--jobs", CMD_SWEEP | CMD_PLAN, false},
+    {"--max-gpus", CMD_PLAN, false},
+    {"--top", CMD_PLAN, false},
+};
+
+static unsigned command_bit(const char *command)
+{
+  static const char *const names[] = {"run", "show", "sweep", "fit", "plan"};
+  for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(command, names[i]) == 0)
+      return 1u << i;
+  return 0;
+}
+
+/* Records that option arg (a known one) was given; a usage error when the
+ * command does not take it or it is given twice. */
+static int note_option(cli_args *a, const char *arg, FILE *errs)
+{
+  unsigned cmd = command_bit(a->command);
+  for (size_t k = 0; k < sizeof option_rules / sizeof option_rules[0]; k++) {
+    const struct option_rule *o = &option_rules[k];
+    if (!is_option(arg, o->name))
+      continue;
+    if (!(o->commands & cmd))
+      return usage(errs, "%s is not an option of vsim %s", o->name, a->command);
+    if ((a->seen & (1u << k)) && !o->repeatable)
+      return usage(errs, "%s given twice", o->name);
+    a->seen |= 1u << k;
+    return 0;
+  }
+  return 0;
+}
+
 
 static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
 {
@@ -199,6 +267,9 @@ static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
   a->command = argv[1];
   for (int i = 2; i < argc; i++) {
     const char *arg = argv[i], *v;
+    int rc;
+    if ((rc = note_option(a, arg, errs)))
+      return rc;
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
       a->help = true;
     } else if (is_option(arg, "--gpus")) {

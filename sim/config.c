@@ -205,6 +205,10 @@ static int parse_items(const char *text, item_parser parse_item, void *values,
     if (parse_item(item, (char *)values + n * elem, why))
       return VS_EINPUT;
     n++;
+    if (comma && comma[1 + strspn(comma + 1, " \t")] == '\0') {
+      *why = "empty list item after the last comma";
+      return VS_EINPUT;
+    }
     p = comma ? comma + 1 : p + len;
   }
   if (n == 0) {
@@ -678,6 +682,68 @@ int vs_conf_assign(const vs_keytab *tab, void *target, vs_origins *orig,
   memcpy(key, dot + 1, nk);
   key[nk] = '\0';
   return vs_conf_set(tab, target, orig, sec, key, eq + 1, err);
+}
+
+/* ------------------------------------------------------------------------
+ * Writing values back
+ * ------------------------------------------------------------------------ */
+
+/* v with the fewest significant digits (15 to 17) that read back as v. */
+static void print_real(FILE *f, const char *before, double v, const char *unit)
+{
+  char buf[40];
+  for (int digits = 15; digits <= 17; digits++) {
+    snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (strtod(buf, NULL) == v)
+      break;
+  }
+  fprintf(f, "%s%s%s", before, buf, unit);
+}
+
+void vs_conf_print_value(FILE *f, const vs_key *k, const void *target)
+{
+  const char *slot = (const char *)target + k->offset;
+  switch (k->type) {
+  case VS_KEY_COUNT:
+  case VS_KEY_SIZE:
+    fprintf(f, "%llu", (unsigned long long)*(const uint64_t *)slot);
+    break;
+  case VS_KEY_REAL:
+    print_real(f, "", *(const double *)slot, "");
+    break;
+  case VS_KEY_RATE:
+    print_real(f, "", *(const double *)slot / 1e9, "GB/s");
+    break;
+  case VS_KEY_LATENCY:
+    print_real(f, "", *(const double *)slot * 1e6, "us");
+    break;
+  case VS_KEY_BOOL:
+    fputs(*(const bool *)slot ? "true" : "false", f);
+    break;
+  case VS_KEY_ENUM:
+    fputs(k->choices[*(const int *)slot], f);
+    break;
+  case VS_KEY_NAME:
+    fputs(slot, f);
+    break;
+  case VS_KEY_LIST: {
+    const vs_count_list *l = (const vs_count_list *)(const void *)slot;
+    for (size_t i = 0; i < l->n; i++)
+      fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)l->values[i]);
+    break;
+  }
+  case VS_KEY_RATES:
+  case VS_KEY_LATENCIES: {
+    const vs_real_list *l = (const vs_real_list *)(const void *)slot;
+    for (size_t i = 0; i < l->n; i++) {
+      if (k->type == VS_KEY_RATES)
+        print_real(f, i ? "," : "", l->values[i] / 1e9, "GB/s");
+      else
+        print_real(f, i ? "," : "", l->values[i] * 1e6, "us");
+    }
+    break;
+  }
+  }
 }
 
 int vs_conf_check_required(const vs_keytab *tab, const vs_origins *orig,

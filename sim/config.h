@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum vs_key_type {
   VS_KEY_COUNT,   /* uint64_t, "7.5e9" accepted */
@@ -114,6 +115,12 @@ bool vs_conf_is_set(const vs_keytab *tab, const vs_origins *orig,
 char *vs_conf_where(const vs_keytab *tab, const vs_origins *orig,
                     const char *section, const char *name, char *buf,
                     size_t len);
+
+/* Writes k's value in target (a struct of the table's) to f as an INI value
+ * that parses back to the same value: units on rates (GB/s) and latencies
+ * (us), lists comma-separated, reals in the fewest digits that read back
+ * exactly. */
+void vs_conf_print_value(FILE *f, const vs_key *k, const void *target);
 
 /* Writes "a, b or c" listing an enum's choices into buf. */
 char *vs_conf_choices(const char *const *choices, char *buf, size_t len);

@@ -73,6 +73,10 @@ void vs_csv_cleanup_on_signals(void)
       continue;
     sigaction(sigs[i], &sa, NULL);
   }
+  /* past a file-size limit (ulimit -f) a write then fails with EFBIG,
+   * reported and cleaned up like any failed write, instead of the default
+   * SIGXFSZ ending the process with its temporary file left behind */
+  signal(SIGXFSZ, SIG_IGN);
 }
 
 /* ------------------------------------------------------------------------

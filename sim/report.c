@@ -253,34 +253,11 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
           wl->origins.file);
   for (size_t i = 0; i < tab->n_keys; i++) {
     const vs_key *k = &tab->keys[i];
-    const char *p = (const char *)wl + k->offset;
     if (i == 0 || strcmp(k->section, tab->keys[i - 1].section) != 0)
       fprintf(out, "[%s]\n", k->section);
     fprintf(out, "%s = ", k->name);
-    switch (k->type) {
-    case VS_KEY_COUNT:
-    case VS_KEY_SIZE:
-      fprintf(out, "%llu", (unsigned long long)*(const uint64_t *)p);
-      break;
-    case VS_KEY_REAL:
-    case VS_KEY_RATE:
-    case VS_KEY_LATENCY:
-      fprintf(out, "%g", *(const double *)p);
-      break;
-    case VS_KEY_BOOL:
-      fprintf(out, "%s", *(const bool *)p ? "true" : "false");
-      break;
-    case VS_KEY_ENUM:
-      fprintf(out, "%s", k->choices[*(const int *)p]);
-      break;
-    case VS_KEY_NAME:
-      fprintf(out, "%s", p);
-      break;
-    case VS_KEY_LIST:
-    case VS_KEY_RATES:
-    case VS_KEY_LATENCIES:
-      break;
-    }
+    /* an empty list (pp_layers: an even split) is left unset */
+    vs_conf_print_value(out, k, wl);
     fprintf(out, "%s\n", wl->origins.keys[i].set ? "" : "    ; default");
   }
   fprintf(out, "\n# derived\n");
@@ -514,6 +491,27 @@ static void svg_columns(const vs_rank *r, double step_s, svg_column *cols)
       cols[x] = cols[x - 1];
 }
 
+/* Writes text as XML character data: a path or GPU name with < or & in it
+ * stays text instead of breaking (or becoming) markup. */
+static void xml_text(FILE *f, const char *text)
+{
+  for (const char *p = text; *p; p++) {
+    switch (*p) {
+    case '<':
+      fputs("&lt;", f);
+      break;
+    case '>':
+      fputs("&gt;", f);
+      break;
+    case '&':
+      fputs("&amp;", f);
+      break;
+    default:
+      fputc(*p, f);
+    }
+  }
+}
+
 int vs_report_write_svg(const vs_sim *sim, const char *path, vs_error *err)
 {
   static const char *const colors[VS_CAT_N] = {
@@ -546,8 +544,12 @@ int vs_report_write_svg(const vs_sim *sim, const char *path, vs_error *err)
                   "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
           SVG_W, SVG_H);
   fprintf(file.f, "<text x=\"%d\" y=\"22\" font-size=\"14\">memory of rank %u "
-                  "(stage %d) over one step: %s on %s</text>\n",
-          SVG_LEFT, r->id, r->stage, sim->wl->origins.file, sim->topo->name);
+                  "(stage %d) over one step: ",
+          SVG_LEFT, r->id, r->stage);
+  xml_text(file.f, sim->wl->origins.file);
+  fputs(" on ", file.f);
+  xml_text(file.f, sim->topo->name);
+  fputs("</text>\n", file.f);
   /* stacked categories, bottom to top */
   for (int k = 0; k < VS_CAT_N; k++) {
     fprintf(file.f, "<polygon fill=\"%s\" fill-opacity=\"0.85\" points=\"",

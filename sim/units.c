@@ -17,7 +17,11 @@ typedef struct unit {
   double scale;       /* multiplier to the base unit */
 } unit;
 
+/* A scale of 0 marks a suffix that is refused: in a size, "Gb" reads as
+ * gigabits (as in a rate's Gb/s), which no memory size is written in. */
 static const unit size_units[] = {
+    {"Kb", 0.0},        {"Mb", 0.0},
+    {"Gb", 0.0},        {"Tb", 0.0},
     {"", 1.0},          {"b", 1.0},
     {"kb", 1e3},        {"mb", 1e6},
     {"gb", 1e9},        {"tb", 1e12},
@@ -64,6 +68,10 @@ static int parse_scaled(const char *text, const unit *units, double *out,
     *why = "not a number";
     return VS_EINPUT;
   }
+  if (strpbrk(text, "xX") && strpbrk(text, "xX") < end) { /* strtod reads hex */
+    *why = "not a decimal number";
+    return VS_EINPUT;
+  }
   while (isspace((unsigned char)*end))
     end++;
   while (*end && !isspace((unsigned char)*end) && n + 1 < sizeof suffix)
@@ -78,6 +86,14 @@ static int parse_scaled(const char *text, const unit *units, double *out,
   for (const unit *u = units; u->suffix; u++) {
     bool exact = strpbrk(u->suffix, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != NULL;
     if ((exact ? strcmp : strcasecmp)(u->suffix, suffix) == 0) {
+      if (u->scale == 0) {
+        *why = "bits are not a size: write GB (bytes) or GiB";
+        return VS_EINPUT;
+      }
+      if (!isfinite(value * u->scale)) {
+        *why = "out of range";
+        return VS_EINPUT;
+      }
       *out = value * u->scale;
       return 0;
     }

@@ -129,6 +129,14 @@ static void test_usage_errors_exit_2(void **state)
       {"plan", DATA "gpt-small.ini", "--top", "0", NULL},
       {"plan", DATA "gpt-small.ini", "--max-gpus", "x", NULL},
       {"sweep", DATA "gpt-small.ini", "--vary", "gpus=1", "--jobs", "0", NULL},
+      /* an option a command does not use, or a single one given twice, is
+       * refused rather than ignored or overridden */
+      {"fit", DATA "gpt-small.ini", "--csv", "f.csv", NULL},
+      {"plan", DATA "gpt-small.ini", "--gpus", "8", NULL},
+      {"show", DATA "gpt-small.ini", "--trace", "t.json", NULL},
+      {"run", DATA "gpt-small.ini", "--gpus", "1", "--gpus", "2", NULL},
+      /* a value that is the next option is not taken as the value */
+      {"run", DATA "gpt-small.ini", "--csv", "--memory-summary", NULL},
   };
   /* each message names the option it is about */
   static const char *const expect[] = {
@@ -137,7 +145,13 @@ static void test_usage_errors_exit_2(void **state)
       "--ranks takes stage or all", "expected section.key=value",
       "vsim: --top needs a whole number from 1 to 1000000, got '0'",
       "vsim: --max-gpus needs a whole number from 1 to 1000000, got 'x'",
-      "vsim: --jobs needs a whole number from 1 to 1000000, got '0'"};
+      "vsim: --jobs needs a whole number from 1 to 1000000, got '0'",
+      "vsim: --csv is not an option of vsim fit",
+      "vsim: --gpus is not an option of vsim plan",
+      "vsim: --trace is not an option of vsim show",
+      "vsim: --gpus given twice",
+      "vsim: --csv needs a directory (the next argument, '--memory-summary', "
+      "is an option)"};
   (void)state;
   for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
     run(cases[i]);
@@ -563,6 +577,17 @@ static void test_svg_chart(void **state)
   assert_contains(text, ">capacity</text>");
   assert_contains(text, "</svg>\n");
   free(text);
+  {
+    /* a GPU name with markup characters stays text (XML-escaped) */
+    const char *named[] = {"run", DATA "gpt-small.ini", "--set",
+                           "topology.gpu.name=H100<&b>", "--svg", p, NULL};
+    run(named);
+    assert_int_equal(r.status, 0);
+    assert_non_null(text = tu_read_file(p));
+    assert_contains(text, " on H100&lt;&amp;b&gt;</text>");
+    assert_null(strstr(text, "<&b>"));
+    free(text);
+  }
   tu_remove_dir(dir);
 }
 
@@ -995,6 +1020,17 @@ static void test_show_prints_resolved_config(void **state)
   assert_contains(r.out, "dp = 8");
   /* Llama-2-7B: 32*(4h^2 + 3hf + 2h) + 2Vh + h with h 4096, f 11008, V 32000 */
   assert_contains(r.out, "parameters = 6738415616 (6.738 B)");
+  {
+    /* a list key is printed as it is written, so the output reads back */
+    static const char *const split[] = {"show", "workloads/llama2-7b.ini", "--gpus",
+                                        "8", "--set", "parallel.pp=2", "--set",
+                                        "parallel.pp_layers=12,20", "--set",
+                                        "parallel.zero=1", NULL};
+    run(split);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "\npp_layers = 12,20\n");
+    assert_contains(r.out, "\ndropout = 0    ; default\n");
+  }
 }
 
 /* Overriding the topology changes the capacity the verdict uses. */

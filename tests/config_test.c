@@ -514,6 +514,9 @@ static void test_lists(void **state)
   load_bad("[b]\nsizes = 1,,2\n", "[b] sizes = 1,,2: empty value");
   load_bad("[b]\nsizes = 1,x\n", "[b] sizes = 1,x: not a number");
   load_bad("[b]\nsizes = 1,2.5\n", "must be a whole number");
+  /* a trailing comma is an item left out, not nothing */
+  load_bad("[b]\nsizes = 2,2,\n", "[b] sizes = 2,2,: empty list item after "
+                                  "the last comma");
   /* A value longer than the 95 characters an origin keeps is still parsed
    * whole: 60 items "1," .. make 119 characters. */
   used = (size_t)snprintf(text, sizeof text, "[b]\nsizes = ");

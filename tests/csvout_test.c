@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -392,6 +393,45 @@ static void test_commit_all_is_all_or_nothing(void **state)
   tu_remove_dir(dir);
 }
 
+/* Past a file-size limit (ulimit -f), a write fails with EFBIG and is
+ * reported like any failed write, the temporary file removed; SIGXFSZ's
+ * default would end the process and leave the temporary file. In a child,
+ * which the limit and the signal disposition must not outlive. */
+static void test_file_size_limit_is_an_error(void **state)
+{
+  char dir[64], path[128];
+  pid_t pid;
+  int status;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/big.csv", dir);
+  fflush(NULL);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    struct rlimit lim = {4096, 4096};
+    vs_csv csv;
+    vs_error err;
+    int rc;
+    vs_csv_cleanup_on_signals();
+    setrlimit(RLIMIT_FSIZE, &lim);
+    vs_error_clear(&err);
+    if (vs_csv_open(&csv, path, &err))
+      _exit(10);
+    for (int i = 0; i < 10000; i++) { /* about 200 KB */
+      vs_csv_text(&csv, "a row of text well past four kilobytes in all");
+      vs_csv_row(&csv);
+    }
+    rc = vs_csv_commit(&csv, &err);
+    _exit(rc && strstr(err.msg, "File too large") ? 0 : 11);
+  }
+  assert_true(waitpid(pid, &status, 0) == pid);
+  assert_true(WIFEXITED(status)); /* not killed by SIGXFSZ */
+  assert_int_equal(WEXITSTATUS(status), 0);
+  assert_int_equal(count_entries(dir), 0); /* no output, no temporary file */
+  tu_remove_dir(dir);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -407,6 +447,7 @@ int main(void)
       cmocka_unit_test(test_device_is_written_directly),
       cmocka_unit_test(test_signal_removes_temporary),
       cmocka_unit_test(test_commit_all_is_all_or_nothing),
+      cmocka_unit_test(test_file_size_limit_is_an_error),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -136,6 +136,9 @@ static void test_count_rejects_bad_text(void **state)
   /* 2^64 = 18446744073709551616 does not fit a uint64_t. */
   count_bad("18446744073709551616", "too large");
   count_bad("1e30", "too large");
+  /* strtod reads hexadecimal; a count is written in decimal */
+  count_bad("0x10", "not a decimal number");
+  count_bad("0X1p4", "not a decimal number");
 }
 
 /* ------------------------------------------------------------------------
@@ -183,6 +186,10 @@ static void test_size_rejects_bad_text(void **state)
   size_bad("-0.5", "negative");
   /* 2^64 bytes = 16 EiB = 16777216 TiB does not fit a uint64_t. */
   size_bad("16777216TiB", "too large");
+  /* "Gb" with a lowercase b is gigabits in a rate (Gb/s); as a size it
+   * is refused, not read as bytes */
+  size_bad("8Gb", "bits are not a size");
+  size_bad("512 Mb", "bits are not a size");
 }
 
 /* ------------------------------------------------------------------------
@@ -217,6 +224,8 @@ static void test_rate_rejects_bad_text(void **state)
   real_bad(vs_parse_rate, "fast", "not a number");
   real_bad(vs_parse_rate, "3GB", "unknown unit"); /* a size is not a rate */
   real_bad(vs_parse_rate, "-1GB/s", "negative");
+  /* finite as written, infinite once scaled: 1e300 * 10^12 */
+  real_bad(vs_parse_rate, "1e300TB/s", "out of range");
 }
 
 static void test_latency_suffixes(void **state)
