@@ -179,7 +179,7 @@ static int commit_if_vsim_reads(vs_csv *file, vs_error *err)
     vs_csv_abort(file);
     return vs_error_set(err, VS_ENOMEM, "out of host memory");
   }
-  if (fflush(file->f) != 0 || !file->tmp_path[0]) {
+  if (vs_csv_flush(file) != 0 || !file->tmp_path[0]) {
     free(check);
     return vs_csv_commit(file, err); /* reports the write error */
   }
@@ -247,7 +247,6 @@ int vs_cal_out_write(const vs_cal_out *out, const char *path, vs_error *err)
       fputc('\n', f);
     }
   }
-  if (ferror(f))
-    file.failed = true;
+  /* a write that failed above is found, with its reason, by the flush */
   return commit_if_vsim_reads(&file, err);
 }

@@ -6,7 +6,7 @@
  * is scaled by 1/sigma_i (weighted least squares) and each column by its
  * norm (sizes span nine decades), then gsl_multifit_robust with the
  * bisquare weight fits it. Breakpoints are searched over the measured sizes
- * and refined by golden section on log(b).
+ * (at most SEARCH_POINTS of them) and refined by golden section on log(b).
  *
  * Model choice: residuals r_i = (median_i - t(x_i)) / sigma_i are measured
  * against one scale s for every candidate, s = max(1, robust sigma of the
@@ -30,6 +30,12 @@
 #define TUNE 4.685       /* bisquare tuning constant (95% efficiency) */
 #define N_COEF (2 + VS_FIT_MAX_BREAKS)
 #define GOLDEN_STEPS 40
+/* Sizes the breakpoint search looks at. It tries every pair of them, each
+ * with a robust fit over the sizes searched, so its cost grows as n^3: a
+ * measurement's 57 sizes take under a second, but 150 took 20 s and 1000
+ * over 15 minutes. Past this many, it searches sizes spread evenly in
+ * log(size) and fits the breakpoints it finds over all (choose_thinned). */
+#define SEARCH_POINTS 64
 
 vs_fit_options vs_fit_default_options(void)
 {
@@ -415,11 +421,78 @@ static void describe(const fitws *w, const cand *c, vs_fit_point *pts,
   fit->r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : 1.0;
 }
 
+/* The best candidate of each k in best[0..max_k] (ok false where the
+ * regression failed) and the one the criterion picks, or NULL. The scale of
+ * the criterion comes from the most flexible model that fits. */
+static const cand *choose(fitws *w, size_t max_k, cand *best)
+{
+  const cand *pick = NULL;
+  for (size_t k = max_k + 1; k-- > 0;) {
+    best[k] = search(w, k);
+    if (best[k].ok) {
+      w->scale = best[k].sigma > 1.0 ? best[k].sigma : 1.0;
+      break;
+    }
+  }
+  for (size_t k = 0; k <= max_k; k++) {
+    best[k] = search(w, k);
+    if (best[k].ok && (!pick || best[k].crit < pick->crit))
+      pick = &best[k];
+  }
+  return pick;
+}
+
+/* Picks m of the n sizes of pts (n > m > 1) into sub, spread evenly in
+ * log(1 + bytes): the first and the last, never one twice (where sizes
+ * crowd, neighbours are taken). O(n). */
+static void thin(const vs_fit_point *pts, size_t n, vs_fit_point *sub,
+                 size_t m)
+{
+  double lo = log1p(pts[0].bytes), hi = log1p(pts[n - 1].bytes);
+  size_t i = 0;
+  for (size_t t = 0; t < m; t++) {
+    double want = lo + (hi - lo) * (double)t / (double)(m - 1);
+    size_t last = n - (m - t); /* leaves a size for each later pick */
+    while (i < last && log1p(pts[i].bytes) < want)
+      i++;
+    sub[t] = pts[t + 1 == m ? n - 1 : i++];
+  }
+}
+
+/* choose() over many sizes: the breakpoints of each k are searched over
+ * SEARCH_POINTS of them (ws->pts), then fitted once over all sizes (w),
+ * where the scale and the pick are made as choose() makes them. */
+static const cand *choose_thinned(fitws *w, fitws *ws, size_t max_k,
+                                  cand *best)
+{
+  const cand *pick = NULL;
+  choose(ws, max_k, best);
+  for (size_t k = 0; k <= max_k; k++)
+    if (best[k].ok)
+      fit_cand(w, &best[k]);
+  for (size_t k = max_k + 1; k-- > 0;) {
+    if (best[k].ok) {
+      w->scale = best[k].sigma > 1.0 ? best[k].sigma : 1.0;
+      break;
+    }
+  }
+  for (size_t k = 0; k <= max_k; k++) {
+    if (!best[k].ok)
+      continue;
+    score(w, &best[k]);
+    if (!pick || best[k].crit < pick->crit)
+      pick = &best[k];
+  }
+  return pick;
+}
+
 int vs_fit_run(vs_fit_point *pts, size_t n, const vs_fit_options *opt,
                vs_fit *fit, vs_error *err)
 {
-  fitws w = {.pts = pts, .n = n, .scale = 1.0};
-  cand best[VS_FIT_MAX_BREAKS + 1], *pick = NULL;
+  fitws w = {.pts = pts, .n = n, .scale = 1.0}, ws = {.scale = 1.0};
+  vs_fit_point sub[SEARCH_POINTS];
+  cand best[VS_FIT_MAX_BREAKS + 1];
+  const cand *pick;
   size_t max_k = opt->max_breaks < 0 ? 0 : (size_t)opt->max_breaks;
   int rc = 0;
 
@@ -435,28 +508,23 @@ int vs_fit_run(vs_fit_point *pts, size_t n, const vs_fit_options *opt,
   w.xscale = pts[n - 1].bytes > 0 ? pts[n - 1].bytes : 1.0;
   for (size_t i = 0; i < n; i++)
     w.yscale = pts[i].median > w.yscale ? pts[i].median : w.yscale;
-  if (ws_alloc(&w, max_k)) {
+  if (n > SEARCH_POINTS) {
+    thin(pts, n, sub, SEARCH_POINTS);
+    ws = (fitws){.pts = sub, .n = SEARCH_POINTS, .scale = 1.0,
+                 .xscale = w.xscale, .yscale = w.yscale};
+  }
+  if (ws_alloc(&w, max_k) || (ws.n && ws_alloc(&ws, max_k))) {
     ws_free(&w);
+    ws_free(&ws);
     return vs_error_set(err, VS_ENOMEM, "out of memory fitting %zu points", n);
   }
-  /* the scale comes from the most flexible model that fits */
-  for (size_t k = max_k + 1; k-- > 0;) {
-    best[k] = search(&w, k);
-    if (best[k].ok) {
-      w.scale = best[k].sigma > 1.0 ? best[k].sigma : 1.0;
-      break;
-    }
-  }
-  for (size_t k = 0; k <= max_k; k++) {
-    best[k] = search(&w, k);
-    if (best[k].ok && (!pick || best[k].crit < pick->crit))
-      pick = &best[k];
-  }
+  pick = ws.n ? choose_thinned(&w, &ws, max_k, best) : choose(&w, max_k, best);
   if (!pick)
     rc = vs_error_set(err, VS_EINPUT, "the regression failed on %zu points", n);
   else
     describe(&w, pick, pts, fit);
   ws_free(&w);
+  ws_free(&ws);
   return rc;
 }
 

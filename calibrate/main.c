@@ -15,6 +15,7 @@
 #include <gsl/gsl_errno.h>
 
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,8 +69,12 @@ static const char usage_text[] =
     "                      SIGTERM does the same at once (a second one\n"
     "                      aborts); a kind cut short below 4 sizes is left\n"
     "                      out of the topology with a warning\n"
-    "  --verbose           measuring progress on stderr\n"
+    "  --verbose           measuring progress on stderr (with --fit: none)\n"
     "  --help              this text\n"
+    "\n"
+    "Each option may be given once. With --fit, the measuring options\n"
+    "(--device, --samples, --warmup, --max-size, --seed, --time-limit, --raw)\n"
+    "are refused: nothing is measured.\n"
     "\n"
     "If a CUDA call fails while measuring, the samples taken before it are\n"
     "still written to --raw, and no topology is written.\n"
@@ -86,10 +91,44 @@ typedef struct args {
   vs_measure_opts m;             /* measuring options */
 } args;
 
-static int usage_error(const char *fmt, const char *a)
+/* The options. Each may be given once: a second one would silently
+ * override the first. The measuring ones are refused with --fit, which
+ * measures nothing, rather than silently ignored. */
+enum { O_OUT, O_RAW, O_FIT, O_BASE, O_BREAKS, O_PARTIAL, O_DEVICE, O_SAMPLES,
+       O_WARMUP, O_MAX_SIZE, O_SEED, O_TIME_LIMIT, O_VERBOSE, N_OPTS };
+
+static const struct option {
+  const char *name;              /* "--out" */
+  bool value;                    /* takes the next argument as its value */
+  bool measuring;                /* only used when measuring */
+} options[N_OPTS] = {
+    [O_OUT] = {"--out", true, false},
+    [O_RAW] = {"--raw", true, false}, /* refused with --fit by its own rule */
+    [O_FIT] = {"--fit", true, false},
+    [O_BASE] = {"--base", true, false},
+    [O_BREAKS] = {"--max-breakpoints", true, false},
+    [O_PARTIAL] = {"--partial", false, false},
+    [O_DEVICE] = {"--device", true, true},
+    [O_SAMPLES] = {"--samples", true, true},
+    [O_WARMUP] = {"--warmup", true, true},
+    [O_MAX_SIZE] = {"--max-size", true, true},
+    [O_SEED] = {"--seed", true, true},
+    [O_TIME_LIMIT] = {"--time-limit", true, true},
+    /* harmless with --fit (there is no progress to report), and scripts
+     * may pass it to both modes */
+    [O_VERBOSE] = {"--verbose", false, false},
+};
+
+static int usage_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+static int usage_error(const char *fmt, ...)
 {
+  va_list ap;
   fputs("vsim-calibrate: ", stderr);
-  fprintf(stderr, fmt, a);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
   fputs("\nTry 'vsim-calibrate --help'.\n", stderr);
   return 2;
 }
@@ -99,16 +138,13 @@ static int count_arg(const char *flag, const char *text, uint64_t lo,
                      uint64_t hi, uint64_t *out)
 {
   const char *why = NULL;
-  char msg[256];
-  if (vs_parse_count(text, out, &why) || *out < lo || *out > hi) {
-    snprintf(msg, sizeof msg, "%s %s: expected a whole number from %llu to %llu",
-             flag, text, (unsigned long long)lo, (unsigned long long)hi);
-    return usage_error("%s", msg);
-  }
+  if (vs_parse_count(text, out, &why) || *out < lo || *out > hi)
+    return usage_error("%s %s: expected a whole number from %llu to %llu",
+                       flag, text, (unsigned long long)lo,
+                       (unsigned long long)hi);
   return 0;
 }
 
-/* Fills a from argv; 0, 2 (usage error, reported) or -1 (--help shown). */
 /* Whether paths a and b (b may be NULL) name one file: the same inode when
  * both exist (links and other spellings included), else the same text. */
 static bool same_file(const char *a, const char *b)
@@ -121,72 +157,59 @@ static bool same_file(const char *a, const char *b)
   return strcmp(a, b) == 0;
 }
 
-static int parse_args(int argc, char **argv, args *a)
+/* Stores option o's value val (NULL for a flag) in a; 0 or 2 (reported). */
+static int set_option(args *a, int o, const char *val)
 {
-  uint64_t v;
-  int rc;
-  memset(a, 0, sizeof *a);
-  a->max_breaks = VS_FIT_MAX_BREAKS;
-  a->m = (vs_measure_opts){.samples = 25, .warmup = 3, .max_bytes = 1ull << 30,
-                           .seed = 1};
-  for (int i = 1; i < argc; i++) {
-    const char *f = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
-      fputs(usage_text, stdout);
-      return -1;
-    }
-    if (strcmp(f, "--verbose") == 0) {
-      a->m.verbose = true;
-      continue;
-    }
-    if (strcmp(f, "--partial") == 0) {
-      a->partial = true;
-      continue;
-    }
-    if (strncmp(f, "--", 2) != 0)
-      return usage_error("unexpected argument '%s'", f);
-    if (!val)
-      return usage_error("%s needs a value", f);
-    i++;
-    if (strcmp(f, "--out") == 0)
-      a->out = val;
-    else if (strcmp(f, "--raw") == 0)
-      a->raw = val;
-    else if (strcmp(f, "--fit") == 0)
-      a->fit = val;
-    else if (strcmp(f, "--base") == 0)
-      a->base = val;
-    else if (strcmp(f, "--max-breakpoints") == 0) {
-      if ((rc = count_arg(f, val, 0, VS_FIT_MAX_BREAKS, &v)))
-        return rc;
+  uint64_t v = 0;
+  int rc = 0;
+  const char *why = NULL, *f = options[o].name;
+  switch (o) {
+  case O_OUT: a->out = val; break;
+  case O_RAW: a->raw = val; break;
+  case O_FIT: a->fit = val; break;
+  case O_BASE: a->base = val; break;
+  case O_PARTIAL: a->partial = true; break;
+  case O_VERBOSE: a->m.verbose = true; break;
+  case O_BREAKS:
+    if (!(rc = count_arg(f, val, 0, VS_FIT_MAX_BREAKS, &v)))
       a->max_breaks = (int)v;
-    } else if (strcmp(f, "--device") == 0) {
-      if ((rc = count_arg(f, val, 0, 1023, &v)))
-        return rc;
+    break;
+  case O_DEVICE:
+    if (!(rc = count_arg(f, val, 0, 1023, &v)))
       a->m.device = (int)v;
-    } else if (strcmp(f, "--samples") == 0) {
-      if ((rc = count_arg(f, val, 3, 100000, &v)))
-        return rc;
+    break;
+  case O_SAMPLES:
+    if (!(rc = count_arg(f, val, 3, 100000, &v)))
       a->m.samples = (unsigned)v;
-    } else if (strcmp(f, "--warmup") == 0) {
-      if ((rc = count_arg(f, val, 0, 1000, &v)))
-        return rc;
+    break;
+  case O_WARMUP:
+    if (!(rc = count_arg(f, val, 0, 1000, &v)))
       a->m.warmup = (unsigned)v;
-    } else if (strcmp(f, "--time-limit") == 0) {
-      if ((rc = count_arg(f, val, 0, 86400, &v)))
-        return rc;
+    break;
+  case O_TIME_LIMIT:
+    if (!(rc = count_arg(f, val, 0, 86400, &v)))
       a->m.time_limit_s = (unsigned)v;
-    } else if (strcmp(f, "--seed") == 0) {
-      if ((rc = count_arg(f, val, 0, 4294967295u, &v)))
-        return rc;
+    break;
+  case O_SEED:
+    if (!(rc = count_arg(f, val, 0, 4294967295u, &v)))
       a->m.seed = (unsigned)v;
-    } else if (strcmp(f, "--max-size") == 0) {
-      const char *why = NULL;
-      if (vs_parse_size(val, &v, &why) || v < (256ull << 20) || v > (16ull << 30))
-        return usage_error("--max-size %s: expected a size from 256MiB to 16GiB", val);
-      a->m.max_bytes = v;
-    } else
-      return usage_error("unknown option '%s'", f);
+    break;
+  case O_MAX_SIZE:
+    if (vs_parse_size(val, &v, &why) || v < (256ull << 20) || v > (16ull << 30))
+      return usage_error("--max-size %s: expected a size from 256MiB to 16GiB", val);
+    a->m.max_bytes = v;
+    break;
+  }
+  return rc;
+}
+
+/* The rules between options, once all are read; 0 or 2 (reported). */
+static int check_options(const args *a, const bool *seen)
+{
+  for (int o = 0; a->fit && o < N_OPTS; o++) {
+    if (seen[o] && options[o].measuring)
+      return usage_error("%s applies to measuring; with --fit nothing is "
+                         "measured", options[o].name);
   }
   if (a->partial && !a->fit)
     return usage_error("%s", "--partial goes with --fit (measuring always "
@@ -199,6 +222,66 @@ static int parse_args(int argc, char **argv, args *a)
     return usage_error("--out %s names an input or --raw file; writing it "
                        "would destroy that file", a->out);
   return 0;
+}
+
+static int find_option(const char *name)
+{
+  for (int o = 0; o < N_OPTS; o++)
+    if (strcmp(name, options[o].name) == 0)
+      return o;
+  return -1;
+}
+
+/* Fills a from argv; 0, 2 (usage error, reported) or -1 (--help shown). A
+ * value never starts with "--": `--out --verbose` forgot the file name, and
+ * taking the next option as one would write a file called "--verbose". */
+static int parse_args(int argc, char **argv, args *a)
+{
+  bool seen[N_OPTS] = {false};
+  memset(a, 0, sizeof *a);
+  a->max_breaks = VS_FIT_MAX_BREAKS;
+  a->m = (vs_measure_opts){.samples = 25, .warmup = 3, .max_bytes = 1ull << 30,
+                           .seed = 1};
+  for (int i = 1; i < argc; i++) {
+    const char *f = argv[i], *val = NULL;
+    int o = find_option(f), rc;
+    if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
+      fputs(usage_text, stdout);
+      return -1;
+    }
+    if (o < 0)
+      return strncmp(f, "--", 2) == 0 ? usage_error("unknown option '%s'", f)
+                                      : usage_error("unexpected argument '%s'", f);
+    if (seen[o])
+      return usage_error("%s given twice", f);
+    seen[o] = true;
+    if (options[o].value && (val = i + 1 < argc ? argv[++i] : NULL) == NULL)
+      return usage_error("%s needs a value", f);
+    if (val && strncmp(val, "--", 2) == 0)
+      return usage_error("%s needs a value (got the option '%s')", f, val);
+    if ((rc = set_option(a, o, val)))
+      return rc;
+  }
+  return check_options(a, seen);
+}
+
+/* Says on stderr, and in a comment of the file, that kind k's fit is poor
+ * (r2 under 0.9 or a median off by over 50%): written without a word, it
+ * would time vsim's runs as if it were measured well. */
+static void warn_poor_fit(vs_cal_out *out, const char *source, int k,
+                          const vs_fit *fit)
+{
+  if (fit->r2 >= 0.9 && fit->max_rel_error <= 0.5)
+    return; /* NaN figures fall through: they warn too */
+  fprintf(stderr, "vsim-calibrate: warning: %s: kind %s fits poorly (r2 %.3g, "
+          "largest relative error %.3g%%; a good fit has r2 over 0.9 and "
+          "errors under 50%%); vsim will use this fit anyway: check the "
+          "samples or measure again (without the kind's rows, vsim uses the "
+          "nominal figure)\n", source, vs_cal_kind_name(k), fit->r2,
+          100 * fit->max_rel_error);
+  vs_cal_out_comment(out, "%s fits poorly (r2 %.3g, largest relative error "
+                     "%.3g%%); vsim uses it anyway", vs_cal_kind_name(k),
+                     fit->r2, 100 * fit->max_rel_error);
 }
 
 /* Fits every kind that has samples into out; messages name source. A kind
@@ -236,6 +319,7 @@ static int fit_all(const vs_raw *raw, const char *source, int max_breaks,
       return vs_error_set(err, rc, "%s: kind %s: %s", source,
                           vs_cal_kind_name(k), e.msg);
     vs_cal_out_add(out, k, &fit);
+    warn_poor_fit(out, source, k, &fit);
     n_kinds++;
   }
   if (n_kinds == 0)
@@ -251,8 +335,10 @@ static int cmp_double(const void *pa, const void *pb)
 }
 
 /* The context rows: the median size goes into [gpu] context_memory and the
- * median creation time into a comment. */
-static void use_context(const vs_raw *raw, vs_cal_out *out)
+ * median creation time into a comment. A size not below the GPU's memory
+ * (memory as measured, or the base's) cannot be a context, and written it
+ * would make every run out of memory: the nominal value is kept. */
+static void use_context(const vs_raw *raw, const char *source, vs_cal_out *out)
 {
   const vs_raw_series *s = &raw->kinds[VS_RAW_CONTEXT];
   double *v = s->n ? malloc(2 * s->n * sizeof *v) : NULL;
@@ -266,6 +352,16 @@ static void use_context(const vs_raw *raw, vs_cal_out *out)
   t = v[s->n / 2];
   b = v[s->n + s->n / 2];
   free(v);
+  if (b >= (double)out->topo.memory_bytes) {
+    fprintf(stderr, "vsim-calibrate: warning: %s: the CUDA context's measured "
+            "size, %.0f bytes, is not below [gpu] memory (%llu bytes); "
+            "keeping the nominal context_memory (%llu bytes)\n", source, b,
+            (unsigned long long)out->topo.memory_bytes,
+            (unsigned long long)out->topo.context_bytes);
+    vs_cal_out_comment(out, "CUDA context: the measured %.0f bytes are not "
+                       "below memory; context_memory is the nominal value", b);
+    return;
+  }
   out->topo.context_bytes = (uint64_t)b;
   vs_cal_out_measured(out, "gpu", "context_memory");
   vs_cal_out_comment(out, "CUDA context: %.0f bytes of device memory, created "
@@ -406,7 +502,7 @@ static int run(const args *a, vs_error *err)
                  !a->fit || a->partial, out, err);
   if (!rc) {
     use_pcie(out);
-    use_context(&raw, out);
+    use_context(&raw, a->fit ? a->fit : "measurement", out);
     print_fits(out);
     if (a->out) {
       rc = vs_cal_out_write(out, a->out, err);
@@ -428,6 +524,9 @@ int main(int argc, char **argv)
   if (rc)
     return rc < 0 ? 0 : rc;
   gsl_set_error_handler_off();
+  /* past a file-size limit (ulimit -f) a write then fails and is reported,
+   * its temporary file removed, instead of SIGXFSZ ending the program */
+  signal(SIGXFSZ, SIG_IGN);
   vs_error_clear(&err);
   if (!a.fit) {
     a.m.stop = &stop_requested;

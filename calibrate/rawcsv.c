@@ -8,16 +8,19 @@
 #include <csv.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 enum { COL_KIND, COL_BYTES, COL_SAMPLE, COL_SECONDS, N_COLS };
 static const char *const col_names[N_COLS] = {"kind", "bytes", "sample", "seconds"};
 
-#define FIELD_MAX 128
-#define MAX_FIELDS 32
+#define FIELD_MAX 128                   /* longest field kept, with its NUL */
 
 const char *vs_raw_kind_name(int kind)
 {
@@ -76,7 +79,15 @@ int vs_raw_add(vs_raw *raw, int kind, uint64_t bytes, uint32_t sample,
  * Reading
  * ------------------------------------------------------------------------ */
 
-/* State of one read, shared with the libcsv callbacks. */
+/* Bounds on what is read: a sample row has about 50 bytes and a default
+ * measurement writes under 1 MiB, so anything past these is not a raw CSV
+ * (or a runaway one) and is refused before it can exhaust memory. */
+#define RAW_LINE_MAX 4096              /* bytes of one line, newline aside */
+#define RAW_FILE_MAX (1ull << 30)      /* bytes of the whole file */
+#define NO_COL ((size_t)-1)            /* a column the header lacks */
+
+/* State of one read, shared with the libcsv callbacks. Only the four
+ * columns vsim uses are kept, so a header may have any number of others. */
 typedef struct reader {
   vs_raw *raw;                   /* where samples go */
   const char *path;              /* for messages */
@@ -84,22 +95,43 @@ typedef struct reader {
   int line;                      /* line being fed */
   int failed;                    /* an error is recorded: ignore the rest */
   int header_done;               /* the header row was read */
-  int col[N_COLS];               /* field index of each column */
-  int n_header;                  /* fields in the header */
-  char fields[MAX_FIELDS][FIELD_MAX]; /* the current record */
-  int n_fields;                  /* fields in it so far */
-  int too_long;                  /* a field was cut */
+  size_t col[N_COLS];            /* field index of each column, or NO_COL */
+  size_t n_header;               /* fields in the header */
+  char got[512];                 /* the header's names, for a message */
+  char fields[N_COLS][FIELD_MAX]; /* the current record's used fields */
+  size_t n_fields;               /* fields in it so far */
+  int too_long;                  /* a used field was cut */
   size_t n_rows;                 /* samples read */
 } reader;
+
+/* A header field: which column it names (the first of a repeated name
+ * wins), and its name appended to r->got. */
+static void header_field(reader *r, const char *text, size_t len)
+{
+  size_t used = strlen(r->got);
+  for (int c = 0; c < N_COLS; c++) {
+    if (r->col[c] == NO_COL && len == strlen(col_names[c]) &&
+        memcmp(text, col_names[c], len) == 0)
+      r->col[c] = r->n_fields;
+  }
+  if (used + len + 2 < sizeof r->got)
+    snprintf(r->got + used, sizeof r->got - used, "%s%.*s",
+             r->n_fields ? "," : "", (int)len, text);
+}
 
 static void on_field(void *text, size_t len, void *data)
 {
   reader *r = data;
-  if (r->n_fields < MAX_FIELDS) {
-    size_t n = len < FIELD_MAX - 1 ? len : FIELD_MAX - 1;
-    r->too_long |= len >= FIELD_MAX;
-    memcpy(r->fields[r->n_fields], text ? text : "", n);
-    r->fields[r->n_fields][n] = '\0';
+  const char *s = text ? text : "";
+  if (!r->header_done)
+    header_field(r, s, len);
+  for (int c = 0; r->header_done && c < N_COLS; c++) {
+    if (r->col[c] == r->n_fields) {
+      size_t n = len < FIELD_MAX - 1 ? len : FIELD_MAX - 1;
+      r->too_long |= len >= FIELD_MAX;
+      memcpy(r->fields[c], s, n);
+      r->fields[c][n] = '\0';
+    }
   }
   r->n_fields++;
 }
@@ -114,26 +146,12 @@ static int fail(reader *r, const char *fmt, const char *a, const char *b)
 
 static void header(reader *r)
 {
-  char got[512] = "";
-  for (int c = 0; c < N_COLS; c++)
-    r->col[c] = -1;
-  for (int i = 0; i < r->n_fields && i < MAX_FIELDS; i++) {
-    for (int c = 0; c < N_COLS; c++) {
-      if (strcmp(r->fields[i], col_names[c]) == 0 && r->col[c] < 0)
-        r->col[c] = i;
-    }
-    if (strlen(got) + strlen(r->fields[i]) + 2 < sizeof got) {
-      if (i)
-        strcat(got, ",");
-      strcat(got, r->fields[i]);
-    }
-  }
   r->n_header = r->n_fields;
   r->header_done = 1;
   for (int c = 0; c < N_COLS; c++) {
-    if (r->col[c] < 0) {
+    if (r->col[c] == NO_COL) {
       fail(r, "missing column '%s': the header must name kind,bytes,sample,"
-              "seconds (it has: %s)", col_names[c], got);
+              "seconds (it has: %s)", col_names[c], r->got);
       return;
     }
   }
@@ -150,26 +168,23 @@ static void kinds_list(char *buf, size_t len)
 
 static void record(reader *r)
 {
-  const char *kind_s, *bytes_s, *sample_s, *sec_s;
-  char *end, count[16], want[16], kinds[256];
+  const char *kind_s = r->fields[COL_KIND], *bytes_s = r->fields[COL_BYTES];
+  const char *sample_s = r->fields[COL_SAMPLE], *sec_s = r->fields[COL_SECONDS];
+  char *end, count[24], want[24], kinds[256];
   unsigned long long bytes, sample;
   double sec;
   int kind;
 
+  if (r->n_fields != r->n_header) {
+    snprintf(count, sizeof count, "%zu", r->n_fields);
+    snprintf(want, sizeof want, "%zu", r->n_header);
+    fail(r, "%s fields, expected %s as in the header", count, want);
+    return;
+  }
   if (r->too_long) {
     fail(r, "a field is longer than %s characters%s", "127", "");
     return;
   }
-  if (r->n_fields != r->n_header) {
-    snprintf(count, sizeof count, "%d", r->n_fields);
-    snprintf(want, sizeof want, "%d", r->n_header);
-    fail(r, "%s fields, expected %s as in the header", count, want);
-    return;
-  }
-  kind_s = r->fields[r->col[COL_KIND]];
-  bytes_s = r->fields[r->col[COL_BYTES]];
-  sample_s = r->fields[r->col[COL_SAMPLE]];
-  sec_s = r->fields[r->col[COL_SECONDS]];
   if ((kind = vs_raw_kind_find(kind_s)) < 0) {
     kinds_list(kinds, sizeof kinds);
     fail(r, "unknown kind '%s'; valid kinds: %s", kind_s, kinds);
@@ -216,52 +231,140 @@ static void on_record(int c, void *data)
   r->too_long = 0;
 }
 
-int vs_raw_read(vs_raw *raw, const char *path, vs_error *err)
+/* Opens path for reading if it is a regular file of at most RAW_FILE_MAX
+ * bytes. O_NONBLOCK keeps a FIFO from blocking the open until it is
+ * refused (a regular file ignores the flag). VS_EIO or VS_EINPUT. */
+static int open_regular(const char *path, FILE **out, vs_error *err)
 {
-  struct csv_parser p;
-  reader *r;
-  FILE *f;
-  char *line = NULL;
-  size_t cap = 0;
-  ssize_t len;
-  int rc = 0;
+  struct stat st;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), e;
 
-  if (!(f = fopen(path, "r")))
+  if (fd < 0)
     return vs_error_set(err, VS_EIO, "%s: cannot open: %s", path, strerror(errno));
-  if (!(r = calloc(1, sizeof *r))) {
-    fclose(f);
-    return vs_error_set(err, VS_ENOMEM, "out of memory reading %s", path);
+  if (fstat(fd, &st) != 0) {
+    e = errno;
+    close(fd);
+    return vs_error_set(err, VS_EIO, "%s: cannot read: %s", path, strerror(e));
   }
-  r->raw = raw;
-  r->path = path;
-  r->err = err;
-  if (csv_init(&p, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) != 0) {
-    free(r);
-    fclose(f);
-    return vs_error_set(err, VS_ENOMEM, "out of memory reading %s", path);
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return vs_error_set(err, VS_EIO, "%s: %s; expected a raw CSV file "
+                        "(kind,bytes,sample,seconds)", path,
+                        S_ISDIR(st.st_mode) ? "is a directory"
+                                            : "not a regular file (a device, "
+                                              "FIFO or socket)");
   }
-  while (!r->failed && (len = getline(&line, &cap, f)) > 0) {
-    r->line++;
-    if (csv_parse(&p, line, (size_t)len, on_field, on_record, r) != (size_t)len) {
-      fail(r, "malformed CSV: %s%s", csv_strerror(csv_error(&p)), "");
+  if ((uint64_t)st.st_size > RAW_FILE_MAX) {
+    close(fd);
+    return vs_error_set(err, VS_EINPUT, "%s: %lld bytes, over the 1 GiB a raw "
+                        "CSV file may have (a default measurement writes under "
+                        "1 MiB)", path, (long long)st.st_size);
+  }
+  if (!(*out = fdopen(fd, "r"))) {
+    e = errno;
+    close(fd);
+    return vs_error_set(err, VS_EIO, "%s: cannot open: %s", path, strerror(e));
+  }
+  return 0;
+}
+
+/* Reads one line into buf[0..cap-1]: through '\n', or through a '\r' not
+ * followed by '\n' (a file with old Mac line ends still has lines). Returns
+ * its length; 0 at the end of the file; cap with no line end when the line
+ * is longer (the rest is left unread). */
+static size_t read_line(FILE *f, char *buf, size_t cap)
+{
+  size_t n = 0;
+  int ch;
+  while (n < cap && (ch = getc(f)) != EOF) {
+    buf[n++] = (char)ch;
+    if (ch == '\n')
+      break;
+    if (ch == '\r') {
+      if ((ch = getc(f)) == '\n' && n < cap)
+        buf[n++] = '\n';
+      else if (ch != EOF)
+        ungetc(ch, f);
       break;
     }
   }
-  if (!r->failed && ferror(f))
+  return n;
+}
+
+/* Checks one line that read_line returned, before libcsv sees it. */
+static bool line_ok(reader *r, const char *line, size_t len, uint64_t total)
+{
+  const char *nul = memchr(line, '\0', len);
+  size_t body = len; /* without its line end */
+  char at[24];
+  while (body > 0 && (line[body - 1] == '\n' || line[body - 1] == '\r'))
+    body--;
+  if (body > RAW_LINE_MAX) {
+    snprintf(at, sizeof at, "%d", RAW_LINE_MAX);
+    fail(r, "line longer than %s bytes (a sample row has about 50)%s", at, "");
+  } else if (nul) {
+    snprintf(at, sizeof at, "%zu", (size_t)(nul - line) + 1);
+    fail(r, "NUL byte (byte %s of the line); a raw CSV file is text%s", at, "");
+  } else if (total > RAW_FILE_MAX) {
+    fail(r, "the file grew past the 1 GiB a raw CSV file may have%s%s", "", "");
+  }
+  return !r->failed;
+}
+
+/* Feeds f to libcsv line by line, so that every record and error is known
+ * by its line; a leading UTF-8 byte order mark (spreadsheets write one) is
+ * skipped. False when the input failed. */
+static bool feed(reader *r, struct csv_parser *p, FILE *f)
+{
+  static const char bom[] = "\xEF\xBB\xBF";
+  char *line = malloc(RAW_LINE_MAX + 2); /* room for a "\r\n" */
+  uint64_t total = 0;
+  size_t len;
+
+  if (!line) {
+    r->failed = 1;
+    vs_error_set(r->err, VS_ENOMEM, "out of memory reading %s", r->path);
+    return false;
+  }
+  while (!r->failed && (len = read_line(f, line, RAW_LINE_MAX + 2)) > 0) {
+    size_t skip = r->line == 0 && len >= 3 && memcmp(line, bom, 3) == 0 ? 3 : 0;
+    r->line++;
+    total += len;
+    if (line_ok(r, line, len, total) &&
+        csv_parse(p, line + skip, len - skip, on_field, on_record, r) != len - skip)
+      fail(r, "malformed CSV: %s%s", csv_strerror(csv_error(p)), "");
+  }
+  free(line);
+  return !r->failed;
+}
+
+int vs_raw_read(vs_raw *raw, const char *path, vs_error *err)
+{
+  reader r = {.raw = raw, .path = path, .err = err,
+              .col = {NO_COL, NO_COL, NO_COL, NO_COL}};
+  struct csv_parser p;
+  FILE *f;
+  int rc;
+
+  if ((rc = open_regular(path, &f, err)))
+    return rc;
+  if (csv_init(&p, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) != 0) {
+    fclose(f);
+    return vs_error_set(err, VS_ENOMEM, "out of memory reading %s", path);
+  }
+  if (feed(&r, &p, f) && ferror(f))
     rc = vs_error_set(err, VS_EIO, "%s: read error", path);
-  if (!r->failed && !rc && csv_fini(&p, on_field, on_record, r) != 0)
-    fail(r, "malformed CSV: %s%s", csv_strerror(csv_error(&p)), "");
-  if (!r->failed && !rc && !r->header_done)
+  if (!r.failed && !rc && csv_fini(&p, on_field, on_record, &r) != 0)
+    fail(&r, "malformed CSV: %s%s", csv_strerror(csv_error(&p)), "");
+  if (!r.failed && !rc && !r.header_done)
     rc = vs_error_set(err, VS_EINPUT,
                       "%s: empty file; expected a header kind,bytes,sample,"
                       "seconds and one row per sample", path);
-  else if (!r->failed && !rc && r->n_rows == 0)
+  else if (!r.failed && !rc && r.n_rows == 0)
     rc = vs_error_set(err, VS_EINPUT, "%s: no samples after the header", path);
-  if (r->failed)
+  if (r.failed)
     rc = err->code ? err->code : VS_EINPUT;
   csv_free(&p);
-  free(line);
-  free(r);
   fclose(f);
   return rc;
 }

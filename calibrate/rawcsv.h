@@ -1,11 +1,12 @@
 /* rawcsv.h - the raw samples of a calibration: one row per timed sample.
  *
  * File format (contract): a header row naming the columns kind, bytes,
- * sample and seconds (in any order; other columns are ignored), then one
- * row per sample: kind is a VS_CAL_* name or "context" (CUDA context
- * creation: bytes is the context's size, seconds its creation time), bytes
- * a non-negative integer, sample the sample's index at that size, seconds
- * a finite time >= 0. A vs_raw owns one growing series per kind. */
+ * sample and seconds (in any order; any number of other columns, which are
+ * ignored), then one row per sample: kind is a VS_CAL_* name or "context"
+ * (CUDA context creation: bytes is the context's size, seconds its creation
+ * time), bytes a non-negative integer, sample the sample's index at that
+ * size, seconds a finite time >= 0. A vs_raw owns one growing series per
+ * kind. */
 #ifndef VS_RAWCSV_H
 #define VS_RAWCSV_H
 
@@ -46,9 +47,12 @@ int vs_raw_add(vs_raw *raw, int kind, uint64_t bytes, uint32_t sample,
                double seconds, vs_error *err);
 
 /* Appends the samples of path (parsed with libcsv). VS_EIO when it cannot
- * be read; VS_EINPUT naming path:line for a missing column, an unknown
- * kind, a bad or negative number, a wrong field count, malformed CSV or a
- * file without samples. raw may hold part of the file on error. */
+ * be read or is not a regular file (a directory, device, FIFO or socket);
+ * VS_EINPUT naming path:line for a missing column, an unknown kind, a bad
+ * or negative number, a wrong field count, malformed CSV, a NUL byte, a
+ * line over 4096 bytes, a file over 1 GiB or a file without samples. A
+ * leading UTF-8 byte order mark is skipped. raw may hold part of the file
+ * on error. O(file size). */
 int vs_raw_read(vs_raw *raw, const char *path, vs_error *err);
 
 /* Writes raw to path atomically (temporary file, then rename). VS_EIO. */

@@ -199,10 +199,20 @@ int vs_csv_open(vs_csv *csv, const char *path, vs_error *err)
  * Writing
  * ------------------------------------------------------------------------ */
 
+/* Records a failed write with the reason the first failure gave: later
+ * calls (a close, a retry) overwrite errno, and EFBIG or ENOSPC is what
+ * the user needs to read. */
+static void note_failure(vs_csv *csv)
+{
+  if (!csv->failed)
+    csv->write_errno = errno ? errno : EIO;
+  csv->failed = true;
+}
+
 static void separator(vs_csv *csv)
 {
   if (csv->n_fields++ > 0 && fputc(',', csv->f) == EOF)
-    csv->failed = true;
+    note_failure(csv);
 }
 
 void vs_csv_text(vs_csv *csv, const char *text)
@@ -210,9 +220,9 @@ void vs_csv_text(vs_csv *csv, const char *text)
   separator(csv);
   if (strpbrk(text, ",\"\r\n")) {
     if (csv_fwrite(csv->f, text, strlen(text)) != 0)
-      csv->failed = true;
+      note_failure(csv);
   } else if (fputs(text, csv->f) == EOF) {
-    csv->failed = true;
+    note_failure(csv);
   }
 }
 
@@ -220,34 +230,34 @@ void vs_csv_u64(vs_csv *csv, uint64_t value)
 {
   separator(csv);
   if (fprintf(csv->f, "%llu", (unsigned long long)value) < 0)
-    csv->failed = true;
+    note_failure(csv);
 }
 
 void vs_csv_i64(vs_csv *csv, int64_t value)
 {
   separator(csv);
   if (fprintf(csv->f, "%lld", (long long)value) < 0)
-    csv->failed = true;
+    note_failure(csv);
 }
 
 void vs_csv_real(vs_csv *csv, double value)
 {
   separator(csv);
   if (fprintf(csv->f, "%.9g", value) < 0)
-    csv->failed = true;
+    note_failure(csv);
 }
 
 void vs_csv_seconds(vs_csv *csv, double seconds)
 {
   separator(csv);
   if (fprintf(csv->f, "%.9f", seconds) < 0)
-    csv->failed = true;
+    note_failure(csv);
 }
 
 void vs_csv_row(vs_csv *csv)
 {
   if (fputc('\n', csv->f) == EOF)
-    csv->failed = true;
+    note_failure(csv);
   csv->n_fields = 0;
 }
 
@@ -270,12 +280,22 @@ void vs_csv_header(vs_csv *csv, const char *names)
 }
 
 /* Flushes and closes csv's file; the errno of the first failure, or 0. */
+int vs_csv_flush(vs_csv *csv)
+{
+  errno = 0;
+  if (fflush(csv->f) == 0 && !ferror(csv->f))
+    return csv->failed ? -1 : 0;
+  /* the flush's own failure says why (EFBIG, ENOSPC); a stream a caller
+   * wrote to directly may have failed earlier, its reason lost (EIO) */
+  note_failure(csv);
+  return -1;
+}
+
 static int finish(vs_csv *csv)
 {
   int e = 0;
-  errno = 0;
-  if (fflush(csv->f) != 0 || ferror(csv->f) || csv->failed)
-    e = errno ? errno : EIO;
+  if (vs_csv_flush(csv) != 0 || ferror(csv->f))
+    e = csv->write_errno ? csv->write_errno : EIO;
   if (fclose(csv->f) != 0 && !e)
     e = errno;
   csv->f = NULL;

@@ -24,10 +24,15 @@ typedef struct vs_csv {
                            writing to the destination directly */
   int n_fields;         /* fields written in the current row */
   bool failed;          /* a write failed; commit will report it */
+  int write_errno;      /* errno of the first failed write */
 } vs_csv;
 
 /* Opens a temporary file for path. VS_EIO with the reason on failure. */
 int vs_csv_open(vs_csv *csv, const char *path, vs_error *err);
+
+/* Writes what is buffered to the file (so another reader sees it whole);
+ * 0, or -1 when a write failed (commit then reports why). */
+int vs_csv_flush(vs_csv *csv);
 
 /* Appends one field to the current row. */
 void vs_csv_text(vs_csv *csv, const char *text);

@@ -9,10 +9,13 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CAL_DATA VSIM_TEST_DATA "/calibrate/"
@@ -126,6 +129,185 @@ static void test_bad_csvs(void **state)
   }
 }
 
+/* Each option once; a value never an option; the measuring options refused
+ * with --fit, which measures nothing (they were silently ignored, and a
+ * second --out silently won, and `--out --verbose` wrote "--verbose"). */
+static void test_option_rules(void **state)
+{
+  static const char *const measuring[][2] = {
+      {"--device", "1"}, {"--samples", "5"}, {"--warmup", "1"},
+      {"--max-size", "1GiB"}, {"--seed", "2"}, {"--time-limit", "5"}};
+  static const char *const swallow[] = {"--fit", "x.csv", "--out", "--verbose", NULL};
+  static const char *const twice[] = {"--out", "a.ini", "--fit", "x.csv",
+                                      "--out", "b.ini", NULL};
+  static const char *const flag_twice[] = {"--verbose", "--verbose", NULL};
+  static const char *const fit_verbose[] = {"--fit", "x.csv", "--verbose", NULL};
+  static const char *const alone[] = {"--frobnicate", NULL};
+  char want[128];
+  (void)state;
+  run_cal(&run, swallow);
+  assert_int_equal(run.status, 2);
+  assert_contains(run.err, "vsim-calibrate: --out needs a value (got the "
+                           "option '--verbose')");
+  run_cal(&run, twice);
+  assert_int_equal(run.status, 2);
+  assert_contains(run.err, "vsim-calibrate: --out given twice");
+  run_cal(&run, flag_twice);
+  assert_int_equal(run.status, 2);
+  assert_contains(run.err, "--verbose given twice");
+  for (size_t i = 0; i < sizeof measuring / sizeof measuring[0]; i++) {
+    const char *args[] = {"--fit", "x.csv", measuring[i][0], measuring[i][1], NULL};
+    run_cal(&run, args);
+    assert_int_equal(run.status, 2);
+    snprintf(want, sizeof want, "vsim-calibrate: %s applies to measuring; "
+             "with --fit nothing is measured", measuring[i][0]);
+    assert_contains(run.err, want);
+  }
+  /* --verbose is let through with --fit (no progress to report): the run
+   * goes on to read x.csv, which does not exist */
+  run_cal(&run, fit_verbose);
+  assert_int_equal(run.status, 1);
+  assert_contains(run.err, "x.csv: cannot open");
+  /* an unknown option is named as such, not as one missing its value */
+  run_cal(&run, alone);
+  assert_int_equal(run.status, 2);
+  assert_contains(run.err, "unknown option '--frobnicate'");
+}
+
+/* --fit on what is not a raw CSV: exit 1 at once, named (a directory said
+ * "read error", /dev/zero grew memory without bound, a FIFO blocked, and
+ * a NUL byte cut a field short: "4\0" read as 4). */
+static void test_not_a_raw_csv(void **state)
+{
+  static const char nul[] = "kind,bytes,sample,seconds\np2p,4\0,0,1e-5\n";
+  char dir[64], path[128], want[256];
+  const char *args[] = {"--fit", path, NULL};
+  FILE *f;
+  (void)state;
+  snprintf(path, sizeof path, "/dev/zero");
+  run_cal(&run, args);
+  assert_int_equal(run.status, 1);
+  assert_contains(run.err, "vsim-calibrate: /dev/zero: not a regular file (a "
+                           "device, FIFO or socket); expected a raw CSV file");
+  snprintf(path, sizeof path, "tests/data/calibrate");
+  run_cal(&run, args);
+  assert_int_equal(run.status, 1);
+  assert_contains(run.err, "vsim-calibrate: tests/data/calibrate: is a directory");
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/fifo.csv", dir);
+  assert_int_equal(mkfifo(path, 0600), 0);
+  run_cal(&run, args);
+  assert_int_equal(run.status, 1);
+  assert_contains(run.err, ": not a regular file");
+  unlink(path);
+  snprintf(path, sizeof path, "%s/nul.csv", dir);
+  assert_non_null(f = fopen(path, "wb"));
+  assert_int_equal(fwrite(nul, 1, sizeof nul - 1, f), sizeof nul - 1);
+  assert_int_equal(fclose(f), 0);
+  run_cal(&run, args);
+  assert_int_equal(run.status, 1);
+  /* the NUL is the 6th byte of line 2, "p2p,4\0,0,1e-5" */
+  snprintf(want, sizeof want, "vsim-calibrate: %s:2: NUL byte (byte 6 of the "
+           "line); a raw CSV file is text", path);
+  assert_contains(run.err, want);
+  tu_remove_dir(dir);
+}
+
+/* p2p rows around 5 us + b / 375 GB/s, each size's times scaled by one of
+ * 1, 2.5, 0.5, 4, 1.5, 0.3 in turn (so no line follows them), 3 samples
+ * each, plus `context` rows of context_bytes when that is not 0. */
+static void write_scattered(char *path, size_t len, double scatter,
+                            unsigned long long context_bytes)
+{
+  static const double m[] = {1, 2.5, 0.5, 4, 1.5, 0.3};
+  static char text[16384];
+  size_t used = (size_t)snprintf(text, sizeof text, "kind,bytes,sample,seconds\n");
+  for (int k = 2; k < 30; k++)
+    for (int s = 0; s < 3; s++)
+      used += (size_t)snprintf(text + used, sizeof text - used, "p2p,%llu,%d,%.17g\n",
+                               1ull << k, s, (5e-6 + (double)(1ull << k) / 375e9) *
+                                                 (scatter ? m[k % 6] : 1.0));
+  for (int s = 0; context_bytes && s < 3; s++)
+    used += (size_t)snprintf(text + used, sizeof text - used, "context,%llu,%d,0.25\n",
+                             context_bytes, s);
+  tu_write_temp(text, ".csv", path, len);
+}
+
+/* A poor fit is written, since vsim-calibrate cannot do better, but said:
+ * on stderr and in a comment of the file. */
+static void test_poor_fit_warns(void **state)
+{
+  char raw[128], out[128], *ini;
+  const char *args[] = {"--fit", raw, "--out", out, NULL};
+  (void)state;
+  write_scattered(raw, sizeof raw, 1, 0);
+  tu_write_temp("", ".ini", out, sizeof out);
+  run_cal(&run, args);
+  if (run.status != 0)
+    fail_msg("vsim-calibrate exited %d: %s", run.status, run.err);
+  assert_contains(run.err, "vsim-calibrate: warning: ");
+  assert_contains(run.err, ": kind p2p fits poorly (r2 ");
+  assert_contains(run.err, "a good fit has r2 over 0.9 and errors under 50%); "
+                           "vsim will use this fit anyway");
+  assert_non_null(ini = tu_read_file(out));
+  assert_contains(ini, "; p2p fits poorly (r2 ");
+  free(ini);
+  unlink(raw);
+  unlink(out);
+}
+
+/* A measured context not below the GPU's memory (8 PiB = 2^53 bytes, the
+ * largest size a raw CSV takes) is not written: every run would be out of
+ * memory. The nominal 400 MiB = 419430400 bytes of the built-in
+ * h100-sxm-8x (topologies/h100-sxm-8x.ini) stays. */
+static void test_context_over_memory_keeps_nominal(void **state)
+{
+  char raw[128], out[128], *ini;
+  const char *args[] = {"--fit", raw, "--out", out, NULL};
+  (void)state;
+  write_scattered(raw, sizeof raw, 0, 1ull << 53);
+  tu_write_temp("", ".ini", out, sizeof out);
+  run_cal(&run, args);
+  if (run.status != 0)
+    fail_msg("vsim-calibrate exited %d: %s", run.status, run.err);
+  assert_contains(run.err, "vsim-calibrate: warning: ");
+  assert_contains(run.err, ": the CUDA context's measured size, 9007199254740992 "
+                           "bytes, is not below [gpu] memory (");
+  assert_contains(run.err, "keeping the nominal context_memory (419430400 bytes)");
+  assert_null(strstr(run.err, "fits poorly")); /* the p2p line is exact */
+  assert_non_null(ini = tu_read_file(out));
+  assert_contains(ini, "\ncontext_memory = 419430400\n");
+  free(ini);
+  unlink(raw);
+  unlink(out);
+}
+
+
+/* Past a file-size limit (ulimit -f) the INI's write fails and is reported,
+ * exit 1, its temporary file removed; SIGXFSZ's default used to end the
+ * program and leave the temporary file. The limit, 2048 bytes, is under the
+ * INI's ~5 KB and over what vsim-calibrate prints; it is this process's
+ * soft limit while the child runs (the child inherits it). */
+static void test_file_size_limit(void **state)
+{
+  char dir[64], out[128];
+  const char *args[] = {"--fit", CAL_DATA "h100-like.csv", "--out", out, NULL};
+  struct rlimit old, lim;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(out, sizeof out, "%s/x.ini", dir);
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+  lim = old;
+  lim.rlim_cur = 2048;
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  run_cal(&run, args);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+  assert_int_equal(run.status, 1); /* -1: killed by SIGXFSZ */
+  assert_contains(run.err, "x.ini: write failed: File too large");
+  assert_int_equal(tu_count_entries(dir), 0);
+  tu_remove_dir(dir);
+}
+
 /* Runs `vsim run gpt-small.ini --gpus 2 --set parallel.tp=2` plus extra
  * arguments; returns the "step time ..." line in line[256]. */
 static void step_line(const char *const *extra, char *line)
@@ -187,6 +369,7 @@ static void test_fit_fixture_and_use_it(void **state)
   if (run.status != 0)
     fail_msg("vsim-calibrate exited %d: %s", run.status, run.err);
   assert_contains(run.out, "wrote ");
+  assert_null(strstr(run.err, "warning")); /* every fit is good */
   assert_non_null(ini = tu_read_file(out));
   /* the fit recovered the fixture's figures within 2% (printed as text) */
   assert_true(fabs(atof(ini_value(ini, "p2p_bandwidth", bw)) / 375 - 1) < 0.02);
@@ -363,6 +546,11 @@ int main(void)
       cmocka_unit_test(test_usage_errors),
       cmocka_unit_test(test_measure_without_cuda),
       cmocka_unit_test(test_bad_csvs),
+      cmocka_unit_test(test_option_rules),
+      cmocka_unit_test(test_not_a_raw_csv),
+      cmocka_unit_test(test_poor_fit_warns),
+      cmocka_unit_test(test_context_over_memory_keeps_nominal),
+      cmocka_unit_test(test_file_size_limit),
       cmocka_unit_test(test_fit_fixture_and_use_it),
       cmocka_unit_test(test_refused_fit_is_not_written),
       cmocka_unit_test(test_partial_fit_leaves_a_kind_out),

@@ -16,10 +16,12 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_SAMPLES 4096
@@ -290,24 +292,77 @@ static void test_too_few_points_and_no_extrapolation(void **state)
   assert_int_equal(vs_fit_predict(&fit, 2, &secs, &err), VS_EINPUT);
 }
 
+/* Many distinct sizes: the breakpoint search looks at 64 of them, spread in
+ * log(size), and fits what it finds over all (fit.c, SEARCH_POINTS). Before,
+ * it tried every pair of sizes with a fit over all: 3000 sizes would take
+ * hours; SIGALRM's default action ends the test if it takes a minute. */
+static void test_many_sizes_fit_in_bounded_time(void **state)
+{
+  /* the three regimes of test_three_regimes_two_breakpoints, at 3000 sizes
+   * spread evenly in log from 4 B to 1 GiB, one sample each, 1% noise */
+  enum { N = 3000 };
+  truth t = {10e-6, 2e9, 65536, 12e9, 16.0 * 1048576, 25e9};
+  double *b = malloc(N * sizeof *b), *s = malloc(N * sizeof *s);
+  gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+  vs_fit_options opt = vs_fit_default_options();
+  vs_fit_point *pts;
+  size_t n;
+  vs_fit fit;
+  vs_error err;
+  (void)state;
+  assert_true(b && s && r);
+  gsl_rng_set(r, 31);
+  for (size_t i = 0; i < N; i++) {
+    b[i] = floor(4.0 * pow(2.0, 28.0 * (double)i / (N - 1))) + (double)i;
+    s[i] = truth_time(&t, b[i]) * (1.0 + gsl_ran_gaussian(r, 0.01));
+  }
+  vs_error_clear(&err);
+  alarm(60);
+  if (vs_fit_points(b, s, N, opt.sigma_floor, &pts, &n, &err) ||
+      vs_fit_run(pts, n, &opt, &fit, &err))
+    fail_msg("fit: %s", err.msg);
+  alarm(0);
+  assert_int_equal(fit.n_points, N);
+  assert_int_equal(fit.n_breaks, 2);
+  assert_rel(fit.breaks[0], t.brk, 0.05, "breakpoint 1 (B)");
+  assert_rel(fit.breaks[1], t.brk2, 0.05, "breakpoint 2 (B)");
+  assert_rel(1.0 / fit.segs[0].seconds_per_byte, t.bw, 0.02, "piece 1 bandwidth");
+  assert_rel(1.0 / fit.segs[1].seconds_per_byte, t.bw2, 0.02, "piece 2 bandwidth");
+  assert_rel(1.0 / fit.segs[2].seconds_per_byte, t.bw3, 0.02, "piece 3 bandwidth");
+  free(pts);
+
+  /* 4 B, then 199 sizes crowded at 1 GB + 1..199 (1% noise): the sizes
+   * searched are the crowded neighbours, and 25 GB/s comes back */
+  for (size_t i = 0; i < 200; i++) {
+    b[i] = i ? 1e9 + (double)i : 4.0;
+    s[i] = (5e-6 + b[i] / 25e9) * (1.0 + gsl_ran_gaussian(r, 0.01));
+  }
+  alarm(60);
+  if (vs_fit_points(b, s, 200, opt.sigma_floor, &pts, &n, &err) ||
+      vs_fit_run(pts, n, &opt, &fit, &err))
+    fail_msg("fit: %s", err.msg);
+  alarm(0);
+  assert_int_equal(fit.n_points, 200);
+  assert_int_equal(fit.n_breaks, 0);
+  assert_rel(1.0 / fit.segs[0].seconds_per_byte, 25e9, 0.02, "crowded bandwidth");
+  free(pts);
+  gsl_rng_free(r);
+  free(b);
+  free(s);
+}
+
 /* ------------------------------------------------------------------------
  * Raw CSV
  * ------------------------------------------------------------------------ */
 
 /* text must fail to read with code and a message containing want, where
  * '@' stands for the file's path. */
+static void raw_bad_bytes(const char *data, size_t len, int code,
+                          const char *want);
+
 static void raw_bad(const char *text, int code, const char *want)
 {
-  char path[128];
-  vs_raw raw;
-  vs_error err;
-  tu_write_temp(text, ".csv", path, sizeof path);
-  vs_raw_init(&raw);
-  vs_error_clear(&err);
-  assert_int_equal(vs_raw_read(&raw, path, &err), code);
-  vs_raw_fini(&raw);
-  unlink(path);
-  tu_assert_message_at(err.msg, want, path);
+  raw_bad_bytes(text, strlen(text), code, want);
 }
 
 static void test_raw_csv_errors(void **state)
@@ -345,6 +400,112 @@ static void test_raw_csv_errors(void **state)
   assert_int_equal(vs_raw_read(&raw, "/nonexistent/raw.csv", &err), VS_EIO);
   assert_non_null(strstr(err.msg, "/nonexistent/raw.csv: cannot open"));
   vs_raw_fini(&raw);
+}
+
+/* path must fail to read with code and a message containing want, where
+ * '@' stands for path. */
+static void raw_bad_path(const char *path, int code, const char *want)
+{
+  vs_raw raw;
+  vs_error err;
+  vs_raw_init(&raw);
+  vs_error_clear(&err);
+  assert_int_equal(vs_raw_read(&raw, path, &err), code);
+  vs_raw_fini(&raw);
+  tu_assert_message_at(err.msg, want, path);
+}
+
+/* data[0..len-1] (which may hold NUL bytes) must fail to read as raw_bad. */
+static void raw_bad_bytes(const char *data, size_t len, int code, const char *want)
+{
+  char path[128];
+  tu_write_temp_bytes(data, len, ".csv", path, sizeof path);
+  raw_bad_path(path, code, want);
+  unlink(path);
+}
+
+/* What is not a raw CSV is refused before it is read far: a NUL byte (it
+ * would end the field libcsv hands over, so "4\0" read as 4), a line over
+ * 4096 bytes, a file over 1 GiB, and anything but a regular file (a device
+ * such as /dev/zero read forever; a FIFO blocked the open). */
+static void test_raw_csv_bad_files(void **state)
+{
+  static const char nul[] = "kind,bytes,sample,seconds\np2p,4\0,0,1e-5\n";
+  static char line[6000];
+  char dir[64], path[128];
+  int fd;
+  (void)state;
+  /* the NUL is the 6th byte of "p2p,4\0,..." */
+  raw_bad_bytes(nul, sizeof nul - 1, VS_EINPUT,
+                "@:2: NUL byte (byte 6 of the line); a raw CSV file is text");
+  snprintf(line, sizeof line, "kind,bytes,sample,seconds\np2p,4,0,1e-5,");
+  memset(line + strlen(line), '1', 5000);
+  raw_bad(line, VS_EINPUT, "@:2: line longer than 4096 bytes");
+  tu_temp_dir(dir, sizeof dir);
+  raw_bad_path(dir, VS_EIO, "@: is a directory; expected a raw CSV file "
+                            "(kind,bytes,sample,seconds)");
+  raw_bad_path("/dev/zero", VS_EIO, "@: not a regular file (a device, FIFO "
+                                    "or socket); expected a raw CSV file");
+  snprintf(path, sizeof path, "%s/fifo.csv", dir);
+  assert_int_equal(mkfifo(path, 0600), 0);
+  raw_bad_path(path, VS_EIO, "@: not a regular file (a device, FIFO or socket)");
+  unlink(path);
+  /* 1 GiB + 1 byte, sparse: refused from its size, before reading */
+  snprintf(path, sizeof path, "%s/big.csv", dir);
+  assert_true((fd = open(path, O_WRONLY | O_CREAT, 0600)) >= 0);
+  assert_int_equal(ftruncate(fd, (off_t)(1ll << 30) + 1), 0);
+  close(fd);
+  raw_bad_path(path, VS_EINPUT, "@: 1073741825 bytes, over the 1 GiB a raw "
+                                "CSV file may have");
+  unlink(path);
+  rmdir(dir);
+}
+
+/* Reads text, which must hold exactly one p2p sample of 4 bytes, 1e-5 s. */
+static void raw_one_sample(const char *text)
+{
+  char path[128];
+  vs_raw raw;
+  vs_error err;
+  tu_write_temp(text, ".csv", path, sizeof path);
+  vs_raw_init(&raw);
+  vs_error_clear(&err);
+  if (vs_raw_read(&raw, path, &err))
+    fail_msg("%s", err.msg);
+  assert_int_equal(raw.kinds[VS_CAL_P2P].n, 1);
+  assert_true(raw.kinds[VS_CAL_P2P].bytes[0] == 4);
+  assert_true(raw.kinds[VS_CAL_P2P].seconds[0] == 1e-5);
+  vs_raw_fini(&raw);
+  unlink(path);
+}
+
+/* What a spreadsheet may write is read: a UTF-8 byte order mark, any number
+ * of columns (the four are found past the 32nd), long text in an unused
+ * column, and lines ended by "\r" alone, each counted as a line. */
+static void test_raw_csv_bom_wide_and_cr(void **state)
+{
+  static char text[8192];
+  size_t used = 0;
+  (void)state;
+  raw_one_sample("\xEF\xBB\xBFkind,bytes,sample,seconds\np2p,4,0,1e-5\n");
+  for (int c = 0; c < 36; c++)
+    used += (size_t)snprintf(text + used, sizeof text - used, "c%d,", c);
+  used += (size_t)snprintf(text + used, sizeof text - used,
+                           "kind,bytes,sample,seconds\n");
+  for (int c = 0; c < 36; c++)
+    used += (size_t)snprintf(text + used, sizeof text - used, "%d,", c);
+  snprintf(text + used, sizeof text - used, "p2p,4,0,1e-5\n");
+  raw_one_sample(text);
+  /* a line of exactly 4096 bytes (the limit), most of it an unused note */
+  used = (size_t)snprintf(text, sizeof text, "kind,bytes,sample,seconds,note\n"
+                                            "p2p,4,0,1e-5,");
+  memset(text + used, 'x', 4096 - strlen("p2p,4,0,1e-5,"));
+  snprintf(text + used + 4096 - strlen("p2p,4,0,1e-5,"), 2, "\n");
+  raw_one_sample(text);
+  raw_bad("kind,bytes,sample,seconds\rp2p,4,0,1e-5\rp2p,8,0,-2e-6\r",
+          VS_EINPUT, "@:3: negative time -2e-6 s for kind p2p");
+  raw_bad("kind,bytes,sample,seconds\r\np2p,4,0,1e-5\r\np2p,8,0,-2e-6\r\n",
+          VS_EINPUT, "@:3: negative time -2e-6 s for kind p2p");
 }
 
 static void test_raw_csv_round_trip(void **state)
@@ -482,7 +643,10 @@ int main(void)
       cmocka_unit_test(test_slow_piece_written_as_zero),
       cmocka_unit_test(test_breakpoint_between_sizes),
       cmocka_unit_test(test_too_few_points_and_no_extrapolation),
+      cmocka_unit_test(test_many_sizes_fit_in_bounded_time),
       cmocka_unit_test(test_raw_csv_errors),
+      cmocka_unit_test(test_raw_csv_bad_files),
+      cmocka_unit_test(test_raw_csv_bom_wide_and_cr),
       cmocka_unit_test(test_raw_csv_round_trip),
       cmocka_unit_test(test_ini_round_trip),
   };

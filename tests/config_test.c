@@ -264,11 +264,7 @@ static void test_directory_and_binary_content(void **state)
 /* Writes len bytes of text (NULs included) to a temporary .ini; path[64]. */
 static void write_bytes(const char *text, size_t len, char *path)
 {
-  FILE *f;
-  tu_write_temp("", ".ini", path, 64);
-  assert_non_null(f = fopen(path, "wb"));
-  assert_int_equal(fwrite(text, 1, len, f), len);
-  fclose(f);
+  tu_write_temp_bytes(text, len, ".ini", path, 64);
 }
 
 static void load_file_bad(const char *text, size_t len, const char *want)

@@ -18,19 +18,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Entries in dir other than . and .. */
-static int count_entries(const char *dir)
-{
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  int n = 0;
-  assert_non_null(d);
-  while ((e = readdir(d)) != NULL)
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-      n++;
-  closedir(d);
-  return n;
-}
 
 static bool exists(const char *path)
 {
@@ -119,12 +106,12 @@ static void test_atomic_commit(void **state)
   assert_false(exists(path));
   assert_true(exists(csv.tmp_path));
   assert_int_equal(strncmp(csv.tmp_path, path, strlen(path)), 0);
-  assert_int_equal(count_entries(dir), 1);
+  assert_int_equal(tu_count_entries(dir), 1);
   assert_int_equal(vs_csv_commit(&csv, &err), 0);
   /* After: the destination, and nothing else */
   assert_true(exists(path));
   assert_false(exists(csv.tmp_path));
-  assert_int_equal(count_entries(dir), 1);
+  assert_int_equal(tu_count_entries(dir), 1);
   text = tu_read_file(path);
   assert_non_null(text);
   assert_string_equal(text, "a,b\n");
@@ -179,7 +166,7 @@ static void test_commit_replaces_existing(void **state)
   text = tu_read_file(path);
   assert_string_equal(text, "x\n");
   free(text);
-  assert_int_equal(count_entries(dir), 1);
+  assert_int_equal(tu_count_entries(dir), 1);
   tu_remove_dir(dir);
 }
 
@@ -197,10 +184,10 @@ static void test_abort_leaves_nothing(void **state)
   vs_csv_seconds(&csv, 1.0);
   vs_csv_u64(&csv, 0);
   vs_csv_row(&csv);
-  assert_int_equal(count_entries(dir), 1); /* the temporary file */
+  assert_int_equal(tu_count_entries(dir), 1); /* the temporary file */
   vs_csv_abort(&csv);
   assert_false(exists(path));
-  assert_int_equal(count_entries(dir), 0);
+  assert_int_equal(tu_count_entries(dir), 0);
   tu_remove_dir(dir);
 }
 
@@ -218,7 +205,7 @@ static void test_open_missing_dir(void **state)
   /* the message names the destination the user asked for */
   assert_non_null(strstr(err.msg, path));
   assert_non_null(strstr(err.msg, "cannot create"));
-  assert_int_equal(count_entries(dir), 0);
+  assert_int_equal(tu_count_entries(dir), 0);
   tu_remove_dir(dir);
 }
 
@@ -355,7 +342,7 @@ static void test_signal_removes_temporary(void **state)
   assert_int_equal(waitpid(pid, &status, 0), pid);
   assert_true(WIFSIGNALED(status));
   assert_int_equal(WTERMSIG(status), SIGTERM);
-  assert_int_equal(count_entries(dir), 0);
+  assert_int_equal(tu_count_entries(dir), 0);
   tu_remove_dir(dir);
 }
 
@@ -379,11 +366,11 @@ static void test_commit_all_is_all_or_nothing(void **state)
       files[1].failed = true; /* as after a short write */
       assert_int_equal(vs_csv_commit_all(files, 3, &err), VS_EIO);
       assert_non_null(strstr(err.msg, "f1.csv: write failed"));
-      assert_int_equal(count_entries(dir), 0);
+      assert_int_equal(tu_count_entries(dir), 0);
     } else {
       vs_error_clear(&err);
       assert_int_equal(vs_csv_commit_all(files, 3, &err), 0);
-      assert_int_equal(count_entries(dir), 3);
+      assert_int_equal(tu_count_entries(dir), 3);
     }
   }
   for (int i = 0; i < 3; i++) {
@@ -428,7 +415,7 @@ static void test_file_size_limit_is_an_error(void **state)
   assert_true(waitpid(pid, &status, 0) == pid);
   assert_true(WIFEXITED(status)); /* not killed by SIGXFSZ */
   assert_int_equal(WEXITSTATUS(status), 0);
-  assert_int_equal(count_entries(dir), 0); /* no output, no temporary file */
+  assert_int_equal(tu_count_entries(dir), 0); /* no output, no temporary file */
   tu_remove_dir(dir);
 }
 

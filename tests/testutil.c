@@ -17,12 +17,17 @@
 
 char *tu_write_temp(const char *text, const char *suffix, char *buf, size_t len)
 {
+  return tu_write_temp_bytes(text, strlen(text), suffix, buf, len);
+}
+
+char *tu_write_temp_bytes(const char *data, size_t n, const char *suffix,
+                          char *buf, size_t len)
+{
   int fd;
-  size_t n = strlen(text);
   snprintf(buf, len, "/tmp/vsim-test-XXXXXX%s", suffix);
   fd = mkstemps(buf, (int)strlen(suffix));
   assert_true(fd >= 0);
-  assert_int_equal(write(fd, text, n), (ssize_t)n);
+  assert_int_equal(write(fd, data, n), (ssize_t)n);
   close(fd);
   return buf;
 }
@@ -165,4 +170,17 @@ void tu_assert_message_at(const char *msg, const char *want,
   full[used < sizeof full ? used : sizeof full - 1] = '\0';
   if (!strstr(msg, full))
     fail_msg("message \"%s\" lacks \"%s\"", msg, full);
+}
+
+int tu_count_entries(const char *dir)
+{
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  int n = 0;
+  assert_non_null(d);
+  while ((e = readdir(d)) != NULL)
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+      n++;
+  closedir(d);
+  return n;
 }

@@ -17,6 +17,14 @@ char *tu_write_temp(const char *text, const char *suffix, char *buf, size_t len)
 /* A new empty temporary directory in buf. */
 char *tu_temp_dir(char *buf, size_t len);
 
+/* tu_write_temp for n bytes of data, NUL bytes included. */
+char *tu_write_temp_bytes(const char *data, size_t n, const char *suffix,
+                          char *buf, size_t len);
+
+/* Entries in dir other than . and .. (fails the test if dir cannot be
+ * read). */
+int tu_count_entries(const char *dir);
+
 /* Removes a directory and the files directly in it. */
 void tu_remove_dir(const char *dir);
 
