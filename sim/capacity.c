@@ -465,6 +465,14 @@ static int sweep_checks(const vs_capacity_opts *o, size_t *n, FILE *errs)
                 : VS_EXIT_OK;
 }
 
+static bool vary_has_gpus(const vs_capacity_opts *o)
+{
+  for (size_t k = 0; k < o->n_vary; k++)
+    if (strcmp(o->vary[k].key, "gpus") == 0)
+      return true;
+  return false;
+}
+
 /* Fills the n candidates of the sweep's combinations. */
 static int sweep_candidates(const vs_capacity_opts *o, vs_candidate *cands,
                             size_t n, FILE *errs)
@@ -488,10 +496,21 @@ static int sweep_candidates(const vs_capacity_opts *o, vs_candidate *cands,
 
 /* An invalid combination's reason names its varied keys as the user gave
  * them (--vary), not as the overrides they became (--set). */
-static void relabel_reason(vs_candidate *c)
+static void relabel_reason(vs_candidate *c, bool gpus_varied)
 {
+  char from[32], to[40], *at;
   for (size_t k = 0; c->status == VS_EVAL_INVALID && k < c->n_sets; k++)
     vs_explore_relabel(c->reason, sizeof c->reason, c->sets[k], "--vary ");
+  if (c->status != VS_EVAL_INVALID || !gpus_varied)
+    return;
+  /* the workload's layout check speaks of --gpus N, which was --vary gpus */
+  snprintf(from, sizeof from, "--gpus %llu", (unsigned long long)c->gpus);
+  snprintf(to, sizeof to, "--vary gpus=%llu", (unsigned long long)c->gpus);
+  at = strstr(c->reason, from);
+  if (at && strlen(c->reason) - strlen(from) + strlen(to) < sizeof c->reason) {
+    memmove(at + strlen(to), at + strlen(from), strlen(at + strlen(from)) + 1);
+    memcpy(at, to, strlen(to));
+  }
 }
 
 /* One line per combination on stdout, and the totals. Returns how many
@@ -584,7 +603,7 @@ int vs_capacity_sweep(const vs_capacity_opts *o, FILE *out, FILE *errs)
     goto done;
   }
   for (size_t i = 0; i < n; i++)
-    relabel_reason(&cands[i]);
+    relabel_reason(&cands[i], vary_has_gpus(o));
   fits = sweep_table(o, cands, n, out);
   if (o->csv && write_sweep_csv(o, cands, n, &err)) {
     fprintf(errs, "vsim: %s\n", err.msg);

@@ -803,6 +803,15 @@ static void test_sweep_all_invalid_is_an_input_error(void **state)
   assert_contains(r.err, "vsim: every combination is invalid, so nothing was "
                          "simulated; the first: ");
   assert_contains(r.err, "hidden (500) must be divisible by heads");
+  {
+    /* a varied GPU count is named as the user gave it */
+    const char *gpus[] = {"sweep", DATA "gpt-small.ini", "--set", "parallel.tp=2",
+                          "--vary", "gpus=3,4", NULL};
+    run(gpus);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "invalid  --vary gpus=3 is not divisible by tp*pp = 2 "
+                           "(--set parallel.tp=2; ");
+  }
 }
 
 /* plan on a small model: the cheapest layout it prints is one `vsim run`
