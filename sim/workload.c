@@ -125,10 +125,16 @@ static int check_model(vs_workload *wl, vs_error *err)
   if (!vs_conf_is_set(&workload_tab, &wl->origins, "model", "dropout"))
     m->dropout = m->arch == VS_ARCH_LLAMA ? 0.0 : 0.1;
 
-  if (m->hidden % m->heads != 0)
+  if (m->hidden % m->heads != 0) {
+    /* either may be the one to change: say where each came from */
+    char where_hidden[400];
+    vs_conf_where(&workload_tab, &wl->origins, "model", "hidden", where_hidden,
+                  sizeof where_hidden);
     return vs_error_set(err, VS_EINPUT,
-                        "%s: hidden (%llu) must be divisible by heads",
-                        WHERE("model", "heads"), (unsigned long long)m->hidden);
+                        "%s: hidden (%llu, %s) must be divisible by heads",
+                        WHERE("model", "heads"), (unsigned long long)m->hidden,
+                        where_hidden);
+  }
   if (m->kv_heads > m->heads || m->heads % m->kv_heads != 0)
     return vs_error_set(err, VS_EINPUT,
                         "%s: heads (%llu) must be divisible by kv_heads",

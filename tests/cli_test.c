@@ -802,7 +802,8 @@ static void test_sweep_all_invalid_is_an_input_error(void **state)
   assert_contains(r.out, "2 combinations: 0 fit, 0 out of memory, 2 invalid");
   assert_contains(r.err, "vsim: every combination is invalid, so nothing was "
                          "simulated; the first: ");
-  assert_contains(r.err, "hidden (500) must be divisible by heads");
+  assert_contains(r.err, "hidden (500, --set model.hidden=500) must be "
+                         "divisible by heads");
   {
     /* a varied GPU count is named as the user gave it */
     const char *gpus[] = {"sweep", DATA "gpt-small.ini", "--set", "parallel.tp=2",

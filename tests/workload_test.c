@@ -475,11 +475,13 @@ static void test_zero_and_negative(void **state)
 static void test_head_divisibility(void **state)
 {
   (void)state;
-  /* hidden 64 is not a multiple of 6 heads; heads is on line 5. */
+  /* hidden 64 is not a multiple of 6 heads; heads is on line 5, hidden
+   * on line 4, and either may be the one to change. */
   load_bad("[model]\narch = gpt\nlayers = 2\nhidden = 64\nheads = 6\n"
            "vocab = 1000\nseq_len = 128\n",
            NULL, 0, 0, VS_EINPUT,
-           "@:5: [model] heads = 6: hidden (64) must be divisible by heads");
+           "@:5: [model] heads = 6: hidden (64, @:4: [model] hidden = 64) must "
+           "be divisible by heads");
   /* 8 heads over 3 kv_heads, and more kv_heads than heads. */
   load_bad(GPT_MODEL "kv_heads = 3\n", NULL, 0, 0, VS_EINPUT,
            "@:8: [model] kv_heads = 3: heads (8) must be divisible by kv_heads");
