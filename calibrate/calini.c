@@ -16,17 +16,16 @@
  * path moves under 1 MB/s, so such a slope is the noise of a few tiny
  * sizes, and vsim refuses the rate; a comment in the file says so. */
 static double piece_rate(vs_cal_out *out, int kind, const vs_fit_segment *g,
-                         size_t j, bool say)
+                         size_t j)
 {
   double rate = g->seconds_per_byte > 0
                     ? vs_cal_bytes_factor(kind) / g->seconds_per_byte
                     : 0.0;
   if (rate > 0 && rate < VS_MIN_RATE) {
-    if (say)
-      vs_cal_out_comment(out, "%s piece %zu (%.0f to %.0f bytes): fitted slope "
-                         "%.3g B/s is under 1 MB/s, written as 0 (latency "
-                         "only)", vs_cal_kind_name(kind), j + 1, g->lo_bytes,
-                         g->hi_bytes, rate);
+    vs_cal_out_comment(out, "%s piece %zu (%.0f to %.0f bytes): fitted slope "
+                       "%.3g B/s is under 1 MB/s, written as 0 (latency "
+                       "only)", vs_cal_kind_name(kind), j + 1, g->lo_bytes,
+                       g->hi_bytes, rate);
     return 0.0;
   }
   return rate;
@@ -35,19 +34,21 @@ static double piece_rate(vs_cal_out *out, int kind, const vs_fit_segment *g,
 /* The latency written for piece g (number j) whose rate was written as
  * `rate`. The first piece's is a time, at least 0. A later piece's is the
  * intercept of its line and may be negative, as long as the line is at or
- * above 0 where the piece starts (vsim checks that); a piece written
- * without a rate keeps the time where it starts. */
+ * above 0 where the piece starts, at the breakpoint as written (rounded
+ * to a byte): vsim checks that; a piece written without a rate keeps the
+ * time where it starts. */
 static double piece_latency(const vs_fit_segment *g, size_t j, double rate)
 {
-  double at_start = g->latency + g->lo_bytes * g->seconds_per_byte;
+  double start = (double)llround(g->lo_bytes);
+  double at_start = g->latency + start * g->seconds_per_byte;
   if (j == 0)
     return g->latency > 0 ? g->latency : 0.0;
   if (rate <= 0)
     return at_start > 0 ? at_start : 0.0;
-  return at_start >= 0 ? g->latency : g->latency - at_start;
+  return at_start >= 0 ? g->latency : -start * g->seconds_per_byte;
 }
 
-void vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit)
+bool vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit)
 {
   vs_cal_fit *c = &out->topo.cal[kind];
   size_t last = fit->n_breaks;
@@ -68,7 +69,7 @@ void vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit)
    * piece's. */
   for (size_t j = 0; j <= last; j++) {
     const vs_fit_segment *g = &fit->segs[j];
-    double rate = piece_rate(out, kind, g, j, last > 0 || j == 0);
+    double rate = piece_rate(out, kind, g, j);
     c->piece_bandwidths.values[j] = rate;
     c->piece_latencies.values[j] = piece_latency(g, j, rate);
   }
@@ -83,6 +84,7 @@ void vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit)
     out->fitted[kind] = false;
     memset(c, 0, sizeof *c);
   }
+  return out->fitted[kind];
 }
 
 void vs_cal_out_comment(vs_cal_out *out, const char *fmt, ...)
@@ -148,9 +150,12 @@ static void describe_kind(FILE *f, int kind, const vs_fit *fit)
   if (fit->n_breaks)
     fputs("; bandwidth and latency below are the last piece's; vsim times "
           "each size with its own piece\n", f);
-  if (vs_fit_last(fit)->latency < 0)
-    fprintf(f, "; the last piece's intercept %.4g us is negative: latency "
-            "written as 0\n", vs_fit_last(fit)->latency * 1e6);
+  if (fit->n_breaks == 0 && fit->segs[0].latency < 0)
+    fprintf(f, "; the intercept %.4g us is negative: latency written as 0\n",
+            fit->segs[0].latency * 1e6);
+  else if (fit->n_breaks && vs_fit_last(fit)->latency < 0)
+    fprintf(f, "; the last piece's latency is its line's intercept, below 0: "
+            "its times start where the piece does\n");
   fputs("; measured sizes only: outside them vsim extends the nearest piece "
         "and says so\n", f);
 }

@@ -23,10 +23,12 @@ typedef struct vs_cal_out {
 } vs_cal_out;
 
 /* Records kind's fit in out->fits and out->topo.cal[kind]: bandwidth and
- * latency of the last piece (latency clamped at 0, bandwidth 0 when the
- * time does not grow with size), quality, range, breakpoints and, when
- * piecewise, every piece's bandwidth and latency. */
-void vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit);
+ * latency of the last piece, quality, range, breakpoints and, when
+ * piecewise, every piece's bandwidth and latency. The first piece's latency
+ * is clamped at 0; a later piece's is its line's intercept (may be below
+ * 0); a rate under 1 MB/s is written as 0. False when the kind is left out:
+ * a curve vsim times transfers with whose time does not grow with size. */
+bool vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit);
 
 /* Appends one comment line (without the leading "; "). */
 void vs_cal_out_comment(vs_cal_out *out, const char *fmt, ...)

@@ -40,6 +40,8 @@ typedef struct cli_args {
   bool memory_summary;          /* --memory-summary */
   bool help;                    /* --help */
   unsigned seen;                /* option_rules given, as bits */
+  const char *declined;         /* an option option_value would not take as a
+                                   value, for the message */
 } cli_args;
 
 static const char main_help[] =
@@ -153,22 +155,40 @@ static const char show_help[] =
 static int usage(FILE *errs, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* The argument option_value declined as a value because it is an option,
- * for the usage message that follows (the CLI parses on one thread). */
-static const char *declined_value;
+/* "vsim: MESSAGE" and the pointer to --help; when an option went without
+ * its value because the next argument (declined) is an option, says so. */
+static int vusage(FILE *errs, const char *declined, const char *fmt, va_list ap)
+{
+  fprintf(errs, "vsim: ");
+  vfprintf(errs, fmt, ap);
+  if (declined)
+    fprintf(errs, " (the next argument, '%s', is an option)", declined);
+  fprintf(errs, "\n(see vsim --help)\n");
+  return VS_EXIT_USAGE;
+}
 
 static int usage(FILE *errs, const char *fmt, ...)
 {
   va_list ap;
-  fprintf(errs, "vsim: ");
+  int rc;
   va_start(ap, fmt);
-  vfprintf(errs, fmt, ap);
+  rc = vusage(errs, NULL, fmt, ap);
   va_end(ap);
-  if (declined_value)
-    fprintf(errs, " (the next argument, '%s', is an option)", declined_value);
-  declined_value = NULL;
-  fprintf(errs, "\n(see vsim --help)\n");
-  return VS_EXIT_USAGE;
+  return rc;
+}
+
+static int arg_usage(FILE *errs, const cli_args *a, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* usage() while parsing the arguments, which knows what was declined. */
+static int arg_usage(FILE *errs, const cli_args *a, const char *fmt, ...)
+{
+  va_list ap;
+  int rc;
+  va_start(ap, fmt);
+  rc = vusage(errs, a->declined, fmt, ap);
+  va_end(ap);
+  return rc;
 }
 
 static int parse_gpus(const char *text, uint64_t *out)
@@ -195,14 +215,15 @@ static bool is_option(const char *arg, const char *name)
   return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
 }
 
-static const char *option_value(int argc, char **argv, int *i, const char *name)
+static const char *option_value(int argc, char **argv, int *i, const char *name,
+                                cli_args *a)
 {
   size_t n = strlen(name);
   if (strncmp(argv[*i], name, n) == 0 && argv[*i][n] == '=')
     return argv[*i] + n + 1;
   if (*i + 1 < argc && strncmp(argv[*i + 1], "--", 2) != 0)
     return argv[++*i];
-  declined_value = *i + 1 < argc ? argv[*i + 1] : NULL;
+  a->declined = *i + 1 < argc ? argv[*i + 1] : NULL;
   return NULL;
 }
 
@@ -273,52 +294,52 @@ static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
       a->help = true;
     } else if (is_option(arg, "--gpus")) {
-      v = option_value(argc, argv, &i, "--gpus");
+      v = option_value(argc, argv, &i, "--gpus", a);
       if (parse_gpus(v, &a->gpus))
-        return usage(errs, "--gpus needs a whole number from 1 to 1000000, "
+        return arg_usage(errs, a, "--gpus needs a whole number from 1 to 1000000, "
                            "got '%s'", v ? v : "");
     } else if (is_option(arg, "--topology")) {
-      if (!(a->topology = option_value(argc, argv, &i, "--topology")))
-        return usage(errs, "%s needs a file", "--topology");
+      if (!(a->topology = option_value(argc, argv, &i, "--topology", a)))
+        return arg_usage(errs, a, "%s needs a file", "--topology");
     } else if (is_option(arg, "--set")) {
-      if (!(v = option_value(argc, argv, &i, "--set")))
-        return usage(errs, "%s needs SECTION.KEY=VALUE", "--set");
+      if (!(v = option_value(argc, argv, &i, "--set", a)))
+        return arg_usage(errs, a, "%s needs SECTION.KEY=VALUE", "--set");
       if (a->n_all_sets == 2 * MAX_SETS)
-        return usage(errs, "too many %s options", "--set");
+        return arg_usage(errs, a, "too many %s options", "--set");
       a->all_sets[a->n_all_sets++] = v;
     } else if (is_option(arg, "--csv")) {
-      if (!(a->csv_dir = option_value(argc, argv, &i, "--csv")))
-        return usage(errs, "%s needs a directory", "--csv");
+      if (!(a->csv_dir = option_value(argc, argv, &i, "--csv", a)))
+        return arg_usage(errs, a, "%s needs a directory", "--csv");
     } else if (is_option(arg, "--trace")) {
-      if (!(a->trace = option_value(argc, argv, &i, "--trace")))
-        return usage(errs, "%s needs a file", "--trace");
+      if (!(a->trace = option_value(argc, argv, &i, "--trace", a)))
+        return arg_usage(errs, a, "%s needs a file", "--trace");
     } else if (is_option(arg, "--svg")) {
-      if (!(a->svg = option_value(argc, argv, &i, "--svg")))
-        return usage(errs, "%s needs a file", "--svg");
+      if (!(a->svg = option_value(argc, argv, &i, "--svg", a)))
+        return arg_usage(errs, a, "%s needs a file", "--svg");
     } else if (is_option(arg, "--ranks")) {
-      v = option_value(argc, argv, &i, "--ranks");
+      v = option_value(argc, argv, &i, "--ranks", a);
       if (v && strcmp(v, "all") == 0)
         a->all_ranks = true;
       else if (!v || strcmp(v, "stage") != 0)
-        return usage(errs, "--ranks takes stage or all, got '%s'", v ? v : "");
+        return arg_usage(errs, a, "--ranks takes stage or all, got '%s'", v ? v : "");
     } else if (is_option(arg, "--vary")) {
-      if (!(v = option_value(argc, argv, &i, "--vary")))
-        return usage(errs, "%s needs SECTION.KEY=VALUES", "--vary");
+      if (!(v = option_value(argc, argv, &i, "--vary", a)))
+        return arg_usage(errs, a, "%s needs SECTION.KEY=VALUES", "--vary");
       if (a->n_varies == VS_VARY_MAX)
-        return usage(errs, "at most 8 %s options", "--vary");
+        return arg_usage(errs, a, "at most 8 %s options", "--vary");
       a->varies[a->n_varies++] = v;
     } else if (is_option(arg, "--vary-key")) {
-      if (!(a->vary_key = option_value(argc, argv, &i, "--vary-key")))
-        return usage(errs, "%s needs a key", "--vary-key");
+      if (!(a->vary_key = option_value(argc, argv, &i, "--vary-key", a)))
+        return arg_usage(errs, a, "%s needs a key", "--vary-key");
     } else if (is_option(arg, "--jobs") || is_option(arg, "--max-gpus") ||
                is_option(arg, "--top")) {
       const char *name = is_option(arg, "--jobs")
                              ? "--jobs"
                              : (is_option(arg, "--top") ? "--top" : "--max-gpus");
       uint64_t n;
-      v = option_value(argc, argv, &i, name);
+      v = option_value(argc, argv, &i, name, a);
       if (parse_gpus(v, &n))
-        return usage(errs, "%s needs a whole number from 1 to 1000000, "
+        return arg_usage(errs, a, "%s needs a whole number from 1 to 1000000, "
                            "got '%s'", name, v ? v : "");
       if (strcmp(name, "--jobs") == 0)
         a->jobs = n > 256 ? 256 : (unsigned)n;
@@ -329,11 +350,11 @@ static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
     } else if (strcmp(arg, "--memory-summary") == 0) {
       a->memory_summary = true;
     } else if (arg[0] == '-' && arg[1] != '\0') {
-      return usage(errs, "unknown option '%s'", arg);
+      return arg_usage(errs, a, "unknown option '%s'", arg);
     } else if (!a->workload) {
       a->workload = arg;
     } else {
-      return usage(errs, "unexpected argument '%s'", arg);
+      return arg_usage(errs, a, "unexpected argument '%s'", arg);
     }
   }
   return 0;

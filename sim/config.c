@@ -451,11 +451,11 @@ static long next_line(parse_ctx *ctx, char *line, size_t cap, line_flaws *f)
   memset(f, 0, sizeof *f);
   for (;;) {
     if (ctx->file) {
-      if (++ctx->bytes > MAX_INI_BYTES) {
+      c = fgetc(ctx->file);
+      if (c != EOF && ++ctx->bytes > MAX_INI_BYTES) {
         f->too_big = true;
         break;
       }
-      c = fgetc(ctx->file);
       if (c == '\0') { /* not text: said at once (/dev/zero has no line end) */
         f->nul = true;
         any = true;

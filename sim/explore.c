@@ -359,10 +359,12 @@ static int explore_one(const vs_explore *ex, vs_candidate *c,
       }
       step_a = a.step_time_s;
       stopped_a = a.stats.stopped;
-      if (stopped_a) {
-        /* cap micro-batches already run out of memory, and cap + pp
-         * micro-batches repeat them before adding rounds that need no
-         * more: the job does not fit, and b could only say so again */
+      if (stopped_a && wl->parallel.virtual_stages == 1) {
+        /* cap micro-batches already run out of memory, and under 1F1B
+         * cap + pp micro-batches repeat them before adding rounds that
+         * need no more: the job does not fit, and b could only say so
+         * again. (Interleaved warm-up runs every forward of cap first, so
+         * there b's first out-of-memory can be a different op.) */
         record_outcome(c, &a, wl, topo, 0, false);
         vs_sim_fini(&a);
         goto done;

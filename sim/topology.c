@@ -182,7 +182,9 @@ static int check_curve_shape(const vs_topology *t, int kind, vs_error *err)
     double lat = f->piece_latencies.n ? f->piece_latencies.values[j] : f->latency;
     double start = j ? (double)f->breakpoints.values[j - 1] : 0.0;
     double t0 = lat + (bw > 0 ? start * vs_cal_bytes_factor(kind) / bw : 0.0);
-    if (t0 < 0) {
+    /* 1 ns of slack: the rate read back from text is the fit's to the
+     * last bit only, and vs_cal_seconds clamps at 0 anyway */
+    if (t0 < -1e-9) {
       snprintf(key, sizeof key, "%s_%s", name,
                f->piece_latencies.n ? "piece_latencies" : "latency");
       return vs_error_set(err, VS_EINPUT,

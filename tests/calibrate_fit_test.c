@@ -632,9 +632,49 @@ static void test_slow_piece_written_as_zero(void **state)
   unlink(path);
 }
 
+/* A later piece whose line is below 0 where it starts (breakpoint 1000.4
+ * bytes, written as 1000) gets the intercept that puts it at 0 there, so
+ * that vsim reads the file (its check: the time at each piece's start is
+ * not negative); a piece that starts above 0 keeps its intercept. */
+static void test_piece_below_zero_at_its_start(void **state)
+{
+  static vs_cal_out out;
+  static vs_topology t;
+  char path[128];
+  vs_fit fit;
+  vs_error err;
+  (void)state;
+  for (int k = 0; k < 200; k++) {
+    double brk = 1000.4 + k * 37.3; /* rounding down and up */
+    memset(&out, 0, sizeof out);
+    memset(&fit, 0, sizeof fit);
+    vs_error_clear(&err);
+    assert_int_equal(vs_topology_load_nominal(&out.topo, NULL, NULL, 0, &err), 0);
+    fit.n_points = 57;
+    fit.n_breaks = 1;
+    fit.breaks[0] = brk;
+    fit.min_bytes = 4;
+    fit.max_bytes = 1u << 30;
+    fit.r2 = 0.999;
+    /* 2 us + b / 100 GB/s, then b / 20 GB/s from a line 1 ns too low */
+    fit.segs[0] = (vs_fit_segment){4, brk, 2e-6, 1e-11};
+    fit.segs[1] = (vs_fit_segment){brk, 1u << 30, -brk * 5e-11 - 1e-9, 5e-11};
+    assert_true(vs_cal_out_add(&out, VS_CAL_P2P, &fit));
+    assert_true(out.topo.cal[VS_CAL_P2P].latency ==
+                -(double)llround(brk) * 5e-11);
+    tu_write_temp("", ".ini", path, sizeof path);
+    if (vs_cal_out_write(&out, path, &err))
+      fail_msg("breakpoint %.1f: %s", brk, err.msg);
+    if (vs_topology_load(&t, path, NULL, 0, &err))
+      fail_msg("breakpoint %.1f: %s", brk, err.msg);
+    unlink(path);
+  }
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_piece_below_zero_at_its_start),
       cmocka_unit_test(test_points_median_and_sigma),
       cmocka_unit_test(test_recovers_latency_and_bandwidth),
       cmocka_unit_test(test_outlier_size_is_ignored),

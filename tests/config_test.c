@@ -314,6 +314,13 @@ static void test_nul_bytes_and_endless_input(void **state)
     assert_int_equal(vs_conf_load_file(&tab, &c, &o, path, &err), VS_EINPUT);
     tu_assert_message_at(err.msg, "@: over 1048576 bytes: not a test INI file", path);
     unlink(path);
+    /* exactly 1 MiB is still read */
+    write_bytes(big, 1u << 20, path);
+    defaults(&c, &o);
+    vs_error_clear(&err);
+    if (vs_conf_load_file(&tab, &c, &o, path, &err))
+      fail_msg("%s", err.msg);
+    unlink(path);
   }
 }
 
