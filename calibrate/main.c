@@ -6,6 +6,7 @@
  *
  * Exit status: 0 done, 1 bad input or a failed measurement, 2 bad usage. */
 #include "calini.h"
+#include "csvout.h"
 #include "fit.h"
 #include "measure.h"
 #include "rawcsv.h"
@@ -536,9 +537,10 @@ int main(int argc, char **argv)
   if (rc)
     return rc < 0 ? 0 : rc;
   gsl_set_error_handler_off();
-  /* past a file-size limit (ulimit -f) a write then fails and is reported,
-   * its temporary file removed, instead of SIGXFSZ ending the program */
-  signal(SIGXFSZ, SIG_IGN);
+  /* as vsim does: a signal removes the temporary output file, and past a
+   * file-size limit a write fails and is reported instead of SIGXFSZ
+   * ending the program; measuring then takes SIGINT/SIGTERM over */
+  vs_csv_cleanup_on_signals();
   vs_error_clear(&err);
   if (!a.fit) {
     a.m.stop = &stop_requested;

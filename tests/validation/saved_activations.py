@@ -38,13 +38,13 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import subprocess
 import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "calibrate", "groundtruth"))
 
+import compare_groundtruth  # noqa: E402 (beside this file: runs vsim on a row)
 import generate  # noqa: E402
 import gtconfig  # noqa: E402
 
@@ -96,10 +96,10 @@ def vsim_forward_activations(c, vsim):
         ini = os.path.join(d, "w.ini")
         with open(ini, "w") as f:
             f.write(generate.row_to_ini(c))
-        p = subprocess.run([vsim, "run", ini, "--csv", os.path.join(d, "out")]
-                           + generate.vsim_args(), capture_output=True, text=True, cwd=ROOT)
-        if p.returncode != 0:
-            raise RuntimeError(f"vsim failed on {c['name']}: {p.stderr.strip()}")
+        pred, why = compare_groundtruth.run_vsim(vsim, ini, generate.TOPOLOGY,
+                                                 os.path.join(d, "out"))
+        if pred is None or pred["fits"] != "true":
+            raise RuntimeError(f"vsim failed on {c['name']}: {why or 'does not fit'}")
         total = 0
         with open(os.path.join(d, "out", "timeline.csv"), newline="") as f:
             for row in csv.DictReader(f):
