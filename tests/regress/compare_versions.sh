@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Development check (not part of ctest): runs two vsim binaries on every
+# workload in workloads/ and tests/data/ and on variants that exercise each
+# mechanism (ZeRO stages, checkpointing, pipeline schedules, sequence
+# parallelism, eager attention, fp32/fp8, the exact allocator, every rank),
+# then compares their CSV exports:
+#   - memory columns of summary.csv and timeline.csv must be byte-identical;
+#   - step times are listed side by side (changes must be explained).
+# Usage: tests/regress/compare_versions.sh OLD_VSIM NEW_VSIM [OUT_DIR]
+# Exit 0 when every memory column matches, 1 otherwise.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+old=$1 new=$2 out=${3:-${TMPDIR:-/tmp}/vsim-compare}
+rm -rf "$out"; mkdir -p "$out"
+cases=()
+for w in workloads/*.ini workloads/validation/*.ini tests/data/*.ini; do
+  cases+=("$w|")
+done
+small=tests/data/gpt-small.ini
+for v in "training.checkpointing=selective" "training.checkpointing=full" \
+         "parallel.zero=0" "parallel.zero=1" "parallel.zero=2" \
+         "training.attention=eager" "training.precision=fp32" \
+         "runtime.allocator=exact" "training.precision=fp8"; do
+  cases+=("$small|--set $v")
+done
+seven=workloads/llama2-7b.ini
+for v in "--gpus 8 --set parallel.tp=2 --set parallel.sequence_parallel=true" \
+         "--gpus 8 --set parallel.pp=4 --set parallel.zero=1" \
+         "--gpus 8 --set parallel.pp=2 --set parallel.schedule=gpipe --set parallel.zero=1" \
+         "--gpus 8 --set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.virtual_stages=2 --set parallel.zero=1" \
+         "--gpus 8 --set parallel.tp=2 --set parallel.pp=2 --set parallel.zero=1 --ranks all" \
+         "--gpus 8 --set training.checkpointing=full --set parallel.zero=2" \
+         "--gpus 16 --set parallel.tp=2 --set parallel.zero=3 --set training.checkpointing=selective --set training.attention=eager"; do
+  cases+=("$seven|$v")
+done
+fail=0; i=0
+printf '%-60s %14s %14s %8s\n' case step_old_s step_new_s change
+for c in "${cases[@]}"; do
+  w=${c%%|*}; args=${c#*|}; i=$((i + 1))
+  for which in old new; do
+    bin=$old; [ $which = new ] && bin=$new
+    # shellcheck disable=SC2086
+    "$bin" run "$w" $args --csv "$out/$i.$which" >"$out/$i.$which.txt" 2>&1
+    echo $? >"$out/$i.$which.rc"
+  done
+  if ! cmp -s "$out/$i.old.rc" "$out/$i.new.rc"; then
+    echo "DIFFERENT EXIT STATUS: $w $args"; fail=1; continue
+  fi
+  [ -f "$out/$i.old/summary.csv" ] || { echo "no csv: $w $args ($(head -c 200 "$out/$i.old.txt"))"; continue; }
+  # summary: every column except the times (peak_time_s, step_time_s)
+  for f in summary; do
+    cut -d, -f1-16,18 "$out/$i.old/$f.csv" >"$out/$i.o.$f"
+    cut -d, -f1-16,18 "$out/$i.new/$f.csv" >"$out/$i.n.$f"
+  done
+  # timeline: every column except time_s
+  cut -d, -f2- "$out/$i.old/timeline.csv" >"$out/$i.o.timeline"
+  cut -d, -f2- "$out/$i.new/timeline.csv" >"$out/$i.n.timeline"
+  for f in summary timeline; do
+    if ! cmp -s "$out/$i.o.$f" "$out/$i.n.$f"; then
+      echo "MEMORY DIFFERS in $f.csv: $w $args"; fail=1
+    fi
+  done
+  so=$(awk -F, 'NR>1{if($19>m)m=$19}END{printf "%.6f", m}' "$out/$i.old/summary.csv")
+  sn=$(awk -F, 'NR>1{if($19>m)m=$19}END{printf "%.6f", m}' "$out/$i.new/summary.csv")
+  ch=$(awk -v a="$so" -v b="$sn" 'BEGIN{if(a>0)printf "%+.2f%%", 100*(b-a)/a}')
+  printf '%-60s %14s %14s %8s\n' "$(basename "$w") ${args:0:45}" "$so" "$sn" "$ch"
+done
+[ $fail = 0 ] && echo "memory columns: identical in every case" || echo "memory columns: DIFFERENCES (see above)"
+exit $fail
