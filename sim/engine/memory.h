@@ -10,23 +10,11 @@
 #ifndef VS_MEMORY_H
 #define VS_MEMORY_H
 
+#include "category.h"
 #include "error.h"
 
 #include <stdbool.h>
 #include <stdint.h>
-
-typedef enum vs_category {
-  VS_CAT_PARAMS,
-  VS_CAT_GRADS,
-  VS_CAT_OPTIMIZER,
-  VS_CAT_ACTIVATIONS,
-  VS_CAT_TEMP,
-  VS_CAT_FRAMEWORK,
-  VS_CAT_N
-} vs_category;
-
-/* "params", "grads", ... */
-const char *vs_category_name(int category);
 
 typedef struct vs_oom {
   bool happened;            /* an allocation exceeded the capacity */

@@ -2,7 +2,7 @@
 #include "report.h"
 
 #include "csvout.h"
-#include "explore.h"
+#include "summary.h"
 #include "units.h"
 
 #include <inttypes.h>

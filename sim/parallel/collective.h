@@ -4,19 +4,14 @@
 #ifndef VS_COLLECTIVE_H
 #define VS_COLLECTIVE_H
 
+#include "comm.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
 struct vs_topology;
 struct vs_cal_fit;
 struct vs_cal_seen;
-
-typedef enum vs_coll_kind {
-  VS_COLL_NONE,
-  VS_COLL_ALL_REDUCE,
-  VS_COLL_ALL_GATHER,
-  VS_COLL_REDUCE_SCATTER
-} vs_coll_kind;
 
 typedef struct vs_link {
   double bandwidth;   /* bytes/s per GPU, one direction */
@@ -26,9 +21,6 @@ typedef struct vs_link {
   struct vs_cal_seen *seen;       /* where curve sizes are recorded, or NULL
                                      (callers set it) */
 } vs_link;
-
-/* "all_reduce", "all_gather", "reduce_scatter" or "none". */
-const char *vs_coll_name(int kind);
 
 /* The link a group of `span` consecutive ranks uses (span = group size x
  * stride of its members): NVLink when it fits in one node, timed by the

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include "capacity.h"
+#include "outputs.h"
 #include "report.h"
 #include "simulate.h"
 
@@ -152,31 +153,6 @@ static const char show_help[] =
     "Prints every workload key with defaults resolved, the layout, the\n"
     "parameter count (total and per GPU) and the model-state bytes per GPU.\n";
 
-static int usage(FILE *errs, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-/* "vsim: MESSAGE" and the pointer to --help; when an option went without
- * its value because the next argument (declined) is an option, says so. */
-static int vusage(FILE *errs, const char *declined, const char *fmt, va_list ap)
-{
-  fprintf(errs, "vsim: ");
-  vfprintf(errs, fmt, ap);
-  if (declined)
-    fprintf(errs, " (the next argument, '%s', is an option)", declined);
-  fprintf(errs, "\n(see vsim --help)\n");
-  return VS_EXIT_USAGE;
-}
-
-static int usage(FILE *errs, const char *fmt, ...)
-{
-  va_list ap;
-  int rc;
-  va_start(ap, fmt);
-  rc = vusage(errs, NULL, fmt, ap);
-  va_end(ap);
-  return rc;
-}
-
 static int arg_usage(FILE *errs, const cli_args *a, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -186,7 +162,7 @@ static int arg_usage(FILE *errs, const cli_args *a, const char *fmt, ...)
   va_list ap;
   int rc;
   va_start(ap, fmt);
-  rc = vusage(errs, a->declined, fmt, ap);
+  rc = vs_vusage(errs, a->declined, fmt, ap);
   va_end(ap);
   return rc;
 }
@@ -272,9 +248,9 @@ static int note_option(cli_args *a, const char *arg, FILE *errs)
     if (!is_option(arg, o->name))
       continue;
     if (!(o->commands & cmd))
-      return usage(errs, "%s is not an option of vsim %s", o->name, a->command);
+      return vs_usage(errs, "%s is not an option of vsim %s", o->name, a->command);
     if ((a->seen & (1u << k)) && !o->repeatable)
-      return usage(errs, "%s given twice", o->name);
+      return vs_usage(errs, "%s given twice", o->name);
     a->seen |= 1u << k;
     return 0;
   }
@@ -379,168 +355,15 @@ static int load_inputs(const cli_args *a, vs_topology *topo, vs_workload *wl,
 }
 
 /* ------------------------------------------------------------------------
- * Outputs, checked before simulating: a run or a sweep can take minutes,
- * and an output that cannot be written is found before any of it.
+ * Outputs of a run, checked before simulating (outputs.h)
  * ------------------------------------------------------------------------ */
-
-#define PATH_LEN 4096
-
-/* The directory part of path ("." when it has none), trailing slashes
- * ignored; false when it does not fit. */
-static bool dir_of(const char *path, char *dir, size_t len)
-{
-  size_t n = strlen(path);
-  while (n > 1 && path[n - 1] == '/')
-    n--;
-  while (n > 0 && path[n - 1] != '/')
-    n--;
-  while (n > 1 && path[n - 1] == '/')
-    n--;
-  if (n == 0)
-    return snprintf(dir, len, ".") < (int)len;
-  return snprintf(dir, len, "%.*s", (int)n, path) < (int)len;
-}
-
-/* Checks that dir is a directory in which a file can be created, the way
- * vs_csv_open will: by creating one (then removing it), since access()
- * says yes to root everywhere, even where creating fails (/proc). */
-static int check_dir(FILE *errs, const char *option, const char *path,
-                     const char *dir)
-{
-  char stem[PATH_LEN + 16], probe[PATH_LEN + 64];
-  struct stat st;
-  int fd = -1, e = 0;
-
-  if (stat(dir, &st) != 0)
-    e = errno;
-  else if (!S_ISDIR(st.st_mode))
-    e = ENOTDIR;
-  if (e == 0) {
-    snprintf(stem, sizeof stem, "%s/.vsim-probe", dir);
-    if ((fd = vs_csv_create_unique(stem, probe, sizeof probe)) < 0)
-      e = errno;
-  }
-  if (fd >= 0) {
-    close(fd);
-    unlink(probe);
-    vs_csv_untrack(probe);
-    return VS_EXIT_OK;
-  }
-  fprintf(errs, "vsim: %s %s: cannot create: directory '%s': %s\n", option,
-          path, dir, strerror(e ? e : EEXIST));
-  return VS_EXIT_ERROR;
-}
-
-int vs_cli_check_output(FILE *errs, const char *option, const char *path)
-{
-  char dir[PATH_LEN];
-  struct stat st;
-  char target[PATH_LEN];
-  size_t n = strlen(path);
-  bool exists;
-  int e;
-
-  if (n == 0 || path[n - 1] == '/')
-    return usage(errs, "%s needs a file name, got '%s'", option, path);
-  exists = stat(path, &st) == 0;
-  if (exists && S_ISDIR(st.st_mode)) {
-    fprintf(errs, "vsim: %s %s: is a directory\n", option, path);
-    return VS_EXIT_ERROR;
-  }
-  if (exists && !S_ISREG(st.st_mode)) {
-    /* a device or FIFO is written in place, never replaced */
-    if (access(path, W_OK) == 0)
-      return VS_EXIT_OK;
-    fprintf(errs, "vsim: %s %s: cannot write: %s\n", option, path,
-            strerror(errno));
-    return VS_EXIT_ERROR;
-  }
-  /* the file is written beside where a symbolic link leads */
-  if ((e = vs_csv_follow_links(path, target, sizeof target)) == 0 &&
-      !dir_of(target, dir, sizeof dir))
-    e = ENAMETOOLONG;
-  if (e) {
-    fprintf(errs, "vsim: %s %s: %s\n", option, path, strerror(e));
-    return VS_EXIT_ERROR;
-  }
-  return check_dir(errs, option, path, dir);
-}
-
-static const char *const csv_names[] = {"summary.csv", "timeline.csv",
-                                        "ops.csv"};
-
-/* --csv DIR: an existing directory whose three files can be written, or
- * one that can be created (vs_report_write_csv creates it after the
- * simulation; nothing is created here). */
-static int check_csv_dir(FILE *errs, const char *dir)
-{
-  char parent[PATH_LEN], file[PATH_LEN];
-  struct stat st;
-  int code = VS_EXIT_OK;
-
-  if (*dir == '\0')
-    return usage(errs, "%s needs a directory, got ''", "--csv");
-  if (stat(dir, &st) != 0) {
-    if (!dir_of(dir, parent, sizeof parent)) {
-      fprintf(errs, "vsim: --csv %s: path too long\n", dir);
-      return VS_EXIT_ERROR;
-    }
-    return check_dir(errs, "--csv", dir, parent);
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    fprintf(errs, "vsim: --csv %s: exists and is not a directory\n", dir);
-    return VS_EXIT_ERROR;
-  }
-  for (size_t i = 0; code == VS_EXIT_OK && i < 3; i++) {
-    snprintf(file, sizeof file, "%s/%s", dir, csv_names[i]);
-    code = vs_cli_check_output(errs, "--csv", file);
-  }
-  return code;
-}
-
-/* path with empty and "." components removed ("./a//b" -> "a/b"), the
- * spelling compared when nothing of it exists yet. */
-static void normalize(const char *path, char *out, size_t len)
-{
-  size_t used = 0;
-  out[0] = '\0';
-  if (*path == '/')
-    used = (size_t)snprintf(out, len, "/");
-  for (const char *p = path; *p && used < len;) {
-    size_t n = strcspn(p, "/");
-    if (n > 0 && !(n == 1 && *p == '.'))
-      used += (size_t)snprintf(out + used, len - used, "%s%.*s",
-                               used > 0 && out[used - 1] != '/' ? "/" : "",
-                               (int)n, p);
-    p += n;
-    while (*p == '/')
-      p++;
-  }
-}
-
-/* One name per file, whatever spelling leads to it: the file resolved
- * when it exists, else its resolved directory and its name, else the
- * normalized path. */
-static void file_key(const char *path, char *key, size_t len)
-{
-  char norm[PATH_LEN], dir[PATH_LEN];
-  char *real = realpath(path, NULL);
-  normalize(path, norm, sizeof norm);
-  if (!real && dir_of(norm, dir, sizeof dir) && (real = realpath(dir, NULL))) {
-    const char *base = strrchr(norm, '/');
-    snprintf(key, len, "%s/%s", real, base ? base + 1 : norm);
-  } else {
-    snprintf(key, len, "%s", real ? real : norm);
-  }
-  free(real);
-}
 
 /* The files a run writes: the three CSV files, the trace, the chart. */
 typedef struct output {
   const char *option;          /* "--csv", "--trace", "--svg" */
   const char *given;           /* what followed the option */
-  char path[PATH_LEN];         /* the file */
-  char key[PATH_LEN];          /* file_key(path) */
+  char path[VS_OUTPUTS_PATH_LEN];         /* the file */
+  char key[VS_OUTPUTS_PATH_LEN];          /* vs_outputs_file_key(path) */
 } output;
 
 static size_t run_outputs(const cli_args *a, output *outs)
@@ -549,7 +372,7 @@ static size_t run_outputs(const cli_args *a, output *outs)
   for (size_t i = 0; a->csv_dir && i < 3; i++, n++) {
     outs[n].option = "--csv";
     outs[n].given = a->csv_dir;
-    snprintf(outs[n].path, PATH_LEN, "%s/%s", a->csv_dir, csv_names[i]);
+    snprintf(outs[n].path, VS_OUTPUTS_PATH_LEN, "%s/%s", a->csv_dir, vs_outputs_csv_names[i]);
   }
   if (a->trace)
     outs[n++] = (output){"--trace", a->trace, "", ""};
@@ -557,27 +380,10 @@ static size_t run_outputs(const cli_args *a, output *outs)
     outs[n++] = (output){"--svg", a->svg, "", ""};
   for (size_t i = 0; i < n; i++) {
     if (!outs[i].path[0])
-      snprintf(outs[i].path, PATH_LEN, "%s", outs[i].given);
-    file_key(outs[i].path, outs[i].key, PATH_LEN);
+      snprintf(outs[i].path, VS_OUTPUTS_PATH_LEN, "%s", outs[i].given);
+    vs_outputs_file_key(outs[i].path, outs[i].key, VS_OUTPUTS_PATH_LEN);
   }
   return n;
-}
-
-/* The input file (workload or topology, either may be NULL) whose
- * file_key is key, or NULL. */
-static const char *input_named(const char *key, const char *workload,
-                               const char *topology)
-{
-  const char *inputs[] = {workload, topology};
-  char in_key[PATH_LEN];
-  for (size_t k = 0; k < 2; k++) {
-    if (!inputs[k])
-      continue;
-    file_key(inputs[k], in_key, PATH_LEN);
-    if (strcmp(key, in_key) == 0)
-      return inputs[k];
-  }
-  return NULL;
 }
 
 /* Two outputs that name the same file would overwrite one another, and one
@@ -594,35 +400,19 @@ static int check_distinct_outputs(const cli_args *a, FILE *errs)
   }
   n = run_outputs(a, outs);
   for (size_t i = 0; code == VS_EXIT_OK && i < n; i++) {
-    const char *in = input_named(outs[i].key, a->workload, a->topology);
+    const char *in = vs_outputs_input_named(outs[i].key, a->workload, a->topology);
     if (in)
-      code = usage(errs, "%s %s would overwrite the input file %s",
+      code = vs_usage(errs, "%s %s would overwrite the input file %s",
                    outs[i].option, outs[i].given, in);
   }
   for (size_t i = 0; code == VS_EXIT_OK && i < n; i++)
     for (size_t j = i + 1; code == VS_EXIT_OK && j < n; j++)
       if (strcmp(outs[i].key, outs[j].key) == 0)
-        code = usage(errs, "%s %s and %s %s both write %s; give each output "
+        code = vs_usage(errs, "%s %s and %s %s both write %s; give each output "
                            "its own file",
                      outs[i].option, outs[i].given, outs[j].option,
                      outs[j].given, outs[j].path);
   free(outs);
-  return code;
-}
-
-int vs_cli_check_output_not_input(FILE *errs, const char *option,
-                                  const char *path, const char *workload,
-                                  const char *topology)
-{
-  char key[PATH_LEN];
-  const char *in;
-  int code = vs_cli_check_output(errs, option, path);
-  if (code != VS_EXIT_OK)
-    return code;
-  file_key(path, key, PATH_LEN);
-  if ((in = input_named(key, workload, topology)) != NULL)
-    code = usage(errs, "%s %s would overwrite the input file %s", option,
-                 path, in);
   return code;
 }
 
@@ -631,11 +421,11 @@ static int check_run_outputs(const cli_args *a, FILE *errs)
 {
   int code = VS_EXIT_OK;
   if (a->csv_dir)
-    code = check_csv_dir(errs, a->csv_dir);
+    code = vs_outputs_check_csv_dir(errs, a->csv_dir);
   if (code == VS_EXIT_OK && a->trace)
-    code = vs_cli_check_output(errs, "--trace", a->trace);
+    code = vs_outputs_check(errs, "--trace", a->trace);
   if (code == VS_EXIT_OK && a->svg)
-    code = vs_cli_check_output(errs, "--svg", a->svg);
+    code = vs_outputs_check(errs, "--svg", a->svg);
   return code;
 }
 
@@ -739,7 +529,7 @@ static int cmd_capacity(const cli_args *a, char which, FILE *out, FILE *errs)
   for (size_t i = 0; i < a->n_varies; i++) {
     if (vs_vary_parse(a->varies[i], &o->vary[i], &err)) {
       free(o);
-      return usage(errs, "%s", err.msg);
+      return vs_usage(errs, "%s", err.msg);
     }
     o->n_vary++;
   }
@@ -761,7 +551,7 @@ int vs_cli_main(int argc, char **argv, FILE *out, FILE *errs)
 
   gsl_set_error_handler_off();
   if (argc < 2)
-    return usage(errs, "%s", "missing command");
+    return vs_usage(errs, "%s", "missing command");
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
       strcmp(argv[1], "help") == 0) {
     fputs(main_help, out);
@@ -776,7 +566,7 @@ int vs_cli_main(int argc, char **argv, FILE *out, FILE *errs)
       return VS_EXIT_OK;
     }
     if (argc > 2)
-      return usage(errs, "keys takes no arguments, got '%s'", argv[2]);
+      return vs_usage(errs, "keys takes no arguments, got '%s'", argv[2]);
     vs_report_keys(out);
     return VS_EXIT_OK;
   }
@@ -790,7 +580,7 @@ int vs_cli_main(int argc, char **argv, FILE *out, FILE *errs)
   fit = strcmp(argv[1], "fit") == 0;
   plan = strcmp(argv[1], "plan") == 0;
   if (!run && !show && !sweep && !fit && !plan)
-    return usage(errs, "unknown command '%s'", argv[1]);
+    return vs_usage(errs, "unknown command '%s'", argv[1]);
   if ((rc = parse_args(argc, argv, &a, errs)) != 0)
     return rc;
   if (a.help) {
@@ -801,7 +591,7 @@ int vs_cli_main(int argc, char **argv, FILE *out, FILE *errs)
     return VS_EXIT_OK;
   }
   if (!a.workload)
-    return usage(errs, "%s needs a WORKLOAD.ini", a.command);
+    return vs_usage(errs, "%s needs a WORKLOAD.ini", a.command);
   if (run || show)
     return run ? cmd_run(&a, out, errs) : cmd_show(&a, out, errs);
   return cmd_capacity(&a, sweep ? 's' : (fit ? 'f' : 'p'), out, errs);

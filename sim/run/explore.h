@@ -8,8 +8,8 @@
 #define VS_EXPLORE_H
 
 #include "csvout.h"
-#include "memory.h"
 #include "simulate.h"
+#include "summary.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,26 +19,6 @@
 #define VS_EXPLORE_SET_MAX 96
 
 typedef enum { VS_EVAL_FITS, VS_EVAL_OOM, VS_EVAL_INVALID } vs_eval_status;
-
-/* The summary.csv columns of one rank (DESIGN.md). */
-typedef struct vs_summary {
-  uint32_t rank;
-  int stage, dp_rank, tp_rank;
-  uint64_t at_peak[VS_CAT_N];     /* categories at the allocated peak */
-  uint64_t fragmentation_bytes;   /* reserved - allocated then */
-  uint64_t model_states_bytes;    /* its stage's resident model states */
-  uint64_t peak_allocated_bytes;
-  uint64_t peak_reserved_bytes;
-  uint64_t peak_used_bytes;       /* reserved + framework, at most */
-  uint64_t capacity_bytes;
-  bool fits;
-  double peak_time_s;
-  char peak_op[32];
-  double step_time_s;
-  bool timed;                     /* step_time_s is the rank's whole step;
-                                     false when the simulation stopped at
-                                     an out-of-memory (screening) */
-} vs_summary;
 
 /* One candidate and, once evaluated, its outcome. */
 typedef struct vs_candidate {
@@ -83,16 +63,6 @@ typedef struct vs_explore {
   const vs_topology *topology_base;
   const vs_workload *workload_base;
 } vs_explore;
-
-/* Fills sum from rank of a finished simulation. */
-void vs_summary_of(const vs_sim *sim, const vs_rank *rank, vs_summary *sum);
-
-/* summary.csv's header and one row; step_time_s is empty when the
- * summary is not timed. */
-void vs_summary_csv_header(vs_csv *csv);
-void vs_summary_csv_row(vs_csv *csv, const vs_summary *sum);
-/* The same number of empty fields (a candidate that was not simulated). */
-void vs_summary_csv_empty(vs_csv *csv);
 
 /* Adds "sec.key=value" to c; VS_EUSAGE if it does not fit. */
 int vs_candidate_set(vs_candidate *c, const char *fmt, ...)

@@ -2,7 +2,7 @@
  * from simulations; nothing here estimates memory by formula. */
 #include "capacity.h"
 
-#include "cli.h"
+#include "outputs.h"
 #include "report.h"
 #include "units.h"
 
@@ -459,7 +459,7 @@ static int sweep_checks(const vs_capacity_opts *o, size_t *n, FILE *errs)
   }
   if ((code = parse_base(o, errs)) != VS_EXIT_OK)
     return code;
-  return o->csv ? vs_cli_check_output_not_input(errs, "--csv", o->csv,
+  return o->csv ? vs_outputs_check_not_input(errs, "--csv", o->csv,
                                                 o->ex.workload,
                                                 o->ex.topology)
                 : VS_EXIT_OK;
@@ -894,7 +894,7 @@ int vs_capacity_plan(const vs_capacity_opts *o, FILE *out, FILE *errs)
     goto done;
   }
   if (o->csv &&
-      (code = vs_cli_check_output_not_input(errs, "--csv", o->csv,
+      (code = vs_outputs_check_not_input(errs, "--csv", o->csv,
                                             o->ex.workload,
                                             o->ex.topology)) != VS_EXIT_OK)
     goto done;

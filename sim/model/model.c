@@ -7,7 +7,6 @@
  * norms, dropouts and the inputs of the column-parallel matmuls by sequence. */
 #include "model.h"
 
-#include "memory.h"
 #include "units.h"
 
 #include <stdio.h>

@@ -17,7 +17,7 @@
 #include "schedule.h"
 
 #include "grow.h"
-#include "memory.h"
+#include "category.h"
 
 #include <math.h>
 #include <stdio.h>

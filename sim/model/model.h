@@ -11,7 +11,8 @@
 #ifndef VS_MODEL_H
 #define VS_MODEL_H
 
-#include "collective.h"
+#include "category.h"
+#include "comm.h"
 #include "error.h"
 #include "workload.h"
 

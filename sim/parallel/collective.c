@@ -3,20 +3,6 @@
 
 #include "topology.h"
 
-const char *vs_coll_name(int kind)
-{
-  switch (kind) {
-  case VS_COLL_ALL_REDUCE:
-    return "all_reduce";
-  case VS_COLL_ALL_GATHER:
-    return "all_gather";
-  case VS_COLL_REDUCE_SCATTER:
-    return "reduce_scatter";
-  default:
-    return "none";
-  }
-}
-
 vs_link vs_collective_link(const vs_topology *topo, uint64_t span)
 {
   vs_link link = {0};

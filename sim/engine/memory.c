@@ -5,14 +5,6 @@
 
 #include <string.h>
 
-static const char *const category_names[VS_CAT_N] = {
-    "params", "grads", "optimizer", "activations", "temp", "framework"};
-
-const char *vs_category_name(int category)
-{
-  return category >= 0 && category < VS_CAT_N ? category_names[category] : "?";
-}
-
 void vs_mem_init(vs_mem *m, uint64_t capacity_bytes, uint64_t framework_bytes)
 {
   memset(m, 0, sizeof *m);

@@ -1,0 +1,222 @@
+/* outputs.c - exit statuses, usage errors and the checks every output path
+ * passes before a long computation (see outputs.h). */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include "outputs.h"
+
+#include "csvout.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int vs_vusage(FILE *errs, const char *declined, const char *fmt, va_list ap)
+{
+  fprintf(errs, "vsim: ");
+  vfprintf(errs, fmt, ap);
+  if (declined)
+    fprintf(errs, " (the next argument, '%s', is an option)", declined);
+  fprintf(errs, "\n(see vsim --help)\n");
+  return VS_EXIT_USAGE;
+}
+
+int vs_usage(FILE *errs, const char *fmt, ...)
+{
+  va_list ap;
+  int rc;
+  va_start(ap, fmt);
+  rc = vs_vusage(errs, NULL, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+
+#define PATH_LEN VS_OUTPUTS_PATH_LEN
+
+/* The directory part of path ("." when it has none), trailing slashes
+ * ignored; false when it does not fit. */
+static bool dir_of(const char *path, char *dir, size_t len)
+{
+  size_t n = strlen(path);
+  while (n > 1 && path[n - 1] == '/')
+    n--;
+  while (n > 0 && path[n - 1] != '/')
+    n--;
+  while (n > 1 && path[n - 1] == '/')
+    n--;
+  if (n == 0)
+    return snprintf(dir, len, ".") < (int)len;
+  return snprintf(dir, len, "%.*s", (int)n, path) < (int)len;
+}
+
+/* Checks that dir is a directory in which a file can be created, the way
+ * vs_csv_open will: by creating one (then removing it), since access()
+ * says yes to root everywhere, even where creating fails (/proc). */
+static int check_dir(FILE *errs, const char *option, const char *path,
+                     const char *dir)
+{
+  char stem[PATH_LEN + 16], probe[PATH_LEN + 64];
+  struct stat st;
+  int fd = -1, e = 0;
+
+  if (stat(dir, &st) != 0)
+    e = errno;
+  else if (!S_ISDIR(st.st_mode))
+    e = ENOTDIR;
+  if (e == 0) {
+    snprintf(stem, sizeof stem, "%s/.vsim-probe", dir);
+    if ((fd = vs_csv_create_unique(stem, probe, sizeof probe)) < 0)
+      e = errno;
+  }
+  if (fd >= 0) {
+    close(fd);
+    unlink(probe);
+    vs_csv_untrack(probe);
+    return VS_EXIT_OK;
+  }
+  fprintf(errs, "vsim: %s %s: cannot create: directory '%s': %s\n", option,
+          path, dir, strerror(e ? e : EEXIST));
+  return VS_EXIT_ERROR;
+}
+
+int vs_outputs_check(FILE *errs, const char *option, const char *path)
+{
+  char dir[PATH_LEN];
+  struct stat st;
+  char target[PATH_LEN];
+  size_t n = strlen(path);
+  bool exists;
+  int e;
+
+  if (n == 0 || path[n - 1] == '/')
+    return vs_usage(errs, "%s needs a file name, got '%s'", option, path);
+  exists = stat(path, &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) {
+    fprintf(errs, "vsim: %s %s: is a directory\n", option, path);
+    return VS_EXIT_ERROR;
+  }
+  if (exists && !S_ISREG(st.st_mode)) {
+    /* a device or FIFO is written in place, never replaced */
+    if (access(path, W_OK) == 0)
+      return VS_EXIT_OK;
+    fprintf(errs, "vsim: %s %s: cannot write: %s\n", option, path,
+            strerror(errno));
+    return VS_EXIT_ERROR;
+  }
+  /* the file is written beside where a symbolic link leads */
+  if ((e = vs_csv_follow_links(path, target, sizeof target)) == 0 &&
+      !dir_of(target, dir, sizeof dir))
+    e = ENAMETOOLONG;
+  if (e) {
+    fprintf(errs, "vsim: %s %s: %s\n", option, path, strerror(e));
+    return VS_EXIT_ERROR;
+  }
+  return check_dir(errs, option, path, dir);
+}
+
+const char *const vs_outputs_csv_names[3] = {"summary.csv", "timeline.csv",
+                                        "ops.csv"};
+
+/* --csv DIR: an existing directory whose three files can be written, or
+ * one that can be created (vs_report_write_csv creates it after the
+ * simulation; nothing is created here). */
+int vs_outputs_check_csv_dir(FILE *errs, const char *dir)
+{
+  char parent[PATH_LEN], file[PATH_LEN];
+  struct stat st;
+  int code = VS_EXIT_OK;
+
+  if (*dir == '\0')
+    return vs_usage(errs, "%s needs a directory, got ''", "--csv");
+  if (stat(dir, &st) != 0) {
+    if (!dir_of(dir, parent, sizeof parent)) {
+      fprintf(errs, "vsim: --csv %s: path too long\n", dir);
+      return VS_EXIT_ERROR;
+    }
+    return check_dir(errs, "--csv", dir, parent);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    fprintf(errs, "vsim: --csv %s: exists and is not a directory\n", dir);
+    return VS_EXIT_ERROR;
+  }
+  for (size_t i = 0; code == VS_EXIT_OK && i < 3; i++) {
+    snprintf(file, sizeof file, "%s/%s", dir, vs_outputs_csv_names[i]);
+    code = vs_outputs_check(errs, "--csv", file);
+  }
+  return code;
+}
+
+/* path with empty and "." components removed ("./a//b" -> "a/b"), the
+ * spelling compared when nothing of it exists yet. */
+static void normalize(const char *path, char *out, size_t len)
+{
+  size_t used = 0;
+  out[0] = '\0';
+  if (*path == '/')
+    used = (size_t)snprintf(out, len, "/");
+  for (const char *p = path; *p && used < len;) {
+    size_t n = strcspn(p, "/");
+    if (n > 0 && !(n == 1 && *p == '.'))
+      used += (size_t)snprintf(out + used, len - used, "%s%.*s",
+                               used > 0 && out[used - 1] != '/' ? "/" : "",
+                               (int)n, p);
+    p += n;
+    while (*p == '/')
+      p++;
+  }
+}
+
+/* One name per file, whatever spelling leads to it: the file resolved
+ * when it exists, else its resolved directory and its name, else the
+ * normalized path. */
+void vs_outputs_file_key(const char *path, char *key, size_t len)
+{
+  char norm[PATH_LEN], dir[PATH_LEN];
+  char *real = realpath(path, NULL);
+  normalize(path, norm, sizeof norm);
+  if (!real && dir_of(norm, dir, sizeof dir) && (real = realpath(dir, NULL))) {
+    const char *base = strrchr(norm, '/');
+    snprintf(key, len, "%s/%s", real, base ? base + 1 : norm);
+  } else {
+    snprintf(key, len, "%s", real ? real : norm);
+  }
+  free(real);
+}
+
+/* The input file (workload or topology, either may be NULL) whose
+ * file_key is key, or NULL. */
+const char *vs_outputs_input_named(const char *key, const char *workload,
+                               const char *topology)
+{
+  const char *inputs[] = {workload, topology};
+  char in_key[PATH_LEN];
+  for (size_t k = 0; k < 2; k++) {
+    if (!inputs[k])
+      continue;
+    vs_outputs_file_key(inputs[k], in_key, PATH_LEN);
+    if (strcmp(key, in_key) == 0)
+      return inputs[k];
+  }
+  return NULL;
+}
+
+int vs_outputs_check_not_input(FILE *errs, const char *option,
+                                  const char *path, const char *workload,
+                                  const char *topology)
+{
+  char key[PATH_LEN];
+  const char *in;
+  int code = vs_outputs_check(errs, option, path);
+  if (code != VS_EXIT_OK)
+    return code;
+  vs_outputs_file_key(path, key, PATH_LEN);
+  if ((in = vs_outputs_input_named(key, workload, topology)) != NULL)
+    code = vs_usage(errs, "%s %s would overwrite the input file %s", option,
+                 path, in);
+  return code;
+}
+

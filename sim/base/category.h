@@ -1,0 +1,22 @@
+/* category.h - the memory categories: every simulated GPU byte belongs to
+ * exactly one of them (docs/DESIGN.md, "Memory categories"). The model
+ * declares which category a tensor is in; the engine's tracker counts them;
+ * the reports print them. Fragmentation is not a category: it is reserved
+ * minus allocated. */
+#ifndef VS_CATEGORY_H
+#define VS_CATEGORY_H
+
+typedef enum vs_category {
+  VS_CAT_PARAMS,      /* parameters resident on the GPU */
+  VS_CAT_GRADS,       /* gradients (resident or awaiting reduction) */
+  VS_CAT_OPTIMIZER,   /* optimizer moments and master weights */
+  VS_CAT_ACTIVATIONS, /* tensors saved from forward for backward */
+  VS_CAT_TEMP,        /* workspaces, buckets, gathered params, loss buffers */
+  VS_CAT_FRAMEWORK,   /* CUDA context, cuBLAS workspace, NCCL buffers */
+  VS_CAT_N
+} vs_category;
+
+/* "params", "grads", ... ("?" outside the range). */
+const char *vs_category_name(int category);
+
+#endif
