@@ -239,112 +239,163 @@ static int time_offset_item(const char *t, void *out, const char **why)
   return vs_parse_time_offset(t, out, why);
 }
 
-/* Parses text per the key's type into a scratch union, checks bounds, and
- * only then stores, so a bad value leaves the target unchanged. */
-static int store_value(const vs_key *k, void *target, const char *text,
+/* The error for a value that did not parse (why) or broke a bound (bad),
+ * or 0 when it did neither. */
+static int value_error(int rc, const char *why, const char *bad,
                        const char *where, vs_error *err)
 {
-  char *slot = (char *)target + k->offset;
-  const char *why = NULL;
-  char reason[160];
-  const char *bad = NULL;
-  uint64_t u = 0;
-  double d = 0;
-  bool b = false;
-  int rc = 0;
-
-  switch (k->type) {
-  case VS_KEY_COUNT:
-    if (!(rc = vs_parse_count(text, &u, &why)))
-      bad = bounds_problem(k, (double)u, reason, sizeof reason);
-    break;
-  case VS_KEY_SIZE:
-    if (!(rc = vs_parse_size(text, &u, &why)))
-      bad = bounds_problem(k, (double)u, reason, sizeof reason);
-    break;
-  case VS_KEY_REAL:
-    if (!(rc = vs_parse_real(text, &d, &why)))
-      bad = bounds_problem(k, d, reason, sizeof reason);
-    break;
-  case VS_KEY_RATE:
-    if (!(rc = vs_parse_rate(text, &d, &why)))
-      bad = bounds_problem(k, d, reason, sizeof reason);
-    break;
-  case VS_KEY_LATENCY: /* a key whose lower bound is negative takes any sign */
-    if (!(rc = (k->lo < 0 ? vs_parse_time_offset : vs_parse_latency)(text, &d, &why)))
-      bad = bounds_problem(k, d, reason, sizeof reason);
-    break;
-  case VS_KEY_BOOL:
-    rc = vs_parse_bool(text, &b, &why);
-    break;
-  case VS_KEY_ENUM:
-    rc = VS_EINPUT;
-    for (int i = 0; k->choices[i]; i++) {
-      if (strcmp(k->choices[i], text) == 0) {
-        *(int *)slot = i;
-        return 0;
-      }
-    }
-    {
-      char choices[256];
-      return vs_error_set(err, VS_EINPUT, "%s: expected %s", where,
-                          vs_conf_choices(k->choices, choices, sizeof choices));
-    }
-  case VS_KEY_NAME:
-    if (*text == '\0' || strlen(text) >= VS_NAME_MAX ||
-        strpbrk(text, " \t,")) {
-      return vs_error_set(err, VS_EINPUT,
-                          "%s: expected a name of 1-%d characters without "
-                          "blanks or commas",
-                          where, VS_NAME_MAX - 1);
-    }
-    strcpy(slot, text);
-    return 0;
-  case VS_KEY_LIST: {
-    vs_count_list list;
-    rc = parse_items(text, count_item, list.values, sizeof list.values[0],
-                     VS_LIST_MAX, &list.n, &why);
-    for (size_t i = 0; rc == 0 && i < list.n && !bad; i++)
-      bad = bounds_problem(k, (double)list.values[i], reason, sizeof reason);
-    if (rc == 0 && !bad)
-      *(vs_count_list *)slot = list;
-    break;
-  }
-  case VS_KEY_RATES:
-  case VS_KEY_LATENCIES: {
-    vs_real_list list;
-    rc = parse_items(text,
-                     k->type == VS_KEY_RATES ? rate_item
-                     : k->lo < 0             ? time_offset_item
-                                             : latency_item,
-                     list.values, sizeof list.values[0], VS_REAL_LIST_MAX,
-                     &list.n, &why);
-    for (size_t i = 0; rc == 0 && i < list.n && !bad; i++)
-      bad = bounds_problem(k, list.values[i], reason, sizeof reason);
-    if (rc == 0 && !bad)
-      *(vs_real_list *)slot = list;
-    break;
-  }
-  }
   if (rc)
     return vs_error_set(err, VS_EINPUT, "%s: %s", where, why);
   if (bad)
     return vs_error_set(err, VS_EINPUT, "%s: %s", where, bad);
+  return 0;
+}
+
+/* VS_KEY_COUNT and VS_KEY_SIZE: a uint64_t within the key's bounds. */
+static int store_whole(const vs_key *k, char *slot, const char *text,
+                       const char *where, vs_error *err)
+{
+  const char *why = NULL, *bad = NULL;
+  char reason[160];
+  uint64_t u = 0;
+  int rc = (k->type == VS_KEY_SIZE ? vs_parse_size : vs_parse_count)(text, &u,
+                                                                      &why);
+  if (rc == 0)
+    bad = bounds_problem(k, (double)u, reason, sizeof reason);
+  if ((rc = value_error(rc, why, bad, where, err)))
+    return rc;
+  *(uint64_t *)slot = u;
+  return 0;
+}
+
+/* VS_KEY_REAL, VS_KEY_RATE and VS_KEY_LATENCY: a double within the key's
+ * bounds. A latency key whose lower bound is negative takes any sign. */
+static int store_real(const vs_key *k, char *slot, const char *text,
+                      const char *where, vs_error *err)
+{
+  const char *why = NULL, *bad = NULL;
+  char reason[160];
+  double d = 0;
+  int rc;
+
+  if (k->type == VS_KEY_REAL)
+    rc = vs_parse_real(text, &d, &why);
+  else if (k->type == VS_KEY_RATE)
+    rc = vs_parse_rate(text, &d, &why);
+  else
+    rc = (k->lo < 0 ? vs_parse_time_offset : vs_parse_latency)(text, &d, &why);
+  if (rc == 0)
+    bad = bounds_problem(k, d, reason, sizeof reason);
+  if ((rc = value_error(rc, why, bad, where, err)))
+    return rc;
+  *(double *)slot = d;
+  return 0;
+}
+
+static int store_bool(char *slot, const char *text, const char *where,
+                      vs_error *err)
+{
+  const char *why = NULL;
+  bool b = false;
+  int rc = vs_parse_bool(text, &b, &why);
+  if ((rc = value_error(rc, why, NULL, where, err)))
+    return rc;
+  *(bool *)slot = b;
+  return 0;
+}
+
+/* VS_KEY_ENUM: the index of text among the key's choices. */
+static int store_enum(const vs_key *k, char *slot, const char *text,
+                      const char *where, vs_error *err)
+{
+  char choices[256];
+  for (int i = 0; k->choices[i]; i++) {
+    if (strcmp(k->choices[i], text) == 0) {
+      *(int *)slot = i;
+      return 0;
+    }
+  }
+  return vs_error_set(err, VS_EINPUT, "%s: expected %s", where,
+                      vs_conf_choices(k->choices, choices, sizeof choices));
+}
+
+static int store_name(char *slot, const char *text, const char *where,
+                      vs_error *err)
+{
+  if (*text == '\0' || strlen(text) >= VS_NAME_MAX || strpbrk(text, " \t,"))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: expected a name of 1-%d characters without "
+                        "blanks or commas",
+                        where, VS_NAME_MAX - 1);
+  strcpy(slot, text);
+  return 0;
+}
+
+/* VS_KEY_LIST: comma-separated counts, each within the key's bounds. */
+static int store_count_list(const vs_key *k, char *slot, const char *text,
+                            const char *where, vs_error *err)
+{
+  const char *why = NULL, *bad = NULL;
+  char reason[160];
+  vs_count_list list;
+  int rc = parse_items(text, count_item, list.values, sizeof list.values[0],
+                       VS_LIST_MAX, &list.n, &why);
+  for (size_t i = 0; rc == 0 && i < list.n && !bad; i++)
+    bad = bounds_problem(k, (double)list.values[i], reason, sizeof reason);
+  if ((rc = value_error(rc, why, bad, where, err)))
+    return rc;
+  *(vs_count_list *)slot = list;
+  return 0;
+}
+
+/* VS_KEY_RATES and VS_KEY_LATENCIES: comma-separated values as the single
+ * kinds take them, each within the key's bounds. */
+static int store_real_list(const vs_key *k, char *slot, const char *text,
+                           const char *where, vs_error *err)
+{
+  const char *why = NULL, *bad = NULL;
+  char reason[160];
+  vs_real_list list;
+  int rc = parse_items(text,
+                       k->type == VS_KEY_RATES ? rate_item
+                       : k->lo < 0             ? time_offset_item
+                                               : latency_item,
+                       list.values, sizeof list.values[0], VS_REAL_LIST_MAX,
+                       &list.n, &why);
+  for (size_t i = 0; rc == 0 && i < list.n && !bad; i++)
+    bad = bounds_problem(k, list.values[i], reason, sizeof reason);
+  if ((rc = value_error(rc, why, bad, where, err)))
+    return rc;
+  *(vs_real_list *)slot = list;
+  return 0;
+}
+
+/* Parses text per the key's type, checks bounds, and only then stores, so
+ * a bad value leaves the target unchanged. */
+static int store_value(const vs_key *k, void *target, const char *text,
+                       const char *where, vs_error *err)
+{
+  char *slot = (char *)target + k->offset;
+
   switch (k->type) {
   case VS_KEY_COUNT:
   case VS_KEY_SIZE:
-    *(uint64_t *)slot = u;
-    break;
+    return store_whole(k, slot, text, where, err);
   case VS_KEY_REAL:
   case VS_KEY_RATE:
   case VS_KEY_LATENCY:
-    *(double *)slot = d;
-    break;
+    return store_real(k, slot, text, where, err);
   case VS_KEY_BOOL:
-    *(bool *)slot = b;
-    break;
-  default:
-    break;
+    return store_bool(slot, text, where, err);
+  case VS_KEY_ENUM:
+    return store_enum(k, slot, text, where, err);
+  case VS_KEY_NAME:
+    return store_name(slot, text, where, err);
+  case VS_KEY_LIST:
+    return store_count_list(k, slot, text, where, err);
+  case VS_KEY_RATES:
+  case VS_KEY_LATENCIES:
+    return store_real_list(k, slot, text, where, err);
   }
   return 0;
 }
