@@ -512,19 +512,128 @@ static void xml_text(FILE *f, const char *text)
   }
 }
 
+/* Category colours, and the order the areas stack in, bottom first. */
+static const char *const svg_colors[VS_CAT_N] = {
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#bab0ac"};
+static const int svg_order[VS_CAT_N] = {VS_CAT_FRAMEWORK, VS_CAT_PARAMS,
+                                        VS_CAT_GRADS, VS_CAT_OPTIMIZER,
+                                        VS_CAT_ACTIVATIONS, VS_CAT_TEMP};
+
+/* The vertical scale: bytes to pixels. */
+typedef struct svg_scale {
+  double top;                  /* bytes at the top of the plot */
+  double plot_h;               /* plot height in pixels */
+} svg_scale;
+
+static double svg_x(double column) { return SVG_LEFT + column; }
+
+static double svg_y(const svg_scale *s, double bytes)
+{
+  return SVG_TOP + s->plot_h - s->plot_h * bytes / s->top;
+}
+
+static void svg_title(FILE *f, const vs_sim *sim, const vs_rank *r)
+{
+  fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+             "height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n"
+             "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+          SVG_W, SVG_H);
+  fprintf(f, "<text x=\"%d\" y=\"22\" font-size=\"14\">memory of rank %u "
+             "(stage %d) over one step: ",
+          SVG_LEFT, r->id, r->stage);
+  xml_text(f, sim->wl->origins.file);
+  fputs(" on ", f);
+  xml_text(f, sim->topo->name);
+  fputs("</text>\n", f);
+}
+
+/* The stacked categories, bottom to top: area k lies between the sum of
+ * the categories below it and that sum plus its own. */
+static void svg_areas(FILE *f, const svg_scale *s, const svg_column *cols)
+{
+  for (int k = 0; k < VS_CAT_N; k++) {
+    fprintf(f, "<polygon fill=\"%s\" fill-opacity=\"0.85\" points=\"",
+            svg_colors[svg_order[k]]);
+    for (size_t x = 0; x < SVG_COLS; x++) {
+      uint64_t sum = 0;
+      for (int j = 0; j <= k; j++)
+        sum += cols[x].by_cat[svg_order[j]];
+      fprintf(f, "%.1f,%.1f ", svg_x((double)x), svg_y(s, (double)sum));
+    }
+    for (size_t x = SVG_COLS; x-- > 0;) {
+      uint64_t sum = 0;
+      for (int j = 0; j < k; j++)
+        sum += cols[x].by_cat[svg_order[j]];
+      fprintf(f, "%.1f,%.1f ", svg_x((double)x), svg_y(s, (double)sum));
+    }
+    fprintf(f, "\"/>\n");
+  }
+}
+
+/* Device use (reserved + framework) as a line, capacity as a dashed one. */
+static void svg_use(FILE *f, const svg_scale *s, const svg_column *cols,
+                    uint64_t capacity_bytes)
+{
+  double cap = svg_y(s, (double)capacity_bytes);
+  fprintf(f, "<polyline fill=\"none\" stroke=\"black\" stroke-width=\"1.5\" "
+             "points=\"");
+  for (size_t x = 0; x < SVG_COLS; x++)
+    fprintf(f, "%.1f,%.1f ", svg_x((double)x), svg_y(s, (double)cols[x].used));
+  fprintf(f, "\"/>\n<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" "
+             "stroke=\"red\" stroke-dasharray=\"6,4\"/>\n",
+          SVG_LEFT, SVG_LEFT + SVG_COLS, cap, cap);
+}
+
+/* Axes: five byte ticks up to the larger of capacity and peak, five time
+ * ticks over the step. */
+static void svg_axes(FILE *f, const svg_scale *s, double step)
+{
+  char label[32];
+  fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" "
+             "stroke=\"black\"/>\n",
+          SVG_LEFT, SVG_LEFT + SVG_COLS, svg_y(s, 0), svg_y(s, 0));
+  for (int i = 0; i <= 4; i++) {
+    double v = s->top / 1.05 * i / 4;
+    fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+            SVG_LEFT - 6, svg_y(s, v) + 4,
+            vs_format_bytes((uint64_t)v, label, sizeof label));
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
+            svg_x((SVG_COLS - 1) * i / 4.0), SVG_H - SVG_BOTTOM + 18,
+            vs_format_seconds(step * i / 4, label, sizeof label));
+  }
+  fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">time in "
+             "the step</text>\n",
+          svg_x(SVG_COLS / 2), SVG_H - 12);
+}
+
+/* The legend, top category first, then the two lines; closes the SVG. */
+static void svg_legend(FILE *f)
+{
+  for (int k = VS_CAT_N - 1, row = 0; k >= 0; k--, row++)
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" "
+               "fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
+            SVG_W - SVG_RIGHT + 16, SVG_TOP + 20 * row,
+            svg_colors[svg_order[k]], SVG_W - SVG_RIGHT + 34,
+            SVG_TOP + 20 * row + 11, vs_category_name(svg_order[k]));
+  fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" "
+             "stroke=\"black\" stroke-width=\"1.5\"/><text x=\"%d\" "
+             "y=\"%d\">reserved + framework</text>\n",
+          SVG_W - SVG_RIGHT + 16, SVG_W - SVG_RIGHT + 28, SVG_TOP + 126,
+          SVG_TOP + 126, SVG_W - SVG_RIGHT + 34, SVG_TOP + 130);
+  fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" "
+             "stroke=\"red\" stroke-dasharray=\"6,4\"/><text x=\"%d\" "
+             "y=\"%d\">capacity</text>\n</svg>\n",
+          SVG_W - SVG_RIGHT + 16, SVG_W - SVG_RIGHT + 28, SVG_TOP + 146,
+          SVG_TOP + 146, SVG_W - SVG_RIGHT + 34, SVG_TOP + 150);
+}
+
 int vs_report_write_svg(const vs_sim *sim, const char *path, vs_error *err)
 {
-  static const char *const colors[VS_CAT_N] = {
-      "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#bab0ac"};
-  static const int order[VS_CAT_N] = {VS_CAT_FRAMEWORK, VS_CAT_PARAMS,
-                                      VS_CAT_GRADS, VS_CAT_OPTIMIZER,
-                                      VS_CAT_ACTIVATIONS, VS_CAT_TEMP};
   const vs_rank *r = vs_sim_worst_rank(sim);
-  double step = (double)r->end_ns * 1e-9, top;
+  double step = (double)r->end_ns * 1e-9;
   svg_column *cols = calloc(SVG_COLS, sizeof *cols);
   vs_csv file; /* only for its atomic temporary-file handling */
-  double plot_h = SVG_H - SVG_TOP - SVG_BOTTOM;
-  char label[32];
+  svg_scale scale = {0, SVG_H - SVG_TOP - SVG_BOTTOM};
   int rc;
 
   if (!cols)
@@ -534,84 +643,14 @@ int vs_report_write_svg(const vs_sim *sim, const char *path, vs_error *err)
     return rc;
   }
   svg_columns(r, step, cols);
-  top = (double)(r->mem.capacity_bytes > r->mem.peak_used_bytes
-                     ? r->mem.capacity_bytes
-                     : r->mem.peak_used_bytes) * 1.05;
-#define Y(v) (SVG_TOP + plot_h - plot_h * (double)(v) / top)
-#define X(i) (SVG_LEFT + (double)(i))
-  fprintf(file.f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
-                  "height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n"
-                  "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-          SVG_W, SVG_H);
-  fprintf(file.f, "<text x=\"%d\" y=\"22\" font-size=\"14\">memory of rank %u "
-                  "(stage %d) over one step: ",
-          SVG_LEFT, r->id, r->stage);
-  xml_text(file.f, sim->wl->origins.file);
-  fputs(" on ", file.f);
-  xml_text(file.f, sim->topo->name);
-  fputs("</text>\n", file.f);
-  /* stacked categories, bottom to top */
-  for (int k = 0; k < VS_CAT_N; k++) {
-    fprintf(file.f, "<polygon fill=\"%s\" fill-opacity=\"0.85\" points=\"",
-            colors[order[k]]);
-    for (size_t x = 0; x < SVG_COLS; x++) {
-      uint64_t sum = 0;
-      for (int j = 0; j <= k; j++)
-        sum += cols[x].by_cat[order[j]];
-      fprintf(file.f, "%.1f,%.1f ", X(x), Y(sum));
-    }
-    for (size_t x = SVG_COLS; x-- > 0;) {
-      uint64_t sum = 0;
-      for (int j = 0; j < k; j++)
-        sum += cols[x].by_cat[order[j]];
-      fprintf(file.f, "%.1f,%.1f ", X(x), Y(sum));
-    }
-    fprintf(file.f, "\"/>\n");
-  }
-  /* device use and capacity */
-  fprintf(file.f, "<polyline fill=\"none\" stroke=\"black\" stroke-width=\"1.5\" "
-                  "points=\"");
-  for (size_t x = 0; x < SVG_COLS; x++)
-    fprintf(file.f, "%.1f,%.1f ", X(x), Y(cols[x].used));
-  fprintf(file.f, "\"/>\n<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" "
-                  "stroke=\"red\" stroke-dasharray=\"6,4\"/>\n",
-          SVG_LEFT, SVG_LEFT + SVG_COLS, Y(r->mem.capacity_bytes),
-          Y(r->mem.capacity_bytes));
-  /* axes */
-  fprintf(file.f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" "
-                  "stroke=\"black\"/>\n",
-          SVG_LEFT, SVG_LEFT + SVG_COLS, Y(0), Y(0));
-  for (int i = 0; i <= 4; i++) {
-    double v = top / 1.05 * i / 4;
-    fprintf(file.f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-            SVG_LEFT - 6, Y(v) + 4,
-            vs_format_bytes((uint64_t)v, label, sizeof label));
-    fprintf(file.f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
-            X((SVG_COLS - 1) * i / 4.0), SVG_H - SVG_BOTTOM + 18,
-            vs_format_seconds(step * i / 4, label, sizeof label));
-  }
-  fprintf(file.f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">time in "
-                  "the step</text>\n",
-          X(SVG_COLS / 2), SVG_H - 12);
-  /* legend */
-  for (int k = VS_CAT_N - 1, row = 0; k >= 0; k--, row++)
-    fprintf(file.f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" "
-                    "fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
-            SVG_W - SVG_RIGHT + 16, SVG_TOP + 20 * row, colors[order[k]],
-            SVG_W - SVG_RIGHT + 34, SVG_TOP + 20 * row + 11,
-            vs_category_name(order[k]));
-  fprintf(file.f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" "
-                  "stroke=\"black\" stroke-width=\"1.5\"/><text x=\"%d\" "
-                  "y=\"%d\">reserved + framework</text>\n",
-          SVG_W - SVG_RIGHT + 16, SVG_W - SVG_RIGHT + 28, SVG_TOP + 126,
-          SVG_TOP + 126, SVG_W - SVG_RIGHT + 34, SVG_TOP + 130);
-  fprintf(file.f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" "
-                  "stroke=\"red\" stroke-dasharray=\"6,4\"/><text x=\"%d\" "
-                  "y=\"%d\">capacity</text>\n</svg>\n",
-          SVG_W - SVG_RIGHT + 16, SVG_W - SVG_RIGHT + 28, SVG_TOP + 146,
-          SVG_TOP + 146, SVG_W - SVG_RIGHT + 34, SVG_TOP + 150);
-#undef X
-#undef Y
+  scale.top = (double)(r->mem.capacity_bytes > r->mem.peak_used_bytes
+                           ? r->mem.capacity_bytes
+                           : r->mem.peak_used_bytes) * 1.05;
+  svg_title(file.f, sim, r);
+  svg_areas(file.f, &scale, cols);
+  svg_use(file.f, &scale, cols, r->mem.capacity_bytes);
+  svg_axes(file.f, &scale, step);
+  svg_legend(file.f);
   free(cols);
   if (ferror(file.f))
     file.failed = true;
