@@ -661,7 +661,6 @@ typedef struct plan_state {
 static int add_layout(plan_state *ps, const layout_choice *lc)
 {
   vs_candidate *c;
-  static const char *const ckpt_names[] = {"none", "selective", "full"};
   if (ps->n == ps->cap) {
     size_t cap = ps->cap ? 2 * ps->cap : 1024;
     layout_choice *ch = realloc(ps->choices, cap * sizeof *ch);
@@ -684,9 +683,10 @@ static int add_layout(plan_state *ps, const layout_choice *lc)
   vs_candidate_set(c, "parallel.dp=%llu", (unsigned long long)lc->dp);
   vs_candidate_set(c, "parallel.zero=%llu", (unsigned long long)lc->zero);
   vs_candidate_set(c, "parallel.sequence_parallel=%s", lc->tp > 1 ? "true" : "false");
-  vs_candidate_set(c, "parallel.schedule=1f1b");
+  vs_candidate_set(c, "parallel.schedule=%s", vs_schedule_name(VS_SCHED_1F1B));
   vs_candidate_set(c, "parallel.virtual_stages=1");
-  vs_candidate_set(c, "training.checkpointing=%s", ckpt_names[lc->ckpt]);
+  vs_candidate_set(c, "training.checkpointing=%s",
+                   vs_checkpointing_name(lc->ckpt));
   vs_candidate_set(c, "training.micro_batch=%llu", (unsigned long long)lc->mb);
   return 0;
 }
@@ -706,7 +706,7 @@ static int enumerate(const vs_workload *wl, const vs_topology *topo,
     for (uint64_t tp = 1; tp <= node && tp <= g; tp *= 2) {
       if (node % tp)
         continue;
-      if (m->heads % tp || m->kv_heads % tp || m->ffn_hidden % tp) {
+      if (!vs_workload_tp_allowed(m, tp)) {
         ps->pruned[PRUNE_TP_SHAPES]++;
         continue;
       }
@@ -714,17 +714,17 @@ static int enumerate(const vs_workload *wl, const vs_topology *topo,
         uint64_t dp;
         if (m->layers % pp)
           continue;
-        if (g % (tp * pp)) {
+        if (!vs_workload_gpus_allowed(g, tp, pp)) {
           ps->pruned[PRUNE_TP_PP_GPUS]++;
           continue;
         }
         dp = g / (tp * pp);
-        if (global % dp) {
+        if (!vs_workload_batch_allowed(global, 1, dp)) {
           ps->pruned[PRUNE_DP_BATCH]++;
           continue;
         }
-        for (uint64_t zero = 0; zero <= 3; zero++) {
-          if (pp > 1 && zero >= 2) {
+        for (uint64_t zero = 0; zero <= VS_ZERO_MAX; zero++) {
+          if (!vs_workload_zero_allowed(zero, pp)) {
             ps->pruned[PRUNE_ZERO_PP]++;
             continue;
           }
@@ -739,7 +739,7 @@ static int enumerate(const vs_workload *wl, const vs_topology *topo,
             }
             for (uint64_t mb = 1; mb * dp <= global; mb *= 2) {
               layout_choice lc = {g, tp, pp, dp, zero, mb, ckpt};
-              if (global % (mb * dp))
+              if (!vs_workload_batch_allowed(global, mb, dp))
                 continue;
               if (add_layout(ps, &lc))
                 return VS_ENOMEM;
@@ -764,13 +764,12 @@ static void print_layout(FILE *out, int rank_no, const layout_choice *lc,
                          const vs_candidate *c, double tokens_per_step,
                          bool priced)
 {
-  static const char *const ckpt[] = {"none", "selective", "full"};
   char peak[16], step[16];
   double per_1e9 = 1e9 / tokens_per_step; /* steps per 1e9 tokens */
   fprintf(out, "%3d %6llu %4llu %3llu %3llu %4llu %-9s %4llu %10s %10s %12.0f ",
           rank_no, (unsigned long long)lc->gpus, (unsigned long long)lc->dp,
           (unsigned long long)lc->tp, (unsigned long long)lc->pp,
-          (unsigned long long)lc->zero, ckpt[lc->ckpt],
+          (unsigned long long)lc->zero, vs_checkpointing_name(lc->ckpt),
           (unsigned long long)lc->mb,
           vs_format_bytes(c->worst.peak_used_bytes, peak, sizeof peak),
           vs_format_seconds(c->step_time_s, step, sizeof step), c->tokens_per_s);
@@ -821,7 +820,6 @@ static int confirm(const vs_capacity_opts *o, plan_state *ps, size_t i)
 static int write_plan_csv(const char *path, const plan_state *ps,
                           double tokens_per_step, vs_error *err)
 {
-  static const char *const ckpt[] = {"none", "selective", "full"};
   vs_csv c;
   int rc = vs_csv_open(&c, path, err);
   if (rc)
@@ -848,7 +846,7 @@ static int write_plan_csv(const char *path, const plan_state *ps,
     vs_csv_u64(&c, lc->tp);
     vs_csv_u64(&c, lc->pp);
     vs_csv_u64(&c, lc->zero);
-    vs_csv_text(&c, ckpt[lc->ckpt]);
+    vs_csv_text(&c, vs_checkpointing_name(lc->ckpt));
     vs_csv_u64(&c, lc->mb);
     vs_csv_text(&c, lc->tp > 1 ? "true" : "false");
     summary_or_empty(&c, cand);

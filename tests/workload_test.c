@@ -510,6 +510,48 @@ static void test_tp_divisibility(void **state)
            "seq_len (100) divisible by tp (8)");
 }
 
+/* The layout rules validation and `vsim plan` share (workload.h), on
+ * Llama-2-70B's shape: 64 heads, 8 kv_heads, ffn_hidden 28672 = 2^12 * 7. */
+static void test_layout_rules(void **state)
+{
+  vs_model_conf m;
+  uint64_t size = 5;
+  (void)state;
+  memset(&m, 0, sizeof m);
+  m.heads = 64;
+  m.kv_heads = 8;
+  m.ffn_hidden = 28672;
+  /* ZeRO-0/1 go with any pipeline, ZeRO-2/3 only without one. */
+  assert_true(vs_workload_zero_allowed(0, 8));
+  assert_true(vs_workload_zero_allowed(1, 8));
+  assert_true(vs_workload_zero_allowed(3, 1));
+  assert_false(vs_workload_zero_allowed(2, 2));
+  assert_false(vs_workload_zero_allowed(3, 80));
+  /* tp 8 divides all three; size is left alone. */
+  assert_null(vs_workload_tp_misfit(&m, 8, &size));
+  assert_true(size == 5);
+  assert_true(vs_workload_tp_allowed(&m, 8));
+  /* tp 16 divides 64 heads but not 8 kv_heads. */
+  assert_string_equal(vs_workload_tp_misfit(&m, 16, &size), "kv_heads");
+  assert_true(size == 8);
+  assert_false(vs_workload_tp_allowed(&m, 16));
+  /* tp 3 divides none: heads is named first. */
+  assert_string_equal(vs_workload_tp_misfit(&m, 3, NULL), "heads");
+  /* ffn_hidden 11009 is odd: tp 2 divides the heads, not the MLP. */
+  m.ffn_hidden = 11009;
+  assert_string_equal(vs_workload_tp_misfit(&m, 2, &size), "ffn_hidden");
+  assert_true(size == 11009);
+  /* GPUs in whole tp x pp groups: 12 = 2 * 3 * 2, not 2 * 4 * 1.5. */
+  assert_true(vs_workload_gpus_allowed(12, 2, 3));
+  assert_false(vs_workload_gpus_allowed(12, 2, 4));
+  /* global batch in whole micro_batch * dp steps: 1024 = 4 * 8 * 32; 1000
+   * is not a multiple of 32; 2^32 * 2^32 overflows; 0 * 8 is no step. */
+  assert_true(vs_workload_batch_allowed(1024, 4, 8));
+  assert_false(vs_workload_batch_allowed(1000, 4, 8));
+  assert_false(vs_workload_batch_allowed(0, 1ull << 32, 1ull << 32));
+  assert_false(vs_workload_batch_allowed(8, 0, 8));
+}
+
 static void test_global_batch_divisibility(void **state)
 {
   (void)state;
@@ -686,6 +728,7 @@ int main(void)
       cmocka_unit_test(test_master_weights_with_fp32),
       cmocka_unit_test(test_not_simulated_yet),
       cmocka_unit_test(test_pipeline_validation),
+      cmocka_unit_test(test_layout_rules),
       cmocka_unit_test(test_huge_products_are_errors),
       cmocka_unit_test(test_first_problem_is_reported),
   };

@@ -47,7 +47,7 @@ static const vs_key workload_keys[] = {
     K("parallel", "sequence_parallel", VS_KEY_BOOL, parallel.sequence_parallel, .default_doc = "false"),
     K("parallel", "schedule", VS_KEY_ENUM, parallel.schedule, .choices = schedule_names, .default_doc = "1f1b"),
     K("parallel", "virtual_stages", VS_KEY_COUNT, parallel.virtual_stages, .positive = true, .hi = 1e3, .default_doc = "1"),
-    K("parallel", "zero", VS_KEY_COUNT, parallel.zero, .hi = 3, .default_doc = "0"),
+    K("parallel", "zero", VS_KEY_COUNT, parallel.zero, .hi = VS_ZERO_MAX, .default_doc = "0"),
     K("parallel", "offload_optimizer", VS_KEY_ENUM, parallel.offload_optimizer, .choices = offload_names, .default_doc = "none"),
     K("parallel", "offload_params", VS_KEY_ENUM, parallel.offload_params, .choices = offload_names, .default_doc = "none"),
     K("parallel", "bucket", VS_KEY_SIZE, parallel.bucket_bytes, .positive = true, .default_doc = "25MiB"),
@@ -74,6 +74,55 @@ const char *vs_offload_name(int v) { return offload_names[v]; }
 const char *vs_allocator_name(int v) { return allocator_names[v]; }
 const char *vs_schedule_name(int v) { return schedule_names[v]; }
 const char *vs_order_name(int v) { return order_names[v]; }
+
+/* ------------------------------------------------------------------------
+ * Layout rules (see workload.h): the checks below and plan's pruning both
+ * read these.
+ * ------------------------------------------------------------------------ */
+
+bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp)
+{
+  return !(pp > 1 && zero >= 2);
+}
+
+const char *vs_workload_tp_misfit(const vs_model_conf *m, uint64_t tp,
+                                  uint64_t *size)
+{
+  const struct {
+    const char *name;       /* the key */
+    uint64_t value;         /* its value in m */
+  } split[] = {{"heads", m->heads},
+               {"kv_heads", m->kv_heads},
+               {"ffn_hidden", m->ffn_hidden}};
+  for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
+    if (split[i].value % tp != 0) {
+      if (size)
+        *size = split[i].value;
+      return split[i].name;
+    }
+  }
+  return NULL;
+}
+
+bool vs_workload_tp_allowed(const vs_model_conf *m, uint64_t tp)
+{
+  return vs_workload_tp_misfit(m, tp, NULL) == NULL;
+}
+
+bool vs_workload_gpus_allowed(uint64_t gpus, uint64_t tp, uint64_t pp)
+{
+  return gpus % (tp * pp) == 0;
+}
+
+bool vs_workload_batch_allowed(uint64_t global_batch, uint64_t micro_batch,
+                               uint64_t dp)
+{
+  uint64_t replica_batch;
+  if (__builtin_mul_overflow(micro_batch, dp, &replica_batch) ||
+      replica_batch == 0)
+    return false;
+  return global_batch % replica_batch == 0;
+}
 
 /* Defaults that do not depend on other keys. */
 static void set_defaults(vs_workload *wl)
@@ -148,19 +197,13 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
   vs_model_conf *m = &wl->model;
   vs_parallel_conf *p = &wl->parallel;
   char where[400];
-  uint64_t tp = p->tp, pp = p->pp;
+  uint64_t tp = p->tp, pp = p->pp, size = 0;
+  const char *misfit = vs_workload_tp_misfit(m, tp, &size);
 
-  if (m->heads % tp != 0)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: tp must divide heads (%llu)", WHERE("parallel", "tp"),
-                        (unsigned long long)m->heads);
-  if (m->kv_heads % tp != 0)
-    return vs_error_set(err, VS_EINPUT, "%s: tp must divide kv_heads (%llu)",
-                        WHERE("parallel", "tp"), (unsigned long long)m->kv_heads);
-  if (m->ffn_hidden % tp != 0)
-    return vs_error_set(err, VS_EINPUT, "%s: tp must divide ffn_hidden (%llu)",
-                        WHERE("parallel", "tp"),
-                        (unsigned long long)m->ffn_hidden);
+  if (misfit)
+    return vs_error_set(err, VS_EINPUT, "%s: tp must divide %s (%llu)",
+                        WHERE("parallel", "tp"), misfit,
+                        (unsigned long long)size);
   if (p->sequence_parallel && m->seq_len % tp != 0)
     return vs_error_set(err, VS_EINPUT,
                         "%s: sequence parallelism needs seq_len (%llu) divisible "
@@ -173,7 +216,7 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
                         "a layer",
                         WHERE("parallel", "pp"), (unsigned long long)m->layers);
   if (gpus > 0) {
-    if (gpus % (tp * pp) != 0) {
+    if (!vs_workload_gpus_allowed(gpus, tp, pp)) {
       /* tp and pp may come from the file, a --set or their defaults */
       char where_pp[400];
       vs_conf_where(&workload_tab, &wl->origins, "parallel", "pp", where_pp,
@@ -214,7 +257,7 @@ static int check_training(vs_workload *wl, vs_error *err)
                         (unsigned long long)p->dp);
   if (!vs_conf_is_set(&workload_tab, &wl->origins, "training", "global_batch"))
     t->global_batch = replica_batch;
-  if (t->global_batch % replica_batch != 0)
+  if (!vs_workload_batch_allowed(t->global_batch, t->micro_batch, p->dp))
     return vs_error_set(err, VS_EINPUT,
                         "%s: global_batch must be a multiple of micro_batch * dp "
                         "= %llu * %llu = %llu",
@@ -301,7 +344,7 @@ static int check_pipeline(vs_workload *wl, vs_error *err)
                         WHERE("parallel", "virtual_stages"),
                         (unsigned long long)chunks,
                         (unsigned long long)wl->model.layers);
-  if (p->pp > 1 && p->zero >= 2)
+  if (!vs_workload_zero_allowed(p->zero, p->pp))
     return vs_error_set(err, VS_EINPUT,
                         "%s: ZeRO-2/3 partition gradients across micro-batches, "
                         "which pipeline parallelism does not allow (DeepSpeed "

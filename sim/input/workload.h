@@ -93,6 +93,9 @@ typedef struct vs_workload {
  * most (a 4M-token batch of 512-token sequences on one GPU is 8192). */
 #define VS_MAX_MICROBATCHES 16384
 
+/* The highest ZeRO stage ([parallel] zero = 0 to 3). */
+#define VS_ZERO_MAX 3
+
 /* The key table of workload.ini (for --set and README). */
 const vs_keytab *vs_workload_keys(void);
 
@@ -116,6 +119,36 @@ int vs_workload_set(vs_workload *wl, const char *assignment, vs_error *err);
 
 /* Resolves defaults and validates (called by vs_workload_load). */
 int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err);
+
+/* Layout rules. Each rule is decided here and nowhere else: validation
+ * (vs_workload_resolve) reports a broken rule with the key's file and line,
+ * and `vsim plan` leaves out the layouts that break one before simulating.
+ * All are O(1) and pure. */
+
+/* ZeRO stage zero with pp pipeline stages: ZeRO-2/3 partition gradients
+ * across micro-batches, which pipeline parallelism does not allow
+ * (DeepSpeed and Megatron-LM reject it). */
+bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp);
+
+/* Tensor parallelism splits heads, kv_heads and ffn_hidden over tp ranks.
+ * Returns the name of the first of them (in that order) that tp does not
+ * divide, with its value in *size when size is not NULL, or NULL (*size
+ * untouched) when tp divides all three. tp must be > 0. */
+const char *vs_workload_tp_misfit(const vs_model_conf *m, uint64_t tp,
+                                  uint64_t *size);
+
+/* Whether tp divides heads, kv_heads and ffn_hidden (tp_misfit is NULL). */
+bool vs_workload_tp_allowed(const vs_model_conf *m, uint64_t tp);
+
+/* Whether gpus GPUs split into whole tp x pp groups (dp = gpus / (tp*pp)).
+ * tp and pp must be > 0. */
+bool vs_workload_gpus_allowed(uint64_t gpus, uint64_t tp, uint64_t pp);
+
+/* Whether global_batch sequences split into whole steps of micro_batch *
+ * dp (each replica runs whole micro-batches); false when that product does
+ * not fit 64 bits or is 0. */
+bool vs_workload_batch_allowed(uint64_t global_batch, uint64_t micro_batch,
+                               uint64_t dp);
 
 /* Names of enum values, for reports. */
 const char *vs_arch_name(int arch);
