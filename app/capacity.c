@@ -236,124 +236,170 @@ static void describe_fit(FILE *out, const vs_candidate *c)
  * ------------------------------------------------------------------------ */
 
 typedef struct fit_search {
-  const vs_capacity_opts *o;
+  const vs_capacity_opts *o; /* the command's options */
   const char *key;         /* training.micro_batch or model.seq_len */
   uint64_t replica_mbs;    /* dp * micro-batches per step, kept fixed */
+  uint64_t step;           /* values searched are multiples of this */
+  uint64_t limit;          /* the largest value searched */
+  uint64_t lo;             /* the largest value known to fit */
+  uint64_t hi;             /* a value above lo not known to fit */
   vs_candidate cand;       /* the latest evaluation */
+  vs_candidate best;       /* the evaluation at lo */
 } fit_search;
 
-static int fit_eval(fit_search *s, uint64_t v, int *status)
+/* Returned by a step of the search that does not decide the exit status. */
+enum { FIT_GO_ON = -1 };
+
+/* Simulates key = v into s->cand and its verdict into *status. FIT_GO_ON,
+ * or VS_EXIT_ERROR (with the message) when the host is out of memory. */
+static int fit_eval(fit_search *s, uint64_t v, int *status, FILE *errs)
 {
   vs_candidate *c = &s->cand;
-  int rc;
   memset(c, 0, sizeof *c);
   c->gpus = s->o->gpus;
   vs_candidate_set(c, "%s=%llu", s->key, (unsigned long long)v);
   if (strcmp(s->key, "training.micro_batch") == 0)
     vs_candidate_set(c, "training.global_batch=%llu",
                      (unsigned long long)(v * s->replica_mbs));
-  if ((rc = vs_explore_one(&s->o->ex, c)))
-    return rc;
+  if (vs_explore_one(&s->o->ex, c)) {
+    fprintf(errs, "vsim: out of host memory\n");
+    return VS_EXIT_ERROR;
+  }
   *status = c->status;
-  return 0;
+  return FIT_GO_ON;
 }
 
-int vs_capacity_fit(const vs_capacity_opts *o, FILE *out, FILE *errs)
+/* Checks --vary-key and resolves the job: what stays fixed, the step and
+ * the limit of the values. FIT_GO_ON or the exit status. */
+static int fit_setup(fit_search *s, const vs_capacity_opts *o, FILE *errs)
 {
   vs_workload *wl = malloc(sizeof *wl);
   vs_topology *topo = malloc(sizeof *topo);
-  fit_search *s = calloc(1, sizeof *s);
-  vs_candidate *best = malloc(sizeof *best);
-  uint64_t lo, hi, step = 1, limit;
-  int code, st;
+  bool seq = false;
+  int code = FIT_GO_ON;
 
-  if (!wl || !topo || !s || !best) {
-    code = VS_EXIT_ERROR;
-    fprintf(errs, "vsim: out of host memory\n");
-    goto done;
-  }
   s->o = o;
   s->key = o->fit_key ? o->fit_key : "training.micro_batch";
-  if (strcmp(s->key, "training.micro_batch") != 0 &&
-      strcmp(s->key, "model.seq_len") != 0) {
+  seq = strcmp(s->key, "model.seq_len") == 0;
+  if (!wl || !topo) {
+    fprintf(errs, "vsim: out of host memory\n");
+    code = VS_EXIT_ERROR;
+  } else if (strcmp(s->key, "training.micro_batch") != 0 && !seq) {
     fprintf(errs, "vsim: --vary-key takes training.micro_batch or "
                   "model.seq_len, got '%s'\n",
             s->key);
     code = VS_EXIT_USAGE;
-    goto done;
+  } else if ((code = resolve_base(o, wl, topo, errs)) == VS_EXIT_OK) {
+    code = FIT_GO_ON;
+    s->replica_mbs = wl->parallel.dp * wl->grad_accum;
+    s->step = 1;
+    if (seq && wl->parallel.sequence_parallel)
+      s->step = wl->parallel.tp; /* sequence parallelism shards seq over tp */
+    s->limit = seq ? 100000000 : 1000000;
   }
-  if ((code = resolve_base(o, wl, topo, errs)) != VS_EXIT_OK)
-    goto done;
-  s->replica_mbs = wl->parallel.dp * wl->grad_accum;
-  if (strcmp(s->key, "model.seq_len") == 0 && wl->parallel.sequence_parallel)
-    step = wl->parallel.tp; /* sequence parallelism shards seq over tp */
-  limit = strcmp(s->key, "model.seq_len") == 0 ? 100000000 : 1000000;
+  free(wl);
+  free(topo);
+  return code;
+}
 
-  /* memory grows with both keys: find a value that does not fit by
-   * doubling, then the boundary by bisection on multiples of step */
-  if (fit_eval(s, step, &st))
-    goto oom_host;
+/* The smallest value: when it cannot be simulated or does not fit, that
+ * is the answer. */
+static int fit_first(fit_search *s, FILE *out, FILE *errs)
+{
+  int code, st;
+  if ((code = fit_eval(s, s->step, &st, errs)) != FIT_GO_ON)
+    return code;
   if (st == VS_EVAL_INVALID) { /* an error, not a memory verdict */
     fprintf(errs, "vsim: %s = %llu cannot be simulated: %s\n", s->key,
-            (unsigned long long)step, s->cand.reason);
-    code = VS_EXIT_ERROR;
-    goto done;
+            (unsigned long long)s->step, s->cand.reason);
+    return VS_EXIT_ERROR;
   }
   if (st != VS_EVAL_FITS) {
     fprintf(out, "%s = %llu does not fit: %s\n", s->key,
-            (unsigned long long)step, s->cand.reason);
-    code = VS_EXIT_OOM;
-    goto done;
+            (unsigned long long)s->step, s->cand.reason);
+    return VS_EXIT_OOM;
   }
-  *best = s->cand;
-  lo = step;
-  hi = 2 * step;
+  s->best = s->cand;
+  s->lo = s->step;
+  s->hi = 2 * s->step;
+  return FIT_GO_ON;
+}
+
+/* Doubles hi until it does not fit; when the limit comes first, that is
+ * the answer. */
+static int fit_double(fit_search *s, FILE *out, FILE *errs)
+{
+  int code, st;
   for (;;) {
-    if (hi > limit) {
+    if (s->hi > s->limit) {
       fprintf(out, "%s fits up to the search limit %llu: ", s->key,
-              (unsigned long long)lo);
-      describe_fit(out, best);
+              (unsigned long long)s->lo);
+      describe_fit(out, &s->best);
       fputc('\n', out);
-      goto done;
+      return VS_EXIT_OK;
     }
-    if (fit_eval(s, hi, &st))
-      goto oom_host;
+    if ((code = fit_eval(s, s->hi, &st, errs)) != FIT_GO_ON)
+      return code;
     if (st != VS_EVAL_FITS)
-      break;
-    *best = s->cand;
-    lo = hi;
-    hi *= 2;
+      return FIT_GO_ON;
+    s->best = s->cand;
+    s->lo = s->hi;
+    s->hi *= 2;
   }
-  while (hi - lo > step) {
-    uint64_t mid = lo + (hi - lo) / step / 2 * step;
-    if (fit_eval(s, mid, &st))
-      goto oom_host;
+}
+
+/* Narrows lo (fits) and hi (does not) to one step apart. */
+static int fit_bisect(fit_search *s, FILE *errs)
+{
+  int code, st;
+  while (s->hi - s->lo > s->step) {
+    uint64_t mid = s->lo + (s->hi - s->lo) / s->step / 2 * s->step;
+    if ((code = fit_eval(s, mid, &st, errs)) != FIT_GO_ON)
+      return code;
     if (st == VS_EVAL_FITS) {
-      lo = mid;
-      *best = s->cand;
+      s->lo = mid;
+      s->best = s->cand;
     } else {
-      hi = mid;
+      s->hi = mid;
     }
   }
-  if (fit_eval(s, hi, &st)) /* the first value past the boundary */
-    goto oom_host;
-  fprintf(out, "largest %s that fits: %llu (", s->key, (unsigned long long)lo);
-  describe_fit(out, best);
+  return FIT_GO_ON;
+}
+
+/* The boundary: lo and what it uses, and why the next value fails. */
+static int fit_answer(fit_search *s, FILE *out, FILE *errs)
+{
+  int code, st;
+  if ((code = fit_eval(s, s->hi, &st, errs)) != FIT_GO_ON)
+    return code;
+  fprintf(out, "largest %s that fits: %llu (", s->key,
+          (unsigned long long)s->lo);
+  describe_fit(out, &s->best);
   /* past the boundary the job either runs out of memory or stops being
    * simulable (a limit of vsim's, not of the GPU): say which */
-  fprintf(out, ")\nat %llu %s: %s\n", (unsigned long long)hi,
+  fprintf(out, ")\nat %llu %s: %s\n", (unsigned long long)s->hi,
           st == VS_EVAL_INVALID ? "vsim cannot simulate it" : "it does not fit",
           s->cand.reason);
-  code = VS_EXIT_OK;
-  goto done;
-oom_host:
-  fprintf(errs, "vsim: out of host memory\n");
-  code = VS_EXIT_ERROR;
-done:
-  free(wl);
-  free(topo);
+  return VS_EXIT_OK;
+}
+
+int vs_capacity_fit(const vs_capacity_opts *o, FILE *out, FILE *errs)
+{
+  fit_search *s = calloc(1, sizeof *s);
+  int code;
+
+  if (!s) {
+    fprintf(errs, "vsim: out of host memory\n");
+    return VS_EXIT_ERROR;
+  }
+  /* memory grows with both keys: find a value that does not fit by
+   * doubling, then the boundary by bisection on multiples of step */
+  if ((code = fit_setup(s, o, errs)) == FIT_GO_ON &&
+      (code = fit_first(s, out, errs)) == FIT_GO_ON &&
+      (code = fit_double(s, out, errs)) == FIT_GO_ON &&
+      (code = fit_bisect(s, errs)) == FIT_GO_ON)
+    code = fit_answer(s, out, errs);
   free(s);
-  free(best);
   return code;
 }
 
