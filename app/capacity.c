@@ -673,11 +673,18 @@ done:
 
 /* One layout a practitioner would consider. */
 typedef struct layout_choice {
-  uint64_t gpus, tp, pp, dp, zero, mb;
+  uint64_t gpus;         /* tp * pp * dp */
+  uint64_t tp;           /* tensor-parallel size (sequence parallel if > 1) */
+  uint64_t pp;           /* pipeline stages, 1F1B, an even layer split */
+  uint64_t dp;           /* data-parallel size */
+  uint64_t zero;         /* ZeRO stage */
+  uint64_t mb;           /* micro-batch */
   int ckpt;              /* vs_checkpointing */
 } layout_choice;
 
-/* Why layouts were left out before simulating, and how many. */
+/* Why layouts were left out before simulating, and how many. The first
+ * four break a layout rule of workload.h; the last two would simulate a
+ * layout already listed. */
 enum {
   PRUNE_TP_SHAPES,       /* tp does not divide heads, kv_heads, ffn_hidden */
   PRUNE_TP_PP_GPUS,      /* tp * pp does not divide the GPU count */
@@ -697,11 +704,26 @@ static const char *const prune_reasons[PRUNE_N] = {
     "layouts: selective recompute equals none with flash attention",
 };
 
+/* A fitting layout's place in the ranking. */
+typedef struct ranked {
+  double cost;           /* per step */
+  double step;           /* seconds */
+  size_t idx;            /* into plan_state */
+} ranked;
+
 typedef struct plan_state {
-  layout_choice *choices;
-  vs_candidate *cands;
-  size_t n, cap;
-  uint64_t pruned[PRUNE_N];
+  layout_choice *choices;    /* [n] the layouts, in enumeration order */
+  vs_candidate *cands;       /* [n] their simulations */
+  size_t n, cap;             /* layouts held, room for */
+  uint64_t pruned[PRUNE_N];  /* layouts left out, by reason */
+  uint64_t max_gpus;         /* --max-gpus (512 when not given) */
+  double tokens_per_step;    /* global batch * sequence */
+  bool priced;               /* the topology has a price per GPU-hour */
+  double seconds;            /* wall time of the simulations */
+  ranked *order;             /* [n_fit] the fitting layouts, cheapest first */
+  size_t n_fit;              /* how many fit */
+  size_t top;                /* how many to list (--top, at most n_fit) */
+  size_t fastest, smallest;  /* the fastest, and the fewest GPUs */
 } plan_state;
 
 static int add_layout(plan_state *ps, const layout_choice *lc)
@@ -737,62 +759,85 @@ static int add_layout(plan_state *ps, const layout_choice *lc)
   return 0;
 }
 
-/* Enumerates GPU counts (powers of two below a node, multiples of a node
- * above), tp dividing the node and the head counts, pp dividing the layers,
- * ZeRO 0-3, checkpointing, and micro-batches (powers of two) that keep the
- * global batch. */
-static int enumerate(const vs_workload *wl, const vs_topology *topo,
-                     uint64_t max_gpus, plan_state *ps)
+/* The layouts of one (GPUs, tp, pp) triple, whose gpus, tp, pp and dp base
+ * holds: ZeRO 0-3, checkpointing, and micro-batches (powers of two) that
+ * keep the global batch. */
+static int enumerate_triple(const vs_workload *wl, const layout_choice *base,
+                            plan_state *ps)
+{
+  uint64_t global = wl->training.global_batch, dp = base->dp;
+  bool flash = wl->training.attention == VS_ATTN_FLASH;
+  layout_choice lc = *base;
+
+  for (lc.zero = 0; lc.zero <= VS_ZERO_MAX; lc.zero++) {
+    if (!vs_workload_zero_allowed(lc.zero, lc.pp)) {
+      ps->pruned[PRUNE_ZERO_PP]++;
+      continue;
+    }
+    if (dp == 1 && lc.zero > 0) {
+      ps->pruned[PRUNE_ZERO_DP1]++;
+      continue;
+    }
+    for (lc.ckpt = VS_CKPT_NONE; lc.ckpt <= VS_CKPT_FULL; lc.ckpt++) {
+      if (flash && lc.ckpt == VS_CKPT_SELECTIVE) {
+        ps->pruned[PRUNE_SELECTIVE_FLASH]++;
+        continue;
+      }
+      for (lc.mb = 1; lc.mb * dp <= global; lc.mb *= 2) {
+        if (!vs_workload_batch_allowed(global, lc.mb, dp))
+          continue;
+        if (add_layout(ps, &lc))
+          return VS_ENOMEM;
+      }
+    }
+  }
+  return 0;
+}
+
+/* The layouts of g GPUs with tensor-parallel size tp: pp dividing the
+ * layers, tp * pp dividing g, and dp = g / (tp * pp) dividing the batch. */
+static int enumerate_pp(const vs_workload *wl, uint64_t g, uint64_t tp,
+                        plan_state *ps)
 {
   const vs_model_conf *m = &wl->model;
-  uint64_t node = topo->gpus_per_node, global = wl->training.global_batch;
-  bool flash = wl->training.attention == VS_ATTN_FLASH;
+  for (uint64_t pp = 1; pp <= m->layers && tp * pp <= g; pp++) {
+    layout_choice base = {g, tp, pp, 0, 0, 0, VS_CKPT_NONE};
+    if (m->layers % pp)
+      continue;
+    if (!vs_workload_gpus_allowed(g, tp, pp)) {
+      ps->pruned[PRUNE_TP_PP_GPUS]++;
+      continue;
+    }
+    base.dp = g / (tp * pp);
+    if (!vs_workload_batch_allowed(wl->training.global_batch, 1, base.dp)) {
+      ps->pruned[PRUNE_DP_BATCH]++;
+      continue;
+    }
+    if (enumerate_triple(wl, &base, ps))
+      return VS_ENOMEM;
+  }
+  return 0;
+}
 
-  for (uint64_t g = 1; g <= max_gpus; g = g < node ? 2 * g : g + node) {
+/* Enumerates GPU counts (powers of two below a node, multiples of a node
+ * above), tp dividing the node and the head counts, then the rest through
+ * enumerate_pp. A layout that breaks a rule of workload.h is counted in
+ * ps->pruned instead. */
+static int enumerate(const vs_workload *wl, const vs_topology *topo,
+                     plan_state *ps)
+{
+  uint64_t node = topo->gpus_per_node;
+
+  for (uint64_t g = 1; g <= ps->max_gpus; g = g < node ? 2 * g : g + node) {
     for (uint64_t tp = 1; tp <= node && tp <= g; tp *= 2) {
       if (node % tp)
         continue;
-      if (!vs_workload_tp_allowed(m, tp)) {
+      if (!vs_workload_tp_allowed(&wl->model, tp)) {
         ps->pruned[PRUNE_TP_SHAPES]++;
         continue;
       }
-      for (uint64_t pp = 1; pp <= m->layers && tp * pp <= g; pp++) {
-        uint64_t dp;
-        if (m->layers % pp)
-          continue;
-        if (!vs_workload_gpus_allowed(g, tp, pp)) {
-          ps->pruned[PRUNE_TP_PP_GPUS]++;
-          continue;
-        }
-        dp = g / (tp * pp);
-        if (!vs_workload_batch_allowed(global, 1, dp)) {
-          ps->pruned[PRUNE_DP_BATCH]++;
-          continue;
-        }
-        for (uint64_t zero = 0; zero <= VS_ZERO_MAX; zero++) {
-          if (!vs_workload_zero_allowed(zero, pp)) {
-            ps->pruned[PRUNE_ZERO_PP]++;
-            continue;
-          }
-          if (dp == 1 && zero > 0) {
-            ps->pruned[PRUNE_ZERO_DP1]++;
-            continue;
-          }
-          for (int ckpt = VS_CKPT_NONE; ckpt <= VS_CKPT_FULL; ckpt++) {
-            if (flash && ckpt == VS_CKPT_SELECTIVE) {
-              ps->pruned[PRUNE_SELECTIVE_FLASH]++;
-              continue;
-            }
-            for (uint64_t mb = 1; mb * dp <= global; mb *= 2) {
-              layout_choice lc = {g, tp, pp, dp, zero, mb, ckpt};
-              if (!vs_workload_batch_allowed(global, mb, dp))
-                continue;
-              if (add_layout(ps, &lc))
-                return VS_ENOMEM;
-            }
-          }
-        }
-      }
+      if (enumerate_pp(wl, g, tp, ps))
+        return VS_ENOMEM;
     }
   }
   return 0;
@@ -806,12 +851,13 @@ static double step_cost(const vs_candidate *c)
                              : (double)c->total_gpus * c->step_time_s / 3600.0;
 }
 
-static void print_layout(FILE *out, int rank_no, const layout_choice *lc,
-                         const vs_candidate *c, double tokens_per_step,
-                         bool priced)
+static void print_layout(FILE *out, int rank_no, const plan_state *ps,
+                         size_t i)
 {
+  const layout_choice *lc = &ps->choices[i];
+  const vs_candidate *c = &ps->cands[i];
   char peak[16], step[16];
-  double per_1e9 = 1e9 / tokens_per_step; /* steps per 1e9 tokens */
+  double per_1e9 = 1e9 / ps->tokens_per_step; /* steps per 1e9 tokens */
   fprintf(out, "%3d %6llu %4llu %3llu %3llu %4llu %-9s %4llu %10s %10s %12.0f ",
           rank_no, (unsigned long long)lc->gpus, (unsigned long long)lc->dp,
           (unsigned long long)lc->tp, (unsigned long long)lc->pp,
@@ -819,17 +865,10 @@ static void print_layout(FILE *out, int rank_no, const layout_choice *lc,
           (unsigned long long)lc->mb,
           vs_format_bytes(c->worst.peak_used_bytes, peak, sizeof peak),
           vs_format_seconds(c->step_time_s, step, sizeof step), c->tokens_per_s);
-  if (priced)
+  if (ps->priced)
     fprintf(out, "%10.3g %12.4g ", c->usd_per_step, c->usd_per_step * per_1e9);
   fprintf(out, "%10.1f\n", c->step_time_s * per_1e9 / 3600.0);
 }
-
-/* A fitting layout's place in the ranking. */
-typedef struct ranked {
-  double cost;           /* per step */
-  double step;           /* seconds */
-  size_t idx;            /* into plan_state */
-} ranked;
 
 static int by_cost(const void *x, const void *y)
 {
@@ -864,7 +903,7 @@ static int confirm(const vs_capacity_opts *o, plan_state *ps, size_t i)
 }
 
 static int write_plan_csv(const char *path, const plan_state *ps,
-                          double tokens_per_step, vs_error *err)
+                          vs_error *err)
 {
   vs_csv c;
   int rc = vs_csv_open(&c, path, err);
@@ -887,6 +926,7 @@ static int write_plan_csv(const char *path, const plan_state *ps,
   for (size_t i = 0; i < ps->n; i++) {
     const layout_choice *lc = &ps->choices[i];
     const vs_candidate *cand = &ps->cands[i];
+    double tokens = ps->tokens_per_step;
     vs_csv_u64(&c, lc->gpus);
     vs_csv_u64(&c, lc->dp);
     vs_csv_u64(&c, lc->tp);
@@ -897,12 +937,198 @@ static int write_plan_csv(const char *path, const plan_state *ps,
     vs_csv_text(&c, lc->tp > 1 ? "true" : "false");
     summary_or_empty(&c, cand);
     tail_columns(&c, cand);
-    derived_cell(&c, cand, cand->usd_per_step * 1e9 / tokens_per_step);
-    derived_cell(&c, cand, cand->step_time_s * 1e9 / tokens_per_step / 3600.0);
+    derived_cell(&c, cand, cand->usd_per_step * 1e9 / tokens);
+    derived_cell(&c, cand, cand->step_time_s * 1e9 / tokens / 3600.0);
     vs_csv_text(&c, cand->extrapolated ? "true" : "false");
     vs_csv_row(&c);
   }
   return vs_csv_commit(&c, err);
+}
+
+/* Resolves the job and checks what plan needs of it: a global batch to
+ * keep fixed, and a --csv that is not an input. Exit status. */
+static int plan_inputs(const vs_capacity_opts *o, vs_workload *wl,
+                       vs_topology *topo, FILE *errs)
+{
+  int code;
+  if ((code = resolve_base(o, wl, topo, errs)) != VS_EXIT_OK)
+    return code;
+  if (!vs_conf_is_set(vs_workload_keys(), &wl->origins, "training",
+                      "global_batch")) {
+    fprintf(errs, "vsim: %s: plan keeps the global batch fixed: set [training] "
+                  "global_batch (sequences per optimizer step), e.g. --set "
+                  "training.global_batch=1024\n",
+            wl->origins.file);
+    return VS_EXIT_ERROR;
+  }
+  if (o->csv)
+    return vs_outputs_check_not_input(errs, "--csv", o->csv, o->ex.workload,
+                                      o->ex.topology);
+  return VS_EXIT_OK;
+}
+
+/* Enumerates the layouts, simulates them all (timed), and lists the ones
+ * that fit in ps->order by cost. Exit status. */
+static int plan_simulate(const vs_capacity_opts *o, const vs_workload *wl,
+                         const vs_topology *topo, plan_state *ps, FILE *errs)
+{
+  struct timespec t0, t1;
+  vs_error err;
+
+  vs_error_clear(&err);
+  ps->priced = topo->usd_per_gpu_hour > 0;
+  ps->tokens_per_step =
+      (double)(wl->training.global_batch * wl->model.seq_len);
+  if (enumerate(wl, topo, ps)) {
+    fprintf(errs, "vsim: out of host memory for the layouts\n");
+    return VS_EXIT_ERROR;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  if (vs_explore_all(&o->ex, ps->cands, ps->n, &err)) {
+    fprintf(errs, "vsim: %s\n", err.msg);
+    return VS_EXIT_ERROR;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  ps->seconds = (double)(t1.tv_sec - t0.tv_sec) +
+                (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  ps->order = malloc((ps->n ? ps->n : 1) * sizeof *ps->order);
+  if (!ps->order)
+    return VS_EXIT_ERROR;
+  for (size_t i = 0; i < ps->n; i++) {
+    if (ps->cands[i].status != VS_EVAL_FITS)
+      continue;
+    ps->order[ps->n_fit++] =
+        (ranked){step_cost(&ps->cands[i]), ps->cands[i].step_time_s, i};
+  }
+  return VS_EXIT_OK;
+}
+
+/* What was asked, what was simulated, and what was left out. */
+static void plan_intro(FILE *out, const vs_capacity_opts *o,
+                       const vs_workload *wl, const vs_topology *topo,
+                       const plan_state *ps)
+{
+  double seconds = ps->seconds;
+  fprintf(out, "plan for %s on up to %llu x %s (%s); global batch %llu x %llu "
+               "tokens\n",
+          wl->origins.file, (unsigned long long)ps->max_gpus, topo->name,
+          topo->origins.file, (unsigned long long)wl->training.global_batch,
+          (unsigned long long)wl->model.seq_len);
+  fprintf(out, "%zu layouts simulated in %.2f s (%.0f layouts/s on %u "
+               "thread(s)); %zu fit; left out before simulating:\n",
+          ps->n, seconds, (double)ps->n / (seconds > 0 ? seconds : 1e-9),
+          o->ex.jobs ? o->ex.jobs : 1, ps->n_fit);
+  for (int r = 0; r < PRUNE_N; r++)
+    if (ps->pruned[r])
+      fprintf(out, "  %llu %s\n", (unsigned long long)ps->pruned[r],
+              prune_reasons[r]);
+}
+
+/* The verdict when no layout fits, with the one that came closest (the
+ * smallest share of its capacity among those that ran out). VS_EXIT_OOM. */
+static int plan_no_fit(FILE *out, const plan_state *ps)
+{
+  size_t closest = 0;
+  bool any = false;
+  for (size_t i = 0; i < ps->n; i++) {
+    const vs_candidate *c = &ps->cands[i];
+    if (c->status != VS_EVAL_OOM)
+      continue;
+    if (!any || (double)c->worst.peak_used_bytes / (double)c->worst.capacity_bytes <
+                    (double)ps->cands[closest].worst.peak_used_bytes /
+                        (double)ps->cands[closest].worst.capacity_bytes)
+      closest = i;
+    any = true;
+  }
+  fprintf(out, "verdict: DOES NOT FIT on any layout of up to %llu GPUs",
+          (unsigned long long)ps->max_gpus);
+  if (any) {
+    const layout_choice *lc = &ps->choices[closest];
+    fprintf(out, "; the closest, %llu GPUs (dp %llu, tp %llu, pp %llu, ZeRO-%llu, "
+                 "micro-batch %llu): %s",
+            (unsigned long long)lc->gpus, (unsigned long long)lc->dp,
+            (unsigned long long)lc->tp, (unsigned long long)lc->pp,
+            (unsigned long long)lc->zero, (unsigned long long)lc->mb,
+            ps->cands[closest].reason);
+  }
+  fprintf(out, "\nraise --max-gpus or shrink the job (micro-batch, "
+               "sequence, checkpointing)\n");
+  return VS_EXIT_OOM;
+}
+
+/* Picks the top cheapest, the fastest and the smallest fitting layouts,
+ * confirms each with a full simulation and re-ranks the top on the
+ * confirmed costs. VS_ENOMEM when the host runs out. */
+static int plan_choose(const vs_capacity_opts *o, plan_state *ps)
+{
+  ranked *order = ps->order;
+  qsort(order, ps->n_fit, sizeof *order, by_cost);
+  if (ps->top > ps->n_fit)
+    ps->top = ps->n_fit;
+  for (size_t k = 0; k < ps->top; k++)
+    if (confirm(o, ps, order[k].idx))
+      return VS_ENOMEM;
+  ps->fastest = order[0].idx;
+  ps->smallest = order[0].idx;
+  for (size_t k = 0; k < ps->n_fit; k++) {
+    const vs_candidate *c = &ps->cands[order[k].idx];
+    if (c->step_time_s < ps->cands[ps->fastest].step_time_s)
+      ps->fastest = order[k].idx;
+    if (c->total_gpus < ps->cands[ps->smallest].total_gpus)
+      ps->smallest = order[k].idx;
+  }
+  if (confirm(o, ps, ps->fastest) || confirm(o, ps, ps->smallest))
+    return VS_ENOMEM;
+  for (size_t k = 0; k < ps->top; k++)
+    order[k].cost = step_cost(&ps->cands[order[k].idx]);
+  qsort(order, ps->top, sizeof *order, by_cost);
+  return 0;
+}
+
+/* The three answers: cheapest per step, fastest, fewest GPUs. */
+static void plan_answers(FILE *out, const plan_state *ps)
+{
+  fprintf(out, "\ncheapest per step (each re-simulated with every "
+               "micro-batch):\n");
+  plan_header(out, ps->priced);
+  for (size_t k = 0; k < ps->top; k++)
+    print_layout(out, (int)k + 1, ps, ps->order[k].idx);
+  fprintf(out, "\nfastest:\n");
+  plan_header(out, ps->priced);
+  print_layout(out, 1, ps, ps->fastest);
+  fprintf(out, "\nfewest GPUs on which it fits: %llu\n",
+          (unsigned long long)ps->cands[ps->smallest].total_gpus);
+  plan_header(out, ps->priced);
+  print_layout(out, 1, ps, ps->smallest);
+}
+
+/* Everything after the inputs are checked: simulate, report, write the
+ * CSV. Exit status. */
+static int plan_run(const vs_capacity_opts *o, const vs_workload *wl,
+                    const vs_topology *topo, plan_state *ps, FILE *out,
+                    FILE *errs)
+{
+  vs_error err;
+  int code;
+
+  vs_error_clear(&err);
+  if ((code = plan_simulate(o, wl, topo, ps, errs)) != VS_EXIT_OK)
+    return code;
+  plan_intro(out, o, wl, topo, ps);
+  if (ps->n_fit == 0) {
+    code = plan_no_fit(out, ps);
+  } else if (plan_choose(o, ps)) {
+    fprintf(errs, "vsim: out of host memory\n");
+    return VS_EXIT_ERROR;
+  } else {
+    plan_answers(out, ps);
+    code = VS_EXIT_OK;
+  }
+  if (o->csv && write_plan_csv(o->csv, ps, &err)) {
+    fprintf(errs, "vsim: %s\n", err.msg);
+    code = VS_EXIT_ERROR;
+  }
+  return code;
 }
 
 int vs_capacity_plan(const vs_capacity_opts *o, FILE *out, FILE *errs)
@@ -910,159 +1136,18 @@ int vs_capacity_plan(const vs_capacity_opts *o, FILE *out, FILE *errs)
   vs_workload *wl = malloc(sizeof *wl);
   vs_topology *topo = malloc(sizeof *topo);
   plan_state ps;
-  ranked *order = NULL;
-  size_t n_fit = 0, top = o->top ? o->top : 5, fastest = 0, smallest = 0;
-  uint64_t max_gpus = o->max_gpus ? o->max_gpus : 512;
-  double tokens_per_step, seconds;
-  bool priced;
-  vs_error err;
   int code;
-  struct timespec t0, t1;
 
   memset(&ps, 0, sizeof ps);
-  vs_error_clear(&err);
+  ps.top = o->top ? o->top : 5;
+  ps.max_gpus = o->max_gpus ? o->max_gpus : 512;
   if (!wl || !topo) {
     fprintf(errs, "vsim: out of host memory\n");
     code = VS_EXIT_ERROR;
-    goto done;
+  } else if ((code = plan_inputs(o, wl, topo, errs)) == VS_EXIT_OK) {
+    code = plan_run(o, wl, topo, &ps, out, errs);
   }
-  if ((code = resolve_base(o, wl, topo, errs)) != VS_EXIT_OK)
-    goto done;
-  if (!vs_conf_is_set(vs_workload_keys(), &wl->origins, "training",
-                      "global_batch")) {
-    fprintf(errs, "vsim: %s: plan keeps the global batch fixed: set [training] "
-                  "global_batch (sequences per optimizer step), e.g. --set "
-                  "training.global_batch=1024\n",
-            wl->origins.file);
-    code = VS_EXIT_ERROR;
-    goto done;
-  }
-  if (o->csv &&
-      (code = vs_outputs_check_not_input(errs, "--csv", o->csv,
-                                            o->ex.workload,
-                                            o->ex.topology)) != VS_EXIT_OK)
-    goto done;
-  priced = topo->usd_per_gpu_hour > 0;
-  tokens_per_step = (double)(wl->training.global_batch * wl->model.seq_len);
-  if (enumerate(wl, topo, max_gpus, &ps)) {
-    fprintf(errs, "vsim: out of host memory for the layouts\n");
-    code = VS_EXIT_ERROR;
-    goto done;
-  }
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  if (vs_explore_all(&o->ex, ps.cands, ps.n, &err)) {
-    fprintf(errs, "vsim: %s\n", err.msg);
-    code = VS_EXIT_ERROR;
-    goto done;
-  }
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-
-  order = malloc((ps.n ? ps.n : 1) * sizeof *order);
-  if (!order) {
-    code = VS_EXIT_ERROR;
-    goto done;
-  }
-  for (size_t i = 0; i < ps.n; i++) {
-    if (ps.cands[i].status != VS_EVAL_FITS)
-      continue;
-    order[n_fit++] = (ranked){step_cost(&ps.cands[i]), ps.cands[i].step_time_s, i};
-  }
-  fprintf(out, "plan for %s on up to %llu x %s (%s); global batch %llu x %llu "
-               "tokens\n",
-          wl->origins.file, (unsigned long long)max_gpus, topo->name,
-          topo->origins.file, (unsigned long long)wl->training.global_batch,
-          (unsigned long long)wl->model.seq_len);
-  {
-    uint64_t pruned = 0;
-    for (int r = 0; r < PRUNE_N; r++)
-      pruned += ps.pruned[r];
-    fprintf(out, "%zu layouts simulated in %.2f s (%.0f layouts/s on %u "
-                 "thread(s)); %zu fit; left out before simulating:\n",
-            ps.n, seconds, (double)ps.n / (seconds > 0 ? seconds : 1e-9),
-            o->ex.jobs ? o->ex.jobs : 1, n_fit);
-    for (int r = 0; r < PRUNE_N; r++)
-      if (ps.pruned[r])
-        fprintf(out, "  %llu %s\n", (unsigned long long)ps.pruned[r],
-                prune_reasons[r]);
-    (void)pruned;
-  }
-  if (n_fit == 0) {
-    size_t closest = 0;
-    bool any = false;
-    for (size_t i = 0; i < ps.n; i++) {
-      const vs_candidate *c = &ps.cands[i];
-      if (c->status != VS_EVAL_OOM)
-        continue;
-      if (!any || (double)c->worst.peak_used_bytes / (double)c->worst.capacity_bytes <
-                      (double)ps.cands[closest].worst.peak_used_bytes /
-                          (double)ps.cands[closest].worst.capacity_bytes)
-        closest = i;
-      any = true;
-    }
-    fprintf(out, "verdict: DOES NOT FIT on any layout of up to %llu GPUs",
-            (unsigned long long)max_gpus);
-    if (any) {
-      const layout_choice *lc = &ps.choices[closest];
-      fprintf(out, "; the closest, %llu GPUs (dp %llu, tp %llu, pp %llu, ZeRO-%llu, "
-                   "micro-batch %llu): %s",
-              (unsigned long long)lc->gpus, (unsigned long long)lc->dp,
-              (unsigned long long)lc->tp, (unsigned long long)lc->pp,
-              (unsigned long long)lc->zero, (unsigned long long)lc->mb,
-              ps.cands[closest].reason);
-    }
-    fprintf(out, "\nraise --max-gpus or shrink the job (micro-batch, "
-                 "sequence, checkpointing)\n");
-    code = VS_EXIT_OOM;
-  } else {
-    qsort(order, n_fit, sizeof *order, by_cost);
-    if (top > n_fit)
-      top = n_fit;
-    /* confirm the listed layouts with full simulations, then re-rank */
-    for (size_t k = 0; k < top; k++)
-      if (confirm(o, &ps, order[k].idx))
-        goto host_oom;
-    fastest = order[0].idx;
-    smallest = order[0].idx;
-    for (size_t k = 0; k < n_fit; k++) {
-      const vs_candidate *c = &ps.cands[order[k].idx];
-      if (c->step_time_s < ps.cands[fastest].step_time_s)
-        fastest = order[k].idx;
-      if (c->total_gpus < ps.cands[smallest].total_gpus)
-        smallest = order[k].idx;
-    }
-    if (confirm(o, &ps, fastest) || confirm(o, &ps, smallest))
-      goto host_oom;
-    for (size_t k = 0; k < top; k++)
-      order[k].cost = step_cost(&ps.cands[order[k].idx]);
-    qsort(order, top, sizeof *order, by_cost);
-    fprintf(out, "\ncheapest per step (each re-simulated with every "
-                 "micro-batch):\n");
-    plan_header(out, priced);
-    for (size_t k = 0; k < top; k++)
-      print_layout(out, (int)k + 1, &ps.choices[order[k].idx],
-                   &ps.cands[order[k].idx], tokens_per_step, priced);
-    fprintf(out, "\nfastest:\n");
-    plan_header(out, priced);
-    print_layout(out, 1, &ps.choices[fastest], &ps.cands[fastest],
-                 tokens_per_step, priced);
-    fprintf(out, "\nfewest GPUs on which it fits: %llu\n",
-            (unsigned long long)ps.cands[smallest].total_gpus);
-    plan_header(out, priced);
-    print_layout(out, 1, &ps.choices[smallest], &ps.cands[smallest],
-                 tokens_per_step, priced);
-    code = VS_EXIT_OK;
-  }
-  if (o->csv && write_plan_csv(o->csv, &ps, tokens_per_step, &err)) {
-    fprintf(errs, "vsim: %s\n", err.msg);
-    code = VS_EXIT_ERROR;
-  }
-  goto done;
-host_oom:
-  fprintf(errs, "vsim: out of host memory\n");
-  code = VS_EXIT_ERROR;
-done:
-  free(order);
+  free(ps.order);
   free(ps.choices);
   free(ps.cands);
   free(wl);
