@@ -292,6 +292,14 @@ static int check_training(vs_workload *wl, vs_error *err)
                         "%s: parameter offload is not simulated by this version "
                         "of vsim yet; use none",
                         WHERE("parallel", "offload_params"));
+  return 0;
+}
+
+/* The caching allocator's settings. */
+static int check_runtime(const vs_workload *wl, vs_error *err)
+{
+  char where[400];
+
   if (wl->runtime.allocator == VS_ALLOC_EXACT &&
       (wl->runtime.expandable_segments || wl->runtime.max_split_size_mb ||
        wl->runtime.roundup_power2_divisions))
@@ -309,12 +317,49 @@ static int check_training(vs_workload *wl, vs_error *err)
   return 0;
 }
 
+/* The layer split [parallel] pp_layers, when given: one count per model
+ * chunk, adding up to the layers. */
+static int check_pp_layers(const vs_workload *wl, uint64_t chunks, vs_error *err)
+{
+  const vs_count_list *split = &wl->parallel.pp_layers;
+  uint64_t sum = 0;
+  char where[400];
+
+  if (split->n == 0)
+    return 0;
+  if (split->n != chunks)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: expected %llu counts (one per pipeline stage%s), "
+                        "got %zu",
+                        WHERE("parallel", "pp_layers"), (unsigned long long)chunks,
+                        wl->parallel.virtual_stages > 1 ? " and virtual stage"
+                                                        : "",
+                        split->n);
+  /* each count is at most the layers, so the sum cannot wrap around */
+  for (size_t i = 0; i < split->n; i++) {
+    if (split->values[i] > wl->model.layers)
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: count %zu is %llu, more than the model's %llu "
+                          "layers",
+                          WHERE("parallel", "pp_layers"), i + 1,
+                          (unsigned long long)split->values[i],
+                          (unsigned long long)wl->model.layers);
+    sum += split->values[i];
+  }
+  if (sum != wl->model.layers)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: the counts add up to %llu, but the model has %llu "
+                        "layers",
+                        WHERE("parallel", "pp_layers"), (unsigned long long)sum,
+                        (unsigned long long)wl->model.layers);
+  return 0;
+}
+
 /* Pipeline schedule and layer split; needs grad_accum. */
 static int check_pipeline(vs_workload *wl, vs_error *err)
 {
   const vs_parallel_conf *p = &wl->parallel;
-  const vs_count_list *split = &p->pp_layers;
-  uint64_t v = p->virtual_stages, chunks = p->pp * p->virtual_stages, sum = 0;
+  uint64_t v = p->virtual_stages, chunks = p->pp * p->virtual_stages;
   char where[400];
 
   if (p->schedule == VS_SCHED_INTERLEAVED) {
@@ -350,32 +395,7 @@ static int check_pipeline(vs_workload *wl, vs_error *err)
                         "which pipeline parallelism does not allow (DeepSpeed "
                         "and Megatron-LM reject it); use zero = 0 or 1 with pp > 1",
                         WHERE("parallel", "zero"));
-  if (split->n == 0)
-    return 0;
-  if (split->n != chunks)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: expected %llu counts (one per pipeline stage%s), "
-                        "got %zu",
-                        WHERE("parallel", "pp_layers"), (unsigned long long)chunks,
-                        v > 1 ? " and virtual stage" : "", split->n);
-  /* each count is at most the layers, so the sum cannot wrap around */
-  for (size_t i = 0; i < split->n; i++) {
-    if (split->values[i] > wl->model.layers)
-      return vs_error_set(err, VS_EINPUT,
-                          "%s: count %zu is %llu, more than the model's %llu "
-                          "layers",
-                          WHERE("parallel", "pp_layers"), i + 1,
-                          (unsigned long long)split->values[i],
-                          (unsigned long long)wl->model.layers);
-    sum += split->values[i];
-  }
-  if (sum != wl->model.layers)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: the counts add up to %llu, but the model has %llu "
-                        "layers",
-                        WHERE("parallel", "pp_layers"), (unsigned long long)sum,
-                        (unsigned long long)wl->model.layers);
-  return 0;
+  return check_pp_layers(wl, chunks, err);
 }
 
 #undef WHERE
@@ -387,7 +407,8 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
     return rc;
   if ((rc = check_model(wl, err)))
     return rc;
-  if ((rc = check_layout(wl, gpus, err)) || (rc = check_training(wl, err)))
+  if ((rc = check_layout(wl, gpus, err)) || (rc = check_training(wl, err)) ||
+      (rc = check_runtime(wl, err)))
     return rc;
   return check_pipeline(wl, err);
 }
