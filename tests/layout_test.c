@@ -5,6 +5,7 @@
  * with the distributed optimizer), and the optimizer state layouts each
  * optimizer's paper or library documents. Psi is the parameter count on one
  * GPU before partitioning (lay.param_elems), Nd the data-parallel size. */
+#include "cost.h"
 #include "layout.h"
 #include "testutil.h"
 
@@ -334,24 +335,24 @@ static void test_group_seconds_hierarchical(void **state)
   nv = vs_collective_link(&topo, 1);
   nic = vs_collective_link(&topo, 9);
   /* 8 GPUs of one node: the flat NVLink ring */
-  assert_true(vs_layout_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 8, 1, NULL) ==
-              vs_collective_seconds(VS_COLL_ALL_REDUCE, 1000000000, 8, nv));
+  assert_true(vs_cost_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 8, 1, NULL) ==
+              vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, 1000000000, 8, nv));
   /* 16 consecutive GPUs = 2 nodes of k = 8: reduce-scatter and all-gather
    * inside the node, all-reduce of b/8 between the 2 nodes */
-  assert_near(vs_layout_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 16, 1, NULL),
-              vs_collective_seconds(VS_COLL_REDUCE_SCATTER, 1000000000, 8, nv) +
-                  vs_collective_seconds(VS_COLL_ALL_REDUCE, 125000000, 2, nic) +
-                  vs_collective_seconds(VS_COLL_ALL_GATHER, 1000000000, 8, nv),
+  assert_near(vs_cost_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 16, 1, NULL),
+              vs_cost_collective_seconds(VS_COLL_REDUCE_SCATTER, 1000000000, 8, nv) +
+                  vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, 125000000, 2, nic) +
+                  vs_cost_collective_seconds(VS_COLL_ALL_GATHER, 1000000000, 8, nv),
               1e-12);
   /* members 8 apart (dp with tp = 8): one per node, a ring over the NICs */
-  assert_near(vs_layout_group_seconds(&topo, VS_COLL_ALL_GATHER, 1000000000, 4, 8, NULL),
-              vs_collective_seconds(VS_COLL_ALL_GATHER, 1000000000, 4, nic), 1e-12);
+  assert_near(vs_cost_group_seconds(&topo, VS_COLL_ALL_GATHER, 1000000000, 4, 8, NULL),
+              vs_cost_collective_seconds(VS_COLL_ALL_GATHER, 1000000000, 4, nic), 1e-12);
   /* members 2 apart on 8-GPU nodes: 4 per node */
-  assert_near(vs_layout_group_seconds(&topo, VS_COLL_REDUCE_SCATTER, 1000000000, 8, 2, NULL),
-              vs_collective_seconds(VS_COLL_REDUCE_SCATTER, 250000000, 2, nic) +
-                  vs_collective_seconds(VS_COLL_REDUCE_SCATTER, 1000000000, 4, nv),
+  assert_near(vs_cost_group_seconds(&topo, VS_COLL_REDUCE_SCATTER, 1000000000, 8, 2, NULL),
+              vs_cost_collective_seconds(VS_COLL_REDUCE_SCATTER, 250000000, 2, nic) +
+                  vs_cost_collective_seconds(VS_COLL_REDUCE_SCATTER, 1000000000, 4, nv),
               1e-12);
-  assert_true(vs_layout_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 1, 1, NULL) == 0);
+  assert_true(vs_cost_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 1, 1, NULL) == 0);
 }
 
 /* Placement: order tp-dp-pp (Megatron's default) puts dp neighbours tp

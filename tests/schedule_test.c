@@ -800,23 +800,23 @@ static void test_roofline(void **state)
   t.hbm_bandwidth = 1e12; /* 1 TB/s */
   /* compute-bound bf16 matmul: 1e12 / (100e12 * 0.5) = 0.02 s beats
    * 1e9 B / 1e12 B/s = 0.001 s */
-  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_BF16, true, 1e12, 1e9, NULL),
+  assert_float_equal(vs_cost_roofline_seconds(&t, VS_PREC_BF16, true, 1e12, 1e9, NULL),
                      0.02, 1e-15);
   /* the tensor-core peak follows the precision: fp16 0.04, fp8 0.01 */
-  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_FP16, true, 1e12, 1e9, NULL),
+  assert_float_equal(vs_cost_roofline_seconds(&t, VS_PREC_FP16, true, 1e12, 1e9, NULL),
                      0.04, 1e-15);
-  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_FP8, true, 1e12, 1e9, NULL),
+  assert_float_equal(vs_cost_roofline_seconds(&t, VS_PREC_FP8, true, 1e12, 1e9, NULL),
                      0.01, 1e-15);
   /* fp32 matmuls and non-matmul ops use the fp32 peak: 1e12 / 5e12 = 0.2 */
-  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_FP32, true, 1e12, 1e9, NULL),
+  assert_float_equal(vs_cost_roofline_seconds(&t, VS_PREC_FP32, true, 1e12, 1e9, NULL),
                      0.2, 1e-15);
-  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_BF16, false, 1e12, 1e9, NULL),
+  assert_float_equal(vs_cost_roofline_seconds(&t, VS_PREC_BF16, false, 1e12, 1e9, NULL),
                      0.2, 1e-15);
   /* memory-bound: 1e11 B / 1e12 B/s = 0.1 s beats 1e9 / 5e13 = 2e-5 s */
-  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_BF16, true, 1e9, 1e11, NULL),
+  assert_float_equal(vs_cost_roofline_seconds(&t, VS_PREC_BF16, true, 1e9, 1e11, NULL),
                      0.1, 1e-15);
   /* nothing to do takes no time */
-  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_BF16, true, 0, 0, NULL), 0.0,
+  assert_float_equal(vs_cost_roofline_seconds(&t, VS_PREC_BF16, true, 0, 0, NULL), 0.0,
                      0.0);
 }
 
@@ -835,7 +835,7 @@ static void test_op_durations_follow_roofline(void **state)
         if (strcmp(b->m.layer.ops[k].name, op->name) == 0)
           spec = &b->m.layer.ops[k];
       assert_non_null(spec);
-      t = vs_roofline_seconds(&b->topo, VS_PREC_BF16, spec->matmul,
+      t = vs_cost_roofline_seconds(&b->topo, VS_PREC_BF16, spec->matmul,
                               spec->fwd_flops, spec->fwd_bytes, NULL);
       /* durations are the roofline rounded up to a whole nanosecond */
       assert_int_equal(op->dur_ns, (uint64_t)ceil(t * 1e9));

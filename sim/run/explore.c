@@ -1,6 +1,7 @@
 /* explore.c - evaluating candidates, alone or in parallel (see explore.h). */
 #include "explore.h"
 
+#include "cost.h"
 #include "report.h"
 #include "units.h"
 
@@ -235,7 +236,7 @@ static void record_outcome(vs_candidate *c, const vs_sim *sim,
             : 0;
   c->mfu = timed ? sim->mfu * sim->step_time_s / step : 0;
   c->usd_per_step =
-      timed ? topo->usd_per_gpu_hour * (double)wl->gpus * step / 3600.0 : 0;
+      timed ? vs_cost_usd(topo->usd_per_gpu_hour, wl->gpus, step) : 0;
   c->reason[0] = '\0';
   oom_reason(c, sim);
 }
