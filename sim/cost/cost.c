@@ -123,22 +123,34 @@ double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
  * Utilisation and money
  * ------------------------------------------------------------------------ */
 
-/* Forward FLOPs of a block's matmuls on one rank for one micro-batch. */
-static double block_matmul_flops(const vs_block *b)
+/* Share of an eager attention core's s^2 products that model FLOPs count
+ * for a causal model (Megatron-LM num_floating_point_operations: "/ 2 #
+ * causal mask (only half of the mask is non-zero)"). */
+#define CAUSAL_MODEL_FRACTION 0.5
+
+/* Model forward FLOPs of a block's matmuls on one rank for one micro-batch:
+ * its matmul ops' FLOPs, an eager attention core's (attn_core matmuls,
+ * which compute all s^2 products) halved when the model is causal. A flash
+ * attention op is not attn_core and already counts the causal half. */
+static double block_matmul_flops(const vs_block *b, bool causal)
 {
   double sum = 0;
-  for (int i = 0; i < b->n_ops; i++)
-    if (b->ops[i].matmul)
-      sum += b->ops[i].fwd_flops;
+  for (int i = 0; i < b->n_ops; i++) {
+    const vs_op_spec *op = &b->ops[i];
+    if (op->matmul)
+      sum += op->fwd_flops *
+             (causal && op->attn_core ? CAUSAL_MODEL_FRACTION : 1.0);
+  }
   return sum;
 }
 
 double vs_cost_model_flops(const vs_model *m, uint64_t tp, uint64_t dp,
                            uint64_t microbatches)
 {
-  double per_microbatch = block_matmul_flops(&m->embed) +
-                          (double)m->layers * block_matmul_flops(&m->layer) +
-                          block_matmul_flops(&m->head);
+  double per_microbatch =
+      block_matmul_flops(&m->embed, m->causal) +
+      (double)m->layers * block_matmul_flops(&m->layer, m->causal) +
+      block_matmul_flops(&m->head, m->causal);
   /* forward + backward = 3 x forward; tp ranks make a replica, dp replicas
    * and `microbatches` micro-batches make the step */
   return 3.0 * per_microbatch * (double)tp * (double)dp * (double)microbatches;

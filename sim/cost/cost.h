@@ -82,7 +82,14 @@ double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
 /* Model FLOPs of `microbatches` micro-batches on a tp x dp replica set:
  * 3 x the forward matmul FLOPs of one micro-batch through the whole model
  * on one tp rank (forward + backward = 3 x forward, Narayanan et al. 2021,
- * eq. 3, without recompute), x tp x dp x microbatches. */
+ * eq. 3, without recompute), x tp x dp x microbatches. The attention core
+ * of a causal model (m->causal) counts half its s^2 products, as Megatron-LM
+ * counts it (megatron/training/training.py num_floating_point_operations:
+ * "/ 2 # causal mask (only half of the mask is non-zero)"), whether its
+ * kernel skips them (flash, whose op FLOPs are already halved) or computes
+ * and masks them (eager): the model's FLOPs do not depend on the kernel.
+ * (PaLM and torchtitan count the full s^2; their MFU is higher by that
+ * term for the same step.) */
 double vs_cost_model_flops(const vs_model *m, uint64_t tp, uint64_t dp,
                            uint64_t microbatches);
 
