@@ -15,14 +15,18 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <math.h>
+
 #include <string.h>
 
+/* Within 1e-12 relative (+1e-18 s); inf and NaN always fail. */
 static void assert_close(double actual, double expected)
 {
   double diff = actual - expected;
   if (diff < 0)
     diff = -diff;
-  if (diff > 1e-12 * (expected < 0 ? -expected : expected) + 1e-18)
+  if (!isfinite(actual) || !isfinite(expected) ||
+      !(diff <= 1e-12 * (expected < 0 ? -expected : expected) + 1e-18))
     fail_msg("%.17g != %.17g", actual, expected);
 }
 

@@ -30,13 +30,8 @@
   "[node]\ngpus = 4\n"                                                      \
   "[network]\nintra_bandwidth = 100GB/s\ninter_bandwidth = 10GB/s\n"
 
-/* Asserts |got - want| <= 1e-12 * |want| (exact when want is 0). */
-static void assert_near(double got, double want)
-{
-  double tol = 1e-12 * fabs(want);
-  if (!(fabs(got - want) <= tol))
-    fail_msg("got %.17g, want %.17g", got, want);
-}
+/* Within 1e-12 relative; inf and NaN fail (tu_assert_close). */
+#define assert_near(got, want) tu_assert_close(got, want, 1e-12)
 
 /* Loads path (NULL = built-in) with overrides; fails the test on error. */
 static void load_ok(vs_topology *t, const char *path, const char *const *sets,
