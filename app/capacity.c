@@ -2,6 +2,7 @@
  * from simulations; nothing here estimates memory by formula. */
 #include "capacity.h"
 
+#include "cost.h"
 #include "outputs.h"
 #include "report.h"
 #include "units.h"
@@ -847,8 +848,7 @@ static int enumerate(const vs_workload *wl, const vs_topology *topo,
  * (the ranking is the same either way for one GPU type). */
 static double step_cost(const vs_candidate *c)
 {
-  return c->usd_per_step > 0 ? c->usd_per_step
-                             : (double)c->total_gpus * c->step_time_s / 3600.0;
+  return vs_cost_step_charge(c->usd_per_step, c->total_gpus, c->step_time_s);
 }
 
 static void print_layout(FILE *out, int rank_no, const plan_state *ps,
@@ -866,7 +866,8 @@ static void print_layout(FILE *out, int rank_no, const plan_state *ps,
           vs_format_bytes(c->worst.peak_used_bytes, peak, sizeof peak),
           vs_format_seconds(c->step_time_s, step, sizeof step), c->tokens_per_s);
   if (ps->priced)
-    fprintf(out, "%10.3g %12.4g ", c->usd_per_step, c->usd_per_step * per_1e9);
+    fprintf(out, "%10.3g %12.4g ", c->usd_per_step,
+            vs_cost_per_tokens(c->usd_per_step, ps->tokens_per_step, 1e9));
   fprintf(out, "%10.1f\n", c->step_time_s * per_1e9 / 3600.0);
 }
 
@@ -937,7 +938,7 @@ static int write_plan_csv(const char *path, const plan_state *ps,
     vs_csv_text(&c, lc->tp > 1 ? "true" : "false");
     summary_or_empty(&c, cand);
     tail_columns(&c, cand);
-    derived_cell(&c, cand, cand->usd_per_step * 1e9 / tokens);
+    derived_cell(&c, cand, vs_cost_per_tokens(cand->usd_per_step, tokens, 1e9));
     derived_cell(&c, cand, cand->step_time_s * 1e9 / tokens / 3600.0);
     vs_csv_text(&c, cand->extrapolated ? "true" : "false");
     vs_csv_row(&c);

@@ -223,6 +223,15 @@ static void test_bounded_screening_matches_full_simulation(void **state)
                   0.01 * (double)full.worst.peak_used_bytes);
     assert_true(fabs(screened.step_time_s - full.step_time_s) <
                 0.01 * full.step_time_s);
+    /* MFU is the job's model FLOPs (all 64 micro-batches, whatever the
+     * screening simulated) over its step: MFU x step is the same for both
+     * (exactly, up to rounding), so the MFU is within the step's 1% too.
+     * Before the fix the screened row counted only the 2*pp simulated
+     * micro-batches' FLOPs: 64 / (2*pp) times too low. */
+    assert_true(full.mfu > 0.01);
+    tu_assert_close(screened.mfu * screened.step_time_s,
+                    full.mfu * full.step_time_s, 1e-12);
+    tu_assert_close(screened.mfu, full.mfu, 0.01);
   }
 }
 

@@ -7,6 +7,7 @@
  * with bytes the full (gathered) buffer, alpha the per-step latency and bw
  * the per-GPU one-direction link bandwidth. */
 #include "collective.h"
+#include "cost.h"
 #include "testutil.h"
 
 #include <setjmp.h>
@@ -14,14 +15,18 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <math.h>
+
 #include <string.h>
 
+/* Within 1e-12 relative (+1e-18 s); inf and NaN always fail. */
 static void assert_close(double actual, double expected)
 {
   double diff = actual - expected;
   if (diff < 0)
     diff = -diff;
-  if (diff > 1e-12 * (expected < 0 ? -expected : expected) + 1e-18)
+  if (!isfinite(actual) || !isfinite(expected) ||
+      !(diff <= 1e-12 * (expected < 0 ? -expected : expected) + 1e-18))
     fail_msg("%.17g != %.17g", actual, expected);
 }
 
@@ -36,16 +41,16 @@ static void test_all_reduce(void **state)
   for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
     double n = (double)ns[i];
     /* ring all-reduce: 2(n-1) alpha + 2(n-1)/n * bytes / bw */
-    assert_close(vs_collective_seconds(VS_COLL_ALL_REDUCE, bytes, ns[i], nvlink),
+    assert_close(vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, bytes, ns[i], nvlink),
                  2.0 * (n - 1) * nvlink.latency +
                      2.0 * (n - 1) / n * (double)bytes / nvlink.bandwidth);
-    assert_close(vs_collective_seconds(VS_COLL_ALL_REDUCE, bytes, ns[i], ib),
+    assert_close(vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, bytes, ns[i], ib),
                  2.0 * (n - 1) * ib.latency +
                      2.0 * (n - 1) / n * (double)bytes / ib.bandwidth);
   }
   /* worked: 8 GPUs, 1 GiB on NVLink 450 GB/s, 3 us: 14 x 3 us +
    * 1.75 x 2^30 / 450e9 = 42e-6 + 4.17550e-3 s */
-  assert_close(vs_collective_seconds(VS_COLL_ALL_REDUCE, bytes, 8, nvlink),
+  assert_close(vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, bytes, 8, nvlink),
                42e-6 + 1.75 * 1073741824.0 / 450e9);
 }
 
@@ -61,17 +66,17 @@ static void test_all_gather_reduce_scatter(void **state)
         (n - 1) * nvlink.latency + (n - 1) / n * (double)bytes / nvlink.bandwidth;
     double want_ib =
         (n - 1) * ib.latency + (n - 1) / n * (double)bytes / ib.bandwidth;
-    assert_close(vs_collective_seconds(VS_COLL_ALL_GATHER, bytes, ns[i], nvlink),
+    assert_close(vs_cost_collective_seconds(VS_COLL_ALL_GATHER, bytes, ns[i], nvlink),
                  want_nv);
     assert_close(
-        vs_collective_seconds(VS_COLL_REDUCE_SCATTER, bytes, ns[i], nvlink),
+        vs_cost_collective_seconds(VS_COLL_REDUCE_SCATTER, bytes, ns[i], nvlink),
         want_nv);
-    assert_close(vs_collective_seconds(VS_COLL_ALL_GATHER, bytes, ns[i], ib),
+    assert_close(vs_cost_collective_seconds(VS_COLL_ALL_GATHER, bytes, ns[i], ib),
                  want_ib);
-    assert_close(vs_collective_seconds(VS_COLL_REDUCE_SCATTER, bytes, ns[i], ib),
+    assert_close(vs_cost_collective_seconds(VS_COLL_REDUCE_SCATTER, bytes, ns[i], ib),
                  want_ib);
     /* all-reduce = reduce-scatter + all-gather (the ring's two phases) */
-    assert_close(vs_collective_seconds(VS_COLL_ALL_REDUCE, bytes, ns[i], ib),
+    assert_close(vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, bytes, ns[i], ib),
                  2.0 * want_ib);
   }
 }
@@ -80,14 +85,14 @@ static void test_all_gather_reduce_scatter(void **state)
 static void test_trivial(void **state)
 {
   (void)state;
-  assert_true(vs_collective_seconds(VS_COLL_ALL_REDUCE, 1ull << 30, 1, ib) == 0.0);
-  assert_true(vs_collective_seconds(VS_COLL_ALL_GATHER, 1ull << 30, 1, ib) == 0.0);
-  assert_true(vs_collective_seconds(VS_COLL_REDUCE_SCATTER, 1ull << 30, 1, ib) ==
+  assert_true(vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, 1ull << 30, 1, ib) == 0.0);
+  assert_true(vs_cost_collective_seconds(VS_COLL_ALL_GATHER, 1ull << 30, 1, ib) == 0.0);
+  assert_true(vs_cost_collective_seconds(VS_COLL_REDUCE_SCATTER, 1ull << 30, 1, ib) ==
               0.0);
-  assert_true(vs_collective_seconds(VS_COLL_ALL_REDUCE, 1ull << 30, 0, ib) == 0.0);
-  assert_true(vs_collective_seconds(VS_COLL_NONE, 1ull << 30, 8, ib) == 0.0);
+  assert_true(vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, 1ull << 30, 0, ib) == 0.0);
+  assert_true(vs_cost_collective_seconds(VS_COLL_NONE, 1ull << 30, 8, ib) == 0.0);
   /* an empty buffer still pays the latency of every ring step */
-  assert_close(vs_collective_seconds(VS_COLL_ALL_REDUCE, 0, 8, ib),
+  assert_close(vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, 0, 8, ib),
                14.0 * ib.latency);
 }
 

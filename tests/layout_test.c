@@ -5,6 +5,7 @@
  * with the distributed optimizer), and the optimizer state layouts each
  * optimizer's paper or library documents. Psi is the parameter count on one
  * GPU before partitioning (lay.param_elems), Nd the data-parallel size. */
+#include "cost.h"
 #include "layout.h"
 #include "testutil.h"
 
@@ -50,15 +51,6 @@ static void build(const char *ini, const char *const *sets, size_t n_sets,
     fail_msg("layout: %s", err.msg);
 }
 
-static void assert_near(double actual, double expected, double rel)
-{
-  double diff = actual - expected;
-  if (diff < 0)
-    diff = -diff;
-  if (diff > rel * (expected < 0 ? -expected : expected))
-    fail_msg("%.6g is not within %.3g%% of %.6g", actual, 100.0 * rel,
-             expected);
-}
 
 /* Checks Nd * states against numer = Nd * (the paper's bytes), which is an
  * integer even when the paper's Psi/Nd is not: the partitioned buffers round
@@ -127,7 +119,7 @@ static void test_zero_stages(void **state)
     }
     /* the paper's worked numbers (Psi 7.5e9): our Psi is 0.48% smaller and
      * the paper rounds to 3 digits, so 1% */
-    assert_near((double)states / 1e9, paper_gb[z], 0.01);
+    tu_assert_close((double)states / 1e9, paper_gb[z], 0.01);
   }
 }
 
@@ -296,6 +288,41 @@ static void test_framework_bytes(void **state)
   }
 }
 
+/* Under pipeline parallelism a GPU also joins the pp group's communicator,
+ * and with tied embeddings the embedding group's (Megatron's
+ * embedding_group: the first and last stages all-reduce the shared word
+ * embedding's gradient), each holding its NCCL buffers. */
+static void test_framework_bytes_pipeline(void **state)
+{
+  static const struct {
+    const char *sets[3];
+    uint64_t gpus;
+    int comms; /* tp > 1, dp > 1, pp > 1, pp > 1 with tied embeddings */
+  } cases[] = {
+      {{"parallel.pp=2", "model.tied_embeddings=true", "parallel.tp=1"}, 2, 2},
+      {{"parallel.pp=2", "model.tied_embeddings=false", "parallel.tp=1"}, 2, 1},
+      {{"parallel.pp=2", "model.tied_embeddings=true", "parallel.tp=2"}, 8, 4},
+      {{"parallel.pp=2", "model.tied_embeddings=false", "parallel.tp=2"}, 8, 3},
+      {{"parallel.pp=1", "model.tied_embeddings=true", "parallel.tp=2"}, 8, 2},
+  };
+  vs_topology topo;
+  (void)state;
+  tu_default_topology(&topo);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    vs_layout lay;
+    build(small_gpt, cases[i].sets, 3, cases[i].gpus, &lay);
+    assert_int_equal(lay.n_communicators, cases[i].comms);
+    /* context 400 MiB + cuBLAS 32 MiB + comms x NCCL 1 GiB (default
+     * topology, topologies/h100-sxm-8x.ini) */
+    assert_int_equal(lay.framework_bytes,
+                     (UINT64_C(400) << 20) + (UINT64_C(32) << 20) +
+                         (uint64_t)cases[i].comms * (UINT64_C(1) << 30));
+    assert_int_equal(lay.framework_bytes,
+                     topo.context_bytes + topo.cublas_workspace_bytes +
+                         (uint64_t)cases[i].comms * topo.nccl_bytes);
+  }
+}
+
 /* Megatron rank order: tp innermost, so the tp group spans tp GPUs and the
  * dp group tp*dp; a group inside one node (8 GPUs) rides NVLink. */
 static void test_layout_links(void **state)
@@ -334,24 +361,24 @@ static void test_group_seconds_hierarchical(void **state)
   nv = vs_collective_link(&topo, 1);
   nic = vs_collective_link(&topo, 9);
   /* 8 GPUs of one node: the flat NVLink ring */
-  assert_true(vs_layout_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 8, 1, NULL) ==
-              vs_collective_seconds(VS_COLL_ALL_REDUCE, 1000000000, 8, nv));
+  assert_true(vs_cost_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 8, 1, NULL) ==
+              vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, 1000000000, 8, nv));
   /* 16 consecutive GPUs = 2 nodes of k = 8: reduce-scatter and all-gather
    * inside the node, all-reduce of b/8 between the 2 nodes */
-  assert_near(vs_layout_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 16, 1, NULL),
-              vs_collective_seconds(VS_COLL_REDUCE_SCATTER, 1000000000, 8, nv) +
-                  vs_collective_seconds(VS_COLL_ALL_REDUCE, 125000000, 2, nic) +
-                  vs_collective_seconds(VS_COLL_ALL_GATHER, 1000000000, 8, nv),
+  tu_assert_close(vs_cost_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 16, 1, NULL),
+              vs_cost_collective_seconds(VS_COLL_REDUCE_SCATTER, 1000000000, 8, nv) +
+                  vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, 125000000, 2, nic) +
+                  vs_cost_collective_seconds(VS_COLL_ALL_GATHER, 1000000000, 8, nv),
               1e-12);
   /* members 8 apart (dp with tp = 8): one per node, a ring over the NICs */
-  assert_near(vs_layout_group_seconds(&topo, VS_COLL_ALL_GATHER, 1000000000, 4, 8, NULL),
-              vs_collective_seconds(VS_COLL_ALL_GATHER, 1000000000, 4, nic), 1e-12);
+  tu_assert_close(vs_cost_group_seconds(&topo, VS_COLL_ALL_GATHER, 1000000000, 4, 8, NULL),
+              vs_cost_collective_seconds(VS_COLL_ALL_GATHER, 1000000000, 4, nic), 1e-12);
   /* members 2 apart on 8-GPU nodes: 4 per node */
-  assert_near(vs_layout_group_seconds(&topo, VS_COLL_REDUCE_SCATTER, 1000000000, 8, 2, NULL),
-              vs_collective_seconds(VS_COLL_REDUCE_SCATTER, 250000000, 2, nic) +
-                  vs_collective_seconds(VS_COLL_REDUCE_SCATTER, 1000000000, 4, nv),
+  tu_assert_close(vs_cost_group_seconds(&topo, VS_COLL_REDUCE_SCATTER, 1000000000, 8, 2, NULL),
+              vs_cost_collective_seconds(VS_COLL_REDUCE_SCATTER, 250000000, 2, nic) +
+                  vs_cost_collective_seconds(VS_COLL_REDUCE_SCATTER, 1000000000, 4, nv),
               1e-12);
-  assert_true(vs_layout_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 1, 1, NULL) == 0);
+  assert_true(vs_cost_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 1, 1, NULL) == 0);
 }
 
 /* Placement: order tp-dp-pp (Megatron's default) puts dp neighbours tp
@@ -441,6 +468,7 @@ int main(void)
       cmocka_unit_test(test_optimizer_state_bytes),
       cmocka_unit_test(test_layout_optimizer_sum),
       cmocka_unit_test(test_framework_bytes),
+      cmocka_unit_test(test_framework_bytes_pipeline),
       cmocka_unit_test(test_layout_links),
       cmocka_unit_test(test_group_seconds_hierarchical),
       cmocka_unit_test(test_order_and_stage_links),

@@ -214,6 +214,66 @@ static void test_gpt_flash(void **state)
   }
 }
 
+static const vs_op_spec *op_named(const vs_block *blk, const char *name)
+{
+  for (int k = 0; k < blk->n_ops; k++)
+    if (strcmp(blk->ops[k].name, name) == 0)
+      return &blk->ops[k];
+  fail_msg("no op %s", name);
+  return NULL;
+}
+
+/* Attention FLOPs as FlashAttention-2 counts them (Dao 2023, arXiv
+ * 2307.08691, Sec. 4.1; flash-attn benchmark_flash_attention.py): forward
+ * 4*b*s^2*d*(a/t) = 4bs^2h/t, halved for a causal model (gpt, llama: the
+ * kernel skips the blocks above the diagonal, "divided by 2 for causal"),
+ * backward 2.5x the forward (5 matmuls to 2, the scores recomputed). A
+ * bidirectional model (bert) does all of it. Eager attention computes
+ * every product whatever the mask: QK^T and probs @ V are 2bs^2h/t each,
+ * backward twice that. */
+static void test_attention_flops(void **state)
+{
+  static const char *const bert[] = {"model.arch=bert"};
+  (void)state;
+  for (size_t i = 0; i < N_SHAPES; i++) {
+    double s = (double)shapes[i][0], b = (double)shapes[i][1],
+           h = (double)shapes[i][2];
+    for (size_t j = 0; j < N_TPS; j++) {
+      double t = (double)tps[j];
+      const vs_op_spec *op;
+      vs_model m;
+      char ini[512];
+      build_gpt(&m, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
+                tps[j], false, "bf16", "flash", "none");
+      assert_true(m.causal);
+      op = op_named(&m.layer, "flash_attn");
+      tu_assert_close(op->fwd_flops, 0.5 * 4.0 * b * s * s * h / t, 1e-15);
+      tu_assert_close(op->bwd_flops, 2.5 * 0.5 * 4.0 * b * s * s * h / t, 1e-15);
+      build_gpt(&m, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
+                tps[j], false, "bf16", "eager", "none");
+      op = op_named(&m.layer, "attn_scores");
+      tu_assert_close(op->fwd_flops, 2.0 * b * s * s * h / t, 1e-15);
+      tu_assert_close(op->bwd_flops, 4.0 * b * s * s * h / t, 1e-15);
+      op = op_named(&m.layer, "attn_context");
+      tu_assert_close(op->fwd_flops, 2.0 * b * s * s * h / t, 1e-15);
+      snprintf(ini, sizeof ini,
+               "[model]\narch = gpt\nlayers = 2\nhidden = %llu\n"
+               "heads = %llu\nvocab = 50257\nseq_len = %llu\n"
+               "[training]\nmicro_batch = %llu\nattention = flash\n"
+               "[parallel]\ntp = %llu\n",
+               (unsigned long long)shapes[i][2],
+               (unsigned long long)shapes[i][3],
+               (unsigned long long)shapes[i][0],
+               (unsigned long long)shapes[i][1], (unsigned long long)tps[j]);
+      build_ini(&m, ini, bert, 1);
+      assert_false(m.causal);
+      op = op_named(&m.layer, "flash_attn");
+      tu_assert_close(op->fwd_flops, 4.0 * b * s * s * h / t, 1e-15);
+      tu_assert_close(op->bwd_flops, 2.5 * 4.0 * b * s * s * h / t, 1e-15);
+    }
+  }
+}
+
 /* ------------------------------------------------------------------------
  * Llama: RMSNorm, no dropout, GQA, SwiGLU, flash
  * ------------------------------------------------------------------------ */
@@ -231,6 +291,18 @@ static void build_llama(vs_model *m, uint64_t s, uint64_t b, uint64_t h,
            (unsigned long long)f, (unsigned long long)s, (unsigned long long)b,
            (unsigned long long)t);
   build_ini(m, ini, NULL, 0);
+}
+
+/* Llama is causal too: its flash attention (GQA: 32 query heads, 8 kv
+ * heads, d = 128) counts 0.5 x 4bs^2 x (a x d) = 2bs^2h forward. */
+static void test_llama_attention_causal(void **state)
+{
+  vs_model m;
+  (void)state;
+  build_llama(&m, 2048, 1, 4096, 32, 8, 11008, 1);
+  assert_true(m.causal);
+  tu_assert_close(op_named(&m.layer, "flash_attn")->fwd_flops,
+                  2.0 * 2048.0 * 2048.0 * 4096.0, 1e-15);
 }
 
 /* Saved tensors of a Llama layer at 16 bits, from its op list:
@@ -520,7 +592,9 @@ int main(void)
       cmocka_unit_test(test_gpt_selective_recompute),
       cmocka_unit_test(test_gpt_full_recompute),
       cmocka_unit_test(test_gpt_flash),
+      cmocka_unit_test(test_attention_flops),
       cmocka_unit_test(test_llama_gqa_swiglu),
+      cmocka_unit_test(test_llama_attention_causal),
       cmocka_unit_test(test_llama_eager_gqa_expands_kv),
       cmocka_unit_test(test_llama2_7b_params),
       cmocka_unit_test(test_gpt3_175b_params),

@@ -1,6 +1,7 @@
 /* schedule_test.c - stage programs built from small workloads: structural
  * invariants (schedule.h), which collectives appear where for each data- and
- * tensor-parallel setting, ZeRO-3 gathers, recompute ops, and the roofline.
+ * tensor-parallel setting, ZeRO-3 gathers, recompute ops, op times (roofline,
+ * optimizer step, tied-embedding all-reduce).
  *
  * The base model is a 4-layer GPT, hidden 256, 4 heads, seq 128, vocab 1000,
  * bf16 (2-byte params and grads), tied embeddings, dropout 0.1: small enough
@@ -12,6 +13,7 @@
  *   total  = 288768 + 4*789760 + 512                          = 3448320 */
 #include "testutil.h"
 
+#include "cost.h"
 #include "engine.h"
 #include "layout.h"
 #include "memory.h"
@@ -787,37 +789,66 @@ static void test_tp2_sequence_parallel(void **state)
  * Roofline
  * ------------------------------------------------------------------------ */
 
-static void test_roofline(void **state)
+/* The optimizer step of the base model on one GPU (bf16, AdamW with fp32
+ * master weights, no ZeRO): P = 3448320 parameters (header), 12 FLOPs per
+ * element (sim/cost: vs_cost_optimizer_work), and bytes: optimizer states
+ * 12P read and written (24P), bf16 grads 2P read, bf16 weights 2P read and
+ * written (4P) = 30P. */
+static void test_optimizer_step_work(void **state)
 {
-  vs_topology t;
+  built *b = build(NULL, 0, 1);
+  const double P = 3448320.0;
+  size_t found = 0;
   (void)state;
-  memset(&t, 0, sizeof t);
-  t.peak_tflops_bf16 = 100;
-  t.peak_tflops_fp16 = 50;
-  t.peak_tflops_fp32 = 10;
-  t.peak_tflops_fp8 = 200;
-  t.compute_efficiency = 0.5;
-  t.hbm_bandwidth = 1e12; /* 1 TB/s */
-  /* compute-bound bf16 matmul: 1e12 / (100e12 * 0.5) = 0.02 s beats
-   * 1e9 B / 1e12 B/s = 0.001 s */
-  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_BF16, true, 1e12, 1e9, NULL),
-                     0.02, 1e-15);
-  /* the tensor-core peak follows the precision: fp16 0.04, fp8 0.01 */
-  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_FP16, true, 1e12, 1e9, NULL),
-                     0.04, 1e-15);
-  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_FP8, true, 1e12, 1e9, NULL),
-                     0.01, 1e-15);
-  /* fp32 matmuls and non-matmul ops use the fp32 peak: 1e12 / 5e12 = 0.2 */
-  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_FP32, true, 1e12, 1e9, NULL),
-                     0.2, 1e-15);
-  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_BF16, false, 1e12, 1e9, NULL),
-                     0.2, 1e-15);
-  /* memory-bound: 1e11 B / 1e12 B/s = 0.1 s beats 1e9 / 5e13 = 2e-5 s */
-  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_BF16, true, 1e9, 1e11, NULL),
-                     0.1, 1e-15);
-  /* nothing to do takes no time */
-  assert_float_equal(vs_roofline_seconds(&t, VS_PREC_BF16, true, 0, 0, NULL), 0.0,
-                     0.0);
+  for (size_t i = 0; i < b->p.n_ops; i++) {
+    const vs_pop *op = &b->p.ops[i];
+    if (strcmp(op->name, "optimizer_step") != 0)
+      continue;
+    found++;
+    tu_assert_close(op->flops, 12.0 * P, 0);
+    tu_assert_close(op->bytes, 30.0 * P, 0);
+    /* memory-bound on an H100 (topologies/h100-sxm-8x.ini): 30P bytes /
+     * (3350 GB/s x 0.87) = 35.49 us beats 12P / (67 TFLOP/s x 0.8) */
+    assert_int_equal(op->dur_ns,
+                     (uint64_t)ceil(30.0 * P / (3350e9 * 0.87) * 1e9));
+  }
+  assert_int_equal(found, 1);
+  destroy(b);
+}
+
+/* Tied embeddings split over a pipeline: the first (and last) stage
+ * all-reduce the word embedding's gradient between the two of them
+ * (Megatron's embedding group): padded vocab 1000 (vocab_divisible_by 1)
+ * x hidden 256 x 2 bytes (bf16 grads) = 512000 bytes, over 2 ranks: a ring
+ * all-reduce of 2 x (2 - 1) = 2 steps of 256000 bytes each on NVLink
+ * (stages 0 and 1 are GPUs 0 and 1 of one node): 2 x (3 us + 256000 B /
+ * 450 GB/s). Untied, or without a pipeline, there is none. */
+static void test_tied_embedding_all_reduce(void **state)
+{
+  static const char *const tied[] = {"parallel.pp=2"};
+  static const char *const untied[] = {"parallel.pp=2",
+                                       "model.tied_embeddings=false"};
+  built *b = build(tied, 1, 2);
+  size_t found = 0;
+  (void)state;
+  for (size_t i = 0; i < b->p.n_ops; i++) {
+    const vs_pop *op = &b->p.ops[i];
+    if (strcmp(op->name, "embedding_all_reduce") != 0)
+      continue;
+    found++;
+    assert_int_equal(op->stream, VS_STREAM_COMM);
+    tu_assert_close(op->bytes, 512000.0, 0);
+    assert_int_equal(op->dur_ns,
+                     (uint64_t)ceil(2.0 * (3e-6 + 256000.0 / 450e9) * 1e9));
+  }
+  assert_int_equal(found, 1);
+  destroy(b);
+  b = build(untied, 2, 2);
+  assert_int_equal(count_ops(&b->p, "embedding_all_reduce", ANY, ANY), 0);
+  destroy(b);
+  b = build(NULL, 0, 1);
+  assert_int_equal(count_ops(&b->p, "embedding_all_reduce", ANY, ANY), 0);
+  destroy(b);
 }
 
 static void test_op_durations_follow_roofline(void **state)
@@ -835,7 +866,7 @@ static void test_op_durations_follow_roofline(void **state)
         if (strcmp(b->m.layer.ops[k].name, op->name) == 0)
           spec = &b->m.layer.ops[k];
       assert_non_null(spec);
-      t = vs_roofline_seconds(&b->topo, VS_PREC_BF16, spec->matmul,
+      t = vs_cost_roofline_seconds(&b->topo, VS_PREC_BF16, spec->matmul,
                               spec->fwd_flops, spec->fwd_bytes, NULL);
       /* durations are the roofline rounded up to a whole nanosecond */
       assert_int_equal(op->dur_ns, (uint64_t)ceil(t * 1e9));
@@ -844,7 +875,7 @@ static void test_op_durations_follow_roofline(void **state)
       compute += (double)op->dur_ns * 1e-9;
   }
   /* compute_seconds sums the compute stream */
-  assert_float_equal(p->compute_seconds, compute, 1e-12);
+  tu_assert_close(p->compute_seconds, compute, 1e-12);
   destroy(b);
 }
 
@@ -880,8 +911,9 @@ int main(void)
       cmocka_unit_test(test_selective_flash_has_nothing_to_recompute),
       cmocka_unit_test(test_tp2_all_reduces),
       cmocka_unit_test(test_tp2_sequence_parallel),
-      cmocka_unit_test(test_roofline),
       cmocka_unit_test(test_op_durations_follow_roofline),
+      cmocka_unit_test(test_optimizer_step_work),
+      cmocka_unit_test(test_tied_embedding_all_reduce),
       cmocka_unit_test(test_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,4 +184,13 @@ int tu_count_entries(const char *dir)
       n++;
   closedir(d);
   return n;
+}
+
+void tu_assert_close_at(double actual, double expected, double rel,
+                        const char *file, int line)
+{
+  if (!isfinite(actual) || !isfinite(expected) ||
+      !(fabs(actual - expected) <= rel * fabs(expected)))
+    fail_msg("%s:%d: %.17g is not within %.3g (relative) of %.17g", file,
+             line, actual, rel, expected);
 }

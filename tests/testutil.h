@@ -53,6 +53,15 @@ void tu_run_vsim(tu_run *r, const char *const *args);
 /* Reads a whole file into a malloc'd string (NULL if unreadable). */
 char *tu_read_file(const char *path);
 
+/* Fails the test unless actual and expected are both finite (not inf, not
+ * NaN) and |actual - expected| <= rel * |expected| (so expected 0 needs an
+ * exact 0). The message names the caller's file and line. Use it for every
+ * floating-point check: CMocka's assert_float_equal accepts inf and NaN. */
+#define tu_assert_close(actual, expected, rel)                                 \
+  tu_assert_close_at((actual), (expected), (rel), __FILE__, __LINE__)
+void tu_assert_close_at(double actual, double expected, double rel,
+                        const char *file, int line);
+
 /* Fails the test unless msg contains want, where each '@' in want stands
  * for path (so "@:8:" checks a message's file:line exactly). */
 void tu_assert_message_at(const char *msg, const char *want,

@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include "collective.h"
+#include "cost.h"
 #include "schedule.h"
 #include "topology.h"
 
@@ -29,13 +30,8 @@
   "[node]\ngpus = 4\n"                                                      \
   "[network]\nintra_bandwidth = 100GB/s\ninter_bandwidth = 10GB/s\n"
 
-/* Asserts |got - want| <= 1e-12 * |want| (exact when want is 0). */
-static void assert_near(double got, double want)
-{
-  double tol = 1e-12 * fabs(want);
-  if (!(fabs(got - want) <= tol))
-    fail_msg("got %.17g, want %.17g", got, want);
-}
+/* Within 1e-12 relative; inf and NaN fail (tu_assert_close). */
+#define assert_near(got, want) tu_assert_close(got, want, 1e-12)
 
 /* Loads path (NULL = built-in) with overrides; fails the test on error. */
 static void load_ok(vs_topology *t, const char *path, const char *const *sets,
@@ -388,9 +384,9 @@ static void test_calibration_replaces_nominal(void **state)
    * = 10.006 ms; calibrated 2 x 7 us + 1e9 / 300 GB/s = 3.347333 ms */
   nominal = vs_collective_link(&plain, 2);
   link = vs_collective_link(&t, 2);
-  assert_near(vs_collective_seconds(VS_COLL_ALL_REDUCE, 1000000000, 2, nominal),
+  assert_near(vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, 1000000000, 2, nominal),
               6e-6 + 1e9 / 100e9);
-  assert_near(vs_collective_seconds(VS_COLL_ALL_REDUCE, 1000000000, 2, link),
+  assert_near(vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, 1000000000, 2, link),
               14e-6 + 1e9 / 300e9);
   /* --set of a nominal key wins over the calibration */
   assert_int_equal(load_text(&t, path, text, keep_intra, 2, &err), 0);
@@ -435,13 +431,13 @@ static void test_calibration_curve_pieces(void **state)
   link = vs_collective_link(&t, 2);
   link.seen = &seen;
   /* one transfer each side of the breakpoint */
-  assert_near(vs_link_seconds(link, 65536), 5e-6 + 65536 / 20e9);
-  assert_near(vs_link_seconds(link, 1048576), 8e-6 + 1048576 / 100e9);
+  assert_near(vs_cost_link_seconds(link, 65536), 5e-6 + 65536 / 20e9);
+  assert_near(vs_cost_link_seconds(link, 1048576), 8e-6 + 1048576 / 100e9);
   /* a ring all-reduce over 2 GPUs of 1 MiB: 2 steps of 512 KiB, first piece */
-  assert_near(vs_collective_seconds(VS_COLL_ALL_REDUCE, 1048576, 2, link),
+  assert_near(vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, 1048576, 2, link),
               2 * (5e-6 + 524288 / 20e9));
   /* memory-bound op moving 1e9 bytes: 2 us + 1e9 / 2000 GB/s */
-  assert_near(vs_roofline_seconds(&t, VS_PREC_BF16, false, 1.0, 1e9, &seen),
+  assert_near(vs_cost_roofline_seconds(&t, VS_PREC_BF16, false, 1.0, 1e9, &seen),
               2e-6 + 1e9 / 2000e9);
   assert_true(seen.kinds[VS_CAL_D2D_KERNEL].used);
   assert_near(seen.kinds[VS_CAL_D2D_KERNEL].lo, 5e8); /* bytes per copy */
@@ -451,8 +447,8 @@ static void test_calibration_curve_pieces(void **state)
   assert_non_null(mem = open_memstream(&buf, &len));
   assert_int_equal(vs_cal_warn_range(mem, "vsim: note: ", &t, &seen), 0);
   /* 128 MiB and 1 KiB are outside 4 KiB..64 MiB: one line each */
-  vs_link_seconds(link, 134217728);
-  vs_link_seconds(link, 1024);
+  vs_cost_link_seconds(link, 134217728);
+  vs_cost_link_seconds(link, 1024);
   assert_int_equal(vs_cal_warn_range(mem, "vsim: note: ", &t, &seen), 2);
   fclose(mem);
   assert_non_null(strstr(buf, "p2p was measured from 4.00 KiB to 64.0 MiB; this "
@@ -505,9 +501,9 @@ static void test_calibration_negative_intercepts(void **state)
   assert_int_equal(load_text(&t, path, text, NULL, 0, &err), 0);
   link = vs_collective_link(&t, 2);
   /* continuous at the breakpoint, the slower line past it */
-  assert_near(vs_link_seconds(link, 1048575), 2e-6 + 1048575 / 100e9);
-  assert_near(vs_link_seconds(link, 1048576), 2e-6 + 1048576 / 100e9);
-  assert_near(vs_link_seconds(link, 4194304), -39.94304e-6 + 4194304 / 20e9);
+  assert_near(vs_cost_link_seconds(link, 1048575), 2e-6 + 1048575 / 100e9);
+  assert_near(vs_cost_link_seconds(link, 1048576), 2e-6 + 1048576 / 100e9);
+  assert_near(vs_cost_link_seconds(link, 4194304), -39.94304e-6 + 4194304 / 20e9);
   /* the nominal fallback latency is the small copies' 2 us */
   assert_near(t.intra_latency, 2e-6);
 

@@ -23,6 +23,7 @@ typedef struct dims {
   bool dropout;      /* dropout ops exist */
   bool sp;           /* sequence parallel */
   bool eager;        /* attention materialises the scores */
+  bool causal;       /* attention masks later tokens (gpt, llama) */
 } dims;
 
 /* ------------------------------------------------------------------------
@@ -244,7 +245,16 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
 }
 
 /* FlashAttention: never materialises the scores; saves Q, K, V and the fp32
- * log-sum-exp per row; dropout masks are regenerated from the RNG state. */
+ * log-sum-exp per row; dropout masks are regenerated from the RNG state.
+ * FLOPs as FlashAttention-2 counts them (Dao 2023, arXiv 2307.08691,
+ * Sec. 4.1; flash-attn benchmarks/benchmark_flash_attention.py, flops()):
+ * 4*s^2*d*heads forward, "divided by 2 for causal" (the kernel skips the
+ * blocks above the diagonal), and 2.5x that backward (5 matmuls to the
+ * forward's 2: the backward recomputes the scores). An eager causal
+ * attention computes every s^2 product and masks afterwards (Megatron's
+ * core attention: baddbmm then masked softmax), so it keeps the full
+ * count. */
+#define CAUSAL_FLASH_FRACTION 0.5
 static int attention_flash(vs_block *blk, const dims *d, vs_error *err)
 {
   uint64_t heads = d->a / d->t, kv = d->kv / d->t;
@@ -253,7 +263,8 @@ static int attention_flash(vs_block *blk, const dims *d, vs_error *err)
     return VS_EINPUT;
   op->matmul = true;
   op->fwd_flops = 4.0 * (double)d->b * (double)heads * (double)d->s *
-                  (double)d->s * (double)d->d;
+                  (double)d->s * (double)d->d *
+                  (d->causal ? CAUSAL_FLASH_FRACTION : 1.0);
   op->bwd_flops = 2.5 * op->fwd_flops; /* backward recomputes the scores */
   op->fwd_bytes = (double)d->e * (double)(d->tokens * d->d * (2 * heads + 2 * kv));
   op->bwd_bytes = 2.0 * op->fwd_bytes;
@@ -515,11 +526,13 @@ int vs_model_build(const vs_workload *wl, vs_model *m, vs_error *err)
   d.em = wl->training.precision == VS_PREC_FP8 ? 1 : d.e;
   d.dropout = mc->dropout > 0.0;
   d.eager = wl->training.attention == VS_ATTN_EAGER;
+  d.causal = mc->arch != VS_ARCH_BERT;
 
   m->layers = mc->layers;
   m->vocab_padded = d.vocab;
   m->act_elem_bytes = d.e;
   m->param_elem_bytes = d.e;
+  m->causal = d.causal;
   if (build_embed(&m->embed, wl, &d, err) ||
       build_layer(&m->layer, wl, &d, err) ||
       build_head(&m->head, wl, &d, err))

@@ -80,6 +80,8 @@ typedef struct vs_model {
   uint64_t params_total;      /* whole model, all ranks, unpadded vocab */
   uint64_t act_elem_bytes;    /* bytes per activation element */
   uint64_t param_elem_bytes;  /* bytes per weight element on the GPU */
+  bool causal;                /* attention masks later tokens (gpt, llama;
+                                 bert is bidirectional) */
 } vs_model;
 
 /* Expands wl into m. VS_EINPUT if a block would exceed its fixed capacity. */

@@ -1,6 +1,8 @@
-/* collective.h - alpha-beta costs of NCCL-style ring collectives on the
- * topology's links. A group inside one node rides NVLink; a group that spans
- * nodes is limited by each GPU's network interface. Pure functions. */
+/* collective.h - which link a collective or transfer rides on the
+ * topology: a group inside one node rides NVLink; a group that spans nodes
+ * is limited by each GPU's network interface. The time over a link is
+ * sim/cost's (vs_cost_link_seconds, vs_cost_collective_seconds). Pure
+ * functions. */
 #ifndef VS_COLLECTIVE_H
 #define VS_COLLECTIVE_H
 
@@ -26,16 +28,5 @@ typedef struct vs_link {
  * stride of its members): NVLink when it fits in one node, timed by the
  * calibrated p2p curve when the topology has one (nvlink_curve). */
 vs_link vs_collective_link(const struct vs_topology *topo, uint64_t span);
-
-/* Seconds to move `bytes` once over link: latency + bytes / bandwidth, or
- * the calibrated curve's piece for that size. */
-double vs_link_seconds(vs_link link, double bytes);
-
-/* Seconds for one collective over n ranks on a buffer of `bytes` (the full,
- * gathered size): ring all-reduce moves 2(n-1)/n of it over 2(n-1) steps,
- * all-gather and reduce-scatter (n-1)/n over n-1 steps (Thakur et al. 2005;
- * NCCL's bus-bandwidth convention), each step moving bytes / n over the
- * link. 0 when n <= 1. */
-double vs_collective_seconds(int kind, uint64_t bytes, uint64_t n, vs_link link);
 
 #endif

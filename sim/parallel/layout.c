@@ -175,34 +175,6 @@ uint64_t vs_layout_model_states(const vs_layout *lay)
   return lay->params_bytes + lay->grads_bytes + lay->optimizer_bytes;
 }
 
-double vs_layout_group_seconds(const vs_topology *topo, int kind,
-                               uint64_t bytes, uint64_t n, uint64_t stride,
-                               vs_cal_seen *seen)
-{
-  vs_link nvlink = vs_collective_link(topo, 1);
-  vs_link nic = vs_collective_link(topo, topo->gpus_per_node + 1);
-  uint64_t per_node, nodes;
-  double t;
-
-  nvlink.seen = nic.seen = seen;
-  if (n <= 1 || kind == VS_COLL_NONE)
-    return 0.0;
-  if (n * stride <= topo->gpus_per_node)
-    return vs_collective_seconds(kind, bytes, n, nvlink);
-  per_node = stride < topo->gpus_per_node ? topo->gpus_per_node / stride : 1;
-  if (per_node > n)
-    per_node = n;
-  nodes = vs_div_ceil(n, per_node);
-  /* inter-node part on 1/per_node of the data, all NICs in parallel */
-  t = vs_collective_seconds(kind, bytes / per_node, nodes, nic);
-  if (kind == VS_COLL_ALL_REDUCE)
-    t += vs_collective_seconds(VS_COLL_REDUCE_SCATTER, bytes, per_node, nvlink) +
-         vs_collective_seconds(VS_COLL_ALL_GATHER, bytes, per_node, nvlink);
-  else
-    t += vs_collective_seconds(kind, bytes, per_node, nvlink);
-  return t;
-}
-
 vs_link vs_layout_stage_link(const vs_topology *topo, const vs_layout *lay,
                              uint64_t s, uint64_t t)
 {

@@ -87,16 +87,6 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
 uint64_t vs_layout_model_states(const vs_layout *lay);
 uint64_t vs_layout_stage_model_states(const vs_layout *lay, uint64_t s);
 
-/* Seconds of a collective over a group of n ranks whose members are
- * `stride` ranks apart: a flat ring on NVLink when the group fits in one
- * node; otherwise hierarchical, as NCCL does across nodes: within each node
- * over NVLink, across nodes over every GPU's NIC in parallel on 1/k of the
- * data (k = members per node). Calibrated curve sizes go to seen (may be
- * NULL). */
-double vs_layout_group_seconds(const vs_topology *topo, int kind,
-                               uint64_t bytes, uint64_t n, uint64_t stride,
-                               vs_cal_seen *seen);
-
 /* Link between pipeline stage s and stage t (NVLink within one node). */
 vs_link vs_layout_stage_link(const vs_topology *topo, const vs_layout *lay,
                              uint64_t s, uint64_t t);

@@ -81,35 +81,6 @@ static bool grow(builder *b, void **arr, size_t *cap, size_t need, size_t elem)
   return false;
 }
 
-double vs_roofline_seconds(const vs_topology *topo, int precision, bool matmul,
-                           double flops, double bytes, vs_cal_seen *seen)
-{
-  double peak = topo->peak_tflops_fp32;
-  double t_mem, t_flop;
-  if (topo->hbm_curve && bytes > 0)
-    t_mem = vs_cal_seconds(&topo->cal[VS_CAL_D2D_KERNEL], VS_CAL_D2D_KERNEL,
-                           bytes, seen);
-  else
-    t_mem = bytes / (topo->hbm_bandwidth * topo->memory_efficiency);
-  if (matmul) {
-    switch (precision) {
-    case VS_PREC_BF16:
-      peak = topo->peak_tflops_bf16;
-      break;
-    case VS_PREC_FP16:
-      peak = topo->peak_tflops_fp16;
-      break;
-    case VS_PREC_FP8:
-      peak = topo->peak_tflops_fp8;
-      break;
-    default:
-      break;
-    }
-  }
-  t_flop = flops / (peak * 1e12 * topo->compute_efficiency);
-  return t_flop > t_mem ? t_flop : t_mem;
-}
-
 static uint64_t to_ns(double seconds) { return (uint64_t)ceil(seconds * 1e9); }
 
 /* Appends an op; its deps and effects must be added before the next op. */
@@ -309,8 +280,8 @@ static time_memo *memo_slot(builder *b, uint64_t kind, uint64_t bytes,
 
 static double op_seconds(builder *b, bool matmul, double flops, double bytes)
 {
-  return vs_roofline_seconds(b->topo, precision(b), matmul, flops, bytes,
-                             &b->p->cal_seen);
+  return vs_cost_roofline_seconds(b->topo, precision(b), matmul, flops, bytes,
+                                  &b->p->cal_seen);
 }
 
 static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
@@ -342,9 +313,9 @@ static double tp_comm_seconds(builder *b, const vs_tp_comm *c)
     return 0.0;
   m = memo_slot(b, (uint64_t)c->kind, c->bytes, &hit);
   if (!hit)
-    m->seconds = vs_layout_group_seconds(b->topo, c->kind, c->bytes,
-                                         b->lay->tp, b->lay->tp_stride,
-                                         &b->p->cal_seen);
+    m->seconds = vs_cost_group_seconds(b->topo, c->kind, c->bytes,
+                                       b->lay->tp, b->lay->tp_stride,
+                                       &b->p->cal_seen);
   return m->seconds;
 }
 
@@ -376,8 +347,8 @@ static void tp_comm(builder *b, const vs_tp_comm *c, int layer, int mb)
 /* A collective over this GPU's data-parallel group. */
 static double dp_seconds(const builder *b, int kind, uint64_t bytes)
 {
-  return vs_layout_group_seconds(b->topo, kind, bytes, b->lay->dp,
-                                 b->lay->dp_stride, &b->p->cal_seen);
+  return vs_cost_group_seconds(b->topo, kind, bytes, b->lay->dp,
+                               b->lay->dp_stride, &b->p->cal_seen);
 }
 
 /* ------------------------------------------------------------------------
@@ -663,7 +634,7 @@ static void tied_embedding_sync(builder *b)
   other = b->stage == 0 ? lay->pp - 1 : 0;
   link = vs_layout_stage_link(b->topo, lay, b->stage, other);
   link.seen = &b->p->cal_seen;
-  t = vs_collective_seconds(VS_COLL_ALL_REDUCE, bytes, 2, link);
+  t = vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, bytes, 2, link);
   op = new_op(b, VS_STREAM_COMM, VS_PHASE_DP_COMM, "embedding_all_reduce", -1,
               -1, t, 0.0, (double)bytes);
   add_dep(b, op, b->last_compute);
@@ -673,13 +644,11 @@ static void optimizer_step(builder *b)
 {
   const vs_layout *lay = b->lay;
   const vs_stage_layout *st = &lay->stages[b->stage];
-  double elems = (double)st->params_bytes / (double)lay->param_elem_bytes;
-  double bytes = 2.0 * (double)st->optimizer_bytes +
-                 (double)st->grads_bytes + 2.0 * (double)st->params_bytes;
+  vs_cost_work w = vs_cost_optimizer_work(st, lay->param_elem_bytes);
   uint32_t op;
   tied_embedding_sync(b);
-  op = compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", -1, -1,
-                  12.0 * elems, bytes, false);
+  op = compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", -1, -1, w.flops,
+                  w.bytes, false);
   add_dep(b, op, b->last_comm);
   if (lay->dp > 1 && (lay->zero == 1 || lay->zero == 2)) {
     uint64_t full = st->params_full_bytes;
@@ -820,7 +789,7 @@ static void send(builder *b, int kind, uint64_t mb, uint64_t g, uint64_t to)
   vs_link link = vs_layout_stage_link(b->topo, b->lay, b->stage, to % b->lay->pp);
   double t;
   link.seen = &b->p->cal_seen;
-  t = vs_link_seconds(link, (double)bytes);
+  t = vs_cost_link_seconds(link, (double)bytes);
   uint32_t op = new_op(b, VS_STREAM_SEND, VS_PHASE_P2P,
                        kind == SEND_ACTIVATION ? "send_activation"
                                                : "send_gradient",

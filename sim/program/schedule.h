@@ -10,6 +10,7 @@
 #ifndef VS_SCHEDULE_H
 #define VS_SCHEDULE_H
 
+#include "cost.h"
 #include "error.h"
 #include "layout.h"
 #include "model.h"
@@ -109,15 +110,6 @@ int vs_schedule_rebuild(const vs_workload *wl, const vs_topology *topo,
                         vs_program *prog, vs_error *err);
 
 void vs_program_fini(vs_program *prog);
-
-/* Roofline time of an op: max(flops / (peak * compute_efficiency), bytes /
- * (HBM bandwidth * memory_efficiency)), with tensor-core peak for matmuls at
- * the compute precision and the fp32 peak otherwise. With a calibrated HBM
- * curve (hbm_curve) the memory time is the d2d_kernel fit's, launch latency
- * included, for an op moving `bytes` (read + write); its size goes to seen
- * (may be NULL). */
-double vs_roofline_seconds(const vs_topology *topo, int precision, bool matmul,
-                           double flops, double bytes, vs_cal_seen *seen);
 
 const char *vs_stream_name(int stream);
 const char *vs_phase_name(int phase);

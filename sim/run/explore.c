@@ -1,6 +1,7 @@
 /* explore.c - evaluating candidates, alone or in parallel (see explore.h). */
 #include "explore.h"
 
+#include "cost.h"
 #include "report.h"
 #include "units.h"
 
@@ -212,7 +213,8 @@ static void oom_reason(vs_candidate *c, const vs_sim *sim)
   }
 }
 
-/* Records sim's outcome with the job's step `step`. timed is false when a
+/* Records sim's outcome with the job's step `step` (sim may have run fewer
+ * micro-batches than wl: its step extrapolated). timed is false when a
  * screening simulation stopped at an out-of-memory: its end is not a step
  * (0 when it stopped in setup), so the step and everything divided by it
  * stay unknown rather than becoming inf or nan. */
@@ -233,9 +235,17 @@ static void record_outcome(vs_candidate *c, const vs_sim *sim,
   c->tokens_per_s =
       timed ? (double)(wl->training.global_batch * wl->model.seq_len) / step
             : 0;
-  c->mfu = timed ? sim->mfu * sim->step_time_s / step : 0;
+  /* the job's model FLOPs (all wl->grad_accum micro-batches, not the
+   * fewer that sim ran before its step was extrapolated) over its step */
+  c->mfu = timed ? vs_cost_mfu(vs_cost_model_flops(&sim->model, sim->layout.tp,
+                                                   sim->layout.dp,
+                                                   wl->grad_accum),
+                               step, wl->gpus,
+                               vs_cost_peak_flops(topo, wl->training.precision,
+                                                  true))
+                 : 0;
   c->usd_per_step =
-      timed ? topo->usd_per_gpu_hour * (double)wl->gpus * step / 3600.0 : 0;
+      timed ? vs_cost_usd(topo->usd_per_gpu_hour, wl->gpus, step) : 0;
   c->reason[0] = '\0';
   oom_reason(c, sim);
 }

@@ -1,6 +1,7 @@
 /* report.c - terminal summary, `show`, CSV exports and trace (see report.h). */
 #include "report.h"
 
+#include "cost.h"
 #include "csvout.h"
 #include "summary.h"
 #include "units.h"
@@ -222,8 +223,11 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
           100.0 * sim->mfu);
   if (sim->topo->usd_per_gpu_hour > 0)
     fprintf(out, ", $%.2f per million tokens",
-            sim->topo->usd_per_gpu_hour * (double)sim->layout.gpus / 3600.0 /
-                sim->tokens_per_s * 1e6);
+            vs_cost_per_tokens(vs_cost_usd(sim->topo->usd_per_gpu_hour,
+                                           sim->layout.gpus, sim->step_time_s),
+                               (double)(sim->wl->training.global_batch *
+                                        sim->wl->model.seq_len),
+                               1e6));
   fprintf(out, "\n");
   calibration_notes(out, sim);
 

@@ -1,6 +1,8 @@
 /* simulate.c - glue from inputs to results (see simulate.h). */
 #include "simulate.h"
 
+#include "cost.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,30 +28,6 @@ const vs_rank *vs_sim_slowest_rank(const vs_sim *sim)
     if (sim->ranks[i].end_ns > slow->end_ns)
       slow = &sim->ranks[i];
   return slow;
-}
-
-static double peak_flops(const vs_topology *t, int precision)
-{
-  switch (precision) {
-  case VS_PREC_BF16:
-    return t->peak_tflops_bf16 * 1e12;
-  case VS_PREC_FP16:
-    return t->peak_tflops_fp16 * 1e12;
-  case VS_PREC_FP8:
-    return t->peak_tflops_fp8 * 1e12;
-  default:
-    return t->peak_tflops_fp32 * 1e12;
-  }
-}
-
-/* Forward FLOPs of a block's matmuls on one rank for one micro-batch. */
-static double block_matmul_flops(const vs_block *b)
-{
-  double sum = 0;
-  for (int i = 0; i < b->n_ops; i++)
-    if (b->ops[i].matmul)
-      sum += b->ops[i].fwd_flops;
-  return sum;
 }
 
 /* Creates the simulated ranks: one per stage (dp_rank = tp_rank = 0), or
@@ -98,15 +76,6 @@ static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
   return 0;
 }
 
-/* Model FLOPs of one micro-batch through the whole model on one tp rank:
- * every forward matmul, embedding and head once, layers `layers` times. */
-static double model_flops_per_microbatch(const vs_model *m)
-{
-  return block_matmul_flops(&m->embed) +
-         (double)m->layers * block_matmul_flops(&m->layer) +
-         block_matmul_flops(&m->head);
-}
-
 static void summarise(vs_sim *sim)
 {
   const vs_workload *wl = sim->wl;
@@ -135,17 +104,11 @@ static void summarise(vs_sim *sim)
                           ? (double)(wl->training.global_batch *
                                      wl->model.seq_len) / sim->step_time_s
                           : 0;
-  /* forward + backward = 3x forward (Narayanan et al. 2021, eq. 3 without
-   * recompute); one micro-batch's FLOPs on a tp rank times tp is the
-   * replica's, times dp replicas and grad_accum micro-batches the step's. */
-  sim->model_flops = 3.0 * model_flops_per_microbatch(&sim->model) *
-                     (double)sim->layout.tp * (double)sim->layout.dp *
-                     (double)sim->layout.grad_accum;
-  sim->mfu = sim->step_time_s > 0
-                 ? sim->model_flops /
-                       (sim->step_time_s * (double)sim->layout.gpus *
-                        peak_flops(sim->topo, wl->training.precision))
-                 : 0;
+  sim->model_flops = vs_cost_model_flops(&sim->model, sim->layout.tp,
+                                         sim->layout.dp, sim->layout.grad_accum);
+  sim->mfu = vs_cost_mfu(sim->model_flops, sim->step_time_s, sim->layout.gpus,
+                         vs_cost_peak_flops(sim->topo, wl->training.precision,
+                                            true));
   sim->fits = true;
   for (size_t i = 0; i < sim->n_ranks; i++)
     sim->fits = sim->fits && vs_rank_fits(&sim->ranks[i]);

@@ -1,0 +1,187 @@
+/* cost.c - time and money formulas (see cost.h). Each formula lives here
+ * once; callers pass the figures (topology, link, work) and get seconds,
+ * FLOPs or dollars back. */
+#include "cost.h"
+
+#include "units.h"
+
+/* ------------------------------------------------------------------------
+ * Compute
+ * ------------------------------------------------------------------------ */
+
+double vs_cost_peak_flops(const vs_topology *topo, int precision, bool matmul)
+{
+  double tflops = topo->peak_tflops_fp32;
+  if (matmul) {
+    switch (precision) {
+    case VS_PREC_BF16:
+      tflops = topo->peak_tflops_bf16;
+      break;
+    case VS_PREC_FP16:
+      tflops = topo->peak_tflops_fp16;
+      break;
+    case VS_PREC_FP8:
+      tflops = topo->peak_tflops_fp8;
+      break;
+    default:
+      break;
+    }
+  }
+  return tflops * 1e12; /* [gpu] peak_tflops_* are in 10^12 FLOP/s */
+}
+
+double vs_cost_roofline_seconds(const vs_topology *topo, int precision,
+                                bool matmul, double flops, double bytes,
+                                vs_cal_seen *seen)
+{
+  double t_mem, t_flop;
+  if (topo->hbm_curve && bytes > 0)
+    t_mem = vs_cal_seconds(&topo->cal[VS_CAL_D2D_KERNEL], VS_CAL_D2D_KERNEL,
+                           bytes, seen);
+  else
+    t_mem = bytes / (topo->hbm_bandwidth * topo->memory_efficiency);
+  t_flop = flops / (vs_cost_peak_flops(topo, precision, matmul) *
+                    topo->compute_efficiency);
+  return t_flop > t_mem ? t_flop : t_mem;
+}
+
+/* FLOPs per parameter element of an optimizer step. 12 is vsim's figure
+ * for an Adam(W) update; counting PyTorch's _single_tensor_adam
+ * (torch/optim/adam.py) one operation per elementwise arithmetic op gives
+ * 13 (exp_avg.lerp_ 3, exp_avg_sq.mul_().addcmul_() 4, sqrt / bias
+ * correction + eps 3, param.addcdiv_ 3), 14 with AdamW's decoupled weight
+ * decay (param.mul_ 1). Either way the step is bound by its HBM bytes on
+ * any GPU in topologies/ (>= 6 bytes per element against 12-14 FLOPs at
+ * the fp32 peak), so the figure moves the FLOPs column, not the time. */
+#define OPTIMIZER_FLOPS_PER_ELEM 12.0
+
+vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st,
+                                    uint64_t param_elem_bytes)
+{
+  vs_cost_work w;
+  double elems = (double)st->params_bytes / (double)param_elem_bytes;
+  w.flops = OPTIMIZER_FLOPS_PER_ELEM * elems;
+  /* states read and written, gradients read, weights read and written */
+  w.bytes = 2.0 * (double)st->optimizer_bytes + (double)st->grads_bytes +
+            2.0 * (double)st->params_bytes;
+  return w;
+}
+
+/* ------------------------------------------------------------------------
+ * Communication
+ * ------------------------------------------------------------------------ */
+
+double vs_cost_link_seconds(vs_link link, double bytes)
+{
+  if (link.curve)
+    return vs_cal_seconds(link.curve, VS_CAL_P2P, bytes, link.seen);
+  return link.latency + bytes / link.bandwidth;
+}
+
+double vs_cost_collective_seconds(int kind, uint64_t bytes, uint64_t n,
+                                  vs_link link)
+{
+  double steps;
+  if (n <= 1 || kind == VS_COLL_NONE)
+    return 0.0;
+  steps = (double)(n - 1);
+  if (kind == VS_COLL_ALL_REDUCE)
+    steps *= 2.0;
+  return steps * vs_cost_link_seconds(link, (double)bytes / (double)n);
+}
+
+double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
+                             uint64_t n, uint64_t stride, vs_cal_seen *seen)
+{
+  vs_link nvlink = vs_collective_link(topo, 1);
+  vs_link nic = vs_collective_link(topo, topo->gpus_per_node + 1);
+  uint64_t per_node, nodes;
+  double t;
+
+  nvlink.seen = nic.seen = seen;
+  if (n <= 1 || kind == VS_COLL_NONE)
+    return 0.0;
+  if (n * stride <= topo->gpus_per_node)
+    return vs_cost_collective_seconds(kind, bytes, n, nvlink);
+  per_node = stride < topo->gpus_per_node ? topo->gpus_per_node / stride : 1;
+  if (per_node > n)
+    per_node = n;
+  nodes = vs_div_ceil(n, per_node);
+  /* inter-node part on 1/per_node of the data, all NICs in parallel */
+  t = vs_cost_collective_seconds(kind, bytes / per_node, nodes, nic);
+  if (kind == VS_COLL_ALL_REDUCE)
+    t += vs_cost_collective_seconds(VS_COLL_REDUCE_SCATTER, bytes, per_node,
+                                    nvlink) +
+         vs_cost_collective_seconds(VS_COLL_ALL_GATHER, bytes, per_node,
+                                    nvlink);
+  else
+    t += vs_cost_collective_seconds(kind, bytes, per_node, nvlink);
+  return t;
+}
+
+/* ------------------------------------------------------------------------
+ * Utilisation and money
+ * ------------------------------------------------------------------------ */
+
+/* Share of an eager attention core's s^2 products that model FLOPs count
+ * for a causal model (Megatron-LM num_floating_point_operations: "/ 2 #
+ * causal mask (only half of the mask is non-zero)"). */
+#define CAUSAL_MODEL_FRACTION 0.5
+
+/* Model forward FLOPs of a block's matmuls on one rank for one micro-batch:
+ * its matmul ops' FLOPs, an eager attention core's (attn_core matmuls,
+ * which compute all s^2 products) halved when the model is causal. A flash
+ * attention op is not attn_core and already counts the causal half. */
+static double block_matmul_flops(const vs_block *b, bool causal)
+{
+  double sum = 0;
+  for (int i = 0; i < b->n_ops; i++) {
+    const vs_op_spec *op = &b->ops[i];
+    if (op->matmul)
+      sum += op->fwd_flops *
+             (causal && op->attn_core ? CAUSAL_MODEL_FRACTION : 1.0);
+  }
+  return sum;
+}
+
+double vs_cost_model_flops(const vs_model *m, uint64_t tp, uint64_t dp,
+                           uint64_t microbatches)
+{
+  double per_microbatch =
+      block_matmul_flops(&m->embed, m->causal) +
+      (double)m->layers * block_matmul_flops(&m->layer, m->causal) +
+      block_matmul_flops(&m->head, m->causal);
+  /* forward + backward = 3 x forward; tp ranks make a replica, dp replicas
+   * and `microbatches` micro-batches make the step */
+  return 3.0 * per_microbatch * (double)tp * (double)dp * (double)microbatches;
+}
+
+double vs_cost_mfu(double model_flops, double step_s, uint64_t gpus,
+                   double peak_flops)
+{
+  if (!(step_s > 0) || gpus == 0 || !(peak_flops > 0))
+    return 0;
+  return model_flops / (step_s * (double)gpus * peak_flops);
+}
+
+/* 3600 seconds an hour. */
+double vs_cost_gpu_hours(uint64_t gpus, double seconds)
+{
+  return (double)gpus * seconds / 3600.0;
+}
+
+double vs_cost_usd(double usd_per_gpu_hour, uint64_t gpus, double seconds)
+{
+  return usd_per_gpu_hour * (double)gpus * seconds / 3600.0;
+}
+
+double vs_cost_step_charge(double usd_per_step, uint64_t gpus, double step_s)
+{
+  return usd_per_step > 0 ? usd_per_step : vs_cost_gpu_hours(gpus, step_s);
+}
+
+double vs_cost_per_tokens(double per_step, double tokens_per_step,
+                          double tokens)
+{
+  return per_step * tokens / tokens_per_step;
+}

@@ -1,0 +1,117 @@
+/* cost.h - every time and money formula of vsim, one function each: the
+ * roofline of an op, the alpha-beta time of a transfer or a collective on a
+ * link, a collective over a placed group, the optimizer step's work, peak
+ * FLOP/s by precision, model FLOPs and MFU, dollars and GPU-hours.
+ *
+ * Pure functions of their arguments (calibrated-curve sizes aside, which go
+ * to the `seen` record a caller passes): no state, safe from any thread.
+ * Which link or group an operation uses is decided below this layer
+ * (parallel: vs_collective_link, vs_layout_stage_link); how long it takes
+ * is decided here, and nowhere else. */
+#ifndef VS_COST_H
+#define VS_COST_H
+
+#include "collective.h"
+#include "layout.h"
+#include "model.h"
+#include "topology.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* FLOPs and HBM bytes of one op. */
+typedef struct vs_cost_work {
+  double flops;       /* arithmetic operations */
+  double bytes;       /* HBM bytes read and written */
+} vs_cost_work;
+
+/* ------------------------------------------------------------------------
+ * Compute
+ * ------------------------------------------------------------------------ */
+
+/* Peak FLOP/s of one GPU (the topology's [gpu] peak_tflops_* x 1e12): the
+ * tensor-core peak at `precision` for a matmul (bf16, fp16, fp8; fp32
+ * matmuls use the fp32 peak), the fp32 peak for anything else. 0 when the
+ * GPU lacks that precision (peak_tflops_fp8 = 0). */
+double vs_cost_peak_flops(const vs_topology *topo, int precision, bool matmul);
+
+/* Roofline time of an op: max(flops / (peak * compute_efficiency), bytes /
+ * (HBM bandwidth * memory_efficiency)), peak from vs_cost_peak_flops. With
+ * a calibrated HBM curve (hbm_curve) the memory time is the d2d_kernel
+ * fit's, launch latency included, for an op moving `bytes` (read + write);
+ * its size goes to seen (may be NULL). */
+double vs_cost_roofline_seconds(const vs_topology *topo, int precision,
+                                bool matmul, double flops, double bytes,
+                                vs_cal_seen *seen);
+
+/* Work of one optimizer step over a stage's resident model states (st),
+ * param_elem_bytes per weight: 12 FLOPs per parameter element; bytes read
+ * and written: optimizer states twice, gradients once, weights twice. */
+vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st,
+                                    uint64_t param_elem_bytes);
+
+/* ------------------------------------------------------------------------
+ * Communication
+ * ------------------------------------------------------------------------ */
+
+/* Seconds to move `bytes` once over link: latency + bytes / bandwidth, or
+ * the calibrated curve's piece for that size (its size goes to link.seen). */
+double vs_cost_link_seconds(vs_link link, double bytes);
+
+/* Seconds for one collective over n ranks on a buffer of `bytes` (the full,
+ * gathered size): ring all-reduce moves 2(n-1)/n of it over 2(n-1) steps,
+ * all-gather and reduce-scatter (n-1)/n over n-1 steps (Thakur et al. 2005;
+ * NCCL's bus-bandwidth convention), each step moving bytes / n over the
+ * link. 0 when n <= 1 or kind is VS_COLL_NONE. */
+double vs_cost_collective_seconds(int kind, uint64_t bytes, uint64_t n,
+                                  vs_link link);
+
+/* Seconds of a collective over a group of n ranks whose members are
+ * `stride` ranks apart: a flat ring on NVLink when the group fits in one
+ * node; otherwise hierarchical, as NCCL does across nodes: within each node
+ * over NVLink, across nodes over every GPU's NIC in parallel on 1/k of the
+ * data (k = members per node). Calibrated curve sizes go to seen (may be
+ * NULL). */
+double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
+                             uint64_t n, uint64_t stride, vs_cal_seen *seen);
+
+/* ------------------------------------------------------------------------
+ * Utilisation and money
+ * ------------------------------------------------------------------------ */
+
+/* Model FLOPs of `microbatches` micro-batches on a tp x dp replica set:
+ * 3 x the forward matmul FLOPs of one micro-batch through the whole model
+ * on one tp rank (forward + backward = 3 x forward, Narayanan et al. 2021,
+ * eq. 3, without recompute), x tp x dp x microbatches. The attention core
+ * of a causal model (m->causal) counts half its s^2 products, as Megatron-LM
+ * counts it (megatron/training/training.py num_floating_point_operations:
+ * "/ 2 # causal mask (only half of the mask is non-zero)"), whether its
+ * kernel skips them (flash, whose op FLOPs are already halved) or computes
+ * and masks them (eager): the model's FLOPs do not depend on the kernel.
+ * (PaLM and torchtitan count the full s^2; their MFU is higher by that
+ * term for the same step.) */
+double vs_cost_model_flops(const vs_model *m, uint64_t tp, uint64_t dp,
+                           uint64_t microbatches);
+
+/* Model FLOPs utilisation: model_flops / (step_s * gpus * peak_flops)
+ * (Chowdhery et al. 2022, PaLM, Appendix B). 0 when the step, the GPU
+ * count or the peak is not positive. */
+double vs_cost_mfu(double model_flops, double step_s, uint64_t gpus,
+                   double peak_flops);
+
+/* GPU-hours of `gpus` GPUs for `seconds`. */
+double vs_cost_gpu_hours(uint64_t gpus, double seconds);
+
+/* Dollars of `gpus` GPUs for `seconds` at usd_per_gpu_hour (0: unpriced). */
+double vs_cost_usd(double usd_per_gpu_hour, uint64_t gpus, double seconds);
+
+/* What a plan ranks layouts by: a step's dollars when it is priced
+ * (usd_per_step > 0), else its GPU-hours (the same order for one GPU type). */
+double vs_cost_step_charge(double usd_per_step, uint64_t gpus, double step_s);
+
+/* A per-step amount (dollars, hours) scaled to `tokens` tokens:
+ * per_step * tokens / tokens_per_step. */
+double vs_cost_per_tokens(double per_step, double tokens_per_step,
+                          double tokens);
+
+#endif

@@ -1,0 +1,297 @@
+/* cost_test.c - sim/cost's formulas with values worked out by hand: the
+ * roofline (both efficiencies), peak FLOP/s by precision (the H100's from
+ * topologies/h100-sxm-8x.ini: bf16 = fp16 = 989, fp8 1979, fp32 67
+ * TFLOP/s), the optimizer step's work, link and ring-collective times,
+ * model FLOPs of a causal and a bidirectional model, MFU, dollars.
+ *
+ * The model is a 4-layer GPT, hidden 256, 4 heads (head dim 64), seq 128,
+ * vocab 1000 (not padded: vocab_divisible_by 1), micro-batch 1, bf16. Its
+ * forward matmul FLOPs for one micro-batch (2mkn per [m x k] @ [k x n]):
+ *   layer: qkv 2*128*256*768 + out 2*128*256*256 + mlp 2 x 2*128*256*1024
+ *          = 24*s*h^2 = 201326592, plus attention 4*s^2*h = 16777216 of
+ *          which a causal model counts half: 8388608 -> 209715200
+ *   head:  lm_head 2*128*256*1000 = 65536000; the embedding has none
+ *   total: 4 * 209715200 + 65536000 = 904396800 (causal)
+ *          4 * (201326592 + 16777216) + 65536000 = 937951232 (bert-like,
+ *          no causal mask; bert's own head adds its MLM dense layer). */
+#include "testutil.h"
+
+#include "cost.h"
+#include "simulate.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char gpt_small[] =
+    "[model]\narch = gpt\nlayers = 4\nhidden = 256\nheads = 4\n"
+    "vocab = 1000\nseq_len = 128\n";
+
+#define GPT_SMALL_FWD_FLOPS 904396800.0
+
+static void model_of(const char *ini, const char *const *sets, size_t n_sets,
+                     vs_model *m)
+{
+  vs_workload wl;
+  vs_error err;
+  vs_error_clear(&err);
+  if (tu_load_workload(&wl, ini, sets, n_sets, 0, &err) ||
+      vs_model_build(&wl, m, &err))
+    fail_msg("model: %s", err.msg);
+}
+
+/* ------------------------------------------------------------------------
+ * Compute
+ * ------------------------------------------------------------------------ */
+
+static vs_topology roofline_topology(void)
+{
+  vs_topology t;
+  memset(&t, 0, sizeof t);
+  t.peak_tflops_bf16 = 100;
+  t.peak_tflops_fp16 = 50;
+  t.peak_tflops_fp32 = 10;
+  t.peak_tflops_fp8 = 200;
+  t.compute_efficiency = 0.5;
+  t.hbm_bandwidth = 1e12;   /* 1 TB/s */
+  t.memory_efficiency = 0.5;
+  return t;
+}
+
+static void test_roofline(void **state)
+{
+  vs_topology t = roofline_topology();
+  (void)state;
+  /* compute-bound bf16 matmul: 1e12 / (100e12 * 0.5) = 0.02 s beats
+   * 1e9 B / (1e12 B/s * 0.5) = 0.002 s */
+  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_BF16, true, 1e12, 1e9, NULL),
+                  0.02, 1e-15);
+  /* the tensor-core peak follows the precision: fp16 0.04, fp8 0.01 */
+  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_FP16, true, 1e12, 1e9, NULL),
+                  0.04, 1e-15);
+  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_FP8, true, 1e12, 1e9, NULL),
+                  0.01, 1e-15);
+  /* fp32 matmuls and non-matmul ops use the fp32 peak: 1e12 / 5e12 = 0.2 */
+  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_FP32, true, 1e12, 1e9, NULL),
+                  0.2, 1e-15);
+  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_BF16, false, 1e12, 1e9, NULL),
+                  0.2, 1e-15);
+  /* memory-bound: 1e11 B / (1e12 B/s * 0.5) = 0.2 s beats 1e9 / 5e13 =
+   * 2e-5 s; memory_efficiency 1 would make it 0.1 */
+  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_BF16, true, 1e9, 1e11, NULL),
+                  0.2, 1e-15);
+  t.memory_efficiency = 0.25; /* 1e11 / 0.25e12 = 0.4 s */
+  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_BF16, true, 1e9, 1e11, NULL),
+                  0.4, 1e-15);
+  /* nothing to do takes no time */
+  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_BF16, true, 0, 0, NULL),
+                  0.0, 0);
+}
+
+static void test_peak_flops(void **state)
+{
+  vs_topology t;
+  (void)state;
+  tu_default_topology(&t);
+  /* [gpu] peak_tflops_* of the H100 SXM (NVIDIA H100 datasheet, dense) */
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_BF16, true), 989e12, 1e-15);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP16, true), 989e12, 1e-15);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP8, true), 1979e12, 1e-15);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP32, true), 67e12, 1e-15);
+  /* anything but a matmul runs at the fp32 peak, whatever the precision */
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP8, false), 67e12, 1e-15);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_BF16, false), 67e12, 1e-15);
+  /* fields distinct in the fixture, so a swapped field cannot hide */
+  t = roofline_topology();
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP16, true), 50e12, 1e-15);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP8, true), 200e12, 1e-15);
+  t.peak_tflops_fp8 = 0; /* a GPU without FP8 tensor cores */
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP8, true), 0, 0);
+}
+
+/* 1000 bf16 weights with bf16 grads and AdamW states with fp32 master
+ * weights (4 + 4 + 4 = 12 bytes each): 12 FLOPs per element; bytes:
+ * states 2 x 12000 + grads 2000 + weights 2 x 2000 = 30000. ZeRO-3 shards
+ * leave 250 elements: a quarter of each. */
+static void test_optimizer_work(void **state)
+{
+  vs_stage_layout st;
+  vs_cost_work w;
+  (void)state;
+  memset(&st, 0, sizeof st);
+  st.params_bytes = 2000;
+  st.grads_bytes = 2000;
+  st.optimizer_bytes = 12000;
+  w = vs_cost_optimizer_work(&st, 2);
+  tu_assert_close(w.flops, 12000.0, 0);
+  tu_assert_close(w.bytes, 30000.0, 0);
+  st.params_bytes = st.grads_bytes = 500;
+  st.optimizer_bytes = 3000;
+  w = vs_cost_optimizer_work(&st, 2);
+  tu_assert_close(w.flops, 3000.0, 0);
+  tu_assert_close(w.bytes, 7500.0, 0);
+}
+
+/* ------------------------------------------------------------------------
+ * Communication
+ * ------------------------------------------------------------------------ */
+
+static void test_link_and_collectives(void **state)
+{
+  vs_link link = {.bandwidth = 100e9, .latency = 2e-6};
+  (void)state;
+  /* 2 us + 1e6 B / 100 GB/s = 12 us */
+  tu_assert_close(vs_cost_link_seconds(link, 1e6), 12e-6, 1e-12);
+  /* ring all-reduce of 8e6 B over 8: 2 x 7 steps of 1e6 B = 168 us;
+   * all-gather and reduce-scatter: 7 steps = 84 us */
+  tu_assert_close(vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, 8000000, 8, link),
+                  168e-6, 1e-12);
+  tu_assert_close(vs_cost_collective_seconds(VS_COLL_ALL_GATHER, 8000000, 8, link),
+                  84e-6, 1e-12);
+  tu_assert_close(vs_cost_collective_seconds(VS_COLL_REDUCE_SCATTER, 8000000, 8, link),
+                  84e-6, 1e-12);
+  /* one rank, or no collective, takes no time */
+  tu_assert_close(vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, 8000000, 1, link),
+                  0, 0);
+  tu_assert_close(vs_cost_collective_seconds(VS_COLL_NONE, 8000000, 8, link), 0, 0);
+}
+
+/* Two nodes of 8 (the default topology: NVLink 450 GB/s, 3 us; NIC 50
+ * GB/s, 5 us), 16 consecutive ranks all-reducing 1.6e9 B: reduce-scatter
+ * and all-gather in the node (7 steps of 2e8 B each, twice) and an
+ * all-reduce of 2e8 B between the 2 nodes (2 steps of 1e8 B). */
+static void test_group_seconds(void **state)
+{
+  vs_topology t;
+  double nvlink_step = 3e-6 + 2e8 / 450e9, nic_step = 5e-6 + 1e8 / 50e9;
+  (void)state;
+  tu_default_topology(&t);
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 1600000000, 16, 1, NULL),
+                  14.0 * nvlink_step + 2.0 * nic_step, 1e-12);
+  /* 8 ranks in one node: the flat ring, 14 steps of 2e8 B */
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 1600000000, 8, 1, NULL),
+                  14.0 * nvlink_step, 1e-12);
+}
+
+/* ------------------------------------------------------------------------
+ * Model FLOPs, MFU, money
+ * ------------------------------------------------------------------------ */
+
+static void test_model_flops_causal(void **state)
+{
+  static const char *const eager[] = {"training.attention=eager"};
+  static const char *const untied[] = {"model.tied_embeddings=false"};
+  vs_model m;
+  (void)state;
+  model_of(gpt_small, NULL, 0, &m);
+  assert_true(m.causal);
+  /* 3 x forward (header) */
+  tu_assert_close(vs_cost_model_flops(&m, 1, 1, 1), 3.0 * GPT_SMALL_FWD_FLOPS, 0);
+  /* x tp x dp x micro-batches */
+  tu_assert_close(vs_cost_model_flops(&m, 2, 3, 4),
+                  24.0 * 3.0 * GPT_SMALL_FWD_FLOPS, 1e-15);
+  /* eager attention computes all s^2 products, but the model's FLOPs
+   * count the causal half all the same */
+  model_of(gpt_small, eager, 1, &m);
+  tu_assert_close(vs_cost_model_flops(&m, 1, 1, 1), 3.0 * GPT_SMALL_FWD_FLOPS, 0);
+  /* tying is about parameters, not FLOPs */
+  model_of(gpt_small, untied, 1, &m);
+  tu_assert_close(vs_cost_model_flops(&m, 1, 1, 1), 3.0 * GPT_SMALL_FWD_FLOPS, 0);
+}
+
+/* A bidirectional model counts all of s^2: the gpt shape as bert adds the
+ * full attention (4 x 8388608 more) and bert's MLM dense layer 2*s*h*h =
+ * 16777216 in the head. */
+static void test_model_flops_bidirectional(void **state)
+{
+  static const char bert_small[] =
+      "[model]\narch = bert\nlayers = 4\nhidden = 256\nheads = 4\n"
+      "vocab = 1000\nseq_len = 128\n";
+  static const char *const eager[] = {"training.attention=eager"};
+  double want = 3.0 * (GPT_SMALL_FWD_FLOPS + 4.0 * 8388608.0 + 16777216.0);
+  vs_model m;
+  (void)state;
+  model_of(bert_small, NULL, 0, &m);
+  assert_false(m.causal);
+  tu_assert_close(vs_cost_model_flops(&m, 1, 1, 1), want, 0);
+  model_of(bert_small, eager, 1, &m);
+  tu_assert_close(vs_cost_model_flops(&m, 1, 1, 1), want, 0);
+}
+
+static void test_mfu_formula(void **state)
+{
+  (void)state;
+  /* 3e15 FLOPs in 2 s on 4 GPUs of 1e15 FLOP/s: 3e15 / 8e15 */
+  tu_assert_close(vs_cost_mfu(3e15, 2.0, 4, 1e15), 0.375, 1e-15);
+  /* no step, no GPU, no peak, or a NaN step: 0, never inf or NaN */
+  tu_assert_close(vs_cost_mfu(3e15, 0.0, 4, 1e15), 0, 0);
+  tu_assert_close(vs_cost_mfu(3e15, 2.0, 0, 1e15), 0, 0);
+  tu_assert_close(vs_cost_mfu(3e15, 2.0, 4, 0), 0, 0);
+  tu_assert_close(vs_cost_mfu(3e15, NAN, 4, 1e15), 0, 0);
+}
+
+/* A whole simulation: the base model on 2 GPUs (dp 2), global batch 8 so
+ * 4 micro-batches each: model FLOPs 3 x 904396800 x 2 x 4, and MFU that
+ * over step x 2 GPUs x the precision's peak (bf16 989, fp8 1979 TFLOP/s). */
+static void test_mfu_of_a_run(void **state)
+{
+  static const char *const sets[][2] = {
+      {"training.global_batch=8", "training.precision=bf16"},
+      {"training.global_batch=8", "training.precision=fp8"},
+  };
+  static const double peak[] = {989e12, 1979e12};
+  (void)state;
+  for (int i = 0; i < 2; i++) {
+    vs_workload wl;
+    vs_topology topo;
+    vs_sim sim;
+    vs_sim_opts opts = {false, false, false, false};
+    vs_error err;
+    vs_error_clear(&err);
+    tu_default_topology(&topo);
+    if (tu_load_workload(&wl, gpt_small, sets[i], 2, 2, &err) ||
+        vs_sim_run(&sim, &wl, &topo, &opts, &err))
+      fail_msg("run: %s", err.msg);
+    tu_assert_close(sim.model_flops, 3.0 * GPT_SMALL_FWD_FLOPS * 2 * 4, 1e-15);
+    assert_true(sim.step_time_s > 0);
+    tu_assert_close(sim.mfu, sim.model_flops / (sim.step_time_s * 2 * peak[i]),
+                    1e-12);
+    vs_sim_fini(&sim);
+  }
+}
+
+static void test_money(void **state)
+{
+  (void)state;
+  /* 8 GPUs for an hour at $2.99 = $23.92; 8 GPUs for 30 min = 4 GPU-h */
+  tu_assert_close(vs_cost_usd(2.99, 8, 3600.0), 23.92, 1e-12);
+  tu_assert_close(vs_cost_gpu_hours(8, 1800.0), 4.0, 1e-15);
+  tu_assert_close(vs_cost_usd(0, 8, 3600.0), 0, 0);
+  /* plans rank by dollars when priced, else by GPU-hours */
+  tu_assert_close(vs_cost_step_charge(5.0, 8, 1800.0), 5.0, 0);
+  tu_assert_close(vs_cost_step_charge(0, 8, 1800.0), 4.0, 1e-15);
+  /* $2 a step of 4e6 tokens: $500 per 1e9 tokens */
+  tu_assert_close(vs_cost_per_tokens(2.0, 4e6, 1e9), 500.0, 1e-15);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_roofline),
+      cmocka_unit_test(test_peak_flops),
+      cmocka_unit_test(test_optimizer_work),
+      cmocka_unit_test(test_link_and_collectives),
+      cmocka_unit_test(test_group_seconds),
+      cmocka_unit_test(test_model_flops_causal),
+      cmocka_unit_test(test_model_flops_bidirectional),
+      cmocka_unit_test(test_mfu_formula),
+      cmocka_unit_test(test_mfu_of_a_run),
+      cmocka_unit_test(test_money),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Mutation check of the time model (development tool, not part of ctest):
+# for each mutation below (one constant or operator of sim/cost/cost.c,
+# the model's FLOPs, the layout's framework memory, ...), applies it,
+# rebuilds, runs ctest and expects a failure ("killed"); a mutant the tests
+# do not notice "survives". The file is restored after each mutant (and on
+# exit or Ctrl-C); the build is left rebuilt from the restored sources.
+# Usage: tests/mutate.sh BUILD_DIR [NAME_FILTER]
+#   BUILD_DIR    a configured build directory (e.g. from scripts/test.sh)
+#   NAME_FILTER  run only the mutants whose name contains this
+# MUTATE_CTEST_ARGS adds ctest arguments, e.g. -E 'calibrate_|groundtruth'
+# to skip slow suites that never touch these files (confirm survivors with
+# the full suite). Exit 0 when every mutant is killed, 1 otherwise.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${1:?usage: tests/mutate.sh BUILD_DIR [NAME_FILTER]}
+filter=${2:-}
+jobs=$(nproc)
+
+# name | file | exact text | replacement (each text occurs once in file)
+mutants=(
+  "optimizer 12 -> 13 FLOPs|sim/cost/cost.c|#define OPTIMIZER_FLOPS_PER_ELEM 12.0|#define OPTIMIZER_FLOPS_PER_ELEM 13.0"
+  "optimizer states read once|sim/cost/cost.c|w.bytes = 2.0 * (double)st->optimizer_bytes|w.bytes = 1.0 * (double)st->optimizer_bytes"
+  "peak fp8 reads the bf16 field|sim/cost/cost.c|tflops = topo->peak_tflops_fp8;|tflops = topo->peak_tflops_bf16;"
+  "peak fp16 reads the bf16 field|sim/cost/cost.c|tflops = topo->peak_tflops_fp16;|tflops = topo->peak_tflops_bf16;"
+  "peak in 1e9 not 1e12|sim/cost/cost.c|return tflops * 1e12;|return tflops * 1e9;"
+  "roofline ignores memory_efficiency|sim/cost/cost.c|t_mem = bytes / (topo->hbm_bandwidth * topo->memory_efficiency);|t_mem = bytes / topo->hbm_bandwidth;"
+  "roofline ignores compute_efficiency|sim/cost/cost.c|                    topo->compute_efficiency);|                    1.0);"
+  "roofline min instead of max|sim/cost/cost.c|return t_flop > t_mem ? t_flop : t_mem;|return t_flop < t_mem ? t_flop : t_mem;"
+  "all-reduce n-1 steps|sim/cost/cost.c|steps *= 2.0;|steps *= 1.0;"
+  "link without latency|sim/cost/cost.c|return link.latency + bytes / link.bandwidth;|return bytes / link.bandwidth;"
+  "inter-node part on all the data|sim/cost/cost.c|vs_cost_collective_seconds(kind, bytes / per_node, nodes, nic);|vs_cost_collective_seconds(kind, bytes, nodes, nic);"
+  "MFU counts causal attention in full|sim/cost/cost.c|#define CAUSAL_MODEL_FRACTION 0.5|#define CAUSAL_MODEL_FRACTION 1.0"
+  "model FLOPs 2x forward|sim/cost/cost.c|return 3.0 * per_microbatch|return 2.0 * per_microbatch"
+  "MFU without the GPU count|sim/cost/cost.c|return model_flops / (step_s * (double)gpus * peak_flops);|return model_flops / (step_s * peak_flops);"
+  "dollars per minute|sim/cost/cost.c|return usd_per_gpu_hour * (double)gpus * seconds / 3600.0;|return usd_per_gpu_hour * (double)gpus * seconds / 60.0;"
+  "unpriced rule inverted|sim/cost/cost.c|return usd_per_step > 0 ? usd_per_step|return usd_per_step < 0 ? usd_per_step"
+  "per-token scaling inverted|sim/cost/cost.c|return per_step * tokens / tokens_per_step;|return per_step * tokens_per_step / tokens;"
+  "flash causal 0.5 -> 1.0|sim/model/model.c|#define CAUSAL_FLASH_FRACTION 0.5|#define CAUSAL_FLASH_FRACTION 1.0"
+  "flash backward 2.5 -> 2.0|sim/model/model.c|op->bwd_flops = 2.5 * op->fwd_flops;|op->bwd_flops = 2.0 * op->fwd_flops;"
+  "no model is causal|sim/model/model.c|d.causal = mc->arch != VS_ARCH_BERT;|d.causal = false;"
+  "matmul mkn FLOPs doubled|sim/model/model.c|op->fwd_flops = 2.0 * (double)m * (double)k * (double)n;|op->fwd_flops = 4.0 * (double)m * (double)k * (double)n;"
+  "embedding communicator when untied|sim/parallel/layout.c|(lay->pp > 1 && wl->model.tied_embeddings);|(lay->pp > 1 && !wl->model.tied_embeddings);"
+  "no pp communicator|sim/parallel/layout.c|(lay->dp > 1) + (lay->pp > 1) +|(lay->dp > 1) + 0 +"
+  "one NCCL buffer whatever the communicators|sim/parallel/layout.c|(uint64_t)lay->n_communicators * topo->nccl_bytes;|topo->nccl_bytes;"
+  "tied-embedding all-reduce over 1 rank|sim/program/schedule.c|t = vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, bytes, 2, link);|t = vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, bytes, 1, link);"
+  "extrapolated MFU counts simulated micro-batches|sim/run/explore.c|                                                   wl->grad_accum),|                                                   sim->layout.grad_accum),"
+)
+
+backup=$(mktemp -d)
+current=""
+restore() {
+  if [ -n "$current" ]; then
+    cp "$backup/file" "$current"
+    current=""
+  fi
+}
+trap 'restore; rm -rf "$backup"' EXIT
+trap 'restore; exit 130' INT TERM
+
+killed=0 survived=0 broken=0 survivors=()
+for m in "${mutants[@]}"; do
+  IFS='|' read -r name file old new <<<"$m"
+  [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
+  cp "$file" "$backup/file"
+  current=$file
+  if ! python3 - "$file" "$old" "$new" <<'EOF'
+import sys
+path, old, new = sys.argv[1:4]
+text = open(path).read()
+if text.count(old) != 1:
+    sys.exit(f"{path}: '{old}' occurs {text.count(old)} times, not once")
+open(path, "w").write(text.replace(old, new))
+EOF
+  then
+    echo "STALE     $name (the text to mutate is gone: update tests/mutate.sh)"
+    broken=$((broken + 1)); restore; continue
+  fi
+  if ! cmake --build "$build" -j "$jobs" >"$backup/build.log" 2>&1; then
+    echo "NO BUILD  $name"
+    broken=$((broken + 1)); restore; continue
+  fi
+  # shellcheck disable=SC2086
+  if ctest --test-dir "$build" -j "$jobs" --stop-on-failure ${MUTATE_CTEST_ARGS:-} \
+       >"$backup/ctest.log" 2>&1; then
+    echo "SURVIVED  $name"
+    survived=$((survived + 1)); survivors+=("$name")
+  else
+    echo "killed    $name ($(sed -n '/tests FAILED/,$p' "$backup/ctest.log" |
+                               grep -oE '[a-z_]+_test' | sort -u | tr '\n' ' '))"
+    killed=$((killed + 1))
+  fi
+  restore
+done
+cmake --build "$build" -j "$jobs" >/dev/null 2>&1
+echo "total: $((killed + survived + broken)) mutants, $killed killed, $survived survived, $broken not run"
+for s in "${survivors[@]}"; do echo "  survived: $s"; done
+[ "$survived" -eq 0 ] && [ "$broken" -eq 0 ]
