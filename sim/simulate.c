@@ -192,7 +192,7 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
                       vs_program_pool *pool, vs_error *err)
 {
   vs_engine_opts eo = {opts->record, opts->record, opts->check_invariants, 0,
-                       opts->stop_at_oom};
+                       opts->stop_at_oom, NULL, 0};
   int rc;
 
   memset(sim, 0, sizeof *sim);
