@@ -191,8 +191,9 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
                       const vs_topology *topo, const vs_sim_opts *opts,
                       vs_program_pool *pool, vs_error *err)
 {
+  vs_resource_spec resources[VS_RES_N]; /* filled once the layout is known */
   vs_engine_opts eo = {opts->record, opts->record, opts->check_invariants, 0,
-                       opts->stop_at_oom, NULL, 0};
+                       opts->stop_at_oom, resources, VS_RES_N};
   int rc;
 
   memset(sim, 0, sizeof *sim);
@@ -214,6 +215,7 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
     vs_sim_fini(sim);
     return rc;
   }
+  vs_resource_table(topo, &sim->layout, opts->all_ranks, resources);
   if ((rc = make_ranks(sim, opts, err)) == 0)
     eo.ranks_per_stage = sim->n_ranks / sim->n_programs;
   if (rc ||
