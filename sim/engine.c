@@ -174,16 +174,20 @@ static bool ready(const run_ctx *c, const vs_rank *r, const vs_pop *op)
   return true;
 }
 
-/* Starts op idx of rank rank_idx on its resource at t_ns; span is the
- * index its span has (or would have) in the rank's spans. */
+/* Starts op idx of rank rank_idx on its resource at t_ns, with a span
+ * whose end comes when the op ends. Kept out of start_ready, whose ops
+ * without a resource are the hot path. */
 static int start_resource(run_ctx *c, uint32_t rank_idx, uint32_t idx,
-                          uint64_t t_ns, size_t span)
+                          uint64_t t_ns)
 {
-  const vs_rank *r = &c->ranks[rank_idx];
+  vs_rank *r = &c->ranks[rank_idx];
   const vs_pop *op = &r->prog->ops[idx];
   vs_res_op ro = {rank_idx, idx, r->id, op->resource, op->bytes, op->dur_ns,
-                  span};
-  int rc = vs_res_start(&c->res, &c->q, SLOT(rank_idx, op->stream), &ro, t_ns);
+                  r->n_spans};
+  int rc;
+  if (c->opts->record_spans && record_span(r, idx, t_ns, t_ns + op->dur_ns))
+    return vs_error_set(c->err, VS_ENOMEM, "out of host memory recording ops");
+  rc = vs_res_start(&c->res, &c->q, SLOT(rank_idx, op->stream), &ro, t_ns);
   if (rc == VS_ENOMEM)
     return vs_error_set(c->err, rc, "out of host memory: resource sharing");
   if (rc)
@@ -199,23 +203,6 @@ static int start_resource(run_ctx *c, uint32_t rank_idx, uint32_t idx,
                         : !(op->bytes >= 0 && op->bytes < HUGE_VAL)
                             ? "a count that is negative or not finite"
                             : "which would take more than 2^63 ns");
-  return 0;
-}
-
-/* Schedules the end of op idx, started on rank rank_idx at t_ns: after its
- * fixed duration, or when its resource has moved its bytes. */
-static int schedule_end(run_ctx *c, uint32_t rank_idx, uint32_t idx,
-                        uint64_t t_ns)
-{
-  vs_rank *r = &c->ranks[rank_idx];
-  const vs_pop *op = &r->prog->ops[idx];
-  size_t span = r->n_spans;
-  if (c->opts->record_spans && record_span(r, idx, t_ns, t_ns + op->dur_ns))
-    return vs_error_set(c->err, VS_ENOMEM, "out of host memory recording ops");
-  if (op->resource)
-    return start_resource(c, rank_idx, idx, t_ns, span);
-  if (vs_evq_push(&c->q, t_ns + op->dur_ns, rank_idx, idx))
-    return vs_error_set(c->err, VS_ENOMEM, "out of host memory: event queue");
   return 0;
 }
 
@@ -244,9 +231,17 @@ static int start_ready(run_ctx *c, uint32_t rank_idx, uint64_t t_ns, int cause)
     }
     r->busy[s] = true;
     r->next[s]++;
-    if ((rc = apply_effects(c, r, idx, false, t_ns)) ||
-        (rc = schedule_end(c, rank_idx, idx, t_ns)))
+    if ((rc = apply_effects(c, r, idx, false, t_ns)))
       return rc;
+    if (op->resource) { /* its end is decided while it runs */
+      if ((rc = start_resource(c, rank_idx, idx, t_ns)))
+        return rc;
+      continue;
+    }
+    if (c->opts->record_spans && record_span(r, idx, t_ns, t_ns + op->dur_ns))
+      return vs_error_set(c->err, VS_ENOMEM, "out of host memory recording ops");
+    if (vs_evq_push(&c->q, t_ns + op->dur_ns, rank_idx, idx))
+      return vs_error_set(c->err, VS_ENOMEM, "out of host memory: event queue");
   }
   return 0;
 }

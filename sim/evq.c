@@ -183,16 +183,24 @@ int vs_evq_remove(vs_evq *q, uint32_t handle)
  * Popping from both
  * ------------------------------------------------------------------------ */
 
+/* Pops the earliest movable event when it precedes the plain heap's top;
+ * false otherwise. Out of vs_evq_pop, whose plain path is the hot one. */
+static bool pop_movable(vs_evq *q, vs_event *out)
+{
+  if (q->n > 0 && !earlier(&q->mheap[0].ev, &q->heap[0]))
+    return false;
+  *out = q->mheap[0].ev;
+  mdelete(q, 0);
+  return true;
+}
+
 bool vs_evq_pop(vs_evq *q, vs_event *out)
 {
   vs_event last;
   size_t i = 0;
 
-  if (q->mn && (q->n == 0 || earlier(&q->mheap[0].ev, &q->heap[0]))) {
-    *out = q->mheap[0].ev;
-    mdelete(q, 0);
+  if (q->mn && pop_movable(q, out))
     return true;
-  }
   if (q->n == 0)
     return false;
   *out = q->heap[0];
