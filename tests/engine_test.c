@@ -6,6 +6,7 @@
  * buffer allocated once and freed at most once. Durations are round
  * nanosecond counts so every expected time is a sum of them. */
 #include "engine.h"
+#include "testutil.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -103,7 +104,8 @@ static int run_ranks(vs_rank *ranks, size_t n, const vs_program *prog,
                      uint64_t cap, uint64_t fw, vs_engine_stats *stats,
                      vs_error *err)
 {
-  vs_engine_opts opts = {true, true, true, 0, false};
+  vs_engine_opts opts = {.record_timeline = true, .record_spans = true,
+                         .check_invariants = true};
   for (size_t i = 0; i < n; i++)
     vs_rank_init(&ranks[i], (uint32_t)i, prog, cap, fw);
   vs_error_clear(err);
@@ -361,7 +363,7 @@ static void test_no_recording_when_not_asked(void **state)
   vs_program p;
   vs_rank r;
   vs_engine_stats st;
-  vs_engine_opts opts = {false, false, false, 0, false};
+  vs_engine_opts opts = {0};
   vs_error err;
   (void)state;
   memory_program(&p);
@@ -604,6 +606,383 @@ static void test_ranks_share_a_program(void **state)
   vs_program_fini(&p);
 }
 
+/* ------------------------------------------------------------------------
+ * Shared resources
+ *
+ * PCIe switches at 25 GB/s (25 bytes/ns), two GPUs each, carry 10 GB
+ * copies: alone one takes 1e10 / 25 = 4e8 ns; every expected time below is
+ * exact in integer nanoseconds.
+ * ------------------------------------------------------------------------ */
+
+enum { ALONE_NS = 400000000 }; /* 10 GB at 25 GB/s */
+
+/* A table with only the PCIe switch: 25 GB/s, latency_ns, two GPUs per
+ * switch, each simulated rank counting for `symmetric` users. */
+static void pcie_table(vs_resource_spec specs[VS_RES_N], uint32_t symmetric,
+                       uint64_t latency_ns)
+{
+  memset(specs, 0, VS_RES_N * sizeof *specs);
+  specs[VS_RES_PCIE_SWITCH] =
+      (vs_resource_spec){25e9, latency_ns, 2, symmetric};
+}
+
+/* prog_op for an op that moves bytes through resource kind after dur_ns. */
+static uint32_t prog_res_op(vs_program *p, int stream, const char *name,
+                            uint64_t dur_ns, int kind, double bytes,
+                            const uint32_t *deps, size_t n_deps)
+{
+  uint32_t op = prog_op(p, stream, name, dur_ns, deps, n_deps);
+  p->ops[op].resource = (uint8_t)kind;
+  p->ops[op].bytes = bytes;
+  return op;
+}
+
+/* Runs ranks[0..n) (initialised by the caller: ids and programs) laid out
+ * per_stage to a stage, on resources specs, recording everything with
+ * invariant checks on. */
+static int run_res(vs_rank *ranks, size_t n, size_t per_stage,
+                   const vs_resource_spec *specs, vs_engine_stats *stats,
+                   vs_error *err)
+{
+  vs_engine_opts opts = {.record_timeline = true, .record_spans = true,
+                         .check_invariants = true,
+                         .ranks_per_stage = per_stage,
+                         .resources = specs, .n_resources = VS_RES_N};
+  vs_error_clear(err);
+  return vs_engine_run(ranks, n, &opts, stats, err);
+}
+
+/* n ranks of GPUs ids[0..n) running prog, one stage. */
+static void run_gpus(vs_rank *ranks, const uint32_t *ids, size_t n,
+                     const vs_program *prog, const vs_resource_spec *specs,
+                     vs_engine_stats *stats)
+{
+  vs_error err;
+  for (size_t i = 0; i < n; i++) {
+    vs_rank_init(&ranks[i], ids[i], prog, UINT64_MAX / 2, 0);
+    ranks[i].slot = (uint32_t)i;
+  }
+  if (run_res(ranks, n, n, specs, stats, &err) != 0)
+    fail_msg("engine: %s", err.msg);
+}
+
+/* One 10 GB copy over PCIe on the comm stream. */
+static void copy_program(vs_program *p)
+{
+  prog_init(p, 4);
+  prog_res_op(p, M, "offload", 0, VS_RES_PCIE_SWITCH, 1e10, NULL, 0);
+}
+
+static void test_res_alone(void **state)
+{
+  vs_program p;
+  vs_rank r;
+  vs_engine_stats st;
+  vs_resource_spec specs[VS_RES_N];
+  static const uint32_t gpu0 = 0;
+  (void)state;
+  copy_program(&p);
+  pcie_table(specs, 1, 0);
+  run_gpus(&r, &gpu0, 1, &p, specs, &st);
+  assert_span(&r, 0, 0, ALONE_NS);
+  assert_int_equal(st.end_ns, ALONE_NS);
+  assert_int_equal(st.events, 1); /* one completion, however re-timed */
+  vs_rank_fini(&r);
+  vs_program_fini(&p);
+}
+
+/* Two GPUs behind one switch copy 10 GB at the same moment: each gets half
+ * the bandwidth, so both take 2 x 4e8 ns - simulated as one rank standing
+ * for both (stage mode, symmetric = 2) or as two ranks. */
+static void test_res_two_gpus_one_switch(void **state)
+{
+  vs_program p;
+  vs_rank one, two[2];
+  vs_engine_stats st;
+  vs_resource_spec specs[VS_RES_N];
+  static const uint32_t gpus[2] = {0, 1}; /* one switch: 0 / 2 = 1 / 2 */
+  (void)state;
+  copy_program(&p);
+  pcie_table(specs, 2, 0);
+  run_gpus(&one, gpus, 1, &p, specs, &st);
+  assert_span(&one, 0, 0, 2 * ALONE_NS);
+  assert_int_equal(st.end_ns, 2 * ALONE_NS);
+  pcie_table(specs, 1, 0);
+  run_gpus(two, gpus, 2, &p, specs, &st);
+  assert_span(&two[0], 0, 0, 2 * ALONE_NS);
+  assert_span(&two[1], 0, 0, 2 * ALONE_NS);
+  assert_int_equal(st.end_ns, 2 * ALONE_NS);
+  assert_int_equal(st.events, 2);
+  vs_rank_fini(&one);
+  vs_rank_fini(&two[0]);
+  vs_rank_fini(&two[1]);
+  vs_program_fini(&p);
+}
+
+static void test_res_other_instance_unaffected(void **state)
+{
+  vs_program p;
+  vs_rank r[2];
+  vs_engine_stats st;
+  vs_resource_spec specs[VS_RES_N];
+  static const uint32_t gpus[2] = {1, 2}; /* switches 0 and 1 */
+  (void)state;
+  copy_program(&p);
+  pcie_table(specs, 1, 0);
+  run_gpus(r, gpus, 2, &p, specs, &st);
+  assert_span(&r[0], 0, 0, ALONE_NS);
+  assert_span(&r[1], 0, 0, ALONE_NS);
+  vs_rank_fini(&r[0]);
+  vs_rank_fini(&r[1]);
+  vs_program_fini(&p);
+}
+
+/* A copy on the comm stream at 0 and one on the compute stream after a
+ * 2e8 ns kernel, on one GPU; the second allocates a buffer at its start
+ * and frees it at its end; an op on the send stream waits for the first. */
+static void staggered_program(vs_program *p, uint32_t *a, uint32_t *b,
+                              uint32_t *k2)
+{
+  uint32_t k, buf;
+  prog_init(p, 8);
+  *a = prog_res_op(p, M, "copy_a", 0, VS_RES_PCIE_SWITCH, 1e10, NULL, 0);
+  k = prog_op(p, C, "kernel", ALONE_NS / 2, NULL, 0);
+  *b = prog_res_op(p, C, "copy_b", 0, VS_RES_PCIE_SWITCH, 1e10, &k, 1);
+  buf = prog_buffer(p, 4096, VS_CAT_TEMP);
+  prog_effect(p, *b, buf, false, false);
+  prog_effect(p, *b, buf, true, true);
+  *k2 = prog_op(p, VS_STREAM_SEND, "after_a", 10, a, 1);
+}
+
+static void test_res_staggered(void **state)
+{
+  vs_program p;
+  vs_rank r;
+  vs_engine_stats st;
+  vs_resource_spec specs[VS_RES_N];
+  uint32_t a, b, k2;
+  static const uint32_t gpu0 = 0;
+  (void)state;
+  staggered_program(&p, &a, &b, &k2);
+  pcie_table(specs, 1, 0);
+  run_gpus(&r, &gpu0, 1, &p, specs, &st);
+  /* a alone for 2e8 ns moves 5e9 B; shared (12.5 B/ns) its last 5e9 B
+   * take 4e8 ns: ends at 6e8. b moves 5e9 B in those 4e8 ns, then its
+   * last 5e9 B alone in 2e8 ns: ends at 8e8. */
+  assert_span(&r, a, 0, 600000000);
+  assert_span(&r, b, 200000000, 800000000);
+  /* a fixed-duration op that waits for a starts at a's re-timed end and
+   * keeps its 10 ns */
+  assert_span(&r, k2, 600000000, 600000010);
+  /* b's buffer: allocated at its start, freed at its re-timed end */
+  assert_int_equal(r.n_timeline, 2);
+  assert_int_equal(r.timeline[0].t_ns, 200000000);
+  assert_int_equal(r.timeline[0].delta_bytes, 4096);
+  assert_int_equal(r.timeline[1].t_ns, 800000000);
+  assert_int_equal(r.timeline[1].op, b);
+  assert_int_equal(r.timeline[1].delta_bytes, -4096);
+  assert_int_equal(r.mem.allocated_bytes, 0);
+  assert_int_equal(st.events, 4);
+  assert_int_equal(st.end_ns, 800000000);
+  vs_rank_fini(&r);
+  vs_program_fini(&p);
+}
+
+static void test_res_latency_and_fixed_part(void **state)
+{
+  vs_program p;
+  vs_rank r[2];
+  vs_engine_stats st;
+  vs_resource_spec specs[VS_RES_N];
+  static const uint32_t gpus[2] = {0, 1};
+  (void)state;
+  prog_init(&p, 4);
+  prog_res_op(&p, M, "copy", 1000, VS_RES_PCIE_SWITCH, 1e10, NULL, 0);
+  pcie_table(specs, 1, 2000);
+  /* 1000 ns of its own + 2000 ns latency (no bandwidth held), then the
+   * bytes, both GPUs sharing the switch: 3000 + 8e8 */
+  run_gpus(r, gpus, 2, &p, specs, &st);
+  assert_span(&r[0], 0, 0, 3000 + 2 * ALONE_NS);
+  assert_span(&r[1], 0, 0, 3000 + 2 * ALONE_NS);
+  assert_int_equal(st.events, 2); /* the end of a wait is no completion */
+  vs_rank_fini(&r[0]);
+  vs_rank_fini(&r[1]);
+  vs_program_fini(&p);
+}
+
+static void test_res_zero_bytes(void **state)
+{
+  vs_program p;
+  vs_rank r;
+  vs_engine_stats st;
+  vs_resource_spec specs[VS_RES_N];
+  static const uint32_t gpu0 = 0;
+  (void)state;
+  prog_init(&p, 4);
+  prog_res_op(&p, C, "empty", 0, VS_RES_PCIE_SWITCH, 0, NULL, 0);
+  prog_res_op(&p, C, "tiny", 5, VS_RES_PCIE_SWITCH, 0, NULL, 0);
+  pcie_table(specs, 1, 0);
+  run_gpus(&r, &gpu0, 1, &p, specs, &st);
+  /* nothing to move: only the fixed part */
+  assert_span(&r, 0, 0, 0);
+  assert_span(&r, 1, 0, 5);
+  vs_rank_fini(&r);
+  vs_program_fini(&p);
+}
+
+static void test_res_missing_is_an_error(void **state)
+{
+  vs_program p;
+  vs_rank r;
+  vs_engine_stats st;
+  vs_resource_spec specs[VS_RES_N];
+  vs_error err;
+  (void)state;
+  prog_init(&p, 4);
+  prog_res_op(&p, C, "to_disk", 0, VS_RES_NVME, 1e9, NULL, 0);
+  pcie_table(specs, 1, 0); /* no nvme bandwidth */
+  vs_rank_init(&r, 0, &p, UINT64_MAX / 2, 0);
+  assert_int_equal(run_res(&r, 1, 1, specs, &st, &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "op 0 (to_disk)"));
+  assert_non_null(strstr(err.msg, "resource 3 (nvme)"));
+  assert_non_null(strstr(err.msg, "the topology does not describe"));
+  vs_rank_fini(&r);
+  /* no table at all */
+  vs_rank_init(&r, 0, &p, UINT64_MAX / 2, 0);
+  assert_int_equal(run_res(&r, 1, 1, NULL, &st, &err), VS_EINPUT);
+  vs_rank_fini(&r);
+  vs_program_fini(&p);
+}
+
+/* Ops without a resource run as before with a table given. */
+static void test_res_table_leaves_fixed_ops(void **state)
+{
+  enum { N = 300 };
+  vs_program p;
+  vs_rank r1, r2;
+  vs_engine_stats s1, s2;
+  vs_resource_spec specs[VS_RES_N];
+  static const uint32_t gpu0 = 0;
+  (void)state;
+  random_program(&p, N, 7);
+  pcie_table(specs, 2, 100);
+  run_one(&r1, &p, &s1);
+  run_gpus(&r2, &gpu0, 1, &p, specs, &s2);
+  assert_int_equal(s1.events, s2.events);
+  assert_int_equal(s1.end_ns, s2.end_ns);
+  assert_same_run(&r1, &r2);
+  vs_rank_fini(&r1);
+  vs_rank_fini(&r2);
+  vs_program_fini(&p);
+}
+
+static void test_res_deterministic(void **state)
+{
+  enum { N = 300, RANKS = 4 };
+  vs_program p;
+  vs_rank a[RANKS], b[RANKS];
+  vs_engine_stats sa, sb;
+  vs_resource_spec specs[VS_RES_N];
+  static const uint32_t gpus[RANKS] = {0, 1, 2, 3}; /* two switches */
+  size_t n_res = 0;
+  (void)state;
+  random_program(&p, N, 11);
+  /* comm-stream ops become copies of 1..40 kB (many equal ends) */
+  for (uint32_t i = 0; i < N; i++) {
+    if (p.ops[i].stream != M)
+      continue;
+    p.ops[i].resource = VS_RES_PCIE_SWITCH;
+    p.ops[i].bytes = 1000.0 * (double)(1 + p.ops[i].dur_ns / 10 + i % 4);
+    n_res++;
+  }
+  assert_true(n_res > 50);
+  pcie_table(specs, 1, 7);
+  run_gpus(a, gpus, RANKS, &p, specs, &sa);
+  run_gpus(b, gpus, RANKS, &p, specs, &sb);
+  assert_int_equal(sa.events, (uint64_t)N * RANKS);
+  assert_int_equal(sa.end_ns, sb.end_ns);
+  for (size_t i = 0; i < RANKS; i++) {
+    assert_same_run(&a[i], &b[i]);
+    /* dependencies held with re-timed ends */
+    for (uint32_t k = 0; k < N; k++)
+      for (uint32_t d = 0; d < p.ops[k].n_deps; d++)
+        assert_true(span_of(&a[i], k)->start_ns >=
+                    span_of(&a[i], p.deps[p.ops[k].first_dep + d])->end_ns);
+    vs_rank_fini(&a[i]);
+    vs_rank_fini(&b[i]);
+  }
+  vs_program_fini(&p);
+}
+
+/* Stage mode and --ranks all agree when peers run the same program: the
+ * table built from a layout gives the stage's rank the users its peers
+ * would be. pp programs each copy 10 GB at 0; returns the end of the
+ * run and checks every rank ends then. */
+static uint64_t run_layout(const vs_layout *lay, bool all_ranks,
+                           const vs_program *progs)
+{
+  vs_topology topo;
+  vs_resource_spec specs[VS_RES_N];
+  vs_engine_stats st;
+  vs_error err;
+  size_t per = all_ranks ? (size_t)(lay->tp * lay->dp) : 1;
+  size_t n = per * (size_t)lay->pp;
+  vs_rank *ranks = calloc(n, sizeof *ranks);
+  assert_non_null(ranks);
+  tu_default_topology(&topo);
+  topo.pcie_bandwidth = 25e9;
+  topo.pcie_latency = 0;
+  topo.gpus_per_pcie_switch = 2;
+  vs_resource_table(&topo, lay, all_ranks, specs);
+  for (size_t s = 0; s < lay->pp; s++)
+    for (size_t j = 0; j < per; j++) {
+      /* make_ranks' numbering: stage, then dp, then tp by the strides */
+      uint64_t id = s * lay->pp_stride + (j / lay->tp) * lay->dp_stride +
+                    j % lay->tp;
+      vs_rank_init(&ranks[s * per + j], (uint32_t)id, &progs[s],
+                   UINT64_MAX / 2, 0);
+      ranks[s * per + j].slot = (uint32_t)j;
+    }
+  if (run_res(ranks, n, per, specs, &st, &err) != 0)
+    fail_msg("engine: %s", err.msg);
+  for (size_t i = 0; i < n; i++) {
+    assert_int_equal(ranks[i].end_ns, st.end_ns);
+    vs_rank_fini(&ranks[i]);
+  }
+  free(ranks);
+  return st.end_ns;
+}
+
+static void test_res_stage_mode_matches_all_ranks(void **state)
+{
+  vs_program progs[2];
+  vs_layout *lay = calloc(1, sizeof *lay);
+  (void)state;
+  assert_non_null(lay);
+  copy_program(&progs[0]);
+  copy_program(&progs[1]);
+  progs[1].stage = 1;
+  /* tp 2, dp 2, pp 1: GPUs 0-3, switches {0,1} {2,3}: two on each */
+  *lay = (vs_layout){.tp = 2, .dp = 2, .pp = 1, .gpus = 4, .tp_stride = 1,
+                     .dp_stride = 2, .pp_stride = 4};
+  assert_int_equal(run_layout(lay, false, progs), 2 * ALONE_NS);
+  assert_int_equal(run_layout(lay, true, progs), 2 * ALONE_NS);
+  /* tp 1, pp 2, dp 2 in order tp-pp-dp: each switch holds one GPU of each
+   * stage; stage mode sees it as its two stages' ranks (GPUs 0 and 1) */
+  *lay = (vs_layout){.tp = 1, .dp = 2, .pp = 2, .gpus = 4, .tp_stride = 1,
+                     .dp_stride = 2, .pp_stride = 1};
+  assert_int_equal(run_layout(lay, false, progs), 2 * ALONE_NS);
+  assert_int_equal(run_layout(lay, true, progs), 2 * ALONE_NS);
+  /* tp 2, dp 4, pp 2 (tp-dp-pp): stages of 8 GPUs, two per switch */
+  *lay = (vs_layout){.tp = 2, .dp = 4, .pp = 2, .gpus = 16, .tp_stride = 1,
+                     .dp_stride = 2, .pp_stride = 8};
+  assert_int_equal(run_layout(lay, false, progs), 2 * ALONE_NS);
+  assert_int_equal(run_layout(lay, true, progs), 2 * ALONE_NS);
+  free(lay);
+  vs_program_fini(&progs[0]);
+  vs_program_fini(&progs[1]);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -620,6 +999,16 @@ int main(void)
       cmocka_unit_test(test_free_never_allocated),
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_ranks_share_a_program),
+      cmocka_unit_test(test_res_alone),
+      cmocka_unit_test(test_res_two_gpus_one_switch),
+      cmocka_unit_test(test_res_other_instance_unaffected),
+      cmocka_unit_test(test_res_staggered),
+      cmocka_unit_test(test_res_latency_and_fixed_part),
+      cmocka_unit_test(test_res_zero_bytes),
+      cmocka_unit_test(test_res_missing_is_an_error),
+      cmocka_unit_test(test_res_table_leaves_fixed_ops),
+      cmocka_unit_test(test_res_deterministic),
+      cmocka_unit_test(test_res_stage_mode_matches_all_ranks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -222,7 +222,7 @@ static const vs_op_span *span_of(const vs_rank *r, uint32_t op)
 /* Runs the program on one rank with invariant checks and spans. */
 static void run_engine(const built *b, vs_rank *r)
 {
-  vs_engine_opts opts = {false, true, true, 0, false};
+  vs_engine_opts opts = {.record_spans = true, .check_invariants = true};
   vs_engine_stats stats;
   vs_error err;
   vs_rank_init(r, 0, &b->p, b->topo.memory_bytes, b->lay.framework_bytes);

@@ -4,8 +4,12 @@
 #include "evq.h"
 #include "grow.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The resource flow slot of a rank's stream. */
+#define SLOT(rank_idx, stream) ((size_t)(rank_idx) * VS_STREAM_N + (stream))
 
 typedef struct run_ctx {
   vs_rank *ranks;
@@ -14,6 +18,7 @@ typedef struct run_ctx {
   const vs_engine_opts *opts;
   vs_evq q;
   vs_error *err;
+  vs_res_state res;         /* flows on shared resources */
 } run_ctx;
 
 void vs_rank_init(vs_rank *rank, uint32_t id, const vs_program *prog,
@@ -169,6 +174,38 @@ static bool ready(const run_ctx *c, const vs_rank *r, const vs_pop *op)
   return true;
 }
 
+/* Starts op idx of rank rank_idx on its resource at t_ns, with a span
+ * whose end comes when the op ends. Kept out of start_ready, whose ops
+ * without a resource are the hot path. */
+static int start_resource(run_ctx *c, uint32_t rank_idx, uint32_t idx,
+                          uint64_t t_ns)
+{
+  vs_rank *r = &c->ranks[rank_idx];
+  const vs_pop *op = &r->prog->ops[idx];
+  vs_res_op ro = {rank_idx, idx, r->id, op->resource, op->bytes, op->dur_ns,
+                  r->n_spans};
+  int rc;
+  if (c->opts->record_spans && record_span(r, idx, t_ns, t_ns + op->dur_ns))
+    return vs_error_set(c->err, VS_ENOMEM, "out of host memory recording ops");
+  rc = vs_res_start(&c->res, &c->q, SLOT(rank_idx, op->stream), &ro, t_ns);
+  if (rc == VS_ENOMEM)
+    return vs_error_set(c->err, rc, "out of host memory: resource sharing");
+  if (rc)
+    return vs_error_set(c->err, rc,
+                        "engine: rank %u op %u (%s) moves %g bytes through "
+                        "resource %u (%s), %s",
+                        r->id, idx, op->name, op->bytes, op->resource,
+                        vs_resource_name(op->resource)
+                            ? vs_resource_name(op->resource)
+                            : "unknown",
+                        !vs_res_available(&c->res, op->resource)
+                            ? "which the topology does not describe"
+                        : !(op->bytes >= 0 && op->bytes < HUGE_VAL)
+                            ? "a count that is negative or not finite"
+                            : "which would take more than 2^63 ns");
+  return 0;
+}
+
 /* Starts whatever can start on rank r at t_ns. `cause` is the phase of the
  * op whose end made this call: a compute stream that idled until now was
  * waiting for it (pipeline or data-parallel communication). */
@@ -196,6 +233,11 @@ static int start_ready(run_ctx *c, uint32_t rank_idx, uint64_t t_ns, int cause)
     r->next[s]++;
     if ((rc = apply_effects(c, r, idx, false, t_ns)))
       return rc;
+    if (op->resource) { /* its end is decided while it runs */
+      if ((rc = start_resource(c, rank_idx, idx, t_ns)))
+        return rc;
+      continue;
+    }
     if (c->opts->record_spans && record_span(r, idx, t_ns, t_ns + op->dur_ns))
       return vs_error_set(c->err, VS_ENOMEM, "out of host memory recording ops");
     if (vs_evq_push(&c->q, t_ns + op->dur_ns, rank_idx, idx))
@@ -204,11 +246,40 @@ static int start_ready(run_ctx *c, uint32_t rank_idx, uint64_t t_ns, int cause)
   return 0;
 }
 
-static int finish(run_ctx *c, const vs_event *ev)
+/* The popped event ev of a resource op: the end of its wait (its transfer
+ * begins; *ended = false) or of its transfer (its span gets the end). */
+static int resource_event(run_ctx *c, const vs_event *ev, bool *ended)
+{
+  vs_rank *r = &c->ranks[ev->rank];
+  const vs_pop *op = &r->prog->ops[ev->op];
+  uint64_t span = 0;
+  int rc = vs_res_event(&c->res, &c->q, SLOT(ev->rank, op->stream), ev->t_ns,
+                        ended, &span);
+  if (rc)
+    return vs_error_set(c->err, rc,
+                        "engine: rank %u op %u (%s) on resource %s: %s", r->id,
+                        ev->op, op->name, vs_resource_name(op->resource),
+                        rc == VS_ENOMEM ? "out of host memory"
+                                        : "a time would pass 2^63 ns");
+  if (*ended && c->opts->record_spans && span < r->n_spans)
+    r->spans[span].end_ns = ev->t_ns;
+  return 0;
+}
+
+/* Ends the op of ev (counting it in stats), then starts what it allowed. */
+static int finish(run_ctx *c, const vs_event *ev, vs_engine_stats *stats)
 {
   vs_rank *r = &c->ranks[ev->rank];
   const vs_pop *op = &r->prog->ops[ev->op];
   int rc;
+  if (op->resource) {
+    bool ended;
+    if ((rc = resource_event(c, ev, &ended)) || !ended)
+      return rc;
+  }
+  stats->events++;
+  if (ev->t_ns > stats->end_ns)
+    stats->end_ns = ev->t_ns;
   r->busy[op->stream] = false;
   r->done[op->stream]++;
   r->idle_since[op->stream] = ev->t_ns;
@@ -247,12 +318,14 @@ int vs_engine_run(vs_rank *ranks, size_t n_ranks, const vs_engine_opts *opts,
 {
   run_ctx c = {ranks, n_ranks, opts->ranks_per_stage ? opts->ranks_per_stage
                                                      : n_ranks,
-               opts, {0}, err};
+               opts, {0}, err, {0}};
   vs_event ev;
   int rc = 0;
 
   memset(stats, 0, sizeof *stats);
   vs_evq_init(&c.q);
+  vs_res_init(&c.res, opts->resources, opts->n_resources,
+              n_ranks * VS_STREAM_N);
   for (size_t i = 0; i < n_ranks && !rc; i++)
     rc = start_ready(&c, (uint32_t)i, 0, VS_PHASE_SETUP);
   while (!rc && vs_evq_pop(&c.q, &ev)) {
@@ -260,12 +333,10 @@ int vs_engine_run(vs_rank *ranks, size_t n_ranks, const vs_engine_opts *opts,
       stats->stopped = true;
       break;
     }
-    stats->events++;
-    if (ev.t_ns > stats->end_ns)
-      stats->end_ns = ev.t_ns;
-    rc = finish(&c, &ev);
+    rc = finish(&c, &ev, stats);
   }
   vs_evq_fini(&c.q);
+  vs_res_fini(&c.res);
   if (rc || stats->stopped)
     return rc;
   return check_finished(&c, n_ranks);

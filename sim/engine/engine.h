@@ -5,13 +5,20 @@
  * program it runs belongs to its stage and is shared. Streams run their ops
  * in order; an op starts when its stream is idle and its dependencies have
  * ended. Time is integer nanoseconds; equal times resolve by push order, so a
- * run is deterministic. The engine knows nothing about transformers. */
+ * run is deterministic. The engine knows nothing about transformers.
+ *
+ * An op that names a resource (vs_pop.resource) runs its fixed dur_ns and
+ * the resource's latency, then moves its bytes through the instance of its
+ * rank's GPU, sharing the bandwidth with the ops on that instance at the
+ * time (resource.h): its end is decided while it runs, and its end effects
+ * and span end come then. Other ops keep their fixed durations. */
 #ifndef VS_ENGINE_H
 #define VS_ENGINE_H
 
 #include "alloc.h"
 #include "error.h"
 #include "memory.h"
+#include "resource.h"
 #include "schedule.h"
 
 #include <stdbool.h>
@@ -65,6 +72,9 @@ typedef struct vs_engine_opts {
                                stage holds them all */
   bool stop_at_oom;         /* end the run at the first out-of-memory (the
                                figures after it are then partial) */
+  const vs_resource_spec *resources; /* [vs_resource_kind] the shared
+                               resources (vs_resource_table); NULL: none */
+  size_t n_resources;       /* entries in resources */
 } vs_engine_opts;
 
 typedef struct vs_engine_stats {
@@ -86,7 +96,8 @@ int vs_rank_use_caching(vs_rank *rank, const vs_alloc_config *cfg);
 
 /* Runs every rank's program to completion. VS_ENOMEM when recording runs
  * out of host memory; VS_EINPUT with a message if a program deadlocks or
- * frees memory it never allocated (both are schedule bugs). */
+ * frees memory it never allocated (both are schedule bugs), or an op names
+ * a resource that opts does not describe. */
 int vs_engine_run(vs_rank *ranks, size_t n_ranks, const vs_engine_opts *opts,
                   vs_engine_stats *stats, vs_error *err);
 

@@ -57,9 +57,12 @@ typedef struct vs_pop {
   int32_t microbatch; /* -1 for once-per-step ops */
   uint8_t stream;     /* vs_stream */
   uint8_t phase;      /* vs_phase */
-  uint64_t dur_ns;    /* run time */
+  uint8_t resource;   /* vs_resource_kind its bytes move through; 0: none */
+  uint64_t dur_ns;    /* run time; with a resource, the fixed part before
+                         the transfer, whose time the engine decides */
   double flops;       /* work done */
-  double bytes;       /* HBM bytes, or bytes on the wire for collectives */
+  double bytes;       /* HBM bytes, or bytes on the wire for collectives,
+                         or through its resource */
   uint32_t first_dep, n_deps;       /* deps[first_dep ...] */
   uint32_t first_effect, n_effects; /* effects[first_effect ...] */
   uint32_t pos;       /* index of this op in stream_ops[stream] */

@@ -154,8 +154,13 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
                       const vs_topology *topo, const vs_sim_opts *opts,
                       vs_program_pool *pool, vs_error *err)
 {
-  vs_engine_opts eo = {opts->record, opts->record, opts->check_invariants, 0,
-                       opts->stop_at_oom};
+  vs_resource_spec resources[VS_RES_N]; /* filled once the layout is known */
+  vs_engine_opts eo = {.record_timeline = opts->record,
+                       .record_spans = opts->record,
+                       .check_invariants = opts->check_invariants,
+                       .stop_at_oom = opts->stop_at_oom,
+                       .resources = resources,
+                       .n_resources = VS_RES_N};
   int rc;
 
   memset(sim, 0, sizeof *sim);
@@ -177,6 +182,7 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
     vs_sim_fini(sim);
     return rc;
   }
+  vs_resource_table(topo, &sim->layout, opts->all_ranks, resources);
   if ((rc = make_ranks(sim, opts, err)) == 0)
     eo.ranks_per_stage = sim->n_ranks / sim->n_programs;
   if (rc ||

@@ -1,0 +1,269 @@
+/* resource.c - shared resources, processor sharing (see resource.h). */
+#include "resource.h"
+
+#include "error.h"
+#include "grow.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* The longest time a transfer may take: integer nanoseconds stay exact and
+ * far from overflow below it. */
+#define MAX_NS 9.2e18
+
+static const char *const kind_names[] = {
+#define VS_RES_NAME(id, name) name,
+    VS_RESOURCE_KINDS(VS_RES_NAME)
+#undef VS_RES_NAME
+};
+
+const char *vs_resource_name(int kind)
+{
+  return kind >= 0 && kind < VS_RES_N ? kind_names[kind] : NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * The table from topology and layout
+ * ------------------------------------------------------------------------ */
+
+/* GPUs of stage s on the instance of its simulated rank (GPU s * pp_stride)
+ * when gpi GPUs share an instance. The stage's GPUs are s * pp_stride +
+ * d * dp_stride + t (t < tp, d < dp): tp-blocks at or after the rank. */
+static uint64_t stage_gpus_on_instance(const vs_layout *lay, uint64_t s,
+                                       uint64_t gpi)
+{
+  uint64_t first = s * lay->pp_stride;
+  uint64_t hi = (first / gpi + 1) * gpi; /* end of the instance */
+  uint64_t n = 0;
+  for (uint64_t d = 0; d < lay->dp; d++) {
+    uint64_t base = first + d * lay->dp_stride;
+    if (base >= hi || (d > 0 && lay->dp_stride == 0))
+      break;
+    n += (base + lay->tp < hi ? base + lay->tp : hi) - base;
+  }
+  return n;
+}
+
+/* The symmetric users of one instance of gpi GPUs in stage mode. */
+static uint32_t stage_symmetric(const vs_layout *lay, uint64_t gpi)
+{
+  uint64_t most = 1;
+  for (uint64_t s = 0; s < lay->pp; s++) {
+    uint64_t n = stage_gpus_on_instance(lay, s, gpi);
+    if (n > most)
+      most = n;
+  }
+  return most > UINT32_MAX ? UINT32_MAX : (uint32_t)most;
+}
+
+static void set_kind(vs_resource_spec *spec, const vs_layout *lay,
+                     bool all_ranks, double bytes_per_s, double latency_s,
+                     uint64_t gpi)
+{
+  if (gpi == 0)
+    gpi = 1;
+  spec->bytes_per_s = bytes_per_s;
+  spec->latency_ns = (uint64_t)llround(latency_s * 1e9);
+  spec->gpus_per_instance = gpi > UINT32_MAX ? UINT32_MAX : (uint32_t)gpi;
+  spec->symmetric = all_ranks ? 1 : stage_symmetric(lay, gpi);
+}
+
+void vs_resource_table(const vs_topology *topo, const vs_layout *lay,
+                       bool all_ranks, vs_resource_spec specs[VS_RES_N])
+{
+  uint64_t node = topo->gpus_per_node;
+  for (int k = 0; k < VS_RES_N; k++)
+    specs[k] = (vs_resource_spec){0, 0, 0, 0};
+  set_kind(&specs[VS_RES_PCIE_SWITCH], lay, all_ranks, topo->pcie_bandwidth,
+           topo->pcie_latency, topo->gpus_per_pcie_switch);
+  set_kind(&specs[VS_RES_HOST_MEMORY], lay, all_ranks, 0, 0, node);
+  set_kind(&specs[VS_RES_NVME], lay, all_ranks, topo->nvme_bandwidth, 0, node);
+  set_kind(&specs[VS_RES_NIC], lay, all_ranks, topo->inter_bandwidth,
+           topo->inter_latency, 1);
+  set_kind(&specs[VS_RES_NVLINK], lay, all_ranks, topo->intra_bandwidth,
+           topo->intra_latency, 1);
+  set_kind(&specs[VS_RES_COPY_ENGINE], lay, all_ranks, 0, 0, 1);
+}
+
+/* ------------------------------------------------------------------------
+ * State
+ * ------------------------------------------------------------------------ */
+
+void vs_res_init(vs_res_state *st, const vs_resource_spec *specs,
+                 size_t n_specs, size_t n_slots)
+{
+  st->specs = specs;
+  st->n_specs = specs ? n_specs : 0;
+  st->n_slots = n_slots;
+  st->flows = NULL;
+  for (int k = 0; k < VS_RES_N; k++) {
+    st->instances[k] = NULL;
+    st->n_instances[k] = 0;
+    st->cap_instances[k] = 0;
+  }
+}
+
+void vs_res_fini(vs_res_state *st)
+{
+  free(st->flows);
+  for (int k = 0; k < VS_RES_N; k++)
+    free(st->instances[k]);
+  vs_res_init(st, NULL, 0, 0);
+}
+
+bool vs_res_available(const vs_res_state *st, int kind)
+{
+  return kind > VS_RES_NONE && kind < VS_RES_N && (size_t)kind < st->n_specs &&
+         st->specs[kind].bytes_per_s > 0;
+}
+
+/* The instance of kind that gpu uses, created (idle) when new. */
+static int find_instance(vs_res_state *st, int kind, uint32_t gpu,
+                         uint32_t *idx)
+{
+  uint32_t gpi = st->specs[kind].gpus_per_instance;
+  size_t i = gpu / (gpi ? gpi : 1);
+  if (i >= st->n_instances[kind]) {
+    if (!vs_grow((void **)&st->instances[kind], &st->cap_instances[kind], i + 1,
+                 sizeof *st->instances[kind]))
+      return VS_ENOMEM;
+    for (size_t j = st->n_instances[kind]; j <= i; j++)
+      st->instances[kind][j] = (vs_res_instance){VS_RES_NIL, 0};
+    st->n_instances[kind] = i + 1;
+  }
+  *idx = (uint32_t)i;
+  return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Processor sharing
+ * ------------------------------------------------------------------------ */
+
+/* Brings every flow on inst up to now at the instance's current weight:
+ * each moved bandwidth / weight bytes per second since its last_ns. */
+static void advance(vs_res_state *st, const vs_resource_spec *spec,
+                    const vs_res_instance *inst, uint64_t now)
+{
+  for (uint32_t f = inst->head; f != VS_RES_NIL; f = st->flows[f].next) {
+    vs_res_flow *fl = &st->flows[f];
+    double moved = (double)(now - fl->last_ns) * spec->bytes_per_s /
+                   ((double)inst->weight * 1e9);
+    fl->remaining_bytes =
+        moved < fl->remaining_bytes ? fl->remaining_bytes - moved : 0;
+    fl->last_ns = now;
+  }
+}
+
+/* Moves every flow's end on inst to now + remaining / (bandwidth /
+ * weight), rounded up to a nanosecond; pushes the event of a flow that
+ * has none yet. */
+static int retime(vs_res_state *st, vs_evq *q, const vs_resource_spec *spec,
+                  const vs_res_instance *inst, uint64_t now)
+{
+  for (uint32_t f = inst->head; f != VS_RES_NIL; f = st->flows[f].next) {
+    vs_res_flow *fl = &st->flows[f];
+    double ns = ceil(fl->remaining_bytes * (double)inst->weight * 1e9 /
+                     spec->bytes_per_s);
+    uint64_t end;
+    int rc;
+    if (!(ns < MAX_NS - (double)now))
+      return VS_EINPUT;
+    end = now + (uint64_t)ns;
+    if (fl->handle == VS_EVQ_NONE)
+      rc = vs_evq_push_movable(q, end, fl->rank, fl->op, &fl->handle);
+    else
+      rc = vs_evq_update(q, fl->handle, end);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+/* Flow f starts moving its bytes through its instance at now. */
+static int join(vs_res_state *st, vs_evq *q, uint32_t f, uint64_t now)
+{
+  vs_res_flow *fl = &st->flows[f];
+  const vs_resource_spec *spec = &st->specs[fl->kind];
+  vs_res_instance *inst = &st->instances[fl->kind][fl->instance];
+  if (inst->head != VS_RES_NIL) {
+    advance(st, spec, inst, now);
+    st->flows[inst->head].prev = f;
+  }
+  fl->prev = VS_RES_NIL;
+  fl->next = inst->head;
+  fl->last_ns = now;
+  fl->handle = VS_EVQ_NONE;
+  fl->phase = VS_FLOW_MOVE;
+  inst->head = f;
+  inst->weight += fl->weight;
+  return retime(st, q, spec, inst, now);
+}
+
+/* Flow f, whose end event has popped, leaves its instance at now. */
+static int leave(vs_res_state *st, vs_evq *q, uint32_t f, uint64_t now)
+{
+  vs_res_flow *fl = &st->flows[f];
+  const vs_resource_spec *spec = &st->specs[fl->kind];
+  vs_res_instance *inst = &st->instances[fl->kind][fl->instance];
+  advance(st, spec, inst, now);
+  if (fl->prev != VS_RES_NIL)
+    st->flows[fl->prev].next = fl->next;
+  else
+    inst->head = fl->next;
+  if (fl->next != VS_RES_NIL)
+    st->flows[fl->next].prev = fl->prev;
+  inst->weight -= fl->weight;
+  fl->phase = VS_FLOW_IDLE;
+  fl->handle = VS_EVQ_NONE;
+  return inst->head != VS_RES_NIL ? retime(st, q, spec, inst, now) : 0;
+}
+
+int vs_res_start(vs_res_state *st, vs_evq *q, size_t slot,
+                 const vs_res_op *op, uint64_t t_ns)
+{
+  vs_res_flow *fl;
+  uint64_t wait;
+  int rc;
+  if (!vs_res_available(st, op->kind) || slot >= st->n_slots ||
+      !(op->bytes >= 0 && op->bytes < HUGE_VAL))
+    return VS_EINPUT;
+  if (!st->flows && !(st->flows = calloc(st->n_slots, sizeof *st->flows)))
+    return VS_ENOMEM;
+  fl = &st->flows[slot];
+  if (fl->phase != VS_FLOW_IDLE)
+    return VS_EINPUT;
+  if ((rc = find_instance(st, op->kind, op->gpu, &fl->instance)))
+    return rc;
+  fl->remaining_bytes = op->bytes;
+  fl->tag = op->tag;
+  fl->rank = op->rank;
+  fl->op = op->op;
+  fl->kind = op->kind;
+  fl->weight = st->specs[op->kind].symmetric ? st->specs[op->kind].symmetric : 1;
+  wait = op->fixed_ns + st->specs[op->kind].latency_ns;
+  if (wait < op->fixed_ns || (double)t_ns + (double)wait >= MAX_NS)
+    return VS_EINPUT;
+  if (wait > 0 || op->bytes == 0) {
+    fl->phase = VS_FLOW_WAIT;
+    return vs_evq_push(q, t_ns + wait, op->rank, op->op);
+  }
+  return join(st, q, (uint32_t)slot, t_ns);
+}
+
+int vs_res_event(vs_res_state *st, vs_evq *q, size_t slot, uint64_t t_ns,
+                 bool *ended, uint64_t *tag)
+{
+  vs_res_flow *fl = st->flows && slot < st->n_slots ? &st->flows[slot] : NULL;
+  *ended = false;
+  if (!fl || fl->phase == VS_FLOW_IDLE)
+    return VS_EINPUT;
+  *tag = fl->tag;
+  if (fl->phase == VS_FLOW_WAIT && fl->remaining_bytes > 0)
+    return join(st, q, (uint32_t)slot, t_ns);
+  *ended = true;
+  if (fl->phase == VS_FLOW_WAIT) {
+    fl->phase = VS_FLOW_IDLE;
+    return 0;
+  }
+  return leave(st, q, (uint32_t)slot, t_ns);
+}

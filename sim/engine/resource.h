@@ -1,0 +1,151 @@
+/* resource.h - links and devices that ops share: PCIe switches, host
+ * memory, NVMe drives, NICs, NVLink ports, copy engines.
+ *
+ * An op that names a resource moves its bytes through one instance of it.
+ * An instance shares its bandwidth fairly among the ops moving bytes
+ * through it at the moment (processor sharing), so such an op's duration is
+ * decided while it runs: whenever an op joins or leaves an instance, every
+ * op on it is re-timed (remaining -= rate x elapsed; rate = bandwidth /
+ * users; end = now + ceil(remaining / rate) ns) and its end event moved.
+ *
+ * Which instance: GPU g uses instance g / gpus_per_instance of each kind. A
+ * simulated rank that stands for `symmetric` GPUs on its instance (one rank
+ * per stage: its stage's data- and tensor-parallel peers run the same
+ * program at the same time) counts as that many users, so it sees the
+ * contention of its peers without simulating them.
+ *
+ * State (vs_res_state): per kind, the instances used so far; per instance,
+ * a doubly linked list of the flows moving bytes through it and the sum of
+ * their weights. A flow is the resource part of one running op, one per
+ * (rank, stream) slot. Invariants: an instance's weight is the sum of its
+ * listed flows' weights; every listed flow has one live movable event in the
+ * queue, at its end for the instance's current weight. Resources are plain
+ * data: the state is per run, so runs in threads share nothing. */
+#ifndef VS_RESOURCE_H
+#define VS_RESOURCE_H
+
+#include "evq.h"
+#include "layout.h"
+#include "topology.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The kinds (enum, name). VS_RES_NONE = 0 is "no resource". */
+#define VS_RESOURCE_KINDS(X)                                               \
+  X(VS_RES_NONE, "none")                                                   \
+  X(VS_RES_PCIE_SWITCH, "pcie_switch")                                     \
+  X(VS_RES_HOST_MEMORY, "host_memory")                                     \
+  X(VS_RES_NVME, "nvme")                                                   \
+  X(VS_RES_NIC, "nic")                                                     \
+  X(VS_RES_NVLINK, "nvlink")                                               \
+  X(VS_RES_COPY_ENGINE, "copy_engine")
+
+typedef enum vs_resource_kind {
+#define VS_RES_ENUM(id, name) id,
+  VS_RESOURCE_KINDS(VS_RES_ENUM)
+#undef VS_RES_ENUM
+  VS_RES_N
+} vs_resource_kind;
+
+/* One kind of resource. */
+typedef struct vs_resource_spec {
+  double bytes_per_s;          /* bandwidth of one instance; 0: absent (an
+                                  op that names it is an error) */
+  uint64_t latency_ns;         /* fixed time, once per op, before its bytes
+                                  move (it holds no bandwidth meanwhile) */
+  uint32_t gpus_per_instance;  /* GPU g uses instance g / this (0 = 1) */
+  uint32_t symmetric;          /* users each simulated rank counts for on
+                                  its instance: 1 with every GPU simulated;
+                                  0 = 1 */
+} vs_resource_spec;
+
+/* The name of a kind ("pcie_switch"), or NULL when out of range. */
+const char *vs_resource_name(int kind);
+
+/* Fills specs[VS_RES_N] (by kind; [VS_RES_NONE] all zero) from topo and
+ * lay: pcie_switch from [node] pcie_bandwidth, pcie_latency and
+ * gpus_per_pcie_switch; nvme from nvme_bandwidth, one per node; nic and
+ * nvlink from [network] inter_* and intra_*, one per GPU. host_memory and
+ * copy_engine have no topology keys yet: absent. all_ranks: every GPU is
+ * simulated (symmetric = 1); otherwise the rank of stage s is GPU
+ * s * pp_stride and symmetric is the number of its stage's GPUs on its
+ * instance (the largest over stages, when a stage's GPUs do not fill
+ * instances evenly). O(pp x gpus_per_instance). */
+void vs_resource_table(const vs_topology *topo, const vs_layout *lay,
+                       bool all_ranks, vs_resource_spec specs[VS_RES_N]);
+
+#define VS_RES_NIL UINT32_MAX  /* no flow */
+
+/* What a flow is doing. */
+enum { VS_FLOW_IDLE, VS_FLOW_WAIT, VS_FLOW_MOVE };
+
+/* The resource part of one running op. */
+typedef struct vs_res_flow {
+  double remaining_bytes;  /* still to move, as of last_ns */
+  uint64_t last_ns;        /* when remaining_bytes was last brought up to date */
+  uint64_t tag;            /* the caller's (the engine: its span index) */
+  uint32_t rank, op;       /* its events' rank and op in the queue */
+  uint32_t instance;       /* index among its kind's instances */
+  uint32_t prev, next;     /* neighbours on its instance's list (VS_RES_NIL) */
+  uint32_t handle;         /* its movable end event while moving bytes */
+  uint32_t weight;         /* users it counts for (symmetric) */
+  uint8_t kind;            /* vs_resource_kind */
+  uint8_t phase;           /* VS_FLOW_* */
+} vs_res_flow;
+
+/* One instance of a kind. */
+typedef struct vs_res_instance {
+  uint32_t head;           /* first flow moving bytes; VS_RES_NIL if none */
+  uint64_t weight;         /* sum of its flows' weights */
+} vs_res_instance;
+
+typedef struct vs_res_state {
+  const vs_resource_spec *specs; /* [kind] (not owned) */
+  size_t n_specs;                /* kinds specs describes */
+  size_t n_slots;                /* flow slots: ranks x streams */
+  vs_res_flow *flows;            /* [slot], allocated at the first start */
+  vs_res_instance *instances[VS_RES_N]; /* per kind, by instance index */
+  size_t n_instances[VS_RES_N];  /* instances initialised, per kind */
+  size_t cap_instances[VS_RES_N]; /* allocated, per kind */
+} vs_res_state;
+
+/* An op that starts on a resource. */
+typedef struct vs_res_op {
+  uint32_t rank, op;       /* identity of its events in the queue */
+  uint32_t gpu;            /* global GPU number: picks the instance */
+  uint8_t kind;            /* vs_resource_kind, not VS_RES_NONE */
+  double bytes;            /* to move through it (>= 0) */
+  uint64_t fixed_ns;       /* its own fixed time, before the latency */
+  uint64_t tag;            /* kept for the caller */
+} vs_res_op;
+
+/* Empty state over specs[0..n_specs) (not copied; must outlive it) for
+ * n_slots flow slots; allocates nothing until the first vs_res_start. */
+void vs_res_init(vs_res_state *st, const vs_resource_spec *specs,
+                 size_t n_specs, size_t n_slots);
+void vs_res_fini(vs_res_state *st);
+
+/* True when kind has an instance bandwidth in the table. */
+bool vs_res_available(const vs_res_state *st, int kind);
+
+/* Starts op in flow slot at t_ns: it waits fixed_ns + the kind's latency
+ * (a plain event, holding no bandwidth), then joins its instance (a movable
+ * event; the others on it re-timed). An op with no bytes ends after the
+ * wait. VS_EINPUT if the kind is absent, bytes is negative or not finite,
+ * or a time would pass 2^63 ns; VS_ENOMEM on allocation failure. After an
+ * error the state may be inconsistent: end the run. The slot must be idle.
+ * O(k log m) for k ops on the instance. */
+int vs_res_start(vs_res_state *st, vs_evq *q, size_t slot,
+                 const vs_res_op *op, uint64_t t_ns);
+
+/* Handles the popped event of the flow in slot at t_ns: after the wait the
+ * flow joins its instance (*ended = false); after the transfer it leaves it,
+ * re-timing the others, and the slot is idle again (*ended = true, *tag =
+ * the op's tag). Errors as vs_res_start; VS_EINPUT also if the slot is
+ * idle. O(k log m). */
+int vs_res_event(vs_res_state *st, vs_evq *q, size_t slot, uint64_t t_ns,
+                 bool *ended, uint64_t *tag);
+
+#endif

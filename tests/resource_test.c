@@ -1,0 +1,274 @@
+/* resource_test.c - shared resources: the table built from a topology and a
+ * layout (which GPUs share an instance, how many users a simulated rank of
+ * a stage counts for) and processor sharing driven directly through an
+ * event queue. Bandwidths are round (25 GB/s = 25 bytes/ns) so every
+ * expected nanosecond is exact. The engine's use of it is in
+ * engine_test.c. */
+#include "resource.h"
+#include "testutil.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------
+ * Helpers
+ * ------------------------------------------------------------------------ */
+
+/* A layout with only what the table reads: group sizes and Megatron's rank
+ * strides for order tp-dp-pp (tp_pp_dp false) or tp-pp-dp. vs_layout is
+ * large (per-chunk and per-stage tables): it lives on the heap. */
+static vs_layout *hand_layout(uint64_t tp, uint64_t dp, uint64_t pp,
+                              bool tp_pp_dp)
+{
+  vs_layout *lay = calloc(1, sizeof *lay);
+  assert_non_null(lay);
+  lay->tp = tp;
+  lay->dp = dp;
+  lay->pp = pp;
+  lay->gpus = tp * dp * pp;
+  lay->tp_stride = 1;
+  lay->dp_stride = tp_pp_dp ? tp * pp : tp;
+  lay->pp_stride = tp_pp_dp ? tp : tp * dp;
+  return lay;
+}
+
+/* The built-in topology with round figures: PCIe 25 GB/s, 2 us, two GPUs
+ * per switch; 8 GPUs per node. */
+static void round_topology(vs_topology *topo)
+{
+  tu_default_topology(topo);
+  topo->pcie_bandwidth = 25e9;
+  topo->pcie_latency = 2e-6;
+  topo->gpus_per_pcie_switch = 2;
+  topo->gpus_per_node = 8;
+}
+
+static uint32_t symmetric_of(uint64_t tp, uint64_t dp, uint64_t pp,
+                             bool tp_pp_dp, int kind)
+{
+  vs_topology topo;
+  vs_resource_spec specs[VS_RES_N];
+  vs_layout *lay = hand_layout(tp, dp, pp, tp_pp_dp);
+  round_topology(&topo);
+  vs_resource_table(&topo, lay, false, specs);
+  free(lay);
+  return specs[kind].symmetric;
+}
+
+/* ------------------------------------------------------------------------
+ * Names and the table
+ * ------------------------------------------------------------------------ */
+
+static void test_names(void **state)
+{
+  (void)state;
+  assert_string_equal(vs_resource_name(VS_RES_NONE), "none");
+  assert_string_equal(vs_resource_name(VS_RES_PCIE_SWITCH), "pcie_switch");
+  assert_string_equal(vs_resource_name(VS_RES_HOST_MEMORY), "host_memory");
+  assert_string_equal(vs_resource_name(VS_RES_NVME), "nvme");
+  assert_string_equal(vs_resource_name(VS_RES_NIC), "nic");
+  assert_string_equal(vs_resource_name(VS_RES_NVLINK), "nvlink");
+  assert_string_equal(vs_resource_name(VS_RES_COPY_ENGINE), "copy_engine");
+  assert_null(vs_resource_name(VS_RES_N));
+  assert_null(vs_resource_name(-1));
+}
+
+static void test_table_from_topology(void **state)
+{
+  vs_topology topo;
+  vs_resource_spec specs[VS_RES_N];
+  vs_layout *lay = hand_layout(2, 2, 1, false);
+  (void)state;
+  round_topology(&topo);
+  vs_resource_table(&topo, lay, true, specs);
+  /* every GPU simulated: each rank counts for itself */
+  assert_true(specs[VS_RES_PCIE_SWITCH].bytes_per_s == 25e9);
+  assert_int_equal(specs[VS_RES_PCIE_SWITCH].latency_ns, 2000); /* 2 us */
+  assert_int_equal(specs[VS_RES_PCIE_SWITCH].gpus_per_instance, 2);
+  assert_int_equal(specs[VS_RES_PCIE_SWITCH].symmetric, 1);
+  assert_true(specs[VS_RES_NVME].bytes_per_s == topo.nvme_bandwidth);
+  assert_int_equal(specs[VS_RES_NVME].gpus_per_instance, 8); /* per node */
+  assert_true(specs[VS_RES_NIC].bytes_per_s == topo.inter_bandwidth);
+  assert_int_equal(specs[VS_RES_NIC].gpus_per_instance, 1);  /* per GPU */
+  assert_int_equal(specs[VS_RES_NIC].latency_ns,
+                   (uint64_t)llround(topo.inter_latency * 1e9));
+  assert_true(specs[VS_RES_NVLINK].bytes_per_s == topo.intra_bandwidth);
+  /* no topology keys yet: absent */
+  assert_true(specs[VS_RES_HOST_MEMORY].bytes_per_s == 0);
+  assert_true(specs[VS_RES_COPY_ENGINE].bytes_per_s == 0);
+  assert_true(specs[VS_RES_NONE].bytes_per_s == 0);
+  /* one rank per stage: GPUs 0-3 are the stage, GPUs 0 and 1 its switch */
+  vs_resource_table(&topo, lay, false, specs);
+  assert_int_equal(specs[VS_RES_PCIE_SWITCH].symmetric, 2);
+  assert_int_equal(specs[VS_RES_NVME].symmetric, 4);   /* all 4 in node 0 */
+  assert_int_equal(specs[VS_RES_NIC].symmetric, 1);
+  free(lay);
+}
+
+static void test_stage_symmetric_by_order(void **state)
+{
+  (void)state;
+  /* tp 8, dp 2, pp 2 (tp-dp-pp): a stage is 16 consecutive GPUs, so it
+   * fills its switch (2) and its node (8) */
+  assert_int_equal(symmetric_of(8, 2, 2, false, VS_RES_PCIE_SWITCH), 2);
+  assert_int_equal(symmetric_of(8, 2, 2, false, VS_RES_NVME), 8);
+  /* tp 2, pp 2, dp 2 in order tp-pp-dp: stage 0 is GPUs 0, 1, 4, 5; its
+   * switch holds 0 and 1, its node all four */
+  assert_int_equal(symmetric_of(2, 2, 2, true, VS_RES_PCIE_SWITCH), 2);
+  assert_int_equal(symmetric_of(2, 2, 2, true, VS_RES_NVME), 4);
+  /* tp 1, pp 2, dp 2 (tp-pp-dp): stage 0 is GPUs 0 and 2, on different
+   * switches; GPU 1 on its switch is stage 1's */
+  assert_int_equal(symmetric_of(1, 2, 2, true, VS_RES_PCIE_SWITCH), 1);
+  /* tp 1, dp 3, pp 2: stage 0 (GPUs 0-2) has 2 on the switch of GPU 0,
+   * stage 1 (3-5) only GPU 3 on the switch of GPU 3 (shared with GPU 2):
+   * the largest, 2 */
+  assert_int_equal(symmetric_of(1, 3, 2, false, VS_RES_PCIE_SWITCH), 2);
+  /* one GPU: itself */
+  assert_int_equal(symmetric_of(1, 1, 1, false, VS_RES_NVME), 1);
+}
+
+/* ------------------------------------------------------------------------
+ * Processor sharing through an event queue
+ * ------------------------------------------------------------------------ */
+
+/* PCIe at 25 GB/s, no latency, two GPUs per switch, `symmetric` users per
+ * simulated rank. */
+static void pcie_specs(vs_resource_spec specs[VS_RES_N], uint32_t symmetric,
+                       uint64_t latency_ns)
+{
+  memset(specs, 0, VS_RES_N * sizeof *specs);
+  specs[VS_RES_PCIE_SWITCH] =
+      (vs_resource_spec){25e9, latency_ns, 2, symmetric};
+}
+
+/* Pops the next event and hands it to the flow of slot (= its op here). */
+static vs_event pop_into(vs_res_state *st, vs_evq *q, bool *ended)
+{
+  vs_event ev;
+  uint64_t tag;
+  assert_true(vs_evq_pop(q, &ev));
+  assert_int_equal(vs_res_event(st, q, ev.op, ev.t_ns, ended, &tag), 0);
+  if (*ended)
+    assert_int_equal(tag, 100 + ev.op);
+  return ev;
+}
+
+static void test_sharing_staggered(void **state)
+{
+  vs_resource_spec specs[VS_RES_N];
+  vs_res_state st;
+  vs_evq q;
+  vs_event ev;
+  bool ended;
+  /* ops 0 and 1 of GPUs 0 and 1 (one switch), 10 GB each */
+  vs_res_op a = {0, 0, 0, VS_RES_PCIE_SWITCH, 1e10, 0, 100};
+  vs_res_op b = {1, 1, 1, VS_RES_PCIE_SWITCH, 1e10, 0, 101};
+  (void)state;
+  pcie_specs(specs, 1, 0);
+  vs_evq_init(&q);
+  vs_res_init(&st, specs, VS_RES_N, 2);
+  assert_int_equal(vs_res_start(&st, &q, 0, &a, 0), 0);
+  /* alone: 1e10 B / 25 B/ns = 4e8 ns */
+  assert_int_equal(vs_evq_peek(&q)->t_ns, 400000000);
+  /* b joins half-way: a has 5e9 B left, now at 12.5 B/ns: 4e8 ns more */
+  assert_int_equal(vs_res_start(&st, &q, 1, &b, 200000000), 0);
+  ev = pop_into(&st, &q, &ended);
+  assert_true(ended);
+  assert_int_equal(ev.op, 0);
+  assert_int_equal(ev.t_ns, 600000000);
+  /* b moved 4e8 ns x 12.5 = 5e9 B shared, the other 5e9 B alone: 2e8 ns */
+  ev = pop_into(&st, &q, &ended);
+  assert_true(ended);
+  assert_int_equal(ev.op, 1);
+  assert_int_equal(ev.t_ns, 800000000);
+  assert_int_equal(vs_evq_size(&q), 0);
+  assert_int_equal(st.instances[VS_RES_PCIE_SWITCH][0].weight, 0);
+  vs_res_fini(&st);
+  vs_evq_fini(&q);
+}
+
+static void test_latency_and_weight(void **state)
+{
+  vs_resource_spec specs[VS_RES_N];
+  vs_res_state st;
+  vs_evq q;
+  vs_event ev;
+  bool ended;
+  /* 1000 ns of its own, then the 2000 ns latency, then 10 GB */
+  vs_res_op a = {0, 0, 0, VS_RES_PCIE_SWITCH, 1e10, 1000, 100};
+  (void)state;
+  pcie_specs(specs, 2, 2000); /* stands for 2 GPUs on the switch */
+  vs_evq_init(&q);
+  vs_res_init(&st, specs, VS_RES_N, 1);
+  assert_int_equal(vs_res_start(&st, &q, 0, &a, 0), 0);
+  ev = pop_into(&st, &q, &ended);
+  assert_false(ended);                  /* the wait ends, bytes start */
+  assert_int_equal(ev.t_ns, 3000);
+  ev = pop_into(&st, &q, &ended);
+  assert_true(ended);
+  /* 3000 + 1e10 B at 25/2 B/ns */
+  assert_int_equal(ev.t_ns, 3000 + 800000000);
+  vs_res_fini(&st);
+  vs_evq_fini(&q);
+}
+
+static void test_errors(void **state)
+{
+  vs_resource_spec specs[VS_RES_N];
+  vs_res_state st;
+  vs_evq q;
+  bool ended;
+  uint64_t tag;
+  vs_res_op op = {0, 0, 0, VS_RES_NVME, 1e10, 0, 0};
+  (void)state;
+  pcie_specs(specs, 1, 0);
+  vs_evq_init(&q);
+  vs_res_init(&st, specs, VS_RES_N, 1);
+  /* no bandwidth for nvme in this table, none for an unknown kind */
+  assert_false(vs_res_available(&st, VS_RES_NVME));
+  assert_int_equal(vs_res_start(&st, &q, 0, &op, 0), VS_EINPUT);
+  op.kind = VS_RES_N;
+  assert_int_equal(vs_res_start(&st, &q, 0, &op, 0), VS_EINPUT);
+  /* negative or not finite byte counts */
+  op.kind = VS_RES_PCIE_SWITCH;
+  op.bytes = -1;
+  assert_int_equal(vs_res_start(&st, &q, 0, &op, 0), VS_EINPUT);
+  op.bytes = NAN;
+  assert_int_equal(vs_res_start(&st, &q, 0, &op, 0), VS_EINPUT);
+  op.bytes = INFINITY;
+  assert_int_equal(vs_res_start(&st, &q, 0, &op, 0), VS_EINPUT);
+  /* a time past 2^63 ns: 1e30 B at 25 B/ns */
+  op.bytes = 1e30;
+  assert_int_equal(vs_res_start(&st, &q, 0, &op, 0), VS_EINPUT);
+  vs_res_fini(&st);
+  /* an event for an idle slot; a slot out of range */
+  vs_res_init(&st, specs, VS_RES_N, 1);
+  assert_int_equal(vs_res_event(&st, &q, 0, 0, &ended, &tag), VS_EINPUT);
+  op.bytes = 1;
+  assert_int_equal(vs_res_start(&st, &q, 1, &op, 0), VS_EINPUT);
+  /* no table at all */
+  vs_res_fini(&st);
+  vs_res_init(&st, NULL, VS_RES_N, 1);
+  assert_false(vs_res_available(&st, VS_RES_PCIE_SWITCH));
+  vs_res_fini(&st);
+  vs_evq_fini(&q);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_names),
+      cmocka_unit_test(test_table_from_topology),
+      cmocka_unit_test(test_stage_symmetric_by_order),
+      cmocka_unit_test(test_sharing_staggered),
+      cmocka_unit_test(test_latency_and_weight),
+      cmocka_unit_test(test_errors),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
