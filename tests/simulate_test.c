@@ -27,7 +27,8 @@ static const char gpt_deep_eager[] =
 static void simulate(vs_sim *sim, const vs_workload *wl, vs_topology *topo,
                      bool all_ranks)
 {
-  vs_sim_opts opts = {all_ranks, true, true, false};
+  vs_sim_opts opts = {.all_ranks = all_ranks, .record = true,
+                      .check_invariants = true};
   vs_error err;
   vs_error_clear(&err);
   tu_default_topology(topo);
@@ -482,7 +483,7 @@ static void test_absurd_step_is_refused(void **state)
   vs_workload wl;
   vs_topology topo;
   vs_sim sim;
-  vs_sim_opts opts = {false, false, false, false};
+  vs_sim_opts opts = {0};
   vs_error err;
   (void)state;
   load(&wl, gpt_deep_eager, sets, 1, 1);
@@ -505,8 +506,7 @@ static void test_all_ranks_limit(void **state)
   vs_workload wl;
   vs_topology topo;
   vs_sim sim;
-  vs_sim_opts all = {true, false, false, false}, stage = {false, false, false,
-                                                          false};
+  vs_sim_opts all = {.all_ranks = true}, stage = {0};
   vs_error err;
   static const char small[] =
       "[model]\narch = gpt\nlayers = 2\nhidden = 64\nheads = 8\n"

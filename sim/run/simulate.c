@@ -46,7 +46,7 @@ static double peak_flops(const vs_topology *t, int precision)
 static double block_matmul_flops(const vs_block *b)
 {
   double sum = 0;
-  for (int i = 0; i < b->n_ops; i++)
+  for (uint32_t i = 0; i < b->n_ops; i++)
     if (b->ops[i].matmul)
       sum += b->ops[i].fwd_flops;
   return sum;
@@ -102,9 +102,15 @@ static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
  * every forward matmul, embedding and head once, layers `layers` times. */
 static double model_flops_per_microbatch(const vs_model *m)
 {
-  return block_matmul_flops(&m->embed) +
-         (double)m->layers * block_matmul_flops(&m->layer) +
-         block_matmul_flops(&m->head);
+  double sum = block_matmul_flops(vs_model_embed(m));
+  for (uint32_t k = 0; k < m->n_kinds; k++) {
+    uint64_t count = 0;
+    for (uint64_t l = 0; l < m->layers; l++)
+      count += m->inst_kind[l + 1] == k;
+    if (count > 0)
+      sum += (double)count * block_matmul_flops(&m->kinds[k]);
+  }
+  return sum + block_matmul_flops(vs_model_head(m));
 }
 
 static void summarise(vs_sim *sim)
@@ -187,6 +193,20 @@ static int take_programs(vs_sim *sim, size_t n, vs_program_pool *pool,
   return 0;
 }
 
+/* The model (edited by opts->edit_model when given), its recipe and the
+ * layout. */
+static int build_plan(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
+{
+  int rc;
+  if ((rc = vs_model_build(sim->wl, &sim->model, err)) ||
+      (opts->edit_model &&
+       (rc = opts->edit_model(&sim->model, opts->edit_ctx, err))) ||
+      (rc = vs_recipe_build(sim->wl, &sim->model, &sim->recipe, err)))
+    return rc;
+  return vs_layout_build(sim->wl, sim->topo, &sim->model, &sim->recipe,
+                         &sim->layout, err);
+}
+
 int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
                       const vs_topology *topo, const vs_sim_opts *opts,
                       vs_program_pool *pool, vs_error *err)
@@ -198,14 +218,14 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
   memset(sim, 0, sizeof *sim);
   sim->wl = wl;
   sim->topo = topo;
-  if ((rc = vs_model_build(wl, &sim->model, err)) ||
-      (rc = vs_layout_build(wl, topo, &sim->model, &sim->layout, err)))
+  if ((rc = build_plan(sim, opts, err)) ||
+      (rc = take_programs(sim, (size_t)sim->layout.pp, pool, err))) {
+    vs_sim_fini(sim);
     return rc;
-  if ((rc = take_programs(sim, (size_t)sim->layout.pp, pool, err)))
-    return rc;
+  }
   for (size_t s = 0; s < sim->n_programs; s++) {
-    if ((rc = vs_schedule_rebuild(wl, topo, &sim->model, &sim->layout, (int)s,
-                                  &sim->programs[s], err))) {
+    vs_job job = {wl, topo, &sim->model, &sim->recipe, &sim->layout};
+    if ((rc = vs_schedule_rebuild(&job, (int)s, &sim->programs[s], err))) {
       vs_sim_fini(sim);
       return rc;
     }
@@ -235,6 +255,8 @@ void vs_sim_fini(vs_sim *sim)
       vs_program_fini(&sim->programs[s]);
     free(sim->programs);
   }
+  vs_recipe_fini(&sim->recipe);
+  vs_model_fini(&sim->model);
   sim->pool = NULL;
   sim->ranks = NULL;
   sim->programs = NULL;
