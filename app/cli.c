@@ -434,8 +434,8 @@ static int cmd_run(const cli_args *a, FILE *out, FILE *errs)
   vs_topology *topo = malloc(sizeof *topo);
   vs_workload *wl = malloc(sizeof *wl);
   vs_sim sim;
-  vs_sim_opts opts = {a->all_ranks, a->csv_dir || a->trace || a->svg, false,
-                      false};
+  vs_sim_opts opts = {.all_ranks = a->all_ranks,
+                      .record = a->csv_dir || a->trace || a->svg};
   vs_error err;
   int code;
 
@@ -478,6 +478,7 @@ static int cmd_show(const cli_args *a, FILE *out, FILE *errs)
   vs_workload *wl = malloc(sizeof *wl);
   vs_model *m = malloc(sizeof *m);
   vs_layout lay;
+  vs_recipe r = {0};
   vs_error err;
   int code;
 
@@ -486,13 +487,15 @@ static int cmd_show(const cli_args *a, FILE *out, FILE *errs)
     fprintf(errs, "vsim: out of host memory\n");
     code = VS_EXIT_ERROR;
   } else if ((code = load_inputs(a, topo, wl, errs)) == VS_EXIT_OK) {
-    if (vs_model_build(wl, m, &err) ||
-        vs_layout_build(wl, topo, m, &lay, &err)) {
+    if (vs_model_build(wl, m, &err) || vs_recipe_build(wl, m, &r, &err) ||
+        vs_layout_build(wl, topo, m, &r, &lay, &err)) {
       fprintf(errs, "vsim: %s\n", err.msg);
       code = VS_EXIT_ERROR;
     } else {
       vs_report_show(out, wl, topo, m, &lay);
     }
+    vs_recipe_fini(&r);
+    vs_model_fini(m);
   }
   free(topo);
   free(wl);

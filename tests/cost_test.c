@@ -124,6 +124,7 @@ static void test_optimizer_work(void **state)
   vs_cost_work w;
   (void)state;
   memset(&st, 0, sizeof st);
+  st.param_elems = st.trainable_elems = 1000;
   st.params_bytes = 2000;
   st.grads_bytes = 2000;
   st.optimizer_bytes = 12000;
@@ -135,6 +136,21 @@ static void test_optimizer_work(void **state)
   w = vs_cost_optimizer_work(&st, 2);
   tu_assert_close(w.flops, 3000.0, 0);
   tu_assert_close(w.bytes, 7500.0, 0);
+  /* 3/4 of the weights frozen: the step updates the other 250 only (their
+   * 250 x 2 B grads, 250 x 12 B states), 12 x 250 FLOPs; bytes 2 x 3000 +
+   * 500 + 2 x 500 = 7500 */
+  st.params_bytes = 2000;
+  st.trainable_elems = 250;
+  st.grads_bytes = 500;
+  st.optimizer_bytes = 3000;
+  w = vs_cost_optimizer_work(&st, 2);
+  tu_assert_close(w.flops, 3000.0, 0);
+  tu_assert_close(w.bytes, 7500.0, 0);
+  /* a stage without parameters does no work (no division by zero) */
+  memset(&st, 0, sizeof st);
+  w = vs_cost_optimizer_work(&st, 2);
+  tu_assert_close(w.flops, 0.0, 0);
+  tu_assert_close(w.bytes, 0.0, 0);
 }
 
 /* ------------------------------------------------------------------------
@@ -197,11 +213,14 @@ static void test_model_flops_causal(void **state)
                   24.0 * 3.0 * GPT_SMALL_FWD_FLOPS, 1e-15);
   /* eager attention computes all s^2 products, but the model's FLOPs
    * count the causal half all the same */
+  vs_model_fini(&m);
   model_of(gpt_small, eager, 1, &m);
   tu_assert_close(vs_cost_model_flops(&m, 1, 1, 1), 3.0 * GPT_SMALL_FWD_FLOPS, 0);
   /* tying is about parameters, not FLOPs */
+  vs_model_fini(&m);
   model_of(gpt_small, untied, 1, &m);
   tu_assert_close(vs_cost_model_flops(&m, 1, 1, 1), 3.0 * GPT_SMALL_FWD_FLOPS, 0);
+  vs_model_fini(&m);
 }
 
 /* A bidirectional model counts all of s^2: the gpt shape as bert adds the
@@ -219,8 +238,10 @@ static void test_model_flops_bidirectional(void **state)
   model_of(bert_small, NULL, 0, &m);
   assert_false(m.causal);
   tu_assert_close(vs_cost_model_flops(&m, 1, 1, 1), want, 0);
+  vs_model_fini(&m);
   model_of(bert_small, eager, 1, &m);
   tu_assert_close(vs_cost_model_flops(&m, 1, 1, 1), want, 0);
+  vs_model_fini(&m);
 }
 
 static void test_mfu_formula(void **state)
@@ -250,7 +271,7 @@ static void test_mfu_of_a_run(void **state)
     vs_workload wl;
     vs_topology topo;
     vs_sim sim;
-    vs_sim_opts opts = {false, false, false, false};
+    vs_sim_opts opts = {0};
     vs_error err;
     vs_error_clear(&err);
     tu_default_topology(&topo);

@@ -33,12 +33,19 @@ static int build_on(const vs_topology *topo, const char *ini,
 {
   vs_workload wl;
   vs_model m;
+  vs_recipe r;
+  int rc;
   vs_error_clear(err);
   if (tu_load_workload(&wl, ini, sets, n_sets, gpus, err) != 0)
     fail_msg("workload: %s", err->msg);
   if (vs_model_build(&wl, &m, err) != 0)
     fail_msg("model: %s", err->msg);
-  return vs_layout_build(&wl, topo, &m, lay, err);
+  if (vs_recipe_build(&wl, &m, &r, err) != 0)
+    fail_msg("recipe: %s", err->msg);
+  rc = vs_layout_build(&wl, topo, &m, &r, lay, err);
+  vs_recipe_fini(&r);
+  vs_model_fini(&m);
+  return rc;
 }
 
 static void build(const char *ini, const char *const *sets, size_t n_sets,
@@ -229,6 +236,7 @@ static void test_layout_optimizer_sum(void **state)
   const char *sets[] = {"training.optimizer=adafactor"};
   vs_workload wl;
   vs_model m;
+  vs_recipe r;
   vs_layout lay;
   vs_topology topo;
   vs_error err;
@@ -239,13 +247,14 @@ static void test_layout_optimizer_sum(void **state)
   tu_default_topology(&topo);
   assert_int_equal(tu_load_workload(&wl, small_gpt, sets, 1, 1, &err), 0);
   assert_int_equal(vs_model_build(&wl, &m, &err), 0);
-  assert_int_equal(vs_layout_build(&wl, &topo, &m, &lay, &err), 0);
-  blocks[0] = &m.embed;
-  blocks[1] = &m.layer;
-  blocks[2] = &m.head;
+  assert_int_equal(vs_recipe_build(&wl, &m, &r, &err), 0);
+  assert_int_equal(vs_layout_build(&wl, &topo, &m, &r, &lay, &err), 0);
+  blocks[0] = vs_model_embed(&m);
+  blocks[1] = vs_model_layer(&m, 0);
+  blocks[2] = vs_model_head(&m);
   for (int i = 0; i < 3; i++) {
     uint64_t sum = 0, times = i == 1 ? m.layers : 1;
-    for (int k = 0; k < blocks[i]->n_params; k++)
+    for (uint32_t k = 0; k < blocks[i]->n_params; k++)
       sum += vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, true,
                                       blocks[i]->params[k].rows,
                                       blocks[i]->params[k].cols);
@@ -255,6 +264,8 @@ static void test_layout_optimizer_sum(void **state)
   /* Adafactor with master weights: 4 Psi + factored moments < 12 Psi */
   assert_true(lay.optimizer_bytes > 4 * lay.param_elems);
   assert_true(lay.optimizer_bytes < 5 * lay.param_elems);
+  vs_recipe_fini(&r);
+  vs_model_fini(&m);
 }
 
 /* ------------------------------------------------------------------------
@@ -434,6 +445,7 @@ static void test_pipeline_split_and_stage_params(void **state)
     sum += lay.stages[st].param_elems;
   /* whole model + the last stage's copy of the 1024 x 128 word embeddings */
   assert_int_equal(sum, m.params_total + 1024 * 128);
+  vs_model_fini(&m);
   build(pipeline_gpt, listed, 2, 4, &lay);
   assert_int_equal(lay.chunk_layers[1], 4);
   assert_int_equal(lay.stages[3].n_layers, 1);

@@ -23,6 +23,26 @@
  * Helpers
  * ------------------------------------------------------------------------ */
 
+/* Models a test built, released after it (vs_model_fini). */
+#define MAX_BUILT 64
+static vs_model built[MAX_BUILT];
+static size_t n_built;
+
+static int free_models(void **state)
+{
+  (void)state;
+  while (n_built > 0)
+    vs_model_fini(&built[--n_built]);
+  return 0;
+}
+
+static void keep_model(const vs_model *m)
+{
+  if (n_built == MAX_BUILT)
+    fail_msg("more than %d models in one test", MAX_BUILT);
+  built[n_built++] = *m;
+}
+
 static void build_ini(vs_model *m, const char *ini, const char *const *sets,
                       size_t n_sets)
 {
@@ -33,6 +53,7 @@ static void build_ini(vs_model *m, const char *ini, const char *const *sets,
     fail_msg("workload: %s", err.msg);
   if (vs_model_build(&wl, m, &err) != 0)
     fail_msg("model: %s", err.msg);
+  keep_model(m);
 }
 
 /* A GPT layer as Korthikanti's Table 2 assumes it: dropout (0.1 default for
@@ -91,14 +112,14 @@ static void test_gpt_no_parallelism(void **state)
     vs_model m;
     build_gpt(&m, s, b, h, a, 1, false, prec, "eager", "none");
     /* Korthikanti Table 2, no parallelism: sbh(34 + 5as/h) */
-    assert_int_equal(vs_block_saved_bytes(&m.layer, -1, true),
+    assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, true),
                      34 * s * b * h + 5 * a * s * s * b);
     /* everything a layer saves is an activation (no temp in a layer) */
-    assert_int_equal(vs_block_saved_bytes(&m.layer, VS_CAT_ACTIVATIONS, true),
+    assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), VS_CAT_ACTIVATIONS, true),
                      34 * s * b * h + 5 * a * s * s * b);
     /* Korthikanti Sec. 4.1 breakdown: the selective (s^2) part is softmax
      * output 2as^2b + dropout mask as^2b + dropout output 2as^2b = 5as^2b */
-    assert_int_equal(vs_block_saved_bytes(&m.layer, -1, false), 34 * s * b * h);
+    assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, false), 34 * s * b * h);
   }
 }
 
@@ -114,7 +135,7 @@ static void test_gpt_tensor_parallel(void **state)
       build_gpt(&m, s, b, h, a, t, false, "bf16", "eager", "none");
       /* Korthikanti Table 2, tensor parallel:
        * 10sbh + 24sbh/t + 5as^2b/t */
-      assert_int_equal(vs_block_saved_bytes(&m.layer, -1, true),
+      assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, true),
                        10 * s * b * h + exact_div(24 * s * b * h, t) +
                            exact_div(5 * a * s * s * b, t));
     }
@@ -133,7 +154,7 @@ static void test_gpt_sequence_parallel(void **state)
       build_gpt(&m, s, b, h, a, t, true, "fp16", "eager", "none");
       /* Korthikanti Table 2, tensor + sequence parallel:
        * (34sbh + 5as^2b) / t */
-      assert_int_equal(vs_block_saved_bytes(&m.layer, -1, true),
+      assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, true),
                        exact_div(34 * s * b * h + 5 * a * s * s * b, t));
     }
   }
@@ -151,11 +172,11 @@ static void test_gpt_selective_recompute(void **state)
       vs_model m;
       build_gpt(&m, s, b, h, a, t, false, "bf16", "eager", "selective");
       /* Korthikanti Table 2, tp + selective recompute: sbh(10 + 24/t) */
-      assert_int_equal(vs_block_saved_bytes(&m.layer, -1, false),
+      assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, false),
                        10 * s * b * h + exact_div(24 * s * b * h, t));
       build_gpt(&m, s, b, h, a, t, true, "bf16", "eager", "selective");
       /* Korthikanti Table 2, tp + sp + selective recompute: 34sbh/t */
-      assert_int_equal(vs_block_saved_bytes(&m.layer, -1, false),
+      assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, false),
                        exact_div(34 * s * b * h, t));
     }
   }
@@ -171,14 +192,14 @@ static void test_gpt_full_recompute(void **state)
     vs_model m;
     build_gpt(&m, s, b, h, a, 1, false, "bf16", "eager", "full");
     /* Korthikanti Table 2, full recompute: 2sbh (16-bit layer input) */
-    assert_int_equal(m.layer.input_bytes, 2 * s * b * h);
+    assert_int_equal(vs_model_layer(&m, 0)->input_bytes, 2 * s * b * h);
     build_gpt(&m, s, b, h, a, 4, false, "bf16", "eager", "full");
     /* tensor parallelism alone leaves the layer input replicated: 2sbh */
-    assert_int_equal(m.layer.input_bytes, 2 * s * b * h);
+    assert_int_equal(vs_model_layer(&m, 0)->input_bytes, 2 * s * b * h);
     build_gpt(&m, s, b, h, a, 4, true, "bf16", "eager", "full");
     /* with sequence parallelism the layer input lives in a sequence-sharded
      * region (Korthikanti Sec. 4.2.2, Fig. 5), so the checkpoint is 2sbh/t */
-    assert_int_equal(m.layer.input_bytes, exact_div(2 * s * b * h, 4));
+    assert_int_equal(vs_model_layer(&m, 0)->input_bytes, exact_div(2 * s * b * h, 4));
   }
 }
 
@@ -201,13 +222,13 @@ static void test_gpt_flash(void **state)
     vs_model m;
     build_gpt(&m, s, b, h, a, 1, false, "bf16", "flash", "none");
     /* Korthikanti's 34sbh minus nothing, plus the fp32 LSE 4bas */
-    assert_int_equal(vs_block_saved_bytes(&m.layer, -1, true),
+    assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, true),
                      34 * s * b * h + 4 * b * a * s);
     for (size_t j = 0; j < N_TPS; j++) {
       uint64_t t = tps[j];
       build_gpt(&m, s, b, h, a, t, false, "fp16", "flash", "none");
       /* 10sbh + 24sbh/t (Table 2 without the s^2 terms) + 4bas/t */
-      assert_int_equal(vs_block_saved_bytes(&m.layer, -1, true),
+      assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, true),
                        10 * s * b * h + exact_div(24 * s * b * h, t) +
                            exact_div(4 * b * a * s, t));
     }
@@ -216,7 +237,7 @@ static void test_gpt_flash(void **state)
 
 static const vs_op_spec *op_named(const vs_block *blk, const char *name)
 {
-  for (int k = 0; k < blk->n_ops; k++)
+  for (uint32_t k = 0; k < blk->n_ops; k++)
     if (strcmp(blk->ops[k].name, name) == 0)
       return &blk->ops[k];
   fail_msg("no op %s", name);
@@ -246,15 +267,15 @@ static void test_attention_flops(void **state)
       build_gpt(&m, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
                 tps[j], false, "bf16", "flash", "none");
       assert_true(m.causal);
-      op = op_named(&m.layer, "flash_attn");
+      op = op_named(vs_model_layer(&m, 0), "flash_attn");
       tu_assert_close(op->fwd_flops, 0.5 * 4.0 * b * s * s * h / t, 1e-15);
       tu_assert_close(op->bwd_flops, 2.5 * 0.5 * 4.0 * b * s * s * h / t, 1e-15);
       build_gpt(&m, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
                 tps[j], false, "bf16", "eager", "none");
-      op = op_named(&m.layer, "attn_scores");
+      op = op_named(vs_model_layer(&m, 0), "attn_scores");
       tu_assert_close(op->fwd_flops, 2.0 * b * s * s * h / t, 1e-15);
       tu_assert_close(op->bwd_flops, 4.0 * b * s * s * h / t, 1e-15);
-      op = op_named(&m.layer, "attn_context");
+      op = op_named(vs_model_layer(&m, 0), "attn_context");
       tu_assert_close(op->fwd_flops, 2.0 * b * s * s * h / t, 1e-15);
       snprintf(ini, sizeof ini,
                "[model]\narch = gpt\nlayers = 2\nhidden = %llu\n"
@@ -267,7 +288,7 @@ static void test_attention_flops(void **state)
                (unsigned long long)shapes[i][1], (unsigned long long)tps[j]);
       build_ini(&m, ini, bert, 1);
       assert_false(m.causal);
-      op = op_named(&m.layer, "flash_attn");
+      op = op_named(vs_model_layer(&m, 0), "flash_attn");
       tu_assert_close(op->fwd_flops, 4.0 * b * s * s * h / t, 1e-15);
       tu_assert_close(op->bwd_flops, 2.5 * 4.0 * b * s * s * h / t, 1e-15);
     }
@@ -301,7 +322,7 @@ static void test_llama_attention_causal(void **state)
   (void)state;
   build_llama(&m, 2048, 1, 4096, 32, 8, 11008, 1);
   assert_true(m.causal);
-  tu_assert_close(op_named(&m.layer, "flash_attn")->fwd_flops,
+  tu_assert_close(op_named(vs_model_layer(&m, 0), "flash_attn")->fwd_flops,
                   2.0 * 2048.0 * 2048.0 * 4096.0, 1e-15);
 }
 
@@ -341,9 +362,9 @@ static void test_llama_gqa_swiglu(void **state)
                + exact_div(2 * s * b * f, t)        /* gate */
                + exact_div(4 * s * b * f, t)        /* SiLU(gate), up */
                + exact_div(2 * s * b * f, t);       /* down input */
-      assert_int_equal(vs_block_saved_bytes(&m.layer, -1, true), expect);
+      assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, true), expect);
       /* flash + no dropout: nothing is selective (no s^2 tensors) */
-      assert_int_equal(vs_block_saved_bytes(&m.layer, -1, false), expect);
+      assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, false), expect);
     }
   }
 }
@@ -376,7 +397,7 @@ static void test_llama_eager_gqa_expands_kv(void **state)
              + exact_div(2 * s * b * h, t)              /* out-proj input */
              + 2 * s * b * h                            /* MLP input */
              + exact_div(8 * s * b * f, t);             /* SwiGLU tensors */
-    assert_int_equal(vs_block_saved_bytes(&m.layer, -1, true), expect);
+    assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, true), expect);
     (void)k;
   }
 }
@@ -395,8 +416,9 @@ static const char gpt3_175b[] =
 
 static uint64_t rank_params(const vs_model *m)
 {
-  return m->embed.param_elems + m->layers * m->layer.param_elems +
-         m->head.param_elems;
+  return vs_model_embed(m)->param_elems +
+         m->layers * vs_model_layer(m, 0)->param_elems +
+         vs_model_head(m)->param_elems;
 }
 
 /* Llama-2-7B: 32 layers x (4h^2 attention + 3hf SwiGLU + 2h RMSNorm) +
@@ -414,7 +436,7 @@ static void test_llama2_7b_params(void **state)
   assert_int_equal(vs_model_param_count(&m),
                    32 * (4 * h * h + 3 * h * f + 2 * h) + 2 * v * h + h);
   /* one layer: 4h^2 + 3hf + 2h */
-  assert_int_equal(m.layer.param_elems, 4 * h * h + 3 * h * f + 2 * h);
+  assert_int_equal(vs_model_layer(&m, 0)->param_elems, 4 * h * h + 3 * h * f + 2 * h);
   /* at tp = 1 the per-rank tensors add up to the whole model */
   assert_int_equal(rank_params(&m), 6738415616ull);
 }
@@ -433,7 +455,7 @@ static void test_gpt3_175b_params(void **state)
   assert_int_equal(vs_model_param_count(&m), 174604259328ull);
   assert_int_equal(rank_params(&m), 174604259328ull);
   /* one layer: 12h^2 + 13h */
-  assert_int_equal(m.layer.param_elems, 12 * h * h + 13 * h);
+  assert_int_equal(vs_model_layer(&m, 0)->param_elems, 12 * h * h + 13 * h);
 }
 
 /* Megatron tensor parallelism shards QKV and MLP-up by columns (weights and
@@ -454,12 +476,12 @@ static void test_params_shrink_with_tp(void **state)
     sets[0] = tp;
     build_ini(&m, gpt3_175b, sets, 1);
     /* Megatron column/row split: (12h^2 + 7h)/t sharded + 6h replicated */
-    assert_int_equal(m.layer.param_elems,
+    assert_int_equal(vs_model_layer(&m, 0)->param_elems,
                      exact_div(12 * h * h + 7 * h, t) + 6 * h);
     /* the sharded matrices: QKV h x 3h/t, MLP-up h x f/t, out-proj and
      * MLP-down (h/t, f/t) x h */
-    for (int i = 0; i < m.layer.n_params; i++) {
-      const vs_param_tensor *p = &m.layer.params[i];
+    for (uint32_t i = 0; i < vs_model_layer(&m, 0)->n_params; i++) {
+      const vs_param_tensor *p = &vs_model_layer(&m, 0)->params[i];
       if (strcmp(p->name, "qkv.weight") == 0)
         assert_int_equal(p->rows * p->cols, exact_div(3 * h * h, t));
       else if (strcmp(p->name, "mlp_up.weight") == 0 ||
@@ -471,7 +493,7 @@ static void test_params_shrink_with_tp(void **state)
     /* vocab padded to a multiple of t (Megatron's divisibility rule) */
     assert_int_equal(m.vocab_padded, vpad);
     /* embed: word embeddings Vpad/t x h + learned positions s x h */
-    assert_int_equal(m.embed.param_elems, vpad / t * h + 2048 * h);
+    assert_int_equal(vs_model_embed(&m)->param_elems, vpad / t * h + 2048 * h);
     /* the whole-model count uses the real vocabulary, whatever t is */
     assert_int_equal(vs_model_param_count(&m), 174604259328ull);
   }
@@ -485,7 +507,7 @@ static void test_params_shrink_with_tp(void **state)
     sets[1] = "model.kv_heads=8";
     build_ini(&m, llama2_7b, sets, 2);
     /* GQA: Q h x h, K and V h x kd; out h x h; gate, up, down h x f */
-    assert_int_equal(m.layer.param_elems,
+    assert_int_equal(vs_model_layer(&m, 0)->param_elems,
                      exact_div(2 * lh * lh + 2 * lh * k * d + 3 * lh * lf, t) +
                          2 * lh);
   }
@@ -535,28 +557,28 @@ static void test_head_loss_buffers(void **state)
     build_gpt(&m, s, b, h, 16, t, false, "bf16", "eager", "none");
     v = m.vocab_padded / t;
     /* 2 bytes logits + 4 bytes fp32 log-softmax per (token, vocab entry) */
-    assert_int_equal(vs_block_saved_bytes(&m.head, VS_CAT_TEMP, true),
+    assert_int_equal(vs_block_saved_bytes(vs_model_head(&m), VS_CAT_TEMP, true),
                      6 * s * b * v);
     /* final norm input + lm_head input, 2sbh each */
-    assert_int_equal(vs_block_saved_bytes(&m.head, VS_CAT_ACTIVATIONS, true),
+    assert_int_equal(vs_block_saved_bytes(vs_model_head(&m), VS_CAT_ACTIVATIONS, true),
                      4 * s * b * h);
-    for (int i = 0; i < m.head.n_ops; i++) {
-      if (strcmp(m.head.ops[i].name, "cross_entropy") == 0)
-        ce = &m.head.ops[i];
-      if (strcmp(m.head.ops[i].name, "lm_head") == 0)
-        lm = &m.head.ops[i];
+    for (uint32_t i = 0; i < vs_model_head(&m)->n_ops; i++) {
+      if (strcmp(vs_model_head(&m)->ops[i].name, "cross_entropy") == 0)
+        ce = &vs_model_head(&m)->ops[i];
+      if (strcmp(vs_model_head(&m)->ops[i].name, "lm_head") == 0)
+        lm = &vs_model_head(&m)->ops[i];
     }
     assert_non_null(ce);
     assert_non_null(lm);
     /* fp32 log-softmax: 4 bytes x s*b*V/t, a loss buffer (temp) */
     assert_int_equal(ce->n_saved, 1);
-    assert_int_equal(ce->saved[0].category, VS_CAT_TEMP);
-    assert_int_equal(ce->saved[0].bytes, 4 * s * b * v);
+    assert_int_equal(vs_model_head(&m)->saved[ce->first_saved].category, VS_CAT_TEMP);
+    assert_int_equal(vs_model_head(&m)->saved[ce->first_saved].bytes, 4 * s * b * v);
     /* logits: 2 bytes x s*b*V/t, temp; lm_head's input stays an activation */
     assert_int_equal(lm->n_saved, 2);
-    assert_int_equal(lm->saved[1].category, VS_CAT_TEMP);
-    assert_int_equal(lm->saved[1].bytes, 2 * s * b * v);
-    assert_int_equal(lm->saved[0].category, VS_CAT_ACTIVATIONS);
+    assert_int_equal(vs_model_head(&m)->saved[lm->first_saved + 1].category, VS_CAT_TEMP);
+    assert_int_equal(vs_model_head(&m)->saved[lm->first_saved + 1].bytes, 2 * s * b * v);
+    assert_int_equal(vs_model_head(&m)->saved[lm->first_saved].category, VS_CAT_ACTIVATIONS);
   }
 }
 
@@ -585,22 +607,22 @@ static void test_size_guard_follows_attention(void **state)
 int main(void)
 {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_size_guard_follows_attention),
-      cmocka_unit_test(test_gpt_no_parallelism),
-      cmocka_unit_test(test_gpt_tensor_parallel),
-      cmocka_unit_test(test_gpt_sequence_parallel),
-      cmocka_unit_test(test_gpt_selective_recompute),
-      cmocka_unit_test(test_gpt_full_recompute),
-      cmocka_unit_test(test_gpt_flash),
-      cmocka_unit_test(test_attention_flops),
-      cmocka_unit_test(test_llama_gqa_swiglu),
-      cmocka_unit_test(test_llama_attention_causal),
-      cmocka_unit_test(test_llama_eager_gqa_expands_kv),
-      cmocka_unit_test(test_llama2_7b_params),
-      cmocka_unit_test(test_gpt3_175b_params),
-      cmocka_unit_test(test_params_shrink_with_tp),
-      cmocka_unit_test(test_param_count_matches_tensors),
-      cmocka_unit_test(test_head_loss_buffers),
+      cmocka_unit_test_teardown(test_size_guard_follows_attention, free_models),
+      cmocka_unit_test_teardown(test_gpt_no_parallelism, free_models),
+      cmocka_unit_test_teardown(test_gpt_tensor_parallel, free_models),
+      cmocka_unit_test_teardown(test_gpt_sequence_parallel, free_models),
+      cmocka_unit_test_teardown(test_gpt_selective_recompute, free_models),
+      cmocka_unit_test_teardown(test_gpt_full_recompute, free_models),
+      cmocka_unit_test_teardown(test_gpt_flash, free_models),
+      cmocka_unit_test_teardown(test_attention_flops, free_models),
+      cmocka_unit_test_teardown(test_llama_gqa_swiglu, free_models),
+      cmocka_unit_test_teardown(test_llama_attention_causal, free_models),
+      cmocka_unit_test_teardown(test_llama_eager_gqa_expands_kv, free_models),
+      cmocka_unit_test_teardown(test_llama2_7b_params, free_models),
+      cmocka_unit_test_teardown(test_gpt3_175b_params, free_models),
+      cmocka_unit_test_teardown(test_params_shrink_with_tp, free_models),
+      cmocka_unit_test_teardown(test_param_count_matches_tensors, free_models),
+      cmocka_unit_test_teardown(test_head_loss_buffers, free_models),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

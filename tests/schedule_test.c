@@ -46,6 +46,7 @@ typedef struct built {
   vs_workload wl;
   vs_topology topo;
   vs_model m;
+  vs_recipe r;
   vs_layout lay;
   vs_program p;
 } built;
@@ -60,15 +61,23 @@ static built *build(const char *const *sets, size_t n_sets, uint64_t gpus)
     fail_msg("workload: %s", err.msg);
   tu_default_topology(&b->topo);
   if (vs_model_build(&b->wl, &b->m, &err) ||
-      vs_layout_build(&b->wl, &b->topo, &b->m, &b->lay, &err) ||
-      vs_schedule_build(&b->wl, &b->topo, &b->m, &b->lay, 0, &b->p, &err))
+      vs_recipe_build(&b->wl, &b->m, &b->r, &err) ||
+      vs_layout_build(&b->wl, &b->topo, &b->m, &b->r, &b->lay, &err))
     fail_msg("build: %s", err.msg);
+  {
+    vs_job job = {.wl = &b->wl, .topo = &b->topo, .model = &b->m,
+                  .recipe = &b->r, .layout = &b->lay};
+    if (vs_schedule_build(&job, 0, &b->p, &err))
+      fail_msg("schedule: %s", err.msg);
+  }
   return b;
 }
 
 static void destroy(built *b)
 {
   vs_program_fini(&b->p);
+  vs_recipe_fini(&b->r);
+  vs_model_fini(&b->m);
   free(b);
 }
 
@@ -621,8 +630,8 @@ static void test_full_checkpointing_recomputes_each_layer(void **state)
     /* it re-runs the layer's forward: same FLOPs as the forward ops */
     {
       double fwd = 0;
-      for (int k = 0; k < b->m.layer.n_ops; k++)
-        fwd += b->m.layer.ops[k].fwd_flops;
+      for (uint32_t k = 0; k < vs_model_layer(&b->m, 0)->n_ops; k++)
+        fwd += vs_model_layer(&b->m, 0)->ops[k].fwd_flops;
       assert_true(op->flops == fwd);
     }
     /* and precedes the layer's backward on the compute stream */
@@ -650,8 +659,8 @@ static void test_selective_eager_recomputes_attention(void **state)
   /* It re-creates exactly the tensors selective checkpointing dropped (the
    * s^2 softmax output, dropout mask and dropped-out probabilities), as one
    * temp buffer. */
-  dropped = vs_block_saved_bytes(&b->m.layer, -1, true) -
-            vs_block_saved_bytes(&b->m.layer, -1, false);
+  dropped = vs_block_saved_bytes(vs_model_layer(&b->m, 0), -1, true) -
+            vs_block_saved_bytes(vs_model_layer(&b->m, 0), -1, false);
   /* a=4 heads, s=128, b=1: softmax 2*a*s^2 + mask a*s^2 + probs 2*a*s^2
    * = 5 * 4 * 16384 = 327680 B (Korthikanti's 5as^2b term) */
   assert_int_equal(dropped, 327680);
@@ -862,9 +871,9 @@ static void test_op_durations_follow_roofline(void **state)
     if (op->phase == VS_PHASE_FWD && op->layer == 0) {
       const vs_op_spec *spec = NULL;
       double t;
-      for (int k = 0; k < b->m.layer.n_ops; k++)
-        if (strcmp(b->m.layer.ops[k].name, op->name) == 0)
-          spec = &b->m.layer.ops[k];
+      for (uint32_t k = 0; k < vs_model_layer(&b->m, 0)->n_ops; k++)
+        if (strcmp(vs_model_layer(&b->m, 0)->ops[k].name, op->name) == 0)
+          spec = &vs_model_layer(&b->m, 0)->ops[k];
       assert_non_null(spec);
       t = vs_cost_roofline_seconds(&b->topo, VS_PREC_BF16, spec->matmul,
                               spec->fwd_flops, spec->fwd_bytes, NULL);

@@ -27,7 +27,8 @@ static const char gpt_deep_eager[] =
 static void simulate(vs_sim *sim, const vs_workload *wl, vs_topology *topo,
                      bool all_ranks)
 {
-  vs_sim_opts opts = {all_ranks, true, true, false};
+  vs_sim_opts opts = {.all_ranks = all_ranks, .record = true,
+                      .check_invariants = true};
   vs_error err;
   vs_error_clear(&err);
   tu_default_topology(topo);
@@ -363,7 +364,7 @@ static void in_flight_layers(const char *const *sets, size_t n_sets,
   double per_layer;
   load(&wl, pipeline_gpt, sets, n_sets, pp);
   simulate(&sim, &wl, &topo, false);
-  per_layer = (double)vs_block_saved_bytes(&sim.model.layer,
+  per_layer = (double)vs_block_saved_bytes(vs_model_layer(&sim.model, 0),
                                            VS_CAT_ACTIVATIONS, true);
   assert_int_equal(sim.n_ranks, pp);
   for (uint64_t s = 0; s < pp; s++)
@@ -448,6 +449,7 @@ static void test_megatron_bytes_per_param_gpt3_175b(void **state)
   vs_workload wl;
   vs_topology topo;
   vs_model m;
+  vs_recipe r;
   vs_layout lay;
   vs_error err;
   double psi;
@@ -456,7 +458,10 @@ static void test_megatron_bytes_per_param_gpt3_175b(void **state)
   tu_default_topology(&topo);
   load(&wl, gpt3, NULL, 0, 256); /* dp = 256 / 64 = 4 */
   assert_int_equal(vs_model_build(&wl, &m, &err), 0);
-  assert_int_equal(vs_layout_build(&wl, &topo, &m, &lay, &err), 0);
+  assert_int_equal(vs_recipe_build(&wl, &m, &r, &err), 0);
+  assert_int_equal(vs_layout_build(&wl, &topo, &m, &r, &lay, &err), 0);
+  vs_recipe_fini(&r);
+  vs_model_fini(&m);
   psi = (double)lay.param_elems;
   /* the most loaded stage is the first or the last (embeddings) */
   assert_true(lay.param_elems == lay.stages[0].param_elems ||
@@ -464,7 +469,10 @@ static void test_megatron_bytes_per_param_gpt3_175b(void **state)
   assert_true((double)vs_layout_model_states(&lay) == 18.0 * psi);
   load(&wl, gpt3, zero1, 1, 256);
   assert_int_equal(vs_model_build(&wl, &m, &err), 0);
-  assert_int_equal(vs_layout_build(&wl, &topo, &m, &lay, &err), 0);
+  assert_int_equal(vs_recipe_build(&wl, &m, &r, &err), 0);
+  assert_int_equal(vs_layout_build(&wl, &topo, &m, &r, &lay, &err), 0);
+  vs_recipe_fini(&r);
+  vs_model_fini(&m);
   assert_true(fabs((double)vs_layout_model_states(&lay) - (6.0 + 12.0 / 4) * psi) <
               16.0 * 4); /* shard padding: < 1 element per rank */
 }
@@ -482,7 +490,7 @@ static void test_absurd_step_is_refused(void **state)
   vs_workload wl;
   vs_topology topo;
   vs_sim sim;
-  vs_sim_opts opts = {false, false, false, false};
+  vs_sim_opts opts = {0};
   vs_error err;
   (void)state;
   load(&wl, gpt_deep_eager, sets, 1, 1);
@@ -505,8 +513,7 @@ static void test_all_ranks_limit(void **state)
   vs_workload wl;
   vs_topology topo;
   vs_sim sim;
-  vs_sim_opts all = {true, false, false, false}, stage = {false, false, false,
-                                                          false};
+  vs_sim_opts all = {.all_ranks = true}, stage = {0};
   vs_error err;
   static const char small[] =
       "[model]\narch = gpt\nlayers = 2\nhidden = 64\nheads = 8\n"

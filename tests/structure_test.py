@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The architecture, checked (docs/ARCHITECTURE.md):
 - layering: a file under sim/<layer>/ or app/ includes only headers of its
-  own layer or of a lower one (base < input < model < parallel < cost <
-  program < engine < run < app); calibrate/ sits above run;
+  own layer or of a lower one (base < input < model < recipe < parallel <
+  cost < program < engine < run < app); calibrate/ sits above run;
 - no include cycles between modules (a module is a .c/.h pair);
 - no function longer than 80 lines in sim/, app/ and calibrate/.
 Prints one line per violation and '<n> passed, <m> failed'; exit 1 on any."""
@@ -11,7 +11,7 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LAYERS = ["base", "input", "model", "parallel", "cost", "program", "engine",
+LAYERS = ["base", "input", "model", "recipe", "parallel", "cost", "program", "engine",
           "run", "app", "calibrate"]
 MAX_FUNCTION_LINES = 80
 

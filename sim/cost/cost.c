@@ -59,11 +59,16 @@ vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st,
                                     uint64_t param_elem_bytes)
 {
   vs_cost_work w;
-  double elems = (double)st->params_bytes / (double)param_elem_bytes;
+  /* the optimizer updates only the trainable share of the parameters */
+  double share = st->param_elems > 0 ? (double)st->trainable_elems /
+                                           (double)st->param_elems
+                                     : 0.0;
+  double elems = (double)st->params_bytes / (double)param_elem_bytes * share;
   w.flops = OPTIMIZER_FLOPS_PER_ELEM * elems;
-  /* states read and written, gradients read, weights read and written */
+  /* states read and written, gradients read, trainable weights read and
+   * written (states and gradients exist for trainable ones only) */
   w.bytes = 2.0 * (double)st->optimizer_bytes + (double)st->grads_bytes +
-            2.0 * (double)st->params_bytes;
+            2.0 * (double)st->params_bytes * share;
   return w;
 }
 
@@ -135,7 +140,7 @@ double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
 static double block_matmul_flops(const vs_block *b, bool causal)
 {
   double sum = 0;
-  for (int i = 0; i < b->n_ops; i++) {
+  for (uint32_t i = 0; i < b->n_ops; i++) {
     const vs_op_spec *op = &b->ops[i];
     if (op->matmul)
       sum += op->fwd_flops *
@@ -147,10 +152,14 @@ static double block_matmul_flops(const vs_block *b, bool causal)
 double vs_cost_model_flops(const vs_model *m, uint64_t tp, uint64_t dp,
                            uint64_t microbatches)
 {
-  double per_microbatch =
-      block_matmul_flops(&m->embed, m->causal) +
-      (double)m->layers * block_matmul_flops(&m->layer, m->causal) +
-      block_matmul_flops(&m->head, m->causal);
+  double per_microbatch = 0;
+  for (uint32_t k = 0; k < m->n_kinds; k++) {
+    uint64_t count = 0;
+    for (uint64_t i = 0; i < m->layers + 2; i++)
+      count += m->inst_kind[i] == k;
+    if (count > 0)
+      per_microbatch += (double)count * block_matmul_flops(&m->kinds[k], m->causal);
+  }
   /* forward + backward = 3 x forward; tp ranks make a replica, dp replicas
    * and `microbatches` micro-batches make the step */
   return 3.0 * per_microbatch * (double)tp * (double)dp * (double)microbatches;

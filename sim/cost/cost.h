@@ -45,8 +45,9 @@ double vs_cost_roofline_seconds(const vs_topology *topo, int precision,
                                 vs_cal_seen *seen);
 
 /* Work of one optimizer step over a stage's resident model states (st),
- * param_elem_bytes per weight: 12 FLOPs per parameter element; bytes read
- * and written: optimizer states twice, gradients once, weights twice. */
+ * param_elem_bytes per weight: 12 FLOPs per trainable parameter element; bytes read
+ * and written: optimizer states twice, gradients once, trainable weights
+ * twice. A stage with no parameters (param_elems 0) does no work. */
 vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st,
                                     uint64_t param_elem_bytes);
 

@@ -7,9 +7,11 @@
  * norms, dropouts and the inputs of the column-parallel matmuls by sequence. */
 #include "model.h"
 
+#include "grow.h"
 #include "units.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Shapes of one rank's work for one micro-batch. */
@@ -20,6 +22,9 @@ typedef struct dims {
   uint64_t tok_rep;  /* tokens in the tp-replicated region: s*b, or s*b/t with sp */
   uint64_t e;        /* bytes per activation element */
   uint64_t em;       /* bytes per saved matmul input (1 under fp8) */
+  uint8_t act_dtype; /* vs_dtype of activations */
+  uint8_t em_dtype;  /* vs_dtype of saved matmul inputs */
+  uint8_t param_dtype; /* vs_dtype of the GPU's weights */
   bool dropout;      /* dropout ops exist */
   bool sp;           /* sequence parallel */
   bool eager;        /* attention materialises the scores */
@@ -30,32 +35,62 @@ typedef struct dims {
  * Building blocks
  * ------------------------------------------------------------------------ */
 
+/* Makes room for one more item in a block array; VS_EINPUT past
+ * VS_BLOCK_ITEMS_MAX, VS_ENOMEM without host memory. */
+static int room(void **arr, uint32_t *cap, uint32_t n, size_t elem,
+                const char *what, vs_error *err)
+{
+  size_t c = *cap;
+  if (n >= VS_BLOCK_ITEMS_MAX)
+    return vs_error_set(err, VS_EINPUT,
+                        "model builder: more than %d %s in one block",
+                        VS_BLOCK_ITEMS_MAX, what);
+  if (!vs_grow(arr, &c, (size_t)n + 1, elem))
+    return vs_error_set(err, VS_ENOMEM, "out of host memory building the model");
+  *cap = (uint32_t)(c > VS_BLOCK_ITEMS_MAX ? VS_BLOCK_ITEMS_MAX : c);
+  return 0;
+}
+
+/* Appends an op; the tensors it saves and the parameters added after it
+ * (until the next op) are its own. */
 static vs_op_spec *add_op(vs_block *blk, const char *name, vs_error *err)
 {
   vs_op_spec *op;
-  if (blk->n_ops == VS_BLOCK_OPS_MAX) {
-    vs_error_set(err, VS_EINPUT, "model builder: too many ops in one block");
+  if (room((void **)&blk->ops, &blk->cap_ops, blk->n_ops, sizeof *blk->ops,
+           "ops", err))
     return NULL;
-  }
   op = &blk->ops[blk->n_ops++];
   memset(op, 0, sizeof *op);
   snprintf(op->name, sizeof op->name, "%s", name);
+  op->first_saved = blk->n_saved;
+  op->first_param = blk->n_params;
   return op;
 }
 
-static void save(vs_op_spec *op, uint64_t bytes, int category, bool selective)
+/* op (the newest op of blk) keeps a tensor of `bytes` for its backward. */
+static int save(vs_block *blk, vs_op_spec *op, uint64_t bytes, int dtype,
+                int category, bool selective, vs_error *err)
 {
-  if (bytes == 0 || op->n_saved == VS_SAVED_MAX)
-    return;
-  op->saved[op->n_saved].bytes = bytes;
-  op->saved[op->n_saved].category = category;
-  op->saved[op->n_saved].selective = selective;
+  vs_saved *sv;
+  if (bytes == 0)
+    return 0;
+  if (room((void **)&blk->saved, &blk->cap_saved, blk->n_saved,
+           sizeof *blk->saved, "saved tensors", err))
+    return VS_EINPUT;
+  sv = &blk->saved[blk->n_saved++];
+  sv->bytes = bytes;
+  sv->dtype = (uint8_t)dtype;
+  sv->category = (uint8_t)category;
+  sv->selective = selective;
   op->n_saved++;
+  return 0;
 }
 
-static void save_act(vs_op_spec *op, uint64_t bytes)
+/* An activation in the compute dtype (or dtype). */
+static int save_act(vs_block *blk, vs_op_spec *op, uint64_t bytes, int dtype,
+                    vs_error *err)
 {
-  save(op, bytes, VS_CAT_ACTIVATIONS, false);
+  return save(blk, op, bytes, dtype, VS_CAT_ACTIVATIONS, false, err);
 }
 
 /* [m x k] @ [k x n] at e bytes per element: 2mkn FLOPs forward and twice
@@ -69,6 +104,10 @@ static void as_matmul(vs_op_spec *op, uint64_t m, uint64_t k, uint64_t n,
   op->fwd_bytes = (double)e * ((double)m * (double)k + (double)k * (double)n +
                                (double)m * (double)n);
   op->bwd_bytes = 2.0 * op->fwd_bytes;
+  /* of which the weight gradient X^T dY: 2mkn FLOPs, reading X and dY and
+   * writing dW (as many bytes as forward) */
+  op->wgrad_flops = op->fwd_flops;
+  op->wgrad_bytes = op->fwd_bytes;
   op->bwd_temp_bytes = e * m * k; /* gradient of the input */
 }
 
@@ -84,28 +123,37 @@ static void as_elementwise(vs_op_spec *op, uint64_t elems, uint64_t e,
   op->bwd_temp_bytes = e * elems;
 }
 
-static void comm(vs_tp_comm *c, const dims *d, int kind, uint64_t bytes)
+/* A tensor-parallel collective (Megatron's f and g operators; with
+ * sequence parallelism all-gather and reduce-scatter replace them). */
+static void comm(vs_comm *c, const dims *d, int kind, uint64_t bytes)
 {
   if (d->t > 1) {
-    c->kind = kind;
+    c->kind = (uint8_t)kind;
+    c->group = VS_GROUP_TP;
     c->bytes = bytes;
   }
 }
 
-static int param(vs_block *blk, const char *name, uint64_t rows, uint64_t cols,
-                 vs_error *err)
+static int param(vs_block *blk, const dims *d, const char *name, uint64_t rows,
+                 uint64_t cols, vs_error *err)
 {
   vs_param_tensor *p;
   if (rows == 0 || cols == 0)
     return 0;
-  if (blk->n_params == VS_BLOCK_PARAMS_MAX)
-    return vs_error_set(err, VS_EINPUT,
-                        "model builder: too many parameter tensors in a block");
+  if (room((void **)&blk->params, &blk->cap_params, blk->n_params,
+           sizeof *blk->params, "parameter tensors", err))
+    return VS_EINPUT;
   p = &blk->params[blk->n_params++];
+  memset(p, 0, sizeof *p);
   snprintf(p->name, sizeof p->name, "%s", name);
   p->rows = rows;
   p->cols = cols;
+  p->dtype = d->param_dtype;
+  p->trainable = true;
+  p->shard_group = VS_GROUP_DP;
   blk->param_elems += rows * cols;
+  if (blk->n_ops > 0) /* the newest op computes its gradient */
+    blk->ops[blk->n_ops - 1].n_params++;
   return 0;
 }
 
@@ -119,12 +167,13 @@ static int norm(vs_block *blk, const dims *d, const char *name, bool bias,
   if (!op)
     return VS_EINPUT;
   as_elementwise(op, d->tok_rep * d->h, d->e, 8.0);
-  save_act(op, d->e * d->tok_rep * d->h);
+  if (save_act(blk, op, d->e * d->tok_rep * d->h, d->act_dtype, err))
+    return VS_EINPUT;
   snprintf(pname, sizeof pname, "%s.weight", name);
-  if (param(blk, pname, 1, d->h, err))
+  if (param(blk, d, pname, 1, d->h, err))
     return VS_EINPUT;
   snprintf(pname, sizeof pname, "%s.bias", name);
-  return bias ? param(blk, pname, 1, d->h, err) : 0;
+  return bias ? param(blk, d, pname, 1, d->h, err) : 0;
 }
 
 /* Dropout over n elements: its 1-byte mask is saved; the output too when a
@@ -139,7 +188,8 @@ static int dropout(vs_block *blk, const dims *d, const char *name, uint64_t n,
     return VS_EINPUT;
   as_elementwise(op, n, d->e, 2.0);
   op->attn_core = selective;
-  save(op, n, VS_CAT_ACTIVATIONS, selective);
+  if (save(blk, op, n, VS_DTYPE_BOOL, VS_CAT_ACTIVATIONS, selective, err))
+    return VS_EINPUT;
   return 0;
 }
 
@@ -153,7 +203,8 @@ static vs_op_spec *column_parallel(vs_block *blk, const dims *d,
   if (!op)
     return NULL;
   as_matmul(op, d->tokens, d->h, out_cols, d->e);
-  save_act(op, d->em * d->tok_rep * d->h);
+  if (save_act(blk, op, d->em * d->tok_rep * d->h, d->em_dtype, err))
+    return NULL;
   if (d->sp) {
     comm(&op->fwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
     comm(&op->bwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
@@ -174,7 +225,8 @@ static vs_op_spec *row_parallel(vs_block *blk, const dims *d, const char *name,
   if (!op)
     return NULL;
   as_matmul(op, d->tokens, in_cols, d->h, d->e);
-  save_act(op, d->em * d->tokens * in_cols);
+  if (save_act(blk, op, d->em * d->tokens * in_cols, d->em_dtype, err))
+    return NULL;
   if (d->sp) {
     comm(&op->fwd_after, d, VS_COLL_REDUCE_SCATTER, d->e * d->tokens * d->h);
     comm(&op->bwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
@@ -220,13 +272,15 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
                                    (double)scores));
   op->fwd_temp_bytes = d->e * scores; /* raw scores until the softmax */
   op->bwd_temp_bytes = d->e * d->tokens * d->d * (heads + kv);
-  save_act(op, d->e * d->tokens * d->d * (heads + kv)); /* Q and K */
+  if (save_act(blk, op, d->e * d->tokens * d->d * (heads + kv), d->act_dtype, err))
+    return VS_EINPUT; /* Q and K */
 
   if (!(op = add_op(blk, "softmax", err)))
     return VS_EINPUT;
   as_elementwise(op, scores, d->e, 5.0);
   op->attn_core = true;
-  save(op, d->e * scores, VS_CAT_ACTIVATIONS, true);
+  if (save(blk, op, d->e * scores, d->act_dtype, VS_CAT_ACTIVATIONS, true, err))
+    return VS_EINPUT;
 
   if (dropout(blk, d, "attn_dropout", scores, true, err))
     return VS_EINPUT;
@@ -237,10 +291,12 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
                    (double)d->e * ((double)scores +
                                    2.0 * (double)(d->tokens * d->d * heads)));
   op->bwd_temp_bytes = d->e * scores;
-  save_act(op, d->e * d->tokens * d->d * kv); /* V */
+  if (save_act(blk, op, d->e * d->tokens * d->d * kv, d->act_dtype, err))
+    return VS_EINPUT; /* V */
   if (d->dropout) /* the dropped-out probs; without dropout they are the
                      softmax output, already saved */
-    save(op, d->e * scores, VS_CAT_ACTIVATIONS, true);
+    if (save(blk, op, d->e * scores, d->act_dtype, VS_CAT_ACTIVATIONS, true, err))
+      return VS_EINPUT;
   return 0;
 }
 
@@ -269,8 +325,10 @@ static int attention_flash(vs_block *blk, const dims *d, vs_error *err)
   op->fwd_bytes = (double)d->e * (double)(d->tokens * d->d * (2 * heads + 2 * kv));
   op->bwd_bytes = 2.0 * op->fwd_bytes;
   op->bwd_temp_bytes = d->e * d->tokens * d->d * (heads + 2 * kv);
-  save_act(op, d->e * d->tokens * d->d * (heads + 2 * kv)); /* Q, K, V */
-  save_act(op, 4 * d->b * heads * d->s);                     /* LSE fp32 */
+  if (save_act(blk, op, d->e * d->tokens * d->d * (heads + 2 * kv), d->act_dtype, err))
+    return VS_EINPUT; /* Q, K, V */
+  if (save_act(blk, op, 4 * d->b * heads * d->s, VS_DTYPE_FP32, err))
+    return VS_EINPUT;                     /* LSE fp32 */
   return 0;
 }
 
@@ -284,15 +342,15 @@ static int attention_block(vs_block *blk, const dims *d, bool bias,
   uint64_t qkv_cols = (d->a + 2 * d->kv) * d->d / d->t;
   if (!column_parallel(blk, d, "qkv_proj", qkv_cols, err))
     return VS_EINPUT;
-  if (param(blk, "qkv.weight", d->h, qkv_cols, err) ||
-      (bias && param(blk, "qkv.bias", 1, qkv_cols, err)))
+  if (param(blk, d, "qkv.weight", d->h, qkv_cols, err) ||
+      (bias && param(blk, d, "qkv.bias", 1, qkv_cols, err)))
     return VS_EINPUT;
   if ((d->eager ? attention_eager : attention_flash)(blk, d, err))
     return VS_EINPUT;
   if (!row_parallel(blk, d, "attn_out_proj", d->h / d->t, err))
     return VS_EINPUT;
-  if (param(blk, "attn_out.weight", d->h / d->t, d->h, err) ||
-      (bias && param(blk, "attn_out.bias", 1, d->h, err)))
+  if (param(blk, d, "attn_out.weight", d->h / d->t, d->h, err) ||
+      (bias && param(blk, d, "attn_out.bias", 1, d->h, err)))
     return VS_EINPUT;
   return dropout(blk, d, "attn_out_dropout", d->tok_rep * d->h, false, err);
 }
@@ -303,16 +361,17 @@ static int gelu_mlp(vs_block *blk, const dims *d, vs_error *err)
   uint64_t f = d->f / d->t;
   vs_op_spec *op;
   if (!column_parallel(blk, d, "mlp_up", f, err) ||
-      param(blk, "mlp_up.weight", d->h, f, err) ||
-      param(blk, "mlp_up.bias", 1, f, err))
+      param(blk, d, "mlp_up.weight", d->h, f, err) ||
+      param(blk, d, "mlp_up.bias", 1, f, err))
     return VS_EINPUT;
   if (!(op = add_op(blk, "gelu", err)))
     return VS_EINPUT;
   as_elementwise(op, d->tokens * f, d->e, 8.0);
-  save_act(op, d->e * d->tokens * f);
+  if (save_act(blk, op, d->e * d->tokens * f, d->act_dtype, err))
+    return VS_EINPUT;
   if (!row_parallel(blk, d, "mlp_down", f, err) ||
-      param(blk, "mlp_down.weight", f, d->h, err) ||
-      param(blk, "mlp_down.bias", 1, d->h, err))
+      param(blk, d, "mlp_down.weight", f, d->h, err) ||
+      param(blk, d, "mlp_down.bias", 1, d->h, err))
     return VS_EINPUT;
   return dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, false, err);
 }
@@ -323,19 +382,21 @@ static int swiglu_mlp(vs_block *blk, const dims *d, vs_error *err)
   uint64_t f = d->f / d->t;
   vs_op_spec *op;
   if (!column_parallel(blk, d, "mlp_gate_up", 2 * f, err) ||
-      param(blk, "mlp_gate.weight", d->h, f, err) ||
-      param(blk, "mlp_up.weight", d->h, f, err))
+      param(blk, d, "mlp_gate.weight", d->h, f, err) ||
+      param(blk, d, "mlp_up.weight", d->h, f, err))
     return VS_EINPUT;
   if (!(op = add_op(blk, "silu", err)))
     return VS_EINPUT;
   as_elementwise(op, d->tokens * f, d->e, 4.0);
-  save_act(op, d->e * d->tokens * f); /* gate, for SiLU's backward */
+  if (save_act(blk, op, d->e * d->tokens * f, d->act_dtype, err))
+    return VS_EINPUT; /* gate, for SiLU's backward */
   if (!(op = add_op(blk, "swiglu_mul", err)))
     return VS_EINPUT;
   as_elementwise(op, d->tokens * f, d->e, 1.0);
-  save_act(op, 2 * d->e * d->tokens * f); /* SiLU(gate) and up */
+  if (save_act(blk, op, 2 * d->e * d->tokens * f, d->act_dtype, err))
+    return VS_EINPUT; /* SiLU(gate) and up */
   if (!row_parallel(blk, d, "mlp_down", f, err) ||
-      param(blk, "mlp_down.weight", f, d->h, err))
+      param(blk, d, "mlp_down.weight", f, d->h, err))
     return VS_EINPUT;
   return dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, false, err);
 }
@@ -361,7 +422,8 @@ static int build_embed(vs_block *blk, const vs_workload *wl, const dims *d,
   vs_op_spec *op = add_op(blk, "input_batch", err);
   if (!op)
     return VS_EINPUT;
-  save_act(op, (arch == VS_ARCH_BERT ? 4u : 2u) * 8u * d->tokens);
+  if (save_act(blk, op, (arch == VS_ARCH_BERT ? 4u : 2u) * 8u * d->tokens, VS_DTYPE_INT64, err))
+    return VS_EINPUT;
   op->fwd_bytes = (double)(16 * d->tokens);
 
   if (!(op = add_op(blk, "embedding", err)))
@@ -370,13 +432,13 @@ static int build_embed(vs_block *blk, const vs_workload *wl, const dims *d,
   op->bwd_temp_bytes = d->e * d->tokens * d->h;
   comm(&op->fwd_after, d, d->sp ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE,
        d->e * d->tokens * d->h);
-  if (param(blk, "word_embeddings", d->vocab / d->t, d->h, err))
+  if (param(blk, d, "word_embeddings", d->vocab / d->t, d->h, err))
     return VS_EINPUT;
   if (arch != VS_ARCH_LLAMA &&
-      param(blk, "position_embeddings", d->s, d->h, err))
+      param(blk, d, "position_embeddings", d->s, d->h, err))
     return VS_EINPUT;
   if (arch == VS_ARCH_BERT) {
-    if (param(blk, "token_type_embeddings", 2, d->h, err) ||
+    if (param(blk, d, "token_type_embeddings", 2, d->h, err) ||
         norm(blk, d, "embed_norm", true, err))
       return VS_EINPUT;
   }
@@ -398,14 +460,16 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
     if (!(op = add_op(blk, "mlm_dense", err)))
       return VS_EINPUT;
     as_matmul(op, d->tokens, d->h, d->h, d->e);
-    save_act(op, d->e * d->tokens * d->h);
-    if (param(blk, "mlm_dense.weight", d->h, d->h, err) ||
-        param(blk, "mlm_dense.bias", 1, d->h, err))
+    if (save_act(blk, op, d->e * d->tokens * d->h, d->act_dtype, err))
+      return VS_EINPUT;
+    if (param(blk, d, "mlm_dense.weight", d->h, d->h, err) ||
+        param(blk, d, "mlm_dense.bias", 1, d->h, err))
       return VS_EINPUT;
     if (!(op = add_op(blk, "mlm_gelu", err)))
       return VS_EINPUT;
     as_elementwise(op, d->tokens * d->h, d->e, 8.0);
-    save_act(op, d->e * d->tokens * d->h);
+    if (save_act(blk, op, d->e * d->tokens * d->h, d->act_dtype, err))
+      return VS_EINPUT;
   }
   if (norm(blk, d, "final_norm", arch != VS_ARCH_LLAMA, err))
     return VS_EINPUT;
@@ -413,8 +477,10 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   if (!(op = add_op(blk, "lm_head", err)))
     return VS_EINPUT;
   as_matmul(op, d->tokens, d->h, v, d->e);
-  save_act(op, d->em * d->tok_rep * d->h);
-  save(op, d->e * logits, VS_CAT_TEMP, false); /* logits, kept for the loss */
+  if (save_act(blk, op, d->em * d->tok_rep * d->h, d->em_dtype, err))
+    return VS_EINPUT;
+  if (save(blk, op, d->e * logits, d->act_dtype, VS_CAT_TEMP, false, err))
+    return VS_EINPUT; /* logits, kept for the loss */
   if (d->sp) {
     comm(&op->fwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
     comm(&op->bwd_after, d, VS_COLL_REDUCE_SCATTER, d->e * d->tokens * d->h);
@@ -425,16 +491,17 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   /* With tied embeddings and pp > 1 the last stage keeps its own copy of
    * the word embeddings (Megatron-LM), kept equal by an all-reduce. */
   if ((!wl->model.tied_embeddings || wl->parallel.pp > 1) &&
-      param(blk, "lm_head.weight", v, d->h, err))
+      param(blk, d, "lm_head.weight", v, d->h, err))
     return VS_EINPUT;
-  if (arch == VS_ARCH_BERT && param(blk, "mlm_bias", 1, v, err))
+  if (arch == VS_ARCH_BERT && param(blk, d, "mlm_bias", 1, v, err))
     return VS_EINPUT;
 
   if (!(op = add_op(blk, "cross_entropy", err)))
     return VS_EINPUT;
   as_elementwise(op, logits, 4, 6.0);
   op->fwd_temp_bytes = 4 * logits;            /* fp32 upcast of the logits */
-  save(op, 4 * logits, VS_CAT_TEMP, false);   /* fp32 log-softmax */
+  if (save(blk, op, 4 * logits, VS_DTYPE_FP32, VS_CAT_TEMP, false, err))
+    return VS_EINPUT;   /* fp32 log-softmax */
   op->bwd_temp_bytes = 4 * logits;            /* fp32 gradient of logits */
   return 0;
 }
@@ -498,49 +565,216 @@ static int check_size(const vs_workload *wl, vs_error *err)
   return 0;
 }
 
-int vs_model_build(const vs_workload *wl, vs_model *m, vs_error *err)
+/* The shapes one rank works on, from the workload. */
+static void make_dims(const vs_workload *wl, dims *d)
 {
   const vs_model_conf *mc = &wl->model;
   const vs_parallel_conf *pc = &wl->parallel;
+  int prec = wl->training.precision;
+
+  d->s = mc->seq_len;
+  d->b = wl->training.micro_batch;
+  d->h = mc->hidden;
+  d->a = mc->heads;
+  d->kv = mc->kv_heads;
+  d->d = mc->hidden / mc->heads;
+  d->f = mc->ffn_hidden;
+  d->t = pc->tp;
+  /* Megatron pads the vocabulary to a multiple of
+   * make_vocab_size_divisible_by (128 by default there) times tp. */
+  d->vocab = vs_div_ceil(mc->vocab, mc->vocab_divisible_by * d->t) *
+             mc->vocab_divisible_by * d->t;
+  d->tokens = d->s * d->b;
+  d->sp = pc->sequence_parallel && d->t > 1;
+  d->tok_rep = d->sp ? d->tokens / d->t : d->tokens;
+  d->e = elem_bytes(prec);
+  d->em = prec == VS_PREC_FP8 ? 1 : d->e;
+  d->act_dtype = prec == VS_PREC_FP32   ? VS_DTYPE_FP32
+                 : prec == VS_PREC_FP16 ? VS_DTYPE_FP16
+                                        : VS_DTYPE_BF16;
+  d->em_dtype = prec == VS_PREC_FP8 ? VS_DTYPE_FP8 : d->act_dtype;
+  d->param_dtype = d->act_dtype; /* fp8 keeps 16-bit weights (elem_bytes) */
+  d->dropout = mc->dropout > 0.0;
+  d->eager = wl->training.attention == VS_ATTN_EAGER;
+  d->causal = mc->arch != VS_ARCH_BERT;
+}
+
+/* A new, empty kind of the given name and role; NULL on error. */
+static vs_block *new_kind(vs_model *m, const char *name, int role,
+                          vs_error *err)
+{
+  size_t cap = m->cap_kinds;
+  vs_block *b;
+  if (m->n_kinds >= VS_MODEL_KINDS_MAX) {
+    vs_error_set(err, VS_EINPUT, "model: more than %d block kinds",
+                 VS_MODEL_KINDS_MAX);
+    return NULL;
+  }
+  if (!vs_grow((void **)&m->kinds, &cap, (size_t)m->n_kinds + 1,
+               sizeof *m->kinds)) {
+    vs_error_set(err, VS_ENOMEM, "out of host memory building the model");
+    return NULL;
+  }
+  m->cap_kinds = (uint32_t)cap;
+  b = &m->kinds[m->n_kinds++];
+  memset(b, 0, sizeof *b);
+  snprintf(b->name, sizeof b->name, "%s", name);
+  b->role = (uint8_t)role;
+  return b;
+}
+
+/* The three kinds of a transformer: embedding, dense layer, head; every
+ * layer an instance of the dense kind. */
+static int build_kinds(const vs_workload *wl, const dims *d, vs_model *m,
+                       vs_error *err)
+{
+  vs_block *embed, *layer, *head;
+  size_t n_inst = (size_t)m->layers + 2;
+  if (!(embed = new_kind(m, "embedding", VS_ROLE_EMBED, err)) ||
+      build_embed(embed, wl, d, err) ||
+      !(layer = new_kind(m, "dense", VS_ROLE_LAYER, err)) ||
+      build_layer(layer, wl, d, err) ||
+      !(head = new_kind(m, "head", VS_ROLE_HEAD, err)) ||
+      build_head(head, wl, d, err))
+    return err->code ? err->code : VS_EINPUT;
+  embed->input_bytes = 0;
+  head->input_bytes = m->kinds[1].input_bytes;
+  if (!(m->inst_kind = malloc(n_inst * sizeof *m->inst_kind)))
+    return vs_error_set(err, VS_ENOMEM, "out of host memory building the model");
+  m->inst_kind[0] = 0;
+  for (size_t i = 1; i + 1 < n_inst; i++)
+    m->inst_kind[i] = 1;
+  m->inst_kind[n_inst - 1] = 2;
+  return 0;
+}
+
+int vs_model_build(const vs_workload *wl, vs_model *m, vs_error *err)
+{
   dims d;
+  int rc;
 
   memset(m, 0, sizeof *m);
   if (check_size(wl, err))
     return VS_EINPUT;
-  d.s = mc->seq_len;
-  d.b = wl->training.micro_batch;
-  d.h = mc->hidden;
-  d.a = mc->heads;
-  d.kv = mc->kv_heads;
-  d.d = mc->hidden / mc->heads;
-  d.f = mc->ffn_hidden;
-  d.t = pc->tp;
-  /* Megatron pads the vocabulary to a multiple of
-   * make_vocab_size_divisible_by (128 by default there) times tp. */
-  d.vocab = vs_div_ceil(mc->vocab, mc->vocab_divisible_by * d.t) *
-            mc->vocab_divisible_by * d.t;
-  d.tokens = d.s * d.b;
-  d.sp = pc->sequence_parallel && d.t > 1;
-  d.tok_rep = d.sp ? d.tokens / d.t : d.tokens;
-  d.e = elem_bytes(wl->training.precision);
-  d.em = wl->training.precision == VS_PREC_FP8 ? 1 : d.e;
-  d.dropout = mc->dropout > 0.0;
-  d.eager = wl->training.attention == VS_ATTN_EAGER;
-  d.causal = mc->arch != VS_ARCH_BERT;
-
-  m->layers = mc->layers;
+  make_dims(wl, &d);
+  m->layers = wl->model.layers;
   m->vocab_padded = d.vocab;
   m->act_elem_bytes = d.e;
   m->param_elem_bytes = d.e;
   m->causal = d.causal;
-  if (build_embed(&m->embed, wl, &d, err) ||
-      build_layer(&m->layer, wl, &d, err) ||
-      build_head(&m->head, wl, &d, err))
-    return VS_EINPUT;
-  m->embed.input_bytes = 0;
-  m->head.input_bytes = m->layer.input_bytes;
+  if ((rc = build_kinds(wl, &d, m, err))) {
+    vs_model_fini(m);
+    return rc;
+  }
   m->params_total = whole_model_params(wl);
   return 0;
+}
+
+static void block_fini(vs_block *b)
+{
+  free(b->ops);
+  free(b->params);
+  free(b->saved);
+  memset(b, 0, sizeof *b);
+}
+
+void vs_model_fini(vs_model *m)
+{
+  for (uint32_t k = 0; k < m->n_kinds; k++)
+    block_fini(&m->kinds[k]);
+  free(m->kinds);
+  free(m->inst_kind);
+  memset(m, 0, sizeof *m);
+}
+
+const vs_block *vs_model_block(const vs_model *m, size_t inst)
+{
+  return &m->kinds[m->inst_kind[inst]];
+}
+
+const vs_block *vs_model_layer(const vs_model *m, uint64_t l)
+{
+  return vs_model_block(m, (size_t)l + 1);
+}
+
+const vs_block *vs_model_embed(const vs_model *m) { return vs_model_block(m, 0); }
+
+const vs_block *vs_model_head(const vs_model *m)
+{
+  return vs_model_block(m, (size_t)m->layers + 1);
+}
+
+/* dst = a deep copy of src (dst's arrays are new). */
+static int block_copy(vs_block *dst, const vs_block *src, vs_error *err)
+{
+  *dst = *src;
+  dst->ops = malloc((src->n_ops ? src->n_ops : 1) * sizeof *dst->ops);
+  dst->params = malloc((src->n_params ? src->n_params : 1) * sizeof *dst->params);
+  dst->saved = malloc((src->n_saved ? src->n_saved : 1) * sizeof *dst->saved);
+  dst->cap_ops = src->n_ops;
+  dst->cap_params = src->n_params;
+  dst->cap_saved = src->n_saved;
+  if (!dst->ops || !dst->params || !dst->saved) {
+    block_fini(dst);
+    return vs_error_set(err, VS_ENOMEM, "out of host memory building the model");
+  }
+  memcpy(dst->ops, src->ops, src->n_ops * sizeof *dst->ops);
+  memcpy(dst->params, src->params, src->n_params * sizeof *dst->params);
+  memcpy(dst->saved, src->saved, src->n_saved * sizeof *dst->saved);
+  return 0;
+}
+
+int vs_model_add_kind(vs_model *m, const vs_block *src, const char *name,
+                      uint32_t *kind, vs_block **out, vs_error *err)
+{
+  vs_block copy, *b;
+  int rc;
+  if ((rc = block_copy(&copy, src, err)))
+    return rc;
+  if (!(b = new_kind(m, name, copy.role, err))) {
+    block_fini(&copy);
+    return err->code;
+  }
+  *b = copy;
+  snprintf(b->name, sizeof b->name, "%s", name);
+  *kind = m->n_kinds - 1;
+  *out = b;
+  return 0;
+}
+
+int vs_model_set_layer_kind(vs_model *m, uint64_t l, uint32_t kind,
+                            vs_error *err)
+{
+  if (l >= m->layers || kind >= m->n_kinds ||
+      m->kinds[kind].role != VS_ROLE_LAYER)
+    return vs_error_set(err, VS_EINPUT,
+                        "model: layer %llu cannot be of kind %u (%llu layers, "
+                        "%u kinds; the kind must be a layer)",
+                        (unsigned long long)l, kind,
+                        (unsigned long long)m->layers, m->n_kinds);
+  m->inst_kind[l + 1] = kind;
+  return 0;
+}
+
+size_t vs_block_freeze(vs_block *b, const char *prefix)
+{
+  size_t n = 0, len = strlen(prefix);
+  for (uint32_t i = 0; i < b->n_params; i++) {
+    if (strncmp(b->params[i].name, prefix, len) == 0) {
+      b->params[i].trainable = false;
+      n++;
+    }
+  }
+  return n;
+}
+
+uint32_t vs_model_max_saved(const vs_model *m)
+{
+  uint32_t most = 0;
+  for (uint32_t k = 0; k < m->n_kinds; k++)
+    if (m->kinds[k].n_saved > most)
+      most = m->kinds[k].n_saved;
+  return most;
 }
 
 uint64_t vs_model_param_count(const vs_model *m) { return m->params_total; }
@@ -549,13 +783,11 @@ uint64_t vs_block_saved_bytes(const vs_block *b, int category,
                               bool include_selective)
 {
   uint64_t sum = 0;
-  for (int i = 0; i < b->n_ops; i++) {
-    for (int k = 0; k < b->ops[i].n_saved; k++) {
-      const vs_saved *s = &b->ops[i].saved[k];
-      if ((category < 0 || s->category == category) &&
-          (include_selective || !s->selective))
-        sum += s->bytes;
-    }
+  for (uint32_t i = 0; i < b->n_saved; i++) {
+    const vs_saved *s = &b->saved[i];
+    if ((category < 0 || s->category == category) &&
+        (include_selective || !s->selective))
+      sum += s->bytes;
   }
   return sum;
 }

@@ -1,41 +1,51 @@
-/* model.h - the model builder: a workload's transformer expanded into blocks
- * of ops, as one tensor-parallel rank sees them.
+/* model.h - the model builder: a workload's transformer expanded into
+ * blocks of ops, as one tensor-parallel rank sees them.
  *
- * Three blocks make a model: `embed` (input batch, embeddings), `layer` (one
- * transformer layer, repeated `layers` times) and `head` (final norm, output
- * layer, loss). Each op declares its forward and backward FLOPs and HBM
- * bytes, the tensors it saves for backward (with dtype sizes; dropout masks
- * are 1 byte), its transient workspace and the tensor-parallel communication
- * that follows it. Each block lists its parameter tensors with their shapes
- * on one rank. Nothing here knows about time or schedules. */
+ * A model is a list of block kinds and, for every block instance of the
+ * step (the embedding, each transformer layer, the head), the index of its
+ * kind. The builder makes three kinds (embedding, dense layer, head); more
+ * may be added (vs_model_add_kind) and assigned to layers
+ * (vs_model_set_layer_kind): an MoE layer, a layer with frozen weights.
+ * Each op declares its forward and backward FLOPs and HBM bytes (the part
+ * of them that computes weight gradients separately, so a frozen weight
+ * skips it), the tensors it saves for backward (bytes and dtype), its
+ * transient workspace and the collectives around it (kind and group).
+ * Each block lists its parameter tensors: shape on one rank, dtype,
+ * trainable, and the group that shards their states.
+ * Invariants: blocks grow as needed (an impossible size is VS_EINPUT, never
+ * a silent drop); an op's saved tensors are saved[first_saved ..
+ * first_saved + n_saved) of its block, in op order; its weights are
+ * params[first_param .. first_param + n_params). Nothing here knows about
+ * time, schedules or parallel placement. */
 #ifndef VS_MODEL_H
 #define VS_MODEL_H
 
 #include "category.h"
 #include "comm.h"
+#include "dtype.h"
 #include "error.h"
 #include "workload.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define VS_OP_NAME_MAX 24
-#define VS_BLOCK_OPS_MAX 24
-#define VS_BLOCK_PARAMS_MAX 16
-#define VS_SAVED_MAX 3
+#define VS_BLOCK_ITEMS_MAX 65535 /* ops, params or saved tensors per block */
+#define VS_MODEL_KINDS_MAX 256   /* block kinds per model */
+
+typedef enum vs_block_role {
+  VS_ROLE_EMBED,  /* first pipeline stage: input batch, embeddings */
+  VS_ROLE_LAYER,  /* a transformer layer: what checkpointing applies to */
+  VS_ROLE_HEAD    /* last pipeline stage: final norm, output layer, loss */
+} vs_block_role;
 
 typedef struct vs_saved {
   uint64_t bytes;     /* size on one rank for one micro-batch */
-  int category;       /* VS_CAT_ACTIVATIONS, or VS_CAT_TEMP for loss buffers */
+  uint8_t dtype;      /* vs_dtype of its elements */
+  uint8_t category;   /* VS_CAT_ACTIVATIONS, or VS_CAT_TEMP for loss buffers */
   bool selective;     /* dropped and recomputed under selective checkpointing */
 } vs_saved;
-
-/* A collective a tensor-parallel layer needs (Megatron's f and g operators;
- * with sequence parallelism all-gather and reduce-scatter replace them). */
-typedef struct vs_tp_comm {
-  int kind;                   /* vs_coll_kind */
-  uint64_t bytes;             /* size of the full (gathered) buffer */
-} vs_tp_comm;
 
 typedef struct vs_op_spec {
   char name[VS_OP_NAME_MAX];  /* "qkv_proj" */
@@ -43,39 +53,56 @@ typedef struct vs_op_spec {
   bool attn_core;             /* part of the attention core that selective
                                  checkpointing recomputes */
   double fwd_flops;           /* forward FLOPs, one rank, one micro-batch */
-  double bwd_flops;           /* backward FLOPs */
+  double bwd_flops;           /* backward FLOPs, weight gradients included */
   double fwd_bytes;           /* forward HBM traffic */
-  double bwd_bytes;           /* backward HBM traffic */
-  vs_saved saved[VS_SAVED_MAX]; /* tensors kept from forward to backward */
-  int n_saved;                /* how many of saved[] are used */
+  double bwd_bytes;           /* backward HBM traffic, weight gradients
+                                 included */
+  double wgrad_flops;         /* the part of bwd_flops that computes the
+                                 gradients of params[first_param ..] */
+  double wgrad_bytes;         /* the part of bwd_bytes it moves */
+  uint32_t first_param;       /* the weights whose gradients it computes */
+  uint32_t n_params;          /* 0: none */
+  uint32_t first_saved;       /* its tensors kept from forward to backward */
+  uint32_t n_saved;
   uint64_t fwd_temp_bytes;    /* transient outputs/workspace during forward */
   uint64_t bwd_temp_bytes;    /* gradient buffers during backward */
-  vs_tp_comm fwd_before;      /* tensor-parallel collective before forward */
-  vs_tp_comm fwd_after;       /* ... after forward */
-  vs_tp_comm bwd_before;      /* ... before backward */
-  vs_tp_comm bwd_after;       /* ... after backward */
+  vs_comm fwd_before;         /* collective before forward */
+  vs_comm fwd_after;          /* ... after forward */
+  vs_comm bwd_before;         /* ... before backward */
+  vs_comm bwd_after;          /* ... after backward */
 } vs_op_spec;
 
 typedef struct vs_param_tensor {
   char name[VS_OP_NAME_MAX];  /* "mlp_up.weight" */
   uint64_t rows;              /* shape on one rank (1 for vectors) */
   uint64_t cols;
+  uint8_t dtype;              /* vs_dtype of the GPU copy */
+  bool trainable;             /* has a gradient and optimizer states */
+  uint8_t shard_group;        /* vs_group over which ZeRO/FSDP shards its
+                                 states (VS_GROUP_DP) */
 } vs_param_tensor;
 
 typedef struct vs_block {
-  vs_op_spec ops[VS_BLOCK_OPS_MAX];           /* forward order */
-  int n_ops;
-  vs_param_tensor params[VS_BLOCK_PARAMS_MAX]; /* on one tp rank */
-  int n_params;
+  char name[VS_OP_NAME_MAX];  /* "embedding", "dense", "head", ... */
+  uint8_t role;               /* vs_block_role */
+  vs_op_spec *ops;            /* forward order */
+  uint32_t n_ops, cap_ops;
+  vs_param_tensor *params;    /* on one tp rank */
+  uint32_t n_params, cap_params;
+  vs_saved *saved;            /* every op's saved tensors, in op order */
+  uint32_t n_saved, cap_saved;
   uint64_t param_elems;       /* sum of rows*cols of params[] */
   uint64_t input_bytes;       /* the block input a full checkpoint keeps */
 } vs_block;
 
 typedef struct vs_model {
-  vs_block embed;             /* first pipeline stage */
-  vs_block layer;             /* one transformer layer */
-  vs_block head;              /* last pipeline stage */
-  uint64_t layers;            /* how many times `layer` repeats */
+  vs_block *kinds;            /* block kinds; the builder's: embedding,
+                                 dense layer, head */
+  uint32_t n_kinds, cap_kinds;
+  uint32_t *inst_kind;        /* [layers + 2]: kind of each block instance:
+                                 0 the embedding, 1..layers the layers,
+                                 layers + 1 the head */
+  uint64_t layers;            /* transformer layers */
   uint64_t vocab_padded;      /* vocab rounded up to a multiple of tp */
   uint64_t params_total;      /* whole model, all ranks, unpadded vocab */
   uint64_t act_elem_bytes;    /* bytes per activation element */
@@ -84,8 +111,37 @@ typedef struct vs_model {
                                  bert is bidirectional) */
 } vs_model;
 
-/* Expands wl into m. VS_EINPUT if a block would exceed its fixed capacity. */
+/* Expands wl into m (which it initialises; release with vs_model_fini).
+ * VS_EINPUT for shapes too large to simulate, VS_ENOMEM without host
+ * memory; on error m is empty. */
 int vs_model_build(const vs_workload *wl, vs_model *m, vs_error *err);
+void vs_model_fini(vs_model *m);
+
+/* The block of instance inst (0 embedding, 1..layers layers, layers + 1
+ * head); of layer l (0-based); the embedding; the head. O(1). */
+const vs_block *vs_model_block(const vs_model *m, size_t inst);
+const vs_block *vs_model_layer(const vs_model *m, uint64_t l);
+const vs_block *vs_model_embed(const vs_model *m);
+const vs_block *vs_model_head(const vs_model *m);
+
+/* Adds a copy of src (a kind of m or any block) as a new kind named name,
+ * and returns its index in *kind and the copy in *out (valid until the next
+ * vs_model_add_kind), for the caller to change. VS_EINPUT past
+ * VS_MODEL_KINDS_MAX kinds, VS_ENOMEM without host memory. */
+int vs_model_add_kind(vs_model *m, const vs_block *src, const char *name,
+                      uint32_t *kind, vs_block **out, vs_error *err);
+
+/* Makes layer l (0-based) an instance of kind. VS_EINPUT if either is out
+ * of range or the kind is not a layer. */
+int vs_model_set_layer_kind(vs_model *m, uint64_t l, uint32_t kind,
+                            vs_error *err);
+
+/* Freezes (trainable = false) every parameter tensor of b whose name starts
+ * with prefix; returns how many. */
+size_t vs_block_freeze(vs_block *b, const char *prefix);
+
+/* The largest number of saved tensors in any kind (sizes per-block tables). */
+uint32_t vs_model_max_saved(const vs_model *m);
 
 /* Parameters of the whole model, as `vsim show` prints them. */
 uint64_t vs_model_param_count(const vs_model *m);

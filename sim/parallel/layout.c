@@ -5,46 +5,14 @@
 
 #include <string.h>
 
-uint64_t vs_optimizer_state_bytes(int optimizer, bool master, uint64_t rows,
-                                  uint64_t cols)
+/* Adds one block instance of plan k to stage st's unsharded states. */
+static void add_block(vs_stage_layout *st, const vs_kind_plan *k)
 {
-  uint64_t n = rows * cols;
-  uint64_t bytes = master ? 4 * n : 0;
-  switch (optimizer) {
-  case VS_OPT_ADAM:
-  case VS_OPT_ADAMW:
-    return bytes + 8 * n;
-  case VS_OPT_MOMENTUM:
-  case VS_OPT_LION:
-    return bytes + 4 * n;
-  case VS_OPT_SGD:
-    return bytes;
-  case VS_OPT_ADAFACTOR:
-    return bytes + (rows > 1 && cols > 1 ? 4 * (rows + cols) : 4 * n);
-  case VS_OPT_ADAM8BIT:
-    if (n < 4096)
-      return bytes + 8 * n;
-    return bytes + 2 * n + 2 * 4 * vs_div_ceil(n, 2048);
-  default:
-    return bytes;
-  }
-}
-
-static uint64_t block_optimizer_bytes(const vs_block *b, int optimizer,
-                                      bool master)
-{
-  uint64_t sum = 0;
-  for (int i = 0; i < b->n_params; i++)
-    sum += vs_optimizer_state_bytes(optimizer, master, b->params[i].rows,
-                                    b->params[i].cols);
-  return sum;
-}
-
-/* ZeRO shards a flat buffer evenly over dp ranks, padding the last shard:
- * each rank holds ceil(bytes / dp) (rounded to whole elements). */
-static uint64_t shard(uint64_t bytes, uint64_t dp, uint64_t elem)
-{
-  return vs_div_ceil(vs_div_ceil(bytes, elem), dp) * elem;
+  st->param_elems += k->param_elems;
+  st->trainable_elems += k->trainable_elems;
+  st->params_full_bytes += k->param_bytes;
+  st->grads_full_bytes += k->grad_bytes;
+  st->optimizer_full_bytes += k->optimizer_bytes;
 }
 
 /* Splits the layers over pp * vstages model chunks: as listed in
@@ -63,44 +31,59 @@ static void split_layers(const vs_workload *wl, vs_layout *lay)
   }
 }
 
-static void stage_states(const vs_workload *wl, const vs_model *m,
+/* Stage s's model states: the sum of its blocks' (the recipe's figures
+ * for each instance's kind), partitioned as the recipe says. */
+static void stage_states(const vs_model *m, const vs_recipe *r,
                          vs_layout *lay, uint64_t s)
 {
-  const vs_training_conf *t = &wl->training;
-  bool master = t->master_weights;
   vs_stage_layout *st = &lay->stages[s];
-  uint64_t opt = 0, dp = lay->dp;
+  size_t last = (size_t)m->layers + 1;
 
   st->has_embed = s == 0;
   st->has_head = s == lay->pp - 1;
-  for (uint64_t g = s; g < lay->n_chunks; g += lay->pp)
+  for (uint64_t g = s; g < lay->n_chunks; g += lay->pp) {
     st->n_layers += lay->chunk_layers[g];
-  st->param_elems = st->n_layers * m->layer.param_elems;
-  opt = st->n_layers * block_optimizer_bytes(&m->layer, t->optimizer, master);
-  if (st->has_embed) {
-    st->param_elems += m->embed.param_elems;
-    opt += block_optimizer_bytes(&m->embed, t->optimizer, master);
+    for (size_t i = 0; i < lay->chunk_layers[g]; i++)
+      add_block(st, vs_recipe_kind(r, m, lay->chunk_first[g] + 1 + i));
   }
-  if (st->has_head) {
-    st->param_elems += m->head.param_elems;
-    opt += block_optimizer_bytes(&m->head, t->optimizer, master);
+  if (st->has_embed)
+    add_block(st, vs_recipe_kind(r, m, 0));
+  if (st->has_head)
+    add_block(st, vs_recipe_kind(r, m, last));
+  st->optimizer_bytes = vs_recipe_shard(&r->optimizer, st->optimizer_full_bytes);
+  st->grads_bytes = vs_recipe_shard(&r->grads, st->grads_full_bytes);
+  st->params_bytes = vs_recipe_shard(&r->params, st->params_full_bytes);
+}
+
+/* The size of each group and the rank distance between its members. */
+static void place_groups(const vs_workload *wl, vs_layout *lay)
+{
+  lay->tp_stride = 1;
+  if (wl->parallel.order == VS_ORDER_TP_PP_DP) {
+    lay->pp_stride = lay->tp;
+    lay->dp_stride = lay->tp * lay->pp;
+  } else {
+    lay->dp_stride = lay->tp;
+    lay->pp_stride = lay->tp * lay->dp;
   }
-  st->params_full_bytes = st->param_elems * lay->param_elem_bytes;
-  st->grads_full_bytes = st->param_elems * lay->grad_elem_bytes;
-  st->optimizer_full_bytes = opt;
-  /* ZeRO (Rajbhandari et al. 2020): stage 1 partitions optimizer states,
-   * stage 2 also gradients, stage 3 also parameters. */
-  st->optimizer_bytes = lay->zero >= 1 ? shard(opt, dp, 4) : opt;
-  st->grads_bytes = lay->zero >= 2
-                        ? shard(st->grads_full_bytes, dp, lay->grad_elem_bytes)
-                        : st->grads_full_bytes;
-  st->params_bytes = lay->zero >= 3 ? shard(st->params_full_bytes, dp,
-                                            lay->param_elem_bytes)
-                                    : st->params_full_bytes;
+  for (int g = 0; g < VS_GROUP_N; g++) {
+    lay->group_size[g] = 1;
+    lay->group_stride[g] = 1;
+  }
+  lay->group_size[VS_GROUP_TP] = lay->tp;
+  lay->group_stride[VS_GROUP_TP] = lay->tp_stride;
+  lay->group_size[VS_GROUP_DP] = lay->dp;
+  lay->group_stride[VS_GROUP_DP] = lay->dp_stride;
+  lay->group_size[VS_GROUP_PP] = lay->pp;
+  lay->group_stride[VS_GROUP_PP] = lay->pp_stride;
+  /* the first and last stage: two members, (pp - 1) strides apart */
+  lay->group_size[VS_GROUP_EMBEDDING] = lay->pp > 1 ? 2 : 1;
+  lay->group_stride[VS_GROUP_EMBEDDING] = (lay->pp - 1) * lay->pp_stride;
 }
 
 int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
-                    const vs_model *m, vs_layout *lay, vs_error *err)
+                    const vs_model *m, const vs_recipe *r, vs_layout *lay,
+                    vs_error *err)
 {
   const vs_training_conf *t = &wl->training;
   const vs_stage_layout *worst;
@@ -127,22 +110,14 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
   lay->nodes = vs_div_ceil(lay->gpus, topo->gpus_per_node);
   lay->zero = wl->parallel.zero;
   lay->grad_accum = wl->grad_accum;
-  lay->tp_stride = 1;
-  if (wl->parallel.order == VS_ORDER_TP_PP_DP) {
-    lay->pp_stride = lay->tp;
-    lay->dp_stride = lay->tp * lay->pp;
-  } else {
-    lay->dp_stride = lay->tp;
-    lay->pp_stride = lay->tp * lay->dp;
-  }
+  place_groups(wl, lay);
   lay->param_elem_bytes = m->param_elem_bytes;
-  lay->grad_elem_bytes =
-      t->grad_dtype == VS_GRAD_FP32 ? 4 : m->param_elem_bytes;
+  lay->grad_elem_bytes = r->grad_elem_bytes;
 
   split_layers(wl, lay);
   worst = &lay->stages[0];
   for (uint64_t s = 0; s < lay->pp; s++) {
-    stage_states(wl, m, lay, s);
+    stage_states(m, r, lay, s);
     if (vs_layout_stage_model_states(lay, s) >
         vs_layout_stage_model_states(lay, (uint64_t)(worst - lay->stages)))
       worst = &lay->stages[s];
@@ -158,7 +133,7 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
   /* NCCL communicators: tp, dp, pp groups, and the embedding group that
    * keeps tied input and output embeddings in sync across the pipeline. */
   lay->n_communicators = (lay->tp > 1) + (lay->dp > 1) + (lay->pp > 1) +
-                         (lay->pp > 1 && wl->model.tied_embeddings);
+                         r->embedding_sync;
   lay->framework_bytes = topo->context_bytes + topo->cublas_workspace_bytes +
                          (uint64_t)lay->n_communicators * topo->nccl_bytes;
   return 0;

@@ -11,6 +11,7 @@
 #include "collective.h"
 #include "error.h"
 #include "model.h"
+#include "recipe.h"
 #include "topology.h"
 #include "workload.h"
 
@@ -26,6 +27,7 @@ typedef struct vs_stage_layout {
   bool has_head;                  /* last stage: final norm, output, loss */
   uint64_t n_layers;              /* transformer layers, all its chunks */
   uint64_t param_elems;           /* parameters on one GPU before ZeRO */
+  uint64_t trainable_elems;       /* of which trainable */
   uint64_t params_full_bytes;     /* before partitioning */
   uint64_t grads_full_bytes;
   uint64_t optimizer_full_bytes;
@@ -48,6 +50,8 @@ typedef struct vs_layout {
   vs_stage_layout stages[VS_MAX_STAGES]; /* per pipeline stage */
   uint64_t tp_stride, dp_stride, pp_stride; /* rank distance between group
                                                neighbours (from `order`) */
+  uint64_t group_size[VS_GROUP_N];   /* members of each vs_group */
+  uint64_t group_stride[VS_GROUP_N]; /* rank distance between members */
   /* The fields below are those of the stage with the most model states
    * (the only stage when pp = 1). */
   uint64_t param_elems;           /* parameters on one GPU before ZeRO */
@@ -63,24 +67,13 @@ typedef struct vs_layout {
   uint64_t framework_bytes;       /* context + cuBLAS + NCCL */
 } vs_layout;
 
-/* Optimizer-state bytes (master weights included when `master`) of one
- * parameter tensor of rows x cols elements:
- *   adam, adamw   8 per element (fp32 exp_avg, exp_avg_sq)
- *   momentum, lion 4 (one fp32 buffer)
- *   sgd           0
- *   adafactor     4*(rows+cols) for a matrix (factored second moment, no
- *                 first moment: Shazeer & Stern 2018), 4 per element for a vector
- *   adam8bit      2 per element + fp32 absmax per 2048-element block per
- *                 state (bitsandbytes blockwise), 8 per element for tensors
- *                 under 4096 elements (bitsandbytes min_8bit_size). */
-uint64_t vs_optimizer_state_bytes(int optimizer, bool master, uint64_t rows,
-                                  uint64_t cols);
-
-/* Fills lay from the resolved workload, its model and the topology.
+/* Fills lay from the resolved workload, its model, their recipe and the
+ * topology.
  * VS_EINPUT if the precision needs a capability the GPU lacks (fp8) or the
  * pipeline has more than VS_MAX_STAGES stages or VS_MAX_CHUNKS chunks. */
 int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
-                    const vs_model *m, vs_layout *lay, vs_error *err);
+                    const vs_model *m, const vs_recipe *r, vs_layout *lay,
+                    vs_error *err);
 
 /* Model states resident on one GPU: params + grads + optimizer, of the most
  * loaded stage, or of stage s. */

@@ -41,6 +41,7 @@ typedef struct builder {
   const vs_workload *wl;
   const vs_topology *topo;
   const vs_model *m;
+  const vs_recipe *r;       /* every decision about the job */
   const vs_layout *lay;
   vs_program *p;
   vs_error *err;
@@ -49,7 +50,9 @@ typedef struct builder {
   size_t n_inst;            /* blocks in the stage: embed, layers, head */
   uint32_t last_compute;    /* newest op on the compute stream */
   uint32_t last_comm;       /* newest op on the communication stream */
-  uint32_t *saved;          /* [mb % ring][inst][op][k] saved tensor buffer */
+  uint32_t *saved;          /* [mb % ring][inst][saved tensor of its block]
+                               its buffer */
+  uint32_t max_saved;       /* saved tensors of the largest block kind */
   uint32_t *ckpt_buf;       /* [mb % ring][inst] full-checkpoint input */
   uint32_t *sel_buf;        /* [inst] selective-recompute buffer */
   uint32_t *gather_op;      /* [inst] ZeRO-3 gather of this pass */
@@ -220,16 +223,12 @@ static void transient(builder *b, uint32_t op, uint64_t bytes, int category)
 
 static const vs_block *block_of(const builder *b, size_t inst)
 {
-  if (inst == 0)
-    return &b->m->embed;
-  if (inst == b->n_inst - 1)
-    return &b->m->head;
-  return &b->m->layer;
+  return vs_model_block(b->m, inst);
 }
 
-static bool is_layer(const builder *b, size_t inst)
+static const vs_kind_plan *plan_of(const builder *b, size_t inst)
 {
-  return inst > 0 && inst < b->n_inst - 1;
+  return vs_recipe_kind(b->r, b->m, inst);
 }
 
 /* Layer number shown in reports: -1 embedding, 0..L-1 layers, L head. */
@@ -242,11 +241,11 @@ static size_t live(const builder *b, size_t inst, int mb)
   return ((size_t)mb % b->ring) * b->n_inst + inst;
 }
 
-static uint32_t *saved_slot(builder *b, size_t inst, int k, int s, int mb)
+/* The buffer slot of saved tensor `saved` (index in its block) of inst
+ * for micro-batch mb. */
+static uint32_t *saved_slot(builder *b, size_t inst, uint32_t saved, int mb)
 {
-  return &b->saved[(live(b, inst, mb) * VS_BLOCK_OPS_MAX + (size_t)k) *
-                       VS_SAVED_MAX +
-                   (size_t)s];
+  return &b->saved[live(b, inst, mb) * b->max_saved + saved];
 }
 
 /* Stores a new live buffer in slot; a slot still in use means two
@@ -304,72 +303,67 @@ static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
   return op;
 }
 
-/* A tensor-parallel collective's time, remembered. */
-static double tp_comm_seconds(builder *b, const vs_tp_comm *c)
+/* A collective over `group` as the layout places it on the topology. */
+static double group_seconds(const builder *b, int group, int kind,
+                            uint64_t bytes)
+{
+  return vs_cost_group_seconds(b->topo, kind, bytes, b->lay->group_size[group],
+                               b->lay->group_stride[group], &b->p->cal_seen);
+}
+
+/* An op's collective's time, remembered. */
+static double op_comm_seconds(builder *b, const vs_comm *c)
 {
   bool hit;
   time_memo *m;
-  if (c->kind == VS_COLL_NONE || b->lay->tp <= 1)
+  if (c->kind == VS_COLL_NONE || b->lay->group_size[c->group] <= 1)
     return 0.0;
-  m = memo_slot(b, (uint64_t)c->kind, c->bytes, &hit);
+  m = memo_slot(b, (uint64_t)c->kind | (uint64_t)c->group << 4, c->bytes, &hit);
   if (!hit)
-    m->seconds = vs_cost_group_seconds(b->topo, c->kind, c->bytes,
-                                       b->lay->tp, b->lay->tp_stride,
-                                       &b->p->cal_seen);
+    m->seconds = group_seconds(b, c->group, c->kind, c->bytes);
   return m->seconds;
 }
 
-/* "tp_" or "dp_" (data_parallel) + vs_coll_name(kind), without formatting
- * one for each of the millions of ops a plan builds. */
-static const char *coll_op_name(bool data_parallel, int kind)
+/* An op's own collective (tensor parallelism), on the stream the recipe
+ * gives it. */
+static void op_comm(builder *b, const vs_comm *c, int layer, int mb)
 {
-  static const char *const tp[] = {"tp_none", "tp_all_reduce",
-                                   "tp_all_gather", "tp_reduce_scatter"};
-  static const char *const dp[] = {"dp_none", "dp_all_reduce",
-                                   "dp_all_gather", "dp_reduce_scatter"};
-  if (kind < VS_COLL_NONE || kind > VS_COLL_REDUCE_SCATTER)
-    kind = VS_COLL_NONE;
-  return data_parallel ? dp[kind] : tp[kind];
-}
-
-/* A tensor-parallel collective, issued on the compute stream. */
-static void tp_comm(builder *b, const vs_tp_comm *c, int layer, int mb)
-{
-  const char *name = coll_op_name(false, c->kind);
   double t;
   if (c->kind == VS_COLL_NONE)
     return;
-  t = tp_comm_seconds(b, c);
-  new_op(b, VS_STREAM_COMPUTE, VS_PHASE_TP_COMM, name, layer, mb, t, 0.0,
-         (double)c->bytes);
+  t = op_comm_seconds(b, c);
+  new_op(b, b->r->comm[VS_USE_OP].stream, VS_PHASE_TP_COMM,
+         vs_coll_op_name(c->group, c->kind), layer, mb, t, 0.0, (double)c->bytes);
 }
 
-/* A collective over this GPU's data-parallel group. */
-static double dp_seconds(const builder *b, int kind, uint64_t bytes)
+/* A step-level collective of `use` (its stream and group from the recipe). */
+static uint32_t use_comm(builder *b, int use, const char *name, int kind,
+                         uint64_t bytes, int mb)
 {
-  return vs_cost_group_seconds(b->topo, kind, bytes, b->lay->dp,
-                               b->lay->dp_stride, &b->p->cal_seen);
+  const vs_comm_plan *u = &b->r->comm[use];
+  double t = group_seconds(b, u->group, kind, bytes);
+  return new_op(b, u->stream, VS_PHASE_DP_COMM, name, -1, mb, t, 0.0,
+                (double)bytes);
 }
 
 /* ------------------------------------------------------------------------
  * ZeRO-3 parameter gathers
  * ------------------------------------------------------------------------ */
 
-static bool zero3(const builder *b) { return b->lay->zero >= 3 && b->lay->dp > 1; }
 
 /* All-gathers inst's parameters on the comm stream once `after` has ended
  * (so at most two blocks are gathered at a time). */
 static void gather(builder *b, size_t inst, int mb, uint32_t after)
 {
-  const vs_block *blk = block_of(b, inst);
-  uint64_t bytes = blk->param_elems * b->lay->param_elem_bytes;
+  uint64_t bytes = plan_of(b, inst)->param_bytes;
+  const vs_comm_plan *u = &b->r->comm[VS_USE_PARAM_GATHER];
   double t;
   uint32_t op;
 
-  if (!zero3(b) || bytes == 0 || b->gather_op[inst] != NONE)
+  if (!b->r->gather_params || bytes == 0 || b->gather_op[inst] != NONE)
     return;
-  t = dp_seconds(b, VS_COLL_ALL_GATHER, bytes);
-  op = new_op(b, VS_STREAM_COMM, VS_PHASE_DP_COMM, "zero3_all_gather",
+  t = group_seconds(b, u->group, VS_COLL_ALL_GATHER, bytes);
+  op = new_op(b, u->stream, VS_PHASE_DP_COMM, "zero3_all_gather",
               layer_of(inst), mb, t, 0.0, (double)bytes);
   add_dep(b, op, after);
   b->gather_buf[inst] = new_buffer(b, bytes, VS_CAT_TEMP);
@@ -382,7 +376,7 @@ static void gather(builder *b, size_t inst, int mb, uint32_t after)
 static void before_pass(builder *b, size_t inst, size_t next, bool has_next,
                         int mb)
 {
-  if (!zero3(b))
+  if (!b->r->gather_params)
     return;
   gather(b, inst, mb, b->last_compute);
   if (has_next)
@@ -407,30 +401,20 @@ static void release_gather(builder *b, size_t inst, uint32_t op)
  * Forward and backward of one block
  * ------------------------------------------------------------------------ */
 
-/* Whether a saved tensor is kept from forward to backward. */
-static bool kept(const builder *b, size_t inst, const vs_saved *s)
-{
-  int ckpt = b->wl->training.checkpointing;
-  if (!is_layer(b, inst))
-    return true;
-  if (ckpt == VS_CKPT_FULL)
-    return false;
-  return !(ckpt == VS_CKPT_SELECTIVE && s->selective);
-}
-
 static void forward_block(builder *b, size_t inst, int mb)
 {
   const vs_block *blk = block_of(b, inst);
+  const vs_kind_plan *plan = plan_of(b, inst);
   int layer = layer_of(inst);
-  bool full = is_layer(b, inst) && b->wl->training.checkpointing == VS_CKPT_FULL;
+  bool full = plan->recompute_block;
 
   before_pass(b, inst, inst + 1, inst + 1 < b->n_inst, mb);
-  for (int k = 0; k < blk->n_ops; k++) {
+  for (uint32_t k = 0; k < blk->n_ops; k++) {
     const vs_op_spec *o = &blk->ops[k];
     uint64_t fleeting = o->fwd_temp_bytes;
     uint32_t op;
 
-    tp_comm(b, &o->fwd_before, layer, mb);
+    op_comm(b, &o->fwd_before, layer, mb);
     op = compute_op(b, VS_PHASE_FWD, o->name, layer, mb, o->fwd_flops,
                     o->fwd_bytes, o->matmul);
     if (k == 0 && full) {
@@ -438,19 +422,19 @@ static void forward_block(builder *b, size_t inst, int mb)
       hold(b, ckpt, new_buffer(b, blk->input_bytes, VS_CAT_ACTIVATIONS));
       effect(b, op, *ckpt, false, false);
     }
-    for (int s = 0; s < o->n_saved; s++) {
-      uint32_t *slot = saved_slot(b, inst, k, s, mb);
-      if (kept(b, inst, &o->saved[s])) {
-        hold(b, slot, new_buffer(b, o->saved[s].bytes, o->saved[s].category));
+    for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++) {
+      uint32_t *slot = saved_slot(b, inst, s, mb);
+      if (plan->keep[s] == VS_KEEP) {
+        hold(b, slot, new_buffer(b, blk->saved[s].bytes, blk->saved[s].category));
         effect(b, op, *slot, false, false);
       } else {
-        fleeting += o->saved[s].bytes;
+        fleeting += blk->saved[s].bytes;
       }
     }
     transient(b, op, fleeting, VS_CAT_TEMP);
-    if (k == blk->n_ops - 1)
+    if (k + 1 == blk->n_ops)
       release_gather(b, inst, op);
-    tp_comm(b, &o->fwd_after, layer, mb);
+    op_comm(b, &o->fwd_after, layer, mb);
   }
 }
 
@@ -462,13 +446,13 @@ static void recompute_layer(builder *b, size_t inst, int mb)
   double flops = 0, bytes = 0, seconds = 0;
   uint32_t op;
 
-  for (int k = 0; k < blk->n_ops; k++) {
+  for (uint32_t k = 0; k < blk->n_ops; k++) {
     const vs_op_spec *o = &blk->ops[k];
     flops += o->fwd_flops;
     bytes += o->fwd_bytes;
     seconds += op_seconds(b, o->matmul, o->fwd_flops, o->fwd_bytes) +
-               tp_comm_seconds(b, &o->fwd_before) +
-               tp_comm_seconds(b, &o->fwd_after);
+               op_comm_seconds(b, &o->fwd_before) +
+               op_comm_seconds(b, &o->fwd_after);
   }
   op = new_op(b, VS_STREAM_COMPUTE, VS_PHASE_RECOMPUTE, "recompute_layer",
               layer_of(inst), mb, seconds, flops, bytes);
@@ -476,12 +460,10 @@ static void recompute_layer(builder *b, size_t inst, int mb)
     add_dep(b, op, b->wait_for);
     b->wait_gather = false;
   }
-  for (int k = 0; k < blk->n_ops; k++) {
-    for (int s = 0; s < blk->ops[k].n_saved; s++) {
-      uint32_t *slot = saved_slot(b, inst, k, s, mb);
-      hold(b, slot, new_buffer(b, blk->ops[k].saved[s].bytes, VS_CAT_TEMP));
-      effect(b, op, *slot, false, false);
-    }
+  for (uint32_t s = 0; s < blk->n_saved; s++) {
+    uint32_t *slot = saved_slot(b, inst, s, mb);
+    hold(b, slot, new_buffer(b, blk->saved[s].bytes, VS_CAT_TEMP));
+    effect(b, op, *slot, false, false);
   }
 }
 
@@ -490,19 +472,20 @@ static void recompute_layer(builder *b, size_t inst, int mb)
 static void recompute_core(builder *b, size_t inst, int mb)
 {
   const vs_block *blk = block_of(b, inst);
+  const vs_kind_plan *plan = plan_of(b, inst);
   double flops = 0, bytes = 0;
   uint64_t dropped = 0;
   uint32_t op;
 
-  for (int k = 0; k < blk->n_ops; k++) {
+  for (uint32_t k = 0; k < blk->n_ops; k++) {
     const vs_op_spec *o = &blk->ops[k];
     if (!o->attn_core)
       continue;
     flops += o->fwd_flops;
     bytes += o->fwd_bytes;
-    for (int s = 0; s < o->n_saved; s++)
-      if (o->saved[s].selective)
-        dropped += o->saved[s].bytes;
+    for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++)
+      if (plan->keep[s] == VS_RECOMPUTE_CORE)
+        dropped += blk->saved[s].bytes;
   }
   if (dropped == 0)
     return;
@@ -514,15 +497,15 @@ static void recompute_core(builder *b, size_t inst, int mb)
 
 static int first_core_op(const vs_block *blk)
 {
-  for (int k = 0; k < blk->n_ops; k++)
+  for (uint32_t k = 0; k < blk->n_ops; k++)
     if (blk->ops[k].attn_core)
-      return k;
+      return (int)k;
   return -1;
 }
 
 static int last_core_op(const vs_block *blk)
 {
-  for (int k = blk->n_ops - 1; k >= 0; k--)
+  for (int k = (int)blk->n_ops - 1; k >= 0; k--)
     if (blk->ops[k].attn_core)
       return k;
   return -1;
@@ -530,38 +513,34 @@ static int last_core_op(const vs_block *blk)
 
 /* Gradients of the block wait, unreduced, until their bucket is reduced
  * (ZeRO-2/3); with ZeRO-0/1 they accumulate in the resident buffer. */
-static bool transient_grads(const builder *b)
-{
-  return b->lay->zero >= 2 && b->lay->dp > 1;
-}
+static bool transient_grads(const builder *b) { return b->r->transient_grads; }
 
 static void backward_block(builder *b, size_t inst, int mb)
 {
   const vs_block *blk = block_of(b, inst);
+  const vs_kind_plan *plan = plan_of(b, inst);
   int layer = layer_of(inst);
-  int ckpt = is_layer(b, inst) ? b->wl->training.checkpointing : VS_CKPT_NONE;
   int core_first = first_core_op(blk), core_last = last_core_op(blk);
 
   before_pass(b, inst, inst - 1, inst > 0, mb);
-  if (ckpt == VS_CKPT_FULL)
+  if (plan->recompute_block)
     recompute_layer(b, inst, mb);
-  for (int k = blk->n_ops - 1; k >= 0; k--) {
+  for (int k = (int)blk->n_ops - 1; k >= 0; k--) {
     const vs_op_spec *o = &blk->ops[k];
     uint32_t op;
 
-    if (ckpt == VS_CKPT_SELECTIVE && k == core_last)
+    if (plan->recompute_core && k == core_last)
       recompute_core(b, inst, mb);
-    tp_comm(b, &o->bwd_before, layer, mb);
-    op = compute_op(b, VS_PHASE_BWD, o->name, layer, mb, o->bwd_flops,
-                    o->bwd_bytes, o->matmul);
-    if (k == blk->n_ops - 1 && transient_grads(b)) {
-      b->grad_buf[inst] = new_buffer(
-          b, blk->param_elems * b->lay->grad_elem_bytes, VS_CAT_GRADS);
+    op_comm(b, &o->bwd_before, layer, mb);
+    op = compute_op(b, VS_PHASE_BWD, o->name, layer, mb, plan->bwd_flops[k],
+                    plan->bwd_bytes[k], o->matmul);
+    if (k == (int)blk->n_ops - 1 && transient_grads(b)) {
+      b->grad_buf[inst] = new_buffer(b, plan->grad_bytes, VS_CAT_GRADS);
       effect(b, op, b->grad_buf[inst], false, false);
     }
     transient(b, op, o->bwd_temp_bytes, VS_CAT_TEMP);
-    for (int s = 0; s < o->n_saved; s++) {
-      uint32_t *slot = saved_slot(b, inst, k, s, mb);
+    for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++) {
+      uint32_t *slot = saved_slot(b, inst, s, mb);
       effect(b, op, *slot, true, true);
       *slot = NONE;
     }
@@ -574,7 +553,7 @@ static void backward_block(builder *b, size_t inst, int mb)
       b->ckpt_buf[live(b, inst, mb)] = NONE;
       release_gather(b, inst, op);
     }
-    tp_comm(b, &o->bwd_after, layer, mb);
+    op_comm(b, &o->bwd_after, layer, mb);
   }
 }
 
@@ -585,18 +564,16 @@ static void backward_block(builder *b, size_t inst, int mb)
 /* Reduces the open bucket over the data-parallel group. */
 static void flush_bucket(builder *b, int mb)
 {
-  int kind = b->lay->zero >= 2 ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE;
-  const char *name = coll_op_name(true, kind);
-  double t;
+  int kind = b->r->grad_reduce;
+  int group = b->r->comm[VS_USE_GRAD_REDUCE].group;
   uint32_t op;
 
   if (b->bucket_fill == 0) {
     b->n_bucket = 0;
     return;
   }
-  t = dp_seconds(b, kind, b->bucket_fill);
-  op = new_op(b, VS_STREAM_COMM, VS_PHASE_DP_COMM, name, -1, mb, t, 0.0,
-              (double)b->bucket_fill);
+  op = use_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind), kind,
+                b->bucket_fill, mb);
   add_dep(b, op, b->last_compute);
   for (size_t i = 0; i < b->n_bucket; i++) {
     effect(b, op, b->grad_buf[b->bucket[i]], true, true);
@@ -612,7 +589,7 @@ static void flush_bucket(builder *b, int mb)
 static void bucket_grads(builder *b, size_t inst, int mb)
 {
   b->bucket[b->n_bucket++] = (uint32_t)inst;
-  b->bucket_fill += block_of(b, inst)->param_elems * b->lay->grad_elem_bytes;
+  b->bucket_fill += plan_of(b, inst)->grad_bytes;
   if (b->bucket_fill >= b->wl->parallel.bucket_bytes)
     flush_bucket(b, mb);
 }
@@ -626,8 +603,7 @@ static void tied_embedding_sync(builder *b)
   vs_link link;
   double t;
   uint32_t op;
-  if (lay->pp < 2 || !b->wl->model.tied_embeddings ||
-      (b->stage != 0 && b->stage != lay->pp - 1))
+  if (!b->r->embedding_sync || (b->stage != 0 && b->stage != lay->pp - 1))
     return;
   bytes = b->m->vocab_padded / lay->tp * b->wl->model.hidden *
           lay->grad_elem_bytes;
@@ -635,7 +611,8 @@ static void tied_embedding_sync(builder *b)
   link = vs_layout_stage_link(b->topo, lay, b->stage, other);
   link.seen = &b->p->cal_seen;
   t = vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, bytes, 2, link);
-  op = new_op(b, VS_STREAM_COMM, VS_PHASE_DP_COMM, "embedding_all_reduce", -1,
+  op = new_op(b, b->r->comm[VS_USE_EMBED_SYNC].stream, VS_PHASE_DP_COMM,
+              "embedding_all_reduce", -1,
               -1, t, 0.0, (double)bytes);
   add_dep(b, op, b->last_compute);
 }
@@ -650,13 +627,11 @@ static void optimizer_step(builder *b)
   op = compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", -1, -1, w.flops,
                   w.bytes, false);
   add_dep(b, op, b->last_comm);
-  if (lay->dp > 1 && (lay->zero == 1 || lay->zero == 2)) {
-    uint64_t full = st->params_full_bytes;
-    double t = dp_seconds(b, VS_COLL_ALL_GATHER, full);
-    uint32_t ag = new_op(b, VS_STREAM_COMM, VS_PHASE_DP_COMM, "zero_param_all_gather",
-                         -1, -1, t, 0.0, (double)full);
-    add_dep(b, ag, op);
-  }
+  if (b->r->gather_after_step)
+    add_dep(b,
+            use_comm(b, VS_USE_STEP_GATHER, "zero_param_all_gather",
+                     VS_COLL_ALL_GATHER, st->params_full_bytes, -1),
+            op);
 }
 
 static void setup(builder *b)
@@ -768,8 +743,8 @@ static void chunk_range(const builder *b, uint64_t g, size_t *first,
  * (communication) buffer; the next compute op waits for it and frees it. */
 static void receive(builder *b, int kind, uint64_t mb, uint64_t from)
 {
-  uint64_t bytes = b->m->layer.input_bytes;
-  uint32_t op = new_op(b, VS_STREAM_RECV, VS_PHASE_P2P,
+  uint64_t bytes = vs_model_layer(b->m, 0)->input_bytes;
+  uint32_t op = new_op(b, b->r->comm[VS_USE_RECV].stream, VS_PHASE_P2P,
                        kind == SEND_ACTIVATION ? "recv_activation"
                                                : "recv_gradient",
                        -1, (int)mb, 0.0, 0.0, (double)bytes);
@@ -785,12 +760,12 @@ static void receive(builder *b, int kind, uint64_t mb, uint64_t from)
  * chunk `to`, once the last compute op has produced it. */
 static void send(builder *b, int kind, uint64_t mb, uint64_t g, uint64_t to)
 {
-  uint64_t bytes = b->m->layer.input_bytes;
+  uint64_t bytes = vs_model_layer(b->m, 0)->input_bytes;
   vs_link link = vs_layout_stage_link(b->topo, b->lay, b->stage, to % b->lay->pp);
   double t;
   link.seen = &b->p->cal_seen;
   t = vs_cost_link_seconds(link, (double)bytes);
-  uint32_t op = new_op(b, VS_STREAM_SEND, VS_PHASE_P2P,
+  uint32_t op = new_op(b, b->r->comm[VS_USE_SEND].stream, VS_PHASE_P2P,
                        kind == SEND_ACTIVATION ? "send_activation"
                                                : "send_gradient",
                        -1, (int)mb, t, 0.0, (double)bytes);
@@ -841,7 +816,7 @@ static void reserve_program(builder *b, size_t n_units)
   vs_program *p = b->p;
   size_t layers = (size_t)b->lay->stages[b->stage].n_layers;
   size_t per_unit = (layers / (size_t)b->lay->vstages + 2) *
-                        ((size_t)b->m->layer.n_ops + 4) + 16;
+                        ((size_t)vs_model_layer(b->m, 0)->n_ops + 4) + 16;
   size_t ops = n_units * per_unit + 64;
   grow(b, (void **)&p->ops, &p->cap_ops, ops, sizeof *p->ops);
   grow(b, (void **)&p->deps, &p->cap_deps, ops, sizeof *p->deps);
@@ -909,12 +884,11 @@ static size_t ring_size(const vs_layout *lay, int schedule)
   return (size_t)bound;
 }
 
-int vs_schedule_build(const vs_workload *wl, const vs_topology *topo,
-                      const vs_model *m, const vs_layout *lay, int stage,
-                      vs_program *prog, vs_error *err)
+int vs_schedule_build(const vs_job *job, int stage, vs_program *prog,
+                      vs_error *err)
 {
   memset(prog, 0, sizeof *prog);
-  return vs_schedule_rebuild(wl, topo, m, lay, stage, prog, err);
+  return vs_schedule_rebuild(job, stage, prog, err);
 }
 
 /* Empties prog but keeps its arrays and their capacities. */
@@ -940,36 +914,45 @@ static void clear_program(vs_program *prog)
   }
 }
 
-int vs_schedule_rebuild(const vs_workload *wl, const vs_topology *topo,
-                        const vs_model *m, const vs_layout *lay, int stage,
-                        vs_program *prog, vs_error *err)
+/* A builder for stage of job into prog, with its tables (b->failed when
+ * one could not be allocated). */
+static void builder_init(builder *b, const vs_job *job, int stage,
+                         vs_program *prog, vs_error *err)
+{
+  size_t n_inst = (size_t)job->model->layers + 2;
+  memset(b, 0, sizeof *b);
+  b->wl = job->wl;
+  b->topo = job->topo;
+  b->m = job->model;
+  b->r = job->recipe;
+  b->lay = job->layout;
+  b->p = prog;
+  b->err = err;
+  b->n_inst = n_inst;
+  b->last_compute = NONE;
+  b->last_comm = NONE;
+  b->recv_op = NONE;
+  b->recv_buf = NONE;
+  b->stage = (uint64_t)stage;
+  b->ring = ring_size(b->lay, b->wl->parallel.schedule);
+  b->max_saved = vs_model_max_saved(b->m);
+  b->saved = new_table(b, b->ring * n_inst * (b->max_saved ? b->max_saved : 1));
+  b->ckpt_buf = new_table(b, b->ring * n_inst);
+  b->sel_buf = new_table(b, n_inst);
+  b->gather_op = new_table(b, n_inst);
+  b->gather_buf = new_table(b, n_inst);
+  b->grad_buf = new_table(b, n_inst);
+  b->bucket = new_table(b, n_inst);
+}
+
+int vs_schedule_rebuild(const vs_job *job, int stage, vs_program *prog,
+                        vs_error *err)
 {
   builder b;
-  size_t n_inst = (size_t)m->layers + 2;
 
   clear_program(prog);
   prog->stage = stage;
-  memset(&b, 0, sizeof b);
-  b.wl = wl;
-  b.topo = topo;
-  b.m = m;
-  b.lay = lay;
-  b.p = prog;
-  b.err = err;
-  b.n_inst = n_inst;
-  b.last_compute = NONE;
-  b.last_comm = NONE;
-  b.recv_op = NONE;
-  b.recv_buf = NONE;
-  b.stage = (uint64_t)stage;
-  b.ring = ring_size(lay, wl->parallel.schedule);
-  b.saved = new_table(&b, b.ring * n_inst * VS_BLOCK_OPS_MAX * VS_SAVED_MAX);
-  b.ckpt_buf = new_table(&b, b.ring * n_inst);
-  b.sel_buf = new_table(&b, n_inst);
-  b.gather_op = new_table(&b, n_inst);
-  b.gather_buf = new_table(&b, n_inst);
-  b.grad_buf = new_table(&b, n_inst);
-  b.bucket = new_table(&b, n_inst);
+  builder_init(&b, job, stage, prog, err);
   if (!b.failed)
     build_step(&b);
   free_tables(&b);

@@ -14,20 +14,12 @@
 #include "error.h"
 #include "layout.h"
 #include "model.h"
+#include "recipe.h"
 #include "topology.h"
 #include "workload.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-typedef enum vs_stream {
-  VS_STREAM_COMPUTE,  /* kernels, tensor-parallel collectives (Megatron
-                         issues them on the compute stream) */
-  VS_STREAM_COMM,     /* data-parallel collectives, ZeRO gathers */
-  VS_STREAM_SEND,     /* pipeline sends (asynchronous, like isend) */
-  VS_STREAM_RECV,     /* pipeline receives, in the order they are needed */
-  VS_STREAM_N
-} vs_stream;
 
 typedef enum vs_phase {
   VS_PHASE_SETUP,     /* model states allocated before the step */
@@ -92,11 +84,19 @@ typedef struct vs_program {
   size_t n_sends, cap_sends;
 } vs_program;
 
+/* Everything a program is built from (none of it owned). */
+typedef struct vs_job {
+  const vs_workload *wl;      /* the validated workload */
+  const vs_topology *topo;    /* the hardware */
+  const vs_model *model;      /* its blocks */
+  const vs_recipe *recipe;    /* every decision about them */
+  const vs_layout *layout;    /* their placement on the GPUs */
+} vs_job;
+
 /* Builds the program of `stage` into prog (which it initialises). On error
  * prog is left empty. Cost: O(ops). */
-int vs_schedule_build(const vs_workload *wl, const vs_topology *topo,
-                      const vs_model *m, const vs_layout *lay, int stage,
-                      vs_program *prog, vs_error *err);
+int vs_schedule_build(const vs_job *job, int stage, vs_program *prog,
+                      vs_error *err);
 
 /* Resolves the cross-stage dependencies of a pipeline's programs (one per
  * stage, in stage order) once all are built: each receive waits for the
@@ -108,9 +108,8 @@ int vs_schedule_link(vs_program *progs, size_t n_progs, vs_error *err);
 /* vs_schedule_build into a program built before (or zeroed), reusing its
  * arrays: sweeps and plans build thousands of programs, and fresh memory
  * costs more to touch than the building itself. */
-int vs_schedule_rebuild(const vs_workload *wl, const vs_topology *topo,
-                        const vs_model *m, const vs_layout *lay, int stage,
-                        vs_program *prog, vs_error *err);
+int vs_schedule_rebuild(const vs_job *job, int stage, vs_program *prog,
+                        vs_error *err);
 
 void vs_program_fini(vs_program *prog);
 

@@ -176,7 +176,7 @@ static int simulate_with(vs_sim *sim, const vs_workload *wl,
                          vs_program_pool *pool, vs_error *err)
 {
   vs_workload *copy = malloc(sizeof *copy);
-  vs_sim_opts opts = {false, false, false, screening};
+  vs_sim_opts opts = {.stop_at_oom = screening};
   int rc;
   if (!copy)
     return vs_error_set(err, VS_ENOMEM, "out of host memory");

@@ -302,7 +302,7 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
     }
   }
   fprintf(out, "activations per layer per micro-batch = %s\n",
-          vs_format_bytes(vs_block_saved_bytes(&m->layer, -1, true), b1,
+          vs_format_bytes(vs_block_saved_bytes(vs_model_layer(m, 0), -1, true), b1,
                           sizeof b1));
   fprintf(out, "framework per GPU = %s (context, cuBLAS, %d NCCL "
                "communicator(s))\n",

@@ -150,6 +150,20 @@ static int take_programs(vs_sim *sim, size_t n, vs_program_pool *pool,
   return 0;
 }
 
+/* The model (edited by opts->edit_model when given), its recipe and the
+ * layout. */
+static int build_plan(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
+{
+  int rc;
+  if ((rc = vs_model_build(sim->wl, &sim->model, err)) ||
+      (opts->edit_model &&
+       (rc = opts->edit_model(&sim->model, opts->edit_ctx, err))) ||
+      (rc = vs_recipe_build(sim->wl, &sim->model, &sim->recipe, err)))
+    return rc;
+  return vs_layout_build(sim->wl, sim->topo, &sim->model, &sim->recipe,
+                         &sim->layout, err);
+}
+
 int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
                       const vs_topology *topo, const vs_sim_opts *opts,
                       vs_program_pool *pool, vs_error *err)
@@ -166,14 +180,14 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
   memset(sim, 0, sizeof *sim);
   sim->wl = wl;
   sim->topo = topo;
-  if ((rc = vs_model_build(wl, &sim->model, err)) ||
-      (rc = vs_layout_build(wl, topo, &sim->model, &sim->layout, err)))
+  if ((rc = build_plan(sim, opts, err)) ||
+      (rc = take_programs(sim, (size_t)sim->layout.pp, pool, err))) {
+    vs_sim_fini(sim);
     return rc;
-  if ((rc = take_programs(sim, (size_t)sim->layout.pp, pool, err)))
-    return rc;
+  }
   for (size_t s = 0; s < sim->n_programs; s++) {
-    if ((rc = vs_schedule_rebuild(wl, topo, &sim->model, &sim->layout, (int)s,
-                                  &sim->programs[s], err))) {
+    vs_job job = {wl, topo, &sim->model, &sim->recipe, &sim->layout};
+    if ((rc = vs_schedule_rebuild(&job, (int)s, &sim->programs[s], err))) {
       vs_sim_fini(sim);
       return rc;
     }
@@ -204,6 +218,8 @@ void vs_sim_fini(vs_sim *sim)
       vs_program_fini(&sim->programs[s]);
     free(sim->programs);
   }
+  vs_recipe_fini(&sim->recipe);
+  vs_model_fini(&sim->model);
   sim->pool = NULL;
   sim->ranks = NULL;
   sim->programs = NULL;

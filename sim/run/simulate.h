@@ -10,6 +10,7 @@
 #include "error.h"
 #include "layout.h"
 #include "model.h"
+#include "recipe.h"
 #include "schedule.h"
 #include "topology.h"
 #include "workload.h"
@@ -27,13 +28,18 @@ typedef struct vs_sim_opts {
   bool record;            /* keep timelines and op spans (for CSV/trace) */
   bool check_invariants;  /* vs_mem_check after every memory event */
   bool stop_at_oom;       /* end at the first out-of-memory (screening) */
+  /* called on the built model before anything reads it (may be NULL): a
+   * way to add block kinds or freeze tensors without a workload key */
+  int (*edit_model)(vs_model *m, void *ctx, vs_error *err);
+  void *edit_ctx;         /* handed to edit_model */
 } vs_sim_opts;
 
 typedef struct vs_sim {
   const vs_workload *wl;  /* inputs (not owned) */
   const vs_topology *topo;
   vs_model model;         /* built from wl */
-  vs_layout layout;       /* built from wl, topo, model */
+  vs_recipe recipe;       /* every decision, resolved from wl and model */
+  vs_layout layout;       /* built from wl, topo, model, recipe */
   vs_program *programs;   /* one per pipeline stage */
   size_t n_programs;
   vs_rank *ranks;         /* simulated ranks */

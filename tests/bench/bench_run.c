@@ -27,7 +27,7 @@ static int bench(const char *workload, uint64_t gpus, bool all_ranks,
   vs_topology topo;
   vs_workload wl;
   vs_sim sim;
-  vs_sim_opts opts = {all_ranks, false, false, false};
+  vs_sim_opts opts = {.all_ranks = all_ranks};
   vs_error err;
   double best = 1e30;
   uint64_t events = 0;

@@ -1,0 +1,228 @@
+/* recipe.c - resolves a workload and its model into decisions (see
+ * recipe.h). Every rule about what ZeRO, checkpointing, trainability and
+ * the optimizer mean for memory and data flow is decided here, once. */
+#include "recipe.h"
+
+#include "units.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t vs_optimizer_state_bytes(int optimizer, bool master, uint64_t rows,
+                                  uint64_t cols)
+{
+  uint64_t n = rows * cols;
+  uint64_t bytes = master ? 4 * n : 0;
+  switch (optimizer) {
+  case VS_OPT_ADAM:
+  case VS_OPT_ADAMW:
+    return bytes + 8 * n;
+  case VS_OPT_MOMENTUM:
+  case VS_OPT_LION:
+    return bytes + 4 * n;
+  case VS_OPT_SGD:
+    return bytes;
+  case VS_OPT_ADAFACTOR:
+    return bytes + (rows > 1 && cols > 1 ? 4 * (rows + cols) : 4 * n);
+  case VS_OPT_ADAM8BIT:
+    if (n < 4096)
+      return bytes + 8 * n;
+    return bytes + 2 * n + 2 * 4 * vs_div_ceil(n, 2048);
+  default:
+    return bytes;
+  }
+}
+
+uint64_t vs_recipe_shard(const vs_state_plan *plan, uint64_t bytes)
+{
+  if (plan->degree == 0) /* not partitioned */
+    return bytes;
+  return vs_div_ceil(vs_div_ceil(bytes, plan->align), plan->degree) *
+         plan->align;
+}
+
+const char *vs_keep_name(int keep)
+{
+  switch (keep) {
+  case VS_KEEP:
+    return "keep";
+  case VS_RECOMPUTE_CORE:
+    return "recompute_core";
+  default:
+    return "recompute_block";
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Model states: ZeRO (Rajbhandari et al. 2020)
+ * ------------------------------------------------------------------------ */
+
+/* A state partitioned over dp from ZeRO stage `from` on (degree 0: not
+ * partitioned). A partitioned state is padded to whole `align`-byte
+ * elements per shard even when dp = 1, as ZeRO's flat buffers are. */
+static vs_state_plan state(const vs_workload *wl, uint64_t from,
+                           uint64_t align)
+{
+  vs_state_plan p = {0, VS_PLACE_GPU, align};
+  if (wl->parallel.zero >= from)
+    p.degree = wl->parallel.dp;
+  return p;
+}
+
+static void resolve_states(const vs_workload *wl, const vs_model *m,
+                           vs_recipe *r)
+{
+  uint64_t dp = wl->parallel.dp, zero = wl->parallel.zero;
+  r->grad_elem_bytes = wl->training.grad_dtype == VS_GRAD_FP32
+                           ? 4
+                           : m->param_elem_bytes;
+  r->optimizer = state(wl, 1, 4); /* fp32 states */
+  r->grads = state(wl, 2, r->grad_elem_bytes);
+  r->params = state(wl, 3, m->param_elem_bytes);
+  r->gather_params = zero >= 3 && dp > 1;
+  r->transient_grads = zero >= 2 && dp > 1;
+  r->grad_reduce = zero >= 2 ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE;
+  r->gather_after_step = dp > 1 && (zero == 1 || zero == 2);
+  /* With tied embeddings and pp > 1 the first and last stages each hold the
+   * word embeddings and all-reduce their gradients (Megatron-LM's
+   * embedding group). */
+  r->embedding_sync = wl->parallel.pp > 1 && wl->model.tied_embeddings;
+}
+
+/* Streams and groups: tensor-parallel collectives on the compute stream
+ * (Megatron issues them there), data-parallel traffic on its own stream,
+ * pipeline sends and receives on theirs. */
+static void resolve_comm(vs_recipe *r)
+{
+  static const vs_comm_plan plans[VS_USE_N] = {
+      [VS_USE_OP] = {VS_STREAM_COMPUTE, VS_GROUP_TP},
+      [VS_USE_GRAD_REDUCE] = {VS_STREAM_COMM, VS_GROUP_DP},
+      [VS_USE_PARAM_GATHER] = {VS_STREAM_COMM, VS_GROUP_DP},
+      [VS_USE_STEP_GATHER] = {VS_STREAM_COMM, VS_GROUP_DP},
+      [VS_USE_EMBED_SYNC] = {VS_STREAM_COMM, VS_GROUP_EMBEDDING},
+      [VS_USE_SEND] = {VS_STREAM_SEND, VS_GROUP_PP},
+      [VS_USE_RECV] = {VS_STREAM_RECV, VS_GROUP_PP},
+  };
+  memcpy(r->comm, plans, sizeof plans);
+}
+
+/* ------------------------------------------------------------------------
+ * Block kinds
+ * ------------------------------------------------------------------------ */
+
+/* What checkpointing does to a saved tensor of a block of `role`: only
+ * transformer layers are checkpointed (Megatron-LM's
+ * recompute_granularity). */
+static int keep_of(const vs_workload *wl, int role, const vs_saved *s)
+{
+  int ckpt = wl->training.checkpointing;
+  if (role != VS_ROLE_LAYER || ckpt == VS_CKPT_NONE)
+    return VS_KEEP;
+  if (ckpt == VS_CKPT_FULL)
+    return VS_RECOMPUTE_BLOCK;
+  return s->selective ? VS_RECOMPUTE_CORE : VS_KEEP;
+}
+
+/* The share of op's weight-gradient work still done: the trainable part of
+ * the elements of the weights it computes gradients for (1 with none). */
+static double trainable_share(const vs_block *b, const vs_op_spec *op)
+{
+  double all = 0, trainable = 0;
+  for (uint32_t i = op->first_param; i < op->first_param + op->n_params; i++) {
+    double n = (double)b->params[i].rows * (double)b->params[i].cols;
+    all += n;
+    trainable += b->params[i].trainable ? n : 0;
+  }
+  return all > 0 ? trainable / all : 1.0;
+}
+
+static void resolve_ops(const vs_workload *wl, const vs_block *b,
+                        vs_kind_plan *k)
+{
+  for (uint32_t i = 0; i < b->n_saved; i++) {
+    k->keep[i] = (uint8_t)keep_of(wl, b->role, &b->saved[i]);
+    k->recompute_block |= k->keep[i] == VS_RECOMPUTE_BLOCK;
+    k->recompute_core |= k->keep[i] == VS_RECOMPUTE_CORE;
+  }
+  for (uint32_t i = 0; i < b->n_ops; i++) {
+    const vs_op_spec *op = &b->ops[i];
+    double skipped = 1.0 - trainable_share(b, op);
+    k->bwd_flops[i] = op->bwd_flops - op->wgrad_flops * skipped;
+    k->bwd_bytes[i] = op->bwd_bytes - op->wgrad_bytes * skipped;
+  }
+  /* full checkpointing keeps the block input even when nothing is saved */
+  k->recompute_block |= b->role == VS_ROLE_LAYER &&
+                        wl->training.checkpointing == VS_CKPT_FULL;
+}
+
+static void resolve_params(const vs_workload *wl, const vs_recipe *r,
+                           const vs_block *b, vs_kind_plan *k)
+{
+  const vs_training_conf *t = &wl->training;
+  for (uint32_t i = 0; i < b->n_params; i++) {
+    const vs_param_tensor *p = &b->params[i];
+    uint64_t n = p->rows * p->cols;
+    k->param_elems += n;
+    k->param_bytes += vs_dtype_bytes(p->dtype, n);
+    if (!p->trainable)
+      continue;
+    k->trainable_elems += n;
+    k->grad_bytes += n * r->grad_elem_bytes;
+    k->optimizer_bytes += vs_optimizer_state_bytes(
+        t->optimizer, t->master_weights, p->rows, p->cols);
+  }
+}
+
+static int resolve_kind(const vs_workload *wl, vs_recipe *r,
+                        const vs_block *b, vs_kind_plan *k, vs_error *err)
+{
+  memset(k, 0, sizeof *k);
+  k->keep = malloc((b->n_saved ? b->n_saved : 1) * sizeof *k->keep);
+  k->bwd_flops = malloc((b->n_ops ? b->n_ops : 1) * sizeof *k->bwd_flops);
+  k->bwd_bytes = malloc((b->n_ops ? b->n_ops : 1) * sizeof *k->bwd_bytes);
+  if (!k->keep || !k->bwd_flops || !k->bwd_bytes)
+    return vs_error_set(err, VS_ENOMEM, "out of host memory for the recipe");
+  resolve_ops(wl, b, k);
+  resolve_params(wl, r, b, k);
+  return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Entry points
+ * ------------------------------------------------------------------------ */
+
+int vs_recipe_build(const vs_workload *wl, const vs_model *m, vs_recipe *r,
+                    vs_error *err)
+{
+  memset(r, 0, sizeof *r);
+  resolve_states(wl, m, r);
+  resolve_comm(r);
+  r->kinds = calloc(m->n_kinds ? m->n_kinds : 1, sizeof *r->kinds);
+  if (!r->kinds)
+    return vs_error_set(err, VS_ENOMEM, "out of host memory for the recipe");
+  for (uint32_t k = 0; k < m->n_kinds; k++) {
+    r->n_kinds = k + 1;
+    if (resolve_kind(wl, r, &m->kinds[k], &r->kinds[k], err)) {
+      vs_recipe_fini(r);
+      return VS_ENOMEM;
+    }
+  }
+  return 0;
+}
+
+void vs_recipe_fini(vs_recipe *r)
+{
+  for (uint32_t k = 0; k < r->n_kinds; k++) {
+    free(r->kinds[k].keep);
+    free(r->kinds[k].bwd_flops);
+    free(r->kinds[k].bwd_bytes);
+  }
+  free(r->kinds);
+  memset(r, 0, sizeof *r);
+}
+
+const vs_kind_plan *vs_recipe_kind(const vs_recipe *r, const vs_model *m,
+                                   size_t inst)
+{
+  return &r->kinds[m->inst_kind[inst]];
+}

@@ -1,0 +1,150 @@
+/* recipe.h - the resolved plan of a job: everything the simulator decides
+ * about it, decided once, after loading and validating, from the workload
+ * and the model. The layout, the schedule builder and the report read only
+ * this; none of them re-reads `zero`, `checkpointing` or the optimizer.
+ *
+ * What it holds:
+ * - model states: for params, grads and optimizer states, how many GPUs of
+ *   the sharding group share one copy (ZeRO's degree: Rajbhandari et al.
+ *   2020, stage 1 partitions optimizer states, 2 also gradients, 3 also
+ *   parameters) and where the state lives (the GPU; host and NVMe come with
+ *   offload);
+ * - the ZeRO data flow those degrees imply (per-block gathers, transient
+ *   gradients, the all-gather after the step);
+ * - per block kind: per saved tensor whether it is kept, recomputed with the
+ *   attention core (selective) or with the whole block (full); per op its
+ *   backward work once frozen weights skip their weight gradient; the
+ *   block's parameter, gradient and optimizer bytes on one GPU before
+ *   sharding;
+ * - per use of communication, its stream and group.
+ * Invariant: kinds[k] describes m->kinds[k] of the model it was built from,
+ * and lives no longer than that model. */
+#ifndef VS_RECIPE_H
+#define VS_RECIPE_H
+
+#include "comm.h"
+#include "error.h"
+#include "model.h"
+#include "workload.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The streams ops run on (the engine runs each stream's ops in order). */
+typedef enum vs_stream {
+  VS_STREAM_COMPUTE,  /* kernels, tensor-parallel collectives (Megatron
+                         issues them on the compute stream) */
+  VS_STREAM_COMM,     /* data-parallel collectives, ZeRO gathers */
+  VS_STREAM_SEND,     /* pipeline sends (asynchronous, like isend) */
+  VS_STREAM_RECV,     /* pipeline receives, in the order they are needed */
+  VS_STREAM_N
+} vs_stream;
+
+/* Where a model state lives. */
+typedef enum vs_place {
+  VS_PLACE_GPU,       /* device memory */
+  VS_PLACE_HOST,      /* pinned host memory (offload) */
+  VS_PLACE_NVME       /* NVMe (ZeRO-Infinity) */
+} vs_place;
+
+/* What happens to a tensor saved for backward. */
+typedef enum vs_keep {
+  VS_KEEP,            /* kept on the GPU from forward to backward */
+  VS_RECOMPUTE_CORE,  /* dropped; the attention core is re-run before its
+                         backward (selective checkpointing) */
+  VS_RECOMPUTE_BLOCK  /* dropped; the whole block is re-run from its saved
+                         input before its backward (full checkpointing) */
+} vs_keep;
+
+/* The uses of communication a step makes. */
+typedef enum vs_comm_use {
+  VS_USE_OP,          /* an op's own collectives (tensor parallelism) */
+  VS_USE_GRAD_REDUCE, /* gradient buckets */
+  VS_USE_PARAM_GATHER,/* ZeRO-3 gathers of a block's parameters */
+  VS_USE_STEP_GATHER, /* ZeRO-1/2: updated parameters after the step */
+  VS_USE_EMBED_SYNC,  /* tied embeddings across the pipeline */
+  VS_USE_SEND,        /* pipeline sends */
+  VS_USE_RECV,        /* pipeline receives */
+  VS_USE_N
+} vs_comm_use;
+
+typedef struct vs_comm_plan {
+  uint8_t stream;     /* vs_stream */
+  uint8_t group;      /* vs_group (VS_USE_OP: each op names its own) */
+} vs_comm_plan;
+
+/* One model state (params, grads or optimizer states). */
+typedef struct vs_state_plan {
+  uint64_t degree;    /* GPUs of the sharding group sharing one copy:
+                         1 = replicated, dp = fully sharded */
+  uint8_t place;      /* vs_place */
+  uint64_t align;     /* a shard holds whole elements of this many bytes */
+} vs_state_plan;
+
+/* The decisions for one block kind. */
+typedef struct vs_kind_plan {
+  uint8_t *keep;            /* [saved tensor] vs_keep */
+  double *bwd_flops;        /* [op] backward FLOPs (frozen weights skip
+                               their weight gradient) */
+  double *bwd_bytes;        /* [op] backward HBM bytes, the same way */
+  bool recompute_block;     /* full checkpointing: the block's input is
+                               kept and its forward re-run */
+  bool recompute_core;      /* selective: some tensors are re-made by
+                               re-running the attention core */
+  uint64_t param_bytes;     /* its parameters on one GPU, unsharded (what
+                               a ZeRO-3 gather brings) */
+  uint64_t grad_bytes;      /* gradients of its trainable parameters */
+  uint64_t optimizer_bytes; /* optimizer states of its trainable ones */
+  uint64_t param_elems;     /* parameter elements */
+  uint64_t trainable_elems; /* elements of trainable parameters */
+} vs_kind_plan;
+
+typedef struct vs_recipe {
+  vs_kind_plan *kinds;      /* [model kind] */
+  uint32_t n_kinds;
+  vs_state_plan params, grads, optimizer; /* over VS_GROUP_DP */
+  bool gather_params;       /* ZeRO-3: each block's parameters gathered
+                               before its forward and its backward */
+  bool transient_grads;     /* ZeRO-2/3: gradients live until their bucket
+                               is reduce-scattered, every micro-batch */
+  uint8_t grad_reduce;      /* vs_coll_kind of gradient buckets */
+  bool gather_after_step;   /* ZeRO-1/2: updated params all-gathered */
+  bool embedding_sync;      /* tied embeddings split over the pipeline */
+  uint64_t grad_elem_bytes; /* bytes of one gradient element (fp32 main
+                               grads, else as the parameter) */
+  vs_comm_plan comm[VS_USE_N]; /* stream and group of each use */
+} vs_recipe;
+
+/* Resolves wl and m (m's kinds may have been edited after building) into
+ * r, which it initialises. VS_ENOMEM without host memory (r is then
+ * empty). Cost: O(ops + tensors of every kind). */
+int vs_recipe_build(const vs_workload *wl, const vs_model *m, vs_recipe *r,
+                    vs_error *err);
+void vs_recipe_fini(vs_recipe *r);
+
+/* The plan of instance inst's kind (see vs_model_block). */
+const vs_kind_plan *vs_recipe_kind(const vs_recipe *r, const vs_model *m,
+                                   size_t inst);
+
+/* Resident bytes of a state of `bytes` (unsharded) under plan: ZeRO shards a
+ * flat buffer evenly over its degree, padding the last shard, so each GPU
+ * holds ceil(bytes / degree) rounded up to whole elements. */
+uint64_t vs_recipe_shard(const vs_state_plan *plan, uint64_t bytes);
+
+/* Optimizer-state bytes (master weights included when `master`) of one
+ * parameter tensor of rows x cols elements:
+ *   adam, adamw   8 per element (fp32 exp_avg, exp_avg_sq)
+ *   momentum, lion 4 (one fp32 buffer)
+ *   sgd           0
+ *   adafactor     4*(rows+cols) for a matrix (factored second moment, no
+ *                 first moment: Shazeer & Stern 2018), 4 per element for a vector
+ *   adam8bit      2 per element + fp32 absmax per 2048-element block per
+ *                 state (bitsandbytes blockwise), 8 per element for tensors
+ *                 under 4096 elements (bitsandbytes min_8bit_size). */
+uint64_t vs_optimizer_state_bytes(int optimizer, bool master, uint64_t rows,
+                                  uint64_t cols);
+
+/* "keep", "recompute_core", "recompute_block". */
+const char *vs_keep_name(int keep);
+
+#endif
