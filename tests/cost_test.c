@@ -175,6 +175,12 @@ static void test_link_and_collectives(void **state)
   tu_assert_close(vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, 8000000, 1, link),
                   0, 0);
   tu_assert_close(vs_cost_collective_seconds(VS_COLL_NONE, 8000000, 8, link), 0, 0);
+  /* all-to-all: 1e6 B to each of the 7 others, 7 x 12 us; send/recv moves
+   * the whole 8e6 B once: 2 us + 80 us */
+  tu_assert_close(vs_cost_collective_seconds(VS_COLL_ALL_TO_ALL, 8000000, 8, link),
+                  84e-6, 1e-12);
+  tu_assert_close(vs_cost_collective_seconds(VS_COLL_SEND_RECV, 8000000, 2, link),
+                  82e-6, 1e-12);
 }
 
 /* Two nodes of 8 (the default topology: NVLink 450 GB/s, 3 us; NIC 50
@@ -192,6 +198,16 @@ static void test_group_seconds(void **state)
   /* 8 ranks in one node: the flat ring, 14 steps of 2e8 B */
   tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 1600000000, 8, 1, NULL),
                   14.0 * nvlink_step, 1e-12);
+  /* all-to-all of 1.6e9 B over the 16: 1e8 B to each peer, 7 in the node
+   * over NVLink, 8 in the other through the NIC */
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_TO_ALL, 1600000000, 16, 1, NULL),
+                  7.0 * (3e-6 + 1e8 / 450e9) + 8.0 * nic_step, 1e-12);
+  /* send/recv between ranks 8 apart (another node): the NIC; 4 apart (the
+   * same node): NVLink */
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_SEND_RECV, 100000000, 2, 8, NULL),
+                  nic_step, 1e-12);
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_SEND_RECV, 100000000, 2, 4, NULL),
+                  3e-6 + 1e8 / 450e9, 1e-12);
 }
 
 /* ------------------------------------------------------------------------

@@ -43,6 +43,15 @@ static void keep_model(const vs_model *m)
   built[n_built++] = *m;
 }
 
+/* After m gained kinds (its kinds array may have moved), the kept copy
+ * follows (found by its inst_kind array, which never moves). */
+static void refresh_model(const vs_model *m)
+{
+  for (size_t i = 0; i < n_built; i++)
+    if (built[i].inst_kind == m->inst_kind)
+      built[i] = *m;
+}
+
 static void build_ini(vs_model *m, const char *ini, const char *const *sets,
                       size_t n_sets)
 {
@@ -604,6 +613,170 @@ static void test_size_guard_follows_attention(void **state)
   assert_non_null(strstr(err.msg, "too large to simulate"));
 }
 
+/* ------------------------------------------------------------------------
+ * Block kinds that grow
+ * ------------------------------------------------------------------------ */
+
+static const char tiny_gpt[] =
+    "[model]\narch = gpt\nlayers = 3\nhidden = 64\nheads = 4\n"
+    "vocab = 128\nseq_len = 16\n";
+
+/* A kind grows past any fixed capacity: 1000 more ops of 5 saved tensors
+ * each (the old builder kept at most 3 per op and dropped the rest) keep
+ * every tensor, in op order, and the block's sums follow. */
+static void test_block_grows(void **state)
+{
+  vs_model m;
+  vs_block *b;
+  uint32_t kind;
+  uint64_t before, added = 0;
+  uint32_t ops0, saved0;
+  vs_error err;
+  (void)state;
+  vs_error_clear(&err);
+  build_ini(&m, tiny_gpt, NULL, 0);
+  assert_int_equal(m.n_kinds, 3);
+  assert_int_equal(vs_model_add_kind(&m, vs_model_layer(&m, 0), "wide", &kind,
+                                     &b, &err),
+                   0);
+  assert_int_equal(kind, 3);
+  assert_string_equal(b->name, "wide");
+  assert_int_equal(b->role, VS_ROLE_LAYER);
+  before = vs_block_saved_bytes(b, -1, true);
+  ops0 = b->n_ops;
+  saved0 = b->n_saved;
+  for (uint32_t i = 0; i < 1000; i++) {
+    vs_op_spec *op = vs_block_add_op(b, "extra", &err);
+    assert_non_null(op);
+    for (uint64_t k = 1; k <= 5; k++) {
+      assert_int_equal(vs_block_save(b, op,
+                                     (vs_saved){.bytes = k * 8,
+                                                .dtype = VS_DTYPE_BF16,
+                                                .category = VS_CAT_ACTIVATIONS},
+                                     &err),
+                       0);
+      added += k * 8;
+    }
+    assert_int_equal(op->n_saved, 5);
+    assert_int_equal(op->first_saved, saved0 + 5 * i);
+  }
+  assert_int_equal(b->n_ops, ops0 + 1000);
+  assert_int_equal(b->n_saved, saved0 + 5000);
+  assert_int_equal(b->saved[saved0 + 5 * 999 + 4].bytes, 40);
+  assert_int_equal(vs_block_saved_bytes(b, -1, true), before + added);
+  assert_int_equal(vs_model_max_saved(&m), saved0 + 5000);
+  /* the builder's dense kind is untouched by its copy's growth */
+  assert_int_equal(vs_model_layer(&m, 0)->n_saved, saved0);
+  /* layer 1 becomes the new kind; the others stay dense */
+  assert_int_equal(vs_model_set_layer_kind(&m, 1, kind, &err), 0);
+  assert_ptr_equal(vs_model_layer(&m, 1), &m.kinds[kind]);
+  assert_ptr_equal(vs_model_block(&m, 2), &m.kinds[kind]);
+  assert_string_equal(vs_model_layer(&m, 2)->name, "dense");
+  refresh_model(&m);
+}
+
+/* Errors instead of silent drops: a tensor saved by an op that is not the
+ * block's newest, a layer made an embedding or out of range, too many
+ * kinds. */
+static void test_block_misuse_is_refused(void **state)
+{
+  vs_model m;
+  vs_block *b;
+  vs_op_spec *first;
+  uint32_t kind;
+  vs_error err;
+  (void)state;
+  vs_error_clear(&err);
+  build_ini(&m, tiny_gpt, NULL, 0);
+  assert_int_equal(vs_model_add_kind(&m, vs_model_layer(&m, 0), "x", &kind, &b,
+                                     &err),
+                   0);
+  first = &b->ops[0];
+  assert_int_equal(vs_block_save(b, first,
+                                 (vs_saved){.bytes = 8,
+                                            .category = VS_CAT_ACTIVATIONS},
+                                 &err),
+                   VS_EINPUT);
+  assert_non_null(strstr(err.msg, "not the newest op"));
+  vs_error_clear(&err);
+  assert_int_equal(vs_model_set_layer_kind(&m, 0, 0, &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "must be a layer"));
+  vs_error_clear(&err);
+  assert_int_equal(vs_model_set_layer_kind(&m, 3, kind, &err), VS_EINPUT);
+  vs_error_clear(&err);
+  assert_int_equal(vs_model_set_layer_kind(&m, 0, 99, &err), VS_EINPUT);
+  while (m.n_kinds < VS_MODEL_KINDS_MAX) {
+    vs_error_clear(&err);
+    assert_int_equal(vs_model_add_kind(&m, vs_model_embed(&m), "e", &kind, &b,
+                                       &err),
+                     0);
+  }
+  vs_error_clear(&err);
+  assert_int_equal(vs_model_add_kind(&m, vs_model_embed(&m), "e", &kind, &b,
+                                     &err),
+                   VS_EINPUT);
+  assert_int_equal(m.n_kinds, VS_MODEL_KINDS_MAX);
+  refresh_model(&m);
+}
+
+/* Parameter tensors carry dtype, trainable flag and sharding group; freezing
+ * by prefix reaches exactly the named tensors. */
+static void test_param_tensor_attributes(void **state)
+{
+  const char *const fp32[] = {"training.precision=fp32"};
+  vs_model m;
+  vs_block *b;
+  uint32_t kind;
+  vs_error err;
+  const vs_block *layer;
+  (void)state;
+  vs_error_clear(&err);
+  build_ini(&m, tiny_gpt, NULL, 0);
+  layer = vs_model_layer(&m, 0);
+  for (uint32_t i = 0; i < layer->n_params; i++) {
+    assert_int_equal(layer->params[i].dtype, VS_DTYPE_BF16);
+    assert_true(layer->params[i].trainable);
+    assert_int_equal(layer->params[i].shard_group, VS_GROUP_DP);
+  }
+  assert_int_equal(vs_model_add_kind(&m, layer, "f", &kind, &b, &err), 0);
+  /* gpt: qkv.weight, qkv.bias ... : "qkv" freezes 2, "nothing" none */
+  assert_int_equal(vs_block_freeze(b, "qkv"), 2);
+  assert_int_equal(vs_block_freeze(b, "nothing"), 0);
+  for (uint32_t i = 0; i < b->n_params; i++)
+    assert_int_equal(b->params[i].trainable,
+                     strncmp(b->params[i].name, "qkv", 3) != 0);
+  refresh_model(&m);
+  build_ini(&m, tiny_gpt, fp32, 1);
+  assert_int_equal(vs_model_layer(&m, 0)->params[0].dtype, VS_DTYPE_FP32);
+}
+
+/* Collectives name their group and kind; the op running one is named
+ * "<group>_<kind>" (what timeline.csv and trace show). */
+static void test_collective_names(void **state)
+{
+  (void)state;
+  assert_string_equal(vs_coll_op_name(VS_GROUP_TP, VS_COLL_ALL_REDUCE),
+                      "tp_all_reduce");
+  assert_string_equal(vs_coll_op_name(VS_GROUP_EP, VS_COLL_ALL_TO_ALL),
+                      "ep_all_to_all");
+  assert_string_equal(vs_coll_op_name(VS_GROUP_CP, VS_COLL_SEND_RECV),
+                      "cp_send_recv");
+  assert_string_equal(vs_coll_op_name(VS_GROUP_DP, VS_COLL_REDUCE_SCATTER),
+                      "dp_reduce_scatter");
+  assert_string_equal(vs_coll_name(VS_COLL_ALL_GATHER), "all_gather");
+  assert_string_equal(vs_coll_name(99), "none");
+  assert_string_equal(vs_group_name(VS_GROUP_EMBEDDING), "embedding");
+  assert_string_equal(vs_group_name(-1), "?");
+  /* out of range never reads outside the table */
+  assert_string_equal(vs_coll_op_name(99, 99), "tp_none");
+  for (int g = 0; g < VS_GROUP_N; g++)
+    for (int k = 1; k < VS_COLL_N; k++) {
+      char want[64];
+      snprintf(want, sizeof want, "%s_%s", vs_group_name(g), vs_coll_name(k));
+      assert_string_equal(vs_coll_op_name(g, k), want);
+    }
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -623,6 +796,10 @@ int main(void)
       cmocka_unit_test_teardown(test_params_shrink_with_tp, free_models),
       cmocka_unit_test_teardown(test_param_count_matches_tensors, free_models),
       cmocka_unit_test_teardown(test_head_loss_buffers, free_models),
+      cmocka_unit_test_teardown(test_block_grows, free_models),
+      cmocka_unit_test_teardown(test_block_misuse_is_refused, free_models),
+      cmocka_unit_test_teardown(test_param_tensor_attributes, free_models),
+      cmocka_unit_test(test_collective_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -530,6 +530,121 @@ static void test_all_ranks_limit(void **state)
   vs_sim_fini(&sim);
 }
 
+/* ------------------------------------------------------------------------
+ * A test-only block kind: a layer whose MLP weights are frozen
+ * ------------------------------------------------------------------------ */
+
+static const char frozen_gpt[] =
+    "[model]\narch = gpt\nlayers = 4\nhidden = 256\nheads = 4\n"
+    "vocab = 1000\nseq_len = 128\n"
+    "[training]\nprecision = bf16\ngrad_dtype = fp32\noptimizer = adam\n"
+    "global_batch = 2\n[runtime]\nallocator = exact\n";
+
+/* edit_model hook: layers 0 and 1 become a copy of the dense kind whose
+ * MLP parameters (mlp_up and mlp_down, weights and biases) are frozen. */
+static int freeze_two_mlps(vs_model *m, void *ctx, vs_error *err)
+{
+  vs_block *frozen;
+  uint32_t kind;
+  int rc;
+  (void)ctx;
+  if ((rc = vs_model_add_kind(m, vs_model_layer(m, 0), "dense_frozen_mlp",
+                              &kind, &frozen, err)))
+    return rc;
+  assert_int_equal(vs_block_freeze(frozen, "mlp"), 4);
+  if ((rc = vs_model_set_layer_kind(m, 0, kind, err)) ||
+      (rc = vs_model_set_layer_kind(m, 1, kind, err)))
+    return rc;
+  return 0;
+}
+
+/* The most bytes of category a rank held at once (from its timeline). */
+static uint64_t max_held(const vs_rank *r, int category)
+{
+  int64_t held = 0, most = 0;
+  for (size_t i = 0; i < r->n_timeline; i++) {
+    if (r->timeline[i].category != category)
+      continue;
+    held += r->timeline[i].delta_bytes;
+    if (held > most)
+      most = held;
+  }
+  return (uint64_t)most;
+}
+
+/* Sum of the FLOPs of the ops in phase of rank r's program. */
+static double phase_flops(const vs_rank *r, int phase)
+{
+  double sum = 0;
+  for (size_t i = 0; i < r->prog->n_ops; i++)
+    if (r->prog->ops[i].phase == phase)
+      sum += r->prog->ops[i].flops;
+  return sum;
+}
+
+/* Freezing the MLP of 2 of 4 layers (h = 256: mlp_up 256 x 1024 + 1024,
+ * mlp_down 1024 x 256 + 256 = 8h^2 + 5h = 525568 elements per layer,
+ * 1051136 in all) removes exactly their gradients (fp32 main grads: 4 B
+ * each, 4204544 B) and Adam states with fp32 master weights (12 B each,
+ * 12613632 B), keeps the bf16 weights and every activation, and drops the
+ * weight-gradient FLOPs of mlp_up and mlp_down (2 x tokens x h x 4h each:
+ * 2 x 128 x 256 x 1024 = 67108864 per micro-batch of 128 tokens, x 2
+ * matmuls x 2 layers x 2 micro-batches) from the backward; the optimizer step updates
+ * the trainable elements only (12 FLOPs each). The engine, the layout and
+ * the report did not change for this: only the model and recipe did. */
+static void test_frozen_mlp_kind(void **state)
+{
+  const uint64_t frozen_elems = 2 * (8 * 256 * 256 + 5 * 256);
+  const double wgrad = 2.0 * 128 * 256 * 1024; /* per MLP matmul */
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim base, fr;
+  vs_sim_opts opts = {.record = true, .check_invariants = true};
+  vs_error err;
+  const vs_rank *rb, *rf;
+  (void)state;
+  vs_error_clear(&err);
+  tu_default_topology(&topo);
+  load(&wl, frozen_gpt, NULL, 0, 1);
+  if (vs_sim_run(&base, &wl, &topo, &opts, &err))
+    fail_msg("base: %s", err.msg);
+  opts.edit_model = freeze_two_mlps;
+  if (vs_sim_run(&fr, &wl, &topo, &opts, &err))
+    fail_msg("frozen: %s", err.msg);
+  rb = &base.ranks[0];
+  rf = &fr.ranks[0];
+  assert_int_equal(frozen_elems, 1051136);
+  assert_int_equal(fr.recipe.grad_elem_bytes, 4);
+  /* model states: weights stay, gradients and optimizer states go */
+  assert_int_equal(fr.layout.params_bytes, base.layout.params_bytes);
+  assert_int_equal(base.layout.grads_bytes - fr.layout.grads_bytes,
+                   4 * frozen_elems);
+  assert_int_equal(base.layout.optimizer_bytes - fr.layout.optimizer_bytes,
+                   12 * frozen_elems);
+  assert_int_equal(max_held(rb, VS_CAT_GRADS) - max_held(rf, VS_CAT_GRADS),
+                   4 * frozen_elems);
+  assert_int_equal(max_held(rb, VS_CAT_OPTIMIZER) -
+                       max_held(rf, VS_CAT_OPTIMIZER),
+                   12 * frozen_elems);
+  assert_int_equal(max_held(rf, VS_CAT_PARAMS), max_held(rb, VS_CAT_PARAMS));
+  /* activations stay */
+  assert_int_equal(max_held(rf, VS_CAT_ACTIVATIONS),
+                   max_held(rb, VS_CAT_ACTIVATIONS));
+  tu_assert_close(phase_flops(rf, VS_PHASE_FWD), phase_flops(rb, VS_PHASE_FWD),
+                  0);
+  /* backward: 2 matmuls x 2 layers x 2 micro-batches skip their wgrad */
+  tu_assert_close(phase_flops(rb, VS_PHASE_BWD) - phase_flops(rf, VS_PHASE_BWD),
+                  8.0 * wgrad, 1e-12);
+  tu_assert_close(phase_flops(rb, VS_PHASE_OPTIMIZER) -
+                      phase_flops(rf, VS_PHASE_OPTIMIZER),
+                  12.0 * (double)frozen_elems, 1e-12);
+  assert_true(fr.step_time_s < base.step_time_s);
+  /* the model's FLOPs (MFU's numerator) do not depend on what trains */
+  tu_assert_close(fr.model_flops, base.model_flops, 0);
+  vs_sim_fini(&fr);
+  vs_sim_fini(&base);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -549,6 +664,7 @@ int main(void)
       cmocka_unit_test(test_pipeline_interleaved_first_stage_factor),
       cmocka_unit_test(test_pipeline_all_ranks_agree),
       cmocka_unit_test(test_megatron_bytes_per_param_gpt3_175b),
+      cmocka_unit_test(test_frozen_mlp_kind),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

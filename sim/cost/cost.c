@@ -89,10 +89,24 @@ double vs_cost_collective_seconds(int kind, uint64_t bytes, uint64_t n,
   double steps;
   if (n <= 1 || kind == VS_COLL_NONE)
     return 0.0;
+  if (kind == VS_COLL_SEND_RECV)
+    return vs_cost_link_seconds(link, (double)bytes);
   steps = (double)(n - 1);
   if (kind == VS_COLL_ALL_REDUCE)
     steps *= 2.0;
   return steps * vs_cost_link_seconds(link, (double)bytes / (double)n);
+}
+
+/* All-to-all over n ranks, per_node of them in each node: NCCL runs it as
+ * one send and one receive of bytes / n per peer (nccl-tests alltoall.cu:
+ * ncclSend/ncclRecv to every rank in a group call), each over the link to
+ * that peer: per_node - 1 peers on NVLink, n - per_node through the NIC. */
+static double all_to_all_seconds(uint64_t bytes, uint64_t n, uint64_t per_node,
+                                 vs_link nvlink, vs_link nic)
+{
+  double chunk = (double)bytes / (double)n;
+  return (double)(per_node - 1) * vs_cost_link_seconds(nvlink, chunk) +
+         (double)(n - per_node) * vs_cost_link_seconds(nic, chunk);
 }
 
 double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
@@ -108,9 +122,13 @@ double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
     return 0.0;
   if (n * stride <= topo->gpus_per_node)
     return vs_cost_collective_seconds(kind, bytes, n, nvlink);
+  if (kind == VS_COLL_SEND_RECV) /* the peer is in another node */
+    return vs_cost_link_seconds(nic, (double)bytes);
   per_node = stride < topo->gpus_per_node ? topo->gpus_per_node / stride : 1;
   if (per_node > n)
     per_node = n;
+  if (kind == VS_COLL_ALL_TO_ALL)
+    return all_to_all_seconds(bytes, n, per_node, nvlink, nic);
   nodes = vs_div_ceil(n, per_node);
   /* inter-node part on 1/per_node of the data, all NICs in parallel */
   t = vs_cost_collective_seconds(kind, bytes / per_node, nodes, nic);

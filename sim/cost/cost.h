@@ -63,7 +63,9 @@ double vs_cost_link_seconds(vs_link link, double bytes);
  * gathered size): ring all-reduce moves 2(n-1)/n of it over 2(n-1) steps,
  * all-gather and reduce-scatter (n-1)/n over n-1 steps (Thakur et al. 2005;
  * NCCL's bus-bandwidth convention), each step moving bytes / n over the
- * link. 0 when n <= 1 or kind is VS_COLL_NONE. */
+ * link; all-to-all sends bytes / n to each of the n-1 others (pairwise
+ * exchange, the same (n-1)/n); send/recv moves all of `bytes` once. 0 when
+ * n <= 1 or kind is VS_COLL_NONE. */
 double vs_cost_collective_seconds(int kind, uint64_t bytes, uint64_t n,
                                   vs_link link);
 
@@ -71,7 +73,9 @@ double vs_cost_collective_seconds(int kind, uint64_t bytes, uint64_t n,
  * `stride` ranks apart: a flat ring on NVLink when the group fits in one
  * node; otherwise hierarchical, as NCCL does across nodes: within each node
  * over NVLink, across nodes over every GPU's NIC in parallel on 1/k of the
- * data (k = members per node). Calibrated curve sizes go to seen (may be
+ * data (k = members per node). Across nodes an all-to-all sends bytes / n
+ * to each peer over the link to it (k - 1 on NVLink, n - k through the
+ * NIC) and a send/recv goes through the NIC. Calibrated curve sizes go to seen (may be
  * NULL). */
 double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
                              uint64_t n, uint64_t stride, vs_cal_seen *seen);

@@ -51,9 +51,7 @@ static int room(void **arr, uint32_t *cap, uint32_t n, size_t elem,
   return 0;
 }
 
-/* Appends an op; the tensors it saves and the parameters added after it
- * (until the next op) are its own. */
-static vs_op_spec *add_op(vs_block *blk, const char *name, vs_error *err)
+vs_op_spec *vs_block_add_op(vs_block *blk, const char *name, vs_error *err)
 {
   vs_op_spec *op;
   if (room((void **)&blk->ops, &blk->cap_ops, blk->n_ops, sizeof *blk->ops,
@@ -67,21 +65,18 @@ static vs_op_spec *add_op(vs_block *blk, const char *name, vs_error *err)
   return op;
 }
 
-/* op (the newest op of blk) keeps a tensor of `bytes` for its backward. */
-static int save(vs_block *blk, vs_op_spec *op, uint64_t bytes, int dtype,
-                int category, bool selective, vs_error *err)
+int vs_block_save(vs_block *blk, vs_op_spec *op, vs_saved sv, vs_error *err)
 {
-  vs_saved *sv;
-  if (bytes == 0)
+  if (blk->n_ops == 0 || op != &blk->ops[blk->n_ops - 1])
+    return vs_error_set(err, VS_EINPUT,
+                        "model builder: %s saves a tensor but is not the "
+                        "newest op of block %s", op->name, blk->name);
+  if (sv.bytes == 0)
     return 0;
   if (room((void **)&blk->saved, &blk->cap_saved, blk->n_saved,
            sizeof *blk->saved, "saved tensors", err))
-    return VS_EINPUT;
-  sv = &blk->saved[blk->n_saved++];
-  sv->bytes = bytes;
-  sv->dtype = (uint8_t)dtype;
-  sv->category = (uint8_t)category;
-  sv->selective = selective;
+    return err->code;
+  blk->saved[blk->n_saved++] = sv;
   op->n_saved++;
   return 0;
 }
@@ -90,7 +85,10 @@ static int save(vs_block *blk, vs_op_spec *op, uint64_t bytes, int dtype,
 static int save_act(vs_block *blk, vs_op_spec *op, uint64_t bytes, int dtype,
                     vs_error *err)
 {
-  return save(blk, op, bytes, dtype, VS_CAT_ACTIVATIONS, false, err);
+  return vs_block_save(blk, op,
+                       (vs_saved){.bytes = bytes, .dtype = (uint8_t)dtype,
+                                  .category = VS_CAT_ACTIVATIONS},
+                       err);
 }
 
 /* [m x k] @ [k x n] at e bytes per element: 2mkn FLOPs forward and twice
@@ -163,7 +161,7 @@ static int norm(vs_block *blk, const dims *d, const char *name, bool bias,
                 vs_error *err)
 {
   char pname[VS_OP_NAME_MAX];
-  vs_op_spec *op = add_op(blk, name, err);
+  vs_op_spec *op = vs_block_add_op(blk, name, err);
   if (!op)
     return VS_EINPUT;
   as_elementwise(op, d->tok_rep * d->h, d->e, 8.0);
@@ -184,11 +182,15 @@ static int dropout(vs_block *blk, const dims *d, const char *name, uint64_t n,
   vs_op_spec *op;
   if (!d->dropout)
     return 0;
-  if (!(op = add_op(blk, name, err)))
+  if (!(op = vs_block_add_op(blk, name, err)))
     return VS_EINPUT;
   as_elementwise(op, n, d->e, 2.0);
   op->attn_core = selective;
-  if (save(blk, op, n, VS_DTYPE_BOOL, VS_CAT_ACTIVATIONS, selective, err))
+  if (vs_block_save(blk, op,
+                    (vs_saved){.bytes = n, .dtype = VS_DTYPE_BOOL,
+                               .category = VS_CAT_ACTIVATIONS,
+                               .selective = selective},
+                    err))
     return VS_EINPUT;
   return 0;
 }
@@ -199,7 +201,7 @@ static vs_op_spec *column_parallel(vs_block *blk, const dims *d,
                                    const char *name, uint64_t out_cols,
                                    vs_error *err)
 {
-  vs_op_spec *op = add_op(blk, name, err);
+  vs_op_spec *op = vs_block_add_op(blk, name, err);
   if (!op)
     return NULL;
   as_matmul(op, d->tokens, d->h, out_cols, d->e);
@@ -221,7 +223,7 @@ static vs_op_spec *column_parallel(vs_block *blk, const dims *d,
 static vs_op_spec *row_parallel(vs_block *blk, const dims *d, const char *name,
                                 uint64_t in_cols, vs_error *err)
 {
-  vs_op_spec *op = add_op(blk, name, err);
+  vs_op_spec *op = vs_block_add_op(blk, name, err);
   if (!op)
     return NULL;
   as_matmul(op, d->tokens, in_cols, d->h, d->e);
@@ -265,7 +267,7 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
   uint64_t scores = heads * d->s * d->s * d->b; /* elements */
   vs_op_spec *op;
 
-  if (!(op = add_op(blk, "attn_scores", err)))
+  if (!(op = vs_block_add_op(blk, "attn_scores", err)))
     return VS_EINPUT;
   attention_matmul(op, d, heads,
                    (double)d->e * ((double)(d->tokens * d->d * (heads + kv)) +
@@ -275,17 +277,21 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
   if (save_act(blk, op, d->e * d->tokens * d->d * (heads + kv), d->act_dtype, err))
     return VS_EINPUT; /* Q and K */
 
-  if (!(op = add_op(blk, "softmax", err)))
+  if (!(op = vs_block_add_op(blk, "softmax", err)))
     return VS_EINPUT;
   as_elementwise(op, scores, d->e, 5.0);
   op->attn_core = true;
-  if (save(blk, op, d->e * scores, d->act_dtype, VS_CAT_ACTIVATIONS, true, err))
+  if (vs_block_save(blk, op,
+                    (vs_saved){.bytes = d->e * scores, .dtype = d->act_dtype,
+                               .category = VS_CAT_ACTIVATIONS,
+                               .selective = true},
+                    err))
     return VS_EINPUT;
 
   if (dropout(blk, d, "attn_dropout", scores, true, err))
     return VS_EINPUT;
 
-  if (!(op = add_op(blk, "attn_context", err)))
+  if (!(op = vs_block_add_op(blk, "attn_context", err)))
     return VS_EINPUT;
   attention_matmul(op, d, heads,
                    (double)d->e * ((double)scores +
@@ -295,7 +301,11 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
     return VS_EINPUT; /* V */
   if (d->dropout) /* the dropped-out probs; without dropout they are the
                      softmax output, already saved */
-    if (save(blk, op, d->e * scores, d->act_dtype, VS_CAT_ACTIVATIONS, true, err))
+    if (vs_block_save(blk, op,
+                      (vs_saved){.bytes = d->e * scores, .dtype = d->act_dtype,
+                                 .category = VS_CAT_ACTIVATIONS,
+                                 .selective = true},
+                      err))
       return VS_EINPUT;
   return 0;
 }
@@ -314,7 +324,7 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
 static int attention_flash(vs_block *blk, const dims *d, vs_error *err)
 {
   uint64_t heads = d->a / d->t, kv = d->kv / d->t;
-  vs_op_spec *op = add_op(blk, "flash_attn", err);
+  vs_op_spec *op = vs_block_add_op(blk, "flash_attn", err);
   if (!op)
     return VS_EINPUT;
   op->matmul = true;
@@ -364,7 +374,7 @@ static int gelu_mlp(vs_block *blk, const dims *d, vs_error *err)
       param(blk, d, "mlp_up.weight", d->h, f, err) ||
       param(blk, d, "mlp_up.bias", 1, f, err))
     return VS_EINPUT;
-  if (!(op = add_op(blk, "gelu", err)))
+  if (!(op = vs_block_add_op(blk, "gelu", err)))
     return VS_EINPUT;
   as_elementwise(op, d->tokens * f, d->e, 8.0);
   if (save_act(blk, op, d->e * d->tokens * f, d->act_dtype, err))
@@ -385,12 +395,12 @@ static int swiglu_mlp(vs_block *blk, const dims *d, vs_error *err)
       param(blk, d, "mlp_gate.weight", d->h, f, err) ||
       param(blk, d, "mlp_up.weight", d->h, f, err))
     return VS_EINPUT;
-  if (!(op = add_op(blk, "silu", err)))
+  if (!(op = vs_block_add_op(blk, "silu", err)))
     return VS_EINPUT;
   as_elementwise(op, d->tokens * f, d->e, 4.0);
   if (save_act(blk, op, d->e * d->tokens * f, d->act_dtype, err))
     return VS_EINPUT; /* gate, for SiLU's backward */
-  if (!(op = add_op(blk, "swiglu_mul", err)))
+  if (!(op = vs_block_add_op(blk, "swiglu_mul", err)))
     return VS_EINPUT;
   as_elementwise(op, d->tokens * f, d->e, 1.0);
   if (save_act(blk, op, 2 * d->e * d->tokens * f, d->act_dtype, err))
@@ -419,14 +429,14 @@ static int build_embed(vs_block *blk, const vs_workload *wl, const dims *d,
                        vs_error *err)
 {
   vs_arch arch = (vs_arch)wl->model.arch;
-  vs_op_spec *op = add_op(blk, "input_batch", err);
+  vs_op_spec *op = vs_block_add_op(blk, "input_batch", err);
   if (!op)
     return VS_EINPUT;
   if (save_act(blk, op, (arch == VS_ARCH_BERT ? 4u : 2u) * 8u * d->tokens, VS_DTYPE_INT64, err))
     return VS_EINPUT;
   op->fwd_bytes = (double)(16 * d->tokens);
 
-  if (!(op = add_op(blk, "embedding", err)))
+  if (!(op = vs_block_add_op(blk, "embedding", err)))
     return VS_EINPUT;
   as_elementwise(op, d->tokens * d->h, d->e, 1.0);
   op->bwd_temp_bytes = d->e * d->tokens * d->h;
@@ -457,7 +467,7 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   vs_op_spec *op;
 
   if (arch == VS_ARCH_BERT) { /* MLM transform: dense, GeLU, LayerNorm */
-    if (!(op = add_op(blk, "mlm_dense", err)))
+    if (!(op = vs_block_add_op(blk, "mlm_dense", err)))
       return VS_EINPUT;
     as_matmul(op, d->tokens, d->h, d->h, d->e);
     if (save_act(blk, op, d->e * d->tokens * d->h, d->act_dtype, err))
@@ -465,7 +475,7 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
     if (param(blk, d, "mlm_dense.weight", d->h, d->h, err) ||
         param(blk, d, "mlm_dense.bias", 1, d->h, err))
       return VS_EINPUT;
-    if (!(op = add_op(blk, "mlm_gelu", err)))
+    if (!(op = vs_block_add_op(blk, "mlm_gelu", err)))
       return VS_EINPUT;
     as_elementwise(op, d->tokens * d->h, d->e, 8.0);
     if (save_act(blk, op, d->e * d->tokens * d->h, d->act_dtype, err))
@@ -474,12 +484,15 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   if (norm(blk, d, "final_norm", arch != VS_ARCH_LLAMA, err))
     return VS_EINPUT;
 
-  if (!(op = add_op(blk, "lm_head", err)))
+  if (!(op = vs_block_add_op(blk, "lm_head", err)))
     return VS_EINPUT;
   as_matmul(op, d->tokens, d->h, v, d->e);
   if (save_act(blk, op, d->em * d->tok_rep * d->h, d->em_dtype, err))
     return VS_EINPUT;
-  if (save(blk, op, d->e * logits, d->act_dtype, VS_CAT_TEMP, false, err))
+  if (vs_block_save(blk, op,
+                    (vs_saved){.bytes = d->e * logits, .dtype = d->act_dtype,
+                               .category = VS_CAT_TEMP},
+                    err))
     return VS_EINPUT; /* logits, kept for the loss */
   if (d->sp) {
     comm(&op->fwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
@@ -496,11 +509,14 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   if (arch == VS_ARCH_BERT && param(blk, d, "mlm_bias", 1, v, err))
     return VS_EINPUT;
 
-  if (!(op = add_op(blk, "cross_entropy", err)))
+  if (!(op = vs_block_add_op(blk, "cross_entropy", err)))
     return VS_EINPUT;
   as_elementwise(op, logits, 4, 6.0);
   op->fwd_temp_bytes = 4 * logits;            /* fp32 upcast of the logits */
-  if (save(blk, op, 4 * logits, VS_DTYPE_FP32, VS_CAT_TEMP, false, err))
+  if (vs_block_save(blk, op,
+                    (vs_saved){.bytes = 4 * logits, .dtype = VS_DTYPE_FP32,
+                               .category = VS_CAT_TEMP},
+                    err))
     return VS_EINPUT;   /* fp32 log-softmax */
   op->bwd_temp_bytes = 4 * logits;            /* fp32 gradient of logits */
   return 0;

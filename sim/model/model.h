@@ -136,6 +136,18 @@ int vs_model_add_kind(vs_model *m, const vs_block *src, const char *name,
 int vs_model_set_layer_kind(vs_model *m, uint64_t l, uint32_t kind,
                             vs_error *err);
 
+/* Appends an op named name to b (a kind being made or edited) and returns
+ * it, zeroed but for its name and its first_saved/first_param, which start
+ * after b's current tensors (the tensors saved and parameters added until
+ * the next op are its own). The pointer lasts until b grows again. NULL with
+ * VS_EINPUT past VS_BLOCK_ITEMS_MAX ops, VS_ENOMEM without host memory. */
+vs_op_spec *vs_block_add_op(vs_block *b, const char *name, vs_error *err);
+
+/* op (b's newest op) keeps sv for its backward; a tensor of 0 bytes is not
+ * kept. VS_EINPUT if op is not b's newest op or past VS_BLOCK_ITEMS_MAX
+ * tensors, VS_ENOMEM without host memory: never a silent drop. */
+int vs_block_save(vs_block *b, vs_op_spec *op, vs_saved sv, vs_error *err);
+
 /* Freezes (trainable = false) every parameter tensor of b whose name starts
  * with prefix; returns how many. */
 size_t vs_block_freeze(vs_block *b, const char *prefix);

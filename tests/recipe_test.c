@@ -1,0 +1,237 @@
+/* recipe_test.c - the resolved plan: ZeRO degrees and data flow, what
+ * checkpointing keeps, what frozen weights skip, where communication runs. */
+#include "testutil.h"
+
+#include "model.h"
+#include "recipe.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+static const char gpt[] =
+    "[model]\narch = gpt\nlayers = 2\nhidden = 64\nheads = 4\n"
+    "vocab = 128\nseq_len = 32\n"
+    "[training]\nprecision = bf16\noptimizer = adam\n";
+
+typedef struct built {
+  vs_workload wl;
+  vs_model m;
+  vs_recipe r;
+} built;
+
+static void build(built *b, const char *const *sets, size_t n_sets,
+                  uint64_t gpus)
+{
+  vs_error err;
+  vs_error_clear(&err);
+  if (tu_load_workload(&b->wl, gpt, sets, n_sets, gpus, &err) ||
+      vs_model_build(&b->wl, &b->m, &err) ||
+      vs_recipe_build(&b->wl, &b->m, &b->r, &err))
+    fail_msg("build: %s", err.msg);
+}
+
+static void destroy(built *b)
+{
+  vs_recipe_fini(&b->r);
+  vs_model_fini(&b->m);
+}
+
+/* ZeRO (Rajbhandari et al. 2020): stage 1 partitions optimizer states over
+ * dp, stage 2 also gradients (reduce-scattered, live only until their
+ * bucket is reduced), stage 3 also parameters (gathered per block); stages
+ * 1 and 2 all-gather the updated parameters after the step. */
+static void test_zero_stages(void **state)
+{
+  static const char *const zero[4][1] = {{"parallel.zero=0"},
+                                         {"parallel.zero=1"},
+                                         {"parallel.zero=2"},
+                                         {"parallel.zero=3"}};
+  (void)state;
+  for (uint64_t z = 0; z < 4; z++) {
+    built b;
+    build(&b, zero[z], 1, 4);
+    assert_int_equal(b.r.optimizer.degree, z >= 1 ? 4 : 0);
+    assert_int_equal(b.r.grads.degree, z >= 2 ? 4 : 0);
+    assert_int_equal(b.r.params.degree, z >= 3 ? 4 : 0);
+    assert_int_equal(b.r.params.place, VS_PLACE_GPU);
+    assert_int_equal(b.r.optimizer.align, 4); /* fp32 states */
+    assert_int_equal(b.r.gather_params, z == 3);
+    assert_int_equal(b.r.transient_grads, z >= 2);
+    assert_int_equal(b.r.gather_after_step, z == 1 || z == 2);
+    assert_int_equal(b.r.grad_reduce,
+                     z >= 2 ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE);
+    destroy(&b);
+  }
+}
+
+/* A shard holds ceil(bytes / degree) rounded up to whole elements; an
+ * unpartitioned state is whole. */
+static void test_shard_rounding(void **state)
+{
+  vs_state_plan whole = {.degree = 0, .align = 2};
+  vs_state_plan four = {.degree = 4, .align = 2};
+  vs_state_plan fp32 = {.degree = 3, .align = 4};
+  (void)state;
+  assert_int_equal(vs_recipe_shard(&whole, 1001), 1001);
+  assert_int_equal(vs_recipe_shard(&four, 1000), 250);
+  /* 1002 bytes = 501 elements: ceil(501 / 4) = 126 elements = 252 bytes */
+  assert_int_equal(vs_recipe_shard(&four, 1002), 252);
+  /* 40 bytes = 10 fp32 elements over 3: 4 elements = 16 bytes */
+  assert_int_equal(vs_recipe_shard(&fp32, 40), 16);
+}
+
+/* Checkpointing decides per saved tensor: none keeps all; selective
+ * (eager) drops the attention core's s^2 tensors of the layers only; full
+ * re-runs every layer from its input. Embedding and head are never
+ * checkpointed (Megatron-LM checkpoints transformer layers). */
+static void test_keep_decisions(void **state)
+{
+  static const char *const sel[] = {"training.checkpointing=selective",
+                                    "training.attention=eager"};
+  static const char *const full[] = {"training.checkpointing=full"};
+  built b;
+  const vs_block *layer;
+  const vs_kind_plan *lk, *hk;
+  (void)state;
+  build(&b, sel, 2, 1);
+  layer = vs_model_layer(&b.m, 0);
+  lk = vs_recipe_kind(&b.r, &b.m, 1);
+  hk = vs_recipe_kind(&b.r, &b.m, b.m.layers + 1);
+  assert_true(lk->recompute_core);
+  assert_false(lk->recompute_block);
+  for (uint32_t i = 0; i < layer->n_saved; i++)
+    assert_int_equal(lk->keep[i],
+                     layer->saved[i].selective ? VS_RECOMPUTE_CORE : VS_KEEP);
+  for (uint32_t i = 0; i < vs_model_head(&b.m)->n_saved; i++)
+    assert_int_equal(hk->keep[i], VS_KEEP);
+  assert_false(hk->recompute_core || hk->recompute_block);
+  assert_string_equal(vs_keep_name(VS_RECOMPUTE_CORE), "recompute_core");
+  destroy(&b);
+
+  build(&b, full, 1, 1);
+  layer = vs_model_layer(&b.m, 0);
+  lk = vs_recipe_kind(&b.r, &b.m, 1);
+  assert_true(lk->recompute_block);
+  for (uint32_t i = 0; i < layer->n_saved; i++)
+    assert_int_equal(lk->keep[i], VS_RECOMPUTE_BLOCK);
+  assert_int_equal(vs_recipe_kind(&b.r, &b.m, 0)->keep[0], VS_KEEP);
+  destroy(&b);
+
+  build(&b, NULL, 0, 1);
+  lk = vs_recipe_kind(&b.r, &b.m, 1);
+  assert_false(lk->recompute_core || lk->recompute_block);
+  for (uint32_t i = 0; i < vs_model_layer(&b.m, 0)->n_saved; i++)
+    assert_int_equal(lk->keep[i], VS_KEEP);
+  destroy(&b);
+}
+
+/* A kind whose qkv tensors are frozen: its qkv_proj op's backward loses exactly
+ * its weight-gradient work, the other ops keep theirs; gradients and Adam
+ * states (12 B per element with fp32 master weights; bf16 gradients) cover
+ * the trainable tensors only; parameter bytes do not change. */
+static void test_frozen_tensors(void **state)
+{
+  built b;
+  vs_block *f;
+  uint32_t kind;
+  vs_error err;
+  const vs_kind_plan *dense, *frozen;
+  const vs_block *d;
+  uint64_t qkv = 64 * 3 * 64 + 3 * 64; /* weight and bias */
+  int seen = 0;
+  (void)state;
+  vs_error_clear(&err);
+  build(&b, NULL, 0, 1);
+  vs_recipe_fini(&b.r);
+  assert_int_equal(vs_model_add_kind(&b.m, vs_model_layer(&b.m, 0), "f", &kind,
+                                     &f, &err),
+                   0);
+  assert_int_equal(vs_block_freeze(f, "qkv"), 2);
+  assert_int_equal(vs_recipe_build(&b.wl, &b.m, &b.r, &err), 0);
+  d = &b.m.kinds[1];
+  dense = &b.r.kinds[1];
+  frozen = &b.r.kinds[kind];
+  assert_int_equal(frozen->param_bytes, dense->param_bytes);
+  assert_int_equal(frozen->param_elems, dense->param_elems);
+  assert_int_equal(dense->trainable_elems - frozen->trainable_elems, qkv);
+  assert_int_equal(dense->grad_bytes - frozen->grad_bytes, 2 * qkv);
+  assert_int_equal(dense->optimizer_bytes - frozen->optimizer_bytes, 12 * qkv);
+  for (uint32_t i = 0; i < d->n_ops; i++) {
+    const vs_op_spec *op = &d->ops[i];
+    bool is_qkv = strcmp(op->name, "qkv_proj") == 0;
+    seen += is_qkv;
+    tu_assert_close(dense->bwd_flops[i], op->bwd_flops, 0);
+    tu_assert_close(frozen->bwd_flops[i],
+                    is_qkv ? op->bwd_flops - op->wgrad_flops : op->bwd_flops,
+                    0);
+    tu_assert_close(frozen->bwd_bytes[i],
+                    is_qkv ? op->bwd_bytes - op->wgrad_bytes : op->bwd_bytes,
+                    0);
+    if (is_qkv) /* a matmul's weight gradient is half its backward */
+      tu_assert_close(op->wgrad_flops, op->bwd_flops / 2.0, 0);
+  }
+  assert_int_equal(seen, 1);
+  destroy(&b);
+}
+
+/* Tensor-parallel collectives run on the compute stream (Megatron issues
+ * them there), gradient and ZeRO traffic on the data-parallel stream, the
+ * tied-embedding all-reduce over the embedding group, pipeline traffic on
+ * the send and receive streams; fp32 main gradients are 4 bytes. */
+static void test_comm_and_grad_dtype(void **state)
+{
+  static const char *const fp32g[] = {"training.grad_dtype=fp32"};
+  built b;
+  (void)state;
+  build(&b, fp32g, 1, 1);
+  assert_int_equal(b.r.comm[VS_USE_OP].stream, VS_STREAM_COMPUTE);
+  assert_int_equal(b.r.comm[VS_USE_OP].group, VS_GROUP_TP);
+  assert_int_equal(b.r.comm[VS_USE_GRAD_REDUCE].stream, VS_STREAM_COMM);
+  assert_int_equal(b.r.comm[VS_USE_GRAD_REDUCE].group, VS_GROUP_DP);
+  assert_int_equal(b.r.comm[VS_USE_EMBED_SYNC].group, VS_GROUP_EMBEDDING);
+  assert_int_equal(b.r.comm[VS_USE_SEND].stream, VS_STREAM_SEND);
+  assert_int_equal(b.r.comm[VS_USE_RECV].stream, VS_STREAM_RECV);
+  assert_int_equal(b.r.comm[VS_USE_RECV].group, VS_GROUP_PP);
+  assert_int_equal(b.r.grad_elem_bytes, 4);
+  assert_false(b.r.embedding_sync); /* no pipeline */
+  destroy(&b);
+  build(&b, NULL, 0, 1);
+  assert_int_equal(b.r.grad_elem_bytes, 2); /* as the bf16 weights */
+  destroy(&b);
+}
+
+/* Optimizer states per tensor (recipe.h lists the sources). */
+static void test_optimizer_state_bytes(void **state)
+{
+  (void)state;
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM, true, 10, 10), 1200);
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAMW, false, 10, 10), 800);
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_SGD, true, 10, 10), 400);
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_LION, false, 10, 10), 400);
+  /* adafactor: factored second moment 4 (rows + cols) for a matrix */
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, false, 100, 50),
+                   600);
+  /* adam8bit: 2 B per element + 2 fp32 absmax per 2048 block; 8 B under
+   * 4096 elements */
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, 4096, 1),
+                   2 * 4096 + 2 * 4 * 2);
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, 4095, 1),
+                   8 * 4095);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_zero_stages),
+      cmocka_unit_test(test_shard_rounding),
+      cmocka_unit_test(test_keep_decisions),
+      cmocka_unit_test(test_frozen_tensors),
+      cmocka_unit_test(test_comm_and_grad_dtype),
+      cmocka_unit_test(test_optimizer_state_bytes),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
