@@ -91,6 +91,18 @@ static int save_act(vs_block *blk, vs_op_spec *op, uint64_t bytes, int dtype,
                        err);
 }
 
+/* An s x s attention tensor of `scores` elements in the compute dtype:
+ * what selective checkpointing drops (Korthikanti et al. 2022, Sec. 4.1). */
+static int save_scores(vs_block *blk, vs_op_spec *op, const dims *d,
+                       uint64_t scores, vs_error *err)
+{
+  return vs_block_save(blk, op,
+                       (vs_saved){.bytes = d->e * scores, .dtype = d->act_dtype,
+                                  .category = VS_CAT_ACTIVATIONS,
+                                  .selective = true},
+                       err);
+}
+
 /* [m x k] @ [k x n] at e bytes per element: 2mkn FLOPs forward and twice
  * that backward (input and weight gradients). */
 static void as_matmul(vs_op_spec *op, uint64_t m, uint64_t k, uint64_t n,
@@ -281,11 +293,7 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
     return VS_EINPUT;
   as_elementwise(op, scores, d->e, 5.0);
   op->attn_core = true;
-  if (vs_block_save(blk, op,
-                    (vs_saved){.bytes = d->e * scores, .dtype = d->act_dtype,
-                               .category = VS_CAT_ACTIVATIONS,
-                               .selective = true},
-                    err))
+  if (save_scores(blk, op, d, scores, err))
     return VS_EINPUT;
 
   if (dropout(blk, d, "attn_dropout", scores, true, err))
@@ -301,11 +309,7 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
     return VS_EINPUT; /* V */
   if (d->dropout) /* the dropped-out probs; without dropout they are the
                      softmax output, already saved */
-    if (vs_block_save(blk, op,
-                      (vs_saved){.bytes = d->e * scores, .dtype = d->act_dtype,
-                                 .category = VS_CAT_ACTIVATIONS,
-                                 .selective = true},
-                      err))
+    if (save_scores(blk, op, d, scores, err))
       return VS_EINPUT;
   return 0;
 }
