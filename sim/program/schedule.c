@@ -16,6 +16,8 @@
  * forward and again before its backward, prefetching one block ahead. */
 #include "schedule.h"
 
+#include "pipeline.h"
+
 #include "grow.h"
 #include "category.h"
 
@@ -67,7 +69,7 @@ typedef struct builder {
   uint32_t recv_op;         /* receive the next compute op must wait for */
   uint32_t recv_buf;        /* its buffer, freed by that op */
   size_t ring;              /* micro-batch slots of saved[] and ckpt_buf[] */
-  bool recv_free_at_end;    /* ... at its end (gradients) or start */
+  uint8_t recv_free_when;   /* effect_time: ... at its end (gradients) or start */
   double busy_seconds;      /* sum of every op's time so far */
 } builder;
 
@@ -193,7 +195,10 @@ static uint32_t new_buffer(builder *b, uint64_t bytes, int category)
   return (uint32_t)p->n_buffers++;
 }
 
-static void effect(builder *b, uint32_t op, uint32_t buf, bool at_end,
+/* When in its op's run an effect applies. */
+typedef enum effect_time { AT_START, AT_END } effect_time;
+
+static void effect(builder *b, uint32_t op, uint32_t buf, effect_time when,
                    bool is_free)
 {
   vs_program *p = b->p;
@@ -202,18 +207,30 @@ static void effect(builder *b, uint32_t op, uint32_t buf, bool at_end,
             sizeof *p->effects))
     return;
   p->effects[p->n_effects].buffer = buf;
-  p->effects[p->n_effects].at_end = at_end;
+  p->effects[p->n_effects].at_end = when == AT_END;
   p->effects[p->n_effects].is_free = is_free;
   p->n_effects++;
   p->ops[op].n_effects++;
+}
+
+/* buf is allocated when op starts. */
+static void alloc_on(builder *b, uint32_t op, uint32_t buf)
+{
+  effect(b, op, buf, AT_START, false);
+}
+
+/* buf is freed when op starts or ends. */
+static void free_on(builder *b, uint32_t op, uint32_t buf, effect_time when)
+{
+  effect(b, op, buf, when, true);
 }
 
 /* A buffer that lives exactly as long as op. */
 static void transient(builder *b, uint32_t op, uint64_t bytes, int category)
 {
   uint32_t buf = new_buffer(b, bytes, category);
-  effect(b, op, buf, false, false);
-  effect(b, op, buf, true, true);
+  alloc_on(b, op, buf);
+  free_on(b, op, buf, AT_END);
 }
 
 /* ------------------------------------------------------------------------
@@ -297,7 +314,7 @@ static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
     /* the received tensor becomes this op's input: freed as the op's own
      * saved copy appears (forward) or once its gradient is used (backward) */
     add_dep(b, op, b->recv_op);
-    effect(b, op, b->recv_buf, b->recv_free_at_end, true);
+    free_on(b, op, b->recv_buf, (effect_time)b->recv_free_when);
     b->recv_op = NONE;
   }
   return op;
@@ -367,7 +384,7 @@ static void gather(builder *b, size_t inst, int mb, uint32_t after)
               layer_of(inst), mb, t, 0.0, (double)bytes);
   add_dep(b, op, after);
   b->gather_buf[inst] = new_buffer(b, bytes, VS_CAT_TEMP);
-  effect(b, op, b->gather_buf[inst], false, false);
+  alloc_on(b, op, b->gather_buf[inst]);
   b->gather_op[inst] = op;
 }
 
@@ -392,7 +409,7 @@ static void release_gather(builder *b, size_t inst, uint32_t op)
 {
   if (b->gather_buf[inst] == NONE)
     return;
-  effect(b, op, b->gather_buf[inst], true, true);
+  free_on(b, op, b->gather_buf[inst], AT_END);
   b->gather_buf[inst] = NONE;
   b->gather_op[inst] = NONE;
 }
@@ -420,13 +437,13 @@ static void forward_block(builder *b, size_t inst, int mb)
     if (k == 0 && full) {
       uint32_t *ckpt = &b->ckpt_buf[live(b, inst, mb)];
       hold(b, ckpt, new_buffer(b, blk->input_bytes, VS_CAT_ACTIVATIONS));
-      effect(b, op, *ckpt, false, false);
+      alloc_on(b, op, *ckpt);
     }
     for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++) {
       uint32_t *slot = saved_slot(b, inst, s, mb);
       if (plan->keep[s] == VS_KEEP) {
         hold(b, slot, new_buffer(b, blk->saved[s].bytes, blk->saved[s].category));
-        effect(b, op, *slot, false, false);
+        alloc_on(b, op, *slot);
       } else {
         fleeting += blk->saved[s].bytes;
       }
@@ -463,7 +480,7 @@ static void recompute_layer(builder *b, size_t inst, int mb)
   for (uint32_t s = 0; s < blk->n_saved; s++) {
     uint32_t *slot = saved_slot(b, inst, s, mb);
     hold(b, slot, new_buffer(b, blk->saved[s].bytes, VS_CAT_TEMP));
-    effect(b, op, *slot, false, false);
+    alloc_on(b, op, *slot);
   }
 }
 
@@ -492,7 +509,7 @@ static void recompute_core(builder *b, size_t inst, int mb)
   op = compute_op(b, VS_PHASE_RECOMPUTE, "recompute_attn", layer_of(inst),
                   mb, flops, bytes, true);
   b->sel_buf[inst] = new_buffer(b, dropped, VS_CAT_TEMP);
-  effect(b, op, b->sel_buf[inst], false, false);
+  alloc_on(b, op, b->sel_buf[inst]);
 }
 
 static int first_core_op(const vs_block *blk)
@@ -536,20 +553,20 @@ static void backward_block(builder *b, size_t inst, int mb)
                     plan->bwd_bytes[k], o->matmul);
     if (k == (int)blk->n_ops - 1 && transient_grads(b)) {
       b->grad_buf[inst] = new_buffer(b, plan->grad_bytes, VS_CAT_GRADS);
-      effect(b, op, b->grad_buf[inst], false, false);
+      alloc_on(b, op, b->grad_buf[inst]);
     }
     transient(b, op, o->bwd_temp_bytes, VS_CAT_TEMP);
     for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++) {
       uint32_t *slot = saved_slot(b, inst, s, mb);
-      effect(b, op, *slot, true, true);
+      free_on(b, op, *slot, AT_END);
       *slot = NONE;
     }
     if (k == core_first && b->sel_buf[inst] != NONE) {
-      effect(b, op, b->sel_buf[inst], true, true);
+      free_on(b, op, b->sel_buf[inst], AT_END);
       b->sel_buf[inst] = NONE;
     }
     if (k == 0) {
-      effect(b, op, b->ckpt_buf[live(b, inst, mb)], true, true);
+      free_on(b, op, b->ckpt_buf[live(b, inst, mb)], AT_END);
       b->ckpt_buf[live(b, inst, mb)] = NONE;
       release_gather(b, inst, op);
     }
@@ -576,7 +593,7 @@ static void flush_bucket(builder *b, int mb)
                 b->bucket_fill, mb);
   add_dep(b, op, b->last_compute);
   for (size_t i = 0; i < b->n_bucket; i++) {
-    effect(b, op, b->grad_buf[b->bucket[i]], true, true);
+    free_on(b, op, b->grad_buf[b->bucket[i]], AT_END);
     b->grad_buf[b->bucket[i]] = NONE;
   }
   b->n_bucket = 0;
@@ -639,10 +656,9 @@ static void setup(builder *b)
   uint32_t op = new_op(b, VS_STREAM_COMPUTE, VS_PHASE_SETUP, "model_states", -1,
                        -1, 0.0, 0.0, 0.0);
   const vs_stage_layout *st = &b->lay->stages[b->stage];
-  effect(b, op, new_buffer(b, st->params_bytes, VS_CAT_PARAMS), false, false);
-  effect(b, op, new_buffer(b, st->grads_bytes, VS_CAT_GRADS), false, false);
-  effect(b, op, new_buffer(b, st->optimizer_bytes, VS_CAT_OPTIMIZER), false,
-         false);
+  alloc_on(b, op, new_buffer(b, st->params_bytes, VS_CAT_PARAMS));
+  alloc_on(b, op, new_buffer(b, st->grads_bytes, VS_CAT_GRADS));
+  alloc_on(b, op, new_buffer(b, st->optimizer_bytes, VS_CAT_OPTIMIZER));
 }
 
 /* ------------------------------------------------------------------------
@@ -677,11 +693,14 @@ static void free_tables(builder *b)
  * Pipeline: units of work, their order, and the sends and receives
  * ------------------------------------------------------------------------ */
 
-typedef struct unit {
-  bool forward;        /* forward pass (else backward) */
-  uint32_t mb;         /* micro-batch */
-  uint32_t chunk;      /* model chunk on this stage (0 .. vstages-1) */
-} unit;
+/* The shape of the stage's pipeline. */
+static vs_pipeline pipeline_of(const builder *b)
+{
+  return (vs_pipeline){.schedule = b->wl->parallel.schedule,
+                       .microbatches = b->lay->grad_accum,
+                       .stages = b->lay->pp,
+                       .vstages = b->lay->vstages};
+}
 
 enum { SEND_ACTIVATION, SEND_GRADIENT };
 
@@ -690,41 +709,6 @@ static uint32_t send_key(const builder *b, int kind, uint64_t mb, uint64_t g)
 {
   return (uint32_t)(((uint64_t)kind * b->lay->grad_accum + mb) *
                         b->lay->n_chunks + g);
-}
-
-/* The stage's order of units. GPipe: every forward, then every backward.
- * 1F1B (Narayanan et al. 2021): pp - stage - 1 warm-up forwards, then one
- * forward and one backward alternately, then the remaining backwards.
- * Interleaved (Megatron-LM forward_backward_pipelining_with_interleaving):
- * (pp - stage - 1) * 2 + (vstages - 1) * pp warm-up units, unit k running
- * chunk (k mod pp*v) / pp (reversed for backward) of micro-batch
- * (k / (pp*v)) * pp + k mod pp. */
-static size_t make_order(const builder *b, unit *order)
-{
-  uint64_t m = b->lay->grad_accum, p = b->lay->pp, v = b->lay->vstages;
-  uint64_t total = m * v, warm, n = 0;
-
-  if (b->wl->parallel.schedule == VS_SCHED_GPIPE) {
-    for (uint64_t k = 0; k < m; k++)
-      order[n++] = (unit){true, (uint32_t)k, 0};
-    for (uint64_t k = 0; k < m; k++)
-      order[n++] = (unit){false, (uint32_t)k, 0};
-    return n;
-  }
-  warm = v > 1 ? (p - b->stage - 1) * 2 + (v - 1) * p : p - b->stage - 1;
-  if (warm > total)
-    warm = total;
-  for (uint64_t k = 0, f = 0, bw = 0; k < 2 * total; k++) {
-    bool fwd = f < warm || (f < total && (k - warm) % 2 == 0);
-    uint64_t i = fwd ? f++ : bw++;
-    uint64_t in_group = i % (p * v);
-    uint64_t chunk = in_group / p;
-    order[n].forward = fwd;
-    order[n].mb = (uint32_t)(v > 1 ? (i / (p * v)) * p + in_group % p : i);
-    order[n].chunk = (uint32_t)(fwd ? chunk : v - 1 - chunk);
-    n++;
-  }
-  return n;
 }
 
 /* Instances (block ids) of model chunk g: [first, last]. */
@@ -751,9 +735,9 @@ static void receive(builder *b, int kind, uint64_t mb, uint64_t from)
   add_dep_on(b, op, send_key(b, kind, mb, from),
              (int32_t)(from % b->lay->pp));
   b->recv_buf = new_buffer(b, bytes, VS_CAT_TEMP);
-  effect(b, op, b->recv_buf, false, false);
+  alloc_on(b, op, b->recv_buf);
   b->recv_op = op;
-  b->recv_free_at_end = kind == SEND_GRADIENT;
+  b->recv_free_when = kind == SEND_GRADIENT ? AT_END : AT_START;
 }
 
 /* Sends this chunk's output (or input gradient) to the stage holding model
@@ -775,7 +759,7 @@ static void send(builder *b, int kind, uint64_t mb, uint64_t g, uint64_t to)
     b->p->sends[send_key(b, kind, mb, g)] = op;
 }
 
-static void forward_unit(builder *b, const unit *u)
+static void forward_unit(builder *b, const vs_unit *u)
 {
   uint64_t g = u->chunk * b->lay->pp + b->stage;
   size_t first, last;
@@ -788,7 +772,7 @@ static void forward_unit(builder *b, const unit *u)
     send(b, SEND_ACTIVATION, u->mb, g, g + 1);
 }
 
-static void backward_unit(builder *b, const unit *u)
+static void backward_unit(builder *b, const vs_unit *u)
 {
   uint64_t g = u->chunk * b->lay->pp + b->stage;
   bool sync = b->lay->dp > 1 &&
@@ -828,8 +812,9 @@ static void reserve_program(builder *b, size_t n_units)
 
 static void build_step(builder *b)
 {
-  size_t n_units = (size_t)(2 * b->lay->grad_accum * b->lay->vstages);
-  unit *order = malloc(n_units * sizeof *order);
+  vs_pipeline pl = pipeline_of(b);
+  size_t n_units = vs_pipeline_units(&pl);
+  vs_unit *order = malloc(n_units * sizeof *order);
   vs_program *p = b->p;
 
   p->n_sends = (size_t)(2 * b->lay->grad_accum * b->lay->n_chunks);
@@ -842,7 +827,7 @@ static void build_step(builder *b)
   }
   for (size_t i = 0; i < p->n_sends; i++)
     p->sends[i] = NONE;
-  n_units = make_order(b, order);
+  n_units = vs_pipeline_order(&pl, b->stage, order);
   reserve_program(b, n_units);
   setup(b);
   for (size_t i = 0; i < n_units && !b->failed; i++)
@@ -871,17 +856,6 @@ int vs_schedule_link(vs_program *progs, size_t n_progs, vs_error *err)
     }
   }
   return 0;
-}
-
-/* An upper bound on the micro-batches one block holds at once: all of them
- * with GPipe; with 1F1B at most pp (interleaved: its warm-up, under
- * (vstages + 1) * pp units). */
-static size_t ring_size(const vs_layout *lay, int schedule)
-{
-  uint64_t bound = (lay->vstages + 1) * lay->pp + 1;
-  if (schedule == VS_SCHED_GPIPE || bound > lay->grad_accum)
-    bound = lay->grad_accum;
-  return (size_t)bound;
 }
 
 int vs_schedule_build(const vs_job *job, int stage, vs_program *prog,
@@ -934,7 +908,10 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->recv_op = NONE;
   b->recv_buf = NONE;
   b->stage = (uint64_t)stage;
-  b->ring = ring_size(b->lay, b->wl->parallel.schedule);
+  {
+    vs_pipeline pl = pipeline_of(b);
+    b->ring = vs_pipeline_ring(&pl);
+  }
   b->max_saved = vs_model_max_saved(b->m);
   b->saved = new_table(b, b->ring * n_inst * (b->max_saved ? b->max_saved : 1));
   b->ckpt_buf = new_table(b, b->ring * n_inst);
