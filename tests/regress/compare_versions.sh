@@ -5,6 +5,9 @@
 # parallelism, eager attention, fp32/fp8, the exact allocator, every rank),
 # then compares their CSV exports:
 #   - memory columns of summary.csv and timeline.csv must be byte-identical;
+#     a timeline whose events are the same per rank but in another order
+#     (op times changed, so streams and stages interleave differently) is
+#     reported as reordered, not as a difference;
 #   - step times are listed side by side (changes must be explained).
 # Usage: tests/regress/compare_versions.sh OLD_VSIM NEW_VSIM [OUT_DIR]
 # Exit 0 when every memory column matches, 1 otherwise.
@@ -33,7 +36,7 @@ for v in "--gpus 8 --set parallel.tp=2 --set parallel.sequence_parallel=true" \
          "--gpus 16 --set parallel.tp=2 --set parallel.zero=3 --set training.checkpointing=selective --set training.attention=eager"; do
   cases+=("$seven|$v")
 done
-fail=0; i=0
+fail=0; reordered=0; i=0
 printf '%-60s %14s %14s %8s\n' case step_old_s step_new_s change
 for c in "${cases[@]}"; do
   w=${c%%|*}; args=${c#*|}; i=$((i + 1))
@@ -55,15 +58,33 @@ for c in "${cases[@]}"; do
   # timeline: every column except time_s
   cut -d, -f2- "$out/$i.old/timeline.csv" >"$out/$i.o.timeline"
   cut -d, -f2- "$out/$i.new/timeline.csv" >"$out/$i.n.timeline"
-  for f in summary timeline; do
-    if ! cmp -s "$out/$i.o.$f" "$out/$i.n.$f"; then
-      echo "MEMORY DIFFERS in $f.csv: $w $args"; fail=1
+  if ! cmp -s "$out/$i.o.summary" "$out/$i.n.summary"; then
+    echo "MEMORY DIFFERS in summary.csv: $w $args"; fail=1
+  fi
+  if ! cmp -s "$out/$i.o.timeline" "$out/$i.n.timeline"; then
+    # A change of op times may reorder events between streams or stages
+    # (a receive lands before or after a local op), which changes the
+    # running totals of the rows but not what is allocated: then every
+    # rank has the same (op, category, delta) events, only in another order.
+    cut -d, -f1-4 "$out/$i.o.timeline" | sort >"$out/$i.o.events"
+    cut -d, -f1-4 "$out/$i.n.timeline" | sort >"$out/$i.n.events"
+    if cmp -s "$out/$i.o.events" "$out/$i.n.events"; then
+      echo "timeline.csv reordered (same events per rank, times moved): $w $args"
+      reordered=1
+    else
+      echo "MEMORY DIFFERS in timeline.csv: $w $args"; fail=1
     fi
-  done
+  fi
   so=$(awk -F, 'NR>1{if($19>m)m=$19}END{printf "%.6f", m}' "$out/$i.old/summary.csv")
   sn=$(awk -F, 'NR>1{if($19>m)m=$19}END{printf "%.6f", m}' "$out/$i.new/summary.csv")
   ch=$(awk -v a="$so" -v b="$sn" 'BEGIN{if(a>0)printf "%+.2f%%", 100*(b-a)/a}')
   printf '%-60s %14s %14s %8s\n' "$(basename "$w") ${args:0:45}" "$so" "$sn" "$ch"
 done
-[ $fail = 0 ] && echo "memory columns: identical in every case" || echo "memory columns: DIFFERENCES (see above)"
+if [ $fail != 0 ]; then
+  echo "memory columns: DIFFERENCES (see above)"
+elif [ $reordered != 0 ]; then
+  echo "memory columns: summary identical; timelines identical or reordered only (see above)"
+else
+  echo "memory columns: identical in every case"
+fi
 exit $fail
