@@ -175,6 +175,13 @@ static void test_frozen_tensors(void **state)
       tu_assert_close(op->wgrad_flops, op->bwd_flops / 2.0, 0);
   }
   assert_int_equal(seen, 1);
+  /* a tensor sharded over the expert group is refused, not mis-sharded */
+  vs_recipe_fini(&b.r);
+  f = &b.m.kinds[kind];
+  f->params[0].shard_group = VS_GROUP_EP;
+  assert_int_equal(vs_recipe_build(&b.wl, &b.m, &b.r, &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "over the ep group"));
+  assert_null(b.r.kinds);
   destroy(&b);
 }
 

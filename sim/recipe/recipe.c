@@ -155,13 +155,22 @@ static void resolve_ops(const vs_workload *wl, const vs_block *b,
                         wl->training.checkpointing == VS_CKPT_FULL;
 }
 
-static void resolve_params(const vs_workload *wl, const vs_recipe *r,
-                           const vs_block *b, vs_kind_plan *k)
+/* Model states per kind. Every tensor's states are sharded over the
+ * data-parallel group (r->params, grads, optimizer); a tensor that names
+ * another group (expert or context parallel) is refused until the layout
+ * places that group's shards. */
+static int resolve_params(const vs_workload *wl, const vs_recipe *r,
+                          const vs_block *b, vs_kind_plan *k, vs_error *err)
 {
   const vs_training_conf *t = &wl->training;
   for (uint32_t i = 0; i < b->n_params; i++) {
     const vs_param_tensor *p = &b->params[i];
     uint64_t n = p->rows * p->cols;
+    if (p->shard_group != VS_GROUP_DP)
+      return vs_error_set(err, VS_EINPUT,
+                          "model: %s of block %s shards its states over the "
+                          "%s group; this version shards over dp only",
+                          p->name, b->name, vs_group_name(p->shard_group));
     k->param_elems += n;
     k->param_bytes += vs_dtype_bytes(p->dtype, n);
     if (!p->trainable)
@@ -171,6 +180,7 @@ static void resolve_params(const vs_workload *wl, const vs_recipe *r,
     k->optimizer_bytes += vs_optimizer_state_bytes(
         t->optimizer, t->master_weights, p->rows, p->cols);
   }
+  return 0;
 }
 
 static int resolve_kind(const vs_workload *wl, vs_recipe *r,
@@ -183,8 +193,7 @@ static int resolve_kind(const vs_workload *wl, vs_recipe *r,
   if (!k->keep || !k->bwd_flops || !k->bwd_bytes)
     return vs_error_set(err, VS_ENOMEM, "out of host memory for the recipe");
   resolve_ops(wl, b, k);
-  resolve_params(wl, r, b, k);
-  return 0;
+  return resolve_params(wl, r, b, k, err);
 }
 
 /* ------------------------------------------------------------------------
@@ -202,9 +211,10 @@ int vs_recipe_build(const vs_workload *wl, const vs_model *m, vs_recipe *r,
     return vs_error_set(err, VS_ENOMEM, "out of host memory for the recipe");
   for (uint32_t k = 0; k < m->n_kinds; k++) {
     r->n_kinds = k + 1;
-    if (resolve_kind(wl, r, &m->kinds[k], &r->kinds[k], err)) {
+    int rc = resolve_kind(wl, r, &m->kinds[k], &r->kinds[k], err);
+    if (rc) {
       vs_recipe_fini(r);
-      return VS_ENOMEM;
+      return rc;
     }
   }
   return 0;

@@ -116,8 +116,8 @@ typedef struct vs_recipe {
 } vs_recipe;
 
 /* Resolves wl and m (m's kinds may have been edited after building) into
- * r, which it initialises. VS_ENOMEM without host memory (r is then
- * empty). Cost: O(ops + tensors of every kind). */
+ * r, which it initialises. VS_ENOMEM without host memory, VS_EINPUT for a
+ * tensor sharded over a group other than dp (r is then empty). Cost: O(ops + tensors of every kind). */
 int vs_recipe_build(const vs_workload *wl, const vs_model *m, vs_recipe *r,
                     vs_error *err);
 void vs_recipe_fini(vs_recipe *r);

@@ -186,7 +186,8 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
     return rc;
   }
   for (size_t s = 0; s < sim->n_programs; s++) {
-    vs_job job = {wl, topo, &sim->model, &sim->recipe, &sim->layout};
+    vs_job job = {.wl = wl, .topo = topo, .model = &sim->model,
+                  .recipe = &sim->recipe, .layout = &sim->layout};
     if ((rc = vs_schedule_rebuild(&job, (int)s, &sim->programs[s], err))) {
       vs_sim_fini(sim);
       return rc;
