@@ -40,7 +40,7 @@ mutants=(
   "flash backward 2.5 -> 2.0|sim/model/model.c|op->bwd_flops = 2.5 * op->fwd_flops;|op->bwd_flops = 2.0 * op->fwd_flops;"
   "no model is causal|sim/model/model.c|d->causal = mc->arch != VS_ARCH_BERT;|d->causal = false;"
   "matmul mkn FLOPs doubled|sim/model/model.c|op->fwd_flops = 2.0 * (double)m * (double)k * (double)n;|op->fwd_flops = 4.0 * (double)m * (double)k * (double)n;"
-  "embedding communicator when untied|sim/parallel/layout.c|(lay->pp > 1 && wl->model.tied_embeddings);|(lay->pp > 1 && !wl->model.tied_embeddings);"
+  "embedding communicator when untied|sim/recipe/recipe.c|r->embedding_sync = wl->parallel.pp > 1 && wl->model.tied_embeddings;|r->embedding_sync = wl->parallel.pp > 1 && !wl->model.tied_embeddings;"
   "no pp communicator|sim/parallel/layout.c|(lay->dp > 1) + (lay->pp > 1) +|(lay->dp > 1) + 0 +"
   "one NCCL buffer whatever the communicators|sim/parallel/layout.c|(uint64_t)lay->n_communicators * topo->nccl_bytes;|topo->nccl_bytes;"
   "tied-embedding all-reduce over 1 rank|sim/program/schedule.c|t = vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, bytes, 2, link);|t = vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, bytes, 1, link);"
@@ -53,7 +53,7 @@ mutants=(
   "send/recv moves 1/n|sim/cost/cost.c|    return vs_cost_link_seconds(link, (double)bytes);|    return vs_cost_link_seconds(link, (double)bytes / (double)n);"
   "1F1B warm-up one longer|sim/program/pipeline.c|(v - 1) * p : p - stage - 1;|(v - 1) * p : p - stage;"
   "shared resource not shared|sim/engine/resource.c|    double ns = ceil(fl->remaining_bytes * (double)inst->weight * 1e9 /|    double ns = ceil(fl->remaining_bytes * 1.0 * 1e9 /"
-  "stage mode sees no peers|sim/engine/resource.c|  spec->symmetric = all_ranks ? 1 : stage_symmetric(lay, gpi);|  spec->symmetric = 1;"
+  "stage mode sees no peers|sim/engine/resource.c|  spec->symmetric = all_ranks ? 1 : stage_symmetric(lay, gpi);|  spec->symmetric = all_ranks || true ? 1 : stage_symmetric(lay, gpi);"
   "extrapolated MFU counts simulated micro-batches|sim/run/explore.c|                                                   wl->grad_accum),|                                                   sim->layout.grad_accum),"
 )
 
