@@ -725,6 +725,8 @@ typedef struct plan_state {
   size_t n_fit;              /* how many fit */
   size_t top;                /* how many to list (--top, at most n_fit) */
   size_t fastest, smallest;  /* the fastest, and the fewest GPUs */
+  size_t n_unconfirmed;      /* fitted when extrapolated, but not in the
+                                full re-simulation (now oom or invalid) */
 } plan_state;
 
 static int add_layout(plan_state *ps, const layout_choice *lc)
@@ -1057,29 +1059,80 @@ static int plan_no_fit(FILE *out, const plan_state *ps)
   return VS_EXIT_OOM;
 }
 
+/* Confirms candidate idx with a full simulation: true when it still fits.
+ * One that no longer does (its full simulation ran out of memory or over
+ * the work budget where the extrapolated one did not) is counted and its
+ * new status kept, so it is never printed as an answer. *rc: VS_ENOMEM
+ * when the host runs out. */
+static bool confirmed(const vs_capacity_opts *o, plan_state *ps, size_t idx,
+                      int *rc)
+{
+  if (confirm(o, ps, idx)) {
+    *rc = VS_ENOMEM;
+    return false;
+  }
+  if (ps->cands[idx].status == VS_EVAL_FITS)
+    return true;
+  ps->n_unconfirmed++;
+  return false;
+}
+
+/* Keeps at the front of ps->order the first ps->top layouts that the full
+ * simulation confirms, in order of cost; ps->top becomes their count. */
+static int confirm_top(const vs_capacity_opts *o, plan_state *ps)
+{
+  size_t kept = 0;
+  int rc = 0;
+  for (size_t k = 0; k < ps->n_fit && kept < ps->top && !rc; k++)
+    if (confirmed(o, ps, ps->order[k].idx, &rc))
+      ps->order[kept++] = ps->order[k];
+  ps->top = kept;
+  return rc;
+}
+
+/* Among the layouts still fitting, the fastest (by_gpus false) or the one
+ * on the fewest GPUs, confirmed in full; the next is tried when one is
+ * not. SIZE_MAX when none is left. */
+static size_t confirmed_best(const vs_capacity_opts *o, plan_state *ps,
+                             bool by_gpus, int *rc)
+{
+  for (;;) {
+    size_t best = SIZE_MAX;
+    for (size_t k = 0; k < ps->n_fit; k++) {
+      size_t i = ps->order[k].idx;
+      const vs_candidate *c = &ps->cands[i];
+      if (c->status != VS_EVAL_FITS)
+        continue;
+      if (best == SIZE_MAX ||
+          (by_gpus ? c->total_gpus < ps->cands[best].total_gpus
+                   : c->step_time_s < ps->cands[best].step_time_s))
+        best = i;
+    }
+    if (best == SIZE_MAX || confirmed(o, ps, best, rc) || *rc)
+      return best;
+  }
+}
+
 /* Picks the top cheapest, the fastest and the smallest fitting layouts,
- * confirms each with a full simulation and re-ranks the top on the
- * confirmed costs. VS_ENOMEM when the host runs out. */
+ * each confirmed with a full simulation, and re-ranks the top on the
+ * confirmed costs. ps->top is 0 when no layout survives its confirmation.
+ * VS_ENOMEM when the host runs out. */
 static int plan_choose(const vs_capacity_opts *o, plan_state *ps)
 {
   ranked *order = ps->order;
+  int rc;
   qsort(order, ps->n_fit, sizeof *order, by_cost);
   if (ps->top > ps->n_fit)
     ps->top = ps->n_fit;
-  for (size_t k = 0; k < ps->top; k++)
-    if (confirm(o, ps, order[k].idx))
-      return VS_ENOMEM;
-  ps->fastest = order[0].idx;
-  ps->smallest = order[0].idx;
-  for (size_t k = 0; k < ps->n_fit; k++) {
-    const vs_candidate *c = &ps->cands[order[k].idx];
-    if (c->step_time_s < ps->cands[ps->fastest].step_time_s)
-      ps->fastest = order[k].idx;
-    if (c->total_gpus < ps->cands[ps->smallest].total_gpus)
-      ps->smallest = order[k].idx;
-  }
-  if (confirm(o, ps, ps->fastest) || confirm(o, ps, ps->smallest))
-    return VS_ENOMEM;
+  if ((rc = confirm_top(o, ps)) != 0)
+    return rc;
+  ps->fastest = confirmed_best(o, ps, false, &rc);
+  if (!rc)
+    ps->smallest = confirmed_best(o, ps, true, &rc);
+  if (rc)
+    return rc;
+  if (ps->fastest == SIZE_MAX || ps->smallest == SIZE_MAX)
+    ps->top = 0; /* nothing fits once confirmed */
   for (size_t k = 0; k < ps->top; k++)
     order[k].cost = step_cost(&ps->cands[order[k].idx]);
   qsort(order, ps->top, sizeof *order, by_cost);
@@ -1101,6 +1154,39 @@ static void plan_answers(FILE *out, const plan_state *ps)
           (unsigned long long)ps->cands[ps->smallest].total_gpus);
   plan_header(out, ps->priced);
   print_layout(out, 1, ps, ps->smallest);
+  if (ps->n_unconfirmed)
+    fprintf(out, "\n%zu layout(s) that fitted when extrapolated were left out: "
+                 "their full re-simulation did not (plan.csv has why)\n",
+            ps->n_unconfirmed);
+}
+
+/* True when no layout was simulated to a verdict: every one was invalid
+ * (or none was left to simulate), so the input is wrong, not the memory
+ * short (sweep and fit say the same with exit 1). */
+static bool plan_all_invalid(const plan_state *ps)
+{
+  for (size_t i = 0; i < ps->n; i++)
+    if (ps->cands[i].status != VS_EVAL_INVALID)
+      return false;
+  return true;
+}
+
+/* The message and exit status when nothing fits: VS_EXIT_ERROR when no
+ * layout could be simulated, else plan_no_fit's verdict. */
+static int plan_nothing_fits(FILE *out, FILE *errs, const plan_state *ps)
+{
+  if (!plan_all_invalid(ps))
+    return plan_no_fit(out, ps);
+  if (ps->n == 0)
+    fprintf(errs, "vsim: every layout of up to %llu GPUs was left out before "
+                  "simulating (the reasons above); raise --max-gpus or change "
+                  "the job\n",
+            (unsigned long long)ps->max_gpus);
+  else
+    fprintf(errs, "vsim: every layout is invalid, so nothing was simulated; "
+                  "the first: %s\n",
+            ps->cands[0].reason);
+  return VS_EXIT_ERROR;
 }
 
 /* Everything after the inputs are checked: simulate, report, write the
@@ -1116,11 +1202,12 @@ static int plan_run(const vs_capacity_opts *o, const vs_workload *wl,
   if ((code = plan_simulate(o, wl, topo, ps, errs)) != VS_EXIT_OK)
     return code;
   plan_intro(out, o, wl, topo, ps);
-  if (ps->n_fit == 0) {
-    code = plan_no_fit(out, ps);
-  } else if (plan_choose(o, ps)) {
+  if (ps->n_fit > 0 && plan_choose(o, ps)) {
     fprintf(errs, "vsim: out of host memory\n");
     return VS_EXIT_ERROR;
+  }
+  if (ps->n_fit == 0 || ps->top == 0) {
+    code = plan_nothing_fits(out, errs, ps);
   } else {
     plan_answers(out, ps);
     code = VS_EXIT_OK;

@@ -6,6 +6,7 @@
 #include "outputs.h"
 #include "report.h"
 #include "simulate.h"
+#include "units.h"
 
 #include <gsl/gsl_errno.h>
 
@@ -37,6 +38,8 @@ typedef struct cli_args {
   unsigned jobs;                /* --jobs, 0 = one per CPU */
   uint64_t max_gpus;            /* --max-gpus (plan) */
   uint64_t top;                 /* --top (plan) */
+  vs_budget budget;             /* --max-events, --max-memory */
+  double max_output_bytes;      /* --max-output */
   bool all_ranks;               /* --ranks all */
   bool memory_summary;          /* --memory-summary */
   bool help;                    /* --help */
@@ -64,6 +67,13 @@ static const char main_help[] =
     "exit status: 0 fits, 3 simulated out-of-memory, 1 bad input, 2 bad usage\n"
     "";
 
+/* The work limits every simulating command takes (see default_limits). */
+#define LIMITS_HELP                                                            \
+  "  --max-events N        refuse a simulation estimated at more op events\n"  \
+  "                        (default 1e9, minutes of work)\n"                   \
+  "  --max-memory SIZE     refuse one estimated to need more host memory\n"    \
+  "                        (default: half of this machine's)\n"
+
 static const char run_help[] =
     "usage: vsim run WORKLOAD.ini [OPTIONS]\n"
     "\n"
@@ -85,6 +95,9 @@ static const char run_help[] =
     "                        every GPU (same results, slower)\n"
     "  --memory-summary      per GPU, the caching allocator's state in the style\n"
     "                        of torch.cuda.memory_summary()\n"
+    LIMITS_HELP
+    "  --max-output SIZE     refuse when --csv and --trace are estimated to\n"
+    "                        write more (default 4GiB)\n"
     "  --help                this text\n"
     "\n"
     "exit status: 0 fits, 3 simulated out-of-memory (report and CSV still\n"
@@ -107,6 +120,7 @@ static const char sweep_help[] =
     "                        before it (1,2,4..64 = powers of two)\n"
     "  --jobs N              simulations in parallel (default: one per CPU)\n"
     "  --csv FILE            write sweep.csv there (atomically)\n"
+    LIMITS_HELP
     "  a progress line is shown on stderr when it is a terminal\n"
     "exit status: 0 some combination fits, 3 none fits, 1 bad input, 2 bad usage\n";
 
@@ -121,6 +135,7 @@ static const char fit_help[] =
     "  --vary-key KEY        training.micro_batch (default; the micro-batches per\n"
     "                        step stay as they are, so global_batch follows) or\n"
     "                        model.seq_len\n"
+    LIMITS_HELP
     "exit status: 0 found, 3 not even the smallest value fits, 1 bad input\n";
 
 static const char plan_help[] =
@@ -144,6 +159,7 @@ static const char plan_help[] =
     "  --csv FILE            write plan.csv: every simulated layout (a layout\n"
     "                        screened only up to its out-of-memory has no step:\n"
     "                        its step time and the figures from it are empty)\n"
+    LIMITS_HELP
     "exit status: 0 something fits, 3 nothing fits up to --max-gpus, 1 bad input\n";
 
 static const char show_help[] =
@@ -227,6 +243,9 @@ static const struct option_rule {
     {"--jobs", CMD_SWEEP | CMD_PLAN, false},
     {"--max-gpus", CMD_PLAN, false},
     {"--top", CMD_PLAN, false},
+    {"--max-events", CMD_RUN | CMD_SWEEP | CMD_FIT | CMD_PLAN, false},
+    {"--max-memory", CMD_RUN | CMD_SWEEP | CMD_FIT | CMD_PLAN, false},
+    {"--max-output", CMD_RUN, false},
 };
 
 static unsigned command_bit(const char *command)
@@ -258,10 +277,66 @@ static int note_option(cli_args *a, const char *arg, FILE *errs)
 }
 
 
+/* The work limits unless the command line says otherwise: 1e9 op events
+ * (minutes: vsim replays 2 to 7 million events a second in tests/bench),
+ * half of this machine's memory, and 4 GiB of --csv and --trace. */
+static void default_limits(cli_args *a)
+{
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  a->budget.max_events = 1e9;
+  a->budget.max_host_bytes =
+      pages > 0 && page > 0 ? (double)pages * (double)page / 2 : 0;
+  a->max_output_bytes = 4.0 * (double)(1ull << 30);
+}
+
+/* --max-events N, --max-memory SIZE or --max-output SIZE at argv[*i]. */
+static int parse_limit(int argc, char **argv, int *i, cli_args *a, FILE *errs)
+{
+  const char *name = is_option(argv[*i], "--max-events")   ? "--max-events"
+                     : is_option(argv[*i], "--max-memory") ? "--max-memory"
+                                                           : "--max-output";
+  bool events = strcmp(name, "--max-events") == 0;
+  const char *v = option_value(argc, argv, i, name, a), *why = NULL;
+  uint64_t n = 0;
+  if (!v || (events ? vs_parse_count(v, &n, &why) : vs_parse_size(v, &n, &why)) ||
+      n == 0)
+    return arg_usage(errs, a, "%s needs %s above 0, got '%s'%s%s", name,
+                     events ? "a count (e.g. 2e9)" : "a size (e.g. 16GiB)",
+                     v ? v : "", why ? ": " : "", why ? why : "");
+  if (events)
+    a->budget.max_events = (double)n;
+  else if (strcmp(name, "--max-memory") == 0)
+    a->budget.max_host_bytes = (double)n;
+  else
+    a->max_output_bytes = (double)n;
+  return 0;
+}
+
+/* --jobs, --max-gpus or --top N at argv[*i]. */
+static int parse_whole(int argc, char **argv, int *i, cli_args *a, FILE *errs)
+{
+  const char *name = is_option(argv[*i], "--jobs")
+                         ? "--jobs"
+                         : (is_option(argv[*i], "--top") ? "--top" : "--max-gpus");
+  const char *v = option_value(argc, argv, i, name, a);
+  uint64_t n;
+  if (parse_gpus(v, &n))
+    return arg_usage(errs, a, "%s needs a whole number from 1 to 1000000, "
+                     "got '%s'", name, v ? v : "");
+  if (strcmp(name, "--jobs") == 0)
+    a->jobs = n > 256 ? 256 : (unsigned)n;
+  else if (strcmp(name, "--top") == 0)
+    a->top = n;
+  else
+    a->max_gpus = n;
+  return 0;
+}
+
 static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
 {
   memset(a, 0, sizeof *a);
   a->command = argv[1];
+  default_limits(a);
   for (int i = 2; i < argc; i++) {
     const char *arg = argv[i], *v;
     int rc;
@@ -309,20 +384,12 @@ static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
         return arg_usage(errs, a, "%s needs a key", "--vary-key");
     } else if (is_option(arg, "--jobs") || is_option(arg, "--max-gpus") ||
                is_option(arg, "--top")) {
-      const char *name = is_option(arg, "--jobs")
-                             ? "--jobs"
-                             : (is_option(arg, "--top") ? "--top" : "--max-gpus");
-      uint64_t n;
-      v = option_value(argc, argv, &i, name, a);
-      if (parse_gpus(v, &n))
-        return arg_usage(errs, a, "%s needs a whole number from 1 to 1000000, "
-                           "got '%s'", name, v ? v : "");
-      if (strcmp(name, "--jobs") == 0)
-        a->jobs = n > 256 ? 256 : (unsigned)n;
-      else if (strcmp(name, "--top") == 0)
-        a->top = n;
-      else
-        a->max_gpus = n;
+      if ((rc = parse_whole(argc, argv, &i, a, errs)))
+        return rc;
+    } else if (is_option(arg, "--max-events") || is_option(arg, "--max-memory") ||
+               is_option(arg, "--max-output")) {
+      if ((rc = parse_limit(argc, argv, &i, a, errs)))
+        return rc;
     } else if (strcmp(arg, "--memory-summary") == 0) {
       a->memory_summary = true;
     } else if (arg[0] == '-' && arg[1] != '\0') {
@@ -429,13 +496,57 @@ static int check_run_outputs(const cli_args *a, FILE *errs)
   return code;
 }
 
+/* A run estimated above these is announced on stderr before it starts,
+ * so that a long one is never silent: 1e8 op events (half a minute at
+ * the 2 to 7 million events a second of tests/bench) or 4 GiB of host
+ * memory. */
+#define NOTE_EVENTS 1e8
+#define NOTE_HOST_BYTES (4.0 * (double)(1ull << 30))
+
+/* The --csv and --trace files a run would write, estimated before it
+ * runs, against --max-output (a 16,384-GPU job with --ranks all writes
+ * tens of GB); a large run is announced. An invalid job is left for the
+ * simulation to report. */
+static int check_run_work(const cli_args *a, const vs_workload *wl,
+                          const vs_topology *topo, const vs_sim_opts *opts,
+                          FILE *errs)
+{
+  vs_work w;
+  vs_error err;
+  double bytes;
+  char need[16], limit[16];
+  vs_error_clear(&err);
+  if (vs_sim_estimate(wl, topo, opts, &w, &err))
+    return VS_EXIT_OK;
+  bytes = (a->csv_dir ? w.csv_bytes : 0) + (a->trace ? w.trace_bytes : 0);
+  if (bytes > a->max_output_bytes) {
+    fprintf(errs, "vsim: %s: the outputs asked for (%s%s%s) are estimated at "
+                  "%s (%.3g op events), over --max-output %s: raise it to "
+                  "write them anyway%s\n",
+            wl->origins.file, a->csv_dir ? "--csv" : "",
+            a->csv_dir && a->trace ? " and " : "", a->trace ? "--trace" : "",
+            vs_format_bytes((uint64_t)bytes, need, sizeof need), w.events,
+            vs_format_bytes((uint64_t)a->max_output_bytes, limit, sizeof limit),
+            a->all_ranks ? ", or leave out --ranks all (one GPU per stage has "
+                           "the same memory and time)" : "");
+    return VS_EXIT_ERROR;
+  }
+  if (w.events > NOTE_EVENTS || w.host_bytes > NOTE_HOST_BYTES)
+    fprintf(errs, "vsim: note: %s is estimated at %.3g op events and %s of "
+                  "host memory; this takes a while\n",
+            wl->origins.file, w.events,
+            vs_format_bytes((uint64_t)w.host_bytes, need, sizeof need));
+  return VS_EXIT_OK;
+}
+
 static int cmd_run(const cli_args *a, FILE *out, FILE *errs)
 {
   vs_topology *topo = malloc(sizeof *topo);
   vs_workload *wl = malloc(sizeof *wl);
   vs_sim sim;
   vs_sim_opts opts = {.all_ranks = a->all_ranks,
-                      .record = a->csv_dir || a->trace || a->svg};
+                      .record = a->csv_dir || a->trace || a->svg,
+                      .budget = a->budget};
   vs_error err;
   int code;
 
@@ -448,7 +559,8 @@ static int cmd_run(const cli_args *a, FILE *out, FILE *errs)
   }
   if ((code = check_distinct_outputs(a, errs)) != VS_EXIT_OK ||
       (code = load_inputs(a, topo, wl, errs)) != VS_EXIT_OK ||
-      (code = check_run_outputs(a, errs)) != VS_EXIT_OK)
+      (code = check_run_outputs(a, errs)) != VS_EXIT_OK ||
+      (code = check_run_work(a, wl, topo, &opts, errs)) != VS_EXIT_OK)
     goto done;
   if (vs_sim_run(&sim, wl, topo, &opts, &err)) {
     fprintf(errs, "vsim: %s\n", err.msg);
@@ -524,6 +636,7 @@ static int cmd_capacity(const cli_args *a, char which, FILE *out, FILE *errs)
   o->ex.progress = isatty(fileno(errs)) != 0;
   o->ex.what = which == 's' ? "sweep" : (which == 'f' ? "fit" : "plan");
   o->ex.max_microbatches = which == 'p' ? 1 : 0;
+  o->ex.budget = a->budget;
   o->gpus = a->gpus;
   o->csv = a->csv_dir;
   o->fit_key = a->vary_key;
@@ -546,7 +659,8 @@ static int cmd_capacity(const cli_args *a, char which, FILE *out, FILE *errs)
   return code;
 }
 
-int vs_cli_main(int argc, char **argv, FILE *out, FILE *errs)
+/* The command named by argv[1], its report written to out. */
+static int dispatch(int argc, char **argv, FILE *out, FILE *errs)
 {
   cli_args a;
   int rc;
@@ -598,4 +712,23 @@ int vs_cli_main(int argc, char **argv, FILE *out, FILE *errs)
   if (run || show)
     return run ? cmd_run(&a, out, errs) : cmd_show(&a, out, errs);
   return cmd_capacity(&a, sweep ? 's' : (fit ? 'f' : 'p'), out, errs);
+}
+
+/* The report is the product: a report that could not be written (a full
+ * disk, /dev/full, a reader that went away) is an error, never exit 0. */
+static int check_report_written(FILE *out, FILE *errs, int code)
+{
+  int e;
+  errno = 0;
+  if (fflush(out) == 0 && !ferror(out))
+    return code;
+  e = errno;
+  fprintf(errs, "vsim: writing the report to standard output failed: %s\n",
+          e ? strerror(e) : "a write error (its reason was not kept)");
+  return VS_EXIT_ERROR;
+}
+
+int vs_cli_main(int argc, char **argv, FILE *out, FILE *errs)
+{
+  return check_report_written(out, errs, dispatch(argc, argv, out, errs));
 }

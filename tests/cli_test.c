@@ -1043,6 +1043,215 @@ static void test_show_prints_resolved_config(void **state)
   }
 }
 
+/* What `show` prints with its "; default" marks and first line removed,
+ * in out (the rest: keys, values and the derived comments). */
+static void show_body(const char *text, char *out, size_t len)
+{
+  const char *p = strchr(text, '\n');
+  size_t used = 0;
+  for (p = p ? p + 1 : text; *p && used + 1 < len;) {
+    size_t n = strcspn(p, "\n");
+    const char *mark = strstr(p, "    ; default");
+    size_t keep = mark && mark < p + n && p[0] != ';' ? (size_t)(mark - p) : n;
+    used += (size_t)snprintf(out + used, len - used, "%.*s\n", (int)keep, p);
+    p += n + (p[n] == '\n');
+  }
+}
+
+/* Issue 21, D3: `vsim show`'s output is a workload that loads back (the
+ * empty pp_layers and the derived figures are comments) and shows the
+ * same job, for every shipped workload and a pipeline with an even
+ * split. */
+static void test_show_output_loads_back(void **state)
+{
+  static const char *const cases[][9] = {
+      {"show", "workloads/llama2-7b.ini", "--gpus", "16", "--set",
+       "parallel.pp=2", "--set", "parallel.zero=1", NULL},
+      {"show", "workloads/llama2-70b.ini", NULL},
+      {"show", "workloads/gpt3-175b.ini", NULL},
+      {"show", "workloads/llama3-405b.ini", NULL},
+  };
+  static char first[16384], second[16384];
+  char path[64];
+  (void)state;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const char *again[] = {"show", path, NULL};
+    run(cases[c]);
+    assert_int_equal(r.status, 0);
+    show_body(r.out, first, sizeof first);
+    tu_write_temp(r.out, ".ini", path, sizeof path);
+    run(again);
+    if (r.status != 0)
+      fail_msg("%s: its show output does not load back: %s", cases[c][1],
+               r.err);
+    show_body(r.out, second, sizeof second);
+    assert_string_equal(first, second);
+    unlink(path);
+  }
+}
+
+/* Runs `sh -c script` with VSIM_BIN as $0 (from the source directory). */
+static void run_shell(const char *script)
+{
+  const char *const args[] = {"-c", script, VSIM_BIN, NULL};
+  tu_run_program(&r, "/bin/sh", args);
+}
+
+/* Issue 21, D1: a report that cannot be written is an error with the
+ * reason, not exit 0: stdout on /dev/full (ENOSPC), and a plan (1.6 kB)
+ * written to a file past a 512-byte file-size limit (EFBIG, as on a full
+ * quota; the limit leaves room for the message on stderr). */
+static void test_unwritable_report_is_an_error(void **state)
+{
+  (void)state;
+  run_shell("exec \"$0\" run workloads/llama2-7b.ini --gpus 8 >/dev/full");
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "vsim: writing the report to standard output "
+                         "failed: No space left on device");
+  run_shell("exec \"$0\" --help >/dev/full");
+  assert_int_equal(r.status, 1);
+  run_shell("f=\"${TMPDIR:-/tmp}/vsim-d1-$$.txt\"; ulimit -f 1; \"$0\" plan "
+            "workloads/llama2-7b.ini --max-gpus 8 --jobs 2 >\"$f\"; rc=$?; "
+            "rm -f \"$f\"; exit $rc");
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "failed: File too large");
+}
+
+/* Issue 21, D6: when every layout is invalid, plan says so and exits 1
+ * (as sweep and fit do), instead of DOES NOT FIT with exit 3: FP8 on a
+ * GPU without FP8 tensor cores. */
+static void test_plan_all_invalid_is_an_input_error(void **state)
+{
+  static const char *const args[] = {
+      "plan", "workloads/llama2-7b.ini", "--max-gpus", "2", "--topology",
+      "topologies/a100-sxm-80g-8x.ini", "--set", "training.precision=fp8",
+      "--jobs", "2", NULL};
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "vsim: every layout is invalid, so nothing was "
+                         "simulated; the first: ");
+  assert_contains(r.err, "precision = fp8 needs a GPU with FP8 tensor cores");
+  assert_true(strstr(r.out, "DOES NOT FIT") == NULL);
+}
+
+/* The layout printed on the line after `heading` in plan's output, as
+ * run arguments (--gpus, and --set for dp, tp, pp, zero, checkpointing,
+ * micro-batch and sequence parallelism) into args[16]. */
+static void plan_row_args(const char *heading, char bufs[8][64],
+                          const char **args)
+{
+  const char *p = strstr(r.out, heading);
+  unsigned long long gpus, dp, tp, pp, zero, mb;
+  char ckpt[16];
+  int n = 0;
+  assert_non_null(p);
+  p = strchr(strchr(p, '\n') + 1, '\n') + 1; /* past the column header */
+  assert_int_equal(sscanf(p, "%*d %llu %llu %llu %llu %llu %15s %llu", &gpus,
+                          &dp, &tp, &pp, &zero, ckpt, &mb), 7);
+  snprintf(bufs[0], 64, "%llu", gpus);
+  snprintf(bufs[1], 64, "parallel.tp=%llu", tp);
+  snprintf(bufs[2], 64, "parallel.pp=%llu", pp);
+  snprintf(bufs[3], 64, "parallel.zero=%llu", zero);
+  snprintf(bufs[4], 64, "training.checkpointing=%s", ckpt);
+  snprintf(bufs[5], 64, "training.micro_batch=%llu", mb);
+  snprintf(bufs[6], 64, "parallel.sequence_parallel=%s",
+           tp > 1 ? "true" : "false");
+  args[n++] = "run";
+  args[n++] = "workloads/llama2-7b.ini";
+  args[n++] = "--gpus";
+  args[n++] = bufs[0];
+  for (int k = 1; k < 7; k++) {
+    args[n++] = "--set";
+    args[n++] = bufs[k];
+  }
+  args[n++] = "--max-events";
+  args[n++] = "4000";
+  args[n] = NULL;
+  (void)dp;
+}
+
+/* Issue 21, D7: plan prints only layouts its full re-simulation
+ * confirmed. With a budget of 4000 events the extrapolated screening
+ * (2 micro-batches) of every layout passes, but the full step of the
+ * cheapest ones (2 GPUs, 32 micro-batches) does not: they are left out
+ * and counted, and `vsim run` of each printed layout, under the same
+ * budget, fits. */
+static void test_plan_prints_only_confirmed_layouts(void **state)
+{
+  static const char *const args[] = {
+      "plan", "workloads/llama2-7b.ini", "--max-gpus", "8", "--jobs", "2",
+      "--max-events", "4000", NULL};
+  static const char *const headings[] = {"cheapest per step", "fastest:",
+                                         "fewest GPUs on which it fits"};
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "that fitted when extrapolated were left out: their "
+                         "full re-simulation did not");
+  for (size_t h = 0; h < 3; h++) {
+    static tu_run plan;
+    char bufs[8][64];
+    const char *again[24];
+    plan = r;
+    plan_row_args(headings[h], bufs, again);
+    run(again);
+    if (r.status != 0)
+      fail_msg("plan printed under '%s' a layout that `vsim run` refuses: %s",
+               headings[h], r.err);
+    r = plan;
+  }
+}
+
+/* Issue 21, D11: a job whose estimated work is over the budget is refused
+ * before any work, with the estimate: 100,000 layers (1.8e8 events, tens
+ * of GB of programs) under --max-memory 8GiB, and --ranks all --csv of a
+ * 405B job on 128 GPUs (tens of GB of CSV) under the default 4 GiB of
+ * outputs; nothing is written. Over --max-events, a sweep's combination
+ * is invalid with the estimate as its reason. */
+static void test_work_over_budget_is_refused(void **state)
+{
+  char dir[64], csv[128];
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(csv, sizeof csv, "%s/out", dir);
+  {
+    const char *const args[] = {
+        "run", "tests/data/gpt-small.ini", "--set", "model.layers=100000",
+        "--set", "training.global_batch=64", "--max-memory", "8GiB",
+        "--csv", csv, "--max-output", "1TiB", NULL};
+    run(args);
+    assert_int_equal(r.status, 1);
+    assert_contains(r.err, "tests/data/gpt-small.ini: this simulation is "
+                           "estimated at ");
+    assert_contains(r.err, "--max-memory 8.00 GiB): raise them");
+  }
+  {
+    const char *const args[] = {"run", "workloads/llama3-405b.ini", "--ranks",
+                                "all", "--csv", csv, NULL};
+    run(args);
+    assert_int_equal(r.status, 1);
+    assert_contains(r.err, "the outputs asked for (--csv) are estimated at ");
+    assert_contains(r.err, "over --max-output 4.00 GiB");
+    assert_contains(r.err, "or leave out --ranks all");
+  }
+  assert_int_equal(tu_count_entries(dir), 0);
+  {
+    static const char *const args[] = {
+        "sweep", "workloads/llama2-7b.ini", "--gpus", "8", "--vary",
+        "training.micro_batch=1,2", "--max-events", "4000", "--jobs", "1",
+        NULL};
+    run(args);
+    /* micro-batch 1 is 8 micro-batches a step (7.4e3 events estimated),
+     * 2 is 4 (3.7e3) */
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "invalid  workloads/llama2-7b.ini: this simulation "
+                           "is estimated at ");
+    assert_contains(r.out, "1 fit, 0 out of memory, 1 invalid");
+  }
+  tu_remove_dir(dir);
+}
+
 /* Overriding the topology changes the capacity the verdict uses. */
 static void test_topology_override_changes_capacity(void **state)
 {
@@ -1117,6 +1326,11 @@ int main(void)
       cmocka_unit_test(test_ranks_all_writes_a_row_per_gpu),
       cmocka_unit_test(test_pipeline_report_and_csv),
       cmocka_unit_test(test_show_prints_resolved_config),
+      cmocka_unit_test(test_show_output_loads_back),
+      cmocka_unit_test(test_unwritable_report_is_an_error),
+      cmocka_unit_test(test_plan_all_invalid_is_an_input_error),
+      cmocka_unit_test(test_plan_prints_only_confirmed_layouts),
+      cmocka_unit_test(test_work_over_budget_is_refused),
       cmocka_unit_test(test_keys_lists_every_key),
       cmocka_unit_test(test_fit_finds_the_exact_boundary),
       cmocka_unit_test(test_sweep_is_deterministic_across_jobs),

@@ -89,6 +89,23 @@ static void load_ok(cfg *c, vs_origins *o, const char *text)
   assert_string_equal(err.msg, "");
 }
 
+/* Issue 21, D5: a loader given an error holding an earlier failure (or
+ * stack garbage) still parses: it clears err first, where it used to stop
+ * at the first line and fail with the stale code. */
+static void test_load_ignores_stale_error(void **state)
+{
+  cfg c;
+  vs_origins o;
+  vs_error err;
+  (void)state;
+  defaults(&c, &o);
+  vs_error_set(&err, VS_EINPUT, "an earlier failure");
+  assert_int_equal(vs_conf_load_string(&tab, &c, &o, "t.ini",
+                                       "[a]\nn = 5\n", &err), 0);
+  assert_int_equal(err.code, VS_OK);
+  assert_int_equal(c.n, 5);
+}
+
 /* Loads text that must fail with VS_EINPUT and a message containing want. */
 static void load_bad(const char *text, const char *want)
 {
@@ -686,6 +703,7 @@ int main(void)
       cmocka_unit_test(test_every_type_is_stored_in_base_units),
       cmocka_unit_test(test_unset_keys_keep_defaults),
       cmocka_unit_test(test_find),
+      cmocka_unit_test(test_load_ignores_stale_error),
       cmocka_unit_test(test_empty_text_loads),
       cmocka_unit_test(test_comments_and_indentation),
       cmocka_unit_test(test_inline_hash_is_not_a_comment),

@@ -471,6 +471,36 @@ static void test_fp8_without_fp8_gpu(void **state)
   assert_non_null(strstr(err.msg, topo.name));
 }
 
+/* Issue 21, D4: framework memory whose parts add up past 2^64 is refused,
+ * never wrapped into a small sum that fits (a context near 2^64 plus an
+ * 80 GB workspace used to wrap to 26 GB and print FITS); the largest sum
+ * that fits 64 bits is kept whole. */
+static void test_framework_overflow_is_refused(void **state)
+{
+  const char *dp[] = {"parallel.tp=1"};
+  vs_topology topo;
+  vs_layout lay;
+  vs_error err;
+  (void)state;
+  tu_default_topology(&topo);
+  topo.context_bytes = 18446744000000000000ull;
+  topo.cublas_workspace_bytes = 80000000000ull;
+  assert_int_equal(build_on(&topo, small_gpt, dp, 1, 8, &lay, &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "context_memory + cublas_workspace + 1 x "
+                                  "nccl_memory add up to over 16 EiB"));
+  topo.cublas_workspace_bytes = 0;
+  topo.nccl_bytes = UINT64_MAX - topo.context_bytes;
+  assert_int_equal(build_on(&topo, small_gpt, dp, 1, 8, &lay, &err), 0);
+  assert_true(lay.framework_bytes == UINT64_MAX);
+  topo.nccl_bytes = UINT64_MAX / 2 + 1; /* 2 x it alone overflows */
+  topo.context_bytes = 0;
+  {
+    const char *tp2[] = {"parallel.tp=2"};
+    assert_int_equal(build_on(&topo, small_gpt, tp2, 1, 8, &lay, &err),
+                     VS_EINPUT);
+  }
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -486,6 +516,7 @@ int main(void)
       cmocka_unit_test(test_order_and_stage_links),
       cmocka_unit_test(test_pipeline_split_and_stage_params),
       cmocka_unit_test(test_fp8_without_fp8_gpu),
+      cmocka_unit_test(test_framework_overflow_is_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

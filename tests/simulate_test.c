@@ -3,6 +3,7 @@
 #include "testutil.h"
 
 #include "memory.h"
+#include "report.h"
 #include "simulate.h"
 
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* A deep GPT with dropout, fp16 and materialised attention: the setting of
  * Korthikanti et al. 2022 (arXiv 2205.05198), Table 2. */
@@ -645,6 +647,107 @@ static void test_frozen_mlp_kind(void **state)
   vs_sim_fini(&base);
 }
 
+/* Bytes of the file at path (fails the test when it cannot be read). */
+static double file_bytes(const char *path)
+{
+  struct stat st;
+  if (stat(path, &st) != 0)
+    fail_msg("%s: cannot stat", path);
+  return (double)st.st_size;
+}
+
+/* Fails unless actual <= estimate <= 5 x actual (what) for one job. The
+ * estimate is the schedule's reservation: every chunk of layers counted
+ * with 2 more (embedding, head, sends), every op with 4 collectives and 3
+ * memory events (most have 2). On a job this small (4 layers a chunk) it
+ * is 1.6x to 2.4x the events and up to 4x the CSV bytes; on the shipped
+ * workloads 1.2x to 1.6x the events. */
+static void assert_bounds(const char *what, double estimate, double actual)
+{
+  if (!(actual > 0 && estimate >= actual && estimate <= 5 * actual))
+    fail_msg("%s: estimated %.6g for %.6g (want between 1x and 5x)", what,
+             estimate, actual);
+}
+
+/* Issue 21: the work estimate made before anything is built bounds the
+ * real work from above, and not by much (under 5x): the events, the CSV
+ * files and the trace, over one GPU, a pipeline with interleaving and
+ * every rank of tp 2 x dp 2. */
+static void test_estimate_bounds_the_work(void **state)
+{
+  static const char *const cases[][3] = {
+      {"", "", ""},
+      {"parallel.pp=2", "parallel.schedule=interleaved",
+       "parallel.virtual_stages=2"},
+      {"parallel.tp=2", "parallel.sequence_parallel=true", ""},
+  };
+  static const uint64_t gpus[] = {1, 4, 4};
+  static const bool all[] = {false, false, true};
+  (void)state;
+  for (size_t c = 0; c < 3; c++) {
+    vs_workload wl;
+    vs_topology topo;
+    vs_sim sim;
+    vs_sim_opts opts = {.all_ranks = all[c], .record = true};
+    vs_work w;
+    vs_error err;
+    char dir[64], trace[128];
+    size_t n_sets = cases[c][0][0] ? (cases[c][2][0] ? 3 : 2) : 0;
+    load(&wl, pipeline_gpt, cases[c], n_sets, gpus[c]);
+    tu_default_topology(&topo);
+    vs_error_clear(&err);
+    assert_int_equal(vs_sim_estimate(&wl, &topo, &opts, &w, &err), 0);
+    assert_int_equal(vs_sim_run(&sim, &wl, &topo, &opts, &err), 0);
+    assert_bounds("events", w.events, (double)sim.stats.events);
+    tu_temp_dir(dir, sizeof dir);
+    snprintf(trace, sizeof trace, "%s/trace.json", dir);
+    assert_int_equal(vs_report_write_csv(&sim, dir, &err), 0);
+    assert_int_equal(vs_report_write_trace(&sim, trace, &err), 0);
+    {
+      char tl[128], ops[128];
+      snprintf(tl, sizeof tl, "%s/timeline.csv", dir);
+      snprintf(ops, sizeof ops, "%s/ops.csv", dir);
+      assert_bounds("csv bytes", w.csv_bytes, file_bytes(tl) + file_bytes(ops));
+    }
+    assert_bounds("trace bytes", w.trace_bytes, file_bytes(trace));
+    vs_sim_fini(&sim);
+    tu_remove_dir(dir);
+  }
+}
+
+/* Issue 21: a simulation whose estimate is over its budget is refused
+ * with VS_ELIMIT and the estimate in the message, before anything is
+ * built; at the estimate itself it runs. */
+static void test_budget_refuses_before_building(void **state)
+{
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  vs_sim_opts opts = {0};
+  vs_work w;
+  vs_error err;
+  char want[64];
+  (void)state;
+  load(&wl, pipeline_gpt, NULL, 0, 1);
+  tu_default_topology(&topo);
+  vs_error_clear(&err);
+  assert_int_equal(vs_sim_estimate(&wl, &topo, &opts, &w, &err), 0);
+  opts.budget.max_events = w.events - 1;
+  assert_int_equal(vs_sim_run(&sim, &wl, &topo, &opts, &err), VS_ELIMIT);
+  snprintf(want, sizeof want, "estimated at %.3g events", w.events);
+  tu_assert_message_at(err.msg, want, "");
+  assert_null(sim.programs);
+  opts.budget.max_events = w.events;
+  opts.budget.max_host_bytes = w.host_bytes - 1;
+  vs_error_clear(&err);
+  assert_int_equal(vs_sim_run(&sim, &wl, &topo, &opts, &err), VS_ELIMIT);
+  tu_assert_message_at(err.msg, "--max-memory", "");
+  opts.budget.max_host_bytes = w.host_bytes;
+  vs_error_clear(&err);
+  assert_int_equal(vs_sim_run(&sim, &wl, &topo, &opts, &err), 0);
+  vs_sim_fini(&sim);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -665,6 +768,8 @@ int main(void)
       cmocka_unit_test(test_pipeline_all_ranks_agree),
       cmocka_unit_test(test_megatron_bytes_per_param_gpt3_175b),
       cmocka_unit_test(test_frozen_mlp_kind),
+      cmocka_unit_test(test_estimate_bounds_the_work),
+      cmocka_unit_test(test_budget_refuses_before_building),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

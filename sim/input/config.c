@@ -661,6 +661,7 @@ static void start(parse_ctx *ctx, const vs_keytab *tab, void *target,
                   vs_origins *orig, const char *name, vs_error *err)
 {
   memset(ctx, 0, sizeof *ctx);
+  vs_error_clear(err); /* the reader stops at the first error it records */
   ctx->tab = tab;
   ctx->target = target;
   ctx->orig = orig;

@@ -79,7 +79,8 @@ typedef struct vs_origins {
 /* Loads path into target. Fails with VS_EIO if the file cannot be read and
  * VS_EINPUT on a malformed line, unknown section or key, bad value or a key
  * set twice; the message names file:line and the key. On failure target may
- * hold some of the file's values (callers discard it). */
+ * hold some of the file's values (callers discard it). err's earlier
+ * contents do not matter: it is cleared first. */
 int vs_conf_load_file(const vs_keytab *tab, void *target, vs_origins *orig,
                       const char *path, vs_error *err);
 

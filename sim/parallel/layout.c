@@ -81,6 +81,26 @@ static void place_groups(const vs_workload *wl, vs_layout *lay)
   lay->group_stride[VS_GROUP_EMBEDDING] = (lay->pp - 1) * lay->pp_stride;
 }
 
+/* lay->framework_bytes: the CUDA context, the cuBLAS workspace and one
+ * buffer per communicator, added with overflow checks (sizes from a
+ * topology can be absurd, and a sum that wraps would claim a fit). */
+static int framework_memory(const vs_topology *topo, vs_layout *lay,
+                            vs_error *err)
+{
+  uint64_t comms, total;
+  if (!vs_mul_bytes((uint64_t)lay->n_communicators, topo->nccl_bytes, &comms) ||
+      !vs_add_bytes(topo->context_bytes, topo->cublas_workspace_bytes, &total) ||
+      !vs_add_bytes(total, comms, &total))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: [gpu] context_memory + cublas_workspace + %d x "
+                        "nccl_memory add up to over 16 EiB: each is a size "
+                        "per GPU, which has %llu bytes",
+                        topo->origins.file, lay->n_communicators,
+                        (unsigned long long)topo->memory_bytes);
+  lay->framework_bytes = total;
+  return 0;
+}
+
 int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
                     const vs_model *m, const vs_recipe *r, vs_layout *lay,
                     vs_error *err)
@@ -134,9 +154,7 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
    * keeps tied input and output embeddings in sync across the pipeline. */
   lay->n_communicators = (lay->tp > 1) + (lay->dp > 1) + (lay->pp > 1) +
                          r->embedding_sync;
-  lay->framework_bytes = topo->context_bytes + topo->cublas_workspace_bytes +
-                         (uint64_t)lay->n_communicators * topo->nccl_bytes;
-  return 0;
+  return framework_memory(topo, lay, err);
 }
 
 uint64_t vs_layout_stage_model_states(const vs_layout *lay, uint64_t s)

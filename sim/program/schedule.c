@@ -792,16 +792,43 @@ static void backward_unit(builder *b, const vs_unit *u)
     send(b, SEND_GRADIENT, u->mb, g, g - 1);
 }
 
-/* Sizes the program's arrays once from an estimate of its ops (each layer
- * op with its collectives and effects, per unit), so building does not
- * reallocate and copy them as they grow. */
+/* Ops of one unit (a chunk's forward or backward of one micro-batch):
+ * each layer op with up to 4 collectives, sends and gathers around it,
+ * for the chunk's layers and the embedding or head beside them. */
+static double ops_per_unit(const vs_layout *lay, const vs_model *m,
+                           uint64_t stage)
+{
+  double layers = (double)lay->stages[stage].n_layers;
+  return (layers / (double)lay->vstages + 2) *
+             ((double)vs_model_layer(m, 0)->n_ops + 4) + 16;
+}
+
+double vs_schedule_estimate_ops(const vs_job *job, int stage)
+{
+  vs_pipeline pl = {.schedule = job->wl->parallel.schedule,
+                    .microbatches = job->layout->grad_accum,
+                    .stages = job->layout->pp,
+                    .vstages = job->layout->vstages};
+  /* 2 x micro-batches x chunks units, in double: no input overflows it */
+  double units = 2.0 * (double)pl.microbatches * (double)pl.vstages;
+  return units * ops_per_unit(job->layout, job->model, (uint64_t)stage) + 64;
+}
+
+/* Host bytes of one reserved op: the op, a dependency, three effects, two
+ * buffers and its place in a stream (reserve_program's proportions). */
+size_t vs_schedule_bytes_per_op(void)
+{
+  return sizeof(vs_pop) + sizeof(uint32_t) + 3 * sizeof(vs_effect) +
+         2 * sizeof(vs_buffer) + sizeof(uint32_t);
+}
+
+/* Sizes the program's arrays once from vs_schedule_estimate_ops, so
+ * building does not reallocate and copy them as they grow. */
 static void reserve_program(builder *b, size_t n_units)
 {
   vs_program *p = b->p;
-  size_t layers = (size_t)b->lay->stages[b->stage].n_layers;
-  size_t per_unit = (layers / (size_t)b->lay->vstages + 2) *
-                        ((size_t)vs_model_layer(b->m, 0)->n_ops + 4) + 16;
-  size_t ops = n_units * per_unit + 64;
+  size_t ops = (size_t)((double)n_units *
+                            ops_per_unit(b->lay, b->m, b->stage) + 64);
   grow(b, (void **)&p->ops, &p->cap_ops, ops, sizeof *p->ops);
   grow(b, (void **)&p->deps, &p->cap_deps, ops, sizeof *p->deps);
   grow(b, (void **)&p->effects, &p->cap_effects, 3 * ops, sizeof *p->effects);

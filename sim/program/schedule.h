@@ -111,6 +111,16 @@ int vs_schedule_link(vs_program *progs, size_t n_progs, vs_error *err);
 int vs_schedule_rebuild(const vs_job *job, int stage, vs_program *prog,
                         vs_error *err);
 
+/* An estimate, from above, of the ops vs_schedule_rebuild would put in
+ * stage's program (what it reserves): 2 x micro-batches x chunks units of
+ * (chunk layers + 2) x (layer ops + 4) + 16 ops, plus 64. O(1); builds
+ * nothing, so it can refuse a job before its memory is spent. In double:
+ * no input overflows it. */
+double vs_schedule_estimate_ops(const vs_job *job, int stage);
+
+/* Host bytes a program reserves per op of that estimate. */
+size_t vs_schedule_bytes_per_op(void);
+
 void vs_program_fini(vs_program *prog);
 
 const char *vs_stream_name(int stream);

@@ -171,12 +171,13 @@ int vs_explore_parse(const vs_explore *ex, vs_topology *topo, vs_workload *wl,
 
 /* Simulates wl with its micro-batches per step replaced by m (global
  * batch adjusted to match), one rank per stage. */
-static int simulate_with(vs_sim *sim, const vs_workload *wl,
-                         const vs_topology *topo, uint64_t m, bool screening,
-                         vs_program_pool *pool, vs_error *err)
+static int simulate_with(vs_sim *sim, const vs_explore *ex,
+                         const vs_workload *wl, const vs_topology *topo,
+                         uint64_t m, bool screening, vs_program_pool *pool,
+                         vs_error *err)
 {
   vs_workload *copy = malloc(sizeof *copy);
-  vs_sim_opts opts = {.stop_at_oom = screening};
+  vs_sim_opts opts = {.stop_at_oom = screening, .budget = ex->budget};
   int rc;
   if (!copy)
     return vs_error_set(err, VS_ENOMEM, "out of host memory");
@@ -280,7 +281,7 @@ static int explore_one(const vs_explore *ex, vs_candidate *c,
     if (bounded) /* whole pipeline rounds, as interleaving needs */
       cap = vs_div_ceil(cap, step_mbs) * step_mbs;
     if (!bounded || m <= cap + step_mbs) {
-      if ((rc = simulate_with(&a, wl, topo, m, bounded, pool, &err))) {
+      if ((rc = simulate_with(&a, ex, wl, topo, m, bounded, pool, &err))) {
         invalid(c, err.msg);
         rc = rc == VS_ENOMEM ? rc : 0;
         goto done;
@@ -293,7 +294,7 @@ static int explore_one(const vs_explore *ex, vs_candidate *c,
        * micro-batches is extrapolated from cap and cap + pp. */
       double step_a;
       bool stopped_a;
-      if ((rc = simulate_with(&a, wl, topo, cap, true, pool, &err))) {
+      if ((rc = simulate_with(&a, ex, wl, topo, cap, true, pool, &err))) {
         invalid(c, err.msg);
         rc = rc == VS_ENOMEM ? rc : 0;
         goto done;
@@ -311,7 +312,7 @@ static int explore_one(const vs_explore *ex, vs_candidate *c,
         goto done;
       }
       vs_sim_fini(&a); /* b reuses its programs */
-      if ((rc = simulate_with(&b, wl, topo, cap + step_mbs, true, pool, &err))) {
+      if ((rc = simulate_with(&b, ex, wl, topo, cap + step_mbs, true, pool, &err))) {
         invalid(c, err.msg);
         rc = rc == VS_ENOMEM ? rc : 0;
         goto done;
@@ -408,6 +409,7 @@ int vs_explore_all(const vs_explore *ex, vs_candidate *cands, size_t n,
 
   /* Parse the two files once; every candidate copies them. When either
    * does not parse, candidates parse it themselves and carry the error. */
+  vs_error_clear(&ignored);
   if (!ex->topology_base || !ex->workload_base) {
     topo = malloc(sizeof *topo);
     wl = malloc(sizeof *wl);

@@ -58,6 +58,8 @@ typedef struct vs_explore {
   unsigned jobs;                  /* worker threads (>= 1) */
   bool progress;                  /* a progress line on stderr */
   const char *what;               /* "sweep", "plan": for the progress line */
+  vs_budget budget;               /* a simulation over it is invalid, with
+                                     its estimate as the reason */
   /* the two files parsed once, before any override (vs_explore_all fills
    * them for its candidates); NULL: vs_explore_load parses the files */
   const vs_topology *topology_base;

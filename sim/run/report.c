@@ -247,6 +247,24 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
                 (double)worst->mem.capacity_bytes);
 }
 
+/* One "key = value" line of `vsim show`, loadable as it is; a list left
+ * empty (pp_layers: an even split) has no loadable value, so it is
+ * written as a comment. */
+static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
+                     bool set)
+{
+  bool empty_list = k->type == VS_KEY_LIST &&
+                    ((const vs_count_list *)(const void *)((const char *)wl +
+                                                           k->offset))->n == 0;
+  if (empty_list) {
+    fprintf(out, "; %s =    ; default: %s\n", k->name, k->default_doc);
+    return;
+  }
+  fprintf(out, "%s = ", k->name);
+  vs_conf_print_value(out, k, wl);
+  fprintf(out, "%s\n", set ? "" : "    ; default");
+}
+
 void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
                     const vs_model *m, const vs_layout *lay)
 {
@@ -259,40 +277,43 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
     const vs_key *k = &tab->keys[i];
     if (i == 0 || strcmp(k->section, tab->keys[i - 1].section) != 0)
       fprintf(out, "[%s]\n", k->section);
-    fprintf(out, "%s = ", k->name);
-    /* an empty list (pp_layers: an even split) is left unset */
-    vs_conf_print_value(out, k, wl);
-    fprintf(out, "%s\n", wl->origins.keys[i].set ? "" : "    ; default");
+    show_key(out, k, wl, wl->origins.keys[i].set);
   }
-  fprintf(out, "\n# derived\n");
-  fprintf(out, "gpus = %llu (dp %llu x tp %llu x pp %llu), %llu node(s) of "
+  fprintf(out, "\n# derived (comments, so that this output loads back)\n");
+  fprintf(out, "# gpus = %llu (dp %llu x tp %llu x pp %llu), %llu node(s) of "
                "%llu x %s\n",
           (unsigned long long)lay->gpus, (unsigned long long)lay->dp,
           (unsigned long long)lay->tp, (unsigned long long)lay->pp,
           (unsigned long long)lay->nodes,
           (unsigned long long)topo->gpus_per_node, topo->name);
-  fprintf(out, "micro-batches per step = %llu\n",
+  fprintf(out, "# "
+                 "micro-batches per step = %llu\n",
           (unsigned long long)lay->grad_accum);
   if (m->vocab_padded != wl->model.vocab)
-    fprintf(out, "vocab padded from %llu to %llu (a multiple of vocab_divisible_by * tp)\n",
+    fprintf(out, "# "
+                 "vocab padded from %llu to %llu (a multiple of vocab_divisible_by * tp)\n",
             (unsigned long long)wl->model.vocab,
             (unsigned long long)m->vocab_padded);
-  fprintf(out, "parameters = %llu (%.3f B) in total, %llu on the most "
+  fprintf(out, "# "
+                 "parameters = %llu (%.3f B) in total, %llu on the most "
                "loaded GPU\n",
           (unsigned long long)m->params_total, (double)m->params_total / 1e9,
           (unsigned long long)lay->param_elems);
-  fprintf(out, "model states per GPU = %s params + %s grads + %s optimizer = "
+  fprintf(out, "# "
+                 "model states per GPU = %s params + %s grads + %s optimizer = "
                "%s\n",
           vs_format_bytes(lay->params_bytes, b1, sizeof b1),
           vs_format_bytes(lay->grads_bytes, b2, sizeof b2),
           vs_format_bytes(lay->optimizer_bytes, b3, sizeof b3),
           vs_format_bytes(vs_layout_model_states(lay), b4, sizeof b4));
   if (lay->pp > 1) {
-    fprintf(out, "pipeline: %llu stages, %llu virtual stage(s) each\n",
+    fprintf(out, "# "
+                 "pipeline: %llu stages, %llu virtual stage(s) each\n",
             (unsigned long long)lay->pp, (unsigned long long)lay->vstages);
     for (uint64_t s = 0; s < lay->pp; s++) {
       const vs_stage_layout *st = &lay->stages[s];
-      fprintf(out, "  stage %llu: %llu layers%s%s, %llu parameters, model "
+      fprintf(out, "# "
+                 "  stage %llu: %llu layers%s%s, %llu parameters, model "
                    "states %s\n",
               (unsigned long long)s, (unsigned long long)st->n_layers,
               st->has_embed ? " + embedding" : "", st->has_head ? " + head" : "",
@@ -301,10 +322,12 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
                               sizeof b1));
     }
   }
-  fprintf(out, "activations per layer per micro-batch = %s\n",
+  fprintf(out, "# "
+                 "activations per layer per micro-batch = %s\n",
           vs_format_bytes(vs_block_saved_bytes(vs_model_layer(m, 0), -1, true), b1,
                           sizeof b1));
-  fprintf(out, "framework per GPU = %s (context, cuBLAS, %d NCCL "
+  fprintf(out, "# "
+                 "framework per GPU = %s (context, cuBLAS, %d NCCL "
                "communicator(s))\n",
           vs_format_bytes(lay->framework_bytes, b1, sizeof b1),
           lay->n_communicators);

@@ -2,6 +2,9 @@
 #include "simulate.h"
 
 #include "cost.h"
+#include "units.h"
+
+#include <stdio.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +167,87 @@ static int build_plan(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
                          &sim->layout, err);
 }
 
+/* ------------------------------------------------------------------------
+ * The work estimate and the budget
+ * ------------------------------------------------------------------------ */
+
+/* Memory events per op: an allocation and a free for most ops, more for
+ * those that save tensors (reserve_program reserves 3). */
+#define EFFECTS_PER_OP 3.0
+/* Printed bytes of a timeline.csv row (time %.9f ~12, rank ~3, op name
+ * ~14, category ~8, delta ~10, allocated and reserved ~11 each, commas
+ * and newline 7), of an ops.csv row (rank ~3, stream ~7, op name ~14,
+ * layer and micro-batch ~2 each, start and end ~12 each, flops ~12 and
+ * bytes ~10 in %.9g, commas and newline 9) and of a trace event (97 fixed
+ * characters of report.c's format, op name ~14, phase ~3, rank, stream,
+ * layer, micro-batch and the two times ~22), from report.c's formats. */
+#define TIMELINE_ROW_BYTES 76.0
+#define OPS_ROW_BYTES 83.0
+#define TRACE_EVENT_BYTES 136.0
+
+/* sim's work from its model and layout (built by build_plan). */
+static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
+                          vs_work *w)
+{
+  const vs_layout *lay = &sim->layout;
+  double per_stage = opts->all_ranks ? (double)lay->tp * (double)lay->dp : 1;
+  double ops = 0, ranks = per_stage * (double)lay->pp;
+  for (uint64_t s = 0; s < lay->pp; s++) {
+    vs_job job = {.wl = sim->wl, .topo = sim->topo, .model = &sim->model,
+                  .recipe = &sim->recipe, .layout = lay};
+    ops += vs_schedule_estimate_ops(&job, (int)s);
+  }
+  w->events = ops * per_stage;
+  w->host_bytes = ops * (double)vs_schedule_bytes_per_op() +
+                  ranks * (double)sizeof(vs_rank);
+  w->csv_bytes = 0;
+  w->trace_bytes = 0;
+  if (opts->record) {
+    w->host_bytes += w->events * (EFFECTS_PER_OP * sizeof(vs_mem_event) +
+                                  sizeof(vs_op_span));
+    w->csv_bytes = w->events * (EFFECTS_PER_OP * TIMELINE_ROW_BYTES +
+                                OPS_ROW_BYTES);
+    w->trace_bytes = w->events * TRACE_EVENT_BYTES;
+  }
+}
+
+/* VS_ELIMIT, with the estimate, when w is over opts' budget. */
+static int check_budget(const vs_sim *sim, const vs_sim_opts *opts,
+                        const vs_work *w, vs_error *err)
+{
+  const vs_budget *b = &opts->budget;
+  char need[16], limit[16];
+  if ((b->max_events <= 0 || w->events <= b->max_events) &&
+      (b->max_host_bytes <= 0 || w->host_bytes <= b->max_host_bytes))
+    return 0;
+  vs_format_bytes((uint64_t)w->host_bytes, need, sizeof need);
+  if (b->max_host_bytes > 0)
+    vs_format_bytes((uint64_t)b->max_host_bytes, limit, sizeof limit);
+  else
+    snprintf(limit, sizeof limit, "no limit");
+  return vs_error_set(
+      err, VS_ELIMIT,
+      "%s: this simulation is estimated at %.3g events and %s of host memory, "
+      "over the limits (--max-events %.3g, --max-memory %s): raise them to run "
+      "it anyway, or simulate less (fewer layers or micro-batches%s)",
+      sim->wl->origins.file, w->events, need, b->max_events, limit,
+      opts->all_ranks ? "; --ranks stage gives the same memory and time" : "");
+}
+
+int vs_sim_estimate(const vs_workload *wl, const vs_topology *topo,
+                    const vs_sim_opts *opts, vs_work *work, vs_error *err)
+{
+  vs_sim sim;
+  int rc;
+  memset(&sim, 0, sizeof sim);
+  sim.wl = wl;
+  sim.topo = topo;
+  if ((rc = build_plan(&sim, opts, err)) == 0)
+    estimate_work(&sim, opts, work);
+  vs_sim_fini(&sim);
+  return rc;
+}
+
 int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
                       const vs_topology *topo, const vs_sim_opts *opts,
                       vs_program_pool *pool, vs_error *err)
@@ -180,8 +264,12 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
   memset(sim, 0, sizeof *sim);
   sim->wl = wl;
   sim->topo = topo;
-  if ((rc = build_plan(sim, opts, err)) ||
-      (rc = take_programs(sim, (size_t)sim->layout.pp, pool, err))) {
+  if ((rc = build_plan(sim, opts, err)) == 0) {
+    vs_work w;
+    estimate_work(sim, opts, &w);
+    rc = check_budget(sim, opts, &w, err);
+  }
+  if (rc || (rc = take_programs(sim, (size_t)sim->layout.pp, pool, err))) {
     vs_sim_fini(sim);
     return rc;
   }

@@ -23,6 +23,21 @@
  * and timeline (16,384 took 0.5 GB and a minute). */
 #define VS_MAX_SIMULATED_RANKS 65536
 
+/* The work of one simulation, estimated before anything is built. */
+typedef struct vs_work {
+  double events;        /* op completions over every simulated rank */
+  double host_bytes;    /* programs, plus the ranks' records when recorded */
+  double csv_bytes;     /* --csv's timeline.csv and ops.csv (when recorded) */
+  double trace_bytes;   /* --trace's JSON (when recorded) */
+} vs_work;
+
+/* Limits a simulation refuses to pass (VS_ELIMIT, the estimate in the
+ * message) before building anything; 0 = no limit. */
+typedef struct vs_budget {
+  double max_events;
+  double max_host_bytes;
+} vs_budget;
+
 typedef struct vs_sim_opts {
   bool all_ranks;         /* simulate every GPU, not one per stage */
   bool record;            /* keep timelines and op spans (for CSV/trace) */
@@ -32,6 +47,7 @@ typedef struct vs_sim_opts {
    * way to add block kinds or freeze tensors without a workload key */
   int (*edit_model)(vs_model *m, void *ctx, vs_error *err);
   void *edit_ctx;         /* handed to edit_model */
+  vs_budget budget;       /* refused above it; zeros: unlimited */
 } vs_sim_opts;
 
 typedef struct vs_sim {
@@ -67,6 +83,13 @@ typedef struct vs_program_pool {
 } vs_program_pool;
 
 void vs_program_pool_fini(vs_program_pool *pool);
+
+/* The work vs_sim_run would do for wl on topo with opts, estimated from
+ * above from the model, the layout and the schedule's shape (nothing is
+ * built but the model and layout, which are freed). Errors as vs_sim_run's
+ * for an invalid job. */
+int vs_sim_estimate(const vs_workload *wl, const vs_topology *topo,
+                    const vs_sim_opts *opts, vs_work *work, vs_error *err);
 
 /* Runs the whole simulation. wl and topo must outlive sim. On error sim is
  * left finalised (nothing to free). */

@@ -200,7 +200,7 @@ class Grid(unittest.TestCase):
                 p = subprocess.run([VSIM, "show", ini] + generate.vsim_args(), cwd=ROOT,
                                    capture_output=True, text=True, timeout=60)
                 self.assertEqual(p.returncode, 0, f"{c['name']}: {p.stderr}")
-                m = re.search(r"^parameters = (\d+) ", p.stdout, re.M)
+                m = re.search(r"^# parameters = (\d+) ", p.stdout, re.M)
                 self.assertIsNotNone(m, p.stdout)
                 self.assertEqual(int(m.group(1)), gtconfig.param_count(c), c["name"])
                 self.assertIn("gpus = 1 (dp 1 x tp 1 x pp 1)", p.stdout)
