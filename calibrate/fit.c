@@ -500,6 +500,12 @@ int vs_fit_run(vs_fit_point *pts, size_t n, const vs_fit_options *opt,
     return vs_error_set(err, VS_EINPUT,
                         "too few points: %zu distinct sizes, need at least %d",
                         n, VS_FIT_MIN_POINTS);
+  if (n > VS_FIT_MAX_POINTS)
+    return vs_error_set(err, VS_ELIMIT,
+                        "%zu distinct sizes, over the %d a fit takes (a "
+                        "measuring run makes 57 per kind by default): thin the "
+                        "sizes or split the file",
+                        n, VS_FIT_MAX_POINTS);
   if (max_k > VS_FIT_MAX_BREAKS)
     max_k = VS_FIT_MAX_BREAKS;
   /* each of k + 1 pieces needs its sizes, the pieces share the breakpoints */

@@ -19,6 +19,10 @@
 #define VS_FIT_MAX_BREAKS 2
 #define VS_FIT_MIN_POINTS 4      /* distinct sizes a kind needs */
 #define VS_FIT_SEGMENT_POINTS 3  /* sizes each piecewise segment needs */
+/* Distinct sizes a fit takes at most: a measuring run makes 57 per
+ * kind (powers of two from 4 B to 1 GiB and their midpoints), and fitting
+ * 100,000 takes about a second; 8 million took ten minutes. */
+#define VS_FIT_MAX_POINTS 100000
 
 /* One measured size, reduced from its samples. */
 typedef struct vs_fit_point {
@@ -69,7 +73,8 @@ int vs_fit_points(const double *bytes, const double *seconds, size_t n,
 /* Fits n points (sorted by size, as vs_fit_points leaves them) and marks
  * the outliers in pts. GSL's aborting error handler must be off (main does
  * gsl_set_error_handler_off once). VS_EINPUT with the reason when there are fewer than
- * VS_FIT_MIN_POINTS sizes or the regression fails; fit is then unchanged.
+ * VS_FIT_MIN_POINTS sizes or the regression fails, VS_ELIMIT over
+ * VS_FIT_MAX_POINTS sizes (before any work); fit is then unchanged.
  * Cost: the breakpoint search makes O(m^2) robust fits of m x 4, m the
  * smaller of n and 64 (under 1 s); over 64 sizes, the 64 searched are
  * spread evenly in log(size), and the breakpoints found are then fitted

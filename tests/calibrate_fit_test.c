@@ -257,6 +257,31 @@ static void test_breakpoint_between_sizes(void **state)
   assert_rel(1.0 / fit.segs[1].seconds_per_byte, t.bw2, 0.02, "piece 2 bandwidth");
 }
 
+/* Issue 21, D11: a fit over more distinct sizes than VS_FIT_MAX_POINTS
+ * is refused before any work (8 million took ten minutes), with the count
+ * in the message. */
+static void test_too_many_points_refused(void **state)
+{
+  size_t n = VS_FIT_MAX_POINTS + 1;
+  vs_fit_point *pts = calloc(n, sizeof *pts);
+  vs_fit_options opt = vs_fit_default_options();
+  vs_fit fit;
+  vs_error err;
+  (void)state;
+  assert_non_null(pts);
+  for (size_t i = 0; i < n; i++) {
+    pts[i].bytes = 4.0 + 1000.0 * (double)i;
+    pts[i].median = 5e-6 + pts[i].bytes / 25e9;
+    pts[i].sigma = 0.005 * pts[i].median;
+    pts[i].n_samples = 1;
+  }
+  vs_error_clear(&err);
+  assert_int_equal(vs_fit_run(pts, n, &opt, &fit, &err), VS_ELIMIT);
+  assert_non_null(strstr(err.msg, "100001 distinct sizes, over the 100000 a "
+                                  "fit takes"));
+  free(pts);
+}
+
 static void test_too_few_points_and_no_extrapolation(void **state)
 {
   double b[] = {4, 8, 16, 4, 8, 16}, t[] = {1e-5, 1e-5, 1e-5, 1e-5, 1e-5, 1e-5};
@@ -683,6 +708,7 @@ int main(void)
       cmocka_unit_test(test_slow_piece_written_as_zero),
       cmocka_unit_test(test_breakpoint_between_sizes),
       cmocka_unit_test(test_too_few_points_and_no_extrapolation),
+      cmocka_unit_test(test_too_many_points_refused),
       cmocka_unit_test(test_many_sizes_fit_in_bounded_time),
       cmocka_unit_test(test_raw_csv_errors),
       cmocka_unit_test(test_raw_csv_bad_files),
