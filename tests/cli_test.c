@@ -591,6 +591,29 @@ static void test_svg_chart(void **state)
   tu_remove_dir(dir);
 }
 
+/* Past a file-size limit (ulimit -f 4: 2 KiB in dash's 512-byte blocks,
+ * 4 KiB in bash's; the trace is about 11 KB, the chart 110 KB, the summary
+ * on stdout 1 KB) the trace and the chart fail with the write's own
+ * reason, EFBIG, not "Input/output error"; exit 1, nothing left behind. */
+static void test_trace_svg_past_file_size_limit(void **state)
+{
+  static const char *const options[] = {"--trace", "--svg"};
+  char dir[64], p[128];
+  const char *args[] = {"-c", "ulimit -f 4 && exec \"$0\" \"$@\"", VSIM_BIN,
+                        "run", DATA "gpt-small.ini", NULL, NULL, NULL};
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  for (size_t i = 0; i < 2; i++) {
+    args[5] = options[i];
+    args[6] = path_in(dir, i == 0 ? "t.json" : "m.svg", p, sizeof p);
+    tu_run_program(&r, "/bin/sh", args);
+    assert_int_equal(r.status, 1);
+    tu_assert_message_at(r.err, "vsim: @: write failed: File too large\n", p);
+    assert_int_equal(tu_count_entries(dir), 0);
+  }
+  tu_remove_dir(dir);
+}
+
 /* --ranks all simulates every GPU; each row matches the one-rank result. */
 static void test_ranks_all_writes_a_row_per_gpu(void **state)
 {
@@ -1114,6 +1137,7 @@ int main(void)
       cmocka_unit_test(test_fit_separates_limits_from_memory),
       cmocka_unit_test(test_trace_is_chrome_json),
       cmocka_unit_test(test_svg_chart),
+      cmocka_unit_test(test_trace_svg_past_file_size_limit),
       cmocka_unit_test(test_ranks_all_writes_a_row_per_gpu),
       cmocka_unit_test(test_pipeline_report_and_csv),
       cmocka_unit_test(test_show_prints_resolved_config),

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -380,16 +381,32 @@ static void test_commit_all_is_all_or_nothing(void **state)
   tu_remove_dir(dir);
 }
 
-/* Past a file-size limit (ulimit -f), a write fails with EFBIG and is
- * reported like any failed write, the temporary file removed; SIGXFSZ's
- * default would end the process and leave the temporary file. In a child,
- * which the limit and the signal disposition must not outlive. */
-static void test_file_size_limit_is_an_error(void **state)
+/* Rows of text through the field writers: about 460 KB. */
+static void write_fields(vs_csv *csv)
+{
+  for (int i = 0; i < 10000; i++) {
+    vs_csv_text(csv, "a row of text well past four kilobytes in all");
+    vs_csv_row(csv);
+  }
+}
+
+/* The same through vs_csv_printf, as the trace and the SVG are written. */
+static void write_printf(vs_csv *csv)
+{
+  for (int i = 0; i < 10000; i++)
+    vs_csv_printf(csv, "{\"row\":%d,\"text\":\"%s\"}\n", i,
+                  "well past four kilobytes in all");
+}
+
+/* Writes a file with write under a 4096-byte file-size limit, in a child
+ * that the limit and the signal dispositions must not outlive: the commit
+ * must fail with EFBIG's reason (not EIO's), the child exit (not die of
+ * SIGXFSZ) and no file remain. */
+static void assert_file_size_limit_reported(void (*write)(vs_csv *))
 {
   char dir[64], path[128];
   pid_t pid;
   int status;
-  (void)state;
   tu_temp_dir(dir, sizeof dir);
   snprintf(path, sizeof path, "%s/big.csv", dir);
   fflush(NULL);
@@ -399,23 +416,59 @@ static void test_file_size_limit_is_an_error(void **state)
     struct rlimit lim = {4096, 4096};
     vs_csv csv;
     vs_error err;
-    int rc;
     vs_csv_cleanup_on_signals();
     setrlimit(RLIMIT_FSIZE, &lim);
     vs_error_clear(&err);
     if (vs_csv_open(&csv, path, &err))
       _exit(10);
-    for (int i = 0; i < 10000; i++) { /* about 200 KB */
-      vs_csv_text(&csv, "a row of text well past four kilobytes in all");
-      vs_csv_row(&csv);
-    }
-    rc = vs_csv_commit(&csv, &err);
-    _exit(rc && strstr(err.msg, "File too large") ? 0 : 11);
+    write(&csv);
+    if (vs_csv_commit(&csv, &err) == 0)
+      _exit(11);
+    printf("%s\n", err.msg);
+    _exit(strstr(err.msg, strerror(EFBIG)) ? 0 : 12);
   }
   assert_true(waitpid(pid, &status, 0) == pid);
   assert_true(WIFEXITED(status)); /* not killed by SIGXFSZ */
   assert_int_equal(WEXITSTATUS(status), 0);
   assert_int_equal(tu_count_entries(dir), 0); /* no output, no temporary file */
+  tu_remove_dir(dir);
+}
+
+/* Past a file-size limit (ulimit -f), a write fails with EFBIG and is
+ * reported like any failed write, the temporary file removed; SIGXFSZ's
+ * default would end the process and leave the temporary file. */
+static void test_file_size_limit_is_an_error(void **state)
+{
+  (void)state;
+  assert_file_size_limit_reported(write_fields);
+}
+
+/* vs_csv_printf keeps the first failure's reason too ("File too large",
+ * not the "Input/output error" a stream written to directly gave). */
+static void test_printf_keeps_the_reason(void **state)
+{
+  (void)state;
+  assert_file_size_limit_reported(write_printf);
+}
+
+/* vs_csv_printf writes the text as it is: no quoting, no separators. */
+static void test_printf_writes_text(void **state)
+{
+  char dir[64], path[128], *text;
+  vs_csv csv;
+  vs_error err;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/t.json", dir);
+  vs_error_clear(&err);
+  assert_int_equal(vs_csv_open(&csv, path, &err), 0);
+  vs_csv_printf(&csv, "{\"a\":%d,", 1);
+  vs_csv_printf(&csv, "\"b\":\"%s\"}\n", "x,y");
+  assert_int_equal(vs_csv_commit(&csv, &err), 0);
+  assert_non_null(text = tu_read_file(path));
+  assert_string_equal(text, "{\"a\":1,\"b\":\"x,y\"}\n");
+  free(text);
+  unlink(path);
   tu_remove_dir(dir);
 }
 
@@ -435,6 +488,8 @@ int main(void)
       cmocka_unit_test(test_signal_removes_temporary),
       cmocka_unit_test(test_commit_all_is_all_or_nothing),
       cmocka_unit_test(test_file_size_limit_is_an_error),
+      cmocka_unit_test(test_printf_keeps_the_reason),
+      cmocka_unit_test(test_printf_writes_text),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

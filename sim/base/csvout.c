@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -209,6 +210,17 @@ static void note_failure(vs_csv *csv)
   csv->failed = true;
 }
 
+void vs_csv_printf(vs_csv *csv, const char *fmt, ...)
+{
+  va_list ap;
+  int n;
+  va_start(ap, fmt);
+  n = vfprintf(csv->f, fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    note_failure(csv);
+}
+
 static void separator(vs_csv *csv)
 {
   if (csv->n_fields++ > 0 && fputc(',', csv->f) == EOF)
@@ -229,29 +241,25 @@ void vs_csv_text(vs_csv *csv, const char *text)
 void vs_csv_u64(vs_csv *csv, uint64_t value)
 {
   separator(csv);
-  if (fprintf(csv->f, "%llu", (unsigned long long)value) < 0)
-    note_failure(csv);
+  vs_csv_printf(csv, "%llu", (unsigned long long)value);
 }
 
 void vs_csv_i64(vs_csv *csv, int64_t value)
 {
   separator(csv);
-  if (fprintf(csv->f, "%lld", (long long)value) < 0)
-    note_failure(csv);
+  vs_csv_printf(csv, "%lld", (long long)value);
 }
 
 void vs_csv_real(vs_csv *csv, double value)
 {
   separator(csv);
-  if (fprintf(csv->f, "%.9g", value) < 0)
-    note_failure(csv);
+  vs_csv_printf(csv, "%.9g", value);
 }
 
 void vs_csv_seconds(vs_csv *csv, double seconds)
 {
   separator(csv);
-  if (fprintf(csv->f, "%.9f", seconds) < 0)
-    note_failure(csv);
+  vs_csv_printf(csv, "%.9f", seconds);
 }
 
 void vs_csv_row(vs_csv *csv)

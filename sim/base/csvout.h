@@ -41,6 +41,12 @@ void vs_csv_i64(vs_csv *csv, int64_t value);
 void vs_csv_real(vs_csv *csv, double value); /* %.9g */
 void vs_csv_seconds(vs_csv *csv, double seconds); /* %.9f */
 
+/* Writes printf-formatted text as it is, neither quoted nor separated:
+ * for a file that is not CSV (a trace, an SVG) written through vs_csv's
+ * atomic file. A failure is recorded, with its errno, like any write's. */
+void vs_csv_printf(vs_csv *csv, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* Ends the row. */
 void vs_csv_row(vs_csv *csv);
 
