@@ -68,7 +68,7 @@ static int check_dir(FILE *errs, const char *option, const char *path,
   else if (!S_ISDIR(st.st_mode))
     e = ENOTDIR;
   if (e == 0) {
-    snprintf(stem, sizeof stem, "%s/.vsim-probe", dir);
+    snprintf(stem, sizeof stem, "%s/%s", dir, VS_CSV_PROBE_STEM);
     if ((fd = vs_csv_create_unique(stem, probe, sizeof probe)) < 0)
       e = errno;
   }

@@ -5,6 +5,7 @@
 
 #include "csvout.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -111,7 +112,7 @@ void vs_cal_out_measured(vs_cal_out *out, const char *section, const char *name)
  * ------------------------------------------------------------------------ */
 
 /* Writes a size in binary units for comments ("1 MiB", "4 B"). */
-static void put_size(FILE *f, double bytes)
+static void put_size(vs_csv *f, double bytes)
 {
   static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
@@ -119,56 +120,81 @@ static void put_size(FILE *f, double bytes)
     bytes /= 1024;
     u++;
   }
-  fprintf(f, "%.4g %s", bytes, unit[u]);
+  vs_csv_printf(f, "%.4g %s", bytes, unit[u]);
 }
 
 /* The comments above a kind's keys: range, pieces, outliers, convention. */
-static void describe_kind(FILE *f, int kind, const vs_fit *fit)
+static void describe_kind(vs_csv *f, int kind, const vs_fit *fit)
 {
   double factor = vs_cal_bytes_factor(kind);
-  fprintf(f, "\n; %s: %zu sizes from ", vs_cal_kind_name(kind), fit->n_points);
+  vs_csv_printf(f, "\n; %s: %zu sizes from ", vs_cal_kind_name(kind),
+                fit->n_points);
   put_size(f, fit->min_bytes);
-  fputs(" to ", f);
+  vs_csv_printf(f, " to ");
   put_size(f, fit->max_bytes);
-  fprintf(f, ", %zu outlier size(s) ignored, %zu breakpoint(s)\n",
-          fit->n_outliers, fit->n_breaks);
+  vs_csv_printf(f, ", %zu outlier size(s) ignored, %zu breakpoint(s)\n",
+                fit->n_outliers, fit->n_breaks);
   for (size_t s = 0; s <= fit->n_breaks; s++) {
     const vs_fit_segment *g = &fit->segs[s];
-    fprintf(f, ";   piece %zu, ", s + 1);
+    vs_csv_printf(f, ";   piece %zu, ", s + 1);
     put_size(f, g->lo_bytes);
-    fputs(" to ", f);
+    vs_csv_printf(f, " to ");
     put_size(f, g->hi_bytes);
-    fprintf(f, ": t = %.4g us + bytes / ", g->latency * 1e6);
+    vs_csv_printf(f, ": t = %.4g us + bytes / ", g->latency * 1e6);
     if (g->seconds_per_byte > 0)
-      fprintf(f, "%.5g GB/s\n", 1e-9 / g->seconds_per_byte);
+      vs_csv_printf(f, "%.5g GB/s\n", 1e-9 / g->seconds_per_byte);
     else
-      fputs("inf (time does not grow with size)\n", f);
+      vs_csv_printf(f, "inf (time does not grow with size)\n");
   }
   if (factor != 1.0)
-    fputs("; bandwidth counts read + write (2 x bytes copied), as STREAM copy "
-          "and hbm_bandwidth do\n", f);
+    vs_csv_printf(f, "; bandwidth counts read + write (2 x bytes copied), as "
+                     "STREAM copy and hbm_bandwidth do\n");
   if (fit->n_breaks)
-    fputs("; bandwidth and latency below are the last piece's; vsim times "
-          "each size with its own piece\n", f);
+    vs_csv_printf(f, "; bandwidth and latency below are the last piece's; "
+                     "vsim times each size with its own piece\n");
   if (fit->n_breaks == 0 && fit->segs[0].latency < 0)
-    fprintf(f, "; the intercept %.4g us is negative: latency written as 0\n",
-            fit->segs[0].latency * 1e6);
+    vs_csv_printf(f, "; the intercept %.4g us is negative: latency written "
+                     "as 0\n", fit->segs[0].latency * 1e6);
   else if (fit->n_breaks && vs_fit_last(fit)->latency < 0)
-    fprintf(f, "; the last piece's latency is its line's intercept, below 0: "
-            "its times start where the piece does\n");
-  fputs("; measured sizes only: outside them vsim extends the nearest piece "
-        "and says so\n", f);
+    vs_csv_printf(f, "; the last piece's latency is its line's intercept, "
+                     "below 0: its times start where the piece does\n");
+  vs_csv_printf(f, "; measured sizes only: outside them vsim extends the "
+                   "nearest piece and says so\n");
 }
 
-static void put_comments(FILE *f, const char *text)
+static void put_comments(vs_csv *f, const char *text)
 {
   const char *p = text;
   while (*p) {
     const char *nl = strchr(p, '\n');
     size_t n = nl ? (size_t)(nl - p) : strlen(p);
-    fprintf(f, "; %.*s\n", (int)n, p);
+    vs_csv_printf(f, "; %.*s\n", (int)n, p);
     p += n + (nl != NULL);
   }
+}
+
+/* Writes "name = value" for key k of topo, the value as vs_conf_print_value
+ * spells it, through vs_csv_printf so that a failed write keeps its reason. */
+static void put_key(vs_csv *f, const char *name, const vs_key *k,
+                    const vs_topology *topo)
+{
+  char *value = NULL;
+  size_t n = 0;
+  FILE *m = open_memstream(&value, &n);
+  if (m) {
+    vs_conf_print_value(m, k, topo);
+    if (fclose(m) != 0) {
+      free(value);
+      value = NULL;
+    }
+  }
+  if (value) {
+    vs_csv_printf(f, "%s = %s\n", name, value);
+  } else if (!f->failed) { /* out of host memory: commit reports it */
+    f->failed = true;
+    f->write_errno = ENOMEM;
+  }
+  free(value);
 }
 
 /* Commits the written topology only if vsim loads it: a fit of data far
@@ -204,39 +230,37 @@ static int commit_if_vsim_reads(vs_csv *file, vs_error *err)
   return vs_csv_commit(file, err);
 }
 
-int vs_cal_out_write(const vs_cal_out *out, const char *path, vs_error *err)
+/* The keys outside [calibration], each section once, in table order. */
+static void put_nominal(vs_csv *f, const vs_cal_out *out)
 {
   const vs_keytab *tab = vs_topology_keys();
   const char *section = "";
-  vs_csv file; /* vs_csv is vsim's atomic file: temporary, then rename */
-  int rc = vs_csv_open(&file, path, err);
-  FILE *f;
-
-  if (rc)
-    return rc;
-  f = file.f;
-  put_comments(f, out->comments);
   for (size_t i = 0; i < tab->n_keys; i++) {
     const vs_key *k = &tab->keys[i];
     if (strcmp(k->section, "calibration") == 0)
       continue;
     if (strcmp(k->section, section) != 0) {
-      fprintf(f, "\n[%s]\n", k->section);
+      vs_csv_printf(f, "\n[%s]\n", k->section);
       section = k->section;
     }
     if (out->measured[i])
-      fputs("; measured (see the header for where and from what)\n", f);
-    fprintf(f, "%s = ", k->name);
-    vs_conf_print_value(f, k, &out->topo);
-    fputc('\n', f);
+      vs_csv_printf(f, "; measured (see the header for where and from "
+                       "what)\n");
+    put_key(f, k->name, k, &out->topo);
   }
-  fputs("\n[calibration]\n; t = latency + bytes / bandwidth per kind, fitted by "
-        "vsim-calibrate;\n; vsim uses d2d_kernel for HBM, p2p for NVLink, "
-        "h2d_pinned for PCIe\n", f);
+}
+
+/* [calibration]: each fitted kind's comments and keys. */
+static void put_calibration(vs_csv *f, const vs_cal_out *out)
+{
+  static const char *const suffix[] = {"_bandwidth", "_latency", "_r2",
+      "_max_rel_error", "_points", "_min_bytes", "_max_bytes", "_breakpoints",
+      "_piece_bandwidths", "_piece_latencies"};
+  const vs_keytab *tab = vs_topology_keys();
+  vs_csv_printf(f, "\n[calibration]\n; t = latency + bytes / bandwidth per "
+                   "kind, fitted by vsim-calibrate;\n; vsim uses d2d_kernel "
+                   "for HBM, p2p for NVLink, h2d_pinned for PCIe\n");
   for (int kind = 0; kind < VS_CAL_N_KINDS; kind++) {
-    static const char *const suffix[] = {"_bandwidth", "_latency", "_r2",
-        "_max_rel_error", "_points", "_min_bytes", "_max_bytes", "_breakpoints",
-        "_piece_bandwidths", "_piece_latencies"};
     if (!out->fitted[kind])
       continue;
     describe_kind(f, kind, &out->fits[kind]);
@@ -247,11 +271,20 @@ int vs_cal_out_write(const vs_cal_out *out, const char *path, vs_error *err)
       i = vs_conf_find(tab, "calibration", name);
       if (i < 0 || (s >= 7 && out->topo.cal[kind].breakpoints.n == 0))
         continue;
-      fprintf(f, "%s = ", name);
-      vs_conf_print_value(f, &tab->keys[i], &out->topo);
-      fputc('\n', f);
+      put_key(f, name, &tab->keys[i], &out->topo);
     }
   }
-  /* a write that failed above is found, with its reason, by the flush */
+}
+
+int vs_cal_out_write(const vs_cal_out *out, const char *path, vs_error *err)
+{
+  vs_csv file; /* vs_csv is vsim's atomic file: temporary, then rename */
+  int rc = vs_csv_open(&file, path, err);
+  if (rc)
+    return rc;
+  put_comments(&file, out->comments);
+  put_nominal(&file, out);
+  put_calibration(&file, out);
+  /* a write that failed above is reported, with its reason, on commit */
   return commit_if_vsim_reads(&file, err);
 }

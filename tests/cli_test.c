@@ -591,6 +591,74 @@ static void test_svg_chart(void **state)
   tu_remove_dir(dir);
 }
 
+/* Past a file-size limit (ulimit -f 4: 2 KiB in dash's 512-byte blocks,
+ * 4 KiB in bash's; the trace is about 11 KB, the chart 110 KB, the summary
+ * on stdout 1 KB) the trace and the chart fail with the write's own
+ * reason, EFBIG, not "Input/output error"; exit 1, nothing left behind. */
+static void test_trace_svg_past_file_size_limit(void **state)
+{
+  static const char *const options[] = {"--trace", "--svg"};
+  char dir[64], p[128];
+  const char *args[] = {"-c", "ulimit -f 4 && exec \"$0\" \"$@\"", VSIM_BIN,
+                        "run", DATA "gpt-small.ini", NULL, NULL, NULL};
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  for (size_t i = 0; i < 2; i++) {
+    args[5] = options[i];
+    args[6] = path_in(dir, i == 0 ? "t.json" : "m.svg", p, sizeof p);
+    tu_run_program(&r, "/bin/sh", args);
+    assert_int_equal(r.status, 1);
+    tu_assert_message_at(r.err, "vsim: @: write failed: File too large\n", p);
+    assert_int_equal(tu_count_entries(dir), 0);
+  }
+  tu_remove_dir(dir);
+}
+
+/* `vsim run --csv DIR | head`: a reader that closes at once makes every
+ * write to stdout fail (the summary with --memory-summary --ranks all is
+ * over 8 KB, so stdio writes it before the CSV files); the three files are
+ * still written, whole: byte for byte those of the same run to a file. How
+ * vsim reports the stdout failure is app/cli.c's matter, not checked here. */
+static void test_csv_written_when_stdout_closes(void **state)
+{
+  static const char *const names[] = {"summary.csv", "timeline.csv",
+                                      "ops.csv"};
+  char dir[64], piped[128], plain[128], a[192], b[192];
+  const char *sh[] = {"-c", "\"$0\" \"$@\" | true", VSIM_BIN, "run",
+                      "workloads/llama2-7b.ini", "--gpus", "8", "--ranks",
+                      "all", "--memory-summary", "--csv", piped, NULL};
+  const char *direct[] = {"run", "workloads/llama2-7b.ini", "--gpus", "8",
+                          "--ranks", "all", "--memory-summary", "--csv",
+                          plain, NULL};
+  table t;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  path_in(dir, "piped", piped, sizeof piped);
+  path_in(dir, "plain", plain, sizeof plain);
+  tu_run_program(&r, "/bin/sh", sh);
+  run(direct);
+  assert_int_equal(r.status, 0);
+  /* summary.csv: its header and one row per GPU (--ranks all, 8) */
+  read_csv(path_in(piped, "summary.csv", a, sizeof a), &t);
+  assert_int_equal(t.total_rows, 1 + 8);
+  assert_string_equal(t.cells[0][0], "rank");
+  for (size_t i = 0; i < 3; i++) {
+    char *want = tu_read_file(path_in(plain, names[i], a, sizeof a));
+    char *got = tu_read_file(path_in(piped, names[i], b, sizeof b));
+    if (!got)
+      fail_msg("%s was not written", b);
+    assert_non_null(want);
+    assert_string_equal(got, want);
+    free(want);
+    free(got);
+    unlink(a);
+    unlink(b);
+  }
+  rmdir(piped);
+  rmdir(plain);
+  tu_remove_dir(dir);
+}
+
 /* --ranks all simulates every GPU; each row matches the one-rank result. */
 static void test_ranks_all_writes_a_row_per_gpu(void **state)
 {
@@ -1323,6 +1391,8 @@ int main(void)
       cmocka_unit_test(test_fit_separates_limits_from_memory),
       cmocka_unit_test(test_trace_is_chrome_json),
       cmocka_unit_test(test_svg_chart),
+      cmocka_unit_test(test_trace_svg_past_file_size_limit),
+      cmocka_unit_test(test_csv_written_when_stdout_closes),
       cmocka_unit_test(test_ranks_all_writes_a_row_per_gpu),
       cmocka_unit_test(test_pipeline_report_and_csv),
       cmocka_unit_test(test_show_prints_resolved_config),

@@ -9,6 +9,8 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,33 +319,82 @@ static void test_device_is_written_directly(void **state)
   assert_true(S_ISCHR(st.st_mode));
 }
 
-/* SIGTERM while a file is being written removes its temporary file and
- * ends the process by that signal. */
-static void test_signal_removes_temporary(void **state)
+/* Runs in a child that installs the signal handlers, opens a file and
+ * raises sig: the child must end by sig with its temporary file removed.
+ * No core file (SIGQUIT and SIGXCPU dump one by default). */
+static void assert_signal_removes_temporary(int sig)
 {
   char dir[64], path[128];
   int status;
   pid_t pid;
-  (void)state;
   tu_temp_dir(dir, sizeof dir);
   snprintf(path, sizeof path, "%s/timeline.csv", dir);
+  fflush(NULL);
   pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
+    struct rlimit no_core = {0, 0};
     vs_csv csv;
     vs_error err;
+    setrlimit(RLIMIT_CORE, &no_core);
     vs_csv_cleanup_on_signals();
     if (vs_csv_open(&csv, path, &err) != 0)
       _exit(2);
     vs_csv_header(&csv, "time_s,rank");
-    raise(SIGTERM);
+    raise(sig);
     _exit(3); /* not reached */
   }
   assert_int_equal(waitpid(pid, &status, 0), pid);
   assert_true(WIFSIGNALED(status));
-  assert_int_equal(WTERMSIG(status), SIGTERM);
+  assert_int_equal(WTERMSIG(status), sig);
   assert_int_equal(tu_count_entries(dir), 0);
   tu_remove_dir(dir);
+}
+
+/* SIGTERM while a file is being written removes its temporary file and
+ * ends the process by that signal. */
+static void test_signal_removes_temporary(void **state)
+{
+  (void)state;
+  assert_signal_removes_temporary(SIGTERM);
+}
+
+/* So do SIGQUIT (Ctrl-\) and SIGXCPU (ulimit -t), whose default action
+ * used to leave the temporary file behind. */
+static void test_sigquit_sigxcpu_remove_temporary(void **state)
+{
+  (void)state;
+  assert_signal_removes_temporary(SIGQUIT);
+  assert_signal_removes_temporary(SIGXCPU);
+}
+
+/* After vs_csv_cleanup_on_signals a write to a pipe nobody reads fails with
+ * EPIPE instead of SIGPIPE ending the process (vsim run --csv D | head
+ * then still writes D's files); a signal the parent ignored (nohup) stays
+ * ignored. In a child, whose signal dispositions do not outlive it. */
+static void test_sigpipe_is_ignored(void **state)
+{
+  int status;
+  pid_t pid;
+  (void)state;
+  fflush(NULL);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int fds[2];
+    signal(SIGQUIT, SIG_IGN);
+    vs_csv_cleanup_on_signals();
+    if (pipe(fds) != 0)
+      _exit(2);
+    close(fds[0]);
+    if (write(fds[1], "x", 1) != -1 || errno != EPIPE)
+      _exit(3);
+    raise(SIGQUIT); /* ignored: the child goes on */
+    _exit(0);
+  }
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status)); /* not killed by SIGPIPE nor SIGQUIT */
+  assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 /* A set of files appears together or not at all: when one of three failed
@@ -380,16 +431,32 @@ static void test_commit_all_is_all_or_nothing(void **state)
   tu_remove_dir(dir);
 }
 
-/* Past a file-size limit (ulimit -f), a write fails with EFBIG and is
- * reported like any failed write, the temporary file removed; SIGXFSZ's
- * default would end the process and leave the temporary file. In a child,
- * which the limit and the signal disposition must not outlive. */
-static void test_file_size_limit_is_an_error(void **state)
+/* Rows of text through the field writers: about 460 KB. */
+static void write_fields(vs_csv *csv)
+{
+  for (int i = 0; i < 10000; i++) {
+    vs_csv_text(csv, "a row of text well past four kilobytes in all");
+    vs_csv_row(csv);
+  }
+}
+
+/* The same through vs_csv_printf, as the trace and the SVG are written. */
+static void write_printf(vs_csv *csv)
+{
+  for (int i = 0; i < 10000; i++)
+    vs_csv_printf(csv, "{\"row\":%d,\"text\":\"%s\"}\n", i,
+                  "well past four kilobytes in all");
+}
+
+/* Writes a file with write under a 4096-byte file-size limit, in a child
+ * that the limit and the signal dispositions must not outlive: the commit
+ * must fail with EFBIG's reason (not EIO's), the child exit (not die of
+ * SIGXFSZ) and no file remain. */
+static void assert_file_size_limit_reported(void (*write)(vs_csv *))
 {
   char dir[64], path[128];
   pid_t pid;
   int status;
-  (void)state;
   tu_temp_dir(dir, sizeof dir);
   snprintf(path, sizeof path, "%s/big.csv", dir);
   fflush(NULL);
@@ -399,23 +466,298 @@ static void test_file_size_limit_is_an_error(void **state)
     struct rlimit lim = {4096, 4096};
     vs_csv csv;
     vs_error err;
-    int rc;
     vs_csv_cleanup_on_signals();
     setrlimit(RLIMIT_FSIZE, &lim);
     vs_error_clear(&err);
     if (vs_csv_open(&csv, path, &err))
       _exit(10);
-    for (int i = 0; i < 10000; i++) { /* about 200 KB */
-      vs_csv_text(&csv, "a row of text well past four kilobytes in all");
-      vs_csv_row(&csv);
-    }
-    rc = vs_csv_commit(&csv, &err);
-    _exit(rc && strstr(err.msg, "File too large") ? 0 : 11);
+    write(&csv);
+    if (vs_csv_commit(&csv, &err) == 0)
+      _exit(11);
+    printf("%s\n", err.msg);
+    _exit(strstr(err.msg, strerror(EFBIG)) ? 0 : 12);
   }
   assert_true(waitpid(pid, &status, 0) == pid);
   assert_true(WIFEXITED(status)); /* not killed by SIGXFSZ */
   assert_int_equal(WEXITSTATUS(status), 0);
   assert_int_equal(tu_count_entries(dir), 0); /* no output, no temporary file */
+  tu_remove_dir(dir);
+}
+
+/* Past a file-size limit (ulimit -f), a write fails with EFBIG and is
+ * reported like any failed write, the temporary file removed; SIGXFSZ's
+ * default would end the process and leave the temporary file. */
+static void test_file_size_limit_is_an_error(void **state)
+{
+  (void)state;
+  assert_file_size_limit_reported(write_fields);
+}
+
+/* vs_csv_printf keeps the first failure's reason too ("File too large",
+ * not the "Input/output error" a stream written to directly gave). */
+static void test_printf_keeps_the_reason(void **state)
+{
+  (void)state;
+  assert_file_size_limit_reported(write_printf);
+}
+
+/* vs_csv_printf writes the text as it is: no quoting, no separators. */
+static void test_printf_writes_text(void **state)
+{
+  char dir[64], path[128], *text;
+  vs_csv csv;
+  vs_error err;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/t.json", dir);
+  vs_error_clear(&err);
+  assert_int_equal(vs_csv_open(&csv, path, &err), 0);
+  vs_csv_printf(&csv, "{\"a\":%d,", 1);
+  vs_csv_printf(&csv, "\"b\":\"%s\"}\n", "x,y");
+  assert_int_equal(vs_csv_commit(&csv, &err), 0);
+  assert_non_null(text = tu_read_file(path));
+  assert_string_equal(text, "{\"a\":1,\"b\":\"x,y\"}\n");
+  free(text);
+  unlink(path);
+  tu_remove_dir(dir);
+}
+
+/* Writes text to path (a new file or over an old one). */
+static void put_file(const char *path, const char *text)
+{
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* Fails unless path holds exactly text. */
+static void assert_file(const char *path, const char *text)
+{
+  char *got = tu_read_file(path);
+  if (!got)
+    fail_msg("%s: missing", path);
+  if (strcmp(got, text) != 0)
+    fail_msg("%s holds \"%s\", not \"%s\"", path, got, text);
+  free(got);
+}
+
+/* Opens path (in dir) and writes one header row, name. */
+static void open_with(vs_csv *csv, const char *dir, const char *name,
+                      const char *header)
+{
+  char path[128];
+  vs_error err;
+  vs_error_clear(&err);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  assert_int_equal(vs_csv_open(csv, path, &err), 0);
+  vs_csv_header(csv, header);
+}
+
+/* A file that replaces another keeps its permission bits (chmod 640 stays
+ * 640), alone and in a set; a new file in the set still gets 0666 less the
+ * umask (0644 under 022). */
+static void test_commit_keeps_mode(void **state)
+{
+  char dir[64], path[128];
+  vs_csv one, set[2];
+  vs_error err;
+  struct stat st;
+  mode_t old = umask(022);
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/summary.csv", dir);
+  put_file(path, "old\n");
+  assert_int_equal(chmod(path, 0640), 0);
+  open_with(&one, dir, "summary.csv", "a");
+  vs_error_clear(&err);
+  assert_int_equal(vs_csv_commit(&one, &err), 0);
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_mode & 07777, 0640);
+
+  assert_int_equal(chmod(path, 0600), 0);
+  open_with(&set[0], dir, "summary.csv", "b");
+  open_with(&set[1], dir, "ops.csv", "c");
+  assert_int_equal(vs_csv_commit_all(set, 2, &err), 0);
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_mode & 07777, 0600);
+  assert_file(path, "b\n");
+  snprintf(path, sizeof path, "%s/ops.csv", dir);
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_mode & 07777, 0644);
+  assert_int_equal(tu_count_entries(dir), 2); /* no backup, no journal */
+  unlink(path);
+  snprintf(path, sizeof path, "%s/summary.csv", dir);
+  unlink(path);
+  umask(old);
+  tu_remove_dir(dir);
+}
+
+/* When a rename of a set fails midway, the files already replaced get
+ * their old contents back and one that did not exist goes again: the old
+ * set stays whole, with no temporary file, backup or journal left. Here
+ * c.csv becomes a non-empty directory between the open and the commit,
+ * after a.csv (old) and b.csv (new) were renamed. */
+static void test_commit_all_failed_rename_keeps_old_set(void **state)
+{
+  char dir[64], path[128], sub[160];
+  vs_csv set[3];
+  vs_error err;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/a.csv", dir);
+  put_file(path, "old a\n");
+  open_with(&set[0], dir, "a.csv", "new a");
+  open_with(&set[1], dir, "b.csv", "new b");
+  open_with(&set[2], dir, "c.csv", "new c");
+  snprintf(path, sizeof path, "%s/c.csv", dir);
+  assert_int_equal(mkdir(path, 0777), 0);
+  snprintf(sub, sizeof sub, "%s/keep", path);
+  put_file(sub, "");
+  vs_error_clear(&err);
+  assert_int_equal(vs_csv_commit_all(set, 3, &err), VS_EIO);
+  tu_assert_message_at(err.msg, "@: cannot rename the new file into place: ",
+                       path);
+  assert_non_null(strstr(err.msg, strerror(EISDIR)));
+  snprintf(path, sizeof path, "%s/a.csv", dir);
+  assert_file(path, "old a\n");
+  snprintf(path, sizeof path, "%s/b.csv", dir);
+  assert_false(exists(path));
+  assert_int_equal(tu_count_entries(dir), 2); /* a.csv and c.csv/ */
+  unlink(sub);
+  snprintf(path, sizeof path, "%s/c.csv", dir);
+  rmdir(path);
+  snprintf(path, sizeof path, "%s/a.csv", dir);
+  unlink(path);
+  tu_remove_dir(dir);
+}
+
+/* The id of a process that has ended (and been reaped). */
+static pid_t gone_pid(void)
+{
+  int status;
+  pid_t pid;
+  fflush(NULL);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0)
+    _exit(0);
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  return pid;
+}
+
+/* Writes text to dir/name, name a printf format with the pid in it. */
+static void put_named(const char *dir, const char *name, long pid,
+                      const char *text)
+{
+  char file[96], path[192];
+  snprintf(file, sizeof file, name, pid);
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  put_file(path, text);
+}
+
+/* Fails unless dir/name (a format with the pid) exists as want says. */
+static void assert_named(const char *dir, const char *name, long pid,
+                         bool want)
+{
+  char file[96], path[192];
+  snprintf(file, sizeof file, name, pid);
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  if (exists(path) != want)
+    fail_msg("%s: %s", path, want ? "removed" : "kept");
+}
+
+/* A process killed (SIGKILL) after renaming a.csv of a set a, b, c left
+ * its journal, b's and c's temporary files and the backups; the next
+ * vs_csv_open in that folder finishes the set: all three new, nothing
+ * else left. */
+static void test_commit_all_finished_after_a_crash(void **state)
+{
+  char dir[64], path[128];
+  long pid = gone_pid();
+  vs_csv csv;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/.vsim-commit.%ld.0", dir, pid);
+  {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "vsim-commit 1\na.csv.tmp.%ld.0/a.csv/a.csv.old.%ld.0\n"
+               "b.csv.tmp.%ld.1/b.csv/b.csv.old.%ld.0\nc.csv.tmp.%ld.0/c.csv/\n"
+               "end\n", pid, pid, pid, pid, pid);
+    assert_int_equal(fclose(f), 0);
+  }
+  put_named(dir, "a.csv", pid, "new a\n"); /* renamed before the crash */
+  put_named(dir, "a.csv.old.%ld.0", pid, "old a\n");
+  put_named(dir, "b.csv", pid, "old b\n");
+  put_named(dir, "b.csv.old.%ld.0", pid, "old b\n");
+  put_named(dir, "b.csv.tmp.%ld.1", pid, "new b\n");
+  put_named(dir, "c.csv.tmp.%ld.0", pid, "new c\n");
+  open_with(&csv, dir, "ops.csv", "x");
+  vs_csv_abort(&csv);
+  snprintf(path, sizeof path, "%s/a.csv", dir);
+  assert_file(path, "new a\n");
+  snprintf(path, sizeof path, "%s/b.csv", dir);
+  assert_file(path, "new b\n");
+  snprintf(path, sizeof path, "%s/c.csv", dir);
+  assert_file(path, "new c\n");
+  assert_int_equal(tu_count_entries(dir), 3);
+  tu_remove_dir(dir);
+}
+
+/* A journal cut short (the process died writing it, before any rename) is
+ * removed and the set stays old; the next open of a.csv removes a.csv's
+ * temporary file as well. */
+static void test_commit_journal_cut_short(void **state)
+{
+  char dir[64], path[128];
+  long pid = gone_pid();
+  vs_csv csv;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "vsim-commit 1\na.csv.tmp.%ld.0/a.csv/\n", pid);
+  put_named(dir, ".vsim-commit.%ld.0", pid, path); /* no "end" line */
+  put_named(dir, "a.csv", pid, "old a\n");
+  put_named(dir, "a.csv.tmp.%ld.0", pid, "new a\n");
+  open_with(&csv, dir, "a.csv", "x");
+  vs_csv_abort(&csv);
+  snprintf(path, sizeof path, "%s/a.csv", dir);
+  assert_file(path, "old a\n");
+  assert_int_equal(tu_count_entries(dir), 1);
+  tu_remove_dir(dir);
+}
+
+/* Opening x.csv removes what a gone process left for x.csv (temporary
+ * file, backup) and the folder probes it left; it keeps a live process's
+ * files (this one's), look-alike names (not all digits), other
+ * destinations' files, and a live process's journal. */
+static void test_open_removes_stale_files(void **state)
+{
+  static const char *const removed[] = {"x.csv.tmp.%ld.0", "x.csv.old.%ld.3",
+                                        ".vsim-probe.%ld.1"};
+  static const char *const kept[] = {"x.csv.tmp.%ld.a", "x.csv.tmp.%ld",
+      "x.csv.tmp.%ld.0.bak", "x.csv.tmp.%ldx.0", "x.csv.tmp.+%ld.0",
+      "y.csv.tmp.%ld.0", "x.csvtmp.%ld.0", ".vsim-probe.%ld.z"};
+  char dir[64];
+  long dead = gone_pid(), self = (long)getpid();
+  vs_csv csv;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  for (size_t i = 0; i < 3; i++)
+    put_named(dir, removed[i], dead, "stale\n");
+  for (size_t i = 0; i < 8; i++)
+    put_named(dir, kept[i], dead, "look-alike\n");
+  put_named(dir, "x.csv.tmp.%ld.7", self, "live\n");
+  put_named(dir, ".vsim-commit.%ld.0", self, "vsim-commit 1\nend\n");
+  open_with(&csv, dir, "x.csv", "x");
+  vs_csv_abort(&csv);
+  for (size_t i = 0; i < 3; i++)
+    assert_named(dir, removed[i], dead, false);
+  for (size_t i = 0; i < 8; i++)
+    assert_named(dir, kept[i], dead, true);
+  assert_named(dir, "x.csv.tmp.%ld.7", self, true);
+  assert_named(dir, ".vsim-commit.%ld.0", self, true);
+  assert_int_equal(tu_count_entries(dir), 10);
   tu_remove_dir(dir);
 }
 
@@ -433,8 +775,17 @@ int main(void)
       cmocka_unit_test(test_symlink_is_followed),
       cmocka_unit_test(test_device_is_written_directly),
       cmocka_unit_test(test_signal_removes_temporary),
+      cmocka_unit_test(test_sigquit_sigxcpu_remove_temporary),
+      cmocka_unit_test(test_sigpipe_is_ignored),
       cmocka_unit_test(test_commit_all_is_all_or_nothing),
       cmocka_unit_test(test_file_size_limit_is_an_error),
+      cmocka_unit_test(test_printf_keeps_the_reason),
+      cmocka_unit_test(test_printf_writes_text),
+      cmocka_unit_test(test_commit_keeps_mode),
+      cmocka_unit_test(test_commit_all_failed_rename_keeps_old_set),
+      cmocka_unit_test(test_commit_all_finished_after_a_crash),
+      cmocka_unit_test(test_commit_journal_cut_short),
+      cmocka_unit_test(test_open_removes_stale_files),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,13 +1,27 @@
 /* csvout.h - CSV files written atomically through libcsv.
  *
- * A vs_csv writes to a temporary file beside its destination and renames it
- * into place on commit, so a reader never sees a half-written file and a
- * failed run leaves nothing behind. A destination that is a symbolic link
- * is written where the link points; one that is not a regular file (a
- * device such as /dev/null, a FIFO) is written to directly, never replaced.
- * Temporary files still open when SIGINT, SIGTERM or SIGHUP arrives are
- * removed (vs_csv_cleanup_on_signals). Text fields are quoted by libcsv
- * when they need it; numbers are written plainly. */
+ * A vs_csv writes to a temporary file "DEST.tmp.PID.N" beside its
+ * destination DEST, puts its data on disk (fsync) and renames it into place
+ * on commit, so a reader never sees a half-written file and a failed run
+ * leaves nothing behind. A file that replaces another keeps that file's
+ * permission bits; a new one gets 0666 less the umask. A destination that
+ * is a symbolic link is written where the link points; one that is not a
+ * regular file (a device such as /dev/null, a FIFO) is written to
+ * directly, never replaced nor synced. Temporary files still open when
+ * SIGINT, SIGTERM, SIGHUP, SIGQUIT or SIGXCPU arrives are removed
+ * (vs_csv_cleanup_on_signals). Text fields are quoted by libcsv when they
+ * need it; numbers are written plainly.
+ *
+ * What a process killed outright (SIGKILL, a crash, a power cut) leaves is
+ * cleaned up by the next vs_csv_open in the same folder: a set that
+ * process was renaming into place (vs_csv_commit_all) is finished, and its
+ * temporary files and backups for the destination being opened, and the
+ * folder probes (VS_CSV_PROBE_STEM), are removed. A file is taken to be
+ * left over only when its name is exactly one this module makes and the
+ * process id in it is not a live process on this host; so a folder that
+ * another host writes the same destinations in at the same time (a shared
+ * network folder) is not supported: that host's files would look left
+ * over. */
 #ifndef VS_CSVOUT_H
 #define VS_CSVOUT_H
 
@@ -27,7 +41,14 @@ typedef struct vs_csv {
   int write_errno;      /* errno of the first failed write */
 } vs_csv;
 
-/* Opens a temporary file for path. VS_EIO with the reason on failure. */
+/* The stem of the files other modules make to test that a folder is
+ * writable (vs_csv_create_unique(FOLDER "/" VS_CSV_PROBE_STEM, ...)), so that
+ * vs_csv_open can remove those a killed process left. */
+#define VS_CSV_PROBE_STEM ".vsim-probe"
+
+/* Opens a temporary file for path, after tidying its folder (see the top
+ * of this file; O(entries in the folder)). VS_EIO with the reason on
+ * failure. */
 int vs_csv_open(vs_csv *csv, const char *path, vs_error *err);
 
 /* Writes what is buffered to the file (so another reader sees it whole);
@@ -41,28 +62,48 @@ void vs_csv_i64(vs_csv *csv, int64_t value);
 void vs_csv_real(vs_csv *csv, double value); /* %.9g */
 void vs_csv_seconds(vs_csv *csv, double seconds); /* %.9f */
 
+/* Writes printf-formatted text as it is, neither quoted nor separated:
+ * for a file that is not CSV (a trace, an SVG) written through vs_csv's
+ * atomic file. A failure is recorded, with its errno, like any write's. */
+void vs_csv_printf(vs_csv *csv, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* Ends the row. */
 void vs_csv_row(vs_csv *csv);
 
 /* Writes a header row from a comma-separated list of names. */
 void vs_csv_header(vs_csv *csv, const char *names);
 
-/* Flushes, closes and renames into place. On failure removes the temporary
- * file and returns VS_EIO. */
+/* Flushes, syncs, closes and renames into place. On failure removes the
+ * temporary file and returns VS_EIO naming the file and the first failed
+ * write's reason. */
 int vs_csv_commit(vs_csv *csv, vs_error *err);
 
-/* vs_csv_commit for a set of files that belong together: all are flushed
- * first, and only when every one was written are they renamed into place;
- * otherwise all temporary files are removed and the first failure is
- * reported. */
+/* vs_csv_commit for a set of files that belong together: together or not
+ * at all. All are flushed and synced first; only when every one was
+ * written are they renamed into place, with the signals above held. When
+ * more than one is renamed, each existing destination first gets a
+ * hard-link backup "DEST.old.PID.N" (none on a filesystem without hard
+ * links) and a journal ".vsim-commit.PID.N" listing the renames is put on
+ * disk in the destinations' folder (when they share one). If a
+ * rename fails, the destinations already replaced get their old files back
+ * (or are removed if they did not exist) and VS_EIO names the file and the
+ * reason; if the process dies between renames, the next vs_csv_open in
+ * that folder finishes them from the journal. On success the journal and
+ * the backups are removed. On a write failure all temporary files are
+ * removed and the first failure is reported. */
 int vs_csv_commit_all(vs_csv *csvs, size_t n, vs_error *err);
 
 /* Closes and removes the temporary file. */
 void vs_csv_abort(vs_csv *csv);
 
-/* Installs handlers for SIGINT, SIGTERM and SIGHUP that remove the
- * temporary files of every vs_csv not yet committed or aborted, then end
- * the process by the same signal. Call once, early in main. */
+/* Installs handlers for SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGXCPU that
+ * remove the temporary files of every vs_csv not yet committed or aborted,
+ * then end the process by the same signal; a signal the parent ignored
+ * (nohup) stays ignored. Ignores SIGXFSZ and SIGPIPE, so that a write past
+ * the file-size limit or to a closed pipe fails with EFBIG or EPIPE, is
+ * reported, and the other files still get written. Call once, early in
+ * main. */
 void vs_csv_cleanup_on_signals(void);
 
 /* Follows the symbolic links of path into out, as vs_csv_open does: a

@@ -447,30 +447,29 @@ int vs_report_write_csv(const vs_sim *sim, const char *dir, vs_error *err)
 
 int vs_report_write_trace(const vs_sim *sim, const char *path, vs_error *err)
 {
-  vs_csv file; /* only for its atomic temporary-file handling */
+  vs_csv file; /* only for its atomic file and its write errors */
   int rc = vs_csv_open(&file, path, err);
   bool first = true;
   if (rc)
     return rc;
-  fputs("{\"traceEvents\":[\n", file.f);
+  vs_csv_printf(&file, "{\"traceEvents\":[\n");
   for (size_t i = 0; i < sim->n_ranks; i++) {
     const vs_rank *r = &sim->ranks[i];
     for (size_t k = 0; k < r->n_spans; k++) {
       const vs_op_span *s = &r->spans[k];
       const vs_pop *op = &r->prog->ops[s->op];
-      if (fprintf(file.f,
-                  "%s{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%u,"
-                  "\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"layer\":%d,"
-                  "\"microbatch\":%d}}",
-                  first ? "" : ",\n", op->name, vs_phase_name(op->phase), r->id,
-                  op->stream, (double)s->start_ns / 1e3,
-                  (double)(s->end_ns - s->start_ns) / 1e3, op->layer,
-                  op->microbatch) < 0)
-        file.failed = true;
+      vs_csv_printf(&file,
+                    "%s{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\","
+                    "\"pid\":%u,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+                    "\"args\":{\"layer\":%d,\"microbatch\":%d}}",
+                    first ? "" : ",\n", op->name, vs_phase_name(op->phase),
+                    r->id, op->stream, (double)s->start_ns / 1e3,
+                    (double)(s->end_ns - s->start_ns) / 1e3, op->layer,
+                    op->microbatch);
       first = false;
     }
   }
-  fputs("\n]}\n", file.f);
+  vs_csv_printf(&file, "\n]}\n");
   return vs_csv_commit(&file, err);
 }
 
@@ -520,22 +519,15 @@ static void svg_columns(const vs_rank *r, double step_s, svg_column *cols)
 
 /* Writes text as XML character data: a path or GPU name with < or & in it
  * stays text instead of breaking (or becoming) markup. */
-static void xml_text(FILE *f, const char *text)
+static void xml_text(vs_csv *f, const char *text)
 {
   for (const char *p = text; *p; p++) {
-    switch (*p) {
-    case '<':
-      fputs("&lt;", f);
+    size_t n = strcspn(p, "<>&"); /* plain text up to the next one */
+    vs_csv_printf(f, "%.*s", (int)n, p);
+    p += n;
+    if (*p == '\0')
       break;
-    case '>':
-      fputs("&gt;", f);
-      break;
-    case '&':
-      fputs("&amp;", f);
-      break;
-    default:
-      fputc(*p, f);
-    }
+    vs_csv_printf(f, "%s", *p == '<' ? "&lt;" : *p == '>' ? "&gt;" : "&amp;");
   }
 }
 
@@ -559,99 +551,103 @@ static double svg_y(const svg_scale *s, double bytes)
   return SVG_TOP + s->plot_h - s->plot_h * bytes / s->top;
 }
 
-static void svg_title(FILE *f, const vs_sim *sim, const vs_rank *r)
+static void svg_title(vs_csv *f, const vs_sim *sim, const vs_rank *r)
 {
-  fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
-             "height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n"
-             "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-          SVG_W, SVG_H);
-  fprintf(f, "<text x=\"%d\" y=\"22\" font-size=\"14\">memory of rank %u "
-             "(stage %d) over one step: ",
-          SVG_LEFT, r->id, r->stage);
+  vs_csv_printf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" "
+                   "width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
+                   "font-size=\"12\">\n"
+                   "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+                SVG_W, SVG_H);
+  vs_csv_printf(f, "<text x=\"%d\" y=\"22\" font-size=\"14\">memory of rank %u "
+                   "(stage %d) over one step: ",
+                SVG_LEFT, r->id, r->stage);
   xml_text(f, sim->wl->origins.file);
-  fputs(" on ", f);
+  vs_csv_printf(f, " on ");
   xml_text(f, sim->topo->name);
-  fputs("</text>\n", f);
+  vs_csv_printf(f, "</text>\n");
 }
 
 /* The stacked categories, bottom to top: area k lies between the sum of
  * the categories below it and that sum plus its own. */
-static void svg_areas(FILE *f, const svg_scale *s, const svg_column *cols)
+static void svg_areas(vs_csv *f, const svg_scale *s, const svg_column *cols)
 {
   for (int k = 0; k < VS_CAT_N; k++) {
-    fprintf(f, "<polygon fill=\"%s\" fill-opacity=\"0.85\" points=\"",
-            svg_colors[svg_order[k]]);
+    vs_csv_printf(f, "<polygon fill=\"%s\" fill-opacity=\"0.85\" points=\"",
+                  svg_colors[svg_order[k]]);
     for (size_t x = 0; x < SVG_COLS; x++) {
       uint64_t sum = 0;
       for (int j = 0; j <= k; j++)
         sum += cols[x].by_cat[svg_order[j]];
-      fprintf(f, "%.1f,%.1f ", svg_x((double)x), svg_y(s, (double)sum));
+      vs_csv_printf(f, "%.1f,%.1f ", svg_x((double)x), svg_y(s, (double)sum));
     }
     for (size_t x = SVG_COLS; x-- > 0;) {
       uint64_t sum = 0;
       for (int j = 0; j < k; j++)
         sum += cols[x].by_cat[svg_order[j]];
-      fprintf(f, "%.1f,%.1f ", svg_x((double)x), svg_y(s, (double)sum));
+      vs_csv_printf(f, "%.1f,%.1f ", svg_x((double)x), svg_y(s, (double)sum));
     }
-    fprintf(f, "\"/>\n");
+    vs_csv_printf(f, "\"/>\n");
   }
 }
 
 /* Device use (reserved + framework) as a line, capacity as a dashed one. */
-static void svg_use(FILE *f, const svg_scale *s, const svg_column *cols,
+static void svg_use(vs_csv *f, const svg_scale *s, const svg_column *cols,
                     uint64_t capacity_bytes)
 {
   double cap = svg_y(s, (double)capacity_bytes);
-  fprintf(f, "<polyline fill=\"none\" stroke=\"black\" stroke-width=\"1.5\" "
-             "points=\"");
+  vs_csv_printf(f, "<polyline fill=\"none\" stroke=\"black\" "
+                   "stroke-width=\"1.5\" points=\"");
   for (size_t x = 0; x < SVG_COLS; x++)
-    fprintf(f, "%.1f,%.1f ", svg_x((double)x), svg_y(s, (double)cols[x].used));
-  fprintf(f, "\"/>\n<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" "
-             "stroke=\"red\" stroke-dasharray=\"6,4\"/>\n",
-          SVG_LEFT, SVG_LEFT + SVG_COLS, cap, cap);
+    vs_csv_printf(f, "%.1f,%.1f ", svg_x((double)x),
+                  svg_y(s, (double)cols[x].used));
+  vs_csv_printf(f, "\"/>\n<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" "
+                   "stroke=\"red\" stroke-dasharray=\"6,4\"/>\n",
+                SVG_LEFT, SVG_LEFT + SVG_COLS, cap, cap);
 }
 
 /* Axes: five byte ticks up to the larger of capacity and peak, five time
  * ticks over the step. */
-static void svg_axes(FILE *f, const svg_scale *s, double step)
+static void svg_axes(vs_csv *f, const svg_scale *s, double step)
 {
   char label[32];
-  fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" "
-             "stroke=\"black\"/>\n",
-          SVG_LEFT, SVG_LEFT + SVG_COLS, svg_y(s, 0), svg_y(s, 0));
+  vs_csv_printf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" "
+                   "stroke=\"black\"/>\n",
+                SVG_LEFT, SVG_LEFT + SVG_COLS, svg_y(s, 0), svg_y(s, 0));
   for (int i = 0; i <= 4; i++) {
     double v = s->top / 1.05 * i / 4;
-    fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-            SVG_LEFT - 6, svg_y(s, v) + 4,
-            vs_format_bytes((uint64_t)v, label, sizeof label));
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
-            svg_x((SVG_COLS - 1) * i / 4.0), SVG_H - SVG_BOTTOM + 18,
-            vs_format_seconds(step * i / 4, label, sizeof label));
+    vs_csv_printf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s"
+                     "</text>\n",
+                  SVG_LEFT - 6, svg_y(s, v) + 4,
+                  vs_format_bytes((uint64_t)v, label, sizeof label));
+    vs_csv_printf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s"
+                     "</text>\n",
+                  svg_x((SVG_COLS - 1) * i / 4.0), SVG_H - SVG_BOTTOM + 18,
+                  vs_format_seconds(step * i / 4, label, sizeof label));
   }
-  fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">time in "
-             "the step</text>\n",
-          svg_x(SVG_COLS / 2), SVG_H - 12);
+  vs_csv_printf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">time in "
+                   "the step</text>\n",
+                svg_x(SVG_COLS / 2), SVG_H - 12);
 }
 
 /* The legend, top category first, then the two lines; closes the SVG. */
-static void svg_legend(FILE *f)
+static void svg_legend(vs_csv *f)
 {
   for (int k = VS_CAT_N - 1, row = 0; k >= 0; k--, row++)
-    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" "
-               "fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
-            SVG_W - SVG_RIGHT + 16, SVG_TOP + 20 * row,
-            svg_colors[svg_order[k]], SVG_W - SVG_RIGHT + 34,
-            SVG_TOP + 20 * row + 11, vs_category_name(svg_order[k]));
-  fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" "
-             "stroke=\"black\" stroke-width=\"1.5\"/><text x=\"%d\" "
-             "y=\"%d\">reserved + framework</text>\n",
-          SVG_W - SVG_RIGHT + 16, SVG_W - SVG_RIGHT + 28, SVG_TOP + 126,
-          SVG_TOP + 126, SVG_W - SVG_RIGHT + 34, SVG_TOP + 130);
-  fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" "
-             "stroke=\"red\" stroke-dasharray=\"6,4\"/><text x=\"%d\" "
-             "y=\"%d\">capacity</text>\n</svg>\n",
-          SVG_W - SVG_RIGHT + 16, SVG_W - SVG_RIGHT + 28, SVG_TOP + 146,
-          SVG_TOP + 146, SVG_W - SVG_RIGHT + 34, SVG_TOP + 150);
+    vs_csv_printf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" "
+                     "fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
+                  SVG_W - SVG_RIGHT + 16, SVG_TOP + 20 * row,
+                  svg_colors[svg_order[k]], SVG_W - SVG_RIGHT + 34,
+                  SVG_TOP + 20 * row + 11, vs_category_name(svg_order[k]));
+  vs_csv_printf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" "
+                   "stroke=\"black\" stroke-width=\"1.5\"/><text x=\"%d\" "
+                   "y=\"%d\">reserved + framework</text>\n",
+                SVG_W - SVG_RIGHT + 16, SVG_W - SVG_RIGHT + 28, SVG_TOP + 126,
+                SVG_TOP + 126, SVG_W - SVG_RIGHT + 34, SVG_TOP + 130);
+  vs_csv_printf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" "
+                   "stroke=\"red\" stroke-dasharray=\"6,4\"/><text x=\"%d\" "
+                   "y=\"%d\">capacity</text>\n</svg>\n",
+                SVG_W - SVG_RIGHT + 16, SVG_W - SVG_RIGHT + 28, SVG_TOP + 146,
+                SVG_TOP + 146, SVG_W - SVG_RIGHT + 34, SVG_TOP + 150);
 }
 
 int vs_report_write_svg(const vs_sim *sim, const char *path, vs_error *err)
@@ -659,7 +655,7 @@ int vs_report_write_svg(const vs_sim *sim, const char *path, vs_error *err)
   const vs_rank *r = vs_sim_worst_rank(sim);
   double step = (double)r->end_ns * 1e-9;
   svg_column *cols = calloc(SVG_COLS, sizeof *cols);
-  vs_csv file; /* only for its atomic temporary-file handling */
+  vs_csv file; /* only for its atomic file and its write errors */
   svg_scale scale = {0, SVG_H - SVG_TOP - SVG_BOTTOM};
   int rc;
 
@@ -673,13 +669,11 @@ int vs_report_write_svg(const vs_sim *sim, const char *path, vs_error *err)
   scale.top = (double)(r->mem.capacity_bytes > r->mem.peak_used_bytes
                            ? r->mem.capacity_bytes
                            : r->mem.peak_used_bytes) * 1.05;
-  svg_title(file.f, sim, r);
-  svg_areas(file.f, &scale, cols);
-  svg_use(file.f, &scale, cols, r->mem.capacity_bytes);
-  svg_axes(file.f, &scale, step);
-  svg_legend(file.f);
+  svg_title(&file, sim, r);
+  svg_areas(&file, &scale, cols);
+  svg_use(&file, &scale, cols, r->mem.capacity_bytes);
+  svg_axes(&file, &scale, step);
+  svg_legend(&file);
   free(cols);
-  if (ferror(file.f))
-    file.failed = true;
   return vs_csv_commit(&file, err);
 }
