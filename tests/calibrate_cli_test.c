@@ -312,7 +312,7 @@ static void test_context_over_memory_keeps_nominal(void **state)
   assert_contains(run.err, "keeping the nominal context_memory (419430400 bytes)");
   assert_null(strstr(run.err, "fits poorly")); /* the p2p line is exact */
   assert_non_null(ini = tu_read_file(out));
-  assert_contains(ini, "\ncontext_memory = 419430400\n");
+  assert_contains(ini, "\ncontext_memory = 400MiB\n");
   free(ini);
   unlink(raw);
   unlink(out);
@@ -425,7 +425,7 @@ static void test_fit_fixture_and_use_it(void **state)
     assert_true(fabs(atof(pieces) / 24 - 1) < 0.02);
     assert_true(fabs(atof(second + 1) / 52 - 1) < 0.02);
   }
-  assert_contains(ini, "\ncontext_memory = 524288000\n");
+  assert_contains(ini, "\ncontext_memory = 500MiB\n");
   /* [node]'s one-line PCIe figures summarise the h2d_pinned curve: large
    * copies' rate (52 GB/s) and small copies' latency (the first piece's
    * 8 us, make_fixtures.py) */

@@ -1320,6 +1320,33 @@ static void test_work_over_budget_is_refused(void **state)
   tu_remove_dir(dir);
 }
 
+/* Issue 18, item 5, through the binary: a size without its unit, bits
+ * where bytes are meant, and a GPU beyond real hardware are refused with
+ * the fix, exit 1, where `memory=80` used to be 80 bytes and a verdict of
+ * "189160488960%". */
+static void test_units_cannot_be_misread(void **state)
+{
+  static const struct {
+    const char *set, *want;
+  } cases[] = {
+      {"topology.gpu.memory=80", "vsim: --set topology.gpu.memory=80: a size "
+                                 "needs its unit: e.g. 80GB or 80GiB"},
+      {"parallel.bucket=25", "vsim: --set parallel.bucket=25: a size needs "
+                             "its unit"},
+      {"parallel.bucket=25mb", "a lowercase b is bits, which are not a size: "
+                               "write B for bytes"},
+      {"topology.gpu.memory=80TiB", "must be at most 4TiB"},
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *const args[] = {"run", "workloads/llama2-7b.ini", "--gpus",
+                                "8", "--set", cases[i].set, NULL};
+    run(args);
+    assert_int_equal(r.status, 1);
+    assert_contains(r.err, cases[i].want);
+  }
+}
+
 /* Overriding the topology changes the capacity the verdict uses. */
 static void test_topology_override_changes_capacity(void **state)
 {
@@ -1352,11 +1379,11 @@ static void test_vary_value_twice_is_refused(void **state)
 static void test_fit_separates_limits_from_memory(void **state)
 {
   static const char *const slow[] = {
-      "fit", DATA "gpt-small.ini", "--set", "topology.gpu.memory=1000TiB",
+      "fit", DATA "gpt-small.ini", "--set", "topology.gpu.memory=4TiB",
       "--set", "topology.gpu.peak_tflops_bf16=0.001", "--set",
       "topology.gpu.compute_efficiency=0.01", NULL};
   static const char *const slower[] = {
-      "fit", DATA "gpt-7.5b.ini", "--set", "topology.gpu.memory=1000TiB",
+      "fit", DATA "gpt-7.5b.ini", "--set", "topology.gpu.memory=4TiB",
       "--set", "topology.gpu.peak_tflops_bf16=0.001", "--set",
       "topology.gpu.peak_tflops_fp16=0.001", "--set",
       "topology.gpu.compute_efficiency=0.01", NULL};
@@ -1401,6 +1428,7 @@ int main(void)
       cmocka_unit_test(test_plan_all_invalid_is_an_input_error),
       cmocka_unit_test(test_plan_prints_only_confirmed_layouts),
       cmocka_unit_test(test_work_over_budget_is_refused),
+      cmocka_unit_test(test_units_cannot_be_misread),
       cmocka_unit_test(test_keys_lists_every_key),
       cmocka_unit_test(test_fit_finds_the_exact_boundary),
       cmocka_unit_test(test_sweep_is_deterministic_across_jobs),

@@ -662,7 +662,7 @@ static void test_required_keys(void **state)
   vs_origins o;
   vs_error err;
   (void)state;
-  load_ok(&c, &o, "[a]\nsize = 1\n");
+  load_ok(&c, &o, "[a]\nsize = 1B\n");
   vs_error_clear(&err);
   assert_int_equal(vs_conf_check_required(&tab, &o, &err), VS_EINPUT);
   assert_string_equal(err.msg, "t.ini: missing required key 'n' in [a]");

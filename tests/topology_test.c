@@ -348,7 +348,7 @@ static void test_calibration_replaces_nominal(void **state)
   static const char text[] = MINIMAL
       "[calibration]\np2p_bandwidth = 300\np2p_latency = 7\n"
       "p2p_r2 = 0.9999\np2p_max_rel_error = 0.01\np2p_points = 57\n"
-      "p2p_min_bytes = 4\np2p_max_bytes = 1GiB\n"
+      "p2p_min_bytes = 4B\np2p_max_bytes = 1GiB\n"
       "d2d_kernel_bandwidth = 900GB/s\nd2d_kernel_latency = 3us\n"
       "h2d_pinned_bandwidth = 20\nh2d_pinned_latency = 9\n"
       "h2d_pinned_breakpoints = 1048576\n"
@@ -415,7 +415,7 @@ static void test_calibration_curve_pieces(void **state)
       "p2p_piece_bandwidths = 20GB/s,100GB/s\n"
       "p2p_piece_latencies = 5us,8us\n"
       "d2d_kernel_bandwidth = 2000GB/s\nd2d_kernel_latency = 2us\n"
-      "d2d_kernel_min_bytes = 4\nd2d_kernel_max_bytes = 1GiB\n";
+      "d2d_kernel_min_bytes = 4B\nd2d_kernel_max_bytes = 1GiB\n";
   static vs_topology t;
   vs_cal_seen seen;
   char path[128], *buf = NULL;
@@ -489,7 +489,7 @@ static void test_calibration_negative_intercepts(void **state)
   static const char text[] = MINIMAL
       "[calibration]\n"
       "p2p_bandwidth = 20GB/s\np2p_latency = -39.94304us\n"
-      "p2p_min_bytes = 4\np2p_max_bytes = 64MiB\n"
+      "p2p_min_bytes = 4B\np2p_max_bytes = 64MiB\n"
       "p2p_breakpoints = 1048576\n"
       "p2p_piece_bandwidths = 100GB/s,20GB/s\n"
       "p2p_piece_latencies = 2us,-39.94304us\n";
@@ -542,9 +542,50 @@ static void test_calibration_negative_intercepts(void **state)
            "@:16: [calibration] p2p_min_bytes = 4KiB: above p2p_max_bytes");
 }
 
+/* Issue 18, item 5: figures beyond any real hardware are refused, with
+ * the bound: a size slipped a unit (80 TiB of HBM, 2048 TiB of host
+ * memory), 989,000 TFLOP/s (1000 x an H100's bf16), 3350 TB/s of HBM;
+ * and a size without its unit (80 was 80 bytes). The largest real values
+ * load: 288GB of HBM, 9000 TFLOP/s, 8TB/s, 48TB of host memory. */
+static void test_figures_beyond_hardware_refused(void **state)
+{
+  static const struct {
+    const char *set, *want;
+  } bad[] = {
+      {"gpu.memory=80TiB", "topology.gpu.memory=80TiB: must be at most 4TiB"},
+      {"gpu.memory=80", "a size needs its unit: e.g. 80GB or 80GiB"},
+      {"gpu.peak_tflops_bf16=989000", "must be at most 100000"},
+      {"gpu.peak_tflops_fp8=989000", "must be at most 100000"},
+      {"gpu.hbm_bandwidth=3350TB/s", "must be at most 100000 GB/s"},
+      {"network.intra_bandwidth=900TB/s", "must be at most 100000 GB/s"},
+      {"node.host_memory=2048TiB", "must be at most 1024TiB"},
+      {"gpu.nccl_memory=8TiB", "must be at most 4TiB"},
+  };
+  static const char *const good[] = {
+      "gpu.memory=288GB", "gpu.peak_tflops_fp8=9000",
+      "gpu.hbm_bandwidth=8TB/s", "node.host_memory=48TB"};
+  vs_topology t;
+  vs_error err;
+  (void)state;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    tu_default_topology(&t);
+    vs_error_clear(&err);
+    assert_int_equal(vs_topology_set(&t, bad[i].set, &err), VS_EINPUT);
+    if (!strstr(err.msg, bad[i].want))
+      fail_msg("%s: \"%s\" lacks \"%s\"", bad[i].set, err.msg, bad[i].want);
+  }
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    tu_default_topology(&t);
+    vs_error_clear(&err);
+    if (vs_topology_set(&t, good[i], &err) != 0)
+      fail_msg("%s: %s", good[i], err.msg);
+  }
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_figures_beyond_hardware_refused),
       cmocka_unit_test(test_builtin_text_is_the_h100_file),
       cmocka_unit_test(test_builtin_equals_h100_from_disk),
       cmocka_unit_test(test_h100_values_in_base_units),

@@ -148,8 +148,8 @@ static void test_count_rejects_bad_text(void **state)
 static void test_size_suffixes(void **state)
 {
   (void)state;
-  assert_true(size_ok("512") == 512);         /* no suffix = bytes */
   assert_true(size_ok("512B") == 512);
+  assert_true(size_ok("0") == 0); /* nothing needs no unit */
   assert_true(size_ok("1KB") == 1000);        /* decimal: 10^3 */
   assert_true(size_ok("50GB") == 50000000000ull);   /* 50 * 10^9 */
   assert_true(size_ok("2TB") == 2000000000000ull);  /* 2 * 10^12 */
@@ -158,14 +158,17 @@ static void test_size_suffixes(void **state)
   assert_true(size_ok("512MiB") == 512ull << 20);   /* 512 * 2^20 */
   assert_true(size_ok("80GiB") == 80ull << 30);     /* 80 * 2^30 */
   assert_true(size_ok("2TiB") == 2ull << 40);       /* 2 * 2^40 */
-  /* Suffixes are case-insensitive and may follow a blank. */
-  assert_true(size_ok("80gib") == 80ull << 30);
+  /* The prefix's letters take any case, and may follow a blank; the B
+   * (bytes) must be a capital, as a lowercase b is bits everywhere
+   * (issue 18: 25MB, 25mB and 25Mb cannot mean three things). */
+  assert_true(size_ok("80gIB") == 80ull << 30);
   assert_true(size_ok("80 GiB") == 80ull << 30);
-  assert_true(size_ok(" 1 kb ") == 1000);
+  assert_true(size_ok(" 1 kB ") == 1000);
+  assert_true(size_ok("25mB") == size_ok("25MB"));
   /* 1.5KiB = 1.5 * 1024 = 1536 bytes (units.c comment). */
   assert_true(size_ok("1.5KiB") == 1536);
   /* A size between bytes rounds up: 0.5 B -> 1 B, 1.0001 KB = 1000.1 -> 1001. */
-  assert_true(size_ok("0.5") == 1);
+  assert_true(size_ok("0.5B") == 1);
   assert_true(size_ok("1.0001KB") == 1001);
   /* The H100 file's memory: 81089MiB = 81089 * 2^20 = 85027979264 bytes. */
   assert_true(size_ok("81089MiB") == 85027979264ull);
@@ -183,13 +186,20 @@ static void test_size_rejects_bad_text(void **state)
   size_bad("80 GiB x", "unexpected text");
   size_bad("-1GiB", "negative");
   /* -0.5 bytes is negative too; it must not round up to a size of 0. */
-  size_bad("-0.5", "negative");
+  size_bad("-0.5B", "negative");
   /* 2^64 bytes = 16 EiB = 16777216 TiB does not fit a uint64_t. */
   size_bad("16777216TiB", "too large");
-  /* "Gb" with a lowercase b is gigabits in a rate (Gb/s); as a size it
-   * is refused, not read as bytes */
-  size_bad("8Gb", "bits are not a size");
-  size_bad("512 Mb", "bits are not a size");
+  /* A lowercase b is bits, as in a rate (Gb/s); as a size it is refused,
+   * in any case of the prefix, with the fix */
+  size_bad("8Gb", "bits, which are not a size: write B for bytes");
+  size_bad("512 Mb", "bits, which are not a size");
+  size_bad("25mb", "bits, which are not a size");
+  size_bad("80gib", "bits, which are not a size");
+  size_bad("1 kb", "bits, which are not a size");
+  /* A size without its unit is refused (issue 18: memory = 80 was 80
+   * bytes and a verdict of "189160488960%"), with the fix */
+  size_bad("80", "a size needs its unit: e.g. 80GB or 80GiB");
+  size_bad("0.5", "a size needs its unit");
 }
 
 /* ------------------------------------------------------------------------
@@ -206,7 +216,8 @@ static void test_rate_suffixes(void **state)
   assert_near(real_ok(vs_parse_rate, "500MB/s"), 5e8);      /* 500 * 10^6 */
   assert_near(real_ok(vs_parse_rate, "1GiB/s"), 1073741824.0); /* 2^30 */
   assert_near(real_ok(vs_parse_rate, "1MiB/s"), 1048576.0);    /* 2^20 */
-  assert_near(real_ok(vs_parse_rate, " 6.25 gb/s "), 6.25e9);
+  assert_near(real_ok(vs_parse_rate, " 6.25 gB/s "), 6.25e9);
+  assert_near(real_ok(vs_parse_rate, "3.35tB/s"), 3.35e12);
   assert_near(real_ok(vs_parse_rate, "0"), 0.0);
   /* Network rates in bits, as NIC datasheets write them: 400 Gb/s is
    * 400e9 / 8 = 50e9 B/s (one ConnectX-7 NDR port); 100 Mb/s = 12.5e6 B/s. */
@@ -215,6 +226,10 @@ static void test_rate_suffixes(void **state)
   assert_near(real_ok(vs_parse_rate, "400Gbps"), 50e9);
   assert_near(real_ok(vs_parse_rate, "1.6Tb/s"), 200e9);
   assert_near(real_ok(vs_parse_rate, "100Mb/s"), 12.5e6);
+  /* ...in any case of the prefix: a lowercase b is bits everywhere */
+  assert_near(real_ok(vs_parse_rate, " 6.25 gb/s "), 6.25e9 / 8);
+  assert_near(real_ok(vs_parse_rate, "400gbps"), 50e9);
+  assert_near(real_ok(vs_parse_rate, "400 GBIT/s"), 50e9);
 }
 
 static void test_rate_rejects_bad_text(void **state)

@@ -11,37 +11,68 @@
 #include <strings.h>
 
 typedef struct unit {
-  const char *suffix; /* written in lowercase: matched case-insensitively;
-                         with a capital: matched exactly, so that "Gb/s"
-                         (bits) is not read as "GB/s" */
-  double scale;       /* multiplier to the base unit */
+  const char *suffix; /* matched case-insensitively, except its last
+                         letter when that is b or B: B is bytes and b bits,
+                         in every unit ("25MB" = "25mB" bytes, "25Mb" and
+                         "25mb" bits), as network rates are written */
+  double scale;       /* multiplier to the base unit; 0: bits, which are
+                         not a size */
 } unit;
 
-/* A scale of 0 marks a suffix that is refused: in a size, "Gb" reads as
- * gigabits (as in a rate's Gb/s), which no memory size is written in. */
+/* A table with "" takes a bare number in that unit: only rates (GB/s) and
+ * latencies (us), as the README documents; a size needs its unit. */
+
 static const unit size_units[] = {
-    {"Kb", 0.0},        {"Mb", 0.0},
-    {"Gb", 0.0},        {"Tb", 0.0},
-    {"", 1.0},          {"b", 1.0},
-    {"kb", 1e3},        {"mb", 1e6},
-    {"gb", 1e9},        {"tb", 1e12},
-    {"kib", 1024.0},    {"mib", 1048576.0},
-    {"gib", 1073741824.0}, {"tib", 1099511627776.0},
+    {"B", 1.0},          {"KB", 1e3},
+    {"MB", 1e6},         {"GB", 1e9},
+    {"TB", 1e12},        {"KiB", 1024.0},
+    {"MiB", 1048576.0},  {"GiB", 1073741824.0},
+    {"TiB", 1099511627776.0},
+    {"b", 0.0},  {"Kb", 0.0}, {"Mb", 0.0},
+    {"Gb", 0.0}, {"Tb", 0.0}, {"Kib", 0.0},
+    {"Mib", 0.0}, {"Gib", 0.0}, {"Tib", 0.0},
     {NULL, 0},
 };
 
 static const unit rate_units[] = {
+    {"", 1e9},              {"GB/s", 1e9},
+    {"TB/s", 1e12},         {"MB/s", 1e6},
+    {"GiB/s", 1073741824.0}, {"MiB/s", 1048576.0},
     /* network rates are often written in bits: 400 Gb/s = 50 GB/s */
-    {"Gb/s", 1e9 / 8}, {"Tb/s", 1e12 / 8}, {"Mb/s", 1e6 / 8},
-    {"Gbit/s", 1e9 / 8}, {"Gbps", 1e9 / 8},
-    {"", 1e9},           {"gb/s", 1e9},       {"tb/s", 1e12},
-    {"mb/s", 1e6},       {"gib/s", 1073741824.0}, {"mib/s", 1048576.0},
+    {"Gb/s", 1e9 / 8},      {"Tb/s", 1e12 / 8},
+    {"Mb/s", 1e6 / 8},      {"Gbit/s", 1e9 / 8},
+    {"Tbit/s", 1e12 / 8},   {"Mbit/s", 1e6 / 8},
+    {"Gbps", 1e9 / 8},      {"Tbps", 1e12 / 8},
+    {"Mbps", 1e6 / 8},
     {NULL, 0},
 };
 
 static const unit latency_units[] = {
-    {"", 1e-6}, {"us", 1e-6}, {"ns", 1e-9}, {"ms", 1e-3}, {"s", 1.0}, {NULL, 0},
+    {"", 1e-6}, {"us", 1e-6}, {"ns", 1e-9},
+    {"ms", 1e-3}, {"s", 1.0}, {NULL, 0},
 };
+
+static const char bare_size[] =
+    "a size needs its unit: e.g. 80GB or 80GiB (bytes: 80B)";
+
+/* Whether suffix names unit u: letters compared without case, but a b or
+ * B (bits or bytes) compared exactly wherever it stands before "/", "ps"
+ * or the end ("Gb/s", "GiB"). */
+static bool same_unit(const char *u, const char *suffix)
+{
+  size_t n = strlen(u);
+  if (strlen(suffix) != n)
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    bool bit_or_byte = (u[i] == 'b' || u[i] == 'B') &&
+                       (u[i + 1] == '\0' || u[i + 1] == '/' || u[i + 1] == 'p');
+    if (bit_or_byte ? u[i] != suffix[i]
+                    : tolower((unsigned char)u[i]) !=
+                          tolower((unsigned char)suffix[i]))
+      return false;
+  }
+  return true;
+}
 
 /* Splits text into a finite number and a suffix, then scales the number by
  * the suffix's unit. Blanks may surround both parts. */
@@ -84,10 +115,10 @@ static int parse_scaled(const char *text, const unit *units, double *out,
     return VS_EINPUT;
   }
   for (const unit *u = units; u->suffix; u++) {
-    bool exact = strpbrk(u->suffix, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != NULL;
-    if ((exact ? strcmp : strcasecmp)(u->suffix, suffix) == 0) {
+    if (same_unit(u->suffix, suffix)) {
       if (u->scale == 0) {
-        *why = "bits are not a size: write GB (bytes) or GiB";
+        *why = "a lowercase b is bits, which are not a size: write B for "
+               "bytes (GB or GiB)";
         return VS_EINPUT;
       }
       if (!isfinite(value * u->scale)) {
@@ -98,7 +129,7 @@ static int parse_scaled(const char *text, const unit *units, double *out,
       return 0;
     }
   }
-  *why = "unknown unit";
+  *why = suffix[0] ? "unknown unit" : bare_size;
   return VS_EINPUT;
 }
 
@@ -133,6 +164,10 @@ int vs_parse_size(const char *text, uint64_t *out, const char **why)
 {
   double value;
   int rc = parse_scaled(text, size_units, &value, why);
+  if (rc && *why == bare_size && strtod(text, NULL) == 0) {
+    *out = 0; /* nothing is nothing in any unit */
+    return 0;
+  }
   if (rc)
     return rc;
   /* "1.5KiB" is 1536 bytes; a size that lands between bytes rounds up.

@@ -15,13 +15,16 @@
 /* A non-negative integer; accepts "32", "7.5e9", "1e3". Rejects fractions. */
 int vs_parse_count(const char *text, uint64_t *out, const char **why);
 
-/* Bytes: a number with an optional suffix B, KB, MB, GB, TB (powers of 1000)
- * or KiB, MiB, GiB, TiB (powers of 1024); no suffix means bytes. */
+/* Bytes: a number with its unit B, KB, MB, GB, TB (powers of 1000) or KiB,
+ * MiB, GiB, TiB (powers of 1024); the prefix in any case, the B a capital
+ * (a lowercase b is bits, refused with the fix). A bare number is refused
+ * ("80" was once 80 bytes where 80 GB was meant), except 0. */
 int vs_parse_size(const char *text, uint64_t *out, const char **why);
 
 /* Bytes per second: a number with GB/s, TB/s, MB/s, GiB/s, MiB/s, or in
- * bits Gb/s, Tb/s, Mb/s, Gbit/s, Gbps (exactly so written: 400Gb/s is
- * 50 GB/s); a bare number means GB/s (1e9 B/s). */
+ * bits Gb/s, Tb/s, Mb/s, Gbit/s, Gbps (400Gb/s is 50 GB/s); the prefix in
+ * any case, b/B exact: a lowercase b is bits; a bare number means GB/s
+ * (1e9 B/s), as the README documents. */
 int vs_parse_rate(const char *text, double *out, const char **why);
 
 /* Seconds: a number with ns, us, ms or s; a bare number means microseconds. */

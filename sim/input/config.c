@@ -144,15 +144,24 @@ char *vs_conf_where(const vs_keytab *tab, const vs_origins *orig,
  * Storing one value
  * ------------------------------------------------------------------------ */
 
+static void print_size(FILE *f, uint64_t bytes);
+
 /* Writes bound v in the unit the key's values are written in. */
 static void bound_text(const vs_key *k, double v, char *buf, size_t len)
 {
-  if (k->type == VS_KEY_RATE || k->type == VS_KEY_RATES)
+  if (k->type == VS_KEY_RATE || k->type == VS_KEY_RATES) {
     snprintf(buf, len, "%.15g GB/s", v / 1e9);
-  else if (k->type == VS_KEY_LATENCY || k->type == VS_KEY_LATENCIES)
+  } else if (k->type == VS_KEY_LATENCY || k->type == VS_KEY_LATENCIES) {
     snprintf(buf, len, "%.15g s", v);
-  else
+  } else if (k->type == VS_KEY_SIZE) {
+    FILE *f = fmemopen(buf, len, "w");
+    if (f) {
+      print_size(f, (uint64_t)v);
+      fclose(f);
+    }
+  } else {
     snprintf(buf, len, "%.15g", v);
+  }
 }
 
 /* Checks a number against the key's bounds; returns a reason or NULL. */
@@ -752,13 +761,29 @@ static void print_real(FILE *f, const char *before, double v, const char *unit)
   fprintf(f, "%s%s%s", before, buf, unit);
 }
 
+/* bytes exactly, in the largest binary unit that divides them ("25MiB",
+ * "85027979264B"), so that it loads back (a size needs its unit). */
+static void print_size(FILE *f, uint64_t bytes)
+{
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  size_t u = 0;
+  while (u + 1 < sizeof units / sizeof units[0] && bytes > 0 &&
+         bytes % 1024 == 0) {
+    bytes /= 1024;
+    u++;
+  }
+  fprintf(f, "%llu%s", (unsigned long long)bytes, units[u]);
+}
+
 void vs_conf_print_value(FILE *f, const vs_key *k, const void *target)
 {
   const char *slot = (const char *)target + k->offset;
   switch (k->type) {
   case VS_KEY_COUNT:
-  case VS_KEY_SIZE:
     fprintf(f, "%llu", (unsigned long long)*(const uint64_t *)slot);
+    break;
+  case VS_KEY_SIZE:
+    print_size(f, *(const uint64_t *)slot);
     break;
   case VS_KEY_REAL:
     print_real(f, "", *(const double *)slot, "");

@@ -19,6 +19,16 @@
 #define MIN_RATE VS_MIN_RATE
 #define MIN_TFLOPS 1e-3
 #define MAX_LATENCY 1.0
+/* Figures no real hardware reaches, so that a slip of units (80 TiB of
+ * HBM, 989,000 TFLOP/s) is refused rather than simulated: over 10 times
+ * the largest of each today. GPU memory: 288 GB (AMD Instinct MI355X and
+ * NVIDIA B300 datasheets); peak: 9 PFLOP/s dense FP4 (NVIDIA B200
+ * datasheet); HBM: 8 TB/s (B200); NVLink 5: 1.8 TB/s per GPU; host memory:
+ * 48 TB in one system image (HPE Superdome Flex 280 datasheet). */
+#define MAX_GPU_BYTES (4.0 * 1099511627776.0)      /* 4 TiB */
+#define MAX_TFLOPS 1e5                             /* 100 PFLOP/s */
+#define MAX_RATE 1e14                              /* 100 TB/s */
+#define MAX_HOST_BYTES (1024.0 * 1099511627776.0)  /* 1 PiB */
 
 #define NOT_CAL .default_doc = "not calibrated"
 /* The ten [calibration] keys of one kind (see vs_cal_fit). */
@@ -36,27 +46,27 @@
 
 static const vs_key topology_keys[] = {
     K("gpu", "name", VS_KEY_NAME, name, .required = true, .default_doc = "required"),
-    K("gpu", "memory", VS_KEY_SIZE, memory_bytes, .positive = true, .required = true, .default_doc = "required"),
-    K("gpu", "hbm_bandwidth", VS_KEY_RATE, hbm_bandwidth, .positive = true, .lo = MIN_RATE, .required = true, .default_doc = "required"),
-    K("gpu", "peak_tflops_bf16", VS_KEY_REAL, peak_tflops_bf16, .positive = true, .lo = MIN_TFLOPS, .required = true, .default_doc = "required"),
-    K("gpu", "peak_tflops_fp16", VS_KEY_REAL, peak_tflops_fp16, .positive = true, .lo = MIN_TFLOPS, .required = true, .default_doc = "required"),
-    K("gpu", "peak_tflops_fp32", VS_KEY_REAL, peak_tflops_fp32, .positive = true, .lo = MIN_TFLOPS, .required = true, .default_doc = "required"),
-    K("gpu", "peak_tflops_fp8", VS_KEY_REAL, peak_tflops_fp8, .lo = 0, .default_doc = "0 (no FP8)"),
-    K("gpu", "context_memory", VS_KEY_SIZE, context_bytes, .default_doc = "400MiB"),
-    K("gpu", "cublas_workspace", VS_KEY_SIZE, cublas_workspace_bytes, .default_doc = "32MiB"),
-    K("gpu", "nccl_memory", VS_KEY_SIZE, nccl_bytes, .default_doc = "512MiB"),
+    K("gpu", "memory", VS_KEY_SIZE, memory_bytes, .positive = true, .hi = MAX_GPU_BYTES, .required = true, .default_doc = "required"),
+    K("gpu", "hbm_bandwidth", VS_KEY_RATE, hbm_bandwidth, .positive = true, .lo = MIN_RATE, .hi = MAX_RATE, .required = true, .default_doc = "required"),
+    K("gpu", "peak_tflops_bf16", VS_KEY_REAL, peak_tflops_bf16, .positive = true, .lo = MIN_TFLOPS, .hi = MAX_TFLOPS, .required = true, .default_doc = "required"),
+    K("gpu", "peak_tflops_fp16", VS_KEY_REAL, peak_tflops_fp16, .positive = true, .lo = MIN_TFLOPS, .hi = MAX_TFLOPS, .required = true, .default_doc = "required"),
+    K("gpu", "peak_tflops_fp32", VS_KEY_REAL, peak_tflops_fp32, .positive = true, .lo = MIN_TFLOPS, .hi = MAX_TFLOPS, .required = true, .default_doc = "required"),
+    K("gpu", "peak_tflops_fp8", VS_KEY_REAL, peak_tflops_fp8, .lo = 0, .hi = MAX_TFLOPS, .default_doc = "0 (no FP8)"),
+    K("gpu", "context_memory", VS_KEY_SIZE, context_bytes, .hi = MAX_GPU_BYTES, .default_doc = "400MiB"),
+    K("gpu", "cublas_workspace", VS_KEY_SIZE, cublas_workspace_bytes, .hi = MAX_GPU_BYTES, .default_doc = "32MiB"),
+    K("gpu", "nccl_memory", VS_KEY_SIZE, nccl_bytes, .hi = MAX_GPU_BYTES, .default_doc = "512MiB"),
     K("gpu", "compute_efficiency", VS_KEY_REAL, compute_efficiency, .lo = 0.01, .hi = 1, .default_doc = "0.7"),
     K("gpu", "memory_efficiency", VS_KEY_REAL, memory_efficiency, .lo = 0.01, .hi = 1, .default_doc = "0.8"),
     K("node", "gpus", VS_KEY_COUNT, gpus_per_node, .positive = true, .required = true, .default_doc = "required"),
-    K("node", "host_memory", VS_KEY_SIZE, host_memory_bytes, .positive = true, .default_doc = "1TiB"),
-    K("node", "pcie_bandwidth", VS_KEY_RATE, pcie_bandwidth, .lo = MIN_RATE, .default_doc = "25GB/s"),
+    K("node", "host_memory", VS_KEY_SIZE, host_memory_bytes, .positive = true, .hi = MAX_HOST_BYTES, .default_doc = "1TiB"),
+    K("node", "pcie_bandwidth", VS_KEY_RATE, pcie_bandwidth, .lo = MIN_RATE, .hi = MAX_RATE, .default_doc = "25GB/s"),
     K("node", "pcie_latency", VS_KEY_LATENCY, pcie_latency, .hi = MAX_LATENCY, .default_doc = "2us"),
     K("node", "gpus_per_pcie_switch", VS_KEY_COUNT, gpus_per_pcie_switch, .positive = true, .default_doc = "2"),
-    K("node", "nvme_bandwidth", VS_KEY_RATE, nvme_bandwidth, .lo = MIN_RATE, .default_doc = "10GB/s"),
+    K("node", "nvme_bandwidth", VS_KEY_RATE, nvme_bandwidth, .lo = MIN_RATE, .hi = MAX_RATE, .default_doc = "10GB/s"),
     K("node", "nvme_capacity", VS_KEY_SIZE, nvme_capacity_bytes, .default_doc = "0 (none)"),
-    K("network", "intra_bandwidth", VS_KEY_RATE, intra_bandwidth, .lo = MIN_RATE, .required = true, .default_doc = "required"),
+    K("network", "intra_bandwidth", VS_KEY_RATE, intra_bandwidth, .lo = MIN_RATE, .hi = MAX_RATE, .required = true, .default_doc = "required"),
     K("network", "intra_latency", VS_KEY_LATENCY, intra_latency, .hi = MAX_LATENCY, .default_doc = "3us"),
-    K("network", "inter_bandwidth", VS_KEY_RATE, inter_bandwidth, .lo = MIN_RATE, .required = true, .default_doc = "required"),
+    K("network", "inter_bandwidth", VS_KEY_RATE, inter_bandwidth, .lo = MIN_RATE, .hi = MAX_RATE, .required = true, .default_doc = "required"),
     K("network", "inter_latency", VS_KEY_LATENCY, inter_latency, .hi = MAX_LATENCY, .default_doc = "5us"),
     K("cost", "usd_per_gpu_hour", VS_KEY_REAL, usd_per_gpu_hour, .lo = 0, .hi = 1e4, .default_doc = "0 (unknown)"),
     VS_CAL_KINDS(CAL)
