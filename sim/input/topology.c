@@ -24,7 +24,7 @@
  * the largest of each today. GPU memory: 288 GB (AMD Instinct MI355X and
  * NVIDIA B300 datasheets); peak: 9 PFLOP/s dense FP4 (NVIDIA B200
  * datasheet); HBM: 8 TB/s (B200); NVLink 5: 1.8 TB/s per GPU; host memory:
- * 48 TB in one system image (HPE Superdome Flex 280 datasheet). */
+ * 48 TB in one system image (HPE Superdome Flex datasheet). */
 #define MAX_GPU_BYTES (4.0 * 1099511627776.0)      /* 4 TiB */
 #define MAX_TFLOPS 1e5                             /* 100 PFLOP/s */
 #define MAX_RATE 1e14                              /* 100 TB/s */
