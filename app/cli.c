@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #define MAX_SETS 128
+#define MAX_TRACE_RANKS 1024 /* ranks a trace can be asked to show */
 
 /* Everything a command line can say. */
 typedef struct cli_args {
@@ -29,6 +30,8 @@ typedef struct cli_args {
   const char *csv_dir;          /* --csv */
   const char *trace;            /* --trace */
   const char *svg;              /* --svg */
+  uint32_t trace_ids[MAX_TRACE_RANKS]; /* --trace-ranks, in order given */
+  size_t n_trace_ids;           /* 0: every simulated rank */
   const char *all_sets[2 * MAX_SETS]; /* every --set as given (topology.*
                                          ones go to the topology) */
   size_t n_all_sets;
@@ -89,7 +92,10 @@ static const char run_help[] =
     "                        --set topology.SEC.KEY=VALUE overrides a topology key\n"
     "                        (repeatable)\n"
     "  --csv DIR             write summary.csv, timeline.csv and ops.csv to DIR\n"
-    "  --trace FILE.json     write a Chrome/Perfetto trace of every op\n"
+    "  --trace FILE.json     write a Chrome/Perfetto trace: every op, and memory\n"
+    "                        per category as counter tracks\n"
+    "  --trace-ranks LIST    only these ranks in the trace (e.g. 0,8 or 0..7);\n"
+    "                        a trace estimated over 100 MB is announced\n"
     "  --svg FILE.svg        chart the worst GPU's memory over the step\n"
     "  --ranks stage|all     simulate one GPU per pipeline stage (default) or\n"
     "                        every GPU (same results, slower)\n"
@@ -235,6 +241,7 @@ static const struct option_rule {
     {"--set", CMD_RUN | CMD_SHOW | CMD_SWEEP | CMD_FIT | CMD_PLAN, true},
     {"--csv", CMD_RUN | CMD_SWEEP | CMD_PLAN, false},
     {"--trace", CMD_RUN, false},
+    {"--trace-ranks", CMD_RUN, false},
     {"--svg", CMD_RUN, false},
     {"--ranks", CMD_RUN, false},
     {"--memory-summary", CMD_RUN, false},
@@ -312,6 +319,51 @@ static int parse_limit(int argc, char **argv, int *i, cli_args *a, FILE *errs)
   return 0;
 }
 
+/* Appends the ranks of item ("8" or "0..7") to a->trace_ids; false when
+ * it is not one, or there would be too many. */
+static bool add_trace_item(cli_args *a, const char *item, size_t len)
+{
+  char buf[48], *end;
+  unsigned long long lo, hi;
+  if (len == 0 || len >= sizeof buf)
+    return false;
+  memcpy(buf, item, len);
+  buf[len] = '\0';
+  if (buf[0] < '0' || buf[0] > '9')
+    return false;
+  lo = hi = strtoull(buf, &end, 10);
+  if (strncmp(end, "..", 2) == 0) {
+    if (end[2] < '0' || end[2] > '9')
+      return false;
+    hi = strtoull(end + 2, &end, 10);
+  }
+  if (*end != '\0' || hi < lo || hi > UINT32_MAX ||
+      hi - lo >= MAX_TRACE_RANKS - a->n_trace_ids)
+    return false;
+  for (unsigned long long id = lo; id <= hi; id++)
+    a->trace_ids[a->n_trace_ids++] = (uint32_t)id;
+  return true;
+}
+
+/* --trace-ranks LIST at argv[*i]: rank ids and ranges, comma-separated. */
+static int parse_trace_ranks(int argc, char **argv, int *i, cli_args *a,
+                             FILE *errs)
+{
+  const char *v = option_value(argc, argv, i, "--trace-ranks", a);
+  for (const char *p = v; p && *p;) {
+    size_t n = strcspn(p, ",");
+    if (!add_trace_item(a, p, n))
+      return arg_usage(errs, a, "--trace-ranks takes rank numbers and ranges "
+                       "such as 0,8 or 0..7 (at most %d ranks), got '%s'",
+                       MAX_TRACE_RANKS, v);
+    p += n + (p[n] == ',');
+  }
+  if (!v || a->n_trace_ids == 0)
+    return arg_usage(errs, a, "%s needs rank numbers, e.g. 0,8 or 0..7",
+                     "--trace-ranks");
+  return 0;
+}
+
 /* --jobs, --max-gpus or --top N at argv[*i]. */
 static int parse_whole(int argc, char **argv, int *i, cli_args *a, FILE *errs)
 {
@@ -361,6 +413,9 @@ static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
     } else if (is_option(arg, "--csv")) {
       if (!(a->csv_dir = option_value(argc, argv, &i, "--csv", a)))
         return arg_usage(errs, a, "%s needs a directory", "--csv");
+    } else if (is_option(arg, "--trace-ranks")) {
+      if ((rc = parse_trace_ranks(argc, argv, &i, a, errs)))
+        return rc;
     } else if (is_option(arg, "--trace")) {
       if (!(a->trace = option_value(argc, argv, &i, "--trace", a)))
         return arg_usage(errs, a, "%s needs a file", "--trace");
@@ -502,6 +557,45 @@ static int check_run_outputs(const cli_args *a, FILE *errs)
  * memory. */
 #define NOTE_EVENTS 1e8
 #define NOTE_HOST_BYTES (4.0 * (double)(1ull << 30))
+/* A trace over 100 MB is announced too: past that, chrome://tracing and
+ * Perfetto's browser UI load it slowly or not at all. */
+#define NOTE_TRACE_BYTES 100e6
+
+/* The trace's estimated bytes: w's, for the ranks --trace-ranks keeps. */
+static double trace_bytes(const cli_args *a, const vs_work *w)
+{
+  double share = a->n_trace_ids && w->ranks > 0
+                     ? (double)a->n_trace_ids / w->ranks
+                     : 1.0;
+  return w->trace_bytes * (share < 1.0 ? share : 1.0);
+}
+
+/* Each rank --trace-ranks names is one the simulation ran (all of them
+ * with --ranks all; one per stage otherwise). Exit status. */
+static int check_trace_ranks(const cli_args *a, const vs_sim *sim, FILE *errs)
+{
+  for (size_t k = 0; k < a->n_trace_ids; k++) {
+    bool found = false;
+    for (size_t i = 0; i < sim->n_ranks && !found; i++)
+      found = sim->ranks[i].id == a->trace_ids[k];
+    if (!found) {
+      fprintf(errs, "vsim: --trace-ranks: rank %u is not simulated; ",
+              a->trace_ids[k]);
+      if (a->all_ranks) {
+        fprintf(errs, "the job has %zu GPUs (0..%zu)\n", sim->n_ranks,
+                sim->n_ranks - 1);
+        return VS_EXIT_ERROR;
+      }
+      fprintf(errs, "one GPU per pipeline stage is:");
+      for (size_t i = 0; i < sim->n_ranks && i < 8; i++)
+        fprintf(errs, "%s %u", i ? "," : "", sim->ranks[i].id);
+      fprintf(errs, "%s (--ranks all simulates every GPU)\n",
+              sim->n_ranks > 8 ? ", ..." : "");
+      return VS_EXIT_ERROR;
+    }
+  }
+  return VS_EXIT_OK;
+}
 
 /* The --csv and --trace files a run would write, estimated before it
  * runs, against --max-output (a 16,384-GPU job with --ranks all writes
@@ -513,12 +607,13 @@ static int check_run_work(const cli_args *a, const vs_workload *wl,
 {
   vs_work w;
   vs_error err;
-  double bytes;
+  double bytes, trace;
   char need[16], limit[16];
   vs_error_clear(&err);
   if (vs_sim_estimate(wl, topo, opts, &w, &err))
     return VS_EXIT_OK;
-  bytes = (a->csv_dir ? w.csv_bytes : 0) + (a->trace ? w.trace_bytes : 0);
+  trace = a->trace ? trace_bytes(a, &w) : 0;
+  bytes = (a->csv_dir ? w.csv_bytes : 0) + trace;
   if (bytes > a->max_output_bytes) {
     fprintf(errs, "vsim: %s: the outputs asked for (%s%s%s) are estimated at "
                   "%s (%.3g op events), over --max-output %s: raise it to "
@@ -531,6 +626,10 @@ static int check_run_work(const cli_args *a, const vs_workload *wl,
                            "the same memory and time)" : "");
     return VS_EXIT_ERROR;
   }
+  if (trace > NOTE_TRACE_BYTES)
+    fprintf(errs, "vsim: note: the trace is estimated at %s; --trace-ranks "
+                  "(e.g. 0 or 0..7) keeps only the ranks you name\n",
+            vs_format_bytes((uint64_t)trace, need, sizeof need));
   if (w.events > NOTE_EVENTS || w.host_bytes > NOTE_HOST_BYTES)
     fprintf(errs, "vsim: note: %s is estimated at %.3g op events and %s of "
                   "host memory; this takes a while\n",
@@ -547,10 +646,17 @@ static int cmd_run(const cli_args *a, FILE *out, FILE *errs)
   vs_sim_opts opts = {.all_ranks = a->all_ranks,
                       .record = a->csv_dir || a->trace || a->svg,
                       .budget = a->budget};
+  vs_trace_ranks sel = {a->trace_ids, a->n_trace_ids};
   vs_error err;
   int code;
 
   vs_error_clear(&err);
+  if (a->n_trace_ids && !a->trace) {
+    free(topo);
+    free(wl);
+    return vs_usage(errs, "--trace-ranks chooses the ranks of --trace, which "
+                    "is not given");
+  }
   if (!topo || !wl) {
     free(topo);
     free(wl);
@@ -567,12 +673,16 @@ static int cmd_run(const cli_args *a, FILE *out, FILE *errs)
     code = err.code == VS_EUSAGE ? VS_EXIT_USAGE : VS_EXIT_ERROR;
     goto done;
   }
+  if ((code = check_trace_ranks(a, &sim, errs)) != VS_EXIT_OK) {
+    vs_sim_fini(&sim);
+    goto done;
+  }
   vs_report_summary(out, &sim);
   if (a->memory_summary)
     vs_report_memory_summary(out, &sim);
   code = sim.fits ? VS_EXIT_OK : VS_EXIT_OOM;
   if ((a->csv_dir && vs_report_write_csv(&sim, a->csv_dir, &err)) ||
-      (a->trace && vs_report_write_trace(&sim, a->trace, &err)) ||
+      (a->trace && vs_report_write_trace(&sim, a->trace, &sel, &err)) ||
       (a->svg && vs_report_write_svg(&sim, a->svg, &err))) {
     fprintf(errs, "vsim: %s\n", err.msg);
     code = VS_EXIT_ERROR;

@@ -554,8 +554,60 @@ static void test_trace_is_chrome_json(void **state)
   assert_true(strncmp(text, "{\"traceEvents\":[", 16) == 0);
   assert_contains(text, "\"name\":\"qkv_proj\"");
   assert_contains(text, "]}\n");
+  /* issue 18, item 3: named ranks and streams, memory counter tracks */
+  assert_contains(text, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,"
+                        "\"args\":{\"name\":\"rank 0 (stage 0, dp 0, tp 0)\"}}");
+  assert_contains(text, "\"tid\":0,\"args\":{\"name\":\"compute\"}}");
+  assert_contains(text, "{\"name\":\"activations\",\"ph\":\"C\",\"pid\":0,");
+  assert_contains(text, "{\"name\":\"reserved\",\"ph\":\"C\",\"pid\":0,");
   free(text);
+  {
+    /* --trace-ranks keeps only the ranks named: rank 8, the second
+     * stage's, of a 2-stage job on 16 GPUs */
+    const char *two[] = {"run", "workloads/llama2-7b.ini", "--gpus", "16",
+                         "--set", "parallel.pp=2", "--set", "parallel.zero=1",
+                         "--trace", p, "--trace-ranks", "8", NULL};
+    run(two);
+    assert_int_equal(r.status, 0);
+    assert_non_null(text = tu_read_file(p));
+    assert_contains(text, "\"pid\":8,");
+    assert_null(strstr(text, "\"pid\":0,"));
+    free(text);
+    two[11] = "1";
+    run(two);
+    assert_int_equal(r.status, 1);
+    assert_contains(r.err, "vsim: --trace-ranks: rank 1 is not simulated; one "
+                           "GPU per pipeline stage is: 0, 8 (--ranks all "
+                           "simulates every GPU)");
+  }
+  {
+    /* a trace estimated over 100 MB is announced before the run: 2048
+     * micro-batches of a small GPT, about 160 MB */
+    const char *big[] = {"run", DATA "gpt-small.ini", "--set",
+                         "training.global_batch=2048", "--trace", "/dev/null",
+                         NULL};
+    run(big);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.err, "vsim: note: the trace is estimated at ");
+    assert_contains(r.err, "--trace-ranks (e.g. 0 or 0..7) keeps only the "
+                           "ranks you name");
+  }
   tu_remove_dir(dir);
+}
+
+/* Issue 18, item 3: the chart marks the peak with the op and time the
+ * terminal report (r.out) gives for it: "peak of rank R at OP, t = T s". */
+static void assert_peak_marked(const char *svg)
+{
+  const char *p = strstr(r.out, "\npeak of rank ");
+  char want[256];
+  const char *at;
+  assert_non_null(p);
+  at = strstr(p, " at ");
+  assert_non_null(at);
+  snprintf(want, sizeof want, "%.*s</text>",
+           (int)strcspn(at + 1, "\n"), at + 1);
+  assert_contains(svg, want);
 }
 
 /* --svg charts the worst GPU's memory: stacked categories, the device's
@@ -576,7 +628,22 @@ static void test_svg_chart(void **state)
   assert_contains(text, ">activations</text>");
   assert_contains(text, ">capacity</text>");
   assert_contains(text, "</svg>\n");
+  assert_peak_marked(text);
+  assert_null(strstr(text, "out of memory at"));
   free(text);
+  {
+    /* issue 18, item 3: an out-of-memory is marked in red where the
+     * terminal says it happened (70B on one GPU: the parameters) */
+    const char *oom[] = {"run", DATA "llama2-70b.ini", "--svg", p, NULL};
+    run(oom);
+    assert_int_equal(r.status, 3);
+    assert_non_null(text = tu_read_file(p));
+    assert_peak_marked(text);
+    assert_contains(text, "fill=\"red\" text-anchor=\"start\">out of memory "
+                          "at setup model_states (step), t = 0.000000 s: "
+                          "128 GiB of params</text>");
+    free(text);
+  }
   {
     /* a GPU name with markup characters stays text (XML-escaped) */
     const char *named[] = {"run", DATA "gpt-small.ini", "--set",

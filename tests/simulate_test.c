@@ -702,7 +702,7 @@ static void test_estimate_bounds_the_work(void **state)
     tu_temp_dir(dir, sizeof dir);
     snprintf(trace, sizeof trace, "%s/trace.json", dir);
     assert_int_equal(vs_report_write_csv(&sim, dir, &err), 0);
-    assert_int_equal(vs_report_write_trace(&sim, trace, &err), 0);
+    assert_int_equal(vs_report_write_trace(&sim, trace, NULL, &err), 0);
     {
       char tl[128], ops[128];
       snprintf(tl, sizeof tl, "%s/timeline.csv", dir);

@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -445,29 +446,112 @@ int vs_report_write_csv(const vs_sim *sim, const char *dir, vs_error *err)
  * Chrome trace
  * ------------------------------------------------------------------------ */
 
-int vs_report_write_trace(const vs_sim *sim, const char *path, vs_error *err)
+/* Whether rank id is one sel asks for (every rank when sel is empty). */
+static bool trace_wants(const vs_trace_ranks *sel, uint32_t id)
+{
+  if (!sel || sel->n == 0)
+    return true;
+  for (size_t i = 0; i < sel->n; i++)
+    if (sel->ids[i] == id)
+      return true;
+  return false;
+}
+
+/* The trace being written: its file, and whether an event was written
+ * (every later one is preceded by a comma). */
+typedef struct trace_out {
+  vs_csv *f;
+  bool any;
+} trace_out;
+
+/* Starts one event of the traceEvents array. */
+static void trace_event(trace_out *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void trace_event(trace_out *t, const char *fmt, ...)
+{
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  vs_csv_printf(t->f, "%s%s", t->any ? ",\n" : "", buf);
+  t->any = true;
+}
+
+/* The names Perfetto shows: the rank as a process ("rank 8 (stage 1, dp
+ * 0, tp 0)"), each stream as a thread. */
+static void trace_names(trace_out *t, const vs_rank *r)
+{
+  trace_event(t, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%u,"
+                 "\"args\":{\"name\":\"rank %u (stage %d, dp %d, tp %d)\"}}",
+              r->id, r->id, r->stage, r->dp_rank, r->tp_rank);
+  for (int st = 0; st < VS_STREAM_N; st++)
+    trace_event(t, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%u,"
+                   "\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
+                r->id, st, vs_stream_name(st));
+}
+
+/* One complete event per op of r. */
+static void trace_ops(trace_out *t, const vs_rank *r)
+{
+  for (size_t k = 0; k < r->n_spans; k++) {
+    const vs_op_span *sp = &r->spans[k];
+    const vs_pop *op = &r->prog->ops[sp->op];
+    trace_event(t, "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\","
+                   "\"pid\":%u,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+                   "\"args\":{\"layer\":%d,\"microbatch\":%d}}",
+                op->name, vs_phase_name(op->phase), r->id, op->stream,
+                (double)sp->start_ns / 1e3,
+                (double)(sp->end_ns - sp->start_ns) / 1e3, op->layer,
+                op->microbatch);
+  }
+}
+
+/* A counter sample: track `name` of r at t_ns holds bytes. */
+static void trace_counter(trace_out *t, const vs_rank *r, const char *name,
+                          uint64_t t_ns, uint64_t bytes)
+{
+  trace_event(t, "{\"name\":\"%s\",\"ph\":\"C\",\"pid\":%u,"
+                 "\"ts\":%.3f,\"args\":{\"bytes\":%llu}}",
+              name, r->id, (double)t_ns / 1e3, (unsigned long long)bytes);
+}
+
+/* Memory as counter tracks: one per category and one for the allocator's
+ * reserved bytes, a sample wherever one changes (the timeline's events). */
+static void trace_memory(trace_out *t, const vs_rank *r)
+{
+  uint64_t by_cat[VS_CAT_N] = {0}, reserved = 0;
+  by_cat[VS_CAT_FRAMEWORK] = r->mem.by_cat[VS_CAT_FRAMEWORK];
+  trace_counter(t, r, vs_category_name(VS_CAT_FRAMEWORK), 0,
+                by_cat[VS_CAT_FRAMEWORK]);
+  for (size_t i = 0; i < r->n_timeline; i++) {
+    const vs_mem_event *e = &r->timeline[i];
+    by_cat[e->category] =
+        (uint64_t)((int64_t)by_cat[e->category] + e->delta_bytes);
+    trace_counter(t, r, vs_category_name(e->category), e->t_ns,
+                  by_cat[e->category]);
+    if (e->reserved_bytes != reserved)
+      trace_counter(t, r, "reserved", e->t_ns, e->reserved_bytes);
+    reserved = e->reserved_bytes;
+  }
+}
+
+int vs_report_write_trace(const vs_sim *sim, const char *path,
+                          const vs_trace_ranks *sel, vs_error *err)
 {
   vs_csv file; /* only for its atomic file and its write errors */
+  trace_out t = {&file, false};
   int rc = vs_csv_open(&file, path, err);
-  bool first = true;
   if (rc)
     return rc;
   vs_csv_printf(&file, "{\"traceEvents\":[\n");
   for (size_t i = 0; i < sim->n_ranks; i++) {
     const vs_rank *r = &sim->ranks[i];
-    for (size_t k = 0; k < r->n_spans; k++) {
-      const vs_op_span *s = &r->spans[k];
-      const vs_pop *op = &r->prog->ops[s->op];
-      vs_csv_printf(&file,
-                    "%s{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\","
-                    "\"pid\":%u,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
-                    "\"args\":{\"layer\":%d,\"microbatch\":%d}}",
-                    first ? "" : ",\n", op->name, vs_phase_name(op->phase),
-                    r->id, op->stream, (double)s->start_ns / 1e3,
-                    (double)(s->end_ns - s->start_ns) / 1e3, op->layer,
-                    op->microbatch);
-      first = false;
-    }
+    if (!trace_wants(sel, r->id))
+      continue;
+    trace_names(&t, r);
+    trace_ops(&t, r);
+    trace_memory(&t, r);
   }
   vs_csv_printf(&file, "\n]}\n");
   return vs_csv_commit(&file, err);
@@ -650,6 +734,47 @@ static void svg_legend(vs_csv *f)
                 SVG_TOP + 146, SVG_W - SVG_RIGHT + 34, SVG_TOP + 150);
 }
 
+/* A vertical line at t_ns across the plot, labelled at its top (row 0
+ * or 1 below the plot's top edge, towards the middle of the chart): the
+ * peak, and the first out-of-memory in red. */
+static void svg_marker(vs_csv *f, const svg_scale *s, double step,
+                       uint64_t t_ns, const char *color, int row,
+                       const char *label)
+{
+  double x = svg_x(step > 0 ? (double)t_ns * 1e-9 / step * (SVG_COLS - 1) : 0);
+  bool right_half = x > svg_x(SVG_COLS / 2.0);
+  vs_csv_printf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%.1f\" "
+                   "stroke=\"%s\" stroke-width=\"1\"/>\n",
+                x, x, SVG_TOP, svg_y(s, 0), color);
+  vs_csv_printf(f, "<text x=\"%.1f\" y=\"%d\" fill=\"%s\" "
+                   "text-anchor=\"%s\">",
+                right_half ? x - 4 : x + 4, SVG_TOP + 12 + 14 * row, color,
+                right_half ? "end" : "start");
+  xml_text(f, label);
+  vs_csv_printf(f, "</text>\n");
+}
+
+/* The rank's peak (op and time) and its first out-of-memory, if any, as
+ * the terminal report names them. */
+static void svg_events(vs_csv *f, const svg_scale *s, const vs_sim *sim,
+                       const vs_rank *r, double step)
+{
+  char op[160], bytes[16], label[224];
+  vs_report_op_label(sim, r->prog, r->mem.peak_op, op, sizeof op);
+  snprintf(label, sizeof label, "peak %s at %s, t = %.6f s",
+           vs_format_bytes(r->mem.peak_used_bytes, bytes, sizeof bytes), op,
+           (double)r->mem.peak_t_ns * 1e-9);
+  svg_marker(f, s, step, r->mem.peak_t_ns, "black", 0, label);
+  if (!r->mem.oom.happened)
+    return;
+  vs_report_op_label(sim, r->prog, r->mem.oom.op, op, sizeof op);
+  snprintf(label, sizeof label, "out of memory at %s, t = %.6f s: %s of %s",
+           op, (double)r->mem.oom.t_ns * 1e-9,
+           vs_format_bytes(r->mem.oom.requested_bytes, bytes, sizeof bytes),
+           vs_category_name(r->mem.oom.category));
+  svg_marker(f, s, step, r->mem.oom.t_ns, "red", 1, label);
+}
+
 int vs_report_write_svg(const vs_sim *sim, const char *path, vs_error *err)
 {
   const vs_rank *r = vs_sim_worst_rank(sim);
@@ -673,6 +798,7 @@ int vs_report_write_svg(const vs_sim *sim, const char *path, vs_error *err)
   svg_areas(&file, &scale, cols);
   svg_use(&file, &scale, cols, r->mem.capacity_bytes);
   svg_axes(&file, &scale, step);
+  svg_events(&file, &scale, sim, r, step);
   svg_legend(&file);
   free(cols);
   return vs_csv_commit(&file, err);

@@ -25,9 +25,18 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
  * written atomically. timeline and ops need a simulation run with record. */
 int vs_report_write_csv(const vs_sim *sim, const char *dir, vs_error *err);
 
+/* The ranks a trace shows, by global rank id; none: every simulated one. */
+typedef struct vs_trace_ranks {
+  const uint32_t *ids;
+  size_t n;
+} vs_trace_ranks;
+
 /* Chrome trace-event JSON (chrome://tracing, Perfetto): one process per
- * rank, one thread per stream, one complete event per op. Atomic. */
-int vs_report_write_trace(const vs_sim *sim, const char *path, vs_error *err);
+ * rank of sel (NULL: all), named after its place; one thread per stream,
+ * named after it; one complete event per op; and memory as counter
+ * tracks, one per category and one for reserved bytes. Atomic. */
+int vs_report_write_trace(const vs_sim *sim, const char *path,
+                          const vs_trace_ranks *sel, vs_error *err);
 
 /* Every key of workload.ini and topology.ini as Markdown tables (key, type
  * and allowed values, default): the tables of README.md. */

@@ -184,6 +184,9 @@ static int build_plan(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
 #define TIMELINE_ROW_BYTES 76.0
 #define OPS_ROW_BYTES 83.0
 #define TRACE_EVENT_BYTES 136.0
+/* A trace's memory counter sample: 60 fixed characters, a category name
+ * ~8, the time ~12 and the bytes ~10. */
+#define TRACE_COUNTER_BYTES 90.0
 
 /* sim's work from its model and layout (built by build_plan). */
 static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
@@ -198,6 +201,7 @@ static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
     ops += vs_schedule_estimate_ops(&job, (int)s);
   }
   w->events = ops * per_stage;
+  w->ranks = ranks;
   w->host_bytes = ops * (double)vs_schedule_bytes_per_op() +
                   ranks * (double)sizeof(vs_rank);
   w->csv_bytes = 0;
@@ -207,7 +211,8 @@ static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
                                   sizeof(vs_op_span));
     w->csv_bytes = w->events * (EFFECTS_PER_OP * TIMELINE_ROW_BYTES +
                                 OPS_ROW_BYTES);
-    w->trace_bytes = w->events * TRACE_EVENT_BYTES;
+    w->trace_bytes = w->events * (TRACE_EVENT_BYTES +
+                                  EFFECTS_PER_OP * TRACE_COUNTER_BYTES);
   }
 }
 

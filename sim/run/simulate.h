@@ -28,7 +28,9 @@ typedef struct vs_work {
   double events;        /* op completions over every simulated rank */
   double host_bytes;    /* programs, plus the ranks' records when recorded */
   double csv_bytes;     /* --csv's timeline.csv and ops.csv (when recorded) */
-  double trace_bytes;   /* --trace's JSON (when recorded) */
+  double trace_bytes;   /* --trace's JSON of every simulated rank (when
+                           recorded) */
+  double ranks;         /* ranks simulated */
 } vs_work;
 
 /* Limits a simulation refuses to pass (VS_ELIMIT, the estimate in the
