@@ -6,7 +6,10 @@
 #                 (groundtruth_selftest, saved_activations_test) instead of
 #                 reporting themselves skipped. vsim itself never needs it.
 set -euo pipefail
-packages=(build-essential cmake pkg-config libgsl-dev libcsv-dev libinih-dev libcmocka-dev python3)
+# python3-nbclient, -ipykernel, -matplotlib and -pandas execute and draw the
+# notebooks (notebooks/, run by the test suite).
+packages=(build-essential cmake pkg-config libgsl-dev libcsv-dev libinih-dev libcmocka-dev python3
+          python3-nbclient python3-ipykernel python3-matplotlib python3-pandas)
 case "${1:-}" in
   "") ;;
   --with-torch) packages+=(python3-torch) ;;
