@@ -125,30 +125,37 @@ static void test_optimizer_work(void **state)
   (void)state;
   memset(&st, 0, sizeof st);
   st.param_elems = st.trainable_elems = 1000;
-  st.params_bytes = 2000;
-  st.grads_bytes = 2000;
-  st.optimizer_bytes = 12000;
-  w = vs_cost_optimizer_work(&st, 2);
+  st.params_bytes = st.params_full_bytes = 2000;
+  st.grads_bytes = st.grads_full_bytes = 2000;
+  st.optimizer_bytes = st.optimizer_full_bytes = 12000;
+  w = vs_cost_optimizer_work(&st);
   tu_assert_close(w.flops, 12000.0, 0);
   tu_assert_close(w.bytes, 30000.0, 0);
   st.params_bytes = st.grads_bytes = 500;
   st.optimizer_bytes = 3000;
-  w = vs_cost_optimizer_work(&st, 2);
+  w = vs_cost_optimizer_work(&st);
   tu_assert_close(w.flops, 3000.0, 0);
   tu_assert_close(w.bytes, 7500.0, 0);
-  /* 3/4 of the weights frozen: the step updates the other 250 only (their
-   * 250 x 2 B grads, 250 x 12 B states), 12 x 250 FLOPs; bytes 2 x 3000 +
-   * 500 + 2 x 500 = 7500 */
-  st.params_bytes = 2000;
+  /* ZeRO-1 over 4 GPUs: weights and gradients whole on every GPU, but it
+   * steps only the quarter whose states it holds (12 x 250 FLOPs; bytes
+   * 2 x 3000 + 500 + 2 x 500), then the weights are all-gathered */
+  st.params_bytes = st.grads_bytes = 2000;
+  w = vs_cost_optimizer_work(&st);
+  tu_assert_close(w.flops, 3000.0, 0);
+  tu_assert_close(w.bytes, 7500.0, 0);
+  /* 3/4 of the weights frozen, no ZeRO: the step updates the other 250
+   * only (their 250 x 2 B grads, 250 x 12 B states), 12 x 250 FLOPs;
+   * bytes 2 x 3000 + 500 + 2 x 500 = 7500 */
+  st.params_bytes = st.params_full_bytes = 2000;
   st.trainable_elems = 250;
-  st.grads_bytes = 500;
-  st.optimizer_bytes = 3000;
-  w = vs_cost_optimizer_work(&st, 2);
+  st.grads_bytes = st.grads_full_bytes = 500;
+  st.optimizer_bytes = st.optimizer_full_bytes = 3000;
+  w = vs_cost_optimizer_work(&st);
   tu_assert_close(w.flops, 3000.0, 0);
   tu_assert_close(w.bytes, 7500.0, 0);
   /* a stage without parameters does no work (no division by zero) */
   memset(&st, 0, sizeof st);
-  w = vs_cost_optimizer_work(&st, 2);
+  w = vs_cost_optimizer_work(&st);
   tu_assert_close(w.flops, 0.0, 0);
   tu_assert_close(w.bytes, 0.0, 0);
 }

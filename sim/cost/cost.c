@@ -55,20 +55,28 @@ double vs_cost_roofline_seconds(const vs_topology *topo, int precision,
  * the fp32 peak), so the figure moves the FLOPs column, not the time. */
 #define OPTIMIZER_FLOPS_PER_ELEM 12.0
 
-vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st,
-                                    uint64_t param_elem_bytes)
+vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st)
 {
   vs_cost_work w;
   /* the optimizer updates only the trainable share of the parameters */
   double share = st->param_elems > 0 ? (double)st->trainable_elems /
                                            (double)st->param_elems
                                      : 0.0;
-  double elems = (double)st->params_bytes / (double)param_elem_bytes * share;
-  w.flops = OPTIMIZER_FLOPS_PER_ELEM * elems;
-  /* states read and written, gradients read, trainable weights read and
-   * written (states and gradients exist for trainable ones only) */
-  w.bytes = 2.0 * (double)st->optimizer_bytes + (double)st->grads_bytes +
-            2.0 * (double)st->params_bytes * share;
+  /* and of those, only the shard whose optimizer states this GPU holds:
+   * under ZeRO-1/2 a GPU steps its 1/dp partition, then the updated
+   * weights are all-gathered (ZeRO paper, Rajbhandari et al. 2020, 5.1;
+   * DeepSpeed stage_1_and_2.py steps single_partition_of_fp32_groups) */
+  double part = st->optimizer_full_bytes > 0
+                    ? (double)st->optimizer_bytes /
+                          (double)st->optimizer_full_bytes
+                    : 0.0;
+  w.flops = OPTIMIZER_FLOPS_PER_ELEM * (double)st->trainable_elems * part;
+  /* states read and written, the partition's gradients read, its
+   * trainable weights read and written (states and gradients exist for
+   * trainable ones only) */
+  w.bytes = 2.0 * (double)st->optimizer_bytes +
+            (double)st->grads_full_bytes * part +
+            2.0 * (double)st->params_full_bytes * share * part;
   return w;
 }
 

@@ -44,12 +44,13 @@ double vs_cost_roofline_seconds(const vs_topology *topo, int precision,
                                 bool matmul, double flops, double bytes,
                                 vs_cal_seen *seen);
 
-/* Work of one optimizer step over a stage's resident model states (st),
- * param_elem_bytes per weight: 12 FLOPs per trainable parameter element; bytes read
- * and written: optimizer states twice, gradients once, trainable weights
- * twice. A stage with no parameters (param_elems 0) does no work. */
-vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st,
-                                    uint64_t param_elem_bytes);
+/* Work of one optimizer step of a stage (st) on one GPU, over the
+ * partition of trainable parameters whose optimizer states it holds
+ * (optimizer_bytes / optimizer_full_bytes of them: all without ZeRO, 1/dp
+ * under ZeRO-1/2/3): 12 FLOPs per element; bytes read and written: its
+ * optimizer states twice, its gradients once, its trainable weights twice.
+ * A stage with no parameters does no work. */
+vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st);
 
 /* ------------------------------------------------------------------------
  * Communication

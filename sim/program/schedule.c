@@ -638,7 +638,7 @@ static void optimizer_step(builder *b)
 {
   const vs_layout *lay = b->lay;
   const vs_stage_layout *st = &lay->stages[b->stage];
-  vs_cost_work w = vs_cost_optimizer_work(st, lay->param_elem_bytes);
+  vs_cost_work w = vs_cost_optimizer_work(st);
   uint32_t op;
   tied_embedding_sync(b);
   op = compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", -1, -1, w.flops,
