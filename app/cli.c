@@ -236,7 +236,7 @@ static const struct option_rule {
   unsigned commands;
   bool repeatable;
 } option_rules[] = {
-    {"--gpus", CMD_RUN | CMD_SHOW | CMD_SWEEP | CMD_FIT, false},
+    {"--gpus", CMD_RUN | CMD_SHOW | CMD_SWEEP | CMD_FIT | CMD_PLAN, false},
     {"--topology", CMD_RUN | CMD_SHOW | CMD_SWEEP | CMD_FIT | CMD_PLAN, false},
     {"--set", CMD_RUN | CMD_SHOW | CMD_SWEEP | CMD_FIT | CMD_PLAN, true},
     {"--csv", CMD_RUN | CMD_SWEEP | CMD_PLAN, false},
@@ -819,6 +819,9 @@ static int dispatch(int argc, char **argv, FILE *out, FILE *errs)
   }
   if (!a.workload)
     return vs_usage(errs, "%s needs a WORKLOAD.ini", a.command);
+  if (plan && a.gpus && a.max_gpus)
+    return vs_usage(errs, "plan takes --gpus N (layouts on exactly N GPUs) or "
+                    "--max-gpus N (up to N), not both");
   if (run || show)
     return run ? cmd_run(&a, out, errs) : cmd_show(&a, out, errs);
   return cmd_capacity(&a, sweep ? 's' : (fit ? 'f' : 'p'), out, errs);
