@@ -693,6 +693,9 @@ typedef struct layout_choice {
  * interleaved schedule. */
 #define PLAN_VSTAGES 2
 
+/* GPU types (topology files) one plan compares. */
+#define PLAN_TYPES_MAX 8
+
 /* "parallel.pp_layers=" before a split's counts in a candidate. */
 #define PP_LAYERS_KEY "parallel.pp_layers="
 
@@ -730,10 +733,16 @@ static const char *const prune_reasons[PRUNE_N] = {
 typedef struct ranked {
   double cost;           /* per step */
   double step;           /* seconds */
+  size_t type;           /* which plan_state (GPU type), 0 with one */
   size_t idx;            /* into plan_state */
 } ranked;
 
 typedef struct plan_state {
+  vs_explore ex;             /* the command's, on this GPU type's topology */
+  char gpu[VS_NAME_MAX];      /* the GPU type's name (topology name) */
+  const char *type;          /* gpu, in tables listing several types;
+                                NULL with one */
+  bool loaded;               /* its inputs passed plan_inputs */
   layout_choice *choices;    /* [n] the layouts, in enumeration order */
   vs_candidate *cands;       /* [n] their simulations */
   size_t n, cap;             /* layouts held, room for */
@@ -998,7 +1007,8 @@ static void print_layout(FILE *out, int rank_no, const plan_state *ps,
     fprintf(out, "%10.3g %12.4g ", c->usd_per_step,
             vs_cost_per_tokens(c->usd_per_step, ps->tokens_per_step, 1e9));
   pipeline_text(ps, lc, pipeline, sizeof pipeline);
-  fprintf(out, "%10.1f  %s\n", c->step_time_s * per_1e9 / 3600.0, pipeline);
+  fprintf(out, "%10.1f  %-16s %s\n", c->step_time_s * per_1e9 / 3600.0,
+          pipeline, ps->type ? ps->type : "");
 }
 
 static int by_cost(const void *x, const void *y)
@@ -1008,23 +1018,25 @@ static int by_cost(const void *x, const void *y)
     return a->cost < b->cost ? -1 : 1;
   if (a->step != b->step)
     return a->step < b->step ? -1 : 1;
+  if (a->type != b->type)
+    return a->type < b->type ? -1 : 1;
   return a->idx < b->idx ? -1 : (a->idx > b->idx);
 }
 
-static void plan_header(FILE *out, bool priced)
+static void plan_header(FILE *out, bool priced, bool typed)
 {
   fprintf(out, "%3s %6s %4s %3s %3s %4s %-9s %4s %10s %10s %12s ", "#", "gpus",
           "dp", "tp", "pp", "zero", "ckpt", "mb", "peak", "step", "tokens/s");
   if (priced)
     fprintf(out, "%10s %12s ", "$/step", "$/1e9 tok");
-  fprintf(out, "%10s  %s\n", "h/1e9 tok", "pipeline");
+  fprintf(out, "%10s  %-16s %s\n", "h/1e9 tok", "pipeline", typed ? "gpu" : "");
 }
 
 /* Re-simulates candidate i with every micro-batch (no extrapolation), so
  * what plan prints is what `vsim run` would report. */
-static int confirm(const vs_capacity_opts *o, plan_state *ps, size_t i)
+static int confirm(plan_state *ps, size_t i)
 {
-  vs_explore full = o->ex;
+  vs_explore full = ps->ex;
   vs_candidate *c = &ps->cands[i];
   if (!c->extrapolated)
     return 0;
@@ -1046,13 +1058,41 @@ static void plan_csv_pipeline(vs_csv *c, const plan_state *ps,
   vs_csv_text(c, split);
 }
 
-static int write_plan_csv(const char *path, const plan_state *ps,
-                          vs_error *err)
+/* plan.csv's rows of one GPU type. */
+static void plan_csv_rows(vs_csv *c, const plan_state *ps)
+{
+  for (size_t i = 0; i < ps->n; i++) {
+    const layout_choice *lc = &ps->choices[i];
+    const vs_candidate *cand = &ps->cands[i];
+    double tokens = ps->tokens_per_step;
+    vs_csv_text(c, ps->gpu);
+    vs_csv_u64(c, lc->gpus);
+    vs_csv_u64(c, lc->dp);
+    vs_csv_u64(c, lc->tp);
+    vs_csv_u64(c, lc->pp);
+    vs_csv_u64(c, lc->zero);
+    vs_csv_text(c, vs_checkpointing_name(lc->ckpt));
+    vs_csv_u64(c, lc->mb);
+    vs_csv_text(c, lc->tp > 1 ? "true" : "false");
+    plan_csv_pipeline(c, ps, lc);
+    summary_or_empty(c, cand);
+    tail_columns(c, cand);
+    derived_cell(c, cand, vs_cost_per_tokens(cand->usd_per_step, tokens, 1e9));
+    derived_cell(c, cand, cand->step_time_s * 1e9 / tokens / 3600.0);
+    vs_csv_text(c, cand->extrapolated ? "true" : "false");
+    vs_csv_row(c);
+  }
+}
+
+/* plan.csv: the layouts of the n_types GPU types, one after the other. */
+static int write_plan_csv(const char *path, const plan_state *types,
+                          size_t n_types, vs_error *err)
 {
   vs_csv c;
   int rc = vs_csv_open(&c, path, err);
   if (rc)
     return rc;
+  vs_csv_text(&c, "gpu");
   vs_csv_text(&c, "gpus");
   vs_csv_text(&c, "parallel.dp");
   vs_csv_text(&c, "parallel.tp");
@@ -1070,37 +1110,20 @@ static int write_plan_csv(const char *path, const plan_state *ps,
   vs_csv_text(&c, "hours_per_1e9_tokens");
   vs_csv_text(&c, "extrapolated");
   vs_csv_row(&c);
-  for (size_t i = 0; i < ps->n; i++) {
-    const layout_choice *lc = &ps->choices[i];
-    const vs_candidate *cand = &ps->cands[i];
-    double tokens = ps->tokens_per_step;
-    vs_csv_u64(&c, lc->gpus);
-    vs_csv_u64(&c, lc->dp);
-    vs_csv_u64(&c, lc->tp);
-    vs_csv_u64(&c, lc->pp);
-    vs_csv_u64(&c, lc->zero);
-    vs_csv_text(&c, vs_checkpointing_name(lc->ckpt));
-    vs_csv_u64(&c, lc->mb);
-    vs_csv_text(&c, lc->tp > 1 ? "true" : "false");
-    plan_csv_pipeline(&c, ps, lc);
-    summary_or_empty(&c, cand);
-    tail_columns(&c, cand);
-    derived_cell(&c, cand, vs_cost_per_tokens(cand->usd_per_step, tokens, 1e9));
-    derived_cell(&c, cand, cand->step_time_s * 1e9 / tokens / 3600.0);
-    vs_csv_text(&c, cand->extrapolated ? "true" : "false");
-    vs_csv_row(&c);
-  }
+  for (size_t t = 0; t < n_types; t++)
+    plan_csv_rows(&c, &types[t]);
   return vs_csv_commit(&c, err);
 }
 
+
 /* Resolves the job and checks what plan needs of it: a global batch to
  * keep fixed, and a --csv that is not an input. Exit status. */
-static int plan_inputs(const vs_capacity_opts *o, vs_workload *wl,
-                       vs_topology *topo, FILE *errs)
+static int plan_inputs(const vs_capacity_opts *o, const plan_state *ps,
+                       vs_workload *wl, vs_topology *topo, FILE *errs)
 {
   int code;
   /* each layout replaces the workload's own, so --gpus is not its */
-  if ((code = resolve_base(&o->ex, 0, wl, topo, errs)) != VS_EXIT_OK)
+  if ((code = resolve_base(&ps->ex, 0, wl, topo, errs)) != VS_EXIT_OK)
     return code;
   if (!vs_conf_is_set(vs_workload_keys(), &wl->origins, "training",
                       "global_batch")) {
@@ -1111,15 +1134,15 @@ static int plan_inputs(const vs_capacity_opts *o, vs_workload *wl,
     return VS_EXIT_ERROR;
   }
   if (o->csv)
-    return vs_outputs_check_not_input(errs, "--csv", o->csv, o->ex.workload,
-                                      o->ex.topology);
+    return vs_outputs_check_not_input(errs, "--csv", o->csv, ps->ex.workload,
+                                      ps->ex.topology);
   return VS_EXIT_OK;
 }
 
 /* Enumerates the layouts, simulates them all (timed), and lists the ones
  * that fit in ps->order by cost. Exit status. */
-static int plan_simulate(const vs_capacity_opts *o, const vs_workload *wl,
-                         const vs_topology *topo, plan_state *ps, FILE *errs)
+static int plan_simulate(const vs_workload *wl, const vs_topology *topo,
+                         plan_state *ps, FILE *errs)
 {
   struct timespec t0, t1;
   vs_error err;
@@ -1134,7 +1157,7 @@ static int plan_simulate(const vs_capacity_opts *o, const vs_workload *wl,
     return VS_EXIT_ERROR;
   }
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  if (vs_explore_all(&o->ex, ps->cands, ps->n, &err)) {
+  if (vs_explore_all(&ps->ex, ps->cands, ps->n, &err)) {
     fprintf(errs, "vsim: %s\n", err.msg);
     return VS_EXIT_ERROR;
   }
@@ -1148,7 +1171,7 @@ static int plan_simulate(const vs_capacity_opts *o, const vs_workload *wl,
     if (ps->cands[i].status != VS_EVAL_FITS)
       continue;
     ps->order[ps->n_fit++] =
-        (ranked){step_cost(&ps->cands[i]), ps->cands[i].step_time_s, i};
+        (ranked){step_cost(&ps->cands[i]), ps->cands[i].step_time_s, 0, i};
   }
   return VS_EXIT_OK;
 }
@@ -1160,8 +1183,7 @@ static const char *gpus_bound(const plan_state *ps)
 }
 
 /* What was asked, what was simulated, and what was left out. */
-static void plan_intro(FILE *out, const vs_capacity_opts *o,
-                       const vs_workload *wl, const vs_topology *topo,
+static void plan_intro(FILE *out, const vs_workload *wl, const vs_topology *topo,
                        const plan_state *ps)
 {
   double seconds = ps->seconds;
@@ -1173,7 +1195,7 @@ static void plan_intro(FILE *out, const vs_capacity_opts *o,
   fprintf(out, "%zu layouts simulated in %.2f s (%.0f layouts/s on %u "
                "thread(s)); %zu fit; left out before simulating:\n",
           ps->n, seconds, (double)ps->n / (seconds > 0 ? seconds : 1e-9),
-          o->ex.jobs ? o->ex.jobs : 1, ps->n_fit);
+          ps->ex.jobs ? ps->ex.jobs : 1, ps->n_fit);
   for (int r = 0; r < PRUNE_N; r++)
     if (ps->pruned[r])
       fprintf(out, "  %llu %s\n", (unsigned long long)ps->pruned[r],
@@ -1196,8 +1218,9 @@ static int plan_no_fit(FILE *out, const plan_state *ps)
       closest = i;
     any = true;
   }
-  fprintf(out, "verdict: DOES NOT FIT on any layout of %s %llu GPUs",
-          gpus_bound(ps), (unsigned long long)ps->max_gpus);
+  fprintf(out, "verdict: DOES NOT FIT on any layout of %s %llu %s%sGPUs",
+          gpus_bound(ps), (unsigned long long)ps->max_gpus,
+          ps->type ? ps->type : "", ps->type ? " " : "");
   if (any) {
     const layout_choice *lc = &ps->choices[closest];
     fprintf(out, "; the closest, %llu GPUs (dp %llu, tp %llu, pp %llu, ZeRO-%llu, "
@@ -1218,10 +1241,10 @@ static int plan_no_fit(FILE *out, const plan_state *ps)
  * the work budget where the extrapolated one did not) is counted and its
  * new status kept, so it is never printed as an answer. *rc: VS_ENOMEM
  * when the host runs out. */
-static bool confirmed(const vs_capacity_opts *o, plan_state *ps, size_t idx,
+static bool confirmed(plan_state *ps, size_t idx,
                       int *rc)
 {
-  if (confirm(o, ps, idx)) {
+  if (confirm(ps, idx)) {
     *rc = VS_ENOMEM;
     return false;
   }
@@ -1233,12 +1256,12 @@ static bool confirmed(const vs_capacity_opts *o, plan_state *ps, size_t idx,
 
 /* Keeps at the front of ps->order the first ps->top layouts that the full
  * simulation confirms, in order of cost; ps->top becomes their count. */
-static int confirm_top(const vs_capacity_opts *o, plan_state *ps)
+static int confirm_top(plan_state *ps)
 {
   size_t kept = 0;
   int rc = 0;
   for (size_t k = 0; k < ps->n_fit && kept < ps->top && !rc; k++)
-    if (confirmed(o, ps, ps->order[k].idx, &rc))
+    if (confirmed(ps, ps->order[k].idx, &rc))
       ps->order[kept++] = ps->order[k];
   ps->top = kept;
   return rc;
@@ -1247,7 +1270,7 @@ static int confirm_top(const vs_capacity_opts *o, plan_state *ps)
 /* Among the layouts still fitting, the fastest (by_gpus false) or the one
  * on the fewest GPUs, confirmed in full; the next is tried when one is
  * not. SIZE_MAX when none is left. */
-static size_t confirmed_best(const vs_capacity_opts *o, plan_state *ps,
+static size_t confirmed_best(plan_state *ps,
                              bool by_gpus, int *rc)
 {
   for (;;) {
@@ -1262,7 +1285,7 @@ static size_t confirmed_best(const vs_capacity_opts *o, plan_state *ps,
                    : c->step_time_s < ps->cands[best].step_time_s))
         best = i;
     }
-    if (best == SIZE_MAX || confirmed(o, ps, best, rc) || *rc)
+    if (best == SIZE_MAX || confirmed(ps, best, rc) || *rc)
       return best;
   }
 }
@@ -1271,18 +1294,18 @@ static size_t confirmed_best(const vs_capacity_opts *o, plan_state *ps,
  * each confirmed with a full simulation, and re-ranks the top on the
  * confirmed costs. ps->top is 0 when no layout survives its confirmation.
  * VS_ENOMEM when the host runs out. */
-static int plan_choose(const vs_capacity_opts *o, plan_state *ps)
+static int plan_choose(plan_state *ps)
 {
   ranked *order = ps->order;
   int rc;
   qsort(order, ps->n_fit, sizeof *order, by_cost);
   if (ps->top > ps->n_fit)
     ps->top = ps->n_fit;
-  if ((rc = confirm_top(o, ps)) != 0)
+  if ((rc = confirm_top(ps)) != 0)
     return rc;
-  ps->fastest = confirmed_best(o, ps, false, &rc);
+  ps->fastest = confirmed_best(ps, false, &rc);
   if (!rc)
-    ps->smallest = confirmed_best(o, ps, true, &rc);
+    ps->smallest = confirmed_best(ps, true, &rc);
   if (rc)
     return rc;
   if (ps->fastest == SIZE_MAX || ps->smallest == SIZE_MAX)
@@ -1298,15 +1321,15 @@ static void plan_answers(FILE *out, const plan_state *ps)
 {
   fprintf(out, "\ncheapest per step (each re-simulated with every "
                "micro-batch):\n");
-  plan_header(out, ps->priced);
+  plan_header(out, ps->priced, ps->type != NULL);
   for (size_t k = 0; k < ps->top; k++)
     print_layout(out, (int)k + 1, ps, ps->order[k].idx);
   fprintf(out, "\nfastest:\n");
-  plan_header(out, ps->priced);
+  plan_header(out, ps->priced, ps->type != NULL);
   print_layout(out, 1, ps, ps->fastest);
   fprintf(out, "\nfewest GPUs on which it fits: %llu\n",
           (unsigned long long)ps->cands[ps->smallest].total_gpus);
-  plan_header(out, ps->priced);
+  plan_header(out, ps->priced, ps->type != NULL);
   print_layout(out, 1, ps, ps->smallest);
   if (ps->n_unconfirmed)
     fprintf(out, "\n%zu layout(s) that fitted when extrapolated were left out: "
@@ -1343,30 +1366,155 @@ static int plan_nothing_fits(FILE *out, FILE *errs, const plan_state *ps)
   return VS_EXIT_ERROR;
 }
 
-/* Everything after the inputs are checked: simulate, report, write the
- * CSV. Exit status. */
-static int plan_run(const vs_capacity_opts *o, const vs_workload *wl,
-                    const vs_topology *topo, plan_state *ps, FILE *out,
-                    FILE *errs)
+/* The cheapest and the fastest layout of one GPU type among several. */
+static void plan_type_answers(FILE *out, const plan_state *ps)
 {
+  fprintf(out, "\ncheapest per step on %s (re-simulated with every "
+               "micro-batch):\n", ps->gpu);
+  plan_header(out, ps->priced, true);
+  print_layout(out, 1, ps, ps->order[0].idx);
+  fprintf(out, "fastest on %s:\n", ps->gpu);
+  plan_header(out, ps->priced, true);
+  print_layout(out, 1, ps, ps->fastest);
+}
+
+/* Everything after the inputs are checked: simulate and report. Exit
+ * status of this GPU type alone. */
+static int plan_run(const vs_workload *wl, const vs_topology *topo,
+                    plan_state *ps, FILE *out, FILE *errs)
+{
+  int code;
+
+  if ((code = plan_simulate(wl, topo, ps, errs)) != VS_EXIT_OK)
+    return code;
+  if (ps->type)
+    fprintf(out, "== %s (%s) ==\n", ps->gpu, topo->origins.file);
+  plan_intro(out, wl, topo, ps);
+  if (ps->n_fit > 0 && plan_choose(ps)) {
+    fprintf(errs, "vsim: out of host memory\n");
+    return VS_EXIT_ERROR;
+  }
+  if (ps->n_fit == 0 || ps->top == 0)
+    return plan_nothing_fits(out, errs, ps);
+  if (ps->type)
+    plan_type_answers(out, ps);
+  else
+    plan_answers(out, ps);
+  return VS_EXIT_OK;
+}
+
+/* Loads one GPU type's job and plans it. Exit status of this type. */
+static int plan_type(const vs_capacity_opts *o, plan_state *ps, FILE *out,
+                     FILE *errs)
+{
+  vs_workload *wl = malloc(sizeof *wl);
+  vs_topology *topo = malloc(sizeof *topo);
+  int code;
+
+  if (!wl || !topo) {
+    fprintf(errs, "vsim: out of host memory\n");
+    code = VS_EXIT_ERROR;
+  } else if ((code = plan_inputs(o, ps, wl, topo, errs)) == VS_EXIT_OK) {
+    snprintf(ps->gpu, sizeof ps->gpu, "%s", topo->name);
+    ps->loaded = true;
+    code = plan_run(wl, topo, ps, out, errs);
+  }
+  free(wl);
+  free(topo);
+  return code;
+}
+
+/* Across n GPU types, the top layouts of every type that fit, ranked by
+ * cost per step (each type's own price). */
+static void plan_overall(FILE *out, const plan_state *types, size_t n,
+                         size_t top)
+{
+  size_t n_all = 0;
+  bool priced = true;
+  ranked *all;
+  for (size_t t = 0; t < n; t++) {
+    n_all += types[t].n_fit ? types[t].top : 0;
+    priced = priced && types[t].priced;
+  }
+  if (n_all == 0 || !(all = malloc(n_all * sizeof *all)))
+    return;
+  n_all = 0;
+  for (size_t t = 0; t < n; t++)
+    for (size_t k = 0; types[t].n_fit && k < types[t].top; k++) {
+      all[n_all] = types[t].order[k];
+      all[n_all++].type = t;
+    }
+  qsort(all, n_all, sizeof *all, by_cost);
+  fprintf(out, "\ncheapest per step across the %zu GPU types%s:\n", n,
+          priced ? "" : " (a type without a price is counted in GPU-hours)");
+  plan_header(out, priced, true);
+  for (size_t k = 0; k < n_all && k < top; k++)
+    print_layout(out, (int)k + 1, &types[all[k].type], all[k].idx);
+  free(all);
+}
+
+/* The exit status of several GPU types: 0 when one fits, else 3 when one
+ * ran out of memory, else the first type's. */
+static int plan_code(const int *codes, size_t n)
+{
+  for (size_t t = 0; t < n; t++)
+    if (codes[t] == VS_EXIT_OK)
+      return VS_EXIT_OK;
+  for (size_t t = 0; t < n; t++)
+    if (codes[t] == VS_EXIT_OOM)
+      return VS_EXIT_OOM;
+  return codes[0];
+}
+
+/* Splits --topology's comma list into files[PLAN_TYPES_MAX] (pointers into
+ * buf); NULL alone for the built-in. The count, or 0 after a message. */
+static size_t plan_topologies(const char *list, char *buf, size_t len,
+                              const char **files, FILE *errs)
+{
+  size_t n = 0;
+  if (!list) {
+    files[0] = NULL;
+    return 1;
+  }
+  if (strlen(list) >= len) {
+    fprintf(errs, "vsim: --topology list too long\n");
+    return 0;
+  }
+  strcpy(buf, list);
+  for (char *p = buf, *comma; p; p = comma ? comma + 1 : NULL) {
+    if ((comma = strchr(p, ',')))
+      *comma = '\0';
+    if (*p == '\0' || n == PLAN_TYPES_MAX) {
+      fprintf(errs, "vsim: --topology takes one file or a comma list of at "
+                    "most %d files, got '%s'\n", PLAN_TYPES_MAX, list);
+      return 0;
+    }
+    files[n++] = p;
+  }
+  return n;
+}
+
+/* Plans each GPU type; with several, the ranking across them. The CSV
+ * holds them all. */
+static int plan_types(const vs_capacity_opts *o, plan_state *types, size_t n,
+                      FILE *out, FILE *errs)
+{
+  int codes[PLAN_TYPES_MAX];
   vs_error err;
   int code;
 
   vs_error_clear(&err);
-  if ((code = plan_simulate(o, wl, topo, ps, errs)) != VS_EXIT_OK)
-    return code;
-  plan_intro(out, o, wl, topo, ps);
-  if (ps->n_fit > 0 && plan_choose(o, ps)) {
-    fprintf(errs, "vsim: out of host memory\n");
-    return VS_EXIT_ERROR;
+  for (size_t t = 0; t < n; t++) {
+    if (t > 0)
+      fprintf(out, "\n");
+    codes[t] = plan_type(o, &types[t], out, errs);
+    if (!types[t].loaded)
+      return codes[t]; /* bad input: nothing planned, nothing written */
   }
-  if (ps->n_fit == 0 || ps->top == 0) {
-    code = plan_nothing_fits(out, errs, ps);
-  } else {
-    plan_answers(out, ps);
-    code = VS_EXIT_OK;
-  }
-  if (o->csv && write_plan_csv(o->csv, ps, &err)) {
+  code = plan_code(codes, n);
+  if (n > 1 && code == VS_EXIT_OK)
+    plan_overall(out, types, n, types[0].top);
+  if (o->csv && write_plan_csv(o->csv, types, n, &err)) {
     fprintf(errs, "vsim: %s\n", err.msg);
     code = VS_EXIT_ERROR;
   }
@@ -1375,25 +1523,31 @@ static int plan_run(const vs_capacity_opts *o, const vs_workload *wl,
 
 int vs_capacity_plan(const vs_capacity_opts *o, FILE *out, FILE *errs)
 {
-  vs_workload *wl = malloc(sizeof *wl);
-  vs_topology *topo = malloc(sizeof *topo);
-  plan_state ps;
+  char buf[4096];
+  const char *files[PLAN_TYPES_MAX];
+  size_t n = plan_topologies(o->ex.topology, buf, sizeof buf, files, errs);
+  plan_state *types = calloc(n ? n : 1, sizeof *types);
   int code;
 
-  memset(&ps, 0, sizeof ps);
-  ps.top = o->top ? o->top : 5;
-  ps.exact = o->gpus > 0;
-  ps.max_gpus = o->gpus ? o->gpus : (o->max_gpus ? o->max_gpus : 512);
-  if (!wl || !topo) {
-    fprintf(errs, "vsim: out of host memory\n");
-    code = VS_EXIT_ERROR;
-  } else if ((code = plan_inputs(o, wl, topo, errs)) == VS_EXIT_OK) {
-    code = plan_run(o, wl, topo, &ps, out, errs);
+  if (n == 0 || !types) {
+    free(types);
+    return n == 0 ? VS_EXIT_USAGE : VS_EXIT_ERROR;
   }
-  free(ps.order);
-  free(ps.choices);
-  free(ps.cands);
-  free(wl);
-  free(topo);
+  for (size_t t = 0; t < n; t++) {
+    plan_state *ps = &types[t];
+    ps->ex = o->ex;
+    ps->ex.topology = files[t];
+    ps->type = n > 1 ? ps->gpu : NULL;
+    ps->top = o->top ? o->top : 5;
+    ps->exact = o->gpus > 0;
+    ps->max_gpus = o->gpus ? o->gpus : (o->max_gpus ? o->max_gpus : 512);
+  }
+  code = plan_types(o, types, n, out, errs);
+  for (size_t t = 0; t < n; t++) {
+    free(types[t].order);
+    free(types[t].choices);
+    free(types[t].cands);
+  }
+  free(types);
   return code;
 }

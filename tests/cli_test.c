@@ -1435,6 +1435,45 @@ static void test_plan_tries_interleaved_where_allowed(void **state)
   tu_remove_dir(dir);
 }
 
+/* Issue 18, item 7: plan --topology a,b,c answers for each GPU type (the
+ * cheapest and the fastest layout, each row naming its type), then ranks
+ * across types by cost per step; a type on which nothing fits says so.
+ * Llama 2 7B on exactly 2 GPUs fits in 80 GB (H100, A100) and 141 GB
+ * (H200), not in the V100's 32 GB (its optimizer states alone, 12 bytes
+ * x 6.7e9 / 2 = 37.7 GiB under ZeRO-3 on 2 GPUs, are over). */
+static void test_plan_compares_gpu_types(void **state)
+{
+  static const char *const types[] = {"H100-SXM-80GB", "A100-SXM4-80GB",
+                                      "H200-SXM-141GB"};
+  static const char *const args[] = {
+      "plan", "workloads/llama2-7b.ini", "--gpus", "2", "--jobs", "2",
+      "--topology",
+      "topologies/h100-sxm-8x.ini,topologies/a100-sxm-80g-8x.ini,"
+      "topologies/h200-sxm-8x.ini,topologies/v100-sxm-32g-8x.ini",
+      NULL};
+  char want[128];
+  const char *across;
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 0);
+  for (size_t t = 0; t < 3; t++) {
+    const char *at;
+    snprintf(want, sizeof want, "cheapest per step on %s", types[t]);
+    assert_non_null(at = strstr(r.out, want));
+    /* the row under the column header names the type */
+    at = strchr(strchr(at, '\n') + 1, '\n') + 1;
+    assert_true(strstr(at, types[t]) < strchr(at, '\n'));
+    snprintf(want, sizeof want, "fastest on %s", types[t]);
+    assert_contains(r.out, want);
+  }
+  assert_contains(r.out, "verdict: DOES NOT FIT on any layout of exactly 2 "
+                         "V100-SXM2-32GB GPUs");
+  assert_null(strstr(r.out, "cheapest per step on V100"));
+  across = strstr(r.out, "cheapest per step across the 4 GPU types");
+  assert_non_null(across);
+  assert_null(strstr(across, "V100")); /* nothing of it fits */
+}
+
 /* Issue 21, D6: when every layout is invalid, plan says so and exits 1
  * (as sweep and fit do), instead of DOES NOT FIT with exit 3: FP8 on a
  * GPU without FP8 tensor cores. */
@@ -1678,6 +1717,7 @@ int main(void)
       cmocka_unit_test(test_plan_all_invalid_is_an_input_error),
       cmocka_unit_test(test_plan_tries_uneven_pipelines),
       cmocka_unit_test(test_plan_tries_interleaved_where_allowed),
+      cmocka_unit_test(test_plan_compares_gpu_types),
       cmocka_unit_test(test_plan_prints_only_confirmed_layouts),
       cmocka_unit_test(test_work_over_budget_is_refused),
       cmocka_unit_test(test_units_cannot_be_misread),
