@@ -197,14 +197,15 @@ int vs_vary_check(const vs_vary *vary, size_t n, vs_error *err)
  * Shared helpers
  * ------------------------------------------------------------------------ */
 
-/* Resolves the job as given (base sets, --gpus), for what the searches
- * keep fixed. Prints the error and returns the exit status on failure. */
-static int resolve_base(const vs_capacity_opts *o, vs_workload *wl,
+/* Resolves the job as given (base sets, on gpus GPUs as --gpus, 0 for the
+ * workload's), for what the searches keep fixed. Prints the error and
+ * returns the exit status on failure. */
+static int resolve_base(const vs_explore *ex, uint64_t gpus, vs_workload *wl,
                         vs_topology *topo, FILE *errs)
 {
   vs_error err;
   vs_error_clear(&err);
-  if (vs_explore_load(&o->ex, NULL, 0, o->gpus, topo, wl, &err)) {
+  if (vs_explore_load(ex, NULL, 0, gpus, topo, wl, &err)) {
     fprintf(errs, "vsim: %s\n", err.msg);
     return err.code == VS_EUSAGE ? VS_EXIT_USAGE : VS_EXIT_ERROR;
   }
@@ -290,7 +291,8 @@ static int fit_setup(fit_search *s, const vs_capacity_opts *o, FILE *errs)
                   "model.seq_len, got '%s'\n",
             s->key);
     code = VS_EXIT_USAGE;
-  } else if ((code = resolve_base(o, wl, topo, errs)) == VS_EXIT_OK) {
+  } else if ((code = resolve_base(&o->ex, o->gpus, wl, topo, errs)) ==
+             VS_EXIT_OK) {
     code = FIT_GO_ON;
     s->replica_mbs = wl->parallel.dp * wl->grad_accum;
     s->step = 1;
@@ -676,12 +678,26 @@ done:
 typedef struct layout_choice {
   uint64_t gpus;         /* tp * pp * dp */
   uint64_t tp;           /* tensor-parallel size (sequence parallel if > 1) */
-  uint64_t pp;           /* pipeline stages, 1F1B, an even layer split */
+  uint64_t pp;           /* pipeline stages */
   uint64_t dp;           /* data-parallel size */
   uint64_t zero;         /* ZeRO stage */
   uint64_t mb;           /* micro-batch */
   int ckpt;              /* vs_checkpointing */
+  bool uneven;           /* pp does not divide the layers: the split of
+                            vs_capacity_split as parallel.pp_layers */
+  bool interleaved;      /* interleaved schedule, PLAN_VSTAGES virtual
+                            stages; else 1F1B */
 } layout_choice;
+
+/* The virtual stages (model chunks per pipeline rank) plan tries with the
+ * interleaved schedule. */
+#define PLAN_VSTAGES 2
+
+/* GPU types (topology files) one plan compares. */
+#define PLAN_TYPES_MAX 8
+
+/* "parallel.pp_layers=" before a split's counts in a candidate. */
+#define PP_LAYERS_KEY "parallel.pp_layers="
 
 /* Why layouts were left out before simulating, and how many. The first
  * four break a layout rule of workload.h; the last two would simulate a
@@ -693,6 +709,9 @@ enum {
   PRUNE_ZERO_PP,         /* ZeRO-2/3 with a pipeline */
   PRUNE_ZERO_DP1,        /* ZeRO without data parallelism: ZeRO-0 */
   PRUNE_SELECTIVE_FLASH, /* selective = none with flash attention */
+  PRUNE_SPLIT_LONG,      /* an uneven split too long for an override */
+  PRUNE_INTERLEAVE_SPLIT, /* interleaved: layers per stage uneven or odd */
+  PRUNE_INTERLEAVE_BATCH, /* interleaved: micro-batches not a multiple of pp */
   PRUNE_N
 };
 
@@ -703,21 +722,34 @@ static const char *const prune_reasons[PRUNE_N] = {
     "layouts: ZeRO-2/3 cannot be combined with pipeline parallelism",
     "layouts: ZeRO-1/2/3 without data parallelism is ZeRO-0",
     "layouts: selective recompute equals none with flash attention",
+    "(GPUs, tp, pp) triples: the uneven layer split is too long for an "
+    "override (pp_layers)",
+    "interleaved layouts: the layers per stage are not an even split "
+    "divisible by the virtual stages (Megatron-LM's rule)",
+    "interleaved layouts: the micro-batches per step are not a multiple of pp",
 };
 
 /* A fitting layout's place in the ranking. */
 typedef struct ranked {
   double cost;           /* per step */
   double step;           /* seconds */
+  size_t type;           /* which plan_state (GPU type), 0 with one */
   size_t idx;            /* into plan_state */
 } ranked;
 
 typedef struct plan_state {
+  vs_explore ex;             /* the command's, on this GPU type's topology */
+  char gpu[VS_NAME_MAX];      /* the GPU type's name (topology name) */
+  const char *type;          /* gpu, in tables listing several types;
+                                NULL with one */
+  bool loaded;               /* its inputs passed plan_inputs */
   layout_choice *choices;    /* [n] the layouts, in enumeration order */
   vs_candidate *cands;       /* [n] their simulations */
   size_t n, cap;             /* layouts held, room for */
   uint64_t pruned[PRUNE_N];  /* layouts left out, by reason */
-  uint64_t max_gpus;         /* --max-gpus (512 when not given) */
+  uint64_t max_gpus;         /* --max-gpus (512 when not given), or --gpus */
+  bool exact;                /* --gpus: layouts on max_gpus GPUs only */
+  uint64_t layers;           /* the model's, for the uneven splits */
   double tokens_per_step;    /* global batch * sequence */
   bool priced;               /* the topology has a price per GPU-hour */
   double seconds;            /* wall time of the simulations */
@@ -729,9 +761,44 @@ typedef struct plan_state {
                                 full re-simulation (now oom or invalid) */
 } plan_state;
 
+int vs_capacity_split(uint64_t layers, uint64_t pp, uint64_t *counts)
+{
+  uint64_t per, excess;
+  if (pp == 0 || pp > layers)
+    return VS_EUSAGE;
+  per = (layers + pp - 1) / pp;
+  excess = per * pp - layers; /* < pp: no stage loses two */
+  for (uint64_t i = 0; i < pp; i++)
+    counts[i] = per;
+  /* first, last, second, second to last, ... */
+  for (uint64_t k = 0; k < excess; k++)
+    counts[k % 2 ? pp - 1 - k / 2 : k / 2]--;
+  return 0;
+}
+
+/* The uneven split of ps->layers over pp stages as "a,b,c" in buf; false
+ * when it does not fit len bytes. */
+static bool split_text(const plan_state *ps, uint64_t pp, char *buf, size_t len)
+{
+  uint64_t counts[VS_LIST_MAX];
+  size_t at = 0;
+  if (pp > VS_LIST_MAX || vs_capacity_split(ps->layers, pp, counts))
+    return false;
+  buf[0] = '\0';
+  for (uint64_t i = 0; i < pp; i++) {
+    int n = snprintf(buf + at, len - at, "%s%llu", i ? "," : "",
+                     (unsigned long long)counts[i]);
+    if (n < 0 || (size_t)n >= len - at)
+      return false;
+    at += (size_t)n;
+  }
+  return true;
+}
+
 static int add_layout(plan_state *ps, const layout_choice *lc)
 {
   vs_candidate *c;
+  char split[VS_EXPLORE_SET_MAX];
   if (ps->n == ps->cap) {
     size_t cap = ps->cap ? 2 * ps->cap : 1024;
     layout_choice *ch = realloc(ps->choices, cap * sizeof *ch);
@@ -754,17 +821,46 @@ static int add_layout(plan_state *ps, const layout_choice *lc)
   vs_candidate_set(c, "parallel.dp=%llu", (unsigned long long)lc->dp);
   vs_candidate_set(c, "parallel.zero=%llu", (unsigned long long)lc->zero);
   vs_candidate_set(c, "parallel.sequence_parallel=%s", lc->tp > 1 ? "true" : "false");
-  vs_candidate_set(c, "parallel.schedule=%s", vs_schedule_name(VS_SCHED_1F1B));
-  vs_candidate_set(c, "parallel.virtual_stages=1");
+  vs_candidate_set(c, "parallel.schedule=%s",
+                   vs_schedule_name(lc->interleaved ? VS_SCHED_INTERLEAVED
+                                                    : VS_SCHED_1F1B));
+  vs_candidate_set(c, "parallel.virtual_stages=%d",
+                   lc->interleaved ? PLAN_VSTAGES : 1);
+  /* enumerate_pp checked that the split fits an override */
+  if (lc->uneven && split_text(ps, lc->pp, split, sizeof split))
+    vs_candidate_set(c, PP_LAYERS_KEY "%s", split);
   vs_candidate_set(c, "training.checkpointing=%s",
                    vs_checkpointing_name(lc->ckpt));
   vs_candidate_set(c, "training.micro_batch=%llu", (unsigned long long)lc->mb);
   return 0;
 }
 
-/* The layouts of one (GPUs, tp, pp) triple, whose gpus, tp, pp and dp base
- * holds: ZeRO 0-3, checkpointing, and micro-batches (powers of two) that
- * keep the global batch. */
+/* Adds lc with 1F1B and, where Megatron-LM allows it, interleaved with
+ * PLAN_VSTAGES virtual stages: an even split whose layers per stage the
+ * virtual stages divide, and vsim's own rules (workload.h). */
+static int add_schedules(plan_state *ps, const layout_choice *lc,
+                         uint64_t grad_accum)
+{
+  layout_choice il = *lc;
+  if (add_layout(ps, lc))
+    return VS_ENOMEM;
+  if (!vs_workload_interleave_shape_allowed(lc->pp, PLAN_VSTAGES))
+    return 0; /* no pipeline to interleave: nothing left out */
+  if (lc->uneven || (ps->layers / lc->pp) % PLAN_VSTAGES) {
+    ps->pruned[PRUNE_INTERLEAVE_SPLIT]++;
+    return 0;
+  }
+  if (!vs_workload_interleave_batch_allowed(grad_accum, lc->pp)) {
+    ps->pruned[PRUNE_INTERLEAVE_BATCH]++;
+    return 0;
+  }
+  il.interleaved = true;
+  return add_layout(ps, &il);
+}
+
+/* The layouts of one (GPUs, tp, pp) triple, whose gpus, tp, pp, dp and
+ * split base holds: ZeRO 0-3, checkpointing, micro-batches (powers of two)
+ * that keep the global batch, and the schedules of add_schedules. */
 static int enumerate_triple(const vs_workload *wl, const layout_choice *base,
                             plan_state *ps)
 {
@@ -789,7 +885,7 @@ static int enumerate_triple(const vs_workload *wl, const layout_choice *base,
       for (lc.mb = 1; lc.mb * dp <= global; lc.mb *= 2) {
         if (!vs_workload_batch_allowed(global, lc.mb, dp))
           continue;
-        if (add_layout(ps, &lc))
+        if (add_schedules(ps, &lc, global / (lc.mb * dp)))
           return VS_ENOMEM;
       }
     }
@@ -797,15 +893,23 @@ static int enumerate_triple(const vs_workload *wl, const layout_choice *base,
   return 0;
 }
 
-/* The layouts of g GPUs with tensor-parallel size tp: pp dividing the
- * layers, tp * pp dividing g, and dp = g / (tp * pp) dividing the batch. */
+/* The pipeline depths plan tries: the divisors of the layers, and the
+ * powers of two up to them (split unevenly by vs_capacity_split). */
+static bool pp_tried(uint64_t layers, uint64_t pp)
+{
+  return layers % pp == 0 || (pp & (pp - 1)) == 0;
+}
+
+/* The layouts of g GPUs with tensor-parallel size tp: pp of pp_tried,
+ * tp * pp dividing g, and dp = g / (tp * pp) dividing the batch. */
 static int enumerate_pp(const vs_workload *wl, uint64_t g, uint64_t tp,
                         plan_state *ps)
 {
   const vs_model_conf *m = &wl->model;
+  char split[VS_EXPLORE_SET_MAX - sizeof PP_LAYERS_KEY + 1];
   for (uint64_t pp = 1; pp <= m->layers && tp * pp <= g; pp++) {
-    layout_choice base = {g, tp, pp, 0, 0, 0, VS_CKPT_NONE};
-    if (m->layers % pp)
+    layout_choice base = {g, tp, pp, 0, 0, 0, VS_CKPT_NONE, false, false};
+    if (!pp_tried(m->layers, pp))
       continue;
     if (!vs_workload_gpus_allowed(g, tp, pp)) {
       ps->pruned[PRUNE_TP_PP_GPUS]++;
@@ -816,6 +920,11 @@ static int enumerate_pp(const vs_workload *wl, uint64_t g, uint64_t tp,
       ps->pruned[PRUNE_DP_BATCH]++;
       continue;
     }
+    base.uneven = m->layers % pp != 0;
+    if (base.uneven && !split_text(ps, pp, split, sizeof split)) {
+      ps->pruned[PRUNE_SPLIT_LONG]++;
+      continue;
+    }
     if (enumerate_triple(wl, &base, ps))
       return VS_ENOMEM;
   }
@@ -823,7 +932,7 @@ static int enumerate_pp(const vs_workload *wl, uint64_t g, uint64_t tp,
 }
 
 /* Enumerates GPU counts (powers of two below a node, multiples of a node
- * above), tp dividing the node and the head counts, then the rest through
+ * above; only max_gpus when ps->exact), tp dividing the node and the head counts, then the rest through
  * enumerate_pp. A layout that breaks a rule of workload.h is counted in
  * ps->pruned instead. */
 static int enumerate(const vs_workload *wl, const vs_topology *topo,
@@ -831,7 +940,8 @@ static int enumerate(const vs_workload *wl, const vs_topology *topo,
 {
   uint64_t node = topo->gpus_per_node;
 
-  for (uint64_t g = 1; g <= ps->max_gpus; g = g < node ? 2 * g : g + node) {
+  for (uint64_t g = ps->exact ? ps->max_gpus : 1; g <= ps->max_gpus;
+       g = ps->exact ? g + 1 : (g < node ? 2 * g : g + node)) {
     for (uint64_t tp = 1; tp <= node && tp <= g; tp *= 2) {
       if (node % tp)
         continue;
@@ -853,9 +963,35 @@ static double step_cost(const vs_candidate *c)
   return vs_cost_step_charge(c->usd_per_step, c->total_gpus, c->step_time_s);
 }
 
+/* The pipeline of lc for the table: "1f1b", "interleaved x2", or 1F1B on
+ * an uneven split with runs of equal counts shortened ("1f1b 7,8x14,7"). */
+static void pipeline_text(const plan_state *ps, const layout_choice *lc,
+                          char *buf, size_t len)
+{
+  uint64_t counts[VS_LIST_MAX];
+  size_t at;
+  if (lc->interleaved) {
+    snprintf(buf, len, "%s x%d", vs_schedule_name(VS_SCHED_INTERLEAVED),
+             PLAN_VSTAGES);
+    return;
+  }
+  at = (size_t)snprintf(buf, len, "%s", vs_schedule_name(VS_SCHED_1F1B));
+  if (!lc->uneven || lc->pp > VS_LIST_MAX ||
+      vs_capacity_split(ps->layers, lc->pp, counts))
+    return;
+  for (uint64_t i = 0, run; i < lc->pp && at < len; i += run) {
+    for (run = 1; i + run < lc->pp && counts[i + run] == counts[i]; run++)
+      ;
+    at += (size_t)snprintf(buf + at, len - at, run > 1 ? "%c%llux%llu" : "%c%llu",
+                           i ? ',' : ' ', (unsigned long long)counts[i],
+                           (unsigned long long)run);
+  }
+}
+
 static void print_layout(FILE *out, int rank_no, const plan_state *ps,
                          size_t i)
 {
+  char pipeline[VS_EXPLORE_SET_MAX];
   const layout_choice *lc = &ps->choices[i];
   const vs_candidate *c = &ps->cands[i];
   char peak[16], step[16];
@@ -870,7 +1006,9 @@ static void print_layout(FILE *out, int rank_no, const plan_state *ps,
   if (ps->priced)
     fprintf(out, "%10.3g %12.4g ", c->usd_per_step,
             vs_cost_per_tokens(c->usd_per_step, ps->tokens_per_step, 1e9));
-  fprintf(out, "%10.1f\n", c->step_time_s * per_1e9 / 3600.0);
+  pipeline_text(ps, lc, pipeline, sizeof pipeline);
+  fprintf(out, "%10.1f  %-16s %s\n", c->step_time_s * per_1e9 / 3600.0,
+          pipeline, ps->type ? ps->type : "");
 }
 
 static int by_cost(const void *x, const void *y)
@@ -880,23 +1018,25 @@ static int by_cost(const void *x, const void *y)
     return a->cost < b->cost ? -1 : 1;
   if (a->step != b->step)
     return a->step < b->step ? -1 : 1;
+  if (a->type != b->type)
+    return a->type < b->type ? -1 : 1;
   return a->idx < b->idx ? -1 : (a->idx > b->idx);
 }
 
-static void plan_header(FILE *out, bool priced)
+static void plan_header(FILE *out, bool priced, bool typed)
 {
   fprintf(out, "%3s %6s %4s %3s %3s %4s %-9s %4s %10s %10s %12s ", "#", "gpus",
           "dp", "tp", "pp", "zero", "ckpt", "mb", "peak", "step", "tokens/s");
   if (priced)
     fprintf(out, "%10s %12s ", "$/step", "$/1e9 tok");
-  fprintf(out, "%10s\n", "h/1e9 tok");
+  fprintf(out, "%10s  %-16s %s\n", "h/1e9 tok", "pipeline", typed ? "gpu" : "");
 }
 
 /* Re-simulates candidate i with every micro-batch (no extrapolation), so
  * what plan prints is what `vsim run` would report. */
-static int confirm(const vs_capacity_opts *o, plan_state *ps, size_t i)
+static int confirm(plan_state *ps, size_t i)
 {
-  vs_explore full = o->ex;
+  vs_explore full = ps->ex;
   vs_candidate *c = &ps->cands[i];
   if (!c->extrapolated)
     return 0;
@@ -905,13 +1045,54 @@ static int confirm(const vs_capacity_opts *o, plan_state *ps, size_t i)
   return vs_explore_one(&full, c);
 }
 
-static int write_plan_csv(const char *path, const plan_state *ps,
-                          vs_error *err)
+/* plan.csv's schedule, virtual stages and pp_layers (empty when even). */
+static void plan_csv_pipeline(vs_csv *c, const plan_state *ps,
+                              const layout_choice *lc)
+{
+  char split[VS_EXPLORE_SET_MAX] = "";
+  vs_csv_text(c, vs_schedule_name(lc->interleaved ? VS_SCHED_INTERLEAVED
+                                                  : VS_SCHED_1F1B));
+  vs_csv_u64(c, lc->interleaved ? PLAN_VSTAGES : 1);
+  if (lc->uneven && !split_text(ps, lc->pp, split, sizeof split))
+    split[0] = '\0';
+  vs_csv_text(c, split);
+}
+
+/* plan.csv's rows of one GPU type. */
+static void plan_csv_rows(vs_csv *c, const plan_state *ps)
+{
+  for (size_t i = 0; i < ps->n; i++) {
+    const layout_choice *lc = &ps->choices[i];
+    const vs_candidate *cand = &ps->cands[i];
+    double tokens = ps->tokens_per_step;
+    vs_csv_text(c, ps->gpu);
+    vs_csv_u64(c, lc->gpus);
+    vs_csv_u64(c, lc->dp);
+    vs_csv_u64(c, lc->tp);
+    vs_csv_u64(c, lc->pp);
+    vs_csv_u64(c, lc->zero);
+    vs_csv_text(c, vs_checkpointing_name(lc->ckpt));
+    vs_csv_u64(c, lc->mb);
+    vs_csv_text(c, lc->tp > 1 ? "true" : "false");
+    plan_csv_pipeline(c, ps, lc);
+    summary_or_empty(c, cand);
+    tail_columns(c, cand);
+    derived_cell(c, cand, vs_cost_per_tokens(cand->usd_per_step, tokens, 1e9));
+    derived_cell(c, cand, cand->step_time_s * 1e9 / tokens / 3600.0);
+    vs_csv_text(c, cand->extrapolated ? "true" : "false");
+    vs_csv_row(c);
+  }
+}
+
+/* plan.csv: the layouts of the n_types GPU types, one after the other. */
+static int write_plan_csv(const char *path, const plan_state *types,
+                          size_t n_types, vs_error *err)
 {
   vs_csv c;
   int rc = vs_csv_open(&c, path, err);
   if (rc)
     return rc;
+  vs_csv_text(&c, "gpu");
   vs_csv_text(&c, "gpus");
   vs_csv_text(&c, "parallel.dp");
   vs_csv_text(&c, "parallel.tp");
@@ -920,41 +1101,29 @@ static int write_plan_csv(const char *path, const plan_state *ps,
   vs_csv_text(&c, "training.checkpointing");
   vs_csv_text(&c, "training.micro_batch");
   vs_csv_text(&c, "parallel.sequence_parallel");
+  vs_csv_text(&c, "parallel.schedule");
+  vs_csv_text(&c, "parallel.virtual_stages");
+  vs_csv_text(&c, "parallel.pp_layers");
   vs_summary_csv_header(&c);
   tail_columns_header(&c);
   vs_csv_text(&c, "usd_per_1e9_tokens");
   vs_csv_text(&c, "hours_per_1e9_tokens");
   vs_csv_text(&c, "extrapolated");
   vs_csv_row(&c);
-  for (size_t i = 0; i < ps->n; i++) {
-    const layout_choice *lc = &ps->choices[i];
-    const vs_candidate *cand = &ps->cands[i];
-    double tokens = ps->tokens_per_step;
-    vs_csv_u64(&c, lc->gpus);
-    vs_csv_u64(&c, lc->dp);
-    vs_csv_u64(&c, lc->tp);
-    vs_csv_u64(&c, lc->pp);
-    vs_csv_u64(&c, lc->zero);
-    vs_csv_text(&c, vs_checkpointing_name(lc->ckpt));
-    vs_csv_u64(&c, lc->mb);
-    vs_csv_text(&c, lc->tp > 1 ? "true" : "false");
-    summary_or_empty(&c, cand);
-    tail_columns(&c, cand);
-    derived_cell(&c, cand, vs_cost_per_tokens(cand->usd_per_step, tokens, 1e9));
-    derived_cell(&c, cand, cand->step_time_s * 1e9 / tokens / 3600.0);
-    vs_csv_text(&c, cand->extrapolated ? "true" : "false");
-    vs_csv_row(&c);
-  }
+  for (size_t t = 0; t < n_types; t++)
+    plan_csv_rows(&c, &types[t]);
   return vs_csv_commit(&c, err);
 }
 
+
 /* Resolves the job and checks what plan needs of it: a global batch to
  * keep fixed, and a --csv that is not an input. Exit status. */
-static int plan_inputs(const vs_capacity_opts *o, vs_workload *wl,
-                       vs_topology *topo, FILE *errs)
+static int plan_inputs(const vs_capacity_opts *o, const plan_state *ps,
+                       vs_workload *wl, vs_topology *topo, FILE *errs)
 {
   int code;
-  if ((code = resolve_base(o, wl, topo, errs)) != VS_EXIT_OK)
+  /* each layout replaces the workload's own, so --gpus is not its */
+  if ((code = resolve_base(&ps->ex, 0, wl, topo, errs)) != VS_EXIT_OK)
     return code;
   if (!vs_conf_is_set(vs_workload_keys(), &wl->origins, "training",
                       "global_batch")) {
@@ -965,21 +1134,22 @@ static int plan_inputs(const vs_capacity_opts *o, vs_workload *wl,
     return VS_EXIT_ERROR;
   }
   if (o->csv)
-    return vs_outputs_check_not_input(errs, "--csv", o->csv, o->ex.workload,
-                                      o->ex.topology);
+    return vs_outputs_check_not_input(errs, "--csv", o->csv, ps->ex.workload,
+                                      ps->ex.topology);
   return VS_EXIT_OK;
 }
 
 /* Enumerates the layouts, simulates them all (timed), and lists the ones
  * that fit in ps->order by cost. Exit status. */
-static int plan_simulate(const vs_capacity_opts *o, const vs_workload *wl,
-                         const vs_topology *topo, plan_state *ps, FILE *errs)
+static int plan_simulate(const vs_workload *wl, const vs_topology *topo,
+                         plan_state *ps, FILE *errs)
 {
   struct timespec t0, t1;
   vs_error err;
 
   vs_error_clear(&err);
   ps->priced = topo->usd_per_gpu_hour > 0;
+  ps->layers = wl->model.layers;
   ps->tokens_per_step =
       (double)(wl->training.global_batch * wl->model.seq_len);
   if (enumerate(wl, topo, ps)) {
@@ -987,7 +1157,7 @@ static int plan_simulate(const vs_capacity_opts *o, const vs_workload *wl,
     return VS_EXIT_ERROR;
   }
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  if (vs_explore_all(&o->ex, ps->cands, ps->n, &err)) {
+  if (vs_explore_all(&ps->ex, ps->cands, ps->n, &err)) {
     fprintf(errs, "vsim: %s\n", err.msg);
     return VS_EXIT_ERROR;
   }
@@ -1001,26 +1171,31 @@ static int plan_simulate(const vs_capacity_opts *o, const vs_workload *wl,
     if (ps->cands[i].status != VS_EVAL_FITS)
       continue;
     ps->order[ps->n_fit++] =
-        (ranked){step_cost(&ps->cands[i]), ps->cands[i].step_time_s, i};
+        (ranked){step_cost(&ps->cands[i]), ps->cands[i].step_time_s, 0, i};
   }
   return VS_EXIT_OK;
 }
 
+/* "up to" --max-gpus, or "exactly" --gpus. */
+static const char *gpus_bound(const plan_state *ps)
+{
+  return ps->exact ? "exactly" : "up to";
+}
+
 /* What was asked, what was simulated, and what was left out. */
-static void plan_intro(FILE *out, const vs_capacity_opts *o,
-                       const vs_workload *wl, const vs_topology *topo,
+static void plan_intro(FILE *out, const vs_workload *wl, const vs_topology *topo,
                        const plan_state *ps)
 {
   double seconds = ps->seconds;
-  fprintf(out, "plan for %s on up to %llu x %s (%s); global batch %llu x %llu "
+  fprintf(out, "plan for %s on %s %llu x %s (%s); global batch %llu x %llu "
                "tokens\n",
-          wl->origins.file, (unsigned long long)ps->max_gpus, topo->name,
+          wl->origins.file, gpus_bound(ps), (unsigned long long)ps->max_gpus, topo->name,
           topo->origins.file, (unsigned long long)wl->training.global_batch,
           (unsigned long long)wl->model.seq_len);
   fprintf(out, "%zu layouts simulated in %.2f s (%.0f layouts/s on %u "
                "thread(s)); %zu fit; left out before simulating:\n",
           ps->n, seconds, (double)ps->n / (seconds > 0 ? seconds : 1e-9),
-          o->ex.jobs ? o->ex.jobs : 1, ps->n_fit);
+          ps->ex.jobs ? ps->ex.jobs : 1, ps->n_fit);
   for (int r = 0; r < PRUNE_N; r++)
     if (ps->pruned[r])
       fprintf(out, "  %llu %s\n", (unsigned long long)ps->pruned[r],
@@ -1043,8 +1218,9 @@ static int plan_no_fit(FILE *out, const plan_state *ps)
       closest = i;
     any = true;
   }
-  fprintf(out, "verdict: DOES NOT FIT on any layout of up to %llu GPUs",
-          (unsigned long long)ps->max_gpus);
+  fprintf(out, "verdict: DOES NOT FIT on any layout of %s %llu %s%sGPUs",
+          gpus_bound(ps), (unsigned long long)ps->max_gpus,
+          ps->type ? ps->type : "", ps->type ? " " : "");
   if (any) {
     const layout_choice *lc = &ps->choices[closest];
     fprintf(out, "; the closest, %llu GPUs (dp %llu, tp %llu, pp %llu, ZeRO-%llu, "
@@ -1054,8 +1230,9 @@ static int plan_no_fit(FILE *out, const plan_state *ps)
             (unsigned long long)lc->zero, (unsigned long long)lc->mb,
             ps->cands[closest].reason);
   }
-  fprintf(out, "\nraise --max-gpus or shrink the job (micro-batch, "
-               "sequence, checkpointing)\n");
+  fprintf(out, "\n%s or shrink the job (micro-batch, sequence, "
+               "checkpointing)\n",
+          ps->exact ? "raise --gpus" : "raise --max-gpus");
   return VS_EXIT_OOM;
 }
 
@@ -1064,10 +1241,10 @@ static int plan_no_fit(FILE *out, const plan_state *ps)
  * the work budget where the extrapolated one did not) is counted and its
  * new status kept, so it is never printed as an answer. *rc: VS_ENOMEM
  * when the host runs out. */
-static bool confirmed(const vs_capacity_opts *o, plan_state *ps, size_t idx,
+static bool confirmed(plan_state *ps, size_t idx,
                       int *rc)
 {
-  if (confirm(o, ps, idx)) {
+  if (confirm(ps, idx)) {
     *rc = VS_ENOMEM;
     return false;
   }
@@ -1079,12 +1256,12 @@ static bool confirmed(const vs_capacity_opts *o, plan_state *ps, size_t idx,
 
 /* Keeps at the front of ps->order the first ps->top layouts that the full
  * simulation confirms, in order of cost; ps->top becomes their count. */
-static int confirm_top(const vs_capacity_opts *o, plan_state *ps)
+static int confirm_top(plan_state *ps)
 {
   size_t kept = 0;
   int rc = 0;
   for (size_t k = 0; k < ps->n_fit && kept < ps->top && !rc; k++)
-    if (confirmed(o, ps, ps->order[k].idx, &rc))
+    if (confirmed(ps, ps->order[k].idx, &rc))
       ps->order[kept++] = ps->order[k];
   ps->top = kept;
   return rc;
@@ -1093,7 +1270,7 @@ static int confirm_top(const vs_capacity_opts *o, plan_state *ps)
 /* Among the layouts still fitting, the fastest (by_gpus false) or the one
  * on the fewest GPUs, confirmed in full; the next is tried when one is
  * not. SIZE_MAX when none is left. */
-static size_t confirmed_best(const vs_capacity_opts *o, plan_state *ps,
+static size_t confirmed_best(plan_state *ps,
                              bool by_gpus, int *rc)
 {
   for (;;) {
@@ -1108,7 +1285,7 @@ static size_t confirmed_best(const vs_capacity_opts *o, plan_state *ps,
                    : c->step_time_s < ps->cands[best].step_time_s))
         best = i;
     }
-    if (best == SIZE_MAX || confirmed(o, ps, best, rc) || *rc)
+    if (best == SIZE_MAX || confirmed(ps, best, rc) || *rc)
       return best;
   }
 }
@@ -1117,18 +1294,18 @@ static size_t confirmed_best(const vs_capacity_opts *o, plan_state *ps,
  * each confirmed with a full simulation, and re-ranks the top on the
  * confirmed costs. ps->top is 0 when no layout survives its confirmation.
  * VS_ENOMEM when the host runs out. */
-static int plan_choose(const vs_capacity_opts *o, plan_state *ps)
+static int plan_choose(plan_state *ps)
 {
   ranked *order = ps->order;
   int rc;
   qsort(order, ps->n_fit, sizeof *order, by_cost);
   if (ps->top > ps->n_fit)
     ps->top = ps->n_fit;
-  if ((rc = confirm_top(o, ps)) != 0)
+  if ((rc = confirm_top(ps)) != 0)
     return rc;
-  ps->fastest = confirmed_best(o, ps, false, &rc);
+  ps->fastest = confirmed_best(ps, false, &rc);
   if (!rc)
-    ps->smallest = confirmed_best(o, ps, true, &rc);
+    ps->smallest = confirmed_best(ps, true, &rc);
   if (rc)
     return rc;
   if (ps->fastest == SIZE_MAX || ps->smallest == SIZE_MAX)
@@ -1144,15 +1321,15 @@ static void plan_answers(FILE *out, const plan_state *ps)
 {
   fprintf(out, "\ncheapest per step (each re-simulated with every "
                "micro-batch):\n");
-  plan_header(out, ps->priced);
+  plan_header(out, ps->priced, ps->type != NULL);
   for (size_t k = 0; k < ps->top; k++)
     print_layout(out, (int)k + 1, ps, ps->order[k].idx);
   fprintf(out, "\nfastest:\n");
-  plan_header(out, ps->priced);
+  plan_header(out, ps->priced, ps->type != NULL);
   print_layout(out, 1, ps, ps->fastest);
   fprintf(out, "\nfewest GPUs on which it fits: %llu\n",
           (unsigned long long)ps->cands[ps->smallest].total_gpus);
-  plan_header(out, ps->priced);
+  plan_header(out, ps->priced, ps->type != NULL);
   print_layout(out, 1, ps, ps->smallest);
   if (ps->n_unconfirmed)
     fprintf(out, "\n%zu layout(s) that fitted when extrapolated were left out: "
@@ -1178,10 +1355,10 @@ static int plan_nothing_fits(FILE *out, FILE *errs, const plan_state *ps)
   if (!plan_all_invalid(ps))
     return plan_no_fit(out, ps);
   if (ps->n == 0)
-    fprintf(errs, "vsim: every layout of up to %llu GPUs was left out before "
-                  "simulating (the reasons above); raise --max-gpus or change "
-                  "the job\n",
-            (unsigned long long)ps->max_gpus);
+    fprintf(errs, "vsim: every layout of %s %llu GPUs was left out before "
+                  "simulating (the reasons above); %s or change the job\n",
+            gpus_bound(ps), (unsigned long long)ps->max_gpus,
+            ps->exact ? "change --gpus" : "raise --max-gpus");
   else
     fprintf(errs, "vsim: every layout is invalid, so nothing was simulated; "
                   "the first: %s\n",
@@ -1189,30 +1366,155 @@ static int plan_nothing_fits(FILE *out, FILE *errs, const plan_state *ps)
   return VS_EXIT_ERROR;
 }
 
-/* Everything after the inputs are checked: simulate, report, write the
- * CSV. Exit status. */
-static int plan_run(const vs_capacity_opts *o, const vs_workload *wl,
-                    const vs_topology *topo, plan_state *ps, FILE *out,
-                    FILE *errs)
+/* The cheapest and the fastest layout of one GPU type among several. */
+static void plan_type_answers(FILE *out, const plan_state *ps)
 {
+  fprintf(out, "\ncheapest per step on %s (re-simulated with every "
+               "micro-batch):\n", ps->gpu);
+  plan_header(out, ps->priced, true);
+  print_layout(out, 1, ps, ps->order[0].idx);
+  fprintf(out, "fastest on %s:\n", ps->gpu);
+  plan_header(out, ps->priced, true);
+  print_layout(out, 1, ps, ps->fastest);
+}
+
+/* Everything after the inputs are checked: simulate and report. Exit
+ * status of this GPU type alone. */
+static int plan_run(const vs_workload *wl, const vs_topology *topo,
+                    plan_state *ps, FILE *out, FILE *errs)
+{
+  int code;
+
+  if ((code = plan_simulate(wl, topo, ps, errs)) != VS_EXIT_OK)
+    return code;
+  if (ps->type)
+    fprintf(out, "== %s (%s) ==\n", ps->gpu, topo->origins.file);
+  plan_intro(out, wl, topo, ps);
+  if (ps->n_fit > 0 && plan_choose(ps)) {
+    fprintf(errs, "vsim: out of host memory\n");
+    return VS_EXIT_ERROR;
+  }
+  if (ps->n_fit == 0 || ps->top == 0)
+    return plan_nothing_fits(out, errs, ps);
+  if (ps->type)
+    plan_type_answers(out, ps);
+  else
+    plan_answers(out, ps);
+  return VS_EXIT_OK;
+}
+
+/* Loads one GPU type's job and plans it. Exit status of this type. */
+static int plan_type(const vs_capacity_opts *o, plan_state *ps, FILE *out,
+                     FILE *errs)
+{
+  vs_workload *wl = malloc(sizeof *wl);
+  vs_topology *topo = malloc(sizeof *topo);
+  int code;
+
+  if (!wl || !topo) {
+    fprintf(errs, "vsim: out of host memory\n");
+    code = VS_EXIT_ERROR;
+  } else if ((code = plan_inputs(o, ps, wl, topo, errs)) == VS_EXIT_OK) {
+    snprintf(ps->gpu, sizeof ps->gpu, "%s", topo->name);
+    ps->loaded = true;
+    code = plan_run(wl, topo, ps, out, errs);
+  }
+  free(wl);
+  free(topo);
+  return code;
+}
+
+/* Across n GPU types, the top layouts of every type that fit, ranked by
+ * cost per step (each type's own price). */
+static void plan_overall(FILE *out, const plan_state *types, size_t n,
+                         size_t top)
+{
+  size_t n_all = 0;
+  bool priced = true;
+  ranked *all;
+  for (size_t t = 0; t < n; t++) {
+    n_all += types[t].n_fit ? types[t].top : 0;
+    priced = priced && types[t].priced;
+  }
+  if (n_all == 0 || !(all = malloc(n_all * sizeof *all)))
+    return;
+  n_all = 0;
+  for (size_t t = 0; t < n; t++)
+    for (size_t k = 0; types[t].n_fit && k < types[t].top; k++) {
+      all[n_all] = types[t].order[k];
+      all[n_all++].type = t;
+    }
+  qsort(all, n_all, sizeof *all, by_cost);
+  fprintf(out, "\ncheapest per step across the %zu GPU types%s:\n", n,
+          priced ? "" : " (a type without a price is counted in GPU-hours)");
+  plan_header(out, priced, true);
+  for (size_t k = 0; k < n_all && k < top; k++)
+    print_layout(out, (int)k + 1, &types[all[k].type], all[k].idx);
+  free(all);
+}
+
+/* The exit status of several GPU types: 0 when one fits, else 3 when one
+ * ran out of memory, else the first type's. */
+static int plan_code(const int *codes, size_t n)
+{
+  for (size_t t = 0; t < n; t++)
+    if (codes[t] == VS_EXIT_OK)
+      return VS_EXIT_OK;
+  for (size_t t = 0; t < n; t++)
+    if (codes[t] == VS_EXIT_OOM)
+      return VS_EXIT_OOM;
+  return codes[0];
+}
+
+/* Splits --topology's comma list into files[PLAN_TYPES_MAX] (pointers into
+ * buf); NULL alone for the built-in. The count, or 0 after a message. */
+static size_t plan_topologies(const char *list, char *buf, size_t len,
+                              const char **files, FILE *errs)
+{
+  size_t n = 0;
+  if (!list) {
+    files[0] = NULL;
+    return 1;
+  }
+  if (strlen(list) >= len) {
+    fprintf(errs, "vsim: --topology list too long\n");
+    return 0;
+  }
+  strcpy(buf, list);
+  for (char *p = buf, *comma; p; p = comma ? comma + 1 : NULL) {
+    if ((comma = strchr(p, ',')))
+      *comma = '\0';
+    if (*p == '\0' || n == PLAN_TYPES_MAX) {
+      fprintf(errs, "vsim: --topology takes one file or a comma list of at "
+                    "most %d files, got '%s'\n", PLAN_TYPES_MAX, list);
+      return 0;
+    }
+    files[n++] = p;
+  }
+  return n;
+}
+
+/* Plans each GPU type; with several, the ranking across them. The CSV
+ * holds them all. */
+static int plan_types(const vs_capacity_opts *o, plan_state *types, size_t n,
+                      FILE *out, FILE *errs)
+{
+  int codes[PLAN_TYPES_MAX];
   vs_error err;
   int code;
 
   vs_error_clear(&err);
-  if ((code = plan_simulate(o, wl, topo, ps, errs)) != VS_EXIT_OK)
-    return code;
-  plan_intro(out, o, wl, topo, ps);
-  if (ps->n_fit > 0 && plan_choose(o, ps)) {
-    fprintf(errs, "vsim: out of host memory\n");
-    return VS_EXIT_ERROR;
+  for (size_t t = 0; t < n; t++) {
+    if (t > 0)
+      fprintf(out, "\n");
+    codes[t] = plan_type(o, &types[t], out, errs);
+    if (!types[t].loaded)
+      return codes[t]; /* bad input: nothing planned, nothing written */
   }
-  if (ps->n_fit == 0 || ps->top == 0) {
-    code = plan_nothing_fits(out, errs, ps);
-  } else {
-    plan_answers(out, ps);
-    code = VS_EXIT_OK;
-  }
-  if (o->csv && write_plan_csv(o->csv, ps, &err)) {
+  code = plan_code(codes, n);
+  if (n > 1 && code == VS_EXIT_OK)
+    plan_overall(out, types, n, types[0].top);
+  if (o->csv && write_plan_csv(o->csv, types, n, &err)) {
     fprintf(errs, "vsim: %s\n", err.msg);
     code = VS_EXIT_ERROR;
   }
@@ -1221,24 +1523,31 @@ static int plan_run(const vs_capacity_opts *o, const vs_workload *wl,
 
 int vs_capacity_plan(const vs_capacity_opts *o, FILE *out, FILE *errs)
 {
-  vs_workload *wl = malloc(sizeof *wl);
-  vs_topology *topo = malloc(sizeof *topo);
-  plan_state ps;
+  char buf[4096];
+  const char *files[PLAN_TYPES_MAX];
+  size_t n = plan_topologies(o->ex.topology, buf, sizeof buf, files, errs);
+  plan_state *types = calloc(n ? n : 1, sizeof *types);
   int code;
 
-  memset(&ps, 0, sizeof ps);
-  ps.top = o->top ? o->top : 5;
-  ps.max_gpus = o->max_gpus ? o->max_gpus : 512;
-  if (!wl || !topo) {
-    fprintf(errs, "vsim: out of host memory\n");
-    code = VS_EXIT_ERROR;
-  } else if ((code = plan_inputs(o, wl, topo, errs)) == VS_EXIT_OK) {
-    code = plan_run(o, wl, topo, &ps, out, errs);
+  if (n == 0 || !types) {
+    free(types);
+    return n == 0 ? VS_EXIT_USAGE : VS_EXIT_ERROR;
   }
-  free(ps.order);
-  free(ps.choices);
-  free(ps.cands);
-  free(wl);
-  free(topo);
+  for (size_t t = 0; t < n; t++) {
+    plan_state *ps = &types[t];
+    ps->ex = o->ex;
+    ps->ex.topology = files[t];
+    ps->type = n > 1 ? ps->gpu : NULL;
+    ps->top = o->top ? o->top : 5;
+    ps->exact = o->gpus > 0;
+    ps->max_gpus = o->gpus ? o->gpus : (o->max_gpus ? o->max_gpus : 512);
+  }
+  code = plan_types(o, types, n, out, errs);
+  for (size_t t = 0; t < n; t++) {
+    free(types[t].order);
+    free(types[t].choices);
+    free(types[t].cands);
+  }
+  free(types);
   return code;
 }

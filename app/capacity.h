@@ -45,6 +45,17 @@ typedef struct vs_capacity_opts {
   size_t top;                        /* --top (plan) */
 } vs_capacity_opts;
 
+/* The uneven split plan tries when pp does not divide the layers, as
+ * Megatron-LM's --decoder-first-pipeline-num-layers and
+ * --decoder-last-pipeline-num-layers allow: every stage gets
+ * ceil(layers / pp), then one layer comes off the first stage, the last,
+ * the second, the second to last, ... until they add up to layers (the
+ * first and last stages also hold the embedding and the output layer).
+ * Writes pp counts, each >= 1, to counts (an even split when pp divides
+ * the layers). VS_EUSAGE, counts untouched, when pp is 0 or over layers.
+ * O(pp). */
+int vs_capacity_split(uint64_t layers, uint64_t pp, uint64_t *counts);
+
 int vs_capacity_fit(const vs_capacity_opts *o, FILE *out, FILE *errs);
 int vs_capacity_sweep(const vs_capacity_opts *o, FILE *out, FILE *errs);
 int vs_capacity_plan(const vs_capacity_opts *o, FILE *out, FILE *errs);

@@ -145,26 +145,40 @@ static const char fit_help[] =
     "exit status: 0 found, 3 not even the smallest value fits, 1 bad input\n";
 
 static const char plan_help[] =
-    "usage: vsim plan WORKLOAD.ini [--max-gpus N] [--top K] [--topology FILE.ini]\n"
-    "                 [--set SEC.KEY=VALUE]... [--jobs N] [--csv FILE]\n"
+    "usage: vsim plan WORKLOAD.ini [--max-gpus N | --gpus N] [--top K]\n"
+    "                 [--topology FILE.ini[,FILE.ini...]] [--set SEC.KEY=VALUE]...\n"
+    "                 [--jobs N] [--csv FILE]\n"
     "\n"
     "What to rent: enumerates the layouts a practitioner would consider, with\n"
     "the workload's global_batch fixed: GPU counts (powers of two below a\n"
     "node, multiples of a node above, up to --max-gpus, default 512); tp\n"
     "dividing the node size and the head counts (with sequence parallelism);\n"
-    "pp dividing the layers (1F1B); ZeRO 0-3; checkpointing none, selective,\n"
-    "full; micro-batches in powers of two. Impossible layouts are left out\n"
-    "with the reason counted; the rest are simulated (steps of long pipelines\n"
-    "extrapolated from their steady state), and the top K that fit by cost\n"
-    "per step, the fastest, and the fewest GPUs that fit are re-simulated in\n"
-    "full and printed, with the cost and time per 1e9 tokens.\n"
+    "pp dividing the layers, or a power of two up to them, split unevenly as\n"
+    "Megatron-LM allows (ceil(layers/pp) each, one fewer on the first, last,\n"
+    "second, ... stage until they add up: 126 layers on 16 stages are\n"
+    "7,8,...,8,7), 1F1B and, where Megatron-LM allows it (an even split with\n"
+    "an even number of layers per stage, micro-batches per step a multiple of\n"
+    "pp), interleaved with 2 virtual stages; ZeRO 0-3; checkpointing none,\n"
+    "selective, full; micro-batches in powers of two. Impossible layouts are\n"
+    "left out with the reason counted; the rest are simulated (steps of long\n"
+    "pipelines extrapolated from their steady state), and the top K that fit\n"
+    "by cost per step, the fastest, and the fewest GPUs that fit are\n"
+    "re-simulated in full and printed, with the cost and time per 1e9 tokens\n"
+    "and the pipeline (1f1b, interleaved x2, or an uneven split 1f1b 7,8x14,7).\n"
     "\n"
     "  --max-gpus N          largest GPU count (default 512)\n"
+    "  --gpus N              only layouts on exactly N GPUs (not with --max-gpus)\n"
+    "  --topology A,B,...    compare GPU types (up to 8 files): for each, the\n"
+    "                        cheapest and the fastest layout that fit (or that\n"
+    "                        none does), then the top K across types by cost per\n"
+    "                        step; every row names its GPU type\n"
     "  --top K               layouts to list (default 5)\n"
     "  --jobs N              simulations in parallel (default: one per CPU)\n"
-    "  --csv FILE            write plan.csv: every simulated layout (a layout\n"
-    "                        screened only up to its out-of-memory has no step:\n"
-    "                        its step time and the figures from it are empty)\n"
+    "  --csv FILE            write plan.csv: every simulated layout with its GPU\n"
+    "                        type, schedule, virtual stages and pp_layers (empty\n"
+    "                        when even; a layout screened only up to its\n"
+    "                        out-of-memory has no step: its step time and the\n"
+    "                        figures from it are empty)\n"
     LIMITS_HELP
     "exit status: 0 something fits, 3 nothing fits up to --max-gpus, 1 bad input\n";
 
@@ -236,7 +250,7 @@ static const struct option_rule {
   unsigned commands;
   bool repeatable;
 } option_rules[] = {
-    {"--gpus", CMD_RUN | CMD_SHOW | CMD_SWEEP | CMD_FIT, false},
+    {"--gpus", CMD_RUN | CMD_SHOW | CMD_SWEEP | CMD_FIT | CMD_PLAN, false},
     {"--topology", CMD_RUN | CMD_SHOW | CMD_SWEEP | CMD_FIT | CMD_PLAN, false},
     {"--set", CMD_RUN | CMD_SHOW | CMD_SWEEP | CMD_FIT | CMD_PLAN, true},
     {"--csv", CMD_RUN | CMD_SWEEP | CMD_PLAN, false},
@@ -819,6 +833,9 @@ static int dispatch(int argc, char **argv, FILE *out, FILE *errs)
   }
   if (!a.workload)
     return vs_usage(errs, "%s needs a WORKLOAD.ini", a.command);
+  if (plan && a.gpus && a.max_gpus)
+    return vs_usage(errs, "plan takes --gpus N (layouts on exactly N GPUs) or "
+                    "--max-gpus N (up to N), not both");
   if (run || show)
     return run ? cmd_run(&a, out, errs) : cmd_show(&a, out, errs);
   return cmd_capacity(&a, sweep ? 's' : (fit ? 'f' : 'p'), out, errs);

@@ -268,10 +268,51 @@ static void test_parallel_results_match_serial(void **state)
   }
 }
 
+static void split_is(uint64_t layers, uint64_t pp, const uint64_t *want)
+{
+  uint64_t got[64];
+  assert_int_equal(vs_capacity_split(layers, pp, got), 0);
+  for (uint64_t i = 0; i < pp; i++)
+    if (got[i] != want[i])
+      fail_msg("split of %llu layers over %llu stages: stage %llu has %llu, "
+               "not %llu", (unsigned long long)layers, (unsigned long long)pp,
+               (unsigned long long)i, (unsigned long long)got[i],
+               (unsigned long long)want[i]);
+}
+
+/* The uneven split: ceil(layers / pp) each, then one layer off the first
+ * stage, the last, the second, the second to last, ... until the counts
+ * add up. 126 over 16: 8 each is 128, so the first and the last lose one
+ * (Llama 3 405B); 10 over 4: 3 each is 12, first and last lose one; 9
+ * over 4: 12 - 9 = 3, first, last and second; 80 over 32: 3 each is 96,
+ * 16 lose one: stages 0-7 and 24-31. A divisor splits evenly; pp = 0 or
+ * over the layers is refused. */
+static void test_uneven_split(void **state)
+{
+  uint64_t l126[16], l80[32], counts[4] = {9, 9, 9, 9};
+  static const uint64_t l10[] = {2, 3, 3, 2}, l9[] = {2, 2, 3, 2},
+                        l8[] = {2, 2, 2, 2}, l5[] = {1, 1, 1, 1, 1};
+  (void)state;
+  for (int i = 0; i < 16; i++)
+    l126[i] = i == 0 || i == 15 ? 7 : 8;
+  for (int i = 0; i < 32; i++)
+    l80[i] = i < 8 || i >= 24 ? 2 : 3;
+  split_is(126, 16, l126);
+  split_is(10, 4, l10);
+  split_is(9, 4, l9);
+  split_is(8, 4, l8);
+  split_is(5, 5, l5);
+  split_is(80, 32, l80);
+  assert_int_equal(vs_capacity_split(3, 4, counts), VS_EUSAGE);
+  assert_int_equal(vs_capacity_split(3, 0, counts), VS_EUSAGE);
+  assert_int_equal(counts[0], 9); /* untouched on error */
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_vary_lists),
+      cmocka_unit_test(test_uneven_split),
       cmocka_unit_test(test_vary_check),
       cmocka_unit_test(test_relabel),
       cmocka_unit_test(test_stopped_screening_has_no_step),

@@ -33,7 +33,7 @@ static void assert_contains(const char *text, const char *needle)
  * A tiny CSV reader on libcsv: rows of string fields.
  * ------------------------------------------------------------------------ */
 
-#define MAX_FIELDS 48 /* plan.csv has 35 columns */
+#define MAX_FIELDS 48 /* plan.csv has 38 columns */
 #define MAX_ROWS 8
 
 typedef struct table {
@@ -132,7 +132,7 @@ static void test_usage_errors_exit_2(void **state)
       /* an option a command does not use, or a single one given twice, is
        * refused rather than ignored or overridden */
       {"fit", DATA "gpt-small.ini", "--csv", "f.csv", NULL},
-      {"plan", DATA "gpt-small.ini", "--gpus", "8", NULL},
+      {"plan", DATA "gpt-small.ini", "--gpus", "8", "--max-gpus", "8", NULL},
       {"show", DATA "gpt-small.ini", "--trace", "t.json", NULL},
       {"run", DATA "gpt-small.ini", "--gpus", "1", "--gpus", "2", NULL},
       /* a value that is the next option is not taken as the value */
@@ -147,7 +147,8 @@ static void test_usage_errors_exit_2(void **state)
       "vsim: --max-gpus needs a whole number from 1 to 1000000, got 'x'",
       "vsim: --jobs needs a whole number from 1 to 1000000, got '0'",
       "vsim: --csv is not an option of vsim fit",
-      "vsim: --gpus is not an option of vsim plan",
+      "vsim: plan takes --gpus N (layouts on exactly N GPUs) or --max-gpus N "
+      "(up to N), not both",
       "vsim: --trace is not an option of vsim show",
       "vsim: --gpus given twice",
       "vsim: --csv needs a directory (the next argument, '--memory-summary', "
@@ -1252,6 +1253,227 @@ static void test_unwritable_report_is_an_error(void **state)
   assert_contains(r.err, "failed: File too large");
 }
 
+/* Every row of a CSV file, visited with the header: a row's cell by its
+ * column name. */
+typedef struct csv_scan {
+  char head[MAX_FIELDS][64];  /* the header */
+  char row[MAX_FIELDS][64];   /* the row being read */
+  int n_head, n_row;          /* fields in each */
+  int rows;                   /* rows visited (header excluded) */
+  void (*visit)(const struct csv_scan *s, void *user);
+  void *user;
+} csv_scan;
+
+static const char *scan_cell(const csv_scan *s, const char *column)
+{
+  for (int i = 0; i < s->n_head && i < s->n_row; i++)
+    if (strcmp(s->head[i], column) == 0)
+      return s->row[i];
+  fail_msg("no column %s", column);
+  return NULL;
+}
+
+static unsigned long long scan_u64(const csv_scan *s, const char *column)
+{
+  return strtoull(scan_cell(s, column), NULL, 10);
+}
+
+static void scan_field(void *data, size_t len, void *user)
+{
+  csv_scan *s = user;
+  char(*to)[64] = s->n_head == 0 ? s->head : s->row; /* header first */
+  size_t k = len < 63 ? len : 63;
+  if (s->n_row < MAX_FIELDS) {
+    memcpy(to[s->n_row], data, k);
+    to[s->n_row][k] = '\0';
+    s->n_row++;
+  }
+}
+
+static void scan_row(int c, void *user)
+{
+  csv_scan *s = user;
+  (void)c;
+  if (s->n_head == 0) {
+    s->n_head = s->n_row;
+  } else {
+    s->visit(s, s->user);
+    s->rows++;
+  }
+  s->n_row = 0;
+}
+
+/* Calls visit on every row of the CSV file at path; the number of rows. */
+static int scan_csv(const char *path,
+                    void (*visit)(const csv_scan *s, void *user), void *user)
+{
+  static csv_scan s;
+  struct csv_parser p;
+  char *text = tu_read_file(path);
+  if (!text)
+    fail_msg("cannot read %s", path);
+  memset(&s, 0, sizeof s);
+  s.visit = visit;
+  s.user = user;
+  assert_int_equal(csv_init(&p, CSV_APPEND_NULL), 0);
+  assert_int_equal(csv_parse(&p, text, strlen(text), scan_field, scan_row, &s),
+                   strlen(text));
+  csv_fini(&p, scan_field, scan_row, &s);
+  csv_free(&p);
+  free(text);
+  return s.rows;
+}
+
+/* Runs args with args[csv_at] = p, plan.csv in a new temporary folder
+ * dir[64] (p[128]), and checks its exit status. */
+static void run_plan_csv(const char **args, size_t csv_at, char *dir, char *p,
+                         int status)
+{
+  tu_temp_dir(dir, 64);
+  args[csv_at] = path_in(dir, "plan.csv", p, 128);
+  run(args);
+  if (r.status != status)
+    fail_msg("exit %d, not %d:\n%s%s", r.status, status, r.out, r.err);
+}
+
+/* What test_plan_tries_uneven_pipelines counts. */
+typedef struct uneven_seen {
+  int pp16;        /* rows with pp 16 */
+  int uneven;      /* rows with a pp_layers split */
+} uneven_seen;
+
+static void check_uneven_row(const csv_scan *s, void *user)
+{
+  uneven_seen *seen = user;
+  unsigned long long pp = scan_u64(s, "parallel.pp"), sum = 0;
+  const char *split = scan_cell(s, "parallel.pp_layers");
+  assert_int_equal(scan_u64(s, "gpus"), 16); /* --gpus 16 holds the count */
+  if (126 % pp == 0) {
+    assert_string_equal(split, ""); /* even: no split */
+    return;
+  }
+  seen->uneven++;
+  for (const char *p = split; *p; p += *p == ',')
+    sum += strtoull(p, (char **)&p, 10);
+  assert_int_equal(sum, 126);
+  if (pp == 16) {
+    /* 8 each is 128: the first and the last stage lose one */
+    assert_string_equal(split, "7,8,8,8,8,8,8,8,8,8,8,8,8,8,8,7");
+    seen->pp16++;
+  }
+}
+
+/* Issue 18, item 7: plan tries pipeline depths that do not divide the
+ * layers, powers of two split unevenly: Llama 3 405B's 126 layers on
+ * exactly 16 GPUs (--gpus) get pp = 16 as 7,8,...,8,7 (pp = 16 does not
+ * divide 126; before, only 1, 2, 3, 6, 7, 9, 14, ... were tried). 16 GPUs
+ * are far too few for 405B, so every layout stops at its first
+ * out-of-memory: fast, and exit 3. */
+static void test_plan_tries_uneven_pipelines(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {"plan", "workloads/llama3-405b.ini", "--gpus", "16",
+                        "--jobs", "2", "--csv", NULL, NULL};
+  uneven_seen seen = {0, 0};
+  (void)state;
+  run_plan_csv(args, 7, dir, p, 3);
+  assert_contains(r.out, "on exactly 16 x H100");
+  assert_contains(r.out, "DOES NOT FIT on any layout of exactly 16 GPUs");
+  assert_true(scan_csv(p, check_uneven_row, &seen) > 0);
+  assert_true(seen.pp16 > 0);
+  assert_true(seen.uneven > seen.pp16); /* pp = 4 and 8 are uneven too */
+  tu_remove_dir(dir);
+}
+
+/* What test_plan_tries_interleaved_where_allowed counts. */
+typedef struct interleaved_seen {
+  int allowed;      /* 1F1B rows on which interleaving is allowed */
+  int interleaved;  /* interleaved rows */
+} interleaved_seen;
+
+static void check_interleaved_row(const csv_scan *s, void *user)
+{
+  interleaved_seen *seen = user;
+  unsigned long long pp = scan_u64(s, "parallel.pp"),
+                     accum = 16 / (scan_u64(s, "training.micro_batch") *
+                                   scan_u64(s, "parallel.dp"));
+  /* Megatron-LM: pp > 1, an even split of layers per stage divisible by
+   * the 2 virtual stages (4 layers: pp = 2 only), micro-batches per step
+   * a multiple of pp */
+  bool allowed = pp == 2 && accum % pp == 0;
+  if (strcmp(scan_cell(s, "parallel.schedule"), "interleaved") == 0) {
+    assert_true(allowed);
+    assert_int_equal(scan_u64(s, "parallel.virtual_stages"), 2);
+    seen->interleaved++;
+    return;
+  }
+  assert_string_equal(scan_cell(s, "parallel.schedule"), "1f1b");
+  assert_int_equal(scan_u64(s, "parallel.virtual_stages"), 1);
+  seen->allowed += allowed;
+}
+
+/* Issue 18, item 7: plan also tries the interleaved schedule with 2
+ * virtual stages, on exactly the layouts where Megatron-LM allows it, each
+ * beside its 1F1B twin; gpt-small (4 layers) on 4 GPUs with a global
+ * batch of 16: pp = 2 with an even number of micro-batches per step. */
+static void test_plan_tries_interleaved_where_allowed(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {"plan", DATA "gpt-small.ini", "--set",
+                        "training.global_batch=16", "--gpus", "4", "--jobs",
+                        "2", "--csv", NULL, NULL};
+  interleaved_seen seen = {0, 0};
+  (void)state;
+  run_plan_csv(args, 9, dir, p, 0);
+  assert_contains(r.out, "interleaved layouts: the micro-batches per step are "
+                         "not a multiple of pp");
+  assert_contains(r.out, "interleaved layouts: the layers per stage are not "
+                         "an even split");
+  scan_csv(p, check_interleaved_row, &seen);
+  assert_true(seen.interleaved > 0);
+  assert_int_equal(seen.interleaved, seen.allowed);
+  tu_remove_dir(dir);
+}
+
+/* Issue 18, item 7: plan --topology a,b,c answers for each GPU type (the
+ * cheapest and the fastest layout, each row naming its type), then ranks
+ * across types by cost per step; a type on which nothing fits says so.
+ * Llama 2 7B on exactly 2 GPUs fits in 80 GB (H100, A100) and 141 GB
+ * (H200), not in the V100's 32 GB (its optimizer states alone, 12 bytes
+ * x 6.7e9 / 2 = 37.7 GiB under ZeRO-3 on 2 GPUs, are over). */
+static void test_plan_compares_gpu_types(void **state)
+{
+  static const char *const types[] = {"H100-SXM-80GB", "A100-SXM4-80GB",
+                                      "H200-SXM-141GB"};
+  static const char *const args[] = {
+      "plan", "workloads/llama2-7b.ini", "--gpus", "2", "--jobs", "2",
+      "--topology",
+      "topologies/h100-sxm-8x.ini,topologies/a100-sxm-80g-8x.ini,"
+      "topologies/h200-sxm-8x.ini,topologies/v100-sxm-32g-8x.ini",
+      NULL};
+  char want[128];
+  const char *across;
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 0);
+  for (size_t t = 0; t < 3; t++) {
+    const char *at;
+    snprintf(want, sizeof want, "cheapest per step on %s", types[t]);
+    assert_non_null(at = strstr(r.out, want));
+    /* the row under the column header names the type */
+    at = strchr(strchr(at, '\n') + 1, '\n') + 1;
+    assert_true(strstr(at, types[t]) < strchr(at, '\n'));
+    snprintf(want, sizeof want, "fastest on %s", types[t]);
+    assert_contains(r.out, want);
+  }
+  assert_contains(r.out, "verdict: DOES NOT FIT on any layout of exactly 2 "
+                         "V100-SXM2-32GB GPUs");
+  assert_null(strstr(r.out, "cheapest per step on V100"));
+  across = strstr(r.out, "cheapest per step across the 4 GPU types");
+  assert_non_null(across);
+  assert_null(strstr(across, "V100")); /* nothing of it fits */
+}
+
 /* Issue 21, D6: when every layout is invalid, plan says so and exits 1
  * (as sweep and fit do), instead of DOES NOT FIT with exit 3: FP8 on a
  * GPU without FP8 tensor cores. */
@@ -1493,6 +1715,9 @@ int main(void)
       cmocka_unit_test(test_show_output_loads_back),
       cmocka_unit_test(test_unwritable_report_is_an_error),
       cmocka_unit_test(test_plan_all_invalid_is_an_input_error),
+      cmocka_unit_test(test_plan_tries_uneven_pipelines),
+      cmocka_unit_test(test_plan_tries_interleaved_where_allowed),
+      cmocka_unit_test(test_plan_compares_gpu_types),
       cmocka_unit_test(test_plan_prints_only_confirmed_layouts),
       cmocka_unit_test(test_work_over_budget_is_refused),
       cmocka_unit_test(test_units_cannot_be_misread),

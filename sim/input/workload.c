@@ -114,6 +114,16 @@ bool vs_workload_gpus_allowed(uint64_t gpus, uint64_t tp, uint64_t pp)
   return gpus % (tp * pp) == 0;
 }
 
+bool vs_workload_interleave_shape_allowed(uint64_t pp, uint64_t virtual_stages)
+{
+  return pp >= 2 && virtual_stages >= 2;
+}
+
+bool vs_workload_interleave_batch_allowed(uint64_t grad_accum, uint64_t pp)
+{
+  return pp > 0 && grad_accum % pp == 0;
+}
+
 bool vs_workload_batch_allowed(uint64_t global_batch, uint64_t micro_batch,
                                uint64_t dp)
 {
@@ -363,13 +373,13 @@ static int check_pipeline(vs_workload *wl, vs_error *err)
   char where[400];
 
   if (p->schedule == VS_SCHED_INTERLEAVED) {
-    if (p->pp < 2 || v < 2)
+    if (!vs_workload_interleave_shape_allowed(p->pp, v))
       return vs_error_set(err, VS_EINPUT,
                           "%s: the interleaved schedule needs pp >= 2 and "
                           "virtual_stages >= 2 (pp = %llu, virtual_stages = %llu)",
                           WHERE("parallel", "schedule"),
                           (unsigned long long)p->pp, (unsigned long long)v);
-    if (wl->grad_accum % p->pp != 0)
+    if (!vs_workload_interleave_batch_allowed(wl->grad_accum, p->pp))
       return vs_error_set(err, VS_EINPUT,
                           "%s: the interleaved schedule needs the micro-batches "
                           "per step (%llu = global_batch / (micro_batch * dp)) "

@@ -150,6 +150,14 @@ bool vs_workload_gpus_allowed(uint64_t gpus, uint64_t tp, uint64_t pp);
 bool vs_workload_batch_allowed(uint64_t global_batch, uint64_t micro_batch,
                                uint64_t dp);
 
+/* Whether the interleaved schedule can run pp stages of virtual_stages
+ * model chunks each: pp >= 2 and virtual_stages >= 2. */
+bool vs_workload_interleave_shape_allowed(uint64_t pp, uint64_t virtual_stages);
+
+/* Whether the interleaved schedule can run grad_accum micro-batches per
+ * step on pp stages: a multiple of pp, as Megatron-LM requires. */
+bool vs_workload_interleave_batch_allowed(uint64_t grad_accum, uint64_t pp);
+
 /* Names of enum values, for reports. */
 const char *vs_arch_name(int arch);
 const char *vs_precision_name(int precision);

@@ -16,7 +16,8 @@
 #include <stdint.h>
 
 #define VS_EXPLORE_MAX_SETS 16
-#define VS_EXPLORE_SET_MAX 96
+#define VS_EXPLORE_SET_MAX 160 /* room for plan's uneven split of up to 64
+                                  stages of at most two-digit counts */
 
 typedef enum { VS_EVAL_FITS, VS_EVAL_OOM, VS_EVAL_INVALID } vs_eval_status;
 
