@@ -1495,17 +1495,26 @@ static void test_plan_all_invalid_is_an_input_error(void **state)
 /* The layout printed on the line after `heading` in plan's output, as
  * run arguments (--gpus, and --set for dp, tp, pp, zero, checkpointing,
  * micro-batch and sequence parallelism) into args[16]. */
-static void plan_row_args(const char *heading, char bufs[8][64],
+static void plan_row_args(const char *heading, char bufs[10][64],
                           const char **args)
 {
   const char *p = strstr(r.out, heading);
   unsigned long long gpus, dp, tp, pp, zero, mb;
-  char ckpt[16];
+  char ckpt[16], row[512];
   int n = 0;
   assert_non_null(p);
   p = strchr(strchr(p, '\n') + 1, '\n') + 1; /* past the column header */
-  assert_int_equal(sscanf(p, "%*d %llu %llu %llu %llu %llu %15s %llu", &gpus,
+  snprintf(row, sizeof row, "%.*s", (int)strcspn(p, "\n"), p);
+  assert_int_equal(sscanf(row, "%*d %llu %llu %llu %llu %llu %15s %llu", &gpus,
                           &dp, &tp, &pp, &zero, ckpt, &mb), 7);
+  /* the pipeline column: "1f1b", "interleaved x2", or an uneven split
+   * ("1f1b 7,8x14,7"), which no power-of-two pp of 32 layers makes */
+  if (strstr(row, "1f1b ") && strpbrk(strstr(row, "1f1b ") + 5, "0123456789"))
+    fail_msg("an uneven split in '%s': this test passes only even ones", row);
+  snprintf(bufs[7], 64, "parallel.schedule=%s",
+           strstr(row, "interleaved x2") ? "interleaved" : "1f1b");
+  snprintf(bufs[8], 64, "parallel.virtual_stages=%d",
+           strstr(row, "interleaved x2") ? 2 : 1);
   snprintf(bufs[0], 64, "%llu", gpus);
   snprintf(bufs[1], 64, "parallel.tp=%llu", tp);
   snprintf(bufs[2], 64, "parallel.pp=%llu", pp);
@@ -1518,7 +1527,7 @@ static void plan_row_args(const char *heading, char bufs[8][64],
   args[n++] = "workloads/llama2-7b.ini";
   args[n++] = "--gpus";
   args[n++] = bufs[0];
-  for (int k = 1; k < 7; k++) {
+  for (int k = 1; k < 9; k++) {
     args[n++] = "--set";
     args[n++] = bufs[k];
   }
@@ -1548,8 +1557,8 @@ static void test_plan_prints_only_confirmed_layouts(void **state)
                          "full re-simulation did not");
   for (size_t h = 0; h < 3; h++) {
     static tu_run plan;
-    char bufs[8][64];
-    const char *again[24];
+    char bufs[10][64];
+    const char *again[32];
     plan = r;
     plan_row_args(headings[h], bufs, again);
     run(again);
