@@ -30,6 +30,7 @@ typedef struct cli_args {
   const char *csv_dir;          /* --csv */
   const char *trace;            /* --trace */
   const char *svg;              /* --svg */
+  const char *html;             /* --html */
   uint32_t trace_ids[MAX_TRACE_RANKS]; /* --trace-ranks, in order given */
   size_t n_trace_ids;           /* 0: every simulated rank */
   const char *all_sets[2 * MAX_SETS]; /* every --set as given (topology.*
@@ -97,6 +98,9 @@ static const char run_help[] =
     "  --trace-ranks LIST    only these ranks in the trace (e.g. 0,8 or 0..7);\n"
     "                        a trace estimated over 100 MB is announced\n"
     "  --svg FILE.svg        chart the worst GPU's memory over the step\n"
+    "  --html FILE.html      a self-contained page: the worst GPU's memory over\n"
+    "                        the step (zoom, hover for op and bytes), the\n"
+    "                        per-GPU table and the step-time split\n"
     "  --ranks stage|all     simulate one GPU per pipeline stage (default) or\n"
     "                        every GPU (same results, slower)\n"
     "  --memory-summary      per GPU, the caching allocator's state in the style\n"
@@ -257,6 +261,7 @@ static const struct option_rule {
     {"--trace", CMD_RUN, false},
     {"--trace-ranks", CMD_RUN, false},
     {"--svg", CMD_RUN, false},
+    {"--html", CMD_RUN, false},
     {"--ranks", CMD_RUN, false},
     {"--memory-summary", CMD_RUN, false},
     {"--vary", CMD_SWEEP, true},
@@ -436,6 +441,9 @@ static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
     } else if (is_option(arg, "--svg")) {
       if (!(a->svg = option_value(argc, argv, &i, "--svg", a)))
         return arg_usage(errs, a, "%s needs a file", "--svg");
+    } else if (is_option(arg, "--html")) {
+      if (!(a->html = option_value(argc, argv, &i, "--html", a)))
+        return arg_usage(errs, a, "%s needs a file", "--html");
     } else if (is_option(arg, "--ranks")) {
       v = option_value(argc, argv, &i, "--ranks", a);
       if (v && strcmp(v, "all") == 0)
@@ -494,9 +502,10 @@ static int load_inputs(const cli_args *a, vs_topology *topo, vs_workload *wl,
  * Outputs of a run, checked before simulating (outputs.h)
  * ------------------------------------------------------------------------ */
 
-/* The files a run writes: the three CSV files, the trace, the chart. */
+/* The files a run writes: the three CSV files, the trace, the chart, the
+ * page (at most 6). */
 typedef struct output {
-  const char *option;          /* "--csv", "--trace", "--svg" */
+  const char *option;          /* "--csv", "--trace", "--svg", "--html" */
   const char *given;           /* what followed the option */
   char path[VS_OUTPUTS_PATH_LEN];         /* the file */
   char key[VS_OUTPUTS_PATH_LEN];          /* vs_outputs_file_key(path) */
@@ -514,6 +523,8 @@ static size_t run_outputs(const cli_args *a, output *outs)
     outs[n++] = (output){"--trace", a->trace, "", ""};
   if (a->svg)
     outs[n++] = (output){"--svg", a->svg, "", ""};
+  if (a->html)
+    outs[n++] = (output){"--html", a->html, "", ""};
   for (size_t i = 0; i < n; i++) {
     if (!outs[i].path[0])
       snprintf(outs[i].path, VS_OUTPUTS_PATH_LEN, "%s", outs[i].given);
@@ -526,7 +537,7 @@ static size_t run_outputs(const cli_args *a, output *outs)
  * that names an input file would destroy it. */
 static int check_distinct_outputs(const cli_args *a, FILE *errs)
 {
-  output *outs = malloc(5 * sizeof *outs);
+  output *outs = malloc(6 * sizeof *outs);
   size_t n;
   int code = VS_EXIT_OK;
 
@@ -562,6 +573,8 @@ static int check_run_outputs(const cli_args *a, FILE *errs)
     code = vs_outputs_check(errs, "--trace", a->trace);
   if (code == VS_EXIT_OK && a->svg)
     code = vs_outputs_check(errs, "--svg", a->svg);
+  if (code == VS_EXIT_OK && a->html)
+    code = vs_outputs_check(errs, "--html", a->html);
   return code;
 }
 
@@ -658,7 +671,7 @@ static int cmd_run(const cli_args *a, FILE *out, FILE *errs)
   vs_workload *wl = malloc(sizeof *wl);
   vs_sim sim;
   vs_sim_opts opts = {.all_ranks = a->all_ranks,
-                      .record = a->csv_dir || a->trace || a->svg,
+                      .record = a->csv_dir || a->trace || a->svg || a->html,
                       .budget = a->budget};
   vs_trace_ranks sel = {a->trace_ids, a->n_trace_ids};
   vs_error err;
@@ -697,7 +710,8 @@ static int cmd_run(const cli_args *a, FILE *out, FILE *errs)
   code = sim.fits ? VS_EXIT_OK : VS_EXIT_OOM;
   if ((a->csv_dir && vs_report_write_csv(&sim, a->csv_dir, &err)) ||
       (a->trace && vs_report_write_trace(&sim, a->trace, &sel, &err)) ||
-      (a->svg && vs_report_write_svg(&sim, a->svg, &err))) {
+      (a->svg && vs_report_write_svg(&sim, a->svg, &err)) ||
+      (a->html && vs_report_write_html(&sim, a->html, &err))) {
     fprintf(errs, "vsim: %s\n", err.msg);
     code = VS_EXIT_ERROR;
   }

@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
 # Installs the Debian packages vsim needs, only those that are missing.
-# Usage: scripts/setup.sh [--with-torch]   (as root, or with sudo available)
-#   --with-torch  also Debian's CPU build of PyTorch (python3-torch, about
-#                 1 GB), so that the ground-truth harness's CPU checks run
-#                 (groundtruth_selftest, saved_activations_test) instead of
-#                 reporting themselves skipped. vsim itself never needs it.
+# Usage: scripts/setup.sh [--with-torch] [--with-browser]
+#                          (as root, or with sudo available; both may be given)
+#   --with-torch    also Debian's CPU build of PyTorch (python3-torch, about
+#                   1 GB), so that the ground-truth harness's CPU checks run
+#                   (groundtruth_selftest, saved_activations_test) instead of
+#                   reporting themselves skipped. vsim itself never needs it.
+#   --with-browser  also Debian's chromium, so that html_browser_test opens
+#                   `vsim run --html`'s page headless instead of reporting
+#                   itself skipped.
 set -euo pipefail
 # python3-nbclient, -ipykernel, -matplotlib and -pandas execute and draw the
 # notebooks (notebooks/, run by the test suite).
 packages=(build-essential cmake pkg-config libgsl-dev libcsv-dev libinih-dev libcmocka-dev python3
           python3-nbclient python3-ipykernel python3-matplotlib python3-pandas)
-case "${1:-}" in
-  "") ;;
-  --with-torch) packages+=(python3-torch) ;;
-  *) echo "setup: unknown option $1 (usage: scripts/setup.sh [--with-torch])" >&2; exit 2 ;;
-esac
+for opt in "$@"; do
+  case "$opt" in
+    --with-torch) packages+=(python3-torch) ;;
+    --with-browser) packages+=(chromium) ;;
+    *) echo "setup: unknown option $opt (usage: scripts/setup.sh [--with-torch]" \
+            "[--with-browser])" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

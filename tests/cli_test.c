@@ -659,6 +659,91 @@ static void test_svg_chart(void **state)
   tu_remove_dir(dir);
 }
 
+/* "http" occurs in text only as the SVG namespace URL, if at all: the page
+ * fetches nothing. */
+static void assert_no_url(const char *text)
+{
+  for (const char *p = strstr(text, "http"); p; p = strstr(p + 4, "http"))
+    assert_true(strncmp(p, "http://www.w3.org/2000/svg\"", 27) == 0);
+}
+
+/* Issue 18, item 2: --html writes one self-contained page with the peak
+ * line the terminal printed (in #peak), the per-rank table, the step-time
+ * split, the timeline as JSON and no URL; input text is escaped. */
+static void test_html_report(void **state)
+{
+  char dir[64], p[128], want[256];
+  const char *args[] = {"run", DATA "gpt-small.ini", "--html", NULL, NULL};
+  const char *peak;
+  char *text;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  args[3] = path_in(dir, "report.html", p, sizeof p);
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_non_null(text = tu_read_file(p));
+  assert_true(strncmp(text, "<!DOCTYPE html>\n", 16) == 0);
+  assert_non_null(peak = strstr(r.out, "\npeak of rank "));
+  snprintf(want, sizeof want, "<p id=\"peak\">%.*s</p>",
+           (int)strcspn(peak + 1, "\n"), peak + 1);
+  assert_contains(text, want);
+  assert_contains(text, "<table id=\"ranks\">");
+  assert_contains(text, "<p id=\"step\">step time ");
+  assert_contains(text, "<p id=\"throughput\">throughput ");
+  assert_contains(text, "\"points\":[");
+  assert_contains(text, "</html>\n");
+  assert_no_url(text);
+  assert_null(strstr(text, "<script src"));
+  free(text);
+  {
+    /* a GPU name with markup characters stays text: escaped in the HTML,
+     * \u-escaped in the JSON the script reads */
+    const char *named[] = {"run", DATA "gpt-small.ini", "--set",
+                           "topology.gpu.name=H100<&b>", "--html", p, NULL};
+    run(named);
+    assert_int_equal(r.status, 0);
+    assert_non_null(text = tu_read_file(p));
+    assert_contains(text, " x H100&lt;&amp;b&gt;</title>");
+    assert_null(strstr(text, "<&b>"));
+    free(text);
+  }
+  {
+    /* --html and --svg on one file are refused before simulating */
+    const char *both[] = {"run", DATA "gpt-small.ini", "--svg", p, "--html",
+                          p, NULL};
+    run(both);
+    assert_int_equal(r.status, 2);
+    assert_contains(r.err, "--html ");
+    assert_contains(r.err, "give each output its own file");
+  }
+  {
+    /* checked before simulating: into a missing folder, nothing printed */
+    char missing[192];
+    const char *nodir[] = {"run", DATA "gpt-small.ini", "--html", missing,
+                           NULL};
+    snprintf(missing, sizeof missing, "%s/nodir/r.html", dir);
+    run(nodir);
+    assert_int_equal(r.status, 1);
+    assert_contains(r.err, "vsim: --html ");
+    assert_string_equal(r.out, "");
+  }
+  {
+    /* an out-of-memory is on the page as the terminal says it (70B on
+     * one GPU: the parameters) */
+    const char *oom[] = {"run", DATA "llama2-70b.ini", "--html", p, NULL};
+    run(oom);
+    assert_int_equal(r.status, 3);
+    assert_non_null(text = tu_read_file(p));
+    assert_contains(text, "<p class=\"oom\">OUT OF MEMORY on rank 0 at setup "
+                          "model_states (step), t = 0.000000 s: tried to "
+                          "allocate 128 GiB (params)");
+    assert_contains(text, "<p id=\"verdict\" class=\"oom\">verdict: DOES "
+                          "NOT FIT on ");
+    free(text);
+  }
+  tu_remove_dir(dir);
+}
+
 /* Past a file-size limit (ulimit -f 4: 2 KiB in dash's 512-byte blocks,
  * 4 KiB in bash's; the trace is about 11 KB, the chart 110 KB, the summary
  * on stdout 1 KB) the trace and the chart fail with the write's own
@@ -1716,6 +1801,7 @@ int main(void)
       cmocka_unit_test(test_fit_separates_limits_from_memory),
       cmocka_unit_test(test_trace_is_chrome_json),
       cmocka_unit_test(test_svg_chart),
+      cmocka_unit_test(test_html_report),
       cmocka_unit_test(test_trace_svg_past_file_size_limit),
       cmocka_unit_test(test_csv_written_when_stdout_closes),
       cmocka_unit_test(test_ranks_all_writes_a_row_per_gpu),

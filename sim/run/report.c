@@ -39,7 +39,7 @@ char *vs_report_op_label(const vs_sim *sim, const vs_program *prog,
  * Terminal
  * ------------------------------------------------------------------------ */
 
-static void header(FILE *out, const vs_sim *sim)
+void vs_report_header(FILE *out, const vs_sim *sim)
 {
   const vs_workload *wl = sim->wl;
   const vs_layout *lay = &sim->layout;
@@ -94,7 +94,7 @@ static void rank_row(FILE *out, const vs_rank *r, const char *mark)
 }
 
 /* Reads like PyTorch's OutOfMemoryError, plus where in the step it happened. */
-static void oom_line(FILE *out, const vs_sim *sim, const vs_rank *r)
+void vs_report_oom_line(FILE *out, const vs_sim *sim, const vs_rank *r)
 {
   char label[160], req[16], cap[16], alloc[16], res[16], fw[16];
   const vs_oom *o = &r->mem.oom;
@@ -177,12 +177,71 @@ static void calibration_notes(FILE *out, const vs_sim *sim)
   vs_cal_warn_range(out, "note: ", sim->topo, &seen);
 }
 
+/* The throughput line, with the dollars per million tokens when the
+ * topology has a price. */
+static void throughput_line(const vs_sim *sim, char *buf, size_t len)
+{
+  int n = snprintf(buf, len, "throughput %.0f tokens/s, MFU %.1f%%",
+                   sim->tokens_per_s, 100.0 * sim->mfu);
+  if (sim->topo->usd_per_gpu_hour > 0 && n >= 0 && (size_t)n < len)
+    snprintf(buf + n, len - (size_t)n, ", $%.2f per million tokens",
+             vs_cost_per_tokens(vs_cost_usd(sim->topo->usd_per_gpu_hour,
+                                            sim->layout.gpus, sim->step_time_s),
+                                (double)(sim->wl->training.global_batch *
+                                         sim->wl->model.seq_len),
+                                1e6));
+}
+
+static void verdict_line(const vs_sim *sim, char *buf, size_t len)
+{
+  const vs_rank *worst = vs_sim_worst_rank(sim);
+  char used[16], cap[16];
+  vs_format_bytes(worst->mem.peak_used_bytes, used, sizeof used);
+  vs_format_bytes(worst->mem.capacity_bytes, cap, sizeof cap);
+  snprintf(buf, len, "verdict: %s on %llu x %s: worst rank %s %s of %s (%.0f%%)",
+           sim->fits ? "FITS" : "DOES NOT FIT",
+           (unsigned long long)sim->layout.gpus, sim->topo->name,
+           sim->fits ? "peaks at" : "needs", used, cap,
+           100.0 * (double)worst->mem.peak_used_bytes /
+               (double)worst->mem.capacity_bytes);
+}
+
+char *vs_report_line(const vs_sim *sim, vs_report_line_kind kind, char *buf,
+                     size_t len)
+{
+  const vs_rank *worst = vs_sim_worst_rank(sim);
+  char label[160], t1[16], t2[16], t3[16], t4[16], t5[16];
+  switch (kind) {
+  case VS_LINE_PEAK:
+    vs_report_op_label(sim, worst->prog, worst->mem.peak_op, label, sizeof label);
+    snprintf(buf, len, "peak of rank %u at %s, t = %.6f s", worst->id, label,
+             (double)worst->mem.peak_t_ns * 1e-9);
+    break;
+  case VS_LINE_STEP:
+    snprintf(buf, len, "step time %s = compute %s + tensor-parallel comm %s + "
+                       "pipeline bubble %s + exposed data-parallel comm %s",
+             vs_format_seconds(sim->step_time_s, t1, sizeof t1),
+             vs_format_seconds(sim->compute_s, t2, sizeof t2),
+             vs_format_seconds(sim->tp_comm_s, t3, sizeof t3),
+             vs_format_seconds(sim->bubble_s, t5, sizeof t5),
+             vs_format_seconds(sim->exposed_comm_s, t4, sizeof t4));
+    break;
+  case VS_LINE_THROUGHPUT:
+    throughput_line(sim, buf, len);
+    break;
+  case VS_LINE_VERDICT:
+    verdict_line(sim, buf, len);
+    break;
+  }
+  return buf;
+}
+
 void vs_report_summary(FILE *out, const vs_sim *sim)
 {
   const vs_rank *worst = vs_sim_worst_rank(sim);
-  char label[160], t1[16], t2[16], t3[16], t4[16], t5[16], used[16], cap[16];
+  char line[512];
 
-  header(out, sim);
+  vs_report_header(out, sim);
   fprintf(out, "memory at each rank's peak (allocated by category; peak = "
                "reserved + framework)\n");
   fprintf(out, "%5s %5s %4s %4s %10s %10s %10s %10s %10s %10s %10s %10s %10s "
@@ -206,46 +265,14 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
     rank_row(out, r, mark);
   }
 
-  vs_report_op_label(sim, worst->prog, worst->mem.peak_op, label, sizeof label);
-  fprintf(out, "\npeak of rank %u at %s, t = %.6f s\n", worst->id, label,
-          (double)worst->mem.peak_t_ns * 1e-9);
+  fprintf(out, "\n%s\n", vs_report_line(sim, VS_LINE_PEAK, line, sizeof line));
   for (size_t i = 0; i < sim->n_ranks; i++)
     if (sim->ranks[i].mem.oom.happened)
-      oom_line(out, sim, &sim->ranks[i]);
-
-  fprintf(out, "step time %s = compute %s + tensor-parallel comm %s + "
-               "pipeline bubble %s + exposed data-parallel comm %s\n",
-          vs_format_seconds(sim->step_time_s, t1, sizeof t1),
-          vs_format_seconds(sim->compute_s, t2, sizeof t2),
-          vs_format_seconds(sim->tp_comm_s, t3, sizeof t3),
-          vs_format_seconds(sim->bubble_s, t5, sizeof t5),
-          vs_format_seconds(sim->exposed_comm_s, t4, sizeof t4));
-  fprintf(out, "throughput %.0f tokens/s, MFU %.1f%%", sim->tokens_per_s,
-          100.0 * sim->mfu);
-  if (sim->topo->usd_per_gpu_hour > 0)
-    fprintf(out, ", $%.2f per million tokens",
-            vs_cost_per_tokens(vs_cost_usd(sim->topo->usd_per_gpu_hour,
-                                           sim->layout.gpus, sim->step_time_s),
-                               (double)(sim->wl->training.global_batch *
-                                        sim->wl->model.seq_len),
-                               1e6));
-  fprintf(out, "\n");
+      vs_report_oom_line(out, sim, &sim->ranks[i]);
+  fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_STEP, line, sizeof line));
+  fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_THROUGHPUT, line, sizeof line));
   calibration_notes(out, sim);
-
-  vs_format_bytes(worst->mem.peak_used_bytes, used, sizeof used);
-  vs_format_bytes(worst->mem.capacity_bytes, cap, sizeof cap);
-  if (sim->fits)
-    fprintf(out, "verdict: FITS on %llu x %s: worst rank peaks at %s of %s "
-                 "(%.0f%%)\n",
-            (unsigned long long)sim->layout.gpus, sim->topo->name, used, cap,
-            100.0 * (double)worst->mem.peak_used_bytes /
-                (double)worst->mem.capacity_bytes);
-  else
-    fprintf(out, "verdict: DOES NOT FIT on %llu x %s: worst rank needs %s of "
-                 "%s (%.0f%%)\n",
-            (unsigned long long)sim->layout.gpus, sim->topo->name, used, cap,
-            100.0 * (double)worst->mem.peak_used_bytes /
-                (double)worst->mem.capacity_bytes);
+  fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_VERDICT, line, sizeof line));
 }
 
 /* One "key = value" line of `vsim show`, loadable as it is; a list left
@@ -564,38 +591,39 @@ int vs_report_write_trace(const vs_sim *sim, const char *path,
 enum { SVG_W = 960, SVG_H = 420, SVG_LEFT = 70, SVG_RIGHT = 170, SVG_TOP = 40,
        SVG_BOTTOM = 50, SVG_COLS = SVG_W - SVG_LEFT - SVG_RIGHT };
 
-/* What one pixel column shows: the moment of its highest allocation. */
-typedef struct svg_column {
-  uint64_t by_cat[VS_CAT_N];   /* bytes per category, framework included */
-  uint64_t allocated;          /* their allocator part */
-  uint64_t used;               /* reserved + framework */
-  bool set;
-} svg_column;
-
-static void svg_columns(const vs_rank *r, double step_s, svg_column *cols)
+void vs_report_moments(const vs_rank *r, size_t n, vs_report_moment *out)
 {
+  double step_s = (double)r->end_ns * 1e-9;
   uint64_t by_cat[VS_CAT_N] = {0};
   uint64_t framework = r->mem.by_cat[VS_CAT_FRAMEWORK];
   by_cat[VS_CAT_FRAMEWORK] = framework;
-  for (size_t i = 0; i < r->n_timeline; i++) {
+  for (size_t i = 0; n > 0 && i < r->n_timeline; i++) {
     const vs_mem_event *e = &r->timeline[i];
     size_t x = step_s > 0 ? (size_t)((double)e->t_ns * 1e-9 / step_s *
-                                     (SVG_COLS - 1))
+                                     (double)(n - 1))
                           : 0;
     uint64_t alloc = 0;
-    if (x >= SVG_COLS)
-      x = SVG_COLS - 1;
+    if (x >= n)
+      x = n - 1;
     by_cat[e->category] = (uint64_t)((int64_t)by_cat[e->category] + e->delta_bytes);
     for (int c = 0; c < VS_CAT_FRAMEWORK; c++)
       alloc += by_cat[c];
-    if (!cols[x].set || alloc > cols[x].allocated) {
-      memcpy(cols[x].by_cat, by_cat, sizeof by_cat);
-      cols[x].allocated = alloc;
-      cols[x].used = e->reserved_bytes + framework;
-      cols[x].set = true;
+    if (!out[x].set || alloc > out[x].allocated) {
+      memcpy(out[x].by_cat, by_cat, sizeof by_cat);
+      out[x].allocated = alloc;
+      out[x].used = e->reserved_bytes + framework;
+      out[x].t_ns = e->t_ns;
+      out[x].op = e->op;
+      out[x].set = true;
     }
   }
-  /* columns without events hold the state before them */
+}
+
+/* Pixel column x shows moment x of the step; columns without events hold
+ * the state before them. */
+static void svg_columns(const vs_rank *r, vs_report_moment *cols)
+{
+  vs_report_moments(r, SVG_COLS, cols);
   for (size_t x = 1; x < SVG_COLS; x++)
     if (!cols[x].set)
       cols[x] = cols[x - 1];
@@ -621,6 +649,16 @@ static const char *const svg_colors[VS_CAT_N] = {
 static const int svg_order[VS_CAT_N] = {VS_CAT_FRAMEWORK, VS_CAT_PARAMS,
                                         VS_CAT_GRADS, VS_CAT_OPTIMIZER,
                                         VS_CAT_ACTIVATIONS, VS_CAT_TEMP};
+
+const char *vs_report_category_color(int c)
+{
+  return c >= 0 && c < VS_CAT_N ? svg_colors[c] : "#000000";
+}
+
+int vs_report_stack_order(int k)
+{
+  return k >= 0 && k < VS_CAT_N ? svg_order[k] : 0;
+}
 
 /* The vertical scale: bytes to pixels. */
 typedef struct svg_scale {
@@ -653,7 +691,7 @@ static void svg_title(vs_csv *f, const vs_sim *sim, const vs_rank *r)
 
 /* The stacked categories, bottom to top: area k lies between the sum of
  * the categories below it and that sum plus its own. */
-static void svg_areas(vs_csv *f, const svg_scale *s, const svg_column *cols)
+static void svg_areas(vs_csv *f, const svg_scale *s, const vs_report_moment *cols)
 {
   for (int k = 0; k < VS_CAT_N; k++) {
     vs_csv_printf(f, "<polygon fill=\"%s\" fill-opacity=\"0.85\" points=\"",
@@ -675,7 +713,7 @@ static void svg_areas(vs_csv *f, const svg_scale *s, const svg_column *cols)
 }
 
 /* Device use (reserved + framework) as a line, capacity as a dashed one. */
-static void svg_use(vs_csv *f, const svg_scale *s, const svg_column *cols,
+static void svg_use(vs_csv *f, const svg_scale *s, const vs_report_moment *cols,
                     uint64_t capacity_bytes)
 {
   double cap = svg_y(s, (double)capacity_bytes);
@@ -779,7 +817,7 @@ int vs_report_write_svg(const vs_sim *sim, const char *path, vs_error *err)
 {
   const vs_rank *r = vs_sim_worst_rank(sim);
   double step = (double)r->end_ns * 1e-9;
-  svg_column *cols = calloc(SVG_COLS, sizeof *cols);
+  vs_report_moment *cols = calloc(SVG_COLS, sizeof *cols);
   vs_csv file; /* only for its atomic file and its write errors */
   svg_scale scale = {0, SVG_H - SVG_TOP - SVG_BOTTOM};
   int rc;
@@ -790,7 +828,7 @@ int vs_report_write_svg(const vs_sim *sim, const char *path, vs_error *err)
     free(cols);
     return rc;
   }
-  svg_columns(r, step, cols);
+  svg_columns(r, cols);
   scale.top = (double)(r->mem.capacity_bytes > r->mem.peak_used_bytes
                            ? r->mem.capacity_bytes
                            : r->mem.peak_used_bytes) * 1.05;

@@ -9,6 +9,31 @@
 
 #include <stdio.h>
 
+/* The lines of the summary that other reports repeat word for word. */
+typedef enum vs_report_line_kind {
+  VS_LINE_PEAK,       /* "peak of rank R at OP, t = T s" */
+  VS_LINE_STEP,       /* "step time T = compute C + ... " */
+  VS_LINE_THROUGHPUT, /* "throughput N tokens/s, MFU M%[, $ per ...]" */
+  VS_LINE_VERDICT,    /* "verdict: FITS on ..." or "... DOES NOT FIT ..." */
+} vs_report_line_kind;
+
+/* Writes line `kind` of sim's summary, without its newline, into buf
+ * (truncated to len); returns buf. */
+char *vs_report_line(const vs_sim *sim, vs_report_line_kind kind, char *buf,
+                     size_t len);
+
+/* The summary's first lines: workload, hardware, model, layout, training,
+ * then an empty line. */
+void vs_report_header(FILE *out, const vs_sim *sim);
+
+/* Rank r's out-of-memory as the summary reports it (r's oom happened). */
+void vs_report_oom_line(FILE *out, const vs_sim *sim, const vs_rank *r);
+
+/* The chart colour of category c ("#4e79a7"), and the category stacked
+ * k-th from the bottom (framework first) in the SVG and HTML charts. */
+const char *vs_report_category_color(int c);
+int vs_report_stack_order(int k);
+
 /* Per-rank breakdown at peak, step time, throughput and a verdict. */
 void vs_report_summary(FILE *out, const vs_sim *sim);
 
@@ -46,6 +71,32 @@ void vs_report_keys(FILE *out);
  * categories (allocated), the device's use (reserved + framework) and the
  * capacity. Needs a simulation run with record. Atomic. */
 int vs_report_write_svg(const vs_sim *sim, const char *path, vs_error *err);
+
+/* One moment of a chart of rank r's memory: the highest allocation in its
+ * slice of the step. */
+typedef struct vs_report_moment {
+  uint64_t t_ns;               /* when */
+  uint32_t op;                 /* the op whose memory event it follows */
+  uint64_t by_cat[VS_CAT_N];   /* bytes per category, framework included */
+  uint64_t allocated;          /* their allocator part */
+  uint64_t used;               /* reserved + framework */
+  bool set;                    /* a memory event fell in the slice */
+} vs_report_moment;
+
+/* Splits r's step into n equal slices and gives each (out[0..n), zeroed
+ * by the caller) the moment of its highest allocation; a slice without a
+ * memory event stays unset. Needs a simulation run with record. O(events
+ * x categories). */
+void vs_report_moments(const vs_rank *r, size_t n, vs_report_moment *out);
+
+/* A self-contained HTML page (inline CSS and script, nothing fetched):
+ * the summary's header, verdict and peak line; the worst rank's memory over
+ * the step stacked by category on a canvas (at most 2,000 moments, each
+ * the highest allocation of its time slice, with its op), zoomed with the
+ * mouse wheel or a dragged range, hovered for op, layer, micro-batch and
+ * bytes; the per-rank table at peak; the step-time split. Text from the
+ * inputs is HTML-escaped. Needs a simulation run with record. Atomic. */
+int vs_report_write_html(const vs_sim *sim, const char *path, vs_error *err);
 
 /* "cross_entropy (head, micro-batch 0)" for an op of prog. */
 char *vs_report_op_label(const vs_sim *sim, const vs_program *prog,

@@ -1,0 +1,295 @@
+/* html.c - the single-file HTML report (vs_report_write_html, report.h).
+ *
+ * The page owns nothing past the call: it is written top to bottom through
+ * one vs_csv atomic file. Its figures are the terminal summary's (the same
+ * vs_report_line text, the same vs_format_bytes values), so that the page
+ * and the terminal never disagree; the timeline is reduced to at most
+ * HTML_POINTS moments, embedded as JSON, and drawn by html_script.js
+ * (inlined from the build: html_assets.h). Every text that comes from the
+ * inputs (file names, GPU names) goes through html_text or json_text. */
+#include "report.h"
+
+#include "csvout.h"
+#include "html_assets.h"
+#include "units.h"
+
+#include <stdio.h> /* open_memstream: POSIX 2008, as the build defines */
+#include <stdlib.h>
+#include <string.h>
+
+enum { HTML_POINTS = 2000 };
+
+/* text as HTML character data or attribute value: < > & " ' escaped. */
+static void html_text(vs_csv *f, const char *text)
+{
+  for (const char *p = text; *p; p++) {
+    size_t n = strcspn(p, "<>&\"'");
+    vs_csv_printf(f, "%.*s", (int)n, p);
+    p += n;
+    if (*p == '\0')
+      break;
+    vs_csv_printf(f, "%s", *p == '<'   ? "&lt;"
+                           : *p == '>' ? "&gt;"
+                           : *p == '&' ? "&amp;"
+                           : *p == '"' ? "&quot;"
+                                       : "&#39;");
+  }
+}
+
+/* text as a JSON string inside a <script> element: besides " and \ and
+ * control characters, < > & are written as \u escapes, so that no
+ * "</script>" or comment opener can end the element early. */
+static void json_text(vs_csv *f, const char *text)
+{
+  vs_csv_printf(f, "\"");
+  for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+    if (*p == '"' || *p == '\\')
+      vs_csv_printf(f, "\\%c", *p);
+    else if (*p < 0x20 || *p == '<' || *p == '>' || *p == '&')
+      vs_csv_printf(f, "\\u%04x", *p);
+    else
+      vs_csv_printf(f, "%c", *p);
+  }
+  vs_csv_printf(f, "\"");
+}
+
+/* The head: title, inline style, and the error hook that runs before any
+ * other script (a script error is shown in #js-error and marks the body). */
+static void html_head(vs_csv *f, const vs_sim *sim)
+{
+  vs_csv_printf(f, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n"
+                   "<meta charset=\"utf-8\">\n"
+                   "<meta name=\"viewport\" content=\"width=device-width, "
+                   "initial-scale=1\">\n"
+                   "<link rel=\"icon\" href=\"data:,\">\n<title>vsim: ");
+  html_text(f, sim->wl->origins.file);
+  vs_csv_printf(f, " on %llu x ", (unsigned long long)sim->layout.gpus);
+  html_text(f, sim->topo->name);
+  vs_csv_printf(f, "</title>\n<style>\n%s</style>\n<script>\n"
+                   "window.onerror = function (msg, src, line) {\n"
+                   "  var e = document.getElementById('js-error');\n"
+                   "  document.documentElement.setAttribute('data-js-error', "
+                   "'1');\n"
+                   "  if (e) { e.hidden = false; e.textContent = 'script error: "
+                   "' + msg + ' (line ' + line + ')'; }\n"
+                   "};\n</script>\n</head>\n<body>\n",
+                html_style);
+}
+
+/* What the terminal prints for r (its out-of-memory line) or, with r
+ * NULL, the summary's header, HTML-escaped between open and close. */
+static int html_terminal_text(vs_csv *f, const vs_sim *sim, const vs_rank *r,
+                              const char *open, const char *close,
+                              vs_error *err)
+{
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  if (!mem)
+    return vs_error_set(err, VS_ENOMEM, "out of host memory for the page");
+  if (r)
+    vs_report_oom_line(mem, sim, r);
+  else
+    vs_report_header(mem, sim);
+  if (fclose(mem) != 0 || !text) {
+    free(text);
+    return vs_error_set(err, VS_ENOMEM, "out of host memory for the page");
+  }
+  vs_csv_printf(f, "%s", open);
+  html_text(f, text);
+  vs_csv_printf(f, "%s", close);
+  free(text);
+  return 0;
+}
+
+/* Title, terminal header, verdict, peak and out-of-memory lines. */
+static int html_top(vs_csv *f, const vs_sim *sim, vs_error *err)
+{
+  char line[512];
+  int rc;
+  vs_csv_printf(f, "<h1>vsim: memory of one training step</h1>\n");
+  if ((rc = html_terminal_text(f, sim, NULL, "<pre class=\"meta\">",
+                                "</pre>\n", err)))
+    return rc;
+  vs_csv_printf(f, "<p id=\"verdict\" class=\"%s\">", sim->fits ? "fits" : "oom");
+  html_text(f, vs_report_line(sim, VS_LINE_VERDICT, line, sizeof line));
+  vs_csv_printf(f, "</p>\n<p id=\"peak\">");
+  html_text(f, vs_report_line(sim, VS_LINE_PEAK, line, sizeof line));
+  vs_csv_printf(f, "</p>\n");
+  for (size_t i = 0; i < sim->n_ranks; i++)
+    if (sim->ranks[i].mem.oom.happened &&
+        (rc = html_terminal_text(f, sim, &sim->ranks[i], "<p class=\"oom\">",
+                                 "</p>\n", err)))
+      return rc;
+  return 0;
+}
+
+/* The chart's frame; html_script.js fills it. */
+static void html_chart(vs_csv *f, const vs_rank *r)
+{
+  vs_csv_printf(f, "<h2>Memory of rank %u (stage %d) over the step</h2>\n"
+                   "<div class=\"controls\"><button id=\"reset\" "
+                   "type=\"button\">Reset zoom</button> <span id=\"range\">"
+                   "</span> <span class=\"hint\">mouse wheel: zoom; drag: "
+                   "zoom into a range; double-click: reset; hover: op and "
+                   "bytes</span></div>\n"
+                   "<div id=\"chart-box\"><canvas id=\"chart\" width=\"960\" "
+                   "height=\"420\"></canvas><pre id=\"tip\" hidden></pre>"
+                   "</div>\n<div id=\"legend\"></div>\n",
+                r->id, r->stage);
+}
+
+/* One row of the table: the terminal's rank_row figures. */
+static void html_rank_row(vs_csv *f, const vs_rank *r, bool worst)
+{
+  const vs_mem *m = &r->mem;
+  char b[16];
+  uint64_t head = m->capacity_bytes > m->peak_used_bytes
+                      ? m->capacity_bytes - m->peak_used_bytes
+                      : 0;
+  vs_csv_printf(f, "<tr%s><td>%u</td><td>%d</td><td>%d</td><td>%d</td>",
+                worst ? " class=\"worst\"" : "", r->id, r->stage, r->dp_rank,
+                r->tp_rank);
+  for (int c = 0; c < VS_CAT_N; c++)
+    vs_csv_printf(f, "<td>%s</td>", vs_format_bytes(m->at_peak[c], b, sizeof b));
+  vs_csv_printf(f, "<td>%s</td>",
+                vs_format_bytes(m->reserved_at_peak_bytes -
+                                    m->peak_allocated_bytes, b, sizeof b));
+  vs_csv_printf(f, "<td>%s</td>", vs_format_bytes(m->peak_used_bytes, b, sizeof b));
+  vs_csv_printf(f, "<td>%s</td>", vs_format_bytes(m->capacity_bytes, b, sizeof b));
+  vs_csv_printf(f, "<td>%s</td><td>%s</td></tr>\n",
+                vs_format_bytes(head, b, sizeof b),
+                vs_rank_fits(r) ? "yes" : "NO");
+}
+
+static void html_ranks(vs_csv *f, const vs_sim *sim)
+{
+  const vs_rank *worst = vs_sim_worst_rank(sim);
+  vs_csv_printf(f, "<h2>Memory at each rank's peak</h2>\n<p>allocated by "
+                   "category; peak = reserved + framework</p>\n"
+                   "<table id=\"ranks\">\n<tr><th>rank</th><th>stage</th>"
+                   "<th>dp</th><th>tp</th>");
+  for (int c = 0; c < VS_CAT_N; c++)
+    vs_csv_printf(f, "<th>%s</th>", vs_category_name(c));
+  vs_csv_printf(f, "<th>frag</th><th>peak</th><th>capacity</th>"
+                   "<th>headroom</th><th>fits</th></tr>\n");
+  for (size_t i = 0; i < sim->n_ranks; i++)
+    html_rank_row(f, &sim->ranks[i], &sim->ranks[i] == worst);
+  vs_csv_printf(f, "</table>\n");
+}
+
+/* The step time as one bar split into its four parts, and the terminal's
+ * step and throughput lines. */
+static void html_step(vs_csv *f, const vs_sim *sim)
+{
+  static const char *const names[] = {"compute", "tensor-parallel comm",
+                                      "pipeline bubble",
+                                      "exposed data-parallel comm"};
+  static const char *const colors[] = {"#4e79a7", "#f28e2b", "#bab0ac",
+                                       "#e15759"};
+  double parts[] = {sim->compute_s, sim->tp_comm_s, sim->bubble_s,
+                    sim->exposed_comm_s};
+  double sum = parts[0] + parts[1] + parts[2] + parts[3];
+  char line[512], s[16];
+  vs_csv_printf(f, "<h2>Step time</h2>\n<div id=\"split\">");
+  for (int i = 0; i < 4; i++)
+    if (sum > 0 && parts[i] > 0)
+      vs_csv_printf(f, "<div style=\"width:%.3f%%;background:%s\" "
+                       "title=\"%s %s\"></div>",
+                    100.0 * parts[i] / sum, colors[i], names[i],
+                    vs_format_seconds(parts[i], s, sizeof s));
+  vs_csv_printf(f, "</div>\n<ul class=\"keys\">");
+  for (int i = 0; i < 4; i++)
+    vs_csv_printf(f, "<li><span class=\"swatch\" style=\"background:%s\">"
+                     "</span>%s %s (%.1f%%)</li>",
+                  colors[i], names[i], vs_format_seconds(parts[i], s, sizeof s),
+                  sum > 0 ? 100.0 * parts[i] / sum : 0.0);
+  vs_csv_printf(f, "</ul>\n<p id=\"step\">");
+  html_text(f, vs_report_line(sim, VS_LINE_STEP, line, sizeof line));
+  vs_csv_printf(f, "</p>\n<p id=\"throughput\">");
+  html_text(f, vs_report_line(sim, VS_LINE_THROUGHPUT, line, sizeof line));
+  vs_csv_printf(f, "</p>\n");
+}
+
+/* The chart's figures as JSON: categories bottom first, then the points
+ * [t_s, bytes per category in that order, reserved + framework, label]. */
+static void html_data_head(vs_csv *f, const vs_sim *sim, const vs_rank *r)
+{
+  char line[512];
+  vs_csv_printf(f, "<script type=\"application/json\" id=\"vsim-data\">\n"
+                   "{\"categories\":[");
+  for (int k = 0; k < VS_CAT_N; k++)
+    vs_csv_printf(f, "%s\"%s\"", k ? "," : "",
+                  vs_category_name(vs_report_stack_order(k)));
+  vs_csv_printf(f, "],\n\"colors\":[");
+  for (int k = 0; k < VS_CAT_N; k++)
+    vs_csv_printf(f, "%s\"%s\"", k ? "," : "",
+                  vs_report_category_color(vs_report_stack_order(k)));
+  vs_csv_printf(f, "],\n\"step\":%.9f,\"capacity\":%llu,\"peak_bytes\":%llu,"
+                   "\"peak_t\":%.9f,\"oom_t\":",
+                (double)r->end_ns * 1e-9,
+                (unsigned long long)r->mem.capacity_bytes,
+                (unsigned long long)r->mem.peak_used_bytes,
+                (double)r->mem.peak_t_ns * 1e-9);
+  if (r->mem.oom.happened)
+    vs_csv_printf(f, "%.9f", (double)r->mem.oom.t_ns * 1e-9);
+  else
+    vs_csv_printf(f, "null");
+  vs_csv_printf(f, ",\n\"peak_label\":");
+  json_text(f, vs_report_line(sim, VS_LINE_PEAK, line, sizeof line));
+}
+
+static void html_data(vs_csv *f, const vs_sim *sim, const vs_rank *r,
+                      const vs_report_moment *pts)
+{
+  char label[160];
+  bool first = true;
+  html_data_head(f, sim, r);
+  vs_csv_printf(f, ",\n\"points\":[\n");
+  for (size_t x = 0; x < HTML_POINTS; x++) {
+    if (!pts[x].set)
+      continue;
+    vs_csv_printf(f, "%s[%.9f", first ? "" : ",\n", (double)pts[x].t_ns * 1e-9);
+    for (int k = 0; k < VS_CAT_N; k++)
+      vs_csv_printf(f, ",%llu", (unsigned long long)
+                                    pts[x].by_cat[vs_report_stack_order(k)]);
+    vs_csv_printf(f, ",%llu,", (unsigned long long)pts[x].used);
+    json_text(f, vs_report_op_label(sim, r->prog, pts[x].op, label,
+                                    sizeof label));
+    vs_csv_printf(f, "]");
+    first = false;
+  }
+  vs_csv_printf(f, "\n]}\n</script>\n");
+}
+
+int vs_report_write_html(const vs_sim *sim, const char *path, vs_error *err)
+{
+  const vs_rank *r = vs_sim_worst_rank(sim);
+  vs_report_moment *pts = calloc(HTML_POINTS, sizeof *pts);
+  vs_csv file; /* only for its atomic file and its write errors */
+  int rc;
+
+  if (!pts)
+    return vs_error_set(err, VS_ENOMEM, "out of host memory for the page");
+  if ((rc = vs_csv_open(&file, path, err))) {
+    free(pts);
+    return rc;
+  }
+  vs_report_moments(r, HTML_POINTS, pts);
+  html_head(&file, sim);
+  if ((rc = html_top(&file, sim, err))) {
+    vs_csv_abort(&file);
+    free(pts);
+    return rc;
+  }
+  html_chart(&file, r);
+  html_ranks(&file, sim);
+  html_step(&file, sim);
+  vs_csv_printf(&file, "<p id=\"render-status\">the chart needs "
+                       "JavaScript</p>\n<p id=\"js-error\" hidden></p>\n");
+  html_data(&file, sim, r, pts);
+  vs_csv_printf(&file, "<script>\n%s</script>\n</body>\n</html>\n",
+                html_script);
+  free(pts);
+  return vs_csv_commit(&file, err);
+}
