@@ -1036,6 +1036,51 @@ static void test_sweep_all_invalid_is_an_input_error(void **state)
   }
 }
 
+/* The layout printed on the line after `heading` in plan's output (r.out),
+ * as `vsim run` arguments into args[32]: "run", the base arguments (the
+ * workload and what the plan was given), then --gpus and a --set for tp,
+ * pp, ZeRO, checkpointing, micro-batch, sequence parallelism and the
+ * pipeline schedule (from the pipeline column: "1f1b" or "interleaved
+ * x2"; an uneven split fails the test, which does not pass one on). */
+static void plan_row_args(const char *heading, const char *const *base,
+                          char bufs[10][64], const char **args)
+{
+  const char *p = strstr(r.out, heading);
+  unsigned long long gpus, dp, tp, pp, zero, mb;
+  char ckpt[16], row[512];
+  int n = 0;
+  assert_non_null(p);
+  p = strchr(strchr(p, '\n') + 1, '\n') + 1; /* past the column header */
+  snprintf(row, sizeof row, "%.*s", (int)strcspn(p, "\n"), p);
+  assert_int_equal(sscanf(row, "%*d %llu %llu %llu %llu %llu %15s %llu", &gpus,
+                          &dp, &tp, &pp, &zero, ckpt, &mb), 7);
+  if (strstr(row, "1f1b ") && strpbrk(strstr(row, "1f1b ") + 5, "0123456789"))
+    fail_msg("an uneven split in '%s': this test passes only even ones", row);
+  snprintf(bufs[0], 64, "%llu", gpus);
+  snprintf(bufs[1], 64, "parallel.tp=%llu", tp);
+  snprintf(bufs[2], 64, "parallel.pp=%llu", pp);
+  snprintf(bufs[3], 64, "parallel.zero=%llu", zero);
+  snprintf(bufs[4], 64, "training.checkpointing=%s", ckpt);
+  snprintf(bufs[5], 64, "training.micro_batch=%llu", mb);
+  snprintf(bufs[6], 64, "parallel.sequence_parallel=%s",
+           tp > 1 ? "true" : "false");
+  snprintf(bufs[7], 64, "parallel.schedule=%s",
+           strstr(row, "interleaved x2") ? "interleaved" : "1f1b");
+  snprintf(bufs[8], 64, "parallel.virtual_stages=%d",
+           strstr(row, "interleaved x2") ? 2 : 1);
+  snprintf(bufs[9], 64, "parallel.dp=%llu", dp);
+  args[n++] = "run";
+  for (size_t k = 0; base[k] && n < 12; k++)
+    args[n++] = base[k];
+  args[n++] = "--gpus";
+  args[n++] = bufs[0];
+  for (int k = 1; k < 10; k++) {
+    args[n++] = "--set";
+    args[n++] = bufs[k];
+  }
+  args[n] = NULL;
+}
+
 /* plan on a small model: the cheapest layout it prints is one `vsim run`
  * confirms fits; on a model too large for --max-gpus it says so (exit 3). */
 static void test_plan_layout_is_confirmed_by_run(void **state)
@@ -1044,35 +1089,19 @@ static void test_plan_layout_is_confirmed_by_run(void **state)
                                      "training.global_batch=16", "--set",
                                      "topology.gpu.memory=2GiB", "--max-gpus",
                                      "8", NULL};
+  static const char *const base[] = {DATA "gpt-small.ini", "--set",
+                                     "training.global_batch=16", "--set",
+                                     "topology.gpu.memory=2GiB", NULL};
   static const char *const too_big[] = {"plan", DATA "llama2-70b.ini", "--set",
                                         "training.global_batch=64",
                                         "--max-gpus", "4", NULL};
   static const char *const no_batch[] = {"plan", DATA "llama2-70b.ini", NULL};
-  unsigned long long k, gpus, dp, tp, pp, zero, mb;
-  char ckpt[16], s_gpus[16], s_tp[32], s_pp[32], s_zero[32], s_ck[48], s_mb[48],
-      s_dp[32];
-  const char *check[] = {"run", DATA "gpt-small.ini", "--set",
-                         "training.global_batch=16", "--set",
-                         "topology.gpu.memory=2GiB", "--gpus", s_gpus, "--set",
-                         s_tp, "--set", s_pp, "--set", s_zero, "--set", s_ck,
-                         "--set", s_mb, "--set", s_dp, NULL};
-  const char *row;
+  char bufs[10][64];
+  const char *check[32];
   (void)state;
   run(plan);
   assert_int_equal(r.status, 0);
-  row = strstr(r.out, "cheapest per step");
-  assert_non_null(row);
-  row = strchr(strchr(row, '\n') + 1, '\n') + 1; /* past the header */
-  assert_int_equal(sscanf(row, "%llu %llu %llu %llu %llu %llu %15s %llu", &k,
-                          &gpus, &dp, &tp, &pp, &zero, ckpt, &mb),
-                   8);
-  snprintf(s_gpus, sizeof s_gpus, "%llu", gpus);
-  snprintf(s_tp, sizeof s_tp, "parallel.tp=%llu", tp);
-  snprintf(s_pp, sizeof s_pp, "parallel.pp=%llu", pp);
-  snprintf(s_zero, sizeof s_zero, "parallel.zero=%llu", zero);
-  snprintf(s_ck, sizeof s_ck, "training.checkpointing=%s", ckpt);
-  snprintf(s_mb, sizeof s_mb, "training.micro_batch=%llu", mb);
-  snprintf(s_dp, sizeof s_dp, "parallel.dp=%llu", dp);
+  plan_row_args("cheapest per step", base, bufs, check);
   run(check);
   assert_int_equal(r.status, 0);
   run(too_big);
@@ -1577,51 +1606,6 @@ static void test_plan_all_invalid_is_an_input_error(void **state)
   assert_true(strstr(r.out, "DOES NOT FIT") == NULL);
 }
 
-/* The layout printed on the line after `heading` in plan's output, as
- * run arguments (--gpus, and --set for dp, tp, pp, zero, checkpointing,
- * micro-batch and sequence parallelism) into args[16]. */
-static void plan_row_args(const char *heading, char bufs[10][64],
-                          const char **args)
-{
-  const char *p = strstr(r.out, heading);
-  unsigned long long gpus, dp, tp, pp, zero, mb;
-  char ckpt[16], row[512];
-  int n = 0;
-  assert_non_null(p);
-  p = strchr(strchr(p, '\n') + 1, '\n') + 1; /* past the column header */
-  snprintf(row, sizeof row, "%.*s", (int)strcspn(p, "\n"), p);
-  assert_int_equal(sscanf(row, "%*d %llu %llu %llu %llu %llu %15s %llu", &gpus,
-                          &dp, &tp, &pp, &zero, ckpt, &mb), 7);
-  /* the pipeline column: "1f1b", "interleaved x2", or an uneven split
-   * ("1f1b 7,8x14,7"), which no power-of-two pp of 32 layers makes */
-  if (strstr(row, "1f1b ") && strpbrk(strstr(row, "1f1b ") + 5, "0123456789"))
-    fail_msg("an uneven split in '%s': this test passes only even ones", row);
-  snprintf(bufs[7], 64, "parallel.schedule=%s",
-           strstr(row, "interleaved x2") ? "interleaved" : "1f1b");
-  snprintf(bufs[8], 64, "parallel.virtual_stages=%d",
-           strstr(row, "interleaved x2") ? 2 : 1);
-  snprintf(bufs[0], 64, "%llu", gpus);
-  snprintf(bufs[1], 64, "parallel.tp=%llu", tp);
-  snprintf(bufs[2], 64, "parallel.pp=%llu", pp);
-  snprintf(bufs[3], 64, "parallel.zero=%llu", zero);
-  snprintf(bufs[4], 64, "training.checkpointing=%s", ckpt);
-  snprintf(bufs[5], 64, "training.micro_batch=%llu", mb);
-  snprintf(bufs[6], 64, "parallel.sequence_parallel=%s",
-           tp > 1 ? "true" : "false");
-  args[n++] = "run";
-  args[n++] = "workloads/llama2-7b.ini";
-  args[n++] = "--gpus";
-  args[n++] = bufs[0];
-  for (int k = 1; k < 9; k++) {
-    args[n++] = "--set";
-    args[n++] = bufs[k];
-  }
-  args[n++] = "--max-events";
-  args[n++] = "4000";
-  args[n] = NULL;
-  (void)dp;
-}
-
 /* Issue 21, D7: plan prints only layouts its full re-simulation
  * confirmed. With a budget of 4000 events the extrapolated screening
  * (2 micro-batches) of every layout passes, but the full step of the
@@ -1640,12 +1624,14 @@ static void test_plan_prints_only_confirmed_layouts(void **state)
   assert_int_equal(r.status, 0);
   assert_contains(r.out, "that fitted when extrapolated were left out: their "
                          "full re-simulation did not");
+  static const char *const base[] = {"workloads/llama2-7b.ini", "--max-events",
+                                     "4000", NULL};
   for (size_t h = 0; h < 3; h++) {
     static tu_run plan;
     char bufs[10][64];
     const char *again[32];
     plan = r;
-    plan_row_args(headings[h], bufs, again);
+    plan_row_args(headings[h], base, bufs, again);
     run(again);
     if (r.status != 0)
       fail_msg("plan printed under '%s' a layout that `vsim run` refuses: %s",
