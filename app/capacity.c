@@ -704,6 +704,7 @@ typedef struct layout_choice {
  * layout already listed. */
 enum {
   PRUNE_TP_SHAPES,       /* tp does not divide heads, kv_heads, ffn_hidden */
+  PRUNE_TP_SEQUENCE,     /* tp does not divide seq_len (sequence parallel) */
   PRUNE_TP_PP_GPUS,      /* tp * pp does not divide the GPU count */
   PRUNE_DP_BATCH,        /* dp does not divide the global batch */
   PRUNE_ZERO_PP,         /* ZeRO-2/3 with a pipeline */
@@ -717,6 +718,7 @@ enum {
 
 static const char *const prune_reasons[PRUNE_N] = {
     "(GPUs, tp) pairs: tp does not divide heads, kv_heads or ffn_hidden",
+    "(GPUs, tp) pairs: tp does not divide seq_len (sequence parallelism)",
     "(GPUs, tp, pp) triples: tp * pp does not divide the GPU count",
     "(GPUs, tp, pp) triples: dp does not divide global_batch",
     "layouts: ZeRO-2/3 cannot be combined with pipeline parallelism",
@@ -949,6 +951,10 @@ static int enumerate(const vs_workload *wl, const vs_topology *topo,
         ps->pruned[PRUNE_TP_SHAPES]++;
         continue;
       }
+      if (tp > 1 && !vs_workload_sp_allowed(wl->model.seq_len, tp)) {
+        ps->pruned[PRUNE_TP_SEQUENCE]++; /* plan pairs tp > 1 with SP */
+        continue;
+      }
       if (enumerate_pp(wl, g, tp, ps))
         return VS_ENOMEM;
     }
@@ -1165,8 +1171,10 @@ static int plan_simulate(const vs_workload *wl, const vs_topology *topo,
   ps->seconds = (double)(t1.tv_sec - t0.tv_sec) +
                 (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
   ps->order = malloc((ps->n ? ps->n : 1) * sizeof *ps->order);
-  if (!ps->order)
+  if (!ps->order) {
+    fprintf(errs, "vsim: out of host memory ranking %zu layouts\n", ps->n);
     return VS_EXIT_ERROR;
+  }
   for (size_t i = 0; i < ps->n; i++) {
     if (ps->cands[i].status != VS_EVAL_FITS)
       continue;

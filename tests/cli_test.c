@@ -1716,6 +1716,30 @@ static void test_units_cannot_be_misread(void **state)
   }
 }
 
+/* plan pairs tp > 1 with sequence parallelism, which needs tp to divide
+ * seq_len: with 127 tokens every tp > 1 is left out before simulating,
+ * with its reason, instead of simulated into invalid rows (the rule is
+ * the one workload validation applies: vs_workload_sp_allowed). */
+static void test_plan_prunes_sequence_parallel_misfits(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {"plan", DATA "gpt-small.ini", "--set",
+                        "model.seq_len=127", "--set", "training.global_batch=16",
+                        "--max-gpus", "8", "--jobs", "2", "--csv", NULL, NULL};
+  char *text;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  args[11] = path_in(dir, "plan.csv", p, sizeof p);
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "(GPUs, tp) pairs: tp does not divide seq_len "
+                         "(sequence parallelism)");
+  assert_non_null(text = tu_read_file(p));
+  assert_null(strstr(text, ",invalid,"));
+  free(text);
+  tu_remove_dir(dir);
+}
+
 /* Overriding the topology changes the capacity the verdict uses. */
 static void test_topology_override_changes_capacity(void **state)
 {
@@ -1802,6 +1826,7 @@ int main(void)
       cmocka_unit_test(test_plan_prints_only_confirmed_layouts),
       cmocka_unit_test(test_work_over_budget_is_refused),
       cmocka_unit_test(test_units_cannot_be_misread),
+      cmocka_unit_test(test_plan_prunes_sequence_parallel_misfits),
       cmocka_unit_test(test_keys_lists_every_key),
       cmocka_unit_test(test_fit_finds_the_exact_boundary),
       cmocka_unit_test(test_sweep_is_deterministic_across_jobs),

@@ -109,6 +109,11 @@ bool vs_workload_tp_allowed(const vs_model_conf *m, uint64_t tp)
   return vs_workload_tp_misfit(m, tp, NULL) == NULL;
 }
 
+bool vs_workload_sp_allowed(uint64_t seq_len, uint64_t tp)
+{
+  return tp > 0 && seq_len % tp == 0;
+}
+
 bool vs_workload_gpus_allowed(uint64_t gpus, uint64_t tp, uint64_t pp)
 {
   return gpus % (tp * pp) == 0;
@@ -214,7 +219,7 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
     return vs_error_set(err, VS_EINPUT, "%s: tp must divide %s (%llu)",
                         WHERE("parallel", "tp"), misfit,
                         (unsigned long long)size);
-  if (p->sequence_parallel && m->seq_len % tp != 0)
+  if (p->sequence_parallel && !vs_workload_sp_allowed(m->seq_len, tp))
     return vs_error_set(err, VS_EINPUT,
                         "%s: sequence parallelism needs seq_len (%llu) divisible "
                         "by tp (%llu)",

@@ -140,6 +140,10 @@ const char *vs_workload_tp_misfit(const vs_model_conf *m, uint64_t tp,
 /* Whether tp divides heads, kv_heads and ffn_hidden (tp_misfit is NULL). */
 bool vs_workload_tp_allowed(const vs_model_conf *m, uint64_t tp);
 
+/* Whether sequence parallelism can split seq_len tokens over tp ranks
+ * (Megatron-LM scatters the sequence dimension in whole tokens). */
+bool vs_workload_sp_allowed(uint64_t seq_len, uint64_t tp);
+
 /* Whether gpus GPUs split into whole tp x pp groups (dp = gpus / (tp*pp)).
  * tp and pp must be > 0. */
 bool vs_workload_gpus_allowed(uint64_t gpus, uint64_t tp, uint64_t pp);
