@@ -3,6 +3,7 @@
 #include "capacity.h"
 
 #include "cost.h"
+#include "mpi_split.h"
 #include "outputs.h"
 #include "report.h"
 #include "units.h"
@@ -508,10 +509,10 @@ static int sweep_checks(const vs_capacity_opts *o, size_t *n, FILE *errs)
   }
   if ((code = parse_base(o, errs)) != VS_EXIT_OK)
     return code;
-  return o->csv ? vs_outputs_check_not_input(errs, "--csv", o->csv,
-                                                o->ex.workload,
-                                                o->ex.topology)
-                : VS_EXIT_OK;
+  if (!o->csv || !vs_split_root()) /* only rank 0 of an MPI job writes */
+    return VS_EXIT_OK;
+  return vs_outputs_check_not_input(errs, "--csv", o->csv, o->ex.workload,
+                                    o->ex.topology);
 }
 
 static bool vary_has_gpus(const vs_capacity_opts *o)
@@ -646,11 +647,13 @@ int vs_capacity_sweep(const vs_capacity_opts *o, FILE *out, FILE *errs)
   }
   if ((code = sweep_candidates(o, cands, n, errs)) != VS_EXIT_OK)
     goto done;
-  if (vs_explore_all(&o->ex, cands, n, &err)) {
+  if (vs_split_explore(&o->ex, cands, n, &err)) {
     fprintf(errs, "vsim: %s\n", err.msg);
     code = VS_EXIT_ERROR;
     goto done;
   }
+  if (!vs_split_root())
+    goto done; /* another MPI rank: rank 0 reports and writes */
   for (size_t i = 0; i < n; i++)
     relabel_reason(&cands[i], vary_has_gpus(o));
   fits = sweep_table(o, cands, n, out);
@@ -1139,7 +1142,7 @@ static int plan_inputs(const vs_capacity_opts *o, const plan_state *ps,
             wl->origins.file);
     return VS_EXIT_ERROR;
   }
-  if (o->csv)
+  if (o->csv && vs_split_root()) /* only rank 0 of an MPI job writes */
     return vs_outputs_check_not_input(errs, "--csv", o->csv, ps->ex.workload,
                                       ps->ex.topology);
   return VS_EXIT_OK;
@@ -1163,7 +1166,7 @@ static int plan_simulate(const vs_workload *wl, const vs_topology *topo,
     return VS_EXIT_ERROR;
   }
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  if (vs_explore_all(&ps->ex, ps->cands, ps->n, &err)) {
+  if (vs_split_explore(&ps->ex, ps->cands, ps->n, &err)) {
     fprintf(errs, "vsim: %s\n", err.msg);
     return VS_EXIT_ERROR;
   }
@@ -1395,6 +1398,9 @@ static int plan_run(const vs_workload *wl, const vs_topology *topo,
 
   if ((code = plan_simulate(wl, topo, ps, errs)) != VS_EXIT_OK)
     return code;
+  if (!vs_split_root())
+    return VS_EXIT_OK; /* another MPI rank: only its share was simulated;
+                          rank 0 confirms, reports and writes */
   if (ps->type)
     fprintf(out, "== %s (%s) ==\n", ps->gpu, topo->origins.file);
   plan_intro(out, wl, topo, ps);
@@ -1519,6 +1525,8 @@ static int plan_types(const vs_capacity_opts *o, plan_state *types, size_t n,
     if (!types[t].loaded)
       return codes[t]; /* bad input: nothing planned, nothing written */
   }
+  if (!vs_split_root())
+    return VS_EXIT_OK; /* another MPI rank: rank 0 ranks and writes */
   code = plan_code(codes, n);
   if (n > 1 && code == VS_EXIT_OK)
     plan_overall(out, types, n, types[0].top);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages vsim needs, only those that are missing.
-# Usage: scripts/setup.sh [--with-torch] [--with-browser]
-#                          (as root, or with sudo available; both may be given)
+# Usage: scripts/setup.sh [--with-torch] [--with-browser] [--with-mpi]
+#                          (as root, or with sudo available; any may be given)
 #   --with-torch    also Debian's CPU build of PyTorch (python3-torch, about
 #                   1 GB), so that the ground-truth harness's CPU checks run
 #                   (groundtruth_selftest, saved_activations_test) instead of
@@ -9,6 +9,9 @@
 #   --with-browser  also Debian's chromium, so that html_browser_test opens
 #                   `vsim run --html`'s page headless instead of reporting
 #                   itself skipped.
+#   --with-mpi      also Debian's Open MPI (libopenmpi-dev, openmpi-bin), for
+#                   a -DVSIM_MPI=ON build whose plan and sweep run under
+#                   mpirun (README "Searches across machines (MPI)").
 set -euo pipefail
 # python3-nbclient, -ipykernel, -matplotlib and -pandas execute and draw the
 # notebooks (notebooks/, run by the test suite).
@@ -18,8 +21,9 @@ for opt in "$@"; do
   case "$opt" in
     --with-torch) packages+=(python3-torch) ;;
     --with-browser) packages+=(chromium) ;;
+    --with-mpi) packages+=(libopenmpi-dev openmpi-bin) ;;
     *) echo "setup: unknown option $opt (usage: scripts/setup.sh [--with-torch]" \
-            "[--with-browser])" >&2; exit 2 ;;
+            "[--with-browser] [--with-mpi])" >&2; exit 2 ;;
   esac
 done
 missing=()
