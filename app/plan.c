@@ -1,0 +1,911 @@
+/* plan.c - `vsim plan`: which layouts to rent (see capacity.h). Every
+ * answer comes from simulations (explore.h); the layouts are those a
+ * practitioner would consider, left out with a reason when impossible. */
+#include "capacity.h"
+#include "capacity_int.h"
+
+#include "cost.h"
+#include "mpi_split.h"
+#include "outputs.h"
+#include "report.h"
+#include "units.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ------------------------------------------------------------------------
+ * plan
+ * ------------------------------------------------------------------------ */
+
+/* One layout a practitioner would consider. */
+typedef struct layout_choice {
+  uint64_t gpus;         /* tp * pp * dp */
+  uint64_t tp;           /* tensor-parallel size (sequence parallel if > 1) */
+  uint64_t pp;           /* pipeline stages */
+  uint64_t dp;           /* data-parallel size */
+  uint64_t zero;         /* ZeRO stage */
+  uint64_t mb;           /* micro-batch */
+  int ckpt;              /* vs_checkpointing */
+  bool uneven;           /* pp does not divide the layers: the split of
+                            vs_capacity_split as parallel.pp_layers */
+  bool interleaved;      /* interleaved schedule, PLAN_VSTAGES virtual
+                            stages; else 1F1B */
+} layout_choice;
+
+/* The virtual stages (model chunks per pipeline rank) plan tries with the
+ * interleaved schedule. */
+#define PLAN_VSTAGES 2
+
+/* GPU types (topology files) one plan compares. */
+#define PLAN_TYPES_MAX 8
+
+/* "parallel.pp_layers=" before a split's counts in a candidate. */
+#define PP_LAYERS_KEY "parallel.pp_layers="
+
+/* Why layouts were left out before simulating, and how many. The first
+ * four break a layout rule of workload.h; the last two would simulate a
+ * layout already listed. */
+enum {
+  PRUNE_TP_SHAPES,       /* tp does not divide heads, kv_heads, ffn_hidden */
+  PRUNE_TP_SEQUENCE,     /* tp does not divide seq_len (sequence parallel) */
+  PRUNE_TP_PP_GPUS,      /* tp * pp does not divide the GPU count */
+  PRUNE_DP_BATCH,        /* dp does not divide the global batch */
+  PRUNE_ZERO_PP,         /* ZeRO-2/3 with a pipeline */
+  PRUNE_ZERO_DP1,        /* ZeRO without data parallelism: ZeRO-0 */
+  PRUNE_SELECTIVE_FLASH, /* selective = none with flash attention */
+  PRUNE_SPLIT_LONG,      /* an uneven split too long for an override */
+  PRUNE_INTERLEAVE_SPLIT, /* interleaved: layers per stage uneven or odd */
+  PRUNE_INTERLEAVE_BATCH, /* interleaved: micro-batches not a multiple of pp */
+  PRUNE_N
+};
+
+static const char *const prune_reasons[PRUNE_N] = {
+    "(GPUs, tp) pairs: tp does not divide heads, kv_heads or ffn_hidden",
+    "(GPUs, tp) pairs: tp does not divide seq_len (sequence parallelism)",
+    "(GPUs, tp, pp) triples: tp * pp does not divide the GPU count",
+    "(GPUs, tp, pp) triples: dp does not divide global_batch",
+    "layouts: ZeRO-2/3 cannot be combined with pipeline parallelism",
+    "layouts: ZeRO-1/2/3 without data parallelism is ZeRO-0",
+    "layouts: selective recompute equals none with flash attention",
+    "(GPUs, tp, pp) triples: the uneven layer split is too long for an "
+    "override (pp_layers)",
+    "interleaved layouts: the layers per stage are not an even split "
+    "divisible by the virtual stages (Megatron-LM's rule)",
+    "interleaved layouts: the micro-batches per step are not a multiple of pp",
+};
+
+/* A fitting layout's place in the ranking. */
+typedef struct ranked {
+  double cost;           /* per step */
+  double step;           /* seconds */
+  size_t type;           /* which plan_state (GPU type), 0 with one */
+  size_t idx;            /* into plan_state */
+} ranked;
+
+typedef struct plan_state {
+  vs_explore ex;             /* the command's, on this GPU type's topology */
+  char gpu[VS_NAME_MAX];      /* the GPU type's name (topology name) */
+  const char *type;          /* gpu, in tables listing several types;
+                                NULL with one */
+  bool loaded;               /* its inputs passed plan_inputs */
+  layout_choice *choices;    /* [n] the layouts, in enumeration order */
+  vs_candidate *cands;       /* [n] their simulations */
+  size_t n, cap;             /* layouts held, room for */
+  uint64_t pruned[PRUNE_N];  /* layouts left out, by reason */
+  uint64_t max_gpus;         /* --max-gpus (512 when not given), or --gpus */
+  bool exact;                /* --gpus: layouts on max_gpus GPUs only */
+  uint64_t layers;           /* the model's, for the uneven splits */
+  double tokens_per_step;    /* global batch * sequence */
+  bool priced;               /* the topology has a price per GPU-hour */
+  double seconds;            /* wall time of the simulations */
+  ranked *order;             /* [n_fit] the fitting layouts, cheapest first */
+  size_t n_fit;              /* how many fit */
+  size_t top;                /* how many to list (--top, at most n_fit) */
+  size_t fastest, smallest;  /* the fastest, and the fewest GPUs */
+  size_t n_unconfirmed;      /* fitted when extrapolated, but not in the
+                                full re-simulation (now oom or invalid) */
+} plan_state;
+
+int vs_capacity_split(uint64_t layers, uint64_t pp, uint64_t *counts)
+{
+  uint64_t per, excess;
+  if (pp == 0 || pp > layers)
+    return VS_EUSAGE;
+  per = (layers + pp - 1) / pp;
+  excess = per * pp - layers; /* < pp: no stage loses two */
+  for (uint64_t i = 0; i < pp; i++)
+    counts[i] = per;
+  /* first, last, second, second to last, ... */
+  for (uint64_t k = 0; k < excess; k++)
+    counts[k % 2 ? pp - 1 - k / 2 : k / 2]--;
+  return 0;
+}
+
+/* The uneven split of ps->layers over pp stages as "a,b,c" in buf; false
+ * when it does not fit len bytes. */
+static bool split_text(const plan_state *ps, uint64_t pp, char *buf, size_t len)
+{
+  uint64_t counts[VS_LIST_MAX];
+  size_t at = 0;
+  if (pp > VS_LIST_MAX || vs_capacity_split(ps->layers, pp, counts))
+    return false;
+  buf[0] = '\0';
+  for (uint64_t i = 0; i < pp; i++) {
+    int n = snprintf(buf + at, len - at, "%s%llu", i ? "," : "",
+                     (unsigned long long)counts[i]);
+    if (n < 0 || (size_t)n >= len - at)
+      return false;
+    at += (size_t)n;
+  }
+  return true;
+}
+
+static int add_layout(plan_state *ps, const layout_choice *lc)
+{
+  vs_candidate *c;
+  char split[VS_EXPLORE_SET_MAX];
+  if (ps->n == ps->cap) {
+    size_t cap = ps->cap ? 2 * ps->cap : 1024;
+    layout_choice *ch = realloc(ps->choices, cap * sizeof *ch);
+    vs_candidate *cs;
+    if (!ch)
+      return VS_ENOMEM;
+    ps->choices = ch;
+    cs = realloc(ps->cands, cap * sizeof *cs);
+    if (!cs)
+      return VS_ENOMEM;
+    ps->cands = cs;
+    ps->cap = cap;
+  }
+  ps->choices[ps->n] = *lc;
+  c = &ps->cands[ps->n++];
+  memset(c, 0, sizeof *c);
+  c->gpus = lc->gpus;
+  vs_candidate_set(c, "parallel.tp=%llu", (unsigned long long)lc->tp);
+  vs_candidate_set(c, "parallel.pp=%llu", (unsigned long long)lc->pp);
+  vs_candidate_set(c, "parallel.dp=%llu", (unsigned long long)lc->dp);
+  vs_candidate_set(c, "parallel.zero=%llu", (unsigned long long)lc->zero);
+  vs_candidate_set(c, "parallel.sequence_parallel=%s", lc->tp > 1 ? "true" : "false");
+  vs_candidate_set(c, "parallel.schedule=%s",
+                   vs_schedule_name(lc->interleaved ? VS_SCHED_INTERLEAVED
+                                                    : VS_SCHED_1F1B));
+  vs_candidate_set(c, "parallel.virtual_stages=%d",
+                   lc->interleaved ? PLAN_VSTAGES : 1);
+  /* enumerate_pp checked that the split fits an override */
+  if (lc->uneven && split_text(ps, lc->pp, split, sizeof split))
+    vs_candidate_set(c, PP_LAYERS_KEY "%s", split);
+  vs_candidate_set(c, "training.checkpointing=%s",
+                   vs_checkpointing_name(lc->ckpt));
+  vs_candidate_set(c, "training.micro_batch=%llu", (unsigned long long)lc->mb);
+  return 0;
+}
+
+/* Adds lc with 1F1B and, where Megatron-LM allows it, interleaved with
+ * PLAN_VSTAGES virtual stages: an even split whose layers per stage the
+ * virtual stages divide, and vsim's own rules (workload.h). */
+static int add_schedules(plan_state *ps, const layout_choice *lc,
+                         uint64_t grad_accum)
+{
+  layout_choice il = *lc;
+  if (add_layout(ps, lc))
+    return VS_ENOMEM;
+  if (!vs_workload_interleave_shape_allowed(lc->pp, PLAN_VSTAGES))
+    return 0; /* no pipeline to interleave: nothing left out */
+  if (lc->uneven || (ps->layers / lc->pp) % PLAN_VSTAGES) {
+    ps->pruned[PRUNE_INTERLEAVE_SPLIT]++;
+    return 0;
+  }
+  if (!vs_workload_interleave_batch_allowed(grad_accum, lc->pp)) {
+    ps->pruned[PRUNE_INTERLEAVE_BATCH]++;
+    return 0;
+  }
+  il.interleaved = true;
+  return add_layout(ps, &il);
+}
+
+/* The layouts of one (GPUs, tp, pp) triple, whose gpus, tp, pp, dp and
+ * split base holds: ZeRO 0-3, checkpointing, micro-batches (powers of two)
+ * that keep the global batch, and the schedules of add_schedules. */
+static int enumerate_triple(const vs_workload *wl, const layout_choice *base,
+                            plan_state *ps)
+{
+  uint64_t global = wl->training.global_batch, dp = base->dp;
+  bool flash = wl->training.attention == VS_ATTN_FLASH;
+  layout_choice lc = *base;
+
+  for (lc.zero = 0; lc.zero <= VS_ZERO_MAX; lc.zero++) {
+    if (!vs_workload_zero_allowed(lc.zero, lc.pp)) {
+      ps->pruned[PRUNE_ZERO_PP]++;
+      continue;
+    }
+    if (dp == 1 && lc.zero > 0) {
+      ps->pruned[PRUNE_ZERO_DP1]++;
+      continue;
+    }
+    for (lc.ckpt = VS_CKPT_NONE; lc.ckpt <= VS_CKPT_FULL; lc.ckpt++) {
+      if (flash && lc.ckpt == VS_CKPT_SELECTIVE) {
+        ps->pruned[PRUNE_SELECTIVE_FLASH]++;
+        continue;
+      }
+      for (lc.mb = 1; lc.mb * dp <= global; lc.mb *= 2) {
+        if (!vs_workload_batch_allowed(global, lc.mb, dp))
+          continue;
+        if (add_schedules(ps, &lc, global / (lc.mb * dp)))
+          return VS_ENOMEM;
+      }
+    }
+  }
+  return 0;
+}
+
+/* The pipeline depths plan tries: the divisors of the layers, and the
+ * powers of two up to them (split unevenly by vs_capacity_split). */
+static bool pp_tried(uint64_t layers, uint64_t pp)
+{
+  return layers % pp == 0 || (pp & (pp - 1)) == 0;
+}
+
+/* The layouts of g GPUs with tensor-parallel size tp: pp of pp_tried,
+ * tp * pp dividing g, and dp = g / (tp * pp) dividing the batch. */
+static int enumerate_pp(const vs_workload *wl, uint64_t g, uint64_t tp,
+                        plan_state *ps)
+{
+  const vs_model_conf *m = &wl->model;
+  char split[VS_EXPLORE_SET_MAX - sizeof PP_LAYERS_KEY + 1];
+  for (uint64_t pp = 1; pp <= m->layers && tp * pp <= g; pp++) {
+    layout_choice base = {g, tp, pp, 0, 0, 0, VS_CKPT_NONE, false, false};
+    if (!pp_tried(m->layers, pp))
+      continue;
+    if (!vs_workload_gpus_allowed(g, tp, pp)) {
+      ps->pruned[PRUNE_TP_PP_GPUS]++;
+      continue;
+    }
+    base.dp = g / (tp * pp);
+    if (!vs_workload_batch_allowed(wl->training.global_batch, 1, base.dp)) {
+      ps->pruned[PRUNE_DP_BATCH]++;
+      continue;
+    }
+    base.uneven = m->layers % pp != 0;
+    if (base.uneven && !split_text(ps, pp, split, sizeof split)) {
+      ps->pruned[PRUNE_SPLIT_LONG]++;
+      continue;
+    }
+    if (enumerate_triple(wl, &base, ps))
+      return VS_ENOMEM;
+  }
+  return 0;
+}
+
+/* Enumerates GPU counts (powers of two below a node, multiples of a node
+ * above; only max_gpus when ps->exact), tp dividing the node and the head counts, then the rest through
+ * enumerate_pp. A layout that breaks a rule of workload.h is counted in
+ * ps->pruned instead. */
+static int enumerate(const vs_workload *wl, const vs_topology *topo,
+                     plan_state *ps)
+{
+  uint64_t node = topo->gpus_per_node;
+
+  for (uint64_t g = ps->exact ? ps->max_gpus : 1; g <= ps->max_gpus;
+       g = ps->exact ? g + 1 : (g < node ? 2 * g : g + node)) {
+    for (uint64_t tp = 1; tp <= node && tp <= g; tp *= 2) {
+      if (node % tp)
+        continue;
+      if (!vs_workload_tp_allowed(&wl->model, tp)) {
+        ps->pruned[PRUNE_TP_SHAPES]++;
+        continue;
+      }
+      if (tp > 1 && !vs_workload_sp_allowed(wl->model.seq_len, tp)) {
+        ps->pruned[PRUNE_TP_SEQUENCE]++; /* plan pairs tp > 1 with SP */
+        continue;
+      }
+      if (enumerate_pp(wl, g, tp, ps))
+        return VS_ENOMEM;
+    }
+  }
+  return 0;
+}
+
+/* Cost of a step in dollars, or in GPU-hours when the topology has no price
+ * (the ranking is the same either way for one GPU type). */
+static double step_cost(const vs_candidate *c)
+{
+  return vs_cost_step_charge(c->usd_per_step, c->total_gpus, c->step_time_s);
+}
+
+/* The pipeline of lc for the table: "1f1b", "interleaved x2", or 1F1B on
+ * an uneven split with runs of equal counts shortened ("1f1b 7,8x14,7"). */
+static void pipeline_text(const plan_state *ps, const layout_choice *lc,
+                          char *buf, size_t len)
+{
+  uint64_t counts[VS_LIST_MAX];
+  size_t at;
+  if (lc->interleaved) {
+    snprintf(buf, len, "%s x%d", vs_schedule_name(VS_SCHED_INTERLEAVED),
+             PLAN_VSTAGES);
+    return;
+  }
+  at = (size_t)snprintf(buf, len, "%s", vs_schedule_name(VS_SCHED_1F1B));
+  if (!lc->uneven || lc->pp > VS_LIST_MAX ||
+      vs_capacity_split(ps->layers, lc->pp, counts))
+    return;
+  for (uint64_t i = 0, run; i < lc->pp && at < len; i += run) {
+    for (run = 1; i + run < lc->pp && counts[i + run] == counts[i]; run++)
+      ;
+    at += (size_t)snprintf(buf + at, len - at, run > 1 ? "%c%llux%llu" : "%c%llu",
+                           i ? ',' : ' ', (unsigned long long)counts[i],
+                           (unsigned long long)run);
+  }
+}
+
+static void print_layout(FILE *out, int rank_no, const plan_state *ps,
+                         size_t i)
+{
+  char pipeline[VS_EXPLORE_SET_MAX];
+  const layout_choice *lc = &ps->choices[i];
+  const vs_candidate *c = &ps->cands[i];
+  char peak[16], step[16];
+  double per_1e9 = 1e9 / ps->tokens_per_step; /* steps per 1e9 tokens */
+  fprintf(out, "%3d %6llu %4llu %3llu %3llu %4llu %-9s %4llu %10s %10s %12.0f ",
+          rank_no, (unsigned long long)lc->gpus, (unsigned long long)lc->dp,
+          (unsigned long long)lc->tp, (unsigned long long)lc->pp,
+          (unsigned long long)lc->zero, vs_checkpointing_name(lc->ckpt),
+          (unsigned long long)lc->mb,
+          vs_format_bytes(c->worst.peak_used_bytes, peak, sizeof peak),
+          vs_format_seconds(c->step_time_s, step, sizeof step), c->tokens_per_s);
+  if (ps->priced)
+    fprintf(out, "%10.3g %12.4g ", c->usd_per_step,
+            vs_cost_per_tokens(c->usd_per_step, ps->tokens_per_step, 1e9));
+  pipeline_text(ps, lc, pipeline, sizeof pipeline);
+  fprintf(out, "%10.1f  %-16s %s\n", c->step_time_s * per_1e9 / 3600.0,
+          pipeline, ps->type ? ps->type : "");
+}
+
+static int by_cost(const void *x, const void *y)
+{
+  const ranked *a = x, *b = y;
+  if (a->cost != b->cost)
+    return a->cost < b->cost ? -1 : 1;
+  if (a->step != b->step)
+    return a->step < b->step ? -1 : 1;
+  if (a->type != b->type)
+    return a->type < b->type ? -1 : 1;
+  return a->idx < b->idx ? -1 : (a->idx > b->idx);
+}
+
+static void plan_header(FILE *out, bool priced, bool typed)
+{
+  fprintf(out, "%3s %6s %4s %3s %3s %4s %-9s %4s %10s %10s %12s ", "#", "gpus",
+          "dp", "tp", "pp", "zero", "ckpt", "mb", "peak", "step", "tokens/s");
+  if (priced)
+    fprintf(out, "%10s %12s ", "$/step", "$/1e9 tok");
+  fprintf(out, "%10s  %-16s %s\n", "h/1e9 tok", "pipeline", typed ? "gpu" : "");
+}
+
+/* Re-simulates candidate i with every micro-batch (no extrapolation), so
+ * what plan prints is what `vsim run` would report. */
+static int confirm(plan_state *ps, size_t i)
+{
+  vs_explore full = ps->ex;
+  vs_candidate *c = &ps->cands[i];
+  if (!c->extrapolated)
+    return 0;
+  full.max_microbatches = 0;
+  c->extrapolated = false;
+  return vs_explore_one(&full, c);
+}
+
+/* plan.csv's schedule, virtual stages and pp_layers (empty when even). */
+static void plan_csv_pipeline(vs_csv *c, const plan_state *ps,
+                              const layout_choice *lc)
+{
+  char split[VS_EXPLORE_SET_MAX] = "";
+  vs_csv_text(c, vs_schedule_name(lc->interleaved ? VS_SCHED_INTERLEAVED
+                                                  : VS_SCHED_1F1B));
+  vs_csv_u64(c, lc->interleaved ? PLAN_VSTAGES : 1);
+  if (lc->uneven && !split_text(ps, lc->pp, split, sizeof split))
+    split[0] = '\0';
+  vs_csv_text(c, split);
+}
+
+/* plan.csv's rows of one GPU type. */
+static void plan_csv_rows(vs_csv *c, const plan_state *ps)
+{
+  for (size_t i = 0; i < ps->n; i++) {
+    const layout_choice *lc = &ps->choices[i];
+    const vs_candidate *cand = &ps->cands[i];
+    double tokens = ps->tokens_per_step;
+    vs_csv_text(c, ps->gpu);
+    vs_csv_u64(c, lc->gpus);
+    vs_csv_u64(c, lc->dp);
+    vs_csv_u64(c, lc->tp);
+    vs_csv_u64(c, lc->pp);
+    vs_csv_u64(c, lc->zero);
+    vs_csv_text(c, vs_checkpointing_name(lc->ckpt));
+    vs_csv_u64(c, lc->mb);
+    vs_csv_text(c, lc->tp > 1 ? "true" : "false");
+    plan_csv_pipeline(c, ps, lc);
+    vs_cap_summary_or_empty(c, cand);
+    vs_cap_tail_columns(c, cand);
+    vs_cap_derived_cell(c, cand, vs_cost_per_tokens(cand->usd_per_step, tokens, 1e9));
+    vs_cap_derived_cell(c, cand, cand->step_time_s * 1e9 / tokens / 3600.0);
+    vs_csv_text(c, cand->extrapolated ? "true" : "false");
+    vs_csv_row(c);
+  }
+}
+
+/* plan.csv: the layouts of the n_types GPU types, one after the other. */
+static int write_plan_csv(const char *path, const plan_state *types,
+                          size_t n_types, vs_error *err)
+{
+  vs_csv c;
+  int rc = vs_csv_open(&c, path, err);
+  if (rc)
+    return rc;
+  vs_csv_text(&c, "gpu");
+  vs_csv_text(&c, "gpus");
+  vs_csv_text(&c, "parallel.dp");
+  vs_csv_text(&c, "parallel.tp");
+  vs_csv_text(&c, "parallel.pp");
+  vs_csv_text(&c, "parallel.zero");
+  vs_csv_text(&c, "training.checkpointing");
+  vs_csv_text(&c, "training.micro_batch");
+  vs_csv_text(&c, "parallel.sequence_parallel");
+  vs_csv_text(&c, "parallel.schedule");
+  vs_csv_text(&c, "parallel.virtual_stages");
+  vs_csv_text(&c, "parallel.pp_layers");
+  vs_summary_csv_header(&c);
+  vs_cap_tail_header(&c);
+  vs_csv_text(&c, "usd_per_1e9_tokens");
+  vs_csv_text(&c, "hours_per_1e9_tokens");
+  vs_csv_text(&c, "extrapolated");
+  vs_csv_row(&c);
+  for (size_t t = 0; t < n_types; t++)
+    plan_csv_rows(&c, &types[t]);
+  return vs_csv_commit(&c, err);
+}
+
+
+/* Resolves the job and checks what plan needs of it: a global batch to
+ * keep fixed, and a --csv that is not an input. Exit status. */
+static int plan_inputs(const vs_capacity_opts *o, const plan_state *ps,
+                       vs_workload *wl, vs_topology *topo, FILE *errs)
+{
+  int code;
+  /* each layout replaces the workload's own, so --gpus is not its */
+  if ((code = vs_cap_resolve_base(&ps->ex, 0, wl, topo, errs)) != VS_EXIT_OK)
+    return code;
+  if (!vs_conf_is_set(vs_workload_keys(), &wl->origins, "training",
+                      "global_batch")) {
+    fprintf(errs, "vsim: %s: plan keeps the global batch fixed: set [training] "
+                  "global_batch (sequences per optimizer step), e.g. --set "
+                  "training.global_batch=1024\n",
+            wl->origins.file);
+    return VS_EXIT_ERROR;
+  }
+  if (o->csv && vs_split_root()) /* only rank 0 of an MPI job writes */
+    return vs_outputs_check_not_input(errs, "--csv", o->csv, ps->ex.workload,
+                                      ps->ex.topology);
+  return VS_EXIT_OK;
+}
+
+/* Enumerates the layouts, simulates them all (timed), and lists the ones
+ * that fit in ps->order by cost. Exit status. */
+static int plan_simulate(const vs_workload *wl, const vs_topology *topo,
+                         plan_state *ps, FILE *errs)
+{
+  struct timespec t0, t1;
+  vs_error err;
+
+  vs_error_clear(&err);
+  ps->priced = topo->usd_per_gpu_hour > 0;
+  ps->layers = wl->model.layers;
+  ps->tokens_per_step =
+      (double)(wl->training.global_batch * wl->model.seq_len);
+  if (enumerate(wl, topo, ps)) {
+    fprintf(errs, "vsim: out of host memory for the layouts\n");
+    return VS_EXIT_ERROR;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  if (vs_split_explore(&ps->ex, ps->cands, ps->n, &err)) {
+    fprintf(errs, "vsim: %s\n", err.msg);
+    return VS_EXIT_ERROR;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  ps->seconds = (double)(t1.tv_sec - t0.tv_sec) +
+                (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  ps->order = malloc((ps->n ? ps->n : 1) * sizeof *ps->order);
+  if (!ps->order) {
+    fprintf(errs, "vsim: out of host memory ranking %zu layouts\n", ps->n);
+    return VS_EXIT_ERROR;
+  }
+  for (size_t i = 0; i < ps->n; i++) {
+    if (ps->cands[i].status != VS_EVAL_FITS)
+      continue;
+    ps->order[ps->n_fit++] =
+        (ranked){step_cost(&ps->cands[i]), ps->cands[i].step_time_s, 0, i};
+  }
+  return VS_EXIT_OK;
+}
+
+/* "up to" --max-gpus, or "exactly" --gpus. */
+static const char *gpus_bound(const plan_state *ps)
+{
+  return ps->exact ? "exactly" : "up to";
+}
+
+/* What was asked, what was simulated, and what was left out. */
+static void plan_intro(FILE *out, const vs_workload *wl, const vs_topology *topo,
+                       const plan_state *ps)
+{
+  double seconds = ps->seconds;
+  fprintf(out, "plan for %s on %s %llu x %s (%s); global batch %llu x %llu "
+               "tokens\n",
+          wl->origins.file, gpus_bound(ps), (unsigned long long)ps->max_gpus, topo->name,
+          topo->origins.file, (unsigned long long)wl->training.global_batch,
+          (unsigned long long)wl->model.seq_len);
+  fprintf(out, "%zu layouts simulated in %.2f s (%.0f layouts/s on %u "
+               "thread(s)); %zu fit; left out before simulating:\n",
+          ps->n, seconds, (double)ps->n / (seconds > 0 ? seconds : 1e-9),
+          ps->ex.jobs ? ps->ex.jobs : 1, ps->n_fit);
+  for (int r = 0; r < PRUNE_N; r++)
+    if (ps->pruned[r])
+      fprintf(out, "  %llu %s\n", (unsigned long long)ps->pruned[r],
+              prune_reasons[r]);
+}
+
+/* The verdict when no layout fits, with the one that came closest (the
+ * smallest share of its capacity among those that ran out). VS_EXIT_OOM. */
+static int plan_no_fit(FILE *out, const plan_state *ps)
+{
+  size_t closest = 0;
+  bool any = false;
+  for (size_t i = 0; i < ps->n; i++) {
+    const vs_candidate *c = &ps->cands[i];
+    if (c->status != VS_EVAL_OOM)
+      continue;
+    if (!any || (double)c->worst.peak_used_bytes / (double)c->worst.capacity_bytes <
+                    (double)ps->cands[closest].worst.peak_used_bytes /
+                        (double)ps->cands[closest].worst.capacity_bytes)
+      closest = i;
+    any = true;
+  }
+  fprintf(out, "verdict: DOES NOT FIT on any layout of %s %llu %s%sGPUs",
+          gpus_bound(ps), (unsigned long long)ps->max_gpus,
+          ps->type ? ps->type : "", ps->type ? " " : "");
+  if (any) {
+    const layout_choice *lc = &ps->choices[closest];
+    fprintf(out, "; the closest, %llu GPUs (dp %llu, tp %llu, pp %llu, ZeRO-%llu, "
+                 "micro-batch %llu): %s",
+            (unsigned long long)lc->gpus, (unsigned long long)lc->dp,
+            (unsigned long long)lc->tp, (unsigned long long)lc->pp,
+            (unsigned long long)lc->zero, (unsigned long long)lc->mb,
+            ps->cands[closest].reason);
+  }
+  fprintf(out, "\n%s or shrink the job (micro-batch, sequence, "
+               "checkpointing)\n",
+          ps->exact ? "raise --gpus" : "raise --max-gpus");
+  return VS_EXIT_OOM;
+}
+
+/* Confirms candidate idx with a full simulation: true when it still fits.
+ * One that no longer does (its full simulation ran out of memory or over
+ * the work budget where the extrapolated one did not) is counted and its
+ * new status kept, so it is never printed as an answer. *rc: VS_ENOMEM
+ * when the host runs out. */
+static bool confirmed(plan_state *ps, size_t idx,
+                      int *rc)
+{
+  if (confirm(ps, idx)) {
+    *rc = VS_ENOMEM;
+    return false;
+  }
+  if (ps->cands[idx].status == VS_EVAL_FITS)
+    return true;
+  ps->n_unconfirmed++;
+  return false;
+}
+
+/* Keeps at the front of ps->order the first ps->top layouts that the full
+ * simulation confirms, in order of cost; ps->top becomes their count. */
+static int confirm_top(plan_state *ps)
+{
+  size_t kept = 0;
+  int rc = 0;
+  for (size_t k = 0; k < ps->n_fit && kept < ps->top && !rc; k++)
+    if (confirmed(ps, ps->order[k].idx, &rc))
+      ps->order[kept++] = ps->order[k];
+  ps->top = kept;
+  return rc;
+}
+
+/* Among the layouts still fitting, the fastest (by_gpus false) or the one
+ * on the fewest GPUs, confirmed in full; the next is tried when one is
+ * not. SIZE_MAX when none is left. */
+static size_t confirmed_best(plan_state *ps,
+                             bool by_gpus, int *rc)
+{
+  for (;;) {
+    size_t best = SIZE_MAX;
+    for (size_t k = 0; k < ps->n_fit; k++) {
+      size_t i = ps->order[k].idx;
+      const vs_candidate *c = &ps->cands[i];
+      if (c->status != VS_EVAL_FITS)
+        continue;
+      if (best == SIZE_MAX ||
+          (by_gpus ? c->total_gpus < ps->cands[best].total_gpus
+                   : c->step_time_s < ps->cands[best].step_time_s))
+        best = i;
+    }
+    if (best == SIZE_MAX || confirmed(ps, best, rc) || *rc)
+      return best;
+  }
+}
+
+/* Picks the top cheapest, the fastest and the smallest fitting layouts,
+ * each confirmed with a full simulation, and re-ranks the top on the
+ * confirmed costs. ps->top is 0 when no layout survives its confirmation.
+ * VS_ENOMEM when the host runs out. */
+static int plan_choose(plan_state *ps)
+{
+  ranked *order = ps->order;
+  int rc;
+  qsort(order, ps->n_fit, sizeof *order, by_cost);
+  if (ps->top > ps->n_fit)
+    ps->top = ps->n_fit;
+  if ((rc = confirm_top(ps)) != 0)
+    return rc;
+  ps->fastest = confirmed_best(ps, false, &rc);
+  if (!rc)
+    ps->smallest = confirmed_best(ps, true, &rc);
+  if (rc)
+    return rc;
+  if (ps->fastest == SIZE_MAX || ps->smallest == SIZE_MAX)
+    ps->top = 0; /* nothing fits once confirmed */
+  for (size_t k = 0; k < ps->top; k++)
+    order[k].cost = step_cost(&ps->cands[order[k].idx]);
+  qsort(order, ps->top, sizeof *order, by_cost);
+  return 0;
+}
+
+/* The three answers: cheapest per step, fastest, fewest GPUs. */
+static void plan_answers(FILE *out, const plan_state *ps)
+{
+  fprintf(out, "\ncheapest per step (each re-simulated with every "
+               "micro-batch):\n");
+  plan_header(out, ps->priced, ps->type != NULL);
+  for (size_t k = 0; k < ps->top; k++)
+    print_layout(out, (int)k + 1, ps, ps->order[k].idx);
+  fprintf(out, "\nfastest:\n");
+  plan_header(out, ps->priced, ps->type != NULL);
+  print_layout(out, 1, ps, ps->fastest);
+  fprintf(out, "\nfewest GPUs on which it fits: %llu\n",
+          (unsigned long long)ps->cands[ps->smallest].total_gpus);
+  plan_header(out, ps->priced, ps->type != NULL);
+  print_layout(out, 1, ps, ps->smallest);
+  if (ps->n_unconfirmed)
+    fprintf(out, "\n%zu layout(s) that fitted when extrapolated were left out: "
+                 "their full re-simulation did not (plan.csv has why)\n",
+            ps->n_unconfirmed);
+}
+
+/* True when no layout was simulated to a verdict: every one was invalid
+ * (or none was left to simulate), so the input is wrong, not the memory
+ * short (sweep and fit say the same with exit 1). */
+static bool plan_all_invalid(const plan_state *ps)
+{
+  for (size_t i = 0; i < ps->n; i++)
+    if (ps->cands[i].status != VS_EVAL_INVALID)
+      return false;
+  return true;
+}
+
+/* The message and exit status when nothing fits: VS_EXIT_ERROR when no
+ * layout could be simulated, else plan_no_fit's verdict. */
+static int plan_nothing_fits(FILE *out, FILE *errs, const plan_state *ps)
+{
+  if (!plan_all_invalid(ps))
+    return plan_no_fit(out, ps);
+  if (ps->n == 0)
+    fprintf(errs, "vsim: every layout of %s %llu GPUs was left out before "
+                  "simulating (the reasons above); %s or change the job\n",
+            gpus_bound(ps), (unsigned long long)ps->max_gpus,
+            ps->exact ? "change --gpus" : "raise --max-gpus");
+  else
+    fprintf(errs, "vsim: every layout is invalid, so nothing was simulated; "
+                  "the first: %s\n",
+            ps->cands[0].reason);
+  return VS_EXIT_ERROR;
+}
+
+/* The cheapest and the fastest layout of one GPU type among several. */
+static void plan_type_answers(FILE *out, const plan_state *ps)
+{
+  fprintf(out, "\ncheapest per step on %s (re-simulated with every "
+               "micro-batch):\n", ps->gpu);
+  plan_header(out, ps->priced, true);
+  print_layout(out, 1, ps, ps->order[0].idx);
+  fprintf(out, "fastest on %s:\n", ps->gpu);
+  plan_header(out, ps->priced, true);
+  print_layout(out, 1, ps, ps->fastest);
+}
+
+/* Everything after the inputs are checked: simulate and report. Exit
+ * status of this GPU type alone. */
+static int plan_run(const vs_workload *wl, const vs_topology *topo,
+                    plan_state *ps, FILE *out, FILE *errs)
+{
+  int code;
+
+  if ((code = plan_simulate(wl, topo, ps, errs)) != VS_EXIT_OK)
+    return code;
+  if (!vs_split_root())
+    return VS_EXIT_OK; /* another MPI rank: only its share was simulated;
+                          rank 0 confirms, reports and writes */
+  if (ps->type)
+    fprintf(out, "== %s (%s) ==\n", ps->gpu, topo->origins.file);
+  plan_intro(out, wl, topo, ps);
+  if (ps->n_fit > 0 && plan_choose(ps)) {
+    fprintf(errs, "vsim: out of host memory\n");
+    return VS_EXIT_ERROR;
+  }
+  if (ps->n_fit == 0 || ps->top == 0)
+    return plan_nothing_fits(out, errs, ps);
+  if (ps->type)
+    plan_type_answers(out, ps);
+  else
+    plan_answers(out, ps);
+  return VS_EXIT_OK;
+}
+
+/* Loads one GPU type's job and plans it. Exit status of this type. */
+static int plan_type(const vs_capacity_opts *o, plan_state *ps, FILE *out,
+                     FILE *errs)
+{
+  vs_workload *wl = malloc(sizeof *wl);
+  vs_topology *topo = malloc(sizeof *topo);
+  int code;
+
+  if (!wl || !topo) {
+    fprintf(errs, "vsim: out of host memory\n");
+    code = VS_EXIT_ERROR;
+  } else if ((code = plan_inputs(o, ps, wl, topo, errs)) == VS_EXIT_OK) {
+    snprintf(ps->gpu, sizeof ps->gpu, "%s", topo->name);
+    ps->loaded = true;
+    code = plan_run(wl, topo, ps, out, errs);
+  }
+  free(wl);
+  free(topo);
+  return code;
+}
+
+/* Across n GPU types, the top layouts of every type that fit, ranked by
+ * cost per step (each type's own price). */
+static void plan_overall(FILE *out, const plan_state *types, size_t n,
+                         size_t top)
+{
+  size_t n_all = 0;
+  bool priced = true;
+  ranked *all;
+  for (size_t t = 0; t < n; t++) {
+    n_all += types[t].n_fit ? types[t].top : 0;
+    priced = priced && types[t].priced;
+  }
+  if (n_all == 0 || !(all = malloc(n_all * sizeof *all)))
+    return;
+  n_all = 0;
+  for (size_t t = 0; t < n; t++)
+    for (size_t k = 0; types[t].n_fit && k < types[t].top; k++) {
+      all[n_all] = types[t].order[k];
+      all[n_all++].type = t;
+    }
+  qsort(all, n_all, sizeof *all, by_cost);
+  fprintf(out, "\ncheapest per step across the %zu GPU types%s:\n", n,
+          priced ? "" : " (a type without a price is counted in GPU-hours)");
+  plan_header(out, priced, true);
+  for (size_t k = 0; k < n_all && k < top; k++)
+    print_layout(out, (int)k + 1, &types[all[k].type], all[k].idx);
+  free(all);
+}
+
+/* The exit status of several GPU types: 0 when one fits, else 3 when one
+ * ran out of memory, else the first type's. */
+static int plan_code(const int *codes, size_t n)
+{
+  for (size_t t = 0; t < n; t++)
+    if (codes[t] == VS_EXIT_OK)
+      return VS_EXIT_OK;
+  for (size_t t = 0; t < n; t++)
+    if (codes[t] == VS_EXIT_OOM)
+      return VS_EXIT_OOM;
+  return codes[0];
+}
+
+/* Splits --topology's comma list into files[PLAN_TYPES_MAX] (pointers into
+ * buf); NULL alone for the built-in. The count, or 0 after a message. */
+static size_t plan_topologies(const char *list, char *buf, size_t len,
+                              const char **files, FILE *errs)
+{
+  size_t n = 0;
+  if (!list) {
+    files[0] = NULL;
+    return 1;
+  }
+  if (strlen(list) >= len) {
+    fprintf(errs, "vsim: --topology list too long\n");
+    return 0;
+  }
+  strcpy(buf, list);
+  for (char *p = buf, *comma; p; p = comma ? comma + 1 : NULL) {
+    if ((comma = strchr(p, ',')))
+      *comma = '\0';
+    if (*p == '\0' || n == PLAN_TYPES_MAX) {
+      fprintf(errs, "vsim: --topology takes one file or a comma list of at "
+                    "most %d files, got '%s'\n", PLAN_TYPES_MAX, list);
+      return 0;
+    }
+    files[n++] = p;
+  }
+  return n;
+}
+
+/* Plans each GPU type; with several, the ranking across them. The CSV
+ * holds them all. */
+static int plan_types(const vs_capacity_opts *o, plan_state *types, size_t n,
+                      FILE *out, FILE *errs)
+{
+  int codes[PLAN_TYPES_MAX];
+  vs_error err;
+  int code;
+
+  vs_error_clear(&err);
+  for (size_t t = 0; t < n; t++) {
+    if (t > 0)
+      fprintf(out, "\n");
+    codes[t] = plan_type(o, &types[t], out, errs);
+    if (!types[t].loaded)
+      return codes[t]; /* bad input: nothing planned, nothing written */
+  }
+  if (!vs_split_root())
+    return VS_EXIT_OK; /* another MPI rank: rank 0 ranks and writes */
+  code = plan_code(codes, n);
+  if (n > 1 && code == VS_EXIT_OK)
+    plan_overall(out, types, n, types[0].top);
+  if (o->csv && write_plan_csv(o->csv, types, n, &err)) {
+    fprintf(errs, "vsim: %s\n", err.msg);
+    code = VS_EXIT_ERROR;
+  }
+  return code;
+}
+
+int vs_capacity_plan(const vs_capacity_opts *o, FILE *out, FILE *errs)
+{
+  char buf[4096];
+  const char *files[PLAN_TYPES_MAX];
+  size_t n = plan_topologies(o->ex.topology, buf, sizeof buf, files, errs);
+  plan_state *types = calloc(n ? n : 1, sizeof *types);
+  int code;
+
+  if (n == 0 || !types) {
+    free(types);
+    return n == 0 ? VS_EXIT_USAGE : VS_EXIT_ERROR;
+  }
+  for (size_t t = 0; t < n; t++) {
+    plan_state *ps = &types[t];
+    ps->ex = o->ex;
+    ps->ex.topology = files[t];
+    ps->type = n > 1 ? ps->gpu : NULL;
+    ps->top = o->top ? o->top : 5;
+    ps->exact = o->gpus > 0;
+    ps->max_gpus = o->gpus ? o->gpus : (o->max_gpus ? o->max_gpus : 512);
+  }
+  code = plan_types(o, types, n, out, errs);
+  for (size_t t = 0; t < n; t++) {
+    free(types[t].order);
+    free(types[t].choices);
+    free(types[t].cands);
+  }
+  free(types);
+  return code;
+}
