@@ -792,6 +792,9 @@ static void backward_unit(builder *b, const vs_unit *u)
     send(b, SEND_GRADIENT, u->mb, g, g - 1);
 }
 
+/* Buffers reserved per op: most ops allocate one or two. */
+#define RESERVED_BUFFERS_PER_OP 2
+
 /* Ops of one unit (a chunk's forward or backward of one micro-batch):
  * each layer op with up to 4 collectives, sends and gathers around it,
  * for the chunk's layers and the embedding or head beside them. */
@@ -809,17 +812,17 @@ double vs_schedule_estimate_ops(const vs_job *job, int stage)
                     .microbatches = job->layout->grad_accum,
                     .stages = job->layout->pp,
                     .vstages = job->layout->vstages};
-  /* 2 x micro-batches x chunks units, in double: no input overflows it */
-  double units = 2.0 * (double)pl.microbatches * (double)pl.vstages;
-  return units * ops_per_unit(job->layout, job->model, (uint64_t)stage) + 64;
+  return (double)vs_pipeline_units(&pl) *
+             ops_per_unit(job->layout, job->model, (uint64_t)stage) + 64;
 }
 
-/* Host bytes of one reserved op: the op, a dependency, three effects, two
- * buffers and its place in a stream (reserve_program's proportions). */
+/* Host bytes of one reserved op: the op, a dependency, its effects and
+ * buffers, and its place in a stream (what reserve_program reserves). */
 size_t vs_schedule_bytes_per_op(void)
 {
-  return sizeof(vs_pop) + sizeof(uint32_t) + 3 * sizeof(vs_effect) +
-         2 * sizeof(vs_buffer) + sizeof(uint32_t);
+  return sizeof(vs_pop) + sizeof(uint32_t) +
+         VS_SCHEDULE_EFFECTS_PER_OP * sizeof(vs_effect) +
+         RESERVED_BUFFERS_PER_OP * sizeof(vs_buffer) + sizeof(uint32_t);
 }
 
 /* Sizes the program's arrays once from vs_schedule_estimate_ops, so
@@ -831,8 +834,10 @@ static void reserve_program(builder *b, size_t n_units)
                             ops_per_unit(b->lay, b->m, b->stage) + 64);
   grow(b, (void **)&p->ops, &p->cap_ops, ops, sizeof *p->ops);
   grow(b, (void **)&p->deps, &p->cap_deps, ops, sizeof *p->deps);
-  grow(b, (void **)&p->effects, &p->cap_effects, 3 * ops, sizeof *p->effects);
-  grow(b, (void **)&p->buffers, &p->cap_buffers, 2 * ops, sizeof *p->buffers);
+  grow(b, (void **)&p->effects, &p->cap_effects,
+       VS_SCHEDULE_EFFECTS_PER_OP * ops, sizeof *p->effects);
+  grow(b, (void **)&p->buffers, &p->cap_buffers,
+       RESERVED_BUFFERS_PER_OP * ops, sizeof *p->buffers);
   grow(b, (void **)&p->stream_ops[VS_STREAM_COMPUTE],
        &p->cap_stream_ops[VS_STREAM_COMPUTE], ops, sizeof(uint32_t));
 }

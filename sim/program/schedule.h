@@ -118,6 +118,11 @@ int vs_schedule_rebuild(const vs_job *job, int stage, vs_program *prog,
  * no input overflows it. */
 double vs_schedule_estimate_ops(const vs_job *job, int stage);
 
+/* Memory effects reserved per op: an allocation and a free for most ops,
+ * more for those that save tensors; an estimate from above of the memory
+ * events (timeline rows) a program makes per op. */
+#define VS_SCHEDULE_EFFECTS_PER_OP 3
+
 /* Host bytes a program reserves per op of that estimate. */
 size_t vs_schedule_bytes_per_op(void);
 

@@ -171,9 +171,8 @@ static int build_plan(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
  * The work estimate and the budget
  * ------------------------------------------------------------------------ */
 
-/* Memory events per op: an allocation and a free for most ops, more for
- * those that save tensors (reserve_program reserves 3). */
-#define EFFECTS_PER_OP 3.0
+/* Memory events per op, from above (the schedule's reservation). */
+#define EFFECTS_PER_OP ((double)VS_SCHEDULE_EFFECTS_PER_OP)
 /* Printed bytes of a timeline.csv row (time %.9f ~12, rank ~3, op name
  * ~14, category ~8, delta ~10, allocated and reserved ~11 each, commas
  * and newline 7), of an ops.csv row (rank ~3, stream ~7, op name ~14,
