@@ -144,7 +144,7 @@ char *vs_conf_where(const vs_keytab *tab, const vs_origins *orig,
  * Storing one value
  * ------------------------------------------------------------------------ */
 
-static void print_size(FILE *f, uint64_t bytes);
+static char *size_text(uint64_t bytes, char *buf, size_t len);
 
 /* Writes bound v in the unit the key's values are written in. */
 static void bound_text(const vs_key *k, double v, char *buf, size_t len)
@@ -154,11 +154,7 @@ static void bound_text(const vs_key *k, double v, char *buf, size_t len)
   } else if (k->type == VS_KEY_LATENCY || k->type == VS_KEY_LATENCIES) {
     snprintf(buf, len, "%.15g s", v);
   } else if (k->type == VS_KEY_SIZE) {
-    FILE *f = fmemopen(buf, len, "w");
-    if (f) {
-      print_size(f, (uint64_t)v);
-      fclose(f);
-    }
+    size_text((uint64_t)v, buf, len);
   } else {
     snprintf(buf, len, "%.15g", v);
   }
@@ -762,8 +758,9 @@ static void print_real(FILE *f, const char *before, double v, const char *unit)
 }
 
 /* bytes exactly, in the largest binary unit that divides them ("25MiB",
- * "85027979264B"), so that it loads back (a size needs its unit). */
-static void print_size(FILE *f, uint64_t bytes)
+ * "85027979264B"), so that it loads back (a size needs its unit); into
+ * buf, returned. */
+static char *size_text(uint64_t bytes, char *buf, size_t len)
 {
   static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   size_t u = 0;
@@ -772,7 +769,8 @@ static void print_size(FILE *f, uint64_t bytes)
     bytes /= 1024;
     u++;
   }
-  fprintf(f, "%llu%s", (unsigned long long)bytes, units[u]);
+  snprintf(buf, len, "%llu%s", (unsigned long long)bytes, units[u]);
+  return buf;
 }
 
 void vs_conf_print_value(FILE *f, const vs_key *k, const void *target)
@@ -782,9 +780,11 @@ void vs_conf_print_value(FILE *f, const vs_key *k, const void *target)
   case VS_KEY_COUNT:
     fprintf(f, "%llu", (unsigned long long)*(const uint64_t *)slot);
     break;
-  case VS_KEY_SIZE:
-    print_size(f, *(const uint64_t *)slot);
+  case VS_KEY_SIZE: {
+    char text[32];
+    fputs(size_text(*(const uint64_t *)slot, text, sizeof text), f);
     break;
+  }
   case VS_KEY_REAL:
     print_real(f, "", *(const double *)slot, "");
     break;

@@ -409,7 +409,6 @@ int vs_explore_all(const vs_explore *ex, vs_candidate *cands, size_t n,
 
   /* Parse the two files once; every candidate copies them. When either
    * does not parse, candidates parse it themselves and carry the error. */
-  vs_error_clear(&ignored);
   if (!ex->topology_base || !ex->workload_base) {
     topo = malloc(sizeof *topo);
     wl = malloc(sizeof *wl);
