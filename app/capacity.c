@@ -412,11 +412,7 @@ int vs_capacity_fit(const vs_capacity_opts *o, FILE *out, FILE *errs)
 
 void vs_cap_tail_header(vs_csv *c)
 {
-  vs_csv_text(c, "status");
-  vs_csv_text(c, "reason");
-  vs_csv_text(c, "tokens_per_s");
-  vs_csv_text(c, "mfu");
-  vs_csv_text(c, "usd_per_step");
+  vs_csv_fields(c, "status,reason,tokens_per_s,mfu,usd_per_step");
 }
 
 /* A figure derived from a candidate's step time, or an empty cell when the

@@ -443,24 +443,13 @@ static int write_plan_csv(const char *path, const plan_state *types,
   int rc = vs_csv_open(&c, path, err);
   if (rc)
     return rc;
-  vs_csv_text(&c, "gpu");
-  vs_csv_text(&c, "gpus");
-  vs_csv_text(&c, "parallel.dp");
-  vs_csv_text(&c, "parallel.tp");
-  vs_csv_text(&c, "parallel.pp");
-  vs_csv_text(&c, "parallel.zero");
-  vs_csv_text(&c, "training.checkpointing");
-  vs_csv_text(&c, "training.micro_batch");
-  vs_csv_text(&c, "parallel.sequence_parallel");
-  vs_csv_text(&c, "parallel.schedule");
-  vs_csv_text(&c, "parallel.virtual_stages");
-  vs_csv_text(&c, "parallel.pp_layers");
+  vs_csv_fields(&c, "gpu,gpus,parallel.dp,parallel.tp,parallel.pp,"
+                    "parallel.zero,training.checkpointing,training.micro_batch,"
+                    "parallel.sequence_parallel,parallel.schedule,"
+                    "parallel.virtual_stages,parallel.pp_layers");
   vs_summary_csv_header(&c);
   vs_cap_tail_header(&c);
-  vs_csv_text(&c, "usd_per_1e9_tokens");
-  vs_csv_text(&c, "hours_per_1e9_tokens");
-  vs_csv_text(&c, "extrapolated");
-  vs_csv_row(&c);
+  vs_csv_header(&c, "usd_per_1e9_tokens,hours_per_1e9_tokens,extrapolated");
   for (size_t t = 0; t < n_types; t++)
     plan_csv_rows(&c, &types[t]);
   return vs_csv_commit(&c, err);

@@ -569,7 +569,7 @@ void vs_csv_row(vs_csv *csv)
   csv->n_fields = 0;
 }
 
-void vs_csv_header(vs_csv *csv, const char *names)
+void vs_csv_fields(vs_csv *csv, const char *names)
 {
   char name[128];
   const char *p = names;
@@ -584,6 +584,11 @@ void vs_csv_header(vs_csv *csv, const char *names)
     if (*p == ',')
       p++;
   }
+}
+
+void vs_csv_header(vs_csv *csv, const char *names)
+{
+  vs_csv_fields(csv, names);
   vs_csv_row(csv);
 }
 

@@ -71,6 +71,10 @@ void vs_csv_printf(vs_csv *csv, const char *fmt, ...)
 /* Ends the row. */
 void vs_csv_row(vs_csv *csv);
 
+/* Appends one text field per name of a comma-separated list (a header's
+ * columns; the row goes on). */
+void vs_csv_fields(vs_csv *csv, const char *names);
+
 /* Writes a header row from a comma-separated list of names. */
 void vs_csv_header(vs_csv *csv, const char *names);
 

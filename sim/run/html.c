@@ -6,7 +6,8 @@
  * and the terminal never disagree; the timeline is reduced to at most
  * HTML_POINTS moments, embedded as JSON, and drawn by html_script.js
  * (inlined from the build: html_assets.h). Every text that comes from the
- * inputs (file names, GPU names) goes through html_text or json_text. */
+ * inputs (file names, GPU names) goes through vs_report_xml_text or
+ * json_text. */
 #include "report.h"
 
 #include "csvout.h"
@@ -18,23 +19,6 @@
 #include <string.h>
 
 enum { HTML_POINTS = 2000 };
-
-/* text as HTML character data or attribute value: < > & " ' escaped. */
-static void html_text(vs_csv *f, const char *text)
-{
-  for (const char *p = text; *p; p++) {
-    size_t n = strcspn(p, "<>&\"'");
-    vs_csv_printf(f, "%.*s", (int)n, p);
-    p += n;
-    if (*p == '\0')
-      break;
-    vs_csv_printf(f, "%s", *p == '<'   ? "&lt;"
-                           : *p == '>' ? "&gt;"
-                           : *p == '&' ? "&amp;"
-                           : *p == '"' ? "&quot;"
-                                       : "&#39;");
-  }
-}
 
 /* text as a JSON string inside a <script> element: besides " and \ and
  * control characters, < > & are written as \u escapes, so that no
@@ -62,9 +46,9 @@ static void html_head(vs_csv *f, const vs_sim *sim)
                    "<meta name=\"viewport\" content=\"width=device-width, "
                    "initial-scale=1\">\n"
                    "<link rel=\"icon\" href=\"data:,\">\n<title>vsim: ");
-  html_text(f, sim->wl->origins.file);
+  vs_report_xml_text(f, sim->wl->origins.file);
   vs_csv_printf(f, " on %llu x ", (unsigned long long)sim->layout.gpus);
-  html_text(f, sim->topo->name);
+  vs_report_xml_text(f, sim->topo->name);
   vs_csv_printf(f, "</title>\n<style>\n%s</style>\n<script>\n"
                    "window.onerror = function (msg, src, line) {\n"
                    "  var e = document.getElementById('js-error');\n"
@@ -96,7 +80,7 @@ static int html_terminal_text(vs_csv *f, const vs_sim *sim, const vs_rank *r,
     return vs_error_set(err, VS_ENOMEM, "out of host memory for the page");
   }
   vs_csv_printf(f, "%s", open);
-  html_text(f, text);
+  vs_report_xml_text(f, text);
   vs_csv_printf(f, "%s", close);
   free(text);
   return 0;
@@ -112,9 +96,9 @@ static int html_top(vs_csv *f, const vs_sim *sim, vs_error *err)
                                 "</pre>\n", err)))
     return rc;
   vs_csv_printf(f, "<p id=\"verdict\" class=\"%s\">", sim->fits ? "fits" : "oom");
-  html_text(f, vs_report_line(sim, VS_LINE_VERDICT, line, sizeof line));
+  vs_report_xml_text(f, vs_report_line(sim, VS_LINE_VERDICT, line, sizeof line));
   vs_csv_printf(f, "</p>\n<p id=\"peak\">");
-  html_text(f, vs_report_line(sim, VS_LINE_PEAK, line, sizeof line));
+  vs_report_xml_text(f, vs_report_line(sim, VS_LINE_PEAK, line, sizeof line));
   vs_csv_printf(f, "</p>\n");
   for (size_t i = 0; i < sim->n_ranks; i++)
     if (sim->ranks[i].mem.oom.happened &&
@@ -205,9 +189,9 @@ static void html_step(vs_csv *f, const vs_sim *sim)
                   colors[i], names[i], vs_format_seconds(parts[i], s, sizeof s),
                   sum > 0 ? 100.0 * parts[i] / sum : 0.0);
   vs_csv_printf(f, "</ul>\n<p id=\"step\">");
-  html_text(f, vs_report_line(sim, VS_LINE_STEP, line, sizeof line));
+  vs_report_xml_text(f, vs_report_line(sim, VS_LINE_STEP, line, sizeof line));
   vs_csv_printf(f, "</p>\n<p id=\"throughput\">");
-  html_text(f, vs_report_line(sim, VS_LINE_THROUGHPUT, line, sizeof line));
+  vs_report_xml_text(f, vs_report_line(sim, VS_LINE_THROUGHPUT, line, sizeof line));
   vs_csv_printf(f, "</p>\n");
 }
 

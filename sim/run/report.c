@@ -629,17 +629,19 @@ static void svg_columns(const vs_rank *r, vs_report_moment *cols)
       cols[x] = cols[x - 1];
 }
 
-/* Writes text as XML character data: a path or GPU name with < or & in it
- * stays text instead of breaking (or becoming) markup. */
-static void xml_text(vs_csv *f, const char *text)
+void vs_report_xml_text(vs_csv *f, const char *text)
 {
   for (const char *p = text; *p; p++) {
-    size_t n = strcspn(p, "<>&"); /* plain text up to the next one */
+    size_t n = strcspn(p, "<>&\"'"); /* plain text up to the next one */
     vs_csv_printf(f, "%.*s", (int)n, p);
     p += n;
     if (*p == '\0')
       break;
-    vs_csv_printf(f, "%s", *p == '<' ? "&lt;" : *p == '>' ? "&gt;" : "&amp;");
+    vs_csv_printf(f, "%s", *p == '<'   ? "&lt;"
+                           : *p == '>' ? "&gt;"
+                           : *p == '&' ? "&amp;"
+                           : *p == '"' ? "&quot;"
+                                       : "&#39;");
   }
 }
 
@@ -683,9 +685,9 @@ static void svg_title(vs_csv *f, const vs_sim *sim, const vs_rank *r)
   vs_csv_printf(f, "<text x=\"%d\" y=\"22\" font-size=\"14\">memory of rank %u "
                    "(stage %d) over one step: ",
                 SVG_LEFT, r->id, r->stage);
-  xml_text(f, sim->wl->origins.file);
+  vs_report_xml_text(f, sim->wl->origins.file);
   vs_csv_printf(f, " on ");
-  xml_text(f, sim->topo->name);
+  vs_report_xml_text(f, sim->topo->name);
   vs_csv_printf(f, "</text>\n");
 }
 
@@ -788,7 +790,7 @@ static void svg_marker(vs_csv *f, const svg_scale *s, double step,
                    "text-anchor=\"%s\">",
                 right_half ? x - 4 : x + 4, SVG_TOP + 12 + 14 * row, color,
                 right_half ? "end" : "start");
-  xml_text(f, label);
+  vs_report_xml_text(f, label);
   vs_csv_printf(f, "</text>\n");
 }
 

@@ -4,6 +4,7 @@
 #ifndef VS_REPORT_H
 #define VS_REPORT_H
 
+#include "csvout.h"
 #include "error.h"
 #include "simulate.h"
 
@@ -97,6 +98,12 @@ void vs_report_moments(const vs_rank *r, size_t n, vs_report_moment *out);
  * bytes; the per-rank table at peak; the step-time split. Text from the
  * inputs is HTML-escaped. Needs a simulation run with record. Atomic. */
 int vs_report_write_html(const vs_sim *sim, const char *path, vs_error *err);
+
+/* Writes text as XML or HTML character data or attribute value (< > & "
+ * and ' escaped): a path or GPU name with markup characters in it stays
+ * text in the SVG and the HTML page instead of breaking (or becoming)
+ * markup. */
+void vs_report_xml_text(vs_csv *f, const char *text);
 
 /* "cross_entropy (head, micro-batch 0)" for an op of prog. */
 char *vs_report_op_label(const vs_sim *sim, const vs_program *prog,

@@ -37,9 +37,7 @@ void vs_summary_of(const vs_sim *sim, const vs_rank *r, vs_summary *sum)
 
 void vs_summary_csv_header(vs_csv *csv)
 {
-  char cols[] = SUMMARY_COLUMNS;
-  for (char *p = strtok(cols, ","); p; p = strtok(NULL, ","))
-    vs_csv_text(csv, p);
+  vs_csv_fields(csv, SUMMARY_COLUMNS);
 }
 
 void vs_summary_csv_row(vs_csv *c, const vs_summary *s)
