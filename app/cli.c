@@ -514,10 +514,11 @@ typedef struct output {
 static size_t run_outputs(const cli_args *a, output *outs)
 {
   size_t n = 0;
-  for (size_t i = 0; a->csv_dir && i < 3; i++, n++) {
+  for (size_t i = 0; a->csv_dir && i < VS_REPORT_CSV_FILES; i++, n++) {
     outs[n].option = "--csv";
     outs[n].given = a->csv_dir;
-    snprintf(outs[n].path, VS_OUTPUTS_PATH_LEN, "%s/%s", a->csv_dir, vs_outputs_csv_names[i]);
+    snprintf(outs[n].path, VS_OUTPUTS_PATH_LEN, "%s/%s", a->csv_dir,
+             vs_report_csv_names[i]);
   }
   if (a->trace)
     outs[n++] = (output){"--trace", a->trace, "", ""};
@@ -537,7 +538,7 @@ static size_t run_outputs(const cli_args *a, output *outs)
  * that names an input file would destroy it. */
 static int check_distinct_outputs(const cli_args *a, FILE *errs)
 {
-  output *outs = malloc(6 * sizeof *outs);
+  output *outs = malloc((VS_REPORT_CSV_FILES + 3) * sizeof *outs); /* + trace, svg, html */
   size_t n;
   int code = VS_EXIT_OK;
 

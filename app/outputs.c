@@ -4,6 +4,7 @@
 #include "outputs.h"
 
 #include "csvout.h"
+#include "report.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -118,10 +119,7 @@ int vs_outputs_check(FILE *errs, const char *option, const char *path)
   return check_dir(errs, option, path, dir);
 }
 
-const char *const vs_outputs_csv_names[3] = {"summary.csv", "timeline.csv",
-                                        "ops.csv"};
-
-/* --csv DIR: an existing directory whose three files can be written, or
+/* --csv DIR: an existing directory whose files can be written, or
  * one that can be created (vs_report_write_csv creates it after the
  * simulation; nothing is created here). */
 int vs_outputs_check_csv_dir(FILE *errs, const char *dir)
@@ -143,8 +141,8 @@ int vs_outputs_check_csv_dir(FILE *errs, const char *dir)
     fprintf(errs, "vsim: --csv %s: exists and is not a directory\n", dir);
     return VS_EXIT_ERROR;
   }
-  for (size_t i = 0; code == VS_EXIT_OK && i < 3; i++) {
-    snprintf(file, sizeof file, "%s/%s", dir, vs_outputs_csv_names[i]);
+  for (size_t i = 0; code == VS_EXIT_OK && i < VS_REPORT_CSV_FILES; i++) {
+    snprintf(file, sizeof file, "%s/%s", dir, vs_report_csv_names[i]);
     code = vs_outputs_check(errs, "--csv", file);
   }
   return code;

@@ -23,8 +23,6 @@ int vs_vusage(FILE *errs, const char *declined, const char *fmt, va_list ap);
 int vs_usage(FILE *errs, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* The three files of `--csv DIR`, in the order they are written. */
-extern const char *const vs_outputs_csv_names[3];
 
 /* Checks that the file `path` given to `option` can be written: it is not
  * a directory and its directory exists and is writable. Writes nothing.
@@ -33,7 +31,7 @@ extern const char *const vs_outputs_csv_names[3];
  * when it can. */
 int vs_outputs_check(FILE *errs, const char *option, const char *path);
 
-/* --csv DIR: an existing directory whose three files can be written, or one
+/* --csv DIR: an existing directory whose files (vs_report_csv_names) can be written, or one
  * that can be created (nothing is created here). Exit status as above. */
 int vs_outputs_check_csv_dir(FILE *errs, const char *dir);
 

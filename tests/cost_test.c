@@ -127,12 +127,12 @@ static void test_optimizer_work(void **state)
   st.param_elems = st.trainable_elems = 1000;
   st.params_bytes = st.params_full_bytes = 2000;
   st.grads_bytes = st.grads_full_bytes = 2000;
-  st.optimizer_bytes = st.optimizer_full_bytes = 12000;
+  st.optimizer_shard_bytes = st.optimizer_full_bytes = 12000;
   w = vs_cost_optimizer_work(&st);
   tu_assert_close(w.flops, 12000.0, 0);
   tu_assert_close(w.bytes, 30000.0, 0);
   st.params_bytes = st.grads_bytes = 500;
-  st.optimizer_bytes = 3000;
+  st.optimizer_shard_bytes = 3000;
   w = vs_cost_optimizer_work(&st);
   tu_assert_close(w.flops, 3000.0, 0);
   tu_assert_close(w.bytes, 7500.0, 0);
@@ -149,7 +149,7 @@ static void test_optimizer_work(void **state)
   st.params_bytes = st.params_full_bytes = 2000;
   st.trainable_elems = 250;
   st.grads_bytes = st.grads_full_bytes = 500;
-  st.optimizer_bytes = st.optimizer_full_bytes = 3000;
+  st.optimizer_shard_bytes = st.optimizer_full_bytes = 3000;
   w = vs_cost_optimizer_work(&st);
   tu_assert_close(w.flops, 3000.0, 0);
   tu_assert_close(w.bytes, 7500.0, 0);

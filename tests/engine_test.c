@@ -82,6 +82,7 @@ static uint32_t prog_buffer(vs_program *p, uint64_t bytes, int category)
   assert_true(p->n_buffers < p->cap_buffers);
   p->buffers[p->n_buffers].bytes = bytes;
   p->buffers[p->n_buffers].category = category;
+  p->buffers[p->n_buffers].place = VS_PLACE_GPU;
   return (uint32_t)p->n_buffers++;
 }
 
@@ -844,7 +845,11 @@ static void test_res_missing_is_an_error(void **state)
   vs_rank_init(&r, 0, &p, UINT64_MAX / 2, 0);
   assert_int_equal(run_res(&r, 1, 1, specs, &st, &err), VS_EINPUT);
   assert_non_null(strstr(err.msg, "op 0 (to_disk)"));
-  assert_non_null(strstr(err.msg, "resource 3 (nvme)"));
+  {
+    char want[32];
+    snprintf(want, sizeof want, "resource %d (nvme)", VS_RES_NVME);
+    assert_non_null(strstr(err.msg, want));
+  }
   assert_non_null(strstr(err.msg, "the topology does not describe"));
   vs_rank_fini(&r);
   /* no table at all */

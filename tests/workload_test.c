@@ -591,17 +591,49 @@ static void test_master_weights_with_fp32(void **state)
            "when precision is below fp32 (precision = fp32 here)");
 }
 
-static void test_not_simulated_yet(void **state)
+/* Offload is allowed where DeepSpeed allows it; every other combination
+ * names the key and the reason. */
+static void test_offload_rules(void **state)
 {
+  vs_workload wl;
+  char path[128];
+  vs_error err;
   (void)state;
   load_bad(GPT_MODEL "[parallel]\noffload_optimizer = cpu\n", NULL, 0, 0,
            VS_EINPUT,
-           "@:9: [parallel] offload_optimizer = cpu: optimizer offload is not "
-           "simulated by this version of vsim yet; use none");
-  load_bad(GPT_MODEL "[parallel]\noffload_params = nvme\n", NULL, 0, 0,
-           VS_EINPUT,
-           "@:9: [parallel] offload_params = nvme: parameter offload is not "
-           "simulated");
+           "@:9: [parallel] offload_optimizer = cpu: optimizer offload moves "
+           "ZeRO's partitioned optimizer states (ZeRO-Offload); it needs "
+           "zero >= 1");
+  load_bad(GPT_MODEL "[parallel]\nzero = 2\noffload_optimizer = nvme\n", NULL,
+           0, 0, VS_EINPUT,
+           "@:10: [parallel] offload_optimizer = nvme: NVMe offload is "
+           "ZeRO-Infinity, which DeepSpeed offers with zero = 3 only");
+  load_bad(GPT_MODEL "[training]\noptimizer = adam8bit\n[parallel]\nzero = 1\n"
+                     "offload_optimizer = cpu\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:12: [parallel] offload_optimizer = cpu: adam8bit's blockwise "
+           "kernels (bitsandbytes) run on the GPU only");
+  load_bad(GPT_MODEL "[parallel]\nzero = 2\noffload_params = cpu\n", NULL, 0,
+           0, VS_EINPUT,
+           "@:10: [parallel] offload_params = cpu: only partitioned parameters "
+           "can live off the GPU (ZeRO-3's offload_param, FSDP's CPUOffload); "
+           "it needs zero = 3");
+  /* what DeepSpeed runs loads */
+  assert_int_equal(load_at(&wl, path,
+                           GPT_MODEL "[parallel]\nzero = 1\n"
+                                     "offload_optimizer = cpu\n",
+                           NULL, 0, 0, &err), 0);
+  assert_int_equal(load_at(&wl, path,
+                           GPT_MODEL "[parallel]\nzero = 3\n"
+                                     "offload_optimizer = nvme\n"
+                                     "offload_params = nvme\n",
+                           NULL, 0, 0, &err), 0);
+  assert_int_equal(wl.parallel.offload_params, VS_OFFLOAD_NVME);
+}
+
+static void test_runtime_rules(void **state)
+{
+  (void)state;
   /* allocator settings need the caching allocator */
   load_bad(GPT_MODEL "[runtime]\nallocator = exact\nexpandable_segments = true\n",
            NULL, 0, 0, VS_EINPUT,
@@ -726,7 +758,8 @@ int main(void)
       cmocka_unit_test(test_global_batch_divisibility),
       cmocka_unit_test(test_gpus_argument),
       cmocka_unit_test(test_master_weights_with_fp32),
-      cmocka_unit_test(test_not_simulated_yet),
+      cmocka_unit_test(test_offload_rules),
+      cmocka_unit_test(test_runtime_rules),
       cmocka_unit_test(test_pipeline_validation),
       cmocka_unit_test(test_layout_rules),
       cmocka_unit_test(test_huge_products_are_errors),

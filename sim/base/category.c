@@ -8,3 +8,9 @@ const char *vs_category_name(int category)
 {
   return category >= 0 && category < VS_CAT_N ? category_names[category] : "?";
 }
+
+const char *vs_place_name(int place)
+{
+  static const char *const names[VS_PLACE_N] = {"gpu", "host", "nvme"};
+  return place >= 0 && place < VS_PLACE_N ? names[place] : "?";
+}

@@ -16,6 +16,18 @@ typedef enum vs_category {
   VS_CAT_N
 } vs_category;
 
+/* Where bytes live: each place is a memory of its own, tracked and bounded
+ * separately (the GPU's per rank; the host's and the NVMe's per node). */
+typedef enum vs_place {
+  VS_PLACE_GPU,       /* device memory */
+  VS_PLACE_HOST,      /* host DRAM (offload, staging buffers) */
+  VS_PLACE_NVME,      /* NVMe (ZeRO-Infinity) */
+  VS_PLACE_N
+} vs_place;
+
+/* "gpu", "host", "nvme" ("?" outside the range). */
+const char *vs_place_name(int place);
+
 /* "params", "grads", ... ("?" outside the range). */
 const char *vs_category_name(int category);
 

@@ -67,14 +67,14 @@ vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st)
    * weights are all-gathered (ZeRO paper, Rajbhandari et al. 2020, 5.1;
    * DeepSpeed stage_1_and_2.py steps single_partition_of_fp32_groups) */
   double part = st->optimizer_full_bytes > 0
-                    ? (double)st->optimizer_bytes /
+                    ? (double)st->optimizer_shard_bytes /
                           (double)st->optimizer_full_bytes
                     : 0.0;
   w.flops = OPTIMIZER_FLOPS_PER_ELEM * (double)st->trainable_elems * part;
   /* states read and written, the partition's gradients read, its
    * trainable weights read and written (states and gradients exist for
    * trainable ones only) */
-  w.bytes = 2.0 * (double)st->optimizer_bytes +
+  w.bytes = 2.0 * (double)st->optimizer_shard_bytes +
             (double)st->grads_full_bytes * part +
             2.0 * (double)st->params_full_bytes * share * part;
   return w;

@@ -46,7 +46,7 @@ double vs_cost_roofline_seconds(const vs_topology *topo, int precision,
 
 /* Work of one optimizer step of a stage (st) on one GPU, over the
  * partition of trainable parameters whose optimizer states it holds
- * (optimizer_bytes / optimizer_full_bytes of them: all without ZeRO, 1/dp
+ * (optimizer_shard_bytes / optimizer_full_bytes of them: all without ZeRO, 1/dp
  * under ZeRO-1/2/3): 12 FLOPs per element; bytes read and written: its
  * optimizer states twice, its gradients once, its trainable weights twice.
  * A stage with no parameters does no work. */

@@ -19,7 +19,26 @@ typedef struct run_ctx {
   vs_evq q;
   vs_error *err;
   vs_res_state res;         /* flows on shared resources */
+  bool node_oom;            /* a node's host or NVMe ran out */
 } run_ctx;
+
+void vs_node_mem_init(vs_node_mem *n, uint32_t node, uint64_t host_bytes,
+                      uint64_t nvme_bytes)
+{
+  memset(n, 0, sizeof *n);
+  n->node = node;
+  vs_mem_init(&n->mem[VS_PLACE_HOST], host_bytes, 0);
+  vs_mem_init(&n->mem[VS_PLACE_NVME], nvme_bytes, 0);
+}
+
+bool vs_node_mem_fits(const vs_node_mem *n)
+{
+  for (int p = VS_PLACE_HOST; p < VS_PLACE_N; p++)
+    if (n->mem[p].oom.happened ||
+        n->mem[p].peak_allocated_bytes > n->mem[p].capacity_bytes)
+      return false;
+  return true;
+}
 
 void vs_rank_init(vs_rank *rank, uint32_t id, const vs_program *prog,
                   uint64_t capacity_bytes, uint64_t framework_bytes)
@@ -116,6 +135,34 @@ static int record_span(vs_rank *r, uint32_t op, uint64_t start, uint64_t end)
   return 0;
 }
 
+/* An allocation or free of buf (off the GPU) on every node rank has a
+ * share of, `weight` times there. */
+static int node_effect(run_ctx *c, vs_rank *r, const vs_effect *e,
+                       const vs_buffer *buf, uint32_t op, uint64_t t_ns)
+{
+  if (r->n_shares == 0 || buf->place >= VS_PLACE_N)
+    return VS_EINPUT;
+  for (uint32_t i = 0; i < r->n_shares; i++) {
+    vs_node_mem *n = &c->opts->nodes[r->shares[i].node];
+    vs_mem *m = &n->mem[buf->place];
+    bool was_oom = m->oom.happened;
+    uint64_t bytes;
+    int rc;
+    if (__builtin_mul_overflow(buf->bytes, (uint64_t)r->shares[i].weight,
+                               &bytes))
+      return VS_ELIMIT;
+    rc = e->is_free ? vs_mem_free(m, buf->category, bytes)
+                    : vs_mem_alloc(m, buf->category, bytes, op, t_ns);
+    if (rc)
+      return rc;
+    if (m->oom.happened && !was_oom) {
+      n->oom_rank[buf->place] = r->id;
+      c->node_oom = true;
+    }
+  }
+  return 0;
+}
+
 /* Applies the effects of op that happen at its start (at_end = 0) or end. */
 static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
                          uint64_t t_ns)
@@ -129,7 +176,9 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
     uint64_t bytes = buf->bytes;
     if ((bool)e->at_end != at_end)
       continue;
-    if (r->alloc)
+    if (buf->place != VS_PLACE_GPU)
+      rc = node_effect(c, r, e, buf, idx, t_ns);
+    else if (r->alloc)
       rc = caching_effect(r, e, buf, op->stream, idx, t_ns, &bytes);
     else if (e->is_free)
       rc = vs_mem_free(&r->mem, buf->category, buf->bytes);
@@ -138,10 +187,13 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
     if (rc)
       return vs_error_set(c->err, rc,
                           "engine: rank %u op %u (%s) %s %llu bytes of %s "
-                          "failed (schedule bug or counter overflow)",
+                          "(%s) failed (schedule bug or counter overflow)",
                           r->id, idx, op->name, e->is_free ? "free" : "alloc",
                           (unsigned long long)buf->bytes,
-                          vs_category_name(buf->category));
+                          vs_category_name(buf->category),
+                          vs_place_name(buf->place));
+    if (buf->place != VS_PLACE_GPU)
+      continue; /* the timeline is the GPU's */
     if (c->opts->record_timeline &&
         record_event(r, t_ns, idx, buf->category,
                      e->is_free ? -(int64_t)bytes : (int64_t)bytes))
@@ -224,10 +276,13 @@ static int start_ready(run_ctx *c, uint32_t rank_idx, uint64_t t_ns, int cause)
     if (!ready(c, r, op))
       continue;
     if (s == VS_STREAM_COMPUTE && t_ns > r->idle_since[s]) {
+      uint64_t idle = t_ns - r->idle_since[s];
       if (cause == VS_PHASE_P2P)
-        r->wait_p2p_ns += t_ns - r->idle_since[s];
+        r->wait_p2p_ns += idle;
+      else if (cause == VS_PHASE_OFFLOAD)
+        r->wait_offload_ns += idle;
       else
-        r->wait_comm_ns += t_ns - r->idle_since[s];
+        r->wait_comm_ns += idle;
     }
     r->busy[s] = true;
     r->next[s]++;
@@ -266,6 +321,30 @@ static int resource_event(run_ctx *c, const vs_event *ev, bool *ended)
   return 0;
 }
 
+/* The step's tail, after the compute stream's last op: each stretch up to
+ * an op's end is charged to that op (the ops that end last are the ones
+ * the step waited for), the offload ones counted here. */
+static void account_tail(vs_rank *r, const vs_pop *op, uint64_t t_ns)
+{
+  const vs_program *p = r->prog;
+  bool compute_done = r->done[VS_STREAM_COMPUTE] ==
+                      p->n_stream_ops[VS_STREAM_COMPUTE];
+  if (op->stream == VS_STREAM_COMPUTE) {
+    if (r->done[VS_STREAM_COMPUTE] + 1 == p->n_stream_ops[VS_STREAM_COMPUTE])
+      r->tail_mark_ns = t_ns; /* this is the last one */
+    return;
+  }
+  if (!compute_done || t_ns <= r->tail_mark_ns)
+    return;
+  if (op->phase == VS_PHASE_OFFLOAD) {
+    if (op->resource == VS_RES_CPU)
+      r->tail_cpu_ns += t_ns - r->tail_mark_ns;
+    else
+      r->tail_copy_ns += t_ns - r->tail_mark_ns;
+  }
+  r->tail_mark_ns = t_ns;
+}
+
 /* Ends the op of ev (counting it in stats), then starts what it allowed. */
 static int finish(run_ctx *c, const vs_event *ev, vs_engine_stats *stats)
 {
@@ -280,6 +359,7 @@ static int finish(run_ctx *c, const vs_event *ev, vs_engine_stats *stats)
   stats->events++;
   if (ev->t_ns > stats->end_ns)
     stats->end_ns = ev->t_ns;
+  account_tail(r, op, ev->t_ns);
   r->busy[op->stream] = false;
   r->done[op->stream]++;
   r->idle_since[op->stream] = ev->t_ns;
@@ -318,7 +398,7 @@ int vs_engine_run(vs_rank *ranks, size_t n_ranks, const vs_engine_opts *opts,
 {
   run_ctx c = {ranks, n_ranks, opts->ranks_per_stage ? opts->ranks_per_stage
                                                      : n_ranks,
-               opts, {0}, err, {0}};
+               opts, {0}, err, {0}, false};
   vs_event ev;
   int rc = 0;
 
@@ -329,7 +409,7 @@ int vs_engine_run(vs_rank *ranks, size_t n_ranks, const vs_engine_opts *opts,
   for (size_t i = 0; i < n_ranks && !rc; i++)
     rc = start_ready(&c, (uint32_t)i, 0, VS_PHASE_SETUP);
   while (!rc && vs_evq_pop(&c.q, &ev)) {
-    if (opts->stop_at_oom && c.ranks[ev.rank].mem.oom.happened) {
+    if (opts->stop_at_oom && (c.ranks[ev.rank].mem.oom.happened || c.node_oom)) {
       stats->stopped = true;
       break;
     }

@@ -41,6 +41,23 @@ typedef struct vs_op_span {
   uint64_t start_ns, end_ns;
 } vs_op_span;
 
+/* One node's memories beside its GPUs': host DRAM and NVMe, shared by
+ * the ranks on the node, exact accounting (no caching allocator). */
+typedef struct vs_node_mem {
+  uint32_t node;            /* node number */
+  vs_mem mem[VS_PLACE_N];   /* [VS_PLACE_HOST], [VS_PLACE_NVME]; the GPU's
+                               entry is unused */
+  uint32_t oom_rank[VS_PLACE_N]; /* the rank whose op ran out, per place */
+} vs_node_mem;
+
+/* A rank's share of a node: `weight` GPUs of node nodes[node] run its
+ * program (1 with every GPU simulated; in stage mode its stage's GPUs on
+ * that node), so each of its host or NVMe bytes counts `weight` times. */
+typedef struct vs_node_share {
+  uint32_t node;            /* index into vs_engine_opts.nodes */
+  uint32_t weight;
+} vs_node_share;
+
 typedef struct vs_rank {
   uint32_t id;              /* global rank number */
   int stage, dp_rank, tp_rank;
@@ -54,6 +71,13 @@ typedef struct vs_rank {
   uint64_t idle_since[VS_STREAM_N]; /* when each stream last went idle */
   uint64_t wait_p2p_ns;     /* compute stream idle waiting on the pipeline */
   uint64_t wait_comm_ns;    /* compute stream idle waiting on dp collectives */
+  uint64_t wait_offload_ns; /* compute stream idle waiting on an offload
+                               copy (a parameter fetch) */
+  uint64_t tail_mark_ns;    /* after its compute stream's last op: the end
+                               of the tail accounted so far */
+  uint64_t tail_cpu_ns;     /* tail time up to the end of a host-CPU op */
+  uint64_t tail_copy_ns;    /* tail time up to the end of another offload
+                               op (a copy or an NVMe swap) */
   vs_mem mem;               /* its memory */
   vs_alloc *alloc;          /* caching-allocator emulation; NULL = exact */
   uint32_t *live_blocks;    /* [program buffer] its allocator block while
@@ -62,6 +86,10 @@ typedef struct vs_rank {
   size_t n_timeline, cap_timeline;
   vs_op_span *spans;        /* recorded when asked */
   size_t n_spans, cap_spans;
+  const vs_node_share *shares; /* where its host and NVMe bytes count (not
+                               owned); none: the program places nothing
+                               off the GPU */
+  uint32_t n_shares;
 } vs_rank;
 
 typedef struct vs_engine_opts {
@@ -75,6 +103,9 @@ typedef struct vs_engine_opts {
   const vs_resource_spec *resources; /* [vs_resource_kind] the shared
                                resources (vs_resource_table); NULL: none */
   size_t n_resources;       /* entries in resources */
+  vs_node_mem *nodes;       /* host and NVMe memories the ranks' shares
+                               name (not owned; updated by the run) */
+  size_t n_nodes;
 } vs_engine_opts;
 
 typedef struct vs_engine_stats {
@@ -94,10 +125,18 @@ void vs_rank_fini(vs_rank *rank);
  * allocation failure. */
 int vs_rank_use_caching(vs_rank *rank, const vs_alloc_config *cfg);
 
+/* Empty host and NVMe memories of node `node` with those capacities. */
+void vs_node_mem_init(vs_node_mem *n, uint32_t node, uint64_t host_bytes,
+                      uint64_t nvme_bytes);
+
+/* Whether the node's host and NVMe memories held everything. */
+bool vs_node_mem_fits(const vs_node_mem *n);
+
 /* Runs every rank's program to completion. VS_ENOMEM when recording runs
  * out of host memory; VS_EINPUT with a message if a program deadlocks or
- * frees memory it never allocated (both are schedule bugs), or an op names
- * a resource that opts does not describe. */
+ * frees memory it never allocated (both are schedule bugs), an op names
+ * a resource that opts does not describe, or a buffer off the GPU belongs
+ * to a rank without shares. */
 int vs_engine_run(vs_rank *ranks, size_t n_ranks, const vs_engine_opts *opts,
                   vs_engine_stats *stats, vs_error *err);
 

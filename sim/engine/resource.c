@@ -76,6 +76,10 @@ void vs_resource_table(const vs_topology *topo, const vs_layout *lay,
     specs[k] = (vs_resource_spec){0, 0, 0, 0};
   set_kind(&specs[VS_RES_PCIE_SWITCH], lay, all_ranks, topo->pcie_bandwidth,
            topo->pcie_latency, topo->gpus_per_pcie_switch);
+  set_kind(&specs[VS_RES_PCIE_D2H], lay, all_ranks, topo->pcie_d2h_bandwidth,
+           topo->pcie_latency, topo->gpus_per_pcie_switch);
+  set_kind(&specs[VS_RES_CPU], lay, all_ranks, topo->cpu_optimizer_rate, 0,
+           node);
   set_kind(&specs[VS_RES_HOST_MEMORY], lay, all_ranks, 0, 0, node);
   set_kind(&specs[VS_RES_NVME], lay, all_ranks, topo->nvme_bandwidth, 0, node);
   set_kind(&specs[VS_RES_NIC], lay, all_ranks, topo->inter_bandwidth,

@@ -25,29 +25,13 @@
 #define VS_RESOURCE_H
 
 #include "evq.h"
+#include "resource_kinds.h"
 #include "layout.h"
 #include "topology.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* The kinds (enum, name). VS_RES_NONE = 0 is "no resource". */
-#define VS_RESOURCE_KINDS(X)                                               \
-  X(VS_RES_NONE, "none")                                                   \
-  X(VS_RES_PCIE_SWITCH, "pcie_switch")                                     \
-  X(VS_RES_HOST_MEMORY, "host_memory")                                     \
-  X(VS_RES_NVME, "nvme")                                                   \
-  X(VS_RES_NIC, "nic")                                                     \
-  X(VS_RES_NVLINK, "nvlink")                                               \
-  X(VS_RES_COPY_ENGINE, "copy_engine")
-
-typedef enum vs_resource_kind {
-#define VS_RES_ENUM(id, name) id,
-  VS_RESOURCE_KINDS(VS_RES_ENUM)
-#undef VS_RES_ENUM
-  VS_RES_N
-} vs_resource_kind;
 
 /* One kind of resource. */
 typedef struct vs_resource_spec {
@@ -65,8 +49,11 @@ typedef struct vs_resource_spec {
 const char *vs_resource_name(int kind);
 
 /* Fills specs[VS_RES_N] (by kind; [VS_RES_NONE] all zero) from topo and
- * lay: pcie_switch from [node] pcie_bandwidth, pcie_latency and
- * gpus_per_pcie_switch; nvme from nvme_bandwidth, one per node; nic and
+ * lay: pcie_switch (host to device) from [node] pcie_bandwidth,
+ * pcie_latency and gpus_per_pcie_switch, pcie_switch_d2h the other
+ * direction of the same link (PCIe is full duplex) at pcie_d2h_bandwidth;
+ * cpu from cpu_optimizer_rate, one per node, whose "bytes" are parameters
+ * stepped; nvme from nvme_bandwidth, one per node; nic and
  * nvlink from [network] inter_* and intra_*, one per GPU. host_memory and
  * copy_engine have no topology keys yet: absent. all_ranks: every GPU is
  * simulated (symmetric = 1); otherwise the rank of stage s is GPU

@@ -29,6 +29,13 @@
 #define MAX_TFLOPS 1e5                             /* 100 PFLOP/s */
 #define MAX_RATE 1e14                              /* 100 TB/s */
 #define MAX_HOST_BYTES (1024.0 * 1099511627776.0)  /* 1 PiB */
+/* Parameters per second the host CPUs of one node step with Adam when the
+ * optimizer is offloaded: DeepSpeedCPUAdam stepped 10B parameters in
+ * 2.57 s on a DGX-2's two Xeon Platinum 8168 (Ren et al. 2021,
+ * ZeRO-Offload, arXiv 2101.06840, Table 4: an optimizer microbenchmark,
+ * not an end-to-end figure): 3.9e9. Set it for your host's CPUs. */
+#define CPU_OPTIMIZER_RATE 3.9e9
+#define CPU_OPTIMIZER_RATE_DOC "3.9e9 (ZeRO-Offload's CPU Adam on 2 x Xeon 8168)"
 
 #define NOT_CAL .default_doc = "not calibrated"
 /* The ten [calibration] keys of one kind (see vs_cal_fit). */
@@ -64,6 +71,7 @@ static const vs_key topology_keys[] = {
     K("node", "gpus_per_pcie_switch", VS_KEY_COUNT, gpus_per_pcie_switch, .positive = true, .default_doc = "2"),
     K("node", "nvme_bandwidth", VS_KEY_RATE, nvme_bandwidth, .lo = MIN_RATE, .hi = MAX_RATE, .default_doc = "10GB/s"),
     K("node", "nvme_capacity", VS_KEY_SIZE, nvme_capacity_bytes, .default_doc = "0 (none)"),
+    K("node", "cpu_optimizer_rate", VS_KEY_REAL, cpu_optimizer_rate, .lo = 1e6, .hi = 1e13, .default_doc = CPU_OPTIMIZER_RATE_DOC),
     K("network", "intra_bandwidth", VS_KEY_RATE, intra_bandwidth, .lo = MIN_RATE, .hi = MAX_RATE, .required = true, .default_doc = "required"),
     K("network", "intra_latency", VS_KEY_LATENCY, intra_latency, .hi = MAX_LATENCY, .default_doc = "3us"),
     K("network", "inter_bandwidth", VS_KEY_RATE, inter_bandwidth, .lo = MIN_RATE, .hi = MAX_RATE, .required = true, .default_doc = "required"),
@@ -93,6 +101,7 @@ static void set_defaults(vs_topology *t)
   t->pcie_latency = 2e-6;
   t->gpus_per_pcie_switch = 2;
   t->nvme_bandwidth = 10e9;
+  t->cpu_optimizer_rate = CPU_OPTIMIZER_RATE;
   t->intra_latency = 3e-6;
   t->inter_latency = 5e-6;
 }
@@ -172,6 +181,10 @@ static void apply_calibration(vs_topology *t)
     if (!set_by_flag(t, "node", "pcie_latency"))
       t->pcie_latency = vs_cal_small_latency(&t->cal[VS_CAL_H2D_PINNED]);
   }
+  t->pcie_d2h_bandwidth = t->pcie_bandwidth;
+  if (vs_topology_calibrated(t, VS_CAL_D2H_PINNED) &&
+      !set_by_flag(t, "node", "pcie_bandwidth"))
+    t->pcie_d2h_bandwidth = t->cal[VS_CAL_D2H_PINNED].bandwidth;
 }
 
 /* The curve's shape, once its lists are consistent: the time at the start
@@ -411,6 +424,7 @@ int vs_topology_finish(vs_topology *topo, const char *const *sets,
     return rc;
   for (int kind = 0; rc == 0 && kind < VS_CAL_N_KINDS; kind++)
     rc = check_calibration(topo, kind, err);
+  topo->pcie_d2h_bandwidth = topo->pcie_bandwidth;
   if (rc == 0 && calibrate)
     apply_calibration(topo);
   return rc;

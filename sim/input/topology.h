@@ -129,6 +129,9 @@ typedef struct vs_topology {
   uint64_t gpus_per_pcie_switch; /* GPUs sharing one host link */
   double nvme_bandwidth;         /* bytes/s per node */
   uint64_t nvme_capacity_bytes;  /* bytes per node */
+  double cpu_optimizer_rate;     /* parameters per second the node's CPUs
+                                    step with Adam (offload), all GPUs of
+                                    the node together */
   /* [network] */
   double intra_bandwidth;        /* NVLink bytes/s per GPU, one direction */
   double intra_latency;          /* seconds */
@@ -142,6 +145,8 @@ typedef struct vs_topology {
    * place of the nominal figures (false when a nominal key was --set) */
   bool hbm_curve;                /* d2d_kernel times memory-bound ops */
   bool nvlink_curve;             /* p2p times transfers inside a node */
+  double pcie_d2h_bandwidth;     /* device-to-host bytes/s per GPU:
+                                    pcie_bandwidth, or the d2h_pinned fit */
   vs_origins origins;            /* where every value came from */
 } vs_topology;
 

@@ -85,6 +85,31 @@ bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp)
   return !(pp > 1 && zero >= 2);
 }
 
+/* DeepSpeed's offload rules (runtime/zero/config.py, offload_config.py;
+ * docs/_pages/config-json.md), which FSDP's CPU offload also keeps: what
+ * moves off the GPU is a ZeRO partition. */
+const char *vs_workload_offload_misfit(uint64_t zero, int offload_optimizer,
+                                       int offload_params, int optimizer,
+                                       const char **key)
+{
+  *key = "offload_optimizer";
+  if (offload_optimizer != VS_OFFLOAD_NONE && zero == 0)
+    return "optimizer offload moves ZeRO's partitioned optimizer states "
+           "(ZeRO-Offload); it needs zero >= 1";
+  if (offload_optimizer == VS_OFFLOAD_NVME && zero < 3)
+    return "NVMe offload is ZeRO-Infinity, which DeepSpeed offers with "
+           "zero = 3 only";
+  if (offload_optimizer != VS_OFFLOAD_NONE && optimizer == VS_OPT_ADAM8BIT)
+    return "adam8bit's blockwise kernels (bitsandbytes) run on the GPU only; "
+           "offload adam, adamw, lion, sgd, momentum or adafactor";
+  *key = "offload_params";
+  if (offload_params != VS_OFFLOAD_NONE && zero < 3)
+    return "only partitioned parameters can live off the GPU (ZeRO-3's "
+           "offload_param, FSDP's CPUOffload); it needs zero = 3";
+  *key = NULL;
+  return NULL;
+}
+
 const char *vs_workload_tp_misfit(const vs_model_conf *m, uint64_t tp,
                                   uint64_t *size)
 {
@@ -256,6 +281,20 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
   return 0;
 }
 
+/* The offload keys against ZeRO and the optimizer. */
+static int check_offload(const vs_workload *wl, vs_error *err)
+{
+  const vs_parallel_conf *p = &wl->parallel;
+  const char *key, *why;
+  char where[400];
+  why = vs_workload_offload_misfit(p->zero, p->offload_optimizer,
+                                   p->offload_params, wl->training.optimizer,
+                                   &key);
+  if (why)
+    return vs_error_set(err, VS_EINPUT, "%s: %s", WHERE("parallel", key), why);
+  return 0;
+}
+
 static int check_training(vs_workload *wl, vs_error *err)
 {
   vs_training_conf *t = &wl->training;
@@ -297,16 +336,7 @@ static int check_training(vs_workload *wl, vs_error *err)
                         "%s: master weights only exist when precision is below "
                         "fp32 (precision = fp32 here)",
                         WHERE("training", "master_weights"));
-  if (p->offload_optimizer != VS_OFFLOAD_NONE)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: optimizer offload is not simulated by this version "
-                        "of vsim yet; use none",
-                        WHERE("parallel", "offload_optimizer"));
-  if (p->offload_params != VS_OFFLOAD_NONE)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: parameter offload is not simulated by this version "
-                        "of vsim yet; use none",
-                        WHERE("parallel", "offload_params"));
+  return check_offload(wl, err);
   return 0;
 }
 

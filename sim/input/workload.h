@@ -130,6 +130,13 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err);
  * (DeepSpeed and Megatron-LM reject it). */
 bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp);
 
+/* Offload with ZeRO stage zero and optimizer (vs_optimizer): NULL when
+ * allowed; otherwise why not, with *key the key to blame
+ * ("offload_optimizer" or "offload_params"). */
+const char *vs_workload_offload_misfit(uint64_t zero, int offload_optimizer,
+                                       int offload_params, int optimizer,
+                                       const char **key);
+
 /* Tensor parallelism splits heads, kv_heads and ffn_hidden over tp ranks.
  * Returns the name of the first of them (in that order) that tp does not
  * divide, with its value in *size when size is not NULL, or NULL (*size

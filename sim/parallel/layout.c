@@ -31,6 +31,37 @@ static void split_layers(const vs_workload *wl, vs_layout *lay)
   }
 }
 
+/* Puts bytes where `place` says: *gpu, *host or *nvme. */
+static void put(int place, uint64_t bytes, uint64_t *gpu, uint64_t *host,
+                uint64_t *nvme)
+{
+  *(place == VS_PLACE_HOST ? host : place == VS_PLACE_NVME ? nvme : gpu) +=
+      bytes;
+}
+
+/* Partitions st's states as the recipe says and puts each where it lives:
+ * the GPU, the host or NVMe (the GPU's figure drops by what moves). */
+static void place_states(const vs_recipe *r, vs_stage_layout *st)
+{
+  uint64_t grads = vs_recipe_shard(&r->grads, st->grads_full_bytes);
+  st->optimizer_shard_bytes = vs_recipe_shard(&r->optimizer,
+                                              st->optimizer_full_bytes);
+  st->params_shard_bytes = vs_recipe_shard(&r->params, st->params_full_bytes);
+  st->step_elems = r->optimizer.degree
+                       ? vs_div_ceil(st->trainable_elems, r->optimizer.degree)
+                       : st->trainable_elems;
+  put(r->optimizer.place, st->optimizer_shard_bytes, &st->optimizer_bytes,
+      &st->host.optimizer, &st->nvme.optimizer);
+  put(r->params.place, st->params_shard_bytes, &st->params_bytes,
+      &st->host.params, &st->nvme.params);
+  if (r->grads.place == VS_PLACE_GPU)
+    st->grads_bytes = grads;
+  if (r->offload.cpu_step)
+    st->host.grads = vs_recipe_shard(&r->offload.host_grads,
+                                     4 * st->trainable_elems);
+  st->host.buffers = vs_recipe_swap_buffer_bytes(r, st->step_elems);
+}
+
 /* Stage s's model states: the sum of its blocks' (the recipe's figures
  * for each instance's kind), partitioned as the recipe says. */
 static void stage_states(const vs_model *m, const vs_recipe *r,
@@ -50,9 +81,7 @@ static void stage_states(const vs_model *m, const vs_recipe *r,
     add_block(st, vs_recipe_kind(r, m, 0));
   if (st->has_head)
     add_block(st, vs_recipe_kind(r, m, last));
-  st->optimizer_bytes = vs_recipe_shard(&r->optimizer, st->optimizer_full_bytes);
-  st->grads_bytes = vs_recipe_shard(&r->grads, st->grads_full_bytes);
-  st->params_bytes = vs_recipe_shard(&r->params, st->params_full_bytes);
+  place_states(r, st);
 }
 
 /* The size of each group and the rank distance between its members. */
@@ -161,6 +190,11 @@ uint64_t vs_layout_stage_model_states(const vs_layout *lay, uint64_t s)
 {
   const vs_stage_layout *st = &lay->stages[s];
   return st->params_bytes + st->grads_bytes + st->optimizer_bytes;
+}
+
+uint64_t vs_placed_total(const vs_placed_bytes *b)
+{
+  return b->params + b->grads + b->optimizer + b->buffers;
 }
 
 uint64_t vs_layout_model_states(const vs_layout *lay)

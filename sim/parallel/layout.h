@@ -21,6 +21,15 @@
 #define VS_MAX_STAGES 512   /* pipeline stages */
 #define VS_MAX_CHUNKS 4096  /* pipeline stages x virtual stages */
 
+/* What one GPU keeps in a place other than its own memory (host DRAM or
+ * NVMe), per GPU: its share of the node's. */
+typedef struct vs_placed_bytes {
+  uint64_t params;                /* parameter partition */
+  uint64_t grads;                 /* fp32 gradient partition */
+  uint64_t optimizer;             /* master weights and moments */
+  uint64_t buffers;               /* pinned staging and swap buffers */
+} vs_placed_bytes;
+
 /* What one pipeline stage holds. */
 typedef struct vs_stage_layout {
   bool has_embed;                 /* first stage: input batch and embeddings */
@@ -31,9 +40,15 @@ typedef struct vs_stage_layout {
   uint64_t params_full_bytes;     /* before partitioning */
   uint64_t grads_full_bytes;
   uint64_t optimizer_full_bytes;
-  uint64_t params_bytes;          /* resident after ZeRO */
+  uint64_t params_bytes;          /* resident on the GPU after ZeRO */
   uint64_t grads_bytes;
   uint64_t optimizer_bytes;
+  uint64_t params_shard_bytes;    /* this GPU's partitions after ZeRO, */
+  uint64_t optimizer_shard_bytes; /* wherever they live */
+  uint64_t step_elems;            /* parameters this GPU's optimizer steps
+                                     (its trainable partition) */
+  vs_placed_bytes host;           /* off the GPU, in host DRAM */
+  vs_placed_bytes nvme;           /* off the GPU, on NVMe */
 } vs_stage_layout;
 
 typedef struct vs_layout {
@@ -79,6 +94,9 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
  * loaded stage, or of stage s. */
 uint64_t vs_layout_model_states(const vs_layout *lay);
 uint64_t vs_layout_stage_model_states(const vs_layout *lay, uint64_t s);
+
+/* The sum of a vs_placed_bytes. */
+uint64_t vs_placed_total(const vs_placed_bytes *b);
 
 /* Link between pipeline stage s and stage t (NVLink within one node). */
 vs_link vs_layout_stage_link(const vs_topology *topo, const vs_layout *lay,

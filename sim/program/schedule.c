@@ -20,6 +20,8 @@
 
 #include "grow.h"
 #include "category.h"
+#include "resource_kinds.h"
+#include "units.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -183,7 +185,9 @@ static void add_dep(builder *b, uint32_t op, uint32_t dep)
   add_dep_on(b, op, dep, -1);
 }
 
-static uint32_t new_buffer(builder *b, uint64_t bytes, int category)
+/* A buffer of bytes of category in place (vs_place). */
+static uint32_t placed_buffer(builder *b, uint64_t bytes, int category,
+                              int place)
 {
   vs_program *p = b->p;
   if (bytes == 0 || b->failed ||
@@ -192,7 +196,14 @@ static uint32_t new_buffer(builder *b, uint64_t bytes, int category)
     return NONE;
   p->buffers[p->n_buffers].bytes = bytes;
   p->buffers[p->n_buffers].category = category;
+  p->buffers[p->n_buffers].place = (uint8_t)place;
   return (uint32_t)p->n_buffers++;
+}
+
+/* A buffer on the GPU. */
+static uint32_t new_buffer(builder *b, uint64_t bytes, int category)
+{
+  return placed_buffer(b, bytes, category, VS_PLACE_GPU);
 }
 
 /* When in its op's run an effect applies. */
@@ -368,21 +379,78 @@ static uint32_t use_comm(builder *b, int use, const char *name, int kind,
  * ------------------------------------------------------------------------ */
 
 
-/* All-gathers inst's parameters on the comm stream once `after` has ended
- * (so at most two blocks are gathered at a time). */
+/* An offload op: `amount` bytes (parameters, for the cpu) through one
+ * instance of resource kind res, on stream, once `after` and `also` (NONE:
+ * nothing) have ended; the resource decides its time as it runs. Without
+ * an amount there is no op: `after` is returned. */
+static uint32_t offload_op_after(builder *b, int stream, int res,
+                                 const char *name, int layer, int mb,
+                                 uint64_t amount, uint32_t after, uint32_t also)
+{
+  uint32_t op;
+  if (amount == 0)
+    return after;
+  op = new_op(b, stream, VS_PHASE_OFFLOAD, name, layer, mb, 0.0, 0.0,
+              (double)amount);
+  if (op != NONE)
+    b->p->ops[op].resource = (uint8_t)res;
+  add_dep(b, op, after);
+  add_dep(b, op, also);
+  return op;
+}
+
+/* An offload op: `amount` bytes (parameters, for the cpu) through one
+ * instance of resource kind res, on stream, once `after` has ended; the
+ * resource decides its time as it runs. */
+static uint32_t offload_op(builder *b, int stream, int res, const char *name,
+                           int layer, int mb, uint64_t amount, uint32_t after)
+{
+  return offload_op_after(b, stream, res, name, layer, mb, amount, after, NONE);
+}
+
+/* Parameters off the GPU: the block's partition of `part` bytes comes in
+ * (from NVMe to the host first, when it lives there) once `after` has
+ * ended; returns the op that brings it. */
+static uint32_t fetch_partition(builder *b, size_t inst, int mb, uint64_t part,
+                                uint32_t after)
+{
+  int layer = layer_of(inst);
+  if (b->r->params.place == VS_PLACE_NVME)
+    after = offload_op(b, VS_STREAM_H2D, VS_RES_NVME, "param_swap_in", layer,
+                       mb, part, after);
+  return offload_op(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "param_to_gpu",
+                    layer, mb, part, after);
+}
+
+/* Brings inst's parameters whole onto the GPU once `after` has ended (so
+ * at most two blocks are gathered at a time): its partition copied in
+ * when it lives off the GPU, then all-gathered on the comm stream when
+ * there are data-parallel peers. */
 static void gather(builder *b, size_t inst, int mb, uint32_t after)
 {
   uint64_t bytes = plan_of(b, inst)->param_bytes;
   const vs_comm_plan *u = &b->r->comm[VS_USE_PARAM_GATHER];
-  double t;
-  uint32_t op;
+  uint64_t part = vs_recipe_shard(&b->r->params, bytes);
+  bool peers = b->lay->dp > 1;
+  uint32_t op = after, part_buf = NONE;
 
   if (!b->r->gather_params || bytes == 0 || b->gather_op[inst] != NONE)
     return;
-  t = group_seconds(b, u->group, VS_COLL_ALL_GATHER, bytes);
-  op = new_op(b, u->stream, VS_PHASE_DP_COMM, "zero3_all_gather",
-              layer_of(inst), mb, t, 0.0, (double)bytes);
-  add_dep(b, op, after);
+  if (b->r->offload.fetch_params) {
+    op = fetch_partition(b, inst, mb, part, op);
+    if (peers) {
+      part_buf = new_buffer(b, part, VS_CAT_TEMP);
+      alloc_on(b, op, part_buf);
+    }
+  }
+  if (peers) {
+    double t = group_seconds(b, u->group, VS_COLL_ALL_GATHER, bytes);
+    uint32_t coll = new_op(b, u->stream, VS_PHASE_DP_COMM, "zero3_all_gather",
+                           layer_of(inst), mb, t, 0.0, (double)bytes);
+    add_dep(b, coll, op);
+    free_on(b, coll, part_buf, AT_END);
+    op = coll;
+  }
   b->gather_buf[inst] = new_buffer(b, bytes, VS_CAT_TEMP);
   alloc_on(b, op, b->gather_buf[inst]);
   b->gather_op[inst] = op;
@@ -578,22 +646,44 @@ static void backward_block(builder *b, size_t inst, int mb)
  * Gradient reduction and the optimizer
  * ------------------------------------------------------------------------ */
 
-/* Reduces the open bucket over the data-parallel group. */
+/* Copies this GPU's reduced partition of the open bucket to the host once
+ * `after` has ended. DeepSpeed casts it to fp32 on the GPU first
+ * (stage_1_and_2.py async_inplace_copy_grad_to_fp32_buffer_from_gpu), so
+ * 4 B an element cross PCIe and an fp32 copy lives on the GPU meanwhile. */
+static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
+{
+  uint64_t elems = b->bucket_fill / b->r->grad_elem_bytes;
+  uint64_t bytes = vs_recipe_shard(&b->r->offload.host_grads, 4 * elems);
+  uint32_t op = offload_op(b, VS_STREAM_D2H, VS_RES_PCIE_D2H, "grad_to_host",
+                           -1, mb, bytes, after);
+  if (op != after)
+    transient(b, op, bytes, VS_CAT_TEMP);
+  return op;
+}
+
+/* Reduces the open bucket over the data-parallel group (when there is
+ * one) and, with the optimizer on the host, copies this GPU's reduced
+ * partition of it out; the bucket's gradients are freed once both end. */
 static void flush_bucket(builder *b, int mb)
 {
   int kind = b->r->grad_reduce;
   int group = b->r->comm[VS_USE_GRAD_REDUCE].group;
-  uint32_t op;
+  uint32_t last = b->last_compute;
 
   if (b->bucket_fill == 0) {
     b->n_bucket = 0;
     return;
   }
-  op = use_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind), kind,
-                b->bucket_fill, mb);
-  add_dep(b, op, b->last_compute);
+  if (b->lay->dp > 1) {
+    uint32_t op = use_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind),
+                           kind, b->bucket_fill, mb);
+    add_dep(b, op, last);
+    last = op;
+  }
+  if (b->r->offload.cpu_step)
+    last = grads_to_host(b, mb, last);
   for (size_t i = 0; i < b->n_bucket; i++) {
-    free_on(b, op, b->grad_buf[b->bucket[i]], AT_END);
+    free_on(b, last, b->grad_buf[b->bucket[i]], AT_END);
     b->grad_buf[b->bucket[i]] = NONE;
   }
   b->n_bucket = 0;
@@ -634,21 +724,73 @@ static void tied_embedding_sync(builder *b)
   add_dep(b, op, b->last_compute);
 }
 
+/* The optimizer on the host (ZeRO-Offload): once the last gradient copy
+ * has ended, the states come in from NVMe when they live there, the CPU
+ * steps this GPU's partition, the states go back, and the updated
+ * parameters return to where they live (the GPU, or NVMe; on the host
+ * they were updated in place). Returns the last op. */
+static uint32_t host_step(builder *b, const vs_stage_layout *st)
+{
+  bool nvme = b->r->optimizer.place == VS_PLACE_NVME;
+  uint32_t last = b->last_comm, also = b->last_compute;
+  if (nvme) {
+    last = offload_op_after(b, VS_STREAM_HOST, VS_RES_NVME,
+                            "optimizer_swap_in", -1, -1, st->nvme.optimizer,
+                            last, also);
+    also = NONE;
+  }
+  last = offload_op_after(b, VS_STREAM_HOST, VS_RES_CPU, "cpu_optimizer_step",
+                          -1, -1, st->step_elems, last, also);
+  last = offload_op(b, VS_STREAM_HOST, VS_RES_NVME, "optimizer_swap_out", -1,
+                    -1, nvme ? st->nvme.optimizer : 0, last);
+  if (b->r->params.place == VS_PLACE_NVME)
+    return offload_op(b, VS_STREAM_HOST, VS_RES_NVME, "params_swap_out", -1,
+                      -1, st->nvme.params, last);
+  if (b->r->params.place == VS_PLACE_GPU)
+    return offload_op(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "params_to_gpu",
+                      -1, -1, st->params_shard_bytes, last);
+  return last;
+}
+
+/* The optimizer on the GPU; parameters that live off it go back out. */
+static uint32_t gpu_step(builder *b, const vs_stage_layout *st)
+{
+  vs_cost_work w = vs_cost_optimizer_work(st);
+  uint32_t op = compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", -1, -1,
+                           w.flops, w.bytes, false);
+  add_dep(b, op, b->last_comm);
+  if (b->r->params.place == VS_PLACE_GPU)
+    return op;
+  op = offload_op(b, VS_STREAM_D2H, VS_RES_PCIE_D2H, "params_to_host", -1, -1,
+                  st->params_shard_bytes, op);
+  if (b->r->params.place == VS_PLACE_NVME)
+    op = offload_op(b, VS_STREAM_HOST, VS_RES_NVME, "params_swap_out", -1, -1,
+                    st->params_shard_bytes, op);
+  return op;
+}
+
 static void optimizer_step(builder *b)
 {
-  const vs_layout *lay = b->lay;
-  const vs_stage_layout *st = &lay->stages[b->stage];
-  vs_cost_work w = vs_cost_optimizer_work(st);
+  const vs_stage_layout *st = &b->lay->stages[b->stage];
   uint32_t op;
   tied_embedding_sync(b);
-  op = compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", -1, -1, w.flops,
-                  w.bytes, false);
-  add_dep(b, op, b->last_comm);
+  op = b->r->offload.cpu_step ? host_step(b, st) : gpu_step(b, st);
   if (b->r->gather_after_step)
     add_dep(b,
             use_comm(b, VS_USE_STEP_GATHER, "zero_param_all_gather",
                      VS_COLL_ALL_GATHER, st->params_full_bytes, -1),
             op);
+}
+
+/* The states and buffers a GPU keeps in place (host or NVMe), allocated
+ * with its model states; the buffers count as temp. */
+static void setup_off_gpu(builder *b, uint32_t op, const vs_placed_bytes *pb,
+                          int place)
+{
+  alloc_on(b, op, placed_buffer(b, pb->params, VS_CAT_PARAMS, place));
+  alloc_on(b, op, placed_buffer(b, pb->grads, VS_CAT_GRADS, place));
+  alloc_on(b, op, placed_buffer(b, pb->optimizer, VS_CAT_OPTIMIZER, place));
+  alloc_on(b, op, placed_buffer(b, pb->buffers, VS_CAT_TEMP, place));
 }
 
 static void setup(builder *b)
@@ -659,6 +801,8 @@ static void setup(builder *b)
   alloc_on(b, op, new_buffer(b, st->params_bytes, VS_CAT_PARAMS));
   alloc_on(b, op, new_buffer(b, st->grads_bytes, VS_CAT_GRADS));
   alloc_on(b, op, new_buffer(b, st->optimizer_bytes, VS_CAT_OPTIMIZER));
+  setup_off_gpu(b, op, &st->host, VS_PLACE_HOST);
+  setup_off_gpu(b, op, &st->nvme, VS_PLACE_NVME);
 }
 
 /* ------------------------------------------------------------------------
@@ -775,7 +919,7 @@ static void forward_unit(builder *b, const vs_unit *u)
 static void backward_unit(builder *b, const vs_unit *u)
 {
   uint64_t g = u->chunk * b->lay->pp + b->stage;
-  bool sync = b->lay->dp > 1 &&
+  bool sync = (b->lay->dp > 1 || b->r->offload.cpu_step) &&
               (transient_grads(b) || u->mb + 1 == b->lay->grad_accum);
   size_t first, last;
   chunk_range(b, g, &first, &last);
@@ -799,11 +943,13 @@ static void backward_unit(builder *b, const vs_unit *u)
  * each layer op with up to 4 collectives, sends and gathers around it,
  * for the chunk's layers and the embedding or head beside them. */
 static double ops_per_unit(const vs_layout *lay, const vs_model *m,
-                           uint64_t stage)
+                           const vs_recipe *r, uint64_t stage)
 {
   double layers = (double)lay->stages[stage].n_layers;
+  /* offload adds a partition's fetch (two copies) and a gradient copy */
+  double offload = r->offload.cpu_step || r->offload.fetch_params ? 3 : 0;
   return (layers / (double)lay->vstages + 2) *
-             ((double)vs_model_layer(m, 0)->n_ops + 4) + 16;
+             ((double)vs_model_layer(m, 0)->n_ops + 4 + offload) + 16;
 }
 
 double vs_schedule_estimate_ops(const vs_job *job, int stage)
@@ -813,7 +959,8 @@ double vs_schedule_estimate_ops(const vs_job *job, int stage)
                     .stages = job->layout->pp,
                     .vstages = job->layout->vstages};
   return (double)vs_pipeline_units(&pl) *
-             ops_per_unit(job->layout, job->model, (uint64_t)stage) + 64;
+             ops_per_unit(job->layout, job->model, job->recipe,
+                          (uint64_t)stage) + 64;
 }
 
 /* Host bytes of one reserved op: the op, a dependency, its effects and
@@ -831,7 +978,7 @@ static void reserve_program(builder *b, size_t n_units)
 {
   vs_program *p = b->p;
   size_t ops = (size_t)((double)n_units *
-                            ops_per_unit(b->lay, b->m, b->stage) + 64);
+                            ops_per_unit(b->lay, b->m, b->r, b->stage) + 64);
   grow(b, (void **)&p->ops, &p->cap_ops, ops, sizeof *p->ops);
   grow(b, (void **)&p->deps, &p->cap_deps, ops, sizeof *p->deps);
   grow(b, (void **)&p->effects, &p->cap_effects,
@@ -994,8 +1141,14 @@ const char *vs_stream_name(int stream)
     return "comm";
   case VS_STREAM_SEND:
     return "send";
-  default:
+  case VS_STREAM_RECV:
     return "recv";
+  case VS_STREAM_D2H:
+    return "d2h";
+  case VS_STREAM_H2D:
+    return "h2d";
+  default:
+    return "host";
   }
 }
 
@@ -1003,6 +1156,6 @@ const char *vs_phase_name(int phase)
 {
   static const char *const names[] = {"setup",   "forward", "backward",
                                       "recompute", "tp_comm", "dp_comm",
-                                      "optimizer", "p2p"};
-  return phase >= 0 && phase <= VS_PHASE_P2P ? names[phase] : "?";
+                                      "optimizer", "p2p", "offload"};
+  return phase >= 0 && phase <= VS_PHASE_OFFLOAD ? names[phase] : "?";
 }

@@ -29,12 +29,15 @@ typedef enum vs_phase {
   VS_PHASE_TP_COMM,   /* tensor-parallel collective */
   VS_PHASE_DP_COMM,   /* data-parallel collective (grads, ZeRO gathers) */
   VS_PHASE_OPTIMIZER,
-  VS_PHASE_P2P        /* pipeline send or receive */
+  VS_PHASE_P2P,       /* pipeline send or receive */
+  VS_PHASE_OFFLOAD    /* offload: a copy between GPU and host or NVMe, or
+                         the optimizer step on the host CPU */
 } vs_phase;
 
 typedef struct vs_buffer {
-  uint64_t bytes;     /* size on the GPU */
+  uint64_t bytes;     /* size in its place */
   int32_t category;   /* vs_category */
+  uint8_t place;      /* vs_place: the GPU, or the node's host or NVMe */
 } vs_buffer;
 
 typedef struct vs_effect {

@@ -69,6 +69,46 @@ static vs_state_plan state(const vs_workload *wl, uint64_t from,
   return p;
 }
 
+static int place_of(int offload)
+{
+  return offload == VS_OFFLOAD_NVME  ? VS_PLACE_NVME
+         : offload == VS_OFFLOAD_CPU ? VS_PLACE_HOST
+                                     : VS_PLACE_GPU;
+}
+
+/* Where the partitions live. With the optimizer off the GPU, the host
+ * holds an fp32 gradient partition (DeepSpeed's
+ * single_partition_of_fp32_groups grads, stage 3's fp32 grad partitions;
+ * ZeRO-Infinity keeps them in host memory even with states on NVMe), and
+ * ZeRO-2/3's resident gradient partition leaves the GPU for it. */
+static void resolve_offload(const vs_workload *wl, vs_recipe *r)
+{
+  const vs_parallel_conf *p = &wl->parallel;
+  r->optimizer.place = (uint8_t)place_of(p->offload_optimizer);
+  r->params.place = (uint8_t)place_of(p->offload_params);
+  r->offload.cpu_step = p->offload_optimizer != VS_OFFLOAD_NONE;
+  r->offload.fetch_params = p->offload_params != VS_OFFLOAD_NONE;
+  if (!r->offload.cpu_step)
+    return;
+  r->offload.host_grads = (vs_state_plan){p->dp, VS_PLACE_HOST, 4};
+  if (p->zero >= 2)
+    r->grads.place = VS_PLACE_HOST;
+}
+
+uint64_t vs_recipe_swap_buffer_bytes(const vs_recipe *r,
+                                     uint64_t partition_elems)
+{
+  uint64_t bytes = 0;
+  if (r->optimizer.place == VS_PLACE_NVME)
+    bytes += VS_NVME_OPT_BUFFERS * 4 *
+             (partition_elems < VS_NVME_SUB_GROUP_ELEMS
+                  ? partition_elems
+                  : VS_NVME_SUB_GROUP_ELEMS);
+  if (r->params.place == VS_PLACE_NVME)
+    bytes += VS_NVME_PARAM_BUFFERS * 2 * VS_NVME_PARAM_BUFFER_ELEMS;
+  return bytes;
+}
+
 static void resolve_states(const vs_workload *wl, const vs_model *m,
                            vs_recipe *r)
 {
@@ -79,8 +119,12 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
   r->optimizer = state(wl, 1, 4); /* fp32 states */
   r->grads = state(wl, 2, r->grad_elem_bytes);
   r->params = state(wl, 3, m->param_elem_bytes);
-  r->gather_params = zero >= 3 && dp > 1;
-  r->transient_grads = zero >= 2 && dp > 1;
+  resolve_offload(wl, r);
+  /* without data parallelism ZeRO-3 still fetches each block when its
+   * parameters live off the GPU, and ZeRO-2/3 still hand each gradient on
+   * as it is made when the host takes it */
+  r->gather_params = zero >= 3 && (dp > 1 || r->offload.fetch_params);
+  r->transient_grads = zero >= 2 && (dp > 1 || r->offload.cpu_step);
   r->grad_reduce = zero >= 2 ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE;
   r->gather_after_step = dp > 1 && (zero == 1 || zero == 2);
   /* With tied embeddings and pp > 1 the first and last stages each hold the

@@ -22,6 +22,7 @@
 #ifndef VS_RECIPE_H
 #define VS_RECIPE_H
 
+#include "category.h"
 #include "comm.h"
 #include "error.h"
 #include "model.h"
@@ -37,15 +38,12 @@ typedef enum vs_stream {
   VS_STREAM_COMM,     /* data-parallel collectives, ZeRO gathers */
   VS_STREAM_SEND,     /* pipeline sends (asynchronous, like isend) */
   VS_STREAM_RECV,     /* pipeline receives, in the order they are needed */
+  VS_STREAM_D2H,      /* device-to-host copies (offload: gradients out) */
+  VS_STREAM_H2D,      /* host-to-device copies (offload: parameters in) */
+  VS_STREAM_HOST,     /* the host CPU (offload: the optimizer step, NVMe
+                         swaps) */
   VS_STREAM_N
 } vs_stream;
-
-/* Where a model state lives. */
-typedef enum vs_place {
-  VS_PLACE_GPU,       /* device memory */
-  VS_PLACE_HOST,      /* pinned host memory (offload) */
-  VS_PLACE_NVME       /* NVMe (ZeRO-Infinity) */
-} vs_place;
 
 /* What happens to a tensor saved for backward. */
 typedef enum vs_keep {
@@ -77,9 +75,33 @@ typedef struct vs_comm_plan {
 typedef struct vs_state_plan {
   uint64_t degree;    /* GPUs of the sharding group sharing one copy:
                          1 = replicated, dp = fully sharded */
-  uint8_t place;      /* vs_place */
+  uint8_t place;      /* vs_place (category.h) */
   uint64_t align;     /* a shard holds whole elements of this many bytes */
 } vs_state_plan;
+
+/* Offload (ZeRO-Offload, Ren et al. 2021; ZeRO-Infinity, Rajbhandari et
+ * al. 2021; DeepSpeed runtime/zero/stage_1_and_2.py, stage3.py,
+ * offload_config.py): the places of params and optimizer above say where
+ * the partitions live; this says what that implies for the step. */
+typedef struct vs_offload_plan {
+  bool cpu_step;            /* the optimizer states are off the GPU: each
+                               reduced gradient partition is copied out
+                               (every micro-batch with ZeRO-2/3, once with
+                               ZeRO-1) into an fp32 partition on the host,
+                               the CPU steps (DeepSpeedCPUAdam), and the
+                               updated parameters come back */
+  vs_state_plan host_grads; /* that fp32 gradient partition (place host) */
+  bool fetch_params;        /* parameters live off the GPU: each block's
+                               partition is copied in before its gather */
+} vs_offload_plan;
+
+/* DeepSpeed's defaults for NVMe swapping (runtime/zero/offload_config.py
+ * and config.py): optimizer buffer_count 4 (param, grad, m, v), sub_group_size
+ * 1e9 elements; parameter buffer_count 5, buffer_size 1e8 elements. */
+#define VS_NVME_OPT_BUFFERS 4
+#define VS_NVME_SUB_GROUP_ELEMS 1000000000ull
+#define VS_NVME_PARAM_BUFFERS 5
+#define VS_NVME_PARAM_BUFFER_ELEMS 100000000ull
 
 /* The decisions for one block kind. */
 typedef struct vs_kind_plan {
@@ -113,6 +135,7 @@ typedef struct vs_recipe {
   uint64_t grad_elem_bytes; /* bytes of one gradient element (fp32 main
                                grads, else as the parameter) */
   vs_comm_plan comm[VS_USE_N]; /* stream and group of each use */
+  vs_offload_plan offload;  /* what moves off the GPU, and how */
 } vs_recipe;
 
 /* Resolves wl and m (m's kinds may have been edited after building) into
@@ -143,6 +166,15 @@ uint64_t vs_recipe_shard(const vs_state_plan *plan, uint64_t bytes);
  *                 under 4096 elements (bitsandbytes min_8bit_size). */
 uint64_t vs_optimizer_state_bytes(int optimizer, bool master, uint64_t rows,
                                   uint64_t cols);
+
+/* Pinned host buffers one GPU's NVMe swapping takes (DeepSpeed's
+ * swap_tensor/optimizer_utils.py and partitioned_param_swapper.py): with
+ * the optimizer on NVMe, VS_NVME_OPT_BUFFERS buffers of the largest
+ * sub-group partition (min(sub_group_size, its trainable partition of
+ * `partition_elems`)) x 4 B; with parameters on NVMe,
+ * VS_NVME_PARAM_BUFFERS x VS_NVME_PARAM_BUFFER_ELEMS x 2 B. 0 without NVMe. */
+uint64_t vs_recipe_swap_buffer_bytes(const vs_recipe *r,
+                                     uint64_t partition_elems);
 
 /* "keep", "recompute_core", "recompute_block". */
 const char *vs_keep_name(int keep);

@@ -15,6 +15,9 @@
 #define TIMELINE_COLUMNS                                                      \
   "time_s,rank,op,category,delta_bytes,allocated_bytes,reserved_bytes"
 #define OPS_COLUMNS "rank,stream,op,layer,microbatch,start_s,end_s,flops,bytes"
+#define HOST_COLUMNS                                                          \
+  "node,place,params_bytes,grads_bytes,optimizer_bytes,buffers_bytes,"        \
+  "peak_bytes,capacity_bytes,fits,peak_time_s"
 
 char *vs_report_op_label(const vs_sim *sim, const vs_program *prog,
                          uint32_t op, char *buf, size_t len)
@@ -192,25 +195,54 @@ static void throughput_line(const vs_sim *sim, char *buf, size_t len)
                                 1e6));
 }
 
+/* The step's split; with offload, its exposed copies and CPU step too. */
+static void step_line(const vs_sim *sim, char *buf, size_t len)
+{
+  char t1[16], t2[16], t3[16], t4[16], t5[16], t6[16], t7[16];
+  int n = snprintf(buf, len, "step time %s = compute %s + tensor-parallel comm "
+                             "%s + pipeline bubble %s + exposed data-parallel "
+                             "comm %s",
+                   vs_format_seconds(sim->step_time_s, t1, sizeof t1),
+                   vs_format_seconds(sim->compute_s, t2, sizeof t2),
+                   vs_format_seconds(sim->tp_comm_s, t3, sizeof t3),
+                   vs_format_seconds(sim->bubble_s, t5, sizeof t5),
+                   vs_format_seconds(sim->exposed_comm_s, t4, sizeof t4));
+  if (sim->offloads && n >= 0 && (size_t)n < len)
+    snprintf(buf + n, len - (size_t)n,
+             " + exposed offload copies %s + CPU optimizer step %s",
+             vs_format_seconds(sim->offload_copy_s, t6, sizeof t6),
+             vs_format_seconds(sim->cpu_optimizer_s, t7, sizeof t7));
+}
+
 static void verdict_line(const vs_sim *sim, char *buf, size_t len)
 {
   const vs_rank *worst = vs_sim_worst_rank(sim);
   char used[16], cap[16];
   vs_format_bytes(worst->mem.peak_used_bytes, used, sizeof used);
   vs_format_bytes(worst->mem.capacity_bytes, cap, sizeof cap);
-  snprintf(buf, len, "verdict: %s on %llu x %s: worst rank %s %s of %s (%.0f%%)",
-           sim->fits ? "FITS" : "DOES NOT FIT",
-           (unsigned long long)sim->layout.gpus, sim->topo->name,
-           sim->fits ? "peaks at" : "needs", used, cap,
-           100.0 * (double)worst->mem.peak_used_bytes /
-               (double)worst->mem.capacity_bytes);
+  const vs_node_mem *node = vs_sim_worst_node(sim);
+  int n = snprintf(buf, len,
+                   "verdict: %s on %llu x %s: worst rank %s %s of %s (%.0f%%)",
+                   sim->fits ? "FITS" : "DOES NOT FIT",
+                   (unsigned long long)sim->layout.gpus, sim->topo->name,
+                   vs_rank_fits(worst) ? "peaks at" : "needs", used, cap,
+                   100.0 * (double)worst->mem.peak_used_bytes /
+                       (double)worst->mem.capacity_bytes);
+  if (node && n >= 0 && (size_t)n < len) {
+    const vs_mem *h = &node->mem[VS_PLACE_HOST];
+    vs_format_bytes(h->peak_allocated_bytes, used, sizeof used);
+    vs_format_bytes(h->capacity_bytes, cap, sizeof cap);
+    snprintf(buf + n, len - (size_t)n, "; host memory of node %u %s %s of %s",
+             node->node, vs_node_mem_fits(node) ? "peaks at" : "needs", used,
+             cap);
+  }
 }
 
 char *vs_report_line(const vs_sim *sim, vs_report_line_kind kind, char *buf,
                      size_t len)
 {
   const vs_rank *worst = vs_sim_worst_rank(sim);
-  char label[160], t1[16], t2[16], t3[16], t4[16], t5[16];
+  char label[160];
   switch (kind) {
   case VS_LINE_PEAK:
     vs_report_op_label(sim, worst->prog, worst->mem.peak_op, label, sizeof label);
@@ -218,13 +250,7 @@ char *vs_report_line(const vs_sim *sim, vs_report_line_kind kind, char *buf,
              (double)worst->mem.peak_t_ns * 1e-9);
     break;
   case VS_LINE_STEP:
-    snprintf(buf, len, "step time %s = compute %s + tensor-parallel comm %s + "
-                       "pipeline bubble %s + exposed data-parallel comm %s",
-             vs_format_seconds(sim->step_time_s, t1, sizeof t1),
-             vs_format_seconds(sim->compute_s, t2, sizeof t2),
-             vs_format_seconds(sim->tp_comm_s, t3, sizeof t3),
-             vs_format_seconds(sim->bubble_s, t5, sizeof t5),
-             vs_format_seconds(sim->exposed_comm_s, t4, sizeof t4));
+    step_line(sim, buf, len);
     break;
   case VS_LINE_THROUGHPUT:
     throughput_line(sim, buf, len);
@@ -234,6 +260,72 @@ char *vs_report_line(const vs_sim *sim, vs_report_line_kind kind, char *buf,
     break;
   }
   return buf;
+}
+
+/* Host and NVMe memory of each tracked node, at its host peak, by
+ * category; nothing without offload. */
+static void node_table(FILE *out, const vs_sim *sim)
+{
+  if (sim->n_nodes == 0)
+    return;
+  fprintf(out, "\nhost memory and NVMe of each node at its peak (all its "
+               "GPUs' shares)\n");
+  fprintf(out, "%5s %-5s %10s %10s %10s %10s %10s %10s %10s %4s\n", "node",
+          "place", "params", "grads", "optimizer", "buffers", "peak",
+          "capacity", "headroom", "fits");
+  for (size_t i = 0; i < sim->n_nodes; i++)
+    for (int p = VS_PLACE_HOST; p < VS_PLACE_N; p++) {
+      const vs_mem *m = &sim->nodes[i].mem[p];
+      char b[7][16];
+      if (p == VS_PLACE_NVME && m->peak_allocated_bytes == 0)
+        continue;
+      vs_format_bytes(m->at_peak[VS_CAT_PARAMS], b[0], sizeof b[0]);
+      vs_format_bytes(m->at_peak[VS_CAT_GRADS], b[1], sizeof b[1]);
+      vs_format_bytes(m->at_peak[VS_CAT_OPTIMIZER], b[2], sizeof b[2]);
+      vs_format_bytes(m->at_peak[VS_CAT_TEMP], b[3], sizeof b[3]);
+      vs_format_bytes(m->peak_allocated_bytes, b[4], sizeof b[4]);
+      vs_format_bytes(m->capacity_bytes, b[5], sizeof b[5]);
+      vs_format_bytes(m->capacity_bytes > m->peak_allocated_bytes
+                          ? m->capacity_bytes - m->peak_allocated_bytes
+                          : 0,
+                      b[6], sizeof b[6]);
+      fprintf(out, "%5u %-5s %10s %10s %10s %10s %10s %10s %10s %4s\n",
+              sim->nodes[i].node, vs_place_name(p), b[0], b[1], b[2], b[3],
+              b[4], b[5], b[6],
+              !m->oom.happened && m->peak_allocated_bytes <= m->capacity_bytes
+                  ? "yes"
+                  : "NO");
+    }
+}
+
+/* The first allocation each node's host or NVMe could not hold. */
+static void node_oom_lines(FILE *out, const vs_sim *sim)
+{
+  for (size_t i = 0; i < sim->n_nodes; i++)
+    for (int p = VS_PLACE_HOST; p < VS_PLACE_N; p++) {
+      const vs_node_mem *n = &sim->nodes[i];
+      const vs_oom *o = &n->mem[p].oom;
+      const vs_rank *r = NULL;
+      char label[160] = "?", req[16], cap[16], used[16];
+      if (!o->happened)
+        continue;
+      for (size_t k = 0; k < sim->n_ranks && !r; k++)
+        if (sim->ranks[k].id == n->oom_rank[p])
+          r = &sim->ranks[k];
+      if (r)
+        vs_report_op_label(sim, r->prog, o->op, label, sizeof label);
+      fprintf(out,
+              "OUT OF %s MEMORY on node %u at %s of rank %u, t = %.6f s: "
+              "tried to allocate %s (%s, all the node's GPUs' shares); %s "
+              "total capacity ([node] %s); %s already in use\n",
+              p == VS_PLACE_HOST ? "HOST" : "NVME", n->node, label,
+              n->oom_rank[p], (double)o->t_ns * 1e-9,
+              vs_format_bytes(o->requested_bytes, req, sizeof req),
+              vs_category_name(o->category),
+              vs_format_bytes(n->mem[p].capacity_bytes, cap, sizeof cap),
+              p == VS_PLACE_HOST ? "host_memory" : "nvme_capacity",
+              vs_format_bytes(o->allocated_bytes, used, sizeof used));
+    }
 }
 
 void vs_report_summary(FILE *out, const vs_sim *sim)
@@ -265,10 +357,12 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
     rank_row(out, r, mark);
   }
 
+  node_table(out, sim);
   fprintf(out, "\n%s\n", vs_report_line(sim, VS_LINE_PEAK, line, sizeof line));
   for (size_t i = 0; i < sim->n_ranks; i++)
     if (sim->ranks[i].mem.oom.happened)
       vs_report_oom_line(out, sim, &sim->ranks[i]);
+  node_oom_lines(out, sim);
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_STEP, line, sizeof line));
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_THROUGHPUT, line, sizeof line));
   calibration_notes(out, sim);
@@ -443,30 +537,55 @@ static void write_ops(const vs_sim *sim, vs_csv *c)
   }
 }
 
+/* host.csv: each tracked node's host and NVMe memory at its peak. */
+static void write_host(const vs_sim *sim, vs_csv *c)
+{
+  vs_csv_header(c, HOST_COLUMNS);
+  for (size_t i = 0; i < sim->n_nodes; i++)
+    for (int p = VS_PLACE_HOST; p < VS_PLACE_N; p++) {
+      const vs_mem *m = &sim->nodes[i].mem[p];
+      if (p == VS_PLACE_NVME && m->peak_allocated_bytes == 0)
+        continue;
+      vs_csv_u64(c, sim->nodes[i].node);
+      vs_csv_text(c, vs_place_name(p));
+      vs_csv_u64(c, m->at_peak[VS_CAT_PARAMS]);
+      vs_csv_u64(c, m->at_peak[VS_CAT_GRADS]);
+      vs_csv_u64(c, m->at_peak[VS_CAT_OPTIMIZER]);
+      vs_csv_u64(c, m->at_peak[VS_CAT_TEMP]);
+      vs_csv_u64(c, m->peak_allocated_bytes);
+      vs_csv_u64(c, m->capacity_bytes);
+      vs_csv_u64(c, !m->oom.happened &&
+                        m->peak_allocated_bytes <= m->capacity_bytes);
+      vs_csv_seconds(c, (double)m->peak_t_ns * 1e-9);
+      vs_csv_row(c);
+    }
+}
+
+const char *const vs_report_csv_names[VS_REPORT_CSV_FILES] = {
+    "summary.csv", "timeline.csv", "ops.csv", "host.csv"};
+
 int vs_report_write_csv(const vs_sim *sim, const char *dir, vs_error *err)
 {
-  static const char *const names[] = {"summary.csv", "timeline.csv",
-                                      "ops.csv"};
-  static void (*const writers[])(const vs_sim *, vs_csv *) = {
-      write_summary, write_timeline, write_ops};
-  vs_csv files[3];
+  static void (*const writers[VS_REPORT_CSV_FILES])(const vs_sim *, vs_csv *) = {
+      write_summary, write_timeline, write_ops, write_host};
+  vs_csv files[VS_REPORT_CSV_FILES];
   char path[4096];
   int rc;
 
   if ((rc = vs_make_dir(dir, err)))
     return rc;
-  for (size_t i = 0; i < 3; i++) {
-    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+  for (size_t i = 0; i < VS_REPORT_CSV_FILES; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, vs_report_csv_names[i]);
     if ((rc = vs_csv_open(&files[i], path, err))) {
       while (i-- > 0)
         vs_csv_abort(&files[i]);
       return rc;
     }
   }
-  for (size_t i = 0; i < 3; i++)
+  for (size_t i = 0; i < VS_REPORT_CSV_FILES; i++)
     writers[i](sim, &files[i]);
-  /* the three files of one run appear together or not at all */
-  return vs_csv_commit_all(files, 3, err);
+  /* the files of one run appear together or not at all */
+  return vs_csv_commit_all(files, VS_REPORT_CSV_FILES, err);
 }
 
 /* ------------------------------------------------------------------------

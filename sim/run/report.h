@@ -47,8 +47,15 @@ void vs_report_memory_summary(FILE *out, const vs_sim *sim);
 void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
                     const vs_model *m, const vs_layout *lay);
 
-/* summary.csv, timeline.csv and ops.csv in dir (created if missing), each
- * written atomically. timeline and ops need a simulation run with record. */
+/* The files of `--csv DIR`, in the order they are written: summary.csv,
+ * timeline.csv, ops.csv and host.csv (one row per tracked node and place
+ * it uses, host or NVMe; only the header without offload). */
+#define VS_REPORT_CSV_FILES 4
+extern const char *const vs_report_csv_names[VS_REPORT_CSV_FILES];
+
+/* The vs_report_csv_names files in dir (created if missing), appearing
+ * together or not at all. timeline and ops need a simulation run with
+ * record. */
 int vs_report_write_csv(const vs_sim *sim, const char *dir, vs_error *err);
 
 /* The ranks a trace shows, by global rank id; none: every simulated one. */

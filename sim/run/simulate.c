@@ -33,6 +33,110 @@ const vs_rank *vs_sim_slowest_rank(const vs_sim *sim)
   return slow;
 }
 
+const vs_node_mem *vs_sim_worst_node(const vs_sim *sim)
+{
+  const vs_node_mem *worst = sim->n_nodes ? &sim->nodes[0] : NULL;
+  for (size_t i = 1; i < sim->n_nodes; i++)
+    if (sim->nodes[i].mem[VS_PLACE_HOST].peak_allocated_bytes >
+        worst->mem[VS_PLACE_HOST].peak_allocated_bytes)
+      worst = &sim->nodes[i];
+  return worst;
+}
+
+/* ------------------------------------------------------------------------
+ * Nodes: host and NVMe memory
+ * ------------------------------------------------------------------------ */
+
+/* Whether any stage keeps bytes off its GPUs. */
+static bool uses_nodes(const vs_layout *lay)
+{
+  for (uint64_t s = 0; s < lay->pp; s++)
+    if (vs_placed_total(&lay->stages[s].host) ||
+        vs_placed_total(&lay->stages[s].nvme))
+      return true;
+  return false;
+}
+
+/* The GPUs of stage s (global numbers) on each tracked node: index[node]
+ * is the node's place in sim->nodes or -1; weights[i] counts them. */
+static void stage_weights(const vs_sim *sim, uint64_t s, const int32_t *index,
+                          uint32_t *weights)
+{
+  const vs_layout *lay = &sim->layout;
+  uint64_t gpn = sim->topo->gpus_per_node;
+  for (uint64_t d = 0; d < lay->dp; d++)
+    for (uint64_t t = 0; t < lay->tp; t++) {
+      uint64_t gpu = s * lay->pp_stride + d * lay->dp_stride + t;
+      int32_t i = index[gpu / gpn];
+      if (i >= 0)
+        weights[i]++;
+    }
+}
+
+/* Each rank's shares: in stage mode its stage's GPUs on each tracked node
+ * (every peer does what it does, at the same time), else 1 on its own. */
+static int share_nodes(vs_sim *sim, const int32_t *index, bool all_ranks)
+{
+  uint32_t *w = calloc(sim->n_nodes, sizeof *w);
+  size_t n = 0;
+  sim->shares = calloc(sim->n_ranks * (all_ranks ? 1 : sim->n_nodes),
+                       sizeof *sim->shares);
+  if (!w || !sim->shares) {
+    free(w);
+    return VS_ENOMEM;
+  }
+  for (size_t r = 0; r < sim->n_ranks; r++) {
+    vs_rank *rk = &sim->ranks[r];
+    rk->shares = &sim->shares[n];
+    if (all_ranks) {
+      sim->shares[n++] = (vs_node_share){
+          (uint32_t)index[rk->id / sim->topo->gpus_per_node], 1};
+      rk->n_shares = 1;
+      continue;
+    }
+    memset(w, 0, sim->n_nodes * sizeof *w);
+    stage_weights(sim, (uint64_t)rk->stage, index, w);
+    for (size_t i = 0; i < sim->n_nodes; i++)
+      if (w[i])
+        sim->shares[n++] = (vs_node_share){(uint32_t)i, w[i]};
+    rk->n_shares = (uint32_t)(&sim->shares[n] - rk->shares);
+  }
+  free(w);
+  return 0;
+}
+
+/* The nodes whose host and NVMe memory the job uses, and the ranks'
+ * shares of them; none when nothing lives off the GPUs. */
+static int make_nodes(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
+{
+  const vs_layout *lay = &sim->layout;
+  uint64_t gpn = sim->topo->gpus_per_node;
+  int32_t *index;
+  int rc;
+  if (!uses_nodes(lay))
+    return 0;
+  index = malloc((size_t)lay->nodes * sizeof *index);
+  sim->nodes = calloc((size_t)lay->nodes, sizeof *sim->nodes);
+  if (!index || !sim->nodes) {
+    free(index);
+    return vs_error_set(err, VS_ENOMEM, "out of host memory for the nodes");
+  }
+  for (uint64_t i = 0; i < lay->nodes; i++)
+    index[i] = -1;
+  for (size_t r = 0; r < sim->n_ranks; r++) {
+    uint64_t node = sim->ranks[r].id / gpn;
+    if (index[node] >= 0)
+      continue;
+    index[node] = (int32_t)sim->n_nodes;
+    vs_node_mem_init(&sim->nodes[sim->n_nodes++], (uint32_t)node,
+                     sim->topo->host_memory_bytes,
+                     sim->topo->nvme_capacity_bytes);
+  }
+  rc = share_nodes(sim, index, opts->all_ranks);
+  free(index);
+  return rc ? vs_error_set(err, rc, "out of host memory for the nodes") : 0;
+}
+
 /* Creates the simulated ranks: one per stage (dp_rank = tp_rank = 0), or
  * every GPU in Megatron order (tp innermost, then dp, then pp). */
 static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
@@ -79,6 +183,24 @@ static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
   return 0;
 }
 
+/* Takes the exposed offload time out of rest_ns (what the step spent
+ * beyond its kernels and bubble), never more than there is. */
+static void split_offload(vs_sim *sim, const vs_rank *slow, uint64_t *rest_ns)
+{
+  uint64_t copy = slow->wait_offload_ns + slow->tail_copy_ns;
+  uint64_t cpu = slow->tail_cpu_ns;
+  if (copy > *rest_ns)
+    copy = *rest_ns;
+  *rest_ns -= copy;
+  if (cpu > *rest_ns)
+    cpu = *rest_ns;
+  *rest_ns -= cpu;
+  sim->offload_copy_s = (double)copy * 1e-9;
+  sim->cpu_optimizer_s = (double)cpu * 1e-9;
+  sim->offloads = sim->recipe.offload.cpu_step ||
+                  sim->recipe.offload.fetch_params;
+}
+
 static void summarise(vs_sim *sim)
 {
   const vs_workload *wl = sim->wl;
@@ -99,6 +221,7 @@ static void summarise(vs_sim *sim)
   rest_ns = slow->end_ns > busy_ns + slow->wait_p2p_ns
                 ? slow->end_ns - busy_ns - slow->wait_p2p_ns
                 : 0;
+  split_offload(sim, slow, &rest_ns);
   sim->compute_s = (double)compute_ns * 1e-9;
   sim->tp_comm_s = (double)tp_ns * 1e-9;
   sim->bubble_s = (double)slow->wait_p2p_ns * 1e-9;
@@ -115,6 +238,8 @@ static void summarise(vs_sim *sim)
   sim->fits = true;
   for (size_t i = 0; i < sim->n_ranks; i++)
     sim->fits = sim->fits && vs_rank_fits(&sim->ranks[i]);
+  for (size_t i = 0; i < sim->n_nodes; i++)
+    sim->fits = sim->fits && vs_node_mem_fits(&sim->nodes[i]);
 }
 
 int vs_sim_run(vs_sim *sim, const vs_workload *wl, const vs_topology *topo,
@@ -290,8 +415,12 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
     return rc;
   }
   vs_resource_table(topo, &sim->layout, opts->all_ranks, resources);
-  if ((rc = make_ranks(sim, opts, err)) == 0)
+  if ((rc = make_ranks(sim, opts, err)) == 0 &&
+      (rc = make_nodes(sim, opts, err)) == 0) {
     eo.ranks_per_stage = sim->n_ranks / sim->n_programs;
+    eo.nodes = sim->nodes;
+    eo.n_nodes = sim->n_nodes;
+  }
   if (rc ||
       (rc = vs_engine_run(sim->ranks, sim->n_ranks, &eo, &sim->stats, err))) {
     vs_sim_fini(sim);
@@ -306,6 +435,11 @@ void vs_sim_fini(vs_sim *sim)
   for (size_t i = 0; i < sim->n_ranks; i++)
     vs_rank_fini(&sim->ranks[i]);
   free(sim->ranks);
+  free(sim->nodes);
+  free(sim->shares);
+  sim->nodes = NULL;
+  sim->shares = NULL;
+  sim->n_nodes = 0;
   if (!sim->pool) {
     for (size_t s = 0; s < sim->n_programs; s++)
       vs_program_fini(&sim->programs[s]);

@@ -69,11 +69,24 @@ typedef struct vs_sim {
   double bubble_s;        /* compute stream idle waiting on the pipeline */
   double exposed_comm_s;  /* rest of the step: waiting on data-parallel
                              collectives, and the tail after the last kernel
-                             (step = compute + tp comm + bubble + exposed) */
+                             (step = compute + tp comm + bubble + exposed
+                             comm + offload copies + cpu optimizer) */
+  double offload_copy_s;  /* exposed offload copies and NVMe swaps: the
+                             compute stream waiting on a fetch, and the
+                             tail's stretches that end with one */
+  double cpu_optimizer_s; /* the tail's stretches that end with the host
+                             CPU's optimizer step */
+  bool offloads;          /* anything moves between GPU, host and NVMe */
   double tokens_per_s;    /* global_batch * seq_len / step time */
   double model_flops;     /* model FLOPs per step, all GPUs */
   double mfu;             /* model_flops / (step * gpus * peak) */
-  bool fits;              /* every simulated rank fits */
+  bool fits;              /* every simulated rank fits, and every node's
+                             host and NVMe memory */
+  vs_node_mem *nodes;     /* nodes whose host or NVMe memory the job uses
+                             (none without offload): in stage mode those of
+                             the simulated ranks, else every node */
+  size_t n_nodes;
+  vs_node_share *shares;  /* the ranks' shares of them, rank by rank */
   struct vs_program_pool *pool; /* programs borrowed from here (not owned) */
 } vs_sim;
 
@@ -113,6 +126,10 @@ bool vs_rank_fits(const vs_rank *rank);
 /* The simulated rank that finishes last (first on ties): its step time is
  * the job's, and the breakdown above is its own. */
 const vs_rank *vs_sim_slowest_rank(const vs_sim *sim);
+
+/* The node whose host memory peaks highest (first on ties); NULL without
+ * nodes. */
+const vs_node_mem *vs_sim_worst_node(const vs_sim *sim);
 
 /* The simulated rank whose peak use is highest (first on ties). */
 const vs_rank *vs_sim_worst_rank(const vs_sim *sim);
