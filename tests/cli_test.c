@@ -287,6 +287,71 @@ static void test_llama2_7b_on_8_gpus_fits_and_writes_csv(void **state)
   tu_remove_dir(dir);
 }
 
+/* Offload end to end: the 13B sample fits one 32 GB V100 only with its
+ * partitions in host memory, and host.csv holds the node's host bytes:
+ * fp16 params 2 Psi, fp32 grads 4 Psi, master + Adam 12 Psi (one GPU). */
+static void test_offload_sample_fits_and_writes_host_csv(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {"run", "workloads/gpt-13b-offload.ini", "--topology",
+                        "topologies/v100-sxm-32g-8x.ini", "--gpus", "1",
+                        "--csv", NULL, NULL, NULL, NULL, NULL};
+  table t;
+  double psi;
+  (void)state;
+  args[7] = tu_temp_dir(dir, sizeof dir);
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "verdict: FITS on 1 x V100-SXM2-32GB");
+  assert_contains(r.out, "host memory of node 0 peaks at");
+  assert_contains(r.out, "CPU optimizer step");
+  read_csv(path_in(dir, "host.csv", p, sizeof p), &t);
+  assert_int_equal(t.total_rows, 2); /* header + node 0's host memory */
+  assert_string_equal(cell(&t, 1, "place"), "host");
+  assert_string_equal(cell(&t, 1, "fits"), "true");
+  psi = strtod(cell(&t, 1, "params_bytes"), NULL) / 2;
+  /* 12Lh^2 + 13Lh + Vh + sh + 2h, L = 65, h = 4096, V = 50257, s = 1024 */
+  tu_assert_close(psi, 13299744768.0, 0);
+  tu_assert_close(strtod(cell(&t, 1, "grads_bytes"), NULL), 4 * psi, 1e-9);
+  tu_assert_close(strtod(cell(&t, 1, "optimizer_bytes"), NULL), 12 * psi,
+                  1e-9);
+  tu_remove_dir(dir);
+  /* without offload it does not fit */
+  args[6] = "--set";
+  args[7] = "parallel.offload_params=none";
+  args[8] = "--set";
+  args[9] = "parallel.offload_optimizer=none";
+  run(args);
+  assert_int_equal(r.status, 3);
+}
+
+/* A host too small for the offloaded states: exit 3, naming host memory. */
+static void test_host_out_of_memory_exits_3(void **state)
+{
+  const char *args[] = {"run", "workloads/llama2-70b-finetune-offload.ini",
+                        "--gpus", "8", "--set", "topology.node.host_memory=512GiB",
+                        NULL};
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 3);
+  assert_contains(r.out, "OUT OF HOST MEMORY on node 0 at setup model_states");
+  assert_contains(r.out, "[node] host_memory");
+  assert_contains(r.out, "verdict: DOES NOT FIT");
+  assert_contains(r.out, "host memory of node 0 needs");
+}
+
+/* Offload that no framework runs is one message naming file, line, key. */
+static void test_offload_combinations_refused(void **state)
+{
+  const char *args[] = {"run", "workloads/gpt-13b-offload.ini", "--set",
+                        "parallel.zero=2", NULL};
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "workloads/gpt-13b-offload.ini:26: [parallel] "
+                         "offload_params = cpu: only partitioned parameters");
+}
+
 /* Two identical runs write byte-identical CSV (no clock, no randomness). */
 static void test_identical_runs_write_identical_csv(void **state)
 {
@@ -1799,6 +1864,9 @@ int main(void)
       cmocka_unit_test(test_every_bad_input_class_exits_1_with_its_message),
       cmocka_unit_test(test_layout_errors_name_the_layout),
       cmocka_unit_test(test_llama2_7b_on_8_gpus_fits_and_writes_csv),
+      cmocka_unit_test(test_offload_sample_fits_and_writes_host_csv),
+      cmocka_unit_test(test_host_out_of_memory_exits_3),
+      cmocka_unit_test(test_offload_combinations_refused),
       cmocka_unit_test(test_identical_runs_write_identical_csv),
       cmocka_unit_test(test_zero_model_states_on_64_gpus),
       cmocka_unit_test(test_out_of_memory_exits_3_and_still_writes_csv),

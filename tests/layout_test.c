@@ -131,6 +131,80 @@ static void test_zero_stages(void **state)
 }
 
 /* ------------------------------------------------------------------------
+ * Offload (shared/reference/frameworks.md section 5; ZeRO-Offload, Ren et
+ * al. 2021; ZeRO-Infinity, Rajbhandari et al. 2021, 20 B/param)
+ * ------------------------------------------------------------------------ */
+
+/* Layout of gpt_7b5 on nd GPUs with ZeRO stage zero and the offload keys. */
+static void build_offload(const char *zero, const char *opt,
+                          const char *params, uint64_t nd, vs_layout *lay)
+{
+  const char *sets[3] = {zero, opt, params};
+  build(gpt_7b5, sets, 3, nd, lay);
+}
+
+static void test_offload_placement(void **state)
+{
+  const uint64_t nd = 8;
+  vs_layout on, off;
+  const vs_stage_layout *st;
+  uint64_t psi;
+  (void)state;
+
+  /* ZeRO-2 + CPU optimizer: GPU 2 Psi (fp16 params), host 16 Psi / Nd
+   * (fp32 master, m, v and an fp32 gradient partition) */
+  build_offload("parallel.zero=2", "parallel.offload_optimizer=none",
+                "parallel.offload_params=none", nd, &on);
+  build_offload("parallel.zero=2", "parallel.offload_optimizer=cpu",
+                "parallel.offload_params=none", nd, &off);
+  st = &off.stages[0];
+  psi = st->param_elems;
+  assert_int_equal(st->params_bytes, 2 * psi);
+  assert_int_equal(st->grads_bytes, 0);
+  assert_int_equal(st->optimizer_bytes, 0);
+  assert_sharded(st->host.optimizer, nd, 12 * psi, 4);
+  assert_sharded(st->host.grads, nd, 4 * psi, 4);
+  assert_sharded(vs_placed_total(&st->host), nd, 16 * psi, 4 + 4);
+  assert_int_equal(st->host.params + st->host.buffers, 0);
+  /* the optimizer partition moves byte for byte */
+  assert_int_equal(on.stages[0].optimizer_bytes, st->host.optimizer);
+  assert_int_equal(vs_placed_total(&st->nvme), 0);
+
+  /* ZeRO-1 + CPU optimizer: the GPU keeps whole fp16 gradients */
+  build_offload("parallel.zero=1", "parallel.offload_optimizer=cpu",
+                "parallel.offload_params=none", nd, &off);
+  st = &off.stages[0];
+  assert_int_equal(st->params_bytes + st->grads_bytes, 4 * psi);
+  assert_int_equal(st->optimizer_bytes, 0);
+  assert_sharded(vs_placed_total(&st->host), nd, 16 * psi, 4 + 4);
+
+  /* ZeRO-3 + CPU params and optimizer: nothing resident on the GPU, host
+   * 18 Psi / Nd (ZeRO-Infinity's 20 B/param less the fp16 gradients, which
+   * live on the GPU only until copied out) */
+  build_offload("parallel.zero=3", "parallel.offload_optimizer=cpu",
+                "parallel.offload_params=cpu", nd, &off);
+  st = &off.stages[0];
+  assert_int_equal(vs_layout_model_states(&off), 0);
+  assert_sharded(st->host.params, nd, 2 * psi, 2);
+  assert_sharded(vs_placed_total(&st->host), nd, 18 * psi, 2 + 4 + 4);
+
+  /* ZeRO-3 + NVMe: states and params on NVMe, the fp32 gradients and
+   * DeepSpeed's pinned swap buffers in host memory: 4 buffers of the
+   * sub-group partition (min(1e9, Psi / Nd) elements) x 4 B, 5 x 1e8 x 2 B */
+  build_offload("parallel.zero=3", "parallel.offload_optimizer=nvme",
+                "parallel.offload_params=nvme", nd, &off);
+  st = &off.stages[0];
+  assert_int_equal(vs_layout_model_states(&off), 0);
+  assert_sharded(st->nvme.optimizer, nd, 12 * psi, 4);
+  assert_sharded(st->nvme.params, nd, 2 * psi, 2);
+  assert_sharded(st->host.grads, nd, 4 * psi, 4);
+  assert_true(psi / nd < 1000000000ull);
+  assert_int_equal(st->host.buffers,
+                   4 * 4 * ((psi + nd - 1) / nd) + 5 * 2 * 100000000ull);
+  assert_int_equal(st->step_elems, (psi + nd - 1) / nd);
+}
+
+/* ------------------------------------------------------------------------
  * Megatron-LM: bf16, fp32 main grads, Adam
  * ------------------------------------------------------------------------ */
 
@@ -505,6 +579,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_zero_stages),
+      cmocka_unit_test(test_offload_placement),
       cmocka_unit_test(test_megatron_bytes_per_param),
       cmocka_unit_test(test_fp32_adam),
       cmocka_unit_test(test_optimizer_state_bytes),

@@ -212,6 +212,129 @@ static void test_all_ranks_agree_with_stage_mode(void **state)
   }
 }
 
+/* ------------------------------------------------------------------------
+ * Offload
+ * ------------------------------------------------------------------------ */
+
+/* A GPT of 4 layers (hidden 1024) with ZeRO-2 and the optimizer on the
+ * CPU, 8 GPUs, 4 micro-batches. */
+static const char offload_gpt[] =
+    "[model]\narch = gpt\nlayers = 4\nhidden = 1024\nheads = 16\n"
+    "vocab = 32000\nseq_len = 512\n[training]\nglobal_batch = 32\n"
+    "[parallel]\nzero = 2\noffload_optimizer = cpu\n";
+
+/* Runs wl on the built-in topology with the topology sets. */
+static void simulate_on(vs_sim *sim, const vs_workload *wl, vs_topology *topo,
+                        const char *const *tsets, size_t n, bool all_ranks)
+{
+  vs_sim_opts opts = {.all_ranks = all_ranks, .record = true,
+                      .check_invariants = true};
+  vs_error err;
+  vs_error_clear(&err);
+  if (vs_topology_load(topo, NULL, tsets, n, &err))
+    fail_msg("topology: %s", err.msg);
+  if (vs_sim_run(sim, wl, topo, &opts, &err))
+    fail_msg("simulation failed: %s", err.msg);
+}
+
+/* Seconds rank r spent in ops named `name` (their spans summed). */
+static double op_seconds(const vs_rank *r, const char *name)
+{
+  double t = 0;
+  for (size_t i = 0; i < r->n_spans; i++)
+    if (strcmp(r->prog->ops[r->spans[i].op].name, name) == 0)
+      t += (double)(r->spans[i].end_ns - r->spans[i].start_ns) * 1e-9;
+  return t;
+}
+
+/* The node holds every GPU's share: in stage mode one rank counts for its
+ * 8 peers, and simulating all 8 gives the same host memory and time. */
+static void test_offload_host_memory_is_the_nodes(void **state)
+{
+  const char *tsets[] = {"node.gpus=8"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim one, all;
+  (void)state;
+  load(&wl, offload_gpt, NULL, 0, 8);
+  simulate_on(&one, &wl, &topo, tsets, 1, false);
+  simulate_on(&all, &wl, &topo, tsets, 1, true);
+  assert_int_equal(one.n_nodes, 1);
+  assert_int_equal(all.n_nodes, 1);
+  assert_int_equal(one.nodes[0].mem[VS_PLACE_HOST].peak_allocated_bytes,
+                   8 * vs_placed_total(&one.layout.stages[0].host));
+  assert_int_equal(one.nodes[0].mem[VS_PLACE_HOST].peak_allocated_bytes,
+                   all.nodes[0].mem[VS_PLACE_HOST].peak_allocated_bytes);
+  assert_int_equal(one.nodes[0].mem[VS_PLACE_HOST].at_peak[VS_CAT_OPTIMIZER],
+                   8 * one.layout.stages[0].host.optimizer);
+  assert_true(one.step_time_s == all.step_time_s);
+  assert_true(one.fits && all.fits);
+  /* the optimizer states left the GPU */
+  assert_int_equal(one.ranks[0].mem.at_peak[VS_CAT_OPTIMIZER], 0);
+  vs_sim_fini(&one);
+  vs_sim_fini(&all);
+}
+
+/* Contention is emergent: 8 GPUs of one node, two per PCIe switch, copy
+ * gradients out at half the rate each of 8 single-GPU nodes does, and the
+ * node's CPUs step 8 partitions at an eighth of the rate; in stage mode
+ * and with every rank simulated. */
+static void test_offload_contention(void **state)
+{
+  const char *shared[] = {"node.gpus=8", "node.gpus_per_pcie_switch=2",
+                          "node.pcie_latency=0"};
+  const char *alone[] = {"node.gpus=1", "node.gpus_per_pcie_switch=1",
+                         "node.pcie_latency=0"};
+  (void)state;
+  for (int all_ranks = 0; all_ranks <= 1; all_ranks++) {
+    vs_workload wl;
+    vs_topology t1, t8;
+    vs_sim a, b;
+    double copy_a, copy_b;
+    load(&wl, offload_gpt, NULL, 0, 8);
+    simulate_on(&a, &wl, &t8, shared, 3, all_ranks);
+    simulate_on(&b, &wl, &t1, alone, 3, all_ranks);
+    copy_a = op_seconds(&a.ranks[0], "grad_to_host");
+    copy_b = op_seconds(&b.ranks[0], "grad_to_host");
+    assert_true(copy_b > 0);
+    /* (integer nanoseconds per copy: 1e-5) */
+    tu_assert_close(copy_a / copy_b, 2.0, 1e-5);
+    tu_assert_close(op_seconds(&a.ranks[0], "cpu_optimizer_step") /
+                        op_seconds(&b.ranks[0], "cpu_optimizer_step"),
+                    8.0, 1e-6);
+    /* the CPU step of one partition at the node's rate shared by 8 */
+    tu_assert_close(op_seconds(&a.ranks[0], "cpu_optimizer_step"),
+                    8.0 * (double)a.layout.stages[0].step_elems /
+                        t8.cpu_optimizer_rate,
+                    1e-6);
+    vs_sim_fini(&a);
+    vs_sim_fini(&b);
+  }
+}
+
+/* A host too small for the optimizer states is an out-of-memory like the
+ * GPU's, and the model that fits the GPU only with offload fits with it. */
+static void test_offload_host_out_of_memory(void **state)
+{
+  const char *big[] = {"node.gpus=8", "node.host_memory=1TiB"};
+  const char *tiny[] = {"node.gpus=8", "node.host_memory=1GiB"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  (void)state;
+  load(&wl, offload_gpt, NULL, 0, 8);
+  simulate_on(&sim, &wl, &topo, big, 2, false);
+  assert_true(sim.fits);
+  /* the node's 8 shares of 16 B x Psi / 8 are over 1 GiB */
+  assert_true(8 * vs_placed_total(&sim.layout.stages[0].host) > (1ull << 30));
+  vs_sim_fini(&sim);
+  simulate_on(&sim, &wl, &topo, tiny, 2, false);
+  assert_false(sim.fits);
+  assert_true(sim.nodes[0].mem[VS_PLACE_HOST].oom.happened);
+  assert_true(vs_rank_fits(&sim.ranks[0]));
+  vs_sim_fini(&sim);
+}
+
 /* Gradient accumulation runs micro-batches one after another: the peak does
  * not grow with their number, and each extra micro-batch adds the same time
  * (the optimizer step runs once): t(4) - t(1) = 3 * (t(2) - t(1)). */
@@ -759,6 +882,9 @@ int main(void)
       cmocka_unit_test(test_zero_stages_partition_model_states),
       cmocka_unit_test(test_out_of_memory_is_reported_at_the_op),
       cmocka_unit_test(test_all_ranks_agree_with_stage_mode),
+      cmocka_unit_test(test_offload_host_memory_is_the_nodes),
+      cmocka_unit_test(test_offload_contention),
+      cmocka_unit_test(test_offload_host_out_of_memory),
       cmocka_unit_test(test_grad_accumulation_scales_time_not_memory),
       cmocka_unit_test(test_simulation_is_deterministic),
       cmocka_unit_test(test_invariants_hold_across_configurations),

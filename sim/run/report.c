@@ -554,8 +554,10 @@ static void write_host(const vs_sim *sim, vs_csv *c)
       vs_csv_u64(c, m->at_peak[VS_CAT_TEMP]);
       vs_csv_u64(c, m->peak_allocated_bytes);
       vs_csv_u64(c, m->capacity_bytes);
-      vs_csv_u64(c, !m->oom.happened &&
-                        m->peak_allocated_bytes <= m->capacity_bytes);
+      vs_csv_text(c, !m->oom.happened &&
+                             m->peak_allocated_bytes <= m->capacity_bytes
+                         ? "true"
+                         : "false");
       vs_csv_seconds(c, (double)m->peak_t_ns * 1e-9);
       vs_csv_row(c);
     }
