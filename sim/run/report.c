@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -387,6 +388,31 @@ static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
   fprintf(out, "%s\n", set ? "" : "    ; default");
 }
 
+/* One derived line for what a GPU keeps in a place off it (the stage
+ * keeping the most), when any stage keeps anything there. */
+static void show_off_gpu(FILE *out, const vs_layout *lay, int place)
+{
+  const char *what = place == VS_PLACE_NVME ? "NVMe" : "host memory";
+  const vs_placed_bytes *most = NULL;
+  char b[5][16];
+  for (uint64_t s = 0; s < lay->pp; s++) {
+    const vs_placed_bytes *pb = place == VS_PLACE_NVME ? &lay->stages[s].nvme
+                                                       : &lay->stages[s].host;
+    if (vs_placed_total(pb) && (!most || vs_placed_total(pb) >
+                                             vs_placed_total(most)))
+      most = pb;
+  }
+  if (!most)
+    return;
+  fprintf(out, "# %s per GPU (offload) = %s params + %s grads + %s optimizer "
+               "+ %s buffers = %s\n",
+          what, vs_format_bytes(most->params, b[0], sizeof b[0]),
+          vs_format_bytes(most->grads, b[1], sizeof b[1]),
+          vs_format_bytes(most->optimizer, b[2], sizeof b[2]),
+          vs_format_bytes(most->buffers, b[3], sizeof b[3]),
+          vs_format_bytes(vs_placed_total(most), b[4], sizeof b[4]));
+}
+
 void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
                     const vs_model *m, const vs_layout *lay)
 {
@@ -428,6 +454,8 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
           vs_format_bytes(lay->grads_bytes, b2, sizeof b2),
           vs_format_bytes(lay->optimizer_bytes, b3, sizeof b3),
           vs_format_bytes(vs_layout_model_states(lay), b4, sizeof b4));
+  show_off_gpu(out, lay, VS_PLACE_HOST);
+  show_off_gpu(out, lay, VS_PLACE_NVME);
   if (lay->pp > 1) {
     fprintf(out, "# "
                  "pipeline: %llu stages, %llu virtual stage(s) each\n",
