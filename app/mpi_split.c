@@ -34,6 +34,13 @@ int vs_split_explore(const vs_explore *ex, vs_candidate *cands, size_t n,
   return vs_explore_all(ex, cands, n, err);
 }
 
+int vs_split_agree(bool *value, vs_error *err)
+{
+  (void)value;
+  (void)err;
+  return 0;
+}
+
 int vs_split_finish(int code)
 {
   return code;
@@ -229,6 +236,23 @@ int vs_split_explore(const vs_explore *ex, vs_candidate *cands, size_t n,
   free(mine);
   free(workers);
   return worst;
+}
+
+int vs_split_agree(bool *value, vs_error *err)
+{
+  int rank = 0, size = 1, v = *value;
+  MPI_Request req;
+  bool all_done;
+  if (!world(&rank, &size) || size == 1)
+    return 0;
+  if (round_any_done(false, &all_done))
+    return vs_error_set(err, VS_EINPUT, "another MPI rank stopped before "
+                        "the search: do all hosts have the same vsim and "
+                        "files at the same paths?");
+  MPI_Ibcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
+  wait_idle(&req);
+  *value = v != 0;
+  return 0;
 }
 
 int vs_split_finish(int code)

@@ -45,6 +45,12 @@ bool vs_split_runs(int argc, char **argv);
 int vs_split_explore(const vs_explore *ex, vs_candidate *cands, size_t n,
                      vs_error *err);
 
+/* Sets *value on every rank to rank 0's (a broadcast): how the ranks
+ * agree on a decision only rank 0 can make (it alone holds every outcome).
+ * Collective, like vs_split_explore, with its error when another rank
+ * stopped; in one process it changes nothing and returns 0. */
+int vs_split_agree(bool *value, vs_error *err);
+
 /* Rank 0's code on every rank (a broadcast, once every rank got here),
  * then MPI finished; code unchanged in one process. */
 int vs_split_finish(int code);

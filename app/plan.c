@@ -32,7 +32,17 @@ typedef struct layout_choice {
                             vs_capacity_split as parallel.pp_layers */
   bool interleaved;      /* interleaved schedule, PLAN_VSTAGES virtual
                             stages; else 1F1B */
+  int offload;           /* plan_offload */
 } layout_choice;
+
+/* What a layout keeps in host memory (plan tries offload only when
+ * nothing fits without it). */
+typedef enum plan_offload {
+  PLAN_OFFLOAD_NONE,
+  PLAN_OFFLOAD_OPTIMIZER, /* offload_optimizer = cpu (ZeRO-1/2/3) */
+  PLAN_OFFLOAD_ALL,       /* also offload_params = cpu (ZeRO-3) */
+  PLAN_OFFLOAD_N
+} plan_offload;
 
 /* The virtual stages (model chunks per pipeline rank) plan tries with the
  * interleaved schedule. */
@@ -58,6 +68,7 @@ enum {
   PRUNE_SPLIT_LONG,      /* an uneven split too long for an override */
   PRUNE_INTERLEAVE_SPLIT, /* interleaved: layers per stage uneven or odd */
   PRUNE_INTERLEAVE_BATCH, /* interleaved: micro-batches not a multiple of pp */
+  PRUNE_OFFLOAD,         /* offload where DeepSpeed refuses it */
   PRUNE_N
 };
 
@@ -74,6 +85,8 @@ static const char *const prune_reasons[PRUNE_N] = {
     "interleaved layouts: the layers per stage are not an even split "
     "divisible by the virtual stages (Megatron-LM's rule)",
     "interleaved layouts: the micro-batches per step are not a multiple of pp",
+    "offload layouts: DeepSpeed offloads only ZeRO partitions (optimizer "
+    "with zero >= 1, parameters with zero = 3) and not adam8bit",
 };
 
 /* A fitting layout's place in the ranking. */
@@ -106,6 +119,9 @@ typedef struct plan_state {
   size_t fastest, smallest;  /* the fastest, and the fewest GPUs */
   size_t n_unconfirmed;      /* fitted when extrapolated, but not in the
                                 full re-simulation (now oom or invalid) */
+  bool offload_pass;         /* enumerating the offload layouts (nothing
+                                fitted without) */
+  size_t n_plain;            /* layouts without offload (the first pass) */
 } plan_state;
 
 int vs_capacity_split(uint64_t layers, uint64_t pp, uint64_t *counts)
@@ -140,6 +156,17 @@ static bool split_text(const plan_state *ps, uint64_t pp, char *buf, size_t len)
     at += (size_t)n;
   }
   return true;
+}
+
+/* The offload keys' values of lc (vs_offload). */
+static int offload_optimizer(const layout_choice *lc)
+{
+  return lc->offload == PLAN_OFFLOAD_NONE ? VS_OFFLOAD_NONE : VS_OFFLOAD_CPU;
+}
+
+static int offload_params(const layout_choice *lc)
+{
+  return lc->offload == PLAN_OFFLOAD_ALL ? VS_OFFLOAD_CPU : VS_OFFLOAD_NONE;
 }
 
 static int add_layout(plan_state *ps, const layout_choice *lc)
@@ -179,6 +206,10 @@ static int add_layout(plan_state *ps, const layout_choice *lc)
   vs_candidate_set(c, "training.checkpointing=%s",
                    vs_checkpointing_name(lc->ckpt));
   vs_candidate_set(c, "training.micro_batch=%llu", (unsigned long long)lc->mb);
+  vs_candidate_set(c, "parallel.offload_optimizer=%s",
+                   vs_offload_name(offload_optimizer(lc)));
+  vs_candidate_set(c, "parallel.offload_params=%s",
+                   vs_offload_name(offload_params(lc)));
   return 0;
 }
 
@@ -205,14 +236,50 @@ static int add_schedules(plan_state *ps, const layout_choice *lc,
   return add_layout(ps, &il);
 }
 
-/* The layouts of one (GPUs, tp, pp) triple, whose gpus, tp, pp, dp and
- * split base holds: ZeRO 0-3, checkpointing, micro-batches (powers of two)
- * that keep the global batch, and the schedules of add_schedules. */
-static int enumerate_triple(const vs_workload *wl, const layout_choice *base,
-                            plan_state *ps)
+/* The layouts of lc's ZeRO stage and offload: checkpointing,
+ * micro-batches (powers of two) that keep the global batch, and the
+ * schedules of add_schedules. ZeRO without data parallelism is ZeRO-0,
+ * unless it offloads (ZeRO-Offload on one GPU). */
+static int enumerate_zero(const vs_workload *wl, const layout_choice *base,
+                          plan_state *ps)
 {
   uint64_t global = wl->training.global_batch, dp = base->dp;
   bool flash = wl->training.attention == VS_ATTN_FLASH;
+  layout_choice lc = *base;
+  const char *key;
+
+  if (lc.offload != PLAN_OFFLOAD_NONE &&
+      vs_workload_offload_misfit(lc.zero, offload_optimizer(&lc),
+                                 offload_params(&lc), wl->training.optimizer,
+                                 &key)) {
+    ps->pruned[PRUNE_OFFLOAD]++;
+    return 0;
+  }
+  if (dp == 1 && lc.zero > 0 && lc.offload == PLAN_OFFLOAD_NONE) {
+    ps->pruned[PRUNE_ZERO_DP1]++;
+    return 0;
+  }
+  for (lc.ckpt = VS_CKPT_NONE; lc.ckpt <= VS_CKPT_FULL; lc.ckpt++) {
+    if (flash && lc.ckpt == VS_CKPT_SELECTIVE) {
+      ps->pruned[PRUNE_SELECTIVE_FLASH]++;
+      continue;
+    }
+    for (lc.mb = 1; lc.mb * dp <= global; lc.mb *= 2) {
+      if (!vs_workload_batch_allowed(global, lc.mb, dp))
+        continue;
+      if (add_schedules(ps, &lc, global / (lc.mb * dp)))
+        return VS_ENOMEM;
+    }
+  }
+  return 0;
+}
+
+/* The layouts of one (GPUs, tp, pp) triple, whose gpus, tp, pp, dp and
+ * split base holds: ZeRO 0-3 (with offload in the offload pass), through
+ * enumerate_zero. */
+static int enumerate_triple(const vs_workload *wl, const layout_choice *base,
+                            plan_state *ps)
+{
   layout_choice lc = *base;
 
   for (lc.zero = 0; lc.zero <= VS_ZERO_MAX; lc.zero++) {
@@ -220,22 +287,16 @@ static int enumerate_triple(const vs_workload *wl, const layout_choice *base,
       ps->pruned[PRUNE_ZERO_PP]++;
       continue;
     }
-    if (dp == 1 && lc.zero > 0) {
-      ps->pruned[PRUNE_ZERO_DP1]++;
+    if (!ps->offload_pass) {
+      lc.offload = PLAN_OFFLOAD_NONE;
+      if (enumerate_zero(wl, &lc, ps))
+        return VS_ENOMEM;
       continue;
     }
-    for (lc.ckpt = VS_CKPT_NONE; lc.ckpt <= VS_CKPT_FULL; lc.ckpt++) {
-      if (flash && lc.ckpt == VS_CKPT_SELECTIVE) {
-        ps->pruned[PRUNE_SELECTIVE_FLASH]++;
-        continue;
-      }
-      for (lc.mb = 1; lc.mb * dp <= global; lc.mb *= 2) {
-        if (!vs_workload_batch_allowed(global, lc.mb, dp))
-          continue;
-        if (add_schedules(ps, &lc, global / (lc.mb * dp)))
-          return VS_ENOMEM;
-      }
-    }
+    for (lc.offload = PLAN_OFFLOAD_OPTIMIZER; lc.offload < PLAN_OFFLOAD_N;
+         lc.offload++)
+      if (enumerate_zero(wl, &lc, ps))
+        return VS_ENOMEM;
   }
   return 0;
 }
@@ -255,7 +316,8 @@ static int enumerate_pp(const vs_workload *wl, uint64_t g, uint64_t tp,
   const vs_model_conf *m = &wl->model;
   char split[VS_EXPLORE_SET_MAX - sizeof PP_LAYERS_KEY + 1];
   for (uint64_t pp = 1; pp <= m->layers && tp * pp <= g; pp++) {
-    layout_choice base = {g, tp, pp, 0, 0, 0, VS_CKPT_NONE, false, false};
+    layout_choice base = {g, tp, pp, 0, 0, 0, VS_CKPT_NONE, false, false,
+                          PLAN_OFFLOAD_NONE};
     if (!pp_tried(m->layers, pp))
       continue;
     if (!vs_workload_gpus_allowed(g, tp, pp)) {
@@ -321,15 +383,20 @@ static void pipeline_text(const plan_state *ps, const layout_choice *lc,
 {
   uint64_t counts[VS_LIST_MAX];
   size_t at;
+  static const char *const offload_text[PLAN_OFFLOAD_N] = {
+      "", " +cpu optimizer", " +cpu optimizer,params"};
   if (lc->interleaved) {
-    snprintf(buf, len, "%s x%d", vs_schedule_name(VS_SCHED_INTERLEAVED),
-             PLAN_VSTAGES);
+    snprintf(buf, len, "%s x%d%s", vs_schedule_name(VS_SCHED_INTERLEAVED),
+             PLAN_VSTAGES, offload_text[lc->offload]);
     return;
   }
   at = (size_t)snprintf(buf, len, "%s", vs_schedule_name(VS_SCHED_1F1B));
   if (!lc->uneven || lc->pp > VS_LIST_MAX ||
-      vs_capacity_split(ps->layers, lc->pp, counts))
+      vs_capacity_split(ps->layers, lc->pp, counts)) {
+    if (at < len)
+      snprintf(buf + at, len - at, "%s", offload_text[lc->offload]);
     return;
+  }
   for (uint64_t i = 0, run; i < lc->pp && at < len; i += run) {
     for (run = 1; i + run < lc->pp && counts[i + run] == counts[i]; run++)
       ;
@@ -337,6 +404,8 @@ static void pipeline_text(const plan_state *ps, const layout_choice *lc,
                            i ? ',' : ' ', (unsigned long long)counts[i],
                            (unsigned long long)run);
   }
+  if (at < len)
+    snprintf(buf + at, len - at, "%s", offload_text[lc->offload]);
 }
 
 static void print_layout(FILE *out, int rank_no, const plan_state *ps,
@@ -426,6 +495,8 @@ static void plan_csv_rows(vs_csv *c, const plan_state *ps)
     vs_csv_u64(c, lc->mb);
     vs_csv_text(c, lc->tp > 1 ? "true" : "false");
     plan_csv_pipeline(c, ps, lc);
+    vs_csv_text(c, vs_offload_name(offload_optimizer(lc)));
+    vs_csv_text(c, vs_offload_name(offload_params(lc)));
     vs_cap_summary_or_empty(c, cand);
     vs_cap_tail_columns(c, cand);
     vs_cap_derived_cell(c, cand, vs_cost_per_tokens(cand->usd_per_step, tokens, 1e9));
@@ -446,7 +517,8 @@ static int write_plan_csv(const char *path, const plan_state *types,
   vs_csv_fields(&c, "gpu,gpus,parallel.dp,parallel.tp,parallel.pp,"
                     "parallel.zero,training.checkpointing,training.micro_batch,"
                     "parallel.sequence_parallel,parallel.schedule,"
-                    "parallel.virtual_stages,parallel.pp_layers");
+                    "parallel.virtual_stages,parallel.pp_layers,"
+                    "parallel.offload_optimizer,parallel.offload_params");
   vs_summary_csv_header(&c);
   vs_cap_tail_header(&c);
   vs_csv_header(&c, "usd_per_1e9_tokens,hours_per_1e9_tokens,extrapolated");
@@ -479,13 +551,16 @@ static int plan_inputs(const vs_capacity_opts *o, const plan_state *ps,
   return VS_EXIT_OK;
 }
 
-/* Enumerates the layouts, simulates them all (timed), and lists the ones
- * that fit in ps->order by cost. Exit status. */
+/* Enumerates the layouts (of the pass ps is in: without offload, or with),
+ * appends them, simulates the new ones (timed), and lists the ones that fit
+ * in ps->order by cost. Exit status. */
 static int plan_simulate(const vs_workload *wl, const vs_topology *topo,
                          plan_state *ps, FILE *errs)
 {
   struct timespec t0, t1;
   vs_error err;
+  size_t from = ps->n;
+  ranked *order;
 
   vs_error_clear(&err);
   ps->priced = topo->usd_per_gpu_hour > 0;
@@ -497,25 +572,61 @@ static int plan_simulate(const vs_workload *wl, const vs_topology *topo,
     return VS_EXIT_ERROR;
   }
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  if (vs_split_explore(&ps->ex, ps->cands, ps->n, &err)) {
+  if (vs_split_explore(&ps->ex, ps->cands + from, ps->n - from, &err)) {
     fprintf(errs, "vsim: %s\n", err.msg);
     return VS_EXIT_ERROR;
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  ps->seconds = (double)(t1.tv_sec - t0.tv_sec) +
-                (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-  ps->order = malloc((ps->n ? ps->n : 1) * sizeof *ps->order);
-  if (!ps->order) {
+  ps->seconds += (double)(t1.tv_sec - t0.tv_sec) +
+                 (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  order = realloc(ps->order, (ps->n ? ps->n : 1) * sizeof *order);
+  if (!order) {
     fprintf(errs, "vsim: out of host memory ranking %zu layouts\n", ps->n);
     return VS_EXIT_ERROR;
   }
-  for (size_t i = 0; i < ps->n; i++) {
+  ps->order = order;
+  for (size_t i = from; i < ps->n; i++) {
     if (ps->cands[i].status != VS_EVAL_FITS)
       continue;
     ps->order[ps->n_fit++] =
         (ranked){step_cost(&ps->cands[i]), ps->cands[i].step_time_s, 0, i};
   }
   return VS_EXIT_OK;
+}
+
+/* Whether plan goes on to the offload layouts (*want): none of the first
+ * pass fit, and some ran out of memory rather than being invalid; rank 0
+ * decides for all (the others hold only their share of the outcomes).
+ * Exit status. */
+static int plan_wants_offload(const plan_state *ps, bool *want, FILE *errs)
+{
+  vs_error err;
+  bool ran_out = false;
+  for (size_t i = 0; i < ps->n; i++)
+    ran_out = ran_out || ps->cands[i].status == VS_EVAL_OOM;
+  *want = ps->n_fit == 0 && ran_out;
+  vs_error_clear(&err);
+  if (vs_split_agree(want, &err) == 0)
+    return VS_EXIT_OK;
+  fprintf(errs, "vsim: %s\n", err.msg);
+  return VS_EXIT_ERROR;
+}
+
+/* The offload pass: the same layouts with the optimizer (ZeRO-1/2/3) and
+ * the parameters (ZeRO-3) in host memory, appended to the first pass's.
+ * The layout rules the first pass counted are not counted twice. */
+static int plan_offload_pass(const vs_workload *wl, const vs_topology *topo,
+                        plan_state *ps, FILE *errs)
+{
+  uint64_t pruned[PRUNE_N];
+  int code;
+  memcpy(pruned, ps->pruned, sizeof pruned);
+  ps->n_plain = ps->n;
+  ps->offload_pass = true;
+  code = plan_simulate(wl, topo, ps, errs);
+  pruned[PRUNE_OFFLOAD] = ps->pruned[PRUNE_OFFLOAD];
+  memcpy(ps->pruned, pruned, sizeof pruned);
+  return code;
 }
 
 /* "up to" --max-gpus, or "exactly" --gpus. */
@@ -529,6 +640,8 @@ static void plan_intro(FILE *out, const vs_workload *wl, const vs_topology *topo
                        const plan_state *ps)
 {
   double seconds = ps->seconds;
+  char host[16];
+  vs_format_bytes(topo->host_memory_bytes, host, sizeof host);
   fprintf(out, "plan for %s on %s %llu x %s (%s); global batch %llu x %llu "
                "tokens\n",
           wl->origins.file, gpus_bound(ps), (unsigned long long)ps->max_gpus, topo->name,
@@ -542,6 +655,12 @@ static void plan_intro(FILE *out, const vs_workload *wl, const vs_topology *topo
     if (ps->pruned[r])
       fprintf(out, "  %llu %s\n", (unsigned long long)ps->pruned[r],
               prune_reasons[r]);
+  if (ps->offload_pass)
+    fprintf(out, "nothing fits without offload (%zu layouts), so plan also "
+                 "tried the optimizer (ZeRO-1/2/3) and the parameters "
+                 "(ZeRO-3) in host memory (%zu layouts, [node] host_memory "
+                 "%s a node)\n",
+            ps->n_plain, ps->n - ps->n_plain, host);
 }
 
 /* The verdict when no layout fits, with the one that came closest (the
@@ -727,7 +846,11 @@ static int plan_run(const vs_workload *wl, const vs_topology *topo,
 {
   int code;
 
-  if ((code = plan_simulate(wl, topo, ps, errs)) != VS_EXIT_OK)
+  bool offload;
+
+  if ((code = plan_simulate(wl, topo, ps, errs)) != VS_EXIT_OK ||
+      (code = plan_wants_offload(ps, &offload, errs)) != VS_EXIT_OK ||
+      (offload && (code = plan_offload_pass(wl, topo, ps, errs)) != VS_EXIT_OK))
     return code;
   if (!vs_split_root())
     return VS_EXIT_OK; /* another MPI rank: only its share was simulated;

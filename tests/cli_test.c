@@ -1158,7 +1158,8 @@ static void test_plan_layout_is_confirmed_by_run(void **state)
                                      "training.global_batch=16", "--set",
                                      "topology.gpu.memory=2GiB", NULL};
   static const char *const too_big[] = {"plan", DATA "llama2-70b.ini", "--set",
-                                        "training.global_batch=64",
+                                        "training.global_batch=64", "--set",
+                                        "topology.node.host_memory=256GiB",
                                         "--max-gpus", "4", NULL};
   static const char *const no_batch[] = {"plan", DATA "llama2-70b.ini", NULL};
   char bufs[10][64];
@@ -1171,6 +1172,8 @@ static void test_plan_layout_is_confirmed_by_run(void **state)
   assert_int_equal(r.status, 0);
   run(too_big);
   assert_int_equal(r.status, 3);
+  /* nothing fits the GPUs, and with offload not the host either */
+  assert_contains(r.out, "nothing fits without offload");
   assert_contains(r.out, "DOES NOT FIT on any layout of up to 4 GPUs");
   run(no_batch);
   assert_int_equal(r.status, 1);
@@ -1183,7 +1186,7 @@ static void test_plan_layout_is_confirmed_by_run(void **state)
  * step time and every figure divided by it are empty cells, never inf or
  * nan. One GPU and global batch 4 leave 6 layouts: ZeRO-0 (ZeRO needs
  * dp > 1), checkpointing none or full (selective = none with flash
- * attention), micro-batch 1, 2 or 4. */
+ * attention), micro-batch 1, 2 or 4. A host of 1 MiB holds no offload. */
 static void test_plan_rows_without_a_step_have_empty_figures(void **state)
 {
   static const char *const derived[] = {
@@ -1192,7 +1195,8 @@ static void test_plan_rows_without_a_step_have_empty_figures(void **state)
   char dir[64], p[128];
   const char *args[] = {"plan", DATA "gpt-small.ini", "--set",
                         "training.global_batch=4", "--set",
-                        "topology.gpu.memory=600MiB", "--max-gpus", "1",
+                        "topology.gpu.memory=600MiB", "--set",
+                        "topology.node.host_memory=1MiB", "--max-gpus", "1",
                         "--csv", p, NULL};
   table t;
   char *text;
@@ -1216,7 +1220,11 @@ static void test_plan_rows_without_a_step_have_empty_figures(void **state)
   }
   free(text);
   read_csv(p, &t);
-  assert_int_equal(t.total_rows, 7);
+  /* nothing fits, so plan also tries offload: ZeRO-1/2/3 with the
+   * optimizer, ZeRO-3 also with the parameters in host memory, each with
+   * the 6 above (24 layouts), whose 1 MiB host runs out in setup too */
+  assert_int_equal(t.total_rows, 1 + 6 + 24);
+  assert_contains(r.out, "nothing fits without offload (6 layouts)");
   for (int row = 1; row < t.n_rows; row++) {
     assert_string_equal(cell(&t, row, "status"), "oom");
     for (size_t k = 0; k < sizeof derived / sizeof derived[0]; k++)
@@ -1629,7 +1637,7 @@ static void test_plan_compares_gpu_types(void **state)
       "--topology",
       "topologies/h100-sxm-8x.ini,topologies/a100-sxm-80g-8x.ini,"
       "topologies/h200-sxm-8x.ini,topologies/v100-sxm-32g-8x.ini",
-      NULL};
+      "--set", "topology.node.host_memory=64GiB", NULL};
   char want[128];
   const char *across;
   (void)state;
@@ -1645,6 +1653,8 @@ static void test_plan_compares_gpu_types(void **state)
     snprintf(want, sizeof want, "fastest on %s", types[t]);
     assert_contains(r.out, want);
   }
+  /* nor with offload: 16 B x 6.7e9 of host states over 64 GiB */
+  assert_contains(r.out, "nothing fits without offload");
   assert_contains(r.out, "verdict: DOES NOT FIT on any layout of exactly 2 "
                          "V100-SXM2-32GB GPUs");
   assert_null(strstr(r.out, "cheapest per step on V100"));

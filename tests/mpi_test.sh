@@ -80,9 +80,14 @@ check sweep sweep "$src/workloads/llama2-7b.ini" --gpus 8 --jobs 2 \
 # two GPU types: two collective searches in turn
 check types plan "$src/workloads/llama2-7b.ini" --max-gpus 8 --jobs 1 \
   --topology "$src/topologies/h100-sxm-8x.ini,$src/topologies/a100-sxm-80g-8x.ini"
-# nothing fits (exit 3, the CSV still written) and a bad --vary key (exit
-# 2 on every rank before any search, nothing written): the same status
-check oom plan "$src/workloads/llama2-70b.ini" --max-gpus 2 --jobs 1
+# nothing fits without offload: rank 0 decides for all to search the
+# offload layouts too (a second collective search)
+check offload plan "$src/workloads/llama2-70b.ini" --max-gpus 2 --jobs 1
+# nothing fits, not even with offload (exit 3, the CSV still written) and a
+# bad --vary key (exit 2 on every rank before any search, nothing
+# written): the same status
+check oom plan "$src/workloads/llama2-70b.ini" --max-gpus 2 --jobs 1 \
+  --set topology.node.host_memory=256GiB
 check bad sweep "$src/workloads/llama2-7b.ini" --gpus 8 \
   --vary training.no_such_key=1,2
 # a command that does not split runs on rank 0 alone: one report

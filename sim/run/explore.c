@@ -192,6 +192,36 @@ static int simulate_with(vs_sim *sim, const vs_explore *ex,
   return rc;
 }
 
+/* The first node whose host memory or NVMe ran out, as a reason ("node 0
+ * needs ... of host memory ([node] host_memory); out of it at ..."). */
+static void node_oom_reason(vs_candidate *c, const vs_sim *sim)
+{
+  for (size_t i = 0; i < sim->n_nodes; i++)
+    for (int p = VS_PLACE_HOST; p < VS_PLACE_N; p++) {
+      const vs_node_mem *n = &sim->nodes[i];
+      const vs_mem *m = &n->mem[p];
+      char label[160] = "?", req[16], need[16], cap[16];
+      if (!m->oom.happened)
+        continue;
+      for (size_t k = 0; k < sim->n_ranks; k++)
+        if (sim->ranks[k].id == n->oom_rank[p])
+          vs_report_op_label(sim, sim->ranks[k].prog, m->oom.op, label,
+                             sizeof label);
+      snprintf(c->reason, sizeof c->reason,
+               "node %u needs %s of %s (%s); out of %s at %s allocating %s "
+               "of %s",
+               n->node,
+               vs_format_bytes(m->peak_allocated_bytes, need, sizeof need),
+               vs_format_bytes(m->capacity_bytes, cap, sizeof cap),
+               p == VS_PLACE_HOST ? "[node] host_memory"
+                                  : "[node] nvme_capacity",
+               p == VS_PLACE_HOST ? "host memory" : "NVMe", label,
+               vs_format_bytes(m->oom.requested_bytes, req, sizeof req),
+               vs_category_name(m->oom.category));
+      return;
+    }
+}
+
 /* The first out-of-memory of a simulation that does not fit, as a reason
  * ("rank 0 (stage 0) needs ... out of memory at ..."). */
 static void oom_reason(vs_candidate *c, const vs_sim *sim)
@@ -212,6 +242,7 @@ static void oom_reason(vs_candidate *c, const vs_sim *sim)
              vs_category_name(r->mem.oom.category));
     return;
   }
+  node_oom_reason(c, sim);
 }
 
 /* Records sim's outcome with the job's step `step` (sim may have run fewer
