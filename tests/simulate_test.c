@@ -335,6 +335,42 @@ static void test_offload_host_out_of_memory(void **state)
   vs_sim_fini(&sim);
 }
 
+/* Activation offload: every layer's kept tensors but the last layer's sit
+ * in host memory at once after the forward of one micro-batch (8 GPUs'
+ * shares), byte for byte: with full checkpointing each layer's input,
+ * without it the tensors each layer saves. */
+static void test_offload_activations_bytes(void **state)
+{
+  static const char *const ckpts[] = {"training.checkpointing=full",
+                                      "training.checkpointing=none"};
+  (void)state;
+  for (size_t i = 0; i < 2; i++) {
+    const char *sets[] = {"parallel.zero=0", "parallel.offload_optimizer=none",
+                          "training.offload_activations=cpu",
+                          "training.global_batch=8", ckpts[i]};
+    const char *tsets[] = {"node.gpus=8"};
+    vs_workload wl;
+    vs_topology topo;
+    vs_sim sim;
+    const vs_block *layer;
+    uint64_t kept = 0;
+    load(&wl, offload_gpt, sets, 5, 8);
+    simulate_on(&sim, &wl, &topo, tsets, 1, false);
+    layer = vs_model_layer(&sim.model, 0);
+    if (i == 0)
+      kept = layer->input_bytes;
+    else
+      for (uint32_t s = 0; s < layer->n_saved; s++)
+        kept += layer->saved[s].bytes;
+    assert_int_equal(
+        sim.nodes[0].mem[VS_PLACE_HOST].peak_allocated_bytes,
+        8 * (wl.model.layers - 1) * kept);
+    assert_int_equal(sim.nodes[0].mem[VS_PLACE_HOST].allocated_bytes, 0);
+    assert_true(sim.fits);
+    vs_sim_fini(&sim);
+  }
+}
+
 /* Gradient accumulation runs micro-batches one after another: the peak does
  * not grow with their number, and each extra micro-batch adds the same time
  * (the optimizer step runs once): t(4) - t(1) = 3 * (t(2) - t(1)). */
@@ -885,6 +921,7 @@ int main(void)
       cmocka_unit_test(test_offload_host_memory_is_the_nodes),
       cmocka_unit_test(test_offload_contention),
       cmocka_unit_test(test_offload_host_out_of_memory),
+      cmocka_unit_test(test_offload_activations_bytes),
       cmocka_unit_test(test_grad_accumulation_scales_time_not_memory),
       cmocka_unit_test(test_simulation_is_deterministic),
       cmocka_unit_test(test_invariants_hold_across_configurations),

@@ -14,6 +14,8 @@ static const char *const ckpt_names[] = {"none", "selective", "full", NULL};
 static const char *const attention_names[] = {"flash", "eager", NULL};
 static const char *const schedule_names[] = {"1f1b", "gpipe", "interleaved", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
+/* the first two of offload_names: activations go to the host or nowhere */
+static const char *const activation_offload_names[] = {"none", "cpu", NULL};
 static const char *const allocator_names[] = {"caching", "exact", NULL};
 static const char *const order_names[] = {"tp-dp-pp", "tp-pp-dp", NULL};
 
@@ -41,6 +43,7 @@ static const vs_key workload_keys[] = {
     K("training", "optimizer", VS_KEY_ENUM, training.optimizer, .choices = optimizer_names, .default_doc = "adamw"),
     K("training", "checkpointing", VS_KEY_ENUM, training.checkpointing, .choices = ckpt_names, .default_doc = "none"),
     K("training", "attention", VS_KEY_ENUM, training.attention, .choices = attention_names, .default_doc = "flash"),
+    K("training", "offload_activations", VS_KEY_ENUM, training.offload_activations, .choices = activation_offload_names, .default_doc = "none"),
     K("parallel", "tp", VS_KEY_COUNT, parallel.tp, .positive = true, .hi = 1e6, .default_doc = "1"),
     K("parallel", "pp", VS_KEY_COUNT, parallel.pp, .positive = true, .hi = 1e6, .default_doc = "1"),
     K("parallel", "dp", VS_KEY_COUNT, parallel.dp, .positive = true, .hi = 1e7, .default_doc = "gpus / (tp*pp), or 1"),

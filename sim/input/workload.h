@@ -52,6 +52,8 @@ typedef struct vs_training_conf {
   int optimizer;            /* vs_optimizer */
   int checkpointing;        /* vs_checkpointing */
   int attention;            /* vs_attention */
+  int offload_activations;  /* vs_offload: none or cpu (saved activations
+                               copied to the host after forward) */
 } vs_training_conf;
 
 typedef struct vs_parallel_conf {

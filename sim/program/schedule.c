@@ -65,8 +65,13 @@ typedef struct builder {
   uint32_t *bucket;         /* insts whose grads wait in the open bucket */
   size_t n_bucket;          /* how many */
   uint64_t bucket_fill;     /* their grad bytes */
-  bool wait_gather;         /* next compute op must wait for gather_op */
-  uint32_t wait_for;        /* the gather it waits for */
+  uint32_t waits[2];        /* ops the next compute op must wait for: a
+                               block's gather, its activations' fetch */
+  uint32_t n_waits;
+  uint32_t *act_host;       /* [mb % ring][inst] offloaded activations'
+                               host buffer */
+  uint32_t *act_out;        /* [mb % ring][inst] the copy that took them */
+  uint32_t *act_fetch;      /* [inst] their copy back, this pass */
   uint64_t stage;           /* pipeline stage being built */
   uint32_t recv_op;         /* receive the next compute op must wait for */
   uint32_t recv_buf;        /* its buffer, freed by that op */
@@ -311,16 +316,28 @@ static double op_seconds(builder *b, bool matmul, double flops, double bytes)
                                   &b->p->cal_seen);
 }
 
+/* The next compute op waits for op too. */
+static void wait_on(builder *b, uint32_t op)
+{
+  if (op != NONE && b->n_waits < 2)
+    b->waits[b->n_waits++] = op;
+}
+
+/* op (the newest) takes the waits. */
+static void take_waits(builder *b, uint32_t op)
+{
+  for (uint32_t i = 0; i < b->n_waits; i++)
+    add_dep(b, op, b->waits[i]);
+  b->n_waits = 0;
+}
+
 static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
                            int mb, double flops, double bytes, bool matmul)
 {
   double t = op_seconds(b, matmul, flops, bytes);
   uint32_t op = new_op(b, VS_STREAM_COMPUTE, phase, name, layer, mb, t, flops,
                        bytes);
-  if (b->wait_gather) {
-    add_dep(b, op, b->wait_for);
-    b->wait_gather = false;
-  }
+  take_waits(b, op);
   if (b->recv_op != NONE) {
     /* the received tensor becomes this op's input: freed as the op's own
      * saved copy appears (forward) or once its gradient is used (backward) */
@@ -467,8 +484,7 @@ static void before_pass(builder *b, size_t inst, size_t next, bool has_next,
   if (has_next)
     gather(b, next, mb, b->last_compute);
   if (b->gather_op[inst] != NONE) {
-    b->wait_gather = true;
-    b->wait_for = b->gather_op[inst];
+    wait_on(b, b->gather_op[inst]);
   }
 }
 
@@ -480,6 +496,102 @@ static void release_gather(builder *b, size_t inst, uint32_t op)
   free_on(b, op, b->gather_buf[inst], AT_END);
   b->gather_buf[inst] = NONE;
   b->gather_op[inst] = NONE;
+}
+
+/* ------------------------------------------------------------------------
+ * Activation offload (Megatron-LM's --cpu-offloading, torchtune's
+ * OffloadActivations): a layer's saved tensors go to the host after its
+ * forward and come back before its backward, prefetched one layer ahead
+ * ------------------------------------------------------------------------ */
+
+/* Whether inst's saved tensors go to the host: transformer layers but the
+ * model's last, whose backward follows at once (Megatron-LM offloads at
+ * most num_layers - 1 layers). */
+static bool offloads_acts(const builder *b, size_t inst)
+{
+  return b->r->offload.activations &&
+         block_of(b, inst)->role == VS_ROLE_LAYER &&
+         inst < (size_t)b->m->layers;
+}
+
+/* Bytes of inst's tensors kept from forward to backward: the saved ones
+ * it keeps and, with full checkpointing, its input. */
+static uint64_t kept_bytes(const builder *b, size_t inst)
+{
+  const vs_block *blk = block_of(b, inst);
+  const vs_kind_plan *plan = plan_of(b, inst);
+  uint64_t bytes = plan->recompute_block ? blk->input_bytes : 0;
+  for (uint32_t s = 0; s < blk->n_saved; s++)
+    if (plan->keep[s] == VS_KEEP)
+      bytes += blk->saved[s].bytes;
+  return bytes;
+}
+
+/* After inst's forward of mb (its last op `after`): its kept tensors are
+ * copied into one host buffer and leave the GPU once copied. */
+static void acts_to_host(builder *b, size_t inst, int mb, uint32_t after)
+{
+  const vs_block *blk = block_of(b, inst);
+  uint64_t bytes = offloads_acts(b, inst) ? kept_bytes(b, inst) : 0;
+  uint32_t op = offload_op(b, VS_STREAM_D2H, VS_RES_PCIE_D2H,
+                           "activations_to_host", layer_of(inst), mb, bytes,
+                           after);
+  uint32_t host;
+  if (op == after)
+    return;
+  host = placed_buffer(b, bytes, VS_CAT_ACTIVATIONS, VS_PLACE_HOST);
+  alloc_on(b, op, host);
+  b->act_host[live(b, inst, mb)] = host;
+  b->act_out[live(b, inst, mb)] = op;
+  for (uint32_t s = 0; s < blk->n_saved; s++)
+    if (plan_of(b, inst)->keep[s] == VS_KEEP)
+      free_on(b, op, *saved_slot(b, inst, s, mb), AT_END);
+  free_on(b, op, b->ckpt_buf[live(b, inst, mb)], AT_END);
+}
+
+/* Before inst's backward of mb: its tensors come back into fresh GPU
+ * buffers (freed by the backward as usual) once `after` and the copy out
+ * have ended; the host buffer is freed when the copy back ends. */
+static void acts_to_gpu(builder *b, size_t inst, int mb, uint32_t after)
+{
+  const vs_block *blk = block_of(b, inst);
+  const vs_kind_plan *plan = plan_of(b, inst);
+  uint32_t *host = &b->act_host[live(b, inst, mb)];
+  uint32_t op;
+  if (!offloads_acts(b, inst) || *host == NONE || b->act_fetch[inst] != NONE)
+    return;
+  op = offload_op_after(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH,
+                        "activations_to_gpu", layer_of(inst), mb,
+                        b->p->buffers[*host].bytes, after,
+                        b->act_out[live(b, inst, mb)]);
+  for (uint32_t s = 0; s < blk->n_saved; s++) {
+    uint32_t *slot = saved_slot(b, inst, s, mb);
+    if (plan->keep[s] != VS_KEEP)
+      continue;
+    *slot = new_buffer(b, blk->saved[s].bytes, blk->saved[s].category);
+    alloc_on(b, op, *slot);
+  }
+  if (plan->recompute_block) {
+    uint32_t *ckpt = &b->ckpt_buf[live(b, inst, mb)];
+    *ckpt = new_buffer(b, blk->input_bytes, VS_CAT_ACTIVATIONS);
+    alloc_on(b, op, *ckpt);
+  }
+  free_on(b, op, *host, AT_END);
+  *host = NONE;
+  b->act_fetch[inst] = op;
+}
+
+/* Before inst's backward: its tensors back (unless prefetched), the next
+ * layer's prefetched, and the backward's first op waits for its own. */
+static void before_backward_acts(builder *b, size_t inst, int mb)
+{
+  if (!b->r->offload.activations)
+    return;
+  acts_to_gpu(b, inst, mb, b->last_compute);
+  if (inst > 0)
+    acts_to_gpu(b, inst - 1, mb, b->last_compute);
+  wait_on(b, b->act_fetch[inst]);
+  b->act_fetch[inst] = NONE;
 }
 
 /* ------------------------------------------------------------------------
@@ -517,8 +629,10 @@ static void forward_block(builder *b, size_t inst, int mb)
       }
     }
     transient(b, op, fleeting, VS_CAT_TEMP);
-    if (k + 1 == blk->n_ops)
+    if (k + 1 == blk->n_ops) {
       release_gather(b, inst, op);
+      acts_to_host(b, inst, mb, op);
+    }
     op_comm(b, &o->fwd_after, layer, mb);
   }
 }
@@ -541,10 +655,7 @@ static void recompute_layer(builder *b, size_t inst, int mb)
   }
   op = new_op(b, VS_STREAM_COMPUTE, VS_PHASE_RECOMPUTE, "recompute_layer",
               layer_of(inst), mb, seconds, flops, bytes);
-  if (b->wait_gather) {
-    add_dep(b, op, b->wait_for);
-    b->wait_gather = false;
-  }
+  take_waits(b, op);
   for (uint32_t s = 0; s < blk->n_saved; s++) {
     uint32_t *slot = saved_slot(b, inst, s, mb);
     hold(b, slot, new_buffer(b, blk->saved[s].bytes, VS_CAT_TEMP));
@@ -608,6 +719,7 @@ static void backward_block(builder *b, size_t inst, int mb)
   int core_first = first_core_op(blk), core_last = last_core_op(blk);
 
   before_pass(b, inst, inst - 1, inst > 0, mb);
+  before_backward_acts(b, inst, mb);
   if (plan->recompute_block)
     recompute_layer(b, inst, mb);
   for (int k = (int)blk->n_ops - 1; k >= 0; k--) {
@@ -831,6 +943,9 @@ static void free_tables(builder *b)
   free(b->gather_buf);
   free(b->grad_buf);
   free(b->bucket);
+  free(b->act_host);
+  free(b->act_out);
+  free(b->act_fetch);
 }
 
 /* ------------------------------------------------------------------------
@@ -946,8 +1061,10 @@ static double ops_per_unit(const vs_layout *lay, const vs_model *m,
                            const vs_recipe *r, uint64_t stage)
 {
   double layers = (double)lay->stages[stage].n_layers;
-  /* offload adds a partition's fetch (two copies) and a gradient copy */
-  double offload = r->offload.cpu_step || r->offload.fetch_params ? 3 : 0;
+  /* offload adds a partition's fetch (two copies) and a gradient copy,
+   * and the activations' copies out and back */
+  double offload = (r->offload.cpu_step || r->offload.fetch_params ? 3 : 0) +
+                   (r->offload.activations ? 2 : 0);
   return (layers / (double)lay->vstages + 2) *
              ((double)vs_model_layer(m, 0)->n_ops + 4 + offload) + 16;
 }
@@ -1099,6 +1216,9 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->gather_buf = new_table(b, n_inst);
   b->grad_buf = new_table(b, n_inst);
   b->bucket = new_table(b, n_inst);
+  b->act_host = new_table(b, b->ring * n_inst);
+  b->act_out = new_table(b, b->ring * n_inst);
+  b->act_fetch = new_table(b, n_inst);
 }
 
 int vs_schedule_rebuild(const vs_job *job, int stage, vs_program *prog,

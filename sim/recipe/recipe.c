@@ -88,6 +88,8 @@ static void resolve_offload(const vs_workload *wl, vs_recipe *r)
   r->params.place = (uint8_t)place_of(p->offload_params);
   r->offload.cpu_step = p->offload_optimizer != VS_OFFLOAD_NONE;
   r->offload.fetch_params = p->offload_params != VS_OFFLOAD_NONE;
+  r->offload.activations =
+      wl->training.offload_activations != VS_OFFLOAD_NONE;
   if (!r->offload.cpu_step)
     return;
   r->offload.host_grads = (vs_state_plan){p->dp, VS_PLACE_HOST, 4};

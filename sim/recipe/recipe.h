@@ -93,6 +93,9 @@ typedef struct vs_offload_plan {
   vs_state_plan host_grads; /* that fp32 gradient partition (place host) */
   bool fetch_params;        /* parameters live off the GPU: each block's
                                partition is copied in before its gather */
+  bool activations;         /* each transformer layer's saved tensors but
+                               the last layer's are copied to the host after
+                               its forward and back before its backward */
 } vs_offload_plan;
 
 /* DeepSpeed's defaults for NVMe swapping (runtime/zero/offload_config.py

@@ -17,7 +17,8 @@
   "time_s,rank,op,category,delta_bytes,allocated_bytes,reserved_bytes"
 #define OPS_COLUMNS "rank,stream,op,layer,microbatch,start_s,end_s,flops,bytes"
 #define HOST_COLUMNS                                                          \
-  "node,place,params_bytes,grads_bytes,optimizer_bytes,buffers_bytes,"        \
+  "node,place,params_bytes,grads_bytes,optimizer_bytes,activations_bytes,"    \
+  "buffers_bytes,"                                                            \
   "peak_bytes,capacity_bytes,fits,peak_time_s"
 
 char *vs_report_op_label(const vs_sim *sim, const vs_program *prog,
@@ -271,18 +272,19 @@ static void node_table(FILE *out, const vs_sim *sim)
     return;
   fprintf(out, "\nhost memory and NVMe of each node at its peak (all its "
                "GPUs' shares)\n");
-  fprintf(out, "%5s %-5s %10s %10s %10s %10s %10s %10s %10s %4s\n", "node",
-          "place", "params", "grads", "optimizer", "buffers", "peak",
-          "capacity", "headroom", "fits");
+  fprintf(out, "%5s %-5s %10s %10s %10s %11s %10s %10s %10s %10s %4s\n",
+          "node", "place", "params", "grads", "optimizer", "activations",
+          "buffers", "peak", "capacity", "headroom", "fits");
   for (size_t i = 0; i < sim->n_nodes; i++)
     for (int p = VS_PLACE_HOST; p < VS_PLACE_N; p++) {
       const vs_mem *m = &sim->nodes[i].mem[p];
-      char b[7][16];
+      char b[8][16];
       if (p == VS_PLACE_NVME && m->peak_allocated_bytes == 0)
         continue;
       vs_format_bytes(m->at_peak[VS_CAT_PARAMS], b[0], sizeof b[0]);
       vs_format_bytes(m->at_peak[VS_CAT_GRADS], b[1], sizeof b[1]);
       vs_format_bytes(m->at_peak[VS_CAT_OPTIMIZER], b[2], sizeof b[2]);
+      vs_format_bytes(m->at_peak[VS_CAT_ACTIVATIONS], b[7], sizeof b[7]);
       vs_format_bytes(m->at_peak[VS_CAT_TEMP], b[3], sizeof b[3]);
       vs_format_bytes(m->peak_allocated_bytes, b[4], sizeof b[4]);
       vs_format_bytes(m->capacity_bytes, b[5], sizeof b[5]);
@@ -290,9 +292,9 @@ static void node_table(FILE *out, const vs_sim *sim)
                           ? m->capacity_bytes - m->peak_allocated_bytes
                           : 0,
                       b[6], sizeof b[6]);
-      fprintf(out, "%5u %-5s %10s %10s %10s %10s %10s %10s %10s %4s\n",
-              sim->nodes[i].node, vs_place_name(p), b[0], b[1], b[2], b[3],
-              b[4], b[5], b[6],
+      fprintf(out, "%5u %-5s %10s %10s %10s %11s %10s %10s %10s %10s %4s\n",
+              sim->nodes[i].node, vs_place_name(p), b[0], b[1], b[2], b[7],
+              b[3], b[4], b[5], b[6],
               !m->oom.happened && m->peak_allocated_bytes <= m->capacity_bytes
                   ? "yes"
                   : "NO");
@@ -579,6 +581,7 @@ static void write_host(const vs_sim *sim, vs_csv *c)
       vs_csv_u64(c, m->at_peak[VS_CAT_PARAMS]);
       vs_csv_u64(c, m->at_peak[VS_CAT_GRADS]);
       vs_csv_u64(c, m->at_peak[VS_CAT_OPTIMIZER]);
+      vs_csv_u64(c, m->at_peak[VS_CAT_ACTIVATIONS]);
       vs_csv_u64(c, m->at_peak[VS_CAT_TEMP]);
       vs_csv_u64(c, m->peak_allocated_bytes);
       vs_csv_u64(c, m->capacity_bytes);

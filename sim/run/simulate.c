@@ -47,9 +47,12 @@ const vs_node_mem *vs_sim_worst_node(const vs_sim *sim)
  * Nodes: host and NVMe memory
  * ------------------------------------------------------------------------ */
 
-/* Whether any stage keeps bytes off its GPUs. */
-static bool uses_nodes(const vs_layout *lay)
+/* Whether any stage keeps bytes off its GPUs, for a while
+ * (activations) or for the step. */
+static bool uses_nodes(const vs_recipe *r, const vs_layout *lay)
 {
+  if (r->offload.activations)
+    return true;
   for (uint64_t s = 0; s < lay->pp; s++)
     if (vs_placed_total(&lay->stages[s].host) ||
         vs_placed_total(&lay->stages[s].nvme))
@@ -113,7 +116,7 @@ static int make_nodes(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
   uint64_t gpn = sim->topo->gpus_per_node;
   int32_t *index;
   int rc;
-  if (!uses_nodes(lay))
+  if (!uses_nodes(&sim->recipe, lay))
     return 0;
   index = malloc((size_t)lay->nodes * sizeof *index);
   sim->nodes = calloc((size_t)lay->nodes, sizeof *sim->nodes);
@@ -198,7 +201,8 @@ static void split_offload(vs_sim *sim, const vs_rank *slow, uint64_t *rest_ns)
   sim->offload_copy_s = (double)copy * 1e-9;
   sim->cpu_optimizer_s = (double)cpu * 1e-9;
   sim->offloads = sim->recipe.offload.cpu_step ||
-                  sim->recipe.offload.fetch_params;
+                  sim->recipe.offload.fetch_params ||
+                  sim->recipe.offload.activations;
 }
 
 static void summarise(vs_sim *sim)
