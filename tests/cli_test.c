@@ -315,6 +315,11 @@ static void test_offload_sample_fits_and_writes_host_csv(void **state)
   tu_assert_close(strtod(cell(&t, 1, "grads_bytes"), NULL), 4 * psi, 1e-9);
   tu_assert_close(strtod(cell(&t, 1, "optimizer_bytes"), NULL), 12 * psi,
                   1e-9);
+  /* host_timeline.csv: the states arrive at setup and stay (18 Psi) */
+  read_csv(path_in(dir, "host_timeline.csv", p, sizeof p), &t);
+  assert_int_equal(t.total_rows, 1 + 3);
+  assert_string_equal(cell(&t, 1, "op"), "model_states");
+  tu_assert_close(strtod(cell(&t, 3, "in_use_bytes"), NULL), 18 * psi, 1e-9);
   tu_remove_dir(dir);
   /* without offload it does not fit */
   args[6] = "--set";
@@ -323,6 +328,42 @@ static void test_offload_sample_fits_and_writes_host_csv(void **state)
   args[9] = "parallel.offload_optimizer=none";
   run(args);
   assert_int_equal(r.status, 3);
+}
+
+/* Activation offload end to end: saved tensors go out after each layer's
+ * forward and come back before its backward, so the host's activations
+ * rise and return to 0; the trace has the node's counter tracks. */
+static void test_activation_offload_timeline_and_trace(void **state)
+{
+  char dir[64], p[128], trace[160];
+  const char *args[] = {"run", DATA "gpt-small.ini", "--gpus", "2", "--set",
+                        "training.offload_activations=cpu", "--csv", NULL,
+                        "--trace", NULL, NULL};
+  table t;
+  char *json;
+  int out = 0, back = 0;
+  (void)state;
+  args[7] = tu_temp_dir(dir, sizeof dir);
+  args[9] = path_in(dir, "trace.json", trace, sizeof trace);
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "exposed offload copies");
+  read_csv(path_in(dir, "host_timeline.csv", p, sizeof p), &t);
+  assert_true(t.n_rows > 2);
+  for (int row = 1; row < t.n_rows; row++) {
+    out += strcmp(cell(&t, row, "op"), "activations_to_host") == 0;
+    back += strcmp(cell(&t, row, "op"), "activations_to_gpu") == 0;
+    assert_string_equal(cell(&t, row, "category"), "activations");
+  }
+  assert_true(out > 0);
+  assert_int_equal(out, back);
+  assert_string_equal(cell(&t, t.n_rows - 1, "in_use_bytes"), "0");
+  json = tu_read_file(trace);
+  assert_non_null(json);
+  assert_non_null(strstr(json, "\"node 0 host memory and NVMe\""));
+  assert_non_null(strstr(json, "\"name\":\"host activations\""));
+  free(json);
+  tu_remove_dir(dir);
 }
 
 /* A host too small for the offloaded states: exit 3, naming host memory. */
@@ -1876,6 +1917,7 @@ int main(void)
       cmocka_unit_test(test_llama2_7b_on_8_gpus_fits_and_writes_csv),
       cmocka_unit_test(test_offload_sample_fits_and_writes_host_csv),
       cmocka_unit_test(test_host_out_of_memory_exits_3),
+      cmocka_unit_test(test_activation_offload_timeline_and_trace),
       cmocka_unit_test(test_offload_combinations_refused),
       cmocka_unit_test(test_identical_runs_write_identical_csv),
       cmocka_unit_test(test_zero_model_states_on_64_gpus),

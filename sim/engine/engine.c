@@ -31,6 +31,32 @@ void vs_node_mem_init(vs_node_mem *n, uint32_t node, uint64_t host_bytes,
   vs_mem_init(&n->mem[VS_PLACE_NVME], nvme_bytes, 0);
 }
 
+void vs_node_mem_fini(vs_node_mem *n)
+{
+  free(n->timeline);
+  n->timeline = NULL;
+  n->n_timeline = n->cap_timeline = 0;
+}
+
+/* Appends a change of n's memory of place to its timeline. */
+static int record_node_event(vs_node_mem *n, uint64_t t_ns, uint32_t rank,
+                             uint32_t op, const vs_buffer *buf, int64_t delta)
+{
+  vs_node_event *ev;
+  if (!vs_grow((void **)&n->timeline, &n->cap_timeline, n->n_timeline + 1,
+               sizeof *n->timeline))
+    return VS_ENOMEM;
+  ev = &n->timeline[n->n_timeline++];
+  ev->t_ns = t_ns;
+  ev->rank = rank;
+  ev->op = op;
+  ev->category = buf->category;
+  ev->place = buf->place;
+  ev->delta_bytes = delta;
+  ev->in_use_bytes = n->mem[buf->place].allocated_bytes;
+  return 0;
+}
+
 bool vs_node_mem_fits(const vs_node_mem *n)
 {
   for (int p = VS_PLACE_HOST; p < VS_PLACE_N; p++)
@@ -153,6 +179,9 @@ static int node_effect(run_ctx *c, vs_rank *r, const vs_effect *e,
       return VS_ELIMIT;
     rc = e->is_free ? vs_mem_free(m, buf->category, bytes)
                     : vs_mem_alloc(m, buf->category, bytes, op, t_ns);
+    if (rc == 0 && c->opts->record_timeline)
+      rc = record_node_event(n, t_ns, (uint32_t)(r - c->ranks), op, buf,
+                             e->is_free ? -(int64_t)bytes : (int64_t)bytes);
     if (rc)
       return rc;
     if (m->oom.happened && !was_oom) {

@@ -41,6 +41,17 @@ typedef struct vs_op_span {
   uint64_t start_ns, end_ns;
 } vs_op_span;
 
+/* One change of a node's host or NVMe memory (recorded when asked). */
+typedef struct vs_node_event {
+  uint64_t t_ns;            /* when */
+  uint32_t rank;            /* index of the simulated rank whose op made it */
+  uint32_t op;              /* that op */
+  int32_t category;         /* vs_category */
+  uint8_t place;            /* vs_place */
+  int64_t delta_bytes;      /* + allocation, - free: all its shares */
+  uint64_t in_use_bytes;    /* the place's bytes after it */
+} vs_node_event;
+
 /* One node's memories beside its GPUs': host DRAM and NVMe, shared by
  * the ranks on the node, exact accounting (no caching allocator). */
 typedef struct vs_node_mem {
@@ -48,6 +59,8 @@ typedef struct vs_node_mem {
   vs_mem mem[VS_PLACE_N];   /* [VS_PLACE_HOST], [VS_PLACE_NVME]; the GPU's
                                entry is unused */
   uint32_t oom_rank[VS_PLACE_N]; /* the rank whose op ran out, per place */
+  vs_node_event *timeline;  /* recorded with record_timeline */
+  size_t n_timeline, cap_timeline;
 } vs_node_mem;
 
 /* A rank's share of a node: `weight` GPUs of node nodes[node] run its
@@ -128,6 +141,8 @@ int vs_rank_use_caching(vs_rank *rank, const vs_alloc_config *cfg);
 /* Empty host and NVMe memories of node `node` with those capacities. */
 void vs_node_mem_init(vs_node_mem *n, uint32_t node, uint64_t host_bytes,
                       uint64_t nvme_bytes);
+
+void vs_node_mem_fini(vs_node_mem *n);
 
 /* Whether the node's host and NVMe memories held everything. */
 bool vs_node_mem_fits(const vs_node_mem *n);

@@ -16,6 +16,8 @@
 #define TIMELINE_COLUMNS                                                      \
   "time_s,rank,op,category,delta_bytes,allocated_bytes,reserved_bytes"
 #define OPS_COLUMNS "rank,stream,op,layer,microbatch,start_s,end_s,flops,bytes"
+#define HOST_TIMELINE_COLUMNS                                                 \
+  "time_s,node,place,rank,op,category,delta_bytes,in_use_bytes"
 #define HOST_COLUMNS                                                          \
   "node,place,params_bytes,grads_bytes,optimizer_bytes,activations_bytes,"    \
   "buffers_bytes,"                                                            \
@@ -594,13 +596,37 @@ static void write_host(const vs_sim *sim, vs_csv *c)
     }
 }
 
+/* host_timeline.csv: every change of a tracked node's host or NVMe
+ * memory, with the rank whose op made it. */
+static void write_host_timeline(const vs_sim *sim, vs_csv *c)
+{
+  vs_csv_header(c, HOST_TIMELINE_COLUMNS);
+  for (size_t i = 0; i < sim->n_nodes; i++) {
+    const vs_node_mem *n = &sim->nodes[i];
+    for (size_t k = 0; k < n->n_timeline; k++) {
+      const vs_node_event *e = &n->timeline[k];
+      const vs_rank *r = &sim->ranks[e->rank];
+      vs_csv_seconds(c, (double)e->t_ns * 1e-9);
+      vs_csv_u64(c, n->node);
+      vs_csv_text(c, vs_place_name(e->place));
+      vs_csv_u64(c, r->id);
+      vs_csv_text(c, r->prog->ops[e->op].name);
+      vs_csv_text(c, vs_category_name(e->category));
+      vs_csv_i64(c, e->delta_bytes);
+      vs_csv_u64(c, e->in_use_bytes);
+      vs_csv_row(c);
+    }
+  }
+}
+
 const char *const vs_report_csv_names[VS_REPORT_CSV_FILES] = {
-    "summary.csv", "timeline.csv", "ops.csv", "host.csv"};
+    "summary.csv", "timeline.csv", "ops.csv", "host.csv", "host_timeline.csv"};
 
 int vs_report_write_csv(const vs_sim *sim, const char *dir, vs_error *err)
 {
   static void (*const writers[VS_REPORT_CSV_FILES])(const vs_sim *, vs_csv *) = {
-      write_summary, write_timeline, write_ops, write_host};
+      write_summary, write_timeline, write_ops, write_host,
+      write_host_timeline};
   vs_csv files[VS_REPORT_CSV_FILES];
   char path[4096];
   int rc;
@@ -715,6 +741,30 @@ static void trace_memory(trace_out *t, const vs_rank *r)
   }
 }
 
+/* The trace process id of node 0; node n is this + n. Ranks' process ids
+ * are their GPU numbers, far below it in any job. */
+#define TRACE_NODE_PID 2000000000u
+
+/* A node's host and NVMe memory as a process of counter tracks, one per
+ * place and category ("host activations"), a sample at every change. */
+static void trace_node(trace_out *t, const vs_node_mem *n)
+{
+  uint64_t by[VS_PLACE_N][VS_CAT_N] = {{0}};
+  uint32_t pid = TRACE_NODE_PID + n->node;
+  trace_event(t, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%u,"
+                 "\"args\":{\"name\":\"node %u host memory and NVMe\"}}",
+              pid, n->node);
+  for (size_t k = 0; k < n->n_timeline; k++) {
+    const vs_node_event *e = &n->timeline[k];
+    uint64_t *v = &by[e->place][e->category];
+    *v = (uint64_t)((int64_t)*v + e->delta_bytes);
+    trace_event(t, "{\"name\":\"%s %s\",\"ph\":\"C\",\"pid\":%u,"
+                   "\"ts\":%.3f,\"args\":{\"bytes\":%llu}}",
+                vs_place_name(e->place), vs_category_name(e->category), pid,
+                (double)e->t_ns / 1e3, (unsigned long long)*v);
+  }
+}
+
 int vs_report_write_trace(const vs_sim *sim, const char *path,
                           const vs_trace_ranks *sel, vs_error *err)
 {
@@ -732,6 +782,8 @@ int vs_report_write_trace(const vs_sim *sim, const char *path,
     trace_ops(&t, r);
     trace_memory(&t, r);
   }
+  for (size_t i = 0; i < sim->n_nodes; i++)
+    trace_node(&t, &sim->nodes[i]);
   vs_csv_printf(&file, "\n]}\n");
   return vs_csv_commit(&file, err);
 }

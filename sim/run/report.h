@@ -48,9 +48,11 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
                     const vs_model *m, const vs_layout *lay);
 
 /* The files of `--csv DIR`, in the order they are written: summary.csv,
- * timeline.csv, ops.csv and host.csv (one row per tracked node and place
- * it uses, host or NVMe; only the header without offload). */
-#define VS_REPORT_CSV_FILES 4
+ * timeline.csv, ops.csv, host.csv (one row per tracked node and place it
+ * uses, host or NVMe) and host_timeline.csv (one row per change of a
+ * node's host or NVMe memory); the last two only the header without
+ * offload. */
+#define VS_REPORT_CSV_FILES 5
 extern const char *const vs_report_csv_names[VS_REPORT_CSV_FILES];
 
 /* The vs_report_csv_names files in dir (created if missing), appearing

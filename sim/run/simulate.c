@@ -439,6 +439,8 @@ void vs_sim_fini(vs_sim *sim)
   for (size_t i = 0; i < sim->n_ranks; i++)
     vs_rank_fini(&sim->ranks[i]);
   free(sim->ranks);
+  for (size_t i = 0; i < sim->n_nodes; i++)
+    vs_node_mem_fini(&sim->nodes[i]);
   free(sim->nodes);
   free(sim->shares);
   sim->nodes = NULL;
