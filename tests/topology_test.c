@@ -184,6 +184,9 @@ static void test_optional_keys_default(void **state)
   assert_true(t.gpus_per_pcie_switch == 2);        /* "2" */
   assert_near(t.nvme_bandwidth, 10e9);             /* "10GB/s" */
   assert_true(t.nvme_capacity_bytes == 0);         /* "0 (none)" */
+  assert_near(t.host_memory_bandwidth, 0);         /* "0 (not a limit)" */
+  assert_near(t.cpu_optimizer_rate, 3.9e9);        /* ZeRO-Offload Table 4 */
+  assert_near(t.pcie_d2h_bandwidth, t.pcie_bandwidth); /* no d2h_pinned fit */
   assert_near(t.intra_latency, 3e-6);              /* "3us" */
   assert_near(t.inter_latency, 5e-6);              /* "5us" */
   assert_near(t.usd_per_gpu_hour, 0);              /* "0 (unknown)" */
@@ -267,6 +270,16 @@ static void test_missing_required_key(void **state)
   /* The first missing key in table order is named: [gpu] name. */
   load_bad("[node]\ngpus = 8\n", NULL, 0, VS_EINPUT,
            "@: missing required key 'name' in [gpu]");
+}
+
+/* Host memory bandwidth is 0 (not a limit) or a real rate. */
+static void test_host_memory_bandwidth_bounds(void **state)
+{
+  static const char *const slow[] = {"node.host_memory_bandwidth=0.5MB/s"};
+  (void)state;
+  load_bad(MINIMAL, slow, 1, VS_EINPUT,
+           "--set topology.node.host_memory_bandwidth=0.5MB/s: must be 0 (host memory is "
+           "not a limit) or at least 1 MB/s");
 }
 
 static void test_unknown_key_and_section(void **state)
@@ -595,6 +608,7 @@ int main(void)
       cmocka_unit_test(test_set_errors),
       cmocka_unit_test(test_missing_required_key),
       cmocka_unit_test(test_unknown_key_and_section),
+      cmocka_unit_test(test_host_memory_bandwidth_bounds),
       cmocka_unit_test(test_bad_values),
       cmocka_unit_test(test_unreadable_file),
       cmocka_unit_test(test_key_table),

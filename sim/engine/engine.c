@@ -263,8 +263,10 @@ static int start_resource(run_ctx *c, uint32_t rank_idx, uint32_t idx,
 {
   vs_rank *r = &c->ranks[rank_idx];
   const vs_pop *op = &r->prog->ops[idx];
-  vs_res_op ro = {rank_idx, idx, r->id, op->resource, op->bytes, op->dur_ns,
-                  r->n_spans};
+  vs_res_op ro = {.rank = rank_idx, .op = idx, .gpu = r->id,
+                  .kind = op->resource, .via = op->resource_via,
+                  .bytes = op->bytes, .fixed_ns = op->dur_ns,
+                  .tag = r->n_spans};
   int rc;
   if (c->opts->record_spans && record_span(r, idx, t_ns, t_ns + op->dur_ns))
     return vs_error_set(c->err, VS_ENOMEM, "out of host memory recording ops");

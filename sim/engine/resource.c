@@ -80,7 +80,8 @@ void vs_resource_table(const vs_topology *topo, const vs_layout *lay,
            topo->pcie_latency, topo->gpus_per_pcie_switch);
   set_kind(&specs[VS_RES_CPU], lay, all_ranks, topo->cpu_optimizer_rate, 0,
            node);
-  set_kind(&specs[VS_RES_HOST_MEMORY], lay, all_ranks, 0, 0, node);
+  set_kind(&specs[VS_RES_HOST_MEMORY], lay, all_ranks,
+           topo->host_memory_bandwidth, 0, node);
   set_kind(&specs[VS_RES_NVME], lay, all_ranks, topo->nvme_bandwidth, 0, node);
   set_kind(&specs[VS_RES_NIC], lay, all_ranks, topo->inter_bandwidth,
            topo->inter_latency, 1);
@@ -143,33 +144,59 @@ static int find_instance(vs_res_state *st, int kind, uint32_t gpu,
  * Processor sharing
  * ------------------------------------------------------------------------ */
 
-/* Brings every flow on inst up to now at the instance's current weight:
- * each moved bandwidth / weight bytes per second since its last_ns. */
-static void advance(vs_res_state *st, const vs_resource_spec *spec,
-                    const vs_res_instance *inst, uint64_t now)
+#define FLOW_OF(link_id) ((link_id) / VS_RES_LINKS)
+
+static vs_res_link *link_at(vs_res_state *st, uint32_t id)
 {
-  for (uint32_t f = inst->head; f != VS_RES_NIL; f = st->flows[f].next) {
-    vs_res_flow *fl = &st->flows[f];
-    double moved = (double)(now - fl->last_ns) * spec->bytes_per_s /
-                   ((double)inst->weight * 1e9);
+  return &st->flows[FLOW_OF(id)].links[id % VS_RES_LINKS];
+}
+
+static vs_res_instance *instance_of(vs_res_state *st, const vs_res_link *l)
+{
+  return &st->instances[l->kind][l->instance];
+}
+
+/* Brings every flow on inst up to now at the rate it has moved at since
+ * its last_ns (a flow on two listed instances is brought up once). */
+static void advance(vs_res_state *st, const vs_res_instance *inst,
+                    uint64_t now)
+{
+  for (uint32_t id = inst->head; id != VS_RES_NIL; id = link_at(st, id)->next) {
+    vs_res_flow *fl = &st->flows[FLOW_OF(id)];
+    double moved = (double)(now - fl->last_ns) * fl->rate;
     fl->remaining_bytes =
         moved < fl->remaining_bytes ? fl->remaining_bytes - moved : 0;
     fl->last_ns = now;
   }
 }
 
-/* Moves every flow's end on inst to now + remaining / (bandwidth /
- * weight), rounded up to a nanosecond; pushes the event of a flow that
- * has none yet. */
-static int retime(vs_res_state *st, vs_evq *q, const vs_resource_spec *spec,
-                  const vs_res_instance *inst, uint64_t now)
+/* A flow's rate now: the smallest of its shares, bandwidth / weight of
+ * each instance it crosses, in bytes per ns. */
+static double flow_rate(vs_res_state *st, const vs_res_flow *fl)
 {
-  for (uint32_t f = inst->head; f != VS_RES_NIL; f = st->flows[f].next) {
-    vs_res_flow *fl = &st->flows[f];
-    double ns = ceil(fl->remaining_bytes * (double)inst->weight * 1e9 /
-                     spec->bytes_per_s);
+  double rate = HUGE_VAL;
+  for (uint8_t m = 0; m < fl->n_links; m++) {
+    const vs_res_link *l = &fl->links[m];
+    double share = st->specs[l->kind].bytes_per_s /
+                   ((double)instance_of(st, l)->weight * 1e9);
+    if (share < rate)
+      rate = share;
+  }
+  return rate;
+}
+
+/* Moves every flow's end on inst to now + remaining / rate, rounded up to
+ * a nanosecond; pushes the event of a flow that has none yet. */
+static int retime(vs_res_state *st, vs_evq *q, const vs_res_instance *inst,
+                  uint64_t now)
+{
+  for (uint32_t id = inst->head; id != VS_RES_NIL; id = link_at(st, id)->next) {
+    vs_res_flow *fl = &st->flows[FLOW_OF(id)];
+    double ns;
     uint64_t end;
     int rc;
+    fl->rate = flow_rate(st, fl);
+    ns = ceil(fl->remaining_bytes / fl->rate);
     if (!(ns < MAX_NS - (double)now))
       return VS_EINPUT;
     end = now + (uint64_t)ns;
@@ -183,43 +210,65 @@ static int retime(vs_res_state *st, vs_evq *q, const vs_resource_spec *spec,
   return 0;
 }
 
-/* Flow f starts moving its bytes through its instance at now. */
+/* Flow f starts moving its bytes through its instances at now. */
 static int join(vs_res_state *st, vs_evq *q, uint32_t f, uint64_t now)
 {
   vs_res_flow *fl = &st->flows[f];
-  const vs_resource_spec *spec = &st->specs[fl->kind];
-  vs_res_instance *inst = &st->instances[fl->kind][fl->instance];
-  if (inst->head != VS_RES_NIL) {
-    advance(st, spec, inst, now);
-    st->flows[inst->head].prev = f;
-  }
-  fl->prev = VS_RES_NIL;
-  fl->next = inst->head;
+  int rc = 0;
   fl->last_ns = now;
   fl->handle = VS_EVQ_NONE;
   fl->phase = VS_FLOW_MOVE;
-  inst->head = f;
-  inst->weight += fl->weight;
-  return retime(st, q, spec, inst, now);
+  fl->rate = 0;
+  for (uint8_t m = 0; m < fl->n_links; m++) {
+    vs_res_link *l = &fl->links[m];
+    vs_res_instance *inst = instance_of(st, l);
+    uint32_t id = f * VS_RES_LINKS + m;
+    advance(st, inst, now);
+    if (inst->head != VS_RES_NIL)
+      link_at(st, inst->head)->prev = id;
+    l->prev = VS_RES_NIL;
+    l->next = inst->head;
+    inst->head = id;
+    inst->weight += l->weight;
+  }
+  for (uint8_t m = 0; m < fl->n_links && !rc; m++)
+    rc = retime(st, q, instance_of(st, &fl->links[m]), now);
+  return rc;
 }
 
-/* Flow f, whose end event has popped, leaves its instance at now. */
+/* Flow f, whose end event has popped, leaves its instances at now. */
 static int leave(vs_res_state *st, vs_evq *q, uint32_t f, uint64_t now)
 {
   vs_res_flow *fl = &st->flows[f];
-  const vs_resource_spec *spec = &st->specs[fl->kind];
-  vs_res_instance *inst = &st->instances[fl->kind][fl->instance];
-  advance(st, spec, inst, now);
-  if (fl->prev != VS_RES_NIL)
-    st->flows[fl->prev].next = fl->next;
-  else
-    inst->head = fl->next;
-  if (fl->next != VS_RES_NIL)
-    st->flows[fl->next].prev = fl->prev;
-  inst->weight -= fl->weight;
+  int rc = 0;
+  for (uint8_t m = 0; m < fl->n_links; m++) {
+    vs_res_link *l = &fl->links[m];
+    vs_res_instance *inst = instance_of(st, l);
+    advance(st, inst, now);
+    if (l->prev != VS_RES_NIL)
+      link_at(st, l->prev)->next = l->next;
+    else
+      inst->head = l->next;
+    if (l->next != VS_RES_NIL)
+      link_at(st, l->next)->prev = l->prev;
+    inst->weight -= l->weight;
+  }
   fl->phase = VS_FLOW_IDLE;
   fl->handle = VS_EVQ_NONE;
-  return inst->head != VS_RES_NIL ? retime(st, q, spec, inst, now) : 0;
+  for (uint8_t m = 0; m < fl->n_links && !rc; m++)
+    rc = retime(st, q, instance_of(st, &fl->links[m]), now);
+  return rc;
+}
+
+/* Sets link m of fl to the instance of kind that gpu uses. */
+static int set_link(vs_res_state *st, vs_res_flow *fl, uint8_t m, int kind,
+                    uint32_t gpu)
+{
+  vs_res_link *l = &fl->links[m];
+  const vs_resource_spec *spec = &st->specs[kind];
+  l->kind = (uint8_t)kind;
+  l->weight = spec->symmetric ? spec->symmetric : 1;
+  return find_instance(st, kind, gpu, &l->instance);
 }
 
 int vs_res_start(vs_res_state *st, vs_evq *q, size_t slot,
@@ -228,22 +277,23 @@ int vs_res_start(vs_res_state *st, vs_evq *q, size_t slot,
   vs_res_flow *fl;
   uint64_t wait;
   int rc;
-  if (!vs_res_available(st, op->kind) || slot >= st->n_slots ||
-      !(op->bytes >= 0 && op->bytes < HUGE_VAL))
+  if (!vs_res_available(st, op->kind) ||
+      (op->via != VS_RES_NONE && !vs_res_available(st, op->via)) ||
+      slot >= st->n_slots || !(op->bytes >= 0 && op->bytes < HUGE_VAL))
     return VS_EINPUT;
   if (!st->flows && !(st->flows = calloc(st->n_slots, sizeof *st->flows)))
     return VS_ENOMEM;
   fl = &st->flows[slot];
   if (fl->phase != VS_FLOW_IDLE)
     return VS_EINPUT;
-  if ((rc = find_instance(st, op->kind, op->gpu, &fl->instance)))
+  fl->n_links = op->via != VS_RES_NONE ? 2 : 1;
+  if ((rc = set_link(st, fl, 0, op->kind, op->gpu)) ||
+      (fl->n_links > 1 && (rc = set_link(st, fl, 1, op->via, op->gpu))))
     return rc;
   fl->remaining_bytes = op->bytes;
   fl->tag = op->tag;
   fl->rank = op->rank;
   fl->op = op->op;
-  fl->kind = op->kind;
-  fl->weight = st->specs[op->kind].symmetric ? st->specs[op->kind].symmetric : 1;
   wait = op->fixed_ns + st->specs[op->kind].latency_ns;
   if (wait < op->fixed_ns || (double)t_ns + (double)wait >= MAX_NS)
     return VS_EINPUT;

@@ -1,12 +1,17 @@
 /* resource.h - links and devices that ops share: PCIe switches, host
  * memory, NVMe drives, NICs, NVLink ports, copy engines.
  *
- * An op that names a resource moves its bytes through one instance of it.
- * An instance shares its bandwidth fairly among the ops moving bytes
- * through it at the moment (processor sharing), so such an op's duration is
- * decided while it runs: whenever an op joins or leaves an instance, every
- * op on it is re-timed (remaining -= rate x elapsed; rate = bandwidth /
- * users; end = now + ceil(remaining / rate) ns) and its end event moved.
+ * An op that names a resource moves its bytes through one instance of it,
+ * and through one instance of a second kind when it names one too (a copy
+ * crosses its PCIe switch and the host's memory). An instance shares its
+ * bandwidth fairly among the ops moving bytes through it at the moment
+ * (processor sharing), and an op moves at the smaller of its shares, so
+ * its duration is decided while it runs: whenever an op joins or leaves an
+ * instance, every op on it is re-timed (remaining -= rate x elapsed; rate
+ * = min over its instances of bandwidth / users; end = now +
+ * ceil(remaining / rate) ns) and its end event moved. (The share an op
+ * leaves unused on its other instance is not handed to the others there:
+ * equal shares, not max-min fairness.)
  *
  * Which instance: GPU g uses instance g / gpus_per_instance of each kind. A
  * simulated rank that stands for `symmetric` GPUs on its instance (one rank
@@ -15,11 +20,12 @@
  * contention of its peers without simulating them.
  *
  * State (vs_res_state): per kind, the instances used so far; per instance,
- * a doubly linked list of the flows moving bytes through it and the sum of
- * their weights. A flow is the resource part of one running op, one per
- * (rank, stream) slot. Invariants: an instance's weight is the sum of its
- * listed flows' weights; every listed flow has one live movable event in the
- * queue, at its end for the instance's current weight. Resources are plain
+ * a doubly linked list of the links of the flows moving bytes through it
+ * and the sum of their weights. A flow is the resource part of one running
+ * op, one per (rank, stream) slot, with one link per instance it crosses.
+ * Invariants: an instance's weight is the sum of its listed links'
+ * weights; every moving flow has one live movable event in the queue, at
+ * its end for its instances' current weights. Resources are plain
  * data: the state is per run, so runs in threads share nothing. */
 #ifndef VS_RESOURCE_H
 #define VS_RESOURCE_H
@@ -53,9 +59,10 @@ const char *vs_resource_name(int kind);
  * pcie_latency and gpus_per_pcie_switch, pcie_switch_d2h the other
  * direction of the same link (PCIe is full duplex) at pcie_d2h_bandwidth;
  * cpu from cpu_optimizer_rate, one per node, whose "bytes" are parameters
- * stepped; nvme from nvme_bandwidth, one per node; nic and
- * nvlink from [network] inter_* and intra_*, one per GPU. host_memory and
- * copy_engine have no topology keys yet: absent. all_ranks: every GPU is
+ * stepped; host_memory from host_memory_bandwidth (absent when 0), one
+ * per node; nvme from nvme_bandwidth, one per node; nic and
+ * nvlink from [network] inter_* and intra_*, one per GPU. copy_engine
+ * has no topology key yet: absent. all_ranks: every GPU is
  * simulated (symmetric = 1); otherwise the rank of stage s is GPU
  * s * pp_stride and symmetric is the number of its stage's GPUs on its
  * instance (the largest over stages, when a stage's GPUs do not fill
@@ -63,29 +70,40 @@ const char *vs_resource_name(int kind);
 void vs_resource_table(const vs_topology *topo, const vs_layout *lay,
                        bool all_ranks, vs_resource_spec specs[VS_RES_N]);
 
-#define VS_RES_NIL UINT32_MAX  /* no flow */
+#define VS_RES_NIL UINT32_MAX  /* no link */
+
+/* Instances one flow crosses at most. */
+#define VS_RES_LINKS 2
 
 /* What a flow is doing. */
 enum { VS_FLOW_IDLE, VS_FLOW_WAIT, VS_FLOW_MOVE };
 
+/* A flow's place on one instance's list. Lists hold link ids: flow x
+ * VS_RES_LINKS + the link's index in its flow. */
+typedef struct vs_res_link {
+  uint32_t instance;       /* index among its kind's instances */
+  uint32_t prev, next;     /* neighbouring link ids (VS_RES_NIL) */
+  uint32_t weight;         /* users it counts for (symmetric) */
+  uint8_t kind;            /* vs_resource_kind */
+} vs_res_link;
+
 /* The resource part of one running op. */
 typedef struct vs_res_flow {
   double remaining_bytes;  /* still to move, as of last_ns */
+  double rate;             /* bytes per ns since last_ns */
   uint64_t last_ns;        /* when remaining_bytes was last brought up to date */
   uint64_t tag;            /* the caller's (the engine: its span index) */
   uint32_t rank, op;       /* its events' rank and op in the queue */
-  uint32_t instance;       /* index among its kind's instances */
-  uint32_t prev, next;     /* neighbours on its instance's list (VS_RES_NIL) */
   uint32_t handle;         /* its movable end event while moving bytes */
-  uint32_t weight;         /* users it counts for (symmetric) */
-  uint8_t kind;            /* vs_resource_kind */
+  vs_res_link links[VS_RES_LINKS];
+  uint8_t n_links;         /* links in use */
   uint8_t phase;           /* VS_FLOW_* */
 } vs_res_flow;
 
 /* One instance of a kind. */
 typedef struct vs_res_instance {
-  uint32_t head;           /* first flow moving bytes; VS_RES_NIL if none */
-  uint64_t weight;         /* sum of its flows' weights */
+  uint32_t head;           /* first link moving bytes; VS_RES_NIL if none */
+  uint64_t weight;         /* sum of its links' weights */
 } vs_res_instance;
 
 typedef struct vs_res_state {
@@ -103,6 +121,8 @@ typedef struct vs_res_op {
   uint32_t rank, op;       /* identity of its events in the queue */
   uint32_t gpu;            /* global GPU number: picks the instance */
   uint8_t kind;            /* vs_resource_kind, not VS_RES_NONE */
+  uint8_t via;             /* a second kind its bytes cross, or
+                              VS_RES_NONE */
   double bytes;            /* to move through it (>= 0) */
   uint64_t fixed_ns;       /* its own fixed time, before the latency */
   uint64_t tag;            /* kept for the caller */
@@ -120,7 +140,8 @@ bool vs_res_available(const vs_res_state *st, int kind);
 /* Starts op in flow slot at t_ns: it waits fixed_ns + the kind's latency
  * (a plain event, holding no bandwidth), then joins its instance (a movable
  * event; the others on it re-timed). An op with no bytes ends after the
- * wait. VS_EINPUT if the kind is absent, bytes is negative or not finite,
+ * wait. VS_EINPUT if the kind (or via, when given) is absent, bytes is
+ * negative or not finite,
  * or a time would pass 2^63 ns; VS_ENOMEM on allocation failure. After an
  * error the state may be inconsistent: end the run. The slot must be idle.
  * O(k log m) for k ops on the instance. */

@@ -71,6 +71,7 @@ static const vs_key topology_keys[] = {
     K("node", "gpus_per_pcie_switch", VS_KEY_COUNT, gpus_per_pcie_switch, .positive = true, .default_doc = "2"),
     K("node", "nvme_bandwidth", VS_KEY_RATE, nvme_bandwidth, .lo = MIN_RATE, .hi = MAX_RATE, .default_doc = "10GB/s"),
     K("node", "nvme_capacity", VS_KEY_SIZE, nvme_capacity_bytes, .default_doc = "0 (none)"),
+    K("node", "host_memory_bandwidth", VS_KEY_RATE, host_memory_bandwidth, .lo = 0, .hi = MAX_RATE, .default_doc = "0 (not a limit)"),
     K("node", "cpu_optimizer_rate", VS_KEY_REAL, cpu_optimizer_rate, .lo = 1e6, .hi = 1e13, .default_doc = CPU_OPTIMIZER_RATE_DOC),
     K("network", "intra_bandwidth", VS_KEY_RATE, intra_bandwidth, .lo = MIN_RATE, .hi = MAX_RATE, .required = true, .default_doc = "required"),
     K("network", "intra_latency", VS_KEY_LATENCY, intra_latency, .hi = MAX_LATENCY, .default_doc = "3us"),
@@ -247,6 +248,20 @@ static int check_curve_shape(const vs_topology *t, int kind, vs_error *err)
 
 /* Checks one kind's calibration: rates 0 or real, a range that is a
  * range, ascending breakpoints and one piece more than breakpoints. */
+/* [node] host_memory_bandwidth: 0 (not a limit) or a real rate. */
+static int check_host_memory_bandwidth(const vs_topology *t, vs_error *err)
+{
+  char where[640];
+  if (t->host_memory_bandwidth == 0 || t->host_memory_bandwidth >= MIN_RATE)
+    return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: must be 0 (host memory is not a limit) or at least "
+                      "1 MB/s",
+                      vs_conf_where(&topology_tab, &t->origins, "node",
+                                    "host_memory_bandwidth", where,
+                                    sizeof where));
+}
+
 static int check_calibration(const vs_topology *t, int kind, vs_error *err)
 {
   const vs_cal_fit *f = &t->cal[kind];
@@ -424,6 +439,8 @@ int vs_topology_finish(vs_topology *topo, const char *const *sets,
     return rc;
   for (int kind = 0; rc == 0 && kind < VS_CAL_N_KINDS; kind++)
     rc = check_calibration(topo, kind, err);
+  if (rc == 0)
+    rc = check_host_memory_bandwidth(topo, err);
   topo->pcie_d2h_bandwidth = topo->pcie_bandwidth;
   if (rc == 0 && calibrate)
     apply_calibration(topo);

@@ -129,6 +129,9 @@ typedef struct vs_topology {
   uint64_t gpus_per_pcie_switch; /* GPUs sharing one host link */
   double nvme_bandwidth;         /* bytes/s per node */
   uint64_t nvme_capacity_bytes;  /* bytes per node */
+  double host_memory_bandwidth;  /* bytes/s the node's host memory moves
+                                    for copies to and from its GPUs and
+                                    NVMe, all together; 0: not a limit */
   double cpu_optimizer_rate;     /* parameters per second the node's CPUs
                                     step with Adam (offload), all GPUs of
                                     the node together */

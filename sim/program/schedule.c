@@ -409,8 +409,12 @@ static uint32_t offload_op_after(builder *b, int stream, int res,
     return after;
   op = new_op(b, stream, VS_PHASE_OFFLOAD, name, layer, mb, 0.0, 0.0,
               (double)amount);
-  if (op != NONE)
+  if (op != NONE) {
     b->p->ops[op].resource = (uint8_t)res;
+    /* copies and NVMe swaps land in (or leave) host memory */
+    if (res != VS_RES_CPU && b->topo->host_memory_bandwidth > 0)
+      b->p->ops[op].resource_via = VS_RES_HOST_MEMORY;
+  }
   add_dep(b, op, after);
   add_dep(b, op, also);
   return op;

@@ -53,6 +53,7 @@ typedef struct vs_pop {
   uint8_t stream;     /* vs_stream */
   uint8_t phase;      /* vs_phase */
   uint8_t resource;   /* vs_resource_kind its bytes move through; 0: none */
+  uint8_t resource_via; /* a second kind they cross too; 0: none */
   uint64_t dur_ns;    /* run time; with a resource, the fixed part before
                          the transfer, whose time the engine decides */
   double flops;       /* work done */
