@@ -83,5 +83,10 @@ int main(int argc, char **argv)
   rc |= bench(VSIM_SOURCE_DIR "/workloads/llama3-405b.ini", 16384, false, NULL);
   rc |= bench(VSIM_SOURCE_DIR "/workloads/llama3-405b.ini", 16384, true, NULL);
   rc |= bench(VSIM_SOURCE_DIR "/workloads/llama2-7b.ini", 8, false, NULL);
+  /* offload: copies and the CPU step on shared resources, host memory */
+  rc |= bench(VSIM_SOURCE_DIR "/workloads/llama2-70b-finetune-offload.ini", 8,
+              false, "training.offload_activations=cpu");
+  rc |= bench(VSIM_SOURCE_DIR "/workloads/llama2-70b-finetune-offload.ini", 8,
+              true, "training.offload_activations=cpu");
   return rc;
 }
