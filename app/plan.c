@@ -845,7 +845,6 @@ static int plan_run(const vs_workload *wl, const vs_topology *topo,
                     plan_state *ps, FILE *out, FILE *errs)
 {
   int code;
-
   bool offload;
 
   if ((code = plan_simulate(wl, topo, ps, errs)) != VS_EXIT_OK ||

@@ -358,12 +358,15 @@ static void test_dp2_all_reduce_last_microbatch(void **state)
   assert_int_equal(b->lay.grads_full_bytes, 6896640);
   assert_true(sum_bytes(p, "dp_all_reduce", ANY) ==
               (double)b->lay.grads_full_bytes);
-  /* the optimizer waits for it (its last dep is the last comm op) */
+  /* the optimizer waits for it, and for the backward's last kernel */
   for (size_t i = 0; i < p->n_ops; i++) {
     const vs_pop *op = &p->ops[i];
     if (strcmp(op->name, "optimizer_step") == 0) {
-      assert_int_equal(op->n_deps, 1);
-      assert_string_equal(p->ops[p->deps[op->first_dep]].name, "dp_all_reduce");
+      assert_int_equal(op->n_deps, 2);
+      assert_int_equal(p->ops[p->deps[op->first_dep]].stream,
+                       VS_STREAM_COMPUTE);
+      assert_string_equal(p->ops[p->deps[op->first_dep + 1]].name,
+                          "dp_all_reduce");
     }
   }
   destroy(b);

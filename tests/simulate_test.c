@@ -312,6 +312,55 @@ static void test_offload_contention(void **state)
   }
 }
 
+/* The first and last span of ops named name on rank r (NULL: none). */
+static const vs_op_span *find_span(const vs_rank *r, const char *name,
+                                   bool last)
+{
+  const vs_op_span *found = NULL;
+  for (size_t i = 0; i < r->n_spans; i++)
+    if (strcmp(r->prog->ops[r->spans[i].op].name, name) == 0 &&
+        (last || !found))
+      found = &r->spans[i];
+  return found;
+}
+
+/* The CPU steps once every gradient is out: after the last copy to the
+ * host and the embedding sync, even when a pipeline send or the tied
+ * embeddings' all-reduce is the newest op before it (pp = 2, tied GPT);
+ * and ZeRO-1/2 send back only the GPU's share of the parameters (2 B x
+ * Psi / Nd), which the all-gather then spreads. */
+static void test_offload_step_order_and_share(void **state)
+{
+  const char *sets[] = {"parallel.pp=2", "parallel.zero=1"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  (void)state;
+  load(&wl, offload_gpt, sets, 2, 8);
+  simulate(&sim, &wl, &topo, false);
+  assert_int_equal(sim.n_ranks, 2);
+  for (size_t i = 0; i < sim.n_ranks; i++) {
+    const vs_rank *r = &sim.ranks[i];
+    const vs_stage_layout *st = &sim.layout.stages[r->stage];
+    const vs_op_span *step = find_span(r, "cpu_optimizer_step", false);
+    const vs_op_span *copy = find_span(r, "grad_to_host", true);
+    const vs_op_span *sync = find_span(r, "embedding_all_reduce", true);
+    const vs_op_span *back = find_span(r, "params_to_gpu", false);
+    assert_non_null(step);
+    assert_non_null(copy);
+    assert_non_null(sync);
+    assert_non_null(back);
+    assert_true(step->start_ns >= copy->end_ns);
+    assert_true(step->start_ns >= sync->end_ns);
+    /* dp = 4: a quarter of the stage's 2-byte parameters, padded */
+    assert_true(4 * r->prog->ops[back->op].bytes >=
+                (double)st->params_full_bytes);
+    assert_true(4 * r->prog->ops[back->op].bytes <
+                (double)st->params_full_bytes + 4 * 2);
+  }
+  vs_sim_fini(&sim);
+}
+
 /* Host memory bandwidth is shared too: on a DGX-2-like node (16 GPUs, two
  * per 12 GB/s switch, host memory moving 48 GB/s for all) a GPU copies at
  * min(12 / 2, 48 / 16) = 3 GB/s while all copy, a quarter of a GPU alone
@@ -352,11 +401,20 @@ static void test_offload_host_out_of_memory(void **state)
   vs_topology topo;
   vs_sim sim;
   (void)state;
+  char just_under[64];
+  const char *under[] = {"node.gpus=8", just_under};
+  uint64_t need;
   load(&wl, offload_gpt, NULL, 0, 8);
   simulate_on(&sim, &wl, &topo, big, 2, false);
   assert_true(sim.fits);
-  /* the node's 8 shares of 16 B x Psi / 8 are over 1 GiB */
-  assert_true(8 * vs_placed_total(&sim.layout.stages[0].host) > (1ull << 30));
+  /* the node holds its 8 GPUs' shares: one byte less does not fit */
+  need = 8 * vs_placed_total(&sim.layout.stages[0].host);
+  assert_int_equal(sim.nodes[0].mem[VS_PLACE_HOST].peak_allocated_bytes, need);
+  vs_sim_fini(&sim);
+  snprintf(just_under, sizeof just_under, "node.host_memory=%lluB",
+           (unsigned long long)need - 1);
+  simulate_on(&sim, &wl, &topo, under, 2, false);
+  assert_false(sim.fits);
   vs_sim_fini(&sim);
   simulate_on(&sim, &wl, &topo, tiny, 2, false);
   assert_false(sim.fits);
@@ -950,6 +1008,7 @@ int main(void)
       cmocka_unit_test(test_all_ranks_agree_with_stage_mode),
       cmocka_unit_test(test_offload_host_memory_is_the_nodes),
       cmocka_unit_test(test_offload_contention),
+      cmocka_unit_test(test_offload_step_order_and_share),
       cmocka_unit_test(test_offload_host_memory_bandwidth),
       cmocka_unit_test(test_offload_host_out_of_memory),
       cmocka_unit_test(test_offload_activations_bytes),

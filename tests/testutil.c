@@ -3,6 +3,7 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -48,10 +49,14 @@ void tu_remove_dir(const char *dir)
   if (!d)
     return;
   while ((e = readdir(d)) != NULL) {
+    struct stat st;
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
       continue;
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    unlink(path);
+    if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+      tu_remove_dir(path); /* what a test made inside it, too */
+    else
+      unlink(path);
   }
   closedir(d);
   rmdir(dir);

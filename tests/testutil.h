@@ -25,7 +25,7 @@ char *tu_write_temp_bytes(const char *data, size_t n, const char *suffix,
  * read). */
 int tu_count_entries(const char *dir);
 
-/* Removes a directory and the files directly in it. */
+/* Removes a directory and everything in it. */
 void tu_remove_dir(const char *dir);
 
 /* Loads a workload from INI text with optional "sec.key=value" overrides and

@@ -60,8 +60,7 @@ static int record_node_event(vs_node_mem *n, uint64_t t_ns, uint32_t rank,
 bool vs_node_mem_fits(const vs_node_mem *n)
 {
   for (int p = VS_PLACE_HOST; p < VS_PLACE_N; p++)
-    if (n->mem[p].oom.happened ||
-        n->mem[p].peak_allocated_bytes > n->mem[p].capacity_bytes)
+    if (!vs_mem_fits(&n->mem[p]))
       return false;
   return true;
 }

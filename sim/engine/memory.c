@@ -111,3 +111,8 @@ int vs_mem_check(const vs_mem *m, vs_error *err)
                                         "its current value");
   return 0;
 }
+
+bool vs_mem_fits(const vs_mem *m)
+{
+  return !m->oom.happened && m->peak_used_bytes <= m->capacity_bytes;
+}

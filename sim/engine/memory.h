@@ -65,6 +65,10 @@ int vs_mem_record_alloc(vs_mem *m, int category, uint64_t bytes,
 int vs_mem_record_free(vs_mem *m, int category, uint64_t bytes,
                        uint64_t reserved_bytes);
 
+/* Whether m held everything: no allocation failed and its peak use
+ * (reserved + framework) stayed within the capacity. */
+bool vs_mem_fits(const vs_mem *m);
+
 /* Bytes the device has in use: reserved + framework. */
 uint64_t vs_mem_used(const vs_mem *m);
 

@@ -246,8 +246,6 @@ static int check_curve_shape(const vs_topology *t, int kind, vs_error *err)
   return 0;
 }
 
-/* Checks one kind's calibration: rates 0 or real, a range that is a
- * range, ascending breakpoints and one piece more than breakpoints. */
 /* [node] host_memory_bandwidth: 0 (not a limit) or a real rate. */
 static int check_host_memory_bandwidth(const vs_topology *t, vs_error *err)
 {
@@ -262,6 +260,8 @@ static int check_host_memory_bandwidth(const vs_topology *t, vs_error *err)
                                     sizeof where));
 }
 
+/* Checks one kind's calibration: rates 0 or real, a range that is a
+ * range, ascending breakpoints and one piece more than breakpoints. */
 static int check_calibration(const vs_topology *t, int kind, vs_error *err)
 {
   const vs_cal_fit *f = &t->cal[kind];

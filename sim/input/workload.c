@@ -340,7 +340,6 @@ static int check_training(vs_workload *wl, vs_error *err)
                         "fp32 (precision = fp32 here)",
                         WHERE("training", "master_weights"));
   return check_offload(wl, err);
-  return 0;
 }
 
 /* The caching allocator's settings. */

@@ -53,7 +53,9 @@ typedef struct builder {
   bool failed;              /* an allocation failed; stop adding */
   size_t n_inst;            /* blocks in the stage: embed, layers, head */
   uint32_t last_compute;    /* newest op on the compute stream */
-  uint32_t last_comm;       /* newest op on the communication stream */
+  uint32_t last_comm;       /* newest op on any other stream */
+  uint32_t grads_done;      /* the newest bucket's last op: its reduction,
+                               or its copy to the host */
   uint32_t *saved;          /* [mb % ring][inst][saved tensor of its block]
                                its buffer */
   uint32_t max_saved;       /* saved tensors of the largest block kind */
@@ -96,17 +98,13 @@ static bool grow(builder *b, void **arr, size_t *cap, size_t need, size_t elem)
 static uint64_t to_ns(double seconds) { return (uint64_t)ceil(seconds * 1e9); }
 
 /* Appends an op; its deps and effects must be added before the next op. */
-/* A stage busier than this in one step (115 days) comes from figures far
- * outside real hardware; refusing it keeps every time in integer ns even
- * summed over 512 stages. */
-#define MAX_STAGE_SECONDS 1e7
 
 /* Refuses an op time that is not a number or that makes the stage's step
  * absurd, naming the op and the files whose figures caused it. */
 static bool time_ok(builder *b, const char *name, double seconds)
 {
   b->busy_seconds += seconds;
-  if (seconds >= 0 && b->busy_seconds <= MAX_STAGE_SECONDS)
+  if (seconds >= 0 && b->busy_seconds <= VS_MAX_STEP_SECONDS)
     return true;
   b->failed = true;
   vs_error_set(b->err, VS_EINPUT,
@@ -114,7 +112,7 @@ static bool time_ok(builder *b, const char *name, double seconds)
                "(at op %s): check the topology's [gpu] and [network] "
                "figures against the workload's size",
                b->wl->origins.file, b->topo->origins.file,
-               (unsigned long long)b->stage, MAX_STAGE_SECONDS / 86400, name);
+               (unsigned long long)b->stage, VS_MAX_STEP_SECONDS / 86400, name);
   return false;
 }
 
@@ -316,11 +314,19 @@ static double op_seconds(builder *b, bool matmul, double flops, double bytes)
                                   &b->p->cal_seen);
 }
 
-/* The next compute op waits for op too. */
+/* The next compute op waits for op too (a block's gather and its
+ * activations' fetch: two at most, a third is a schedule bug). */
 static void wait_on(builder *b, uint32_t op)
 {
-  if (op != NONE && b->n_waits < 2)
-    b->waits[b->n_waits++] = op;
+  if (op == NONE || b->failed)
+    return;
+  if (b->n_waits == sizeof b->waits / sizeof b->waits[0]) {
+    b->failed = true;
+    vs_error_set(b->err, VS_EINPUT,
+                 "schedule: a compute op would wait for more than two ops");
+    return;
+  }
+  b->waits[b->n_waits++] = op;
 }
 
 /* op (the newest) takes the waits. */
@@ -798,6 +804,7 @@ static void flush_bucket(builder *b, int mb)
   }
   if (b->r->offload.cpu_step)
     last = grads_to_host(b, mb, last);
+  b->grads_done = last;
   for (size_t i = 0; i < b->n_bucket; i++) {
     free_on(b, last, b->grad_buf[b->bucket[i]], AT_END);
     b->grad_buf[b->bucket[i]] = NONE;
@@ -840,23 +847,59 @@ static void tied_embedding_sync(builder *b)
   add_dep(b, op, b->last_compute);
 }
 
-/* The optimizer on the host (ZeRO-Offload): once the last gradient copy
- * has ended, the states come in from NVMe when they live there, the CPU
- * steps this GPU's partition, the states go back, and the updated
- * parameters return to where they live (the GPU, or NVMe; on the host
- * they were updated in place). Returns the last op. */
-static uint32_t host_step(builder *b, const vs_stage_layout *st)
+/* The optimizer's first op (the newest) waits for the backward, for the
+ * last bucket's reduction and copy out (on their own streams), and for the
+ * newest op of the other streams (pipeline sends, the embedding sync):
+ * Megatron-LM and DeepSpeed step once all of them have finished. */
+typedef struct step_waits {
+  uint32_t compute, grads, other; /* newest ops when the step is built */
+} step_waits;
+
+/* What the optimizer waits for, taken before it adds ops of its own. */
+static step_waits grads_ready(const builder *b)
+{
+  return (step_waits){b->last_compute, b->grads_done, b->last_comm};
+}
+
+static void wait_for_grads(builder *b, uint32_t op, const step_waits *w)
+{
+  add_dep(b, op, w->compute);
+  if (w->grads != w->compute)
+    add_dep(b, op, w->grads);
+  if (w->other != w->grads && w->other != w->compute)
+    add_dep(b, op, w->other);
+}
+
+/* The parameter bytes this GPU's optimizer updates: its partition of the
+ * stage's parameters (with ZeRO-1/2 the GPU holds them whole, but steps
+ * and sends back only its share, which the all-gather then spreads). */
+static uint64_t stepped_param_bytes(const builder *b,
+                                    const vs_stage_layout *st)
+{
+  vs_state_plan share = b->r->params;
+  share.degree = b->r->optimizer.degree;
+  return vs_recipe_shard(&share, st->params_full_bytes);
+}
+
+/* The optimizer on the host (ZeRO-Offload): once the gradients are out,
+ * the states come in from NVMe when they live there, the CPU steps this
+ * GPU's partition, the states go back, and the updated parameters return
+ * to where they live (the GPU, 2 B each as ZeRO-Offload copies them, or
+ * NVMe; on the host they were updated in place). Returns the last op. */
+static uint32_t host_step(builder *b, const vs_stage_layout *st,
+                          const step_waits *w)
 {
   bool nvme = b->r->optimizer.place == VS_PLACE_NVME;
-  uint32_t last = b->last_comm, also = b->last_compute;
-  if (nvme) {
-    last = offload_op_after(b, VS_STREAM_HOST, VS_RES_NVME,
-                            "optimizer_swap_in", -1, -1, st->nvme.optimizer,
-                            last, also);
-    also = NONE;
-  }
-  last = offload_op_after(b, VS_STREAM_HOST, VS_RES_CPU, "cpu_optimizer_step",
-                          -1, -1, st->step_elems, last, also);
+  uint32_t last = offload_op(b, VS_STREAM_HOST, VS_RES_NVME,
+                             "optimizer_swap_in", -1, -1,
+                             nvme ? st->nvme.optimizer : 0, NONE);
+  bool waited = last != NONE;
+  if (waited)
+    wait_for_grads(b, last, w);
+  last = offload_op(b, VS_STREAM_HOST, VS_RES_CPU, "cpu_optimizer_step", -1,
+                    -1, st->step_elems, last);
+  if (!waited)
+    wait_for_grads(b, last, w); /* the step is the first op (or none) */
   last = offload_op(b, VS_STREAM_HOST, VS_RES_NVME, "optimizer_swap_out", -1,
                     -1, nvme ? st->nvme.optimizer : 0, last);
   if (b->r->params.place == VS_PLACE_NVME)
@@ -864,17 +907,18 @@ static uint32_t host_step(builder *b, const vs_stage_layout *st)
                       -1, st->nvme.params, last);
   if (b->r->params.place == VS_PLACE_GPU)
     return offload_op(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "params_to_gpu",
-                      -1, -1, st->params_shard_bytes, last);
+                      -1, -1, stepped_param_bytes(b, st), last);
   return last;
 }
 
 /* The optimizer on the GPU; parameters that live off it go back out. */
-static uint32_t gpu_step(builder *b, const vs_stage_layout *st)
+static uint32_t gpu_step(builder *b, const vs_stage_layout *st,
+                         const step_waits *w)
 {
-  vs_cost_work w = vs_cost_optimizer_work(st);
+  vs_cost_work work = vs_cost_optimizer_work(st);
   uint32_t op = compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", -1, -1,
-                           w.flops, w.bytes, false);
-  add_dep(b, op, b->last_comm);
+                           work.flops, work.bytes, false);
+  wait_for_grads(b, op, w);
   if (b->r->params.place == VS_PLACE_GPU)
     return op;
   op = offload_op(b, VS_STREAM_D2H, VS_RES_PCIE_D2H, "params_to_host", -1, -1,
@@ -889,8 +933,10 @@ static void optimizer_step(builder *b)
 {
   const vs_stage_layout *st = &b->lay->stages[b->stage];
   uint32_t op;
+  step_waits w;
   tied_embedding_sync(b);
-  op = b->r->offload.cpu_step ? host_step(b, st) : gpu_step(b, st);
+  w = grads_ready(b);
+  op = b->r->offload.cpu_step ? host_step(b, st, &w) : gpu_step(b, st, &w);
   if (b->r->gather_after_step)
     add_dep(b,
             use_comm(b, VS_USE_STEP_GATHER, "zero_param_all_gather",
@@ -1205,6 +1251,7 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->n_inst = n_inst;
   b->last_compute = NONE;
   b->last_comm = NONE;
+  b->grads_done = NONE;
   b->recv_op = NONE;
   b->recv_buf = NONE;
   b->stage = (uint64_t)stage;

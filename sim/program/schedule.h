@@ -97,6 +97,12 @@ typedef struct vs_job {
   const vs_layout *layout;    /* their placement on the GPUs */
 } vs_job;
 
+/* A stage busier than this in one step (115 days) comes from figures far
+ * outside real hardware; refusing it keeps every time in integer ns even
+ * summed over 512 stages. The builder refuses ops of fixed time past it,
+ * the simulation a step whose shared transfers take it past. */
+#define VS_MAX_STEP_SECONDS 1e7
+
 /* Builds the program of `stage` into prog (which it initialises). On error
  * prog is left empty. Cost: O(ops). */
 int vs_schedule_build(const vs_job *job, int stage, vs_program *prog,

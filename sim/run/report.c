@@ -199,6 +199,21 @@ static void throughput_line(const vs_sim *sim, char *buf, size_t len)
                                 1e6));
 }
 
+/* The node and place the verdict names: the first that ran out, else
+ * `worst` (the highest host peak) and its host memory. */
+static const vs_node_mem *verdict_node(const vs_sim *sim,
+                                       const vs_node_mem *worst, int *place)
+{
+  for (size_t i = 0; i < sim->n_nodes; i++)
+    for (int p = VS_PLACE_HOST; p < VS_PLACE_N; p++)
+      if (!vs_mem_fits(&sim->nodes[i].mem[p])) {
+        *place = p;
+        return &sim->nodes[i];
+      }
+  *place = VS_PLACE_HOST;
+  return worst;
+}
+
 /* The step's split; with offload, its exposed copies and CPU step too. */
 static void step_line(const vs_sim *sim, char *buf, size_t len)
 {
@@ -233,12 +248,15 @@ static void verdict_line(const vs_sim *sim, char *buf, size_t len)
                    100.0 * (double)worst->mem.peak_used_bytes /
                        (double)worst->mem.capacity_bytes);
   if (node && n >= 0 && (size_t)n < len) {
-    const vs_mem *h = &node->mem[VS_PLACE_HOST];
-    vs_format_bytes(h->peak_allocated_bytes, used, sizeof used);
-    vs_format_bytes(h->capacity_bytes, cap, sizeof cap);
-    snprintf(buf + n, len - (size_t)n, "; host memory of node %u %s %s of %s",
-             node->node, vs_node_mem_fits(node) ? "peaks at" : "needs", used,
-             cap);
+    int place = VS_PLACE_HOST;
+    const vs_mem *m;
+    node = verdict_node(sim, node, &place);
+    m = &node->mem[place];
+    vs_format_bytes(m->peak_allocated_bytes, used, sizeof used);
+    vs_format_bytes(m->capacity_bytes, cap, sizeof cap);
+    snprintf(buf + n, len - (size_t)n, "; %s of node %u %s %s of %s",
+             place == VS_PLACE_HOST ? "host memory" : "NVMe", node->node,
+             vs_mem_fits(m) ? "peaks at" : "needs", used, cap);
   }
 }
 
@@ -296,10 +314,7 @@ static void node_table(FILE *out, const vs_sim *sim)
                       b[6], sizeof b[6]);
       fprintf(out, "%5u %-5s %10s %10s %10s %11s %10s %10s %10s %10s %4s\n",
               sim->nodes[i].node, vs_place_name(p), b[0], b[1], b[2], b[7],
-              b[3], b[4], b[5], b[6],
-              !m->oom.happened && m->peak_allocated_bytes <= m->capacity_bytes
-                  ? "yes"
-                  : "NO");
+              b[3], b[4], b[5], b[6], vs_mem_fits(m) ? "yes" : "NO");
     }
 }
 
@@ -371,6 +386,11 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_STEP, line, sizeof line));
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_THROUGHPUT, line, sizeof line));
   calibration_notes(out, sim);
+  if (sim->nodes_uneven)
+    fprintf(out, "note: pipeline stages share nodes unevenly, so host memory "
+                 "and what the node's GPUs share (CPU, host memory, NVMe) "
+                 "are approximate with one rank per stage; --ranks all "
+                 "simulates every GPU\n");
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_VERDICT, line, sizeof line));
 }
 
@@ -587,10 +607,7 @@ static void write_host(const vs_sim *sim, vs_csv *c)
       vs_csv_u64(c, m->at_peak[VS_CAT_TEMP]);
       vs_csv_u64(c, m->peak_allocated_bytes);
       vs_csv_u64(c, m->capacity_bytes);
-      vs_csv_text(c, !m->oom.happened &&
-                             m->peak_allocated_bytes <= m->capacity_bytes
-                         ? "true"
-                         : "false");
+      vs_csv_text(c, vs_mem_fits(m) ? "true" : "false");
       vs_csv_seconds(c, (double)m->peak_t_ns * 1e-9);
       vs_csv_row(c);
     }

@@ -11,8 +11,7 @@
 
 bool vs_rank_fits(const vs_rank *rank)
 {
-  return !rank->mem.oom.happened &&
-         rank->mem.peak_used_bytes <= rank->mem.capacity_bytes;
+  return vs_mem_fits(&rank->mem);
 }
 
 const vs_rank *vs_sim_worst_rank(const vs_sim *sim)
@@ -76,6 +75,38 @@ static void stage_weights(const vs_sim *sim, uint64_t s, const int32_t *index,
     }
 }
 
+/* Whether stage mode's one rank per stage misrepresents some node: a
+ * stage with a different number of GPUs on two of the nodes it uses, or
+ * nodes holding different numbers of the job's GPUs. O(gpus). */
+static bool stages_uneven(const vs_sim *sim)
+{
+  const vs_layout *lay = &sim->layout;
+  uint64_t gpn = sim->topo->gpus_per_node, total_first = 0;
+  uint32_t *count = calloc((size_t)lay->nodes, sizeof *count);
+  bool uneven = false;
+  if (!count)
+    return true; /* cannot tell: say so rather than claim exactness */
+  for (uint64_t s = 0; s < lay->pp && !uneven; s++) {
+    uint64_t first = UINT64_MAX;
+    memset(count, 0, (size_t)lay->nodes * sizeof *count);
+    for (uint64_t d = 0; d < lay->dp; d++)
+      for (uint64_t t = 0; t < lay->tp; t++)
+        count[(s * lay->pp_stride + d * lay->dp_stride + t) / gpn]++;
+    for (uint64_t n = 0; n < lay->nodes && !uneven; n++)
+      if (count[n]) {
+        first = first == UINT64_MAX ? count[n] : first;
+        uneven = count[n] != first;
+      }
+  }
+  for (uint64_t n = 0; n < lay->nodes && !uneven; n++) {
+    uint64_t held = lay->gpus - n * gpn < gpn ? lay->gpus - n * gpn : gpn;
+    total_first = n == 0 ? held : total_first;
+    uneven = held != total_first;
+  }
+  free(count);
+  return uneven;
+}
+
 /* Each rank's shares: in stage mode its stage's GPUs on each tracked node
  * (every peer does what it does, at the same time), else 1 on its own. */
 static int share_nodes(vs_sim *sim, const int32_t *index, bool all_ranks)
@@ -136,6 +167,7 @@ static int make_nodes(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
                      sim->topo->nvme_capacity_bytes);
   }
   rc = share_nodes(sim, index, opts->all_ranks);
+  sim->nodes_uneven = !opts->all_ranks && stages_uneven(sim);
   free(index);
   return rc ? vs_error_set(err, rc, "out of host memory for the nodes") : 0;
 }
@@ -381,6 +413,22 @@ int vs_sim_estimate(const vs_workload *wl, const vs_topology *topo,
   return rc;
 }
 
+/* A step that its shared transfers (decided while the engine ran) made
+ * absurd is refused as the builder refuses one of fixed op times. */
+static int check_step(const vs_sim *sim, vs_error *err)
+{
+  if ((double)sim->stats.end_ns * 1e-9 <= VS_MAX_STEP_SECONDS)
+    return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "%s with %s: the step would take over %.0f days, its "
+                      "transfers moving at the topology's [node] figures: "
+                      "check pcie_bandwidth, nvme_bandwidth, "
+                      "host_memory_bandwidth and cpu_optimizer_rate against "
+                      "the workload's size",
+                      sim->wl->origins.file, sim->topo->origins.file,
+                      VS_MAX_STEP_SECONDS / 86400);
+}
+
 int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
                       const vs_topology *topo, const vs_sim_opts *opts,
                       vs_program_pool *pool, vs_error *err)
@@ -426,7 +474,8 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
     eo.n_nodes = sim->n_nodes;
   }
   if (rc ||
-      (rc = vs_engine_run(sim->ranks, sim->n_ranks, &eo, &sim->stats, err))) {
+      (rc = vs_engine_run(sim->ranks, sim->n_ranks, &eo, &sim->stats, err)) ||
+      (rc = check_step(sim, err))) {
     vs_sim_fini(sim);
     return rc;
   }

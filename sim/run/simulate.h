@@ -73,7 +73,9 @@ typedef struct vs_sim {
                              comm + offload copies + cpu optimizer) */
   double offload_copy_s;  /* exposed offload copies and NVMe swaps: the
                              compute stream waiting on a fetch, and the
-                             tail's stretches that end with one */
+                             tail's stretches that end with one (a fetch
+                             that an all-gather follows, dp > 1, counts as
+                             data-parallel comm: the gather ends last) */
   double cpu_optimizer_s; /* the tail's stretches that end with the host
                              CPU's optimizer step */
   bool offloads;          /* anything moves between GPU, host and NVMe */
@@ -87,6 +89,10 @@ typedef struct vs_sim {
                              the simulated ranks, else every node */
   size_t n_nodes;
   vs_node_share *shares;  /* the ranks' shares of them, rank by rank */
+  bool nodes_uneven;      /* stage mode with nodes whose GPUs' stages do
+                             not repeat from node to node: per-node memory
+                             and sharing are then approximate (--ranks all
+                             is exact) */
   struct vs_program_pool *pool; /* programs borrowed from here (not owned) */
 } vs_sim;
 
