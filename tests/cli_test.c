@@ -374,6 +374,28 @@ static void test_activation_offload_timeline_and_trace(void **state)
   tu_remove_dir(dir);
 }
 
+/* The fine-tune samples end to end: show prints PEFT's trainable count,
+ * and each fits one 80 GB GPU (QLoRA's 70B in NF4). */
+static void test_finetune_samples(void **state)
+{
+  const char *show[] = {"show", "workloads/llama3-8b-lora.ini", NULL};
+  const char *lora[] = {"run", "workloads/llama3-8b-lora.ini", "--gpus", "1",
+                        NULL};
+  const char *qlora[] = {"run", "workloads/llama2-70b-qlora.ini", "--gpus",
+                         "1", NULL};
+  (void)state;
+  run(show);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "# trainable parameters = 3407872 (lora: rank 8 "
+                         "adapters on q,v");
+  run(lora);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "verdict: FITS on 1 x H100-SXM-80GB");
+  run(qlora);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "verdict: FITS on 1 x H100-SXM-80GB");
+}
+
 /* A host too small for the offloaded states: exit 3, naming host memory. */
 static void test_host_out_of_memory_exits_3(void **state)
 {
@@ -1441,6 +1463,9 @@ static void test_show_output_loads_back(void **state)
       {"show", "workloads/llama2-70b.ini", NULL},
       {"show", "workloads/gpt3-175b.ini", NULL},
       {"show", "workloads/llama3-405b.ini", NULL},
+      {"show", "workloads/llama3-8b-lora.ini", NULL},
+      {"show", "workloads/llama2-70b-qlora.ini", NULL},
+      {"show", "workloads/gpt-13b-offload.ini", NULL},
   };
   static char first[16384], second[16384];
   char path[64];
@@ -1924,6 +1949,7 @@ int main(void)
       cmocka_unit_test(test_llama2_7b_on_8_gpus_fits_and_writes_csv),
       cmocka_unit_test(test_offload_sample_fits_and_writes_host_csv),
       cmocka_unit_test(test_host_out_of_memory_exits_3),
+      cmocka_unit_test(test_finetune_samples),
       cmocka_unit_test(test_activation_offload_timeline_and_trace),
       cmocka_unit_test(test_offload_combinations_refused),
       cmocka_unit_test(test_identical_runs_write_identical_csv),

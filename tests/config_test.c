@@ -27,6 +27,7 @@ typedef struct cfg {
   int color;               /* [b] color: enum red/green/blue */
   char label[VS_NAME_MAX]; /* [b] label: name */
   vs_count_list sizes;     /* [b] sizes: list of counts, each > 0 */
+  uint32_t paints;         /* [b] paints: names among colors, as bits */
 } cfg;
 
 static const char *const colors[] = {"red", "green", "blue", NULL};
@@ -46,13 +47,15 @@ static const vs_key keys[] = {
     K("b", "color", VS_KEY_ENUM, color, .choices = colors, .default_doc = "red"),
     K("b", "label", VS_KEY_NAME, label, .default_doc = "none"),
     K("b", "sizes", VS_KEY_LIST, sizes, .positive = true, .default_doc = "1"),
+    K("b", "paints", VS_KEY_FLAGS, paints, .choices = colors, .default_doc = "red"),
 };
 #undef K
 
 static const vs_keytab tab = {keys, sizeof keys / sizeof keys[0], "test"};
 
 /* Index of each key in keys[] (for origins). */
-enum { KN, KSIZE, KRATIO, KSMALL, KBW, KLAT, KFLAG, KCOLOR, KLABEL, KSIZES };
+enum { KN, KSIZE, KRATIO, KSMALL, KBW, KLAT, KFLAG, KCOLOR, KLABEL, KSIZES,
+       KPAINTS };
 
 /* A cfg with recognisable defaults in every field. */
 static void defaults(cfg *c, vs_origins *o)
@@ -69,6 +72,7 @@ static void defaults(cfg *c, vs_origins *o)
   strcpy(c->label, "none");
   c->sizes.n = 1;
   c->sizes.values[0] = 1;
+  c->paints = 1; /* red */
 }
 
 /* Loads text as "t.ini" over defaults; returns the code, message in err. */
@@ -161,6 +165,36 @@ static void test_every_type_is_stored_in_base_units(void **state)
   assert_int_equal(o.keys[KBW].line, 7);
   assert_int_equal(o.keys[KSIZES].line, 12);
   assert_string_equal(o.keys[KSIZES].text, "1, 2,30");
+}
+
+/* Names: a set of choices, each once, written back in the choices' order. */
+static void test_flags(void **state)
+{
+  cfg c;
+  vs_origins o;
+  vs_error err;
+  char text[64] = "";
+  FILE *f;
+  (void)state;
+  load_ok(&c, &o, "[a]\nn = 1\n[b]\npaints = blue, red\n");
+  assert_int_equal(c.paints, 1u << 2 | 1u << 0);
+  f = fmemopen(text, sizeof text, "w");
+  assert_non_null(f);
+  vs_conf_print_value(f, &keys[KPAINTS], &c);
+  fclose(f);
+  assert_string_equal(text, "red,blue");
+  assert_int_equal(load(&c, &o, "[a]\nn = 1\n[b]\npaints = red,pink\n", &err),
+                   VS_EINPUT);
+  assert_non_null(strstr(err.msg, "t.ini:4: [b] paints = red,pink: 'pink' is "
+                                  "not one of red, green or blue"));
+  assert_int_equal(c.paints, 1); /* unchanged */
+  assert_int_equal(load(&c, &o, "[a]\nn = 1\n[b]\npaints = red,green,red\n",
+                        &err),
+                   VS_EINPUT);
+  assert_non_null(strstr(err.msg, "'red' is listed twice"));
+  assert_int_equal(load(&c, &o, "[a]\nn = 1\n[b]\npaints = ,green\n", &err),
+                   VS_EINPUT);
+  assert_non_null(strstr(err.msg, "'' is not one of"));
 }
 
 static void test_unset_keys_keep_defaults(void **state)
@@ -701,6 +735,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_type_is_stored_in_base_units),
+      cmocka_unit_test(test_flags),
       cmocka_unit_test(test_unset_keys_keep_defaults),
       cmocka_unit_test(test_find),
       cmocka_unit_test(test_load_ignores_stale_error),

@@ -205,6 +205,56 @@ static void test_offload_placement(void **state)
 }
 
 /* ------------------------------------------------------------------------
+ * LoRA and QLoRA (shared/reference/frameworks.md 6.1-6.2)
+ * ------------------------------------------------------------------------ */
+
+/* Llama-3.1-8B's shapes (32 layers, h 4096, 8 KV heads of 128, f 14336,
+ * vocab 128256). */
+static const char llama3_8b[] =
+    "[model]\narch = llama\nlayers = 32\nhidden = 4096\nheads = 32\n"
+    "kv_heads = 8\nffn_hidden = 14336\nvocab = 128256\nseq_len = 2048\n"
+    "[training]\nprecision = bf16\noptimizer = adamw\n";
+
+/* A rank-r adapter on a d_in -> d_out linear adds r (d_in + d_out)
+ * parameters (PEFT): r = 8 on q and v of Llama-3.1-8B, 3407872; on all
+ * seven linears, 20971520. They train in fp32 (PEFT's
+ * autocast_adapter_dtype): 4 B of gradient and 8 of AdamW states each, no
+ * master copy; the base has neither. */
+static void test_lora_trainable_is_pefts(void **state)
+{
+  const char *qv[] = {"finetune.method=lora"};
+  const char *all[] = {"finetune.method=lora",
+                       "finetune.lora_targets=q,k,v,o,gate,up,down"};
+  vs_layout lay;
+  (void)state;
+  build(llama3_8b, qv, 1, 1, &lay);
+  assert_int_equal(lay.stages[0].trainable_elems, 3407872);
+  assert_int_equal(lay.stages[0].grads_bytes, 4 * 3407872);
+  assert_int_equal(lay.stages[0].optimizer_bytes, 8 * 3407872);
+  build(llama3_8b, all, 2, 1, &lay);
+  assert_int_equal(lay.stages[0].trainable_elems, 20971520);
+}
+
+/* QLoRA's base: every layer linear in NF4 with double quantization
+ * (0.515869 B a weight: the 4096 x 6144 qkv, 4096 x 4096 output, two
+ * 4096 x 14336 and one 14336 x 4096 MLP weights, all multiples of 64 x
+ * 256), the embedding, head and norms in bf16, the q,v adapters in fp32. */
+static void test_qlora_base_bytes(void **state)
+{
+  const char *q[] = {"finetune.method=qlora"};
+  const uint64_t h = 4096, f = 14336, v = 128256, layers = 32;
+  uint64_t linear = h * 6144 + h * h + 3 * h * f;   /* weights per layer */
+  uint64_t nf4 = linear / 2 + linear / 64 + 4 * (linear / 64 / 256);
+  uint64_t bf16 = 2 * (2 * v * h + (2 * h) * layers + h);
+  vs_layout lay;
+  (void)state;
+  build(llama3_8b, q, 1, 1, &lay);
+  assert_int_equal(nf4, 112513024);
+  assert_int_equal(lay.stages[0].params_bytes,
+                   layers * nf4 + bf16 + 4 * 3407872);
+}
+
+/* ------------------------------------------------------------------------
  * Megatron-LM: bf16, fp32 main grads, Adam
  * ------------------------------------------------------------------------ */
 
@@ -580,6 +630,8 @@ int main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_zero_stages),
       cmocka_unit_test(test_offload_placement),
+      cmocka_unit_test(test_lora_trainable_is_pefts),
+      cmocka_unit_test(test_qlora_base_bytes),
       cmocka_unit_test(test_megatron_bytes_per_param),
       cmocka_unit_test(test_fp32_adam),
       cmocka_unit_test(test_optimizer_state_bytes),

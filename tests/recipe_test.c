@@ -23,15 +23,26 @@ typedef struct built {
   vs_recipe r;
 } built;
 
-static void build(built *b, const char *const *sets, size_t n_sets,
-                  uint64_t gpus)
+static const char llama[] =
+    "[model]\narch = llama\nlayers = 2\nhidden = 64\nheads = 4\n"
+    "kv_heads = 2\nffn_hidden = 160\nvocab = 128\nseq_len = 32\n"
+    "[training]\nprecision = bf16\noptimizer = adam\n";
+
+static void build_from(built *b, const char *ini, const char *const *sets,
+                       size_t n_sets, uint64_t gpus)
 {
   vs_error err;
   vs_error_clear(&err);
-  if (tu_load_workload(&b->wl, gpt, sets, n_sets, gpus, &err) ||
+  if (tu_load_workload(&b->wl, ini, sets, n_sets, gpus, &err) ||
       vs_model_build(&b->wl, &b->m, &err) ||
       vs_recipe_build(&b->wl, &b->m, &b->r, &err))
     fail_msg("build: %s", err.msg);
+}
+
+static void build(built *b, const char *const *sets, size_t n_sets,
+                  uint64_t gpus)
+{
+  build_from(b, gpt, sets, n_sets, gpus);
 }
 
 static void destroy(built *b)
@@ -189,6 +200,67 @@ static void test_frozen_tensors(void **state)
  * them there), gradient and ZeRO traffic on the data-parallel stream, the
  * tied-embedding all-reduce over the embedding group, pipeline traffic on
  * the send and receive streams; fp32 main gradients are 4 bytes. */
+/* Bytes of the saved tensors of block kind k that the plan keeps. */
+static uint64_t kept(const built *b, uint32_t k)
+{
+  const vs_block *blk = &b->m.kinds[k];
+  uint64_t bytes = 0;
+  for (uint32_t s = 0; s < blk->n_saved; s++)
+    if (b->r.kinds[k].keep[s] == VS_KEEP)
+      bytes += blk->saved[s].bytes;
+  return bytes;
+}
+
+/* The keep decision of the first tensor op `name` saves in kind k. */
+static int keep_of_op(const built *b, uint32_t k, const char *name)
+{
+  const vs_block *blk = &b->m.kinds[k];
+  for (uint32_t i = 0; i < blk->n_ops; i++)
+    if (strcmp(blk->ops[i].name, name) == 0)
+      return b->r.kinds[k].keep[blk->ops[i].first_saved];
+  fail_msg("no op %s", name);
+  return -1;
+}
+
+/* A frozen linear keeps no input for its weight gradient (autograd saves
+ * what the gradients it computes need; shared/reference/frameworks.md
+ * 6.2): with LoRA on q and v of a Llama layer, qkv_proj's, mlp_gate_up's
+ * and mlp_down's inputs go; the adapter keeps x (qkv's input: the same
+ * tensor, once) and each A's r-wide output; flash attention keeps its
+ * output, which is attn_out_proj's input. So a layer keeps the full
+ * fine-tune's tensors less tokens x (h + f) x 2 B, plus 2 x tokens x r x
+ * 2 B. With eager attention attn_out_proj's input goes too. */
+static void test_frozen_linear_keeps_no_input(void **state)
+{
+  static const char *const lora[] = {"finetune.method=lora",
+                                     "finetune.lora_rank=8"};
+  static const char *const eager[] = {"finetune.method=lora",
+                                      "training.attention=eager"};
+  static const char *const eager_full[] = {"training.attention=eager"};
+  const uint64_t tok = 32, h = 64, f = 160, r = 8;
+  built full, lo;
+  (void)state;
+  build_from(&full, llama, NULL, 0, 1);
+  build_from(&lo, llama, lora, 2, 1);
+  assert_int_equal(keep_of_op(&lo, 1, "qkv_proj"), VS_NOT_SAVED);
+  assert_int_equal(keep_of_op(&lo, 1, "mlp_gate_up"), VS_NOT_SAVED);
+  assert_int_equal(keep_of_op(&lo, 1, "mlp_down"), VS_NOT_SAVED);
+  assert_int_equal(keep_of_op(&lo, 1, "attn_out_proj"), VS_KEEP);
+  assert_int_equal(keep_of_op(&lo, 1, "lora_qkv"), VS_KEEP);
+  assert_int_equal(keep_of_op(&full, 1, "qkv_proj"), VS_KEEP);
+  assert_int_equal(kept(&lo, 1), kept(&full, 1) - tok * (h + f) * 2 +
+                                     2 * tok * r * 2);
+  destroy(&full);
+  destroy(&lo);
+  build_from(&full, llama, eager_full, 1, 1);
+  build_from(&lo, llama, eager, 2, 1);
+  assert_int_equal(keep_of_op(&lo, 1, "attn_out_proj"), VS_NOT_SAVED);
+  assert_int_equal(kept(&lo, 1), kept(&full, 1) - tok * (2 * h + f) * 2 +
+                                     2 * tok * r * 2);
+  destroy(&full);
+  destroy(&lo);
+}
+
 static void test_comm_and_grad_dtype(void **state)
 {
   static const char *const fp32g[] = {"training.grad_dtype=fp32"};
@@ -237,6 +309,7 @@ int main(void)
       cmocka_unit_test(test_shard_rounding),
       cmocka_unit_test(test_keep_decisions),
       cmocka_unit_test(test_frozen_tensors),
+      cmocka_unit_test(test_frozen_linear_keeps_no_input),
       cmocka_unit_test(test_comm_and_grad_dtype),
       cmocka_unit_test(test_optimizer_state_bytes),
   };

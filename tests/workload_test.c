@@ -311,7 +311,7 @@ static void test_set_errors(void **state)
            "micro_batch, global_batch, precision");
   load_bad(GPT_MODEL, unknown_sec, 1, 0, VS_EINPUT,
            "--set optim.lr: unknown section [optim]; valid sections: [model], "
-           "[training], [parallel], [runtime]");
+           "[training], [parallel], [finetune], [runtime]");
   load_bad(GPT_MODEL, bad_value, 1, 0, VS_EINPUT,
            "--set training.precision=fp64: expected bf16, fp16, fp32 or fp8");
   load_bad(GPT_MODEL, bad_count, 1, 0, VS_EINPUT,
@@ -388,7 +388,7 @@ static void test_unknown_section_and_key(void **state)
   /* Line 8 is the first after GPT_MODEL's seven. */
   load_bad(GPT_MODEL "[optim]\nlr = 1\n", NULL, 0, 0, VS_EINPUT,
            "@:8: unknown section [optim] in workload file; valid sections: "
-           "[model], [training], [parallel], [runtime]");
+           "[model], [training], [parallel], [finetune], [runtime]");
   load_bad(GPT_MODEL "layer = 3\n", NULL, 0, 0, VS_EINPUT,
            "@:8: unknown key 'layer' in [model]; valid keys: arch, layers, hidden");
   load_bad(GPT_MODEL "[training]\nlr = 1e-4\n", NULL, 0, 0, VS_EINPUT,
@@ -631,6 +631,51 @@ static void test_offload_rules(void **state)
   assert_int_equal(wl.parallel.offload_params, VS_OFFLOAD_NVME);
 }
 
+/* LoRA's keys need adapters, QLoRA needs nf4, a 4-bit base needs QLoRA;
+ * each refusal names the key. */
+static void test_finetune_rules(void **state)
+{
+  vs_workload wl;
+  char path[128];
+  vs_error err;
+  (void)state;
+  load_bad(LLAMA_MODEL "[finetune]\nlora_rank = 16\n", NULL, 0, 0, VS_EINPUT,
+           "@:10: [finetune] lora_rank = 16: LoRA's keys mean nothing with "
+           "method = full; set method = lora or qlora");
+  load_bad(LLAMA_MODEL "[finetune]\nbase_dtype = nf4\n", NULL, 0, 0,
+           VS_EINPUT,
+           "@:10: [finetune] base_dtype = nf4: with method = full every "
+           "weight is trained in the training precision");
+  load_bad(LLAMA_MODEL "[finetune]\nmethod = qlora\nbase_dtype = bf16\n", NULL,
+           0, 0, VS_EINPUT,
+           "@:11: [finetune] base_dtype = bf16: QLoRA stores the frozen base "
+           "in nf4 (Dettmers et al. 2023); for adapters on a bf16 base use "
+           "method = lora");
+  load_bad(LLAMA_MODEL "[finetune]\nmethod = lora\nbase_dtype = nf4\n", NULL,
+           0, 0, VS_EINPUT,
+           "@:11: [finetune] base_dtype = nf4: adapters on a 4-bit base are "
+           "QLoRA; use method = qlora");
+  load_bad(GPT_MODEL "[finetune]\nmethod = lora\nlora_targets = q,gate\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:10: [finetune] lora_targets = q,gate: a gpt MLP has no gate "
+           "projection");
+  load_bad(LLAMA_MODEL "[finetune]\nmethod = lora\nlora_targets = q,w\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:11: [finetune] lora_targets = q,w: 'w' is not one of q, k, v, "
+           "o, gate, up or down");
+  load_bad(LLAMA_MODEL "[parallel]\ntp = 2\n[finetune]\nmethod = lora\n",
+           NULL, 0, 0, VS_EINPUT,
+           "[parallel] tp = 2: LoRA adapters are simulated without tensor "
+           "parallelism");
+  /* qlora's base defaults to nf4; the defaults are PEFT's */
+  assert_int_equal(load_at(&wl, path, LLAMA_MODEL "[finetune]\nmethod = qlora\n",
+                           NULL, 0, 0, &err), 0);
+  assert_int_equal(wl.finetune.base_dtype, VS_BASE_NF4);
+  assert_int_equal(wl.finetune.lora_rank, 8);
+  assert_int_equal(wl.finetune.lora_targets,
+                   1u << VS_LORA_Q | 1u << VS_LORA_V);
+}
+
 static void test_runtime_rules(void **state)
 {
   (void)state;
@@ -759,6 +804,7 @@ int main(void)
       cmocka_unit_test(test_gpus_argument),
       cmocka_unit_test(test_master_weights_with_fp32),
       cmocka_unit_test(test_offload_rules),
+      cmocka_unit_test(test_finetune_rules),
       cmocka_unit_test(test_runtime_rules),
       cmocka_unit_test(test_pipeline_validation),
       cmocka_unit_test(test_layout_rules),

@@ -15,13 +15,28 @@ typedef enum vs_dtype {
   VS_DTYPE_INT8,  /* 1 byte */
   VS_DTYPE_BOOL,  /* torch.bool (dropout masks), 1 byte */
   VS_DTYPE_INT64, /* token ids and labels, 8 bytes */
+  VS_DTYPE_NF4,   /* 4-bit NormalFloat with double quantization (QLoRA):
+                     see vs_dtype_tensor_bytes */
+  VS_DTYPE_INT8_ROWWISE, /* LLM.int8 weights: int8 and an fp32 scale per
+                     output feature (bitsandbytes Int8Params CB, SCB) */
   VS_DTYPE_N
 } vs_dtype;
 
-/* Bytes of `elems` elements of dtype (0 for an unknown dtype). */
+/* Bytes of `elems` elements of dtype (0 for an unknown dtype), as one
+ * output feature for the formats with per-feature scales. */
 uint64_t vs_dtype_bytes(int dtype, uint64_t elems);
 
-/* Bytes of one element: 4, 2, 1 or 8. */
+/* Bytes of a rows x cols weight (cols = output features) of dtype:
+ *   nf4: two weights per byte, an 8-bit absmax per block of 64 and an fp32
+ *        scale per 256 blocks (bitsandbytes compress_statistics; QLoRA,
+ *        Dettmers et al. 2023, Sec. 3: 4 + 8/64 + 32/(64 x 256) = 4.127
+ *        bits), blocks over the flattened tensor;
+ *   int8_rowwise: one byte a weight and an fp32 scale per output feature;
+ *   the rest: elements x their size. */
+uint64_t vs_dtype_tensor_bytes(int dtype, uint64_t rows, uint64_t cols);
+
+/* Bytes of one element: 4, 2, 1 or 8; 1 for the quantized formats, whose
+ * exact size vs_dtype_tensor_bytes gives. */
 uint64_t vs_dtype_size(int dtype);
 
 /* "fp32", "bf16", ... ("?" outside the range). */

@@ -324,6 +324,47 @@ static int store_enum(const vs_key *k, char *slot, const char *text,
                       vs_conf_choices(k->choices, choices, sizeof choices));
 }
 
+/* item without its leading and trailing blanks, in place. */
+static void trim_item(char *item)
+{
+  size_t n = strlen(item), skip = strspn(item, " \t");
+  while (n > skip && (item[n - 1] == ' ' || item[n - 1] == '\t'))
+    n--;
+  memmove(item, item + skip, n - skip);
+  item[n - skip] = '\0';
+}
+
+/* VS_KEY_FLAGS: comma-separated names among the key's choices, each once;
+ * stores the set of their indices as bits. */
+static int store_flags(const vs_key *k, char *slot, const char *text,
+                       const char *where, vs_error *err)
+{
+  char choices[256], item[64];
+  uint32_t set = 0;
+  const char *at = text;
+  for (;;) {
+    size_t n = strcspn(at, ",");
+    int i;
+    snprintf(item, sizeof item, "%.*s", (int)(n < 63 ? n : 63), at);
+    trim_item(item);
+    for (i = 0; k->choices[i] && strcmp(k->choices[i], item) != 0; i++)
+      ;
+    if (!k->choices[i] || n >= sizeof item)
+      return vs_error_set(err, VS_EINPUT, "%s: '%s' is not one of %s", where,
+                          item, vs_conf_choices(k->choices, choices,
+                                                sizeof choices));
+    if (set & (1u << i))
+      return vs_error_set(err, VS_EINPUT, "%s: '%s' is listed twice", where,
+                          item);
+    set |= 1u << i;
+    if (at[n] == '\0')
+      break;
+    at += n + 1;
+  }
+  *(uint32_t *)(void *)slot = set;
+  return 0;
+}
+
 static int store_name(char *slot, const char *text, const char *where,
                       vs_error *err)
 {
@@ -394,6 +435,8 @@ static int store_value(const vs_key *k, void *target, const char *text,
     return store_bool(slot, text, where, err);
   case VS_KEY_ENUM:
     return store_enum(k, slot, text, where, err);
+  case VS_KEY_FLAGS:
+    return store_flags(k, slot, text, where, err);
   case VS_KEY_NAME:
     return store_name(slot, text, where, err);
   case VS_KEY_LIST:
@@ -800,6 +843,16 @@ void vs_conf_print_value(FILE *f, const vs_key *k, const void *target)
   case VS_KEY_ENUM:
     fputs(k->choices[*(const int *)slot], f);
     break;
+  case VS_KEY_FLAGS: {
+    uint32_t set = *(const uint32_t *)(const void *)slot;
+    bool first = true;
+    for (int i = 0; k->choices[i]; i++)
+      if (set & (1u << i)) {
+        fprintf(f, "%s%s", first ? "" : ",", k->choices[i]);
+        first = false;
+      }
+    break;
+  }
   case VS_KEY_NAME:
     fputs(slot, f);
     break;

@@ -28,7 +28,9 @@ typedef enum vs_key_type {
   VS_KEY_NAME,    /* char[VS_NAME_MAX] without blanks */
   VS_KEY_LIST,    /* vs_count_list: comma-separated counts */
   VS_KEY_RATES,   /* vs_real_list: comma-separated rates, as VS_KEY_RATE */
-  VS_KEY_LATENCIES /* vs_real_list: comma-separated latencies */
+  VS_KEY_LATENCIES, /* vs_real_list: comma-separated latencies */
+  VS_KEY_FLAGS    /* uint32_t bit set: comma-separated names of choices
+                     (bit i: choices[i]), each at most once */
 } vs_key_type;
 
 #define VS_NAME_MAX 64
@@ -51,7 +53,8 @@ typedef struct vs_key {
   const char *name;            /* "hidden" */
   vs_key_type type;            /* how the text is parsed and stored */
   size_t offset;               /* offsetof the value in the target struct */
-  const char *const *choices;  /* VS_KEY_ENUM: NULL-terminated names */
+  const char *const *choices;  /* VS_KEY_ENUM, VS_KEY_FLAGS: NULL-terminated
+                                  names (at most 32 for flags) */
   double lo;                   /* smallest valid number (inclusive) */
   double hi;                   /* largest valid number (inclusive); 0 = none */
   bool positive;               /* numbers must be > 0 */

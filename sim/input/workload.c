@@ -18,6 +18,11 @@ static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const activation_offload_names[] = {"none", "cpu", NULL};
 static const char *const allocator_names[] = {"caching", "exact", NULL};
 static const char *const order_names[] = {"tp-dp-pp", "tp-pp-dp", NULL};
+static const char *const finetune_names[] = {"full", "lora", "qlora", NULL};
+static const char *const base_dtype_names[] = {"precision", "bf16", "fp16",
+                                               "fp32", "int8", "nf4", NULL};
+static const char *const lora_target_names[] = {"q", "k", "v", "o", "gate",
+                                                "up", "down", NULL};
 
 #define K(sec, key, ty, field, ...)                                         \
   {.section = sec, .name = key, .type = ty,                                  \
@@ -56,6 +61,12 @@ static const vs_key workload_keys[] = {
     K("parallel", "bucket", VS_KEY_SIZE, parallel.bucket_bytes, .positive = true, .default_doc = "25MiB"),
     K("parallel", "pp_layers", VS_KEY_LIST, parallel.pp_layers, .positive = true, .default_doc = "even split"),
     K("parallel", "order", VS_KEY_ENUM, parallel.order, .choices = order_names, .default_doc = "tp-dp-pp"),
+    K("finetune", "method", VS_KEY_ENUM, finetune.method, .choices = finetune_names, .default_doc = "full"),
+    K("finetune", "base_dtype", VS_KEY_ENUM, finetune.base_dtype, .choices = base_dtype_names, .default_doc = "precision (nf4 with qlora)"),
+    K("finetune", "lora_rank", VS_KEY_COUNT, finetune.lora_rank, .positive = true, .hi = 65536, .default_doc = "8 (PEFT's LoraConfig)"),
+    K("finetune", "lora_alpha", VS_KEY_REAL, finetune.lora_alpha, .lo = 0, .hi = 1e6, .default_doc = "8 (PEFT's; no memory effect)"),
+    K("finetune", "lora_targets", VS_KEY_FLAGS, finetune.lora_targets, .choices = lora_target_names, .default_doc = "q,v (PEFT's for Llama)"),
+    K("finetune", "lora_dropout", VS_KEY_REAL, finetune.lora_dropout, .lo = 0, .hi = 0.999, .default_doc = "0 (PEFT's)"),
     K("runtime", "allocator", VS_KEY_ENUM, runtime.allocator, .choices = allocator_names, .default_doc = "caching"),
     K("runtime", "expandable_segments", VS_KEY_BOOL, runtime.expandable_segments, .default_doc = "false"),
     K("runtime", "max_split_size_mb", VS_KEY_COUNT, runtime.max_split_size_mb, .hi = 1e7, .default_doc = "0 (unlimited)"),
@@ -77,6 +88,9 @@ const char *vs_offload_name(int v) { return offload_names[v]; }
 const char *vs_allocator_name(int v) { return allocator_names[v]; }
 const char *vs_schedule_name(int v) { return schedule_names[v]; }
 const char *vs_order_name(int v) { return order_names[v]; }
+const char *vs_finetune_name(int v) { return finetune_names[v]; }
+const char *vs_base_dtype_name(int v) { return base_dtype_names[v]; }
+const char *vs_lora_target_name(int v) { return lora_target_names[v]; }
 
 /* ------------------------------------------------------------------------
  * Layout rules (see workload.h): the checks below and plan's pruning both
@@ -182,6 +196,12 @@ static void set_defaults(vs_workload *wl)
   wl->parallel.bucket_bytes = 25ull << 20;
   wl->model.vocab_divisible_by = 1;
   wl->runtime.allocator = VS_ALLOC_CACHING;
+  /* PEFT's LoraConfig: r = 8, lora_alpha = 8, lora_dropout = 0; target
+   * modules for Llama q_proj and v_proj (peft/utils/constants.py
+   * TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING) */
+  wl->finetune.lora_rank = 8;
+  wl->finetune.lora_alpha = 8;
+  wl->finetune.lora_targets = 1u << VS_LORA_Q | 1u << VS_LORA_V;
 }
 
 int vs_workload_set(vs_workload *wl, const char *assignment, vs_error *err)
@@ -342,6 +362,76 @@ static int check_training(vs_workload *wl, vs_error *err)
   return check_offload(wl, err);
 }
 
+/* The LoRA key of f whose value is not its default, or NULL (with method
+ * = full they would mean nothing; at their defaults, as `vsim show`
+ * writes them, they are harmless). */
+static const char *lora_key_changed(const vs_finetune_conf *f)
+{
+  vs_workload d;
+  set_defaults(&d);
+  if (f->lora_rank != d.finetune.lora_rank)
+    return "lora_rank";
+  if (f->lora_alpha != d.finetune.lora_alpha)
+    return "lora_alpha";
+  if (f->lora_targets != d.finetune.lora_targets)
+    return "lora_targets";
+  if (f->lora_dropout != d.finetune.lora_dropout)
+    return "lora_dropout";
+  return NULL;
+}
+
+/* [finetune]: LoRA's keys belong to adapters, a base format of its own to
+ * frozen weights. */
+static int check_finetune(vs_workload *wl, vs_error *err)
+{
+  vs_finetune_conf *f = &wl->finetune;
+  const char *key = lora_key_changed(f);
+  char where[400];
+  bool base_set = vs_conf_is_set(&workload_tab, &wl->origins, "finetune",
+                                 "base_dtype");
+
+  if (f->method == VS_FT_FULL) {
+    if (key)
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: LoRA's keys mean nothing with method = full; "
+                          "set method = lora or qlora",
+                          WHERE("finetune", key));
+    if (f->base_dtype != VS_BASE_PRECISION)
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: with method = full every weight is trained in "
+                          "the training precision; a base format of its own "
+                          "needs frozen weights (method = lora or qlora)",
+                          WHERE("finetune", "base_dtype"));
+    return 0;
+  }
+  if (f->method == VS_FT_QLORA && !base_set)
+    f->base_dtype = VS_BASE_NF4;
+  if (f->method == VS_FT_QLORA && f->base_dtype != VS_BASE_NF4)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: QLoRA stores the frozen base in nf4 (Dettmers et "
+                        "al. 2023); for adapters on a %s base use method = lora",
+                        WHERE("finetune", "base_dtype"),
+                        vs_base_dtype_name(f->base_dtype));
+  if (f->method == VS_FT_LORA && f->base_dtype == VS_BASE_NF4)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: adapters on a 4-bit base are QLoRA; use method = "
+                        "qlora",
+                        WHERE("finetune", "base_dtype"));
+  if (wl->parallel.tp > 1)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: LoRA adapters are simulated without tensor "
+                        "parallelism (PEFT's layers are not tensor-parallel); "
+                        "use tp = 1",
+                        WHERE("parallel", "tp"));
+  if (wl->model.arch != VS_ARCH_LLAMA && (f->lora_targets & 1u << VS_LORA_GATE))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: a %s MLP has no gate projection; targets are q, "
+                        "k, v, o, up and down",
+                        WHERE("finetune", "lora_targets"),
+                        vs_arch_name(wl->model.arch));
+  return 0;
+}
+
 /* The caching allocator's settings. */
 static int check_runtime(const vs_workload *wl, vs_error *err)
 {
@@ -455,7 +545,7 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
   if ((rc = check_model(wl, err)))
     return rc;
   if ((rc = check_layout(wl, gpus, err)) || (rc = check_training(wl, err)) ||
-      (rc = check_runtime(wl, err)))
+      (rc = check_finetune(wl, err)) || (rc = check_runtime(wl, err)))
     return rc;
   return check_pipeline(wl, err);
 }

@@ -26,6 +26,18 @@ typedef enum { VS_ATTN_FLASH, VS_ATTN_EAGER } vs_attention;
 typedef enum { VS_SCHED_1F1B, VS_SCHED_GPIPE, VS_SCHED_INTERLEAVED } vs_schedule_kind;
 typedef enum { VS_OFFLOAD_NONE, VS_OFFLOAD_CPU, VS_OFFLOAD_NVME } vs_offload;
 typedef enum { VS_ALLOC_CACHING, VS_ALLOC_EXACT } vs_allocator_kind;
+typedef enum { VS_FT_FULL, VS_FT_LORA, VS_FT_QLORA } vs_finetune_method;
+/* Storage of frozen base weights: as the trained weights (precision), or
+ * a format of its own. */
+typedef enum {
+  VS_BASE_PRECISION, VS_BASE_BF16, VS_BASE_FP16, VS_BASE_FP32, VS_BASE_INT8,
+  VS_BASE_NF4
+} vs_base_dtype;
+/* The linears a LoRA adapter can target (bits of lora_targets). */
+typedef enum {
+  VS_LORA_Q, VS_LORA_K, VS_LORA_V, VS_LORA_O, VS_LORA_GATE, VS_LORA_UP,
+  VS_LORA_DOWN, VS_LORA_N
+} vs_lora_target;
 /* Rank placement, innermost group first (Megatron's default is tp-dp-pp). */
 typedef enum { VS_ORDER_TP_DP_PP, VS_ORDER_TP_PP_DP } vs_order;
 
@@ -72,6 +84,15 @@ typedef struct vs_parallel_conf {
   int order;                /* vs_order */
 } vs_parallel_conf;
 
+typedef struct vs_finetune_conf {
+  int method;               /* vs_finetune_method */
+  int base_dtype;           /* vs_base_dtype of the frozen base weights */
+  uint64_t lora_rank;       /* r */
+  double lora_alpha;        /* scaling alpha / r: no memory effect */
+  uint32_t lora_targets;    /* bits 1 << vs_lora_target */
+  double lora_dropout;      /* probability on each adapter's input */
+} vs_finetune_conf;
+
 typedef struct vs_runtime_conf {
   int allocator;            /* vs_allocator_kind */
   bool expandable_segments; /* PyTorch expandable segments */
@@ -83,6 +104,7 @@ typedef struct vs_workload {
   vs_model_conf model;
   vs_training_conf training;
   vs_parallel_conf parallel;
+  vs_finetune_conf finetune;
   vs_runtime_conf runtime;
   /* resolved by vs_workload_load */
   uint64_t gpus;            /* tp * pp * dp */
@@ -181,5 +203,8 @@ const char *vs_offload_name(int offload);
 const char *vs_allocator_name(int allocator);
 const char *vs_schedule_name(int schedule);
 const char *vs_order_name(int order);
+const char *vs_finetune_name(int method);
+const char *vs_base_dtype_name(int base_dtype);
+const char *vs_lora_target_name(int target);
 
 #endif

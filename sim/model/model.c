@@ -29,6 +29,11 @@ typedef struct dims {
   bool sp;           /* sequence parallel */
   bool eager;        /* attention materialises the scores */
   bool causal;       /* attention masks later tokens (gpt, llama) */
+  bool frozen_base;  /* LoRA / QLoRA: every base weight frozen */
+  uint8_t base_dtype; /* vs_dtype of the layers' linear weights */
+  uint64_t lora_r;   /* adapter rank; 0: no adapters */
+  uint32_t lora_targets; /* bits 1 << vs_lora_target */
+  bool lora_drop;    /* dropout on each adapter's input */
 } dims;
 
 /* ------------------------------------------------------------------------
@@ -88,6 +93,18 @@ static int save_act(vs_block *blk, vs_op_spec *op, uint64_t bytes, int dtype,
   return vs_block_save(blk, op,
                        (vs_saved){.bytes = bytes, .dtype = (uint8_t)dtype,
                                   .category = VS_CAT_ACTIVATIONS},
+                       err);
+}
+
+/* A linear's saved input: needed only for its weight gradient unless
+ * another op keeps the same tensor (`shared`). */
+static int save_input(vs_block *blk, vs_op_spec *op, uint64_t bytes,
+                      int dtype, bool shared, vs_error *err)
+{
+  return vs_block_save(blk, op,
+                       (vs_saved){.bytes = bytes, .dtype = (uint8_t)dtype,
+                                  .category = VS_CAT_ACTIVATIONS,
+                                  .wgrad_only = !shared},
                        err);
 }
 
@@ -159,11 +176,112 @@ static int param(vs_block *blk, const dims *d, const char *name, uint64_t rows,
   p->rows = rows;
   p->cols = cols;
   p->dtype = d->param_dtype;
-  p->trainable = true;
+  p->trainable = !d->frozen_base;
   p->shard_group = VS_GROUP_DP;
   blk->param_elems += rows * cols;
   if (blk->n_ops > 0) /* the newest op computes its gradient */
     blk->ops[blk->n_ops - 1].n_params++;
+  return 0;
+}
+
+/* A layer's linear weight (rows x cols on this rank) for the newest op:
+ * stored in the base format; a 4-bit one is dequantized whole to the
+ * compute dtype for the matmul, forward and backward (bitsandbytes
+ * MatMul4Bit; shared/reference/frameworks.md 6.1): a transient of
+ * rows x cols elements. */
+static int linear_weight(vs_block *blk, const dims *d, const char *name,
+                         uint64_t rows, uint64_t cols, vs_error *err)
+{
+  if (param(blk, d, name, rows, cols, err))
+    return VS_EINPUT;
+  blk->params[blk->n_params - 1].dtype = d->base_dtype;
+  if (d->base_dtype == VS_DTYPE_NF4) {
+    vs_op_spec *op = &blk->ops[blk->n_ops - 1];
+    op->fwd_temp_bytes += d->e * rows * cols;
+    op->bwd_temp_bytes += d->e * rows * cols;
+  }
+  return 0;
+}
+
+/* One LoRA target of a base linear: its output features and name. */
+typedef struct lora_target {
+  int target;        /* vs_lora_target */
+  uint64_t out;      /* output features */
+} lora_target;
+
+/* An adapter op's work over n targets of one input of `in` features:
+ * x @ A (in x r) then @ B (r x out) per target, 2 x forward backward (the
+ * weight-gradient half of it for A and B). */
+static void as_adapter(vs_op_spec *op, const dims *d, uint64_t in,
+                       const lora_target *t, size_t n)
+{
+  double tok = (double)d->tokens, r = (double)d->lora_r;
+  op->matmul = true;
+  for (size_t i = 0; i < n; i++) {
+    double out = (double)t[i].out;
+    op->fwd_flops += 2.0 * tok * ((double)in * r + r * out);
+    op->fwd_bytes += (double)d->e *
+                     (tok * (double)in + (double)in * r + 2.0 * tok * r +
+                      r * out + tok * out);
+  }
+  op->bwd_flops = 2.0 * op->fwd_flops;
+  op->bwd_bytes = 2.0 * op->fwd_bytes;
+  op->wgrad_flops = op->fwd_flops;
+  op->wgrad_bytes = op->fwd_bytes;
+  op->bwd_temp_bytes = d->e * d->tokens * in;
+}
+
+/* LoRA adapters (Hu et al. 2021; PEFT's lora.Linear) on the targets t of
+ * the base linear just built, whose input has `in` features: an op after
+ * it with each target's A (in x r) and B (r x out), trainable, fp32
+ * (PEFT's autocast_adapter_dtype). What autograd keeps
+ * (shared/reference/frameworks.md 6.2): A's input, the base input x itself
+ * (once for every target of it) or, with lora_dropout, each target's
+ * dropped copy and its 1-byte mask; B's input, A's r-wide output. */
+static int lora_adapter(vs_block *blk, const dims *d, const char *name,
+                        uint64_t in, const lora_target *t, size_t n,
+                        vs_error *err)
+{
+  static const char *const names[VS_LORA_N] = {"q", "k", "v", "o",
+                                                "gate", "up", "down"};
+  lora_target on[4];
+  size_t k = 0;
+  vs_op_spec *op;
+  for (size_t i = 0; i < n; i++)
+    if (d->lora_r && (d->lora_targets & 1u << t[i].target))
+      on[k++] = t[i];
+  if (k == 0)
+    return 0;
+  if (!(op = vs_block_add_op(blk, name, err)))
+    return VS_EINPUT;
+  as_adapter(op, d, in, on, k);
+  if (!d->lora_drop &&
+      save_act(blk, op, d->em * d->tokens * in, d->em_dtype, err))
+    return VS_EINPUT;
+  for (size_t i = 0; i < k; i++) {
+    char pname[VS_OP_NAME_MAX];
+    vs_param_tensor *p;
+    if (d->lora_drop &&
+        (save_act(blk, op, d->e * d->tokens * in, d->act_dtype, err) ||
+         vs_block_save(blk, op,
+                       (vs_saved){.bytes = d->tokens * in,
+                                  .dtype = VS_DTYPE_BOOL,
+                                  .category = VS_CAT_ACTIVATIONS},
+                       err)))
+      return VS_EINPUT;
+    if (save_act(blk, op, d->e * d->tokens * d->lora_r, d->act_dtype, err))
+      return VS_EINPUT;
+    for (int ab = 0; ab < 2; ab++) {
+      snprintf(pname, sizeof pname, "%s.lora_%c", names[on[i].target],
+               ab ? 'B' : 'A');
+      if (param(blk, d, pname, ab ? d->lora_r : in, ab ? on[i].out : d->lora_r,
+                err))
+        return VS_EINPUT;
+      p = &blk->params[blk->n_params - 1];
+      p->dtype = VS_DTYPE_FP32;
+      p->trainable = true;
+    }
+  }
   return 0;
 }
 
@@ -217,7 +335,7 @@ static vs_op_spec *column_parallel(vs_block *blk, const dims *d,
   if (!op)
     return NULL;
   as_matmul(op, d->tokens, d->h, out_cols, d->e);
-  if (save_act(blk, op, d->em * d->tok_rep * d->h, d->em_dtype, err))
+  if (save_input(blk, op, d->em * d->tok_rep * d->h, d->em_dtype, false, err))
     return NULL;
   if (d->sp) {
     comm(&op->fwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
@@ -231,15 +349,17 @@ static vs_op_spec *column_parallel(vs_block *blk, const dims *d,
 }
 
 /* A row-parallel matmul (attention output, MLP down): sharded input, output
- * summed over tp (all-reduce, or reduce-scatter with sp). */
+ * summed over tp (all-reduce, or reduce-scatter with sp). `shared`: another
+ * op keeps the same input (flash attention keeps its output). */
 static vs_op_spec *row_parallel(vs_block *blk, const dims *d, const char *name,
-                                uint64_t in_cols, vs_error *err)
+                                uint64_t in_cols, bool shared, vs_error *err)
 {
   vs_op_spec *op = vs_block_add_op(blk, name, err);
   if (!op)
     return NULL;
   as_matmul(op, d->tokens, in_cols, d->h, d->e);
-  if (save_act(blk, op, d->em * d->tokens * in_cols, d->em_dtype, err))
+  if (save_input(blk, op, d->em * d->tokens * in_cols, d->em_dtype, shared,
+                 err))
     return NULL;
   if (d->sp) {
     comm(&op->fwd_after, d, VS_COLL_REDUCE_SCATTER, d->e * d->tokens * d->h);
@@ -354,17 +474,23 @@ static int attention_block(vs_block *blk, const dims *d, bool bias,
                            vs_error *err)
 {
   uint64_t qkv_cols = (d->a + 2 * d->kv) * d->d / d->t;
+  const lora_target qkv[] = {{VS_LORA_Q, d->a * d->d},
+                             {VS_LORA_K, d->kv * d->d},
+                             {VS_LORA_V, d->kv * d->d}};
+  const lora_target out[] = {{VS_LORA_O, d->h}};
   if (!column_parallel(blk, d, "qkv_proj", qkv_cols, err))
     return VS_EINPUT;
-  if (param(blk, d, "qkv.weight", d->h, qkv_cols, err) ||
-      (bias && param(blk, d, "qkv.bias", 1, qkv_cols, err)))
+  if (linear_weight(blk, d, "qkv.weight", d->h, qkv_cols, err) ||
+      (bias && param(blk, d, "qkv.bias", 1, qkv_cols, err)) ||
+      lora_adapter(blk, d, "lora_qkv", d->h, qkv, 3, err))
     return VS_EINPUT;
   if ((d->eager ? attention_eager : attention_flash)(blk, d, err))
     return VS_EINPUT;
-  if (!row_parallel(blk, d, "attn_out_proj", d->h / d->t, err))
+  if (!row_parallel(blk, d, "attn_out_proj", d->h / d->t, !d->eager, err))
     return VS_EINPUT;
-  if (param(blk, d, "attn_out.weight", d->h / d->t, d->h, err) ||
-      (bias && param(blk, d, "attn_out.bias", 1, d->h, err)))
+  if (linear_weight(blk, d, "attn_out.weight", d->h / d->t, d->h, err) ||
+      (bias && param(blk, d, "attn_out.bias", 1, d->h, err)) ||
+      lora_adapter(blk, d, "lora_o", d->h / d->t, out, 1, err))
     return VS_EINPUT;
   return dropout(blk, d, "attn_out_dropout", d->tok_rep * d->h, false, err);
 }
@@ -373,19 +499,22 @@ static int attention_block(vs_block *blk, const dims *d, bool bias,
 static int gelu_mlp(vs_block *blk, const dims *d, vs_error *err)
 {
   uint64_t f = d->f / d->t;
+  const lora_target up[] = {{VS_LORA_UP, f}}, down[] = {{VS_LORA_DOWN, d->h}};
   vs_op_spec *op;
   if (!column_parallel(blk, d, "mlp_up", f, err) ||
-      param(blk, d, "mlp_up.weight", d->h, f, err) ||
-      param(blk, d, "mlp_up.bias", 1, f, err))
+      linear_weight(blk, d, "mlp_up.weight", d->h, f, err) ||
+      param(blk, d, "mlp_up.bias", 1, f, err) ||
+      lora_adapter(blk, d, "lora_up", d->h, up, 1, err))
     return VS_EINPUT;
   if (!(op = vs_block_add_op(blk, "gelu", err)))
     return VS_EINPUT;
   as_elementwise(op, d->tokens * f, d->e, 8.0);
   if (save_act(blk, op, d->e * d->tokens * f, d->act_dtype, err))
     return VS_EINPUT;
-  if (!row_parallel(blk, d, "mlp_down", f, err) ||
-      param(blk, d, "mlp_down.weight", f, d->h, err) ||
-      param(blk, d, "mlp_down.bias", 1, d->h, err))
+  if (!row_parallel(blk, d, "mlp_down", f, false, err) ||
+      linear_weight(blk, d, "mlp_down.weight", f, d->h, err) ||
+      param(blk, d, "mlp_down.bias", 1, d->h, err) ||
+      lora_adapter(blk, d, "lora_down", f, down, 1, err))
     return VS_EINPUT;
   return dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, false, err);
 }
@@ -394,10 +523,13 @@ static int gelu_mlp(vs_block *blk, const dims *d, vs_error *err)
 static int swiglu_mlp(vs_block *blk, const dims *d, vs_error *err)
 {
   uint64_t f = d->f / d->t;
+  const lora_target gate_up[] = {{VS_LORA_GATE, f}, {VS_LORA_UP, f}};
+  const lora_target down[] = {{VS_LORA_DOWN, d->h}};
   vs_op_spec *op;
   if (!column_parallel(blk, d, "mlp_gate_up", 2 * f, err) ||
-      param(blk, d, "mlp_gate.weight", d->h, f, err) ||
-      param(blk, d, "mlp_up.weight", d->h, f, err))
+      linear_weight(blk, d, "mlp_gate.weight", d->h, f, err) ||
+      linear_weight(blk, d, "mlp_up.weight", d->h, f, err) ||
+      lora_adapter(blk, d, "lora_gate_up", d->h, gate_up, 2, err))
     return VS_EINPUT;
   if (!(op = vs_block_add_op(blk, "silu", err)))
     return VS_EINPUT;
@@ -409,8 +541,9 @@ static int swiglu_mlp(vs_block *blk, const dims *d, vs_error *err)
   as_elementwise(op, d->tokens * f, d->e, 1.0);
   if (save_act(blk, op, 2 * d->e * d->tokens * f, d->act_dtype, err))
     return VS_EINPUT; /* SiLU(gate) and up */
-  if (!row_parallel(blk, d, "mlp_down", f, err) ||
-      param(blk, d, "mlp_down.weight", f, d->h, err))
+  if (!row_parallel(blk, d, "mlp_down", f, false, err) ||
+      linear_weight(blk, d, "mlp_down.weight", f, d->h, err) ||
+      lora_adapter(blk, d, "lora_down", f, down, 1, err))
     return VS_EINPUT;
   return dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, false, err);
 }
@@ -462,6 +595,13 @@ static int build_embed(vs_block *blk, const vs_workload *wl, const dims *d,
 /* Final norm, output layer and loss. The logits (compute dtype) and the
  * fp32 log-probabilities the cross entropy keeps are `temp`: they are the
  * loss buffers, often the largest spike of the step. */
+/* Whether the head holds an output weight of its own: untied, or tied
+ * across a pipeline (the last stage keeps a copy, Megatron-LM). */
+static bool own_head_weight(const vs_workload *wl)
+{
+  return !wl->model.tied_embeddings || wl->parallel.pp > 1;
+}
+
 static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
                       vs_error *err)
 {
@@ -474,7 +614,7 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
     if (!(op = vs_block_add_op(blk, "mlm_dense", err)))
       return VS_EINPUT;
     as_matmul(op, d->tokens, d->h, d->h, d->e);
-    if (save_act(blk, op, d->e * d->tokens * d->h, d->act_dtype, err))
+    if (save_input(blk, op, d->e * d->tokens * d->h, d->act_dtype, false, err))
       return VS_EINPUT;
     if (param(blk, d, "mlm_dense.weight", d->h, d->h, err) ||
         param(blk, d, "mlm_dense.bias", 1, d->h, err))
@@ -491,7 +631,10 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   if (!(op = vs_block_add_op(blk, "lm_head", err)))
     return VS_EINPUT;
   as_matmul(op, d->tokens, d->h, v, d->e);
-  if (save_act(blk, op, d->em * d->tok_rep * d->h, d->em_dtype, err))
+  /* its input serves the output weight's gradient; tied to a frozen
+   * embedding (no weight of its own here) it serves none */
+  if (!(d->frozen_base && !own_head_weight(wl)) &&
+      save_input(blk, op, d->em * d->tok_rep * d->h, d->em_dtype, false, err))
     return VS_EINPUT;
   if (vs_block_save(blk, op,
                     (vs_saved){.bytes = d->e * logits, .dtype = d->act_dtype,
@@ -507,8 +650,7 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   op->bwd_temp_bytes = d->e * d->tokens * d->h + d->e * logits;
   /* With tied embeddings and pp > 1 the last stage keeps its own copy of
    * the word embeddings (Megatron-LM), kept equal by an all-reduce. */
-  if ((!wl->model.tied_embeddings || wl->parallel.pp > 1) &&
-      param(blk, d, "lm_head.weight", v, d->h, err))
+  if (own_head_weight(wl) && param(blk, d, "lm_head.weight", v, d->h, err))
     return VS_EINPUT;
   if (arch == VS_ARCH_BERT && param(blk, d, "mlm_bias", 1, v, err))
     return VS_EINPUT;
@@ -585,6 +727,26 @@ static int check_size(const vs_workload *wl, vs_error *err)
   return 0;
 }
 
+/* The vs_dtype of the layers' linear weights: as the other weights
+ * (param_dtype), or the frozen base's format. */
+static uint8_t base_dtype(const vs_workload *wl, uint8_t param_dtype)
+{
+  switch (wl->finetune.base_dtype) {
+  case VS_BASE_BF16:
+    return VS_DTYPE_BF16;
+  case VS_BASE_FP16:
+    return VS_DTYPE_FP16;
+  case VS_BASE_FP32:
+    return VS_DTYPE_FP32;
+  case VS_BASE_INT8:
+    return VS_DTYPE_INT8_ROWWISE;
+  case VS_BASE_NF4:
+    return VS_DTYPE_NF4;
+  default:
+    return param_dtype;
+  }
+}
+
 /* The shapes one rank works on, from the workload. */
 static void make_dims(const vs_workload *wl, dims *d)
 {
@@ -614,6 +776,11 @@ static void make_dims(const vs_workload *wl, dims *d)
                                         : VS_DTYPE_BF16;
   d->em_dtype = prec == VS_PREC_FP8 ? VS_DTYPE_FP8 : d->act_dtype;
   d->param_dtype = d->act_dtype; /* fp8 keeps 16-bit weights (elem_bytes) */
+  d->frozen_base = wl->finetune.method != VS_FT_FULL;
+  d->base_dtype = base_dtype(wl, d->param_dtype);
+  d->lora_r = d->frozen_base ? wl->finetune.lora_rank : 0;
+  d->lora_targets = wl->finetune.lora_targets;
+  d->lora_drop = wl->finetune.lora_dropout > 0.0;
   d->dropout = mc->dropout > 0.0;
   d->eager = wl->training.attention == VS_ATTN_EAGER;
   d->causal = mc->arch != VS_ARCH_BERT;

@@ -45,6 +45,8 @@ typedef struct vs_saved {
   uint8_t dtype;      /* vs_dtype of its elements */
   uint8_t category;   /* VS_CAT_ACTIVATIONS, or VS_CAT_TEMP for loss buffers */
   bool selective;     /* dropped and recomputed under selective checkpointing */
+  bool wgrad_only;    /* kept only for its op's weight gradients (a
+                         linear's input that no other op needs) */
 } vs_saved;
 
 typedef struct vs_op_spec {

@@ -668,6 +668,8 @@ static void recompute_layer(builder *b, size_t inst, int mb)
   take_waits(b, op);
   for (uint32_t s = 0; s < blk->n_saved; s++) {
     uint32_t *slot = saved_slot(b, inst, s, mb);
+    if (plan_of(b, inst)->keep[s] == VS_NOT_SAVED)
+      continue; /* its op's weights are frozen: never kept */
     hold(b, slot, new_buffer(b, blk->saved[s].bytes, VS_CAT_TEMP));
     alloc_on(b, op, *slot);
   }

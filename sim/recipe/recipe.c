@@ -48,6 +48,8 @@ const char *vs_keep_name(int keep)
     return "keep";
   case VS_RECOMPUTE_CORE:
     return "recompute_core";
+  case VS_NOT_SAVED:
+    return "not_saved";
   default:
     return "recompute_block";
   }
@@ -182,17 +184,29 @@ static double trainable_share(const vs_block *b, const vs_op_spec *op)
   return all > 0 ? trainable / all : 1.0;
 }
 
+/* Whether every weight op computes gradients for is frozen (an op with
+ * no weights has none to compute). */
+static bool weights_frozen(const vs_block *b, const vs_op_spec *op)
+{
+  return op->n_params > 0 && trainable_share(b, op) == 0.0;
+}
+
 static void resolve_ops(const vs_workload *wl, const vs_block *b,
                         vs_kind_plan *k)
 {
-  for (uint32_t i = 0; i < b->n_saved; i++) {
-    k->keep[i] = (uint8_t)keep_of(wl, b->role, &b->saved[i]);
-    k->recompute_block |= k->keep[i] == VS_RECOMPUTE_BLOCK;
-    k->recompute_core |= k->keep[i] == VS_RECOMPUTE_CORE;
-  }
   for (uint32_t i = 0; i < b->n_ops; i++) {
     const vs_op_spec *op = &b->ops[i];
     double skipped = 1.0 - trainable_share(b, op);
+    bool frozen = weights_frozen(b, op);
+    for (uint32_t s = op->first_saved; s < op->first_saved + op->n_saved; s++) {
+      /* a frozen weight's matmul keeps no input for its gradient
+       * (autograd saves what the gradients it computes need) */
+      k->keep[s] = frozen && b->saved[s].wgrad_only
+                       ? VS_NOT_SAVED
+                       : (uint8_t)keep_of(wl, b->role, &b->saved[s]);
+      k->recompute_block |= k->keep[s] == VS_RECOMPUTE_BLOCK;
+      k->recompute_core |= k->keep[s] == VS_RECOMPUTE_CORE;
+    }
     k->bwd_flops[i] = op->bwd_flops - op->wgrad_flops * skipped;
     k->bwd_bytes[i] = op->bwd_bytes - op->wgrad_bytes * skipped;
   }
@@ -218,13 +232,16 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
                           "%s group; this version shards over dp only",
                           p->name, b->name, vs_group_name(p->shard_group));
     k->param_elems += n;
-    k->param_bytes += vs_dtype_bytes(p->dtype, n);
+    k->param_bytes += vs_dtype_tensor_bytes(p->dtype, p->rows, p->cols);
     if (!p->trainable)
       continue;
     k->trainable_elems += n;
-    k->grad_bytes += n * r->grad_elem_bytes;
+    /* an fp32 tensor (LoRA adapters, PEFT's autocast_adapter_dtype) has
+     * fp32 gradients and needs no fp32 master copy */
+    k->grad_bytes += n * (p->dtype == VS_DTYPE_FP32 ? 4 : r->grad_elem_bytes);
     k->optimizer_bytes += vs_optimizer_state_bytes(
-        t->optimizer, t->master_weights, p->rows, p->cols);
+        t->optimizer, t->master_weights && p->dtype != VS_DTYPE_FP32, p->rows,
+        p->cols);
   }
   return 0;
 }

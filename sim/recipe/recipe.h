@@ -50,8 +50,10 @@ typedef enum vs_keep {
   VS_KEEP,            /* kept on the GPU from forward to backward */
   VS_RECOMPUTE_CORE,  /* dropped; the attention core is re-run before its
                          backward (selective checkpointing) */
-  VS_RECOMPUTE_BLOCK  /* dropped; the whole block is re-run from its saved
+  VS_RECOMPUTE_BLOCK, /* dropped; the whole block is re-run from its saved
                          input before its backward (full checkpointing) */
+  VS_NOT_SAVED        /* never kept: it served only the weight gradient of
+                         an op whose weights are frozen */
 } vs_keep;
 
 /* The uses of communication a step makes. */
@@ -179,7 +181,7 @@ uint64_t vs_optimizer_state_bytes(int optimizer, bool master, uint64_t rows,
 uint64_t vs_recipe_swap_buffer_bytes(const vs_recipe *r,
                                      uint64_t partition_elems);
 
-/* "keep", "recompute_core", "recompute_block". */
+/* "keep", "recompute_core", "recompute_block", "not_saved". */
 const char *vs_keep_name(int keep);
 
 #endif

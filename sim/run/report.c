@@ -437,6 +437,30 @@ static void show_off_gpu(FILE *out, const vs_layout *lay, int place)
           vs_format_bytes(vs_placed_total(most), b[4], sizeof b[4]));
 }
 
+/* With frozen base weights: what trains (the adapters), and the base's
+ * format. Parameters on one tp rank summed over the pipeline: LoRA runs
+ * with tp = 1, so the model's. */
+static void show_finetune(FILE *out, const vs_workload *wl,
+                          const vs_layout *lay)
+{
+  const vs_finetune_conf *f = &wl->finetune;
+  uint64_t trainable = 0;
+  char targets[64] = "";
+  if (f->method == VS_FT_FULL)
+    return;
+  for (uint64_t s = 0; s < lay->pp; s++)
+    trainable += lay->stages[s].trainable_elems;
+  for (int t = 0, n = 0; t < VS_LORA_N; t++)
+    if (f->lora_targets & 1u << t)
+      n += snprintf(targets + n, sizeof targets - (size_t)n, "%s%s",
+                    n ? "," : "", vs_lora_target_name(t));
+  fprintf(out, "# trainable parameters = %llu (%s: rank %llu adapters on "
+               "%s, fp32; the rest frozen, layers' linear weights in %s)\n",
+          (unsigned long long)trainable, vs_finetune_name(f->method),
+          (unsigned long long)f->lora_rank, targets,
+          vs_base_dtype_name(f->base_dtype));
+}
+
 void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
                     const vs_model *m, const vs_layout *lay)
 {
@@ -471,6 +495,7 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
                "loaded GPU\n",
           (unsigned long long)m->params_total, (double)m->params_total / 1e9,
           (unsigned long long)lay->param_elems);
+  show_finetune(out, wl, lay);
   fprintf(out, "# "
                  "model states per GPU = %s params + %s grads + %s optimizer = "
                "%s\n",
@@ -512,12 +537,12 @@ static void key_table(FILE *out, const vs_keytab *tab)
   static const char *const types[] = {"count", "size", "real", "rate",
                                       "latency", "bool", "enum", "name",
                                       "list", "list of rates",
-                                      "list of latencies"};
+                                      "list of latencies", "names"};
   fprintf(out, "| key | type | default |\n|---|---|---|\n");
   for (size_t i = 0; i < tab->n_keys; i++) {
     const vs_key *k = &tab->keys[i];
     char choices[256] = "";
-    if (k->type == VS_KEY_ENUM)
+    if (k->type == VS_KEY_ENUM || k->type == VS_KEY_FLAGS)
       vs_conf_choices(k->choices, choices, sizeof choices);
     fprintf(out, "| `[%s] %s` | %s%s%s | %s |\n", k->section, k->name,
             types[k->type], choices[0] ? ": " : "", choices, k->default_doc);

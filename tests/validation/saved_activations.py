@@ -26,6 +26,13 @@ input's dtype, where CUDA runs the fused native_dropout and saves a 1-byte
 mask; the script routes dropout through torch.native_dropout, as on a GPU.
 SDPA (attention = flash) is compared only where this PyTorch has it.
 
+LoRA (LORA_CONFIGS): every weight frozen and rank-r adapters (A, B in the
+model's dtype, as torchtune keeps them) on the targets, in PEFT's form
+base(x) + B(A(x)) x alpha / r, against vsim's [finetune] method = lora.
+Only the per-layer figure is checked there: with a frozen embedding
+nothing before the first adapter needs a gradient, so autograd keeps
+nothing for layer 0's norm and vsim does (the rest differs by that).
+
 --check exits 1 when vsim counts more than autograd saves, or less by
 more than the norms' per-row statistics vsim does not count (LayerNorm
 saves an fp32 mean and 1/std per token, RMSNorm an fp32 1/rms: 8 or 4
@@ -56,6 +63,14 @@ CONFIGS = [
     dict(SMALL, arch="llama", kv_heads=2, ffn_hidden=512, precision="bf16", amp="master"),
     dict(SMALL, arch="llama", kv_heads=2, ffn_hidden=512, precision="fp32", amp="none"),
 ]
+# (configuration, LoRA rank, targets): PEFT's default targets for Llama,
+# and all seven linears
+LLAMA_BF16 = dict(SMALL, arch="llama", kv_heads=2, ffn_hidden=512, precision="bf16",
+                  amp="master")
+LORA_CONFIGS = [
+    (LLAMA_BF16, 8, ("q", "v")),
+    (LLAMA_BF16, 8, ("q", "k", "v", "o", "gate", "up", "down")),
+]
 
 
 def storage_of(t):
@@ -64,11 +79,37 @@ def storage_of(t):
     return s.data_ptr(), s.nbytes()
 
 
-def torch_saved(c, torch, gtm):
+def add_lora(model, torch, rank, targets, dtype):
+    """Freezes model and puts a rank-`rank` adapter on each target linear
+    of every layer, as PEFT's lora.Linear computes it."""
+    nn = torch.nn
+
+    class LoRALinear(nn.Module):
+        def __init__(self, base):
+            super().__init__()
+            self.base = base
+            self.A = nn.Linear(base.in_features, rank, bias=False, dtype=dtype)
+            self.B = nn.Linear(rank, base.out_features, bias=False, dtype=dtype)
+            self.scaling = 8.0 / rank  # lora_alpha / r: no memory effect
+
+        def forward(self, x):
+            return self.base(x) + self.B(self.A(x)) * self.scaling
+
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for layer in model.layers:
+        for name in targets:
+            setattr(layer, name, LoRALinear(getattr(layer, name)))
+
+
+def torch_saved(c, torch, gtm, lora=None):
     """Bytes of distinct storages autograd saves in one forward pass of c,
-    without weights, buffers and tensors of the vocabulary's width."""
+    without weights, buffers and tensors of the vocabulary's width; lora:
+    (rank, targets) to fine-tune with adapters instead."""
     dtype = gtm.DTYPES[c["precision"]] if c["amp"] == "master" else torch.float32
     model = gtm.Decoder(c, "cpu", dtype)
+    if lora:
+        add_lora(model, torch, lora[0], lora[1], dtype)
     model.train()
     fixed = {storage_of(t)[0] for t in list(model.parameters()) + list(model.buffers())}
     saved = {}
@@ -90,12 +131,20 @@ def torch_saved(c, torch, gtm):
     return sum(saved.values())
 
 
-def vsim_forward_activations(c, vsim):
+def lora_ini(lora):
+    """The [finetune] section of an adapter fine-tune (None: none)."""
+    if not lora:
+        return ""
+    return (f"[finetune]\nmethod = lora\nlora_rank = {lora[0]}\n"
+            f"lora_targets = {','.join(lora[1])}\n")
+
+
+def vsim_forward_activations(c, vsim, lora=None):
     """vsim's activation bytes allocated in the forward pass of c."""
     with tempfile.TemporaryDirectory() as d:
         ini = os.path.join(d, "w.ini")
         with open(ini, "w") as f:
-            f.write(generate.row_to_ini(c))
+            f.write(generate.row_to_ini(c) + lora_ini(lora))
         pred, why = compare_groundtruth.run_vsim(vsim, ini, generate.TOPOLOGY,
                                                  os.path.join(d, "out"))
         if pred is None or pred["fits"] != "true":
@@ -132,6 +181,23 @@ def gqa_repeat_bytes(c):
     if c["attention"] != "eager" or c["kv_heads"] == c["heads"]:
         return 0
     return 2 * 8 * c["heads"]
+
+
+def compare_lora(base, lora, vsim, torch, gtm):
+    """One LoRA row of the table (eager attention: PyTorch 1.13's CPU has no
+    fused kernel); the per-layer figure checked as for full training."""
+    c2 = gtconfig.normalize(dict(base, layers=2, attention="eager"))
+    c4 = gtconfig.normalize(dict(base, layers=4, attention="eager"))
+    t_layer, t_rest = split(torch_saved(c2, torch, gtm, lora), torch_saved(c4, torch, gtm, lora))
+    v_layer, v_rest = split(vsim_forward_activations(c2, vsim, lora),
+                            vsim_forward_activations(c4, vsim, lora))
+    name = f"{c2['arch']} LoRA r={lora[0]} on {','.join(lora[1])}"
+    print(f"| {name} | {t_layer / 2 ** 10:.1f} KiB | {v_layer / 2 ** 10:.1f} KiB "
+          f"| {100 * (v_layer - t_layer) / t_layer:+.2f}% | {t_rest / 2 ** 10:.1f} KiB "
+          f"| {v_rest / 2 ** 10:.1f} KiB | (not checked) |")
+    if not 0 <= t_layer - v_layer <= 2 * norm_stat_bytes(c2) + gqa_repeat_bytes(c2):
+        return [f"{name}: per layer {t_layer:.0f} B saved, vsim {v_layer:.0f} B"]
+    return []
 
 
 def main(argv=None):
@@ -176,6 +242,8 @@ def main(argv=None):
                 failures.append(f"{name}: per layer {t_layer:.0f} B saved, vsim {v_layer:.0f} B")
             if not 0 <= t_rest - v_rest <= gap:
                 failures.append(f"{name}: rest {t_rest:.0f} B saved, vsim {v_rest:.0f} B")
+    for base, rank, targets in LORA_CONFIGS:
+        failures += compare_lora(base, (rank, targets), args.vsim, torch, gtm)
     for f in failures:
         print(f"MISMATCH {f}")
     return 1 if args.check and failures else 0

@@ -1,0 +1,57 @@
+/* dtype_test.c - element types and their storage (dtype.h): whole-byte
+ * dtypes, and the quantized formats of frozen base weights against the
+ * derivations of shared/reference/frameworks.md 6.1. */
+#include "dtype.h"
+#include "testutil.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+static void test_whole_byte_dtypes(void **state)
+{
+  (void)state;
+  assert_int_equal(vs_dtype_bytes(VS_DTYPE_FP32, 10), 40);
+  assert_int_equal(vs_dtype_bytes(VS_DTYPE_BF16, 10), 20);
+  assert_int_equal(vs_dtype_bytes(VS_DTYPE_INT64, 3), 24);
+  assert_int_equal(vs_dtype_tensor_bytes(VS_DTYPE_FP16, 4, 5), 40);
+  assert_string_equal(vs_dtype_name(VS_DTYPE_NF4), "nf4");
+  assert_string_equal(vs_dtype_name(VS_DTYPE_N), "?");
+}
+
+/* NF4 with double quantization (QLoRA Sec. 3; bitsandbytes blocksize 64,
+ * compress_statistics): 4 bits a weight, an 8-bit absmax per 64, an fp32
+ * scale per 256 absmaxes: 4 + 8/64 + 32/16384 = 4.127 bits, 0.516 B. A
+ * 4096 x 4096 weight: 8388608 + 262144 + 4 x 1024 = 8654848 bytes. */
+static void test_nf4_double_quantization(void **state)
+{
+  uint64_t n = 4096ull * 4096ull;
+  uint64_t bytes = vs_dtype_tensor_bytes(VS_DTYPE_NF4, 4096, 4096);
+  (void)state;
+  assert_int_equal(bytes, 8654848);
+  tu_assert_close(8.0 * (double)bytes / (double)n, 4.127, 1e-3);
+  /* partial blocks round up: 65 weights need 33 bytes, 2 absmaxes and
+   * one scale */
+  assert_int_equal(vs_dtype_tensor_bytes(VS_DTYPE_NF4, 1, 65), 33 + 2 + 4);
+  assert_int_equal(vs_dtype_bytes(VS_DTYPE_NF4, 65), 33 + 2 + 4);
+}
+
+/* LLM.int8 weights (bitsandbytes Int8Params): a byte a weight and an fp32
+ * scale per output feature (cols). */
+static void test_int8_rowwise(void **state)
+{
+  (void)state;
+  assert_int_equal(vs_dtype_tensor_bytes(VS_DTYPE_INT8_ROWWISE, 4096, 1024),
+                   4096ull * 1024 + 4 * 1024);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_whole_byte_dtypes),
+      cmocka_unit_test(test_nf4_double_quantization),
+      cmocka_unit_test(test_int8_rowwise),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
