@@ -15,7 +15,7 @@
 set -euo pipefail
 # python3-nbclient, -ipykernel, -matplotlib and -pandas execute and draw the
 # notebooks (notebooks/, run by the test suite).
-packages=(build-essential cmake pkg-config libgsl-dev libcsv-dev libinih-dev libcmocka-dev python3
+packages=(build-essential cmake pkg-config libgsl-dev libcsv-dev libinih-dev libjansson-dev libcmocka-dev python3
           python3-nbclient python3-ipykernel python3-matplotlib python3-pandas)
 for opt in "$@"; do
   case "$opt" in

@@ -396,6 +396,46 @@ static void test_finetune_samples(void **state)
   assert_contains(r.out, "verdict: FITS on 1 x H100-SXM-80GB");
 }
 
+/* Each shipped config.json gives its model's published parameter count
+ * (the model cards on huggingface.co, counted by transformers) within
+ * 0.5%: vsim's GPT and BERT count learned positions for seq_len rows, set
+ * to the config's max_position_embeddings here; Qwen2's q/k/v biases and
+ * BERT's pooler are not in vsim's layers. */
+static void test_shipped_model_configs(void **state)
+{
+  static const struct {
+    const char *file;
+    unsigned seq;
+    double params;
+  } models[] = {
+      {"llama-2-7b.json", 4096, 6738415616.0},
+      {"llama-2-70b.json", 4096, 68976648192.0},
+      {"llama-3.1-8b.json", 8192, 8030261248.0},
+      {"llama-3.1-70b.json", 8192, 70553706496.0},
+      {"mistral-7b-v0.1.json", 4096, 7241732096.0},
+      {"qwen2-7b.json", 4096, 7615616512.0},
+      {"gemma-2b.json", 8192, 2506172416.0},
+      {"gpt2.json", 1024, 124439808.0},
+      {"gpt-neox-20b.json", 2048, 20554567680.0},
+      {"bert-base-uncased.json", 512, 109482240.0},
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+    char ini[512], path[64];
+    const char *args[] = {"show", path, NULL};
+    const char *at;
+    snprintf(ini, sizeof ini, "[model]\nhf_config = %s/models/%s\nseq_len = %u\n",
+             VSIM_SOURCE_DIR, models[i].file, models[i].seq);
+    tu_write_temp(ini, ".ini", path, sizeof path);
+    run(args);
+    if (r.status != 0)
+      fail_msg("%s: %s", models[i].file, r.err);
+    assert_non_null(at = strstr(r.out, "# parameters = "));
+    tu_assert_close(strtod(at + 15, NULL), models[i].params, 0.005);
+    unlink(path);
+  }
+}
+
 /* A host too small for the offloaded states: exit 3, naming host memory. */
 static void test_host_out_of_memory_exits_3(void **state)
 {
@@ -1444,9 +1484,11 @@ static void show_body(const char *text, char *out, size_t len)
   size_t used = 0;
   for (p = p ? p + 1 : text; *p && used + 1 < len;) {
     size_t n = strcspn(p, "\n");
-    const char *mark = strstr(p, "    ; default");
+    /* where a value came from (default, hf_config) is not the job */
+    const char *mark = strstr(p, "    ; ");
     size_t keep = mark && mark < p + n && p[0] != ';' ? (size_t)(mark - p) : n;
-    used += (size_t)snprintf(out + used, len - used, "%.*s\n", (int)keep, p);
+    if (strncmp(p, "; hf_config =", 13) != 0)
+      used += (size_t)snprintf(out + used, len - used, "%.*s\n", (int)keep, p);
     p += n + (p[n] == '\n');
   }
 }
@@ -1466,6 +1508,7 @@ static void test_show_output_loads_back(void **state)
       {"show", "workloads/llama3-8b-lora.ini", NULL},
       {"show", "workloads/llama2-70b-qlora.ini", NULL},
       {"show", "workloads/gpt-13b-offload.ini", NULL},
+      {"show", "workloads/mistral-7b-lora.ini", NULL},
   };
   static char first[16384], second[16384];
   char path[64];
@@ -1950,6 +1993,7 @@ int main(void)
       cmocka_unit_test(test_offload_sample_fits_and_writes_host_csv),
       cmocka_unit_test(test_host_out_of_memory_exits_3),
       cmocka_unit_test(test_finetune_samples),
+      cmocka_unit_test(test_shipped_model_configs),
       cmocka_unit_test(test_activation_offload_timeline_and_trace),
       cmocka_unit_test(test_offload_combinations_refused),
       cmocka_unit_test(test_identical_runs_write_identical_csv),

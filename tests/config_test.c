@@ -51,7 +51,8 @@ static const vs_key keys[] = {
 };
 #undef K
 
-static const vs_keytab tab = {keys, sizeof keys / sizeof keys[0], "test"};
+static const vs_keytab tab = {keys, sizeof keys / sizeof keys[0], "test",
+                              NULL};
 
 /* Index of each key in keys[] (for origins). */
 enum { KN, KSIZE, KRATIO, KSMALL, KBW, KLAT, KFLAG, KCOLOR, KLABEL, KSIZES,

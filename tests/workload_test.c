@@ -676,6 +676,96 @@ static void test_finetune_rules(void **state)
                    1u << VS_LORA_Q | 1u << VS_LORA_V);
 }
 
+/* A workload whose [model] points at a Hugging Face config.json written
+ * beside it (relative paths are the workload file's folder's). */
+static int load_with_json(vs_workload *wl, const char *json, const char *ini,
+                          vs_error *err)
+{
+  char dir[64], jpath[128], wpath[128];
+  FILE *f;
+  int rc;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(jpath, sizeof jpath, "%s/config.json", dir);
+  snprintf(wpath, sizeof wpath, "%s/w.ini", dir);
+  assert_non_null(f = fopen(jpath, "w"));
+  fputs(json, f);
+  fclose(f);
+  assert_non_null(f = fopen(wpath, "w"));
+  fputs(ini, f);
+  fclose(f);
+  vs_error_clear(err);
+  rc = vs_workload_load(wl, wpath, NULL, 0, 0, err);
+  tu_remove_dir(dir);
+  return rc;
+}
+
+#define HF_LLAMA                                                             \
+  "{\"model_type\": \"llama\", \"hidden_size\": 256, "                      \
+  "\"intermediate_size\": 688, \"num_hidden_layers\": 4, "                  \
+  "\"num_attention_heads\": 8, \"num_key_value_heads\": 2, "                \
+  "\"vocab_size\": 1000, \"tie_word_embeddings\": false}"
+
+/* [model] hf_config: the keys a config.json gives, where the workload does
+ * not set them itself; every problem names the file and the field. */
+static void test_hf_config(void **state)
+{
+  vs_workload wl;
+  vs_error err;
+  (void)state;
+  assert_int_equal(load_with_json(&wl, HF_LLAMA,
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\nlayers = 2\n",
+                                  &err), 0);
+  assert_int_equal(wl.model.arch, VS_ARCH_LLAMA);
+  assert_int_equal(wl.model.hidden, 256);
+  assert_int_equal(wl.model.kv_heads, 2);
+  assert_int_equal(wl.model.ffn_hidden, 688);
+  assert_int_equal(wl.model.vocab, 1000);
+  assert_int_equal(wl.model.layers, 2); /* the workload's own wins */
+  assert_false(wl.model.tied_embeddings);
+  {
+    /* messages about a value from it say where it came from */
+    char where[400];
+    vs_conf_where(vs_workload_keys(), &wl.origins, "model", "hidden", where,
+                  sizeof where);
+    assert_non_null(strstr(where, "w.ini: [model] hidden = 256 (from the file "
+                                  "of [model] hf_config)"));
+  }
+  assert_int_equal(load_with_json(&wl, "{\"model_type\": \"mixtral\"}",
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n", &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "w.ini:2: [model] hf_config = config.json: "));
+  assert_non_null(strstr(err.msg, "model_type \"mixtral\" is not one vsim "
+                                  "reads (llama, mistral"));
+  assert_int_equal(load_with_json(&wl, "{\"model_type\": \"llama\", "
+                                       "\"hidden_size\": 256}",
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n", &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "field \"num_hidden_layers\" missing (it "
+                                  "gives [model] layers)"));
+  assert_int_equal(load_with_json(&wl, "{\"model_type\": \"gemma\", "
+                                       "\"hidden_size\": 3072, "
+                                       "\"intermediate_size\": 24576, "
+                                       "\"num_hidden_layers\": 28, "
+                                       "\"num_attention_heads\": 16, "
+                                       "\"head_dim\": 256, "
+                                       "\"vocab_size\": 256000}",
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n", &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "field \"head_dim\" = 256, but vsim's layers "
+                                  "have hidden / heads = 3072 / 16"));
+  assert_int_equal(load_with_json(&wl, "{\"model_type\": \"llama\",\n"
+                                       "  \"hidden_size\": }",
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n", &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "config.json:2:"));
+  assert_non_null(strstr(err.msg, "not valid JSON"));
+  assert_int_equal(load_with_json(&wl, HF_LLAMA,
+                                  "[model]\nhf_config = missing.json\n"
+                                  "seq_len = 128\n", &err), VS_EIO);
+  assert_non_null(strstr(err.msg, "missing.json: cannot read it"));
+}
+
 static void test_runtime_rules(void **state)
 {
   (void)state;
@@ -805,6 +895,7 @@ int main(void)
       cmocka_unit_test(test_master_weights_with_fp32),
       cmocka_unit_test(test_offload_rules),
       cmocka_unit_test(test_finetune_rules),
+      cmocka_unit_test(test_hf_config),
       cmocka_unit_test(test_runtime_rules),
       cmocka_unit_test(test_pipeline_validation),
       cmocka_unit_test(test_layout_rules),

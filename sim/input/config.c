@@ -117,6 +117,10 @@ static void where_text(const vs_keytab *tab, const char *source, int line,
   if (line > 0)
     snprintf(buf, len, "%s:%d: [%s] %s = %s", source, line, k->section,
              k->name, text);
+  else if (line < 0)
+    snprintf(buf, len, "%s: [%s] %s = %s (from the file of %s)", source,
+             k->section, k->name, text,
+             tab->derived_from ? tab->derived_from : "another key");
   else
     snprintf(buf, len, "%s %s%s.%s=%s", source, set_prefix(tab), k->section,
              k->name, text);
@@ -133,7 +137,7 @@ char *vs_conf_where(const vs_keytab *tab, const vs_origins *orig,
     snprintf(buf, len, "%s: [%s] %s (default %s)", orig->file, section, name,
              tab->keys[i].default_doc ? tab->keys[i].default_doc : "derived");
   } else {
-    where_text(tab, orig->keys[i].line > 0 ? orig->file : "--set",
+    where_text(tab, orig->keys[i].line != 0 ? orig->file : "--set",
                orig->keys[i].line, &tab->keys[i],
                orig->keys[i].text, buf, len);
   }
@@ -365,6 +369,17 @@ static int store_flags(const vs_key *k, char *slot, const char *text,
   return 0;
 }
 
+static int store_path(char *slot, const char *text, const char *where,
+                      vs_error *err)
+{
+  if (*text == '\0' || strlen(text) >= VS_PATH_MAX || strpbrk(text, "\r\n"))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: expected a file path of 1-%d characters",
+                        where, VS_PATH_MAX - 1);
+  strcpy(slot, text);
+  return 0;
+}
+
 static int store_name(char *slot, const char *text, const char *where,
                       vs_error *err)
 {
@@ -439,6 +454,8 @@ static int store_value(const vs_key *k, void *target, const char *text,
     return store_flags(k, slot, text, where, err);
   case VS_KEY_NAME:
     return store_name(slot, text, where, err);
+  case VS_KEY_PATH:
+    return store_path(slot, text, where, err);
   case VS_KEY_LIST:
     return store_count_list(k, slot, text, where, err);
   case VS_KEY_RATES:
@@ -757,6 +774,13 @@ int vs_conf_set(const vs_keytab *tab, void *target, vs_origins *orig,
   return apply(tab, target, orig, "--set", 0, section, name, value, err);
 }
 
+int vs_conf_set_derived(const vs_keytab *tab, void *target, vs_origins *orig,
+                        const char *section, const char *name,
+                        const char *value, vs_error *err)
+{
+  return apply(tab, target, orig, orig->file, -1, section, name, value, err);
+}
+
 int vs_conf_assign(const vs_keytab *tab, void *target, vs_origins *orig,
                    const char *assignment, const char *prefix, vs_error *err)
 {
@@ -854,6 +878,7 @@ void vs_conf_print_value(FILE *f, const vs_key *k, const void *target)
     break;
   }
   case VS_KEY_NAME:
+  case VS_KEY_PATH:
     fputs(slot, f);
     break;
   case VS_KEY_LIST: {

@@ -29,11 +29,13 @@ typedef enum vs_key_type {
   VS_KEY_LIST,    /* vs_count_list: comma-separated counts */
   VS_KEY_RATES,   /* vs_real_list: comma-separated rates, as VS_KEY_RATE */
   VS_KEY_LATENCIES, /* vs_real_list: comma-separated latencies */
-  VS_KEY_FLAGS    /* uint32_t bit set: comma-separated names of choices
+  VS_KEY_FLAGS,   /* uint32_t bit set: comma-separated names of choices
                      (bit i: choices[i]), each at most once */
+  VS_KEY_PATH     /* char[VS_PATH_MAX]: a file path as written */
 } vs_key_type;
 
 #define VS_NAME_MAX 64
+#define VS_PATH_MAX 512
 #define VS_LIST_MAX 256
 #define VS_REAL_LIST_MAX 8
 #define VS_CONF_MAX_KEYS 160
@@ -66,11 +68,15 @@ typedef struct vs_keytab {
   const vs_key *keys;          /* the table */
   size_t n_keys;               /* its length (<= VS_CONF_MAX_KEYS) */
   const char *kind;            /* "workload" or "topology", for messages */
+  const char *derived_from;    /* the key whose file vs_conf_set_derived
+                                  values come from ("[model] hf_config"),
+                                  or NULL */
 } vs_keytab;
 
 typedef struct vs_origin {
   bool set;                    /* a value was stored from input */
-  int line;                    /* 1-based line in origins->file; 0 for --set */
+  int line;                    /* 1-based line in origins->file; 0 for --set;
+                                  -1 from the table's derived_from file */
   char text[96];               /* the value as written (trimmed, cut) */
 } vs_origin;
 
@@ -96,6 +102,12 @@ int vs_conf_load_string(const vs_keytab *tab, void *target, vs_origins *orig,
 int vs_conf_set(const vs_keytab *tab, void *target, vs_origins *orig,
                 const char *section, const char *name, const char *value,
                 vs_error *err);
+
+/* Stores one value read from the file the table's derived_from key names
+ * (origin line -1: messages say where it came from). As vs_conf_set. */
+int vs_conf_set_derived(const vs_keytab *tab, void *target, vs_origins *orig,
+                        const char *section, const char *name,
+                        const char *value, vs_error *err);
 
 /* Applies "section.key=value" (what follows --set, less `prefix`, which is
  * "" or "topology." and only used in messages). VS_EUSAGE if the text is

@@ -84,7 +84,8 @@ static const vs_key topology_keys[] = {
 #undef K
 
 static const vs_keytab topology_tab = {
-    topology_keys, sizeof topology_keys / sizeof topology_keys[0], "topology"};
+    topology_keys, sizeof topology_keys / sizeof topology_keys[0], "topology",
+    NULL};
 
 const vs_keytab *vs_topology_keys(void) { return &topology_tab; }
 

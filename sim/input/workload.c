@@ -1,6 +1,8 @@
 /* workload.c - workload.ini's key table, derived defaults and validation. */
 #include "workload.h"
 
+#include "hfconfig.h"
+
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +42,7 @@ static const vs_key workload_keys[] = {
     K("model", "tied_embeddings", VS_KEY_BOOL, model.tied_embeddings, .default_doc = "true (gpt, bert), false (llama)"),
     K("model", "dropout", VS_KEY_REAL, model.dropout, .lo = 0, .hi = 0.999, .default_doc = "0.1 (gpt, bert), 0 (llama)"),
     K("model", "vocab_divisible_by", VS_KEY_COUNT, model.vocab_divisible_by, .positive = true, .hi = 1e6, .default_doc = "1 (Megatron pads to 128)"),
+    K("model", "hf_config", VS_KEY_PATH, model.hf_config, .default_doc = "none"),
     K("training", "micro_batch", VS_KEY_COUNT, training.micro_batch, .positive = true, .hi = 1e6, .default_doc = "1"),
     K("training", "global_batch", VS_KEY_COUNT, training.global_batch, .positive = true, .hi = 1e9, .default_doc = "micro_batch * dp"),
     K("training", "precision", VS_KEY_ENUM, training.precision, .choices = precision_names, .default_doc = "bf16"),
@@ -75,7 +78,8 @@ static const vs_key workload_keys[] = {
 #undef K
 
 static const vs_keytab workload_tab = {
-    workload_keys, sizeof workload_keys / sizeof workload_keys[0], "workload"};
+    workload_keys, sizeof workload_keys / sizeof workload_keys[0], "workload",
+    "[model] hf_config"};
 
 const vs_keytab *vs_workload_keys(void) { return &workload_tab; }
 
@@ -535,12 +539,48 @@ static int check_pipeline(vs_workload *wl, vs_error *err)
   return check_pp_layers(wl, chunks, err);
 }
 
+/* path as the workload file's folder sees it, into buf. */
+static void beside_workload(const vs_workload *wl, const char *path,
+                            char *buf, size_t len)
+{
+  const char *slash = strrchr(wl->origins.file, '/');
+  if (path[0] == '/' || !slash)
+    snprintf(buf, len, "%s", path);
+  else
+    snprintf(buf, len, "%.*s/%s", (int)(slash - wl->origins.file),
+             wl->origins.file, path);
+}
+
+/* [model] hf_config: the keys its config.json gives that the workload
+ * (or --set) does not set itself. */
+static int apply_hf_config(vs_workload *wl, vs_error *err)
+{
+  char path[VS_PATH_MAX + 512], where[400];
+  vs_hf_model hf;
+  vs_error why;
+  int rc;
+  if (wl->model.hf_config[0] == '\0')
+    return 0;
+  beside_workload(wl, wl->model.hf_config, path, sizeof path);
+  vs_error_clear(&why);
+  if ((rc = vs_hf_config_read(path, &hf, &why)))
+    return vs_error_set(err, rc, "%s: %s", WHERE("model", "hf_config"),
+                        why.msg);
+  for (size_t i = 0; i < hf.n; i++)
+    if (!vs_conf_is_set(&workload_tab, &wl->origins, "model", hf.keys[i].name) &&
+        (rc = vs_conf_set_derived(&workload_tab, wl, &wl->origins, "model",
+                                  hf.keys[i].name, hf.keys[i].value, err)))
+      return rc;
+  return 0;
+}
+
 #undef WHERE
 
 int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
 {
   int rc;
-  if ((rc = vs_conf_check_required(&workload_tab, &wl->origins, err)))
+  if ((rc = apply_hf_config(wl, err)) ||
+      (rc = vs_conf_check_required(&workload_tab, &wl->origins, err)))
     return rc;
   if ((rc = check_model(wl, err)))
     return rc;

@@ -42,6 +42,9 @@ typedef enum {
 typedef enum { VS_ORDER_TP_DP_PP, VS_ORDER_TP_PP_DP } vs_order;
 
 typedef struct vs_model_conf {
+  char hf_config[VS_PATH_MAX]; /* a Hugging Face config.json giving the
+                               keys below that the workload does not set
+                               ("" = none); relative to the workload file */
   int arch;                 /* vs_arch */
   uint64_t layers;          /* transformer layers */
   uint64_t hidden;          /* h */

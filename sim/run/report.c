@@ -398,18 +398,30 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
  * empty (pp_layers: an even split) has no loadable value, so it is
  * written as a comment. */
 static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
-                     bool set)
+                     const vs_origin *origin)
 {
   bool empty_list = k->type == VS_KEY_LIST &&
                     ((const vs_count_list *)(const void *)((const char *)wl +
                                                            k->offset))->n == 0;
-  if (empty_list) {
+  bool unset_path = k->type == VS_KEY_PATH &&
+                    ((const char *)wl + k->offset)[0] == '\0';
+  if (empty_list || unset_path) {
     fprintf(out, "; %s =    ; default: %s\n", k->name, k->default_doc);
+    return;
+  }
+  if (k->type == VS_KEY_PATH) {
+    /* a file relative to the workload's folder; what it gave is written
+     * out as keys, so the output loads back from anywhere */
+    fprintf(out, "; %s = ", k->name);
+    vs_conf_print_value(out, k, wl);
+    fprintf(out, "    ; its values are written out below\n");
     return;
   }
   fprintf(out, "%s = ", k->name);
   vs_conf_print_value(out, k, wl);
-  fprintf(out, "%s\n", set ? "" : "    ; default");
+  fprintf(out, "%s\n", !origin->set         ? "    ; default"
+                       : origin->line < 0 ? "    ; from hf_config"
+                                          : "");
 }
 
 /* One derived line for what a GPU keeps in a place off it (the stage
@@ -473,7 +485,7 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
     const vs_key *k = &tab->keys[i];
     if (i == 0 || strcmp(k->section, tab->keys[i - 1].section) != 0)
       fprintf(out, "[%s]\n", k->section);
-    show_key(out, k, wl, wl->origins.keys[i].set);
+    show_key(out, k, wl, &wl->origins.keys[i]);
   }
   fprintf(out, "\n# derived (comments, so that this output loads back)\n");
   fprintf(out, "# gpus = %llu (dp %llu x tp %llu x pp %llu), %llu node(s) of "
@@ -537,7 +549,7 @@ static void key_table(FILE *out, const vs_keytab *tab)
   static const char *const types[] = {"count", "size", "real", "rate",
                                       "latency", "bool", "enum", "name",
                                       "list", "list of rates",
-                                      "list of latencies", "names"};
+                                      "list of latencies", "names", "path"};
   fprintf(out, "| key | type | default |\n|---|---|---|\n");
   for (size_t i = 0; i < tab->n_keys; i++) {
     const vs_key *k = &tab->keys[i];

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 secs=${1:-20}
 cc=${VSIM_FUZZ_CC:-clang}
 build=${VSIM_FUZZ_BUILD:-build-fuzz}
-targets="fuzz_workload fuzz_set fuzz_calcsv"
+targets="fuzz_workload fuzz_set fuzz_calcsv fuzz_hfconfig"
 
 case $secs in
   '' | *[!0-9]*) echo "usage: tests/fuzz/run.sh [SECONDS_PER_TARGET]" >&2; exit 2 ;;
@@ -39,6 +39,7 @@ cmake --build "$build" -j "$(nproc)" --target fuzz
 # --- seed corpus ------------------------------------------------------------
 corpus=$build/corpus
 mkdir -p "$corpus/fuzz_workload" "$corpus/fuzz_set" "$corpus/fuzz_calcsv" \
+  "$corpus/fuzz_hfconfig" \
   "$build/findings"
 seed() { # seed TARGET NAME < content
   cat >"$corpus/$1/seed-$(printf '%s' "$2" | tr -c 'A-Za-z0-9.-' '_')"
@@ -76,6 +77,11 @@ for f in $(git ls-files 'tests/data/calibrate/*.csv'); do
     i[$1, $2] % 4 == 0 && $3 < 3' "$f" | seed fuzz_calcsv "thin-$f"
 done
 
+# fuzz_hfconfig: the shipped model configs.
+for f in $(git ls-files 'models/*.json'); do
+  seed fuzz_hfconfig "$f" <"$f"
+done
+
 # A dictionary of the INI sections and keys (README.md's key tables).
 dict=$build/vsim.dict
 { grep -oE '^\| `\[[a-z_]+\] [a-z0-9_]+`' README.md || true; } |
@@ -90,7 +96,7 @@ for t in $targets; do
   echo "fuzz: $t for ${secs} s"
   args=(-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=16384
     -print_final_stats=1 -artifact_prefix="$build/findings/$t-")
-  [ "$t" = fuzz_calcsv ] || args+=(-dict="$dict")
+  [ "$t" = fuzz_calcsv ] || [ "$t" = fuzz_hfconfig ] || args+=(-dict="$dict")
   if ! "$build/tests/fuzz/$t" "${args[@]}" "$corpus/$t" >"$build/$t.log" 2>&1; then
     status=1
     tail -n 40 "$build/$t.log"

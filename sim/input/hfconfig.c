@@ -1,0 +1,223 @@
+/* hfconfig.c - Hugging Face config.json to [model] keys (see hfconfig.h).
+ * Field names are those of transformers' configuration classes
+ * (LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, GemmaConfig,
+ * GPT2Config, GPTNeoXConfig, BertConfig). */
+#include "hfconfig.h"
+
+#include <jansson.h>
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+/* How one family's fields map: the fields of layers, hidden, heads,
+ * ffn_hidden and vocab; kv_heads' field (NULL: as heads); the dropout
+ * field (NULL: none, 0); tied embeddings when the config does not say. */
+typedef struct family {
+  const char *const *types;  /* model_type values, NULL-terminated */
+  const char *arch;          /* the [model] arch */
+  const char *layers, *hidden, *heads, *ffn, *vocab, *kv_heads, *dropout;
+  bool tied_default;         /* tie_word_embeddings' default */
+  bool ffn_may_be_null;      /* GPT-2's n_inner: null means 4 x hidden */
+} family;
+
+static const char *const llama_types[] = {"llama", "mistral", "qwen2",
+                                          "qwen3", "gemma", NULL};
+static const char *const gemma_types[] = {"gemma", NULL};
+static const char *const gpt2_types[] = {"gpt2", NULL};
+static const char *const neox_types[] = {"gpt_neox", NULL};
+static const char *const bert_types[] = {"bert", NULL};
+
+static const family families[] = {
+    {llama_types, "llama", "num_hidden_layers", "hidden_size",
+     "num_attention_heads", "intermediate_size", "vocab_size",
+     "num_key_value_heads", NULL, false, false},
+    {gpt2_types, "gpt", "n_layer", "n_embd", "n_head", "n_inner",
+     "vocab_size", NULL, "resid_pdrop", true, true},
+    {neox_types, "gpt", "num_hidden_layers", "hidden_size",
+     "num_attention_heads", "intermediate_size", "vocab_size", NULL,
+     "hidden_dropout", false, false},
+    {bert_types, "bert", "num_hidden_layers", "hidden_size",
+     "num_attention_heads", "intermediate_size", "vocab_size", NULL,
+     "hidden_dropout_prob", true, false},
+};
+
+/* Fields that make layers vsim does not build (mixtures of experts). */
+static const char *const expert_fields[] = {"num_local_experts", "num_experts",
+                                            "n_routed_experts", NULL};
+
+const char *vs_hf_known_types(void)
+{
+  return "llama, mistral, qwen2, qwen3, gemma, gpt2, gpt_neox and bert";
+}
+
+static bool is_type(const char *const *types, const char *type)
+{
+  for (size_t i = 0; types[i]; i++)
+    if (strcmp(types[i], type) == 0)
+      return true;
+  return false;
+}
+
+static const family *family_of(const char *type)
+{
+  for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+    if (is_type(families[i].types, type))
+      return &families[i];
+  return NULL;
+}
+
+static void put(vs_hf_model *out, const char *name, const char *text)
+{
+  vs_hf_key *k = &out->keys[out->n++];
+  k->name = name;
+  snprintf(k->value, sizeof k->value, "%s", text);
+}
+
+static void put_count(vs_hf_model *out, const char *name, json_int_t v)
+{
+  char text[32];
+  snprintf(text, sizeof text, "%lld", (long long)v);
+  put(out, name, text);
+}
+
+/* The positive integer `field` into *v (VS_EINPUT naming it otherwise). */
+static int count_field(const json_t *root, const char *path, const char *field,
+                       const char *key, json_int_t *v, vs_error *err)
+{
+  const json_t *j = json_object_get(root, field);
+  if (!j)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: field \"%s\" missing (it gives [model] %s)", path,
+                        field, key);
+  if (!json_is_integer(j) || json_integer_value(j) <= 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: field \"%s\" must be a positive integer (it gives "
+                        "[model] %s)",
+                        path, field, key);
+  *v = json_integer_value(j);
+  return 0;
+}
+
+/* The counts every family has, into out. */
+static int read_counts(const json_t *root, const char *path, const family *f,
+                       vs_hf_model *out, json_int_t *hidden, json_int_t *heads,
+                       vs_error *err)
+{
+  json_int_t layers, vocab, ffn, kv;
+  const json_t *jffn = json_object_get(root, f->ffn);
+  int rc;
+  if ((rc = count_field(root, path, f->layers, "layers", &layers, err)) ||
+      (rc = count_field(root, path, f->hidden, "hidden", hidden, err)) ||
+      (rc = count_field(root, path, f->heads, "heads", heads, err)) ||
+      (rc = count_field(root, path, f->vocab, "vocab", &vocab, err)))
+    return rc;
+  if (f->ffn_may_be_null && (!jffn || json_is_null(jffn)))
+    ffn = 4 * *hidden;
+  else if ((rc = count_field(root, path, f->ffn, "ffn_hidden", &ffn, err)))
+    return rc;
+  kv = *heads;
+  if (f->kv_heads && json_object_get(root, f->kv_heads) &&
+      (rc = count_field(root, path, f->kv_heads, "kv_heads", &kv, err)))
+    return rc;
+  put_count(out, "layers", layers);
+  put_count(out, "hidden", *hidden);
+  put_count(out, "heads", *heads);
+  put_count(out, "kv_heads", kv);
+  put_count(out, "ffn_hidden", ffn);
+  put_count(out, "vocab", vocab);
+  return 0;
+}
+
+/* Tied embeddings and dropout, with the family's defaults. */
+static int read_flags(const json_t *root, const char *path, const family *f,
+                      vs_hf_model *out, vs_error *err)
+{
+  const json_t *tied = json_object_get(root, "tie_word_embeddings");
+  const json_t *drop = f->dropout ? json_object_get(root, f->dropout) : NULL;
+  bool t = f->tied_default || is_type(gemma_types, out->model_type);
+  char text[32];
+  if (tied && !json_is_boolean(tied))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: field \"tie_word_embeddings\" must be true or "
+                        "false",
+                        path);
+  if (tied)
+    t = json_is_true(tied);
+  if (drop && !json_is_number(drop))
+    return vs_error_set(err, VS_EINPUT, "%s: field \"%s\" must be a number",
+                        path, f->dropout);
+  put(out, "arch", f->arch);
+  put(out, "tied_embeddings", t ? "true" : "false");
+  snprintf(text, sizeof text, "%.17g", drop ? json_number_value(drop) : 0.0);
+  put(out, "dropout", text);
+  return 0;
+}
+
+/* Refuses shapes vsim's layers do not have. */
+static int check_shape(const json_t *root, const char *path, json_int_t hidden,
+                       json_int_t heads, vs_error *err)
+{
+  const json_t *hd = json_object_get(root, "head_dim");
+  for (size_t i = 0; expert_fields[i]; i++) {
+    const json_t *e = json_object_get(root, expert_fields[i]);
+    if (e && json_is_integer(e) && json_integer_value(e) > 1)
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: field \"%s\" = %lld: mixtures of experts are "
+                          "not simulated yet",
+                          path, expert_fields[i],
+                          (long long)json_integer_value(e));
+  }
+  if (hd && json_is_integer(hd) && json_integer_value(hd) * heads != hidden)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: field \"head_dim\" = %lld, but vsim's layers have "
+                        "hidden / heads = %lld / %lld per head",
+                        path, (long long)json_integer_value(hd),
+                        (long long)hidden, (long long)heads);
+  return 0;
+}
+
+static int read_root(const json_t *root, const char *path, vs_hf_model *out,
+                     vs_error *err)
+{
+  const json_t *type = json_object_get(root, "model_type");
+  const family *f;
+  json_int_t hidden, heads;
+  int rc;
+  if (!json_is_object(root) || !json_is_string(type))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: expected a JSON object with a string "
+                        "\"model_type\" (a Hugging Face config.json)",
+                        path);
+  snprintf(out->model_type, sizeof out->model_type, "%s",
+           json_string_value(type));
+  if (!(f = family_of(out->model_type)))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: model_type \"%s\" is not one vsim reads (%s)", path,
+                        out->model_type, vs_hf_known_types());
+  if ((rc = read_counts(root, path, f, out, &hidden, &heads, err)) ||
+      (rc = read_flags(root, path, f, out, err)))
+    return rc;
+  return check_shape(root, path, hidden, heads, err);
+}
+
+int vs_hf_config_read(const char *path, vs_hf_model *out, vs_error *err)
+{
+  json_error_t jerr;
+  json_t *root;
+  int rc;
+  memset(out, 0, sizeof *out);
+  errno = 0;
+  root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+  if (!root) {
+    if (json_error_code(&jerr) == json_error_cannot_open_file)
+      return vs_error_set(err, VS_EIO, "%s: cannot read it: %s", path,
+                          errno ? strerror(errno) : jerr.text);
+    return vs_error_set(err, VS_EINPUT, "%s:%d:%d: not valid JSON: %s", path,
+                        jerr.line, jerr.column, jerr.text);
+  }
+  rc = read_root(root, path, out, err);
+  json_decref(root);
+  return rc;
+}

@@ -1,0 +1,41 @@
+/* hfconfig.h - a Hugging Face config.json read into workload keys.
+ *
+ * vs_hf_config_read maps the shape a model's config.json publishes (layers,
+ * widths, heads, vocabulary, tied embeddings, dropout) to [model] keys of
+ * workload.ini, as text to store through the key table. It knows the
+ * families whose layers vsim builds: llama, mistral, qwen2, qwen3 and gemma
+ * (arch = llama: RMSNorm, gated MLP, rotary), gpt2 and gpt_neox (arch =
+ * gpt), bert. Anything else, and a config whose layers vsim would build
+ * wrong (a head_dim other than hidden / heads, mixtures of experts), is
+ * refused, naming the field. Pure but for reading the file (jansson). */
+#ifndef VS_HFCONFIG_H
+#define VS_HFCONFIG_H
+
+#include "error.h"
+
+#include <stddef.h>
+
+#define VS_HF_MAX_KEYS 12
+
+/* One [model] key and the value its config.json gives it. */
+typedef struct vs_hf_key {
+  const char *name;          /* "hidden" (static storage) */
+  char value[32];            /* "4096" */
+} vs_hf_key;
+
+typedef struct vs_hf_model {
+  char model_type[64];       /* as the config names it */
+  vs_hf_key keys[VS_HF_MAX_KEYS];
+  size_t n;
+} vs_hf_model;
+
+/* The model types it reads, for messages: "llama, mistral, ...". */
+const char *vs_hf_known_types(void);
+
+/* Reads path into out. VS_EIO when the file cannot be read, VS_EINPUT for
+ * bad JSON (with its line and column), an unknown model_type, a missing
+ * or mistyped field, or a shape vsim does not build (each message names
+ * path and the field). */
+int vs_hf_config_read(const char *path, vs_hf_model *out, vs_error *err);
+
+#endif
