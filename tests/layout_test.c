@@ -335,17 +335,21 @@ static void test_optimizer_state_bytes(void **state)
   assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, false, c, 1),
                    4 * c);
   /* 8-bit Adam (Dettmers et al. 2022, arXiv 2110.02861; bitsandbytes):
-   * two 1-byte states + one fp32 absmax per 2048-element block per state:
-   * 2n + 8 ceil(n/2048), for n >= 4096 (min_8bit_size) */
+   * two 1-byte states + one fp32 absmax per 256-element block per state:
+   * 2n + 8 ceil(n/256), 2.03 B an element (shared/reference/frameworks.md
+   * 6.1), for n >= 4096 (min_8bit_size) */
   assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, r, c),
-                   2 * n + 8 * (n / 2048));
+                   2 * n + 8 * (n / 256));
+  tu_assert_close((double)vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, r,
+                                                   c) / (double)n,
+                  2.03125, 1e-12);
   assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, 1, 4096),
-                   2 * 4096 + 8 * 2);
-  /* n = 5000: ceil(5000/2048) = 3 blocks */
+                   2 * 4096 + 8 * 16);
+  /* n = 5000: ceil(5000/256) = 20 blocks */
   assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, 1, 5000),
-                   2 * 5000 + 8 * 3);
+                   2 * 5000 + 8 * 20);
   assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, true, 1, 5000),
-                   4 * 5000 + 2 * 5000 + 8 * 3);
+                   4 * 5000 + 2 * 5000 + 8 * 20);
   /* under 4096 elements bitsandbytes keeps 32-bit states: 8 n */
   assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, 1, 4095),
                    8 * 4095);

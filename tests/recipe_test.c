@@ -294,10 +294,10 @@ static void test_optimizer_state_bytes(void **state)
   /* adafactor: factored second moment 4 (rows + cols) for a matrix */
   assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, false, 100, 50),
                    600);
-  /* adam8bit: 2 B per element + 2 fp32 absmax per 2048 block; 8 B under
+  /* adam8bit: 2 B per element + 2 fp32 absmax per 256 block; 8 B under
    * 4096 elements */
   assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, 4096, 1),
-                   2 * 4096 + 2 * 4 * 2);
+                   2 * 4096 + 2 * 4 * 16);
   assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, 4095, 1),
                    8 * 4095);
 }

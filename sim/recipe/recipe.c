@@ -8,6 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* bitsandbytes' blockwise 8-bit states: one fp32 absmax per 256 elements
+ * per state (bitsandbytes/optim/optimizer.py Optimizer2State.init_state,
+ * blocks = ceil(numel / 256) since the 0.45 series; 2048 before). */
+#define ADAM8BIT_BLOCK 256
+
 uint64_t vs_optimizer_state_bytes(int optimizer, bool master, uint64_t rows,
                                   uint64_t cols)
 {
@@ -27,7 +32,7 @@ uint64_t vs_optimizer_state_bytes(int optimizer, bool master, uint64_t rows,
   case VS_OPT_ADAM8BIT:
     if (n < 4096)
       return bytes + 8 * n;
-    return bytes + 2 * n + 2 * 4 * vs_div_ceil(n, 2048);
+    return bytes + 2 * n + 2 * 4 * vs_div_ceil(n, ADAM8BIT_BLOCK);
   default:
     return bytes;
   }

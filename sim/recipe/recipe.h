@@ -166,9 +166,10 @@ uint64_t vs_recipe_shard(const vs_state_plan *plan, uint64_t bytes);
  *   sgd           0
  *   adafactor     4*(rows+cols) for a matrix (factored second moment, no
  *                 first moment: Shazeer & Stern 2018), 4 per element for a vector
- *   adam8bit      2 per element + fp32 absmax per 2048-element block per
- *                 state (bitsandbytes blockwise), 8 per element for tensors
- *                 under 4096 elements (bitsandbytes min_8bit_size). */
+ *   adam8bit      2 per element + fp32 absmax per 256-element block per
+ *                 state (bitsandbytes blockwise: 2 x (1 + 4/256) = 2.03 B),
+ *                 8 per element for tensors under 4096 elements
+ *                 (bitsandbytes min_8bit_size). */
 uint64_t vs_optimizer_state_bytes(int optimizer, bool master, uint64_t rows,
                                   uint64_t cols);
 
