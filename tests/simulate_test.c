@@ -899,6 +899,70 @@ static void test_frozen_mlp_kind(void **state)
   vs_sim_fini(&base);
 }
 
+/* Activation bytes a simulation's programs keep per micro-batch: every
+ * block instance's saved tensors its plan keeps. */
+static uint64_t kept_activations(const vs_sim *sim)
+{
+  uint64_t sum = 0;
+  for (size_t i = 0; i < (size_t)sim->model.layers + 2; i++) {
+    const vs_block *blk = vs_model_block(&sim->model, i);
+    const vs_kind_plan *plan = vs_recipe_kind(&sim->recipe, &sim->model, i);
+    for (uint32_t s = 0; s < blk->n_saved; s++)
+      if (plan->keep[s] == VS_KEEP &&
+          blk->saved[s].category == VS_CAT_ACTIVATIONS)
+        sum += blk->saved[s].bytes;
+  }
+  return sum;
+}
+
+/* A partial fine-tune ([finetune] trainable_layers = 1 of 4): the embedding
+ * and the first 3 layers are frozen and come before every trainable
+ * weight, so no gradient flows through them: they keep nothing and run no
+ * backward (autograd builds no graph where no input needs a gradient). The
+ * step keeps the last layer's and the head's tensors only, its gradients
+ * and Adam states are those of the last layer and the head, and its
+ * backward is theirs. */
+static void test_trainable_layers_frozen_prefix(void **state)
+{
+  const char *part[] = {"finetune.trainable_layers=1"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim full, one;
+  const vs_block *dense;
+  double layer_bwd = 0, embed_bwd = 0;
+  (void)state;
+  load(&wl, frozen_gpt, NULL, 0, 1);
+  simulate(&full, &wl, &topo, false);
+  load(&wl, frozen_gpt, part, 1, 1);
+  simulate(&one, &wl, &topo, false);
+  dense = vs_model_layer(&full.model, 0);
+  assert_true(vs_recipe_kind(&one.recipe, &one.model, 1)->no_backward);
+  assert_true(vs_recipe_kind(&one.recipe, &one.model, 0)->no_backward);
+  assert_false(vs_recipe_kind(&one.recipe, &one.model, 4)->no_backward);
+  /* kept: 3 layers' tensors and the embedding's fewer */
+  assert_int_equal(kept_activations(&full) - kept_activations(&one),
+                   3 * vs_block_saved_bytes(dense, VS_CAT_ACTIVATIONS, true) +
+                       vs_block_saved_bytes(vs_model_embed(&full.model),
+                                            VS_CAT_ACTIVATIONS, true));
+  assert_int_equal(max_held(&one.ranks[0], VS_CAT_ACTIVATIONS),
+                   kept_activations(&one));
+  /* trainable: the last layer and the head */
+  assert_int_equal(one.layout.stages[0].trainable_elems,
+                   dense->param_elems +
+                       vs_model_head(&one.model)->param_elems);
+  /* backward: 3 layers and the embedding fewer, per micro-batch */
+  for (uint32_t k = 0; k < dense->n_ops; k++)
+    layer_bwd += full.recipe.kinds[1].bwd_flops[k];
+  for (uint32_t k = 0; k < vs_model_embed(&full.model)->n_ops; k++)
+    embed_bwd += full.recipe.kinds[0].bwd_flops[k];
+  tu_assert_close(phase_flops(&full.ranks[0], VS_PHASE_BWD) -
+                      phase_flops(&one.ranks[0], VS_PHASE_BWD),
+                  (double)full.layout.grad_accum * (3 * layer_bwd + embed_bwd),
+                  1e-12);
+  vs_sim_fini(&full);
+  vs_sim_fini(&one);
+}
+
 /* Bytes of the file at path (fails the test when it cannot be read). */
 static double file_bytes(const char *path)
 {
@@ -1026,6 +1090,7 @@ int main(void)
       cmocka_unit_test(test_pipeline_all_ranks_agree),
       cmocka_unit_test(test_megatron_bytes_per_param_gpt3_175b),
       cmocka_unit_test(test_frozen_mlp_kind),
+      cmocka_unit_test(test_trainable_layers_frozen_prefix),
       cmocka_unit_test(test_estimate_bounds_the_work),
       cmocka_unit_test(test_budget_refuses_before_building),
   };

@@ -70,6 +70,7 @@ static const vs_key workload_keys[] = {
     K("finetune", "lora_alpha", VS_KEY_REAL, finetune.lora_alpha, .lo = 0, .hi = 1e6, .default_doc = "8 (PEFT's; no memory effect)"),
     K("finetune", "lora_targets", VS_KEY_FLAGS, finetune.lora_targets, .choices = lora_target_names, .default_doc = "q,v (PEFT's for Llama)"),
     K("finetune", "lora_dropout", VS_KEY_REAL, finetune.lora_dropout, .lo = 0, .hi = 0.999, .default_doc = "0 (PEFT's)"),
+    K("finetune", "trainable_layers", VS_KEY_COUNT, finetune.trainable_layers, .hi = 1e5, .default_doc = "0 (all)"),
     K("runtime", "allocator", VS_KEY_ENUM, runtime.allocator, .choices = allocator_names, .default_doc = "caching"),
     K("runtime", "expandable_segments", VS_KEY_BOOL, runtime.expandable_segments, .default_doc = "false"),
     K("runtime", "max_split_size_mb", VS_KEY_COUNT, runtime.max_split_size_mb, .hi = 1e7, .default_doc = "0 (unlimited)"),
@@ -394,6 +395,11 @@ static int check_finetune(vs_workload *wl, vs_error *err)
   bool base_set = vs_conf_is_set(&workload_tab, &wl->origins, "finetune",
                                  "base_dtype");
 
+  if (f->trainable_layers > wl->model.layers)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: more than the model's %llu layers; 0 trains all",
+                        WHERE("finetune", "trainable_layers"),
+                        (unsigned long long)wl->model.layers);
   if (f->method == VS_FT_FULL) {
     if (key)
       return vs_error_set(err, VS_EINPUT,

@@ -94,6 +94,8 @@ typedef struct vs_finetune_conf {
   double lora_alpha;        /* scaling alpha / r: no memory effect */
   uint32_t lora_targets;    /* bits 1 << vs_lora_target */
   double lora_dropout;      /* probability on each adapter's input */
+  uint64_t trainable_layers; /* only the last this many layers train (with
+                               adapters under lora/qlora); 0 = all */
 } vs_finetune_conf;
 
 typedef struct vs_runtime_conf {

@@ -34,6 +34,7 @@ typedef struct dims {
   uint64_t lora_r;   /* adapter rank; 0: no adapters */
   uint32_t lora_targets; /* bits 1 << vs_lora_target */
   bool lora_drop;    /* dropout on each adapter's input */
+  bool frozen_prefix; /* trainable_layers: the first layers are frozen */
 } dims;
 
 /* ------------------------------------------------------------------------
@@ -781,6 +782,8 @@ static void make_dims(const vs_workload *wl, dims *d)
   d->lora_r = d->frozen_base ? wl->finetune.lora_rank : 0;
   d->lora_targets = wl->finetune.lora_targets;
   d->lora_drop = wl->finetune.lora_dropout > 0.0;
+  d->frozen_prefix = wl->finetune.trainable_layers > 0 &&
+                     wl->finetune.trainable_layers < mc->layers;
   d->dropout = mc->dropout > 0.0;
   d->eager = wl->training.attention == VS_ATTN_EAGER;
   d->causal = mc->arch != VS_ARCH_BERT;
@@ -810,29 +813,49 @@ static vs_block *new_kind(vs_model *m, const char *name, int role,
   return b;
 }
 
+/* [finetune] trainable_layers: the first layers (all but the last
+ * trainable_layers) are a kind of their own, with every weight frozen and
+ * no adapter (the embedding before them is frozen too). */
+static int frozen_prefix(const vs_workload *wl, const dims *frozen,
+                         vs_model *m, vs_error *err)
+{
+  uint64_t n = wl->model.layers - wl->finetune.trainable_layers;
+  vs_block *b = new_kind(m, "dense_frozen", VS_ROLE_LAYER, err);
+  uint32_t kind = m->n_kinds - 1;
+  if (!b || build_layer(b, wl, frozen, err))
+    return err->code ? err->code : VS_EINPUT;
+  for (uint64_t l = 0; l < n; l++)
+    m->inst_kind[l + 1] = kind;
+  return 0;
+}
+
 /* The three kinds of a transformer: embedding, dense layer, head; every
- * layer an instance of the dense kind. */
+ * layer an instance of the dense kind (and of a frozen one for the layers
+ * before trainable_layers). */
 static int build_kinds(const vs_workload *wl, const dims *d, vs_model *m,
                        vs_error *err)
 {
   vs_block *embed, *layer, *head;
   size_t n_inst = (size_t)m->layers + 2;
+  dims frozen = *d;
+  frozen.frozen_base = true; /* no adapters, nothing trains */
+  frozen.lora_r = 0;
   if (!(embed = new_kind(m, "embedding", VS_ROLE_EMBED, err)) ||
-      build_embed(embed, wl, d, err) ||
+      build_embed(embed, wl, d->frozen_prefix ? &frozen : d, err) ||
       !(layer = new_kind(m, "dense", VS_ROLE_LAYER, err)) ||
       build_layer(layer, wl, d, err) ||
       !(head = new_kind(m, "head", VS_ROLE_HEAD, err)) ||
       build_head(head, wl, d, err))
     return err->code ? err->code : VS_EINPUT;
-  embed->input_bytes = 0;
-  head->input_bytes = m->kinds[1].input_bytes;
+  m->kinds[0].input_bytes = 0;
+  m->kinds[2].input_bytes = m->kinds[1].input_bytes;
   if (!(m->inst_kind = malloc(n_inst * sizeof *m->inst_kind)))
     return vs_error_set(err, VS_ENOMEM, "out of host memory building the model");
   m->inst_kind[0] = 0;
   for (size_t i = 1; i + 1 < n_inst; i++)
     m->inst_kind[i] = 1;
   m->inst_kind[n_inst - 1] = 2;
-  return 0;
+  return d->frozen_prefix ? frozen_prefix(wl, &frozen, m, err) : 0;
 }
 
 int vs_model_build(const vs_workload *wl, vs_model *m, vs_error *err)

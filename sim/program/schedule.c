@@ -730,6 +730,8 @@ static void backward_block(builder *b, size_t inst, int mb)
   int layer = layer_of(inst);
   int core_first = first_core_op(blk), core_last = last_core_op(blk);
 
+  if (plan->no_backward)
+    return; /* a frozen prefix: no gradient flows through it */
   before_pass(b, inst, inst - 1, inst > 0, mb);
   before_backward_acts(b, inst, mb);
   if (plan->recompute_block)

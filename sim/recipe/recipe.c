@@ -264,6 +264,29 @@ static int resolve_kind(const vs_workload *wl, vs_recipe *r,
   return resolve_params(wl, r, b, k, err);
 }
 
+/* Kinds all of whose instances come before the model's first trainable
+ * weight need no backward: autograd builds no graph for ops none of whose
+ * inputs requires a gradient, so they save nothing either. */
+static void resolve_frozen_prefix(const vs_model *m, vs_recipe *r)
+{
+  size_t n_inst = (size_t)m->layers + 2, first = n_inst;
+  for (size_t i = 0; i < n_inst && first == n_inst; i++)
+    if (r->kinds[m->inst_kind[i]].trainable_elems > 0)
+      first = i;
+  for (uint32_t k = 0; k < r->n_kinds; k++) {
+    vs_kind_plan *kp = &r->kinds[k];
+    bool before = true;
+    for (size_t i = first; i < n_inst && before; i++)
+      before = m->inst_kind[i] != k;
+    if (!before)
+      continue;
+    kp->no_backward = true;
+    kp->recompute_block = kp->recompute_core = false;
+    for (uint32_t s = 0; s < m->kinds[k].n_saved; s++)
+      kp->keep[s] = VS_NOT_SAVED;
+  }
+}
+
 /* ------------------------------------------------------------------------
  * Entry points
  * ------------------------------------------------------------------------ */
@@ -285,6 +308,7 @@ int vs_recipe_build(const vs_workload *wl, const vs_model *m, vs_recipe *r,
       return rc;
     }
   }
+  resolve_frozen_prefix(m, r);
   return 0;
 }
 

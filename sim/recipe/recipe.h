@@ -118,6 +118,10 @@ typedef struct vs_kind_plan {
                                kept and its forward re-run */
   bool recompute_core;      /* selective: some tensors are re-made by
                                re-running the attention core */
+  bool no_backward;         /* every instance comes before the model's
+                               first trainable weight: no gradient flows
+                               through it, so it keeps nothing and its
+                               backward does not run (a frozen prefix) */
   uint64_t param_bytes;     /* its parameters on one GPU, unsharded (what
                                a ZeRO-3 gather brings) */
   uint64_t grad_bytes;      /* gradients of its trainable parameters */

@@ -32,6 +32,8 @@ base(x) + B(A(x)) x alpha / r, against vsim's [finetune] method = lora.
 Only the per-layer figure is checked there: with a frozen embedding
 nothing before the first adapter needs a gradient, so autograd keeps
 nothing for layer 0's norm and vsim does (the rest differs by that).
+A partial fine-tune (only the last layer trains) keeps nothing in the
+frozen layers before it, in autograd and in vsim.
 
 --check exits 1 when vsim counts more than autograd saves, or less by
 more than the norms' per-row statistics vsim does not count (LayerNorm
@@ -102,14 +104,26 @@ def add_lora(model, torch, rank, targets, dtype):
             setattr(layer, name, LoRALinear(getattr(layer, name)))
 
 
-def torch_saved(c, torch, gtm, lora=None):
+def freeze_prefix(model, trainable_layers):
+    """Freezes the embedding and all layers but the last trainable_layers."""
+    for p in model.embed.parameters():
+        p.requires_grad_(False)
+    for layer in model.layers[: len(model.layers) - trainable_layers]:
+        for p in layer.parameters():
+            p.requires_grad_(False)
+
+
+def torch_saved(c, torch, gtm, lora=None, trainable_layers=0):
     """Bytes of distinct storages autograd saves in one forward pass of c,
     without weights, buffers and tensors of the vocabulary's width; lora:
-    (rank, targets) to fine-tune with adapters instead."""
+    (rank, targets) to fine-tune with adapters instead; trainable_layers:
+    train only the last this many layers."""
     dtype = gtm.DTYPES[c["precision"]] if c["amp"] == "master" else torch.float32
     model = gtm.Decoder(c, "cpu", dtype)
     if lora:
         add_lora(model, torch, lora[0], lora[1], dtype)
+    if trainable_layers:
+        freeze_prefix(model, trainable_layers)
     model.train()
     fixed = {storage_of(t)[0] for t in list(model.parameters()) + list(model.buffers())}
     saved = {}
@@ -139,12 +153,15 @@ def lora_ini(lora):
             f"lora_targets = {','.join(lora[1])}\n")
 
 
-def vsim_forward_activations(c, vsim, lora=None):
+def vsim_forward_activations(c, vsim, lora=None, trainable_layers=0):
     """vsim's activation bytes allocated in the forward pass of c."""
+    extra = lora_ini(lora)
+    if trainable_layers:
+        extra += f"[finetune]\ntrainable_layers = {trainable_layers}\n"
     with tempfile.TemporaryDirectory() as d:
         ini = os.path.join(d, "w.ini")
         with open(ini, "w") as f:
-            f.write(generate.row_to_ini(c) + lora_ini(lora))
+            f.write(generate.row_to_ini(c) + extra)
         pred, why = compare_groundtruth.run_vsim(vsim, ini, generate.TOPOLOGY,
                                                  os.path.join(d, "out"))
         if pred is None or pred["fits"] != "true":
@@ -200,6 +217,24 @@ def compare_lora(base, lora, vsim, torch, gtm):
     return []
 
 
+def compare_frozen_prefix(base, vsim, torch, gtm):
+    """Only the last layer trains: with 2 and 4 layers the difference is
+    two frozen layers before every trainable weight, where autograd keeps
+    nothing; vsim must keep nothing there either (per layer: 0)."""
+    c2 = gtconfig.normalize(dict(base, layers=2, attention="eager"))
+    c4 = gtconfig.normalize(dict(base, layers=4, attention="eager"))
+    t_layer, _ = split(torch_saved(c2, torch, gtm, trainable_layers=1),
+                       torch_saved(c4, torch, gtm, trainable_layers=1))
+    v_layer, _ = split(vsim_forward_activations(c2, vsim, trainable_layers=1),
+                       vsim_forward_activations(c4, vsim, trainable_layers=1))
+    name = f"{c2['arch']} last layer trains (a frozen layer before it)"
+    print(f"| {name} | {t_layer / 2 ** 10:.1f} KiB | {v_layer / 2 ** 10:.1f} KiB "
+          f"| | | | (rest not checked) |")
+    if t_layer != 0 or v_layer != 0:
+        return [f"{name}: per frozen layer {t_layer:.0f} B saved, vsim {v_layer:.0f} B"]
+    return []
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--vsim", default=os.path.join(ROOT, "build", "vsim"))
@@ -244,6 +279,7 @@ def main(argv=None):
                 failures.append(f"{name}: rest {t_rest:.0f} B saved, vsim {v_rest:.0f} B")
     for base, rank, targets in LORA_CONFIGS:
         failures += compare_lora(base, (rank, targets), args.vsim, torch, gtm)
+    failures += compare_frozen_prefix(LLAMA_BF16, args.vsim, torch, gtm)
     for f in failures:
         print(f"MISMATCH {f}")
     return 1 if args.check and failures else 0
