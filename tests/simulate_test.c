@@ -963,6 +963,39 @@ static void test_trainable_layers_frozen_prefix(void **state)
   vs_sim_fini(&one);
 }
 
+/* The optimizer in backward (torchtune's optimizer_in_bwd): each block's
+ * parameters are stepped right after its backward and its gradients freed,
+ * so gradients never coexist: the most held at once is the largest
+ * block's (fp32 main grads: 4 B an element), where the step at the end
+ * held them all; the optimizer does the same work in all. */
+static void test_optimizer_in_backward(void **state)
+{
+  const char *one_mb[] = {"training.global_batch=1"};
+  const char *in_bwd[] = {"training.global_batch=1",
+                          "training.optimizer_in_backward=true"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim end, bwd;
+  uint64_t largest = 0;
+  (void)state;
+  load(&wl, frozen_gpt, one_mb, 1, 1);
+  simulate(&end, &wl, &topo, false);
+  load(&wl, frozen_gpt, in_bwd, 2, 1);
+  simulate(&bwd, &wl, &topo, false);
+  for (uint32_t k = 0; k < bwd.recipe.n_kinds; k++)
+    if (bwd.recipe.kinds[k].grad_bytes > largest)
+      largest = bwd.recipe.kinds[k].grad_bytes;
+  assert_int_equal(bwd.layout.grads_bytes, 0);
+  assert_int_equal(max_held(&bwd.ranks[0], VS_CAT_GRADS), largest);
+  assert_int_equal(max_held(&end.ranks[0], VS_CAT_GRADS),
+                   end.layout.grads_bytes);
+  assert_true(largest < end.layout.grads_bytes);
+  tu_assert_close(phase_flops(&bwd.ranks[0], VS_PHASE_OPTIMIZER),
+                  phase_flops(&end.ranks[0], VS_PHASE_OPTIMIZER), 1e-12);
+  vs_sim_fini(&end);
+  vs_sim_fini(&bwd);
+}
+
 /* Bytes of the file at path (fails the test when it cannot be read). */
 static double file_bytes(const char *path)
 {
@@ -1091,6 +1124,7 @@ int main(void)
       cmocka_unit_test(test_megatron_bytes_per_param_gpt3_175b),
       cmocka_unit_test(test_frozen_mlp_kind),
       cmocka_unit_test(test_trainable_layers_frozen_prefix),
+      cmocka_unit_test(test_optimizer_in_backward),
       cmocka_unit_test(test_estimate_bounds_the_work),
       cmocka_unit_test(test_budget_refuses_before_building),
   };

@@ -667,6 +667,16 @@ static void test_finetune_rules(void **state)
            NULL, 0, 0, VS_EINPUT,
            "[parallel] tp = 2: LoRA adapters are simulated without tensor "
            "parallelism");
+  load_bad(LLAMA_MODEL "[training]\nglobal_batch = 2\n"
+                       "optimizer_in_backward = true\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:11: [training] optimizer_in_backward = true: stepping each "
+           "gradient as backward makes it (torchtune's optimizer_in_bwd) needs "
+           "one micro-batch per step");
+  load_bad(LLAMA_MODEL "[finetune]\ntrainable_layers = 3\n", NULL, 0, 0,
+           VS_EINPUT,
+           "@:10: [finetune] trainable_layers = 3: more than the model's 2 "
+           "layers");
   /* qlora's base defaults to nf4; the defaults are PEFT's */
   assert_int_equal(load_at(&wl, path, LLAMA_MODEL "[finetune]\nmethod = qlora\n",
                            NULL, 0, 0, &err), 0);

@@ -55,13 +55,23 @@ double vs_cost_roofline_seconds(const vs_topology *topo, int precision,
  * the fp32 peak), so the figure moves the FLOPs column, not the time. */
 #define OPTIMIZER_FLOPS_PER_ELEM 12.0
 
-vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st)
+vs_cost_work vs_cost_optimizer_step(const vs_cost_states *s)
 {
   vs_cost_work w;
   /* the optimizer updates only the trainable share of the parameters */
-  double share = st->param_elems > 0 ? (double)st->trainable_elems /
-                                           (double)st->param_elems
-                                     : 0.0;
+  double share = s->param_elems > 0 ? s->trainable_elems / s->param_elems
+                                    : 0.0;
+  w.flops = OPTIMIZER_FLOPS_PER_ELEM * s->trainable_elems * s->part;
+  /* states read and written, the partition's gradients read, its
+   * trainable weights read and written (states and gradients exist for
+   * trainable ones only) */
+  w.bytes = 2.0 * s->optimizer_bytes + s->grad_bytes * s->part +
+            2.0 * s->param_bytes * share * s->part;
+  return w;
+}
+
+vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st)
+{
   /* and of those, only the shard whose optimizer states this GPU holds:
    * under ZeRO-1/2 a GPU steps its 1/dp partition, then the updated
    * weights are all-gathered (ZeRO paper, Rajbhandari et al. 2020, 5.1;
@@ -70,14 +80,11 @@ vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st)
                     ? (double)st->optimizer_shard_bytes /
                           (double)st->optimizer_full_bytes
                     : 0.0;
-  w.flops = OPTIMIZER_FLOPS_PER_ELEM * (double)st->trainable_elems * part;
-  /* states read and written, the partition's gradients read, its
-   * trainable weights read and written (states and gradients exist for
-   * trainable ones only) */
-  w.bytes = 2.0 * (double)st->optimizer_shard_bytes +
-            (double)st->grads_full_bytes * part +
-            2.0 * (double)st->params_full_bytes * share * part;
-  return w;
+  vs_cost_states s = {(double)st->param_elems, (double)st->trainable_elems,
+                      (double)st->optimizer_shard_bytes,
+                      (double)st->grads_full_bytes,
+                      (double)st->params_full_bytes, part};
+  return vs_cost_optimizer_step(&s);
 }
 
 /* ------------------------------------------------------------------------

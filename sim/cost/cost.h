@@ -52,6 +52,21 @@ double vs_cost_roofline_seconds(const vs_topology *topo, int precision,
  * A stage with no parameters does no work. */
 vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st);
 
+/* What an optimizer step over some parameters touches. */
+typedef struct vs_cost_states {
+  double param_elems;      /* parameters */
+  double trainable_elems;  /* of which trainable */
+  double optimizer_bytes;  /* the optimizer states stepped */
+  double grad_bytes;       /* the trainable parameters' gradients */
+  double param_bytes;      /* the parameters' bytes */
+  double part;             /* the share of them this GPU steps (1/dp under
+                              ZeRO, else 1) */
+} vs_cost_states;
+
+/* The optimizer step's work over s (vs_cost_optimizer_work is it over a
+ * stage; an optimizer stepping in backward runs it per block). */
+vs_cost_work vs_cost_optimizer_step(const vs_cost_states *s);
+
 /* ------------------------------------------------------------------------
  * Communication
  * ------------------------------------------------------------------------ */

@@ -51,6 +51,7 @@ static const vs_key workload_keys[] = {
     K("training", "optimizer", VS_KEY_ENUM, training.optimizer, .choices = optimizer_names, .default_doc = "adamw"),
     K("training", "checkpointing", VS_KEY_ENUM, training.checkpointing, .choices = ckpt_names, .default_doc = "none"),
     K("training", "attention", VS_KEY_ENUM, training.attention, .choices = attention_names, .default_doc = "flash"),
+    K("training", "optimizer_in_backward", VS_KEY_BOOL, training.optimizer_in_backward, .default_doc = "false"),
     K("training", "offload_activations", VS_KEY_ENUM, training.offload_activations, .choices = activation_offload_names, .default_doc = "none"),
     K("parallel", "tp", VS_KEY_COUNT, parallel.tp, .positive = true, .hi = 1e6, .default_doc = "1"),
     K("parallel", "pp", VS_KEY_COUNT, parallel.pp, .positive = true, .hi = 1e6, .default_doc = "1"),
@@ -309,6 +310,28 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
   return 0;
 }
 
+/* torchtune's optimizer_in_bwd steps each gradient as soon as it is made:
+ * no accumulation over micro-batches, no reduction across replicas first
+ * (its single-device recipe), no optimizer elsewhere. */
+static int check_step_in_backward(const vs_workload *wl, vs_error *err)
+{
+  const vs_parallel_conf *p = &wl->parallel;
+  char where[400];
+  if (!wl->training.optimizer_in_backward)
+    return 0;
+  if (wl->grad_accum > 1 || p->dp > 1 || p->pp > 1 ||
+      p->offload_optimizer != VS_OFFLOAD_NONE)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: stepping each gradient as backward makes it "
+                        "(torchtune's optimizer_in_bwd) needs one micro-batch "
+                        "per step, dp = 1, pp = 1 and the optimizer on the GPU "
+                        "(here %llu micro-batches, dp %llu, pp %llu)",
+                        WHERE("training", "optimizer_in_backward"),
+                        (unsigned long long)wl->grad_accum,
+                        (unsigned long long)p->dp, (unsigned long long)p->pp);
+  return 0;
+}
+
 /* The offload keys against ZeRO and the optimizer. */
 static int check_offload(const vs_workload *wl, vs_error *err)
 {
@@ -329,6 +352,7 @@ static int check_training(vs_workload *wl, vs_error *err)
   vs_parallel_conf *p = &wl->parallel;
   char where[400];
   uint64_t replica_batch;
+  int rc;
 
   /* A product that wraps to 0 would divide by zero below. */
   if (__builtin_mul_overflow(t->micro_batch, p->dp, &replica_batch))
@@ -364,7 +388,9 @@ static int check_training(vs_workload *wl, vs_error *err)
                         "%s: master weights only exist when precision is below "
                         "fp32 (precision = fp32 here)",
                         WHERE("training", "master_weights"));
-  return check_offload(wl, err);
+  if ((rc = check_offload(wl, err)))
+    return rc;
+  return check_step_in_backward(wl, err);
 }
 
 /* The LoRA key of f whose value is not its default, or NULL (with method

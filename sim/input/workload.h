@@ -69,6 +69,8 @@ typedef struct vs_training_conf {
   int attention;            /* vs_attention */
   int offload_activations;  /* vs_offload: none or cpu (saved activations
                                copied to the host after forward) */
+  bool optimizer_in_backward; /* each block's parameters stepped as soon as
+                               its backward made their gradients */
 } vs_training_conf;
 
 typedef struct vs_parallel_conf {

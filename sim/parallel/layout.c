@@ -54,8 +54,8 @@ static void place_states(const vs_recipe *r, vs_stage_layout *st)
       &st->host.optimizer, &st->nvme.optimizer);
   put(r->params.place, st->params_shard_bytes, &st->params_bytes,
       &st->host.params, &st->nvme.params);
-  if (r->grads.place == VS_PLACE_GPU)
-    st->grads_bytes = grads;
+  if (r->grads.place == VS_PLACE_GPU && !r->step_in_backward)
+    st->grads_bytes = grads; /* stepped in backward: never all at once */
   if (r->offload.cpu_step)
     st->host.grads = vs_recipe_shard(&r->offload.host_grads,
                                      4 * st->trainable_elems);

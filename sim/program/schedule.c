@@ -940,6 +940,8 @@ static void optimizer_step(builder *b)
   step_waits w;
   tied_embedding_sync(b);
   w = grads_ready(b);
+  if (b->r->step_in_backward)
+    return; /* every block stepped in its backward */
   op = b->r->offload.cpu_step ? host_step(b, st, &w) : gpu_step(b, st, &w);
   if (b->r->gather_after_step)
     add_dep(b,
@@ -1072,6 +1074,26 @@ static void send(builder *b, int kind, uint64_t mb, uint64_t g, uint64_t to)
     b->p->sends[send_key(b, kind, mb, g)] = op;
 }
 
+/* The optimizer in backward (torchtune's optimizer_in_bwd): right after
+ * inst's backward, its trainable parameters are stepped and their
+ * gradients freed. */
+static void step_block(builder *b, size_t inst)
+{
+  const vs_kind_plan *plan = plan_of(b, inst);
+  vs_cost_states s = {(double)plan->param_elems,
+                      (double)plan->trainable_elems,
+                      (double)plan->optimizer_bytes, (double)plan->grad_bytes,
+                      (double)plan->param_bytes, 1.0};
+  vs_cost_work w = vs_cost_optimizer_step(&s);
+  uint32_t op;
+  if (plan->trainable_elems == 0 || b->grad_buf[inst] == NONE)
+    return;
+  op = compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", layer_of(inst), -1,
+                  w.flops, w.bytes, false);
+  free_on(b, op, b->grad_buf[inst], AT_END);
+  b->grad_buf[inst] = NONE;
+}
+
 static void forward_unit(builder *b, const vs_unit *u)
 {
   uint64_t g = u->chunk * b->lay->pp + b->stage;
@@ -1096,7 +1118,9 @@ static void backward_unit(builder *b, const vs_unit *u)
     receive(b, SEND_GRADIENT, u->mb, g + 1);
   for (size_t inst = last + 1; inst-- > first;) {
     backward_block(b, inst, (int)u->mb);
-    if (sync)
+    if (b->r->step_in_backward)
+      step_block(b, inst);
+    else if (sync)
       bucket_grads(b, inst, (int)u->mb);
   }
   if (sync)

@@ -133,7 +133,9 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
    * parameters live off the GPU, and ZeRO-2/3 still hand each gradient on
    * as it is made when the host takes it */
   r->gather_params = zero >= 3 && (dp > 1 || r->offload.fetch_params);
-  r->transient_grads = zero >= 2 && (dp > 1 || r->offload.cpu_step);
+  r->step_in_backward = wl->training.optimizer_in_backward;
+  r->transient_grads = (zero >= 2 && (dp > 1 || r->offload.cpu_step)) ||
+                       r->step_in_backward;
   r->grad_reduce = zero >= 2 ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE;
   r->gather_after_step = dp > 1 && (zero == 1 || zero == 2);
   /* With tied embeddings and pp > 1 the first and last stages each hold the

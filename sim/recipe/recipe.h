@@ -140,6 +140,9 @@ typedef struct vs_recipe {
                                is reduce-scattered, every micro-batch */
   uint8_t grad_reduce;      /* vs_coll_kind of gradient buckets */
   bool gather_after_step;   /* ZeRO-1/2: updated params all-gathered */
+  bool step_in_backward;    /* each block's parameters stepped right after
+                               its backward, its gradients freed then: no
+                               resident gradients, no step at the end */
   bool embedding_sync;      /* tied embeddings split over the pipeline */
   uint64_t grad_elem_bytes; /* bytes of one gradient element (fp32 main
                                grads, else as the parameter) */
