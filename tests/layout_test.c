@@ -233,6 +233,15 @@ static void test_lora_trainable_is_pefts(void **state)
   assert_int_equal(lay.stages[0].optimizer_bytes, 8 * 3407872);
   build(llama3_8b, all, 2, 1, &lay);
   assert_int_equal(lay.stages[0].trainable_elems, 20971520);
+  {
+    /* bf16 adapters stepped without a master copy (the QLoRA repository's
+     * --bf16): 2 B of gradient, 8 B of fp32 Adam states */
+    const char *bf16[] = {"finetune.method=lora", "finetune.adapter_dtype=bf16",
+                          "training.master_weights=false"};
+    build(llama3_8b, bf16, 3, 1, &lay);
+    assert_int_equal(lay.stages[0].grads_bytes, 2 * 3407872);
+    assert_int_equal(lay.stages[0].optimizer_bytes, 8 * 3407872);
+  }
 }
 
 /* QLoRA's base: every layer linear in NF4 with double quantization

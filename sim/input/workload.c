@@ -23,6 +23,7 @@ static const char *const order_names[] = {"tp-dp-pp", "tp-pp-dp", NULL};
 static const char *const finetune_names[] = {"full", "lora", "qlora", NULL};
 static const char *const base_dtype_names[] = {"precision", "bf16", "fp16",
                                                "fp32", "int8", "nf4", NULL};
+static const char *const adapter_dtype_names[] = {"fp32", "bf16", "fp16", NULL};
 static const char *const lora_target_names[] = {"q", "k", "v", "o", "gate",
                                                 "up", "down", NULL};
 
@@ -71,6 +72,7 @@ static const vs_key workload_keys[] = {
     K("finetune", "lora_alpha", VS_KEY_REAL, finetune.lora_alpha, .lo = 0, .hi = 1e6, .default_doc = "8 (PEFT's; no memory effect)"),
     K("finetune", "lora_targets", VS_KEY_FLAGS, finetune.lora_targets, .choices = lora_target_names, .default_doc = "q,v (PEFT's for Llama)"),
     K("finetune", "lora_dropout", VS_KEY_REAL, finetune.lora_dropout, .lo = 0, .hi = 0.999, .default_doc = "0 (PEFT's)"),
+    K("finetune", "adapter_dtype", VS_KEY_ENUM, finetune.adapter_dtype, .choices = adapter_dtype_names, .default_doc = "fp32 (PEFT's)"),
     K("finetune", "trainable_layers", VS_KEY_COUNT, finetune.trainable_layers, .hi = 1e5, .default_doc = "0 (all)"),
     K("runtime", "allocator", VS_KEY_ENUM, runtime.allocator, .choices = allocator_names, .default_doc = "caching"),
     K("runtime", "expandable_segments", VS_KEY_BOOL, runtime.expandable_segments, .default_doc = "false"),
@@ -97,6 +99,7 @@ const char *vs_order_name(int v) { return order_names[v]; }
 const char *vs_finetune_name(int v) { return finetune_names[v]; }
 const char *vs_base_dtype_name(int v) { return base_dtype_names[v]; }
 const char *vs_lora_target_name(int v) { return lora_target_names[v]; }
+const char *vs_adapter_dtype_name(int v) { return adapter_dtype_names[v]; }
 
 /* ------------------------------------------------------------------------
  * Layout rules (see workload.h): the checks below and plan's pruning both
@@ -408,6 +411,8 @@ static const char *lora_key_changed(const vs_finetune_conf *f)
     return "lora_targets";
   if (f->lora_dropout != d.finetune.lora_dropout)
     return "lora_dropout";
+  if (f->adapter_dtype != d.finetune.adapter_dtype)
+    return "adapter_dtype";
   return NULL;
 }
 

@@ -33,6 +33,11 @@ typedef enum {
   VS_BASE_PRECISION, VS_BASE_BF16, VS_BASE_FP16, VS_BASE_FP32, VS_BASE_INT8,
   VS_BASE_NF4
 } vs_base_dtype;
+/* The dtype LoRA adapters are kept in: fp32 (PEFT's
+ * autocast_adapter_dtype), or bf16 / fp16 (the QLoRA repository's --bf16,
+ * torchtune). */
+typedef enum { VS_ADAPTER_FP32, VS_ADAPTER_BF16, VS_ADAPTER_FP16 } vs_adapter_dtype;
+
 /* The linears a LoRA adapter can target (bits of lora_targets). */
 typedef enum {
   VS_LORA_Q, VS_LORA_K, VS_LORA_V, VS_LORA_O, VS_LORA_GATE, VS_LORA_UP,
@@ -98,6 +103,7 @@ typedef struct vs_finetune_conf {
   double lora_dropout;      /* probability on each adapter's input */
   uint64_t trainable_layers; /* only the last this many layers train (with
                                adapters under lora/qlora); 0 = all */
+  int adapter_dtype;        /* vs_adapter_dtype */
 } vs_finetune_conf;
 
 typedef struct vs_runtime_conf {
@@ -213,5 +219,6 @@ const char *vs_order_name(int order);
 const char *vs_finetune_name(int method);
 const char *vs_base_dtype_name(int base_dtype);
 const char *vs_lora_target_name(int target);
+const char *vs_adapter_dtype_name(int adapter_dtype);
 
 #endif

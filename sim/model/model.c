@@ -34,6 +34,7 @@ typedef struct dims {
   uint64_t lora_r;   /* adapter rank; 0: no adapters */
   uint32_t lora_targets; /* bits 1 << vs_lora_target */
   bool lora_drop;    /* dropout on each adapter's input */
+  uint8_t adapter_dtype; /* vs_dtype of adapter weights */
   bool frozen_prefix; /* trainable_layers: the first layers are frozen */
 } dims;
 
@@ -234,8 +235,8 @@ static void as_adapter(vs_op_spec *op, const dims *d, uint64_t in,
 
 /* LoRA adapters (Hu et al. 2021; PEFT's lora.Linear) on the targets t of
  * the base linear just built, whose input has `in` features: an op after
- * it with each target's A (in x r) and B (r x out), trainable, fp32
- * (PEFT's autocast_adapter_dtype). What autograd keeps
+ * it with each target's A (in x r) and B (r x out), trainable, in
+ * adapter_dtype (fp32 by default: PEFT's autocast_adapter_dtype). What autograd keeps
  * (shared/reference/frameworks.md 6.2): A's input, the base input x itself
  * (once for every target of it) or, with lora_dropout, each target's
  * dropped copy and its 1-byte mask; B's input, A's r-wide output. */
@@ -279,7 +280,7 @@ static int lora_adapter(vs_block *blk, const dims *d, const char *name,
                 err))
         return VS_EINPUT;
       p = &blk->params[blk->n_params - 1];
-      p->dtype = VS_DTYPE_FP32;
+      p->dtype = d->adapter_dtype;
       p->trainable = true;
     }
   }
@@ -782,6 +783,11 @@ static void make_dims(const vs_workload *wl, dims *d)
   d->lora_r = d->frozen_base ? wl->finetune.lora_rank : 0;
   d->lora_targets = wl->finetune.lora_targets;
   d->lora_drop = wl->finetune.lora_dropout > 0.0;
+  d->adapter_dtype = wl->finetune.adapter_dtype == VS_ADAPTER_BF16
+                         ? VS_DTYPE_BF16
+                     : wl->finetune.adapter_dtype == VS_ADAPTER_FP16
+                         ? VS_DTYPE_FP16
+                         : VS_DTYPE_FP32;
   d->frozen_prefix = wl->finetune.trainable_layers > 0 &&
                      wl->finetune.trainable_layers < mc->layers;
   d->dropout = mc->dropout > 0.0;

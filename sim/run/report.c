@@ -467,9 +467,10 @@ static void show_finetune(FILE *out, const vs_workload *wl,
       n += snprintf(targets + n, sizeof targets - (size_t)n, "%s%s",
                     n ? "," : "", vs_lora_target_name(t));
   fprintf(out, "# trainable parameters = %llu (%s: rank %llu adapters on "
-               "%s, fp32; the rest frozen, layers' linear weights in %s)\n",
+               "%s, %s; the rest frozen, layers' linear weights in %s)\n",
           (unsigned long long)trainable, vs_finetune_name(f->method),
           (unsigned long long)f->lora_rank, targets,
+          vs_adapter_dtype_name(f->adapter_dtype),
           vs_base_dtype_name(f->base_dtype));
 }
 
