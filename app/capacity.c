@@ -79,6 +79,14 @@ static int add_range(vs_vary *v, const char *item, vs_error *err)
   return 0;
 }
 
+/* "a..b" with a number before the dots (a path such as "../m.json" is a
+ * value, not a range). */
+static bool is_range(const char *item)
+{
+  const char *dots = strstr(item, "..");
+  return dots && dots > item && item[0] >= '0' && item[0] <= '9';
+}
+
 int vs_vary_parse(const char *text, vs_vary *out, vs_error *err)
 {
   const char *eq = strchr(text, '=');
@@ -109,8 +117,7 @@ int vs_vary_parse(const char *text, vs_vary *out, vs_error *err)
                           out->key);
     memcpy(item, p, n);
     item[n] = '\0';
-    rc = strstr(item, "..") ? add_range(out, item, err)
-                            : add_value(out, item, err);
+    rc = is_range(item) ? add_range(out, item, err) : add_value(out, item, err);
     if (rc)
       return rc;
     p += n;

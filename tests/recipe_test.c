@@ -233,15 +233,21 @@ static int keep_of_op(const built *b, uint32_t k, const char *name)
 static void test_frozen_linear_keeps_no_input(void **state)
 {
   static const char *const lora[] = {"finetune.method=lora",
-                                     "finetune.lora_rank=8"};
+                                     "finetune.lora_rank=8",
+                                     "finetune.adapter_dtype=bf16"};
   static const char *const eager[] = {"finetune.method=lora",
-                                      "training.attention=eager"};
+                                      "training.attention=eager",
+                                      "finetune.adapter_dtype=bf16"};
+  static const char *const fp32[] = {"finetune.method=lora"};
+  static const char *const flash_o[] = {"finetune.method=lora",
+                                        "finetune.lora_targets=q,v,o",
+                                        "finetune.adapter_dtype=bf16"};
   static const char *const eager_full[] = {"training.attention=eager"};
   const uint64_t tok = 32, h = 64, f = 160, r = 8;
   built full, lo;
   (void)state;
   build_from(&full, llama, NULL, 0, 1);
-  build_from(&lo, llama, lora, 2, 1);
+  build_from(&lo, llama, lora, 3, 1);
   assert_int_equal(keep_of_op(&lo, 1, "qkv_proj"), VS_NOT_SAVED);
   assert_int_equal(keep_of_op(&lo, 1, "mlp_gate_up"), VS_NOT_SAVED);
   assert_int_equal(keep_of_op(&lo, 1, "mlp_down"), VS_NOT_SAVED);
@@ -250,10 +256,23 @@ static void test_frozen_linear_keeps_no_input(void **state)
   assert_int_equal(keep_of_op(&full, 1, "qkv_proj"), VS_KEEP);
   assert_int_equal(kept(&lo, 1), kept(&full, 1) - tok * (h + f) * 2 +
                                      2 * tok * r * 2);
+  destroy(&lo);
+  /* with o targeted too, flash already keeps o's input: only A's output
+   * more */
+  build_from(&lo, llama, flash_o, 3, 1);
+  assert_int_equal(kept(&lo, 1), kept(&full, 1) - tok * (h + f) * 2 +
+                                     3 * tok * r * 2);
+  destroy(&lo);
+  /* fp32 adapters (PEFT's default) on bf16 activations: each target keeps
+   * its own cast of x (PEFT casts x to the adapter's dtype, autocast casts
+   * it back for the matmul), so q and v keep two */
+  build_from(&lo, llama, fp32, 1, 1);
+  assert_int_equal(kept(&lo, 1), kept(&full, 1) - tok * (h + f) * 2 +
+                                     tok * h * 2 + 2 * tok * r * 2);
   destroy(&full);
   destroy(&lo);
   build_from(&full, llama, eager_full, 1, 1);
-  build_from(&lo, llama, eager, 2, 1);
+  build_from(&lo, llama, eager, 3, 1);
   assert_int_equal(keep_of_op(&lo, 1, "attn_out_proj"), VS_NOT_SAVED);
   assert_int_equal(kept(&lo, 1), kept(&full, 1) - tok * (2 * h + f) * 2 +
                                      2 * tok * r * 2);

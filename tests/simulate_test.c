@@ -965,9 +965,11 @@ static void test_trainable_layers_frozen_prefix(void **state)
 
 /* The optimizer in backward (torchtune's optimizer_in_bwd): each block's
  * parameters are stepped right after its backward and its gradients freed,
- * so gradients never coexist: the most held at once is the largest
- * block's (fp32 main grads: 4 B an element), where the step at the end
- * held them all; the optimizer does the same work in all. */
+ * so gradients never coexist but for the tied embedding's, which the
+ * head's output layer makes first and the embedding's step frees last:
+ * the most held at once is the embedding's and the largest other block's
+ * (fp32 main grads: 4 B an element), where the step at the end held them
+ * all; the optimizer does the same work in all. */
 static void test_optimizer_in_backward(void **state)
 {
   const char *one_mb[] = {"training.global_batch=1"};
@@ -982,18 +984,87 @@ static void test_optimizer_in_backward(void **state)
   simulate(&end, &wl, &topo, false);
   load(&wl, frozen_gpt, in_bwd, 2, 1);
   simulate(&bwd, &wl, &topo, false);
-  for (uint32_t k = 0; k < bwd.recipe.n_kinds; k++)
+  for (uint32_t k = 1; k < bwd.recipe.n_kinds; k++) /* not the embedding */
     if (bwd.recipe.kinds[k].grad_bytes > largest)
       largest = bwd.recipe.kinds[k].grad_bytes;
+  assert_true(wl.model.tied_embeddings);
   assert_int_equal(bwd.layout.grads_bytes, 0);
-  assert_int_equal(max_held(&bwd.ranks[0], VS_CAT_GRADS), largest);
+  assert_int_equal(max_held(&bwd.ranks[0], VS_CAT_GRADS),
+                   bwd.recipe.kinds[0].grad_bytes + largest);
   assert_int_equal(max_held(&end.ranks[0], VS_CAT_GRADS),
                    end.layout.grads_bytes);
-  assert_true(largest < end.layout.grads_bytes);
+  assert_true(bwd.recipe.kinds[0].grad_bytes + largest <
+              end.layout.grads_bytes);
   tu_assert_close(phase_flops(&bwd.ranks[0], VS_PHASE_OPTIMIZER),
                   phase_flops(&end.ranks[0], VS_PHASE_OPTIMIZER), 1e-12);
   vs_sim_fini(&end);
   vs_sim_fini(&bwd);
+}
+
+/* Sums the sizes of ops named name in r's program. */
+static double op_bytes(const vs_rank *r, const char *name)
+{
+  double sum = 0;
+  for (size_t i = 0; i < r->prog->n_ops; i++)
+    if (strcmp(r->prog->ops[i].name, name) == 0)
+      sum += r->prog->ops[i].bytes;
+  return sum;
+}
+
+/* A frozen prefix under ZeRO-3 with dp = 2: the embedding (LoRA) or the
+ * frozen layers (trainable_layers) run no backward, so nothing prefetches
+ * their gathers there: every temporary is freed by the step's end. With
+ * the tied weight split over a pipeline, the frozen embedding's copy on
+ * the last stage is frozen too and nothing keeps the two in sync. fp32
+ * adapter gradients cross PCIe at 4 B each with the optimizer on the CPU. */
+static void test_frozen_prefix_edges(void **state)
+{
+  const char *lora_z3[] = {"finetune.method=lora", "parallel.zero=3",
+                           "training.global_batch=4"};
+  const char *part_z3[] = {"finetune.trainable_layers=2", "parallel.zero=3",
+                           "training.global_batch=4"};
+  const char *part_pp[] = {"finetune.trainable_layers=1", "parallel.pp=2",
+                           "training.global_batch=4"};
+  const char *lora_pp[] = {"finetune.method=lora", "parallel.pp=2",
+                           "training.global_batch=4"};
+  const char *lora_off[] = {"finetune.method=lora", "parallel.zero=2",
+                            "parallel.offload_optimizer=cpu",
+                            "training.global_batch=4"};
+  const char *const *z3[] = {lora_z3, part_z3};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  (void)state;
+  for (int i = 0; i < 2; i++) {
+    load(&wl, frozen_gpt, z3[i], 3, 2);
+    simulate(&sim, &wl, &topo, false);
+    assert_true(vs_recipe_kind(&sim.recipe, &sim.model, 0)->no_backward);
+    assert_int_equal(sim.ranks[0].mem.by_cat[VS_CAT_TEMP], 0);
+    /* only the resident gradient partition is left */
+    assert_int_equal(sim.ranks[0].mem.by_cat[VS_CAT_GRADS],
+                     sim.layout.stages[0].grads_bytes);
+    vs_sim_fini(&sim);
+  }
+  load(&wl, frozen_gpt, part_pp, 3, 2);
+  simulate(&sim, &wl, &topo, false);
+  /* the last stage trains layer 3 and the final norm, not its copy of the
+   * embedding */
+  assert_int_equal(sim.layout.stages[1].trainable_elems,
+                   vs_model_layer(&sim.model, 3)->param_elems + 2 * 256);
+  assert_false(sim.recipe.embedding_sync);
+  vs_sim_fini(&sim);
+  load(&wl, frozen_gpt, lora_pp, 3, 2);
+  simulate(&sim, &wl, &topo, false);
+  assert_false(sim.recipe.embedding_sync);
+  assert_true(op_bytes(&sim.ranks[0], "embedding_all_reduce") == 0);
+  vs_sim_fini(&sim);
+  load(&wl, frozen_gpt, lora_off, 4, 2);
+  simulate(&sim, &wl, &topo, false);
+  /* 2 micro-batches x the rank's half of 4 layers' q,v adapters x 4 B */
+  tu_assert_close(op_bytes(&sim.ranks[0], "grad_to_host"),
+                  2.0 * (double)sim.layout.stages[0].trainable_elems / 2 * 4,
+                  1e-9);
+  vs_sim_fini(&sim);
 }
 
 /* Bytes of the file at path (fails the test when it cannot be read). */
@@ -1125,6 +1196,7 @@ int main(void)
       cmocka_unit_test(test_frozen_mlp_kind),
       cmocka_unit_test(test_trainable_layers_frozen_prefix),
       cmocka_unit_test(test_optimizer_in_backward),
+      cmocka_unit_test(test_frozen_prefix_edges),
       cmocka_unit_test(test_estimate_bounds_the_work),
       cmocka_unit_test(test_budget_refuses_before_building),
   };

@@ -770,6 +770,36 @@ static void test_hf_config(void **state)
                                   "seq_len = 128\n", &err), VS_EINPUT);
   assert_non_null(strstr(err.msg, "config.json:2:"));
   assert_non_null(strstr(err.msg, "not valid JSON"));
+  /* huge counts are refused before any arithmetic on them */
+  assert_int_equal(load_with_json(&wl, "{\"model_type\": \"gpt2\", "
+                                       "\"n_embd\": 4611686018427387904, "
+                                       "\"n_head\": 12, \"n_layer\": 2, "
+                                       "\"n_inner\": null, \"vocab_size\": 9}",
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n", &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "field \"n_embd\" must be a positive "
+                                  "integer up to 2^40"));
+  /* a mistyped head_dim is refused; a null num_key_value_heads is heads */
+  assert_int_equal(load_with_json(&wl, "{\"model_type\": \"llama\", "
+                                       "\"hidden_size\": 256, "
+                                       "\"intermediate_size\": 688, "
+                                       "\"num_hidden_layers\": 4, "
+                                       "\"num_attention_heads\": 8, "
+                                       "\"head_dim\": \"x\", "
+                                       "\"vocab_size\": 1000}",
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n", &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "field \"head_dim\" must be a positive"));
+  assert_int_equal(load_with_json(&wl, "{\"model_type\": \"llama\", "
+                                       "\"hidden_size\": 256, "
+                                       "\"intermediate_size\": 688, "
+                                       "\"num_hidden_layers\": 4, "
+                                       "\"num_attention_heads\": 8, "
+                                       "\"num_key_value_heads\": null, "
+                                       "\"vocab_size\": 1000}",
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n", &err), 0);
+  assert_int_equal(wl.model.kv_heads, 8);
   assert_int_equal(load_with_json(&wl, HF_LLAMA,
                                   "[model]\nhf_config = missing.json\n"
                                   "seq_len = 128\n", &err), VS_EIO);

@@ -22,6 +22,10 @@ typedef struct family {
   bool ffn_may_be_null;      /* GPT-2's n_inner: null means 4 x hidden */
 } family;
 
+/* The largest count a field may hold: far above any model, and small
+ * enough that the products below stay in 64 bits. */
+#define MAX_COUNT ((json_int_t)1 << 40)
+
 static const char *const llama_types[] = {"llama", "mistral", "qwen2",
                                           "qwen3", "gemma", NULL};
 static const char *const gemma_types[] = {"gemma", NULL};
@@ -91,10 +95,11 @@ static int count_field(const json_t *root, const char *path, const char *field,
     return vs_error_set(err, VS_EINPUT,
                         "%s: field \"%s\" missing (it gives [model] %s)", path,
                         field, key);
-  if (!json_is_integer(j) || json_integer_value(j) <= 0)
+  if (!json_is_integer(j) || json_integer_value(j) <= 0 ||
+      json_integer_value(j) > MAX_COUNT)
     return vs_error_set(err, VS_EINPUT,
-                        "%s: field \"%s\" must be a positive integer (it gives "
-                        "[model] %s)",
+                        "%s: field \"%s\" must be a positive integer up to "
+                        "2^40 (it gives [model] %s)",
                         path, field, key);
   *v = json_integer_value(j);
   return 0;
@@ -117,8 +122,9 @@ static int read_counts(const json_t *root, const char *path, const family *f,
     ffn = 4 * *hidden;
   else if ((rc = count_field(root, path, f->ffn, "ffn_hidden", &ffn, err)))
     return rc;
-  kv = *heads;
+  kv = *heads; /* absent or null: as many as heads (transformers') */
   if (f->kv_heads && json_object_get(root, f->kv_heads) &&
+      !json_is_null(json_object_get(root, f->kv_heads)) &&
       (rc = count_field(root, path, f->kv_heads, "kv_heads", &kv, err)))
     return rc;
   put_count(out, "layers", layers);
@@ -160,16 +166,26 @@ static int check_shape(const json_t *root, const char *path, json_int_t hidden,
                        json_int_t heads, vs_error *err)
 {
   const json_t *hd = json_object_get(root, "head_dim");
+  json_int_t v;
+  int rc;
   for (size_t i = 0; expert_fields[i]; i++) {
     const json_t *e = json_object_get(root, expert_fields[i]);
-    if (e && json_is_integer(e) && json_integer_value(e) > 1)
+    if (!e || json_is_null(e))
+      continue;
+    if ((rc = count_field(root, path, expert_fields[i], "layers' experts", &v,
+                          err)))
+      return rc;
+    if (v > 1)
       return vs_error_set(err, VS_EINPUT,
                           "%s: field \"%s\" = %lld: mixtures of experts are "
                           "not simulated yet",
-                          path, expert_fields[i],
-                          (long long)json_integer_value(e));
+                          path, expert_fields[i], (long long)v);
   }
-  if (hd && json_is_integer(hd) && json_integer_value(hd) * heads != hidden)
+  if (!hd || json_is_null(hd))
+    return 0;
+  if ((rc = count_field(root, path, "head_dim", "hidden / heads", &v, err)))
+    return rc;
+  if (v * heads != hidden)
     return vs_error_set(err, VS_EINPUT,
                         "%s: field \"head_dim\" = %lld, but vsim's layers have "
                         "hidden / heads = %lld / %lld per head",

@@ -106,6 +106,11 @@ const char *vs_adapter_dtype_name(int v) { return adapter_dtype_names[v]; }
  * read these.
  * ------------------------------------------------------------------------ */
 
+bool vs_workload_adapters_tp_allowed(int method, uint64_t tp)
+{
+  return method == VS_FT_FULL || tp == 1;
+}
+
 bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp)
 {
   return !(pp > 1 && zero >= 2);
@@ -458,7 +463,7 @@ static int check_finetune(vs_workload *wl, vs_error *err)
                         "%s: adapters on a 4-bit base are QLoRA; use method = "
                         "qlora",
                         WHERE("finetune", "base_dtype"));
-  if (wl->parallel.tp > 1)
+  if (!vs_workload_adapters_tp_allowed(f->method, wl->parallel.tp))
     return vs_error_set(err, VS_EINPUT,
                         "%s: LoRA adapters are simulated without tensor "
                         "parallelism (PEFT's layers are not tensor-parallel); "

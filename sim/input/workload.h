@@ -184,6 +184,11 @@ const char *vs_workload_tp_misfit(const vs_model_conf *m, uint64_t tp,
 /* Whether tp divides heads, kv_heads and ffn_hidden (tp_misfit is NULL). */
 bool vs_workload_tp_allowed(const vs_model_conf *m, uint64_t tp);
 
+/* Whether LoRA adapters (method = lora or qlora) can run on tp ranks:
+ * only without tensor parallelism (PEFT's layers are not tensor-parallel).
+ * A full fine-tune runs on any tp. */
+bool vs_workload_adapters_tp_allowed(int method, uint64_t tp);
+
 /* Whether sequence parallelism can split seq_len tokens over tp ranks
  * (Megatron-LM scatters the sequence dimension in whole tokens). */
 bool vs_workload_sp_allowed(uint64_t seq_len, uint64_t tp);

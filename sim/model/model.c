@@ -198,9 +198,18 @@ static int linear_weight(vs_block *blk, const dims *d, const char *name,
     return VS_EINPUT;
   blk->params[blk->n_params - 1].dtype = d->base_dtype;
   if (d->base_dtype == VS_DTYPE_NF4) {
+    /* one weight dequantized at a time: the op's largest counts */
     vs_op_spec *op = &blk->ops[blk->n_ops - 1];
-    op->fwd_temp_bytes += d->e * rows * cols;
-    op->bwd_temp_bytes += d->e * rows * cols;
+    uint64_t before = 0, now = rows * cols;
+    for (uint32_t i = op->first_param; i + 1 < op->first_param + op->n_params;
+         i++)
+      if (blk->params[i].dtype == VS_DTYPE_NF4 &&
+          blk->params[i].rows * blk->params[i].cols > before)
+        before = blk->params[i].rows * blk->params[i].cols;
+    if (now > before) {
+      op->fwd_temp_bytes += d->e * (now - before);
+      op->bwd_temp_bytes += d->e * (now - before);
+    }
   }
   return 0;
 }
@@ -236,19 +245,23 @@ static void as_adapter(vs_op_spec *op, const dims *d, uint64_t in,
 /* LoRA adapters (Hu et al. 2021; PEFT's lora.Linear) on the targets t of
  * the base linear just built, whose input has `in` features: an op after
  * it with each target's A (in x r) and B (r x out), trainable, in
- * adapter_dtype (fp32 by default: PEFT's autocast_adapter_dtype). What autograd keeps
+ * adapter_dtype (fp32 by default: PEFT's autocast_adapter_dtype). What
+ * autograd keeps
  * (shared/reference/frameworks.md 6.2): A's input, the base input x itself
  * (once for every target of it) or, with lora_dropout, each target's
  * dropped copy and its 1-byte mask; B's input, A's r-wide output. */
 static int lora_adapter(vs_block *blk, const dims *d, const char *name,
-                        uint64_t in, const lora_target *t, size_t n,
-                        vs_error *err)
+                        uint64_t in, bool input_kept, const lora_target *t,
+                        size_t n, vs_error *err)
 {
   static const char *const names[VS_LORA_N] = {"q", "k", "v", "o",
                                                 "gate", "up", "down"};
   lora_target on[4];
   size_t k = 0;
   vs_op_spec *op;
+  /* adapters of another dtype than the activations get their own cast of
+   * x each (PEFT's _cast_input_dtype, then autocast's copy) */
+  bool cast = d->adapter_dtype != d->act_dtype;
   for (size_t i = 0; i < n; i++)
     if (d->lora_r && (d->lora_targets & 1u << t[i].target))
       on[k++] = t[i];
@@ -257,12 +270,15 @@ static int lora_adapter(vs_block *blk, const dims *d, const char *name,
   if (!(op = vs_block_add_op(blk, name, err)))
     return VS_EINPUT;
   as_adapter(op, d, in, on, k);
-  if (!d->lora_drop &&
+  if (!d->lora_drop && !cast && !input_kept &&
       save_act(blk, op, d->em * d->tokens * in, d->em_dtype, err))
     return VS_EINPUT;
   for (size_t i = 0; i < k; i++) {
     char pname[VS_OP_NAME_MAX];
     vs_param_tensor *p;
+    if (!d->lora_drop && cast &&
+        save_act(blk, op, d->e * d->tokens * in, d->act_dtype, err))
+      return VS_EINPUT; /* this target's cast copy of x */
     if (d->lora_drop &&
         (save_act(blk, op, d->e * d->tokens * in, d->act_dtype, err) ||
          vs_block_save(blk, op,
@@ -484,7 +500,7 @@ static int attention_block(vs_block *blk, const dims *d, bool bias,
     return VS_EINPUT;
   if (linear_weight(blk, d, "qkv.weight", d->h, qkv_cols, err) ||
       (bias && param(blk, d, "qkv.bias", 1, qkv_cols, err)) ||
-      lora_adapter(blk, d, "lora_qkv", d->h, qkv, 3, err))
+      lora_adapter(blk, d, "lora_qkv", d->h, false, qkv, 3, err))
     return VS_EINPUT;
   if ((d->eager ? attention_eager : attention_flash)(blk, d, err))
     return VS_EINPUT;
@@ -492,7 +508,7 @@ static int attention_block(vs_block *blk, const dims *d, bool bias,
     return VS_EINPUT;
   if (linear_weight(blk, d, "attn_out.weight", d->h / d->t, d->h, err) ||
       (bias && param(blk, d, "attn_out.bias", 1, d->h, err)) ||
-      lora_adapter(blk, d, "lora_o", d->h / d->t, out, 1, err))
+      lora_adapter(blk, d, "lora_o", d->h / d->t, !d->eager, out, 1, err))
     return VS_EINPUT;
   return dropout(blk, d, "attn_out_dropout", d->tok_rep * d->h, false, err);
 }
@@ -506,7 +522,7 @@ static int gelu_mlp(vs_block *blk, const dims *d, vs_error *err)
   if (!column_parallel(blk, d, "mlp_up", f, err) ||
       linear_weight(blk, d, "mlp_up.weight", d->h, f, err) ||
       param(blk, d, "mlp_up.bias", 1, f, err) ||
-      lora_adapter(blk, d, "lora_up", d->h, up, 1, err))
+      lora_adapter(blk, d, "lora_up", d->h, false, up, 1, err))
     return VS_EINPUT;
   if (!(op = vs_block_add_op(blk, "gelu", err)))
     return VS_EINPUT;
@@ -516,7 +532,7 @@ static int gelu_mlp(vs_block *blk, const dims *d, vs_error *err)
   if (!row_parallel(blk, d, "mlp_down", f, false, err) ||
       linear_weight(blk, d, "mlp_down.weight", f, d->h, err) ||
       param(blk, d, "mlp_down.bias", 1, d->h, err) ||
-      lora_adapter(blk, d, "lora_down", f, down, 1, err))
+      lora_adapter(blk, d, "lora_down", f, false, down, 1, err))
     return VS_EINPUT;
   return dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, false, err);
 }
@@ -531,7 +547,7 @@ static int swiglu_mlp(vs_block *blk, const dims *d, vs_error *err)
   if (!column_parallel(blk, d, "mlp_gate_up", 2 * f, err) ||
       linear_weight(blk, d, "mlp_gate.weight", d->h, f, err) ||
       linear_weight(blk, d, "mlp_up.weight", d->h, f, err) ||
-      lora_adapter(blk, d, "lora_gate_up", d->h, gate_up, 2, err))
+      lora_adapter(blk, d, "lora_gate_up", d->h, false, gate_up, 2, err))
     return VS_EINPUT;
   if (!(op = vs_block_add_op(blk, "silu", err)))
     return VS_EINPUT;
@@ -545,7 +561,7 @@ static int swiglu_mlp(vs_block *blk, const dims *d, vs_error *err)
     return VS_EINPUT; /* SiLU(gate) and up */
   if (!row_parallel(blk, d, "mlp_down", f, false, err) ||
       linear_weight(blk, d, "mlp_down.weight", f, d->h, err) ||
-      lora_adapter(blk, d, "lora_down", f, down, 1, err))
+      lora_adapter(blk, d, "lora_down", f, false, down, 1, err))
     return VS_EINPUT;
   return dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, false, err);
 }
@@ -654,6 +670,9 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
    * the word embeddings (Megatron-LM), kept equal by an all-reduce. */
   if (own_head_weight(wl) && param(blk, d, "lm_head.weight", v, d->h, err))
     return VS_EINPUT;
+  if (own_head_weight(wl) && wl->model.tied_embeddings && d->frozen_prefix)
+    blk->params[blk->n_params - 1].trainable = false; /* the frozen
+                                                         embedding's copy */
   if (arch == VS_ARCH_BERT && param(blk, d, "mlm_bias", 1, v, err))
     return VS_EINPUT;
 
@@ -864,6 +883,21 @@ static int build_kinds(const vs_workload *wl, const dims *d, vs_model *m,
   return d->frozen_prefix ? frozen_prefix(wl, &frozen, m, err) : 0;
 }
 
+/* The LoRA adapters' parameters in the whole model (with a frozen base,
+ * the layers' trainable parameters are their adapters). */
+static uint64_t adapter_params(const dims *d, const vs_model *m)
+{
+  uint64_t n = 0;
+  if (!d->frozen_base || d->lora_r == 0)
+    return 0;
+  for (uint64_t l = 0; l < m->layers; l++) {
+    const vs_block *b = &m->kinds[m->inst_kind[l + 1]];
+    for (uint32_t i = 0; i < b->n_params; i++)
+      n += b->params[i].trainable ? b->params[i].rows * b->params[i].cols : 0;
+  }
+  return n * d->t;
+}
+
 int vs_model_build(const vs_workload *wl, vs_model *m, vs_error *err)
 {
   dims d;
@@ -882,7 +916,7 @@ int vs_model_build(const vs_workload *wl, vs_model *m, vs_error *err)
     vs_model_fini(m);
     return rc;
   }
-  m->params_total = whole_model_params(wl);
+  m->params_total = whole_model_params(wl) + adapter_params(&d, m);
   return 0;
 }
 

@@ -67,6 +67,7 @@ typedef struct builder {
   uint32_t *bucket;         /* insts whose grads wait in the open bucket */
   size_t n_bucket;          /* how many */
   uint64_t bucket_fill;     /* their grad bytes */
+  uint64_t bucket_elems;    /* their gradient elements */
   uint32_t waits[2];        /* ops the next compute op must wait for: a
                                block's gather, its activations' fetch */
   uint32_t n_waits;
@@ -723,6 +724,24 @@ static int last_core_op(const vs_block *blk)
  * (ZeRO-2/3); with ZeRO-0/1 they accumulate in the resident buffer. */
 static bool transient_grads(const builder *b) { return b->r->transient_grads; }
 
+/* inst's gradients appear (transient: they wait for their bucket or their
+ * step) when op starts, unless they already have. */
+static void grads_appear(builder *b, size_t inst, uint32_t op)
+{
+  if (b->grad_buf[inst] != NONE)
+    return;
+  b->grad_buf[inst] = new_buffer(b, plan_of(b, inst)->grad_bytes,
+                                 VS_CAT_GRADS);
+  alloc_on(b, op, b->grad_buf[inst]);
+}
+
+/* Tied embeddings held once, by the one stage that has both ends: the
+ * head's output layer computes the embedding weight's gradient. */
+static bool tied_on_one_stage(const builder *b)
+{
+  return b->wl->model.tied_embeddings && b->lay->pp == 1;
+}
+
 static void backward_block(builder *b, size_t inst, int mb)
 {
   const vs_block *blk = block_of(b, inst);
@@ -732,7 +751,10 @@ static void backward_block(builder *b, size_t inst, int mb)
 
   if (plan->no_backward)
     return; /* a frozen prefix: no gradient flows through it */
-  before_pass(b, inst, inst - 1, inst > 0, mb);
+  /* the block before runs a backward (and so releases a prefetched
+   * gather) unless it is a frozen prefix */
+  before_pass(b, inst, inst - 1, inst > 0 && !plan_of(b, inst - 1)->no_backward,
+              mb);
   before_backward_acts(b, inst, mb);
   if (plan->recompute_block)
     recompute_layer(b, inst, mb);
@@ -746,8 +768,9 @@ static void backward_block(builder *b, size_t inst, int mb)
     op = compute_op(b, VS_PHASE_BWD, o->name, layer, mb, plan->bwd_flops[k],
                     plan->bwd_bytes[k], o->matmul);
     if (k == (int)blk->n_ops - 1 && transient_grads(b)) {
-      b->grad_buf[inst] = new_buffer(b, plan->grad_bytes, VS_CAT_GRADS);
-      alloc_on(b, op, b->grad_buf[inst]);
+      grads_appear(b, inst, op);
+      if (inst + 1 == b->n_inst && tied_on_one_stage(b))
+        grads_appear(b, 0, op); /* the head computes the tied embedding's */
     }
     transient(b, op, o->bwd_temp_bytes, VS_CAT_TEMP);
     for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++) {
@@ -778,7 +801,7 @@ static void backward_block(builder *b, size_t inst, int mb)
  * 4 B an element cross PCIe and an fp32 copy lives on the GPU meanwhile. */
 static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
 {
-  uint64_t elems = b->bucket_fill / b->r->grad_elem_bytes;
+  uint64_t elems = b->bucket_elems;
   uint64_t bytes = vs_recipe_shard(&b->r->offload.host_grads, 4 * elems);
   uint32_t op = offload_op(b, VS_STREAM_D2H, VS_RES_PCIE_D2H, "grad_to_host",
                            -1, mb, bytes, after);
@@ -815,6 +838,7 @@ static void flush_bucket(builder *b, int mb)
   }
   b->n_bucket = 0;
   b->bucket_fill = 0;
+  b->bucket_elems = 0;
 }
 
 /* Adds inst's gradients to the open bucket; reduces it once it holds at
@@ -824,6 +848,7 @@ static void bucket_grads(builder *b, size_t inst, int mb)
 {
   b->bucket[b->n_bucket++] = (uint32_t)inst;
   b->bucket_fill += plan_of(b, inst)->grad_bytes;
+  b->bucket_elems += plan_of(b, inst)->trainable_elems;
   if (b->bucket_fill >= b->wl->parallel.bucket_bytes)
     flush_bucket(b, mb);
 }

@@ -311,6 +311,10 @@ int vs_recipe_build(const vs_workload *wl, const vs_model *m, vs_recipe *r,
     }
   }
   resolve_frozen_prefix(m, r);
+  /* tied embeddings split over the pipeline are kept in sync only when
+   * they train */
+  r->embedding_sync = r->embedding_sync &&
+                      r->kinds[m->inst_kind[0]].trainable_elems > 0;
   return 0;
 }
 

@@ -100,7 +100,8 @@ bool vs_explore_is_list_key(const char *key)
   if (i < 0)
     return false;
   return tab->keys[i].type == VS_KEY_LIST || tab->keys[i].type == VS_KEY_RATES ||
-         tab->keys[i].type == VS_KEY_LATENCIES;
+         tab->keys[i].type == VS_KEY_LATENCIES ||
+         tab->keys[i].type == VS_KEY_FLAGS;
 }
 
 /* The i-th of ex's base overrides followed by the n_extra of extra. */

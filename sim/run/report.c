@@ -414,7 +414,7 @@ static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
      * out as keys, so the output loads back from anywhere */
     fprintf(out, "; %s = ", k->name);
     vs_conf_print_value(out, k, wl);
-    fprintf(out, "    ; its values are written out below\n");
+    fprintf(out, "    ; its values are written out above\n");
     return;
   }
   fprintf(out, "%s = ", k->name);

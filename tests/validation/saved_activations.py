@@ -150,7 +150,7 @@ def lora_ini(lora):
     if not lora:
         return ""
     return (f"[finetune]\nmethod = lora\nlora_rank = {lora[0]}\n"
-            f"lora_targets = {','.join(lora[1])}\n")
+            f"lora_targets = {','.join(lora[1])}\nadapter_dtype = bf16\n")
 
 
 def vsim_forward_activations(c, vsim, lora=None, trainable_layers=0):
