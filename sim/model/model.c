@@ -98,15 +98,23 @@ static int save_act(vs_block *blk, vs_op_spec *op, uint64_t bytes, int dtype,
                        err);
 }
 
+/* Who keeps a linear's input for backward. */
+typedef enum input_keeper {
+  KEPT_FOR_WEIGHTS,  /* only the linear, for its weight gradient */
+  KEPT_BY_ANOTHER    /* another op keeps the same tensor too (flash
+                        attention its output, the output projection's
+                        input) */
+} input_keeper;
+
 /* A linear's saved input: needed only for its weight gradient unless
- * another op keeps the same tensor (`shared`). */
+ * another op keeps the same tensor. */
 static int save_input(vs_block *blk, vs_op_spec *op, uint64_t bytes,
-                      int dtype, bool shared, vs_error *err)
+                      int dtype, input_keeper keeper, vs_error *err)
 {
   return vs_block_save(blk, op,
                        (vs_saved){.bytes = bytes, .dtype = (uint8_t)dtype,
                                   .category = VS_CAT_ACTIVATIONS,
-                                  .wgrad_only = !shared},
+                                  .wgrad_only = keeper == KEPT_FOR_WEIGHTS},
                        err);
 }
 
@@ -251,7 +259,7 @@ static void as_adapter(vs_op_spec *op, const dims *d, uint64_t in,
  * (once for every target of it) or, with lora_dropout, each target's
  * dropped copy and its 1-byte mask; B's input, A's r-wide output. */
 static int lora_adapter(vs_block *blk, const dims *d, const char *name,
-                        uint64_t in, bool input_kept, const lora_target *t,
+                        uint64_t in, input_keeper keeper, const lora_target *t,
                         size_t n, vs_error *err)
 {
   static const char *const names[VS_LORA_N] = {"q", "k", "v", "o",
@@ -270,7 +278,7 @@ static int lora_adapter(vs_block *blk, const dims *d, const char *name,
   if (!(op = vs_block_add_op(blk, name, err)))
     return VS_EINPUT;
   as_adapter(op, d, in, on, k);
-  if (!d->lora_drop && !cast && !input_kept &&
+  if (!d->lora_drop && !cast && keeper == KEPT_FOR_WEIGHTS &&
       save_act(blk, op, d->em * d->tokens * in, d->em_dtype, err))
     return VS_EINPUT;
   for (size_t i = 0; i < k; i++) {
@@ -353,7 +361,8 @@ static vs_op_spec *column_parallel(vs_block *blk, const dims *d,
   if (!op)
     return NULL;
   as_matmul(op, d->tokens, d->h, out_cols, d->e);
-  if (save_input(blk, op, d->em * d->tok_rep * d->h, d->em_dtype, false, err))
+  if (save_input(blk, op, d->em * d->tok_rep * d->h, d->em_dtype,
+                 KEPT_FOR_WEIGHTS, err))
     return NULL;
   if (d->sp) {
     comm(&op->fwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
@@ -367,16 +376,17 @@ static vs_op_spec *column_parallel(vs_block *blk, const dims *d,
 }
 
 /* A row-parallel matmul (attention output, MLP down): sharded input, output
- * summed over tp (all-reduce, or reduce-scatter with sp). `shared`: another
- * op keeps the same input (flash attention keeps its output). */
+ * summed over tp (all-reduce, or reduce-scatter with sp); keeper: who else
+ * keeps its input. */
 static vs_op_spec *row_parallel(vs_block *blk, const dims *d, const char *name,
-                                uint64_t in_cols, bool shared, vs_error *err)
+                                uint64_t in_cols, input_keeper keeper,
+                                vs_error *err)
 {
   vs_op_spec *op = vs_block_add_op(blk, name, err);
   if (!op)
     return NULL;
   as_matmul(op, d->tokens, in_cols, d->h, d->e);
-  if (save_input(blk, op, d->em * d->tokens * in_cols, d->em_dtype, shared,
+  if (save_input(blk, op, d->em * d->tokens * in_cols, d->em_dtype, keeper,
                  err))
     return NULL;
   if (d->sp) {
@@ -496,19 +506,21 @@ static int attention_block(vs_block *blk, const dims *d, bool bias,
                              {VS_LORA_K, d->kv * d->d},
                              {VS_LORA_V, d->kv * d->d}};
   const lora_target out[] = {{VS_LORA_O, d->h}};
+  /* flash attention keeps its output, the output projection's input */
+  input_keeper out_keeper = d->eager ? KEPT_FOR_WEIGHTS : KEPT_BY_ANOTHER;
   if (!column_parallel(blk, d, "qkv_proj", qkv_cols, err))
     return VS_EINPUT;
   if (linear_weight(blk, d, "qkv.weight", d->h, qkv_cols, err) ||
       (bias && param(blk, d, "qkv.bias", 1, qkv_cols, err)) ||
-      lora_adapter(blk, d, "lora_qkv", d->h, false, qkv, 3, err))
+      lora_adapter(blk, d, "lora_qkv", d->h, KEPT_FOR_WEIGHTS, qkv, 3, err))
     return VS_EINPUT;
   if ((d->eager ? attention_eager : attention_flash)(blk, d, err))
     return VS_EINPUT;
-  if (!row_parallel(blk, d, "attn_out_proj", d->h / d->t, !d->eager, err))
+  if (!row_parallel(blk, d, "attn_out_proj", d->h / d->t, out_keeper, err))
     return VS_EINPUT;
   if (linear_weight(blk, d, "attn_out.weight", d->h / d->t, d->h, err) ||
       (bias && param(blk, d, "attn_out.bias", 1, d->h, err)) ||
-      lora_adapter(blk, d, "lora_o", d->h / d->t, !d->eager, out, 1, err))
+      lora_adapter(blk, d, "lora_o", d->h / d->t, out_keeper, out, 1, err))
     return VS_EINPUT;
   return dropout(blk, d, "attn_out_dropout", d->tok_rep * d->h, false, err);
 }
@@ -522,17 +534,17 @@ static int gelu_mlp(vs_block *blk, const dims *d, vs_error *err)
   if (!column_parallel(blk, d, "mlp_up", f, err) ||
       linear_weight(blk, d, "mlp_up.weight", d->h, f, err) ||
       param(blk, d, "mlp_up.bias", 1, f, err) ||
-      lora_adapter(blk, d, "lora_up", d->h, false, up, 1, err))
+      lora_adapter(blk, d, "lora_up", d->h, KEPT_FOR_WEIGHTS, up, 1, err))
     return VS_EINPUT;
   if (!(op = vs_block_add_op(blk, "gelu", err)))
     return VS_EINPUT;
   as_elementwise(op, d->tokens * f, d->e, 8.0);
   if (save_act(blk, op, d->e * d->tokens * f, d->act_dtype, err))
     return VS_EINPUT;
-  if (!row_parallel(blk, d, "mlp_down", f, false, err) ||
+  if (!row_parallel(blk, d, "mlp_down", f, KEPT_FOR_WEIGHTS, err) ||
       linear_weight(blk, d, "mlp_down.weight", f, d->h, err) ||
       param(blk, d, "mlp_down.bias", 1, d->h, err) ||
-      lora_adapter(blk, d, "lora_down", f, false, down, 1, err))
+      lora_adapter(blk, d, "lora_down", f, KEPT_FOR_WEIGHTS, down, 1, err))
     return VS_EINPUT;
   return dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, false, err);
 }
@@ -547,7 +559,8 @@ static int swiglu_mlp(vs_block *blk, const dims *d, vs_error *err)
   if (!column_parallel(blk, d, "mlp_gate_up", 2 * f, err) ||
       linear_weight(blk, d, "mlp_gate.weight", d->h, f, err) ||
       linear_weight(blk, d, "mlp_up.weight", d->h, f, err) ||
-      lora_adapter(blk, d, "lora_gate_up", d->h, false, gate_up, 2, err))
+      lora_adapter(blk, d, "lora_gate_up", d->h, KEPT_FOR_WEIGHTS, gate_up, 2,
+                   err))
     return VS_EINPUT;
   if (!(op = vs_block_add_op(blk, "silu", err)))
     return VS_EINPUT;
@@ -559,9 +572,9 @@ static int swiglu_mlp(vs_block *blk, const dims *d, vs_error *err)
   as_elementwise(op, d->tokens * f, d->e, 1.0);
   if (save_act(blk, op, 2 * d->e * d->tokens * f, d->act_dtype, err))
     return VS_EINPUT; /* SiLU(gate) and up */
-  if (!row_parallel(blk, d, "mlp_down", f, false, err) ||
+  if (!row_parallel(blk, d, "mlp_down", f, KEPT_FOR_WEIGHTS, err) ||
       linear_weight(blk, d, "mlp_down.weight", f, d->h, err) ||
-      lora_adapter(blk, d, "lora_down", f, false, down, 1, err))
+      lora_adapter(blk, d, "lora_down", f, KEPT_FOR_WEIGHTS, down, 1, err))
     return VS_EINPUT;
   return dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, false, err);
 }
@@ -632,7 +645,8 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
     if (!(op = vs_block_add_op(blk, "mlm_dense", err)))
       return VS_EINPUT;
     as_matmul(op, d->tokens, d->h, d->h, d->e);
-    if (save_input(blk, op, d->e * d->tokens * d->h, d->act_dtype, false, err))
+    if (save_input(blk, op, d->e * d->tokens * d->h, d->act_dtype,
+                   KEPT_FOR_WEIGHTS, err))
       return VS_EINPUT;
     if (param(blk, d, "mlm_dense.weight", d->h, d->h, err) ||
         param(blk, d, "mlm_dense.bias", 1, d->h, err))
@@ -652,7 +666,8 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   /* its input serves the output weight's gradient; tied to a frozen
    * embedding (no weight of its own here) it serves none */
   if (!(d->frozen_base && !own_head_weight(wl)) &&
-      save_input(blk, op, d->em * d->tok_rep * d->h, d->em_dtype, false, err))
+      save_input(blk, op, d->em * d->tok_rep * d->h, d->em_dtype,
+                 KEPT_FOR_WEIGHTS, err))
     return VS_EINPUT;
   if (vs_block_save(blk, op,
                     (vs_saved){.bytes = d->e * logits, .dtype = d->act_dtype,
