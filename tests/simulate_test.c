@@ -1067,6 +1067,42 @@ static void test_frozen_prefix_edges(void **state)
   vs_sim_fini(&sim);
 }
 
+/* A paged optimizer (bitsandbytes): the Adam states of tensors of at least
+ * 1e5 elements (frozen_gpt's 256 x 1024 MLP and 256 x 768 QKV weights,
+ * 256 x 1000 embedding; not its 256 x 256 projections or vectors) live in
+ * CUDA managed memory: 8 B an element there, out of the allocator's
+ * figures and the fit; the fp32 master copy stays in ordinary memory. */
+static void test_paged_optimizer(void **state)
+{
+  const char *paged[] = {"training.paged_optimizer=true"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim plain, pg;
+  uint64_t big = 0;
+  (void)state;
+  load(&wl, frozen_gpt, NULL, 0, 1);
+  simulate(&plain, &wl, &topo, false);
+  load(&wl, frozen_gpt, paged, 1, 1);
+  simulate(&pg, &wl, &topo, false);
+  for (size_t i = 0; i < (size_t)pg.model.layers + 2; i++) {
+    const vs_block *blk = vs_model_block(&pg.model, i);
+    for (uint32_t k = 0; k < blk->n_params; k++) {
+      uint64_t n = blk->params[k].rows * blk->params[k].cols;
+      big += n >= 100000 ? n : 0;
+    }
+  }
+  assert_true(big > 0);
+  assert_int_equal(pg.layout.stages[0].managed_bytes, 8 * big);
+  assert_int_equal(pg.ranks[0].managed.peak_allocated_bytes, 8 * big);
+  assert_int_equal(plain.ranks[0].mem.at_peak[VS_CAT_OPTIMIZER] -
+                       pg.ranks[0].mem.at_peak[VS_CAT_OPTIMIZER],
+                   8 * big);
+  assert_true(pg.ranks[0].mem.peak_used_bytes <
+              plain.ranks[0].mem.peak_used_bytes);
+  vs_sim_fini(&plain);
+  vs_sim_fini(&pg);
+}
+
 /* Bytes of the file at path (fails the test when it cannot be read). */
 static double file_bytes(const char *path)
 {
@@ -1197,6 +1233,7 @@ int main(void)
       cmocka_unit_test(test_trainable_layers_frozen_prefix),
       cmocka_unit_test(test_optimizer_in_backward),
       cmocka_unit_test(test_frozen_prefix_edges),
+      cmocka_unit_test(test_paged_optimizer),
       cmocka_unit_test(test_estimate_bounds_the_work),
       cmocka_unit_test(test_budget_refuses_before_building),
   };

@@ -677,6 +677,11 @@ static void test_finetune_rules(void **state)
            VS_EINPUT,
            "@:10: [finetune] trainable_layers = 3: more than the model's 2 "
            "layers");
+  load_bad(LLAMA_MODEL "[training]\npaged_optimizer = true\n[parallel]\n"
+                       "zero = 1\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:10: [training] paged_optimizer = true: bitsandbytes' paged "
+           "optimizers page each tensor's states in CUDA managed memory");
   /* qlora's base defaults to nf4; the defaults are PEFT's */
   assert_int_equal(load_at(&wl, path, LLAMA_MODEL "[finetune]\nmethod = qlora\n",
                            NULL, 0, 0, &err), 0);

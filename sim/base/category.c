@@ -11,6 +11,7 @@ const char *vs_category_name(int category)
 
 const char *vs_place_name(int place)
 {
-  static const char *const names[VS_PLACE_N] = {"gpu", "host", "nvme"};
+  static const char *const names[VS_PLACE_N] = {"gpu", "managed", "host",
+                                                "nvme"};
   return place >= 0 && place < VS_PLACE_N ? names[place] : "?";
 }

@@ -17,15 +17,19 @@ typedef enum vs_category {
 } vs_category;
 
 /* Where bytes live: each place is a memory of its own, tracked and bounded
- * separately (the GPU's per rank; the host's and the NVMe's per node). */
+ * separately (the GPU's and its managed memory per rank; the host's and the
+ * NVMe's per node: the places from VS_PLACE_HOST on). */
 typedef enum vs_place {
-  VS_PLACE_GPU,       /* device memory */
+  VS_PLACE_GPU,       /* device memory, through the caching allocator */
+  VS_PLACE_MANAGED,   /* CUDA managed memory on the GPU (paged optimizer
+                         states): outside the allocator, its pages move to
+                         the host when the GPU runs short */
   VS_PLACE_HOST,      /* host DRAM (offload, staging buffers) */
   VS_PLACE_NVME,      /* NVMe (ZeRO-Infinity) */
   VS_PLACE_N
 } vs_place;
 
-/* "gpu", "host", "nvme" ("?" outside the range). */
+/* "gpu", "managed", "host", "nvme" ("?" outside the range). */
 const char *vs_place_name(int place);
 
 /* "params", "grads", ... ("?" outside the range). */

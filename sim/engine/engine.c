@@ -73,6 +73,7 @@ void vs_rank_init(vs_rank *rank, uint32_t id, const vs_program *prog,
   rank->stage = prog->stage;
   rank->prog = prog;
   vs_mem_init(&rank->mem, capacity_bytes, framework_bytes);
+  vs_mem_init(&rank->managed, capacity_bytes, 0);
 }
 
 void vs_rank_fini(vs_rank *rank)
@@ -204,7 +205,11 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
     uint64_t bytes = buf->bytes;
     if ((bool)e->at_end != at_end)
       continue;
-    if (buf->place != VS_PLACE_GPU)
+    if (buf->place == VS_PLACE_MANAGED)
+      rc = e->is_free ? vs_mem_free(&r->managed, buf->category, buf->bytes)
+                      : vs_mem_alloc(&r->managed, buf->category, buf->bytes,
+                                     idx, t_ns);
+    else if (buf->place != VS_PLACE_GPU)
       rc = node_effect(c, r, e, buf, idx, t_ns);
     else if (r->alloc)
       rc = caching_effect(r, e, buf, op->stream, idx, t_ns, &bytes);

@@ -92,6 +92,9 @@ typedef struct vs_rank {
   uint64_t tail_copy_ns;    /* tail time up to the end of another offload
                                op (a copy or an NVMe swap) */
   vs_mem mem;               /* its memory */
+  vs_mem managed;           /* its CUDA managed memory (paged optimizer
+                               states): outside the allocator and the fit,
+                               since its pages can move to the host */
   vs_alloc *alloc;          /* caching-allocator emulation; NULL = exact */
   uint32_t *live_blocks;    /* [program buffer] its allocator block while
                                live, VS_ALLOC_NONE otherwise (caching) */

@@ -52,6 +52,7 @@ static const vs_key workload_keys[] = {
     K("training", "optimizer", VS_KEY_ENUM, training.optimizer, .choices = optimizer_names, .default_doc = "adamw"),
     K("training", "checkpointing", VS_KEY_ENUM, training.checkpointing, .choices = ckpt_names, .default_doc = "none"),
     K("training", "attention", VS_KEY_ENUM, training.attention, .choices = attention_names, .default_doc = "flash"),
+    K("training", "paged_optimizer", VS_KEY_BOOL, training.paged_optimizer, .default_doc = "false"),
     K("training", "optimizer_in_backward", VS_KEY_BOOL, training.optimizer_in_backward, .default_doc = "false"),
     K("training", "offload_activations", VS_KEY_ENUM, training.offload_activations, .choices = activation_offload_names, .default_doc = "none"),
     K("parallel", "tp", VS_KEY_COUNT, parallel.tp, .positive = true, .hi = 1e6, .default_doc = "1"),
@@ -340,6 +341,22 @@ static int check_step_in_backward(const vs_workload *wl, vs_error *err)
   return 0;
 }
 
+/* bitsandbytes' paged optimizers page each tensor's own states: not the
+ * flat partitions of ZeRO, not states moved to the host. */
+static int check_paged(const vs_workload *wl, vs_error *err)
+{
+  const vs_parallel_conf *p = &wl->parallel;
+  char where[400];
+  if (wl->training.paged_optimizer &&
+      (p->zero > 0 || p->offload_optimizer != VS_OFFLOAD_NONE))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: bitsandbytes' paged optimizers page each tensor's "
+                        "states in CUDA managed memory; they run with zero = 0 "
+                        "and the optimizer on the GPU",
+                        WHERE("training", "paged_optimizer"));
+  return 0;
+}
+
 /* The offload keys against ZeRO and the optimizer. */
 static int check_offload(const vs_workload *wl, vs_error *err)
 {
@@ -396,7 +413,7 @@ static int check_training(vs_workload *wl, vs_error *err)
                         "%s: master weights only exist when precision is below "
                         "fp32 (precision = fp32 here)",
                         WHERE("training", "master_weights"));
-  if ((rc = check_offload(wl, err)))
+  if ((rc = check_offload(wl, err)) || (rc = check_paged(wl, err)))
     return rc;
   return check_step_in_backward(wl, err);
 }

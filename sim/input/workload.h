@@ -76,6 +76,8 @@ typedef struct vs_training_conf {
                                copied to the host after forward) */
   bool optimizer_in_backward; /* each block's parameters stepped as soon as
                                its backward made their gradients */
+  bool paged_optimizer;     /* bitsandbytes' paged variant: the states of
+                               large tensors in CUDA managed memory */
 } vs_training_conf;
 
 typedef struct vs_parallel_conf {

@@ -8,6 +8,7 @@
 /* Adds one block instance of plan k to stage st's unsharded states. */
 static void add_block(vs_stage_layout *st, const vs_kind_plan *k)
 {
+  st->managed_bytes += k->paged_bytes;
   st->param_elems += k->param_elems;
   st->trainable_elems += k->trainable_elems;
   st->params_full_bytes += k->param_bytes;
@@ -52,6 +53,7 @@ static void place_states(const vs_recipe *r, vs_stage_layout *st)
                        : st->trainable_elems;
   put(r->optimizer.place, st->optimizer_shard_bytes, &st->optimizer_bytes,
       &st->host.optimizer, &st->nvme.optimizer);
+  st->optimizer_bytes -= st->managed_bytes; /* paged: unsharded, on GPU */
   put(r->params.place, st->params_shard_bytes, &st->params_bytes,
       &st->host.params, &st->nvme.params);
   if (r->grads.place == VS_PLACE_GPU && !r->step_in_backward)

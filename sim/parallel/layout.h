@@ -47,6 +47,8 @@ typedef struct vs_stage_layout {
   uint64_t optimizer_shard_bytes; /* wherever they live */
   uint64_t step_elems;            /* parameters this GPU's optimizer steps
                                      (its trainable partition) */
+  uint64_t managed_bytes;         /* paged optimizer states in CUDA managed
+                                     memory (not in optimizer_bytes) */
   vs_placed_bytes host;           /* off the GPU, in host DRAM */
   vs_placed_bytes nvme;           /* off the GPU, on NVMe */
 } vs_stage_layout;

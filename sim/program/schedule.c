@@ -994,6 +994,8 @@ static void setup(builder *b)
   alloc_on(b, op, new_buffer(b, st->params_bytes, VS_CAT_PARAMS));
   alloc_on(b, op, new_buffer(b, st->grads_bytes, VS_CAT_GRADS));
   alloc_on(b, op, new_buffer(b, st->optimizer_bytes, VS_CAT_OPTIMIZER));
+  alloc_on(b, op, placed_buffer(b, st->managed_bytes, VS_CAT_OPTIMIZER,
+                                VS_PLACE_MANAGED));
   setup_off_gpu(b, op, &st->host, VS_PLACE_HOST);
   setup_off_gpu(b, op, &st->nvme, VS_PLACE_NVME);
 }

@@ -249,6 +249,9 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
     k->optimizer_bytes += vs_optimizer_state_bytes(
         t->optimizer, t->master_weights && p->dtype != VS_DTYPE_FP32, p->rows,
         p->cols);
+    if (t->paged_optimizer && n >= VS_PAGED_MIN_ELEMS)
+      k->paged_bytes += vs_optimizer_state_bytes(t->optimizer, false, p->rows,
+                                                 p->cols);
   }
   return 0;
 }

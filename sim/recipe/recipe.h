@@ -100,6 +100,11 @@ typedef struct vs_offload_plan {
                                its forward and back before its backward */
 } vs_offload_plan;
 
+/* bitsandbytes pages the states of tensors of at least this many elements
+ * (optim/optimizer.py: page_mng.paged_tensors for numel >= 1e5); smaller
+ * ones stay in ordinary device memory. */
+#define VS_PAGED_MIN_ELEMS 100000
+
 /* DeepSpeed's defaults for NVMe swapping (runtime/zero/offload_config.py
  * and config.py): optimizer buffer_count 4 (param, grad, m, v), sub_group_size
  * 1e9 elements; parameter buffer_count 5, buffer_size 1e8 elements. */
@@ -126,6 +131,8 @@ typedef struct vs_kind_plan {
                                a ZeRO-3 gather brings) */
   uint64_t grad_bytes;      /* gradients of its trainable parameters */
   uint64_t optimizer_bytes; /* optimizer states of its trainable ones */
+  uint64_t paged_bytes;     /* of which in CUDA managed memory (paged
+                               optimizer: large tensors' states, no master) */
   uint64_t param_elems;     /* parameter elements */
   uint64_t trainable_elems; /* elements of trainable parameters */
 } vs_kind_plan;
