@@ -1103,6 +1103,48 @@ static void test_paged_optimizer(void **state)
   vs_sim_fini(&pg);
 }
 
+/* FP8 as Transformer Engine runs it (shared/reference/frameworks.md 7):
+ * on Hopper (fp8_transposes) each saved GEMM input is kept row- and
+ * column-wise at 1 B, so activations equal bf16's, and each GEMM weight's
+ * FP8 copies cost 2 B more a weight: FP8 alone saves no memory there.
+ * Without the transposes (Blackwell) the inputs take half. */
+static void test_fp8_copies(void **state)
+{
+  const char *bf16[] = {"training.precision=bf16"};
+  const char *fp8[] = {"training.precision=fp8"};
+  const char *no_t[] = {"node.gpus=8", "gpu.fp8_transposes=false"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim b, f, ft;
+  uint64_t gemm_inputs = 0;
+  (void)state;
+  load(&wl, frozen_gpt, bf16, 1, 1);
+  simulate(&b, &wl, &topo, false);
+  load(&wl, frozen_gpt, fp8, 1, 1);
+  simulate(&f, &wl, &topo, false);
+  simulate_on(&ft, &wl, &topo, no_t, 2, false);
+  assert_true(f.layout.stages[0].fp8_weight_elems > 0);
+  assert_int_equal(f.layout.params_bytes - b.layout.params_bytes,
+                   2 * f.layout.stages[0].fp8_weight_elems);
+  assert_int_equal(ft.layout.params_bytes - b.layout.params_bytes,
+                   f.layout.stages[0].fp8_weight_elems);
+  assert_int_equal(max_held(&f.ranks[0], VS_CAT_ACTIVATIONS),
+                   max_held(&b.ranks[0], VS_CAT_ACTIVATIONS));
+  for (size_t i = 0; i < (size_t)f.model.layers + 2; i++) {
+    const vs_block *blk = vs_model_block(&f.model, i);
+    for (uint32_t s = 0; s < blk->n_saved; s++)
+      gemm_inputs += blk->saved[s].dtype == VS_DTYPE_FP8 ? blk->saved[s].bytes
+                                                         : 0;
+  }
+  assert_true(gemm_inputs > 0);
+  assert_int_equal(max_held(&f.ranks[0], VS_CAT_ACTIVATIONS) -
+                       max_held(&ft.ranks[0], VS_CAT_ACTIVATIONS),
+                   gemm_inputs);
+  vs_sim_fini(&b);
+  vs_sim_fini(&f);
+  vs_sim_fini(&ft);
+}
+
 /* Bytes of the file at path (fails the test when it cannot be read). */
 static double file_bytes(const char *path)
 {
@@ -1234,6 +1276,7 @@ int main(void)
       cmocka_unit_test(test_optimizer_in_backward),
       cmocka_unit_test(test_frozen_prefix_edges),
       cmocka_unit_test(test_paged_optimizer),
+      cmocka_unit_test(test_fp8_copies),
       cmocka_unit_test(test_estimate_bounds_the_work),
       cmocka_unit_test(test_budget_refuses_before_building),
   };

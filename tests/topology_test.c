@@ -185,6 +185,7 @@ static void test_optional_keys_default(void **state)
   assert_near(t.nvme_bandwidth, 10e9);             /* "10GB/s" */
   assert_true(t.nvme_capacity_bytes == 0);         /* "0 (none)" */
   assert_near(t.host_memory_bandwidth, 0);         /* "0 (not a limit)" */
+  assert_true(t.fp8_transposes);                   /* "true (Hopper, Ada)" */
   assert_near(t.cpu_optimizer_rate, 3.9e9);        /* ZeRO-Offload Table 4 */
   assert_near(t.pcie_d2h_bandwidth, t.pcie_bandwidth); /* no d2h_pinned fit */
   assert_near(t.intra_latency, 3e-6);              /* "3us" */

@@ -59,6 +59,7 @@ static const vs_key topology_keys[] = {
     K("gpu", "peak_tflops_fp16", VS_KEY_REAL, peak_tflops_fp16, .positive = true, .lo = MIN_TFLOPS, .hi = MAX_TFLOPS, .required = true, .default_doc = "required"),
     K("gpu", "peak_tflops_fp32", VS_KEY_REAL, peak_tflops_fp32, .positive = true, .lo = MIN_TFLOPS, .hi = MAX_TFLOPS, .required = true, .default_doc = "required"),
     K("gpu", "peak_tflops_fp8", VS_KEY_REAL, peak_tflops_fp8, .lo = 0, .hi = MAX_TFLOPS, .default_doc = "0 (no FP8)"),
+    K("gpu", "fp8_transposes", VS_KEY_BOOL, fp8_transposes, .default_doc = "true (Hopper, Ada)"),
     K("gpu", "context_memory", VS_KEY_SIZE, context_bytes, .hi = MAX_GPU_BYTES, .default_doc = "400MiB"),
     K("gpu", "cublas_workspace", VS_KEY_SIZE, cublas_workspace_bytes, .hi = MAX_GPU_BYTES, .default_doc = "32MiB"),
     K("gpu", "nccl_memory", VS_KEY_SIZE, nccl_bytes, .hi = MAX_GPU_BYTES, .default_doc = "512MiB"),
@@ -94,6 +95,10 @@ static void set_defaults(vs_topology *t)
 {
   memset(t, 0, sizeof *t);
   t->context_bytes = 400ull << 20;
+  /* Transformer Engine keeps row- and column-wise FP8 copies of GEMM
+   * operands on Hopper and Ada, one on Blackwell (TE docs,
+   * low_precision_training/performance_considerations.rst) */
+  t->fp8_transposes = true;
   t->cublas_workspace_bytes = 32ull << 20;
   t->nccl_bytes = 512ull << 20;
   t->compute_efficiency = 0.7;

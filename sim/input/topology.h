@@ -116,6 +116,9 @@ typedef struct vs_topology {
   double peak_tflops_fp16;       /* dense tensor-core TFLOP/s */
   double peak_tflops_fp32;       /* TFLOP/s */
   double peak_tflops_fp8;        /* TFLOP/s; 0 when the GPU has no FP8 */
+  bool fp8_transposes;           /* FP8 GEMMs need a column-wise (transposed)
+                                    copy of each operand beside the row-wise
+                                    one (Hopper, Ada; not Blackwell) */
   uint64_t context_bytes;        /* CUDA context outside the allocator */
   uint64_t cublas_workspace_bytes; /* cuBLAS workspace per handle */
   uint64_t nccl_bytes;           /* NCCL buffers per communicator */

@@ -9,6 +9,7 @@
 static void add_block(vs_stage_layout *st, const vs_kind_plan *k)
 {
   st->managed_bytes += k->paged_bytes;
+  st->fp8_weight_elems += k->fp8_weight_elems;
   st->param_elems += k->param_elems;
   st->trainable_elems += k->trainable_elems;
   st->params_full_bytes += k->param_bytes;
@@ -62,6 +63,20 @@ static void place_states(const vs_recipe *r, vs_stage_layout *st)
     st->host.grads = vs_recipe_shard(&r->offload.host_grads,
                                      4 * st->trainable_elems);
   st->host.buffers = vs_recipe_swap_buffer_bytes(r, st->step_elems);
+}
+
+/* Transformer Engine's FP8 weight copies, kept from each weight's first
+ * quantization to the step's end (1 B a weight, twice with the transposed
+ * copy Hopper and Ada need), counted with the parameters. ZeRO-3 gathers
+ * weights per block; their copies then live with the gather, which is not
+ * modelled. */
+static void fp8_cache(const vs_topology *topo, const vs_recipe *r,
+                      vs_stage_layout *st)
+{
+  if (r->gather_params)
+    return;
+  st->fp8_cache_bytes = st->fp8_weight_elems * (topo->fp8_transposes ? 2 : 1);
+  st->params_bytes += st->fp8_cache_bytes;
 }
 
 /* Stage s's model states: the sum of its blocks' (the recipe's figures
@@ -169,6 +184,7 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
   worst = &lay->stages[0];
   for (uint64_t s = 0; s < lay->pp; s++) {
     stage_states(m, r, lay, s);
+    fp8_cache(topo, r, &lay->stages[s]);
     if (vs_layout_stage_model_states(lay, s) >
         vs_layout_stage_model_states(lay, (uint64_t)(worst - lay->stages)))
       worst = &lay->stages[s];

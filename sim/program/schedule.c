@@ -258,6 +258,16 @@ static const vs_block *block_of(const builder *b, size_t inst)
   return vs_model_block(b->m, inst);
 }
 
+/* Bytes of saved tensor s of blk as the GPU keeps it: an FP8 copy of a
+ * GEMM operand has a transposed twin on GPUs that need one (Hopper, Ada:
+ * topology fp8_transposes). */
+static uint64_t saved_size(const builder *b, const vs_block *blk, uint32_t s)
+{
+  const vs_saved *sv = &blk->saved[s];
+  return sv->dtype == VS_DTYPE_FP8 && b->topo->fp8_transposes ? 2 * sv->bytes
+                                                              : sv->bytes;
+}
+
 static const vs_kind_plan *plan_of(const builder *b, size_t inst)
 {
   return vs_recipe_kind(b->r, b->m, inst);
@@ -534,7 +544,7 @@ static uint64_t kept_bytes(const builder *b, size_t inst)
   uint64_t bytes = plan->recompute_block ? blk->input_bytes : 0;
   for (uint32_t s = 0; s < blk->n_saved; s++)
     if (plan->keep[s] == VS_KEEP)
-      bytes += blk->saved[s].bytes;
+      bytes += saved_size(b, blk, s);
   return bytes;
 }
 
@@ -579,7 +589,7 @@ static void acts_to_gpu(builder *b, size_t inst, int mb, uint32_t after)
     uint32_t *slot = saved_slot(b, inst, s, mb);
     if (plan->keep[s] != VS_KEEP)
       continue;
-    *slot = new_buffer(b, blk->saved[s].bytes, blk->saved[s].category);
+    *slot = new_buffer(b, saved_size(b, blk, s), blk->saved[s].category);
     alloc_on(b, op, *slot);
   }
   if (plan->recompute_block) {
@@ -633,10 +643,11 @@ static void forward_block(builder *b, size_t inst, int mb)
     for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++) {
       uint32_t *slot = saved_slot(b, inst, s, mb);
       if (plan->keep[s] == VS_KEEP) {
-        hold(b, slot, new_buffer(b, blk->saved[s].bytes, blk->saved[s].category));
+        hold(b, slot, new_buffer(b, saved_size(b, blk, s),
+                                 blk->saved[s].category));
         alloc_on(b, op, *slot);
       } else {
-        fleeting += blk->saved[s].bytes;
+        fleeting += saved_size(b, blk, s);
       }
     }
     transient(b, op, fleeting, VS_CAT_TEMP);
@@ -671,7 +682,7 @@ static void recompute_layer(builder *b, size_t inst, int mb)
     uint32_t *slot = saved_slot(b, inst, s, mb);
     if (plan_of(b, inst)->keep[s] == VS_NOT_SAVED)
       continue; /* its op's weights are frozen: never kept */
-    hold(b, slot, new_buffer(b, blk->saved[s].bytes, VS_CAT_TEMP));
+    hold(b, slot, new_buffer(b, saved_size(b, blk, s), VS_CAT_TEMP));
     alloc_on(b, op, *slot);
   }
 }
@@ -694,7 +705,7 @@ static void recompute_core(builder *b, size_t inst, int mb)
     bytes += o->fwd_bytes;
     for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++)
       if (plan->keep[s] == VS_RECOMPUTE_CORE)
-        dropped += blk->saved[s].bytes;
+        dropped += saved_size(b, blk, s);
   }
   if (dropped == 0)
     return;
