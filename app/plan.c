@@ -69,7 +69,7 @@ enum {
   PRUNE_INTERLEAVE_SPLIT, /* interleaved: layers per stage uneven or odd */
   PRUNE_INTERLEAVE_BATCH, /* interleaved: micro-batches not a multiple of pp */
   PRUNE_OFFLOAD,         /* offload where DeepSpeed refuses it */
-  PRUNE_ADAPTERS_TP,     /* LoRA adapters with tensor parallelism */
+  PRUNE_FINETUNE_TP,     /* adapters or a bitsandbytes base with tp > 1 */
   PRUNE_N
 };
 
@@ -88,8 +88,8 @@ static const char *const prune_reasons[PRUNE_N] = {
     "interleaved layouts: the micro-batches per step are not a multiple of pp",
     "offload layouts: DeepSpeed offloads only ZeRO partitions (optimizer "
     "with zero >= 1, parameters with zero = 3) and not adam8bit",
-    "(GPUs, tp) pairs: LoRA adapters are simulated without tensor "
-    "parallelism",
+    "(GPUs, tp) pairs: LoRA adapters and int8/nf4 bases are simulated "
+    "without tensor parallelism",
 };
 
 /* A fitting layout's place in the ranking. */
@@ -361,8 +361,8 @@ static int enumerate(const vs_workload *wl, const vs_topology *topo,
         ps->pruned[PRUNE_TP_SHAPES]++;
         continue;
       }
-      if (!vs_workload_adapters_tp_allowed(wl->finetune.method, tp)) {
-        ps->pruned[PRUNE_ADAPTERS_TP]++;
+      if (!vs_workload_finetune_tp_allowed(&wl->finetune, tp)) {
+        ps->pruned[PRUNE_FINETUNE_TP]++;
         continue;
       }
       if (tp > 1 && !vs_workload_sp_allowed(wl->model.seq_len, tp)) {

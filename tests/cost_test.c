@@ -45,6 +45,25 @@ static void model_of(const char *ini, const char *const *sets, size_t n_sets,
     fail_msg("model: %s", err.msg);
 }
 
+/* vs_cost_model_flops of ini's model and recipe on tp x dp x mb. */
+static double model_flops(const char *ini, const char *const *sets,
+                          size_t n_sets, uint64_t tp, uint64_t dp, uint64_t mb)
+{
+  vs_workload wl;
+  vs_model m;
+  vs_recipe r;
+  vs_error err;
+  double flops;
+  vs_error_clear(&err);
+  if (tu_load_workload(&wl, ini, sets, n_sets, 0, &err) ||
+      vs_model_build(&wl, &m, &err) || vs_recipe_build(&wl, &m, &r, &err))
+    fail_msg("model: %s", err.msg);
+  flops = vs_cost_model_flops(&m, &r, tp, dp, mb);
+  vs_recipe_fini(&r);
+  vs_model_fini(&m);
+  return flops;
+}
+
 /* ------------------------------------------------------------------------
  * Compute
  * ------------------------------------------------------------------------ */
@@ -229,21 +248,45 @@ static void test_model_flops_causal(void **state)
   (void)state;
   model_of(gpt_small, NULL, 0, &m);
   assert_true(m.causal);
+  vs_model_fini(&m);
   /* 3 x forward (header) */
-  tu_assert_close(vs_cost_model_flops(&m, 1, 1, 1), 3.0 * GPT_SMALL_FWD_FLOPS, 0);
+  tu_assert_close(model_flops(gpt_small, NULL, 0, 1, 1, 1),
+                  3.0 * GPT_SMALL_FWD_FLOPS, 0);
   /* x tp x dp x micro-batches */
-  tu_assert_close(vs_cost_model_flops(&m, 2, 3, 4),
+  tu_assert_close(model_flops(gpt_small, NULL, 0, 2, 3, 4),
                   24.0 * 3.0 * GPT_SMALL_FWD_FLOPS, 1e-15);
   /* eager attention computes all s^2 products, but the model's FLOPs
    * count the causal half all the same */
-  vs_model_fini(&m);
-  model_of(gpt_small, eager, 1, &m);
-  tu_assert_close(vs_cost_model_flops(&m, 1, 1, 1), 3.0 * GPT_SMALL_FWD_FLOPS, 0);
+  tu_assert_close(model_flops(gpt_small, eager, 1, 1, 1, 1),
+                  3.0 * GPT_SMALL_FWD_FLOPS, 0);
   /* tying is about parameters, not FLOPs */
-  vs_model_fini(&m);
-  model_of(gpt_small, untied, 1, &m);
-  tu_assert_close(vs_cost_model_flops(&m, 1, 1, 1), 3.0 * GPT_SMALL_FWD_FLOPS, 0);
-  vs_model_fini(&m);
+  tu_assert_close(model_flops(gpt_small, untied, 1, 1, 1, 1),
+                  3.0 * GPT_SMALL_FWD_FLOPS, 0);
+}
+
+/* A fine-tune counts the work its method needs. gpt_small's layer does
+ * 209715200 forward FLOPs (qkv 50331648, causal flash 8388608, projection
+ * 16777216, MLP 2 x 67108864), its head 65536000 (128 x 256 x 1000 x 2).
+ * method = frozen with the last layer trained: 3 frozen layers run no
+ * backward (1 x), the last layer 3 x, the head 3 x (its tied weight's
+ * gradient is computed, as the simulation runs it). */
+static void test_model_flops_fine_tunes(void **state)
+{
+  static const char *const frozen[] = {"finetune.method=frozen",
+                                       "finetune.trainable_layers=1"};
+  const double layer = 209715200.0, head = 65536000.0;
+  static const char *const lora[] = {"finetune.method=lora"};
+  const double linear = 50331648.0 + 16777216.0 + 2 * 67108864.0;
+  const double flash = 8388608.0, adapters = 2 * 2.0 * 128 * (256 * 8 + 8 * 256);
+  (void)state;
+  assert_true(4 * layer + head == GPT_SMALL_FWD_FLOPS);
+  tu_assert_close(model_flops(gpt_small, frozen, 2, 1, 1, 1),
+                  3 * layer + 3 * layer + 3 * head, 1e-15);
+  /* LoRA on q and v: the frozen linears 2 x (no weight gradient), the
+   * attention core and the rank-8 adapters 3 x */
+  tu_assert_close(model_flops(gpt_small, lora, 1, 1, 1, 1),
+                  4 * (2 * linear + 3 * flash + 3 * adapters) + 3 * head,
+                  1e-15);
 }
 
 /* A bidirectional model counts all of s^2: the gpt shape as bert adds the
@@ -260,11 +303,9 @@ static void test_model_flops_bidirectional(void **state)
   (void)state;
   model_of(bert_small, NULL, 0, &m);
   assert_false(m.causal);
-  tu_assert_close(vs_cost_model_flops(&m, 1, 1, 1), want, 0);
   vs_model_fini(&m);
-  model_of(bert_small, eager, 1, &m);
-  tu_assert_close(vs_cost_model_flops(&m, 1, 1, 1), want, 0);
-  vs_model_fini(&m);
+  tu_assert_close(model_flops(bert_small, NULL, 0, 1, 1, 1), want, 0);
+  tu_assert_close(model_flops(bert_small, eager, 1, 1, 1, 1), want, 0);
 }
 
 static void test_mfu_formula(void **state)
@@ -332,6 +373,7 @@ int main(void)
       cmocka_unit_test(test_link_and_collectives),
       cmocka_unit_test(test_group_seconds),
       cmocka_unit_test(test_model_flops_causal),
+      cmocka_unit_test(test_model_flops_fine_tunes),
       cmocka_unit_test(test_model_flops_bidirectional),
       cmocka_unit_test(test_mfu_formula),
       cmocka_unit_test(test_mfu_of_a_run),

@@ -46,12 +46,23 @@ static void test_int8_rowwise(void **state)
                    4096ull * 1024 + 4 * 1024);
 }
 
+/* FP8 weights (Transformer Engine's Float8Tensor, torchao's Float8):
+ * a byte a weight and one fp32 scale for the whole tensor. */
+static void test_fp8_scaled(void **state)
+{
+  (void)state;
+  assert_int_equal(vs_dtype_tensor_bytes(VS_DTYPE_FP8_SCALED, 4096, 1024),
+                   4096ull * 1024 + 4);
+  assert_string_equal(vs_dtype_name(VS_DTYPE_FP8_SCALED), "fp8_scaled");
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_whole_byte_dtypes),
       cmocka_unit_test(test_nf4_double_quantization),
       cmocka_unit_test(test_int8_rowwise),
+      cmocka_unit_test(test_fp8_scaled),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -263,6 +263,47 @@ static void test_qlora_base_bytes(void **state)
                    layers * nf4 + bf16 + 4 * 3407872);
 }
 
+/* A partial fine-tune (method = frozen, the last 2 of 32 layers train):
+ * the 30 frozen layers' linear weights (5 tensors each) in base_dtype,
+ * fp8 a byte a weight and an fp32 scale a tensor (Float8Tensor); the
+ * trained layers, embedding, head and norms in bf16. Trainable: the 2
+ * layers and the (untied) head with the final norm; AdamW with an fp32
+ * master: 4 + 8 B each, bf16 gradients 2 B. Under precision = fp8 an FP8
+ * base weight needs no quantized copy, only the transposed one (Hopper):
+ * copies for the trained GEMM weights, transposes for all. */
+static void test_frozen_base_formats(void **state)
+{
+  const char *fp8[] = {"finetune.method=frozen", "finetune.trainable_layers=2",
+                       "finetune.base_dtype=fp8"};
+  const char *nf4[] = {"finetune.method=frozen", "finetune.trainable_layers=2",
+                       "finetune.base_dtype=nf4"};
+  const char *fp8_gemm[] = {"finetune.method=frozen",
+                            "finetune.trainable_layers=2",
+                            "finetune.base_dtype=fp8",
+                            "training.precision=fp8"};
+  const uint64_t h = 4096, f = 14336, v = 128256, layers = 32;
+  uint64_t linear = h * 6144 + h * h + 3 * h * f;
+  uint64_t nf4_bytes = linear / 2 + linear / 64 + 4 * (linear / 64 / 256);
+  uint64_t rest = 2 * (2 * v * h + (2 * h) * layers + h);
+  uint64_t trainable = 2 * (linear + 2 * h) + v * h + h;
+  vs_layout lay;
+  (void)state;
+  build(llama3_8b, fp8, 3, 1, &lay);
+  assert_int_equal(lay.stages[0].trainable_elems, trainable);
+  assert_int_equal(lay.stages[0].params_bytes,
+                   30 * (linear + 5 * 4) + 2 * 2 * linear + rest);
+  assert_int_equal(lay.stages[0].grads_bytes, 2 * trainable);
+  assert_int_equal(lay.stages[0].optimizer_bytes, 12 * trainable);
+  build(llama3_8b, nf4, 3, 1, &lay);
+  assert_int_equal(lay.stages[0].params_bytes,
+                   30 * nf4_bytes + 2 * 2 * linear + rest);
+  build(llama3_8b, fp8_gemm, 4, 1, &lay);
+  assert_int_equal(lay.stages[0].fp8_weight_elems, layers * linear + v * h);
+  assert_int_equal(lay.stages[0].fp8_copy_elems, 2 * linear + v * h);
+  assert_int_equal(lay.stages[0].fp8_cache_bytes,
+                   (2 * linear + v * h) + (layers * linear + v * h));
+}
+
 /* ------------------------------------------------------------------------
  * Megatron-LM: bf16, fp32 main grads, Adam
  * ------------------------------------------------------------------------ */
@@ -645,6 +686,7 @@ int main(void)
       cmocka_unit_test(test_offload_placement),
       cmocka_unit_test(test_lora_trainable_is_pefts),
       cmocka_unit_test(test_qlora_base_bytes),
+      cmocka_unit_test(test_frozen_base_formats),
       cmocka_unit_test(test_megatron_bytes_per_param),
       cmocka_unit_test(test_fp32_adam),
       cmocka_unit_test(test_optimizer_state_bytes),

@@ -750,6 +750,62 @@ static void test_param_tensor_attributes(void **state)
   assert_int_equal(vs_model_layer(&m, 0)->params[0].dtype, VS_DTYPE_FP32);
 }
 
+/* A frozen base's weights in a format of its own (method = frozen, layer
+ * 0 frozen): each matmul over NF4 weights, or over FP8 ones with 16-bit
+ * GEMMs, dequantizes one weight at a time whole to bf16, forward and
+ * backward: a temporary of 2 B times its largest such weight
+ * (bitsandbytes MatMul4Bit; torchao's Float8Tensor linear). FP8 GEMMs use
+ * an FP8 weight as it is; the trained layer is untouched. */
+static void test_dequantized_base_workspace(void **state)
+{
+  static const char llama[] =
+      "[model]\narch = llama\nlayers = 2\nhidden = 256\nheads = 8\n"
+      "kv_heads = 2\nffn_hidden = 512\nvocab = 1000\nseq_len = 128\n"
+      "[finetune]\nmethod = frozen\ntrainable_layers = 1\n";
+  const char *const bf16[] = {"finetune.base_dtype=bf16"};
+  const char *const fp8[] = {"finetune.base_dtype=fp8"};
+  const char *const nf4[] = {"finetune.base_dtype=nf4"};
+  const char *const fp8_gemm[] = {"finetune.base_dtype=fp8",
+                                  "training.precision=fp8"};
+  const char *const bf16_gemm[] = {"finetune.base_dtype=bf16",
+                                   "training.precision=fp8"};
+  vs_model m0, m1, m2, m3, m4;
+  const vs_block *b0, *b1, *b2, *b3, *b4;
+  uint32_t with_weights = 0;
+  (void)state;
+  build_ini(&m0, llama, bf16, 1);
+  build_ini(&m1, llama, fp8, 1);
+  build_ini(&m2, llama, nf4, 1);
+  build_ini(&m3, llama, fp8_gemm, 2);
+  build_ini(&m4, llama, bf16_gemm, 2);
+  b0 = vs_model_layer(&m0, 0);
+  b1 = vs_model_layer(&m1, 0);
+  b2 = vs_model_layer(&m2, 0);
+  b3 = vs_model_layer(&m3, 0);
+  b4 = vs_model_layer(&m4, 0);
+  for (uint32_t i = 0; i < b1->n_ops; i++) {
+    const vs_op_spec *op = &b1->ops[i];
+    uint64_t largest = 0;
+    for (uint32_t p = op->first_param; p < op->first_param + op->n_params;
+         p++)
+      if (b1->params[p].dtype == VS_DTYPE_FP8_SCALED &&
+          b1->params[p].rows * b1->params[p].cols > largest)
+        largest = b1->params[p].rows * b1->params[p].cols;
+    with_weights += largest > 0;
+    assert_int_equal(op->fwd_temp_bytes - b0->ops[i].fwd_temp_bytes,
+                     2 * largest);
+    assert_int_equal(op->bwd_temp_bytes - b0->ops[i].bwd_temp_bytes,
+                     2 * largest);
+    assert_int_equal(b2->ops[i].fwd_temp_bytes, op->fwd_temp_bytes);
+    assert_int_equal(b3->ops[i].fwd_temp_bytes, b4->ops[i].fwd_temp_bytes);
+    assert_int_equal(b3->ops[i].bwd_temp_bytes, b4->ops[i].bwd_temp_bytes);
+  }
+  assert_true(with_weights >= 4); /* qkv, o, the MLP's */
+  for (uint32_t i = 0; i < vs_model_layer(&m1, 1)->n_ops; i++)
+    assert_int_equal(vs_model_layer(&m1, 1)->ops[i].fwd_temp_bytes,
+                     vs_model_layer(&m0, 1)->ops[i].fwd_temp_bytes);
+}
+
 /* Collectives name their group and kind; the op running one is named
  * "<group>_<kind>" (what timeline.csv and trace show). */
 static void test_collective_names(void **state)
@@ -799,6 +855,7 @@ int main(void)
       cmocka_unit_test_teardown(test_block_grows, free_models),
       cmocka_unit_test_teardown(test_block_misuse_is_refused, free_models),
       cmocka_unit_test_teardown(test_param_tensor_attributes, free_models),
+      cmocka_unit_test_teardown(test_dequantized_base_workspace, free_models),
       cmocka_unit_test(test_collective_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

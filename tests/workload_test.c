@@ -682,6 +682,37 @@ static void test_finetune_rules(void **state)
            NULL, 0, 0, VS_EINPUT,
            "@:10: [training] paged_optimizer = true: bitsandbytes' paged "
            "optimizers page each tensor's states in CUDA managed memory");
+  /* a partial fine-tune is method = frozen, with 1 to layers - 1 layers */
+  load_bad(LLAMA_MODEL "[finetune]\ntrainable_layers = 1\n", NULL, 0, 0,
+           VS_EINPUT,
+           "@:10: [finetune] trainable_layers = 1: with method = full every "
+           "layer trains; to train only the last 1, set method = frozen");
+  load_bad(LLAMA_MODEL "[finetune]\nmethod = frozen\n", NULL, 0, 0,
+           VS_EINPUT,
+           "[finetune] trainable_layers (default 0 (all)): method = frozen trains "
+           "the last trainable_layers layers and freezes the rest; set it from "
+           "1 to 1 (with every layer trained, use method = full)");
+  load_bad(LLAMA_MODEL "[finetune]\nmethod = frozen\ntrainable_layers = 1\n"
+                       "lora_rank = 4\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:12: [finetune] lora_rank = 4: method = frozen trains whole "
+           "layers and has no adapters");
+  /* bitsandbytes' formats are not tensor-parallel; fp8 (TE's) is */
+  load_bad(LLAMA_MODEL "[parallel]\ntp = 2\n[finetune]\nmethod = frozen\n"
+                       "trainable_layers = 1\nbase_dtype = nf4\n",
+           NULL, 0, 0, VS_EINPUT,
+           "[parallel] tp = 2: an int8 or nf4 base is simulated without "
+           "tensor parallelism");
+  assert_int_equal(load_at(&wl, path,
+                           LLAMA_MODEL "[parallel]\ntp = 2\n[finetune]\n"
+                                       "method = frozen\ntrainable_layers = 1\n"
+                                       "base_dtype = fp8\n",
+                           NULL, 0, 0, &err), 0);
+  assert_int_equal(wl.finetune.base_dtype, VS_BASE_FP8);
+  assert_true(vs_workload_finetune_tp_allowed(&wl.finetune, 8));
+  wl.finetune.method = VS_FT_LORA;
+  assert_false(vs_workload_finetune_tp_allowed(&wl.finetune, 2));
+  assert_true(vs_workload_finetune_tp_allowed(&wl.finetune, 1));
   /* qlora's base defaults to nf4; the defaults are PEFT's */
   assert_int_equal(load_at(&wl, path, LLAMA_MODEL "[finetune]\nmethod = qlora\n",
                            NULL, 0, 0, &err), 0);

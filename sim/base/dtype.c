@@ -7,6 +7,7 @@ static const struct {
 } dtypes[VS_DTYPE_N] = {
     {"fp32", 4}, {"bf16", 2}, {"fp16", 2}, {"fp8", 1},
     {"int8", 1}, {"bool", 1}, {"int64", 8}, {"nf4", 1}, {"int8_rowwise", 1},
+    {"fp8_scaled", 1},
 };
 
 /* NF4's blocks (bitsandbytes blocksize 64; double quantization groups 256
@@ -25,6 +26,8 @@ uint64_t vs_dtype_tensor_bytes(int dtype, uint64_t rows, uint64_t cols)
   }
   if (dtype == VS_DTYPE_INT8_ROWWISE)
     return n + 4 * cols;
+  if (dtype == VS_DTYPE_FP8_SCALED)
+    return n + 4;
   return vs_dtype_size(dtype) * n;
 }
 

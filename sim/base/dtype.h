@@ -19,6 +19,9 @@ typedef enum vs_dtype {
                      see vs_dtype_tensor_bytes */
   VS_DTYPE_INT8_ROWWISE, /* LLM.int8 weights: int8 and an fp32 scale per
                      output feature (bitsandbytes Int8Params CB, SCB) */
+  VS_DTYPE_FP8_SCALED, /* an FP8 weight and its fp32 scale (Transformer
+                     Engine's Float8Tensor _scale_inv, torchao's
+                     per-tensor Float8 scale) */
   VS_DTYPE_N
 } vs_dtype;
 
@@ -32,6 +35,7 @@ uint64_t vs_dtype_bytes(int dtype, uint64_t elems);
  *        Dettmers et al. 2023, Sec. 3: 4 + 8/64 + 32/(64 x 256) = 4.127
  *        bits), blocks over the flattened tensor;
  *   int8_rowwise: one byte a weight and an fp32 scale per output feature;
+ *   fp8_scaled: one byte a weight and one fp32 scale for the tensor;
  *   the rest: elements x their size. */
 uint64_t vs_dtype_tensor_bytes(int dtype, uint64_t rows, uint64_t cols);
 

@@ -166,24 +166,33 @@ double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
  * causal mask (only half of the mask is non-zero)"). */
 #define CAUSAL_MODEL_FRACTION 0.5
 
-/* Model forward FLOPs of a block's matmuls on one rank for one micro-batch:
- * its matmul ops' FLOPs, an eager attention core's (attn_core matmuls,
- * which compute all s^2 products) halved when the model is causal. A flash
- * attention op is not attn_core and already counts the causal half. */
-static double block_matmul_flops(const vs_block *b, bool causal)
+/* Model FLOPs of a block's matmuls on one rank for one micro-batch:
+ * forward, then twice that backward (input and weight gradients, or both
+ * operands' for attention) in the share the recipe k runs (a frozen
+ * weight's matmul skips its weight gradient, a block before every
+ * trainable weight its backward). An eager attention core's (attn_core
+ * matmuls, which compute all s^2 products) are halved when the model is
+ * causal. A flash attention op is not attn_core and already counts the
+ * causal half. */
+static double block_model_flops(const vs_block *b, const vs_kind_plan *k,
+                                bool causal)
 {
   double sum = 0;
   for (uint32_t i = 0; i < b->n_ops; i++) {
     const vs_op_spec *op = &b->ops[i];
-    if (op->matmul)
-      sum += op->fwd_flops *
-             (causal && op->attn_core ? CAUSAL_MODEL_FRACTION : 1.0);
+    double passes = 1.0;
+    if (!op->matmul)
+      continue;
+    if (!k->no_backward && op->bwd_flops > 0)
+      passes += 2.0 * k->bwd_flops[i] / op->bwd_flops;
+    sum += passes * op->fwd_flops *
+           (causal && op->attn_core ? CAUSAL_MODEL_FRACTION : 1.0);
   }
   return sum;
 }
 
-double vs_cost_model_flops(const vs_model *m, uint64_t tp, uint64_t dp,
-                           uint64_t microbatches)
+double vs_cost_model_flops(const vs_model *m, const vs_recipe *r, uint64_t tp,
+                           uint64_t dp, uint64_t microbatches)
 {
   double per_microbatch = 0;
   for (uint32_t k = 0; k < m->n_kinds; k++) {
@@ -191,11 +200,13 @@ double vs_cost_model_flops(const vs_model *m, uint64_t tp, uint64_t dp,
     for (uint64_t i = 0; i < m->layers + 2; i++)
       count += m->inst_kind[i] == k;
     if (count > 0)
-      per_microbatch += (double)count * block_matmul_flops(&m->kinds[k], m->causal);
+      per_microbatch += (double)count * block_model_flops(&m->kinds[k],
+                                                          &r->kinds[k],
+                                                          m->causal);
   }
-  /* forward + backward = 3 x forward; tp ranks make a replica, dp replicas
-   * and `microbatches` micro-batches make the step */
-  return 3.0 * per_microbatch * (double)tp * (double)dp * (double)microbatches;
+  /* tp ranks make a replica, dp replicas and `microbatches` micro-batches
+   * make the step */
+  return per_microbatch * (double)tp * (double)dp * (double)microbatches;
 }
 
 double vs_cost_mfu(double model_flops, double step_s, uint64_t gpus,

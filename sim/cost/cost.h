@@ -103,7 +103,12 @@ double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
 /* Model FLOPs of `microbatches` micro-batches on a tp x dp replica set:
  * 3 x the forward matmul FLOPs of one micro-batch through the whole model
  * on one tp rank (forward + backward = 3 x forward, Narayanan et al. 2021,
- * eq. 3, without recompute), x tp x dp x microbatches. The attention core
+ * eq. 3, without recompute), x tp x dp x microbatches. What a fine-tune
+ * does not need is not counted (the recipe r says what runs backward, the
+ * model which weights train): a frozen weight's matmul has no weight
+ * gradient (2 x forward), a block before every trainable weight no
+ * backward (1 x), so MFU stays the share of the peak doing the method's
+ * work. The attention core
  * of a causal model (m->causal) counts half its s^2 products, as Megatron-LM
  * counts it (megatron/training/training.py num_floating_point_operations:
  * "/ 2 # causal mask (only half of the mask is non-zero)"), whether its
@@ -111,8 +116,8 @@ double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
  * and masks them (eager): the model's FLOPs do not depend on the kernel.
  * (PaLM and torchtitan count the full s^2; their MFU is higher by that
  * term for the same step.) */
-double vs_cost_model_flops(const vs_model *m, uint64_t tp, uint64_t dp,
-                           uint64_t microbatches);
+double vs_cost_model_flops(const vs_model *m, const vs_recipe *r, uint64_t tp,
+                           uint64_t dp, uint64_t microbatches);
 
 /* Model FLOPs utilisation: model_flops / (step_s * gpus * peak_flops)
  * (Chowdhery et al. 2022, PaLM, Appendix B). 0 when the step, the GPU

@@ -20,9 +20,11 @@ static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const activation_offload_names[] = {"none", "cpu", NULL};
 static const char *const allocator_names[] = {"caching", "exact", NULL};
 static const char *const order_names[] = {"tp-dp-pp", "tp-pp-dp", NULL};
-static const char *const finetune_names[] = {"full", "lora", "qlora", NULL};
+static const char *const finetune_names[] = {"full", "lora", "qlora", "frozen",
+                                             NULL};
 static const char *const base_dtype_names[] = {"precision", "bf16", "fp16",
-                                               "fp32", "int8", "nf4", NULL};
+                                               "fp32", "int8", "nf4", "fp8",
+                                               NULL};
 static const char *const adapter_dtype_names[] = {"fp32", "bf16", "fp16", NULL};
 static const char *const lora_target_names[] = {"q", "k", "v", "o", "gate",
                                                 "up", "down", NULL};
@@ -107,9 +109,12 @@ const char *vs_adapter_dtype_name(int v) { return adapter_dtype_names[v]; }
  * read these.
  * ------------------------------------------------------------------------ */
 
-bool vs_workload_adapters_tp_allowed(int method, uint64_t tp)
+bool vs_workload_finetune_tp_allowed(const vs_finetune_conf *f, uint64_t tp)
 {
-  return method == VS_FT_FULL || tp == 1;
+  bool adapters = f->method == VS_FT_LORA || f->method == VS_FT_QLORA;
+  bool bnb_base = f->method != VS_FT_FULL && (f->base_dtype == VS_BASE_INT8 ||
+                                              f->base_dtype == VS_BASE_NF4);
+  return tp == 1 || (!adapters && !bnb_base);
 }
 
 bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp)
@@ -438,35 +443,63 @@ static const char *lora_key_changed(const vs_finetune_conf *f)
   return NULL;
 }
 
-/* [finetune]: LoRA's keys belong to adapters, a base format of its own to
- * frozen weights. */
-static int check_finetune(vs_workload *wl, vs_error *err)
+/* [finetune] method = full: every weight trains, in the training
+ * precision, so neither LoRA's keys, a base format nor a frozen prefix
+ * mean anything. */
+static int check_full(vs_workload *wl, const char *lora_key, vs_error *err)
+{
+  const vs_finetune_conf *f = &wl->finetune;
+  char where[400];
+  if (lora_key)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: LoRA's keys mean nothing with method = full; "
+                        "set method = lora or qlora",
+                        WHERE("finetune", lora_key));
+  if (f->base_dtype != VS_BASE_PRECISION)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: with method = full every weight is trained in "
+                        "the training precision; a base format of its own "
+                        "needs frozen weights (method = frozen, lora or "
+                        "qlora)",
+                        WHERE("finetune", "base_dtype"));
+  if (f->trainable_layers > 0 && f->trainable_layers < wl->model.layers)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: with method = full every layer trains; to train "
+                        "only the last %llu, set method = frozen",
+                        WHERE("finetune", "trainable_layers"),
+                        (unsigned long long)f->trainable_layers);
+  return 0;
+}
+
+/* [finetune] method = frozen: the base frozen but for its last
+ * trainable_layers layers, which train whole; no adapters. */
+static int check_frozen(vs_workload *wl, const char *lora_key, vs_error *err)
+{
+  const vs_finetune_conf *f = &wl->finetune;
+  char where[400];
+  if (lora_key)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: method = frozen trains whole layers and has no "
+                        "adapters; for adapters set method = lora or qlora",
+                        WHERE("finetune", lora_key));
+  if (f->trainable_layers == 0 || f->trainable_layers >= wl->model.layers)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: method = frozen trains the last trainable_layers "
+                        "layers and freezes the rest; set it from 1 to %llu "
+                        "(with every layer trained, use method = full)",
+                        WHERE("finetune", "trainable_layers"),
+                        (unsigned long long)wl->model.layers - 1);
+  return 0;
+}
+
+/* [finetune] method = lora or qlora: adapters on a frozen base, QLoRA's
+ * base in nf4 (its default) and no other's. */
+static int check_adapters(vs_workload *wl, vs_error *err)
 {
   vs_finetune_conf *f = &wl->finetune;
-  const char *key = lora_key_changed(f);
   char where[400];
   bool base_set = vs_conf_is_set(&workload_tab, &wl->origins, "finetune",
                                  "base_dtype");
-
-  if (f->trainable_layers > wl->model.layers)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: more than the model's %llu layers; 0 trains all",
-                        WHERE("finetune", "trainable_layers"),
-                        (unsigned long long)wl->model.layers);
-  if (f->method == VS_FT_FULL) {
-    if (key)
-      return vs_error_set(err, VS_EINPUT,
-                          "%s: LoRA's keys mean nothing with method = full; "
-                          "set method = lora or qlora",
-                          WHERE("finetune", key));
-    if (f->base_dtype != VS_BASE_PRECISION)
-      return vs_error_set(err, VS_EINPUT,
-                          "%s: with method = full every weight is trained in "
-                          "the training precision; a base format of its own "
-                          "needs frozen weights (method = lora or qlora)",
-                          WHERE("finetune", "base_dtype"));
-    return 0;
-  }
   if (f->method == VS_FT_QLORA && !base_set)
     f->base_dtype = VS_BASE_NF4;
   if (f->method == VS_FT_QLORA && f->base_dtype != VS_BASE_NF4)
@@ -480,18 +513,44 @@ static int check_finetune(vs_workload *wl, vs_error *err)
                         "%s: adapters on a 4-bit base are QLoRA; use method = "
                         "qlora",
                         WHERE("finetune", "base_dtype"));
-  if (!vs_workload_adapters_tp_allowed(f->method, wl->parallel.tp))
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: LoRA adapters are simulated without tensor "
-                        "parallelism (PEFT's layers are not tensor-parallel); "
-                        "use tp = 1",
-                        WHERE("parallel", "tp"));
   if (wl->model.arch != VS_ARCH_LLAMA && (f->lora_targets & 1u << VS_LORA_GATE))
     return vs_error_set(err, VS_EINPUT,
                         "%s: a %s MLP has no gate projection; targets are q, "
                         "k, v, o, up and down",
                         WHERE("finetune", "lora_targets"),
                         vs_arch_name(wl->model.arch));
+  return 0;
+}
+
+/* [finetune]: each method's own rules, then what every frozen base
+ * shares: its layers fit the model, and adapters and bitsandbytes'
+ * formats run without tensor parallelism. */
+static int check_finetune(vs_workload *wl, vs_error *err)
+{
+  const vs_finetune_conf *f = &wl->finetune;
+  const char *lora_key = lora_key_changed(f);
+  char where[400];
+  int rc;
+
+  if (f->trainable_layers > wl->model.layers)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: more than the model's %llu layers; 0 trains all",
+                        WHERE("finetune", "trainable_layers"),
+                        (unsigned long long)wl->model.layers);
+  rc = f->method == VS_FT_FULL     ? check_full(wl, lora_key, err)
+       : f->method == VS_FT_FROZEN ? check_frozen(wl, lora_key, err)
+                                   : check_adapters(wl, err);
+  if (rc)
+    return rc;
+  if (!vs_workload_finetune_tp_allowed(f, wl->parallel.tp))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: %s simulated without tensor parallelism (PEFT's "
+                        "and bitsandbytes' layers are not tensor-parallel); "
+                        "use tp = 1",
+                        WHERE("parallel", "tp"),
+                        f->method == VS_FT_LORA || f->method == VS_FT_QLORA
+                            ? "LoRA adapters are"
+                            : "an int8 or nf4 base is");
   return 0;
 }
 

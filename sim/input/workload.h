@@ -26,12 +26,15 @@ typedef enum { VS_ATTN_FLASH, VS_ATTN_EAGER } vs_attention;
 typedef enum { VS_SCHED_1F1B, VS_SCHED_GPIPE, VS_SCHED_INTERLEAVED } vs_schedule_kind;
 typedef enum { VS_OFFLOAD_NONE, VS_OFFLOAD_CPU, VS_OFFLOAD_NVME } vs_offload;
 typedef enum { VS_ALLOC_CACHING, VS_ALLOC_EXACT } vs_allocator_kind;
-typedef enum { VS_FT_FULL, VS_FT_LORA, VS_FT_QLORA } vs_finetune_method;
+/* full: every weight trains; lora / qlora: the base is frozen and adapters
+ * train; frozen: the base is frozen but for its last trainable_layers
+ * layers, which train whole. */
+typedef enum { VS_FT_FULL, VS_FT_LORA, VS_FT_QLORA, VS_FT_FROZEN } vs_finetune_method;
 /* Storage of frozen base weights: as the trained weights (precision), or
  * a format of its own. */
 typedef enum {
   VS_BASE_PRECISION, VS_BASE_BF16, VS_BASE_FP16, VS_BASE_FP32, VS_BASE_INT8,
-  VS_BASE_NF4
+  VS_BASE_NF4, VS_BASE_FP8
 } vs_base_dtype;
 /* The dtype LoRA adapters are kept in: fp32 (PEFT's
  * autocast_adapter_dtype), or bf16 / fp16 (the QLoRA repository's --bf16,
@@ -104,7 +107,8 @@ typedef struct vs_finetune_conf {
   uint32_t lora_targets;    /* bits 1 << vs_lora_target */
   double lora_dropout;      /* probability on each adapter's input */
   uint64_t trainable_layers; /* only the last this many layers train (with
-                               adapters under lora/qlora); 0 = all */
+                               adapters under lora/qlora, whole under
+                               frozen); 0 = all */
   int adapter_dtype;        /* vs_adapter_dtype */
 } vs_finetune_conf;
 
@@ -186,10 +190,11 @@ const char *vs_workload_tp_misfit(const vs_model_conf *m, uint64_t tp,
 /* Whether tp divides heads, kv_heads and ffn_hidden (tp_misfit is NULL). */
 bool vs_workload_tp_allowed(const vs_model_conf *m, uint64_t tp);
 
-/* Whether LoRA adapters (method = lora or qlora) can run on tp ranks:
- * only without tensor parallelism (PEFT's layers are not tensor-parallel).
- * A full fine-tune runs on any tp. */
-bool vs_workload_adapters_tp_allowed(int method, uint64_t tp);
+/* Whether fine-tune f can run on tp ranks: adapters (method = lora or
+ * qlora) and bitsandbytes' base formats (int8, nf4) only without tensor
+ * parallelism (PEFT's and bitsandbytes' layers are not tensor-parallel);
+ * otherwise any tp. */
+bool vs_workload_finetune_tp_allowed(const vs_finetune_conf *f, uint64_t tp);
 
 /* Whether sequence parallelism can split seq_len tokens over tp ranks
  * (Megatron-LM scatters the sequence dimension in whole tokens). */

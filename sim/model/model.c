@@ -194,30 +194,41 @@ static int param(vs_block *blk, const dims *d, const char *name, uint64_t rows,
   return 0;
 }
 
+/* Whether a weight stored as dtype is dequantized whole to the compute
+ * dtype for its matmul, forward and backward: NF4 always (bitsandbytes
+ * MatMul4Bit; shared/reference/frameworks.md 6.1), FP8 unless the GEMMs
+ * run in FP8 (torchao's Float8Tensor linear runs F.linear on
+ * weight.dequantize() for a high-precision input; under precision = fp8
+ * Transformer Engine uses an FP8 weight as it is). */
+static bool dequantized_whole(const dims *d, int dtype)
+{
+  return dtype == VS_DTYPE_NF4 ||
+         (dtype == VS_DTYPE_FP8_SCALED && d->em_dtype != VS_DTYPE_FP8);
+}
+
 /* A layer's linear weight (rows x cols on this rank) for the newest op:
- * stored in the base format; a 4-bit one is dequantized whole to the
- * compute dtype for the matmul, forward and backward (bitsandbytes
- * MatMul4Bit; shared/reference/frameworks.md 6.1): a transient of
- * rows x cols elements. */
+ * stored in the base format; one dequantized whole (dequantized_whole) is
+ * a transient of rows x cols elements of the compute dtype, one weight at
+ * a time, so the op's largest counts. */
 static int linear_weight(vs_block *blk, const dims *d, const char *name,
                          uint64_t rows, uint64_t cols, vs_error *err)
 {
+  vs_op_spec *op;
+  uint64_t before = 0, now = rows * cols;
   if (param(blk, d, name, rows, cols, err))
     return VS_EINPUT;
   blk->params[blk->n_params - 1].dtype = d->base_dtype;
-  if (d->base_dtype == VS_DTYPE_NF4) {
-    /* one weight dequantized at a time: the op's largest counts */
-    vs_op_spec *op = &blk->ops[blk->n_ops - 1];
-    uint64_t before = 0, now = rows * cols;
-    for (uint32_t i = op->first_param; i + 1 < op->first_param + op->n_params;
-         i++)
-      if (blk->params[i].dtype == VS_DTYPE_NF4 &&
-          blk->params[i].rows * blk->params[i].cols > before)
-        before = blk->params[i].rows * blk->params[i].cols;
-    if (now > before) {
-      op->fwd_temp_bytes += d->e * (now - before);
-      op->bwd_temp_bytes += d->e * (now - before);
-    }
+  if (!dequantized_whole(d, d->base_dtype))
+    return 0;
+  op = &blk->ops[blk->n_ops - 1];
+  for (uint32_t i = op->first_param; i + 1 < op->first_param + op->n_params;
+       i++)
+    if (dequantized_whole(d, blk->params[i].dtype) &&
+        blk->params[i].rows * blk->params[i].cols > before)
+      before = blk->params[i].rows * blk->params[i].cols;
+  if (now > before) {
+    op->fwd_temp_bytes += d->e * (now - before);
+    op->bwd_temp_bytes += d->e * (now - before);
   }
   return 0;
 }
@@ -663,9 +674,10 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   if (!(op = vs_block_add_op(blk, "lm_head", err)))
     return VS_EINPUT;
   as_matmul(op, d->tokens, d->h, v, d->e);
-  /* its input serves the output weight's gradient; tied to a frozen
-   * embedding (no weight of its own here) it serves none */
-  if (!(d->frozen_base && !own_head_weight(wl)) &&
+  /* its input serves the output weight's gradient, if that weight
+   * trains: not with a frozen base (LoRA freezes the head too), nor when
+   * it is (or copies) an embedding frozen before trainable_layers */
+  if (!d->frozen_base && !(wl->model.tied_embeddings && d->frozen_prefix) &&
       save_input(blk, op, d->em * d->tok_rep * d->h, d->em_dtype,
                  KEPT_FOR_WEIGHTS, err))
     return VS_EINPUT;
@@ -763,11 +775,13 @@ static int check_size(const vs_workload *wl, vs_error *err)
   return 0;
 }
 
-/* The vs_dtype of the layers' linear weights: as the other weights
- * (param_dtype), or the frozen base's format. */
+/* The vs_dtype of a frozen base's linear weights: as the other weights
+ * (param_dtype), or a format of its own. */
 static uint8_t base_dtype(const vs_workload *wl, uint8_t param_dtype)
 {
   switch (wl->finetune.base_dtype) {
+  case VS_BASE_FP8:
+    return VS_DTYPE_FP8_SCALED;
   case VS_BASE_BF16:
     return VS_DTYPE_BF16;
   case VS_BASE_FP16:
@@ -812,8 +826,12 @@ static void make_dims(const vs_workload *wl, dims *d)
                                         : VS_DTYPE_BF16;
   d->em_dtype = prec == VS_PREC_FP8 ? VS_DTYPE_FP8 : d->act_dtype;
   d->param_dtype = d->act_dtype; /* fp8 keeps 16-bit weights (elem_bytes) */
-  d->frozen_base = wl->finetune.method != VS_FT_FULL;
-  d->base_dtype = base_dtype(wl, d->param_dtype);
+  /* with method = frozen the layers built from d are the trained ones;
+   * the frozen prefix gets the base's format (build_kinds) */
+  d->frozen_base = wl->finetune.method == VS_FT_LORA ||
+                   wl->finetune.method == VS_FT_QLORA;
+  d->base_dtype = d->frozen_base ? base_dtype(wl, d->param_dtype)
+                                 : d->param_dtype;
   d->lora_r = d->frozen_base ? wl->finetune.lora_rank : 0;
   d->lora_targets = wl->finetune.lora_targets;
   d->lora_drop = wl->finetune.lora_dropout > 0.0;
@@ -880,6 +898,7 @@ static int build_kinds(const vs_workload *wl, const dims *d, vs_model *m,
   dims frozen = *d;
   frozen.frozen_base = true; /* no adapters, nothing trains */
   frozen.lora_r = 0;
+  frozen.base_dtype = base_dtype(wl, d->param_dtype);
   if (!(embed = new_kind(m, "embedding", VS_ROLE_EMBED, err)) ||
       build_embed(embed, wl, d->frozen_prefix ? &frozen : d, err) ||
       !(layer = new_kind(m, "dense", VS_ROLE_LAYER, err)) ||

@@ -10,6 +10,7 @@ static void add_block(vs_stage_layout *st, const vs_kind_plan *k)
 {
   st->managed_bytes += k->paged_bytes;
   st->fp8_weight_elems += k->fp8_weight_elems;
+  st->fp8_copy_elems += k->fp8_copy_elems;
   st->param_elems += k->param_elems;
   st->trainable_elems += k->trainable_elems;
   st->params_full_bytes += k->param_bytes;
@@ -66,16 +67,17 @@ static void place_states(const vs_recipe *r, vs_stage_layout *st)
 }
 
 /* Transformer Engine's FP8 weight copies, kept from each weight's first
- * quantization to the step's end (1 B a weight, twice with the transposed
- * copy Hopper and Ada need), counted with the parameters. ZeRO-3 gathers
- * weights per block; their copies then live with the gather, which is not
- * modelled. */
+ * quantization to the step's end, counted with the parameters: 1 B a
+ * weight not stored in FP8, and 1 B a weight for the transposed copy
+ * Hopper and Ada need (an FP8 weight too). ZeRO-3 gathers weights per
+ * block; their copies then live with the gather, which is not modelled. */
 static void fp8_cache(const vs_topology *topo, const vs_recipe *r,
                       vs_stage_layout *st)
 {
   if (r->gather_params)
     return;
-  st->fp8_cache_bytes = st->fp8_weight_elems * (topo->fp8_transposes ? 2 : 1);
+  st->fp8_cache_bytes = st->fp8_copy_elems +
+                        (topo->fp8_transposes ? st->fp8_weight_elems : 0);
   st->params_bytes += st->fp8_cache_bytes;
 }
 

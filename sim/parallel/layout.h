@@ -49,9 +49,11 @@ typedef struct vs_stage_layout {
                                      (its trainable partition) */
   uint64_t managed_bytes;         /* paged optimizer states in CUDA managed
                                      memory (not in optimizer_bytes) */
-  uint64_t fp8_weight_elems;      /* weights its FP8 GEMMs quantize */
-  uint64_t fp8_cache_bytes;       /* their FP8 copies kept through the step
-                                     (1 B each, 2 with transposes; in
+  uint64_t fp8_weight_elems;      /* its FP8 GEMMs' weights */
+  uint64_t fp8_copy_elems;        /* of which quantized (not stored in FP8) */
+  uint64_t fp8_cache_bytes;       /* FP8 copies kept through the step: 1 B
+                                     a quantized weight, and with
+                                     transposes 1 B more a weight (in
                                      params_bytes) */
   vs_placed_bytes host;           /* off the GPU, in host DRAM */
   vs_placed_bytes nvme;           /* off the GPU, on NVMe */

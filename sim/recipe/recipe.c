@@ -257,22 +257,28 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
 }
 
 /* Under fp8, the weights of the block's GEMMs (matrices, not biases or
- * norm scales): Transformer Engine quantizes each before its GEMM and
- * keeps the FP8 copy for backward (shared/reference/frameworks.md 7). */
-static uint64_t fp8_weights(const vs_workload *wl, const vs_block *b)
+ * norm scales): Transformer Engine quantizes each one not already in FP8
+ * before its GEMM and keeps the FP8 copy for backward
+ * (shared/reference/frameworks.md 7). Sets k's fp8_weight_elems (all)
+ * and fp8_copy_elems (those quantized). */
+static void fp8_weights(const vs_workload *wl, const vs_block *b,
+                        vs_kind_plan *k)
 {
-  uint64_t n = 0;
   if (wl->training.precision != VS_PREC_FP8)
-    return 0;
+    return;
   for (uint32_t i = 0; i < b->n_ops; i++) {
     const vs_op_spec *op = &b->ops[i];
     for (uint32_t p = op->first_param; op->matmul &&
                                        p < op->first_param + op->n_params;
-         p++)
-      if (b->params[p].rows > 1 && b->params[p].cols > 1)
-        n += b->params[p].rows * b->params[p].cols;
+         p++) {
+      const vs_param_tensor *t = &b->params[p];
+      if (t->rows <= 1 || t->cols <= 1)
+        continue;
+      k->fp8_weight_elems += t->rows * t->cols;
+      if (t->dtype != VS_DTYPE_FP8_SCALED)
+        k->fp8_copy_elems += t->rows * t->cols;
+    }
   }
-  return n;
 }
 
 static int resolve_kind(const vs_workload *wl, vs_recipe *r,
@@ -285,7 +291,7 @@ static int resolve_kind(const vs_workload *wl, vs_recipe *r,
   if (!k->keep || !k->bwd_flops || !k->bwd_bytes)
     return vs_error_set(err, VS_ENOMEM, "out of host memory for the recipe");
   resolve_ops(wl, b, k);
-  k->fp8_weight_elems = fp8_weights(wl, b);
+  fp8_weights(wl, b, k);
   return resolve_params(wl, r, b, k, err);
 }
 

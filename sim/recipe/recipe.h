@@ -133,8 +133,9 @@ typedef struct vs_kind_plan {
   uint64_t optimizer_bytes; /* optimizer states of its trainable ones */
   uint64_t paged_bytes;     /* of which in CUDA managed memory (paged
                                optimizer: large tensors' states, no master) */
-  uint64_t fp8_weight_elems; /* precision = fp8: weights its GEMMs quantize
-                               (Transformer Engine keeps an FP8 copy) */
+  uint64_t fp8_weight_elems; /* precision = fp8: its GEMMs' weights */
+  uint64_t fp8_copy_elems;   /* of which not stored in FP8: Transformer
+                               Engine quantizes them and keeps the copy */
   uint64_t param_elems;     /* parameter elements */
   uint64_t trainable_elems; /* elements of trainable parameters */
 } vs_kind_plan;

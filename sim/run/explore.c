@@ -270,7 +270,8 @@ static void record_outcome(vs_candidate *c, const vs_sim *sim,
             : 0;
   /* the job's model FLOPs (all wl->grad_accum micro-batches, not the
    * fewer that sim ran before its step was extrapolated) over its step */
-  c->mfu = timed ? vs_cost_mfu(vs_cost_model_flops(&sim->model, sim->layout.tp,
+  c->mfu = timed ? vs_cost_mfu(vs_cost_model_flops(&sim->model, &sim->recipe,
+                                                   sim->layout.tp,
                                                    sim->layout.dp,
                                                    wl->grad_accum),
                                step, wl->gpus,

@@ -469,29 +469,41 @@ static void show_off_gpu(FILE *out, const vs_layout *lay, int place)
           vs_format_bytes(vs_placed_total(most), b[4], sizeof b[4]));
 }
 
-/* With frozen base weights: what trains (the adapters), and the base's
- * format. Parameters on one tp rank summed over the pipeline: LoRA runs
- * with tp = 1, so the model's. */
+/* Rank r adapters on the targets of f, "rank 8 adapters on q,v, fp32". */
+static void adapters_text(const vs_finetune_conf *f, char *buf, size_t size)
+{
+  char targets[64] = "";
+  for (int t = 0, n = 0; t < VS_LORA_N; t++)
+    if (f->lora_targets & 1u << t)
+      n += snprintf(targets + n, sizeof targets - (size_t)n, "%s%s",
+                    n ? "," : "", vs_lora_target_name(t));
+  snprintf(buf, size, "rank %llu adapters on %s, %s",
+           (unsigned long long)f->lora_rank, targets,
+           vs_adapter_dtype_name(f->adapter_dtype));
+}
+
+/* With frozen base weights: what trains (adapters, or the last layers),
+ * and the base's format. Parameters on one tp rank summed over the
+ * pipeline (the model's with tp = 1). */
 static void show_finetune(FILE *out, const vs_workload *wl,
                           const vs_layout *lay)
 {
   const vs_finetune_conf *f = &wl->finetune;
   uint64_t trainable = 0;
-  char targets[64] = "";
+  char what[160];
   if (f->method == VS_FT_FULL)
     return;
   for (uint64_t s = 0; s < lay->pp; s++)
     trainable += lay->stages[s].trainable_elems;
-  for (int t = 0, n = 0; t < VS_LORA_N; t++)
-    if (f->lora_targets & 1u << t)
-      n += snprintf(targets + n, sizeof targets - (size_t)n, "%s%s",
-                    n ? "," : "", vs_lora_target_name(t));
-  fprintf(out, "# trainable parameters = %llu (%s: rank %llu adapters on "
-               "%s, %s; the rest frozen, layers' linear weights in %s)\n",
-          (unsigned long long)trainable, vs_finetune_name(f->method),
-          (unsigned long long)f->lora_rank, targets,
-          vs_adapter_dtype_name(f->adapter_dtype),
-          vs_base_dtype_name(f->base_dtype));
+  if (f->method == VS_FT_FROZEN)
+    snprintf(what, sizeof what, "the last %llu layers and what follows them",
+             (unsigned long long)f->trainable_layers);
+  else
+    adapters_text(f, what, sizeof what);
+  fprintf(out, "# trainable parameters = %llu%s (%s: %s; the rest frozen, "
+               "frozen layers' linear weights in %s)\n",
+          (unsigned long long)trainable, lay->tp > 1 ? " per tp rank" : "",
+          vs_finetune_name(f->method), what, vs_base_dtype_name(f->base_dtype));
 }
 
 void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,

@@ -266,8 +266,9 @@ static void summarise(vs_sim *sim)
                           ? (double)(wl->training.global_batch *
                                      wl->model.seq_len) / sim->step_time_s
                           : 0;
-  sim->model_flops = vs_cost_model_flops(&sim->model, sim->layout.tp,
-                                         sim->layout.dp, sim->layout.grad_accum);
+  sim->model_flops = vs_cost_model_flops(&sim->model, &sim->recipe,
+                                         sim->layout.tp, sim->layout.dp,
+                                         sim->layout.grad_accum);
   sim->mfu = vs_cost_mfu(sim->model_flops, sim->step_time_s, sim->layout.gpus,
                          vs_cost_peak_flops(sim->topo, wl->training.precision,
                                             true));

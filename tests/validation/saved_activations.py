@@ -157,7 +157,8 @@ def vsim_forward_activations(c, vsim, lora=None, trainable_layers=0):
     """vsim's activation bytes allocated in the forward pass of c."""
     extra = lora_ini(lora)
     if trainable_layers:
-        extra += f"[finetune]\ntrainable_layers = {trainable_layers}\n"
+        extra += (f"[finetune]\nmethod = frozen\n"
+                  f"trainable_layers = {trainable_layers}\n")
     with tempfile.TemporaryDirectory() as d:
         ini = os.path.join(d, "w.ini")
         with open(ini, "w") as f:
