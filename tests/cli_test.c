@@ -374,15 +374,24 @@ static void test_activation_offload_timeline_and_trace(void **state)
   tu_remove_dir(dir);
 }
 
-/* The fine-tune samples end to end: show prints PEFT's trainable count,
- * and each fits one 80 GB GPU (QLoRA's 70B in NF4). */
+/* The fine-tune samples end to end, each on the GPU it names: show prints
+ * PEFT's trainable count; LoRA on Llama-3.1-8B fits one 24 GB RTX 4090,
+ * QLoRA's 70B in NF4 one 48 GB L40S with its optimizer states paged, and
+ * the full fine-tune of the 8B with paged 8-bit Adam in backward one
+ * 80 GB H100. The QLoRA run does not fit 48 GB without paging. */
 static void test_finetune_samples(void **state)
 {
   const char *show[] = {"show", "workloads/llama3-8b-lora.ini", NULL};
   const char *lora[] = {"run", "workloads/llama3-8b-lora.ini", "--gpus", "1",
-                        NULL};
+                        "--topology", "topologies/rtx4090-24g-1x.ini", NULL};
   const char *qlora[] = {"run", "workloads/llama2-70b-qlora.ini", "--gpus",
-                         "1", NULL};
+                         "1", "--topology", "topologies/l40s-48g-8x.ini",
+                         NULL};
+  const char *unpaged[] = {"run", "workloads/llama2-70b-qlora.ini", "--gpus",
+                           "1", "--topology", "topologies/l40s-48g-8x.ini",
+                           "--set", "training.paged_optimizer=false", NULL};
+  const char *full[] = {"run", "workloads/llama3-8b-full-adam8bit.ini",
+                        "--gpus", "1", NULL};
   (void)state;
   run(show);
   assert_int_equal(r.status, 0);
@@ -390,8 +399,15 @@ static void test_finetune_samples(void **state)
                          "adapters on q,v");
   run(lora);
   assert_int_equal(r.status, 0);
-  assert_contains(r.out, "verdict: FITS on 1 x H100-SXM-80GB");
+  assert_contains(r.out, "verdict: FITS on 1 x RTX-4090-24GB");
   run(qlora);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "verdict: FITS on 1 x L40S-48GB");
+  assert_contains(r.out, "paged optimizer states: up to ");
+  run(unpaged);
+  assert_int_equal(r.status, 3);
+  assert_contains(r.out, "verdict: DOES NOT FIT on 1 x L40S-48GB");
+  run(full);
   assert_int_equal(r.status, 0);
   assert_contains(r.out, "verdict: FITS on 1 x H100-SXM-80GB");
 }
@@ -1509,6 +1525,7 @@ static void test_show_output_loads_back(void **state)
       {"show", "workloads/llama2-70b-qlora.ini", NULL},
       {"show", "workloads/gpt-13b-offload.ini", NULL},
       {"show", "workloads/mistral-7b-lora.ini", NULL},
+      {"show", "workloads/llama3-8b-full-adam8bit.ini", NULL},
   };
   static char first[16384], second[16384];
   char path[64];

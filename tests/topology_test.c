@@ -161,6 +161,19 @@ static void test_all_shipped_topologies_load(void **state)
   assert_true(t.host_memory_bytes == 512ull << 30); /* 512GiB */
   assert_near(t.inter_bandwidth, 6.25e9);         /* 6.25GB/s */
   assert_true(t.nvme_capacity_bytes == 7680000000000ull); /* 7680GB */
+
+  /* the 24 and 48 GB GPUs of the fine-tune samples: PyTorch's total
+   * capacity (23.65 and 44.40 GiB) and the dense FP32-accumulate rates */
+  load_ok(&t, TOPO_DIR "rtx4090-24g-1x.ini", NULL, 0);
+  assert_string_equal(t.name, "RTX-4090-24GB");
+  assert_true(t.memory_bytes == 24217ull << 20); /* 24217MiB */
+  assert_near(t.peak_tflops_bf16, 165.2);
+  assert_true(t.gpus_per_node == 1);
+  load_ok(&t, TOPO_DIR "l40s-48g-8x.ini", NULL, 0);
+  assert_string_equal(t.name, "L40S-48GB");
+  assert_true(t.memory_bytes == 45465ull << 20); /* 45465MiB */
+  assert_near(t.peak_tflops_fp8, 733);
+  assert_near(t.hbm_bandwidth, 864e9);
 }
 
 static void test_optional_keys_default(void **state)
