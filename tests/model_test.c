@@ -754,8 +754,9 @@ static void test_param_tensor_attributes(void **state)
  * 0 frozen): each matmul over NF4 weights, or over FP8 ones with 16-bit
  * GEMMs, dequantizes one weight at a time whole to bf16, forward and
  * backward: a temporary of 2 B times its largest such weight
- * (bitsandbytes MatMul4Bit; torchao's Float8Tensor linear). FP8 GEMMs use
- * an FP8 weight as it is; the trained layer is untouched. */
+ * (bitsandbytes MatMul4Bit; torchao's Float8Tensor linear); over int8
+ * ones in backward only (MatMul8bitLt's input gradient). FP8 GEMMs use an
+ * FP8 weight as it is; the trained layer is untouched. */
 static void test_dequantized_base_workspace(void **state)
 {
   static const char llama[] =
@@ -765,12 +766,13 @@ static void test_dequantized_base_workspace(void **state)
   const char *const bf16[] = {"finetune.base_dtype=bf16"};
   const char *const fp8[] = {"finetune.base_dtype=fp8"};
   const char *const nf4[] = {"finetune.base_dtype=nf4"};
+  const char *const int8[] = {"finetune.base_dtype=int8"};
   const char *const fp8_gemm[] = {"finetune.base_dtype=fp8",
                                   "training.precision=fp8"};
   const char *const bf16_gemm[] = {"finetune.base_dtype=bf16",
                                    "training.precision=fp8"};
-  vs_model m0, m1, m2, m3, m4;
-  const vs_block *b0, *b1, *b2, *b3, *b4;
+  vs_model m0, m1, m2, m3, m4, m5;
+  const vs_block *b0, *b1, *b2, *b3, *b4, *b5;
   uint32_t with_weights = 0;
   (void)state;
   build_ini(&m0, llama, bf16, 1);
@@ -778,11 +780,13 @@ static void test_dequantized_base_workspace(void **state)
   build_ini(&m2, llama, nf4, 1);
   build_ini(&m3, llama, fp8_gemm, 2);
   build_ini(&m4, llama, bf16_gemm, 2);
+  build_ini(&m5, llama, int8, 1);
   b0 = vs_model_layer(&m0, 0);
   b1 = vs_model_layer(&m1, 0);
   b2 = vs_model_layer(&m2, 0);
   b3 = vs_model_layer(&m3, 0);
   b4 = vs_model_layer(&m4, 0);
+  b5 = vs_model_layer(&m5, 0);
   for (uint32_t i = 0; i < b1->n_ops; i++) {
     const vs_op_spec *op = &b1->ops[i];
     uint64_t largest = 0;
@@ -797,6 +801,8 @@ static void test_dequantized_base_workspace(void **state)
     assert_int_equal(op->bwd_temp_bytes - b0->ops[i].bwd_temp_bytes,
                      2 * largest);
     assert_int_equal(b2->ops[i].fwd_temp_bytes, op->fwd_temp_bytes);
+    assert_int_equal(b5->ops[i].fwd_temp_bytes, b0->ops[i].fwd_temp_bytes);
+    assert_int_equal(b5->ops[i].bwd_temp_bytes, op->bwd_temp_bytes);
     assert_int_equal(b3->ops[i].fwd_temp_bytes, b4->ops[i].fwd_temp_bytes);
     assert_int_equal(b3->ops[i].bwd_temp_bytes, b4->ops[i].bwd_temp_bytes);
   }

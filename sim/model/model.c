@@ -194,42 +194,58 @@ static int param(vs_block *blk, const dims *d, const char *name, uint64_t rows,
   return 0;
 }
 
-/* Whether a weight stored as dtype is dequantized whole to the compute
- * dtype for its matmul, forward and backward: NF4 always (bitsandbytes
- * MatMul4Bit; shared/reference/frameworks.md 6.1), FP8 unless the GEMMs
- * run in FP8 (torchao's Float8Tensor linear runs F.linear on
+/* The passes in which a weight stored as dtype is dequantized whole to
+ * the compute dtype for its matmul: NF4 forward and backward (bitsandbytes
+ * MatMul4Bit; shared/reference/frameworks.md 6.1); FP8 too unless the
+ * GEMMs run in FP8 (torchao's Float8Tensor linear runs F.linear on
  * weight.dequantize() for a high-precision input; under precision = fp8
- * Transformer Engine uses an FP8 weight as it is). */
-static bool dequantized_whole(const dims *d, int dtype)
+ * Transformer Engine uses an FP8 weight as it is); int8 in backward only
+ * (bitsandbytes MatMul8bitLt: the forward GEMM runs in int8, the input
+ * gradient on CB.to(dtype, copy=True) scaled by SCB / 127). */
+enum { DEQUANT_FWD = 1, DEQUANT_BWD = 2 };
+static int dequantized_in(const dims *d, int dtype)
 {
-  return dtype == VS_DTYPE_NF4 ||
-         (dtype == VS_DTYPE_FP8_SCALED && d->em_dtype != VS_DTYPE_FP8);
+  if (dtype == VS_DTYPE_NF4 ||
+      (dtype == VS_DTYPE_FP8_SCALED && d->em_dtype != VS_DTYPE_FP8))
+    return DEQUANT_FWD | DEQUANT_BWD;
+  return dtype == VS_DTYPE_INT8_ROWWISE ? DEQUANT_BWD : 0;
+}
+
+/* The largest weight of op (elements) dequantized in pass, but its
+ * newest. */
+static uint64_t largest_dequantized(const vs_block *blk, const vs_op_spec *op,
+                                    const dims *d, int pass)
+{
+  uint64_t largest = 0;
+  for (uint32_t i = op->first_param; i + 1 < op->first_param + op->n_params;
+       i++)
+    if ((dequantized_in(d, blk->params[i].dtype) & pass) &&
+        blk->params[i].rows * blk->params[i].cols > largest)
+      largest = blk->params[i].rows * blk->params[i].cols;
+  return largest;
 }
 
 /* A layer's linear weight (rows x cols on this rank) for the newest op:
- * stored in the base format; one dequantized whole (dequantized_whole) is
- * a transient of rows x cols elements of the compute dtype, one weight at
- * a time, so the op's largest counts. */
+ * stored in the base format; one dequantized whole (dequantized_in) is a
+ * transient of rows x cols elements of the compute dtype in that pass,
+ * one weight at a time, so the op's largest counts. */
 static int linear_weight(vs_block *blk, const dims *d, const char *name,
                          uint64_t rows, uint64_t cols, vs_error *err)
 {
   vs_op_spec *op;
-  uint64_t before = 0, now = rows * cols;
+  uint64_t now = rows * cols, before;
+  int passes;
   if (param(blk, d, name, rows, cols, err))
     return VS_EINPUT;
   blk->params[blk->n_params - 1].dtype = d->base_dtype;
-  if (!dequantized_whole(d, d->base_dtype))
-    return 0;
+  passes = dequantized_in(d, d->base_dtype);
   op = &blk->ops[blk->n_ops - 1];
-  for (uint32_t i = op->first_param; i + 1 < op->first_param + op->n_params;
-       i++)
-    if (dequantized_whole(d, blk->params[i].dtype) &&
-        blk->params[i].rows * blk->params[i].cols > before)
-      before = blk->params[i].rows * blk->params[i].cols;
-  if (now > before) {
+  before = largest_dequantized(blk, op, d, DEQUANT_FWD);
+  if ((passes & DEQUANT_FWD) && now > before)
     op->fwd_temp_bytes += d->e * (now - before);
+  before = largest_dequantized(blk, op, d, DEQUANT_BWD);
+  if ((passes & DEQUANT_BWD) && now > before)
     op->bwd_temp_bytes += d->e * (now - before);
-  }
   return 0;
 }
 
