@@ -171,8 +171,30 @@ static void comm(vs_comm *c, const dims *d, int kind, uint64_t bytes)
   }
 }
 
-static int param(vs_block *blk, const dims *d, const char *name, uint64_t rows,
-                 uint64_t cols, vs_error *err)
+/* Under precision = fp8, a GEMM weight not stored in FP8 is quantized
+ * before its GEMM and the FP8 copy saved for backward (Transformer
+ * Engine; shared/reference/frameworks.md 7): declared on the newest op
+ * (a matmul) as a weight copy, which the recipe keeps only where ZeRO-3
+ * gathers the weight per block (elsewhere the layout keeps one copy for
+ * the step). */
+static int fp8_weight_copy(vs_block *blk, const dims *d, uint64_t rows,
+                           uint64_t cols, int dtype, vs_error *err)
+{
+  vs_op_spec *op = blk->n_ops > 0 ? &blk->ops[blk->n_ops - 1] : NULL;
+  if (d->em_dtype != VS_DTYPE_FP8 || !op || !op->matmul || rows <= 1 ||
+      cols <= 1 || dtype == VS_DTYPE_FP8_SCALED)
+    return 0;
+  return vs_block_save(blk, op,
+                       (vs_saved){.bytes = rows * cols, .dtype = VS_DTYPE_FP8,
+                                  .category = VS_CAT_ACTIVATIONS,
+                                  .weight_copy = true},
+                       err);
+}
+
+/* A parameter of rows x cols on this rank, stored as dtype, for the
+ * newest op (if any), which computes its gradient. */
+static int param_as(vs_block *blk, const dims *d, const char *name,
+                    uint64_t rows, uint64_t cols, int dtype, vs_error *err)
 {
   vs_param_tensor *p;
   if (rows == 0 || cols == 0)
@@ -185,13 +207,20 @@ static int param(vs_block *blk, const dims *d, const char *name, uint64_t rows,
   snprintf(p->name, sizeof p->name, "%s", name);
   p->rows = rows;
   p->cols = cols;
-  p->dtype = d->param_dtype;
+  p->dtype = (uint8_t)dtype;
   p->trainable = !d->frozen_base;
   p->shard_group = VS_GROUP_DP;
   blk->param_elems += rows * cols;
-  if (blk->n_ops > 0) /* the newest op computes its gradient */
+  if (blk->n_ops > 0)
     blk->ops[blk->n_ops - 1].n_params++;
-  return 0;
+  return fp8_weight_copy(blk, d, rows, cols, dtype, err);
+}
+
+/* A parameter in the model's parameter dtype. */
+static int param(vs_block *blk, const dims *d, const char *name, uint64_t rows,
+                 uint64_t cols, vs_error *err)
+{
+  return param_as(blk, d, name, rows, cols, d->param_dtype, err);
 }
 
 /* The passes in which a weight stored as dtype is dequantized whole to
@@ -235,9 +264,8 @@ static int linear_weight(vs_block *blk, const dims *d, const char *name,
   vs_op_spec *op;
   uint64_t now = rows * cols, before;
   int passes;
-  if (param(blk, d, name, rows, cols, err))
+  if (param_as(blk, d, name, rows, cols, d->base_dtype, err))
     return VS_EINPUT;
-  blk->params[blk->n_params - 1].dtype = d->base_dtype;
   passes = dequantized_in(d, d->base_dtype);
   op = &blk->ops[blk->n_ops - 1];
   before = largest_dequantized(blk, op, d, DEQUANT_FWD);

@@ -47,6 +47,9 @@ typedef struct vs_saved {
   bool selective;     /* dropped and recomputed under selective checkpointing */
   bool wgrad_only;    /* kept only for its op's weight gradients (a
                          linear's input that no other op needs) */
+  bool weight_copy;   /* an FP8 copy of its op's weight (precision = fp8),
+                         kept here only where ZeRO-3 gathers weights per
+                         block (vs_recipe gather_params) */
 } vs_saved;
 
 typedef struct vs_op_spec {

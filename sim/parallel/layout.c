@@ -70,7 +70,8 @@ static void place_states(const vs_recipe *r, vs_stage_layout *st)
  * quantization to the step's end, counted with the parameters: 1 B a
  * weight not stored in FP8, and 1 B a weight for the transposed copy
  * Hopper and Ada need (an FP8 weight too). ZeRO-3 gathers weights per
- * block; their copies then live with the gather, which is not modelled. */
+ * block; their copies are then saved tensors of the GEMMs (the model's
+ * weight copies, which the recipe keeps there) and not kept here. */
 static void fp8_cache(const vs_topology *topo, const vs_recipe *r,
                       vs_stage_layout *st)
 {

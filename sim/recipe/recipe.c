@@ -198,19 +198,28 @@ static bool weights_frozen(const vs_block *b, const vs_op_spec *op)
   return op->n_params > 0 && trainable_share(b, op) == 0.0;
 }
 
-static void resolve_ops(const vs_workload *wl, const vs_block *b,
-                        vs_kind_plan *k)
+/* What becomes of saved tensor sv of an op whose weights are all frozen
+ * (or not): a frozen weight's matmul keeps no input for its gradient
+ * (autograd saves what the gradients it computes need); an FP8 weight
+ * copy is kept with the activations only where ZeRO-3 gathers the weight
+ * per block (the layout holds it for the step elsewhere). */
+static uint8_t keep_saved(const vs_workload *wl, const vs_recipe *r,
+                          const vs_block *b, const vs_saved *sv, bool frozen)
+{
+  if ((frozen && sv->wgrad_only) || (sv->weight_copy && !r->gather_params))
+    return VS_NOT_SAVED;
+  return (uint8_t)keep_of(wl, b->role, sv);
+}
+
+static void resolve_ops(const vs_workload *wl, const vs_recipe *r,
+                        const vs_block *b, vs_kind_plan *k)
 {
   for (uint32_t i = 0; i < b->n_ops; i++) {
     const vs_op_spec *op = &b->ops[i];
     double skipped = 1.0 - trainable_share(b, op);
     bool frozen = weights_frozen(b, op);
     for (uint32_t s = op->first_saved; s < op->first_saved + op->n_saved; s++) {
-      /* a frozen weight's matmul keeps no input for its gradient
-       * (autograd saves what the gradients it computes need) */
-      k->keep[s] = frozen && b->saved[s].wgrad_only
-                       ? VS_NOT_SAVED
-                       : (uint8_t)keep_of(wl, b->role, &b->saved[s]);
+      k->keep[s] = keep_saved(wl, r, b, &b->saved[s], frozen);
       k->recompute_block |= k->keep[s] == VS_RECOMPUTE_BLOCK;
       k->recompute_core |= k->keep[s] == VS_RECOMPUTE_CORE;
     }
@@ -290,7 +299,7 @@ static int resolve_kind(const vs_workload *wl, vs_recipe *r,
   k->bwd_bytes = malloc((b->n_ops ? b->n_ops : 1) * sizeof *k->bwd_bytes);
   if (!k->keep || !k->bwd_flops || !k->bwd_bytes)
     return vs_error_set(err, VS_ENOMEM, "out of host memory for the recipe");
-  resolve_ops(wl, b, k);
+  resolve_ops(wl, r, b, k);
   fp8_weights(wl, b, k);
   return resolve_params(wl, r, b, k, err);
 }
