@@ -300,8 +300,12 @@ static void test_frozen_base_formats(void **state)
   build(llama3_8b, fp8_gemm, 4, 1, &lay);
   assert_int_equal(lay.stages[0].fp8_weight_elems, layers * linear + v * h);
   assert_int_equal(lay.stages[0].fp8_copy_elems, 2 * linear + v * h);
+  /* 4 GEMMs a layer (qkv, o, gate_up, down) and the head, each with 3
+   * fp32 amax histories of 1024 (DelayedScaling) */
+  assert_int_equal(lay.stages[0].fp8_gemms, 4 * layers + 1);
   assert_int_equal(lay.stages[0].fp8_cache_bytes,
-                   (2 * linear + v * h) + (layers * linear + v * h));
+                   (2 * linear + v * h) + (layers * linear + v * h) +
+                       (4 * layers + 1) * 3 * 1024 * 4);
 }
 
 /* ------------------------------------------------------------------------

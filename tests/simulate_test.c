@@ -1083,13 +1083,15 @@ static void test_frozen_prefix_edges(void **state)
  * the transposes: 4 layers x (256 x 768 + 256 x 256 + 2 x 256 x 1024)
  * weights x 2 B more activations than bf16 under ZeRO-3 (whose saved
  * inputs FP8 matches, row- and column-wise). The head's weight is the
- * tied embedding (no GEMM weight of its own). */
+ * tied embedding (no GEMM weight of its own). The amax histories stay
+ * with the parameters: 16 GEMMs x 3 tensors x 1024 x 4 B. */
 static void test_fp8_copies_zero3(void **state)
 {
   const char *bf16[] = {"parallel.zero=3", "training.global_batch=4"};
   const char *fp8[] = {"parallel.zero=3", "training.global_batch=4",
                        "training.precision=fp8"};
   const uint64_t layer = 256 * 768 + 256 * 256 + 2 * 256 * 1024;
+  const uint64_t amax = 16 * 3 * 1024 * 4; /* 4 GEMMs a layer */
   vs_workload wl;
   vs_topology topo;
   vs_sim b, f;
@@ -1099,8 +1101,8 @@ static void test_fp8_copies_zero3(void **state)
   load(&wl, frozen_gpt, fp8, 3, 2);
   simulate(&f, &wl, &topo, false);
   assert_true(f.recipe.gather_params);
-  assert_int_equal(f.layout.stages[0].fp8_cache_bytes, 0);
-  assert_int_equal(f.layout.params_bytes, b.layout.params_bytes);
+  assert_int_equal(f.layout.stages[0].fp8_cache_bytes, amax);
+  assert_int_equal(f.layout.params_bytes - b.layout.params_bytes, amax);
   assert_int_equal(max_held(&f.ranks[0], VS_CAT_ACTIVATIONS) -
                        max_held(&b.ranks[0], VS_CAT_ACTIVATIONS),
                    4 * layer * 2);
@@ -1147,8 +1149,9 @@ static void test_paged_optimizer(void **state)
 /* FP8 as Transformer Engine runs it (shared/reference/frameworks.md 7):
  * on Hopper (fp8_transposes) each saved GEMM input is kept row- and
  * column-wise at 1 B, so activations equal bf16's, and each GEMM weight's
- * FP8 copies cost 2 B more a weight: FP8 alone saves no memory there.
- * Without the transposes (Blackwell) the inputs take half. */
+ * FP8 copies cost 2 B more a weight, beside each GEMM's three 4 KiB amax
+ * histories: FP8 alone saves no memory there. Without the transposes
+ * (Blackwell) the inputs take half. */
 static void test_fp8_copies(void **state)
 {
   const char *bf16[] = {"training.precision=bf16"};
@@ -1158,6 +1161,7 @@ static void test_fp8_copies(void **state)
   vs_topology topo;
   vs_sim b, f, ft;
   uint64_t gemm_inputs = 0;
+  const uint64_t amax = 16 * 3 * 1024 * 4; /* DelayedScaling's histories */
   (void)state;
   load(&wl, frozen_gpt, bf16, 1, 1);
   simulate(&b, &wl, &topo, false);
@@ -1165,10 +1169,11 @@ static void test_fp8_copies(void **state)
   simulate(&f, &wl, &topo, false);
   simulate_on(&ft, &wl, &topo, no_t, 2, false);
   assert_true(f.layout.stages[0].fp8_weight_elems > 0);
+  assert_int_equal(f.layout.stages[0].fp8_gemms, 16); /* 4 a layer */
   assert_int_equal(f.layout.params_bytes - b.layout.params_bytes,
-                   2 * f.layout.stages[0].fp8_weight_elems);
+                   2 * f.layout.stages[0].fp8_weight_elems + amax);
   assert_int_equal(ft.layout.params_bytes - b.layout.params_bytes,
-                   f.layout.stages[0].fp8_weight_elems);
+                   f.layout.stages[0].fp8_weight_elems + amax);
   assert_int_equal(max_held(&f.ranks[0], VS_CAT_ACTIVATIONS),
                    max_held(&b.ranks[0], VS_CAT_ACTIVATIONS));
   for (size_t i = 0; i < (size_t)f.model.layers + 2; i++) {

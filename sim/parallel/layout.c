@@ -11,6 +11,7 @@ static void add_block(vs_stage_layout *st, const vs_kind_plan *k)
   st->managed_bytes += k->paged_bytes;
   st->fp8_weight_elems += k->fp8_weight_elems;
   st->fp8_copy_elems += k->fp8_copy_elems;
+  st->fp8_gemms += k->fp8_gemms;
   st->param_elems += k->param_elems;
   st->trainable_elems += k->trainable_elems;
   st->params_full_bytes += k->param_bytes;
@@ -66,19 +67,28 @@ static void place_states(const vs_recipe *r, vs_stage_layout *st)
   st->host.buffers = vs_recipe_swap_buffer_bytes(r, st->step_elems);
 }
 
-/* Transformer Engine's FP8 weight copies, kept from each weight's first
- * quantization to the step's end, counted with the parameters: 1 B a
- * weight not stored in FP8, and 1 B a weight for the transposed copy
- * Hopper and Ada need (an FP8 weight too). ZeRO-3 gathers weights per
- * block; their copies are then saved tensors of the GEMMs (the model's
- * weight copies, which the recipe keeps there) and not kept here. */
+/* Transformer Engine's delayed scaling keeps an fp32 amax history of
+ * 1024 entries (DelayedScaling's amax_history_len) for each FP8 tensor
+ * of a GEMM: its input, its weight and its output gradient
+ * (shared/reference/frameworks.md 7). */
+#define FP8_AMAX_HISTORY_BYTES (1024 * 4)
+#define FP8_TENSORS_PER_GEMM 3
+
+/* Transformer Engine's FP8 state, kept through the step and counted with
+ * the parameters: the amax histories, and the weight copies from each
+ * weight's first quantization to the step's end, 1 B a weight not stored
+ * in FP8 and 1 B a weight for the transposed copy Hopper and Ada need (an
+ * FP8 weight too). ZeRO-3 gathers weights per block; their copies are
+ * then saved tensors of the GEMMs (the model's weight copies, which the
+ * recipe keeps there) and not kept here. */
 static void fp8_cache(const vs_topology *topo, const vs_recipe *r,
                       vs_stage_layout *st)
 {
-  if (r->gather_params)
-    return;
-  st->fp8_cache_bytes = st->fp8_copy_elems +
-                        (topo->fp8_transposes ? st->fp8_weight_elems : 0);
+  st->fp8_cache_bytes = st->fp8_gemms * FP8_TENSORS_PER_GEMM *
+                        FP8_AMAX_HISTORY_BYTES;
+  if (!r->gather_params)
+    st->fp8_cache_bytes += st->fp8_copy_elems +
+                           (topo->fp8_transposes ? st->fp8_weight_elems : 0);
   st->params_bytes += st->fp8_cache_bytes;
 }
 

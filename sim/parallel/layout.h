@@ -51,9 +51,11 @@ typedef struct vs_stage_layout {
                                      memory (not in optimizer_bytes) */
   uint64_t fp8_weight_elems;      /* its FP8 GEMMs' weights */
   uint64_t fp8_copy_elems;        /* of which quantized (not stored in FP8) */
+  uint64_t fp8_gemms;             /* its GEMMs with weights */
   uint64_t fp8_cache_bytes;       /* FP8 copies kept through the step: 1 B
                                      a quantized weight, and with
-                                     transposes 1 B more a weight (in
+                                     transposes 1 B more a weight, and
+                                     the GEMMs' amax histories (in
                                      params_bytes) */
   vs_placed_bytes host;           /* off the GPU, in host DRAM */
   vs_placed_bytes nvme;           /* off the GPU, on NVMe */

@@ -268,8 +268,8 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
 /* Under fp8, the weights of the block's GEMMs (matrices, not biases or
  * norm scales): Transformer Engine quantizes each one not already in FP8
  * before its GEMM and keeps the FP8 copy for backward
- * (shared/reference/frameworks.md 7). Sets k's fp8_weight_elems (all)
- * and fp8_copy_elems (those quantized). */
+ * (shared/reference/frameworks.md 7). Sets k's fp8_weight_elems (all),
+ * fp8_copy_elems (those quantized) and fp8_gemms. */
 static void fp8_weights(const vs_workload *wl, const vs_block *b,
                         vs_kind_plan *k)
 {
@@ -277,16 +277,19 @@ static void fp8_weights(const vs_workload *wl, const vs_block *b,
     return;
   for (uint32_t i = 0; i < b->n_ops; i++) {
     const vs_op_spec *op = &b->ops[i];
+    bool gemm = false;
     for (uint32_t p = op->first_param; op->matmul &&
                                        p < op->first_param + op->n_params;
          p++) {
       const vs_param_tensor *t = &b->params[p];
       if (t->rows <= 1 || t->cols <= 1)
         continue;
+      gemm = true;
       k->fp8_weight_elems += t->rows * t->cols;
       if (t->dtype != VS_DTYPE_FP8_SCALED)
         k->fp8_copy_elems += t->rows * t->cols;
     }
+    k->fp8_gemms += gemm;
   }
 }
 

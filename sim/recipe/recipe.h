@@ -136,6 +136,8 @@ typedef struct vs_kind_plan {
   uint64_t fp8_weight_elems; /* precision = fp8: its GEMMs' weights */
   uint64_t fp8_copy_elems;   /* of which not stored in FP8: Transformer
                                Engine quantizes them and keeps the copy */
+  uint64_t fp8_gemms;        /* its GEMMs with weights (each keeps amax
+                               histories) */
   uint64_t param_elems;     /* parameter elements */
   uint64_t trainable_elems; /* elements of trainable parameters */
 } vs_kind_plan;
