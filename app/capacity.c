@@ -221,8 +221,10 @@ int vs_cap_resolve_base(const vs_explore *ex, uint64_t gpus, vs_workload *wl,
 
 const char *vs_cap_status_name(int status)
 {
-  return status == VS_EVAL_FITS ? "fits"
-                                : (status == VS_EVAL_OOM ? "oom" : "invalid");
+  return status == VS_EVAL_FITS    ? "fits"
+         : status == VS_EVAL_TIGHT ? "tight"
+         : status == VS_EVAL_OOM   ? "oom"
+                                   : "invalid";
 }
 
 static void describe_fit(FILE *out, const vs_candidate *c)
@@ -325,8 +327,10 @@ static int fit_first(fit_search *s, FILE *out, FILE *errs)
     return VS_EXIT_ERROR;
   }
   if (st != VS_EVAL_FITS) {
-    fprintf(out, "%s = %llu does not fit: %s\n", s->key,
-            (unsigned long long)s->step, s->cand.reason);
+    fprintf(out, "%s = %llu %s: %s\n", s->key, (unsigned long long)s->step,
+            st == VS_EVAL_TIGHT ? "does not keep the reserve free"
+                                : "does not fit",
+            s->cand.reason);
     return VS_EXIT_OOM;
   }
   s->best = s->cand;
@@ -388,7 +392,9 @@ static int fit_answer(fit_search *s, FILE *out, FILE *errs)
   /* past the boundary the job either runs out of memory or stops being
    * simulable (a limit of vsim's, not of the GPU): say which */
   fprintf(out, ")\nat %llu %s: %s\n", (unsigned long long)s->hi,
-          st == VS_EVAL_INVALID ? "vsim cannot simulate it" : "it does not fit",
+          st == VS_EVAL_INVALID ? "vsim cannot simulate it"
+          : st == VS_EVAL_TIGHT ? "it fits but does not keep the reserve free"
+                                : "it does not fit",
           s->cand.reason);
   return VS_EXIT_OK;
 }
@@ -570,7 +576,7 @@ static void relabel_reason(vs_candidate *c, bool gpus_varied)
 static size_t sweep_table(const vs_capacity_opts *o, const vs_candidate *cands,
                           size_t n, FILE *out)
 {
-  size_t fits = 0, ooms = 0;
+  size_t fits = 0, tight = 0, ooms = 0;
   for (size_t k = 0; k < o->n_vary; k++)
     fprintf(out, "%-22s ", o->vary[k].key);
   fprintf(out, "%-8s %10s %10s %12s\n", "status", "peak", "step", "tokens/s");
@@ -582,6 +588,7 @@ static size_t sweep_table(const vs_capacity_opts *o, const vs_candidate *cands,
     for (size_t k = 0; k < o->n_vary; k++)
       fprintf(out, "%-22s ", vals[k]);
     fits += c->status == VS_EVAL_FITS;
+    tight += c->status == VS_EVAL_TIGHT;
     ooms += c->status == VS_EVAL_OOM;
     if (c->status == VS_EVAL_INVALID) {
       fprintf(out, "%-8s %s\n", "invalid", c->reason);
@@ -595,8 +602,11 @@ static size_t sweep_table(const vs_capacity_opts *o, const vs_candidate *cands,
             vs_format_bytes(c->worst.peak_used_bytes, peak, sizeof peak), step,
             tokens);
   }
-  fprintf(out, "%zu combinations: %zu fit, %zu out of memory, %zu invalid\n", n,
-          fits, ooms, n - fits - ooms);
+  fprintf(out, "%zu combinations: %zu fit, ", n, fits);
+  if (tight)
+    fprintf(out, "%zu tight (less than [runtime] reserve free), ", tight);
+  fprintf(out, "%zu out of memory, %zu invalid\n", ooms,
+          n - fits - tight - ooms);
   return fits;
 }
 

@@ -610,7 +610,8 @@ static int plan_wants_offload(const plan_state *ps, bool *want, FILE *errs)
   vs_error err;
   bool ran_out = false;
   for (size_t i = 0; i < ps->n; i++)
-    ran_out = ran_out || ps->cands[i].status == VS_EVAL_OOM;
+    ran_out = ran_out || ps->cands[i].status == VS_EVAL_OOM ||
+              ps->cands[i].status == VS_EVAL_TIGHT;
   *want = ps->n_fit == 0 && ran_out;
   vs_error_clear(&err);
   if (vs_split_agree(want, &err) == 0)
@@ -654,10 +655,17 @@ static void plan_intro(FILE *out, const vs_workload *wl, const vs_topology *topo
           wl->origins.file, gpus_bound(ps), (unsigned long long)ps->max_gpus, topo->name,
           topo->origins.file, (unsigned long long)wl->training.global_batch,
           (unsigned long long)wl->model.seq_len);
+  size_t tight = 0;
+  for (size_t i = 0; i < ps->n; i++)
+    tight += ps->cands[i].status == VS_EVAL_TIGHT;
   fprintf(out, "%zu layouts simulated in %.2f s (%.0f layouts/s on %u "
-               "thread(s)); %zu fit; left out before simulating:\n",
+               "thread(s)); %zu fit",
           ps->n, seconds, (double)ps->n / (seconds > 0 ? seconds : 1e-9),
           ps->ex.jobs ? ps->ex.jobs : 1, ps->n_fit);
+  if (tight)
+    fprintf(out, " with [runtime] reserve free (%zu more without it)",
+            tight);
+  fprintf(out, "; left out before simulating:\n");
   for (int r = 0; r < PRUNE_N; r++)
     if (ps->pruned[r])
       fprintf(out, "  %llu %s\n", (unsigned long long)ps->pruned[r],
@@ -678,7 +686,7 @@ static int plan_no_fit(FILE *out, const plan_state *ps)
   bool any = false;
   for (size_t i = 0; i < ps->n; i++) {
     const vs_candidate *c = &ps->cands[i];
-    if (c->status != VS_EVAL_OOM)
+    if (c->status != VS_EVAL_OOM && c->status != VS_EVAL_TIGHT)
       continue;
     if (!any || (double)c->worst.peak_used_bytes / (double)c->worst.capacity_bytes <
                     (double)ps->cands[closest].worst.peak_used_bytes /
@@ -698,9 +706,12 @@ static int plan_no_fit(FILE *out, const plan_state *ps)
             (unsigned long long)lc->zero, (unsigned long long)lc->mb,
             ps->cands[closest].reason);
   }
-  fprintf(out, "\n%s or shrink the job (micro-batch, sequence, "
+  fprintf(out, "\n%s%s or shrink the job (micro-batch, sequence, "
                "checkpointing)\n",
-          ps->exact ? "raise --gpus" : "raise --max-gpus");
+          ps->exact ? "raise --gpus" : "raise --max-gpus",
+          any && ps->cands[closest].status == VS_EVAL_TIGHT
+              ? ", lower [runtime] reserve"
+              : "");
   return VS_EXIT_OOM;
 }
 

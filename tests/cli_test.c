@@ -376,9 +376,10 @@ static void test_activation_offload_timeline_and_trace(void **state)
 
 /* The fine-tune samples end to end, each on the GPU it names: show prints
  * PEFT's trainable count; LoRA on Llama-3.1-8B fits one 24 GB RTX 4090,
- * QLoRA's 70B in NF4 one 48 GB L40S with its optimizer states paged, and
- * the full fine-tune of the 8B with paged 8-bit Adam in backward one
- * 80 GB H100. The QLoRA run does not fit 48 GB without paging. */
+ * QLoRA's 70B in NF4 one 48 GB L40S with its optimizer states paged, if
+ * tightly (less than the 10% reserve free: exit 0, TIGHT), and the full
+ * fine-tune of the 8B with paged 8-bit Adam in backward one 80 GB H100.
+ * The QLoRA run does not fit 48 GB without paging. */
 static void test_finetune_samples(void **state)
 {
   const char *show[] = {"show", "workloads/llama3-8b-lora.ini", NULL};
@@ -402,7 +403,8 @@ static void test_finetune_samples(void **state)
   assert_contains(r.out, "verdict: FITS on 1 x RTX-4090-24GB");
   run(qlora);
   assert_int_equal(r.status, 0);
-  assert_contains(r.out, "verdict: FITS on 1 x L40S-48GB");
+  assert_contains(r.out, "verdict: TIGHT on 1 x L40S-48GB");
+  assert_contains(r.out, "less than [runtime] reserve's 4.44 GiB free");
   assert_contains(r.out, "paged optimizer states: up to ");
   run(unpaged);
   assert_int_equal(r.status, 3);
@@ -1112,25 +1114,83 @@ static unsigned long long fit_value(const char *const *args, const char *key)
   return strtoull(at + strlen(prefix), NULL, 10);
 }
 
-/* fit finds the boundary exactly: `vsim run` with the value fits (exit 0)
- * and with the next value runs out of memory (exit 3). The micro-batch
- * search keeps the micro-batches per step, so global_batch = mb * dp * ga. */
+/* [runtime] reserve end to end: a run that leaves less free is TIGHT
+ * (exit 0), sweep marks it tight in its table and CSV, and plan counts
+ * nothing within the reserve as fitting (exit 3, naming the reserve). */
+static void test_reserve_tight(void **state)
+{
+  char dir[64], csv[128], *text;
+  const char *tight_run[] = {"run", DATA "gpt-small.ini", "--set",
+                             "runtime.reserve=79GiB", NULL};
+  const char *sweep[] = {"sweep", DATA "gpt-small.ini", "--vary",
+                         "runtime.reserve=0,79GiB", "--csv", csv, NULL};
+  const char *plan[] = {"plan", DATA "gpt-small.ini", "--max-gpus", "2",
+                        "--set", "training.global_batch=2", "--set",
+                        "runtime.reserve=79GiB", NULL};
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(csv, sizeof csv, "%s/sweep.csv", dir);
+  run(tight_run);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "verdict: TIGHT on 1 x H100-SXM-80GB");
+  assert_contains(r.out, "less than [runtime] reserve's 79.0 GiB free");
+  run(sweep);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "2 combinations: 1 fit, 1 tight (less than "
+                         "[runtime] reserve free), 0 out of memory, 0 invalid");
+  assert_non_null(text = tu_read_file(csv));
+  assert_contains(text, ",fits,");
+  assert_contains(text, ",tight,\"rank 0 (stage 0) peaks at ");
+  free(text);
+  run(plan);
+  assert_int_equal(r.status, 3);
+  assert_contains(r.out, "verdict: DOES NOT FIT on any layout");
+  assert_contains(r.out, "less than [runtime] reserve's 79.0 GiB free");
+  assert_contains(r.out, "lower [runtime] reserve");
+  tu_remove_dir(dir);
+}
+
+/* After a run: with the boundary value it fits with the reserve free
+ * (exit 0, FITS); with the next, it does not (exit 3, or TIGHT). With
+ * [runtime] reserve = 0 the boundary is the capacity itself (exit 3). */
+static void assert_boundary(int next, bool reserve)
+{
+  if (!next) {
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "verdict: FITS");
+  } else if (!reserve) {
+    assert_int_equal(r.status, 3);
+  } else if (r.status == 0) {
+    assert_contains(r.out, "verdict: TIGHT");
+  } else {
+    assert_int_equal(r.status, 3);
+  }
+}
+
+/* fit finds the boundary exactly: `vsim run` with the value fits with the
+ * reserve free and with the next value does not (assert_boundary), with
+ * the default reserve (10%) and with none. The micro-batch search keeps
+ * the micro-batches per step, so global_batch = mb * dp * ga. */
 static void test_fit_finds_the_exact_boundary(void **state)
 {
   static const char *const fit_llama[] = {"fit", "workloads/llama2-7b.ini",
                                           "--gpus", "8", NULL};
   static const char *const fit_seq[] = {
       "fit", DATA "gpt-small.ini", "--vary-key", "model.seq_len", "--set",
+      "topology.gpu.memory=2GiB", "--set", "runtime.reserve=0", NULL};
+  static const char *const fit_seq_kept[] = {
+      "fit", DATA "gpt-small.ini", "--vary-key", "model.seq_len", "--set",
       "topology.gpu.memory=2GiB", NULL};
   static const char *const fit_mb[] = {"fit", DATA "gpt-small.ini", "--set",
-                                       "topology.gpu.memory=2GiB", NULL};
-  char v1[64], v2[64];
+                                       "topology.gpu.memory=2GiB", "--set",
+                                       "runtime.reserve=0", NULL};
+  char v1[64], v2[64], v3[64];
   const char *run_llama[] = {"run", "workloads/llama2-7b.ini", "--gpus", "8",
                              "--set", v1, "--set", v2, NULL};
   const char *run_small[] = {"run", DATA "gpt-small.ini", "--set",
                              "topology.gpu.memory=2GiB", "--set", v1,
-                             "--set", v2, NULL};
-  unsigned long long n;
+                             "--set", v2, "--set", v3, NULL};
+  unsigned long long n, kept;
   (void)state;
 
   n = fit_value(fit_llama, "training.micro_batch");
@@ -1139,21 +1199,29 @@ static void test_fit_finds_the_exact_boundary(void **state)
     /* llama2-7b.ini: 8 GPUs, global 64 at micro-batch 2: 4 per step */
     snprintf(v2, sizeof v2, "training.global_batch=%llu", (n + (unsigned)next) * 32);
     run(run_llama);
-    assert_int_equal(r.status, next ? 3 : 0);
+    assert_boundary(next, true);
   }
   n = fit_value(fit_seq, "model.seq_len");
+  kept = fit_value(fit_seq_kept, "model.seq_len");
+  assert_true(kept < n); /* the reserve costs tokens */
   for (int next = 0; next < 2; next++) {
     snprintf(v1, sizeof v1, "model.seq_len=%llu", n + (unsigned)next);
     snprintf(v2, sizeof v2, "training.micro_batch=1");
+    snprintf(v3, sizeof v3, "runtime.reserve=0");
     run(run_small);
-    assert_int_equal(r.status, next ? 3 : 0);
+    assert_boundary(next, false);
+    snprintf(v1, sizeof v1, "model.seq_len=%llu", kept + (unsigned)next);
+    snprintf(v3, sizeof v3, "runtime.reserve=10%%");
+    run(run_small);
+    assert_boundary(next, true);
   }
   n = fit_value(fit_mb, "training.micro_batch");
   for (int next = 0; next < 2; next++) {
     snprintf(v1, sizeof v1, "training.micro_batch=%llu", n + (unsigned)next);
     snprintf(v2, sizeof v2, "training.global_batch=%llu", n + (unsigned)next);
+    snprintf(v3, sizeof v3, "runtime.reserve=0");
     run(run_small);
-    assert_int_equal(r.status, next ? 3 : 0);
+    assert_boundary(next, false);
   }
   assert_contains(r.out, "OUT OF MEMORY");
 }
@@ -2043,6 +2111,7 @@ int main(void)
       cmocka_unit_test(test_plan_prunes_sequence_parallel_misfits),
       cmocka_unit_test(test_keys_lists_every_key),
       cmocka_unit_test(test_fit_finds_the_exact_boundary),
+      cmocka_unit_test(test_reserve_tight),
       cmocka_unit_test(test_sweep_is_deterministic_across_jobs),
       cmocka_unit_test(test_sweep_all_invalid_is_an_input_error),
       cmocka_unit_test(test_plan_layout_is_confirmed_by_run),

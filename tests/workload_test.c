@@ -857,6 +857,39 @@ static void test_runtime_rules(void **state)
                       "power of 2");
 }
 
+/* [runtime] reserve: a share of the capacity (default 10%) or a size
+ * with its unit; each mistake says what is allowed. */
+static void test_reserve(void **state)
+{
+  vs_workload wl;
+  char path[128];
+  vs_error err;
+  (void)state;
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, NULL, 0, 0, &err), 0);
+  assert_true(wl.runtime.reserve.percent == 10.0);
+  /* 10% of an 80 GiB GPU, rounded up to whole bytes */
+  assert_int_equal(vs_margin_bytes(&wl.runtime.reserve, 85899345920ull),
+                   8589934592ull);
+  assert_int_equal(vs_margin_bytes(&wl.runtime.reserve, 1001), 101);
+  assert_int_equal(load_at(&wl, path, GPT_MODEL "[runtime]\nreserve = 4GiB\n",
+                           NULL, 0, 0, &err), 0);
+  assert_true(wl.runtime.reserve.percent == 0.0);
+  assert_int_equal(vs_margin_bytes(&wl.runtime.reserve, 85899345920ull),
+                   4ull << 30);
+  assert_int_equal(load_at(&wl, path, GPT_MODEL "[runtime]\nreserve = 2.5%\n",
+                           NULL, 0, 0, &err), 0);
+  assert_true(wl.runtime.reserve.percent == 2.5);
+  load_bad(GPT_MODEL "[runtime]\nreserve = 100%\n", NULL, 0, 0, VS_EINPUT,
+           "@:9: [runtime] reserve = 100%: a share of the capacity is a "
+           "percentage from 0% to below 100%, e.g. 10%");
+  load_bad(GPT_MODEL "[runtime]\nreserve = lots%\n", NULL, 0, 0, VS_EINPUT,
+           "@:9: [runtime] reserve = lots%: a share of the capacity");
+  load_bad(GPT_MODEL "[runtime]\nreserve = 4\n", NULL, 0, 0, VS_EINPUT,
+           "@:9: [runtime] reserve = 4: a size needs its unit");
+  load_bad(GPT_MODEL "[runtime]\nreserve = 5TiB\n", NULL, 0, 0, VS_EINPUT,
+           "@:9: [runtime] reserve = 5TiB: must be at most 4TiB");
+}
+
 /* Pipeline layouts: each impossible one names the key to change. GPT_MODEL
  * has 2 layers. */
 static void test_pipeline_validation(void **state)
@@ -973,6 +1006,7 @@ int main(void)
       cmocka_unit_test(test_finetune_rules),
       cmocka_unit_test(test_hf_config),
       cmocka_unit_test(test_runtime_rules),
+      cmocka_unit_test(test_reserve),
       cmocka_unit_test(test_pipeline_validation),
       cmocka_unit_test(test_layout_rules),
       cmocka_unit_test(test_huge_products_are_errors),

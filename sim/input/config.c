@@ -12,6 +12,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,6 +278,45 @@ static int store_whole(const vs_key *k, char *slot, const char *text,
   return 0;
 }
 
+uint64_t vs_margin_bytes(const vs_margin *m, uint64_t capacity)
+{
+  return m->percent > 0 ? (uint64_t)ceil(m->percent / 100.0 * (double)capacity)
+                        : m->bytes;
+}
+
+/* VS_KEY_MARGIN: "N%" (0 <= N < 100) or a size within the key's bounds. */
+static int store_margin(const vs_key *k, char *slot, const char *text,
+                        const char *where, vs_error *err)
+{
+  vs_margin m = {0, 0};
+  size_t len = strlen(text);
+  if (len > 0 && text[len - 1] == '%') {
+    char num[64];
+    const char *why = NULL;
+    double pct = 0;
+    int rc = len < sizeof num ? 0 : VS_EINPUT;
+    if (rc == 0) {
+      memcpy(num, text, len - 1);
+      num[len - 1] = '\0';
+      rc = vs_parse_real(num, &pct, &why);
+    }
+    if (rc || !(pct >= 0 && pct < 100))
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: a share of the capacity is a percentage from "
+                          "0%% to below 100%%, e.g. 10%%",
+                          where);
+    m.percent = pct;
+  } else {
+    vs_key as_size = *k;
+    as_size.type = VS_KEY_SIZE;
+    int rc = store_whole(&as_size, (char *)&m.bytes, text, where, err);
+    if (rc)
+      return rc;
+  }
+  memcpy(slot, &m, sizeof m);
+  return 0;
+}
+
 /* VS_KEY_REAL, VS_KEY_RATE and VS_KEY_LATENCY: a double within the key's
  * bounds. A latency key whose lower bound is negative takes any sign. */
 static int store_real(const vs_key *k, char *slot, const char *text,
@@ -456,6 +496,8 @@ static int store_value(const vs_key *k, void *target, const char *text,
     return store_name(slot, text, where, err);
   case VS_KEY_PATH:
     return store_path(slot, text, where, err);
+  case VS_KEY_MARGIN:
+    return store_margin(k, slot, text, where, err);
   case VS_KEY_LIST:
     return store_count_list(k, slot, text, where, err);
   case VS_KEY_RATES:
@@ -881,6 +923,15 @@ void vs_conf_print_value(FILE *f, const vs_key *k, const void *target)
   case VS_KEY_PATH:
     fputs(slot, f);
     break;
+  case VS_KEY_MARGIN: {
+    const vs_margin *m = (const vs_margin *)(const void *)slot;
+    char text[32];
+    if (m->percent > 0)
+      print_real(f, "", m->percent, "%");
+    else
+      fputs(size_text(m->bytes, text, sizeof text), f);
+    break;
+  }
   case VS_KEY_LIST: {
     const vs_count_list *l = (const vs_count_list *)(const void *)slot;
     for (size_t i = 0; i < l->n; i++)

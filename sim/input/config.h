@@ -31,7 +31,9 @@ typedef enum vs_key_type {
   VS_KEY_LATENCIES, /* vs_real_list: comma-separated latencies */
   VS_KEY_FLAGS,   /* uint32_t bit set: comma-separated names of choices
                      (bit i: choices[i]), each at most once */
-  VS_KEY_PATH     /* char[VS_PATH_MAX]: a file path as written */
+  VS_KEY_PATH,    /* char[VS_PATH_MAX]: a file path as written */
+  VS_KEY_MARGIN   /* vs_margin: a size ("4GiB") or a share of a capacity
+                     ("10%") */
 } vs_key_type;
 
 #define VS_NAME_MAX 64
@@ -49,6 +51,16 @@ typedef struct vs_real_list {
   double values[VS_REAL_LIST_MAX]; /* base units (bytes/s, seconds) */
   size_t n;                        /* how many */
 } vs_real_list;
+
+/* Memory to keep free: `bytes`, or when percent > 0 that percentage of
+ * the capacity it is kept from (never both). */
+typedef struct vs_margin {
+  uint64_t bytes;
+  double percent;               /* in [0, 100) */
+} vs_margin;
+
+/* The bytes m keeps free of capacity (a percentage rounds up). */
+uint64_t vs_margin_bytes(const vs_margin *m, uint64_t capacity);
 
 typedef struct vs_key {
   const char *section;         /* "model" */

@@ -29,6 +29,14 @@ static const char *const adapter_dtype_names[] = {"fp32", "bf16", "fp16", NULL};
 static const char *const lora_target_names[] = {"q", "k", "v", "o", "gate",
                                                 "up", "down", NULL};
 
+/* [runtime] reserve's default: the share of a GPU practitioners' tools
+ * keep free, 10% (vLLM's EngineArgs gpu_memory_utilization = 0.90; the
+ * Hugging Face transformers quantizers' adjust_max_memory plans with
+ * val * 0.90 "for buffers"): what the simulation does not see (other
+ * processes, longer samples, library workspaces) needs room. */
+#define RESERVE_PERCENT 10.0
+#define RESERVE_DOC "10% (vLLM's gpu_memory_utilization 0.9)"
+
 #define K(sec, key, ty, field, ...)                                         \
   {.section = sec, .name = key, .type = ty,                                  \
    .offset = offsetof(vs_workload, field), __VA_ARGS__}
@@ -81,6 +89,7 @@ static const vs_key workload_keys[] = {
     K("runtime", "expandable_segments", VS_KEY_BOOL, runtime.expandable_segments, .default_doc = "false"),
     K("runtime", "max_split_size_mb", VS_KEY_COUNT, runtime.max_split_size_mb, .hi = 1e7, .default_doc = "0 (unlimited)"),
     K("runtime", "roundup_power2_divisions", VS_KEY_COUNT, runtime.roundup_power2_divisions, .hi = 64, .default_doc = "0 (512-byte rounding)"),
+    K("runtime", "reserve", VS_KEY_MARGIN, runtime.reserve, .hi = 4398046511104.0, .default_doc = RESERVE_DOC),
 };
 #undef K
 
@@ -216,6 +225,7 @@ static void set_defaults(vs_workload *wl)
   wl->parallel.bucket_bytes = 25ull << 20;
   wl->model.vocab_divisible_by = 1;
   wl->runtime.allocator = VS_ALLOC_CACHING;
+  wl->runtime.reserve.percent = RESERVE_PERCENT;
   /* PEFT's LoraConfig: r = 8, lora_alpha = 8, lora_dropout = 0; target
    * modules for Llama q_proj and v_proj (peft/utils/constants.py
    * TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING) */

@@ -117,6 +117,7 @@ typedef struct vs_runtime_conf {
   bool expandable_segments; /* PyTorch expandable segments */
   uint64_t max_split_size_mb; /* blocks this large are never split; 0 = no limit */
   uint64_t roundup_power2_divisions; /* 0: round requests to 512 B */
+  vs_margin reserve;        /* GPU memory fit and plan keep free */
 } vs_runtime_conf;
 
 typedef struct vs_workload {

@@ -246,6 +246,21 @@ static void oom_reason(vs_candidate *c, const vs_sim *sim)
   node_oom_reason(c, sim);
 }
 
+/* A simulation that fits with less than the reserve free, as a reason
+ * ("rank 0 (stage 0) peaks at ..., less than [runtime] reserve's ..."). */
+static void tight_reason(vs_candidate *c, const vs_sim *sim)
+{
+  const vs_rank *worst = vs_sim_worst_rank(sim);
+  char used[16], cap[16], keep[16];
+  snprintf(c->reason, sizeof c->reason,
+           "rank %u (stage %d) peaks at %s of %s, less than [runtime] "
+           "reserve's %s free",
+           worst->id, worst->stage,
+           vs_format_bytes(worst->mem.peak_used_bytes, used, sizeof used),
+           vs_format_bytes(worst->mem.capacity_bytes, cap, sizeof cap),
+           vs_format_bytes(sim->reserve_bytes, keep, sizeof keep));
+}
+
 /* Records sim's outcome with the job's step `step` (sim may have run fewer
  * micro-batches than wl: its step extrapolated). timed is false when a
  * screening simulation stopped at an out-of-memory: its end is not a step
@@ -260,7 +275,8 @@ static void record_outcome(vs_candidate *c, const vs_sim *sim,
   vs_summary_of(sim, worst, &c->worst);
   c->worst.timed = timed;
   c->worst.step_time_s = timed ? step : 0;
-  c->status = sim->fits ? VS_EVAL_FITS : VS_EVAL_OOM;
+  c->status = !sim->fits ? VS_EVAL_OOM : sim->tight ? VS_EVAL_TIGHT
+                                                    : VS_EVAL_FITS;
   c->total_gpus = wl->gpus;
   c->dp = wl->parallel.dp;
   c->timed = timed;
@@ -282,6 +298,8 @@ static void record_outcome(vs_candidate *c, const vs_sim *sim,
       timed ? vs_cost_usd(topo->usd_per_gpu_hour, wl->gpus, step) : 0;
   c->reason[0] = '\0';
   oom_reason(c, sim);
+  if (c->status == VS_EVAL_TIGHT)
+    tight_reason(c, sim);
 }
 
 /* vs_explore_one with the programs of its simulations built in pool. */

@@ -19,7 +19,11 @@
 #define VS_EXPLORE_SET_MAX 160 /* room for plan's uneven split of up to 64
                                   stages of at most two-digit counts */
 
-typedef enum { VS_EVAL_FITS, VS_EVAL_OOM, VS_EVAL_INVALID } vs_eval_status;
+/* FITS: it fits with [runtime] reserve free; TIGHT: it fits, but with
+ * less free than that (fit and plan do not count it as fitting). */
+typedef enum {
+  VS_EVAL_FITS, VS_EVAL_OOM, VS_EVAL_INVALID, VS_EVAL_TIGHT
+} vs_eval_status;
 
 /* One candidate and, once evaluated, its outcome. */
 typedef struct vs_candidate {

@@ -242,11 +242,15 @@ static void verdict_line(const vs_sim *sim, char *buf, size_t len)
   const vs_node_mem *node = vs_sim_worst_node(sim);
   int n = snprintf(buf, len,
                    "verdict: %s on %llu x %s: worst rank %s %s of %s (%.0f%%)",
-                   sim->fits ? "FITS" : "DOES NOT FIT",
+                   !sim->fits ? "DOES NOT FIT" : sim->tight ? "TIGHT" : "FITS",
                    (unsigned long long)sim->layout.gpus, sim->topo->name,
                    vs_rank_fits(worst) ? "peaks at" : "needs", used, cap,
                    100.0 * (double)worst->mem.peak_used_bytes /
                        (double)worst->mem.capacity_bytes);
+  if (sim->tight && n >= 0 && (size_t)n < len)
+    n += snprintf(buf + n, len - (size_t)n,
+                  ", less than [runtime] reserve's %s free",
+                  vs_format_bytes(sim->reserve_bytes, cap, sizeof cap));
   if (node && n >= 0 && (size_t)n < len) {
     int place = VS_PLACE_HOST;
     const vs_mem *m;
@@ -582,7 +586,8 @@ static void key_table(FILE *out, const vs_keytab *tab)
   static const char *const types[] = {"count", "size", "real", "rate",
                                       "latency", "bool", "enum", "name",
                                       "list", "list of rates",
-                                      "list of latencies", "names", "path"};
+                                      "list of latencies", "names", "path",
+                                      "size or %"};
   fprintf(out, "| key | type | default |\n|---|---|---|\n");
   for (size_t i = 0; i < tab->n_keys; i++) {
     const vs_key *k = &tab->keys[i];

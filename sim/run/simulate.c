@@ -277,6 +277,13 @@ static void summarise(vs_sim *sim)
     sim->fits = sim->fits && vs_rank_fits(&sim->ranks[i]);
   for (size_t i = 0; i < sim->n_nodes; i++)
     sim->fits = sim->fits && vs_node_mem_fits(&sim->nodes[i]);
+  sim->reserve_bytes = vs_margin_bytes(&wl->runtime.reserve,
+                                       sim->topo->memory_bytes);
+  sim->tight = false;
+  for (size_t i = 0; i < sim->n_ranks && sim->fits; i++)
+    sim->tight = sim->tight || sim->ranks[i].mem.peak_used_bytes +
+                                       sim->reserve_bytes >
+                                   sim->ranks[i].mem.capacity_bytes;
 }
 
 int vs_sim_run(vs_sim *sim, const vs_workload *wl, const vs_topology *topo,

@@ -84,6 +84,9 @@ typedef struct vs_sim {
   double mfu;             /* model_flops / (step * gpus * peak) */
   bool fits;              /* every simulated rank fits, and every node's
                              host and NVMe memory */
+  uint64_t reserve_bytes; /* [runtime] reserve of the GPU's capacity */
+  bool tight;             /* it fits, but some rank's peak leaves less
+                             than reserve_bytes free */
   vs_node_mem *nodes;     /* nodes whose host or NVMe memory the job uses
                              (none without offload): in stage mode those of
                              the simulated ranks, else every node */
