@@ -968,6 +968,41 @@ static void test_trainable_layers_frozen_prefix(void **state)
   vs_sim_fini(&one);
 }
 
+/* Full checkpointing of every second layer ([training] checkpoint_every
+ * = 2, torchtitan's integer option): layers 2 and 4 (1-based) are
+ * recomputed, 1 and 3 keep everything (an uncheckpointed kind). Against
+ * checkpointing every layer, the step keeps the saved tensors of two whole
+ * layers more and recomputes half as much. */
+static void test_checkpoint_every_other_layer(void **state)
+{
+  const char *all[] = {"training.checkpointing=full"};
+  const char *every[] = {"training.checkpointing=full",
+                         "training.checkpoint_every=2"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim full, half;
+  const vs_block *dense;
+  (void)state;
+  load(&wl, frozen_gpt, all, 1, 1);
+  simulate(&full, &wl, &topo, false);
+  load(&wl, frozen_gpt, every, 2, 1);
+  simulate(&half, &wl, &topo, false);
+  dense = vs_model_layer(&full.model, 0);
+  for (uint64_t l = 0; l < 4; l++) {
+    const vs_kind_plan *k = vs_recipe_kind(&half.recipe, &half.model, l + 1);
+    assert_int_equal(k->recompute_block, l % 2 == 1);
+    assert_int_equal(vs_model_layer(&half.model, l)->not_checkpointed,
+                     l % 2 == 0);
+  }
+  assert_int_equal(kept_activations(&half) - kept_activations(&full),
+                   2 * vs_block_saved_bytes(dense, VS_CAT_ACTIVATIONS, true));
+  tu_assert_close(phase_flops(&half.ranks[0], VS_PHASE_RECOMPUTE),
+                  phase_flops(&full.ranks[0], VS_PHASE_RECOMPUTE) / 2, 1e-12);
+  assert_true(phase_flops(&full.ranks[0], VS_PHASE_RECOMPUTE) > 0);
+  vs_sim_fini(&full);
+  vs_sim_fini(&half);
+}
+
 /* The optimizer in backward (torchtune's optimizer_in_bwd): each block's
  * parameters are stepped right after its backward and its gradients freed,
  * so gradients never coexist but for the tied embedding's, which the
@@ -1321,6 +1356,7 @@ int main(void)
       cmocka_unit_test(test_megatron_bytes_per_param_gpt3_175b),
       cmocka_unit_test(test_frozen_mlp_kind),
       cmocka_unit_test(test_trainable_layers_frozen_prefix),
+      cmocka_unit_test(test_checkpoint_every_other_layer),
       cmocka_unit_test(test_optimizer_in_backward),
       cmocka_unit_test(test_frozen_prefix_edges),
       cmocka_unit_test(test_paged_optimizer),

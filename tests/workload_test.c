@@ -857,6 +857,56 @@ static void test_runtime_rules(void **state)
                       "power of 2");
 }
 
+/* Which layers full checkpointing recomputes: all; the first N of each
+ * model chunk (checkpoint_layers, Megatron-LM's block method: 8 layers on
+ * pp = 2 split 4 + 4, or 3 + 5 with pp_layers); every N-th by 1-based
+ * index (checkpoint_every, torchtitan). Mistakes name the key. */
+static void test_checkpoint_choice(void **state)
+{
+  static const char model8[] =
+      "[model]\narch = gpt\nlayers = 8\nhidden = 64\nheads = 8\n"
+      "vocab = 1000\nseq_len = 128\n[training]\ncheckpointing = full\n"
+      "global_batch = 4\n";
+  static const char *const block[] = {"training.checkpoint_layers=1",
+                                      "parallel.pp=2"};
+  static const char *const uneven[] = {"training.checkpoint_layers=2",
+                                       "parallel.pp=2",
+                                       "parallel.pp_layers=3,5"};
+  static const char *const every[] = {"training.checkpoint_every=3"};
+  const bool want_block[8] = {1, 0, 0, 0, 1, 0, 0, 0};
+  const bool want_uneven[8] = {1, 1, 0, 1, 1, 0, 0, 0};
+  const bool want_every[8] = {0, 0, 1, 0, 0, 1, 0, 0};
+  vs_workload wl;
+  char path[128];
+  vs_error err;
+  (void)state;
+  assert_int_equal(load_at(&wl, path, model8, NULL, 0, 0, &err), 0);
+  for (uint64_t l = 0; l < 8; l++)
+    assert_true(vs_workload_layer_checkpointed(&wl, l));
+  assert_int_equal(load_at(&wl, path, model8, block, 2, 0, &err), 0);
+  for (uint64_t l = 0; l < 8; l++)
+    assert_int_equal(vs_workload_layer_checkpointed(&wl, l), want_block[l]);
+  assert_int_equal(load_at(&wl, path, model8, uneven, 3, 0, &err), 0);
+  for (uint64_t l = 0; l < 8; l++)
+    assert_int_equal(vs_workload_layer_checkpointed(&wl, l), want_uneven[l]);
+  assert_int_equal(load_at(&wl, path, model8, every, 1, 0, &err), 0);
+  for (uint64_t l = 0; l < 8; l++)
+    assert_int_equal(vs_workload_layer_checkpointed(&wl, l), want_every[l]);
+  load_bad(GPT_MODEL "[training]\ncheckpoint_every = 2\n", NULL, 0, 0,
+           VS_EINPUT,
+           "@:9: [training] checkpoint_every = 2: chooses which layers full "
+           "checkpointing recomputes; set checkpointing = full");
+  load_bad(GPT_MODEL "[training]\ncheckpointing = full\ncheckpoint_layers = 1\n"
+                     "checkpoint_every = 2\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:11: [training] checkpoint_every = 2: choose the checkpointed "
+           "layers one way");
+  load_bad(GPT_MODEL "[training]\ncheckpointing = full\ncheckpoint_layers = 3\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:10: [training] checkpoint_layers = 3: more than the model's 2 "
+           "layers");
+}
+
 /* [runtime] reserve: a share of the capacity (default 10%) or a size
  * with its unit; each mistake says what is allowed. */
 static void test_reserve(void **state)
@@ -1007,6 +1057,7 @@ int main(void)
       cmocka_unit_test(test_hf_config),
       cmocka_unit_test(test_runtime_rules),
       cmocka_unit_test(test_reserve),
+      cmocka_unit_test(test_checkpoint_choice),
       cmocka_unit_test(test_pipeline_validation),
       cmocka_unit_test(test_layout_rules),
       cmocka_unit_test(test_huge_products_are_errors),

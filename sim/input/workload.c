@@ -61,6 +61,8 @@ static const vs_key workload_keys[] = {
     K("training", "grad_dtype", VS_KEY_ENUM, training.grad_dtype, .choices = grad_names, .default_doc = "precision"),
     K("training", "optimizer", VS_KEY_ENUM, training.optimizer, .choices = optimizer_names, .default_doc = "adamw"),
     K("training", "checkpointing", VS_KEY_ENUM, training.checkpointing, .choices = ckpt_names, .default_doc = "none"),
+    K("training", "checkpoint_layers", VS_KEY_COUNT, training.checkpoint_layers, .hi = 1e5, .default_doc = "0 (every layer)"),
+    K("training", "checkpoint_every", VS_KEY_COUNT, training.checkpoint_every, .hi = 1e5, .default_doc = "0 (every layer)"),
     K("training", "attention", VS_KEY_ENUM, training.attention, .choices = attention_names, .default_doc = "flash"),
     K("training", "paged_optimizer", VS_KEY_BOOL, training.paged_optimizer, .default_doc = "false"),
     K("training", "optimizer_in_backward", VS_KEY_BOOL, training.optimizer_in_backward, .default_doc = "false"),
@@ -124,6 +126,38 @@ bool vs_workload_finetune_tp_allowed(const vs_finetune_conf *f, uint64_t tp)
   bool bnb_base = f->method != VS_FT_FULL && (f->base_dtype == VS_BASE_INT8 ||
                                               f->base_dtype == VS_BASE_NF4);
   return tp == 1 || (!adapters && !bnb_base);
+}
+
+void vs_workload_chunk_layers(const vs_workload *wl, uint64_t n, uint64_t g,
+                              uint64_t *first, uint64_t *count)
+{
+  uint64_t layers = wl->model.layers, start = 0;
+  for (uint64_t i = 0; i <= g; i++) {
+    uint64_t c = wl->parallel.pp_layers.n ? wl->parallel.pp_layers.values[i]
+                                          : layers / n + (i < layers % n);
+    if (i == g) {
+      *first = start;
+      *count = c;
+    }
+    start += c;
+  }
+}
+
+bool vs_workload_layer_checkpointed(const vs_workload *wl, uint64_t l)
+{
+  const vs_training_conf *t = &wl->training;
+  uint64_t n = wl->parallel.pp * wl->parallel.virtual_stages;
+  if (t->checkpoint_every > 0)
+    return (l + 1) % t->checkpoint_every == 0;
+  if (t->checkpoint_layers == 0)
+    return true;
+  for (uint64_t g = 0; g < n; g++) {
+    uint64_t first = 0, count = 0;
+    vs_workload_chunk_layers(wl, n, g, &first, &count);
+    if (l >= first && l < first + count)
+      return l - first < t->checkpoint_layers;
+  }
+  return true;
 }
 
 bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp)
@@ -383,6 +417,37 @@ static int check_offload(const vs_workload *wl, vs_error *err)
                                    &key);
   if (why)
     return vs_error_set(err, VS_EINPUT, "%s: %s", WHERE("parallel", key), why);
+  return 0;
+}
+
+/* [training] checkpoint_layers and checkpoint_every choose layers for
+ * full checkpointing, one way or the other. */
+static int check_checkpoint_choice(vs_workload *wl, vs_error *err)
+{
+  const vs_training_conf *t = &wl->training;
+  const char *key = t->checkpoint_layers ? "checkpoint_layers"
+                    : t->checkpoint_every ? "checkpoint_every"
+                                          : NULL;
+  char where[400];
+  if (!key)
+    return 0;
+  if (t->checkpoint_layers && t->checkpoint_every)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: choose the checkpointed layers one way: the "
+                        "first N of each model chunk (checkpoint_layers, "
+                        "Megatron-LM's block method) or every N-th "
+                        "(checkpoint_every, torchtitan), not both",
+                        WHERE("training", "checkpoint_every"));
+  if (t->checkpointing != VS_CKPT_FULL)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: chooses which layers full checkpointing "
+                        "recomputes; set checkpointing = full",
+                        WHERE("training", key));
+  if ((t->checkpoint_layers ? t->checkpoint_layers : t->checkpoint_every) >
+      wl->model.layers)
+    return vs_error_set(err, VS_EINPUT, "%s: more than the model's %llu layers",
+                        WHERE("training", key),
+                        (unsigned long long)wl->model.layers);
   return 0;
 }
 
@@ -713,6 +778,7 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
   if ((rc = check_model(wl, err)))
     return rc;
   if ((rc = check_layout(wl, gpus, err)) || (rc = check_training(wl, err)) ||
+      (rc = check_checkpoint_choice(wl, err)) ||
       (rc = check_finetune(wl, err)) || (rc = check_runtime(wl, err)))
     return rc;
   return check_pipeline(wl, err);

@@ -74,6 +74,11 @@ typedef struct vs_training_conf {
   int grad_dtype;           /* vs_grad_dtype */
   int optimizer;            /* vs_optimizer */
   int checkpointing;        /* vs_checkpointing */
+  uint64_t checkpoint_layers; /* full: only the first this many layers of
+                               each model chunk (Megatron's block method);
+                               0 = all */
+  uint64_t checkpoint_every; /* full: only layers whose 1-based index is a
+                               multiple of this (torchtitan); 0 = all */
   int attention;            /* vs_attention */
   int offload_activations;  /* vs_offload: none or cpu (saved activations
                                copied to the host after forward) */
@@ -196,6 +201,17 @@ bool vs_workload_tp_allowed(const vs_model_conf *m, uint64_t tp);
  * parallelism (PEFT's and bitsandbytes' layers are not tensor-parallel);
  * otherwise any tp. */
 bool vs_workload_finetune_tp_allowed(const vs_finetune_conf *f, uint64_t tp);
+
+/* Model chunk g's layers (of n = pp x virtual_stages chunks): as listed
+ * in [parallel] pp_layers, or evenly with the first chunks taking one
+ * more when the division is not exact. */
+void vs_workload_chunk_layers(const vs_workload *wl, uint64_t n, uint64_t g,
+                              uint64_t *first, uint64_t *count);
+
+/* Whether layer l (0-based) of a full-checkpointed job is checkpointed:
+ * every layer, or as [training] checkpoint_layers or checkpoint_every
+ * choose. */
+bool vs_workload_layer_checkpointed(const vs_workload *wl, uint64_t l);
 
 /* Whether sequence parallelism can split seq_len tokens over tp ranks
  * (Megatron-LM scatters the sequence dimension in whole tokens). */

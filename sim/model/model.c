@@ -931,8 +931,32 @@ static int frozen_prefix(const vs_workload *wl, const dims *frozen,
   return 0;
 }
 
+/* [training] checkpoint_layers or checkpoint_every: the layers full
+ * checkpointing leaves alone are a kind of their own, the dense kind's
+ * copy marked not_checkpointed. */
+static int uncheckpointed_layers(const vs_workload *wl, vs_model *m,
+                                 vs_error *err)
+{
+  const vs_training_conf *t = &wl->training;
+  vs_block *kept;
+  uint32_t kind;
+  int rc;
+  if (t->checkpointing != VS_CKPT_FULL ||
+      (t->checkpoint_layers == 0 && t->checkpoint_every == 0))
+    return 0;
+  if ((rc = vs_model_add_kind(m, &m->kinds[1], "dense_kept", &kind, &kept,
+                              err)))
+    return rc;
+  kept->not_checkpointed = true;
+  for (uint64_t l = 0; l < m->layers; l++)
+    if (!vs_workload_layer_checkpointed(wl, l))
+      m->inst_kind[l + 1] = kind;
+  return 0;
+}
+
 /* The three kinds of a transformer: embedding, dense layer, head; every
- * layer an instance of the dense kind (and of a frozen one for the layers
+ * layer an instance of the dense kind (of an uncheckpointed copy for the
+ * layers full checkpointing leaves alone, of a frozen one for the layers
  * before trainable_layers). */
 static int build_kinds(const vs_workload *wl, const dims *d, vs_model *m,
                        vs_error *err)
@@ -958,6 +982,8 @@ static int build_kinds(const vs_workload *wl, const dims *d, vs_model *m,
   for (size_t i = 1; i + 1 < n_inst; i++)
     m->inst_kind[i] = 1;
   m->inst_kind[n_inst - 1] = 2;
+  if (uncheckpointed_layers(wl, m, err))
+    return err->code;
   return d->frozen_prefix ? frozen_prefix(wl, &frozen, m, err) : 0;
 }
 

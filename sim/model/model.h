@@ -98,6 +98,9 @@ typedef struct vs_block {
   uint32_t n_saved, cap_saved;
   uint64_t param_elems;       /* sum of rows*cols of params[] */
   uint64_t input_bytes;       /* the block input a full checkpoint keeps */
+  bool not_checkpointed;      /* a layer that full checkpointing leaves
+                                 alone ([training] checkpoint_layers or
+                                 checkpoint_every chose others) */
 } vs_block;
 
 typedef struct vs_model {

@@ -19,19 +19,15 @@ static void add_block(vs_stage_layout *st, const vs_kind_plan *k)
   st->optimizer_full_bytes += k->optimizer_bytes;
 }
 
-/* Splits the layers over pp * vstages model chunks: as listed in
- * pp_layers, or evenly with the first chunks taking one more when the
- * division is not exact. */
+/* Splits the layers over pp * vstages model chunks
+ * (vs_workload_chunk_layers). */
 static void split_layers(const vs_workload *wl, vs_layout *lay)
 {
-  uint64_t layers = wl->model.layers, n = lay->n_chunks, first = 0;
-  for (uint64_t g = 0; g < n; g++) {
-    uint64_t count = wl->parallel.pp_layers.n
-                         ? wl->parallel.pp_layers.values[g]
-                         : layers / n + (g < layers % n);
+  for (uint64_t g = 0; g < lay->n_chunks; g++) {
+    uint64_t first = 0, count = 0;
+    vs_workload_chunk_layers(wl, lay->n_chunks, g, &first, &count);
     lay->chunk_first[g] = (uint32_t)first;
     lay->chunk_layers[g] = (uint32_t)count;
-    first += count;
   }
 }
 

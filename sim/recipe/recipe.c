@@ -165,13 +165,21 @@ static void resolve_comm(vs_recipe *r)
  * Block kinds
  * ------------------------------------------------------------------------ */
 
-/* What checkpointing does to a saved tensor of a block of `role`: only
- * transformer layers are checkpointed (Megatron-LM's
- * recompute_granularity). */
-static int keep_of(const vs_workload *wl, int role, const vs_saved *s)
+/* The checkpointing block b gets: only transformer layers are
+ * checkpointed (Megatron-LM's recompute_granularity), and not those full
+ * checkpointing leaves alone. */
+static int block_checkpointing(const vs_workload *wl, const vs_block *b)
 {
-  int ckpt = wl->training.checkpointing;
-  if (role != VS_ROLE_LAYER || ckpt == VS_CKPT_NONE)
+  if (b->role != VS_ROLE_LAYER || b->not_checkpointed)
+    return VS_CKPT_NONE;
+  return wl->training.checkpointing;
+}
+
+/* What checkpointing does to a saved tensor s of block b. */
+static int keep_of(const vs_workload *wl, const vs_block *b, const vs_saved *s)
+{
+  int ckpt = block_checkpointing(wl, b);
+  if (ckpt == VS_CKPT_NONE)
     return VS_KEEP;
   if (ckpt == VS_CKPT_FULL)
     return VS_RECOMPUTE_BLOCK;
@@ -208,7 +216,7 @@ static uint8_t keep_saved(const vs_workload *wl, const vs_recipe *r,
 {
   if ((frozen && sv->wgrad_only) || (sv->weight_copy && !r->gather_params))
     return VS_NOT_SAVED;
-  return (uint8_t)keep_of(wl, b->role, sv);
+  return (uint8_t)keep_of(wl, b, sv);
 }
 
 static void resolve_ops(const vs_workload *wl, const vs_recipe *r,
@@ -227,8 +235,7 @@ static void resolve_ops(const vs_workload *wl, const vs_recipe *r,
     k->bwd_bytes[i] = op->bwd_bytes - op->wgrad_bytes * skipped;
   }
   /* full checkpointing keeps the block input even when nothing is saved */
-  k->recompute_block |= b->role == VS_ROLE_LAYER &&
-                        wl->training.checkpointing == VS_CKPT_FULL;
+  k->recompute_block |= block_checkpointing(wl, b) == VS_CKPT_FULL;
 }
 
 /* Model states per kind. Every tensor's states are sharded over the

@@ -113,17 +113,31 @@ def freeze_prefix(model, trainable_layers):
             p.requires_grad_(False)
 
 
-def torch_saved(c, torch, gtm, lora=None, trainable_layers=0):
+def checkpoint_every(model, torch, every):
+    """Wraps each layer whose 1-based index is a multiple of `every` in
+    torch.utils.checkpoint (reentrant: it saves the block input with
+    save_for_backward, where the hooks see it; inside, nothing is saved)."""
+    from torch.utils.checkpoint import checkpoint
+    for i, layer in enumerate(model.layers):
+        if (i + 1) % every == 0:
+            inner = layer.forward
+            layer.forward = lambda x, inner=inner: checkpoint(inner, x, use_reentrant=True)
+
+
+def torch_saved(c, torch, gtm, lora=None, trainable_layers=0, every=0):
     """Bytes of distinct storages autograd saves in one forward pass of c,
     without weights, buffers and tensors of the vocabulary's width; lora:
     (rank, targets) to fine-tune with adapters instead; trainable_layers:
-    train only the last this many layers."""
+    train only the last this many layers; every: checkpoint every N-th
+    layer."""
     dtype = gtm.DTYPES[c["precision"]] if c["amp"] == "master" else torch.float32
     model = gtm.Decoder(c, "cpu", dtype)
     if lora:
         add_lora(model, torch, lora[0], lora[1], dtype)
     if trainable_layers:
         freeze_prefix(model, trainable_layers)
+    if every:
+        checkpoint_every(model, torch, every)
     model.train()
     fixed = {storage_of(t)[0] for t in list(model.parameters()) + list(model.buffers())}
     saved = {}
@@ -153,12 +167,15 @@ def lora_ini(lora):
             f"lora_targets = {','.join(lora[1])}\nadapter_dtype = bf16\n")
 
 
-def vsim_forward_activations(c, vsim, lora=None, trainable_layers=0):
+def vsim_forward_activations(c, vsim, lora=None, trainable_layers=0, every=0):
     """vsim's activation bytes allocated in the forward pass of c."""
     extra = lora_ini(lora)
     if trainable_layers:
         extra += (f"[finetune]\nmethod = frozen\n"
                   f"trainable_layers = {trainable_layers}\n")
+    if every:
+        c = dict(c, checkpointing="full")
+        extra += f"[training]\ncheckpoint_every = {every}\n"
     with tempfile.TemporaryDirectory() as d:
         ini = os.path.join(d, "w.ini")
         with open(ini, "w") as f:
@@ -236,6 +253,26 @@ def compare_frozen_prefix(base, vsim, torch, gtm):
     return []
 
 
+def compare_checkpointing(base, every, vsim, torch, gtm):
+    """Full checkpointing of every `every`-th layer (1: all of them, as
+    Megatron's full recompute; 2: torchtitan's default integer option)
+    against torch.utils.checkpoint on the same layers: per layer, a
+    checkpointed layer keeps its input alone, the others everything."""
+    c2 = gtconfig.normalize(dict(base, layers=2, attention="eager"))
+    c4 = gtconfig.normalize(dict(base, layers=4, attention="eager"))
+    t_layer, _ = split(torch_saved(c2, torch, gtm, every=every),
+                       torch_saved(c4, torch, gtm, every=every))
+    v_layer, _ = split(vsim_forward_activations(c2, vsim, every=every),
+                       vsim_forward_activations(c4, vsim, every=every))
+    name = f"{c2['arch']} checkpoint every {every} layer{'s' if every > 1 else ''}"
+    print(f"| {name} | {t_layer / 2 ** 10:.1f} KiB | {v_layer / 2 ** 10:.1f} KiB "
+          f"| {100 * (v_layer - t_layer) / t_layer:+.2f}% | | | (rest not checked) |")
+    # the uncheckpointed layers' norms keep statistics vsim does not count
+    if not 0 <= t_layer - v_layer <= 2 * norm_stat_bytes(c2) + gqa_repeat_bytes(c2):
+        return [f"{name}: per layer {t_layer:.0f} B saved, vsim {v_layer:.0f} B"]
+    return []
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--vsim", default=os.path.join(ROOT, "build", "vsim"))
@@ -281,6 +318,9 @@ def main(argv=None):
     for base, rank, targets in LORA_CONFIGS:
         failures += compare_lora(base, (rank, targets), args.vsim, torch, gtm)
     failures += compare_frozen_prefix(LLAMA_BF16, args.vsim, torch, gtm)
+    for base in (CONFIGS[0], LLAMA_BF16):
+        for every in (1, 2):
+            failures += compare_checkpointing(base, every, args.vsim, torch, gtm)
     for f in failures:
         print(f"MISMATCH {f}")
     return 1 if args.check and failures else 0
