@@ -52,7 +52,7 @@ static const vs_key keys[] = {
 #undef K
 
 static const vs_keytab tab = {keys, sizeof keys / sizeof keys[0], "test",
-                              NULL};
+                              NULL, NULL};
 
 /* Index of each key in keys[] (for origins). */
 enum { KN, KSIZE, KRATIO, KSMALL, KBW, KLAT, KFLAG, KCOLOR, KLABEL, KSIZES,

@@ -354,6 +354,50 @@ static void test_fp32_adam(void **state)
   assert_int_equal(vs_layout_model_states(&lay), 16 * psi);
 }
 
+/* [training] framework presets against the frameworks' own accounting
+ * (shared/reference/frameworks.md 2.1-2.2, 3.1):
+ * - DeepSpeed, bf16, ZeRO off: BF16_Optimizer, 2 bf16 params + 4 unsharded
+ *   fp32 gradient buffer + 12/d sharded master and Adam = 6 + 12/d;
+ * - DeepSpeed, fp16, ZeRO off: FP16_Optimizer, 16 resident; its step adds
+ *   the flat fp32 gradients (4) beside the per-tensor fp32 copies of the
+ *   group being flattened (4 x the weight-decay group): 24 at the step for
+ *   a model of matrices, 20 plus 4 x its decay share in general;
+ * - DeepSpeed ZeRO-1, fp16: 2 + 2 + 12/d, and a group's fp32 partition at
+ *   the step (4 x decay / d);
+ * - Megatron, bf16, distributed optimizer: fp32 main grads, 6 + 12/d. */
+static void test_framework_presets(void **state)
+{
+  const char *ds_bf16[] = {"training.framework=deepspeed",
+                           "training.precision=bf16"};
+  const char *ds_fp16[] = {"training.framework=deepspeed",
+                           "training.precision=fp16"};
+  const char *ds_z1[] = {"training.framework=deepspeed",
+                         "training.precision=fp16", "parallel.zero=1"};
+  const char *mg[] = {"training.framework=megatron", "training.precision=bf16",
+                      "parallel.zero=1"};
+  const uint64_t d = 4;
+  vs_layout lay;
+  uint64_t psi, decay;
+  (void)state;
+  build(small_gpt, ds_bf16, 2, d, &lay);
+  psi = lay.param_elems;
+  assert_int_equal(lay.stages[0].grads_bytes, 4 * psi);
+  assert_sharded(vs_layout_model_states(&lay), d, 6 * psi * d + 12 * psi, 16);
+  assert_int_equal(lay.stages[0].step_temp_bytes, 0);
+  build(small_gpt, ds_fp16, 2, d, &lay);
+  decay = lay.stages[0].decay_elems;
+  assert_true(decay < psi && decay > psi - psi / 100); /* biases and norms */
+  assert_int_equal(vs_layout_model_states(&lay), 16 * psi);
+  assert_int_equal(lay.stages[0].step_temp_bytes, 4 * psi + 4 * decay);
+  build(small_gpt, ds_z1, 3, d, &lay);
+  assert_sharded(vs_layout_model_states(&lay), d, 4 * psi * d + 12 * psi, 16);
+  assert_int_equal(lay.stages[0].step_temp_bytes, 4 * ((decay + d - 1) / d));
+  build(small_gpt, mg, 3, d, &lay);
+  assert_int_equal(lay.grad_elem_bytes, 4);
+  assert_sharded(vs_layout_model_states(&lay), d, 6 * psi * d + 12 * psi, 16);
+  assert_int_equal(lay.stages[0].step_temp_bytes, 0);
+}
+
 /* ------------------------------------------------------------------------
  * Optimizer states
  * ------------------------------------------------------------------------ */
@@ -693,6 +737,7 @@ int main(void)
       cmocka_unit_test(test_frozen_base_formats),
       cmocka_unit_test(test_megatron_bytes_per_param),
       cmocka_unit_test(test_fp32_adam),
+      cmocka_unit_test(test_framework_presets),
       cmocka_unit_test(test_optimizer_state_bytes),
       cmocka_unit_test(test_layout_optimizer_sum),
       cmocka_unit_test(test_framework_bytes),

@@ -1003,6 +1003,38 @@ static void test_checkpoint_every_other_layer(void **state)
   vs_sim_fini(&half);
 }
 
+/* DeepSpeed's FP16_Optimizer (framework = deepspeed, fp16, ZeRO off)
+ * copies every gradient to fp32 at the step, beside the per-tensor copies
+ * of the group it flattens: the step's temporary is the layout's
+ * step_temp_bytes and the temp peak reaches it; framework = none does
+ * not. */
+static void test_fp16_optimizer_step_copies(void **state)
+{
+  const char *none[] = {"training.precision=fp16",
+                        "training.grad_dtype=precision"};
+  const char *ds[] = {"training.precision=fp16", "training.grad_dtype=precision",
+                      "training.framework=deepspeed"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim plain, fp16;
+  uint64_t copies;
+  (void)state;
+  load(&wl, frozen_gpt, none, 2, 1);
+  simulate(&plain, &wl, &topo, false);
+  load(&wl, frozen_gpt, ds, 3, 1);
+  simulate(&fp16, &wl, &topo, false);
+  copies = fp16.layout.stages[0].step_temp_bytes;
+  assert_int_equal(copies, 4 * fp16.layout.stages[0].step_elems +
+                               4 * fp16.layout.stages[0].decay_elems);
+  assert_int_equal(plain.layout.stages[0].step_temp_bytes, 0);
+  assert_true(max_held(&plain.ranks[0], VS_CAT_TEMP) < copies);
+  assert_true(max_held(&fp16.ranks[0], VS_CAT_TEMP) >= copies);
+  assert_int_equal(vs_layout_model_states(&fp16.layout),
+                   vs_layout_model_states(&plain.layout));
+  vs_sim_fini(&plain);
+  vs_sim_fini(&fp16);
+}
+
 /* The optimizer in backward (torchtune's optimizer_in_bwd): each block's
  * parameters are stepped right after its backward and its gradients freed,
  * so gradients never coexist but for the tied embedding's, which the
@@ -1357,6 +1389,7 @@ int main(void)
       cmocka_unit_test(test_frozen_mlp_kind),
       cmocka_unit_test(test_trainable_layers_frozen_prefix),
       cmocka_unit_test(test_checkpoint_every_other_layer),
+      cmocka_unit_test(test_fp16_optimizer_step_copies),
       cmocka_unit_test(test_optimizer_in_backward),
       cmocka_unit_test(test_frozen_prefix_edges),
       cmocka_unit_test(test_paged_optimizer),

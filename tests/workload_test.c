@@ -907,6 +907,46 @@ static void test_checkpoint_choice(void **state)
            "layers");
 }
 
+/* [training] framework presets fill the keys the workload leaves unset:
+ * DeepSpeed's reduce_bucket_size of 5e8 elements (1e9 B of fp16 grads),
+ * and with bf16 and ZeRO off BF16_Optimizer (ZeRO-1's sharding, fp32
+ * gradients); Megatron's buckets of max(4e7, 1e6 x dp) parameters of fp32
+ * main grads (bf16 forces them). What the workload sets wins, and
+ * messages say a value came from the preset. */
+static void test_framework_presets(void **state)
+{
+  static const char *const ds[] = {"training.framework=deepspeed",
+                                   "training.precision=fp16"};
+  static const char *const ds_bf16[] = {"training.framework=deepspeed",
+                                        "parallel.dp=2",
+                                        "training.global_batch=2"};
+  static const char *const mg[] = {"training.framework=megatron",
+                                   "parallel.dp=64",
+                                   "training.global_batch=64"};
+  static const char *const mine[] = {"training.framework=megatron",
+                                     "parallel.bucket=25MiB"};
+  vs_workload wl;
+  char path[128], where[400];
+  vs_error err;
+  (void)state;
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, ds, 2, 0, &err), 0);
+  assert_int_equal(wl.parallel.bucket_bytes, 1000000000);
+  assert_int_equal(wl.parallel.zero, 0); /* fp16: FP16_Optimizer */
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, ds_bf16, 3, 0, &err), 0);
+  assert_int_equal(wl.parallel.zero, 1);
+  assert_int_equal(wl.training.grad_dtype, VS_GRAD_FP32);
+  assert_int_equal(wl.parallel.bucket_bytes, 2000000000);
+  vs_conf_where(vs_workload_keys(), &wl.origins, "parallel", "zero", where,
+                sizeof where);
+  assert_non_null(strstr(where, "[parallel] zero = 1 (the preset of "
+                                "[training] framework)"));
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, mg, 3, 0, &err), 0);
+  assert_int_equal(wl.training.grad_dtype, VS_GRAD_FP32);
+  assert_int_equal(wl.parallel.bucket_bytes, 64000000ull * 4);
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, mine, 2, 0, &err), 0);
+  assert_int_equal(wl.parallel.bucket_bytes, 25ull << 20);
+}
+
 /* [runtime] reserve: a share of the capacity (default 10%) or a size
  * with its unit; each mistake says what is allowed. */
 static void test_reserve(void **state)
@@ -1057,6 +1097,7 @@ int main(void)
       cmocka_unit_test(test_hf_config),
       cmocka_unit_test(test_runtime_rules),
       cmocka_unit_test(test_reserve),
+      cmocka_unit_test(test_framework_presets),
       cmocka_unit_test(test_checkpoint_choice),
       cmocka_unit_test(test_pipeline_validation),
       cmocka_unit_test(test_layout_rules),

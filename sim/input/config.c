@@ -118,6 +118,10 @@ static void where_text(const vs_keytab *tab, const char *source, int line,
   if (line > 0)
     snprintf(buf, len, "%s:%d: [%s] %s = %s", source, line, k->section,
              k->name, text);
+  else if (line == -2)
+    snprintf(buf, len, "%s: [%s] %s = %s (the preset of %s)", source,
+             k->section, k->name, text,
+             tab->preset_from ? tab->preset_from : "another key");
   else if (line < 0)
     snprintf(buf, len, "%s: [%s] %s = %s (from the file of %s)", source,
              k->section, k->name, text,
@@ -821,6 +825,13 @@ int vs_conf_set_derived(const vs_keytab *tab, void *target, vs_origins *orig,
                         const char *value, vs_error *err)
 {
   return apply(tab, target, orig, orig->file, -1, section, name, value, err);
+}
+
+int vs_conf_set_preset(const vs_keytab *tab, void *target, vs_origins *orig,
+                       const char *section, const char *name,
+                       const char *value, vs_error *err)
+{
+  return apply(tab, target, orig, orig->file, -2, section, name, value, err);
 }
 
 int vs_conf_assign(const vs_keytab *tab, void *target, vs_origins *orig,

@@ -83,12 +83,16 @@ typedef struct vs_keytab {
   const char *derived_from;    /* the key whose file vs_conf_set_derived
                                   values come from ("[model] hf_config"),
                                   or NULL */
+  const char *preset_from;     /* the key whose preset vs_conf_set_preset
+                                  values come from ("[training]
+                                  framework"), or NULL */
 } vs_keytab;
 
 typedef struct vs_origin {
   bool set;                    /* a value was stored from input */
   int line;                    /* 1-based line in origins->file; 0 for --set;
-                                  -1 from the table's derived_from file */
+                                  -1 from the table's derived_from file;
+                                  -2 from the table's preset_from preset */
   char text[96];               /* the value as written (trimmed, cut) */
 } vs_origin;
 
@@ -120,6 +124,12 @@ int vs_conf_set(const vs_keytab *tab, void *target, vs_origins *orig,
 int vs_conf_set_derived(const vs_keytab *tab, void *target, vs_origins *orig,
                         const char *section, const char *name,
                         const char *value, vs_error *err);
+
+/* Stores one value the table's preset_from key chose (origin line -2:
+ * messages say so). As vs_conf_set. */
+int vs_conf_set_preset(const vs_keytab *tab, void *target, vs_origins *orig,
+                       const char *section, const char *name,
+                       const char *value, vs_error *err);
 
 /* Applies "section.key=value" (what follows --set, less `prefix`, which is
  * "" or "topology." and only used in messages). VS_EUSAGE if the text is

@@ -86,7 +86,7 @@ static const vs_key topology_keys[] = {
 
 static const vs_keytab topology_tab = {
     topology_keys, sizeof topology_keys / sizeof topology_keys[0], "topology",
-    NULL};
+    NULL, NULL};
 
 const vs_keytab *vs_topology_keys(void) { return &topology_tab; }
 

@@ -13,6 +13,8 @@ static const char *const grad_names[] = {"precision", "fp32", NULL};
 static const char *const optimizer_names[] = {
     "adamw", "adam", "sgd", "momentum", "adafactor", "adam8bit", "lion", NULL};
 static const char *const ckpt_names[] = {"none", "selective", "full", NULL};
+static const char *const framework_names[] = {"none", "megatron", "deepspeed",
+                                              NULL};
 static const char *const attention_names[] = {"flash", "eager", NULL};
 static const char *const schedule_names[] = {"1f1b", "gpipe", "interleaved", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
@@ -60,6 +62,7 @@ static const vs_key workload_keys[] = {
     K("training", "master_weights", VS_KEY_BOOL, training.master_weights, .default_doc = "true unless precision = fp32"),
     K("training", "grad_dtype", VS_KEY_ENUM, training.grad_dtype, .choices = grad_names, .default_doc = "precision"),
     K("training", "optimizer", VS_KEY_ENUM, training.optimizer, .choices = optimizer_names, .default_doc = "adamw"),
+    K("training", "framework", VS_KEY_ENUM, training.framework, .choices = framework_names, .default_doc = "none"),
     K("training", "checkpointing", VS_KEY_ENUM, training.checkpointing, .choices = ckpt_names, .default_doc = "none"),
     K("training", "checkpoint_layers", VS_KEY_COUNT, training.checkpoint_layers, .hi = 1e5, .default_doc = "0 (every layer)"),
     K("training", "checkpoint_every", VS_KEY_COUNT, training.checkpoint_every, .hi = 1e5, .default_doc = "0 (every layer)"),
@@ -97,7 +100,7 @@ static const vs_key workload_keys[] = {
 
 static const vs_keytab workload_tab = {
     workload_keys, sizeof workload_keys / sizeof workload_keys[0], "workload",
-    "[model] hf_config"};
+    "[model] hf_config", "[training] framework"};
 
 const vs_keytab *vs_workload_keys(void) { return &workload_tab; }
 
@@ -105,6 +108,7 @@ const char *vs_arch_name(int v) { return arch_names[v]; }
 const char *vs_precision_name(int v) { return precision_names[v]; }
 const char *vs_optimizer_name(int v) { return optimizer_names[v]; }
 const char *vs_checkpointing_name(int v) { return ckpt_names[v]; }
+const char *vs_framework_name(int v) { return framework_names[v]; }
 const char *vs_attention_name(int v) { return attention_names[v]; }
 const char *vs_offload_name(int v) { return offload_names[v]; }
 const char *vs_allocator_name(int v) { return allocator_names[v]; }
@@ -767,6 +771,75 @@ static int apply_hf_config(vs_workload *wl, vs_error *err)
   return 0;
 }
 
+/* Sets [sec] key to value as the framework preset's choice, unless the
+ * workload set it itself. */
+static int preset(vs_workload *wl, const char *sec, const char *key,
+                  const char *value, vs_error *err)
+{
+  if (vs_conf_is_set(&workload_tab, &wl->origins, sec, key))
+    return 0;
+  return vs_conf_set_preset(&workload_tab, wl, &wl->origins, sec, key, value,
+                            err);
+}
+
+/* A gradient bucket of `elems` elements of the gradients' dtype, as the
+ * framework sizes it in elements, written as a size. */
+static int preset_bucket(vs_workload *wl, uint64_t elems, vs_error *err)
+{
+  char text[32];
+  uint64_t bytes = wl->training.grad_dtype == VS_GRAD_FP32 ||
+                           wl->training.precision == VS_PREC_FP32
+                       ? 4
+                       : 2;
+  snprintf(text, sizeof text, "%lluB", (unsigned long long)(elems * bytes));
+  return preset(wl, "parallel", "bucket", text, err);
+}
+
+/* Megatron-LM (shared/reference/frameworks.md 3.1): bf16 forces fp32
+ * main gradients (accumulate_allreduce_grads_in_fp32, arguments.py);
+ * gradient buckets of max(4e7, 1e6 x dp) parameters. */
+static int preset_megatron(vs_workload *wl, vs_error *err)
+{
+  uint64_t elems = 1000000 * wl->parallel.dp;
+  int rc = 0;
+  if (wl->training.precision == VS_PREC_BF16)
+    rc = preset(wl, "training", "grad_dtype", "fp32", err);
+  return rc ? rc : preset_bucket(wl, elems > 40000000 ? elems : 40000000, err);
+}
+
+/* DeepSpeed (shared/reference/frameworks.md 2.1-2.2): with bf16 and ZeRO
+ * off the engine runs BF16_Optimizer, which shards the fp32 master and
+ * Adam states over dp as ZeRO-1 does and keeps an unsharded fp32
+ * gradient buffer (grad_acc_dtype fp32); gradient buckets of
+ * reduce_bucket_size = 5e8 elements. */
+static int preset_deepspeed(vs_workload *wl, vs_error *err)
+{
+  const vs_parallel_conf *p = &wl->parallel;
+  int rc = 0;
+  if (wl->training.precision == VS_PREC_BF16 && p->zero == 0 &&
+      p->offload_optimizer == VS_OFFLOAD_NONE) {
+    rc = preset(wl, "training", "grad_dtype", "fp32", err);
+    if (!rc && p->dp > 1)
+      rc = vs_conf_set_preset(&workload_tab, wl, &wl->origins, "parallel",
+                              "zero", "1", err);
+  }
+  return rc ? rc : preset_bucket(wl, 500000000, err);
+}
+
+/* [training] framework: the chosen framework's defaults for the keys the
+ * workload leaves unset (vsim show marks them). */
+static int apply_framework(vs_workload *wl, vs_error *err)
+{
+  switch (wl->training.framework) {
+  case VS_FW_MEGATRON:
+    return preset_megatron(wl, err);
+  case VS_FW_DEEPSPEED:
+    return preset_deepspeed(wl, err);
+  default:
+    return 0;
+  }
+}
+
 #undef WHERE
 
 int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
@@ -777,7 +850,8 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
     return rc;
   if ((rc = check_model(wl, err)))
     return rc;
-  if ((rc = check_layout(wl, gpus, err)) || (rc = check_training(wl, err)) ||
+  if ((rc = check_layout(wl, gpus, err)) || (rc = apply_framework(wl, err)) ||
+      (rc = check_training(wl, err)) ||
       (rc = check_checkpoint_choice(wl, err)) ||
       (rc = check_finetune(wl, err)) || (rc = check_runtime(wl, err)))
     return rc;

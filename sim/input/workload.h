@@ -22,6 +22,9 @@ typedef enum {
   VS_OPT_ADAFACTOR, VS_OPT_ADAM8BIT, VS_OPT_LION
 } vs_optimizer;
 typedef enum { VS_CKPT_NONE, VS_CKPT_SELECTIVE, VS_CKPT_FULL } vs_checkpointing;
+/* The training framework whose buffers and defaults a job gets (none: the
+ * idealised one of the keys alone). */
+typedef enum { VS_FW_NONE, VS_FW_MEGATRON, VS_FW_DEEPSPEED } vs_framework;
 typedef enum { VS_ATTN_FLASH, VS_ATTN_EAGER } vs_attention;
 typedef enum { VS_SCHED_1F1B, VS_SCHED_GPIPE, VS_SCHED_INTERLEAVED } vs_schedule_kind;
 typedef enum { VS_OFFLOAD_NONE, VS_OFFLOAD_CPU, VS_OFFLOAD_NVME } vs_offload;
@@ -73,6 +76,7 @@ typedef struct vs_training_conf {
   bool master_weights;      /* fp32 master copy of 16/8-bit weights */
   int grad_dtype;           /* vs_grad_dtype */
   int optimizer;            /* vs_optimizer */
+  int framework;            /* vs_framework */
   int checkpointing;        /* vs_checkpointing */
   uint64_t checkpoint_layers; /* full: only the first this many layers of
                                each model chunk (Megatron's block method);
@@ -240,6 +244,7 @@ const char *vs_arch_name(int arch);
 const char *vs_precision_name(int precision);
 const char *vs_optimizer_name(int optimizer);
 const char *vs_checkpointing_name(int checkpointing);
+const char *vs_framework_name(int framework);
 const char *vs_attention_name(int attention);
 const char *vs_offload_name(int offload);
 const char *vs_allocator_name(int allocator);

@@ -14,6 +14,7 @@ static void add_block(vs_stage_layout *st, const vs_kind_plan *k)
   st->fp8_gemms += k->fp8_gemms;
   st->param_elems += k->param_elems;
   st->trainable_elems += k->trainable_elems;
+  st->decay_elems += k->decay_elems;
   st->params_full_bytes += k->param_bytes;
   st->grads_full_bytes += k->grad_bytes;
   st->optimizer_full_bytes += k->optimizer_bytes;
@@ -61,6 +62,13 @@ static void place_states(const vs_recipe *r, vs_stage_layout *st)
     st->host.grads = vs_recipe_shard(&r->offload.host_grads,
                                      4 * st->trainable_elems);
   st->host.buffers = vs_recipe_swap_buffer_bytes(r, st->step_elems);
+  if (r->step_copy == VS_STEP_COPY_FLAT)
+    st->step_temp_bytes = 4 * st->step_elems + 4 * st->decay_elems;
+  else if (r->step_copy == VS_STEP_COPY_PARTITION)
+    st->step_temp_bytes = 4 * (r->optimizer.degree
+                                   ? vs_div_ceil(st->decay_elems,
+                                                 r->optimizer.degree)
+                                   : st->decay_elems);
 }
 
 /* Transformer Engine's delayed scaling keeps an fp32 amax history of

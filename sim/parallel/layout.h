@@ -45,6 +45,9 @@ typedef struct vs_stage_layout {
   uint64_t optimizer_bytes;
   uint64_t params_shard_bytes;    /* this GPU's partitions after ZeRO, */
   uint64_t optimizer_shard_bytes; /* wherever they live */
+  uint64_t decay_elems;           /* trainable matrices' elements */
+  uint64_t step_temp_bytes;       /* fp32 gradient copies at the optimizer
+                                     step (vs_recipe step_copy) */
   uint64_t step_elems;            /* parameters this GPU's optimizer steps
                                      (its trainable partition) */
   uint64_t managed_bytes;         /* paged optimizer states in CUDA managed

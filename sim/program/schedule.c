@@ -959,6 +959,8 @@ static uint32_t gpu_step(builder *b, const vs_stage_layout *st,
   uint32_t op = compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", -1, -1,
                            work.flops, work.bytes, false);
   wait_for_grads(b, op, w);
+  if (st->step_temp_bytes)
+    transient(b, op, st->step_temp_bytes, VS_CAT_TEMP);
   if (b->r->params.place == VS_PLACE_GPU)
     return op;
   op = offload_op(b, VS_STREAM_D2H, VS_RES_PCIE_D2H, "params_to_host", -1, -1,

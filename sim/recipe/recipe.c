@@ -118,6 +118,22 @@ uint64_t vs_recipe_swap_buffer_bytes(const vs_recipe *r,
   return bytes;
 }
 
+/* DeepSpeed's step copies its 16-bit gradients to fp32 (frameworks.md
+ * 2.1-2.2): FP16_Optimizer (fp16, ZeRO off) whole, ZeRO-1/2 a group's
+ * partition at a time; fp32 gradients (BF16_Optimizer's buffer) and the
+ * optimizer on the host need no copy. */
+static uint8_t step_copy(const vs_workload *wl, const vs_recipe *r)
+{
+  const vs_training_conf *t = &wl->training;
+  uint64_t zero = wl->parallel.zero;
+  if (t->framework != VS_FW_DEEPSPEED || r->offload.cpu_step ||
+      r->grad_elem_bytes == 4)
+    return VS_STEP_COPY_NONE;
+  if (zero == 0 && t->precision == VS_PREC_FP16)
+    return VS_STEP_COPY_FLAT;
+  return zero == 1 || zero == 2 ? VS_STEP_COPY_PARTITION : VS_STEP_COPY_NONE;
+}
+
 static void resolve_states(const vs_workload *wl, const vs_model *m,
                            vs_recipe *r)
 {
@@ -142,6 +158,7 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
    * word embeddings and all-reduce their gradients (Megatron-LM's
    * embedding group). */
   r->embedding_sync = wl->parallel.pp > 1 && wl->model.tied_embeddings;
+  r->step_copy = step_copy(wl, r);
 }
 
 /* Streams and groups: tensor-parallel collectives on the compute stream
@@ -259,6 +276,7 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
     if (!p->trainable)
       continue;
     k->trainable_elems += n;
+    k->decay_elems += p->rows > 1 && p->cols > 1 ? n : 0;
     /* an fp32 tensor (LoRA adapters, PEFT's autocast_adapter_dtype) has
      * fp32 gradients and needs no fp32 master copy */
     k->grad_bytes += n * (p->dtype == VS_DTYPE_FP32 ? 4 : r->grad_elem_bytes);

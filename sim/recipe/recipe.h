@@ -140,7 +140,17 @@ typedef struct vs_kind_plan {
                                histories) */
   uint64_t param_elems;     /* parameter elements */
   uint64_t trainable_elems; /* elements of trainable parameters */
+  uint64_t decay_elems;     /* of which in matrices: the weight-decay
+                               parameter group (not biases or norms) */
 } vs_kind_plan;
+
+/* What the optimizer step copies gradients into (DeepSpeed's wrappers,
+ * shared/reference/frameworks.md 2.1-2.2): nothing; FP16_Optimizer's flat
+ * fp32 gradients of every group, beside the per-tensor fp32 copies of the
+ * group being flattened; ZeRO-1/2's fp32 copy of a group's partition. */
+typedef enum {
+  VS_STEP_COPY_NONE, VS_STEP_COPY_FLAT, VS_STEP_COPY_PARTITION
+} vs_step_copy;
 
 typedef struct vs_recipe {
   vs_kind_plan *kinds;      /* [model kind] */
@@ -156,6 +166,7 @@ typedef struct vs_recipe {
                                its backward, its gradients freed then: no
                                resident gradients, no step at the end */
   bool embedding_sync;      /* tied embeddings split over the pipeline */
+  uint8_t step_copy;        /* vs_step_copy */
   uint64_t grad_elem_bytes; /* bytes of one gradient element (fp32 main
                                grads, else as the parameter) */
   vs_comm_plan comm[VS_USE_N]; /* stream and group of each use */

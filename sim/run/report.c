@@ -443,9 +443,10 @@ static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
   }
   fprintf(out, "%s = ", k->name);
   vs_conf_print_value(out, k, wl);
-  fprintf(out, "%s\n", !origin->set         ? "    ; default"
-                       : origin->line < 0 ? "    ; from hf_config"
-                                          : "");
+  fprintf(out, "%s\n", !origin->set           ? "    ; default"
+                       : origin->line == -2 ? "    ; framework preset"
+                       : origin->line < 0   ? "    ; from hf_config"
+                                            : "");
 }
 
 /* One derived line for what a GPU keeps in a place off it (the stage
@@ -510,6 +511,23 @@ static void show_finetune(FILE *out, const vs_workload *wl,
           vs_finetune_name(f->method), what, vs_base_dtype_name(f->base_dtype));
 }
 
+/* The framework's fp32 gradient copies at the optimizer step (the stage
+ * copying the most), when it makes any. */
+static void show_step_copies(FILE *out, const vs_workload *wl,
+                             const vs_layout *lay)
+{
+  uint64_t most = 0;
+  char b[16];
+  for (uint64_t s = 0; s < lay->pp; s++)
+    if (lay->stages[s].step_temp_bytes > most)
+      most = lay->stages[s].step_temp_bytes;
+  if (most)
+    fprintf(out, "# fp32 gradient copies at the optimizer step = %s per GPU "
+                 "(%s's optimizer wrapper)\n",
+            vs_format_bytes(most, b, sizeof b),
+            vs_framework_name(wl->training.framework));
+}
+
 void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
                     const vs_model *m, const vs_layout *lay)
 {
@@ -554,6 +572,7 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
           vs_format_bytes(vs_layout_model_states(lay), b4, sizeof b4));
   show_off_gpu(out, lay, VS_PLACE_HOST);
   show_off_gpu(out, lay, VS_PLACE_NVME);
+  show_step_copies(out, wl, lay);
   if (lay->pp > 1) {
     fprintf(out, "# "
                  "pipeline: %llu stages, %llu virtual stage(s) each\n",
