@@ -591,6 +591,35 @@ static void test_head_loss_buffers(void **state)
   }
 }
 
+/* Megatron-LM's vocab-parallel cross entropy (framework = megatron) works
+ * in place on one fp32 copy of the logits, saved as the softmax: the
+ * 16-bit logits live only through the loss's forward (2sbV/t of temp
+ * there), nothing else is saved, and the gradient needs no new fp32
+ * buffer. */
+static void test_megatron_inplace_loss(void **state)
+{
+  static const char ini[] =
+      "[model]\narch = gpt\nlayers = 2\nhidden = 2048\nheads = 16\n"
+      "vocab = 50257\nseq_len = 1024\n[training]\nmicro_batch = 2\n"
+      "framework = megatron\n[parallel]\ntp = 2\n";
+  const uint64_t s = 1024, b = 2;
+  vs_model m;
+  const vs_block *head;
+  const vs_op_spec *ce = NULL;
+  uint64_t v;
+  (void)state;
+  build_ini(&m, ini, NULL, 0);
+  head = vs_model_head(&m);
+  v = m.vocab_padded / 2;
+  assert_int_equal(vs_block_saved_bytes(head, VS_CAT_TEMP, true), 4 * s * b * v);
+  for (uint32_t i = 0; i < head->n_ops; i++)
+    if (strcmp(head->ops[i].name, "cross_entropy") == 0)
+      ce = &head->ops[i];
+  assert_non_null(ce);
+  assert_int_equal(ce->fwd_temp_bytes, 2 * s * b * v);
+  assert_int_equal(ce->bwd_temp_bytes, 0);
+}
+
 /* The size guard counts the s x s attention scores only where they exist:
  * a 4-layer GPT (h 512, 8 heads, ffn 2048) at s = 40M tokens keeps about
  * 4 s (40 h + 8 f) = 5.9e12 bytes per layer with flash, far below the
@@ -862,6 +891,7 @@ int main(void)
       cmocka_unit_test_teardown(test_block_misuse_is_refused, free_models),
       cmocka_unit_test_teardown(test_param_tensor_attributes, free_models),
       cmocka_unit_test_teardown(test_dequantized_base_workspace, free_models),
+      cmocka_unit_test_teardown(test_megatron_inplace_loss, free_models),
       cmocka_unit_test(test_collective_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

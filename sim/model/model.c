@@ -678,6 +678,39 @@ static int build_embed(vs_block *blk, const vs_workload *wl, const dims *d,
   return dropout(blk, d, "embed_dropout", d->tok_rep * d->h, false, err);
 }
 
+/* Whether the loss works in place on one fp32 copy of the logits:
+ * Megatron-LM's vocab-parallel cross entropy
+ * (megatron/core/tensor_parallel/cross_entropy.py: logits.float(), then
+ * max subtracted, exp and the division in place, that buffer saved as the
+ * softmax, the gradient computed in it). Elsewhere PyTorch's
+ * F.cross_entropy on logits.float(): the 16-bit logits kept to the loss's
+ * backward, a transient fp32 copy, a saved fp32 log-softmax and a new fp32
+ * gradient. */
+static bool inplace_loss(const vs_workload *wl)
+{
+  return wl->training.framework == VS_FW_MEGATRON;
+}
+
+/* The loss over `logits` elements (see inplace_loss). */
+static int cross_entropy(vs_block *blk, const vs_workload *wl, const dims *d,
+                         uint64_t logits, vs_error *err)
+{
+  vs_op_spec *op = vs_block_add_op(blk, "cross_entropy", err);
+  bool inplace = inplace_loss(wl);
+  if (!op)
+    return VS_EINPUT;
+  as_elementwise(op, logits, 4, 6.0);
+  /* in place: the 16-bit logits, alive until cast; else the fp32 upcast */
+  op->fwd_temp_bytes = inplace ? d->e * logits : 4 * logits;
+  if (vs_block_save(blk, op,
+                    (vs_saved){.bytes = 4 * logits, .dtype = VS_DTYPE_FP32,
+                               .category = VS_CAT_TEMP},
+                    err))
+    return VS_EINPUT; /* fp32 softmax (in place) or log-softmax */
+  op->bwd_temp_bytes = inplace ? 0 : 4 * logits; /* fp32 gradient */
+  return 0;
+}
+
 /* Final norm, output layer and loss. The logits (compute dtype) and the
  * fp32 log-probabilities the cross entropy keeps are `temp`: they are the
  * loss buffers, often the largest spike of the step. */
@@ -725,7 +758,8 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
       save_input(blk, op, d->em * d->tok_rep * d->h, d->em_dtype,
                  KEPT_FOR_WEIGHTS, err))
     return VS_EINPUT;
-  if (vs_block_save(blk, op,
+  if (!inplace_loss(wl) &&
+      vs_block_save(blk, op,
                     (vs_saved){.bytes = d->e * logits, .dtype = d->act_dtype,
                                .category = VS_CAT_TEMP},
                     err))
@@ -747,17 +781,7 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   if (arch == VS_ARCH_BERT && param(blk, d, "mlm_bias", 1, v, err))
     return VS_EINPUT;
 
-  if (!(op = vs_block_add_op(blk, "cross_entropy", err)))
-    return VS_EINPUT;
-  as_elementwise(op, logits, 4, 6.0);
-  op->fwd_temp_bytes = 4 * logits;            /* fp32 upcast of the logits */
-  if (vs_block_save(blk, op,
-                    (vs_saved){.bytes = 4 * logits, .dtype = VS_DTYPE_FP32,
-                               .category = VS_CAT_TEMP},
-                    err))
-    return VS_EINPUT;   /* fp32 log-softmax */
-  op->bwd_temp_bytes = 4 * logits;            /* fp32 gradient of logits */
-  return 0;
+  return cross_entropy(blk, wl, d, logits, err);
 }
 
 /* ------------------------------------------------------------------------

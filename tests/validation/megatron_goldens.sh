@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# vsim next to Megatron-LM's functional-test golden values for the GPT-3
+# 7B memory/speed cases (shared/reference/frameworks.md 3.4; NVIDIA/
+# Megatron-LM tests/functional_tests/test_cases/gpt/gpt3_7b_{tp4_pp1,
+# tp1_pp4}_memory_speed: model_config.yaml and golden_values_dev_dgx_h100
+# .json). Not a test: prints a Markdown table; nothing in vsim is set from
+# these figures. The model: 32 layers, h 4096, 32 heads in 8 query groups,
+# FFN 4h GELU, learned positions, untied embeddings, vocab 131072 + EOD
+# padded to 128 x tp; seq 8192, bf16, Transformer Engine (flash), the
+# distributed optimizer (framework = megatron: fp32 main grads), Adam,
+# Megatron's default dropout 0.1, no recompute, no sequence parallelism,
+# 8 H100s. mem-allocated is read after the step, max-allocated is the
+# step's peak (later iterations: Adam's states exist); the goldens come
+# from one rank, most likely the last (tensorboard's writer), so vsim's
+# last rank is shown, and its first.
+# Usage: tests/validation/megatron_goldens.sh [path/to/vsim]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+vsim=${1:-build/vsim}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+model='[model]
+arch = gpt
+layers = 32
+hidden = 4096
+heads = 32
+kv_heads = 8
+ffn_hidden = 16384
+vocab = 131073
+vocab_divisible_by = 128
+seq_len = 8192
+tied_embeddings = false
+[training]
+framework = megatron
+precision = bf16
+optimizer = adam
+checkpointing = none
+attention = flash
+global_batch = 8
+[runtime]
+reserve = 0'
+
+echo "| case | rank | mem-allocated: golden | vsim model states | diff | max-allocated: golden | vsim peak | diff |"
+echo "|---|---|---|---|---|---|---|---|"
+# name micro parallel-sets golden-allocated golden-max
+while read -r name mb sets alloc max; do
+  printf '%s\n' "$model" > "$tmp/$name.ini"
+  args=()
+  IFS=, read -ra kv <<< "$sets"
+  for s in "${kv[@]}"; do args+=(--set "$s"); done
+  "$vsim" run "$tmp/$name.ini" --gpus 8 --ranks all --set training.micro_batch="$mb" \
+    "${args[@]}" --csv "$tmp/$name" > /dev/null
+  python3 - "$tmp/$name/summary.csv" "$name" "$alloc" "$max" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+name, alloc, peak = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+for r in (rows[-1], rows[0]):
+    ms, pk = int(r["model_states_bytes"]), int(r["peak_allocated_bytes"])
+    print(f"| {name} | {r['rank']} | {alloc / 1e9:.3f} GB | {ms / 1e9:.3f} GB | "
+          f"{100 * (ms - alloc) / alloc:+.1f}% | {peak / 1e9:.3f} GB | {pk / 1e9:.3f} GB | "
+          f"{100 * (pk - peak) / peak:+.1f}% |")
+PY
+done <<'CASES'
+tp4_pp1 2 parallel.tp=4,parallel.zero=1 20663519232 57143791616
+tp1_pp4 1 parallel.pp=4,parallel.schedule=interleaved,parallel.virtual_stages=8,parallel.zero=1 24809000000 60721000000
+CASES
