@@ -286,7 +286,7 @@ static int enumerate_triple(const vs_workload *wl, const layout_choice *base,
   layout_choice lc = *base;
 
   for (lc.zero = 0; lc.zero <= VS_ZERO_MAX; lc.zero++) {
-    if (!vs_workload_zero_allowed(lc.zero, lc.pp)) {
+    if (!vs_workload_zero_allowed(lc.zero, lc.pp, wl->training.framework)) {
       ps->pruned[PRUNE_ZERO_PP]++;
       continue;
     }

@@ -364,7 +364,8 @@ static void test_fp32_adam(void **state)
  *   a model of matrices, 20 plus 4 x its decay share in general;
  * - DeepSpeed ZeRO-1, fp16: 2 + 2 + 12/d, and a group's fp32 partition at
  *   the step (4 x decay / d);
- * - Megatron, bf16, distributed optimizer: fp32 main grads, 6 + 12/d. */
+ * - Megatron, bf16, distributed optimizer: fp32 main grads, 6 + 12/d;
+ * - FSDP2: 16/N (section 4.3). */
 static void test_framework_presets(void **state)
 {
   const char *ds_bf16[] = {"training.framework=deepspeed",
@@ -375,6 +376,7 @@ static void test_framework_presets(void **state)
                          "training.precision=fp16", "parallel.zero=1"};
   const char *mg[] = {"training.framework=megatron", "training.precision=bf16",
                       "parallel.zero=1"};
+  const char *fsdp2[] = {"training.framework=fsdp2", "training.precision=bf16"};
   const uint64_t d = 4;
   vs_layout lay;
   uint64_t psi, decay;
@@ -396,6 +398,11 @@ static void test_framework_presets(void **state)
   assert_int_equal(lay.grad_elem_bytes, 4);
   assert_sharded(vs_layout_model_states(&lay), d, 6 * psi * d + 12 * psi, 16);
   assert_int_equal(lay.stages[0].step_temp_bytes, 0);
+  /* FSDP2 (torchtitan): fp32 sharded parameters stepped without a master,
+   * fp32 reduced gradients, AdamW: 4 + 4 + 8 = 16 psi / N */
+  build(small_gpt, fsdp2, 2, d, &lay);
+  assert_sharded(vs_layout_model_states(&lay), d, 16 * psi, 16);
+  assert_sharded(lay.params_bytes, d, 4 * psi, 4);
 }
 
 /* ------------------------------------------------------------------------

@@ -522,11 +522,12 @@ static void test_layout_rules(void **state)
   m.kv_heads = 8;
   m.ffn_hidden = 28672;
   /* ZeRO-0/1 go with any pipeline, ZeRO-2/3 only without one. */
-  assert_true(vs_workload_zero_allowed(0, 8));
-  assert_true(vs_workload_zero_allowed(1, 8));
-  assert_true(vs_workload_zero_allowed(3, 1));
-  assert_false(vs_workload_zero_allowed(2, 2));
-  assert_false(vs_workload_zero_allowed(3, 80));
+  assert_true(vs_workload_zero_allowed(0, 8, VS_FW_NONE));
+  assert_true(vs_workload_zero_allowed(1, 8, VS_FW_DEEPSPEED));
+  assert_true(vs_workload_zero_allowed(3, 1, VS_FW_NONE));
+  assert_false(vs_workload_zero_allowed(2, 2, VS_FW_MEGATRON));
+  assert_false(vs_workload_zero_allowed(3, 80, VS_FW_NONE));
+  assert_true(vs_workload_zero_allowed(3, 4, VS_FW_FSDP2));
   /* tp 8 divides all three; size is left alone. */
   assert_null(vs_workload_tp_misfit(&m, 8, &size));
   assert_true(size == 5);
@@ -945,6 +946,19 @@ static void test_framework_presets(void **state)
   assert_int_equal(wl.parallel.bucket_bytes, 64000000ull * 4);
   assert_int_equal(load_at(&wl, path, GPT_MODEL, mine, 2, 0, &err), 0);
   assert_int_equal(wl.parallel.bucket_bytes, 25ull << 20);
+  {
+    /* FSDP2 runs under torchtitan's pipelines; DeepSpeed's ZeRO-3 does not */
+    static const char *const fsdp2_pp[] = {"training.framework=fsdp2",
+                                           "parallel.pp=2"};
+    static const char *const ds_pp[] = {"training.framework=deepspeed",
+                                        "parallel.pp=2", "parallel.zero=3"};
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, fsdp2_pp, 2, 0, &err), 0);
+    assert_int_equal(wl.parallel.zero, 3);
+    assert_false(wl.training.master_weights);
+    load_bad(GPT_MODEL, ds_pp, 3, 0, VS_EINPUT,
+             "--set parallel.zero=3: ZeRO-2/3 partition gradients across "
+             "micro-batches");
+  }
 }
 
 /* [runtime] reserve: a share of the capacity (default 10%) or a size

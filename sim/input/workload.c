@@ -14,7 +14,7 @@ static const char *const optimizer_names[] = {
     "adamw", "adam", "sgd", "momentum", "adafactor", "adam8bit", "lion", NULL};
 static const char *const ckpt_names[] = {"none", "selective", "full", NULL};
 static const char *const framework_names[] = {"none", "megatron", "deepspeed",
-                                              NULL};
+                                              "fsdp2", NULL};
 static const char *const attention_names[] = {"flash", "eager", NULL};
 static const char *const schedule_names[] = {"1f1b", "gpipe", "interleaved", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
@@ -164,9 +164,9 @@ bool vs_workload_layer_checkpointed(const vs_workload *wl, uint64_t l)
   return true;
 }
 
-bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp)
+bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp, int framework)
 {
-  return !(pp > 1 && zero >= 2);
+  return framework == VS_FW_FSDP2 || !(pp > 1 && zero >= 2);
 }
 
 /* DeepSpeed's offload rules (runtime/zero/config.py, offload_config.py;
@@ -727,11 +727,13 @@ static int check_pipeline(vs_workload *wl, vs_error *err)
                         WHERE("parallel", "virtual_stages"),
                         (unsigned long long)chunks,
                         (unsigned long long)wl->model.layers);
-  if (!vs_workload_zero_allowed(p->zero, p->pp))
+  if (!vs_workload_zero_allowed(p->zero, p->pp, wl->training.framework))
     return vs_error_set(err, VS_EINPUT,
                         "%s: ZeRO-2/3 partition gradients across micro-batches, "
                         "which pipeline parallelism does not allow (DeepSpeed "
-                        "and Megatron-LM reject it); use zero = 0 or 1 with pp > 1",
+                        "and Megatron-LM reject it); use zero = 0 or 1 with pp > 1, "
+                        "or framework = fsdp2 (torchtitan runs FSDP2 under its "
+                        "pipelines)",
                         WHERE("parallel", "zero"));
   return check_pp_layers(wl, chunks, err);
 }
@@ -826,6 +828,20 @@ static int preset_deepspeed(vs_workload *wl, vs_error *err)
   return rc ? rc : preset_bucket(wl, 500000000, err);
 }
 
+/* FSDP2 as torchtitan runs it (shared/reference/frameworks.md 4.3): every
+ * parameter sharded (zero = 3) and kept in fp32, which the optimizer
+ * steps without a master copy; gradients reduced in fp32
+ * (mixed_precision_reduce). */
+static int preset_fsdp2(vs_workload *wl, vs_error *err)
+{
+  int rc = preset(wl, "parallel", "zero", "3", err);
+  if (!rc && wl->training.precision != VS_PREC_FP32)
+    rc = preset(wl, "training", "master_weights", "false", err);
+  if (!rc && wl->training.precision != VS_PREC_FP32)
+    rc = preset(wl, "training", "grad_dtype", "fp32", err);
+  return rc;
+}
+
 /* [training] framework: the chosen framework's defaults for the keys the
  * workload leaves unset (vsim show marks them). */
 static int apply_framework(vs_workload *wl, vs_error *err)
@@ -835,6 +851,8 @@ static int apply_framework(vs_workload *wl, vs_error *err)
     return preset_megatron(wl, err);
   case VS_FW_DEEPSPEED:
     return preset_deepspeed(wl, err);
+  case VS_FW_FSDP2:
+    return preset_fsdp2(wl, err);
   default:
     return 0;
   }

@@ -24,7 +24,9 @@ typedef enum {
 typedef enum { VS_CKPT_NONE, VS_CKPT_SELECTIVE, VS_CKPT_FULL } vs_checkpointing;
 /* The training framework whose buffers and defaults a job gets (none: the
  * idealised one of the keys alone). */
-typedef enum { VS_FW_NONE, VS_FW_MEGATRON, VS_FW_DEEPSPEED } vs_framework;
+typedef enum {
+  VS_FW_NONE, VS_FW_MEGATRON, VS_FW_DEEPSPEED, VS_FW_FSDP2
+} vs_framework;
 typedef enum { VS_ATTN_FLASH, VS_ATTN_EAGER } vs_attention;
 typedef enum { VS_SCHED_1F1B, VS_SCHED_GPIPE, VS_SCHED_INTERLEAVED } vs_schedule_kind;
 typedef enum { VS_OFFLOAD_NONE, VS_OFFLOAD_CPU, VS_OFFLOAD_NVME } vs_offload;
@@ -178,10 +180,11 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err);
  * and `vsim plan` leaves out the layouts that break one before simulating.
  * All are O(1) and pure. */
 
-/* ZeRO stage zero with pp pipeline stages: ZeRO-2/3 partition gradients
- * across micro-batches, which pipeline parallelism does not allow
- * (DeepSpeed and Megatron-LM reject it). */
-bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp);
+/* ZeRO stage zero with pp pipeline stages under framework: ZeRO-2/3
+ * partition gradients across micro-batches, which DeepSpeed's and
+ * Megatron-LM's pipelines do not allow; FSDP2 runs under torchtitan's
+ * pipelines (its units kept unsharded through backward there). */
+bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp, int framework);
 
 /* Offload with ZeRO stage zero and optimizer (vs_optimizer): NULL when
  * allowed; otherwise why not, with *key the key to blame

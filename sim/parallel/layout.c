@@ -15,7 +15,7 @@ static void add_block(vs_stage_layout *st, const vs_kind_plan *k)
   st->param_elems += k->param_elems;
   st->trainable_elems += k->trainable_elems;
   st->decay_elems += k->decay_elems;
-  st->params_full_bytes += k->param_bytes;
+  st->params_full_bytes += k->stored_param_bytes;
   st->grads_full_bytes += k->grad_bytes;
   st->optimizer_full_bytes += k->optimizer_bytes;
 }

@@ -159,6 +159,10 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
    * embedding group). */
   r->embedding_sync = wl->parallel.pp > 1 && wl->model.tied_embeddings;
   r->step_copy = step_copy(wl, r);
+  /* FSDP2 keeps the model's fp32 parameters sharded and casts them to
+   * MixedPrecisionPolicy's param_dtype when it gathers them
+   * (shared/reference/frameworks.md 4.3) */
+  r->fp32_params = wl->training.framework == VS_FW_FSDP2;
 }
 
 /* Streams and groups: tensor-parallel collectives on the compute stream
@@ -273,6 +277,10 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
                           p->name, b->name, vs_group_name(p->shard_group));
     k->param_elems += n;
     k->param_bytes += vs_dtype_tensor_bytes(p->dtype, p->rows, p->cols);
+    k->stored_param_bytes +=
+        r->fp32_params && (p->dtype == VS_DTYPE_BF16 || p->dtype == VS_DTYPE_FP16)
+            ? 4 * n
+            : vs_dtype_tensor_bytes(p->dtype, p->rows, p->cols);
     if (!p->trainable)
       continue;
     k->trainable_elems += n;

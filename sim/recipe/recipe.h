@@ -129,6 +129,9 @@ typedef struct vs_kind_plan {
                                backward does not run (a frozen prefix) */
   uint64_t param_bytes;     /* its parameters on one GPU, unsharded (what
                                a ZeRO-3 gather brings) */
+  uint64_t stored_param_bytes; /* as they are kept between uses: as
+                               param_bytes, or fp32 for 16-bit ones when
+                               the recipe's fp32_params */
   uint64_t grad_bytes;      /* gradients of its trainable parameters */
   uint64_t optimizer_bytes; /* optimizer states of its trainable ones */
   uint64_t paged_bytes;     /* of which in CUDA managed memory (paged
@@ -167,6 +170,8 @@ typedef struct vs_recipe {
                                resident gradients, no step at the end */
   bool embedding_sync;      /* tied embeddings split over the pipeline */
   uint8_t step_copy;        /* vs_step_copy */
+  bool fp32_params;         /* FSDP2: 16-bit weights kept (sharded) in
+                               fp32 and cast to 16 bits when gathered */
   uint64_t grad_elem_bytes; /* bytes of one gradient element (fp32 main
                                grads, else as the parameter) */
   vs_comm_plan comm[VS_USE_N]; /* stream and group of each use */
