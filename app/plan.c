@@ -113,6 +113,8 @@ typedef struct plan_state {
   uint64_t max_gpus;         /* --max-gpus (512 when not given), or --gpus */
   bool exact;                /* --gpus: layouts on max_gpus GPUs only */
   uint64_t layers;           /* the model's, for the uneven splits */
+  bool ckpt_choice;          /* the workload chooses which layers full
+                                checkpointing recomputes */
   double tokens_per_step;    /* global batch * sequence */
   bool priced;               /* the topology has a price per GPU-hour */
   double seconds;            /* wall time of the simulations */
@@ -208,6 +210,11 @@ static int add_layout(plan_state *ps, const layout_choice *lc)
     vs_candidate_set(c, PP_LAYERS_KEY "%s", split);
   vs_candidate_set(c, "training.checkpointing=%s",
                    vs_checkpointing_name(lc->ckpt));
+  /* the layers full checkpointing leaves alone mean nothing without it */
+  if (lc->ckpt != VS_CKPT_FULL && ps->ckpt_choice) {
+    vs_candidate_set(c, "training.checkpoint_layers=0");
+    vs_candidate_set(c, "training.checkpoint_every=0");
+  }
   vs_candidate_set(c, "training.micro_batch=%llu", (unsigned long long)lc->mb);
   vs_candidate_set(c, "parallel.offload_optimizer=%s",
                    vs_offload_name(offload_optimizer(lc)));
@@ -572,6 +579,8 @@ static int plan_simulate(const vs_workload *wl, const vs_topology *topo,
   vs_error_clear(&err);
   ps->priced = topo->usd_per_gpu_hour > 0;
   ps->layers = wl->model.layers;
+  ps->ckpt_choice = wl->training.checkpoint_layers ||
+                    wl->training.checkpoint_every;
   ps->tokens_per_step =
       (double)(wl->training.global_batch * wl->model.seq_len);
   if (enumerate(wl, topo, ps)) {

@@ -1147,6 +1147,37 @@ static void test_reserve_tight(void **state)
   assert_contains(r.out, "verdict: DOES NOT FIT on any layout");
   assert_contains(r.out, "less than [runtime] reserve's 79.0 GiB free");
   assert_contains(r.out, "lower [runtime] reserve");
+  {
+    /* a reserve of the whole GPU or more is refused, naming both keys */
+    const char *whole[] = {"run", DATA "gpt-small.ini", "--set",
+                           "runtime.reserve=200GiB", NULL};
+    run(whole);
+    assert_int_equal(r.status, 1);
+    assert_contains(r.err, "--set runtime.reserve=200GiB: keeps at least the "
+                           "GPU's whole 79.2 GiB ([gpu] memory) free");
+  }
+  tu_remove_dir(dir);
+}
+
+/* plan with [training] checkpoint_layers: its layouts without full
+ * checkpointing drop the key (it chooses layers for full checkpointing
+ * only) instead of becoming invalid rows. */
+static void test_plan_keeps_checkpoint_choice_valid(void **state)
+{
+  char dir[64], csv[128], *text;
+  const char *plan[] = {"plan", DATA "gpt-small.ini", "--gpus", "2", "--set",
+                        "training.global_batch=8", "--set",
+                        "training.checkpointing=full", "--set",
+                        "training.checkpoint_layers=1", "--csv", csv, NULL};
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(csv, sizeof csv, "%s/plan.csv", dir);
+  run(plan);
+  assert_int_equal(r.status, 0);
+  assert_non_null(text = tu_read_file(csv));
+  assert_null(strstr(text, ",invalid,"));
+  assert_non_null(strstr(text, ",none,"));
+  free(text);
   tu_remove_dir(dir);
 }
 
@@ -2112,6 +2143,7 @@ int main(void)
       cmocka_unit_test(test_keys_lists_every_key),
       cmocka_unit_test(test_fit_finds_the_exact_boundary),
       cmocka_unit_test(test_reserve_tight),
+      cmocka_unit_test(test_plan_keeps_checkpoint_choice_valid),
       cmocka_unit_test(test_sweep_is_deterministic_across_jobs),
       cmocka_unit_test(test_sweep_all_invalid_is_an_input_error),
       cmocka_unit_test(test_plan_layout_is_confirmed_by_run),

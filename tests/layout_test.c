@@ -269,8 +269,9 @@ static void test_qlora_base_bytes(void **state)
  * trained layers, embedding, head and norms in bf16. Trainable: the 2
  * layers and the (untied) head with the final norm; AdamW with an fp32
  * master: 4 + 8 B each, bf16 gradients 2 B. Under precision = fp8 an FP8
- * base weight needs no quantized copy, only the transposed one (Hopper):
- * copies for the trained GEMM weights, transposes for all. */
+ * base weight needs no quantized copy, only the transposed one (Hopper),
+ * and the frozen layers, which run no backward, keep neither: copies and
+ * transposes for the trained GEMM weights only. */
 static void test_frozen_base_formats(void **state)
 {
   const char *fp8[] = {"finetune.method=frozen", "finetune.trainable_layers=2",
@@ -298,14 +299,14 @@ static void test_frozen_base_formats(void **state)
   assert_int_equal(lay.stages[0].params_bytes,
                    30 * nf4_bytes + 2 * 2 * linear + rest);
   build(llama3_8b, fp8_gemm, 4, 1, &lay);
-  assert_int_equal(lay.stages[0].fp8_weight_elems, layers * linear + v * h);
+  /* the 30 frozen layers run no backward: no copies kept for them */
+  assert_int_equal(lay.stages[0].fp8_weight_elems, 2 * linear + v * h);
   assert_int_equal(lay.stages[0].fp8_copy_elems, 2 * linear + v * h);
-  /* 4 GEMMs a layer (qkv, o, gate_up, down) and the head, each with 3
+  /* 4 GEMMs a layer (qkv, o, gate_up, down) and the head, each with 5
    * fp32 amax histories of 1024 (DelayedScaling) */
   assert_int_equal(lay.stages[0].fp8_gemms, 4 * layers + 1);
   assert_int_equal(lay.stages[0].fp8_cache_bytes,
-                   (2 * linear + v * h) + (layers * linear + v * h) +
-                       (4 * layers + 1) * 3 * 1024 * 4);
+                   2 * (2 * linear + v * h) + (4 * layers + 1) * 5 * 1024 * 4);
 }
 
 /* ------------------------------------------------------------------------

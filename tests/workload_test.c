@@ -693,6 +693,13 @@ static void test_finetune_rules(void **state)
            "[finetune] trainable_layers (default 0 (all)): method = frozen trains "
            "the last trainable_layers layers and freezes the rest; set it from "
            "1 to 1 (with every layer trained, use method = full)");
+  load_bad("[model]\narch = llama\nlayers = 1\nhidden = 64\nheads = 8\n"
+           "vocab = 1000\nseq_len = 128\nffn_hidden = 172\n"
+           "[finetune]\nmethod = frozen\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:10: [finetune] method = frozen: method = frozen trains the last "
+           "trainable_layers layers and freezes the rest, which needs a model "
+           "of at least 2 layers");
   load_bad(LLAMA_MODEL "[finetune]\nmethod = frozen\ntrainable_layers = 1\n"
                        "lora_rank = 4\n",
            NULL, 0, 0, VS_EINPUT,
@@ -861,7 +868,8 @@ static void test_runtime_rules(void **state)
 /* Which layers full checkpointing recomputes: all; the first N of each
  * model chunk (checkpoint_layers, Megatron-LM's block method: 8 layers on
  * pp = 2 split 4 + 4, or 3 + 5 with pp_layers); every N-th by 1-based
- * index (checkpoint_every, torchtitan). Mistakes name the key. */
+ * index among the stage's layers (checkpoint_every, torchtitan). Mistakes
+ * name the key. */
 static void test_checkpoint_choice(void **state)
 {
   static const char model8[] =
@@ -874,25 +882,34 @@ static void test_checkpoint_choice(void **state)
                                        "parallel.pp=2",
                                        "parallel.pp_layers=3,5"};
   static const char *const every[] = {"training.checkpoint_every=3"};
+  /* torchtitan counts each process's blocks: with pp = 2 (4 + 4 layers)
+   * every 3rd is its 3rd, 3rd of stage 1 = layer 6 */
+  static const char *const every_pp[] = {"training.checkpoint_every=3",
+                                         "parallel.pp=2"};
+  const bool want_all[8] = {1, 1, 1, 1, 1, 1, 1, 1};
   const bool want_block[8] = {1, 0, 0, 0, 1, 0, 0, 0};
   const bool want_uneven[8] = {1, 1, 0, 1, 1, 0, 0, 0};
   const bool want_every[8] = {0, 0, 1, 0, 0, 1, 0, 0};
+  const bool want_every_pp[8] = {0, 0, 1, 0, 0, 0, 1, 0};
+  const struct {
+    const char *const *sets;
+    size_t n;
+    const bool *want;
+  } cases[] = {{NULL, 0, want_all},        {block, 2, want_block},
+               {uneven, 3, want_uneven},   {every, 1, want_every},
+               {every_pp, 2, want_every_pp}};
   vs_workload wl;
   char path[128];
   vs_error err;
+  bool got[8];
   (void)state;
-  assert_int_equal(load_at(&wl, path, model8, NULL, 0, 0, &err), 0);
-  for (uint64_t l = 0; l < 8; l++)
-    assert_true(vs_workload_layer_checkpointed(&wl, l));
-  assert_int_equal(load_at(&wl, path, model8, block, 2, 0, &err), 0);
-  for (uint64_t l = 0; l < 8; l++)
-    assert_int_equal(vs_workload_layer_checkpointed(&wl, l), want_block[l]);
-  assert_int_equal(load_at(&wl, path, model8, uneven, 3, 0, &err), 0);
-  for (uint64_t l = 0; l < 8; l++)
-    assert_int_equal(vs_workload_layer_checkpointed(&wl, l), want_uneven[l]);
-  assert_int_equal(load_at(&wl, path, model8, every, 1, 0, &err), 0);
-  for (uint64_t l = 0; l < 8; l++)
-    assert_int_equal(vs_workload_layer_checkpointed(&wl, l), want_every[l]);
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    assert_int_equal(load_at(&wl, path, model8, cases[c].sets, cases[c].n, 0,
+                             &err), 0);
+    vs_workload_checkpointed_layers(&wl, got);
+    for (uint64_t l = 0; l < 8; l++)
+      assert_int_equal(got[l], cases[c].want[l]);
+  }
   load_bad(GPT_MODEL "[training]\ncheckpoint_every = 2\n", NULL, 0, 0,
            VS_EINPUT,
            "@:9: [training] checkpoint_every = 2: chooses which layers full "

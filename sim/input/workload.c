@@ -132,36 +132,38 @@ bool vs_workload_finetune_tp_allowed(const vs_finetune_conf *f, uint64_t tp)
   return tp == 1 || (!adapters && !bnb_base);
 }
 
-void vs_workload_chunk_layers(const vs_workload *wl, uint64_t n, uint64_t g,
-                              uint64_t *first, uint64_t *count)
+uint64_t vs_workload_chunk_size(const vs_workload *wl, uint64_t n, uint64_t g)
 {
-  uint64_t layers = wl->model.layers, start = 0;
-  for (uint64_t i = 0; i <= g; i++) {
-    uint64_t c = wl->parallel.pp_layers.n ? wl->parallel.pp_layers.values[i]
-                                          : layers / n + (i < layers % n);
-    if (i == g) {
-      *first = start;
-      *count = c;
-    }
-    start += c;
-  }
+  uint64_t layers = wl->model.layers;
+  return wl->parallel.pp_layers.n ? wl->parallel.pp_layers.values[g]
+                                  : layers / n + (g < layers % n);
 }
 
-bool vs_workload_layer_checkpointed(const vs_workload *wl, uint64_t l)
+uint64_t vs_workload_chunk_first(const vs_workload *wl, uint64_t n, uint64_t g)
+{
+  uint64_t layers = wl->model.layers, first = 0;
+  if (!wl->parallel.pp_layers.n)
+    return g * (layers / n) + (g < layers % n ? g : layers % n);
+  for (uint64_t i = 0; i < g; i++)
+    first += wl->parallel.pp_layers.values[i];
+  return first;
+}
+
+void vs_workload_checkpointed_layers(const vs_workload *wl, bool *ckpt)
 {
   const vs_training_conf *t = &wl->training;
-  uint64_t n = wl->parallel.pp * wl->parallel.virtual_stages;
-  if (t->checkpoint_every > 0)
-    return (l + 1) % t->checkpoint_every == 0;
-  if (t->checkpoint_layers == 0)
-    return true;
-  for (uint64_t g = 0; g < n; g++) {
-    uint64_t first = 0, count = 0;
-    vs_workload_chunk_layers(wl, n, g, &first, &count);
-    if (l >= first && l < first + count)
-      return l - first < t->checkpoint_layers;
+  uint64_t pp = wl->parallel.pp, n = pp * wl->parallel.virtual_stages;
+  for (uint64_t s = 0; s < pp; s++) {
+    uint64_t counter = 0;
+    for (uint64_t g = s; g < n; g += pp) {
+      uint64_t first = vs_workload_chunk_first(wl, n, g);
+      uint64_t size = vs_workload_chunk_size(wl, n, g);
+      for (uint64_t i = 0; i < size; i++)
+        ckpt[first + i] = t->checkpoint_every ? ++counter % t->checkpoint_every == 0
+                          : t->checkpoint_layers ? i < t->checkpoint_layers
+                                                 : true;
+    }
   }
-  return true;
 }
 
 bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp, int framework)
@@ -561,6 +563,12 @@ static int check_frozen(vs_workload *wl, const char *lora_key, vs_error *err)
                         "%s: method = frozen trains whole layers and has no "
                         "adapters; for adapters set method = lora or qlora",
                         WHERE("finetune", lora_key));
+  if (wl->model.layers < 2)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: method = frozen trains the last trainable_layers "
+                        "layers and freezes the rest, which needs a model of "
+                        "at least 2 layers; use method = full",
+                        WHERE("finetune", "method"));
   if (f->trainable_layers == 0 || f->trainable_layers >= wl->model.layers)
     return vs_error_set(err, VS_EINPUT,
                         "%s: method = frozen trains the last trainable_layers "
@@ -612,10 +620,10 @@ static int check_finetune(vs_workload *wl, vs_error *err)
   int rc;
 
   if (f->trainable_layers > wl->model.layers)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: more than the model's %llu layers; 0 trains all",
+    return vs_error_set(err, VS_EINPUT, "%s: more than the model's %llu layers%s",
                         WHERE("finetune", "trainable_layers"),
-                        (unsigned long long)wl->model.layers);
+                        (unsigned long long)wl->model.layers,
+                        f->method == VS_FT_FROZEN ? "" : "; 0 trains all");
   rc = f->method == VS_FT_FULL     ? check_full(wl, lora_key, err)
        : f->method == VS_FT_FROZEN ? check_frozen(wl, lora_key, err)
                                    : check_adapters(wl, err);

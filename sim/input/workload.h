@@ -209,16 +209,19 @@ bool vs_workload_tp_allowed(const vs_model_conf *m, uint64_t tp);
  * otherwise any tp. */
 bool vs_workload_finetune_tp_allowed(const vs_finetune_conf *f, uint64_t tp);
 
-/* Model chunk g's layers (of n = pp x virtual_stages chunks): as listed
+/* Model chunk g's layer count and first layer (of n = pp x
+ * virtual_stages chunks; stage s holds chunks s, s + pp, ...): as listed
  * in [parallel] pp_layers, or evenly with the first chunks taking one
- * more when the division is not exact. */
-void vs_workload_chunk_layers(const vs_workload *wl, uint64_t n, uint64_t g,
-                              uint64_t *first, uint64_t *count);
+ * more when the division is not exact. O(1), or O(g) with pp_layers. */
+uint64_t vs_workload_chunk_size(const vs_workload *wl, uint64_t n, uint64_t g);
+uint64_t vs_workload_chunk_first(const vs_workload *wl, uint64_t n, uint64_t g);
 
-/* Whether layer l (0-based) of a full-checkpointed job is checkpointed:
- * every layer, or as [training] checkpoint_layers or checkpoint_every
- * choose. */
-bool vs_workload_layer_checkpointed(const vs_workload *wl, uint64_t l);
+/* Which layers full checkpointing recomputes, into ckpt[layers]: every
+ * layer, the first [training] checkpoint_layers of each model chunk
+ * (Megatron-LM's block method), or those whose 1-based index among their
+ * stage's layers is a multiple of checkpoint_every (torchtitan counts the
+ * blocks of each process's model parts). O(layers + chunks). */
+void vs_workload_checkpointed_layers(const vs_workload *wl, bool *ckpt);
 
 /* Whether sequence parallelism can split seq_len tokens over tp ranks
  * (Megatron-LM scatters the sequence dimension in whole tokens). */

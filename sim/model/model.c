@@ -751,11 +751,10 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   if (!(op = vs_block_add_op(blk, "lm_head", err)))
     return VS_EINPUT;
   as_matmul(op, d->tokens, d->h, v, d->e);
-  /* its input serves the output weight's gradient, if that weight
-   * trains: not with a frozen base (LoRA freezes the head too), nor when
-   * it is (or copies) an embedding frozen before trainable_layers */
-  if (!d->frozen_base && !(wl->model.tied_embeddings && d->frozen_prefix) &&
-      save_input(blk, op, d->em * d->tok_rep * d->h, d->em_dtype,
+  /* its input serves the output weight's gradient: the head's own, or
+   * the embedding's when tied within one stage (no weight of its own
+   * here); the recipe decides whether that weight trains */
+  if (save_input(blk, op, d->em * d->tok_rep * d->h, d->em_dtype,
                  KEPT_FOR_WEIGHTS, err))
     return VS_EINPUT;
   if (!inplace_loss(wl) &&
@@ -964,18 +963,23 @@ static int uncheckpointed_layers(const vs_workload *wl, vs_model *m,
   const vs_training_conf *t = &wl->training;
   vs_block *kept;
   uint32_t kind;
+  bool *ckpt;
   int rc;
   if (t->checkpointing != VS_CKPT_FULL ||
       (t->checkpoint_layers == 0 && t->checkpoint_every == 0))
     return 0;
-  if ((rc = vs_model_add_kind(m, &m->kinds[1], "dense_kept", &kind, &kept,
-                              err)))
-    return rc;
-  kept->not_checkpointed = true;
-  for (uint64_t l = 0; l < m->layers; l++)
-    if (!vs_workload_layer_checkpointed(wl, l))
-      m->inst_kind[l + 1] = kind;
-  return 0;
+  if (!(ckpt = malloc((size_t)m->layers * sizeof *ckpt)))
+    return vs_error_set(err, VS_ENOMEM, "out of host memory building the model");
+  vs_workload_checkpointed_layers(wl, ckpt);
+  rc = vs_model_add_kind(m, &m->kinds[1], "dense_kept", &kind, &kept, err);
+  if (rc == 0) {
+    kept->not_checkpointed = true;
+    for (uint64_t l = 0; l < m->layers; l++)
+      if (!ckpt[l])
+        m->inst_kind[l + 1] = kind;
+  }
+  free(ckpt);
+  return rc;
 }
 
 /* The three kinds of a transformer: embedding, dense layer, head; every

@@ -9,8 +9,10 @@
 static void add_block(vs_stage_layout *st, const vs_kind_plan *k)
 {
   st->managed_bytes += k->paged_bytes;
-  st->fp8_weight_elems += k->fp8_weight_elems;
-  st->fp8_copy_elems += k->fp8_copy_elems;
+  /* a block that runs no backward (a frozen prefix) keeps no FP8 copy
+   * of its weights past each GEMM: nothing saves it for a backward */
+  st->fp8_weight_elems += k->no_backward ? 0 : k->fp8_weight_elems;
+  st->fp8_copy_elems += k->no_backward ? 0 : k->fp8_copy_elems;
   st->fp8_gemms += k->fp8_gemms;
   st->param_elems += k->param_elems;
   st->trainable_elems += k->trainable_elems;
@@ -21,14 +23,15 @@ static void add_block(vs_stage_layout *st, const vs_kind_plan *k)
 }
 
 /* Splits the layers over pp * vstages model chunks
- * (vs_workload_chunk_layers). */
+ * (vs_workload_chunk_size). */
 static void split_layers(const vs_workload *wl, vs_layout *lay)
 {
+  uint64_t first = 0;
   for (uint64_t g = 0; g < lay->n_chunks; g++) {
-    uint64_t first = 0, count = 0;
-    vs_workload_chunk_layers(wl, lay->n_chunks, g, &first, &count);
+    uint64_t count = vs_workload_chunk_size(wl, lay->n_chunks, g);
     lay->chunk_first[g] = (uint32_t)first;
     lay->chunk_layers[g] = (uint32_t)count;
+    first += count;
   }
 }
 
@@ -73,10 +76,11 @@ static void place_states(const vs_recipe *r, vs_stage_layout *st)
 
 /* Transformer Engine's delayed scaling keeps an fp32 amax history of
  * 1024 entries (DelayedScaling's amax_history_len) for each FP8 tensor
- * of a GEMM: its input, its weight and its output gradient
- * (shared/reference/frameworks.md 7). */
+ * (shared/reference/frameworks.md 7); a module's fp8_meta tracks three
+ * forward tensors per GEMM (input, weight, output) and two backward ones
+ * (output gradient, input gradient). */
 #define FP8_AMAX_HISTORY_BYTES (1024 * 4)
-#define FP8_TENSORS_PER_GEMM 3
+#define FP8_TENSORS_PER_GEMM 5
 
 /* Transformer Engine's FP8 state, kept through the step and counted with
  * the parameters: the amax histories, and the weight copies from each

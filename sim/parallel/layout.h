@@ -52,7 +52,8 @@ typedef struct vs_stage_layout {
                                      (its trainable partition) */
   uint64_t managed_bytes;         /* paged optimizer states in CUDA managed
                                      memory (not in optimizer_bytes) */
-  uint64_t fp8_weight_elems;      /* its FP8 GEMMs' weights */
+  uint64_t fp8_weight_elems;      /* its FP8 GEMMs' weights, in blocks
+                                     that run backward */
   uint64_t fp8_copy_elems;        /* of which quantized (not stored in FP8) */
   uint64_t fp8_gemms;             /* its GEMMs with weights */
   uint64_t fp8_cache_bytes;       /* FP8 copies kept through the step: 1 B

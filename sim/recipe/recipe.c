@@ -207,24 +207,43 @@ static int keep_of(const vs_workload *wl, const vs_block *b, const vs_saved *s)
   return s->selective ? VS_RECOMPUTE_CORE : VS_KEEP;
 }
 
-/* The share of op's weight-gradient work still done: the trainable part of
- * the elements of the weights it computes gradients for (1 with none). */
-static double trainable_share(const vs_block *b, const vs_op_spec *op)
+/* The trainable share of the elements of params[first, first + n) of b
+ * (1 with none). */
+static double params_share(const vs_block *b, uint32_t first, uint32_t n)
 {
   double all = 0, trainable = 0;
-  for (uint32_t i = op->first_param; i < op->first_param + op->n_params; i++) {
-    double n = (double)b->params[i].rows * (double)b->params[i].cols;
-    all += n;
-    trainable += b->params[i].trainable ? n : 0;
+  for (uint32_t i = first; i < first + n; i++) {
+    double e = (double)b->params[i].rows * (double)b->params[i].cols;
+    all += e;
+    trainable += b->params[i].trainable ? e : 0;
   }
   return all > 0 ? trainable / all : 1.0;
 }
 
+/* Whether op computes a weight gradient for weights elsewhere: an output
+ * layer tied to the embedding (weight-gradient work, no weights here). */
+static bool tied_weights(const vs_op_spec *op)
+{
+  return op->n_params == 0 && op->wgrad_flops > 0;
+}
+
+/* The share of op's weight-gradient work still done: the trainable part of
+ * the elements of the weights it computes gradients for (the embedding's
+ * for a tied output layer; 1 with none). */
+static double trainable_share(const vs_recipe *r, const vs_block *b,
+                              const vs_op_spec *op)
+{
+  return tied_weights(op) ? r->tied_share
+                          : params_share(b, op->first_param, op->n_params);
+}
+
 /* Whether every weight op computes gradients for is frozen (an op with
  * no weights has none to compute). */
-static bool weights_frozen(const vs_block *b, const vs_op_spec *op)
+static bool weights_frozen(const vs_recipe *r, const vs_block *b,
+                           const vs_op_spec *op)
 {
-  return op->n_params > 0 && trainable_share(b, op) == 0.0;
+  return (op->n_params > 0 || tied_weights(op)) &&
+         trainable_share(r, b, op) == 0.0;
 }
 
 /* What becomes of saved tensor sv of an op whose weights are all frozen
@@ -245,8 +264,8 @@ static void resolve_ops(const vs_workload *wl, const vs_recipe *r,
 {
   for (uint32_t i = 0; i < b->n_ops; i++) {
     const vs_op_spec *op = &b->ops[i];
-    double skipped = 1.0 - trainable_share(b, op);
-    bool frozen = weights_frozen(b, op);
+    double skipped = 1.0 - trainable_share(r, b, op);
+    bool frozen = weights_frozen(r, b, op);
     for (uint32_t s = op->first_saved; s < op->first_saved + op->n_saved; s++) {
       k->keep[s] = keep_saved(wl, r, b, &b->saved[s], frozen);
       k->recompute_block |= k->keep[s] == VS_RECOMPUTE_BLOCK;
@@ -376,6 +395,10 @@ int vs_recipe_build(const vs_workload *wl, const vs_model *m, vs_recipe *r,
   r->kinds = calloc(m->n_kinds ? m->n_kinds : 1, sizeof *r->kinds);
   if (!r->kinds)
     return vs_error_set(err, VS_ENOMEM, "out of host memory for the recipe");
+  {
+    const vs_block *embed = &m->kinds[m->inst_kind[0]];
+    r->tied_share = params_share(embed, 0, embed->n_params);
+  }
   for (uint32_t k = 0; k < m->n_kinds; k++) {
     r->n_kinds = k + 1;
     int rc = resolve_kind(wl, r, &m->kinds[k], &r->kinds[k], err);

@@ -172,6 +172,10 @@ typedef struct vs_recipe {
   uint8_t step_copy;        /* vs_step_copy */
   bool fp32_params;         /* FSDP2: 16-bit weights kept (sharded) in
                                fp32 and cast to 16 bits when gathered */
+  double tied_share;        /* the trainable share of the embedding's
+                               weights, which an output layer tied to them
+                               (a matmul without weights of its own)
+                               computes gradients for */
   uint64_t grad_elem_bytes; /* bytes of one gradient element (fp32 main
                                grads, else as the parameter) */
   vs_comm_plan comm[VS_USE_N]; /* stream and group of each use */

@@ -95,7 +95,7 @@ static int html_top(vs_csv *f, const vs_sim *sim, vs_error *err)
   if ((rc = html_terminal_text(f, sim, NULL, "<pre class=\"meta\">",
                                 "</pre>\n", err)))
     return rc;
-  vs_csv_printf(f, "<p id=\"verdict\" class=\"%s\">", sim->fits ? "fits" : "oom");
+  vs_csv_printf(f, "<p id=\"verdict\" class=\"%s\">", !sim->fits ? "oom" : sim->tight ? "tight" : "fits");
   vs_report_xml_text(f, vs_report_line(sim, VS_LINE_VERDICT, line, sizeof line));
   vs_csv_printf(f, "</p>\n<p id=\"peak\">");
   vs_report_xml_text(f, vs_report_line(sim, VS_LINE_PEAK, line, sizeof line));

@@ -437,6 +437,23 @@ static int check_step(const vs_sim *sim, vs_error *err)
                       VS_MAX_STEP_SECONDS / 86400);
 }
 
+/* [runtime] reserve leaves room on the GPU: one of at least the whole
+ * memory would make every run TIGHT and nothing fit in fit and plan. */
+static int check_reserve(const vs_workload *wl, const vs_topology *topo,
+                         vs_error *err)
+{
+  char where[400], cap[16];
+  if (vs_margin_bytes(&wl->runtime.reserve, topo->memory_bytes) <
+      topo->memory_bytes)
+    return 0;
+  vs_conf_where(vs_workload_keys(), &wl->origins, "runtime", "reserve", where,
+                sizeof where);
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: keeps at least the GPU's whole %s ([gpu] memory) "
+                      "free; reserve less than that",
+                      where, vs_format_bytes(topo->memory_bytes, cap, sizeof cap));
+}
+
 int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
                       const vs_topology *topo, const vs_sim_opts *opts,
                       vs_program_pool *pool, vs_error *err)
@@ -453,7 +470,8 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
   memset(sim, 0, sizeof *sim);
   sim->wl = wl;
   sim->topo = topo;
-  if ((rc = build_plan(sim, opts, err)) == 0) {
+  if ((rc = check_reserve(wl, topo, err)) == 0 &&
+      (rc = build_plan(sim, opts, err)) == 0) {
     vs_work w;
     estimate_work(sim, opts, &w);
     rc = check_budget(sim, opts, &w, err);
