@@ -414,6 +414,33 @@ static void test_finetune_samples(void **state)
   assert_contains(r.out, "verdict: FITS on 1 x H100-SXM-80GB");
 }
 
+/* The framework samples end to end: each fits its 8 H100s, and show says
+ * which keys its preset chose (Megatron's fp32 main grads, DeepSpeed's
+ * bucket and step copies, FSDP2's fp32 sharded parameters). */
+static void test_framework_samples(void **state)
+{
+  static const struct {
+    const char *file, *shown;
+  } samples[] = {
+      {"workloads/megatron-gpt-7b.ini", "grad_dtype = fp32    ; framework preset"},
+      {"workloads/deepspeed-gpt-zero2.ini",
+       "# fp32 gradient copies at the optimizer step = "},
+      {"workloads/torchtitan-llama3-8b.ini",
+       "master_weights = false    ; framework preset"},
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
+    const char *show[] = {"show", samples[i].file, NULL};
+    const char *go[] = {"run", samples[i].file, "--gpus", "8", NULL};
+    run(show);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, samples[i].shown);
+    run(go);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "verdict: FITS on 8 x H100-SXM-80GB");
+  }
+}
+
 /* Each shipped config.json gives its model's published parameter count
  * (the model cards on huggingface.co, counted by transformers) within
  * 0.5%: vsim's GPT and BERT count learned positions for seq_len rows, set
@@ -1625,6 +1652,9 @@ static void test_show_output_loads_back(void **state)
       {"show", "workloads/gpt-13b-offload.ini", NULL},
       {"show", "workloads/mistral-7b-lora.ini", NULL},
       {"show", "workloads/llama3-8b-full-adam8bit.ini", NULL},
+      {"show", "workloads/megatron-gpt-7b.ini", NULL},
+      {"show", "workloads/deepspeed-gpt-zero2.ini", NULL},
+      {"show", "workloads/torchtitan-llama3-8b.ini", NULL},
   };
   static char first[16384], second[16384];
   char path[64];
@@ -2109,6 +2139,7 @@ int main(void)
       cmocka_unit_test(test_offload_sample_fits_and_writes_host_csv),
       cmocka_unit_test(test_host_out_of_memory_exits_3),
       cmocka_unit_test(test_finetune_samples),
+      cmocka_unit_test(test_framework_samples),
       cmocka_unit_test(test_shipped_model_configs),
       cmocka_unit_test(test_activation_offload_timeline_and_trace),
       cmocka_unit_test(test_offload_combinations_refused),
