@@ -307,6 +307,14 @@ static void test_frozen_base_formats(void **state)
   assert_int_equal(lay.stages[0].fp8_gemms, 4 * layers + 1);
   assert_int_equal(lay.stages[0].fp8_cache_bytes,
                    2 * (2 * linear + v * h) + (4 * layers + 1) * 5 * 1024 * 4);
+  {
+    /* LoRA under fp8: the base GEMMs are Transformer Engine's, the
+     * adapters PEFT's, which keep no FP8 state */
+    const char *lora_fp8[] = {"finetune.method=lora", "training.precision=fp8"};
+    build(llama3_8b, lora_fp8, 2, 1, &lay);
+    assert_int_equal(lay.stages[0].fp8_weight_elems, layers * linear + v * h);
+    assert_int_equal(lay.stages[0].fp8_gemms, 4 * layers + 1);
+  }
 }
 
 /* ------------------------------------------------------------------------

@@ -181,8 +181,8 @@ static int fp8_weight_copy(vs_block *blk, const dims *d, uint64_t rows,
                            uint64_t cols, int dtype, vs_error *err)
 {
   vs_op_spec *op = blk->n_ops > 0 ? &blk->ops[blk->n_ops - 1] : NULL;
-  if (d->em_dtype != VS_DTYPE_FP8 || !op || !op->matmul || rows <= 1 ||
-      cols <= 1 || dtype == VS_DTYPE_FP8_SCALED)
+  if (d->em_dtype != VS_DTYPE_FP8 || !op || !op->matmul || op->adapter ||
+      rows <= 1 || cols <= 1 || dtype == VS_DTYPE_FP8_SCALED)
     return 0;
   return vs_block_save(blk, op,
                        (vs_saved){.bytes = rows * cols, .dtype = VS_DTYPE_FP8,
@@ -333,6 +333,7 @@ static int lora_adapter(vs_block *blk, const dims *d, const char *name,
   if (!(op = vs_block_add_op(blk, name, err)))
     return VS_EINPUT;
   as_adapter(op, d, in, on, k);
+  op->adapter = true;
   if (!d->lora_drop && !cast && keeper == KEPT_FOR_WEIGHTS &&
       save_act(blk, op, d->em * d->tokens * in, d->em_dtype, err))
     return VS_EINPUT;

@@ -57,6 +57,8 @@ typedef struct vs_op_spec {
   bool matmul;                /* runs on tensor cores at the compute dtype */
   bool attn_core;             /* part of the attention core that selective
                                  checkpointing recomputes */
+  bool adapter;               /* LoRA adapters (PEFT's layers, not
+                                 Transformer Engine modules: no FP8) */
   double fwd_flops;           /* forward FLOPs, one rank, one micro-batch */
   double bwd_flops;           /* backward FLOPs, weight gradients included */
   double fwd_bytes;           /* forward HBM traffic */

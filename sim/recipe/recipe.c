@@ -318,7 +318,8 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
 }
 
 /* Under fp8, the weights of the block's GEMMs (matrices, not biases or
- * norm scales): Transformer Engine quantizes each one not already in FP8
+ * norm scales; not LoRA adapters, which are PEFT's layers): Transformer
+ * Engine quantizes each one not already in FP8
  * before its GEMM and keeps the FP8 copy for backward
  * (shared/reference/frameworks.md 7). Sets k's fp8_weight_elems (all),
  * fp8_copy_elems (those quantized) and fp8_gemms. */
@@ -330,8 +331,8 @@ static void fp8_weights(const vs_workload *wl, const vs_block *b,
   for (uint32_t i = 0; i < b->n_ops; i++) {
     const vs_op_spec *op = &b->ops[i];
     bool gemm = false;
-    for (uint32_t p = op->first_param; op->matmul &&
-                                       p < op->first_param + op->n_params;
+    for (uint32_t p = op->first_param;
+         op->matmul && !op->adapter && p < op->first_param + op->n_params;
          p++) {
       const vs_param_tensor *t = &b->params[p];
       if (t->rows <= 1 || t->cols <= 1)
