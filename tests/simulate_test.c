@@ -1006,6 +1006,52 @@ static void test_checkpoint_every_other_layer(void **state)
   vs_sim_fini(&half);
 }
 
+/* torchtitan's op-level selective checkpointing (checkpointing = ops) on
+ * a Llama block (h 256, 8 heads, 2 KV heads of 32, f 512, 128 tokens):
+ * each block keeps its input and the outputs of wq, wv, SDPA (with its
+ * fp32 log-sum-exp), w1 and w2: 2T(4h + h_kv + f) + 4bas = 2 x 128 x
+ * (1024 + 64 + 512) + 4 x 8 x 128 = 413696 B where full checkpointing
+ * keeps the input alone (65536 B); its recompute re-runs wk, wo and w3
+ * but not attention, wq, wv, w1 or w2. */
+static void test_op_level_checkpointing(void **state)
+{
+  static const char llama[] =
+      "[model]\narch = llama\nlayers = 4\nhidden = 256\nheads = 8\n"
+      "kv_heads = 2\nffn_hidden = 512\nvocab = 1000\nseq_len = 128\n"
+      "[training]\nprecision = bf16\nglobal_batch = 1\n"
+      "[runtime]\nallocator = exact\n";
+  const char *full[] = {"training.checkpointing=full"};
+  const char *ops[] = {"training.checkpointing=ops"};
+  const double t = 128, h = 256, hkv = 64, f = 512;
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim a, o;
+  const vs_block *blk;
+  double elementwise = 0;
+  (void)state;
+  load(&wl, llama, full, 1, 1);
+  simulate(&a, &wl, &topo, false);
+  load(&wl, llama, ops, 1, 1);
+  simulate(&o, &wl, &topo, false);
+  blk = vs_model_layer(&o.model, 0);
+  assert_int_equal(blk->ckpt_bytes, 413696);
+  assert_int_equal(vs_model_layer(&a.model, 0)->ckpt_bytes, 65536);
+  assert_true(vs_recipe_kind(&o.recipe, &o.model, 1)->recompute_block);
+  assert_int_equal(max_held(&o.ranks[0], VS_CAT_ACTIVATIONS) -
+                       max_held(&a.ranks[0], VS_CAT_ACTIVATIONS),
+                   4 * (413696 - 65536));
+  for (uint32_t k = 0; k < blk->n_ops; k++)
+    if (!blk->ops[k].matmul)
+      elementwise += blk->ops[k].fwd_flops;
+  /* per layer: wk 2Th h_kv, wo 2Thh, w3 2Thf, and the element-wise ops */
+  tu_assert_close(phase_flops(&o.ranks[0], VS_PHASE_RECOMPUTE),
+                  4 * (2 * t * h * hkv + 2 * t * h * h + 2 * t * h * f +
+                       elementwise),
+                  1e-12);
+  vs_sim_fini(&a);
+  vs_sim_fini(&o);
+}
+
 /* DeepSpeed's FP16_Optimizer (framework = deepspeed, fp16, ZeRO off)
  * copies every gradient to fp32 at the step, beside the per-tensor copies
  * of the group it flattens: the step's temporary is the layout's
@@ -1393,6 +1439,7 @@ int main(void)
       cmocka_unit_test(test_trainable_layers_frozen_prefix),
       cmocka_unit_test(test_checkpoint_every_other_layer),
       cmocka_unit_test(test_fp16_optimizer_step_copies),
+      cmocka_unit_test(test_op_level_checkpointing),
       cmocka_unit_test(test_optimizer_in_backward),
       cmocka_unit_test(test_frozen_prefix_edges),
       cmocka_unit_test(test_paged_optimizer),

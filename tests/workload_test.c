@@ -910,6 +910,11 @@ static void test_checkpoint_choice(void **state)
     for (uint64_t l = 0; l < 8; l++)
       assert_int_equal(got[l], cases[c].want[l]);
   }
+  load_bad(GPT_MODEL "[training]\ncheckpointing = ops\n", NULL, 0, 0,
+           VS_EINPUT,
+           "@:9: [training] checkpointing = ops: torchtitan's op-level policy "
+           "is simulated for llama layers with flash attention and tp = 1 "
+           "(here arch = gpt, attention = flash, tp = 1)");
   load_bad(GPT_MODEL "[training]\ncheckpoint_every = 2\n", NULL, 0, 0,
            VS_EINPUT,
            "@:9: [training] checkpoint_every = 2: chooses which layers full "

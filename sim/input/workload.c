@@ -12,7 +12,8 @@ static const char *const precision_names[] = {"bf16", "fp16", "fp32", "fp8", NUL
 static const char *const grad_names[] = {"precision", "fp32", NULL};
 static const char *const optimizer_names[] = {
     "adamw", "adam", "sgd", "momentum", "adafactor", "adam8bit", "lion", NULL};
-static const char *const ckpt_names[] = {"none", "selective", "full", NULL};
+static const char *const ckpt_names[] = {"none", "selective", "full", "ops",
+                                         NULL};
 static const char *const framework_names[] = {"none", "megatron", "deepspeed",
                                               "fsdp2", NULL};
 static const char *const attention_names[] = {"flash", "eager", NULL};
@@ -423,6 +424,29 @@ static int check_offload(const vs_workload *wl, vs_error *err)
                                    &key);
   if (why)
     return vs_error_set(err, VS_EINPUT, "%s: %s", WHERE("parallel", key), why);
+  return 0;
+}
+
+/* checkpointing = ops is modelled as torchtitan runs it: Llama blocks
+ * with flash attention (its save list names the SDPA kernels), without
+ * tensor parallelism (whose collectives it saves too). */
+static int check_ops_checkpointing(vs_workload *wl, vs_error *err)
+{
+  char where[400];
+  if (wl->training.checkpointing != VS_CKPT_OPS)
+    return 0;
+  if (wl->model.arch != VS_ARCH_LLAMA || wl->training.attention != VS_ATTN_FLASH ||
+      wl->parallel.tp != 1)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: torchtitan's op-level policy is simulated for "
+                        "llama layers with flash attention and tp = 1 (here "
+                        "arch = %s, attention = %s, tp = %llu); use selective "
+                        "or full",
+                        WHERE("training", "checkpointing"),
+                        vs_arch_name(wl->model.arch),
+                        wl->training.attention == VS_ATTN_FLASH ? "flash"
+                                                                : "eager",
+                        (unsigned long long)wl->parallel.tp);
   return 0;
 }
 
@@ -879,6 +903,7 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
   if ((rc = check_layout(wl, gpus, err)) || (rc = apply_framework(wl, err)) ||
       (rc = check_training(wl, err)) ||
       (rc = check_checkpoint_choice(wl, err)) ||
+      (rc = check_ops_checkpointing(wl, err)) ||
       (rc = check_finetune(wl, err)) || (rc = check_runtime(wl, err)))
     return rc;
   return check_pipeline(wl, err);

@@ -21,7 +21,13 @@ typedef enum {
   VS_OPT_ADAMW, VS_OPT_ADAM, VS_OPT_SGD, VS_OPT_MOMENTUM,
   VS_OPT_ADAFACTOR, VS_OPT_ADAM8BIT, VS_OPT_LION
 } vs_optimizer;
-typedef enum { VS_CKPT_NONE, VS_CKPT_SELECTIVE, VS_CKPT_FULL } vs_checkpointing;
+/* none; selective: Megatron's attention-core recompute; full: every
+ * layer's input kept and the layer recomputed; ops: torchtitan's op-level
+ * selective policy (outputs of every other matmul and of attention kept,
+ * the rest recomputed). */
+typedef enum {
+  VS_CKPT_NONE, VS_CKPT_SELECTIVE, VS_CKPT_FULL, VS_CKPT_OPS
+} vs_checkpointing;
 /* The training framework whose buffers and defaults a job gets (none: the
  * idealised one of the keys alone). */
 typedef enum {

@@ -67,6 +67,7 @@ vs_op_spec *vs_block_add_op(vs_block *blk, const char *name, vs_error *err)
   op = &blk->ops[blk->n_ops++];
   memset(op, 0, sizeof *op);
   snprintf(op->name, sizeof op->name, "%s", name);
+  op->recompute_share = 1.0;
   op->first_saved = blk->n_saved;
   op->first_param = blk->n_params;
   return op;
@@ -635,16 +636,46 @@ static int swiglu_mlp(vs_block *blk, const dims *d, vs_error *err)
   return dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, false, err);
 }
 
+/* torchtitan's op-level selective checkpointing (checkpointing = ops;
+ * shared/reference/frameworks.md 4.1-4.2, torchtitan 9dec370): in a
+ * Llama block the matmuls run wq 1, wk 2, wv 3, wo 4, w1 5, w3 6, w2 7 and
+ * the odd ones' outputs are saved, with the SDPA output and its fp32
+ * log-sum-exp; everything else is recomputed. The block keeps its input
+ * and those outputs, 2T(4h + h_kv + f) + 4bas at 16 bits; its recompute
+ * re-runs wk (of the fused qkv), wo, w3 (of the fused gate/up) and the
+ * element-wise ops, not flash attention, wq, wv, w1 or w2. (Validated
+ * conditions: llama, flash, tp = 1; workload.c refuses the rest.) */
+static void op_level_checkpointing(vs_block *blk, const dims *d)
+{
+  uint64_t hkv = d->kv * d->d;
+  blk->ckpt_bytes = d->e * d->tokens * (4 * d->h + hkv + d->f) +
+                    4 * d->b * d->a * d->s;
+  for (uint32_t i = 0; i < blk->n_ops; i++) {
+    vs_op_spec *op = &blk->ops[i];
+    if (strcmp(op->name, "qkv_proj") == 0)
+      op->recompute_share = (double)hkv / (double)(d->h + 2 * hkv); /* wk */
+    else if (strcmp(op->name, "mlp_gate_up") == 0)
+      op->recompute_share = 0.5; /* w3 */
+    else if (strcmp(op->name, "flash_attn") == 0 ||
+             strcmp(op->name, "mlp_down") == 0)
+      op->recompute_share = 0.0;
+  }
+}
+
 static int build_layer(vs_block *blk, const vs_workload *wl, const dims *d,
                        vs_error *err)
 {
   bool llama = wl->model.arch == VS_ARCH_LLAMA;
   blk->input_bytes = d->e * d->tok_rep * d->h;
+  blk->ckpt_bytes = blk->input_bytes;
   if (norm(blk, d, "norm1", !llama, err) ||
       attention_block(blk, d, !llama, err) ||
-      norm(blk, d, "norm2", !llama, err))
+      norm(blk, d, "norm2", !llama, err) ||
+      (llama ? swiglu_mlp : gelu_mlp)(blk, d, err))
     return VS_EINPUT;
-  return (llama ? swiglu_mlp : gelu_mlp)(blk, d, err);
+  if (wl->training.checkpointing == VS_CKPT_OPS)
+    op_level_checkpointing(blk, d);
+  return 0;
 }
 
 /* Input batch and embeddings. Token ids and labels are int64 (8 bytes);
@@ -1003,8 +1034,9 @@ static int build_kinds(const vs_workload *wl, const dims *d, vs_model *m,
       !(head = new_kind(m, "head", VS_ROLE_HEAD, err)) ||
       build_head(head, wl, d, err))
     return err->code ? err->code : VS_EINPUT;
-  m->kinds[0].input_bytes = 0;
+  m->kinds[0].input_bytes = m->kinds[0].ckpt_bytes = 0;
   m->kinds[2].input_bytes = m->kinds[1].input_bytes;
+  m->kinds[2].ckpt_bytes = 0;
   if (!(m->inst_kind = malloc(n_inst * sizeof *m->inst_kind)))
     return vs_error_set(err, VS_ENOMEM, "out of host memory building the model");
   m->inst_kind[0] = 0;

@@ -59,6 +59,10 @@ typedef struct vs_op_spec {
                                  checkpointing recomputes */
   bool adapter;               /* LoRA adapters (PEFT's layers, not
                                  Transformer Engine modules: no FP8) */
+  double recompute_share;     /* the share of its forward a checkpointed
+                                 block's recompute re-runs: 1, or less
+                                 where op-level checkpointing kept its
+                                 output */
   double fwd_flops;           /* forward FLOPs, one rank, one micro-batch */
   double bwd_flops;           /* backward FLOPs, weight gradients included */
   double fwd_bytes;           /* forward HBM traffic */
@@ -99,7 +103,11 @@ typedef struct vs_block {
   vs_saved *saved;            /* every op's saved tensors, in op order */
   uint32_t n_saved, cap_saved;
   uint64_t param_elems;       /* sum of rows*cols of params[] */
-  uint64_t input_bytes;       /* the block input a full checkpoint keeps */
+  uint64_t input_bytes;       /* the block input (what a pipeline stage
+                                 sends on) */
+  uint64_t ckpt_bytes;        /* what a checkpointed block keeps: its
+                                 input, or with op-level checkpointing the
+                                 outputs that policy saves besides */
   bool not_checkpointed;      /* a layer that full checkpointing leaves
                                  alone ([training] checkpoint_layers or
                                  checkpoint_every chose others) */

@@ -541,7 +541,7 @@ static uint64_t kept_bytes(const builder *b, size_t inst)
 {
   const vs_block *blk = block_of(b, inst);
   const vs_kind_plan *plan = plan_of(b, inst);
-  uint64_t bytes = plan->recompute_block ? blk->input_bytes : 0;
+  uint64_t bytes = plan->recompute_block ? blk->ckpt_bytes : 0;
   for (uint32_t s = 0; s < blk->n_saved; s++)
     if (plan->keep[s] == VS_KEEP)
       bytes += saved_size(b, blk, s);
@@ -594,7 +594,7 @@ static void acts_to_gpu(builder *b, size_t inst, int mb, uint32_t after)
   }
   if (plan->recompute_block) {
     uint32_t *ckpt = &b->ckpt_buf[live(b, inst, mb)];
-    *ckpt = new_buffer(b, blk->input_bytes, VS_CAT_ACTIVATIONS);
+    *ckpt = new_buffer(b, blk->ckpt_bytes, VS_CAT_ACTIVATIONS);
     alloc_on(b, op, *ckpt);
   }
   free_on(b, op, *host, AT_END);
@@ -637,7 +637,7 @@ static void forward_block(builder *b, size_t inst, int mb)
                     o->fwd_bytes, o->matmul);
     if (k == 0 && full) {
       uint32_t *ckpt = &b->ckpt_buf[live(b, inst, mb)];
-      hold(b, ckpt, new_buffer(b, blk->input_bytes, VS_CAT_ACTIVATIONS));
+      hold(b, ckpt, new_buffer(b, blk->ckpt_bytes, VS_CAT_ACTIVATIONS));
       alloc_on(b, op, *ckpt);
     }
     for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++) {
@@ -669,15 +669,24 @@ static void recompute_layer(builder *b, size_t inst, int mb)
 
   for (uint32_t k = 0; k < blk->n_ops; k++) {
     const vs_op_spec *o = &blk->ops[k];
-    flops += o->fwd_flops;
-    bytes += o->fwd_bytes;
-    seconds += op_seconds(b, o->matmul, o->fwd_flops, o->fwd_bytes) +
+    double f = o->recompute_share * o->fwd_flops;
+    double by = o->recompute_share * o->fwd_bytes;
+    flops += f;
+    bytes += by;
+    seconds += op_seconds(b, o->matmul, f, by) +
                op_comm_seconds(b, &o->fwd_before) +
                op_comm_seconds(b, &o->fwd_after);
   }
   op = new_op(b, VS_STREAM_COMPUTE, VS_PHASE_RECOMPUTE, "recompute_layer",
               layer_of(inst), mb, seconds, flops, bytes);
   take_waits(b, op);
+  if (b->wl->training.checkpointing == VS_CKPT_OPS) {
+    /* op-level: the kept outputs are reused as the re-created tensors
+     * (which count them below), not held beside them */
+    uint32_t *ckpt = &b->ckpt_buf[live(b, inst, mb)];
+    free_on(b, op, *ckpt, AT_START);
+    *ckpt = NONE;
+  }
   for (uint32_t s = 0; s < blk->n_saved; s++) {
     uint32_t *slot = saved_slot(b, inst, s, mb);
     if (plan_of(b, inst)->keep[s] == VS_NOT_SAVED)

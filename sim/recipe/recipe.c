@@ -202,8 +202,8 @@ static int keep_of(const vs_workload *wl, const vs_block *b, const vs_saved *s)
   int ckpt = block_checkpointing(wl, b);
   if (ckpt == VS_CKPT_NONE)
     return VS_KEEP;
-  if (ckpt == VS_CKPT_FULL)
-    return VS_RECOMPUTE_BLOCK;
+  if (ckpt == VS_CKPT_FULL || ckpt == VS_CKPT_OPS)
+    return VS_RECOMPUTE_BLOCK; /* ops: the block keeps its ckpt_bytes */
   return s->selective ? VS_RECOMPUTE_CORE : VS_KEEP;
 }
 
@@ -275,7 +275,8 @@ static void resolve_ops(const vs_workload *wl, const vs_recipe *r,
     k->bwd_bytes[i] = op->bwd_bytes - op->wgrad_bytes * skipped;
   }
   /* full checkpointing keeps the block input even when nothing is saved */
-  k->recompute_block |= block_checkpointing(wl, b) == VS_CKPT_FULL;
+  k->recompute_block |= block_checkpointing(wl, b) == VS_CKPT_FULL ||
+                        block_checkpointing(wl, b) == VS_CKPT_OPS;
 }
 
 /* Model states per kind. Every tensor's states are sharded over the

@@ -321,6 +321,10 @@ def main(argv=None):
     for base in (CONFIGS[0], LLAMA_BF16):
         for every in (1, 2):
             failures += compare_checkpointing(base, every, args.vsim, torch, gtm)
+    import torch.utils.checkpoint as tuc
+    if not hasattr(tuc, "create_selective_checkpoint_contexts"):
+        print(f"checkpointing = ops not checked: PyTorch {torch.__version__} has no "
+              "torch.utils.checkpoint.create_selective_checkpoint_contexts")
     for f in failures:
         print(f"MISMATCH {f}")
     return 1 if args.check and failures else 0
