@@ -620,6 +620,41 @@ static void test_megatron_inplace_loss(void **state)
   assert_int_equal(ce->bwd_temp_bytes, 0);
 }
 
+/* A fused cross entropy ([training] fused_cross_entropy, Liger Kernel's)
+ * writes the logits' gradient into their own 16-bit buffer during forward:
+ * the head keeps the logits (2sbV) and nothing in fp32, the loss needs no
+ * workspace either way, and the output layer's backward reads the
+ * gradient where it is. */
+static void test_fused_cross_entropy(void **state)
+{
+  static const char *const fused[] = {"training.fused_cross_entropy=true"};
+  const uint64_t s = 1024, b = 2, h = 2048;
+  vs_model m;
+  const vs_block *head;
+  uint64_t v;
+  (void)state;
+  build_gpt(&m, s, b, h, 16, 1, false, "bf16", "flash", "none");
+  v = m.vocab_padded;
+  assert_int_equal(vs_block_saved_bytes(vs_model_head(&m), VS_CAT_TEMP, true),
+                   6 * s * b * v);
+  build_ini(&m, "[model]\narch = gpt\nlayers = 2\nhidden = 2048\n"
+                "heads = 16\nvocab = 50257\nseq_len = 1024\n"
+                "[training]\nmicro_batch = 2\n",
+            fused, 1);
+  head = vs_model_head(&m);
+  assert_int_equal(vs_block_saved_bytes(head, VS_CAT_TEMP, true), 2 * s * b * v);
+  for (uint32_t i = 0; i < head->n_ops; i++) {
+    const vs_op_spec *op = &head->ops[i];
+    if (strcmp(op->name, "cross_entropy") == 0) {
+      assert_int_equal(op->fwd_temp_bytes, 0);
+      assert_int_equal(op->bwd_temp_bytes, 0);
+      assert_int_equal(op->n_saved, 0);
+    }
+    if (strcmp(op->name, "lm_head") == 0)
+      assert_int_equal(op->bwd_temp_bytes, 2 * s * b * h);
+  }
+}
+
 /* The size guard counts the s x s attention scores only where they exist:
  * a 4-layer GPT (h 512, 8 heads, ffn 2048) at s = 40M tokens keeps about
  * 4 s (40 h + 8 f) = 5.9e12 bytes per layer with flash, far below the
@@ -892,6 +927,7 @@ int main(void)
       cmocka_unit_test_teardown(test_param_tensor_attributes, free_models),
       cmocka_unit_test_teardown(test_dequantized_base_workspace, free_models),
       cmocka_unit_test_teardown(test_megatron_inplace_loss, free_models),
+      cmocka_unit_test_teardown(test_fused_cross_entropy, free_models),
       cmocka_unit_test(test_collective_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

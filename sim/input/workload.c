@@ -65,6 +65,7 @@ static const vs_key workload_keys[] = {
     K("training", "optimizer", VS_KEY_ENUM, training.optimizer, .choices = optimizer_names, .default_doc = "adamw"),
     K("training", "framework", VS_KEY_ENUM, training.framework, .choices = framework_names, .default_doc = "none"),
     K("training", "checkpointing", VS_KEY_ENUM, training.checkpointing, .choices = ckpt_names, .default_doc = "none"),
+    K("training", "fused_cross_entropy", VS_KEY_BOOL, training.fused_cross_entropy, .default_doc = "false"),
     K("training", "checkpoint_layers", VS_KEY_COUNT, training.checkpoint_layers, .hi = 1e5, .default_doc = "0 (every layer)"),
     K("training", "checkpoint_every", VS_KEY_COUNT, training.checkpoint_every, .hi = 1e5, .default_doc = "0 (every layer)"),
     K("training", "attention", VS_KEY_ENUM, training.attention, .choices = attention_names, .default_doc = "flash"),

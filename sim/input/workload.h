@@ -98,6 +98,9 @@ typedef struct vs_training_conf {
                                its backward made their gradients */
   bool paged_optimizer;     /* bitsandbytes' paged variant: the states of
                                large tensors in CUDA managed memory */
+  bool fused_cross_entropy; /* the loss computes the logits' gradient in
+                               their own buffer during forward (Liger
+                               Kernel): no fp32 copies */
 } vs_training_conf;
 
 typedef struct vs_parallel_conf {

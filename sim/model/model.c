@@ -723,7 +723,12 @@ static bool inplace_loss(const vs_workload *wl)
   return wl->training.framework == VS_FW_MEGATRON;
 }
 
-/* The loss over `logits` elements (see inplace_loss). */
+/* The loss over `logits` elements (see inplace_loss). A fused one
+ * ([training] fused_cross_entropy: Liger Kernel's LigerCrossEntropy)
+ * computes the logits' gradient during forward, row by row in fp32
+ * registers, and writes it into the 16-bit logits' own buffer, which the
+ * output layer's backward then reads: no fp32 copy, nothing saved
+ * beside the logits. */
 static int cross_entropy(vs_block *blk, const vs_workload *wl, const dims *d,
                          uint64_t logits, vs_error *err)
 {
@@ -731,6 +736,13 @@ static int cross_entropy(vs_block *blk, const vs_workload *wl, const dims *d,
   bool inplace = inplace_loss(wl);
   if (!op)
     return VS_EINPUT;
+  if (wl->training.fused_cross_entropy) {
+    as_elementwise(op, logits, d->e, 6.0);
+    op->bwd_flops = (double)logits; /* the gradient scaled in place */
+    op->bwd_bytes = 2.0 * (double)(d->e * logits);
+    op->bwd_temp_bytes = 0;
+    return 0;
+  }
   as_elementwise(op, logits, 4, 6.0);
   /* in place: the 16-bit logits, alive until cast; else the fp32 upcast */
   op->fwd_temp_bytes = inplace ? d->e * logits : 4 * logits;
@@ -789,7 +801,7 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   if (save_input(blk, op, d->em * d->tok_rep * d->h, d->em_dtype,
                  KEPT_FOR_WEIGHTS, err))
     return VS_EINPUT;
-  if (!inplace_loss(wl) &&
+  if ((!inplace_loss(wl) || wl->training.fused_cross_entropy) &&
       vs_block_save(blk, op,
                     (vs_saved){.bytes = d->e * logits, .dtype = d->act_dtype,
                                .category = VS_CAT_TEMP},
@@ -801,7 +813,10 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   } else {
     comm(&op->bwd_after, d, VS_COLL_ALL_REDUCE, d->e * d->tokens * d->h);
   }
-  op->bwd_temp_bytes = d->e * d->tokens * d->h + d->e * logits;
+  /* its input's gradient, and the logits' (a fused loss left it in the
+   * logits' own buffer) */
+  op->bwd_temp_bytes = d->e * d->tokens * d->h +
+                       (wl->training.fused_cross_entropy ? 0 : d->e * logits);
   /* With tied embeddings and pp > 1 the last stage keeps its own copy of
    * the word embeddings (Megatron-LM), kept equal by an all-reduce. */
   if (own_head_weight(wl) && param(blk, d, "lm_head.weight", v, d->h, err))
