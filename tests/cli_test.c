@@ -422,11 +422,14 @@ static void test_framework_samples(void **state)
   static const struct {
     const char *file, *shown;
   } samples[] = {
-      {"workloads/megatron-gpt-7b.ini", "grad_dtype = fp32    ; framework preset"},
+      {"workloads/megatron-gpt-7b.ini",
+       "grad_dtype = fp32    ; framework preset: Megatron-LM accumulates bf16 "
+       "gradients in fp32 main grads"},
       {"workloads/deepspeed-gpt-zero2.ini",
        "# fp32 gradient copies at the optimizer step = "},
       {"workloads/torchtitan-llama3-8b.ini",
-       "master_weights = false    ; framework preset"},
+       "master_weights = false    ; framework preset: the sharded parameters "
+       "are fp32: no master copy"},
   };
   (void)state;
   for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {

@@ -555,6 +555,7 @@ static int apply(const vs_keytab *tab, void *target, vs_origins *orig,
     return VS_EINPUT;
   orig->keys[i].set = true;
   orig->keys[i].line = line;
+  orig->keys[i].why = NULL;
   memcpy(orig->keys[i].text, text, sizeof text);
   return 0;
 }
@@ -829,9 +830,12 @@ int vs_conf_set_derived(const vs_keytab *tab, void *target, vs_origins *orig,
 
 int vs_conf_set_preset(const vs_keytab *tab, void *target, vs_origins *orig,
                        const char *section, const char *name,
-                       const char *value, vs_error *err)
+                       const char *value, const char *why, vs_error *err)
 {
-  return apply(tab, target, orig, orig->file, -2, section, name, value, err);
+  int rc = apply(tab, target, orig, orig->file, -2, section, name, value, err);
+  if (rc == 0)
+    orig->keys[vs_conf_find(tab, section, name)].why = why;
+  return rc;
 }
 
 int vs_conf_assign(const vs_keytab *tab, void *target, vs_origins *orig,

@@ -94,6 +94,8 @@ typedef struct vs_origin {
                                   -1 from the table's derived_from file;
                                   -2 from the table's preset_from preset */
   char text[96];               /* the value as written (trimmed, cut) */
+  const char *why;             /* line -2: why the preset chose it (a
+                                  static string), else NULL */
 } vs_origin;
 
 typedef struct vs_origins {
@@ -125,11 +127,12 @@ int vs_conf_set_derived(const vs_keytab *tab, void *target, vs_origins *orig,
                         const char *section, const char *name,
                         const char *value, vs_error *err);
 
-/* Stores one value the table's preset_from key chose (origin line -2:
- * messages say so). As vs_conf_set. */
+/* Stores one value the table's preset_from key chose, and why (a static
+ * string; origin line -2: messages and vsim show say so). As
+ * vs_conf_set. */
 int vs_conf_set_preset(const vs_keytab *tab, void *target, vs_origins *orig,
                        const char *section, const char *name,
-                       const char *value, vs_error *err);
+                       const char *value, const char *why, vs_error *err);
 
 /* Applies "section.key=value" (what follows --set, less `prefix`, which is
  * "" or "topology." and only used in messages). VS_EUSAGE if the text is

@@ -806,20 +806,21 @@ static int apply_hf_config(vs_workload *wl, vs_error *err)
   return 0;
 }
 
-/* Sets [sec] key to value as the framework preset's choice, unless the
- * workload set it itself. */
+/* Sets [sec] key to value as the framework preset's choice, for `why`,
+ * unless the workload set it itself. */
 static int preset(vs_workload *wl, const char *sec, const char *key,
-                  const char *value, vs_error *err)
+                  const char *value, const char *why, vs_error *err)
 {
   if (vs_conf_is_set(&workload_tab, &wl->origins, sec, key))
     return 0;
   return vs_conf_set_preset(&workload_tab, wl, &wl->origins, sec, key, value,
-                            err);
+                            why, err);
 }
 
 /* A gradient bucket of `elems` elements of the gradients' dtype, as the
  * framework sizes it in elements, written as a size. */
-static int preset_bucket(vs_workload *wl, uint64_t elems, vs_error *err)
+static int preset_bucket(vs_workload *wl, uint64_t elems, const char *why,
+                         vs_error *err)
 {
   char text[32];
   uint64_t bytes = wl->training.grad_dtype == VS_GRAD_FP32 ||
@@ -827,7 +828,7 @@ static int preset_bucket(vs_workload *wl, uint64_t elems, vs_error *err)
                        ? 4
                        : 2;
   snprintf(text, sizeof text, "%lluB", (unsigned long long)(elems * bytes));
-  return preset(wl, "parallel", "bucket", text, err);
+  return preset(wl, "parallel", "bucket", text, why, err);
 }
 
 /* Megatron-LM (shared/reference/frameworks.md 3.1): bf16 forces fp32
@@ -838,8 +839,14 @@ static int preset_megatron(vs_workload *wl, vs_error *err)
   uint64_t elems = 1000000 * wl->parallel.dp;
   int rc = 0;
   if (wl->training.precision == VS_PREC_BF16)
-    rc = preset(wl, "training", "grad_dtype", "fp32", err);
-  return rc ? rc : preset_bucket(wl, elems > 40000000 ? elems : 40000000, err);
+    rc = preset(wl, "training", "grad_dtype", "fp32",
+                "Megatron-LM accumulates bf16 gradients in fp32 main grads",
+                err);
+  return rc ? rc
+            : preset_bucket(wl, elems > 40000000 ? elems : 40000000,
+                            "Megatron-LM's bucket: max(4e7, 1e6 x dp) "
+                            "parameters",
+                            err);
 }
 
 /* DeepSpeed (shared/reference/frameworks.md 2.1-2.2): with bf16 and ZeRO
@@ -853,12 +860,19 @@ static int preset_deepspeed(vs_workload *wl, vs_error *err)
   int rc = 0;
   if (wl->training.precision == VS_PREC_BF16 && p->zero == 0 &&
       p->offload_optimizer == VS_OFFLOAD_NONE) {
-    rc = preset(wl, "training", "grad_dtype", "fp32", err);
+    rc = preset(wl, "training", "grad_dtype", "fp32",
+                "BF16_Optimizer's fp32 gradient buffer", err);
     if (!rc && p->dp > 1)
       rc = vs_conf_set_preset(&workload_tab, wl, &wl->origins, "parallel",
-                              "zero", "1", err);
+                              "zero", "1",
+                              "BF16_Optimizer shards master and Adam states "
+                              "over dp",
+                              err);
   }
-  return rc ? rc : preset_bucket(wl, 500000000, err);
+  return rc ? rc
+            : preset_bucket(wl, 500000000,
+                            "DeepSpeed's reduce_bucket_size: 5e8 elements",
+                            err);
 }
 
 /* FSDP2 as torchtitan runs it (shared/reference/frameworks.md 4.3): every
@@ -867,11 +881,14 @@ static int preset_deepspeed(vs_workload *wl, vs_error *err)
  * (mixed_precision_reduce). */
 static int preset_fsdp2(vs_workload *wl, vs_error *err)
 {
-  int rc = preset(wl, "parallel", "zero", "3", err);
+  int rc = preset(wl, "parallel", "zero", "3",
+                  "fully_shard shards every parameter", err);
   if (!rc && wl->training.precision != VS_PREC_FP32)
-    rc = preset(wl, "training", "master_weights", "false", err);
+    rc = preset(wl, "training", "master_weights", "false",
+                "the sharded parameters are fp32: no master copy", err);
   if (!rc && wl->training.precision != VS_PREC_FP32)
-    rc = preset(wl, "training", "grad_dtype", "fp32", err);
+    rc = preset(wl, "training", "grad_dtype", "fp32",
+                "torchtitan reduces gradients in fp32", err);
   return rc;
 }
 

@@ -443,10 +443,14 @@ static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
   }
   fprintf(out, "%s = ", k->name);
   vs_conf_print_value(out, k, wl);
-  fprintf(out, "%s\n", !origin->set           ? "    ; default"
-                       : origin->line == -2 ? "    ; framework preset"
-                       : origin->line < 0   ? "    ; from hf_config"
-                                            : "");
+  if (origin->set && origin->line == -2) {
+    fprintf(out, "    ; framework preset: %s\n",
+            origin->why ? origin->why : "its default");
+    return;
+  }
+  fprintf(out, "%s\n", !origin->set         ? "    ; default"
+                       : origin->line < 0 ? "    ; from hf_config"
+                                          : "");
 }
 
 /* One derived line for what a GPU keeps in a place off it (the stage
