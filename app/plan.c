@@ -62,7 +62,8 @@ enum {
   PRUNE_TP_SEQUENCE,     /* tp does not divide seq_len (sequence parallel) */
   PRUNE_TP_PP_GPUS,      /* tp * pp does not divide the GPU count */
   PRUNE_DP_BATCH,        /* dp does not divide the global batch */
-  PRUNE_ZERO_PP,         /* ZeRO-2/3 with a pipeline */
+  PRUNE_ZERO_PP,         /* ZeRO-2/3 with a pipeline, or not ZeRO-3
+                            under fsdp2 */
   PRUNE_ZERO_DP1,        /* ZeRO without data parallelism: ZeRO-0 */
   PRUNE_SELECTIVE_FLASH, /* selective = none with flash attention */
   PRUNE_SPLIT_LONG,      /* an uneven split too long for an override */
@@ -78,7 +79,8 @@ static const char *const prune_reasons[PRUNE_N] = {
     "(GPUs, tp) pairs: tp does not divide seq_len (sequence parallelism)",
     "(GPUs, tp, pp) triples: tp * pp does not divide the GPU count",
     "(GPUs, tp, pp) triples: dp does not divide global_batch",
-    "layouts: ZeRO-2/3 cannot be combined with pipeline parallelism",
+    "layouts: ZeRO-2/3 cannot be combined with pipeline parallelism "
+    "(under framework = fsdp2: every layout is ZeRO-3)",
     "layouts: ZeRO-1/2/3 without data parallelism is ZeRO-0",
     "layouts: selective recompute equals none with flash attention",
     "(GPUs, tp, pp) triples: the uneven layer split is too long for an "

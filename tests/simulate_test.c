@@ -1006,6 +1006,35 @@ static void test_checkpoint_every_other_layer(void **state)
   vs_sim_fini(&half);
 }
 
+/* FSDP2 all-gathers each block into a flat buffer and copies its
+ * parameters out of it when the block's pass starts; the flat buffer
+ * lives until the next block's copy-out (all_gather_state,
+ * frameworks.md 4.3). Against ZeRO-3's gathers of the same bytes, the
+ * temp peak holds one more layer's 16-bit parameters, and nothing is
+ * left at the step's end. */
+static void test_fsdp2_copy_out(void **state)
+{
+  const char *zero3[] = {"parallel.zero=3", "training.master_weights=false",
+                         "training.global_batch=4"};
+  const char *fsdp2[] = {"training.framework=fsdp2", "training.global_batch=4"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim z, f;
+  (void)state;
+  load(&wl, frozen_gpt, zero3, 3, 2);
+  simulate(&z, &wl, &topo, false);
+  load(&wl, frozen_gpt, fsdp2, 2, 2);
+  simulate(&f, &wl, &topo, false);
+  assert_true(f.recipe.gather_copy_out);
+  assert_false(z.recipe.gather_copy_out);
+  assert_int_equal(max_held(&f.ranks[0], VS_CAT_TEMP) -
+                       max_held(&z.ranks[0], VS_CAT_TEMP),
+                   vs_recipe_kind(&f.recipe, &f.model, 1)->param_bytes);
+  assert_int_equal(f.ranks[0].mem.by_cat[VS_CAT_TEMP], 0);
+  vs_sim_fini(&z);
+  vs_sim_fini(&f);
+}
+
 /* torchtitan's op-level selective checkpointing (checkpointing = ops) on
  * a Llama block (h 256, 8 heads, 2 KV heads of 32, f 512, 128 tokens):
  * each block keeps its input and the outputs of wq, wv, SDPA (with its
@@ -1440,6 +1469,7 @@ int main(void)
       cmocka_unit_test(test_checkpoint_every_other_layer),
       cmocka_unit_test(test_fp16_optimizer_step_copies),
       cmocka_unit_test(test_op_level_checkpointing),
+      cmocka_unit_test(test_fsdp2_copy_out),
       cmocka_unit_test(test_optimizer_in_backward),
       cmocka_unit_test(test_frozen_prefix_edges),
       cmocka_unit_test(test_paged_optimizer),

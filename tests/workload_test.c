@@ -527,7 +527,6 @@ static void test_layout_rules(void **state)
   assert_true(vs_workload_zero_allowed(3, 1, VS_FW_NONE));
   assert_false(vs_workload_zero_allowed(2, 2, VS_FW_MEGATRON));
   assert_false(vs_workload_zero_allowed(3, 80, VS_FW_NONE));
-  assert_true(vs_workload_zero_allowed(3, 4, VS_FW_FSDP2));
   /* tp 8 divides all three; size is left alone. */
   assert_null(vs_workload_tp_misfit(&m, 8, &size));
   assert_true(size == 5);
@@ -910,6 +909,16 @@ static void test_checkpoint_choice(void **state)
     for (uint64_t l = 0; l < 8; l++)
       assert_int_equal(got[l], cases[c].want[l]);
   }
+  load_bad(LLAMA_MODEL "[training]\ncheckpointing = ops\n[finetune]\n"
+                       "method = lora\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:10: [training] checkpointing = ops: torchtitan's op-level policy "
+           "is simulated for whole layers");
+  load_bad(LLAMA_MODEL "[training]\nfused_cross_entropy = true\n[parallel]\n"
+                       "tp = 2\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:10: [training] fused_cross_entropy = true: Liger Kernel's fused "
+           "loss is not vocab-parallel; use tp = 1");
   load_bad(GPT_MODEL "[training]\ncheckpointing = ops\n", NULL, 0, 0,
            VS_EINPUT,
            "@:9: [training] checkpointing = ops: torchtitan's op-level policy "
@@ -956,12 +965,12 @@ static void test_framework_presets(void **state)
   assert_int_equal(wl.parallel.bucket_bytes, 1000000000);
   assert_int_equal(wl.parallel.zero, 0); /* fp16: FP16_Optimizer */
   assert_int_equal(load_at(&wl, path, GPT_MODEL, ds_bf16, 3, 0, &err), 0);
-  assert_int_equal(wl.parallel.zero, 1);
+  assert_int_equal(wl.parallel.zero, 0); /* BF16_Optimizer: the recipe's */
   assert_int_equal(wl.training.grad_dtype, VS_GRAD_FP32);
   assert_int_equal(wl.parallel.bucket_bytes, 2000000000);
-  vs_conf_where(vs_workload_keys(), &wl.origins, "parallel", "zero", where,
-                sizeof where);
-  assert_non_null(strstr(where, "[parallel] zero = 1 (the preset of "
+  vs_conf_where(vs_workload_keys(), &wl.origins, "training", "grad_dtype",
+                where, sizeof where);
+  assert_non_null(strstr(where, "[training] grad_dtype = fp32 (the preset of "
                                 "[training] framework)"));
   assert_int_equal(load_at(&wl, path, GPT_MODEL, mg, 3, 0, &err), 0);
   assert_int_equal(wl.training.grad_dtype, VS_GRAD_FP32);
@@ -969,17 +978,37 @@ static void test_framework_presets(void **state)
   assert_int_equal(load_at(&wl, path, GPT_MODEL, mine, 2, 0, &err), 0);
   assert_int_equal(wl.parallel.bucket_bytes, 25ull << 20);
   {
-    /* FSDP2 runs under torchtitan's pipelines; DeepSpeed's ZeRO-3 does not */
+    /* FSDP2 runs under torchtitan's pipelines; DeepSpeed's ZeRO-3 does
+     * not. FSDP2 is fully_shard over dp > 1, without a master copy */
     static const char *const fsdp2_pp[] = {"training.framework=fsdp2",
-                                           "parallel.pp=2"};
+                                           "parallel.pp=2", "parallel.dp=2",
+                                           "training.global_batch=2"};
     static const char *const ds_pp[] = {"training.framework=deepspeed",
                                         "parallel.pp=2", "parallel.zero=3"};
-    assert_int_equal(load_at(&wl, path, GPT_MODEL, fsdp2_pp, 2, 0, &err), 0);
+    static const char *const fsdp2_dp1[] = {"training.framework=fsdp2"};
+    static const char *const fsdp2_z2[] = {"training.framework=fsdp2",
+                                           "parallel.dp=2", "parallel.zero=2",
+                                           "training.global_batch=2"};
+    static const char *const fsdp2_master[] = {
+        "training.framework=fsdp2", "parallel.dp=2",
+        "training.master_weights=true", "training.global_batch=2"};
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, fsdp2_pp, 4, 0, &err), 0);
     assert_int_equal(wl.parallel.zero, 3);
     assert_false(wl.training.master_weights);
     load_bad(GPT_MODEL, ds_pp, 3, 0, VS_EINPUT,
              "--set parallel.zero=3: ZeRO-2/3 partition gradients across "
              "micro-batches");
+    load_bad(GPT_MODEL, fsdp2_dp1, 1, 0, VS_EINPUT,
+             "--set training.framework=fsdp2: FSDP2 shards over data "
+             "parallelism, which this layout has not");
+    load_bad(GPT_MODEL, fsdp2_z2, 4, 0, VS_EINPUT,
+             "--set parallel.zero=2: FSDP2's fully_shard shards every "
+             "parameter; with framework = fsdp2 use zero = 3");
+    load_bad(GPT_MODEL, fsdp2_master, 4, 0, VS_EINPUT,
+             "--set training.master_weights=true: FSDP2 steps its fp32 "
+             "sharded parameters: there is no master copy");
+    assert_true(vs_workload_zero_allowed(3, 4, VS_FW_FSDP2));
+    assert_false(vs_workload_zero_allowed(1, 1, VS_FW_FSDP2));
   }
 }
 

@@ -170,7 +170,9 @@ void vs_workload_checkpointed_layers(const vs_workload *wl, bool *ckpt)
 
 bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp, int framework)
 {
-  return framework == VS_FW_FSDP2 || !(pp > 1 && zero >= 2);
+  if (framework == VS_FW_FSDP2)
+    return zero == 3; /* fully_shard, pipelines or not */
+  return !(pp > 1 && zero >= 2);
 }
 
 /* DeepSpeed's offload rules (runtime/zero/config.py, offload_config.py;
@@ -436,6 +438,12 @@ static int check_ops_checkpointing(vs_workload *wl, vs_error *err)
   char where[400];
   if (wl->training.checkpointing != VS_CKPT_OPS)
     return 0;
+  if (wl->finetune.method == VS_FT_LORA || wl->finetune.method == VS_FT_QLORA)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: torchtitan's op-level policy is simulated for "
+                        "whole layers; a LoRA adapter's two matmuls would "
+                        "shift its every-other-matmul rule (use full)",
+                        WHERE("training", "checkpointing"));
   if (wl->model.arch != VS_ARCH_LLAMA || wl->training.attention != VS_ATTN_FLASH ||
       wl->parallel.tp != 1)
     return vs_error_set(err, VS_EINPUT,
@@ -448,6 +456,47 @@ static int check_ops_checkpointing(vs_workload *wl, vs_error *err)
                         wl->training.attention == VS_ATTN_FLASH ? "flash"
                                                                 : "eager",
                         (unsigned long long)wl->parallel.tp);
+  return 0;
+}
+
+/* Liger Kernel's fused loss runs on whole logits rows: no tensor
+ * parallelism (Megatron's vocab-parallel loss is the in-place one). */
+static int check_fused_loss(vs_workload *wl, vs_error *err)
+{
+  char where[400];
+  if (!wl->training.fused_cross_entropy || wl->parallel.tp == 1)
+    return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: Liger Kernel's fused loss is not vocab-parallel; "
+                      "use tp = 1 (with tp > 1, framework = megatron has "
+                      "Megatron's in-place vocab-parallel loss)",
+                      WHERE("training", "fused_cross_entropy"));
+}
+
+/* FSDP2 as the fsdp2 preset models it: fully_shard over dp > 1
+ * (torchtitan applies it only when dp_shard > 1), every parameter
+ * sharded (zero = 3), stepped in fp32 without a master copy. */
+static int check_fsdp2(vs_workload *wl, vs_error *err)
+{
+  char where[400];
+  if (wl->training.framework != VS_FW_FSDP2)
+    return 0;
+  if (wl->parallel.dp < 2)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: FSDP2 shards over data parallelism, which this "
+                        "layout has not (dp = 1; torchtitan applies "
+                        "fully_shard only when dp_shard > 1)",
+                        WHERE("training", "framework"));
+  if (wl->parallel.zero != 3)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: FSDP2's fully_shard shards every parameter; "
+                        "with framework = fsdp2 use zero = 3",
+                        WHERE("parallel", "zero"));
+  if (wl->training.master_weights)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: FSDP2 steps its fp32 sharded parameters: there "
+                        "is no master copy",
+                        WHERE("training", "master_weights"));
   return 0;
 }
 
@@ -850,25 +899,18 @@ static int preset_megatron(vs_workload *wl, vs_error *err)
 }
 
 /* DeepSpeed (shared/reference/frameworks.md 2.1-2.2): with bf16 and ZeRO
- * off the engine runs BF16_Optimizer, which shards the fp32 master and
- * Adam states over dp as ZeRO-1 does and keeps an unsharded fp32
- * gradient buffer (grad_acc_dtype fp32); gradient buckets of
+ * off the engine runs BF16_Optimizer, which keeps an unsharded fp32
+ * gradient buffer (grad_acc_dtype fp32; its sharding of the master and
+ * Adam states is the recipe's rule); gradient buckets of
  * reduce_bucket_size = 5e8 elements. */
 static int preset_deepspeed(vs_workload *wl, vs_error *err)
 {
   const vs_parallel_conf *p = &wl->parallel;
   int rc = 0;
   if (wl->training.precision == VS_PREC_BF16 && p->zero == 0 &&
-      p->offload_optimizer == VS_OFFLOAD_NONE) {
+      p->offload_optimizer == VS_OFFLOAD_NONE)
     rc = preset(wl, "training", "grad_dtype", "fp32",
                 "BF16_Optimizer's fp32 gradient buffer", err);
-    if (!rc && p->dp > 1)
-      rc = vs_conf_set_preset(&workload_tab, wl, &wl->origins, "parallel",
-                              "zero", "1",
-                              "BF16_Optimizer shards master and Adam states "
-                              "over dp",
-                              err);
-  }
   return rc ? rc
             : preset_bucket(wl, 500000000,
                             "DeepSpeed's reduce_bucket_size: 5e8 elements",
@@ -922,6 +964,7 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
       (rc = check_training(wl, err)) ||
       (rc = check_checkpoint_choice(wl, err)) ||
       (rc = check_ops_checkpointing(wl, err)) ||
+      (rc = check_fused_loss(wl, err)) || (rc = check_fsdp2(wl, err)) ||
       (rc = check_finetune(wl, err)) || (rc = check_runtime(wl, err)))
     return rc;
   return check_pipeline(wl, err);

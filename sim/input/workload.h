@@ -191,8 +191,8 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err);
 
 /* ZeRO stage zero with pp pipeline stages under framework: ZeRO-2/3
  * partition gradients across micro-batches, which DeepSpeed's and
- * Megatron-LM's pipelines do not allow; FSDP2 runs under torchtitan's
- * pipelines (its units kept unsharded through backward there). */
+ * Megatron-LM's pipelines do not allow; FSDP2 is fully_shard (zero = 3
+ * only) and runs under torchtitan's pipelines too. */
 bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp, int framework);
 
 /* Offload with ZeRO stage zero and optimizer (vs_optimizer): NULL when
@@ -229,7 +229,8 @@ uint64_t vs_workload_chunk_first(const vs_workload *wl, uint64_t n, uint64_t g);
  * layer, the first [training] checkpoint_layers of each model chunk
  * (Megatron-LM's block method), or those whose 1-based index among their
  * stage's layers is a multiple of checkpoint_every (torchtitan counts the
- * blocks of each process's model parts). O(layers + chunks). */
+ * blocks of each process's model parts). O(layers + chunks), or
+ * O(layers + chunks^2) with pp_layers. */
 void vs_workload_checkpointed_layers(const vs_workload *wl, bool *ckpt);
 
 /* Whether sequence parallelism can split seq_len tokens over tp ranks

@@ -63,6 +63,13 @@ typedef struct builder {
   uint32_t *sel_buf;        /* [inst] selective-recompute buffer */
   uint32_t *gather_op;      /* [inst] ZeRO-3 gather of this pass */
   uint32_t *gather_buf;     /* [inst] its buffer */
+  uint32_t *flat_buf;       /* [inst] FSDP2: its all-gather output, until
+                               the block's pass starts (copy-out) */
+  uint32_t copy_out;        /* unsharded parameters the next compute op
+                               copies out of their flat buffer */
+  uint32_t flat_done;       /* the flat buffer that copy-out frees (the
+                               previous block's) */
+  uint32_t last_flat;       /* the newest copied-out block's flat buffer */
   uint32_t *grad_buf;       /* [inst] unreduced grads (ZeRO-2/3) */
   uint32_t *bucket;         /* insts whose grads wait in the open bucket */
   size_t n_bucket;          /* how many */
@@ -355,6 +362,11 @@ static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
   uint32_t op = new_op(b, VS_STREAM_COMPUTE, phase, name, layer, mb, t, flops,
                        bytes);
   take_waits(b, op);
+  if (b->copy_out != NONE) {
+    alloc_on(b, op, b->copy_out);
+    free_on(b, op, b->flat_done, AT_START);
+    b->copy_out = b->flat_done = NONE;
+  }
   if (b->recv_op != NONE) {
     /* the received tensor becomes this op's input: freed as the op's own
      * saved copy appears (forward) or once its gradient is used (backward) */
@@ -490,8 +502,28 @@ static void gather(builder *b, size_t inst, int mb, uint32_t after)
     op = coll;
   }
   b->gather_buf[inst] = new_buffer(b, bytes, VS_CAT_TEMP);
-  alloc_on(b, op, b->gather_buf[inst]);
+  if (b->r->gather_copy_out && peers) {
+    /* FSDP2: the all-gather fills a flat buffer; the block's parameters
+     * are copied out of it when its pass starts (before_pass) */
+    b->flat_buf[inst] = new_buffer(b, bytes, VS_CAT_TEMP);
+    alloc_on(b, op, b->flat_buf[inst]);
+  } else {
+    alloc_on(b, op, b->gather_buf[inst]);
+  }
   b->gather_op[inst] = op;
+}
+
+/* FSDP2's copy-out as inst's pass starts: its unsharded parameters appear
+ * on the next compute op, which frees the previous block's flat buffer;
+ * inst's own lives until the next copy-out. */
+static void copy_out(builder *b, size_t inst)
+{
+  if (b->flat_buf[inst] == NONE)
+    return;
+  b->copy_out = b->gather_buf[inst];
+  b->flat_done = b->last_flat;
+  b->last_flat = b->flat_buf[inst];
+  b->flat_buf[inst] = NONE;
 }
 
 /* Before a block's pass: gather it (if not prefetched) and prefetch the next
@@ -506,6 +538,7 @@ static void before_pass(builder *b, size_t inst, size_t next, bool has_next,
     gather(b, next, mb, b->last_compute);
   if (b->gather_op[inst] != NONE) {
     wait_on(b, b->gather_op[inst]);
+    copy_out(b, inst);
   }
 }
 
@@ -1046,6 +1079,7 @@ static void free_tables(builder *b)
   free(b->sel_buf);
   free(b->gather_op);
   free(b->gather_buf);
+  free(b->flat_buf);
   free(b->grad_buf);
   free(b->bucket);
   free(b->act_host);
@@ -1255,6 +1289,11 @@ static void build_step(builder *b)
   setup(b);
   for (size_t i = 0; i < n_units && !b->failed; i++)
     (order[i].forward ? forward_unit : backward_unit)(b, &order[i]);
+  /* FSDP2: the last copied-out block's flat buffer goes with the pass
+   * (freed by the newest op, after its block's backward: effects are
+   * appended to the newest op only) */
+  if (b->p->n_ops > 0)
+    free_on(b, (uint32_t)(b->p->n_ops - 1), b->last_flat, AT_END);
   optimizer_step(b);
   free(order);
 }
@@ -1331,6 +1370,7 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->grads_done = NONE;
   b->recv_op = NONE;
   b->recv_buf = NONE;
+  b->copy_out = b->flat_done = b->last_flat = NONE;
   b->stage = (uint64_t)stage;
   {
     vs_pipeline pl = pipeline_of(b);
@@ -1342,6 +1382,7 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->sel_buf = new_table(b, n_inst);
   b->gather_op = new_table(b, n_inst);
   b->gather_buf = new_table(b, n_inst);
+  b->flat_buf = new_table(b, n_inst);
   b->grad_buf = new_table(b, n_inst);
   b->bucket = new_table(b, n_inst);
   b->act_host = new_table(b, b->ring * n_inst);

@@ -118,6 +118,16 @@ uint64_t vs_recipe_swap_buffer_bytes(const vs_recipe *r,
   return bytes;
 }
 
+/* Whether DeepSpeed runs its BF16_Optimizer: bf16 with ZeRO off and the
+ * optimizer on the GPU (engine.py). */
+static bool bf16_optimizer(const vs_workload *wl)
+{
+  return wl->training.framework == VS_FW_DEEPSPEED &&
+         wl->training.precision == VS_PREC_BF16 && wl->parallel.zero == 0 &&
+         wl->parallel.offload_optimizer == VS_OFFLOAD_NONE &&
+         wl->parallel.dp > 1;
+}
+
 /* DeepSpeed's step copies its 16-bit gradients to fp32 (frameworks.md
  * 2.1-2.2): FP16_Optimizer (fp16, ZeRO off) whole, ZeRO-1/2 a group's
  * partition at a time; fp32 gradients (BF16_Optimizer's buffer) and the
@@ -142,6 +152,11 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
                            ? 4
                            : m->param_elem_bytes;
   r->optimizer = state(wl, 1, 4); /* fp32 states */
+  /* DeepSpeed's BF16_Optimizer (bf16, ZeRO off, optimizer on the GPU)
+   * shards the fp32 master and Adam states over dp as ZeRO-1 does, and
+   * all-gathers the updated parameters (frameworks.md 2.1) */
+  if (bf16_optimizer(wl))
+    r->optimizer.degree = dp;
   r->grads = state(wl, 2, r->grad_elem_bytes);
   r->params = state(wl, 3, m->param_elem_bytes);
   resolve_offload(wl, r);
@@ -153,7 +168,8 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
   r->transient_grads = (zero >= 2 && (dp > 1 || r->offload.cpu_step)) ||
                        r->step_in_backward;
   r->grad_reduce = zero >= 2 ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE;
-  r->gather_after_step = dp > 1 && (zero == 1 || zero == 2);
+  r->gather_after_step = dp > 1 && (zero == 1 || zero == 2 ||
+                                     bf16_optimizer(wl));
   /* With tied embeddings and pp > 1 the first and last stages each hold the
    * word embeddings and all-reduce their gradients (Megatron-LM's
    * embedding group). */
@@ -163,6 +179,9 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
    * MixedPrecisionPolicy's param_dtype when it gathers them
    * (shared/reference/frameworks.md 4.3) */
   r->fp32_params = wl->training.framework == VS_FW_FSDP2;
+  /* FSDP2's all_gather_state keeps the previous unit's all-gather output
+   * until the next unit's copy-out (frameworks.md 4.3) */
+  r->gather_copy_out = r->fp32_params && r->gather_params;
 }
 
 /* Streams and groups: tensor-parallel collectives on the compute stream
@@ -298,7 +317,8 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
     k->param_elems += n;
     k->param_bytes += vs_dtype_tensor_bytes(p->dtype, p->rows, p->cols);
     k->stored_param_bytes +=
-        r->fp32_params && (p->dtype == VS_DTYPE_BF16 || p->dtype == VS_DTYPE_FP16)
+        r->fp32_params && p->trainable &&
+                (p->dtype == VS_DTYPE_BF16 || p->dtype == VS_DTYPE_FP16)
             ? 4 * n
             : vs_dtype_tensor_bytes(p->dtype, p->rows, p->cols);
     if (!p->trainable)

@@ -172,6 +172,11 @@ typedef struct vs_recipe {
   uint8_t step_copy;        /* vs_step_copy */
   bool fp32_params;         /* FSDP2: 16-bit weights kept (sharded) in
                                fp32 and cast to 16 bits when gathered */
+  bool gather_copy_out;     /* FSDP2: each block all-gathers into a flat
+                               buffer, copied out into its unsharded
+                               parameters when its pass starts; the flat
+                               buffer lives until the next block's
+                               copy-out */
   double tied_share;        /* the trainable share of the embedding's
                                weights, which an output layer tied to them
                                (a matmul without weights of its own)

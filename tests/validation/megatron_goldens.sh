@@ -13,10 +13,16 @@
 # step's peak (later iterations: Adam's states exist); the goldens come
 # from one rank, most likely the last (tensorboard's writer), so vsim's
 # last rank is shown, and its first.
-# Usage: tests/validation/megatron_goldens.sh [path/to/vsim]
+# With --check (ctest's megatron_goldens_test) it exits 1 when the last
+# rank's max-allocated is off the golden by more than 3%, issue 14's
+# criterion (mem-allocated is reported, not checked: see README).
+# Usage: tests/validation/megatron_goldens.sh [--check] [path/to/vsim]
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+check=0
+if [ "${1:-}" = --check ]; then check=1; shift; fi
 vsim=${1:-build/vsim}
+case $vsim in /*) ;; *) vsim=$PWD/$vsim ;; esac
+cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -41,6 +47,7 @@ global_batch = 8
 [runtime]
 reserve = 0'
 
+status=0
 echo "| case | rank | mem-allocated: golden | vsim model states | diff | max-allocated: golden | vsim peak | diff |"
 echo "|---|---|---|---|---|---|---|---|"
 # name micro parallel-sets golden-allocated golden-max
@@ -51,7 +58,7 @@ while read -r name mb sets alloc max; do
   for s in "${kv[@]}"; do args+=(--set "$s"); done
   "$vsim" run "$tmp/$name.ini" --gpus 8 --ranks all --set training.micro_batch="$mb" \
     "${args[@]}" --csv "$tmp/$name" > /dev/null
-  python3 - "$tmp/$name/summary.csv" "$name" "$alloc" "$max" <<'PY'
+  python3 - "$tmp/$name/summary.csv" "$name" "$alloc" "$max" "$check" <<'PY' || status=1
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 name, alloc, peak = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -60,8 +67,13 @@ for r in (rows[-1], rows[0]):
     print(f"| {name} | {r['rank']} | {alloc / 1e9:.3f} GB | {ms / 1e9:.3f} GB | "
           f"{100 * (ms - alloc) / alloc:+.1f}% | {peak / 1e9:.3f} GB | {pk / 1e9:.3f} GB | "
           f"{100 * (pk - peak) / peak:+.1f}% |")
+last = int(rows[-1]["peak_allocated_bytes"])
+if sys.argv[5] == "1" and abs(last - peak) > 0.03 * peak:
+    print(f"MISMATCH {name}: last rank's max-allocated {last} B, golden {peak} B")
+    sys.exit(1)
 PY
 done <<'CASES'
 tp4_pp1 2 parallel.tp=4,parallel.zero=1 20663519232 57143791616
 tp1_pp4 1 parallel.pp=4,parallel.schedule=interleaved,parallel.virtual_stages=8,parallel.zero=1 24809000000 60721000000
 CASES
+exit $status
