@@ -62,8 +62,7 @@ enum {
   PRUNE_TP_SEQUENCE,     /* tp does not divide seq_len (sequence parallel) */
   PRUNE_TP_PP_GPUS,      /* tp * pp does not divide the GPU count */
   PRUNE_DP_BATCH,        /* dp does not divide the global batch */
-  PRUNE_ZERO_PP,         /* ZeRO-2/3 with a pipeline, or not ZeRO-3
-                            under fsdp2 */
+  PRUNE_ZERO_PP,         /* ZeRO-2/3 with a pipeline */
   PRUNE_ZERO_DP1,        /* ZeRO without data parallelism: ZeRO-0 */
   PRUNE_SELECTIVE_FLASH, /* selective = none with flash attention */
   PRUNE_SPLIT_LONG,      /* an uneven split too long for an override */
@@ -71,6 +70,7 @@ enum {
   PRUNE_INTERLEAVE_BATCH, /* interleaved: micro-batches not a multiple of pp */
   PRUNE_OFFLOAD,         /* offload where DeepSpeed refuses it */
   PRUNE_FINETUNE_TP,     /* adapters or a bitsandbytes base with tp > 1 */
+  PRUNE_FSDP2_ZERO,      /* under fsdp2, ZeRO other than 3 */
   PRUNE_N
 };
 
@@ -79,8 +79,7 @@ static const char *const prune_reasons[PRUNE_N] = {
     "(GPUs, tp) pairs: tp does not divide seq_len (sequence parallelism)",
     "(GPUs, tp, pp) triples: tp * pp does not divide the GPU count",
     "(GPUs, tp, pp) triples: dp does not divide global_batch",
-    "layouts: ZeRO-2/3 cannot be combined with pipeline parallelism "
-    "(under framework = fsdp2: every layout is ZeRO-3)",
+    "layouts: ZeRO-2/3 cannot be combined with pipeline parallelism",
     "layouts: ZeRO-1/2/3 without data parallelism is ZeRO-0",
     "layouts: selective recompute equals none with flash attention",
     "(GPUs, tp, pp) triples: the uneven layer split is too long for an "
@@ -92,6 +91,7 @@ static const char *const prune_reasons[PRUNE_N] = {
     "with zero >= 1, parameters with zero = 3) and not adam8bit",
     "(GPUs, tp) pairs: LoRA adapters and int8/nf4 bases are simulated "
     "without tensor parallelism",
+    "layouts: FSDP2 (framework = fsdp2) shards every parameter: ZeRO-3 only",
 };
 
 /* A fitting layout's place in the ranking. */
@@ -296,7 +296,8 @@ static int enumerate_triple(const vs_workload *wl, const layout_choice *base,
 
   for (lc.zero = 0; lc.zero <= VS_ZERO_MAX; lc.zero++) {
     if (!vs_workload_zero_allowed(lc.zero, lc.pp, wl->training.framework)) {
-      ps->pruned[PRUNE_ZERO_PP]++;
+      ps->pruned[wl->training.framework == VS_FW_FSDP2 ? PRUNE_FSDP2_ZERO
+                                                       : PRUNE_ZERO_PP]++;
       continue;
     }
     if (!ps->offload_pass) {
