@@ -71,6 +71,7 @@ enum {
   PRUNE_OFFLOAD,         /* offload where DeepSpeed refuses it */
   PRUNE_FINETUNE_TP,     /* adapters or a bitsandbytes base with tp > 1 */
   PRUNE_FSDP2_ZERO,      /* under fsdp2, ZeRO other than 3 */
+  PRUNE_DP_ONLY,         /* autocast or hf beyond data parallelism */
   PRUNE_N
 };
 
@@ -92,6 +93,8 @@ static const char *const prune_reasons[PRUNE_N] = {
     "(GPUs, tp) pairs: LoRA adapters and int8/nf4 bases are simulated "
     "without tensor parallelism",
     "layouts: FSDP2 (framework = fsdp2) shards every parameter: ZeRO-3 only",
+    "layouts: autocast (amp_*) and framework = hf run data parallelism alone "
+    "(tp = pp = 1, zero <= 2 or 0 under hf, no offload)",
 };
 
 /* A fitting layout's place in the ranking. */
@@ -298,6 +301,12 @@ static int enumerate_triple(const vs_workload *wl, const layout_choice *base,
     if (!vs_workload_zero_allowed(lc.zero, lc.pp, wl->training.framework)) {
       ps->pruned[wl->training.framework == VS_FW_FSDP2 ? PRUNE_FSDP2_ZERO
                                                        : PRUNE_ZERO_PP]++;
+      continue;
+    }
+    if (vs_workload_dp_only_misfit(wl->training.precision,
+                                   wl->training.framework, lc.tp, lc.pp,
+                                   lc.zero, ps->offload_pass)) {
+      ps->pruned[PRUNE_DP_ONLY]++;
       continue;
     }
     if (!ps->offload_pass) {

@@ -178,12 +178,13 @@ static void test_every_bad_input_class_exits_1_with_its_message(void **state)
       {DATA "bad/missing-value.ini", "missing-value.ini:7: [model] seq_len = : missing value"},
       {DATA "bad/bad-number.ini", "bad-number.ini:3: [model] layers = four: not a number"},
       {DATA "bad/bad-size.ini", "bad-size.ini:11: [parallel] bucket = 25XB: unknown unit"},
-      {DATA "bad/bad-enum.ini", "precision = fp12: expected bf16, fp16, fp32 or fp8"},
+      {DATA "bad/bad-enum.ini", "precision = fp12: expected bf16, fp16, fp32, fp8, amp_bf16 or amp_fp16"},
       {DATA "bad/zero-layers.ini", "layers = 0: must be greater than 0"},
       {DATA "bad/negative-hidden.ini", "hidden = -512: must not be negative"},
       {DATA "bad/kv-heads.ini", "kv-heads.ini:6: [model] kv_heads = 3: heads (8) must be divisible by kv_heads"},
       {DATA "bad/global-batch.ini", "global_batch = 7: global_batch must be a multiple of micro_batch * dp = 1 * 2 = 2"},
       {DATA "bad/tp-heads.ini", "tp-heads.ini:11: [parallel] tp = 3: tp must divide heads (8)"},
+      {DATA "bad/autocast-tp.ini", "autocast-tp.ini:13: [parallel] tp = 2: autocast runs data parallelism alone"},
       {DATA "bad/malformed-line.ini", "malformed-line.ini:6: malformed line"},
       {DATA "no-such-file.ini", "no-such-file.ini: cannot read workload file"},
   };
@@ -442,6 +443,44 @@ static void test_framework_samples(void **state)
     assert_int_equal(r.status, 0);
     assert_contains(r.out, "verdict: FITS on 8 x H100-SXM-80GB");
   }
+}
+
+/* The Hugging Face Trainer samples (framework = hf) end to end: BERT-large
+ * under fp16 autocast over DDP, whose show says what autocast and DDP add
+ * and why the preset chose its bucket; Llama-3.1-8B with LoRA on a bf16
+ * base (the user's precision over the preset's). Both fit their GPUs. */
+static void test_hf_samples(void **state)
+{
+  static const char *const bert_show[] = {"show", "workloads/hf-bert-large.ini",
+                                          NULL};
+  static const char *const bert[] = {"run", "workloads/hf-bert-large.ini",
+                                     "--gpus", "8", "--topology",
+                                     "topologies/a100-sxm-80g-8x.ini", NULL};
+  static const char *const lora_show[] = {"show",
+                                          "workloads/hf-llama3-8b-lora.ini",
+                                          NULL};
+  static const char *const lora[] = {"run", "workloads/hf-llama3-8b-lora.ini",
+                                     "--gpus", "8", "--topology",
+                                     "topologies/l40s-48g-8x.ini", NULL};
+  (void)state;
+  run(bert_show);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "bucket = 25MiB    ; framework preset: DDP's "
+                         "bucket_cap_mb = 25");
+  assert_contains(r.out, "# autocast (amp_fp16): fp32 weights, gradients and "
+                         "states");
+  assert_contains(r.out, "# of the grads, 1.25 GiB per GPU are DDP's bucket "
+                         "copy");
+  run(bert);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "training  amp_fp16, adamw");
+  assert_contains(r.out, "verdict: FITS on 8 x A100-SXM4-80GB");
+  run(lora_show);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "\nprecision = bf16\n");
+  run(lora);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "verdict: FITS on 8 x L40S-48GB");
 }
 
 /* Each shipped config.json gives its model's published parameter count
@@ -2143,6 +2182,7 @@ int main(void)
       cmocka_unit_test(test_host_out_of_memory_exits_3),
       cmocka_unit_test(test_finetune_samples),
       cmocka_unit_test(test_framework_samples),
+      cmocka_unit_test(test_hf_samples),
       cmocka_unit_test(test_shipped_model_configs),
       cmocka_unit_test(test_activation_offload_timeline_and_trace),
       cmocka_unit_test(test_offload_combinations_refused),

@@ -414,6 +414,38 @@ static void test_framework_presets(void **state)
   assert_sharded(lay.params_bytes, d, 4 * psi, 4);
 }
 
+/* Autocast (frameworks.md 1.2: "autocast over fp32 params keeps 4 + 4 +
+ * 8 = 16 B/param resident") and the Hugging Face Trainer's DDP, whose
+ * reducer keeps a flat bucket copy of every gradient (gradient_as_bucket_view
+ * = False): 4 more, 20 B/param, with dp > 1 only. ZeRO-2 shards autocast's
+ * gradients and states as any: 4 + 12/d. */
+static void test_autocast_and_ddp_bytes(void **state)
+{
+  const char *amp[] = {"training.precision=amp_bf16",
+                       "training.optimizer=adamw"};
+  const char *hf[] = {"training.framework=hf", "training.optimizer=adamw"};
+  const char *amp_z2[] = {"training.precision=amp_fp16",
+                          "training.optimizer=adamw", "parallel.zero=2"};
+  const uint64_t d = 4;
+  vs_layout lay;
+  uint64_t psi;
+  (void)state;
+  build(small_gpt, amp, 2, d, &lay);
+  psi = lay.param_elems;
+  assert_int_equal(lay.param_elem_bytes, 4);
+  assert_int_equal(lay.grad_elem_bytes, 4);
+  assert_int_equal(lay.optimizer_bytes, 8 * psi); /* no master copy */
+  assert_int_equal(vs_layout_model_states(&lay), 16 * psi);
+  build(small_gpt, hf, 2, d, &lay);
+  assert_int_equal(lay.param_elem_bytes, 4); /* the preset: amp_bf16 */
+  assert_int_equal(lay.grads_bytes, 8 * psi);
+  assert_int_equal(vs_layout_model_states(&lay), 20 * psi);
+  build(small_gpt, hf, 2, 1, &lay); /* one GPU: no DDP */
+  assert_int_equal(vs_layout_model_states(&lay), 16 * psi);
+  build(small_gpt, amp_z2, 3, d, &lay);
+  assert_sharded(vs_layout_model_states(&lay), d, 4 * psi * d + 12 * psi, 16);
+}
+
 /* ------------------------------------------------------------------------
  * Optimizer states
  * ------------------------------------------------------------------------ */
@@ -747,6 +779,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_zero_stages),
+      cmocka_unit_test(test_autocast_and_ddp_bytes),
       cmocka_unit_test(test_offload_placement),
       cmocka_unit_test(test_lora_trainable_is_pefts),
       cmocka_unit_test(test_qlora_base_bytes),

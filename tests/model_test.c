@@ -876,6 +876,97 @@ static void test_dequantized_base_workspace(void **state)
                      vs_model_layer(&m0, 1)->ops[i].fwd_temp_bytes);
 }
 
+/* The 16-bit weight copies autocast saves in one layer: 2 B for every
+ * element of its GEMMs' matrix weights. */
+static uint64_t copy_bytes(const vs_block *blk)
+{
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < blk->n_saved; i++)
+    if (blk->saved[i].weight_copy == VS_COPY_AUTOCAST)
+      bytes += blk->saved[i].bytes;
+  return bytes;
+}
+
+/* Autocast over an fp32 BERT layer (eager, dropout) keeps what
+ * shared/reference/frameworks.md 1.3 derives from PyTorch's op lists:
+ * 42sbh + 7as^2b (fp32 LN inputs 8, three 16-bit casts of the LN output
+ * for Q, K and V 6, Q and K 4, V 2, out-proj input 2, two dropout masks
+ * 2, FFN 2 + 8 + 8; the fp32 softmax output 4as^2b, its mask 1 and the
+ * probs' 16-bit cast 2), against 34sbh + 5as^2b for a 16-bit model; and
+ * beside them the 16-bit copy of each of its 12h^2 GEMM weights. The
+ * weights are fp32. */
+static void test_autocast_bert_layer(void **state)
+{
+  uint64_t s = 512, b = 4, h = 1024, a = 16;
+  char ini[512];
+  vs_model m;
+  const vs_block *blk;
+  (void)state;
+  snprintf(ini, sizeof ini,
+           "[model]\narch = bert\nlayers = 2\nhidden = %llu\nheads = %llu\n"
+           "vocab = 30522\nseq_len = %llu\n[training]\nmicro_batch = %llu\n"
+           "precision = amp_bf16\nattention = eager\n",
+           (unsigned long long)h, (unsigned long long)a, (unsigned long long)s,
+           (unsigned long long)b);
+  build_ini(&m, ini, NULL, 0);
+  blk = vs_model_layer(&m, 0);
+  assert_int_equal(copy_bytes(blk), 2 * 12 * h * h);
+  assert_int_equal(vs_block_saved_bytes(blk, -1, false) - copy_bytes(blk),
+                   42 * s * b * h);
+  assert_int_equal(vs_block_saved_bytes(blk, -1, true) -
+                       vs_block_saved_bytes(blk, -1, false),
+                   7 * a * s * s * b);
+  assert_int_equal(m.param_elem_bytes, 4);
+  assert_int_equal(m.act_elem_bytes, 2);
+  for (uint32_t i = 0; i < blk->n_params; i++)
+    assert_int_equal(blk->params[i].dtype, VS_DTYPE_FP32);
+  /* the fp32 residual stream is what a layer receives and checkpoints */
+  assert_int_equal(blk->input_bytes, 4 * s * b * h);
+}
+
+/* Autocast over an fp32 Llama layer (flash, GQA): the fp32 RMSNorm inputs
+ * (2 x 4sbh), Hugging Face's separate q, k, v linears each saving its own
+ * 16-bit cast of the norm output (3 x 2sbh) and gate, up theirs (2 x
+ * 2sbh); the rest as at 16 bits; and the weight copies. Each weight's
+ * backward holds its 16-bit gradient and the fp32 copy ToCopyBackward
+ * makes (6 B a weight, the op's largest). */
+static void test_autocast_llama_layer(void **state)
+{
+  uint64_t s = 2048, b = 1, h = 4096, a = 32, k = 8, f = 11008, d = h / a;
+  const char *const amp[] = {"training.precision=amp_bf16"};
+  vs_model m16, m;
+  const vs_block *blk, *b16;
+  uint64_t expect;
+  (void)state;
+  build_llama(&m16, s, b, h, a, k, f, 1);
+  build_ini(&m, "[model]\narch = llama\nlayers = 2\nhidden = 4096\n"
+                "heads = 32\nkv_heads = 8\nffn_hidden = 11008\n"
+                "vocab = 32000\nseq_len = 2048\n",
+            amp, 1);
+  blk = vs_model_layer(&m, 0);
+  b16 = vs_model_layer(&m16, 0);
+  expect = 2 * 4 * s * b * h                  /* fp32 RMSNorm inputs */
+           + 3 * 2 * s * b * h                /* q, k, v casts */
+           + 2 * s * b * d * (a + 2 * k)      /* Q, K, V */
+           + 4 * b * a * s                    /* fp32 LSE */
+           + 2 * s * b * h                    /* out-proj input */
+           + 2 * 2 * s * b * h                /* gate, up casts */
+           + 8 * s * b * f;                   /* SwiGLU tensors */
+  assert_int_equal(vs_block_saved_bytes(blk, -1, true) - copy_bytes(blk),
+                   expect);
+  assert_int_equal(copy_bytes(blk),
+                   2 * (h * d * (a + 2 * k) + h * h + 3 * h * f));
+  assert_int_equal(copy_bytes(b16), 0);
+  /* down's backward: its input's gradient as at 16 bits, plus its
+   * weight's 16-bit and fp32 gradients */
+  assert_int_equal(op_named(blk, "mlp_down")->bwd_temp_bytes -
+                       op_named(b16, "mlp_down")->bwd_temp_bytes,
+                   6 * f * h);
+  /* the same FLOPs: autocast changes dtypes, not the work */
+  tu_assert_close(op_named(blk, "mlp_down")->fwd_flops,
+                  op_named(b16, "mlp_down")->fwd_flops, 1e-15);
+}
+
 /* Collectives name their group and kind; the op running one is named
  * "<group>_<kind>" (what timeline.csv and trace show). */
 static void test_collective_names(void **state)
@@ -928,6 +1019,8 @@ int main(void)
       cmocka_unit_test_teardown(test_dequantized_base_workspace, free_models),
       cmocka_unit_test_teardown(test_megatron_inplace_loss, free_models),
       cmocka_unit_test_teardown(test_fused_cross_entropy, free_models),
+      cmocka_unit_test_teardown(test_autocast_bert_layer, free_models),
+      cmocka_unit_test_teardown(test_autocast_llama_layer, free_models),
       cmocka_unit_test(test_collective_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1338,6 +1338,55 @@ static void test_fp8_copies(void **state)
   vs_sim_fini(&ft);
 }
 
+/* Of rank r's temp before its first backward or recompute op: the most
+ * held at once (*most) and what is held then (*left). */
+static void temp_in_forward(const vs_rank *r, uint64_t *most, uint64_t *left)
+{
+  int64_t held = 0, peak = 0;
+  for (size_t i = 0; i < r->n_timeline; i++) {
+    int phase = r->prog->ops[r->timeline[i].op].phase;
+    if (phase == VS_PHASE_BWD || phase == VS_PHASE_RECOMPUTE)
+      break;
+    if (r->timeline[i].category != VS_CAT_TEMP)
+      continue;
+    held += r->timeline[i].delta_bytes;
+    if (held > peak)
+      peak = held;
+  }
+  *most = (uint64_t)peak;
+  *left = (uint64_t)held;
+}
+
+/* Autocast under full checkpointing (frameworks.md 1.2): the checkpointed
+ * layers save nothing, but autocast's cache still holds each weight's
+ * 16-bit copy until the forward pass ends, so the loss runs beside all of
+ * them (2 B a GEMM weight, the layers' 12h^2 each), and they are gone
+ * before backward; a 16-bit model has no copies. */
+static void test_autocast_cache_under_checkpointing(void **state)
+{
+  static const char gpt[] =
+      "[model]\narch = gpt\nlayers = 4\nhidden = 256\nheads = 4\n"
+      "vocab = 4000\nseq_len = 128\n"
+      "[training]\ncheckpointing = full\n[runtime]\nallocator = exact\n";
+  const char *amp[] = {"training.precision=amp_bf16"};
+  const char *bf16[] = {"training.precision=bf16"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim a, b;
+  uint64_t most_a, left_a, most_b, left_b, h = 256;
+  (void)state;
+  load(&wl, gpt, amp, 1, 1);
+  simulate(&a, &wl, &topo, false);
+  load(&wl, gpt, bf16, 1, 1);
+  simulate(&b, &wl, &topo, false);
+  temp_in_forward(&a.ranks[0], &most_a, &left_a);
+  temp_in_forward(&b.ranks[0], &most_b, &left_b);
+  assert_int_equal(most_a - most_b, 4 * 2 * 12 * h * h);
+  assert_int_equal(left_a, left_b); /* the loss buffers alone */
+  vs_sim_fini(&a);
+  vs_sim_fini(&b);
+}
+
 /* Bytes of the file at path (fails the test when it cannot be read). */
 static double file_bytes(const char *path)
 {
@@ -1474,6 +1523,7 @@ int main(void)
       cmocka_unit_test(test_frozen_prefix_edges),
       cmocka_unit_test(test_paged_optimizer),
       cmocka_unit_test(test_fp8_copies),
+      cmocka_unit_test(test_autocast_cache_under_checkpointing),
       cmocka_unit_test(test_fp8_copies_zero3),
       cmocka_unit_test(test_estimate_bounds_the_work),
       cmocka_unit_test(test_budget_refuses_before_building),

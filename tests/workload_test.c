@@ -313,7 +313,7 @@ static void test_set_errors(void **state)
            "--set optim.lr: unknown section [optim]; valid sections: [model], "
            "[training], [parallel], [finetune], [runtime]");
   load_bad(GPT_MODEL, bad_value, 1, 0, VS_EINPUT,
-           "--set training.precision=fp64: expected bf16, fp16, fp32 or fp8");
+           "--set training.precision=fp64: expected bf16, fp16, fp32, fp8, amp_bf16 or amp_fp16");
   load_bad(GPT_MODEL, bad_count, 1, 0, VS_EINPUT,
            "--set model.layers=many: not a number");
   load_bad(GPT_MODEL, no_eq, 1, 0, VS_EUSAGE,
@@ -1012,6 +1012,88 @@ static void test_framework_presets(void **state)
   }
 }
 
+/* Autocast (precision = amp_bf16 | amp_fp16) and the Hugging Face
+ * Trainer preset: no master copy (the weights are fp32); data parallelism
+ * alone; whole fp32 models; each refusal names its key. framework = hf
+ * sets amp_bf16 (Trainer bf16 = True) and DDP's 25 MiB buckets unless the
+ * workload sets them. */
+static void test_autocast_and_hf(void **state)
+{
+  static const char *const amp[] = {"training.precision=amp_bf16"};
+  static const char *const hf[] = {"training.framework=hf", "parallel.dp=2",
+                                   "training.global_batch=2"};
+  static const char *const hf_bf16[] = {"training.framework=hf",
+                                        "training.precision=bf16"};
+  static const char *const master[] = {"training.precision=amp_fp16",
+                                       "training.master_weights=true"};
+  static const char *const tp[] = {"training.precision=amp_bf16",
+                                   "parallel.tp=2"};
+  static const char *const z3[] = {"training.precision=amp_bf16",
+                                   "parallel.zero=3", "parallel.dp=2",
+                                   "training.global_batch=2"};
+  static const char *const hf_z1[] = {"training.framework=hf",
+                                      "parallel.zero=1", "parallel.dp=2",
+                                      "training.global_batch=2"};
+  static const char *const mg[] = {"training.framework=megatron",
+                                   "training.precision=amp_bf16"};
+  static const char *const off[] = {"training.precision=amp_bf16",
+                                    "training.offload_activations=cpu"};
+  static const char *const ops[] = {"training.precision=amp_bf16",
+                                    "training.checkpointing=ops"};
+  vs_workload wl;
+  char path[128], where[400];
+  vs_error err;
+  (void)state;
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, amp, 1, 0, &err), 0);
+  assert_false(wl.training.master_weights);
+  assert_true(vs_precision_autocast(wl.training.precision));
+  assert_int_equal(vs_precision_gemm(wl.training.precision), VS_PREC_BF16);
+  assert_int_equal(vs_precision_gemm(VS_PREC_AMP_FP16), VS_PREC_FP16);
+  assert_int_equal(vs_precision_gemm(VS_PREC_FP8), VS_PREC_FP8);
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, hf, 3, 0, &err), 0);
+  assert_int_equal(wl.training.precision, VS_PREC_AMP_BF16);
+  assert_int_equal(wl.parallel.bucket_bytes, 25ull << 20);
+  vs_conf_where(vs_workload_keys(), &wl.origins, "training", "precision",
+                where, sizeof where);
+  assert_non_null(strstr(where, "(the preset of [training] framework)"));
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, hf_bf16, 2, 0, &err), 0);
+  assert_int_equal(wl.training.precision, VS_PREC_BF16); /* the user's */
+  load_bad(GPT_MODEL, master, 2, 0, VS_EINPUT,
+           "--set training.master_weights=true: autocast (precision = "
+           "amp_fp16) keeps the weights in fp32");
+  load_bad(GPT_MODEL, tp, 2, 0, VS_EINPUT,
+           "--set parallel.tp=2: autocast runs data parallelism alone");
+  load_bad(GPT_MODEL, z3, 4, 0, VS_EINPUT,
+           "--set parallel.zero=3: autocast runs data parallelism alone");
+  load_bad(GPT_MODEL, hf_z1, 4, 0, VS_EINPUT,
+           "--set parallel.zero=1: the Hugging Face Trainer (framework = hf) "
+           "runs data parallelism alone");
+  load_bad(GPT_MODEL, mg, 2, 0, VS_EINPUT,
+           "--set training.precision=amp_bf16: autocast over fp32 weights is "
+           "the Hugging Face Trainer's and plain PyTorch's recipe; megatron");
+  load_bad(GPT_MODEL, off, 2, 0, VS_EINPUT,
+           "--set training.offload_activations=cpu: autocast is simulated "
+           "without offload");
+  load_bad("[model]\narch = llama\nlayers = 2\nhidden = 64\nheads = 4\n"
+           "ffn_hidden = 128\nvocab = 100\nseq_len = 32\n",
+           ops, 2, 0, VS_EINPUT,
+           "--set training.checkpointing=ops: torchtitan's op-level policy "
+           "runs under FSDP2's per-module casts");
+  load_bad(GPT_MODEL "[finetune]\nmethod = lora\n", amp, 1, 0, VS_EINPUT,
+           "--set training.precision=amp_bf16: autocast is simulated over an "
+           "fp32 model trained whole");
+  assert_null(vs_workload_dp_only_misfit(VS_PREC_BF16, VS_FW_NONE, 8, 8, 3,
+                                         true));
+  assert_string_equal(vs_workload_dp_only_misfit(VS_PREC_AMP_BF16, VS_FW_NONE,
+                                                 1, 2, 0, false),
+                      "pp");
+  assert_null(vs_workload_dp_only_misfit(VS_PREC_AMP_BF16, VS_FW_NONE, 1, 1,
+                                         2, false));
+  assert_string_equal(vs_workload_dp_only_misfit(VS_PREC_BF16, VS_FW_HF, 1, 1,
+                                                 1, false),
+                      "zero");
+}
+
 /* [runtime] reserve: a share of the capacity (default 10%) or a size
  * with its unit; each mistake says what is allowed. */
 static void test_reserve(void **state)
@@ -1161,6 +1243,7 @@ int main(void)
       cmocka_unit_test(test_finetune_rules),
       cmocka_unit_test(test_hf_config),
       cmocka_unit_test(test_runtime_rules),
+      cmocka_unit_test(test_autocast_and_hf),
       cmocka_unit_test(test_reserve),
       cmocka_unit_test(test_framework_presets),
       cmocka_unit_test(test_checkpoint_choice),

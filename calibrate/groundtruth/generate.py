@@ -8,8 +8,9 @@
 
 Each row's workload keys are its columns of the same name (gtconfig.py);
 the harness's choices were already mapped onto vsim's keys when the row was
-made (amp = autocast or master -> precision = bf16|fp16, master_weights =
-true, grad_dtype = fp32; fp32 -> master_weights = false; SGD with momentum
+made (amp = master -> precision = bf16|fp16, master_weights = true,
+grad_dtype = fp32; amp = autocast -> precision = amp_bf16|amp_fp16,
+master_weights = false; fp32 -> master_weights = false; SGD with momentum
 -> optimizer = momentum; checkpointing none|full; attention eager|flash;
 the PyTorch caching allocator -> allocator = caching, expandable_segments
 as run). One GPU, no
@@ -59,7 +60,8 @@ def row_to_ini(row):
                 lines += ["[parallel]", "tp = 1", "pp = 1", "dp = 1", "zero = 0"]
             lines.append(f"[{sec}]")
             section = sec
-        lines.append(f"{key} = {gtconfig.csv_value(c[key])}")
+        value = gtconfig.vsim_precision(c) if key == "precision" else c[key]
+        lines.append(f"{key} = {gtconfig.csv_value(value)}")
         if key == "vocab":
             lines.append("vocab_divisible_by = 1")
     return "\n".join(lines) + "\n"

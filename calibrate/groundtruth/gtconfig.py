@@ -13,15 +13,14 @@ from the harness's choices:
                   -> precision = fp32, master_weights = false
   amp = autocast  torch.autocast(bf16 | fp16) over fp32 weights (the
                   standard PyTorch recipe; fp16 adds a GradScaler)
-                  -> precision = bf16 | fp16, master_weights = true,
-                     grad_dtype = fp32: the gradients are fp32 (those of
-                     fp32 parameters), the fp32 weights play vsim's master
-                     copy, and autocast's bf16 | fp16 copy of every weight
-                     (cached from its first use in forward to the end of
-                     forward, and saved for backward by each matmul until
-                     that layer's backward) plays vsim's half-precision
-                     weights: 4+4+8 resident + 2 alive at the peak (the end
-                     of forward) = vsim's 2+4+12 = 18 bytes/param
+                  -> precision = bf16 | fp16 in the CSV, vsim's precision =
+                     amp_bf16 | amp_fp16 (vsim_precision()), master_weights
+                     = false, grad_dtype = precision: fp32 weights,
+                     gradients and moments (4+4+8 bytes/param) and
+                     autocast's bf16 | fp16 copy of every weight, which vsim
+                     models itself (cached from its first use in forward,
+                     saved for backward by each matmul until that layer's
+                     backward)
   amp = master    Megatron/DeepSpeed style: bf16 | fp16 weights and
                   activations, a persistent fp32 master copy and fp32 main
                   gradients inside the optimizer (fp16 adds dynamic loss
@@ -253,7 +252,9 @@ def normalize(cfg):
     else:
         if c["amp"] == "none":
             raise ConfigError(f"precision = {c['precision']} needs amp = autocast or master")
-        want_master, want_grad = True, "fp32"   # autocast and master alike
+        # master: fp32 master and main grads; autocast: fp32 weights
+        want_master, want_grad = ((True, "fp32") if c["amp"] == "master"
+                                  else (False, "precision"))
     for k, want in (("master_weights", want_master), ("grad_dtype", want_grad)):
         if k in c and (_bool(c[k], k) if k == "master_weights" else c[k]) != want:
             raise ConfigError(f"{k} = {c[k]!r} does not follow from precision = "
@@ -372,6 +373,12 @@ def grid():
 # ---------------------------------------------------------------------------
 # CSV
 # ---------------------------------------------------------------------------
+
+def vsim_precision(c):
+    """vsim's [training] precision for configuration c: amp_bf16 or
+    amp_fp16 for autocast, else the precision column."""
+    return f"amp_{c['precision']}" if c["amp"] == "autocast" else c["precision"]
+
 
 def csv_value(v):
     if v is None:

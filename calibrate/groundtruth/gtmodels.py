@@ -29,22 +29,19 @@ What matches sim/model.c
   for the whole step.
 
 Known mismatches (vsim's assumption -> what this harness does)
-  * amp = autocast (the standard PyTorch recipe), run as vsim's
-    precision = bf16, master_weights = true, grad_dtype = fp32 (bf16
-    weights, fp32 gradients, fp32 master weights and moments: 2+4+12
-    bytes/param, all resident): autocast keeps fp32 weights, fp32
-    gradients and fp32 moments (4+4+8, resident) and a bf16 copy of every
-    weight, cached from its first use in forward until forward ends and
-    saved by each matmul for its backward (2 bytes/param, alive at the
-    peak but freed layer by layer during backward, and re-made per layer
-    under full checkpointing). Under autocast the residual stream,
-    LayerNorm/RMSNorm inputs and outputs are fp32 (4 bytes where vsim
-    counts 2), and matmul inputs are bf16 copies. amp = master runs bf16
-    weights and activations throughout and matches vsim's accounting
-    (2 + 4 fp32 main grads + 12).
-  * Eager attention runs its softmax in the compute dtype (autocast
-    disabled for the attention core), as Megatron-LM's fused softmax and
-    vsim do; autocast alone would make the saved probabilities fp32.
+  * amp = autocast (the standard PyTorch recipe) is vsim's precision =
+    amp_bf16 | amp_fp16, which models what autocast keeps: fp32 weights,
+    gradients and moments (4+4+8 bytes/param) and a 16-bit copy of every
+    weight, cached from its first use in forward and saved by each matmul
+    for its backward; the fp32 residual stream and norm inputs; each
+    linear's own 16-bit cast of an fp32 input (Llama's q, k, v and gate,
+    up: three and two copies). amp = master runs bf16 weights and
+    activations throughout (2 + 4 fp32 main grads + 12).
+  * Eager attention: under autocast the softmax runs in fp32 (CUDA's
+    autocast list; passed as softmax's dtype here, which the CPU's list
+    does not force) and the probs matmul saves their 16-bit cast;
+    otherwise the core runs in the compute dtype, as Megatron-LM's fused
+    softmax and vsim do.
   * fp32 with attention = flash uses SDPA's memory-efficient backend (flash
     has no fp32 kernel); it saves the same tensors.
   * The logits in the compute dtype are freed after the fp32 upcast
@@ -147,15 +144,19 @@ def attention(q, k, v, shared, training):
     p = shared["dropout"] if training else 0.0
     if shared["eager"]:
         k, v = _expand_kv(k, heads), _expand_kv(v, heads)
-        with torch.autocast(device_type=q.device.type, enabled=False):
-            s = q.shape[2]
-            scores = torch.matmul(q, k.transpose(-2, -1))
-            scores.mul_(1.0 / math.sqrt(q.shape[-1]))
-            scores.masked_fill_(shared["mask"][:s, :s], float("-inf"))
-            probs = torch.softmax(scores, dim=-1)
-            if p > 0:
-                probs = F.dropout(probs, p, True)
-            return torch.matmul(probs, v)
+        s = q.shape[2]
+        scores = torch.matmul(q, k.transpose(-2, -1))
+        scores.mul_(1.0 / math.sqrt(q.shape[-1]))
+        scores.masked_fill_(shared["mask"][:s, :s], float("-inf"))
+        # CUDA's autocast runs softmax in fp32 (its fp32_set_opt_dtype
+        # policy passes dtype=float32); the CPU's list does not, so it is
+        # asked for here. Without autocast it stays in the compute dtype.
+        amp = (torch.is_autocast_enabled() if q.is_cuda
+               else torch.is_autocast_cpu_enabled())
+        probs = torch.softmax(scores, dim=-1, dtype=torch.float32 if amp else None)
+        if p > 0:
+            probs = F.dropout(probs, p, True)
+        return torch.matmul(probs, v)
     kw = {}
     if k.shape[1] != heads:
         if shared["gqa_native"]:

@@ -8,14 +8,15 @@
 #include <string.h>
 
 static const char *const arch_names[] = {"gpt", "llama", "bert", NULL};
-static const char *const precision_names[] = {"bf16", "fp16", "fp32", "fp8", NULL};
+static const char *const precision_names[] = {"bf16", "fp16", "fp32", "fp8",
+                                              "amp_bf16", "amp_fp16", NULL};
 static const char *const grad_names[] = {"precision", "fp32", NULL};
 static const char *const optimizer_names[] = {
     "adamw", "adam", "sgd", "momentum", "adafactor", "adam8bit", "lion", NULL};
 static const char *const ckpt_names[] = {"none", "selective", "full", "ops",
                                          NULL};
 static const char *const framework_names[] = {"none", "megatron", "deepspeed",
-                                              "fsdp2", NULL};
+                                              "fsdp2", "hf", NULL};
 static const char *const attention_names[] = {"flash", "eager", NULL};
 static const char *const schedule_names[] = {"1f1b", "gpipe", "interleaved", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
@@ -60,7 +61,7 @@ static const vs_key workload_keys[] = {
     K("training", "micro_batch", VS_KEY_COUNT, training.micro_batch, .positive = true, .hi = 1e6, .default_doc = "1"),
     K("training", "global_batch", VS_KEY_COUNT, training.global_batch, .positive = true, .hi = 1e9, .default_doc = "micro_batch * dp"),
     K("training", "precision", VS_KEY_ENUM, training.precision, .choices = precision_names, .default_doc = "bf16"),
-    K("training", "master_weights", VS_KEY_BOOL, training.master_weights, .default_doc = "true unless precision = fp32"),
+    K("training", "master_weights", VS_KEY_BOOL, training.master_weights, .default_doc = "true unless precision = fp32 or amp_*"),
     K("training", "grad_dtype", VS_KEY_ENUM, training.grad_dtype, .choices = grad_names, .default_doc = "precision"),
     K("training", "optimizer", VS_KEY_ENUM, training.optimizer, .choices = optimizer_names, .default_doc = "adamw"),
     K("training", "framework", VS_KEY_ENUM, training.framework, .choices = framework_names, .default_doc = "none"),
@@ -125,6 +126,32 @@ const char *vs_adapter_dtype_name(int v) { return adapter_dtype_names[v]; }
  * Layout rules (see workload.h): the checks below and plan's pruning both
  * read these.
  * ------------------------------------------------------------------------ */
+
+bool vs_precision_autocast(int precision)
+{
+  return precision == VS_PREC_AMP_BF16 || precision == VS_PREC_AMP_FP16;
+}
+
+int vs_precision_gemm(int precision)
+{
+  return precision == VS_PREC_AMP_BF16   ? VS_PREC_BF16
+         : precision == VS_PREC_AMP_FP16 ? VS_PREC_FP16
+                                         : precision;
+}
+
+const char *vs_workload_dp_only_misfit(int precision, int framework,
+                                       uint64_t tp, uint64_t pp,
+                                       uint64_t zero, bool offload)
+{
+  bool hf = framework == VS_FW_HF;
+  if (!hf && !vs_precision_autocast(precision))
+    return NULL;
+  return tp > 1                  ? "tp"
+         : pp > 1                ? "pp"
+         : zero > (hf ? 0u : 2u) ? "zero"
+         : offload               ? "offload_optimizer"
+                                 : NULL;
+}
 
 bool vs_workload_finetune_tp_allowed(const vs_finetune_conf *f, uint64_t tp)
 {
@@ -500,6 +527,80 @@ static int check_fsdp2(vs_workload *wl, vs_error *err)
   return 0;
 }
 
+/* The key that offloads something, or NULL. */
+static const char *offload_key(const vs_workload *wl)
+{
+  return wl->parallel.offload_optimizer != VS_OFFLOAD_NONE ? "offload_optimizer"
+         : wl->parallel.offload_params != VS_OFFLOAD_NONE  ? "offload_params"
+         : wl->training.offload_activations != VS_OFFLOAD_NONE
+             ? "offload_activations"
+             : NULL;
+}
+
+/* Autocast and the Hugging Face Trainer: data parallelism alone
+ * (vs_workload_dp_only_misfit); autocast as the Trainer and plain
+ * PyTorch run it: a whole fp32 model, under no other framework's
+ * mixed precision. */
+static int check_dp_only(vs_workload *wl, vs_error *err)
+{
+  const vs_parallel_conf *p = &wl->parallel;
+  const vs_training_conf *t = &wl->training;
+  bool amp = vs_precision_autocast(t->precision);
+  const char *off = offload_key(wl), *who;
+  const char *key = vs_workload_dp_only_misfit(t->precision, t->framework,
+                                               p->tp, p->pp, p->zero,
+                                               off != NULL);
+  char where[400];
+  if (!amp && t->framework != VS_FW_HF)
+    return 0;
+  who = t->framework == VS_FW_HF ? "the Hugging Face Trainer (framework = hf)"
+                                 : "autocast";
+  if (key && strcmp(key, "offload_optimizer") == 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: %s is simulated without offload (DeepSpeed "
+                        "offloads with its own mixed precision: framework = "
+                        "deepspeed, precision = bf16 or fp16)",
+                        WHERE(strcmp(off, "offload_activations") == 0
+                                  ? "training"
+                                  : "parallel",
+                              off),
+                        who);
+  if (key)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: %s runs data parallelism alone: tp = 1, pp = 1 "
+                        "and %s (here tp = %llu, pp = %llu, zero = %llu)",
+                        WHERE("parallel", key), who,
+                        t->framework == VS_FW_HF
+                            ? "zero = 0 (the Trainer's DDP; for ZeRO use "
+                              "framework = deepspeed or fsdp2)"
+                            : "zero <= 2 (ZeRO-3 and FSDP cast per module: "
+                              "framework = fsdp2 with precision = bf16)",
+                        (unsigned long long)p->tp, (unsigned long long)p->pp,
+                        (unsigned long long)p->zero);
+  if (amp && t->framework != VS_FW_NONE && t->framework != VS_FW_HF)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: autocast over fp32 weights is the Hugging Face "
+                        "Trainer's and plain PyTorch's recipe; %s runs its "
+                        "own mixed precision (16-bit weights, or per-module "
+                        "casts): use precision = bf16 or fp16",
+                        WHERE("training", "precision"),
+                        vs_framework_name(t->framework));
+  if (amp && wl->finetune.method != VS_FT_FULL)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: autocast is simulated over an fp32 model trained "
+                        "whole; PEFT fine-tunes load the base in 16 bits "
+                        "(torch_dtype = bfloat16): use precision = bf16 (the "
+                        "adapters stay fp32: adapter_dtype)",
+                        WHERE("training", "precision"));
+  if (amp && t->checkpointing == VS_CKPT_OPS)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: torchtitan's op-level policy runs under FSDP2's "
+                        "per-module casts, not autocast; use full or "
+                        "selective",
+                        WHERE("training", "checkpointing"));
+  return 0;
+}
+
 /* [training] checkpoint_layers and checkpoint_every choose layers for
  * full checkpointing, one way or the other. */
 static int check_checkpoint_choice(vs_workload *wl, vs_error *err)
@@ -567,12 +668,19 @@ static int check_training(vs_workload *wl, vs_error *err)
                         VS_MAX_MICROBATCHES);
 
   if (!vs_conf_is_set(&workload_tab, &wl->origins, "training", "master_weights"))
-    t->master_weights = t->precision != VS_PREC_FP32;
+    t->master_weights = t->precision != VS_PREC_FP32 &&
+                        !vs_precision_autocast(t->precision);
   else if (t->master_weights && t->precision == VS_PREC_FP32)
     return vs_error_set(err, VS_EINPUT,
                         "%s: master weights only exist when precision is below "
                         "fp32 (precision = fp32 here)",
                         WHERE("training", "master_weights"));
+  else if (t->master_weights && vs_precision_autocast(t->precision))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: autocast (precision = %s) keeps the weights in "
+                        "fp32 and casts them per op: there is no master copy",
+                        WHERE("training", "master_weights"),
+                        vs_precision_name(t->precision));
   if ((rc = check_offload(wl, err)) || (rc = check_paged(wl, err)))
     return rc;
   return check_step_in_backward(wl, err);
@@ -873,7 +981,8 @@ static int preset_bucket(vs_workload *wl, uint64_t elems, const char *why,
 {
   char text[32];
   uint64_t bytes = wl->training.grad_dtype == VS_GRAD_FP32 ||
-                           wl->training.precision == VS_PREC_FP32
+                           wl->training.precision == VS_PREC_FP32 ||
+                           vs_precision_autocast(wl->training.precision)
                        ? 4
                        : 2;
   snprintf(text, sizeof text, "%lluB", (unsigned long long)(elems * bytes));
@@ -934,6 +1043,21 @@ static int preset_fsdp2(vs_workload *wl, vs_error *err)
   return rc;
 }
 
+/* The Hugging Face Trainer (frameworks.md 1.2): bf16 = True runs
+ * torch.autocast over the fp32 model; its data parallelism is DDP, whose
+ * gradient buckets hold bucket_cap_mb = 25 MiB
+ * (torch.nn.parallel.DistributedDataParallel's default). */
+static int preset_hf(vs_workload *wl, vs_error *err)
+{
+  int rc = preset(wl, "training", "precision", "amp_bf16",
+                  "the Trainer's bf16 = True runs torch.autocast over the "
+                  "fp32 model",
+                  err);
+  return rc ? rc
+            : preset(wl, "parallel", "bucket", "26214400B",
+                     "DDP's bucket_cap_mb = 25", err);
+}
+
 /* [training] framework: the chosen framework's defaults for the keys the
  * workload leaves unset (vsim show marks them). */
 static int apply_framework(vs_workload *wl, vs_error *err)
@@ -945,6 +1069,8 @@ static int apply_framework(vs_workload *wl, vs_error *err)
     return preset_deepspeed(wl, err);
   case VS_FW_FSDP2:
     return preset_fsdp2(wl, err);
+  case VS_FW_HF:
+    return preset_hf(wl, err);
   default:
     return 0;
   }
@@ -965,6 +1091,7 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
       (rc = check_checkpoint_choice(wl, err)) ||
       (rc = check_ops_checkpointing(wl, err)) ||
       (rc = check_fused_loss(wl, err)) || (rc = check_fsdp2(wl, err)) ||
+      (rc = check_dp_only(wl, err)) ||
       (rc = check_finetune(wl, err)) || (rc = check_runtime(wl, err)))
     return rc;
   return check_pipeline(wl, err);

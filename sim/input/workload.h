@@ -15,7 +15,16 @@
 #include <stdint.h>
 
 typedef enum { VS_ARCH_GPT, VS_ARCH_LLAMA, VS_ARCH_BERT } vs_arch;
-typedef enum { VS_PREC_BF16, VS_PREC_FP16, VS_PREC_FP32, VS_PREC_FP8 } vs_precision;
+/* bf16, fp16, fp32: weights and activations in that dtype (16-bit weights
+ * with an fp32 master by default); fp8: Transformer Engine's FP8 GEMMs over
+ * 16-bit weights; amp_bf16, amp_fp16: PyTorch's autocast over an fp32 model
+ * (torch.autocast; the Hugging Face Trainer's bf16 / fp16 = True): fp32
+ * weights, gradients and optimizer states, each op in the dtype autocast's
+ * lists give it (shared/reference/frameworks.md 1). */
+typedef enum {
+  VS_PREC_BF16, VS_PREC_FP16, VS_PREC_FP32, VS_PREC_FP8, VS_PREC_AMP_BF16,
+  VS_PREC_AMP_FP16
+} vs_precision;
 typedef enum { VS_GRAD_PRECISION, VS_GRAD_FP32 } vs_grad_dtype;
 typedef enum {
   VS_OPT_ADAMW, VS_OPT_ADAM, VS_OPT_SGD, VS_OPT_MOMENTUM,
@@ -31,7 +40,7 @@ typedef enum {
 /* The training framework whose buffers and defaults a job gets (none: the
  * idealised one of the keys alone). */
 typedef enum {
-  VS_FW_NONE, VS_FW_MEGATRON, VS_FW_DEEPSPEED, VS_FW_FSDP2
+  VS_FW_NONE, VS_FW_MEGATRON, VS_FW_DEEPSPEED, VS_FW_FSDP2, VS_FW_HF
 } vs_framework;
 typedef enum { VS_ATTN_FLASH, VS_ATTN_EAGER } vs_attention;
 typedef enum { VS_SCHED_1F1B, VS_SCHED_GPIPE, VS_SCHED_INTERLEAVED } vs_schedule_kind;
@@ -194,6 +203,25 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err);
  * Megatron-LM's pipelines do not allow; FSDP2 is fully_shard (zero = 3
  * only) and runs under torchtitan's pipelines too. */
 bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp, int framework);
+
+/* Whether precision is autocast (amp_bf16, amp_fp16). */
+bool vs_precision_autocast(int precision);
+
+/* The precision precision's GEMMs run at: bf16 for amp_bf16, fp16 for
+ * amp_fp16, the others themselves. */
+int vs_precision_gemm(int precision);
+
+/* Autocast (precision amp_*) and the Hugging Face Trainer (framework =
+ * hf) under a layout: they run data parallelism alone (DDP; under
+ * autocast also optimizer states and gradients sharded, zero <= 2, while
+ * ZeRO-3's and FSDP's parameter sharding casts per module instead, as
+ * framework = fsdp2 models; the Trainer hands ZeRO to DeepSpeed, framework
+ * = deepspeed), without offload. NULL when allowed or when neither
+ * applies; else the key to blame ("tp", "pp", "zero" or
+ * "offload_optimizer"). */
+const char *vs_workload_dp_only_misfit(int precision, int framework,
+                                       uint64_t tp, uint64_t pp,
+                                       uint64_t zero, bool offload);
 
 /* Offload with ZeRO stage zero and optimizer (vs_optimizer): NULL when
  * allowed; otherwise why not, with *key the key to blame

@@ -20,11 +20,24 @@ typedef struct dims {
   uint64_t t;        /* tensor-parallel size */
   uint64_t tokens;   /* s*b */
   uint64_t tok_rep;  /* tokens in the tp-replicated region: s*b, or s*b/t with sp */
-  uint64_t e;        /* bytes per activation element */
+  uint64_t e;        /* bytes per activation element (the GEMMs'
+                        outputs) */
   uint64_t em;       /* bytes per saved matmul input (1 under fp8) */
   uint8_t act_dtype; /* vs_dtype of activations */
   uint8_t em_dtype;  /* vs_dtype of saved matmul inputs */
   uint8_t param_dtype; /* vs_dtype of the GPU's weights */
+  bool amp;          /* autocast over fp32 weights (frameworks.md 1) */
+  uint64_t er;       /* bytes per element of the residual stream and of
+                        the inputs norms save: e, or 4 under autocast
+                        (fp32 weights make the residual fp32; layer_norm
+                        is on autocast's fp32 list) */
+  uint8_t er_dtype;  /* their vs_dtype */
+  uint64_t qkv_casts; /* copies of the first norm's output the attention's
+                        input projections save (casts_of) */
+  uint64_t up_casts; /* ... of the second norm's output, the MLP's */
+  uint8_t copy_dtype; /* dtype of a GEMM weight's copy saved for backward
+                        (weight_copy): fp8 under fp8, the 16-bit dtype
+                        under autocast; VS_DTYPE_N: none */
   bool dropout;      /* dropout ops exist */
   bool sp;           /* sequence parallel */
   bool eager;        /* attention materialises the scores */
@@ -119,13 +132,14 @@ static int save_input(vs_block *blk, vs_op_spec *op, uint64_t bytes,
                        err);
 }
 
-/* An s x s attention tensor of `scores` elements in the compute dtype:
- * what selective checkpointing drops (Korthikanti et al. 2022, Sec. 4.1). */
-static int save_scores(vs_block *blk, vs_op_spec *op, const dims *d,
-                       uint64_t scores, vs_error *err)
+/* An s x s attention tensor of `scores` elements of dtype: what
+ * selective checkpointing drops (Korthikanti et al. 2022, Sec. 4.1). */
+static int save_scores(vs_block *blk, vs_op_spec *op, uint64_t scores,
+                       int dtype, vs_error *err)
 {
   return vs_block_save(blk, op,
-                       (vs_saved){.bytes = d->e * scores, .dtype = d->act_dtype,
+                       (vs_saved){.bytes = vs_dtype_bytes(dtype, scores),
+                                  .dtype = (uint8_t)dtype,
                                   .category = VS_CAT_ACTIVATIONS,
                                   .selective = true},
                        err);
@@ -172,23 +186,54 @@ static void comm(vs_comm *c, const dims *d, int kind, uint64_t bytes)
   }
 }
 
-/* Under precision = fp8, a GEMM weight not stored in FP8 is quantized
- * before its GEMM and the FP8 copy saved for backward (Transformer
- * Engine; shared/reference/frameworks.md 7): declared on the newest op
- * (a matmul) as a weight copy, which the recipe keeps only where ZeRO-3
- * gathers the weight per block (elsewhere the layout keeps one copy for
- * the step). */
-static int fp8_weight_copy(vs_block *blk, const dims *d, uint64_t rows,
-                           uint64_t cols, int dtype, vs_error *err)
+/* The elements of op's largest matrix weight before its newest one. */
+static uint64_t largest_earlier_weight(const vs_block *blk,
+                                       const vs_op_spec *op)
+{
+  uint64_t largest = 0;
+  for (uint32_t i = op->first_param; i + 1 < op->first_param + op->n_params;
+       i++) {
+    const vs_param_tensor *p = &blk->params[i];
+    if (p->rows > 1 && p->cols > 1 && p->rows * p->cols > largest)
+      largest = p->rows * p->cols;
+  }
+  return largest;
+}
+
+/* The copy of a rows x cols GEMM weight (stored as dtype) that the newest
+ * op, a matmul, makes before its GEMM and saves for backward:
+ * - precision = fp8: a weight not stored in FP8 is quantized and the FP8
+ *   copy saved (Transformer Engine; shared/reference/frameworks.md 7),
+ *   which the recipe keeps only where ZeRO-3 gathers the weight per block
+ *   (elsewhere the layout keeps one copy for the step);
+ * - autocast: the fp32 weight is cast to 16 bits (autocast_mode.cpp
+ *   cached_cast) and saved for the input gradient (frameworks.md 1.2);
+ *   the cast reads 4 B and writes 2 B a weight. In backward the GEMM's
+ *   16-bit weight gradient is cast to fp32 (ToCopyBackward) before it is
+ *   added to .grad: 2 + 4 B a weight of transients, one weight at a time
+ *   (the op's largest counts). Biases are cast and cached too, but no
+ *   GEMM saves them (addmm's backward needs no bias): not counted. */
+static int weight_copy(vs_block *blk, const dims *d, uint64_t rows,
+                       uint64_t cols, int dtype, vs_error *err)
 {
   vs_op_spec *op = blk->n_ops > 0 ? &blk->ops[blk->n_ops - 1] : NULL;
-  if (d->em_dtype != VS_DTYPE_FP8 || !op || !op->matmul || op->adapter ||
+  uint64_t now = rows * cols, before;
+  if (d->copy_dtype == VS_DTYPE_N || !op || !op->matmul || op->adapter ||
       rows <= 1 || cols <= 1 || dtype == VS_DTYPE_FP8_SCALED)
     return 0;
+  if (d->amp) {
+    op->fwd_bytes += (double)(6 * now);
+    before = largest_earlier_weight(blk, op);
+    if (now > before)
+      op->bwd_temp_bytes += 6 * (now - before);
+  }
   return vs_block_save(blk, op,
-                       (vs_saved){.bytes = rows * cols, .dtype = VS_DTYPE_FP8,
+                       (vs_saved){.bytes = vs_dtype_tensor_bytes(d->copy_dtype,
+                                                                 rows, cols),
+                                  .dtype = d->copy_dtype,
                                   .category = VS_CAT_ACTIVATIONS,
-                                  .weight_copy = true},
+                                  .weight_copy = d->amp ? VS_COPY_AUTOCAST
+                                                        : VS_COPY_FP8},
                        err);
 }
 
@@ -214,7 +259,7 @@ static int param_as(vs_block *blk, const dims *d, const char *name,
   blk->param_elems += rows * cols;
   if (blk->n_ops > 0)
     blk->ops[blk->n_ops - 1].n_params++;
-  return fp8_weight_copy(blk, d, rows, cols, dtype, err);
+  return weight_copy(blk, d, rows, cols, dtype, err);
 }
 
 /* A parameter in the model's parameter dtype. */
@@ -368,8 +413,9 @@ static int lora_adapter(vs_block *blk, const dims *d, const char *name,
   return 0;
 }
 
-/* A norm over the replicated activation: saves its input. LayerNorm also has
- * a bias; RMSNorm does not. */
+/* A norm over the replicated activation: saves its input (in fp32 under
+ * autocast: the fp32 residual, or its cast). LayerNorm also has a bias;
+ * RMSNorm does not. */
 static int norm(vs_block *blk, const dims *d, const char *name, bool bias,
                 vs_error *err)
 {
@@ -377,8 +423,8 @@ static int norm(vs_block *blk, const dims *d, const char *name, bool bias,
   vs_op_spec *op = vs_block_add_op(blk, name, err);
   if (!op)
     return VS_EINPUT;
-  as_elementwise(op, d->tok_rep * d->h, d->e, 8.0);
-  if (save_act(blk, op, d->e * d->tok_rep * d->h, d->act_dtype, err))
+  as_elementwise(op, d->tok_rep * d->h, d->er, 8.0);
+  if (save_act(blk, op, d->er * d->tok_rep * d->h, d->er_dtype, err))
     return VS_EINPUT;
   snprintf(pname, sizeof pname, "%s.weight", name);
   if (param(blk, d, pname, 1, d->h, err))
@@ -387,17 +433,17 @@ static int norm(vs_block *blk, const dims *d, const char *name, bool bias,
   return bias ? param(blk, d, pname, 1, d->h, err) : 0;
 }
 
-/* Dropout over n elements: its 1-byte mask is saved; the output too when a
- * matmul consumes it (keep_output), which is the attention-probs dropout. */
+/* Dropout over n elements of eb bytes: its 1-byte mask is saved (the
+ * dropped-out attention probs are saved by the matmul that reads them). */
 static int dropout(vs_block *blk, const dims *d, const char *name, uint64_t n,
-                   bool selective, vs_error *err)
+                   uint64_t eb, bool selective, vs_error *err)
 {
   vs_op_spec *op;
   if (!d->dropout)
     return 0;
   if (!(op = vs_block_add_op(blk, name, err)))
     return VS_EINPUT;
-  as_elementwise(op, n, d->e, 2.0);
+  as_elementwise(op, n, eb, 2.0);
   op->attn_core = selective;
   if (vs_block_save(blk, op,
                     (vs_saved){.bytes = n, .dtype = VS_DTYPE_BOOL,
@@ -408,17 +454,33 @@ static int dropout(vs_block *blk, const dims *d, const char *name, uint64_t n,
   return 0;
 }
 
+/* Under autocast, a GEMM's input from the fp32 residual stream (a norm's
+ * output) is cast to 16 bits by each of the `casts` linears that read it,
+ * each keeping its own copy (frameworks.md 1.2): the casts read 4 B and
+ * write 2 B an element, and in backward each gradient is cast back to
+ * fp32 before the norm gets it. */
+static void autocast_input(vs_op_spec *op, const dims *d, uint64_t casts,
+                           uint64_t elems)
+{
+  if (!d->amp)
+    return;
+  op->fwd_bytes += (double)(casts * (d->er + d->e) * elems);
+  op->bwd_temp_bytes += d->er * elems;
+}
+
 /* A column-parallel matmul (QKV, MLP up): the input is replicated over tp
- * (or sequence-sharded and gathered first), the output sharded. */
+ * (or sequence-sharded and gathered first), the output sharded; `casts`
+ * linears read the input (casts_of). */
 static vs_op_spec *column_parallel(vs_block *blk, const dims *d,
                                    const char *name, uint64_t out_cols,
-                                   vs_error *err)
+                                   uint64_t casts, vs_error *err)
 {
   vs_op_spec *op = vs_block_add_op(blk, name, err);
   if (!op)
     return NULL;
   as_matmul(op, d->tokens, d->h, out_cols, d->e);
-  if (save_input(blk, op, d->em * d->tok_rep * d->h, d->em_dtype,
+  autocast_input(op, d, casts, d->tok_rep * d->h);
+  if (save_input(blk, op, casts * d->em * d->tok_rep * d->h, d->em_dtype,
                  KEPT_FOR_WEIGHTS, err))
     return NULL;
   if (d->sp) {
@@ -489,19 +551,23 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
   attention_matmul(op, d, heads,
                    (double)d->e * ((double)(d->tokens * d->d * (heads + kv)) +
                                    (double)scores));
-  op->fwd_temp_bytes = d->e * scores; /* raw scores until the softmax */
+  /* raw scores until the softmax; under autocast also their fp32
+   * promotion (an fp32 mask added, or softmax's own cast) */
+  op->fwd_temp_bytes = (d->e + (d->amp ? 4 : 0)) * scores;
   op->bwd_temp_bytes = d->e * d->tokens * d->d * (heads + kv);
   if (save_act(blk, op, d->e * d->tokens * d->d * (heads + kv), d->act_dtype, err))
     return VS_EINPUT; /* Q and K */
 
+  /* softmax is on autocast's fp32 list: its output, which it saves, is
+   * fp32 there (and so is the dropout over it) */
   if (!(op = vs_block_add_op(blk, "softmax", err)))
     return VS_EINPUT;
-  as_elementwise(op, scores, d->e, 5.0);
+  as_elementwise(op, scores, d->er, 5.0);
   op->attn_core = true;
-  if (save_scores(blk, op, d, scores, err))
+  if (save_scores(blk, op, scores, d->er_dtype, err))
     return VS_EINPUT;
 
-  if (dropout(blk, d, "attn_dropout", scores, true, err))
+  if (dropout(blk, d, "attn_dropout", scores, d->er, true, err))
     return VS_EINPUT;
 
   if (!(op = vs_block_add_op(blk, "attn_context", err)))
@@ -512,9 +578,11 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
   op->bwd_temp_bytes = d->e * scores;
   if (save_act(blk, op, d->e * d->tokens * d->d * kv, d->act_dtype, err))
     return VS_EINPUT; /* V */
-  if (d->dropout) /* the dropped-out probs; without dropout they are the
-                     softmax output, already saved */
-    if (save_scores(blk, op, d, scores, err))
+  /* the probs the matmul reads: the dropped-out ones, or autocast's
+   * 16-bit cast of the fp32 ones; otherwise the softmax output, already
+   * saved */
+  if (d->dropout || d->amp)
+    if (save_scores(blk, op, scores, d->act_dtype, err))
       return VS_EINPUT;
   return 0;
 }
@@ -565,7 +633,7 @@ static int attention_block(vs_block *blk, const dims *d, bool bias,
   const lora_target out[] = {{VS_LORA_O, d->h}};
   /* flash attention keeps its output, the output projection's input */
   input_keeper out_keeper = d->eager ? KEPT_FOR_WEIGHTS : KEPT_BY_ANOTHER;
-  if (!column_parallel(blk, d, "qkv_proj", qkv_cols, err))
+  if (!column_parallel(blk, d, "qkv_proj", qkv_cols, d->qkv_casts, err))
     return VS_EINPUT;
   if (linear_weight(blk, d, "qkv.weight", d->h, qkv_cols, err) ||
       (bias && param(blk, d, "qkv.bias", 1, qkv_cols, err)) ||
@@ -579,7 +647,8 @@ static int attention_block(vs_block *blk, const dims *d, bool bias,
       (bias && param(blk, d, "attn_out.bias", 1, d->h, err)) ||
       lora_adapter(blk, d, "lora_o", d->h / d->t, out_keeper, out, 1, err))
     return VS_EINPUT;
-  return dropout(blk, d, "attn_out_dropout", d->tok_rep * d->h, false, err);
+  return dropout(blk, d, "attn_out_dropout", d->tok_rep * d->h, d->e, false,
+                 err);
 }
 
 /* GPT / BERT MLP: up, GeLU, down, dropout: 19sbh at 16 bits (Korthikanti). */
@@ -588,7 +657,7 @@ static int gelu_mlp(vs_block *blk, const dims *d, vs_error *err)
   uint64_t f = d->f / d->t;
   const lora_target up[] = {{VS_LORA_UP, f}}, down[] = {{VS_LORA_DOWN, d->h}};
   vs_op_spec *op;
-  if (!column_parallel(blk, d, "mlp_up", f, err) ||
+  if (!column_parallel(blk, d, "mlp_up", f, 1, err) ||
       linear_weight(blk, d, "mlp_up.weight", d->h, f, err) ||
       param(blk, d, "mlp_up.bias", 1, f, err) ||
       lora_adapter(blk, d, "lora_up", d->h, KEPT_FOR_WEIGHTS, up, 1, err))
@@ -603,7 +672,7 @@ static int gelu_mlp(vs_block *blk, const dims *d, vs_error *err)
       param(blk, d, "mlp_down.bias", 1, d->h, err) ||
       lora_adapter(blk, d, "lora_down", f, KEPT_FOR_WEIGHTS, down, 1, err))
     return VS_EINPUT;
-  return dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, false, err);
+  return dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, d->e, false, err);
 }
 
 /* Llama MLP: gate and up projections, SiLU(gate) * up, down projection. */
@@ -613,7 +682,7 @@ static int swiglu_mlp(vs_block *blk, const dims *d, vs_error *err)
   const lora_target gate_up[] = {{VS_LORA_GATE, f}, {VS_LORA_UP, f}};
   const lora_target down[] = {{VS_LORA_DOWN, d->h}};
   vs_op_spec *op;
-  if (!column_parallel(blk, d, "mlp_gate_up", 2 * f, err) ||
+  if (!column_parallel(blk, d, "mlp_gate_up", 2 * f, d->up_casts, err) ||
       linear_weight(blk, d, "mlp_gate.weight", d->h, f, err) ||
       linear_weight(blk, d, "mlp_up.weight", d->h, f, err) ||
       lora_adapter(blk, d, "lora_gate_up", d->h, KEPT_FOR_WEIGHTS, gate_up, 2,
@@ -633,7 +702,7 @@ static int swiglu_mlp(vs_block *blk, const dims *d, vs_error *err)
       linear_weight(blk, d, "mlp_down.weight", f, d->h, err) ||
       lora_adapter(blk, d, "lora_down", f, KEPT_FOR_WEIGHTS, down, 1, err))
     return VS_EINPUT;
-  return dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, false, err);
+  return dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, d->e, false, err);
 }
 
 /* torchtitan's op-level selective checkpointing (checkpointing = ops;
@@ -666,7 +735,7 @@ static int build_layer(vs_block *blk, const vs_workload *wl, const dims *d,
                        vs_error *err)
 {
   bool llama = wl->model.arch == VS_ARCH_LLAMA;
-  blk->input_bytes = d->e * d->tok_rep * d->h;
+  blk->input_bytes = d->er * d->tok_rep * d->h;
   blk->ckpt_bytes = blk->input_bytes;
   if (norm(blk, d, "norm1", !llama, err) ||
       attention_block(blk, d, !llama, err) ||
@@ -691,10 +760,11 @@ static int build_embed(vs_block *blk, const vs_workload *wl, const dims *d,
     return VS_EINPUT;
   op->fwd_bytes = (double)(16 * d->tokens);
 
+  /* the lookup gives the weights' dtype: fp32 under autocast */
   if (!(op = vs_block_add_op(blk, "embedding", err)))
     return VS_EINPUT;
-  as_elementwise(op, d->tokens * d->h, d->e, 1.0);
-  op->bwd_temp_bytes = d->e * d->tokens * d->h;
+  as_elementwise(op, d->tokens * d->h, d->er, 1.0);
+  op->bwd_temp_bytes = d->er * d->tokens * d->h;
   comm(&op->fwd_after, d, d->sp ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE,
        d->e * d->tokens * d->h);
   if (param(blk, d, "word_embeddings", d->vocab / d->t, d->h, err))
@@ -707,7 +777,8 @@ static int build_embed(vs_block *blk, const vs_workload *wl, const dims *d,
         norm(blk, d, "embed_norm", true, err))
       return VS_EINPUT;
   }
-  return dropout(blk, d, "embed_dropout", d->tok_rep * d->h, false, err);
+  return dropout(blk, d, "embed_dropout", d->tok_rep * d->h, d->er, false,
+                 err);
 }
 
 /* Whether the loss works in place on one fp32 copy of the logits:
@@ -777,6 +848,7 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
     if (!(op = vs_block_add_op(blk, "mlm_dense", err)))
       return VS_EINPUT;
     as_matmul(op, d->tokens, d->h, d->h, d->e);
+    autocast_input(op, d, 1, d->tokens * d->h);
     if (save_input(blk, op, d->e * d->tokens * d->h, d->act_dtype,
                    KEPT_FOR_WEIGHTS, err))
       return VS_EINPUT;
@@ -817,9 +889,15 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
    * logits' own buffer) */
   op->bwd_temp_bytes = d->e * d->tokens * d->h +
                        (wl->training.fused_cross_entropy ? 0 : d->e * logits);
+  autocast_input(op, d, 1, d->tok_rep * d->h);
   /* With tied embeddings and pp > 1 the last stage keeps its own copy of
    * the word embeddings (Megatron-LM), kept equal by an all-reduce. */
   if (own_head_weight(wl) && param(blk, d, "lm_head.weight", v, d->h, err))
+    return VS_EINPUT;
+  /* tied on one stage: autocast casts the embedding's weight here, at its
+   * first GEMM */
+  if (!own_head_weight(wl) && d->amp &&
+      weight_copy(blk, d, v, d->h, d->param_dtype, err))
     return VS_EINPUT;
   if (own_head_weight(wl) && wl->model.tied_embeddings && d->frozen_prefix)
     blk->params[blk->n_params - 1].trainable = false; /* the frozen
@@ -837,6 +915,22 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
 static uint64_t elem_bytes(int precision)
 {
   return precision == VS_PREC_FP32 ? 4 : 2;
+}
+
+/* How many linears read the norm output before the attention (qkv) or the
+ * MLP (!qkv), each saving its own 16-bit cast of it under autocast
+ * (frameworks.md 1.2-1.3): Hugging Face's BERT and Llama have separate
+ * query, key and value (and Llama gate and up) linears; GPT-2's c_attn
+ * and every arch's single up projection are one. Without autocast they
+ * share the one tensor. */
+static uint64_t casts_of(const vs_workload *wl, bool qkv)
+{
+  int arch = wl->model.arch;
+  if (!vs_precision_autocast(wl->training.precision))
+    return 1;
+  if (qkv)
+    return arch == VS_ARCH_GPT ? 1 : 3;
+  return arch == VS_ARCH_LLAMA ? 2 : 1;
 }
 
 /* Parameters of the whole model: what one tp=1 build counts, with the
@@ -916,7 +1010,7 @@ static void make_dims(const vs_workload *wl, dims *d)
 {
   const vs_model_conf *mc = &wl->model;
   const vs_parallel_conf *pc = &wl->parallel;
-  int prec = wl->training.precision;
+  int prec = vs_precision_gemm(wl->training.precision);
 
   d->s = mc->seq_len;
   d->b = wl->training.micro_batch;
@@ -939,7 +1033,16 @@ static void make_dims(const vs_workload *wl, dims *d)
                  : prec == VS_PREC_FP16 ? VS_DTYPE_FP16
                                         : VS_DTYPE_BF16;
   d->em_dtype = prec == VS_PREC_FP8 ? VS_DTYPE_FP8 : d->act_dtype;
-  d->param_dtype = d->act_dtype; /* fp8 keeps 16-bit weights (elem_bytes) */
+  d->amp = vs_precision_autocast(wl->training.precision);
+  /* fp8 keeps 16-bit weights (elem_bytes), autocast fp32 ones */
+  d->param_dtype = d->amp ? VS_DTYPE_FP32 : d->act_dtype;
+  d->er = d->amp ? 4 : d->e;
+  d->er_dtype = d->amp ? VS_DTYPE_FP32 : d->act_dtype;
+  d->qkv_casts = casts_of(wl, true);
+  d->up_casts = casts_of(wl, false);
+  d->copy_dtype = prec == VS_PREC_FP8 ? VS_DTYPE_FP8
+                  : d->amp            ? d->act_dtype
+                                      : VS_DTYPE_N;
   /* with method = frozen the layers built from d are the trained ones;
    * the frozen prefix gets the base's format (build_kinds) */
   d->frozen_base = wl->finetune.method == VS_FT_LORA ||
@@ -1090,7 +1193,7 @@ int vs_model_build(const vs_workload *wl, vs_model *m, vs_error *err)
   m->layers = wl->model.layers;
   m->vocab_padded = d.vocab;
   m->act_elem_bytes = d.e;
-  m->param_elem_bytes = d.e;
+  m->param_elem_bytes = vs_dtype_size(d.param_dtype);
   m->causal = d.causal;
   if ((rc = build_kinds(wl, &d, m, err))) {
     vs_model_fini(m);

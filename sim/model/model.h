@@ -40,6 +40,18 @@ typedef enum vs_block_role {
   VS_ROLE_HEAD    /* last pipeline stage: final norm, output layer, loss */
 } vs_block_role;
 
+/* The copies of a GEMM's weight its op keeps for backward. */
+typedef enum vs_weight_copy {
+  VS_COPY_NONE,
+  VS_COPY_FP8,      /* precision = fp8: Transformer Engine's FP8 copy, kept
+                       here only where ZeRO-3 gathers weights per block
+                       (vs_recipe gather_params); elsewhere the layout
+                       keeps one for the step */
+  VS_COPY_AUTOCAST  /* autocast: the weight's 16-bit cast, saved like any
+                       tensor; where its layer is checkpointed, autocast's
+                       cache still holds it until the forward pass ends */
+} vs_weight_copy;
+
 typedef struct vs_saved {
   uint64_t bytes;     /* size on one rank for one micro-batch */
   uint8_t dtype;      /* vs_dtype of its elements */
@@ -47,9 +59,8 @@ typedef struct vs_saved {
   bool selective;     /* dropped and recomputed under selective checkpointing */
   bool wgrad_only;    /* kept only for its op's weight gradients (a
                          linear's input that no other op needs) */
-  bool weight_copy;   /* an FP8 copy of its op's weight (precision = fp8),
-                         kept here only where ZeRO-3 gathers weights per
-                         block (vs_recipe gather_params) */
+  uint8_t weight_copy; /* vs_weight_copy: a copy of its op's weight, or
+                         VS_COPY_NONE */
 } vs_saved;
 
 typedef struct vs_op_spec {
@@ -123,7 +134,8 @@ typedef struct vs_model {
   uint64_t layers;            /* transformer layers */
   uint64_t vocab_padded;      /* vocab rounded up to a multiple of tp */
   uint64_t params_total;      /* whole model, all ranks, unpadded vocab */
-  uint64_t act_elem_bytes;    /* bytes per activation element */
+  uint64_t act_elem_bytes;    /* bytes per activation element (of the
+                                 GEMMs' outputs under autocast) */
   uint64_t param_elem_bytes;  /* bytes per weight element on the GPU */
   bool causal;                /* attention masks later tokens (gpt, llama;
                                  bert is bidirectional) */

@@ -61,6 +61,9 @@ static void place_states(const vs_recipe *r, vs_stage_layout *st)
       &st->host.params, &st->nvme.params);
   if (r->grads.place == VS_PLACE_GPU && !r->step_in_backward)
     st->grads_bytes = grads; /* stepped in backward: never all at once */
+  if (r->ddp_bucket_copy)
+    st->ddp_bucket_bytes = grads; /* the reducer's buckets */
+  st->grads_bytes += st->ddp_bucket_bytes;
   if (r->offload.cpu_step)
     st->host.grads = vs_recipe_shard(&r->offload.host_grads,
                                      4 * st->trainable_elems);

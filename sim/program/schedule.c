@@ -82,6 +82,10 @@ typedef struct builder {
                                host buffer */
   uint32_t *act_out;        /* [mb % ring][inst] the copy that took them */
   uint32_t *act_fetch;      /* [inst] their copy back, this pass */
+  uint32_t *cached;         /* autocast's weight copies in checkpointed
+                               layers, held by its cache until the
+                               forward pass ends */
+  size_t n_cached, cap_cached;
   uint64_t stage;           /* pipeline stage being built */
   uint32_t recv_op;         /* receive the next compute op must wait for */
   uint32_t recv_buf;        /* its buffer, freed by that op */
@@ -652,6 +656,36 @@ static void before_backward_acts(builder *b, size_t inst, int mb)
  * Forward and backward of one block
  * ------------------------------------------------------------------------ */
 
+/* Whether inst's saved tensor s is autocast's copy of a weight in a
+ * checkpointed layer: not saved, but autocast's cache holds it from its
+ * cast until the outermost autocast region exits, at the end of the
+ * forward pass (autocast_mode.cpp; frameworks.md 1.2: the cache fills
+ * under checkpointing too). */
+static bool held_by_cache(const builder *b, size_t inst, uint32_t s)
+{
+  return block_of(b, inst)->saved[s].weight_copy == VS_COPY_AUTOCAST &&
+         plan_of(b, inst)->keep[s] == VS_RECOMPUTE_BLOCK;
+}
+
+/* Op casts a weight of `bytes` into autocast's cache. */
+static void cache_copy(builder *b, uint32_t op, uint64_t bytes)
+{
+  uint32_t buf = new_buffer(b, bytes, VS_CAT_TEMP);
+  if (!grow(b, (void **)&b->cached, &b->cap_cached, b->n_cached + 1,
+            sizeof *b->cached))
+    return;
+  b->cached[b->n_cached++] = buf;
+  alloc_on(b, op, buf);
+}
+
+/* The forward pass ends: autocast's cache is cleared. */
+static void clear_cache(builder *b)
+{
+  for (size_t i = 0; i < b->n_cached; i++)
+    free_on(b, b->last_compute, b->cached[i], AT_END);
+  b->n_cached = 0;
+}
+
 static void forward_block(builder *b, size_t inst, int mb)
 {
   const vs_block *blk = block_of(b, inst);
@@ -679,6 +713,8 @@ static void forward_block(builder *b, size_t inst, int mb)
         hold(b, slot, new_buffer(b, saved_size(b, blk, s),
                                  blk->saved[s].category));
         alloc_on(b, op, *slot);
+      } else if (held_by_cache(b, inst, s)) {
+        cache_copy(b, op, saved_size(b, blk, s));
       } else {
         fleeting += saved_size(b, blk, s);
       }
@@ -1085,6 +1121,7 @@ static void free_tables(builder *b)
   free(b->act_host);
   free(b->act_out);
   free(b->act_fetch);
+  free(b->cached);
 }
 
 /* ------------------------------------------------------------------------
@@ -1186,6 +1223,7 @@ static void forward_unit(builder *b, const vs_unit *u)
     receive(b, SEND_ACTIVATION, u->mb, g - 1);
   for (size_t inst = first; inst <= last; inst++)
     forward_block(b, inst, (int)u->mb);
+  clear_cache(b);
   if (g + 1 < b->lay->n_chunks)
     send(b, SEND_ACTIVATION, u->mb, g, g + 1);
 }

@@ -182,6 +182,7 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
   /* FSDP2's all_gather_state keeps the previous unit's all-gather output
    * until the next unit's copy-out (frameworks.md 4.3) */
   r->gather_copy_out = r->fp32_params && r->gather_params;
+  r->ddp_bucket_copy = wl->training.framework == VS_FW_HF && dp > 1;
 }
 
 /* Streams and groups: tensor-parallel collectives on the compute stream
@@ -273,7 +274,7 @@ static bool weights_frozen(const vs_recipe *r, const vs_block *b,
 static uint8_t keep_saved(const vs_workload *wl, const vs_recipe *r,
                           const vs_block *b, const vs_saved *sv, bool frozen)
 {
-  if ((frozen && sv->wgrad_only) || (sv->weight_copy && !r->gather_params))
+  if ((frozen && sv->wgrad_only) || (sv->weight_copy == VS_COPY_FP8 && !r->gather_params))
     return VS_NOT_SAVED;
   return (uint8_t)keep_of(wl, b, sv);
 }

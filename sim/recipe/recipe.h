@@ -177,6 +177,12 @@ typedef struct vs_recipe {
                                parameters when its pass starts; the flat
                                buffer lives until the next block's
                                copy-out */
+  bool ddp_bucket_copy;     /* PyTorch DDP (framework = hf, dp > 1): the
+                               reducer's flat buckets hold a copy of every
+                               gradient beside .grad, allocated with the
+                               model (gradient_as_bucket_view = False, the
+                               default; PyTorch PR #41954 made the views
+                               to save that much memory) */
   double tied_share;        /* the trainable share of the embedding's
                                weights, which an output layer tied to them
                                (a matmul without weights of its own)

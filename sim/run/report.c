@@ -532,6 +532,30 @@ static void show_step_copies(FILE *out, const vs_workload *wl,
             vs_framework_name(wl->training.framework));
 }
 
+/* What autocast and DDP add to a job: the weights' 16-bit copies of one
+ * layer (saved from forward to backward), and the reducer's bucket copy
+ * of the gradients. */
+static void show_autocast_ddp(FILE *out, const vs_workload *wl,
+                              const vs_model *m, const vs_layout *lay)
+{
+  const vs_block *layer = vs_model_layer(m, 0);
+  uint64_t copies = 0;
+  char b[16];
+  for (uint32_t s = 0; s < layer->n_saved; s++)
+    if (layer->saved[s].weight_copy == VS_COPY_AUTOCAST)
+      copies += layer->saved[s].bytes;
+  if (copies)
+    fprintf(out, "# autocast (%s): fp32 weights, gradients and states; each "
+                 "GEMM weight's 16-bit copy from its first use to its "
+                 "backward, %s a layer (in activations)\n",
+            vs_precision_name(wl->training.precision),
+            vs_format_bytes(copies, b, sizeof b));
+  if (lay->stages[0].ddp_bucket_bytes)
+    fprintf(out, "# of the grads, %s per GPU are DDP's bucket copy "
+                 "(gradient_as_bucket_view = False)\n",
+            vs_format_bytes(lay->stages[0].ddp_bucket_bytes, b, sizeof b));
+}
+
 void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
                     const vs_model *m, const vs_layout *lay)
 {
@@ -577,6 +601,7 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
   show_off_gpu(out, lay, VS_PLACE_HOST);
   show_off_gpu(out, lay, VS_PLACE_NVME);
   show_step_copies(out, wl, lay);
+  show_autocast_ddp(out, wl, m, lay);
   if (lay->pp > 1) {
     fprintf(out, "# "
                  "pipeline: %llu stages, %llu virtual stage(s) each\n",

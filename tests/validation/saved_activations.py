@@ -20,6 +20,13 @@ release). Both are split the same way: per layer = (4-layer total -
 input) = total - layers x per layer. Differencing cancels whatever both
 count once per model.
 
+Autocast (amp = autocast, vsim's precision = amp_bf16) runs the forward
+pass under CPU autocast with bf16. Its op lists differ from CUDA's where
+the model needs it only in the eager softmax, which the harness's model
+runs in fp32 as CUDA's list does (gtmodels.attention); layer_norm, not
+forced to fp32 on the CPU, gets the fp32 residual stream anyway. The
+16-bit weight copies each matmul saves count on both sides.
+
 Saved tensors do not depend on the device, with one exception handled
 here: on the CPU, PyTorch 1.13's F.dropout multiplies by a mask of the
 input's dtype, where CUDA runs the fused native_dropout and saves a 1-byte
@@ -45,6 +52,7 @@ Exit 3 without PyTorch.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
 import sys
@@ -64,7 +72,10 @@ CONFIGS = [
     dict(SMALL, arch="gpt", precision="fp32", amp="none"),
     dict(SMALL, arch="llama", kv_heads=2, ffn_hidden=512, precision="bf16", amp="master"),
     dict(SMALL, arch="llama", kv_heads=2, ffn_hidden=512, precision="fp32", amp="none"),
+    dict(SMALL, arch="gpt", precision="bf16", amp="autocast"),
+    dict(SMALL, arch="llama", kv_heads=2, ffn_hidden=512, precision="bf16", amp="autocast"),
 ]
+LLAMA_AUTOCAST = CONFIGS[-1]
 # (configuration, LoRA rank, targets): PEFT's default targets for Llama,
 # and all seven linears
 LLAMA_BF16 = dict(SMALL, arch="llama", kv_heads=2, ffn_hidden=512, precision="bf16",
@@ -126,7 +137,9 @@ def checkpoint_every(model, torch, every):
 
 def torch_saved(c, torch, gtm, lora=None, trainable_layers=0, every=0):
     """Bytes of distinct storages autograd saves in one forward pass of c,
-    without weights, buffers and tensors of the vocabulary's width; lora:
+    without weights, buffers and the logits and log-probabilities (a
+    vocabulary-wide row per token: an autocast copy of the output weight,
+    [hidden, vocab] once transposed, counts); lora:
     (rank, targets) to fine-tune with adapters instead; trainable_layers:
     train only the last this many layers; every: checkpoint every N-th
     layer."""
@@ -142,9 +155,12 @@ def torch_saved(c, torch, gtm, lora=None, trainable_layers=0, every=0):
     fixed = {storage_of(t)[0] for t in list(model.parameters()) + list(model.buffers())}
     saved = {}
 
+    logits = c["micro_batch"] * c["seq_len"] * c["vocab"]
+
     def pack(t):
         # 0-dim tensors are wrapped Python scalars: host memory on a GPU.
-        if t.dim() and t.numel() and t.shape[-1] != c["vocab"]:
+        if t.dim() and t.numel() and not (t.shape[-1] == c["vocab"] and
+                                          t.numel() == logits):
             ptr, nbytes = storage_of(t)
             if ptr not in fixed:
                 saved[ptr] = max(saved.get(ptr, 0), nbytes)
@@ -153,7 +169,9 @@ def torch_saved(c, torch, gtm, lora=None, trainable_layers=0, every=0):
     torch.manual_seed(0)
     ids = torch.randint(c["vocab"], (c["micro_batch"], c["seq_len"]))
     labels = torch.randint(c["vocab"], (c["micro_batch"], c["seq_len"]))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    amp = (torch.autocast("cpu", dtype=gtm.DTYPES[c["precision"]])
+           if c["amp"] == "autocast" else contextlib.nullcontext())
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), amp:
         loss = model(ids, labels)
     del loss
     return sum(saved.values())
@@ -194,6 +212,11 @@ def vsim_forward_activations(c, vsim, lora=None, trainable_layers=0, every=0):
                     break
                 total += delta
         return total
+
+
+def prec_label(c):
+    """The precision as vsim names it (amp_bf16 for autocast)."""
+    return gtconfig.vsim_precision(c)
 
 
 def split(total2, total4):
@@ -264,7 +287,8 @@ def compare_checkpointing(base, every, vsim, torch, gtm):
                        torch_saved(c4, torch, gtm, every=every))
     v_layer, _ = split(vsim_forward_activations(c2, vsim, every=every),
                        vsim_forward_activations(c4, vsim, every=every))
-    name = f"{c2['arch']} checkpoint every {every} layer{'s' if every > 1 else ''}"
+    name = (f"{c2['arch']} {prec_label(c2)} checkpoint every {every} "
+            f"layer{'s' if every > 1 else ''}")
     print(f"| {name} | {t_layer / 2 ** 10:.1f} KiB | {v_layer / 2 ** 10:.1f} KiB "
           f"| {100 * (v_layer - t_layer) / t_layer:+.2f}% | | | (rest not checked) |")
     # the uncheckpointed layers' norms keep statistics vsim does not count
@@ -304,7 +328,7 @@ def main(argv=None):
             t_layer, t_rest = split(torch_saved(c2, torch, gtm), torch_saved(c4, torch, gtm))
             v_layer, v_rest = split(vsim_forward_activations(c2, args.vsim),
                                     vsim_forward_activations(c4, args.vsim))
-            name = f"{c2['arch']} kv_heads={c2['kv_heads']} {c2['precision']} {attention}"
+            name = f"{c2['arch']} kv_heads={c2['kv_heads']} {prec_label(c2)} {attention}"
             print(f"| {name} | {t_layer / 2 ** 10:.1f} KiB | {v_layer / 2 ** 10:.1f} KiB "
                   f"| {100 * (v_layer - t_layer) / t_layer:+.2f}% | {t_rest / 2 ** 10:.1f} KiB "
                   f"| {v_rest / 2 ** 10:.1f} KiB | {100 * (v_rest - t_rest) / t_rest:+.2f}% |")
@@ -321,6 +345,7 @@ def main(argv=None):
     for base in (CONFIGS[0], LLAMA_BF16):
         for every in (1, 2):
             failures += compare_checkpointing(base, every, args.vsim, torch, gtm)
+    failures += compare_checkpointing(LLAMA_AUTOCAST, 2, args.vsim, torch, gtm)
     import torch.utils.checkpoint as tuc
     if not hasattr(tuc, "create_selective_checkpoint_contexts"):
         print(f"checkpointing = ops not checked: PyTorch {torch.__version__} has no "

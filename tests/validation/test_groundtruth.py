@@ -175,15 +175,18 @@ class Grid(unittest.TestCase):
             if c["precision"] == "fp32":
                 self.assertEqual((c["amp"], c["master_weights"], c["grad_dtype"]),
                                  ("none", False, "precision"))
+            elif c["amp"] == "autocast":
+                # fp32 weights and gradients; vsim casts the weights itself
+                self.assertEqual((c["master_weights"], c["grad_dtype"]), (False, "precision"))
+                self.assertEqual(gtconfig.vsim_precision(c), "amp_" + c["precision"])
             else:
-                # autocast (fp32 weights and gradients + a cached bf16/fp16
-                # copy of each weight) and master weights alike: 2+4+12 bytes
+                # 16-bit weights, fp32 master and main grads: 2+4+12 bytes
                 self.assertEqual((c["master_weights"], c["grad_dtype"]), (True, "fp32"))
         self.assertRaises(gtconfig.ConfigError, gtconfig.normalize,
                           dict(model="gpt-125m", seq_len=512, precision="fp32", amp="autocast"))
-        for amp in ("master", "autocast"):
+        for amp, grad in (("master", "precision"), ("autocast", "fp32")):
             self.assertRaises(gtconfig.ConfigError, gtconfig.normalize,
-                              dict(model="gpt-125m", seq_len=512, amp=amp, grad_dtype="precision"))
+                              dict(model="gpt-125m", seq_len=512, amp=amp, grad_dtype=grad))
         self.assertRaises(gtconfig.ConfigError, gtconfig.normalize,
                           dict(model="gpt-125m", seq_len=512, optimizer="lion"))
 
@@ -265,8 +268,8 @@ class Generator(unittest.TestCase):
     def test_autocast_row(self):
         ini = generate.row_to_ini(self.row("synthetic-gpt-tiny"))
         for line in ("arch = gpt", "tied_embeddings = true", "dropout = 0.1",
-                     "ffn_hidden = 1024", "precision = bf16", "master_weights = true",
-                     "grad_dtype = fp32", "optimizer = adamw", "checkpointing = none",
+                     "ffn_hidden = 1024", "precision = amp_bf16", "master_weights = false",
+                     "grad_dtype = precision", "optimizer = adamw", "checkpointing = none",
                      "attention = flash", "allocator = caching", "expandable_segments = false"):
             self.assertIn("\n" + line + "\n", ini)
         self.assertEqual(generate.vsim_args(), ["--gpus", "1", "--topology",
@@ -283,7 +286,7 @@ class Generator(unittest.TestCase):
         with self.assertRaisesRegex(generate.GenerateError, r"column\(s\) seq_len missing"):
             generate.row_to_ini(r)
         r = self.row("synthetic-gpt-tiny")
-        r["master_weights"] = "false"
+        r["master_weights"] = "true"
         with self.assertRaisesRegex(generate.GenerateError, "does not follow from precision"):
             generate.row_to_ini(r)
 
