@@ -1387,6 +1387,57 @@ static void test_autocast_cache_under_checkpointing(void **state)
   vs_sim_fini(&b);
 }
 
+/* Of rank r's category: the bytes held before its first backward op and
+ * at the end of the step. */
+static void held_before_backward(const vs_rank *r, int category,
+                                 int64_t *before, int64_t *end)
+{
+  int64_t held = 0;
+  bool in_backward = false;
+  *before = -1;
+  for (size_t i = 0; i < r->n_timeline; i++) {
+    if (!in_backward && r->prog->ops[r->timeline[i].op].phase == VS_PHASE_BWD) {
+      in_backward = true;
+      *before = held;
+    }
+    if (r->timeline[i].category == category)
+      held += r->timeline[i].delta_bytes;
+  }
+  *end = held;
+}
+
+/* The Hugging Face Trainer calls model.zero_grad() after each step
+ * (set_to_none = True): no gradient exists in the first forward pass of
+ * a step, they all do at its end before the step, and none after it.
+ * Plain autocast (framework none) keeps them resident. */
+static void test_hf_grads_set_to_none(void **state)
+{
+  static const char gpt[] =
+      "[model]\narch = gpt\nlayers = 4\nhidden = 256\nheads = 4\n"
+      "vocab = 1000\nseq_len = 128\n"
+      "[training]\nprecision = amp_bf16\n[runtime]\nallocator = exact\n";
+  const char *hf[] = {"training.framework=hf"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim h, n;
+  int64_t before, end;
+  (void)state;
+  load(&wl, gpt, hf, 1, 1);
+  simulate(&h, &wl, &topo, false);
+  load(&wl, gpt, NULL, 0, 1);
+  simulate(&n, &wl, &topo, false);
+  assert_int_equal(h.layout.grads_bytes, 4 * h.layout.param_elems);
+  held_before_backward(&h.ranks[0], VS_CAT_GRADS, &before, &end);
+  assert_int_equal(before, 0);
+  assert_int_equal(end, 0);
+  assert_int_equal(max_held(&h.ranks[0], VS_CAT_GRADS), h.layout.grads_bytes);
+  held_before_backward(&n.ranks[0], VS_CAT_GRADS, &before, &end);
+  assert_int_equal(before, (int64_t)n.layout.grads_bytes);
+  assert_int_equal(end, (int64_t)n.layout.grads_bytes);
+  vs_sim_fini(&h);
+  vs_sim_fini(&n);
+}
+
 /* Bytes of the file at path (fails the test when it cannot be read). */
 static double file_bytes(const char *path)
 {
@@ -1524,6 +1575,7 @@ int main(void)
       cmocka_unit_test(test_paged_optimizer),
       cmocka_unit_test(test_fp8_copies),
       cmocka_unit_test(test_autocast_cache_under_checkpointing),
+      cmocka_unit_test(test_hf_grads_set_to_none),
       cmocka_unit_test(test_fp8_copies_zero3),
       cmocka_unit_test(test_estimate_bounds_the_work),
       cmocka_unit_test(test_budget_refuses_before_building),

@@ -71,6 +71,8 @@ typedef struct builder {
                                previous block's) */
   uint32_t last_flat;       /* the newest copied-out block's flat buffer */
   uint32_t *grad_buf;       /* [inst] unreduced grads (ZeRO-2/3) */
+  uint32_t *grads_kept;     /* [inst] resident grads that appear at their
+                               first backward (vs_recipe grads_set_to_none) */
   uint32_t *bucket;         /* insts whose grads wait in the open bucket */
   size_t n_bucket;          /* how many */
   uint64_t bucket_fill;     /* their grad bytes */
@@ -813,15 +815,25 @@ static int last_core_op(const vs_block *blk)
  * (ZeRO-2/3); with ZeRO-0/1 they accumulate in the resident buffer. */
 static bool transient_grads(const builder *b) { return b->r->transient_grads; }
 
-/* inst's gradients appear (transient: they wait for their bucket or their
- * step) when op starts, unless they already have. */
-static void grads_appear(builder *b, size_t inst, uint32_t op)
+/* inst's gradients appear in table[inst] when op starts, unless they
+ * already have: in grad_buf (transient: they wait for their bucket or
+ * their step) or grads_kept (kept to the step, gone after it). */
+static void grads_appear(builder *b, uint32_t *table, size_t inst,
+                         uint32_t op)
 {
-  if (b->grad_buf[inst] != NONE)
+  if (table[inst] != NONE)
     return;
-  b->grad_buf[inst] = new_buffer(b, plan_of(b, inst)->grad_bytes,
-                                 VS_CAT_GRADS);
-  alloc_on(b, op, b->grad_buf[inst]);
+  table[inst] = new_buffer(b, plan_of(b, inst)->grad_bytes, VS_CAT_GRADS);
+  alloc_on(b, op, table[inst]);
+}
+
+/* Where gradients made in backward appear, or NULL when they are
+ * resident from the setup on. */
+static uint32_t *grads_made_in(const builder *b)
+{
+  return transient_grads(b)              ? b->grad_buf
+         : b->r->grads_set_to_none ? b->grads_kept
+                                         : NULL;
 }
 
 /* Tied embeddings held once, by the one stage that has both ends: the
@@ -856,10 +868,11 @@ static void backward_block(builder *b, size_t inst, int mb)
     op_comm(b, &o->bwd_before, layer, mb);
     op = compute_op(b, VS_PHASE_BWD, o->name, layer, mb, plan->bwd_flops[k],
                     plan->bwd_bytes[k], o->matmul);
-    if (k == (int)blk->n_ops - 1 && transient_grads(b)) {
-      grads_appear(b, inst, op);
+    if (k == (int)blk->n_ops - 1 && grads_made_in(b)) {
+      grads_appear(b, grads_made_in(b), inst, op);
       if (inst + 1 == b->n_inst && tied_on_one_stage(b))
-        grads_appear(b, 0, op); /* the head computes the tied embedding's */
+        grads_appear(b, grads_made_in(b), 0, op); /* the head computes the
+                                                     tied embedding's */
     }
     transient(b, op, o->bwd_temp_bytes, VS_CAT_TEMP);
     for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++) {
@@ -1059,6 +1072,10 @@ static void optimizer_step(builder *b)
   if (b->r->step_in_backward)
     return; /* every block stepped in its backward */
   op = b->r->offload.cpu_step ? host_step(b, st, &w) : gpu_step(b, st, &w);
+  for (size_t inst = 0; b->r->grads_set_to_none && inst < b->n_inst; inst++) {
+    free_on(b, op, b->grads_kept[inst], AT_END); /* zero_grad() */
+    b->grads_kept[inst] = NONE;
+  }
   if (b->r->gather_after_step)
     add_dep(b,
             use_comm(b, VS_USE_STEP_GATHER, "zero_param_all_gather",
@@ -1083,7 +1100,11 @@ static void setup(builder *b)
                        -1, 0.0, 0.0, 0.0);
   const vs_stage_layout *st = &b->lay->stages[b->stage];
   alloc_on(b, op, new_buffer(b, st->params_bytes, VS_CAT_PARAMS));
-  alloc_on(b, op, new_buffer(b, st->grads_bytes, VS_CAT_GRADS));
+  /* gradients set to None after each step come in backward; DDP's
+   * buckets stay */
+  alloc_on(b, op, new_buffer(b, b->r->grads_set_to_none ? st->ddp_bucket_bytes
+                                                        : st->grads_bytes,
+                             VS_CAT_GRADS));
   alloc_on(b, op, new_buffer(b, st->optimizer_bytes, VS_CAT_OPTIMIZER));
   alloc_on(b, op, placed_buffer(b, st->managed_bytes, VS_CAT_OPTIMIZER,
                                 VS_PLACE_MANAGED));
@@ -1117,6 +1138,7 @@ static void free_tables(builder *b)
   free(b->gather_buf);
   free(b->flat_buf);
   free(b->grad_buf);
+  free(b->grads_kept);
   free(b->bucket);
   free(b->act_host);
   free(b->act_out);
@@ -1422,6 +1444,7 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->gather_buf = new_table(b, n_inst);
   b->flat_buf = new_table(b, n_inst);
   b->grad_buf = new_table(b, n_inst);
+  b->grads_kept = new_table(b, n_inst);
   b->bucket = new_table(b, n_inst);
   b->act_host = new_table(b, b->ring * n_inst);
   b->act_out = new_table(b, b->ring * n_inst);

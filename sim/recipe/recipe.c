@@ -183,6 +183,8 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
    * until the next unit's copy-out (frameworks.md 4.3) */
   r->gather_copy_out = r->fp32_params && r->gather_params;
   r->ddp_bucket_copy = wl->training.framework == VS_FW_HF && dp > 1;
+  r->grads_set_to_none = wl->training.framework == VS_FW_HF &&
+                         !r->transient_grads && !r->step_in_backward;
 }
 
 /* Streams and groups: tensor-parallel collectives on the compute stream

@@ -177,6 +177,14 @@ typedef struct vs_recipe {
                                parameters when its pass starts; the flat
                                buffer lives until the next block's
                                copy-out */
+  bool grads_set_to_none;   /* the Hugging Face Trainer (framework = hf):
+                               model.zero_grad() after each step sets the
+                               gradients to None (set_to_none = True,
+                               PyTorch >= 2.0's default), so each block's
+                               appear at its first backward of the step
+                               and go when the step ends (with resident
+                               gradients: not transient, not stepped in
+                               backward) */
   bool ddp_bucket_copy;     /* PyTorch DDP (framework = hf, dp > 1): the
                                reducer's flat buckets hold a copy of every
                                gradient beside .grad, allocated with the
