@@ -72,6 +72,7 @@ enum {
   PRUNE_FINETUNE_TP,     /* adapters or a bitsandbytes base with tp > 1 */
   PRUNE_FSDP2_ZERO,      /* under fsdp2, ZeRO other than 3 */
   PRUNE_DP_ONLY,         /* autocast or hf beyond data parallelism */
+  PRUNE_MOE_TP,          /* MoE layers with tp > 1 */
   PRUNE_N
 };
 
@@ -95,6 +96,8 @@ static const char *const prune_reasons[PRUNE_N] = {
     "layouts: FSDP2 (framework = fsdp2) shards every parameter: ZeRO-3 only",
     "layouts: autocast (amp_*) and framework = hf run data parallelism alone "
     "(tp = pp = 1, zero <= 2 or 0 under hf, no offload)",
+    "(GPUs, tp) pairs: mixture-of-experts layers are simulated without "
+    "tensor parallelism",
 };
 
 /* A fitting layout's place in the ranking. */
@@ -382,6 +385,10 @@ static int enumerate(const vs_workload *wl, const vs_topology *topo,
       }
       if (!vs_workload_finetune_tp_allowed(&wl->finetune, tp)) {
         ps->pruned[PRUNE_FINETUNE_TP]++;
+        continue;
+      }
+      if (!vs_workload_moe_tp_allowed(&wl->model, tp)) {
+        ps->pruned[PRUNE_MOE_TP]++;
         continue;
       }
       if (tp > 1 && !vs_workload_sp_allowed(wl->model.seq_len, tp)) {

@@ -483,28 +483,54 @@ static void test_hf_samples(void **state)
   assert_contains(r.out, "verdict: FITS on 8 x L40S-48GB");
 }
 
+/* The MoE sample end to end: Mixtral-8x7B on 16 GPUs (ZeRO-3) fits,
+ * and the report gives the parameters in total and a token's. */
+static void test_moe_sample(void **state)
+{
+  static const char *const go[] = {"run", "workloads/mixtral-8x7b.ini",
+                                   "--gpus", "16", NULL};
+  static const char *const eight[] = {"run", "workloads/mixtral-8x7b.ini",
+                                      "--gpus", "8", NULL};
+  (void)state;
+  run(go);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "model     llama, 46.70 B (12.88 B active) "
+                         "parameters");
+  assert_contains(r.out, "verdict: FITS on 16 x H100-SXM-80GB");
+  /* its 18 bytes a parameter over 8 GPUs alone take 98 GiB each */
+  run(eight);
+  assert_int_equal(r.status, 3);
+  assert_contains(r.out, "verdict: DOES NOT FIT on 8 x H100-SXM-80GB");
+}
+
 /* Each shipped config.json gives its model's published parameter count
  * (the model cards on huggingface.co, counted by transformers) within
  * 0.5%: vsim's GPT and BERT count learned positions for seq_len rows, set
- * to the config's max_position_embeddings here; Qwen2's q/k/v biases and
- * BERT's pooler are not in vsim's layers. */
+ * to the config's max_position_embeddings here; Qwen2's q/k/v biases,
+ * Qwen-MoE's shared-expert gate (h a layer) and BERT's pooler are not in
+ * vsim's layers. Mixtures of experts also give the parameters a token
+ * uses within 0.5%. */
 static void test_shipped_model_configs(void **state)
 {
   static const struct {
     const char *file;
     unsigned seq;
-    double params;
+    double params, active; /* active: 0 for a dense model */
   } models[] = {
-      {"llama-2-7b.json", 4096, 6738415616.0},
-      {"llama-2-70b.json", 4096, 68976648192.0},
-      {"llama-3.1-8b.json", 8192, 8030261248.0},
-      {"llama-3.1-70b.json", 8192, 70553706496.0},
-      {"mistral-7b-v0.1.json", 4096, 7241732096.0},
-      {"qwen2-7b.json", 4096, 7615616512.0},
-      {"gemma-2b.json", 8192, 2506172416.0},
-      {"gpt2.json", 1024, 124439808.0},
-      {"gpt-neox-20b.json", 2048, 20554567680.0},
-      {"bert-base-uncased.json", 512, 109482240.0},
+      {"llama-2-7b.json", 4096, 6738415616.0, 0},
+      {"llama-2-70b.json", 4096, 68976648192.0, 0},
+      {"llama-3.1-8b.json", 8192, 8030261248.0, 0},
+      {"llama-3.1-70b.json", 8192, 70553706496.0, 0},
+      {"mistral-7b-v0.1.json", 4096, 7241732096.0, 0},
+      {"qwen2-7b.json", 4096, 7615616512.0, 0},
+      {"gemma-2b.json", 8192, 2506172416.0, 0},
+      {"gpt2.json", 1024, 124439808.0, 0},
+      {"gpt-neox-20b.json", 2048, 20554567680.0, 0},
+      {"bert-base-uncased.json", 512, 109482240.0, 0},
+      /* Mistral AI's announcement: 46.7 B in total, 12.9 B a token */
+      {"mixtral-8x7b.json", 4096, 46.7e9, 12.9e9},
+      /* Qwen's Qwen1.5-MoE-A2.7B card: 14.3 B in total, 2.7 B activated */
+      {"qwen1.5-moe-a2.7b.json", 4096, 14.3e9, 2.7e9},
   };
   (void)state;
   for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
@@ -519,6 +545,13 @@ static void test_shipped_model_configs(void **state)
       fail_msg("%s: %s", models[i].file, r.err);
     assert_non_null(at = strstr(r.out, "# parameters = "));
     tu_assert_close(strtod(at + 15, NULL), models[i].params, 0.005);
+    at = strstr(r.out, "# active parameters = ");
+    if (models[i].active > 0) {
+      assert_non_null(at);
+      tu_assert_close(strtod(at + 22, NULL), models[i].active, 0.005);
+    } else {
+      assert_null(at);
+    }
     unlink(path);
   }
 }
@@ -1697,6 +1730,9 @@ static void test_show_output_loads_back(void **state)
       {"show", "workloads/megatron-gpt-7b.ini", NULL},
       {"show", "workloads/deepspeed-gpt-zero2.ini", NULL},
       {"show", "workloads/torchtitan-llama3-8b.ini", NULL},
+      {"show", "workloads/hf-bert-large.ini", NULL},
+      {"show", "workloads/hf-llama3-8b-lora.ini", NULL},
+      {"show", "workloads/mixtral-8x7b.ini", NULL},
   };
   static char first[16384], second[16384];
   char path[64];
@@ -2183,6 +2219,7 @@ int main(void)
       cmocka_unit_test(test_finetune_samples),
       cmocka_unit_test(test_framework_samples),
       cmocka_unit_test(test_hf_samples),
+      cmocka_unit_test(test_moe_sample),
       cmocka_unit_test(test_shipped_model_configs),
       cmocka_unit_test(test_activation_offload_timeline_and_trace),
       cmocka_unit_test(test_offload_combinations_refused),

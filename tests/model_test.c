@@ -967,6 +967,95 @@ static void test_autocast_llama_layer(void **state)
                   op_named(b16, "mlp_down")->fwd_flops, 1e-15);
 }
 
+/* A Llama MoE layer against the dense one of the same shapes: the MLP's
+ * saved tensors (2Th + 8Tf: input, gate, SiLU(gate) and up, down's
+ * input) give way to the router's input (the same 2Th, kept for the shared
+ * expert too), its fp32 softmax (4TE) and int64 top-k indices (8Tk), the
+ * dispatch's int64 indices (8kT), the routed experts' tensors on the kT
+ * slots (2kTh + 8kTf_e), the combine's expert outputs and fp32 probs
+ * (2kTh + 4kT), and the shared expert's (8Tf_s but its input). Parameters:
+ * the router (hE), E experts of 3hf_e, the shared expert's 3hf_s. */
+static void test_moe_layer(void **state)
+{
+  const uint64_t s = 256, b = 2, h = 512, f = 2048, E = 8, k = 2, fe = 1024,
+                 fs = 768, T = s * b;
+  const char *const moe[] = {"model.experts=8", "model.experts_per_token=2",
+                             "model.expert_ffn_hidden=1024",
+                             "model.shared_experts=1",
+                             "model.shared_expert_ffn_hidden=768"};
+  static const char llama[] =
+      "[model]\narch = llama\nlayers = 2\nhidden = 512\nheads = 8\n"
+      "ffn_hidden = 2048\nvocab = 1000\nseq_len = 256\n"
+      "[training]\nmicro_batch = 2\n";
+  vs_model m0, m1;
+  const vs_block *dense, *mx;
+  uint64_t dense_mlp = 2 * T * h + 8 * T * f;
+  uint64_t moe_mlp = 2 * T * h + 4 * T * E + 8 * T * k + 8 * k * T +
+                     2 * k * T * h + 8 * k * T * fe + 2 * k * T * h +
+                     4 * k * T + 8 * T * fs;
+  (void)state;
+  build_ini(&m0, llama, NULL, 0);
+  build_ini(&m1, llama, moe, 5);
+  dense = vs_model_layer(&m0, 0);
+  mx = vs_model_layer(&m1, 0);
+  assert_string_equal(mx->name, "moe");
+  assert_int_equal(vs_block_saved_bytes(mx, -1, true) -
+                       vs_block_saved_bytes(dense, -1, true),
+                   moe_mlp - dense_mlp);
+  assert_int_equal(mx->param_elems - dense->param_elems,
+                   h * E + E * 3 * h * fe + 3 * h * fs - 3 * h * f);
+  /* the routed experts' GEMMs run on the kT slots */
+  tu_assert_close(op_named(mx, "experts_fc1")->fwd_flops,
+                  2.0 * (double)(k * T * h * 2 * fe), 1e-15);
+  /* a token's parameters: the router, k experts, the shared one */
+  assert_int_equal(m1.params_total - m1.params_active,
+                   2 * (E - k) * 3 * h * fe);
+  assert_int_equal(m0.params_active, m0.params_total);
+}
+
+/* A capacity factor C pads each expert to ceil(C k T / E) slots whatever
+ * the routing (GShard); the first dense_layers layers are dense, then
+ * every moe_every-th is MoE; layers full checkpointing leaves alone keep
+ * their own kind (dense or MoE). */
+static void test_moe_capacity_and_placement(void **state)
+{
+  const char *const cap[] = {"model.expert_capacity_factor=1.25"};
+  const char *const where[] = {"model.layers=5", "model.dense_layers=1",
+                               "model.moe_every=2"};
+  const char *const kept[] = {"model.layers=4", "model.dense_layers=1",
+                              "training.checkpointing=full",
+                              "training.checkpoint_every=2"};
+  static const char llama[] =
+      "[model]\narch = llama\nlayers = 2\nhidden = 512\nheads = 8\n"
+      "ffn_hidden = 2048\nvocab = 1000\nseq_len = 100\nexperts = 8\n"
+      "experts_per_token = 2\n";
+  const uint64_t T = 100, h = 512, fe = 2048;
+  const char *names[5];
+  vs_model m;
+  (void)state;
+  build_ini(&m, llama, cap, 1);
+  /* ceil(1.25 x 2 x 100 / 8) = 32 slots an expert, 256 in all */
+  tu_assert_close(op_named(vs_model_layer(&m, 0), "experts_fc2")->fwd_flops,
+                  2.0 * (double)(8 * 32 * fe * h), 1e-15);
+  build_ini(&m, llama, NULL, 0);
+  tu_assert_close(op_named(vs_model_layer(&m, 0), "experts_fc2")->fwd_flops,
+                  2.0 * (double)(2 * T * fe * h), 1e-15);
+  build_ini(&m, llama, where, 3);
+  for (uint64_t l = 0; l < 5; l++)
+    names[l] = vs_model_layer(&m, l)->name;
+  assert_string_equal(names[0], "dense");
+  assert_string_equal(names[1], "moe");
+  assert_string_equal(names[2], "dense");
+  assert_string_equal(names[3], "moe");
+  assert_string_equal(names[4], "dense");
+  build_ini(&m, llama, kept, 4);
+  assert_string_equal(vs_model_layer(&m, 0)->name, "dense_kept");
+  assert_string_equal(vs_model_layer(&m, 1)->name, "moe");
+  assert_string_equal(vs_model_layer(&m, 2)->name, "moe_kept");
+  assert_string_equal(vs_model_layer(&m, 3)->name, "moe");
+  assert_true(vs_model_layer(&m, 2)->not_checkpointed);
+}
+
 /* Collectives name their group and kind; the op running one is named
  * "<group>_<kind>" (what timeline.csv and trace show). */
 static void test_collective_names(void **state)
@@ -1021,6 +1110,8 @@ int main(void)
       cmocka_unit_test_teardown(test_fused_cross_entropy, free_models),
       cmocka_unit_test_teardown(test_autocast_bert_layer, free_models),
       cmocka_unit_test_teardown(test_autocast_llama_layer, free_models),
+      cmocka_unit_test_teardown(test_moe_layer, free_models),
+      cmocka_unit_test_teardown(test_moe_capacity_and_placement, free_models),
       cmocka_unit_test(test_collective_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

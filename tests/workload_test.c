@@ -758,6 +758,13 @@ static int load_with_json(vs_workload *wl, const char *json, const char *ini,
   "\"num_attention_heads\": 8, \"num_key_value_heads\": 2, "                \
   "\"vocab_size\": 1000, \"tie_word_embeddings\": false}"
 
+/* A small MoE config.json of model_type and expert fields `more`. */
+#define HF_MOE(more)                                                         \
+  "{\"model_type\": " more ", \"hidden_size\": 256, "                      \
+  "\"intermediate_size\": 688, \"num_hidden_layers\": 4, "                  \
+  "\"num_attention_heads\": 8, \"num_experts_per_tok\": 2, "                \
+  "\"vocab_size\": 1000}"
+
 /* [model] hf_config: the keys a config.json gives, where the workload does
  * not set them itself; every problem names the file and the field. */
 static void test_hf_config(void **state)
@@ -784,12 +791,55 @@ static void test_hf_config(void **state)
     assert_non_null(strstr(where, "w.ini: [model] hidden = 256 (from the file "
                                   "of [model] hf_config)"));
   }
-  assert_int_equal(load_with_json(&wl, "{\"model_type\": \"mixtral\"}",
+  assert_int_equal(load_with_json(&wl, "{\"model_type\": \"deepseek_v3\"}",
                                   "[model]\nhf_config = config.json\n"
                                   "seq_len = 128\n", &err), VS_EINPUT);
   assert_non_null(strstr(err.msg, "w.ini:2: [model] hf_config = config.json: "));
-  assert_non_null(strstr(err.msg, "model_type \"mixtral\" is not one vsim "
+  assert_non_null(strstr(err.msg, "model_type \"deepseek_v3\" is not one vsim "
                                   "reads (llama, mistral"));
+  /* mixtures of experts: Mixtral's all-MoE layers; Qwen2-MoE's sparse step
+   * (layer i sparse when (i + 1) % step == 0) and shared expert; experts
+   * in a dense family, or Qwen's mlp_only_layers, are refused */
+  assert_int_equal(load_with_json(&wl, HF_MOE("\"mixtral\", "
+                                              "\"num_local_experts\": 8"),
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n", &err), 0);
+  assert_int_equal(wl.model.experts, 8);
+  assert_int_equal(wl.model.experts_per_token, 2);
+  assert_int_equal(wl.model.expert_ffn_hidden, 688);
+  assert_int_equal(wl.model.shared_experts, 0);
+  assert_int_equal(load_with_json(&wl, HF_MOE("\"qwen2_moe\", "
+                                              "\"num_experts\": 60, "
+                                              "\"moe_intermediate_size\": 96, "
+                                              "\"shared_expert_intermediate_size\": 384, "
+                                              "\"decoder_sparse_step\": 2"),
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n", &err), 0);
+  assert_int_equal(wl.model.experts, 60);
+  assert_int_equal(wl.model.expert_ffn_hidden, 96);
+  assert_int_equal(wl.model.shared_experts, 1);
+  assert_int_equal(wl.model.shared_expert_ffn_hidden, 384);
+  assert_int_equal(wl.model.dense_layers, 1);
+  assert_int_equal(wl.model.moe_every, 2);
+  assert_false(vs_workload_moe_layer(&wl.model, 0));
+  assert_true(vs_workload_moe_layer(&wl.model, 1));
+  assert_false(vs_workload_moe_layer(&wl.model, 2));
+  assert_true(vs_workload_moe_layer(&wl.model, 3));
+  assert_int_equal(load_with_json(&wl, HF_MOE("\"qwen2_moe\", "
+                                              "\"num_experts\": 60, "
+                                              "\"moe_intermediate_size\": 96, "
+                                              "\"mlp_only_layers\": [0]"),
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n", &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "field \"mlp_only_layers\": dense layers "
+                                  "at chosen places are not simulated"));
+  assert_int_equal(load_with_json(&wl, HF_MOE("\"llama\", "
+                                              "\"num_local_experts\": 8"),
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n", &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "field \"num_local_experts\" = 8: "
+                                  "mixtures of experts are not simulated in a "
+                                  "llama config"));
   assert_int_equal(load_with_json(&wl, "{\"model_type\": \"llama\", "
                                        "\"hidden_size\": 256}",
                                   "[model]\nhf_config = config.json\n"
@@ -1094,6 +1144,52 @@ static void test_autocast_and_hf(void **state)
                       "zero");
 }
 
+/* Mixtures of experts: k of at most E experts, at least one MoE layer,
+ * MoE keys only with experts (at their defaults, as show writes them,
+ * they are harmless), and the combinations not simulated refused with the
+ * key to change. */
+static void test_experts(void **state)
+{
+  static const char *const moe[] = {"model.experts=8"};
+  static const char *const topk[] = {"model.experts=4",
+                                     "model.experts_per_token=5"};
+  static const char *const dense[] = {"model.experts=4",
+                                      "model.dense_layers=2"};
+  static const char *const lonely[] = {"model.moe_every=2"};
+  static const char *const harmless[] = {"model.experts_per_token=2",
+                                         "model.expert_ffn_hidden=0"};
+  static const char *const tp[] = {"model.experts=8", "parallel.tp=2"};
+  static const char *const lora[] = {"model.experts=8",
+                                     "finetune.method=lora"};
+  static const char *const amp[] = {"model.experts=8",
+                                    "training.precision=amp_bf16"};
+  vs_workload wl;
+  char path[128];
+  vs_error err;
+  (void)state;
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, moe, 1, 0, &err), 0);
+  assert_int_equal(wl.model.expert_ffn_hidden, 4 * 64); /* ffn_hidden */
+  assert_int_equal(wl.model.shared_expert_ffn_hidden, 4 * 64);
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, harmless, 2, 0, &err), 0);
+  load_bad(GPT_MODEL, topk, 2, 0, VS_EINPUT,
+           "--set model.experts_per_token=5: a token goes to at most the 4 "
+           "experts");
+  load_bad(GPT_MODEL, dense, 2, 0, VS_EINPUT,
+           "--set model.dense_layers=2: leaves no mixture-of-experts layer");
+  load_bad(GPT_MODEL, lonely, 1, 0, VS_EINPUT,
+           "--set model.moe_every=2: shapes mixture-of-experts layers, which "
+           "this model has none of");
+  load_bad(GPT_MODEL, tp, 2, 0, VS_EINPUT,
+           "--set parallel.tp=2: mixture-of-experts layers are simulated "
+           "without tensor parallelism");
+  load_bad(GPT_MODEL, lora, 2, 0, VS_EINPUT,
+           "--set finetune.method=lora: fine-tuning a mixture of experts");
+  load_bad(GPT_MODEL, amp, 2, 0, VS_EINPUT,
+           "--set training.precision=amp_bf16: autocast over a mixture of "
+           "experts is not simulated");
+  assert_true(vs_workload_moe_tp_allowed(&wl.model, 8)); /* no experts */
+}
+
 /* [runtime] reserve: a share of the capacity (default 10%) or a size
  * with its unit; each mistake says what is allowed. */
 static void test_reserve(void **state)
@@ -1244,6 +1340,7 @@ int main(void)
       cmocka_unit_test(test_hf_config),
       cmocka_unit_test(test_runtime_rules),
       cmocka_unit_test(test_autocast_and_hf),
+      cmocka_unit_test(test_experts),
       cmocka_unit_test(test_reserve),
       cmocka_unit_test(test_framework_presets),
       cmocka_unit_test(test_checkpoint_choice),

@@ -1,7 +1,7 @@
 /* hfconfig.c - Hugging Face config.json to [model] keys (see hfconfig.h).
  * Field names are those of transformers' configuration classes
  * (LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, GemmaConfig,
- * GPT2Config, GPTNeoXConfig, BertConfig). */
+ * MixtralConfig, Qwen2MoeConfig, GPT2Config, GPTNeoXConfig, BertConfig). */
 #include "hfconfig.h"
 
 #include <jansson.h>
@@ -27,7 +27,8 @@ typedef struct family {
 #define MAX_COUNT ((json_int_t)1 << 40)
 
 static const char *const llama_types[] = {"llama", "mistral", "qwen2",
-                                          "qwen3", "gemma", NULL};
+                                          "qwen3", "gemma", "mixtral",
+                                          "qwen2_moe", NULL};
 static const char *const gemma_types[] = {"gemma", NULL};
 static const char *const gpt2_types[] = {"gpt2", NULL};
 static const char *const neox_types[] = {"gpt_neox", NULL};
@@ -47,13 +48,31 @@ static const family families[] = {
      "hidden_dropout_prob", true, false},
 };
 
-/* Fields that make layers vsim does not build (mixtures of experts). */
+/* Fields that make layers vsim does not build (mixtures of experts) in a
+ * family without the fields below. */
 static const char *const expert_fields[] = {"num_local_experts", "num_experts",
                                             "n_routed_experts", NULL};
 
+/* A mixture-of-experts family's fields: experts, top-k, each expert's FFN
+ * width (NULL: intermediate_size, Mixtral's), the shared expert's width
+ * and the sparse step (NULL: none; Qwen2-MoE's layer i is sparse when
+ * (i + 1) % decoder_sparse_step == 0, that is dense_layers = step - 1,
+ * moe_every = step). */
+typedef struct moe_family {
+  const char *type;
+  const char *experts, *topk, *expert_ffn, *shared_ffn, *sparse_step;
+} moe_family;
+
+static const moe_family moe_families[] = {
+    {"mixtral", "num_local_experts", "num_experts_per_tok", NULL, NULL, NULL},
+    {"qwen2_moe", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+     "shared_expert_intermediate_size", "decoder_sparse_step"},
+};
+
 const char *vs_hf_known_types(void)
 {
-  return "llama, mistral, qwen2, qwen3, gemma, gpt2, gpt_neox and bert";
+  return "llama, mistral, qwen2, qwen3, gemma, mixtral, qwen2_moe, gpt2, "
+         "gpt_neox and bert";
 }
 
 static bool is_type(const char *const *types, const char *type)
@@ -161,14 +180,63 @@ static int read_flags(const json_t *root, const char *path, const family *f,
   return 0;
 }
 
-/* Refuses shapes vsim's layers do not have. */
+static const moe_family *moe_family_of(const char *type)
+{
+  for (size_t i = 0; i < sizeof moe_families / sizeof moe_families[0]; i++)
+    if (strcmp(moe_families[i].type, type) == 0)
+      return &moe_families[i];
+  return NULL;
+}
+
+/* A mixture of experts' keys, from its family's fields, into out. */
+static int read_experts(const json_t *root, const char *path,
+                        const moe_family *f, vs_hf_model *out, vs_error *err)
+{
+  const json_t *only = json_object_get(root, "mlp_only_layers");
+  json_int_t experts, topk, ffn, step = 1;
+  int rc;
+  if ((rc = count_field(root, path, f->experts, "experts", &experts, err)) ||
+      (rc = count_field(root, path, f->topk, "experts_per_token", &topk, err)))
+    return rc;
+  put_count(out, "experts", experts);
+  put_count(out, "experts_per_token", topk);
+  if (f->expert_ffn) {
+    if ((rc = count_field(root, path, f->expert_ffn, "expert_ffn_hidden", &ffn,
+                          err)))
+      return rc;
+    put_count(out, "expert_ffn_hidden", ffn);
+  }
+  if (f->shared_ffn && json_object_get(root, f->shared_ffn) &&
+      !json_is_null(json_object_get(root, f->shared_ffn))) {
+    if ((rc = count_field(root, path, f->shared_ffn, "shared_expert_ffn_hidden",
+                          &ffn, err)))
+      return rc;
+    put_count(out, "shared_experts", 1);
+    put_count(out, "shared_expert_ffn_hidden", ffn);
+  }
+  if (f->sparse_step && json_object_get(root, f->sparse_step) &&
+      (rc = count_field(root, path, f->sparse_step, "moe_every", &step, err)))
+    return rc;
+  put_count(out, "dense_layers", step - 1);
+  put_count(out, "moe_every", step);
+  if (only && !(json_is_array(only) && json_array_size(only) == 0))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: field \"mlp_only_layers\": dense layers at "
+                        "chosen places are not simulated (only the first "
+                        "dense_layers, then every moe_every-th)",
+                        path);
+  return 0;
+}
+
+/* Refuses shapes vsim's layers do not have (experts outside a family
+ * that has them, when !moe). */
 static int check_shape(const json_t *root, const char *path, json_int_t hidden,
-                       json_int_t heads, vs_error *err)
+                       json_int_t heads, bool moe, vs_error *err)
 {
   const json_t *hd = json_object_get(root, "head_dim");
   json_int_t v;
   int rc;
-  for (size_t i = 0; expert_fields[i]; i++) {
+  for (size_t i = 0; !moe && expert_fields[i]; i++) {
     const json_t *e = json_object_get(root, expert_fields[i]);
     if (!e || json_is_null(e))
       continue;
@@ -178,8 +246,11 @@ static int check_shape(const json_t *root, const char *path, json_int_t hidden,
     if (v > 1)
       return vs_error_set(err, VS_EINPUT,
                           "%s: field \"%s\" = %lld: mixtures of experts are "
-                          "not simulated yet",
-                          path, expert_fields[i], (long long)v);
+                          "not simulated in a %s config (vsim reads them "
+                          "from mixtral and qwen2_moe ones)",
+                          path, expert_fields[i], (long long)v,
+                          json_string_value(json_object_get(root,
+                                                            "model_type")));
   }
   if (!hd || json_is_null(hd))
     return 0;
@@ -215,7 +286,11 @@ static int read_root(const json_t *root, const char *path, vs_hf_model *out,
   if ((rc = read_counts(root, path, f, out, &hidden, &heads, err)) ||
       (rc = read_flags(root, path, f, out, err)))
     return rc;
-  return check_shape(root, path, hidden, heads, err);
+  if (moe_family_of(out->model_type) &&
+      (rc = read_experts(root, path, moe_family_of(out->model_type), out, err)))
+    return rc;
+  return check_shape(root, path, hidden, heads,
+                     moe_family_of(out->model_type) != NULL, err);
 }
 
 int vs_hf_config_read(const char *path, vs_hf_model *out, vs_error *err)

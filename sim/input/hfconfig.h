@@ -4,10 +4,12 @@
  * widths, heads, vocabulary, tied embeddings, dropout) to [model] keys of
  * workload.ini, as text to store through the key table. It knows the
  * families whose layers vsim builds: llama, mistral, qwen2, qwen3 and gemma
- * (arch = llama: RMSNorm, gated MLP, rotary), gpt2 and gpt_neox (arch =
- * gpt), bert. Anything else, and a config whose layers vsim would build
- * wrong (a head_dim other than hidden / heads, mixtures of experts), is
- * refused, naming the field. Pure but for reading the file (jansson). */
+ * (arch = llama: RMSNorm, gated MLP, rotary), the mixtures of experts
+ * mixtral and qwen2_moe (arch = llama with [model] experts), gpt2 and
+ * gpt_neox (arch = gpt), bert. Anything else, and a config whose layers
+ * vsim would build wrong (a head_dim other than hidden / heads, experts in
+ * another family, Qwen-MoE's mlp_only_layers), is refused, naming the
+ * field. Pure but for reading the file (jansson). */
 #ifndef VS_HFCONFIG_H
 #define VS_HFCONFIG_H
 
@@ -15,7 +17,7 @@
 
 #include <stddef.h>
 
-#define VS_HF_MAX_KEYS 12
+#define VS_HF_MAX_KEYS 20
 
 /* One [model] key and the value its config.json gives it. */
 typedef struct vs_hf_key {

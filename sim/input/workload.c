@@ -58,6 +58,14 @@ static const vs_key workload_keys[] = {
     K("model", "dropout", VS_KEY_REAL, model.dropout, .lo = 0, .hi = 0.999, .default_doc = "0.1 (gpt, bert), 0 (llama)"),
     K("model", "vocab_divisible_by", VS_KEY_COUNT, model.vocab_divisible_by, .positive = true, .hi = 1e6, .default_doc = "1 (Megatron pads to 128)"),
     K("model", "hf_config", VS_KEY_PATH, model.hf_config, .default_doc = "none"),
+    K("model", "experts", VS_KEY_COUNT, model.experts, .hi = 1e5, .default_doc = "0 (every layer dense)"),
+    K("model", "experts_per_token", VS_KEY_COUNT, model.experts_per_token, .positive = true, .hi = 1e5, .default_doc = "2 (Mixtral's top-2)"),
+    K("model", "expert_ffn_hidden", VS_KEY_COUNT, model.expert_ffn_hidden, .hi = 1e7, .default_doc = "0: ffn_hidden"),
+    K("model", "shared_experts", VS_KEY_COUNT, model.shared_experts, .hi = 1e5, .default_doc = "0"),
+    K("model", "shared_expert_ffn_hidden", VS_KEY_COUNT, model.shared_expert_ffn_hidden, .hi = 1e7, .default_doc = "0: expert_ffn_hidden"),
+    K("model", "dense_layers", VS_KEY_COUNT, model.dense_layers, .hi = 1e5, .default_doc = "0"),
+    K("model", "moe_every", VS_KEY_COUNT, model.moe_every, .positive = true, .hi = 1e5, .default_doc = "1 (every layer after dense_layers)"),
+    K("model", "expert_capacity_factor", VS_KEY_REAL, model.expert_capacity_factor, .lo = 0, .hi = 1e3, .default_doc = "0 (dropless)"),
     K("training", "micro_batch", VS_KEY_COUNT, training.micro_batch, .positive = true, .hi = 1e6, .default_doc = "1"),
     K("training", "global_batch", VS_KEY_COUNT, training.global_batch, .positive = true, .hi = 1e9, .default_doc = "micro_batch * dp"),
     K("training", "precision", VS_KEY_ENUM, training.precision, .choices = precision_names, .default_doc = "bf16"),
@@ -151,6 +159,17 @@ const char *vs_workload_dp_only_misfit(int precision, int framework,
          : zero > (hf ? 0u : 2u) ? "zero"
          : offload               ? "offload_optimizer"
                                  : NULL;
+}
+
+bool vs_workload_moe_layer(const vs_model_conf *m, uint64_t l)
+{
+  return m->experts > 0 && l >= m->dense_layers &&
+         (l - m->dense_layers) % m->moe_every == 0;
+}
+
+bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp)
+{
+  return tp == 1 || m->experts == 0;
 }
 
 bool vs_workload_finetune_tp_allowed(const vs_finetune_conf *f, uint64_t tp)
@@ -295,6 +314,8 @@ static void set_defaults(vs_workload *wl)
   wl->parallel.virtual_stages = 1;
   wl->parallel.bucket_bytes = 25ull << 20;
   wl->model.vocab_divisible_by = 1;
+  wl->model.experts_per_token = 2;
+  wl->model.moe_every = 1;
   wl->runtime.allocator = VS_ALLOC_CACHING;
   wl->runtime.reserve.percent = RESERVE_PERCENT;
   /* PEFT's LoraConfig: r = 8, lora_alpha = 8, lora_dropout = 0; target
@@ -317,6 +338,64 @@ int vs_workload_set(vs_workload *wl, const char *assignment, vs_error *err)
 
 #define WHERE(sec, key) \
   vs_conf_where(&workload_tab, &wl->origins, sec, key, where, sizeof where)
+
+/* The first MoE key of m (in table order) that means something only
+ * with experts and is not at its default, or NULL (at their defaults, as
+ * `vsim show` writes them, they are harmless). */
+static const char *expert_key_changed(const vs_model_conf *m)
+{
+  vs_workload d;
+  set_defaults(&d);
+  if (m->experts_per_token != d.model.experts_per_token)
+    return "experts_per_token";
+  if (m->expert_ffn_hidden != d.model.expert_ffn_hidden)
+    return "expert_ffn_hidden";
+  if (m->shared_experts != d.model.shared_experts)
+    return "shared_experts";
+  if (m->shared_expert_ffn_hidden != d.model.shared_expert_ffn_hidden)
+    return "shared_expert_ffn_hidden";
+  if (m->dense_layers != d.model.dense_layers)
+    return "dense_layers";
+  if (m->moe_every != d.model.moe_every)
+    return "moe_every";
+  if (m->expert_capacity_factor != d.model.expert_capacity_factor)
+    return "expert_capacity_factor";
+  return NULL;
+}
+
+/* [model] experts and the keys that shape MoE layers: their defaults
+ * (each expert as wide as the dense FFN, shared ones as the routed), k
+ * of at most E experts a token, at least one MoE layer. */
+static int check_experts(vs_workload *wl, vs_error *err)
+{
+  vs_model_conf *m = &wl->model;
+  const char *key = expert_key_changed(m);
+  char where[400];
+  if (m->experts == 0) {
+    if (key)
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: shapes mixture-of-experts layers, which this "
+                          "model has none of; set [model] experts",
+                          WHERE("model", key));
+    return 0;
+  }
+  if (m->expert_ffn_hidden == 0)
+    m->expert_ffn_hidden = m->ffn_hidden;
+  if (m->shared_expert_ffn_hidden == 0)
+    m->shared_expert_ffn_hidden = m->expert_ffn_hidden;
+  if (m->experts_per_token > m->experts)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: a token goes to at most the %llu experts",
+                        WHERE("model", "experts_per_token"),
+                        (unsigned long long)m->experts);
+  if (m->dense_layers >= m->layers)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: leaves no mixture-of-experts layer (the model "
+                        "has %llu layers); set it below that, or experts = 0",
+                        WHERE("model", "dense_layers"),
+                        (unsigned long long)m->layers);
+  return 0;
+}
 
 static int check_model(vs_workload *wl, vs_error *err)
 {
@@ -353,7 +432,7 @@ static int check_model(vs_workload *wl, vs_error *err)
                         "%s: heads (%llu) must be divisible by kv_heads",
                         WHERE("model", "kv_heads"),
                         (unsigned long long)m->heads);
-  return 0;
+  return check_experts(wl, err);
 }
 
 static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
@@ -524,6 +603,41 @@ static int check_fsdp2(vs_workload *wl, vs_error *err)
                         "%s: FSDP2 steps its fp32 sharded parameters: there "
                         "is no master copy",
                         WHERE("training", "master_weights"));
+  return 0;
+}
+
+/* Mixtures of experts as this version simulates them: every expert on
+ * each rank, without tensor parallelism, trained whole, under none of
+ * the policies written for dense layers (autocast's casts, torchtitan's
+ * op-level checkpointing). */
+static int check_moe(vs_workload *wl, vs_error *err)
+{
+  const vs_training_conf *t = &wl->training;
+  char where[400];
+  if (wl->model.experts == 0)
+    return 0;
+  if (!vs_workload_moe_tp_allowed(&wl->model, wl->parallel.tp))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: mixture-of-experts layers are simulated without "
+                        "tensor parallelism (each rank holds its experts "
+                        "whole); use tp = 1",
+                        WHERE("parallel", "tp"));
+  if (wl->finetune.method != VS_FT_FULL)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: fine-tuning a mixture of experts with frozen "
+                        "weights or adapters is not simulated; use method = "
+                        "full",
+                        WHERE("finetune", "method"));
+  if (vs_precision_autocast(t->precision))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: autocast over a mixture of experts is not "
+                        "simulated; use precision = bf16 or fp16",
+                        WHERE("training", "precision"));
+  if (t->checkpointing == VS_CKPT_OPS)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: torchtitan's op-level policy is simulated for "
+                        "dense Llama blocks; use full or selective",
+                        WHERE("training", "checkpointing"));
   return 0;
 }
 
@@ -1091,7 +1205,7 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
       (rc = check_checkpoint_choice(wl, err)) ||
       (rc = check_ops_checkpointing(wl, err)) ||
       (rc = check_fused_loss(wl, err)) || (rc = check_fsdp2(wl, err)) ||
-      (rc = check_dp_only(wl, err)) ||
+      (rc = check_dp_only(wl, err)) || (rc = check_moe(wl, err)) ||
       (rc = check_finetune(wl, err)) || (rc = check_runtime(wl, err)))
     return rc;
   return check_pipeline(wl, err);

@@ -84,6 +84,17 @@ typedef struct vs_model_conf {
   bool tied_embeddings;     /* output layer shares the embedding matrix */
   double dropout;           /* probability; 0 removes the dropout ops */
   uint64_t vocab_divisible_by; /* vocab padded to a multiple of this * tp */
+  /* Mixture of experts (0 experts: every layer dense) */
+  uint64_t experts;         /* routed experts of an MoE layer, E */
+  uint64_t experts_per_token; /* top-k */
+  uint64_t expert_ffn_hidden; /* each routed expert's FFN width */
+  uint64_t shared_experts;  /* experts every token goes through */
+  uint64_t shared_expert_ffn_hidden; /* each shared expert's FFN width */
+  uint64_t dense_layers;    /* the first layers stay dense (DeepSeek) */
+  uint64_t moe_every;       /* after them, every moe_every-th layer is MoE,
+                               the first one included */
+  double expert_capacity_factor; /* slots per expert = factor x k x tokens
+                               / E, padded; 0: dropless */
 } vs_model_conf;
 
 typedef struct vs_training_conf {
@@ -229,6 +240,16 @@ const char *vs_workload_dp_only_misfit(int precision, int framework,
 const char *vs_workload_offload_misfit(uint64_t zero, int offload_optimizer,
                                        int offload_params, int optimizer,
                                        const char **key);
+
+/* Whether layer l (0-based) of model m is a mixture of experts: m has
+ * experts, l is past dense_layers, and (l - dense_layers) is a multiple
+ * of moe_every (Megatron-LM's moe_layer_freq counted after DeepSeek's
+ * first_k_dense_replace). */
+bool vs_workload_moe_layer(const vs_model_conf *m, uint64_t l);
+
+/* Whether model m's layers can run on tp ranks: MoE layers are simulated
+ * without tensor parallelism (their experts whole on each rank). */
+bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp);
 
 /* Tensor parallelism splits heads, kv_heads and ffn_hidden over tp ranks.
  * Returns the name of the first of them (in that order) that tp does not

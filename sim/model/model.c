@@ -10,6 +10,7 @@
 #include "grow.h"
 #include "units.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,12 @@ typedef struct dims {
   bool lora_drop;    /* dropout on each adapter's input */
   uint8_t adapter_dtype; /* vs_dtype of adapter weights */
   bool frozen_prefix; /* trainable_layers: the first layers are frozen */
+  uint64_t experts;  /* routed experts of an MoE layer (0: dense model) */
+  uint64_t topk;     /* experts a token goes to */
+  uint64_t fe;       /* a routed expert's FFN width */
+  uint64_t fs;       /* the shared experts' FFN width, all together */
+  uint64_t slots;    /* token slots the routed experts process on this
+                        rank per micro-batch (moe_slots) */
 } dims;
 
 /* ------------------------------------------------------------------------
@@ -705,6 +712,147 @@ static int swiglu_mlp(vs_block *blk, const dims *d, vs_error *err)
   return dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, d->e, false, err);
 }
 
+/* ------------------------------------------------------------------------
+ * Mixture of experts (Megatron-LM's MoE layer: megatron/core/transformer/
+ * moe; shared/reference/frameworks.md 8), one rank, no expert parallelism
+ * ------------------------------------------------------------------------ */
+
+/* Each routed expert's rows x cols weight `which` ("fc1", "fc2") and,
+ * with `bias`, its bias of cols, for the newest op. */
+static int expert_weights(vs_block *blk, const dims *d, const char *which,
+                          uint64_t rows, uint64_t cols, bool bias,
+                          vs_error *err)
+{
+  for (uint64_t x = 0; x < d->experts; x++) {
+    char name[VS_OP_NAME_MAX];
+    snprintf(name, sizeof name, "e%u.%.3s", (unsigned)x, which);
+    if (param(blk, d, name, rows, cols, err))
+      return VS_EINPUT;
+    snprintf(name, sizeof name, "e%u.%.3s.bias", (unsigned)x, which);
+    if (bias && param(blk, d, name, 1, cols, err))
+      return VS_EINPUT;
+  }
+  return 0;
+}
+
+/* The routed experts' FFN on d->slots token slots, as one grouped GEMM
+ * pair: fc1 (gate and up when gated, else up), the activation, fc2; each
+ * expert's own weights (and biases unless gated). Saves what the dense
+ * MLP's ops save, on the slots: fc1's input (the permuted tokens), the
+ * activation's inputs, fc2's input. */
+static int routed_experts(vs_block *blk, const dims *d, bool gated,
+                          vs_error *err)
+{
+  uint64_t fc1 = gated ? 2 * d->fe : d->fe, n = d->slots;
+  vs_op_spec *op;
+  if (!(op = vs_block_add_op(blk, "experts_fc1", err)))
+    return VS_EINPUT;
+  as_matmul(op, n, d->h, fc1, d->e);
+  if (save_input(blk, op, d->em * n * d->h, d->em_dtype, KEPT_FOR_WEIGHTS,
+                 err))
+    return VS_EINPUT;
+  if (expert_weights(blk, d, "fc1", d->h, fc1, !gated, err))
+    return VS_EINPUT;
+  if (!(op = vs_block_add_op(blk, gated ? "experts_silu" : "experts_gelu",
+                             err)))
+    return VS_EINPUT;
+  as_elementwise(op, n * d->fe, d->e, gated ? 4.0 : 8.0);
+  if (save_act(blk, op, d->e * n * d->fe, d->act_dtype, err))
+    return VS_EINPUT; /* the gate (SiLU's input), or GeLU's input */
+  if (gated) {
+    if (!(op = vs_block_add_op(blk, "experts_mul", err)))
+      return VS_EINPUT;
+    as_elementwise(op, n * d->fe, d->e, 1.0);
+    if (save_act(blk, op, 2 * d->e * n * d->fe, d->act_dtype, err))
+      return VS_EINPUT; /* SiLU(gate) and up */
+  }
+  if (!(op = vs_block_add_op(blk, "experts_fc2", err)))
+    return VS_EINPUT;
+  as_matmul(op, n, d->fe, d->h, d->e);
+  if (save_input(blk, op, d->em * n * d->fe, d->em_dtype, KEPT_FOR_WEIGHTS,
+                 err))
+    return VS_EINPUT;
+  return expert_weights(blk, d, "fc2", d->fe, d->h, !gated, err);
+}
+
+/* The shared experts (DeepSeek, Qwen-MoE): one dense MLP of their total
+ * width d->fs on every token, reading the norm output the router keeps. */
+static int shared_experts(vs_block *blk, const dims *d, bool gated,
+                          vs_error *err)
+{
+  uint64_t t = d->tokens, fc1 = gated ? 2 * d->fs : d->fs;
+  vs_op_spec *op;
+  if (d->fs == 0)
+    return 0;
+  if (!(op = vs_block_add_op(blk, "shared_fc1", err)))
+    return VS_EINPUT;
+  as_matmul(op, t, d->h, fc1, d->e);
+  if (param(blk, d, "shared.fc1", d->h, fc1, err) ||
+      (!gated && param(blk, d, "shared.fc1.bias", 1, d->fs, err)))
+    return VS_EINPUT;
+  if (!(op = vs_block_add_op(blk, gated ? "shared_silu" : "shared_gelu", err)))
+    return VS_EINPUT;
+  as_elementwise(op, t * d->fs, d->e, gated ? 4.0 : 8.0);
+  if (save_act(blk, op, (gated ? 3 : 1) * d->e * t * d->fs, d->act_dtype,
+               err))
+    return VS_EINPUT; /* gate, SiLU(gate) and up; or GeLU's input */
+  if (!(op = vs_block_add_op(blk, "shared_fc2", err)))
+    return VS_EINPUT;
+  as_matmul(op, t, d->fs, d->h, d->e);
+  if (save_input(blk, op, d->em * t * d->fs, d->em_dtype, KEPT_FOR_WEIGHTS,
+                 err) ||
+      param(blk, d, "shared.fc2", d->fs, d->h, err) ||
+      (!gated && param(blk, d, "shared.fc2.bias", 1, d->h, err)))
+    return VS_EINPUT;
+  return 0;
+}
+
+/* An MoE MLP (Megatron-LM's MoELayer with its TopKRouter and the
+ * token dispatcher's permute/unpermute, on one rank): the router's linear
+ * (h x E, replicated) saves the norm output (which the shared experts
+ * read too); its fp32 softmax keeps its output (T x E) and top-k its
+ * int64 indices (T x k); the dispatch permutes the tokens into the
+ * experts' slots (keeping the int64 sorted indices for the backward's
+ * un-permute); the routed experts run on the slots; the combine scales
+ * each slot's output by its routing probability (keeping the experts'
+ * output and the fp32 probabilities) and sums them back per token. The
+ * auxiliary load-balancing loss keeps per-expert figures (E floats): not
+ * counted. */
+static int moe_mlp(vs_block *blk, const dims *d, bool gated, vs_error *err)
+{
+  uint64_t t = d->tokens, n = d->slots;
+  vs_op_spec *op;
+  if (!(op = vs_block_add_op(blk, "router", err)))
+    return VS_EINPUT;
+  as_matmul(op, t, d->h, d->experts, d->e);
+  if (save_input(blk, op, d->em * t * d->h, d->em_dtype,
+                 d->fs ? KEPT_BY_ANOTHER : KEPT_FOR_WEIGHTS, err) ||
+      param(blk, d, "router.weight", d->h, d->experts, err))
+    return VS_EINPUT;
+  if (!(op = vs_block_add_op(blk, "router_topk", err)))
+    return VS_EINPUT;
+  as_elementwise(op, t * d->experts, 4, 6.0);
+  if (save_act(blk, op, 4 * t * d->experts, VS_DTYPE_FP32, err) ||
+      save_act(blk, op, 8 * t * d->topk, VS_DTYPE_INT64, err))
+    return VS_EINPUT;
+  if (!(op = vs_block_add_op(blk, "moe_dispatch", err)))
+    return VS_EINPUT;
+  op->fwd_bytes = (double)(d->e * (t + n) * d->h);
+  op->bwd_bytes = op->fwd_bytes;
+  op->bwd_temp_bytes = d->e * t * d->h;
+  if (save_act(blk, op, 8 * n, VS_DTYPE_INT64, err) ||
+      routed_experts(blk, d, gated, err))
+    return VS_EINPUT;
+  if (!(op = vs_block_add_op(blk, "moe_combine", err)))
+    return VS_EINPUT;
+  as_elementwise(op, n * d->h, d->e, 2.0);
+  if (save_act(blk, op, d->e * n * d->h, d->act_dtype, err) ||
+      save_act(blk, op, 4 * n, VS_DTYPE_FP32, err) ||
+      shared_experts(blk, d, gated, err))
+    return VS_EINPUT;
+  return dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, d->e, false, err);
+}
+
 /* torchtitan's op-level selective checkpointing (checkpointing = ops;
  * shared/reference/frameworks.md 4.1-4.2, torchtitan 9dec370): in a
  * Llama block the matmuls run wq 1, wk 2, wv 3, wo 4, w1 5, w3 6, w2 7 and
@@ -731,16 +879,21 @@ static void op_level_checkpointing(vs_block *blk, const dims *d)
   }
 }
 
+/* A layer's MLP: dense, or a mixture of experts. */
+typedef enum { MLP_DENSE, MLP_MOE } mlp_kind;
+
 static int build_layer(vs_block *blk, const vs_workload *wl, const dims *d,
-                       vs_error *err)
+                       mlp_kind mlp, vs_error *err)
 {
   bool llama = wl->model.arch == VS_ARCH_LLAMA;
   blk->input_bytes = d->er * d->tok_rep * d->h;
   blk->ckpt_bytes = blk->input_bytes;
   if (norm(blk, d, "norm1", !llama, err) ||
       attention_block(blk, d, !llama, err) ||
-      norm(blk, d, "norm2", !llama, err) ||
-      (llama ? swiglu_mlp : gelu_mlp)(blk, d, err))
+      norm(blk, d, "norm2", !llama, err))
+    return VS_EINPUT;
+  if (mlp == MLP_MOE ? moe_mlp(blk, d, llama, err)
+                     : (llama ? swiglu_mlp : gelu_mlp)(blk, d, err))
     return VS_EINPUT;
   if (wl->training.checkpointing == VS_CKPT_OPS)
     op_level_checkpointing(blk, d);
@@ -933,22 +1086,44 @@ static uint64_t casts_of(const vs_workload *wl, bool qkv)
   return arch == VS_ARCH_LLAMA ? 2 : 1;
 }
 
-/* Parameters of the whole model: what one tp=1 build counts, with the
- * real (unpadded) vocabulary. */
-static uint64_t whole_model_params(const vs_workload *wl)
+/* Parameters of an FFN of width f: gated (Llama: gate, up, down) or
+ * GeLU with biases. */
+static uint64_t ffn_params(const vs_model_conf *m, uint64_t f)
+{
+  uint64_t h = m->hidden;
+  return m->arch == VS_ARCH_LLAMA ? 3 * h * f : 2 * h * f + f + h;
+}
+
+/* Parameters of one layer's MLP: dense, or MoE (the router, the routed
+ * experts: all of them, or the k a token uses when `active`, and the
+ * shared ones). */
+static uint64_t mlp_params(const vs_model_conf *m, bool moe, bool active)
+{
+  if (!moe)
+    return ffn_params(m, m->ffn_hidden);
+  return m->hidden * m->experts +
+         (active ? m->experts_per_token : m->experts) *
+             ffn_params(m, m->expert_ffn_hidden) +
+         (m->shared_experts
+              ? ffn_params(m, m->shared_experts * m->shared_expert_ffn_hidden)
+              : 0);
+}
+
+/* Parameters of the whole model (`active`: those one token uses): what
+ * one tp=1 build counts, with the real (unpadded) vocabulary. */
+static uint64_t whole_model_params(const vs_workload *wl, bool active)
 {
   const vs_model_conf *m = &wl->model;
-  uint64_t h = m->hidden, f = m->ffn_hidden;
+  uint64_t h = m->hidden;
   uint64_t kvd = m->kv_heads * (h / m->heads);
-  uint64_t layer, embed, head;
+  uint64_t layer, embed, head, total = 0;
 
   if (m->arch == VS_ARCH_LLAMA) {
-    layer = 2 * h * h + 2 * h * kvd + 3 * h * f + 2 * h;
+    layer = 2 * h * h + 2 * h * kvd + 2 * h;
     embed = m->vocab * h;
     head = h;
   } else {
-    layer = h * (h + 2 * kvd) + (h + 2 * kvd) + h * h + h + 2 * h * f + f + h +
-            4 * h;
+    layer = h * (h + 2 * kvd) + (h + 2 * kvd) + h * h + h + 4 * h;
     embed = m->vocab * h + m->seq_len * h;
     head = 2 * h;
     if (m->arch == VS_ARCH_BERT) {
@@ -958,7 +1133,9 @@ static uint64_t whole_model_params(const vs_workload *wl)
   }
   if (!m->tied_embeddings)
     head += m->vocab * h;
-  return m->layers * layer + embed + head;
+  for (uint64_t l = 0; l < m->layers; l++)
+    total += layer + mlp_params(m, vs_workload_moe_layer(m, l), active);
+  return total + embed + head;
 }
 
 /* The byte counts below are 64-bit integers; refuses shapes whose largest
@@ -1003,6 +1180,23 @@ static uint8_t base_dtype(const vs_workload *wl, uint8_t param_dtype)
   default:
     return param_dtype;
   }
+}
+
+/* Token slots the routed experts of one MoE layer process for `tokens`
+ * tokens: k per token, dropless; with a capacity factor C each expert has
+ * ceil(C x k x tokens / E) slots, padded (GShard; Megatron-LM's
+ * --moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity),
+ * whatever the routing. */
+static uint64_t moe_slots(const vs_model_conf *mc, uint64_t tokens)
+{
+  double cap;
+  if (mc->experts == 0)
+    return 0;
+  if (mc->expert_capacity_factor <= 0.0)
+    return mc->experts_per_token * tokens;
+  cap = ceil(mc->expert_capacity_factor * (double)mc->experts_per_token *
+             (double)tokens / (double)mc->experts);
+  return mc->experts * (uint64_t)cap;
 }
 
 /* The shapes one rank works on, from the workload. */
@@ -1061,6 +1255,11 @@ static void make_dims(const vs_workload *wl, dims *d)
                      wl->finetune.trainable_layers < mc->layers;
   d->dropout = mc->dropout > 0.0;
   d->eager = wl->training.attention == VS_ATTN_EAGER;
+  d->experts = mc->experts;
+  d->topk = mc->experts_per_token;
+  d->fe = mc->expert_ffn_hidden;
+  d->fs = mc->shared_experts * mc->shared_expert_ffn_hidden;
+  d->slots = moe_slots(mc, d->tokens);
   d->causal = mc->arch != VS_ARCH_BERT;
 }
 
@@ -1097,36 +1296,57 @@ static int frozen_prefix(const vs_workload *wl, const dims *frozen,
   uint64_t n = wl->model.layers - wl->finetune.trainable_layers;
   vs_block *b = new_kind(m, "dense_frozen", VS_ROLE_LAYER, err);
   uint32_t kind = m->n_kinds - 1;
-  if (!b || build_layer(b, wl, frozen, err))
+  if (!b || build_layer(b, wl, frozen, MLP_DENSE, err))
     return err->code ? err->code : VS_EINPUT;
   for (uint64_t l = 0; l < n; l++)
     m->inst_kind[l + 1] = kind;
   return 0;
 }
 
+/* The kinds of layers the builder makes: dense (kind 1), MoE (kind 3,
+ * after the head, when the model has experts). */
+#define DENSE_KIND 1
+#define MOE_KIND 3
+
+/* A copy of layer kind `of`, marked not_checkpointed, as *kept (made at
+ * its first use; *kept is VS_ALLOC_NONE-like UINT32_MAX before). */
+static int kept_copy(vs_model *m, uint32_t of, uint32_t *kept, vs_error *err)
+{
+  vs_block *b;
+  char name[VS_OP_NAME_MAX];
+  int rc;
+  if (*kept != UINT32_MAX)
+    return 0;
+  snprintf(name, sizeof name, "%.18s_kept", m->kinds[of].name);
+  if ((rc = vs_model_add_kind(m, &m->kinds[of], name, kept, &b, err)))
+    return rc;
+  b->not_checkpointed = true;
+  return 0;
+}
+
 /* [training] checkpoint_layers or checkpoint_every: the layers full
- * checkpointing leaves alone are a kind of their own, the dense kind's
- * copy marked not_checkpointed. */
+ * checkpointing leaves alone are kinds of their own, copies of their
+ * dense or MoE kind marked not_checkpointed. */
 static int uncheckpointed_layers(const vs_workload *wl, vs_model *m,
                                  vs_error *err)
 {
   const vs_training_conf *t = &wl->training;
-  vs_block *kept;
-  uint32_t kind;
+  uint32_t kept[MOE_KIND + 1] = {UINT32_MAX, UINT32_MAX, UINT32_MAX,
+                                 UINT32_MAX};
   bool *ckpt;
-  int rc;
+  int rc = 0;
   if (t->checkpointing != VS_CKPT_FULL ||
       (t->checkpoint_layers == 0 && t->checkpoint_every == 0))
     return 0;
   if (!(ckpt = malloc((size_t)m->layers * sizeof *ckpt)))
     return vs_error_set(err, VS_ENOMEM, "out of host memory building the model");
   vs_workload_checkpointed_layers(wl, ckpt);
-  rc = vs_model_add_kind(m, &m->kinds[1], "dense_kept", &kind, &kept, err);
-  if (rc == 0) {
-    kept->not_checkpointed = true;
-    for (uint64_t l = 0; l < m->layers; l++)
-      if (!ckpt[l])
-        m->inst_kind[l + 1] = kind;
+  for (uint64_t l = 0; l < m->layers && rc == 0; l++) {
+    uint32_t of = m->inst_kind[l + 1];
+    if (ckpt[l])
+      continue;
+    if ((rc = kept_copy(m, of, &kept[of], err)) == 0)
+      m->inst_kind[l + 1] = kept[of];
   }
   free(ckpt);
   return rc;
@@ -1148,18 +1368,22 @@ static int build_kinds(const vs_workload *wl, const dims *d, vs_model *m,
   if (!(embed = new_kind(m, "embedding", VS_ROLE_EMBED, err)) ||
       build_embed(embed, wl, d->frozen_prefix ? &frozen : d, err) ||
       !(layer = new_kind(m, "dense", VS_ROLE_LAYER, err)) ||
-      build_layer(layer, wl, d, err) ||
+      build_layer(layer, wl, d, MLP_DENSE, err) ||
       !(head = new_kind(m, "head", VS_ROLE_HEAD, err)) ||
       build_head(head, wl, d, err))
     return err->code ? err->code : VS_EINPUT;
+  if (d->experts && (!(layer = new_kind(m, "moe", VS_ROLE_LAYER, err)) ||
+                     build_layer(layer, wl, d, MLP_MOE, err)))
+    return err->code ? err->code : VS_EINPUT;
   m->kinds[0].input_bytes = m->kinds[0].ckpt_bytes = 0;
-  m->kinds[2].input_bytes = m->kinds[1].input_bytes;
+  m->kinds[2].input_bytes = m->kinds[DENSE_KIND].input_bytes;
   m->kinds[2].ckpt_bytes = 0;
   if (!(m->inst_kind = malloc(n_inst * sizeof *m->inst_kind)))
     return vs_error_set(err, VS_ENOMEM, "out of host memory building the model");
   m->inst_kind[0] = 0;
   for (size_t i = 1; i + 1 < n_inst; i++)
-    m->inst_kind[i] = 1;
+    m->inst_kind[i] = vs_workload_moe_layer(&wl->model, i - 1) ? MOE_KIND
+                                                               : DENSE_KIND;
   m->inst_kind[n_inst - 1] = 2;
   if (uncheckpointed_layers(wl, m, err))
     return err->code;
@@ -1199,7 +1423,8 @@ int vs_model_build(const vs_workload *wl, vs_model *m, vs_error *err)
     vs_model_fini(m);
     return rc;
   }
-  m->params_total = whole_model_params(wl) + adapter_params(&d, m);
+  m->params_total = whole_model_params(wl, false) + adapter_params(&d, m);
+  m->params_active = whole_model_params(wl, true) + adapter_params(&d, m);
   return 0;
 }
 
@@ -1307,6 +1532,15 @@ uint32_t vs_model_max_saved(const vs_model *m)
   for (uint32_t k = 0; k < m->n_kinds; k++)
     if (m->kinds[k].n_saved > most)
       most = m->kinds[k].n_saved;
+  return most;
+}
+
+uint32_t vs_model_max_layer_ops(const vs_model *m)
+{
+  uint32_t most = 0;
+  for (uint32_t k = 0; k < m->n_kinds; k++)
+    if (m->kinds[k].role == VS_ROLE_LAYER && m->kinds[k].n_ops > most)
+      most = m->kinds[k].n_ops;
   return most;
 }
 

@@ -1287,7 +1287,7 @@ static double ops_per_unit(const vs_layout *lay, const vs_model *m,
   double offload = (r->offload.cpu_step || r->offload.fetch_params ? 3 : 0) +
                    (r->offload.activations ? 2 : 0);
   return (layers / (double)lay->vstages + 2) *
-             ((double)vs_model_layer(m, 0)->n_ops + 4 + offload) + 16;
+             ((double)vs_model_max_layer_ops(m) + 4 + offload) + 16;
 }
 
 double vs_schedule_estimate_ops(const vs_job *job, int stage)

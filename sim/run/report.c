@@ -50,9 +50,15 @@ void vs_report_header(FILE *out, const vs_sim *sim)
 {
   const vs_workload *wl = sim->wl;
   const vs_layout *lay = &sim->layout;
-  char params[32];
+  char params[64];
 
-  snprintf(params, sizeof params, "%.2f B", (double)sim->model.params_total / 1e9);
+  if (sim->model.params_active != sim->model.params_total)
+    snprintf(params, sizeof params, "%.2f B (%.2f B active)",
+             (double)sim->model.params_total / 1e9,
+             (double)sim->model.params_active / 1e9);
+  else
+    snprintf(params, sizeof params, "%.2f B",
+             (double)sim->model.params_total / 1e9);
   fprintf(out, "workload  %s\n", wl->origins.file);
   fprintf(out, "hardware  %llu x %s (%s)\n", (unsigned long long)lay->gpus,
           sim->topo->name, sim->topo->origins.file);
@@ -590,6 +596,14 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
                "loaded GPU\n",
           (unsigned long long)m->params_total, (double)m->params_total / 1e9,
           (unsigned long long)lay->param_elems);
+  if (m->params_active != m->params_total)
+    fprintf(out, "# active parameters = %llu (%.3f B) a token: the router, "
+                 "%llu of %llu routed experts and the shared ones in each "
+                 "MoE layer\n",
+            (unsigned long long)m->params_active,
+            (double)m->params_active / 1e9,
+            (unsigned long long)wl->model.experts_per_token,
+            (unsigned long long)wl->model.experts);
   show_finetune(out, wl, lay);
   fprintf(out, "# "
                  "model states per GPU = %s params + %s grads + %s optimizer = "
