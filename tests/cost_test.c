@@ -122,6 +122,10 @@ static void test_peak_flops(void **state)
   tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP16, true), 989e12, 1e-15);
   tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP8, true), 1979e12, 1e-15);
   tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP32, true), 67e12, 1e-15);
+  /* autocast's GEMMs run at the 16-bit rate, its other ops at fp32's */
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_AMP_BF16, true), 989e12, 1e-15);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_AMP_FP16, true), 989e12, 1e-15);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_AMP_BF16, false), 67e12, 1e-15);
   /* anything but a matmul runs at the fp32 peak, whatever the precision */
   tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP8, false), 67e12, 1e-15);
   tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_BF16, false), 67e12, 1e-15);

@@ -444,6 +444,17 @@ static void test_autocast_and_ddp_bytes(void **state)
   assert_int_equal(vs_layout_model_states(&lay), 16 * psi);
   build(small_gpt, amp_z2, 3, d, &lay);
   assert_sharded(vs_layout_model_states(&lay), d, 4 * psi * d + 12 * psi, 16);
+  {
+    /* the Trainer over a bf16 model: no master copy, and AdamW's states
+     * zeros_like the bf16 weights: 2 + 2 + 4 = 8 B/param, 10 with DDP */
+    const char *hf16[] = {"training.framework=hf", "training.precision=bf16",
+                          "training.optimizer=adamw"};
+    build(small_gpt, hf16, 3, 1, &lay);
+    assert_int_equal(lay.optimizer_bytes, 4 * psi);
+    assert_int_equal(vs_layout_model_states(&lay), 8 * psi);
+    build(small_gpt, hf16, 3, d, &lay);
+    assert_int_equal(vs_layout_model_states(&lay), 10 * psi);
+  }
 }
 
 /* ------------------------------------------------------------------------

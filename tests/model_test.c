@@ -957,6 +957,12 @@ static void test_autocast_llama_layer(void **state)
   assert_int_equal(copy_bytes(blk),
                    2 * (h * d * (a + 2 * k) + h * h + 3 * h * f));
   assert_int_equal(copy_bytes(b16), 0);
+  /* q, k and v are separate linears: their backward holds one weight's
+   * gradients (q's, h x h) at a time, beside the fp32 gradient of the
+   * norm output */
+  assert_int_equal(op_named(blk, "qkv_proj")->bwd_temp_bytes -
+                       op_named(b16, "qkv_proj")->bwd_temp_bytes,
+                   4 * s * b * h + 6 * h * h);
   /* down's backward: its input's gradient as at 16 bits, plus its
    * weight's 16-bit and fp32 gradients */
   assert_int_equal(op_named(blk, "mlp_down")->bwd_temp_bytes -
@@ -965,6 +971,58 @@ static void test_autocast_llama_layer(void **state)
   /* the same FLOPs: autocast changes dtypes, not the work */
   tu_assert_close(op_named(blk, "mlp_down")->fwd_flops,
                   op_named(b16, "mlp_down")->fwd_flops, 1e-15);
+}
+
+/* framework = hf builds Hugging Face's eager modules: LlamaRMSNorm keeps
+ * its input's fp32 copy (the fp32 input itself under autocast) and the
+ * normalized tensor in the input's dtype, 4 + 2 or 4 + 4 bytes an element
+ * where a fused norm keeps its input (2 or 4); GPT-2's NewGELUActivation
+ * keeps x, tanh's output, 0.5x and 1 + tanh: 4 x 2 bytes, or under
+ * autocast x's fp32 copy, the two tanh tensors in fp32 and 0.5x, 14,
+ * where F.gelu keeps x (2). BERT's nn.LayerNorm and F.gelu are fused. */
+static void test_hf_modules(void **state)
+{
+  static const char llama[] =
+      "[model]\narch = llama\nlayers = 2\nhidden = 256\nheads = 4\n"
+      "ffn_hidden = 512\nvocab = 1000\nseq_len = 128\n";
+  static const char gpt[] =
+      "[model]\narch = gpt\nlayers = 2\nhidden = 256\nheads = 4\n"
+      "vocab = 1000\nseq_len = 128\n";
+  static const char bert[] =
+      "[model]\narch = bert\nlayers = 2\nhidden = 256\nheads = 4\n"
+      "vocab = 1000\nseq_len = 128\n";
+  const char *const plain_bf16[] = {"training.precision=bf16"};
+  const char *const hf_bf16[] = {"training.framework=hf",
+                                 "training.precision=bf16"};
+  const char *const plain_amp[] = {"training.precision=amp_bf16"};
+  const char *const hf_amp[] = {"training.framework=hf"};
+  const uint64_t T = 128, h = 256, f = 1024;
+  vs_model a, b, c, e;
+  (void)state;
+  build_ini(&a, llama, plain_bf16, 1);
+  build_ini(&b, llama, hf_bf16, 2);
+  build_ini(&c, llama, plain_amp, 1);
+  build_ini(&e, llama, hf_amp, 1);
+  assert_int_equal(vs_block_saved_bytes(vs_model_layer(&b, 0), -1, true) -
+                       vs_block_saved_bytes(vs_model_layer(&a, 0), -1, true),
+                   2 * (4 + 2 - 2) * T * h);
+  assert_int_equal(vs_block_saved_bytes(vs_model_layer(&e, 0), -1, true) -
+                       vs_block_saved_bytes(vs_model_layer(&c, 0), -1, true),
+                   2 * (4 + 4 - 4) * T * h);
+  build_ini(&a, gpt, plain_bf16, 1);
+  build_ini(&b, gpt, hf_bf16, 2);
+  build_ini(&c, gpt, plain_amp, 1);
+  build_ini(&e, gpt, hf_amp, 1);
+  assert_int_equal(vs_block_saved_bytes(vs_model_layer(&b, 0), -1, true) -
+                       vs_block_saved_bytes(vs_model_layer(&a, 0), -1, true),
+                   (8 - 2) * T * f);
+  assert_int_equal(vs_block_saved_bytes(vs_model_layer(&e, 0), -1, true) -
+                       vs_block_saved_bytes(vs_model_layer(&c, 0), -1, true),
+                   (14 - 2) * T * f);
+  build_ini(&a, bert, plain_amp, 1);
+  build_ini(&b, bert, hf_amp, 1);
+  assert_int_equal(vs_block_saved_bytes(vs_model_layer(&b, 0), -1, true),
+                   vs_block_saved_bytes(vs_model_layer(&a, 0), -1, true));
 }
 
 /* A Llama MoE layer against the dense one of the same shapes: the MLP's
@@ -1110,6 +1168,7 @@ int main(void)
       cmocka_unit_test_teardown(test_fused_cross_entropy, free_models),
       cmocka_unit_test_teardown(test_autocast_bert_layer, free_models),
       cmocka_unit_test_teardown(test_autocast_llama_layer, free_models),
+      cmocka_unit_test_teardown(test_hf_modules, free_models),
       cmocka_unit_test_teardown(test_moe_layer, free_models),
       cmocka_unit_test_teardown(test_moe_capacity_and_placement, free_models),
       cmocka_unit_test(test_collective_names),

@@ -1108,6 +1108,19 @@ static void test_autocast_and_hf(void **state)
   assert_non_null(strstr(where, "(the preset of [training] framework)"));
   assert_int_equal(load_at(&wl, path, GPT_MODEL, hf_bf16, 2, 0, &err), 0);
   assert_int_equal(wl.training.precision, VS_PREC_BF16); /* the user's */
+  assert_false(wl.training.master_weights); /* the Trainer keeps none */
+  {
+    static const char *const hf_fp16[] = {"training.framework=hf",
+                                          "training.precision=fp16"};
+    static const char *const hf_fp8[] = {"training.framework=hf",
+                                         "training.precision=fp8"};
+    load_bad(GPT_MODEL, hf_fp16, 2, 0, VS_EINPUT,
+             "--set training.precision=fp16: the Trainer's fp16 = True "
+             "unscales fp16 gradients, which GradScaler refuses");
+    load_bad(GPT_MODEL, hf_fp8, 2, 0, VS_EINPUT,
+             "--set training.precision=fp8: the Trainer's FP8 goes through "
+             "Accelerate's Transformer Engine integration");
+  }
   load_bad(GPT_MODEL, master, 2, 0, VS_EINPUT,
            "--set training.master_weights=true: autocast (precision = "
            "amp_fp16) keeps the weights in fp32");
@@ -1123,7 +1136,17 @@ static void test_autocast_and_hf(void **state)
            "the Hugging Face Trainer's and plain PyTorch's recipe; megatron");
   load_bad(GPT_MODEL, off, 2, 0, VS_EINPUT,
            "--set training.offload_activations=cpu: autocast is simulated "
-           "without offload");
+           "without activation offload");
+  {
+    /* under fsdp2 (zero = 3 its preset's) the precision is to blame */
+    static const char *const fsdp2[] = {"training.framework=fsdp2",
+                                         "training.precision=amp_bf16",
+                                         "parallel.dp=2",
+                                         "training.global_batch=2"};
+    load_bad(GPT_MODEL, fsdp2, 4, 0, VS_EINPUT,
+             "--set training.precision=amp_bf16: autocast over fp32 weights "
+             "is the Hugging Face Trainer's and plain PyTorch's recipe; fsdp2");
+  }
   load_bad("[model]\narch = llama\nlayers = 2\nhidden = 64\nheads = 4\n"
            "ffn_hidden = 128\nvocab = 100\nseq_len = 32\n",
            ops, 2, 0, VS_EINPUT,

@@ -13,7 +13,7 @@ double vs_cost_peak_flops(const vs_topology *topo, int precision, bool matmul)
 {
   double tflops = topo->peak_tflops_fp32;
   if (matmul) {
-    switch (precision) {
+    switch (vs_precision_gemm(precision)) { /* autocast: its 16-bit GEMMs */
     case VS_PREC_BF16:
       tflops = topo->peak_tflops_bf16;
       break;

@@ -669,16 +669,27 @@ static int check_dp_only(vs_workload *wl, vs_error *err)
     return 0;
   who = t->framework == VS_FW_HF ? "the Hugging Face Trainer (framework = hf)"
                                  : "autocast";
+  if (amp && t->framework != VS_FW_NONE && t->framework != VS_FW_HF)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: autocast over fp32 weights is the Hugging Face "
+                        "Trainer's and plain PyTorch's recipe; %s runs its "
+                        "own mixed precision (16-bit weights, or per-module "
+                        "casts): use precision = bf16 or fp16",
+                        WHERE("training", "precision"),
+                        vs_framework_name(t->framework));
+  if (key && strcmp(key, "offload_optimizer") == 0 &&
+      strcmp(off, "offload_activations") == 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: %s is simulated without activation offload "
+                        "(Megatron-LM's, which offloads with its own mixed "
+                        "precision: precision = bf16 or fp16)",
+                        WHERE("training", off), who);
   if (key && strcmp(key, "offload_optimizer") == 0)
     return vs_error_set(err, VS_EINPUT,
                         "%s: %s is simulated without offload (DeepSpeed "
                         "offloads with its own mixed precision: framework = "
                         "deepspeed, precision = bf16 or fp16)",
-                        WHERE(strcmp(off, "offload_activations") == 0
-                                  ? "training"
-                                  : "parallel",
-                              off),
-                        who);
+                        WHERE("parallel", off), who);
   if (key)
     return vs_error_set(err, VS_EINPUT,
                         "%s: %s runs data parallelism alone: tp = 1, pp = 1 "
@@ -691,14 +702,21 @@ static int check_dp_only(vs_workload *wl, vs_error *err)
                               "framework = fsdp2 with precision = bf16)",
                         (unsigned long long)p->tp, (unsigned long long)p->pp,
                         (unsigned long long)p->zero);
-  if (amp && t->framework != VS_FW_NONE && t->framework != VS_FW_HF)
+  if (t->framework == VS_FW_HF && t->precision == VS_PREC_FP8)
     return vs_error_set(err, VS_EINPUT,
-                        "%s: autocast over fp32 weights is the Hugging Face "
-                        "Trainer's and plain PyTorch's recipe; %s runs its "
-                        "own mixed precision (16-bit weights, or per-module "
-                        "casts): use precision = bf16 or fp16",
-                        WHERE("training", "precision"),
-                        vs_framework_name(t->framework));
+                        "%s: the Trainer's FP8 goes through Accelerate's "
+                        "Transformer Engine integration, not simulated under "
+                        "framework = hf; use amp_bf16, bf16 or fp16",
+                        WHERE("training", "precision"));
+  if (t->framework == VS_FW_HF && t->precision == VS_PREC_FP16 &&
+      wl->finetune.method == VS_FT_FULL)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: the Trainer's fp16 = True unscales fp16 "
+                        "gradients, which GradScaler refuses (\"Attempting "
+                        "to unscale FP16 gradients\"): train fp32 weights "
+                        "under precision = amp_fp16, or fp16 ones only "
+                        "frozen (method = lora, qlora or frozen)",
+                        WHERE("training", "precision"));
   if (amp && wl->finetune.method != VS_FT_FULL)
     return vs_error_set(err, VS_EINPUT,
                         "%s: autocast is simulated over an fp32 model trained "
@@ -1167,6 +1185,12 @@ static int preset_hf(vs_workload *wl, vs_error *err)
                   "the Trainer's bf16 = True runs torch.autocast over the "
                   "fp32 model",
                   err);
+  if (!rc && wl->training.precision != VS_PREC_FP32 &&
+      !vs_precision_autocast(wl->training.precision))
+    rc = preset(wl, "training", "master_weights", "false",
+                "the Trainer steps the model's own 16-bit weights: no "
+                "master copy",
+                err);
   return rc ? rc
             : preset(wl, "parallel", "bucket", "26214400B",
                      "DDP's bucket_cap_mb = 25", err);

@@ -56,6 +56,10 @@ typedef struct dims {
   uint64_t fs;       /* the shared experts' FFN width, all together */
   uint64_t slots;    /* token slots the routed experts process on this
                         rank per micro-batch (moe_slots) */
+  bool bert;         /* arch = bert (its GeLU is F.gelu) */
+  bool hf_modules;   /* Hugging Face transformers' eager modules
+                        (framework = hf): LlamaRMSNorm and GPT-2's
+                        NewGELUActivation in Python ops, unfused */
 } dims;
 
 /* ------------------------------------------------------------------------
@@ -421,18 +425,28 @@ static int lora_adapter(vs_block *blk, const dims *d, const char *name,
 }
 
 /* A norm over the replicated activation: saves its input (in fp32 under
- * autocast: the fp32 residual, or its cast). LayerNorm also has a bias;
- * RMSNorm does not. */
+ * autocast: the fp32 residual, or its cast), as a fused kernel does.
+ * LayerNorm also has a bias; RMSNorm does not. Hugging Face's
+ * LlamaRMSNorm (modeling_llama.py) runs in Python ops instead:
+ * hidden.to(float32), then pow and the rsqrt multiply save that fp32 copy
+ * (the input itself when it is fp32), and weight * normed.to(input_dtype)
+ * saves the normalized tensor in the input's dtype. */
 static int norm(vs_block *blk, const dims *d, const char *name, bool bias,
                 vs_error *err)
 {
   char pname[VS_OP_NAME_MAX];
   vs_op_spec *op = vs_block_add_op(blk, name, err);
+  uint64_t elems = d->tok_rep * d->h;
   if (!op)
     return VS_EINPUT;
-  as_elementwise(op, d->tok_rep * d->h, d->er, 8.0);
-  if (save_act(blk, op, d->er * d->tok_rep * d->h, d->er_dtype, err))
+  as_elementwise(op, elems, d->er, 8.0);
+  if (d->hf_modules && !bias) {
+    if (save_act(blk, op, 4 * elems, VS_DTYPE_FP32, err) ||
+        save_act(blk, op, d->er * elems, d->er_dtype, err))
+      return VS_EINPUT;
+  } else if (save_act(blk, op, d->er * elems, d->er_dtype, err)) {
     return VS_EINPUT;
+  }
   snprintf(pname, sizeof pname, "%s.weight", name);
   if (param(blk, d, pname, 1, d->h, err))
     return VS_EINPUT;
@@ -583,6 +597,8 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
                    (double)d->e * ((double)scores +
                                    2.0 * (double)(d->tokens * d->d * heads)));
   op->bwd_temp_bytes = d->e * scores;
+  if (d->amp && d->dropout) /* the fp32 dropped-out probs, until cast */
+    op->fwd_temp_bytes += 4 * scores;
   if (save_act(blk, op, d->e * d->tokens * d->d * kv, d->act_dtype, err))
     return VS_EINPUT; /* V */
   /* the probs the matmul reads: the dropped-out ones, or autocast's
@@ -630,6 +646,24 @@ static int attention_flash(vs_block *blk, const dims *d, vs_error *err)
  * Layers
  * ------------------------------------------------------------------------ */
 
+/* The attention's input projection weights: one fused qkv, or where each
+ * reads its own cast of the input (casts_of: autocast over Hugging Face's
+ * separate q, k and v linears) three, whose backward holds one weight's
+ * gradients at a time. */
+static int qkv_weights(vs_block *blk, const dims *d, uint64_t qkv_cols,
+                       vs_error *err)
+{
+  if (d->qkv_casts != 3)
+    return linear_weight(blk, d, "qkv.weight", d->h, qkv_cols, err);
+  return linear_weight(blk, d, "q.weight", d->h, d->a * d->d / d->t, err) ||
+                 linear_weight(blk, d, "k.weight", d->h, d->kv * d->d / d->t,
+                               err) ||
+                 linear_weight(blk, d, "v.weight", d->h, d->kv * d->d / d->t,
+                               err)
+             ? VS_EINPUT
+             : 0;
+}
+
 static int attention_block(vs_block *blk, const dims *d, bool bias,
                            vs_error *err)
 {
@@ -642,7 +676,7 @@ static int attention_block(vs_block *blk, const dims *d, bool bias,
   input_keeper out_keeper = d->eager ? KEPT_FOR_WEIGHTS : KEPT_BY_ANOTHER;
   if (!column_parallel(blk, d, "qkv_proj", qkv_cols, d->qkv_casts, err))
     return VS_EINPUT;
-  if (linear_weight(blk, d, "qkv.weight", d->h, qkv_cols, err) ||
+  if (qkv_weights(blk, d, qkv_cols, err) ||
       (bias && param(blk, d, "qkv.bias", 1, qkv_cols, err)) ||
       lora_adapter(blk, d, "lora_qkv", d->h, KEPT_FOR_WEIGHTS, qkv, 3, err))
     return VS_EINPUT;
@@ -656,6 +690,19 @@ static int attention_block(vs_block *blk, const dims *d, bool bias,
     return VS_EINPUT;
   return dropout(blk, d, "attn_out_dropout", d->tok_rep * d->h, d->e, false,
                  err);
+}
+
+/* Bytes a GeLU saves per element of its input: the input, as a fused
+ * kernel (F.gelu; BERT's); GPT-2's NewGELUActivation under framework = hf
+ * (transformers' activations.py: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
+ * x^3)))) keeps x for pow, the tanh output t, 0.5x and 1 + t: 4 tensors
+ * of the input's dtype, and under autocast (pow on its fp32 list) x's
+ * fp32 copy, t and 1 + t in fp32 beside the 16-bit 0.5x: 14 bytes. */
+static uint64_t gelu_saved(const dims *d, int role)
+{
+  if (!d->hf_modules || role != VS_ROLE_LAYER || d->bert)
+    return d->e;
+  return d->amp ? 4 + 4 + d->e + 4 : 4 * d->e;
 }
 
 /* GPT / BERT MLP: up, GeLU, down, dropout: 19sbh at 16 bits (Korthikanti). */
@@ -672,8 +719,12 @@ static int gelu_mlp(vs_block *blk, const dims *d, vs_error *err)
   if (!(op = vs_block_add_op(blk, "gelu", err)))
     return VS_EINPUT;
   as_elementwise(op, d->tokens * f, d->e, 8.0);
-  if (save_act(blk, op, d->e * d->tokens * f, d->act_dtype, err))
+  if (save_act(blk, op, gelu_saved(d, blk->role) * d->tokens * f,
+               d->act_dtype, err))
     return VS_EINPUT;
+  if (d->amp && gelu_saved(d, blk->role) != d->e)
+    op->fwd_temp_bytes += 4 * d->tokens * f; /* its fp32 output, until the
+                                                down projection's cast */
   if (!row_parallel(blk, d, "mlp_down", f, KEPT_FOR_WEIGHTS, err) ||
       linear_weight(blk, d, "mlp_down.weight", f, d->h, err) ||
       param(blk, d, "mlp_down.bias", 1, d->h, err) ||
@@ -1260,6 +1311,8 @@ static void make_dims(const vs_workload *wl, dims *d)
   d->fe = mc->expert_ffn_hidden;
   d->fs = mc->shared_experts * mc->shared_expert_ffn_hidden;
   d->slots = moe_slots(mc, d->tokens);
+  d->bert = mc->arch == VS_ARCH_BERT;
+  d->hf_modules = wl->training.framework == VS_FW_HF;
   d->causal = mc->arch != VS_ARCH_BERT;
 }
 

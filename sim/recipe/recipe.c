@@ -183,6 +183,8 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
    * until the next unit's copy-out (frameworks.md 4.3) */
   r->gather_copy_out = r->fp32_params && r->gather_params;
   r->ddp_bucket_copy = wl->training.framework == VS_FW_HF && dp > 1;
+  r->states_in_param_dtype = wl->training.framework == VS_FW_HF &&
+                             !wl->training.master_weights;
   r->grads_set_to_none = wl->training.framework == VS_FW_HF &&
                          !r->transient_grads && !r->step_in_backward;
 }
@@ -301,6 +303,23 @@ static void resolve_ops(const vs_workload *wl, const vs_recipe *r,
                         block_checkpointing(wl, b) == VS_CKPT_OPS;
 }
 
+/* Optimizer-state bytes of trainable tensor p: fp32 states (and a master
+ * copy unless p is fp32), or, where the recipe keeps states in the
+ * parameter's dtype, half of them for a 16-bit p (bitsandbytes' 8-bit
+ * states excepted). */
+static uint64_t tensor_state_bytes(const vs_recipe *r,
+                                   const vs_training_conf *t,
+                                   const vs_param_tensor *p)
+{
+  uint64_t bytes = vs_optimizer_state_bytes(
+      t->optimizer, t->master_weights && p->dtype != VS_DTYPE_FP32, p->rows,
+      p->cols);
+  if (r->states_in_param_dtype && t->optimizer != VS_OPT_ADAM8BIT &&
+      vs_dtype_size(p->dtype) == 2)
+    return bytes / 2;
+  return bytes;
+}
+
 /* Model states per kind. Every tensor's states are sharded over the
  * data-parallel group (r->params, grads, optimizer); a tensor that names
  * another group (expert or context parallel) is refused until the layout
@@ -331,9 +350,7 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
     /* an fp32 tensor (LoRA adapters, PEFT's autocast_adapter_dtype) has
      * fp32 gradients and needs no fp32 master copy */
     k->grad_bytes += n * (p->dtype == VS_DTYPE_FP32 ? 4 : r->grad_elem_bytes);
-    k->optimizer_bytes += vs_optimizer_state_bytes(
-        t->optimizer, t->master_weights && p->dtype != VS_DTYPE_FP32, p->rows,
-        p->cols);
+    k->optimizer_bytes += tensor_state_bytes(r, t, p);
     if (t->paged_optimizer && n >= VS_PAGED_MIN_ELEMS)
       k->paged_bytes += vs_optimizer_state_bytes(t->optimizer, false, p->rows,
                                                  p->cols);

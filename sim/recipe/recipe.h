@@ -185,6 +185,10 @@ typedef struct vs_recipe {
                                and go when the step ends (with resident
                                gradients: not transient, not stepped in
                                backward) */
+  bool states_in_param_dtype; /* PyTorch's own optimizers without a
+                               master copy (framework = hf): the states
+                               are zeros_like(param), 16-bit for 16-bit
+                               parameters (vsim's figures are fp32 ones) */
   bool ddp_bucket_copy;     /* PyTorch DDP (framework = hf, dp > 1): the
                                reducer's flat buckets hold a copy of every
                                gradient beside .grad, allocated with the
