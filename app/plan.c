@@ -73,6 +73,7 @@ enum {
   PRUNE_FSDP2_ZERO,      /* under fsdp2, ZeRO other than 3 */
   PRUNE_DP_ONLY,         /* autocast or hf beyond data parallelism */
   PRUNE_MOE_TP,          /* MoE layers with tp > 1 */
+  PRUNE_EP,              /* ep not dividing dp, or with zero > 1 */
   PRUNE_N
 };
 
@@ -98,6 +99,7 @@ static const char *const prune_reasons[PRUNE_N] = {
     "(tp = pp = 1, zero <= 2 or 0 under hf, no offload)",
     "(GPUs, tp) pairs: mixture-of-experts layers are simulated without "
     "tensor parallelism",
+    "layouts: expert parallelism needs ep dividing dp and zero <= 1",
 };
 
 /* A fitting layout's place in the ranking. */
@@ -310,6 +312,11 @@ static int enumerate_triple(const vs_workload *wl, const layout_choice *base,
                                    wl->training.framework, lc.tp, lc.pp,
                                    lc.zero, ps->offload_pass)) {
       ps->pruned[PRUNE_DP_ONLY]++;
+      continue;
+    }
+    if (vs_workload_ep_misfit(&wl->model, wl->parallel.ep, lc.dp, lc.zero) ||
+        (wl->parallel.ep > 1 && ps->offload_pass)) {
+      ps->pruned[PRUNE_EP]++;
       continue;
     }
     if (!ps->offload_pass) {

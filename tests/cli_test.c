@@ -501,6 +501,19 @@ static void test_moe_sample(void **state)
   run(eight);
   assert_int_equal(r.status, 3);
   assert_contains(r.out, "verdict: DOES NOT FIT on 8 x H100-SXM-80GB");
+  {
+    /* expert parallelism with a skewed router: the header says so, the
+     * step counts the all-to-alls, and it fits its 32 GPUs */
+    static const char *const ep[] = {"run", "workloads/mixtral-8x7b-ep8.ini",
+                                     "--gpus", "32", NULL};
+    run(ep);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "experts   2 of 8 a token, 1 on each GPU (ep 8), "
+                           "routing skewed: the hottest expert gets 1.5 x "
+                           "its share");
+    assert_contains(r.out, " + expert-parallel comm ");
+    assert_contains(r.out, "verdict: FITS on 32 x H100-SXM-80GB");
+  }
 }
 
 /* Each shipped config.json gives its model's published parameter count
@@ -1733,6 +1746,7 @@ static void test_show_output_loads_back(void **state)
       {"show", "workloads/hf-bert-large.ini", NULL},
       {"show", "workloads/hf-llama3-8b-lora.ini", NULL},
       {"show", "workloads/mixtral-8x7b.ini", NULL},
+      {"show", "workloads/mixtral-8x7b-ep8.ini", NULL},
   };
   static char first[16384], second[16384];
   char path[64];

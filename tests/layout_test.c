@@ -457,6 +457,37 @@ static void test_autocast_and_ddp_bytes(void **state)
   }
 }
 
+/* Megatron-LM's expert parallelism (shared/reference/frameworks.md 8,
+ * theoretical_memory_usage.py): a rank holds E / (EP x ETP) of each MoE
+ * layer's experts (ETP = tp = 1 here), and the distributed optimizer
+ * (ZeRO-1) shards their fp32 master and Adam states over the expert-data-
+ * parallel size world / (ETP x EP x PP) = dp / ep, the dense ones over
+ * dp: 12 Psi_dense / dp + 12 Psi_expert / (dp / ep). */
+static void test_expert_parallel_states(void **state)
+{
+  static const char moe[] =
+      "[model]\narch = llama\nlayers = 4\nhidden = 512\nheads = 8\n"
+      "ffn_hidden = 1024\nvocab = 1000\nseq_len = 128\nexperts = 8\n"
+      "experts_per_token = 2\n"
+      "[training]\nprecision = bf16\noptimizer = adam\n";
+  const char *sets[] = {"parallel.zero=1", "parallel.ep=4"};
+  const uint64_t dp = 8, ep = 4, h = 512, fe = 1024, layers = 4;
+  uint64_t experts_local = layers * (8 / ep) * 3 * h * fe;
+  vs_layout lay;
+  uint64_t dense;
+  (void)state;
+  build(moe, sets, 2, dp, &lay);
+  dense = lay.param_elems - experts_local;
+  assert_int_equal(lay.params_bytes, 2 * (dense + experts_local));
+  assert_int_equal(lay.stages[0].expert_optimizer_full_bytes,
+                   12 * experts_local);
+  assert_sharded(lay.optimizer_bytes - 12 * experts_local / (dp / ep), dp,
+                 12 * dense, 4);
+  assert_int_equal(lay.group_size[VS_GROUP_EP], ep);
+  assert_int_equal(lay.group_size[VS_GROUP_EXPERT_DP], dp / ep);
+  assert_int_equal(lay.group_stride[VS_GROUP_EXPERT_DP], ep);
+}
+
 /* ------------------------------------------------------------------------
  * Optimizer states
  * ------------------------------------------------------------------------ */
@@ -791,6 +822,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_zero_stages),
       cmocka_unit_test(test_autocast_and_ddp_bytes),
+      cmocka_unit_test(test_expert_parallel_states),
       cmocka_unit_test(test_offload_placement),
       cmocka_unit_test(test_lora_trainable_is_pefts),
       cmocka_unit_test(test_qlora_base_bytes),

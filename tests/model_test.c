@@ -1071,6 +1071,50 @@ static void test_moe_layer(void **state)
   assert_int_equal(m0.params_active, m0.params_total);
 }
 
+/* Routing skew under expert parallelism: the rank holding the hottest
+ * expert receives its (1 + skew) x kTep / E slots and its E / ep - 1 other
+ * experts' share of the rest, (kTep - hot) / (E - 1) each. With E = 8,
+ * k = 2, ep = 4 and skew 1: 2T + 6T/7 = 20T/7 slots against kT = 2T when
+ * balanced, and every tensor on the slots grows by that share (the
+ * experts' input 2h, their SwiGLU tensors 6f_e and fc2's input 2f_e
+ * bytes a slot). Without expert parallelism a rank holds every expert:
+ * kT slots whatever the skew. The rank keeps E / ep experts. */
+static void test_moe_routing_skew(void **state)
+{
+  static const char llama[] =
+      "[model]\narch = llama\nlayers = 2\nhidden = 512\nheads = 8\n"
+      "ffn_hidden = 1024\nvocab = 1000\nseq_len = 700\nexperts = 8\n"
+      "experts_per_token = 2\n[parallel]\nzero = 1\n";
+  const char *const balanced[] = {"parallel.ep=4", "parallel.dp=4"};
+  const char *const skewed[] = {"parallel.ep=4", "parallel.dp=4",
+                                "model.routing_skew=1"};
+  const char *const one[] = {"model.routing_skew=1"};
+  const uint64_t T = 700, h = 512, fe = 1024;
+  const uint64_t worst = 2 * T + (6 * T + 6) / 7; /* ceil(20T / 7) */
+  vs_model b, s, o, n;
+  (void)state;
+  build_ini(&b, llama, balanced, 2);
+  build_ini(&s, llama, skewed, 3);
+  build_ini(&o, llama, one, 1);
+  build_ini(&n, llama, NULL, 0);
+  assert_int_equal(vs_block_saved_bytes(vs_model_layer(&s, 0), -1, true) -
+                       vs_block_saved_bytes(vs_model_layer(&b, 0), -1, true),
+                   (worst - 2 * T) * (2 * h + 8 * fe));
+  assert_int_equal(vs_block_saved_bytes(vs_model_layer(&o, 0), -1, true),
+                   vs_block_saved_bytes(vs_model_layer(&n, 0), -1, true));
+  /* 2 of 8 experts on each of the 4 ranks */
+  assert_int_equal(vs_model_layer(&n, 0)->param_elems -
+                       vs_model_layer(&b, 0)->param_elems,
+                   6 * 3 * h * fe);
+  /* the dispatch and combine all-to-alls over ep */
+  assert_int_equal(op_named(vs_model_layer(&b, 0), "moe_dispatch")->fwd_after.group,
+                   VS_GROUP_EP);
+  assert_int_equal(op_named(vs_model_layer(&b, 0), "moe_combine")->fwd_before.kind,
+                   VS_COLL_ALL_TO_ALL);
+  assert_int_equal(op_named(vs_model_layer(&n, 0), "moe_combine")->fwd_before.kind,
+                   VS_COLL_NONE);
+}
+
 /* A capacity factor C pads each expert to ceil(C k T / E) slots whatever
  * the routing (GShard); the first dense_layers layers are dense, then
  * every moe_every-th is MoE; layers full checkpointing leaves alone keep
@@ -1171,6 +1215,7 @@ int main(void)
       cmocka_unit_test_teardown(test_hf_modules, free_models),
       cmocka_unit_test_teardown(test_moe_layer, free_models),
       cmocka_unit_test_teardown(test_moe_capacity_and_placement, free_models),
+      cmocka_unit_test_teardown(test_moe_routing_skew, free_models),
       cmocka_unit_test(test_collective_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

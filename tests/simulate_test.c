@@ -1438,6 +1438,53 @@ static void test_hf_grads_set_to_none(void **state)
   vs_sim_fini(&n);
 }
 
+/* Ops of rank r's program named `name`. */
+static size_t ops_named(const vs_rank *r, const char *name)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < r->prog->n_ops; i++)
+    n += strcmp(r->prog->ops[i].name, name) == 0;
+  return n;
+}
+
+/* Expert parallelism in the step: each MoE layer's dispatch and combine
+ * all-to-all over ep in forward and again in backward (4 a layer and
+ * micro-batch), counted apart in the step's split; the experts'
+ * gradients reduced over the dp / ep ranks holding them, the dense ones
+ * over dp. */
+static void test_expert_parallel_step(void **state)
+{
+  static const char moe[] =
+      "[model]\narch = llama\nlayers = 4\nhidden = 512\nheads = 8\n"
+      "ffn_hidden = 1024\nvocab = 1000\nseq_len = 128\nexperts = 8\n"
+      "[training]\nglobal_batch = 8\n[parallel]\nzero = 1\nep = 2\n"
+      "[runtime]\nallocator = exact\n";
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  (void)state;
+  load(&wl, moe, NULL, 0, 4);
+  simulate(&sim, &wl, &topo, false);
+  assert_int_equal(ops_named(&sim.ranks[0], "ep_all_to_all"),
+                   4 * 4 * sim.layout.grad_accum);
+  assert_true(ops_named(&sim.ranks[0], "edp_all_reduce") > 0);
+  assert_true(ops_named(&sim.ranks[0], "dp_all_reduce") > 0);
+  assert_true(sim.ep_comm_s > 0 && isfinite(sim.ep_comm_s));
+  {
+    /* a skewed router slows the rank holding the hottest expert, but the
+     * model's FLOPs (MFU's numerator) stay a token's k experts' */
+    const char *skew[] = {"model.routing_skew=1"};
+    vs_sim hot;
+    load(&wl, moe, skew, 1, 4);
+    simulate(&hot, &wl, &topo, false);
+    tu_assert_close(hot.model_flops, sim.model_flops, 1e-12);
+    assert_true(hot.step_time_s > sim.step_time_s);
+    assert_true(hot.mfu < sim.mfu);
+    vs_sim_fini(&hot);
+  }
+  vs_sim_fini(&sim);
+}
+
 /* Bytes of the file at path (fails the test when it cannot be read). */
 static double file_bytes(const char *path)
 {
@@ -1576,6 +1623,7 @@ int main(void)
       cmocka_unit_test(test_fp8_copies),
       cmocka_unit_test(test_autocast_cache_under_checkpointing),
       cmocka_unit_test(test_hf_grads_set_to_none),
+      cmocka_unit_test(test_expert_parallel_step),
       cmocka_unit_test(test_fp8_copies_zero3),
       cmocka_unit_test(test_estimate_bounds_the_work),
       cmocka_unit_test(test_budget_refuses_before_building),

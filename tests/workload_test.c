@@ -1211,6 +1211,34 @@ static void test_experts(void **state)
            "--set training.precision=amp_bf16: autocast over a mixture of "
            "experts is not simulated");
   assert_true(vs_workload_moe_tp_allowed(&wl.model, 8)); /* no experts */
+  {
+    static const char *const ep3[] = {"model.experts=8", "parallel.ep=3",
+                                      "parallel.dp=3",
+                                      "training.global_batch=3"};
+    static const char *const ep_dp[] = {"model.experts=8", "parallel.ep=4",
+                                        "parallel.dp=2",
+                                        "training.global_batch=2"};
+    static const char *const ep_z2[] = {"model.experts=8", "parallel.ep=2",
+                                        "parallel.dp=2", "parallel.zero=2",
+                                        "training.global_batch=2"};
+    static const char *const ep_dense[] = {"parallel.ep=2", "parallel.dp=2",
+                                           "training.global_batch=2"};
+    static const char *const skew[] = {"model.routing_skew=0.5"};
+    load_bad(GPT_MODEL, ep3, 4, 0, VS_EINPUT,
+             "--set parallel.ep=3: each of the ep ranks holds experts / ep "
+             "experts: ep must divide experts (8)");
+    load_bad(GPT_MODEL, ep_dp, 4, 0, VS_EINPUT,
+             "--set parallel.ep=4: the ep ranks come out of the data-parallel "
+             "ones (Megatron-LM's rule): ep must divide dp (2)");
+    load_bad(GPT_MODEL, ep_z2, 5, 0, VS_EINPUT,
+             "--set parallel.zero=2: with ep > 1 the expert states shard over "
+             "the expert-data-parallel group");
+    load_bad(GPT_MODEL, ep_dense, 3, 0, VS_EINPUT,
+             "--set parallel.ep=2: expert parallelism spreads experts, which "
+             "this model has none of");
+    load_bad(GPT_MODEL, skew, 1, 0, VS_EINPUT,
+             "--set model.routing_skew=0.5: shapes mixture-of-experts layers");
+  }
 }
 
 /* [runtime] reserve: a share of the capacity (default 10%) or a size

@@ -173,9 +173,10 @@ double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
  * trainable weight its backward). An eager attention core's (attn_core
  * matmuls, which compute all s^2 products) are halved when the model is
  * causal. A flash attention op is not attn_core and already counts the
- * causal half. */
-static double block_model_flops(const vs_block *b, const vs_kind_plan *k,
-                                bool causal)
+ * causal half. The routed experts' count a rank's average load, not the
+ * skewed rank's the model was built for. */
+static double block_model_flops(const vs_model *m, const vs_block *b,
+                                const vs_kind_plan *k)
 {
   double sum = 0;
   for (uint32_t i = 0; i < b->n_ops; i++) {
@@ -186,7 +187,8 @@ static double block_model_flops(const vs_block *b, const vs_kind_plan *k,
     if (!k->no_backward && op->bwd_flops > 0)
       passes += 2.0 * k->bwd_flops[i] / op->bwd_flops;
     sum += passes * op->fwd_flops *
-           (causal && op->attn_core ? CAUSAL_MODEL_FRACTION : 1.0);
+           (m->causal && op->attn_core ? CAUSAL_MODEL_FRACTION : 1.0) /
+           (op->routed ? m->routed_load : 1.0);
   }
   return sum;
 }
@@ -200,9 +202,8 @@ double vs_cost_model_flops(const vs_model *m, const vs_recipe *r, uint64_t tp,
     for (uint64_t i = 0; i < m->layers + 2; i++)
       count += m->inst_kind[i] == k;
     if (count > 0)
-      per_microbatch += (double)count * block_model_flops(&m->kinds[k],
-                                                          &r->kinds[k],
-                                                          m->causal);
+      per_microbatch += (double)count * block_model_flops(m, &m->kinds[k],
+                                                          &r->kinds[k]);
   }
   /* tp ranks make a replica, dp replicas and `microbatches` micro-batches
    * make the step */

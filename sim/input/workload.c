@@ -66,6 +66,7 @@ static const vs_key workload_keys[] = {
     K("model", "dense_layers", VS_KEY_COUNT, model.dense_layers, .hi = 1e5, .default_doc = "0"),
     K("model", "moe_every", VS_KEY_COUNT, model.moe_every, .positive = true, .hi = 1e5, .default_doc = "1 (every layer after dense_layers)"),
     K("model", "expert_capacity_factor", VS_KEY_REAL, model.expert_capacity_factor, .lo = 0, .hi = 1e3, .default_doc = "0 (dropless)"),
+    K("model", "routing_skew", VS_KEY_REAL, model.routing_skew, .lo = 0, .hi = 1e6, .default_doc = "0 (balanced routing)"),
     K("training", "micro_batch", VS_KEY_COUNT, training.micro_batch, .positive = true, .hi = 1e6, .default_doc = "1"),
     K("training", "global_batch", VS_KEY_COUNT, training.global_batch, .positive = true, .hi = 1e9, .default_doc = "micro_batch * dp"),
     K("training", "precision", VS_KEY_ENUM, training.precision, .choices = precision_names, .default_doc = "bf16"),
@@ -88,6 +89,7 @@ static const vs_key workload_keys[] = {
     K("parallel", "schedule", VS_KEY_ENUM, parallel.schedule, .choices = schedule_names, .default_doc = "1f1b"),
     K("parallel", "virtual_stages", VS_KEY_COUNT, parallel.virtual_stages, .positive = true, .hi = 1e3, .default_doc = "1"),
     K("parallel", "zero", VS_KEY_COUNT, parallel.zero, .hi = VS_ZERO_MAX, .default_doc = "0"),
+    K("parallel", "ep", VS_KEY_COUNT, parallel.ep, .positive = true, .hi = 1e5, .default_doc = "1"),
     K("parallel", "offload_optimizer", VS_KEY_ENUM, parallel.offload_optimizer, .choices = offload_names, .default_doc = "none"),
     K("parallel", "offload_params", VS_KEY_ENUM, parallel.offload_params, .choices = offload_names, .default_doc = "none"),
     K("parallel", "bucket", VS_KEY_SIZE, parallel.bucket_bytes, .positive = true, .default_doc = "25MiB"),
@@ -165,6 +167,17 @@ bool vs_workload_moe_layer(const vs_model_conf *m, uint64_t l)
 {
   return m->experts > 0 && l >= m->dense_layers &&
          (l - m->dense_layers) % m->moe_every == 0;
+}
+
+const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
+                                  uint64_t dp, uint64_t zero)
+{
+  if (ep == 1)
+    return NULL;
+  return m->experts == 0 || m->experts % ep ? "experts"
+         : dp % ep                          ? "dp"
+         : zero > 1                         ? "zero"
+                                            : NULL;
 }
 
 bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp)
@@ -312,6 +325,7 @@ static void set_defaults(vs_workload *wl)
   wl->parallel.pp = 1;
   wl->parallel.dp = 1;
   wl->parallel.virtual_stages = 1;
+  wl->parallel.ep = 1;
   wl->parallel.bucket_bytes = 25ull << 20;
   wl->model.vocab_divisible_by = 1;
   wl->model.experts_per_token = 2;
@@ -360,6 +374,8 @@ static const char *expert_key_changed(const vs_model_conf *m)
     return "moe_every";
   if (m->expert_capacity_factor != d.model.expert_capacity_factor)
     return "expert_capacity_factor";
+  if (m->routing_skew != d.model.routing_skew)
+    return "routing_skew";
   return NULL;
 }
 
@@ -606,6 +622,16 @@ static int check_fsdp2(vs_workload *wl, vs_error *err)
   return 0;
 }
 
+/* The key that offloads something, or NULL. */
+static const char *offload_key(const vs_workload *wl)
+{
+  return wl->parallel.offload_optimizer != VS_OFFLOAD_NONE ? "offload_optimizer"
+         : wl->parallel.offload_params != VS_OFFLOAD_NONE  ? "offload_params"
+         : wl->training.offload_activations != VS_OFFLOAD_NONE
+             ? "offload_activations"
+             : NULL;
+}
+
 /* Mixtures of experts as this version simulates them: every expert on
  * each rank, without tensor parallelism, trained whole, under none of
  * the policies written for dense layers (autocast's casts, torchtitan's
@@ -613,7 +639,39 @@ static int check_fsdp2(vs_workload *wl, vs_error *err)
 static int check_moe(vs_workload *wl, vs_error *err)
 {
   const vs_training_conf *t = &wl->training;
+  const vs_parallel_conf *p = &wl->parallel;
+  const char *key = vs_workload_ep_misfit(&wl->model, p->ep, p->dp, p->zero);
   char where[400];
+  if (key && wl->model.experts == 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: expert parallelism spreads experts, which this "
+                        "model has none of; set [model] experts",
+                        WHERE("parallel", "ep"));
+  if (key && strcmp(key, "experts") == 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: each of the ep ranks holds experts / ep experts: "
+                        "ep must divide experts (%llu)",
+                        WHERE("parallel", "ep"),
+                        (unsigned long long)wl->model.experts);
+  if (key && strcmp(key, "dp") == 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: the ep ranks come out of the data-parallel ones "
+                        "(Megatron-LM's rule): ep must divide dp (%llu)",
+                        WHERE("parallel", "ep"), (unsigned long long)p->dp);
+  if (key)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: with ep > 1 the expert states shard over the "
+                        "expert-data-parallel group as Megatron-LM's "
+                        "distributed optimizer does; use zero = 0 or 1",
+                        WHERE("parallel", "zero"));
+  if (p->ep > 1 && offload_key(wl))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: offload with expert parallelism is not "
+                        "simulated",
+                        WHERE(strcmp(offload_key(wl), "offload_activations")
+                                  ? "parallel"
+                                  : "training",
+                              offload_key(wl)));
   if (wl->model.experts == 0)
     return 0;
   if (!vs_workload_moe_tp_allowed(&wl->model, wl->parallel.tp))
@@ -641,15 +699,6 @@ static int check_moe(vs_workload *wl, vs_error *err)
   return 0;
 }
 
-/* The key that offloads something, or NULL. */
-static const char *offload_key(const vs_workload *wl)
-{
-  return wl->parallel.offload_optimizer != VS_OFFLOAD_NONE ? "offload_optimizer"
-         : wl->parallel.offload_params != VS_OFFLOAD_NONE  ? "offload_params"
-         : wl->training.offload_activations != VS_OFFLOAD_NONE
-             ? "offload_activations"
-             : NULL;
-}
 
 /* Autocast and the Hugging Face Trainer: data parallelism alone
  * (vs_workload_dp_only_misfit); autocast as the Trainer and plain

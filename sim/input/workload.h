@@ -95,6 +95,9 @@ typedef struct vs_model_conf {
                                the first one included */
   double expert_capacity_factor; /* slots per expert = factor x k x tokens
                                / E, padded; 0: dropless */
+  double routing_skew;      /* the hottest expert receives 1 + this times
+                               its balanced share of the tokens (0:
+                               balanced routing) */
 } vs_model_conf;
 
 typedef struct vs_training_conf {
@@ -131,6 +134,8 @@ typedef struct vs_parallel_conf {
   int schedule;             /* vs_schedule_kind */
   uint64_t virtual_stages;  /* model chunks per pipeline rank */
   uint64_t zero;            /* ZeRO stage 0-3 */
+  uint64_t ep;              /* expert-parallel size: the experts of an MoE
+                               layer spread over ep data-parallel ranks */
   int offload_optimizer;    /* vs_offload */
   int offload_params;       /* vs_offload */
   uint64_t bucket_bytes;    /* gradient all-reduce / reduce-scatter bucket */
@@ -246,6 +251,15 @@ const char *vs_workload_offload_misfit(uint64_t zero, int offload_optimizer,
  * of moe_every (Megatron-LM's moe_layer_freq counted after DeepSeek's
  * first_k_dense_replace). */
 bool vs_workload_moe_layer(const vs_model_conf *m, uint64_t l);
+
+/* Expert parallelism of size ep with dp data-parallel ranks and ZeRO
+ * stage zero: NULL when allowed (ep = 1 always is), else the key to blame:
+ * "experts" (ep must divide them), "dp" (the ep ranks come out of the dp
+ * ones, Megatron-LM's rule: ep must divide dp) or "zero" (expert states
+ * shard over the expert-data-parallel group as Megatron-LM's distributed
+ * optimizer does: zero <= 1). */
+const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
+                                  uint64_t dp, uint64_t zero);
 
 /* Whether model m's layers can run on tp ranks: MoE layers are simulated
  * without tensor parallelism (their experts whole on each rank). */

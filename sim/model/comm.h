@@ -26,6 +26,10 @@ typedef enum vs_group {
   VS_GROUP_EP,          /* expert parallel (size 1 until MoE layouts) */
   VS_GROUP_CP,          /* context parallel (size 1 until context layouts) */
   VS_GROUP_EMBEDDING,   /* first and last stage: tied embeddings (Megatron) */
+  VS_GROUP_EXPERT_DP,   /* expert data parallel: the ranks holding the same
+                           experts (dp / ep of them, Megatron-LM's), which
+                           shard their optimizer states and reduce their
+                           gradients */
   VS_GROUP_N
 } vs_group;
 
@@ -44,7 +48,8 @@ const char *vs_coll_name(int kind);
  * runs it. A static string. */
 const char *vs_coll_op_name(int group, int kind);
 
-/* "tp", "dp", "pp", "ep", "cp", "embedding" ("?" outside the range). */
+/* "tp", "dp", "pp", "ep", "cp", "embedding", "edp" ("?" outside the
+ * range). */
 const char *vs_group_name(int group);
 
 #endif

@@ -56,6 +56,9 @@ typedef struct dims {
   uint64_t fs;       /* the shared experts' FFN width, all together */
   uint64_t slots;    /* token slots the routed experts process on this
                         rank per micro-batch (moe_slots) */
+  uint64_t sent;     /* the rank's own token slots it dispatches (kT, or
+                        padded to capacity) */
+  uint64_t ep;       /* expert-parallel size: experts / ep on a rank */
   bool bert;         /* arch = bert (its GeLU is F.gelu) */
   bool hf_modules;   /* Hugging Face transformers' eager modules
                         (framework = hf): LlamaRMSNorm and GPT-2's
@@ -768,20 +771,24 @@ static int swiglu_mlp(vs_block *blk, const dims *d, vs_error *err)
  * moe; shared/reference/frameworks.md 8), one rank, no expert parallelism
  * ------------------------------------------------------------------------ */
 
-/* Each routed expert's rows x cols weight `which` ("fc1", "fc2") and,
- * with `bias`, its bias of cols, for the newest op. */
+/* Each of the rank's routed experts' (E / ep) rows x cols weight `which`
+ * ("fc1", "fc2") and, with `bias`, its bias of cols, for the newest op;
+ * their states shard over the expert-data-parallel group. */
 static int expert_weights(vs_block *blk, const dims *d, const char *which,
                           uint64_t rows, uint64_t cols, bool bias,
                           vs_error *err)
 {
-  for (uint64_t x = 0; x < d->experts; x++) {
+  for (uint64_t x = 0; x < d->experts / d->ep; x++) {
     char name[VS_OP_NAME_MAX];
     snprintf(name, sizeof name, "e%u.%.3s", (unsigned)x, which);
     if (param(blk, d, name, rows, cols, err))
       return VS_EINPUT;
+    blk->params[blk->n_params - 1].shard_group = VS_GROUP_EXPERT_DP;
     snprintf(name, sizeof name, "e%u.%.3s.bias", (unsigned)x, which);
     if (bias && param(blk, d, name, 1, cols, err))
       return VS_EINPUT;
+    if (bias)
+      blk->params[blk->n_params - 1].shard_group = VS_GROUP_EXPERT_DP;
   }
   return 0;
 }
@@ -799,6 +806,7 @@ static int routed_experts(vs_block *blk, const dims *d, bool gated,
   if (!(op = vs_block_add_op(blk, "experts_fc1", err)))
     return VS_EINPUT;
   as_matmul(op, n, d->h, fc1, d->e);
+  op->routed = true;
   if (save_input(blk, op, d->em * n * d->h, d->em_dtype, KEPT_FOR_WEIGHTS,
                  err))
     return VS_EINPUT;
@@ -808,18 +816,21 @@ static int routed_experts(vs_block *blk, const dims *d, bool gated,
                              err)))
     return VS_EINPUT;
   as_elementwise(op, n * d->fe, d->e, gated ? 4.0 : 8.0);
+  op->routed = true;
   if (save_act(blk, op, d->e * n * d->fe, d->act_dtype, err))
     return VS_EINPUT; /* the gate (SiLU's input), or GeLU's input */
   if (gated) {
     if (!(op = vs_block_add_op(blk, "experts_mul", err)))
       return VS_EINPUT;
     as_elementwise(op, n * d->fe, d->e, 1.0);
+    op->routed = true;
     if (save_act(blk, op, 2 * d->e * n * d->fe, d->act_dtype, err))
       return VS_EINPUT; /* SiLU(gate) and up */
   }
   if (!(op = vs_block_add_op(blk, "experts_fc2", err)))
     return VS_EINPUT;
   as_matmul(op, n, d->fe, d->h, d->e);
+  op->routed = true;
   if (save_input(blk, op, d->em * n * d->fe, d->em_dtype, KEPT_FOR_WEIGHTS,
                  err))
     return VS_EINPUT;
@@ -858,15 +869,27 @@ static int shared_experts(vs_block *blk, const dims *d, bool gated,
   return 0;
 }
 
+/* An all-to-all over the expert-parallel group (Megatron-LM's alltoall
+ * token dispatcher), of the rank's `bytes`. */
+static void ep_comm(vs_comm *c, const dims *d, uint64_t bytes)
+{
+  c->kind = VS_COLL_ALL_TO_ALL;
+  c->group = VS_GROUP_EP;
+  c->bytes = bytes;
+  (void)d;
+}
+
 /* An MoE MLP (Megatron-LM's MoELayer with its TopKRouter and the
  * token dispatcher's permute/unpermute, on one rank): the router's linear
  * (h x E, replicated) saves the norm output (which the shared experts
  * read too); its fp32 softmax keeps its output (T x E) and top-k its
  * int64 indices (T x k); the dispatch permutes the tokens into the
  * experts' slots (keeping the int64 sorted indices for the backward's
- * un-permute); the routed experts run on the slots; the combine scales
- * each slot's output by its routing probability (keeping the experts'
- * output and the fp32 probabilities) and sums them back per token. The
+ * un-permute) and, with ep > 1, sends each copy to its expert's rank
+ * (all-to-all); the routed experts run on the slots the rank receives;
+ * the combine brings their outputs back, scales each by its routing
+ * probability (keeping the outputs and the fp32 probabilities) and sums
+ * them per token. The
  * auxiliary load-balancing loss keeps per-expert figures (E floats): not
  * counted. */
 static int moe_mlp(vs_block *blk, const dims *d, bool gated, vs_error *err)
@@ -888,17 +911,27 @@ static int moe_mlp(vs_block *blk, const dims *d, bool gated, vs_error *err)
     return VS_EINPUT;
   if (!(op = vs_block_add_op(blk, "moe_dispatch", err)))
     return VS_EINPUT;
-  op->fwd_bytes = (double)(d->e * (t + n) * d->h);
+  op->fwd_bytes = (double)(d->e * (t + d->sent) * d->h);
   op->bwd_bytes = op->fwd_bytes;
   op->bwd_temp_bytes = d->e * t * d->h;
-  if (save_act(blk, op, 8 * n, VS_DTYPE_INT64, err) ||
+  if (d->ep > 1) { /* the permuted copies go to their experts' ranks */
+    op->fwd_temp_bytes = d->e * d->sent * d->h;
+    ep_comm(&op->fwd_after, d, d->e * d->sent * d->h);
+    ep_comm(&op->bwd_before, d, d->e * n * d->h);
+  }
+  if (save_act(blk, op, 8 * d->sent, VS_DTYPE_INT64, err) ||
       routed_experts(blk, d, gated, err))
     return VS_EINPUT;
   if (!(op = vs_block_add_op(blk, "moe_combine", err)))
     return VS_EINPUT;
-  as_elementwise(op, n * d->h, d->e, 2.0);
-  if (save_act(blk, op, d->e * n * d->h, d->act_dtype, err) ||
-      save_act(blk, op, 4 * n, VS_DTYPE_FP32, err) ||
+  as_elementwise(op, d->sent * d->h, d->e, 2.0);
+  if (d->ep > 1) { /* the experts' outputs go back to their tokens' ranks */
+    op->fwd_temp_bytes = d->e * n * d->h;
+    ep_comm(&op->fwd_before, d, d->e * n * d->h);
+    ep_comm(&op->bwd_after, d, d->e * d->sent * d->h);
+  }
+  if (save_act(blk, op, d->e * d->sent * d->h, d->act_dtype, err) ||
+      save_act(blk, op, 4 * d->sent, VS_DTYPE_FP32, err) ||
       shared_experts(blk, d, gated, err))
     return VS_EINPUT;
   return dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, d->e, false, err);
@@ -1233,12 +1266,12 @@ static uint8_t base_dtype(const vs_workload *wl, uint8_t param_dtype)
   }
 }
 
-/* Token slots the routed experts of one MoE layer process for `tokens`
- * tokens: k per token, dropless; with a capacity factor C each expert has
- * ceil(C x k x tokens / E) slots, padded (GShard; Megatron-LM's
+/* The token slots a rank dispatches for its `tokens` tokens: k per token,
+ * dropless; with a capacity factor C each expert gets ceil(C x k x tokens
+ * / E) slots of each rank, padded (GShard; Megatron-LM's
  * --moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity),
  * whatever the routing. */
-static uint64_t moe_slots(const vs_model_conf *mc, uint64_t tokens)
+static uint64_t moe_sent(const vs_model_conf *mc, uint64_t tokens)
 {
   double cap;
   if (mc->experts == 0)
@@ -1248,6 +1281,30 @@ static uint64_t moe_slots(const vs_model_conf *mc, uint64_t tokens)
   cap = ceil(mc->expert_capacity_factor * (double)mc->experts_per_token *
              (double)tokens / (double)mc->experts);
   return mc->experts * (uint64_t)cap;
+}
+
+/* The token slots the routed experts of the most loaded rank process: its
+ * E / ep experts receive from the ep ranks of its expert-parallel group.
+ * Padded to capacity, each expert its slots of every rank (E x capacity
+ * in all). Dropless, the group's kTep copies: the hottest expert gets
+ * 1 + routing_skew times its balanced share kTep / E (at most one copy
+ * of each of the group's Tep tokens), the other E - 1 share the rest
+ * evenly, and the worst rank holds the hottest expert and E / ep - 1
+ * others. Balanced routing gives every rank kT; without expert
+ * parallelism the rank holds every expert, kT whatever the skew. */
+static uint64_t moe_slots(const vs_model_conf *mc, uint64_t tokens,
+                          uint64_t ep)
+{
+  double group, hot, rest;
+  if (mc->experts == 0 || mc->expert_capacity_factor > 0.0 ||
+      mc->routing_skew <= 0.0 || ep == 1 || mc->experts == 1)
+    return moe_sent(mc, tokens);
+  group = (double)(mc->experts_per_token * tokens * ep);
+  hot = (1.0 + mc->routing_skew) * group / (double)mc->experts;
+  if (hot > (double)(tokens * ep))
+    hot = (double)(tokens * ep);
+  rest = (group - hot) / (double)(mc->experts - 1);
+  return (uint64_t)ceil(hot + (double)(mc->experts / ep - 1) * rest);
 }
 
 /* The shapes one rank works on, from the workload. */
@@ -1310,7 +1367,9 @@ static void make_dims(const vs_workload *wl, dims *d)
   d->topk = mc->experts_per_token;
   d->fe = mc->expert_ffn_hidden;
   d->fs = mc->shared_experts * mc->shared_expert_ffn_hidden;
-  d->slots = moe_slots(mc, d->tokens);
+  d->ep = pc->ep;
+  d->sent = moe_sent(mc, d->tokens);
+  d->slots = moe_slots(mc, d->tokens, d->ep);
   d->bert = mc->arch == VS_ARCH_BERT;
   d->hf_modules = wl->training.framework == VS_FW_HF;
   d->causal = mc->arch != VS_ARCH_BERT;
@@ -1472,6 +1531,11 @@ int vs_model_build(const vs_workload *wl, vs_model *m, vs_error *err)
   m->act_elem_bytes = d.e;
   m->param_elem_bytes = vs_dtype_size(d.param_dtype);
   m->causal = d.causal;
+  /* model FLOPs count the k T copies a rank's tokens make: not the
+   * padding of capacity, nor a skewed rank's surplus */
+  m->routed_load = d.slots > d.topk * d.tokens
+                       ? (double)d.slots / (double)(d.topk * d.tokens)
+                       : 1.0;
   if ((rc = build_kinds(wl, &d, m, err))) {
     vs_model_fini(m);
     return rc;

@@ -70,6 +70,9 @@ typedef struct vs_op_spec {
                                  checkpointing recomputes */
   bool adapter;               /* LoRA adapters (PEFT's layers, not
                                  Transformer Engine modules: no FP8) */
+  bool routed;                /* runs on the token slots the rank's
+                                 experts receive (vs_model routed_load
+                                 times their average under skew) */
   double recompute_share;     /* the share of its forward a checkpointed
                                  block's recompute re-runs: 1, or less
                                  where op-level checkpointing kept its
@@ -141,6 +144,11 @@ typedef struct vs_model {
   uint64_t param_elem_bytes;  /* bytes per weight element on the GPU */
   bool causal;                /* attention masks later tokens (gpt, llama;
                                  bert is bidirectional) */
+  double routed_load;         /* the simulated rank's routed token slots
+                                 over the k T copies of its tokens (above
+                                 1 under routing skew with expert
+                                 parallelism, or padded to a capacity):
+                                 model FLOPs count the k T */
 } vs_model;
 
 /* Expands wl into m (which it initialises; release with vs_model_fini).

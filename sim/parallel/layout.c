@@ -20,6 +20,7 @@ static void add_block(vs_stage_layout *st, const vs_kind_plan *k)
   st->params_full_bytes += k->stored_param_bytes;
   st->grads_full_bytes += k->grad_bytes;
   st->optimizer_full_bytes += k->optimizer_bytes;
+  st->expert_optimizer_full_bytes += k->expert_optimizer_bytes;
 }
 
 /* Splits the layers over pp * vstages model chunks
@@ -48,8 +49,10 @@ static void put(int place, uint64_t bytes, uint64_t *gpu, uint64_t *host,
 static void place_states(const vs_recipe *r, vs_stage_layout *st)
 {
   uint64_t grads = vs_recipe_shard(&r->grads, st->grads_full_bytes);
-  st->optimizer_shard_bytes = vs_recipe_shard(&r->optimizer,
-                                              st->optimizer_full_bytes);
+  st->optimizer_shard_bytes =
+      vs_recipe_shard(&r->optimizer, st->optimizer_full_bytes -
+                                         st->expert_optimizer_full_bytes) +
+      vs_recipe_shard(&r->expert_optimizer, st->expert_optimizer_full_bytes);
   st->params_shard_bytes = vs_recipe_shard(&r->params, st->params_full_bytes);
   st->step_elems = r->optimizer.degree
                        ? vs_div_ceil(st->trainable_elems, r->optimizer.degree)
@@ -149,6 +152,13 @@ static void place_groups(const vs_workload *wl, vs_layout *lay)
   /* the first and last stage: two members, (pp - 1) strides apart */
   lay->group_size[VS_GROUP_EMBEDDING] = lay->pp > 1 ? 2 : 1;
   lay->group_stride[VS_GROUP_EMBEDDING] = (lay->pp - 1) * lay->pp_stride;
+  /* expert parallelism: ep consecutive data-parallel ranks (Megatron-LM
+   * orders ep inside dp); the dp / ep ranks holding the same experts are
+   * ep data-parallel strides apart */
+  lay->group_size[VS_GROUP_EP] = wl->parallel.ep;
+  lay->group_stride[VS_GROUP_EP] = lay->dp_stride;
+  lay->group_size[VS_GROUP_EXPERT_DP] = lay->dp / wl->parallel.ep;
+  lay->group_stride[VS_GROUP_EXPERT_DP] = lay->dp_stride * wl->parallel.ep;
 }
 
 /* lay->framework_bytes: the CUDA context, the cuBLAS workspace and one
@@ -224,7 +234,9 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
   /* NCCL communicators: tp, dp, pp groups, and the embedding group that
    * keeps tied input and output embeddings in sync across the pipeline. */
   lay->n_communicators = (lay->tp > 1) + (lay->dp > 1) + (lay->pp > 1) +
-                         r->embedding_sync;
+                         r->embedding_sync + (wl->parallel.ep > 1) +
+                         (wl->parallel.ep > 1 &&
+                          lay->group_size[VS_GROUP_EXPERT_DP] > 1);
   return framework_memory(topo, lay, err);
 }
 

@@ -46,6 +46,9 @@ typedef struct vs_stage_layout {
   uint64_t params_shard_bytes;    /* this GPU's partitions after ZeRO, */
   uint64_t optimizer_shard_bytes; /* wherever they live */
   uint64_t decay_elems;           /* trainable matrices' elements */
+  uint64_t expert_optimizer_full_bytes; /* of optimizer_full_bytes, the
+                                     routed experts' (vs_recipe
+                                     expert_optimizer shards them) */
   uint64_t ddp_bucket_bytes;      /* of grads_bytes, DDP's bucket copy
                                      (vs_recipe ddp_bucket_copy) */
   uint64_t step_temp_bytes;       /* fp32 gradient copies at the optimizer

@@ -77,6 +77,9 @@ typedef struct builder {
   size_t n_bucket;          /* how many */
   uint64_t bucket_fill;     /* their grad bytes */
   uint64_t bucket_elems;    /* their gradient elements */
+  uint64_t bucket_expert;   /* of bucket_fill, routed experts' gradients
+                               (reduced over the expert-data-parallel
+                               group when ep > 1) */
   uint32_t waits[2];        /* ops the next compute op must wait for: a
                                block's gather, its activations' fetch */
   uint32_t n_waits;
@@ -412,18 +415,25 @@ static void op_comm(builder *b, const vs_comm *c, int layer, int mb)
   if (c->kind == VS_COLL_NONE)
     return;
   t = op_comm_seconds(b, c);
-  new_op(b, b->r->comm[VS_USE_OP].stream, VS_PHASE_TP_COMM,
+  new_op(b, b->r->comm[VS_USE_OP].stream,
+         c->group == VS_GROUP_EP ? VS_PHASE_EP_COMM : VS_PHASE_TP_COMM,
          vs_coll_op_name(c->group, c->kind), layer, mb, t, 0.0, (double)c->bytes);
+}
+
+/* A step-level collective of `use` on its stream, over `group`. */
+static uint32_t group_comm(builder *b, int use, int group, const char *name,
+                           int kind, uint64_t bytes, int mb)
+{
+  double t = group_seconds(b, group, kind, bytes);
+  return new_op(b, b->r->comm[use].stream, VS_PHASE_DP_COMM, name, -1, mb, t,
+                0.0, (double)bytes);
 }
 
 /* A step-level collective of `use` (its stream and group from the recipe). */
 static uint32_t use_comm(builder *b, int use, const char *name, int kind,
                          uint64_t bytes, int mb)
 {
-  const vs_comm_plan *u = &b->r->comm[use];
-  double t = group_seconds(b, u->group, kind, bytes);
-  return new_op(b, u->stream, VS_PHASE_DP_COMM, name, -1, mb, t, 0.0,
-                (double)bytes);
+  return group_comm(b, use, b->r->comm[use].group, name, kind, bytes, mb);
 }
 
 /* ------------------------------------------------------------------------
@@ -926,9 +936,21 @@ static void flush_bucket(builder *b, int mb)
     return;
   }
   if (b->lay->dp > 1) {
-    uint32_t op = use_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind),
-                           kind, b->bucket_fill, mb);
-    add_dep(b, op, last);
+    uint64_t expert = b->lay->group_size[VS_GROUP_EP] > 1 ? b->bucket_expert
+                                                          : 0;
+    uint32_t op = last;
+    if (b->bucket_fill > expert) {
+      op = use_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind), kind,
+                    b->bucket_fill - expert, mb);
+      add_dep(b, op, last);
+    }
+    if (expert && b->lay->group_size[VS_GROUP_EXPERT_DP] > 1) {
+      uint32_t edp = group_comm(b, VS_USE_GRAD_REDUCE, VS_GROUP_EXPERT_DP,
+                                vs_coll_op_name(VS_GROUP_EXPERT_DP, kind),
+                                kind, expert, mb);
+      add_dep(b, edp, op);
+      op = edp;
+    }
     last = op;
   }
   if (b->r->offload.cpu_step)
@@ -941,6 +963,7 @@ static void flush_bucket(builder *b, int mb)
   b->n_bucket = 0;
   b->bucket_fill = 0;
   b->bucket_elems = 0;
+  b->bucket_expert = 0;
 }
 
 /* Adds inst's gradients to the open bucket; reduces it once it holds at
@@ -950,6 +973,7 @@ static void bucket_grads(builder *b, size_t inst, int mb)
 {
   b->bucket[b->n_bucket++] = (uint32_t)inst;
   b->bucket_fill += plan_of(b, inst)->grad_bytes;
+  b->bucket_expert += plan_of(b, inst)->expert_grad_bytes;
   b->bucket_elems += plan_of(b, inst)->trainable_elems;
   if (b->bucket_fill >= b->wl->parallel.bucket_bytes)
     flush_bucket(b, mb);
@@ -1506,6 +1530,7 @@ const char *vs_phase_name(int phase)
 {
   static const char *const names[] = {"setup",   "forward", "backward",
                                       "recompute", "tp_comm", "dp_comm",
-                                      "optimizer", "p2p", "offload"};
-  return phase >= 0 && phase <= VS_PHASE_OFFLOAD ? names[phase] : "?";
+                                      "optimizer", "p2p", "offload",
+                                      "ep_comm"};
+  return phase >= 0 && phase <= VS_PHASE_EP_COMM ? names[phase] : "?";
 }

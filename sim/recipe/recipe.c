@@ -157,6 +157,10 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
    * all-gathers the updated parameters (frameworks.md 2.1) */
   if (bf16_optimizer(wl))
     r->optimizer.degree = dp;
+  /* the experts' states shard over the dp / ep ranks that hold them */
+  r->expert_optimizer = r->optimizer;
+  if (r->expert_optimizer.degree > 0)
+    r->expert_optimizer.degree /= wl->parallel.ep;
   r->grads = state(wl, 2, r->grad_elem_bytes);
   r->params = state(wl, 3, m->param_elem_bytes);
   resolve_offload(wl, r);
@@ -331,10 +335,10 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
   for (uint32_t i = 0; i < b->n_params; i++) {
     const vs_param_tensor *p = &b->params[i];
     uint64_t n = p->rows * p->cols;
-    if (p->shard_group != VS_GROUP_DP)
+    if (p->shard_group != VS_GROUP_DP && p->shard_group != VS_GROUP_EXPERT_DP)
       return vs_error_set(err, VS_EINPUT,
                           "model: %s of block %s shards its states over the "
-                          "%s group; this version shards over dp only",
+                          "%s group; this version shards over dp and edp only",
                           p->name, b->name, vs_group_name(p->shard_group));
     k->param_elems += n;
     k->param_bytes += vs_dtype_tensor_bytes(p->dtype, p->rows, p->cols);
@@ -351,6 +355,11 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
      * fp32 gradients and needs no fp32 master copy */
     k->grad_bytes += n * (p->dtype == VS_DTYPE_FP32 ? 4 : r->grad_elem_bytes);
     k->optimizer_bytes += tensor_state_bytes(r, t, p);
+    if (p->shard_group == VS_GROUP_EXPERT_DP) {
+      k->expert_optimizer_bytes += tensor_state_bytes(r, t, p);
+      k->expert_grad_bytes +=
+          n * (p->dtype == VS_DTYPE_FP32 ? 4 : r->grad_elem_bytes);
+    }
     if (t->paged_optimizer && n >= VS_PAGED_MIN_ELEMS)
       k->paged_bytes += vs_optimizer_state_bytes(t->optimizer, false, p->rows,
                                                  p->cols);

@@ -134,6 +134,10 @@ typedef struct vs_kind_plan {
                                the recipe's fp32_params */
   uint64_t grad_bytes;      /* gradients of its trainable parameters */
   uint64_t optimizer_bytes; /* optimizer states of its trainable ones */
+  uint64_t expert_optimizer_bytes; /* of which the routed experts' (sharded
+                               over the expert-data-parallel group) */
+  uint64_t expert_grad_bytes; /* of grad_bytes, the routed experts' (reduced
+                               over that group) */
   uint64_t paged_bytes;     /* of which in CUDA managed memory (paged
                                optimizer: large tensors' states, no master) */
   uint64_t fp8_weight_elems; /* precision = fp8: its GEMMs' weights */
@@ -159,6 +163,9 @@ typedef struct vs_recipe {
   vs_kind_plan *kinds;      /* [model kind] */
   uint32_t n_kinds;
   vs_state_plan params, grads, optimizer; /* over VS_GROUP_DP */
+  vs_state_plan expert_optimizer; /* the routed experts' optimizer states,
+                               over VS_GROUP_EXPERT_DP (dp / ep ranks:
+                               Megatron-LM's expert data parallelism) */
   bool gather_params;       /* ZeRO-3: each block's parameters gathered
                                before its forward and its backward */
   bool transient_grads;     /* ZeRO-2/3: gradients live until their bucket

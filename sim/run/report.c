@@ -46,6 +46,33 @@ char *vs_report_op_label(const vs_sim *sim, const vs_program *prog,
  * Terminal
  * ------------------------------------------------------------------------ */
 
+/* A mixture of experts' routing and placement, for the header. */
+static void experts_line(FILE *out, const vs_workload *wl)
+{
+  const vs_model_conf *m = &wl->model;
+  char routing[96];
+  if (m->experts == 0)
+    return;
+  if (m->expert_capacity_factor > 0)
+    snprintf(routing, sizeof routing, "capacity factor %g",
+             m->expert_capacity_factor);
+  else if (m->routing_skew > 0 && wl->parallel.ep > 1)
+    snprintf(routing, sizeof routing,
+             "skewed: the hottest expert gets %g x its share, on the "
+             "simulated GPU",
+             1.0 + m->routing_skew);
+  else
+    snprintf(routing, sizeof routing, "%s (dropless)",
+             m->routing_skew > 0 ? "skew without effect at ep = 1"
+                                 : "balanced");
+  fprintf(out, "experts   %llu of %llu a token, %llu on each GPU (ep %llu), "
+               "routing %s\n",
+          (unsigned long long)m->experts_per_token,
+          (unsigned long long)m->experts,
+          (unsigned long long)(m->experts / wl->parallel.ep),
+          (unsigned long long)wl->parallel.ep, routing);
+}
+
 void vs_report_header(FILE *out, const vs_sim *sim)
 {
   const vs_workload *wl = sim->wl;
@@ -75,11 +102,13 @@ void vs_report_header(FILE *out, const vs_sim *sim)
           (unsigned long long)wl->training.micro_batch,
           (unsigned long long)wl->training.global_batch,
           (unsigned long long)lay->grad_accum);
-  fprintf(out, "training  %s, %s, checkpointing %s, %s attention\n\n",
+  fprintf(out, "training  %s, %s, checkpointing %s, %s attention\n",
           vs_precision_name(wl->training.precision),
           vs_optimizer_name(wl->training.optimizer),
           vs_checkpointing_name(wl->training.checkpointing),
           vs_attention_name(wl->training.attention));
+  experts_line(out, wl);
+  fputc('\n', out);
 }
 
 static void rank_row(FILE *out, const vs_rank *r, const char *mark)
@@ -232,6 +261,9 @@ static void step_line(const vs_sim *sim, char *buf, size_t len)
                    vs_format_seconds(sim->tp_comm_s, t3, sizeof t3),
                    vs_format_seconds(sim->bubble_s, t5, sizeof t5),
                    vs_format_seconds(sim->exposed_comm_s, t4, sizeof t4));
+  if (sim->ep_comm_s > 0 && n >= 0 && (size_t)n < len)
+    n += snprintf(buf + n, len - (size_t)n, " + expert-parallel comm %s",
+                  vs_format_seconds(sim->ep_comm_s, t6, sizeof t6));
   if (sim->offloads && n >= 0 && (size_t)n < len)
     snprintf(buf + n, len - (size_t)n,
              " + exposed offload copies %s + CPU optimizer step %s",
@@ -497,6 +529,35 @@ static void adapters_text(const vs_finetune_conf *f, char *buf, size_t size)
            vs_adapter_dtype_name(f->adapter_dtype));
 }
 
+/* Where a mixture of experts' experts live and how its tokens route. */
+static void show_experts(FILE *out, const vs_workload *wl,
+                         const vs_layout *lay)
+{
+  const vs_model_conf *m = &wl->model;
+  uint64_t ep = wl->parallel.ep;
+  if (m->experts == 0)
+    return;
+  fprintf(out, "# experts: %llu of %llu on each GPU (ep %llu), their "
+               "optimizer states sharded over %llu GPUs (dp / ep)\n",
+          (unsigned long long)(m->experts / ep), (unsigned long long)m->experts,
+          (unsigned long long)ep,
+          (unsigned long long)lay->group_size[VS_GROUP_EXPERT_DP]);
+  if (m->expert_capacity_factor > 0)
+    fprintf(out, "# routing: capacity factor %g, every expert padded to its "
+                 "slots whatever the routing\n",
+            m->expert_capacity_factor);
+  else if (m->routing_skew > 0 && ep > 1)
+    fprintf(out, "# routing: skewed, the hottest expert receives %g x its "
+                 "balanced share; every GPU is simulated as the one holding "
+                 "it (the worst)\n",
+            1.0 + m->routing_skew);
+  else if (m->routing_skew > 0)
+    fprintf(out, "# routing: skewed, but each GPU holds every expert (ep = "
+                 "1): its load is kT token slots whatever the routing\n");
+  else
+    fprintf(out, "# routing: balanced (dropless, kT token slots a GPU)\n");
+}
+
 /* With frozen base weights: what trains (adapters, or the last layers),
  * and the base's format. Parameters on one tp rank summed over the
  * pipeline (the model's with tp = 1). */
@@ -562,6 +623,28 @@ static void show_autocast_ddp(FILE *out, const vs_workload *wl,
             vs_format_bytes(lay->stages[0].ddp_bucket_bytes, b, sizeof b));
 }
 
+/* The parameters: in total, a token's, where the experts are, what
+ * trains. */
+static void show_parameters(FILE *out, const vs_workload *wl,
+                            const vs_model *m, const vs_layout *lay)
+{
+  fprintf(out, "# "
+                 "parameters = %llu (%.3f B) in total, %llu on the most "
+               "loaded GPU\n",
+          (unsigned long long)m->params_total, (double)m->params_total / 1e9,
+          (unsigned long long)lay->param_elems);
+  if (m->params_active != m->params_total)
+    fprintf(out, "# active parameters = %llu (%.3f B) a token: the router, "
+                 "%llu of %llu routed experts and the shared ones in each "
+                 "MoE layer\n",
+            (unsigned long long)m->params_active,
+            (double)m->params_active / 1e9,
+            (unsigned long long)wl->model.experts_per_token,
+            (unsigned long long)wl->model.experts);
+  show_experts(out, wl, lay);
+  show_finetune(out, wl, lay);
+}
+
 void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
                     const vs_model *m, const vs_layout *lay)
 {
@@ -591,20 +674,7 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
                  "vocab padded from %llu to %llu (a multiple of vocab_divisible_by * tp)\n",
             (unsigned long long)wl->model.vocab,
             (unsigned long long)m->vocab_padded);
-  fprintf(out, "# "
-                 "parameters = %llu (%.3f B) in total, %llu on the most "
-               "loaded GPU\n",
-          (unsigned long long)m->params_total, (double)m->params_total / 1e9,
-          (unsigned long long)lay->param_elems);
-  if (m->params_active != m->params_total)
-    fprintf(out, "# active parameters = %llu (%.3f B) a token: the router, "
-                 "%llu of %llu routed experts and the shared ones in each "
-                 "MoE layer\n",
-            (unsigned long long)m->params_active,
-            (double)m->params_active / 1e9,
-            (unsigned long long)wl->model.experts_per_token,
-            (unsigned long long)wl->model.experts);
-  show_finetune(out, wl, lay);
+  show_parameters(out, wl, m, lay);
   fprintf(out, "# "
                  "model states per GPU = %s params + %s grads + %s optimizer = "
                "%s\n",
