@@ -544,6 +544,12 @@ static void test_shipped_model_configs(void **state)
       {"mixtral-8x7b.json", 4096, 46.7e9, 12.9e9},
       /* Qwen's Qwen1.5-MoE-A2.7B card: 14.3 B in total, 2.7 B activated */
       {"qwen1.5-moe-a2.7b.json", 4096, 14.3e9, 2.7e9},
+      /* DeepSeek-V3 (arXiv 2412.19437): 671 B in total (its multi-token
+       * prediction module aside); its "37 B activated" is rounded: the
+       * config's tensors a token uses (both embeddings, 61 MLA blocks, 3
+       * dense MLPs, 58 x (router, 8 experts, the shared one)) are
+       * 37,552,282,624 */
+      {"deepseek-v3.json", 4096, 671e9, 37552282624.0},
   };
   (void)state;
   for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {

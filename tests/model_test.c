@@ -1025,6 +1025,40 @@ static void test_hf_modules(void **state)
                    vs_block_saved_bytes(vs_model_layer(&a, 0), -1, true));
 }
 
+/* Multi-head latent attention (DeepSeek-V2 Sec. 2.1) in a Llama layer:
+ * the norm output once for both down projections (2Th), the query latent
+ * through its RMSNorm and up projection (2T r_q each), the key-value
+ * latent likewise (2T r_kv each), flash attention's Q, K of d_nope +
+ * d_rope and V of d_v a head and its fp32 LSE, the output projection's
+ * input (2T a d_v); the rest as in the dense layer. Its parameters are
+ * DeepSeek's: h r_q + r_q + r_q a (d_nope + d_rope) + h (r_kv + d_rope) +
+ * r_kv + r_kv a (d_nope + d_v) + a d_v h. */
+static void test_mla_layer(void **state)
+{
+  static const char llama[] =
+      "[model]\narch = llama\nlayers = 2\nhidden = 1024\nheads = 16\n"
+      "ffn_hidden = 2048\nvocab = 1000\nseq_len = 512\n"
+      "kv_lora_rank = 128\nq_lora_rank = 256\nqk_head_dim = 64\n"
+      "qk_rope_head_dim = 32\nv_head_dim = 48\n";
+  const uint64_t T = 512, b = 1, s = 512, h = 1024, a = 16, f = 2048,
+                 rq = 256, rkv = 128, dn = 64, dr = 32, dv = 48;
+  vs_model m;
+  const vs_block *blk;
+  uint64_t attn = 2 * T * h + 4 * T * rq + 4 * T * rkv +
+                  2 * T * a * (2 * (dn + dr) + dv) + 4 * b * a * s +
+                  2 * T * a * dv;
+  uint64_t mlp = 2 * 2 * T * h + 2 * T * h + 8 * T * f; /* norms, SwiGLU */
+  uint64_t params = h * rq + rq + rq * a * (dn + dr) + h * (rkv + dr) + rkv +
+                    rkv * a * (dn + dv) + a * dv * h;
+  (void)state;
+  build_ini(&m, llama, NULL, 0);
+  blk = vs_model_layer(&m, 0);
+  assert_int_equal(vs_block_saved_bytes(blk, -1, true), attn + mlp);
+  assert_int_equal(blk->param_elems, params + 2 * h + 3 * h * f);
+  tu_assert_close(op_named(blk, "flash_attn")->fwd_flops,
+                  2.0 * (double)(b * a * s * s * (dn + dr + dv)) * 0.5, 1e-15);
+}
+
 /* A Llama MoE layer against the dense one of the same shapes: the MLP's
  * saved tensors (2Th + 8Tf: input, gate, SiLU(gate) and up, down's
  * input) give way to the router's input (the same 2Th, kept for the shared
@@ -1213,6 +1247,7 @@ int main(void)
       cmocka_unit_test_teardown(test_autocast_bert_layer, free_models),
       cmocka_unit_test_teardown(test_autocast_llama_layer, free_models),
       cmocka_unit_test_teardown(test_hf_modules, free_models),
+      cmocka_unit_test_teardown(test_mla_layer, free_models),
       cmocka_unit_test_teardown(test_moe_layer, free_models),
       cmocka_unit_test_teardown(test_moe_capacity_and_placement, free_models),
       cmocka_unit_test_teardown(test_moe_routing_skew, free_models),

@@ -791,11 +791,11 @@ static void test_hf_config(void **state)
     assert_non_null(strstr(where, "w.ini: [model] hidden = 256 (from the file "
                                   "of [model] hf_config)"));
   }
-  assert_int_equal(load_with_json(&wl, "{\"model_type\": \"deepseek_v3\"}",
+  assert_int_equal(load_with_json(&wl, "{\"model_type\": \"falcon\"}",
                                   "[model]\nhf_config = config.json\n"
                                   "seq_len = 128\n", &err), VS_EINPUT);
   assert_non_null(strstr(err.msg, "w.ini:2: [model] hf_config = config.json: "));
-  assert_non_null(strstr(err.msg, "model_type \"deepseek_v3\" is not one vsim "
+  assert_non_null(strstr(err.msg, "model_type \"falcon\" is not one vsim "
                                   "reads (llama, mistral"));
   /* mixtures of experts: Mixtral's all-MoE layers; Qwen2-MoE's sparse step
    * (layer i sparse when (i + 1) % step == 0) and shared expert; experts
@@ -1238,6 +1238,31 @@ static void test_experts(void **state)
              "this model has none of");
     load_bad(GPT_MODEL, skew, 1, 0, VS_EINPUT,
              "--set model.routing_skew=0.5: shapes mixture-of-experts layers");
+  }
+  {
+    /* multi-head latent attention: llama layers, flash, tp = 1, trained
+     * whole; its head keys only with kv_lora_rank */
+    static const char llama[] =
+        "[model]\narch = llama\nlayers = 2\nhidden = 64\nheads = 4\n"
+        "ffn_hidden = 128\nvocab = 100\nseq_len = 32\nkv_lora_rank = 16\n";
+    static const char *const mla_tp[] = {"parallel.tp=2"};
+    static const char *const eager[] = {"training.attention=eager"};
+    static const char *const gpt[] = {"model.kv_lora_rank=16"};
+    static const char *const mla_key[] = {"model.v_head_dim=8"};
+    assert_int_equal(load_at(&wl, path, llama, NULL, 0, 0, &err), 0);
+    assert_int_equal(wl.model.qk_head_dim, 16); /* hidden / heads */
+    assert_int_equal(wl.model.v_head_dim, 16);
+    load_bad(llama, mla_tp, 1, 0, VS_EINPUT,
+             "--set parallel.tp=2: multi-head latent attention is simulated "
+             "with tp = 1");
+    load_bad(llama, eager, 1, 0, VS_EINPUT,
+             "--set training.attention=eager: multi-head latent attention");
+    load_bad(GPT_MODEL, gpt, 1, 0, VS_EINPUT,
+             "--set model.kv_lora_rank=16: multi-head latent attention is "
+             "DeepSeek's, built on llama layers");
+    load_bad(GPT_MODEL, mla_key, 1, 0, VS_EINPUT,
+             "--set model.v_head_dim=8: shapes multi-head latent attention, "
+             "which is off");
   }
 }
 

@@ -979,6 +979,64 @@ int vs_conf_check_required(const vs_keytab *tab, const vs_origins *orig,
   return 0;
 }
 
+/* Whether key k holds the same value at x and y (its slots). */
+static bool same_value(const vs_key *k, const char *x, const char *y)
+{
+  switch (k->type) {
+  case VS_KEY_COUNT:
+  case VS_KEY_SIZE:
+    return memcmp(x, y, sizeof(uint64_t)) == 0;
+  case VS_KEY_REAL:
+  case VS_KEY_RATE:
+  case VS_KEY_LATENCY: {
+    double a, b;
+    memcpy(&a, x, sizeof a);
+    memcpy(&b, y, sizeof b);
+    return a == b;
+  }
+  case VS_KEY_BOOL:
+    return *(const bool *)(const void *)x == *(const bool *)(const void *)y;
+  case VS_KEY_ENUM:
+    return memcmp(x, y, sizeof(int)) == 0;
+  case VS_KEY_FLAGS:
+    return memcmp(x, y, sizeof(uint32_t)) == 0;
+  case VS_KEY_NAME:
+  case VS_KEY_PATH:
+    return strcmp(x, y) == 0;
+  case VS_KEY_LIST: {
+    const vs_count_list *a = (const void *)x, *b = (const void *)y;
+    return a->n == b->n &&
+           memcmp(a->values, b->values, a->n * sizeof a->values[0]) == 0;
+  }
+  case VS_KEY_RATES:
+  case VS_KEY_LATENCIES: {
+    const vs_real_list *a = (const void *)x, *b = (const void *)y;
+    for (size_t i = 0; a->n == b->n && i < a->n; i++)
+      if (a->values[i] != b->values[i])
+        return false;
+    return a->n == b->n;
+  }
+  default: {
+    const vs_margin *a = (const void *)x, *b = (const void *)y;
+    return a->bytes == b->bytes && a->percent == b->percent;
+  }
+  }
+}
+
+const char *vs_conf_first_different(const vs_keytab *tab, const char *section,
+                                    const char *const *names, size_t n,
+                                    const void *a, const void *b)
+{
+  for (size_t i = 0; i < n; i++) {
+    int at = vs_conf_find(tab, section, names[i]);
+    const vs_key *k = at >= 0 ? &tab->keys[at] : NULL;
+    if (k && !same_value(k, (const char *)a + k->offset,
+                         (const char *)b + k->offset))
+      return names[i];
+  }
+  return NULL;
+}
+
 bool vs_conf_is_set(const vs_keytab *tab, const vs_origins *orig,
                     const char *section, const char *name)
 {

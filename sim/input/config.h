@@ -148,6 +148,12 @@ int vs_conf_check_required(const vs_keytab *tab, const vs_origins *orig,
 int vs_conf_find(const vs_keytab *tab, const char *section, const char *name);
 
 /* True when section.name was set from input. */
+/* The first of the n keys `names` of [section] whose value differs
+ * between structs a and b of tab (each name must be in tab), or NULL. */
+const char *vs_conf_first_different(const vs_keytab *tab, const char *section,
+                                    const char *const *names, size_t n,
+                                    const void *a, const void *b);
+
 bool vs_conf_is_set(const vs_keytab *tab, const vs_origins *orig,
                     const char *section, const char *name);
 

@@ -28,7 +28,8 @@ typedef struct family {
 
 static const char *const llama_types[] = {"llama", "mistral", "qwen2",
                                           "qwen3", "gemma", "mixtral",
-                                          "qwen2_moe", NULL};
+                                          "qwen2_moe", "deepseek_v2",
+                                          "deepseek_v3", NULL};
 static const char *const gemma_types[] = {"gemma", NULL};
 static const char *const gpt2_types[] = {"gpt2", NULL};
 static const char *const neox_types[] = {"gpt_neox", NULL};
@@ -54,25 +55,36 @@ static const char *const expert_fields[] = {"num_local_experts", "num_experts",
                                             "n_routed_experts", NULL};
 
 /* A mixture-of-experts family's fields: experts, top-k, each expert's FFN
- * width (NULL: intermediate_size, Mixtral's), the shared expert's width
- * and the sparse step (NULL: none; Qwen2-MoE's layer i is sparse when
- * (i + 1) % decoder_sparse_step == 0, that is dense_layers = step - 1,
- * moe_every = step). */
+ * width (NULL: intermediate_size, Mixtral's), the shared experts' width
+ * and count (NULL count: one when the width is there), the sparse step
+ * (Qwen2-MoE's layer i is sparse when (i + 1) % decoder_sparse_step == 0,
+ * that is dense_layers = step - 1, moe_every = step) or the dense layers
+ * first and the MoE frequency after them (DeepSeek's
+ * first_k_dense_replace, moe_layer_freq); NULL: none. */
 typedef struct moe_family {
   const char *type;
-  const char *experts, *topk, *expert_ffn, *shared_ffn, *sparse_step;
+  const char *experts, *topk, *expert_ffn, *shared_ffn, *shared_count;
+  const char *sparse_step, *first_dense, *layer_freq;
 } moe_family;
 
 static const moe_family moe_families[] = {
-    {"mixtral", "num_local_experts", "num_experts_per_tok", NULL, NULL, NULL},
+    {"mixtral", "num_local_experts", "num_experts_per_tok", NULL, NULL, NULL,
+     NULL, NULL, NULL},
     {"qwen2_moe", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
-     "shared_expert_intermediate_size", "decoder_sparse_step"},
+     "shared_expert_intermediate_size", NULL, "decoder_sparse_step", NULL,
+     NULL},
+    {"deepseek_v2", "n_routed_experts", "num_experts_per_tok",
+     "moe_intermediate_size", "moe_intermediate_size", "n_shared_experts",
+     NULL, "first_k_dense_replace", "moe_layer_freq"},
+    {"deepseek_v3", "n_routed_experts", "num_experts_per_tok",
+     "moe_intermediate_size", "moe_intermediate_size", "n_shared_experts",
+     NULL, "first_k_dense_replace", "moe_layer_freq"},
 };
 
 const char *vs_hf_known_types(void)
 {
-  return "llama, mistral, qwen2, qwen3, gemma, mixtral, qwen2_moe, gpt2, "
-         "gpt_neox and bert";
+  return "llama, mistral, qwen2, qwen3, gemma, mixtral, qwen2_moe, "
+         "deepseek_v2, deepseek_v3, gpt2, gpt_neox and bert";
 }
 
 static bool is_type(const char *const *types, const char *type)
@@ -188,6 +200,87 @@ static const moe_family *moe_family_of(const char *type)
   return NULL;
 }
 
+/* A count field that may be absent or 0 (what it gives then: *v = 0). */
+static int count_or_zero(const json_t *root, const char *path,
+                         const char *field, const char *key, json_int_t *v,
+                         vs_error *err)
+{
+  const json_t *j = json_object_get(root, field);
+  *v = 0;
+  if (!j || json_is_null(j) ||
+      (json_is_integer(j) && json_integer_value(j) == 0))
+    return 0;
+  return count_field(root, path, field, key, v, err);
+}
+
+/* The shared experts: their width, and their count or one. */
+static int read_shared(const json_t *root, const char *path,
+                       const moe_family *f, vs_hf_model *out, vs_error *err)
+{
+  json_int_t n = 1, ffn;
+  int rc;
+  if (!f->shared_ffn || !json_object_get(root, f->shared_ffn) ||
+      json_is_null(json_object_get(root, f->shared_ffn)))
+    return 0;
+  if (f->shared_count &&
+      (rc = count_or_zero(root, path, f->shared_count, "shared_experts", &n,
+                          err)))
+    return rc;
+  if (n == 0)
+    return 0;
+  if ((rc = count_field(root, path, f->shared_ffn, "shared_expert_ffn_hidden",
+                        &ffn, err)))
+    return rc;
+  put_count(out, "shared_experts", n);
+  put_count(out, "shared_expert_ffn_hidden", ffn);
+  return 0;
+}
+
+/* DeepSeek's layer placement: the first first_k_dense_replace layers
+ * dense, then every moe_layer_freq-th MoE (1 when absent). */
+static int read_placement(const json_t *root, const char *path,
+                          const moe_family *f, vs_hf_model *out,
+                          vs_error *err)
+{
+  json_int_t dense, freq = 1;
+  int rc;
+  if ((rc = count_or_zero(root, path, f->first_dense, "dense_layers", &dense,
+                          err)) ||
+      (json_object_get(root, f->layer_freq) &&
+       (rc = count_field(root, path, f->layer_freq, "moe_every", &freq,
+                         err))))
+    return rc;
+  put_count(out, "dense_layers", dense);
+  put_count(out, "moe_every", freq);
+  return 0;
+}
+
+/* DeepSeek's multi-head latent attention: the latent ranks (a null
+ * q_lora_rank: a full query projection) and head sizes. */
+static int read_mla(const json_t *root, const char *path, vs_hf_model *out,
+                    vs_error *err)
+{
+  static const struct {
+    const char *field, *key;
+  } heads[] = {{"qk_nope_head_dim", "qk_head_dim"},
+               {"qk_rope_head_dim", "qk_rope_head_dim"},
+               {"v_head_dim", "v_head_dim"}};
+  json_int_t v;
+  int rc;
+  if ((rc = count_field(root, path, "kv_lora_rank", "kv_lora_rank", &v, err)))
+    return rc;
+  put_count(out, "kv_lora_rank", v);
+  if ((rc = count_or_zero(root, path, "q_lora_rank", "q_lora_rank", &v, err)))
+    return rc;
+  put_count(out, "q_lora_rank", v);
+  for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
+    if ((rc = count_field(root, path, heads[i].field, heads[i].key, &v, err)))
+      return rc;
+    put_count(out, heads[i].key, v);
+  }
+  return 0;
+}
+
 /* A mixture of experts' keys, from its family's fields, into out. */
 static int read_experts(const json_t *root, const char *path,
                         const moe_family *f, vs_hf_model *out, vs_error *err)
@@ -206,17 +299,13 @@ static int read_experts(const json_t *root, const char *path,
       return rc;
     put_count(out, "expert_ffn_hidden", ffn);
   }
-  if (f->shared_ffn && json_object_get(root, f->shared_ffn) &&
-      !json_is_null(json_object_get(root, f->shared_ffn))) {
-    if ((rc = count_field(root, path, f->shared_ffn, "shared_expert_ffn_hidden",
-                          &ffn, err)))
-      return rc;
-    put_count(out, "shared_experts", 1);
-    put_count(out, "shared_expert_ffn_hidden", ffn);
-  }
+  if ((rc = read_shared(root, path, f, out, err)))
+    return rc;
   if (f->sparse_step && json_object_get(root, f->sparse_step) &&
       (rc = count_field(root, path, f->sparse_step, "moe_every", &step, err)))
     return rc;
+  if (f->first_dense)
+    return read_placement(root, path, f, out, err);
   put_count(out, "dense_layers", step - 1);
   put_count(out, "moe_every", step);
   if (only && !(json_is_array(only) && json_array_size(only) == 0))
@@ -288,6 +377,9 @@ static int read_root(const json_t *root, const char *path, vs_hf_model *out,
     return rc;
   if (moe_family_of(out->model_type) &&
       (rc = read_experts(root, path, moe_family_of(out->model_type), out, err)))
+    return rc;
+  if (strncmp(out->model_type, "deepseek", 8) == 0 &&
+      (rc = read_mla(root, path, out, err)))
     return rc;
   return check_shape(root, path, hidden, heads,
                      moe_family_of(out->model_type) != NULL, err);

@@ -5,7 +5,8 @@
  * workload.ini, as text to store through the key table. It knows the
  * families whose layers vsim builds: llama, mistral, qwen2, qwen3 and gemma
  * (arch = llama: RMSNorm, gated MLP, rotary), the mixtures of experts
- * mixtral and qwen2_moe (arch = llama with [model] experts), gpt2 and
+ * mixtral, qwen2_moe, deepseek_v2 and deepseek_v3 (arch = llama with
+ * [model] experts; DeepSeek's with multi-head latent attention), gpt2 and
  * gpt_neox (arch = gpt), bert. Anything else, and a config whose layers
  * vsim would build wrong (a head_dim other than hidden / heads, experts in
  * another family, Qwen-MoE's mlp_only_layers), is refused, naming the
@@ -17,7 +18,7 @@
 
 #include <stddef.h>
 
-#define VS_HF_MAX_KEYS 20
+#define VS_HF_MAX_KEYS 24
 
 /* One [model] key and the value its config.json gives it. */
 typedef struct vs_hf_key {

@@ -67,6 +67,11 @@ static const vs_key workload_keys[] = {
     K("model", "moe_every", VS_KEY_COUNT, model.moe_every, .positive = true, .hi = 1e5, .default_doc = "1 (every layer after dense_layers)"),
     K("model", "expert_capacity_factor", VS_KEY_REAL, model.expert_capacity_factor, .lo = 0, .hi = 1e3, .default_doc = "0 (dropless)"),
     K("model", "routing_skew", VS_KEY_REAL, model.routing_skew, .lo = 0, .hi = 1e6, .default_doc = "0 (balanced routing)"),
+    K("model", "kv_lora_rank", VS_KEY_COUNT, model.kv_lora_rank, .hi = 1e6, .default_doc = "0 (no MLA)"),
+    K("model", "q_lora_rank", VS_KEY_COUNT, model.q_lora_rank, .hi = 1e6, .default_doc = "0 (a full query projection)"),
+    K("model", "qk_head_dim", VS_KEY_COUNT, model.qk_head_dim, .hi = 1e5, .default_doc = "0: hidden / heads"),
+    K("model", "qk_rope_head_dim", VS_KEY_COUNT, model.qk_rope_head_dim, .hi = 1e5, .default_doc = "64 (DeepSeek-V2/V3's)"),
+    K("model", "v_head_dim", VS_KEY_COUNT, model.v_head_dim, .hi = 1e5, .default_doc = "0: hidden / heads"),
     K("training", "micro_batch", VS_KEY_COUNT, training.micro_batch, .positive = true, .hi = 1e6, .default_doc = "1"),
     K("training", "global_batch", VS_KEY_COUNT, training.global_batch, .positive = true, .hi = 1e9, .default_doc = "micro_batch * dp"),
     K("training", "precision", VS_KEY_ENUM, training.precision, .choices = precision_names, .default_doc = "bf16"),
@@ -182,7 +187,7 @@ const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
 
 bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp)
 {
-  return tp == 1 || m->experts == 0;
+  return tp == 1 || (m->experts == 0 && m->kv_lora_rank == 0);
 }
 
 bool vs_workload_finetune_tp_allowed(const vs_finetune_conf *f, uint64_t tp)
@@ -330,6 +335,7 @@ static void set_defaults(vs_workload *wl)
   wl->model.vocab_divisible_by = 1;
   wl->model.experts_per_token = 2;
   wl->model.moe_every = 1;
+  wl->model.qk_rope_head_dim = 64;
   wl->runtime.allocator = VS_ALLOC_CACHING;
   wl->runtime.reserve.percent = RESERVE_PERCENT;
   /* PEFT's LoraConfig: r = 8, lora_alpha = 8, lora_dropout = 0; target
@@ -353,30 +359,56 @@ int vs_workload_set(vs_workload *wl, const char *assignment, vs_error *err)
 #define WHERE(sec, key) \
   vs_conf_where(&workload_tab, &wl->origins, sec, key, where, sizeof where)
 
-/* The first MoE key of m (in table order) that means something only
- * with experts and is not at its default, or NULL (at their defaults, as
- * `vsim show` writes them, they are harmless). */
-static const char *expert_key_changed(const vs_model_conf *m)
+/* The first of the n keys `names` of [section] whose value in wl is not
+ * its default, or NULL: keys that mean something only with another (LoRA's
+ * with adapters, MoE's with experts, MLA's with kv_lora_rank) are
+ * harmless at their defaults, as `vsim show` writes them. */
+static const char *key_changed(const vs_workload *wl, const char *section,
+                               const char *const *names, size_t n)
 {
   vs_workload d;
   set_defaults(&d);
-  if (m->experts_per_token != d.model.experts_per_token)
-    return "experts_per_token";
-  if (m->expert_ffn_hidden != d.model.expert_ffn_hidden)
-    return "expert_ffn_hidden";
-  if (m->shared_experts != d.model.shared_experts)
-    return "shared_experts";
-  if (m->shared_expert_ffn_hidden != d.model.shared_expert_ffn_hidden)
-    return "shared_expert_ffn_hidden";
-  if (m->dense_layers != d.model.dense_layers)
-    return "dense_layers";
-  if (m->moe_every != d.model.moe_every)
-    return "moe_every";
-  if (m->expert_capacity_factor != d.model.expert_capacity_factor)
-    return "expert_capacity_factor";
-  if (m->routing_skew != d.model.routing_skew)
-    return "routing_skew";
-  return NULL;
+  return vs_conf_first_different(&workload_tab, section, names, n, wl, &d);
+}
+
+static const char *const expert_keys[] = {
+    "experts_per_token", "expert_ffn_hidden", "shared_experts",
+    "shared_expert_ffn_hidden", "dense_layers", "moe_every",
+    "expert_capacity_factor", "routing_skew"};
+static const char *const mla_keys[] = {"q_lora_rank", "qk_head_dim",
+                                       "qk_rope_head_dim", "v_head_dim"};
+static const char *const lora_keys[] = {"lora_rank", "lora_alpha",
+                                        "lora_targets", "lora_dropout",
+                                        "adapter_dtype"};
+#define N_OF(a) (sizeof (a) / sizeof (a)[0])
+
+
+/* [model] kv_lora_rank turns on multi-head latent attention: llama
+ * layers (RMSNorm, rotary) with flash attention; its head sizes default
+ * to hidden / heads. */
+static int check_mla(vs_workload *wl, vs_error *err)
+{
+  vs_model_conf *m = &wl->model;
+  const char *key = key_changed(wl, "model", mla_keys, N_OF(mla_keys));
+  char where[400];
+  if (m->kv_lora_rank == 0) {
+    if (key)
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: shapes multi-head latent attention, which is "
+                          "off; set [model] kv_lora_rank",
+                          WHERE("model", key));
+    return 0;
+  }
+  if (m->arch != VS_ARCH_LLAMA)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: multi-head latent attention is DeepSeek's, "
+                        "built on llama layers; set arch = llama",
+                        WHERE("model", "kv_lora_rank"));
+  if (m->qk_head_dim == 0)
+    m->qk_head_dim = m->hidden / m->heads;
+  if (m->v_head_dim == 0)
+    m->v_head_dim = m->hidden / m->heads;
+  return 0;
 }
 
 /* [model] experts and the keys that shape MoE layers: their defaults
@@ -385,7 +417,7 @@ static const char *expert_key_changed(const vs_model_conf *m)
 static int check_experts(vs_workload *wl, vs_error *err)
 {
   vs_model_conf *m = &wl->model;
-  const char *key = expert_key_changed(m);
+  const char *key = key_changed(wl, "model", expert_keys, N_OF(expert_keys));
   char where[400];
   if (m->experts == 0) {
     if (key)
@@ -415,6 +447,7 @@ static int check_experts(vs_workload *wl, vs_error *err)
 
 static int check_model(vs_workload *wl, vs_error *err)
 {
+  int rc;
   vs_model_conf *m = &wl->model;
   char where[400];
 
@@ -448,7 +481,9 @@ static int check_model(vs_workload *wl, vs_error *err)
                         "%s: heads (%llu) must be divisible by kv_heads",
                         WHERE("model", "kv_heads"),
                         (unsigned long long)m->heads);
-  return check_experts(wl, err);
+  if ((rc = check_experts(wl, err)))
+    return rc;
+  return check_mla(wl, err);
 }
 
 static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
@@ -632,6 +667,32 @@ static const char *offload_key(const vs_workload *wl)
              : NULL;
 }
 
+/* Multi-head latent attention as this version simulates it: flash
+ * attention (DeepSeek's kernels) without tensor parallelism, trained
+ * whole, under none of the policies written for standard attention. */
+static int check_mla_training(vs_workload *wl, vs_error *err)
+{
+  const vs_training_conf *t = &wl->training;
+  const char *key = wl->parallel.tp > 1              ? "tp"
+                    : t->attention != VS_ATTN_FLASH   ? "attention"
+                    : wl->finetune.method != VS_FT_FULL ? "method"
+                    : vs_precision_autocast(t->precision) ? "precision"
+                    : t->checkpointing == VS_CKPT_OPS ? "checkpointing"
+                                                      : NULL;
+  char where[400];
+  if (!key)
+    return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: multi-head latent attention is simulated with "
+                      "tp = 1, flash attention, method = full, a 16-bit or "
+                      "fp32 precision and checkpointing none, selective or "
+                      "full",
+                      WHERE(strcmp(key, "tp") == 0       ? "parallel"
+                            : strcmp(key, "method") == 0 ? "finetune"
+                                                         : "training",
+                            key));
+}
+
 /* Mixtures of experts as this version simulates them: every expert on
  * each rank, without tensor parallelism, trained whole, under none of
  * the policies written for dense layers (autocast's casts, torchtitan's
@@ -641,6 +702,7 @@ static int check_moe(vs_workload *wl, vs_error *err)
   const vs_training_conf *t = &wl->training;
   const vs_parallel_conf *p = &wl->parallel;
   const char *key = vs_workload_ep_misfit(&wl->model, p->ep, p->dp, p->zero);
+  int rc;
   char where[400];
   if (key && wl->model.experts == 0)
     return vs_error_set(err, VS_EINPUT,
@@ -672,6 +734,8 @@ static int check_moe(vs_workload *wl, vs_error *err)
                                   ? "parallel"
                                   : "training",
                               offload_key(wl)));
+  if (wl->model.kv_lora_rank > 0 && (rc = check_mla_training(wl, err)))
+    return rc;
   if (wl->model.experts == 0)
     return 0;
   if (!vs_workload_moe_tp_allowed(&wl->model, wl->parallel.tp))
@@ -867,25 +931,6 @@ static int check_training(vs_workload *wl, vs_error *err)
   return check_step_in_backward(wl, err);
 }
 
-/* The LoRA key of f whose value is not its default, or NULL (with method
- * = full they would mean nothing; at their defaults, as `vsim show`
- * writes them, they are harmless). */
-static const char *lora_key_changed(const vs_finetune_conf *f)
-{
-  vs_workload d;
-  set_defaults(&d);
-  if (f->lora_rank != d.finetune.lora_rank)
-    return "lora_rank";
-  if (f->lora_alpha != d.finetune.lora_alpha)
-    return "lora_alpha";
-  if (f->lora_targets != d.finetune.lora_targets)
-    return "lora_targets";
-  if (f->lora_dropout != d.finetune.lora_dropout)
-    return "lora_dropout";
-  if (f->adapter_dtype != d.finetune.adapter_dtype)
-    return "adapter_dtype";
-  return NULL;
-}
 
 /* [finetune] method = full: every weight trains, in the training
  * precision, so neither LoRA's keys, a base format nor a frozen prefix
@@ -978,7 +1023,8 @@ static int check_adapters(vs_workload *wl, vs_error *err)
 static int check_finetune(vs_workload *wl, vs_error *err)
 {
   const vs_finetune_conf *f = &wl->finetune;
-  const char *lora_key = lora_key_changed(f);
+  const char *lora_key = key_changed(wl, "finetune", lora_keys,
+                                     N_OF(lora_keys));
   char where[400];
   int rc;
 

@@ -98,6 +98,14 @@ typedef struct vs_model_conf {
   double routing_skew;      /* the hottest expert receives 1 + this times
                                its balanced share of the tokens (0:
                                balanced routing) */
+  /* Multi-head latent attention (DeepSeek-V2/V3; 0 kv_lora_rank: off) */
+  uint64_t kv_lora_rank;    /* the compressed key-value latent's width */
+  uint64_t q_lora_rank;     /* the compressed query's (0: a full query
+                               projection) */
+  uint64_t qk_head_dim;     /* a query/key head's non-rotary part */
+  uint64_t qk_rope_head_dim; /* its rotary part (one key part shared by
+                               the heads) */
+  uint64_t v_head_dim;      /* a value head */
 } vs_model_conf;
 
 typedef struct vs_training_conf {
@@ -261,8 +269,9 @@ bool vs_workload_moe_layer(const vs_model_conf *m, uint64_t l);
 const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
                                   uint64_t dp, uint64_t zero);
 
-/* Whether model m's layers can run on tp ranks: MoE layers are simulated
- * without tensor parallelism (their experts whole on each rank). */
+/* Whether model m's layers can run on tp ranks: MoE layers and
+ * multi-head latent attention are simulated without tensor parallelism
+ * (their experts and projections whole on each rank). */
 bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp);
 
 /* Tensor parallelism splits heads, kv_heads and ffn_hidden over tp ranks.

@@ -60,6 +60,10 @@ typedef struct dims {
                         padded to capacity) */
   uint64_t ep;       /* expert-parallel size: experts / ep on a rank */
   bool bert;         /* arch = bert (its GeLU is F.gelu) */
+  uint64_t rkv;      /* MLA: the key-value latent's width (0: no MLA) */
+  uint64_t rq;       /* MLA: the query latent's (0: a full projection) */
+  uint64_t dn, dr, dv; /* MLA head sizes: query/key non-rotary, rotary,
+                        value */
   bool hf_modules;   /* Hugging Face transformers' eager modules
                         (framework = hf): LlamaRMSNorm and GPT-2's
                         NewGELUActivation in Python ops, unfused */
@@ -667,8 +671,94 @@ static int qkv_weights(vs_block *blk, const dims *d, uint64_t qkv_cols,
              : 0;
 }
 
-static int attention_block(vs_block *blk, const dims *d, bool bias,
-                           vs_error *err)
+/* A linear of `in` to `out` features over the tokens, its weight, and its
+ * input kept for the weight gradient when `keep_input` (else another op
+ * keeps the same tensor). */
+static vs_op_spec *mla_linear(vs_block *blk, const dims *d, const char *name,
+                              uint64_t in, uint64_t out, bool keep_input,
+                              vs_error *err)
+{
+  char pname[VS_OP_NAME_MAX];
+  vs_op_spec *op = vs_block_add_op(blk, name, err);
+  if (!op)
+    return NULL;
+  as_matmul(op, d->tokens, in, out, d->e);
+  snprintf(pname, sizeof pname, "%.16s.weight", name);
+  if ((keep_input && save_input(blk, op, d->em * d->tokens * in, d->em_dtype,
+                                KEPT_FOR_WEIGHTS, err)) ||
+      linear_weight(blk, d, pname, in, out, err))
+    return NULL;
+  return op;
+}
+
+/* An RMSNorm over `width` features of the tokens (MLA's latent norms). */
+static int mla_norm(vs_block *blk, const dims *d, const char *name,
+                    uint64_t width, vs_error *err)
+{
+  char pname[VS_OP_NAME_MAX];
+  vs_op_spec *op = vs_block_add_op(blk, name, err);
+  if (!op)
+    return VS_EINPUT;
+  as_elementwise(op, d->tokens * width, d->e, 8.0);
+  snprintf(pname, sizeof pname, "%.16s.weight", name);
+  return save_act(blk, op, d->e * d->tokens * width, d->act_dtype, err) ||
+                 param(blk, d, pname, 1, width, err)
+             ? VS_EINPUT
+             : 0;
+}
+
+/* Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, Sec. 2.1;
+ * Megatron-LM's MLASelfAttention), one rank: the query through a latent
+ * (down projection to q_lora_rank, RMSNorm, up to heads x (qk_head_dim +
+ * qk_rope_head_dim)) or one projection; the keys and values through one
+ * shared latent (down to kv_lora_rank + qk_rope_head_dim, RMSNorm of the
+ * kv_lora_rank part, up to heads x (qk_head_dim + v_head_dim)), the
+ * rotary key part shared by the heads; rotary embeddings (cos/sin tables,
+ * nothing saved); flash attention over query/key heads of qk_head_dim +
+ * qk_rope_head_dim and value heads of v_head_dim, saving Q, K (the shared
+ * rotary part expanded to every head), V and the fp32 log-sum-exp; the
+ * output projection from heads x v_head_dim. Each linear keeps its input
+ * (the norm output once, for both down projections). */
+static int attention_mla(vs_block *blk, const dims *d, vs_error *err)
+{
+  uint64_t a = d->a, dqk = d->dn + d->dr;
+  vs_op_spec *op;
+  if (d->rq) {
+    if (!mla_linear(blk, d, "q_down", d->h, d->rq, true, err) ||
+        mla_norm(blk, d, "q_norm", d->rq, err) ||
+        !mla_linear(blk, d, "q_up", d->rq, a * dqk, true, err))
+      return VS_EINPUT;
+  } else if (!mla_linear(blk, d, "q_proj", d->h, a * dqk, true, err)) {
+    return VS_EINPUT;
+  }
+  if (!mla_linear(blk, d, "kv_down", d->h, d->rkv + d->dr, false, err) ||
+      mla_norm(blk, d, "kv_norm", d->rkv, err) ||
+      !mla_linear(blk, d, "kv_up", d->rkv, a * (d->dn + d->dv), true, err))
+    return VS_EINPUT;
+  if (!(op = vs_block_add_op(blk, "flash_attn", err)))
+    return VS_EINPUT;
+  op->matmul = true;
+  /* QK^T over dqk and PV over dv: 2 b a s^2 (dqk + dv) forward, halved
+   * when causal; backward 2.5 x (FlashAttention-2's count) */
+  op->fwd_flops = 2.0 * (double)d->b * (double)a * (double)d->s *
+                  (double)d->s * (double)(dqk + d->dv) *
+                  (d->causal ? CAUSAL_FLASH_FRACTION : 1.0);
+  op->bwd_flops = 2.5 * op->fwd_flops;
+  op->fwd_bytes = (double)d->e * (double)(d->tokens * a * (2 * dqk + 2 * d->dv));
+  op->bwd_bytes = 2.0 * op->fwd_bytes;
+  op->bwd_temp_bytes = d->e * d->tokens * a * (2 * dqk + d->dv);
+  if (save_act(blk, op, d->e * d->tokens * a * (2 * dqk + d->dv),
+               d->act_dtype, err) ||
+      save_act(blk, op, 4 * d->b * a * d->s, VS_DTYPE_FP32, err))
+    return VS_EINPUT; /* Q, K, V; LSE */
+  if (!mla_linear(blk, d, "attn_out_proj", a * d->dv, d->h, true, err))
+    return VS_EINPUT;
+  return dropout(blk, d, "attn_out_dropout", d->tok_rep * d->h, d->e, false,
+                 err);
+}
+
+static int standard_attention(vs_block *blk, const dims *d, bool bias,
+                              vs_error *err)
 {
   uint64_t qkv_cols = (d->a + 2 * d->kv) * d->d / d->t;
   const lora_target qkv[] = {{VS_LORA_Q, d->a * d->d},
@@ -694,6 +784,16 @@ static int attention_block(vs_block *blk, const dims *d, bool bias,
   return dropout(blk, d, "attn_out_dropout", d->tok_rep * d->h, d->e, false,
                  err);
 }
+
+/* A layer's attention: standard (MHA, GQA) or latent (MLA). */
+static int attention_block(vs_block *blk, const dims *d, bool bias,
+                           vs_error *err)
+{
+  if (d->rkv)
+    return attention_mla(blk, d, err);
+  return standard_attention(blk, d, bias, err);
+}
+
 
 /* Bytes a GeLU saves per element of its input: the input, as a fused
  * kernel (F.gelu; BERT's); GPT-2's NewGELUActivation under framework = hf
@@ -1193,6 +1293,22 @@ static uint64_t mlp_params(const vs_model_conf *m, bool moe, bool active)
               : 0);
 }
 
+/* Parameters of a multi-head latent attention block (attention_mla): the
+ * query's down and up projections and latent norm (or one projection),
+ * the key-value down projection (with the shared rotary key part), its
+ * latent norm and up projection, the output projection. */
+static uint64_t mla_params(const vs_model_conf *m)
+{
+  uint64_t h = m->hidden, a = m->heads, dqk = m->qk_head_dim +
+                                              m->qk_rope_head_dim;
+  uint64_t q = m->q_lora_rank ? h * m->q_lora_rank + m->q_lora_rank +
+                                    m->q_lora_rank * a * dqk
+                              : h * a * dqk;
+  return q + h * (m->kv_lora_rank + m->qk_rope_head_dim) + m->kv_lora_rank +
+         m->kv_lora_rank * a * (m->qk_head_dim + m->v_head_dim) +
+         a * m->v_head_dim * h;
+}
+
 /* Parameters of the whole model (`active`: those one token uses): what
  * one tp=1 build counts, with the real (unpadded) vocabulary. */
 static uint64_t whole_model_params(const vs_workload *wl, bool active)
@@ -1203,7 +1319,9 @@ static uint64_t whole_model_params(const vs_workload *wl, bool active)
   uint64_t layer, embed, head, total = 0;
 
   if (m->arch == VS_ARCH_LLAMA) {
-    layer = 2 * h * h + 2 * h * kvd + 2 * h;
+    layer = mla_params(m) + 2 * h;
+    if (!m->kv_lora_rank)
+      layer = 2 * h * h + 2 * h * kvd + 2 * h;
     embed = m->vocab * h;
     head = h;
   } else {
@@ -1371,6 +1489,11 @@ static void make_dims(const vs_workload *wl, dims *d)
   d->sent = moe_sent(mc, d->tokens);
   d->slots = moe_slots(mc, d->tokens, d->ep);
   d->bert = mc->arch == VS_ARCH_BERT;
+  d->rkv = mc->kv_lora_rank;
+  d->rq = mc->q_lora_rank;
+  d->dn = mc->qk_head_dim;
+  d->dr = mc->qk_rope_head_dim;
+  d->dv = mc->v_head_dim;
   d->hf_modules = wl->training.framework == VS_FW_HF;
   d->causal = mc->arch != VS_ARCH_BERT;
 }
