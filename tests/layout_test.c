@@ -471,18 +471,33 @@ static void test_expert_parallel_states(void **state)
       "experts_per_token = 2\n"
       "[training]\nprecision = bf16\noptimizer = adam\n";
   const char *sets[] = {"parallel.zero=1", "parallel.ep=4"};
+  const char *one[] = {"parallel.zero=1"};
+  const char *ds[] = {"parallel.zero=1", "parallel.ep=4",
+                      "training.framework=deepspeed",
+                      "training.precision=fp16"};
   const uint64_t dp = 8, ep = 4, h = 512, fe = 1024, layers = 4;
   uint64_t experts_local = layers * (8 / ep) * 3 * h * fe;
-  vs_layout lay;
+  vs_layout lay, whole;
   uint64_t dense;
   (void)state;
+  build(moe, one, 1, dp, &whole);
   build(moe, sets, 2, dp, &lay);
+  /* the rank holds E / ep of each layer's 8 experts */
+  assert_int_equal(whole.param_elems - lay.param_elems,
+                   layers * (8 - 8 / ep) * 3 * h * fe);
   dense = lay.param_elems - experts_local;
-  assert_int_equal(lay.params_bytes, 2 * (dense + experts_local));
   assert_int_equal(lay.stages[0].expert_optimizer_full_bytes,
                    12 * experts_local);
   assert_sharded(lay.optimizer_bytes - 12 * experts_local / (dp / ep), dp,
                  12 * dense, 4);
+  /* DeepSpeed's step copies this GPU's partition to fp32: the experts'
+   * over dp / ep, the dense ones' over dp (matrices: the decay group) */
+  build(moe, ds, 4, dp, &lay);
+  assert_int_equal(lay.stages[0].step_temp_bytes,
+                   4 * ((lay.stages[0].decay_elems -
+                         lay.stages[0].expert_decay_elems + dp - 1) / dp +
+                        lay.stages[0].expert_decay_elems / (dp / ep)));
+  assert_int_equal(lay.stages[0].expert_decay_elems, experts_local);
   assert_int_equal(lay.group_size[VS_GROUP_EP], ep);
   assert_int_equal(lay.group_size[VS_GROUP_EXPERT_DP], dp / ep);
   assert_int_equal(lay.group_stride[VS_GROUP_EXPERT_DP], ep);

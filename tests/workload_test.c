@@ -1240,6 +1240,21 @@ static void test_experts(void **state)
              "--set model.routing_skew=0.5: shapes mixture-of-experts layers");
   }
   {
+    static const char *const cap[] = {"model.experts=8",
+                                      "model.expert_capacity_factor=4.5"};
+    static const char *const hf_ep[] = {"model.experts=8", "parallel.ep=2",
+                                        "parallel.dp=2",
+                                        "training.framework=hf",
+                                        "training.precision=bf16",
+                                        "training.global_batch=2"};
+    load_bad(GPT_MODEL, cap, 2, 0, VS_EINPUT,
+             "--set model.expert_capacity_factor=4.5: gives each expert more "
+             "slots than the tokens");
+    load_bad(GPT_MODEL, hf_ep, 6, 0, VS_EINPUT,
+             "--set parallel.ep=2: expert parallelism is simulated as "
+             "Megatron-LM runs it; hf has none here");
+  }
+  {
     /* multi-head latent attention: llama layers, flash, tp = 1, trained
      * whole; its head keys only with kv_lora_rank */
     static const char llama[] =

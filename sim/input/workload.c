@@ -58,7 +58,7 @@ static const vs_key workload_keys[] = {
     K("model", "dropout", VS_KEY_REAL, model.dropout, .lo = 0, .hi = 0.999, .default_doc = "0.1 (gpt, bert), 0 (llama)"),
     K("model", "vocab_divisible_by", VS_KEY_COUNT, model.vocab_divisible_by, .positive = true, .hi = 1e6, .default_doc = "1 (Megatron pads to 128)"),
     K("model", "hf_config", VS_KEY_PATH, model.hf_config, .default_doc = "none"),
-    K("model", "experts", VS_KEY_COUNT, model.experts, .hi = 1e5, .default_doc = "0 (every layer dense)"),
+    K("model", "experts", VS_KEY_COUNT, model.experts, .hi = 16000, .default_doc = "0 (every layer dense)"),
     K("model", "experts_per_token", VS_KEY_COUNT, model.experts_per_token, .positive = true, .hi = 1e5, .default_doc = "2 (Mixtral's top-2)"),
     K("model", "expert_ffn_hidden", VS_KEY_COUNT, model.expert_ffn_hidden, .hi = 1e7, .default_doc = "0: ffn_hidden"),
     K("model", "shared_experts", VS_KEY_COUNT, model.shared_experts, .hi = 1e5, .default_doc = "0"),
@@ -436,6 +436,14 @@ static int check_experts(vs_workload *wl, vs_error *err)
                         "%s: a token goes to at most the %llu experts",
                         WHERE("model", "experts_per_token"),
                         (unsigned long long)m->experts);
+  if (m->expert_capacity_factor * (double)m->experts_per_token >
+      (double)m->experts)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: gives each expert more slots than the tokens "
+                        "(capacity factor x k / E > 1; Megatron-LM's top-k "
+                        "over the tokens fails there); at most %g here",
+                        WHERE("model", "expert_capacity_factor"),
+                        (double)m->experts / (double)m->experts_per_token);
   if (m->dense_layers >= m->layers)
     return vs_error_set(err, VS_EINPUT,
                         "%s: leaves no mixture-of-experts layer (the model "
@@ -720,11 +728,18 @@ static int check_moe(vs_workload *wl, vs_error *err)
                         "%s: the ep ranks come out of the data-parallel ones "
                         "(Megatron-LM's rule): ep must divide dp (%llu)",
                         WHERE("parallel", "ep"), (unsigned long long)p->dp);
+  if (p->ep > 1 && (t->framework == VS_FW_FSDP2 || t->framework == VS_FW_HF))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: expert parallelism is simulated as Megatron-LM "
+                        "runs it; %s has none here: use ep = 1",
+                        WHERE("parallel", "ep"),
+                        vs_framework_name(t->framework));
   if (key)
     return vs_error_set(err, VS_EINPUT,
                         "%s: with ep > 1 the expert states shard over the "
                         "expert-data-parallel group as Megatron-LM's "
-                        "distributed optimizer does; use zero = 0 or 1",
+                        "distributed optimizer does; use zero = 0 or 1 (or "
+                        "ep = 1)",
                         WHERE("parallel", "zero"));
   if (p->ep > 1 && offload_key(wl))
     return vs_error_set(err, VS_EINPUT,

@@ -280,6 +280,16 @@ static int param_as(vs_block *blk, const dims *d, const char *name,
   return weight_copy(blk, d, rows, cols, dtype, err);
 }
 
+/* A parameter in the model's parameter dtype whose op is no Transformer
+ * Engine module: no FP8 copy. */
+static int param_uncopied(vs_block *blk, const dims *d, const char *name,
+                          uint64_t rows, uint64_t cols, vs_error *err)
+{
+  dims plain = *d;
+  plain.copy_dtype = VS_DTYPE_N;
+  return param_as(blk, &plain, name, rows, cols, d->param_dtype, err);
+}
+
 /* A parameter in the model's parameter dtype. */
 static int param(vs_block *blk, const dims *d, const char *name, uint64_t rows,
                  uint64_t cols, vs_error *err)
@@ -949,6 +959,10 @@ static int shared_experts(vs_block *blk, const dims *d, bool gated,
   if (!(op = vs_block_add_op(blk, "shared_fc1", err)))
     return VS_EINPUT;
   as_matmul(op, t, d->h, fc1, d->e);
+  /* under fp8 its own FP8 copy of the norm output the router keeps */
+  if (d->em != d->e && save_input(blk, op, d->em * t * d->h, d->em_dtype,
+                                  KEPT_FOR_WEIGHTS, err))
+    return VS_EINPUT;
   if (param(blk, d, "shared.fc1", d->h, fc1, err) ||
       (!gated && param(blk, d, "shared.fc1.bias", 1, d->fs, err)))
     return VS_EINPUT;
@@ -995,13 +1009,19 @@ static void ep_comm(vs_comm *c, const dims *d, uint64_t bytes)
 static int moe_mlp(vs_block *blk, const dims *d, bool gated, vs_error *err)
 {
   uint64_t t = d->tokens, n = d->slots;
+  /* each all-to-all lasts as long as the larger of what the rank sends
+   * and receives (the hot rank receives more than it sends) */
+  uint64_t moved = d->e * (d->sent > n ? d->sent : n) * d->h;
   vs_op_spec *op;
+  /* the router is not a Transformer Engine module: its input stays in
+   * the activations' dtype under fp8 (and no FP8 copy of its weight) */
   if (!(op = vs_block_add_op(blk, "router", err)))
     return VS_EINPUT;
   as_matmul(op, t, d->h, d->experts, d->e);
-  if (save_input(blk, op, d->em * t * d->h, d->em_dtype,
-                 d->fs ? KEPT_BY_ANOTHER : KEPT_FOR_WEIGHTS, err) ||
-      param(blk, d, "router.weight", d->h, d->experts, err))
+  if (save_input(blk, op, d->e * t * d->h, d->act_dtype,
+                 d->fs && d->em == d->e ? KEPT_BY_ANOTHER : KEPT_FOR_WEIGHTS,
+                 err) ||
+      param_uncopied(blk, d, "router.weight", d->h, d->experts, err))
     return VS_EINPUT;
   if (!(op = vs_block_add_op(blk, "router_topk", err)))
     return VS_EINPUT;
@@ -1014,10 +1034,12 @@ static int moe_mlp(vs_block *blk, const dims *d, bool gated, vs_error *err)
   op->fwd_bytes = (double)(d->e * (t + d->sent) * d->h);
   op->bwd_bytes = op->fwd_bytes;
   op->bwd_temp_bytes = d->e * t * d->h;
-  if (d->ep > 1) { /* the permuted copies go to their experts' ranks */
-    op->fwd_temp_bytes = d->e * d->sent * d->h;
-    ep_comm(&op->fwd_after, d, d->e * d->sent * d->h);
-    ep_comm(&op->bwd_before, d, d->e * n * d->h);
+  if (d->ep > 1) { /* the permuted copies go to their experts' ranks,
+                      and what arrives is sorted by local expert into a
+                      new buffer (sort_chunks_by_idxs) */
+    op->fwd_temp_bytes = moved + d->e * n * d->h;
+    ep_comm(&op->fwd_after, d, moved);
+    ep_comm(&op->bwd_before, d, moved);
   }
   if (save_act(blk, op, 8 * d->sent, VS_DTYPE_INT64, err) ||
       routed_experts(blk, d, gated, err))
@@ -1027,8 +1049,8 @@ static int moe_mlp(vs_block *blk, const dims *d, bool gated, vs_error *err)
   as_elementwise(op, d->sent * d->h, d->e, 2.0);
   if (d->ep > 1) { /* the experts' outputs go back to their tokens' ranks */
     op->fwd_temp_bytes = d->e * n * d->h;
-    ep_comm(&op->fwd_before, d, d->e * n * d->h);
-    ep_comm(&op->bwd_after, d, d->e * d->sent * d->h);
+    ep_comm(&op->fwd_before, d, moved);
+    ep_comm(&op->bwd_after, d, moved);
   }
   if (save_act(blk, op, d->e * d->sent * d->h, d->act_dtype, err) ||
       save_act(blk, op, 4 * d->sent, VS_DTYPE_FP32, err) ||
@@ -1353,6 +1375,18 @@ static int check_size(const vs_workload *wl, vs_error *err)
   double scores = wl->training.attention == VS_ATTN_EAGER ? 5.0 * a * s : 0.0;
   double layer = 4.0 * s * b * (40.0 * h + 8.0 * f + scores);
   double params = 20.0 * (l * (4.0 * h * h + 3.0 * h * f) + 2.0 * v * h);
+  /* a mixture of experts: every expert's weights; the slots (k a token,
+   * or E x capacity, at most E a token) carry its tensors; latent
+   * attention's projections and heads */
+  double e = (double)mc->experts, fe = (double)mc->expert_ffn_hidden;
+  double slots = e > 0 ? e : 0.0;
+  double hd = (double)(mc->qk_head_dim + mc->qk_rope_head_dim + mc->v_head_dim);
+  layer += 4.0 * s * b * (slots * (4.0 * h + 8.0 * fe) + 3.0 * a * hd);
+  params += 20.0 * l *
+            (e * 3.0 * h * fe +
+             3.0 * h * (double)mc->shared_experts *
+                 (double)mc->shared_expert_ffn_hidden +
+             a * hd * ((double)mc->q_lora_rank + (double)mc->kv_lora_rank + h));
   if (biggest > 1e18 || layer * l > 1e18 || params > 1e18)
     return vs_error_set(err, VS_EINPUT,
                         "%s: the model's tensors (about %.3g bytes of "

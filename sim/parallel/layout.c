@@ -21,6 +21,9 @@ static void add_block(vs_stage_layout *st, const vs_kind_plan *k)
   st->grads_full_bytes += k->grad_bytes;
   st->optimizer_full_bytes += k->optimizer_bytes;
   st->expert_optimizer_full_bytes += k->expert_optimizer_bytes;
+  st->expert_params_full_bytes += k->expert_param_bytes;
+  st->expert_trainable_elems += k->expert_trainable_elems;
+  st->expert_decay_elems += k->expert_decay_elems;
 }
 
 /* Splits the layers over pp * vstages model chunks
@@ -44,6 +47,20 @@ static void put(int place, uint64_t bytes, uint64_t *gpu, uint64_t *host,
       bytes;
 }
 
+/* This GPU's share of `elems` optimizer elements of which `expert` are
+ * routed experts': the dense ones over the optimizer's degree, the
+ * experts' over the expert-data-parallel one (whole when unsharded). */
+static uint64_t sharded_elems(const vs_recipe *r, uint64_t elems,
+                              uint64_t expert)
+{
+  uint64_t dense = elems - expert;
+  return (r->optimizer.degree ? vs_div_ceil(dense, r->optimizer.degree)
+                              : dense) +
+         (r->expert_optimizer.degree
+              ? vs_div_ceil(expert, r->expert_optimizer.degree)
+              : expert);
+}
+
 /* Partitions st's states as the recipe says and puts each where it lives:
  * the GPU, the host or NVMe (the GPU's figure drops by what moves). */
 static void place_states(const vs_recipe *r, vs_stage_layout *st)
@@ -54,9 +71,8 @@ static void place_states(const vs_recipe *r, vs_stage_layout *st)
                                          st->expert_optimizer_full_bytes) +
       vs_recipe_shard(&r->expert_optimizer, st->expert_optimizer_full_bytes);
   st->params_shard_bytes = vs_recipe_shard(&r->params, st->params_full_bytes);
-  st->step_elems = r->optimizer.degree
-                       ? vs_div_ceil(st->trainable_elems, r->optimizer.degree)
-                       : st->trainable_elems;
+  st->step_elems = sharded_elems(r, st->trainable_elems,
+                                 st->expert_trainable_elems);
   put(r->optimizer.place, st->optimizer_shard_bytes, &st->optimizer_bytes,
       &st->host.optimizer, &st->nvme.optimizer);
   st->optimizer_bytes -= st->managed_bytes; /* paged: unsharded, on GPU */
@@ -74,10 +90,8 @@ static void place_states(const vs_recipe *r, vs_stage_layout *st)
   if (r->step_copy == VS_STEP_COPY_FLAT)
     st->step_temp_bytes = 4 * st->step_elems + 4 * st->decay_elems;
   else if (r->step_copy == VS_STEP_COPY_PARTITION)
-    st->step_temp_bytes = 4 * (r->optimizer.degree
-                                   ? vs_div_ceil(st->decay_elems,
-                                                 r->optimizer.degree)
-                                   : st->decay_elems);
+    st->step_temp_bytes = 4 * sharded_elems(r, st->decay_elems,
+                                            st->expert_decay_elems);
 }
 
 /* Transformer Engine's delayed scaling keeps an fp32 amax history of

@@ -49,6 +49,9 @@ typedef struct vs_stage_layout {
   uint64_t expert_optimizer_full_bytes; /* of optimizer_full_bytes, the
                                      routed experts' (vs_recipe
                                      expert_optimizer shards them) */
+  uint64_t expert_params_full_bytes; /* of params_full_bytes, theirs */
+  uint64_t expert_trainable_elems; /* of trainable_elems, theirs */
+  uint64_t expert_decay_elems;    /* of decay_elems, theirs */
   uint64_t ddp_bucket_bytes;      /* of grads_bytes, DDP's bucket copy
                                      (vs_recipe ddp_bucket_copy) */
   uint64_t step_temp_bytes;       /* fp32 gradient copies at the optimizer

@@ -1086,6 +1086,27 @@ static uint32_t gpu_step(builder *b, const vs_stage_layout *st,
   return op;
 }
 
+/* ZeRO-1/2: the updated parameters all-gathered once the step (`after`)
+ * has ended; with ep > 1 the routed experts' over the ranks holding them
+ * (the expert-data-parallel group), after the dense ones over dp. */
+static void gather_updated(builder *b, const vs_stage_layout *st,
+                           uint32_t after)
+{
+  uint64_t expert = b->lay->group_size[VS_GROUP_EP] > 1
+                        ? st->expert_params_full_bytes
+                        : 0;
+  uint32_t op = use_comm(b, VS_USE_STEP_GATHER, "zero_param_all_gather",
+                         VS_COLL_ALL_GATHER, st->params_full_bytes - expert,
+                         -1);
+  add_dep(b, op, after);
+  if (expert && b->lay->group_size[VS_GROUP_EXPERT_DP] > 1)
+    add_dep(b,
+            group_comm(b, VS_USE_STEP_GATHER, VS_GROUP_EXPERT_DP,
+                       vs_coll_op_name(VS_GROUP_EXPERT_DP, VS_COLL_ALL_GATHER),
+                       VS_COLL_ALL_GATHER, expert, -1),
+            op);
+}
+
 static void optimizer_step(builder *b)
 {
   const vs_stage_layout *st = &b->lay->stages[b->stage];
@@ -1101,10 +1122,7 @@ static void optimizer_step(builder *b)
     b->grads_kept[inst] = NONE;
   }
   if (b->r->gather_after_step)
-    add_dep(b,
-            use_comm(b, VS_USE_STEP_GATHER, "zero_param_all_gather",
-                     VS_COLL_ALL_GATHER, st->params_full_bytes, -1),
-            op);
+    gather_updated(b, st, op);
 }
 
 /* The states and buffers a GPU keeps in place (host or NVMe), allocated

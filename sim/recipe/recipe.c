@@ -359,6 +359,10 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
       k->expert_optimizer_bytes += tensor_state_bytes(r, t, p);
       k->expert_grad_bytes +=
           n * (p->dtype == VS_DTYPE_FP32 ? 4 : r->grad_elem_bytes);
+      k->expert_param_bytes += vs_dtype_tensor_bytes(p->dtype, p->rows,
+                                                     p->cols);
+      k->expert_trainable_elems += n;
+      k->expert_decay_elems += p->rows > 1 && p->cols > 1 ? n : 0;
     }
     if (t->paged_optimizer && n >= VS_PAGED_MIN_ELEMS)
       k->paged_bytes += vs_optimizer_state_bytes(t->optimizer, false, p->rows,

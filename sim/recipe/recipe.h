@@ -138,6 +138,11 @@ typedef struct vs_kind_plan {
                                over the expert-data-parallel group) */
   uint64_t expert_grad_bytes; /* of grad_bytes, the routed experts' (reduced
                                over that group) */
+  uint64_t expert_param_bytes; /* of stored_param_bytes, the routed
+                               experts' (gathered after the step over that
+                               group) */
+  uint64_t expert_trainable_elems; /* of trainable_elems, theirs */
+  uint64_t expert_decay_elems; /* of decay_elems, theirs */
   uint64_t paged_bytes;     /* of which in CUDA managed memory (paged
                                optimizer: large tensors' states, no master) */
   uint64_t fp8_weight_elems; /* precision = fp8: its GEMMs' weights */

@@ -537,11 +537,17 @@ static void show_experts(FILE *out, const vs_workload *wl,
   uint64_t ep = wl->parallel.ep;
   if (m->experts == 0)
     return;
-  fprintf(out, "# experts: %llu of %llu on each GPU (ep %llu), their "
-               "optimizer states sharded over %llu GPUs (dp / ep)\n",
-          (unsigned long long)(m->experts / ep), (unsigned long long)m->experts,
-          (unsigned long long)ep,
-          (unsigned long long)lay->group_size[VS_GROUP_EXPERT_DP]);
+  if (lay->zero >= 1)
+    fprintf(out, "# experts: %llu of %llu on each GPU (ep %llu), their "
+                 "optimizer states sharded over %llu GPUs (dp / ep)\n",
+            (unsigned long long)(m->experts / ep),
+            (unsigned long long)m->experts, (unsigned long long)ep,
+            (unsigned long long)lay->group_size[VS_GROUP_EXPERT_DP]);
+  else
+    fprintf(out, "# experts: %llu of %llu on each GPU (ep %llu), their "
+                 "optimizer states whole on it (zero = 0)\n",
+            (unsigned long long)(m->experts / ep),
+            (unsigned long long)m->experts, (unsigned long long)ep);
   if (m->expert_capacity_factor > 0)
     fprintf(out, "# routing: capacity factor %g, every expert padded to its "
                  "slots whatever the routing\n",
@@ -621,6 +627,17 @@ static void show_autocast_ddp(FILE *out, const vs_workload *wl,
     fprintf(out, "# of the grads, %s per GPU are DDP's bucket copy "
                  "(gradient_as_bucket_view = False)\n",
             vs_format_bytes(lay->stages[0].ddp_bucket_bytes, b, sizeof b));
+}
+
+/* What the layer kind keeping the most saves (dense, MoE, ...). */
+static uint64_t largest_layer_saved(const vs_model *m)
+{
+  uint64_t most = 0;
+  for (uint32_t k = 0; k < m->n_kinds; k++)
+    if (m->kinds[k].role == VS_ROLE_LAYER &&
+        vs_block_saved_bytes(&m->kinds[k], -1, true) > most)
+      most = vs_block_saved_bytes(&m->kinds[k], -1, true);
+  return most;
 }
 
 /* The parameters: in total, a token's, where the experts are, what
@@ -703,9 +720,9 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
     }
   }
   fprintf(out, "# "
-                 "activations per layer per micro-batch = %s\n",
-          vs_format_bytes(vs_block_saved_bytes(vs_model_layer(m, 0), -1, true), b1,
-                          sizeof b1));
+                 "activations per layer per micro-batch = %s%s\n",
+          vs_format_bytes(largest_layer_saved(m), b1, sizeof b1),
+          m->n_kinds > 3 ? " (the layer kind keeping the most)" : "");
   fprintf(out, "# "
                  "framework per GPU = %s (context, cuBLAS, %d NCCL "
                "communicator(s))\n",
