@@ -74,16 +74,17 @@ enum {
   PRUNE_DP_ONLY,         /* autocast or hf beyond data parallelism */
   PRUNE_MOE_TP,          /* MoE layers with tp > 1 */
   PRUNE_EP,              /* ep not dividing dp, or with zero > 1 */
+  PRUNE_CP,              /* cp with a tp its sequence cannot split for */
   PRUNE_N
 };
 
 static const char *const prune_reasons[PRUNE_N] = {
     "(GPUs, tp) pairs: tp does not divide heads, kv_heads or ffn_hidden",
     "(GPUs, tp) pairs: tp does not divide seq_len (sequence parallelism)",
-    "(GPUs, tp, pp) triples: tp * pp does not divide the GPU count",
+    "(GPUs, tp, pp) triples: tp * cp * pp does not divide the GPU count",
     "(GPUs, tp, pp) triples: dp does not divide global_batch",
     "layouts: ZeRO-2/3 cannot be combined with pipeline parallelism",
-    "layouts: ZeRO-1/2/3 without data parallelism is ZeRO-0",
+    "layouts: ZeRO-1/2/3 without data (or context) parallelism is ZeRO-0",
     "layouts: selective recompute equals none with flash attention",
     "(GPUs, tp, pp) triples: the uneven layer split is too long for an "
     "override (pp_layers)",
@@ -100,6 +101,8 @@ static const char *const prune_reasons[PRUNE_N] = {
     "(GPUs, tp) pairs: mixture-of-experts layers are simulated without "
     "tensor parallelism",
     "layouts: expert parallelism needs ep dividing dp and zero <= 1",
+    "(GPUs, tp) pairs: the sequence does not split into 2 x cp x tp chunks "
+    "(or tp x cp does not divide the heads for cp_comm = a2a)",
 };
 
 /* A fitting layout's place in the ranking. */
@@ -275,7 +278,8 @@ static int enumerate_zero(const vs_workload *wl, const layout_choice *base,
     ps->pruned[PRUNE_OFFLOAD]++;
     return 0;
   }
-  if (dp == 1 && lc.zero > 0 && lc.offload == PLAN_OFFLOAD_NONE) {
+  if (dp * wl->parallel.cp == 1 && lc.zero > 0 &&
+      lc.offload == PLAN_OFFLOAD_NONE) { /* ZeRO shards over dp x cp */
     ps->pruned[PRUNE_ZERO_DP1]++;
     return 0;
   }
@@ -341,22 +345,24 @@ static bool pp_tried(uint64_t layers, uint64_t pp)
 }
 
 /* The layouts of g GPUs with tensor-parallel size tp: pp of pp_tried,
- * tp * pp dividing g, and dp = g / (tp * pp) dividing the batch. */
+ * tp * cp * pp dividing g (the workload's context parallelism), and dp =
+ * g / (tp * cp * pp) dividing the batch. */
 static int enumerate_pp(const vs_workload *wl, uint64_t g, uint64_t tp,
                         plan_state *ps)
 {
   const vs_model_conf *m = &wl->model;
+  uint64_t tcp = tp * wl->parallel.cp;
   char split[VS_EXPLORE_SET_MAX - sizeof PP_LAYERS_KEY + 1];
-  for (uint64_t pp = 1; pp <= m->layers && tp * pp <= g; pp++) {
+  for (uint64_t pp = 1; pp <= m->layers && tcp * pp <= g; pp++) {
     layout_choice base = {g, tp, pp, 0, 0, 0, VS_CKPT_NONE, false, false,
                           PLAN_OFFLOAD_NONE};
     if (!pp_tried(m->layers, pp))
       continue;
-    if (!vs_workload_gpus_allowed(g, tp, pp)) {
+    if (!vs_workload_gpus_allowed(g, tcp, pp)) {
       ps->pruned[PRUNE_TP_PP_GPUS]++;
       continue;
     }
-    base.dp = g / (tp * pp);
+    base.dp = g / (tcp * pp);
     if (!vs_workload_batch_allowed(wl->training.global_batch, 1, base.dp)) {
       ps->pruned[PRUNE_DP_BATCH]++;
       continue;
@@ -388,6 +394,11 @@ static int enumerate(const vs_workload *wl, const vs_topology *topo,
         continue;
       if (!vs_workload_tp_allowed(&wl->model, tp)) {
         ps->pruned[PRUNE_TP_SHAPES]++;
+        continue;
+      }
+      if (vs_workload_cp_misfit(&wl->model, wl->parallel.cp,
+                                wl->parallel.cp_comm, tp, tp > 1)) {
+        ps->pruned[PRUNE_CP]++; /* plan pairs tp > 1 with SP */
         continue;
       }
       if (!vs_workload_finetune_tp_allowed(&wl->finetune, tp)) {

@@ -516,6 +516,20 @@ static void test_moe_sample(void **state)
   }
 }
 
+/* The long-context sample end to end: 128k tokens over cp = 8 fit one
+ * node, the header and the step's split say so. */
+static void test_context_parallel_sample(void **state)
+{
+  static const char *const go[] = {"run", "workloads/llama3-8b-128k-cp8.ini",
+                                   "--gpus", "8", NULL};
+  (void)state;
+  run(go);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "layout    dp 1 x cp 8 x tp 1 x pp 1, ZeRO-1");
+  assert_contains(r.out, " + context-parallel comm ");
+  assert_contains(r.out, "verdict: FITS on 8 x H100-SXM-80GB");
+}
+
 /* Each shipped config.json gives its model's published parameter count
  * (the model cards on huggingface.co, counted by transformers) within
  * 0.5%: vsim's GPT and BERT count learned positions for seq_len rows, set
@@ -1753,6 +1767,7 @@ static void test_show_output_loads_back(void **state)
       {"show", "workloads/hf-llama3-8b-lora.ini", NULL},
       {"show", "workloads/mixtral-8x7b.ini", NULL},
       {"show", "workloads/mixtral-8x7b-ep8.ini", NULL},
+      {"show", "workloads/llama3-8b-128k-cp8.ini", NULL},
   };
   static char first[16384], second[16384];
   char path[64];
@@ -2240,6 +2255,7 @@ int main(void)
       cmocka_unit_test(test_framework_samples),
       cmocka_unit_test(test_hf_samples),
       cmocka_unit_test(test_moe_sample),
+      cmocka_unit_test(test_context_parallel_sample),
       cmocka_unit_test(test_shipped_model_configs),
       cmocka_unit_test(test_activation_offload_timeline_and_trace),
       cmocka_unit_test(test_offload_combinations_refused),

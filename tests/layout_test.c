@@ -499,6 +499,17 @@ static void test_expert_parallel_states(void **state)
                         lay.stages[0].expert_decay_elems / (dp / ep)));
   assert_int_equal(lay.stages[0].expert_decay_elems, experts_local);
   assert_int_equal(lay.group_size[VS_GROUP_EP], ep);
+  {
+    /* context parallelism: the distributed optimizer shards over dp x cp
+     * (Megatron's, torchtitan's dp_shard_cp), 12 Psi / (dp cp) */
+    const char *cp[] = {"parallel.zero=1", "parallel.cp=4"};
+    vs_layout c;
+    build(small_gpt, cp, 2, 8, &c);
+    assert_int_equal(c.dp, 8); /* dp 2 x cp 4 */
+    assert_int_equal(c.cp, 4);
+    assert_int_equal(c.group_size[VS_GROUP_CP], 4);
+    assert_sharded(c.optimizer_bytes, 8, 12 * c.param_elems, 4);
+  }
   assert_int_equal(lay.group_size[VS_GROUP_EXPERT_DP], dp / ep);
   assert_int_equal(lay.group_stride[VS_GROUP_EXPERT_DP], ep);
 }

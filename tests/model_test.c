@@ -1059,6 +1059,56 @@ static void test_mla_layer(void **state)
                   2.0 * (double)(b * a * s * s * (dn + dr + dv)) * 0.5, 1e-15);
 }
 
+/* Context parallelism (Megatron-LM's context_parallel.md; frameworks.md
+ * 9): each rank holds s / cp of every sequence, so everything a dense
+ * layer saves divides by cp (Q, K, V, the LSE and every sbh tensor are per
+ * token), and its flash attention's FLOPs too (s / cp queries over s
+ * keys). The keys and values of the others are what it adds, as temp:
+ * p2p two K, V chunks in flight (2 x 2 (s / cp) b h_kv), allgather the
+ * whole sequence's (2 s b h_kv), both gathered over the cp group. */
+static void test_context_parallel_layer(void **state)
+{
+  static const char llama[] =
+      "[model]\narch = llama\nlayers = 2\nhidden = 1024\nheads = 16\n"
+      "kv_heads = 4\nffn_hidden = 2048\nvocab = 1000\nseq_len = 4096\n";
+  const char *const cp4[] = {"parallel.cp=4"};
+  const char *const ag[] = {"parallel.cp=4", "parallel.cp_comm=allgather"};
+  const char *const a2a[] = {"parallel.cp=4", "parallel.cp_comm=a2a"};
+  const uint64_t s = 4096, hkv = 4 * 64, q = 1024;
+  vs_model one, four, gathered, ulysses;
+  const vs_op_spec *f1, *f4;
+  (void)state;
+  build_ini(&one, llama, NULL, 0);
+  build_ini(&four, llama, cp4, 1);
+  build_ini(&gathered, llama, ag, 2);
+  build_ini(&ulysses, llama, a2a, 2);
+  assert_int_equal(4 * vs_block_saved_bytes(vs_model_layer(&four, 0), -1, true),
+                   vs_block_saved_bytes(vs_model_layer(&one, 0), -1, true));
+  f1 = op_named(vs_model_layer(&one, 0), "flash_attn");
+  f4 = op_named(vs_model_layer(&four, 0), "flash_attn");
+  tu_assert_close(4.0 * f4->fwd_flops, f1->fwd_flops, 1e-15);
+  assert_int_equal(f4->fwd_temp_bytes - f1->fwd_temp_bytes / 4,
+                   2 * 2 * (s / 4) * hkv * 2);
+  assert_int_equal(f4->fwd_before.group, VS_GROUP_CP);
+  assert_int_equal(f4->fwd_before.kind, VS_COLL_ALL_GATHER);
+  assert_int_equal(f4->fwd_before.bytes, 2 * s * hkv * 2);
+  assert_int_equal(f4->bwd_after.kind, VS_COLL_REDUCE_SCATTER);
+  assert_int_equal(op_named(vs_model_layer(&gathered, 0), "flash_attn")
+                       ->fwd_temp_bytes,
+                   2 * s * hkv * 2);
+  /* Ulysses: Q, K, V to head groups and the output back, all-to-all */
+  assert_int_equal(op_named(vs_model_layer(&ulysses, 0), "flash_attn")
+                       ->fwd_before.bytes,
+                   (s / 4) * (q + 2 * hkv) * 2);
+  assert_int_equal(op_named(vs_model_layer(&ulysses, 0), "flash_attn")
+                       ->fwd_after.kind,
+                   VS_COLL_ALL_TO_ALL);
+  /* the position table and the parameters do not split */
+  assert_int_equal(four.params_total, one.params_total);
+  assert_int_equal(vs_model_layer(&four, 0)->param_elems,
+                   vs_model_layer(&one, 0)->param_elems);
+}
+
 /* A Llama MoE layer against the dense one of the same shapes: the MLP's
  * saved tensors (2Th + 8Tf: input, gate, SiLU(gate) and up, down's
  * input) give way to the router's input (the same 2Th, kept for the shared
@@ -1248,6 +1298,7 @@ int main(void)
       cmocka_unit_test_teardown(test_autocast_llama_layer, free_models),
       cmocka_unit_test_teardown(test_hf_modules, free_models),
       cmocka_unit_test_teardown(test_mla_layer, free_models),
+      cmocka_unit_test_teardown(test_context_parallel_layer, free_models),
       cmocka_unit_test_teardown(test_moe_layer, free_models),
       cmocka_unit_test_teardown(test_moe_capacity_and_placement, free_models),
       cmocka_unit_test_teardown(test_moe_routing_skew, free_models),

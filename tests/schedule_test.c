@@ -905,7 +905,8 @@ static void test_names(void **state)
   assert_string_equal(vs_phase_name(VS_PHASE_P2P), "p2p");
   assert_string_equal(vs_phase_name(VS_PHASE_OFFLOAD), "offload");
   assert_string_equal(vs_phase_name(VS_PHASE_EP_COMM), "ep_comm");
-  assert_string_equal(vs_phase_name(VS_PHASE_EP_COMM + 1), "?");
+  assert_string_equal(vs_phase_name(VS_PHASE_CP_COMM), "cp_comm");
+  assert_string_equal(vs_phase_name(VS_PHASE_CP_COMM + 1), "?");
   assert_string_equal(vs_stream_name(VS_STREAM_D2H), "d2h");
   assert_string_equal(vs_stream_name(VS_STREAM_H2D), "h2d");
   assert_string_equal(vs_stream_name(VS_STREAM_HOST), "host");

@@ -1049,8 +1049,8 @@ static void test_framework_presets(void **state)
              "--set parallel.zero=3: ZeRO-2/3 partition gradients across "
              "micro-batches");
     load_bad(GPT_MODEL, fsdp2_dp1, 1, 0, VS_EINPUT,
-             "--set training.framework=fsdp2: FSDP2 shards over data "
-             "parallelism, which this layout has not");
+             "--set training.framework=fsdp2: FSDP2 shards over data (and "
+             "context) parallelism, which this layout has not");
     load_bad(GPT_MODEL, fsdp2_z2, 4, 0, VS_EINPUT,
              "--set parallel.zero=2: FSDP2's fully_shard shards every "
              "parameter; with framework = fsdp2 use zero = 3");
@@ -1253,6 +1253,36 @@ static void test_experts(void **state)
     load_bad(GPT_MODEL, hf_ep, 6, 0, VS_EINPUT,
              "--set parallel.ep=2: expert parallelism is simulated as "
              "Megatron-LM runs it; hf has none here");
+  }
+  {
+    /* context parallelism: 2 cp chunks a sequence (and tp more with SP),
+     * flash, whole heads for a2a, no ep, no autocast; cp ranks count in
+     * the GPUs */
+    static const char *const cp3[] = {"parallel.cp=3"};
+    static const char *const cp4[] = {"parallel.cp=4"};
+    static const char *const cp_eager[] = {"parallel.cp=2",
+                                           "training.attention=eager"};
+    static const char *const a2a[] = {"parallel.cp=16",
+                                      "parallel.cp_comm=a2a"};
+    static const char *const cp_key[] = {"parallel.cp_comm=a2a"};
+    static const char *const cp_amp[] = {"parallel.cp=2",
+                                         "training.precision=amp_bf16"};
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, cp4, 1, 8, &err), 0);
+    assert_int_equal(wl.parallel.dp, 2);
+    assert_int_equal(wl.gpus, 8);
+    load_bad(GPT_MODEL, cp3, 1, 0, VS_EINPUT,
+             "--set parallel.cp=3: seq_len must be a multiple of 2 x cp");
+    load_bad(GPT_MODEL, cp4, 1, 6, VS_EINPUT,
+             "--gpus 6 is not divisible by tp*cp*pp = 4");
+    load_bad(GPT_MODEL, cp_eager, 2, 0, VS_EINPUT,
+             "--set training.attention=eager: context parallelism runs flash");
+    load_bad(GPT_MODEL, a2a, 2, 0, VS_EINPUT,
+             "--set parallel.cp=16: cp_comm = a2a gives each rank whole heads");
+    load_bad(GPT_MODEL, cp_key, 1, 0, VS_EINPUT,
+             "--set parallel.cp_comm=a2a: says how context-parallel ranks "
+             "exchange keys and values, and cp = 1");
+    load_bad(GPT_MODEL, cp_amp, 2, 0, VS_EINPUT,
+             "--set parallel.cp=2: autocast runs data parallelism alone");
   }
   {
     /* multi-head latent attention: llama layers, flash, tp = 1, trained

@@ -18,6 +18,7 @@ static const char *const ckpt_names[] = {"none", "selective", "full", "ops",
 static const char *const framework_names[] = {"none", "megatron", "deepspeed",
                                               "fsdp2", "hf", NULL};
 static const char *const attention_names[] = {"flash", "eager", NULL};
+static const char *const cp_comm_names[] = {"p2p", "a2a", "allgather", NULL};
 static const char *const schedule_names[] = {"1f1b", "gpipe", "interleaved", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
 /* the first two of offload_names: activations go to the host or nowhere */
@@ -95,6 +96,8 @@ static const vs_key workload_keys[] = {
     K("parallel", "virtual_stages", VS_KEY_COUNT, parallel.virtual_stages, .positive = true, .hi = 1e3, .default_doc = "1"),
     K("parallel", "zero", VS_KEY_COUNT, parallel.zero, .hi = VS_ZERO_MAX, .default_doc = "0"),
     K("parallel", "ep", VS_KEY_COUNT, parallel.ep, .positive = true, .hi = 1e5, .default_doc = "1"),
+    K("parallel", "cp", VS_KEY_COUNT, parallel.cp, .positive = true, .hi = 1e5, .default_doc = "1"),
+    K("parallel", "cp_comm", VS_KEY_ENUM, parallel.cp_comm, .choices = cp_comm_names, .default_doc = "p2p"),
     K("parallel", "offload_optimizer", VS_KEY_ENUM, parallel.offload_optimizer, .choices = offload_names, .default_doc = "none"),
     K("parallel", "offload_params", VS_KEY_ENUM, parallel.offload_params, .choices = offload_names, .default_doc = "none"),
     K("parallel", "bucket", VS_KEY_SIZE, parallel.bucket_bytes, .positive = true, .default_doc = "25MiB"),
@@ -128,6 +131,7 @@ const char *vs_optimizer_name(int v) { return optimizer_names[v]; }
 const char *vs_checkpointing_name(int v) { return ckpt_names[v]; }
 const char *vs_framework_name(int v) { return framework_names[v]; }
 const char *vs_attention_name(int v) { return attention_names[v]; }
+const char *vs_cp_comm_name(int v) { return cp_comm_names[v]; }
 const char *vs_offload_name(int v) { return offload_names[v]; }
 const char *vs_allocator_name(int v) { return allocator_names[v]; }
 const char *vs_schedule_name(int v) { return schedule_names[v]; }
@@ -183,6 +187,23 @@ const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
          : dp % ep                          ? "dp"
          : zero > 1                         ? "zero"
                                             : NULL;
+}
+
+const char *vs_workload_cp_misfit(const vs_model_conf *m, uint64_t cp,
+                                  int cp_comm, uint64_t tp, bool sp)
+{
+  if (cp == 1)
+    return NULL;
+  if (m->seq_len % (2 * cp * (sp ? tp : 1)))
+    return sp ? "seq_len must be a multiple of 2 x cp x tp (causal load "
+                "balancing cuts each sequence into 2 cp chunks, sequence "
+                "parallelism each chunk by tp)"
+              : "seq_len must be a multiple of 2 x cp (causal load "
+                "balancing cuts each sequence into 2 cp chunks)";
+  if (cp_comm == VS_CP_A2A && (m->heads % (tp * cp) || m->kv_heads % (tp * cp)))
+    return "cp_comm = a2a gives each rank whole heads: tp x cp must divide "
+           "heads and kv_heads";
+  return NULL;
 }
 
 bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp)
@@ -331,6 +352,7 @@ static void set_defaults(vs_workload *wl)
   wl->parallel.dp = 1;
   wl->parallel.virtual_stages = 1;
   wl->parallel.ep = 1;
+  wl->parallel.cp = 1;
   wl->parallel.bucket_bytes = 25ull << 20;
   wl->model.vocab_divisible_by = 1;
   wl->model.experts_per_token = 2;
@@ -499,8 +521,10 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
   vs_model_conf *m = &wl->model;
   vs_parallel_conf *p = &wl->parallel;
   char where[400];
-  uint64_t tp = p->tp, pp = p->pp, size = 0;
+  uint64_t tp = p->tp, pp = p->pp, cp = p->cp, size = 0;
   const char *misfit = vs_workload_tp_misfit(m, tp, &size);
+  const char *cp_why = vs_workload_cp_misfit(m, cp, p->cp_comm, tp,
+                                             p->sequence_parallel && tp > 1);
 
   if (misfit)
     return vs_error_set(err, VS_EINPUT, "%s: tp must divide %s (%llu)",
@@ -512,11 +536,16 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
                         "by tp (%llu)",
                         WHERE("parallel", "sequence_parallel"),
                         (unsigned long long)m->seq_len, (unsigned long long)tp);
+  if (cp_why)
+    return vs_error_set(err, VS_EINPUT, "%s: %s", WHERE("parallel", "cp"),
+                        cp_why);
   if (pp > m->layers)
     return vs_error_set(err, VS_EINPUT,
                         "%s: pp must not exceed layers (%llu): every stage needs "
                         "a layer",
                         WHERE("parallel", "pp"), (unsigned long long)m->layers);
+  /* context-parallel ranks sit beside the tensor-parallel ones */
+  tp *= cp;
   if (gpus > 0) {
     if (!vs_workload_gpus_allowed(gpus, tp, pp)) {
       /* tp and pp may come from the file, a --set or their defaults */
@@ -524,16 +553,19 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
       vs_conf_where(&workload_tab, &wl->origins, "parallel", "pp", where_pp,
                     sizeof where_pp);
       return vs_error_set(err, VS_EINPUT,
-                          "--gpus %llu is not divisible by tp*pp = %llu (%s; %s)",
-                          (unsigned long long)gpus, (unsigned long long)(tp * pp),
+                          "--gpus %llu is not divisible by tp*%spp = %llu (%s; "
+                          "%s)",
+                          (unsigned long long)gpus, cp > 1 ? "cp*" : "",
+                          (unsigned long long)(tp * pp),
                           WHERE("parallel", "tp"), where_pp);
     }
     if (vs_conf_is_set(&workload_tab, &wl->origins, "parallel", "dp") &&
         p->dp * tp * pp != gpus)
       return vs_error_set(err, VS_EINPUT,
-                          "--gpus %llu contradicts %s: tp*pp*dp = %llu; drop dp "
-                          "or --gpus",
+                          "--gpus %llu contradicts %s: tp*%spp*dp = %llu; drop "
+                          "dp or --gpus",
                           (unsigned long long)gpus, WHERE("parallel", "dp"),
+                          cp > 1 ? "cp*" : "",
                           (unsigned long long)(p->dp * tp * pp));
     p->dp = gpus / (tp * pp);
   }
@@ -646,11 +678,12 @@ static int check_fsdp2(vs_workload *wl, vs_error *err)
   char where[400];
   if (wl->training.framework != VS_FW_FSDP2)
     return 0;
-  if (wl->parallel.dp < 2)
+  if (wl->parallel.dp * wl->parallel.cp < 2)
     return vs_error_set(err, VS_EINPUT,
-                        "%s: FSDP2 shards over data parallelism, which this "
-                        "layout has not (dp = 1; torchtitan applies "
-                        "fully_shard only when dp_shard > 1)",
+                        "%s: FSDP2 shards over data (and context) "
+                        "parallelism, which this layout has not (dp = cp = "
+                        "1; torchtitan applies fully_shard only when "
+                        "dp_shard x cp > 1)",
                         WHERE("training", "framework"));
   if (wl->parallel.zero != 3)
     return vs_error_set(err, VS_EINPUT,
@@ -673,6 +706,42 @@ static const char *offload_key(const vs_workload *wl)
          : wl->training.offload_activations != VS_OFFLOAD_NONE
              ? "offload_activations"
              : NULL;
+}
+
+/* Context parallelism as this version simulates it (Megatron-LM's, and
+ * torchtitan's under FSDP2): flash attention, without expert parallelism,
+ * and not under autocast or the Hugging Face Trainer (data parallelism
+ * alone). */
+static int check_cp(vs_workload *wl, vs_error *err)
+{
+  const vs_training_conf *t = &wl->training;
+  char where[400];
+  if (wl->parallel.cp == 1 && wl->parallel.cp_comm != VS_CP_P2P)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: says how context-parallel ranks exchange keys "
+                        "and values, and cp = 1; set [parallel] cp",
+                        WHERE("parallel", "cp_comm"));
+  if (wl->parallel.cp == 1)
+    return 0;
+  if (t->attention != VS_ATTN_FLASH)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: context parallelism runs flash attention on each "
+                        "chunk (Megatron-LM's and PyTorch's context parallel "
+                        "attention); set attention = flash",
+                        WHERE("training", "attention"));
+  if (wl->parallel.ep > 1)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: expert parallelism with context parallelism is "
+                        "not simulated; use cp = 1 or ep = 1",
+                        WHERE("parallel", "cp"));
+  if (vs_precision_autocast(t->precision) || t->framework == VS_FW_HF)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: %s runs data parallelism alone; use cp = 1",
+                        WHERE("parallel", "cp"),
+                        t->framework == VS_FW_HF
+                            ? "the Hugging Face Trainer (framework = hf)"
+                            : "autocast");
+  return 0;
 }
 
 /* Multi-head latent attention as this version simulates it: flash
@@ -1340,6 +1409,7 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
       (rc = check_ops_checkpointing(wl, err)) ||
       (rc = check_fused_loss(wl, err)) || (rc = check_fsdp2(wl, err)) ||
       (rc = check_dp_only(wl, err)) || (rc = check_moe(wl, err)) ||
+      (rc = check_cp(wl, err)) ||
       (rc = check_finetune(wl, err)) || (rc = check_runtime(wl, err)))
     return rc;
   return check_pipeline(wl, err);

@@ -43,6 +43,10 @@ typedef enum {
   VS_FW_NONE, VS_FW_MEGATRON, VS_FW_DEEPSPEED, VS_FW_FSDP2, VS_FW_HF
 } vs_framework;
 typedef enum { VS_ATTN_FLASH, VS_ATTN_EAGER } vs_attention;
+/* How context-parallel attention gets the other ranks' keys and values
+ * (Megatron-LM's cp_comm_type): a ring of point-to-point chunks, an
+ * all-to-all to heads (Ulysses), or all of them gathered. */
+typedef enum { VS_CP_P2P, VS_CP_A2A, VS_CP_ALLGATHER } vs_cp_comm;
 typedef enum { VS_SCHED_1F1B, VS_SCHED_GPIPE, VS_SCHED_INTERLEAVED } vs_schedule_kind;
 typedef enum { VS_OFFLOAD_NONE, VS_OFFLOAD_CPU, VS_OFFLOAD_NVME } vs_offload;
 typedef enum { VS_ALLOC_CACHING, VS_ALLOC_EXACT } vs_allocator_kind;
@@ -144,6 +148,9 @@ typedef struct vs_parallel_conf {
   uint64_t zero;            /* ZeRO stage 0-3 */
   uint64_t ep;              /* expert-parallel size: the experts of an MoE
                                layer spread over ep data-parallel ranks */
+  uint64_t cp;              /* context-parallel size: each sequence split
+                               over cp ranks */
+  int cp_comm;              /* vs_cp_comm */
   int offload_optimizer;    /* vs_offload */
   int offload_params;       /* vs_offload */
   uint64_t bucket_bytes;    /* gradient all-reduce / reduce-scatter bucket */
@@ -309,8 +316,8 @@ void vs_workload_checkpointed_layers(const vs_workload *wl, bool *ckpt);
  * (Megatron-LM scatters the sequence dimension in whole tokens). */
 bool vs_workload_sp_allowed(uint64_t seq_len, uint64_t tp);
 
-/* Whether gpus GPUs split into whole tp x pp groups (dp = gpus / (tp*pp)).
- * tp and pp must be > 0. */
+/* Whether gpus GPUs split into whole tp x pp groups (dp = gpus / (tp*pp);
+ * with context parallelism pass tp x cp as tp). tp and pp must be > 0. */
 bool vs_workload_gpus_allowed(uint64_t gpus, uint64_t tp, uint64_t pp);
 
 /* Whether global_batch sequences split into whole steps of micro_batch *
@@ -327,6 +334,13 @@ bool vs_workload_interleave_shape_allowed(uint64_t pp, uint64_t virtual_stages);
  * step on pp stages: a multiple of pp, as Megatron-LM requires. */
 bool vs_workload_interleave_batch_allowed(uint64_t grad_accum, uint64_t pp);
 
+/* Context parallelism of size cp for model m with tp and sequence
+ * parallelism sp: NULL when allowed (cp = 1 always is), else why not. The
+ * sequence splits into 2 cp chunks for causal load balancing (and by tp
+ * more with sp); a2a moves whole heads to each rank. */
+const char *vs_workload_cp_misfit(const vs_model_conf *m, uint64_t cp,
+                                  int cp_comm, uint64_t tp, bool sp);
+
 /* Names of enum values, for reports. */
 const char *vs_arch_name(int arch);
 const char *vs_precision_name(int precision);
@@ -334,6 +348,7 @@ const char *vs_optimizer_name(int optimizer);
 const char *vs_checkpointing_name(int checkpointing);
 const char *vs_framework_name(int framework);
 const char *vs_attention_name(int attention);
+const char *vs_cp_comm_name(int cp_comm);
 const char *vs_offload_name(int offload);
 const char *vs_allocator_name(int allocator);
 const char *vs_schedule_name(int schedule);

@@ -17,7 +17,11 @@
 
 /* Shapes of one rank's work for one micro-batch. */
 typedef struct dims {
-  uint64_t s, b, h, a, kv, d, f, vocab; /* model sizes (vocab padded) */
+  uint64_t s, b, h, a, kv, d, f, vocab; /* model sizes (vocab padded; s
+                                          this rank's part of a sequence) */
+  uint64_t skv;      /* the keys a query attends over: seq_len */
+  uint64_t cp;       /* context-parallel size */
+  int cp_comm;       /* vs_cp_comm */
   uint64_t t;        /* tensor-parallel size */
   uint64_t tokens;   /* s*b */
   uint64_t tok_rep;  /* tokens in the tp-replicated region: s*b, or s*b/t with sp */
@@ -638,6 +642,62 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
  * core attention: baddbmm then masked softmax), so it keeps the full
  * count. */
 #define CAUSAL_FLASH_FRACTION 0.5
+
+/* Context parallelism around a flash attention op whose query heads are
+ * q wide and key/value heads kv wide on this rank (Megatron-LM's
+ * context_parallel.md; shared/reference/frameworks.md 9): each rank holds
+ * s / cp tokens (a chunk from each end of the sequence: the causal work
+ * evens out) and its queries attend over every key, so the op's FLOPs
+ * above already count s / cp queries by s keys.
+ * - p2p: the K, V chunks go round the ring, two in flight (2 x 2 x
+ *   (s / cp) b kv bytes of the activations' dtype), in backward again
+ *   beside their dK, dV; over the whole ring each rank receives the
+ *   sequence's K and V, an all-gather's worth, and in backward sends the
+ *   gradients back, a reduce-scatter's;
+ * - allgather: the whole sequence's K and V gathered before the kernel
+ *   (2 s b kv) and their gradients reduce-scattered after;
+ * - a2a (Ulysses): Q, K, V moved from sequence chunks to head groups
+ *   before the kernel and the output back after, the same bytes each way:
+ *   the kernel then holds s tokens of heads / cp, as many bytes as the
+ *   chunk of every head. */
+static void context_parallel(vs_op_spec *op, const dims *d, uint64_t q,
+                             uint64_t kv)
+{
+  uint64_t chunk = d->e * d->tokens * 2 * kv; /* this rank's K and V */
+  uint64_t full = chunk * d->cp;
+  if (d->cp == 1)
+    return;
+  op->fwd_before.group = op->bwd_after.group = VS_GROUP_CP;
+  switch (d->cp_comm) {
+  case VS_CP_A2A:
+    op->fwd_before.kind = op->bwd_after.kind = VS_COLL_ALL_TO_ALL;
+    op->fwd_before.bytes = op->bwd_after.bytes =
+        d->e * d->tokens * q + chunk;
+    op->fwd_after = (vs_comm){VS_COLL_ALL_TO_ALL, VS_GROUP_CP,
+                              d->e * d->tokens * q};
+    op->bwd_before = op->fwd_after;
+    op->fwd_temp_bytes += d->e * d->tokens * q + chunk;
+    op->bwd_temp_bytes += d->e * d->tokens * q + chunk;
+    break;
+  case VS_CP_ALLGATHER:
+    op->fwd_before.kind = VS_COLL_ALL_GATHER;
+    op->bwd_after.kind = VS_COLL_REDUCE_SCATTER;
+    op->fwd_before.bytes = op->bwd_after.bytes = full;
+    op->bwd_before = op->fwd_before; /* gathered again for backward */
+    op->fwd_temp_bytes += full;
+    op->bwd_temp_bytes += 2 * full; /* K, V again and their gradients */
+    break;
+  default:
+    op->fwd_before.kind = VS_COLL_ALL_GATHER;
+    op->bwd_after.kind = VS_COLL_REDUCE_SCATTER;
+    op->fwd_before.bytes = op->bwd_after.bytes = full;
+    op->bwd_before = op->fwd_before; /* round the ring again */
+    op->fwd_temp_bytes += 2 * chunk;
+    op->bwd_temp_bytes += 4 * chunk;
+    break;
+  }
+}
+
 static int attention_flash(vs_block *blk, const dims *d, vs_error *err)
 {
   uint64_t heads = d->a / d->t, kv = d->kv / d->t;
@@ -646,12 +706,13 @@ static int attention_flash(vs_block *blk, const dims *d, vs_error *err)
     return VS_EINPUT;
   op->matmul = true;
   op->fwd_flops = 4.0 * (double)d->b * (double)heads * (double)d->s *
-                  (double)d->s * (double)d->d *
+                  (double)d->skv * (double)d->d *
                   (d->causal ? CAUSAL_FLASH_FRACTION : 1.0);
   op->bwd_flops = 2.5 * op->fwd_flops; /* backward recomputes the scores */
   op->fwd_bytes = (double)d->e * (double)(d->tokens * d->d * (2 * heads + 2 * kv));
   op->bwd_bytes = 2.0 * op->fwd_bytes;
   op->bwd_temp_bytes = d->e * d->tokens * d->d * (heads + 2 * kv);
+  context_parallel(op, d, heads * d->d, kv * d->d);
   if (save_act(blk, op, d->e * d->tokens * d->d * (heads + 2 * kv), d->act_dtype, err))
     return VS_EINPUT; /* Q, K, V */
   if (save_act(blk, op, 4 * d->b * heads * d->s, VS_DTYPE_FP32, err))
@@ -751,12 +812,13 @@ static int attention_mla(vs_block *blk, const dims *d, vs_error *err)
   /* QK^T over dqk and PV over dv: 2 b a s^2 (dqk + dv) forward, halved
    * when causal; backward 2.5 x (FlashAttention-2's count) */
   op->fwd_flops = 2.0 * (double)d->b * (double)a * (double)d->s *
-                  (double)d->s * (double)(dqk + d->dv) *
+                  (double)d->skv * (double)(dqk + d->dv) *
                   (d->causal ? CAUSAL_FLASH_FRACTION : 1.0);
   op->bwd_flops = 2.5 * op->fwd_flops;
   op->fwd_bytes = (double)d->e * (double)(d->tokens * a * (2 * dqk + 2 * d->dv));
   op->bwd_bytes = 2.0 * op->fwd_bytes;
   op->bwd_temp_bytes = d->e * d->tokens * a * (2 * dqk + d->dv);
+  context_parallel(op, d, a * dqk, a * (dqk + d->dv) / 2);
   if (save_act(blk, op, d->e * d->tokens * a * (2 * dqk + d->dv),
                d->act_dtype, err) ||
       save_act(blk, op, 4 * d->b * a * d->s, VS_DTYPE_FP32, err))
@@ -1129,7 +1191,7 @@ static int build_embed(vs_block *blk, const vs_workload *wl, const dims *d,
   if (param(blk, d, "word_embeddings", d->vocab / d->t, d->h, err))
     return VS_EINPUT;
   if (arch != VS_ARCH_LLAMA &&
-      param(blk, d, "position_embeddings", d->s, d->h, err))
+      param(blk, d, "position_embeddings", d->skv, d->h, err))
     return VS_EINPUT;
   if (arch == VS_ARCH_BERT) {
     if (param(blk, d, "token_type_embeddings", 2, d->h, err) ||
@@ -1466,7 +1528,10 @@ static void make_dims(const vs_workload *wl, dims *d)
   const vs_parallel_conf *pc = &wl->parallel;
   int prec = vs_precision_gemm(wl->training.precision);
 
-  d->s = mc->seq_len;
+  d->cp = pc->cp;
+  d->cp_comm = pc->cp_comm;
+  d->s = mc->seq_len / d->cp; /* a load-balanced chunk pair */
+  d->skv = mc->seq_len;
   d->b = wl->training.micro_batch;
   d->h = mc->hidden;
   d->a = mc->heads;

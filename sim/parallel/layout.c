@@ -169,6 +169,9 @@ static void place_groups(const vs_workload *wl, vs_layout *lay)
   /* expert parallelism: ep consecutive data-parallel ranks (Megatron-LM
    * orders ep inside dp); the dp / ep ranks holding the same experts are
    * ep data-parallel strides apart */
+  /* context parallelism: cp consecutive ranks of the dp x cp group */
+  lay->group_size[VS_GROUP_CP] = lay->cp;
+  lay->group_stride[VS_GROUP_CP] = lay->dp_stride;
   lay->group_size[VS_GROUP_EP] = wl->parallel.ep;
   lay->group_stride[VS_GROUP_EP] = lay->dp_stride;
   lay->group_size[VS_GROUP_EXPERT_DP] = lay->dp / wl->parallel.ep;
@@ -210,7 +213,8 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
                         wl->origins.file, topo->name, topo->origins.file);
   lay->tp = wl->parallel.tp;
   lay->pp = wl->parallel.pp;
-  lay->dp = wl->parallel.dp;
+  lay->cp = wl->parallel.cp;
+  lay->dp = wl->parallel.dp * lay->cp;
   lay->vstages = wl->parallel.virtual_stages;
   lay->n_chunks = lay->pp * lay->vstages;
   if (lay->pp > VS_MAX_STAGES || lay->n_chunks > VS_MAX_CHUNKS)
@@ -248,6 +252,7 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
   /* NCCL communicators: tp, dp, pp groups, and the embedding group that
    * keeps tied input and output embeddings in sync across the pipeline. */
   lay->n_communicators = (lay->tp > 1) + (lay->dp > 1) + (lay->pp > 1) +
+                         (lay->cp > 1) +
                          r->embedding_sync + (wl->parallel.ep > 1) +
                          (wl->parallel.ep > 1 &&
                           lay->group_size[VS_GROUP_EXPERT_DP] > 1);

@@ -74,7 +74,11 @@ typedef struct vs_stage_layout {
 } vs_stage_layout;
 
 typedef struct vs_layout {
-  uint64_t tp, pp, dp;            /* group sizes */
+  uint64_t tp, pp, dp;            /* group sizes; dp counts the context-
+                                     parallel ranks too (dp x cp: the ranks
+                                     beside tp that reduce gradients and
+                                     shard states together) */
+  uint64_t cp;                    /* context-parallel size (of dp) */
   uint64_t gpus;                  /* tp * pp * dp */
   uint64_t nodes;                 /* ceil(gpus / gpus per node) */
   uint64_t zero;                  /* ZeRO stage */

@@ -416,7 +416,9 @@ static void op_comm(builder *b, const vs_comm *c, int layer, int mb)
     return;
   t = op_comm_seconds(b, c);
   new_op(b, b->r->comm[VS_USE_OP].stream,
-         c->group == VS_GROUP_EP ? VS_PHASE_EP_COMM : VS_PHASE_TP_COMM,
+         c->group == VS_GROUP_EP   ? VS_PHASE_EP_COMM
+         : c->group == VS_GROUP_CP ? VS_PHASE_CP_COMM
+                                   : VS_PHASE_TP_COMM,
          vs_coll_op_name(c->group, c->kind), layer, mb, t, 0.0, (double)c->bytes);
 }
 
@@ -1549,6 +1551,6 @@ const char *vs_phase_name(int phase)
   static const char *const names[] = {"setup",   "forward", "backward",
                                       "recompute", "tp_comm", "dp_comm",
                                       "optimizer", "p2p", "offload",
-                                      "ep_comm"};
-  return phase >= 0 && phase <= VS_PHASE_EP_COMM ? names[phase] : "?";
+                                      "ep_comm", "cp_comm"};
+  return phase >= 0 && phase <= VS_PHASE_CP_COMM ? names[phase] : "?";
 }

@@ -32,8 +32,10 @@ typedef enum vs_phase {
   VS_PHASE_P2P,       /* pipeline send or receive */
   VS_PHASE_OFFLOAD,   /* offload: a copy between GPU and host or NVMe, or
                          the optimizer step on the host CPU */
-  VS_PHASE_EP_COMM    /* expert-parallel all-to-all (MoE dispatch and
+  VS_PHASE_EP_COMM,   /* expert-parallel all-to-all (MoE dispatch and
                          combine) on the compute stream */
+  VS_PHASE_CP_COMM    /* context-parallel exchange of keys and values on
+                         the compute stream */
 } vs_phase;
 
 typedef struct vs_buffer {

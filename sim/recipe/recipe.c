@@ -72,7 +72,10 @@ static vs_state_plan state(const vs_workload *wl, uint64_t from,
 {
   vs_state_plan p = {0, VS_PLACE_GPU, align};
   if (wl->parallel.zero >= from)
-    p.degree = wl->parallel.dp;
+    p.degree = wl->parallel.dp * wl->parallel.cp; /* Megatron's
+                                  distributed optimizer and torchtitan's
+                                  dp_shard_cp span the context-parallel
+                                  ranks */
   return p;
 }
 
@@ -99,7 +102,7 @@ static void resolve_offload(const vs_workload *wl, vs_recipe *r)
       wl->training.offload_activations != VS_OFFLOAD_NONE;
   if (!r->offload.cpu_step)
     return;
-  r->offload.host_grads = (vs_state_plan){p->dp, VS_PLACE_HOST, 4};
+  r->offload.host_grads = (vs_state_plan){p->dp * p->cp, VS_PLACE_HOST, 4};
   if (p->zero >= 2)
     r->grads.place = VS_PLACE_HOST;
 }
@@ -125,7 +128,7 @@ static bool bf16_optimizer(const vs_workload *wl)
   return wl->training.framework == VS_FW_DEEPSPEED &&
          wl->training.precision == VS_PREC_BF16 && wl->parallel.zero == 0 &&
          wl->parallel.offload_optimizer == VS_OFFLOAD_NONE &&
-         wl->parallel.dp > 1;
+         wl->parallel.dp * wl->parallel.cp > 1;
 }
 
 /* DeepSpeed's step copies its 16-bit gradients to fp32 (frameworks.md
@@ -147,7 +150,7 @@ static uint8_t step_copy(const vs_workload *wl, const vs_recipe *r)
 static void resolve_states(const vs_workload *wl, const vs_model *m,
                            vs_recipe *r)
 {
-  uint64_t dp = wl->parallel.dp, zero = wl->parallel.zero;
+  uint64_t dp = wl->parallel.dp * wl->parallel.cp, zero = wl->parallel.zero;
   r->grad_elem_bytes = wl->training.grad_dtype == VS_GRAD_FP32
                            ? 4
                            : m->param_elem_bytes;

@@ -169,23 +169,26 @@ static void html_step(vs_csv *f, const vs_sim *sim)
   static const char *const names[] = {"compute", "tensor-parallel comm",
                                       "pipeline bubble",
                                       "exposed data-parallel comm",
-                                      "expert-parallel comm"};
+                                      "expert-parallel comm",
+                                      "context-parallel comm"};
   static const char *const colors[] = {"#4e79a7", "#f28e2b", "#bab0ac",
-                                       "#e15759", "#76b7b2"};
+                                       "#e15759", "#76b7b2", "#59a14f"};
   double parts[] = {sim->compute_s, sim->tp_comm_s, sim->bubble_s,
-                    sim->exposed_comm_s, sim->ep_comm_s};
-  double sum = parts[0] + parts[1] + parts[2] + parts[3] + parts[4];
+                    sim->exposed_comm_s, sim->ep_comm_s, sim->cp_comm_s};
+  double sum = parts[0] + parts[1] + parts[2] + parts[3] + parts[4] +
+               parts[5];
   char line[512], s[16];
   vs_csv_printf(f, "<h2>Step time</h2>\n<div id=\"split\">");
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < 6; i++)
     if (sum > 0 && parts[i] > 0)
       vs_csv_printf(f, "<div style=\"width:%.3f%%;background:%s\" "
                        "title=\"%s %s\"></div>",
                     100.0 * parts[i] / sum, colors[i], names[i],
                     vs_format_seconds(parts[i], s, sizeof s));
   vs_csv_printf(f, "</div>\n<ul class=\"keys\">");
-  for (int i = 0; i < 5; i++)
-    if (i < 4 || parts[i] > 0) /* the expert-parallel part when there is one */
+  for (int i = 0; i < 6; i++)
+    if (i < 4 || parts[i] > 0) /* the expert- and context-parallel parts
+                                  when there are some */
       vs_csv_printf(f, "<li><span class=\"swatch\" style=\"background:%s\">"
                      "</span>%s %s (%.1f%%)</li>",
                   colors[i], names[i], vs_format_seconds(parts[i], s, sizeof s),

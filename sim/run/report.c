@@ -73,10 +73,20 @@ static void experts_line(FILE *out, const vs_workload *wl)
           (unsigned long long)wl->parallel.ep, routing);
 }
 
+/* "cp N x " with context parallelism (with its exchange), else "". */
+static const char *cp_text(const vs_layout *lay, char *buf, size_t len)
+{
+  buf[0] = '\0';
+  if (lay->cp > 1)
+    snprintf(buf, len, "cp %llu x ", (unsigned long long)lay->cp);
+  return buf;
+}
+
 void vs_report_header(FILE *out, const vs_sim *sim)
 {
   const vs_workload *wl = sim->wl;
   const vs_layout *lay = &sim->layout;
+  char cp[32];
   char params[64];
 
   if (sim->model.params_active != sim->model.params_total)
@@ -95,9 +105,11 @@ void vs_report_header(FILE *out, const vs_sim *sim)
           (unsigned long long)wl->model.layers,
           (unsigned long long)wl->model.hidden,
           (unsigned long long)wl->model.seq_len);
-  fprintf(out, "layout    dp %llu x tp %llu x pp %llu, ZeRO-%llu, micro-batch "
-               "%llu, global batch %llu (%llu micro-batches per step)\n",
-          (unsigned long long)lay->dp, (unsigned long long)lay->tp,
+  fprintf(out, "layout    dp %llu x %stp %llu x pp %llu, ZeRO-%llu, "
+               "micro-batch %llu, global batch %llu (%llu micro-batches per "
+               "step)\n",
+          (unsigned long long)wl->parallel.dp, cp_text(lay, cp, sizeof cp),
+          (unsigned long long)lay->tp,
           (unsigned long long)lay->pp, (unsigned long long)lay->zero,
           (unsigned long long)wl->training.micro_batch,
           (unsigned long long)wl->training.global_batch,
@@ -264,6 +276,9 @@ static void step_line(const vs_sim *sim, char *buf, size_t len)
   if (sim->ep_comm_s > 0 && n >= 0 && (size_t)n < len)
     n += snprintf(buf + n, len - (size_t)n, " + expert-parallel comm %s",
                   vs_format_seconds(sim->ep_comm_s, t6, sizeof t6));
+  if (sim->cp_comm_s > 0 && n >= 0 && (size_t)n < len)
+    n += snprintf(buf + n, len - (size_t)n, " + context-parallel comm %s",
+                  vs_format_seconds(sim->cp_comm_s, t6, sizeof t6));
   if (sim->offloads && n >= 0 && (size_t)n < len)
     snprintf(buf + n, len - (size_t)n,
              " + exposed offload copies %s + CPU optimizer step %s",
@@ -666,6 +681,7 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
                     const vs_model *m, const vs_layout *lay)
 {
   const vs_keytab *tab = vs_workload_keys();
+  char cp[32];
   char b1[16], b2[16], b3[16], b4[16];
 
   fprintf(out, "# %s resolved (every key, defaults filled in)\n",
@@ -677,9 +693,10 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
     show_key(out, k, wl, &wl->origins.keys[i]);
   }
   fprintf(out, "\n# derived (comments, so that this output loads back)\n");
-  fprintf(out, "# gpus = %llu (dp %llu x tp %llu x pp %llu), %llu node(s) of "
-               "%llu x %s\n",
-          (unsigned long long)lay->gpus, (unsigned long long)lay->dp,
+  fprintf(out, "# gpus = %llu (dp %llu x %stp %llu x pp %llu), %llu node(s) "
+               "of %llu x %s\n",
+          (unsigned long long)lay->gpus, (unsigned long long)wl->parallel.dp,
+          cp_text(lay, cp, sizeof cp),
           (unsigned long long)lay->tp, (unsigned long long)lay->pp,
           (unsigned long long)lay->nodes,
           (unsigned long long)topo->gpus_per_node, topo->name);

@@ -242,7 +242,8 @@ static void summarise(vs_sim *sim)
   const vs_workload *wl = sim->wl;
   const vs_rank *slow = vs_sim_slowest_rank(sim);
   const vs_program *p = slow->prog;
-  uint64_t busy_ns = 0, compute_ns = 0, tp_ns = 0, ep_ns = 0, rest_ns;
+  uint64_t busy_ns = 0, compute_ns = 0, tp_ns = 0, ep_ns = 0, cp_ns = 0;
+  uint64_t rest_ns;
 
   sim->step_time_s = (double)slow->end_ns * 1e-9;
   for (size_t i = 0; i < p->n_stream_ops[VS_STREAM_COMPUTE]; i++) {
@@ -252,6 +253,8 @@ static void summarise(vs_sim *sim)
       tp_ns += op->dur_ns;
     else if (op->phase == VS_PHASE_EP_COMM)
       ep_ns += op->dur_ns;
+    else if (op->phase == VS_PHASE_CP_COMM)
+      cp_ns += op->dur_ns;
     else
       compute_ns += op->dur_ns;
   }
@@ -263,6 +266,7 @@ static void summarise(vs_sim *sim)
   sim->compute_s = (double)compute_ns * 1e-9;
   sim->tp_comm_s = (double)tp_ns * 1e-9;
   sim->ep_comm_s = (double)ep_ns * 1e-9;
+  sim->cp_comm_s = (double)cp_ns * 1e-9;
   sim->bubble_s = (double)slow->wait_p2p_ns * 1e-9;
   sim->exposed_comm_s = (double)rest_ns * 1e-9;
   sim->tokens_per_s = sim->step_time_s > 0

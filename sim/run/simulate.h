@@ -67,6 +67,7 @@ typedef struct vs_sim {
   double compute_s;       /* compute-stream kernels (no tp comm) */
   double tp_comm_s;       /* tensor-parallel collectives on the compute stream */
   double ep_comm_s;       /* expert-parallel all-to-alls on it */
+  double cp_comm_s;       /* context-parallel key/value exchanges on it */
   double bubble_s;        /* compute stream idle waiting on the pipeline */
   double exposed_comm_s;  /* rest of the step: waiting on data-parallel
                              collectives, and the tail after the last kernel
