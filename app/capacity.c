@@ -307,6 +307,8 @@ static int fit_setup(fit_search *s, const vs_capacity_opts *o, FILE *errs)
     s->step = 1;
     if (seq && wl->parallel.sequence_parallel)
       s->step = wl->parallel.tp; /* sequence parallelism shards seq over tp */
+    if (seq && wl->parallel.cp > 1) /* context parallelism: 2 cp chunks */
+      s->step *= 2 * wl->parallel.cp;
     s->limit = seq ? 100000000 : 1000000;
   }
   free(wl);

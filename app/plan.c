@@ -98,8 +98,8 @@ static const char *const prune_reasons[PRUNE_N] = {
     "layouts: FSDP2 (framework = fsdp2) shards every parameter: ZeRO-3 only",
     "layouts: autocast (amp_*) and framework = hf run data parallelism alone "
     "(tp = pp = 1, zero <= 2 or 0 under hf, no offload)",
-    "(GPUs, tp) pairs: mixture-of-experts layers are simulated without "
-    "tensor parallelism",
+    "(GPUs, tp) pairs: mixture-of-experts layers and latent attention are "
+    "simulated without tensor parallelism",
     "layouts: expert parallelism needs ep dividing dp and zero <= 1",
     "(GPUs, tp) pairs: the sequence does not split into 2 x cp x tp chunks "
     "(or tp x cp does not divide the heads for cp_comm = a2a)",

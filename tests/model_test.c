@@ -1057,6 +1057,21 @@ static void test_mla_layer(void **state)
   assert_int_equal(blk->param_elems, params + 2 * h + 3 * h * f);
   tu_assert_close(op_named(blk, "flash_attn")->fwd_flops,
                   2.0 * (double)(b * a * s * s * (dn + dr + dv)) * 0.5, 1e-15);
+  /* backward: FlashAttention-2's five matmuls, three over d_qk and two
+   * over d_v */
+  tu_assert_close(op_named(blk, "flash_attn")->bwd_flops,
+                  2.0 * (double)(b * a * s * s * (3 * (dn + dr) + 2 * dv)) *
+                      0.5,
+                  1e-15);
+  {
+    /* with context parallelism a rank keeps s / cp of it all */
+    const char *const cp2[] = {"parallel.cp=2"};
+    vs_model half;
+    build_ini(&half, llama, cp2, 1);
+    assert_int_equal(2 * vs_block_saved_bytes(vs_model_layer(&half, 0), -1,
+                                              true),
+                     attn + mlp);
+  }
 }
 
 /* Context parallelism (Megatron-LM's context_parallel.md; frameworks.md
@@ -1064,8 +1079,11 @@ static void test_mla_layer(void **state)
  * layer saves divides by cp (Q, K, V, the LSE and every sbh tensor are per
  * token), and its flash attention's FLOPs too (s / cp queries over s
  * keys). The keys and values of the others are what it adds, as temp:
- * p2p two K, V chunks in flight (2 x 2 (s / cp) b h_kv), allgather the
- * whole sequence's (2 s b h_kv), both gathered over the cp group. */
+ * p2p two K, V chunks in flight (2 x 2 (s / cp) b h_kv) and each ring
+ * step's output and fp32 LSE for the final correction ((cp + 1) / 2
+ * chunks' worth, causal), allgather the whole sequence's K, V (2 s b
+ * h_kv), both gathered over the cp group (again for backward, whose
+ * gradients are reduce-scattered). */
 static void test_context_parallel_layer(void **state)
 {
   static const char llama[] =
@@ -1088,7 +1106,9 @@ static void test_context_parallel_layer(void **state)
   f4 = op_named(vs_model_layer(&four, 0), "flash_attn");
   tu_assert_close(4.0 * f4->fwd_flops, f1->fwd_flops, 1e-15);
   assert_int_equal(f4->fwd_temp_bytes - f1->fwd_temp_bytes / 4,
-                   2 * 2 * (s / 4) * hkv * 2);
+                   2 * 2 * (s / 4) * hkv * 2 +
+                       ((s / 4) * q * 2 + 4 * (s / 4) * 16) * 5 / 2);
+  assert_int_equal(f4->bwd_before.kind, VS_COLL_ALL_GATHER);
   assert_int_equal(f4->fwd_before.group, VS_GROUP_CP);
   assert_int_equal(f4->fwd_before.kind, VS_COLL_ALL_GATHER);
   assert_int_equal(f4->fwd_before.bytes, 2 * s * hkv * 2);
@@ -1103,10 +1123,20 @@ static void test_context_parallel_layer(void **state)
   assert_int_equal(op_named(vs_model_layer(&ulysses, 0), "flash_attn")
                        ->fwd_after.kind,
                    VS_COLL_ALL_TO_ALL);
-  /* the position table and the parameters do not split */
+  /* the parameters do not split, a GPT's position table included */
   assert_int_equal(four.params_total, one.params_total);
   assert_int_equal(vs_model_layer(&four, 0)->param_elems,
                    vs_model_layer(&one, 0)->param_elems);
+  {
+    static const char gpt[] =
+        "[model]\narch = gpt\nlayers = 2\nhidden = 256\nheads = 4\n"
+        "vocab = 1000\nseq_len = 1024\n";
+    vs_model g1, g4;
+    build_ini(&g1, gpt, NULL, 0);
+    build_ini(&g4, gpt, cp4, 1);
+    assert_int_equal(vs_model_embed(&g4)->param_elems,
+                     vs_model_embed(&g1)->param_elems);
+  }
 }
 
 /* A Llama MoE layer against the dense one of the same shapes: the MLP's

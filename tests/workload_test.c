@@ -825,6 +825,29 @@ static void test_hf_config(void **state)
   assert_true(vs_workload_moe_layer(&wl.model, 1));
   assert_false(vs_workload_moe_layer(&wl.model, 2));
   assert_true(vs_workload_moe_layer(&wl.model, 3));
+  /* DeepSeek: layer l is MoE when l >= first_k_dense_replace and
+   * l % moe_layer_freq == 0 (modeling_deepseek.py): k = 3, freq 2 gives
+   * 4, 6, ... */
+  assert_int_equal(load_with_json(&wl, HF_MOE("\"deepseek_v3\", "
+                                              "\"n_routed_experts\": 8, "
+                                              "\"moe_intermediate_size\": 96, "
+                                              "\"n_shared_experts\": 1, "
+                                              "\"first_k_dense_replace\": 3, "
+                                              "\"moe_layer_freq\": 2, "
+                                              "\"kv_lora_rank\": 32, "
+                                              "\"q_lora_rank\": null, "
+                                              "\"qk_nope_head_dim\": 32, "
+                                              "\"qk_rope_head_dim\": 16, "
+                                              "\"v_head_dim\": 32"),
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\nlayers = 8\n", &err), 0);
+  assert_false(vs_workload_moe_layer(&wl.model, 3));
+  assert_true(vs_workload_moe_layer(&wl.model, 4));
+  assert_false(vs_workload_moe_layer(&wl.model, 5));
+  assert_true(vs_workload_moe_layer(&wl.model, 6));
+  assert_int_equal(wl.model.kv_lora_rank, 32);
+  assert_int_equal(wl.model.q_lora_rank, 0); /* null: a full projection */
+  assert_int_equal(wl.model.shared_expert_ffn_hidden, 96);
   assert_int_equal(load_with_json(&wl, HF_MOE("\"qwen2_moe\", "
                                               "\"num_experts\": 60, "
                                               "\"moe_intermediate_size\": 96, "
@@ -1283,6 +1306,18 @@ static void test_experts(void **state)
              "exchange keys and values, and cp = 1");
     load_bad(GPT_MODEL, cp_amp, 2, 0, VS_EINPUT,
              "--set parallel.cp=2: autocast runs data parallelism alone");
+    {
+      static const char *const cp_order[] = {"parallel.cp=2",
+                                             "parallel.order=tp-pp-dp"};
+      static const char *const cp_bwd[] = {"parallel.cp=2",
+                                           "training.optimizer_in_backward="
+                                           "true"};
+      load_bad(GPT_MODEL, cp_order, 2, 0, VS_EINPUT,
+               "--set parallel.order=tp-pp-dp: context-parallel ranks sit "
+               "next to the tensor-parallel ones");
+      load_bad(GPT_MODEL, cp_bwd, 2, 0, VS_EINPUT,
+               "needs one micro-batch per step, dp = cp = 1");
+    }
   }
   {
     /* multi-head latent attention: llama layers, flash, tp = 1, trained

@@ -236,8 +236,10 @@ static int read_shared(const json_t *root, const char *path,
   return 0;
 }
 
-/* DeepSeek's layer placement: the first first_k_dense_replace layers
- * dense, then every moe_layer_freq-th MoE (1 when absent). */
+/* DeepSeek's layer placement (modeling_deepseek.py: layer l is MoE when
+ * l >= first_k_dense_replace and l % moe_layer_freq == 0; freq 1 when
+ * absent): the first MoE layer is the first multiple of freq from k on,
+ * then every freq-th. */
 static int read_placement(const json_t *root, const char *path,
                           const moe_family *f, vs_hf_model *out,
                           vs_error *err)
@@ -250,7 +252,7 @@ static int read_placement(const json_t *root, const char *path,
        (rc = count_field(root, path, f->layer_freq, "moe_every", &freq,
                          err))))
     return rc;
-  put_count(out, "dense_layers", dense);
+  put_count(out, "dense_layers", (dense + freq - 1) / freq * freq);
   put_count(out, "moe_every", freq);
   return 0;
 }

@@ -584,16 +584,18 @@ static int check_step_in_backward(const vs_workload *wl, vs_error *err)
   char where[400];
   if (!wl->training.optimizer_in_backward)
     return 0;
-  if (wl->grad_accum > 1 || p->dp > 1 || p->pp > 1 ||
+  if (wl->grad_accum > 1 || p->dp * p->cp > 1 || p->pp > 1 ||
       p->offload_optimizer != VS_OFFLOAD_NONE)
     return vs_error_set(err, VS_EINPUT,
                         "%s: stepping each gradient as backward makes it "
                         "(torchtune's optimizer_in_bwd) needs one micro-batch "
-                        "per step, dp = 1, pp = 1 and the optimizer on the GPU "
-                        "(here %llu micro-batches, dp %llu, pp %llu)",
+                        "per step, dp = cp = 1, pp = 1 and the optimizer on "
+                        "the GPU (here %llu micro-batches, dp x cp %llu, pp "
+                        "%llu)",
                         WHERE("training", "optimizer_in_backward"),
                         (unsigned long long)wl->grad_accum,
-                        (unsigned long long)p->dp, (unsigned long long)p->pp);
+                        (unsigned long long)(p->dp * p->cp),
+                        (unsigned long long)p->pp);
   return 0;
 }
 
@@ -734,6 +736,12 @@ static int check_cp(vs_workload *wl, vs_error *err)
                         "%s: expert parallelism with context parallelism is "
                         "not simulated; use cp = 1 or ep = 1",
                         WHERE("parallel", "cp"));
+  if (wl->parallel.order != VS_ORDER_TP_DP_PP)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: context-parallel ranks sit next to the tensor-"
+                        "parallel ones, which this version places with order "
+                        "= tp-dp-pp only",
+                        WHERE("parallel", "order"));
   if (vs_precision_autocast(t->precision) || t->framework == VS_FW_HF)
     return vs_error_set(err, VS_EINPUT,
                         "%s: %s runs data parallelism alone; use cp = 1",
@@ -1305,7 +1313,9 @@ static int preset_bucket(vs_workload *wl, uint64_t elems, const char *why,
  * gradient buckets of max(4e7, 1e6 x dp) parameters. */
 static int preset_megatron(vs_workload *wl, vs_error *err)
 {
-  uint64_t elems = 1000000 * wl->parallel.dp;
+  /* Megatron counts the data-parallel ranks with the context-parallel
+   * ones (get_data_parallel_world_size(with_context_parallel=True)) */
+  uint64_t elems = 1000000 * wl->parallel.dp * wl->parallel.cp;
   int rc = 0;
   if (wl->training.precision == VS_PREC_BF16)
     rc = preset(wl, "training", "grad_dtype", "fp32",

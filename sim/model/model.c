@@ -643,8 +643,9 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
  * count. */
 #define CAUSAL_FLASH_FRACTION 0.5
 
-/* Context parallelism around a flash attention op whose query heads are
- * q wide and key/value heads kv wide on this rank (Megatron-LM's
+/* Context parallelism around a flash attention op of `heads` heads whose
+ * queries are q wide, keys and values kv wide each and output o wide on
+ * this rank (Megatron-LM's
  * context_parallel.md; shared/reference/frameworks.md 9): each rank holds
  * s / cp tokens (a chunk from each end of the sequence: the causal work
  * evens out) and its queries attend over every key, so the op's FLOPs
@@ -653,18 +654,20 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
  *   (s / cp) b kv bytes of the activations' dtype), in backward again
  *   beside their dK, dV; over the whole ring each rank receives the
  *   sequence's K and V, an all-gather's worth, and in backward sends the
- *   gradients back, a reduce-scatter's;
+ *   gradients back, a reduce-scatter's; the ring is timed as blocking
+ *   collectives, where Transformer Engine overlaps its steps with the
+ *   attention kernel (pessimistic);
  * - allgather: the whole sequence's K and V gathered before the kernel
  *   (2 s b kv) and their gradients reduce-scattered after;
  * - a2a (Ulysses): Q, K, V moved from sequence chunks to head groups
  *   before the kernel and the output back after, the same bytes each way:
  *   the kernel then holds s tokens of heads / cp, as many bytes as the
  *   chunk of every head. */
-static void context_parallel(vs_op_spec *op, const dims *d, uint64_t q,
-                             uint64_t kv)
+static void context_parallel(vs_op_spec *op, const dims *d, uint64_t heads,
+                             uint64_t q, uint64_t kv, uint64_t o)
 {
   uint64_t chunk = d->e * d->tokens * 2 * kv; /* this rank's K and V */
-  uint64_t full = chunk * d->cp;
+  uint64_t full = chunk * d->cp, out = d->e * d->tokens * o;
   if (d->cp == 1)
     return;
   op->fwd_before.group = op->bwd_after.group = VS_GROUP_CP;
@@ -673,11 +676,12 @@ static void context_parallel(vs_op_spec *op, const dims *d, uint64_t q,
     op->fwd_before.kind = op->bwd_after.kind = VS_COLL_ALL_TO_ALL;
     op->fwd_before.bytes = op->bwd_after.bytes =
         d->e * d->tokens * q + chunk;
-    op->fwd_after = (vs_comm){VS_COLL_ALL_TO_ALL, VS_GROUP_CP,
-                              d->e * d->tokens * q};
-    op->bwd_before = op->fwd_after;
+    op->fwd_after = (vs_comm){VS_COLL_ALL_TO_ALL, VS_GROUP_CP, out};
+    /* backward sends the output with its gradient (Transformer Engine's
+     * AttnFuncWithCPAndQKVOA2A) */
+    op->bwd_before = (vs_comm){VS_COLL_ALL_TO_ALL, VS_GROUP_CP, 2 * out};
     op->fwd_temp_bytes += d->e * d->tokens * q + chunk;
-    op->bwd_temp_bytes += d->e * d->tokens * q + chunk;
+    op->bwd_temp_bytes += d->e * d->tokens * q + chunk + 2 * out;
     break;
   case VS_CP_ALLGATHER:
     op->fwd_before.kind = VS_COLL_ALL_GATHER;
@@ -692,7 +696,12 @@ static void context_parallel(vs_op_spec *op, const dims *d, uint64_t q,
     op->bwd_after.kind = VS_COLL_REDUCE_SCATTER;
     op->fwd_before.bytes = op->bwd_after.bytes = full;
     op->bwd_before = op->fwd_before; /* round the ring again */
-    op->fwd_temp_bytes += 2 * chunk;
+    /* two K, V chunks in flight, and each ring step's output and fp32
+     * LSE kept for the final correction (Transformer Engine's
+     * AttnFuncWithCPAndKVP2P: a whole chunk's at the first step, half one
+     * at each later, causal one) */
+    op->fwd_temp_bytes += 2 * chunk +
+                          (out + 4 * d->b * d->s * heads) * (d->cp + 1) / 2;
     op->bwd_temp_bytes += 4 * chunk;
     break;
   }
@@ -712,7 +721,7 @@ static int attention_flash(vs_block *blk, const dims *d, vs_error *err)
   op->fwd_bytes = (double)d->e * (double)(d->tokens * d->d * (2 * heads + 2 * kv));
   op->bwd_bytes = 2.0 * op->fwd_bytes;
   op->bwd_temp_bytes = d->e * d->tokens * d->d * (heads + 2 * kv);
-  context_parallel(op, d, heads * d->d, kv * d->d);
+  context_parallel(op, d, heads, heads * d->d, kv * d->d, heads * d->d);
   if (save_act(blk, op, d->e * d->tokens * d->d * (heads + 2 * kv), d->act_dtype, err))
     return VS_EINPUT; /* Q, K, V */
   if (save_act(blk, op, 4 * d->b * heads * d->s, VS_DTYPE_FP32, err))
@@ -802,7 +811,10 @@ static int attention_mla(vs_block *blk, const dims *d, vs_error *err)
   } else if (!mla_linear(blk, d, "q_proj", d->h, a * dqk, true, err)) {
     return VS_EINPUT;
   }
-  if (!mla_linear(blk, d, "kv_down", d->h, d->rkv + d->dr, false, err) ||
+  /* both down projections read the norm output; under fp8 each keeps
+   * its own FP8 copy of it */
+  if (!mla_linear(blk, d, "kv_down", d->h, d->rkv + d->dr, d->em != d->e,
+                  err) ||
       mla_norm(blk, d, "kv_norm", d->rkv, err) ||
       !mla_linear(blk, d, "kv_up", d->rkv, a * (d->dn + d->dv), true, err))
     return VS_EINPUT;
@@ -814,11 +826,14 @@ static int attention_mla(vs_block *blk, const dims *d, vs_error *err)
   op->fwd_flops = 2.0 * (double)d->b * (double)a * (double)d->s *
                   (double)d->skv * (double)(dqk + d->dv) *
                   (d->causal ? CAUSAL_FLASH_FRACTION : 1.0);
-  op->bwd_flops = 2.5 * op->fwd_flops;
+  /* backward: S again and dQ, dK over d_qk, dP and dV over d_v
+   * (FlashAttention-2's five matmuls; 2.5 x forward when they match) */
+  op->bwd_flops = op->fwd_flops * (double)(3 * dqk + 2 * d->dv) /
+                  (double)(dqk + d->dv);
   op->fwd_bytes = (double)d->e * (double)(d->tokens * a * (2 * dqk + 2 * d->dv));
   op->bwd_bytes = 2.0 * op->fwd_bytes;
   op->bwd_temp_bytes = d->e * d->tokens * a * (2 * dqk + d->dv);
-  context_parallel(op, d, a * dqk, a * (dqk + d->dv) / 2);
+  context_parallel(op, d, a, a * dqk, a * (dqk + d->dv) / 2, a * d->dv);
   if (save_act(blk, op, d->e * d->tokens * a * (2 * dqk + d->dv),
                d->act_dtype, err) ||
       save_act(blk, op, 4 * d->b * a * d->s, VS_DTYPE_FP32, err))
