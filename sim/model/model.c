@@ -208,15 +208,36 @@ static void comm(vs_comm *c, const dims *d, int kind, uint64_t bytes)
   }
 }
 
-/* The elements of op's largest matrix weight before its newest one. */
+/* The passes in which a weight stored as dtype is dequantized whole to
+ * the compute dtype for its matmul: NF4 forward and backward (bitsandbytes
+ * MatMul4Bit; shared/reference/frameworks.md 6.1); FP8 too unless the
+ * GEMMs run in FP8 (torchao's Float8Tensor linear runs F.linear on
+ * weight.dequantize() for a high-precision input; under precision = fp8
+ * Transformer Engine uses an FP8 weight as it is); int8 in backward only
+ * (bitsandbytes MatMul8bitLt: the forward GEMM runs in int8, the input
+ * gradient on CB.to(dtype, copy=True) scaled by SCB / 127). */
+enum { DEQUANT_FWD = 1, DEQUANT_BWD = 2 };
+static int dequantized_in(const dims *d, int dtype)
+{
+  if (dtype == VS_DTYPE_NF4 ||
+      (dtype == VS_DTYPE_FP8_SCALED && d->em_dtype != VS_DTYPE_FP8))
+    return DEQUANT_FWD | DEQUANT_BWD;
+  return dtype == VS_DTYPE_INT8_ROWWISE ? DEQUANT_BWD : 0;
+}
+
+/* The elements of op's largest matrix weight before its newest one:
+ * of any (pass ANY_PASS), or of those dequantized in pass. */
+enum { ANY_PASS = 0 };
 static uint64_t largest_earlier_weight(const vs_block *blk,
-                                       const vs_op_spec *op)
+                                       const vs_op_spec *op, const dims *d,
+                                       int pass)
 {
   uint64_t largest = 0;
   for (uint32_t i = op->first_param; i + 1 < op->first_param + op->n_params;
        i++) {
     const vs_param_tensor *p = &blk->params[i];
-    if (p->rows > 1 && p->cols > 1 && p->rows * p->cols > largest)
+    if (p->rows > 1 && p->cols > 1 && p->rows * p->cols > largest &&
+        (pass == ANY_PASS || (dequantized_in(d, p->dtype) & pass)))
       largest = p->rows * p->cols;
   }
   return largest;
@@ -245,7 +266,7 @@ static int weight_copy(vs_block *blk, const dims *d, uint64_t rows,
     return 0;
   if (d->amp) {
     op->fwd_bytes += (double)(6 * now);
-    before = largest_earlier_weight(blk, op);
+    before = largest_earlier_weight(blk, op, d, ANY_PASS);
     if (now > before)
       op->bwd_temp_bytes += 6 * (now - before);
   }
@@ -301,37 +322,6 @@ static int param(vs_block *blk, const dims *d, const char *name, uint64_t rows,
   return param_as(blk, d, name, rows, cols, d->param_dtype, err);
 }
 
-/* The passes in which a weight stored as dtype is dequantized whole to
- * the compute dtype for its matmul: NF4 forward and backward (bitsandbytes
- * MatMul4Bit; shared/reference/frameworks.md 6.1); FP8 too unless the
- * GEMMs run in FP8 (torchao's Float8Tensor linear runs F.linear on
- * weight.dequantize() for a high-precision input; under precision = fp8
- * Transformer Engine uses an FP8 weight as it is); int8 in backward only
- * (bitsandbytes MatMul8bitLt: the forward GEMM runs in int8, the input
- * gradient on CB.to(dtype, copy=True) scaled by SCB / 127). */
-enum { DEQUANT_FWD = 1, DEQUANT_BWD = 2 };
-static int dequantized_in(const dims *d, int dtype)
-{
-  if (dtype == VS_DTYPE_NF4 ||
-      (dtype == VS_DTYPE_FP8_SCALED && d->em_dtype != VS_DTYPE_FP8))
-    return DEQUANT_FWD | DEQUANT_BWD;
-  return dtype == VS_DTYPE_INT8_ROWWISE ? DEQUANT_BWD : 0;
-}
-
-/* The largest weight of op (elements) dequantized in pass, but its
- * newest. */
-static uint64_t largest_dequantized(const vs_block *blk, const vs_op_spec *op,
-                                    const dims *d, int pass)
-{
-  uint64_t largest = 0;
-  for (uint32_t i = op->first_param; i + 1 < op->first_param + op->n_params;
-       i++)
-    if ((dequantized_in(d, blk->params[i].dtype) & pass) &&
-        blk->params[i].rows * blk->params[i].cols > largest)
-      largest = blk->params[i].rows * blk->params[i].cols;
-  return largest;
-}
-
 /* A layer's linear weight (rows x cols on this rank) for the newest op:
  * stored in the base format; one dequantized whole (dequantized_in) is a
  * transient of rows x cols elements of the compute dtype in that pass,
@@ -346,10 +336,10 @@ static int linear_weight(vs_block *blk, const dims *d, const char *name,
     return VS_EINPUT;
   passes = dequantized_in(d, d->base_dtype);
   op = &blk->ops[blk->n_ops - 1];
-  before = largest_dequantized(blk, op, d, DEQUANT_FWD);
+  before = largest_earlier_weight(blk, op, d, DEQUANT_FWD);
   if ((passes & DEQUANT_FWD) && now > before)
     op->fwd_temp_bytes += d->e * (now - before);
-  before = largest_dequantized(blk, op, d, DEQUANT_BWD);
+  before = largest_earlier_weight(blk, op, d, DEQUANT_BWD);
   if ((passes & DEQUANT_BWD) && now > before)
     op->bwd_temp_bytes += d->e * (now - before);
   return 0;
@@ -1062,12 +1052,11 @@ static int shared_experts(vs_block *blk, const dims *d, bool gated,
 
 /* An all-to-all over the expert-parallel group (Megatron-LM's alltoall
  * token dispatcher), of the rank's `bytes`. */
-static void ep_comm(vs_comm *c, const dims *d, uint64_t bytes)
+static void ep_comm(vs_comm *c, uint64_t bytes)
 {
   c->kind = VS_COLL_ALL_TO_ALL;
   c->group = VS_GROUP_EP;
   c->bytes = bytes;
-  (void)d;
 }
 
 /* An MoE MLP (Megatron-LM's MoELayer with its TopKRouter and the
@@ -1115,8 +1104,8 @@ static int moe_mlp(vs_block *blk, const dims *d, bool gated, vs_error *err)
                       and what arrives is sorted by local expert into a
                       new buffer (sort_chunks_by_idxs) */
     op->fwd_temp_bytes = moved + d->e * n * d->h;
-    ep_comm(&op->fwd_after, d, moved);
-    ep_comm(&op->bwd_before, d, moved);
+    ep_comm(&op->fwd_after, moved);
+    ep_comm(&op->bwd_before, moved);
   }
   if (save_act(blk, op, 8 * d->sent, VS_DTYPE_INT64, err) ||
       routed_experts(blk, d, gated, err))
@@ -1126,8 +1115,8 @@ static int moe_mlp(vs_block *blk, const dims *d, bool gated, vs_error *err)
   as_elementwise(op, d->sent * d->h, d->e, 2.0);
   if (d->ep > 1) { /* the experts' outputs go back to their tokens' ranks */
     op->fwd_temp_bytes = d->e * n * d->h;
-    ep_comm(&op->fwd_before, d, moved);
-    ep_comm(&op->bwd_after, d, moved);
+    ep_comm(&op->fwd_before, moved);
+    ep_comm(&op->bwd_after, moved);
   }
   if (save_act(blk, op, d->e * d->sent * d->h, d->act_dtype, err) ||
       save_act(blk, op, 4 * d->sent, VS_DTYPE_FP32, err) ||
@@ -1456,9 +1445,8 @@ static int check_size(const vs_workload *wl, vs_error *err)
    * or E x capacity, at most E a token) carry its tensors; latent
    * attention's projections and heads */
   double e = (double)mc->experts, fe = (double)mc->expert_ffn_hidden;
-  double slots = e > 0 ? e : 0.0;
   double hd = (double)(mc->qk_head_dim + mc->qk_rope_head_dim + mc->v_head_dim);
-  layer += 4.0 * s * b * (slots * (4.0 * h + 8.0 * fe) + 3.0 * a * hd);
+  layer += 4.0 * s * b * (e * (4.0 * h + 8.0 * fe) + 3.0 * a * hd);
   params += 20.0 * l *
             (e * 3.0 * h * fe +
              3.0 * h * (double)mc->shared_experts *

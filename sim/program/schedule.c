@@ -438,6 +438,31 @@ static uint32_t use_comm(builder *b, int use, const char *name, int kind,
   return group_comm(b, use, b->r->comm[use].group, name, kind, bytes, mb);
 }
 
+/* use_comm of `bytes` once `after` has ended, of which `expert` (the
+ * routed experts' states, when ep > 1) go over the expert-data-parallel
+ * group instead, after the rest (and nowhere when that group is one
+ * GPU). Returns the last op (`after` when there is none). */
+static uint32_t split_comm(builder *b, int use, const char *name, int kind,
+                           uint64_t bytes, uint64_t expert, int mb,
+                           uint32_t after)
+{
+  uint32_t op = after;
+  if (b->lay->group_size[VS_GROUP_EP] <= 1)
+    expert = 0;
+  if (bytes > expert) {
+    op = use_comm(b, use, name, kind, bytes - expert, mb);
+    add_dep(b, op, after);
+  }
+  if (expert && b->lay->group_size[VS_GROUP_EXPERT_DP] > 1) {
+    uint32_t edp = group_comm(b, use, VS_GROUP_EXPERT_DP,
+                              vs_coll_op_name(VS_GROUP_EXPERT_DP, kind), kind,
+                              expert, mb);
+    add_dep(b, edp, op);
+    op = edp;
+  }
+  return op;
+}
+
 /* ------------------------------------------------------------------------
  * ZeRO-3 parameter gathers
  * ------------------------------------------------------------------------ */
@@ -937,24 +962,9 @@ static void flush_bucket(builder *b, int mb)
     b->n_bucket = 0;
     return;
   }
-  if (b->lay->dp > 1) {
-    uint64_t expert = b->lay->group_size[VS_GROUP_EP] > 1 ? b->bucket_expert
-                                                          : 0;
-    uint32_t op = last;
-    if (b->bucket_fill > expert) {
-      op = use_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind), kind,
-                    b->bucket_fill - expert, mb);
-      add_dep(b, op, last);
-    }
-    if (expert && b->lay->group_size[VS_GROUP_EXPERT_DP] > 1) {
-      uint32_t edp = group_comm(b, VS_USE_GRAD_REDUCE, VS_GROUP_EXPERT_DP,
-                                vs_coll_op_name(VS_GROUP_EXPERT_DP, kind),
-                                kind, expert, mb);
-      add_dep(b, edp, op);
-      op = edp;
-    }
-    last = op;
-  }
+  if (b->lay->dp > 1)
+    last = split_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind),
+                      kind, b->bucket_fill, b->bucket_expert, mb, last);
   if (b->r->offload.cpu_step)
     last = grads_to_host(b, mb, last);
   b->grads_done = last;
@@ -1094,19 +1104,9 @@ static uint32_t gpu_step(builder *b, const vs_stage_layout *st,
 static void gather_updated(builder *b, const vs_stage_layout *st,
                            uint32_t after)
 {
-  uint64_t expert = b->lay->group_size[VS_GROUP_EP] > 1
-                        ? st->expert_params_full_bytes
-                        : 0;
-  uint32_t op = use_comm(b, VS_USE_STEP_GATHER, "zero_param_all_gather",
-                         VS_COLL_ALL_GATHER, st->params_full_bytes - expert,
-                         -1);
-  add_dep(b, op, after);
-  if (expert && b->lay->group_size[VS_GROUP_EXPERT_DP] > 1)
-    add_dep(b,
-            group_comm(b, VS_USE_STEP_GATHER, VS_GROUP_EXPERT_DP,
-                       vs_coll_op_name(VS_GROUP_EXPERT_DP, VS_COLL_ALL_GATHER),
-                       VS_COLL_ALL_GATHER, expert, -1),
-            op);
+  split_comm(b, VS_USE_STEP_GATHER, "zero_param_all_gather",
+             VS_COLL_ALL_GATHER, st->params_full_bytes,
+             st->expert_params_full_bytes, -1, after);
 }
 
 static void optimizer_step(builder *b)

@@ -337,7 +337,7 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
   const vs_training_conf *t = &wl->training;
   for (uint32_t i = 0; i < b->n_params; i++) {
     const vs_param_tensor *p = &b->params[i];
-    uint64_t n = p->rows * p->cols;
+    uint64_t n = p->rows * p->cols, grad, states;
     if (p->shard_group != VS_GROUP_DP && p->shard_group != VS_GROUP_EXPERT_DP)
       return vs_error_set(err, VS_EINPUT,
                           "model: %s of block %s shards its states over the "
@@ -356,12 +356,13 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
     k->decay_elems += p->rows > 1 && p->cols > 1 ? n : 0;
     /* an fp32 tensor (LoRA adapters, PEFT's autocast_adapter_dtype) has
      * fp32 gradients and needs no fp32 master copy */
-    k->grad_bytes += n * (p->dtype == VS_DTYPE_FP32 ? 4 : r->grad_elem_bytes);
-    k->optimizer_bytes += tensor_state_bytes(r, t, p);
+    grad = n * (p->dtype == VS_DTYPE_FP32 ? 4 : r->grad_elem_bytes);
+    states = tensor_state_bytes(r, t, p);
+    k->grad_bytes += grad;
+    k->optimizer_bytes += states;
     if (p->shard_group == VS_GROUP_EXPERT_DP) {
-      k->expert_optimizer_bytes += tensor_state_bytes(r, t, p);
-      k->expert_grad_bytes +=
-          n * (p->dtype == VS_DTYPE_FP32 ? 4 : r->grad_elem_bytes);
+      k->expert_optimizer_bytes += states;
+      k->expert_grad_bytes += grad;
       k->expert_param_bytes += vs_dtype_tensor_bytes(p->dtype, p->rows,
                                                      p->cols);
       k->expert_trainable_elems += n;
