@@ -21,10 +21,12 @@
 
 /* One layout a practitioner would consider. */
 typedef struct layout_choice {
-  uint64_t gpus;         /* tp * pp * dp */
+  uint64_t gpus;         /* tp * cp * pp * dp */
   uint64_t tp;           /* tensor-parallel size (sequence parallel if > 1) */
+  uint64_t cp;           /* context-parallel size */
   uint64_t pp;           /* pipeline stages */
   uint64_t dp;           /* data-parallel size */
+  uint64_t ep;           /* expert-parallel size (out of dp) */
   uint64_t zero;         /* ZeRO stage */
   uint64_t mb;           /* micro-batch */
   int ckpt;              /* vs_checkpointing */
@@ -43,6 +45,11 @@ typedef enum plan_offload {
   PLAN_OFFLOAD_ALL,       /* also offload_params = cpu (ZeRO-3) */
   PLAN_OFFLOAD_N
 } plan_offload;
+
+/* The sequence length from which plan tries context parallelism: Megatron
+ * Core's parallelism guide gives CP for "long sequences (8K+ tokens)"
+ * (docs.nvidia.com/megatron-core/developer-guide, parallelism-guide). */
+#define PLAN_CP_FROM_SEQ 8192
 
 /* The virtual stages (model chunks per pipeline rank) plan tries with the
  * interleaved schedule. */
@@ -73,7 +80,8 @@ enum {
   PRUNE_FSDP2_ZERO,      /* under fsdp2, ZeRO other than 3 */
   PRUNE_DP_ONLY,         /* autocast or hf beyond data parallelism */
   PRUNE_MOE_TP,          /* MoE layers with tp > 1 */
-  PRUNE_EP,              /* ep not dividing dp, or with zero > 1 */
+  PRUNE_FUSED_LOSS_TP,   /* fused_cross_entropy with tp > 1 */
+  PRUNE_EP,              /* ep not dividing dp, with zero > 1 or offload */
   PRUNE_CP,              /* cp with a tp its sequence cannot split for */
   PRUNE_N
 };
@@ -100,7 +108,10 @@ static const char *const prune_reasons[PRUNE_N] = {
     "(tp = pp = 1, zero <= 2 or 0 under hf, no offload)",
     "(GPUs, tp) pairs: mixture-of-experts layers and latent attention are "
     "simulated without tensor parallelism",
-    "layouts: expert parallelism needs ep dividing dp and zero <= 1",
+    "(GPUs, tp) pairs: the fused cross-entropy loss (fused_cross_entropy, "
+    "Liger Kernel's) is not vocab-parallel",
+    "layouts: expert parallelism needs ep dividing dp, zero <= 1 and no "
+    "offload",
     "(GPUs, tp) pairs: the sequence does not split into 2 x cp x tp chunks "
     "(or tp x cp does not divide the heads for cp_comm = a2a)",
 };
@@ -126,6 +137,11 @@ typedef struct plan_state {
   uint64_t max_gpus;         /* --max-gpus (512 when not given), or --gpus */
   bool exact;                /* --gpus: layouts on max_gpus GPUs only */
   uint64_t layers;           /* the model's, for the uneven splits */
+  bool varies_cp;            /* plan tries cp = 1, 2, 4, ... (and the
+                                workload's): plan_varies_cp */
+  bool varies_ep;            /* plan tries ep = 1, 2, 4, ... (and the
+                                workload's) dividing the experts */
+  int cp_comm;               /* the workload's (kept with cp > 1) */
   bool ckpt_choice;          /* the workload chooses which layers full
                                 checkpointing recomputes */
   double tokens_per_step;    /* global batch * sequence */
@@ -211,6 +227,15 @@ static int add_layout(plan_state *ps, const layout_choice *lc)
   vs_candidate_set(c, "parallel.tp=%llu", (unsigned long long)lc->tp);
   vs_candidate_set(c, "parallel.pp=%llu", (unsigned long long)lc->pp);
   vs_candidate_set(c, "parallel.dp=%llu", (unsigned long long)lc->dp);
+  if (ps->varies_cp) {
+    vs_candidate_set(c, "parallel.cp=%llu", (unsigned long long)lc->cp);
+    /* with cp = 1 nothing is exchanged (the workload says how to with
+       cp > 1, and cp_comm means nothing without) */
+    if (lc->cp == 1 && ps->cp_comm != VS_CP_P2P)
+      vs_candidate_set(c, "parallel.cp_comm=%s", vs_cp_comm_name(VS_CP_P2P));
+  }
+  if (ps->varies_ep)
+    vs_candidate_set(c, "parallel.ep=%llu", (unsigned long long)lc->ep);
   vs_candidate_set(c, "parallel.zero=%llu", (unsigned long long)lc->zero);
   vs_candidate_set(c, "parallel.sequence_parallel=%s", lc->tp > 1 ? "true" : "false");
   vs_candidate_set(c, "parallel.schedule=%s",
@@ -298,28 +323,33 @@ static int enumerate_zero(const vs_workload *wl, const layout_choice *base,
   return 0;
 }
 
-/* The layouts of one (GPUs, tp, pp) triple, whose gpus, tp, pp, dp and
- * split base holds: ZeRO 0-3 (with offload in the offload pass), through
- * enumerate_zero. */
-static int enumerate_triple(const vs_workload *wl, const layout_choice *base,
-                            plan_state *ps)
+/* The next size after v that plan tries for a parallelism the workload
+ * sets to own: the powers of two, and own. */
+static uint64_t next_tried(uint64_t v, uint64_t own)
+{
+  uint64_t pow2 = 1;
+  while (pow2 <= v)
+    pow2 *= 2;
+  return own > v && own < pow2 ? own : pow2;
+}
+
+/* The layouts of lc's ZeRO stage with each expert-parallel size (ep = 1
+ * only unless ps->varies_ep and cp = 1): those dividing the experts, out
+ * of the dp ranks, without offload, through enumerate_zero (with offload
+ * in the offload pass). */
+static int enumerate_ep(const vs_workload *wl, const layout_choice *base,
+                        plan_state *ps)
 {
   layout_choice lc = *base;
-
-  for (lc.zero = 0; lc.zero <= VS_ZERO_MAX; lc.zero++) {
-    if (!vs_workload_zero_allowed(lc.zero, lc.pp, wl->training.framework)) {
-      ps->pruned[wl->training.framework == VS_FW_FSDP2 ? PRUNE_FSDP2_ZERO
-                                                       : PRUNE_ZERO_PP]++;
-      continue;
-    }
-    if (vs_workload_dp_only_misfit(wl->training.precision,
-                                   wl->training.framework, lc.tp, lc.pp,
-                                   lc.zero, ps->offload_pass)) {
-      ps->pruned[PRUNE_DP_ONLY]++;
-      continue;
-    }
-    if (vs_workload_ep_misfit(&wl->model, wl->parallel.ep, lc.dp, lc.zero) ||
-        (wl->parallel.ep > 1 && ps->offload_pass)) {
+  for (lc.ep = 1; lc.ep <= wl->model.experts || lc.ep == 1;
+       lc.ep = next_tried(lc.ep, wl->parallel.ep)) {
+    if (lc.ep > 1 && (!ps->varies_ep || lc.cp > 1))
+      break;
+    if (lc.ep > 1 && wl->model.experts % lc.ep)
+      continue; /* not a size for these experts */
+    if (vs_workload_ep_misfit(&wl->model, lc.ep, lc.dp, lc.zero,
+                              wl->training.framework) ||
+        (lc.ep > 1 && ps->offload_pass)) {
       ps->pruned[PRUNE_EP]++;
       continue;
     }
@@ -337,6 +367,31 @@ static int enumerate_triple(const vs_workload *wl, const layout_choice *base,
   return 0;
 }
 
+/* The layouts of one (GPUs, tp, cp, pp) choice, whose gpus, tp, cp, pp,
+ * dp and split base holds: ZeRO 0-3, through enumerate_ep. */
+static int enumerate_triple(const vs_workload *wl, const layout_choice *base,
+                            plan_state *ps)
+{
+  layout_choice lc = *base;
+
+  for (lc.zero = 0; lc.zero <= VS_ZERO_MAX; lc.zero++) {
+    if (!vs_workload_zero_allowed(lc.zero, lc.pp, wl->training.framework)) {
+      ps->pruned[wl->training.framework == VS_FW_FSDP2 ? PRUNE_FSDP2_ZERO
+                                                       : PRUNE_ZERO_PP]++;
+      continue;
+    }
+    if (vs_workload_dp_only_misfit(wl->training.precision,
+                                   wl->training.framework, lc.tp, lc.pp,
+                                   lc.zero, ps->offload_pass)) {
+      ps->pruned[PRUNE_DP_ONLY]++;
+      continue;
+    }
+    if (enumerate_ep(wl, &lc, ps))
+      return VS_ENOMEM;
+  }
+  return 0;
+}
+
 /* The pipeline depths plan tries: the divisors of the layers, and the
  * powers of two up to them (split unevenly by vs_capacity_split). */
 static bool pp_tried(uint64_t layers, uint64_t pp)
@@ -344,18 +399,18 @@ static bool pp_tried(uint64_t layers, uint64_t pp)
   return layers % pp == 0 || (pp & (pp - 1)) == 0;
 }
 
-/* The layouts of g GPUs with tensor-parallel size tp: pp of pp_tried,
- * tp * cp * pp dividing g (the workload's context parallelism), and dp =
- * g / (tp * cp * pp) dividing the batch. */
+/* The layouts of g GPUs with tensor- and context-parallel sizes tp and
+ * cp: pp of pp_tried, tp * cp * pp dividing g, and dp = g / (tp * cp *
+ * pp) dividing the batch. */
 static int enumerate_pp(const vs_workload *wl, uint64_t g, uint64_t tp,
-                        plan_state *ps)
+                        uint64_t cp, plan_state *ps)
 {
   const vs_model_conf *m = &wl->model;
-  uint64_t tcp = tp * wl->parallel.cp;
+  uint64_t tcp = tp * cp;
   char split[VS_EXPLORE_SET_MAX - sizeof PP_LAYERS_KEY + 1];
   for (uint64_t pp = 1; pp <= m->layers && tcp * pp <= g; pp++) {
-    layout_choice base = {g, tp, pp, 0, 0, 0, VS_CKPT_NONE, false, false,
-                          PLAN_OFFLOAD_NONE};
+    layout_choice base = {.gpus = g, .tp = tp, .cp = cp, .pp = pp, .ep = 1,
+                          .ckpt = VS_CKPT_NONE, .offload = PLAN_OFFLOAD_NONE};
     if (!pp_tried(m->layers, pp))
       continue;
     if (!vs_workload_gpus_allowed(g, tcp, pp)) {
@@ -378,10 +433,47 @@ static int enumerate_pp(const vs_workload *wl, uint64_t g, uint64_t tp,
   return 0;
 }
 
+/* The layouts of g GPUs with tensor-parallel size tp for each
+ * context-parallel size (1 only unless ps->varies_cp) whose split of the
+ * sequence works with tp, through enumerate_pp. */
+static int enumerate_cp(const vs_workload *wl, uint64_t g, uint64_t tp,
+                        plan_state *ps)
+{
+  for (uint64_t cp = 1; tp * cp <= g; cp = next_tried(cp, wl->parallel.cp)) {
+    if (cp > 1 && !ps->varies_cp)
+      break;
+    if (vs_workload_cp_misfit(&wl->model, cp, wl->parallel.cp_comm, tp,
+                              tp > 1)) {
+      ps->pruned[PRUNE_CP]++; /* plan pairs tp > 1 with SP */
+      continue;
+    }
+    if (enumerate_pp(wl, g, tp, cp, ps))
+      return VS_ENOMEM;
+  }
+  return 0;
+}
+
+/* The rule of workload.h that tensor-parallel size tp breaks for wl (a
+ * PRUNE_ reason), or PRUNE_N when none. */
+static int tp_pruned(const vs_workload *wl, uint64_t tp)
+{
+  if (!vs_workload_tp_allowed(&wl->model, tp))
+    return PRUNE_TP_SHAPES;
+  if (!vs_workload_finetune_tp_allowed(&wl->finetune, tp))
+    return PRUNE_FINETUNE_TP;
+  if (!vs_workload_moe_tp_allowed(&wl->model, tp))
+    return PRUNE_MOE_TP;
+  if (!vs_workload_fused_loss_tp_allowed(&wl->training, tp))
+    return PRUNE_FUSED_LOSS_TP;
+  if (tp > 1 && !vs_workload_sp_allowed(wl->model.seq_len, tp))
+    return PRUNE_TP_SEQUENCE; /* plan pairs tp > 1 with SP */
+  return PRUNE_N;
+}
+
 /* Enumerates GPU counts (powers of two below a node, multiples of a node
- * above; only max_gpus when ps->exact), tp dividing the node and the head counts, then the rest through
- * enumerate_pp. A layout that breaks a rule of workload.h is counted in
- * ps->pruned instead. */
+ * above; only max_gpus when ps->exact), tp dividing the node and the head
+ * counts, then the rest through enumerate_cp. A layout that breaks a rule
+ * of workload.h is counted in ps->pruned instead. */
 static int enumerate(const vs_workload *wl, const vs_topology *topo,
                      plan_state *ps)
 {
@@ -390,30 +482,14 @@ static int enumerate(const vs_workload *wl, const vs_topology *topo,
   for (uint64_t g = ps->exact ? ps->max_gpus : 1; g <= ps->max_gpus;
        g = ps->exact ? g + 1 : (g < node ? 2 * g : g + node)) {
     for (uint64_t tp = 1; tp <= node && tp <= g; tp *= 2) {
+      int why;
       if (node % tp)
         continue;
-      if (!vs_workload_tp_allowed(&wl->model, tp)) {
-        ps->pruned[PRUNE_TP_SHAPES]++;
+      if ((why = tp_pruned(wl, tp)) != PRUNE_N) {
+        ps->pruned[why]++;
         continue;
       }
-      if (vs_workload_cp_misfit(&wl->model, wl->parallel.cp,
-                                wl->parallel.cp_comm, tp, tp > 1)) {
-        ps->pruned[PRUNE_CP]++; /* plan pairs tp > 1 with SP */
-        continue;
-      }
-      if (!vs_workload_finetune_tp_allowed(&wl->finetune, tp)) {
-        ps->pruned[PRUNE_FINETUNE_TP]++;
-        continue;
-      }
-      if (!vs_workload_moe_tp_allowed(&wl->model, tp)) {
-        ps->pruned[PRUNE_MOE_TP]++;
-        continue;
-      }
-      if (tp > 1 && !vs_workload_sp_allowed(wl->model.seq_len, tp)) {
-        ps->pruned[PRUNE_TP_SEQUENCE]++; /* plan pairs tp > 1 with SP */
-        continue;
-      }
-      if (enumerate_pp(wl, g, tp, ps))
+      if (enumerate_cp(wl, g, tp, ps))
         return VS_ENOMEM;
     }
   }
@@ -467,9 +543,14 @@ static void print_layout(FILE *out, int rank_no, const plan_state *ps,
   const vs_candidate *c = &ps->cands[i];
   char peak[16], step[16];
   double per_1e9 = 1e9 / ps->tokens_per_step; /* steps per 1e9 tokens */
-  fprintf(out, "%3d %6llu %4llu %3llu %3llu %4llu %-9s %4llu %10s %10s %12.0f ",
-          rank_no, (unsigned long long)lc->gpus, (unsigned long long)lc->dp,
-          (unsigned long long)lc->tp, (unsigned long long)lc->pp,
+  fprintf(out, "%3d %6llu %4llu %3llu %3llu ", rank_no,
+          (unsigned long long)lc->gpus, (unsigned long long)lc->dp,
+          (unsigned long long)lc->tp, (unsigned long long)lc->pp);
+  if (ps->varies_cp)
+    fprintf(out, "%3llu ", (unsigned long long)lc->cp);
+  if (ps->varies_ep)
+    fprintf(out, "%3llu ", (unsigned long long)lc->ep);
+  fprintf(out, "%4llu %-9s %4llu %10s %10s %12.0f ",
           (unsigned long long)lc->zero, vs_checkpointing_name(lc->ckpt),
           (unsigned long long)lc->mb,
           vs_format_bytes(c->worst.peak_used_bytes, peak, sizeof peak),
@@ -494,10 +575,18 @@ static int by_cost(const void *x, const void *y)
   return a->idx < b->idx ? -1 : (a->idx > b->idx);
 }
 
-static void plan_header(FILE *out, bool priced, bool typed)
+/* The column header of print_layout's rows (cp and ep where ps varies
+ * them). */
+static void plan_header(FILE *out, const plan_state *ps, bool priced,
+                        bool typed)
 {
-  fprintf(out, "%3s %6s %4s %3s %3s %4s %-9s %4s %10s %10s %12s ", "#", "gpus",
-          "dp", "tp", "pp", "zero", "ckpt", "mb", "peak", "step", "tokens/s");
+  fprintf(out, "%3s %6s %4s %3s %3s ", "#", "gpus", "dp", "tp", "pp");
+  if (ps->varies_cp)
+    fprintf(out, "%3s ", "cp");
+  if (ps->varies_ep)
+    fprintf(out, "%3s ", "ep");
+  fprintf(out, "%4s %-9s %4s %10s %10s %12s ", "zero", "ckpt", "mb", "peak",
+          "step", "tokens/s");
   if (priced)
     fprintf(out, "%10s %12s ", "$/step", "$/1e9 tok");
   fprintf(out, "%10s  %-16s %s\n", "h/1e9 tok", "pipeline", typed ? "gpu" : "");
@@ -541,6 +630,8 @@ static void plan_csv_rows(vs_csv *c, const plan_state *ps)
     vs_csv_u64(c, lc->dp);
     vs_csv_u64(c, lc->tp);
     vs_csv_u64(c, lc->pp);
+    vs_csv_u64(c, lc->cp);
+    vs_csv_u64(c, lc->ep);
     vs_csv_u64(c, lc->zero);
     vs_csv_text(c, vs_checkpointing_name(lc->ckpt));
     vs_csv_u64(c, lc->mb);
@@ -566,7 +657,7 @@ static int write_plan_csv(const char *path, const plan_state *types,
   if (rc)
     return rc;
   vs_csv_fields(&c, "gpu,gpus,parallel.dp,parallel.tp,parallel.pp,"
-                    "parallel.zero,training.checkpointing,training.micro_batch,"
+                    "parallel.cp,parallel.ep,parallel.zero,training.checkpointing,training.micro_batch,"
                     "parallel.sequence_parallel,parallel.schedule,"
                     "parallel.virtual_stages,parallel.pp_layers,"
                     "parallel.offload_optimizer,parallel.offload_params");
@@ -602,6 +693,25 @@ static int plan_inputs(const vs_capacity_opts *o, const plan_state *ps,
   return VS_EXIT_OK;
 }
 
+/* Whether plan varies the context-parallel size: the workload uses it,
+ * or its sequence is long (PLAN_CP_FROM_SEQ) and nothing else in it stops
+ * context parallelism (with ep = 1, which plan pairs with cp > 1). */
+static bool plan_varies_cp(const vs_workload *wl)
+{
+  return (wl->parallel.cp > 1 || wl->model.seq_len >= PLAN_CP_FROM_SEQ) &&
+         vs_workload_cp_settings_misfit(&wl->training, wl->parallel.order,
+                                        1) == VS_CP_FITS;
+}
+
+/* Whether plan varies the expert-parallel size: the model has experts
+ * and the framework runs expert parallelism. */
+static bool plan_varies_ep(const vs_workload *wl)
+{
+  return wl->model.experts > 1 &&
+         !vs_workload_ep_misfit(&wl->model, wl->model.experts,
+                                wl->model.experts, 0, wl->training.framework);
+}
+
 /* Enumerates the layouts (of the pass ps is in: without offload, or with),
  * appends them, simulates the new ones (timed), and lists the ones that fit
  * in ps->order by cost. Exit status. */
@@ -616,6 +726,9 @@ static int plan_simulate(const vs_workload *wl, const vs_topology *topo,
   vs_error_clear(&err);
   ps->priced = topo->usd_per_gpu_hour > 0;
   ps->layers = wl->model.layers;
+  ps->varies_cp = plan_varies_cp(wl);
+  ps->varies_ep = plan_varies_ep(wl);
+  ps->cp_comm = wl->parallel.cp_comm;
   ps->ckpt_choice = wl->training.checkpoint_layers ||
                     wl->training.checkpoint_every;
   ps->tokens_per_step =
@@ -846,15 +959,15 @@ static void plan_answers(FILE *out, const plan_state *ps)
 {
   fprintf(out, "\ncheapest per step (each re-simulated with every "
                "micro-batch):\n");
-  plan_header(out, ps->priced, ps->type != NULL);
+  plan_header(out, ps, ps->priced, ps->type != NULL);
   for (size_t k = 0; k < ps->top; k++)
     print_layout(out, (int)k + 1, ps, ps->order[k].idx);
   fprintf(out, "\nfastest:\n");
-  plan_header(out, ps->priced, ps->type != NULL);
+  plan_header(out, ps, ps->priced, ps->type != NULL);
   print_layout(out, 1, ps, ps->fastest);
   fprintf(out, "\nfewest GPUs on which it fits: %llu\n",
           (unsigned long long)ps->cands[ps->smallest].total_gpus);
-  plan_header(out, ps->priced, ps->type != NULL);
+  plan_header(out, ps, ps->priced, ps->type != NULL);
   print_layout(out, 1, ps, ps->smallest);
   if (ps->n_unconfirmed)
     fprintf(out, "\n%zu layout(s) that fitted when extrapolated were left out: "
@@ -896,10 +1009,10 @@ static void plan_type_answers(FILE *out, const plan_state *ps)
 {
   fprintf(out, "\ncheapest per step on %s (re-simulated with every "
                "micro-batch):\n", ps->gpu);
-  plan_header(out, ps->priced, true);
+  plan_header(out, ps, ps->priced, true);
   print_layout(out, 1, ps, ps->order[0].idx);
   fprintf(out, "fastest on %s:\n", ps->gpu);
-  plan_header(out, ps->priced, true);
+  plan_header(out, ps, ps->priced, true);
   print_layout(out, 1, ps, ps->fastest);
 }
 
@@ -978,7 +1091,8 @@ static void plan_overall(FILE *out, const plan_state *types, size_t n,
   qsort(all, n_all, sizeof *all, by_cost);
   fprintf(out, "\ncheapest per step across the %zu GPU types%s:\n", n,
           priced ? "" : " (a type without a price is counted in GPU-hours)");
-  plan_header(out, priced, true);
+  /* every type varies cp and ep alike (they follow from the workload) */
+  plan_header(out, &types[all[0].type], priced, true);
   for (size_t k = 0; k < n_all && k < top; k++)
     print_layout(out, (int)k + 1, &types[all[k].type], all[k].idx);
   free(all);

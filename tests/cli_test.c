@@ -503,16 +503,44 @@ static void test_moe_sample(void **state)
   assert_contains(r.out, "verdict: DOES NOT FIT on 8 x H100-SXM-80GB");
   {
     /* expert parallelism with a skewed router: the header says so, the
-     * step counts the all-to-alls, and it fits its 32 GPUs */
+     * step counts the all-to-alls, and it fits its 64 GPUs */
     static const char *const ep[] = {"run", "workloads/mixtral-8x7b-ep8.ini",
-                                     "--gpus", "32", NULL};
+                                     "--gpus", "64", NULL};
     run(ep);
     assert_int_equal(r.status, 0);
     assert_contains(r.out, "experts   2 of 8 a token, 1 on each GPU (ep 8), "
                            "routing skewed: the hottest expert gets 1.5 x "
                            "its share");
     assert_contains(r.out, " + expert-parallel comm ");
-    assert_contains(r.out, "verdict: FITS on 32 x H100-SXM-80GB");
+    assert_contains(r.out, "verdict: FITS on 64 x H100-SXM-80GB");
+  }
+  {
+    /* one node: ep = 8 leaves each expert's states whole on its GPU
+     * (dp / ep = 1), 100 GiB: an H200 node holds it, an H100 node not */
+    static const char *const h200[] = {"run", "workloads/mixtral-8x7b-h200.ini",
+                                       "--gpus", "8", "--topology",
+                                       "topologies/h200-sxm-8x.ini", NULL};
+    static const char *const h100[] = {"run", "workloads/mixtral-8x7b-h200.ini",
+                                       "--gpus", "8", NULL};
+    run(h200);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "verdict: FITS on 8 x H200-SXM-141GB");
+    run(h100);
+    assert_int_equal(r.status, 3);
+  }
+  {
+    /* DeepSeek-V3 on 256 GPUs: 16 stages, 16 experts a GPU; the first
+     * stage (3 dense layers of its 4) holds less than the next */
+    static const char *const ds[] = {"run", "workloads/deepseek-v3.ini",
+                                     "--gpus", "256", NULL};
+    run(ds);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "model     llama, 671.03 B (37.55 B active) "
+                           "parameters, 61 layers");
+    assert_contains(r.out, "experts   8 of 256 a token, 16 on each GPU "
+                           "(ep 16)");
+    assert_contains(r.out, "<- first stage");
+    assert_contains(r.out, "verdict: FITS on 256 x H100-SXM-80GB");
   }
 }
 
@@ -528,6 +556,16 @@ static void test_context_parallel_sample(void **state)
   assert_contains(r.out, "layout    dp 1 x cp 8 x tp 1 x pp 1, ZeRO-1");
   assert_contains(r.out, " + context-parallel comm ");
   assert_contains(r.out, "verdict: FITS on 8 x H100-SXM-80GB");
+  {
+    /* 70B at 128k on 4 nodes: tp 8 inside each, cp 4 across them */
+    static const char *const big[] = {"run",
+                                      "workloads/llama3-70b-128k-cp4.ini",
+                                      "--gpus", "32", NULL};
+    run(big);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "layout    dp 1 x cp 4 x tp 8 x pp 1, ZeRO-3");
+    assert_contains(r.out, "verdict: FITS on 32 x H100-SXM-80GB");
+  }
 }
 
 /* Each shipped config.json gives its model's published parameter count
@@ -1768,6 +1806,9 @@ static void test_show_output_loads_back(void **state)
       {"show", "workloads/mixtral-8x7b.ini", NULL},
       {"show", "workloads/mixtral-8x7b-ep8.ini", NULL},
       {"show", "workloads/llama3-8b-128k-cp8.ini", NULL},
+      {"show", "workloads/llama3-70b-128k-cp4.ini", NULL},
+      {"show", "workloads/mixtral-8x7b-h200.ini", NULL},
+      {"show", "workloads/deepseek-v3.ini", NULL},
   };
   static char first[16384], second[16384];
   char path[64];
@@ -1994,6 +2035,104 @@ static void test_plan_tries_interleaved_where_allowed(void **state)
   scan_csv(p, check_interleaved_row, &seen);
   assert_true(seen.interleaved > 0);
   assert_int_equal(seen.interleaved, seen.allowed);
+  tu_remove_dir(dir);
+}
+
+/* What test_plan_varies_expert_and_context_parallelism counts: rows by
+ * expert- and context-parallel size (index: log2 of the size). */
+typedef struct ep_cp_seen {
+  int ep[8], cp[8];
+} ep_cp_seen;
+
+static int log2_exact(unsigned long long v)
+{
+  int k = 0;
+  assert_true(v > 0 && (v & (v - 1)) == 0); /* plan tries powers of two */
+  while (v >>= 1)
+    k++;
+  assert_true(k < 8);
+  return k;
+}
+
+static void check_ep_cp_row(const csv_scan *s, void *user)
+{
+  ep_cp_seen *seen = user;
+  unsigned long long ep = scan_u64(s, "parallel.ep"),
+                     cp = scan_u64(s, "parallel.cp"),
+                     dp = scan_u64(s, "parallel.dp");
+  /* every layout plan simulates is one vsim accepts */
+  assert_string_not_equal(scan_cell(s, "status"), "invalid");
+  assert_int_equal(scan_u64(s, "gpus"),
+                   dp * scan_u64(s, "parallel.tp") * cp *
+                       scan_u64(s, "parallel.pp"));
+  if (ep > 1) { /* Megatron-LM's rules: ep | experts (4), ep | dp, zero <= 1 */
+    assert_int_equal(4 % ep, 0);
+    assert_int_equal(dp % ep, 0);
+    assert_true(scan_u64(s, "parallel.zero") <= 1);
+    assert_int_equal(cp, 1); /* not simulated together */
+  }
+  seen->ep[log2_exact(ep)]++;
+  seen->cp[log2_exact(cp)]++;
+}
+
+/* Issue 16, item 7: plan enumerates expert parallelism where the model
+ * has experts (ep = 1, 2, 4 dividing gpt-small's 4 experts and dp, on 8
+ * GPUs) and context parallelism where the sequence is long (8192 tokens,
+ * Megatron Core's "8K+": cp = 1 to 8), each with a column in the table;
+ * a dense model on short sequences keeps cp = ep = 1 and the table has
+ * neither column. */
+static void test_plan_varies_expert_and_context_parallelism(void **state)
+{
+  char dir[64], p[128];
+  const char *moe[] = {"plan", DATA "gpt-small.ini", "--set",
+                       "model.experts=4", "--set", "model.experts_per_token=2",
+                       "--set", "model.expert_ffn_hidden=1024", "--set",
+                       "training.global_batch=16", "--gpus", "8", "--jobs",
+                       "2", "--csv", NULL, NULL};
+  const char *longseq[] = {"plan", DATA "gpt-small.ini", "--set",
+                           "model.seq_len=8192", "--set",
+                           "training.global_batch=4", "--gpus", "8", "--jobs",
+                           "2", "--csv", NULL, NULL, NULL, NULL};
+  const char *dense[] = {"plan", DATA "gpt-small.ini", "--set",
+                         "training.global_batch=16", "--gpus", "8", "--jobs",
+                         "2", "--csv", NULL, NULL};
+  ep_cp_seen seen;
+  (void)state;
+
+  memset(&seen, 0, sizeof seen);
+  run_plan_csv(moe, 15, dir, p, 0);
+  assert_contains(r.out, "  #   gpus   dp  tp  pp  ep zero ckpt");
+  scan_csv(p, check_ep_cp_row, &seen);
+  assert_true(seen.ep[0] > 0 && seen.ep[1] > 0 && seen.ep[2] > 0);
+  assert_int_equal(seen.ep[3], 0); /* 8 does not divide 4 experts */
+  assert_int_equal(seen.cp[1] + seen.cp[2] + seen.cp[3], 0); /* 128 tokens */
+  tu_remove_dir(dir);
+
+  memset(&seen, 0, sizeof seen);
+  run_plan_csv(longseq, 11, dir, p, 0);
+  assert_contains(r.out, "  #   gpus   dp  tp  pp  cp zero ckpt");
+  scan_csv(p, check_ep_cp_row, &seen);
+  for (int k = 0; k <= 3; k++)
+    assert_true(seen.cp[k] > 0);
+  assert_int_equal(seen.ep[1] + seen.ep[2], 0); /* no experts */
+  tu_remove_dir(dir);
+
+  /* Liger's fused loss runs with tp = 1 only: pruned, never invalid */
+  memset(&seen, 0, sizeof seen);
+  longseq[10] = "--set";
+  longseq[11] = "training.fused_cross_entropy=true";
+  longseq[12] = "--csv";
+  run_plan_csv(longseq, 13, dir, p, 0);
+  assert_contains(r.out, "3 (GPUs, tp) pairs: the fused cross-entropy loss");
+  scan_csv(p, check_ep_cp_row, &seen);
+  assert_true(seen.cp[3] > 0);
+  tu_remove_dir(dir);
+
+  memset(&seen, 0, sizeof seen);
+  run_plan_csv(dense, 9, dir, p, 0);
+  assert_contains(r.out, "  #   gpus   dp  tp  pp zero ckpt");
+  assert_true(scan_csv(p, check_ep_cp_row, &seen) == seen.ep[0]);
+  assert_int_equal(seen.cp[0], seen.ep[0]);
   tu_remove_dir(dir);
 }
 
@@ -2287,6 +2426,7 @@ int main(void)
       cmocka_unit_test(test_work_over_budget_is_refused),
       cmocka_unit_test(test_units_cannot_be_misread),
       cmocka_unit_test(test_plan_prunes_sequence_parallel_misfits),
+      cmocka_unit_test(test_plan_varies_expert_and_context_parallelism),
       cmocka_unit_test(test_keys_lists_every_key),
       cmocka_unit_test(test_fit_finds_the_exact_boundary),
       cmocka_unit_test(test_reserve_tight),

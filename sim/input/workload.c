@@ -179,12 +179,13 @@ bool vs_workload_moe_layer(const vs_model_conf *m, uint64_t l)
 }
 
 const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
-                                  uint64_t dp, uint64_t zero)
+                                  uint64_t dp, uint64_t zero, int framework)
 {
   if (ep == 1)
     return NULL;
   return m->experts == 0 || m->experts % ep ? "experts"
          : dp % ep                          ? "dp"
+         : framework == VS_FW_FSDP2 || framework == VS_FW_HF ? "framework"
          : zero > 1                         ? "zero"
                                             : NULL;
 }
@@ -206,9 +207,28 @@ const char *vs_workload_cp_misfit(const vs_model_conf *m, uint64_t cp,
   return NULL;
 }
 
+vs_cp_misfit vs_workload_cp_settings_misfit(const vs_training_conf *t,
+                                            int order, uint64_t ep)
+{
+  if (t->attention != VS_ATTN_FLASH)
+    return VS_CP_MISFIT_ATTENTION;
+  if (ep > 1)
+    return VS_CP_MISFIT_EP;
+  if (order != VS_ORDER_TP_DP_PP)
+    return VS_CP_MISFIT_ORDER;
+  if (vs_precision_autocast(t->precision) || t->framework == VS_FW_HF)
+    return VS_CP_MISFIT_DP_ONLY;
+  return VS_CP_FITS;
+}
+
 bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp)
 {
   return tp == 1 || (m->experts == 0 && m->kv_lora_rank == 0);
+}
+
+bool vs_workload_fused_loss_tp_allowed(const vs_training_conf *t, uint64_t tp)
+{
+  return tp == 1 || !t->fused_cross_entropy;
 }
 
 bool vs_workload_finetune_tp_allowed(const vs_finetune_conf *f, uint64_t tp)
@@ -663,7 +683,7 @@ static int check_ops_checkpointing(vs_workload *wl, vs_error *err)
 static int check_fused_loss(vs_workload *wl, vs_error *err)
 {
   char where[400];
-  if (!wl->training.fused_cross_entropy || wl->parallel.tp == 1)
+  if (vs_workload_fused_loss_tp_allowed(&wl->training, wl->parallel.tp))
     return 0;
   return vs_error_set(err, VS_EINPUT,
                       "%s: Liger Kernel's fused loss is not vocab-parallel; "
@@ -710,10 +730,8 @@ static const char *offload_key(const vs_workload *wl)
              : NULL;
 }
 
-/* Context parallelism as this version simulates it (Megatron-LM's, and
- * torchtitan's under FSDP2): flash attention, without expert parallelism,
- * and not under autocast or the Hugging Face Trainer (data parallelism
- * alone). */
+/* Context parallelism as this version simulates it
+ * (vs_workload_cp_settings_misfit), and cp_comm only with cp > 1. */
 static int check_cp(vs_workload *wl, vs_error *err)
 {
   const vs_training_conf *t = &wl->training;
@@ -725,31 +743,35 @@ static int check_cp(vs_workload *wl, vs_error *err)
                         WHERE("parallel", "cp_comm"));
   if (wl->parallel.cp == 1)
     return 0;
-  if (t->attention != VS_ATTN_FLASH)
+  switch (vs_workload_cp_settings_misfit(t, wl->parallel.order,
+                                         wl->parallel.ep)) {
+  case VS_CP_MISFIT_ATTENTION:
     return vs_error_set(err, VS_EINPUT,
                         "%s: context parallelism runs flash attention on each "
                         "chunk (Megatron-LM's and PyTorch's context parallel "
                         "attention); set attention = flash",
                         WHERE("training", "attention"));
-  if (wl->parallel.ep > 1)
+  case VS_CP_MISFIT_EP:
     return vs_error_set(err, VS_EINPUT,
                         "%s: expert parallelism with context parallelism is "
                         "not simulated; use cp = 1 or ep = 1",
                         WHERE("parallel", "cp"));
-  if (wl->parallel.order != VS_ORDER_TP_DP_PP)
+  case VS_CP_MISFIT_ORDER:
     return vs_error_set(err, VS_EINPUT,
                         "%s: context-parallel ranks sit next to the tensor-"
                         "parallel ones, which this version places with order "
                         "= tp-dp-pp only",
                         WHERE("parallel", "order"));
-  if (vs_precision_autocast(t->precision) || t->framework == VS_FW_HF)
+  case VS_CP_MISFIT_DP_ONLY:
     return vs_error_set(err, VS_EINPUT,
                         "%s: %s runs data parallelism alone; use cp = 1",
                         WHERE("parallel", "cp"),
                         t->framework == VS_FW_HF
                             ? "the Hugging Face Trainer (framework = hf)"
                             : "autocast");
-  return 0;
+  default:
+    return 0;
+  }
 }
 
 /* Multi-head latent attention as this version simulates it: flash
@@ -786,7 +808,8 @@ static int check_moe(vs_workload *wl, vs_error *err)
 {
   const vs_training_conf *t = &wl->training;
   const vs_parallel_conf *p = &wl->parallel;
-  const char *key = vs_workload_ep_misfit(&wl->model, p->ep, p->dp, p->zero);
+  const char *key = vs_workload_ep_misfit(&wl->model, p->ep, p->dp, p->zero,
+                                          t->framework);
   int rc;
   char where[400];
   if (key && wl->model.experts == 0)
@@ -805,7 +828,7 @@ static int check_moe(vs_workload *wl, vs_error *err)
                         "%s: the ep ranks come out of the data-parallel ones "
                         "(Megatron-LM's rule): ep must divide dp (%llu)",
                         WHERE("parallel", "ep"), (unsigned long long)p->dp);
-  if (p->ep > 1 && (t->framework == VS_FW_FSDP2 || t->framework == VS_FW_HF))
+  if (key && strcmp(key, "framework") == 0)
     return vs_error_set(err, VS_EINPUT,
                         "%s: expert parallelism is simulated as Megatron-LM "
                         "runs it; %s has none here: use ep = 1",

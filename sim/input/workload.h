@@ -267,14 +267,16 @@ const char *vs_workload_offload_misfit(uint64_t zero, int offload_optimizer,
  * first_k_dense_replace). */
 bool vs_workload_moe_layer(const vs_model_conf *m, uint64_t l);
 
-/* Expert parallelism of size ep with dp data-parallel ranks and ZeRO
- * stage zero: NULL when allowed (ep = 1 always is), else the key to blame:
- * "experts" (ep must divide them), "dp" (the ep ranks come out of the dp
- * ones, Megatron-LM's rule: ep must divide dp) or "zero" (expert states
- * shard over the expert-data-parallel group as Megatron-LM's distributed
- * optimizer does: zero <= 1). */
+/* Expert parallelism of size ep with dp data-parallel ranks, ZeRO stage
+ * zero and framework (vs_framework): NULL when allowed (ep = 1 always
+ * is), else the key to blame: "experts" (ep must divide them), "dp" (the
+ * ep ranks come out of the dp ones, Megatron-LM's rule: ep must divide
+ * dp), "framework" (expert parallelism is simulated as Megatron-LM runs
+ * it: not under fsdp2 or hf) or "zero" (expert states shard over the
+ * expert-data-parallel group as Megatron-LM's distributed optimizer does:
+ * zero <= 1). */
 const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
-                                  uint64_t dp, uint64_t zero);
+                                  uint64_t dp, uint64_t zero, int framework);
 
 /* Whether model m's layers can run on tp ranks: MoE layers and
  * multi-head latent attention are simulated without tensor parallelism
@@ -296,6 +298,11 @@ bool vs_workload_tp_allowed(const vs_model_conf *m, uint64_t tp);
  * parallelism (PEFT's and bitsandbytes' layers are not tensor-parallel);
  * otherwise any tp. */
 bool vs_workload_finetune_tp_allowed(const vs_finetune_conf *f, uint64_t tp);
+
+/* Whether training t's loss can run on tp ranks: Liger Kernel's fused
+ * cross-entropy (fused_cross_entropy) works on whole logits rows, so only
+ * with tp = 1 (Megatron's vocab-parallel loss is the in-place one). */
+bool vs_workload_fused_loss_tp_allowed(const vs_training_conf *t, uint64_t tp);
 
 /* Model chunk g's layer count and first layer (of n = pp x
  * virtual_stages chunks; stage s holds chunks s, s + pp, ...): as listed
@@ -340,6 +347,22 @@ bool vs_workload_interleave_batch_allowed(uint64_t grad_accum, uint64_t pp);
  * more with sp); a2a moves whole heads to each rank. */
 const char *vs_workload_cp_misfit(const vs_model_conf *m, uint64_t cp,
                                   int cp_comm, uint64_t tp, bool sp);
+
+/* What stops context parallelism (cp > 1) under the job's other
+ * settings, as this version simulates it (Megatron-LM's, and torchtitan's
+ * under FSDP2): flash attention only, not with expert parallelism, the cp
+ * ranks beside the tp ones (order = tp-dp-pp), and not under autocast or
+ * the Hugging Face Trainer, which run data parallelism alone. */
+typedef enum {
+  VS_CP_FITS,
+  VS_CP_MISFIT_ATTENTION, /* attention is not flash */
+  VS_CP_MISFIT_EP,        /* ep > 1 */
+  VS_CP_MISFIT_ORDER,     /* order is not tp-dp-pp */
+  VS_CP_MISFIT_DP_ONLY    /* autocast or framework = hf */
+} vs_cp_misfit;
+
+vs_cp_misfit vs_workload_cp_settings_misfit(const vs_training_conf *t,
+                                            int order, uint64_t ep);
 
 /* Names of enum values, for reports. */
 const char *vs_arch_name(int arch);
