@@ -674,7 +674,8 @@ static int cmd_run(const cli_args *a, FILE *out, FILE *errs)
   vs_sim sim;
   vs_sim_opts opts = {.all_ranks = a->all_ranks,
                       .record = a->csv_dir || a->trace || a->svg || a->html,
-                      .budget = a->budget};
+                      .budget = a->budget,
+                      .peak_tensors = true};
   vs_trace_ranks sel = {a->trace_ids, a->n_trace_ids};
   vs_error err;
   int code;

@@ -556,6 +556,14 @@ static void test_context_parallel_sample(void **state)
   assert_contains(r.out, "layout    dp 1 x cp 8 x tp 1 x pp 1, ZeRO-1");
   assert_contains(r.out, " + context-parallel comm ");
   assert_contains(r.out, "verdict: FITS on 8 x H100-SXM-80GB");
+  /* issue 16, item 6: what limits it, after the peak line: the output
+   * layer's backward (the logits' gradient, 131072 / 8 tokens x 128256 x
+   * 2 B = 3.91 GiB, and its input's, 128 MiB) and the 32 layer inputs
+   * full checkpointing keeps, each 16384 x 4096 x 2 B = 128 MiB */
+  assert_contains(r.out, "\nlargest activations and temporaries at the peak: "
+                         "4.04 GiB temp of lm_head (head, micro-batch 0, 2 "
+                         "tensors); 4.00 GiB activations of norm1 (layers "
+                         "0-31, micro-batch 0, 32 tensors);");
   {
     /* 70B at 128k on 4 nodes: tp 8 inside each, cp 4 across them */
     static const char *const big[] = {"run",

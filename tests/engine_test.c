@@ -311,6 +311,40 @@ static void test_memory_effects_start_and_end(void **state)
   vs_program_fini(&p);
 }
 
+/* vs_rank_record_lifetimes: at memory_program's peak (bwd's start, t =
+ * 100) the params, the activations, gather's and bwd's temporaries are
+ * live; fwd's temporary was freed at fwd's end; without lifetimes no
+ * buffer is reported live. */
+static void test_lifetimes_at_peak(void **state)
+{
+  vs_program p;
+  vs_rank r, plain;
+  vs_engine_stats st;
+  vs_engine_opts opts = {.check_invariants = true};
+  vs_error err;
+  static const bool live[5] = {true, false, true, true, true};
+  uint64_t sum = 0;
+  (void)state;
+  memory_program(&p);
+  vs_rank_init(&r, 0, &p, UINT64_MAX / 2, 0);
+  assert_int_equal(vs_rank_record_lifetimes(&r), 0);
+  vs_error_clear(&err);
+  assert_int_equal(vs_engine_run(&r, 1, &opts, &st, &err), 0);
+  assert_int_equal(r.mem.peak_allocated_bytes, 1950);
+  for (uint32_t b = 0; b < 5; b++) {
+    assert_int_equal(vs_rank_live_at_peak(&r, b), live[b]);
+    sum += live[b] ? p.buffers[b].bytes : 0;
+  }
+  assert_int_equal(sum, r.mem.peak_allocated_bytes); /* they make the peak */
+  vs_rank_init(&plain, 0, &p, UINT64_MAX / 2, 0);
+  assert_int_equal(vs_engine_run(&plain, 1, &opts, &st, &err), 0);
+  for (uint32_t b = 0; b < 5; b++)
+    assert_false(vs_rank_live_at_peak(&plain, b));
+  vs_rank_fini(&r);
+  vs_rank_fini(&plain);
+  vs_program_fini(&p);
+}
+
 static void test_timeline_rows(void **state)
 {
   /* The nine memory events of memory_program, in the order the engine
@@ -997,6 +1031,7 @@ int main(void)
       cmocka_unit_test(test_zero_duration_and_same_time_chain),
       cmocka_unit_test(test_memory_effects_start_and_end),
       cmocka_unit_test(test_timeline_rows),
+      cmocka_unit_test(test_lifetimes_at_peak),
       cmocka_unit_test(test_no_recording_when_not_asked),
       cmocka_unit_test(test_oom_at_exact_op),
       cmocka_unit_test(test_deadlock_is_an_error),

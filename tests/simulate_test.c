@@ -93,6 +93,62 @@ static void test_full_recompute_keeps_layer_inputs(void **state)
   vs_sim_fini(&sim);
 }
 
+/* vs_sim_peak_groups under full recompute with exact accounting: the
+ * groups of each category add up to the tracker's bytes at the peak, and
+ * the largest activations group is the 48 layer inputs full checkpointing
+ * keeps (2sbh each), allocated in micro-batch 0 across layers 0-47. */
+static void test_peak_groups_add_up(void **state)
+{
+  const char *const sets[] = {"training.checkpointing=full"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  vs_sim_opts opts = {.check_invariants = true, .peak_tensors = true};
+  vs_error err;
+  vs_peak_group *g;
+  size_t n;
+  uint64_t sum[VS_CAT_N] = {0};
+  const vs_peak_group *inputs = NULL;
+  double s = 2048, b = 1, h = 2048;
+  (void)state;
+
+  load(&wl, gpt_deep_eager, sets, 1, 1);
+  tu_default_topology(&topo);
+  vs_error_clear(&err);
+  if (vs_sim_run(&sim, &wl, &topo, &opts, &err))
+    fail_msg("simulation failed: %s", err.msg);
+  assert_int_equal(vs_sim_peak_groups(&sim.ranks[0], &g, &n), 0);
+  assert_true(n > 0);
+  for (size_t i = 0; i < n; i++) {
+    sum[g[i].category] += g[i].bytes;
+    if (i > 0)
+      assert_true(g[i - 1].bytes >= g[i].bytes); /* largest first */
+    if (!inputs && g[i].category == VS_CAT_ACTIVATIONS)
+      inputs = &g[i];
+  }
+  for (int c = 0; c < VS_CAT_N; c++)
+    if (c != VS_CAT_FRAMEWORK)
+      assert_int_equal(sum[c], sim.ranks[0].mem.at_peak[c]);
+  assert_non_null(inputs);
+  assert_int_equal(inputs->tensors, 48);
+  assert_int_equal(inputs->bytes, (uint64_t)(48 * 2 * s * b * h));
+  assert_int_equal(inputs->first_layer, 0);
+  assert_int_equal(inputs->last_layer, 47);
+  assert_int_equal(inputs->first_microbatch, 0);
+  assert_int_equal(inputs->last_microbatch, 0);
+  free(g);
+  vs_sim_fini(&sim);
+
+  /* without peak_tensors, no groups */
+  opts.peak_tensors = false;
+  if (vs_sim_run(&sim, &wl, &topo, &opts, &err))
+    fail_msg("simulation failed: %s", err.msg);
+  assert_int_equal(vs_sim_peak_groups(&sim.ranks[0], &g, &n), 0);
+  assert_int_equal(n, 0);
+  assert_null(g);
+  vs_sim_fini(&sim);
+}
+
 /* Selective recompute drops the 5*a*s^2*b attention tensors: 34*s*b*h per
  * layer (Korthikanti Table 2, selective row with t = 1). */
 static void test_selective_recompute_drops_attention_scores(void **state)
@@ -1596,6 +1652,7 @@ int main(void)
       cmocka_unit_test(test_all_ranks_limit),
       cmocka_unit_test(test_gpt_activations_match_korthikanti),
       cmocka_unit_test(test_full_recompute_keeps_layer_inputs),
+      cmocka_unit_test(test_peak_groups_add_up),
       cmocka_unit_test(test_selective_recompute_drops_attention_scores),
       cmocka_unit_test(test_zero_stages_partition_model_states),
       cmocka_unit_test(test_out_of_memory_is_reported_at_the_op),

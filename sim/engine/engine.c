@@ -89,6 +89,38 @@ void vs_rank_fini(vs_rank *rank)
   }
   free(rank->live_blocks);
   rank->live_blocks = NULL;
+  free(rank->lifetimes);
+  rank->lifetimes = NULL;
+}
+
+int vs_rank_record_lifetimes(vs_rank *rank)
+{
+  size_t n = rank->prog->n_buffers;
+  if (rank->prog->n_effects >= UINT32_MAX)
+    return VS_ELIMIT;
+  rank->lifetimes = calloc(2 * (n ? n : 1), sizeof *rank->lifetimes);
+  return rank->lifetimes ? 0 : VS_ENOMEM;
+}
+
+bool vs_rank_live_at_peak(const vs_rank *rank, uint32_t buffer)
+{
+  uint32_t from, to;
+  if (!rank->lifetimes || rank->peak_effect == 0)
+    return false;
+  from = rank->lifetimes[2 * (size_t)buffer];
+  to = rank->lifetimes[2 * (size_t)buffer + 1];
+  return from != 0 && from <= rank->peak_effect &&
+         (to == 0 || to > rank->peak_effect);
+}
+
+/* Numbers a GPU effect of buffer for r's lifetimes, and notes it as the
+ * peak's when allocated memory rose above peak_before with it. */
+static void note_lifetime(vs_rank *r, const vs_effect *e, uint64_t peak_before)
+{
+  uint32_t n = ++r->gpu_effects; /* < 2^32 - 1: vs_rank_record_lifetimes */
+  r->lifetimes[2 * (size_t)e->buffer + (e->is_free ? 1 : 0)] = n;
+  if (r->mem.peak_allocated_bytes > peak_before)
+    r->peak_effect = n;
 }
 
 int vs_rank_use_caching(vs_rank *rank, const vs_alloc_config *cfg)
@@ -202,7 +234,7 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
     const vs_effect *e = &p->effects[op->first_effect + i];
     const vs_buffer *buf = &p->buffers[e->buffer];
     int rc;
-    uint64_t bytes = buf->bytes;
+    uint64_t bytes = buf->bytes, peak_before = r->mem.peak_allocated_bytes;
     if ((bool)e->at_end != at_end)
       continue;
     if (buf->place == VS_PLACE_MANAGED)
@@ -227,6 +259,8 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
                           vs_place_name(buf->place));
     if (buf->place != VS_PLACE_GPU)
       continue; /* the timeline is the GPU's */
+    if (r->lifetimes)
+      note_lifetime(r, e, peak_before);
     if (c->opts->record_timeline &&
         record_event(r, t_ns, idx, buf->category,
                      e->is_free ? -(int64_t)bytes : (int64_t)bytes))

@@ -98,6 +98,14 @@ typedef struct vs_rank {
   vs_alloc *alloc;          /* caching-allocator emulation; NULL = exact */
   uint32_t *live_blocks;    /* [program buffer] its allocator block while
                                live, VS_ALLOC_NONE otherwise (caching) */
+  uint32_t *lifetimes;      /* [2 x program buffer] with
+                               vs_rank_record_lifetimes: the number of the
+                               GPU memory effect that allocated ([2b]) and
+                               freed ([2b + 1]) buffer b, 0 before it does */
+  uint32_t gpu_effects;     /* GPU memory effects so far (numbered from 1;
+                               counted with lifetimes) */
+  uint32_t peak_effect;     /* the effect after which allocated memory first
+                               reached its peak (mem.peak_allocated_bytes) */
   vs_mem_event *timeline;   /* recorded when asked */
   size_t n_timeline, cap_timeline;
   vs_op_span *spans;        /* recorded when asked */
@@ -135,6 +143,17 @@ typedef struct vs_engine_stats {
 void vs_rank_init(vs_rank *rank, uint32_t id, const vs_program *prog,
                   uint64_t capacity_bytes, uint64_t framework_bytes);
 void vs_rank_fini(vs_rank *rank);
+
+/* Makes rank note when the GPU allocates and frees each buffer of its
+ * program, for vs_rank_live_at_peak: 8 bytes a buffer. VS_ENOMEM on host
+ * memory; VS_ELIMIT when the program has 2^32 - 1 memory effects or more
+ * (their numbers would not fit). */
+int vs_rank_record_lifetimes(vs_rank *rank);
+
+/* Whether buffer (on the GPU) was allocated when rank's allocated memory
+ * first reached its peak: allocated by then and not yet freed. False for a
+ * rank without lifetimes. O(1). */
+bool vs_rank_live_at_peak(const vs_rank *rank, uint32_t buffer);
 
 /* Gives rank a caching-allocator emulation (instead of exact accounting),
  * with a table of 4 bytes per buffer of its program. VS_ENOMEM on host

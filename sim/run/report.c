@@ -317,6 +317,79 @@ static void verdict_line(const vs_sim *sim, char *buf, size_t len)
   }
 }
 
+/* The tensors held at the peak that the "held" line names. */
+#define HELD_GROUPS 4
+
+/* Layer l of sim's model as the report names it: "embedding" (or "step"
+ * for once-a-step ops, microbatch < 0), "head", or its number. */
+static const char *layer_word(const vs_sim *sim, int32_t l, int32_t microbatch,
+                              char *buf, size_t len)
+{
+  if (l < 0)
+    return microbatch < 0 ? "step" : "embedding";
+  if ((uint64_t)l >= sim->model.layers)
+    return "head";
+  snprintf(buf, len, "%d", l);
+  return buf;
+}
+
+/* Where group g's tensors were allocated: "head", "layer 5", "layers
+ * 0-79", "layers 3-head", then the micro-batches ("micro-batch 0",
+ * "micro-batches 0-7"). */
+static void group_where(const vs_sim *sim, const vs_peak_group *g, char *buf,
+                        size_t len)
+{
+  char n1[24], n2[24];
+  const char *first = layer_word(sim, g->first_layer, g->first_microbatch, n1,
+                                 sizeof n1),
+             *last = layer_word(sim, g->last_layer, g->last_microbatch, n2,
+                                sizeof n2);
+  size_t at;
+  if (g->first_layer != g->last_layer)
+    at = (size_t)snprintf(buf, len, "layers %s-%s", first, last);
+  else if (first == n1)
+    at = (size_t)snprintf(buf, len, "layer %s", first);
+  else
+    at = (size_t)snprintf(buf, len, "%s", first);
+  if (at >= len || g->first_microbatch < 0)
+    return;
+  if (g->first_microbatch == g->last_microbatch)
+    snprintf(buf + at, len - at, ", micro-batch %d", g->first_microbatch);
+  else
+    snprintf(buf + at, len - at, ", micro-batches %d-%d", g->first_microbatch,
+             g->last_microbatch);
+}
+
+/* "largest activations and temporaries at the peak: ..." for the worst
+ * rank (the model states are the table's columns already), or "" without
+ * its tensors. */
+static void held_line(const vs_sim *sim, char *buf, size_t len)
+{
+  vs_peak_group *g;
+  size_t n, at, shown = 0;
+  buf[0] = '\0';
+  if (vs_sim_peak_groups(vs_sim_worst_rank(sim), &g, &n) || n == 0)
+    return;
+  at = (size_t)snprintf(buf, len,
+                        "largest activations and temporaries at the peak:");
+  for (size_t i = 0; i < n && shown < HELD_GROUPS && at < len; i++) {
+    char b[16], where[96];
+    if (g[i].category != VS_CAT_ACTIVATIONS && g[i].category != VS_CAT_TEMP)
+      continue;
+    group_where(sim, &g[i], where, sizeof where);
+    at += (size_t)snprintf(buf + at, len - at, "%s %s %s of %s (%s, %llu "
+                           "tensor%s)",
+                           shown++ ? ";" : "",
+                           vs_format_bytes(g[i].bytes, b, sizeof b),
+                           vs_category_name(g[i].category), g[i].op, where,
+                           (unsigned long long)g[i].tensors,
+                           g[i].tensors == 1 ? "" : "s");
+  }
+  if (shown == 0)
+    buf[0] = '\0';
+  free(g);
+}
+
 char *vs_report_line(const vs_sim *sim, vs_report_line_kind kind, char *buf,
                      size_t len)
 {
@@ -336,6 +409,9 @@ char *vs_report_line(const vs_sim *sim, vs_report_line_kind kind, char *buf,
     break;
   case VS_LINE_VERDICT:
     verdict_line(sim, buf, len);
+    break;
+  case VS_LINE_HELD:
+    held_line(sim, buf, len);
     break;
   }
   return buf;
@@ -456,6 +532,8 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
   node_table(out, sim);
   managed_line(out, sim);
   fprintf(out, "\n%s\n", vs_report_line(sim, VS_LINE_PEAK, line, sizeof line));
+  if (vs_report_line(sim, VS_LINE_HELD, line, sizeof line)[0])
+    fprintf(out, "%s\n", line);
   for (size_t i = 0; i < sim->n_ranks; i++)
     if (sim->ranks[i].mem.oom.happened)
       vs_report_oom_line(out, sim, &sim->ranks[i]);

@@ -16,6 +16,11 @@ typedef enum vs_report_line_kind {
   VS_LINE_STEP,       /* "step time T = compute C + ... " */
   VS_LINE_THROUGHPUT, /* "throughput N tokens/s, MFU M%[, $ per ...]" */
   VS_LINE_VERDICT,    /* "verdict: FITS on ..." or "... DOES NOT FIT ..." */
+  VS_LINE_HELD,       /* "largest activations and temporaries at the
+                         peak: B category of op (where, n tensors); ...":
+                         the largest of the worst rank's
+                         vs_sim_peak_groups; empty when the run did not
+                         note its tensors */
 } vs_report_line_kind;
 
 /* Writes line `kind` of sim's summary, without its newline, into buf

@@ -2,6 +2,7 @@
 #include "simulate.h"
 
 #include "cost.h"
+#include "grow.h"
 #include "units.h"
 
 #include <stdio.h>
@@ -207,6 +208,12 @@ static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
                               "out of host memory for the allocator of rank %u",
                               r->id);
       }
+      if (opts->peak_tensors && !opts->all_ranks &&
+          vs_rank_record_lifetimes(r))
+        return vs_error_set(err, VS_ENOMEM,
+                            "out of host memory noting the tensors of rank "
+                            "%u",
+                            r->id);
       r->slot = (uint32_t)j;
       r->tp_rank = (int)(j % lay->tp);
       r->dp_rank = (int)(j / lay->tp);
@@ -540,4 +547,78 @@ void vs_sim_fini(vs_sim *sim)
   sim->programs = NULL;
   sim->n_ranks = 0;
   sim->n_programs = 0;
+}
+
+/* The group of g[0..n) that buffers allocated by op o of category cat
+ * belong to, appended when new; NULL when out of host memory. */
+static vs_peak_group *peak_group(vs_peak_group **g, size_t *n, size_t *cap,
+                                 const vs_pop *o, int cat)
+{
+  for (size_t i = *n; i-- > 0;)
+    if ((*g)[i].category == cat && strcmp((*g)[i].op, o->name) == 0)
+      return &(*g)[i];
+  if (!vs_grow((void **)g, cap, *n + 1, sizeof **g))
+    return NULL;
+  memset(&(*g)[*n], 0, sizeof **g);
+  snprintf((*g)[*n].op, sizeof (*g)[*n].op, "%s", o->name);
+  (*g)[*n].category = cat;
+  (*g)[*n].first_layer = o->layer;
+  (*g)[*n].last_layer = o->layer;
+  (*g)[*n].first_microbatch = o->microbatch;
+  (*g)[*n].last_microbatch = o->microbatch;
+  return &(*g)[(*n)++];
+}
+
+static void peak_group_add(vs_peak_group *g, const vs_pop *o, uint64_t bytes)
+{
+  g->bytes += bytes;
+  g->tensors++;
+  if (o->layer < g->first_layer)
+    g->first_layer = o->layer;
+  if (o->layer > g->last_layer)
+    g->last_layer = o->layer;
+  if (o->microbatch < g->first_microbatch)
+    g->first_microbatch = o->microbatch;
+  if (o->microbatch > g->last_microbatch)
+    g->last_microbatch = o->microbatch;
+}
+
+static int by_bytes_desc(const void *x, const void *y)
+{
+  const vs_peak_group *a = x, *b = y;
+  if (a->bytes != b->bytes)
+    return a->bytes > b->bytes ? -1 : 1;
+  return strcmp(a->op, b->op) ? strcmp(a->op, b->op) : a->category - b->category;
+}
+
+int vs_sim_peak_groups(const vs_rank *r, vs_peak_group **groups, size_t *n)
+{
+  const vs_program *p = r->prog;
+  vs_peak_group *g = NULL;
+  size_t ng = 0, cap = 0;
+  *groups = NULL;
+  *n = 0;
+  if (!r->lifetimes)
+    return 0;
+  for (size_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *o = &p->ops[i];
+    for (uint32_t k = 0; k < o->n_effects; k++) {
+      const vs_effect *e = &p->effects[o->first_effect + k];
+      const vs_buffer *b = &p->buffers[e->buffer];
+      vs_peak_group *into;
+      if (e->is_free || b->place != VS_PLACE_GPU ||
+          !vs_rank_live_at_peak(r, e->buffer))
+        continue;
+      if (!(into = peak_group(&g, &ng, &cap, o, b->category))) {
+        free(g);
+        return VS_ENOMEM;
+      }
+      peak_group_add(into, o, b->bytes);
+    }
+  }
+  if (ng)
+    qsort(g, ng, sizeof *g, by_bytes_desc);
+  *groups = g;
+  *n = ng;
+  return 0;
 }

@@ -50,6 +50,9 @@ typedef struct vs_sim_opts {
   int (*edit_model)(vs_model *m, void *ctx, vs_error *err);
   void *edit_ctx;         /* handed to edit_model */
   vs_budget budget;       /* refused above it; zeros: unlimited */
+  bool peak_tensors;      /* note which tensors each rank holds at its peak
+                             (vs_sim_peak_groups; one rank per stage only,
+                             not with all_ranks): 8 bytes a tensor a rank */
 } vs_sim_opts;
 
 typedef struct vs_sim {
@@ -144,5 +147,23 @@ const vs_node_mem *vs_sim_worst_node(const vs_sim *sim);
 
 /* The simulated rank whose peak use is highest (first on ties). */
 const vs_rank *vs_sim_worst_rank(const vs_sim *sim);
+
+/* The tensors a rank held on its GPU when its allocated memory first
+ * peaked, grouped by the op that allocated them and their category. */
+typedef struct vs_peak_group {
+  char op[VS_OP_NAME_MAX];  /* the allocating op's name ("cross_entropy") */
+  int category;             /* vs_category */
+  uint64_t bytes;           /* requested bytes (before allocator rounding) */
+  uint64_t tensors;         /* how many */
+  int32_t first_layer, last_layer;           /* the ops' layers (-1 step or
+                                                embedding, layers = head) */
+  int32_t first_microbatch, last_microbatch; /* -1: once a step */
+} vs_peak_group;
+
+/* r's groups at its peak, largest first (then by op and category), into a
+ * new array *groups of *n (the caller frees it); none (NULL, 0) when r did
+ * not note its tensors (vs_sim_opts.peak_tensors). VS_ENOMEM. O(effects of
+ * its program x groups). */
+int vs_sim_peak_groups(const vs_rank *r, vs_peak_group **groups, size_t *n);
 
 #endif
