@@ -81,20 +81,23 @@ enum {
   PRUNE_DP_ONLY,         /* autocast or hf beyond data parallelism */
   PRUNE_MOE_TP,          /* MoE layers with tp > 1 */
   PRUNE_FUSED_LOSS_TP,   /* fused_cross_entropy with tp > 1 */
-  PRUNE_EP,              /* ep not dividing dp, with zero > 1 or offload */
+  PRUNE_EP,              /* ep not dividing dp, or with zero > 1 */
   PRUNE_CP,              /* cp with a tp its sequence cannot split for */
+  PRUNE_PAGED,           /* a paged optimizer with zero > 0 or offload */
+  PRUNE_STEP_IN_BWD,     /* optimizer_in_backward beyond one micro-batch
+                            on one GPU */
   PRUNE_N
 };
 
 static const char *const prune_reasons[PRUNE_N] = {
     "(GPUs, tp) pairs: tp does not divide heads, kv_heads or ffn_hidden",
     "(GPUs, tp) pairs: tp does not divide seq_len (sequence parallelism)",
-    "(GPUs, tp, pp) triples: tp * cp * pp does not divide the GPU count",
-    "(GPUs, tp, pp) triples: dp does not divide global_batch",
+    "(GPUs, tp, cp, pp) choices: tp * cp * pp does not divide the GPU count",
+    "(GPUs, tp, cp, pp) choices: dp does not divide global_batch",
     "layouts: ZeRO-2/3 cannot be combined with pipeline parallelism",
     "layouts: ZeRO-1/2/3 without data (or context) parallelism is ZeRO-0",
     "layouts: selective recompute equals none with flash attention",
-    "(GPUs, tp, pp) triples: the uneven layer split is too long for an "
+    "(GPUs, tp, cp, pp) choices: the uneven layer split is too long for an "
     "override (pp_layers)",
     "interleaved layouts: the layers per stage are not an even split "
     "divisible by the virtual stages (Megatron-LM's rule)",
@@ -110,10 +113,13 @@ static const char *const prune_reasons[PRUNE_N] = {
     "simulated without tensor parallelism",
     "(GPUs, tp) pairs: the fused cross-entropy loss (fused_cross_entropy, "
     "Liger Kernel's) is not vocab-parallel",
-    "layouts: expert parallelism needs ep dividing dp, zero <= 1 and no "
-    "offload",
-    "(GPUs, tp) pairs: the sequence does not split into 2 x cp x tp chunks "
-    "(or tp x cp does not divide the heads for cp_comm = a2a)",
+    "layouts: expert parallelism needs ep dividing dp and zero <= 1",
+    "(GPUs, tp, cp) choices: the sequence does not split into 2 x cp x tp "
+    "chunks (or tp x cp does not divide the heads for cp_comm = a2a)",
+    "layouts: bitsandbytes' paged optimizer (paged_optimizer) runs with "
+    "zero = 0 and the optimizer on the GPU",
+    "layouts: optimizer_in_backward needs one micro-batch a step on one GPU "
+    "(dp = cp = pp = 1) and the optimizer on it",
 };
 
 /* A fitting layout's place in the ranking. */
@@ -203,10 +209,58 @@ static int offload_params(const layout_choice *lc)
   return lc->offload == PLAN_OFFLOAD_ALL ? VS_OFFLOAD_CPU : VS_OFFLOAD_NONE;
 }
 
+/* The keys that make candidate c the layout lc. VS_ELIMIT when they are
+ * more than a candidate holds (VS_EXPLORE_MAX_SETS): a bug. */
+static int candidate_sets(const plan_state *ps, const layout_choice *lc,
+                          vs_candidate *c)
+{
+  char split[VS_EXPLORE_SET_MAX];
+  int bad = 0;
+  bad |= vs_candidate_set(c, "parallel.tp=%llu", (unsigned long long)lc->tp);
+  bad |= vs_candidate_set(c, "parallel.pp=%llu", (unsigned long long)lc->pp);
+  bad |= vs_candidate_set(c, "parallel.dp=%llu", (unsigned long long)lc->dp);
+  if (ps->varies_cp) {
+    bad |= vs_candidate_set(c, "parallel.cp=%llu", (unsigned long long)lc->cp);
+    /* with cp = 1 nothing is exchanged (the workload says how to with
+       cp > 1, and cp_comm means nothing without) */
+    if (lc->cp == 1 && ps->cp_comm != VS_CP_P2P)
+      bad |= vs_candidate_set(c, "parallel.cp_comm=%s",
+                              vs_cp_comm_name(VS_CP_P2P));
+  }
+  if (ps->varies_ep)
+    bad |= vs_candidate_set(c, "parallel.ep=%llu", (unsigned long long)lc->ep);
+  bad |= vs_candidate_set(c, "parallel.zero=%llu",
+                          (unsigned long long)lc->zero);
+  bad |= vs_candidate_set(c, "parallel.sequence_parallel=%s",
+                          lc->tp > 1 ? "true" : "false");
+  bad |= vs_candidate_set(c, "parallel.schedule=%s",
+                          vs_schedule_name(lc->interleaved
+                                               ? VS_SCHED_INTERLEAVED
+                                               : VS_SCHED_1F1B));
+  bad |= vs_candidate_set(c, "parallel.virtual_stages=%d",
+                          lc->interleaved ? PLAN_VSTAGES : 1);
+  /* enumerate_pp checked that the split fits an override */
+  if (lc->uneven && split_text(ps, lc->pp, split, sizeof split))
+    bad |= vs_candidate_set(c, PP_LAYERS_KEY "%s", split);
+  bad |= vs_candidate_set(c, "training.checkpointing=%s",
+                          vs_checkpointing_name(lc->ckpt));
+  /* the layers full checkpointing leaves alone mean nothing without it */
+  if (lc->ckpt != VS_CKPT_FULL && ps->ckpt_choice) {
+    bad |= vs_candidate_set(c, "training.checkpoint_layers=0");
+    bad |= vs_candidate_set(c, "training.checkpoint_every=0");
+  }
+  bad |= vs_candidate_set(c, "training.micro_batch=%llu",
+                          (unsigned long long)lc->mb);
+  bad |= vs_candidate_set(c, "parallel.offload_optimizer=%s",
+                          vs_offload_name(offload_optimizer(lc)));
+  bad |= vs_candidate_set(c, "parallel.offload_params=%s",
+                          vs_offload_name(offload_params(lc)));
+  return bad ? VS_ELIMIT : 0;
+}
+
 static int add_layout(plan_state *ps, const layout_choice *lc)
 {
   vs_candidate *c;
-  char split[VS_EXPLORE_SET_MAX];
   if (ps->n == ps->cap) {
     size_t cap = ps->cap ? 2 * ps->cap : 1024;
     layout_choice *ch = realloc(ps->choices, cap * sizeof *ch);
@@ -224,41 +278,7 @@ static int add_layout(plan_state *ps, const layout_choice *lc)
   c = &ps->cands[ps->n++];
   memset(c, 0, sizeof *c);
   c->gpus = lc->gpus;
-  vs_candidate_set(c, "parallel.tp=%llu", (unsigned long long)lc->tp);
-  vs_candidate_set(c, "parallel.pp=%llu", (unsigned long long)lc->pp);
-  vs_candidate_set(c, "parallel.dp=%llu", (unsigned long long)lc->dp);
-  if (ps->varies_cp) {
-    vs_candidate_set(c, "parallel.cp=%llu", (unsigned long long)lc->cp);
-    /* with cp = 1 nothing is exchanged (the workload says how to with
-       cp > 1, and cp_comm means nothing without) */
-    if (lc->cp == 1 && ps->cp_comm != VS_CP_P2P)
-      vs_candidate_set(c, "parallel.cp_comm=%s", vs_cp_comm_name(VS_CP_P2P));
-  }
-  if (ps->varies_ep)
-    vs_candidate_set(c, "parallel.ep=%llu", (unsigned long long)lc->ep);
-  vs_candidate_set(c, "parallel.zero=%llu", (unsigned long long)lc->zero);
-  vs_candidate_set(c, "parallel.sequence_parallel=%s", lc->tp > 1 ? "true" : "false");
-  vs_candidate_set(c, "parallel.schedule=%s",
-                   vs_schedule_name(lc->interleaved ? VS_SCHED_INTERLEAVED
-                                                    : VS_SCHED_1F1B));
-  vs_candidate_set(c, "parallel.virtual_stages=%d",
-                   lc->interleaved ? PLAN_VSTAGES : 1);
-  /* enumerate_pp checked that the split fits an override */
-  if (lc->uneven && split_text(ps, lc->pp, split, sizeof split))
-    vs_candidate_set(c, PP_LAYERS_KEY "%s", split);
-  vs_candidate_set(c, "training.checkpointing=%s",
-                   vs_checkpointing_name(lc->ckpt));
-  /* the layers full checkpointing leaves alone mean nothing without it */
-  if (lc->ckpt != VS_CKPT_FULL && ps->ckpt_choice) {
-    vs_candidate_set(c, "training.checkpoint_layers=0");
-    vs_candidate_set(c, "training.checkpoint_every=0");
-  }
-  vs_candidate_set(c, "training.micro_batch=%llu", (unsigned long long)lc->mb);
-  vs_candidate_set(c, "parallel.offload_optimizer=%s",
-                   vs_offload_name(offload_optimizer(lc)));
-  vs_candidate_set(c, "parallel.offload_params=%s",
-                   vs_offload_name(offload_params(lc)));
-  return 0;
+  return candidate_sets(ps, lc, c);
 }
 
 /* Adds lc with 1F1B and, where Megatron-LM allows it, interleaved with
@@ -267,9 +287,10 @@ static int add_layout(plan_state *ps, const layout_choice *lc)
 static int add_schedules(plan_state *ps, const layout_choice *lc,
                          uint64_t grad_accum)
 {
+  int rc;
   layout_choice il = *lc;
-  if (add_layout(ps, lc))
-    return VS_ENOMEM;
+  if ((rc = add_layout(ps, lc)))
+    return rc;
   if (!vs_workload_interleave_shape_allowed(lc->pp, PLAN_VSTAGES))
     return 0; /* no pipeline to interleave: nothing left out */
   if (lc->uneven || (ps->layers / lc->pp) % PLAN_VSTAGES) {
@@ -291,6 +312,7 @@ static int add_schedules(plan_state *ps, const layout_choice *lc,
 static int enumerate_zero(const vs_workload *wl, const layout_choice *base,
                           plan_state *ps)
 {
+  int rc;
   uint64_t global = wl->training.global_batch, dp = base->dp;
   bool flash = wl->training.attention == VS_ATTN_FLASH;
   layout_choice lc = *base;
@@ -303,9 +325,14 @@ static int enumerate_zero(const vs_workload *wl, const layout_choice *base,
     ps->pruned[PRUNE_OFFLOAD]++;
     return 0;
   }
-  if (dp * wl->parallel.cp == 1 && lc.zero > 0 &&
+  if (dp * lc.cp == 1 && lc.zero > 0 &&
       lc.offload == PLAN_OFFLOAD_NONE) { /* ZeRO shards over dp x cp */
     ps->pruned[PRUNE_ZERO_DP1]++;
+    return 0;
+  }
+  if (!vs_workload_paged_allowed(&wl->training, lc.zero,
+                                 offload_optimizer(&lc))) {
+    ps->pruned[PRUNE_PAGED]++;
     return 0;
   }
   for (lc.ckpt = VS_CKPT_NONE; lc.ckpt <= VS_CKPT_FULL; lc.ckpt++) {
@@ -316,8 +343,14 @@ static int enumerate_zero(const vs_workload *wl, const layout_choice *base,
     for (lc.mb = 1; lc.mb * dp <= global; lc.mb *= 2) {
       if (!vs_workload_batch_allowed(global, lc.mb, dp))
         continue;
-      if (add_schedules(ps, &lc, global / (lc.mb * dp)))
-        return VS_ENOMEM;
+      if (!vs_workload_step_in_backward_allowed(
+              &wl->training, global / (lc.mb * dp), dp * lc.cp, lc.pp,
+              offload_optimizer(&lc))) {
+        ps->pruned[PRUNE_STEP_IN_BWD]++;
+        continue;
+      }
+      if ((rc = add_schedules(ps, &lc, global / (lc.mb * dp))))
+        return rc;
     }
   }
   return 0;
@@ -340,6 +373,7 @@ static uint64_t next_tried(uint64_t v, uint64_t own)
 static int enumerate_ep(const vs_workload *wl, const layout_choice *base,
                         plan_state *ps)
 {
+  int rc;
   layout_choice lc = *base;
   for (lc.ep = 1; lc.ep <= wl->model.experts || lc.ep == 1;
        lc.ep = next_tried(lc.ep, wl->parallel.ep)) {
@@ -355,14 +389,14 @@ static int enumerate_ep(const vs_workload *wl, const layout_choice *base,
     }
     if (!ps->offload_pass) {
       lc.offload = PLAN_OFFLOAD_NONE;
-      if (enumerate_zero(wl, &lc, ps))
-        return VS_ENOMEM;
+      if ((rc = enumerate_zero(wl, &lc, ps)))
+        return rc;
       continue;
     }
     for (lc.offload = PLAN_OFFLOAD_OPTIMIZER; lc.offload < PLAN_OFFLOAD_N;
          lc.offload++)
-      if (enumerate_zero(wl, &lc, ps))
-        return VS_ENOMEM;
+      if ((rc = enumerate_zero(wl, &lc, ps)))
+        return rc;
   }
   return 0;
 }
@@ -372,6 +406,7 @@ static int enumerate_ep(const vs_workload *wl, const layout_choice *base,
 static int enumerate_triple(const vs_workload *wl, const layout_choice *base,
                             plan_state *ps)
 {
+  int rc;
   layout_choice lc = *base;
 
   for (lc.zero = 0; lc.zero <= VS_ZERO_MAX; lc.zero++) {
@@ -386,8 +421,8 @@ static int enumerate_triple(const vs_workload *wl, const layout_choice *base,
       ps->pruned[PRUNE_DP_ONLY]++;
       continue;
     }
-    if (enumerate_ep(wl, &lc, ps))
-      return VS_ENOMEM;
+    if ((rc = enumerate_ep(wl, &lc, ps)))
+      return rc;
   }
   return 0;
 }
@@ -405,6 +440,7 @@ static bool pp_tried(uint64_t layers, uint64_t pp)
 static int enumerate_pp(const vs_workload *wl, uint64_t g, uint64_t tp,
                         uint64_t cp, plan_state *ps)
 {
+  int rc;
   const vs_model_conf *m = &wl->model;
   uint64_t tcp = tp * cp;
   char split[VS_EXPLORE_SET_MAX - sizeof PP_LAYERS_KEY + 1];
@@ -427,8 +463,8 @@ static int enumerate_pp(const vs_workload *wl, uint64_t g, uint64_t tp,
       ps->pruned[PRUNE_SPLIT_LONG]++;
       continue;
     }
-    if (enumerate_triple(wl, &base, ps))
-      return VS_ENOMEM;
+    if ((rc = enumerate_triple(wl, &base, ps)))
+      return rc;
   }
   return 0;
 }
@@ -439,6 +475,7 @@ static int enumerate_pp(const vs_workload *wl, uint64_t g, uint64_t tp,
 static int enumerate_cp(const vs_workload *wl, uint64_t g, uint64_t tp,
                         plan_state *ps)
 {
+  int rc;
   for (uint64_t cp = 1; tp * cp <= g; cp = next_tried(cp, wl->parallel.cp)) {
     if (cp > 1 && !ps->varies_cp)
       break;
@@ -447,8 +484,8 @@ static int enumerate_cp(const vs_workload *wl, uint64_t g, uint64_t tp,
       ps->pruned[PRUNE_CP]++; /* plan pairs tp > 1 with SP */
       continue;
     }
-    if (enumerate_pp(wl, g, tp, cp, ps))
-      return VS_ENOMEM;
+    if ((rc = enumerate_pp(wl, g, tp, cp, ps)))
+      return rc;
   }
   return 0;
 }
@@ -477,6 +514,7 @@ static int tp_pruned(const vs_workload *wl, uint64_t tp)
 static int enumerate(const vs_workload *wl, const vs_topology *topo,
                      plan_state *ps)
 {
+  int rc;
   uint64_t node = topo->gpus_per_node;
 
   for (uint64_t g = ps->exact ? ps->max_gpus : 1; g <= ps->max_gpus;
@@ -489,8 +527,8 @@ static int enumerate(const vs_workload *wl, const vs_topology *topo,
         ps->pruned[why]++;
         continue;
       }
-      if (enumerate_cp(wl, g, tp, ps))
-        return VS_ENOMEM;
+      if ((rc = enumerate_cp(wl, g, tp, ps)))
+        return rc;
     }
   }
   return 0;
@@ -703,11 +741,14 @@ static bool plan_varies_cp(const vs_workload *wl)
                                         1) == VS_CP_FITS;
 }
 
-/* Whether plan varies the expert-parallel size: the model has experts
- * and the framework runs expert parallelism. */
+/* Whether plan varies the expert-parallel size: the model has experts,
+ * the framework runs expert parallelism, and the workload does not
+ * offload activations (plan keeps that choice; expert parallelism is
+ * simulated without offload: check_moe in workload.c). */
 static bool plan_varies_ep(const vs_workload *wl)
 {
   return wl->model.experts > 1 &&
+         wl->training.offload_activations == VS_OFFLOAD_NONE &&
          !vs_workload_ep_misfit(&wl->model, wl->model.experts,
                                 wl->model.experts, 0, wl->training.framework);
 }
@@ -722,6 +763,7 @@ static int plan_simulate(const vs_workload *wl, const vs_topology *topo,
   vs_error err;
   size_t from = ps->n;
   ranked *order;
+  int rc;
 
   vs_error_clear(&err);
   ps->priced = topo->usd_per_gpu_hour > 0;
@@ -733,8 +775,11 @@ static int plan_simulate(const vs_workload *wl, const vs_topology *topo,
                     wl->training.checkpoint_every;
   ps->tokens_per_step =
       (double)(wl->training.global_batch * wl->model.seq_len);
-  if (enumerate(wl, topo, ps)) {
-    fprintf(errs, "vsim: out of host memory for the layouts\n");
+  if ((rc = enumerate(wl, topo, ps))) {
+    fprintf(errs, "vsim: %s\n",
+            rc == VS_ENOMEM ? "out of host memory for the layouts"
+                            : "a layout sets more keys than a candidate "
+                              "holds (VS_EXPLORE_MAX_SETS)");
     return VS_EXIT_ERROR;
   }
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -858,10 +903,15 @@ static int plan_no_fit(FILE *out, const plan_state *ps)
           ps->type ? ps->type : "", ps->type ? " " : "");
   if (any) {
     const layout_choice *lc = &ps->choices[closest];
-    fprintf(out, "; the closest, %llu GPUs (dp %llu, tp %llu, pp %llu, ZeRO-%llu, "
-                 "micro-batch %llu): %s",
+    char cp[32] = "", ep[32] = "";
+    if (ps->varies_cp)
+      snprintf(cp, sizeof cp, ", cp %llu", (unsigned long long)lc->cp);
+    if (ps->varies_ep)
+      snprintf(ep, sizeof ep, ", ep %llu", (unsigned long long)lc->ep);
+    fprintf(out, "; the closest, %llu GPUs (dp %llu, tp %llu%s, pp %llu%s, "
+                 "ZeRO-%llu, micro-batch %llu): %s",
             (unsigned long long)lc->gpus, (unsigned long long)lc->dp,
-            (unsigned long long)lc->tp, (unsigned long long)lc->pp,
+            (unsigned long long)lc->tp, cp, (unsigned long long)lc->pp, ep,
             (unsigned long long)lc->zero, (unsigned long long)lc->mb,
             ps->cands[closest].reason);
   }

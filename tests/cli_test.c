@@ -530,16 +530,21 @@ static void test_moe_sample(void **state)
   }
   {
     /* DeepSeek-V3 on 256 GPUs: 16 stages, 16 experts a GPU; the first
-     * stage (3 dense layers of its 4) holds less than the next */
+     * stage (3 dense layers of its 4) is not the worst: a stage of 4 MoE
+     * layers is (stage 2, rank 32) */
     static const char *const ds[] = {"run", "workloads/deepseek-v3.ini",
                                      "--gpus", "256", NULL};
+    const char *row;
     run(ds);
     assert_int_equal(r.status, 0);
     assert_contains(r.out, "model     llama, 671.03 B (37.55 B active) "
                            "parameters, 61 layers");
     assert_contains(r.out, "experts   8 of 256 a token, 16 on each GPU "
                            "(ep 16)");
-    assert_contains(r.out, "<- first stage");
+    row = strstr(r.out, "\n   32     2    0    0 ");
+    assert_non_null(row);
+    assert_true(strstr(row, "<- worst") &&
+                strstr(row, "<- worst") < strchr(row + 1, '\n'));
     assert_contains(r.out, "verdict: FITS on 256 x H100-SXM-80GB");
   }
 }
@@ -2144,6 +2149,80 @@ static void test_plan_varies_expert_and_context_parallelism(void **state)
   tu_remove_dir(dir);
 }
 
+/* What test_plan_simulates_only_what_run_accepts looks for in a row. */
+typedef struct accepted_seen {
+  int dp1_cp8_zero3; /* rows with dp 1, cp 8 and ZeRO-3 */
+  int ep_above_1;    /* rows with ep > 1 */
+} accepted_seen;
+
+static void check_accepted_row(const csv_scan *s, void *user)
+{
+  accepted_seen *seen = user;
+  if (strcmp(scan_cell(s, "status"), "invalid") == 0)
+    fail_msg("plan simulated a layout run refuses: %s",
+             scan_cell(s, "reason"));
+  seen->dp1_cp8_zero3 += scan_u64(s, "parallel.dp") == 1 &&
+                         scan_u64(s, "parallel.cp") == 8 &&
+                         scan_u64(s, "parallel.zero") == 3;
+  seen->ep_above_1 += scan_u64(s, "parallel.ep") > 1;
+}
+
+/* Plan leaves out, before simulating, every layout `vsim run` would
+ * refuse, and keeps the ones it accepts: ZeRO with dp = 1 when the
+ * layout's own cp shards (one sequence over 8 GPUs), FSDP2 over dp x cp,
+ * no expert parallelism beside activation offload, a paged optimizer only
+ * with ZeRO-0, optimizer_in_backward only on one micro-batch and GPU. */
+static void test_plan_simulates_only_what_run_accepts(void **state)
+{
+  static const struct {
+    const char *sets[5];
+    const char *gpus;
+    const char *pruned; /* a line plan must print, or NULL */
+  } cases[] = {
+      {{"model.seq_len=8192", "training.global_batch=1"}, "8", NULL},
+      {{"model.seq_len=8192", "training.global_batch=8",
+        "training.framework=fsdp2", "parallel.zero=3", "parallel.dp=8"},
+       "8", NULL},
+      {{"model.experts=4", "model.experts_per_token=2",
+        "model.expert_ffn_hidden=1024", "training.global_batch=16",
+        "training.offload_activations=cpu"},
+       "8", NULL},
+      {{"training.global_batch=16", "training.optimizer=adam8bit",
+        "training.paged_optimizer=true"},
+       "8", "12 layouts: bitsandbytes' paged optimizer (paged_optimizer) "
+            "runs with zero = 0"},
+      {{"training.global_batch=4", "training.micro_batch=4",
+        "training.optimizer_in_backward=true"},
+       "1", "4 layouts: optimizer_in_backward needs one micro-batch a step "
+            "on one GPU"},
+  };
+  (void)state;
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    char dir[64], p[128];
+    const char *args[24] = {"plan", DATA "gpt-small.ini"};
+    size_t n = 2;
+    accepted_seen seen = {0, 0};
+    for (size_t i = 0; i < 5 && cases[k].sets[i]; i++) {
+      args[n++] = "--set";
+      args[n++] = cases[k].sets[i];
+    }
+    args[n++] = "--gpus";
+    args[n++] = cases[k].gpus;
+    args[n++] = "--jobs";
+    args[n++] = "2";
+    args[n++] = "--csv";
+    run_plan_csv(args, n, dir, p, 0);
+    if (cases[k].pruned)
+      assert_contains(r.out, cases[k].pruned);
+    assert_true(scan_csv(p, check_accepted_row, &seen) > 0);
+    if (k == 0) /* the sequence over 8 GPUs, its states sharded over them */
+      assert_true(seen.dp1_cp8_zero3 > 0);
+    if (k == 2)
+      assert_int_equal(seen.ep_above_1, 0);
+    tu_remove_dir(dir);
+  }
+}
+
 /* Issue 18, item 7: plan --topology a,b,c answers for each GPU type (the
  * cheapest and the fastest layout, each row naming its type), then ranks
  * across types by cost per step; a type on which nothing fits says so.
@@ -2435,6 +2514,7 @@ int main(void)
       cmocka_unit_test(test_units_cannot_be_misread),
       cmocka_unit_test(test_plan_prunes_sequence_parallel_misfits),
       cmocka_unit_test(test_plan_varies_expert_and_context_parallelism),
+      cmocka_unit_test(test_plan_simulates_only_what_run_accepts),
       cmocka_unit_test(test_keys_lists_every_key),
       cmocka_unit_test(test_fit_finds_the_exact_boundary),
       cmocka_unit_test(test_reserve_tight),

@@ -226,6 +226,22 @@ bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp)
   return tp == 1 || (m->experts == 0 && m->kv_lora_rank == 0);
 }
 
+bool vs_workload_step_in_backward_allowed(const vs_training_conf *t,
+                                          uint64_t grad_accum, uint64_t dp_cp,
+                                          uint64_t pp, int offload_optimizer)
+{
+  return !t->optimizer_in_backward ||
+         (grad_accum == 1 && dp_cp == 1 && pp == 1 &&
+          offload_optimizer == VS_OFFLOAD_NONE);
+}
+
+bool vs_workload_paged_allowed(const vs_training_conf *t, uint64_t zero,
+                               int offload_optimizer)
+{
+  return !t->paged_optimizer ||
+         (zero == 0 && offload_optimizer == VS_OFFLOAD_NONE);
+}
+
 bool vs_workload_fused_loss_tp_allowed(const vs_training_conf *t, uint64_t tp)
 {
   return tp == 1 || !t->fused_cross_entropy;
@@ -602,11 +618,11 @@ static int check_step_in_backward(const vs_workload *wl, vs_error *err)
 {
   const vs_parallel_conf *p = &wl->parallel;
   char where[400];
-  if (!wl->training.optimizer_in_backward)
+  if (vs_workload_step_in_backward_allowed(&wl->training, wl->grad_accum,
+                                           p->dp * p->cp, p->pp,
+                                           p->offload_optimizer))
     return 0;
-  if (wl->grad_accum > 1 || p->dp * p->cp > 1 || p->pp > 1 ||
-      p->offload_optimizer != VS_OFFLOAD_NONE)
-    return vs_error_set(err, VS_EINPUT,
+  return vs_error_set(err, VS_EINPUT,
                         "%s: stepping each gradient as backward makes it "
                         "(torchtune's optimizer_in_bwd) needs one micro-batch "
                         "per step, dp = cp = 1, pp = 1 and the optimizer on "
@@ -616,7 +632,6 @@ static int check_step_in_backward(const vs_workload *wl, vs_error *err)
                         (unsigned long long)wl->grad_accum,
                         (unsigned long long)(p->dp * p->cp),
                         (unsigned long long)p->pp);
-  return 0;
 }
 
 /* bitsandbytes' paged optimizers page each tensor's own states: not the
@@ -625,8 +640,8 @@ static int check_paged(const vs_workload *wl, vs_error *err)
 {
   const vs_parallel_conf *p = &wl->parallel;
   char where[400];
-  if (wl->training.paged_optimizer &&
-      (p->zero > 0 || p->offload_optimizer != VS_OFFLOAD_NONE))
+  if (!vs_workload_paged_allowed(&wl->training, p->zero,
+                                 p->offload_optimizer))
     return vs_error_set(err, VS_EINPUT,
                         "%s: bitsandbytes' paged optimizers page each tensor's "
                         "states in CUDA managed memory; they run with zero = 0 "

@@ -299,6 +299,21 @@ bool vs_workload_tp_allowed(const vs_model_conf *m, uint64_t tp);
  * otherwise any tp. */
 bool vs_workload_finetune_tp_allowed(const vs_finetune_conf *f, uint64_t tp);
 
+/* Whether training t can step each gradient in backward
+ * (optimizer_in_backward, torchtune's optimizer_in_bwd: its single-device
+ * recipe) with grad_accum micro-batches a step, dp x cp data- and
+ * context-parallel ranks, pp stages and offload_optimizer: one
+ * micro-batch, one rank, the optimizer on the GPU; true when t does not. */
+bool vs_workload_step_in_backward_allowed(const vs_training_conf *t,
+                                          uint64_t grad_accum, uint64_t dp_cp,
+                                          uint64_t pp, int offload_optimizer);
+
+/* Whether training t's paged optimizer (bitsandbytes', each tensor's
+ * states in managed memory) runs with ZeRO stage zero and
+ * offload_optimizer: only zero = 0 on the GPU; true without one. */
+bool vs_workload_paged_allowed(const vs_training_conf *t, uint64_t zero,
+                               int offload_optimizer);
+
 /* Whether training t's loss can run on tp ranks: Liger Kernel's fused
  * cross-entropy (fused_cross_entropy) works on whole logits rows, so only
  * with tp = 1 (Megatron's vocab-parallel loss is the in-place one). */
