@@ -641,6 +641,58 @@ static void test_ranks_share_a_program(void **state)
   vs_program_fini(&p);
 }
 
+/* Independent slots (vs_engine_run): every rank of a shared program but
+ * the first takes a copy of the first's run instead of running; the copy
+ * equals a full replay (replay_every_slot) rank by rank, counts the same
+ * events, and owns its arrays (rank 0 finalised first, the others are
+ * still read; the sanitizer and valgrind builds see any sharing). A rank
+ * that starts differently (a smaller GPU) makes every rank run. */
+static void test_independent_slots_copy_the_first(void **state)
+{
+  enum { N = 200, RANKS = 4 };
+  vs_program p;
+  vs_rank copied[RANKS], replayed[RANKS];
+  vs_engine_stats s_copy, s_replay;
+  vs_engine_opts opts = {.record_timeline = true, .record_spans = true,
+                         .check_invariants = true};
+  vs_error err;
+  (void)state;
+  random_program(&p, N, 31);
+  vs_error_clear(&err);
+  for (size_t i = 0; i < RANKS; i++) {
+    vs_rank_init(&copied[i], (uint32_t)i, &p, 1u << 20, 0);
+    vs_rank_init(&replayed[i], (uint32_t)i, &p, 1u << 20, 0);
+  }
+  assert_int_equal(vs_engine_run(copied, RANKS, &opts, &s_copy, &err), 0);
+  opts.replay_every_slot = true;
+  assert_int_equal(vs_engine_run(replayed, RANKS, &opts, &s_replay, &err), 0);
+  assert_int_equal(s_copy.events, s_replay.events);
+  assert_int_equal(s_copy.events, (uint64_t)N * RANKS);
+  assert_int_equal(s_copy.end_ns, s_replay.end_ns);
+  vs_rank_fini(&copied[0]);
+  for (size_t i = 1; i < RANKS; i++) {
+    assert_int_equal(copied[i].id, i); /* its own identity */
+    assert_true(copied[i].timeline != replayed[i].timeline);
+    assert_same_run(&copied[i], &replayed[i]);
+    assert_int_equal(copied[i].mem.oom.happened, replayed[i].mem.oom.happened);
+  }
+  for (size_t i = 0; i < RANKS; i++) {
+    if (i)
+      vs_rank_fini(&copied[i]);
+    vs_rank_fini(&replayed[i]);
+  }
+  /* rank 2 on a smaller GPU: every rank runs, rank 2 alone out of memory */
+  opts.replay_every_slot = false;
+  for (size_t i = 0; i < RANKS; i++)
+    vs_rank_init(&copied[i], (uint32_t)i, &p, i == 2 ? 1 : 1u << 20, 0);
+  assert_int_equal(vs_engine_run(copied, RANKS, &opts, &s_copy, &err), 0);
+  for (size_t i = 0; i < RANKS; i++) {
+    assert_int_equal(copied[i].mem.oom.happened, i == 2);
+    vs_rank_fini(&copied[i]);
+  }
+  vs_program_fini(&p);
+}
+
 /* ------------------------------------------------------------------------
  * Shared resources
  *
@@ -1039,6 +1091,7 @@ int main(void)
       cmocka_unit_test(test_free_never_allocated),
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_ranks_share_a_program),
+      cmocka_unit_test(test_independent_slots_copy_the_first),
       cmocka_unit_test(test_res_alone),
       cmocka_unit_test(test_res_two_gpus_one_switch),
       cmocka_unit_test(test_res_other_instance_unaffected),

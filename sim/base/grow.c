@@ -3,6 +3,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 bool vs_grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
@@ -22,4 +23,17 @@ bool vs_grow(void **arr, size_t *cap, size_t need, size_t elem)
   *arr = mem;
   *cap = n;
   return true;
+}
+
+void *vs_dup_array(const void *src, size_t n, size_t elem, bool *ok)
+{
+  void *d;
+  if (n == 0 || !*ok)
+    return NULL;
+  if (n > SIZE_MAX / elem || !(d = malloc(n * elem))) {
+    *ok = false;
+    return NULL;
+  }
+  memcpy(d, src, n * elem);
+  return d;
 }

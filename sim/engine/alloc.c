@@ -511,6 +511,31 @@ void vs_alloc_fini(vs_alloc *a)
   memset(a, 0, sizeof *a);
 }
 
+int vs_alloc_clone(vs_alloc *dst, const vs_alloc *src)
+{
+  bool ok = true;
+  *dst = *src;
+  dst->blocks = vs_dup_array(src->blocks, src->n_blocks, sizeof *src->blocks, &ok);
+  dst->cap_blocks = src->n_blocks;
+  dst->free_slots = vs_dup_array(src->free_slots, src->n_free_slots,
+                              sizeof *src->free_slots, &ok);
+  dst->cap_free_slots = src->n_free_slots;
+  dst->segments = vs_dup_array(src->segments, src->n_segments,
+                            sizeof *src->segments, &ok);
+  dst->cap_segments = src->n_segments;
+  for (int s = 0; s < VS_ALLOC_STREAMS; s++)
+    for (int p = 0; p < VS_POOL_N; p++) {
+      vs_free_set *fs = &dst->pools[s][p];
+      fs->blocks = vs_dup_array(src->pools[s][p].blocks, fs->n,
+                             sizeof *fs->blocks, &ok);
+      fs->cap = fs->n;
+    }
+  if (ok)
+    return 0;
+  vs_alloc_fini(dst);
+  return VS_ENOMEM;
+}
+
 uint64_t vs_alloc_largest_free(const vs_alloc *a, int pool)
 {
   uint64_t best = 0;

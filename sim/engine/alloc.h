@@ -106,6 +106,10 @@ typedef struct vs_alloc_result {
 void vs_alloc_init(vs_alloc *a, const vs_alloc_config *cfg);
 void vs_alloc_fini(vs_alloc *a);
 
+/* dst becomes a copy of src that owns its own arrays (src unchanged).
+ * VS_ENOMEM (dst then empty). O(blocks + segments). */
+int vs_alloc_clone(vs_alloc *dst, const vs_alloc *src);
+
 /* The size PyTorch rounds a request to (512 B multiples, or power-of-2
  * divisions when configured). */
 uint64_t vs_alloc_round(const vs_alloc_config *cfg, uint64_t size);

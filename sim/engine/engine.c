@@ -462,27 +462,143 @@ static int check_finished(run_ctx *c, size_t n_ranks)
   return 0;
 }
 
+/* Whether ranks a and b start alike: the same program on the same GPU
+ * (capacity, framework bytes, allocator and its settings), nothing run
+ * yet, and the same things noted. */
+static bool same_start(const vs_rank *a, const vs_rank *b)
+{
+  const vs_alloc_config *x = a->alloc ? &a->alloc->cfg : NULL,
+                        *y = b->alloc ? &b->alloc->cfg : NULL;
+  if (a->prog != b->prog || a->mem.capacity_bytes != b->mem.capacity_bytes ||
+      a->mem.by_cat[VS_CAT_FRAMEWORK] != b->mem.by_cat[VS_CAT_FRAMEWORK] ||
+      a->managed.capacity_bytes != b->managed.capacity_bytes ||
+      !a->lifetimes != !b->lifetimes || !x != !y)
+    return false;
+  return !x || (x->capacity_bytes == y->capacity_bytes &&
+                x->outside_bytes == y->outside_bytes &&
+                x->expandable_segments == y->expandable_segments &&
+                x->max_split_bytes == y->max_split_bytes &&
+                x->roundup_power2_divisions == y->roundup_power2_divisions);
+}
+
+/* Whether every slot's run is the same run, so that one slot's outcome is
+ * every slot's: the ranks of a stage share its program and start alike
+ * (vs_rank_init), ranks meet only their pipeline peers of the same slot
+ * (ready, finish), and events of different slots never compare with each
+ * other's, so that a slot run alone runs as it does among the others. Not
+ * when ranks share something across slots: a resource (a PCIe switch, the
+ * host's memory bandwidth) or a node's host and NVMe memory; nor with
+ * stop_at_oom, which stops every rank at the first out-of-memory in time. */
+static bool slots_independent(const run_ctx *c)
+{
+  if (c->per_stage < 2 || c->opts->stop_at_oom)
+    return false;
+  for (size_t i = 0; i < c->n_ranks; i++)
+    if (c->ranks[i].n_shares ||
+        !same_start(&c->ranks[i], &c->ranks[i - i % c->per_stage]))
+      return false;
+  for (size_t i = 0; i < c->n_ranks; i += c->per_stage) {
+    const vs_program *p = c->ranks[i].prog; /* its stage's */
+    for (size_t k = 0; k < p->n_ops; k++)
+      if (p->ops[k].resource)
+        return false;
+  }
+  return true;
+}
+
+/* Runs events until none is left, or until the first out-of-memory with
+ * stop_at_oom. */
+static int drain(run_ctx *c, vs_engine_stats *stats)
+{
+  vs_event ev;
+  int rc = 0;
+  while (!rc && vs_evq_pop(&c->q, &ev)) {
+    if (c->opts->stop_at_oom &&
+        (c->ranks[ev.rank].mem.oom.happened || c->node_oom)) {
+      stats->stopped = true;
+      break;
+    }
+    rc = finish(c, &ev, stats);
+  }
+  return rc;
+}
+
+/* Gives `to` (a rank of from's stage in another slot, which has not run)
+ * a copy of from's run: its counters and memory, and its own copies of
+ * from's timeline, spans, allocator and notes. Its identity stays.
+ * VS_ENOMEM. */
+static int take_twin_run(vs_rank *to, const vs_rank *from)
+{
+  uint32_t id = to->id, slot = to->slot;
+  int dp_rank = to->dp_rank, tp_rank = to->tp_rank;
+  size_t n_buffers = from->prog->n_buffers;
+  bool ok = true;
+  vs_rank_fini(to);
+  *to = *from;
+  to->id = id;
+  to->slot = slot;
+  to->dp_rank = dp_rank;
+  to->tp_rank = tp_rank;
+  to->timeline = vs_dup_array(from->timeline, from->n_timeline,
+                            sizeof *from->timeline, &ok);
+  to->cap_timeline = from->n_timeline;
+  to->spans = vs_dup_array(from->spans, from->n_spans, sizeof *from->spans, &ok);
+  to->cap_spans = from->n_spans;
+  to->live_blocks = from->live_blocks
+                        ? vs_dup_array(from->live_blocks, n_buffers,
+                                     sizeof *from->live_blocks, &ok)
+                        : NULL;
+  to->lifetimes = from->lifetimes
+                      ? vs_dup_array(from->lifetimes, 2 * n_buffers,
+                                   sizeof *from->lifetimes, &ok)
+                      : NULL;
+  to->alloc = NULL;
+  if (ok && from->alloc && (to->alloc = malloc(sizeof *to->alloc)) &&
+      vs_alloc_clone(to->alloc, from->alloc)) {
+    free(to->alloc);
+    to->alloc = NULL;
+  }
+  return ok && !from->alloc == !to->alloc ? 0 : VS_ENOMEM;
+}
+
+/* With independent slots (slots_independent): runs slot 0's ranks, in
+ * stage order as vs_engine_run starts them, and gives every other slot's
+ * rank a copy of its stage's run; the events count every slot's. */
+static int run_first_slot(run_ctx *c, vs_engine_stats *stats)
+{
+  int rc = 0;
+  for (size_t i = 0; i < c->n_ranks && !rc; i += c->per_stage)
+    rc = start_ready(c, (uint32_t)i, 0, VS_PHASE_SETUP);
+  if (rc || (rc = drain(c, stats)))
+    return rc;
+  for (size_t i = 0; i < c->n_ranks; i++)
+    if (i % c->per_stage &&
+        take_twin_run(&c->ranks[i], &c->ranks[i - i % c->per_stage]))
+      return vs_error_set(c->err, VS_ENOMEM,
+                          "out of host memory copying a slot's run");
+  stats->events *= c->per_stage;
+  return 0;
+}
+
 int vs_engine_run(vs_rank *ranks, size_t n_ranks, const vs_engine_opts *opts,
                   vs_engine_stats *stats, vs_error *err)
 {
   run_ctx c = {ranks, n_ranks, opts->ranks_per_stage ? opts->ranks_per_stage
                                                      : n_ranks,
                opts, {0}, err, {0}, false};
-  vs_event ev;
   int rc = 0;
 
   memset(stats, 0, sizeof *stats);
   vs_evq_init(&c.q);
   vs_res_init(&c.res, opts->resources, opts->n_resources,
               n_ranks * VS_STREAM_N);
-  for (size_t i = 0; i < n_ranks && !rc; i++)
-    rc = start_ready(&c, (uint32_t)i, 0, VS_PHASE_SETUP);
-  while (!rc && vs_evq_pop(&c.q, &ev)) {
-    if (opts->stop_at_oom && (c.ranks[ev.rank].mem.oom.happened || c.node_oom)) {
-      stats->stopped = true;
-      break;
-    }
-    rc = finish(&c, &ev, stats);
+  if (slots_independent(&c) && !opts->replay_every_slot) {
+    rc = run_first_slot(&c, stats);
+  } else {
+    for (size_t i = 0; i < n_ranks && !rc; i++)
+      rc = start_ready(&c, (uint32_t)i, 0, VS_PHASE_SETUP);
+    if (!rc)
+      rc = drain(&c, stats);
   }
   vs_evq_fini(&c.q);
   vs_res_fini(&c.res);

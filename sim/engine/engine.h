@@ -124,6 +124,10 @@ typedef struct vs_engine_opts {
                                stage holds them all */
   bool stop_at_oom;         /* end the run at the first out-of-memory (the
                                figures after it are then partial) */
+  bool replay_every_slot;   /* run every slot even when they are
+                               independent (slots_independent in engine.c)
+                               instead of giving slot 0's run to the others:
+                               for tests that compare the two */
   const vs_resource_spec *resources; /* [vs_resource_kind] the shared
                                resources (vs_resource_table); NULL: none */
   size_t n_resources;       /* entries in resources */
@@ -169,7 +173,12 @@ void vs_node_mem_fini(vs_node_mem *n);
 /* Whether the node's host and NVMe memories held everything. */
 bool vs_node_mem_fits(const vs_node_mem *n);
 
-/* Runs every rank's program to completion. VS_ENOMEM when recording runs
+/* Runs every rank's program to completion. When the slots are independent
+ * (every rank of a stage runs its program from the same start, and no
+ * resource or node memory is shared; not with stop_at_oom) the ranks of
+ * slot 0 run and every other slot's rank gets a copy of its stage's run
+ * (its own arrays): the same outcome, events counted for every slot, in
+ * the time of one slot and the copies. VS_ENOMEM when recording runs
  * out of host memory; VS_EINPUT with a message if a program deadlocks or
  * frees memory it never allocated (both are schedule bugs), an op names
  * a resource that opts does not describe, or a buffer off the GPU belongs
