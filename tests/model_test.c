@@ -1185,6 +1185,66 @@ static void test_moe_layer(void **state)
   assert_int_equal(m0.params_active, m0.params_total);
 }
 
+/* The same MoE layer at tp = 2 with sequence parallelism, as Megatron-LM's
+ * expert tensor parallelism runs it: a rank routes its T/2 tokens (the
+ * router's input 2(T/2)h, softmax 4(T/2)E, top-k 8(T/2)k, dispatch
+ * indices 8k(T/2), the combine's 2k(T/2)h + 4k(T/2)); the tp ranks pool
+ * their kT/2 slots each, so the experts' input is the gathered kT slots
+ * whole (2kTh) and their SwiGLU tensors and fc2's input are on half the
+ * width (8kT fe/2); the shared expert is a tensor-parallel MLP (8T fs/2).
+ * Against the dense MLP at tp = 2 (its sequence-sharded input 2(T/2)h,
+ * 8T f/2). Each expert keeps half its weights; fc1 gathers its input over
+ * tp and fc2 reduce-scatters its output. */
+static void test_moe_tensor_parallel(void **state)
+{
+  const uint64_t s = 256, b = 2, h = 512, f = 2048, E = 8, k = 2, fe = 1024,
+                 fs = 768, T = s * b;
+  const char *const moe[] = {"model.experts=8", "model.experts_per_token=2",
+                             "model.expert_ffn_hidden=1024",
+                             "model.shared_experts=1",
+                             "model.shared_expert_ffn_hidden=768",
+                             "parallel.tp=2",
+                             "parallel.sequence_parallel=true"};
+  static const char llama[] =
+      "[model]\narch = llama\nlayers = 2\nhidden = 512\nheads = 8\n"
+      "ffn_hidden = 2048\nvocab = 1000\nseq_len = 256\n"
+      "[training]\nmicro_batch = 2\n";
+  vs_model m0, m1;
+  const vs_block *dense, *mx;
+  const vs_op_spec *fc1, *fc2;
+  uint64_t dense_mlp = 2 * (T / 2) * h + 8 * T * (f / 2);
+  uint64_t moe_mlp = 2 * (T / 2) * h + 4 * (T / 2) * E + 8 * (T / 2) * k +
+                     8 * k * (T / 2) + 2 * k * T * h + 8 * k * T * (fe / 2) +
+                     2 * k * (T / 2) * h + 4 * k * (T / 2) + 8 * T * (fs / 2);
+  (void)state;
+  build_ini(&m0, llama, moe + 5, 2);
+  build_ini(&m1, llama, moe, 7);
+  dense = vs_model_layer(&m0, 0);
+  mx = vs_model_layer(&m1, 0);
+  assert_int_equal(vs_block_saved_bytes(mx, -1, true) -
+                       vs_block_saved_bytes(dense, -1, true),
+                   moe_mlp - dense_mlp);
+  assert_int_equal(mx->param_elems - dense->param_elems,
+                   h * E + E * 3 * h * (fe / 2) + 3 * h * (fs / 2) -
+                       3 * h * (f / 2));
+  fc1 = op_named(mx, "experts_fc1");
+  fc2 = op_named(mx, "experts_fc2");
+  tu_assert_close(fc1->fwd_flops, 2.0 * (double)(k * T * h * fe), 1e-15);
+  assert_int_equal(fc1->fwd_before.kind, VS_COLL_ALL_GATHER);
+  assert_int_equal(fc1->fwd_before.group, VS_GROUP_TP);
+  assert_int_equal(fc1->fwd_before.bytes, 2 * k * T * h);
+  assert_int_equal(fc1->bwd_before.kind, VS_COLL_NONE); /* kept whole */
+  assert_int_equal(fc2->fwd_after.kind, VS_COLL_REDUCE_SCATTER);
+  assert_int_equal(fc2->fwd_after.bytes, 2 * k * T * h);
+  /* the whole model's counts do not depend on the layout */
+  {
+    vs_model one;
+    build_ini(&one, llama, moe, 5);
+    assert_int_equal(one.params_total, m1.params_total);
+    assert_int_equal(one.params_active, m1.params_active);
+  }
+}
+
 /* Routing skew under expert parallelism: the rank holding the hottest
  * expert receives its (1 + skew) x kTep / E slots and its E / ep - 1 other
  * experts' share of the rest, (kTep - hot) / (E - 1) each. With E = 8,
@@ -1330,6 +1390,7 @@ int main(void)
       cmocka_unit_test_teardown(test_mla_layer, free_models),
       cmocka_unit_test_teardown(test_context_parallel_layer, free_models),
       cmocka_unit_test_teardown(test_moe_layer, free_models),
+      cmocka_unit_test_teardown(test_moe_tensor_parallel, free_models),
       cmocka_unit_test_teardown(test_moe_capacity_and_placement, free_models),
       cmocka_unit_test_teardown(test_moe_routing_skew, free_models),
       cmocka_unit_test(test_collective_names),

@@ -1225,15 +1225,29 @@ static void test_experts(void **state)
   load_bad(GPT_MODEL, lonely, 1, 0, VS_EINPUT,
            "--set model.moe_every=2: shapes mixture-of-experts layers, which "
            "this model has none of");
+  /* expert tensor parallelism runs with sequence parallelism, and tp
+   * splits each expert's width */
   load_bad(GPT_MODEL, tp, 2, 0, VS_EINPUT,
-           "--set parallel.tp=2: mixture-of-experts layers are simulated "
-           "without tensor parallelism");
+           "[parallel] sequence_parallel (default false): mixture-of-experts "
+           "layers with tp > 1 run as Megatron-LM runs them, with sequence "
+           "parallelism");
+  {
+    static const char *const tp_sp[] = {"model.experts=8", "parallel.tp=2",
+                                        "parallel.sequence_parallel=true"};
+    static const char *const tp_width[] = {
+        "model.experts=8", "model.expert_ffn_hidden=100", "parallel.tp=8",
+        "parallel.sequence_parallel=true"};
+    load_ok(&wl, GPT_MODEL, tp_sp, 3, 0);
+    load_bad(GPT_MODEL, tp_width, 4, 0, VS_EINPUT,
+             "--set parallel.tp=8: tp must divide expert_ffn_hidden (100)");
+  }
   load_bad(GPT_MODEL, lora, 2, 0, VS_EINPUT,
            "--set finetune.method=lora: fine-tuning a mixture of experts");
   load_bad(GPT_MODEL, amp, 2, 0, VS_EINPUT,
            "--set training.precision=amp_bf16: autocast over a mixture of "
            "experts is not simulated");
-  assert_true(vs_workload_moe_tp_allowed(&wl.model, 8)); /* no experts */
+  load_ok(&wl, GPT_MODEL, NULL, 0, 0);
+  assert_true(vs_workload_moe_tp_allowed(&wl.model, 8, false)); /* no experts */
   {
     static const char *const ep3[] = {"model.experts=8", "parallel.ep=3",
                                       "parallel.dp=3",

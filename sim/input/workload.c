@@ -221,9 +221,9 @@ vs_cp_misfit vs_workload_cp_settings_misfit(const vs_training_conf *t,
   return VS_CP_FITS;
 }
 
-bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp)
+bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp, bool sp)
 {
-  return tp == 1 || (m->experts == 0 && m->kv_lora_rank == 0);
+  return tp == 1 || (m->kv_lora_rank == 0 && (m->experts == 0 || sp));
 }
 
 bool vs_workload_step_in_backward_allowed(const vs_training_conf *t,
@@ -329,7 +329,9 @@ const char *vs_workload_tp_misfit(const vs_model_conf *m, uint64_t tp,
     uint64_t value;         /* its value in m */
   } split[] = {{"heads", m->heads},
                {"kv_heads", m->kv_heads},
-               {"ffn_hidden", m->ffn_hidden}};
+               {"ffn_hidden", m->ffn_hidden},
+               {"expert_ffn_hidden", m->expert_ffn_hidden},
+               {"shared_expert_ffn_hidden", m->shared_expert_ffn_hidden}};
   for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
     if (split[i].value % tp != 0) {
       if (size)
@@ -868,12 +870,14 @@ static int check_moe(vs_workload *wl, vs_error *err)
     return rc;
   if (wl->model.experts == 0)
     return 0;
-  if (!vs_workload_moe_tp_allowed(&wl->model, wl->parallel.tp))
+  if (!vs_workload_moe_tp_allowed(&wl->model, wl->parallel.tp,
+                                  wl->parallel.sequence_parallel))
     return vs_error_set(err, VS_EINPUT,
-                        "%s: mixture-of-experts layers are simulated without "
-                        "tensor parallelism (each rank holds its experts "
-                        "whole); use tp = 1",
-                        WHERE("parallel", "tp"));
+                        "%s: mixture-of-experts layers with tp > 1 run as "
+                        "Megatron-LM runs them, with sequence parallelism "
+                        "(the dispatcher gathers each expert's tokens over "
+                        "tp); set sequence_parallel = true",
+                        WHERE("parallel", "sequence_parallel"));
   if (wl->finetune.method != VS_FT_FULL)
     return vs_error_set(err, VS_EINPUT,
                         "%s: fine-tuning a mixture of experts with frozen "

@@ -278,15 +278,19 @@ bool vs_workload_moe_layer(const vs_model_conf *m, uint64_t l);
 const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
                                   uint64_t dp, uint64_t zero, int framework);
 
-/* Whether model m's layers can run on tp ranks: MoE layers and
- * multi-head latent attention are simulated without tensor parallelism
- * (their experts and projections whole on each rank). */
-bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp);
+/* Whether model m's layers can run on tp ranks with sequence parallelism
+ * sp: multi-head latent attention is simulated without tensor
+ * parallelism; mixture-of-experts layers with it only under sequence
+ * parallelism (Megatron-LM's expert tensor parallelism at the default
+ * expert_tensor_parallel_size = tp: each expert's FFN split over tp, its
+ * tokens gathered over tp by the dispatcher). */
+bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp, bool sp);
 
-/* Tensor parallelism splits heads, kv_heads and ffn_hidden over tp ranks.
- * Returns the name of the first of them (in that order) that tp does not
- * divide, with its value in *size when size is not NULL, or NULL (*size
- * untouched) when tp divides all three. tp must be > 0. */
+/* Tensor parallelism splits heads, kv_heads, ffn_hidden and the experts'
+ * expert_ffn_hidden and shared_expert_ffn_hidden over tp ranks. Returns
+ * the name of the first of them (in that order) that tp does not divide,
+ * with its value in *size when size is not NULL, or NULL (*size
+ * untouched) when tp divides them all. tp must be > 0. */
 const char *vs_workload_tp_misfit(const vs_model_conf *m, uint64_t tp,
                                   uint64_t *size);
 

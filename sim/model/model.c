@@ -59,9 +59,12 @@ typedef struct dims {
   uint64_t fe;       /* a routed expert's FFN width */
   uint64_t fs;       /* the shared experts' FFN width, all together */
   uint64_t slots;    /* token slots the routed experts process on this
-                        rank per micro-batch (moe_slots) */
-  uint64_t sent;     /* the rank's own token slots it dispatches (kT, or
-                        padded to capacity) */
+                        rank per micro-batch: what the all-to-all brings
+                        (arrived), gathered over tp */
+  uint64_t arrived;  /* token slots the expert-parallel all-to-all brings
+                        this rank (moe_slots of its tok_rep tokens) */
+  uint64_t sent;     /* the rank's own token slots it dispatches (k
+                        tok_rep, or padded to capacity) */
   uint64_t ep;       /* expert-parallel size: experts / ep on a rank */
   bool bert;         /* arch = bert (its GeLU is F.gelu) */
   uint64_t rkv;      /* MLA: the key-value latent's width (0: no MLA) */
@@ -500,6 +503,45 @@ static void autocast_input(vs_op_spec *op, const dims *d, uint64_t casts,
   op->bwd_temp_bytes += d->er * elems;
 }
 
+/* Whether a column-parallel matmul under sequence parallelism gathers its
+ * saved (sequence-sharded) input again for backward, or keeps the gathered
+ * input whole (the experts' tokens, gathered by the dispatcher). */
+typedef enum { SP_REGATHER, SP_KEEPS_GATHERED } sp_input;
+
+/* The tensor-parallel collectives of a column-parallel matmul over `rows`
+ * tokens (Megatron's f: all-reduce of the input's gradient; with sp the
+ * input all-gathered in forward, the gradient reduce-scattered, and the
+ * input gathered again in backward unless kept whole). */
+static void column_comms(vs_op_spec *op, const dims *d, uint64_t rows,
+                         sp_input input)
+{
+  uint64_t bytes = d->e * rows * d->h;
+  if (!d->sp) {
+    comm(&op->bwd_after, d, VS_COLL_ALL_REDUCE, bytes);
+    return;
+  }
+  comm(&op->fwd_before, d, VS_COLL_ALL_GATHER, bytes);
+  comm(&op->bwd_after, d, VS_COLL_REDUCE_SCATTER, bytes);
+  if (input == SP_REGATHER) {
+    comm(&op->bwd_before, d, VS_COLL_ALL_GATHER, bytes);
+    op->bwd_temp_bytes += bytes; /* re-gathered input */
+  }
+}
+
+/* The tensor-parallel collectives of a row-parallel matmul over `rows`
+ * tokens (Megatron's g: all-reduce of the output; with sp a
+ * reduce-scatter, and the output's gradient gathered in backward). */
+static void row_comms(vs_op_spec *op, const dims *d, uint64_t rows)
+{
+  uint64_t bytes = d->e * rows * d->h;
+  if (d->sp) {
+    comm(&op->fwd_after, d, VS_COLL_REDUCE_SCATTER, bytes);
+    comm(&op->bwd_before, d, VS_COLL_ALL_GATHER, bytes);
+  } else {
+    comm(&op->fwd_after, d, VS_COLL_ALL_REDUCE, bytes);
+  }
+}
+
 /* A column-parallel matmul (QKV, MLP up): the input is replicated over tp
  * (or sequence-sharded and gathered first), the output sharded; `casts`
  * linears read the input (casts_of). */
@@ -515,14 +557,7 @@ static vs_op_spec *column_parallel(vs_block *blk, const dims *d,
   if (save_input(blk, op, casts * d->em * d->tok_rep * d->h, d->em_dtype,
                  KEPT_FOR_WEIGHTS, err))
     return NULL;
-  if (d->sp) {
-    comm(&op->fwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
-    comm(&op->bwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
-    comm(&op->bwd_after, d, VS_COLL_REDUCE_SCATTER, d->e * d->tokens * d->h);
-    op->bwd_temp_bytes += d->e * d->tokens * d->h; /* re-gathered input */
-  } else {
-    comm(&op->bwd_after, d, VS_COLL_ALL_REDUCE, d->e * d->tokens * d->h);
-  }
+  column_comms(op, d, d->tokens, SP_REGATHER);
   return op;
 }
 
@@ -540,12 +575,7 @@ static vs_op_spec *row_parallel(vs_block *blk, const dims *d, const char *name,
   if (save_input(blk, op, d->em * d->tokens * in_cols, d->em_dtype, keeper,
                  err))
     return NULL;
-  if (d->sp) {
-    comm(&op->fwd_after, d, VS_COLL_REDUCE_SCATTER, d->e * d->tokens * d->h);
-    comm(&op->bwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
-  } else {
-    comm(&op->fwd_after, d, VS_COLL_ALL_REDUCE, d->e * d->tokens * d->h);
-  }
+  row_comms(op, d, d->tokens);
   return op;
 }
 
@@ -945,7 +975,13 @@ static int swiglu_mlp(vs_block *blk, const dims *d, vs_error *err)
 
 /* ------------------------------------------------------------------------
  * Mixture of experts (Megatron-LM's MoE layer: megatron/core/transformer/
- * moe; shared/reference/frameworks.md 8), one rank, no expert parallelism
+ * moe; shared/reference/frameworks.md 8). With tp > 1 (and sequence
+ * parallelism) as Megatron-LM runs it at its default expert tensor
+ * parallelism (expert_tensor_parallel_size = tp): each rank routes its
+ * tok_rep tokens, the all-to-all brings it `arrived` slots, the tp ranks
+ * gather theirs (each then holds all d->slots of its experts), each
+ * expert's fc1 is split by columns and fc2 by rows over tp, and fc2's
+ * partial sums are reduce-scattered back before the all-to-all returns.
  * ------------------------------------------------------------------------ */
 
 /* Each of the rank's routed experts' (E / ep) rows x cols weight `which`
@@ -978,12 +1014,14 @@ static int expert_weights(vs_block *blk, const dims *d, const char *which,
 static int routed_experts(vs_block *blk, const dims *d, bool gated,
                           vs_error *err)
 {
-  uint64_t fc1 = gated ? 2 * d->fe : d->fe, n = d->slots;
+  uint64_t fe = d->fe / d->t, fc1 = gated ? 2 * fe : fe, n = d->slots;
   vs_op_spec *op;
   if (!(op = vs_block_add_op(blk, "experts_fc1", err)))
     return VS_EINPUT;
   as_matmul(op, n, d->h, fc1, d->e);
   op->routed = true;
+  /* the tp ranks' slots gathered in forward, kept whole for backward */
+  column_comms(op, d, n, SP_KEEPS_GATHERED);
   if (save_input(blk, op, d->em * n * d->h, d->em_dtype, KEPT_FOR_WEIGHTS,
                  err))
     return VS_EINPUT;
@@ -992,26 +1030,27 @@ static int routed_experts(vs_block *blk, const dims *d, bool gated,
   if (!(op = vs_block_add_op(blk, gated ? "experts_silu" : "experts_gelu",
                              err)))
     return VS_EINPUT;
-  as_elementwise(op, n * d->fe, d->e, gated ? 4.0 : 8.0);
+  as_elementwise(op, n * fe, d->e, gated ? 4.0 : 8.0);
   op->routed = true;
-  if (save_act(blk, op, d->e * n * d->fe, d->act_dtype, err))
+  if (save_act(blk, op, d->e * n * fe, d->act_dtype, err))
     return VS_EINPUT; /* the gate (SiLU's input), or GeLU's input */
   if (gated) {
     if (!(op = vs_block_add_op(blk, "experts_mul", err)))
       return VS_EINPUT;
-    as_elementwise(op, n * d->fe, d->e, 1.0);
+    as_elementwise(op, n * fe, d->e, 1.0);
     op->routed = true;
-    if (save_act(blk, op, 2 * d->e * n * d->fe, d->act_dtype, err))
+    if (save_act(blk, op, 2 * d->e * n * fe, d->act_dtype, err))
       return VS_EINPUT; /* SiLU(gate) and up */
   }
   if (!(op = vs_block_add_op(blk, "experts_fc2", err)))
     return VS_EINPUT;
-  as_matmul(op, n, d->fe, d->h, d->e);
+  as_matmul(op, n, fe, d->h, d->e);
   op->routed = true;
-  if (save_input(blk, op, d->em * n * d->fe, d->em_dtype, KEPT_FOR_WEIGHTS,
+  row_comms(op, d, n); /* partial sums reduce-scattered to arrived slots */
+  if (save_input(blk, op, d->em * n * fe, d->em_dtype, KEPT_FOR_WEIGHTS,
                  err))
     return VS_EINPUT;
-  return expert_weights(blk, d, "fc2", d->fe, d->h, !gated, err);
+  return expert_weights(blk, d, "fc2", fe, d->h, !gated, err);
 }
 
 /* The shared experts (DeepSeek, Qwen-MoE): one dense MLP of their total
@@ -1019,32 +1058,34 @@ static int routed_experts(vs_block *blk, const dims *d, bool gated,
 static int shared_experts(vs_block *blk, const dims *d, bool gated,
                           vs_error *err)
 {
-  uint64_t t = d->tokens, fc1 = gated ? 2 * d->fs : d->fs;
+  uint64_t t = d->tokens, fs = d->fs / d->t, fc1 = gated ? 2 * fs : fs;
   vs_op_spec *op;
   if (d->fs == 0)
     return 0;
+  /* a tensor-parallel MLP (Megatron-LM's SharedExpertMLP) */
   if (!(op = vs_block_add_op(blk, "shared_fc1", err)))
     return VS_EINPUT;
   as_matmul(op, t, d->h, fc1, d->e);
+  column_comms(op, d, t, SP_REGATHER);
   /* under fp8 its own FP8 copy of the norm output the router keeps */
-  if (d->em != d->e && save_input(blk, op, d->em * t * d->h, d->em_dtype,
-                                  KEPT_FOR_WEIGHTS, err))
+  if (d->em != d->e && save_input(blk, op, d->em * d->tok_rep * d->h,
+                                  d->em_dtype, KEPT_FOR_WEIGHTS, err))
     return VS_EINPUT;
   if (param(blk, d, "shared.fc1", d->h, fc1, err) ||
-      (!gated && param(blk, d, "shared.fc1.bias", 1, d->fs, err)))
+      (!gated && param(blk, d, "shared.fc1.bias", 1, fs, err)))
     return VS_EINPUT;
   if (!(op = vs_block_add_op(blk, gated ? "shared_silu" : "shared_gelu", err)))
     return VS_EINPUT;
-  as_elementwise(op, t * d->fs, d->e, gated ? 4.0 : 8.0);
-  if (save_act(blk, op, (gated ? 3 : 1) * d->e * t * d->fs, d->act_dtype,
-               err))
+  as_elementwise(op, t * fs, d->e, gated ? 4.0 : 8.0);
+  if (save_act(blk, op, (gated ? 3 : 1) * d->e * t * fs, d->act_dtype, err))
     return VS_EINPUT; /* gate, SiLU(gate) and up; or GeLU's input */
   if (!(op = vs_block_add_op(blk, "shared_fc2", err)))
     return VS_EINPUT;
-  as_matmul(op, t, d->fs, d->h, d->e);
-  if (save_input(blk, op, d->em * t * d->fs, d->em_dtype, KEPT_FOR_WEIGHTS,
+  as_matmul(op, t, fs, d->h, d->e);
+  row_comms(op, d, t);
+  if (save_input(blk, op, d->em * t * fs, d->em_dtype, KEPT_FOR_WEIGHTS,
                  err) ||
-      param(blk, d, "shared.fc2", d->fs, d->h, err) ||
+      param(blk, d, "shared.fc2", fs, d->h, err) ||
       (!gated && param(blk, d, "shared.fc2.bias", 1, d->h, err)))
     return VS_EINPUT;
   return 0;
@@ -1074,7 +1115,7 @@ static void ep_comm(vs_comm *c, uint64_t bytes)
  * counted. */
 static int moe_mlp(vs_block *blk, const dims *d, bool gated, vs_error *err)
 {
-  uint64_t t = d->tokens, n = d->slots;
+  uint64_t t = d->tok_rep, n = d->arrived;
   /* each all-to-all lasts as long as the larger of what the rank sends
    * and receives (the hot rank receives more than it sends) */
   uint64_t moved = d->e * (d->sent > n ? d->sent : n) * d->h;
@@ -1588,8 +1629,12 @@ static void make_dims(const vs_workload *wl, dims *d)
   d->fe = mc->expert_ffn_hidden;
   d->fs = mc->shared_experts * mc->shared_expert_ffn_hidden;
   d->ep = pc->ep;
-  d->sent = moe_sent(mc, d->tokens);
-  d->slots = moe_slots(mc, d->tokens, d->ep);
+  /* with tp (and sp) each rank routes its own tok_rep tokens, and the
+   * tp ranks pool what they receive for their experts (Megatron-LM's
+   * alltoall dispatcher with expert tensor parallelism) */
+  d->sent = moe_sent(mc, d->tok_rep);
+  d->arrived = moe_slots(mc, d->tok_rep, d->ep);
+  d->slots = d->t * d->arrived;
   d->bert = mc->arch == VS_ARCH_BERT;
   d->rkv = mc->kv_lora_rank;
   d->rq = mc->q_lora_rank;
