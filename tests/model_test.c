@@ -1147,18 +1147,28 @@ static void test_context_parallel_layer(void **state)
  * slots (2kTh + 8kTf_e), the combine's expert outputs and fp32 probs
  * (2kTh + 4kT), and the shared expert's (8Tf_s but its input). Parameters:
  * the router (hE), E experts of 3hf_e, the shared expert's 3hf_s. */
+/* The Llama layer and MoE keys of test_moe_layer and
+ * test_moe_tensor_parallel (s = 256, b = 2, h = 512, f = 2048; E = 8,
+ * k = 2, f_e = 1024, one shared expert of f_s = 768), then tp = 2 with
+ * sequence parallelism. */
+static const char moe_llama[] =
+    "[model]\narch = llama\nlayers = 2\nhidden = 512\nheads = 8\n"
+    "ffn_hidden = 2048\nvocab = 1000\nseq_len = 256\n"
+    "[training]\nmicro_batch = 2\n";
+static const char *const moe_keys[] = {"model.experts=8",
+                                       "model.experts_per_token=2",
+                                       "model.expert_ffn_hidden=1024",
+                                       "model.shared_experts=1",
+                                       "model.shared_expert_ffn_hidden=768",
+                                       "parallel.tp=2",
+                                       "parallel.sequence_parallel=true"};
+
 static void test_moe_layer(void **state)
 {
   const uint64_t s = 256, b = 2, h = 512, f = 2048, E = 8, k = 2, fe = 1024,
                  fs = 768, T = s * b;
-  const char *const moe[] = {"model.experts=8", "model.experts_per_token=2",
-                             "model.expert_ffn_hidden=1024",
-                             "model.shared_experts=1",
-                             "model.shared_expert_ffn_hidden=768"};
-  static const char llama[] =
-      "[model]\narch = llama\nlayers = 2\nhidden = 512\nheads = 8\n"
-      "ffn_hidden = 2048\nvocab = 1000\nseq_len = 256\n"
-      "[training]\nmicro_batch = 2\n";
+  const char *const *moe = moe_keys;
+  const char *llama = moe_llama;
   vs_model m0, m1;
   const vs_block *dense, *mx;
   uint64_t dense_mlp = 2 * T * h + 8 * T * f;
@@ -1199,16 +1209,8 @@ static void test_moe_tensor_parallel(void **state)
 {
   const uint64_t s = 256, b = 2, h = 512, f = 2048, E = 8, k = 2, fe = 1024,
                  fs = 768, T = s * b;
-  const char *const moe[] = {"model.experts=8", "model.experts_per_token=2",
-                             "model.expert_ffn_hidden=1024",
-                             "model.shared_experts=1",
-                             "model.shared_expert_ffn_hidden=768",
-                             "parallel.tp=2",
-                             "parallel.sequence_parallel=true"};
-  static const char llama[] =
-      "[model]\narch = llama\nlayers = 2\nhidden = 512\nheads = 8\n"
-      "ffn_hidden = 2048\nvocab = 1000\nseq_len = 256\n"
-      "[training]\nmicro_batch = 2\n";
+  const char *const *moe = moe_keys;
+  const char *llama = moe_llama;
   vs_model m0, m1;
   const vs_block *dense, *mx;
   const vs_op_spec *fc1, *fc2;
