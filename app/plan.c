@@ -79,7 +79,6 @@ enum {
   PRUNE_FINETUNE_TP,     /* adapters or a bitsandbytes base with tp > 1 */
   PRUNE_FSDP2_ZERO,      /* under fsdp2, ZeRO other than 3 */
   PRUNE_DP_ONLY,         /* autocast or hf beyond data parallelism */
-  PRUNE_MOE_TP,          /* latent attention with tp > 1 */
   PRUNE_FUSED_LOSS_TP,   /* fused_cross_entropy with tp > 1 */
   PRUNE_EP,              /* ep not dividing dp, or with zero > 1 */
   PRUNE_CP,              /* cp with a tp its sequence cannot split for */
@@ -109,8 +108,6 @@ static const char *const prune_reasons[PRUNE_N] = {
     "layouts: FSDP2 (framework = fsdp2) shards every parameter: ZeRO-3 only",
     "layouts: autocast (amp_*) and framework = hf run data parallelism alone "
     "(tp = pp = 1, zero <= 2 or 0 under hf, no offload)",
-    "(GPUs, tp) pairs: latent attention is simulated without tensor "
-    "parallelism",
     "(GPUs, tp) pairs: the fused cross-entropy loss (fused_cross_entropy, "
     "Liger Kernel's) is not vocab-parallel",
     "layouts: expert parallelism needs ep dividing dp and zero <= 1",
@@ -498,8 +495,6 @@ static int tp_pruned(const vs_workload *wl, uint64_t tp)
     return PRUNE_TP_SHAPES;
   if (!vs_workload_finetune_tp_allowed(&wl->finetune, tp))
     return PRUNE_FINETUNE_TP;
-  if (!vs_workload_moe_tp_allowed(&wl->model, tp, true)) /* SP with tp */
-    return PRUNE_MOE_TP;
   if (!vs_workload_fused_loss_tp_allowed(&wl->training, tp))
     return PRUNE_FUSED_LOSS_TP;
   if (tp > 1 && !vs_workload_sp_allowed(wl->model.seq_len, tp))

@@ -1072,6 +1072,36 @@ static void test_mla_layer(void **state)
                                               true),
                      attn + mlp);
   }
+  {
+    /* tp = 2 with sequence parallelism (Megatron-LM's MLASelfAttention):
+     * the down projections and latent norms run duplicated on a rank's
+     * T / 2 tokens, the up projections are column-parallel over the heads
+     * (the latent gathered: q_up's rq, kv_up's rkv with the rotary key
+     * part dr), attention runs a / 2 heads, the output projection is
+     * row-parallel: every saved tensor halves, and so do the heads'
+     * weights, the down projections and norms staying whole */
+    const char *const tp2[] = {"parallel.tp=2",
+                               "parallel.sequence_parallel=true"};
+    vs_model split;
+    const vs_block *sb;
+    build_ini(&split, llama, tp2, 2);
+    sb = vs_model_layer(&split, 0);
+    assert_int_equal(2 * vs_block_saved_bytes(sb, -1, true), attn + mlp);
+    assert_int_equal(sb->param_elems,
+                     h * rq + rq + rq * (a / 2) * (dn + dr) + h * (rkv + dr) +
+                         rkv + rkv * (a / 2) * (dn + dv) + (a / 2) * dv * h +
+                         2 * h + 3 * h * (f / 2));
+    assert_int_equal(op_named(sb, "q_up")->fwd_before.kind,
+                     VS_COLL_ALL_GATHER);
+    assert_int_equal(op_named(sb, "q_up")->fwd_before.bytes, 2 * T * rq);
+    assert_int_equal(op_named(sb, "kv_up")->fwd_before.bytes,
+                     2 * T * (rkv + dr));
+    assert_int_equal(op_named(sb, "q_down")->fwd_before.kind, VS_COLL_NONE);
+    assert_int_equal(op_named(sb, "attn_out_proj")->fwd_after.kind,
+                     VS_COLL_REDUCE_SCATTER);
+    tu_assert_close(op_named(sb, "flash_attn")->fwd_flops,
+                    op_named(blk, "flash_attn")->fwd_flops / 2.0, 1e-15);
+  }
 }
 
 /* Context parallelism (Megatron-LM's context_parallel.md; frameworks.md

@@ -223,7 +223,7 @@ vs_cp_misfit vs_workload_cp_settings_misfit(const vs_training_conf *t,
 
 bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp, bool sp)
 {
-  return tp == 1 || (m->kv_lora_rank == 0 && (m->experts == 0 || sp));
+  return tp == 1 || m->experts == 0 || sp;
 }
 
 bool vs_workload_step_in_backward_allowed(const vs_training_conf *t,
@@ -792,13 +792,12 @@ static int check_cp(vs_workload *wl, vs_error *err)
 }
 
 /* Multi-head latent attention as this version simulates it: flash
- * attention (DeepSeek's kernels) without tensor parallelism, trained
- * whole, under none of the policies written for standard attention. */
+ * attention (DeepSeek's kernels), trained whole, under none of the
+ * policies written for standard attention. */
 static int check_mla_training(vs_workload *wl, vs_error *err)
 {
   const vs_training_conf *t = &wl->training;
-  const char *key = wl->parallel.tp > 1              ? "tp"
-                    : t->attention != VS_ATTN_FLASH   ? "attention"
+  const char *key = t->attention != VS_ATTN_FLASH   ? "attention"
                     : wl->finetune.method != VS_FT_FULL ? "method"
                     : vs_precision_autocast(t->precision) ? "precision"
                     : t->checkpointing == VS_CKPT_OPS ? "checkpointing"
@@ -808,12 +807,10 @@ static int check_mla_training(vs_workload *wl, vs_error *err)
     return 0;
   return vs_error_set(err, VS_EINPUT,
                       "%s: multi-head latent attention is simulated with "
-                      "tp = 1, flash attention, method = full, a 16-bit or "
-                      "fp32 precision and checkpointing none, selective or "
-                      "full",
-                      WHERE(strcmp(key, "tp") == 0       ? "parallel"
-                            : strcmp(key, "method") == 0 ? "finetune"
-                                                         : "training",
+                      "flash attention, method = full, a 16-bit or fp32 "
+                      "precision and checkpointing none, selective or full",
+                      WHERE(strcmp(key, "method") == 0 ? "finetune"
+                                                       : "training",
                             key));
 }
 

@@ -279,8 +279,7 @@ const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
                                   uint64_t dp, uint64_t zero, int framework);
 
 /* Whether model m's layers can run on tp ranks with sequence parallelism
- * sp: multi-head latent attention is simulated without tensor
- * parallelism; mixture-of-experts layers with it only under sequence
+ * sp: mixture-of-experts layers with tp > 1 only under sequence
  * parallelism (Megatron-LM's expert tensor parallelism at the default
  * expert_tensor_parallel_size = tp: each expert's FFN split over tp, its
  * tokens gathered over tp by the dispatcher). */

@@ -509,13 +509,14 @@ static void autocast_input(vs_op_spec *op, const dims *d, uint64_t casts,
 typedef enum { SP_REGATHER, SP_KEEPS_GATHERED } sp_input;
 
 /* The tensor-parallel collectives of a column-parallel matmul over `rows`
- * tokens (Megatron's f: all-reduce of the input's gradient; with sp the
- * input all-gathered in forward, the gradient reduce-scattered, and the
- * input gathered again in backward unless kept whole). */
+ * tokens of `width` input features (Megatron's f: all-reduce of the
+ * input's gradient; with sp the input all-gathered in forward, the
+ * gradient reduce-scattered, and the input gathered again in backward
+ * unless kept whole). */
 static void column_comms(vs_op_spec *op, const dims *d, uint64_t rows,
-                         sp_input input)
+                         uint64_t width, sp_input input)
 {
-  uint64_t bytes = d->e * rows * d->h;
+  uint64_t bytes = d->e * rows * width;
   if (!d->sp) {
     comm(&op->bwd_after, d, VS_COLL_ALL_REDUCE, bytes);
     return;
@@ -557,7 +558,7 @@ static vs_op_spec *column_parallel(vs_block *blk, const dims *d,
   if (save_input(blk, op, casts * d->em * d->tok_rep * d->h, d->em_dtype,
                  KEPT_FOR_WEIGHTS, err))
     return NULL;
-  column_comms(op, d, d->tokens, SP_REGATHER);
+  column_comms(op, d, d->tokens, d->h, SP_REGATHER);
   return op;
 }
 
@@ -771,20 +772,35 @@ static int qkv_weights(vs_block *blk, const dims *d, uint64_t qkv_cols,
              : 0;
 }
 
-/* A linear of `in` to `out` features over the tokens, its weight, and its
- * input kept for the weight gradient when `keep_input` (else another op
- * keeps the same tensor). */
+/* How a latent attention linear runs over tp ranks (Megatron-LM's
+ * MLASelfAttention): duplicated (the down projections: every rank its
+ * own tok_rep tokens, the whole weight), column-parallel (the up
+ * projections: heads split, the latent gathered over tp with sp) or
+ * row-parallel (the output projection). */
+typedef enum { MLA_DUPLICATED, MLA_COLUMN, MLA_ROW } mla_split;
+
+/* A linear of `in` to `out` features (this rank's share, split as
+ * `split`), its weight, and its input kept for the weight gradient when
+ * `keep_input` (else another op keeps the same tensor). */
 static vs_op_spec *mla_linear(vs_block *blk, const dims *d, const char *name,
-                              uint64_t in, uint64_t out, bool keep_input,
-                              vs_error *err)
+                              uint64_t in, uint64_t out, mla_split split,
+                              bool keep_input, vs_error *err)
 {
   char pname[VS_OP_NAME_MAX];
   vs_op_spec *op = vs_block_add_op(blk, name, err);
+  /* the rows each rank keeps of its input: a row-parallel input is the
+   * rank's heads over every token, the others its sequence shard */
+  uint64_t kept = split == MLA_ROW ? d->tokens : d->tok_rep;
   if (!op)
     return NULL;
-  as_matmul(op, d->tokens, in, out, d->e);
+  as_matmul(op, split == MLA_DUPLICATED ? d->tok_rep : d->tokens, in, out,
+            d->e);
+  if (split == MLA_COLUMN)
+    column_comms(op, d, d->tokens, in, SP_REGATHER);
+  else if (split == MLA_ROW)
+    row_comms(op, d, d->tokens);
   snprintf(pname, sizeof pname, "%.16s.weight", name);
-  if ((keep_input && save_input(blk, op, d->em * d->tokens * in, d->em_dtype,
+  if ((keep_input && save_input(blk, op, d->em * kept * in, d->em_dtype,
                                 KEPT_FOR_WEIGHTS, err)) ||
       linear_weight(blk, d, pname, in, out, err))
     return NULL;
@@ -799,9 +815,9 @@ static int mla_norm(vs_block *blk, const dims *d, const char *name,
   vs_op_spec *op = vs_block_add_op(blk, name, err);
   if (!op)
     return VS_EINPUT;
-  as_elementwise(op, d->tokens * width, d->e, 8.0);
+  as_elementwise(op, d->tok_rep * width, d->e, 8.0);
   snprintf(pname, sizeof pname, "%.16s.weight", name);
-  return save_act(blk, op, d->e * d->tokens * width, d->act_dtype, err) ||
+  return save_act(blk, op, d->e * d->tok_rep * width, d->act_dtype, err) ||
                  param(blk, d, pname, 1, width, err)
              ? VS_EINPUT
              : 0;
@@ -818,26 +834,39 @@ static int mla_norm(vs_block *blk, const dims *d, const char *name,
  * qk_rope_head_dim and value heads of v_head_dim, saving Q, K (the shared
  * rotary part expanded to every head), V and the fp32 log-sum-exp; the
  * output projection from heads x v_head_dim. Each linear keeps its input
- * (the norm output once, for both down projections). */
+ * (the norm output once, for both down projections). With tp the heads
+ * split: the down projections and latent norms run duplicated on each
+ * rank's tok_rep tokens, the up projections are column-parallel (the
+ * latents, and the shared rotary key part, gathered over tp with sp), the
+ * output projection row-parallel. */
 static int attention_mla(vs_block *blk, const dims *d, vs_error *err)
 {
-  uint64_t a = d->a, dqk = d->dn + d->dr;
+  uint64_t a = d->a / d->t, dqk = d->dn + d->dr;
   vs_op_spec *op;
   if (d->rq) {
-    if (!mla_linear(blk, d, "q_down", d->h, d->rq, true, err) ||
+    if (!mla_linear(blk, d, "q_down", d->h, d->rq, MLA_DUPLICATED, true,
+                    err) ||
         mla_norm(blk, d, "q_norm", d->rq, err) ||
-        !mla_linear(blk, d, "q_up", d->rq, a * dqk, true, err))
+        !mla_linear(blk, d, "q_up", d->rq, a * dqk, MLA_COLUMN, true, err))
       return VS_EINPUT;
-  } else if (!mla_linear(blk, d, "q_proj", d->h, a * dqk, true, err)) {
+  } else if (!mla_linear(blk, d, "q_proj", d->h, a * dqk, MLA_COLUMN, true,
+                         err)) {
     return VS_EINPUT;
   }
   /* both down projections read the norm output; under fp8 each keeps
    * its own FP8 copy of it */
-  if (!mla_linear(blk, d, "kv_down", d->h, d->rkv + d->dr, d->em != d->e,
-                  err) ||
+  if (!mla_linear(blk, d, "kv_down", d->h, d->rkv + d->dr, MLA_DUPLICATED,
+                  d->em != d->e, err) ||
       mla_norm(blk, d, "kv_norm", d->rkv, err) ||
-      !mla_linear(blk, d, "kv_up", d->rkv, a * (d->dn + d->dv), true, err))
+      !(op = mla_linear(blk, d, "kv_up", d->rkv, a * (d->dn + d->dv),
+                        MLA_COLUMN, true, err)))
     return VS_EINPUT;
+  /* with sp the shared rotary key part is gathered with the latent, and
+   * its gradient reduce-scattered with the latent's */
+  if (d->sp) {
+    op->fwd_before.bytes += d->e * d->tokens * d->dr;
+    op->bwd_after.bytes += d->e * d->tokens * d->dr;
+  }
   if (!(op = vs_block_add_op(blk, "flash_attn", err)))
     return VS_EINPUT;
   op->matmul = true;
@@ -858,7 +887,8 @@ static int attention_mla(vs_block *blk, const dims *d, vs_error *err)
                d->act_dtype, err) ||
       save_act(blk, op, 4 * d->b * a * d->s, VS_DTYPE_FP32, err))
     return VS_EINPUT; /* Q, K, V; LSE */
-  if (!mla_linear(blk, d, "attn_out_proj", a * d->dv, d->h, true, err))
+  if (!mla_linear(blk, d, "attn_out_proj", a * d->dv, d->h, MLA_ROW, true,
+                  err))
     return VS_EINPUT;
   return dropout(blk, d, "attn_out_dropout", d->tok_rep * d->h, d->e, false,
                  err);
@@ -1021,7 +1051,7 @@ static int routed_experts(vs_block *blk, const dims *d, bool gated,
   as_matmul(op, n, d->h, fc1, d->e);
   op->routed = true;
   /* the tp ranks' slots gathered in forward, kept whole for backward */
-  column_comms(op, d, n, SP_KEEPS_GATHERED);
+  column_comms(op, d, n, d->h, SP_KEEPS_GATHERED);
   if (save_input(blk, op, d->em * n * d->h, d->em_dtype, KEPT_FOR_WEIGHTS,
                  err))
     return VS_EINPUT;
@@ -1066,7 +1096,7 @@ static int shared_experts(vs_block *blk, const dims *d, bool gated,
   if (!(op = vs_block_add_op(blk, "shared_fc1", err)))
     return VS_EINPUT;
   as_matmul(op, t, d->h, fc1, d->e);
-  column_comms(op, d, t, SP_REGATHER);
+  column_comms(op, d, t, d->h, SP_REGATHER);
   /* under fp8 its own FP8 copy of the norm output the router keeps */
   if (d->em != d->e && save_input(blk, op, d->em * d->tok_rep * d->h,
                                   d->em_dtype, KEPT_FOR_WEIGHTS, err))
