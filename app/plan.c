@@ -364,9 +364,9 @@ static uint64_t next_tried(uint64_t v, uint64_t own)
 }
 
 /* The layouts of lc's ZeRO stage with each expert-parallel size (ep = 1
- * only unless ps->varies_ep and cp = 1): those dividing the experts, out
- * of the dp ranks, without offload, through enumerate_zero (with offload
- * in the offload pass). */
+ * only unless ps->varies_ep): those dividing the experts, out of the
+ * dp x cp ranks, without offload, through enumerate_zero (with offload in
+ * the offload pass). */
 static int enumerate_ep(const vs_workload *wl, const layout_choice *base,
                         plan_state *ps)
 {
@@ -374,11 +374,11 @@ static int enumerate_ep(const vs_workload *wl, const layout_choice *base,
   layout_choice lc = *base;
   for (lc.ep = 1; lc.ep <= wl->model.experts || lc.ep == 1;
        lc.ep = next_tried(lc.ep, wl->parallel.ep)) {
-    if (lc.ep > 1 && (!ps->varies_ep || lc.cp > 1))
+    if (lc.ep > 1 && !ps->varies_ep)
       break;
     if (lc.ep > 1 && wl->model.experts % lc.ep)
       continue; /* not a size for these experts */
-    if (vs_workload_ep_misfit(&wl->model, lc.ep, lc.dp, lc.zero,
+    if (vs_workload_ep_misfit(&wl->model, lc.ep, lc.dp * lc.cp, lc.zero,
                               wl->training.framework) ||
         (lc.ep > 1 && ps->offload_pass)) {
       ps->pruned[PRUNE_EP]++;
@@ -728,12 +728,12 @@ static int plan_inputs(const vs_capacity_opts *o, const plan_state *ps,
 
 /* Whether plan varies the context-parallel size: the workload uses it,
  * or its sequence is long (PLAN_CP_FROM_SEQ) and nothing else in it stops
- * context parallelism (with ep = 1, which plan pairs with cp > 1). */
+ * context parallelism. */
 static bool plan_varies_cp(const vs_workload *wl)
 {
   return (wl->parallel.cp > 1 || wl->model.seq_len >= PLAN_CP_FROM_SEQ) &&
-         vs_workload_cp_settings_misfit(&wl->training, wl->parallel.order,
-                                        1) == VS_CP_FITS;
+         vs_workload_cp_settings_misfit(&wl->training, wl->parallel.order) ==
+             VS_CP_FITS;
 }
 
 /* Whether plan varies the expert-parallel size: the model has experts,

@@ -2078,11 +2078,11 @@ static void check_ep_cp_row(const csv_scan *s, void *user)
   assert_int_equal(scan_u64(s, "gpus"),
                    dp * scan_u64(s, "parallel.tp") * cp *
                        scan_u64(s, "parallel.pp"));
-  if (ep > 1) { /* Megatron-LM's rules: ep | experts (4), ep | dp, zero <= 1 */
+  if (ep > 1) { /* Megatron-LM's rules: ep | experts (4), ep | dp x cp,
+                   zero <= 1 */
     assert_int_equal(4 % ep, 0);
-    assert_int_equal(dp % ep, 0);
+    assert_int_equal(dp * cp % ep, 0);
     assert_true(scan_u64(s, "parallel.zero") <= 1);
-    assert_int_equal(cp, 1); /* not simulated together */
   }
   seen->ep[log2_exact(ep)]++;
   seen->cp[log2_exact(cp)]++;

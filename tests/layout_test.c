@@ -512,6 +512,19 @@ static void test_expert_parallel_states(void **state)
   }
   assert_int_equal(lay.group_size[VS_GROUP_EXPERT_DP], dp / ep);
   assert_int_equal(lay.group_stride[VS_GROUP_EXPERT_DP], ep);
+  {
+    /* with context parallelism the ep ranks come out of dp x cp
+     * (Megatron-LM: EP x ETP x EDP = TP x DP x CP): on 8 GPUs as dp 4 x
+     * cp 2 the expert states shard over 8 / ep = 2 ranks, as over dp 8 */
+    const char *epcp[] = {"parallel.zero=1", "parallel.ep=4",
+                          "parallel.cp=2"};
+    vs_layout c, d;
+    build(moe, epcp, 3, dp, &c);
+    build(moe, sets, 2, dp, &d);
+    assert_int_equal(c.group_size[VS_GROUP_EP], ep);
+    assert_int_equal(c.group_size[VS_GROUP_EXPERT_DP], dp / ep);
+    assert_int_equal(c.optimizer_bytes, d.optimizer_bytes);
+  }
 }
 
 /* ------------------------------------------------------------------------

@@ -1265,8 +1265,16 @@ static void test_experts(void **state)
              "--set parallel.ep=3: each of the ep ranks holds experts / ep "
              "experts: ep must divide experts (8)");
     load_bad(GPT_MODEL, ep_dp, 4, 0, VS_EINPUT,
-             "--set parallel.ep=4: the ep ranks come out of the data-parallel "
-             "ones (Megatron-LM's rule): ep must divide dp (2)");
+             "--set parallel.ep=4: the ep ranks come out of the data- and "
+             "context-parallel ones (Megatron-LM's rule): ep must divide dp x "
+             "cp (2)");
+    {
+      /* ... of dp x cp: ep = 4 over dp 2 x cp 2 */
+      static const char *const ep_cp[] = {"model.experts=8", "parallel.ep=4",
+                                          "parallel.dp=2", "parallel.cp=2",
+                                          "training.global_batch=2"};
+      load_ok(&wl, GPT_MODEL, ep_cp, 5, 0);
+    }
     load_bad(GPT_MODEL, ep_z2, 5, 0, VS_EINPUT,
              "--set parallel.zero=2: with ep > 1 the expert states shard over "
              "the expert-data-parallel group");

@@ -208,12 +208,10 @@ const char *vs_workload_cp_misfit(const vs_model_conf *m, uint64_t cp,
 }
 
 vs_cp_misfit vs_workload_cp_settings_misfit(const vs_training_conf *t,
-                                            int order, uint64_t ep)
+                                            int order)
 {
   if (t->attention != VS_ATTN_FLASH)
     return VS_CP_MISFIT_ATTENTION;
-  if (ep > 1)
-    return VS_CP_MISFIT_EP;
   if (order != VS_ORDER_TP_DP_PP)
     return VS_CP_MISFIT_ORDER;
   if (vs_precision_autocast(t->precision) || t->framework == VS_FW_HF)
@@ -760,19 +758,13 @@ static int check_cp(vs_workload *wl, vs_error *err)
                         WHERE("parallel", "cp_comm"));
   if (wl->parallel.cp == 1)
     return 0;
-  switch (vs_workload_cp_settings_misfit(t, wl->parallel.order,
-                                         wl->parallel.ep)) {
+  switch (vs_workload_cp_settings_misfit(t, wl->parallel.order)) {
   case VS_CP_MISFIT_ATTENTION:
     return vs_error_set(err, VS_EINPUT,
                         "%s: context parallelism runs flash attention on each "
                         "chunk (Megatron-LM's and PyTorch's context parallel "
                         "attention); set attention = flash",
                         WHERE("training", "attention"));
-  case VS_CP_MISFIT_EP:
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: expert parallelism with context parallelism is "
-                        "not simulated; use cp = 1 or ep = 1",
-                        WHERE("parallel", "cp"));
   case VS_CP_MISFIT_ORDER:
     return vs_error_set(err, VS_EINPUT,
                         "%s: context-parallel ranks sit next to the tensor-"
@@ -822,7 +814,8 @@ static int check_moe(vs_workload *wl, vs_error *err)
 {
   const vs_training_conf *t = &wl->training;
   const vs_parallel_conf *p = &wl->parallel;
-  const char *key = vs_workload_ep_misfit(&wl->model, p->ep, p->dp, p->zero,
+  const char *key = vs_workload_ep_misfit(&wl->model, p->ep, p->dp * p->cp,
+                                          p->zero,
                                           t->framework);
   int rc;
   char where[400];
@@ -839,9 +832,11 @@ static int check_moe(vs_workload *wl, vs_error *err)
                         (unsigned long long)wl->model.experts);
   if (key && strcmp(key, "dp") == 0)
     return vs_error_set(err, VS_EINPUT,
-                        "%s: the ep ranks come out of the data-parallel ones "
-                        "(Megatron-LM's rule): ep must divide dp (%llu)",
-                        WHERE("parallel", "ep"), (unsigned long long)p->dp);
+                        "%s: the ep ranks come out of the data- and "
+                        "context-parallel ones (Megatron-LM's rule): ep must "
+                        "divide dp x cp (%llu)",
+                        WHERE("parallel", "ep"),
+                        (unsigned long long)(p->dp * p->cp));
   if (key && strcmp(key, "framework") == 0)
     return vs_error_set(err, VS_EINPUT,
                         "%s: expert parallelism is simulated as Megatron-LM "

@@ -267,11 +267,11 @@ const char *vs_workload_offload_misfit(uint64_t zero, int offload_optimizer,
  * first_k_dense_replace). */
 bool vs_workload_moe_layer(const vs_model_conf *m, uint64_t l);
 
-/* Expert parallelism of size ep with dp data-parallel ranks, ZeRO stage
- * zero and framework (vs_framework): NULL when allowed (ep = 1 always
- * is), else the key to blame: "experts" (ep must divide them), "dp" (the
- * ep ranks come out of the dp ones, Megatron-LM's rule: ep must divide
- * dp), "framework" (expert parallelism is simulated as Megatron-LM runs
+/* Expert parallelism of size ep with dp data- and context-parallel ranks
+ * (dp x cp), ZeRO stage zero and framework (vs_framework): NULL when
+ * allowed (ep = 1 always is), else the key to blame: "experts" (ep must
+ * divide them), "dp" (the ep ranks come out of the dp x cp ones,
+ * Megatron-LM's rule: ep must divide them), "framework" (expert parallelism is simulated as Megatron-LM runs
  * it: not under fsdp2 or hf) or "zero" (expert states shard over the
  * expert-data-parallel group as Megatron-LM's distributed optimizer does:
  * zero <= 1). */
@@ -368,19 +368,17 @@ const char *vs_workload_cp_misfit(const vs_model_conf *m, uint64_t cp,
 
 /* What stops context parallelism (cp > 1) under the job's other
  * settings, as this version simulates it (Megatron-LM's, and torchtitan's
- * under FSDP2): flash attention only, not with expert parallelism, the cp
- * ranks beside the tp ones (order = tp-dp-pp), and not under autocast or
+ * under FSDP2): flash attention only, the cp ranks beside the tp ones (order = tp-dp-pp), and not under autocast or
  * the Hugging Face Trainer, which run data parallelism alone. */
 typedef enum {
   VS_CP_FITS,
   VS_CP_MISFIT_ATTENTION, /* attention is not flash */
-  VS_CP_MISFIT_EP,        /* ep > 1 */
   VS_CP_MISFIT_ORDER,     /* order is not tp-dp-pp */
   VS_CP_MISFIT_DP_ONLY    /* autocast or framework = hf */
 } vs_cp_misfit;
 
 vs_cp_misfit vs_workload_cp_settings_misfit(const vs_training_conf *t,
-                                            int order, uint64_t ep);
+                                            int order);
 
 /* Names of enum values, for reports. */
 const char *vs_arch_name(int arch);
