@@ -651,7 +651,8 @@ static int check_run_work(const cli_args *a, const vs_workload *wl,
                   "write them anyway%s\n",
             wl->origins.file, a->csv_dir ? "--csv" : "",
             a->csv_dir && a->trace ? " and " : "", a->trace ? "--trace" : "",
-            vs_format_bytes((uint64_t)bytes, need, sizeof need), w.events,
+            vs_format_bytes((uint64_t)bytes, need, sizeof need),
+            w.rank_events,
             vs_format_bytes((uint64_t)a->max_output_bytes, limit, sizeof limit),
             a->all_ranks ? ", or leave out --ranks all (one GPU per stage has "
                            "the same memory and time)" : "");

@@ -567,8 +567,9 @@ static void test_context_parallel_sample(void **state)
    * full checkpointing keeps, each 16384 x 4096 x 2 B = 128 MiB */
   assert_contains(r.out, "\nlargest activations and temporaries at the peak: "
                          "4.04 GiB temp of lm_head (head, micro-batch 0, 2 "
-                         "tensors); 4.00 GiB activations of norm1 (layers "
-                         "0-31, micro-batch 0, 32 tensors);");
+                         "tensors); 4.00 GiB activations of checkpointed "
+                         "layer inputs (layers 0-31, micro-batch 0, 32 "
+                         "tensors);");
   {
     /* 70B at 128k on 4 nodes: tp 8 inside each, cp 4 across them */
     static const char *const big[] = {"run",

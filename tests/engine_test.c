@@ -662,10 +662,13 @@ static void test_independent_slots_copy_the_first(void **state)
   for (size_t i = 0; i < RANKS; i++) {
     vs_rank_init(&copied[i], (uint32_t)i, &p, 1u << 20, 0);
     vs_rank_init(&replayed[i], (uint32_t)i, &p, 1u << 20, 0);
+    copied[i].slot = replayed[i].slot = (uint32_t)i; /* one stage */
   }
   assert_int_equal(vs_engine_run(copied, RANKS, &opts, &s_copy, &err), 0);
+  assert_int_equal(s_copy.copied_ranks, RANKS - 1);
   opts.replay_every_slot = true;
   assert_int_equal(vs_engine_run(replayed, RANKS, &opts, &s_replay, &err), 0);
+  assert_int_equal(s_replay.copied_ranks, 0);
   assert_int_equal(s_copy.events, s_replay.events);
   assert_int_equal(s_copy.events, (uint64_t)N * RANKS);
   assert_int_equal(s_copy.end_ns, s_replay.end_ns);
@@ -683,9 +686,12 @@ static void test_independent_slots_copy_the_first(void **state)
   }
   /* rank 2 on a smaller GPU: every rank runs, rank 2 alone out of memory */
   opts.replay_every_slot = false;
-  for (size_t i = 0; i < RANKS; i++)
+  for (size_t i = 0; i < RANKS; i++) {
     vs_rank_init(&copied[i], (uint32_t)i, &p, i == 2 ? 1 : 1u << 20, 0);
+    copied[i].slot = (uint32_t)i;
+  }
   assert_int_equal(vs_engine_run(copied, RANKS, &opts, &s_copy, &err), 0);
+  assert_int_equal(s_copy.copied_ranks, 0);
   for (size_t i = 0; i < RANKS; i++) {
     assert_int_equal(copied[i].mem.oom.happened, i == 2);
     vs_rank_fini(&copied[i]);

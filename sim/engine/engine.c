@@ -494,7 +494,7 @@ static bool slots_independent(const run_ctx *c)
   if (c->per_stage < 2 || c->opts->stop_at_oom)
     return false;
   for (size_t i = 0; i < c->n_ranks; i++)
-    if (c->ranks[i].n_shares ||
+    if (c->ranks[i].n_shares || c->ranks[i].slot != i % c->per_stage ||
         !same_start(&c->ranks[i], &c->ranks[i - i % c->per_stage]))
       return false;
   for (size_t i = 0; i < c->n_ranks; i += c->per_stage) {
@@ -577,6 +577,7 @@ static int run_first_slot(run_ctx *c, vs_engine_stats *stats)
       return vs_error_set(c->err, VS_ENOMEM,
                           "out of host memory copying a slot's run");
   stats->events *= c->per_stage;
+  stats->copied_ranks = c->n_ranks - c->n_ranks / c->per_stage;
   return 0;
 }
 

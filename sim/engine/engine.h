@@ -140,6 +140,8 @@ typedef struct vs_engine_stats {
   uint64_t events;          /* op completions processed */
   uint64_t end_ns;          /* when the last rank finished */
   bool stopped;             /* ended early at an out-of-memory */
+  uint64_t copied_ranks;    /* ranks given a copy of their stage's slot-0
+                               run instead of running (independent slots) */
 } vs_engine_stats;
 
 /* Prepares rank for prog on a GPU of capacity_bytes with framework_bytes

@@ -217,6 +217,7 @@ static uint32_t placed_buffer(builder *b, uint64_t bytes, int category,
   p->buffers[p->n_buffers].bytes = bytes;
   p->buffers[p->n_buffers].category = category;
   p->buffers[p->n_buffers].place = (uint8_t)place;
+  p->buffers[p->n_buffers].checkpoint = false;
   return (uint32_t)p->n_buffers++;
 }
 
@@ -744,6 +745,8 @@ static void forward_block(builder *b, size_t inst, int mb)
     if (k == 0 && full) {
       uint32_t *ckpt = &b->ckpt_buf[live(b, inst, mb)];
       hold(b, ckpt, new_buffer(b, blk->ckpt_bytes, VS_CAT_ACTIVATIONS));
+      if (*ckpt != NONE)
+        b->p->buffers[*ckpt].checkpoint = true;
       alloc_on(b, op, *ckpt);
     }
     for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++) {

@@ -18,6 +18,7 @@
 #include "topology.h"
 #include "workload.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,8 @@ typedef struct vs_buffer {
   uint64_t bytes;     /* size in its place */
   int32_t category;   /* vs_category */
   uint8_t place;      /* vs_place: the GPU, or the node's host or NVMe */
+  bool checkpoint;    /* a full-recompute checkpoint (a layer's input),
+                         which its layer's first op allocates */
 } vs_buffer;
 
 typedef struct vs_effect {

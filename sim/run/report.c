@@ -28,7 +28,9 @@ char *vs_report_op_label(const vs_sim *sim, const vs_program *prog,
 {
   const vs_pop *o = &prog->ops[op];
   char where[48];
-  if (o->layer < 0)
+  if (o->phase == VS_PHASE_P2P)
+    snprintf(where, sizeof where, "pipeline");
+  else if (o->layer < 0)
     snprintf(where, sizeof where, "%s", o->microbatch < 0 ? "step" : "embedding");
   else if ((uint64_t)o->layer >= sim->model.layers)
     snprintf(where, sizeof where, "head");
@@ -334,23 +336,29 @@ static const char *layer_word(const vs_sim *sim, int32_t l, int32_t microbatch,
 }
 
 /* Where group g's tensors were allocated: "head", "layer 5", "layers
- * 0-79", "layers 3-head", then the micro-batches ("micro-batch 0",
- * "micro-batches 0-7"). */
+ * 0-79", "8 of layers 0-19" (an interleaved stage's chunks), "embedding
+ * to layer 3", "pipeline" (sends and receives), then the micro-batches
+ * ("micro-batch 0", "micro-batches 0-7"). */
 static void group_where(const vs_sim *sim, const vs_peak_group *g, char *buf,
                         size_t len)
 {
-  char n1[24], n2[24];
+  char n1[24], n2[24], some[24] = "";
   const char *first = layer_word(sim, g->first_layer, g->first_microbatch, n1,
                                  sizeof n1),
              *last = layer_word(sim, g->last_layer, g->last_microbatch, n2,
                                 sizeof n2);
   size_t at;
-  if (g->first_layer != g->last_layer)
-    at = (size_t)snprintf(buf, len, "layers %s-%s", first, last);
-  else if (first == n1)
-    at = (size_t)snprintf(buf, len, "layer %s", first);
+  if (g->layers < (uint32_t)(g->last_layer - g->first_layer + 1))
+    snprintf(some, sizeof some, "%u of ", g->layers);
+  if (g->phase == VS_PHASE_P2P)
+    at = (size_t)snprintf(buf, len, "pipeline");
+  else if (g->first_layer == g->last_layer)
+    at = (size_t)snprintf(buf, len, first == n1 ? "layer %s" : "%s", first);
+  else if (first != n1)
+    at = (size_t)snprintf(buf, len, "%s%s to %s%s", some, first,
+                          last == n2 ? "layer " : "", last);
   else
-    at = (size_t)snprintf(buf, len, "%s", first);
+    at = (size_t)snprintf(buf, len, "%slayers %s-%s", some, first, last);
   if (at >= len || g->first_microbatch < 0)
     return;
   if (g->first_microbatch == g->last_microbatch)
@@ -381,7 +389,10 @@ static void held_line(const vs_sim *sim, char *buf, size_t len)
                            "tensor%s)",
                            shown++ ? ";" : "",
                            vs_format_bytes(g[i].bytes, b, sizeof b),
-                           vs_category_name(g[i].category), g[i].op, where,
+                           vs_category_name(g[i].category),
+                           g[i].checkpoint ? "checkpointed layer inputs"
+                                           : g[i].op,
+                           where,
                            (unsigned long long)g[i].tensors,
                            g[i].tensors == 1 ? "" : "s");
   }

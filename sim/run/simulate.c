@@ -208,8 +208,10 @@ static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
                               "out of host memory for the allocator of rank %u",
                               r->id);
       }
+      /* the notes serve one report line: a program too large for their
+         numbers goes without it */
       if (opts->peak_tensors && !opts->all_ranks &&
-          vs_rank_record_lifetimes(r))
+          vs_rank_record_lifetimes(r) == VS_ENOMEM)
         return vs_error_set(err, VS_ENOMEM,
                             "out of host memory noting the tensors of rank "
                             "%u",
@@ -370,6 +372,18 @@ static int build_plan(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
  * ~8, the time ~12 and the bytes ~10. */
 #define TRACE_COUNTER_BYTES 90.0
 
+/* Whether the engine will run one pipeline slot and give the others
+ * copies of its run (vs_engine_run's independent slots): every rank
+ * simulated, none sharing a node's memory or a resource (offload is what
+ * places bytes there and moves them through both), no stop at the first
+ * out-of-memory. */
+static bool slots_copied(const vs_sim *sim, const vs_sim_opts *opts)
+{
+  return opts->all_ranks && !opts->stop_at_oom &&
+         sim->layout.tp * sim->layout.dp > 1 &&
+         !uses_nodes(&sim->recipe, &sim->layout);
+}
+
 /* sim's work from its model and layout (built by build_plan). */
 static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
                           vs_work *w)
@@ -377,24 +391,34 @@ static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
   const vs_layout *lay = &sim->layout;
   double per_stage = opts->all_ranks ? (double)lay->tp * (double)lay->dp : 1;
   double ops = 0, ranks = per_stage * (double)lay->pp;
+  /* a buffer has an allocation and a free among its ops' effects */
+  double buffers = 0.5 * EFFECTS_PER_OP;
   for (uint64_t s = 0; s < lay->pp; s++) {
     vs_job job = {.wl = sim->wl, .topo = sim->topo, .model = &sim->model,
                   .recipe = &sim->recipe, .layout = lay};
     ops += vs_schedule_estimate_ops(&job, (int)s);
   }
-  w->events = ops * per_stage;
+  w->rank_events = ops * per_stage;
+  w->events = slots_copied(sim, opts) ? ops : w->rank_events;
   w->ranks = ranks;
+  /* the programs, the ranks, each rank's block of every buffer (caching
+   * allocator) and the peak's notes of each buffer */
   w->host_bytes = ops * (double)vs_schedule_bytes_per_op() +
-                  ranks * (double)sizeof(vs_rank);
+                  ranks * (double)sizeof(vs_rank) +
+                  w->rank_events * buffers * sizeof(uint32_t) +
+                  (opts->peak_tensors && !opts->all_ranks
+                       ? ops * buffers * 2 * sizeof(uint32_t)
+                       : 0);
   w->csv_bytes = 0;
   w->trace_bytes = 0;
   if (opts->record) {
-    w->host_bytes += w->events * (EFFECTS_PER_OP * sizeof(vs_mem_event) +
-                                  sizeof(vs_op_span));
-    w->csv_bytes = w->events * (EFFECTS_PER_OP * TIMELINE_ROW_BYTES +
-                                OPS_ROW_BYTES);
-    w->trace_bytes = w->events * (TRACE_EVENT_BYTES +
-                                  EFFECTS_PER_OP * TRACE_COUNTER_BYTES);
+    w->host_bytes += w->rank_events *
+                     (EFFECTS_PER_OP * sizeof(vs_mem_event) +
+                      sizeof(vs_op_span));
+    w->csv_bytes = w->rank_events * (EFFECTS_PER_OP * TIMELINE_ROW_BYTES +
+                                     OPS_ROW_BYTES);
+    w->trace_bytes = w->rank_events * (TRACE_EVENT_BYTES +
+                                       EFFECTS_PER_OP * TRACE_COUNTER_BYTES);
   }
 }
 
@@ -549,30 +573,53 @@ void vs_sim_fini(vs_sim *sim)
   sim->n_programs = 0;
 }
 
-/* The group of g[0..n) that buffers allocated by op o of category cat
- * belong to, appended when new; NULL when out of host memory. */
-static vs_peak_group *peak_group(vs_peak_group **g, size_t *n, size_t *cap,
-                                 const vs_pop *o, int cat)
+/* The groups being collected: g[0..n), and for each a bitmap of the
+ * layers its ops ran in (bits for layers -1 .. top, `words` words each). */
+typedef struct group_set {
+  vs_peak_group *g;
+  uint64_t *seen;
+  size_t n, cap, cap_seen, words;
+  int32_t top;                /* the program's highest layer */
+} group_set;
+
+/* The group of gs for buffer b allocated by op o, appended when new;
+ * NULL when out of host memory. */
+static vs_peak_group *peak_group(group_set *gs, const vs_pop *o,
+                                 const vs_buffer *b)
 {
-  for (size_t i = *n; i-- > 0;)
-    if ((*g)[i].category == cat && strcmp((*g)[i].op, o->name) == 0)
-      return &(*g)[i];
-  if (!vs_grow((void **)g, cap, *n + 1, sizeof **g))
+  vs_peak_group *g;
+  for (size_t i = gs->n; i-- > 0;)
+    if (gs->g[i].category == b->category &&
+        gs->g[i].checkpoint == b->checkpoint &&
+        strcmp(gs->g[i].op, o->name) == 0)
+      return &gs->g[i];
+  if (!vs_grow((void **)&gs->g, &gs->cap, gs->n + 1, sizeof *gs->g) ||
+      !vs_grow((void **)&gs->seen, &gs->cap_seen, (gs->n + 1) * gs->words,
+               sizeof *gs->seen))
     return NULL;
-  memset(&(*g)[*n], 0, sizeof **g);
-  snprintf((*g)[*n].op, sizeof (*g)[*n].op, "%s", o->name);
-  (*g)[*n].category = cat;
-  (*g)[*n].first_layer = o->layer;
-  (*g)[*n].last_layer = o->layer;
-  (*g)[*n].first_microbatch = o->microbatch;
-  (*g)[*n].last_microbatch = o->microbatch;
-  return &(*g)[(*n)++];
+  memset(&gs->seen[gs->n * gs->words], 0, gs->words * sizeof *gs->seen);
+  g = &gs->g[gs->n++];
+  memset(g, 0, sizeof *g);
+  snprintf(g->op, sizeof g->op, "%s", o->name);
+  g->category = b->category;
+  g->checkpoint = b->checkpoint;
+  g->phase = o->phase;
+  g->first_layer = g->last_layer = o->layer;
+  g->first_microbatch = g->last_microbatch = o->microbatch;
+  return g;
 }
 
-static void peak_group_add(vs_peak_group *g, const vs_pop *o, uint64_t bytes)
+static void peak_group_add(group_set *gs, vs_peak_group *g, const vs_pop *o,
+                           uint64_t bytes)
 {
+  uint64_t *seen = &gs->seen[(size_t)(g - gs->g) * gs->words];
+  uint32_t bit = (uint32_t)(o->layer + 1); /* layer -1 is bit 0 */
   g->bytes += bytes;
   g->tensors++;
+  if (!(seen[bit / 64] >> (bit % 64) & 1)) {
+    seen[bit / 64] |= 1ull << (bit % 64);
+    g->layers++;
+  }
   if (o->layer < g->first_layer)
     g->first_layer = o->layer;
   if (o->layer > g->last_layer)
@@ -588,18 +635,24 @@ static int by_bytes_desc(const void *x, const void *y)
   const vs_peak_group *a = x, *b = y;
   if (a->bytes != b->bytes)
     return a->bytes > b->bytes ? -1 : 1;
-  return strcmp(a->op, b->op) ? strcmp(a->op, b->op) : a->category - b->category;
+  if (strcmp(a->op, b->op))
+    return strcmp(a->op, b->op);
+  return a->category != b->category ? a->category - b->category
+                                    : a->checkpoint - b->checkpoint;
 }
 
 int vs_sim_peak_groups(const vs_rank *r, vs_peak_group **groups, size_t *n)
 {
   const vs_program *p = r->prog;
-  vs_peak_group *g = NULL;
-  size_t ng = 0, cap = 0;
+  group_set gs = {.top = -1};
   *groups = NULL;
   *n = 0;
   if (!r->lifetimes)
     return 0;
+  for (size_t i = 0; i < p->n_ops; i++)
+    if (p->ops[i].layer > gs.top)
+      gs.top = p->ops[i].layer;
+  gs.words = (size_t)(gs.top + 2 + 63) / 64;
   for (size_t i = 0; i < p->n_ops; i++) {
     const vs_pop *o = &p->ops[i];
     for (uint32_t k = 0; k < o->n_effects; k++) {
@@ -609,16 +662,18 @@ int vs_sim_peak_groups(const vs_rank *r, vs_peak_group **groups, size_t *n)
       if (e->is_free || b->place != VS_PLACE_GPU ||
           !vs_rank_live_at_peak(r, e->buffer))
         continue;
-      if (!(into = peak_group(&g, &ng, &cap, o, b->category))) {
-        free(g);
+      if (!(into = peak_group(&gs, o, b))) {
+        free(gs.g);
+        free(gs.seen);
         return VS_ENOMEM;
       }
-      peak_group_add(into, o, b->bytes);
+      peak_group_add(&gs, into, o, b->bytes);
     }
   }
-  if (ng)
-    qsort(g, ng, sizeof *g, by_bytes_desc);
-  *groups = g;
-  *n = ng;
+  free(gs.seen);
+  if (gs.n)
+    qsort(gs.g, gs.n, sizeof *gs.g, by_bytes_desc);
+  *groups = gs.g;
+  *n = gs.n;
   return 0;
 }

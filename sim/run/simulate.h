@@ -25,7 +25,11 @@
 
 /* The work of one simulation, estimated before anything is built. */
 typedef struct vs_work {
-  double events;        /* op completions over every simulated rank */
+  double events;        /* op completions the engine runs: every simulated
+                           rank's, or one pipeline slot's where the others
+                           get copies of its run (vs_engine_run) */
+  double rank_events;   /* op completions over every simulated rank (what
+                           the records hold) */
   double host_bytes;    /* programs, plus the ranks' records when recorded */
   double csv_bytes;     /* --csv's timeline.csv and ops.csv (when recorded) */
   double trace_bytes;   /* --trace's JSON of every simulated rank (when
@@ -153,6 +157,10 @@ const vs_rank *vs_sim_worst_rank(const vs_sim *sim);
 typedef struct vs_peak_group {
   char op[VS_OP_NAME_MAX];  /* the allocating op's name ("cross_entropy") */
   int category;             /* vs_category */
+  int phase;                /* the allocating ops' vs_phase (the first's) */
+  bool checkpoint;          /* full-recompute checkpoints (layer inputs) */
+  uint32_t layers;          /* distinct layers among the ops (-1 and the
+                               head count as layers) */
   uint64_t bytes;           /* requested bytes (before allocator rounding) */
   uint64_t tensors;         /* how many */
   int32_t first_layer, last_layer;           /* the ops' layers (-1 step or
