@@ -79,6 +79,8 @@ enum {
   PRUNE_FINETUNE_TP,     /* adapters or a bitsandbytes base with tp > 1 */
   PRUNE_FSDP2_ZERO,      /* under fsdp2, ZeRO other than 3 */
   PRUNE_DP_ONLY,         /* autocast or hf beyond data parallelism */
+  PRUNE_MOE_TP,          /* MoE or latent attention with tp > 1 outside
+                            Megatron-LM */
   PRUNE_FUSED_LOSS_TP,   /* fused_cross_entropy with tp > 1 */
   PRUNE_EP,              /* ep not dividing dp, or with zero > 1 */
   PRUNE_CP,              /* cp with a tp its sequence cannot split for */
@@ -108,9 +110,12 @@ static const char *const prune_reasons[PRUNE_N] = {
     "layouts: FSDP2 (framework = fsdp2) shards every parameter: ZeRO-3 only",
     "layouts: autocast (amp_*) and framework = hf run data parallelism alone "
     "(tp = pp = 1, zero <= 2 or 0 under hf, no offload)",
+    "(GPUs, tp) pairs: mixture-of-experts layers and latent attention split "
+    "over tp only as Megatron-LM splits them (framework none or megatron)",
     "(GPUs, tp) pairs: the fused cross-entropy loss (fused_cross_entropy, "
     "Liger Kernel's) is not vocab-parallel",
-    "layouts: expert parallelism needs ep dividing dp and zero <= 1",
+    "layouts: expert parallelism needs ep dividing dp x cp, zero <= 1 and, "
+    "with a pipeline, order = tp-dp-pp",
     "(GPUs, tp, cp) choices: the sequence does not split into 2 x cp x tp "
     "chunks (or tp x cp does not divide the heads for cp_comm = a2a)",
     "layouts: bitsandbytes' paged optimizer (paged_optimizer) runs with "
@@ -380,6 +385,7 @@ static int enumerate_ep(const vs_workload *wl, const layout_choice *base,
       continue; /* not a size for these experts */
     if (vs_workload_ep_misfit(&wl->model, lc.ep, lc.dp * lc.cp, lc.zero,
                               wl->training.framework) ||
+        !vs_workload_ep_order_allowed(lc.ep, wl->parallel.order, lc.pp) ||
         (lc.ep > 1 && ps->offload_pass)) {
       ps->pruned[PRUNE_EP]++;
       continue;
@@ -495,6 +501,9 @@ static int tp_pruned(const vs_workload *wl, uint64_t tp)
     return PRUNE_TP_SHAPES;
   if (!vs_workload_finetune_tp_allowed(&wl->finetune, tp))
     return PRUNE_FINETUNE_TP;
+  if (!vs_workload_moe_tp_allowed(&wl->model, tp, true, /* plan pairs SP */
+                                  wl->training.framework))
+    return PRUNE_MOE_TP;
   if (!vs_workload_fused_loss_tp_allowed(&wl->training, tp))
     return PRUNE_FUSED_LOSS_TP;
   if (tp > 1 && !vs_workload_sp_allowed(wl->model.seq_len, tp))

@@ -523,6 +523,10 @@ static void test_expert_parallel_states(void **state)
     build(moe, sets, 2, dp, &d);
     assert_int_equal(c.group_size[VS_GROUP_EP], ep);
     assert_int_equal(c.group_size[VS_GROUP_EXPERT_DP], dp / ep);
+    /* ep consecutive ranks of dp x cp, the holders of the same experts
+     * ep apart, as without cp */
+    assert_int_equal(c.group_stride[VS_GROUP_EP], d.group_stride[VS_GROUP_EP]);
+    assert_int_equal(c.group_stride[VS_GROUP_EXPERT_DP], ep);
     assert_int_equal(c.optimizer_bytes, d.optimizer_bytes);
   }
 }

@@ -1096,6 +1096,11 @@ static void test_mla_layer(void **state)
     assert_int_equal(op_named(sb, "q_up")->fwd_before.bytes, 2 * T * rq);
     assert_int_equal(op_named(sb, "kv_up")->fwd_before.bytes,
                      2 * T * (rkv + dr));
+    assert_int_equal(op_named(sb, "kv_up")->bwd_after.bytes,
+                     2 * T * (rkv + dr));
+    /* the duplicated down projections run on the rank's T / 2 tokens */
+    tu_assert_close(op_named(sb, "q_down")->fwd_flops,
+                    op_named(blk, "q_down")->fwd_flops / 2.0, 1e-15);
     assert_int_equal(op_named(sb, "q_down")->fwd_before.kind, VS_COLL_NONE);
     assert_int_equal(op_named(sb, "attn_out_proj")->fwd_after.kind,
                      VS_COLL_REDUCE_SCATTER);
@@ -1274,6 +1279,30 @@ static void test_moe_tensor_parallel(void **state)
     build_ini(&one, llama, moe, 5);
     assert_int_equal(one.params_total, m1.params_total);
     assert_int_equal(one.params_active, m1.params_active);
+  }
+  {
+    /* with ep = 2 too: a rank sends its k T / 2 copies (2kTh / 2 bytes)
+     * and receives as many; the tp gather then carries both tp ranks'
+     * k T slots; the dispatch's temps are the send buffer, what arrived,
+     * and the gathered slots before the sort (Megatron-LM's
+     * dispatch_postprocess) */
+    const char *keys[9];
+    vs_model ep2;
+    const vs_op_spec *dispatch;
+    memcpy(keys, moe, 7 * sizeof *keys);
+    keys[7] = "parallel.ep=2";
+    keys[8] = "parallel.dp=2";
+    build_ini(&ep2, llama, keys, 9);
+    dispatch = op_named(vs_model_layer(&ep2, 0), "moe_dispatch");
+    assert_int_equal(dispatch->fwd_after.kind, VS_COLL_ALL_TO_ALL);
+    assert_int_equal(dispatch->fwd_after.group, VS_GROUP_EP);
+    assert_int_equal(dispatch->fwd_after.bytes, 2 * k * (T / 2) * h);
+    assert_int_equal(dispatch->fwd_temp_bytes,
+                     2 * k * (T / 2) * h + 2 * k * (T / 2) * h +
+                         2 * k * T * h);
+    assert_int_equal(op_named(vs_model_layer(&ep2, 0), "experts_fc1")
+                         ->fwd_before.bytes,
+                     2 * k * T * h);
   }
 }
 

@@ -1247,7 +1247,26 @@ static void test_experts(void **state)
            "--set training.precision=amp_bf16: autocast over a mixture of "
            "experts is not simulated");
   load_ok(&wl, GPT_MODEL, NULL, 0, 0);
-  assert_true(vs_workload_moe_tp_allowed(&wl.model, 8, false)); /* no experts */
+  assert_true(vs_workload_moe_tp_allowed(&wl.model, 8, false, VS_FW_NONE));
+  /* torchtitan splits MoE layers otherwise: refused, naming tp */
+  {
+    static const char *const fsdp[] = {"model.experts=8", "parallel.tp=2",
+                                       "parallel.sequence_parallel=true",
+                                       "training.framework=fsdp2",
+                                       "parallel.zero=3", "parallel.dp=2",
+                                       "training.global_batch=2"};
+    static const char *const order[] = {"model.experts=8", "parallel.ep=2",
+                                        "parallel.dp=2", "parallel.pp=2",
+                                        "parallel.order=tp-pp-dp",
+                                        "parallel.zero=1",
+                                        "training.global_batch=2"};
+    load_bad(GPT_MODEL, fsdp, 7, 0, VS_EINPUT,
+             "--set parallel.tp=2: mixture-of-experts layers and latent "
+             "attention with tp > 1 are simulated as Megatron-LM splits them; "
+             "fsdp2 splits them otherwise");
+    load_bad(GPT_MODEL, order, 7, 0, VS_EINPUT,
+             "--set parallel.order=tp-pp-dp: with ep > 1 and a pipeline");
+  }
   {
     static const char *const ep3[] = {"model.experts=8", "parallel.ep=3",
                                       "parallel.dp=3",

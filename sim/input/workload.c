@@ -219,9 +219,18 @@ vs_cp_misfit vs_workload_cp_settings_misfit(const vs_training_conf *t,
   return VS_CP_FITS;
 }
 
-bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp, bool sp)
+bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp, bool sp,
+                                int framework)
 {
-  return tp == 1 || m->experts == 0 || sp;
+  bool megatron = framework == VS_FW_NONE || framework == VS_FW_MEGATRON;
+  if (tp == 1 || (m->experts == 0 && m->kv_lora_rank == 0))
+    return true;
+  return megatron && (m->experts == 0 || sp);
+}
+
+bool vs_workload_ep_order_allowed(uint64_t ep, int order, uint64_t pp)
+{
+  return ep == 1 || pp == 1 || order == VS_ORDER_TP_DP_PP;
 }
 
 bool vs_workload_step_in_backward_allowed(const vs_training_conf *t,
@@ -806,18 +815,14 @@ static int check_mla_training(vs_workload *wl, vs_error *err)
                             key));
 }
 
-/* Mixtures of experts as this version simulates them: every expert on
- * each rank, without tensor parallelism, trained whole, under none of
- * the policies written for dense layers (autocast's casts, torchtitan's
- * op-level checkpointing). */
-static int check_moe(vs_workload *wl, vs_error *err)
+/* Expert parallelism's rules (vs_workload_ep_misfit), each refusal
+ * naming its key. */
+static int check_ep(vs_workload *wl, vs_error *err)
 {
   const vs_training_conf *t = &wl->training;
   const vs_parallel_conf *p = &wl->parallel;
   const char *key = vs_workload_ep_misfit(&wl->model, p->ep, p->dp * p->cp,
-                                          p->zero,
-                                          t->framework);
-  int rc;
+                                          p->zero, t->framework);
   char where[400];
   if (key && wl->model.experts == 0)
     return vs_error_set(err, VS_EINPUT,
@@ -850,6 +855,37 @@ static int check_moe(vs_workload *wl, vs_error *err)
                         "distributed optimizer does; use zero = 0 or 1 (or "
                         "ep = 1)",
                         WHERE("parallel", "zero"));
+  return 0;
+}
+
+/* Mixtures of experts as this version simulates them: Megatron-LM's
+ * layers (expert and tensor parallelism as it runs them), trained whole,
+ * under none of the policies written for dense layers (autocast's casts,
+ * torchtitan's op-level checkpointing). */
+static int check_moe(vs_workload *wl, vs_error *err)
+{
+  const vs_training_conf *t = &wl->training;
+  const vs_parallel_conf *p = &wl->parallel;
+  int rc;
+  char where[400];
+  if ((rc = check_ep(wl, err)))
+    return rc;
+  if (p->tp > 1 && (wl->model.experts || wl->model.kv_lora_rank) &&
+      !vs_workload_moe_tp_allowed(&wl->model, p->tp, true, t->framework))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: mixture-of-experts layers and latent attention "
+                        "with tp > 1 are simulated as Megatron-LM splits "
+                        "them; %s splits them otherwise: use tp = 1 or "
+                        "framework = megatron",
+                        WHERE("parallel", "tp"),
+                        vs_framework_name(t->framework));
+  if (!vs_workload_ep_order_allowed(p->ep, p->order, p->pp))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: with ep > 1 and a pipeline, Megatron-LM places "
+                        "the expert groups with order = tp-dp-pp (its "
+                        "tp-pp-dp mapping leaves the pipeline outermost); "
+                        "use order = tp-dp-pp",
+                        WHERE("parallel", "order"));
   if (p->ep > 1 && offload_key(wl))
     return vs_error_set(err, VS_EINPUT,
                         "%s: offload with expert parallelism is not "
@@ -863,7 +899,8 @@ static int check_moe(vs_workload *wl, vs_error *err)
   if (wl->model.experts == 0)
     return 0;
   if (!vs_workload_moe_tp_allowed(&wl->model, wl->parallel.tp,
-                                  wl->parallel.sequence_parallel))
+                                  wl->parallel.sequence_parallel,
+                                  t->framework))
     return vs_error_set(err, VS_EINPUT,
                         "%s: mixture-of-experts layers with tp > 1 run as "
                         "Megatron-LM runs them, with sequence parallelism "

@@ -279,11 +279,19 @@ const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
                                   uint64_t dp, uint64_t zero, int framework);
 
 /* Whether model m's layers can run on tp ranks with sequence parallelism
- * sp: mixture-of-experts layers with tp > 1 only under sequence
- * parallelism (Megatron-LM's expert tensor parallelism at the default
+ * sp under framework (vs_framework): mixture-of-experts layers and
+ * latent attention with tp > 1 as Megatron-LM splits them (framework none
+ * or megatron; torchtitan and DeepSpeed split them otherwise), the
+ * experts only under sequence parallelism (Megatron-LM's expert tensor parallelism at the default
  * expert_tensor_parallel_size = tp: each expert's FFN split over tp, its
  * tokens gathered over tp by the dispatcher). */
-bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp, bool sp);
+bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp, bool sp,
+                                int framework);
+
+/* Whether expert parallelism of size ep runs with rank order `order`
+ * (vs_order) and pp stages: Megatron-LM asserts that its expert groups
+ * keep the pipeline outermost (order tp-dp-pp) unless pp = 1. */
+bool vs_workload_ep_order_allowed(uint64_t ep, int order, uint64_t pp);
 
 /* Tensor parallelism splits heads, kv_heads, ffn_hidden and the experts'
  * expert_ffn_hidden and shared_expert_ffn_hidden over tp ranks. Returns

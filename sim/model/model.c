@@ -1077,6 +1077,9 @@ static int routed_experts(vs_block *blk, const dims *d, bool gated,
   as_matmul(op, n, fe, d->h, d->e);
   op->routed = true;
   row_comms(op, d, n); /* partial sums reduce-scattered to arrived slots */
+  /* with tp they are un-sorted into a new buffer first (combine_preprocess) */
+  if (d->t > 1)
+    op->fwd_temp_bytes += d->e * n * d->h;
   if (save_input(blk, op, d->em * n * fe, d->em_dtype, KEPT_FOR_WEIGHTS,
                  err))
     return VS_EINPUT;
@@ -1178,6 +1181,10 @@ static int moe_mlp(vs_block *blk, const dims *d, bool gated, vs_error *err)
     ep_comm(&op->fwd_after, moved);
     ep_comm(&op->bwd_before, moved);
   }
+  /* with tp what arrived is gathered over tp before the sort (Megatron-LM's
+   * dispatch_postprocess): the gathered, unsorted slots beside it */
+  if (d->t > 1)
+    op->fwd_temp_bytes += d->e * d->slots * d->h;
   if (save_act(blk, op, 8 * d->sent, VS_DTYPE_INT64, err) ||
       routed_experts(blk, d, gated, err))
     return VS_EINPUT;

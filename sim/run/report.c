@@ -67,11 +67,12 @@ static void experts_line(FILE *out, const vs_workload *wl)
     snprintf(routing, sizeof routing, "%s (dropless)",
              m->routing_skew > 0 ? "skew without effect at ep = 1"
                                  : "balanced");
-  fprintf(out, "experts   %llu of %llu a token, %llu on each GPU (ep %llu), "
+  fprintf(out, "experts   %llu of %llu a token, %llu on each GPU%s (ep %llu), "
                "routing %s\n",
           (unsigned long long)m->experts_per_token,
           (unsigned long long)m->experts,
           (unsigned long long)(m->experts / wl->parallel.ep),
+          wl->parallel.tp > 1 ? ", split over tp" : "",
           (unsigned long long)wl->parallel.ep, routing);
 }
 
@@ -643,7 +644,7 @@ static void show_experts(FILE *out, const vs_workload *wl,
     return;
   if (lay->zero >= 1)
     fprintf(out, "# experts: %llu of %llu on each GPU (ep %llu), their "
-                 "optimizer states sharded over %llu GPUs (dp / ep)\n",
+                 "optimizer states sharded over %llu GPUs (dp x cp / ep)\n",
             (unsigned long long)(m->experts / ep),
             (unsigned long long)m->experts, (unsigned long long)ep,
             (unsigned long long)lay->group_size[VS_GROUP_EXPERT_DP]);
