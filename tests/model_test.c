@@ -65,6 +65,13 @@ static void build_ini(vs_model *m, const char *ini, const char *const *sets,
   keep_model(m);
 }
 
+/* Everything layer 0 of m saves for backward (vs_block_saved_bytes of
+ * the layer's block over every pass). */
+static uint64_t layer0_saved(const vs_model *m)
+{
+  return vs_block_saved_bytes(vs_model_layer(m, 0), -1, true);
+}
+
 /* A GPT layer as Korthikanti's Table 2 assumes it: dropout (0.1 default for
  * gpt), 16-bit activations, materialised attention scores. */
 static void build_gpt(vs_model *m, uint64_t s, uint64_t b, uint64_t h,
@@ -121,7 +128,7 @@ static void test_gpt_no_parallelism(void **state)
     vs_model m;
     build_gpt(&m, s, b, h, a, 1, false, prec, "eager", "none");
     /* Korthikanti Table 2, no parallelism: sbh(34 + 5as/h) */
-    assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, true),
+    assert_int_equal(layer0_saved(&m),
                      34 * s * b * h + 5 * a * s * s * b);
     /* everything a layer saves is an activation (no temp in a layer) */
     assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), VS_CAT_ACTIVATIONS, true),
@@ -144,7 +151,7 @@ static void test_gpt_tensor_parallel(void **state)
       build_gpt(&m, s, b, h, a, t, false, "bf16", "eager", "none");
       /* Korthikanti Table 2, tensor parallel:
        * 10sbh + 24sbh/t + 5as^2b/t */
-      assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, true),
+      assert_int_equal(layer0_saved(&m),
                        10 * s * b * h + exact_div(24 * s * b * h, t) +
                            exact_div(5 * a * s * s * b, t));
     }
@@ -163,7 +170,7 @@ static void test_gpt_sequence_parallel(void **state)
       build_gpt(&m, s, b, h, a, t, true, "fp16", "eager", "none");
       /* Korthikanti Table 2, tensor + sequence parallel:
        * (34sbh + 5as^2b) / t */
-      assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, true),
+      assert_int_equal(layer0_saved(&m),
                        exact_div(34 * s * b * h + 5 * a * s * s * b, t));
     }
   }
@@ -231,13 +238,13 @@ static void test_gpt_flash(void **state)
     vs_model m;
     build_gpt(&m, s, b, h, a, 1, false, "bf16", "flash", "none");
     /* Korthikanti's 34sbh minus nothing, plus the fp32 LSE 4bas */
-    assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, true),
+    assert_int_equal(layer0_saved(&m),
                      34 * s * b * h + 4 * b * a * s);
     for (size_t j = 0; j < N_TPS; j++) {
       uint64_t t = tps[j];
       build_gpt(&m, s, b, h, a, t, false, "fp16", "flash", "none");
       /* 10sbh + 24sbh/t (Table 2 without the s^2 terms) + 4bas/t */
-      assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, true),
+      assert_int_equal(layer0_saved(&m),
                        10 * s * b * h + exact_div(24 * s * b * h, t) +
                            exact_div(4 * b * a * s, t));
     }
@@ -371,7 +378,7 @@ static void test_llama_gqa_swiglu(void **state)
                + exact_div(2 * s * b * f, t)        /* gate */
                + exact_div(4 * s * b * f, t)        /* SiLU(gate), up */
                + exact_div(2 * s * b * f, t);       /* down input */
-      assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, true), expect);
+      assert_int_equal(layer0_saved(&m), expect);
       /* flash + no dropout: nothing is selective (no s^2 tensors) */
       assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, false), expect);
     }
@@ -406,7 +413,7 @@ static void test_llama_eager_gqa_expands_kv(void **state)
              + exact_div(2 * s * b * h, t)              /* out-proj input */
              + 2 * s * b * h                            /* MLP input */
              + exact_div(8 * s * b * f, t);             /* SwiGLU tensors */
-    assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, true), expect);
+    assert_int_equal(layer0_saved(&m), expect);
     (void)k;
   }
 }
@@ -1003,26 +1010,26 @@ static void test_hf_modules(void **state)
   build_ini(&b, llama, hf_bf16, 2);
   build_ini(&c, llama, plain_amp, 1);
   build_ini(&e, llama, hf_amp, 1);
-  assert_int_equal(vs_block_saved_bytes(vs_model_layer(&b, 0), -1, true) -
-                       vs_block_saved_bytes(vs_model_layer(&a, 0), -1, true),
+  assert_int_equal(layer0_saved(&b) -
+                       layer0_saved(&a),
                    2 * (4 + 2 - 2) * T * h);
-  assert_int_equal(vs_block_saved_bytes(vs_model_layer(&e, 0), -1, true) -
-                       vs_block_saved_bytes(vs_model_layer(&c, 0), -1, true),
+  assert_int_equal(layer0_saved(&e) -
+                       layer0_saved(&c),
                    2 * (4 + 4 - 4) * T * h);
   build_ini(&a, gpt, plain_bf16, 1);
   build_ini(&b, gpt, hf_bf16, 2);
   build_ini(&c, gpt, plain_amp, 1);
   build_ini(&e, gpt, hf_amp, 1);
-  assert_int_equal(vs_block_saved_bytes(vs_model_layer(&b, 0), -1, true) -
-                       vs_block_saved_bytes(vs_model_layer(&a, 0), -1, true),
+  assert_int_equal(layer0_saved(&b) -
+                       layer0_saved(&a),
                    (8 - 2) * T * f);
-  assert_int_equal(vs_block_saved_bytes(vs_model_layer(&e, 0), -1, true) -
-                       vs_block_saved_bytes(vs_model_layer(&c, 0), -1, true),
+  assert_int_equal(layer0_saved(&e) -
+                       layer0_saved(&c),
                    (14 - 2) * T * f);
   build_ini(&a, bert, plain_amp, 1);
   build_ini(&b, bert, hf_amp, 1);
-  assert_int_equal(vs_block_saved_bytes(vs_model_layer(&b, 0), -1, true),
-                   vs_block_saved_bytes(vs_model_layer(&a, 0), -1, true));
+  assert_int_equal(layer0_saved(&b),
+                   layer0_saved(&a));
 }
 
 /* Multi-head latent attention (DeepSeek-V2 Sec. 2.1) in a Llama layer:
@@ -1068,8 +1075,7 @@ static void test_mla_layer(void **state)
     const char *const cp2[] = {"parallel.cp=2"};
     vs_model half;
     build_ini(&half, llama, cp2, 1);
-    assert_int_equal(2 * vs_block_saved_bytes(vs_model_layer(&half, 0), -1,
-                                              true),
+    assert_int_equal(2 * layer0_saved(&half),
                      attn + mlp);
   }
   {
@@ -1135,8 +1141,8 @@ static void test_context_parallel_layer(void **state)
   build_ini(&four, llama, cp4, 1);
   build_ini(&gathered, llama, ag, 2);
   build_ini(&ulysses, llama, a2a, 2);
-  assert_int_equal(4 * vs_block_saved_bytes(vs_model_layer(&four, 0), -1, true),
-                   vs_block_saved_bytes(vs_model_layer(&one, 0), -1, true));
+  assert_int_equal(4 * layer0_saved(&four),
+                   layer0_saved(&one));
   f1 = op_named(vs_model_layer(&one, 0), "flash_attn");
   f4 = op_named(vs_model_layer(&four, 0), "flash_attn");
   tu_assert_close(4.0 * f4->fwd_flops, f1->fwd_flops, 1e-15);
@@ -1332,11 +1338,11 @@ static void test_moe_routing_skew(void **state)
   build_ini(&s, llama, skewed, 3);
   build_ini(&o, llama, one, 1);
   build_ini(&n, llama, NULL, 0);
-  assert_int_equal(vs_block_saved_bytes(vs_model_layer(&s, 0), -1, true) -
-                       vs_block_saved_bytes(vs_model_layer(&b, 0), -1, true),
+  assert_int_equal(layer0_saved(&s) -
+                       layer0_saved(&b),
                    (worst - 2 * T) * (2 * h + 8 * fe));
-  assert_int_equal(vs_block_saved_bytes(vs_model_layer(&o, 0), -1, true),
-                   vs_block_saved_bytes(vs_model_layer(&n, 0), -1, true));
+  assert_int_equal(layer0_saved(&o),
+                   layer0_saved(&n));
   /* 2 of 8 experts on each of the 4 ranks */
   assert_int_equal(vs_model_layer(&n, 0)->param_elems -
                        vs_model_layer(&b, 0)->param_elems,

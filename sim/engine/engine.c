@@ -540,17 +540,18 @@ static int take_twin_run(vs_rank *to, const vs_rank *from)
   to->dp_rank = dp_rank;
   to->tp_rank = tp_rank;
   to->timeline = vs_dup_array(from->timeline, from->n_timeline,
-                            sizeof *from->timeline, &ok);
+                              sizeof *from->timeline, &ok);
   to->cap_timeline = from->n_timeline;
-  to->spans = vs_dup_array(from->spans, from->n_spans, sizeof *from->spans, &ok);
+  to->spans = vs_dup_array(from->spans, from->n_spans, sizeof *from->spans,
+                           &ok);
   to->cap_spans = from->n_spans;
   to->live_blocks = from->live_blocks
                         ? vs_dup_array(from->live_blocks, n_buffers,
-                                     sizeof *from->live_blocks, &ok)
+                                       sizeof *from->live_blocks, &ok)
                         : NULL;
   to->lifetimes = from->lifetimes
                       ? vs_dup_array(from->lifetimes, 2 * n_buffers,
-                                   sizeof *from->lifetimes, &ok)
+                                     sizeof *from->lifetimes, &ok)
                       : NULL;
   to->alloc = NULL;
   if (ok && from->alloc && (to->alloc = malloc(sizeof *to->alloc)) &&

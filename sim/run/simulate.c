@@ -574,12 +574,12 @@ void vs_sim_fini(vs_sim *sim)
 }
 
 /* The groups being collected: g[0..n), and for each a bitmap of the
- * layers its ops ran in (bits for layers -1 .. top, `words` words each). */
+ * layers its ops ran in (bits for layers -1 up to the program's highest,
+ * `words` words each). */
 typedef struct group_set {
   vs_peak_group *g;
   uint64_t *seen;
   size_t n, cap, cap_seen, words;
-  int32_t top;                /* the program's highest layer */
 } group_set;
 
 /* The group of gs for buffer b allocated by op o, appended when new;
@@ -644,15 +644,16 @@ static int by_bytes_desc(const void *x, const void *y)
 int vs_sim_peak_groups(const vs_rank *r, vs_peak_group **groups, size_t *n)
 {
   const vs_program *p = r->prog;
-  group_set gs = {.top = -1};
+  group_set gs = {0};
+  int32_t top = -1; /* the program's highest layer */
   *groups = NULL;
   *n = 0;
   if (!r->lifetimes)
     return 0;
   for (size_t i = 0; i < p->n_ops; i++)
-    if (p->ops[i].layer > gs.top)
-      gs.top = p->ops[i].layer;
-  gs.words = (size_t)(gs.top + 2 + 63) / 64;
+    if (p->ops[i].layer > top)
+      top = p->ops[i].layer;
+  gs.words = (size_t)(top + 2 + 63) / 64;
   for (size_t i = 0; i < p->n_ops; i++) {
     const vs_pop *o = &p->ops[i];
     for (uint32_t k = 0; k < o->n_effects; k++) {
