@@ -223,6 +223,7 @@ static void test_group_seconds(void **state)
   double nvlink_step = 3e-6 + 2e8 / 450e9, nic_step = 5e-6 + 1e8 / 50e9;
   (void)state;
   tu_default_topology(&t);
+  t.intra_busbw_sizes.n = 0; /* the link model, not the measured curve */
   tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 1600000000, 16, 1, NULL),
                   14.0 * nvlink_step + 2.0 * nic_step, 1e-12);
   /* 8 ranks in one node: the flat ring, 14 steps of 2e8 B */
@@ -238,6 +239,81 @@ static void test_group_seconds(void **state)
                   nic_step, 1e-12);
   tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_SEND_RECV, 100000000, 2, 4, NULL),
                   3e-6 + 1e8 / 450e9, 1e-12);
+}
+
+/* Collectives inside a node from the A100's measured bus bandwidth
+ * (topologies/a100-sxm-80g-8x.ini: 171.54 GB/s at 64 MiB, 194.07 at 256
+ * MiB, 2.45 at 64 KiB, 233.88 from 4 GiB): t = F x bytes / busbw with F
+ * = 2(n-1)/n for all-reduce, (n-1)/n for all-gather and reduce-scatter;
+ * linear in log2(size) between points. */
+static void test_busbw_curve(void **state)
+{
+  vs_topology t;
+  vs_error err;
+  double mib = 1048576.0, mid = (171.54e9 + 194.07e9) / 2;
+  (void)state;
+  vs_error_clear(&err);
+  if (vs_topology_load(&t, VSIM_SOURCE_DIR "/topologies/a100-sxm-80g-8x.ini",
+                       NULL, 0, &err))
+    fail_msg("%s", err.msg);
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 64 << 20, 8, 1, NULL),
+                  1.75 * 64 * mib / 171.54e9, 1e-12);
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_GATHER, 64 << 20, 8, 1, NULL),
+                  0.875 * 64 * mib / 171.54e9, 1e-12);
+  /* 128 MiB: halfway in log2 between 64 and 256 MiB; 4 ranks: F = 1.5 */
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 128 << 20, 4, 1, NULL),
+                  1.5 * 128 * mib / mid, 1e-12);
+  /* below the first point the time stays the first point's */
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_REDUCE_SCATTER, 4096, 8, 1, NULL),
+                  0.875 * 65536.0 / 2.45e9, 1e-12);
+  /* beyond the last, its bandwidth */
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, UINT64_C(16) << 30, 8, 1, NULL),
+                  1.75 * 16384 * mib / 233.88e9, 1e-12);
+  /* send/recv and all-to-all keep the link */
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_SEND_RECV, 64 << 20, 2, 1, NULL),
+                  t.intra_latency + 64 * mib / t.intra_bandwidth, 1e-12);
+}
+
+/* Wave and tile quantization over the H100's 132 SMs, against the shape
+ * its compute_efficiency was measured at (2048 x 2048 x 13312):
+ *   ref: 256x128 tiles 8 x 16 = 128, one wave of 132: 2048^2 / (132 x
+ *        256 x 128) = 0.969697; 128x128: 256 tiles, 2 waves, x 0.8 less;
+ *        x 13312 / (13312 + 128) -> 0.960464
+ *   2048 x 4608 x 12288 (GPT-3 175B's QKV at tp 8): 256x128: 8 x 36 =
+ *        288 tiles, 3 waves (396): 9437184 / (396 x 32768) = 0.727273;
+ *        128x128: 576 tiles, 5 waves: 0.872727 x 0.8 = 0.698182;
+ *        128x64: 1152, 9 waves: 0.969697 x 0.7 = 0.678788; best 0.727273
+ *        x 12288 / 12416 = 0.719776 -> fill 0.719776 / 0.960464 */
+static void test_gemm_fill(void **state)
+{
+  vs_topology t;
+  double ref = 0.969697 * 13312.0 / 13440.0;
+  (void)state;
+  tu_default_topology(&t);
+  tu_assert_close(vs_cost_gemm_fill(&t, (vs_gemm){2048, 2048, 13312, 1}), 1.0,
+                  1e-12);
+  tu_assert_close(vs_cost_gemm_fill(&t, (vs_gemm){2048, 4608, 12288, 1}),
+                  0.727273 * 12288.0 / 12416.0 / ref, 1e-5);
+  /* a batched attention GEMM: 12 heads of 2048 x 2048 over k = 128:
+   * 256x128 tiles 12 x 8 x 16 = 1536, 12 waves (1584): 0.969697;
+   * x 128 / 256 */
+  tu_assert_close(vs_cost_gemm_fill(&t, (vs_gemm){2048, 2048, 128, 12}),
+                  0.969697 * 0.5 / ref, 1e-5);
+  /* never above the peak */
+  t.compute_efficiency = 0.99;
+  assert_true(vs_cost_gemm_fill(&t, (vs_gemm){2048, 2048, 13312, 1}) * 0.99 <= 1.0);
+  /* no SM count: no shape effect */
+  t.sms = 0;
+  tu_assert_close(vs_cost_gemm_fill(&t, (vs_gemm){100, 100, 64, 1}), 1.0, 0);
+  /* the time: flops at compute_efficiency x fill of the bf16 peak */
+  tu_default_topology(&t);
+  tu_assert_close(vs_cost_gemm_seconds(&t, VS_PREC_BF16,
+                                       (vs_gemm){2048, 4608, 12288, 1},
+                                       2.0 * 2048 * 4608 * 12288, 0, NULL),
+                  2.0 * 2048 * 4608 * 12288 /
+                      (989e12 * 0.80 * 0.727273 * 12288.0 / 12416.0 / ref),
+                  1e-5);
+  tu_assert_close(vs_cost_launch_seconds(&t, 3), 9e-6, 1e-12);
 }
 
 /* ------------------------------------------------------------------------
@@ -376,6 +452,8 @@ int main(void)
       cmocka_unit_test(test_optimizer_work),
       cmocka_unit_test(test_link_and_collectives),
       cmocka_unit_test(test_group_seconds),
+      cmocka_unit_test(test_busbw_curve),
+      cmocka_unit_test(test_gemm_fill),
       cmocka_unit_test(test_model_flops_causal),
       cmocka_unit_test(test_model_flops_fine_tunes),
       cmocka_unit_test(test_model_flops_bidirectional),

@@ -728,6 +728,7 @@ static void test_group_seconds_hierarchical(void **state)
   vs_link nv, nic;
   (void)state;
   tu_default_topology(&topo);
+  topo.intra_busbw_sizes.n = 0; /* the link model, not the measured curve */
   nv = vs_collective_link(&topo, 1);
   nic = vs_collective_link(&topo, 9);
   /* 8 GPUs of one node: the flat NVLink ring */

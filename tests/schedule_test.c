@@ -863,6 +863,40 @@ static void test_tied_embedding_all_reduce(void **state)
   destroy(b);
 }
 
+/* A GEMM op's backward is its input gradient's GEMM and its weight
+ * gradient's, each priced by its own shape (dA: m x k over n; dW: k x n
+ * over m) and launched as its own kernel. */
+static void test_backward_gemms_by_shape(void **state)
+{
+  built *b = build(NULL, 0, 1);
+  const vs_program *p = &b->p;
+  size_t found = 0;
+  (void)state;
+  for (size_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    const vs_block *blk = vs_model_layer(&b->m, 0);
+    if (op->phase != VS_PHASE_BWD || op->layer != 0 || op->microbatch != 0)
+      continue;
+    for (uint32_t k = 0; k < blk->n_ops; k++) {
+      const vs_op_spec *o = &blk->ops[k];
+      double t;
+      if (strcmp(o->name, op->name) != 0 || !o->gemm.batch)
+        continue;
+      assert_true(o->bwd_flops == 2.0 * o->fwd_flops);
+      t = vs_cost_gemm_seconds(&b->topo, VS_PREC_BF16, vs_gemm_dgrad(o->gemm),
+                               o->fwd_flops, o->fwd_bytes, NULL) +
+          vs_cost_gemm_seconds(&b->topo, VS_PREC_BF16, vs_gemm_wgrad(o->gemm),
+                               o->fwd_flops, o->bwd_bytes - o->fwd_bytes,
+                               NULL) +
+          2 * 3e-6;
+      assert_int_equal(op->dur_ns, (uint64_t)ceil(t * 1e9));
+      found++;
+    }
+  }
+  assert_true(found >= 4); /* qkv, out, mlp up, mlp down */
+  destroy(b);
+}
+
 static void test_op_durations_follow_roofline(void **state)
 {
   built *b = build(NULL, 0, 1);
@@ -878,9 +912,16 @@ static void test_op_durations_follow_roofline(void **state)
         if (strcmp(vs_model_layer(&b->m, 0)->ops[k].name, op->name) == 0)
           spec = &vs_model_layer(&b->m, 0)->ops[k];
       assert_non_null(spec);
-      t = vs_cost_roofline_seconds(&b->topo, VS_PREC_BF16, spec->matmul,
-                              spec->fwd_flops, spec->fwd_bytes, NULL);
-      /* durations are the roofline rounded up to a whole nanosecond */
+      /* a GEMM by its shape, anything else by the roofline, each kernel
+       * kernel_floor (3 us) more */
+      t = spec->gemm.batch
+              ? vs_cost_gemm_seconds(&b->topo, VS_PREC_BF16, spec->gemm,
+                                     spec->fwd_flops, spec->fwd_bytes, NULL)
+              : vs_cost_roofline_seconds(&b->topo, VS_PREC_BF16,
+                                         spec->matmul, spec->fwd_flops,
+                                         spec->fwd_bytes, NULL);
+      t += 3e-6 * spec->fwd_kernels;
+      /* durations are that rounded up to a whole nanosecond */
       assert_int_equal(op->dur_ns, (uint64_t)ceil(t * 1e9));
     }
     if (op->stream == VS_STREAM_COMPUTE)
@@ -930,6 +971,7 @@ int main(void)
       cmocka_unit_test(test_tp2_all_reduces),
       cmocka_unit_test(test_tp2_sequence_parallel),
       cmocka_unit_test(test_op_durations_follow_roofline),
+      cmocka_unit_test(test_backward_gemms_by_shape),
       cmocka_unit_test(test_optimizer_step_work),
       cmocka_unit_test(test_tied_embedding_all_reduce),
       cmocka_unit_test(test_names),

@@ -296,6 +296,45 @@ static void test_host_memory_bandwidth_bounds(void **state)
            "not a limit) or at least 1 MB/s");
 }
 
+/* A GEMM shape is three counts; a bus-bandwidth curve has one rate per
+ * size, sizes ascending. */
+static void test_gemm_shape_and_busbw_curve(void **state)
+{
+  static const char *const two[] = {"gpu.compute_efficiency_shape=1024,2048"};
+  static const char *const fewer[] = {"network.intra_busbw_sizes=1024,2048",
+                                      "network.intra_busbw=10,20,30"};
+  static const char *const down[] = {"network.intra_busbw_sizes=2048,1024",
+                                     "network.intra_busbw=10,20"};
+  static const char *const ar[] = {"network.intra_busbw_sizes=1024,2048",
+                                   "network.intra_busbw=10,20",
+                                   "network.intra_allreduce_busbw=10"};
+  static const char *const good[] = {"network.intra_busbw_sizes=1024,2048",
+                                     "network.intra_busbw=10,20",
+                                     "gpu.compute_efficiency_shape=1,2,3"};
+  vs_topology t;
+  char path[128];
+  vs_error err;
+  (void)state;
+  load_bad(MINIMAL, two, 1, VS_EINPUT,
+           "--set topology.gpu.compute_efficiency_shape=1024,2048: expected "
+           "the m, n, k of one GEMM (3 counts), got 2");
+  load_bad(MINIMAL, fewer, 2, VS_EINPUT,
+           "--set topology.network.intra_busbw=10,20,30: needs one bus "
+           "bandwidth per size of intra_busbw_sizes");
+  load_bad(MINIMAL, down, 2, VS_EINPUT,
+           "--set topology.network.intra_busbw_sizes=2048,1024: sizes must "
+           "be ascending");
+  load_bad(MINIMAL, ar, 3, VS_EINPUT,
+           "--set topology.network.intra_allreduce_busbw=10: needs one bus "
+           "bandwidth per size of intra_busbw_sizes");
+  vs_error_clear(&err);
+  assert_int_equal(load_text(&t, path, MINIMAL, good, 3, &err), 0);
+  assert_int_equal(t.intra_busbw.n, 2);
+  assert_near(t.intra_busbw.values[1], 20e9);
+  assert_int_equal(t.compute_efficiency_shape.values[2], 3);
+  remove(path);
+}
+
 static void test_unknown_key_and_section(void **state)
 {
   (void)state;
@@ -623,6 +662,7 @@ int main(void)
       cmocka_unit_test(test_missing_required_key),
       cmocka_unit_test(test_unknown_key_and_section),
       cmocka_unit_test(test_host_memory_bandwidth_bounds),
+      cmocka_unit_test(test_gemm_shape_and_busbw_curve),
       cmocka_unit_test(test_bad_values),
       cmocka_unit_test(test_unreadable_file),
       cmocka_unit_test(test_key_table),

@@ -5,6 +5,8 @@
 
 #include "units.h"
 
+#include <math.h>
+
 /* ------------------------------------------------------------------------
  * Compute
  * ------------------------------------------------------------------------ */
@@ -30,9 +32,10 @@ double vs_cost_peak_flops(const vs_topology *topo, int precision, bool matmul)
   return tflops * 1e12; /* [gpu] peak_tflops_* are in 10^12 FLOP/s */
 }
 
-double vs_cost_roofline_seconds(const vs_topology *topo, int precision,
-                                bool matmul, double flops, double bytes,
-                                vs_cal_seen *seen)
+/* The roofline at `efficiency` of the peak. */
+static double roofline(const vs_topology *topo, int precision, bool matmul,
+                       double flops, double bytes, double efficiency,
+                       vs_cal_seen *seen)
 {
   double t_mem, t_flop;
   if (topo->hbm_curve && bytes > 0)
@@ -40,9 +43,88 @@ double vs_cost_roofline_seconds(const vs_topology *topo, int precision,
                            bytes, seen);
   else
     t_mem = bytes / (topo->hbm_bandwidth * topo->memory_efficiency);
-  t_flop = flops / (vs_cost_peak_flops(topo, precision, matmul) *
-                    topo->compute_efficiency);
+  t_flop = flops / (vs_cost_peak_flops(topo, precision, matmul) * efficiency);
   return t_flop > t_mem ? t_flop : t_mem;
+}
+
+double vs_cost_roofline_seconds(const vs_topology *topo, int precision,
+                                bool matmul, double flops, double bytes,
+                                vs_cal_seen *seen)
+{
+  return roofline(topo, precision, matmul, flops, bytes,
+                  topo->compute_efficiency, seen);
+}
+
+/* The thread-block tiles cuBLAS picks among for 16-bit GEMMs, largest
+ * (most efficient: most reuse per operand byte) first, as NVIDIA's Matrix
+ * Multiplication Background User's Guide (DU-09799-001, section 2.3
+ * "Typical Tile Dimensions in cuBLAS") lists them, with each tile's rate
+ * relative to the largest. The relative rates and GEMM_K_OVERHEAD were
+ * fitted to a GEMM microbenchmark, XLA's measured H100 (sm_90) matmul
+ * table (tensorflow/tensorflow third_party/xla/xla/service/gpu/model/
+ * matmul_interpolator_data.h, CUPTI kernel times of 301 shapes, b 1-4,
+ * m, n, k 256-4096): with the H100's figures in topologies/ the model's
+ * times are within 5.0% rms of the 89 shapes of at least 2 x 2048^3
+ * FLOPs, and 21% rms over all 301 (the smallest, which training does not
+ * run, are the worst). */
+static const struct {
+  uint64_t m, n;
+  double rate;
+} GEMM_TILES[] = {{256, 128, 1.0}, {128, 256, 1.0}, {128, 128, 0.8},
+                  {128, 64, 0.7},  {64, 128, 0.7},  {64, 64, 0.5}};
+
+/* Each tile's fixed work (loading its first operand tiles, writing its
+ * output) in units of the inner dimension k: a tile runs at k / (k +
+ * GEMM_K_OVERHEAD) of its full rate (fitted with the tile rates above). */
+#define GEMM_K_OVERHEAD 128.0
+
+/* The share of the full-wave rate a GEMM of shape g keeps on `sms` SMs:
+ * k / (k + overhead) times, for the best tile, its rate times the useful
+ * share of the waves it runs (b ceil(m/Tm) ceil(n/Tn) tiles in waves of
+ * `sms`, a partial wave costing a whole one: wave and tile quantization,
+ * the same guide, section 3). */
+static double gemm_fill(vs_gemm g, uint64_t sms)
+{
+  double best = 0, useful = (double)g.m * (double)g.n * (double)g.batch;
+  for (size_t i = 0; i < sizeof GEMM_TILES / sizeof GEMM_TILES[0]; i++) {
+    uint64_t tiles = g.batch * vs_div_ceil(g.m, GEMM_TILES[i].m) *
+                     vs_div_ceil(g.n, GEMM_TILES[i].n);
+    double capacity = (double)(vs_div_ceil(tiles, sms) * sms) *
+                      (double)(GEMM_TILES[i].m * GEMM_TILES[i].n);
+    double f = GEMM_TILES[i].rate * useful / capacity;
+    if (f > best)
+      best = f;
+  }
+  return best * (double)g.k / ((double)g.k + GEMM_K_OVERHEAD);
+}
+
+double vs_cost_gemm_fill(const vs_topology *topo, vs_gemm g)
+{
+  const vs_count_list *ref = &topo->compute_efficiency_shape;
+  double f;
+  if (topo->sms == 0 || g.batch == 0 || g.m == 0 || g.n == 0 || g.k == 0)
+    return 1.0;
+  f = gemm_fill(g, topo->sms);
+  /* compute_efficiency was measured on ref: the full-wave rate is it over
+   * ref's own fill */
+  if (ref->n == 3)
+    f /= gemm_fill((vs_gemm){ref->values[0], ref->values[1], ref->values[2],
+                             1},
+                   topo->sms);
+  return f < 1.0 / topo->compute_efficiency ? f
+                                            : 1.0 / topo->compute_efficiency;
+}
+
+double vs_cost_gemm_seconds(const vs_topology *topo, int precision, vs_gemm g,
+                            double flops, double bytes, vs_cal_seen *seen)
+{
+  return roofline(topo, precision, true, flops, bytes,
+                  topo->compute_efficiency * vs_cost_gemm_fill(topo, g), seen);
+}
+
+double vs_cost_launch_seconds(const vs_topology *topo, unsigned kernels)
+{
+  return (double)kernels * topo->kernel_floor;
 }
 
 /* FLOPs per parameter element of an optimizer step. 12 is vsim's figure
@@ -112,6 +194,51 @@ double vs_cost_collective_seconds(int kind, uint64_t bytes, uint64_t n,
   return steps * vs_cost_link_seconds(link, (double)bytes / (double)n);
 }
 
+/* The measured bus bandwidth at `bytes` on curve (intra_busbw_sizes):
+ * linear in log2 of the size between points, the last point's beyond it.
+ * Below the first point a collective is latency-bound: its time stays the
+ * first point's (the bandwidth shrinks with the size). */
+static double busbw_at(const vs_count_list *sizes, const vs_real_list *curve,
+                       double bytes)
+{
+  size_t n = sizes->n, i = 1;
+  double lo, hi, x;
+  if (bytes <= (double)sizes->values[0])
+    return curve->values[0] * bytes / (double)sizes->values[0];
+  while (i < n && bytes > (double)sizes->values[i])
+    i++;
+  if (i == n)
+    return curve->values[n - 1];
+  lo = log2((double)sizes->values[i - 1]);
+  hi = log2((double)sizes->values[i]);
+  x = (log2(bytes) - lo) / (hi - lo);
+  return curve->values[i - 1] + x * (curve->values[i] - curve->values[i - 1]);
+}
+
+/* A collective of n ranks inside one node: from the measured bus
+ * bandwidth where the topology has it (all-reduce, all-gather and
+ * reduce-scatter; nccl-tests doc/PERFORMANCE.md: busbw = algbw x 2(n-1)/n
+ * for all-reduce, x (n-1)/n for the others, a figure that does not depend
+ * on n for NCCL's ring, so one curve serves every group size), otherwise
+ * as a ring over the link. */
+static double intra_seconds(const vs_topology *topo, int kind, uint64_t bytes,
+                            uint64_t n, vs_link nvlink)
+{
+  const vs_real_list *curve = kind == VS_COLL_ALL_REDUCE &&
+                                      topo->intra_allreduce_busbw.n
+                                  ? &topo->intra_allreduce_busbw
+                                  : &topo->intra_busbw;
+  double factor = (double)(n - 1) / (double)n;
+  bool ring = kind == VS_COLL_ALL_REDUCE || kind == VS_COLL_ALL_GATHER ||
+              kind == VS_COLL_REDUCE_SCATTER;
+  if (!ring || topo->intra_busbw_sizes.n == 0 || n <= 1 || bytes == 0)
+    return vs_cost_collective_seconds(kind, bytes, n, nvlink);
+  if (kind == VS_COLL_ALL_REDUCE)
+    factor *= 2.0;
+  return factor * (double)bytes /
+         busbw_at(&topo->intra_busbw_sizes, curve, (double)bytes);
+}
+
 /* All-to-all over n ranks, per_node of them in each node: NCCL runs it as
  * one send and one receive of bytes / n per peer (nccl-tests alltoall.cu:
  * ncclSend/ncclRecv to every rank in a group call), each over the link to
@@ -136,7 +263,7 @@ double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
   if (n <= 1 || kind == VS_COLL_NONE)
     return 0.0;
   if (n * stride <= topo->gpus_per_node)
-    return vs_cost_collective_seconds(kind, bytes, n, nvlink);
+    return intra_seconds(topo, kind, bytes, n, nvlink);
   if (kind == VS_COLL_SEND_RECV) /* the peer is in another node */
     return vs_cost_link_seconds(nic, (double)bytes);
   per_node = stride < topo->gpus_per_node ? topo->gpus_per_node / stride : 1;
@@ -148,12 +275,11 @@ double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
   /* inter-node part on 1/per_node of the data, all NICs in parallel */
   t = vs_cost_collective_seconds(kind, bytes / per_node, nodes, nic);
   if (kind == VS_COLL_ALL_REDUCE)
-    t += vs_cost_collective_seconds(VS_COLL_REDUCE_SCATTER, bytes, per_node,
-                                    nvlink) +
-         vs_cost_collective_seconds(VS_COLL_ALL_GATHER, bytes, per_node,
-                                    nvlink);
+    t += intra_seconds(topo, VS_COLL_REDUCE_SCATTER, bytes, per_node,
+                       nvlink) +
+         intra_seconds(topo, VS_COLL_ALL_GATHER, bytes, per_node, nvlink);
   else
-    t += vs_cost_collective_seconds(kind, bytes, per_node, nvlink);
+    t += intra_seconds(topo, kind, bytes, per_node, nvlink);
   return t;
 }
 

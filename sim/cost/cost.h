@@ -44,6 +44,24 @@ double vs_cost_roofline_seconds(const vs_topology *topo, int precision,
                                 bool matmul, double flops, double bytes,
                                 vs_cal_seen *seen);
 
+/* What a GEMM of shape g achieves relative to compute_efficiency: its
+ * share of the GPU's full-wave rate (wave and tile quantization over [gpu]
+ * sms, each tile's fixed cost over the inner dimension) over the share of
+ * the GEMM that measured compute_efficiency (compute_efficiency_shape),
+ * so that shape gets compute_efficiency itself; at most
+ * 1 / compute_efficiency (never above the peak). 1 when the topology has
+ * no SM count or g no shape (batch 0). */
+double vs_cost_gemm_fill(const vs_topology *topo, vs_gemm g);
+
+/* Roofline time of a GEMM of shape g doing flops and bytes: the compute
+ * side at compute_efficiency x vs_cost_gemm_fill of the matmul peak. */
+double vs_cost_gemm_seconds(const vs_topology *topo, int precision, vs_gemm g,
+                            double flops, double bytes, vs_cal_seen *seen);
+
+/* What `kernels` CUDA kernels cost beyond their work: [gpu]
+ * kernel_floor each (launch and tail). */
+double vs_cost_launch_seconds(const vs_topology *topo, unsigned kernels);
+
 /* Work of one optimizer step of a stage (st) on one GPU, over the
  * partition of trainable parameters whose optimizer states it holds
  * (optimizer_shard_bytes / optimizer_full_bytes of them: all without ZeRO, 1/dp

@@ -442,7 +442,7 @@ static int store_count_list(const vs_key *k, char *slot, const char *text,
 {
   const char *why = NULL, *bad = NULL;
   char reason[160];
-  vs_count_list list;
+  vs_count_list list = {0};
   int rc = parse_items(text, count_item, list.values, sizeof list.values[0],
                        VS_LIST_MAX, &list.n, &why);
   for (size_t i = 0; rc == 0 && i < list.n && !bad; i++)
@@ -460,7 +460,7 @@ static int store_real_list(const vs_key *k, char *slot, const char *text,
 {
   const char *why = NULL, *bad = NULL;
   char reason[160];
-  vs_real_list list;
+  vs_real_list list = {0};
   int rc = parse_items(text,
                        k->type == VS_KEY_RATES ? rate_item
                        : k->lo < 0             ? time_offset_item

@@ -39,7 +39,7 @@ typedef enum vs_key_type {
 #define VS_NAME_MAX 64
 #define VS_PATH_MAX 512
 #define VS_LIST_MAX 256
-#define VS_REAL_LIST_MAX 8
+#define VS_REAL_LIST_MAX 16
 #define VS_CONF_MAX_KEYS 160
 
 typedef struct vs_count_list {

@@ -64,6 +64,9 @@ static const vs_key topology_keys[] = {
     K("gpu", "cublas_workspace", VS_KEY_SIZE, cublas_workspace_bytes, .hi = MAX_GPU_BYTES, .default_doc = "32MiB"),
     K("gpu", "nccl_memory", VS_KEY_SIZE, nccl_bytes, .hi = MAX_GPU_BYTES, .default_doc = "512MiB"),
     K("gpu", "compute_efficiency", VS_KEY_REAL, compute_efficiency, .lo = 0.01, .hi = 1, .default_doc = "0.7"),
+    K("gpu", "compute_efficiency_shape", VS_KEY_LIST, compute_efficiency_shape, .positive = true, .hi = 1e9, .default_doc = "not given (compute_efficiency is the full-wave rate)"),
+    K("gpu", "sms", VS_KEY_COUNT, sms, .hi = 100000, .default_doc = "0 (unknown: no wave quantization)"),
+    K("gpu", "kernel_floor", VS_KEY_LATENCY, kernel_floor, .hi = 1e-3, .default_doc = "0 (not modelled)"),
     K("gpu", "memory_efficiency", VS_KEY_REAL, memory_efficiency, .lo = 0.01, .hi = 1, .default_doc = "0.8"),
     K("node", "gpus", VS_KEY_COUNT, gpus_per_node, .positive = true, .required = true, .default_doc = "required"),
     K("node", "host_memory", VS_KEY_SIZE, host_memory_bytes, .positive = true, .hi = MAX_HOST_BYTES, .default_doc = "1TiB"),
@@ -78,6 +81,9 @@ static const vs_key topology_keys[] = {
     K("network", "intra_latency", VS_KEY_LATENCY, intra_latency, .hi = MAX_LATENCY, .default_doc = "3us"),
     K("network", "inter_bandwidth", VS_KEY_RATE, inter_bandwidth, .lo = MIN_RATE, .hi = MAX_RATE, .required = true, .default_doc = "required"),
     K("network", "inter_latency", VS_KEY_LATENCY, inter_latency, .hi = MAX_LATENCY, .default_doc = "5us"),
+    K("network", "intra_busbw_sizes", VS_KEY_LIST, intra_busbw_sizes, .positive = true, .hi = 1e15, .default_doc = "none (intra_bandwidth and intra_latency)"),
+    K("network", "intra_busbw", VS_KEY_RATES, intra_busbw, .lo = MIN_RATE, .hi = MAX_RATE, .default_doc = "none"),
+    K("network", "intra_allreduce_busbw", VS_KEY_RATES, intra_allreduce_busbw, .lo = MIN_RATE, .hi = MAX_RATE, .default_doc = "intra_busbw"),
     K("cost", "usd_per_gpu_hour", VS_KEY_REAL, usd_per_gpu_hour, .lo = 0, .hi = 1e4, .default_doc = "0 (unknown)"),
     VS_CAL_KINDS(CAL)
 };
@@ -266,6 +272,50 @@ static int check_host_memory_bandwidth(const vs_topology *t, vs_error *err)
                                     sizeof where));
 }
 
+/* The bus-bandwidth curve: one rate per size for each curve given, sizes
+ * ascending, intra_busbw given whenever sizes are. */
+static int check_busbw(const vs_topology *t, vs_error *err)
+{
+  char where[640];
+  const vs_count_list *sz = &t->intra_busbw_sizes;
+  const char *key = NULL, *why = NULL;
+  for (size_t i = 1; i < sz->n && !key; i++)
+    if (sz->values[i] <= sz->values[i - 1]) {
+      key = "intra_busbw_sizes";
+      why = "sizes must be ascending";
+    }
+  if (!key && t->intra_busbw.n != sz->n) {
+    key = "intra_busbw";
+    why = "needs one bus bandwidth per size of intra_busbw_sizes";
+  }
+  if (!key && t->intra_allreduce_busbw.n != 0 &&
+      t->intra_allreduce_busbw.n != sz->n) {
+    key = "intra_allreduce_busbw";
+    why = "needs one bus bandwidth per size of intra_busbw_sizes";
+  }
+  if (!key)
+    return 0;
+  return vs_error_set(err, VS_EINPUT, "%s: %s",
+                      vs_conf_where(&topology_tab, &t->origins, "network", key,
+                                    where, sizeof where),
+                      why);
+}
+
+static int check_efficiency_shape(const vs_topology *t, vs_error *err)
+{
+  char where[640];
+  size_t n = t->compute_efficiency_shape.n;
+  if (n == 0 || n == 3)
+    return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: expected the m, n, k of one GEMM (3 counts), got "
+                      "%zu",
+                      vs_conf_where(&topology_tab, &t->origins, "gpu",
+                                    "compute_efficiency_shape", where,
+                                    sizeof where),
+                      n);
+}
+
 /* Checks one kind's calibration: rates 0 or real, a range that is a
  * range, ascending breakpoints and one piece more than breakpoints. */
 static int check_calibration(const vs_topology *t, int kind, vs_error *err)
@@ -447,6 +497,10 @@ int vs_topology_finish(vs_topology *topo, const char *const *sets,
     rc = check_calibration(topo, kind, err);
   if (rc == 0)
     rc = check_host_memory_bandwidth(topo, err);
+  if (rc == 0)
+    rc = check_efficiency_shape(topo, err);
+  if (rc == 0)
+    rc = check_busbw(topo, err);
   topo->pcie_d2h_bandwidth = topo->pcie_bandwidth;
   if (rc == 0 && calibrate)
     apply_calibration(topo);

@@ -122,7 +122,15 @@ typedef struct vs_topology {
   uint64_t context_bytes;        /* CUDA context outside the allocator */
   uint64_t cublas_workspace_bytes; /* cuBLAS workspace per handle */
   uint64_t nccl_bytes;           /* NCCL buffers per communicator */
-  double compute_efficiency;     /* achieved fraction of peak for GEMMs */
+  double compute_efficiency;     /* achieved fraction of peak for GEMMs:
+                                    the best shape's (a matmul finder's) */
+  vs_count_list compute_efficiency_shape; /* m, n, k of the GEMM that
+                                    measured it (n = 0: not given; then it
+                                    is the full-wave rate itself) */
+  uint64_t sms;                  /* streaming multiprocessors (0: unknown,
+                                    no wave quantization) */
+  double kernel_floor;           /* seconds each CUDA kernel costs beyond
+                                    its work (launch and tail) */
   double memory_efficiency;      /* achieved fraction of hbm_bandwidth */
   /* [node] */
   uint64_t gpus_per_node;        /* GPUs in one node */
@@ -143,6 +151,15 @@ typedef struct vs_topology {
   double intra_latency;          /* seconds */
   double inter_bandwidth;        /* NIC bytes/s per GPU, one direction */
   double inter_latency;          /* seconds */
+  vs_count_list intra_busbw_sizes; /* message sizes (bytes, ascending) of
+                                    the measured bus bandwidths below; none:
+                                    collectives inside a node are timed
+                                    from intra_bandwidth and intra_latency */
+  vs_real_list intra_busbw;      /* nccl-tests bus bandwidth (bytes/s) of
+                                    all-gather and reduce-scatter inside a
+                                    node at those sizes */
+  vs_real_list intra_allreduce_busbw; /* ... of all-reduce (none: as
+                                    intra_busbw) */
   /* [cost] */
   double usd_per_gpu_hour;       /* 0 when unknown */
   /* [calibration] */

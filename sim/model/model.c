@@ -106,6 +106,7 @@ vs_op_spec *vs_block_add_op(vs_block *blk, const char *name, vs_error *err)
   memset(op, 0, sizeof *op);
   snprintf(op->name, sizeof op->name, "%s", name);
   op->recompute_share = 1.0;
+  op->fwd_kernels = op->bwd_kernels = 1;
   op->first_saved = blk->n_saved;
   op->first_param = blk->n_params;
   return op;
@@ -176,6 +177,8 @@ static void as_matmul(vs_op_spec *op, uint64_t m, uint64_t k, uint64_t n,
                       uint64_t e)
 {
   op->matmul = true;
+  op->gemm = (vs_gemm){m, n, k, 1};
+  op->bwd_kernels = 2; /* the input gradient's GEMM, the weight's */
   op->fwd_flops = 2.0 * (double)m * (double)k * (double)n;
   op->bwd_flops = 2.0 * op->fwd_flops;
   op->fwd_bytes = (double)e * ((double)m * (double)k + (double)k * (double)n +
@@ -438,6 +441,13 @@ static int lora_adapter(vs_block *blk, const dims *d, const char *name,
   return 0;
 }
 
+/* A fused norm's backward launches two kernels: the input gradient with
+ * per-block partial sums of the weight's (and bias's) gradients, then
+ * their reduction (apex's contrib layer_norm: ln_bwd and
+ * ln_bwd_finalize, ln_bwd_semi_cuda_kernel.cu; Megatron's persistent
+ * FastLayerNorm). */
+#define NORM_BWD_KERNELS 2
+
 /* A norm over the replicated activation: saves its input (in fp32 under
  * autocast: the fp32 residual, or its cast), as a fused kernel does.
  * LayerNorm also has a bias; RMSNorm does not. Hugging Face's
@@ -454,6 +464,7 @@ static int norm(vs_block *blk, const dims *d, const char *name, bool bias,
   if (!op)
     return VS_EINPUT;
   as_elementwise(op, elems, d->er, 8.0);
+  op->bwd_kernels = NORM_BWD_KERNELS;
   if (d->hf_modules && !bias) {
     if (save_act(blk, op, 4 * elems, VS_DTYPE_FP32, err) ||
         save_act(blk, op, d->er * elems, d->er_dtype, err))
@@ -589,13 +600,18 @@ static vs_op_spec *row_parallel(vs_block *blk, const dims *d, const char *name,
  * grouped-query attention, eager implementations expand K and V to every
  * head before the matmuls (Hugging Face repeat_kv, Megatron's core
  * attention), so the saved K and V have `heads` heads. */
-/* One of the two attention matmuls (QK^T or probs @ V) over all heads of
- * this rank: 2*b*heads*s*s*d FLOPs forward, twice that backward. */
+/* One of the two attention matmuls over all heads of this rank, one
+ * batched GEMM (Megatron's baddbmm and bmm): 2*b*heads*s*s*d FLOPs
+ * forward, twice that backward. QK^T is [s x d] @ [d x s] per head
+ * (scores = true), probs @ V [s x s] @ [s x d]. */
 static void attention_matmul(vs_op_spec *op, const dims *d, uint64_t heads,
-                             double bytes)
+                             bool scores, double bytes)
 {
   op->matmul = true;
   op->attn_core = true;
+  op->gemm = scores ? (vs_gemm){d->s, d->s, d->d, d->b * heads}
+                    : (vs_gemm){d->s, d->d, d->s, d->b * heads};
+  op->bwd_kernels = 2; /* both operands' gradients */
   op->fwd_flops = 2.0 * (double)d->b * (double)heads * (double)d->s *
                   (double)d->s * (double)d->d;
   op->bwd_flops = 2.0 * op->fwd_flops;
@@ -611,7 +627,7 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
 
   if (!(op = vs_block_add_op(blk, "attn_scores", err)))
     return VS_EINPUT;
-  attention_matmul(op, d, heads,
+  attention_matmul(op, d, heads, true,
                    (double)d->e * ((double)(d->tokens * d->d * (heads + kv)) +
                                    (double)scores));
   /* raw scores until the softmax; under autocast also their fp32
@@ -635,7 +651,7 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
 
   if (!(op = vs_block_add_op(blk, "attn_context", err)))
     return VS_EINPUT;
-  attention_matmul(op, d, heads,
+  attention_matmul(op, d, heads, false,
                    (double)d->e * ((double)scores +
                                    2.0 * (double)(d->tokens * d->d * heads)));
   op->bwd_temp_bytes = d->e * scores;
@@ -663,6 +679,11 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
  * core attention: baddbmm then masked softmax), so it keeps the full
  * count. */
 #define CAUSAL_FLASH_FRACTION 0.5
+
+/* FlashAttention-2's backward launches three kernels (flash-attn
+ * csrc/flash_attn/src/flash_bwd_launch_template.h: dot(dO, O), the
+ * dQ/dK/dV kernel, dQ's conversion), its forward one. */
+#define FLASH_BWD_KERNELS 3
 
 /* Context parallelism around a flash attention op of `heads` heads whose
  * queries are q wide, keys and values kv wide each and output o wide on
@@ -739,6 +760,7 @@ static int attention_flash(vs_block *blk, const dims *d, vs_error *err)
                   (double)d->skv * (double)d->d *
                   (d->causal ? CAUSAL_FLASH_FRACTION : 1.0);
   op->bwd_flops = 2.5 * op->fwd_flops; /* backward recomputes the scores */
+  op->bwd_kernels = FLASH_BWD_KERNELS;
   op->fwd_bytes = (double)d->e * (double)(d->tokens * d->d * (2 * heads + 2 * kv));
   op->bwd_bytes = 2.0 * op->fwd_bytes;
   op->bwd_temp_bytes = d->e * d->tokens * d->d * (heads + 2 * kv);
@@ -816,6 +838,7 @@ static int mla_norm(vs_block *blk, const dims *d, const char *name,
   if (!op)
     return VS_EINPUT;
   as_elementwise(op, d->tok_rep * width, d->e, 8.0);
+  op->bwd_kernels = NORM_BWD_KERNELS;
   snprintf(pname, sizeof pname, "%.16s.weight", name);
   return save_act(blk, op, d->e * d->tok_rep * width, d->act_dtype, err) ||
                  param(blk, d, pname, 1, width, err)
@@ -879,6 +902,7 @@ static int attention_mla(vs_block *blk, const dims *d, vs_error *err)
    * (FlashAttention-2's five matmuls; 2.5 x forward when they match) */
   op->bwd_flops = op->fwd_flops * (double)(3 * dqk + 2 * d->dv) /
                   (double)(dqk + d->dv);
+  op->bwd_kernels = FLASH_BWD_KERNELS;
   op->fwd_bytes = (double)d->e * (double)(d->tokens * a * (2 * dqk + 2 * d->dv));
   op->bwd_bytes = 2.0 * op->fwd_bytes;
   op->bwd_temp_bytes = d->e * d->tokens * a * (2 * dqk + d->dv);
@@ -1036,6 +1060,17 @@ static int expert_weights(vs_block *blk, const dims *d, const char *which,
   return 0;
 }
 
+/* A routed expert GEMM over d->slots token slots as the grouped GEMM that
+ * runs it: one product per local expert, each on its share of the slots
+ * (balanced; a skewed rank's hottest expert sets the slots). */
+static void grouped(vs_op_spec *op, const dims *d)
+{
+  uint64_t local = d->experts / d->ep;
+  op->routed = true;
+  op->gemm.batch = local;
+  op->gemm.m = vs_div_ceil(op->gemm.m, local);
+}
+
 /* The routed experts' FFN on d->slots token slots, as one grouped GEMM
  * pair: fc1 (gate and up when gated, else up), the activation, fc2; each
  * expert's own weights (and biases unless gated). Saves what the dense
@@ -1049,7 +1084,7 @@ static int routed_experts(vs_block *blk, const dims *d, bool gated,
   if (!(op = vs_block_add_op(blk, "experts_fc1", err)))
     return VS_EINPUT;
   as_matmul(op, n, d->h, fc1, d->e);
-  op->routed = true;
+  grouped(op, d);
   /* the tp ranks' slots gathered in forward, kept whole for backward */
   column_comms(op, d, n, d->h, SP_KEEPS_GATHERED);
   if (save_input(blk, op, d->em * n * d->h, d->em_dtype, KEPT_FOR_WEIGHTS,
@@ -1075,7 +1110,7 @@ static int routed_experts(vs_block *blk, const dims *d, bool gated,
   if (!(op = vs_block_add_op(blk, "experts_fc2", err)))
     return VS_EINPUT;
   as_matmul(op, n, fe, d->h, d->e);
-  op->routed = true;
+  grouped(op, d);
   row_comms(op, d, n); /* partial sums reduce-scattered to arrived slots */
   /* with tp they are un-sorted into a new buffer first (combine_preprocess) */
   if (d->t > 1)

@@ -63,6 +63,26 @@ typedef struct vs_saved {
                          VS_COPY_NONE */
 } vs_saved;
 
+/* The GEMM an op runs forward, as cuBLAS launches it: `batch` independent
+ * products C[m x n] = A[m x k] @ B[k x n]. Backward runs the input
+ * gradient dA = dC @ B^T (m x k over n: vs_gemm_dgrad) and, where B is a
+ * trained weight or an activation, dB = A^T @ dC (k x n over m:
+ * vs_gemm_wgrad). batch = 0: the op is no single GEMM shape (adapters,
+ * flash attention, elementwise ops) and is timed by its FLOPs alone. */
+typedef struct vs_gemm {
+  uint64_t m, n, k, batch;
+} vs_gemm;
+
+static inline vs_gemm vs_gemm_dgrad(vs_gemm g)
+{
+  return (vs_gemm){g.m, g.k, g.n, g.batch};
+}
+
+static inline vs_gemm vs_gemm_wgrad(vs_gemm g)
+{
+  return (vs_gemm){g.k, g.n, g.m, g.batch};
+}
+
 typedef struct vs_op_spec {
   char name[VS_OP_NAME_MAX];  /* "qkv_proj" */
   bool matmul;                /* runs on tensor cores at the compute dtype */
@@ -77,6 +97,11 @@ typedef struct vs_op_spec {
                                  block's recompute re-runs: 1, or less
                                  where op-level checkpointing kept its
                                  output */
+  vs_gemm gemm;               /* its forward GEMM's shape (matmul ops; a
+                                 shape's FLOPs are fwd_flops) */
+  uint8_t fwd_kernels;        /* CUDA kernels its forward launches */
+  uint8_t bwd_kernels;        /* ... its backward (a GEMM op's weight
+                                 gradient among them) */
   double fwd_flops;           /* forward FLOPs, one rank, one micro-batch */
   double bwd_flops;           /* backward FLOPs, weight gradients included */
   double fwd_bytes;           /* forward HBM traffic */

@@ -97,7 +97,19 @@ typedef struct builder {
   size_t ring;              /* micro-batch slots of saved[] and ckpt_buf[] */
   uint8_t recv_free_when;   /* effect_time: ... at its end (gradients) or start */
   double busy_seconds;      /* sum of every op's time so far */
+  double *op_time;          /* [kind's first op + op][phase_time]: each
+                               op's time, computed once per block kind
+                               (NAN until then) */
+  uint32_t kind_first[VS_MODEL_KINDS_MAX]; /* a kind's first op in op_time */
 } builder;
+
+/* The times op_time remembers for each op of a block kind. */
+typedef enum phase_time {
+  TIME_FWD,        /* its forward */
+  TIME_BWD,        /* its backward as the kind's plan runs it */
+  TIME_RECOMPUTE,  /* its share of a full recompute */
+  TIME_PHASES
+} phase_time;
 
 /* ------------------------------------------------------------------------
  * Program storage
@@ -342,6 +354,46 @@ static double op_seconds(builder *b, bool matmul, double flops, double bytes)
                                   &b->p->cal_seen);
 }
 
+static double gemm_seconds(builder *b, vs_gemm g, double flops, double bytes)
+{
+  return vs_cost_gemm_seconds(b->topo, precision(b), g, flops, bytes,
+                              &b->p->cal_seen);
+}
+
+/* Seconds of `share` of op o's forward (1, or a recompute's part): its
+ * GEMM's shape prices it where it has one. */
+static double fwd_seconds(builder *b, const vs_op_spec *o, double share)
+{
+  double f = share * o->fwd_flops, by = share * o->fwd_bytes;
+  if (!(f > 0 || by > 0))
+    return 0;
+  return (o->gemm.batch ? gemm_seconds(b, o->gemm, f, by)
+                        : op_seconds(b, o->matmul, f, by)) +
+         vs_cost_launch_seconds(b->topo, o->fwd_kernels);
+}
+
+/* Seconds of op o's backward doing what the recipe runs of it (flops,
+ * bytes): a GEMM op's input gradient (forward's FLOPs and bytes), then its
+ * second operand's gradient for the rest (none for a frozen weight). */
+static double bwd_seconds(builder *b, const vs_op_spec *o, double flops,
+                          double bytes)
+{
+  double f, by, t;
+  if (!(flops > 0 || bytes > 0))
+    return 0;
+  if (!o->gemm.batch)
+    return op_seconds(b, o->matmul, flops, bytes) +
+           vs_cost_launch_seconds(b->topo, o->bwd_kernels);
+  f = flops < o->fwd_flops ? flops : o->fwd_flops;
+  by = bytes < o->fwd_bytes ? bytes : o->fwd_bytes;
+  t = gemm_seconds(b, vs_gemm_dgrad(o->gemm), f, by) +
+      vs_cost_launch_seconds(b->topo, 1);
+  if (flops > f)
+    t += gemm_seconds(b, vs_gemm_wgrad(o->gemm), flops - f, bytes - by) +
+         vs_cost_launch_seconds(b->topo, 1);
+  return t;
+}
+
 /* The next compute op waits for op too (a block's gather and its
  * activations' fetch: two at most, a third is a schedule bug). */
 static void wait_on(builder *b, uint32_t op)
@@ -365,10 +417,28 @@ static void take_waits(builder *b, uint32_t op)
   b->n_waits = 0;
 }
 
-static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
-                           int mb, double flops, double bytes, bool matmul)
+/* Op k of inst's block: its time in phase `which`, computed once for the
+ * block's kind (every micro-batch and layer of a kind runs the same ops). */
+static double op_time(builder *b, size_t inst, uint32_t k, phase_time which)
 {
-  double t = op_seconds(b, matmul, flops, bytes);
+  const vs_op_spec *o = &block_of(b, inst)->ops[k];
+  double *slot = &b->op_time[(b->kind_first[b->m->inst_kind[inst]] + k) *
+                                 TIME_PHASES +
+                             which];
+  if (isnan(*slot)) {
+    const vs_kind_plan *plan = plan_of(b, inst);
+    *slot = which == TIME_FWD ? fwd_seconds(b, o, 1.0)
+            : which == TIME_RECOMPUTE
+                ? fwd_seconds(b, o, o->recompute_share)
+                : bwd_seconds(b, o, plan->bwd_flops[k], plan->bwd_bytes[k]);
+  }
+  return *slot;
+}
+
+/* A compute op of `seconds` doing flops and bytes. */
+static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
+                           int mb, double flops, double bytes, double t)
+{
   uint32_t op = new_op(b, VS_STREAM_COMPUTE, phase, name, layer, mb, t, flops,
                        bytes);
   take_waits(b, op);
@@ -741,7 +811,7 @@ static void forward_block(builder *b, size_t inst, int mb)
 
     op_comm(b, &o->fwd_before, layer, mb);
     op = compute_op(b, VS_PHASE_FWD, o->name, layer, mb, o->fwd_flops,
-                    o->fwd_bytes, o->matmul);
+                    o->fwd_bytes, op_time(b, inst, k, TIME_FWD));
     if (k == 0 && full) {
       uint32_t *ckpt = &b->ckpt_buf[live(b, inst, mb)];
       hold(b, ckpt, new_buffer(b, blk->ckpt_bytes, VS_CAT_ACTIVATIONS));
@@ -784,7 +854,7 @@ static void recompute_layer(builder *b, size_t inst, int mb)
     double by = o->recompute_share * o->fwd_bytes;
     flops += f;
     bytes += by;
-    seconds += op_seconds(b, o->matmul, f, by) +
+    seconds += op_time(b, inst, k, TIME_RECOMPUTE) +
                op_comm_seconds(b, &o->fwd_before) +
                op_comm_seconds(b, &o->fwd_after);
   }
@@ -813,7 +883,7 @@ static void recompute_core(builder *b, size_t inst, int mb)
 {
   const vs_block *blk = block_of(b, inst);
   const vs_kind_plan *plan = plan_of(b, inst);
-  double flops = 0, bytes = 0;
+  double flops = 0, bytes = 0, seconds = 0;
   uint64_t dropped = 0;
   uint32_t op;
 
@@ -823,6 +893,7 @@ static void recompute_core(builder *b, size_t inst, int mb)
       continue;
     flops += o->fwd_flops;
     bytes += o->fwd_bytes;
+    seconds += op_time(b, inst, k, TIME_FWD);
     for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++)
       if (plan->keep[s] == VS_RECOMPUTE_CORE)
         dropped += saved_size(b, blk, s);
@@ -830,7 +901,7 @@ static void recompute_core(builder *b, size_t inst, int mb)
   if (dropped == 0)
     return;
   op = compute_op(b, VS_PHASE_RECOMPUTE, "recompute_attn", layer_of(inst),
-                  mb, flops, bytes, true);
+                  mb, flops, bytes, seconds);
   b->sel_buf[inst] = new_buffer(b, dropped, VS_CAT_TEMP);
   alloc_on(b, op, b->sel_buf[inst]);
 }
@@ -907,7 +978,7 @@ static void backward_block(builder *b, size_t inst, int mb)
       recompute_core(b, inst, mb);
     op_comm(b, &o->bwd_before, layer, mb);
     op = compute_op(b, VS_PHASE_BWD, o->name, layer, mb, plan->bwd_flops[k],
-                    plan->bwd_bytes[k], o->matmul);
+                    plan->bwd_bytes[k], op_time(b, inst, (uint32_t)k, TIME_BWD));
     if (k == (int)blk->n_ops - 1 && grads_made_in(b)) {
       grads_appear(b, grads_made_in(b), inst, op);
       if (inst + 1 == b->n_inst && tied_on_one_stage(b))
@@ -1087,7 +1158,8 @@ static uint32_t gpu_step(builder *b, const vs_stage_layout *st,
 {
   vs_cost_work work = vs_cost_optimizer_work(st);
   uint32_t op = compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", -1, -1,
-                           work.flops, work.bytes, false);
+                           work.flops, work.bytes,
+                           op_seconds(b, false, work.flops, work.bytes));
   wait_for_grads(b, op, w);
   if (st->step_temp_bytes)
     transient(b, op, st->step_temp_bytes, VS_CAT_TEMP);
@@ -1191,6 +1263,26 @@ static void free_tables(builder *b)
   free(b->act_out);
   free(b->act_fetch);
   free(b->cached);
+  free(b->op_time);
+}
+
+/* op_time's slots, NAN (not computed) each. */
+static void new_op_times(builder *b)
+{
+  size_t n = 0;
+  for (uint32_t k = 0; k < b->m->n_kinds; k++) {
+    b->kind_first[k] = (uint32_t)n;
+    n += b->m->kinds[k].n_ops;
+  }
+  n *= TIME_PHASES;
+  b->op_time = malloc((n ? n : 1) * sizeof *b->op_time);
+  if (!b->op_time) {
+    b->failed = true;
+    vs_error_set(b->err, VS_ENOMEM, "out of host memory building the schedule");
+    return;
+  }
+  for (size_t i = 0; i < n; i++)
+    b->op_time[i] = NAN;
 }
 
 /* ------------------------------------------------------------------------
@@ -1278,7 +1370,7 @@ static void step_block(builder *b, size_t inst)
   if (plan->trainable_elems == 0 || b->grad_buf[inst] == NONE)
     return;
   op = compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", layer_of(inst), -1,
-                  w.flops, w.bytes, false);
+                  w.flops, w.bytes, op_seconds(b, false, w.flops, w.bytes));
   free_on(b, op, b->grad_buf[inst], AT_END);
   b->grad_buf[inst] = NONE;
 }
@@ -1496,6 +1588,7 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->act_host = new_table(b, b->ring * n_inst);
   b->act_out = new_table(b, b->ring * n_inst);
   b->act_fetch = new_table(b, n_inst);
+  new_op_times(b);
 }
 
 int vs_schedule_rebuild(const vs_job *job, int stage, vs_program *prog,

@@ -7,6 +7,8 @@
 #   Narayanan et al. 2021 (arXiv 2104.04473), Table 1: achieved TFLOP/s per
 #     GPU with their eq. (3), F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)),
 #     which counts the recompute forward pass.
+# Then each table's mean absolute error and the speed error by tp (Table 1
+# has tp 1, 2 and 8; no published run of one model at tp 1, 2, 4, 8 here).
 # Usage: tests/validation/megatron_tables.sh [path/to/vsim]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,6 +21,8 @@ step_seconds() { # vsim output -> step time in seconds
   python3 -c 'import re,sys; m=re.search(r"step time ([0-9.]+) (s|ms)", sys.stdin.read()); print(float(m.group(1))*(1e-3 if m.group(2)=="ms" else 1))'
 }
 
+errs=$tmp/errors   # "table tp error%" lines for the summary
+: > "$errs"
 echo "| model | full recompute: published | vsim | error | SP + selective: published | vsim | error |"
 echo "|---|---|---|---|---|---|---|"
 for row in "22b 1.42 1.10" "175b 18.13 13.75" "530b 49.05 37.83" "1t 94.42 71.49"; do
@@ -27,7 +31,7 @@ for row in "22b 1.42 1.10" "175b 18.13 13.75" "530b 49.05 37.83" "1t 94.42 71.49
   full=$("$vsim" run "$w" --topology $topo --set training.checkpointing=full \
          --set parallel.sequence_parallel=false | step_seconds)
   sel=$("$vsim" run "$w" --topology $topo | step_seconds)
-  python3 -c "f,s,pf,ps='$full','$sel',$2,$3; f,s=float(f),float(s); print(f'| $1 | {pf:.2f} s | {f:.2f} s | {100*(f-pf)/pf:+.0f}% | {ps:.2f} s | {s:.2f} s | {100*(s-ps)/ps:+.0f}% |')"
+  python3 -c "f,s,pf,ps='$full','$sel',$2,$3; f,s=float(f),float(s); print(f'| $1 | {pf:.2f} s | {f:.2f} s | {100*(f-pf)/pf:+.0f}% | {ps:.2f} s | {s:.2f} s | {100*(s-ps)/ps:+.0f}% |'); open('$errs','a').write(f'K 8 {100*(f-pf)/pf} {100*(pf-f)/f}\\nK 8 {100*(s-ps)/ps} {100*(ps-s)/s}\\n')"
 done
 
 echo
@@ -43,7 +47,7 @@ while read -r name a h l tp pp g b v pub; do
   python3 -c "
 B,s,l,h,V,g,t,pub=$b,2048,$l,$h,51200,$g,$t,$pub
 F=96*B*s*l*h*h*(1+s/(6*h)+V/(16*l*h)); x=F/(t*g)/1e12
-print(f'| $name | $g | $b | {t:.2f} s | {x:.0f} | {pub} | {100*(x-pub)/pub:+.0f}% |')"
+print(f'| $name | $g | $b | {t:.2f} s | {x:.0f} | {pub} | {100*(x-pub)/pub:+.0f}% |'); open('$errs','a').write(f'N $tp {100*(x-pub)/pub} {100*(x-pub)/pub}\\n')"
 done <<'ROWS'
 1.7B 24 2304 24 1 1 32 512 1 137
 3.6B 32 3072 30 2 1 64 512 1 138
@@ -53,3 +57,20 @@ done <<'ROWS'
 529.6B 128 20480 105 8 35 2520 2520 3 163
 1T 160 25600 128 8 64 3072 3072 2 163
 ROWS
+
+echo
+python3 - "$errs" <<'PY'
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+for table, name in (("K", "Korthikanti Table 5 (8 runs)"), ("N", "Narayanan Table 1 (7 runs)")):
+    e = [float(r[2]) for r in rows if r[0] == table]
+    print(f"{name}: mean absolute error {sum(map(abs, e)) / len(e):.1f}%, mean error {sum(e) / len(e):+.1f}%")
+print()
+print("Speed error by tensor-parallel size (vsim's tokens/s over the measured; + = vsim too fast):")
+print()
+print("| tp | runs | mean speed error |")
+print("|---|---|---|")
+for tp in sorted({int(r[1]) for r in rows}):
+    e = [float(r[3]) for r in rows if int(r[1]) == tp]
+    print(f"| {tp} | {len(e)} | {sum(e) / len(e):+.1f}% |")
+PY
