@@ -322,11 +322,24 @@ static void test_gemm_shape_and_busbw_curve(void **state)
            "--set topology.network.intra_busbw=10,20,30: needs one bus "
            "bandwidth per size of intra_busbw_sizes");
   load_bad(MINIMAL, down, 2, VS_EINPUT,
-           "--set topology.network.intra_busbw_sizes=2048,1024: sizes must "
-           "be ascending");
+           "--set topology.network.intra_busbw_sizes=2048,1024: must be "
+           "ascending");
   load_bad(MINIMAL, ar, 3, VS_EINPUT,
            "--set topology.network.intra_allreduce_busbw=10: needs one bus "
            "bandwidth per size of intra_busbw_sizes");
+  {
+    static const char *const flash[] = {"gpu.flash_seq_lens=512,1024",
+                                        "gpu.flash_tflops_causal_d128=99"};
+    static const char *const flash_down[] = {"gpu.flash_seq_lens=1024,512"};
+    static const char *const flash_bad[] = {"gpu.flash_tflops_d64=12,x"};
+    load_bad(MINIMAL, flash, 2, VS_EINPUT,
+             "--set topology.gpu.flash_tflops_causal_d128=99: needs one rate "
+             "per length of flash_seq_lens");
+    load_bad(MINIMAL, flash_down, 1, VS_EINPUT,
+             "--set topology.gpu.flash_seq_lens=1024,512: must be ascending");
+    load_bad(MINIMAL, flash_bad, 1, VS_EINPUT,
+             "--set topology.gpu.flash_tflops_d64=12,x:");
+  }
   vs_error_clear(&err);
   assert_int_equal(load_text(&t, path, MINIMAL, good, 3, &err), 0);
   assert_int_equal(t.intra_busbw.n, 2);

@@ -7,6 +7,25 @@
 
 #include <math.h>
 
+/* A measured curve ys over ascending points xs at x: linear in log2(x)
+ * between points, the end points' values beyond them. */
+static double curve_at(const vs_count_list *xs, const vs_real_list *ys,
+                       double x)
+{
+  size_t n = xs->n, i = 1;
+  double lo, hi, f;
+  if (x <= (double)xs->values[0])
+    return ys->values[0];
+  while (i < n && x > (double)xs->values[i])
+    i++;
+  if (i == n)
+    return ys->values[n - 1];
+  lo = log2((double)xs->values[i - 1]);
+  hi = log2((double)xs->values[i]);
+  f = (log2(x) - lo) / (hi - lo);
+  return ys->values[i - 1] + f * (ys->values[i] - ys->values[i - 1]);
+}
+
 /* ------------------------------------------------------------------------
  * Compute
  * ------------------------------------------------------------------------ */
@@ -111,8 +130,8 @@ double vs_cost_gemm_fill(const vs_topology *topo, vs_gemm g)
     f /= gemm_fill((vs_gemm){ref->values[0], ref->values[1], ref->values[2],
                              1},
                    topo->sms);
-  return f < 1.0 / topo->compute_efficiency ? f
-                                            : 1.0 / topo->compute_efficiency;
+  /* never above the best rate measured */
+  return f < 1.0 ? f : 1.0;
 }
 
 double vs_cost_gemm_seconds(const vs_topology *topo, int precision, vs_gemm g,
@@ -120,6 +139,45 @@ double vs_cost_gemm_seconds(const vs_topology *topo, int precision, vs_gemm g,
 {
   return roofline(topo, precision, true, flops, bytes,
                   topo->compute_efficiency * vs_cost_gemm_fill(topo, g), seen);
+}
+
+/* FlashAttention's measured TFLOP/s for shape a: the causal or
+ * bidirectional tables at a's length, between head dims 64 and 128
+ * linearly (the nearer table outside them; the one given when only one
+ * is); 0 without a table. */
+static double flash_tflops(const vs_topology *topo, vs_flash_shape a)
+{
+  const vs_real_list *d64 = a.causal ? &topo->flash_tflops_causal_d64
+                                     : &topo->flash_tflops_d64;
+  const vs_real_list *d128 = a.causal ? &topo->flash_tflops_causal_d128
+                                      : &topo->flash_tflops_d128;
+  double lo, hi, f;
+  if (topo->flash_seq_lens.n == 0 || (d64->n == 0 && d128->n == 0))
+    return 0;
+  lo = d64->n ? curve_at(&topo->flash_seq_lens, d64, (double)a.seq) : 0;
+  hi = d128->n ? curve_at(&topo->flash_seq_lens, d128, (double)a.seq) : 0;
+  if (!d64->n)
+    return hi;
+  if (!d128->n)
+    return lo;
+  f = ((double)a.head_dim - 64.0) / 64.0;
+  f = f < 0 ? 0 : f > 1 ? 1 : f;
+  return lo + f * (hi - lo);
+}
+
+double vs_cost_flash_seconds(const vs_topology *topo, int precision,
+                             vs_flash_shape a, double flops, double bytes,
+                             vs_cal_seen *seen)
+{
+  double tflops = flash_tflops(topo, a);
+  double peak = vs_cost_peak_flops(topo, precision, true);
+  if (!(tflops > 0) || !(peak > 0))
+    return vs_cost_roofline_seconds(topo, precision, true, flops, bytes,
+                                    seen);
+  /* the measured rate, whatever the GEMMs' precision (the kernel runs
+   * in 16 bits) */
+  return roofline(topo, precision, true, flops, bytes, tflops * 1e12 / peak,
+                  seen);
 }
 
 double vs_cost_launch_seconds(const vs_topology *topo, unsigned kernels)
@@ -194,38 +252,31 @@ double vs_cost_collective_seconds(int kind, uint64_t bytes, uint64_t n,
   return steps * vs_cost_link_seconds(link, (double)bytes / (double)n);
 }
 
-/* The measured bus bandwidth at `bytes` on curve (intra_busbw_sizes):
- * linear in log2 of the size between points, the last point's beyond it.
+/* The measured bus bandwidth at `bytes` on curve (intra_busbw_sizes).
  * Below the first point a collective is latency-bound: its time stays the
  * first point's (the bandwidth shrinks with the size). */
 static double busbw_at(const vs_count_list *sizes, const vs_real_list *curve,
                        double bytes)
 {
-  size_t n = sizes->n, i = 1;
-  double lo, hi, x;
-  if (bytes <= (double)sizes->values[0])
+  if (bytes < (double)sizes->values[0])
     return curve->values[0] * bytes / (double)sizes->values[0];
-  while (i < n && bytes > (double)sizes->values[i])
-    i++;
-  if (i == n)
-    return curve->values[n - 1];
-  lo = log2((double)sizes->values[i - 1]);
-  hi = log2((double)sizes->values[i]);
-  x = (log2(bytes) - lo) / (hi - lo);
-  return curve->values[i - 1] + x * (curve->values[i] - curve->values[i - 1]);
+  return curve_at(sizes, curve, bytes);
 }
 
 /* A collective of n ranks inside one node: from the measured bus
  * bandwidth where the topology has it (all-reduce, all-gather and
  * reduce-scatter; nccl-tests doc/PERFORMANCE.md: busbw = algbw x 2(n-1)/n
  * for all-reduce, x (n-1)/n for the others, a figure that does not depend
- * on n for NCCL's ring, so one curve serves every group size), otherwise
- * as a ring over the link. */
+ * on n for NCCL's ring, so the ring curve serves every group size; the
+ * all-reduce curve, measured over the whole node where NVLS's switch
+ * reduction gains with the GPUs it engages, only an all-reduce over every
+ * GPU of the node), otherwise as a ring over the link. */
 static double intra_seconds(const vs_topology *topo, int kind, uint64_t bytes,
                             uint64_t n, vs_link nvlink)
 {
   const vs_real_list *curve = kind == VS_COLL_ALL_REDUCE &&
-                                      topo->intra_allreduce_busbw.n
+                                      topo->intra_allreduce_busbw.n &&
+                                      n == topo->gpus_per_node
                                   ? &topo->intra_allreduce_busbw
                                   : &topo->intra_busbw;
   double factor = (double)(n - 1) / (double)n;

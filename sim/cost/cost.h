@@ -48,8 +48,8 @@ double vs_cost_roofline_seconds(const vs_topology *topo, int precision,
  * share of the GPU's full-wave rate (wave and tile quantization over [gpu]
  * sms, each tile's fixed cost over the inner dimension) over the share of
  * the GEMM that measured compute_efficiency (compute_efficiency_shape),
- * so that shape gets compute_efficiency itself; at most
- * 1 / compute_efficiency (never above the peak). 1 when the topology has
+ * so that shape gets compute_efficiency itself; at most 1 (never above
+ * the best rate measured). 1 when the topology has
  * no SM count or g no shape (batch 0). */
 double vs_cost_gemm_fill(const vs_topology *topo, vs_gemm g);
 
@@ -57,6 +57,16 @@ double vs_cost_gemm_fill(const vs_topology *topo, vs_gemm g);
  * side at compute_efficiency x vs_cost_gemm_fill of the matmul peak. */
 double vs_cost_gemm_seconds(const vs_topology *topo, int precision, vs_gemm g,
                             double flops, double bytes, vs_cal_seen *seen);
+
+/* Roofline time of a FlashAttention op of shape a doing flops and bytes
+ * (forward or backward): the compute side at FlashAttention-2's measured
+ * forward + backward rate for a's length, head dimension and mask (the
+ * topology's [gpu] flash_* tables; FLOPs counted as its benchmark counts
+ * them, which the model's flash ops do), or at compute_efficiency where
+ * the topology has no table. */
+double vs_cost_flash_seconds(const vs_topology *topo, int precision,
+                             vs_flash_shape a, double flops, double bytes,
+                             vs_cal_seen *seen);
 
 /* What `kernels` CUDA kernels cost beyond their work: [gpu]
  * kernel_floor each (launch and tail). */

@@ -243,6 +243,11 @@ static int rate_item(const char *t, void *out, const char **why)
   return vs_parse_rate(t, out, why);
 }
 
+static int real_item(const char *t, void *out, const char **why)
+{
+  return vs_parse_real(t, out, why);
+}
+
 static int latency_item(const char *t, void *out, const char **why)
 {
   return vs_parse_latency(t, out, why);
@@ -462,8 +467,9 @@ static int store_real_list(const vs_key *k, char *slot, const char *text,
   char reason[160];
   vs_real_list list = {0};
   int rc = parse_items(text,
-                       k->type == VS_KEY_RATES ? rate_item
-                       : k->lo < 0             ? time_offset_item
+                       k->type == VS_KEY_RATES   ? rate_item
+                       : k->type == VS_KEY_REALS ? real_item
+                       : k->lo < 0               ? time_offset_item
                                                : latency_item,
                        list.values, sizeof list.values[0], VS_REAL_LIST_MAX,
                        &list.n, &why);
@@ -506,6 +512,7 @@ static int store_value(const vs_key *k, void *target, const char *text,
     return store_count_list(k, slot, text, where, err);
   case VS_KEY_RATES:
   case VS_KEY_LATENCIES:
+  case VS_KEY_REALS:
     return store_real_list(k, slot, text, where, err);
   }
   return 0;
@@ -954,11 +961,14 @@ void vs_conf_print_value(FILE *f, const vs_key *k, const void *target)
     break;
   }
   case VS_KEY_RATES:
-  case VS_KEY_LATENCIES: {
+  case VS_KEY_LATENCIES:
+  case VS_KEY_REALS: {
     const vs_real_list *l = (const vs_real_list *)(const void *)slot;
     for (size_t i = 0; i < l->n; i++) {
       if (k->type == VS_KEY_RATES)
         print_real(f, i ? "," : "", l->values[i] / 1e9, "GB/s");
+      else if (k->type == VS_KEY_REALS)
+        print_real(f, i ? "," : "", l->values[i], "");
       else
         print_real(f, i ? "," : "", l->values[i] * 1e6, "us");
     }
@@ -1009,7 +1019,8 @@ static bool same_value(const vs_key *k, const char *x, const char *y)
            memcmp(a->values, b->values, a->n * sizeof a->values[0]) == 0;
   }
   case VS_KEY_RATES:
-  case VS_KEY_LATENCIES: {
+  case VS_KEY_LATENCIES:
+  case VS_KEY_REALS: {
     const vs_real_list *a = (const void *)x, *b = (const void *)y;
     for (size_t i = 0; a->n == b->n && i < a->n; i++)
       if (a->values[i] != b->values[i])

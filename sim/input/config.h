@@ -32,14 +32,15 @@ typedef enum vs_key_type {
   VS_KEY_FLAGS,   /* uint32_t bit set: comma-separated names of choices
                      (bit i: choices[i]), each at most once */
   VS_KEY_PATH,    /* char[VS_PATH_MAX]: a file path as written */
-  VS_KEY_MARGIN   /* vs_margin: a size ("4GiB") or a share of a capacity
+  VS_KEY_MARGIN,  /* vs_margin: a size ("4GiB") or a share of a capacity
                      ("10%") */
+  VS_KEY_REALS    /* vs_real_list: comma-separated reals */
 } vs_key_type;
 
 #define VS_NAME_MAX 64
 #define VS_PATH_MAX 512
 #define VS_LIST_MAX 256
-#define VS_REAL_LIST_MAX 16
+#define VS_REAL_LIST_MAX 32
 #define VS_CONF_MAX_KEYS 160
 
 typedef struct vs_count_list {

@@ -67,6 +67,11 @@ static const vs_key topology_keys[] = {
     K("gpu", "compute_efficiency_shape", VS_KEY_LIST, compute_efficiency_shape, .positive = true, .hi = 1e9, .default_doc = "not given (compute_efficiency is the full-wave rate)"),
     K("gpu", "sms", VS_KEY_COUNT, sms, .hi = 100000, .default_doc = "0 (unknown: no wave quantization)"),
     K("gpu", "kernel_floor", VS_KEY_LATENCY, kernel_floor, .hi = 1e-3, .default_doc = "0 (not modelled)"),
+    K("gpu", "flash_seq_lens", VS_KEY_LIST, flash_seq_lens, .positive = true, .hi = 1e9, .default_doc = "none (flash attention at compute_efficiency)"),
+    K("gpu", "flash_tflops_d64", VS_KEY_REALS, flash_tflops_d64, .lo = 0.001, .hi = MAX_TFLOPS, .default_doc = "none"),
+    K("gpu", "flash_tflops_d128", VS_KEY_REALS, flash_tflops_d128, .lo = 0.001, .hi = MAX_TFLOPS, .default_doc = "none"),
+    K("gpu", "flash_tflops_causal_d64", VS_KEY_REALS, flash_tflops_causal_d64, .lo = 0.001, .hi = MAX_TFLOPS, .default_doc = "none"),
+    K("gpu", "flash_tflops_causal_d128", VS_KEY_REALS, flash_tflops_causal_d128, .lo = 0.001, .hi = MAX_TFLOPS, .default_doc = "none"),
     K("gpu", "memory_efficiency", VS_KEY_REAL, memory_efficiency, .lo = 0.01, .hi = 1, .default_doc = "0.8"),
     K("node", "gpus", VS_KEY_COUNT, gpus_per_node, .positive = true, .required = true, .default_doc = "required"),
     K("node", "host_memory", VS_KEY_SIZE, host_memory_bytes, .positive = true, .hi = MAX_HOST_BYTES, .default_doc = "1TiB"),
@@ -200,6 +205,17 @@ static void apply_calibration(vs_topology *t)
     t->pcie_d2h_bandwidth = t->cal[VS_CAL_D2H_PINNED].bandwidth;
 }
 
+/* NVLink figures the user set (--set), or measured (a p2p calibration),
+ * time collectives inside a node in place of the topology file's
+ * bus-bandwidth curve, unless the curve itself was set. */
+static void prefer_set_links(vs_topology *t)
+{
+  if ((set_by_flag(t, "network", "intra_bandwidth") ||
+       set_by_flag(t, "network", "intra_latency") || t->nvlink_curve) &&
+      !set_by_flag(t, "network", "intra_busbw_sizes"))
+    t->intra_busbw_sizes.n = t->intra_busbw.n = t->intra_allreduce_busbw.n = 0;
+}
+
 /* The curve's shape, once its lists are consistent: the time at the start
  * of every piece is not negative (the first piece's latency is a time; a
  * later piece's is the intercept of its line, which may be below 0 as
@@ -272,33 +288,59 @@ static int check_host_memory_bandwidth(const vs_topology *t, vs_error *err)
                                     sizeof where));
 }
 
-/* The bus-bandwidth curve: one rate per size for each curve given, sizes
- * ascending, intra_busbw given whenever sizes are. */
-static int check_busbw(const vs_topology *t, vs_error *err)
+/* A measured curve: its points (key xs_key) ascending, and each table of
+ * values given (keys ys_keys) one value per point; `required` tables must
+ * be given whenever points are. Errors name the key and say `per` (what
+ * one value is for). */
+typedef struct curve_keys {
+  const char *section, *xs_key, *per;
+  const vs_count_list *xs;
+  const vs_real_list *ys[4];
+  const char *ys_keys[4];
+  size_t n_ys, required;
+} curve_keys;
+
+static int check_curve(const vs_topology *t, const curve_keys *c,
+                       vs_error *err)
 {
-  char where[640];
-  const vs_count_list *sz = &t->intra_busbw_sizes;
-  const char *key = NULL, *why = NULL;
-  for (size_t i = 1; i < sz->n && !key; i++)
-    if (sz->values[i] <= sz->values[i - 1]) {
-      key = "intra_busbw_sizes";
-      why = "sizes must be ascending";
+  char where[640], why[160] = "";
+  const char *key = NULL;
+  for (size_t i = 1; i < c->xs->n && !key; i++)
+    if (c->xs->values[i] <= c->xs->values[i - 1]) {
+      key = c->xs_key;
+      snprintf(why, sizeof why, "must be ascending");
     }
-  if (!key && t->intra_busbw.n != sz->n) {
-    key = "intra_busbw";
-    why = "needs one bus bandwidth per size of intra_busbw_sizes";
-  }
-  if (!key && t->intra_allreduce_busbw.n != 0 &&
-      t->intra_allreduce_busbw.n != sz->n) {
-    key = "intra_allreduce_busbw";
-    why = "needs one bus bandwidth per size of intra_busbw_sizes";
-  }
+  for (size_t i = 0; i < c->n_ys && !key; i++)
+    if ((c->ys[i]->n || i < c->required) && c->ys[i]->n != c->xs->n) {
+      key = c->ys_keys[i];
+      snprintf(why, sizeof why, "needs one %s of %s", c->per, c->xs_key);
+    }
   if (!key)
     return 0;
   return vs_error_set(err, VS_EINPUT, "%s: %s",
-                      vs_conf_where(&topology_tab, &t->origins, "network", key,
-                                    where, sizeof where),
+                      vs_conf_where(&topology_tab, &t->origins, c->section,
+                                    key, where, sizeof where),
                       why);
+}
+
+/* The bus-bandwidth curves (intra_busbw needed whenever sizes are) and
+ * the FlashAttention rates. */
+static int check_curves(const vs_topology *t, vs_error *err)
+{
+  const curve_keys busbw = {
+      "network", "intra_busbw_sizes", "bus bandwidth per size",
+      &t->intra_busbw_sizes,
+      {&t->intra_busbw, &t->intra_allreduce_busbw},
+      {"intra_busbw", "intra_allreduce_busbw"}, 2, 1};
+  const curve_keys flash = {
+      "gpu", "flash_seq_lens", "rate per length", &t->flash_seq_lens,
+      {&t->flash_tflops_d64, &t->flash_tflops_d128,
+       &t->flash_tflops_causal_d64, &t->flash_tflops_causal_d128},
+      {"flash_tflops_d64", "flash_tflops_d128", "flash_tflops_causal_d64",
+       "flash_tflops_causal_d128"},
+      4, 0};
+  int rc = check_curve(t, &busbw, err);
+  return rc ? rc : check_curve(t, &flash, err);
 }
 
 static int check_efficiency_shape(const vs_topology *t, vs_error *err)
@@ -500,9 +542,11 @@ int vs_topology_finish(vs_topology *topo, const char *const *sets,
   if (rc == 0)
     rc = check_efficiency_shape(topo, err);
   if (rc == 0)
-    rc = check_busbw(topo, err);
+    rc = check_curves(topo, err);
   topo->pcie_d2h_bandwidth = topo->pcie_bandwidth;
   if (rc == 0 && calibrate)
     apply_calibration(topo);
+  if (rc == 0)
+    prefer_set_links(topo);
   return rc;
 }

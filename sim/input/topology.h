@@ -131,6 +131,15 @@ typedef struct vs_topology {
                                     no wave quantization) */
   double kernel_floor;           /* seconds each CUDA kernel costs beyond
                                     its work (launch and tail) */
+  vs_count_list flash_seq_lens;  /* sequence lengths (ascending) of the
+                                    FlashAttention rates below; none: flash
+                                    attention at compute_efficiency */
+  vs_real_list flash_tflops_d64; /* its forward + backward TFLOP/s at head
+                                    dim 64 (FLOPs as FlashAttention counts
+                                    them), not causal, at those lengths */
+  vs_real_list flash_tflops_d128; /* ... at head dim 128 */
+  vs_real_list flash_tflops_causal_d64;  /* ... causal, head dim 64 */
+  vs_real_list flash_tflops_causal_d128; /* ... causal, head dim 128 */
   double memory_efficiency;      /* achieved fraction of hbm_bandwidth */
   /* [node] */
   uint64_t gpus_per_node;        /* GPUs in one node */

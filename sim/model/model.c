@@ -761,6 +761,7 @@ static int attention_flash(vs_block *blk, const dims *d, vs_error *err)
                   (d->causal ? CAUSAL_FLASH_FRACTION : 1.0);
   op->bwd_flops = 2.5 * op->fwd_flops; /* backward recomputes the scores */
   op->bwd_kernels = FLASH_BWD_KERNELS;
+  op->flash = (vs_flash_shape){d->s, d->d, d->causal};
   op->fwd_bytes = (double)d->e * (double)(d->tokens * d->d * (2 * heads + 2 * kv));
   op->bwd_bytes = 2.0 * op->fwd_bytes;
   op->bwd_temp_bytes = d->e * d->tokens * d->d * (heads + 2 * kv);
@@ -903,6 +904,7 @@ static int attention_mla(vs_block *blk, const dims *d, vs_error *err)
   op->bwd_flops = op->fwd_flops * (double)(3 * dqk + 2 * d->dv) /
                   (double)(dqk + d->dv);
   op->bwd_kernels = FLASH_BWD_KERNELS;
+  op->flash = (vs_flash_shape){d->s, dqk, d->causal};
   op->fwd_bytes = (double)d->e * (double)(d->tokens * a * (2 * dqk + 2 * d->dv));
   op->bwd_bytes = 2.0 * op->fwd_bytes;
   op->bwd_temp_bytes = d->e * d->tokens * a * (2 * dqk + d->dv);

@@ -83,6 +83,14 @@ static inline vs_gemm vs_gemm_wgrad(vs_gemm g)
   return (vs_gemm){g.k, g.n, g.m, g.batch};
 }
 
+/* A FlashAttention op's shape, what its measured rates depend on
+ * (seq = 0: not a flash attention op). */
+typedef struct vs_flash_shape {
+  uint64_t seq;      /* this rank's query length */
+  uint64_t head_dim; /* the query-key head dimension */
+  bool causal;
+} vs_flash_shape;
+
 typedef struct vs_op_spec {
   char name[VS_OP_NAME_MAX];  /* "qkv_proj" */
   bool matmul;                /* runs on tensor cores at the compute dtype */
@@ -99,6 +107,7 @@ typedef struct vs_op_spec {
                                  output */
   vs_gemm gemm;               /* its forward GEMM's shape (matmul ops; a
                                  shape's FLOPs are fwd_flops) */
+  vs_flash_shape flash;       /* a flash attention op's shape */
   uint8_t fwd_kernels;        /* CUDA kernels its forward launches */
   uint8_t bwd_kernels;        /* ... its backward (a GEMM op's weight
                                  gradient among them) */

@@ -360,6 +360,17 @@ static double gemm_seconds(builder *b, vs_gemm g, double flops, double bytes)
                               &b->p->cal_seen);
 }
 
+/* An op's work without a GEMM shape: flash attention from its measured
+ * rates, anything else by the roofline. */
+static double shapeless_seconds(builder *b, const vs_op_spec *o, double flops,
+                                double bytes)
+{
+  if (o->flash.seq)
+    return vs_cost_flash_seconds(b->topo, precision(b), o->flash, flops,
+                                 bytes, &b->p->cal_seen);
+  return op_seconds(b, o->matmul, flops, bytes);
+}
+
 /* Seconds of `share` of op o's forward (1, or a recompute's part): its
  * GEMM's shape prices it where it has one. */
 static double fwd_seconds(builder *b, const vs_op_spec *o, double share)
@@ -368,7 +379,7 @@ static double fwd_seconds(builder *b, const vs_op_spec *o, double share)
   if (!(f > 0 || by > 0))
     return 0;
   return (o->gemm.batch ? gemm_seconds(b, o->gemm, f, by)
-                        : op_seconds(b, o->matmul, f, by)) +
+                        : shapeless_seconds(b, o, f, by)) +
          vs_cost_launch_seconds(b->topo, o->fwd_kernels);
 }
 
@@ -382,7 +393,7 @@ static double bwd_seconds(builder *b, const vs_op_spec *o, double flops,
   if (!(flops > 0 || bytes > 0))
     return 0;
   if (!o->gemm.batch)
-    return op_seconds(b, o->matmul, flops, bytes) +
+    return shapeless_seconds(b, o, flops, bytes) +
            vs_cost_launch_seconds(b->topo, o->bwd_kernels);
   f = flops < o->fwd_flops ? flops : o->fwd_flops;
   by = bytes < o->fwd_bytes ? bytes : o->fwd_bytes;

@@ -101,6 +101,7 @@ bool vs_explore_is_list_key(const char *key)
     return false;
   return tab->keys[i].type == VS_KEY_LIST || tab->keys[i].type == VS_KEY_RATES ||
          tab->keys[i].type == VS_KEY_LATENCIES ||
+         tab->keys[i].type == VS_KEY_REALS ||
          tab->keys[i].type == VS_KEY_FLAGS;
 }
 

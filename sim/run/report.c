@@ -843,7 +843,7 @@ static void key_table(FILE *out, const vs_keytab *tab)
                                       "latency", "bool", "enum", "name",
                                       "list", "list of rates",
                                       "list of latencies", "names", "path",
-                                      "size or %"};
+                                      "size or %", "list of reals"};
   fprintf(out, "| key | type | default |\n|---|---|---|\n");
   for (size_t i = 0; i < tab->n_keys; i++) {
     const vs_key *k = &tab->keys[i];
