@@ -174,7 +174,8 @@ static void put_comments(vs_csv *f, const char *text)
 }
 
 /* Writes "name = value" for key k of topo, the value as vs_conf_print_value
- * spells it, through vs_csv_printf so that a failed write keeps its reason. */
+ * spells it, through vs_csv_printf so that a failed write keeps its reason;
+ * a key without a value (an empty list: not given) is left out. */
 static void put_key(vs_csv *f, const char *name, const vs_key *k,
                     const vs_topology *topo)
 {
@@ -188,8 +189,10 @@ static void put_key(vs_csv *f, const char *name, const vs_key *k,
       value = NULL;
     }
   }
-  if (value) {
+  if (value && *value) {
     vs_csv_printf(f, "%s = %s\n", name, value);
+  } else if (value) {
+    /* nothing to write */
   } else if (!f->failed) { /* out of host memory: commit reports it */
     f->failed = true;
     f->write_errno = ENOMEM;

@@ -8,6 +8,7 @@
 #include "calini.h"
 #include "csvout.h"
 #include "fit.h"
+#include "gemmfit.h"
 #include "measure.h"
 #include "rawcsv.h"
 #include "topology.h"
@@ -36,6 +37,10 @@ static const char usage_text[] =
     "Kinds: h2d_pinned, d2h_pinned, h2d_pageable, d2h_pageable,\n"
     "d2d_copy_engine, d2d_kernel, p2p (two or more GPUs), malloc, free,\n"
     "host_alloc, and context (CUDA context creation: size and time).\n"
+    "With --fit, gemm rows (one bf16 GEMM launch each, the columns m, n, k\n"
+    "and batch giving its shape) fit vsim's GEMM model on --base's peak and\n"
+    "SM count: compute_efficiency at the best single GEMM measured, its\n"
+    "shape, gemm_k_overhead and kernel_floor.\n"
     "\n"
     "Modes:\n"
     "  (no --fit)          measure on the GPU (needs a CUDA build), then fit\n"
@@ -291,11 +296,74 @@ static void warn_poor_fit(vs_cal_out *out, const char *source, int k,
  * kind may be cut short by --time-limit or a signal; --fit --partial), a
  * warning, and the kind is left out of the topology: vsim then uses its
  * nominal figure. */
+/* What the topology takes from a GEMM fit, and a comment saying so. */
+static void use_gemm_fit(vs_cal_out *out, const vs_gemm_fit *f)
+{
+  vs_topology *t = &out->topo;
+  t->compute_efficiency = f->best_efficiency;
+  t->compute_efficiency_shape.n = 3;
+  t->compute_efficiency_shape.values[0] = f->best.m;
+  t->compute_efficiency_shape.values[1] = f->best.n;
+  t->compute_efficiency_shape.values[2] = f->best.k;
+  t->gemm_k_overhead = f->k_overhead;
+  t->kernel_floor = f->floor;
+  vs_cal_out_measured(out, "gpu", "compute_efficiency");
+  vs_cal_out_measured(out, "gpu", "compute_efficiency_shape");
+  vs_cal_out_measured(out, "gpu", "gemm_k_overhead");
+  vs_cal_out_measured(out, "gpu", "kernel_floor");
+  char line[320];
+  snprintf(line, sizeof line, "gemm: %zu shapes, full-wave rate %.4g of the "
+           "bf16 peak, tile overhead %.4g in k, %.4g us a launch; times "
+           "within %.3g%% rms (%.3g%% at most)", f->shapes, f->full_efficiency,
+           f->k_overhead, f->floor * 1e6, 100 * f->rms_rel_error,
+           100 * f->max_rel_error);
+  vs_cal_out_comment(out, "%s", line);
+  printf("%s\n", line);
+}
+
+/* The GEMM samples' fit (gemmfit.h) on the base topology's bf16 peak
+ * and SM count, into compute_efficiency, compute_efficiency_shape,
+ * gemm_k_overhead and kernel_floor; *fitted is set when there were any. */
+static int fit_gemm(const vs_raw *raw, const char *source, vs_cal_out *out,
+                    bool *fitted, vs_error *err)
+{
+  const vs_raw_series *s = &raw->kinds[VS_RAW_GEMM];
+  vs_gemm_sample *smp;
+  vs_gemm_fit f;
+  vs_error e;
+  int rc;
+  *fitted = false;
+  if (s->n == 0)
+    return 0;
+  if (out->topo.sms == 0)
+    return vs_error_set(err, VS_EINPUT, "%s: kind gemm: the base topology "
+                        "gives no [gpu] sms (the SM count the GEMM model "
+                        "needs); pass --base with one", source);
+  if (!(smp = malloc(s->n * sizeof *smp)))
+    return vs_error_set(err, VS_ENOMEM, "out of memory");
+  for (size_t i = 0; i < s->n; i++)
+    smp[i] = (vs_gemm_sample){s->shape[i], s->seconds[i]};
+  vs_error_clear(&e);
+  rc = vs_gemm_fit_run(smp, s->n, out->topo.peak_tflops_bf16 * 1e12,
+                       out->topo.sms, &f, &e);
+  free(smp);
+  if (rc)
+    return vs_error_set(err, rc, "%s: kind gemm: %s", source, e.msg);
+  use_gemm_fit(out, &f);
+  *fitted = true;
+  return 0;
+}
+
 static int fit_all(const vs_raw *raw, const char *source, int max_breaks,
                    bool lenient, vs_cal_out *out, vs_error *err)
 {
   vs_fit_options opt = vs_fit_default_options();
   size_t n_kinds = 0;
+  bool gemm;
+  int grc = fit_gemm(raw, source, out, &gemm, err);
+  if (grc)
+    return grc;
+  n_kinds += gemm;
   opt.max_breaks = max_breaks;
   for (int k = 0; k < VS_CAL_N_KINDS; k++) {
     const vs_raw_series *s = &raw->kinds[k];

@@ -17,20 +17,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { COL_KIND, COL_BYTES, COL_SAMPLE, COL_SECONDS, N_COLS };
-static const char *const col_names[N_COLS] = {"kind", "bytes", "sample", "seconds"};
+/* The columns read: every row needs the first four, a gemm row the
+ * shape's (batch optional). */
+enum { COL_KIND, COL_BYTES, COL_SAMPLE, COL_SECONDS, N_REQUIRED,
+       COL_M = N_REQUIRED, COL_N, COL_K, COL_BATCH, N_COLS };
+static const char *const col_names[N_COLS] = {"kind", "bytes", "sample",
+                                              "seconds", "m", "n", "k",
+                                              "batch"};
 
 #define FIELD_MAX 128                   /* longest field kept, with its NUL */
 
 const char *vs_raw_kind_name(int kind)
 {
-  return kind == VS_RAW_CONTEXT ? "context" : vs_cal_kind_name(kind);
+  return kind == VS_RAW_CONTEXT ? "context"
+         : kind == VS_RAW_GEMM  ? "gemm"
+                                : vs_cal_kind_name(kind);
 }
 
 int vs_raw_kind_find(const char *name)
 {
   if (strcmp(name, "context") == 0)
     return VS_RAW_CONTEXT;
+  if (strcmp(name, "gemm") == 0)
+    return VS_RAW_GEMM;
   return vs_cal_kind_find(name);
 }
 
@@ -45,29 +54,57 @@ void vs_raw_fini(vs_raw *raw)
     free(raw->kinds[k].bytes);
     free(raw->kinds[k].seconds);
     free(raw->kinds[k].sample);
+    free(raw->kinds[k].shape);
   }
   memset(raw, 0, sizeof *raw);
+}
+
+/* Room for one more sample in s (and its shape, for gemm). */
+static int grow(vs_raw_series *s, bool shapes, vs_error *err)
+{
+  size_t cap = s->cap ? 2 * s->cap : 256;
+  double *b, *t;
+  uint32_t *i;
+  vs_gemm *g = s->shape;
+  if (s->n < s->cap)
+    return 0;
+  if ((b = realloc(s->bytes, cap * sizeof *b)))
+    s->bytes = b;
+  if ((t = realloc(s->seconds, cap * sizeof *t)))
+    s->seconds = t;
+  if ((i = realloc(s->sample, cap * sizeof *i)))
+    s->sample = i;
+  if (shapes && (g = realloc(s->shape, cap * sizeof *g)))
+    s->shape = g;
+  if (!b || !t || !i || (shapes && !g))
+    return vs_error_set(err, VS_ENOMEM, "out of memory holding %zu samples", cap);
+  s->cap = cap;
+  return 0;
+}
+
+int vs_raw_add_gemm(vs_raw *raw, vs_gemm g, uint32_t sample, double seconds,
+                    vs_error *err)
+{
+  vs_raw_series *s = &raw->kinds[VS_RAW_GEMM];
+  double elems = (double)g.batch * ((double)g.m * (double)g.k +
+                                    (double)g.k * (double)g.n +
+                                    (double)g.m * (double)g.n);
+  if (grow(s, true, err))
+    return err->code;
+  s->shape[s->n] = g;
+  s->bytes[s->n] = 2.0 * elems;
+  s->seconds[s->n] = seconds;
+  s->sample[s->n] = sample;
+  s->n++;
+  return 0;
 }
 
 int vs_raw_add(vs_raw *raw, int kind, uint64_t bytes, uint32_t sample,
                double seconds, vs_error *err)
 {
   vs_raw_series *s = &raw->kinds[kind];
-  if (s->n == s->cap) {
-    size_t cap = s->cap ? 2 * s->cap : 256;
-    double *b = realloc(s->bytes, cap * sizeof *b);
-    if (b)
-      s->bytes = b;
-    double *t = realloc(s->seconds, cap * sizeof *t);
-    if (t)
-      s->seconds = t;
-    uint32_t *i = realloc(s->sample, cap * sizeof *i);
-    if (i)
-      s->sample = i;
-    if (!b || !t || !i)
-      return vs_error_set(err, VS_ENOMEM, "out of memory holding %zu samples", cap);
-    s->cap = cap;
-  }
+  if (grow(s, false, err))
+    return err->code;
   s->bytes[s->n] = (double)bytes;
   s->seconds[s->n] = seconds;
   s->sample[s->n] = sample;
@@ -148,7 +185,7 @@ static void header(reader *r)
 {
   r->n_header = r->n_fields;
   r->header_done = 1;
-  for (int c = 0; c < N_COLS; c++) {
+  for (int c = 0; c < N_REQUIRED; c++) {
     if (r->col[c] == NO_COL) {
       fail(r, "missing column '%s': the header must name kind,bytes,sample,"
               "seconds (it has: %s)", col_names[c], r->got);
@@ -164,6 +201,43 @@ static void kinds_list(char *buf, size_t len)
   for (int k = 0; k < VS_RAW_N_KINDS && used < len; k++)
     used += (size_t)snprintf(buf + used, len - used, "%s%s", k ? ", " : "",
                              vs_raw_kind_name(k));
+}
+
+/* One dimension of a gemm row's shape: a positive integer under 2^31,
+ * or `absent` when its column is missing or empty and absent > 0. */
+static bool dimension(reader *r, int c, uint64_t absent, uint64_t *out)
+{
+  const char *t = r->col[c] == NO_COL ? "" : r->fields[c];
+  char *end;
+  unsigned long long v;
+  if (!*t && absent) {
+    *out = absent;
+    return true;
+  }
+  if (r->col[c] == NO_COL) {
+    fail(r, "a gemm row needs the column '%s' (m, n, k and optionally "
+            "batch give its shape)%s", col_names[c], "");
+    return false;
+  }
+  errno = 0;
+  v = strtoull(t, &end, 10);
+  if (!*t || *end || errno || t[0] == '-' || v == 0 || v >= (1ull << 31)) {
+    fail(r, "gemm %s '%s' is not a positive integer under 2^31", col_names[c],
+         t);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+/* A gemm row: its shape from m, n, k and batch. Nonzero on failure. */
+static int gemm_record(reader *r, uint32_t sample, double sec)
+{
+  vs_gemm g;
+  if (!dimension(r, COL_M, 0, &g.m) || !dimension(r, COL_N, 0, &g.n) ||
+      !dimension(r, COL_K, 0, &g.k) || !dimension(r, COL_BATCH, 1, &g.batch))
+    return VS_EINPUT;
+  return vs_raw_add_gemm(r->raw, g, sample, sec, r->err);
 }
 
 static void record(reader *r)
@@ -210,7 +284,9 @@ static void record(reader *r)
     fail(r, "negative time %s s for kind %s", sec_s, kind_s);
     return;
   }
-  if (vs_raw_add(r->raw, kind, bytes, (uint32_t)sample, sec, r->err)) {
+  if (kind == VS_RAW_GEMM ? gemm_record(r, (uint32_t)sample, sec)
+                          : vs_raw_add(r->raw, kind, bytes, (uint32_t)sample,
+                                       sec, r->err)) {
     r->failed = 1;
     return;
   }
@@ -341,7 +417,8 @@ static bool feed(reader *r, struct csv_parser *p, FILE *f)
 int vs_raw_read(vs_raw *raw, const char *path, vs_error *err)
 {
   reader r = {.raw = raw, .path = path, .err = err,
-              .col = {NO_COL, NO_COL, NO_COL, NO_COL}};
+              .col = {NO_COL, NO_COL, NO_COL, NO_COL, NO_COL, NO_COL, NO_COL,
+                      NO_COL}};
   struct csv_parser p;
   FILE *f;
   int rc;
@@ -373,6 +450,22 @@ int vs_raw_read(vs_raw *raw, const char *path, vs_error *err)
  * Writing
  * ------------------------------------------------------------------------ */
 
+/* A row's shape columns when the file has them: g's, or empty. */
+static void write_shape(vs_csv *csv, bool shapes, const vs_gemm *g)
+{
+  if (!shapes)
+    return;
+  if (!g) {
+    for (int i = 0; i < 4; i++)
+      vs_csv_text(csv, "");
+    return;
+  }
+  vs_csv_u64(csv, g->m);
+  vs_csv_u64(csv, g->n);
+  vs_csv_u64(csv, g->k);
+  vs_csv_u64(csv, g->batch);
+}
+
 int vs_raw_write(const vs_raw *raw, const char *path, vs_error *err)
 {
   vs_csv csv;
@@ -380,7 +473,9 @@ int vs_raw_write(const vs_raw *raw, const char *path, vs_error *err)
   int rc = vs_csv_open(&csv, path, err);
   if (rc)
     return rc;
-  vs_csv_header(&csv, "kind,bytes,sample,seconds");
+  bool shapes = raw->kinds[VS_RAW_GEMM].n > 0;
+  vs_csv_header(&csv, shapes ? "kind,bytes,sample,seconds,m,n,k,batch"
+                             : "kind,bytes,sample,seconds");
   for (int k = 0; k < VS_RAW_N_KINDS; k++) {
     const vs_raw_series *s = &raw->kinds[k];
     for (size_t i = 0; i < s->n; i++) {
@@ -389,6 +484,7 @@ int vs_raw_write(const vs_raw *raw, const char *path, vs_error *err)
       vs_csv_u64(&csv, s->sample[i]);
       snprintf(sec, sizeof sec, "%.9e", s->seconds[i]);
       vs_csv_text(&csv, sec);
+      write_shape(&csv, shapes, s->shape ? &s->shape[i] : NULL);
       vs_csv_row(&csv);
     }
   }

@@ -4,26 +4,31 @@
  * sample and seconds (in any order; any number of other columns, which are
  * ignored), then one row per sample: kind is a VS_CAL_* name or "context"
  * (CUDA context creation: bytes is the context's size, seconds its creation
- * time), bytes a non-negative integer, sample the sample's index at that
- * size, seconds a finite time >= 0. A vs_raw owns one growing series per
- * kind. */
+ * time) or "gemm" (one GEMM launch: columns m, n, k and batch, which the
+ * header may have, give its shape, batch 1 when absent or empty; bytes is
+ * ignored, written as its operands' and output's bytes at 2 B an element),
+ * bytes a non-negative integer, sample the sample's index at that size,
+ * seconds a finite time >= 0. A vs_raw owns one growing series per kind. */
 #ifndef VS_RAWCSV_H
 #define VS_RAWCSV_H
 
 #include "error.h"
+#include "model.h"
 #include "topology.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 #define VS_RAW_CONTEXT VS_CAL_N_KINDS          /* kind index of "context" */
-#define VS_RAW_N_KINDS (VS_CAL_N_KINDS + 1)
+#define VS_RAW_GEMM (VS_CAL_N_KINDS + 1)        /* ... of "gemm" */
+#define VS_RAW_N_KINDS (VS_CAL_N_KINDS + 2)
 
 /* The samples of one kind, in the order they were taken or read. */
 typedef struct vs_raw_series {
   double *bytes;                 /* sizes (exact integers below 2^53) */
   double *seconds;               /* times */
   uint32_t *sample;              /* sample index at that size */
+  vs_gemm *shape;                /* gemm: each sample's shape, else NULL */
   size_t n;                      /* samples held */
   size_t cap;                    /* capacity of the arrays */
 } vs_raw_series;
@@ -45,6 +50,11 @@ void vs_raw_fini(vs_raw *raw);
 /* Appends one sample. VS_ENOMEM. Amortised O(1). */
 int vs_raw_add(vs_raw *raw, int kind, uint64_t bytes, uint32_t sample,
                double seconds, vs_error *err);
+
+/* Appends one GEMM launch of shape g (m, n, k, batch all > 0; bytes
+ * recorded as its operands' and output's at 2 B an element). VS_ENOMEM. */
+int vs_raw_add_gemm(vs_raw *raw, vs_gemm g, uint32_t sample, double seconds,
+                    vs_error *err);
 
 /* Appends the samples of path (parsed with libcsv). VS_EIO when it cannot
  * be read or is not a regular file (a directory, device, FIFO or socket);

@@ -78,7 +78,8 @@ double vs_cost_roofline_seconds(const vs_topology *topo, int precision,
  * (most efficient: most reuse per operand byte) first, as NVIDIA's Matrix
  * Multiplication Background User's Guide (DU-09799-001, section 2.3
  * "Typical Tile Dimensions in cuBLAS") lists them, with each tile's rate
- * relative to the largest. The relative rates and GEMM_K_OVERHEAD were
+ * relative to the largest. The relative rates and [gpu] gemm_k_overhead's
+ * default (128) were
  * fitted to a GEMM microbenchmark, XLA's measured H100 (sm_90) matmul
  * table (tensorflow/tensorflow third_party/xla/xla/service/gpu/model/
  * matmul_interpolator_data.h, CUPTI kernel times of 301 shapes, b 1-4,
@@ -92,17 +93,7 @@ static const struct {
 } GEMM_TILES[] = {{256, 128, 1.0}, {128, 256, 1.0}, {128, 128, 0.8},
                   {128, 64, 0.7},  {64, 128, 0.7},  {64, 64, 0.5}};
 
-/* Each tile's fixed work (loading its first operand tiles, writing its
- * output) in units of the inner dimension k: a tile runs at k / (k +
- * GEMM_K_OVERHEAD) of its full rate (fitted with the tile rates above). */
-#define GEMM_K_OVERHEAD 128.0
-
-/* The share of the full-wave rate a GEMM of shape g keeps on `sms` SMs:
- * k / (k + overhead) times, for the best tile, its rate times the useful
- * share of the waves it runs (b ceil(m/Tm) ceil(n/Tn) tiles in waves of
- * `sms`, a partial wave costing a whole one: wave and tile quantization,
- * the same guide, section 3). */
-static double gemm_fill(vs_gemm g, uint64_t sms)
+double vs_cost_gemm_share(vs_gemm g, uint64_t sms, double k_overhead)
 {
   double best = 0, useful = (double)g.m * (double)g.n * (double)g.batch;
   for (size_t i = 0; i < sizeof GEMM_TILES / sizeof GEMM_TILES[0]; i++) {
@@ -114,7 +105,7 @@ static double gemm_fill(vs_gemm g, uint64_t sms)
     if (f > best)
       best = f;
   }
-  return best * (double)g.k / ((double)g.k + GEMM_K_OVERHEAD);
+  return best * (double)g.k / ((double)g.k + k_overhead);
 }
 
 double vs_cost_gemm_fill(const vs_topology *topo, vs_gemm g)
@@ -123,13 +114,13 @@ double vs_cost_gemm_fill(const vs_topology *topo, vs_gemm g)
   double f;
   if (topo->sms == 0 || g.batch == 0 || g.m == 0 || g.n == 0 || g.k == 0)
     return 1.0;
-  f = gemm_fill(g, topo->sms);
+  f = vs_cost_gemm_share(g, topo->sms, topo->gemm_k_overhead);
   /* compute_efficiency was measured on ref: the full-wave rate is it over
    * ref's own fill */
   if (ref->n == 3)
-    f /= gemm_fill((vs_gemm){ref->values[0], ref->values[1], ref->values[2],
-                             1},
-                   topo->sms);
+    f /= vs_cost_gemm_share((vs_gemm){ref->values[0], ref->values[1],
+                                      ref->values[2], 1},
+                            topo->sms, topo->gemm_k_overhead);
   /* never above the best rate measured */
   return f < 1.0 ? f : 1.0;
 }

@@ -44,9 +44,20 @@ double vs_cost_roofline_seconds(const vs_topology *topo, int precision,
                                 bool matmul, double flops, double bytes,
                                 vs_cal_seen *seen);
 
+/* The share of a GPU's full-wave GEMM rate a GEMM of shape g keeps on
+ * `sms` SMs: k / (k + k_overhead) (each tile's fixed work, loading its
+ * first operands and writing its output, in units of the inner
+ * dimension) times, for the best of cuBLAS's tiles, its rate times the
+ * useful share of the waves it runs (b ceil(m/Tm) ceil(n/Tn) tiles in
+ * waves of `sms`, a partial wave costing a whole one: wave and tile
+ * quantization, NVIDIA's Matrix Multiplication Background guide, section
+ * 3). In (0, 1]. */
+double vs_cost_gemm_share(vs_gemm g, uint64_t sms, double k_overhead);
+
 /* What a GEMM of shape g achieves relative to compute_efficiency: its
  * share of the GPU's full-wave rate (wave and tile quantization over [gpu]
- * sms, each tile's fixed cost over the inner dimension) over the share of
+ * sms, each tile's fixed cost over the inner dimension: vs_cost_gemm_share)
+ * over the share of
  * the GEMM that measured compute_efficiency (compute_efficiency_shape),
  * so that shape gets compute_efficiency itself; at most 1 (never above
  * the best rate measured). 1 when the topology has

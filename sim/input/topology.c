@@ -66,6 +66,7 @@ static const vs_key topology_keys[] = {
     K("gpu", "compute_efficiency", VS_KEY_REAL, compute_efficiency, .lo = 0.01, .hi = 1, .default_doc = "0.7"),
     K("gpu", "compute_efficiency_shape", VS_KEY_LIST, compute_efficiency_shape, .positive = true, .hi = 1e9, .default_doc = "not given (compute_efficiency is the full-wave rate)"),
     K("gpu", "sms", VS_KEY_COUNT, sms, .hi = 100000, .default_doc = "0 (unknown: no wave quantization)"),
+    K("gpu", "gemm_k_overhead", VS_KEY_REAL, gemm_k_overhead, .lo = 0, .hi = 1e6, .default_doc = "128 (fitted to XLA's measured H100 matmul table)"),
     K("gpu", "kernel_floor", VS_KEY_LATENCY, kernel_floor, .hi = 1e-3, .default_doc = "0 (not modelled)"),
     K("gpu", "flash_seq_lens", VS_KEY_LIST, flash_seq_lens, .positive = true, .hi = 1e9, .default_doc = "none (flash attention at compute_efficiency)"),
     K("gpu", "flash_tflops_d64", VS_KEY_REALS, flash_tflops_d64, .lo = 0.001, .hi = MAX_TFLOPS, .default_doc = "none"),
@@ -113,6 +114,10 @@ static void set_defaults(vs_topology *t)
   t->cublas_workspace_bytes = 32ull << 20;
   t->nccl_bytes = 512ull << 20;
   t->compute_efficiency = 0.7;
+  /* a tile runs at k / (k + 128) of its rate: fitted with cost.c's tile
+   * rates to XLA's measured H100 matmul table (matmul_interpolator_data.h,
+   * sm_90) */
+  t->gemm_k_overhead = 128;
   t->memory_efficiency = 0.8;
   t->host_memory_bytes = 1ull << 40;
   t->pcie_bandwidth = 25e9;

@@ -129,6 +129,8 @@ typedef struct vs_topology {
                                     is the full-wave rate itself) */
   uint64_t sms;                  /* streaming multiprocessors (0: unknown,
                                     no wave quantization) */
+  double gemm_k_overhead;        /* a GEMM tile's fixed work in units of
+                                    its inner dimension k */
   double kernel_floor;           /* seconds each CUDA kernel costs beyond
                                     its work (launch and tail) */
   vs_count_list flash_seq_lens;  /* sequence lengths (ascending) of the

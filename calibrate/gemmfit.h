@@ -1,0 +1,53 @@
+/* gemmfit.h - fits sim/cost's GEMM model to measured GEMM times.
+ *
+ * The model (cost.h): a GEMM of shape g doing F FLOPs takes
+ *   t = floor + F / (peak x E x vs_cost_gemm_share(g, sms, K0))
+ * with E the GPU's full-wave rate (a share of the peak), K0 the tile's
+ * fixed work in units of k and floor the kernel's cost beyond its work.
+ * vs_gemm_fit finds E, K0 and floor from one median time per shape: for
+ * each K0 on a grid the model is linear in (floor, 1 / E), fitted by GSL's
+ * weighted least squares on relative errors; the K0 with the smallest
+ * weighted residual wins. What the topology takes: compute_efficiency =
+ * E x share(best), compute_efficiency_shape = best (the measured shape of
+ * the highest achieved rate, as a matmul finder reports it),
+ * gemm_k_overhead = K0, kernel_floor = floor. */
+#ifndef VS_GEMMFIT_H
+#define VS_GEMMFIT_H
+
+#include "error.h"
+#include "model.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One timed GEMM. */
+typedef struct vs_gemm_sample {
+  vs_gemm shape;                 /* m, n, k, batch */
+  double seconds;                /* one launch's time */
+} vs_gemm_sample;
+
+typedef struct vs_gemm_fit {
+  double full_efficiency;        /* E */
+  double k_overhead;             /* K0 */
+  double floor;                  /* seconds, >= 0 */
+  vs_gemm best;                  /* the single GEMM (batch 1) of the
+                                    highest measured rate */
+  double best_efficiency;        /* E x share(best): compute_efficiency */
+  double rms_rel_error;          /* of the fitted times against the medians */
+  double max_rel_error;
+  size_t shapes;                 /* distinct shapes fitted */
+} vs_gemm_fit;
+
+#define VS_GEMM_FIT_MIN_SHAPES 6
+#define VS_GEMM_FIT_K0_MAX 1024.0 /* the grid: 0, 2, ..., 1024 */
+
+/* Fits n samples (any order; several per shape are reduced to their
+ * median) on a GPU of peak_flops with sms SMs. VS_EINPUT naming the
+ * reason: fewer than VS_GEMM_FIT_MIN_SHAPES shapes or none of batch 1, a
+ * shape with a zero
+ * dimension, a time that is not positive and finite, a peak or SM count
+ * that is not positive, or no fit with a positive rate; VS_ENOMEM. */
+int vs_gemm_fit_run(const vs_gemm_sample *s, size_t n, double peak_flops,
+                    uint64_t sms, vs_gemm_fit *out, vs_error *err);
+
+#endif
