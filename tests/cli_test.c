@@ -1070,7 +1070,12 @@ static void test_html_report(void **state)
   assert_contains(text, want);
   assert_contains(text, "<table id=\"ranks\">");
   assert_contains(text, "<p id=\"step\">step time ");
+  assert_contains(text, "<p id=\"bound\">compute ");
   assert_contains(text, "<p id=\"throughput\">throughput ");
+  /* the terminal's split of compute by bound, every part named */
+  assert_contains(r.out, " by what bounds it: arithmetic ");
+  assert_contains(r.out, ", HBM traffic ");
+  assert_contains(r.out, ", kernel launches ");
   assert_contains(text, "\"points\":[");
   assert_contains(text, "</html>\n");
   assert_no_url(text);

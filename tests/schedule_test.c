@@ -932,6 +932,44 @@ static void test_op_durations_follow_roofline(void **state)
   destroy(b);
 }
 
+/* The compute ops' times split by bound add up to their durations (to the
+ * nanosecond each is rounded up to), and the launch part is 3 us a
+ * kernel: each forward op of layer 0 is one kernel (its norms, GEMMs,
+ * flash attention, elementwise ops). */
+static void test_bound_split_adds_up(void **state)
+{
+  built *b = build(NULL, 0, 1);
+  const vs_program *p = &b->p;
+  double ops = 0, split = 0;
+  size_t n = 0;
+  (void)state;
+  for (size_t i = 0; i < p->n_stream_ops[VS_STREAM_COMPUTE]; i++) {
+    const vs_pop *op = &p->ops[p->stream_ops[VS_STREAM_COMPUTE][i]];
+    if (op->phase != VS_PHASE_TP_COMM && op->phase != VS_PHASE_EP_COMM &&
+        op->phase != VS_PHASE_CP_COMM) {
+      ops += (double)op->dur_ns * 1e-9;
+      n++;
+    }
+  }
+  for (int k = 0; k < VS_BOUND_N; k++) {
+    assert_true(p->bound_seconds[k] >= 0);
+    split += p->bound_seconds[k];
+  }
+  assert_true(split <= ops && ops - split <= (double)n * 1e-9);
+  assert_true(p->bound_seconds[VS_BOUND_MATH] > 0);
+  assert_true(p->bound_seconds[VS_BOUND_MEMORY] > 0);
+  assert_true(p->bound_seconds[VS_BOUND_COMM] == 0); /* no recompute */
+  {
+    unsigned kernels = 0;
+    const vs_block *l0 = vs_model_layer(&b->m, 0);
+    for (uint32_t k = 0; k < l0->n_ops; k++)
+      kernels += l0->ops[k].fwd_kernels;
+    assert_int_equal(kernels, l0->n_ops);
+  }
+  assert_true(p->bound_seconds[VS_BOUND_LAUNCH] > 0);
+  destroy(b);
+}
+
 static void test_names(void **state)
 {
   (void)state;
@@ -972,6 +1010,7 @@ int main(void)
       cmocka_unit_test(test_tp2_sequence_parallel),
       cmocka_unit_test(test_op_durations_follow_roofline),
       cmocka_unit_test(test_backward_gemms_by_shape),
+      cmocka_unit_test(test_bound_split_adds_up),
       cmocka_unit_test(test_optimizer_step_work),
       cmocka_unit_test(test_tied_embedding_all_reduce),
       cmocka_unit_test(test_names),

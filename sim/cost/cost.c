@@ -56,14 +56,21 @@ static double roofline(const vs_topology *topo, int precision, bool matmul,
                        double flops, double bytes, double efficiency,
                        vs_cal_seen *seen)
 {
-  double t_mem, t_flop;
-  if (topo->hbm_curve && bytes > 0)
-    t_mem = vs_cal_seconds(&topo->cal[VS_CAL_D2D_KERNEL], VS_CAL_D2D_KERNEL,
-                           bytes, seen);
-  else
-    t_mem = bytes / (topo->hbm_bandwidth * topo->memory_efficiency);
-  t_flop = flops / (vs_cost_peak_flops(topo, precision, matmul) * efficiency);
+  double t_mem = vs_cost_memory_seconds(topo, bytes, seen);
+  double t_flop =
+      flops / (vs_cost_peak_flops(topo, precision, matmul) * efficiency);
   return t_flop > t_mem ? t_flop : t_mem;
+}
+
+double vs_cost_memory_seconds(const vs_topology *topo, double bytes,
+                              vs_cal_seen *seen)
+{
+  if (!(bytes > 0))
+    return 0;
+  if (topo->hbm_curve)
+    return vs_cal_seconds(&topo->cal[VS_CAL_D2D_KERNEL], VS_CAL_D2D_KERNEL,
+                          bytes, seen);
+  return bytes / (topo->hbm_bandwidth * topo->memory_efficiency);
 }
 
 double vs_cost_roofline_seconds(const vs_topology *topo, int precision,

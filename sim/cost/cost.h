@@ -19,6 +19,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* What an op's time is spent on (the report's split of compute time). */
+typedef enum vs_bound {
+  VS_BOUND_MATH,    /* arithmetic at the op's rate (GEMMs by shape, flash
+                       attention at its measured rate, the roofline's
+                       compute side) */
+  VS_BOUND_MEMORY,  /* HBM bytes at the achieved bandwidth */
+  VS_BOUND_LAUNCH,  /* kernel floors: launch and tail */
+  VS_BOUND_COMM,    /* collectives a recompute re-runs inside its op */
+  VS_BOUND_N
+} vs_bound;
+
 /* FLOPs and HBM bytes of one op. */
 typedef struct vs_cost_work {
   double flops;       /* arithmetic operations */
@@ -34,6 +45,12 @@ typedef struct vs_cost_work {
  * matmuls use the fp32 peak), the fp32 peak for anything else. 0 when the
  * GPU lacks that precision (peak_tflops_fp8 = 0). */
 double vs_cost_peak_flops(const vs_topology *topo, int precision, bool matmul);
+
+/* The memory side of the roofline: `bytes` of HBM traffic at
+ * hbm_bandwidth x memory_efficiency, or the calibrated d2d_kernel curve's
+ * time where the topology has it (its size goes to seen). 0 for none. */
+double vs_cost_memory_seconds(const vs_topology *topo, double bytes,
+                              vs_cal_seen *seen);
 
 /* Roofline time of an op: max(flops / (peak * compute_efficiency), bytes /
  * (HBM bandwidth * memory_efficiency)), peak from vs_cost_peak_flops. With

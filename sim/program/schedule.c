@@ -97,7 +97,7 @@ typedef struct builder {
   size_t ring;              /* micro-batch slots of saved[] and ckpt_buf[] */
   uint8_t recv_free_when;   /* effect_time: ... at its end (gradients) or start */
   double busy_seconds;      /* sum of every op's time so far */
-  double *op_time;          /* [kind's first op + op][phase_time]: each
+  struct op_split *op_time; /* [kind's first op + op][phase_time]: each
                                op's time, computed once per block kind
                                (NAN until then) */
   uint32_t kind_first[VS_MODEL_KINDS_MAX]; /* a kind's first op in op_time */
@@ -348,61 +348,106 @@ static time_memo *memo_slot(builder *b, uint64_t kind, uint64_t bytes,
   return m;
 }
 
+/* An op's time split by what bounds it (vs_bound); its duration is the
+ * sum. */
+typedef struct op_split {
+  double s[VS_BOUND_N];
+} op_split;
+
+static double split_total(const op_split *x)
+{
+  double t = 0;
+  for (int i = 0; i < VS_BOUND_N; i++)
+    t += x->s[i];
+  return t;
+}
+
+/* Adds `seconds` of work moving `bytes` to x: memory-bound where the
+ * bytes alone take that long, arithmetic-bound otherwise. */
+static void add_work(builder *b, op_split *x, double seconds, double bytes)
+{
+  double t_mem = vs_cost_memory_seconds(b->topo, bytes, &b->p->cal_seen);
+  x->s[t_mem >= seconds ? VS_BOUND_MEMORY : VS_BOUND_MATH] += seconds;
+}
+
+static void add_launch(builder *b, op_split *x, unsigned kernels)
+{
+  x->s[VS_BOUND_LAUNCH] += vs_cost_launch_seconds(b->topo, kernels);
+}
+
 static double op_seconds(builder *b, bool matmul, double flops, double bytes)
 {
   return vs_cost_roofline_seconds(b->topo, precision(b), matmul, flops, bytes,
                                   &b->p->cal_seen);
 }
 
-static double gemm_seconds(builder *b, vs_gemm g, double flops, double bytes)
+/* A roofline op's split (the optimizer step: one kernel's work, its
+ * floors left out as before). */
+static op_split roofline_split(builder *b, double flops, double bytes)
 {
-  return vs_cost_gemm_seconds(b->topo, precision(b), g, flops, bytes,
-                              &b->p->cal_seen);
+  op_split x = {{0}};
+  add_work(b, &x, op_seconds(b, false, flops, bytes), bytes);
+  return x;
+}
+
+static void add_gemm(builder *b, op_split *x, vs_gemm g, double flops,
+                     double bytes)
+{
+  add_work(b, x,
+           vs_cost_gemm_seconds(b->topo, precision(b), g, flops, bytes,
+                                &b->p->cal_seen),
+           bytes);
+  add_launch(b, x, 1);
 }
 
 /* An op's work without a GEMM shape: flash attention from its measured
- * rates, anything else by the roofline. */
-static double shapeless_seconds(builder *b, const vs_op_spec *o, double flops,
-                                double bytes)
+ * rates, anything else by the roofline; then its kernels' floors. */
+static void add_shapeless(builder *b, op_split *x, const vs_op_spec *o,
+                          double flops, double bytes, unsigned kernels)
 {
-  if (o->flash.seq)
-    return vs_cost_flash_seconds(b->topo, precision(b), o->flash, flops,
-                                 bytes, &b->p->cal_seen);
-  return op_seconds(b, o->matmul, flops, bytes);
+  double t = o->flash.seq
+                 ? vs_cost_flash_seconds(b->topo, precision(b), o->flash,
+                                         flops, bytes, &b->p->cal_seen)
+                 : op_seconds(b, o->matmul, flops, bytes);
+  add_work(b, x, t, bytes);
+  add_launch(b, x, kernels);
 }
 
-/* Seconds of `share` of op o's forward (1, or a recompute's part): its
- * GEMM's shape prices it where it has one. */
-static double fwd_seconds(builder *b, const vs_op_spec *o, double share)
+/* `share` of op o's forward (1, or a recompute's part): its GEMM's shape
+ * prices it where it has one. */
+static op_split fwd_split(builder *b, const vs_op_spec *o, double share)
 {
+  op_split x = {{0}};
   double f = share * o->fwd_flops, by = share * o->fwd_bytes;
   if (!(f > 0 || by > 0))
-    return 0;
-  return (o->gemm.batch ? gemm_seconds(b, o->gemm, f, by)
-                        : shapeless_seconds(b, o, f, by)) +
-         vs_cost_launch_seconds(b->topo, o->fwd_kernels);
+    return x;
+  if (o->gemm.batch)
+    add_gemm(b, &x, o->gemm, f, by);
+  else
+    add_shapeless(b, &x, o, f, by, o->fwd_kernels);
+  return x;
 }
 
-/* Seconds of op o's backward doing what the recipe runs of it (flops,
- * bytes): a GEMM op's input gradient (forward's FLOPs and bytes), then its
- * second operand's gradient for the rest (none for a frozen weight). */
-static double bwd_seconds(builder *b, const vs_op_spec *o, double flops,
+/* Op o's backward doing what the recipe runs of it (flops, bytes): a GEMM
+ * op's input gradient (forward's FLOPs and bytes), then its second
+ * operand's gradient for the rest (none for a frozen weight). */
+static op_split bwd_split(builder *b, const vs_op_spec *o, double flops,
                           double bytes)
 {
-  double f, by, t;
+  op_split x = {{0}};
+  double f, by;
   if (!(flops > 0 || bytes > 0))
-    return 0;
-  if (!o->gemm.batch)
-    return shapeless_seconds(b, o, flops, bytes) +
-           vs_cost_launch_seconds(b->topo, o->bwd_kernels);
+    return x;
+  if (!o->gemm.batch) {
+    add_shapeless(b, &x, o, flops, bytes, o->bwd_kernels);
+    return x;
+  }
   f = flops < o->fwd_flops ? flops : o->fwd_flops;
   by = bytes < o->fwd_bytes ? bytes : o->fwd_bytes;
-  t = gemm_seconds(b, vs_gemm_dgrad(o->gemm), f, by) +
-      vs_cost_launch_seconds(b->topo, 1);
+  add_gemm(b, &x, vs_gemm_dgrad(o->gemm), f, by);
   if (flops > f)
-    t += gemm_seconds(b, vs_gemm_wgrad(o->gemm), flops - f, bytes - by) +
-         vs_cost_launch_seconds(b->topo, 1);
-  return t;
+    add_gemm(b, &x, vs_gemm_wgrad(o->gemm), flops - f, bytes - by);
+  return x;
 }
 
 /* The next compute op waits for op too (a block's gather and its
@@ -430,28 +475,45 @@ static void take_waits(builder *b, uint32_t op)
 
 /* Op k of inst's block: its time in phase `which`, computed once for the
  * block's kind (every micro-batch and layer of a kind runs the same ops). */
-static double op_time(builder *b, size_t inst, uint32_t k, phase_time which)
+static const op_split *op_time(builder *b, size_t inst, uint32_t k,
+                               phase_time which)
 {
   const vs_op_spec *o = &block_of(b, inst)->ops[k];
-  double *slot = &b->op_time[(b->kind_first[b->m->inst_kind[inst]] + k) *
-                                 TIME_PHASES +
-                             which];
-  if (isnan(*slot)) {
+  op_split *slot = &b->op_time[(b->kind_first[b->m->inst_kind[inst]] + k) *
+                                   TIME_PHASES +
+                               which];
+  if (isnan(slot->s[0])) {
     const vs_kind_plan *plan = plan_of(b, inst);
-    *slot = which == TIME_FWD ? fwd_seconds(b, o, 1.0)
+    *slot = which == TIME_FWD ? fwd_split(b, o, 1.0)
             : which == TIME_RECOMPUTE
-                ? fwd_seconds(b, o, o->recompute_share)
-                : bwd_seconds(b, o, plan->bwd_flops[k], plan->bwd_bytes[k]);
+                ? fwd_split(b, o, o->recompute_share)
+                : bwd_split(b, o, plan->bwd_flops[k], plan->bwd_bytes[k]);
   }
-  return *slot;
+  return slot;
 }
 
-/* A compute op of `seconds` doing flops and bytes. */
-static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
-                           int mb, double flops, double bytes, double t)
+static void add_split(double *to, const op_split *x)
 {
-  uint32_t op = new_op(b, VS_STREAM_COMPUTE, phase, name, layer, mb, t, flops,
-                       bytes);
+  for (int i = 0; i < VS_BOUND_N; i++)
+    to[i] += x->s[i];
+}
+
+/* A compute-stream op of time t (split by bound, which the program sums)
+ * doing flops and bytes. */
+static uint32_t bound_op(builder *b, int phase, const char *name, int layer,
+                         int mb, double flops, double bytes, const op_split *t)
+{
+  add_split(b->p->bound_seconds, t);
+  return new_op(b, VS_STREAM_COMPUTE, phase, name, layer, mb, split_total(t),
+                flops, bytes);
+}
+
+/* A compute op of time t doing flops and bytes. */
+static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
+                           int mb, double flops, double bytes,
+                           const op_split *t)
+{
+  uint32_t op = bound_op(b, phase, name, layer, mb, flops, bytes, t);
   take_waits(b, op);
   if (b->copy_out != NONE) {
     alloc_on(b, op, b->copy_out);
@@ -856,21 +918,20 @@ static void forward_block(builder *b, size_t inst, int mb)
 static void recompute_layer(builder *b, size_t inst, int mb)
 {
   const vs_block *blk = block_of(b, inst);
-  double flops = 0, bytes = 0, seconds = 0;
+  double flops = 0, bytes = 0;
+  op_split t = {{0}};
   uint32_t op;
 
   for (uint32_t k = 0; k < blk->n_ops; k++) {
     const vs_op_spec *o = &blk->ops[k];
-    double f = o->recompute_share * o->fwd_flops;
-    double by = o->recompute_share * o->fwd_bytes;
-    flops += f;
-    bytes += by;
-    seconds += op_time(b, inst, k, TIME_RECOMPUTE) +
-               op_comm_seconds(b, &o->fwd_before) +
-               op_comm_seconds(b, &o->fwd_after);
+    flops += o->recompute_share * o->fwd_flops;
+    bytes += o->recompute_share * o->fwd_bytes;
+    add_split(t.s, op_time(b, inst, k, TIME_RECOMPUTE));
+    t.s[VS_BOUND_COMM] += op_comm_seconds(b, &o->fwd_before) +
+                          op_comm_seconds(b, &o->fwd_after);
   }
-  op = new_op(b, VS_STREAM_COMPUTE, VS_PHASE_RECOMPUTE, "recompute_layer",
-              layer_of(inst), mb, seconds, flops, bytes);
+  op = bound_op(b, VS_PHASE_RECOMPUTE, "recompute_layer", layer_of(inst), mb,
+                flops, bytes, &t);
   take_waits(b, op);
   if (b->wl->training.checkpointing == VS_CKPT_OPS) {
     /* op-level: the kept outputs are reused as the re-created tensors
@@ -894,7 +955,8 @@ static void recompute_core(builder *b, size_t inst, int mb)
 {
   const vs_block *blk = block_of(b, inst);
   const vs_kind_plan *plan = plan_of(b, inst);
-  double flops = 0, bytes = 0, seconds = 0;
+  double flops = 0, bytes = 0;
+  op_split t = {{0}};
   uint64_t dropped = 0;
   uint32_t op;
 
@@ -904,7 +966,7 @@ static void recompute_core(builder *b, size_t inst, int mb)
       continue;
     flops += o->fwd_flops;
     bytes += o->fwd_bytes;
-    seconds += op_time(b, inst, k, TIME_FWD);
+    add_split(t.s, op_time(b, inst, k, TIME_FWD));
     for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++)
       if (plan->keep[s] == VS_RECOMPUTE_CORE)
         dropped += saved_size(b, blk, s);
@@ -912,7 +974,7 @@ static void recompute_core(builder *b, size_t inst, int mb)
   if (dropped == 0)
     return;
   op = compute_op(b, VS_PHASE_RECOMPUTE, "recompute_attn", layer_of(inst),
-                  mb, flops, bytes, seconds);
+                  mb, flops, bytes, &t);
   b->sel_buf[inst] = new_buffer(b, dropped, VS_CAT_TEMP);
   alloc_on(b, op, b->sel_buf[inst]);
 }
@@ -1168,9 +1230,9 @@ static uint32_t gpu_step(builder *b, const vs_stage_layout *st,
                          const step_waits *w)
 {
   vs_cost_work work = vs_cost_optimizer_work(st);
+  op_split t = roofline_split(b, work.flops, work.bytes);
   uint32_t op = compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", -1, -1,
-                           work.flops, work.bytes,
-                           op_seconds(b, false, work.flops, work.bytes));
+                           work.flops, work.bytes, &t);
   wait_for_grads(b, op, w);
   if (st->step_temp_bytes)
     transient(b, op, st->step_temp_bytes, VS_CAT_TEMP);
@@ -1293,7 +1355,7 @@ static void new_op_times(builder *b)
     return;
   }
   for (size_t i = 0; i < n; i++)
-    b->op_time[i] = NAN;
+    b->op_time[i].s[0] = NAN;
 }
 
 /* ------------------------------------------------------------------------
@@ -1377,11 +1439,13 @@ static void step_block(builder *b, size_t inst)
                       (double)plan->optimizer_bytes, (double)plan->grad_bytes,
                       (double)plan->param_bytes, 1.0};
   vs_cost_work w = vs_cost_optimizer_step(&s);
+  op_split t;
   uint32_t op;
   if (plan->trainable_elems == 0 || b->grad_buf[inst] == NONE)
     return;
+  t = roofline_split(b, w.flops, w.bytes);
   op = compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", layer_of(inst), -1,
-                  w.flops, w.bytes, op_seconds(b, false, w.flops, w.bytes));
+                  w.flops, w.bytes, &t);
   free_on(b, op, b->grad_buf[inst], AT_END);
   b->grad_buf[inst] = NONE;
 }

@@ -89,6 +89,9 @@ typedef struct vs_program {
   size_t n_stream_ops[VS_STREAM_N];
   size_t cap_stream_ops[VS_STREAM_N];
   double compute_seconds;          /* sum of compute-stream op times */
+  double bound_seconds[VS_BOUND_N]; /* of the compute ops' times (not the
+                                      collectives on the compute stream),
+                                      the seconds each vs_bound takes */
   vs_cal_seen cal_seen;            /* sizes timed by calibrated curves */
   uint32_t *sends;                 /* [key] this stage's pipeline send op
                                       (see vs_schedule_link), NONE if none */

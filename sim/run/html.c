@@ -195,6 +195,8 @@ static void html_step(vs_csv *f, const vs_sim *sim)
                   sum > 0 ? 100.0 * parts[i] / sum : 0.0);
   vs_csv_printf(f, "</ul>\n<p id=\"step\">");
   vs_report_xml_text(f, vs_report_line(sim, VS_LINE_STEP, line, sizeof line));
+  vs_csv_printf(f, "</p>\n<p id=\"bound\">");
+  vs_report_xml_text(f, vs_report_line(sim, VS_LINE_BOUND, line, sizeof line));
   vs_csv_printf(f, "</p>\n<p id=\"throughput\">");
   vs_report_xml_text(f, vs_report_line(sim, VS_LINE_THROUGHPUT, line, sizeof line));
   vs_csv_printf(f, "</p>\n");

@@ -289,6 +289,29 @@ static void step_line(const vs_sim *sim, char *buf, size_t len)
              vs_format_seconds(sim->cpu_optimizer_s, t7, sizeof t7));
 }
 
+/* The compute time split by what bounds each op (cost.h vs_bound). */
+static void bound_line(const vs_sim *sim, char *buf, size_t len)
+{
+  static const char *const names[VS_BOUND_N] = {
+      "arithmetic", "HBM traffic", "kernel launches",
+      "collectives re-run by recompute"};
+  double total = 0;
+  char t[16];
+  int n = snprintf(buf, len, "compute %s by what bounds it:",
+                   vs_format_seconds(sim->compute_s, t, sizeof t));
+  for (int i = 0; i < VS_BOUND_N; i++)
+    total += sim->bound_s[i];
+  for (int i = 0, shown = 0; i < VS_BOUND_N && n >= 0 && (size_t)n < len;
+       i++) {
+    if (!(sim->bound_s[i] > 0))
+      continue;
+    n += snprintf(buf + n, len - (size_t)n, "%s %s %s (%.0f%%)",
+                  shown++ ? "," : "", names[i],
+                  vs_format_seconds(sim->bound_s[i], t, sizeof t),
+                  100.0 * sim->bound_s[i] / total);
+  }
+}
+
 static void verdict_line(const vs_sim *sim, char *buf, size_t len)
 {
   const vs_rank *worst = vs_sim_worst_rank(sim);
@@ -415,6 +438,9 @@ char *vs_report_line(const vs_sim *sim, vs_report_line_kind kind, char *buf,
     break;
   case VS_LINE_STEP:
     step_line(sim, buf, len);
+    break;
+  case VS_LINE_BOUND:
+    bound_line(sim, buf, len);
     break;
   case VS_LINE_THROUGHPUT:
     throughput_line(sim, buf, len);
@@ -551,6 +577,7 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
       vs_report_oom_line(out, sim, &sim->ranks[i]);
   node_oom_lines(out, sim);
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_STEP, line, sizeof line));
+  fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_BOUND, line, sizeof line));
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_THROUGHPUT, line, sizeof line));
   calibration_notes(out, sim);
   if (sim->nodes_uneven)

@@ -14,6 +14,9 @@
 typedef enum vs_report_line_kind {
   VS_LINE_PEAK,       /* "peak of rank R at OP, t = T s" */
   VS_LINE_STEP,       /* "step time T = compute C + ... " */
+  VS_LINE_BOUND,      /* "compute C by what bounds it: arithmetic A (a%),
+                         HBM traffic M (m%), kernel launches L (l%)[,
+                         collectives re-run by recompute R (r%)]" */
   VS_LINE_THROUGHPUT, /* "throughput N tokens/s, MFU M%[, $ per ...]" */
   VS_LINE_VERDICT,    /* "verdict: FITS on ..." or "... DOES NOT FIT ..." */
   VS_LINE_HELD,       /* "largest activations and temporaries at the

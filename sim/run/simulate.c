@@ -273,6 +273,7 @@ static void summarise(vs_sim *sim)
                 : 0;
   split_offload(sim, slow, &rest_ns);
   sim->compute_s = (double)compute_ns * 1e-9;
+  memcpy(sim->bound_s, p->bound_seconds, sizeof sim->bound_s);
   sim->tp_comm_s = (double)tp_ns * 1e-9;
   sim->ep_comm_s = (double)ep_ns * 1e-9;
   sim->cp_comm_s = (double)cp_ns * 1e-9;
