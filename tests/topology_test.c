@@ -128,7 +128,7 @@ static void test_h100_values_in_base_units(void **state)
   assert_true(t.nvme_capacity_bytes == 30720000000000ull); /* 30720GB * 10^9 */
   assert_near(t.intra_bandwidth, 450e9);         /* 450GB/s */
   assert_near(t.intra_latency, 3e-6);            /* 3us = 3 * 10^-6 s */
-  assert_near(t.inter_bandwidth, 50e9);          /* 50GB/s */
+  assert_near(t.inter_bandwidth, 47e9);          /* 47GB/s: NCCL over NDR */
   assert_near(t.inter_latency, 5e-6);            /* 5us */
   assert_near(t.usd_per_gpu_hour, 2.99);
 }
