@@ -7,6 +7,7 @@
 #include <gsl/gsl_fit.h>
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,12 +92,13 @@ static double fit_at(const vs_gemm_sample *m, size_t n, double peak,
   return chisq;
 }
 
-/* The fit's errors and the best measured single GEMM (batch 1), into
- * out; VS_EINPUT when every shape is batched. */
+/* The fit's errors and the reference shape: the measured single GEMM
+ * (batch 1) the model fills best, so that no measured shape is capped
+ * below the fit; VS_EINPUT when every shape is batched. */
 static int summarise(const vs_gemm_sample *m, size_t n, double peak,
                       uint64_t sms, vs_gemm_fit *out)
 {
-  double sum = 0, best_rate = 0;
+  double sum = 0, best_share = 0;
   out->max_rel_error = 0;
   for (size_t i = 0; i < n; i++) {
     double f = flops_of(m[i].shape);
@@ -107,13 +109,14 @@ static int summarise(const vs_gemm_sample *m, size_t n, double peak,
     sum += rel * rel;
     if (rel > out->max_rel_error)
       out->max_rel_error = rel;
-    if (m[i].shape.batch == 1 && f / m[i].seconds > best_rate) {
-      best_rate = f / m[i].seconds;
+    if (m[i].shape.batch == 1 &&
+        vs_cost_gemm_share(m[i].shape, sms, out->k_overhead) > best_share) {
+      best_share = vs_cost_gemm_share(m[i].shape, sms, out->k_overhead);
       out->best = m[i].shape;
     }
   }
   out->rms_rel_error = sqrt(sum / (double)n);
-  if (best_rate == 0)
+  if (best_share == 0)
     return VS_EINPUT;
   out->best_efficiency =
       out->full_efficiency *
@@ -121,14 +124,33 @@ static int summarise(const vs_gemm_sample *m, size_t n, double peak,
   return 0;
 }
 
-/* The K0 on the grid whose fit leaves the smallest residual. */
+/* Distinct inner dimensions among the n medians. */
+static size_t distinct_k(const vs_gemm_sample *m, size_t n)
+{
+  size_t d = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t j = 0;
+    while (j < i && m[j].shape.k != m[i].shape.k)
+      j++;
+    d += j == i;
+  }
+  return d;
+}
+
+/* The K0 on the grid whose fit leaves the smallest residual; with fewer
+ * than VS_GEMM_FIT_MIN_KS inner dimensions K0 cannot be told from E and
+ * stays k0_kept. */
 static int search_k0(const vs_gemm_sample *m, size_t n, double peak,
-                     uint64_t sms, vs_gemm_fit *out, vs_error *err)
+                     uint64_t sms, double k0_kept, vs_gemm_fit *out,
+                     vs_error *err)
 {
   double *buf = malloc(3 * n * sizeof *buf), best = HUGE_VAL;
+  bool search = distinct_k(m, n) >= VS_GEMM_FIT_MIN_KS;
+  double lo = search ? 0 : k0_kept, hi = search ? VS_GEMM_FIT_K0_MAX : k0_kept;
   if (!buf)
     return vs_error_set(err, VS_ENOMEM, "GEMM fit: out of memory");
-  for (double k0 = 0; k0 <= VS_GEMM_FIT_K0_MAX; k0 += 2.0) {
+  out->k_kept = !search;
+  for (double k0 = lo; k0 <= hi; k0 += 2.0) {
     double fl = 0, inv_e = 0;
     double r = fit_at(m, n, peak, sms, k0, buf, buf + n, buf + 2 * n, &fl,
                       &inv_e);
@@ -147,7 +169,8 @@ static int search_k0(const vs_gemm_sample *m, size_t n, double peak,
 }
 
 int vs_gemm_fit_run(const vs_gemm_sample *s, size_t n, double peak_flops,
-                    uint64_t sms, vs_gemm_fit *out, vs_error *err)
+                    uint64_t sms, double k0_kept, vs_gemm_fit *out,
+                    vs_error *err)
 {
   vs_gemm_sample *m;
   size_t shapes;
@@ -164,7 +187,7 @@ int vs_gemm_fit_run(const vs_gemm_sample *s, size_t n, double peak_flops,
                         "least %d needed", shapes, VS_GEMM_FIT_MIN_SHAPES);
   }
   memset(out, 0, sizeof *out);
-  rc = search_k0(m, shapes, peak_flops, sms, out, err);
+  rc = search_k0(m, shapes, peak_flops, sms, k0_kept, out, err);
   if (rc == 0) {
     out->shapes = shapes;
     if (summarise(m, shapes, peak_flops, sms, out))

@@ -7,9 +7,10 @@
  * vs_gemm_fit finds E, K0 and floor from one median time per shape: for
  * each K0 on a grid the model is linear in (floor, 1 / E), fitted by GSL's
  * weighted least squares on relative errors; the K0 with the smallest
- * weighted residual wins. What the topology takes: compute_efficiency =
- * E x share(best), compute_efficiency_shape = best (the measured shape of
- * the highest achieved rate, as a matmul finder reports it),
+ * weighted residual wins (with fewer than three inner dimensions K0 is not
+ * identifiable and the caller's is kept). What the topology takes:
+ * compute_efficiency = E x share(best), compute_efficiency_shape = best
+ * (the measured single GEMM the model fills best),
  * gemm_k_overhead = K0, kernel_floor = floor. */
 #ifndef VS_GEMMFIT_H
 #define VS_GEMMFIT_H
@@ -17,6 +18,7 @@
 #include "error.h"
 #include "model.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,16 +32,19 @@ typedef struct vs_gemm_fit {
   double full_efficiency;        /* E */
   double k_overhead;             /* K0 */
   double floor;                  /* seconds, >= 0 */
-  vs_gemm best;                  /* the single GEMM (batch 1) of the
-                                    highest measured rate */
+  vs_gemm best;                  /* the measured single GEMM (batch 1)
+                                    the model fills best */
   double best_efficiency;        /* E x share(best): compute_efficiency */
   double rms_rel_error;          /* of the fitted times against the medians */
   double max_rel_error;
   size_t shapes;                 /* distinct shapes fitted */
+  bool k_kept;                   /* too few inner dimensions to fit K0:
+                                    k_overhead is the one passed in */
 } vs_gemm_fit;
 
 #define VS_GEMM_FIT_MIN_SHAPES 6
 #define VS_GEMM_FIT_K0_MAX 1024.0 /* the grid: 0, 2, ..., 1024 */
+#define VS_GEMM_FIT_MIN_KS 3      /* inner dimensions K0 needs */
 
 /* Fits n samples (any order; several per shape are reduced to their
  * median) on a GPU of peak_flops with sms SMs. VS_EINPUT naming the
@@ -48,6 +53,7 @@ typedef struct vs_gemm_fit {
  * dimension, a time that is not positive and finite, a peak or SM count
  * that is not positive, or no fit with a positive rate; VS_ENOMEM. */
 int vs_gemm_fit_run(const vs_gemm_sample *s, size_t n, double peak_flops,
-                    uint64_t sms, vs_gemm_fit *out, vs_error *err);
+                    uint64_t sms, double k0_kept, vs_gemm_fit *out,
+                    vs_error *err);
 
 #endif

@@ -309,14 +309,19 @@ static void use_gemm_fit(vs_cal_out *out, const vs_gemm_fit *f)
   t->kernel_floor = f->floor;
   vs_cal_out_measured(out, "gpu", "compute_efficiency");
   vs_cal_out_measured(out, "gpu", "compute_efficiency_shape");
-  vs_cal_out_measured(out, "gpu", "gemm_k_overhead");
+  if (!f->k_kept)
+    vs_cal_out_measured(out, "gpu", "gemm_k_overhead");
   vs_cal_out_measured(out, "gpu", "kernel_floor");
   char line[320];
   snprintf(line, sizeof line, "gemm: %zu shapes, full-wave rate %.4g of the "
-           "bf16 peak, tile overhead %.4g in k, %.4g us a launch; times "
+           "bf16 peak, tile overhead %.4g in k%s, %.4g us a launch; times "
            "within %.3g%% rms (%.3g%% at most)", f->shapes, f->full_efficiency,
-           f->k_overhead, f->floor * 1e6, 100 * f->rms_rel_error,
-           100 * f->max_rel_error);
+           f->k_overhead,
+           f->k_kept ? " (the base's: fewer than 3 inner dimensions measured)"
+           : f->k_overhead == 0 || f->k_overhead == VS_GEMM_FIT_K0_MAX
+               ? " (at the edge of the search: check the sweep)"
+               : "",
+           f->floor * 1e6, 100 * f->rms_rel_error, 100 * f->max_rel_error);
   vs_cal_out_comment(out, "%s", line);
   printf("%s\n", line);
 }
@@ -324,29 +329,49 @@ static void use_gemm_fit(vs_cal_out *out, const vs_gemm_fit *f)
 /* The GEMM samples' fit (gemmfit.h) on the base topology's bf16 peak
  * and SM count, into compute_efficiency, compute_efficiency_shape,
  * gemm_k_overhead and kernel_floor; *fitted is set when there were any. */
-static int fit_gemm(const vs_raw *raw, const char *source, vs_cal_out *out,
-                    bool *fitted, vs_error *err)
+/* Fits the GEMM samples of s into f (e says why not). */
+static int run_gemm_fit(const vs_raw_series *s, const vs_topology *base,
+                        vs_gemm_fit *f, vs_error *e)
+{
+  vs_gemm_sample *smp;
+  int rc;
+  if (base->sms == 0)
+    return vs_error_set(e, VS_EINPUT, "the base topology gives no [gpu] sms "
+                        "(the SM count the GEMM model needs); pass --base "
+                        "with one");
+  if (!(smp = malloc(s->n * sizeof *smp)))
+    return vs_error_set(e, VS_ENOMEM, "out of memory");
+  for (size_t i = 0; i < s->n; i++)
+    smp[i] = (vs_gemm_sample){s->shape[i], s->seconds[i]};
+  rc = vs_gemm_fit_run(smp, s->n, base->peak_tflops_bf16 * 1e12, base->sms,
+                       base->gemm_k_overhead, f, e);
+  free(smp);
+  if (rc == 0 && !(f->best_efficiency <= 1.0))
+    rc = vs_error_set(e, VS_EINPUT, "the GEMMs ran at %.3g times the base "
+                      "topology's peak_tflops_bf16 (%g): pass --base with "
+                      "this GPU's peak", f->best_efficiency,
+                      base->peak_tflops_bf16);
+  return rc;
+}
+
+static int fit_gemm(const vs_raw *raw, const char *source, bool lenient,
+                    vs_cal_out *out, bool *fitted, vs_error *err)
 {
   const vs_raw_series *s = &raw->kinds[VS_RAW_GEMM];
-  vs_gemm_sample *smp;
   vs_gemm_fit f;
   vs_error e;
   int rc;
   *fitted = false;
-  if (s->n == 0)
+  if (s->n == 0 || !s->shape)
     return 0;
-  if (out->topo.sms == 0)
-    return vs_error_set(err, VS_EINPUT, "%s: kind gemm: the base topology "
-                        "gives no [gpu] sms (the SM count the GEMM model "
-                        "needs); pass --base with one", source);
-  if (!(smp = malloc(s->n * sizeof *smp)))
-    return vs_error_set(err, VS_ENOMEM, "out of memory");
-  for (size_t i = 0; i < s->n; i++)
-    smp[i] = (vs_gemm_sample){s->shape[i], s->seconds[i]};
   vs_error_clear(&e);
-  rc = vs_gemm_fit_run(smp, s->n, out->topo.peak_tflops_bf16 * 1e12,
-                       out->topo.sms, &f, &e);
-  free(smp);
+  rc = run_gemm_fit(s, &out->topo, &f, &e);
+  if (rc && lenient && rc != VS_ENOMEM) {
+    fprintf(stderr, "vsim-calibrate: warning: %s: kind gemm left out: %s\n",
+            source, e.msg);
+    vs_cal_out_comment(out, "gemm not calibrated: %s", e.msg);
+    return 0;
+  }
   if (rc)
     return vs_error_set(err, rc, "%s: kind gemm: %s", source, e.msg);
   use_gemm_fit(out, &f);
@@ -360,7 +385,7 @@ static int fit_all(const vs_raw *raw, const char *source, int max_breaks,
   vs_fit_options opt = vs_fit_default_options();
   size_t n_kinds = 0;
   bool gemm;
-  int grc = fit_gemm(raw, source, out, &gemm, err);
+  int grc = fit_gemm(raw, source, lenient, out, &gemm, err);
   if (grc)
     return grc;
   n_kinds += gemm;

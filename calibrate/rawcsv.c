@@ -66,7 +66,7 @@ static int grow(vs_raw_series *s, bool shapes, vs_error *err)
   double *b, *t;
   uint32_t *i;
   vs_gemm *g = s->shape;
-  if (s->n < s->cap)
+  if (s->n < s->cap && (!shapes || s->shape))
     return 0;
   if ((b = realloc(s->bytes, cap * sizeof *b)))
     s->bytes = b;
@@ -92,7 +92,9 @@ int vs_raw_add_gemm(vs_raw *raw, vs_gemm g, uint32_t sample, double seconds,
   if (grow(s, true, err))
     return err->code;
   s->shape[s->n] = g;
-  s->bytes[s->n] = 2.0 * elems;
+  /* informational; kept within what a raw CSV's bytes column takes */
+  s->bytes[s->n] = 2.0 * elems < 9007199254740992.0 ? 2.0 * elems
+                                                    : 9007199254740992.0;
   s->seconds[s->n] = seconds;
   s->sample[s->n] = sample;
   s->n++;
@@ -103,6 +105,9 @@ int vs_raw_add(vs_raw *raw, int kind, uint64_t bytes, uint32_t sample,
                double seconds, vs_error *err)
 {
   vs_raw_series *s = &raw->kinds[kind];
+  if (kind == VS_RAW_GEMM)
+    return vs_error_set(err, VS_EINPUT, "a gemm sample needs its shape "
+                        "(vs_raw_add_gemm)");
   if (grow(s, false, err))
     return err->code;
   s->bytes[s->n] = (double)bytes;
@@ -137,7 +142,8 @@ typedef struct reader {
   char got[512];                 /* the header's names, for a message */
   char fields[N_COLS][FIELD_MAX]; /* the current record's used fields */
   size_t n_fields;               /* fields in it so far */
-  int too_long;                  /* a used field was cut */
+  int too_long;                  /* a required field was cut */
+  int shape_too_long;            /* a shape field was cut (gemm rows) */
   size_t n_rows;                 /* samples read */
 } reader;
 
@@ -165,7 +171,10 @@ static void on_field(void *text, size_t len, void *data)
   for (int c = 0; r->header_done && c < N_COLS; c++) {
     if (r->col[c] == r->n_fields) {
       size_t n = len < FIELD_MAX - 1 ? len : FIELD_MAX - 1;
-      r->too_long |= len >= FIELD_MAX;
+      if (c < N_REQUIRED)
+        r->too_long |= len >= FIELD_MAX;
+      else
+        r->shape_too_long |= len >= FIELD_MAX;
       memcpy(r->fields[c], s, n);
       r->fields[c][n] = '\0';
     }
@@ -234,6 +243,12 @@ static bool dimension(reader *r, int c, uint64_t absent, uint64_t *out)
 static int gemm_record(reader *r, uint32_t sample, double sec)
 {
   vs_gemm g;
+  if (r->shape_too_long)
+    return fail(r, "a gemm shape field is longer than %s characters%s", "127",
+                "");
+  if (!(sec > 0))
+    return fail(r, "a gemm row's time must be positive, not %s s%s",
+                r->fields[COL_SECONDS], "");
   if (!dimension(r, COL_M, 0, &g.m) || !dimension(r, COL_N, 0, &g.n) ||
       !dimension(r, COL_K, 0, &g.k) || !dimension(r, COL_BATCH, 1, &g.batch))
     return VS_EINPUT;
@@ -266,7 +281,8 @@ static void record(reader *r)
   }
   errno = 0;
   bytes = strtoull(bytes_s, &end, 10);
-  if (!*bytes_s || *end || errno || bytes_s[0] == '-' || bytes > (1ull << 53)) {
+  if (kind != VS_RAW_GEMM && /* a gemm row's bytes are not read */
+      (!*bytes_s || *end || errno || bytes_s[0] == '-' || bytes > (1ull << 53))) {
     fail(r, "bytes '%s' is not a non-negative integer%s", bytes_s, "");
     return;
   }
@@ -305,6 +321,7 @@ static void on_record(int c, void *data)
   }
   r->n_fields = 0;
   r->too_long = 0;
+  r->shape_too_long = 0;
 }
 
 /* Opens path for reading if it is a regular file of at most RAW_FILE_MAX

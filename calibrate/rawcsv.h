@@ -47,7 +47,8 @@ int vs_raw_kind_find(const char *name);
 void vs_raw_init(vs_raw *raw);
 void vs_raw_fini(vs_raw *raw);
 
-/* Appends one sample. VS_ENOMEM. Amortised O(1). */
+/* Appends one sample (not of kind gemm: vs_raw_add_gemm, VS_EINPUT).
+ * VS_ENOMEM. Amortised O(1). */
 int vs_raw_add(vs_raw *raw, int kind, uint64_t bytes, uint32_t sample,
                double seconds, vs_error *err);
 

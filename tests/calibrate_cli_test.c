@@ -488,10 +488,46 @@ static void test_gemm_rows_refused(void **state)
   assert_int_equal(run.status, 1);
   assert_contains(run.err, ":2: gemm n '0' is not a positive integer under 2^31");
   unlink(raw);
+  tu_write_temp("kind,bytes,sample,seconds,m,n,k\ngemm,,0,0,64,64,64\n",
+                ".csv", raw, sizeof raw);
+  run_cal(&run, args);
+  assert_int_equal(run.status, 1);
+  assert_contains(run.err, ":2: a gemm row's time must be positive, not 0 s");
+  unlink(raw);
   write_gemm_raw(raw, sizeof raw);
   run_cal(&run, v100);
   assert_int_equal(run.status, 1);
   assert_contains(run.err, "kind gemm: the base topology gives no [gpu] sms");
+  {
+    /* with --partial the V100 base (no sms, no list keys such as
+     * compute_efficiency_shape) still writes a topology vsim loads */
+    const char *v100p[] = {"--fit", raw, "--base",
+                           "topologies/v100-sxm-32g-8x.ini", "--partial",
+                           "--out", out, NULL};
+    run_cal(&run, v100p);
+    if (run.status != 0)
+      fail_msg("--partial on v100 exited %d: %s", run.status, run.err);
+    assert_contains(run.out, "wrote ");
+  }
+  {
+    /* an H100's table on the A100's 312 TFLOP/s: over the peak */
+    const char *a100[] = {"--fit", raw, "--base",
+                          "topologies/a100-sxm-80g-8x.ini", "--out", out,
+                          NULL};
+    run_cal(&run, a100);
+    assert_int_equal(run.status, 1);
+    assert_contains(run.err, "times the base topology's peak_tflops_bf16 "
+                             "(312): pass --base with this GPU's peak");
+    /* --partial leaves the GEMM fit out, keeps the transfer kind */
+    const char *partial[] = {"--fit", raw, "--base",
+                             "topologies/a100-sxm-80g-8x.ini", "--partial",
+                             "--out", out, NULL};
+    run_cal(&run, partial);
+    if (run.status != 0)
+      fail_msg("--partial exited %d: %s", run.status, run.err);
+    assert_contains(run.err, "warning: ");
+    assert_contains(run.err, "kind gemm left out: the GEMMs ran at ");
+  }
   unlink(raw);
   unlink(out);
 }

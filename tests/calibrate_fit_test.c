@@ -544,7 +544,7 @@ static void test_raw_csv_round_trip(void **state)
   vs_error err;
   (void)state;
   tu_write_temp("seconds,note,kind,sample,bytes,k,m,n\n1.5e-05,x,\"p2p\",0,4,,,\n"
-                "3e-5,,gemm,2,0,64,128,256\n"
+                "3e-5,,gemm,2,,64,128,256\n"
                 "2.5e-5,,context,1,524288000,,,",
                 ".csv", in, sizeof in);
   tu_write_temp("", ".csv", out, sizeof out);
@@ -746,7 +746,7 @@ static void test_gemm_fit_recovers_a_table(void **state)
           }
   gsl_rng_free(rng);
   vs_error_clear(&err);
-  assert_int_equal(vs_gemm_fit_run(s, n, 989e12, 132, &fit, &err), 0);
+  assert_int_equal(vs_gemm_fit_run(s, n, 989e12, 132, 128.0, &fit, &err), 0);
   assert_int_equal(fit.shapes, 6 * 6 * 6 * 2);
   tu_assert_close(fit.full_efficiency, 0.84, 0.02);
   tu_assert_close(fit.k_overhead, 96.0, 0.15);
@@ -760,12 +760,44 @@ static void test_gemm_fit_recovers_a_table(void **state)
     assert_true(fabs(t / gemm_truth(g) - 1.0) < 0.02);
   }
   assert_true(fit.rms_rel_error < 0.02);
-  /* the best measured rate is a large shape; its efficiency is E there */
-  assert_true(fit.best.m * fit.best.n * fit.best.k >= UINT64_C(1) << 33);
-  tu_assert_close(fit.best_efficiency,
-                  fit.full_efficiency *
-                      vs_cost_gemm_share(fit.best, 132, fit.k_overhead),
-                  1e-12);
+  assert_false(fit.k_kept);
+  /* the reference is the single GEMM the model fills best: no measured
+   * shape fills more */
+  assert_int_equal(fit.best.batch, 1);
+  for (size_t i = 0; i < n; i += 3)
+    if (s[i].shape.batch == 1)
+      assert_true(vs_cost_gemm_share(s[i].shape, 132, fit.k_overhead) <=
+                  vs_cost_gemm_share(fit.best, 132, fit.k_overhead));
+}
+
+/* One inner dimension cannot tell K0 from E: the caller's K0 is kept and
+ * E fitted with it (exact times from E 0.8, K0 128, 3 us at k 4096). */
+static void test_gemm_fit_one_k_keeps_k0(void **state)
+{
+  vs_gemm_sample s[64];
+  vs_gemm_fit fit;
+  vs_error err;
+  size_t n = 0;
+  (void)state;
+  for (uint64_t m = 512; m <= 4096; m *= 2)
+    for (uint64_t nn = 256; nn <= 8192; nn *= 2) {
+      vs_gemm g = {m, nn, 4096, 1};
+      s[n++] = (vs_gemm_sample){
+          g, 3e-6 + 2.0 * (double)m * (double)nn * 4096.0 /
+                        (989e12 * 0.8 * vs_cost_gemm_share(g, 132, 128.0))};
+    }
+  vs_error_clear(&err);
+  assert_int_equal(vs_gemm_fit_run(s, n, 989e12, 132, 128.0, &fit, &err), 0);
+  assert_true(fit.k_kept);
+  tu_assert_close(fit.k_overhead, 128.0, 0);
+  tu_assert_close(fit.full_efficiency, 0.8, 1e-6);
+  tu_assert_close(fit.floor, 3e-6, 1e-4);
+  /* batched shapes only: no single GEMM to set compute_efficiency at */
+  for (size_t i = 0; i < n; i++)
+    s[i].shape.batch = 2;
+  assert_int_equal(vs_gemm_fit_run(s, n, 989e12, 132, 128.0, &fit, &err),
+                   VS_EINPUT);
+  assert_non_null(strstr(err.msg, "no single GEMM (batch 1) measured"));
 }
 
 /* Too few shapes, a zero dimension, a bad time, no SMs: refused. */
@@ -778,18 +810,18 @@ static void test_gemm_fit_refusals(void **state)
   for (int i = 0; i < 6; i++)
     s[i] = (vs_gemm_sample){{1024, 1024, 256u << i, 1}, 1e-5 * (i + 1)};
   vs_error_clear(&err);
-  assert_int_equal(vs_gemm_fit_run(s, 5, 989e12, 132, &fit, &err), VS_EINPUT);
+  assert_int_equal(vs_gemm_fit_run(s, 5, 989e12, 132, 128.0, &fit, &err), VS_EINPUT);
   assert_non_null(strstr(err.msg, "5 shapes measured, at least 6 needed"));
   vs_error_clear(&err);
-  assert_int_equal(vs_gemm_fit_run(s, 6, 989e12, 0, &fit, &err), VS_EINPUT);
+  assert_int_equal(vs_gemm_fit_run(s, 6, 989e12, 0, 128.0, &fit, &err), VS_EINPUT);
   s[2].shape.k = 0;
   vs_error_clear(&err);
-  assert_int_equal(vs_gemm_fit_run(s, 6, 989e12, 132, &fit, &err), VS_EINPUT);
+  assert_int_equal(vs_gemm_fit_run(s, 6, 989e12, 132, 128.0, &fit, &err), VS_EINPUT);
   assert_non_null(strstr(err.msg, "sample 3 has a zero dimension"));
   s[2].shape.k = 512;
   s[4].seconds = NAN;
   vs_error_clear(&err);
-  assert_int_equal(vs_gemm_fit_run(s, 6, 989e12, 132, &fit, &err), VS_EINPUT);
+  assert_int_equal(vs_gemm_fit_run(s, 6, 989e12, 132, 128.0, &fit, &err), VS_EINPUT);
   assert_non_null(strstr(err.msg, "sample 5's time"));
 }
 
@@ -814,6 +846,7 @@ int main(void)
       cmocka_unit_test(test_ini_round_trip),
       cmocka_unit_test(test_gemm_fit_recovers_a_table),
       cmocka_unit_test(test_gemm_fit_refusals),
+      cmocka_unit_test(test_gemm_fit_one_k_keeps_k0),
   };
   gsl_set_error_handler_off();
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -680,6 +680,15 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
  * count. */
 #define CAUSAL_FLASH_FRACTION 0.5
 
+/* What a flash attention op's measured rate depends on: the kernel's
+ * query length (this rank's), head dimension and mask. Under context
+ * parallelism the kernel runs on blocks of s/cp queries by s/cp keys, of
+ * which only those on the diagonal are causal: the bidirectional rates. */
+static vs_flash_shape flash_shape(const dims *d, uint64_t head_dim)
+{
+  return (vs_flash_shape){d->s, head_dim, d->causal && d->cp == 1};
+}
+
 /* FlashAttention-2's backward launches three kernels (flash-attn
  * csrc/flash_attn/src/flash_bwd_launch_template.h: dot(dO, O), the
  * dQ/dK/dV kernel, dQ's conversion), its forward one. */
@@ -761,7 +770,7 @@ static int attention_flash(vs_block *blk, const dims *d, vs_error *err)
                   (d->causal ? CAUSAL_FLASH_FRACTION : 1.0);
   op->bwd_flops = 2.5 * op->fwd_flops; /* backward recomputes the scores */
   op->bwd_kernels = FLASH_BWD_KERNELS;
-  op->flash = (vs_flash_shape){d->s, d->d, d->causal};
+  op->flash = flash_shape(d, d->d);
   op->fwd_bytes = (double)d->e * (double)(d->tokens * d->d * (2 * heads + 2 * kv));
   op->bwd_bytes = 2.0 * op->fwd_bytes;
   op->bwd_temp_bytes = d->e * d->tokens * d->d * (heads + 2 * kv);
@@ -904,7 +913,7 @@ static int attention_mla(vs_block *blk, const dims *d, vs_error *err)
   op->bwd_flops = op->fwd_flops * (double)(3 * dqk + 2 * d->dv) /
                   (double)(dqk + d->dv);
   op->bwd_kernels = FLASH_BWD_KERNELS;
-  op->flash = (vs_flash_shape){d->s, dqk, d->causal};
+  op->flash = flash_shape(d, dqk);
   op->fwd_bytes = (double)d->e * (double)(d->tokens * a * (2 * dqk + 2 * d->dv));
   op->bwd_bytes = 2.0 * op->fwd_bytes;
   op->bwd_temp_bytes = d->e * d->tokens * a * (2 * dqk + d->dv);

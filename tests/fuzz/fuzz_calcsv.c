@@ -3,6 +3,8 @@
  * and vs_fit_run, and the fitted kinds written by vs_cal_out_write (which
  * loads what it wrote with vs_topology_load before keeping it).
  *
+ * The gemm rows go through vs_gemm_fit_run on the base topology.
+ *
  * Input: the CSV text, read by path from an in-memory file. What is read
  * must also write (vs_raw_write) and read back to the same samples, and a
  * fit must predict a finite time at both ends of its sizes; either failing
@@ -13,6 +15,7 @@
 #include "calini.h"
 #include "fit.h"
 #include "fuzz.h"
+#include "gemmfit.h"
 #include "rawcsv.h"
 
 #include <gsl/gsl_errno.h>
@@ -68,7 +71,10 @@ static void check_same(const vs_raw *a, const vs_raw *b)
     bool same = x->n == y->n;
     for (size_t i = 0; same && i < x->n; i++)
       same = x->bytes[i] == y->bytes[i] && x->sample[i] == y->sample[i] &&
-             fabs(x->seconds[i] - y->seconds[i]) <= 1e-9 * x->seconds[i];
+             fabs(x->seconds[i] - y->seconds[i]) <= 1e-9 * x->seconds[i] &&
+             (!x->shape ||
+              (y->shape && memcmp(&x->shape[i], &y->shape[i],
+                                  sizeof x->shape[i]) == 0));
     if (!same) {
       fprintf(stderr, "fuzz_calcsv: kind %s reads back different from what "
               "vs_raw_write wrote\n", vs_raw_kind_name(k));
@@ -148,6 +154,30 @@ static void fit_and_write(const vs_raw *raw)
   free(out);
 }
 
+/* The GEMM fit of the gemm samples on the base topology (an H100):
+ * refused or finite, never a crash. */
+static void fit_gemm(const vs_raw *raw)
+{
+  const vs_raw_series *s = &raw->kinds[VS_RAW_GEMM];
+  vs_gemm_sample *smp;
+  vs_gemm_fit fit;
+  vs_error err;
+  if (s->n == 0 || !(smp = malloc(s->n * sizeof *smp)))
+    return;
+  for (size_t i = 0; i < s->n; i++)
+    smp[i] = (vs_gemm_sample){s->shape[i], s->seconds[i]};
+  vs_error_clear(&err);
+  if (vs_gemm_fit_run(smp, s->n, base_topology.peak_tflops_bf16 * 1e12,
+                      base_topology.sms, base_topology.gemm_k_overhead, &fit,
+                      &err) == 0 &&
+      (!isfinite(fit.full_efficiency) || !(fit.full_efficiency > 0) ||
+       !isfinite(fit.floor) || !isfinite(fit.rms_rel_error))) {
+    fprintf(stderr, "fuzz_calcsv: a GEMM fit is not finite\n");
+    abort();
+  }
+  free(smp);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
   vs_raw raw;
@@ -160,8 +190,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int k = 0; k < VS_RAW_N_KINDS; k++)
       rows += raw.kinds[k].n;
     round_trip(&raw);
-    if (rows <= MAX_ROWS)
+    if (rows <= MAX_ROWS) {
       fit_and_write(&raw);
+      fit_gemm(&raw);
+    }
   }
   vs_raw_fini(&raw);
   return 0;

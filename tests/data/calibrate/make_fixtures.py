@@ -27,6 +27,18 @@ def rows(rng, kind, latency, bandwidth, factor=1.0, bp=None):
             yield f"{kind},{b},{s},{x:.9e}\n"
 
 
+def gemm_rows(rng):
+    """A small GEMM sweep (the fuzzer's seed for gemm rows): times are
+    2mnk / 700 TFLOP/s plus 5 us with 1% noise, a stand-in, not vsim's
+    model, so the fit sees data it does not describe exactly."""
+    for m in (512, 2048, 8192):
+        for n in (1024, 4096):
+            for k in (256, 1024, 4096):
+                for s in range(2):
+                    t = (5e-6 + 2 * m * n * k / 700e12) * (1 + rng.gauss(0, 0.01))
+                    yield f"gemm,0,{s},{t:.9e},{m},{n},{k},1\n"
+
+
 def main():
     rng = random.Random(5)
     with open("h100-like.csv", "w") as f:
@@ -40,6 +52,9 @@ def main():
         f.writelines(rows(rng, "malloc", 20.0, 5000.0))
         for s in range(5):
             f.write(f"context,{500 << 20},{s},{0.25 + 0.01 * s:.9e}\n")
+    with open("gemm-small.csv", "w") as f:
+        f.write("kind,bytes,sample,seconds,m,n,k,batch\n")
+        f.writelines(gemm_rows(random.Random(7)))
     with open("bad-missing-column.csv", "w") as f:
         f.write("kind,bytes,seconds\nh2d_pinned,4,0.00001\n")
     with open("bad-negative-time.csv", "w") as f:
