@@ -863,6 +863,58 @@ static void test_tied_embedding_all_reduce(void **state)
   destroy(b);
 }
 
+/* Flash attention at FlashAttention-2's measured rate: at 4096 tokens,
+ * head dim 64, causal, the H100's table gives 257 TFLOP/s forward +
+ * backward, far below the GEMM rate (0.8 x 989), and the op is
+ * compute-bound there: its forward takes its FLOPs at 257 TFLOP/s and one
+ * kernel's floor, its backward (2.5 x the FLOPs) three floors. */
+static void test_flash_at_its_measured_rate(void **state)
+{
+  static const char *const long_seq[] = {"model.seq_len=4096"};
+  built *b = build(long_seq, 1, 1);
+  const vs_block *l0 = vs_model_layer(&b->m, 0);
+  const vs_op_spec *flash = NULL;
+  size_t found = 0;
+  (void)state;
+  for (uint32_t k = 0; k < l0->n_ops; k++)
+    if (l0->ops[k].flash.seq)
+      flash = &l0->ops[k];
+  assert_non_null(flash);
+  assert_true(flash->flash.seq == 4096 && flash->flash.head_dim == 64 &&
+              flash->flash.causal);
+  for (size_t i = 0; i < b->p.n_ops; i++) {
+    const vs_pop *op = &b->p.ops[i];
+    if (op->layer != 0 || op->microbatch != 0 ||
+        strcmp(op->name, flash->name) != 0)
+      continue;
+    if (op->phase == VS_PHASE_FWD)
+      assert_int_equal(op->dur_ns,
+                       (uint64_t)ceil((flash->fwd_flops / 257e12 + 3e-6) * 1e9));
+    else
+      assert_int_equal(op->dur_ns,
+                       (uint64_t)ceil((2.5 * flash->fwd_flops / 257e12 + 9e-6) *
+                                      1e9));
+    found++;
+  }
+  assert_int_equal(found, 2);
+  destroy(b);
+  {
+    /* under context parallelism: this rank's 2048 queries, the
+     * bidirectional rates (only the diagonal blocks are causal) */
+    static const char *const cp[] = {"model.seq_len=4096", "parallel.cp=2"};
+    b = build(cp, 2, 2);
+    l0 = vs_model_layer(&b->m, 0);
+    found = 0;
+    for (uint32_t k = 0; k < l0->n_ops; k++)
+      if (l0->ops[k].flash.seq) {
+        assert_true(l0->ops[k].flash.seq == 2048 && !l0->ops[k].flash.causal);
+        found++;
+      }
+    assert_int_equal(found, 1);
+    destroy(b);
+  }
+}
+
 /* A GEMM op's backward is its input gradient's GEMM and its weight
  * gradient's, each priced by its own shape (dA: m x k over n; dW: k x n
  * over m) and launched as its own kernel. */
@@ -917,6 +969,9 @@ static void test_op_durations_follow_roofline(void **state)
       t = spec->gemm.batch
               ? vs_cost_gemm_seconds(&b->topo, VS_PREC_BF16, spec->gemm,
                                      spec->fwd_flops, spec->fwd_bytes, NULL)
+          : spec->flash.seq
+              ? vs_cost_flash_seconds(&b->topo, VS_PREC_BF16, spec->flash,
+                                      spec->fwd_flops, spec->fwd_bytes, NULL)
               : vs_cost_roofline_seconds(&b->topo, VS_PREC_BF16,
                                          spec->matmul, spec->fwd_flops,
                                          spec->fwd_bytes, NULL);
@@ -1011,6 +1066,7 @@ int main(void)
       cmocka_unit_test(test_op_durations_follow_roofline),
       cmocka_unit_test(test_backward_gemms_by_shape),
       cmocka_unit_test(test_bound_split_adds_up),
+      cmocka_unit_test(test_flash_at_its_measured_rate),
       cmocka_unit_test(test_optimizer_step_work),
       cmocka_unit_test(test_tied_embedding_all_reduce),
       cmocka_unit_test(test_names),
