@@ -23,6 +23,9 @@
 #include "measure.h"
 
 #include "kernels.h"
+#if VSIM_HAVE_CUBLAS
+#include "gemm_cuda.h"
+#endif
 
 #include <cuda_runtime_api.h>
 
@@ -664,6 +667,11 @@ int vs_measure_run(const vs_measure_opts *opts, vs_raw *raw,
     }
     rc = sweep(&b, kinds[i]);
   }
+#if VSIM_HAVE_CUBLAS
+  if (!rc && !b.out_of_time)
+    rc = vs_gemm_sweep(opts, b.stream, b.deadline, now_s, raw, &b.out_of_time,
+                       err);
+#endif
   teardown(&b);
   info->cut_short = b.out_of_time;
   return rc;
