@@ -617,6 +617,25 @@ static void teardown(bench *b)
     cudaStreamDestroy(b->stream);
 }
 
+#if VSIM_HAVE_CUBLAS
+/* The GEMM sweep's hold: the spin kernel, as device_sample queues copies
+ * behind it. */
+static int gemm_hold(void *ctx)
+{
+  bench *b = ctx;
+  *(volatile int *)b->flag_host = 0;
+  __sync_synchronize();
+  return vs_kernel_spin(b->flag_dev, SPIN_TIMEOUT_NS, b->spin_late, b->stream);
+}
+
+static void gemm_release(void *ctx)
+{
+  bench *b = ctx;
+  __sync_synchronize();
+  *(volatile int *)b->flag_host = 1;
+}
+#endif
+
 bool vs_measure_available(void)
 {
   return true;
@@ -668,9 +687,11 @@ int vs_measure_run(const vs_measure_opts *opts, vs_raw *raw,
     rc = sweep(&b, kinds[i]);
   }
 #if VSIM_HAVE_CUBLAS
-  if (!rc && !b.out_of_time)
-    rc = vs_gemm_sweep(opts, b.stream, b.deadline, now_s, raw, &b.out_of_time,
-                       err);
+  if (!rc && !b.out_of_time) {
+    vs_gemm_hold hold = {gemm_hold, gemm_release, &b};
+    rc = vs_gemm_sweep(opts, b.stream, b.spin ? &hold : NULL, b.deadline,
+                       now_s, raw, &b.out_of_time, err);
+  }
 #endif
   teardown(&b);
   info->cut_short = b.out_of_time;
