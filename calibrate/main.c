@@ -532,6 +532,10 @@ static void use_info(const vs_measure_info *in, vs_cal_out *out)
     t->hbm_bandwidth = in->hbm_peak;
     vs_cal_out_measured(out, "gpu", "hbm_bandwidth");
   }
+  if (in->sms > 0) { /* the GEMM model's waves (gemmfit.h) */
+    t->sms = (uint64_t)in->sms;
+    vs_cal_out_measured(out, "gpu", "sms");
+  }
   vs_cal_out_comment(out, "measured on %s (compute capability %d.%d), driver "
                      "%s, CUDA runtime %s", in->device, in->cc_major,
                      in->cc_minor, in->driver, in->runtime);

@@ -43,6 +43,7 @@ typedef struct vs_measure_info {
   int n_gpus;                    /* CUDA devices visible */
   uint64_t total_bytes;          /* device memory the runtime reports */
   uint64_t l2_bytes;             /* L2 cache size */
+  int sms;                       /* streaming multiprocessors */
   double hbm_peak;               /* bytes/s from clock and bus width, or 0 */
   bool nvml;                     /* NVML answered */
   bool cut_short;                /* --time-limit or *stop ended the sweep */

@@ -485,6 +485,7 @@ static int describe(bench *b, const nvml *nv, vs_measure_info *in)
   in->total_bytes = p.totalGlobalMem;
   in->l2_bytes = (uint64_t)p.l2CacheSize;
   b->n_sms = p.multiProcessorCount;
+  in->sms = p.multiProcessorCount;
   if (cudaDriverGetVersion(&v) == cudaSuccess)
     version_text(v, in->driver, sizeof in->driver);
   if (cudaRuntimeGetVersion(&v) == cudaSuccess)
