@@ -82,6 +82,16 @@ static int grow(vs_raw_series *s, bool shapes, vs_error *err)
   return 0;
 }
 
+/* Stores one sample in the room grow made. */
+static void put(vs_raw_series *s, double bytes, uint32_t sample,
+                double seconds)
+{
+  s->bytes[s->n] = bytes;
+  s->seconds[s->n] = seconds;
+  s->sample[s->n] = sample;
+  s->n++;
+}
+
 int vs_raw_add_gemm(vs_raw *raw, vs_gemm g, uint32_t sample, double seconds,
                     vs_error *err)
 {
@@ -92,12 +102,9 @@ int vs_raw_add_gemm(vs_raw *raw, vs_gemm g, uint32_t sample, double seconds,
   if (grow(s, true, err))
     return err->code;
   s->shape[s->n] = g;
-  /* informational; kept within what a raw CSV's bytes column takes */
-  s->bytes[s->n] = 2.0 * elems < 9007199254740992.0 ? 2.0 * elems
-                                                    : 9007199254740992.0;
-  s->seconds[s->n] = seconds;
-  s->sample[s->n] = sample;
-  s->n++;
+  /* bytes are informational; kept within what a raw CSV's column takes */
+  put(s, 2.0 * elems < 9007199254740992.0 ? 2.0 * elems : 9007199254740992.0,
+      sample, seconds);
   return 0;
 }
 
@@ -110,10 +117,7 @@ int vs_raw_add(vs_raw *raw, int kind, uint64_t bytes, uint32_t sample,
                         "(vs_raw_add_gemm)");
   if (grow(s, false, err))
     return err->code;
-  s->bytes[s->n] = (double)bytes;
-  s->seconds[s->n] = seconds;
-  s->sample[s->n] = sample;
-  s->n++;
+  put(s, (double)bytes, sample, seconds);
   return 0;
 }
 

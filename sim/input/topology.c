@@ -6,6 +6,7 @@
 #include "units.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -221,6 +222,25 @@ static void prefer_set_links(vs_topology *t)
     t->intra_busbw_sizes.n = t->intra_busbw.n = t->intra_allreduce_busbw.n = 0;
 }
 
+/* VS_EINPUT for section.key: where it was given, then the reason (fmt). */
+static int key_error(const vs_topology *t, vs_error *err, const char *section,
+                     const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static int key_error(const vs_topology *t, vs_error *err, const char *section,
+                     const char *key, const char *fmt, ...)
+{
+  char where[640], why[320];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  return vs_error_set(err, VS_EINPUT, "%s: %s",
+                      vs_conf_where(&topology_tab, &t->origins, section, key,
+                                    where, sizeof where),
+                      why);
+}
+
 /* The curve's shape, once its lists are consistent: the time at the start
  * of every piece is not negative (the first piece's latency is a time; a
  * later piece's is the intercept of its line, which may be below 0 as
@@ -232,7 +252,7 @@ static int check_curve_shape(const vs_topology *t, int kind, vs_error *err)
   const vs_cal_fit *f = &t->cal[kind];
   const char *name = vs_cal_kind_name(kind);
   size_t pieces = f->piece_bandwidths.n ? f->piece_bandwidths.n : 1;
-  char key[64], where[640];
+  char key[64];
 
   for (size_t j = 0; j < pieces; j++) {
     double bw = f->piece_bandwidths.n ? f->piece_bandwidths.values[j] : f->bandwidth;
@@ -244,37 +264,31 @@ static int check_curve_shape(const vs_topology *t, int kind, vs_error *err)
     if (t0 < -1e-9) {
       snprintf(key, sizeof key, "%s_%s", name,
                f->piece_latencies.n ? "piece_latencies" : "latency");
-      return vs_error_set(err, VS_EINPUT,
-                          "%s: piece %zu starts at %.0f bytes with a time of "
-                          "%.6g us; a time cannot be negative",
-                          vs_conf_where(&topology_tab, &t->origins,
-                                        "calibration", key, where, sizeof where),
-                          j + 1, start, t0 * 1e6);
+      return key_error(t, err, "calibration", key,
+                       "piece %zu starts at %.0f bytes with a time of %.6g "
+                       "us; a time cannot be negative",
+                       j + 1, start, t0 * 1e6);
     }
   }
   for (size_t j = 0; f->max_bytes > 0 && j < f->breakpoints.n; j++) {
     uint64_t b = f->breakpoints.values[j];
     if (b < f->min_bytes || b > f->max_bytes) {
       snprintf(key, sizeof key, "%s_breakpoints", name);
-      return vs_error_set(err, VS_EINPUT,
-                          "%s: breakpoint %llu is outside the measured sizes "
-                          "(%s_min_bytes %llu to %s_max_bytes %llu)",
-                          vs_conf_where(&topology_tab, &t->origins,
-                                        "calibration", key, where, sizeof where),
-                          (unsigned long long)b, name,
-                          (unsigned long long)f->min_bytes, name,
-                          (unsigned long long)f->max_bytes);
+      return key_error(t, err, "calibration", key,
+                       "breakpoint %llu is outside the measured sizes "
+                       "(%s_min_bytes %llu to %s_max_bytes %llu)",
+                       (unsigned long long)b, name,
+                       (unsigned long long)f->min_bytes, name,
+                       (unsigned long long)f->max_bytes);
     }
   }
   if (vs_cal_times_transfers(kind) && vs_topology_calibrated(t, kind) &&
       !(f->bandwidth > 0)) {
     snprintf(key, sizeof key, "%s_bandwidth", name);
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: vsim times transfers with this curve, so its "
-                        "last piece needs a rate above 0 (0, no size "
-                        "dependence, fits only the allocation kinds)",
-                        vs_conf_where(&topology_tab, &t->origins, "calibration",
-                                      key, where, sizeof where));
+    return key_error(t, err, "calibration", key,
+                     "vsim times transfers with this curve, so its last "
+                     "piece needs a rate above 0 (0, no size dependence, "
+                     "fits only the allocation kinds)");
   }
   return 0;
 }
@@ -282,15 +296,10 @@ static int check_curve_shape(const vs_topology *t, int kind, vs_error *err)
 /* [node] host_memory_bandwidth: 0 (not a limit) or a real rate. */
 static int check_host_memory_bandwidth(const vs_topology *t, vs_error *err)
 {
-  char where[640];
   if (t->host_memory_bandwidth == 0 || t->host_memory_bandwidth >= MIN_RATE)
     return 0;
-  return vs_error_set(err, VS_EINPUT,
-                      "%s: must be 0 (host memory is not a limit) or at least "
-                      "1 MB/s",
-                      vs_conf_where(&topology_tab, &t->origins, "node",
-                                    "host_memory_bandwidth", where,
-                                    sizeof where));
+  return key_error(t, err, "node", "host_memory_bandwidth",
+                   "must be 0 (host memory is not a limit) or at least 1 MB/s");
 }
 
 /* A measured curve: its points (key xs_key) ascending, and each table of
@@ -308,24 +317,14 @@ typedef struct curve_keys {
 static int check_curve(const vs_topology *t, const curve_keys *c,
                        vs_error *err)
 {
-  char where[640], why[160] = "";
-  const char *key = NULL;
-  for (size_t i = 1; i < c->xs->n && !key; i++)
-    if (c->xs->values[i] <= c->xs->values[i - 1]) {
-      key = c->xs_key;
-      snprintf(why, sizeof why, "must be ascending");
-    }
-  for (size_t i = 0; i < c->n_ys && !key; i++)
-    if ((c->ys[i]->n || i < c->required) && c->ys[i]->n != c->xs->n) {
-      key = c->ys_keys[i];
-      snprintf(why, sizeof why, "needs one %s of %s", c->per, c->xs_key);
-    }
-  if (!key)
-    return 0;
-  return vs_error_set(err, VS_EINPUT, "%s: %s",
-                      vs_conf_where(&topology_tab, &t->origins, c->section,
-                                    key, where, sizeof where),
-                      why);
+  for (size_t i = 1; i < c->xs->n; i++)
+    if (c->xs->values[i] <= c->xs->values[i - 1])
+      return key_error(t, err, c->section, c->xs_key, "must be ascending");
+  for (size_t i = 0; i < c->n_ys; i++)
+    if ((c->ys[i]->n || i < c->required) && c->ys[i]->n != c->xs->n)
+      return key_error(t, err, c->section, c->ys_keys[i], "needs one %s of %s",
+                       c->per, c->xs_key);
+  return 0;
 }
 
 /* The bus-bandwidth curves (intra_busbw needed whenever sizes are) and
@@ -350,17 +349,11 @@ static int check_curves(const vs_topology *t, vs_error *err)
 
 static int check_efficiency_shape(const vs_topology *t, vs_error *err)
 {
-  char where[640];
   size_t n = t->compute_efficiency_shape.n;
   if (n == 0 || n == 3)
     return 0;
-  return vs_error_set(err, VS_EINPUT,
-                      "%s: expected the m, n, k of one GEMM (3 counts), got "
-                      "%zu",
-                      vs_conf_where(&topology_tab, &t->origins, "gpu",
-                                    "compute_efficiency_shape", where,
-                                    sizeof where),
-                      n);
+  return key_error(t, err, "gpu", "compute_efficiency_shape",
+                   "expected the m, n, k of one GEMM (3 counts), got %zu", n);
 }
 
 /* Checks one kind's calibration: rates 0 or real, a range that is a
@@ -370,7 +363,7 @@ static int check_calibration(const vs_topology *t, int kind, vs_error *err)
   const vs_cal_fit *f = &t->cal[kind];
   const char *name = vs_cal_kind_name(kind);
   size_t breaks = f->breakpoints.n;
-  char key[64], where[640];
+  char key[64];
 
   /* 0 means "time does not grow with size"; anything else is a real rate */
   for (size_t i = 0; i <= f->piece_bandwidths.n; i++) {
@@ -379,28 +372,19 @@ static int check_calibration(const vs_topology *t, int kind, vs_error *err)
     if (bw > 0 && bw < MIN_RATE) {
       snprintf(key, sizeof key, "%s_%s", name,
                i < f->piece_bandwidths.n ? "piece_bandwidths" : "bandwidth");
-      return vs_error_set(err, VS_EINPUT,
-                          "%s: a rate must be 0 (no size dependence) or at "
-                          "least 1 MB/s",
-                          vs_conf_where(&topology_tab, &t->origins,
-                                        "calibration", key, where,
-                                        sizeof where));
+      return key_error(t, err, "calibration", key,
+                       "a rate must be 0 (no size dependence) or at least "
+                       "1 MB/s");
     }
   }
   if (f->min_bytes > f->max_bytes) { /* max_bytes 0 with min_bytes set too */
     snprintf(key, sizeof key, "%s_min_bytes", name);
-    return vs_error_set(err, VS_EINPUT, "%s: above %s_max_bytes",
-                        vs_conf_where(&topology_tab, &t->origins,
-                                      "calibration", key, where, sizeof where),
-                        name);
+    return key_error(t, err, "calibration", key, "above %s_max_bytes", name);
   }
   for (size_t i = 1; i < breaks; i++) {
     if (f->breakpoints.values[i] <= f->breakpoints.values[i - 1]) {
       snprintf(key, sizeof key, "%s_breakpoints", name);
-      return vs_error_set(err, VS_EINPUT, "%s: breakpoints must ascend",
-                          vs_conf_where(&topology_tab, &t->origins,
-                                        "calibration", key, where,
-                                        sizeof where));
+      return key_error(t, err, "calibration", key, "breakpoints must ascend");
     }
   }
   for (int which = 0; which < 2; which++) {
@@ -410,17 +394,15 @@ static int check_calibration(const vs_topology *t, int kind, vs_error *err)
              which ? "latencies" : "bandwidths");
     if (l->n == 0 && breaks == 0)
       continue;
-    vs_conf_where(&topology_tab, &t->origins, "calibration", key, where,
-                  sizeof where);
     if (l->n != breaks + 1)
-      return vs_error_set(err, VS_EINPUT,
-                          "%s: %zu breakpoint(s) make %zu pieces, but %zu "
-                          "value(s) are given",
-                          where, breaks, breaks + 1, l->n);
+      return key_error(t, err, "calibration", key,
+                       "%zu breakpoint(s) make %zu pieces, but %zu value(s) "
+                       "are given",
+                       breaks, breaks + 1, l->n);
     if (fabs(l->values[l->n - 1] - last) > 1e-9 * fabs(last))
-      return vs_error_set(err, VS_EINPUT,
-                          "%s: the last piece must equal %s_%s", where, name,
-                          which ? "latency" : "bandwidth");
+      return key_error(t, err, "calibration", key,
+                       "the last piece must equal %s_%s", name,
+                       which ? "latency" : "bandwidth");
   }
   return check_curve_shape(t, kind, err);
 }
