@@ -34,6 +34,9 @@ static void prog_init(vs_program *p, size_t max)
   p->cap_effects = 4 * max;
   p->cap_buffers = 2 * max;
   p->ops = malloc(p->cap_ops * sizeof *p->ops);
+  p->cap_kinds = max; /* one kind an op */
+  p->kinds = malloc(p->cap_kinds * sizeof *p->kinds);
+  assert_non_null(p->kinds);
   p->deps = malloc(p->cap_deps * sizeof *p->deps);
   p->effects = malloc(p->cap_effects * sizeof *p->effects);
   p->buffers = malloc(p->cap_buffers * sizeof *p->buffers);
@@ -55,15 +58,19 @@ static uint32_t prog_op(vs_program *p, int stream, const char *name,
 {
   uint32_t idx = (uint32_t)p->n_ops;
   vs_pop *op = &p->ops[idx];
+  vs_op_kind *k = &p->kinds[idx];
   assert_true(p->n_ops < p->cap_ops);
   assert_true(p->n_deps + n_deps <= p->cap_deps);
   memset(op, 0, sizeof *op);
-  snprintf(op->name, sizeof op->name, "%s", name);
+  memset(k, 0, sizeof *k);
+  snprintf(k->name, sizeof k->name, "%s", name);
+  k->dur_ns = dur_ns;
+  op->kind = idx;
+  p->n_kinds = idx + 1;
   op->layer = -1;
   op->microbatch = -1;
   op->stream = (uint8_t)stream;
   op->phase = VS_PHASE_FWD;
-  op->dur_ns = dur_ns;
   op->first_dep = (uint32_t)p->n_deps;
   op->n_deps = (uint32_t)n_deps;
   for (size_t i = 0; i < n_deps; i++) {
@@ -725,8 +732,8 @@ static uint32_t prog_res_op(vs_program *p, int stream, const char *name,
                             const uint32_t *deps, size_t n_deps)
 {
   uint32_t op = prog_op(p, stream, name, dur_ns, deps, n_deps);
-  p->ops[op].resource = (uint8_t)kind;
-  p->ops[op].bytes = bytes;
+  p->kinds[op].resource = (uint8_t)kind;
+  p->kinds[op].bytes = bytes;
   return op;
 }
 
@@ -988,8 +995,8 @@ static void test_res_deterministic(void **state)
   for (uint32_t i = 0; i < N; i++) {
     if (p.ops[i].stream != M)
       continue;
-    p.ops[i].resource = VS_RES_PCIE_SWITCH;
-    p.ops[i].bytes = 1000.0 * (double)(1 + p.ops[i].dur_ns / 10 + i % 4);
+    p.kinds[i].resource = VS_RES_PCIE_SWITCH;
+    p.kinds[i].bytes = 1000.0 * (double)(1 + p.kinds[i].dur_ns / 10 + i % 4);
     n_res++;
   }
   assert_true(n_res > 50);

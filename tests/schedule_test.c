@@ -88,7 +88,7 @@ static size_t count_ops(const vs_program *p, const char *name, int layer,
   size_t n = 0;
   for (size_t i = 0; i < p->n_ops; i++) {
     const vs_pop *op = &p->ops[i];
-    if (strcmp(op->name, name) == 0 && (layer == ANY || op->layer == layer) &&
+    if (strcmp(vs_op_name(p, op), name) == 0 && (layer == ANY || op->layer == layer) &&
         (mb == ANY || op->microbatch == mb))
       n++;
   }
@@ -100,9 +100,9 @@ static double sum_bytes(const vs_program *p, const char *name, int mb)
 {
   double sum = 0;
   for (size_t i = 0; i < p->n_ops; i++)
-    if (strcmp(p->ops[i].name, name) == 0 &&
+    if (strcmp(vs_op_name(p, &p->ops[i]), name) == 0 &&
         (mb == ANY || p->ops[i].microbatch == mb))
-      sum += p->ops[i].bytes;
+      sum += vs_op_kind_of(p, &p->ops[i])->bytes;
   return sum;
 }
 
@@ -147,7 +147,7 @@ static unsigned char *check_program(const built *b)
     n_effects += op->n_effects;
     for (uint32_t d = 0; d < op->n_deps; d++)
       if (p->deps[op->first_dep + d] >= i)
-        fail_msg("op %u (%s) depends on later op %u", i, op->name,
+        fail_msg("op %u (%s) depends on later op %u", i, vs_op_name(p, op),
                  p->deps[op->first_dep + d]);
     /* stream_ops[] and ops[].pos agree */
     assert_true(op->stream < VS_STREAM_N);
@@ -161,11 +161,11 @@ static unsigned char *check_program(const built *b)
         assert_true(e->buffer < p->n_buffers);
         if (!e->is_free && st[e->buffer] != UNSEEN)
           fail_msg("buffer %u allocated twice (op %u %s)", e->buffer, i,
-                   op->name);
+                   vs_op_name(p, op));
         if (e->is_free && st[e->buffer] != LIVE)
           fail_msg("buffer %u freed while %s (op %u %s)", e->buffer,
                    st[e->buffer] == UNSEEN ? "unallocated" : "already freed",
-                   i, op->name);
+                   i, vs_op_name(p, op));
         st[e->buffer] = e->is_free ? FREED : LIVE;
       }
     }
@@ -199,7 +199,7 @@ static void check_end_state(const built *b, const unsigned char *st)
   const vs_pop *setup = &p->ops[0];
   uint64_t kept[VS_CAT_N] = {0};
   assert_int_equal(setup->phase, VS_PHASE_SETUP);
-  assert_string_equal(setup->name, "model_states");
+  assert_string_equal(vs_op_name(p, setup), "model_states");
   for (uint32_t buf = 0; buf < p->n_buffers; buf++) {
     uint32_t a, f;
     buffer_ops(p, buf, &a, &f);
@@ -208,7 +208,7 @@ static void check_end_state(const built *b, const unsigned char *st)
     if (a != 0)
       fail_msg("buffer %u (%s, %llu B) of op %u (%s layer %d) is never freed",
                buf, vs_category_name(p->buffers[buf].category),
-               (unsigned long long)p->buffers[buf].bytes, a, p->ops[a].name,
+               (unsigned long long)p->buffers[buf].bytes, a, vs_op_name(p, &p->ops[a]),
                p->ops[a].layer);
     kept[p->buffers[buf].category] += p->buffers[buf].bytes;
   }
@@ -311,7 +311,7 @@ static void test_setup_and_optimizer(void **state)
   /* the step ends with the optimizer on the compute stream */
   last = &p->ops[p->stream_ops[VS_STREAM_COMPUTE]
                              [p->n_stream_ops[VS_STREAM_COMPUTE] - 1]];
-  assert_string_equal(last->name, "optimizer_step");
+  assert_string_equal(vs_op_name(p, last), "optimizer_step");
   assert_int_equal(last->phase, VS_PHASE_OPTIMIZER);
   assert_int_equal(count_ops(p, "optimizer_step", ANY, ANY), 1);
   destroy(b);
@@ -361,11 +361,11 @@ static void test_dp2_all_reduce_last_microbatch(void **state)
   /* the optimizer waits for it, and for the backward's last kernel */
   for (size_t i = 0; i < p->n_ops; i++) {
     const vs_pop *op = &p->ops[i];
-    if (strcmp(op->name, "optimizer_step") == 0) {
+    if (strcmp(vs_op_name(p, op), "optimizer_step") == 0) {
       assert_int_equal(op->n_deps, 2);
       assert_int_equal(p->ops[p->deps[op->first_dep]].stream,
                        VS_STREAM_COMPUTE);
-      assert_string_equal(p->ops[p->deps[op->first_dep + 1]].name,
+      assert_string_equal(vs_op_name(p, &p->ops[p->deps[op->first_dep + 1]]),
                           "dp_all_reduce");
     }
   }
@@ -393,10 +393,10 @@ static void test_dp2_buckets(void **state)
   p = &b->p;
   for (size_t i = 0; i < p->n_ops; i++) {
     const vs_pop *op = &p->ops[i];
-    if (strcmp(op->name, "dp_all_reduce") != 0)
+    if (strcmp(vs_op_name(p, op), "dp_all_reduce") != 0)
       continue;
     assert_true(k < 5);
-    assert_true(op->bytes == want[k]);
+    assert_true(vs_op_kind_of(p, op)->bytes == want[k]);
     assert_int_equal(op->microbatch, 1);
     assert_int_equal(op->stream, VS_STREAM_COMM);
     assert_int_equal(op->phase, VS_PHASE_DP_COMM);
@@ -491,7 +491,7 @@ static void test_zero3_gathers_per_block_per_pass(void **state)
     const vs_pop *op = &p->ops[i], *w;
     uint64_t elems;
     int pass;
-    if (strcmp(op->name, "zero3_all_gather") != 0)
+    if (strcmp(vs_op_name(p, op), "zero3_all_gather") != 0)
       continue;
     assert_int_equal(op->stream, VS_STREAM_COMM);
     w = waiter_of(p, i);
@@ -506,7 +506,7 @@ static void test_zero3_gathers_per_block_per_pass(void **state)
     elems = op->layer < 0         ? EMBED_PARAMS
             : op->layer == LAYERS ? HEAD_PARAMS
                                   : LAYER_PARAMS;
-    assert_true(op->bytes == (double)(2 * elems));
+    assert_true(vs_op_kind_of(p, op)->bytes == (double)(2 * elems));
   }
   for (int mb = 0; mb < 2; mb++)
     for (int blk = 0; blk < LAYERS + 2; blk++)
@@ -520,7 +520,7 @@ static bool is_gather_buf(const vs_program *p, uint32_t buf)
 {
   uint32_t a, f;
   buffer_ops(p, buf, &a, &f);
-  return a != UINT32_MAX && strcmp(p->ops[a].name, "zero3_all_gather") == 0;
+  return a != UINT32_MAX && strcmp(vs_op_name(p, &p->ops[a]), "zero3_all_gather") == 0;
 }
 
 static void test_zero3_at_most_two_blocks_gathered(void **state)
@@ -543,10 +543,10 @@ static void test_zero3_at_most_two_blocks_gathered(void **state)
   for (uint32_t i = 0; i < p->n_ops; i++) {
     const vs_pop *op = &p->ops[i];
     if (op->layer == 0 && op->microbatch == 0 && op->phase == VS_PHASE_FWD)
-      layer_fwd_ns += op->dur_ns;
+      layer_fwd_ns += vs_op_kind_of(p, op)->dur_ns;
     if (op->layer == 0 && op->microbatch == 0 &&
-        strcmp(op->name, "zero3_all_gather") == 0)
-      gather_ns = op->dur_ns;
+        strcmp(vs_op_name(p, op), "zero3_all_gather") == 0)
+      gather_ns = vs_op_kind_of(p, op)->dur_ns;
   }
   assert_true(gather_ns > 0);
   assert_true(layer_fwd_ns > 2 * gather_ns);
@@ -627,7 +627,7 @@ static void test_full_checkpointing_recomputes_each_layer(void **state)
   assert_int_equal(count_ops(p, "recompute_attn", ANY, ANY), 0);
   for (size_t i = 0; i < p->n_ops; i++) {
     const vs_pop *op = &p->ops[i];
-    if (strcmp(op->name, "recompute_layer") != 0)
+    if (strcmp(vs_op_name(p, op), "recompute_layer") != 0)
       continue;
     assert_int_equal(op->phase, VS_PHASE_RECOMPUTE);
     /* it re-runs the layer's forward: same FLOPs as the forward ops */
@@ -635,7 +635,7 @@ static void test_full_checkpointing_recomputes_each_layer(void **state)
       double fwd = 0;
       for (uint32_t k = 0; k < vs_model_layer(&b->m, 0)->n_ops; k++)
         fwd += vs_model_layer(&b->m, 0)->ops[k].fwd_flops;
-      assert_true(op->flops == fwd);
+      assert_true(vs_op_kind_of(p, op)->flops == fwd);
     }
     /* and precedes the layer's backward on the compute stream */
     assert_int_equal(p->ops[i + 1].phase, VS_PHASE_BWD);
@@ -670,7 +670,7 @@ static void test_selective_eager_recomputes_attention(void **state)
   for (size_t i = 0; i < p->n_ops; i++) {
     const vs_pop *op = &p->ops[i];
     const vs_effect *e;
-    if (strcmp(op->name, "recompute_attn") != 0)
+    if (strcmp(vs_op_name(p, op), "recompute_attn") != 0)
       continue;
     n++;
     assert_int_equal(op->phase, VS_PHASE_RECOMPUTE);
@@ -687,7 +687,7 @@ static void test_selective_eager_recomputes_attention(void **state)
       buffer_ops(p, e->buffer, &a, &f);
       assert_int_equal(a, i);
       assert_true(f != UINT32_MAX);
-      assert_string_equal(p->ops[f].name, "attn_scores");
+      assert_string_equal(vs_op_name(p, &p->ops[f]), "attn_scores");
       assert_int_equal(p->ops[f].phase, VS_PHASE_BWD);
       assert_int_equal(p->ops[f].layer, op->layer);
       assert_int_equal(p->ops[f].microbatch, op->microbatch);
@@ -726,7 +726,7 @@ static void count_tp(const vs_program *p, const char *name,
       pass = 0;
     else if (op->phase == VS_PHASE_BWD)
       pass = 1;
-    if (strcmp(op->name, name) != 0)
+    if (strcmp(vs_op_name(p, op), name) != 0)
       continue;
     assert_int_equal(op->phase, VS_PHASE_TP_COMM);
     assert_true(pass >= 0);
@@ -766,8 +766,8 @@ static void test_tp2_all_reduces(void **state)
   assert_int_equal(count_ops(p, "tp_reduce_scatter", ANY, ANY), 0);
   /* each moves the full activation: 2 bytes * s 128 * b 1 * h 256 */
   for (size_t i = 0; i < p->n_ops; i++)
-    if (strcmp(p->ops[i].name, "tp_all_reduce") == 0)
-      assert_true(p->ops[i].bytes == 2.0 * 128 * 256);
+    if (strcmp(vs_op_name(p, &p->ops[i]), "tp_all_reduce") == 0)
+      assert_true(vs_op_kind_of(p, &p->ops[i])->bytes == 2.0 * 128 * 256);
   destroy(b);
 }
 
@@ -813,15 +813,16 @@ static void test_optimizer_step_work(void **state)
   size_t found = 0;
   (void)state;
   for (size_t i = 0; i < b->p.n_ops; i++) {
-    const vs_pop *op = &b->p.ops[i];
-    if (strcmp(op->name, "optimizer_step") != 0)
+    const vs_program *p = &b->p;
+    const vs_pop *op = &p->ops[i];
+    if (strcmp(vs_op_name(p, op), "optimizer_step") != 0)
       continue;
     found++;
-    tu_assert_close(op->flops, 12.0 * P, 0);
-    tu_assert_close(op->bytes, 30.0 * P, 0);
+    tu_assert_close(vs_op_kind_of(p, op)->flops, 12.0 * P, 0);
+    tu_assert_close(vs_op_kind_of(p, op)->bytes, 30.0 * P, 0);
     /* memory-bound on an H100 (topologies/h100-sxm-8x.ini): 30P bytes /
      * (3350 GB/s x 0.87) = 35.49 us beats 12P / (67 TFLOP/s x 0.8) */
-    assert_int_equal(op->dur_ns,
+    assert_int_equal(vs_op_kind_of(p, op)->dur_ns,
                      (uint64_t)ceil(30.0 * P / (3350e9 * 0.87) * 1e9));
   }
   assert_int_equal(found, 1);
@@ -844,13 +845,14 @@ static void test_tied_embedding_all_reduce(void **state)
   size_t found = 0;
   (void)state;
   for (size_t i = 0; i < b->p.n_ops; i++) {
-    const vs_pop *op = &b->p.ops[i];
-    if (strcmp(op->name, "embedding_all_reduce") != 0)
+    const vs_program *p = &b->p;
+    const vs_pop *op = &p->ops[i];
+    if (strcmp(vs_op_name(p, op), "embedding_all_reduce") != 0)
       continue;
     found++;
     assert_int_equal(op->stream, VS_STREAM_COMM);
-    tu_assert_close(op->bytes, 512000.0, 0);
-    assert_int_equal(op->dur_ns,
+    tu_assert_close(vs_op_kind_of(p, op)->bytes, 512000.0, 0);
+    assert_int_equal(vs_op_kind_of(p, op)->dur_ns,
                      (uint64_t)ceil(2.0 * (3e-6 + 256000.0 / 450e9) * 1e9));
   }
   assert_int_equal(found, 1);
@@ -883,15 +885,16 @@ static void test_flash_at_its_measured_rate(void **state)
   assert_true(flash->flash.seq == 4096 && flash->flash.head_dim == 64 &&
               flash->flash.causal);
   for (size_t i = 0; i < b->p.n_ops; i++) {
-    const vs_pop *op = &b->p.ops[i];
+    const vs_program *p = &b->p;
+    const vs_pop *op = &p->ops[i];
     if (op->layer != 0 || op->microbatch != 0 ||
-        strcmp(op->name, flash->name) != 0)
+        strcmp(vs_op_name(p, op), flash->name) != 0)
       continue;
     if (op->phase == VS_PHASE_FWD)
-      assert_int_equal(op->dur_ns,
+      assert_int_equal(vs_op_kind_of(p, op)->dur_ns,
                        (uint64_t)ceil((flash->fwd_flops / 257e12 + 3e-6) * 1e9));
     else
-      assert_int_equal(op->dur_ns,
+      assert_int_equal(vs_op_kind_of(p, op)->dur_ns,
                        (uint64_t)ceil((2.5 * flash->fwd_flops / 257e12 + 9e-6) *
                                       1e9));
     found++;
@@ -932,7 +935,7 @@ static void test_backward_gemms_by_shape(void **state)
     for (uint32_t k = 0; k < blk->n_ops; k++) {
       const vs_op_spec *o = &blk->ops[k];
       double t;
-      if (strcmp(o->name, op->name) != 0 || !o->gemm.batch)
+      if (strcmp(o->name, vs_op_name(p, op)) != 0 || !o->gemm.batch)
         continue;
       assert_true(o->bwd_flops == 2.0 * o->fwd_flops);
       t = vs_cost_gemm_seconds(&b->topo, VS_PREC_BF16, vs_gemm_dgrad(o->gemm),
@@ -941,7 +944,7 @@ static void test_backward_gemms_by_shape(void **state)
                                o->fwd_flops, o->bwd_bytes - o->fwd_bytes,
                                NULL) +
           2 * 3e-6;
-      assert_int_equal(op->dur_ns, (uint64_t)ceil(t * 1e9));
+      assert_int_equal(vs_op_kind_of(p, op)->dur_ns, (uint64_t)ceil(t * 1e9));
       found++;
     }
   }
@@ -961,7 +964,7 @@ static void test_op_durations_follow_roofline(void **state)
       const vs_op_spec *spec = NULL;
       double t;
       for (uint32_t k = 0; k < vs_model_layer(&b->m, 0)->n_ops; k++)
-        if (strcmp(vs_model_layer(&b->m, 0)->ops[k].name, op->name) == 0)
+        if (strcmp(vs_model_layer(&b->m, 0)->ops[k].name, vs_op_name(p, op)) == 0)
           spec = &vs_model_layer(&b->m, 0)->ops[k];
       assert_non_null(spec);
       /* a GEMM by its shape, anything else by the roofline, each kernel
@@ -977,10 +980,10 @@ static void test_op_durations_follow_roofline(void **state)
                                          spec->fwd_bytes, NULL);
       t += 3e-6 * spec->fwd_kernels;
       /* durations are that rounded up to a whole nanosecond */
-      assert_int_equal(op->dur_ns, (uint64_t)ceil(t * 1e9));
+      assert_int_equal(vs_op_kind_of(p, op)->dur_ns, (uint64_t)ceil(t * 1e9));
     }
     if (op->stream == VS_STREAM_COMPUTE)
-      compute += (double)op->dur_ns * 1e-9;
+      compute += (double)vs_op_kind_of(p, op)->dur_ns * 1e-9;
   }
   /* compute_seconds sums the compute stream */
   tu_assert_close(p->compute_seconds, compute, 1e-12);
@@ -1002,7 +1005,7 @@ static void test_bound_split_adds_up(void **state)
     const vs_pop *op = &p->ops[p->stream_ops[VS_STREAM_COMPUTE][i]];
     if (op->phase != VS_PHASE_TP_COMM && op->phase != VS_PHASE_EP_COMM &&
         op->phase != VS_PHASE_CP_COMM) {
-      ops += (double)op->dur_ns * 1e-9;
+      ops += (double)vs_op_kind_of(p, op)->dur_ns * 1e-9;
       n++;
     }
   }

@@ -230,7 +230,7 @@ static void test_out_of_memory_is_reported_at_the_op(void **state)
   simulate(&sim, &wl, &topo, false);
   assert_false(sim.fits);
   assert_true(sim.ranks[0].mem.oom.happened);
-  assert_string_equal(sim.ranks[0].prog->ops[sim.ranks[0].mem.oom.op].name,
+  assert_string_equal(vs_op_name(sim.ranks[0].prog, &sim.ranks[0].prog->ops[sim.ranks[0].mem.oom.op]),
                       "model_states");
   assert_true(sim.ranks[0].mem.peak_used_bytes > topo.memory_bytes);
   vs_sim_fini(&sim);
@@ -300,7 +300,7 @@ static double op_seconds(const vs_rank *r, const char *name)
 {
   double t = 0;
   for (size_t i = 0; i < r->n_spans; i++)
-    if (strcmp(r->prog->ops[r->spans[i].op].name, name) == 0)
+    if (strcmp(vs_op_name(r->prog, &r->prog->ops[r->spans[i].op]), name) == 0)
       t += (double)(r->spans[i].end_ns - r->spans[i].start_ns) * 1e-9;
   return t;
 }
@@ -376,7 +376,7 @@ static const vs_op_span *find_span(const vs_rank *r, const char *name,
 {
   const vs_op_span *found = NULL;
   for (size_t i = 0; i < r->n_spans; i++)
-    if (strcmp(r->prog->ops[r->spans[i].op].name, name) == 0 &&
+    if (strcmp(vs_op_name(r->prog, &r->prog->ops[r->spans[i].op]), name) == 0 &&
         (last || !found))
       found = &r->spans[i];
   return found;
@@ -411,9 +411,9 @@ static void test_offload_step_order_and_share(void **state)
     assert_true(step->start_ns >= copy->end_ns);
     assert_true(step->start_ns >= sync->end_ns);
     /* dp = 4: a quarter of the stage's 2-byte parameters, padded */
-    assert_true(4 * r->prog->ops[back->op].bytes >=
+    assert_true(4 * vs_op_kind_of(r->prog, &r->prog->ops[back->op])->bytes >=
                 (double)st->params_full_bytes);
-    assert_true(4 * r->prog->ops[back->op].bytes <
+    assert_true(4 * vs_op_kind_of(r->prog, &r->prog->ops[back->op])->bytes <
                 (double)st->params_full_bytes + 4 * 2);
   }
   vs_sim_fini(&sim);
@@ -885,7 +885,7 @@ static double phase_flops(const vs_rank *r, int phase)
   double sum = 0;
   for (size_t i = 0; i < r->prog->n_ops; i++)
     if (r->prog->ops[i].phase == phase)
-      sum += r->prog->ops[i].flops;
+      sum += vs_op_kind_of(r->prog, &r->prog->ops[i])->flops;
   return sum;
 }
 
@@ -1214,8 +1214,8 @@ static double op_bytes(const vs_rank *r, const char *name)
 {
   double sum = 0;
   for (size_t i = 0; i < r->prog->n_ops; i++)
-    if (strcmp(r->prog->ops[i].name, name) == 0)
-      sum += r->prog->ops[i].bytes;
+    if (strcmp(vs_op_name(r->prog, &r->prog->ops[i]), name) == 0)
+      sum += vs_op_kind_of(r->prog, &r->prog->ops[i])->bytes;
   return sum;
 }
 
@@ -1501,7 +1501,7 @@ static size_t ops_named(const vs_rank *r, const char *name)
 {
   size_t n = 0;
   for (size_t i = 0; i < r->prog->n_ops; i++)
-    n += strcmp(r->prog->ops[i].name, name) == 0;
+    n += strcmp(vs_op_name(r->prog, &r->prog->ops[i]), name) == 0;
   return n;
 }
 

@@ -253,7 +253,8 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
       return vs_error_set(c->err, rc,
                           "engine: rank %u op %u (%s) %s %llu bytes of %s "
                           "(%s) failed (schedule bug or counter overflow)",
-                          r->id, idx, op->name, e->is_free ? "free" : "alloc",
+                          r->id, idx, vs_op_name(p, op),
+                          e->is_free ? "free" : "alloc",
                           (unsigned long long)buf->bytes,
                           vs_category_name(buf->category),
                           vs_place_name(buf->place));
@@ -301,12 +302,13 @@ static int start_resource(run_ctx *c, uint32_t rank_idx, uint32_t idx,
 {
   vs_rank *r = &c->ranks[rank_idx];
   const vs_pop *op = &r->prog->ops[idx];
+  const vs_op_kind *k = vs_op_kind_of(r->prog, op);
   vs_res_op ro = {.rank = rank_idx, .op = idx, .gpu = r->id,
-                  .kind = op->resource, .via = op->resource_via,
-                  .bytes = op->bytes, .fixed_ns = op->dur_ns,
+                  .kind = k->resource, .via = k->resource_via,
+                  .bytes = k->bytes, .fixed_ns = k->dur_ns,
                   .tag = r->n_spans};
   int rc;
-  if (c->opts->record_spans && record_span(r, idx, t_ns, t_ns + op->dur_ns))
+  if (c->opts->record_spans && record_span(r, idx, t_ns, t_ns + k->dur_ns))
     return vs_error_set(c->err, VS_ENOMEM, "out of host memory recording ops");
   rc = vs_res_start(&c->res, &c->q, SLOT(rank_idx, op->stream), &ro, t_ns);
   if (rc == VS_ENOMEM)
@@ -315,13 +317,13 @@ static int start_resource(run_ctx *c, uint32_t rank_idx, uint32_t idx,
     return vs_error_set(c->err, rc,
                         "engine: rank %u op %u (%s) moves %g bytes through "
                         "resource %u (%s), %s",
-                        r->id, idx, op->name, op->bytes, op->resource,
-                        vs_resource_name(op->resource)
-                            ? vs_resource_name(op->resource)
+                        r->id, idx, k->name, k->bytes, k->resource,
+                        vs_resource_name(k->resource)
+                            ? vs_resource_name(k->resource)
                             : "unknown",
-                        !vs_res_available(&c->res, op->resource)
+                        !vs_res_available(&c->res, k->resource)
                             ? "which the topology does not describe"
-                        : !(op->bytes >= 0 && op->bytes < HUGE_VAL)
+                        : !(k->bytes >= 0 && k->bytes < HUGE_VAL)
                             ? "a count that is negative or not finite"
                             : "which would take more than 2^63 ns");
   return 0;
@@ -337,6 +339,7 @@ static int start_ready(run_ctx *c, uint32_t rank_idx, uint64_t t_ns, int cause)
   for (int s = 0; s < VS_STREAM_N; s++) {
     uint32_t idx;
     const vs_pop *op;
+    const vs_op_kind *k;
     int rc;
     if (r->busy[s] || r->next[s] == p->n_stream_ops[s])
       continue;
@@ -357,14 +360,15 @@ static int start_ready(run_ctx *c, uint32_t rank_idx, uint64_t t_ns, int cause)
     r->next[s]++;
     if ((rc = apply_effects(c, r, idx, false, t_ns)))
       return rc;
-    if (op->resource) { /* its end is decided while it runs */
+    k = vs_op_kind_of(p, op);
+    if (k->resource) { /* its end is decided while it runs */
       if ((rc = start_resource(c, rank_idx, idx, t_ns)))
         return rc;
       continue;
     }
-    if (c->opts->record_spans && record_span(r, idx, t_ns, t_ns + op->dur_ns))
+    if (c->opts->record_spans && record_span(r, idx, t_ns, t_ns + k->dur_ns))
       return vs_error_set(c->err, VS_ENOMEM, "out of host memory recording ops");
-    if (vs_evq_push(&c->q, t_ns + op->dur_ns, rank_idx, idx))
+    if (vs_evq_push(&c->q, t_ns + k->dur_ns, rank_idx, idx))
       return vs_error_set(c->err, VS_ENOMEM, "out of host memory: event queue");
   }
   return 0;
@@ -376,13 +380,14 @@ static int resource_event(run_ctx *c, const vs_event *ev, bool *ended)
 {
   vs_rank *r = &c->ranks[ev->rank];
   const vs_pop *op = &r->prog->ops[ev->op];
+  const vs_op_kind *k = vs_op_kind_of(r->prog, op);
   uint64_t span = 0;
   int rc = vs_res_event(&c->res, &c->q, SLOT(ev->rank, op->stream), ev->t_ns,
                         ended, &span);
   if (rc)
     return vs_error_set(c->err, rc,
                         "engine: rank %u op %u (%s) on resource %s: %s", r->id,
-                        ev->op, op->name, vs_resource_name(op->resource),
+                        ev->op, k->name, vs_resource_name(k->resource),
                         rc == VS_ENOMEM ? "out of host memory"
                                         : "a time would pass 2^63 ns");
   if (*ended && c->opts->record_spans && span < r->n_spans)
@@ -406,7 +411,7 @@ static void account_tail(vs_rank *r, const vs_pop *op, uint64_t t_ns)
   if (!compute_done || t_ns <= r->tail_mark_ns)
     return;
   if (op->phase == VS_PHASE_OFFLOAD) {
-    if (op->resource == VS_RES_CPU)
+    if (vs_op_kind_of(p, op)->resource == VS_RES_CPU)
       r->tail_cpu_ns += t_ns - r->tail_mark_ns;
     else
       r->tail_copy_ns += t_ns - r->tail_mark_ns;
@@ -420,7 +425,7 @@ static int finish(run_ctx *c, const vs_event *ev, vs_engine_stats *stats)
   vs_rank *r = &c->ranks[ev->rank];
   const vs_pop *op = &r->prog->ops[ev->op];
   int rc;
-  if (op->resource) {
+  if (vs_op_kind_of(r->prog, op)->resource) {
     bool ended;
     if ((rc = resource_event(c, ev, &ended)) || !ended)
       return rc;
@@ -454,7 +459,8 @@ static int check_finished(run_ctx *c, size_t n_ranks)
         return vs_error_set(c->err, VS_EINPUT,
                             "engine: rank %u deadlocked: stream %s waits at op "
                             "'%s' (layer %d, micro-batch %d)",
-                            r->id, vs_stream_name(s), op->name, op->layer,
+                            r->id, vs_stream_name(s),
+                            vs_op_name(r->prog, op), op->layer,
                             op->microbatch);
       }
     }
@@ -499,8 +505,8 @@ static bool slots_independent(const run_ctx *c)
       return false;
   for (size_t i = 0; i < c->n_ranks; i += c->per_stage) {
     const vs_program *p = c->ranks[i].prog; /* its stage's */
-    for (size_t k = 0; k < p->n_ops; k++)
-      if (p->ops[k].resource)
+    for (size_t k = 0; k < p->n_kinds; k++)
+      if (p->kinds[k].resource)
         return false;
   }
   return true;

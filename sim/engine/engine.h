@@ -7,7 +7,7 @@
  * ended. Time is integer nanoseconds; equal times resolve by push order, so a
  * run is deterministic. The engine knows nothing about transformers.
  *
- * An op that names a resource (vs_pop.resource) runs its fixed dur_ns and
+ * An op that names a resource (vs_op_kind.resource) runs its fixed dur_ns and
  * the resource's latency, then moves its bytes through the instance of its
  * rank's GPU, sharing the bandwidth with the ops on that instance at the
  * time (resource.h): its end is decided while it runs, and its end effects

@@ -145,42 +145,129 @@ static bool time_ok(builder *b, const char *name, double seconds)
   return false;
 }
 
-static uint32_t new_op(builder *b, int stream, int phase, const char *name,
-                       int layer, int mb, double seconds, double flops,
-                       double bytes)
+/* Mixes the fields of k that tell kinds apart (its name zero-padded, as
+ * new_op_through leaves it) a 64-bit word at a time. */
+_Static_assert(VS_OP_NAME_MAX % 8 == 0, "kind_hash reads names in words");
+static uint64_t kind_hash(const vs_op_kind *k)
+{
+  uint64_t w[VS_OP_NAME_MAX / 8 + 4], h = 0;
+  size_t n = VS_OP_NAME_MAX / 8;
+  memcpy(w, k->name, sizeof k->name);
+  w[n++] = k->dur_ns;
+  memcpy(&w[n++], &k->flops, sizeof k->flops);
+  memcpy(&w[n++], &k->bytes, sizeof k->bytes);
+  w[n++] = (uint64_t)k->resource | (uint64_t)k->resource_via << 8;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ w[i]) * 0x9e3779b97f4a7c15ull;
+  return h ^ (h >> 29);
+}
+
+static bool same_kind(const vs_op_kind *a, const vs_op_kind *b)
+{
+  return a->resource == b->resource && a->resource_via == b->resource_via &&
+         a->dur_ns == b->dur_ns && memcmp(&a->flops, &b->flops, sizeof a->flops) == 0 &&
+         memcmp(&a->bytes, &b->bytes, sizeof a->bytes) == 0 &&
+         strncmp(a->name, b->name, sizeof a->name) == 0;
+}
+
+/* Doubles the kinds' hash index (to at least 64 slots) and refills it. */
+static bool grow_kind_slots(builder *b)
 {
   vs_program *p = b->p;
+  size_t cap = p->cap_kind_slots ? 2 * p->cap_kind_slots : 64;
+  uint32_t *slots = calloc(cap, sizeof *slots);
+  if (!slots) {
+    b->failed = true;
+    vs_error_set(b->err, VS_ENOMEM, "out of host memory building the schedule");
+    return false;
+  }
+  for (size_t i = 0; i < p->n_kinds; i++) {
+    size_t at = (size_t)kind_hash(&p->kinds[i]) & (cap - 1);
+    while (slots[at])
+      at = (at + 1) & (cap - 1);
+    slots[at] = (uint32_t)i + 1;
+  }
+  free(p->kind_slots);
+  p->kind_slots = slots;
+  p->cap_kind_slots = cap;
+  return true;
+}
+
+/* The index of kind k in the program's kinds, added when new; NONE when
+ * out of host memory. The index stays at most half full. */
+static uint32_t intern_kind(builder *b, const vs_op_kind *k)
+{
+  vs_program *p = b->p;
+  size_t at;
+  if (2 * (p->n_kinds + 1) > p->cap_kind_slots && !grow_kind_slots(b))
+    return NONE;
+  for (at = (size_t)kind_hash(k) & (p->cap_kind_slots - 1); p->kind_slots[at];
+       at = (at + 1) & (p->cap_kind_slots - 1))
+    if (same_kind(&p->kinds[p->kind_slots[at] - 1], k))
+      return p->kind_slots[at] - 1;
+  if (!grow(b, (void **)&p->kinds, &p->cap_kinds, p->n_kinds + 1,
+            sizeof *p->kinds))
+    return NONE;
+  p->kinds[p->n_kinds] = *k;
+  p->kind_slots[at] = (uint32_t)++p->n_kinds;
+  return (uint32_t)p->n_kinds - 1;
+}
+
+/* Appends an op whose bytes cross resource `res` (and `via`; 0: none);
+ * its deps and effects must be added before the next op. */
+static uint32_t new_op_through(builder *b, int stream, int phase,
+                               const char *name, int layer, int mb,
+                               double seconds, double flops, double bytes,
+                               int res, int via)
+{
+  vs_program *p = b->p;
+  vs_op_kind k;
   vs_pop *op;
-  uint32_t idx;
+  uint32_t idx, kind;
 
   if (b->failed || !time_ok(b, name, seconds) ||
       !grow(b, (void **)&p->ops, &p->cap_ops, p->n_ops + 1, sizeof *p->ops) ||
       !grow(b, (void **)&p->stream_ops[stream], &p->cap_stream_ops[stream],
             p->n_stream_ops[stream] + 1, sizeof(uint32_t)))
     return NONE;
+  memset(&k, 0, sizeof k);
+  /* names are short: copy up to their end, not the whole field */
+  memcpy(k.name, name, strnlen(name, sizeof k.name - 1));
+  k.resource = (uint8_t)res;
+  k.resource_via = (uint8_t)via;
+  k.dur_ns = to_ns(seconds);
+  k.flops = flops;
+  k.bytes = bytes;
+  if ((kind = intern_kind(b, &k)) == NONE)
+    return NONE;
   idx = (uint32_t)p->n_ops++;
   op = &p->ops[idx];
   memset(op, 0, sizeof *op);
-  /* names are short: copy up to their end, not the whole field */
-  memcpy(op->name, name, strnlen(name, sizeof op->name - 1));
+  op->kind = kind;
   op->layer = layer;
   op->microbatch = mb;
   op->stream = (uint8_t)stream;
   op->phase = (uint8_t)phase;
-  op->dur_ns = to_ns(seconds);
-  op->flops = flops;
-  op->bytes = bytes;
   op->first_dep = (uint32_t)p->n_deps;
   op->first_effect = (uint32_t)p->n_effects;
   op->pos = (uint32_t)p->n_stream_ops[stream];
   p->stream_ops[stream][p->n_stream_ops[stream]++] = idx;
   if (stream == VS_STREAM_COMPUTE) {
     b->last_compute = idx;
-    p->compute_seconds += (double)op->dur_ns * 1e-9;
+    p->compute_seconds += (double)k.dur_ns * 1e-9;
   } else {
     b->last_comm = idx;
   }
   return idx;
+}
+
+/* Appends an op that uses no shared resource. */
+static uint32_t new_op(builder *b, int stream, int phase, const char *name,
+                       int layer, int mb, double seconds, double flops,
+                       double bytes)
+{
+  return new_op_through(b, stream, phase, name, layer, mb, seconds, flops,
+                        bytes, 0, 0);
 }
 
 /* Adds a dependency of op (the newest op) on op `dep` of the program of
@@ -621,16 +708,15 @@ static uint32_t offload_op_after(builder *b, int stream, int res,
                                  uint64_t amount, uint32_t after, uint32_t also)
 {
   uint32_t op;
+  int via;
   if (amount == 0)
     return after;
-  op = new_op(b, stream, VS_PHASE_OFFLOAD, name, layer, mb, 0.0, 0.0,
-              (double)amount);
-  if (op != NONE) {
-    b->p->ops[op].resource = (uint8_t)res;
-    /* copies and NVMe swaps land in (or leave) host memory */
-    if (res != VS_RES_CPU && b->topo->host_memory_bandwidth > 0)
-      b->p->ops[op].resource_via = VS_RES_HOST_MEMORY;
-  }
+  /* copies and NVMe swaps land in (or leave) host memory */
+  via = res != VS_RES_CPU && b->topo->host_memory_bandwidth > 0
+            ? VS_RES_HOST_MEMORY
+            : 0;
+  op = new_op_through(b, stream, VS_PHASE_OFFLOAD, name, layer, mb, 0.0, 0.0,
+                      (double)amount, res, via);
   add_dep(b, op, after);
   add_dep(b, op, also);
   return op;
@@ -1608,6 +1694,12 @@ static void clear_program(vs_program *prog)
   memset(prog, 0, sizeof *prog);
   prog->ops = kept.ops;
   prog->cap_ops = kept.cap_ops;
+  prog->kinds = kept.kinds;
+  prog->cap_kinds = kept.cap_kinds;
+  prog->kind_slots = kept.kind_slots;
+  prog->cap_kind_slots = kept.cap_kind_slots;
+  if (prog->kind_slots)
+    memset(prog->kind_slots, 0, prog->cap_kind_slots * sizeof *prog->kind_slots);
   prog->deps = kept.deps;
   prog->cap_deps = kept.cap_deps;
   prog->dep_stages = kept.dep_stages;
@@ -1687,6 +1779,8 @@ int vs_schedule_rebuild(const vs_job *job, int stage, vs_program *prog,
 void vs_program_fini(vs_program *prog)
 {
   free(prog->ops);
+  free(prog->kinds);
+  free(prog->kind_slots);
   free(prog->deps);
   free(prog->dep_stages);
   free(prog->sends);

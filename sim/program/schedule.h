@@ -53,12 +53,12 @@ typedef struct vs_effect {
   uint8_t is_free;    /* frees the buffer (else allocates it) */
 } vs_effect;
 
-typedef struct vs_pop {
+/* What an op does: its name, cost and the resource its bytes cross. The
+ * ops that do the same thing (one op of every micro-batch, of every layer
+ * of a kind) share one kind, so the per-op record stays small: a step of
+ * thousands of micro-batches is millions of ops. */
+typedef struct vs_op_kind {
   char name[VS_OP_NAME_MAX]; /* "qkv_proj", "dp_all_reduce", ... */
-  int32_t layer;      /* transformer layer; -1 embedding/step, layers = head */
-  int32_t microbatch; /* -1 for once-per-step ops */
-  uint8_t stream;     /* vs_stream */
-  uint8_t phase;      /* vs_phase */
   uint8_t resource;   /* vs_resource_kind its bytes move through; 0: none */
   uint8_t resource_via; /* a second kind they cross too; 0: none */
   uint64_t dur_ns;    /* run time; with a resource, the fixed part before
@@ -66,16 +66,30 @@ typedef struct vs_pop {
   double flops;       /* work done */
   double bytes;       /* HBM bytes, or bytes on the wire for collectives,
                          or through its resource */
+} vs_op_kind;
+
+/* One op of the program: what it does (its kind) and where it sits. */
+typedef struct vs_pop {
+  uint32_t kind;      /* index into the program's kinds */
+  int32_t layer;      /* transformer layer; -1 embedding/step, layers = head */
+  int32_t microbatch; /* -1 for once-per-step ops */
   uint32_t first_dep, n_deps;       /* deps[first_dep ...] */
   uint32_t first_effect, n_effects; /* effects[first_effect ...] */
   uint32_t pos;       /* index of this op in stream_ops[stream] */
   uint16_t notify;    /* 1 + the stage whose op depends on it; 0: none */
+  uint8_t stream;     /* vs_stream */
+  uint8_t phase;      /* vs_phase */
 } vs_pop;
 
 typedef struct vs_program {
   int stage;                       /* pipeline stage it belongs to */
   vs_pop *ops;                     /* all ops, topologically ordered */
   size_t n_ops, cap_ops;
+  vs_op_kind *kinds;               /* what they do, each kind once */
+  size_t n_kinds, cap_kinds;
+  uint32_t *kind_slots;            /* the builder's hash index of kinds:
+                                      1 + kind, 0 empty */
+  size_t cap_kind_slots;           /* a power of two, or 0 */
   uint32_t *deps;                  /* op indices that must end first */
   int32_t *dep_stages;             /* parallel to deps: the stage whose
                                       program holds deps[i], or -1 for this
@@ -147,6 +161,19 @@ double vs_schedule_estimate_ops(const vs_job *job, int stage);
 size_t vs_schedule_bytes_per_op(void);
 
 void vs_program_fini(vs_program *prog);
+
+/* What op (of prog) does. */
+static inline const vs_op_kind *vs_op_kind_of(const vs_program *prog,
+                                              const vs_pop *op)
+{
+  return &prog->kinds[op->kind];
+}
+
+/* The name of op (of prog). */
+static inline const char *vs_op_name(const vs_program *prog, const vs_pop *op)
+{
+  return prog->kinds[op->kind].name;
+}
 
 const char *vs_stream_name(int stream);
 const char *vs_phase_name(int phase);

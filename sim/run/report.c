@@ -38,9 +38,10 @@ char *vs_report_op_label(const vs_sim *sim, const vs_program *prog,
     snprintf(where, sizeof where, "layer %d", o->layer);
   if (o->microbatch >= 0)
     snprintf(buf, len, "%s %s (%s, micro-batch %d)", vs_phase_name(o->phase),
-             o->name, where, o->microbatch);
+             vs_op_name(prog, o), where, o->microbatch);
   else
-    snprintf(buf, len, "%s %s (%s)", vs_phase_name(o->phase), o->name, where);
+    snprintf(buf, len, "%s %s (%s)", vs_phase_name(o->phase),
+             vs_op_name(prog, o), where);
   return buf;
 }
 
@@ -915,7 +916,7 @@ static void write_timeline(const vs_sim *sim, vs_csv *c)
       const vs_mem_event *e = &r->timeline[k];
       vs_csv_seconds(c, (double)e->t_ns * 1e-9);
       vs_csv_u64(c, r->id);
-      vs_csv_text(c, r->prog->ops[e->op].name);
+      vs_csv_text(c, vs_op_name(r->prog, &r->prog->ops[e->op]));
       vs_csv_text(c, vs_category_name(e->category));
       vs_csv_i64(c, e->delta_bytes);
       vs_csv_u64(c, e->allocated_bytes);
@@ -935,13 +936,13 @@ static void write_ops(const vs_sim *sim, vs_csv *c)
       const vs_pop *op = &r->prog->ops[s->op];
       vs_csv_u64(c, r->id);
       vs_csv_text(c, vs_stream_name(op->stream));
-      vs_csv_text(c, op->name);
+      vs_csv_text(c, vs_op_name(r->prog, op));
       vs_csv_i64(c, op->layer);
       vs_csv_i64(c, op->microbatch);
       vs_csv_seconds(c, (double)s->start_ns * 1e-9);
       vs_csv_seconds(c, (double)s->end_ns * 1e-9);
-      vs_csv_real(c, op->flops);
-      vs_csv_real(c, op->bytes);
+      vs_csv_real(c, vs_op_kind_of(r->prog, op)->flops);
+      vs_csv_real(c, vs_op_kind_of(r->prog, op)->bytes);
       vs_csv_row(c);
     }
   }
@@ -985,7 +986,7 @@ static void write_host_timeline(const vs_sim *sim, vs_csv *c)
       vs_csv_u64(c, n->node);
       vs_csv_text(c, vs_place_name(e->place));
       vs_csv_u64(c, r->id);
-      vs_csv_text(c, r->prog->ops[e->op].name);
+      vs_csv_text(c, vs_op_name(r->prog, &r->prog->ops[e->op]));
       vs_csv_text(c, vs_category_name(e->category));
       vs_csv_i64(c, e->delta_bytes);
       vs_csv_u64(c, e->in_use_bytes);
@@ -1080,7 +1081,8 @@ static void trace_ops(trace_out *t, const vs_rank *r)
     trace_event(t, "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\","
                    "\"pid\":%u,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
                    "\"args\":{\"layer\":%d,\"microbatch\":%d}}",
-                op->name, vs_phase_name(op->phase), r->id, op->stream,
+                vs_op_name(r->prog, op), vs_phase_name(op->phase), r->id,
+                op->stream,
                 (double)sp->start_ns / 1e3,
                 (double)(sp->end_ns - sp->start_ns) / 1e3, op->layer,
                 op->microbatch);

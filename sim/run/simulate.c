@@ -257,15 +257,16 @@ static void summarise(vs_sim *sim)
   sim->step_time_s = (double)slow->end_ns * 1e-9;
   for (size_t i = 0; i < p->n_stream_ops[VS_STREAM_COMPUTE]; i++) {
     const vs_pop *op = &p->ops[p->stream_ops[VS_STREAM_COMPUTE][i]];
-    busy_ns += op->dur_ns;
+    uint64_t dur_ns = vs_op_kind_of(p, op)->dur_ns;
+    busy_ns += dur_ns;
     if (op->phase == VS_PHASE_TP_COMM)
-      tp_ns += op->dur_ns;
+      tp_ns += dur_ns;
     else if (op->phase == VS_PHASE_EP_COMM)
-      ep_ns += op->dur_ns;
+      ep_ns += dur_ns;
     else if (op->phase == VS_PHASE_CP_COMM)
-      cp_ns += op->dur_ns;
+      cp_ns += dur_ns;
     else
-      compute_ns += op->dur_ns;
+      compute_ns += dur_ns;
   }
   /* integer nanoseconds, so the parts add up to the step exactly */
   rest_ns = slow->end_ns > busy_ns + slow->wait_p2p_ns
@@ -585,14 +586,15 @@ typedef struct group_set {
 
 /* The group of gs for buffer b allocated by op o, appended when new;
  * NULL when out of host memory. */
-static vs_peak_group *peak_group(group_set *gs, const vs_pop *o,
-                                 const vs_buffer *b)
+static vs_peak_group *peak_group(group_set *gs, const vs_program *p,
+                                 const vs_pop *o, const vs_buffer *b)
 {
+  const char *name = vs_op_name(p, o);
   vs_peak_group *g;
   for (size_t i = gs->n; i-- > 0;)
     if (gs->g[i].category == b->category &&
         gs->g[i].checkpoint == b->checkpoint &&
-        strcmp(gs->g[i].op, o->name) == 0)
+        strcmp(gs->g[i].op, name) == 0)
       return &gs->g[i];
   if (!vs_grow((void **)&gs->g, &gs->cap, gs->n + 1, sizeof *gs->g) ||
       !vs_grow((void **)&gs->seen, &gs->cap_seen, (gs->n + 1) * gs->words,
@@ -601,7 +603,7 @@ static vs_peak_group *peak_group(group_set *gs, const vs_pop *o,
   memset(&gs->seen[gs->n * gs->words], 0, gs->words * sizeof *gs->seen);
   g = &gs->g[gs->n++];
   memset(g, 0, sizeof *g);
-  snprintf(g->op, sizeof g->op, "%s", o->name);
+  snprintf(g->op, sizeof g->op, "%s", name);
   g->category = b->category;
   g->checkpoint = b->checkpoint;
   g->phase = o->phase;
@@ -664,7 +666,7 @@ int vs_sim_peak_groups(const vs_rank *r, vs_peak_group **groups, size_t *n)
       if (e->is_free || b->place != VS_PLACE_GPU ||
           !vs_rank_live_at_peak(r, e->buffer))
         continue;
-      if (!(into = peak_group(&gs, o, b))) {
+      if (!(into = peak_group(&gs, p, o, b))) {
         free(gs.g);
         free(gs.seen);
         return VS_ENOMEM;
