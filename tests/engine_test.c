@@ -40,6 +40,9 @@ static void prog_init(vs_program *p, size_t max)
   p->deps = malloc(p->cap_deps * sizeof *p->deps);
   p->effects = malloc(p->cap_effects * sizeof *p->effects);
   p->buffers = malloc(p->cap_buffers * sizeof *p->buffers);
+  p->cap_buffer_kinds = p->cap_buffers; /* one kind a buffer */
+  p->buffer_kinds = calloc(p->cap_buffer_kinds, sizeof *p->buffer_kinds);
+  assert_non_null(p->buffer_kinds);
   assert_non_null(p->ops);
   assert_non_null(p->deps);
   assert_non_null(p->effects);
@@ -72,7 +75,7 @@ static uint32_t prog_op(vs_program *p, int stream, const char *name,
   op->stream = (uint8_t)stream;
   op->phase = VS_PHASE_FWD;
   op->first_dep = (uint32_t)p->n_deps;
-  op->n_deps = (uint32_t)n_deps;
+  op->n_deps = (uint16_t)n_deps;
   for (size_t i = 0; i < n_deps; i++) {
     assert_true(deps[i] < idx); /* topological order */
     p->deps[p->n_deps++] = deps[i];
@@ -87,9 +90,11 @@ static uint32_t prog_op(vs_program *p, int stream, const char *name,
 static uint32_t prog_buffer(vs_program *p, uint64_t bytes, int category)
 {
   assert_true(p->n_buffers < p->cap_buffers);
-  p->buffers[p->n_buffers].bytes = bytes;
-  p->buffers[p->n_buffers].category = category;
-  p->buffers[p->n_buffers].place = VS_PLACE_GPU;
+  p->buffer_kinds[p->n_buffers].bytes = bytes;
+  p->buffer_kinds[p->n_buffers].category = category;
+  p->buffer_kinds[p->n_buffers].place = VS_PLACE_GPU;
+  p->buffers[p->n_buffers] = (uint32_t)p->n_buffers;
+  p->n_buffer_kinds = p->n_buffers + 1;
   return (uint32_t)p->n_buffers++;
 }
 
@@ -99,9 +104,10 @@ static void prog_effect(vs_program *p, uint32_t op, uint32_t buf, bool at_end,
 {
   assert_int_equal(op, p->n_ops - 1);
   assert_true(p->n_effects < p->cap_effects);
-  p->effects[p->n_effects].buffer = buf;
-  p->effects[p->n_effects].at_end = at_end;
-  p->effects[p->n_effects].is_free = is_free;
+  assert_true(buf <= VS_PROGRAM_BUFFERS_MAX);
+  p->effects[p->n_effects].buffer = buf & VS_PROGRAM_BUFFERS_MAX;
+  p->effects[p->n_effects].at_end = at_end ? 1u : 0u;
+  p->effects[p->n_effects].is_free = is_free ? 1u : 0u;
   p->n_effects++;
   p->ops[op].n_effects++;
 }
@@ -340,7 +346,7 @@ static void test_lifetimes_at_peak(void **state)
   assert_int_equal(r.mem.peak_allocated_bytes, 1950);
   for (uint32_t b = 0; b < 5; b++) {
     assert_int_equal(vs_rank_live_at_peak(&r, b), live[b]);
-    sum += live[b] ? p.buffers[b].bytes : 0;
+    sum += live[b] ? vs_program_buffer(&p, (uint32_t)b)->bytes : 0;
   }
   assert_int_equal(sum, r.mem.peak_allocated_bytes); /* they make the peak */
   vs_rank_init(&plain, 0, &p, UINT64_MAX / 2, 0);

@@ -207,10 +207,10 @@ static void check_end_state(const built *b, const unsigned char *st)
       continue;
     if (a != 0)
       fail_msg("buffer %u (%s, %llu B) of op %u (%s layer %d) is never freed",
-               buf, vs_category_name(p->buffers[buf].category),
-               (unsigned long long)p->buffers[buf].bytes, a, vs_op_name(p, &p->ops[a]),
+               buf, vs_category_name(vs_program_buffer(p, buf)->category),
+               (unsigned long long)vs_program_buffer(p, buf)->bytes, a, vs_op_name(p, &p->ops[a]),
                p->ops[a].layer);
-    kept[p->buffers[buf].category] += p->buffers[buf].bytes;
+    kept[vs_program_buffer(p, buf)->category] += vs_program_buffer(p, buf)->bytes;
   }
   assert_int_equal(kept[VS_CAT_PARAMS], b->lay.params_bytes);
   assert_int_equal(kept[VS_CAT_GRADS], b->lay.grads_bytes);
@@ -303,7 +303,7 @@ static void test_setup_and_optimizer(void **state)
     const vs_effect *e = &p->effects[setup->first_effect + k];
     assert_false(e->is_free);
     assert_false(e->at_end);
-    assert_int_equal(p->buffers[e->buffer].category, VS_CAT_PARAMS + (int)k);
+    assert_int_equal(vs_program_buffer(p, e->buffer)->category, VS_CAT_PARAMS + (int)k);
   }
   /* bf16 params and grads: 2 bytes per parameter (3448320 parameters) */
   assert_int_equal(b->lay.param_elems, 3448320);
@@ -677,8 +677,8 @@ static void test_selective_eager_recomputes_attention(void **state)
     assert_int_equal(op->n_effects, 1);
     e = &p->effects[op->first_effect];
     assert_false(e->is_free);
-    assert_int_equal(p->buffers[e->buffer].bytes, dropped);
-    assert_int_equal(p->buffers[e->buffer].category, VS_CAT_TEMP);
+    assert_int_equal(vs_program_buffer(p, e->buffer)->bytes, dropped);
+    assert_int_equal(vs_program_buffer(p, e->buffer)->category, VS_CAT_TEMP);
     /* It lives until the backward of the first attention-core op (the
      * scores matmul, which needs the recomputed tensors last), in the same
      * layer and micro-batch. */

@@ -232,7 +232,7 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
   const vs_pop *op = &p->ops[idx];
   for (uint32_t i = 0; i < op->n_effects; i++) {
     const vs_effect *e = &p->effects[op->first_effect + i];
-    const vs_buffer *buf = &p->buffers[e->buffer];
+    const vs_buffer *buf = vs_program_buffer(p, e->buffer);
     int rc;
     uint64_t bytes = buf->bytes, peak_before = r->mem.peak_allocated_bytes;
     if ((bool)e->at_end != at_end)

@@ -147,71 +147,65 @@ static bool time_ok(builder *b, const char *name, double seconds)
 
 /* Mixes the fields of k that tell kinds apart (its name zero-padded, as
  * new_op_through leaves it) a 64-bit word at a time. */
-_Static_assert(VS_OP_NAME_MAX % 8 == 0, "kind_hash reads names in words");
-static uint64_t kind_hash(const vs_op_kind *k)
+/* A hash of item, elem bytes (a multiple of 8) with its padding zeroed,
+ * mixed a 64-bit word at a time. */
+static uint64_t item_hash(const void *item, size_t elem)
 {
-  uint64_t w[VS_OP_NAME_MAX / 8 + 4], h = 0;
-  size_t n = VS_OP_NAME_MAX / 8;
-  memcpy(w, k->name, sizeof k->name);
-  w[n++] = k->dur_ns;
-  memcpy(&w[n++], &k->flops, sizeof k->flops);
-  memcpy(&w[n++], &k->bytes, sizeof k->bytes);
-  w[n++] = (uint64_t)k->resource | (uint64_t)k->resource_via << 8;
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ w[i]) * 0x9e3779b97f4a7c15ull;
+  uint64_t h = 0, w;
+  for (size_t i = 0; i < elem; i += sizeof w) {
+    memcpy(&w, (const char *)item + i, sizeof w);
+    h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+  }
   return h ^ (h >> 29);
 }
 
-static bool same_kind(const vs_op_kind *a, const vs_op_kind *b)
+/* Doubles ix (to at least 64 slots) and refills it from items[0..n). */
+static bool grow_index(builder *b, vs_intern_index *ix, const void *items,
+                       size_t n, size_t elem)
 {
-  return a->resource == b->resource && a->resource_via == b->resource_via &&
-         a->dur_ns == b->dur_ns && memcmp(&a->flops, &b->flops, sizeof a->flops) == 0 &&
-         memcmp(&a->bytes, &b->bytes, sizeof a->bytes) == 0 &&
-         strncmp(a->name, b->name, sizeof a->name) == 0;
-}
-
-/* Doubles the kinds' hash index (to at least 64 slots) and refills it. */
-static bool grow_kind_slots(builder *b)
-{
-  vs_program *p = b->p;
-  size_t cap = p->cap_kind_slots ? 2 * p->cap_kind_slots : 64;
+  size_t cap = ix->cap ? 2 * ix->cap : 64;
   uint32_t *slots = calloc(cap, sizeof *slots);
   if (!slots) {
     b->failed = true;
     vs_error_set(b->err, VS_ENOMEM, "out of host memory building the schedule");
     return false;
   }
-  for (size_t i = 0; i < p->n_kinds; i++) {
-    size_t at = (size_t)kind_hash(&p->kinds[i]) & (cap - 1);
+  for (size_t i = 0; i < n; i++) {
+    size_t at = (size_t)item_hash((const char *)items + i * elem, elem) &
+                (cap - 1);
     while (slots[at])
       at = (at + 1) & (cap - 1);
     slots[at] = (uint32_t)i + 1;
   }
-  free(p->kind_slots);
-  p->kind_slots = slots;
-  p->cap_kind_slots = cap;
+  free(ix->slots);
+  ix->slots = slots;
+  ix->cap = cap;
   return true;
 }
 
-/* The index of kind k in the program's kinds, added when new; NONE when
- * out of host memory. The index stays at most half full. */
-static uint32_t intern_kind(builder *b, const vs_op_kind *k)
+/* The index of item in *items (n of them, elem bytes each, padding zeroed
+ * as item's is), appended when new, with ix kept at most half full; NONE
+ * when out of host memory. Equal bytes are one item. */
+static uint32_t intern(builder *b, vs_intern_index *ix, void **items,
+                       size_t *n, size_t *cap, const void *item, size_t elem)
 {
-  vs_program *p = b->p;
   size_t at;
-  if (2 * (p->n_kinds + 1) > p->cap_kind_slots && !grow_kind_slots(b))
+  if (2 * (*n + 1) > ix->cap && !grow_index(b, ix, *items, *n, elem))
     return NONE;
-  for (at = (size_t)kind_hash(k) & (p->cap_kind_slots - 1); p->kind_slots[at];
-       at = (at + 1) & (p->cap_kind_slots - 1))
-    if (same_kind(&p->kinds[p->kind_slots[at] - 1], k))
-      return p->kind_slots[at] - 1;
-  if (!grow(b, (void **)&p->kinds, &p->cap_kinds, p->n_kinds + 1,
-            sizeof *p->kinds))
+  for (at = (size_t)item_hash(item, elem) & (ix->cap - 1); ix->slots[at];
+       at = (at + 1) & (ix->cap - 1))
+    if (memcmp((const char *)*items + (ix->slots[at] - 1) * elem, item,
+               elem) == 0)
+      return ix->slots[at] - 1;
+  if (!grow(b, items, cap, *n + 1, elem))
     return NONE;
-  p->kinds[p->n_kinds] = *k;
-  p->kind_slots[at] = (uint32_t)++p->n_kinds;
-  return (uint32_t)p->n_kinds - 1;
+  memcpy((char *)*items + *n * elem, item, elem);
+  ix->slots[at] = (uint32_t)++*n;
+  return (uint32_t)*n - 1;
 }
+
+_Static_assert(sizeof(vs_op_kind) % 8 == 0 && sizeof(vs_buffer) % 8 == 0,
+               "item_hash reads interned items in words");
 
 /* Appends an op whose bytes cross resource `res` (and `via`; 0: none);
  * its deps and effects must be added before the next op. */
@@ -238,7 +232,8 @@ static uint32_t new_op_through(builder *b, int stream, int phase,
   k.dur_ns = to_ns(seconds);
   k.flops = flops;
   k.bytes = bytes;
-  if ((kind = intern_kind(b, &k)) == NONE)
+  if ((kind = intern(b, &p->kind_index, (void **)&p->kinds, &p->n_kinds,
+                     &p->cap_kinds, &k, sizeof k)) == NONE)
     return NONE;
   idx = (uint32_t)p->n_ops++;
   op = &p->ops[idx];
@@ -270,12 +265,27 @@ static uint32_t new_op(builder *b, int stream, int phase, const char *name,
                         bytes, 0, 0);
 }
 
+/* Whether an op that has `count` of `what` can take one more (its count
+ * is 16 bits: no program comes near, so this is a bug's guard). */
+static bool room_on_op(builder *b, uint16_t count, const char *what)
+{
+  if (count < UINT16_MAX)
+    return true;
+  b->failed = true;
+  vs_error_set(b->err, VS_ELIMIT,
+               "schedule: an op of stage %llu has %u %s, the most one op "
+               "holds",
+               (unsigned long long)b->stage, (unsigned)count, what);
+  return false;
+}
+
 /* Adds a dependency of op (the newest op) on op `dep` of the program of
  * `stage` (-1: this program). */
 static void add_dep_on(builder *b, uint32_t op, uint32_t dep, int32_t stage)
 {
   vs_program *p = b->p;
   if (op == NONE || dep == NONE || b->failed ||
+      !room_on_op(b, p->ops[op].n_deps, "dependencies") ||
       !grow(b, (void **)&p->deps, &p->cap_deps, p->n_deps + 1, sizeof *p->deps))
     return;
   if (stage >= 0 && !p->dep_stages) {
@@ -304,26 +314,59 @@ static void add_dep(builder *b, uint32_t op, uint32_t dep)
   add_dep_on(b, op, dep, -1);
 }
 
+/* A new buffer that is `what` (its padding zeroed). */
+static uint32_t add_buffer(builder *b, const vs_buffer *what)
+{
+  vs_program *p = b->p;
+  uint32_t kind;
+  if (what->bytes != 0 && !b->failed &&
+      p->n_buffers >= VS_PROGRAM_BUFFERS_MAX) {
+    b->failed = true;
+    vs_error_set(b->err, VS_ELIMIT,
+                 "stage %llu's step would allocate over %u tensors, more "
+                 "than vsim simulates; use fewer micro-batches a step",
+                 (unsigned long long)b->stage, VS_PROGRAM_BUFFERS_MAX);
+    return NONE;
+  }
+  if (what->bytes == 0 || b->failed ||
+      !grow(b, (void **)&p->buffers, &p->cap_buffers, p->n_buffers + 1,
+            sizeof *p->buffers) ||
+      (kind = intern(b, &p->buffer_index, (void **)&p->buffer_kinds,
+                     &p->n_buffer_kinds, &p->cap_buffer_kinds, what,
+                     sizeof *what)) == NONE)
+    return NONE;
+  p->buffers[p->n_buffers] = kind;
+  return (uint32_t)p->n_buffers++;
+}
+
 /* A buffer of bytes of category in place (vs_place). */
 static uint32_t placed_buffer(builder *b, uint64_t bytes, int category,
                               int place)
 {
-  vs_program *p = b->p;
-  if (bytes == 0 || b->failed ||
-      !grow(b, (void **)&p->buffers, &p->cap_buffers, p->n_buffers + 1,
-            sizeof *p->buffers))
-    return NONE;
-  p->buffers[p->n_buffers].bytes = bytes;
-  p->buffers[p->n_buffers].category = category;
-  p->buffers[p->n_buffers].place = (uint8_t)place;
-  p->buffers[p->n_buffers].checkpoint = false;
-  return (uint32_t)p->n_buffers++;
+  vs_buffer what;
+  memset(&what, 0, sizeof what);
+  what.bytes = bytes;
+  what.category = category;
+  what.place = (uint8_t)place;
+  return add_buffer(b, &what);
 }
 
 /* A buffer on the GPU. */
 static uint32_t new_buffer(builder *b, uint64_t bytes, int category)
 {
   return placed_buffer(b, bytes, category, VS_PLACE_GPU);
+}
+
+/* A full-recompute checkpoint (a layer's input) of bytes on the GPU. */
+static uint32_t checkpoint_buffer(builder *b, uint64_t bytes)
+{
+  vs_buffer what;
+  memset(&what, 0, sizeof what);
+  what.bytes = bytes;
+  what.category = VS_CAT_ACTIVATIONS;
+  what.place = VS_PLACE_GPU;
+  what.checkpoint = true;
+  return add_buffer(b, &what);
 }
 
 /* When in its op's run an effect applies. */
@@ -334,12 +377,13 @@ static void effect(builder *b, uint32_t op, uint32_t buf, effect_time when,
 {
   vs_program *p = b->p;
   if (op == NONE || buf == NONE || b->failed ||
+      !room_on_op(b, p->ops[op].n_effects, "memory effects") ||
       !grow(b, (void **)&p->effects, &p->cap_effects, p->n_effects + 1,
             sizeof *p->effects))
     return;
-  p->effects[p->n_effects].buffer = buf;
+  p->effects[p->n_effects].buffer = buf & VS_PROGRAM_BUFFERS_MAX; /* < it */
   p->effects[p->n_effects].at_end = when == AT_END;
-  p->effects[p->n_effects].is_free = is_free;
+  p->effects[p->n_effects].is_free = is_free ? 1u : 0u;
   p->n_effects++;
   p->ops[op].n_effects++;
 }
@@ -889,7 +933,7 @@ static void acts_to_gpu(builder *b, size_t inst, int mb, uint32_t after)
     return;
   op = offload_op_after(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH,
                         "activations_to_gpu", layer_of(inst), mb,
-                        b->p->buffers[*host].bytes, after,
+                        vs_program_buffer(b->p, *host)->bytes, after,
                         b->act_out[live(b, inst, mb)]);
   for (uint32_t s = 0; s < blk->n_saved; s++) {
     uint32_t *slot = saved_slot(b, inst, s, mb);
@@ -973,9 +1017,7 @@ static void forward_block(builder *b, size_t inst, int mb)
                     o->fwd_bytes, op_time(b, inst, k, TIME_FWD));
     if (k == 0 && full) {
       uint32_t *ckpt = &b->ckpt_buf[live(b, inst, mb)];
-      hold(b, ckpt, new_buffer(b, blk->ckpt_bytes, VS_CAT_ACTIVATIONS));
-      if (*ckpt != NONE)
-        b->p->buffers[*ckpt].checkpoint = true;
+      hold(b, ckpt, checkpoint_buffer(b, blk->ckpt_bytes));
       alloc_on(b, op, *ckpt);
     }
     for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++) {
@@ -1607,7 +1649,7 @@ size_t vs_schedule_bytes_per_op(void)
 {
   return sizeof(vs_pop) + sizeof(uint32_t) +
          VS_SCHEDULE_EFFECTS_PER_OP * sizeof(vs_effect) +
-         RESERVED_BUFFERS_PER_OP * sizeof(vs_buffer) + sizeof(uint32_t);
+         RESERVED_BUFFERS_PER_OP * sizeof(uint32_t) + sizeof(uint32_t);
 }
 
 /* Sizes the program's arrays once from vs_schedule_estimate_ops, so
@@ -1687,6 +1729,13 @@ int vs_schedule_build(const vs_job *job, int stage, vs_program *prog,
   return vs_schedule_rebuild(job, stage, prog, err);
 }
 
+/* Empties ix, keeping its slots. */
+static void empty_index(vs_intern_index *ix)
+{
+  if (ix->slots)
+    memset(ix->slots, 0, ix->cap * sizeof *ix->slots);
+}
+
 /* Empties prog but keeps its arrays and their capacities. */
 static void clear_program(vs_program *prog)
 {
@@ -1696,10 +1745,12 @@ static void clear_program(vs_program *prog)
   prog->cap_ops = kept.cap_ops;
   prog->kinds = kept.kinds;
   prog->cap_kinds = kept.cap_kinds;
-  prog->kind_slots = kept.kind_slots;
-  prog->cap_kind_slots = kept.cap_kind_slots;
-  if (prog->kind_slots)
-    memset(prog->kind_slots, 0, prog->cap_kind_slots * sizeof *prog->kind_slots);
+  prog->buffer_kinds = kept.buffer_kinds;
+  prog->cap_buffer_kinds = kept.cap_buffer_kinds;
+  prog->kind_index = kept.kind_index;
+  prog->buffer_index = kept.buffer_index;
+  empty_index(&prog->kind_index);
+  empty_index(&prog->buffer_index);
   prog->deps = kept.deps;
   prog->cap_deps = kept.cap_deps;
   prog->dep_stages = kept.dep_stages;
@@ -1780,7 +1831,9 @@ void vs_program_fini(vs_program *prog)
 {
   free(prog->ops);
   free(prog->kinds);
-  free(prog->kind_slots);
+  free(prog->kind_index.slots);
+  free(prog->buffer_kinds);
+  free(prog->buffer_index.slots);
   free(prog->deps);
   free(prog->dep_stages);
   free(prog->sends);

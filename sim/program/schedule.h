@@ -47,10 +47,22 @@ typedef struct vs_buffer {
                          which its layer's first op allocates */
 } vs_buffer;
 
+/* A hash index the builder keeps over a table of items that are each
+ * kept once (op kinds, buffer kinds): slots hold 1 + an item's index, 0
+ * when empty; cap is a power of two, or 0. */
+typedef struct vs_intern_index {
+  uint32_t *slots;
+  size_t cap;
+} vs_intern_index;
+
+/* Buffers a program may have: an effect names one in 30 bits. */
+#define VS_PROGRAM_BUFFERS_MAX ((1u << 30) - 1)
+
+/* One memory effect of an op, 4 bytes (a step holds tens of millions). */
 typedef struct vs_effect {
-  uint32_t buffer;    /* index into buffers */
-  uint8_t at_end;     /* applied when the op ends (else when it starts) */
-  uint8_t is_free;    /* frees the buffer (else allocates it) */
+  uint32_t buffer : 30; /* index into buffers */
+  uint32_t at_end : 1;  /* applied when the op ends (else when it starts) */
+  uint32_t is_free : 1; /* frees the buffer (else allocates it) */
 } vs_effect;
 
 /* What an op does: its name, cost and the resource its bytes cross. The
@@ -73,9 +85,11 @@ typedef struct vs_pop {
   uint32_t kind;      /* index into the program's kinds */
   int32_t layer;      /* transformer layer; -1 embedding/step, layers = head */
   int32_t microbatch; /* -1 for once-per-step ops */
-  uint32_t first_dep, n_deps;       /* deps[first_dep ...] */
-  uint32_t first_effect, n_effects; /* effects[first_effect ...] */
+  uint32_t first_dep;    /* deps[first_dep .. first_dep + n_deps) */
+  uint32_t first_effect; /* effects[first_effect .. + n_effects) */
   uint32_t pos;       /* index of this op in stream_ops[stream] */
+  uint16_t n_deps;    /* (the builder refuses more than 65535) */
+  uint16_t n_effects;
   uint16_t notify;    /* 1 + the stage whose op depends on it; 0: none */
   uint8_t stream;     /* vs_stream */
   uint8_t phase;      /* vs_phase */
@@ -87,9 +101,7 @@ typedef struct vs_program {
   size_t n_ops, cap_ops;
   vs_op_kind *kinds;               /* what they do, each kind once */
   size_t n_kinds, cap_kinds;
-  uint32_t *kind_slots;            /* the builder's hash index of kinds:
-                                      1 + kind, 0 empty */
-  size_t cap_kind_slots;           /* a power of two, or 0 */
+  vs_intern_index kind_index;      /* the builder's, over kinds */
   uint32_t *deps;                  /* op indices that must end first */
   int32_t *dep_stages;             /* parallel to deps: the stage whose
                                       program holds deps[i], or -1 for this
@@ -97,8 +109,13 @@ typedef struct vs_program {
   size_t n_deps, cap_deps, cap_dep_stages;
   vs_effect *effects;              /* memory effects of every op */
   size_t n_effects, cap_effects;
-  vs_buffer *buffers;              /* every tensor the step allocates */
+  uint32_t *buffers;               /* every tensor the step allocates:
+                                      what it is, in buffer_kinds
+                                      (vs_program_buffer) */
   size_t n_buffers, cap_buffers;
+  vs_buffer *buffer_kinds;         /* the tensors that differ, each once */
+  size_t n_buffer_kinds, cap_buffer_kinds;
+  vs_intern_index buffer_index;    /* the builder's, over buffer_kinds */
   uint32_t *stream_ops[VS_STREAM_N]; /* per stream, op indices in order */
   size_t n_stream_ops[VS_STREAM_N];
   size_t cap_stream_ops[VS_STREAM_N];
@@ -167,6 +184,13 @@ static inline const vs_op_kind *vs_op_kind_of(const vs_program *prog,
                                               const vs_pop *op)
 {
   return &prog->kinds[op->kind];
+}
+
+/* What buffer b of prog is. */
+static inline const vs_buffer *vs_program_buffer(const vs_program *prog,
+                                                 uint32_t b)
+{
+  return &prog->buffer_kinds[prog->buffers[b]];
 }
 
 /* The name of op (of prog). */

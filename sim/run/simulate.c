@@ -661,7 +661,7 @@ int vs_sim_peak_groups(const vs_rank *r, vs_peak_group **groups, size_t *n)
     const vs_pop *o = &p->ops[i];
     for (uint32_t k = 0; k < o->n_effects; k++) {
       const vs_effect *e = &p->effects[o->first_effect + k];
-      const vs_buffer *b = &p->buffers[e->buffer];
+      const vs_buffer *b = vs_program_buffer(p, e->buffer);
       vs_peak_group *into;
       if (e->is_free || b->place != VS_PLACE_GPU ||
           !vs_rank_live_at_peak(r, e->buffer))
