@@ -549,6 +549,59 @@ static void test_moe_sample(void **state)
   }
 }
 
+/* Multi-token prediction end to end. DeepSeek-V3 with its one depth: the
+ * depth's own parameters (its MoE layer, eh_proj, three norms) beside the
+ * model's; with the embedding and output layer its released checkpoint
+ * repeats (2 V h) they make the 685 B that DeepSeek-V3's model card gives
+ * for the Hugging Face weights (671 B main model + 14 B MTP module).
+ * Then a small GPT over a pipeline with untied embeddings: the last stage
+ * runs the depth's output layer (forward and backward in ops.csv), and
+ * both ends all-reduce the word embeddings' gradient (V h x 2 bytes). */
+static void test_mtp_sample(void **state)
+{
+  static const char *const show[] = {"show", "workloads/deepseek-v3.ini",
+                                     "--set", "model.mtp_layers=1", NULL};
+  char dir[64], p[128];
+  const char *go[] = {"run", "tests/data/gpt-small.ini", "--gpus", "2",
+                      "--set", "parallel.pp=2", "--set", "model.mtp_layers=1",
+                      "--set", "model.tied_embeddings=false", "--csv", NULL,
+                      NULL};
+  const char *at;
+  char *text, *line;
+  double main_params, mtp, copies = 2.0 * 129280 * 7168;
+  size_t lm = 0, sync = 0;
+  (void)state;
+  run(show);
+  assert_int_equal(r.status, 0);
+  assert_non_null(at = strstr(r.out, "# parameters = "));
+  main_params = strtod(at + 15, NULL);
+  assert_non_null(at = strstr(r.out, "# multi-token prediction parameters = "));
+  mtp = strtod(at + 38, NULL);
+  tu_assert_close(main_params, 671e9, 0.005);
+  tu_assert_close(main_params + mtp + copies, 685e9, 0.005);
+
+  go[11] = tu_temp_dir(dir, sizeof dir);
+  run(go);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "+ 0.00 B of MTP parameters");
+  /* rank,stream,op,layer,microbatch,start_s,end_s,flops,bytes */
+  assert_non_null(text = tu_read_file(path_in(dir, "ops.csv", p, sizeof p)));
+  for (line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    if (strstr(line, ",mtp_lm_head,")) {
+      assert_true(strncmp(line, "1,compute,", 10) == 0);
+      lm++;
+    }
+    if (strstr(line, ",embedding_all_reduce,")) {
+      assert_true(strtod(strrchr(line, ',') + 1, NULL) == 1000.0 * 512 * 2);
+      sync++;
+    }
+  }
+  free(text);
+  assert_int_equal(lm, 2);
+  assert_int_equal(sync, 2);
+  tu_remove_dir(dir);
+}
+
 /* The long-context sample end to end: 128k tokens over cp = 8 fit one
  * node, the header and the step's split say so. */
 static void test_context_parallel_sample(void **state)
@@ -2488,6 +2541,7 @@ int main(void)
       cmocka_unit_test(test_hf_samples),
       cmocka_unit_test(test_moe_sample),
       cmocka_unit_test(test_context_parallel_sample),
+      cmocka_unit_test(test_mtp_sample),
       cmocka_unit_test(test_shipped_model_configs),
       cmocka_unit_test(test_activation_offload_timeline_and_trace),
       cmocka_unit_test(test_offload_combinations_refused),

@@ -54,25 +54,33 @@ static void prog_init(vs_program *p, size_t max)
   }
 }
 
-/* Appends an op on stream that waits for deps[0..n_deps). Its effects must
- * be added (prog_effect) before the next op. */
-static uint32_t prog_op(vs_program *p, int stream, const char *name,
-                        uint64_t dur_ns, const uint32_t *deps, size_t n_deps)
+/* The index of the kind `k` in p, appended when new: ops that do the
+ * same share a kind, as the builder's do (so an engine that read kinds by
+ * op index would fail these tests). */
+static uint32_t prog_kind(vs_program *p, const vs_op_kind *k)
+{
+  for (uint32_t i = 0; i < p->n_kinds; i++)
+    if (memcmp(&p->kinds[i], k, sizeof *k) == 0)
+      return i;
+  assert_true(p->n_kinds < p->cap_kinds);
+  p->kinds[p->n_kinds] = *k;
+  return (uint32_t)p->n_kinds++;
+}
+
+/* Appends an op on stream, doing `what`, that waits for deps[0..n_deps).
+ * Its effects must be added (prog_effect) before the next op. */
+static uint32_t prog_op_doing(vs_program *p, int stream, const vs_op_kind *what,
+                              const uint32_t *deps, size_t n_deps)
 {
   uint32_t idx = (uint32_t)p->n_ops;
   vs_pop *op = &p->ops[idx];
-  vs_op_kind *k = &p->kinds[idx];
   assert_true(p->n_ops < p->cap_ops);
   assert_true(p->n_deps + n_deps <= p->cap_deps);
   memset(op, 0, sizeof *op);
-  memset(k, 0, sizeof *k);
-  snprintf(k->name, sizeof k->name, "%s", name);
-  k->dur_ns = dur_ns;
-  op->kind = idx;
-  p->n_kinds = idx + 1;
+  op->kind = prog_kind(p, what);
   op->layer = -1;
   op->microbatch = -1;
-  op->stream = (uint8_t)stream;
+  op->stream = (uint32_t)stream & 15u;
   op->phase = VS_PHASE_FWD;
   op->first_dep = (uint32_t)p->n_deps;
   op->n_deps = (uint16_t)n_deps;
@@ -87,14 +95,34 @@ static uint32_t prog_op(vs_program *p, int stream, const char *name,
   return idx;
 }
 
+/* An op of name taking dur_ns on stream, through no resource. */
+static uint32_t prog_op(vs_program *p, int stream, const char *name,
+                        uint64_t dur_ns, const uint32_t *deps, size_t n_deps)
+{
+  vs_op_kind k;
+  memset(&k, 0, sizeof k);
+  snprintf(k.name, sizeof k.name, "%s", name);
+  k.dur_ns = dur_ns;
+  return prog_op_doing(p, stream, &k, deps, n_deps);
+}
+
+/* A buffer of bytes of category on the GPU; equal ones share what they
+ * are, as the builder's do. */
 static uint32_t prog_buffer(vs_program *p, uint64_t bytes, int category)
 {
+  vs_buffer what;
+  uint32_t k = 0;
   assert_true(p->n_buffers < p->cap_buffers);
-  p->buffer_kinds[p->n_buffers].bytes = bytes;
-  p->buffer_kinds[p->n_buffers].category = category;
-  p->buffer_kinds[p->n_buffers].place = VS_PLACE_GPU;
-  p->buffers[p->n_buffers] = (uint32_t)p->n_buffers;
-  p->n_buffer_kinds = p->n_buffers + 1;
+  memset(&what, 0, sizeof what);
+  what.bytes = bytes;
+  what.category = category;
+  what.place = VS_PLACE_GPU;
+  while (k < p->n_buffer_kinds &&
+         memcmp(&p->buffer_kinds[k], &what, sizeof what) != 0)
+    k++;
+  if (k == p->n_buffer_kinds)
+    p->buffer_kinds[p->n_buffer_kinds++] = what;
+  p->buffers[p->n_buffers] = k;
   return (uint32_t)p->n_buffers++;
 }
 
@@ -737,10 +765,13 @@ static uint32_t prog_res_op(vs_program *p, int stream, const char *name,
                             uint64_t dur_ns, int kind, double bytes,
                             const uint32_t *deps, size_t n_deps)
 {
-  uint32_t op = prog_op(p, stream, name, dur_ns, deps, n_deps);
-  p->kinds[op].resource = (uint8_t)kind;
-  p->kinds[op].bytes = bytes;
-  return op;
+  vs_op_kind k;
+  memset(&k, 0, sizeof k);
+  snprintf(k.name, sizeof k.name, "%s", name);
+  k.dur_ns = dur_ns;
+  k.resource = (uint8_t)kind;
+  k.bytes = bytes;
+  return prog_op_doing(p, stream, &k, deps, n_deps);
 }
 
 /* Runs ranks[0..n) (initialised by the caller: ids and programs) laid out
@@ -1001,8 +1032,10 @@ static void test_res_deterministic(void **state)
   for (uint32_t i = 0; i < N; i++) {
     if (p.ops[i].stream != M)
       continue;
-    p.kinds[i].resource = VS_RES_PCIE_SWITCH;
-    p.kinds[i].bytes = 1000.0 * (double)(1 + p.kinds[i].dur_ns / 10 + i % 4);
+    vs_op_kind k = p.kinds[p.ops[i].kind];
+    k.resource = VS_RES_PCIE_SWITCH;
+    k.bytes = 1000.0 * (double)(1 + k.dur_ns / 10 + i % 4);
+    p.ops[i].kind = prog_kind(&p, &k);
     n_res++;
   }
   assert_true(n_res > 50);

@@ -1399,6 +1399,92 @@ static void test_moe_capacity_and_placement(void **state)
   assert_true(vs_model_layer(&m, 2)->not_checkpointed);
 }
 
+/* ------------------------------------------------------------------------
+ * Multi-token prediction
+ * ------------------------------------------------------------------------ */
+
+/* One MTP depth (DeepSeek-V3 Sec. 2.2, Megatron-LM's
+ * MultiTokenPredictionLayer) on the MoE llama above at tp = 1, bf16, T
+ * tokens: the head gains a layer like the last (an MoE one: everything it
+ * saves), the enorm and hnorm inputs (2Th each), eh_proj's 2h-wide input
+ * (4Th), the final norm's input (2Th), the output layer's input (2Th) and
+ * the depth's own loss buffers: logits 2TV and the fp32 log-softmax 4TV
+ * (V padded: 1000). Parameters: the layer's, eh_proj's 2h x h and three
+ * RMSNorm scales; the embedding and output weight are shared, so the
+ * depth's output layer has no weight of its own but computes its
+ * gradient work. The model's own count is unchanged. */
+static void test_mtp_depth(void **state)
+{
+  const uint64_t h = 512, T = 256 * 2, V = 1000;
+  const char *const moe[] = {"model.experts=8", "model.experts_per_token=2",
+                             "model.expert_ffn_hidden=1024",
+                             "model.shared_experts=1",
+                             "model.shared_expert_ffn_hidden=768",
+                             "model.mtp_layers=1"};
+  static const char *const order[] = {
+      "final_norm",    "mtp_embedding",     "mtp_enorm",
+      "mtp_hnorm",     "mtp_concat",        "mtp_eh_proj",
+      "mtp_norm1"};
+  vs_model m0, m1;
+  const vs_block *h0, *h1, *layer;
+  const vs_op_spec *mtp_lm, *lm;
+  (void)state;
+  build_ini(&m0, moe_llama, moe, 5);
+  build_ini(&m1, moe_llama, moe, 6);
+  h0 = vs_model_head(&m0);
+  h1 = vs_model_head(&m1);
+  layer = vs_model_layer(&m1, 1);
+  assert_string_equal(layer->name, "moe");
+  for (uint32_t i = 0; i < sizeof order / sizeof order[0]; i++)
+    assert_string_equal(h1->ops[i].name, order[i]);
+  assert_int_equal(h1->n_ops, h0->n_ops + layer->n_ops + 8);
+  assert_string_equal(h1->ops[h1->n_ops - 2].name, "lm_head");
+  assert_string_equal(h1->ops[h1->n_ops - 1].name, "cross_entropy");
+  assert_int_equal(vs_block_saved_bytes(h1, -1, true) -
+                       vs_block_saved_bytes(h0, -1, true),
+                   vs_block_saved_bytes(layer, -1, true) + 12 * T * h +
+                       6 * T * V);
+  assert_int_equal(vs_block_saved_bytes(h1, VS_CAT_TEMP, true),
+                   2 * vs_block_saved_bytes(h0, VS_CAT_TEMP, true));
+  assert_int_equal(h1->param_elems - h0->param_elems,
+                   layer->param_elems + 2 * h * h + 3 * h);
+  assert_int_equal(m1.params_mtp, layer->param_elems + 2 * h * h + 3 * h);
+  assert_int_equal(m0.params_mtp, 0);
+  assert_int_equal(m1.params_total, m0.params_total);
+  assert_int_equal(m1.params_active, m0.params_active);
+  mtp_lm = op_named(h1, "mtp_lm_head");
+  lm = op_named(h1, "lm_head");
+  assert_int_equal(mtp_lm->n_params, 0);
+  assert_true(mtp_lm->wgrad_flops > 0 &&
+              mtp_lm->wgrad_flops == lm->wgrad_flops);
+  assert_int_equal(lm->n_params, 1);
+}
+
+/* With a pipeline and untied embeddings the MTP stage keeps its own copy
+ * of the word embeddings (V/t x h, Megatron-LM's embedding on the MTP
+ * stage); tied, the output layer's copy serves. */
+static void test_mtp_embedding_copy(void **state)
+{
+  static const char *const untied[] = {"model.mtp_layers=1", "parallel.pp=2"};
+  static const char *const tied[] = {"model.mtp_layers=1", "parallel.pp=2",
+                                     "model.tied_embeddings=true"};
+  static const char *const tied_plain[] = {"parallel.pp=2",
+                                           "model.tied_embeddings=true"};
+  vs_model a, b, c, d;
+  const uint64_t h = 512, V = 1000;
+  (void)state;
+  build_ini(&a, moe_llama, NULL, 0);
+  build_ini(&b, moe_llama, untied, 2);
+  build_ini(&c, moe_llama, tied_plain, 2);
+  build_ini(&d, moe_llama, tied, 3);
+  assert_int_equal(vs_model_head(&b)->param_elems -
+                       vs_model_head(&a)->param_elems,
+                   b.params_mtp + V * h);
+  assert_int_equal(vs_model_head(&d)->param_elems -
+                       vs_model_head(&c)->param_elems,
+                   d.params_mtp);
+}
+
 /* Collectives name their group and kind; the op running one is named
  * "<group>_<kind>" (what timeline.csv and trace show). */
 static void test_collective_names(void **state)
@@ -1460,6 +1546,8 @@ int main(void)
       cmocka_unit_test_teardown(test_moe_tensor_parallel, free_models),
       cmocka_unit_test_teardown(test_moe_capacity_and_placement, free_models),
       cmocka_unit_test_teardown(test_moe_routing_skew, free_models),
+      cmocka_unit_test_teardown(test_mtp_depth, free_models),
+      cmocka_unit_test_teardown(test_mtp_embedding_copy, free_models),
       cmocka_unit_test(test_collective_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1049,6 +1049,58 @@ static void test_names(void **state)
   assert_string_equal(vs_stream_name(VS_STREAM_HOST), "host");
 }
 
+/* Whether programs a and b hold the same ops, kinds, dependencies,
+ * effects and buffers, byte for byte. */
+static bool same_program(const vs_program *a, const vs_program *b)
+{
+  return a->n_ops == b->n_ops && a->n_kinds == b->n_kinds &&
+         a->n_deps == b->n_deps && a->n_effects == b->n_effects &&
+         a->n_buffers == b->n_buffers &&
+         a->n_buffer_kinds == b->n_buffer_kinds &&
+         memcmp(a->ops, b->ops, a->n_ops * sizeof *a->ops) == 0 &&
+         memcmp(a->kinds, b->kinds, a->n_kinds * sizeof *a->kinds) == 0 &&
+         memcmp(a->deps, b->deps, a->n_deps * sizeof *a->deps) == 0 &&
+         memcmp(a->effects, b->effects,
+                a->n_effects * sizeof *a->effects) == 0 &&
+         memcmp(a->buffers, b->buffers,
+                a->n_buffers * sizeof *a->buffers) == 0 &&
+         memcmp(a->buffer_kinds, b->buffer_kinds,
+                a->n_buffer_kinds * sizeof *a->buffer_kinds) == 0;
+}
+
+/* What ops and buffers are is kept once: 16 micro-batches repeat the same
+ * kinds (none twice), so there are far fewer kinds than ops; and a
+ * program rebuilt for another layout in a used one's storage (as plan
+ * reuses programs) is the one a fresh build makes. */
+static void test_kinds_kept_once_and_rebuilt(void **state)
+{
+  static const char *const many[] = {"training.global_batch=16"};
+  static const char *const other[] = {"training.global_batch=4",
+                                      "training.checkpointing=full",
+                                      "parallel.zero=3", "parallel.dp=2"};
+  built *a = build(many, 1, 1), *b = build(other, 4, 2);
+  vs_job job = {.wl = &b->wl, .topo = &b->topo, .model = &b->m,
+                .recipe = &b->r, .layout = &b->lay};
+  vs_error err;
+  (void)state;
+  assert_true(a->p.n_ops > 16 * 40);
+  assert_true(a->p.n_kinds * 8 < a->p.n_ops);
+  assert_true(a->p.n_buffer_kinds * 8 < a->p.n_buffers);
+  for (size_t i = 0; i < a->p.n_kinds; i++)
+    for (size_t j = i + 1; j < a->p.n_kinds; j++)
+      assert_true(memcmp(&a->p.kinds[i], &a->p.kinds[j],
+                         sizeof a->p.kinds[i]) != 0);
+  for (size_t i = 0; i < a->p.n_buffer_kinds; i++)
+    for (size_t j = i + 1; j < a->p.n_buffer_kinds; j++)
+      assert_true(memcmp(&a->p.buffer_kinds[i], &a->p.buffer_kinds[j],
+                         sizeof a->p.buffer_kinds[i]) != 0);
+  vs_error_clear(&err);
+  assert_int_equal(vs_schedule_rebuild(&job, 0, &a->p, &err), 0);
+  assert_true(same_program(&a->p, &b->p));
+  destroy(a);
+  destroy(b);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -1073,6 +1125,7 @@ int main(void)
       cmocka_unit_test(test_optimizer_step_work),
       cmocka_unit_test(test_tied_embedding_all_reduce),
       cmocka_unit_test(test_names),
+      cmocka_unit_test(test_kinds_kept_once_and_rebuilt),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

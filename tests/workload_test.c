@@ -1502,6 +1502,48 @@ static void test_first_problem_is_reported(void **state)
            "micro_batch = 0: must be greater than 0");
 }
 
+/* [model] mtp_layers: DeepSeek-V3's multi-token prediction, as
+ * Megatron-LM builds it, over a causal model trained whole; each other
+ * case is refused naming the key to change. */
+static void test_mtp_rules(void **state)
+{
+  static const char *const ok[] = {"model.mtp_layers=2"};
+  static const char *const megatron[] = {"model.mtp_layers=1",
+                                         "training.framework=megatron"};
+  static const char *const fsdp[] = {"model.mtp_layers=1",
+                                     "training.framework=fsdp2",
+                                     "parallel.zero=3", "parallel.dp=2",
+                                     "training.global_batch=2"};
+  static const char *const lora[] = {"model.mtp_layers=1",
+                                     "finetune.method=lora"};
+  static const char *const amp[] = {"model.mtp_layers=1",
+                                    "training.precision=amp_bf16"};
+  static const char *const too_deep[] = {"model.mtp_layers=65"};
+  vs_workload wl;
+  (void)state;
+  load_ok(&wl, LLAMA_MODEL, ok, 1, 0);
+  assert_int_equal(wl.model.mtp_layers, 2);
+  load_ok(&wl, GPT_MODEL, megatron, 2, 0);
+  load_ok(&wl, LLAMA_MODEL, NULL, 0, 0);
+  assert_int_equal(wl.model.mtp_layers, 0);
+  load_bad("[model]\narch = bert\nlayers = 2\nhidden = 64\nheads = 8\n"
+           "vocab = 1000\nseq_len = 128\nmtp_layers = 1\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:8: [model] mtp_layers = 1: multi-token prediction extends a "
+           "causal language model");
+  load_bad(LLAMA_MODEL, fsdp, 5, 0, VS_EINPUT,
+           "--set model.mtp_layers=1: multi-token prediction is simulated as "
+           "Megatron-LM builds it (--mtp-num-layers); fsdp2 has no such "
+           "module");
+  load_bad(LLAMA_MODEL, lora, 2, 0, VS_EINPUT,
+           "--set finetune.method=lora: multi-token prediction is simulated "
+           "for a model trained whole");
+  load_bad(LLAMA_MODEL, amp, 2, 0, VS_EINPUT,
+           "--set training.precision=amp_bf16: multi-token prediction under "
+           "autocast is not simulated");
+  load_bad(LLAMA_MODEL, too_deep, 1, 0, VS_EINPUT, "mtp_layers");
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -1543,6 +1585,7 @@ int main(void)
       cmocka_unit_test(test_layout_rules),
       cmocka_unit_test(test_huge_products_are_errors),
       cmocka_unit_test(test_first_problem_is_reported),
+      cmocka_unit_test(test_mtp_rules),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /* resource_kinds.h - the kinds of shared links and devices an op's bytes
  * can move through (the engine's resource.h shares them; a program names
- * them in vs_pop.resource). */
+ * them in vs_op_kind.resource). */
 #ifndef VS_RESOURCE_KINDS_H
 #define VS_RESOURCE_KINDS_H
 

@@ -73,6 +73,7 @@ static const vs_key workload_keys[] = {
     K("model", "qk_head_dim", VS_KEY_COUNT, model.qk_head_dim, .hi = 1e5, .default_doc = "0: hidden / heads"),
     K("model", "qk_rope_head_dim", VS_KEY_COUNT, model.qk_rope_head_dim, .hi = 1e5, .default_doc = "64 (DeepSeek-V2/V3's)"),
     K("model", "v_head_dim", VS_KEY_COUNT, model.v_head_dim, .hi = 1e5, .default_doc = "0: hidden / heads"),
+    K("model", "mtp_layers", VS_KEY_COUNT, model.mtp_layers, .hi = 64, .default_doc = "0 (no multi-token prediction)"),
     K("training", "micro_batch", VS_KEY_COUNT, training.micro_batch, .positive = true, .hi = 1e6, .default_doc = "1"),
     K("training", "global_batch", VS_KEY_COUNT, training.global_batch, .positive = true, .hi = 1e9, .default_doc = "micro_batch * dp"),
     K("training", "precision", VS_KEY_ENUM, training.precision, .choices = precision_names, .default_doc = "bf16"),
@@ -1474,6 +1475,40 @@ static int apply_framework(vs_workload *wl, vs_error *err)
   }
 }
 
+/* [model] mtp_layers: DeepSeek-V3's multi-token prediction as Megatron-LM
+ * builds it, for a causal model trained whole. */
+static int check_mtp(vs_workload *wl, vs_error *err)
+{
+  const vs_training_conf *t = &wl->training;
+  char where[400];
+  if (wl->model.mtp_layers == 0)
+    return 0;
+  if (wl->model.arch == VS_ARCH_BERT)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: multi-token prediction extends a causal "
+                        "language model (arch = gpt or llama); BERT's "
+                        "masked-language head has none",
+                        WHERE("model", "mtp_layers"));
+  if (t->framework != VS_FW_NONE && t->framework != VS_FW_MEGATRON)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: multi-token prediction is simulated as "
+                        "Megatron-LM builds it (--mtp-num-layers); %s has "
+                        "no such module: use framework = megatron or none",
+                        WHERE("model", "mtp_layers"),
+                        vs_framework_name(t->framework));
+  if (wl->finetune.method != VS_FT_FULL)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: multi-token prediction is simulated for a model "
+                        "trained whole; use method = full",
+                        WHERE("finetune", "method"));
+  if (vs_precision_autocast(t->precision))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: multi-token prediction under autocast is not "
+                        "simulated; use precision = bf16, fp16, fp8 or fp32",
+                        WHERE("training", "precision"));
+  return 0;
+}
+
 #undef WHERE
 
 int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
@@ -1490,7 +1525,7 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
       (rc = check_ops_checkpointing(wl, err)) ||
       (rc = check_fused_loss(wl, err)) || (rc = check_fsdp2(wl, err)) ||
       (rc = check_dp_only(wl, err)) || (rc = check_moe(wl, err)) ||
-      (rc = check_cp(wl, err)) ||
+      (rc = check_mtp(wl, err)) || (rc = check_cp(wl, err)) ||
       (rc = check_finetune(wl, err)) || (rc = check_runtime(wl, err)))
     return rc;
   return check_pipeline(wl, err);

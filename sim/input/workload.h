@@ -110,6 +110,9 @@ typedef struct vs_model_conf {
   uint64_t qk_rope_head_dim; /* its rotary part (one key part shared by
                                the heads) */
   uint64_t v_head_dim;      /* a value head */
+  uint64_t mtp_layers;      /* multi-token prediction depths (DeepSeek-V3's
+                               MTP module, Megatron-LM's --mtp-num-layers;
+                               0: none), on the last pipeline stage */
 } vs_model_conf;
 
 typedef struct vs_training_conf {

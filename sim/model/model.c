@@ -1350,9 +1350,9 @@ static bool inplace_loss(const vs_workload *wl)
  * output layer's backward then reads: no fp32 copy, nothing saved
  * beside the logits. */
 static int cross_entropy(vs_block *blk, const vs_workload *wl, const dims *d,
-                         uint64_t logits, vs_error *err)
+                         uint64_t logits, const char *name, vs_error *err)
 {
-  vs_op_spec *op = vs_block_add_op(blk, "cross_entropy", err);
+  vs_op_spec *op = vs_block_add_op(blk, name, err);
   bool inplace = inplace_loss(wl);
   if (!op)
     return VS_EINPUT;
@@ -1375,9 +1375,6 @@ static int cross_entropy(vs_block *blk, const vs_workload *wl, const dims *d,
   return 0;
 }
 
-/* Final norm, output layer and loss. The logits (compute dtype) and the
- * fp32 log-probabilities the cross entropy keeps are `temp`: they are the
- * loss buffers, often the largest spike of the step. */
 /* Whether the head holds an output weight of its own: untied, or tied
  * across a pipeline (the last stage keeps a copy, Megatron-LM). */
 static bool own_head_weight(const vs_workload *wl)
@@ -1385,6 +1382,163 @@ static bool own_head_weight(const vs_workload *wl)
   return !wl->model.tied_embeddings || wl->parallel.pp > 1;
 }
 
+/* The output layer over `name`'s tokens: logits = hidden @ W^T, tokens x
+ * vocab / tp. Its input serves the output weight's gradient (the head's
+ * own, or the embedding's when tied within one stage); under the
+ * in-place loss the logits are not kept past the loss's cast. Adds no
+ * parameter. */
+static vs_op_spec *output_layer(vs_block *blk, const vs_workload *wl,
+                                const dims *d, const char *name,
+                                vs_error *err)
+{
+  uint64_t logits = d->tokens * (d->vocab / d->t);
+  vs_op_spec *op = vs_block_add_op(blk, name, err);
+  if (!op)
+    return NULL;
+  as_matmul(op, d->tokens, d->h, d->vocab / d->t, d->e);
+  if (save_input(blk, op, d->em * d->tok_rep * d->h, d->em_dtype,
+                 KEPT_FOR_WEIGHTS, err))
+    return NULL;
+  if ((!inplace_loss(wl) || wl->training.fused_cross_entropy) &&
+      vs_block_save(blk, op,
+                    (vs_saved){.bytes = d->e * logits, .dtype = d->act_dtype,
+                               .category = VS_CAT_TEMP},
+                    err))
+    return NULL; /* logits, kept for the loss */
+  if (d->sp) {
+    comm(&op->fwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
+    comm(&op->bwd_after, d, VS_COLL_REDUCE_SCATTER, d->e * d->tokens * d->h);
+  } else {
+    comm(&op->bwd_after, d, VS_COLL_ALL_REDUCE, d->e * d->tokens * d->h);
+  }
+  /* its input's gradient, and the logits' (a fused loss left it in the
+   * logits' own buffer) */
+  op->bwd_temp_bytes = d->e * d->tokens * d->h +
+                       (wl->training.fused_cross_entropy ? 0 : d->e * logits);
+  autocast_input(op, d, 1, d->tok_rep * d->h);
+  return op;
+}
+
+/* Whether the head keeps a copy of the word embeddings for the
+ * multi-token prediction's lookups: with a pipeline, where the output
+ * layer's weight is not already one (Megatron-LM builds the embedding on
+ * the MTP stage too and all-reduces its gradient with the first stage's,
+ * like a tied output layer's). */
+static bool mtp_embedding_copy(const vs_workload *wl)
+{
+  return wl->model.mtp_layers > 0 && wl->parallel.pp > 1 &&
+         !wl->model.tied_embeddings;
+}
+
+/* The next token's embedding for a multi-token prediction depth: the
+ * shared word embeddings looked up again on the ids rolled by one
+ * (Megatron-LM's roll_tensor), vocab-parallel as the first stage's. */
+static int mtp_embedding(vs_block *blk, const vs_workload *wl, const dims *d,
+                         vs_error *err)
+{
+  vs_op_spec *op = vs_block_add_op(blk, "mtp_embedding", err);
+  if (!op)
+    return VS_EINPUT;
+  as_elementwise(op, d->tokens * d->h, d->er, 1.0);
+  op->bwd_temp_bytes = d->er * d->tokens * d->h;
+  comm(&op->fwd_after, d, d->sp ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE,
+       d->e * d->tokens * d->h);
+  return mtp_embedding_copy(wl) ? param(blk, d, "mtp_embeddings.weight",
+                                        d->vocab / d->t, d->h, err)
+                                : 0;
+}
+
+/* eh_proj: the two normalized inputs concatenated (2h wide: torch.cat
+ * saves nothing) and projected back to h, column-parallel; its sharded
+ * output is gathered over tp (gather_from_tensor_model_parallel_region)
+ * and, under sp, split by sequence again (whose backward all-gathers the
+ * gradient). */
+static int mtp_projection(vs_block *blk, const dims *d, vs_error *err)
+{
+  uint64_t wide = 2 * d->tok_rep * d->h;
+  vs_op_spec *op = vs_block_add_op(blk, "mtp_concat", err);
+  if (!op)
+    return VS_EINPUT;
+  as_elementwise(op, wide, d->er, 0.0);
+  op->bwd_temp_bytes = d->er * wide;
+  if (!(op = vs_block_add_op(blk, "mtp_eh_proj", err)))
+    return VS_EINPUT;
+  as_matmul(op, d->tokens, 2 * d->h, d->h / d->t, d->e);
+  autocast_input(op, d, 1, wide);
+  if (save_input(blk, op, d->em * wide, d->em_dtype, KEPT_FOR_WEIGHTS, err))
+    return VS_EINPUT;
+  column_comms(op, d, d->tokens, 2 * d->h, SP_REGATHER);
+  if (linear_weight(blk, d, "mtp_eh_proj.weight", d->h / d->t, 2 * d->h,
+                    err))
+    return VS_EINPUT;
+  if (d->t == 1)
+    return 0;
+  if (!(op = vs_block_add_op(blk, "mtp_eh_gather", err)))
+    return VS_EINPUT;
+  as_elementwise(op, d->tokens * d->h, d->e, 0.0);
+  op->fwd_temp_bytes = d->e * d->tokens * d->h; /* gathered, before the split */
+  comm(&op->fwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
+  if (d->sp)
+    comm(&op->bwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
+  return 0;
+}
+
+/* A layer like the model's last (DeepSeek-V3's MTP module holds an MoE
+ * layer), its ops named "mtp_" + theirs; the head's input and checkpoint
+ * sizes stay its own. */
+static int mtp_layer(vs_block *blk, const vs_workload *wl, const dims *d,
+                     vs_error *err)
+{
+  uint64_t input = blk->input_bytes, ckpt = blk->ckpt_bytes;
+  uint32_t first = blk->n_ops;
+  mlp_kind mlp = vs_workload_moe_layer(&wl->model, wl->model.layers - 1)
+                     ? MLP_MOE
+                     : MLP_DENSE;
+  if (build_layer(blk, wl, d, mlp, err))
+    return VS_EINPUT;
+  for (uint32_t i = first; i < blk->n_ops; i++) {
+    /* the layers' names are at most 16 characters: all of each fits */
+    char *name = blk->ops[i].name;
+    size_t len = strnlen(name, sizeof blk->ops[i].name - 1);
+    size_t keep = len + 4 < sizeof blk->ops[i].name ? len
+                                                    : sizeof blk->ops[i].name - 5;
+    memmove(name + 4, name, keep);
+    memcpy(name, "mtp_", 4);
+    name[keep + 4] = '\0';
+  }
+  blk->input_bytes = input;
+  blk->ckpt_bytes = ckpt;
+  return 0;
+}
+
+/* One multi-token prediction depth (DeepSeek-V3, arXiv 2412.19437 Sec.
+ * 2.2; Megatron-LM's MultiTokenPredictionLayer and process_mtp_loss in
+ * megatron/core/transformer/multi_token_prediction.py): the next token's
+ * embedding and the previous depth's hidden states, normalized (enorm,
+ * hnorm) and projected to h (eh_proj), a transformer layer, a final norm,
+ * then the shared output layer (its weight elsewhere: n_params = 0) and a
+ * loss of its own. Its layer is never recomputed here: Megatron-LM
+ * recomputes it only under recompute_method = uniform. */
+static int mtp_depth(vs_block *blk, const vs_workload *wl, const dims *d,
+                     vs_error *err)
+{
+  bool bias = wl->model.arch != VS_ARCH_LLAMA;
+  if (mtp_embedding(blk, wl, d, err) ||
+      norm(blk, d, "mtp_enorm", bias, err) ||
+      norm(blk, d, "mtp_hnorm", bias, err) || mtp_projection(blk, d, err) ||
+      mtp_layer(blk, wl, d, err) ||
+      norm(blk, d, "mtp_final_norm", bias, err) ||
+      !output_layer(blk, wl, d, "mtp_lm_head", err))
+    return VS_EINPUT;
+  return cross_entropy(blk, wl, d, d->tokens * (d->vocab / d->t),
+                       "mtp_cross_entropy", err);
+}
+
+/* Final norm, the multi-token prediction depths (which Megatron-LM runs
+ * before the output layer: process_mtp_loss), output layer and loss. The
+ * logits (compute dtype) and the fp32 log-probabilities the cross entropy
+ * keeps are `temp`: they are the loss buffers, often the largest spike of
+ * the step. */
 static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
                       vs_error *err)
 {
@@ -1412,33 +1566,12 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   }
   if (norm(blk, d, "final_norm", arch != VS_ARCH_LLAMA, err))
     return VS_EINPUT;
+  for (uint64_t k = 0; k < wl->model.mtp_layers; k++)
+    if (mtp_depth(blk, wl, d, err))
+      return VS_EINPUT;
 
-  if (!(op = vs_block_add_op(blk, "lm_head", err)))
+  if (!output_layer(blk, wl, d, "lm_head", err))
     return VS_EINPUT;
-  as_matmul(op, d->tokens, d->h, v, d->e);
-  /* its input serves the output weight's gradient: the head's own, or
-   * the embedding's when tied within one stage (no weight of its own
-   * here); the recipe decides whether that weight trains */
-  if (save_input(blk, op, d->em * d->tok_rep * d->h, d->em_dtype,
-                 KEPT_FOR_WEIGHTS, err))
-    return VS_EINPUT;
-  if ((!inplace_loss(wl) || wl->training.fused_cross_entropy) &&
-      vs_block_save(blk, op,
-                    (vs_saved){.bytes = d->e * logits, .dtype = d->act_dtype,
-                               .category = VS_CAT_TEMP},
-                    err))
-    return VS_EINPUT; /* logits, kept for the loss */
-  if (d->sp) {
-    comm(&op->fwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
-    comm(&op->bwd_after, d, VS_COLL_REDUCE_SCATTER, d->e * d->tokens * d->h);
-  } else {
-    comm(&op->bwd_after, d, VS_COLL_ALL_REDUCE, d->e * d->tokens * d->h);
-  }
-  /* its input's gradient, and the logits' (a fused loss left it in the
-   * logits' own buffer) */
-  op->bwd_temp_bytes = d->e * d->tokens * d->h +
-                       (wl->training.fused_cross_entropy ? 0 : d->e * logits);
-  autocast_input(op, d, 1, d->tok_rep * d->h);
   /* With tied embeddings and pp > 1 the last stage keeps its own copy of
    * the word embeddings (Megatron-LM), kept equal by an all-reduce. */
   if (own_head_weight(wl) && param(blk, d, "lm_head.weight", v, d->h, err))
@@ -1454,7 +1587,7 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   if (arch == VS_ARCH_BERT && param(blk, d, "mlm_bias", 1, v, err))
     return VS_EINPUT;
 
-  return cross_entropy(blk, wl, d, logits, err);
+  return cross_entropy(blk, wl, d, logits, "cross_entropy", err);
 }
 
 /* ------------------------------------------------------------------------
@@ -1521,23 +1654,39 @@ static uint64_t mla_params(const vs_model_conf *m)
          a * m->v_head_dim * h;
 }
 
+/* Parameters of one norm: a scale, and a bias but in llama's RMSNorm. */
+static uint64_t norm_params(const vs_model_conf *m)
+{
+  return m->arch == VS_ARCH_LLAMA ? m->hidden : 2 * m->hidden;
+}
+
+/* Parameters of layer l (0-based; `active`: those one token uses). */
+static uint64_t layer_params(const vs_model_conf *m, uint64_t l, bool active)
+{
+  uint64_t h = m->hidden;
+  uint64_t kvd = m->kv_heads * (h / m->heads);
+  uint64_t attn;
+  if (m->arch == VS_ARCH_LLAMA)
+    attn = m->kv_lora_rank ? mla_params(m) : 2 * h * h + 2 * h * kvd;
+  else
+    attn = h * (h + 2 * kvd) + (h + 2 * kvd) + h * h + h;
+  return attn + 2 * norm_params(m) +
+         mlp_params(m, vs_workload_moe_layer(m, l), active);
+}
+
 /* Parameters of the whole model (`active`: those one token uses): what
- * one tp=1 build counts, with the real (unpadded) vocabulary. */
+ * one tp=1 build counts, with the real (unpadded) vocabulary. The
+ * multi-token prediction module is apart (mtp_params). */
 static uint64_t whole_model_params(const vs_workload *wl, bool active)
 {
   const vs_model_conf *m = &wl->model;
   uint64_t h = m->hidden;
-  uint64_t kvd = m->kv_heads * (h / m->heads);
-  uint64_t layer, embed, head, total = 0;
+  uint64_t embed, head, total = 0;
 
   if (m->arch == VS_ARCH_LLAMA) {
-    layer = mla_params(m) + 2 * h;
-    if (!m->kv_lora_rank)
-      layer = 2 * h * h + 2 * h * kvd + 2 * h;
     embed = m->vocab * h;
     head = h;
   } else {
-    layer = h * (h + 2 * kvd) + (h + 2 * kvd) + h * h + h + 4 * h;
     embed = m->vocab * h + m->seq_len * h;
     head = 2 * h;
     if (m->arch == VS_ARCH_BERT) {
@@ -1548,8 +1697,19 @@ static uint64_t whole_model_params(const vs_workload *wl, bool active)
   if (!m->tied_embeddings)
     head += m->vocab * h;
   for (uint64_t l = 0; l < m->layers; l++)
-    total += layer + mlp_params(m, vs_workload_moe_layer(m, l), active);
+    total += layer_params(m, l, active);
   return total + embed + head;
+}
+
+/* Parameters of the multi-token prediction depths, which share the
+ * model's embedding and output layer: each a layer like the last one,
+ * eh_proj (2h x h, no bias) and three norms (enorm, hnorm and the final
+ * one; DeepSeek-V3's released MTP weights, model.layers.61). */
+static uint64_t mtp_params(const vs_workload *wl)
+{
+  const vs_model_conf *m = &wl->model;
+  return m->mtp_layers * (layer_params(m, m->layers - 1, false) +
+                          2 * m->hidden * m->hidden + 3 * norm_params(m));
 }
 
 /* The byte counts below are 64-bit integers; refuses shapes whose largest
@@ -1894,6 +2054,7 @@ int vs_model_build(const vs_workload *wl, vs_model *m, vs_error *err)
     return rc;
   }
   m->params_total = whole_model_params(wl, false) + adapter_params(&d, m);
+  m->params_mtp = mtp_params(wl);
   m->params_active = whole_model_params(wl, true) + adapter_params(&d, m);
   return 0;
 }
@@ -2005,11 +2166,11 @@ uint32_t vs_model_max_saved(const vs_model *m)
   return most;
 }
 
-uint32_t vs_model_max_layer_ops(const vs_model *m)
+uint32_t vs_model_max_block_ops(const vs_model *m)
 {
   uint32_t most = 0;
   for (uint32_t k = 0; k < m->n_kinds; k++)
-    if (m->kinds[k].role == VS_ROLE_LAYER && m->kinds[k].n_ops > most)
+    if (m->kinds[k].n_ops > most)
       most = m->kinds[k].n_ops;
   return most;
 }

@@ -173,6 +173,8 @@ typedef struct vs_model {
   uint64_t params_total;      /* whole model, all ranks, unpadded vocab */
   uint64_t params_active;     /* of which one token uses (= params_total
                                  without experts) */
+  uint64_t params_mtp;        /* beside them, the multi-token prediction
+                                 depths' own (0 without) */
   uint64_t act_elem_bytes;    /* bytes per activation element (of the
                                  GEMMs' outputs under autocast) */
   uint64_t param_elem_bytes;  /* bytes per weight element on the GPU */
@@ -229,8 +231,9 @@ size_t vs_block_freeze(vs_block *b, const char *prefix);
 /* The largest number of saved tensors in any kind (sizes per-block tables). */
 uint32_t vs_model_max_saved(const vs_model *m);
 
-/* The most ops of any layer kind (dense or MoE; sizes program estimates). */
-uint32_t vs_model_max_layer_ops(const vs_model *m);
+/* The most ops of any block kind (a layer, or a head with multi-token
+ * prediction depths; sizes program estimates). */
+uint32_t vs_model_max_block_ops(const vs_model *m);
 
 /* Parameters of the whole model, as `vsim show` prints them. */
 uint64_t vs_model_param_count(const vs_model *m);

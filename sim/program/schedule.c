@@ -145,10 +145,10 @@ static bool time_ok(builder *b, const char *name, double seconds)
   return false;
 }
 
-/* Mixes the fields of k that tell kinds apart (its name zero-padded, as
- * new_op_through leaves it) a 64-bit word at a time. */
-/* A hash of item, elem bytes (a multiple of 8) with its padding zeroed,
- * mixed a 64-bit word at a time. */
+/* A hash of item, elem bytes (a multiple of 8, no padding: vs_op_kind
+ * and vs_buffer name theirs), mixed a 64-bit word at a time and finished
+ * with MurmurHash3's fmix64, so that every input bit reaches the low bits
+ * the index takes. */
 static uint64_t item_hash(const void *item, size_t elem)
 {
   uint64_t h = 0, w;
@@ -156,7 +156,11 @@ static uint64_t item_hash(const void *item, size_t elem)
     memcpy(&w, (const char *)item + i, sizeof w);
     h = (h ^ w) * 0x9e3779b97f4a7c15ull;
   }
-  return h ^ (h >> 29);
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 33);
 }
 
 /* Doubles ix (to at least 64 slots) and refills it from items[0..n). */
@@ -183,8 +187,8 @@ static bool grow_index(builder *b, vs_intern_index *ix, const void *items,
   return true;
 }
 
-/* The index of item in *items (n of them, elem bytes each, padding zeroed
- * as item's is), appended when new, with ix kept at most half full; NONE
+/* The index of item in *items (n of them, elem bytes each, zeroed before
+ * their fields were set, as item is), appended when new, with ix kept at most half full; NONE
  * when out of host memory. Equal bytes are one item. */
 static uint32_t intern(builder *b, vs_intern_index *ix, void **items,
                        size_t *n, size_t *cap, const void *item, size_t elem)
@@ -204,8 +208,11 @@ static uint32_t intern(builder *b, vs_intern_index *ix, void **items,
   return (uint32_t)*n - 1;
 }
 
-_Static_assert(sizeof(vs_op_kind) % 8 == 0 && sizeof(vs_buffer) % 8 == 0,
-               "item_hash reads interned items in words");
+_Static_assert(sizeof(vs_op_kind) == VS_OP_NAME_MAX + 32 &&
+                   sizeof(vs_buffer) == 16,
+               "interned items have no padding, and item_hash reads them in "
+               "64-bit words");
+_Static_assert(sizeof(vs_pop) == 32, "an op record is 32 bytes");
 
 /* Appends an op whose bytes cross resource `res` (and `via`; 0: none);
  * its deps and effects must be added before the next op. */
@@ -241,8 +248,8 @@ static uint32_t new_op_through(builder *b, int stream, int phase,
   op->kind = kind;
   op->layer = layer;
   op->microbatch = mb;
-  op->stream = (uint8_t)stream;
-  op->phase = (uint8_t)phase;
+  op->stream = (uint32_t)stream & 15u; /* < VS_STREAM_N */
+  op->phase = (uint32_t)phase & 15u;   /* < VS_PHASE_N */
   op->first_dep = (uint32_t)p->n_deps;
   op->first_effect = (uint32_t)p->n_effects;
   op->pos = (uint32_t)p->n_stream_ops[stream];
@@ -265,17 +272,21 @@ static uint32_t new_op(builder *b, int stream, int phase, const char *name,
                         bytes, 0, 0);
 }
 
-/* Whether an op that has `count` of `what` can take one more (its count
- * is 16 bits: no program comes near, so this is a bug's guard). */
-static bool room_on_op(builder *b, uint16_t count, const char *what)
+/* Whether op, which has `count` of `what`, can take one more (the most
+ * it holds is `most`); refuses it naming the op otherwise. */
+static bool room_on_op(builder *b, uint32_t op, uint32_t count, uint32_t most,
+                       const char *what)
 {
-  if (count < UINT16_MAX)
+  const vs_pop *o = &b->p->ops[op];
+  if (count < most)
     return true;
   b->failed = true;
   vs_error_set(b->err, VS_ELIMIT,
-               "schedule: an op of stage %llu has %u %s, the most one op "
-               "holds",
-               (unsigned long long)b->stage, (unsigned)count, what);
+               "stage %llu's op %s (layer %d, micro-batch %d) would have "
+               "more than %u %s, the most one op holds; give the stage "
+               "fewer layers (a deeper pipeline)",
+               (unsigned long long)b->stage, vs_op_name(b->p, o), o->layer,
+               o->microbatch, most, what);
   return false;
 }
 
@@ -285,7 +296,7 @@ static void add_dep_on(builder *b, uint32_t op, uint32_t dep, int32_t stage)
 {
   vs_program *p = b->p;
   if (op == NONE || dep == NONE || b->failed ||
-      !room_on_op(b, p->ops[op].n_deps, "dependencies") ||
+      !room_on_op(b, op, p->ops[op].n_deps, VS_OP_DEPS_MAX, "dependencies") ||
       !grow(b, (void **)&p->deps, &p->cap_deps, p->n_deps + 1, sizeof *p->deps))
     return;
   if (stage >= 0 && !p->dep_stages) {
@@ -377,7 +388,8 @@ static void effect(builder *b, uint32_t op, uint32_t buf, effect_time when,
 {
   vs_program *p = b->p;
   if (op == NONE || buf == NONE || b->failed ||
-      !room_on_op(b, p->ops[op].n_effects, "memory effects") ||
+      !room_on_op(b, op, p->ops[op].n_effects, VS_OP_EFFECTS_MAX,
+                  "memory effects") ||
       !grow(b, (void **)&p->effects, &p->cap_effects, p->n_effects + 1,
             sizeof *p->effects))
     return;
@@ -1629,7 +1641,7 @@ static double ops_per_unit(const vs_layout *lay, const vs_model *m,
   double offload = (r->offload.cpu_step || r->offload.fetch_params ? 3 : 0) +
                    (r->offload.activations ? 2 : 0);
   return (layers / (double)lay->vstages + 2) *
-             ((double)vs_model_max_layer_ops(m) + 4 + offload) + 16;
+             ((double)vs_model_max_block_ops(m) + 4 + offload) + 16;
 }
 
 double vs_schedule_estimate_ops(const vs_job *job, int stage)

@@ -35,24 +35,29 @@ typedef enum vs_phase {
                          the optimizer step on the host CPU */
   VS_PHASE_EP_COMM,   /* expert-parallel all-to-all (MoE dispatch and
                          combine) on the compute stream */
-  VS_PHASE_CP_COMM    /* context-parallel exchange of keys and values on
+  VS_PHASE_CP_COMM,   /* context-parallel exchange of keys and values on
                          the compute stream */
+  VS_PHASE_N
 } vs_phase;
 
+/* What a buffer is. The program keeps each distinct one once and every
+ * buffer that is the same shares it (vs_program_buffer), so it never
+ * changes once made; no padding (the builder hashes its bytes). */
 typedef struct vs_buffer {
   uint64_t bytes;     /* size in its place */
   int32_t category;   /* vs_category */
   uint8_t place;      /* vs_place: the GPU, or the node's host or NVMe */
   bool checkpoint;    /* a full-recompute checkpoint (a layer's input),
                          which its layer's first op allocates */
+  uint8_t unused[2];  /* zero */
 } vs_buffer;
 
 /* A hash index the builder keeps over a table of items that are each
  * kept once (op kinds, buffer kinds): slots hold 1 + an item's index, 0
  * when empty; cap is a power of two, or 0. */
 typedef struct vs_intern_index {
-  uint32_t *slots;
-  size_t cap;
+  uint32_t *slots;    /* [cap] 1 + an item's index, or 0 */
+  size_t cap;         /* slots: a power of two, or 0 before the first */
 } vs_intern_index;
 
 /* Buffers a program may have: an effect names one in 30 bits. */
@@ -68,11 +73,13 @@ typedef struct vs_effect {
 /* What an op does: its name, cost and the resource its bytes cross. The
  * ops that do the same thing (one op of every micro-batch, of every layer
  * of a kind) share one kind, so the per-op record stays small: a step of
- * thousands of micro-batches is millions of ops. */
+ * thousands of micro-batches is millions of ops. A kind never changes
+ * once made; no padding (the builder hashes its bytes). */
 typedef struct vs_op_kind {
   char name[VS_OP_NAME_MAX]; /* "qkv_proj", "dp_all_reduce", ... */
   uint8_t resource;   /* vs_resource_kind its bytes move through; 0: none */
   uint8_t resource_via; /* a second kind they cross too; 0: none */
+  uint8_t unused[6];  /* zero */
   uint64_t dur_ns;    /* run time; with a resource, the fixed part before
                          the transfer, whose time the engine decides */
   double flops;       /* work done */
@@ -88,12 +95,21 @@ typedef struct vs_pop {
   uint32_t first_dep;    /* deps[first_dep .. first_dep + n_deps) */
   uint32_t first_effect; /* effects[first_effect .. + n_effects) */
   uint32_t pos;       /* index of this op in stream_ops[stream] */
-  uint16_t n_deps;    /* (the builder refuses more than 65535) */
-  uint16_t n_effects;
+  uint16_t n_deps;    /* its dependencies (at most VS_OP_DEPS_MAX) */
   uint16_t notify;    /* 1 + the stage whose op depends on it; 0: none */
-  uint8_t stream;     /* vs_stream */
-  uint8_t phase;      /* vs_phase */
+  uint32_t n_effects : 24; /* its memory effects (at most
+                         VS_OP_EFFECTS_MAX: a step's last op frees a
+                         buffer per layer) */
+  uint32_t stream : 4;  /* vs_stream */
+  uint32_t phase : 4;   /* vs_phase */
 } vs_pop;
+
+/* The most dependencies and memory effects one op holds (the builder
+ * refuses more, naming the op). */
+#define VS_OP_DEPS_MAX UINT16_MAX
+_Static_assert(VS_STREAM_N <= 16 && VS_PHASE_N <= 16,
+               "vs_pop keeps an op's stream and phase in 4 bits");
+#define VS_OP_EFFECTS_MAX ((1u << 24) - 1)
 
 typedef struct vs_program {
   int stage;                       /* pipeline stage it belongs to */

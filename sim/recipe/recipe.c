@@ -180,7 +180,10 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
   /* With tied embeddings and pp > 1 the first and last stages each hold the
    * word embeddings and all-reduce their gradients (Megatron-LM's
    * embedding group). */
-  r->embedding_sync = wl->parallel.pp > 1 && wl->model.tied_embeddings;
+  /* the last stage's copy of the word embeddings: a tied output layer's,
+   * or the multi-token prediction's lookups' */
+  r->embedding_sync = wl->parallel.pp > 1 && (wl->model.tied_embeddings ||
+                                              wl->model.mtp_layers > 0);
   r->step_copy = step_copy(wl, r);
   /* FSDP2 keeps the model's fp32 parameters sharded and casts them to
    * MixedPrecisionPolicy's param_dtype when it gathers them

@@ -180,7 +180,9 @@ typedef struct vs_recipe {
   bool step_in_backward;    /* each block's parameters stepped right after
                                its backward, its gradients freed then: no
                                resident gradients, no step at the end */
-  bool embedding_sync;      /* tied embeddings split over the pipeline */
+  bool embedding_sync;      /* the last stage keeps a copy of the word
+                               embeddings (tied, or for multi-token
+                               prediction) to all-reduce with the first */
   uint8_t step_copy;        /* vs_step_copy */
   bool fp32_params;         /* FSDP2: 16-bit weights kept (sharded) in
                                fp32 and cast to 16 bits when gathered */

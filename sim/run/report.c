@@ -91,7 +91,7 @@ void vs_report_header(FILE *out, const vs_sim *sim)
   const vs_workload *wl = sim->wl;
   const vs_layout *lay = &sim->layout;
   char cp[32];
-  char params[64];
+  char params[96];
 
   if (sim->model.params_active != sim->model.params_total)
     snprintf(params, sizeof params, "%.2f B (%.2f B active)",
@@ -100,6 +100,11 @@ void vs_report_header(FILE *out, const vs_sim *sim)
   else
     snprintf(params, sizeof params, "%.2f B",
              (double)sim->model.params_total / 1e9);
+  if (sim->model.params_mtp) {
+    size_t n = strlen(params);
+    snprintf(params + n, sizeof params - n, " + %.2f B of MTP",
+             (double)sim->model.params_mtp / 1e9);
+  }
   fprintf(out, "workload  %s\n", wl->origins.file);
   fprintf(out, "hardware  %llu x %s (%s)\n", (unsigned long long)lay->gpus,
           sim->topo->name, sim->topo->origins.file);
@@ -791,6 +796,13 @@ static void show_parameters(FILE *out, const vs_workload *wl,
             (double)m->params_active / 1e9,
             (unsigned long long)wl->model.experts_per_token,
             (unsigned long long)wl->model.experts);
+  if (m->params_mtp)
+    fprintf(out, "# multi-token prediction parameters = %llu (%.3f B) "
+                 "beside them: %llu depth(s) of a layer like the last, "
+                 "eh_proj and three norms (the embedding and output layer "
+                 "are shared)\n",
+            (unsigned long long)m->params_mtp, (double)m->params_mtp / 1e9,
+            (unsigned long long)wl->model.mtp_layers);
   show_experts(out, wl, lay);
   show_finetune(out, wl, lay);
 }

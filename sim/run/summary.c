@@ -30,7 +30,7 @@ void vs_summary_of(const vs_sim *sim, const vs_rank *r, vs_summary *sum)
   sum->capacity_bytes = m->capacity_bytes;
   sum->fits = vs_rank_fits(r);
   sum->peak_time_s = (double)m->peak_t_ns * 1e-9;
-  snprintf(sum->peak_op, sizeof sum->peak_op, "%s", 
+  snprintf(sum->peak_op, sizeof sum->peak_op, "%s",
            vs_op_name(r->prog, &r->prog->ops[m->peak_op]));
   sum->step_time_s = (double)r->end_ns * 1e-9;
   sum->timed = !sim->stats.stopped;
