@@ -1462,10 +1462,11 @@ static void test_mtp_depth(void **state)
 
 /* With a pipeline and untied embeddings the MTP stage keeps its own copy
  * of the word embeddings (V/t x h, Megatron-LM's embedding on the MTP
- * stage); tied, the output layer's copy serves. */
+ * stage), one for every depth (two here); tied, the output layer's copy
+ * serves. */
 static void test_mtp_embedding_copy(void **state)
 {
-  static const char *const untied[] = {"model.mtp_layers=1", "parallel.pp=2"};
+  static const char *const untied[] = {"model.mtp_layers=2", "parallel.pp=2"};
   static const char *const tied[] = {"model.mtp_layers=1", "parallel.pp=2",
                                      "model.tied_embeddings=true"};
   static const char *const tied_plain[] = {"parallel.pp=2",

@@ -1049,6 +1049,44 @@ static void test_names(void **state)
   assert_string_equal(vs_stream_name(VS_STREAM_HOST), "host");
 }
 
+/* The layer of the op that first allocates a gradient buffer of `bytes`
+ * (INT_MIN: none). */
+static int grads_first_layer(const vs_program *p, uint64_t bytes)
+{
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    for (uint32_t k = 0; k < op->n_effects; k++) {
+      const vs_effect *e = &p->effects[op->first_effect + k];
+      const vs_buffer *buf = vs_program_buffer(p, e->buffer);
+      if (!e->is_free && buf->category == VS_CAT_GRADS && buf->bytes == bytes)
+        return op->layer;
+    }
+  }
+  return INT_MIN;
+}
+
+/* ZeRO-2 (gradients appear in backward) on one stage with untied
+ * embeddings: the word embeddings' gradient appears in the embedding's
+ * own backward, but with multi-token prediction the head's lookups write
+ * it first, so it appears in the head's backward (layer index LAYERS);
+ * 2-byte gradients of the embedding's EMBED_PARAMS. */
+static void test_mtp_embedding_grads_in_head(void **state)
+{
+  static const char *const plain[] = {"model.tied_embeddings=false",
+                                      "parallel.zero=2", "parallel.dp=2",
+                                      "training.global_batch=2"};
+  static const char *const mtp[] = {"model.tied_embeddings=false",
+                                    "parallel.zero=2", "parallel.dp=2",
+                                    "training.global_batch=2",
+                                    "model.mtp_layers=1"};
+  built *a = build(plain, 4, 2), *b = build(mtp, 5, 2);
+  (void)state;
+  assert_int_equal(grads_first_layer(&a->p, 2 * EMBED_PARAMS), -1);
+  assert_int_equal(grads_first_layer(&b->p, 2 * EMBED_PARAMS), LAYERS);
+  destroy(a);
+  destroy(b);
+}
+
 /* Whether programs a and b hold the same ops, kinds, dependencies,
  * effects and buffers, byte for byte. */
 static bool same_program(const vs_program *a, const vs_program *b)
@@ -1126,6 +1164,7 @@ int main(void)
       cmocka_unit_test(test_tied_embedding_all_reduce),
       cmocka_unit_test(test_names),
       cmocka_unit_test(test_kinds_kept_once_and_rebuilt),
+      cmocka_unit_test(test_mtp_embedding_grads_in_head),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1434,7 +1434,7 @@ static bool mtp_embedding_copy(const vs_workload *wl)
  * shared word embeddings looked up again on the ids rolled by one
  * (Megatron-LM's roll_tensor), vocab-parallel as the first stage's. */
 static int mtp_embedding(vs_block *blk, const vs_workload *wl, const dims *d,
-                         vs_error *err)
+                         bool first, vs_error *err)
 {
   vs_op_spec *op = vs_block_add_op(blk, "mtp_embedding", err);
   if (!op)
@@ -1443,9 +1443,11 @@ static int mtp_embedding(vs_block *blk, const vs_workload *wl, const dims *d,
   op->bwd_temp_bytes = d->er * d->tokens * d->h;
   comm(&op->fwd_after, d, d->sp ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE,
        d->e * d->tokens * d->h);
-  return mtp_embedding_copy(wl) ? param(blk, d, "mtp_embeddings.weight",
-                                        d->vocab / d->t, d->h, err)
-                                : 0;
+  /* one copy serves every depth: the first lookup holds it */
+  return first && mtp_embedding_copy(wl)
+             ? param(blk, d, "mtp_embeddings.weight", d->vocab / d->t, d->h,
+                     err)
+             : 0;
 }
 
 /* eh_proj: the two normalized inputs concatenated (2h wide: torch.cat
@@ -1460,7 +1462,7 @@ static int mtp_projection(vs_block *blk, const dims *d, vs_error *err)
   if (!op)
     return VS_EINPUT;
   as_elementwise(op, wide, d->er, 0.0);
-  op->bwd_temp_bytes = d->er * wide;
+  op->bwd_temp_bytes = 0; /* cat's backward hands out views */
   if (!(op = vs_block_add_op(blk, "mtp_eh_proj", err)))
     return VS_EINPUT;
   as_matmul(op, d->tokens, 2 * d->h, d->h / d->t, d->e);
@@ -1476,10 +1478,11 @@ static int mtp_projection(vs_block *blk, const dims *d, vs_error *err)
   if (!(op = vs_block_add_op(blk, "mtp_eh_gather", err)))
     return VS_EINPUT;
   as_elementwise(op, d->tokens * d->h, d->e, 0.0);
-  op->fwd_temp_bytes = d->e * d->tokens * d->h; /* gathered, before the split */
   comm(&op->fwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
-  if (d->sp)
+  if (d->sp) { /* the gathered tensor, until split by sequence */
+    op->fwd_temp_bytes = d->e * d->tokens * d->h;
     comm(&op->bwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
+  }
   return 0;
 }
 
@@ -1520,10 +1523,10 @@ static int mtp_layer(vs_block *blk, const vs_workload *wl, const dims *d,
  * loss of its own. Its layer is never recomputed here: Megatron-LM
  * recomputes it only under recompute_method = uniform. */
 static int mtp_depth(vs_block *blk, const vs_workload *wl, const dims *d,
-                     vs_error *err)
+                     uint64_t depth, vs_error *err)
 {
   bool bias = wl->model.arch != VS_ARCH_LLAMA;
-  if (mtp_embedding(blk, wl, d, err) ||
+  if (mtp_embedding(blk, wl, d, depth == 0, err) ||
       norm(blk, d, "mtp_enorm", bias, err) ||
       norm(blk, d, "mtp_hnorm", bias, err) || mtp_projection(blk, d, err) ||
       mtp_layer(blk, wl, d, err) ||
@@ -1567,7 +1570,7 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   if (norm(blk, d, "final_norm", arch != VS_ARCH_LLAMA, err))
     return VS_EINPUT;
   for (uint64_t k = 0; k < wl->model.mtp_layers; k++)
-    if (mtp_depth(blk, wl, d, err))
+    if (mtp_depth(blk, wl, d, k, err))
       return VS_EINPUT;
 
   if (!output_layer(blk, wl, d, "lm_head", err))
@@ -2166,11 +2169,11 @@ uint32_t vs_model_max_saved(const vs_model *m)
   return most;
 }
 
-uint32_t vs_model_max_block_ops(const vs_model *m)
+uint32_t vs_model_max_layer_ops(const vs_model *m)
 {
   uint32_t most = 0;
   for (uint32_t k = 0; k < m->n_kinds; k++)
-    if (m->kinds[k].n_ops > most)
+    if (m->kinds[k].role == VS_ROLE_LAYER && m->kinds[k].n_ops > most)
       most = m->kinds[k].n_ops;
   return most;
 }

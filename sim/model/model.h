@@ -231,9 +231,8 @@ size_t vs_block_freeze(vs_block *b, const char *prefix);
 /* The largest number of saved tensors in any kind (sizes per-block tables). */
 uint32_t vs_model_max_saved(const vs_model *m);
 
-/* The most ops of any block kind (a layer, or a head with multi-token
- * prediction depths; sizes program estimates). */
-uint32_t vs_model_max_block_ops(const vs_model *m);
+/* The most ops of any layer kind (dense or MoE; sizes program estimates). */
+uint32_t vs_model_max_layer_ops(const vs_model *m);
 
 /* Parameters of the whole model, as `vsim show` prints them. */
 uint64_t vs_model_param_count(const vs_model *m);

@@ -146,21 +146,30 @@ static bool time_ok(builder *b, const char *name, double seconds)
 }
 
 /* A hash of item, elem bytes (a multiple of 8, no padding: vs_op_kind
- * and vs_buffer name theirs), mixed a 64-bit word at a time and finished
- * with MurmurHash3's fmix64, so that every input bit reaches the low bits
- * the index takes. */
-static uint64_t item_hash(const void *item, size_t elem)
+ * and vs_buffer name theirs): each 64-bit word times its own odd
+ * constant, summed (independent products: this runs for every op and
+ * buffer a plan builds). Its high bits are the well-mixed ones: an index
+ * takes those (vs_intern_index.shift). */
+static inline uint64_t item_hash(const void *item, size_t elem)
 {
   uint64_t h = 0, w;
-  for (size_t i = 0; i < elem; i += sizeof w) {
-    memcpy(&w, (const char *)item + i, sizeof w);
-    h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; i < elem / sizeof w; i++) {
+    memcpy(&w, (const char *)item + i * sizeof w, sizeof w);
+    h += (w ^ (w >> 29)) * (0x9e3779b97f4a7c15ull + 2 * i);
   }
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ull;
-  return h ^ (h >> 33);
+  return h;
+}
+
+/* Whether the elem bytes (a multiple of 8) at a and b are equal. */
+static inline bool same_words(const void *a, const void *b, size_t elem)
+{
+  uint64_t x, y, diff = 0;
+  for (size_t i = 0; i < elem; i += sizeof x) {
+    memcpy(&x, (const char *)a + i, sizeof x);
+    memcpy(&y, (const char *)b + i, sizeof y);
+    diff |= x ^ y;
+  }
+  return diff == 0;
 }
 
 /* Doubles ix (to at least 64 slots) and refills it from items[0..n). */
@@ -168,6 +177,7 @@ static bool grow_index(builder *b, vs_intern_index *ix, const void *items,
                        size_t n, size_t elem)
 {
   size_t cap = ix->cap ? 2 * ix->cap : 64;
+  unsigned shift = ix->cap ? ix->shift - 1u : 64u - 6u;
   uint32_t *slots = calloc(cap, sizeof *slots);
   if (!slots) {
     b->failed = true;
@@ -175,8 +185,8 @@ static bool grow_index(builder *b, vs_intern_index *ix, const void *items,
     return false;
   }
   for (size_t i = 0; i < n; i++) {
-    size_t at = (size_t)item_hash((const char *)items + i * elem, elem) &
-                (cap - 1);
+    size_t at = (size_t)(item_hash((const char *)items + i * elem, elem) >>
+                         shift);
     while (slots[at])
       at = (at + 1) & (cap - 1);
     slots[at] = (uint32_t)i + 1;
@@ -184,22 +194,24 @@ static bool grow_index(builder *b, vs_intern_index *ix, const void *items,
   free(ix->slots);
   ix->slots = slots;
   ix->cap = cap;
+  ix->shift = (uint8_t)shift;
   return true;
 }
 
 /* The index of item in *items (n of them, elem bytes each, zeroed before
  * their fields were set, as item is), appended when new, with ix kept at most half full; NONE
  * when out of host memory. Equal bytes are one item. */
-static uint32_t intern(builder *b, vs_intern_index *ix, void **items,
-                       size_t *n, size_t *cap, const void *item, size_t elem)
+static inline uint32_t intern(builder *b, vs_intern_index *ix, void **items,
+                              size_t *n, size_t *cap, const void *item,
+                              size_t elem)
 {
   size_t at;
   if (2 * (*n + 1) > ix->cap && !grow_index(b, ix, *items, *n, elem))
     return NONE;
-  for (at = (size_t)item_hash(item, elem) & (ix->cap - 1); ix->slots[at];
+  for (at = (size_t)(item_hash(item, elem) >> ix->shift); ix->slots[at];
        at = (at + 1) & (ix->cap - 1))
-    if (memcmp((const char *)*items + (ix->slots[at] - 1) * elem, item,
-               elem) == 0)
+    if (same_words((const char *)*items + (ix->slots[at] - 1) * elem, item,
+                   elem))
       return ix->slots[at] - 1;
   if (!grow(b, items, cap, *n + 1, elem))
     return NONE;
@@ -1160,11 +1172,13 @@ static uint32_t *grads_made_in(const builder *b)
                                          : NULL;
 }
 
-/* Tied embeddings held once, by the one stage that has both ends: the
- * head's output layer computes the embedding weight's gradient. */
-static bool tied_on_one_stage(const builder *b)
+/* Whether the head's backward writes the word embeddings' gradient, held
+ * once by the one stage that has both ends: a tied output layer's, or the
+ * multi-token prediction's lookups' (Megatron-LM's shared embedding). */
+static bool head_writes_embedding_grads(const builder *b)
 {
-  return b->wl->model.tied_embeddings && b->lay->pp == 1;
+  return b->lay->pp == 1 &&
+         (b->wl->model.tied_embeddings || b->wl->model.mtp_layers > 0);
 }
 
 static void backward_block(builder *b, size_t inst, int mb)
@@ -1194,9 +1208,9 @@ static void backward_block(builder *b, size_t inst, int mb)
                     plan->bwd_bytes[k], op_time(b, inst, (uint32_t)k, TIME_BWD));
     if (k == (int)blk->n_ops - 1 && grads_made_in(b)) {
       grads_appear(b, grads_made_in(b), inst, op);
-      if (inst + 1 == b->n_inst && tied_on_one_stage(b))
+      if (inst + 1 == b->n_inst && head_writes_embedding_grads(b))
         grads_appear(b, grads_made_in(b), 0, op); /* the head computes the
-                                                     tied embedding's */
+                                                     embedding's */
     }
     transient(b, op, o->bwd_temp_bytes, VS_CAT_TEMP);
     for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++) {
@@ -1640,8 +1654,11 @@ static double ops_per_unit(const vs_layout *lay, const vs_model *m,
    * and the activations' copies out and back */
   double offload = (r->offload.cpu_step || r->offload.fetch_params ? 3 : 0) +
                    (r->offload.activations ? 2 : 0);
-  return (layers / (double)lay->vstages + 2) *
-             ((double)vs_model_max_block_ops(m) + 4 + offload) + 16;
+  double per_block = (double)vs_model_max_layer_ops(m) + 4 + offload;
+  double head = (double)vs_model_head(m)->n_ops;
+  /* a head with multi-token prediction depths has more ops than a layer */
+  return (layers / (double)lay->vstages + 2) * per_block +
+         (head > per_block ? head - per_block : 0) + 16;
 }
 
 double vs_schedule_estimate_ops(const vs_job *job, int stage)

@@ -58,6 +58,8 @@ typedef struct vs_buffer {
 typedef struct vs_intern_index {
   uint32_t *slots;    /* [cap] 1 + an item's index, or 0 */
   size_t cap;         /* slots: a power of two, or 0 before the first */
+  uint8_t shift;      /* 64 - log2(cap): a hash's first slot is its top
+                         log2(cap) bits */
 } vs_intern_index;
 
 /* Buffers a program may have: an effect names one in 30 bits. */
