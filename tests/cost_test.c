@@ -230,9 +230,20 @@ static void test_group_seconds(void **state)
   tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 1600000000, 8, 1, NULL),
                   14.0 * nvlink_step, 1e-12);
   /* all-to-all of 1.6e9 B over the 16: 1e8 B to each peer, 7 in the node
-   * over NVLink, 8 in the other through the NIC */
+   * over NVLink while 8 in the other go through the NIC, which sets the
+   * time; with the NIC as fast as NVLink, the NVLink part (7 peers) would
+   * still hide under the NIC's 8 */
   tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_TO_ALL, 1600000000, 16, 1, NULL),
-                  7.0 * (3e-6 + 1e8 / 450e9) + 8.0 * nic_step, 1e-12);
+                  8.0 * nic_step, 1e-12);
+  /* 4 ranks a node (stride 2), 8 ranks: 3 NVLink peers, 4 through the NIC:
+   * 2e8 B each */
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_TO_ALL, 1600000000, 8, 2, NULL),
+                  4.0 * (5e-6 + 2e8 / 47e9), 1e-12);
+  /* with NVLink slower than the NIC (10 GB/s), the node's part sets it */
+  t.intra_bandwidth = 10e9;
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_TO_ALL, 1600000000, 16, 1, NULL),
+                  7.0 * (3e-6 + 1e8 / 10e9), 1e-12);
+  t.intra_bandwidth = 450e9;
   /* send/recv between ranks 8 apart (another node): the NIC; 4 apart (the
    * same node): NVLink */
   tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_SEND_RECV, 100000000, 2, 8, NULL),

@@ -291,13 +291,18 @@ static double intra_seconds(const vs_topology *topo, int kind, uint64_t bytes,
 /* All-to-all over n ranks, per_node of them in each node: NCCL runs it as
  * one send and one receive of bytes / n per peer (nccl-tests alltoall.cu:
  * ncclSend/ncclRecv to every rank in a group call), each over the link to
- * that peer: per_node - 1 peers on NVLink, n - per_node through the NIC. */
+ * that peer: per_node - 1 peers on NVLink, n - per_node through the GPU's
+ * NIC (one NIC: an all-to-all cannot spread over the node's others,
+ * nccl-tests#267). The group's sends run together, so the two parts
+ * overlap and the slower one, the network's, sets the time (nccl-tests
+ * #130: the local traffic "should not be the bottleneck; the portion that
+ * goes through the network will determine the global time"). */
 static double all_to_all_seconds(uint64_t bytes, uint64_t n, uint64_t per_node,
                                  vs_link nvlink, vs_link nic)
 {
   double chunk = (double)bytes / (double)n;
-  return (double)(per_node - 1) * vs_cost_link_seconds(nvlink, chunk) +
-         (double)(n - per_node) * vs_cost_link_seconds(nic, chunk);
+  return fmax((double)(per_node - 1) * vs_cost_link_seconds(nvlink, chunk),
+              (double)(n - per_node) * vs_cost_link_seconds(nic, chunk));
 }
 
 double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
