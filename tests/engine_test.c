@@ -603,6 +603,37 @@ static void random_program(vs_program *p, size_t n, uint32_t seed)
   free(buf_of);
 }
 
+/* The same on random programs (exact accounting): the buffers reported
+ * live at the peak add up to the peak, whatever was freed before or after
+ * it and however often the peak rose. */
+static void test_lifetimes_random(void **state)
+{
+  (void)state;
+  for (uint32_t seed = 1; seed <= 20; seed++) {
+    vs_program p;
+    vs_rank r;
+    vs_engine_stats st;
+    vs_engine_opts opts = {.check_invariants = true};
+    vs_error err;
+    uint64_t sum = 0;
+    size_t live = 0;
+    random_program(&p, 200, seed);
+    vs_rank_init(&r, 0, &p, UINT64_MAX / 2, 0);
+    assert_int_equal(vs_rank_record_lifetimes(&r), 0);
+    vs_error_clear(&err);
+    assert_int_equal(vs_engine_run(&r, 1, &opts, &st, &err), 0);
+    for (uint32_t b = 0; b < p.n_buffers; b++)
+      if (vs_rank_live_at_peak(&r, b)) {
+        sum += vs_program_buffer(&p, b)->bytes;
+        live++;
+      }
+    assert_true(live > 0 && live < p.n_buffers);
+    assert_int_equal(sum, r.mem.peak_allocated_bytes);
+    vs_rank_fini(&r);
+    vs_program_fini(&p);
+  }
+}
+
 static void assert_same_run(const vs_rank *a, const vs_rank *b)
 {
   assert_int_equal(a->end_ns, b->end_ns);
@@ -1136,6 +1167,7 @@ int main(void)
       cmocka_unit_test(test_memory_effects_start_and_end),
       cmocka_unit_test(test_timeline_rows),
       cmocka_unit_test(test_lifetimes_at_peak),
+      cmocka_unit_test(test_lifetimes_random),
       cmocka_unit_test(test_no_recording_when_not_asked),
       cmocka_unit_test(test_oom_at_exact_op),
       cmocka_unit_test(test_deadlock_is_an_error),

@@ -93,32 +93,46 @@ void vs_rank_fini(vs_rank *rank)
   rank->lifetimes = NULL;
 }
 
+/* A lifetime note's mark for a freed buffer (the rest: the peak effect it
+ * was live at, or 0). */
+#define FREED_MARK 0x80000000u
+
 int vs_rank_record_lifetimes(vs_rank *rank)
 {
   size_t n = rank->prog->n_buffers;
-  if (rank->prog->n_effects >= UINT32_MAX)
+  if (rank->prog->n_effects >= FREED_MARK)
     return VS_ELIMIT;
-  rank->lifetimes = calloc(2 * (n ? n : 1), sizeof *rank->lifetimes);
+  rank->lifetimes = calloc(n ? n : 1, sizeof *rank->lifetimes);
   return rank->lifetimes ? 0 : VS_ENOMEM;
 }
 
 bool vs_rank_live_at_peak(const vs_rank *rank, uint32_t buffer)
 {
-  uint32_t from, to;
+  uint32_t note;
   if (!rank->lifetimes || rank->peak_effect == 0)
     return false;
-  from = rank->lifetimes[2 * (size_t)buffer];
-  to = rank->lifetimes[2 * (size_t)buffer + 1];
-  return from != 0 && from <= rank->peak_effect &&
-         (to == 0 || to > rank->peak_effect);
+  note = rank->lifetimes[buffer];
+  if (note & FREED_MARK) /* live at that peak, and still the peak? */
+    return (note & ~FREED_MARK) == rank->peak_effect;
+  return note != 0 && note <= rank->peak_effect; /* never freed */
 }
 
 /* Numbers a GPU effect of buffer for r's lifetimes, and notes it as the
- * peak's when allocated memory rose above peak_before with it. */
+ * peak's when allocated memory rose above peak_before with it. A live
+ * buffer's note is the effect that allocated it; once freed, the peak
+ * effect it was live at (marked FREED_MARK), which stays the answer only
+ * if no later effect raises the peak (then the buffer, freed before, is
+ * not live at the new one): 4 bytes a buffer, not both numbers. */
 static void note_lifetime(vs_rank *r, const vs_effect *e, uint64_t peak_before)
 {
-  uint32_t n = ++r->gpu_effects; /* < 2^32 - 1: vs_rank_record_lifetimes */
-  r->lifetimes[2 * (size_t)e->buffer + (e->is_free ? 1 : 0)] = n;
+  uint32_t n = ++r->gpu_effects; /* < 2^31: vs_rank_record_lifetimes */
+  uint32_t *note = &r->lifetimes[e->buffer];
+  if (e->is_free)
+    *note = FREED_MARK | (*note != 0 && *note <= r->peak_effect
+                              ? r->peak_effect
+                              : 0);
+  else
+    *note = n;
   if (r->mem.peak_allocated_bytes > peak_before)
     r->peak_effect = n;
 }
@@ -556,7 +570,7 @@ static int take_twin_run(vs_rank *to, const vs_rank *from)
                                        sizeof *from->live_blocks, &ok)
                         : NULL;
   to->lifetimes = from->lifetimes
-                      ? vs_dup_array(from->lifetimes, 2 * n_buffers,
+                      ? vs_dup_array(from->lifetimes, n_buffers,
                                      sizeof *from->lifetimes, &ok)
                       : NULL;
   to->alloc = NULL;

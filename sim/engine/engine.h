@@ -98,10 +98,12 @@ typedef struct vs_rank {
   vs_alloc *alloc;          /* caching-allocator emulation; NULL = exact */
   uint32_t *live_blocks;    /* [program buffer] its allocator block while
                                live, VS_ALLOC_NONE otherwise (caching) */
-  uint32_t *lifetimes;      /* [2 x program buffer] with
-                               vs_rank_record_lifetimes: the number of the
-                               GPU memory effect that allocated ([2b]) and
-                               freed ([2b + 1]) buffer b, 0 before it does */
+  uint32_t *lifetimes;      /* [program buffer] with
+                               vs_rank_record_lifetimes: while buffer b is
+                               live, the number of the GPU memory effect
+                               that allocated it; once freed, the peak
+                               effect it was live at (or 0) with the top
+                               bit set; 0 before it is allocated */
   uint32_t gpu_effects;     /* GPU memory effects so far (numbered from 1;
                                counted with lifetimes) */
   uint32_t peak_effect;     /* the effect after which allocated memory first
@@ -151,9 +153,9 @@ void vs_rank_init(vs_rank *rank, uint32_t id, const vs_program *prog,
 void vs_rank_fini(vs_rank *rank);
 
 /* Makes rank note when the GPU allocates and frees each buffer of its
- * program, for vs_rank_live_at_peak: 8 bytes a buffer. VS_ENOMEM on host
- * memory; VS_ELIMIT when the program has 2^32 - 1 memory effects or more
- * (their numbers would not fit). */
+ * program, for vs_rank_live_at_peak: 4 bytes a buffer. VS_ENOMEM on host
+ * memory; VS_ELIMIT when the program has 2^31 memory effects or more
+ * (their numbers would not fit beside the freed mark). */
 int vs_rank_record_lifetimes(vs_rank *rank);
 
 /* Whether buffer (on the GPU) was allocated when rank's allocated memory
