@@ -1,8 +1,8 @@
 /* engine_test.c - the discrete-event engine on programs built by hand.
  *
  * Each test writes a small vs_program the way vs_schedule_build would:
- * ops in topological order, stream_ops[] listing each stream's ops with
- * ops[].pos their index there, deps[] and effects[] contiguous per op, every
+ * ops in topological order, stream_ops[] listing each stream's ops in
+ * program order, deps[] and effects[] contiguous per op, every
  * buffer allocated once and freed at most once. Durations are round
  * nanosecond counts so every expected time is a sum of them. */
 #include "engine.h"
@@ -78,7 +78,6 @@ static uint32_t prog_op_doing(vs_program *p, int stream, const vs_op_kind *what,
   assert_true(p->n_deps + n_deps <= p->cap_deps);
   memset(op, 0, sizeof *op);
   op->kind = prog_kind(p, what);
-  op->layer = -1;
   op->microbatch = -1;
   op->stream = (uint32_t)stream & 15u;
   op->phase = VS_PHASE_FWD;
@@ -89,7 +88,6 @@ static uint32_t prog_op_doing(vs_program *p, int stream, const vs_op_kind *what,
     p->deps[p->n_deps++] = deps[i];
   }
   op->first_effect = (uint32_t)p->n_effects;
-  op->pos = (uint32_t)p->n_stream_ops[stream];
   p->stream_ops[stream][p->n_stream_ops[stream]++] = idx;
   p->n_ops++;
   return idx;
@@ -103,6 +101,7 @@ static uint32_t prog_op(vs_program *p, int stream, const char *name,
   memset(&k, 0, sizeof k);
   snprintf(k.name, sizeof k.name, "%s", name);
   k.dur_ns = dur_ns;
+  k.layer = -1;
   return prog_op_doing(p, stream, &k, deps, n_deps);
 }
 
@@ -802,6 +801,7 @@ static uint32_t prog_res_op(vs_program *p, int stream, const char *name,
   k.dur_ns = dur_ns;
   k.resource = (uint8_t)kind;
   k.bytes = bytes;
+  k.layer = -1;
   return prog_op_doing(p, stream, &k, deps, n_deps);
 }
 

@@ -88,7 +88,7 @@ static size_t count_ops(const vs_program *p, const char *name, int layer,
   size_t n = 0;
   for (size_t i = 0; i < p->n_ops; i++) {
     const vs_pop *op = &p->ops[i];
-    if (strcmp(vs_op_name(p, op), name) == 0 && (layer == ANY || op->layer == layer) &&
+    if (strcmp(vs_op_name(p, op), name) == 0 && (layer == ANY || vs_op_layer(p, op) == layer) &&
         (mb == ANY || op->microbatch == mb))
       n++;
   }
@@ -149,10 +149,7 @@ static unsigned char *check_program(const built *b)
       if (p->deps[op->first_dep + d] >= i)
         fail_msg("op %u (%s) depends on later op %u", i, vs_op_name(p, op),
                  p->deps[op->first_dep + d]);
-    /* stream_ops[] and ops[].pos agree */
     assert_true(op->stream < VS_STREAM_N);
-    assert_true(op->pos < p->n_stream_ops[op->stream]);
-    assert_int_equal(p->stream_ops[op->stream][op->pos], i);
     for (int pass = 0; pass < 2; pass++) {
       for (uint32_t k = 0; k < op->n_effects; k++) {
         const vs_effect *e = &p->effects[op->first_effect + k];
@@ -177,8 +174,8 @@ static unsigned char *check_program(const built *b)
     for (size_t k = 0; k < p->n_stream_ops[s]; k++) {
       const vs_pop *op = &p->ops[p->stream_ops[s][k]];
       assert_int_equal(op->stream, s);
-      assert_int_equal(op->pos, k);
-      /* a stream runs its ops in program order */
+      /* a stream runs its ops in program order (the engine's ready()
+       * relies on it) */
       if (k > 0)
         assert_true(p->stream_ops[s][k] > p->stream_ops[s][k - 1]);
     }
@@ -209,7 +206,7 @@ static void check_end_state(const built *b, const unsigned char *st)
       fail_msg("buffer %u (%s, %llu B) of op %u (%s layer %d) is never freed",
                buf, vs_category_name(vs_program_buffer(p, buf)->category),
                (unsigned long long)vs_program_buffer(p, buf)->bytes, a, vs_op_name(p, &p->ops[a]),
-               p->ops[a].layer);
+               vs_op_layer(p, &p->ops[a]));
     kept[vs_program_buffer(p, buf)->category] += vs_program_buffer(p, buf)->bytes;
   }
   assert_int_equal(kept[VS_CAT_PARAMS], b->lay.params_bytes);
@@ -497,14 +494,14 @@ static void test_zero3_gathers_per_block_per_pass(void **state)
     w = waiter_of(p, i);
     assert_non_null(w);
     /* the gather feeds its own block, in its own micro-batch */
-    assert_int_equal(w->layer, op->layer);
+    assert_int_equal(vs_op_layer(p, w), vs_op_layer(p, op));
     assert_int_equal(w->microbatch, op->microbatch);
     assert_true(w->phase == VS_PHASE_FWD || w->phase == VS_PHASE_BWD);
     pass = w->phase == VS_PHASE_BWD;
-    seen[op->microbatch][op->layer + 1][pass]++;
+    seen[op->microbatch][vs_op_layer(p, op) + 1][pass]++;
     /* it gathers the whole block at 2 bytes per parameter */
-    elems = op->layer < 0         ? EMBED_PARAMS
-            : op->layer == LAYERS ? HEAD_PARAMS
+    elems = vs_op_layer(p, op) < 0         ? EMBED_PARAMS
+            : vs_op_layer(p, op) == LAYERS ? HEAD_PARAMS
                                   : LAYER_PARAMS;
     assert_true(vs_op_kind_of(p, op)->bytes == (double)(2 * elems));
   }
@@ -542,9 +539,9 @@ static void test_zero3_at_most_two_blocks_gathered(void **state)
   p = &b->p;
   for (uint32_t i = 0; i < p->n_ops; i++) {
     const vs_pop *op = &p->ops[i];
-    if (op->layer == 0 && op->microbatch == 0 && op->phase == VS_PHASE_FWD)
+    if (vs_op_layer(p, op) == 0 && op->microbatch == 0 && op->phase == VS_PHASE_FWD)
       layer_fwd_ns += vs_op_kind_of(p, op)->dur_ns;
-    if (op->layer == 0 && op->microbatch == 0 &&
+    if (vs_op_layer(p, op) == 0 && op->microbatch == 0 &&
         strcmp(vs_op_name(p, op), "zero3_all_gather") == 0)
       gather_ns = vs_op_kind_of(p, op)->dur_ns;
   }
@@ -639,7 +636,7 @@ static void test_full_checkpointing_recomputes_each_layer(void **state)
     }
     /* and precedes the layer's backward on the compute stream */
     assert_int_equal(p->ops[i + 1].phase, VS_PHASE_BWD);
-    assert_int_equal(p->ops[i + 1].layer, op->layer);
+    assert_int_equal(vs_op_layer(p, &p->ops[i + 1]), vs_op_layer(p, op));
   }
   destroy(b);
 }
@@ -689,7 +686,7 @@ static void test_selective_eager_recomputes_attention(void **state)
       assert_true(f != UINT32_MAX);
       assert_string_equal(vs_op_name(p, &p->ops[f]), "attn_scores");
       assert_int_equal(p->ops[f].phase, VS_PHASE_BWD);
-      assert_int_equal(p->ops[f].layer, op->layer);
+      assert_int_equal(vs_op_layer(p, &p->ops[f]), vs_op_layer(p, op));
       assert_int_equal(p->ops[f].microbatch, op->microbatch);
     }
   }
@@ -730,8 +727,8 @@ static void count_tp(const vs_program *p, const char *name,
       continue;
     assert_int_equal(op->phase, VS_PHASE_TP_COMM);
     assert_true(pass >= 0);
-    assert_true(op->layer + 1 >= 0 && op->layer + 1 < n_layers_plus_2);
-    counts[op->layer + 1][pass]++;
+    assert_true(vs_op_layer(p, op) + 1 >= 0 && vs_op_layer(p, op) + 1 < n_layers_plus_2);
+    counts[vs_op_layer(p, op) + 1][pass]++;
   }
 }
 
@@ -887,7 +884,7 @@ static void test_flash_at_its_measured_rate(void **state)
   for (size_t i = 0; i < b->p.n_ops; i++) {
     const vs_program *p = &b->p;
     const vs_pop *op = &p->ops[i];
-    if (op->layer != 0 || op->microbatch != 0 ||
+    if (vs_op_layer(p, op) != 0 || op->microbatch != 0 ||
         strcmp(vs_op_name(p, op), flash->name) != 0)
       continue;
     if (op->phase == VS_PHASE_FWD)
@@ -930,7 +927,7 @@ static void test_backward_gemms_by_shape(void **state)
   for (size_t i = 0; i < p->n_ops; i++) {
     const vs_pop *op = &p->ops[i];
     const vs_block *blk = vs_model_layer(&b->m, 0);
-    if (op->phase != VS_PHASE_BWD || op->layer != 0 || op->microbatch != 0)
+    if (op->phase != VS_PHASE_BWD || vs_op_layer(p, op) != 0 || op->microbatch != 0)
       continue;
     for (uint32_t k = 0; k < blk->n_ops; k++) {
       const vs_op_spec *o = &blk->ops[k];
@@ -960,7 +957,7 @@ static void test_op_durations_follow_roofline(void **state)
   (void)state;
   for (size_t i = 0; i < p->n_ops; i++) {
     const vs_pop *op = &p->ops[i];
-    if (op->phase == VS_PHASE_FWD && op->layer == 0) {
+    if (op->phase == VS_PHASE_FWD && vs_op_layer(p, op) == 0) {
       const vs_op_spec *spec = NULL;
       double t;
       for (uint32_t k = 0; k < vs_model_layer(&b->m, 0)->n_ops; k++)
@@ -1059,7 +1056,7 @@ static int grads_first_layer(const vs_program *p, uint64_t bytes)
       const vs_effect *e = &p->effects[op->first_effect + k];
       const vs_buffer *buf = vs_program_buffer(p, e->buffer);
       if (!e->is_free && buf->category == VS_CAT_GRADS && buf->bytes == bytes)
-        return op->layer;
+        return vs_op_layer(p, op);
     }
   }
   return INT_MIN;

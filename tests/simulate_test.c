@@ -645,8 +645,9 @@ static uint64_t max_layer_activations(const vs_sim *sim, const vs_rank *r)
   for (size_t i = 0; i < r->n_timeline; i++) {
     const vs_mem_event *e = &r->timeline[i];
     const vs_pop *op = &r->prog->ops[e->op];
-    if (e->category != VS_CAT_ACTIVATIONS || op->layer < 0 ||
-        (uint64_t)op->layer >= sim->model.layers)
+    if (e->category != VS_CAT_ACTIVATIONS ||
+        vs_op_layer(r->prog, op) < 0 ||
+        (uint64_t)vs_op_layer(r->prog, op) >= sim->model.layers)
       continue;
     held += e->delta_bytes;
     if (held > most)

@@ -290,19 +290,21 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
 }
 
 /* True when every dependency of op has ended: on this rank, or on the rank
- * of another stage in the same slot. A dependency on stream s at position
- * k has ended once done[s] > k (streams are in order). */
+ * of another stage in the same slot. A stream runs its ops in program
+ * order and ends them in that order, so a dependency on stream s has
+ * ended once the last op s ended (its done[s]-th) is it or a later one. */
 static bool ready(const run_ctx *c, const vs_rank *r, const vs_pop *op)
 {
   const vs_program *p = r->prog;
   for (uint32_t i = 0; i < op->n_deps; i++) {
-    uint32_t d = op->first_dep + i;
+    uint32_t d = op->first_dep + i, idx = p->deps[d];
     const vs_rank *owner = r;
-    const vs_pop *dep;
+    size_t s, ended;
     if (p->dep_stages && p->dep_stages[d] >= 0)
       owner = &c->ranks[(size_t)p->dep_stages[d] * c->per_stage + r->slot];
-    dep = &owner->prog->ops[p->deps[d]];
-    if (owner->done[dep->stream] <= dep->pos)
+    s = owner->prog->ops[idx].stream;
+    ended = owner->done[s];
+    if (ended == 0 || owner->prog->stream_ops[s][ended - 1] < idx)
       return false;
   }
   return true;
@@ -474,7 +476,7 @@ static int check_finished(run_ctx *c, size_t n_ranks)
                             "engine: rank %u deadlocked: stream %s waits at op "
                             "'%s' (layer %d, micro-batch %d)",
                             r->id, vs_stream_name(s),
-                            vs_op_name(r->prog, op), op->layer,
+                            vs_op_name(r->prog, op), vs_op_layer(r->prog, op),
                             op->microbatch);
       }
     }

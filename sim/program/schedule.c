@@ -224,7 +224,7 @@ _Static_assert(sizeof(vs_op_kind) == VS_OP_NAME_MAX + 32 &&
                    sizeof(vs_buffer) == 16,
                "interned items have no padding, and item_hash reads them in "
                "64-bit words");
-_Static_assert(sizeof(vs_pop) == 32, "an op record is 32 bytes");
+_Static_assert(sizeof(vs_pop) == 24, "an op record is 24 bytes");
 
 /* Appends an op whose bytes cross resource `res` (and `via`; 0: none);
  * its deps and effects must be added before the next op. */
@@ -248,6 +248,7 @@ static uint32_t new_op_through(builder *b, int stream, int phase,
   memcpy(k.name, name, strnlen(name, sizeof k.name - 1));
   k.resource = (uint8_t)res;
   k.resource_via = (uint8_t)via;
+  k.layer = layer;
   k.dur_ns = to_ns(seconds);
   k.flops = flops;
   k.bytes = bytes;
@@ -258,13 +259,11 @@ static uint32_t new_op_through(builder *b, int stream, int phase,
   op = &p->ops[idx];
   memset(op, 0, sizeof *op);
   op->kind = kind;
-  op->layer = layer;
   op->microbatch = mb;
   op->stream = (uint32_t)stream & 15u; /* < VS_STREAM_N */
   op->phase = (uint32_t)phase & 15u;   /* < VS_PHASE_N */
   op->first_dep = (uint32_t)p->n_deps;
   op->first_effect = (uint32_t)p->n_effects;
-  op->pos = (uint32_t)p->n_stream_ops[stream];
   p->stream_ops[stream][p->n_stream_ops[stream]++] = idx;
   if (stream == VS_STREAM_COMPUTE) {
     b->last_compute = idx;
@@ -297,7 +296,8 @@ static bool room_on_op(builder *b, uint32_t op, uint32_t count, uint32_t most,
                "stage %llu's op %s (layer %d, micro-batch %d) would have "
                "more than %u %s, the most one op holds; give the stage "
                "fewer layers (a deeper pipeline)",
-               (unsigned long long)b->stage, vs_op_name(b->p, o), o->layer,
+               (unsigned long long)b->stage, vs_op_name(b->p, o),
+               vs_op_layer(b->p, o),
                o->microbatch, most, what);
   return false;
 }

@@ -81,7 +81,9 @@ typedef struct vs_op_kind {
   char name[VS_OP_NAME_MAX]; /* "qkv_proj", "dp_all_reduce", ... */
   uint8_t resource;   /* vs_resource_kind its bytes move through; 0: none */
   uint8_t resource_via; /* a second kind they cross too; 0: none */
-  uint8_t unused[6];  /* zero */
+  uint8_t unused[2];  /* zero */
+  int32_t layer;      /* transformer layer; -1 embedding/step, layers =
+                         head */
   uint64_t dur_ns;    /* run time; with a resource, the fixed part before
                          the transfer, whose time the engine decides */
   double flops;       /* work done */
@@ -91,12 +93,11 @@ typedef struct vs_op_kind {
 
 /* One op of the program: what it does (its kind) and where it sits. */
 typedef struct vs_pop {
-  uint32_t kind;      /* index into the program's kinds */
-  int32_t layer;      /* transformer layer; -1 embedding/step, layers = head */
+  uint32_t kind;      /* index into the program's kinds (what it does,
+                         in which layer) */
   int32_t microbatch; /* -1 for once-per-step ops */
   uint32_t first_dep;    /* deps[first_dep .. first_dep + n_deps) */
   uint32_t first_effect; /* effects[first_effect .. + n_effects) */
-  uint32_t pos;       /* index of this op in stream_ops[stream] */
   uint16_t n_deps;    /* its dependencies (at most VS_OP_DEPS_MAX) */
   uint16_t notify;    /* 1 + the stage whose op depends on it; 0: none */
   uint32_t n_effects : 24; /* its memory effects (at most
@@ -209,6 +210,13 @@ static inline const vs_buffer *vs_program_buffer(const vs_program *prog,
                                                  uint32_t b)
 {
   return &prog->buffer_kinds[prog->buffers[b]];
+}
+
+/* The layer of op (of prog): -1 the embedding or the step, the model's
+ * layer count the head. */
+static inline int32_t vs_op_layer(const vs_program *prog, const vs_pop *op)
+{
+  return prog->kinds[op->kind].layer;
 }
 
 /* The name of op (of prog). */

@@ -30,12 +30,12 @@ char *vs_report_op_label(const vs_sim *sim, const vs_program *prog,
   char where[48];
   if (o->phase == VS_PHASE_P2P)
     snprintf(where, sizeof where, "pipeline");
-  else if (o->layer < 0)
+  else if (vs_op_layer(prog, o) < 0)
     snprintf(where, sizeof where, "%s", o->microbatch < 0 ? "step" : "embedding");
-  else if ((uint64_t)o->layer >= sim->model.layers)
+  else if ((uint64_t)vs_op_layer(prog, o) >= sim->model.layers)
     snprintf(where, sizeof where, "head");
   else
-    snprintf(where, sizeof where, "layer %d", o->layer);
+    snprintf(where, sizeof where, "layer %d", vs_op_layer(prog, o));
   if (o->microbatch >= 0)
     snprintf(buf, len, "%s %s (%s, micro-batch %d)", vs_phase_name(o->phase),
              vs_op_name(prog, o), where, o->microbatch);
@@ -949,7 +949,7 @@ static void write_ops(const vs_sim *sim, vs_csv *c)
       vs_csv_u64(c, r->id);
       vs_csv_text(c, vs_stream_name(op->stream));
       vs_csv_text(c, vs_op_name(r->prog, op));
-      vs_csv_i64(c, op->layer);
+      vs_csv_i64(c, vs_op_layer(r->prog, op));
       vs_csv_i64(c, op->microbatch);
       vs_csv_seconds(c, (double)s->start_ns * 1e-9);
       vs_csv_seconds(c, (double)s->end_ns * 1e-9);
@@ -1096,7 +1096,8 @@ static void trace_ops(trace_out *t, const vs_rank *r)
                 vs_op_name(r->prog, op), vs_phase_name(op->phase), r->id,
                 op->stream,
                 (double)sp->start_ns / 1e3,
-                (double)(sp->end_ns - sp->start_ns) / 1e3, op->layer,
+                (double)(sp->end_ns - sp->start_ns) / 1e3,
+                vs_op_layer(r->prog, op),
                 op->microbatch);
   }
 }

@@ -607,26 +607,28 @@ static vs_peak_group *peak_group(group_set *gs, const vs_program *p,
   g->category = b->category;
   g->checkpoint = b->checkpoint;
   g->phase = o->phase;
-  g->first_layer = g->last_layer = o->layer;
+  g->first_layer = g->last_layer = vs_op_layer(p, o);
   g->first_microbatch = g->last_microbatch = o->microbatch;
   return g;
 }
 
-static void peak_group_add(group_set *gs, vs_peak_group *g, const vs_pop *o,
+static void peak_group_add(group_set *gs, vs_peak_group *g,
+                           const vs_program *p, const vs_pop *o,
                            uint64_t bytes)
 {
   uint64_t *seen = &gs->seen[(size_t)(g - gs->g) * gs->words];
-  uint32_t bit = (uint32_t)(o->layer + 1); /* layer -1 is bit 0 */
+  int32_t layer = vs_op_layer(p, o);
+  uint32_t bit = (uint32_t)(layer + 1); /* layer -1 is bit 0 */
   g->bytes += bytes;
   g->tensors++;
   if (!(seen[bit / 64] >> (bit % 64) & 1)) {
     seen[bit / 64] |= 1ull << (bit % 64);
     g->layers++;
   }
-  if (o->layer < g->first_layer)
-    g->first_layer = o->layer;
-  if (o->layer > g->last_layer)
-    g->last_layer = o->layer;
+  if (layer < g->first_layer)
+    g->first_layer = layer;
+  if (layer > g->last_layer)
+    g->last_layer = layer;
   if (o->microbatch < g->first_microbatch)
     g->first_microbatch = o->microbatch;
   if (o->microbatch > g->last_microbatch)
@@ -653,9 +655,9 @@ int vs_sim_peak_groups(const vs_rank *r, vs_peak_group **groups, size_t *n)
   *n = 0;
   if (!r->lifetimes)
     return 0;
-  for (size_t i = 0; i < p->n_ops; i++)
-    if (p->ops[i].layer > top)
-      top = p->ops[i].layer;
+  for (size_t k = 0; k < p->n_kinds; k++)
+    if (p->kinds[k].layer > top)
+      top = p->kinds[k].layer;
   gs.words = (size_t)(top + 2 + 63) / 64;
   for (size_t i = 0; i < p->n_ops; i++) {
     const vs_pop *o = &p->ops[i];
@@ -671,7 +673,7 @@ int vs_sim_peak_groups(const vs_rank *r, vs_peak_group **groups, size_t *n)
         free(gs.seen);
         return VS_ENOMEM;
       }
-      peak_group_add(&gs, into, o, b->bytes);
+      peak_group_add(&gs, into, p, o, b->bytes);
     }
   }
   free(gs.seen);
