@@ -1672,6 +1672,22 @@ double vs_schedule_estimate_ops(const vs_job *job, int stage)
                           (uint64_t)stage) + 64;
 }
 
+double vs_schedule_estimate_kinds(const vs_job *job, int stage)
+{
+  double ops = vs_schedule_estimate_ops(job, stage);
+  /* a forward and a backward unit of every chunk, a recompute beside
+   * each: what one micro-batch makes, and later ones repeat */
+  double once = 3.0 * 2.0 * (double)job->layout->vstages *
+                ops_per_unit(job->layout, job->model, job->recipe,
+                             (uint64_t)stage);
+  return once < ops ? once : ops;
+}
+
+size_t vs_schedule_bytes_per_kind(void)
+{
+  return sizeof(vs_op_kind) + 4 * sizeof(uint32_t); /* index: 2 to 4 slots */
+}
+
 /* Host bytes of one reserved op: the op, a dependency, its effects and
  * buffers, and its place in a stream (what reserve_program reserves). */
 size_t vs_schedule_bytes_per_op(void)

@@ -196,6 +196,14 @@ double vs_schedule_estimate_ops(const vs_job *job, int stage);
 /* Host bytes a program reserves per op of that estimate. */
 size_t vs_schedule_bytes_per_op(void);
 
+/* An estimate, from above, of the op kinds stage's program keeps (one
+ * micro-batch's units make them; later ones repeat them), at most the ops.
+ * O(1). */
+double vs_schedule_estimate_kinds(const vs_job *job, int stage);
+
+/* Host bytes of one op kind with its share of the builder's index. */
+size_t vs_schedule_bytes_per_kind(void);
+
 void vs_program_fini(vs_program *prog);
 
 /* What op (of prog) does. */

@@ -392,24 +392,26 @@ static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
 {
   const vs_layout *lay = &sim->layout;
   double per_stage = opts->all_ranks ? (double)lay->tp * (double)lay->dp : 1;
-  double ops = 0, ranks = per_stage * (double)lay->pp;
+  double ops = 0, kinds = 0, ranks = per_stage * (double)lay->pp;
   /* a buffer has an allocation and a free among its ops' effects */
   double buffers = 0.5 * EFFECTS_PER_OP;
   for (uint64_t s = 0; s < lay->pp; s++) {
     vs_job job = {.wl = sim->wl, .topo = sim->topo, .model = &sim->model,
                   .recipe = &sim->recipe, .layout = lay};
     ops += vs_schedule_estimate_ops(&job, (int)s);
+    kinds += vs_schedule_estimate_kinds(&job, (int)s);
   }
   w->rank_events = ops * per_stage;
   w->events = slots_copied(sim, opts) ? ops : w->rank_events;
   w->ranks = ranks;
-  /* the programs, the ranks, each rank's block of every buffer (caching
-   * allocator) and the peak's notes of each buffer */
+  /* the programs and their op kinds, the ranks, each rank's block of
+   * every buffer (caching allocator) and the peak's note of each buffer */
   w->host_bytes = ops * (double)vs_schedule_bytes_per_op() +
+                  kinds * (double)vs_schedule_bytes_per_kind() +
                   ranks * (double)sizeof(vs_rank) +
                   w->rank_events * buffers * sizeof(uint32_t) +
                   (opts->peak_tensors && !opts->all_ranks
-                       ? ops * buffers * 2 * sizeof(uint32_t)
+                       ? ops * buffers * sizeof(uint32_t)
                        : 0);
   w->csv_bytes = 0;
   w->trace_bytes = 0;
