@@ -93,15 +93,23 @@ static uint32_t prog_op_doing(vs_program *p, int stream, const vs_op_kind *what,
   return idx;
 }
 
-/* An op of name taking dur_ns on stream, through no resource. */
-static uint32_t prog_op(vs_program *p, int stream, const char *name,
-                        uint64_t dur_ns, const uint32_t *deps, size_t n_deps)
+/* What an op of name taking dur_ns does, through no resource, in no
+ * layer (every byte set: prog_kind compares them). */
+static vs_op_kind kind_of(const char *name, uint64_t dur_ns)
 {
   vs_op_kind k;
   memset(&k, 0, sizeof k);
   snprintf(k.name, sizeof k.name, "%s", name);
   k.dur_ns = dur_ns;
   k.layer = -1;
+  return k;
+}
+
+/* An op of name taking dur_ns on stream, through no resource. */
+static uint32_t prog_op(vs_program *p, int stream, const char *name,
+                        uint64_t dur_ns, const uint32_t *deps, size_t n_deps)
+{
+  vs_op_kind k = kind_of(name, dur_ns);
   return prog_op_doing(p, stream, &k, deps, n_deps);
 }
 
@@ -795,13 +803,9 @@ static uint32_t prog_res_op(vs_program *p, int stream, const char *name,
                             uint64_t dur_ns, int kind, double bytes,
                             const uint32_t *deps, size_t n_deps)
 {
-  vs_op_kind k;
-  memset(&k, 0, sizeof k);
-  snprintf(k.name, sizeof k.name, "%s", name);
-  k.dur_ns = dur_ns;
+  vs_op_kind k = kind_of(name, dur_ns);
   k.resource = (uint8_t)kind;
   k.bytes = bytes;
-  k.layer = -1;
   return prog_op_doing(p, stream, &k, deps, n_deps);
 }
 

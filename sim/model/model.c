@@ -1296,6 +1296,23 @@ static int build_layer(vs_block *blk, const vs_workload *wl, const dims *d,
   return 0;
 }
 
+/* A lookup of the tokens' rows in the vocabulary-parallel word
+ * embeddings: each rank holds vocab / tp rows and the partial rows are
+ * summed over tp (reduce-scattered with sp); the lookup gives the
+ * weights' dtype, fp32 under autocast. Adds no parameter. */
+static vs_op_spec *embedding_lookup(vs_block *blk, const dims *d,
+                                    const char *name, vs_error *err)
+{
+  vs_op_spec *op = vs_block_add_op(blk, name, err);
+  if (!op)
+    return NULL;
+  as_elementwise(op, d->tokens * d->h, d->er, 1.0);
+  op->bwd_temp_bytes = d->er * d->tokens * d->h;
+  comm(&op->fwd_after, d, d->sp ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE,
+       d->e * d->tokens * d->h);
+  return op;
+}
+
 /* Input batch and embeddings. Token ids and labels are int64 (8 bytes);
  * BERT also carries token types and an attention mask. */
 static int build_embed(vs_block *blk, const vs_workload *wl, const dims *d,
@@ -1309,14 +1326,8 @@ static int build_embed(vs_block *blk, const vs_workload *wl, const dims *d,
     return VS_EINPUT;
   op->fwd_bytes = (double)(16 * d->tokens);
 
-  /* the lookup gives the weights' dtype: fp32 under autocast */
-  if (!(op = vs_block_add_op(blk, "embedding", err)))
-    return VS_EINPUT;
-  as_elementwise(op, d->tokens * d->h, d->er, 1.0);
-  op->bwd_temp_bytes = d->er * d->tokens * d->h;
-  comm(&op->fwd_after, d, d->sp ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE,
-       d->e * d->tokens * d->h);
-  if (param(blk, d, "word_embeddings", d->vocab / d->t, d->h, err))
+  if (!embedding_lookup(blk, d, "embedding", err) ||
+      param(blk, d, "word_embeddings", d->vocab / d->t, d->h, err))
     return VS_EINPUT;
   if (arch != VS_ARCH_LLAMA &&
       param(blk, d, "position_embeddings", d->skv, d->h, err))
@@ -1434,17 +1445,12 @@ static bool mtp_embedding_copy(const vs_workload *wl)
  * shared word embeddings looked up again on the ids rolled by one
  * (Megatron-LM's roll_tensor), vocab-parallel as the first stage's. */
 static int mtp_embedding(vs_block *blk, const vs_workload *wl, const dims *d,
-                         bool first, vs_error *err)
+                         uint64_t depth, vs_error *err)
 {
-  vs_op_spec *op = vs_block_add_op(blk, "mtp_embedding", err);
-  if (!op)
+  if (!embedding_lookup(blk, d, "mtp_embedding", err))
     return VS_EINPUT;
-  as_elementwise(op, d->tokens * d->h, d->er, 1.0);
-  op->bwd_temp_bytes = d->er * d->tokens * d->h;
-  comm(&op->fwd_after, d, d->sp ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE,
-       d->e * d->tokens * d->h);
-  /* one copy serves every depth: the first lookup holds it */
-  return first && mtp_embedding_copy(wl)
+  /* one copy serves every depth: the first one's lookup holds it */
+  return depth == 0 && mtp_embedding_copy(wl)
              ? param(blk, d, "mtp_embeddings.weight", d->vocab / d->t, d->h,
                      err)
              : 0;
@@ -1526,7 +1532,7 @@ static int mtp_depth(vs_block *blk, const vs_workload *wl, const dims *d,
                      uint64_t depth, vs_error *err)
 {
   bool bias = wl->model.arch != VS_ARCH_LLAMA;
-  if (mtp_embedding(blk, wl, d, depth == 0, err) ||
+  if (mtp_embedding(blk, wl, d, depth, err) ||
       norm(blk, d, "mtp_enorm", bias, err) ||
       norm(blk, d, "mtp_hnorm", bias, err) || mtp_projection(blk, d, err) ||
       mtp_layer(blk, wl, d, err) ||

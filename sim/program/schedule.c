@@ -199,8 +199,9 @@ static bool grow_index(builder *b, vs_intern_index *ix, const void *items,
 }
 
 /* The index of item in *items (n of them, elem bytes each, zeroed before
- * their fields were set, as item is), appended when new, with ix kept at most half full; NONE
- * when out of host memory. Equal bytes are one item. */
+ * their fields were set, as item is), appended when new, with ix kept at
+ * most half full; NONE when out of host memory. Equal bytes are one
+ * item. */
 static inline uint32_t intern(builder *b, vs_intern_index *ix, void **items,
                               size_t *n, size_t *cap, const void *item,
                               size_t elem)
@@ -362,15 +363,23 @@ static uint32_t add_buffer(builder *b, const vs_buffer *what)
   return (uint32_t)p->n_buffers++;
 }
 
-/* A buffer of bytes of category in place (vs_place). */
-static uint32_t placed_buffer(builder *b, uint64_t bytes, int category,
-                              int place)
+/* What a buffer of bytes of category in place (vs_place) is, not a
+ * checkpoint, every byte set (add_buffer hashes them). */
+static vs_buffer buffer_of(uint64_t bytes, int category, int place)
 {
   vs_buffer what;
   memset(&what, 0, sizeof what);
   what.bytes = bytes;
   what.category = category;
   what.place = (uint8_t)place;
+  return what;
+}
+
+/* A buffer of bytes of category in place (vs_place). */
+static uint32_t placed_buffer(builder *b, uint64_t bytes, int category,
+                              int place)
+{
+  vs_buffer what = buffer_of(bytes, category, place);
   return add_buffer(b, &what);
 }
 
@@ -383,11 +392,7 @@ static uint32_t new_buffer(builder *b, uint64_t bytes, int category)
 /* A full-recompute checkpoint (a layer's input) of bytes on the GPU. */
 static uint32_t checkpoint_buffer(builder *b, uint64_t bytes)
 {
-  vs_buffer what;
-  memset(&what, 0, sizeof what);
-  what.bytes = bytes;
-  what.category = VS_CAT_ACTIVATIONS;
-  what.place = VS_PLACE_GPU;
+  vs_buffer what = buffer_of(bytes, VS_CAT_ACTIVATIONS, VS_PLACE_GPU);
   what.checkpoint = true;
   return add_buffer(b, &what);
 }
