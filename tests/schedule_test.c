@@ -114,8 +114,9 @@ static void buffer_ops(const vs_program *p, uint32_t buf, uint32_t *alloc_op,
   *alloc_op = *free_op = UINT32_MAX;
   for (uint32_t i = 0; i < p->n_ops; i++) {
     const vs_pop *op = &p->ops[i];
-    for (uint32_t k = 0; k < op->n_effects; k++) {
-      const vs_effect *e = &p->effects[op->first_effect + k];
+    for (uint32_t k = op->first_effect; k < vs_op_effects_end(p, op);
+         k++) {
+      const vs_effect *e = &p->effects[k];
       if (e->buffer == buf)
         *(e->is_free ? free_op : alloc_op) = i;
     }
@@ -143,16 +144,18 @@ static unsigned char *check_program(const built *b)
     /* deps and effects are contiguous, in op order */
     assert_int_equal(op->first_dep, n_deps);
     assert_int_equal(op->first_effect, n_effects);
-    n_deps += op->n_deps;
-    n_effects += op->n_effects;
-    for (uint32_t d = 0; d < op->n_deps; d++)
-      if (p->deps[op->first_dep + d] >= i)
+    assert_true(vs_op_deps_end(p, op) >= op->first_dep);
+    assert_true(vs_op_effects_end(p, op) >= op->first_effect);
+    n_deps = vs_op_deps_end(p, op);
+    n_effects = vs_op_effects_end(p, op);
+    for (uint32_t d = op->first_dep; d < n_deps; d++)
+      if (p->deps[d] >= i)
         fail_msg("op %u (%s) depends on later op %u", i, vs_op_name(p, op),
-                 p->deps[op->first_dep + d]);
+                 p->deps[d]);
     assert_true(op->stream < VS_STREAM_N);
     for (int pass = 0; pass < 2; pass++) {
-      for (uint32_t k = 0; k < op->n_effects; k++) {
-        const vs_effect *e = &p->effects[op->first_effect + k];
+      for (uint32_t k = op->first_effect; k < n_effects; k++) {
+        const vs_effect *e = &p->effects[k];
         if (e->at_end != pass)
           continue;
         assert_true(e->buffer < p->n_buffers);
@@ -295,7 +298,7 @@ static void test_setup_and_optimizer(void **state)
   const vs_pop *last;
   (void)state;
   /* setup: three allocations at its start, in params, grads, optimizer order */
-  assert_int_equal(setup->n_effects, 3);
+  assert_int_equal(vs_op_effects_end(p, setup) - setup->first_effect, 3);
   for (uint32_t k = 0; k < 3; k++) {
     const vs_effect *e = &p->effects[setup->first_effect + k];
     assert_false(e->is_free);
@@ -359,7 +362,7 @@ static void test_dp2_all_reduce_last_microbatch(void **state)
   for (size_t i = 0; i < p->n_ops; i++) {
     const vs_pop *op = &p->ops[i];
     if (strcmp(vs_op_name(p, op), "optimizer_step") == 0) {
-      assert_int_equal(op->n_deps, 2);
+      assert_int_equal(vs_op_deps_end(p, op) - op->first_dep, 2);
       assert_int_equal(p->ops[p->deps[op->first_dep]].stream,
                        VS_STREAM_COMPUTE);
       assert_string_equal(vs_op_name(p, &p->ops[p->deps[op->first_dep + 1]]),
@@ -398,7 +401,7 @@ static void test_dp2_buckets(void **state)
     assert_int_equal(op->stream, VS_STREAM_COMM);
     assert_int_equal(op->phase, VS_PHASE_DP_COMM);
     /* issued after the backward op that completed the bucket */
-    assert_int_equal(op->n_deps, 1);
+    assert_int_equal(vs_op_deps_end(p, op) - op->first_dep, 1);
     assert_int_equal(p->ops[p->deps[op->first_dep]].stream, VS_STREAM_COMPUTE);
     assert_int_equal(p->ops[p->deps[op->first_dep]].phase, VS_PHASE_BWD);
     k++;
@@ -462,8 +465,8 @@ static const vs_pop *waiter_of(const vs_program *p, uint32_t g)
 {
   for (size_t i = g + 1; i < p->n_ops; i++) {
     const vs_pop *op = &p->ops[i];
-    for (uint32_t d = 0; d < op->n_deps; d++)
-      if (p->deps[op->first_dep + d] == g && op->stream == VS_STREAM_COMPUTE)
+    for (uint32_t d = op->first_dep; d < vs_op_deps_end(p, op); d++)
+      if (p->deps[d] == g && op->stream == VS_STREAM_COMPUTE)
         return op;
   }
   return NULL;
@@ -552,8 +555,9 @@ static void test_zero3_at_most_two_blocks_gathered(void **state)
   for (uint32_t i = 0; i < p->n_ops; i++) {
     const vs_pop *op = &p->ops[i];
     for (int pass = 0; pass < 2; pass++) {
-      for (uint32_t k = 0; k < op->n_effects; k++) {
-        const vs_effect *e = &p->effects[op->first_effect + k];
+      for (uint32_t k = op->first_effect; k < vs_op_effects_end(p, op);
+           k++) {
+        const vs_effect *e = &p->effects[k];
         if (e->at_end != pass || !is_gather_buf(p, e->buffer))
           continue;
         live += e->is_free ? -1 : 1;
@@ -671,7 +675,7 @@ static void test_selective_eager_recomputes_attention(void **state)
       continue;
     n++;
     assert_int_equal(op->phase, VS_PHASE_RECOMPUTE);
-    assert_int_equal(op->n_effects, 1);
+    assert_int_equal(vs_op_effects_end(p, op) - op->first_effect, 1);
     e = &p->effects[op->first_effect];
     assert_false(e->is_free);
     assert_int_equal(vs_program_buffer(p, e->buffer)->bytes, dropped);
@@ -1052,8 +1056,9 @@ static int grads_first_layer(const vs_program *p, uint64_t bytes)
 {
   for (uint32_t i = 0; i < p->n_ops; i++) {
     const vs_pop *op = &p->ops[i];
-    for (uint32_t k = 0; k < op->n_effects; k++) {
-      const vs_effect *e = &p->effects[op->first_effect + k];
+    for (uint32_t k = op->first_effect; k < vs_op_effects_end(p, op);
+         k++) {
+      const vs_effect *e = &p->effects[k];
       const vs_buffer *buf = vs_program_buffer(p, e->buffer);
       if (!e->is_free && buf->category == VS_CAT_GRADS && buf->bytes == bytes)
         return vs_op_layer(p, op);

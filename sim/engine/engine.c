@@ -244,8 +244,9 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
 {
   const vs_program *p = r->prog;
   const vs_pop *op = &p->ops[idx];
-  for (uint32_t i = 0; i < op->n_effects; i++) {
-    const vs_effect *e = &p->effects[op->first_effect + i];
+  for (uint32_t i = op->first_effect, end = vs_op_effects_end(p, op); i < end;
+       i++) {
+    const vs_effect *e = &p->effects[i];
     const vs_buffer *buf = vs_program_buffer(p, e->buffer);
     int rc;
     uint64_t bytes = buf->bytes, peak_before = r->mem.peak_allocated_bytes;
@@ -296,8 +297,8 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
 static bool ready(const run_ctx *c, const vs_rank *r, const vs_pop *op)
 {
   const vs_program *p = r->prog;
-  for (uint32_t i = 0; i < op->n_deps; i++) {
-    uint32_t d = op->first_dep + i, idx = p->deps[d];
+  for (uint32_t d = op->first_dep, end = vs_op_deps_end(p, op); d < end; d++) {
+    uint32_t idx = p->deps[d];
     const vs_rank *owner = r;
     size_t s, ended;
     if (p->dep_stages && p->dep_stages[d] >= 0)

@@ -225,7 +225,7 @@ _Static_assert(sizeof(vs_op_kind) == VS_OP_NAME_MAX + 32 &&
                    sizeof(vs_buffer) == 16,
                "interned items have no padding, and item_hash reads them in "
                "64-bit words");
-_Static_assert(sizeof(vs_pop) == 24, "an op record is 24 bytes");
+_Static_assert(sizeof(vs_pop) == 16, "an op record is 16 bytes");
 
 /* Appends an op whose bytes cross resource `res` (and `via`; 0: none);
  * its deps and effects must be added before the next op. */
@@ -256,11 +256,20 @@ static uint32_t new_op_through(builder *b, int stream, int phase,
   if ((kind = intern(b, &p->kind_index, (void **)&p->kinds, &p->n_kinds,
                      &p->cap_kinds, &k, sizeof k)) == NONE)
     return NONE;
+  if (kind > VS_PROGRAM_KINDS_MAX) {
+    b->failed = true;
+    vs_error_set(b->err, VS_ELIMIT,
+                 "stage %llu's step would have over %u kinds of op, more "
+                 "than vsim simulates; give the stage fewer layers (a "
+                 "deeper pipeline)",
+                 (unsigned long long)b->stage, VS_PROGRAM_KINDS_MAX);
+    return NONE;
+  }
   idx = (uint32_t)p->n_ops++;
   op = &p->ops[idx];
   memset(op, 0, sizeof *op);
-  op->kind = kind;
-  op->microbatch = mb;
+  op->kind = kind & VS_PROGRAM_KINDS_MAX; /* checked above */
+  op->microbatch = (int16_t)mb; /* < VS_MAX_MICROBATCHES */
   op->stream = (uint32_t)stream & 15u; /* < VS_STREAM_N */
   op->phase = (uint32_t)phase & 15u;   /* < VS_PHASE_N */
   op->first_dep = (uint32_t)p->n_deps;
@@ -284,22 +293,18 @@ static uint32_t new_op(builder *b, int stream, int phase, const char *name,
                         bytes, 0, 0);
 }
 
-/* Whether op, which has `count` of `what`, can take one more (the most
- * it holds is `most`); refuses it naming the op otherwise. */
-static bool room_on_op(builder *b, uint32_t op, uint32_t count, uint32_t most,
-                       const char *what)
+/* Whether op is the newest op, the only one that may take dependencies
+ * and effects (they are contiguous per op, in op order); refuses the
+ * schedule as a bug otherwise. */
+static bool is_newest(builder *b, uint32_t op)
 {
-  const vs_pop *o = &b->p->ops[op];
-  if (count < most)
+  if (op + 1 == b->p->n_ops)
     return true;
   b->failed = true;
-  vs_error_set(b->err, VS_ELIMIT,
-               "stage %llu's op %s (layer %d, micro-batch %d) would have "
-               "more than %u %s, the most one op holds; give the stage "
-               "fewer layers (a deeper pipeline)",
-               (unsigned long long)b->stage, vs_op_name(b->p, o),
-               vs_op_layer(b->p, o),
-               o->microbatch, most, what);
+  vs_error_set(b->err, VS_EINPUT,
+               "schedule: stage %llu adds to op %u after op %zu (a "
+               "schedule bug)",
+               (unsigned long long)b->stage, op, b->p->n_ops - 1);
   return false;
 }
 
@@ -308,8 +313,7 @@ static bool room_on_op(builder *b, uint32_t op, uint32_t count, uint32_t most,
 static void add_dep_on(builder *b, uint32_t op, uint32_t dep, int32_t stage)
 {
   vs_program *p = b->p;
-  if (op == NONE || dep == NONE || b->failed ||
-      !room_on_op(b, op, p->ops[op].n_deps, VS_OP_DEPS_MAX, "dependencies") ||
+  if (op == NONE || dep == NONE || b->failed || !is_newest(b, op) ||
       !grow(b, (void **)&p->deps, &p->cap_deps, p->n_deps + 1, sizeof *p->deps))
     return;
   if (stage >= 0 && !p->dep_stages) {
@@ -330,7 +334,6 @@ static void add_dep_on(builder *b, uint32_t op, uint32_t dep, int32_t stage)
   if (p->dep_stages)
     p->dep_stages[p->n_deps] = stage;
   p->deps[p->n_deps++] = dep;
-  p->ops[op].n_deps++;
 }
 
 static void add_dep(builder *b, uint32_t op, uint32_t dep)
@@ -404,9 +407,7 @@ static void effect(builder *b, uint32_t op, uint32_t buf, effect_time when,
                    bool is_free)
 {
   vs_program *p = b->p;
-  if (op == NONE || buf == NONE || b->failed ||
-      !room_on_op(b, op, p->ops[op].n_effects, VS_OP_EFFECTS_MAX,
-                  "memory effects") ||
+  if (op == NONE || buf == NONE || b->failed || !is_newest(b, op) ||
       !grow(b, (void **)&p->effects, &p->cap_effects, p->n_effects + 1,
             sizeof *p->effects))
     return;
@@ -414,7 +415,6 @@ static void effect(builder *b, uint32_t op, uint32_t buf, effect_time when,
   p->effects[p->n_effects].at_end = when == AT_END;
   p->effects[p->n_effects].is_free = is_free ? 1u : 0u;
   p->n_effects++;
-  p->ops[op].n_effects++;
 }
 
 /* buf is allocated when op starts. */

@@ -91,28 +91,29 @@ typedef struct vs_op_kind {
                          or through its resource */
 } vs_op_kind;
 
-/* One op of the program: what it does (its kind) and where it sits. */
+/* Op kinds a program may have: an op names its kind in 24 bits. */
+#define VS_PROGRAM_KINDS_MAX ((1u << 24) - 1)
+
+/* One op of the program: what it does (its kind) and where it sits, 16
+ * bytes (a step of thousands of micro-batches is millions of ops). Its
+ * dependencies and memory effects are contiguous and appended in op
+ * order (the builder adds them to the newest op only), so each run ends
+ * where the next op's begins: vs_op_deps_end, vs_op_effects_end. */
 typedef struct vs_pop {
-  uint32_t kind;      /* index into the program's kinds (what it does,
-                         in which layer) */
-  int32_t microbatch; /* -1 for once-per-step ops */
-  uint32_t first_dep;    /* deps[first_dep .. first_dep + n_deps) */
-  uint32_t first_effect; /* effects[first_effect .. + n_effects) */
-  uint16_t n_deps;    /* its dependencies (at most VS_OP_DEPS_MAX) */
-  uint16_t notify;    /* 1 + the stage whose op depends on it; 0: none */
-  uint32_t n_effects : 24; /* its memory effects (at most
-                         VS_OP_EFFECTS_MAX: a step's last op frees a
-                         buffer per layer) */
-  uint32_t stream : 4;  /* vs_stream */
-  uint32_t phase : 4;   /* vs_phase */
+  uint32_t kind : 24;    /* index into the program's kinds (what it does,
+                            in which layer) */
+  uint32_t stream : 4;   /* vs_stream */
+  uint32_t phase : 4;    /* vs_phase */
+  uint32_t first_dep;    /* deps[first_dep .. vs_op_deps_end) */
+  uint32_t first_effect; /* effects[first_effect .. vs_op_effects_end) */
+  int16_t microbatch;    /* -1 for once-per-step ops */
+  uint16_t notify;       /* 1 + the stage whose op depends on it; 0: none */
 } vs_pop;
 
-/* The most dependencies and memory effects one op holds (the builder
- * refuses more, naming the op). */
-#define VS_OP_DEPS_MAX UINT16_MAX
 _Static_assert(VS_STREAM_N <= 16 && VS_PHASE_N <= 16,
                "vs_pop keeps an op's stream and phase in 4 bits");
-#define VS_OP_EFFECTS_MAX ((1u << 24) - 1)
+_Static_assert(VS_MAX_MICROBATCHES <= INT16_MAX,
+               "vs_pop keeps an op's micro-batch in 16 bits");
 
 typedef struct vs_program {
   int stage;                       /* pipeline stage it belongs to */
@@ -218,6 +219,22 @@ static inline const vs_buffer *vs_program_buffer(const vs_program *prog,
                                                  uint32_t b)
 {
   return &prog->buffer_kinds[prog->buffers[b]];
+}
+
+/* Where op's dependencies (in prog->deps) end: where the next op's
+ * begin, or the last op's at the end of deps. */
+static inline uint32_t vs_op_deps_end(const vs_program *prog, const vs_pop *op)
+{
+  return op + 1 < prog->ops + prog->n_ops ? op[1].first_dep
+                                          : (uint32_t)prog->n_deps;
+}
+
+/* Where op's memory effects (in prog->effects) end, as vs_op_deps_end. */
+static inline uint32_t vs_op_effects_end(const vs_program *prog,
+                                         const vs_pop *op)
+{
+  return op + 1 < prog->ops + prog->n_ops ? op[1].first_effect
+                                          : (uint32_t)prog->n_effects;
 }
 
 /* The layer of op (of prog): -1 the embedding or the step, the model's

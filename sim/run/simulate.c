@@ -663,8 +663,9 @@ int vs_sim_peak_groups(const vs_rank *r, vs_peak_group **groups, size_t *n)
   gs.words = (size_t)(top + 2 + 63) / 64;
   for (size_t i = 0; i < p->n_ops; i++) {
     const vs_pop *o = &p->ops[i];
-    for (uint32_t k = 0; k < o->n_effects; k++) {
-      const vs_effect *e = &p->effects[o->first_effect + k];
+    for (uint32_t k = o->first_effect, end = vs_op_effects_end(p, o); k < end;
+         k++) {
+      const vs_effect *e = &p->effects[k];
       const vs_buffer *b = vs_program_buffer(p, e->buffer);
       vs_peak_group *into;
       if (e->is_free || b->place != VS_PLACE_GPU ||
