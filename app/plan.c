@@ -114,8 +114,9 @@ static const char *const prune_reasons[PRUNE_N] = {
     "over tp only as Megatron-LM splits them (framework none or megatron)",
     "(GPUs, tp) pairs: the fused cross-entropy loss (fused_cross_entropy, "
     "Liger Kernel's) is not vocab-parallel",
-    "layouts: expert parallelism needs ep dividing dp x cp, zero <= 1 and, "
-    "with a pipeline, order = tp-dp-pp",
+    "layouts: expert parallelism needs etp x ep dividing tp x dp x cp (ep "
+    "dividing dp x cp at etp = tp), zero <= 1 and, with a pipeline, order = "
+    "tp-dp-pp",
     "(GPUs, tp, cp) choices: the sequence does not split into 2 x cp x tp "
     "chunks (or tp x cp does not divide the heads for cp_comm = a2a)",
     "layouts: bitsandbytes' paged optimizer (paged_optimizer) runs with "
@@ -307,6 +308,18 @@ static int add_schedules(plan_state *ps, const layout_choice *lc,
   return add_layout(ps, &il);
 }
 
+/* The workload's parallel settings with lc's sizes. */
+static vs_parallel_conf parallel_at(const vs_workload *wl,
+                                    const layout_choice *lc)
+{
+  vs_parallel_conf p = wl->parallel;
+  p.tp = lc->tp;
+  p.cp = lc->cp;
+  p.dp = lc->dp;
+  p.ep = lc->ep;
+  return p;
+}
+
 /* The layouts of lc's ZeRO stage and offload: checkpointing,
  * micro-batches (powers of two) that keep the global batch, and the
  * schedules of add_schedules. ZeRO without data parallelism is ZeRO-0,
@@ -318,6 +331,7 @@ static int enumerate_zero(const vs_workload *wl, const layout_choice *base,
   uint64_t global = wl->training.global_batch, dp = base->dp;
   bool flash = wl->training.attention == VS_ATTN_FLASH;
   layout_choice lc = *base;
+  vs_parallel_conf at;
   const char *key;
 
   if (lc.offload != PLAN_OFFLOAD_NONE &&
@@ -327,8 +341,10 @@ static int enumerate_zero(const vs_workload *wl, const layout_choice *base,
     ps->pruned[PRUNE_OFFLOAD]++;
     return 0;
   }
-  if (dp * lc.cp == 1 && lc.zero > 0 &&
-      lc.offload == PLAN_OFFLOAD_NONE) { /* ZeRO shards over dp x cp */
+  at = parallel_at(wl, &lc);
+  if (!vs_workload_grads_shared(&at) && lc.zero > 0 &&
+      lc.offload == PLAN_OFFLOAD_NONE) { /* ZeRO shards over dp x cp (or
+                                            an expert group) */
     ps->pruned[PRUNE_ZERO_DP1]++;
     return 0;
   }
@@ -383,10 +399,13 @@ static int enumerate_ep(const vs_workload *wl, const layout_choice *base,
       break;
     if (lc.ep > 1 && wl->model.experts % lc.ep)
       continue; /* not a size for these experts */
-    if (vs_workload_ep_misfit(&wl->model, lc.ep, lc.dp * lc.cp, lc.zero,
+    vs_parallel_conf at = parallel_at(wl, &lc);
+    if (vs_workload_ep_misfit(&wl->model, lc.ep, vs_workload_etp(&at), lc.tp,
+                              lc.dp * lc.cp, lc.zero,
                               wl->training.framework) ||
-        !vs_workload_ep_order_allowed(lc.ep, wl->parallel.order, lc.pp) ||
-        (lc.ep > 1 && ps->offload_pass)) {
+        !vs_workload_ep_order_allowed(vs_workload_experts_apart(&at),
+                                      wl->parallel.order, lc.pp) ||
+        (vs_workload_experts_apart(&at) && ps->offload_pass)) {
       ps->pruned[PRUNE_EP]++;
       continue;
     }
@@ -497,7 +516,9 @@ static int enumerate_cp(const vs_workload *wl, uint64_t g, uint64_t tp,
  * PRUNE_ reason), or PRUNE_N when none. */
 static int tp_pruned(const vs_workload *wl, uint64_t tp)
 {
-  if (!vs_workload_tp_allowed(&wl->model, tp))
+  vs_parallel_conf at = wl->parallel;
+  at.tp = tp;
+  if (vs_workload_tp_misfit(&wl->model, tp, vs_workload_etp(&at), NULL))
     return PRUNE_TP_SHAPES;
   if (!vs_workload_finetune_tp_allowed(&wl->finetune, tp))
     return PRUNE_FINETUNE_TP;
@@ -711,7 +732,6 @@ static int write_plan_csv(const char *path, const plan_state *types,
   return vs_csv_commit(&c, err);
 }
 
-
 /* Resolves the job and checks what plan needs of it: a global batch to
  * keep fixed, and a --csv that is not an input. Exit status. */
 static int plan_inputs(const vs_capacity_opts *o, const plan_state *ps,
@@ -753,7 +773,7 @@ static bool plan_varies_ep(const vs_workload *wl)
 {
   return wl->model.experts > 1 &&
          wl->training.offload_activations == VS_OFFLOAD_NONE &&
-         !vs_workload_ep_misfit(&wl->model, wl->model.experts,
+         !vs_workload_ep_misfit(&wl->model, wl->model.experts, 1, 1,
                                 wl->model.experts, 0, wl->training.framework);
 }
 

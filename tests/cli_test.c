@@ -515,6 +515,39 @@ static void test_moe_sample(void **state)
     assert_contains(r.out, "verdict: FITS on 64 x H100-SXM-80GB");
   }
   {
+    /* expert tensor parallelism other than tp: 16 GPUs as tp 2 x dp 8
+     * with each expert whole (etp = 1) on ep = 8 ranks, its states
+     * sharded over the other 2 that hold it; etp x ep beyond tp x dp is
+     * refused naming etp */
+    static const char *const etp[] = {
+        "run", "workloads/mixtral-8x7b-ep8.ini", "--gpus", "16", "--set",
+        "parallel.tp=2", "--set", "parallel.sequence_parallel=true", "--set",
+        "parallel.dp=8", "--set", "parallel.etp=1", NULL};
+    static const char *const show[] = {
+        "show", "workloads/mixtral-8x7b-ep8.ini", "--gpus", "16", "--set",
+        "parallel.tp=2", "--set", "parallel.sequence_parallel=true", "--set",
+        "parallel.dp=8", "--set", "parallel.etp=1", NULL};
+    static const char *const wide[] = {
+        "run", "workloads/mixtral-8x7b-ep8.ini", "--gpus", "16", "--set",
+        "parallel.tp=2", "--set", "parallel.sequence_parallel=true", "--set",
+        "parallel.dp=8", "--set", "parallel.etp=4", NULL};
+    run(etp);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "layout    dp 8 x tp 2 x pp 1");
+    assert_contains(r.out, "experts   2 of 8 a token, 1 on each GPU (ep 8), "
+                           "routing skewed");
+    assert_contains(r.out, "verdict: FITS on 16 x H100-SXM-80GB");
+    run(show);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "# experts: 1 of 8 on each GPU (ep 8), their "
+                           "optimizer states sharded over 2 GPUs (tp x dp x "
+                           "cp / (etp x ep))");
+    run(wide);
+    assert_int_equal(r.status, 1);
+    assert_contains(r.err, "--set parallel.etp=4: the expert grid");
+    assert_contains(r.err, "etp x ep = 32 must divide them");
+  }
+  {
     /* one node: ep = 8 leaves each expert's states whole on its GPU
      * (dp / ep = 1), 100 GiB: an H200 node holds it, an H100 node not */
     static const char *const h200[] = {"run", "workloads/mixtral-8x7b-h200.ini",
@@ -599,6 +632,50 @@ static void test_mtp_sample(void **state)
   free(text);
   assert_int_equal(lm, 2);
   assert_int_equal(sync, 2);
+  tu_remove_dir(dir);
+}
+
+/* Experts apart without data parallelism: Mixtral's two layers on tp 2
+ * with each expert whole (etp = 1, ep = 1) make an expert-data-parallel
+ * group of the 2 tp ranks (Megatron-LM's tp x dp x cp / (etp x ep)): the
+ * experts' gradients are all-reduced over it, a layer's bucket at a time
+ * (8 experts x 3 x 4096 x 14336 bf16, 2,818,572,288 bytes), and ZeRO-1's
+ * all-gather brings back their updated weights (both layers'), while the
+ * dense ones, dp = 1, move nowhere. */
+static void test_expert_data_parallel_without_dp(void **state)
+{
+  const char *go[] = {"run", "workloads/mixtral-8x7b-ep8.ini", "--gpus", "2",
+                      "--set", "parallel.tp=2",
+                      "--set", "parallel.sequence_parallel=true",
+                      "--set", "parallel.dp=1", "--set", "parallel.ep=1",
+                      "--set", "parallel.etp=1", "--set", "model.layers=2",
+                      "--set", "training.global_batch=2", "--csv", NULL,
+                      NULL};
+  const double layer = 8.0 * 3 * 4096 * 14336 * 2;
+  char dir[64], p[128], *text, *line;
+  size_t reduces = 0, gathers = 0, dense = 0;
+  (void)state;
+  go[19] = tu_temp_dir(dir, sizeof dir); /* after --csv */
+  run(go);
+  assert_int_equal(r.status, 0);
+  assert_non_null(text = tu_read_file(path_in(dir, "ops.csv", p, sizeof p)));
+  for (line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    double bytes = strtod(strrchr(line, ',') + 1, NULL);
+    if (strstr(line, ",edp_all_reduce,")) {
+      tu_assert_close(bytes, layer, 1e-8);
+      reduces++;
+    }
+    if (strstr(line, ",edp_all_gather,")) {
+      tu_assert_close(bytes, 2 * layer, 1e-8);
+      gathers++;
+    }
+    if (strstr(line, ",dp_all_reduce,") || strstr(line, ",param_all_gather,"))
+      dense++;
+  }
+  free(text);
+  assert_int_equal(reduces, 2);
+  assert_int_equal(gathers, 1);
+  assert_int_equal(dense, 0);
   tu_remove_dir(dir);
 }
 
@@ -2540,6 +2617,7 @@ int main(void)
       cmocka_unit_test(test_framework_samples),
       cmocka_unit_test(test_hf_samples),
       cmocka_unit_test(test_moe_sample),
+      cmocka_unit_test(test_expert_data_parallel_without_dp),
       cmocka_unit_test(test_context_parallel_sample),
       cmocka_unit_test(test_mtp_sample),
       cmocka_unit_test(test_shipped_model_configs),

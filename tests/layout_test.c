@@ -531,6 +531,68 @@ static void test_expert_parallel_states(void **state)
   }
 }
 
+/* Megatron-LM's expert tensor parallelism (expert_tensor_parallel_size,
+ * shared/reference/frameworks.md 8): a rank holds E / (EP x ETP) of each
+ * MoE layer's expert parameters, and the distributed optimizer shards
+ * their states over the expert-data-parallel size tp x dp / (ETP x EP)
+ * (world / (ETP x EP x PP)), the expert rank grid being ETP innermost,
+ * then EP, then EDP. 8 GPUs as tp 2 x dp 4: at ETP = 1 and EP = 4 a rank
+ * holds 2 whole experts a layer (twice what ETP = tp = 2 leaves it) and
+ * their states shard over 8 / 4 = 2 ranks, 4 apart. */
+static void test_expert_tensor_parallel_states(void **state)
+{
+  static const char moe[] =
+      "[model]\narch = llama\nlayers = 4\nhidden = 512\nheads = 8\n"
+      "ffn_hidden = 1024\nvocab = 1000\nseq_len = 128\nexperts = 8\n"
+      "experts_per_token = 2\n"
+      "[training]\nprecision = bf16\noptimizer = adam\n";
+  const char *etp1[] = {"parallel.zero=1", "parallel.ep=4", "parallel.tp=2",
+                        "parallel.sequence_parallel=true", "parallel.etp=1"};
+  const uint64_t dp = 4, h = 512, fe = 1024, layers = 4, edp = 2;
+  const uint64_t experts_local = layers * (8 / 4) * 3 * h * fe; /* whole */
+  vs_layout lay, at_tp;
+  uint64_t dense;
+  (void)state;
+  build(moe, etp1, 5, 8, &lay);
+  build(moe, etp1, 4, 8, &at_tp); /* etp unset: tp */
+  assert_int_equal(lay.dp, dp);
+  /* each expert whole instead of split over tp: twice the elements */
+  assert_int_equal(lay.param_elems - at_tp.param_elems, experts_local / 2);
+  dense = lay.param_elems - experts_local;
+  assert_int_equal(lay.stages[0].expert_optimizer_full_bytes,
+                   12 * experts_local);
+  assert_sharded(lay.optimizer_bytes - 12 * experts_local / edp, dp,
+                 12 * dense, 4);
+  /* the grid: etp ranks consecutive, ep ranks etp apart, edp ranks etp x
+   * ep apart */
+  assert_int_equal(lay.group_size[VS_GROUP_ETP], 1);
+  assert_int_equal(lay.group_size[VS_GROUP_EP], 4);
+  assert_int_equal(lay.group_stride[VS_GROUP_EP], 1);
+  assert_int_equal(lay.group_size[VS_GROUP_EXPERT_DP], edp);
+  assert_int_equal(lay.group_stride[VS_GROUP_EXPERT_DP], 4);
+  assert_true(lay.experts_apart);
+  /* at etp = tp: the ep ranks tp apart, the one holder of its experts */
+  assert_int_equal(at_tp.group_size[VS_GROUP_ETP], 2);
+  assert_int_equal(at_tp.group_stride[VS_GROUP_EP], 2);
+  assert_int_equal(at_tp.group_size[VS_GROUP_EXPERT_DP], 1);
+  /* communicators: tp, dp, ep, and the expert-data-parallel group of 2
+   * (none of 1 at etp = tp) */
+  assert_int_equal(lay.n_communicators, at_tp.n_communicators + 1);
+  {
+    /* ep = 1 at etp 1: the experts are whole on every rank of the stage,
+     * their states sharded over all tp x dp = 8 of them, not dp */
+    const char *ep1[] = {"parallel.zero=1", "parallel.tp=2",
+                         "parallel.sequence_parallel=true", "parallel.etp=1"};
+    const uint64_t all = layers * 8 * 3 * h * fe;
+    vs_layout e;
+    build(moe, ep1, 4, 8, &e);
+    assert_true(e.experts_apart);
+    assert_int_equal(e.group_size[VS_GROUP_EXPERT_DP], 8);
+    assert_sharded(e.optimizer_bytes - 12 * all / 8, dp,
+                   12 * (e.param_elems - all), 4);
+  }
+}
+
 /* ------------------------------------------------------------------------
  * Optimizer states
  * ------------------------------------------------------------------------ */
@@ -867,6 +929,7 @@ int main(void)
       cmocka_unit_test(test_zero_stages),
       cmocka_unit_test(test_autocast_and_ddp_bytes),
       cmocka_unit_test(test_expert_parallel_states),
+      cmocka_unit_test(test_expert_tensor_parallel_states),
       cmocka_unit_test(test_offload_placement),
       cmocka_unit_test(test_lora_trainable_is_pefts),
       cmocka_unit_test(test_qlora_base_bytes),

@@ -1312,6 +1312,60 @@ static void test_moe_tensor_parallel(void **state)
   }
 }
 
+/* Expert tensor parallelism other than tp (Megatron-LM's
+ * expert_tensor_parallel_size): at etp = 1 beside tp = 2 a rank runs its
+ * experts whole on the kT/2 slots its own T/2 tokens make (nothing
+ * gathered: fc1 and fc2 have no collective, the dispatch no gathered
+ * copy), keeping 3h fe a expert instead of 3h fe/2; the shared expert
+ * stays a tp MLP. At etp = 2 beside tp = 4 the etp ranks pool their kT/4
+ * slots over the etp group (2kT/4 slots, each expert's width fe/2), and
+ * the FLOPs a rank does on its experts stay k (T/tp) tokens' worth. */
+static void test_moe_expert_tensor_parallel(void **state)
+{
+  const uint64_t s = 256, b = 2, h = 512, E = 8, k = 2, fe = 1024,
+                 T = s * b;
+  const char *keys[9];
+  vs_model at_tp, etp1, etp2;
+  const vs_block *l_tp, *l1, *l2;
+  const vs_op_spec *fc1;
+  (void)state;
+  memcpy(keys, moe_keys, 7 * sizeof *keys);
+  build_ini(&at_tp, moe_llama, keys, 7);
+  keys[7] = "parallel.etp=1";
+  build_ini(&etp1, moe_llama, keys, 8);
+  l_tp = vs_model_layer(&at_tp, 0);
+  l1 = vs_model_layer(&etp1, 0);
+  assert_int_equal(l1->param_elems - l_tp->param_elems, E * 3 * h * fe / 2);
+  fc1 = op_named(l1, "experts_fc1");
+  assert_int_equal(fc1->fwd_before.kind, VS_COLL_NONE);
+  assert_int_equal(op_named(l1, "experts_fc2")->fwd_after.kind, VS_COLL_NONE);
+  assert_int_equal(op_named(l1, "moe_dispatch")->fwd_temp_bytes, 0);
+  tu_assert_close(fc1->fwd_flops, op_named(l_tp, "experts_fc1")->fwd_flops,
+                  1e-15);
+  /* saved on the slots: the experts' input 2h and SwiGLU's 8 fe a slot,
+   * kT/2 slots whole against kT slots at half the width */
+  assert_int_equal(vs_block_saved_bytes(l_tp, -1, true) -
+                       vs_block_saved_bytes(l1, -1, true),
+                   2 * k * T * h + 8 * k * T * (fe / 2) -
+                       (2 * k * (T / 2) * h + 8 * k * (T / 2) * fe));
+  /* the shared expert's collectives stay over tp */
+  assert_int_equal(op_named(l1, "shared_fc1")->fwd_before.group, VS_GROUP_TP);
+  keys[5] = "parallel.tp=4";
+  keys[7] = "parallel.etp=2";
+  build_ini(&etp2, moe_llama, keys, 8);
+  l2 = vs_model_layer(&etp2, 0);
+  fc1 = op_named(l2, "experts_fc1");
+  assert_int_equal(fc1->fwd_before.kind, VS_COLL_ALL_GATHER);
+  assert_int_equal(fc1->fwd_before.group, VS_GROUP_ETP);
+  assert_int_equal(fc1->fwd_before.bytes, 2 * 2 * k * (T / 4) * h);
+  assert_int_equal(op_named(l2, "experts_fc2")->fwd_after.group,
+                   VS_GROUP_ETP);
+  tu_assert_close(fc1->fwd_flops,
+                  2.0 * (double)(2 * k * (T / 4) * h * 2 * (fe / 2)), 1e-15);
+  assert_int_equal(op_named(l2, "moe_dispatch")->fwd_temp_bytes,
+                   2 * 2 * k * (T / 4) * h);
+}
+
 /* Routing skew under expert parallelism: the rank holding the hottest
  * expert receives its (1 + skew) x kTep / E slots and its E / ep - 1 other
  * experts' share of the rest, (kTep - hot) / (E - 1) each. With E = 8,
@@ -1546,6 +1600,7 @@ int main(void)
       cmocka_unit_test_teardown(test_moe_layer, free_models),
       cmocka_unit_test_teardown(test_moe_tensor_parallel, free_models),
       cmocka_unit_test_teardown(test_moe_capacity_and_placement, free_models),
+      cmocka_unit_test_teardown(test_moe_expert_tensor_parallel, free_models),
       cmocka_unit_test_teardown(test_moe_routing_skew, free_models),
       cmocka_unit_test_teardown(test_mtp_depth, free_models),
       cmocka_unit_test_teardown(test_mtp_embedding_copy, free_models),

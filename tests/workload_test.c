@@ -528,18 +528,18 @@ static void test_layout_rules(void **state)
   assert_false(vs_workload_zero_allowed(2, 2, VS_FW_MEGATRON));
   assert_false(vs_workload_zero_allowed(3, 80, VS_FW_NONE));
   /* tp 8 divides all three; size is left alone. */
-  assert_null(vs_workload_tp_misfit(&m, 8, &size));
+  assert_null(vs_workload_tp_misfit(&m, 8, 8, &size));
   assert_true(size == 5);
   assert_true(vs_workload_tp_allowed(&m, 8));
   /* tp 16 divides 64 heads but not 8 kv_heads. */
-  assert_string_equal(vs_workload_tp_misfit(&m, 16, &size), "kv_heads");
+  assert_string_equal(vs_workload_tp_misfit(&m, 16, 16, &size), "kv_heads");
   assert_true(size == 8);
   assert_false(vs_workload_tp_allowed(&m, 16));
   /* tp 3 divides none: heads is named first. */
-  assert_string_equal(vs_workload_tp_misfit(&m, 3, NULL), "heads");
+  assert_string_equal(vs_workload_tp_misfit(&m, 3, 3, NULL), "heads");
   /* ffn_hidden 11009 is odd: tp 2 divides the heads, not the MLP. */
   m.ffn_hidden = 11009;
-  assert_string_equal(vs_workload_tp_misfit(&m, 2, &size), "ffn_hidden");
+  assert_string_equal(vs_workload_tp_misfit(&m, 2, 2, &size), "ffn_hidden");
   assert_true(size == 11009);
   /* GPUs in whole tp x pp groups: 12 = 2 * 3 * 2, not 2 * 4 * 1.5. */
   assert_true(vs_workload_gpus_allowed(12, 2, 3));
@@ -1265,7 +1265,8 @@ static void test_experts(void **state)
              "attention with tp > 1 are simulated as Megatron-LM splits them; "
              "fsdp2 splits them otherwise");
     load_bad(GPT_MODEL, order, 7, 0, VS_EINPUT,
-             "--set parallel.order=tp-pp-dp: with ep > 1 and a pipeline");
+             "--set parallel.order=tp-pp-dp: with ep > 1 (or etp other than "
+             "tp) and a pipeline");
   }
   {
     static const char *const ep3[] = {"model.experts=8", "parallel.ep=3",
@@ -1295,13 +1296,67 @@ static void test_experts(void **state)
       load_ok(&wl, GPT_MODEL, ep_cp, 5, 0);
     }
     load_bad(GPT_MODEL, ep_z2, 5, 0, VS_EINPUT,
-             "--set parallel.zero=2: with ep > 1 the expert states shard over "
-             "the expert-data-parallel group");
+             "--set parallel.zero=2: with ep > 1 (or etp other than tp) the "
+             "expert states shard over the expert-data-parallel group");
     load_bad(GPT_MODEL, ep_dense, 3, 0, VS_EINPUT,
              "--set parallel.ep=2: expert parallelism spreads experts, which "
              "this model has none of");
     load_bad(GPT_MODEL, skew, 1, 0, VS_EINPUT,
              "--set model.routing_skew=0.5: shapes mixture-of-experts layers");
+  }
+  {
+    /* expert tensor parallelism (Megatron-LM's expert_tensor_parallel_size):
+     * the expert grid etp x ep x edp is made of a stage's tp x dp x cp
+     * ranks; etp splits expert_ffn_hidden; only as Megatron-LM runs it */
+    static const char *const etp1[] = {"model.experts=8", "parallel.tp=2",
+                                       "parallel.sequence_parallel=true",
+                                       "parallel.etp=1", "parallel.ep=2"};
+    static const char *const etp_dense[] = {"parallel.tp=2",
+                                            "parallel.sequence_parallel=true",
+                                            "parallel.etp=1"};
+    static const char *const etp_grid[] = {"model.experts=8", "parallel.tp=2",
+                                           "parallel.sequence_parallel=true",
+                                           "parallel.etp=4"};
+    static const char *const etp_width[] = {
+        "model.experts=8", "model.expert_ffn_hidden=100", "parallel.etp=8",
+        "parallel.dp=8", "training.global_batch=8"};
+    static const char *const etp_ds[] = {"model.experts=8", "parallel.etp=2",
+                                         "parallel.dp=2",
+                                         "training.framework=deepspeed",
+                                         "training.global_batch=2"};
+    static const char *const etp_order[] = {
+        "model.experts=8", "parallel.etp=2", "parallel.dp=2", "parallel.pp=2",
+        "parallel.order=tp-pp-dp", "training.global_batch=2"};
+    load_ok(&wl, GPT_MODEL, etp1, 5, 0);
+    assert_int_equal(vs_workload_etp(&wl.parallel), 1);
+    /* 2 tp x 1 dp ranks = 1 etp x 2 ep x 1 edp */
+    assert_int_equal(vs_workload_expert_dp(&wl.parallel), 1);
+    assert_true(vs_workload_experts_apart(&wl.parallel));
+    wl.parallel.ep = 1; /* 2 tp = 1 etp x 1 ep x 2 edp: apart from dp */
+    assert_int_equal(vs_workload_expert_dp(&wl.parallel), 2);
+    assert_true(vs_workload_experts_apart(&wl.parallel));
+    wl.parallel.etp = 0; /* unset: tp (Megatron-LM's default) */
+    assert_int_equal(vs_workload_etp(&wl.parallel), 2);
+    assert_false(vs_workload_experts_apart(&wl.parallel));
+    load_bad(GPT_MODEL, etp_dense, 3, 0, VS_EINPUT,
+             "--set parallel.etp=1: expert tensor parallelism splits "
+             "experts, which this model has none of");
+    load_bad(GPT_MODEL, etp_dense + 2, 1, 0, VS_EINPUT, /* etp = tp = 1 */
+             "--set parallel.etp=1: expert tensor parallelism splits "
+             "experts, which this model has none of");
+    load_bad(GPT_MODEL, etp_grid, 4, 0, VS_EINPUT,
+             "--set parallel.etp=4: the expert grid (etp x ep x "
+             "expert-data-parallel ranks) is made of a stage's tp x dp x cp "
+             "= 2 ranks (Megatron-LM's rule): etp x ep = 4 must divide them");
+    load_bad(GPT_MODEL, etp_width, 5, 0, VS_EINPUT,
+             "--set parallel.etp=8: etp splits each routed expert's FFN: it "
+             "must divide expert_ffn_hidden (100)");
+    load_bad(GPT_MODEL, etp_ds, 5, 0, VS_EINPUT,
+             "--set parallel.etp=2: expert tensor parallelism is simulated "
+             "as Megatron-LM runs it; deepspeed has none here: use etp = tp");
+    load_bad(GPT_MODEL, etp_order, 6, 0, VS_EINPUT,
+             "--set parallel.order=tp-pp-dp: with ep > 1 (or etp other than "
+             "tp) and a pipeline");
   }
   {
     static const char *const cap[] = {"model.experts=8",

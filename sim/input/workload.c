@@ -97,6 +97,7 @@ static const vs_key workload_keys[] = {
     K("parallel", "virtual_stages", VS_KEY_COUNT, parallel.virtual_stages, .positive = true, .hi = 1e3, .default_doc = "1"),
     K("parallel", "zero", VS_KEY_COUNT, parallel.zero, .hi = VS_ZERO_MAX, .default_doc = "0"),
     K("parallel", "ep", VS_KEY_COUNT, parallel.ep, .positive = true, .hi = 1e5, .default_doc = "1"),
+    K("parallel", "etp", VS_KEY_COUNT, parallel.etp, .hi = 1e6, .default_doc = "0: tp"),
     K("parallel", "cp", VS_KEY_COUNT, parallel.cp, .positive = true, .hi = 1e5, .default_doc = "1"),
     K("parallel", "cp_comm", VS_KEY_ENUM, parallel.cp_comm, .choices = cp_comm_names, .default_doc = "p2p"),
     K("parallel", "offload_optimizer", VS_KEY_ENUM, parallel.offload_optimizer, .choices = offload_names, .default_doc = "none"),
@@ -180,15 +181,39 @@ bool vs_workload_moe_layer(const vs_model_conf *m, uint64_t l)
 }
 
 const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
-                                  uint64_t dp, uint64_t zero, int framework)
+                                  uint64_t etp, uint64_t tp, uint64_t dp,
+                                  uint64_t zero, int framework)
 {
-  if (ep == 1)
+  bool megatron = framework == VS_FW_NONE || framework == VS_FW_MEGATRON;
+  if (ep == 1 && etp == tp)
     return NULL;
-  return m->experts == 0 || m->experts % ep ? "experts"
-         : dp % ep                          ? "dp"
-         : framework == VS_FW_FSDP2 || framework == VS_FW_HF ? "framework"
-         : zero > 1                         ? "zero"
-                                            : NULL;
+  return m->experts == 0 || m->experts % ep   ? "experts"
+         : (tp * dp) % (etp * ep)             ? "dp"
+         : framework == VS_FW_FSDP2 || framework == VS_FW_HF ||
+                 (etp != tp && !megatron)     ? "framework"
+         : zero > 1                           ? "zero"
+                                              : NULL;
+}
+
+uint64_t vs_workload_etp(const vs_parallel_conf *p)
+{
+  return p->etp ? p->etp : p->tp;
+}
+
+uint64_t vs_workload_expert_dp(const vs_parallel_conf *p)
+{
+  return p->tp * p->dp * p->cp / (vs_workload_etp(p) * p->ep);
+}
+
+bool vs_workload_experts_apart(const vs_parallel_conf *p)
+{
+  return p->ep > 1 || vs_workload_etp(p) != p->tp;
+}
+
+bool vs_workload_grads_shared(const vs_parallel_conf *p)
+{
+  return p->dp * p->cp > 1 ||
+         (vs_workload_experts_apart(p) && vs_workload_expert_dp(p) > 1);
 }
 
 const char *vs_workload_cp_misfit(const vs_model_conf *m, uint64_t cp,
@@ -229,9 +254,9 @@ bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp, bool sp,
   return megatron && (m->experts == 0 || sp);
 }
 
-bool vs_workload_ep_order_allowed(uint64_t ep, int order, uint64_t pp)
+bool vs_workload_ep_order_allowed(bool apart, int order, uint64_t pp)
 {
-  return ep == 1 || pp == 1 || order == VS_ORDER_TP_DP_PP;
+  return !apart || pp == 1 || order == VS_ORDER_TP_DP_PP;
 }
 
 bool vs_workload_step_in_backward_allowed(const vs_training_conf *t,
@@ -330,18 +355,19 @@ const char *vs_workload_offload_misfit(uint64_t zero, int offload_optimizer,
 }
 
 const char *vs_workload_tp_misfit(const vs_model_conf *m, uint64_t tp,
-                                  uint64_t *size)
+                                  uint64_t etp, uint64_t *size)
 {
   const struct {
     const char *name;       /* the key */
     uint64_t value;         /* its value in m */
-  } split[] = {{"heads", m->heads},
-               {"kv_heads", m->kv_heads},
-               {"ffn_hidden", m->ffn_hidden},
-               {"expert_ffn_hidden", m->expert_ffn_hidden},
-               {"shared_expert_ffn_hidden", m->shared_expert_ffn_hidden}};
+    uint64_t by;            /* the ranks it is split over */
+  } split[] = {{"heads", m->heads, tp},
+               {"kv_heads", m->kv_heads, tp},
+               {"ffn_hidden", m->ffn_hidden, tp},
+               {"expert_ffn_hidden", m->expert_ffn_hidden, etp},
+               {"shared_expert_ffn_hidden", m->shared_expert_ffn_hidden, tp}};
   for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
-    if (split[i].value % tp != 0) {
+    if (split[i].value % split[i].by != 0) {
       if (size)
         *size = split[i].value;
       return split[i].name;
@@ -352,7 +378,7 @@ const char *vs_workload_tp_misfit(const vs_model_conf *m, uint64_t tp,
 
 bool vs_workload_tp_allowed(const vs_model_conf *m, uint64_t tp)
 {
-  return vs_workload_tp_misfit(m, tp, NULL) == NULL;
+  return vs_workload_tp_misfit(m, tp, tp, NULL) == NULL;
 }
 
 bool vs_workload_sp_allowed(uint64_t seq_len, uint64_t tp)
@@ -568,10 +594,15 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
   vs_parallel_conf *p = &wl->parallel;
   char where[400];
   uint64_t tp = p->tp, pp = p->pp, cp = p->cp, size = 0;
-  const char *misfit = vs_workload_tp_misfit(m, tp, &size);
+  const char *misfit = vs_workload_tp_misfit(m, tp, vs_workload_etp(p), &size);
   const char *cp_why = vs_workload_cp_misfit(m, cp, p->cp_comm, tp,
                                              p->sequence_parallel && tp > 1);
 
+  if (misfit && p->etp && strcmp(misfit, "expert_ffn_hidden") == 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: etp splits each routed expert's FFN: it must "
+                        "divide expert_ffn_hidden (%llu)",
+                        WHERE("parallel", "etp"), (unsigned long long)size);
   if (misfit)
     return vs_error_set(err, VS_EINPUT, "%s: tp must divide %s (%llu)",
                         WHERE("parallel", "tp"), misfit,
@@ -817,44 +848,62 @@ static int check_mla_training(vs_workload *wl, vs_error *err)
 }
 
 /* Expert parallelism's rules (vs_workload_ep_misfit), each refusal
- * naming its key. */
+ * naming its key (etp where only expert tensor parallelism breaks it). */
 static int check_ep(vs_workload *wl, vs_error *err)
 {
   const vs_training_conf *t = &wl->training;
   const vs_parallel_conf *p = &wl->parallel;
-  const char *key = vs_workload_ep_misfit(&wl->model, p->ep, p->dp * p->cp,
-                                          p->zero, t->framework);
+  uint64_t etp = vs_workload_etp(p);
+  const char *key = vs_workload_ep_misfit(&wl->model, p->ep, etp, p->tp,
+                                          p->dp * p->cp, p->zero,
+                                          t->framework);
+  bool by_ep = p->ep > 1; /* the key a refusal names: ep, else etp */
   char where[400];
+  if (p->etp && wl->model.experts == 0 && !by_ep)
+    key = "experts"; /* etp = tp, set on a dense model */
   if (key && wl->model.experts == 0)
     return vs_error_set(err, VS_EINPUT,
-                        "%s: expert parallelism spreads experts, which this "
-                        "model has none of; set [model] experts",
-                        WHERE("parallel", "ep"));
+                        "%s: expert %s experts, which this model has none "
+                        "of; set [model] experts",
+                        WHERE("parallel", by_ep ? "ep" : "etp"),
+                        by_ep ? "parallelism spreads"
+                              : "tensor parallelism splits");
   if (key && strcmp(key, "experts") == 0)
     return vs_error_set(err, VS_EINPUT,
                         "%s: each of the ep ranks holds experts / ep experts: "
                         "ep must divide experts (%llu)",
                         WHERE("parallel", "ep"),
                         (unsigned long long)wl->model.experts);
-  if (key && strcmp(key, "dp") == 0)
+  if (key && strcmp(key, "dp") == 0 && etp == p->tp)
     return vs_error_set(err, VS_EINPUT,
                         "%s: the ep ranks come out of the data- and "
                         "context-parallel ones (Megatron-LM's rule): ep must "
                         "divide dp x cp (%llu)",
                         WHERE("parallel", "ep"),
                         (unsigned long long)(p->dp * p->cp));
+  if (key && strcmp(key, "dp") == 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: the expert grid (etp x ep x expert-data-parallel "
+                        "ranks) is made of a stage's tp x dp x cp = %llu "
+                        "ranks (Megatron-LM's rule): etp x ep = %llu must "
+                        "divide them",
+                        WHERE("parallel", "etp"),
+                        (unsigned long long)(p->tp * p->dp * p->cp),
+                        (unsigned long long)(etp * p->ep));
+  by_ep = by_ep && (t->framework == VS_FW_FSDP2 || t->framework == VS_FW_HF);
   if (key && strcmp(key, "framework") == 0)
     return vs_error_set(err, VS_EINPUT,
-                        "%s: expert parallelism is simulated as Megatron-LM "
-                        "runs it; %s has none here: use ep = 1",
-                        WHERE("parallel", "ep"),
-                        vs_framework_name(t->framework));
+                        "%s: expert %sparallelism is simulated as Megatron-LM "
+                        "runs it; %s has none here: use %s",
+                        WHERE("parallel", by_ep ? "ep" : "etp"),
+                        by_ep ? "" : "tensor ", vs_framework_name(t->framework),
+                        by_ep ? "ep = 1" : "etp = tp");
   if (key)
     return vs_error_set(err, VS_EINPUT,
-                        "%s: with ep > 1 the expert states shard over the "
-                        "expert-data-parallel group as Megatron-LM's "
-                        "distributed optimizer does; use zero = 0 or 1 (or "
-                        "ep = 1)",
+                        "%s: with ep > 1 (or etp other than tp) the expert "
+                        "states shard over the expert-data-parallel group as "
+                        "Megatron-LM's distributed optimizer does; use zero = "
+                        "0 or 1 (or ep = 1 and etp = tp)",
                         WHERE("parallel", "zero"));
   return 0;
 }
@@ -880,14 +929,16 @@ static int check_moe(vs_workload *wl, vs_error *err)
                         "framework = megatron",
                         WHERE("parallel", "tp"),
                         vs_framework_name(t->framework));
-  if (!vs_workload_ep_order_allowed(p->ep, p->order, p->pp))
+  if (!vs_workload_ep_order_allowed(vs_workload_experts_apart(p), p->order,
+                                    p->pp))
     return vs_error_set(err, VS_EINPUT,
-                        "%s: with ep > 1 and a pipeline, Megatron-LM places "
+                        "%s: with ep > 1 (or etp other than tp) and a "
+                        "pipeline, Megatron-LM places "
                         "the expert groups with order = tp-dp-pp (its "
                         "tp-pp-dp mapping leaves the pipeline outermost); "
                         "use order = tp-dp-pp",
                         WHERE("parallel", "order"));
-  if (p->ep > 1 && offload_key(wl))
+  if (vs_workload_experts_apart(p) && offload_key(wl))
     return vs_error_set(err, VS_EINPUT,
                         "%s: offload with expert parallelism is not "
                         "simulated",

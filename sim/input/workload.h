@@ -151,6 +151,10 @@ typedef struct vs_parallel_conf {
   uint64_t zero;            /* ZeRO stage 0-3 */
   uint64_t ep;              /* expert-parallel size: the experts of an MoE
                                layer spread over ep data-parallel ranks */
+  uint64_t etp;             /* expert tensor-parallel size (Megatron-LM's
+                               expert_tensor_parallel_size): each routed
+                               expert's FFN split over etp ranks; 0: tp
+                               (vs_workload_etp) */
   uint64_t cp;              /* context-parallel size: each sequence split
                                over cp ranks */
   int cp_comm;              /* vs_cp_comm */
@@ -270,16 +274,40 @@ const char *vs_workload_offload_misfit(uint64_t zero, int offload_optimizer,
  * first_k_dense_replace). */
 bool vs_workload_moe_layer(const vs_model_conf *m, uint64_t l);
 
-/* Expert parallelism of size ep with dp data- and context-parallel ranks
- * (dp x cp), ZeRO stage zero and framework (vs_framework): NULL when
- * allowed (ep = 1 always is), else the key to blame: "experts" (ep must
- * divide them), "dp" (the ep ranks come out of the dp x cp ones,
- * Megatron-LM's rule: ep must divide them), "framework" (expert parallelism is simulated as Megatron-LM runs
- * it: not under fsdp2 or hf) or "zero" (expert states shard over the
+/* Expert parallelism of size ep and expert tensor parallelism of size
+ * etp beside tp tensor- and dp data- and context-parallel ranks (dp x
+ * cp), ZeRO stage zero and framework (vs_framework): NULL when allowed
+ * (ep = 1 with etp = tp always is), else the key to blame: "experts" (ep
+ * must divide them), "dp" (Megatron-LM's rule: the expert grid, etp x ep
+ * x expert-data-parallel ranks, is made of a stage's tp x dp x cp ranks,
+ * so etp x ep must divide them; at etp = tp, ep must divide dp x cp),
+ * "framework" (expert parallelism is simulated as Megatron-LM runs it:
+ * not under fsdp2 or hf; expert tensor parallelism other than tp only
+ * under megatron or none) or "zero" (expert states shard over the
  * expert-data-parallel group as Megatron-LM's distributed optimizer does:
  * zero <= 1). */
 const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
-                                  uint64_t dp, uint64_t zero, int framework);
+                                  uint64_t etp, uint64_t tp, uint64_t dp,
+                                  uint64_t zero, int framework);
+
+/* The expert tensor-parallel size of p: its etp, or tp when unset
+ * (Megatron-LM's default). */
+uint64_t vs_workload_etp(const vs_parallel_conf *p);
+
+/* The expert-data-parallel size of p: the ranks of a stage holding the
+ * same expert shards, tp x dp x cp / (etp x ep) (Megatron-LM's
+ * expert_data_parallel_size; dp x cp / ep at etp = tp). */
+uint64_t vs_workload_expert_dp(const vs_parallel_conf *p);
+
+/* Whether p's routed experts use groups of their own (ep > 1, or etp
+ * other than tp): their gradients then reduce, and their states shard,
+ * over the expert-data-parallel group instead of dp. */
+bool vs_workload_experts_apart(const vs_parallel_conf *p);
+
+/* Whether a rank's gradients are reduced with other ranks' (and ZeRO's
+ * states can shard): dp x cp > 1, or routed experts apart whose
+ * expert-data-parallel group has more than one rank (tp 2 at etp 1). */
+bool vs_workload_grads_shared(const vs_parallel_conf *p);
 
 /* Whether model m's layers can run on tp ranks with sequence parallelism
  * sp under framework (vs_framework): mixture-of-experts layers and
@@ -291,18 +319,21 @@ const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
 bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp, bool sp,
                                 int framework);
 
-/* Whether expert parallelism of size ep runs with rank order `order`
- * (vs_order) and pp stages: Megatron-LM asserts that its expert groups
- * keep the pipeline outermost (order tp-dp-pp) unless pp = 1. */
-bool vs_workload_ep_order_allowed(uint64_t ep, int order, uint64_t pp);
+/* Whether experts with groups of their own (`apart`:
+ * vs_workload_experts_apart) run with rank order `order` (vs_order) and
+ * pp stages: Megatron-LM asserts that its expert groups keep the pipeline
+ * outermost (order tp-dp-pp) unless pp = 1. */
+bool vs_workload_ep_order_allowed(bool apart, int order, uint64_t pp);
 
-/* Tensor parallelism splits heads, kv_heads, ffn_hidden and the experts'
- * expert_ffn_hidden and shared_expert_ffn_hidden over tp ranks. Returns
- * the name of the first of them (in that order) that tp does not divide,
+/* Tensor parallelism splits heads, kv_heads, ffn_hidden and the shared
+ * experts' shared_expert_ffn_hidden over tp ranks, the routed experts'
+ * expert_ffn_hidden over etp (expert tensor parallelism). Returns
+ * the name of the first of them (in that order) that tp (or etp) does not
+ * divide,
  * with its value in *size when size is not NULL, or NULL (*size
- * untouched) when tp divides them all. tp must be > 0. */
+ * untouched) when they divide them all. tp and etp must be > 0. */
 const char *vs_workload_tp_misfit(const vs_model_conf *m, uint64_t tp,
-                                  uint64_t *size);
+                                  uint64_t etp, uint64_t *size);
 
 /* Whether tp divides heads, kv_heads and ffn_hidden (tp_misfit is NULL). */
 bool vs_workload_tp_allowed(const vs_model_conf *m, uint64_t tp);

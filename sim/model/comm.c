@@ -11,8 +11,8 @@ const char *vs_coll_name(int kind)
 
 const char *vs_group_name(int group)
 {
-  static const char *const names[VS_GROUP_N] = {"tp", "dp", "pp", "ep",
-                                                "cp", "embedding", "edp"};
+  static const char *const names[VS_GROUP_N] = {
+      "tp", "dp", "pp", "ep", "cp", "embedding", "edp", "etp"};
   return group >= 0 && group < VS_GROUP_N ? names[group] : "?";
 }
 
@@ -27,7 +27,7 @@ const char *vs_coll_op_name(int group, int kind)
   static const char *const names[VS_GROUP_N][VS_COLL_N] = {
       OP_NAMES("tp"), OP_NAMES("dp"), OP_NAMES("pp"),
       OP_NAMES("ep"), OP_NAMES("cp"), OP_NAMES("embedding"),
-      OP_NAMES("edp")};
+      OP_NAMES("edp"), OP_NAMES("etp")};
   if (group < 0 || group >= VS_GROUP_N)
     group = VS_GROUP_TP;
   if (kind < 0 || kind >= VS_COLL_N)

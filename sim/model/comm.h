@@ -30,6 +30,9 @@ typedef enum vs_group {
                            experts (dp / ep of them, Megatron-LM's), which
                            shard their optimizer states and reduce their
                            gradients */
+  VS_GROUP_ETP,         /* expert tensor parallel: the etp ranks that split
+                           each routed expert's FFN (Megatron-LM's; the tp
+                           group when etp = tp) */
   VS_GROUP_N
 } vs_group;
 
@@ -48,8 +51,8 @@ const char *vs_coll_name(int kind);
  * runs it. A static string. */
 const char *vs_coll_op_name(int group, int kind);
 
-/* "tp", "dp", "pp", "ep", "cp", "embedding", "edp" ("?" outside the
- * range). */
+/* "tp", "dp", "pp", "ep", "cp", "embedding", "edp", "etp" ("?" outside
+ * the range). */
 const char *vs_group_name(int group);
 
 #endif

@@ -23,6 +23,9 @@ typedef struct dims {
   uint64_t cp;       /* context-parallel size */
   int cp_comm;       /* vs_cp_comm */
   uint64_t t;        /* tensor-parallel size */
+  uint8_t tp_group;  /* the vs_group of those t ranks: tp (etp in the
+                        routed experts' dims, expert_dims) */
+  uint64_t et;       /* expert tensor-parallel size (vs_workload_etp) */
   uint64_t tokens;   /* s*b */
   uint64_t tok_rep;  /* tokens in the tp-replicated region: s*b, or s*b/t with sp */
   uint64_t e;        /* bytes per activation element (the GEMMs'
@@ -60,7 +63,7 @@ typedef struct dims {
   uint64_t fs;       /* the shared experts' FFN width, all together */
   uint64_t slots;    /* token slots the routed experts process on this
                         rank per micro-batch: what the all-to-all brings
-                        (arrived), gathered over tp */
+                        (arrived), gathered over etp */
   uint64_t arrived;  /* token slots the expert-parallel all-to-all brings
                         this rank (moe_slots of its tok_rep tokens) */
   uint64_t sent;     /* the rank's own token slots it dispatches (k
@@ -204,12 +207,13 @@ static void as_elementwise(vs_op_spec *op, uint64_t elems, uint64_t e,
 }
 
 /* A tensor-parallel collective (Megatron's f and g operators; with
- * sequence parallelism all-gather and reduce-scatter replace them). */
+ * sequence parallelism all-gather and reduce-scatter replace them), over
+ * d's tensor-parallel group. */
 static void comm(vs_comm *c, const dims *d, int kind, uint64_t bytes)
 {
   if (d->t > 1) {
     c->kind = (uint8_t)kind;
-    c->group = VS_GROUP_TP;
+    c->group = d->tp_group;
     c->bytes = bytes;
   }
 }
@@ -1040,13 +1044,16 @@ static int swiglu_mlp(vs_block *blk, const dims *d, vs_error *err)
 
 /* ------------------------------------------------------------------------
  * Mixture of experts (Megatron-LM's MoE layer: megatron/core/transformer/
- * moe; shared/reference/frameworks.md 8). With tp > 1 (and sequence
- * parallelism) as Megatron-LM runs it at its default expert tensor
- * parallelism (expert_tensor_parallel_size = tp): each rank routes its
- * tok_rep tokens, the all-to-all brings it `arrived` slots, the tp ranks
- * gather theirs (each then holds all d->slots of its experts), each
- * expert's fc1 is split by columns and fc2 by rows over tp, and fc2's
- * partial sums are reduce-scattered back before the all-to-all returns.
+ * moe; shared/reference/frameworks.md 8). With expert tensor parallelism
+ * (expert_tensor_parallel_size, etp; tp by default, with sequence
+ * parallelism) as Megatron-LM runs it: each rank routes its tok_rep
+ * tokens, the all-to-all brings it `arrived` slots, the etp ranks gather
+ * theirs (each then holds all d->slots of its experts), each expert's fc1
+ * is split by columns and fc2 by rows over etp, and fc2's partial sums
+ * are reduce-scattered back before the all-to-all returns. The etp ranks
+ * route different tokens whatever tp is (under tp, sequence parallelism;
+ * across data-parallel ranks otherwise), so their collectives are always
+ * the sequence-parallel ones.
  * ------------------------------------------------------------------------ */
 
 /* Each of the rank's routed experts' (E / ep) rows x cols weight `which`
@@ -1087,9 +1094,24 @@ static void grouped(vs_op_spec *op, const dims *d)
  * expert's own weights (and biases unless gated). Saves what the dense
  * MLP's ops save, on the slots: fc1's input (the permuted tokens), the
  * activation's inputs, fc2's input. */
-static int routed_experts(vs_block *blk, const dims *d, bool gated,
+/* d as the routed experts see it: split over the etp ranks (the tp
+ * group itself when etp = tp), whose tokens differ. */
+static dims expert_dims(const dims *d)
+{
+  dims x = *d;
+  if (d->et != d->t) {
+    x.t = d->et;
+    x.tp_group = VS_GROUP_ETP;
+    x.sp = true;
+  }
+  return x;
+}
+
+static int routed_experts(vs_block *blk, const dims *dense, bool gated,
                           vs_error *err)
 {
+  dims x = expert_dims(dense);
+  const dims *d = &x;
   uint64_t fe = d->fe / d->t, fc1 = gated ? 2 * fe : fe, n = d->slots;
   vs_op_spec *op;
   if (!(op = vs_block_add_op(blk, "experts_fc1", err)))
@@ -1227,9 +1249,10 @@ static int moe_mlp(vs_block *blk, const dims *d, bool gated, vs_error *err)
     ep_comm(&op->fwd_after, moved);
     ep_comm(&op->bwd_before, moved);
   }
-  /* with tp what arrived is gathered over tp before the sort (Megatron-LM's
-   * dispatch_postprocess): the gathered, unsorted slots beside it */
-  if (d->t > 1)
+  /* with etp what arrived is gathered over etp before the sort
+   * (Megatron-LM's dispatch_postprocess): the gathered, unsorted slots
+   * beside it */
+  if (d->et > 1)
     op->fwd_temp_bytes += d->e * d->slots * d->h;
   if (save_act(blk, op, 8 * d->sent, VS_DTYPE_INT64, err) ||
       routed_experts(blk, d, gated, err))
@@ -1835,6 +1858,7 @@ static void make_dims(const vs_workload *wl, dims *d)
   d->d = mc->hidden / mc->heads;
   d->f = mc->ffn_hidden;
   d->t = pc->tp;
+  d->tp_group = VS_GROUP_TP;
   /* Megatron pads the vocabulary to a multiple of
    * make_vocab_size_divisible_by (128 by default there) times tp. */
   d->vocab = vs_div_ceil(mc->vocab, mc->vocab_divisible_by * d->t) *
@@ -1881,12 +1905,13 @@ static void make_dims(const vs_workload *wl, dims *d)
   d->fe = mc->expert_ffn_hidden;
   d->fs = mc->shared_experts * mc->shared_expert_ffn_hidden;
   d->ep = pc->ep;
+  d->et = vs_workload_etp(pc);
   /* with tp (and sp) each rank routes its own tok_rep tokens, and the
-   * tp ranks pool what they receive for their experts (Megatron-LM's
+   * etp ranks pool what they receive for their experts (Megatron-LM's
    * alltoall dispatcher with expert tensor parallelism) */
   d->sent = moe_sent(mc, d->tok_rep);
   d->arrived = moe_slots(mc, d->tok_rep, d->ep);
-  d->slots = d->t * d->arrived;
+  d->slots = d->et * d->arrived;
   d->bert = mc->arch == VS_ARCH_BERT;
   d->rkv = mc->kv_lora_rank;
   d->rq = mc->q_lora_rank;

@@ -142,6 +142,32 @@ static void stage_states(const vs_model *m, const vs_recipe *r,
   place_states(r, st);
 }
 
+/* Megatron-LM's expert rank grid: a stage's tp x dp x cp ranks are etp
+ * x ep x expert-data-parallel ones, etp innermost (its expert rank
+ * generator, order "tp-ep-dp" with etp for tp). At etp = tp the ep ranks
+ * are consecutive data-parallel ranks (tp apart) and the dp x cp / ep
+ * holding the same experts ep data-parallel strides apart, whatever the
+ * order; at another etp (order tp-dp-pp or one stage, workload.c: a
+ * stage's ranks are consecutive) the etp ranks are consecutive, the ep
+ * ranks etp apart and the expert-data-parallel ones etp x ep apart. */
+static void place_expert_groups(const vs_workload *wl, vs_layout *lay)
+{
+  uint64_t etp = vs_workload_etp(&wl->parallel), ep = wl->parallel.ep;
+  lay->experts_apart = vs_workload_experts_apart(&wl->parallel);
+  lay->group_size[VS_GROUP_ETP] = etp;
+  lay->group_size[VS_GROUP_EP] = ep;
+  lay->group_size[VS_GROUP_EXPERT_DP] = vs_workload_expert_dp(&wl->parallel);
+  if (etp == lay->tp) {
+    lay->group_stride[VS_GROUP_ETP] = lay->tp_stride;
+    lay->group_stride[VS_GROUP_EP] = lay->dp_stride;
+    lay->group_stride[VS_GROUP_EXPERT_DP] = lay->dp_stride * ep;
+  } else {
+    lay->group_stride[VS_GROUP_ETP] = 1;
+    lay->group_stride[VS_GROUP_EP] = etp;
+    lay->group_stride[VS_GROUP_EXPERT_DP] = etp * ep;
+  }
+}
+
 /* The size of each group and the rank distance between its members. */
 static void place_groups(const vs_workload *wl, vs_layout *lay)
 {
@@ -166,16 +192,10 @@ static void place_groups(const vs_workload *wl, vs_layout *lay)
   /* the first and last stage: two members, (pp - 1) strides apart */
   lay->group_size[VS_GROUP_EMBEDDING] = lay->pp > 1 ? 2 : 1;
   lay->group_stride[VS_GROUP_EMBEDDING] = (lay->pp - 1) * lay->pp_stride;
-  /* expert parallelism: ep consecutive data-parallel ranks (Megatron-LM
-   * orders ep inside dp); the dp / ep ranks holding the same experts are
-   * ep data-parallel strides apart */
   /* context parallelism: cp consecutive ranks of the dp x cp group */
   lay->group_size[VS_GROUP_CP] = lay->cp;
   lay->group_stride[VS_GROUP_CP] = lay->dp_stride;
-  lay->group_size[VS_GROUP_EP] = wl->parallel.ep;
-  lay->group_stride[VS_GROUP_EP] = lay->dp_stride;
-  lay->group_size[VS_GROUP_EXPERT_DP] = lay->dp / wl->parallel.ep;
-  lay->group_stride[VS_GROUP_EXPERT_DP] = lay->dp_stride * wl->parallel.ep;
+  place_expert_groups(wl, lay);
 }
 
 /* lay->framework_bytes: the CUDA context, the cuBLAS workspace and one
@@ -254,8 +274,10 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
   lay->n_communicators = (lay->tp > 1) + (lay->dp > 1) + (lay->pp > 1) +
                          (lay->cp > 1) +
                          r->embedding_sync + (wl->parallel.ep > 1) +
-                         (wl->parallel.ep > 1 &&
-                          lay->group_size[VS_GROUP_EXPERT_DP] > 1);
+                         (lay->experts_apart &&
+                          lay->group_size[VS_GROUP_EXPERT_DP] > 1) +
+                         (lay->group_size[VS_GROUP_ETP] > 1 &&
+                          lay->group_size[VS_GROUP_ETP] != lay->tp);
   return framework_memory(topo, lay, err);
 }
 

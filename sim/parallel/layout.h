@@ -93,6 +93,10 @@ typedef struct vs_layout {
                                                neighbours (from `order`) */
   uint64_t group_size[VS_GROUP_N];   /* members of each vs_group */
   uint64_t group_stride[VS_GROUP_N]; /* rank distance between members */
+  bool experts_apart;             /* routed experts have groups of their own
+                                     (vs_workload_experts_apart): their
+                                     gradients reduce over
+                                     VS_GROUP_EXPERT_DP, not dp */
   /* The fields below are those of the stage with the most model states
    * (the only stage when pp = 1). */
   uint64_t param_elems;           /* parameters on one GPU before ZeRO */

@@ -79,7 +79,8 @@ typedef struct builder {
   uint64_t bucket_elems;    /* their gradient elements */
   uint64_t bucket_expert;   /* of bucket_fill, routed experts' gradients
                                (reduced over the expert-data-parallel
-                               group when ep > 1) */
+                               group when the experts have groups of
+                               their own) */
   uint32_t waits[2];        /* ops the next compute op must wait for: a
                                block's gather, its activations' fetch */
   uint32_t n_waits;
@@ -743,7 +744,8 @@ static uint32_t use_comm(builder *b, int use, const char *name, int kind,
 }
 
 /* use_comm of `bytes` once `after` has ended, of which `expert` (the
- * routed experts' states, when ep > 1) go over the expert-data-parallel
+ * routed experts' states, when they have groups of their own: ep > 1 or
+ * etp other than tp) go over the expert-data-parallel
  * group instead, after the rest (and nowhere when that group is one
  * GPU). Returns the last op (`after` when there is none). */
 static uint32_t split_comm(builder *b, int use, const char *name, int kind,
@@ -751,9 +753,9 @@ static uint32_t split_comm(builder *b, int use, const char *name, int kind,
                            uint32_t after)
 {
   uint32_t op = after;
-  if (b->lay->group_size[VS_GROUP_EP] <= 1)
+  if (!b->lay->experts_apart)
     expert = 0;
-  if (bytes > expert) {
+  if (bytes > expert && b->lay->group_size[b->r->comm[use].group] > 1) {
     op = use_comm(b, use, name, kind, bytes - expert, mb);
     add_dep(b, op, after);
   }
@@ -1268,7 +1270,7 @@ static void flush_bucket(builder *b, int mb)
     b->n_bucket = 0;
     return;
   }
-  if (b->lay->dp > 1)
+  if (vs_workload_grads_shared(&b->wl->parallel))
     last = split_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind),
                       kind, b->bucket_fill, b->bucket_expert, mb, last);
   if (b->r->offload.cpu_step)
@@ -1406,8 +1408,9 @@ static uint32_t gpu_step(builder *b, const vs_stage_layout *st,
 }
 
 /* ZeRO-1/2: the updated parameters all-gathered once the step (`after`)
- * has ended; with ep > 1 the routed experts' over the ranks holding them
- * (the expert-data-parallel group), after the dense ones over dp. */
+ * has ended; with expert groups the routed experts' over the ranks
+ * holding them (the expert-data-parallel group), after the dense ones
+ * over dp. */
 static void gather_updated(builder *b, const vs_stage_layout *st,
                            uint32_t after)
 {
@@ -1626,7 +1629,8 @@ static void forward_unit(builder *b, const vs_unit *u)
 static void backward_unit(builder *b, const vs_unit *u)
 {
   uint64_t g = u->chunk * b->lay->pp + b->stage;
-  bool sync = (b->lay->dp > 1 || b->r->offload.cpu_step) &&
+  bool sync = (vs_workload_grads_shared(&b->wl->parallel) ||
+               b->r->offload.cpu_step) &&
               (transient_grads(b) || u->mb + 1 == b->lay->grad_accum);
   size_t first, last;
   chunk_range(b, g, &first, &last);

@@ -160,10 +160,11 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
    * all-gathers the updated parameters (frameworks.md 2.1) */
   if (bf16_optimizer(wl))
     r->optimizer.degree = dp;
-  /* the experts' states shard over the dp / ep ranks that hold them */
+  /* the experts' states shard over the ranks that hold the same ones
+   * (the expert-data-parallel group) */
   r->expert_optimizer = r->optimizer;
   if (r->expert_optimizer.degree > 0)
-    r->expert_optimizer.degree /= wl->parallel.ep;
+    r->expert_optimizer.degree = vs_workload_expert_dp(&wl->parallel);
   r->grads = state(wl, 2, r->grad_elem_bytes);
   r->params = state(wl, 3, m->param_elem_bytes);
   resolve_offload(wl, r);
@@ -175,8 +176,8 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
   r->transient_grads = (zero >= 2 && (dp > 1 || r->offload.cpu_step)) ||
                        r->step_in_backward;
   r->grad_reduce = zero >= 2 ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE;
-  r->gather_after_step = dp > 1 && (zero == 1 || zero == 2 ||
-                                     bf16_optimizer(wl));
+  r->gather_after_step = vs_workload_grads_shared(&wl->parallel) &&
+                         (zero == 1 || zero == 2 || bf16_optimizer(wl));
   /* With tied embeddings and pp > 1 the first and last stages each hold the
    * word embeddings and all-reduce their gradients (Megatron-LM's
    * embedding group). */

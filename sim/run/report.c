@@ -49,11 +49,25 @@ char *vs_report_op_label(const vs_sim *sim, const vs_program *prog,
  * Terminal
  * ------------------------------------------------------------------------ */
 
+/* How each routed expert is split over GPUs: "" when whole, ", split over
+ * tp" at etp = tp, else ", split over etp N" (into buf). */
+static const char *expert_split(const vs_parallel_conf *p, char *buf,
+                                size_t size)
+{
+  uint64_t etp = vs_workload_etp(p);
+  if (etp == 1)
+    return "";
+  if (etp == p->tp)
+    return ", split over tp";
+  snprintf(buf, size, ", split over etp %llu", (unsigned long long)etp);
+  return buf;
+}
+
 /* A mixture of experts' routing and placement, for the header. */
 static void experts_line(FILE *out, const vs_workload *wl)
 {
   const vs_model_conf *m = &wl->model;
-  char routing[96];
+  char routing[96], split[40];
   if (m->experts == 0)
     return;
   if (m->expert_capacity_factor > 0)
@@ -73,7 +87,7 @@ static void experts_line(FILE *out, const vs_workload *wl)
           (unsigned long long)m->experts_per_token,
           (unsigned long long)m->experts,
           (unsigned long long)(m->experts / wl->parallel.ep),
-          wl->parallel.tp > 1 ? ", split over tp" : "",
+          expert_split(&wl->parallel, split, sizeof split),
           (unsigned long long)wl->parallel.ep, routing);
 }
 
@@ -677,10 +691,13 @@ static void show_experts(FILE *out, const vs_workload *wl,
     return;
   if (lay->zero >= 1)
     fprintf(out, "# experts: %llu of %llu on each GPU (ep %llu), their "
-                 "optimizer states sharded over %llu GPUs (dp x cp / ep)\n",
+                 "optimizer states sharded over %llu GPUs (%s)\n",
             (unsigned long long)(m->experts / ep),
             (unsigned long long)m->experts, (unsigned long long)ep,
-            (unsigned long long)lay->group_size[VS_GROUP_EXPERT_DP]);
+            (unsigned long long)lay->group_size[VS_GROUP_EXPERT_DP],
+            vs_workload_etp(&wl->parallel) == wl->parallel.tp
+                ? "dp x cp / ep"
+                : "tp x dp x cp / (etp x ep)");
   else
     fprintf(out, "# experts: %llu of %llu on each GPU (ep %llu), their "
                  "optimizer states whole on it (zero = 0)\n",
