@@ -103,7 +103,9 @@ static const char run_help[] =
     "                        the step (zoom, hover for op and bytes), the\n"
     "                        per-GPU table and the step-time split\n"
     "  --ranks stage|all     simulate one GPU per pipeline stage (default) or\n"
-    "                        every GPU (same results, slower)\n"
+    "                        every GPU (same results, slower; under a\n"
+    "                        skewed router the GPUs without the hottest\n"
+    "                        expert carry less)\n"
     "  --memory-summary      per GPU, the caching allocator's state in the style\n"
     "                        of torch.cuda.memory_summary()\n"
     LIMITS_HELP

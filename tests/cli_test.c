@@ -2076,6 +2076,102 @@ static int scan_csv(const char *path,
   return s.rows;
 }
 
+/* What test_skewed_router_every_rank sees in summary.csv. */
+typedef struct skew_seen {
+  unsigned long long worst[2]; /* each stage's peak in stage mode */
+  int hottest, others;         /* ranks at it, and below it */
+} skew_seen;
+
+static void check_skew_row(const csv_scan *s, void *user)
+{
+  skew_seen *seen = user;
+  unsigned long long peak = scan_u64(s, "peak_allocated_bytes");
+  unsigned long long worst = seen->worst[scan_u64(s, "stage")];
+  /* a stage's 32 or 64 ranks (etp 1): ep rank 0 of each 8 holds the
+   * hottest expert */
+  if (scan_u64(s, "rank") % 32 % 8 == 0) {
+    assert_int_equal(peak, worst);
+    seen->hottest++;
+  } else {
+    assert_true(peak < worst);
+    seen->others++;
+  }
+}
+
+/* Runs args (--csv at csv_at) and reads each stage's peak allocated
+ * bytes of its summary.csv into worst (stage mode). */
+static void stage_peaks(const char **args, size_t csv_at,
+                        unsigned long long *worst, size_t stages)
+{
+  char dir[64], p[128];
+  table t;
+  args[csv_at] = tu_temp_dir(dir, sizeof dir);
+  run(args);
+  assert_int_equal(r.status, 0);
+  read_csv(path_in(dir, "summary.csv", p, sizeof p), &t);
+  for (size_t s = 0; s < stages; s++)
+    worst[s] = strtoull(cell(&t, (int)s + 1, "peak_allocated_bytes"), NULL,
+                        10);
+  tu_remove_dir(dir);
+}
+
+/* Runs args (every rank, --csv at csv_at) and checks its summary.csv's 64
+ * ranks against seen's stage peaks (check_skew_row): 8 hold the hottest
+ * expert, 56 do not. */
+static void check_skewed_ranks(const char **args, size_t csv_at,
+                               skew_seen *seen)
+{
+  char dir[64], p[128];
+  args[csv_at] = tu_temp_dir(dir, sizeof dir);
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_int_equal(scan_csv(path_in(dir, "summary.csv", p, sizeof p),
+                            check_skew_row, seen),
+                   64);
+  assert_int_equal(seen->hottest, 8);
+  assert_int_equal(seen->others, 56);
+  tu_remove_dir(dir);
+}
+
+/* A skewed router with every GPU simulated: Mixtral's sample (ep 8 over
+ * dp 64) gives the hottest expert to ep rank 0 of each of the 8 expert
+ * groups, whose peak is the one-rank-per-stage run's (that rank stands
+ * for the worst), while the 56 others, sharing what it leaves, peak
+ * lower; the header says where the hottest expert is. */
+static void test_skewed_router_every_rank(void **state)
+{
+  const char *stage[] = {"run", "workloads/mixtral-8x7b-ep8.ini", "--csv",
+                         NULL, NULL};
+  const char *all[] = {"run", "workloads/mixtral-8x7b-ep8.ini", "--ranks",
+                       "all", "--csv", NULL, NULL};
+  skew_seen seen = {{0, 0}, 0, 0};
+  (void)state;
+  stage_peaks(stage, 3, seen.worst, 1);
+  check_skewed_ranks(all, 5, &seen);
+  assert_contains(r.out, "the hottest expert gets 1.5 x its share, on ep "
+                         "rank 0 of each expert group (the others share "
+                         "the rest)");
+  {
+    /* two stages of tp 2 x dp 16 with each expert whole (etp 1): a stage's
+     * 32 slots make 4 expert groups of 8 consecutive ones, whose first
+     * holds the hottest expert, the same slot on both stages */
+    const char *stage2[] = {"run", "workloads/mixtral-8x7b-ep8.ini",
+                            "--set", "parallel.pp=2", "--set", "parallel.tp=2",
+                            "--set", "parallel.sequence_parallel=true",
+                            "--set", "parallel.dp=16", "--set",
+                            "parallel.etp=1", "--csv", NULL, NULL};
+    const char *all2[] = {"run", "workloads/mixtral-8x7b-ep8.ini",
+                          "--set", "parallel.pp=2", "--set", "parallel.tp=2",
+                          "--set", "parallel.sequence_parallel=true",
+                          "--set", "parallel.dp=16", "--set",
+                          "parallel.etp=1", "--ranks", "all", "--csv", NULL,
+                          NULL};
+    skew_seen two = {{0, 0}, 0, 0};
+    stage_peaks(stage2, 13, two.worst, 2);
+    check_skewed_ranks(all2, 15, &two);
+  }
+}
+
 /* Runs args with args[csv_at] = p, plan.csv in a new temporary folder
  * dir[64] (p[128]), and checks its exit status. */
 static void run_plan_csv(const char **args, size_t csv_at, char *dir, char *p,
@@ -2618,6 +2714,7 @@ int main(void)
       cmocka_unit_test(test_hf_samples),
       cmocka_unit_test(test_moe_sample),
       cmocka_unit_test(test_expert_data_parallel_without_dp),
+      cmocka_unit_test(test_skewed_router_every_rank),
       cmocka_unit_test(test_context_parallel_sample),
       cmocka_unit_test(test_mtp_sample),
       cmocka_unit_test(test_shipped_model_configs),

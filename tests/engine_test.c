@@ -716,7 +716,9 @@ static void test_ranks_share_a_program(void **state)
  * equals a full replay (replay_every_slot) rank by rank, counts the same
  * events, and owns its arrays (rank 0 finalised first, the others are
  * still read; the sanitizer and valgrind builds see any sharing). A rank
- * that starts differently (a smaller GPU) makes every rank run. */
+ * that starts differently (a smaller GPU) runs its own slot while the
+ * others still copy the first; more than 8 kinds of slot make every rank
+ * run. */
 static void test_independent_slots_copy_the_first(void **state)
 {
   enum { N = 200, RANKS = 4 };
@@ -754,17 +756,34 @@ static void test_independent_slots_copy_the_first(void **state)
       vs_rank_fini(&copied[i]);
     vs_rank_fini(&replayed[i]);
   }
-  /* rank 2 on a smaller GPU: every rank runs, rank 2 alone out of memory */
+  /* rank 2 on a smaller GPU: it runs, alone out of memory, and ranks 1
+   * and 3 copy rank 0; every event is counted */
   opts.replay_every_slot = false;
   for (size_t i = 0; i < RANKS; i++) {
     vs_rank_init(&copied[i], (uint32_t)i, &p, i == 2 ? 1 : 1u << 20, 0);
     copied[i].slot = (uint32_t)i;
   }
   assert_int_equal(vs_engine_run(copied, RANKS, &opts, &s_copy, &err), 0);
-  assert_int_equal(s_copy.copied_ranks, 0);
+  assert_int_equal(s_copy.copied_ranks, 2);
+  assert_int_equal(s_copy.events, (uint64_t)N * RANKS);
   for (size_t i = 0; i < RANKS; i++) {
     assert_int_equal(copied[i].mem.oom.happened, i == 2);
     vs_rank_fini(&copied[i]);
+  }
+  {
+    /* nine capacities over ten slots: nothing copied */
+    enum { MANY = 10 };
+    vs_rank many[MANY];
+    for (size_t i = 0; i < MANY; i++) {
+      vs_rank_init(&many[i], (uint32_t)i, &p,
+                   (1u << 20) + (uint32_t)(i < 9 ? i : 0), 0);
+      many[i].slot = (uint32_t)i;
+    }
+    assert_int_equal(vs_engine_run(many, MANY, &opts, &s_copy, &err), 0);
+    assert_int_equal(s_copy.copied_ranks, 0);
+    assert_int_equal(s_copy.events, (uint64_t)N * MANY);
+    for (size_t i = 0; i < MANY; i++)
+      vs_rank_fini(&many[i]);
   }
   vs_program_fini(&p);
 }

@@ -52,17 +52,24 @@ static void refresh_model(const vs_model *m)
       built[i] = *m;
 }
 
-static void build_ini(vs_model *m, const char *ini, const char *const *sets,
-                      size_t n_sets)
+/* build_ini for the ranks of expert load `load`. */
+static void build_loaded(vs_model *m, const char *ini, const char *const *sets,
+                         size_t n_sets, vs_expert_load load)
 {
   vs_workload wl;
   vs_error err;
   vs_error_clear(&err);
   if (tu_load_workload(&wl, ini, sets, n_sets, 0, &err) != 0)
     fail_msg("workload: %s", err.msg);
-  if (vs_model_build(&wl, m, &err) != 0)
+  if (vs_model_build_loaded(&wl, load, m, &err) != 0)
     fail_msg("model: %s", err.msg);
   keep_model(m);
+}
+
+static void build_ini(vs_model *m, const char *ini, const char *const *sets,
+                      size_t n_sets)
+{
+  build_loaded(m, ini, sets, n_sets, VS_LOAD_HOTTEST);
 }
 
 /* Everything layer 0 of m saves for backward (vs_block_saved_bytes of
@@ -1372,8 +1379,10 @@ static void test_moe_expert_tensor_parallel(void **state)
  * k = 2, ep = 4 and skew 1: 2T + 6T/7 = 20T/7 slots against kT = 2T when
  * balanced, and every tensor on the slots grows by that share (the
  * experts' input 2h, their SwiGLU tensors 6f_e and fc2's input 2f_e
- * bytes a slot). Without expert parallelism a rank holds every expert:
- * kT slots whatever the skew. The rank keeps E / ep experts. */
+ * bytes a slot); a rank of the group holding only other experts
+ * receives E / ep x 6T/7 = 12T/7. Without expert parallelism a rank holds
+ * every expert: kT slots whatever the skew. The rank keeps E / ep
+ * experts. */
 static void test_moe_routing_skew(void **state)
 {
   static const char llama[] =
@@ -1386,10 +1395,18 @@ static void test_moe_routing_skew(void **state)
   const char *const one[] = {"model.routing_skew=1"};
   const uint64_t T = 700, h = 512, fe = 1024;
   const uint64_t worst = 2 * T + (6 * T + 6) / 7; /* ceil(20T / 7) */
-  vs_model b, s, o, n;
+  const uint64_t others = (12 * T + 6) / 7; /* ceil(E/ep x 6T/7) */
+  vs_model b, s, o, n, rest;
   (void)state;
   build_ini(&b, llama, balanced, 2);
   build_ini(&s, llama, skewed, 3);
+  /* a rank holding only other experts: E / ep of their 6T / 7 each, so
+   * that the group's 4 ranks receive its kT ep = 8T copies in all */
+  build_loaded(&rest, llama, skewed, 3, VS_LOAD_REST);
+  assert_int_equal(layer0_saved(&b) - layer0_saved(&rest),
+                   (2 * T - others) * (2 * h + 8 * fe));
+  assert_int_equal(vs_model_layer(&rest, 0)->param_elems,
+                   vs_model_layer(&s, 0)->param_elems);
   build_ini(&o, llama, one, 1);
   build_ini(&n, llama, NULL, 0);
   assert_int_equal(layer0_saved(&s) -

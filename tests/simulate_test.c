@@ -1580,11 +1580,13 @@ static void test_estimate_bounds_the_work(void **state)
       {"parallel.pp=2", "parallel.schedule=interleaved",
        "parallel.virtual_stages=2"},
       {"parallel.tp=2", "parallel.sequence_parallel=true", ""},
+      /* a skewed router with every rank: two programs a stage */
+      {"model.experts=4", "parallel.ep=2", "model.routing_skew=1"},
   };
-  static const uint64_t gpus[] = {1, 4, 4};
-  static const bool all[] = {false, false, true};
+  static const uint64_t gpus[] = {1, 4, 4, 4};
+  static const bool all[] = {false, false, true, true};
   (void)state;
-  for (size_t c = 0; c < 3; c++) {
+  for (size_t c = 0; c < 4; c++) {
     vs_workload wl;
     vs_topology topo;
     vs_sim sim;
@@ -1599,11 +1601,13 @@ static void test_estimate_bounds_the_work(void **state)
     assert_int_equal(vs_sim_estimate(&wl, &topo, &opts, &w, &err), 0);
     assert_int_equal(vs_sim_run(&sim, &wl, &topo, &opts, &err), 0);
     assert_bounds("events", w.rank_events, (double)sim.stats.events);
-    /* every rank: the engine runs one slot and copies it (no offload) */
-    if (all[c])
+    /* every rank: the engine runs one slot and copies it (no offload);
+     * with two kinds of slot the estimate counts every rank's */
+    if (all[c] && !sim.per_rank_load)
       assert_true(w.events * 4 == w.rank_events);
     else
       assert_true(w.events == w.rank_events);
+    assert_true(sim.per_rank_load == (c == 3));
     tu_temp_dir(dir, sizeof dir);
     snprintf(trace, sizeof trace, "%s/trace.json", dir);
     assert_int_equal(vs_report_write_csv(&sim, dir, &err), 0);

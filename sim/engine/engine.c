@@ -504,21 +504,20 @@ static bool same_start(const vs_rank *a, const vs_rank *b)
                 x->roundup_power2_divisions == y->roundup_power2_divisions);
 }
 
-/* Whether every slot's run is the same run, so that one slot's outcome is
- * every slot's: the ranks of a stage share its program and start alike
- * (vs_rank_init), ranks meet only their pipeline peers of the same slot
- * (ready, finish), and events of different slots never compare with each
- * other's, so that a slot run alone runs as it does among the others. Not
- * when ranks share something across slots: a resource (a PCIe switch, the
- * host's memory bandwidth) or a node's host and NVMe memory; nor with
- * stop_at_oom, which stops every rank at the first out-of-memory in time. */
+/* Whether each slot runs on its own, so that two slots whose ranks start
+ * alike (slots_alike) have the same run: ranks meet only their pipeline
+ * peers of the same slot (ready, finish), and events of different slots
+ * never compare with each other's, so that a slot run alone runs as it
+ * does among the others. Not when ranks share something across slots: a
+ * resource (a PCIe switch, the host's memory bandwidth) or a node's host
+ * and NVMe memory; nor with stop_at_oom, which stops every rank at the
+ * first out-of-memory in time. */
 static bool slots_independent(const run_ctx *c)
 {
   if (c->per_stage < 2 || c->opts->stop_at_oom)
     return false;
   for (size_t i = 0; i < c->n_ranks; i++)
-    if (c->ranks[i].n_shares || c->ranks[i].slot != i % c->per_stage ||
-        !same_start(&c->ranks[i], &c->ranks[i - i % c->per_stage]))
+    if (c->ranks[i].n_shares || c->ranks[i].slot != i % c->per_stage)
       return false;
   for (size_t i = 0; i < c->n_ranks; i += c->per_stage) {
     const vs_program *p = c->ranks[i].prog; /* its stage's */
@@ -585,23 +584,63 @@ static int take_twin_run(vs_rank *to, const vs_rank *from)
   return ok && !from->alloc == !to->alloc ? 0 : VS_ENOMEM;
 }
 
-/* With independent slots (slots_independent): runs slot 0's ranks, in
- * stage order as vs_engine_run starts them, and gives every other slot's
- * rank a copy of its stage's run; the events count every slot's. */
-static int run_first_slot(run_ctx *c, vs_engine_stats *stats)
+/* Slots that start differently the most vs_engine_run runs and copies
+ * (a skewed router makes two kinds: the hottest expert's rank's and the
+ * others'); with more, every slot runs. */
+#define DISTINCT_SLOTS_MAX 8
+
+/* Whether slots a and b start alike on every stage (same_start). */
+static bool slots_alike(const run_ctx *c, size_t a, size_t b)
+{
+  for (size_t i = 0; i < c->n_ranks; i += c->per_stage)
+    if (!same_start(&c->ranks[i + a], &c->ranks[i + b]))
+      return false;
+  return true;
+}
+
+/* Fills twin[slot] with the first slot that starts alike (itself when no
+ * earlier one does). False when more than DISTINCT_SLOTS_MAX slots start
+ * differently. */
+static bool find_twins(const run_ctx *c, uint32_t *twin)
+{
+  size_t distinct[DISTINCT_SLOTS_MAX], n = 0;
+  for (size_t j = 0; j < c->per_stage; j++) {
+    size_t k = 0;
+    while (k < n && !slots_alike(c, j, distinct[k]))
+      k++;
+    if (k == n && n == DISTINCT_SLOTS_MAX)
+      return false;
+    if (k == n)
+      distinct[n++] = j;
+    twin[j] = (uint32_t)distinct[k];
+  }
+  return true;
+}
+
+/* With independent slots (slots_independent): runs the ranks of the slots
+ * that are their own twins (find_twins), in stage order as vs_engine_run
+ * starts them, and gives every other rank a copy of its stage's rank in
+ * its twin slot; the events count every rank's (one per op: each runs its
+ * program to the end). */
+static int run_distinct_slots(run_ctx *c, const uint32_t *twin,
+                              vs_engine_stats *stats)
 {
   int rc = 0;
-  for (size_t i = 0; i < c->n_ranks && !rc; i += c->per_stage)
-    rc = start_ready(c, (uint32_t)i, 0, VS_PHASE_SETUP);
+  for (size_t i = 0; i < c->n_ranks && !rc; i++)
+    if (twin[i % c->per_stage] == i % c->per_stage)
+      rc = start_ready(c, (uint32_t)i, 0, VS_PHASE_SETUP);
   if (rc || (rc = drain(c, stats)))
     return rc;
-  for (size_t i = 0; i < c->n_ranks; i++)
-    if (i % c->per_stage &&
-        take_twin_run(&c->ranks[i], &c->ranks[i - i % c->per_stage]))
+  for (size_t i = 0; i < c->n_ranks; i++) {
+    size_t slot = i % c->per_stage, from = i - slot + twin[slot];
+    if (from == i)
+      continue;
+    if (take_twin_run(&c->ranks[i], &c->ranks[from]))
       return vs_error_set(c->err, VS_ENOMEM,
                           "out of host memory copying a slot's run");
-  stats->events *= c->per_stage;
-  stats->copied_ranks = c->n_ranks - c->n_ranks / c->per_stage;
+    stats->events += c->ranks[from].prog->n_ops;
+    stats->copied_ranks++;
+  }
   return 0;
 }
 
@@ -611,20 +650,23 @@ int vs_engine_run(vs_rank *ranks, size_t n_ranks, const vs_engine_opts *opts,
   run_ctx c = {ranks, n_ranks, opts->ranks_per_stage ? opts->ranks_per_stage
                                                      : n_ranks,
                opts, {0}, err, {0}, false};
+  uint32_t *twin = NULL; /* [slot] the slot whose run it copies */
   int rc = 0;
 
   memset(stats, 0, sizeof *stats);
   vs_evq_init(&c.q);
   vs_res_init(&c.res, opts->resources, opts->n_resources,
               n_ranks * VS_STREAM_N);
-  if (slots_independent(&c) && !opts->replay_every_slot) {
-    rc = run_first_slot(&c, stats);
+  if (slots_independent(&c) && !opts->replay_every_slot &&
+      (twin = malloc(c.per_stage * sizeof *twin)) && find_twins(&c, twin)) {
+    rc = run_distinct_slots(&c, twin, stats);
   } else {
     for (size_t i = 0; i < n_ranks && !rc; i++)
       rc = start_ready(&c, (uint32_t)i, 0, VS_PHASE_SETUP);
     if (!rc)
       rc = drain(&c, stats);
   }
+  free(twin);
   vs_evq_fini(&c.q);
   vs_res_fini(&c.res);
   if (rc || stats->stopped)

@@ -128,8 +128,9 @@ typedef struct vs_engine_opts {
                                figures after it are then partial) */
   bool replay_every_slot;   /* run every slot even when they are
                                independent (slots_independent in engine.c)
-                               instead of giving slot 0's run to the others:
-                               for tests that compare the two */
+                               instead of giving a slot's run to the later
+                               ones that start alike: for tests that
+                               compare the two */
   const vs_resource_spec *resources; /* [vs_resource_kind] the shared
                                resources (vs_resource_table); NULL: none */
   size_t n_resources;       /* entries in resources */
@@ -142,8 +143,10 @@ typedef struct vs_engine_stats {
   uint64_t events;          /* op completions processed */
   uint64_t end_ns;          /* when the last rank finished */
   bool stopped;             /* ended early at an out-of-memory */
-  uint64_t copied_ranks;    /* ranks given a copy of their stage's slot-0
-                               run instead of running (independent slots) */
+  uint64_t copied_ranks;    /* ranks given a copy of the run of their
+                               stage's rank in an earlier slot that starts
+                               alike instead of running (independent
+                               slots) */
 } vs_engine_stats;
 
 /* Prepares rank for prog on a GPU of capacity_bytes with framework_bytes

@@ -195,6 +195,12 @@ const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
                                               : NULL;
 }
 
+bool vs_workload_skew_applies(const vs_model_conf *m, uint64_t ep)
+{
+  return m->experts > 1 && m->expert_capacity_factor <= 0.0 &&
+         m->routing_skew > 0.0 && ep > 1;
+}
+
 uint64_t vs_workload_etp(const vs_parallel_conf *p)
 {
   return p->etp ? p->etp : p->tp;

@@ -299,6 +299,12 @@ uint64_t vs_workload_etp(const vs_parallel_conf *p);
  * expert_data_parallel_size; dp x cp / ep at etp = tp). */
 uint64_t vs_workload_expert_dp(const vs_parallel_conf *p);
 
+/* Whether m's routing_skew changes what its ranks' experts receive with
+ * ep expert-parallel ranks: a skewed dropless router (no capacity
+ * factor) over more than one expert, spread over ep > 1 ranks (at ep = 1
+ * every rank holds every expert: kT slots whatever the routing). */
+bool vs_workload_skew_applies(const vs_model_conf *m, uint64_t ep);
+
 /* Whether p's routed experts use groups of their own (ep > 1, or etp
  * other than tp): their gradients then reduce, and their states shard,
  * over the expert-data-parallel group instead of dp. */

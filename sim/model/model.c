@@ -1816,32 +1816,35 @@ static uint64_t moe_sent(const vs_model_conf *mc, uint64_t tokens)
   return mc->experts * (uint64_t)cap;
 }
 
-/* The token slots the routed experts of the most loaded rank process: its
- * E / ep experts receive from the ep ranks of its expert-parallel group.
- * Padded to capacity, each expert its slots of every rank (E x capacity
- * in all). Dropless, the group's kTep copies: the hottest expert gets
- * 1 + routing_skew times its balanced share kTep / E (at most one copy
- * of each of the group's Tep tokens), the other E - 1 share the rest
- * evenly, and the worst rank holds the hottest expert and E / ep - 1
- * others. Balanced routing gives every rank kT; without expert
+/* The token slots the routed experts of a rank process (the rank holding
+ * the hottest expert, or one of the others: `load`): its E / ep experts
+ * receive from the ep ranks of its expert-parallel group. Padded to
+ * capacity, each expert its slots of every rank (E x capacity in all).
+ * Dropless, the group's kTep copies: the hottest expert gets 1 +
+ * routing_skew times its balanced share kTep / E (at most one copy of
+ * each of the group's Tep tokens), the other E - 1 share the rest evenly;
+ * the hottest expert's rank holds it and E / ep - 1 others, another rank
+ * E / ep others. Balanced routing gives every rank kT; without expert
  * parallelism the rank holds every expert, kT whatever the skew. */
 static uint64_t moe_slots(const vs_model_conf *mc, uint64_t tokens,
-                          uint64_t ep)
+                          uint64_t ep, vs_expert_load load)
 {
   double group, hot, rest;
-  if (mc->experts == 0 || mc->expert_capacity_factor > 0.0 ||
-      mc->routing_skew <= 0.0 || ep == 1 || mc->experts == 1)
+  if (!vs_workload_skew_applies(mc, ep))
     return moe_sent(mc, tokens);
   group = (double)(mc->experts_per_token * tokens * ep);
   hot = (1.0 + mc->routing_skew) * group / (double)mc->experts;
   if (hot > (double)(tokens * ep))
     hot = (double)(tokens * ep);
   rest = (group - hot) / (double)(mc->experts - 1);
+  if (load == VS_LOAD_REST)
+    return (uint64_t)ceil((double)(mc->experts / ep) * rest);
   return (uint64_t)ceil(hot + (double)(mc->experts / ep - 1) * rest);
 }
 
-/* The shapes one rank works on, from the workload. */
-static void make_dims(const vs_workload *wl, dims *d)
+/* The shapes one rank (of expert load `load`) works on, from the
+ * workload. */
+static void make_dims(const vs_workload *wl, vs_expert_load load, dims *d)
 {
   const vs_model_conf *mc = &wl->model;
   const vs_parallel_conf *pc = &wl->parallel;
@@ -1910,7 +1913,7 @@ static void make_dims(const vs_workload *wl, dims *d)
    * etp ranks pool what they receive for their experts (Megatron-LM's
    * alltoall dispatcher with expert tensor parallelism) */
   d->sent = moe_sent(mc, d->tok_rep);
-  d->arrived = moe_slots(mc, d->tok_rep, d->ep);
+  d->arrived = moe_slots(mc, d->tok_rep, d->ep, load);
   d->slots = d->et * d->arrived;
   d->bert = mc->arch == VS_ARCH_BERT;
   d->rkv = mc->kv_lora_rank;
@@ -2066,13 +2069,19 @@ static uint64_t adapter_params(const dims *d, const vs_model *m)
 
 int vs_model_build(const vs_workload *wl, vs_model *m, vs_error *err)
 {
+  return vs_model_build_loaded(wl, VS_LOAD_HOTTEST, m, err);
+}
+
+int vs_model_build_loaded(const vs_workload *wl, vs_expert_load load,
+                          vs_model *m, vs_error *err)
+{
   dims d;
   int rc;
 
   memset(m, 0, sizeof *m);
   if (check_size(wl, err))
     return VS_EINPUT;
-  make_dims(wl, &d);
+  make_dims(wl, load, &d);
   m->layers = wl->model.layers;
   m->vocab_padded = d.vocab;
   m->act_elem_bytes = d.e;

@@ -187,10 +187,21 @@ typedef struct vs_model {
                                  model FLOPs count the k T */
 } vs_model;
 
-/* Expands wl into m (which it initialises; release with vs_model_fini).
+/* Which rank's expert load a model is built for when the router is
+ * skewed (vs_workload_skew_applies): one holding the hottest expert (the
+ * worst, which one rank per stage stands for), or one holding only the
+ * others, which share what the hottest leaves. */
+typedef enum vs_expert_load { VS_LOAD_HOTTEST, VS_LOAD_REST } vs_expert_load;
+
+/* Expands wl into m (which it initialises; release with vs_model_fini),
+ * its ranks' experts loaded as the hottest expert's rank's.
  * VS_EINPUT for shapes too large to simulate, VS_ENOMEM without host
  * memory; on error m is empty. */
 int vs_model_build(const vs_workload *wl, vs_model *m, vs_error *err);
+
+/* vs_model_build for the ranks of expert load `load`. */
+int vs_model_build_loaded(const vs_workload *wl, vs_expert_load load,
+                          vs_model *m, vs_error *err);
 void vs_model_fini(vs_model *m);
 
 /* The block of instance inst (0 embedding, 1..layers layers, layers + 1

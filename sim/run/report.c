@@ -63,21 +63,25 @@ static const char *expert_split(const vs_parallel_conf *p, char *buf,
   return buf;
 }
 
-/* A mixture of experts' routing and placement, for the header. */
-static void experts_line(FILE *out, const vs_workload *wl)
+/* A mixture of experts' routing and placement, for the header; with
+ * per_rank_load (vs_sim) each expert group's ep rank 0 holds the hottest
+ * expert, else the simulated GPU of each stage stands for it. */
+static void experts_line(FILE *out, const vs_workload *wl, bool per_rank_load)
 {
   const vs_model_conf *m = &wl->model;
-  char routing[96], split[40];
+  char routing[160], split[40];
   if (m->experts == 0)
     return;
   if (m->expert_capacity_factor > 0)
     snprintf(routing, sizeof routing, "capacity factor %g",
              m->expert_capacity_factor);
-  else if (m->routing_skew > 0 && wl->parallel.ep > 1)
+  else if (vs_workload_skew_applies(m, wl->parallel.ep))
     snprintf(routing, sizeof routing,
-             "skewed: the hottest expert gets %g x its share, on the "
-             "simulated GPU",
-             1.0 + m->routing_skew);
+             "skewed: the hottest expert gets %g x its share, on %s",
+             1.0 + m->routing_skew,
+             per_rank_load ? "ep rank 0 of each expert group (the others "
+                             "share the rest)"
+                           : "the simulated GPU");
   else
     snprintf(routing, sizeof routing, "%s (dropless)",
              m->routing_skew > 0 ? "skew without effect at ep = 1"
@@ -142,7 +146,7 @@ void vs_report_header(FILE *out, const vs_sim *sim)
           vs_optimizer_name(wl->training.optimizer),
           vs_checkpointing_name(wl->training.checkpointing),
           vs_attention_name(wl->training.attention));
-  experts_line(out, wl);
+  experts_line(out, wl, sim->per_rank_load);
   fputc('\n', out);
 }
 
@@ -707,10 +711,11 @@ static void show_experts(FILE *out, const vs_workload *wl,
     fprintf(out, "# routing: capacity factor %g, every expert padded to its "
                  "slots whatever the routing\n",
             m->expert_capacity_factor);
-  else if (m->routing_skew > 0 && ep > 1)
+  else if (vs_workload_skew_applies(m, ep))
     fprintf(out, "# routing: skewed, the hottest expert receives %g x its "
-                 "balanced share; every GPU is simulated as the one holding "
-                 "it (the worst)\n",
+                 "balanced share; each stage's simulated GPU holds it (the "
+                 "worst)\n# with --ranks all: ep rank 0 of each expert group "
+                 "holds it, the others share the rest\n",
             1.0 + m->routing_skew);
   else if (m->routing_skew > 0)
     fprintf(out, "# routing: skewed, but each GPU holds every expert (ep = "

@@ -173,6 +173,16 @@ static int make_nodes(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
   return rc ? vs_error_set(err, rc, "out of host memory for the nodes") : 0;
 }
 
+/* Whether the rank in `slot` of its stage holds the hottest expert of its
+ * expert group: the group's ep rank 0 (the expert grid puts etp ranks
+ * innermost, then ep: vs_layout's place_expert_groups). */
+static bool holds_hottest(const vs_layout *lay, uint64_t slot)
+{
+  return (slot / lay->group_size[VS_GROUP_ETP]) %
+             lay->group_size[VS_GROUP_EP] ==
+         0;
+}
+
 /* Creates the simulated ranks: one per stage (dp_rank = tp_rank = 0), or
  * every GPU in Megatron order (tp innermost, then dp, then pp). */
 static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
@@ -195,7 +205,10 @@ static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
     for (uint64_t j = 0; j < per_stage; j++) {
       vs_rank *r = &sim->ranks[stage * per_stage + j];
       uint64_t id = stage * lay->tp * lay->dp + j;
-      vs_rank_init(r, (uint32_t)id, &sim->programs[stage],
+      uint64_t prog = stage + (sim->per_rank_load && !holds_hottest(lay, j)
+                                   ? lay->pp
+                                   : 0);
+      vs_rank_init(r, (uint32_t)id, &sim->programs[prog],
                    sim->topo->memory_bytes, lay->framework_bytes);
       if (sim->wl->runtime.allocator == VS_ALLOC_CACHING) {
         const vs_runtime_conf *rt = &sim->wl->runtime;
@@ -340,19 +353,39 @@ static int take_programs(vs_sim *sim, size_t n, vs_program_pool *pool,
   return 0;
 }
 
-/* The model (edited by opts->edit_model when given), its recipe and the
- * layout. */
+/* A model of the ranks of expert load `load` (edited by opts->edit_model
+ * when given) and its recipe. */
+static int build_model(vs_sim *sim, const vs_sim_opts *opts,
+                       vs_expert_load load, vs_model *m, vs_recipe *r,
+                       vs_error *err)
+{
+  int rc;
+  if ((rc = vs_model_build_loaded(sim->wl, load, m, err)) ||
+      (opts->edit_model && (rc = opts->edit_model(m, opts->edit_ctx, err))))
+    return rc;
+  return vs_recipe_build(sim->wl, m, r, err);
+}
+
+/* The model, its recipe and the layout; with every GPU simulated under a
+ * skewed router, the model and recipe of the ranks holding only other
+ * experts too (the layout, their states, is the same). */
 static int build_plan(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
 {
   int rc;
-  if ((rc = vs_model_build(sim->wl, &sim->model, err)) ||
-      (opts->edit_model &&
-       (rc = opts->edit_model(&sim->model, opts->edit_ctx, err))) ||
-      (rc = vs_recipe_build(sim->wl, &sim->model, &sim->recipe, err)))
+  if ((rc = build_model(sim, opts, VS_LOAD_HOTTEST, &sim->model,
+                        &sim->recipe, err)) ||
+      (rc = vs_layout_build(sim->wl, sim->topo, &sim->model, &sim->recipe,
+                            &sim->layout, err)))
     return rc;
-  return vs_layout_build(sim->wl, sim->topo, &sim->model, &sim->recipe,
-                         &sim->layout, err);
+  sim->per_rank_load =
+      opts->all_ranks &&
+      vs_workload_skew_applies(&sim->wl->model, sim->wl->parallel.ep);
+  if (!sim->per_rank_load)
+    return 0;
+  return build_model(sim, opts, VS_LOAD_REST, &sim->model_rest,
+                     &sim->recipe_rest, err);
 }
+
 
 /* ------------------------------------------------------------------------
  * The work estimate and the budget
@@ -381,7 +414,7 @@ static int build_plan(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
  * out-of-memory. */
 static bool slots_copied(const vs_sim *sim, const vs_sim_opts *opts)
 {
-  return opts->all_ranks && !opts->stop_at_oom &&
+  return opts->all_ranks && !opts->stop_at_oom && !sim->per_rank_load &&
          sim->layout.tp * sim->layout.dp > 1 &&
          !uses_nodes(&sim->recipe, &sim->layout);
 }
@@ -401,12 +434,15 @@ static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
     ops += vs_schedule_estimate_ops(&job, (int)s);
     kinds += vs_schedule_estimate_kinds(&job, (int)s);
   }
+  if (sim->per_rank_load) /* model_rest's programs: as many ops, kinds */
+    kinds *= 2;
   w->rank_events = ops * per_stage;
   w->events = slots_copied(sim, opts) ? ops : w->rank_events;
   w->ranks = ranks;
   /* the programs and their op kinds, the ranks, each rank's block of
    * every buffer (caching allocator) and the peak's note of each buffer */
-  w->host_bytes = ops * (double)vs_schedule_bytes_per_op() +
+  w->host_bytes = ops * (sim->per_rank_load ? 2 : 1) *
+                      (double)vs_schedule_bytes_per_op() +
                   kinds * (double)vs_schedule_bytes_per_kind() +
                   ranks * (double)sizeof(vs_rank) +
                   w->rank_events * buffers * sizeof(uint32_t) +
@@ -496,6 +532,25 @@ static int check_reserve(const vs_workload *wl, const vs_topology *topo,
                       where, vs_format_bytes(topo->memory_bytes, cap, sizeof cap));
 }
 
+/* Builds sim's programs, one per stage (and with per_rank_load one more
+ * per stage for model_rest), each set linked across its stages. */
+static int build_programs(vs_sim *sim, vs_error *err)
+{
+  size_t pp = (size_t)sim->layout.pp;
+  int rc = 0;
+  for (size_t s = 0; s < sim->n_programs && !rc; s++) {
+    bool rest = s >= pp;
+    vs_job job = {.wl = sim->wl, .topo = sim->topo,
+                  .model = rest ? &sim->model_rest : &sim->model,
+                  .recipe = rest ? &sim->recipe_rest : &sim->recipe,
+                  .layout = &sim->layout};
+    rc = vs_schedule_rebuild(&job, (int)(s % pp), &sim->programs[s], err);
+  }
+  for (size_t first = 0; first < sim->n_programs && !rc; first += pp)
+    rc = vs_schedule_link(sim->programs + first, pp, err);
+  return rc;
+}
+
 int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
                       const vs_topology *topo, const vs_sim_opts *opts,
                       vs_program_pool *pool, vs_error *err)
@@ -518,26 +573,18 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
     estimate_work(sim, opts, &w);
     rc = check_budget(sim, opts, &w, err);
   }
-  if (rc || (rc = take_programs(sim, (size_t)sim->layout.pp, pool, err))) {
-    vs_sim_fini(sim);
-    return rc;
-  }
-  for (size_t s = 0; s < sim->n_programs; s++) {
-    vs_job job = {.wl = wl, .topo = topo, .model = &sim->model,
-                  .recipe = &sim->recipe, .layout = &sim->layout};
-    if ((rc = vs_schedule_rebuild(&job, (int)s, &sim->programs[s], err))) {
-      vs_sim_fini(sim);
-      return rc;
-    }
-  }
-  if ((rc = vs_schedule_link(sim->programs, sim->n_programs, err))) {
+  if (rc || (rc = take_programs(sim,
+                                (size_t)sim->layout.pp *
+                                    (sim->per_rank_load ? 2 : 1),
+                                pool, err)) ||
+      (rc = build_programs(sim, err))) {
     vs_sim_fini(sim);
     return rc;
   }
   vs_resource_table(topo, &sim->layout, opts->all_ranks, resources);
   if ((rc = make_ranks(sim, opts, err)) == 0 &&
       (rc = make_nodes(sim, opts, err)) == 0) {
-    eo.ranks_per_stage = sim->n_ranks / sim->n_programs;
+    eo.ranks_per_stage = sim->n_ranks / sim->layout.pp;
     eo.nodes = sim->nodes;
     eo.n_nodes = sim->n_nodes;
   }
@@ -570,6 +617,8 @@ void vs_sim_fini(vs_sim *sim)
   }
   vs_recipe_fini(&sim->recipe);
   vs_model_fini(&sim->model);
+  vs_recipe_fini(&sim->recipe_rest);
+  vs_model_fini(&sim->model_rest);
   sim->pool = NULL;
   sim->ranks = NULL;
   sim->programs = NULL;

@@ -65,7 +65,16 @@ typedef struct vs_sim {
   vs_model model;         /* built from wl */
   vs_recipe recipe;       /* every decision, resolved from wl and model */
   vs_layout layout;       /* built from wl, topo, model, recipe */
-  vs_program *programs;   /* one per pipeline stage */
+  bool per_rank_load;     /* every GPU simulated under a skewed router
+                             (vs_workload_skew_applies): the one of each
+                             expert group holding the hottest expert (its
+                             ep rank 0) runs model's programs, the others
+                             model_rest's */
+  vs_model model_rest;    /* with per_rank_load: the model of the ranks
+                             holding only other experts (VS_LOAD_REST) */
+  vs_recipe recipe_rest;  /* its recipe */
+  vs_program *programs;   /* one per pipeline stage; with per_rank_load
+                             model_rest's follow, pp more */
   size_t n_programs;
   vs_rank *ranks;         /* simulated ranks */
   size_t n_ranks;

@@ -122,13 +122,20 @@ static void show(const vs_workload *wl, const vs_topology *topo)
 
 /* Fails (aborts) unless every GPU of all (--ranks all) has the peak and
  * end time of its stage's rank in one: data- and tensor-parallel peers are
- * identical (docs/DESIGN.md, Fidelity principles: "both must agree"). */
+ * identical (docs/DESIGN.md, Fidelity principles: "both must agree").
+ * Under a skewed router (per_rank_load) that holds for the ranks of the
+ * hottest expert, the ones stage mode stands for; the others, whose ops
+ * are no longer, end no later (their memory may differ either way: the
+ * caching allocator is not monotone in the sizes). */
 static void check_agree(const vs_sim *one, const vs_sim *all)
 {
   for (size_t i = 0; i < all->n_ranks; i++) {
     const vs_rank *a = &all->ranks[i], *o = &one->ranks[a->stage];
-    if (a->mem.peak_used_bytes != o->mem.peak_used_bytes ||
-        a->end_ns != o->end_ns) {
+    bool rest = all->per_rank_load &&
+                a->prog >= all->programs + all->layout.pp;
+    if (rest ? a->end_ns > o->end_ns
+             : a->mem.peak_used_bytes != o->mem.peak_used_bytes ||
+                   a->end_ns != o->end_ns) {
       fprintf(stderr, "fuzz: --ranks all disagrees with stage mode: rank %u "
               "(stage %d) peak %llu B, end %llu ns; its stage's rank %llu B, "
               "%llu ns\n", a->id, a->stage,
