@@ -17,6 +17,9 @@
 #     (16 V100s), ZeRO-Offload: 35 TFLOP/s per GPU. The DGX-2's transfer
 #     rates are the paper's own microbenchmark (Fig. 2b): 12 GB/s for one
 #     GPU alone, 3 GB/s each (48 GB/s of host memory) with all 16 copying.
+# Attention is eager (the scores materialised, as Megatron-LM's GPT-2 that
+# DeepSpeed's examples ran computes them): these runs are from 2020-2021,
+# before FlashAttention (Dao et al. 2022, arXiv 2205.14135).
 # TFLOP/s as Narayanan et al. 2021 eq. (3) counts them with activation
 # recompute: F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)); the papers do not
 # say which count they used.
@@ -42,7 +45,7 @@ while read -r name l h a mb gb g node pub unit tsets; do
     IFS=, read -ra more <<< "$tsets"
     for m in "${more[@]}"; do extra+=(--set "topology.$m"); done
   fi
-  printf '[model]\narch = gpt\nlayers = %s\nhidden = %s\nheads = %s\nvocab = 50257\nseq_len = 1024\n[training]\nmicro_batch = %s\nglobal_batch = %s\nprecision = fp16\noptimizer = adam\ncheckpointing = full\n[parallel]\nzero = 2\noffload_optimizer = cpu\n' \
+  printf '[model]\narch = gpt\nlayers = %s\nhidden = %s\nheads = %s\nvocab = 50257\nseq_len = 1024\n[training]\nmicro_batch = %s\nglobal_batch = %s\nprecision = fp16\noptimizer = adam\ncheckpointing = full\nattention = eager\n[parallel]\nzero = 2\noffload_optimizer = cpu\n' \
     "$l" "$h" "$a" "$mb" "$gb" > "$tmp/$name.ini"
   rc=0
   "$vsim" run "$tmp/$name.ini" --gpus "$g" --topology $topo "${extra[@]}" \
