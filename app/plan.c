@@ -27,6 +27,9 @@ typedef struct layout_choice {
   uint64_t pp;           /* pipeline stages */
   uint64_t dp;           /* data-parallel size */
   uint64_t ep;           /* expert-parallel size (out of dp) */
+  uint64_t etp;          /* expert tensor-parallel size: tp, or 1 where
+                            plan varies it (plan_state.varies_etp), else
+                            the workload's */
   uint64_t zero;         /* ZeRO stage */
   uint64_t mb;           /* micro-batch */
   int ckpt;              /* vs_checkpointing */
@@ -150,6 +153,8 @@ typedef struct plan_state {
                                 workload's): plan_varies_cp */
   bool varies_ep;            /* plan tries ep = 1, 2, 4, ... (and the
                                 workload's) dividing the experts */
+  bool varies_etp;           /* plan tries etp = 1 beside etp = tp with
+                                tp > 1 (the workload sets no etp) */
   int cp_comm;               /* the workload's (kept with cp > 1) */
   bool ckpt_choice;          /* the workload chooses which layers full
                                 checkpointing recomputes */
@@ -232,6 +237,9 @@ static int candidate_sets(const plan_state *ps, const layout_choice *lc,
   }
   if (ps->varies_ep)
     bad |= vs_candidate_set(c, "parallel.ep=%llu", (unsigned long long)lc->ep);
+  if (ps->varies_etp)
+    bad |= vs_candidate_set(c, "parallel.etp=%llu",
+                            (unsigned long long)lc->etp);
   bad |= vs_candidate_set(c, "parallel.zero=%llu",
                           (unsigned long long)lc->zero);
   bad |= vs_candidate_set(c, "parallel.sequence_parallel=%s",
@@ -308,6 +316,15 @@ static int add_schedules(plan_state *ps, const layout_choice *lc,
   return add_layout(ps, &il);
 }
 
+/* The expert tensor-parallel size the workload gives lc (its etp, or
+ * lc's tp when it sets none). */
+static uint64_t etp_of(const vs_workload *wl, const layout_choice *lc)
+{
+  vs_parallel_conf p = wl->parallel;
+  p.tp = lc->tp;
+  return vs_workload_etp(&p);
+}
+
 /* The workload's parallel settings with lc's sizes. */
 static vs_parallel_conf parallel_at(const vs_workload *wl,
                                     const layout_choice *lc)
@@ -317,6 +334,7 @@ static vs_parallel_conf parallel_at(const vs_workload *wl,
   p.cp = lc->cp;
   p.dp = lc->dp;
   p.ep = lc->ep;
+  p.etp = lc->etp;
   return p;
 }
 
@@ -384,10 +402,43 @@ static uint64_t next_tried(uint64_t v, uint64_t own)
   return own > v && own < pow2 ? own : pow2;
 }
 
+/* Whether lc's expert sizes (ep, etp) break a rule of workload.h (then
+ * counted as PRUNE_EP). */
+static bool experts_pruned(const vs_workload *wl, const layout_choice *lc,
+                           const plan_state *ps)
+{
+  vs_parallel_conf at = parallel_at(wl, lc);
+  bool apart = vs_workload_experts_apart(&at);
+  return vs_workload_ep_misfit(&wl->model, lc->ep, vs_workload_etp(&at),
+                               lc->tp, lc->dp * lc->cp, lc->zero,
+                               wl->training.framework) ||
+         (lc->etp != lc->tp && wl->model.expert_ffn_hidden % lc->etp) ||
+         !vs_workload_ep_order_allowed(apart, wl->parallel.order, lc->pp) ||
+         (apart && ps->offload_pass);
+}
+
+/* The layouts of lc's ZeRO stage and expert sizes, without offload,
+ * through enumerate_zero (with each offload in the offload pass). */
+static int enumerate_offload(const vs_workload *wl, layout_choice lc,
+                             plan_state *ps)
+{
+  int rc;
+  if (!ps->offload_pass) {
+    lc.offload = PLAN_OFFLOAD_NONE;
+    return enumerate_zero(wl, &lc, ps);
+  }
+  for (lc.offload = PLAN_OFFLOAD_OPTIMIZER; lc.offload < PLAN_OFFLOAD_N;
+       lc.offload++)
+    if ((rc = enumerate_zero(wl, &lc, ps)))
+      return rc;
+  return 0;
+}
+
 /* The layouts of lc's ZeRO stage with each expert-parallel size (ep = 1
  * only unless ps->varies_ep): those dividing the experts, out of the
- * dp x cp ranks, without offload, through enumerate_zero (with offload in
- * the offload pass). */
+ * dp x cp ranks; with ps->varies_etp and tp > 1 each with etp = tp and
+ * etp = 1 (Megatron-LM's expert tensor parallelism at its default, and
+ * whole experts), through enumerate_offload. */
 static int enumerate_ep(const vs_workload *wl, const layout_choice *base,
                         plan_state *ps)
 {
@@ -399,26 +450,17 @@ static int enumerate_ep(const vs_workload *wl, const layout_choice *base,
       break;
     if (lc.ep > 1 && wl->model.experts % lc.ep)
       continue; /* not a size for these experts */
-    vs_parallel_conf at = parallel_at(wl, &lc);
-    if (vs_workload_ep_misfit(&wl->model, lc.ep, vs_workload_etp(&at), lc.tp,
-                              lc.dp * lc.cp, lc.zero,
-                              wl->training.framework) ||
-        !vs_workload_ep_order_allowed(vs_workload_experts_apart(&at),
-                                      wl->parallel.order, lc.pp) ||
-        (vs_workload_experts_apart(&at) && ps->offload_pass)) {
-      ps->pruned[PRUNE_EP]++;
-      continue;
-    }
-    if (!ps->offload_pass) {
-      lc.offload = PLAN_OFFLOAD_NONE;
-      if ((rc = enumerate_zero(wl, &lc, ps)))
+    for (int whole = 0; whole < 2; whole++) {
+      if (whole && (!ps->varies_etp || lc.tp == 1))
+        break;
+      lc.etp = whole ? 1 : ps->varies_etp ? lc.tp : etp_of(wl, &lc);
+      if (experts_pruned(wl, &lc, ps)) {
+        ps->pruned[PRUNE_EP]++;
+        continue;
+      }
+      if ((rc = enumerate_offload(wl, lc, ps)))
         return rc;
-      continue;
     }
-    for (lc.offload = PLAN_OFFLOAD_OPTIMIZER; lc.offload < PLAN_OFFLOAD_N;
-         lc.offload++)
-      if ((rc = enumerate_zero(wl, &lc, ps)))
-        return rc;
   }
   return 0;
 }
@@ -613,6 +655,8 @@ static void print_layout(FILE *out, int rank_no, const plan_state *ps,
     fprintf(out, "%3llu ", (unsigned long long)lc->cp);
   if (ps->varies_ep)
     fprintf(out, "%3llu ", (unsigned long long)lc->ep);
+  if (ps->varies_etp)
+    fprintf(out, "%3llu ", (unsigned long long)lc->etp);
   fprintf(out, "%4llu %-9s %4llu %10s %10s %12.0f ",
           (unsigned long long)lc->zero, vs_checkpointing_name(lc->ckpt),
           (unsigned long long)lc->mb,
@@ -648,6 +692,8 @@ static void plan_header(FILE *out, const plan_state *ps, bool priced,
     fprintf(out, "%3s ", "cp");
   if (ps->varies_ep)
     fprintf(out, "%3s ", "ep");
+  if (ps->varies_etp)
+    fprintf(out, "%3s ", "etp");
   fprintf(out, "%4s %-9s %4s %10s %10s %12s ", "zero", "ckpt", "mb", "peak",
           "step", "tokens/s");
   if (priced)
@@ -695,6 +741,7 @@ static void plan_csv_rows(vs_csv *c, const plan_state *ps)
     vs_csv_u64(c, lc->pp);
     vs_csv_u64(c, lc->cp);
     vs_csv_u64(c, lc->ep);
+    vs_csv_u64(c, lc->etp);
     vs_csv_u64(c, lc->zero);
     vs_csv_text(c, vs_checkpointing_name(lc->ckpt));
     vs_csv_u64(c, lc->mb);
@@ -720,7 +767,7 @@ static int write_plan_csv(const char *path, const plan_state *types,
   if (rc)
     return rc;
   vs_csv_fields(&c, "gpu,gpus,parallel.dp,parallel.tp,parallel.pp,"
-                    "parallel.cp,parallel.ep,parallel.zero,training.checkpointing,training.micro_batch,"
+                    "parallel.cp,parallel.ep,parallel.etp,parallel.zero,training.checkpointing,training.micro_batch,"
                     "parallel.sequence_parallel,parallel.schedule,"
                     "parallel.virtual_stages,parallel.pp_layers,"
                     "parallel.offload_optimizer,parallel.offload_params");
@@ -777,6 +824,19 @@ static bool plan_varies_ep(const vs_workload *wl)
                                 wl->model.experts, 0, wl->training.framework);
 }
 
+/* Whether plan tries whole experts (etp = 1) beside etp = tp: a mixture
+ * of experts that the framework splits as Megatron-LM does (etp other
+ * than tp is refused otherwise), the workload setting no etp and not
+ * offloading activations (expert groups of their own are simulated
+ * without offload, as for plan_varies_ep). */
+static bool plan_varies_etp(const vs_workload *wl)
+{
+  return wl->model.experts > 0 && wl->parallel.etp == 0 &&
+         wl->training.offload_activations == VS_OFFLOAD_NONE &&
+         !vs_workload_ep_misfit(&wl->model, 1, 1, 2, 2, 0,
+                                wl->training.framework);
+}
+
 /* Enumerates the layouts (of the pass ps is in: without offload, or with),
  * appends them, simulates the new ones (timed), and lists the ones that fit
  * in ps->order by cost. Exit status. */
@@ -794,6 +854,7 @@ static int plan_simulate(const vs_workload *wl, const vs_topology *topo,
   ps->layers = wl->model.layers;
   ps->varies_cp = plan_varies_cp(wl);
   ps->varies_ep = plan_varies_ep(wl);
+  ps->varies_etp = plan_varies_etp(wl);
   ps->cp_comm = wl->parallel.cp_comm;
   ps->ckpt_choice = wl->training.checkpoint_layers ||
                     wl->training.checkpoint_every;
@@ -927,11 +988,14 @@ static int plan_no_fit(FILE *out, const plan_state *ps)
           ps->type ? ps->type : "", ps->type ? " " : "");
   if (any) {
     const layout_choice *lc = &ps->choices[closest];
-    char cp[32] = "", ep[32] = "";
+    char cp[32] = "", ep[48] = "";
     if (ps->varies_cp)
       snprintf(cp, sizeof cp, ", cp %llu", (unsigned long long)lc->cp);
     if (ps->varies_ep)
       snprintf(ep, sizeof ep, ", ep %llu", (unsigned long long)lc->ep);
+    if (ps->varies_etp)
+      snprintf(ep + strlen(ep), sizeof ep - strlen(ep), ", etp %llu",
+               (unsigned long long)lc->etp);
     fprintf(out, "; the closest, %llu GPUs (dp %llu, tp %llu%s, pp %llu%s, "
                  "ZeRO-%llu, micro-batch %llu): %s",
             (unsigned long long)lc->gpus, (unsigned long long)lc->dp,

@@ -2287,6 +2287,7 @@ static void test_plan_tries_interleaved_where_allowed(void **state)
  * expert- and context-parallel size (index: log2 of the size). */
 typedef struct ep_cp_seen {
   int ep[8], cp[8];
+  int whole;   /* rows with tp > 1 and whole experts (etp = 1) */
 } ep_cp_seen;
 
 static int log2_exact(unsigned long long v)
@@ -2304,26 +2305,31 @@ static void check_ep_cp_row(const csv_scan *s, void *user)
   ep_cp_seen *seen = user;
   unsigned long long ep = scan_u64(s, "parallel.ep"),
                      cp = scan_u64(s, "parallel.cp"),
-                     dp = scan_u64(s, "parallel.dp");
+                     dp = scan_u64(s, "parallel.dp"),
+                     tp = scan_u64(s, "parallel.tp"),
+                     etp = scan_u64(s, "parallel.etp");
   /* every layout plan simulates is one vsim accepts */
   assert_string_not_equal(scan_cell(s, "status"), "invalid");
   assert_int_equal(scan_u64(s, "gpus"),
-                   dp * scan_u64(s, "parallel.tp") * cp *
-                       scan_u64(s, "parallel.pp"));
-  if (ep > 1) { /* Megatron-LM's rules: ep | experts (4), ep | dp x cp,
-                   zero <= 1 */
+                   dp * tp * cp * scan_u64(s, "parallel.pp"));
+  assert_true(etp == tp || etp == 1); /* Megatron's default, or whole */
+  if (ep > 1 || etp != tp) { /* Megatron-LM's rules: ep | experts (4),
+                                etp x ep | tp x dp x cp, zero <= 1 */
     assert_int_equal(4 % ep, 0);
-    assert_int_equal(dp * cp % ep, 0);
+    assert_int_equal(tp * dp * cp % (etp * ep), 0);
     assert_true(scan_u64(s, "parallel.zero") <= 1);
   }
+  seen->whole += tp > 1 && etp == 1;
   seen->ep[log2_exact(ep)]++;
   seen->cp[log2_exact(cp)]++;
 }
 
 /* Issue 16, item 7: plan enumerates expert parallelism where the model
  * has experts (ep = 1, 2, 4 dividing gpt-small's 4 experts and dp, on 8
- * GPUs) and context parallelism where the sequence is long (8192 tokens,
- * Megatron Core's "8K+": cp = 1 to 8), each with a column in the table;
+ * GPUs), with tp > 1 expert tensor parallelism at tp and whole experts
+ * (etp = 1), and context parallelism where the sequence is long (8192
+ * tokens, Megatron Core's "8K+": cp = 1 to 8), each with a column in the
+ * table;
  * a dense model on short sequences keeps cp = ep = 1 and the table has
  * neither column. */
 static void test_plan_varies_expert_and_context_parallelism(void **state)
@@ -2346,9 +2352,10 @@ static void test_plan_varies_expert_and_context_parallelism(void **state)
 
   memset(&seen, 0, sizeof seen);
   run_plan_csv(moe, 15, dir, p, 0);
-  assert_contains(r.out, "  #   gpus   dp  tp  pp  ep zero ckpt");
+  assert_contains(r.out, "  #   gpus   dp  tp  pp  ep etp zero ckpt");
   scan_csv(p, check_ep_cp_row, &seen);
   assert_true(seen.ep[0] > 0 && seen.ep[1] > 0 && seen.ep[2] > 0);
+  assert_true(seen.whole > 0); /* and whole experts beside tp > 1 */
   assert_int_equal(seen.ep[3], 0); /* 8 does not divide 4 experts */
   assert_int_equal(seen.cp[1] + seen.cp[2] + seen.cp[3], 0); /* 128 tokens */
   tu_remove_dir(dir);
@@ -2360,6 +2367,7 @@ static void test_plan_varies_expert_and_context_parallelism(void **state)
   for (int k = 0; k <= 3; k++)
     assert_true(seen.cp[k] > 0);
   assert_int_equal(seen.ep[1] + seen.ep[2], 0); /* no experts */
+  assert_int_equal(seen.whole, 0);
   tu_remove_dir(dir);
 
   /* Liger's fused loss runs with tp = 1 only: pruned, never invalid */
