@@ -118,8 +118,8 @@ static const char *const prune_reasons[PRUNE_N] = {
     "(GPUs, tp) pairs: the fused cross-entropy loss (fused_cross_entropy, "
     "Liger Kernel's) is not vocab-parallel",
     "layouts: expert parallelism needs etp x ep dividing tp x dp x cp (ep "
-    "dividing dp x cp at etp = tp), zero <= 1 and, with a pipeline, order = "
-    "tp-dp-pp",
+    "dividing dp x cp at etp = tp), etp dividing expert_ffn_hidden, zero <= "
+    "1 and, with a pipeline, order = tp-dp-pp",
     "(GPUs, tp, cp) choices: the sequence does not split into 2 x cp x tp "
     "chunks (or tp x cp does not divide the heads for cp_comm = a2a)",
     "layouts: bitsandbytes' paged optimizer (paged_optimizer) runs with "
@@ -412,7 +412,7 @@ static bool experts_pruned(const vs_workload *wl, const layout_choice *lc,
   return vs_workload_ep_misfit(&wl->model, lc->ep, vs_workload_etp(&at),
                                lc->tp, lc->dp * lc->cp, lc->zero,
                                wl->training.framework) ||
-         (lc->etp != lc->tp && wl->model.expert_ffn_hidden % lc->etp) ||
+         wl->model.expert_ffn_hidden % lc->etp ||
          !vs_workload_ep_order_allowed(apart, wl->parallel.order, lc->pp) ||
          (apart && ps->offload_pass);
 }
@@ -554,12 +554,29 @@ static int enumerate_cp(const vs_workload *wl, uint64_t g, uint64_t tp,
   return 0;
 }
 
+/* Whether plan tries whole experts (etp = 1) beside etp = tp: a mixture
+ * of experts that the framework splits as Megatron-LM does (etp other
+ * than tp is refused otherwise), the workload setting no etp and not
+ * offloading activations (expert groups of their own are simulated
+ * without offload, as for plan_varies_ep). */
+static bool plan_varies_etp(const vs_workload *wl)
+{
+  return wl->model.experts > 0 && wl->parallel.etp == 0 &&
+         wl->training.offload_activations == VS_OFFLOAD_NONE &&
+         !vs_workload_ep_misfit(&wl->model, 1, 1, 2, 2, 0,
+                                wl->training.framework);
+}
+
 /* The rule of workload.h that tensor-parallel size tp breaks for wl (a
  * PRUNE_ reason), or PRUNE_N when none. */
 static int tp_pruned(const vs_workload *wl, uint64_t tp)
 {
   vs_parallel_conf at = wl->parallel;
   at.tp = tp;
+  /* where plan tries whole experts, their width is no reason to drop tp
+   * (experts_pruned checks each etp) */
+  if (plan_varies_etp(wl))
+    at.etp = 1;
   if (vs_workload_tp_misfit(&wl->model, tp, vs_workload_etp(&at), NULL))
     return PRUNE_TP_SHAPES;
   if (!vs_workload_finetune_tp_allowed(&wl->finetune, tp))
@@ -824,18 +841,6 @@ static bool plan_varies_ep(const vs_workload *wl)
                                 wl->model.experts, 0, wl->training.framework);
 }
 
-/* Whether plan tries whole experts (etp = 1) beside etp = tp: a mixture
- * of experts that the framework splits as Megatron-LM does (etp other
- * than tp is refused otherwise), the workload setting no etp and not
- * offloading activations (expert groups of their own are simulated
- * without offload, as for plan_varies_ep). */
-static bool plan_varies_etp(const vs_workload *wl)
-{
-  return wl->model.experts > 0 && wl->parallel.etp == 0 &&
-         wl->training.offload_activations == VS_OFFLOAD_NONE &&
-         !vs_workload_ep_misfit(&wl->model, 1, 1, 2, 2, 0,
-                                wl->training.framework);
-}
 
 /* Enumerates the layouts (of the pass ps is in: without offload, or with),
  * appends them, simulates the new ones (timed), and lists the ones that fit
@@ -854,7 +859,7 @@ static int plan_simulate(const vs_workload *wl, const vs_topology *topo,
   ps->layers = wl->model.layers;
   ps->varies_cp = plan_varies_cp(wl);
   ps->varies_ep = plan_varies_ep(wl);
-  ps->varies_etp = plan_varies_etp(wl);
+  ps->varies_etp = plan_varies_etp(wl) && ps->max_gpus > 1; /* tp > 1 */
   ps->cp_comm = wl->parallel.cp_comm;
   ps->ckpt_choice = wl->training.checkpoint_layers ||
                     wl->training.checkpoint_every;

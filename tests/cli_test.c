@@ -2288,6 +2288,8 @@ static void test_plan_tries_interleaved_where_allowed(void **state)
 typedef struct ep_cp_seen {
   int ep[8], cp[8];
   int whole;   /* rows with tp > 1 and whole experts (etp = 1) */
+  unsigned long long params[2]; /* tp 2, ep 1, pp 1, ZeRO-0: a GPU's
+                                   params at etp = 2 and at etp = 1 */
 } ep_cp_seen;
 
 static int log2_exact(unsigned long long v)
@@ -2320,6 +2322,9 @@ static void check_ep_cp_row(const csv_scan *s, void *user)
     assert_true(scan_u64(s, "parallel.zero") <= 1);
   }
   seen->whole += tp > 1 && etp == 1;
+  if (tp == 2 && ep == 1 && scan_u64(s, "parallel.pp") == 1 &&
+      scan_u64(s, "parallel.zero") == 0)
+    seen->params[etp == 1] = scan_u64(s, "params_bytes");
   seen->ep[log2_exact(ep)]++;
   seen->cp[log2_exact(cp)]++;
 }
@@ -2356,6 +2361,11 @@ static void test_plan_varies_expert_and_context_parallelism(void **state)
   scan_csv(p, check_ep_cp_row, &seen);
   assert_true(seen.ep[0] > 0 && seen.ep[1] > 0 && seen.ep[2] > 0);
   assert_true(seen.whole > 0); /* and whole experts beside tp > 1 */
+  /* ... which ran whole: a GeLU expert's fc1 and fc2 whole, not halved
+   * (h fe more), and fc1's bias (fe / 2), for 4 experts in 4 layers at
+   * bf16 */
+  assert_int_equal(seen.params[1] - seen.params[0],
+                   4ull * 4 * (512 * 1024 + 1024 / 2) * 2);
   assert_int_equal(seen.ep[3], 0); /* 8 does not divide 4 experts */
   assert_int_equal(seen.cp[1] + seen.cp[2] + seen.cp[3], 0); /* 128 tokens */
   tu_remove_dir(dir);

@@ -15,11 +15,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* plan's candidates set up to 17 keys: tp, pp, dp, cp, cp_comm, ep,
+/* plan's candidates set up to 18 keys: tp, pp, dp, cp, cp_comm, ep, etp,
  * zero, sequence_parallel, schedule, virtual_stages, pp_layers,
  * checkpointing, checkpoint_layers, checkpoint_every, micro_batch and the
- * two offloads */
-#define VS_EXPLORE_MAX_SETS 18
+ * two offloads (and a sweep's --set and --vary keys up to this many) */
+#define VS_EXPLORE_MAX_SETS 20
 #define VS_EXPLORE_SET_MAX 160 /* room for plan's uneven split of up to 64
                                   stages of at most two-digit counts */
 
