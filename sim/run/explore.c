@@ -303,81 +303,108 @@ static void record_outcome(vs_candidate *c, const vs_sim *sim,
     tight_reason(c, sim);
 }
 
-/* vs_explore_one with the programs of its simulations built in pool. */
+/* A simulation of candidate c that failed with rc: c is invalid, with
+ * err's message; the code passes on only when it is the host's
+ * (VS_ENOMEM), not the candidate's. */
+static int simulation_failed(vs_candidate *c, int rc, const vs_error *err)
+{
+  invalid(c, err->msg);
+  return rc == VS_ENOMEM ? rc : 0;
+}
+
+/* Simulates every one of wl's micro-batches (screening: stopping at the
+ * first out-of-memory, when `screening`) and records the outcome. */
+static int explore_whole(const vs_explore *ex, vs_candidate *c,
+                         const vs_workload *wl, const vs_topology *topo,
+                         bool screening, vs_program_pool *pool)
+{
+  vs_sim a;
+  vs_error err;
+  int rc;
+  vs_error_clear(&err);
+  if ((rc = simulate_with(&a, ex, wl, topo, wl->grad_accum, screening, pool,
+                          &err)))
+    return simulation_failed(c, rc, &err);
+  record_outcome(c, &a, wl, topo, a.step_time_s, !a.stats.stopped);
+  vs_sim_fini(&a);
+  return 0;
+}
+
+/* Past the pipeline's warm-up every further round of pp micro-batches
+ * adds the same time and no memory: the step of wl's micro-batches is
+ * extrapolated from cap and cap + pp (screening simulations). */
+static int explore_extrapolated(const vs_explore *ex, vs_candidate *c,
+                                const vs_workload *wl,
+                                const vs_topology *topo, uint64_t cap,
+                                vs_program_pool *pool)
+{
+  uint64_t m = wl->grad_accum, step_mbs = wl->parallel.pp;
+  vs_sim a, b;
+  vs_error err;
+  double step_a;
+  bool stopped_a;
+  int rc;
+  vs_error_clear(&err);
+  if ((rc = simulate_with(&a, ex, wl, topo, cap, true, pool, &err)))
+    return simulation_failed(c, rc, &err);
+  step_a = a.step_time_s;
+  stopped_a = a.stats.stopped;
+  if (stopped_a && wl->parallel.virtual_stages == 1) {
+    /* cap micro-batches already run out of memory, and under 1F1B cap +
+     * pp micro-batches repeat them before adding rounds that need no
+     * more: the job does not fit, and b could only say so again.
+     * (Interleaved warm-up runs every forward of cap first, so there b's
+     * first out-of-memory can be a different op.) */
+    record_outcome(c, &a, wl, topo, 0, false);
+    vs_sim_fini(&a);
+    return 0;
+  }
+  vs_sim_fini(&a); /* b reuses its programs */
+  if ((rc = simulate_with(&b, ex, wl, topo, cap + step_mbs, true, pool,
+                          &err)))
+    return simulation_failed(c, rc, &err);
+  record_outcome(c, &b, wl, topo,
+                 step_a + (double)(m - cap) / (double)step_mbs *
+                              (b.step_time_s - step_a),
+                 !stopped_a && !b.stats.stopped);
+  c->extrapolated = c->timed; /* nothing was, without a step */
+  vs_sim_fini(&b);
+  return 0;
+}
+
+/* vs_explore_one with the programs of its simulations built in pool: a
+ * bounded search (ex->max_microbatches, not GPipe) extrapolates a step
+ * longer than cap + pp micro-batches (cap in whole pipeline rounds, as
+ * interleaving needs); everything else is simulated whole. */
 static int explore_one(const vs_explore *ex, vs_candidate *c,
                        vs_program_pool *pool)
 {
   vs_topology *topo = malloc(sizeof *topo);
   vs_workload *wl = malloc(sizeof *wl);
-  vs_sim a, b;
   vs_error err;
-  int rc = 0;
+  uint64_t cap, step_mbs;
+  bool bounded;
+  int rc;
 
   vs_error_clear(&err);
-  memset(&a, 0, sizeof a);
-  memset(&b, 0, sizeof b);
   if (!topo || !wl) {
     free(topo);
     free(wl);
     return VS_ENOMEM;
   }
-  if ((rc = vs_explore_load(ex, c->sets, c->n_sets, c->gpus, topo, wl, &err))) {
-    invalid(c, err.msg);
-    rc = rc == VS_ENOMEM ? rc : 0;
-    goto done;
-  }
-  {
-    uint64_t m = wl->grad_accum, step_mbs = wl->parallel.pp;
-    uint64_t cap = ex->max_microbatches;
-    bool bounded = cap && wl->parallel.schedule != VS_SCHED_GPIPE;
-    if (bounded) /* whole pipeline rounds, as interleaving needs */
+  if ((rc = vs_explore_load(ex, c->sets, c->n_sets, c->gpus, topo, wl,
+                            &err))) {
+    rc = simulation_failed(c, rc, &err);
+  } else {
+    step_mbs = wl->parallel.pp;
+    cap = ex->max_microbatches;
+    bounded = cap && wl->parallel.schedule != VS_SCHED_GPIPE;
+    if (bounded)
       cap = vs_div_ceil(cap, step_mbs) * step_mbs;
-    if (!bounded || m <= cap + step_mbs) {
-      if ((rc = simulate_with(&a, ex, wl, topo, m, bounded, pool, &err))) {
-        invalid(c, err.msg);
-        rc = rc == VS_ENOMEM ? rc : 0;
-        goto done;
-      }
-      record_outcome(c, &a, wl, topo, a.step_time_s, !a.stats.stopped);
-      vs_sim_fini(&a);
-    } else {
-      /* Past the pipeline's warm-up every further round of pp
-       * micro-batches adds the same time and no memory; the step of m
-       * micro-batches is extrapolated from cap and cap + pp. */
-      double step_a;
-      bool stopped_a;
-      if ((rc = simulate_with(&a, ex, wl, topo, cap, true, pool, &err))) {
-        invalid(c, err.msg);
-        rc = rc == VS_ENOMEM ? rc : 0;
-        goto done;
-      }
-      step_a = a.step_time_s;
-      stopped_a = a.stats.stopped;
-      if (stopped_a && wl->parallel.virtual_stages == 1) {
-        /* cap micro-batches already run out of memory, and under 1F1B
-         * cap + pp micro-batches repeat them before adding rounds that
-         * need no more: the job does not fit, and b could only say so
-         * again. (Interleaved warm-up runs every forward of cap first, so
-         * there b's first out-of-memory can be a different op.) */
-        record_outcome(c, &a, wl, topo, 0, false);
-        vs_sim_fini(&a);
-        goto done;
-      }
-      vs_sim_fini(&a); /* b reuses its programs */
-      if ((rc = simulate_with(&b, ex, wl, topo, cap + step_mbs, true, pool, &err))) {
-        invalid(c, err.msg);
-        rc = rc == VS_ENOMEM ? rc : 0;
-        goto done;
-      }
-      record_outcome(c, &b, wl, topo,
-                     step_a + (double)(m - cap) / (double)step_mbs *
-                                  (b.step_time_s - step_a),
-                     !stopped_a && !b.stats.stopped);
-      c->extrapolated = c->timed; /* nothing was, without a step */
-      vs_sim_fini(&b);
-    }
+    rc = !bounded || wl->grad_accum <= cap + step_mbs
+             ? explore_whole(ex, c, wl, topo, bounded, pool)
+             : explore_extrapolated(ex, c, wl, topo, cap, pool);
   }
-done:
   free(topo);
   free(wl);
   return rc;
