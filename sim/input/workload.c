@@ -896,14 +896,17 @@ static int check_ep(vs_workload *wl, vs_error *err)
                         WHERE("parallel", "etp"),
                         (unsigned long long)(p->tp * p->dp * p->cp),
                         (unsigned long long)(etp * p->ep));
-  by_ep = by_ep && (t->framework == VS_FW_FSDP2 || t->framework == VS_FW_HF);
-  if (key && strcmp(key, "framework") == 0)
+  if (key && strcmp(key, "framework") == 0) {
+    /* fsdp2 and hf run no expert parallelism, deepspeed only at etp = tp */
+    bool no_ep = by_ep && (t->framework == VS_FW_FSDP2 ||
+                           t->framework == VS_FW_HF);
     return vs_error_set(err, VS_EINPUT,
                         "%s: expert %sparallelism is simulated as Megatron-LM "
                         "runs it; %s has none here: use %s",
-                        WHERE("parallel", by_ep ? "ep" : "etp"),
-                        by_ep ? "" : "tensor ", vs_framework_name(t->framework),
-                        by_ep ? "ep = 1" : "etp = tp");
+                        WHERE("parallel", no_ep ? "ep" : "etp"),
+                        no_ep ? "" : "tensor ", vs_framework_name(t->framework),
+                        no_ep ? "ep = 1" : "etp = tp");
+  }
   if (key)
     return vs_error_set(err, VS_EINPUT,
                         "%s: with ep > 1 (or etp other than tp) the expert "
