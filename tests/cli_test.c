@@ -542,6 +542,8 @@ static void test_moe_sample(void **state)
     assert_contains(r.out, "# experts: 1 of 8 on each GPU (ep 8), their "
                            "optimizer states sharded over 2 GPUs (tp x dp x "
                            "cp / (etp x ep))");
+    assert_contains(r.out, "# expert grid: etp 1 x ep 8 x edp 2 = a stage's "
+                           "tp x dp x cp 16 GPUs");
     run(wide);
     assert_int_equal(r.status, 1);
     assert_contains(r.err, "--set parallel.etp=4: the expert grid");

@@ -707,6 +707,12 @@ static void show_experts(FILE *out, const vs_workload *wl,
                  "optimizer states whole on it (zero = 0)\n",
             (unsigned long long)(m->experts / ep),
             (unsigned long long)m->experts, (unsigned long long)ep);
+  fprintf(out, "# expert grid: etp %llu x ep %llu x edp %llu = a stage's tp x "
+               "dp x cp %llu GPUs, etp innermost (Megatron-LM's order)\n",
+          (unsigned long long)lay->group_size[VS_GROUP_ETP],
+          (unsigned long long)lay->group_size[VS_GROUP_EP],
+          (unsigned long long)lay->group_size[VS_GROUP_EXPERT_DP],
+          (unsigned long long)(lay->tp * lay->dp));
   if (m->expert_capacity_factor > 0)
     fprintf(out, "# routing: capacity factor %g, every expert padded to its "
                  "slots whatever the routing\n",
