@@ -316,12 +316,12 @@ static int add_schedules(plan_state *ps, const layout_choice *lc,
   return add_layout(ps, &il);
 }
 
-/* The expert tensor-parallel size the workload gives lc (its etp, or
- * lc's tp when it sets none). */
-static uint64_t etp_of(const vs_workload *wl, const layout_choice *lc)
+/* The expert tensor-parallel size the workload gives tensor-parallel
+ * size tp (its etp, or tp when it sets none). */
+static uint64_t etp_at(const vs_workload *wl, uint64_t tp)
 {
   vs_parallel_conf p = wl->parallel;
-  p.tp = lc->tp;
+  p.tp = tp;
   return vs_workload_etp(&p);
 }
 
@@ -409,8 +409,8 @@ static bool experts_pruned(const vs_workload *wl, const layout_choice *lc,
 {
   vs_parallel_conf at = parallel_at(wl, lc);
   bool apart = vs_workload_experts_apart(&at);
-  return vs_workload_ep_misfit(&wl->model, lc->ep, vs_workload_etp(&at),
-                               lc->tp, lc->dp * lc->cp, lc->zero,
+  return vs_workload_ep_misfit(&wl->model, lc->ep, lc->etp, lc->tp,
+                               lc->dp * lc->cp, lc->zero,
                                wl->training.framework) ||
          wl->model.expert_ffn_hidden % lc->etp ||
          !vs_workload_ep_order_allowed(apart, wl->parallel.order, lc->pp) ||
@@ -453,7 +453,7 @@ static int enumerate_ep(const vs_workload *wl, const layout_choice *base,
     for (int whole = 0; whole < 2; whole++) {
       if (whole && (!ps->varies_etp || lc.tp == 1))
         break;
-      lc.etp = whole ? 1 : ps->varies_etp ? lc.tp : etp_of(wl, &lc);
+      lc.etp = whole ? 1 : etp_at(wl, lc.tp);
       if (experts_pruned(wl, &lc, ps)) {
         ps->pruned[PRUNE_EP]++;
         continue;
@@ -571,13 +571,10 @@ static bool plan_varies_etp(const vs_workload *wl)
  * PRUNE_ reason), or PRUNE_N when none. */
 static int tp_pruned(const vs_workload *wl, uint64_t tp)
 {
-  vs_parallel_conf at = wl->parallel;
-  at.tp = tp;
   /* where plan tries whole experts, their width is no reason to drop tp
    * (experts_pruned checks each etp) */
-  if (plan_varies_etp(wl))
-    at.etp = 1;
-  if (vs_workload_tp_misfit(&wl->model, tp, vs_workload_etp(&at), NULL))
+  if (vs_workload_tp_misfit(&wl->model, tp,
+                            plan_varies_etp(wl) ? 1 : etp_at(wl, tp), NULL))
     return PRUNE_TP_SHAPES;
   if (!vs_workload_finetune_tp_allowed(&wl->finetune, tp))
     return PRUNE_FINETUNE_TP;
@@ -840,7 +837,6 @@ static bool plan_varies_ep(const vs_workload *wl)
          !vs_workload_ep_misfit(&wl->model, wl->model.experts, 1, 1,
                                 wl->model.experts, 0, wl->training.framework);
 }
-
 
 /* Enumerates the layouts (of the pass ps is in: without offload, or with),
  * appends them, simulates the new ones (timed), and lists the ones that fit

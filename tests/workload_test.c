@@ -530,11 +530,11 @@ static void test_layout_rules(void **state)
   /* tp 8 divides all three; size is left alone. */
   assert_null(vs_workload_tp_misfit(&m, 8, 8, &size));
   assert_true(size == 5);
-  assert_true(vs_workload_tp_allowed(&m, 8));
+  assert_null(vs_workload_tp_misfit(&m, 8, 8, NULL));
   /* tp 16 divides 64 heads but not 8 kv_heads. */
   assert_string_equal(vs_workload_tp_misfit(&m, 16, 16, &size), "kv_heads");
   assert_true(size == 8);
-  assert_false(vs_workload_tp_allowed(&m, 16));
+  assert_non_null(vs_workload_tp_misfit(&m, 16, 16, NULL));
   /* tp 3 divides none: heads is named first. */
   assert_string_equal(vs_workload_tp_misfit(&m, 3, 3, NULL), "heads");
   /* ffn_hidden 11009 is odd: tp 2 divides the heads, not the MLP. */

@@ -382,11 +382,6 @@ const char *vs_workload_tp_misfit(const vs_model_conf *m, uint64_t tp,
   return NULL;
 }
 
-bool vs_workload_tp_allowed(const vs_model_conf *m, uint64_t tp)
-{
-  return vs_workload_tp_misfit(m, tp, tp, NULL) == NULL;
-}
-
 bool vs_workload_sp_allowed(uint64_t seq_len, uint64_t tp)
 {
   return tp > 0 && seq_len % tp == 0;

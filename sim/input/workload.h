@@ -341,9 +341,6 @@ bool vs_workload_ep_order_allowed(bool apart, int order, uint64_t pp);
 const char *vs_workload_tp_misfit(const vs_model_conf *m, uint64_t tp,
                                   uint64_t etp, uint64_t *size);
 
-/* Whether tp divides heads, kv_heads and ffn_hidden (tp_misfit is NULL). */
-bool vs_workload_tp_allowed(const vs_model_conf *m, uint64_t tp);
-
 /* Whether fine-tune f can run on tp ranks: adapters (method = lora or
  * qlora) and bitsandbytes' base formats (int8, nf4) only without tensor
  * parallelism (PEFT's and bitsandbytes' layers are not tensor-parallel);

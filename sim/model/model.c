@@ -1089,11 +1089,6 @@ static void grouped(vs_op_spec *op, const dims *d)
   op->gemm.m = vs_div_ceil(op->gemm.m, local);
 }
 
-/* The routed experts' FFN on d->slots token slots, as one grouped GEMM
- * pair: fc1 (gate and up when gated, else up), the activation, fc2; each
- * expert's own weights (and biases unless gated). Saves what the dense
- * MLP's ops save, on the slots: fc1's input (the permuted tokens), the
- * activation's inputs, fc2's input. */
 /* d as the routed experts see it: split over the etp ranks (the tp
  * group itself when etp = tp), whose tokens differ. */
 static dims expert_dims(const dims *d)
@@ -1107,6 +1102,11 @@ static dims expert_dims(const dims *d)
   return x;
 }
 
+/* The routed experts' FFN on d->slots token slots, as one grouped GEMM
+ * pair: fc1 (gate and up when gated, else up), the activation, fc2; each
+ * expert's own weights (and biases unless gated). Saves what the dense
+ * MLP's ops save, on the slots: fc1's input (the permuted tokens), the
+ * activation's inputs, fc2's input. */
 static int routed_experts(vs_block *blk, const dims *dense, bool gated,
                           vs_error *err)
 {
@@ -1118,7 +1118,7 @@ static int routed_experts(vs_block *blk, const dims *dense, bool gated,
     return VS_EINPUT;
   as_matmul(op, n, d->h, fc1, d->e);
   grouped(op, d);
-  /* the tp ranks' slots gathered in forward, kept whole for backward */
+  /* the etp ranks' slots gathered in forward, kept whole for backward */
   column_comms(op, d, n, d->h, SP_KEEPS_GATHERED);
   if (save_input(blk, op, d->em * n * d->h, d->em_dtype, KEPT_FOR_WEIGHTS,
                  err))

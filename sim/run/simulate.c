@@ -386,6 +386,12 @@ static int build_plan(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
                      &sim->recipe_rest, err);
 }
 
+/* The sets of stage programs sim runs: model's, and with per_rank_load
+ * model_rest's (as many ops and kinds). */
+static size_t program_sets(const vs_sim *sim)
+{
+  return sim->per_rank_load ? 2 : 1;
+}
 
 /* ------------------------------------------------------------------------
  * The work estimate and the budget
@@ -434,16 +440,14 @@ static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
     ops += vs_schedule_estimate_ops(&job, (int)s);
     kinds += vs_schedule_estimate_kinds(&job, (int)s);
   }
-  if (sim->per_rank_load) /* model_rest's programs: as many ops, kinds */
-    kinds *= 2;
   w->rank_events = ops * per_stage;
   w->events = slots_copied(sim, opts) ? ops : w->rank_events;
   w->ranks = ranks;
   /* the programs and their op kinds, the ranks, each rank's block of
    * every buffer (caching allocator) and the peak's note of each buffer */
-  w->host_bytes = ops * (sim->per_rank_load ? 2 : 1) *
-                      (double)vs_schedule_bytes_per_op() +
-                  kinds * (double)vs_schedule_bytes_per_kind() +
+  w->host_bytes = (double)program_sets(sim) *
+                      (ops * (double)vs_schedule_bytes_per_op() +
+                       kinds * (double)vs_schedule_bytes_per_kind()) +
                   ranks * (double)sizeof(vs_rank) +
                   w->rank_events * buffers * sizeof(uint32_t) +
                   (opts->peak_tensors && !opts->all_ranks
@@ -574,8 +578,7 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
     rc = check_budget(sim, opts, &w, err);
   }
   if (rc || (rc = take_programs(sim,
-                                (size_t)sim->layout.pp *
-                                    (sim->per_rank_load ? 2 : 1),
+                                (size_t)sim->layout.pp * program_sets(sim),
                                 pool, err)) ||
       (rc = build_programs(sim, err))) {
     vs_sim_fini(sim);
