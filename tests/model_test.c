@@ -1241,6 +1241,8 @@ static void test_moe_layer(void **state)
   assert_int_equal(m1.params_total - m1.params_active,
                    2 * (E - k) * 3 * h * fe);
   assert_int_equal(m0.params_active, m0.params_total);
+  /* of which a token only looks up Llama's untied token table */
+  assert_int_equal(m1.params_lookup, 1000 * h);
 }
 
 /* The same MoE layer at tp = 2 with sequence parallelism, as Megatron-LM's

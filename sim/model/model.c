@@ -1733,6 +1733,23 @@ static uint64_t whole_model_params(const vs_workload *wl, bool active)
   return total + embed + head;
 }
 
+/* The embedding tables that a token only looks up, never multiplies: the
+ * token table unless the output layer shares it, GPT's and BERT's learned
+ * positions and BERT's token types. Vendors differ on whether a token's
+ * active parameters count them: DeepSeek's do not (DeepSeek-V3's
+ * README_WEIGHTS.md: "36.6B (including 0.9B for the output Head)"),
+ * Mistral's and Qwen's do (Mixtral's 12.9 B, Qwen1.5-MoE's 2.7 B). */
+static uint64_t lookup_params(const vs_workload *wl)
+{
+  const vs_model_conf *m = &wl->model;
+  uint64_t h = m->hidden, tables = m->tied_embeddings ? 0 : m->vocab * h;
+  if (m->arch != VS_ARCH_LLAMA)
+    tables += m->seq_len * h;
+  if (m->arch == VS_ARCH_BERT)
+    tables += 2 * h;
+  return tables;
+}
+
 /* Parameters of the multi-token prediction depths, which share the
  * model's embedding and output layer: each a layer like the last one,
  * eh_proj (2h x h, no bias) and three norms (enorm, hnorm and the final
@@ -2099,6 +2116,7 @@ int vs_model_build_loaded(const vs_workload *wl, vs_expert_load load,
   m->params_total = whole_model_params(wl, false) + adapter_params(&d, m);
   m->params_mtp = mtp_params(wl);
   m->params_active = whole_model_params(wl, true) + adapter_params(&d, m);
+  m->params_lookup = lookup_params(wl);
   return 0;
 }
 
