@@ -185,6 +185,8 @@ static void test_every_bad_input_class_exits_1_with_its_message(void **state)
       {DATA "bad/global-batch.ini", "global_batch = 7: global_batch must be a multiple of micro_batch * dp = 1 * 2 = 2"},
       {DATA "bad/tp-heads.ini", "tp-heads.ini:11: [parallel] tp = 3: tp must divide heads (8)"},
       {DATA "bad/autocast-tp.ini", "autocast-tp.ini:13: [parallel] tp = 2: autocast runs data parallelism alone"},
+      {DATA "bad/ep-experts.ini", "ep-experts.ini:15: [parallel] ep = 3: each of the ep ranks holds experts / ep experts: ep must divide experts (8)"},
+      {DATA "bad/cp-seq.ini", "cp-seq.ini:12: [parallel] cp = 8: seq_len must be a multiple of 2 x cp"},
       {DATA "bad/malformed-line.ini", "malformed-line.ini:6: malformed line"},
       {DATA "no-such-file.ini", "no-such-file.ini: cannot read workload file"},
   };
@@ -2147,6 +2149,45 @@ static void check_skewed_ranks(const char **args, size_t csv_at,
   tu_remove_dir(dir);
 }
 
+/* The worst rank's peak of a skewed router, simulated: Mixtral's sample
+ * (ep 8, so a rank holds E / ep = 1 expert) with 4 layers kept whole
+ * (no checkpointing). Balanced, each rank's expert receives kT = 2 x 4096
+ * slots; with routing_skew = 0.5 the hottest receives 1.5 x kT ep / E =
+ * 12,288, and each of its 4096 more slots keeps, in every layer, the
+ * experts' input (2h bytes), their SwiGLU tensors (6 f_e) and fc2's input
+ * (2 f_e): h = 4096, f_e = 14336 (Mixtral-8x7B's config). */
+static unsigned long long skewed_worst(const char *skew, const char *field)
+{
+  char set[48], dir[64], p[128];
+  const char *args[] = {"run", "workloads/mixtral-8x7b-ep8.ini", "--set",
+                        "model.layers=4", "--set",
+                        "training.checkpointing=none", "--set", set,
+                        "--csv", NULL, NULL};
+  table t;
+  unsigned long long v;
+  snprintf(set, sizeof set, "model.routing_skew=%s", skew);
+  args[9] = tu_temp_dir(dir, sizeof dir);
+  run(args);
+  assert_int_equal(r.status, 0);
+  read_csv(path_in(dir, "summary.csv", p, sizeof p), &t);
+  v = strtoull(cell(&t, 1, field), NULL, 10); /* stage mode: one rank */
+  tu_remove_dir(dir);
+  return v;
+}
+
+static void test_skewed_router_raises_the_peak(void **state)
+{
+  const unsigned long long layers = 4, more_slots = 12288 - 8192;
+  const unsigned long long slot_bytes = 2 * 4096 + 8 * 14336;
+  (void)state;
+  assert_int_equal(skewed_worst("0.5", "activations_bytes") -
+                       skewed_worst("0", "activations_bytes"),
+                   layers * more_slots * slot_bytes);
+  assert_int_equal(skewed_worst("0.5", "peak_allocated_bytes") -
+                       skewed_worst("0", "peak_allocated_bytes"),
+                   layers * more_slots * slot_bytes);
+}
+
 /* A skewed router with every GPU simulated: Mixtral's sample (ep 8 over
  * dp 64) gives the hottest expert to ep rank 0 of each of the 8 expert
  * groups, whose peak is the one-rank-per-stage run's (that rank stands
@@ -2746,6 +2787,7 @@ int main(void)
       cmocka_unit_test(test_hf_samples),
       cmocka_unit_test(test_moe_sample),
       cmocka_unit_test(test_expert_data_parallel_without_dp),
+      cmocka_unit_test(test_skewed_router_raises_the_peak),
       cmocka_unit_test(test_skewed_router_every_rank),
       cmocka_unit_test(test_context_parallel_sample),
       cmocka_unit_test(test_mtp_sample),
