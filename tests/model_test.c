@@ -553,12 +553,17 @@ static void test_param_count_matches_tensors(void **state)
       "[model]\narch = bert\nlayers = 24\nhidden = 1024\nheads = 16\n"
       "vocab = 30522\nseq_len = 512\n",
   };
+  /* the tables a token only looks up: learned positions, the token table
+   * unless the output layer multiplies by it, BERT's two token types */
+  static const uint64_t lookups[] = {1024 * 1024, (50257 + 1024) * 1024, 0,
+                                     (512 + 2) * 1024};
   (void)state;
   for (size_t i = 0; i < sizeof inis / sizeof inis[0]; i++) {
     vs_model m;
     build_ini(&m, inis[i], NULL, 0);
     /* same parameters counted two ways */
     assert_int_equal(rank_params(&m), vs_model_param_count(&m));
+    assert_int_equal(m.params_lookup, lookups[i]);
   }
 }
 
