@@ -563,8 +563,7 @@ static bool plan_varies_etp(const vs_workload *wl)
 {
   return wl->model.experts > 0 && wl->parallel.etp == 0 &&
          wl->training.offload_activations == VS_OFFLOAD_NONE &&
-         !vs_workload_ep_misfit(&wl->model, 1, 1, 2, 2, 0,
-                                wl->training.framework);
+         vs_workload_framework_runs_ep(wl->training.framework, true);
 }
 
 /* The rule of workload.h that tensor-parallel size tp breaks for wl (a
@@ -834,8 +833,7 @@ static bool plan_varies_ep(const vs_workload *wl)
 {
   return wl->model.experts > 1 &&
          wl->training.offload_activations == VS_OFFLOAD_NONE &&
-         !vs_workload_ep_misfit(&wl->model, wl->model.experts, 1, 1,
-                                wl->model.experts, 0, wl->training.framework);
+         vs_workload_framework_runs_ep(wl->training.framework, false);
 }
 
 /* Enumerates the layouts (of the pass ps is in: without offload, or with),

@@ -180,17 +180,22 @@ bool vs_workload_moe_layer(const vs_model_conf *m, uint64_t l)
          (l - m->dense_layers) % m->moe_every == 0;
 }
 
+bool vs_workload_framework_runs_ep(int framework, bool etp_apart)
+{
+  bool megatron = framework == VS_FW_NONE || framework == VS_FW_MEGATRON;
+  return framework != VS_FW_FSDP2 && framework != VS_FW_HF &&
+         (!etp_apart || megatron);
+}
+
 const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
                                   uint64_t etp, uint64_t tp, uint64_t dp,
                                   uint64_t zero, int framework)
 {
-  bool megatron = framework == VS_FW_NONE || framework == VS_FW_MEGATRON;
   if (ep == 1 && etp == tp)
     return NULL;
   return m->experts == 0 || m->experts % ep   ? "experts"
          : (tp * dp) % (etp * ep)             ? "dp"
-         : framework == VS_FW_FSDP2 || framework == VS_FW_HF ||
-                 (etp != tp && !megatron)     ? "framework"
+         : !vs_workload_framework_runs_ep(framework, etp != tp) ? "framework"
          : zero > 1                           ? "zero"
                                               : NULL;
 }

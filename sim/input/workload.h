@@ -274,6 +274,12 @@ const char *vs_workload_offload_misfit(uint64_t zero, int offload_optimizer,
  * first_k_dense_replace). */
 bool vs_workload_moe_layer(const vs_model_conf *m, uint64_t l);
 
+/* Whether framework (vs_framework) runs expert parallelism, with expert
+ * tensor parallelism apart from tp when etp_apart: vsim simulates it as
+ * Megatron-LM runs it, so not under fsdp2 or hf, and etp other than tp
+ * only under megatron or none. */
+bool vs_workload_framework_runs_ep(int framework, bool etp_apart);
+
 /* Expert parallelism of size ep and expert tensor parallelism of size
  * etp beside tp tensor- and dp data- and context-parallel ranks (dp x
  * cp), ZeRO stage zero and framework (vs_framework): NULL when allowed
@@ -281,9 +287,7 @@ bool vs_workload_moe_layer(const vs_model_conf *m, uint64_t l);
  * must divide them), "dp" (Megatron-LM's rule: the expert grid, etp x ep
  * x expert-data-parallel ranks, is made of a stage's tp x dp x cp ranks,
  * so etp x ep must divide them; at etp = tp, ep must divide dp x cp),
- * "framework" (expert parallelism is simulated as Megatron-LM runs it:
- * not under fsdp2 or hf; expert tensor parallelism other than tp only
- * under megatron or none) or "zero" (expert states shard over the
+ * "framework" (vs_workload_framework_runs_ep) or "zero" (expert states shard over the
  * expert-data-parallel group as Megatron-LM's distributed optimizer does:
  * zero <= 1). */
 const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
