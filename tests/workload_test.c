@@ -1190,6 +1190,28 @@ static void test_autocast_and_hf(void **state)
                       "zero");
 }
 
+/* Which frameworks run expert parallelism as vsim simulates it (Megatron-
+ * LM's way): none, megatron and deepspeed with etp = tp; etp apart from tp
+ * only none and megatron; fsdp2 and hf never. */
+static void test_frameworks_running_ep(void **state)
+{
+  static const struct {
+    int framework;
+    bool ep, etp_apart;
+  } cases[] = {
+      {VS_FW_NONE, true, true},      {VS_FW_MEGATRON, true, true},
+      {VS_FW_DEEPSPEED, true, false}, {VS_FW_FSDP2, false, false},
+      {VS_FW_HF, false, false},
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    assert_int_equal(vs_workload_framework_runs_ep(cases[i].framework, false),
+                     cases[i].ep);
+    assert_int_equal(vs_workload_framework_runs_ep(cases[i].framework, true),
+                     cases[i].etp_apart);
+  }
+}
+
 /* Mixtures of experts: k of at most E experts, at least one MoE layer,
  * MoE keys only with experts (at their defaults, as show writes them,
  * they are harmless), and the combinations not simulated refused with the
@@ -1632,6 +1654,7 @@ int main(void)
       cmocka_unit_test(test_hf_config),
       cmocka_unit_test(test_runtime_rules),
       cmocka_unit_test(test_autocast_and_hf),
+      cmocka_unit_test(test_frameworks_running_ep),
       cmocka_unit_test(test_experts),
       cmocka_unit_test(test_reserve),
       cmocka_unit_test(test_framework_presets),
