@@ -1194,6 +1194,35 @@ static void assert_no_url(const char *text)
     assert_true(strncmp(p, "http://www.w3.org/2000/svg\"", 27) == 0);
 }
 
+/* The report's peak of a rank (the HTML page's peak_bytes, which its
+ * #peak line prints) is summary.csv's peak_reserved_bytes +
+ * framework_bytes, to the byte (docs/DESIGN.md: summary.csv has no column
+ * of its own for it). */
+static void test_summary_gives_the_peak(void **state)
+{
+  char dir[64], html[128], csv[128];
+  const char *args[] = {"run", "workloads/llama2-7b.ini", "--gpus", "8",
+                        "--html", NULL, "--csv", NULL, NULL};
+  const char *at;
+  char *text;
+  table t;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  args[5] = path_in(dir, "report.html", html, sizeof html);
+  args[7] = dir;
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_non_null(text = tu_read_file(html));
+  assert_non_null(at = strstr(text, "\"peak_bytes\":"));
+  read_csv(path_in(dir, "summary.csv", csv, sizeof csv), &t);
+  assert_int_equal(strtoull(at + 13, NULL, 10),
+                   strtoull(cell(&t, 1, "peak_reserved_bytes"), NULL, 10) +
+                       strtoull(cell(&t, 1, "framework_bytes"), NULL, 10));
+  assert_true(strtoull(cell(&t, 1, "framework_bytes"), NULL, 10) > 0);
+  free(text);
+  tu_remove_dir(dir);
+}
+
 /* Issue 18, item 2: --html writes one self-contained page with the peak
  * line the terminal printed (in #peak), the per-rank table, the step-time
  * split, the timeline as JSON and no URL; input text is escaped. */
@@ -2806,6 +2835,7 @@ int main(void)
       cmocka_unit_test(test_fit_separates_limits_from_memory),
       cmocka_unit_test(test_trace_is_chrome_json),
       cmocka_unit_test(test_svg_chart),
+      cmocka_unit_test(test_summary_gives_the_peak),
       cmocka_unit_test(test_html_report),
       cmocka_unit_test(test_trace_svg_past_file_size_limit),
       cmocka_unit_test(test_csv_written_when_stdout_closes),
