@@ -191,13 +191,14 @@ const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
                                   uint64_t etp, uint64_t tp, uint64_t dp,
                                   uint64_t zero, int framework)
 {
+  bool runs = vs_workload_framework_runs_ep(framework, etp != tp);
   if (ep == 1 && etp == tp)
     return NULL;
-  return m->experts == 0 || m->experts % ep   ? "experts"
-         : (tp * dp) % (etp * ep)             ? "dp"
-         : !vs_workload_framework_runs_ep(framework, etp != tp) ? "framework"
-         : zero > 1                           ? "zero"
-                                              : NULL;
+  return m->experts == 0 || m->experts % ep ? "experts"
+         : (tp * dp) % (etp * ep)           ? "dp"
+         : !runs                            ? "framework"
+         : zero > 1                         ? "zero"
+                                            : NULL;
 }
 
 bool vs_workload_skew_applies(const vs_model_conf *m, uint64_t ep)
@@ -897,9 +898,8 @@ static int check_ep(vs_workload *wl, vs_error *err)
                         (unsigned long long)(p->tp * p->dp * p->cp),
                         (unsigned long long)(etp * p->ep));
   if (key && strcmp(key, "framework") == 0) {
-    /* fsdp2 and hf run no expert parallelism, deepspeed only at etp = tp */
-    bool no_ep = by_ep && (t->framework == VS_FW_FSDP2 ||
-                           t->framework == VS_FW_HF);
+    /* blame ep where the framework runs no expert parallelism at all */
+    bool no_ep = by_ep && !vs_workload_framework_runs_ep(t->framework, false);
     return vs_error_set(err, VS_EINPUT,
                         "%s: expert %sparallelism is simulated as Megatron-LM "
                         "runs it; %s has none here: use %s",

@@ -287,9 +287,9 @@ bool vs_workload_framework_runs_ep(int framework, bool etp_apart);
  * must divide them), "dp" (Megatron-LM's rule: the expert grid, etp x ep
  * x expert-data-parallel ranks, is made of a stage's tp x dp x cp ranks,
  * so etp x ep must divide them; at etp = tp, ep must divide dp x cp),
- * "framework" (vs_workload_framework_runs_ep) or "zero" (expert states shard over the
- * expert-data-parallel group as Megatron-LM's distributed optimizer does:
- * zero <= 1). */
+ * "framework" (vs_workload_framework_runs_ep) or "zero" (expert states
+ * shard over the expert-data-parallel group as Megatron-LM's distributed
+ * optimizer does: zero <= 1). */
 const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
                                   uint64_t etp, uint64_t tp, uint64_t dp,
                                   uint64_t zero, int framework);

@@ -1706,48 +1706,44 @@ static uint64_t layer_params(const vs_model_conf *m, uint64_t l, bool active)
          mlp_params(m, vs_workload_moe_layer(m, l), active);
 }
 
+/* The embedding's parameters: the token table, GPT's and BERT's learned
+ * positions, BERT's token types and LayerNorm. *lookups gets those a token
+ * only looks up, never multiplies: all the tables but the token table
+ * when the output layer shares it. Vendors differ on whether a token's
+ * active parameters count them: DeepSeek's do not (DeepSeek-V3's
+ * README_WEIGHTS.md: "36.6B (including 0.9B for the output Head)"),
+ * Mistral's and Qwen's do (Mixtral's 12.9 B, Qwen1.5-MoE's 2.7 B). */
+static uint64_t embedding_params(const vs_model_conf *m, uint64_t *lookups)
+{
+  uint64_t h = m->hidden, tokens = m->vocab * h;
+  uint64_t positions = m->arch == VS_ARCH_LLAMA ? 0 : m->seq_len * h;
+  uint64_t types = m->arch == VS_ARCH_BERT ? 2 * h : 0;
+  uint64_t norm = m->arch == VS_ARCH_BERT ? 2 * h : 0;
+  *lookups = (m->tied_embeddings ? 0 : tokens) + positions + types;
+  return tokens + positions + types + norm;
+}
+
 /* Parameters of the whole model (`active`: those one token uses): what
  * one tp=1 build counts, with the real (unpadded) vocabulary. The
  * multi-token prediction module is apart (mtp_params). */
 static uint64_t whole_model_params(const vs_workload *wl, bool active)
 {
   const vs_model_conf *m = &wl->model;
-  uint64_t h = m->hidden;
-  uint64_t embed, head, total = 0;
+  uint64_t h = m->hidden, lookups;
+  uint64_t embed = embedding_params(m, &lookups), head, total = 0;
 
   if (m->arch == VS_ARCH_LLAMA) {
-    embed = m->vocab * h;
     head = h;
   } else {
-    embed = m->vocab * h + m->seq_len * h;
     head = 2 * h;
-    if (m->arch == VS_ARCH_BERT) {
-      embed += 2 * h + 2 * h;
+    if (m->arch == VS_ARCH_BERT)
       head += h * h + h + m->vocab;
-    }
   }
   if (!m->tied_embeddings)
     head += m->vocab * h;
   for (uint64_t l = 0; l < m->layers; l++)
     total += layer_params(m, l, active);
   return total + embed + head;
-}
-
-/* The embedding tables that a token only looks up, never multiplies: the
- * token table unless the output layer shares it, GPT's and BERT's learned
- * positions and BERT's token types. Vendors differ on whether a token's
- * active parameters count them: DeepSeek's do not (DeepSeek-V3's
- * README_WEIGHTS.md: "36.6B (including 0.9B for the output Head)"),
- * Mistral's and Qwen's do (Mixtral's 12.9 B, Qwen1.5-MoE's 2.7 B). */
-static uint64_t lookup_params(const vs_workload *wl)
-{
-  const vs_model_conf *m = &wl->model;
-  uint64_t h = m->hidden, tables = m->tied_embeddings ? 0 : m->vocab * h;
-  if (m->arch != VS_ARCH_LLAMA)
-    tables += m->seq_len * h;
-  if (m->arch == VS_ARCH_BERT)
-    tables += 2 * h;
-  return tables;
 }
 
 /* Parameters of the multi-token prediction depths, which share the
@@ -2116,7 +2112,7 @@ int vs_model_build_loaded(const vs_workload *wl, vs_expert_load load,
   m->params_total = whole_model_params(wl, false) + adapter_params(&d, m);
   m->params_mtp = mtp_params(wl);
   m->params_active = whole_model_params(wl, true) + adapter_params(&d, m);
-  m->params_lookup = lookup_params(wl);
+  (void)embedding_params(&wl->model, &m->params_lookup);
   return 0;
 }
 

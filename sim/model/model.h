@@ -174,7 +174,7 @@ typedef struct vs_model {
   uint64_t params_active;     /* of which one token uses (= params_total
                                  without experts) */
   uint64_t params_lookup;     /* of both, the embedding tables a token
-                                 only looks up (see lookup_params) */
+                                 only looks up (embedding_params) */
   uint64_t params_mtp;        /* beside them, the multi-token prediction
                                  depths' own (0 without) */
   uint64_t act_elem_bytes;    /* bytes per activation element (of the

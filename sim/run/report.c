@@ -819,13 +819,15 @@ static void show_parameters(FILE *out, const vs_workload *wl,
   if (m->params_active != m->params_total)
     fprintf(out, "# active parameters = %llu (%.3f B) a token: the router, "
                  "%llu of %llu routed experts and the shared ones in each "
-                 "MoE layer;\n#   %.3f B without the embedding tables "
-                 "a token only looks up (as DeepSeek counts; Mistral and "
-                 "Qwen count them)\n",
+                 "MoE layer\n",
             (unsigned long long)m->params_active,
             (double)m->params_active / 1e9,
             (unsigned long long)wl->model.experts_per_token,
-            (unsigned long long)wl->model.experts,
+            (unsigned long long)wl->model.experts);
+  if (m->params_active != m->params_total && m->params_lookup)
+    fprintf(out, "#   %.3f B without the embedding tables a token only "
+                 "looks up (as DeepSeek counts; Mistral and Qwen count "
+                 "them)\n",
             (double)(m->params_active - m->params_lookup) / 1e9);
   if (m->params_mtp)
     fprintf(out, "# multi-token prediction parameters = %llu (%.3f B) "
