@@ -235,6 +235,79 @@ static void test_bounded_screening_matches_full_simulation(void **state)
   }
 }
 
+/* Runs the candidate of ex on 16 GPUs of `memory` and checks that it ran
+ * out of memory (with `where` in its reason) as the bounded simulation of
+ * cap = pp = 16 micro-batches does, run here: the same worst rank, peak,
+ * categories at the peak and op. */
+static void expect_bounded_oom(const vs_explore *ex, const char *memory,
+                               const char *where)
+{
+  vs_candidate c;
+  vs_topology topo;
+  vs_workload wl;
+  vs_sim sim;
+  vs_summary want;
+  vs_sim_opts opts = {.stop_at_oom = true};
+  vs_error err;
+  vs_error_clear(&err);
+  memset(&c, 0, sizeof c);
+  c.gpus = 16;
+  vs_candidate_set(&c, "topology.gpu.memory=%s", memory);
+  assert_int_equal(vs_explore_one(ex, &c), 0);
+  assert_int_equal(c.status, VS_EVAL_OOM);
+  assert_false(c.timed);
+  if (!strstr(c.reason, where))
+    fail_msg("%s: %s (wanted %s)", memory, c.reason, where);
+  assert_int_equal(vs_explore_load(ex, c.sets, c.n_sets, 16, &topo, &wl,
+                                   &err), 0);
+  wl.grad_accum = 16;
+  wl.training.global_batch = 16 * wl.training.micro_batch;
+  assert_int_equal(vs_sim_run(&sim, &wl, &topo, &opts, &err), 0);
+  assert_true(sim.stats.stopped);
+  vs_summary_of(&sim, vs_sim_worst_rank(&sim), &want);
+  assert_int_equal(c.worst.rank, want.rank);
+  assert_int_equal(c.worst.stage, want.stage);
+  assert_int_equal(c.worst.peak_allocated_bytes, want.peak_allocated_bytes);
+  assert_int_equal(c.worst.peak_reserved_bytes, want.peak_reserved_bytes);
+  assert_int_equal(c.worst.peak_used_bytes, want.peak_used_bytes);
+  assert_memory_equal(c.worst.at_peak, want.at_peak, sizeof want.at_peak);
+  assert_string_equal(c.worst.peak_op, want.peak_op);
+  vs_sim_fini(&sim);
+}
+
+/* plan screens a long pipeline's setup with one micro-batch first
+ * (setup_screened in explore.c): a layout whose model states run out of
+ * memory at setup (3 GiB GPUs) gets the outcome the bounded simulation
+ * gives; one that runs out in micro-batch 0's forward (3400 MiB: one
+ * micro-batch does not stop in the setup), and one that fits (80 GiB),
+ * are simulated as before. GPT of 32 layers on pp 16, 64 micro-batches
+ * (48 in the bounded path: screened). */
+static void test_setup_screen_matches_bounded_simulation(void **state)
+{
+  static const char gpt[] =
+      "[model]\narch = gpt\nlayers = 32\nhidden = 1024\nheads = 16\n"
+      "vocab = 32768\nseq_len = 512\n[training]\nglobal_batch = 64\n"
+      "[parallel]\npp = 16\n";
+  char path[128];
+  vs_explore ex = {0};
+  vs_candidate c;
+  (void)state;
+  tu_write_temp(gpt, ".ini", path, sizeof path);
+  ex.workload = path;
+  ex.jobs = 1;
+  ex.max_microbatches = 1;
+  expect_bounded_oom(&ex, "3GiB", "out of memory at setup model_states");
+  expect_bounded_oom(&ex, "3400MiB",
+                     "out of memory at forward flash_attn (layer 0, "
+                     "micro-batch 0)");
+  memset(&c, 0, sizeof c);
+  c.gpus = 16;
+  assert_int_equal(vs_explore_one(&ex, &c), 0);
+  assert_int_equal(c.status, VS_EVAL_FITS);
+  assert_true(c.timed && c.extrapolated && c.step_time_s > 0);
+  unlink(path);
+}
+
 /* Sweeps run candidates on threads; the outcome of each does not depend on
  * how many run at once. */
 static void test_parallel_results_match_serial(void **state)
@@ -317,6 +390,7 @@ int main(void)
       cmocka_unit_test(test_relabel),
       cmocka_unit_test(test_stopped_screening_has_no_step),
       cmocka_unit_test(test_bounded_screening_matches_full_simulation),
+      cmocka_unit_test(test_setup_screen_matches_bounded_simulation),
       cmocka_unit_test(test_parallel_results_match_serial),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
