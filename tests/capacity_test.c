@@ -136,6 +136,17 @@ static void test_relabel(void **state)
   assert_string_equal(msg, "--vary ");
 }
 
+/* ex for the workload `ini`, written to path (len bytes: a temporary file
+ * the test unlinks), on one thread. */
+static void explore_on(vs_explore *ex, const char *ini, char *path,
+                       size_t len)
+{
+  tu_write_temp(ini, ".ini", path, len);
+  memset(ex, 0, sizeof *ex);
+  ex->workload = path;
+  ex->jobs = 1;
+}
+
 /* A screening simulation that stops at an out-of-memory in setup has no
  * step: the candidate is not timed, and its step, tokens/s, MFU and cost
  * are 0 (never inf or nan, as dividing by its 0 s end would give). The
@@ -147,12 +158,10 @@ static void test_stopped_screening_has_no_step(void **state)
       "[model]\narch = gpt\nlayers = 4\nhidden = 512\nheads = 8\n"
       "vocab = 1000\nseq_len = 128\n[training]\nglobal_batch = 4\n";
   char path[128];
-  vs_explore ex = {0};
+  vs_explore ex;
   vs_candidate c;
   (void)state;
-  tu_write_temp(gpt, ".ini", path, sizeof path);
-  ex.workload = path;
-  ex.jobs = 1;
+  explore_on(&ex, gpt, path, sizeof path);
   for (int full = 0; full < 2; full++) {
     memset(&c, 0, sizeof c);
     /* below the 432 MiB framework + 203 MiB of model states */
@@ -192,12 +201,10 @@ static void test_bounded_screening_matches_full_simulation(void **state)
       "[model]\narch = gpt\nlayers = 16\nhidden = 512\nheads = 8\n"
       "vocab = 4096\nseq_len = 512\n[training]\nglobal_batch = 128\n";
   char path[128];
-  vs_explore ex = {0};
+  vs_explore ex;
   vs_candidate full, screened;
   (void)state;
-  tu_write_temp(gpt, ".ini", path, sizeof path);
-  ex.workload = path;
-  ex.jobs = 1;
+  explore_on(&ex, gpt, path, sizeof path);
   for (int k = 0; k < 6; k++) {
     int pp = 1 << (k / 2);
     bool exact = k % 2 == 0;
@@ -289,12 +296,10 @@ static void test_setup_screen_matches_bounded_simulation(void **state)
       "vocab = 32768\nseq_len = 512\n[training]\nglobal_batch = 64\n"
       "[parallel]\npp = 16\n";
   char path[128];
-  vs_explore ex = {0};
+  vs_explore ex;
   vs_candidate c;
   (void)state;
-  tu_write_temp(gpt, ".ini", path, sizeof path);
-  ex.workload = path;
-  ex.jobs = 1;
+  explore_on(&ex, gpt, path, sizeof path);
   ex.max_microbatches = 1;
   expect_bounded_oom(&ex, "3GiB", "out of memory at setup model_states");
   expect_bounded_oom(&ex, "3400MiB",
@@ -316,12 +321,11 @@ static void test_parallel_results_match_serial(void **state)
       "[model]\narch = gpt\nlayers = 4\nhidden = 256\nheads = 4\n"
       "vocab = 1000\nseq_len = 128\n";
   char path[128];
-  vs_explore ex = {0};
+  vs_explore ex;
   vs_candidate one[6], two[6];
   vs_error err;
   (void)state;
-  tu_write_temp(gpt, ".ini", path, sizeof path);
-  ex.workload = path;
+  explore_on(&ex, gpt, path, sizeof path);
   memset(one, 0, sizeof one);
   for (int i = 0; i < 6; i++) {
     one[i].gpus = 2;

@@ -191,9 +191,10 @@ const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
                                   uint64_t etp, uint64_t tp, uint64_t dp,
                                   uint64_t zero, int framework)
 {
-  bool runs = vs_workload_framework_runs_ep(framework, etp != tp);
+  bool runs;
   if (ep == 1 && etp == tp)
     return NULL;
+  runs = vs_workload_framework_runs_ep(framework, etp != tp);
   return m->experts == 0 || m->experts % ep ? "experts"
          : (tp * dp) % (etp * ep)           ? "dp"
          : !runs                            ? "framework"
