@@ -419,6 +419,141 @@ static void test_offload_step_order_and_share(void **state)
   vs_sim_fini(&sim);
 }
 
+/* A small GPT in a two-stage pipeline of 4 micro-batches (1F1B). */
+static const char pipe_gpt[] =
+    "[model]\narch = gpt\nlayers = 4\nhidden = 1024\nheads = 16\n"
+    "vocab = 32000\nseq_len = 512\n[training]\nglobal_batch = 4\n"
+    "[parallel]\npp = 2\n";
+
+/* On rank r, how many of its sends the compute op after them in program
+ * order (the first compute span of a later op) started before the send
+ * ended; *sends counts the sends. */
+static size_t computes_before_send_ends(const vs_rank *r, size_t *sends)
+{
+  size_t early = 0;
+  *sends = 0;
+  for (size_t i = 0; i < r->n_spans; i++) {
+    const vs_pop *op = &r->prog->ops[r->spans[i].op];
+    const vs_op_span *next = NULL;
+    if (op->stream != VS_STREAM_SEND)
+      continue;
+    ++*sends;
+    for (size_t j = 0; j < r->n_spans; j++) {
+      const vs_pop *o = &r->prog->ops[r->spans[j].op];
+      if (o->stream == VS_STREAM_COMPUTE && r->spans[j].op > r->spans[i].op &&
+          (!next || r->spans[j].op < next->op))
+        next = &r->spans[j];
+    }
+    if (next && next->start_ns < r->spans[i].end_ns)
+      early++;
+  }
+  return early;
+}
+
+/* [parallel] p2p = blocking: a stage computes on only once its send is
+ * done (Megatron-LM's 1F1B, DeepSpeed's engine); overlapped, some compute
+ * starts while a send is on the wire. The stages are on two nodes (sends
+ * over the network) and in stage mode and with every rank the blocking
+ * step is the longer, its extra time waiting on the pipeline. */
+static void test_blocking_pipeline_sends(void **state)
+{
+  const char *tsets[] = {"node.gpus=1"};
+  const char *blocking[] = {"parallel.p2p=blocking"};
+  (void)state;
+  for (int all_ranks = 0; all_ranks <= 1; all_ranks++) {
+    vs_workload wo, wb;
+    vs_topology t1, t2;
+    vs_sim o, b;
+    size_t sends;
+    load(&wo, pipe_gpt, NULL, 0, 2);
+    load(&wb, pipe_gpt, blocking, 1, 2);
+    simulate_on(&o, &wo, &t1, tsets, 1, all_ranks);
+    simulate_on(&b, &wb, &t2, tsets, 1, all_ranks);
+    for (size_t i = 0; i < b.n_ranks; i++) {
+      assert_int_equal(computes_before_send_ends(&b.ranks[i], &sends), 0);
+      assert_int_equal(sends, 4); /* one per micro-batch */
+    }
+    assert_true(computes_before_send_ends(&o.ranks[0], &sends) > 0);
+    assert_true(b.step_time_s > o.step_time_s);
+    assert_true(b.bubble_s > o.bubble_s);
+    assert_true(b.compute_s == o.compute_s);
+    vs_sim_fini(&o);
+    vs_sim_fini(&b);
+  }
+}
+
+/* Spans of ops named `name` on rank r, and the bytes of the last one. */
+static size_t spans_named(const vs_rank *r, const char *name, double *bytes,
+                          uint64_t *dur_ns)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < r->n_spans; i++) {
+    const vs_pop *op = &r->prog->ops[r->spans[i].op];
+    if (strcmp(vs_op_name(r->prog, op), name) == 0) {
+      n++;
+      *bytes = vs_op_kind_of(r->prog, op)->bytes;
+      *dur_ns = r->spans[i].end_ns - r->spans[i].start_ns;
+    }
+  }
+  return n;
+}
+
+/* [parallel] p2p_scatter_gather (Megatron-LM 2021-22): each of tp = 2
+ * ranks sends half the pipeline tensor over its own network link (16
+ * GB/s, no latency: bytes / 2 / 16e9 s), the receivers all-gather it
+ * over the tensor-parallel group on the compute stream, once a
+ * micro-batch each way; with sequence parallelism the tensor is already
+ * each rank's half and goes as it is. */
+static void test_pipeline_scatter_gather(void **state)
+{
+  const char *tsets[] = {"node.gpus=2", "network.inter_latency=0",
+                         "network.inter_bandwidth=16GB/s"};
+  const char *sg[] = {"parallel.tp=2", "parallel.p2p_scatter_gather=true"};
+  const char *sp[] = {"parallel.tp=2", "parallel.p2p_scatter_gather=true",
+                      "parallel.sequence_parallel=true"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  double bytes = 0, whole;
+  uint64_t dur = 0;
+  (void)state;
+  load(&wl, pipe_gpt, sg, 2, 4);
+  simulate_on(&sim, &wl, &topo, tsets, 3, false);
+  whole = (double)vs_model_layer(&sim.model, 0)->input_bytes;
+  assert_int_equal(spans_named(&sim.ranks[0], "send_activation", &bytes, &dur),
+                   4);
+  assert_true(bytes == whole / 2);
+  assert_true(fabs((double)dur - whole / 2 / 16e9 * 1e9) <= 1.0);
+  assert_true(dur > 0);
+  assert_int_equal(spans_named(&sim.ranks[1], "recv_activation", &bytes, &dur),
+                   4);
+  assert_true(bytes == whole / 2);
+  assert_int_equal(
+      spans_named(&sim.ranks[1], "gather_activation", &bytes, &dur), 4);
+  assert_true(bytes == whole);
+  /* op times are whole nanoseconds, rounded up */
+  assert_int_equal(dur, (uint64_t)ceil(vs_cost_group_seconds(
+                            &topo, VS_COLL_ALL_GATHER, (uint64_t)whole, 2, 1,
+                            NULL) * 1e9));
+  assert_true(dur > 0);
+  assert_int_equal(spans_named(&sim.ranks[0], "gather_gradient", &bytes, &dur),
+                   4);
+  assert_int_equal(spans_named(&sim.ranks[0], "gather_activation", &bytes,
+                               &dur),
+                   0);
+  vs_sim_fini(&sim);
+
+  load(&wl, pipe_gpt, sp, 3, 4);
+  simulate_on(&sim, &wl, &topo, tsets, 3, false);
+  assert_int_equal(spans_named(&sim.ranks[1], "gather_activation", &bytes,
+                               &dur),
+                   0);
+  assert_int_equal(spans_named(&sim.ranks[0], "send_activation", &bytes, &dur),
+                   4);
+  assert_true(bytes == (double)vs_model_layer(&sim.model, 0)->input_bytes);
+  vs_sim_fini(&sim);
+}
+
 /* Host memory bandwidth is shared too: on a DGX-2-like node (16 GPUs, two
  * per 12 GB/s switch, host memory moving 48 GB/s for all) a GPU copies at
  * min(12 / 2, 48 / 16) = 3 GB/s while all copy, a quarter of a GPU alone
@@ -1673,6 +1808,8 @@ int main(void)
       cmocka_unit_test(test_offload_contention),
       cmocka_unit_test(test_offload_step_order_and_share),
       cmocka_unit_test(test_offload_host_memory_bandwidth),
+      cmocka_unit_test(test_blocking_pipeline_sends),
+      cmocka_unit_test(test_pipeline_scatter_gather),
       cmocka_unit_test(test_offload_host_out_of_memory),
       cmocka_unit_test(test_offload_activations_bytes),
       cmocka_unit_test(test_grad_accumulation_scales_time_not_memory),

@@ -1085,6 +1085,54 @@ static void test_framework_presets(void **state)
   }
 }
 
+/* [parallel] p2p: overlapped unless a preset or the workload says
+ * otherwise; Megatron-LM blocks its 1F1B sends and overlaps its
+ * interleaved ones (overlap_p2p_comm), DeepSpeed's engine blocks
+ * (dist.send); the workload's own value wins over the preset's; a bad
+ * value names the choices. */
+static void test_p2p_presets(void **state)
+{
+  static const char *const none[] = {"parallel.pp=2"};
+  static const char *const mg[] = {"training.framework=megatron",
+                                   "parallel.pp=2"};
+  static const char *const mg_int[] = {"training.framework=megatron",
+                                       "parallel.pp=2",
+                                       "parallel.schedule=interleaved",
+                                       "parallel.virtual_stages=2",
+                                       "model.layers=4",
+                                       "training.global_batch=2"};
+  static const char *const ds[] = {"training.framework=deepspeed",
+                                   "parallel.pp=2"};
+  static const char *const mine[] = {"training.framework=megatron",
+                                     "parallel.pp=2",
+                                     "parallel.p2p=overlapped",
+                                     "parallel.p2p_scatter_gather=true"};
+  static const char *const bad[] = {"parallel.p2p=async"};
+  vs_workload wl;
+  char path[128], where[400];
+  vs_error err;
+  (void)state;
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, none, 1, 0, &err), 0);
+  assert_int_equal(wl.parallel.p2p, VS_P2P_OVERLAPPED);
+  assert_false(wl.parallel.p2p_scatter_gather);
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, mg, 2, 0, &err), 0);
+  assert_int_equal(wl.parallel.p2p, VS_P2P_BLOCKING);
+  vs_conf_where(vs_workload_keys(), &wl.origins, "parallel", "p2p", where,
+                sizeof where);
+  assert_non_null(strstr(where, "[parallel] p2p = blocking (the preset of "
+                                "[training] framework)"));
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, mg_int, 6, 0, &err), 0);
+  assert_int_equal(wl.parallel.p2p, VS_P2P_OVERLAPPED);
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, ds, 2, 0, &err), 0);
+  assert_int_equal(wl.parallel.p2p, VS_P2P_BLOCKING);
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, mine, 4, 0, &err), 0);
+  assert_int_equal(wl.parallel.p2p, VS_P2P_OVERLAPPED);
+  assert_true(wl.parallel.p2p_scatter_gather);
+  assert_string_equal(vs_p2p_name(VS_P2P_BLOCKING), "blocking");
+  load_bad(GPT_MODEL, bad, 1, 0, VS_EINPUT,
+           "--set parallel.p2p=async: expected overlapped or blocking");
+}
+
 /* Autocast (precision = amp_bf16 | amp_fp16) and the Hugging Face
  * Trainer preset: no master copy (the weights are fp32); data parallelism
  * alone; whole fp32 models; each refusal names its key. framework = hf
@@ -1658,6 +1706,7 @@ int main(void)
       cmocka_unit_test(test_experts),
       cmocka_unit_test(test_reserve),
       cmocka_unit_test(test_framework_presets),
+      cmocka_unit_test(test_p2p_presets),
       cmocka_unit_test(test_checkpoint_choice),
       cmocka_unit_test(test_pipeline_validation),
       cmocka_unit_test(test_layout_rules),

@@ -19,6 +19,7 @@ static const char *const framework_names[] = {"none", "megatron", "deepspeed",
                                               "fsdp2", "hf", NULL};
 static const char *const attention_names[] = {"flash", "eager", NULL};
 static const char *const cp_comm_names[] = {"p2p", "a2a", "allgather", NULL};
+static const char *const p2p_names[] = {"overlapped", "blocking", NULL};
 static const char *const schedule_names[] = {"1f1b", "gpipe", "interleaved", NULL};
 static const char *const offload_names[] = {"none", "cpu", "nvme", NULL};
 /* the first two of offload_names: activations go to the host or nowhere */
@@ -100,6 +101,8 @@ static const vs_key workload_keys[] = {
     K("parallel", "etp", VS_KEY_COUNT, parallel.etp, .hi = 1e6, .default_doc = "0: tp"),
     K("parallel", "cp", VS_KEY_COUNT, parallel.cp, .positive = true, .hi = 1e5, .default_doc = "1"),
     K("parallel", "cp_comm", VS_KEY_ENUM, parallel.cp_comm, .choices = cp_comm_names, .default_doc = "p2p"),
+    K("parallel", "p2p", VS_KEY_ENUM, parallel.p2p, .choices = p2p_names, .default_doc = "overlapped (framework megatron: blocking unless interleaved; deepspeed: blocking)"),
+    K("parallel", "p2p_scatter_gather", VS_KEY_BOOL, parallel.p2p_scatter_gather, .default_doc = "false"),
     K("parallel", "offload_optimizer", VS_KEY_ENUM, parallel.offload_optimizer, .choices = offload_names, .default_doc = "none"),
     K("parallel", "offload_params", VS_KEY_ENUM, parallel.offload_params, .choices = offload_names, .default_doc = "none"),
     K("parallel", "bucket", VS_KEY_SIZE, parallel.bucket_bytes, .positive = true, .default_doc = "25MiB"),
@@ -134,6 +137,7 @@ const char *vs_checkpointing_name(int v) { return ckpt_names[v]; }
 const char *vs_framework_name(int v) { return framework_names[v]; }
 const char *vs_attention_name(int v) { return attention_names[v]; }
 const char *vs_cp_comm_name(int v) { return cp_comm_names[v]; }
+const char *vs_p2p_name(int v) { return p2p_names[v]; }
 const char *vs_offload_name(int v) { return offload_names[v]; }
 const char *vs_allocator_name(int v) { return allocator_names[v]; }
 const char *vs_schedule_name(int v) { return schedule_names[v]; }
@@ -1441,6 +1445,24 @@ static int preset_bucket(vs_workload *wl, uint64_t elems, const char *why,
   return preset(wl, "parallel", "bucket", text, why, err);
 }
 
+/* Megatron-LM's pipeline sends (megatron/core/pipeline_parallel/
+ * p2p_communication.py, _communicate): the non-interleaved 1F1B waits on
+ * every send and receive request before it computes on (wait_on_reqs,
+ * and arguments.py turns overlap_p2p_comm off without virtual stages);
+ * the interleaved schedule overlaps them (overlap_p2p_comm: on unless
+ * --no-overlap-p2p-communication). */
+static int preset_megatron_p2p(vs_workload *wl, vs_error *err)
+{
+  if (wl->parallel.schedule == VS_SCHED_INTERLEAVED)
+    return preset(wl, "parallel", "p2p", "overlapped",
+                  "Megatron-LM's interleaved schedule overlaps its sends "
+                  "(overlap_p2p_comm)",
+                  err);
+  return preset(wl, "parallel", "p2p", "blocking",
+                "Megatron-LM's 1F1B waits for each send before computing on",
+                err);
+}
+
 /* Megatron-LM (shared/reference/frameworks.md 3.1): bf16 forces fp32
  * main gradients (accumulate_allreduce_grads_in_fp32, arguments.py);
  * gradient buckets of max(4e7, 1e6 x dp) parameters. */
@@ -1454,6 +1476,8 @@ static int preset_megatron(vs_workload *wl, vs_error *err)
     rc = preset(wl, "training", "grad_dtype", "fp32",
                 "Megatron-LM accumulates bf16 gradients in fp32 main grads",
                 err);
+  if (!rc)
+    rc = preset_megatron_p2p(wl, err);
   return rc ? rc
             : preset_bucket(wl, elems > 40000000 ? elems : 40000000,
                             "Megatron-LM's bucket: max(4e7, 1e6 x dp) "
@@ -1474,6 +1498,11 @@ static int preset_deepspeed(vs_workload *wl, vs_error *err)
       p->offload_optimizer == VS_OFFLOAD_NONE)
     rc = preset(wl, "training", "grad_dtype", "fp32",
                 "BF16_Optimizer's fp32 gradient buffer", err);
+  /* deepspeed/runtime/pipe/p2p.py: send and recv are dist.send and
+   * dist.recv (async_op is asserted False) */
+  if (!rc)
+    rc = preset(wl, "parallel", "p2p", "blocking",
+                "DeepSpeed's pipeline engine sends with dist.send", err);
   return rc ? rc
             : preset_bucket(wl, 500000000,
                             "DeepSpeed's reduce_bucket_size: 5e8 elements",

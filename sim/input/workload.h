@@ -47,6 +47,13 @@ typedef enum { VS_ATTN_FLASH, VS_ATTN_EAGER } vs_attention;
  * (Megatron-LM's cp_comm_type): a ring of point-to-point chunks, an
  * all-to-all to heads (Ulysses), or all of them gathered. */
 typedef enum { VS_CP_P2P, VS_CP_A2A, VS_CP_ALLGATHER } vs_cp_comm;
+/* Whether a pipeline stage's compute waits for its own sends: overlapped
+ * (the sends run beside the next compute, as torch.distributed.pipelining
+ * and Megatron-LM's interleaved schedule with overlap_p2p_comm issue
+ * them) or blocking (the next compute waits until the send is done, as
+ * Megatron-LM's non-interleaved 1F1B and DeepSpeed's pipeline engine
+ * wait). */
+typedef enum { VS_P2P_OVERLAPPED, VS_P2P_BLOCKING } vs_p2p_mode;
 typedef enum { VS_SCHED_1F1B, VS_SCHED_GPIPE, VS_SCHED_INTERLEAVED } vs_schedule_kind;
 typedef enum { VS_OFFLOAD_NONE, VS_OFFLOAD_CPU, VS_OFFLOAD_NVME } vs_offload;
 typedef enum { VS_ALLOC_CACHING, VS_ALLOC_EXACT } vs_allocator_kind;
@@ -158,6 +165,12 @@ typedef struct vs_parallel_conf {
   uint64_t cp;              /* context-parallel size: each sequence split
                                over cp ranks */
   int cp_comm;              /* vs_cp_comm */
+  int p2p;                  /* vs_p2p_mode of the pipeline's sends */
+  bool p2p_scatter_gather;  /* Megatron-LM's scatter_gather_tensors_in_
+                               pipeline: each tensor-parallel rank sends
+                               1/tp of the pipeline tensor and the
+                               receivers all-gather it (without sequence
+                               parallelism, whose tensor is already split) */
   int offload_optimizer;    /* vs_offload */
   int offload_params;       /* vs_offload */
   uint64_t bucket_bytes;    /* gradient all-reduce / reduce-scatter bucket */
@@ -437,6 +450,7 @@ const char *vs_checkpointing_name(int checkpointing);
 const char *vs_framework_name(int framework);
 const char *vs_attention_name(int attention);
 const char *vs_cp_comm_name(int cp_comm);
+const char *vs_p2p_name(int p2p);
 const char *vs_offload_name(int offload);
 const char *vs_allocator_name(int allocator);
 const char *vs_schedule_name(int schedule);

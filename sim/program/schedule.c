@@ -81,8 +81,9 @@ typedef struct builder {
                                (reduced over the expert-data-parallel
                                group when the experts have groups of
                                their own) */
-  uint32_t waits[2];        /* ops the next compute op must wait for: a
-                               block's gather, its activations' fetch */
+  uint32_t waits[3];        /* ops the next compute op must wait for: a
+                               block's gather, its activations' fetch, a
+                               blocking pipeline send */
   uint32_t n_waits;
   uint32_t *act_host;       /* [mb % ring][inst] offloaded activations'
                                host buffer */
@@ -611,8 +612,9 @@ static op_split bwd_split(builder *b, const vs_op_spec *o, double flops,
   return x;
 }
 
-/* The next compute op waits for op too (a block's gather and its
- * activations' fetch: two at most, a third is a schedule bug). */
+/* The next compute op waits for op too (a block's gather, its
+ * activations' fetch and a blocking send: three at most, a fourth is a
+ * schedule bug). */
 static void wait_on(builder *b, uint32_t op)
 {
   if (op == NONE || b->failed)
@@ -620,7 +622,8 @@ static void wait_on(builder *b, uint32_t op)
   if (b->n_waits == sizeof b->waits / sizeof b->waits[0]) {
     b->failed = true;
     vs_error_set(b->err, VS_EINPUT,
-                 "schedule: a compute op would wait for more than two ops");
+                 "schedule: a compute op would wait for more than three "
+                 "ops");
     return;
   }
   b->waits[b->n_waits++] = op;
@@ -1554,11 +1557,49 @@ static void chunk_range(const builder *b, uint64_t g, size_t *first,
     *last = b->n_inst - 1;                       /* the head */
 }
 
-/* Receives a tensor from the stage holding model chunk `from` into a temp
- * (communication) buffer; the next compute op waits for it and frees it. */
-static void receive(builder *b, int kind, uint64_t mb, uint64_t from)
+/* Bytes of the pipeline tensor (a layer's input, or its gradient). */
+static uint64_t pipeline_bytes(const builder *b)
 {
-  uint64_t bytes = vs_model_layer(b->m, 0)->input_bytes;
+  return vs_model_layer(b->m, 0)->input_bytes;
+}
+
+/* Bytes of the part of it one rank sends (p2p_parts parts, the last
+ * rounded up as an even split pads it). */
+static uint64_t pipeline_part_bytes(const builder *b)
+{
+  return vs_div_ceil(pipeline_bytes(b), b->r->p2p_parts);
+}
+
+/* With scatter/gather, the received part becomes the whole tensor again:
+ * an all-gather over the tensor-parallel group on the compute stream
+ * (Megatron-LM's gather_split_1d_tensor, after the receive's wait) into a
+ * new buffer, the part freed once gathered; it enters `layer`. */
+static void gather_received(builder *b, int kind, uint64_t mb, int layer)
+{
+  uint64_t bytes = pipeline_bytes(b);
+  uint32_t whole, op = new_op(b, VS_STREAM_COMPUTE, VS_PHASE_TP_COMM,
+                              kind == SEND_ACTIVATION ? "gather_activation"
+                                                      : "gather_gradient",
+                              layer, (int)mb,
+                              group_seconds(b, VS_GROUP_TP, VS_COLL_ALL_GATHER,
+                                            bytes),
+                              0.0, (double)bytes);
+  take_waits(b, op);
+  add_dep(b, op, b->recv_op);
+  whole = new_buffer(b, bytes, VS_CAT_TEMP);
+  alloc_on(b, op, whole);
+  free_on(b, op, b->recv_buf, AT_END);
+  b->recv_op = op;
+  b->recv_buf = whole;
+}
+
+/* Receives a tensor from the stage holding model chunk `from` into a temp
+ * (communication) buffer, gathered whole when it comes in parts; the
+ * next compute op (in `layer`) waits for it and frees it. */
+static void receive(builder *b, int kind, uint64_t mb, uint64_t from,
+                    int layer)
+{
+  uint64_t bytes = pipeline_part_bytes(b);
   uint32_t op = new_op(b, b->r->comm[VS_USE_RECV].stream, VS_PHASE_P2P,
                        kind == SEND_ACTIVATION ? "recv_activation"
                                                : "recv_gradient",
@@ -1569,13 +1610,17 @@ static void receive(builder *b, int kind, uint64_t mb, uint64_t from)
   alloc_on(b, op, b->recv_buf);
   b->recv_op = op;
   b->recv_free_when = kind == SEND_GRADIENT ? AT_END : AT_START;
+  if (b->r->p2p_parts > 1)
+    gather_received(b, kind, mb, layer);
 }
 
 /* Sends this chunk's output (or input gradient) to the stage holding model
- * chunk `to`, once the last compute op has produced it. */
+ * chunk `to`, once the last compute op has produced it: this rank's part
+ * of it with scatter/gather; blocking, the next compute op waits until
+ * it is sent. */
 static void send(builder *b, int kind, uint64_t mb, uint64_t g, uint64_t to)
 {
-  uint64_t bytes = vs_model_layer(b->m, 0)->input_bytes;
+  uint64_t bytes = pipeline_part_bytes(b);
   vs_link link = vs_layout_stage_link(b->topo, b->lay, b->stage, to % b->lay->pp);
   double t;
   link.seen = &b->p->cal_seen;
@@ -1585,9 +1630,12 @@ static void send(builder *b, int kind, uint64_t mb, uint64_t g, uint64_t to)
                                                : "send_gradient",
                        -1, (int)mb, t, 0.0, (double)bytes);
   add_dep(b, op, b->last_compute);
-  transient(b, op, bytes, VS_CAT_TEMP);
+  /* the tensor itself is held until sent (a part is a view of it) */
+  transient(b, op, pipeline_bytes(b), VS_CAT_TEMP);
   if (op != NONE)
     b->p->sends[send_key(b, kind, mb, g)] = op;
+  if (b->r->p2p_blocking)
+    wait_on(b, op);
 }
 
 /* The optimizer in backward (torchtune's optimizer_in_bwd): right after
@@ -1618,7 +1666,7 @@ static void forward_unit(builder *b, const vs_unit *u)
   size_t first, last;
   chunk_range(b, g, &first, &last);
   if (g > 0)
-    receive(b, SEND_ACTIVATION, u->mb, g - 1);
+    receive(b, SEND_ACTIVATION, u->mb, g - 1, layer_of(first));
   for (size_t inst = first; inst <= last; inst++)
     forward_block(b, inst, (int)u->mb);
   clear_cache(b);
@@ -1635,7 +1683,7 @@ static void backward_unit(builder *b, const vs_unit *u)
   size_t first, last;
   chunk_range(b, g, &first, &last);
   if (g + 1 < b->lay->n_chunks)
-    receive(b, SEND_GRADIENT, u->mb, g + 1);
+    receive(b, SEND_GRADIENT, u->mb, g + 1, layer_of(last));
   for (size_t inst = last + 1; inst-- > first;) {
     backward_block(b, inst, (int)u->mb);
     if (b->r->step_in_backward)

@@ -202,9 +202,12 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
 
 /* Streams and groups: tensor-parallel collectives on the compute stream
  * (Megatron issues them there), data-parallel traffic on its own stream,
- * pipeline sends and receives on theirs. */
-static void resolve_comm(vs_recipe *r)
+ * pipeline sends and receives on theirs; whether compute waits for the
+ * sends, and in how many parts the tensor-parallel ranks send the pipeline
+ * tensor. */
+static void resolve_comm(const vs_workload *wl, vs_recipe *r)
 {
+  const vs_parallel_conf *p = &wl->parallel;
   static const vs_comm_plan plans[VS_USE_N] = {
       [VS_USE_OP] = {VS_STREAM_COMPUTE, VS_GROUP_TP},
       [VS_USE_GRAD_REDUCE] = {VS_STREAM_COMM, VS_GROUP_DP},
@@ -215,6 +218,13 @@ static void resolve_comm(vs_recipe *r)
       [VS_USE_RECV] = {VS_STREAM_RECV, VS_GROUP_PP},
   };
   memcpy(r->comm, plans, sizeof plans);
+  r->p2p_blocking = p->p2p == VS_P2P_BLOCKING;
+  /* Megatron-LM 2021-22 (megatron/p2p_communication.py, _communicate)
+   * scatters only a full tensor: with sequence parallelism each rank's
+   * is already its 1/tp (and p2p_scatter_gather has nothing to split) */
+  r->p2p_parts = p->p2p_scatter_gather && !p->sequence_parallel && p->tp > 1
+                     ? p->tp
+                     : 1;
 }
 
 /* ------------------------------------------------------------------------
@@ -454,7 +464,7 @@ int vs_recipe_build(const vs_workload *wl, const vs_model *m, vs_recipe *r,
 {
   memset(r, 0, sizeof *r);
   resolve_states(wl, m, r);
-  resolve_comm(r);
+  resolve_comm(wl, r);
   r->kinds = calloc(m->n_kinds ? m->n_kinds : 1, sizeof *r->kinds);
   if (!r->kinds)
     return vs_error_set(err, VS_ENOMEM, "out of host memory for the recipe");

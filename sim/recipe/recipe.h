@@ -191,6 +191,12 @@ typedef struct vs_recipe {
                                parameters when its pass starts; the flat
                                buffer lives until the next block's
                                copy-out */
+  bool p2p_blocking;        /* a stage's next compute waits for its
+                               pipeline send ([parallel] p2p = blocking) */
+  uint64_t p2p_parts;       /* the pipeline tensor goes as this many parts,
+                               one per tensor-parallel rank, all-gathered
+                               by the receivers (Megatron-LM's scatter/
+                               gather); 1: whole */
   bool grads_set_to_none;   /* the Hugging Face Trainer (framework = hf):
                                model.zero_grad() after each step sets the
                                gradients to None (set_to_none = True,
