@@ -156,6 +156,9 @@ typedef struct plan_state {
   bool varies_etp;           /* plan tries etp = 1 beside etp = tp with
                                 tp > 1 (the workload sets no etp) */
   int cp_comm;               /* the workload's (kept with cp > 1) */
+  int p2p;                   /* the workload's (kept with pp > 1) */
+  bool p2p_scatter_gather;   /* the workload's (dropped: see
+                                candidate_sets) */
   bool ckpt_choice;          /* the workload chooses which layers full
                                 checkpointing recomputes */
   double tokens_per_step;    /* global batch * sequence */
@@ -235,6 +238,14 @@ static int candidate_sets(const plan_state *ps, const layout_choice *lc,
       bad |= vs_candidate_set(c, "parallel.cp_comm=%s",
                               vs_cp_comm_name(VS_CP_P2P));
   }
+  /* without a pipeline there are no sends to wait for; plan runs tp > 1
+   * with sequence parallelism, whose pipeline tensor is already split,
+   * so scatter/gather has nothing to do in any candidate */
+  if (lc->pp == 1 && ps->p2p != VS_P2P_OVERLAPPED)
+    bad |= vs_candidate_set(c, "parallel.p2p=%s",
+                            vs_p2p_name(VS_P2P_OVERLAPPED));
+  if (ps->p2p_scatter_gather)
+    bad |= vs_candidate_set(c, "parallel.p2p_scatter_gather=false");
   if (ps->varies_ep)
     bad |= vs_candidate_set(c, "parallel.ep=%llu", (unsigned long long)lc->ep);
   if (ps->varies_etp)
@@ -855,6 +866,8 @@ static int plan_simulate(const vs_workload *wl, const vs_topology *topo,
   ps->varies_ep = plan_varies_ep(wl);
   ps->varies_etp = plan_varies_etp(wl) && ps->max_gpus > 1; /* tp > 1 */
   ps->cp_comm = wl->parallel.cp_comm;
+  ps->p2p = wl->parallel.p2p;
+  ps->p2p_scatter_gather = wl->parallel.p2p_scatter_gather;
   ps->ckpt_choice = wl->training.checkpoint_layers ||
                     wl->training.checkpoint_every;
   ps->tokens_per_step =

@@ -425,29 +425,42 @@ static const char pipe_gpt[] =
     "vocab = 32000\nseq_len = 512\n[training]\nglobal_batch = 4\n"
     "[parallel]\npp = 2\n";
 
-/* On rank r, how many of its sends the compute op after them in program
- * order (the first compute span of a later op) started before the send
- * ended; *sends counts the sends. */
-static size_t computes_before_send_ends(const vs_rank *r, size_t *sends)
+/* The span of rank r's first compute-stream op after span i's op in
+ * program order (NULL: none). */
+static const vs_op_span *next_compute_span(const vs_rank *r, size_t i)
+{
+  const vs_op_span *next = NULL;
+  for (size_t j = 0; j < r->n_spans; j++) {
+    const vs_pop *o = &r->prog->ops[r->spans[j].op];
+    if (o->stream == VS_STREAM_COMPUTE && r->spans[j].op > r->spans[i].op &&
+        (!next || r->spans[j].op < next->op))
+      next = &r->spans[j];
+  }
+  return next;
+}
+
+/* On rank r, how many of its ops on `stream` the compute-stream op after
+ * them in program order started before they ended; *n counts them. */
+static size_t computes_before_end(const vs_rank *r, int stream, size_t *n)
 {
   size_t early = 0;
-  *sends = 0;
+  *n = 0;
   for (size_t i = 0; i < r->n_spans; i++) {
-    const vs_pop *op = &r->prog->ops[r->spans[i].op];
-    const vs_op_span *next = NULL;
-    if (op->stream != VS_STREAM_SEND)
+    const vs_op_span *next;
+    if (r->prog->ops[r->spans[i].op].stream != (uint32_t)stream)
       continue;
-    ++*sends;
-    for (size_t j = 0; j < r->n_spans; j++) {
-      const vs_pop *o = &r->prog->ops[r->spans[j].op];
-      if (o->stream == VS_STREAM_COMPUTE && r->spans[j].op > r->spans[i].op &&
-          (!next || r->spans[j].op < next->op))
-        next = &r->spans[j];
-    }
+    ++*n;
+    next = next_compute_span(r, i);
     if (next && next->start_ns < r->spans[i].end_ns)
       early++;
   }
   return early;
+}
+
+/* Sends whose next compute-stream op started before they ended. */
+static size_t computes_before_send_ends(const vs_rank *r, size_t *sends)
+{
+  return computes_before_end(r, VS_STREAM_SEND, sends);
 }
 
 /* [parallel] p2p = blocking: a stage computes on only once its send is
@@ -482,6 +495,63 @@ static void test_blocking_pipeline_sends(void **state)
   }
 }
 
+/* On rank r, whether every receive's unit starts after it: the first
+ * compute-stream op after each receive in program order (a recompute, a
+ * collective, a gather or a layer op) starts at or after the receive's
+ * end; counts the receives in *recvs. */
+static bool units_wait_for_receives(const vs_rank *r, size_t *recvs)
+{
+  return computes_before_end(r, VS_STREAM_RECV, recvs) == 0;
+}
+
+/* A stage waits for the tensor it receives before it runs the unit, as
+ * every framework's schedule does: with full recompute the backward's
+ * recompute waits for the gradient, with sequence parallelism the
+ * unit's first all-gather waits too; and a blocking send holds back
+ * that first collective as well (Llama, tp 2 with sequence parallelism,
+ * 2 stages on two nodes; stage mode and every rank). */
+static void test_units_wait_for_their_receives(void **state)
+{
+  static const char *const configs[][5] = {
+      {"training.checkpointing=full", NULL},
+      {"parallel.tp=2", "parallel.sequence_parallel=true", NULL},
+      {"parallel.tp=2", "parallel.sequence_parallel=true",
+       "parallel.p2p=blocking", NULL},
+      {"parallel.tp=2", "parallel.p2p_scatter_gather=true",
+       "training.checkpointing=full", NULL},
+  };
+  static const char llama[] =
+      "[model]\narch = llama\nlayers = 4\nhidden = 1024\nheads = 16\n"
+      "ffn_hidden = 2816\nvocab = 32000\nseq_len = 512\n[training]\n"
+      "global_batch = 4\n[parallel]\npp = 2\n";
+  const char *tsets[] = {"node.gpus=2"};
+  (void)state;
+  for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
+    for (int all_ranks = 0; all_ranks <= 1; all_ranks++) {
+      const char *const *sets = configs[c];
+      size_t n = 0, recvs, sends;
+      bool blocking = false;
+      vs_workload wl;
+      vs_topology topo;
+      vs_sim sim;
+      while (sets[n]) {
+        blocking = blocking || strcmp(sets[n], "parallel.p2p=blocking") == 0;
+        n++;
+      }
+      load(&wl, llama, sets, n, strcmp(sets[0], "parallel.tp=2") ? 2 : 4);
+      simulate_on(&sim, &wl, &topo, tsets, 1, all_ranks);
+      for (size_t i = 0; i < sim.n_ranks; i++) {
+        assert_true(units_wait_for_receives(&sim.ranks[i], &recvs));
+        assert_int_equal(recvs, 4);
+        if (blocking)
+          assert_int_equal(
+              computes_before_send_ends(&sim.ranks[i], &sends), 0);
+      }
+      vs_sim_fini(&sim);
+    }
+  }
+}
+
 /* Spans of ops named `name` on rank r, and the bytes of the last one. */
 static size_t spans_named(const vs_rank *r, const char *name, double *bytes,
                           uint64_t *dur_ns)
@@ -502,15 +572,12 @@ static size_t spans_named(const vs_rank *r, const char *name, double *bytes,
  * ranks sends half the pipeline tensor over its own network link (16
  * GB/s, no latency: bytes / 2 / 16e9 s), the receivers all-gather it
  * over the tensor-parallel group on the compute stream, once a
- * micro-batch each way; with sequence parallelism the tensor is already
- * each rank's half and goes as it is. */
+ * micro-batch each way. */
 static void test_pipeline_scatter_gather(void **state)
 {
   const char *tsets[] = {"node.gpus=2", "network.inter_latency=0",
                          "network.inter_bandwidth=16GB/s"};
   const char *sg[] = {"parallel.tp=2", "parallel.p2p_scatter_gather=true"};
-  const char *sp[] = {"parallel.tp=2", "parallel.p2p_scatter_gather=true",
-                      "parallel.sequence_parallel=true"};
   vs_workload wl;
   vs_topology topo;
   vs_sim sim;
@@ -542,16 +609,80 @@ static void test_pipeline_scatter_gather(void **state)
                                &dur),
                    0);
   vs_sim_fini(&sim);
+}
 
-  load(&wl, pipe_gpt, sp, 3, 4);
-  simulate_on(&sim, &wl, &topo, tsets, 3, false);
-  assert_int_equal(spans_named(&sim.ranks[1], "gather_activation", &bytes,
-                               &dur),
-                   0);
-  assert_int_equal(spans_named(&sim.ranks[0], "send_activation", &bytes, &dur),
-                   4);
-  assert_true(bytes == (double)vs_model_layer(&sim.model, 0)->input_bytes);
-  vs_sim_fini(&sim);
+/* The spans of rank r's ops on `stream` named `name` (NULL: any): how
+ * many, their bytes summed, the first start and the last end. */
+static size_t stream_spans(const vs_rank *r, int stream, const char *name,
+                           double *bytes, uint64_t *first_start,
+                           uint64_t *last_end)
+{
+  size_t n = 0;
+  *bytes = 0;
+  *first_start = UINT64_MAX;
+  *last_end = 0;
+  for (size_t i = 0; i < r->n_spans; i++) {
+    const vs_pop *op = &r->prog->ops[r->spans[i].op];
+    if (op->stream != (uint32_t)stream ||
+        (name && strcmp(vs_op_name(r->prog, op), name) != 0))
+      continue;
+    n++;
+    *bytes += vs_op_kind_of(r->prog, op)->bytes;
+    if (r->spans[i].start_ns < *first_start)
+      *first_start = r->spans[i].start_ns;
+    if (r->spans[i].end_ns > *last_end)
+      *last_end = r->spans[i].end_ns;
+  }
+  return n;
+}
+
+/* When rank r's last backward op ended. */
+static uint64_t backward_end(const vs_rank *r)
+{
+  uint64_t t = 0;
+  for (size_t i = 0; i < r->n_spans; i++)
+    if (r->prog->ops[r->spans[i].op].phase == VS_PHASE_BWD &&
+        r->spans[i].end_ns > t)
+      t = r->spans[i].end_ns;
+  return t;
+}
+
+/* [parallel] overlap_grad_reduce = false: the same buckets (count and
+ * bytes) are all-reduced, but none starts before the last backward op
+ * ends; overlapped, the first starts while backward goes on. Two data-
+ * parallel GPUs on two nodes, 1 MiB buckets, 4 micro-batches. */
+static void test_grad_reduce_after_backward(void **state)
+{
+  const char *tsets[] = {"node.gpus=1"};
+  const char *on[] = {"parallel.dp=2", "parallel.pp=1",
+                      "parallel.bucket=1MiB", "training.global_batch=8"};
+  const char *off[] = {"parallel.dp=2", "parallel.pp=1",
+                       "parallel.bucket=1MiB", "training.global_batch=8",
+                       "parallel.overlap_grad_reduce=false"};
+  vs_workload wa, wb;
+  vs_topology ta, tb;
+  vs_sim a, b;
+  double bytes_a, bytes_b;
+  uint64_t start_a, start_b, end;
+  size_t n_a, n_b;
+  (void)state;
+  load(&wa, pipe_gpt, on, 4, 2);
+  load(&wb, pipe_gpt, off, 5, 2);
+  simulate_on(&a, &wa, &ta, tsets, 1, false);
+  simulate_on(&b, &wb, &tb, tsets, 1, false);
+  n_a = stream_spans(&a.ranks[0], VS_STREAM_COMM, "dp_all_reduce", &bytes_a,
+                     &start_a, &end);
+  n_b = stream_spans(&b.ranks[0], VS_STREAM_COMM, "dp_all_reduce", &bytes_b,
+                     &start_b, &end);
+  assert_true(n_a > 2);
+  assert_int_equal(n_a, n_b);
+  assert_true(bytes_a == bytes_b);
+  assert_true(start_a < backward_end(&a.ranks[0]));
+  assert_true(start_b >= backward_end(&b.ranks[0]));
+  assert_true(b.step_time_s > a.step_time_s);
+  assert_true(b.exposed_comm_s > a.exposed_comm_s);
+  vs_sim_fini(&a);
+  vs_sim_fini(&b);
 }
 
 /* Host memory bandwidth is shared too: on a DGX-2-like node (16 GPUs, two
@@ -715,6 +846,9 @@ static void test_invariants_hold_across_configurations(void **state)
       {"parallel.pp=4", "parallel.schedule=interleaved", "parallel.virtual_stages=2", "training.global_batch=8"},
       {"parallel.pp=2", "training.checkpointing=full", "parallel.schedule=gpipe", "training.global_batch=8"},
       {"parallel.pp=8", "training.checkpointing=selective", "parallel.pp_layers=5,6,6,6,6,6,6,7", "training.global_batch=16"},
+      {"parallel.pp=2", "parallel.tp=2", "parallel.p2p_scatter_gather=true", "parallel.p2p=blocking"},
+      {"parallel.pp=2", "parallel.tp=2", "parallel.p2p_scatter_gather=true", "training.checkpointing=full"},
+      {"parallel.pp=2", "parallel.dp=4", "parallel.overlap_grad_reduce=false", "parallel.p2p=blocking"},
   };
   (void)state;
   for (size_t i = 0; i < 2 * sizeof configs / sizeof configs[0]; i++) {
@@ -1810,6 +1944,8 @@ int main(void)
       cmocka_unit_test(test_offload_host_memory_bandwidth),
       cmocka_unit_test(test_blocking_pipeline_sends),
       cmocka_unit_test(test_pipeline_scatter_gather),
+      cmocka_unit_test(test_grad_reduce_after_backward),
+      cmocka_unit_test(test_units_wait_for_their_receives),
       cmocka_unit_test(test_offload_host_out_of_memory),
       cmocka_unit_test(test_offload_activations_bytes),
       cmocka_unit_test(test_grad_accumulation_scales_time_not_memory),

@@ -1104,10 +1104,19 @@ static void test_p2p_presets(void **state)
   static const char *const ds[] = {"training.framework=deepspeed",
                                    "parallel.pp=2"};
   static const char *const mine[] = {"training.framework=megatron",
-                                     "parallel.pp=2",
+                                     "parallel.pp=2", "parallel.tp=2",
                                      "parallel.p2p=overlapped",
                                      "parallel.p2p_scatter_gather=true"};
+  static const char *const mg_pp1[] = {"training.framework=megatron"};
   static const char *const bad[] = {"parallel.p2p=async"};
+  static const char *const no_pp[] = {"parallel.p2p=blocking"};
+  static const char *const sg_pp1[] = {"parallel.tp=2",
+                                       "parallel.p2p_scatter_gather=true"};
+  static const char *const sg_tp1[] = {"parallel.pp=2",
+                                       "parallel.p2p_scatter_gather=true"};
+  static const char *const sg_sp[] = {"parallel.pp=2", "parallel.tp=2",
+                                      "parallel.sequence_parallel=true",
+                                      "parallel.p2p_scatter_gather=true"};
   vs_workload wl;
   char path[128], where[400];
   vs_error err;
@@ -1125,12 +1134,77 @@ static void test_p2p_presets(void **state)
   assert_int_equal(wl.parallel.p2p, VS_P2P_OVERLAPPED);
   assert_int_equal(load_at(&wl, path, GPT_MODEL, ds, 2, 0, &err), 0);
   assert_int_equal(wl.parallel.p2p, VS_P2P_BLOCKING);
-  assert_int_equal(load_at(&wl, path, GPT_MODEL, mine, 4, 0, &err), 0);
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, mine, 5, 0, &err), 0);
   assert_int_equal(wl.parallel.p2p, VS_P2P_OVERLAPPED);
   assert_true(wl.parallel.p2p_scatter_gather);
+  /* without a pipeline the preset leaves the sends alone */
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, mg_pp1, 1, 0, &err), 0);
+  assert_int_equal(wl.parallel.p2p, VS_P2P_OVERLAPPED);
   assert_string_equal(vs_p2p_name(VS_P2P_BLOCKING), "blocking");
   load_bad(GPT_MODEL, bad, 1, 0, VS_EINPUT,
            "--set parallel.p2p=async: expected overlapped or blocking");
+  load_bad(GPT_MODEL, no_pp, 1, 0, VS_EINPUT,
+           "--set parallel.p2p=blocking: says whether a pipeline stage waits "
+           "for its sends, and pp = 1; set [parallel] pp");
+  load_bad(GPT_MODEL, sg_pp1, 2, 0, VS_EINPUT,
+           "--set parallel.p2p_scatter_gather=true: splits each pipeline send "
+           "over the tensor-parallel ranks, and pp = 1; set [parallel] pp");
+  load_bad(GPT_MODEL, sg_tp1, 2, 0, VS_EINPUT,
+           "--set parallel.p2p_scatter_gather=true: splits each pipeline send "
+           "over the tensor-parallel ranks, and tp = 1; set [parallel] tp");
+  load_bad(GPT_MODEL, sg_sp, 4, 0, VS_EINPUT,
+           "--set parallel.p2p_scatter_gather=true: with sequence parallelism "
+           "each rank's pipeline tensor is already its 1/tp");
+}
+
+/* [parallel] overlap_grad_reduce: true unless a preset or the workload
+ * says otherwise; Megatron-LM (no --overlap-grad-reduce) and DeepSpeed
+ * below ZeRO-2 reduce after backward, ZeRO-2/3 keep their per-micro-batch
+ * reduce-scatters; false is refused where gradients do not wait for the
+ * step, naming both keys' remedies. */
+static void test_grad_reduce_presets(void **state)
+{
+  static const char *const none[] = {"parallel.dp=2",
+                                     "training.global_batch=2"};
+  static const char *const mg[] = {"training.framework=megatron",
+                                   "parallel.dp=2", "parallel.zero=1",
+                                   "training.global_batch=2"};
+  static const char *const ds1[] = {"training.framework=deepspeed",
+                                    "parallel.dp=2", "parallel.zero=1",
+                                    "training.global_batch=2"};
+  static const char *const ds2[] = {"training.framework=deepspeed",
+                                    "parallel.dp=2", "parallel.zero=2",
+                                    "training.global_batch=2"};
+  static const char *const z2[] = {"parallel.dp=2", "parallel.zero=2",
+                                   "training.global_batch=2",
+                                   "parallel.overlap_grad_reduce=false"};
+  static const char *const oib[] = {"training.optimizer_in_backward=true",
+                                    "parallel.overlap_grad_reduce=false"};
+  vs_workload wl;
+  char path[128], where[400];
+  vs_error err;
+  (void)state;
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, none, 2, 0, &err), 0);
+  assert_true(wl.parallel.overlap_grad_reduce);
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, mg, 4, 0, &err), 0);
+  assert_false(wl.parallel.overlap_grad_reduce);
+  vs_conf_where(vs_workload_keys(), &wl.origins, "parallel",
+                "overlap_grad_reduce", where, sizeof where);
+  assert_non_null(strstr(where, "[parallel] overlap_grad_reduce = false (the "
+                                "preset of [training] framework)"));
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, ds1, 4, 0, &err), 0);
+  assert_false(wl.parallel.overlap_grad_reduce);
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, ds2, 4, 0, &err), 0);
+  assert_true(wl.parallel.overlap_grad_reduce);
+  load_bad(GPT_MODEL, z2, 4, 0, VS_EINPUT,
+           "--set parallel.overlap_grad_reduce=false: reduces the step's "
+           "gradients once its backward pass is done, but ZeRO-2 "
+           "reduce-scatters each micro-batch's gradients as backward makes "
+           "them: use zero = 0 or 1, or overlap_grad_reduce = true");
+  load_bad(GPT_MODEL, oib, 2, 0, VS_EINPUT,
+           "--set parallel.overlap_grad_reduce=false: reduces the step's "
+           "gradients once its backward pass is done, but "
+           "optimizer_in_backward steps each block as its gradients appear");
 }
 
 /* Autocast (precision = amp_bf16 | amp_fp16) and the Hugging Face
@@ -1707,6 +1781,7 @@ int main(void)
       cmocka_unit_test(test_reserve),
       cmocka_unit_test(test_framework_presets),
       cmocka_unit_test(test_p2p_presets),
+      cmocka_unit_test(test_grad_reduce_presets),
       cmocka_unit_test(test_checkpoint_choice),
       cmocka_unit_test(test_pipeline_validation),
       cmocka_unit_test(test_layout_rules),

@@ -105,6 +105,7 @@ static const vs_key workload_keys[] = {
     K("parallel", "p2p_scatter_gather", VS_KEY_BOOL, parallel.p2p_scatter_gather, .default_doc = "false"),
     K("parallel", "offload_optimizer", VS_KEY_ENUM, parallel.offload_optimizer, .choices = offload_names, .default_doc = "none"),
     K("parallel", "offload_params", VS_KEY_ENUM, parallel.offload_params, .choices = offload_names, .default_doc = "none"),
+    K("parallel", "overlap_grad_reduce", VS_KEY_BOOL, parallel.overlap_grad_reduce, .default_doc = "true (framework megatron, and deepspeed with zero 0-1: false)"),
     K("parallel", "bucket", VS_KEY_SIZE, parallel.bucket_bytes, .positive = true, .default_doc = "25MiB"),
     K("parallel", "pp_layers", VS_KEY_LIST, parallel.pp_layers, .positive = true, .default_doc = "even split"),
     K("parallel", "order", VS_KEY_ENUM, parallel.order, .choices = order_names, .default_doc = "tp-dp-pp"),
@@ -1106,6 +1107,67 @@ static int check_checkpoint_choice(vs_workload *wl, vs_error *err)
   return 0;
 }
 
+/* [parallel] p2p and p2p_scatter_gather say how pipeline stages send:
+ * refused where there is nothing for them to do. */
+static int check_p2p(vs_workload *wl, vs_error *err)
+{
+  const vs_parallel_conf *p = &wl->parallel;
+  char where[400];
+  if (p->pp == 1 && p->p2p != VS_P2P_OVERLAPPED)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: says whether a pipeline stage waits for its "
+                        "sends, and pp = 1; set [parallel] pp",
+                        WHERE("parallel", "p2p"));
+  if (!p->p2p_scatter_gather)
+    return 0;
+  if (p->pp == 1 || p->tp == 1)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: splits each pipeline send over the "
+                        "tensor-parallel ranks, and %s = 1; set [parallel] "
+                        "%s",
+                        WHERE("parallel", "p2p_scatter_gather"),
+                        p->pp == 1 ? "pp" : "tp", p->pp == 1 ? "pp" : "tp");
+  if (p->sequence_parallel)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: with sequence parallelism each rank's pipeline "
+                        "tensor is already its 1/tp (Megatron-LM skips "
+                        "scatter/gather then); set one of the two false",
+                        WHERE("parallel", "p2p_scatter_gather"));
+  return 0;
+}
+
+/* [parallel] overlap_grad_reduce: true unless set (or a preset's);
+ * false needs gradients that wait for the step, which ZeRO-2/3 and the
+ * optimizer in backward do not keep. */
+static int check_grad_reduce(vs_workload *wl, vs_error *err)
+{
+  vs_parallel_conf *p = &wl->parallel;
+  char where[400];
+  if (!vs_conf_is_set(&workload_tab, &wl->origins, "parallel",
+                      "overlap_grad_reduce")) {
+    p->overlap_grad_reduce = true;
+    return 0;
+  }
+  if (p->overlap_grad_reduce)
+    return 0;
+  if (p->zero >= 2)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: reduces the step's gradients once its backward "
+                        "pass is done, but ZeRO-%llu reduce-scatters each "
+                        "micro-batch's gradients as backward makes them: use "
+                        "zero = 0 or 1, or overlap_grad_reduce = true",
+                        WHERE("parallel", "overlap_grad_reduce"),
+                        (unsigned long long)p->zero);
+  if (wl->training.optimizer_in_backward)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: reduces the step's gradients once its backward "
+                        "pass is done, but optimizer_in_backward steps each "
+                        "block as its gradients appear: set one of them "
+                        "otherwise",
+                        WHERE("parallel", "overlap_grad_reduce"));
+  return 0;
+}
+
 static int check_training(vs_workload *wl, vs_error *err)
 {
   vs_training_conf *t = &wl->training;
@@ -1445,6 +1507,17 @@ static int preset_bucket(vs_workload *wl, uint64_t elems, const char *why,
   return preset(wl, "parallel", "bucket", text, why, err);
 }
 
+/* overlap_grad_reduce = false for a framework that reduces the step's
+ * gradients after its backward pass, where gradients wait for the step
+ * (ZeRO-0/1, no optimizer in backward; check_grad_reduce's rule). */
+static int preset_grad_reduce_after_backward(vs_workload *wl, const char *why,
+                                             vs_error *err)
+{
+  if (wl->parallel.zero >= 2 || wl->training.optimizer_in_backward)
+    return 0;
+  return preset(wl, "parallel", "overlap_grad_reduce", "false", why, err);
+}
+
 /* Megatron-LM's pipeline sends (megatron/core/pipeline_parallel/
  * p2p_communication.py, _communicate): the non-interleaved 1F1B waits on
  * every send and receive request before it computes on (wait_on_reqs,
@@ -1453,6 +1526,8 @@ static int preset_bucket(vs_workload *wl, uint64_t elems, const char *why,
  * --no-overlap-p2p-communication). */
 static int preset_megatron_p2p(vs_workload *wl, vs_error *err)
 {
+  if (wl->parallel.pp == 1)
+    return 0; /* no pipeline */
   if (wl->parallel.schedule == VS_SCHED_INTERLEAVED)
     return preset(wl, "parallel", "p2p", "overlapped",
                   "Megatron-LM's interleaved schedule overlaps its sends "
@@ -1478,6 +1553,11 @@ static int preset_megatron(vs_workload *wl, vs_error *err)
                 err);
   if (!rc)
     rc = preset_megatron_p2p(wl, err);
+  if (!rc)
+    rc = preset_grad_reduce_after_backward(
+        wl, "Megatron-LM reduces gradients after the backward pass unless "
+            "--overlap-grad-reduce",
+        err);
   return rc ? rc
             : preset_bucket(wl, elems > 40000000 ? elems : 40000000,
                             "Megatron-LM's bucket: max(4e7, 1e6 x dp) "
@@ -1500,9 +1580,14 @@ static int preset_deepspeed(vs_workload *wl, vs_error *err)
                 "BF16_Optimizer's fp32 gradient buffer", err);
   /* deepspeed/runtime/pipe/p2p.py: send and recv are dist.send and
    * dist.recv (async_op is asserted False) */
-  if (!rc)
+  if (!rc && p->pp > 1)
     rc = preset(wl, "parallel", "p2p", "blocking",
                 "DeepSpeed's pipeline engine sends with dist.send", err);
+  /* engine.py allreduce_gradients: below ZeRO-2 the gradients are reduced
+   * at the accumulation boundary, once backward is done */
+  if (!rc)
+    rc = preset_grad_reduce_after_backward(
+        wl, "DeepSpeed reduces ZeRO-0/1 gradients once backward is done", err);
   return rc ? rc
             : preset_bucket(wl, 500000000,
                             "DeepSpeed's reduce_bucket_size: 5e8 elements",
@@ -1610,6 +1695,7 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
   if ((rc = check_model(wl, err)))
     return rc;
   if ((rc = check_layout(wl, gpus, err)) || (rc = apply_framework(wl, err)) ||
+      (rc = check_grad_reduce(wl, err)) || (rc = check_p2p(wl, err)) ||
       (rc = check_training(wl, err)) ||
       (rc = check_checkpoint_choice(wl, err)) ||
       (rc = check_ops_checkpointing(wl, err)) ||

@@ -166,6 +166,11 @@ typedef struct vs_parallel_conf {
                                over cp ranks */
   int cp_comm;              /* vs_cp_comm */
   int p2p;                  /* vs_p2p_mode of the pipeline's sends */
+  bool overlap_grad_reduce; /* the step's gradient buckets reduced while
+                               backward goes on (true), or once the whole
+                               backward pass is done (Megatron-LM without
+                               --overlap-grad-reduce, DeepSpeed's ZeRO-0/1
+                               at the accumulation boundary) */
   bool p2p_scatter_gather;  /* Megatron-LM's scatter_gather_tensors_in_
                                pipeline: each tensor-parallel rank sends
                                1/tp of the pipeline tensor and the

@@ -75,15 +75,19 @@ typedef struct builder {
                                first backward (vs_recipe grads_set_to_none) */
   uint32_t *bucket;         /* insts whose grads wait in the open bucket */
   size_t n_bucket;          /* how many */
+  uint32_t *deferred;       /* reduce_after_backward: insts whose grads are
+                               bucketed once backward is done, in backward
+                               order, NONE where a chunk's buckets end */
+  size_t n_deferred;        /* how many entries */
   uint64_t bucket_fill;     /* their grad bytes */
   uint64_t bucket_elems;    /* their gradient elements */
   uint64_t bucket_expert;   /* of bucket_fill, routed experts' gradients
                                (reduced over the expert-data-parallel
                                group when the experts have groups of
                                their own) */
-  uint32_t waits[3];        /* ops the next compute op must wait for: a
-                               block's gather, its activations' fetch, a
-                               blocking pipeline send */
+  uint32_t waits[3];        /* ops the next compute-stream op must wait
+                               for: a block's gather, its activations'
+                               fetch, a blocking pipeline send */
   uint32_t n_waits;
   uint32_t *act_host;       /* [mb % ring][inst] offloaded activations'
                                host buffer */
@@ -96,6 +100,13 @@ typedef struct builder {
   uint64_t stage;           /* pipeline stage being built */
   uint32_t recv_op;         /* receive the next compute op must wait for */
   uint32_t recv_buf;        /* its buffer, freed by that op */
+  bool recv_waited;         /* a compute-stream op already waits for it */
+  struct {
+    bool due;               /* the received part is to be gathered before
+                               the next compute-stream op (scatter/gather) */
+    int kind;               /* SEND_ACTIVATION or SEND_GRADIENT */
+    int layer, mb;          /* where the tensor enters */
+  } gather;
   size_t ring;              /* micro-batch slots of saved[] and ckpt_buf[] */
   uint8_t recv_free_when;   /* effect_time: ... at its end (gradients) or start */
   double busy_seconds;      /* sum of every op's time so far */
@@ -229,8 +240,13 @@ _Static_assert(sizeof(vs_op_kind) == VS_OP_NAME_MAX + 32 &&
                "64-bit words");
 _Static_assert(sizeof(vs_pop) == 16, "an op record is 16 bytes");
 
+static void gather_received(builder *b);
+static void stream_waits(builder *b, uint32_t op);
+
 /* Appends an op whose bytes cross resource `res` (and `via`; 0: none);
- * its deps and effects must be added before the next op. */
+ * its deps and effects must be added before the next op. An op on the
+ * compute stream comes after a due gather of a received part, and waits
+ * for what the stream must (stream_waits). */
 static uint32_t new_op_through(builder *b, int stream, int phase,
                                const char *name, int layer, int mb,
                                double seconds, double flops, double bytes,
@@ -241,6 +257,8 @@ static uint32_t new_op_through(builder *b, int stream, int phase,
   vs_pop *op;
   uint32_t idx, kind;
 
+  if (stream == VS_STREAM_COMPUTE && b->gather.due)
+    gather_received(b);
   if (b->failed || !time_ok(b, name, seconds) ||
       !grow(b, (void **)&p->ops, &p->cap_ops, p->n_ops + 1, sizeof *p->ops) ||
       !grow(b, (void **)&p->stream_ops[stream], &p->cap_stream_ops[stream],
@@ -280,6 +298,7 @@ static uint32_t new_op_through(builder *b, int stream, int phase,
   if (stream == VS_STREAM_COMPUTE) {
     b->last_compute = idx;
     p->compute_seconds += (double)k.dur_ns * 1e-9;
+    stream_waits(b, idx);
   } else {
     b->last_comm = idx;
   }
@@ -612,7 +631,7 @@ static op_split bwd_split(builder *b, const vs_op_spec *o, double flops,
   return x;
 }
 
-/* The next compute op waits for op too (a block's gather, its
+/* The next compute-stream op waits for op too (a block's gather, its
  * activations' fetch and a blocking send: three at most, a fourth is a
  * schedule bug). */
 static void wait_on(builder *b, uint32_t op)
@@ -629,12 +648,19 @@ static void wait_on(builder *b, uint32_t op)
   b->waits[b->n_waits++] = op;
 }
 
-/* op (the newest) takes the waits. */
-static void take_waits(builder *b, uint32_t op)
+/* op (the newest, on the compute stream) takes the waits, and the
+ * receive the stream's unit starts with: every framework's schedule waits
+ * for a received tensor before it runs the unit (a recompute, a
+ * collective or a gather first included). */
+static void stream_waits(builder *b, uint32_t op)
 {
   for (uint32_t i = 0; i < b->n_waits; i++)
     add_dep(b, op, b->waits[i]);
   b->n_waits = 0;
+  if (b->recv_op != NONE && !b->recv_waited) {
+    add_dep(b, op, b->recv_op);
+    b->recv_waited = true;
+  }
 }
 
 /* Op k of inst's block: its time in phase `which`, computed once for the
@@ -678,7 +704,6 @@ static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
                            const op_split *t)
 {
   uint32_t op = bound_op(b, phase, name, layer, mb, flops, bytes, t);
-  take_waits(b, op);
   if (b->copy_out != NONE) {
     alloc_on(b, op, b->copy_out);
     free_on(b, op, b->flat_done, AT_START);
@@ -687,9 +712,9 @@ static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
   if (b->recv_op != NONE) {
     /* the received tensor becomes this op's input: freed as the op's own
      * saved copy appears (forward) or once its gradient is used (backward) */
-    add_dep(b, op, b->recv_op);
     free_on(b, op, b->recv_buf, (effect_time)b->recv_free_when);
     b->recv_op = NONE;
+    b->recv_waited = false;
   }
   return op;
 }
@@ -715,19 +740,24 @@ static double op_comm_seconds(builder *b, const vs_comm *c)
   return m->seconds;
 }
 
-/* An op's own collective (tensor parallelism), on the stream the recipe
- * gives it. */
+/* Collective c of a layer's work, named `name`, on the stream the recipe
+ * gives such collectives. */
+static uint32_t comm_op(builder *b, const vs_comm *c, const char *name,
+                        int layer, int mb)
+{
+  return new_op(b, b->r->comm[VS_USE_OP].stream,
+                c->group == VS_GROUP_EP   ? VS_PHASE_EP_COMM
+                : c->group == VS_GROUP_CP ? VS_PHASE_CP_COMM
+                                          : VS_PHASE_TP_COMM,
+                name, layer, mb, op_comm_seconds(b, c), 0.0,
+                (double)c->bytes);
+}
+
+/* An op's own collective (tensor parallelism). */
 static void op_comm(builder *b, const vs_comm *c, int layer, int mb)
 {
-  double t;
-  if (c->kind == VS_COLL_NONE)
-    return;
-  t = op_comm_seconds(b, c);
-  new_op(b, b->r->comm[VS_USE_OP].stream,
-         c->group == VS_GROUP_EP   ? VS_PHASE_EP_COMM
-         : c->group == VS_GROUP_CP ? VS_PHASE_CP_COMM
-                                   : VS_PHASE_TP_COMM,
-         vs_coll_op_name(c->group, c->kind), layer, mb, t, 0.0, (double)c->bytes);
+  if (c->kind != VS_COLL_NONE)
+    comm_op(b, c, vs_coll_op_name(c->group, c->kind), layer, mb);
 }
 
 /* A step-level collective of `use` on its stream, over `group`. */
@@ -1094,7 +1124,6 @@ static void recompute_layer(builder *b, size_t inst, int mb)
   }
   op = bound_op(b, VS_PHASE_RECOMPUTE, "recompute_layer", layer_of(inst), mb,
                 flops, bytes, &t);
-  take_waits(b, op);
   if (b->wl->training.checkpointing == VS_CKPT_OPS) {
     /* op-level: the kept outputs are reused as the re-created tensors
      * (which count them below), not held beside them */
@@ -1302,6 +1331,29 @@ static void bucket_grads(builder *b, size_t inst, int mb)
     flush_bucket(b, mb);
 }
 
+/* Keeps inst's gradients for the reduction after backward (NONE: the
+ * chunk's backward ends, and with it its open bucket). */
+static void defer_grads(builder *b, uint32_t inst)
+{
+  b->deferred[b->n_deferred++] = inst;
+}
+
+/* Once the stage's backward pass is done, its gradients go into buckets
+ * in the order backward made them, each chunk's closed at its end, and
+ * each bucket is reduced as it fills: Megatron-LM's reduction without
+ * --overlap-grad-reduce, after forward_backward_func returns. */
+static void reduce_deferred(builder *b)
+{
+  int mb = (int)b->lay->grad_accum - 1; /* gradients wait for the last */
+  for (size_t i = 0; i < b->n_deferred; i++) {
+    if (b->deferred[i] == NONE)
+      flush_bucket(b, mb);
+    else
+      bucket_grads(b, b->deferred[i], mb);
+  }
+  b->n_deferred = 0;
+}
+
 /* With tied embeddings split over the pipeline, the first and last stages
  * all-reduce the word-embedding gradients (Megatron's embedding group). */
 static void tied_embedding_sync(builder *b)
@@ -1497,6 +1549,7 @@ static void free_tables(builder *b)
   free(b->grad_buf);
   free(b->grads_kept);
   free(b->bucket);
+  free(b->deferred);
   free(b->act_host);
   free(b->act_out);
   free(b->act_fetch);
@@ -1563,39 +1616,39 @@ static uint64_t pipeline_bytes(const builder *b)
   return vs_model_layer(b->m, 0)->input_bytes;
 }
 
-/* Bytes of the part of it one rank sends (p2p_parts parts, the last
- * rounded up as an even split pads it). */
+/* Bytes of the part of it one rank sends: 1/p2p_parts (the hidden size,
+ * a multiple of tp, splits evenly). */
 static uint64_t pipeline_part_bytes(const builder *b)
 {
-  return vs_div_ceil(pipeline_bytes(b), b->r->p2p_parts);
+  return pipeline_bytes(b) / b->r->p2p_parts;
 }
 
-/* With scatter/gather, the received part becomes the whole tensor again:
- * an all-gather over the tensor-parallel group on the compute stream
- * (Megatron-LM's gather_split_1d_tensor, after the receive's wait) into a
- * new buffer, the part freed once gathered; it enters `layer`. */
-static void gather_received(builder *b, int kind, uint64_t mb, int layer)
+/* With scatter/gather, the received part becomes the whole tensor again
+ * just before the unit's first compute-stream op: an all-gather over the
+ * tensor-parallel group (Megatron-LM's gather_split_1d_tensor, once the
+ * receive is waited for) into a new buffer, the part freed once
+ * gathered; the unit's compute then waits for (and frees) the whole. */
+static void gather_received(builder *b)
 {
-  uint64_t bytes = pipeline_bytes(b);
-  uint32_t whole, op = new_op(b, VS_STREAM_COMPUTE, VS_PHASE_TP_COMM,
-                              kind == SEND_ACTIVATION ? "gather_activation"
-                                                      : "gather_gradient",
-                              layer, (int)mb,
-                              group_seconds(b, VS_GROUP_TP, VS_COLL_ALL_GATHER,
-                                            bytes),
-                              0.0, (double)bytes);
-  take_waits(b, op);
-  add_dep(b, op, b->recv_op);
-  whole = new_buffer(b, bytes, VS_CAT_TEMP);
+  vs_comm c = {VS_COLL_ALL_GATHER, VS_GROUP_TP, pipeline_bytes(b)};
+  uint32_t whole, op;
+  b->gather.due = false;
+  op = comm_op(b, &c,
+               b->gather.kind == SEND_ACTIVATION ? "gather_activation"
+                                                 : "gather_gradient",
+               b->gather.layer, b->gather.mb);
+  whole = new_buffer(b, c.bytes, VS_CAT_TEMP);
   alloc_on(b, op, whole);
   free_on(b, op, b->recv_buf, AT_END);
   b->recv_op = op;
   b->recv_buf = whole;
+  b->recv_waited = true; /* the stream's next op follows the gather */
 }
 
 /* Receives a tensor from the stage holding model chunk `from` into a temp
- * (communication) buffer, gathered whole when it comes in parts; the
- * next compute op (in `layer`) waits for it and frees it. */
+ * (communication) buffer, to be gathered whole (into `layer`) when it
+ * comes in parts; the next compute-stream op waits for it, and the next
+ * compute op frees it. */
 static void receive(builder *b, int kind, uint64_t mb, uint64_t from,
                     int layer)
 {
@@ -1609,9 +1662,12 @@ static void receive(builder *b, int kind, uint64_t mb, uint64_t from,
   b->recv_buf = new_buffer(b, bytes, VS_CAT_TEMP);
   alloc_on(b, op, b->recv_buf);
   b->recv_op = op;
+  b->recv_waited = false;
   b->recv_free_when = kind == SEND_GRADIENT ? AT_END : AT_START;
-  if (b->r->p2p_parts > 1)
-    gather_received(b, kind, mb, layer);
+  b->gather.due = b->r->p2p_parts > 1;
+  b->gather.kind = kind;
+  b->gather.layer = layer;
+  b->gather.mb = (int)mb;
 }
 
 /* Sends this chunk's output (or input gradient) to the stage holding model
@@ -1680,6 +1736,7 @@ static void backward_unit(builder *b, const vs_unit *u)
   bool sync = (vs_workload_grads_shared(&b->wl->parallel) ||
                b->r->offload.cpu_step) &&
               (transient_grads(b) || u->mb + 1 == b->lay->grad_accum);
+  bool defer = sync && b->r->reduce_after_backward;
   size_t first, last;
   chunk_range(b, g, &first, &last);
   if (g + 1 < b->lay->n_chunks)
@@ -1688,10 +1745,14 @@ static void backward_unit(builder *b, const vs_unit *u)
     backward_block(b, inst, (int)u->mb);
     if (b->r->step_in_backward)
       step_block(b, inst);
+    else if (defer)
+      defer_grads(b, (uint32_t)inst);
     else if (sync)
       bucket_grads(b, inst, (int)u->mb);
   }
-  if (sync)
+  if (defer)
+    defer_grads(b, NONE);
+  else if (sync)
     flush_bucket(b, (int)u->mb);
   if (g > 0)
     send(b, SEND_GRADIENT, u->mb, g, g - 1);
@@ -1798,6 +1859,7 @@ static void build_step(builder *b)
    * appended to the newest op only) */
   if (b->p->n_ops > 0)
     free_on(b, (uint32_t)(b->p->n_ops - 1), b->last_flat, AT_END);
+  reduce_deferred(b);
   optimizer_step(b);
   free(order);
 }
@@ -1905,6 +1967,8 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->grad_buf = new_table(b, n_inst);
   b->grads_kept = new_table(b, n_inst);
   b->bucket = new_table(b, n_inst);
+  /* every inst once, and one end per chunk */
+  b->deferred = new_table(b, n_inst + b->lay->n_chunks);
   b->act_host = new_table(b, b->ring * n_inst);
   b->act_out = new_table(b, b->ring * n_inst);
   b->act_fetch = new_table(b, n_inst);

@@ -176,6 +176,10 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
   r->transient_grads = (zero >= 2 && (dp > 1 || r->offload.cpu_step)) ||
                        r->step_in_backward;
   r->grad_reduce = zero >= 2 ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE;
+  /* gradients that wait for the step can wait for the whole backward
+   * (the workload refuses overlap_grad_reduce = false with the others) */
+  r->reduce_after_backward = !wl->parallel.overlap_grad_reduce &&
+                             !r->transient_grads;
   r->gather_after_step = vs_workload_grads_shared(&wl->parallel) &&
                          (zero == 1 || zero == 2 || bf16_optimizer(wl));
   /* With tied embeddings and pp > 1 the first and last stages each hold the

@@ -191,6 +191,10 @@ typedef struct vs_recipe {
                                parameters when its pass starts; the flat
                                buffer lives until the next block's
                                copy-out */
+  bool reduce_after_backward; /* the step's gradient buckets are reduced
+                               once the stage's whole backward pass is
+                               done, not as each fills ([parallel]
+                               overlap_grad_reduce = false) */
   bool p2p_blocking;        /* a stage's next compute waits for its
                                pipeline send ([parallel] p2p = blocking) */
   uint64_t p2p_parts;       /* the pipeline tensor goes as this many parts,

@@ -14,7 +14,10 @@
 # every request, then synchronizes the device, in 1F1B and interleaved
 # alike; overlap_p2p_comm came later) and go as 1/tp parts all-gathered
 # by the receivers (scatter_gather_tensors_in_pipeline, on by default,
-# skipped under sequence parallelism): megatron_p2p sets both.
+# skipped under sequence parallelism), and whose data parallelism (the
+# default DDP_impl = local) all-reduces gradients after the whole
+# backward pass (overlap_grad_reduce came later): megatron_2021 sets the
+# three.
 # Usage: tests/validation/megatron_tables.sh [path/to/vsim]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,7 +30,8 @@ step_seconds() { # vsim output -> step time in seconds
   python3 -c 'import re,sys; m=re.search(r"step time ([0-9.]+) (s|ms)", sys.stdin.read()); print(float(m.group(1))*(1e-3 if m.group(2)=="ms" else 1))'
 }
 
-megatron_p2p=(--set parallel.p2p=blocking --set parallel.p2p_scatter_gather=true)
+megatron_2021=(--set parallel.p2p=blocking --set parallel.p2p_scatter_gather=true
+               --set parallel.overlap_grad_reduce=false)
 errs=$tmp/errors   # "table tp error%" lines for the summary
 : > "$errs"
 echo "| model | full recompute: published | vsim | error | SP + selective: published | vsim | error |"
@@ -36,8 +40,8 @@ for row in "22b 1.42 1.10" "175b 18.13 13.75" "530b 49.05 37.83" "1t 94.42 71.49
   set -- $row
   w=workloads/validation/korthikanti-$1.ini
   full=$("$vsim" run "$w" --topology $topo --set training.checkpointing=full \
-         --set parallel.sequence_parallel=false "${megatron_p2p[@]}" | step_seconds)
-  sel=$("$vsim" run "$w" --topology $topo "${megatron_p2p[@]}" | step_seconds)
+         --set parallel.sequence_parallel=false "${megatron_2021[@]}" | step_seconds)
+  sel=$("$vsim" run "$w" --topology $topo "${megatron_2021[@]}" | step_seconds)
   python3 -c "f,s,pf,ps='$full','$sel',$2,$3; f,s=float(f),float(s); print(f'| $1 | {pf:.2f} s | {f:.2f} s | {100*(f-pf)/pf:+.0f}% | {ps:.2f} s | {s:.2f} s | {100*(s-ps)/ps:+.0f}% |'); open('$errs','a').write(f'K 8 {100*(f-pf)/pf} {100*(pf-f)/f}\\nK 8 {100*(s-ps)/ps} {100*(ps-s)/s}\\n')"
 done
 
@@ -51,7 +55,7 @@ while read -r name a h l tp pp g b v pub; do
   printf '[model]\narch = gpt\nlayers = %s\nhidden = %s\nheads = %s\nvocab = 51200\nseq_len = 2048\n[training]\nmicro_batch = 1\nglobal_batch = %s\nprecision = fp16\noptimizer = adam\nattention = eager\ncheckpointing = full\n[parallel]\ntp = %s\npp = %s\n' \
     "$l" "$h" "$a" "$b" "$tp" "$pp" > "$tmp/$name.ini"
   t=$("$vsim" run "$tmp/$name.ini" --gpus "$g" --topology $topo $sched \
-      "${megatron_p2p[@]}" | step_seconds)
+      "${megatron_2021[@]}" | step_seconds)
   python3 -c "
 B,s,l,h,V,g,t,pub=$b,2048,$l,$h,51200,$g,$t,$pub
 F=96*B*s*l*h*h*(1+s/(6*h)+V/(16*l*h)); x=F/(t*g)/1e12
