@@ -159,6 +159,7 @@ typedef struct plan_state {
   int p2p;                   /* the workload's (kept with pp > 1) */
   bool p2p_scatter_gather;   /* the workload's (dropped: see
                                 candidate_sets) */
+  bool overlap_grad_reduce;  /* the workload's (kept below ZeRO-2) */
   bool ckpt_choice;          /* the workload chooses which layers full
                                 checkpointing recomputes */
   double tokens_per_step;    /* global batch * sequence */
@@ -246,6 +247,9 @@ static int candidate_sets(const plan_state *ps, const layout_choice *lc,
                             vs_p2p_name(VS_P2P_OVERLAPPED));
   if (ps->p2p_scatter_gather)
     bad |= vs_candidate_set(c, "parallel.p2p_scatter_gather=false");
+  /* ZeRO-2/3 reduce each micro-batch's gradients during backward */
+  if (lc->zero >= 2 && !ps->overlap_grad_reduce)
+    bad |= vs_candidate_set(c, "parallel.overlap_grad_reduce=true");
   if (ps->varies_ep)
     bad |= vs_candidate_set(c, "parallel.ep=%llu", (unsigned long long)lc->ep);
   if (ps->varies_etp)
@@ -868,6 +872,7 @@ static int plan_simulate(const vs_workload *wl, const vs_topology *topo,
   ps->cp_comm = wl->parallel.cp_comm;
   ps->p2p = wl->parallel.p2p;
   ps->p2p_scatter_gather = wl->parallel.p2p_scatter_gather;
+  ps->overlap_grad_reduce = wl->parallel.overlap_grad_reduce;
   ps->ckpt_choice = wl->training.checkpoint_layers ||
                     wl->training.checkpoint_every;
   ps->tokens_per_step =

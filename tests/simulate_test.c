@@ -685,6 +685,67 @@ static void test_grad_reduce_after_backward(void **state)
   vs_sim_fini(&b);
 }
 
+/* The bytes of rank r's ops named `name`, in the order they started,
+ * into out (at most max); returns how many. */
+static size_t bytes_in_order(const vs_rank *r, const char *name, double *out,
+                             size_t max)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < r->n_spans && n < max; i++) {
+    const vs_pop *op = &r->prog->ops[r->spans[i].op];
+    if (strcmp(vs_op_name(r->prog, op), name) == 0)
+      out[n++] = vs_op_kind_of(r->prog, op)->bytes;
+  }
+  return n;
+}
+
+/* Interleaved, two chunks a stage: reduced after backward, the buckets
+ * are the overlapped path's, bucket for bucket (each chunk's closed at
+ * its end: on stage 0 layer 2's 25 MB alone, then layer 0's with the
+ * 65 MB embedding, not one bucket of all three), and they start, as the
+ * optimizer does, only once the stage's last send is done. */
+static void test_grad_reduce_after_backward_chunks(void **state)
+{
+  const char *tsets[] = {"node.gpus=1"};
+  const char *on[] = {"parallel.dp=2", "parallel.schedule=interleaved",
+                      "parallel.virtual_stages=2", "parallel.bucket=60MiB",
+                      "training.global_batch=8"};
+  const char *off[] = {"parallel.dp=2", "parallel.schedule=interleaved",
+                       "parallel.virtual_stages=2", "parallel.bucket=60MiB",
+                       "training.global_batch=8",
+                       "parallel.overlap_grad_reduce=false"};
+  vs_workload wa, wb;
+  vs_topology ta, tb;
+  vs_sim a, b;
+  double xa[16], xb[16], bytes;
+  size_t na, nb;
+  (void)state;
+  load(&wa, pipe_gpt, on, 5, 4);
+  load(&wb, pipe_gpt, off, 6, 4);
+  simulate_on(&a, &wa, &ta, tsets, 1, false);
+  simulate_on(&b, &wb, &tb, tsets, 1, false);
+  na = bytes_in_order(&a.ranks[0], "dp_all_reduce", xa, 16);
+  nb = bytes_in_order(&b.ranks[0], "dp_all_reduce", xb, 16);
+  assert_int_equal(na, 2);
+  assert_int_equal(nb, 2);
+  for (size_t i = 0; i < na; i++)
+    assert_true(xa[i] == xb[i]);
+  assert_true(xb[0] < 60.0 * 1048576);
+  for (size_t i = 0; i < b.n_ranks; i++) {
+    const vs_rank *r = &b.ranks[i];
+    const vs_op_span *send = find_span(r, "send_gradient", true);
+    uint64_t first, end;
+    if (!send)
+      continue; /* stage 0 sends no gradient */
+    assert_true(find_span(r, "optimizer_step", false)->start_ns >=
+                send->end_ns);
+    stream_spans(r, VS_STREAM_COMM, "dp_all_reduce", &bytes, &first, &end);
+    assert_true(first >= send->end_ns);
+  }
+  vs_sim_fini(&a);
+  vs_sim_fini(&b);
+}
+
 /* Host memory bandwidth is shared too: on a DGX-2-like node (16 GPUs, two
  * per 12 GB/s switch, host memory moving 48 GB/s for all) a GPU copies at
  * min(12 / 2, 48 / 16) = 3 GB/s while all copy, a quarter of a GPU alone
@@ -1945,6 +2006,7 @@ int main(void)
       cmocka_unit_test(test_blocking_pipeline_sends),
       cmocka_unit_test(test_pipeline_scatter_gather),
       cmocka_unit_test(test_grad_reduce_after_backward),
+      cmocka_unit_test(test_grad_reduce_after_backward_chunks),
       cmocka_unit_test(test_units_wait_for_their_receives),
       cmocka_unit_test(test_offload_host_out_of_memory),
       cmocka_unit_test(test_offload_activations_bytes),

@@ -105,7 +105,7 @@ static const vs_key workload_keys[] = {
     K("parallel", "p2p_scatter_gather", VS_KEY_BOOL, parallel.p2p_scatter_gather, .default_doc = "false"),
     K("parallel", "offload_optimizer", VS_KEY_ENUM, parallel.offload_optimizer, .choices = offload_names, .default_doc = "none"),
     K("parallel", "offload_params", VS_KEY_ENUM, parallel.offload_params, .choices = offload_names, .default_doc = "none"),
-    K("parallel", "overlap_grad_reduce", VS_KEY_BOOL, parallel.overlap_grad_reduce, .default_doc = "true (framework megatron, and deepspeed with zero 0-1: false)"),
+    K("parallel", "overlap_grad_reduce", VS_KEY_BOOL, parallel.overlap_grad_reduce, .default_doc = "true (framework megatron or deepspeed, with zero 0-1: false)"),
     K("parallel", "bucket", VS_KEY_SIZE, parallel.bucket_bytes, .positive = true, .default_doc = "25MiB"),
     K("parallel", "pp_layers", VS_KEY_LIST, parallel.pp_layers, .positive = true, .default_doc = "even split"),
     K("parallel", "order", VS_KEY_ENUM, parallel.order, .choices = order_names, .default_doc = "tp-dp-pp"),

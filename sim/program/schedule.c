@@ -54,6 +54,7 @@ typedef struct builder {
   size_t n_inst;            /* blocks in the stage: embed, layers, head */
   uint32_t last_compute;    /* newest op on the compute stream */
   uint32_t last_comm;       /* newest op on any other stream */
+  uint32_t last_send;       /* newest pipeline send */
   uint32_t grads_done;      /* the newest bucket's last op: its reduction,
                                or its copy to the host */
   uint32_t *saved;          /* [mb % ring][inst][saved tensor of its block]
@@ -1290,13 +1291,14 @@ static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
 }
 
 /* Reduces the open bucket over the data-parallel group (when there is
- * one) and, with the optimizer on the host, copies this GPU's reduced
- * partition of it out; the bucket's gradients are freed once both end. */
-static void flush_bucket(builder *b, int mb)
+ * one) once op `after` has ended and, with the optimizer on the host,
+ * copies this GPU's reduced partition of it out; the bucket's gradients
+ * are freed once both end. */
+static void flush_bucket(builder *b, int mb, uint32_t after)
 {
   int kind = b->r->grad_reduce;
   int group = b->r->comm[VS_USE_GRAD_REDUCE].group;
-  uint32_t last = b->last_compute;
+  uint32_t last = after;
 
   if (b->bucket_fill == 0) {
     b->n_bucket = 0;
@@ -1318,17 +1320,17 @@ static void flush_bucket(builder *b, int mb)
   b->bucket_expert = 0;
 }
 
-/* Adds inst's gradients to the open bucket; reduces it once it holds at
- * least `bucket` bytes (the caller flushes the rest at the end of the
- * chunk's backward). */
-static void bucket_grads(builder *b, size_t inst, int mb)
+/* Adds inst's gradients to the open bucket; reduces it (after op
+ * `after`) once it holds at least `bucket` bytes (the caller flushes the
+ * rest at the end of the chunk's backward). */
+static void bucket_grads(builder *b, size_t inst, int mb, uint32_t after)
 {
   b->bucket[b->n_bucket++] = (uint32_t)inst;
   b->bucket_fill += plan_of(b, inst)->grad_bytes;
   b->bucket_expert += plan_of(b, inst)->expert_grad_bytes;
   b->bucket_elems += plan_of(b, inst)->trainable_elems;
   if (b->bucket_fill >= b->wl->parallel.bucket_bytes)
-    flush_bucket(b, mb);
+    flush_bucket(b, mb, after);
 }
 
 /* Keeps inst's gradients for the reduction after backward (NONE: the
@@ -1338,18 +1340,25 @@ static void defer_grads(builder *b, uint32_t inst)
   b->deferred[b->n_deferred++] = inst;
 }
 
-/* Once the stage's backward pass is done, its gradients go into buckets
- * in the order backward made them, each chunk's closed at its end, and
- * each bucket is reduced as it fills: Megatron-LM's reduction without
- * --overlap-grad-reduce, after forward_backward_func returns. */
+/* Once the stage's backward pass and its last send are done, its
+ * gradients go into buckets in the order backward made them, each
+ * chunk's closed at its end, and each bucket is reduced as it fills:
+ * Megatron-LM's reduction without --overlap-grad-reduce (in
+ * finalize_model_grads, after the schedule's last send), DeepSpeed's at
+ * the accumulation boundary. */
 static void reduce_deferred(builder *b)
 {
   int mb = (int)b->lay->grad_accum - 1; /* gradients wait for the last */
+  /* the last send follows the last compute op when there is one after */
+  uint32_t after = b->last_send != NONE && b->last_compute != NONE &&
+                           b->last_send > b->last_compute
+                       ? b->last_send
+                       : b->last_compute;
   for (size_t i = 0; i < b->n_deferred; i++) {
     if (b->deferred[i] == NONE)
-      flush_bucket(b, mb);
+      flush_bucket(b, mb, after);
     else
-      bucket_grads(b, b->deferred[i], mb);
+      bucket_grads(b, b->deferred[i], mb, after);
   }
   b->n_deferred = 0;
 }
@@ -1653,6 +1662,14 @@ static void receive(builder *b, int kind, uint64_t mb, uint64_t from,
                     int layer)
 {
   uint64_t bytes = pipeline_part_bytes(b);
+  if (b->recv_op != NONE && !b->failed) {
+    b->failed = true;
+    vs_error_set(b->err, VS_EINPUT,
+                 "schedule: stage %llu receives before using what it "
+                 "received last (a schedule bug)",
+                 (unsigned long long)b->stage);
+    return;
+  }
   uint32_t op = new_op(b, b->r->comm[VS_USE_RECV].stream, VS_PHASE_P2P,
                        kind == SEND_ACTIVATION ? "recv_activation"
                                                : "recv_gradient",
@@ -1690,6 +1707,7 @@ static void send(builder *b, int kind, uint64_t mb, uint64_t g, uint64_t to)
   transient(b, op, pipeline_bytes(b), VS_CAT_TEMP);
   if (op != NONE)
     b->p->sends[send_key(b, kind, mb, g)] = op;
+  b->last_send = op;
   if (b->r->p2p_blocking)
     wait_on(b, op);
 }
@@ -1730,6 +1748,19 @@ static void forward_unit(builder *b, const vs_unit *u)
     send(b, SEND_ACTIVATION, u->mb, g, g + 1);
 }
 
+/* Whether model chunk g runs a backward: a chunk wholly in a frozen
+ * prefix (no gradient flows through it) neither receives its output's
+ * gradient nor has its input's sent to it. */
+static bool chunk_has_backward(const builder *b, uint64_t g)
+{
+  size_t first, last;
+  chunk_range(b, g, &first, &last);
+  for (size_t inst = first; inst <= last; inst++)
+    if (!plan_of(b, inst)->no_backward)
+      return true;
+  return false;
+}
+
 static void backward_unit(builder *b, const vs_unit *u)
 {
   uint64_t g = u->chunk * b->lay->pp + b->stage;
@@ -1739,7 +1770,7 @@ static void backward_unit(builder *b, const vs_unit *u)
   bool defer = sync && b->r->reduce_after_backward;
   size_t first, last;
   chunk_range(b, g, &first, &last);
-  if (g + 1 < b->lay->n_chunks)
+  if (g + 1 < b->lay->n_chunks && chunk_has_backward(b, g))
     receive(b, SEND_GRADIENT, u->mb, g + 1, layer_of(last));
   for (size_t inst = last + 1; inst-- > first;) {
     backward_block(b, inst, (int)u->mb);
@@ -1748,13 +1779,13 @@ static void backward_unit(builder *b, const vs_unit *u)
     else if (defer)
       defer_grads(b, (uint32_t)inst);
     else if (sync)
-      bucket_grads(b, inst, (int)u->mb);
+      bucket_grads(b, inst, (int)u->mb, b->last_compute);
   }
   if (defer)
     defer_grads(b, NONE);
   else if (sync)
-    flush_bucket(b, (int)u->mb);
-  if (g > 0)
+    flush_bucket(b, (int)u->mb, b->last_compute);
+  if (g > 0 && chunk_has_backward(b, g - 1))
     send(b, SEND_GRADIENT, u->mb, g, g - 1);
 }
 
@@ -1948,6 +1979,7 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->n_inst = n_inst;
   b->last_compute = NONE;
   b->last_comm = NONE;
+  b->last_send = NONE;
   b->grads_done = NONE;
   b->recv_op = NONE;
   b->recv_buf = NONE;

@@ -16,8 +16,8 @@
 # by the receivers (scatter_gather_tensors_in_pipeline, on by default,
 # skipped under sequence parallelism), and whose data parallelism (the
 # default DDP_impl = local) all-reduces gradients after the whole
-# backward pass (overlap_grad_reduce came later): megatron_2021 sets the
-# three.
+# backward pass (overlap_grad_reduce came later): megatron_2021 gives the
+# three where they apply.
 # Usage: tests/validation/megatron_tables.sh [path/to/vsim]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,8 +30,17 @@ step_seconds() { # vsim output -> step time in seconds
   python3 -c 'import re,sys; m=re.search(r"step time ([0-9.]+) (s|ms)", sys.stdin.read()); print(float(m.group(1))*(1e-3 if m.group(2)=="ms" else 1))'
 }
 
-megatron_2021=(--set parallel.p2p=blocking --set parallel.p2p_scatter_gather=true
-               --set parallel.overlap_grad_reduce=false)
+# megatron_2021 TP PP SP: the --set options of Megatron-LM 2021-22's
+# sends and reduction for that layout, one a line
+megatron_2021() {
+  printf '%s\n' --set parallel.overlap_grad_reduce=false
+  if [ "$2" -gt 1 ]; then
+    printf '%s\n' --set parallel.p2p=blocking
+    if [ "$1" -gt 1 ] && [ "$3" = false ]; then
+      printf '%s\n' --set parallel.p2p_scatter_gather=true
+    fi
+  fi
+}
 errs=$tmp/errors   # "table tp error%" lines for the summary
 : > "$errs"
 echo "| model | full recompute: published | vsim | error | SP + selective: published | vsim | error |"
@@ -39,9 +48,12 @@ echo "|---|---|---|---|---|---|---|"
 for row in "22b 1.42 1.10" "175b 18.13 13.75" "530b 49.05 37.83" "1t 94.42 71.49"; do
   set -- $row
   w=workloads/validation/korthikanti-$1.ini
+  wtp=$(sed -n 's/^tp = //p' "$w") wpp=$(sed -n 's/^pp = //p' "$w")
+  mapfile -t nosp < <(megatron_2021 "$wtp" "${wpp:-1}" false)
+  mapfile -t sp < <(megatron_2021 "$wtp" "${wpp:-1}" true)
   full=$("$vsim" run "$w" --topology $topo --set training.checkpointing=full \
-         --set parallel.sequence_parallel=false "${megatron_2021[@]}" | step_seconds)
-  sel=$("$vsim" run "$w" --topology $topo "${megatron_2021[@]}" | step_seconds)
+         --set parallel.sequence_parallel=false "${nosp[@]}" | step_seconds)
+  sel=$("$vsim" run "$w" --topology $topo "${sp[@]}" | step_seconds)
   python3 -c "f,s,pf,ps='$full','$sel',$2,$3; f,s=float(f),float(s); print(f'| $1 | {pf:.2f} s | {f:.2f} s | {100*(f-pf)/pf:+.0f}% | {ps:.2f} s | {s:.2f} s | {100*(s-ps)/ps:+.0f}% |'); open('$errs','a').write(f'K 8 {100*(f-pf)/pf} {100*(pf-f)/f}\\nK 8 {100*(s-ps)/ps} {100*(ps-s)/s}\\n')"
 done
 
@@ -54,8 +66,9 @@ while read -r name a h l tp pp g b v pub; do
   [ "$v" != 1 ] && sched="--set parallel.schedule=interleaved --set parallel.virtual_stages=$v"
   printf '[model]\narch = gpt\nlayers = %s\nhidden = %s\nheads = %s\nvocab = 51200\nseq_len = 2048\n[training]\nmicro_batch = 1\nglobal_batch = %s\nprecision = fp16\noptimizer = adam\nattention = eager\ncheckpointing = full\n[parallel]\ntp = %s\npp = %s\n' \
     "$l" "$h" "$a" "$b" "$tp" "$pp" > "$tmp/$name.ini"
+  mapfile -t opts < <(megatron_2021 "$tp" "$pp" false)
   t=$("$vsim" run "$tmp/$name.ini" --gpus "$g" --topology $topo $sched \
-      "${megatron_2021[@]}" | step_seconds)
+      "${opts[@]}" | step_seconds)
   python3 -c "
 B,s,l,h,V,g,t,pub=$b,2048,$l,$h,51200,$g,$t,$pub
 F=96*B*s*l*h*h*(1+s/(6*h)+V/(16*l*h)); x=F/(t*g)/1e12
