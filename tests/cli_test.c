@@ -447,6 +447,58 @@ static void test_framework_samples(void **state)
   }
 }
 
+/* The step time in seconds that run printed ("step time X s|ms"). */
+static double step_seconds(const char *out)
+{
+  const char *at = strstr(out, "step time ");
+  double v;
+  char unit[4] = "";
+  assert_non_null(at);
+  assert_int_equal(sscanf(at, "step time %lf %3s", &v, unit), 2);
+  assert_true(isfinite(v) && v > 0);
+  return strcmp(unit, "ms") == 0 ? v * 1e-3 : v;
+}
+
+/* Pipeline sends and the gradient reduction end to end: Megatron's
+ * preset makes a 1F1B pipeline's sends blocking and reduces gradients
+ * after backward (show says why), which lengthens the step over the same
+ * job with both overlapped; scatter/gather under sequence parallelism
+ * exits 1 naming the key. */
+static void test_pipeline_sends_and_reduction(void **state)
+{
+  const char *show[] = {"show", "workloads/megatron-gpt-7b.ini", "--set",
+                        "parallel.pp=2", "--set",
+                        "parallel.overlap_grad_reduce=false", NULL};
+  const char *mg[] = {"run", "workloads/megatron-gpt-7b.ini", "--gpus", "16",
+                      "--set", "parallel.pp=2", "--set",
+                      "parallel.overlap_grad_reduce=false", NULL};
+  const char *ov[] = {"run", "workloads/megatron-gpt-7b.ini", "--gpus", "16",
+                      "--set", "parallel.pp=2", "--set",
+                      "parallel.p2p=overlapped", NULL};
+  const char *bad[] = {"run", "workloads/megatron-gpt-7b.ini", "--gpus", "16",
+                       "--set", "parallel.pp=2", "--set",
+                       "parallel.sequence_parallel=true", "--set",
+                       "parallel.p2p_scatter_gather=true", NULL};
+  double blocking, overlapped;
+  (void)state;
+  run(show);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "p2p = blocking    ; framework preset: Megatron-LM's "
+                         "1F1B waits for each send before computing on");
+  run(mg);
+  assert_int_equal(r.status, 0);
+  blocking = step_seconds(r.out);
+  run(ov);
+  assert_int_equal(r.status, 0);
+  overlapped = step_seconds(r.out);
+  assert_true(blocking > overlapped);
+  run(bad);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "--set parallel.p2p_scatter_gather=true: with "
+                         "sequence parallelism each rank's pipeline tensor is "
+                         "already its 1/tp");
+}
+
 /* The Hugging Face Trainer samples (framework = hf) end to end: BERT-large
  * under fp16 autocast over DDP, whose show says what autocast and DDP add
  * and why the preset chose its bucket; Llama-3.1-8B with LoRA on a bf16
@@ -2819,6 +2871,7 @@ int main(void)
       cmocka_unit_test(test_host_out_of_memory_exits_3),
       cmocka_unit_test(test_finetune_samples),
       cmocka_unit_test(test_framework_samples),
+      cmocka_unit_test(test_pipeline_sends_and_reduction),
       cmocka_unit_test(test_hf_samples),
       cmocka_unit_test(test_moe_sample),
       cmocka_unit_test(test_expert_data_parallel_without_dp),
