@@ -910,6 +910,8 @@ static void test_invariants_hold_across_configurations(void **state)
       {"parallel.pp=2", "parallel.tp=2", "parallel.p2p_scatter_gather=true", "parallel.p2p=blocking"},
       {"parallel.pp=2", "parallel.tp=2", "parallel.p2p_scatter_gather=true", "training.checkpointing=full"},
       {"parallel.pp=2", "parallel.dp=4", "parallel.overlap_grad_reduce=false", "parallel.p2p=blocking"},
+      /* stage 0 wholly frozen: no gradient comes back to it */
+      {"parallel.pp=2", "finetune.method=frozen", "finetune.trainable_layers=2", "training.global_batch=8"},
   };
   (void)state;
   for (size_t i = 0; i < 2 * sizeof configs / sizeof configs[0]; i++) {
