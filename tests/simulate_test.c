@@ -746,6 +746,53 @@ static void test_grad_reduce_after_backward_chunks(void **state)
   vs_sim_fini(&b);
 }
 
+/* How many of rank r's activation sends come, in program order, right
+ * after a backward compute op (rather than after their forward). */
+static size_t sends_after_backward(const vs_rank *r)
+{
+  const vs_program *p = r->prog;
+  size_t n = 0;
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    if (strcmp(vs_op_name(p, &p->ops[i]), "send_activation") != 0)
+      continue;
+    for (uint32_t j = i; j-- > 0;)
+      if (p->ops[j].stream == VS_STREAM_COMPUTE) {
+        n += p->ops[j].phase == VS_PHASE_BWD;
+        break;
+      }
+  }
+  return n;
+}
+
+/* Megatron-LM's interleaved schedule without overlap_p2p_comm sends a
+ * steady-state forward's output together with the next backward's
+ * gradient: blocking, some activation sends follow a backward; overlapped
+ * (and blocking 1F1B) every one follows its forward. */
+static void test_interleaved_blocking_batches_sends(void **state)
+{
+  const char *il[] = {"parallel.schedule=interleaved",
+                      "parallel.virtual_stages=2", "training.global_batch=8",
+                      "parallel.p2p=blocking"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  (void)state;
+  load(&wl, pipe_gpt, il, 4, 2);
+  simulate(&sim, &wl, &topo, false);
+  assert_true(sends_after_backward(&sim.ranks[0]) > 0);
+  for (size_t i = 0; i < sim.n_ranks; i++) /* held outputs were freed */
+    assert_int_equal(sim.ranks[i].mem.by_cat[VS_CAT_TEMP], 0);
+  vs_sim_fini(&sim);
+  load(&wl, pipe_gpt, il, 3, 2);
+  simulate(&sim, &wl, &topo, false);
+  assert_int_equal(sends_after_backward(&sim.ranks[0]), 0);
+  vs_sim_fini(&sim);
+  load(&wl, pipe_gpt, &il[2], 2, 2); /* 1F1B, blocking */
+  simulate(&sim, &wl, &topo, false);
+  assert_int_equal(sends_after_backward(&sim.ranks[0]), 0);
+  vs_sim_fini(&sim);
+}
+
 /* Host memory bandwidth is shared too: on a DGX-2-like node (16 GPUs, two
  * per 12 GB/s switch, host memory moving 48 GB/s for all) a GPU copies at
  * min(12 / 2, 48 / 16) = 3 GB/s while all copy, a quarter of a GPU alone
@@ -2009,6 +2056,7 @@ int main(void)
       cmocka_unit_test(test_pipeline_scatter_gather),
       cmocka_unit_test(test_grad_reduce_after_backward),
       cmocka_unit_test(test_grad_reduce_after_backward_chunks),
+      cmocka_unit_test(test_interleaved_blocking_batches_sends),
       cmocka_unit_test(test_units_wait_for_their_receives),
       cmocka_unit_test(test_offload_host_out_of_memory),
       cmocka_unit_test(test_offload_activations_bytes),

@@ -86,9 +86,9 @@ typedef struct builder {
                                (reduced over the expert-data-parallel
                                group when the experts have groups of
                                their own) */
-  uint32_t waits[3];        /* ops the next compute-stream op must wait
+  uint32_t waits[4];        /* ops the next compute-stream op must wait
                                for: a block's gather, its activations'
-                               fetch, a blocking pipeline send */
+                               fetch, one or two blocking pipeline sends */
   uint32_t n_waits;
   uint32_t *act_host;       /* [mb % ring][inst] offloaded activations'
                                host buffer */
@@ -102,6 +102,14 @@ typedef struct builder {
   uint32_t recv_op;         /* receive the next compute op must wait for */
   uint32_t recv_buf;        /* its buffer, freed by that op */
   bool recv_waited;         /* a compute-stream op already waits for it */
+  struct {
+    bool held;              /* a forward's output waits to be sent with the
+                               next backward's gradient */
+    uint64_t mb, g;         /* its micro-batch and model chunk */
+    uint32_t buf;           /* the output, held from its forward on */
+  } out;
+  const vs_unit *next_unit; /* the unit after the one being built (NULL:
+                               none) */
   struct {
     bool due;               /* the received part is to be gathered before
                                the next compute-stream op (scatter/gather) */
@@ -633,8 +641,8 @@ static op_split bwd_split(builder *b, const vs_op_spec *o, double flops,
 }
 
 /* The next compute-stream op waits for op too (a block's gather, its
- * activations' fetch and a blocking send: three at most, a fourth is a
- * schedule bug). */
+ * activations' fetch and up to two blocking sends: four at most, a fifth
+ * is a schedule bug). */
 static void wait_on(builder *b, uint32_t op)
 {
   if (op == NONE || b->failed)
@@ -642,7 +650,7 @@ static void wait_on(builder *b, uint32_t op)
   if (b->n_waits == sizeof b->waits / sizeof b->waits[0]) {
     b->failed = true;
     vs_error_set(b->err, VS_EINPUT,
-                 "schedule: a compute op would wait for more than three "
+                 "schedule: a compute op would wait for more than four "
                  "ops");
     return;
   }
@@ -1690,8 +1698,10 @@ static void receive(builder *b, int kind, uint64_t mb, uint64_t from,
 /* Sends this chunk's output (or input gradient) to the stage holding model
  * chunk `to`, once the last compute op has produced it: this rank's part
  * of it with scatter/gather; blocking, the next compute op waits until
- * it is sent. */
-static void send(builder *b, int kind, uint64_t mb, uint64_t g, uint64_t to)
+ * it is sent. The tensor is held until sent: from the send's start, or
+ * in `held` (NONE: none) since it was made. */
+static void send_held(builder *b, int kind, uint64_t mb, uint64_t g,
+                      uint64_t to, uint32_t held)
 {
   uint64_t bytes = pipeline_part_bytes(b);
   vs_link link = vs_layout_stage_link(b->topo, b->lay, b->stage, to % b->lay->pp);
@@ -1704,12 +1714,53 @@ static void send(builder *b, int kind, uint64_t mb, uint64_t g, uint64_t to)
                        -1, (int)mb, t, 0.0, (double)bytes);
   add_dep(b, op, b->last_compute);
   /* the tensor itself is held until sent (a part is a view of it) */
-  transient(b, op, pipeline_bytes(b), VS_CAT_TEMP);
+  if (held == NONE)
+    transient(b, op, pipeline_bytes(b), VS_CAT_TEMP);
+  else
+    free_on(b, op, held, AT_END);
   if (op != NONE)
     b->p->sends[send_key(b, kind, mb, g)] = op;
   b->last_send = op;
   if (b->r->p2p_blocking)
     wait_on(b, op);
+}
+
+static void send(builder *b, int kind, uint64_t mb, uint64_t g, uint64_t to)
+{
+  send_held(b, kind, mb, g, to, NONE);
+}
+
+/* Whether a forward's output waits for the next unit, a backward, to be
+ * sent with its gradient: Megatron-LM's interleaved schedule without
+ * overlap_p2p_comm runs a steady-state forward and backward, then sends
+ * both in one batched call (schedules.py, send_forward_backward_recv_
+ * forward_backward); its 1F1B sends each right after its pass. */
+static bool output_waits_for_backward(const builder *b)
+{
+  return b->r->p2p_blocking && b->lay->vstages > 1 && b->next_unit &&
+         !b->next_unit->forward;
+}
+
+/* Holds this forward's output for the next backward to send, from the
+ * start of the unit's newest op (its last compute op, or a copy of
+ * activations out that follows it). */
+static void hold_output(builder *b, uint64_t mb, uint64_t g)
+{
+  b->out.held = true;
+  b->out.mb = mb;
+  b->out.g = g;
+  b->out.buf = new_buffer(b, pipeline_bytes(b), VS_CAT_TEMP);
+  alloc_on(b, (uint32_t)(b->p->n_ops - 1), b->out.buf);
+}
+
+/* Sends the held forward output, if any. */
+static void send_held_output(builder *b)
+{
+  if (!b->out.held)
+    return;
+  b->out.held = false;
+  send_held(b, SEND_ACTIVATION, b->out.mb, b->out.g, b->out.g + 1,
+            b->out.buf);
 }
 
 /* The optimizer in backward (torchtune's optimizer_in_bwd): right after
@@ -1744,7 +1795,11 @@ static void forward_unit(builder *b, const vs_unit *u)
   for (size_t inst = first; inst <= last; inst++)
     forward_block(b, inst, (int)u->mb);
   clear_cache(b);
-  if (g + 1 < b->lay->n_chunks)
+  if (g + 1 >= b->lay->n_chunks)
+    return;
+  if (output_waits_for_backward(b))
+    hold_output(b, u->mb, g);
+  else
     send(b, SEND_ACTIVATION, u->mb, g, g + 1);
 }
 
@@ -1785,6 +1840,7 @@ static void backward_unit(builder *b, const vs_unit *u)
     defer_grads(b, NONE);
   else if (sync)
     flush_bucket(b, (int)u->mb, b->last_compute);
+  send_held_output(b);
   if (g > 0 && chunk_has_backward(b, g - 1))
     send(b, SEND_GRADIENT, u->mb, g, g - 1);
 }
@@ -1883,8 +1939,10 @@ static void build_step(builder *b)
   n_units = vs_pipeline_order(&pl, b->stage, order);
   reserve_program(b, n_units);
   setup(b);
-  for (size_t i = 0; i < n_units && !b->failed; i++)
+  for (size_t i = 0; i < n_units && !b->failed; i++) {
+    b->next_unit = i + 1 < n_units ? &order[i + 1] : NULL;
     (order[i].forward ? forward_unit : backward_unit)(b, &order[i]);
+  }
   /* FSDP2: the last copied-out block's flat buffer goes with the pass
    * (freed by the newest op, after its block's backward: effects are
    * appended to the newest op only) */
