@@ -67,6 +67,37 @@ static void test_1f1b(void **state)
   free(u);
 }
 
+/* The warm-up: p - s - 1 forwards under 1F1B, (p - s - 1) x 2 + (v - 1)
+ * x p chunks interleaved (Megatron-LM's num_warmup_microbatches), at most
+ * every forward, and every forward under GPipe. A stage's order runs the
+ * warm-up's forwards, then (with a steady state) one more forward before
+ * its first backward. */
+static void test_warmup(void **state)
+{
+  vs_pipeline f = {.schedule = VS_SCHED_1F1B, .microbatches = 8,
+                   .stages = 4, .vstages = 1};
+  vs_pipeline il = {.schedule = VS_SCHED_INTERLEAVED, .microbatches = 4,
+                    .stages = 4, .vstages = 2};
+  vs_pipeline g = {.schedule = VS_SCHED_GPIPE, .microbatches = 5,
+                   .stages = 2, .vstages = 1};
+  (void)state;
+  assert_int_equal(vs_pipeline_warmup(&f, 0), 3);
+  assert_int_equal(vs_pipeline_warmup(&f, 3), 0);
+  assert_int_equal(vs_pipeline_warmup(&il, 3), 4);
+  assert_int_equal(vs_pipeline_warmup(&il, 0), 8); /* 10, capped at 8 */
+  assert_int_equal(vs_pipeline_warmup(&g, 1), 5);
+  for (uint64_t s = 0; s < 4; s++) {
+    size_t n;
+    vs_unit *u = order_of(&il, s, &n);
+    uint64_t w = vs_pipeline_warmup(&il, s);
+    uint64_t first_backward = w == 8 ? w : w + 1;
+    for (uint64_t k = 0; k < first_backward; k++)
+      assert_true(u[k].forward);
+    assert_false(u[first_backward].forward);
+    free(u);
+  }
+}
+
 /* GPipe: all forwards, then all backwards, in micro-batch order. */
 static void test_gpipe(void **state)
 {
@@ -148,6 +179,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_1f1b),
+      cmocka_unit_test(test_warmup),
       cmocka_unit_test(test_gpipe),
       cmocka_unit_test(test_interleaved),
       cmocka_unit_test(test_orders_are_complete),

@@ -791,6 +791,26 @@ static void test_interleaved_blocking_batches_sends(void **state)
   simulate(&sim, &wl, &topo, false);
   assert_int_equal(sends_after_backward(&sim.ranks[0]), 0);
   vs_sim_fini(&sim);
+  {
+    /* a stage whose warm-up is every forward sends each at once (holding
+     * one would wait for a gradient that waits for it), and activations
+     * copied out do not move where a held output is made; every rank,
+     * invariants checked, nothing left held */
+    static const char deep[] =
+        "[model]\narch = gpt\nlayers = 8\nhidden = 512\nheads = 8\n"
+        "vocab = 32000\nseq_len = 256\n[parallel]\npp = 4\n"
+        "schedule = interleaved\nvirtual_stages = 2\np2p = blocking\n";
+    const char *all_warm[] = {"training.global_batch=4"};
+    const char *offload[] = {"training.global_batch=8",
+                             "training.offload_activations=cpu"};
+    for (int c = 0; c < 2; c++) {
+      load(&wl, deep, c ? offload : all_warm, c ? 2 : 1, 4);
+      simulate(&sim, &wl, &topo, true);
+      for (size_t i = 0; i < sim.n_ranks; i++)
+        assert_int_equal(sim.ranks[i].mem.by_cat[VS_CAT_TEMP], 0);
+      vs_sim_fini(&sim);
+    }
+  }
 }
 
 /* Host memory bandwidth is shared too: on a DGX-2-like node (16 GPUs, two

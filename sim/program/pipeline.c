@@ -8,6 +8,15 @@ size_t vs_pipeline_units(const vs_pipeline *pl)
   return (size_t)(2 * pl->microbatches * pl->vstages);
 }
 
+uint64_t vs_pipeline_warmup(const vs_pipeline *pl, uint64_t stage)
+{
+  uint64_t p = pl->stages, v = pl->vstages, total = pl->microbatches * v;
+  uint64_t warm = v > 1 ? (p - stage - 1) * 2 + (v - 1) * p : p - stage - 1;
+  if (pl->schedule == VS_SCHED_GPIPE)
+    return total;
+  return warm < total ? warm : total;
+}
+
 size_t vs_pipeline_order(const vs_pipeline *pl, uint64_t stage,
                          vs_unit *order)
 {
@@ -21,9 +30,7 @@ size_t vs_pipeline_order(const vs_pipeline *pl, uint64_t stage,
       order[n++] = (vs_unit){.forward = false, .mb = (uint32_t)k};
     return n;
   }
-  warm = v > 1 ? (p - stage - 1) * 2 + (v - 1) * p : p - stage - 1;
-  if (warm > total)
-    warm = total;
+  warm = vs_pipeline_warmup(pl, stage);
   for (uint64_t k = 0, f = 0, bw = 0; k < 2 * total; k++) {
     bool fwd = f < warm || (f < total && (k - warm) % 2 == 0);
     uint64_t i = fwd ? f++ : bw++;

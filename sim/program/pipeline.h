@@ -30,6 +30,12 @@ typedef struct vs_pipeline {
 /* Units of one stage's step: 2 x microbatches x vstages. */
 size_t vs_pipeline_units(const vs_pipeline *pl);
 
+/* The forwards stage runs before its first backward (Megatron-LM's
+ * num_warmup_microbatches, in units of the stage's chunks; all of them
+ * under GPipe, and at most all of them): when it is every forward, the
+ * stage has no steady state. */
+uint64_t vs_pipeline_warmup(const vs_pipeline *pl, uint64_t stage);
+
 /* Writes stage's order into order[vs_pipeline_units(pl)] and returns its
  * length. GPipe: every forward, then every backward. 1F1B (Narayanan et
  * al. 2021): stages - stage - 1 warm-up forwards, then one forward and one

@@ -103,10 +103,14 @@ typedef struct builder {
   uint32_t recv_buf;        /* its buffer, freed by that op */
   bool recv_waited;         /* a compute-stream op already waits for it */
   struct {
+    bool batched;           /* steady-state forwards' outputs wait for the
+                               next backward (output_waits_for_backward) */
     bool held;              /* a forward's output waits to be sent with the
                                next backward's gradient */
     uint64_t mb, g;         /* its micro-batch and model chunk */
     uint32_t buf;           /* the output, held from its forward on */
+    size_t made_by;         /* the inst whose last forward op allocates
+                               buf; SIZE_MAX once it has */
   } out;
   const vs_unit *next_unit; /* the unit after the one being built (NULL:
                                none) */
@@ -1072,6 +1076,8 @@ static void clear_cache(builder *b)
   b->n_cached = 0;
 }
 
+static void allocate_held_output(builder *b, size_t inst, uint32_t op);
+
 static void forward_block(builder *b, size_t inst, int mb)
 {
   const vs_block *blk = block_of(b, inst);
@@ -1107,6 +1113,7 @@ static void forward_block(builder *b, size_t inst, int mb)
     }
     transient(b, op, fleeting, VS_CAT_TEMP);
     if (k + 1 == blk->n_ops) {
+      allocate_held_output(b, inst, op);
       release_gather(b, inst, op);
       acts_to_host(b, inst, mb, op);
     }
@@ -1737,20 +1744,37 @@ static void send(builder *b, int kind, uint64_t mb, uint64_t g, uint64_t to)
  * forward_backward); its 1F1B sends each right after its pass. */
 static bool output_waits_for_backward(const builder *b)
 {
-  return b->r->p2p_blocking && b->lay->vstages > 1 && b->next_unit &&
-         !b->next_unit->forward;
+  return b->out.batched && b->next_unit && !b->next_unit->forward;
 }
 
-/* Holds this forward's output for the next backward to send, from the
- * start of the unit's newest op (its last compute op, or a copy of
- * activations out that follows it). */
-static void hold_output(builder *b, uint64_t mb, uint64_t g)
+/* Whether this stage batches its steady-state sends: blocking and
+ * interleaved, with a steady state (a stage whose warm-up is every
+ * forward sends each at once, as Megatron-LM's warm-up loop does). */
+static bool sends_batched(const builder *b, const vs_pipeline *pl)
+{
+  return b->r->p2p_blocking && pl->vstages > 1 &&
+         vs_pipeline_warmup(pl, b->stage) < pl->microbatches * pl->vstages;
+}
+
+/* The forward of micro-batch mb's chunk g (blocks up to inst `last`)
+ * will hold its output for the next backward to send: the block's last
+ * forward op allocates it (allocate_held_output). */
+static void hold_output(builder *b, uint64_t mb, uint64_t g, size_t last)
 {
   b->out.held = true;
   b->out.mb = mb;
   b->out.g = g;
   b->out.buf = new_buffer(b, pipeline_bytes(b), VS_CAT_TEMP);
-  alloc_on(b, (uint32_t)(b->p->n_ops - 1), b->out.buf);
+  b->out.made_by = last;
+}
+
+/* op (the newest, inst's last forward op) makes the held output. */
+static void allocate_held_output(builder *b, size_t inst, uint32_t op)
+{
+  if (inst != b->out.made_by)
+    return;
+  alloc_on(b, op, b->out.buf);
+  b->out.made_by = SIZE_MAX;
 }
 
 /* Sends the held forward output, if any. */
@@ -1792,14 +1816,12 @@ static void forward_unit(builder *b, const vs_unit *u)
   chunk_range(b, g, &first, &last);
   if (g > 0)
     receive(b, SEND_ACTIVATION, u->mb, g - 1, layer_of(first));
+  if (g + 1 < b->lay->n_chunks && output_waits_for_backward(b))
+    hold_output(b, u->mb, g, last);
   for (size_t inst = first; inst <= last; inst++)
     forward_block(b, inst, (int)u->mb);
   clear_cache(b);
-  if (g + 1 >= b->lay->n_chunks)
-    return;
-  if (output_waits_for_backward(b))
-    hold_output(b, u->mb, g);
-  else
+  if (g + 1 < b->lay->n_chunks && !b->out.held)
     send(b, SEND_ACTIVATION, u->mb, g, g + 1);
 }
 
@@ -1937,6 +1959,8 @@ static void build_step(builder *b)
   for (size_t i = 0; i < p->n_sends; i++)
     p->sends[i] = NONE;
   n_units = vs_pipeline_order(&pl, b->stage, order);
+  b->out.batched = sends_batched(b, &pl);
+  b->out.made_by = SIZE_MAX;
   reserve_program(b, n_units);
   setup(b);
   for (size_t i = 0; i < n_units && !b->failed; i++) {
