@@ -247,8 +247,10 @@ static int candidate_sets(const plan_state *ps, const layout_choice *lc,
                             vs_p2p_name(VS_P2P_OVERLAPPED));
   if (ps->p2p_scatter_gather)
     bad |= vs_candidate_set(c, "parallel.p2p_scatter_gather=false");
-  /* ZeRO-2/3 reduce each micro-batch's gradients during backward */
-  if (lc->zero >= 2 && !ps->overlap_grad_reduce)
+  /* only gradients that wait for the step can wait for backward's end
+   * (the workload's optimizer_in_backward already refused false) */
+  if (!ps->overlap_grad_reduce &&
+      !vs_workload_grads_wait_for_step(lc->zero, false))
     bad |= vs_candidate_set(c, "parallel.overlap_grad_reduce=true");
   if (ps->varies_ep)
     bad |= vs_candidate_set(c, "parallel.ep=%llu", (unsigned long long)lc->ep);

@@ -552,20 +552,31 @@ static void test_units_wait_for_their_receives(void **state)
   }
 }
 
-/* Spans of ops named `name` on rank r, and the bytes of the last one. */
-static size_t spans_named(const vs_rank *r, const char *name, double *bytes,
-                          uint64_t *dur_ns)
+/* What rank r's spans of ops named `name` add up to. */
+typedef struct span_sum {
+  size_t n;                  /* how many */
+  double bytes, last_bytes;  /* their bytes summed, and the last one's */
+  uint64_t first_start, last_end, last_ns; /* ... and the last's length */
+} span_sum;
+
+static span_sum spans_named(const vs_rank *r, const char *name)
 {
-  size_t n = 0;
+  span_sum s = {.first_start = UINT64_MAX};
   for (size_t i = 0; i < r->n_spans; i++) {
     const vs_pop *op = &r->prog->ops[r->spans[i].op];
-    if (strcmp(vs_op_name(r->prog, op), name) == 0) {
-      n++;
-      *bytes = vs_op_kind_of(r->prog, op)->bytes;
-      *dur_ns = r->spans[i].end_ns - r->spans[i].start_ns;
-    }
+    const vs_op_span *sp = &r->spans[i];
+    if (strcmp(vs_op_name(r->prog, op), name) != 0)
+      continue;
+    s.n++;
+    s.last_bytes = vs_op_kind_of(r->prog, op)->bytes;
+    s.bytes += s.last_bytes;
+    s.last_ns = sp->end_ns - sp->start_ns;
+    if (sp->start_ns < s.first_start)
+      s.first_start = sp->start_ns;
+    if (sp->end_ns > s.last_end)
+      s.last_end = sp->end_ns;
   }
-  return n;
+  return s;
 }
 
 /* [parallel] p2p_scatter_gather (Megatron-LM 2021-22): each of tp = 2
@@ -581,59 +592,31 @@ static void test_pipeline_scatter_gather(void **state)
   vs_workload wl;
   vs_topology topo;
   vs_sim sim;
-  double bytes = 0, whole;
-  uint64_t dur = 0;
+  span_sum x;
+  double whole;
   (void)state;
   load(&wl, pipe_gpt, sg, 2, 4);
   simulate_on(&sim, &wl, &topo, tsets, 3, false);
   whole = (double)vs_model_layer(&sim.model, 0)->input_bytes;
-  assert_int_equal(spans_named(&sim.ranks[0], "send_activation", &bytes, &dur),
-                   4);
-  assert_true(bytes == whole / 2);
-  assert_true(fabs((double)dur - whole / 2 / 16e9 * 1e9) <= 1.0);
-  assert_true(dur > 0);
-  assert_int_equal(spans_named(&sim.ranks[1], "recv_activation", &bytes, &dur),
-                   4);
-  assert_true(bytes == whole / 2);
-  assert_int_equal(
-      spans_named(&sim.ranks[1], "gather_activation", &bytes, &dur), 4);
-  assert_true(bytes == whole);
+  x = spans_named(&sim.ranks[0], "send_activation");
+  assert_int_equal(x.n, 4);
+  assert_true(x.last_bytes == whole / 2);
+  assert_true(fabs((double)x.last_ns - whole / 2 / 16e9 * 1e9) <= 1.0);
+  assert_true(x.last_ns > 0);
+  x = spans_named(&sim.ranks[1], "recv_activation");
+  assert_int_equal(x.n, 4);
+  assert_true(x.last_bytes == whole / 2);
+  x = spans_named(&sim.ranks[1], "gather_activation");
+  assert_int_equal(x.n, 4);
+  assert_true(x.last_bytes == whole);
   /* op times are whole nanoseconds, rounded up */
-  assert_int_equal(dur, (uint64_t)ceil(vs_cost_group_seconds(
-                            &topo, VS_COLL_ALL_GATHER, (uint64_t)whole, 2, 1,
-                            NULL) * 1e9));
-  assert_true(dur > 0);
-  assert_int_equal(spans_named(&sim.ranks[0], "gather_gradient", &bytes, &dur),
-                   4);
-  assert_int_equal(spans_named(&sim.ranks[0], "gather_activation", &bytes,
-                               &dur),
-                   0);
+  assert_int_equal(x.last_ns, (uint64_t)ceil(vs_cost_group_seconds(
+                                  &topo, VS_COLL_ALL_GATHER, (uint64_t)whole,
+                                  2, 1, NULL) * 1e9));
+  assert_true(x.last_ns > 0);
+  assert_int_equal(spans_named(&sim.ranks[0], "gather_gradient").n, 4);
+  assert_int_equal(spans_named(&sim.ranks[0], "gather_activation").n, 0);
   vs_sim_fini(&sim);
-}
-
-/* The spans of rank r's ops on `stream` named `name` (NULL: any): how
- * many, their bytes summed, the first start and the last end. */
-static size_t stream_spans(const vs_rank *r, int stream, const char *name,
-                           double *bytes, uint64_t *first_start,
-                           uint64_t *last_end)
-{
-  size_t n = 0;
-  *bytes = 0;
-  *first_start = UINT64_MAX;
-  *last_end = 0;
-  for (size_t i = 0; i < r->n_spans; i++) {
-    const vs_pop *op = &r->prog->ops[r->spans[i].op];
-    if (op->stream != (uint32_t)stream ||
-        (name && strcmp(vs_op_name(r->prog, op), name) != 0))
-      continue;
-    n++;
-    *bytes += vs_op_kind_of(r->prog, op)->bytes;
-    if (r->spans[i].start_ns < *first_start)
-      *first_start = r->spans[i].start_ns;
-    if (r->spans[i].end_ns > *last_end)
-      *last_end = r->spans[i].end_ns;
-  }
-  return n;
 }
 
 /* When rank r's last backward op ended. */
@@ -662,23 +645,19 @@ static void test_grad_reduce_after_backward(void **state)
   vs_workload wa, wb;
   vs_topology ta, tb;
   vs_sim a, b;
-  double bytes_a, bytes_b;
-  uint64_t start_a, start_b, end;
-  size_t n_a, n_b;
+  span_sum ra, rb;
   (void)state;
   load(&wa, pipe_gpt, on, 4, 2);
   load(&wb, pipe_gpt, off, 5, 2);
   simulate_on(&a, &wa, &ta, tsets, 1, false);
   simulate_on(&b, &wb, &tb, tsets, 1, false);
-  n_a = stream_spans(&a.ranks[0], VS_STREAM_COMM, "dp_all_reduce", &bytes_a,
-                     &start_a, &end);
-  n_b = stream_spans(&b.ranks[0], VS_STREAM_COMM, "dp_all_reduce", &bytes_b,
-                     &start_b, &end);
-  assert_true(n_a > 2);
-  assert_int_equal(n_a, n_b);
-  assert_true(bytes_a == bytes_b);
-  assert_true(start_a < backward_end(&a.ranks[0]));
-  assert_true(start_b >= backward_end(&b.ranks[0]));
+  ra = spans_named(&a.ranks[0], "dp_all_reduce");
+  rb = spans_named(&b.ranks[0], "dp_all_reduce");
+  assert_true(ra.n > 2);
+  assert_int_equal(ra.n, rb.n);
+  assert_true(ra.bytes == rb.bytes);
+  assert_true(ra.first_start < backward_end(&a.ranks[0]));
+  assert_true(rb.first_start >= backward_end(&b.ranks[0]));
   assert_true(b.step_time_s > a.step_time_s);
   assert_true(b.exposed_comm_s > a.exposed_comm_s);
   vs_sim_fini(&a);
@@ -717,7 +696,7 @@ static void test_grad_reduce_after_backward_chunks(void **state)
   vs_workload wa, wb;
   vs_topology ta, tb;
   vs_sim a, b;
-  double xa[16], xb[16], bytes;
+  double xa[16], xb[16];
   size_t na, nb;
   (void)state;
   load(&wa, pipe_gpt, on, 5, 4);
@@ -734,13 +713,11 @@ static void test_grad_reduce_after_backward_chunks(void **state)
   for (size_t i = 0; i < b.n_ranks; i++) {
     const vs_rank *r = &b.ranks[i];
     const vs_op_span *send = find_span(r, "send_gradient", true);
-    uint64_t first, end;
     if (!send)
       continue; /* stage 0 sends no gradient */
     assert_true(find_span(r, "optimizer_step", false)->start_ns >=
                 send->end_ns);
-    stream_spans(r, VS_STREAM_COMM, "dp_all_reduce", &bytes, &first, &end);
-    assert_true(first >= send->end_ns);
+    assert_true(spans_named(r, "dp_all_reduce").first_start >= send->end_ns);
   }
   vs_sim_fini(&a);
   vs_sim_fini(&b);

@@ -234,6 +234,11 @@ bool vs_workload_grads_shared(const vs_parallel_conf *p)
          (vs_workload_experts_apart(p) && vs_workload_expert_dp(p) > 1);
 }
 
+bool vs_workload_grads_wait_for_step(uint64_t zero, bool optimizer_in_backward)
+{
+  return zero < 2 && !optimizer_in_backward;
+}
+
 const char *vs_workload_cp_misfit(const vs_model_conf *m, uint64_t cp,
                                   int cp_comm, uint64_t tp, bool sp)
 {
@@ -1137,8 +1142,8 @@ static int check_p2p(vs_workload *wl, vs_error *err)
 }
 
 /* [parallel] overlap_grad_reduce: true unless set (or a preset's);
- * false needs gradients that wait for the step, which ZeRO-2/3 and the
- * optimizer in backward do not keep. */
+ * false needs gradients that wait for the step
+ * (vs_workload_grads_wait_for_step). */
 static int check_grad_reduce(vs_workload *wl, vs_error *err)
 {
   vs_parallel_conf *p = &wl->parallel;
@@ -1148,7 +1153,9 @@ static int check_grad_reduce(vs_workload *wl, vs_error *err)
     p->overlap_grad_reduce = true;
     return 0;
   }
-  if (p->overlap_grad_reduce)
+  if (p->overlap_grad_reduce ||
+      vs_workload_grads_wait_for_step(p->zero,
+                                      wl->training.optimizer_in_backward))
     return 0;
   if (p->zero >= 2)
     return vs_error_set(err, VS_EINPUT,
@@ -1158,14 +1165,12 @@ static int check_grad_reduce(vs_workload *wl, vs_error *err)
                         "zero = 0 or 1, or overlap_grad_reduce = true",
                         WHERE("parallel", "overlap_grad_reduce"),
                         (unsigned long long)p->zero);
-  if (wl->training.optimizer_in_backward)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: reduces the step's gradients once its backward "
-                        "pass is done, but optimizer_in_backward steps each "
-                        "block as its gradients appear: set one of them "
-                        "otherwise",
-                        WHERE("parallel", "overlap_grad_reduce"));
-  return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: reduces the step's gradients once its backward "
+                      "pass is done, but optimizer_in_backward steps each "
+                      "block as its gradients appear: set one of them "
+                      "otherwise",
+                      WHERE("parallel", "overlap_grad_reduce"));
 }
 
 static int check_training(vs_workload *wl, vs_error *err)
@@ -1508,12 +1513,12 @@ static int preset_bucket(vs_workload *wl, uint64_t elems, const char *why,
 }
 
 /* overlap_grad_reduce = false for a framework that reduces the step's
- * gradients after its backward pass, where gradients wait for the step
- * (ZeRO-0/1, no optimizer in backward; check_grad_reduce's rule). */
+ * gradients after its backward pass, where gradients wait for the step. */
 static int preset_grad_reduce_after_backward(vs_workload *wl, const char *why,
                                              vs_error *err)
 {
-  if (wl->parallel.zero >= 2 || wl->training.optimizer_in_backward)
+  if (!vs_workload_grads_wait_for_step(wl->parallel.zero,
+                                       wl->training.optimizer_in_backward))
     return 0;
   return preset(wl, "parallel", "overlap_grad_reduce", "false", why, err);
 }

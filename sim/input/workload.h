@@ -337,6 +337,13 @@ bool vs_workload_experts_apart(const vs_parallel_conf *p);
  * expert-data-parallel group has more than one rank (tp 2 at etp 1). */
 bool vs_workload_grads_shared(const vs_parallel_conf *p);
 
+/* Whether gradients wait for the step, so that they can be reduced once
+ * the backward pass is done (overlap_grad_reduce = false): not under
+ * ZeRO-2/3, which reduce-scatter each micro-batch's as backward makes
+ * them, nor with the optimizer in backward, which steps each block as its
+ * gradients appear. */
+bool vs_workload_grads_wait_for_step(uint64_t zero, bool optimizer_in_backward);
+
 /* Whether model m's layers can run on tp ranks with sequence parallelism
  * sp under framework (vs_framework): mixture-of-experts layers and
  * latent attention with tp > 1 as Megatron-LM splits them (framework none

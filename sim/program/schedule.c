@@ -1306,14 +1306,13 @@ static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
 }
 
 /* Reduces the open bucket over the data-parallel group (when there is
- * one) once op `after` has ended and, with the optimizer on the host,
+ * one) once op `last` has ended and, with the optimizer on the host,
  * copies this GPU's reduced partition of it out; the bucket's gradients
  * are freed once both end. */
-static void flush_bucket(builder *b, int mb, uint32_t after)
+static void flush_bucket(builder *b, int mb, uint32_t last)
 {
   int kind = b->r->grad_reduce;
   int group = b->r->comm[VS_USE_GRAD_REDUCE].group;
-  uint32_t last = after;
 
   if (b->bucket_fill == 0) {
     b->n_bucket = 0;
