@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -410,6 +411,38 @@ static int parse_whole(int argc, char **argv, int *i, cli_args *a, FILE *errs)
   return 0;
 }
 
+/* Options whose value is kept as given: where it goes, and what it names
+ * (for the usage message when it is missing). */
+static const struct text_option {
+  const char *name;
+  size_t field;      /* offsetof the const char * in cli_args */
+  const char *needs;
+} text_options[] = {
+    {"--topology", offsetof(cli_args, topology), "a file"},
+    {"--csv", offsetof(cli_args, csv_dir), "a directory"},
+    {"--trace", offsetof(cli_args, trace), "a file"},
+    {"--svg", offsetof(cli_args, svg), "a file"},
+    {"--html", offsetof(cli_args, html), "a file"},
+    {"--vary-key", offsetof(cli_args, vary_key), "a key"},
+};
+
+/* Whether argv[*i] is one of text_options; if so its value is taken into
+ * its field, *rc the usage error when there is none (else 0). */
+static bool text_option(int argc, char **argv, int *i, cli_args *a,
+                        FILE *errs, int *rc)
+{
+  for (size_t k = 0; k < sizeof text_options / sizeof *text_options; k++) {
+    const struct text_option *o = &text_options[k];
+    const char **field = (const char **)(void *)((char *)a + o->field);
+    if (!is_option(argv[*i], o->name))
+      continue;
+    *field = option_value(argc, argv, i, o->name, a);
+    *rc = *field ? 0 : arg_usage(errs, a, "%s needs %s", o->name, o->needs);
+    return true;
+  }
+  return false;
+}
+
 static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
 {
   memset(a, 0, sizeof *a);
@@ -427,30 +460,18 @@ static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
       if (parse_gpus(v, &a->gpus))
         return arg_usage(errs, a, "--gpus needs a whole number from 1 to 1000000, "
                            "got '%s'", v ? v : "");
-    } else if (is_option(arg, "--topology")) {
-      if (!(a->topology = option_value(argc, argv, &i, "--topology", a)))
-        return arg_usage(errs, a, "%s needs a file", "--topology");
+    } else if (text_option(argc, argv, &i, a, errs, &rc)) {
+      if (rc)
+        return rc;
     } else if (is_option(arg, "--set")) {
       if (!(v = option_value(argc, argv, &i, "--set", a)))
         return arg_usage(errs, a, "%s needs SECTION.KEY=VALUE", "--set");
       if (a->n_all_sets == 2 * MAX_SETS)
         return arg_usage(errs, a, "too many %s options", "--set");
       a->all_sets[a->n_all_sets++] = v;
-    } else if (is_option(arg, "--csv")) {
-      if (!(a->csv_dir = option_value(argc, argv, &i, "--csv", a)))
-        return arg_usage(errs, a, "%s needs a directory", "--csv");
     } else if (is_option(arg, "--trace-ranks")) {
       if ((rc = parse_trace_ranks(argc, argv, &i, a, errs)))
         return rc;
-    } else if (is_option(arg, "--trace")) {
-      if (!(a->trace = option_value(argc, argv, &i, "--trace", a)))
-        return arg_usage(errs, a, "%s needs a file", "--trace");
-    } else if (is_option(arg, "--svg")) {
-      if (!(a->svg = option_value(argc, argv, &i, "--svg", a)))
-        return arg_usage(errs, a, "%s needs a file", "--svg");
-    } else if (is_option(arg, "--html")) {
-      if (!(a->html = option_value(argc, argv, &i, "--html", a)))
-        return arg_usage(errs, a, "%s needs a file", "--html");
     } else if (is_option(arg, "--ranks")) {
       v = option_value(argc, argv, &i, "--ranks", a);
       if (v && strcmp(v, "all") == 0)
@@ -463,9 +484,6 @@ static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
       if (a->n_varies == VS_VARY_MAX)
         return arg_usage(errs, a, "at most 8 %s options", "--vary");
       a->varies[a->n_varies++] = v;
-    } else if (is_option(arg, "--vary-key")) {
-      if (!(a->vary_key = option_value(argc, argv, &i, "--vary-key", a)))
-        return arg_usage(errs, a, "%s needs a key", "--vary-key");
     } else if (is_option(arg, "--jobs") || is_option(arg, "--max-gpus") ||
                is_option(arg, "--top")) {
       if ((rc = parse_whole(argc, argv, &i, a, errs)))

@@ -999,57 +999,72 @@ static int check_moe(vs_workload *wl, vs_error *err)
 }
 
 
-/* Autocast and the Hugging Face Trainer: data parallelism alone
- * (vs_workload_dp_only_misfit); autocast as the Trainer and plain
- * PyTorch run it: a whole fp32 model, under no other framework's
- * mixed precision. */
-static int check_dp_only(vs_workload *wl, vs_error *err)
+/* Autocast over fp32 weights is the Trainer's and plain PyTorch's: no
+ * other framework's mixed precision. */
+static int check_autocast_framework(const vs_workload *wl, vs_error *err)
+{
+  const vs_training_conf *t = &wl->training;
+  char where[400];
+  if (!vs_precision_autocast(t->precision) || t->framework == VS_FW_NONE ||
+      t->framework == VS_FW_HF)
+    return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: autocast over fp32 weights is the Hugging Face "
+                      "Trainer's and plain PyTorch's recipe; %s runs its "
+                      "own mixed precision (16-bit weights, or per-module "
+                      "casts): use precision = bf16 or fp16",
+                      WHERE("training", "precision"),
+                      vs_framework_name(t->framework));
+}
+
+/* The Trainer and autocast run data parallelism alone, without offload
+ * (vs_workload_dp_only_misfit names the key that breaks it). */
+static int check_dp_only_layout(const vs_workload *wl, vs_error *err)
 {
   const vs_parallel_conf *p = &wl->parallel;
   const vs_training_conf *t = &wl->training;
-  bool amp = vs_precision_autocast(t->precision);
   const char *off = offload_key(wl), *who;
   const char *key = vs_workload_dp_only_misfit(t->precision, t->framework,
                                                p->tp, p->pp, p->zero,
                                                off != NULL);
   char where[400];
-  if (!amp && t->framework != VS_FW_HF)
+  if (!key)
     return 0;
   who = t->framework == VS_FW_HF ? "the Hugging Face Trainer (framework = hf)"
                                  : "autocast";
-  if (amp && t->framework != VS_FW_NONE && t->framework != VS_FW_HF)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: autocast over fp32 weights is the Hugging Face "
-                        "Trainer's and plain PyTorch's recipe; %s runs its "
-                        "own mixed precision (16-bit weights, or per-module "
-                        "casts): use precision = bf16 or fp16",
-                        WHERE("training", "precision"),
-                        vs_framework_name(t->framework));
-  if (key && strcmp(key, "offload_optimizer") == 0 &&
+  if (strcmp(key, "offload_optimizer") == 0 &&
       strcmp(off, "offload_activations") == 0)
     return vs_error_set(err, VS_EINPUT,
                         "%s: %s is simulated without activation offload "
                         "(Megatron-LM's, which offloads with its own mixed "
                         "precision: precision = bf16 or fp16)",
                         WHERE("training", off), who);
-  if (key && strcmp(key, "offload_optimizer") == 0)
+  if (strcmp(key, "offload_optimizer") == 0)
     return vs_error_set(err, VS_EINPUT,
                         "%s: %s is simulated without offload (DeepSpeed "
                         "offloads with its own mixed precision: framework = "
                         "deepspeed, precision = bf16 or fp16)",
                         WHERE("parallel", off), who);
-  if (key)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: %s runs data parallelism alone: tp = 1, pp = 1 "
-                        "and %s (here tp = %llu, pp = %llu, zero = %llu)",
-                        WHERE("parallel", key), who,
-                        t->framework == VS_FW_HF
-                            ? "zero = 0 (the Trainer's DDP; for ZeRO use "
-                              "framework = deepspeed or fsdp2)"
-                            : "zero <= 2 (ZeRO-3 and FSDP cast per module: "
-                              "framework = fsdp2 with precision = bf16)",
-                        (unsigned long long)p->tp, (unsigned long long)p->pp,
-                        (unsigned long long)p->zero);
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: %s runs data parallelism alone: tp = 1, pp = 1 "
+                      "and %s (here tp = %llu, pp = %llu, zero = %llu)",
+                      WHERE("parallel", key), who,
+                      t->framework == VS_FW_HF
+                          ? "zero = 0 (the Trainer's DDP; for ZeRO use "
+                            "framework = deepspeed or fsdp2)"
+                          : "zero <= 2 (ZeRO-3 and FSDP cast per module: "
+                            "framework = fsdp2 with precision = bf16)",
+                      (unsigned long long)p->tp, (unsigned long long)p->pp,
+                      (unsigned long long)p->zero);
+}
+
+/* The precisions, fine-tunes and checkpointing the Trainer and autocast
+ * are simulated with. */
+static int check_dp_only_recipe(const vs_workload *wl, vs_error *err)
+{
+  const vs_training_conf *t = &wl->training;
+  bool amp = vs_precision_autocast(t->precision);
+  char where[400];
   if (t->framework == VS_FW_HF && t->precision == VS_PREC_FP8)
     return vs_error_set(err, VS_EINPUT,
                         "%s: the Trainer's FP8 goes through Accelerate's "
@@ -1079,6 +1094,22 @@ static int check_dp_only(vs_workload *wl, vs_error *err)
                         "selective",
                         WHERE("training", "checkpointing"));
   return 0;
+}
+
+/* Autocast and the Hugging Face Trainer: data parallelism alone
+ * (vs_workload_dp_only_misfit); autocast as the Trainer and plain
+ * PyTorch run it: a whole fp32 model, under no other framework's
+ * mixed precision. */
+static int check_dp_only(vs_workload *wl, vs_error *err)
+{
+  const vs_training_conf *t = &wl->training;
+  int rc;
+  if (!vs_precision_autocast(t->precision) && t->framework != VS_FW_HF)
+    return 0;
+  if ((rc = check_autocast_framework(wl, err)) ||
+      (rc = check_dp_only_layout(wl, err)))
+    return rc;
+  return check_dp_only_recipe(wl, err);
 }
 
 /* [training] checkpoint_layers and checkpoint_every choose layers for
