@@ -471,7 +471,8 @@ static void combo_values(const vs_capacity_opts *o, size_t i, const char **vals)
  * do, so that an error every combination would share is reported once
  * (exit 1). What is checked across keys waits for each combination: its
  * varied keys may be what makes the layout valid (gpus, parallel.tp). */
-static int parse_base(const vs_capacity_opts *o, FILE *errs)
+static int parse_base(const vs_capacity_opts *o, char *hf_config,
+                      size_t hf_len, FILE *errs)
 {
   vs_topology *topo = malloc(sizeof *topo);
   vs_workload *wl = malloc(sizeof *wl);
@@ -485,6 +486,8 @@ static int parse_base(const vs_capacity_opts *o, FILE *errs)
   } else if (vs_explore_parse(&o->ex, topo, wl, &err)) {
     fprintf(errs, "vsim: %s\n", err.msg);
     code = err.code == VS_EUSAGE ? VS_EXIT_USAGE : VS_EXIT_ERROR;
+  } else {
+    vs_workload_hf_config_path(wl, hf_config, hf_len);
   }
   free(topo);
   free(wl);
@@ -496,6 +499,7 @@ static int parse_base(const vs_capacity_opts *o, FILE *errs)
  * to the number of combinations. */
 static int sweep_checks(const vs_capacity_opts *o, size_t *n, FILE *errs)
 {
+  char hf[VS_OUTPUTS_PATH_LEN] = "";
   vs_error err;
   int code;
 
@@ -517,12 +521,12 @@ static int sweep_checks(const vs_capacity_opts *o, size_t *n, FILE *errs)
     fprintf(errs, "vsim: %s\n", err.msg);
     return err.code == VS_EUSAGE ? VS_EXIT_USAGE : VS_EXIT_ERROR;
   }
-  if ((code = parse_base(o, errs)) != VS_EXIT_OK)
+  if ((code = parse_base(o, hf, sizeof hf, errs)) != VS_EXIT_OK)
     return code;
   if (!o->csv || !vs_split_root()) /* only rank 0 of an MPI job writes */
     return VS_EXIT_OK;
   return vs_outputs_check_not_input(errs, "--csv", o->csv, o->ex.workload,
-                                    o->ex.topology);
+                                    o->ex.topology, hf);
 }
 
 static bool vary_has_gpus(const vs_capacity_opts *o)
@@ -671,13 +675,14 @@ int vs_capacity_sweep(const vs_capacity_opts *o, FILE *out, FILE *errs)
   for (size_t i = 0; i < n; i++)
     relabel_reason(&cands[i], vary_has_gpus(o));
   fits = sweep_table(o, cands, n, out);
-  if (o->csv && write_sweep_csv(o, cands, n, &err)) {
-    fprintf(errs, "vsim: %s\n", err.msg);
-    code = VS_EXIT_ERROR;
-  } else if (all_invalid(cands, n)) {
-    /* nothing was simulated: the input is wrong, not the memory short */
+  if (all_invalid(cands, n)) {
+    /* nothing was simulated: the input is wrong, not the memory short
+     * (and, as for any bad input, nothing is written) */
     fprintf(errs, "vsim: every combination is invalid, so nothing was "
             "simulated; the first: %s\n", cands[0].reason);
+    code = VS_EXIT_ERROR;
+  } else if (o->csv && write_sweep_csv(o, cands, n, &err)) {
+    fprintf(errs, "vsim: %s\n", err.msg);
     code = VS_EXIT_ERROR;
   } else if (fits == 0) {
     code = VS_EXIT_OOM;

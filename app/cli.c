@@ -560,8 +560,10 @@ static size_t run_outputs(const cli_args *a, output *outs)
 }
 
 /* Two outputs that name the same file would overwrite one another, and one
- * that names an input file would destroy it. */
-static int check_distinct_outputs(const cli_args *a, FILE *errs)
+ * that names an input file (the workload, the topology, and hf_config
+ * once the workload is read: NULL before) would destroy it. */
+static int check_distinct_outputs(const cli_args *a, const char *hf_config,
+                                  FILE *errs)
 {
   output *outs = malloc((VS_REPORT_CSV_FILES + 3) * sizeof *outs); /* + trace, svg, html */
   size_t n;
@@ -573,7 +575,8 @@ static int check_distinct_outputs(const cli_args *a, FILE *errs)
   }
   n = run_outputs(a, outs);
   for (size_t i = 0; code == VS_EXIT_OK && i < n; i++) {
-    const char *in = vs_outputs_input_named(outs[i].key, a->workload, a->topology);
+    const char *in = vs_outputs_input_named(outs[i].key, a->workload,
+                                            a->topology, hf_config);
     if (in)
       code = vs_usage(errs, "%s %s would overwrite the input file %s",
                    outs[i].option, outs[i].given, in);
@@ -587,6 +590,15 @@ static int check_distinct_outputs(const cli_args *a, FILE *errs)
                      outs[j].given, outs[j].path);
   free(outs);
   return code;
+}
+
+/* check_distinct_outputs once the workload has named its hf_config. */
+static int check_outputs_spare_hf_config(const cli_args *a,
+                                         const vs_workload *wl, FILE *errs)
+{
+  char hf[VS_OUTPUTS_PATH_LEN];
+  vs_workload_hf_config_path(wl, hf, sizeof hf);
+  return hf[0] ? check_distinct_outputs(a, hf, errs) : VS_EXIT_OK;
 }
 
 /* Every output of a run can be written (see check_csv_dir). */
@@ -718,8 +730,9 @@ static int cmd_run(const cli_args *a, FILE *out, FILE *errs)
     fprintf(errs, "vsim: out of host memory\n");
     return VS_EXIT_ERROR;
   }
-  if ((code = check_distinct_outputs(a, errs)) != VS_EXIT_OK ||
+  if ((code = check_distinct_outputs(a, NULL, errs)) != VS_EXIT_OK ||
       (code = load_inputs(a, topo, wl, errs)) != VS_EXIT_OK ||
+      (code = check_outputs_spare_hf_config(a, wl, errs)) != VS_EXIT_OK ||
       (code = check_run_outputs(a, errs)) != VS_EXIT_OK ||
       (code = check_run_work(a, wl, topo, &opts, errs)) != VS_EXIT_OK)
     goto done;

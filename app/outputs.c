@@ -185,15 +185,15 @@ void vs_outputs_file_key(const char *path, char *key, size_t len)
   free(real);
 }
 
-/* The input file (workload or topology, either may be NULL) whose
- * file_key is key, or NULL. */
+/* The input file (workload, topology or hf_config; any may be NULL or "")
+ * whose file_key is key, or NULL. */
 const char *vs_outputs_input_named(const char *key, const char *workload,
-                               const char *topology)
+                                   const char *topology, const char *hf_config)
 {
-  const char *inputs[] = {workload, topology};
+  const char *inputs[] = {workload, topology, hf_config};
   char in_key[PATH_LEN];
-  for (size_t k = 0; k < 2; k++) {
-    if (!inputs[k])
+  for (size_t k = 0; k < sizeof inputs / sizeof *inputs; k++) {
+    if (!inputs[k] || !inputs[k][0])
       continue;
     vs_outputs_file_key(inputs[k], in_key, PATH_LEN);
     if (strcmp(key, in_key) == 0)
@@ -203,8 +203,8 @@ const char *vs_outputs_input_named(const char *key, const char *workload,
 }
 
 int vs_outputs_check_not_input(FILE *errs, const char *option,
-                                  const char *path, const char *workload,
-                                  const char *topology)
+                               const char *path, const char *workload,
+                               const char *topology, const char *hf_config)
 {
   char key[PATH_LEN];
   const char *in;
@@ -212,7 +212,8 @@ int vs_outputs_check_not_input(FILE *errs, const char *option,
   if (code != VS_EXIT_OK)
     return code;
   vs_outputs_file_key(path, key, PATH_LEN);
-  if ((in = vs_outputs_input_named(key, workload, topology)) != NULL)
+  if ((in = vs_outputs_input_named(key, workload, topology, hf_config)) !=
+      NULL)
     code = vs_usage(errs, "%s %s would overwrite the input file %s", option,
                  path, in);
   return code;

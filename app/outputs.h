@@ -35,21 +35,23 @@ int vs_outputs_check(FILE *errs, const char *option, const char *path);
  * that can be created (nothing is created here). Exit status as above. */
 int vs_outputs_check_csv_dir(FILE *errs, const char *dir);
 
-/* vs_outputs_check, and a usage error when path names the workload or
- * topology file (NULL: none), which writing would destroy. */
+/* vs_outputs_check, and a usage error when path names the workload, the
+ * topology or the hf_config file (vs_workload_hf_config_path; NULL or "":
+ * none), which writing would destroy. */
 int vs_outputs_check_not_input(FILE *errs, const char *option,
                                const char *path, const char *workload,
-                               const char *topology);
+                               const char *topology, const char *hf_config);
 
 /* One name per file, whatever spelling leads to it (into key, of len): the
  * file resolved when it exists, else its resolved directory and its name,
  * else the normalized path. */
 void vs_outputs_file_key(const char *path, char *key, size_t len);
 
-/* The input file (workload or topology, either may be NULL) whose file key
- * is key, or NULL. */
+/* The input file (workload, topology or hf_config; any may be NULL or "")
+ * whose file key is key, or NULL. */
 const char *vs_outputs_input_named(const char *key, const char *workload,
-                                   const char *topology);
+                                   const char *topology,
+                                   const char *hf_config);
 
 /* Longest path the checks handle. */
 #define VS_OUTPUTS_PATH_LEN 4096

@@ -826,9 +826,12 @@ static int plan_inputs(const vs_capacity_opts *o, const plan_state *ps,
             wl->origins.file);
     return VS_EXIT_ERROR;
   }
-  if (o->csv && vs_split_root()) /* only rank 0 of an MPI job writes */
+  if (o->csv && vs_split_root()) { /* only rank 0 of an MPI job writes */
+    char hf[VS_OUTPUTS_PATH_LEN];
+    vs_workload_hf_config_path(wl, hf, sizeof hf);
     return vs_outputs_check_not_input(errs, "--csv", o->csv, ps->ex.workload,
-                                      ps->ex.topology);
+                                      ps->ex.topology, hf);
+  }
   return VS_EXIT_OK;
 }
 
@@ -1225,6 +1228,28 @@ static int plan_type(const vs_capacity_opts *o, plan_state *ps, FILE *out,
   return code;
 }
 
+/* Every GPU type's files and what plan needs of them (plan_inputs),
+ * before any type is searched: a bad second topology is refused before
+ * the first one's results are printed. Exit status. */
+static int plan_check_types(const vs_capacity_opts *o, const plan_state *types,
+                            size_t n, FILE *errs)
+{
+  int code = VS_EXIT_OK;
+  for (size_t t = 0; t < n && code == VS_EXIT_OK; t++) {
+    vs_workload *wl = malloc(sizeof *wl);
+    vs_topology *topo = malloc(sizeof *topo);
+    if (!wl || !topo) {
+      fprintf(errs, "vsim: out of host memory\n");
+      code = VS_EXIT_ERROR;
+    } else {
+      code = plan_inputs(o, &types[t], wl, topo, errs);
+    }
+    free(wl);
+    free(topo);
+  }
+  return code;
+}
+
 /* Across n GPU types, the top layouts of every type that fit, ranked by
  * cost per step (each type's own price). */
 static void plan_overall(FILE *out, const plan_state *types, size_t n,
@@ -1306,18 +1331,22 @@ static int plan_types(const vs_capacity_opts *o, plan_state *types, size_t n,
   int code;
 
   vs_error_clear(&err);
+  if ((code = plan_check_types(o, types, n, errs)) != VS_EXIT_OK)
+    return code; /* bad input: nothing planned, nothing written */
   for (size_t t = 0; t < n; t++) {
     if (t > 0)
       fprintf(out, "\n");
     codes[t] = plan_type(o, &types[t], out, errs);
     if (!types[t].loaded)
-      return codes[t]; /* bad input: nothing planned, nothing written */
+      return codes[t];
   }
   if (!vs_split_root())
     return VS_EXIT_OK; /* another MPI rank: rank 0 ranks and writes */
   code = plan_code(codes, n);
   if (n > 1 && code == VS_EXIT_OK)
     plan_overall(out, types, n, types[0].top);
+  if (code == VS_EXIT_ERROR)
+    return code; /* nothing could be simulated: nothing is written */
   if (o->csv && write_plan_csv(o->csv, types, n, &err)) {
     fprintf(errs, "vsim: %s\n", err.msg);
     code = VS_EXIT_ERROR;

@@ -1125,6 +1125,51 @@ static void test_outputs_never_overwrite_inputs(void **state)
   assert_contains(r.err, "would overwrite the input file");
 }
 
+/* The config.json that [model] hf_config names is an input too: run's
+ * --svg and --csv DIR (a config that is one of its files), a sweep's and a
+ * plan's --csv are refused before anything is written onto it (they wrote
+ * over it before). */
+static void test_outputs_never_overwrite_hf_config(void **state)
+{
+  char dir[64], cfg[128], ops[128], ini[128], text[512], *json, *after;
+  const char *svg[] = {"run", ini, "--svg", cfg, NULL};
+  const char *csv[] = {"run", ini, "--set", NULL, "--csv", dir, NULL};
+  const char *sweep[] = {"sweep", ini, "--vary", "training.micro_batch=1,2",
+                         "--csv", cfg, NULL};
+  const char *plan[] = {"plan", ini, "--max-gpus", "2", "--csv", cfg, NULL};
+  const char **cmds[] = {svg, csv, sweep, plan};
+  FILE *f;
+  (void)state;
+  assert_non_null(json = tu_read_file(VSIM_SOURCE_DIR "/models/llama-2-7b.json"));
+  tu_temp_dir(dir, sizeof dir);
+  path_in(dir, "config.json", cfg, sizeof cfg);
+  path_in(dir, "ops.csv", ops, sizeof ops);
+  for (size_t k = 0; k < 2; k++) {
+    assert_non_null(f = fopen(k ? ops : cfg, "w"));
+    fputs(json, f);
+    fclose(f);
+  }
+  snprintf(text, sizeof text,
+           "[model]\nhf_config = config.json\nlayers = 2\nseq_len = 256\n"
+           "[training]\nglobal_batch = 4\n");
+  assert_non_null(f = fopen(path_in(dir, "w.ini", ini, sizeof ini), "w"));
+  fputs(text, f);
+  fclose(f);
+  csv[3] = "model.hf_config=ops.csv";
+  for (size_t k = 0; k < 4; k++) {
+    run(cmds[k]);
+    assert_int_equal(r.status, 2);
+    assert_contains(r.err, "would overwrite the input file");
+  }
+  for (size_t k = 0; k < 2; k++) {
+    assert_non_null(after = tu_read_file(k ? ops : cfg));
+    assert_string_equal(after, json);
+    free(after);
+  }
+  free(json);
+  tu_remove_dir(dir);
+}
+
 static void test_trace_is_chrome_json(void **state)
 {
   char dir[64], p[128];
@@ -2674,6 +2719,50 @@ static void test_plan_all_invalid_is_an_input_error(void **state)
   assert_true(strstr(r.out, "DOES NOT FIT") == NULL);
 }
 
+/* Bad input writes nothing: a plan or a sweep that could simulate nothing
+ * (exit 1) leaves an existing --csv file as it was, and plan refuses a bad
+ * second --topology before it prints the first type's results. */
+static void test_plan_and_sweep_bad_input_write_nothing(void **state)
+{
+  char dir[64], csv[128], bad[128], topos[300], *text, *kept;
+  const char *plan[] = {"plan", "workloads/llama2-7b.ini", "--gpus", "3",
+                        "--set", "training.global_batch=8", "--csv", csv,
+                        NULL};
+  const char *sweep[] = {"sweep", DATA "gpt-small.ini", "--set",
+                         "model.hidden=500", "--vary",
+                         "training.micro_batch=1,2", "--csv", csv, NULL};
+  const char *types[] = {"plan", "workloads/llama2-7b.ini", "--max-gpus", "8",
+                         "--set", "training.global_batch=8", "--topology",
+                         topos, NULL};
+  const char **cmds[] = {plan, sweep};
+  FILE *f;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  path_in(dir, "kept.csv", csv, sizeof csv);
+  for (size_t k = 0; k < 2; k++) {
+    assert_non_null(f = fopen(csv, "w"));
+    fputs("a,b\n1,2\n", f);
+    fclose(f);
+    run(cmds[k]);
+    assert_int_equal(r.status, 1);
+    assert_non_null(kept = tu_read_file(csv));
+    assert_string_equal(kept, "a,b\n1,2\n");
+    free(kept);
+  }
+  assert_non_null(text = tu_read_file(VSIM_SOURCE_DIR
+                                      "/topologies/a100-sxm-80g-8x.ini"));
+  assert_non_null(f = fopen(path_in(dir, "bad.ini", bad, sizeof bad), "w"));
+  fprintf(f, "%sfoo = 1\n", text);
+  fclose(f);
+  free(text);
+  snprintf(topos, sizeof topos, "topologies/h100-sxm-8x.ini,%s", bad);
+  run(types);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "unknown key 'foo'");
+  assert_string_equal(r.out, "");
+  tu_remove_dir(dir);
+}
+
 /* Issue 21, D7: plan prints only layouts its full re-simulation
  * confirmed. With a budget of 4000 events the extrapolated screening
  * (2 micro-batches) of every layout passes, but the full step of the
@@ -2890,6 +2979,7 @@ int main(void)
       cmocka_unit_test(test_capacity_csv_checked_before_simulating),
       cmocka_unit_test(test_outputs_naming_one_file_are_refused),
       cmocka_unit_test(test_outputs_never_overwrite_inputs),
+      cmocka_unit_test(test_outputs_never_overwrite_hf_config),
       cmocka_unit_test(test_vary_value_twice_is_refused),
       cmocka_unit_test(test_fit_separates_limits_from_memory),
       cmocka_unit_test(test_trace_is_chrome_json),
@@ -2904,6 +2994,7 @@ int main(void)
       cmocka_unit_test(test_show_output_loads_back),
       cmocka_unit_test(test_unwritable_report_is_an_error),
       cmocka_unit_test(test_plan_all_invalid_is_an_input_error),
+      cmocka_unit_test(test_plan_and_sweep_bad_input_write_nothing),
       cmocka_unit_test(test_plan_tries_uneven_pipelines),
       cmocka_unit_test(test_plan_tries_interleaved_where_allowed),
       cmocka_unit_test(test_plan_compares_gpu_types),

@@ -296,6 +296,23 @@ static void test_host_memory_bandwidth_bounds(void **state)
            "not a limit) or at least 1 MB/s");
 }
 
+/* The FP8 peak is 0 (no FP8 tensor cores) or at least 1 GFLOP/s, as the
+ * other peaks: 1e-6 used to pass and simulate a step of 17 days. */
+static void test_fp8_peak_bounds(void **state)
+{
+  static const char *const tiny[] = {"gpu.peak_tflops_fp8=1e-6"};
+  static const char *const none[] = {"gpu.peak_tflops_fp8=0"};
+  char path[128];
+  vs_topology t;
+  vs_error err;
+  (void)state;
+  load_bad(MINIMAL, tiny, 1, VS_EINPUT,
+           "--set topology.gpu.peak_tflops_fp8=1e-6: must be 0 (no FP8 tensor "
+           "cores) or at least 0.001");
+  assert_int_equal(load_text(&t, path, MINIMAL, none, 1, &err), 0);
+  assert_true(t.peak_tflops_fp8 == 0);
+}
+
 /* A GEMM shape is three counts; a bus-bandwidth curve has one rate per
  * size, sizes ascending. */
 static void test_gemm_shape_and_busbw_curve(void **state)
@@ -675,6 +692,7 @@ int main(void)
       cmocka_unit_test(test_missing_required_key),
       cmocka_unit_test(test_unknown_key_and_section),
       cmocka_unit_test(test_host_memory_bandwidth_bounds),
+      cmocka_unit_test(test_fp8_peak_bounds),
       cmocka_unit_test(test_gemm_shape_and_busbw_curve),
       cmocka_unit_test(test_bad_values),
       cmocka_unit_test(test_unreadable_file),

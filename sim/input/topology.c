@@ -293,6 +293,16 @@ static int check_curve_shape(const vs_topology *t, int kind, vs_error *err)
   return 0;
 }
 
+/* [gpu] peak_tflops_fp8: 0 (no FP8 tensor cores) or a real peak, at
+ * least the 1 GFLOP/s every other peak needs. */
+static int check_fp8_peak(const vs_topology *t, vs_error *err)
+{
+  if (t->peak_tflops_fp8 == 0 || t->peak_tflops_fp8 >= MIN_TFLOPS)
+    return 0;
+  return key_error(t, err, "gpu", "peak_tflops_fp8",
+                   "must be 0 (no FP8 tensor cores) or at least 0.001");
+}
+
 /* [node] host_memory_bandwidth: 0 (not a limit) or a real rate. */
 static int check_host_memory_bandwidth(const vs_topology *t, vs_error *err)
 {
@@ -524,6 +534,8 @@ int vs_topology_finish(vs_topology *topo, const char *const *sets,
     return rc;
   for (int kind = 0; rc == 0 && kind < VS_CAL_N_KINDS; kind++)
     rc = check_calibration(topo, kind, err);
+  if (rc == 0)
+    rc = check_fp8_peak(topo, err);
   if (rc == 0)
     rc = check_host_memory_bandwidth(topo, err);
   if (rc == 0)

@@ -1494,6 +1494,15 @@ static void beside_workload(const vs_workload *wl, const char *path,
              wl->origins.file, path);
 }
 
+void vs_workload_hf_config_path(const vs_workload *wl, char *buf, size_t len)
+{
+  if (len == 0)
+    return;
+  buf[0] = '\0';
+  if (wl->model.hf_config[0] != '\0')
+    beside_workload(wl, wl->model.hf_config, buf, len);
+}
+
 /* [model] hf_config: the keys its config.json gives that the workload
  * (or --set) does not set itself. */
 static int apply_hf_config(vs_workload *wl, vs_error *err)
@@ -1504,7 +1513,7 @@ static int apply_hf_config(vs_workload *wl, vs_error *err)
   int rc;
   if (wl->model.hf_config[0] == '\0')
     return 0;
-  beside_workload(wl, wl->model.hf_config, path, sizeof path);
+  vs_workload_hf_config_path(wl, path, sizeof path);
   vs_error_clear(&why);
   if ((rc = vs_hf_config_read(path, &hf, &why)))
     return vs_error_set(err, rc, "%s: %s", WHERE("model", "hf_config"),

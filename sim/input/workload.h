@@ -472,4 +472,9 @@ const char *vs_base_dtype_name(int base_dtype);
 const char *vs_lora_target_name(int target);
 const char *vs_adapter_dtype_name(int adapter_dtype);
 
+/* The file [model] hf_config names, as vsim reads it (beside the workload
+ * file unless absolute), into buf of len; "" when the workload names none.
+ * Outputs must never be written onto it. */
+void vs_workload_hf_config_path(const vs_workload *wl, char *buf, size_t len);
+
 #endif

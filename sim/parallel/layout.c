@@ -226,11 +226,16 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
   const vs_stage_layout *worst;
 
   memset(lay, 0, sizeof *lay);
-  if (t->precision == VS_PREC_FP8 && topo->peak_tflops_fp8 <= 0)
+  if (t->precision == VS_PREC_FP8 && topo->peak_tflops_fp8 <= 0) {
+    char where[400];
     return vs_error_set(err, VS_EINPUT,
                         "%s: precision = fp8 needs a GPU with FP8 tensor cores, "
-                        "but %s ([gpu] peak_tflops_fp8 in %s) has none",
-                        wl->origins.file, topo->name, topo->origins.file);
+                        "but %s has none (%s)",
+                        wl->origins.file, topo->name,
+                        vs_conf_where(vs_topology_keys(), &topo->origins,
+                                      "gpu", "peak_tflops_fp8", where,
+                                      sizeof where));
+  }
   lay->tp = wl->parallel.tp;
   lay->pp = wl->parallel.pp;
   lay->cp = wl->parallel.cp;
