@@ -163,6 +163,20 @@ static int check_value(const vs_vary *v, const char *value, vs_topology *topo,
   return VS_EUSAGE;
 }
 
+/* Whether two --vary values are the same: the same text, or the same
+ * plain number written two ways (2 and 2.0, 1 and 01). */
+static bool same_value(const char *a, const char *b)
+{
+  char *end_a, *end_b;
+  double x, y;
+  if (strcmp(a, b) == 0)
+    return true;
+  x = strtod(a, &end_a);
+  y = strtod(b, &end_b);
+  return end_a != a && *end_a == '\0' && end_b != b && *end_b == '\0' &&
+         x == y;
+}
+
 int vs_vary_check(const vs_vary *vary, size_t n, vs_error *err)
 {
   vs_topology *topo = calloc(1, sizeof *topo);
@@ -188,9 +202,14 @@ int vs_vary_check(const vs_vary *vary, size_t n, vs_error *err)
     for (size_t i = 0; rc == 0 && i < vary[k].n; i++) {
       /* a value listed twice would sweep the same combinations twice */
       for (size_t j = 0; rc == 0 && j < i; j++)
-        if (strcmp(vary[k].values[j], vary[k].values[i]) == 0)
-          rc = vs_error_set(err, VS_EUSAGE, "--vary %s lists %s twice",
-                            vary[k].key, vary[k].values[i]);
+        if (same_value(vary[k].values[j], vary[k].values[i]))
+          rc = strcmp(vary[k].values[j], vary[k].values[i]) == 0
+                   ? vs_error_set(err, VS_EUSAGE, "--vary %s lists %s twice",
+                                  vary[k].key, vary[k].values[i])
+                   : vs_error_set(err, VS_EUSAGE,
+                                  "--vary %s lists %s twice (as %s)",
+                                  vary[k].key, vary[k].values[i],
+                                  vary[k].values[j]);
       if (rc == 0)
         rc = check_value(&vary[k], vary[k].values[i], topo, wl, err);
     }

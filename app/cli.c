@@ -411,6 +411,26 @@ static int parse_whole(int argc, char **argv, int *i, cli_args *a, FILE *errs)
   return 0;
 }
 
+/* The length of a --set's key (before its '='; the whole text without). */
+static size_t set_key_len(const char *set)
+{
+  const char *eq = strchr(set, '=');
+  return eq ? (size_t)(eq - set) : strlen(set);
+}
+
+/* A usage error when --set `set` names a key an earlier --set gave: the
+ * later one would silently win. */
+static int set_once(const cli_args *a, const char *set, FILE *errs)
+{
+  size_t n = set_key_len(set);
+  for (size_t k = 0; k < a->n_all_sets; k++)
+    if (set_key_len(a->all_sets[k]) == n &&
+        strncmp(a->all_sets[k], set, n) == 0)
+      return arg_usage(errs, a, "--set %s and --set %s both set %.*s; give "
+                       "each key once", a->all_sets[k], set, (int)n, set);
+  return 0;
+}
+
 /* Options whose value is kept as given: where it goes, and what it names
  * (for the usage message when it is missing). */
 static const struct text_option {
@@ -468,6 +488,8 @@ static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
         return arg_usage(errs, a, "%s needs SECTION.KEY=VALUE", "--set");
       if (a->n_all_sets == 2 * MAX_SETS)
         return arg_usage(errs, a, "too many %s options", "--set");
+      if ((rc = set_once(a, v, errs)))
+        return rc;
       a->all_sets[a->n_all_sets++] = v;
     } else if (is_option(arg, "--trace-ranks")) {
       if ((rc = parse_trace_ranks(argc, argv, &i, a, errs)))
@@ -794,6 +816,24 @@ static int cmd_show(const cli_args *a, FILE *out, FILE *errs)
   return code;
 }
 
+/* VS_EUSAGE when --vary v varies what --gpus or a --set fixes: one of
+ * them would be silently dropped. */
+static int vary_overrides_none(const cli_args *a, const vs_vary *v,
+                               vs_error *err)
+{
+  size_t n = strlen(v->key);
+  if (a->gpus && strcmp(v->key, "gpus") == 0)
+    return vs_error_set(err, VS_EUSAGE, "--gpus %llu and --vary gpus=... "
+                        "both set the GPU count; give one",
+                        (unsigned long long)a->gpus);
+  for (size_t k = 0; k < a->n_all_sets; k++)
+    if (set_key_len(a->all_sets[k]) == n &&
+        strncmp(a->all_sets[k], v->key, n) == 0)
+      return vs_error_set(err, VS_EUSAGE, "--set %s and --vary %s=... both "
+                          "set %s; give one", a->all_sets[k], v->key, v->key);
+  return 0;
+}
+
 /* sweep ('s'), fit ('f') and plan ('p'). */
 static int cmd_capacity(const cli_args *a, char which, FILE *out, FILE *errs)
 {
@@ -822,7 +862,8 @@ static int cmd_capacity(const cli_args *a, char which, FILE *out, FILE *errs)
   o->max_gpus = a->max_gpus;
   o->top = (size_t)a->top;
   for (size_t i = 0; i < a->n_varies; i++) {
-    if (vs_vary_parse(a->varies[i], &o->vary[i], &err)) {
+    if (vs_vary_parse(a->varies[i], &o->vary[i], &err) ||
+        vary_overrides_none(a, &o->vary[i], &err)) {
       free(o);
       return vs_usage(errs, "%s", err.msg);
     }

@@ -1980,6 +1980,8 @@ static void test_vary_errors_name_the_vary_option(void **state)
       {{"gpus=1,2", "gpus=4"}, "vsim: --vary gpus given twice"},
       {{"parallel.pp_layers=2,2"},
        "vsim: --vary parallel.pp_layers: a list-valued key cannot be varied"},
+      {{"training.micro_batch=2,2.0"},
+       "vsim: --vary training.micro_batch lists 2.0 twice (as 2)"},
   };
   (void)state;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -1994,6 +1996,35 @@ static void test_vary_errors_name_the_vary_option(void **state)
       fail_msg("%s: status %d, stderr: %s (wanted: %s)", cases[i].vary[0],
                r.status, r.err, cases[i].message);
     assert_null(strstr(r.err, "--set"));
+    assert_string_equal(r.out, "");
+  }
+}
+
+/* A key given twice is a usage error, never a silent override: two --set
+ * of one key, a --vary of a key a --set fixes, --vary gpus with --gpus. */
+static void test_key_given_twice_is_a_usage_error(void **state)
+{
+  static const struct {
+    const char *args[8];
+    const char *message;
+  } cases[] = {
+      {{"show", DATA "gpt-small.ini", "--set", "training.micro_batch=1",
+        "--set", "training.micro_batch=2"},
+       "vsim: --set training.micro_batch=1 and --set training.micro_batch=2 "
+       "both set training.micro_batch; give each key once"},
+      {{"sweep", DATA "gpt-small.ini", "--set", "training.micro_batch=4",
+        "--vary", "training.micro_batch=1,2"},
+       "vsim: --set training.micro_batch=4 and --vary training.micro_batch=... "
+       "both set training.micro_batch; give one"},
+      {{"sweep", DATA "gpt-small.ini", "--gpus", "4", "--vary", "gpus=1,2"},
+       "vsim: --gpus 4 and --vary gpus=... both set the GPU count; give one"},
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    run(cases[i].args);
+    if (r.status != 2 || !strstr(r.err, cases[i].message))
+      fail_msg("case %zu: status %d, stderr: %s (wanted: %s)", i, r.status,
+               r.err, cases[i].message);
     assert_string_equal(r.out, "");
   }
 }
@@ -3014,6 +3045,7 @@ int main(void)
       cmocka_unit_test(test_plan_rows_without_a_step_have_empty_figures),
       cmocka_unit_test(test_sweep_checks_its_base_input_first),
       cmocka_unit_test(test_vary_errors_name_the_vary_option),
+      cmocka_unit_test(test_key_given_twice_is_a_usage_error),
       cmocka_unit_test(test_capacity_help_and_usage),
       cmocka_unit_test(test_fragmentation_oom_fixed_by_expandable_segments),
       cmocka_unit_test(test_memory_summary_per_gpu),
