@@ -332,8 +332,11 @@ static int parse_limit(int argc, char **argv, int *i, cli_args *a, FILE *errs)
   bool events = strcmp(name, "--max-events") == 0;
   const char *v = option_value(argc, argv, i, name, a), *why = NULL;
   uint64_t n = 0;
-  if (!v || (events ? vs_parse_count(v, &n, &why) : vs_parse_size(v, &n, &why)) ||
-      n == 0)
+  bool bad = !v || (events ? vs_parse_count(v, &n, &why)
+                           : vs_parse_size(v, &n, &why));
+  if (!bad)
+    why = NULL; /* a parse that succeeds may leave a note (a bare 0) */
+  if (bad || n == 0)
     return arg_usage(errs, a, "%s needs %s above 0, got '%s'%s%s", name,
                      events ? "a count (e.g. 2e9)" : "a size (e.g. 16GiB)",
                      v ? v : "", why ? ": " : "", why ? why : "");

@@ -2029,6 +2029,19 @@ static void test_key_given_twice_is_a_usage_error(void **state)
   }
 }
 
+/* --max-memory 0 is refused for being 0, not for a missing unit (a bare
+ * 0 is the one size without one). */
+static void test_limit_zero_says_why(void **state)
+{
+  const char *args[] = {"run", DATA "gpt-small.ini", "--max-memory", "0",
+                        NULL};
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 2);
+  assert_contains(r.err, "vsim: --max-memory needs a size (e.g. 16GiB) above "
+                         "0, got '0'\n");
+}
+
 static void test_capacity_help_and_usage(void **state)
 {
   static const char *const cmds[] = {"sweep", "fit", "plan"};
@@ -3046,6 +3059,7 @@ int main(void)
       cmocka_unit_test(test_sweep_checks_its_base_input_first),
       cmocka_unit_test(test_vary_errors_name_the_vary_option),
       cmocka_unit_test(test_key_given_twice_is_a_usage_error),
+      cmocka_unit_test(test_limit_zero_says_why),
       cmocka_unit_test(test_capacity_help_and_usage),
       cmocka_unit_test(test_fragmentation_oom_fixed_by_expandable_segments),
       cmocka_unit_test(test_memory_summary_per_gpu),

@@ -182,6 +182,10 @@ static void test_size_rejects_bad_text(void **state)
   size_bad("GiB", "not a number");
   size_bad("80GiBs", "unknown unit");
   size_bad("80 G", "unknown unit");
+  /* an unknown unit is told the ones the kind of value takes */
+  size_bad("80G", "unknown unit: a size takes B, KB, MB, GB, TB, KiB, MiB, "
+                  "GiB or TiB");
+  count_bad("32GiB", "unknown unit: a plain number takes none");
   size_bad("3GB/s", "unknown unit"); /* a rate is not a size */
   size_bad("80 GiB x", "unexpected text");
   size_bad("-1GiB", "negative");

@@ -1581,6 +1581,18 @@ static void test_experts(void **state)
     load_bad(GPT_MODEL, mla_key, 1, 0, VS_EINPUT,
              "--set model.v_head_dim=8: shapes multi-head latent attention, "
              "which is off");
+    {
+      /* kv_heads means nothing under MLA: refused unless it is heads (it
+       * changed no byte and no second, yet bounded tp) */
+      static const char *const kv1[] = {"model.kv_heads=1"};
+      static const char *const kv4[] = {"model.kv_heads=4"};
+      load_bad(llama, kv1, 1, 0, VS_EINPUT,
+               "--set model.kv_heads=1: under multi-head latent attention "
+               "(kv_lora_rank > 0) every head's keys and values come from "
+               "the shared latent, so kv_heads means nothing: leave it unset "
+               "or equal to heads (4)");
+      load_ok(&wl, llama, kv4, 1, 0);
+    }
   }
 }
 

@@ -52,6 +52,16 @@ static const unit latency_units[] = {
     {"ms", 1e-3}, {"s", 1.0}, {NULL, 0},
 };
 
+/* What each table's unknown unit is told (the units it takes). */
+static const char unknown_size[] =
+    "unknown unit: a size takes B, KB, MB, GB, TB, KiB, MiB, GiB or TiB";
+static const char unknown_rate[] =
+    "unknown unit: a rate takes GB/s, TB/s, MB/s, GiB/s or MiB/s, or bits "
+    "as Gb/s, Tb/s, Mb/s (Gbit/s, Gbps); a bare number is GB/s";
+static const char unknown_time[] =
+    "unknown unit: a time takes ns, us, ms or s; a bare number is us";
+static const char unknown_plain[] = "unknown unit: a plain number takes none";
+
 static const char bare_size[] =
     "a size needs its unit: e.g. 80GB or 80GiB (bytes: 80B)";
 
@@ -76,8 +86,8 @@ static bool same_unit(const char *u, const char *suffix)
 
 /* Splits text into a finite number and a suffix, then scales the number by
  * the suffix's unit. Blanks may surround both parts. */
-static int parse_scaled(const char *text, const unit *units, double *out,
-                        const char **why)
+static int parse_scaled(const char *text, const unit *units,
+                        const char *unknown, double *out, const char **why)
 {
   char *end;
   double value;
@@ -129,7 +139,7 @@ static int parse_scaled(const char *text, const unit *units, double *out,
       return 0;
     }
   }
-  *why = suffix[0] ? "unknown unit" : bare_size;
+  *why = suffix[0] ? unknown : bare_size;
   return VS_EINPUT;
 }
 
@@ -156,14 +166,14 @@ int vs_parse_count(const char *text, uint64_t *out, const char **why)
 {
   static const unit plain[] = {{"", 1.0}, {NULL, 0}};
   double value;
-  int rc = parse_scaled(text, plain, &value, why);
+  int rc = parse_scaled(text, plain, unknown_plain, &value, why);
   return rc ? rc : to_count(value, out, why);
 }
 
 int vs_parse_size(const char *text, uint64_t *out, const char **why)
 {
   double value;
-  int rc = parse_scaled(text, size_units, &value, why);
+  int rc = parse_scaled(text, size_units, unknown_size, &value, why);
   if (rc && *why == bare_size && strtod(text, NULL) == 0) {
     *out = 0; /* nothing is nothing in any unit */
     return 0;
@@ -178,7 +188,7 @@ int vs_parse_size(const char *text, uint64_t *out, const char **why)
 int vs_parse_rate(const char *text, double *out, const char **why)
 {
   double value;
-  int rc = parse_scaled(text, rate_units, &value, why);
+  int rc = parse_scaled(text, rate_units, unknown_rate, &value, why);
   if (rc)
     return rc;
   if (value < 0) {
@@ -205,13 +215,13 @@ int vs_parse_latency(const char *text, double *out, const char **why)
 
 int vs_parse_time_offset(const char *text, double *out, const char **why)
 {
-  return parse_scaled(text, latency_units, out, why);
+  return parse_scaled(text, latency_units, unknown_time, out, why);
 }
 
 int vs_parse_real(const char *text, double *out, const char **why)
 {
   static const unit plain[] = {{"", 1.0}, {NULL, 0}};
-  return parse_scaled(text, plain, out, why);
+  return parse_scaled(text, plain, unknown_plain, out, why);
 }
 
 int vs_parse_bool(const char *text, bool *out, const char **why)

@@ -516,6 +516,14 @@ static int check_mla(vs_workload *wl, vs_error *err)
                         "%s: multi-head latent attention is DeepSeek's, "
                         "built on llama layers; set arch = llama",
                         WHERE("model", "kv_lora_rank"));
+  if (m->kv_heads != m->heads)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: under multi-head latent attention (kv_lora_rank "
+                        "> 0) every head's keys and values come from the "
+                        "shared latent, so kv_heads means nothing: leave it "
+                        "unset or equal to heads (%llu)",
+                        WHERE("model", "kv_heads"),
+                        (unsigned long long)m->heads);
   if (m->qk_head_dim == 0)
     m->qk_head_dim = m->hidden / m->heads;
   if (m->v_head_dim == 0)
