@@ -242,6 +242,43 @@ static void test_bounded_screening_matches_full_simulation(void **state)
   }
 }
 
+/* Where gradients wait for reductions that fall behind the backward
+ * passes (ZeRO-2 over a 1 GB/s link, one GPU a node), memory grows with
+ * every micro-batch: the bounded screening sees it grow from pp to 2 pp
+ * micro-batches and simulates the layout whole, so its peak is the full
+ * simulation's (before, the screened peak was 2 micro-batches' and a
+ * layout that runs out of memory could be called "fits"). */
+static void test_screening_simulates_growing_memory_whole(void **state)
+{
+  static const char gpt[] =
+      "[model]\narch = gpt\nlayers = 4\nhidden = 512\nheads = 8\n"
+      "vocab = 1000\nseq_len = 128\n[training]\nglobal_batch = 64\n"
+      "[parallel]\nzero = 2\n";
+  char path[128];
+  vs_explore ex;
+  vs_candidate full, screened;
+  (void)state;
+  explore_on(&ex, gpt, path, sizeof path);
+  memset(&full, 0, sizeof full);
+  full.gpus = 2; /* dp 2: 32 micro-batches each */
+  vs_candidate_set(&full, "topology.node.gpus=1");
+  vs_candidate_set(&full, "topology.network.inter_bandwidth=1GB/s");
+  screened = full;
+  ex.max_microbatches = 0;
+  assert_int_equal(vs_explore_one(&ex, &full), 0);
+  ex.max_microbatches = 1;
+  assert_int_equal(vs_explore_one(&ex, &screened), 0);
+  assert_int_equal(full.status, VS_EVAL_FITS);
+  assert_int_equal(screened.status, VS_EVAL_FITS);
+  assert_false(screened.extrapolated);
+  /* the waiting gradients: well over the 2 micro-batches' 64 MiB */
+  assert_true(full.worst.at_peak[VS_CAT_GRADS] > (uint64_t)400 << 20);
+  assert_int_equal(screened.worst.peak_allocated_bytes,
+                   full.worst.peak_allocated_bytes);
+  tu_assert_close(screened.step_time_s, full.step_time_s, 0);
+  unlink(path);
+}
+
 /* Runs the candidate of ex on 16 GPUs of `memory` and checks that it ran
  * out of memory (with `where` in its reason) as the bounded simulation of
  * cap = pp = 16 micro-batches does, run here: the same worst rank, peak,
@@ -394,6 +431,7 @@ int main(void)
       cmocka_unit_test(test_relabel),
       cmocka_unit_test(test_stopped_screening_has_no_step),
       cmocka_unit_test(test_bounded_screening_matches_full_simulation),
+      cmocka_unit_test(test_screening_simulates_growing_memory_whole),
       cmocka_unit_test(test_setup_screen_matches_bounded_simulation),
       cmocka_unit_test(test_parallel_results_match_serial),
   };
