@@ -188,6 +188,20 @@ static void test_stopped_screening_has_no_step(void **state)
   unlink(path);
 }
 
+/* Explores candidate *full as plan screens it (bounded, into *screened)
+ * and in full (into *full); both must fit. */
+static void screen_and_replay(vs_explore *ex, vs_candidate *full,
+                              vs_candidate *screened)
+{
+  *screened = *full;
+  ex->max_microbatches = 0;
+  assert_int_equal(vs_explore_one(ex, full), 0);
+  ex->max_microbatches = 1;
+  assert_int_equal(vs_explore_one(ex, screened), 0);
+  assert_int_equal(full->status, VS_EVAL_FITS);
+  assert_int_equal(screened->status, VS_EVAL_FITS);
+}
+
 /* plan screens long pipelines with a bounded number of micro-batches and
  * extrapolates the step linearly (each further pipeline round adds the
  * same time, and no memory, once the 1F1B warm-up is over); the full
@@ -212,13 +226,7 @@ static void test_bounded_screening_matches_full_simulation(void **state)
     full.gpus = 2 * (uint64_t)pp; /* dp 2: 64 micro-batches each */
     vs_candidate_set(&full, "parallel.pp=%d", pp);
     vs_candidate_set(&full, "runtime.allocator=%s", exact ? "exact" : "caching");
-    screened = full;
-    ex.max_microbatches = 0;
-    assert_int_equal(vs_explore_one(&ex, &full), 0);
-    ex.max_microbatches = 1;
-    assert_int_equal(vs_explore_one(&ex, &screened), 0);
-    assert_int_equal(full.status, VS_EVAL_FITS);
-    assert_int_equal(screened.status, VS_EVAL_FITS);
+    screen_and_replay(&ex, &full, &screened);
     assert_true(screened.extrapolated);
     assert_false(full.extrapolated);
     if (exact)
@@ -263,13 +271,7 @@ static void test_screening_simulates_growing_memory_whole(void **state)
   full.gpus = 2; /* dp 2: 32 micro-batches each */
   vs_candidate_set(&full, "topology.node.gpus=1");
   vs_candidate_set(&full, "topology.network.inter_bandwidth=1GB/s");
-  screened = full;
-  ex.max_microbatches = 0;
-  assert_int_equal(vs_explore_one(&ex, &full), 0);
-  ex.max_microbatches = 1;
-  assert_int_equal(vs_explore_one(&ex, &screened), 0);
-  assert_int_equal(full.status, VS_EVAL_FITS);
-  assert_int_equal(screened.status, VS_EVAL_FITS);
+  screen_and_replay(&ex, &full, &screened);
   assert_false(screened.extrapolated);
   /* the waiting gradients: well over the 2 micro-batches' 64 MiB */
   assert_true(full.worst.at_peak[VS_CAT_GRADS] > (uint64_t)400 << 20);
