@@ -224,31 +224,31 @@ static void test_group_seconds(void **state)
   (void)state;
   tu_default_topology(&t);
   t.intra_busbw_sizes.n = 0; /* the link model, not the measured curve */
-  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 1600000000, 16, 1, NULL),
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 1600000000, 16, (vs_group_span){2, 8}, NULL),
                   14.0 * nvlink_step + 2.0 * nic_step, 1e-12);
   /* 8 ranks in one node: the flat ring, 14 steps of 2e8 B */
-  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 1600000000, 8, 1, NULL),
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 1600000000, 8, (vs_group_span){1, 8}, NULL),
                   14.0 * nvlink_step, 1e-12);
   /* all-to-all of 1.6e9 B over the 16: 1e8 B to each peer, 7 in the node
    * over NVLink while 8 in the other go through the NIC, which sets the
    * time; with the NIC as fast as NVLink, the NVLink part (7 peers) would
    * still hide under the NIC's 8 */
-  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_TO_ALL, 1600000000, 16, 1, NULL),
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_TO_ALL, 1600000000, 16, (vs_group_span){2, 8}, NULL),
                   8.0 * nic_step, 1e-12);
   /* 4 ranks a node (stride 2), 8 ranks: 3 NVLink peers, 4 through the NIC:
    * 2e8 B each */
-  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_TO_ALL, 1600000000, 8, 2, NULL),
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_TO_ALL, 1600000000, 8, (vs_group_span){2, 4}, NULL),
                   4.0 * (5e-6 + 2e8 / 47e9), 1e-12);
   /* with NVLink slower than the NIC (10 GB/s), the node's part sets it */
   t.intra_bandwidth = 10e9;
-  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_TO_ALL, 1600000000, 16, 1, NULL),
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_TO_ALL, 1600000000, 16, (vs_group_span){2, 8}, NULL),
                   7.0 * (3e-6 + 1e8 / 10e9), 1e-12);
   t.intra_bandwidth = 450e9;
   /* send/recv between ranks 8 apart (another node): the NIC; 4 apart (the
    * same node): NVLink */
-  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_SEND_RECV, 100000000, 2, 8, NULL),
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_SEND_RECV, 100000000, 2, (vs_group_span){2, 1}, NULL),
                   nic_step, 1e-12);
-  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_SEND_RECV, 100000000, 2, 4, NULL),
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_SEND_RECV, 100000000, 2, (vs_group_span){1, 2}, NULL),
                   3e-6 + 1e8 / 450e9, 1e-12);
 }
 
@@ -267,21 +267,21 @@ static void test_busbw_curve(void **state)
   if (vs_topology_load(&t, VSIM_SOURCE_DIR "/topologies/a100-sxm-80g-8x.ini",
                        NULL, 0, &err))
     fail_msg("%s", err.msg);
-  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 64 << 20, 8, 1, NULL),
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 64 << 20, 8, (vs_group_span){1, 8}, NULL),
                   1.75 * 64 * mib / 171.54e9, 1e-12);
-  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_GATHER, 64 << 20, 8, 1, NULL),
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_GATHER, 64 << 20, 8, (vs_group_span){1, 8}, NULL),
                   0.875 * 64 * mib / 171.54e9, 1e-12);
   /* 128 MiB: halfway in log2 between 64 and 256 MiB; 4 ranks: F = 1.5 */
-  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 128 << 20, 4, 1, NULL),
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 128 << 20, 4, (vs_group_span){1, 4}, NULL),
                   1.5 * 128 * mib / mid, 1e-12);
   /* below the first point the time stays the first point's */
-  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_REDUCE_SCATTER, 4096, 8, 1, NULL),
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_REDUCE_SCATTER, 4096, 8, (vs_group_span){1, 8}, NULL),
                   0.875 * 65536.0 / 2.45e9, 1e-12);
   /* beyond the last, its bandwidth */
-  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, UINT64_C(16) << 30, 8, 1, NULL),
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, UINT64_C(16) << 30, 8, (vs_group_span){1, 8}, NULL),
                   1.75 * 16384 * mib / 233.88e9, 1e-12);
   /* send/recv and all-to-all keep the link */
-  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_SEND_RECV, 64 << 20, 2, 1, NULL),
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_SEND_RECV, 64 << 20, 2, (vs_group_span){1, 2}, NULL),
                   t.intra_latency + 64 * mib / t.intra_bandwidth, 1e-12);
 }
 
@@ -296,15 +296,15 @@ static void test_busbw_all_reduce_curve(void **state)
   double gib = 1073741824.0;
   (void)state;
   tu_default_topology(&t);
-  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 1 << 30, 8, 1, NULL),
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 1 << 30, 8, (vs_group_span){1, 8}, NULL),
                   1.75 * gib / 466.35e9, 1e-12);
-  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 1 << 30, 4, 1, NULL),
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 1 << 30, 4, (vs_group_span){1, 4}, NULL),
                   1.5 * gib / 370e9, 1e-12);
   vs_error_clear(&err);
   if (vs_topology_load(&t, NULL, nominal, 1, &err))
     fail_msg("%s", err.msg);
   assert_int_equal(t.intra_busbw_sizes.n, 0);
-  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 1 << 30, 8, 1, NULL),
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_REDUCE, 1 << 30, 8, (vs_group_span){1, 8}, NULL),
                   14.0 * (3e-6 + gib / 8 / 100e9), 1e-12);
 }
 

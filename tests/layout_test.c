@@ -794,24 +794,24 @@ static void test_group_seconds_hierarchical(void **state)
   nv = vs_collective_link(&topo, 1);
   nic = vs_collective_link(&topo, 9);
   /* 8 GPUs of one node: the flat NVLink ring */
-  assert_true(vs_cost_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 8, 1, NULL) ==
+  assert_true(vs_cost_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 8, (vs_group_span){1, 8}, NULL) ==
               vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, 1000000000, 8, nv));
   /* 16 consecutive GPUs = 2 nodes of k = 8: reduce-scatter and all-gather
    * inside the node, all-reduce of b/8 between the 2 nodes */
-  tu_assert_close(vs_cost_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 16, 1, NULL),
+  tu_assert_close(vs_cost_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 16, (vs_group_span){2, 8}, NULL),
               vs_cost_collective_seconds(VS_COLL_REDUCE_SCATTER, 1000000000, 8, nv) +
                   vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, 125000000, 2, nic) +
                   vs_cost_collective_seconds(VS_COLL_ALL_GATHER, 1000000000, 8, nv),
               1e-12);
   /* members 8 apart (dp with tp = 8): one per node, a ring over the NICs */
-  tu_assert_close(vs_cost_group_seconds(&topo, VS_COLL_ALL_GATHER, 1000000000, 4, 8, NULL),
+  tu_assert_close(vs_cost_group_seconds(&topo, VS_COLL_ALL_GATHER, 1000000000, 4, (vs_group_span){4, 1}, NULL),
               vs_cost_collective_seconds(VS_COLL_ALL_GATHER, 1000000000, 4, nic), 1e-12);
   /* members 2 apart on 8-GPU nodes: 4 per node */
-  tu_assert_close(vs_cost_group_seconds(&topo, VS_COLL_REDUCE_SCATTER, 1000000000, 8, 2, NULL),
+  tu_assert_close(vs_cost_group_seconds(&topo, VS_COLL_REDUCE_SCATTER, 1000000000, 8, (vs_group_span){2, 4}, NULL),
               vs_cost_collective_seconds(VS_COLL_REDUCE_SCATTER, 250000000, 2, nic) +
                   vs_cost_collective_seconds(VS_COLL_REDUCE_SCATTER, 1000000000, 4, nv),
               1e-12);
-  assert_true(vs_cost_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 1, 1, NULL) == 0);
+  assert_true(vs_cost_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 1, (vs_group_span){1, 1}, NULL) == 0);
 }
 
 /* Placement: order tp-dp-pp (Megatron's default) puts dp neighbours tp
@@ -836,6 +836,66 @@ static void test_order_and_stage_links(void **state)
   assert_int_equal(lay.dp_stride, 8);
   /* stages 0..3 of one replica: ranks 0, 2, 4, 6, all in node 0 */
   assert_true(vs_layout_stage_link(&topo, &lay, 2, 3).bandwidth == topo.intra_bandwidth);
+}
+
+/* Nodes whose GPU count is not a multiple of a group's extent: groups
+ * straddle them, and the worst-placed one prices the kind. tp 4 x dp 6 on
+ * 6-GPU nodes: the tp group of ranks 4-7 has 4, 5 in node 0 and 6, 7 in
+ * node 1 (2 nodes, 2 each); on 5-GPU nodes ranks 4 | 5-7 leave one in
+ * node 0 (2 nodes, 1). The dp group 0, 4, ..., 20 on 6-GPU nodes: nodes
+ * 0 0 1 2 2 3, 4 nodes with 1 in node 1 (share 3/4 per NIC); its
+ * neighbour 1, 5, ..., 21 has the same. On 8-GPU nodes the tp groups fit
+ * and the dp group (0, 4 | 8, 12 | 16, 20) spans 3 nodes, 2 each. */
+static void test_uneven_group_spans(void **state)
+{
+  const char *tp4[] = {"parallel.tp=4"};
+  const char *pp2[] = {"parallel.tp=4", "parallel.pp=2"};
+  vs_topology topo;
+  vs_layout lay;
+  vs_error err;
+  vs_link nv, nic;
+  (void)state;
+  tu_default_topology(&topo);
+  topo.intra_busbw_sizes.n = 0;
+  assert_int_equal(build_on(&topo, small_gpt, tp4, 1, 24, &lay, &err), 0);
+  assert_int_equal(lay.group_span[VS_GROUP_TP].nodes, 1);
+  assert_int_equal(lay.group_span[VS_GROUP_TP].per_node, 4);
+  assert_int_equal(lay.group_span[VS_GROUP_DP].nodes, 3);
+  assert_int_equal(lay.group_span[VS_GROUP_DP].per_node, 2);
+  topo.gpus_per_node = 6;
+  assert_int_equal(build_on(&topo, small_gpt, tp4, 1, 24, &lay, &err), 0);
+  assert_int_equal(lay.group_span[VS_GROUP_TP].nodes, 2);
+  assert_int_equal(lay.group_span[VS_GROUP_TP].per_node, 2);
+  assert_int_equal(lay.group_span[VS_GROUP_DP].nodes, 4);
+  assert_int_equal(lay.group_span[VS_GROUP_DP].per_node, 1);
+  /* the tp all-reduce: hierarchical over 2 nodes, 2 GPUs each */
+  nv = vs_collective_link(&topo, 1);
+  nic = vs_collective_link(&topo, 7);
+  tu_assert_close(vs_cost_group_seconds(&topo, VS_COLL_ALL_REDUCE, 1000000000, 4,
+                                        lay.group_span[VS_GROUP_TP], NULL),
+                  vs_cost_collective_seconds(VS_COLL_REDUCE_SCATTER, 1000000000, 2, nv) +
+                      vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, 500000000, 2, nic) +
+                      vs_cost_collective_seconds(VS_COLL_ALL_GATHER, 1000000000, 2, nv),
+                  1e-12);
+  topo.gpus_per_node = 5;
+  assert_int_equal(build_on(&topo, small_gpt, tp4, 1, 24, &lay, &err), 0);
+  assert_int_equal(lay.group_span[VS_GROUP_TP].nodes, 2);
+  assert_int_equal(lay.group_span[VS_GROUP_TP].per_node, 1);
+  /* the whole job in one node: no group leaves it */
+  topo.gpus_per_node = 24;
+  assert_int_equal(build_on(&topo, small_gpt, tp4, 1, 24, &lay, &err), 0);
+  assert_int_equal(lay.group_span[VS_GROUP_DP].nodes, 1);
+  assert_int_equal(lay.group_span[VS_GROUP_DP].per_node, 6);
+  /* tp 4 x pp 2 on 6-GPU nodes: stage 0 is ranks 0-3, stage 1 ranks 4-7;
+   * ranks 0 and 4 share node 0 but 2 and 6 do not, so the stages talk
+   * over the NIC (the step waits for the slowest pair) */
+  topo.gpus_per_node = 6;
+  assert_int_equal(build_on(&topo, pipeline_gpt, pp2, 2, 8, &lay, &err), 0);
+  assert_true(vs_layout_stage_link(&topo, &lay, 0, 1).bandwidth == topo.inter_bandwidth);
+  assert_true(vs_layout_stage_link(&topo, &lay, 1, 0).bandwidth == topo.inter_bandwidth);
+  topo.gpus_per_node = 8;
+  assert_int_equal(build_on(&topo, pipeline_gpt, pp2, 2, 8, &lay, &err), 0);
+  assert_true(vs_layout_stage_link(&topo, &lay, 0, 1).bandwidth == topo.intra_bandwidth);
 }
 
 /* 10 layers over 4 stages: 3, 3, 2, 2 (the first chunks take the extra
@@ -944,6 +1004,7 @@ int main(void)
       cmocka_unit_test(test_layout_links),
       cmocka_unit_test(test_group_seconds_hierarchical),
       cmocka_unit_test(test_order_and_stage_links),
+      cmocka_unit_test(test_uneven_group_spans),
       cmocka_unit_test(test_pipeline_split_and_stage_params),
       cmocka_unit_test(test_fp8_without_fp8_gpu),
       cmocka_unit_test(test_framework_overflow_is_refused),

@@ -612,7 +612,7 @@ static void test_pipeline_scatter_gather(void **state)
   /* op times are whole nanoseconds, rounded up */
   assert_int_equal(x.last_ns, (uint64_t)ceil(vs_cost_group_seconds(
                                   &topo, VS_COLL_ALL_GATHER, (uint64_t)whole,
-                                  2, 1, NULL) * 1e9));
+                                  2, (vs_group_span){1, 2}, NULL) * 1e9));
   assert_true(x.last_ns > 0);
   assert_int_equal(spans_named(&sim.ranks[0], "gather_gradient").n, 4);
   assert_int_equal(spans_named(&sim.ranks[0], "gather_activation").n, 0);

@@ -306,28 +306,24 @@ static double all_to_all_seconds(uint64_t bytes, uint64_t n, uint64_t per_node,
 }
 
 double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
-                             uint64_t n, uint64_t stride, vs_cal_seen *seen)
+                             uint64_t n, vs_group_span span, vs_cal_seen *seen)
 {
   vs_link nvlink = vs_collective_link(topo, 1);
   vs_link nic = vs_collective_link(topo, topo->gpus_per_node + 1);
-  uint64_t per_node, nodes;
+  uint64_t per_node = span.per_node < n ? span.per_node : n;
   double t;
 
   nvlink.seen = nic.seen = seen;
   if (n <= 1 || kind == VS_COLL_NONE)
     return 0.0;
-  if (n * stride <= topo->gpus_per_node)
+  if (span.nodes <= 1)
     return intra_seconds(topo, kind, bytes, n, nvlink);
   if (kind == VS_COLL_SEND_RECV) /* the peer is in another node */
     return vs_cost_link_seconds(nic, (double)bytes);
-  per_node = stride < topo->gpus_per_node ? topo->gpus_per_node / stride : 1;
-  if (per_node > n)
-    per_node = n;
   if (kind == VS_COLL_ALL_TO_ALL)
     return all_to_all_seconds(bytes, n, per_node, nvlink, nic);
-  nodes = vs_div_ceil(n, per_node);
   /* inter-node part on 1/per_node of the data, all NICs in parallel */
-  t = vs_cost_collective_seconds(kind, bytes / per_node, nodes, nic);
+  t = vs_cost_collective_seconds(kind, bytes / per_node, span.nodes, nic);
   if (kind == VS_COLL_ALL_REDUCE)
     t += intra_seconds(topo, VS_COLL_REDUCE_SCATTER, bytes, per_node,
                        nvlink) +

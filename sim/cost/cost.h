@@ -141,16 +141,17 @@ double vs_cost_link_seconds(vs_link link, double bytes);
 double vs_cost_collective_seconds(int kind, uint64_t bytes, uint64_t n,
                                   vs_link link);
 
-/* Seconds of a collective over a group of n ranks whose members are
- * `stride` ranks apart: a flat ring on NVLink when the group fits in one
- * node; otherwise hierarchical, as NCCL does across nodes: within each node
- * over NVLink, across nodes over every GPU's NIC in parallel on 1/k of the
- * data (k = members per node). Across nodes an all-to-all sends bytes / n
- * to each peer over the link to it (k - 1 on NVLink, n - k through the
- * NIC) and a send/recv goes through the NIC. Calibrated curve sizes go to seen (may be
- * NULL). */
+/* Seconds of a collective over a group of n ranks placed as `span` says
+ * (vs_layout group_span): a flat ring on NVLink when the group is inside
+ * one node; otherwise hierarchical, as NCCL does across nodes: within
+ * each node over NVLink, across the span's nodes over every GPU's NIC in
+ * parallel on 1/k of the data (k = span.per_node, the fewest members in
+ * one node: that node's NICs carry the largest share). Across nodes an
+ * all-to-all sends bytes / n to each peer over the link to it (k - 1 on
+ * NVLink, n - k through the NIC) and a send/recv goes through the NIC.
+ * Calibrated curve sizes go to seen (may be NULL). */
 double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
-                             uint64_t n, uint64_t stride, vs_cal_seen *seen);
+                             uint64_t n, vs_group_span span, vs_cal_seen *seen);
 
 /* ------------------------------------------------------------------------
  * Utilisation and money

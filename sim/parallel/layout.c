@@ -168,6 +168,87 @@ static void place_expert_groups(const vs_workload *wl, vs_layout *lay)
   }
 }
 
+/* The span of the group of n members `stride` ranks apart from rank
+ * `base` on nodes of node_gpus GPUs (ranks fill nodes in order). */
+static vs_group_span span_from(uint64_t base, uint64_t n, uint64_t stride,
+                               uint64_t node_gpus)
+{
+  vs_group_span span = {1, n};
+  uint64_t node = base / node_gpus, run = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t at = (base + i * stride) / node_gpus;
+    if (at != node) {
+      span.per_node = run < span.per_node ? run : span.per_node;
+      span.nodes++;
+      node = at;
+      run = 0;
+    }
+    run++;
+  }
+  span.per_node = run < span.per_node ? run : span.per_node;
+  return span;
+}
+
+/* Whether a group spanning a sends more of the buffer through each NIC
+ * than one spanning b (see group_span in layout.h); on a tie, whether it
+ * spans more nodes. */
+static bool span_worse(vs_group_span a, vs_group_span b)
+{
+  uint64_t wa = (a.nodes - 1) * b.nodes * b.per_node;
+  uint64_t wb = (b.nodes - 1) * a.nodes * a.per_node;
+  return wa != wb ? wa > wb : a.nodes > b.nodes;
+}
+
+/* The worst-placed group of the n-member groups `stride` apart over
+ * `gpus` ranks: the groups start where a rank's coordinate along the
+ * group, (rank / stride) mod n, is 0. Evenly placed groups have one span,
+ * found without walking them. */
+static vs_group_span worst_span(uint64_t gpus, uint64_t node_gpus,
+                                uint64_t n, uint64_t stride)
+{
+  vs_group_span worst = {1, n};
+  if (n <= 1 || gpus <= node_gpus || node_gpus % (n * stride) == 0)
+    return worst;
+  if (stride % node_gpus == 0)
+    return (vs_group_span){n, 1};
+  if (node_gpus % stride == 0 && n * stride % node_gpus == 0)
+    return (vs_group_span){n * stride / node_gpus, node_gpus / stride};
+  for (uint64_t base = 0; base + (n - 1) * stride < gpus; base++) {
+    vs_group_span span;
+    if ((base / stride) % n)
+      continue;
+    span = span_from(base, n, stride, node_gpus);
+    if (span_worse(span, worst))
+      worst = span;
+  }
+  return worst;
+}
+
+/* Which neighbouring stages have a rank whose peer is in another node. */
+static void place_stages(const vs_topology *topo, vs_layout *lay)
+{
+  uint64_t node = topo->gpus_per_node, stride = lay->pp_stride;
+  for (uint64_t s = 0; s < lay->pp; s++)
+    lay->stage_apart[s] = false;
+  if (lay->pp <= 1 || lay->gpus <= node)
+    return;
+  for (uint64_t r = 0; r < lay->gpus; r++) {
+    uint64_t s = (r / stride) % lay->pp;
+    uint64_t peer = s + 1 < lay->pp ? r + stride : r - s * stride;
+    if (r / node != peer / node)
+      lay->stage_apart[s] = true;
+  }
+}
+
+/* Where each kind's groups sit on the nodes. */
+static void place_on_nodes(const vs_topology *topo, vs_layout *lay)
+{
+  for (int g = 0; g < VS_GROUP_N; g++)
+    lay->group_span[g] = worst_span(lay->gpus, topo->gpus_per_node,
+                                    lay->group_size[g], lay->group_stride[g]);
+  place_stages(topo, lay);
+}
+
 /* The size of each group and the rank distance between its members. */
 static void place_groups(const vs_workload *wl, vs_layout *lay)
 {
@@ -254,6 +335,7 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
   lay->zero = wl->parallel.zero;
   lay->grad_accum = wl->grad_accum;
   place_groups(wl, lay);
+  place_on_nodes(topo, lay);
   lay->param_elem_bytes = m->param_elem_bytes;
   lay->grad_elem_bytes = r->grad_elem_bytes;
 
@@ -305,7 +387,8 @@ uint64_t vs_layout_model_states(const vs_layout *lay)
 vs_link vs_layout_stage_link(const vs_topology *topo, const vs_layout *lay,
                              uint64_t s, uint64_t t)
 {
-  uint64_t a = s * lay->pp_stride / topo->gpus_per_node;
-  uint64_t b = t * lay->pp_stride / topo->gpus_per_node;
-  return vs_collective_link(topo, a == b ? 1 : topo->gpus_per_node + 1);
+  uint64_t first = (s + 1) % lay->pp == t ? s : t;
+  return vs_collective_link(topo, lay->stage_apart[first]
+                                      ? topo->gpus_per_node + 1
+                                      : 1);
 }

@@ -73,6 +73,14 @@ typedef struct vs_stage_layout {
   vs_placed_bytes nvme;           /* off the GPU, on NVMe */
 } vs_stage_layout;
 
+/* Where the members of a group sit on the nodes: the nodes a group spans
+ * and the fewest of its members in one of them. A group inside one node
+ * has nodes = 1 and per_node = its size. */
+typedef struct vs_group_span {
+  uint64_t nodes;
+  uint64_t per_node;
+} vs_group_span;
+
 typedef struct vs_layout {
   uint64_t tp, pp, dp;            /* group sizes; dp counts the context-
                                      parallel ranks too (dp x cp: the ranks
@@ -93,6 +101,19 @@ typedef struct vs_layout {
                                                neighbours (from `order`) */
   uint64_t group_size[VS_GROUP_N];   /* members of each vs_group */
   uint64_t group_stride[VS_GROUP_N]; /* rank distance between members */
+  vs_group_span group_span[VS_GROUP_N]; /* of each kind, its worst-placed
+                                     group's: the one whose inter-node
+                                     share per NIC, (nodes - 1) / nodes of
+                                     1 / per_node of the buffer, is the
+                                     largest (then the one over most
+                                     nodes). Where a node's GPU count is
+                                     not a multiple of a group's extent,
+                                     groups straddle nodes unevenly; the
+                                     step waits for the slowest, so every
+                                     group of the kind is priced as it */
+  bool stage_apart[VS_MAX_STAGES]; /* some rank of stage s and its peer in
+                                     stage (s + 1) % pp are in different
+                                     nodes */
   bool experts_apart;             /* routed experts have groups of their own
                                      (vs_workload_experts_apart): their
                                      gradients reduce over
@@ -128,7 +149,9 @@ uint64_t vs_layout_stage_model_states(const vs_layout *lay, uint64_t s);
 /* The sum of a vs_placed_bytes. */
 uint64_t vs_placed_total(const vs_placed_bytes *b);
 
-/* Link between pipeline stage s and stage t (NVLink within one node). */
+/* Link between pipeline stages s and t, neighbours modulo pp (t = s + 1,
+ * s - 1, or the first and last stage): NVLink when every rank of the one
+ * and its peer in the other share a node, else the NIC. */
 vs_link vs_layout_stage_link(const vs_topology *topo, const vs_layout *lay,
                              uint64_t s, uint64_t t);
 

@@ -737,7 +737,7 @@ static double group_seconds(const builder *b, int group, int kind,
                             uint64_t bytes)
 {
   return vs_cost_group_seconds(b->topo, kind, bytes, b->lay->group_size[group],
-                               b->lay->group_stride[group], &b->p->cal_seen);
+                               b->lay->group_span[group], &b->p->cal_seen);
 }
 
 /* An op's collective's time, remembered. */
