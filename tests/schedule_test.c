@@ -48,10 +48,14 @@ typedef struct built {
   vs_model m;
   vs_recipe r;
   vs_layout lay;
+  uint64_t stage;   /* the pipeline stage the program is for */
   vs_program p;
 } built;
 
-static built *build(const char *const *sets, size_t n_sets, uint64_t gpus)
+/* The program of pipeline stage `stage` of gpt_small with sets on gpus
+ * GPUs. */
+static built *build_stage(const char *const *sets, size_t n_sets,
+                          uint64_t gpus, uint64_t stage)
 {
   built *b = calloc(1, sizeof *b);
   vs_error err;
@@ -67,10 +71,16 @@ static built *build(const char *const *sets, size_t n_sets, uint64_t gpus)
   {
     vs_job job = {.wl = &b->wl, .topo = &b->topo, .model = &b->m,
                   .recipe = &b->r, .layout = &b->lay};
-    if (vs_schedule_build(&job, 0, &b->p, &err))
+    b->stage = stage;
+    if (vs_schedule_build(&job, (int)stage, &b->p, &err))
       fail_msg("schedule: %s", err.msg);
   }
   return b;
+}
+
+static built *build(const char *const *sets, size_t n_sets, uint64_t gpus)
+{
+  return build_stage(sets, n_sets, gpus, 0);
 }
 
 static void destroy(built *b)
@@ -192,7 +202,7 @@ static unsigned char *check_program(const built *b)
 }
 
 /* Op 0 is the setup op; at the end exactly its params / grads / optimizer
- * buffers remain, and they hold the layout's resident model states. */
+ * buffers remain, and they hold the stage's resident model states. */
 static void check_end_state(const built *b, const unsigned char *st)
 {
   const vs_program *p = &b->p;
@@ -212,9 +222,10 @@ static void check_end_state(const built *b, const unsigned char *st)
                vs_op_layer(p, &p->ops[a]));
     kept[vs_program_buffer(p, buf)->category] += vs_program_buffer(p, buf)->bytes;
   }
-  assert_int_equal(kept[VS_CAT_PARAMS], b->lay.params_bytes);
-  assert_int_equal(kept[VS_CAT_GRADS], b->lay.grads_bytes);
-  assert_int_equal(kept[VS_CAT_OPTIMIZER], b->lay.optimizer_bytes);
+  assert_int_equal(kept[VS_CAT_PARAMS], b->lay.stages[b->stage].params_bytes);
+  assert_int_equal(kept[VS_CAT_GRADS], b->lay.stages[b->stage].grads_bytes);
+  assert_int_equal(kept[VS_CAT_OPTIMIZER],
+                   b->lay.stages[b->stage].optimizer_bytes);
   assert_int_equal(kept[VS_CAT_ACTIVATIONS] + kept[VS_CAT_TEMP], 0);
 }
 
@@ -288,6 +299,35 @@ static void test_invariants(void **state)
     free(st);
     destroy(b);
   }
+}
+
+/* FSDP2 under pipeline parallelism gathers each block before its pass and
+ * prefetches the next block of the pass, which must be one of the running
+ * model chunk's: the block after a chunk's last (or before its first)
+ * lives on another stage, and gathering it here left one layer's
+ * unsharded parameters allocated after the step. Every stage, with one
+ * chunk or two (interleaved), ends with only its model states. */
+static void test_fsdp2_pipeline_frees_every_gather(void **state)
+{
+  static const char *const one[] = {"training.framework=fsdp2",
+                                    "parallel.pp=2",
+                                    "training.global_batch=4"};
+  static const char *const two[] = {"training.framework=fsdp2",
+                                    "parallel.pp=2",
+                                    "parallel.virtual_stages=2",
+                                    "parallel.schedule=interleaved",
+                                    "training.global_batch=4"};
+  (void)state;
+  for (uint64_t stage = 0; stage < 2; stage++)
+    for (int chunks = 1; chunks <= 2; chunks++) {
+      built *b = build_stage(chunks == 1 ? one : two, chunks == 1 ? 3 : 5,
+                             4, stage);
+      unsigned char *st = check_program(b);
+      assert_true(b->r.gather_params);
+      check_end_state(b, st);
+      free(st);
+      destroy(b);
+    }
 }
 
 static void test_setup_and_optimizer(void **state)
@@ -1145,6 +1185,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_invariants),
+      cmocka_unit_test(test_fsdp2_pipeline_frees_every_gather),
       cmocka_unit_test(test_setup_and_optimizer),
       cmocka_unit_test(test_dp1_has_no_comm),
       cmocka_unit_test(test_dp2_all_reduce_last_microbatch),

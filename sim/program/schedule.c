@@ -51,7 +51,9 @@ typedef struct builder {
   vs_error *err;
   time_memo memo[TIME_MEMO_SLOTS]; /* op times computed so far */
   bool failed;              /* an allocation failed; stop adding */
-  size_t n_inst;            /* blocks in the stage: embed, layers, head */
+  size_t n_inst;            /* blocks of the model: embed, layers, head */
+  size_t unit_first, unit_last; /* blocks of the model chunk being built
+                               (chunk_range): passes prefetch inside it */
   uint32_t last_compute;    /* newest op on the compute stream */
   uint32_t last_comm;       /* newest op on any other stream */
   uint32_t last_send;       /* newest pipeline send */
@@ -1036,7 +1038,7 @@ static void before_backward_acts(builder *b, size_t inst, int mb)
   if (!b->r->offload.activations)
     return;
   acts_to_gpu(b, inst, mb, b->last_compute);
-  if (inst > 0)
+  if (inst > b->unit_first)
     acts_to_gpu(b, inst - 1, mb, b->last_compute);
   wait_on(b, b->act_fetch[inst]);
   b->act_fetch[inst] = NONE;
@@ -1085,7 +1087,7 @@ static void forward_block(builder *b, size_t inst, int mb)
   int layer = layer_of(inst);
   bool full = plan->recompute_block;
 
-  before_pass(b, inst, inst + 1, inst + 1 < b->n_inst, mb);
+  before_pass(b, inst, inst + 1, inst < b->unit_last, mb);
   for (uint32_t k = 0; k < blk->n_ops; k++) {
     const vs_op_spec *o = &blk->ops[k];
     uint64_t fleeting = o->fwd_temp_bytes;
@@ -1245,10 +1247,10 @@ static void backward_block(builder *b, size_t inst, int mb)
 
   if (plan->no_backward)
     return; /* a frozen prefix: no gradient flows through it */
-  /* the block before runs a backward (and so releases a prefetched
-   * gather) unless it is a frozen prefix */
-  before_pass(b, inst, inst - 1, inst > 0 && !plan_of(b, inst - 1)->no_backward,
-              mb);
+  /* the block before, in this chunk, runs a backward (and so releases a
+   * prefetched gather) unless it is a frozen prefix */
+  before_pass(b, inst, inst - 1,
+              inst > b->unit_first && !plan_of(b, inst - 1)->no_backward, mb);
   before_backward_acts(b, inst, mb);
   if (plan->recompute_block)
     recompute_layer(b, inst, mb);
@@ -1813,6 +1815,8 @@ static void forward_unit(builder *b, const vs_unit *u)
   uint64_t g = u->chunk * b->lay->pp + b->stage;
   size_t first, last;
   chunk_range(b, g, &first, &last);
+  b->unit_first = first;
+  b->unit_last = last;
   if (g > 0)
     receive(b, SEND_ACTIVATION, u->mb, g - 1, layer_of(first));
   if (g + 1 < b->lay->n_chunks && output_waits_for_backward(b))
@@ -1846,6 +1850,8 @@ static void backward_unit(builder *b, const vs_unit *u)
   bool defer = sync && b->r->reduce_after_backward;
   size_t first, last;
   chunk_range(b, g, &first, &last);
+  b->unit_first = first;
+  b->unit_last = last;
   if (g + 1 < b->lay->n_chunks && chunk_has_backward(b, g))
     receive(b, SEND_GRADIENT, u->mb, g + 1, layer_of(last));
   for (size_t inst = last + 1; inst-- > first;) {
