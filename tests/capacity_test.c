@@ -250,13 +250,16 @@ static void test_bounded_screening_matches_full_simulation(void **state)
   }
 }
 
-/* Where gradients wait for reductions that fall behind the backward
- * passes (ZeRO-2 over a 1 GB/s link, one GPU a node), memory grows with
- * every micro-batch: the bounded screening sees it grow from pp to 2 pp
- * micro-batches and simulates the layout whole, so its peak is the full
- * simulation's (before, the screened peak was 2 micro-batches' and a
- * layout that runs out of memory could be called "fits"). */
-static void test_screening_simulates_growing_memory_whole(void **state)
+/* Where the reductions fall behind the backward passes (ZeRO-2 over a 1
+ * GB/s link, one GPU a node), the compute stream waits for the previous
+ * bucket's reduction before going on (recipe reduce_depth), so the
+ * gradients waiting for reductions stay bounded instead of piling up with
+ * every micro-batch: 26 MiB of bf16 gradients a micro-batch (the model's
+ * parameters), at most three micro-batches' (one filling, one reducing,
+ * one waited for) beside the resident 13 MiB ZeRO-2 partition, where the
+ * pile-up held 818 MiB. Later rounds add no memory, so the bounded
+ * screening extrapolates and finds the full simulation's peak and step. */
+static void test_slow_reductions_hold_backward_back(void **state)
 {
   static const char gpt[] =
       "[model]\narch = gpt\nlayers = 4\nhidden = 512\nheads = 8\n"
@@ -272,12 +275,15 @@ static void test_screening_simulates_growing_memory_whole(void **state)
   vs_candidate_set(&full, "topology.node.gpus=1");
   vs_candidate_set(&full, "topology.network.inter_bandwidth=1GB/s");
   screen_and_replay(&ex, &full, &screened);
-  assert_false(screened.extrapolated);
-  /* the waiting gradients: well over the 2 micro-batches' 64 MiB */
-  assert_true(full.worst.at_peak[VS_CAT_GRADS] > (uint64_t)400 << 20);
-  assert_int_equal(screened.worst.peak_allocated_bytes,
-                   full.worst.peak_allocated_bytes);
-  tu_assert_close(screened.step_time_s, full.step_time_s, 0);
+  assert_true(screened.extrapolated);
+  assert_true(full.worst.at_peak[VS_CAT_GRADS] < (uint64_t)100 << 20);
+  assert_true(fabs((double)screened.worst.peak_allocated_bytes -
+                   (double)full.worst.peak_allocated_bytes) <
+              0.01 * (double)full.worst.peak_allocated_bytes);
+  /* the reductions set the step: 420 ms of them exposed */
+  assert_true(full.step_time_s > 0.4 && isfinite(full.step_time_s));
+  assert_true(fabs(screened.step_time_s - full.step_time_s) <
+              0.01 * full.step_time_s);
   unlink(path);
 }
 
@@ -433,7 +439,7 @@ int main(void)
       cmocka_unit_test(test_relabel),
       cmocka_unit_test(test_stopped_screening_has_no_step),
       cmocka_unit_test(test_bounded_screening_matches_full_simulation),
-      cmocka_unit_test(test_screening_simulates_growing_memory_whole),
+      cmocka_unit_test(test_slow_reductions_hold_backward_back),
       cmocka_unit_test(test_setup_screen_matches_bounded_simulation),
       cmocka_unit_test(test_parallel_results_match_serial),
   };

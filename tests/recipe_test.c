@@ -75,6 +75,32 @@ static void test_zero_stages(void **state)
     assert_int_equal(b.r.gather_after_step, z == 1 || z == 2);
     assert_int_equal(b.r.grad_reduce,
                      z >= 2 ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE);
+    /* gradients freed once reduced: one reduction may run behind */
+    assert_int_equal(b.r.reduce_depth, z >= 2 ? 1 : 0);
+    destroy(&b);
+  }
+}
+
+/* How far reductions may fall behind backward (vs_recipe reduce_depth):
+ * DeepSpeed ZeRO-3 blocks once more than max_param_reduce_events = 2 are
+ * pending, so three run behind; its ZeRO-2 and FSDP2 wait for the one
+ * before. Gradients kept to the step (ZeRO-1) have no bound to keep. */
+static void test_reduce_depth(void **state)
+{
+  static const struct {
+    const char *sets[2];
+    uint8_t depth;
+  } cases[] = {
+      {{"training.framework=deepspeed", "parallel.zero=3"}, 3},
+      {{"training.framework=deepspeed", "parallel.zero=2"}, 1},
+      {{"training.framework=deepspeed", "parallel.zero=1"}, 0},
+      {{"training.framework=fsdp2", "parallel.zero=3"}, 1},
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    built b;
+    build(&b, cases[i].sets, 2, 4);
+    assert_int_equal(b.r.reduce_depth, cases[i].depth);
     destroy(&b);
   }
 }
@@ -325,6 +351,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_zero_stages),
+      cmocka_unit_test(test_reduce_depth),
       cmocka_unit_test(test_shard_rounding),
       cmocka_unit_test(test_keep_decisions),
       cmocka_unit_test(test_frozen_tensors),

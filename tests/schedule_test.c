@@ -495,6 +495,48 @@ static void test_zero2_reduce_scatter_every_microbatch(void **state)
   destroy(b);
 }
 
+/* Whether op waits for op `dep` directly. */
+static bool waits_for(const vs_program *p, uint32_t op, uint32_t dep)
+{
+  for (uint32_t d = p->ops[op].first_dep; d < vs_op_deps_end(p, &p->ops[op]);
+       d++)
+    if (p->deps[d] == dep)
+      return true;
+  return false;
+}
+
+/* ZeRO-2 frees each bucket's gradients once reduce-scattered, so backward
+ * must not outrun the reductions (recipe reduce_depth = 1: DeepSpeed's
+ * average_tensor, FSDP2's post_backward): the first compute op after a
+ * bucket's reduce-scatter is issued waits for the bucket before's. With
+ * 1 MiB buckets each micro-batch has several; the first bucket of the
+ * step waits for nothing. */
+static void test_zero2_backward_waits_for_the_bucket_before(void **state)
+{
+  const char *const sets[] = {"parallel.zero=2", "training.global_batch=4",
+                              "parallel.bucket=1MiB"};
+  built *b = build(sets, 3, 2);
+  const vs_program *p = &b->p;
+  uint32_t prev = UINT32_MAX, checked = 0;
+  (void)state;
+  assert_int_equal(b->r.reduce_depth, 1);
+  assert_true(count_ops(p, "dp_reduce_scatter", ANY, 0) > 2);
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    if (strcmp(vs_op_name(p, &p->ops[i]), "dp_reduce_scatter") != 0)
+      continue;
+    for (uint32_t j = i + 1; j < p->n_ops; j++) {
+      if (p->ops[j].stream != VS_STREAM_COMPUTE)
+        continue;
+      assert_int_equal(prev != UINT32_MAX && waits_for(p, j, prev), prev != UINT32_MAX);
+      checked++;
+      break;
+    }
+    prev = i;
+  }
+  assert_true(checked > 4);
+  destroy(b);
+}
+
 /* ------------------------------------------------------------------------
  * ZeRO-3
  * ------------------------------------------------------------------------ */
@@ -1192,6 +1234,7 @@ int main(void)
       cmocka_unit_test(test_dp2_buckets),
       cmocka_unit_test(test_zero1_all_reduce_then_gather),
       cmocka_unit_test(test_zero2_reduce_scatter_every_microbatch),
+      cmocka_unit_test(test_zero2_backward_waits_for_the_bucket_before),
       cmocka_unit_test(test_zero3_gathers_per_block_per_pass),
       cmocka_unit_test(test_zero3_at_most_two_blocks_gathered),
       cmocka_unit_test(test_full_checkpointing_recomputes_each_layer),

@@ -41,6 +41,10 @@ typedef struct time_memo {
 
 #define TIME_MEMO_SLOTS 64
 
+/* The most bucket reductions a recipe lets the compute stream run ahead
+ * of (vs_recipe reduce_depth). */
+#define REDUCE_DEPTH_MAX 4
+
 typedef struct builder {
   const vs_workload *wl;
   const vs_topology *topo;
@@ -57,6 +61,11 @@ typedef struct builder {
   uint32_t last_compute;    /* newest op on the compute stream */
   uint32_t last_comm;       /* newest op on any other stream */
   uint32_t last_send;       /* newest pipeline send */
+  uint32_t reduced[REDUCE_DEPTH_MAX]; /* the newest buckets' last ops,
+                               bucket k's at k % REDUCE_DEPTH_MAX */
+  uint64_t n_reduced;       /* buckets flushed so far in the step */
+  uint32_t reduce_wait;     /* the bucket the next compute op waits for
+                               (recipe reduce_depth), or NONE */
   uint32_t grads_done;      /* the newest bucket's last op: its reduction,
                                or its copy to the host */
   uint32_t *saved;          /* [mb % ring][inst][saved tensor of its block]
@@ -672,6 +681,8 @@ static void stream_waits(builder *b, uint32_t op)
   for (uint32_t i = 0; i < b->n_waits; i++)
     add_dep(b, op, b->waits[i]);
   b->n_waits = 0;
+  add_dep(b, op, b->reduce_wait);
+  b->reduce_wait = NONE;
   if (b->recv_op != NONE && !b->recv_waited) {
     add_dep(b, op, b->recv_op);
     b->recv_waited = true;
@@ -1307,6 +1318,20 @@ static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
   return op;
 }
 
+/* Bucket `done` (its last op) is flushed: the compute stream's next op
+ * waits for the bucket reduce_depth before it (the reductions are in
+ * order, so for every earlier one too). */
+static void hold_back(builder *b, uint32_t done)
+{
+  uint64_t depth = b->r->reduce_depth;
+  if (depth == 0)
+    return;
+  if (b->n_reduced >= depth)
+    b->reduce_wait = b->reduced[(b->n_reduced - depth) % REDUCE_DEPTH_MAX];
+  b->reduced[b->n_reduced % REDUCE_DEPTH_MAX] = done;
+  b->n_reduced++;
+}
+
 /* Reduces the open bucket over the data-parallel group (when there is
  * one) once op `last` has ended and, with the optimizer on the host,
  * copies this GPU's reduced partition of it out; the bucket's gradients
@@ -1326,6 +1351,7 @@ static void flush_bucket(builder *b, int mb, uint32_t last)
   if (b->r->offload.cpu_step)
     last = grads_to_host(b, mb, last);
   b->grads_done = last;
+  hold_back(b, last);
   for (size_t i = 0; i < b->n_bucket; i++) {
     free_on(b, last, b->grad_buf[b->bucket[i]], AT_END);
     b->grad_buf[b->bucket[i]] = NONE;
@@ -2068,6 +2094,7 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->last_comm = NONE;
   b->last_send = NONE;
   b->grads_done = NONE;
+  b->reduce_wait = NONE;
   b->recv_op = NONE;
   b->recv_buf = NONE;
   b->copy_out = b->flat_done = b->last_flat = NONE;

@@ -147,6 +147,27 @@ static uint8_t step_copy(const vs_workload *wl, const vs_recipe *r)
   return zero == 1 || zero == 2 ? VS_STEP_COPY_PARTITION : VS_STEP_COPY_NONE;
 }
 
+/* How many bucket reductions the compute stream may run ahead of, for
+ * gradients freed once reduced. DeepSpeed ZeRO-1/2 with overlap_comm: the
+ * current stream waits for the reduction stream before each bucket's
+ * reduction is issued (stage_1_and_2.py average_tensor:
+ * current_stream().wait_stream(reduction_stream)), so one runs behind;
+ * without overlap_comm the reduction runs on the current stream, which
+ * waits for all of it, and vsim's overlap is the bound the option gives.
+ * DeepSpeed ZeRO-3: the host blocks on the oldest reduction event once
+ * more than max_param_reduce_events = 2 are pending (stage3.py
+ * __reduce_and_partition_ipg_grads), so three run behind. FSDP2: each
+ * unit's post_backward makes the current stream wait for the previous
+ * unit's reduce-scatter event (torch/distributed/fsdp/_fully_shard/
+ * _fsdp_param_group.py post_backward, comm_ctx.reduce_scatter_state):
+ * one. Without a framework, as FSDP2 (PyTorch's own sharding). */
+static uint8_t reduce_depth(const vs_workload *wl)
+{
+  if (wl->training.framework == VS_FW_DEEPSPEED && wl->parallel.zero >= 3)
+    return 3;
+  return 1;
+}
+
 static void resolve_states(const vs_workload *wl, const vs_model *m,
                            vs_recipe *r)
 {
@@ -176,6 +197,7 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
   r->transient_grads = (zero >= 2 && (dp > 1 || r->offload.cpu_step)) ||
                        r->step_in_backward;
   r->grad_reduce = zero >= 2 ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE;
+  r->reduce_depth = r->transient_grads ? reduce_depth(wl) : 0;
   /* gradients that wait for the step can wait for the whole backward
    * (the workload refuses overlap_grad_reduce = false with the others) */
   r->reduce_after_backward = !wl->parallel.overlap_grad_reduce &&

@@ -176,6 +176,13 @@ typedef struct vs_recipe {
   bool transient_grads;     /* ZeRO-2/3: gradients live until their bucket
                                is reduce-scattered, every micro-batch */
   uint8_t grad_reduce;      /* vs_coll_kind of gradient buckets */
+  uint8_t reduce_depth;     /* with transient gradients, how far the bucket
+                               reductions may fall behind: issuing bucket
+                               k's makes the compute stream wait for the
+                               end of bucket k - reduce_depth's (its
+                               reduction and copy to the host), which
+                               bounds the gradients waiting for them
+                               (vs_recipe_reduce_depth); 0: no bound */
   bool gather_after_step;   /* ZeRO-1/2: updated params all-gathered */
   bool step_in_backward;    /* each block's parameters stepped right after
                                its backward, its gradients freed then: no

@@ -330,96 +330,19 @@ static int explore_whole(const vs_explore *ex, vs_candidate *c,
   return 0;
 }
 
-/* The share of a rank's peak that the screening's extrapolation may miss
- * (README: the peak within 1%). */
-#define SCREEN_PEAK_SLACK 0.01
-
-/* The gradients each rank of sim holds at its allocated peak, into
- * grads[sim->n_ranks]: where gradients wait for reductions that fall
- * behind the backward passes, they pile up there, one round's more at a
- * time. */
-static void grads_at_peaks(const vs_sim *sim, uint64_t *grads)
-{
-  for (size_t i = 0; i < sim->n_ranks; i++)
-    grads[i] = sim->ranks[i].mem.at_peak[VS_CAT_GRADS];
-}
-
-/* Whether, on some rank of sim, the gradients at the peak grew from
- * `before` (a run one round of pp micro-batches shorter, in sim's rank
- * order) by enough that going on so for `rounds` more rounds would add
- * more than SCREEN_PEAK_SLACK of sim's peak, and, when `earlier` is given
- * (two rounds shorter), by at least half of what they grew the round
- * before: a pile-up, not a one-off. */
-static bool grads_pile_up(const uint64_t *earlier, const uint64_t *before,
-                          const vs_sim *sim, double rounds)
-{
-  for (size_t i = 0; i < sim->n_ranks; i++) {
-    const vs_mem *m = &sim->ranks[i].mem;
-    uint64_t now = m->at_peak[VS_CAT_GRADS];
-    if (now > before[i] &&
-        (double)(now - before[i]) * rounds >
-            SCREEN_PEAK_SLACK * (double)m->peak_allocated_bytes &&
-        (!earlier || (before[i] > earlier[i] &&
-                      2 * (now - before[i]) >= before[i] - earlier[i])))
-      return true;
-  }
-  return false;
-}
-
-/* Whether gradients pile up round after round past the warm-up: they grew
- * at the peak from a (cap micro-batches; grads_a) to b (cap + pp) by more
- * than the slack allows over the step, and grow on in one more round
- * (cap + 2 pp). *rc: VS_ENOMEM (host memory); a third simulation that
- * fails otherwise tells nothing (false). */
-static bool grads_keep_piling(const vs_explore *ex, const vs_workload *wl,
-                              const vs_topology *topo, uint64_t cap,
-                              const uint64_t *grads_a, const vs_sim *b,
-                              vs_program_pool *pool, int *rc)
-{
-  uint64_t pp = wl->parallel.pp;
-  double rounds = (double)(wl->grad_accum - cap - pp) / (double)pp;
-  uint64_t *grads_b;
-  vs_sim c;
-  vs_error err;
-  bool piles = false;
-  int sim_rc;
-  *rc = 0;
-  if (!grads_pile_up(NULL, grads_a, b, rounds))
-    return false;
-  if (!(grads_b = malloc(b->n_ranks * sizeof *grads_b))) {
-    *rc = VS_ENOMEM;
-    return false;
-  }
-  grads_at_peaks(b, grads_b);
-  vs_error_clear(&err);
-  sim_rc = simulate_with(&c, ex, wl, topo, cap + 2 * pp, true, pool, &err);
-  if (sim_rc == 0) {
-    piles = c.stats.stopped ||
-            grads_pile_up(grads_a, grads_b, &c, rounds - 1);
-    vs_sim_fini(&c);
-  } else if (sim_rc == VS_ENOMEM) {
-    *rc = sim_rc;
-  }
-  free(grads_b);
-  return piles;
-}
-
 /* Past the pipeline's warm-up every further round of pp micro-batches
  * adds the same time and no memory: the step of wl's micro-batches is
- * extrapolated from cap and cap + pp (screening simulations). Where
- * gradients keep piling up instead (grads_keep_piling), the layout is
- * simulated whole. */
+ * extrapolated from cap and cap + pp (screening simulations). */
 static int explore_extrapolated(const vs_explore *ex, vs_candidate *c,
                                 const vs_workload *wl,
                                 const vs_topology *topo, uint64_t cap,
                                 vs_program_pool *pool)
 {
   uint64_t m = wl->grad_accum, step_mbs = wl->parallel.pp;
-  uint64_t *grads_a;
   vs_sim a, b;
   vs_error err;
   double step_a;
-  bool stopped_a, grows;
+  bool stopped_a;
   int rc;
   vs_error_clear(&err);
   if ((rc = simulate_with(&a, ex, wl, topo, cap, true, pool, &err)))
@@ -436,29 +359,10 @@ static int explore_extrapolated(const vs_explore *ex, vs_candidate *c,
     vs_sim_fini(&a);
     return 0;
   }
-  if (!(grads_a = malloc((a.n_ranks ? a.n_ranks : 1) * sizeof *grads_a))) {
-    vs_sim_fini(&a);
-    return VS_ENOMEM;
-  }
-  grads_at_peaks(&a, grads_a);
   vs_sim_fini(&a); /* b reuses its programs */
   if ((rc = simulate_with(&b, ex, wl, topo, cap + step_mbs, true, pool,
-                          &err))) {
-    free(grads_a);
+                          &err)))
     return simulation_failed(c, rc, &err);
-  }
-  grows = !stopped_a && !b.stats.stopped &&
-          grads_keep_piling(ex, wl, topo, cap, grads_a, &b, pool, &rc);
-  free(grads_a);
-  if (rc) {
-    vs_sim_fini(&b);
-    vs_error_set(&err, rc, "out of host memory screening a layout");
-    return simulation_failed(c, rc, &err);
-  }
-  if (grows) {
-    vs_sim_fini(&b);
-    return explore_whole(ex, c, wl, topo, true, pool);
-  }
   record_outcome(c, &b, wl, topo,
                  step_a + (double)(m - cap) / (double)step_mbs *
                               (b.step_time_s - step_a),
