@@ -911,6 +911,8 @@ static int dispatch(int argc, char **argv, FILE *out, FILE *errs)
     return VS_EXIT_OK;
   }
   if (strcmp(argv[1], "--version") == 0) {
+    if (argc > 2)
+      return vs_usage(errs, "--version takes no arguments, got '%s'", argv[2]);
     fprintf(out, "vsim %s\n", VSIM_VERSION);
     return VS_EXIT_OK;
   }

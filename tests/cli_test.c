@@ -138,6 +138,7 @@ static void test_usage_errors_exit_2(void **state)
       {"run", DATA "gpt-small.ini", "--gpus", "1", "--gpus", "2", NULL},
       /* a value that is the next option is not taken as the value */
       {"run", DATA "gpt-small.ini", "--csv", "--memory-summary", NULL},
+      {"--version", "extra", NULL},
   };
   /* each message names the option it is about */
   static const char *const expect[] = {
@@ -153,7 +154,8 @@ static void test_usage_errors_exit_2(void **state)
       "vsim: --trace is not an option of vsim show",
       "vsim: --gpus given twice",
       "vsim: --csv needs a directory (the next argument, '--memory-summary', "
-      "is an option)"};
+      "is an option)",
+      "vsim: --version takes no arguments, got 'extra'"};
   (void)state;
   for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
     run(cases[i]);

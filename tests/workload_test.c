@@ -935,6 +935,18 @@ static void test_runtime_rules(void **state)
   load_bad(GPT_MODEL "[runtime]\nroundup_power2_divisions = 3\n", NULL, 0, 0,
            VS_EINPUT, "@:9: [runtime] roundup_power2_divisions = 3: must be a "
                       "power of 2");
+  /* nor max_split_size_mb below its 20 MiB large segment */
+  load_bad(GPT_MODEL "[runtime]\nmax_split_size_mb = 19\n", NULL, 0, 0,
+           VS_EINPUT, "@:9: [runtime] max_split_size_mb = 19: must be 0 (no "
+                      "limit) or at least 20");
+  {
+    vs_workload wl;
+    vs_error err;
+    const char *sets[] = {"runtime.max_split_size_mb=20"};
+    vs_error_clear(&err);
+    assert_int_equal(tu_load_workload(&wl, GPT_MODEL, sets, 1, 1, &err), 0);
+    assert_int_equal(wl.runtime.max_split_size_mb, 20);
+  }
 }
 
 /* Which layers full checkpointing recomputes: all; the first N of each

@@ -1385,6 +1385,12 @@ static int check_finetune(vs_workload *wl, vs_error *err)
   return 0;
 }
 
+/* The smallest max_split_size_mb PyTorch takes: kLargeBuffer (20 MiB, the
+ * large pool's segment) in MiB (c10/core/AllocatorConfig.cpp
+ * parseMaxSplitSize: "max_split_size_mb too small, must be >= 20"; the
+ * CUDA allocator's own parser before it wanted more than 20). */
+#define MIN_MAX_SPLIT_MB 20
+
 /* The caching allocator's settings. */
 static int check_runtime(const vs_workload *wl, vs_error *err)
 {
@@ -1398,6 +1404,13 @@ static int check_runtime(const vs_workload *wl, vs_error *err)
                         "roundup_power2_divisions configure the caching "
                         "allocator; they mean nothing with allocator = exact",
                         WHERE("runtime", "allocator"));
+  if (wl->runtime.max_split_size_mb &&
+      wl->runtime.max_split_size_mb < MIN_MAX_SPLIT_MB)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: must be 0 (no limit) or at least %d (PyTorch's "
+                        "smallest, its 20 MiB large segment)",
+                        WHERE("runtime", "max_split_size_mb"),
+                        MIN_MAX_SPLIT_MB);
   if (wl->runtime.roundup_power2_divisions > 1 &&
       (wl->runtime.roundup_power2_divisions &
        (wl->runtime.roundup_power2_divisions - 1)) != 0)
