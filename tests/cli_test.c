@@ -573,6 +573,27 @@ static void test_hf_samples(void **state)
   assert_contains(r.out, "verdict: FITS on 8 x L40S-48GB");
 }
 
+
+/* Each row of DIR/summary.csv adds up: the categories at the allocated
+ * peak, the framework's bytes and the fragmentation make the report's
+ * peak, peak_reserved_bytes + framework_bytes, to the byte. */
+static void assert_summary_adds_up(const char *dir)
+{
+  static const char *const parts[] = {
+      "params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes",
+      "temp_bytes", "framework_bytes", "fragmentation_bytes"};
+  char p[128];
+  table t;
+  read_csv(path_in(dir, "summary.csv", p, sizeof p), &t);
+  assert_true(t.n_rows > 1);
+  for (int row = 1; row < t.n_rows; row++) {
+    unsigned long long sum = 0;
+    for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++)
+      sum += strtoull(cell(&t, row, parts[k]), NULL, 10);
+    assert_int_equal(sum, strtoull(cell(&t, row, "peak_reserved_bytes"), NULL, 10) +
+                              strtoull(cell(&t, row, "framework_bytes"), NULL, 10));
+  }
+}
 /* The MoE sample end to end: Mixtral-8x7B on 16 GPUs (ZeRO-3) fits,
  * and the report gives the parameters in total and a token's. */
 static void test_moe_sample(void **state)
@@ -594,10 +615,15 @@ static void test_moe_sample(void **state)
   {
     /* expert parallelism with a skewed router: the header says so, the
      * step counts the all-to-alls, and it fits its 64 GPUs */
-    static const char *const ep[] = {"run", "workloads/mixtral-8x7b-ep8.ini",
-                                     "--gpus", "64", NULL};
+    const char *ep[] = {"run", "workloads/mixtral-8x7b-ep8.ini",
+                        "--gpus", "64", "--csv", NULL, NULL};
+    char dir[64];
+    ep[5] = tu_temp_dir(dir, sizeof dir);
     run(ep);
     assert_int_equal(r.status, 0);
+    /* its reserved bytes peak after the allocated ones (336 MiB more) */
+    assert_summary_adds_up(dir);
+    tu_remove_dir(dir);
     assert_contains(r.out, "experts   2 of 8 a token, 1 on each GPU (ep 8), "
                            "routing skewed: the hottest expert gets 1.5 x "
                            "its share");

@@ -109,6 +109,36 @@ static void test_framework_is_not_allocatable(void **state)
   assert_ok(&m);
 }
 
+/* A caching allocator's reserved bytes can peak after the allocated ones:
+ * the fragmentation is peak reserved - peak allocated, so the categories
+ * at the allocated peak, the framework and it add up to the device's peak
+ * (reserved + framework). Here allocated peaks at 300 MiB with 300 MiB
+ * reserved; after a free, a 50 MiB block that fits no cached gap raises
+ * reserved to 400 MiB with 250 MiB allocated: fragmentation 100 MiB, not
+ * the 0 MiB at the allocated peak. */
+static void test_fragmentation_adds_up_to_the_peak(void **state)
+{
+  vs_mem m;
+  uint64_t sum = 0;
+  (void)state;
+  vs_mem_init(&m, 1000 * MIB, 64 * MIB);
+  assert_int_equal(vs_mem_record_alloc(&m, VS_CAT_PARAMS, 200 * MIB, 200 * MIB,
+                                       200 * MIB, false, 1, 100), 0);
+  assert_int_equal(vs_mem_record_alloc(&m, VS_CAT_TEMP, 100 * MIB, 100 * MIB,
+                                       300 * MIB, false, 2, 200), 0);
+  assert_int_equal(vs_mem_record_free(&m, VS_CAT_TEMP, 100 * MIB, 300 * MIB), 0);
+  assert_int_equal(vs_mem_record_alloc(&m, VS_CAT_ACTIVATIONS, 50 * MIB,
+                                       50 * MIB, 400 * MIB, false, 3, 300), 0);
+  assert_int_equal(m.peak_allocated_bytes, 300 * MIB);
+  assert_int_equal(m.peak_reserved_bytes, 400 * MIB);
+  assert_int_equal(m.reserved_at_peak_bytes, 300 * MIB);
+  assert_int_equal(vs_mem_fragmentation(&m), 100 * MIB);
+  for (int c = 0; c < VS_CAT_N; c++)
+    sum += m.at_peak[c]; /* framework included */
+  assert_int_equal(sum + vs_mem_fragmentation(&m), m.peak_used_bytes);
+  assert_int_equal(m.peak_used_bytes, 464 * MIB);
+}
+
 static void test_peak_snapshot_first_time(void **state)
 {
   vs_mem m;
@@ -259,6 +289,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_init),
+      cmocka_unit_test(test_fragmentation_adds_up_to_the_peak),
       cmocka_unit_test(test_category_names),
       cmocka_unit_test(test_accounting_by_category),
       cmocka_unit_test(test_framework_is_not_allocatable),

@@ -19,6 +19,11 @@ uint64_t vs_mem_used(const vs_mem *m)
   return m->reserved_bytes + m->by_cat[VS_CAT_FRAMEWORK];
 }
 
+uint64_t vs_mem_fragmentation(const vs_mem *m)
+{
+  return m->peak_reserved_bytes - m->peak_allocated_bytes;
+}
+
 int vs_mem_record_alloc(vs_mem *m, int category, uint64_t bytes,
                         uint64_t requested_bytes, uint64_t reserved_bytes,
                         bool failed, uint32_t op, uint64_t t_ns)

@@ -72,6 +72,12 @@ bool vs_mem_fits(const vs_mem *m);
 /* Bytes the device has in use: reserved + framework. */
 uint64_t vs_mem_used(const vs_mem *m);
 
+/* The fragmentation a peak shows: peak reserved - peak allocated, so that
+ * the categories at the allocated peak (at_peak), the framework's bytes
+ * and it add up to peak_used_bytes to the byte. Where reserved peaks after
+ * allocated (the cache grows later in the step), that growth is in it. */
+uint64_t vs_mem_fragmentation(const vs_mem *m);
+
 /* Checks the invariants above; 0 or VS_EINPUT with a description in err. */
 int vs_mem_check(const vs_mem *m, vs_error *err);
 

@@ -137,8 +137,7 @@ static void html_rank_row(vs_csv *f, const vs_rank *r, bool worst)
   for (int c = 0; c < VS_CAT_N; c++)
     vs_csv_printf(f, "<td>%s</td>", vs_format_bytes(m->at_peak[c], b, sizeof b));
   vs_csv_printf(f, "<td>%s</td>",
-                vs_format_bytes(m->reserved_at_peak_bytes -
-                                    m->peak_allocated_bytes, b, sizeof b));
+                vs_format_bytes(vs_mem_fragmentation(m), b, sizeof b));
   vs_csv_printf(f, "<td>%s</td>", vs_format_bytes(m->peak_used_bytes, b, sizeof b));
   vs_csv_printf(f, "<td>%s</td>", vs_format_bytes(m->capacity_bytes, b, sizeof b));
   vs_csv_printf(f, "<td>%s</td><td>%s</td></tr>\n",

@@ -154,7 +154,7 @@ static void rank_row(FILE *out, const vs_rank *r, const char *mark)
 {
   const vs_mem *m = &r->mem;
   char b[VS_CAT_N + 4][16];
-  uint64_t frag = m->reserved_at_peak_bytes - m->peak_allocated_bytes;
+  uint64_t frag = vs_mem_fragmentation(m);
   uint64_t head = m->capacity_bytes > m->peak_used_bytes
                       ? m->capacity_bytes - m->peak_used_bytes
                       : 0;

@@ -21,7 +21,7 @@ void vs_summary_of(const vs_sim *sim, const vs_rank *r, vs_summary *sum)
   sum->dp_rank = r->dp_rank;
   sum->tp_rank = r->tp_rank;
   memcpy(sum->at_peak, m->at_peak, sizeof sum->at_peak);
-  sum->fragmentation_bytes = m->reserved_at_peak_bytes - m->peak_allocated_bytes;
+  sum->fragmentation_bytes = vs_mem_fragmentation(m);
   sum->model_states_bytes =
       vs_layout_stage_model_states(&sim->layout, (uint64_t)r->stage);
   sum->peak_allocated_bytes = m->peak_allocated_bytes;
