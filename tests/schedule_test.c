@@ -537,6 +537,71 @@ static void test_zero2_backward_waits_for_the_bucket_before(void **state)
   destroy(b);
 }
 
+/* The buffer op allocates with its only allocation effect (UINT32_MAX:
+ * none). */
+static uint32_t allocated_by(const vs_program *p, uint32_t op)
+{
+  const vs_pop *o = &p->ops[op];
+  for (uint32_t k = o->first_effect; k < vs_op_effects_end(p, o); k++)
+    if (!p->effects[k].is_free)
+      return p->effects[k].buffer;
+  return UINT32_MAX;
+}
+
+/* FSDP2's gradient path (frameworks.md 4.3): backward makes bf16
+ * gradients (half the fp32 ones it reduces); each unit's post-backward
+ * (reduce_copy_in, on the compute stream) waits for the unit before's
+ * reduce-scatter, copies the bf16 gradients into a new fp32
+ * reduce-scatter input and frees them; the input lives until the next
+ * post-backward frees it as it starts (reduce_scatter_state), and the
+ * last one of a backward pass until the next compute op, which waits for
+ * its reduce-scatter (finalize_backward). */
+static void test_fsdp2_reduce_scatter_input_held(void **state)
+{
+  const char *const sets[] = {"training.framework=fsdp2",
+                              "training.global_batch=4",
+                              "parallel.bucket=1MiB"};
+  built *b = build(sets, 3, 2);
+  const vs_program *p = &b->p;
+  const vs_kind_plan *layer = vs_recipe_kind(&b->r, &b->m, 1);
+  uint32_t prev_copy = UINT32_MAX, prev_rs = UINT32_MAX, held = 0;
+  (void)state;
+  assert_true(b->r.reduce_copy);
+  assert_int_equal(2 * layer->made_grad_bytes, layer->grad_bytes);
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    const char *name = vs_op_name(p, &p->ops[i]);
+    if (strcmp(name, "dp_reduce_scatter") == 0) {
+      assert_true(prev_copy != UINT32_MAX && waits_for(p, i, prev_copy));
+      prev_rs = i;
+      continue;
+    }
+    if (strcmp(name, "reduce_copy_in") != 0)
+      continue;
+    assert_int_equal(p->ops[i].stream, VS_STREAM_COMPUTE);
+    if (prev_copy != UINT32_MAX && p->ops[i].microbatch ==
+                                       p->ops[prev_copy].microbatch) {
+      uint32_t a, f;
+      /* the input before is freed as this copy starts, after its
+       * reduce-scatter */
+      buffer_ops(p, allocated_by(p, prev_copy), &a, &f);
+      assert_int_equal(f, i);
+      assert_true(waits_for(p, i, prev_rs));
+      held++;
+    }
+    prev_copy = i;
+  }
+  /* 1 MiB buckets: each of the 4 layers' 3.16 MB of fp32 gradients is a
+   * bucket of its own, so each micro-batch has at least 3 copies that
+   * follow another */
+  assert_true(held >= 3 * b->lay.grad_accum);
+  {
+    unsigned char *st = check_program(b);
+    check_end_state(b, st);
+    free(st);
+  }
+  destroy(b);
+}
+
 /* ------------------------------------------------------------------------
  * ZeRO-3
  * ------------------------------------------------------------------------ */
@@ -1235,6 +1300,7 @@ int main(void)
       cmocka_unit_test(test_zero1_all_reduce_then_gather),
       cmocka_unit_test(test_zero2_reduce_scatter_every_microbatch),
       cmocka_unit_test(test_zero2_backward_waits_for_the_bucket_before),
+      cmocka_unit_test(test_fsdp2_reduce_scatter_input_held),
       cmocka_unit_test(test_zero3_gathers_per_block_per_pass),
       cmocka_unit_test(test_zero3_at_most_two_blocks_gathered),
       cmocka_unit_test(test_full_checkpointing_recomputes_each_layer),

@@ -66,6 +66,11 @@ typedef struct builder {
   uint64_t n_reduced;       /* buckets flushed so far in the step */
   uint32_t reduce_wait;     /* the bucket the next compute op waits for
                                (recipe reduce_depth), or NONE */
+  uint32_t reduce_input;    /* recipe reduce_copy: the newest bucket's
+                               reduce-scatter input, held, or NONE */
+  uint32_t reduce_input_op; /* its reduce-scatter */
+  uint32_t released[2];     /* inputs the next compute op frees as it
+                               starts (NONE: none) */
   uint32_t grads_done;      /* the newest bucket's last op: its reduction,
                                or its copy to the host */
   uint32_t *saved;          /* [mb % ring][inst][saved tensor of its block]
@@ -92,6 +97,7 @@ typedef struct builder {
                                order, NONE where a chunk's buckets end */
   size_t n_deferred;        /* how many entries */
   uint64_t bucket_fill;     /* their grad bytes */
+  uint64_t bucket_made;     /* their bytes as backward makes them */
   uint64_t bucket_elems;    /* their gradient elements */
   uint64_t bucket_expert;   /* of bucket_fill, routed experts' gradients
                                (reduced over the expert-data-parallel
@@ -683,6 +689,10 @@ static void stream_waits(builder *b, uint32_t op)
   b->n_waits = 0;
   add_dep(b, op, b->reduce_wait);
   b->reduce_wait = NONE;
+  for (int i = 0; i < 2; i++) {
+    free_on(b, op, b->released[i], AT_START);
+    b->released[i] = NONE;
+  }
   if (b->recv_op != NONE && !b->recv_waited) {
     add_dep(b, op, b->recv_op);
     b->recv_waited = true;
@@ -1227,7 +1237,8 @@ static void grads_appear(builder *b, uint32_t *table, size_t inst,
 {
   if (table[inst] != NONE)
     return;
-  table[inst] = new_buffer(b, plan_of(b, inst)->grad_bytes, VS_CAT_GRADS);
+  table[inst] = new_buffer(b, plan_of(b, inst)->made_grad_bytes,
+                          VS_CAT_GRADS);
   alloc_on(b, op, table[inst]);
 }
 
@@ -1318,18 +1329,70 @@ static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
   return op;
 }
 
-/* Bucket `done` (its last op) is flushed: the compute stream's next op
- * waits for the bucket reduce_depth before it (the reductions are in
+/* A bucket's reduction is being issued: the compute stream's next op
+ * waits for the bucket reduce_depth before it (the reductions end in
  * order, so for every earlier one too). */
-static void hold_back(builder *b, uint32_t done)
+static void wait_for_bucket_before(builder *b)
 {
   uint64_t depth = b->r->reduce_depth;
-  if (depth == 0)
-    return;
-  if (b->n_reduced >= depth)
+  if (depth > 0 && b->n_reduced >= depth)
     b->reduce_wait = b->reduced[(b->n_reduced - depth) % REDUCE_DEPTH_MAX];
+}
+
+/* The bucket whose last op is `done` is issued. */
+static void record_bucket(builder *b, uint32_t done)
+{
+  if (b->r->reduce_depth == 0)
+    return;
   b->reduced[b->n_reduced % REDUCE_DEPTH_MAX] = done;
   b->n_reduced++;
+}
+
+/* The next compute op frees buf as it starts (its predecessor first, if
+ * no compute op came between: the reductions end in order). */
+static void release_at_next_compute(builder *b, uint32_t buf)
+{
+  if (b->released[0] != NONE)
+    b->released[1] = b->released[0];
+  b->released[0] = buf;
+}
+
+/* FSDP2's post-backward (recipe reduce_copy) for the open bucket: it
+ * waits for the bucket before's reduce-scatter and frees that one's input
+ * (reduce_scatter_state), then copies the bucket's gradients into a new
+ * reduce-scatter input in one compute-stream kernel (torch._chunk_cat in
+ * foreach_reduce), reading them and writing the input, and frees them.
+ * Returns the copy, which the reduce-scatter follows. */
+static uint32_t copy_to_reduce_input(builder *b, int mb)
+{
+  uint64_t bytes = b->bucket_made + b->bucket_fill;
+  op_split t = roofline_split(b, 0.0, (double)bytes);
+  uint32_t op;
+  wait_for_bucket_before(b);
+  if (b->reduce_input != NONE)
+    release_at_next_compute(b, b->reduce_input);
+  add_launch(b, &t, 1);
+  op = compute_op(b, VS_PHASE_BWD, "reduce_copy_in", -1, mb, 0.0,
+                  (double)bytes, &t);
+  b->reduce_input = new_buffer(b, b->bucket_fill, VS_CAT_GRADS);
+  alloc_on(b, op, b->reduce_input);
+  for (size_t i = 0; i < b->n_bucket; i++) {
+    free_on(b, op, b->grad_buf[b->bucket[i]], AT_END);
+    b->grad_buf[b->bucket[i]] = NONE;
+  }
+  return op;
+}
+
+/* The end of a chunk's backward (FSDP2's finalize_backward): the compute
+ * stream waits for the last reduce-scatter, and the inputs still held go
+ * as its next op starts. */
+static void release_reduce_inputs(builder *b)
+{
+  if (b->reduce_input == NONE)
+    return;
+  b->reduce_wait = b->reduce_input_op;
+  release_at_next_compute(b, b->reduce_input);
+  b->reduce_input = NONE;
 }
 
 /* Reduces the open bucket over the data-parallel group (when there is
@@ -1345,19 +1408,26 @@ static void flush_bucket(builder *b, int mb, uint32_t last)
     b->n_bucket = 0;
     return;
   }
-  if (vs_workload_grads_shared(&b->wl->parallel))
+  if (vs_workload_grads_shared(&b->wl->parallel)) {
+    if (b->r->reduce_copy)
+      last = copy_to_reduce_input(b, mb);
     last = split_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind),
                       kind, b->bucket_fill, b->bucket_expert, mb, last);
+    b->reduce_input_op = last;
+  }
   if (b->r->offload.cpu_step)
     last = grads_to_host(b, mb, last);
   b->grads_done = last;
-  hold_back(b, last);
+  if (!b->r->reduce_copy)
+    wait_for_bucket_before(b);
+  record_bucket(b, last);
   for (size_t i = 0; i < b->n_bucket; i++) {
     free_on(b, last, b->grad_buf[b->bucket[i]], AT_END);
     b->grad_buf[b->bucket[i]] = NONE;
   }
   b->n_bucket = 0;
   b->bucket_fill = 0;
+  b->bucket_made = 0;
   b->bucket_elems = 0;
   b->bucket_expert = 0;
 }
@@ -1369,6 +1439,7 @@ static void bucket_grads(builder *b, size_t inst, int mb, uint32_t after)
 {
   b->bucket[b->n_bucket++] = (uint32_t)inst;
   b->bucket_fill += plan_of(b, inst)->grad_bytes;
+  b->bucket_made += plan_of(b, inst)->made_grad_bytes;
   b->bucket_expert += plan_of(b, inst)->expert_grad_bytes;
   b->bucket_elems += plan_of(b, inst)->trainable_elems;
   if (b->bucket_fill >= b->wl->parallel.bucket_bytes)
@@ -1893,6 +1964,7 @@ static void backward_unit(builder *b, const vs_unit *u)
     defer_grads(b, NONE);
   else if (sync)
     flush_bucket(b, (int)u->mb, b->last_compute);
+  release_reduce_inputs(b);
   send_held_output(b);
   if (g > 0 && chunk_has_backward(b, g - 1))
     send(b, SEND_GRADIENT, u->mb, g, g - 1);
@@ -2095,6 +2167,8 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->last_send = NONE;
   b->grads_done = NONE;
   b->reduce_wait = NONE;
+  b->reduce_input = NONE;
+  b->released[0] = b->released[1] = NONE;
   b->recv_op = NONE;
   b->recv_buf = NONE;
   b->copy_out = b->flat_done = b->last_flat = NONE;

@@ -219,6 +219,11 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
   /* FSDP2's all_gather_state keeps the previous unit's all-gather output
    * until the next unit's copy-out (frameworks.md 4.3) */
   r->gather_copy_out = r->fp32_params && r->gather_params;
+  /* FSDP2's foreach_reduce: the unsharded gradients copied into a flat
+   * reduce-scatter input in the reduce dtype, held in reduce_scatter_state
+   * (frameworks.md 4.3) */
+  r->reduce_copy = r->fp32_params && r->transient_grads &&
+                   !r->step_in_backward;
   r->ddp_bucket_copy = wl->training.framework == VS_FW_HF && dp > 1;
   r->states_in_param_dtype = wl->training.framework == VS_FW_HF &&
                              !wl->training.master_weights;
@@ -399,6 +404,9 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
     grad = n * (p->dtype == VS_DTYPE_FP32 ? 4 : r->grad_elem_bytes);
     states = tensor_state_bytes(r, t, p);
     k->grad_bytes += grad;
+    k->made_grad_bytes += r->reduce_copy && p->dtype != VS_DTYPE_FP32
+                              ? vs_dtype_tensor_bytes(p->dtype, p->rows, p->cols)
+                              : grad;
     k->optimizer_bytes += states;
     if (p->shard_group == VS_GROUP_EXPERT_DP) {
       k->expert_optimizer_bytes += states;

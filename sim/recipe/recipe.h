@@ -133,6 +133,10 @@ typedef struct vs_kind_plan {
                                param_bytes, or fp32 for 16-bit ones when
                                the recipe's fp32_params */
   uint64_t grad_bytes;      /* gradients of its trainable parameters */
+  uint64_t made_grad_bytes; /* of them as backward makes them: grad_bytes,
+                               or in the parameters' dtype when the
+                               recipe's reduce_copy (FSDP2's 16-bit
+                               unsharded gradients) */
   uint64_t optimizer_bytes; /* optimizer states of its trainable ones */
   uint64_t expert_optimizer_bytes; /* of which the routed experts' (sharded
                                over the expert-data-parallel group) */
@@ -198,6 +202,14 @@ typedef struct vs_recipe {
                                parameters when its pass starts; the flat
                                buffer lives until the next block's
                                copy-out */
+  bool reduce_copy;         /* FSDP2 (frameworks.md 4.3): a unit's
+                               post-backward copies its 16-bit unsharded
+                               gradients into a reduce-scatter input in
+                               the reduce dtype (grad_bytes) and frees
+                               them; the input lives until the next
+                               unit's post-backward waits for its
+                               reduce-scatter (reduce_scatter_state), or
+                               to the end of the backward pass */
   bool reduce_after_backward; /* the step's gradient buckets are reduced
                                once the stage's whole backward pass is
                                done, not as each fills ([parallel]
