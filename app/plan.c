@@ -159,7 +159,7 @@ typedef struct plan_state {
   int p2p;                   /* the workload's (kept with pp > 1) */
   bool p2p_scatter_gather;   /* the workload's (dropped: see
                                 candidate_sets) */
-  bool overlap_grad_reduce;  /* the workload's (kept below ZeRO-2) */
+  bool overlap_grad_reduce;  /* the workload's (kept below ZeRO-3) */
   bool ckpt_choice;          /* the workload chooses which layers full
                                 checkpointing recomputes */
   double tokens_per_step;    /* global batch * sequence */
@@ -247,10 +247,9 @@ static int candidate_sets(const plan_state *ps, const layout_choice *lc,
                             vs_p2p_name(VS_P2P_OVERLAPPED));
   if (ps->p2p_scatter_gather)
     bad |= vs_candidate_set(c, "parallel.p2p_scatter_gather=false");
-  /* only gradients that wait for the step can wait for backward's end
-   * (the workload's optimizer_in_backward already refused false) */
-  if (!ps->overlap_grad_reduce &&
-      !vs_workload_grads_wait_for_step(lc->zero, false))
+  /* ZeRO-3 reduces on a stream of its own (the workload's
+   * optimizer_in_backward already refused false) */
+  if (!ps->overlap_grad_reduce && !vs_workload_reduce_can_wait(lc->zero, false))
     bad |= vs_candidate_set(c, "parallel.overlap_grad_reduce=true");
   if (ps->varies_ep)
     bad |= vs_candidate_set(c, "parallel.ep=%llu", (unsigned long long)lc->ep);

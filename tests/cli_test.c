@@ -469,6 +469,41 @@ static double step_seconds(const char *out)
   return seconds_after(out, "step time ");
 }
 
+/* Runs args, which must succeed, and returns the step time it printed. */
+static double run_step(const char *const *args)
+{
+  run(args);
+  assert_int_equal(r.status, 0);
+  return step_seconds(r.out);
+}
+
+/* DeepSpeed's ZeRO-2 without overlap_comm (its default below ZeRO-3):
+ * show says the preset chose overlap_grad_reduce = false and why, and
+ * the reduce-scatters on the compute stream lengthen the step over the
+ * same job with overlap_comm, by their time, which the split shows as
+ * exposed data-parallel time. */
+static void test_deepspeed_zero2_reduces_on_compute(void **state)
+{
+  const char *show[] = {"show", "workloads/deepspeed-gpt-zero2.ini", NULL};
+  const char *serial[] = {"run", "workloads/deepspeed-gpt-zero2.ini",
+                          "--gpus", "8", NULL};
+  const char *overlapped[] = {"run", "workloads/deepspeed-gpt-zero2.ini",
+                              "--gpus", "8", "--set",
+                              "parallel.overlap_grad_reduce=true", NULL};
+  double t_serial, t_overlapped, dp_serial;
+  (void)state;
+  run(show);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "overlap_grad_reduce = false    ; framework preset: "
+                         "DeepSpeed's overlap_comm is off below ZeRO-3");
+  t_serial = run_step(serial);
+  dp_serial = seconds_after(r.out, "exposed data-parallel comm ");
+  t_overlapped = run_step(overlapped);
+  assert_true(t_serial > t_overlapped);
+  /* the step grows by less than the reductions it now waits for */
+  assert_true(t_serial - t_overlapped < dp_serial + 1e-3);
+}
+
 /* Groups that straddle nodes: tp 4 on 6-GPU nodes puts the tp group of
  * ranks 4-7 half in each of two nodes, so its all-reduces cross the NIC
  * (47 GB/s against NVLink's 450) and the tensor-parallel time grows; on
@@ -521,12 +556,8 @@ static void test_pipeline_sends_and_reduction(void **state)
   assert_int_equal(r.status, 0);
   assert_contains(r.out, "p2p = blocking    ; framework preset: Megatron-LM's "
                          "1F1B waits for each send before computing on");
-  run(mg);
-  assert_int_equal(r.status, 0);
-  blocking = step_seconds(r.out);
-  run(ov);
-  assert_int_equal(r.status, 0);
-  overlapped = step_seconds(r.out);
+  blocking = run_step(mg);
+  overlapped = run_step(ov);
   assert_true(blocking > overlapped);
   run(bad);
   assert_int_equal(r.status, 1);
@@ -3068,6 +3099,7 @@ int main(void)
       cmocka_unit_test(test_framework_samples),
       cmocka_unit_test(test_pipeline_sends_and_reduction),
       cmocka_unit_test(test_groups_straddling_nodes),
+      cmocka_unit_test(test_deepspeed_zero2_reduces_on_compute),
       cmocka_unit_test(test_hf_samples),
       cmocka_unit_test(test_moe_sample),
       cmocka_unit_test(test_expert_data_parallel_without_dp),

@@ -75,16 +75,19 @@ static void test_zero_stages(void **state)
     assert_int_equal(b.r.gather_after_step, z == 1 || z == 2);
     assert_int_equal(b.r.grad_reduce,
                      z >= 2 ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE);
-    /* gradients freed once reduced: one reduction may run behind */
+    /* gradients freed once reduced: one reduction may run behind, on
+     * the data-parallel stream */
     assert_int_equal(b.r.reduce_depth, z >= 2 ? 1 : 0);
+    assert_int_equal(b.r.comm[VS_USE_GRAD_REDUCE].stream, VS_STREAM_COMM);
     destroy(&b);
   }
 }
 
 /* How far reductions may fall behind backward (vs_recipe reduce_depth):
  * DeepSpeed ZeRO-3 blocks once more than max_param_reduce_events = 2 are
- * pending, so three run behind; its ZeRO-2 and FSDP2 wait for the one
- * before. Gradients kept to the step (ZeRO-1) have no bound to keep. */
+ * pending, so three run behind; FSDP2 waits for the one before; DeepSpeed's
+ * ZeRO-2 reduces on the compute stream (its preset: overlap_comm off), so
+ * none can. Gradients kept to the step (ZeRO-1) have no bound to keep. */
 static void test_reduce_depth(void **state)
 {
   static const struct {
@@ -92,15 +95,22 @@ static void test_reduce_depth(void **state)
     uint8_t depth;
   } cases[] = {
       {{"training.framework=deepspeed", "parallel.zero=3"}, 3},
-      {{"training.framework=deepspeed", "parallel.zero=2"}, 1},
-      {{"training.framework=deepspeed", "parallel.zero=1"}, 0},
       {{"training.framework=fsdp2", "parallel.zero=3"}, 1},
+      /* DeepSpeed's ZeRO-2 reduces on the compute stream (overlap_comm
+       * off): nothing runs behind */
+      {{"training.framework=deepspeed", "parallel.zero=2"}, 0},
+      {{"training.framework=deepspeed", "parallel.zero=1"}, 0},
   };
   (void)state;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     built b;
     build(&b, cases[i].sets, 2, 4);
     assert_int_equal(b.r.reduce_depth, cases[i].depth);
+    assert_int_equal(b.r.reduce_on_compute,
+                     strcmp(cases[i].sets[1], "parallel.zero=2") == 0);
+    assert_int_equal(b.r.comm[VS_USE_GRAD_REDUCE].stream,
+                     b.r.reduce_on_compute ? VS_STREAM_COMPUTE
+                                           : VS_STREAM_COMM);
     destroy(&b);
   }
 }

@@ -1171,9 +1171,10 @@ static void test_p2p_presets(void **state)
 
 /* [parallel] overlap_grad_reduce: true unless a preset or the workload
  * says otherwise; Megatron-LM (no --overlap-grad-reduce) and DeepSpeed
- * below ZeRO-2 reduce after backward, ZeRO-2/3 keep their per-micro-batch
- * reduce-scatters; false is refused where gradients do not wait for the
- * step, naming both keys' remedies. */
+ * below ZeRO-2 reduce after backward; DeepSpeed's ZeRO-2 (overlap_comm off
+ * below ZeRO-3) reduce-scatters on the compute stream, ZeRO-3 on a stream
+ * of its own; false is refused where nothing can wait (ZeRO-3, the
+ * optimizer in backward), naming both keys' remedies. */
 static void test_grad_reduce_presets(void **state)
 {
   static const char *const none[] = {"parallel.dp=2",
@@ -1190,6 +1191,12 @@ static void test_grad_reduce_presets(void **state)
   static const char *const z2[] = {"parallel.dp=2", "parallel.zero=2",
                                    "training.global_batch=2",
                                    "parallel.overlap_grad_reduce=false"};
+  static const char *const z3[] = {"parallel.dp=2", "parallel.zero=3",
+                                   "training.global_batch=2",
+                                   "parallel.overlap_grad_reduce=false"};
+  static const char *const ds3[] = {"training.framework=deepspeed",
+                                    "parallel.dp=2", "parallel.zero=3",
+                                    "training.global_batch=2"};
   static const char *const oib[] = {"training.optimizer_in_backward=true",
                                     "parallel.overlap_grad_reduce=false"};
   vs_workload wl;
@@ -1207,12 +1214,16 @@ static void test_grad_reduce_presets(void **state)
   assert_int_equal(load_at(&wl, path, GPT_MODEL, ds1, 4, 0, &err), 0);
   assert_false(wl.parallel.overlap_grad_reduce);
   assert_int_equal(load_at(&wl, path, GPT_MODEL, ds2, 4, 0, &err), 0);
+  assert_false(wl.parallel.overlap_grad_reduce);
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, ds3, 4, 0, &err), 0);
   assert_true(wl.parallel.overlap_grad_reduce);
-  load_bad(GPT_MODEL, z2, 4, 0, VS_EINPUT,
-           "--set parallel.overlap_grad_reduce=false: reduces the step's "
-           "gradients once its backward pass is done, but ZeRO-2 "
-           "reduce-scatters each micro-batch's gradients as backward makes "
-           "them: use zero = 0 or 1, or overlap_grad_reduce = true");
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, z2, 4, 0, &err), 0);
+  assert_false(wl.parallel.overlap_grad_reduce);
+  load_bad(GPT_MODEL, z3, 4, 0, VS_EINPUT,
+           "--set parallel.overlap_grad_reduce=false: ZeRO-3 "
+           "reduce-scatters on a stream of its own (DeepSpeed's "
+           "reduce_and_partition_stream, FSDP2's) whatever overlap_comm "
+           "says: use zero = 0, 1 or 2, or overlap_grad_reduce = true");
   load_bad(GPT_MODEL, oib, 2, 0, VS_EINPUT,
            "--set parallel.overlap_grad_reduce=false: reduces the step's "
            "gradients once its backward pass is done, but "

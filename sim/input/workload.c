@@ -105,7 +105,7 @@ static const vs_key workload_keys[] = {
     K("parallel", "p2p_scatter_gather", VS_KEY_BOOL, parallel.p2p_scatter_gather, .default_doc = "false"),
     K("parallel", "offload_optimizer", VS_KEY_ENUM, parallel.offload_optimizer, .choices = offload_names, .default_doc = "none"),
     K("parallel", "offload_params", VS_KEY_ENUM, parallel.offload_params, .choices = offload_names, .default_doc = "none"),
-    K("parallel", "overlap_grad_reduce", VS_KEY_BOOL, parallel.overlap_grad_reduce, .default_doc = "true (framework megatron or deepspeed, with zero 0-1: false)"),
+    K("parallel", "overlap_grad_reduce", VS_KEY_BOOL, parallel.overlap_grad_reduce, .default_doc = "true (framework megatron with zero 0-1, deepspeed with zero 0-2: false)"),
     K("parallel", "bucket", VS_KEY_SIZE, parallel.bucket_bytes, .positive = true, .default_doc = "25MiB"),
     K("parallel", "pp_layers", VS_KEY_LIST, parallel.pp_layers, .positive = true, .default_doc = "even split"),
     K("parallel", "order", VS_KEY_ENUM, parallel.order, .choices = order_names, .default_doc = "tp-dp-pp"),
@@ -237,6 +237,11 @@ bool vs_workload_grads_shared(const vs_parallel_conf *p)
 bool vs_workload_grads_wait_for_step(uint64_t zero, bool optimizer_in_backward)
 {
   return zero < 2 && !optimizer_in_backward;
+}
+
+bool vs_workload_reduce_can_wait(uint64_t zero, bool optimizer_in_backward)
+{
+  return zero <= 2 && !optimizer_in_backward;
 }
 
 const char *vs_workload_cp_misfit(const vs_model_conf *m, uint64_t cp,
@@ -1181,8 +1186,7 @@ static int check_p2p(vs_workload *wl, vs_error *err)
 }
 
 /* [parallel] overlap_grad_reduce: true unless set (or a preset's);
- * false needs gradients that wait for the step
- * (vs_workload_grads_wait_for_step). */
+ * false needs a reduction that can wait (vs_workload_reduce_can_wait). */
 static int check_grad_reduce(vs_workload *wl, vs_error *err)
 {
   vs_parallel_conf *p = &wl->parallel;
@@ -1193,17 +1197,15 @@ static int check_grad_reduce(vs_workload *wl, vs_error *err)
     return 0;
   }
   if (p->overlap_grad_reduce ||
-      vs_workload_grads_wait_for_step(p->zero,
-                                      wl->training.optimizer_in_backward))
+      vs_workload_reduce_can_wait(p->zero, wl->training.optimizer_in_backward))
     return 0;
-  if (p->zero >= 2)
+  if (p->zero >= 3)
     return vs_error_set(err, VS_EINPUT,
-                        "%s: reduces the step's gradients once its backward "
-                        "pass is done, but ZeRO-%llu reduce-scatters each "
-                        "micro-batch's gradients as backward makes them: use "
-                        "zero = 0 or 1, or overlap_grad_reduce = true",
-                        WHERE("parallel", "overlap_grad_reduce"),
-                        (unsigned long long)p->zero);
+                        "%s: ZeRO-3 reduce-scatters on a stream of its own "
+                        "(DeepSpeed's reduce_and_partition_stream, FSDP2's) "
+                        "whatever overlap_comm says: use zero = 0, 1 or 2, "
+                        "or overlap_grad_reduce = true",
+                        WHERE("parallel", "overlap_grad_reduce"));
   return vs_error_set(err, VS_EINPUT,
                       "%s: reduces the step's gradients once its backward "
                       "pass is done, but optimizer_in_backward steps each "
@@ -1584,6 +1586,19 @@ static int preset_grad_reduce_after_backward(vs_workload *wl, const char *why,
   return preset(wl, "parallel", "overlap_grad_reduce", "false", why, err);
 }
 
+/* DeepSpeed's overlap_comm is off below ZeRO-3 (zero/config.py,
+ * overlap_comm_valid: stage == 3): ZeRO-2 reduce-scatters each bucket on
+ * the current stream as backward fills it (stage_1_and_2.py
+ * average_tensor, the stream of reduce_ipg_grads). */
+static int preset_zero2_reduce_on_compute(vs_workload *wl, vs_error *err)
+{
+  if (wl->parallel.zero != 2 || wl->training.optimizer_in_backward)
+    return 0;
+  return preset(wl, "parallel", "overlap_grad_reduce", "false",
+                "DeepSpeed's overlap_comm is off below ZeRO-3: ZeRO-2 "
+                "reduce-scatters each bucket on the compute stream", err);
+}
+
 /* Megatron-LM's pipeline sends (megatron/core/pipeline_parallel/
  * p2p_communication.py, _communicate): the non-interleaved 1F1B waits on
  * every send and receive request before it computes on (wait_on_reqs,
@@ -1654,6 +1669,8 @@ static int preset_deepspeed(vs_workload *wl, vs_error *err)
   if (!rc)
     rc = preset_grad_reduce_after_backward(
         wl, "DeepSpeed reduces ZeRO-0/1 gradients once backward is done", err);
+  if (!rc)
+    rc = preset_zero2_reduce_on_compute(wl, err);
   return rc ? rc
             : preset_bucket(wl, 500000000,
                             "DeepSpeed's reduce_bucket_size: 5e8 elements",

@@ -344,6 +344,15 @@ bool vs_workload_grads_shared(const vs_parallel_conf *p);
  * gradients appear. */
 bool vs_workload_grads_wait_for_step(uint64_t zero, bool optimizer_in_backward);
 
+/* Whether overlap_grad_reduce = false means something: gradients that wait
+ * for the step are reduced once the backward pass is done; ZeRO-2's,
+ * freed once reduced, are reduced on the compute stream as each bucket
+ * fills (DeepSpeed without overlap_comm). ZeRO-3 reduce-scatters on a
+ * stream of its own whatever overlap_comm says (DeepSpeed stage3.py's
+ * reduce_and_partition_stream, FSDP2's), and the optimizer in backward
+ * steps each block as its gradients appear. */
+bool vs_workload_reduce_can_wait(uint64_t zero, bool optimizer_in_backward);
+
 /* Whether model m's layers can run on tp ranks with sequence parallelism
  * sp under framework (vs_framework): mixture-of-experts layers and
  * latent attention with tp > 1 as Megatron-LM splits them (framework none

@@ -197,7 +197,11 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
   r->transient_grads = (zero >= 2 && (dp > 1 || r->offload.cpu_step)) ||
                        r->step_in_backward;
   r->grad_reduce = zero >= 2 ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE;
-  r->reduce_depth = r->transient_grads ? reduce_depth(wl) : 0;
+  r->reduce_on_compute = r->transient_grads && !r->step_in_backward &&
+                         !wl->parallel.overlap_grad_reduce;
+  /* reductions on the compute stream cannot fall behind it */
+  r->reduce_depth =
+      r->transient_grads && !r->reduce_on_compute ? reduce_depth(wl) : 0;
   /* gradients that wait for the step can wait for the whole backward
    * (the workload refuses overlap_grad_reduce = false with the others) */
   r->reduce_after_backward = !wl->parallel.overlap_grad_reduce &&
@@ -249,6 +253,8 @@ static void resolve_comm(const vs_workload *wl, vs_recipe *r)
       [VS_USE_RECV] = {VS_STREAM_RECV, VS_GROUP_PP},
   };
   memcpy(r->comm, plans, sizeof plans);
+  if (r->reduce_on_compute)
+    r->comm[VS_USE_GRAD_REDUCE].stream = VS_STREAM_COMPUTE;
   r->p2p_blocking = p->p2p == VS_P2P_BLOCKING;
   /* Megatron-LM 2021-22 (megatron/p2p_communication.py, _communicate)
    * scatters only a full tensor: with sequence parallelism each rank's

@@ -210,6 +210,10 @@ typedef struct vs_recipe {
                                unit's post-backward waits for its
                                reduce-scatter (reduce_scatter_state), or
                                to the end of the backward pass */
+  bool reduce_on_compute;   /* gradients freed once reduced are reduced
+                               on the compute stream as each bucket fills
+                               ([parallel] overlap_grad_reduce = false with
+                               ZeRO-2: DeepSpeed without overlap_comm) */
   bool reduce_after_backward; /* the step's gradient buckets are reduced
                                once the stage's whole backward pass is
                                done, not as each fills ([parallel]

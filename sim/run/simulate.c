@@ -265,6 +265,7 @@ static void summarise(vs_sim *sim)
   const vs_rank *slow = vs_sim_slowest_rank(sim);
   const vs_program *p = slow->prog;
   uint64_t busy_ns = 0, compute_ns = 0, tp_ns = 0, ep_ns = 0, cp_ns = 0;
+  uint64_t dp_ns = 0; /* reductions on the compute stream: all exposed */
   uint64_t rest_ns;
 
   sim->step_time_s = (double)slow->end_ns * 1e-9;
@@ -278,6 +279,8 @@ static void summarise(vs_sim *sim)
       ep_ns += dur_ns;
     else if (op->phase == VS_PHASE_CP_COMM)
       cp_ns += dur_ns;
+    else if (op->phase == VS_PHASE_DP_COMM)
+      dp_ns += dur_ns;
     else
       compute_ns += dur_ns;
   }
@@ -292,7 +295,7 @@ static void summarise(vs_sim *sim)
   sim->ep_comm_s = (double)ep_ns * 1e-9;
   sim->cp_comm_s = (double)cp_ns * 1e-9;
   sim->bubble_s = (double)slow->wait_p2p_ns * 1e-9;
-  sim->exposed_comm_s = (double)rest_ns * 1e-9;
+  sim->exposed_comm_s = (double)(rest_ns + dp_ns) * 1e-9;
   sim->tokens_per_s = sim->step_time_s > 0
                           ? (double)(wl->training.global_batch *
                                      wl->model.seq_len) / sim->step_time_s
