@@ -330,6 +330,58 @@ static void test_fsdp2_pipeline_frees_every_gather(void **state)
     }
 }
 
+/* FSDP2 under torch.distributed.pipelining (recipe pipelined_fsdp): every
+ * backward runs without gradient sync or resharding and the post-backward
+ * runs once the stage's last backward is done (stage.py). So each of the
+ * stage's blocks is all-gathered once in the step and kept; its gradients
+ * accumulate unsharded in fp32 over the micro-batches (made in the reduce
+ * dtype); the reduce-scatters come after the stage's last backward
+ * compute op, one set, and each block's gathered parameters are freed by
+ * the post-backward that copies its gradients in (reduce_copy_in). */
+static void test_pipelined_fsdp2_syncs_once(void **state)
+{
+  static const char *const sets[] = {"training.framework=fsdp2",
+                                     "parallel.pp=2",
+                                     "training.global_batch=8"};
+  built *b = build_stage(sets, 3, 4, 0);
+  const vs_program *p = &b->p;
+  const vs_kind_plan *layer = vs_recipe_kind(&b->r, &b->m, 1);
+  uint32_t last_bwd = 0, first_rs = UINT32_MAX, freed_by_copy = 0;
+  unsigned char *st;
+  (void)state;
+  assert_true(b->r.pipelined_fsdp && b->r.reduce_after_backward);
+  assert_int_equal(layer->made_grad_bytes, layer->grad_bytes);
+  assert_int_equal(b->lay.grad_accum, 4); /* dp 2, 8 / 2 */
+  /* stage 0 holds layers 0 and 1: one gather each in the step */
+  assert_int_equal(count_ops(p, "zero3_all_gather", 0, ANY), 1);
+  assert_int_equal(count_ops(p, "zero3_all_gather", 1, ANY), 1);
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    const char *name = vs_op_name(p, &p->ops[i]);
+    if (p->ops[i].phase == VS_PHASE_BWD && strcmp(name, "reduce_copy_in") &&
+        strcmp(name, "fsdp_reshard"))
+      last_bwd = i;
+    if (strcmp(name, "dp_reduce_scatter") == 0 && first_rs == UINT32_MAX)
+      first_rs = i;
+  }
+  assert_true(first_rs != UINT32_MAX && first_rs > last_bwd);
+  assert_int_equal(count_ops(p, "dp_reduce_scatter", ANY, 3),
+                   count_ops(p, "dp_reduce_scatter", ANY, ANY));
+  for (uint32_t buf = 0; buf < p->n_buffers; buf++) {
+    uint32_t a, f;
+    buffer_ops(p, buf, &a, &f);
+    if (vs_program_buffer(p, buf)->category == VS_CAT_TEMP &&
+        f != UINT32_MAX && strcmp(vs_op_name(p, &p->ops[f]), "reduce_copy_in") == 0)
+      freed_by_copy++;
+  }
+  /* both layers' unsharded parameters (copied out of the all-gather's
+   * flat buffer, temp), the embedding's too */
+  assert_true(freed_by_copy >= 2);
+  st = check_program(b);
+  check_end_state(b, st);
+  free(st);
+  destroy(b);
+}
+
 static void test_setup_and_optimizer(void **state)
 {
   built *b = build(NULL, 0, 1);
@@ -1293,6 +1345,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_invariants),
       cmocka_unit_test(test_fsdp2_pipeline_frees_every_gather),
+      cmocka_unit_test(test_pipelined_fsdp2_syncs_once),
       cmocka_unit_test(test_setup_and_optimizer),
       cmocka_unit_test(test_dp1_has_no_comm),
       cmocka_unit_test(test_dp2_all_reduce_last_microbatch),

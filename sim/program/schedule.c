@@ -962,8 +962,8 @@ static void before_pass(builder *b, size_t inst, size_t next, bool has_next,
 /* The block's last compute op of the pass releases its gathered params. */
 static void release_gather(builder *b, size_t inst, uint32_t op)
 {
-  if (b->gather_buf[inst] == NONE)
-    return;
+  if (b->gather_buf[inst] == NONE || b->r->pipelined_fsdp)
+    return; /* pipelined FSDP2 keeps it to the stage's reduction */
   free_on(b, op, b->gather_buf[inst], AT_END);
   b->gather_buf[inst] = NONE;
   b->gather_op[inst] = NONE;
@@ -1357,6 +1357,16 @@ static void release_at_next_compute(builder *b, uint32_t buf)
   b->released[0] = buf;
 }
 
+/* Pipelined FSDP2's reshard of inst's kept parameters as op starts. */
+static void reshard_kept(builder *b, size_t inst, uint32_t op)
+{
+  if (!b->r->pipelined_fsdp || b->gather_buf[inst] == NONE)
+    return;
+  free_on(b, op, b->gather_buf[inst], AT_START);
+  b->gather_buf[inst] = NONE;
+  b->gather_op[inst] = NONE;
+}
+
 /* FSDP2's post-backward (recipe reduce_copy) for the open bucket: it
  * waits for the bucket before's reduce-scatter and frees that one's input
  * (reduce_scatter_state), then copies the bucket's gradients into a new
@@ -1374,6 +1384,9 @@ static uint32_t copy_to_reduce_input(builder *b, int mb)
   add_launch(b, &t, 1);
   op = compute_op(b, VS_PHASE_BWD, "reduce_copy_in", -1, mb, 0.0,
                   (double)bytes, &t);
+  /* pipelined, the post-backward reshards the blocks first */
+  for (size_t i = 0; i < b->n_bucket; i++)
+    reshard_kept(b, b->bucket[i], op);
   b->reduce_input = new_buffer(b, b->bucket_fill, VS_CAT_GRADS);
   alloc_on(b, op, b->reduce_input);
   for (size_t i = 0; i < b->n_bucket; i++) {
@@ -1381,6 +1394,23 @@ static uint32_t copy_to_reduce_input(builder *b, int mb)
     b->grad_buf[b->bucket[i]] = NONE;
   }
   return op;
+}
+
+/* Pipelined FSDP2: the blocks still gathered once the stage's reductions
+ * are issued (those without gradients to reduce) are resharded by their
+ * post-backward, which a zero-time op on the compute stream stands for. */
+static void reshard_rest(builder *b)
+{
+  op_split none = {{0}};
+  uint32_t op = NONE;
+  for (size_t inst = 0; b->r->pipelined_fsdp && inst < b->n_inst; inst++) {
+    if (b->gather_buf[inst] == NONE)
+      continue;
+    if (op == NONE)
+      op = compute_op(b, VS_PHASE_BWD, "fsdp_reshard", -1, -1, 0.0, 0.0,
+                      &none);
+    reshard_kept(b, inst, op);
+  }
 }
 
 /* The end of a chunk's backward (FSDP2's finalize_backward): the compute
@@ -1943,7 +1973,8 @@ static void backward_unit(builder *b, const vs_unit *u)
   uint64_t g = u->chunk * b->lay->pp + b->stage;
   bool sync = (vs_workload_grads_shared(&b->wl->parallel) ||
                b->r->offload.cpu_step) &&
-              (transient_grads(b) || u->mb + 1 == b->lay->grad_accum);
+              ((transient_grads(b) && !b->r->pipelined_fsdp) ||
+               u->mb + 1 == b->lay->grad_accum);
   bool defer = sync && b->r->reduce_after_backward;
   size_t first, last;
   chunk_range(b, g, &first, &last);
@@ -2076,6 +2107,8 @@ static void build_step(builder *b)
   if (b->p->n_ops > 0)
     free_on(b, (uint32_t)(b->p->n_ops - 1), b->last_flat, AT_END);
   reduce_deferred(b);
+  release_reduce_inputs(b);
+  reshard_rest(b);
   optimizer_step(b);
   free(order);
 }

@@ -199,13 +199,23 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
   r->grad_reduce = zero >= 2 ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE;
   r->reduce_on_compute = r->transient_grads && !r->step_in_backward &&
                          !wl->parallel.overlap_grad_reduce;
+  /* torch.distributed.pipelining with FSDP2 (stage.py
+   * backward_maybe_with_nosync: set_requires_gradient_sync(False),
+   * set_reshard_after_backward(False); _post_backward after the last
+   * backward), torchtitan's reshard_after_forward = False under PP
+   * (frameworks.md 4.3) */
+  r->pipelined_fsdp = wl->training.framework == VS_FW_FSDP2 &&
+                      wl->parallel.pp > 1 && r->gather_params &&
+                      !r->offload.fetch_params && !r->step_in_backward &&
+                      !r->offload.cpu_step;
   /* reductions on the compute stream cannot fall behind it */
   r->reduce_depth =
       r->transient_grads && !r->reduce_on_compute ? reduce_depth(wl) : 0;
   /* gradients that wait for the step can wait for the whole backward
    * (the workload refuses overlap_grad_reduce = false with the others) */
-  r->reduce_after_backward = !wl->parallel.overlap_grad_reduce &&
-                             !r->transient_grads;
+  r->reduce_after_backward = (!wl->parallel.overlap_grad_reduce &&
+                              !r->transient_grads) ||
+                             r->pipelined_fsdp;
   r->gather_after_step = vs_workload_grads_shared(&wl->parallel) &&
                          (zero == 1 || zero == 2 || bf16_optimizer(wl));
   /* With tied embeddings and pp > 1 the first and last stages each hold the
@@ -410,7 +420,10 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
     grad = n * (p->dtype == VS_DTYPE_FP32 ? 4 : r->grad_elem_bytes);
     states = tensor_state_bytes(r, t, p);
     k->grad_bytes += grad;
-    k->made_grad_bytes += r->reduce_copy && p->dtype != VS_DTYPE_FP32
+    /* accumulated unsharded, FSDP2 keeps them in the reduce dtype
+     * (FSDPParam.to_accumulated_grad_if_needed) */
+    k->made_grad_bytes += r->reduce_copy && !r->pipelined_fsdp &&
+                                  p->dtype != VS_DTYPE_FP32
                               ? vs_dtype_tensor_bytes(p->dtype, p->rows, p->cols)
                               : grad;
     k->optimizer_bytes += states;

@@ -210,6 +210,19 @@ typedef struct vs_recipe {
                                unit's post-backward waits for its
                                reduce-scatter (reduce_scatter_state), or
                                to the end of the backward pass */
+  bool pipelined_fsdp;      /* FSDP2 under torch.distributed.pipelining:
+                               every backward runs without gradient sync
+                               or resharding, and each unit's
+                               post-backward runs once the stage's last
+                               backward is done (stage.py
+                               backward_maybe_with_nosync, _post_backward):
+                               a block's gathered parameters stay until
+                               then (torchtitan also keeps them after
+                               forward under PP), its gradients
+                               accumulate unsharded in the reduce dtype
+                               over the micro-batches and are
+                               reduce-scattered after the pass
+                               (reduce_after_backward) */
   bool reduce_on_compute;   /* gradients freed once reduced are reduced
                                on the compute stream as each bucket fills
                                ([parallel] overlap_grad_reduce = false with
