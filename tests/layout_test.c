@@ -896,6 +896,18 @@ static void test_uneven_group_spans(void **state)
   topo.gpus_per_node = 8;
   assert_int_equal(build_on(&topo, pipeline_gpt, pp2, 2, 8, &lay, &err), 0);
   assert_true(vs_layout_stage_link(&topo, &lay, 0, 1).bandwidth == topo.intra_bandwidth);
+  assert_int_equal(lay.group_span[VS_GROUP_EMBEDDING].nodes, 1);
+  {
+    /* the embedding pair (first and last stage) with tp-pp-dp: tp 2, pp
+     * 3, dp 4 puts stage 0 of replica 1 at ranks 6-7 and its last stage
+     * at 10-11, another node: the pair straddles */
+    const char *tpd[] = {"parallel.tp=2", "parallel.pp=3",
+                         "parallel.order=tp-pp-dp"};
+    assert_int_equal(build_on(&topo, pipeline_gpt, tpd, 3, 24, &lay, &err), 0);
+    assert_int_equal(lay.pp_stride, 2);
+    assert_int_equal(lay.group_span[VS_GROUP_EMBEDDING].nodes, 2);
+    assert_int_equal(lay.group_span[VS_GROUP_EMBEDDING].per_node, 1);
+  }
 }
 
 /* 10 layers over 4 stages: 3, 3, 2, 2 (the first chunks take the extra

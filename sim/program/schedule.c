@@ -1335,6 +1335,14 @@ static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
 static void wait_for_bucket_before(builder *b)
 {
   uint64_t depth = b->r->reduce_depth;
+  if (depth > REDUCE_DEPTH_MAX) {
+    b->failed = true;
+    vs_error_set(b->err, VS_EINPUT,
+                 "schedule: reduce_depth %llu is more than the %d buckets "
+                 "the schedule remembers (a recipe bug)",
+                 (unsigned long long)depth, REDUCE_DEPTH_MAX);
+    return;
+  }
   if (depth > 0 && b->n_reduced >= depth)
     b->reduce_wait = b->reduced[(b->n_reduced - depth) % REDUCE_DEPTH_MAX];
 }
@@ -1352,9 +1360,27 @@ static void record_bucket(builder *b, uint32_t done)
  * no compute op came between: the reductions end in order). */
 static void release_at_next_compute(builder *b, uint32_t buf)
 {
-  if (b->released[0] != NONE)
-    b->released[1] = b->released[0];
+  if (b->released[1] != NONE) {
+    b->failed = true;
+    vs_error_set(b->err, VS_EINPUT,
+                 "schedule: three reduce-scatter inputs wait for a compute "
+                 "op (a schedule bug)");
+    return;
+  }
+  b->released[1] = b->released[0];
   b->released[0] = buf;
+}
+
+/* The step's end: inputs still waiting for a compute op (none followed the
+ * last backward: the optimizer steps on the host) go when the newest op,
+ * which follows their reduce-scatters, ends. */
+static void release_at_step_end(builder *b)
+{
+  for (int i = 0; i < 2 && b->p->n_ops > 0; i++) {
+    free_on(b, (uint32_t)(b->p->n_ops - 1), b->released[i], AT_END);
+    b->released[i] = NONE;
+  }
+  b->reduce_wait = NONE;
 }
 
 /* Pipelined FSDP2's reshard of inst's kept parameters as op starts. */
@@ -1373,7 +1399,7 @@ static void reshard_kept(builder *b, size_t inst, uint32_t op)
  * reduce-scatter input in one compute-stream kernel (torch._chunk_cat in
  * foreach_reduce), reading them and writing the input, and frees them.
  * Returns the copy, which the reduce-scatter follows. */
-static uint32_t copy_to_reduce_input(builder *b, int mb)
+static uint32_t copy_to_reduce_input(builder *b, int mb, uint32_t after)
 {
   uint64_t bytes = b->bucket_made + b->bucket_fill;
   op_split t = roofline_split(b, 0.0, (double)bytes);
@@ -1384,6 +1410,7 @@ static uint32_t copy_to_reduce_input(builder *b, int mb)
   add_launch(b, &t, 1);
   op = compute_op(b, VS_PHASE_BWD, "reduce_copy_in", -1, mb, 0.0,
                   (double)bytes, &t);
+  add_dep(b, op, after);
   /* pipelined, the post-backward reshards the blocks first */
   for (size_t i = 0; i < b->n_bucket; i++)
     reshard_kept(b, b->bucket[i], op);
@@ -1440,7 +1467,7 @@ static void flush_bucket(builder *b, int mb, uint32_t last)
   }
   if (vs_workload_grads_shared(&b->wl->parallel)) {
     if (b->r->reduce_copy)
-      last = copy_to_reduce_input(b, mb);
+      last = copy_to_reduce_input(b, mb, last);
     last = split_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind),
                       kind, b->bucket_fill, b->bucket_expert, mb, last);
     b->reduce_input_op = last;
@@ -2110,6 +2137,7 @@ static void build_step(builder *b)
   release_reduce_inputs(b);
   reshard_rest(b);
   optimizer_step(b);
+  release_at_step_end(b);
   free(order);
 }
 

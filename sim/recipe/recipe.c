@@ -148,13 +148,11 @@ static uint8_t step_copy(const vs_workload *wl, const vs_recipe *r)
 }
 
 /* How many bucket reductions the compute stream may run ahead of, for
- * gradients freed once reduced. DeepSpeed ZeRO-1/2 with overlap_comm: the
+ * gradients freed once reduced. DeepSpeed ZeRO-2 with overlap_comm: the
  * current stream waits for the reduction stream before each bucket's
  * reduction is issued (stage_1_and_2.py average_tensor:
- * current_stream().wait_stream(reduction_stream)), so one runs behind;
- * without overlap_comm the reduction runs on the current stream, which
- * waits for all of it, and vsim's overlap is the bound the option gives.
- * DeepSpeed ZeRO-3: the host blocks on the oldest reduction event once
+ * current_stream().wait_stream(reduction_stream)), so one runs behind
+ * (without it, reduce_on_compute: none). DeepSpeed ZeRO-3: the host blocks on the oldest reduction event once
  * more than max_param_reduce_events = 2 are pending (stage3.py
  * __reduce_and_partition_ipg_grads), so three run behind. FSDP2: each
  * unit's post_backward makes the current stream wait for the previous
