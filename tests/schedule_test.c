@@ -653,6 +653,13 @@ static void test_fsdp2_reduce_scatter_input_held(void **state)
    * bucket of its own, so each micro-batch has at least 3 copies that
    * follow another */
   assert_true(held >= 3 * b->lay.grad_accum);
+  /* torchtitan does not reshard the last layer after forward (its
+   * backward comes next): one gather a micro-batch, the others two */
+  assert_true(b->r.keep_last_gathered);
+  assert_int_equal(count_ops(p, "zero3_all_gather", LAYERS - 1, ANY),
+                   b->lay.grad_accum);
+  assert_int_equal(count_ops(p, "zero3_all_gather", 0, ANY),
+                   2 * b->lay.grad_accum);
   {
     unsigned char *st = check_program(b);
     check_end_state(b, st);

@@ -1137,7 +1137,8 @@ static void forward_block(builder *b, size_t inst, int mb)
     transient(b, op, fleeting, VS_CAT_TEMP);
     if (k + 1 == blk->n_ops) {
       allocate_held_output(b, inst, op);
-      release_gather(b, inst, op);
+      if (!(b->r->keep_last_gathered && inst == (size_t)b->m->layers))
+        release_gather(b, inst, op);
       acts_to_host(b, inst, mb, op);
     }
     op_comm(b, &o->fwd_after, layer, mb);

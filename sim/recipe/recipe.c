@@ -236,6 +236,10 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
    * (frameworks.md 4.3) */
   r->reduce_copy = r->fp32_params && r->transient_grads &&
                    !r->step_in_backward;
+  /* torchtitan's apply_fsdp (reshard_after_forward_policy "default"):
+   * reshard_after_forward = layer_id < n_layers - 1 without PP, "since
+   * FSDP would prefetch it immediately" (frameworks.md 4.3) */
+  r->keep_last_gathered = r->gather_copy_out && !r->pipelined_fsdp;
   r->ddp_bucket_copy = wl->training.framework == VS_FW_HF && dp > 1;
   r->states_in_param_dtype = wl->training.framework == VS_FW_HF &&
                              !wl->training.master_weights;

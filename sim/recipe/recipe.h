@@ -223,6 +223,11 @@ typedef struct vs_recipe {
                                over the micro-batches and are
                                reduce-scattered after the pass
                                (reduce_after_backward) */
+  bool keep_last_gathered;  /* FSDP2 without pipelining, as torchtitan
+                               wraps it: the last transformer block is not
+                               resharded after forward (its backward comes
+                               next and would gather it at once), so its
+                               forward gather lasts to its backward */
   bool reduce_on_compute;   /* gradients freed once reduced are reduced
                                on the compute stream as each bucket fills
                                ([parallel] overlap_grad_reduce = false with
