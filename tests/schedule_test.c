@@ -133,6 +133,16 @@ static void buffer_ops(const vs_program *p, uint32_t buf, uint32_t *alloc_op,
   }
 }
 
+/* Whether op waits for op `dep` directly. */
+static bool waits_for(const vs_program *p, uint32_t op, uint32_t dep)
+{
+  for (uint32_t d = p->ops[op].first_dep; d < vs_op_deps_end(p, &p->ops[op]);
+       d++)
+    if (p->deps[d] == dep)
+      return true;
+  return false;
+}
+
 /* ------------------------------------------------------------------------
  * Invariants
  * ------------------------------------------------------------------------ */
@@ -351,7 +361,7 @@ static void test_pipelined_fsdp2_syncs_once(void **state)
   uint32_t last_bwd = 0, first_rs = UINT32_MAX, freed_by_copy = 0;
   unsigned char *st;
   (void)state;
-  assert_true(b->r.pipelined_fsdp && b->r.reduce_after_backward);
+  assert_true(b->r.pipelined_fsdp && !b->r.reduce_after_backward);
   assert_int_equal(layer->made_grad_bytes, layer->grad_bytes);
   assert_int_equal(b->lay.grad_accum, 4); /* dp 2, 8 / 2 */
   /* stage 0 holds layers 0 and 1: one gather each in the step */
@@ -382,6 +392,26 @@ static void test_pipelined_fsdp2_syncs_once(void **state)
   check_end_state(b, st);
   free(st);
   destroy(b);
+  {
+    /* stage 1 sends its last input gradient after its post-backward
+     * (stage.py: backward_one_chunk runs it, then the schedule sends) */
+    uint32_t last_copy = 0, last_send = 0;
+    b = build_stage(sets, 3, 4, 1);
+    p = &b->p;
+    for (uint32_t i = 0; i < p->n_ops; i++) {
+      const char *name = vs_op_name(p, &p->ops[i]);
+      if (strcmp(name, "reduce_copy_in") == 0)
+        last_copy = i;
+      else if (strcmp(name, "send_gradient") == 0)
+        last_send = i;
+    }
+    assert_true(last_copy > 0 && last_send > last_copy);
+    assert_true(waits_for(p, last_send, last_copy));
+    st = check_program(b);
+    check_end_state(b, st);
+    free(st);
+    destroy(b);
+  }
 }
 
 static void test_setup_and_optimizer(void **state)
@@ -549,15 +579,6 @@ static void test_zero2_reduce_scatter_every_microbatch(void **state)
   destroy(b);
 }
 
-/* Whether op waits for op `dep` directly. */
-static bool waits_for(const vs_program *p, uint32_t op, uint32_t dep)
-{
-  for (uint32_t d = p->ops[op].first_dep; d < vs_op_deps_end(p, &p->ops[op]);
-       d++)
-    if (p->deps[d] == dep)
-      return true;
-  return false;
-}
 
 /* ZeRO-2 frees each bucket's gradients once reduce-scattered, so backward
  * must not outrun the reductions (recipe reduce_depth = 1: DeepSpeed's

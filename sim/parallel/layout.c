@@ -75,7 +75,10 @@ static void place_states(const vs_recipe *r, vs_stage_layout *st)
                                  st->expert_trainable_elems);
   put(r->optimizer.place, st->optimizer_shard_bytes, &st->optimizer_bytes,
       &st->host.optimizer, &st->nvme.optimizer);
-  st->optimizer_bytes -= st->managed_bytes; /* paged: unsharded, on GPU */
+  /* paged states leave the GPU's figure, sharded as the rest (DeepSpeed's
+   * BF16_Optimizer pages its flat partitions) */
+  st->managed_bytes = vs_recipe_shard(&r->optimizer, st->managed_bytes);
+  st->optimizer_bytes -= st->managed_bytes;
   put(r->params.place, st->params_shard_bytes, &st->params_bytes,
       &st->host.params, &st->nvme.params);
   if (r->grads.place == VS_PLACE_GPU && !r->step_in_backward)

@@ -1511,20 +1511,11 @@ static void defer_grads(builder *b, uint32_t inst)
   b->deferred[b->n_deferred++] = inst;
 }
 
-/* Once the stage's backward pass and its last send are done, its
- * gradients go into buckets in the order backward made them, each
- * chunk's closed at its end, and each bucket is reduced as it fills:
- * Megatron-LM's reduction without --overlap-grad-reduce (in
- * finalize_model_grads, after the schedule's last send), DeepSpeed's at
- * the accumulation boundary. */
-static void reduce_deferred(builder *b)
+/* Buckets the listed gradients (defer_grads) and reduces them once op
+ * `after` has ended. */
+static void reduce_listed(builder *b, uint32_t after)
 {
   int mb = (int)b->lay->grad_accum - 1; /* gradients wait for the last */
-  /* the last send follows the last compute op when there is one after */
-  uint32_t after = b->last_send != NONE && b->last_compute != NONE &&
-                           b->last_send > b->last_compute
-                       ? b->last_send
-                       : b->last_compute;
   for (size_t i = 0; i < b->n_deferred; i++) {
     if (b->deferred[i] == NONE)
       flush_bucket(b, mb, after);
@@ -1533,6 +1524,22 @@ static void reduce_deferred(builder *b)
   }
   b->n_deferred = 0;
 }
+
+/* Once the stage's backward pass and its last send are done, its
+ * gradients go into buckets in the order backward made them, each
+ * chunk's closed at its end, and each bucket is reduced as it fills:
+ * Megatron-LM's reduction without --overlap-grad-reduce (in
+ * finalize_model_grads, after the schedule's last send), DeepSpeed's at
+ * the accumulation boundary. */
+static void reduce_deferred(builder *b)
+{
+  /* the last send follows the last compute op when there is one after */
+  reduce_listed(b, b->last_send != NONE && b->last_compute != NONE &&
+                           b->last_send > b->last_compute
+                       ? b->last_send
+                       : b->last_compute);
+}
+
 
 /* With tied embeddings split over the pipeline, the first and last stages
  * all-reduce the word-embedding gradients (Megatron's embedding group). */
@@ -1999,11 +2006,12 @@ static bool chunk_has_backward(const builder *b, uint64_t g)
 static void backward_unit(builder *b, const vs_unit *u)
 {
   uint64_t g = u->chunk * b->lay->pp + b->stage;
+  bool pipelined = b->r->pipelined_fsdp;
   bool sync = (vs_workload_grads_shared(&b->wl->parallel) ||
                b->r->offload.cpu_step) &&
-              ((transient_grads(b) && !b->r->pipelined_fsdp) ||
+              ((transient_grads(b) && !pipelined) ||
                u->mb + 1 == b->lay->grad_accum);
-  bool defer = sync && b->r->reduce_after_backward;
+  bool defer = sync && (b->r->reduce_after_backward || pipelined);
   size_t first, last;
   chunk_range(b, g, &first, &last);
   b->unit_first = first;
@@ -2023,6 +2031,10 @@ static void backward_unit(builder *b, const vs_unit *u)
     defer_grads(b, NONE);
   else if (sync)
     flush_bucket(b, (int)u->mb, b->last_compute);
+  /* pipelined FSDP2: the chunk's post-backward runs as its last backward
+   * ends, before its gradient is sent (stage.py backward_one_chunk) */
+  if (defer && pipelined)
+    reduce_listed(b, b->last_compute);
   release_reduce_inputs(b);
   send_held_output(b);
   if (g > 0 && chunk_has_backward(b, g - 1))

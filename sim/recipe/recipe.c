@@ -150,9 +150,9 @@ static uint8_t step_copy(const vs_workload *wl, const vs_recipe *r)
 /* How many bucket reductions the compute stream may run ahead of, for
  * gradients freed once reduced. DeepSpeed ZeRO-2 with overlap_comm: the
  * current stream waits for the reduction stream before each bucket's
- * reduction is issued (stage_1_and_2.py average_tensor:
- * current_stream().wait_stream(reduction_stream)), so one runs behind
- * (without it, reduce_on_compute: none). DeepSpeed ZeRO-3: the host blocks on the oldest reduction event once
+ * reduction is issued (stage_1_and_2.py average_tensor: current_stream()
+ * .wait_stream(reduction_stream)), so one runs behind (without it,
+ * reduce_on_compute: none). DeepSpeed ZeRO-3: the host blocks on the oldest reduction event once
  * more than max_param_reduce_events = 2 are pending (stage3.py
  * __reduce_and_partition_ipg_grads), so three run behind. FSDP2: each
  * unit's post_backward makes the current stream wait for the previous
@@ -211,9 +211,8 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
       r->transient_grads && !r->reduce_on_compute ? reduce_depth(wl) : 0;
   /* gradients that wait for the step can wait for the whole backward
    * (the workload refuses overlap_grad_reduce = false with the others) */
-  r->reduce_after_backward = (!wl->parallel.overlap_grad_reduce &&
-                              !r->transient_grads) ||
-                             r->pipelined_fsdp;
+  r->reduce_after_backward = !wl->parallel.overlap_grad_reduce &&
+                             !r->transient_grads;
   r->gather_after_step = vs_workload_grads_shared(&wl->parallel) &&
                          (zero == 1 || zero == 2 || bf16_optimizer(wl));
   /* With tied embeddings and pp > 1 the first and last stages each hold the
@@ -377,17 +376,27 @@ static void resolve_ops(const vs_workload *wl, const vs_recipe *r,
  * copy unless p is fp32), or, where the recipe keeps states in the
  * parameter's dtype, half of them for a 16-bit p (bitsandbytes' 8-bit
  * states excepted). */
-static uint64_t tensor_state_bytes(const vs_recipe *r,
-                                   const vs_training_conf *t,
-                                   const vs_param_tensor *p)
+/* Whether a tensor's optimizer states include its fp32 master copy. */
+typedef enum { WITHOUT_MASTER, WITH_MASTER } master_part;
+
+static uint64_t states_of(const vs_recipe *r, const vs_training_conf *t,
+                          const vs_param_tensor *p, master_part master)
 {
   uint64_t bytes = vs_optimizer_state_bytes(
-      t->optimizer, t->master_weights && p->dtype != VS_DTYPE_FP32, p->rows,
-      p->cols);
+      t->optimizer,
+      master == WITH_MASTER && t->master_weights && p->dtype != VS_DTYPE_FP32,
+      p->rows, p->cols);
   if (r->states_in_param_dtype && t->optimizer != VS_OPT_ADAM8BIT &&
       vs_dtype_size(p->dtype) == 2)
     return bytes / 2;
   return bytes;
+}
+
+static uint64_t tensor_state_bytes(const vs_recipe *r,
+                                   const vs_training_conf *t,
+                                   const vs_param_tensor *p)
+{
+  return states_of(r, t, p, WITH_MASTER);
 }
 
 /* Model states per kind. Every tensor's states are sharded over the
@@ -437,9 +446,10 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
       k->expert_trainable_elems += n;
       k->expert_decay_elems += p->rows > 1 && p->cols > 1 ? n : 0;
     }
+    /* paged: the optimizer's own states as it keeps them (16-bit ones
+     * under states_in_param_dtype), not a wrapper's master copy */
     if (t->paged_optimizer && n >= VS_PAGED_MIN_ELEMS)
-      k->paged_bytes += vs_optimizer_state_bytes(t->optimizer, false, p->rows,
-                                                 p->cols);
+      k->paged_bytes += states_of(r, t, p, WITHOUT_MASTER);
   }
   return 0;
 }

@@ -221,8 +221,9 @@ typedef struct vs_recipe {
                                forward under PP), its gradients
                                accumulate unsharded in the reduce dtype
                                over the micro-batches and are
-                               reduce-scattered after the pass
-                               (reduce_after_backward) */
+                               reduce-scattered as each chunk's last
+                               backward ends, before its gradient is
+                               sent */
   bool keep_last_gathered;  /* FSDP2 without pipelining, as torchtitan
                                wraps it: the last transformer block is not
                                resharded after forward (its backward comes
