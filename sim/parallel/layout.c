@@ -249,13 +249,17 @@ static void place_stages(const vs_topology *topo, vs_layout *lay)
 static void place_on_nodes(const vs_topology *topo, vs_layout *lay)
 {
   for (int g = 0; g < VS_GROUP_N; g++)
-    lay->group_span[g] = worst_span(lay->gpus, topo->gpus_per_node,
-                                    lay->group_size[g], lay->group_stride[g]);
+    if (g != VS_GROUP_EMBEDDING)
+      lay->group_span[g] = worst_span(lay->gpus, topo->gpus_per_node,
+                                      lay->group_size[g],
+                                      lay->group_stride[g]);
   place_stages(topo, lay);
-  if (lay->pp > 1)
-    lay->group_span[VS_GROUP_EMBEDDING] = lay->stage_apart[lay->pp - 1]
-                                              ? (vs_group_span){2, 1}
-                                              : (vs_group_span){1, 2};
+  if (lay->pp <= 1)
+    lay->group_span[VS_GROUP_EMBEDDING] = (vs_group_span){1, 1};
+  else if (lay->stage_apart[lay->pp - 1])
+    lay->group_span[VS_GROUP_EMBEDDING] = (vs_group_span){2, 1};
+  else
+    lay->group_span[VS_GROUP_EMBEDDING] = (vs_group_span){1, 2};
 }
 
 /* The size of each group and the rank distance between its members. */

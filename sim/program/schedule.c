@@ -959,14 +959,24 @@ static void before_pass(builder *b, size_t inst, size_t next, bool has_next,
   }
 }
 
-/* The block's last compute op of the pass releases its gathered params. */
-static void release_gather(builder *b, size_t inst, uint32_t op)
+/* inst's gathered params go when op starts or ends; the next pass
+ * gathers them again. */
+static void drop_gather(builder *b, size_t inst, uint32_t op,
+                        effect_time when)
 {
-  if (b->gather_buf[inst] == NONE || b->r->pipelined_fsdp)
-    return; /* pipelined FSDP2 keeps it to the stage's reduction */
-  free_on(b, op, b->gather_buf[inst], AT_END);
+  if (b->gather_buf[inst] == NONE)
+    return;
+  free_on(b, op, b->gather_buf[inst], when);
   b->gather_buf[inst] = NONE;
   b->gather_op[inst] = NONE;
+}
+
+/* The block's last compute op of the pass releases its gathered params
+ * (pipelined FSDP2 keeps them to its post-backward: reshard_kept). */
+static void release_gather(builder *b, size_t inst, uint32_t op)
+{
+  if (!b->r->pipelined_fsdp)
+    drop_gather(b, inst, op, AT_END);
 }
 
 /* ------------------------------------------------------------------------
@@ -1387,11 +1397,8 @@ static void release_at_step_end(builder *b)
 /* Pipelined FSDP2's reshard of inst's kept parameters as op starts. */
 static void reshard_kept(builder *b, size_t inst, uint32_t op)
 {
-  if (!b->r->pipelined_fsdp || b->gather_buf[inst] == NONE)
-    return;
-  free_on(b, op, b->gather_buf[inst], AT_START);
-  b->gather_buf[inst] = NONE;
-  b->gather_op[inst] = NONE;
+  if (b->r->pipelined_fsdp)
+    drop_gather(b, inst, op, AT_START);
 }
 
 /* FSDP2's post-backward (recipe reduce_copy) for the open bucket: it
@@ -1539,7 +1546,6 @@ static void reduce_deferred(builder *b)
                        ? b->last_send
                        : b->last_compute);
 }
-
 
 /* With tied embeddings split over the pipeline, the first and last stages
  * all-reduce the word-embedding gradients (Megatron's embedding group). */
@@ -1797,6 +1803,15 @@ static void chunk_range(const builder *b, uint64_t g, size_t *first,
     *last = b->n_inst - 1;                       /* the head */
 }
 
+/* The units of model chunk g build its blocks [first, last]; their passes
+ * prefetch inside it (unit_first, unit_last). */
+static void enter_chunk(builder *b, uint64_t g, size_t *first, size_t *last)
+{
+  chunk_range(b, g, first, last);
+  b->unit_first = *first;
+  b->unit_last = *last;
+}
+
 /* Bytes of the pipeline tensor (a layer's input, or its gradient). */
 static uint64_t pipeline_bytes(const builder *b)
 {
@@ -1976,9 +1991,7 @@ static void forward_unit(builder *b, const vs_unit *u)
 {
   uint64_t g = u->chunk * b->lay->pp + b->stage;
   size_t first, last;
-  chunk_range(b, g, &first, &last);
-  b->unit_first = first;
-  b->unit_last = last;
+  enter_chunk(b, g, &first, &last);
   if (g > 0)
     receive(b, SEND_ACTIVATION, u->mb, g - 1, layer_of(first));
   if (g + 1 < b->lay->n_chunks && output_waits_for_backward(b))
@@ -2013,9 +2026,7 @@ static void backward_unit(builder *b, const vs_unit *u)
                u->mb + 1 == b->lay->grad_accum);
   bool defer = sync && (b->r->reduce_after_backward || pipelined);
   size_t first, last;
-  chunk_range(b, g, &first, &last);
-  b->unit_first = first;
-  b->unit_last = last;
+  enter_chunk(b, g, &first, &last);
   if (g + 1 < b->lay->n_chunks && chunk_has_backward(b, g))
     receive(b, SEND_GRADIENT, u->mb, g + 1, layer_of(last));
   for (size_t inst = last + 1; inst-- > first;) {

@@ -152,9 +152,10 @@ static uint8_t step_copy(const vs_workload *wl, const vs_recipe *r)
  * current stream waits for the reduction stream before each bucket's
  * reduction is issued (stage_1_and_2.py average_tensor: current_stream()
  * .wait_stream(reduction_stream)), so one runs behind (without it,
- * reduce_on_compute: none). DeepSpeed ZeRO-3: the host blocks on the oldest reduction event once
- * more than max_param_reduce_events = 2 are pending (stage3.py
- * __reduce_and_partition_ipg_grads), so three run behind. FSDP2: each
+ * reduce_on_compute: none). DeepSpeed ZeRO-3: the host blocks on the
+ * oldest reduction event once more than max_param_reduce_events = 2 are
+ * pending (stage3.py __reduce_and_partition_ipg_grads), so three run
+ * behind. FSDP2: each
  * unit's post_backward makes the current stream wait for the previous
  * unit's reduce-scatter event (torch/distributed/fsdp/_fully_shard/
  * _fsdp_param_group.py post_backward, comm_ctx.reduce_scatter_state):
@@ -210,7 +211,8 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
   r->reduce_depth =
       r->transient_grads && !r->reduce_on_compute ? reduce_depth(wl) : 0;
   /* gradients that wait for the step can wait for the whole backward
-   * (the workload refuses overlap_grad_reduce = false with the others) */
+   * (overlap_grad_reduce = false with ZeRO-2 is reduce_on_compute; the
+   * workload refuses it with the others) */
   r->reduce_after_backward = !wl->parallel.overlap_grad_reduce &&
                              !r->transient_grads;
   r->gather_after_step = vs_workload_grads_shared(&wl->parallel) &&
@@ -372,13 +374,13 @@ static void resolve_ops(const vs_workload *wl, const vs_recipe *r,
                         block_checkpointing(wl, b) == VS_CKPT_OPS;
 }
 
-/* Optimizer-state bytes of trainable tensor p: fp32 states (and a master
- * copy unless p is fp32), or, where the recipe keeps states in the
- * parameter's dtype, half of them for a 16-bit p (bitsandbytes' 8-bit
- * states excepted). */
 /* Whether a tensor's optimizer states include its fp32 master copy. */
 typedef enum { WITHOUT_MASTER, WITH_MASTER } master_part;
 
+/* Optimizer-state bytes of trainable tensor p: fp32 states (and, `master`
+ * permitting, a master copy unless p is fp32), or, where the recipe keeps
+ * states in the parameter's dtype, half of them for a 16-bit p
+ * (bitsandbytes' 8-bit states excepted). */
 static uint64_t states_of(const vs_recipe *r, const vs_training_conf *t,
                           const vs_param_tensor *p, master_part master)
 {
@@ -392,6 +394,7 @@ static uint64_t states_of(const vs_recipe *r, const vs_training_conf *t,
   return bytes;
 }
 
+/* The optimizer's states of p with the master copy: what p keeps. */
 static uint64_t tensor_state_bytes(const vs_recipe *r,
                                    const vs_training_conf *t,
                                    const vs_param_tensor *p)
