@@ -92,6 +92,26 @@ static double fit_at(const vs_gemm_sample *m, size_t n, double peak,
   return chisq;
 }
 
+/* The rate the reference shape measured: its FLOPs over the peak times
+ * its median time less the fitted floor (as cost.h prices it, so vsim
+ * reproduces that time), or the whole time where the floor would leave
+ * nothing. The model's E x share(best) is not used: where the fit is
+ * poor (power or clock drift over a sweep) it can promise a rate the GPU
+ * never reached at that shape. */
+static double measured_rate(const vs_gemm_sample *m, size_t n, vs_gemm best,
+                            double peak, double floor_s)
+{
+  for (size_t i = 0; i < n; i++) {
+    vs_gemm g = m[i].shape;
+    if (g.m == best.m && g.n == best.n && g.k == best.k &&
+        g.batch == best.batch) {
+      double t = m[i].seconds - floor_s;
+      return flops_of(g) / (peak * (t > 0 ? t : m[i].seconds));
+    }
+  }
+  return 0;
+}
+
 /* The fit's errors and the reference shape: the measured single GEMM
  * (batch 1) the model fills best, so that no measured shape is capped
  * below the fit; VS_EINPUT when every shape is batched. */
@@ -118,9 +138,7 @@ static int summarise(const vs_gemm_sample *m, size_t n, double peak,
   out->rms_rel_error = sqrt(sum / (double)n);
   if (best_share == 0)
     return VS_EINPUT;
-  out->best_efficiency =
-      out->full_efficiency *
-      vs_cost_gemm_share(out->best, sms, out->k_overhead);
+  out->best_efficiency = measured_rate(m, n, out->best, peak, out->floor);
   return 0;
 }
 

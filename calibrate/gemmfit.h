@@ -9,8 +9,11 @@
  * weighted least squares on relative errors; the K0 with the smallest
  * weighted residual wins (with fewer than three inner dimensions K0 is not
  * identifiable and the caller's is kept). What the topology takes:
- * compute_efficiency = E x share(best), compute_efficiency_shape = best
- * (the measured single GEMM the model fills best),
+ * compute_efficiency_shape = best (the measured single GEMM the model
+ * fills best); compute_efficiency = the rate best measured, its FLOPs
+ * over the peak times its median time less the floor (the anchor cost.h
+ * scales every other shape from, so a measurement: where the fit is poor
+ * the model's E x share(best) can promise a rate never reached there);
  * gemm_k_overhead = K0, kernel_floor = floor. */
 #ifndef VS_GEMMFIT_H
 #define VS_GEMMFIT_H
@@ -34,7 +37,7 @@ typedef struct vs_gemm_fit {
   double floor;                  /* seconds, >= 0 */
   vs_gemm best;                  /* the measured single GEMM (batch 1)
                                     the model fills best */
-  double best_efficiency;        /* E x share(best): compute_efficiency */
+  double best_efficiency;        /* measured at best: compute_efficiency */
   double rms_rel_error;          /* of the fitted times against the medians */
   double max_rel_error;
   size_t shapes;                 /* distinct shapes fitted */

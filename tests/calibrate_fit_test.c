@@ -770,6 +770,44 @@ static void test_gemm_fit_recovers_a_table(void **state)
                   vs_cost_gemm_share(fit.best, 132, fit.k_overhead));
 }
 
+/* A sweep whose shapes with n = k = 8192 ran 15% slow (a GPU that clocked
+ * down as it heated), the best-filled (512 x 8192 x 8192) among them: the
+ * model, fitted to every shape, promises more at the
+ * reference shape than it measured; compute_efficiency is what it
+ * measured there (its time less the fitted floor), not the model's. */
+static void test_gemm_fit_reference_rate_is_measured(void **state)
+{
+  static const uint64_t sizes[] = {512, 1024, 2048, 4096, 8192};
+  vs_gemm_sample s[5 * 5 * 5];
+  vs_gemm_fit fit;
+  vs_error err;
+  size_t n = 0;
+  double t_best = 0, model_best;
+  (void)state;
+  for (size_t a = 0; a < 5; a++)
+    for (size_t b = 0; b < 5; b++)
+      for (size_t c = 0; c < 5; c++) {
+        vs_gemm g = {sizes[a], sizes[b], sizes[c], 1};
+        double slow = g.n == 8192 && g.k == 8192 ? 1.15 : 1.0;
+        s[n++] = (vs_gemm_sample){g, gemm_truth(g) * slow};
+      }
+  vs_error_clear(&err);
+  assert_int_equal(vs_gemm_fit_run(s, n, 989e12, 132, 128.0, &fit, &err), 0);
+  for (size_t i = 0; i < n; i++)
+    if (s[i].shape.m == fit.best.m && s[i].shape.n == fit.best.n &&
+        s[i].shape.k == fit.best.k)
+      t_best = s[i].seconds;
+  assert_true(t_best > fit.floor);
+  tu_assert_close(fit.best_efficiency,
+                  2.0 * (double)fit.best.m * (double)fit.best.n *
+                      (double)fit.best.k / (989e12 * (t_best - fit.floor)),
+                  1e-12);
+  model_best = fit.full_efficiency *
+               vs_cost_gemm_share(fit.best, 132, fit.k_overhead);
+  assert_true(fit.best_efficiency < model_best);
+  assert_true(fit.best_efficiency > 0 && fit.best_efficiency < 1);
+}
+
 /* One inner dimension cannot tell K0 from E: the caller's K0 is kept and
  * E fitted with it (exact times from E 0.8, K0 128, 3 us at k 4096). */
 static void test_gemm_fit_one_k_keeps_k0(void **state)
@@ -845,6 +883,7 @@ int main(void)
       cmocka_unit_test(test_raw_csv_round_trip),
       cmocka_unit_test(test_ini_round_trip),
       cmocka_unit_test(test_gemm_fit_recovers_a_table),
+      cmocka_unit_test(test_gemm_fit_reference_rate_is_measured),
       cmocka_unit_test(test_gemm_fit_refusals),
       cmocka_unit_test(test_gemm_fit_one_k_keeps_k0),
   };

@@ -16,7 +16,8 @@ the PyTorch caching allocator -> allocator = caching, expandable_segments
 as run). One GPU, no
 parallelism; the vocabulary is not padded (vocab_divisible_by = 1), as the
 harness uses it exactly. Run it with vsim_args(): --gpus 1 --topology
-topologies/h200-sxm-8x.ini.
+topologies/h200-calibrated.ini (vsim-calibrate's fit of the same H200,
+measured in the same device call as calibrate/data/h200.csv).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ sys.path.insert(0, HERE)
 
 import gtconfig  # noqa: E402
 
-TOPOLOGY = "topologies/h200-sxm-8x.ini"
+TOPOLOGY = "topologies/h200-calibrated.ini"
 
 
 class GenerateError(ValueError):

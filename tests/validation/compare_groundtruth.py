@@ -3,7 +3,7 @@
 training (issue 7).
 
   tests/validation/compare_groundtruth.py [CSV] [--vsim build/vsim]
-        [--topology topologies/h200-sxm-8x.ini] [--steady]
+        [--topology topologies/h200-calibrated.ini] [--steady]
         [--worst METRIC=FRACTION]... [--median METRIC=FRACTION]...
         [--fits-agreement]
 

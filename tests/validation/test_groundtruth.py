@@ -273,7 +273,7 @@ class Generator(unittest.TestCase):
                      "attention = flash", "allocator = caching", "expandable_segments = false"):
             self.assertIn("\n" + line + "\n", ini)
         self.assertEqual(generate.vsim_args(), ["--gpus", "1", "--topology",
-                                                "topologies/h200-sxm-8x.ini"])
+                                                "topologies/h200-calibrated.ini"])
 
     def test_bad_rows(self):
         r = self.row("synthetic-gpt-tiny")
@@ -298,7 +298,7 @@ class Generator(unittest.TestCase):
             p = run([GENERATE, FIXTURE, "--out-dir", d])
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertEqual(sorted(os.listdir(d)), sorted(r["name"] + ".ini" for r in self.rows))
-            self.assertIn("--gpus 1 --topology topologies/h200-sxm-8x.ini", p.stdout)
+            self.assertIn("--gpus 1 --topology topologies/h200-calibrated.ini", p.stdout)
         p = run([GENERATE, FIXTURE, "--row", "7"])
         self.assertEqual(p.returncode, 1)
         self.assertIn("has 3 row(s); no row 7", p.stderr)
