@@ -1369,9 +1369,17 @@ static int build_embed(vs_block *blk, const vs_workload *wl, const dims *d,
  * (megatron/core/tensor_parallel/cross_entropy.py: logits.float(), then
  * max subtracted, exp and the division in place, that buffer saved as the
  * softmax, the gradient computed in it). Elsewhere PyTorch's
- * F.cross_entropy on logits.float(): the 16-bit logits kept to the loss's
- * backward, a transient fp32 copy, a saved fp32 log-softmax and a new fp32
- * gradient. */
+ * F.cross_entropy on logits.float(): the 16-bit logits and their fp32
+ * copy transient in forward (the frameworks drop the logits before
+ * backward: torchtitan's train.py deletes them, the Hugging Face
+ * Trainer's compute_loss returns the loss alone), a saved fp32
+ * log-softmax and, in
+ * backward, two fp32 gradients alive together: F.cross_entropy is
+ * log_softmax then nll_loss (aten cross_entropy_loss), nll_loss's
+ * backward fills a dense zeroed gradient of the log-probabilities
+ * (LossNLL.cpp, grad_input.zero_()), and log_softmax's backward writes a
+ * new one of the logits (log_softmax_backward_data, empty_like) while
+ * that and the saved log-softmax are still held. */
 static bool inplace_loss(const vs_workload *wl)
 {
   return wl->training.framework == VS_FW_MEGATRON;
@@ -1398,14 +1406,15 @@ static int cross_entropy(vs_block *blk, const vs_workload *wl, const dims *d,
     return 0;
   }
   as_elementwise(op, logits, 4, 6.0);
-  /* in place: the 16-bit logits, alive until cast; else the fp32 upcast */
-  op->fwd_temp_bytes = inplace ? d->e * logits : 4 * logits;
+  /* the 16-bit logits, alive until cast; the fp32 upcast unless in place */
+  op->fwd_temp_bytes = (inplace ? d->e : d->e + 4) * logits;
   if (vs_block_save(blk, op,
                     (vs_saved){.bytes = 4 * logits, .dtype = VS_DTYPE_FP32,
                                .category = VS_CAT_TEMP},
                     err))
     return VS_EINPUT; /* fp32 softmax (in place) or log-softmax */
-  op->bwd_temp_bytes = inplace ? 0 : 4 * logits; /* fp32 gradient */
+  /* nll_loss's and log_softmax's fp32 gradients (see inplace_loss) */
+  op->bwd_temp_bytes = inplace ? 0 : 8 * logits;
   return 0;
 }
 
@@ -1418,9 +1427,10 @@ static bool own_head_weight(const vs_workload *wl)
 
 /* The output layer over `name`'s tokens: logits = hidden @ W^T, tokens x
  * vocab / tp. Its input serves the output weight's gradient (the head's
- * own, or the embedding's when tied within one stage); under the
- * in-place loss the logits are not kept past the loss's cast. Adds no
- * parameter. */
+ * own, or the embedding's when tied within one stage); the logits are
+ * the loss's forward temporary (cross_entropy), kept to the output
+ * layer's backward only under the fused loss, whose gradient they
+ * receive. Adds no parameter. */
 static vs_op_spec *output_layer(vs_block *blk, const vs_workload *wl,
                                 const dims *d, const char *name,
                                 vs_error *err)
@@ -1433,12 +1443,12 @@ static vs_op_spec *output_layer(vs_block *blk, const vs_workload *wl,
   if (save_input(blk, op, d->em * d->tok_rep * d->h, d->em_dtype,
                  KEPT_FOR_WEIGHTS, err))
     return NULL;
-  if ((!inplace_loss(wl) || wl->training.fused_cross_entropy) &&
+  if (wl->training.fused_cross_entropy &&
       vs_block_save(blk, op,
                     (vs_saved){.bytes = d->e * logits, .dtype = d->act_dtype,
                                .category = VS_CAT_TEMP},
                     err))
-    return NULL; /* logits, kept for the loss */
+    return NULL; /* logits, kept for the fused loss's gradient */
   if (d->sp) {
     comm(&op->fwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
     comm(&op->bwd_after, d, VS_COLL_REDUCE_SCATTER, d->e * d->tokens * d->h);
