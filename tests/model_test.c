@@ -614,6 +614,34 @@ static void test_head_loss_buffers(void **state)
   }
 }
 
+/* fp32 logits: logits.float() returns them as they are, so the loss's
+ * forward holds the logits alone (4sbV) beside its saved log-softmax,
+ * under Megatron-LM's in-place loss nothing beside the softmax (the
+ * logits are that buffer); backward as in 16 bits. */
+static void test_fp32_loss_makes_no_copy(void **state)
+{
+  static const char *const megatron[] = {"training.framework=megatron"};
+  const uint64_t s = 1024, b = 2, h = 2048;
+  const vs_op_spec *ce;
+  vs_model m;
+  uint64_t v;
+  (void)state;
+  build_gpt(&m, s, b, h, 16, 1, false, "fp32", "flash", "none");
+  v = m.vocab_padded;
+  ce = op_named(vs_model_head(&m), "cross_entropy");
+  assert_int_equal(ce->fwd_temp_bytes, 4 * s * b * v);
+  assert_int_equal(ce->bwd_temp_bytes, 8 * s * b * v);
+  assert_int_equal(vs_block_saved_bytes(vs_model_head(&m), VS_CAT_TEMP, true),
+                   4 * s * b * v);
+  build_ini(&m, "[model]\narch = gpt\nlayers = 2\nhidden = 2048\n"
+                "heads = 16\nvocab = 50257\nseq_len = 1024\n"
+                "[training]\nmicro_batch = 2\nprecision = fp32\n",
+            megatron, 1);
+  ce = op_named(vs_model_head(&m), "cross_entropy");
+  assert_int_equal(ce->fwd_temp_bytes, 0);
+  assert_int_equal(ce->bwd_temp_bytes, 0);
+}
+
 /* Megatron-LM's vocab-parallel cross entropy (framework = megatron) works
  * in place on one fp32 copy of the logits, saved as the softmax: the
  * 16-bit logits live only through the loss's forward (2sbV/t of temp
@@ -1619,6 +1647,7 @@ int main(void)
       cmocka_unit_test_teardown(test_param_tensor_attributes, free_models),
       cmocka_unit_test_teardown(test_dequantized_base_workspace, free_models),
       cmocka_unit_test_teardown(test_megatron_inplace_loss, free_models),
+      cmocka_unit_test_teardown(test_fp32_loss_makes_no_copy, free_models),
       cmocka_unit_test_teardown(test_fused_cross_entropy, free_models),
       cmocka_unit_test_teardown(test_autocast_bert_layer, free_models),
       cmocka_unit_test_teardown(test_autocast_llama_layer, free_models),

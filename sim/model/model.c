@@ -1406,8 +1406,11 @@ static int cross_entropy(vs_block *blk, const vs_workload *wl, const dims *d,
     return 0;
   }
   as_elementwise(op, logits, 4, 6.0);
-  /* the 16-bit logits, alive until cast; the fp32 upcast unless in place */
-  op->fwd_temp_bytes = (inplace ? d->e : d->e + 4) * logits;
+  /* logits.float() copies 16-bit logits and returns fp32 ones as they
+   * are: in place, the 16-bit logits live until cast (fp32 ones are the
+   * buffer saved as the softmax); else the logits and their copy */
+  op->fwd_temp_bytes = d->e >= 4 ? (inplace ? 0 : d->e * logits)
+                                 : (inplace ? d->e : d->e + 4) * logits;
   if (vs_block_save(blk, op,
                     (vs_saved){.bytes = 4 * logits, .dtype = VS_DTYPE_FP32,
                                .category = VS_CAT_TEMP},
