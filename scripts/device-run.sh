@@ -10,8 +10,12 @@
 #   h200-raw.csv            -> calibrate/data/h200.csv
 #   h200-calibrated.ini     -> topologies/h200-calibrated.ini
 #   h200-groundtruth.csv    -> tests/data/groundtruth/h200.csv
-#   device.txt, calibrate.log, selftest.log, groundtruth.log: what ran
-# Usage: scripts/device-run.sh calibrate|groundtruth|all [TOTAL_S]
+#   h200-micro.csv          -> calibrate/data/h200-micro.csv (micro)
+#   device.txt, calibrate.log, selftest.log, groundtruth.log, micro.log: what ran
+# Usage: scripts/device-run.sh calibrate|groundtruth|all|micro [TOTAL_S]
+# micro runs calibrate/groundtruth/microbench.py alone (host cost per
+# kernel, the settled GEMM rate, three profiled ground-truth steps; about
+# 60-90 s), bounded by TOTAL_S less 10 s.
 # TOTAL_S (default 570) bounds the whole script. The calibration starts no
 # new size after 120 s (--time-limit; about 60-150 s in all); at 150 s it
 # gets SIGTERM, which makes it stop measuring and fit and write what it has
@@ -75,6 +79,10 @@ if [ "$what" = groundtruth ] || [ "$what" = all ]; then
   echo "ground-truth budget ${budget} s ${resume[*]}" >>"$out/device.txt"
   python3 calibrate/groundtruth/harness.py --budget "$budget" "${resume[@]}" \
     --out "$out/h200-groundtruth.csv" >"$out/groundtruth.log" 2>&1 || status=1
+fi
+if [ "$what" = micro ]; then
+  timeout -k 10 $((deadline - SECONDS - 10)) python3 calibrate/groundtruth/microbench.py \
+    --out "$out/h200-micro.csv" >"$out/micro.log" 2>&1 || { rc=$?; status=1; echo "microbench exit $rc" >>"$out/micro.log"; }
 fi
 tail -n 5 "$out"/*.log
 exit $status

@@ -26,6 +26,7 @@ GT = os.path.join(ROOT, "calibrate", "groundtruth")
 HARNESS = os.path.join(GT, "harness.py")
 GENERATE = os.path.join(GT, "generate.py")
 COMPARE = os.path.join(ROOT, "tests", "validation", "compare_groundtruth.py")
+MICROBENCH = os.path.join(GT, "microbench.py")
 FAKE_CHILD = os.path.join(ROOT, "tests", "validation", "groundtruth_fake_child.py")
 FIXTURE = os.path.join(ROOT, "tests", "data", "groundtruth", "synthetic-fixture.csv")
 MEASURED = os.path.join(ROOT, "tests", "data", "groundtruth", "h200.csv")
@@ -497,6 +498,69 @@ class ChildHelpers(unittest.TestCase):
             "CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total capacity"),
             int(1.5 * 2 ** 30))
         self.assertIsNone(harness.oom_request("CUBLAS_STATUS_ALLOC_FAILED"))
+
+
+class Microbench(unittest.TestCase):
+    """microbench.py's parts that need no GPU: kernel kinds, the settled
+    rate, its arguments, and its refusal where it cannot measure."""
+
+    def setUp(self):
+        spec = importlib.util.spec_from_file_location("microbench", MICROBENCH)
+        self.mb = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(self.mb)
+
+    def test_kernel_kinds(self):
+        kinds = {
+            "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64": "gemm",
+            "nvjet_tst_128x256_64x4_2x1_v_bz_coopB_NTN": "gemm",
+            "void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<>": "attention",
+            "void at::native::(anonymous namespace)::multi_tensor_apply_kernel"
+            "<FusedAdamMathFunctor<float, 4>>": "optimizer",
+            "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>":
+                "copy_cast",
+            "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>":
+                "elementwise",
+            "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>": "reduction",
+            "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>": "reduction",
+            "some_custom_kernel": "other",
+        }
+        for name, kind in kinds.items():
+            self.assertEqual(self.mb.kind_of(name), kind, name)
+
+    def test_settled_rate(self):
+        first, steady, drop = self.mb.settled([790.0, 789.0, 788.0, 700.0, 690.0, 691.0,
+                                               689.0, 690.0])
+        self.assertEqual(first, 790.0)
+        self.assertEqual(steady, 690.0)          # median of the last half
+        self.assertAlmostEqual(drop, 100.0 / 790.0)
+        self.assertEqual(self.mb.settled([5.0])[1], 5.0)
+        for bad in ([], [1.0, 0.0], [float("nan")], [float("inf")]):
+            with self.assertRaises(ValueError):
+                self.mb.settled(bad)
+
+    def test_arguments(self):
+        p = run([MICROBENCH, "--list"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.splitlines()[:2], ["dispatch", "sustained"])
+        self.assertIn("llama-7b-s2048-b1-bf16-adamw", p.stdout)
+        for args, msg in ((["--only", "gemm", "--out", "x.csv"],
+                           "--only gemm: allowed are dispatch, sustained, profile"),
+                          (["--profile-configs", "gpt-9b", "--out", "x.csv"],
+                           "gpt-9b is not in the ground-truth grid"),
+                          (["--seconds", "0", "--out", "x.csv"],
+                           "allowed is more than 0 and at most 600"),
+                          ([], "need --out FILE.csv")):
+            p = run([MICROBENCH] + args)
+            self.assertEqual(p.returncode, 2, args)
+            self.assertIn(msg, p.stderr)
+
+    def test_refuses_without_a_gpu(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "mb.csv")
+            p = run([MICROBENCH, "--out", out])
+            self.assertEqual(p.returncode, 4 if HAVE_TORCH else 3, p.stderr)
+            self.assertIn("run this on a GPU machine", p.stderr)
+            self.assertEqual(os.listdir(d), [])
 
 
 if __name__ == "__main__":
