@@ -13,8 +13,9 @@
 #   h200-micro.csv          -> calibrate/data/h200-micro.csv (micro)
 #   device.txt, calibrate.log, selftest.log, groundtruth.log, micro.log: what ran
 # Usage: scripts/device-run.sh calibrate|groundtruth|all|micro [TOTAL_S]
-# micro runs calibrate/groundtruth/microbench.py alone (host cost per
-# kernel, the settled GEMM rate, three profiled ground-truth steps; about
+# micro runs calibrate/groundtruth/microbench.py alone (memory outside the
+# allocator by first use, host cost per kernel, the settled GEMM rate,
+# three profiled ground-truth steps; about
 # 60-90 s), bounded by TOTAL_S less 10 s.
 # TOTAL_S (default 570) bounds the whole script. The calibration starts no
 # new size after 120 s (--time-limit; about 60-150 s in all); at 150 s it

@@ -11,6 +11,11 @@ ground-truth configurations' steps spend their time (issue 17).
   microbench.py --list                       what would run (no PyTorch)
 
 Why each one (the H200 ground truth of 2026-12-04, README "Ground truth"):
+  * context: device memory outside PyTorch's allocator was 0.73 GiB at
+    the end of every run, 0.51 GiB right after CUDA initialisation: the
+    rest arrives as libraries and kernels are first used (cuBLAS and
+    cuBLASLt handles, lazily loaded kernel images). NVML's process use
+    less the allocator's reserved bytes, after each first use in turn.
   * dispatch: small configurations were 3-5 times slower than vsim's
     kernels add up to, and barely slower at 8 times the micro-batch
     (gpt-350m: 49 ms at micro-batch 1, 64 ms at 8): the host issuing
@@ -48,7 +53,7 @@ sys.path.insert(0, HERE)
 import gtconfig  # noqa: E402
 
 PROG = "microbench.py"
-BENCHES = ("dispatch", "sustained", "profile")
+BENCHES = ("context", "dispatch", "sustained", "profile")
 DEFAULT_PROFILE = ("gpt-350m-s1024-b1-bf16-adamw", "llama-1.1b-s2048-b4-bf16-adamw",
                    "llama-7b-s2048-b1-bf16-adamw")
 COLUMNS = ("bench", "item", "quantity", "value", "unit")
@@ -137,6 +142,70 @@ def time_host_bound(torch, fn, calls=2000):
     torch.cuda.synchronize()
     wall = (time.perf_counter() - t0) / calls
     return wall, start.elapsed_time(end) / 1e3 / calls
+
+
+def nvml_used():
+    """A function returning the device memory NVML counts as used on GPU
+    0, in bytes, or None without NVML."""
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+        handle = ctypes.c_void_p()
+        if lib.nvmlInit_v2() != 0 or \
+                lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle)) != 0:
+            return None
+    except OSError:
+        return None
+
+    class Memory(ctypes.Structure):
+        _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
+                    ("used", ctypes.c_ulonglong)]
+
+    def read():
+        m = Memory()
+        return m.used if lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(m)) == 0 else None
+    return read
+
+
+def context(torch, rows):
+    """Memory outside the allocator after each first use, in order: CUDA
+    initialisation, a bf16 GEMM (cuBLAS), an fp32 GEMM, SDPA's flash
+    forward and backward, a fused AdamW step. Must run before any other
+    CUDA work of this process."""
+    used = nvml_used()
+    if used is None:
+        rows.append(("context", "nvml", "available", 0, "bool"))
+        return
+    before = used()
+    dev = torch.device("cuda", 0)
+    F = torch.nn.functional
+
+    def init():
+        torch.cuda.synchronize(dev)
+
+    def gemm_bf16():
+        a = torch.randn(1024, 1024, device=dev, dtype=torch.bfloat16)
+        torch.matmul(a, a)
+
+    def gemm_fp32():
+        a = torch.randn(1024, 1024, device=dev)
+        torch.matmul(a, a)
+
+    def sdpa():
+        q = torch.randn(1, 8, 512, 64, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        F.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+
+    def adamw():
+        p = torch.nn.Parameter(torch.randn(1024, device=dev))
+        p.grad = torch.randn_like(p)
+        torch.optim.AdamW([p], fused=True).step()
+
+    for name, fn in (("cuda_init", init), ("gemm_bf16", gemm_bf16), ("gemm_fp32", gemm_fp32),
+                     ("sdpa_flash_fwd_bwd", sdpa), ("fused_adamw", adamw)):
+        fn()
+        torch.cuda.synchronize(dev)
+        now = used()
+        rows.append(("context", name, "outside_allocator",
+                     now - before - torch.cuda.memory_reserved(dev), "bytes"))
 
 
 def dispatch(torch, rows):
@@ -330,7 +399,10 @@ def main(argv=None):
         print(e, file=sys.stderr)
         return e.code
     import gtmodels  # noqa: F401 - fails early if the models do not import
-    rows = [("device", torch.cuda.get_device_name(0), "torch", torch.__version__, "")]
+    rows = []
+    if "context" in args.only:      # first: it needs a process without CUDA work
+        context(torch, rows)
+    rows.insert(0, ("device", torch.cuda.get_device_name(0), "torch", torch.__version__, ""))
     if "dispatch" in args.only:
         dispatch(torch, rows)
     if "sustained" in args.only:

@@ -541,10 +541,10 @@ class Microbench(unittest.TestCase):
     def test_arguments(self):
         p = run([MICROBENCH, "--list"])
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertEqual(p.stdout.splitlines()[:2], ["dispatch", "sustained"])
+        self.assertEqual(p.stdout.splitlines()[:3], ["context", "dispatch", "sustained"])
         self.assertIn("llama-7b-s2048-b1-bf16-adamw", p.stdout)
         for args, msg in ((["--only", "gemm", "--out", "x.csv"],
-                           "--only gemm: allowed are dispatch, sustained, profile"),
+                           "--only gemm: allowed are context, dispatch, sustained, profile"),
                           (["--profile-configs", "gpt-9b", "--out", "x.csv"],
                            "gpt-9b is not in the ground-truth grid"),
                           (["--seconds", "0", "--out", "x.csv"],
