@@ -94,10 +94,11 @@ static double fit_at(const vs_gemm_sample *m, size_t n, double peak,
 
 /* The rate the reference shape measured: its FLOPs over the peak times
  * its median time less the fitted floor (as cost.h prices it, so vsim
- * reproduces that time), or the whole time where the floor would leave
- * nothing. The model's E x share(best) is not used: where the fit is
- * poor (power or clock drift over a sweep) it can promise a rate the GPU
- * never reached at that shape. */
+ * reproduces that time), or over the whole time where the floor is half
+ * of it or more (a launch-bound shape, whose remainder would be mostly
+ * noise: a rate from it could pass the peak). The model's E x share(best)
+ * is not used: where the fit is poor (power or clock drift over a sweep)
+ * it can promise a rate the GPU never reached at that shape. */
 static double measured_rate(const vs_gemm_sample *m, size_t n, vs_gemm best,
                             double peak, double floor_s)
 {
@@ -105,8 +106,9 @@ static double measured_rate(const vs_gemm_sample *m, size_t n, vs_gemm best,
     vs_gemm g = m[i].shape;
     if (g.m == best.m && g.n == best.n && g.k == best.k &&
         g.batch == best.batch) {
-      double t = m[i].seconds - floor_s;
-      return flops_of(g) / (peak * (t > 0 ? t : m[i].seconds));
+      double t = m[i].seconds > 2.0 * floor_s ? m[i].seconds - floor_s
+                                              : m[i].seconds;
+      return flops_of(g) / (peak * t);
     }
   }
   return 0;

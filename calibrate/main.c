@@ -312,16 +312,23 @@ static void use_gemm_fit(vs_cal_out *out, const vs_gemm_fit *f)
   if (!f->k_kept)
     vs_cal_out_measured(out, "gpu", "gemm_k_overhead");
   vs_cal_out_measured(out, "gpu", "kernel_floor");
-  char line[320];
+  char line[400];
   snprintf(line, sizeof line, "gemm: %zu shapes, full-wave rate %.4g of the "
-           "bf16 peak, tile overhead %.4g in k%s, %.4g us a launch; times "
-           "within %.3g%% rms (%.3g%% at most)", f->shapes, f->full_efficiency,
+           "bf16 peak, tile overhead %.4g in k%s, %.4g us a launch; fit "
+           "within %.3g%% rms (%.3g%% at most)",
+           f->shapes, f->full_efficiency,
            f->k_overhead,
            f->k_kept ? " (the base's: fewer than 3 inner dimensions measured)"
            : f->k_overhead == 0 || f->k_overhead == VS_GEMM_FIT_K0_MAX
                ? " (at the edge of the search: check the sweep)"
                : "",
            f->floor * 1e6, 100 * f->rms_rel_error, 100 * f->max_rel_error);
+  vs_cal_out_comment(out, "%s", line);
+  printf("%s\n", line);
+  snprintf(line, sizeof line, "gemm: compute_efficiency %.4g as measured at "
+           "%llux%llux%llu (its median time less the floor)",
+           f->best_efficiency, (unsigned long long)f->best.m,
+           (unsigned long long)f->best.n, (unsigned long long)f->best.k);
   vs_cal_out_comment(out, "%s", line);
   printf("%s\n", line);
 }

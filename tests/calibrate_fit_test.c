@@ -808,6 +808,43 @@ static void test_gemm_fit_reference_rate_is_measured(void **state)
   assert_true(fit.best_efficiency > 0 && fit.best_efficiency < 1);
 }
 
+/* A sweep of launch-bound shapes (a 4 us floor, each at most about 1 us of
+ * work, 1% noise): the reference shape's time less the floor would be mostly
+ * noise, so its rate is taken over the whole time, and stays a share of
+ * the peak. */
+static void test_gemm_fit_launch_bound_reference(void **state)
+{
+  static const uint64_t sizes[] = {256, 384, 512, 640, 768};
+  vs_gemm_sample s[5 * 5 * 5];
+  gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+  vs_gemm_fit fit;
+  vs_error err;
+  size_t n = 0;
+  double t_best = 0;
+  (void)state;
+  gsl_rng_set(rng, 5);
+  for (size_t a = 0; a < 5; a++)
+    for (size_t b = 0; b < 5; b++)
+      for (size_t c = 0; c < 5; c++) {
+        vs_gemm g = {sizes[a], sizes[b], sizes[c], 1};
+        s[n++] = (vs_gemm_sample){
+            g, gemm_truth(g) * (1.0 + gsl_ran_gaussian(rng, 0.01))};
+      }
+  gsl_rng_free(rng);
+  vs_error_clear(&err);
+  assert_int_equal(vs_gemm_fit_run(s, n, 989e12, 132, 128.0, &fit, &err), 0);
+  for (size_t i = 0; i < n; i++)
+    if (s[i].shape.m == fit.best.m && s[i].shape.n == fit.best.n &&
+        s[i].shape.k == fit.best.k)
+      t_best = s[i].seconds;
+  assert_true(t_best <= 2.0 * fit.floor);
+  tu_assert_close(fit.best_efficiency,
+                  2.0 * (double)fit.best.m * (double)fit.best.n *
+                      (double)fit.best.k / (989e12 * t_best),
+                  1e-12);
+  assert_true(fit.best_efficiency > 0 && fit.best_efficiency < 1);
+}
+
 /* One inner dimension cannot tell K0 from E: the caller's K0 is kept and
  * E fitted with it (exact times from E 0.8, K0 128, 3 us at k 4096). */
 static void test_gemm_fit_one_k_keeps_k0(void **state)
@@ -884,6 +921,7 @@ int main(void)
       cmocka_unit_test(test_ini_round_trip),
       cmocka_unit_test(test_gemm_fit_recovers_a_table),
       cmocka_unit_test(test_gemm_fit_reference_rate_is_measured),
+      cmocka_unit_test(test_gemm_fit_launch_bound_reference),
       cmocka_unit_test(test_gemm_fit_refusals),
       cmocka_unit_test(test_gemm_fit_one_k_keeps_k0),
   };

@@ -671,6 +671,69 @@ static void test_megatron_inplace_loss(void **state)
   assert_int_equal(ce->bwd_temp_bytes, 0);
 }
 
+/* torchtitan's loss_parallel (FSDP2 with tp > 1, on by default): one fp32
+ * copy more than aten's loss in forward (the shifted logits beside their
+ * exp) and in backward (zeros, exp of the log-softmax, their sum); its
+ * pipeline schedule (FSDP2, pp > 1) keeps the last stage's 16-bit logits
+ * until that micro-batch's backward, as DeepSpeed's does. */
+static void test_loss_parallel_and_pipelined_logits(void **state)
+{
+  static const char ini[] =
+      "[model]\narch = llama\nlayers = 4\nhidden = 1024\nheads = 16\n"
+      "ffn_hidden = 2816\nvocab = 32000\nseq_len = 1024\n[training]\n"
+      "micro_batch = 2\n"
+      "framework = fsdp2\nprecision = bf16\n";
+  static const char *const tp2[] = {"parallel.tp=2", "parallel.dp=2"};
+  static const char *const pp2[] = {"parallel.pp=2", "parallel.dp=2"};
+  const uint64_t T = 1024 * 2;
+  const vs_op_spec *ce, *lm;
+  vs_model m;
+  uint64_t v;
+  (void)state;
+  build_ini(&m, ini, tp2, 2);
+  v = m.vocab_padded / 2;
+  ce = op_named(vs_model_head(&m), "cross_entropy");
+  assert_int_equal(ce->fwd_temp_bytes, (2 + 4 + 4) * T * v);
+  assert_int_equal(ce->bwd_temp_bytes, 12 * T * v);
+  assert_int_equal(op_named(vs_model_head(&m), "lm_head")->n_saved, 1);
+  build_ini(&m, ini, pp2, 2);
+  v = m.vocab_padded;
+  ce = op_named(vs_model_head(&m), "cross_entropy");
+  lm = op_named(vs_model_head(&m), "lm_head");
+  assert_int_equal(ce->fwd_temp_bytes, 4 * T * v); /* the copy alone */
+  assert_int_equal(ce->bwd_temp_bytes, 8 * T * v);
+  assert_int_equal(lm->n_saved, 2);
+  assert_int_equal(vs_model_head(&m)->saved[lm->first_saved + 1].bytes, 2 * T * v);
+  assert_int_equal(vs_model_head(&m)->saved[lm->first_saved + 1].category, VS_CAT_TEMP);
+}
+
+/* FlashAttention has no fp32 kernel: fp32 attention runs SDPA's
+ * memory-efficient backend, which takes grouped K and V only expanded to
+ * every head, so a GQA layer saves K and V at every head's width. */
+static void test_fp32_flash_expands_grouped_kv(void **state)
+{
+  static const char ini[] =
+      "[model]\narch = llama\nlayers = 2\nhidden = 1024\nheads = 16\n"
+      "kv_heads = 4\nffn_hidden = 2816\nvocab = 32000\nseq_len = 1024\n"
+      "[training]\n"
+      "micro_batch = 2\nattention = flash\n";
+  static const char *const fp32[] = {"training.precision=fp32"};
+  static const char *const bf16[] = {"training.precision=bf16"};
+  const uint64_t T = 1024 * 2, dh = 64;
+  vs_model m;
+  const vs_op_spec *fa;
+  (void)state;
+  build_ini(&m, ini, bf16, 1);
+  fa = op_named(vs_model_layer(&m, 0), "flash_attn");
+  assert_int_equal(vs_model_layer(&m, 0)->saved[fa->first_saved].bytes,
+                   2 * T * dh * (16 + 2 * 4));
+  build_ini(&m, ini, fp32, 1);
+  fa = op_named(vs_model_layer(&m, 0), "flash_attn");
+  assert_int_equal(vs_model_layer(&m, 0)->saved[fa->first_saved].bytes,
+                   4 * T * dh * (16 + 2 * 16));
+  assert_int_equal(fa->bwd_temp_bytes, 4 * T * dh * (16 + 2 * 16));
+}
+
 /* A fused cross entropy ([training] fused_cross_entropy, Liger Kernel's)
  * writes the logits' gradient into their own 16-bit buffer during forward:
  * the head keeps the logits (2sbV) and nothing in fp32, the loss needs no
@@ -1648,6 +1711,8 @@ int main(void)
       cmocka_unit_test_teardown(test_dequantized_base_workspace, free_models),
       cmocka_unit_test_teardown(test_megatron_inplace_loss, free_models),
       cmocka_unit_test_teardown(test_fp32_loss_makes_no_copy, free_models),
+      cmocka_unit_test_teardown(test_loss_parallel_and_pipelined_logits, free_models),
+      cmocka_unit_test_teardown(test_fp32_flash_expands_grouped_kv, free_models),
       cmocka_unit_test_teardown(test_fused_cross_entropy, free_models),
       cmocka_unit_test_teardown(test_autocast_bert_layer, free_models),
       cmocka_unit_test_teardown(test_autocast_llama_layer, free_models),

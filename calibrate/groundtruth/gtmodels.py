@@ -44,8 +44,10 @@ Known mismatches (vsim's assumption -> what this harness does)
     softmax and vsim do.
   * fp32 with attention = flash uses SDPA's memory-efficient backend (flash
     has no fp32 kernel); it saves the same tensors.
-  * The logits in the compute dtype are freed after the fp32 upcast
-    (vsim keeps them as temp until the loss backward); eager attention
+  * fp32 with grouped-query attention expands K and V to every head before
+    the memory-efficient backend (which takes no grouped K, V), as vsim
+    models it. The logits in the compute dtype are freed after the fp32
+    upcast, as vsim models it outside pipelines; eager attention
     keeps a shared [seq, seq] bool causal mask (seq^2 bytes); RoPE keeps
     [seq, head_dim] cos/sin tables (in the activations' dtype, shared by
     every layer); LayerNorm and RMSNorm also save fp32 per-row statistics

@@ -762,9 +762,22 @@ static void context_parallel(vs_op_spec *op, const dims *d, uint64_t heads,
   }
 }
 
+/* The K and V heads a flash attention op holds: its own, or every query
+ * head's where the kernel that runs takes no grouped K and V. FlashAttention
+ * has no fp32 kernel, so fp32 attention runs PyTorch SDPA's
+ * memory-efficient backend, which grouped-query attention reaches only
+ * with K and V expanded to every head (enable_gqa is the flash and math
+ * backends'; the H200 ground-truth harness found the efficient backend
+ * refusing it, PyTorch 2.11): the expanded copies are the kernel's
+ * inputs, saved for backward, and their gradients are summed back. */
+static uint64_t flash_kv_heads(const dims *d)
+{
+  return d->e >= 4 ? d->a / d->t : d->kv / d->t;
+}
+
 static int attention_flash(vs_block *blk, const dims *d, vs_error *err)
 {
-  uint64_t heads = d->a / d->t, kv = d->kv / d->t;
+  uint64_t heads = d->a / d->t, kv = flash_kv_heads(d);
   vs_op_spec *op = vs_block_add_op(blk, "flash_attn", err);
   if (!op)
     return VS_EINPUT;
@@ -1364,41 +1377,74 @@ static int build_embed(vs_block *blk, const vs_workload *wl, const dims *d,
                  err);
 }
 
-/* Whether the loss works in place on one fp32 copy of the logits:
- * Megatron-LM's vocab-parallel cross entropy
- * (megatron/core/tensor_parallel/cross_entropy.py: logits.float(), then
- * max subtracted, exp and the division in place, that buffer saved as the
- * softmax, the gradient computed in it). Elsewhere PyTorch's
- * F.cross_entropy on logits.float(): the 16-bit logits and their fp32
- * copy transient in forward (the frameworks drop the logits before
- * backward: torchtitan's train.py deletes them, the Hugging Face
- * Trainer's compute_loss returns the loss alone), a saved fp32
- * log-softmax and, in
- * backward, two fp32 gradients alive together: F.cross_entropy is
- * log_softmax then nll_loss (aten cross_entropy_loss), nll_loss's
- * backward fills a dense zeroed gradient of the log-probabilities
- * (LossNLL.cpp, grad_input.zero_()), and log_softmax's backward writes a
- * new one of the logits (log_softmax_backward_data, empty_like) while
- * that and the saved log-softmax are still held. */
-static bool inplace_loss(const vs_workload *wl)
+/* How the loss treats the logits, from its source:
+ * - LOSS_ATEN, PyTorch's F.cross_entropy on logits.float(): the logits
+ *   and their fp32 copy (none for fp32 logits) transient in forward, a
+ *   saved fp32 log-softmax, and in backward two fp32 gradients together:
+ *   F.cross_entropy is log_softmax then nll_loss (aten
+ *   cross_entropy_loss), nll_loss's backward fills a dense zeroed
+ *   gradient of the log-probabilities (LossNLL.cpp, grad_input.zero_())
+ *   and log_softmax's backward writes a new one of the logits
+ *   (log_softmax_backward_data, empty_like) while that and the saved
+ *   log-softmax are held.
+ * - LOSS_INPLACE, Megatron-LM's vocab-parallel cross entropy
+ *   (megatron/core/tensor_parallel/cross_entropy.py): logits.float(), then
+ *   max subtracted, exp and the division in place, that buffer saved as
+ *   the softmax, the gradient computed in it.
+ * - LOSS_PARALLEL, torchtitan with tp > 1 (loss_parallel on by default;
+ *   torch/distributed/tensor/parallel/loss.py): _log_softmax holds the
+ *   fp32 logits, the max-shifted copy and its exp together (one fp32 copy
+ *   more than aten in forward), and the fused
+ *   _nll_loss_and_log_softmax_backward holds a zeroed gradient, exp of the
+ *   saved log-softmax and their sum (one more in backward).
+ * - LOSS_FUSED ([training] fused_cross_entropy: Liger Kernel's
+ *   LigerCrossEntropy) computes the logits' gradient during forward, row
+ *   by row in fp32 registers, into the 16-bit logits' own buffer, which
+ *   the output layer's backward then reads: no fp32 copy, nothing saved
+ *   beside the logits. */
+typedef enum { LOSS_ATEN, LOSS_INPLACE, LOSS_PARALLEL, LOSS_FUSED } loss_kind;
+
+static loss_kind loss_of(const vs_workload *wl)
 {
-  return wl->training.framework == VS_FW_MEGATRON;
+  if (wl->training.fused_cross_entropy)
+    return LOSS_FUSED;
+  if (wl->training.framework == VS_FW_MEGATRON)
+    return LOSS_INPLACE;
+  if (wl->training.framework == VS_FW_FSDP2 && wl->parallel.tp > 1)
+    return LOSS_PARALLEL;
+  return LOSS_ATEN;
 }
 
-/* The loss over `logits` elements (see inplace_loss). A fused one
- * ([training] fused_cross_entropy: Liger Kernel's LigerCrossEntropy)
- * computes the logits' gradient during forward, row by row in fp32
- * registers, and writes it into the 16-bit logits' own buffer, which the
- * output layer's backward then reads: no fp32 copy, nothing saved
- * beside the logits. */
+/* Whether the 16-bit logits stay allocated until the output layer's
+ * backward. The fused loss leaves their gradient in them. A pipeline
+ * schedule whose last stage returns the logits holds them until that
+ * micro-batch's backward: torch.distributed.pipelining (FSDP2, stage.py
+ * forward_one_chunk keeps the output in fwd_cache) and DeepSpeed's
+ * PipelineEngine (pipe_buffers['outputs']). Elsewhere they go before
+ * backward: torchtitan's train.py deletes them, the Hugging Face
+ * Trainer's compute_loss returns the loss alone, Megatron-LM's last
+ * stage returns the loss. */
+static bool logits_kept(const vs_workload *wl)
+{
+  vs_framework fw = (vs_framework)wl->training.framework;
+  return wl->training.fused_cross_entropy ||
+         (wl->parallel.pp > 1 && (fw == VS_FW_FSDP2 || fw == VS_FW_DEEPSPEED));
+}
+
+/* The loss over `logits` elements (see loss_of). Bytes per logit: c for
+ * logits.float()'s copy (0 when they are fp32 already, as it then returns
+ * them), the saved fp32 log-softmax or softmax, and the forward's and
+ * backward's temporaries beside it; logits kept by the output layer
+ * (logits_kept) are not the loss's. */
 static int cross_entropy(vs_block *blk, const vs_workload *wl, const dims *d,
                          uint64_t logits, const char *name, vs_error *err)
 {
   vs_op_spec *op = vs_block_add_op(blk, name, err);
-  bool inplace = inplace_loss(wl);
+  loss_kind kind = loss_of(wl);
+  uint64_t c = d->e >= 4 ? 0 : 4, own = logits_kept(wl) ? 0 : d->e;
   if (!op)
     return VS_EINPUT;
-  if (wl->training.fused_cross_entropy) {
+  if (kind == LOSS_FUSED) {
     as_elementwise(op, logits, d->e, 6.0);
     op->bwd_flops = (double)logits; /* the gradient scaled in place */
     op->bwd_bytes = 2.0 * (double)(d->e * logits);
@@ -1406,18 +1452,25 @@ static int cross_entropy(vs_block *blk, const vs_workload *wl, const dims *d,
     return 0;
   }
   as_elementwise(op, logits, 4, 6.0);
-  /* logits.float() copies 16-bit logits and returns fp32 ones as they
-   * are: in place, the 16-bit logits live until cast (fp32 ones are the
-   * buffer saved as the softmax); else the logits and their copy */
-  op->fwd_temp_bytes = d->e >= 4 ? (inplace ? 0 : d->e * logits)
-                                 : (inplace ? d->e : d->e + 4) * logits;
+  switch (kind) {
+  case LOSS_INPLACE: /* 16-bit logits until cast; fp32 ones are the buffer */
+    op->fwd_temp_bytes = (c ? own : 0) * logits;
+    op->bwd_temp_bytes = 0;
+    break;
+  case LOSS_PARALLEL: /* the copy, shifted and exp; zeros, exp, sum */
+    op->fwd_temp_bytes = (own + c + 4) * logits;
+    op->bwd_temp_bytes = 12 * logits;
+    break;
+  default: /* the copy; nll_loss's and log_softmax's gradients */
+    op->fwd_temp_bytes = (own + c) * logits;
+    op->bwd_temp_bytes = 8 * logits;
+    break;
+  }
   if (vs_block_save(blk, op,
                     (vs_saved){.bytes = 4 * logits, .dtype = VS_DTYPE_FP32,
                                .category = VS_CAT_TEMP},
                     err))
     return VS_EINPUT; /* fp32 softmax (in place) or log-softmax */
-  /* nll_loss's and log_softmax's fp32 gradients (see inplace_loss) */
-  op->bwd_temp_bytes = inplace ? 0 : 8 * logits;
   return 0;
 }
 
@@ -1431,9 +1484,8 @@ static bool own_head_weight(const vs_workload *wl)
 /* The output layer over `name`'s tokens: logits = hidden @ W^T, tokens x
  * vocab / tp. Its input serves the output weight's gradient (the head's
  * own, or the embedding's when tied within one stage); the logits are
- * the loss's forward temporary (cross_entropy), kept to the output
- * layer's backward only under the fused loss, whose gradient they
- * receive. Adds no parameter. */
+ * the loss's forward temporary (cross_entropy) unless kept to this
+ * layer's backward (logits_kept). Adds no parameter. */
 static vs_op_spec *output_layer(vs_block *blk, const vs_workload *wl,
                                 const dims *d, const char *name,
                                 vs_error *err)
@@ -1446,12 +1498,12 @@ static vs_op_spec *output_layer(vs_block *blk, const vs_workload *wl,
   if (save_input(blk, op, d->em * d->tok_rep * d->h, d->em_dtype,
                  KEPT_FOR_WEIGHTS, err))
     return NULL;
-  if (wl->training.fused_cross_entropy &&
+  if (logits_kept(wl) &&
       vs_block_save(blk, op,
                     (vs_saved){.bytes = d->e * logits, .dtype = d->act_dtype,
                                .category = VS_CAT_TEMP},
                     err))
-    return NULL; /* logits, kept for the fused loss's gradient */
+    return NULL; /* logits, kept (logits_kept) */
   if (d->sp) {
     comm(&op->fwd_before, d, VS_COLL_ALL_GATHER, d->e * d->tokens * d->h);
     comm(&op->bwd_after, d, VS_COLL_REDUCE_SCATTER, d->e * d->tokens * d->h);
