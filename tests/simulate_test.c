@@ -1444,9 +1444,10 @@ static void test_checkpoint_every_other_layer(void **state)
 /* FSDP2 all-gathers each block into a flat buffer and copies its
  * parameters out of it when the block's pass starts; the flat buffer
  * lives until the next block's copy-out (all_gather_state,
- * frameworks.md 4.3). Against ZeRO-3's gathers of the same bytes, the
- * temp peak holds one more layer's 16-bit parameters, and nothing is
- * left at the step's end. */
+ * frameworks.md 4.3), and the root unit (embedding and head) is gathered
+ * as forward starts and kept to the end of backward. Against ZeRO-3's
+ * gathers of the same bytes, the temp peak holds one more layer's 16-bit
+ * parameters and the root's, and nothing is left at the step's end. */
 static void test_fsdp2_copy_out(void **state)
 {
   const char *zero3[] = {"parallel.zero=3", "training.master_weights=false",
@@ -1462,12 +1463,38 @@ static void test_fsdp2_copy_out(void **state)
   simulate(&f, &wl, &topo, false);
   assert_true(f.recipe.gather_copy_out);
   assert_false(z.recipe.gather_copy_out);
+  assert_true(f.recipe.root_kept);
   assert_int_equal(max_held(&f.ranks[0], VS_CAT_TEMP) -
                        max_held(&z.ranks[0], VS_CAT_TEMP),
-                   vs_recipe_kind(&f.recipe, &f.model, 1)->param_bytes);
+                   vs_recipe_kind(&f.recipe, &f.model, 1)->param_bytes +
+                       vs_recipe_kind(&f.recipe, &f.model, 0)->param_bytes +
+                       vs_recipe_kind(&f.recipe, &f.model, 5)->param_bytes);
   assert_int_equal(f.ranks[0].mem.by_cat[VS_CAT_TEMP], 0);
   vs_sim_fini(&z);
   vs_sim_fini(&f);
+}
+
+/* FSDP2's root unit under a frozen prefix: the embedding runs no
+ * backward, so the root's post-backward comes with the last block that
+ * does; nothing gathered is left at the step's end, with one
+ * micro-batch or two. */
+static void test_fsdp2_root_with_frozen_prefix(void **state)
+{
+  const char *frozen[] = {"training.framework=fsdp2", "finetune.method=frozen",
+                          "finetune.trainable_layers=2",
+                          "training.global_batch=4"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  (void)state;
+  for (int mbs = 1; mbs <= 2; mbs++) {
+    load(&wl, frozen_gpt, frozen, 4, 4 / (uint64_t)mbs);
+    simulate(&sim, &wl, &topo, false);
+    assert_true(sim.recipe.root_kept);
+    assert_true(vs_recipe_kind(&sim.recipe, &sim.model, 0)->no_backward);
+    assert_int_equal(sim.ranks[0].mem.by_cat[VS_CAT_TEMP], 0);
+    vs_sim_fini(&sim);
+  }
 }
 
 /* torchtitan's op-level selective checkpointing (checkpointing = ops) on
@@ -2071,6 +2098,7 @@ int main(void)
       cmocka_unit_test(test_fp16_optimizer_step_copies),
       cmocka_unit_test(test_op_level_checkpointing),
       cmocka_unit_test(test_fsdp2_copy_out),
+      cmocka_unit_test(test_fsdp2_root_with_frozen_prefix),
       cmocka_unit_test(test_optimizer_in_backward),
       cmocka_unit_test(test_frozen_prefix_edges),
       cmocka_unit_test(test_paged_optimizer),

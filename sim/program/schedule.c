@@ -943,14 +943,24 @@ static void copy_out(builder *b, size_t inst)
   b->flat_buf[inst] = NONE;
 }
 
+/* Whether inst belongs to FSDP2's root unit (recipe root_kept): the
+ * embedding and the head of a model without pipeline stages. */
+static bool in_root_unit(const builder *b, size_t inst)
+{
+  return b->r->root_kept && (inst == 0 || inst + 1 == b->n_inst);
+}
+
 /* Before a block's pass: gather it (if not prefetched) and prefetch the next
- * block of the pass; the block's first compute op waits for its gather. */
+ * block of the pass; the block's first compute op waits for its gather.
+ * The root unit is gathered whole with its first block. */
 static void before_pass(builder *b, size_t inst, size_t next, bool has_next,
                         int mb)
 {
   if (!b->r->gather_params)
     return;
   gather(b, inst, mb, b->last_compute);
+  if (in_root_unit(b, inst))
+    gather(b, b->n_inst - 1 - inst, mb, b->last_compute);
   if (has_next)
     gather(b, next, mb, b->last_compute);
   if (b->gather_op[inst] != NONE) {
@@ -977,6 +987,14 @@ static void release_gather(builder *b, size_t inst, uint32_t op)
 {
   if (!b->r->pipelined_fsdp)
     drop_gather(b, inst, op, AT_END);
+}
+
+/* FSDP2's root post-backward: the root unit's blocks are resharded as
+ * op ends (recipe root_kept). */
+static void release_root(builder *b, uint32_t op)
+{
+  release_gather(b, 0, op);
+  release_gather(b, b->n_inst - 1, op);
 }
 
 /* ------------------------------------------------------------------------
@@ -1147,7 +1165,8 @@ static void forward_block(builder *b, size_t inst, int mb)
     transient(b, op, fleeting, VS_CAT_TEMP);
     if (k + 1 == blk->n_ops) {
       allocate_held_output(b, inst, op);
-      if (!(b->r->keep_last_gathered && inst == (size_t)b->m->layers))
+      if (!(b->r->keep_last_gathered && inst == (size_t)b->m->layers) &&
+          !in_root_unit(b, inst))
         release_gather(b, inst, op);
       acts_to_host(b, inst, mb, op);
     }
@@ -1315,7 +1334,11 @@ static void backward_block(builder *b, size_t inst, int mb)
     if (k == 0) {
       free_on(b, op, b->ckpt_buf[live(b, inst, mb)], AT_END);
       b->ckpt_buf[live(b, inst, mb)] = NONE;
-      release_gather(b, inst, op);
+      if (!in_root_unit(b, inst))
+        release_gather(b, inst, op);
+      if (b->r->root_kept && (inst == 0 || plan_of(b, inst - 1)->no_backward))
+        release_root(b, op); /* the pass's last backward: the root's
+                                post-backward */
     }
     op_comm(b, &o->bwd_after, layer, mb);
   }

@@ -167,6 +167,34 @@ static uint8_t reduce_depth(const vs_workload *wl)
   return 1;
 }
 
+/* FSDP2's buffers and resharding, once gather_params, transient_grads,
+ * step_in_backward and pipelined_fsdp are known. */
+static void resolve_fsdp2(const vs_workload *wl, vs_recipe *r)
+{
+  /* FSDP2 keeps the model's fp32 parameters sharded and casts them to
+   * MixedPrecisionPolicy's param_dtype when it gathers them
+   * (shared/reference/frameworks.md 4.3) */
+  r->fp32_params = wl->training.framework == VS_FW_FSDP2;
+  /* FSDP2's all_gather_state keeps the previous unit's all-gather output
+   * until the next unit's copy-out (frameworks.md 4.3) */
+  r->gather_copy_out = r->fp32_params && r->gather_params;
+  /* FSDP2's foreach_reduce: the unsharded gradients copied into a flat
+   * reduce-scatter input in the reduce dtype, held in reduce_scatter_state
+   * (frameworks.md 4.3) */
+  r->reduce_copy = r->fp32_params && r->transient_grads &&
+                   !r->step_in_backward;
+  /* torchtitan's apply_fsdp (reshard_after_forward_policy "default"):
+   * reshard_after_forward = layer_id < n_layers - 1 without PP, "since
+   * FSDP would prefetch it immediately" (frameworks.md 4.3) */
+  r->keep_last_gathered = r->gather_copy_out && !r->pipelined_fsdp;
+  /* ... and fully_shard(model) makes the embedding, final norm and output
+   * layer the root unit, which FSDP2 never reshards after forward
+   * (FSDPState._lazy_init: the root's post_forward_mesh_info is None, its
+   * backward would gather it at once): gathered as forward starts, it is
+   * resharded by its post-backward when backward ends */
+  r->root_kept = r->keep_last_gathered;
+}
+
 static void resolve_states(const vs_workload *wl, const vs_model *m,
                            vs_recipe *r)
 {
@@ -225,22 +253,7 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
   r->embedding_sync = wl->parallel.pp > 1 && (wl->model.tied_embeddings ||
                                               wl->model.mtp_layers > 0);
   r->step_copy = step_copy(wl, r);
-  /* FSDP2 keeps the model's fp32 parameters sharded and casts them to
-   * MixedPrecisionPolicy's param_dtype when it gathers them
-   * (shared/reference/frameworks.md 4.3) */
-  r->fp32_params = wl->training.framework == VS_FW_FSDP2;
-  /* FSDP2's all_gather_state keeps the previous unit's all-gather output
-   * until the next unit's copy-out (frameworks.md 4.3) */
-  r->gather_copy_out = r->fp32_params && r->gather_params;
-  /* FSDP2's foreach_reduce: the unsharded gradients copied into a flat
-   * reduce-scatter input in the reduce dtype, held in reduce_scatter_state
-   * (frameworks.md 4.3) */
-  r->reduce_copy = r->fp32_params && r->transient_grads &&
-                   !r->step_in_backward;
-  /* torchtitan's apply_fsdp (reshard_after_forward_policy "default"):
-   * reshard_after_forward = layer_id < n_layers - 1 without PP, "since
-   * FSDP would prefetch it immediately" (frameworks.md 4.3) */
-  r->keep_last_gathered = r->gather_copy_out && !r->pipelined_fsdp;
+  resolve_fsdp2(wl, r);
   r->ddp_bucket_copy = wl->training.framework == VS_FW_HF && dp > 1;
   r->states_in_param_dtype = wl->training.framework == VS_FW_HF &&
                              !wl->training.master_weights;

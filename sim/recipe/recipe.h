@@ -229,6 +229,10 @@ typedef struct vs_recipe {
                                resharded after forward (its backward comes
                                next and would gather it at once), so its
                                forward gather lasts to its backward */
+  bool root_kept;           /* FSDP2 without pipelining: the root unit
+                               (embedding, final norm, output layer) is
+                               gathered whole as forward starts and kept
+                               to the end of backward */
   bool reduce_on_compute;   /* gradients freed once reduced are reduced
                                on the compute stream as each bucket fills
                                ([parallel] overlap_grad_reduce = false with
