@@ -1477,11 +1477,14 @@ static void test_fsdp2_copy_out(void **state)
 /* FSDP2's root unit under a frozen prefix: the embedding runs no
  * backward, so the root's post-backward comes with the last block that
  * does; nothing gathered is left at the step's end, with one
- * micro-batch or two. */
+ * micro-batch or two; with pipeline stages there is no root unit. */
 static void test_fsdp2_root_with_frozen_prefix(void **state)
 {
   const char *frozen[] = {"training.framework=fsdp2", "finetune.method=frozen",
                           "finetune.trainable_layers=2",
+                          "training.global_batch=4"};
+  const char *staged[] = {"training.framework=fsdp2", "parallel.pp=2",
+                          "parallel.offload_params=cpu",
                           "training.global_batch=4"};
   vs_workload wl;
   vs_topology topo;
@@ -1495,6 +1498,15 @@ static void test_fsdp2_root_with_frozen_prefix(void **state)
     assert_int_equal(sim.ranks[0].mem.by_cat[VS_CAT_TEMP], 0);
     vs_sim_fini(&sim);
   }
+  /* with pipeline stages (not pipelined: the parameters are offloaded) a
+   * stage is no root: no stage gathers another's blocks */
+  load(&wl, frozen_gpt, staged, 4, 4);
+  simulate(&sim, &wl, &topo, false);
+  assert_false(sim.recipe.root_kept);
+  assert_false(sim.recipe.pipelined_fsdp);
+  for (size_t r = 0; r < sim.n_ranks; r++)
+    assert_int_equal(sim.ranks[r].mem.by_cat[VS_CAT_TEMP], 0);
+  vs_sim_fini(&sim);
 }
 
 /* torchtitan's op-level selective checkpointing (checkpointing = ops) on

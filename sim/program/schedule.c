@@ -892,8 +892,11 @@ static uint32_t fetch_partition(builder *b, size_t inst, int mb, uint64_t part,
 /* Brings inst's parameters whole onto the GPU once `after` has ended (so
  * at most two blocks are gathered at a time): its partition copied in
  * when it lives off the GPU, then all-gathered on the comm stream when
- * there are data-parallel peers. */
-static void gather(builder *b, size_t inst, int mb, uint32_t after)
+ * there are data-parallel peers, into FSDP2's flat buffer when `flat`
+ * (copied out as the block's pass starts), else straight into the
+ * parameters as the all-gather ends. */
+static void gather_into(builder *b, size_t inst, int mb, uint32_t after,
+                        bool flat)
 {
   uint64_t bytes = plan_of(b, inst)->param_bytes;
   const vs_comm_plan *u = &b->r->comm[VS_USE_PARAM_GATHER];
@@ -919,7 +922,7 @@ static void gather(builder *b, size_t inst, int mb, uint32_t after)
     op = coll;
   }
   b->gather_buf[inst] = new_buffer(b, bytes, VS_CAT_TEMP);
-  if (b->r->gather_copy_out && peers) {
+  if (flat && peers) {
     /* FSDP2: the all-gather fills a flat buffer; the block's parameters
      * are copied out of it when its pass starts (before_pass) */
     b->flat_buf[inst] = new_buffer(b, bytes, VS_CAT_TEMP);
@@ -928,6 +931,11 @@ static void gather(builder *b, size_t inst, int mb, uint32_t after)
     alloc_on(b, op, b->gather_buf[inst]);
   }
   b->gather_op[inst] = op;
+}
+
+static void gather(builder *b, size_t inst, int mb, uint32_t after)
+{
+  gather_into(b, inst, mb, after, b->r->gather_copy_out);
 }
 
 /* FSDP2's copy-out as inst's pass starts: its unsharded parameters appear
@@ -959,8 +967,8 @@ static void before_pass(builder *b, size_t inst, size_t next, bool has_next,
   if (!b->r->gather_params)
     return;
   gather(b, inst, mb, b->last_compute);
-  if (in_root_unit(b, inst))
-    gather(b, b->n_inst - 1 - inst, mb, b->last_compute);
+  if (in_root_unit(b, inst)) /* one all-gather, copied out at once */
+    gather_into(b, b->n_inst - 1 - inst, mb, b->last_compute, false);
   if (has_next)
     gather(b, next, mb, b->last_compute);
   if (b->gather_op[inst] != NONE) {

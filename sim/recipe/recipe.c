@@ -191,8 +191,9 @@ static void resolve_fsdp2(const vs_workload *wl, vs_recipe *r)
    * layer the root unit, which FSDP2 never reshards after forward
    * (FSDPState._lazy_init: the root's post_forward_mesh_info is None, its
    * backward would gather it at once): gathered as forward starts, it is
-   * resharded by its post-backward when backward ends */
-  r->root_kept = r->keep_last_gathered;
+   * resharded by its post-backward when backward ends (without pipeline
+   * stages: a stage's model is then no such root) */
+  r->root_kept = r->keep_last_gathered && wl->parallel.pp == 1;
 }
 
 static void resolve_states(const vs_workload *wl, const vs_model *m,
