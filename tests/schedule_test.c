@@ -681,12 +681,51 @@ static void test_fsdp2_reduce_scatter_input_held(void **state)
                    b->lay.grad_accum);
   assert_int_equal(count_ops(p, "zero3_all_gather", 0, ANY),
                    2 * b->lay.grad_accum);
+  /* the root unit (embedding, head) is gathered once a micro-batch */
+  assert_true(b->r.root_kept);
+  assert_int_equal(count_ops(p, "zero3_all_gather", -1, ANY),
+                   b->lay.grad_accum);
+  assert_int_equal(count_ops(p, "zero3_all_gather", LAYERS, ANY),
+                   b->lay.grad_accum);
   {
     unsigned char *st = check_program(b);
     check_end_state(b, st);
     free(st);
   }
   destroy(b);
+  {
+    /* the root's gradients wait for its post-backward at the end of
+     * backward: with an output layer of its own (untied, 1 MB of fp32
+     * gradients, over the 256 KiB bucket) the head's are not reduced
+     * before the last transformer layer's backward starts */
+    const char *const untied[] = {"training.framework=fsdp2",
+                                  "training.global_batch=4",
+                                  "parallel.bucket=256KiB",
+                                  "model.tied_embeddings=false"};
+    unsigned char *st;
+    b = build(untied, 4, 2);
+    p = &b->p;
+    for (int mb = 0; mb < (int)b->lay.grad_accum; mb++) {
+      uint32_t first_copy = UINT32_MAX, last_layer_bwd = UINT32_MAX;
+      for (uint32_t i = 0; i < p->n_ops; i++) {
+        const vs_pop *op = &p->ops[i];
+        if (op->microbatch != mb)
+          continue;
+        if (first_copy == UINT32_MAX &&
+            strcmp(vs_op_name(p, op), "reduce_copy_in") == 0)
+          first_copy = i;
+        if (last_layer_bwd == UINT32_MAX && op->phase == VS_PHASE_BWD &&
+            vs_op_layer(p, op) == LAYERS - 1)
+          last_layer_bwd = i;
+      }
+      assert_true(last_layer_bwd != UINT32_MAX);
+      assert_true(first_copy > last_layer_bwd);
+    }
+    st = check_program(b);
+    check_end_state(b, st);
+    free(st);
+    destroy(b);
+  }
   {
     /* with the optimizer on the host no compute op follows the last
      * input: it goes with the step's newest op, after its reduce-scatter */

@@ -2047,6 +2047,17 @@ static bool chunk_has_backward(const builder *b, uint64_t g)
   return false;
 }
 
+/* FSDP2's root post-backward, once the whole backward has run (its final
+ * callback: the root's inputs, the token ids, need no gradient): the
+ * head's and the embedding's gradients, held since they were made, are
+ * reduced together. */
+static void reduce_root(builder *b, int mb)
+{
+  flush_bucket(b, mb, b->last_compute);
+  bucket_grads(b, b->n_inst - 1, mb, b->last_compute);
+  bucket_grads(b, 0, mb, b->last_compute);
+}
+
 static void backward_unit(builder *b, const vs_unit *u)
 {
   uint64_t g = u->chunk * b->lay->pp + b->stage;
@@ -2066,9 +2077,11 @@ static void backward_unit(builder *b, const vs_unit *u)
       step_block(b, inst);
     else if (defer)
       defer_grads(b, (uint32_t)inst);
-    else if (sync)
+    else if (sync && !in_root_unit(b, inst))
       bucket_grads(b, inst, (int)u->mb, b->last_compute);
   }
+  if (sync && !defer && !b->r->step_in_backward && b->r->root_kept)
+    reduce_root(b, (int)u->mb);
   if (defer)
     defer_grads(b, NONE);
   else if (sync)
