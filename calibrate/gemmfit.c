@@ -92,26 +92,19 @@ static double fit_at(const vs_gemm_sample *m, size_t n, double peak,
   return chisq;
 }
 
-/* The rate the reference shape measured: its FLOPs over the peak times
- * its median time less the fitted floor (as cost.h prices it, so vsim
- * reproduces that time), or over the whole time where the floor is half
- * of it or more (a launch-bound shape, whose remainder would be mostly
- * noise: a rate from it could pass the peak). The model's E x share(best)
- * is not used: where the fit is poor (power or clock drift over a sweep)
- * it can promise a rate the GPU never reached at that shape. */
-static double measured_rate(const vs_gemm_sample *m, size_t n, vs_gemm best,
-                            double peak, double floor_s)
+/* The rate sample r (the reference shape's median) measured: its FLOPs
+ * over the peak times its time less the fitted floor (as cost.h prices
+ * it, so vsim reproduces that time), or over the whole time where the
+ * floor is half of it or more (a launch-bound shape, whose remainder
+ * would be mostly noise: a rate from it could pass the peak). The model's
+ * E x share(best) is not used: where the fit is poor (power or clock
+ * drift over a sweep) it can promise a rate the GPU never reached at that
+ * shape. */
+static double measured_rate(const vs_gemm_sample *r, double peak,
+                            double floor_s)
 {
-  for (size_t i = 0; i < n; i++) {
-    vs_gemm g = m[i].shape;
-    if (g.m == best.m && g.n == best.n && g.k == best.k &&
-        g.batch == best.batch) {
-      double t = m[i].seconds > 2.0 * floor_s ? m[i].seconds - floor_s
-                                              : m[i].seconds;
-      return flops_of(g) / (peak * t);
-    }
-  }
-  return 0;
+  double t = r->seconds > 2.0 * floor_s ? r->seconds - floor_s : r->seconds;
+  return flops_of(r->shape) / (peak * t);
 }
 
 /* The fit's errors and the reference shape: the measured single GEMM
@@ -121,6 +114,7 @@ static int summarise(const vs_gemm_sample *m, size_t n, double peak,
                       uint64_t sms, vs_gemm_fit *out)
 {
   double sum = 0, best_share = 0;
+  size_t best = 0;
   out->max_rel_error = 0;
   for (size_t i = 0; i < n; i++) {
     double f = flops_of(m[i].shape);
@@ -134,13 +128,14 @@ static int summarise(const vs_gemm_sample *m, size_t n, double peak,
     if (m[i].shape.batch == 1 &&
         vs_cost_gemm_share(m[i].shape, sms, out->k_overhead) > best_share) {
       best_share = vs_cost_gemm_share(m[i].shape, sms, out->k_overhead);
-      out->best = m[i].shape;
+      best = i;
     }
   }
   out->rms_rel_error = sqrt(sum / (double)n);
   if (best_share == 0)
     return VS_EINPUT;
-  out->best_efficiency = measured_rate(m, n, out->best, peak, out->floor);
+  out->best = m[best].shape;
+  out->best_efficiency = measured_rate(&m[best], peak, out->floor);
   return 0;
 }
 

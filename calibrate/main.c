@@ -312,7 +312,7 @@ static void use_gemm_fit(vs_cal_out *out, const vs_gemm_fit *f)
   if (!f->k_kept)
     vs_cal_out_measured(out, "gpu", "gemm_k_overhead");
   vs_cal_out_measured(out, "gpu", "kernel_floor");
-  char line[400];
+  char line[320];
   snprintf(line, sizeof line, "gemm: %zu shapes, full-wave rate %.4g of the "
            "bf16 peak, tile overhead %.4g in k%s, %.4g us a launch; fit "
            "within %.3g%% rms (%.3g%% at most)",

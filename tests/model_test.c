@@ -614,13 +614,20 @@ static void test_head_loss_buffers(void **state)
   }
 }
 
+/* The loss tests' GPT: s 1024, b 2, h 2048, 16 heads, GPT-2's vocabulary
+ * (build_gpt's, with room for sets such as the framework). */
+static const char loss_gpt[] =
+    "[model]\narch = gpt\nlayers = 2\nhidden = 2048\nheads = 16\n"
+    "vocab = 50257\nseq_len = 1024\n[training]\nmicro_batch = 2\n";
+
 /* fp32 logits: logits.float() returns them as they are, so the loss's
  * forward holds the logits alone (4sbV) beside its saved log-softmax,
  * under Megatron-LM's in-place loss nothing beside the softmax (the
  * logits are that buffer); backward as in 16 bits. */
 static void test_fp32_loss_makes_no_copy(void **state)
 {
-  static const char *const megatron[] = {"training.framework=megatron"};
+  static const char *const megatron[] = {"training.framework=megatron",
+                                         "training.precision=fp32"};
   const uint64_t s = 1024, b = 2, h = 2048;
   const vs_op_spec *ce;
   vs_model m;
@@ -633,10 +640,7 @@ static void test_fp32_loss_makes_no_copy(void **state)
   assert_int_equal(ce->bwd_temp_bytes, 8 * s * b * v);
   assert_int_equal(vs_block_saved_bytes(vs_model_head(&m), VS_CAT_TEMP, true),
                    4 * s * b * v);
-  build_ini(&m, "[model]\narch = gpt\nlayers = 2\nhidden = 2048\n"
-                "heads = 16\nvocab = 50257\nseq_len = 1024\n"
-                "[training]\nmicro_batch = 2\nprecision = fp32\n",
-            megatron, 1);
+  build_ini(&m, loss_gpt, megatron, 2);
   ce = op_named(vs_model_head(&m), "cross_entropy");
   assert_int_equal(ce->fwd_temp_bytes, 0);
   assert_int_equal(ce->bwd_temp_bytes, 0);
@@ -649,17 +653,15 @@ static void test_fp32_loss_makes_no_copy(void **state)
  * buffer. */
 static void test_megatron_inplace_loss(void **state)
 {
-  static const char ini[] =
-      "[model]\narch = gpt\nlayers = 2\nhidden = 2048\nheads = 16\n"
-      "vocab = 50257\nseq_len = 1024\n[training]\nmicro_batch = 2\n"
-      "framework = megatron\n[parallel]\ntp = 2\n";
+  static const char *const megatron[] = {"training.framework=megatron",
+                                         "parallel.tp=2"};
   const uint64_t s = 1024, b = 2;
   vs_model m;
   const vs_block *head;
   const vs_op_spec *ce = NULL;
   uint64_t v;
   (void)state;
-  build_ini(&m, ini, NULL, 0);
+  build_ini(&m, loss_gpt, megatron, 2);
   head = vs_model_head(&m);
   v = m.vocab_padded / 2;
   assert_int_equal(vs_block_saved_bytes(head, VS_CAT_TEMP, true), 4 * s * b * v);
@@ -751,10 +753,7 @@ static void test_fused_cross_entropy(void **state)
   v = m.vocab_padded;
   assert_int_equal(vs_block_saved_bytes(vs_model_head(&m), VS_CAT_TEMP, true),
                    4 * s * b * v);
-  build_ini(&m, "[model]\narch = gpt\nlayers = 2\nhidden = 2048\n"
-                "heads = 16\nvocab = 50257\nseq_len = 1024\n"
-                "[training]\nmicro_batch = 2\n",
-            fused, 1);
+  build_ini(&m, loss_gpt, fused, 1);
   head = vs_model_head(&m);
   assert_int_equal(vs_block_saved_bytes(head, VS_CAT_TEMP, true), 2 * s * b * v);
   for (uint32_t i = 0; i < head->n_ops; i++) {

@@ -71,8 +71,9 @@ class _NvmlMemory(ctypes.Structure):
 
 
 class Nvml:
-    """The device's used memory and the driver version, or None when
-    libnvidia-ml cannot be loaded. The NVML index is the first entry of
+    """The device's used memory, SM clock, power draw and the driver
+    version (microbench.py reads them too), or None when libnvidia-ml
+    cannot be loaded. The NVML index is the first entry of
     CUDA_VISIBLE_DEVICES when that is a number, else 0."""
 
     def __init__(self):
@@ -98,6 +99,19 @@ class Nvml:
         if self.lib.nvmlDeviceGetMemoryInfo(self.handle, ctypes.byref(mem)) != 0:
             return None
         return int(mem.used)
+
+    def sm_clock_mhz(self):
+        clk = ctypes.c_uint()
+        if self.lib.nvmlDeviceGetClockInfo(self.handle, 1,  # NVML_CLOCK_SM
+                                           ctypes.byref(clk)) != 0:
+            return None
+        return int(clk.value)
+
+    def power_w(self):
+        mw = ctypes.c_uint()
+        if self.lib.nvmlDeviceGetPowerUsage(self.handle, ctypes.byref(mw)) != 0:
+            return None
+        return mw.value / 1e3
 
     def driver(self):
         buf = ctypes.create_string_buffer(96)

@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
-import ctypes
 import os
 import re
 import statistics
@@ -51,6 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import gtconfig  # noqa: E402
+import harness  # noqa: E402 - NVML and the attention probe; no PyTorch at import
 
 PROG = "microbench.py"
 BENCHES = ("context", "dispatch", "sustained", "profile")
@@ -144,38 +144,16 @@ def time_host_bound(torch, fn, calls=2000):
     return wall, start.elapsed_time(end) / 1e3 / calls
 
 
-def nvml_used():
-    """A function returning the device memory NVML counts as used on GPU
-    0, in bytes, or None without NVML."""
-    try:
-        lib = ctypes.CDLL("libnvidia-ml.so.1")
-        handle = ctypes.c_void_p()
-        if lib.nvmlInit_v2() != 0 or \
-                lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle)) != 0:
-            return None
-    except OSError:
-        return None
-
-    class Memory(ctypes.Structure):
-        _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
-                    ("used", ctypes.c_ulonglong)]
-
-    def read():
-        m = Memory()
-        return m.used if lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(m)) == 0 else None
-    return read
-
-
 def context(torch, rows):
     """Memory outside the allocator after each first use, in order: CUDA
     initialisation, a bf16 GEMM (cuBLAS), an fp32 GEMM, SDPA's flash
     forward and backward, a fused AdamW step. Must run before any other
     CUDA work of this process."""
-    used = nvml_used()
-    if used is None:
+    nvml = harness.Nvml.open()
+    if nvml is None:
         rows.append(("context", "nvml", "available", 0, "bool"))
         return
-    before = used()
+    before = nvml.used()
     dev = torch.device("cuda", 0)
     F = torch.nn.functional
 
@@ -203,7 +181,7 @@ def context(torch, rows):
                      ("sdpa_flash_fwd_bwd", sdpa), ("fused_adamw", adamw)):
         fn()
         torch.cuda.synchronize(dev)
-        now = used()
+        now = nvml.used()
         rows.append(("context", name, "outside_allocator",
                      now - before - torch.cuda.memory_reserved(dev), "bytes"))
 
@@ -242,26 +220,6 @@ def dispatch(torch, rows):
                  ("dispatch", name, "wall_per_kernel", wall * 1e6 / max(k, 1), "us")]
 
 
-def nvml_reader():
-    """A function returning (SM clock MHz, power W) of GPU 0, or None."""
-    try:
-        lib = ctypes.CDLL("libnvidia-ml.so.1")
-        if lib.nvmlInit_v2() != 0:
-            return None
-        handle = ctypes.c_void_p()
-        if lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle)) != 0:
-            return None
-    except OSError:
-        return None
-
-    def read():
-        clk, mw = ctypes.c_uint(), ctypes.c_uint()
-        ok_c = lib.nvmlDeviceGetClockInfo(handle, 1, ctypes.byref(clk)) == 0  # NVML_CLOCK_SM
-        ok_p = lib.nvmlDeviceGetPowerUsage(handle, ctypes.byref(mw)) == 0
-        return (clk.value if ok_c else None, mw.value / 1e3 if ok_p else None)
-    return read
-
-
 def sustained(torch, rows, seconds, n=8192, per_interval=20):
     """bf16 n x n x n GEMMs back to back for `seconds`, timed in intervals
     of per_interval launches, with the SM clock and power after each."""
@@ -269,7 +227,7 @@ def sustained(torch, rows, seconds, n=8192, per_interval=20):
     a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
     b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
     c = torch.empty(n, n, device=dev, dtype=torch.bfloat16)
-    read = nvml_reader()
+    nvml = harness.Nvml.open()
     flops = 2.0 * n * n * n * per_interval
     rates, t_end = [], time.perf_counter() + seconds
     while time.perf_counter() < t_end:
@@ -283,8 +241,8 @@ def sustained(torch, rows, seconds, n=8192, per_interval=20):
         rates.append(rate)
         i = len(rates) - 1
         rows.append(("sustained", f"interval_{i}", "tflops", rate, "TFLOP/s"))
-        if read:
-            mhz, watts = read()
+        if nvml:
+            mhz, watts = nvml.sm_clock_mhz(), nvml.power_w()
             if mhz is not None:
                 rows.append(("sustained", f"interval_{i}", "sm_clock", mhz, "MHz"))
             if watts is not None:
@@ -300,7 +258,6 @@ def profile_config(torch, rows, name):
     """Two profiled steps of ground-truth configuration `name` (after two
     warm ones): kernel time by kind, busy share, kernels and host time."""
     import gtmodels as gtm
-    import harness
     from torch.profiler import ProfilerActivity, profile
     c = next(g for g in gtconfig.grid() if g["name"] == name)
     dev = torch.device("cuda", 0)

@@ -772,7 +772,7 @@ static void context_parallel(vs_op_spec *op, const dims *d, uint64_t heads,
  * inputs, saved for backward, and their gradients are summed back. */
 static uint64_t flash_kv_heads(const dims *d)
 {
-  return d->e >= 4 ? d->a / d->t : d->kv / d->t;
+  return d->act_dtype == VS_DTYPE_FP32 ? d->a / d->t : d->kv / d->t;
 }
 
 static int attention_flash(vs_block *blk, const dims *d, vs_error *err)
@@ -1441,7 +1441,8 @@ static int cross_entropy(vs_block *blk, const vs_workload *wl, const dims *d,
 {
   vs_op_spec *op = vs_block_add_op(blk, name, err);
   loss_kind kind = loss_of(wl);
-  uint64_t c = d->e >= 4 ? 0 : 4, own = logits_kept(wl) ? 0 : d->e;
+  uint64_t c = d->act_dtype == VS_DTYPE_FP32 ? 0 : 4;
+  uint64_t own = logits_kept(wl) ? 0 : d->e;
   if (!op)
     return VS_EINPUT;
   if (kind == LOSS_FUSED) {

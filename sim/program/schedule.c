@@ -958,6 +958,21 @@ static bool in_root_unit(const builder *b, size_t inst)
   return b->r->root_kept && (inst == 0 || inst + 1 == b->n_inst);
 }
 
+/* Whether inst's forward gather lasts to its backward: FSDP2's last
+ * transformer block (recipe keep_last_gathered) and its root unit. */
+static bool kept_after_forward(const builder *b, size_t inst)
+{
+  return (b->r->keep_last_gathered && inst == (size_t)b->m->layers) ||
+         in_root_unit(b, inst);
+}
+
+/* Whether inst's backward is the last of its chunk's pass: the block
+ * before is outside the chunk or a frozen prefix, which runs none. */
+static bool last_backward(const builder *b, size_t inst)
+{
+  return inst <= b->unit_first || plan_of(b, inst - 1)->no_backward;
+}
+
 /* Before a block's pass: gather it (if not prefetched) and prefetch the next
  * block of the pass; the block's first compute op waits for its gather.
  * The root unit is gathered whole with its first block. */
@@ -1173,8 +1188,7 @@ static void forward_block(builder *b, size_t inst, int mb)
     transient(b, op, fleeting, VS_CAT_TEMP);
     if (k + 1 == blk->n_ops) {
       allocate_held_output(b, inst, op);
-      if (!(b->r->keep_last_gathered && inst == (size_t)b->m->layers) &&
-          !in_root_unit(b, inst))
+      if (!kept_after_forward(b, inst))
         release_gather(b, inst, op);
       acts_to_host(b, inst, mb, op);
     }
@@ -1309,8 +1323,7 @@ static void backward_block(builder *b, size_t inst, int mb)
     return; /* a frozen prefix: no gradient flows through it */
   /* the block before, in this chunk, runs a backward (and so releases a
    * prefetched gather) unless it is a frozen prefix */
-  before_pass(b, inst, inst - 1,
-              inst > b->unit_first && !plan_of(b, inst - 1)->no_backward, mb);
+  before_pass(b, inst, inst - 1, !last_backward(b, inst), mb);
   before_backward_acts(b, inst, mb);
   if (plan->recompute_block)
     recompute_layer(b, inst, mb);
@@ -1344,9 +1357,8 @@ static void backward_block(builder *b, size_t inst, int mb)
       b->ckpt_buf[live(b, inst, mb)] = NONE;
       if (!in_root_unit(b, inst))
         release_gather(b, inst, op);
-      if (b->r->root_kept && (inst == 0 || plan_of(b, inst - 1)->no_backward))
-        release_root(b, op); /* the pass's last backward: the root's
-                                post-backward */
+      if (b->r->root_kept && last_backward(b, inst))
+        release_root(b, op); /* the root's post-backward */
     }
     op_comm(b, &o->bwd_after, layer, mb);
   }
