@@ -288,11 +288,24 @@ static void test_llama2_7b_on_8_gpus_fits_and_writes_csv(void **state)
   assert_int_equal(strtoull(cell(&t, 1, "capacity_bytes"), NULL, 10),
                    81089ull << 20); /* topologies/h100-sxm-8x.ini memory */
 
+  /* outside the allocator: the CUDA context (400 MiB) and dp's NCCL
+   * communicator (1 GiB) of topologies/h100-sxm-8x.ini; the two 32 MiB
+   * cuBLAS workspaces (the forward's and the backward thread's handle,
+   * PyTorch's CublasHandlePool.cpp) are allocated with the model states */
+  assert_int_equal(strtoull(cell(&t, 1, "framework_bytes"), NULL, 10),
+                   (400ull << 20) + (1ull << 30));
+
   text = tu_read_file(path_in(dir, "timeline.csv", p, sizeof p));
   assert_non_null(text);
   assert_true(strncmp(text, "time_s,rank,op,category,delta_bytes,"
                             "allocated_bytes,reserved_bytes\n", 67) == 0);
   free(text);
+  read_csv(p, &t);
+  for (int row = 4; row <= 5; row++) { /* after params, grads, optimizer */
+    assert_string_equal(cell(&t, row, "op"), "model_states");
+    assert_string_equal(cell(&t, row, "category"), "temp");
+    assert_string_equal(cell(&t, row, "delta_bytes"), "33554432");
+  }
   text = tu_read_file(path_in(dir, "ops.csv", p, sizeof p));
   assert_non_null(text);
   assert_true(strncmp(text, "rank,stream,op,layer,microbatch,start_s,end_s,"

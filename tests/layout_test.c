@@ -712,11 +712,15 @@ static void test_framework_bytes(void **state)
     build(small_gpt, &cases[i].tp, 1, cases[i].gpus, &lay);
     /* one NCCL communicator per parallel group this GPU joins */
     assert_int_equal(lay.n_communicators, cases[i].comms);
-    /* CUDA context + cuBLAS workspace + communicators x NCCL buffers
-     * (reference section 5; values from the topology) */
+    /* outside the allocator: CUDA context + communicators x NCCL
+     * buffers (reference section 5; values from the topology); the two
+     * cuBLAS workspaces (forward's and backward's handle) go through
+     * the allocator */
     assert_int_equal(lay.framework_bytes,
-                     topo.context_bytes + topo.cublas_workspace_bytes +
+                     topo.context_bytes +
                          (uint64_t)cases[i].comms * topo.nccl_bytes);
+    assert_int_equal(lay.blas_workspaces, 2);
+    assert_int_equal(lay.blas_workspace_bytes, topo.cublas_workspace_bytes);
   }
 }
 
@@ -744,13 +748,13 @@ static void test_framework_bytes_pipeline(void **state)
     vs_layout lay;
     build(small_gpt, cases[i].sets, 3, cases[i].gpus, &lay);
     assert_int_equal(lay.n_communicators, cases[i].comms);
-    /* context 400 MiB + cuBLAS 32 MiB + comms x NCCL 1 GiB (default
-     * topology, topologies/h100-sxm-8x.ini) */
+    /* context 400 MiB + comms x NCCL 1 GiB (default topology,
+     * topologies/h100-sxm-8x.ini); the cuBLAS workspaces are allocated */
     assert_int_equal(lay.framework_bytes,
-                     (UINT64_C(400) << 20) + (UINT64_C(32) << 20) +
+                     (UINT64_C(400) << 20) +
                          (uint64_t)cases[i].comms * (UINT64_C(1) << 30));
     assert_int_equal(lay.framework_bytes,
-                     topo.context_bytes + topo.cublas_workspace_bytes +
+                     topo.context_bytes +
                          (uint64_t)cases[i].comms * topo.nccl_bytes);
   }
 }
@@ -978,11 +982,10 @@ static void test_framework_overflow_is_refused(void **state)
   (void)state;
   tu_default_topology(&topo);
   topo.context_bytes = 18446744000000000000ull;
-  topo.cublas_workspace_bytes = 80000000000ull;
+  topo.nccl_bytes = 80000000000ull;
   assert_int_equal(build_on(&topo, small_gpt, dp, 1, 8, &lay, &err), VS_EINPUT);
-  assert_non_null(strstr(err.msg, "context_memory + cublas_workspace + 1 x "
-                                  "nccl_memory add up to over 16 EiB"));
-  topo.cublas_workspace_bytes = 0;
+  assert_non_null(strstr(err.msg, "context_memory + 1 x nccl_memory add up "
+                                  "to over 16 EiB"));
   topo.nccl_bytes = UINT64_MAX - topo.context_bytes;
   assert_int_equal(build_on(&topo, small_gpt, dp, 1, 8, &lay, &err), 0);
   assert_true(lay.framework_bytes == UINT64_MAX);

@@ -238,7 +238,9 @@ static void check_end_state(const built *b, const unsigned char *st)
   assert_int_equal(kept[VS_CAT_GRADS], b->lay.stages[b->stage].grads_bytes);
   assert_int_equal(kept[VS_CAT_OPTIMIZER],
                    b->lay.stages[b->stage].optimizer_bytes);
-  assert_int_equal(kept[VS_CAT_ACTIVATIONS] + kept[VS_CAT_TEMP], 0);
+  assert_int_equal(kept[VS_CAT_ACTIVATIONS], 0);
+  /* of temp, only the cuBLAS workspaces (held from the first step on) */
+  assert_int_equal(kept[VS_CAT_TEMP], vs_layout_blas_bytes(&b->lay));
 }
 
 /* When op ran on r (spans are recorded, one per op). */
@@ -262,8 +264,10 @@ static void run_engine(const built *b, vs_rank *r)
   if (vs_engine_run(r, 1, &opts, &stats, &err))
     fail_msg("engine: %s", err.msg);
   assert_int_equal(stats.events, b->p.n_ops);
-  /* after the step only the resident model states are allocated */
-  assert_int_equal(r->mem.allocated_bytes, vs_layout_model_states(&b->lay));
+  /* after the step only the resident model states and the cuBLAS
+   * workspaces are allocated */
+  assert_int_equal(r->mem.allocated_bytes, vs_layout_model_states(&b->lay) +
+                                               vs_layout_blas_bytes(&b->lay));
 }
 
 static void test_invariants(void **state)
@@ -421,13 +425,18 @@ static void test_setup_and_optimizer(void **state)
   const vs_pop *setup = &p->ops[0];
   const vs_pop *last;
   (void)state;
-  /* setup: three allocations at its start, in params, grads, optimizer order */
-  assert_int_equal(vs_op_effects_end(p, setup) - setup->first_effect, 3);
-  for (uint32_t k = 0; k < 3; k++) {
+  /* setup: five allocations at its start, in params, grads, optimizer
+   * order, then the two cuBLAS workspaces (the forward's and the
+   * backward's handle, 32 MiB each on the default H100) as temp */
+  assert_int_equal(vs_op_effects_end(p, setup) - setup->first_effect, 5);
+  for (uint32_t k = 0; k < 5; k++) {
     const vs_effect *e = &p->effects[setup->first_effect + k];
+    const vs_buffer *buf = vs_program_buffer(p, e->buffer);
     assert_false(e->is_free);
     assert_false(e->at_end);
-    assert_int_equal(vs_program_buffer(p, e->buffer)->category, VS_CAT_PARAMS + (int)k);
+    assert_int_equal(buf->category, k < 3 ? VS_CAT_PARAMS + (int)k : VS_CAT_TEMP);
+    if (k >= 3)
+      assert_int_equal(buf->bytes, UINT64_C(32) << 20);
   }
   /* bf16 params and grads: 2 bytes per parameter (3448320 parameters) */
   assert_int_equal(b->lay.param_elems, 3448320);

@@ -11,8 +11,9 @@ typedef enum vs_category {
   VS_CAT_GRADS,       /* gradients (resident or awaiting reduction) */
   VS_CAT_OPTIMIZER,   /* optimizer moments and master weights */
   VS_CAT_ACTIVATIONS, /* tensors saved from forward for backward */
-  VS_CAT_TEMP,        /* workspaces, buckets, gathered params, loss buffers */
-  VS_CAT_FRAMEWORK,   /* CUDA context, cuBLAS workspace, NCCL buffers */
+  VS_CAT_TEMP,        /* workspaces (cuBLAS's too), buckets, gathered
+                         params, loss buffers */
+  VS_CAT_FRAMEWORK,   /* outside the allocator: CUDA context, NCCL buffers */
   VS_CAT_N
 } vs_category;
 

@@ -2,7 +2,7 @@
  *
  * The tracker owns the per-category byte counts of one rank, the allocator's
  * allocated and reserved totals, their peaks and the op and time of each
- * peak, and the first out-of-memory. Framework memory (CUDA context, cuBLAS,
+ * peak, and the first out-of-memory. Framework memory (CUDA context,
  * NCCL) lives outside the allocator: it counts towards the capacity but not
  * towards allocated or reserved, as on real hardware.
  * Invariant (vs_mem_check): the allocator categories sum to allocated,

@@ -130,7 +130,14 @@ typedef struct vs_layout {
   uint64_t grads_bytes;           /* resident after ZeRO-2 partitioning */
   uint64_t optimizer_bytes;       /* resident after ZeRO-1 partitioning */
   int n_communicators;            /* NCCL communicators this GPU joins */
-  uint64_t framework_bytes;       /* context + cuBLAS + NCCL */
+  uint64_t framework_bytes;       /* outside the allocator: context + NCCL */
+  /* cuBLAS workspaces PyTorch allocates through the caching allocator
+   * (CublasHandlePool.cpp getNewWorkspace: one per (handle, stream), and
+   * a handle per thread): the forward's, on the Python thread, and the
+   * backward's, on autograd's device thread. Each is
+   * [gpu] cublas_workspace bytes, held from the first step on. */
+  int blas_workspaces;
+  uint64_t blas_workspace_bytes;
 } vs_layout;
 
 /* Fills lay from the resolved workload, its model, their recipe and the
@@ -145,6 +152,10 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
  * loaded stage, or of stage s. */
 uint64_t vs_layout_model_states(const vs_layout *lay);
 uint64_t vs_layout_stage_model_states(const vs_layout *lay, uint64_t s);
+
+/* The bytes of all a GPU's cuBLAS workspaces (vs_layout.blas_workspaces),
+ * allocated with its model states and held all step. */
+uint64_t vs_layout_blas_bytes(const vs_layout *lay);
 
 /* The sum of a vs_placed_bytes. */
 uint64_t vs_placed_total(const vs_placed_bytes *b);

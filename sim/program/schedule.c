@@ -1751,6 +1751,10 @@ static void setup(builder *b)
                                                         : st->grads_bytes,
                              VS_CAT_GRADS));
   alloc_on(b, op, new_buffer(b, st->optimizer_bytes, VS_CAT_OPTIMIZER));
+  /* the cuBLAS workspaces the first step's forward and backward
+   * allocated, held since (vs_layout.blas_workspaces) */
+  for (int i = 0; i < b->lay->blas_workspaces; i++)
+    alloc_on(b, op, new_buffer(b, b->lay->blas_workspace_bytes, VS_CAT_TEMP));
   alloc_on(b, op, placed_buffer(b, st->managed_bytes, VS_CAT_OPTIMIZER,
                                 VS_PLACE_MANAGED));
   setup_off_gpu(b, op, &st->host, VS_PLACE_HOST);

@@ -183,7 +183,7 @@ void vs_report_oom_line(FILE *out, const vs_sim *sim, const vs_rank *r)
   fprintf(out,
           "OUT OF MEMORY on rank %u at %s, t = %.6f s: tried to allocate %s "
           "(%s); %s total capacity; %s already allocated; %s reserved in "
-          "total by the allocator; %s outside it (CUDA context, cuBLAS, NCCL)\n",
+          "total by the allocator; %s outside it (CUDA context, NCCL)\n",
           r->id, label, (double)o->t_ns * 1e-9,
           vs_format_bytes(o->requested_bytes, req, sizeof req),
           vs_category_name(o->category),
@@ -904,7 +904,7 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
           vs_format_bytes(largest_layer_saved(m), b1, sizeof b1),
           m->n_kinds > 3 ? " (the layer kind keeping the most)" : "");
   fprintf(out, "# "
-                 "framework per GPU = %s (context, cuBLAS, %d NCCL "
+                 "framework per GPU = %s (context, %d NCCL "
                "communicator(s))\n",
           vs_format_bytes(lay->framework_bytes, b1, sizeof b1),
           lay->n_communicators);
