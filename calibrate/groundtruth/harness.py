@@ -516,6 +516,9 @@ def gib(n):
     return f"{n / 2 ** 30:.2f} GiB" if isinstance(n, (int, float)) else "-"
 
 
+PROBE_FLOOR_S = 10.0
+
+
 def drive(args, configs, out):
     """Runs every configuration in a child. --budget is a hard deadline
     from the start (the probe included): no child runs past it, one still
@@ -527,7 +530,10 @@ def drive(args, configs, out):
     # persistence daemon is off (else each child pays the driver's start-up);
     # NVML takes no device memory and makes no CUDA context.
     keep_open = Nvml.open()  # noqa: F841
-    probe, rc, err = run_child(cmd, ["--probe"], max(1.0, min(120.0, args.budget)))
+    # The probe gets at least PROBE_FLOOR_S even from a smaller budget: a
+    # child starting Python (and PyTorch) takes seconds on a loaded host,
+    # and a probe cut short measures nothing at all.
+    probe, rc, err = run_child(cmd, ["--probe"], max(PROBE_FLOOR_S, min(120.0, args.budget)))
     if probe is None:
         msg = last_line(err) or f"{PROG}: the probe child failed (exit {rc})"
         print(msg, file=sys.stderr)

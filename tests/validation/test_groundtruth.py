@@ -449,6 +449,7 @@ class Driver(unittest.TestCase):
             with open(os.path.join(d, "log")) as f:
                 self.assertEqual(f.read().split(), [g[0]["name"]])
             p = self.drive(d, "0,1", extra=["--budget", "0"])
+            self.assertEqual(p.returncode, 0, p.stderr)
             rows = gtconfig.read_csv(os.path.join(d, "gt.csv"))
             self.assertEqual([r["outcome"] for r in rows], ["not_run", "not_run"])
 
