@@ -314,6 +314,26 @@ static void test_llama2_7b_on_8_gpus_fits_and_writes_csv(void **state)
   tu_remove_dir(dir);
 }
 
+/* vsim show names the cuBLAS workspaces beside the framework memory: two
+ * of [gpu] cublas_workspace each (PyTorch's CublasHandlePool.cpp: 32 MiB
+ * on Hopper, 8320 KiB before), allocated, not outside the allocator. */
+static void test_show_names_the_cublas_workspaces(void **state)
+{
+  const char *h100[] = {"show", "workloads/llama2-7b.ini", "--gpus", "8", NULL};
+  const char *a100[] = {"show", "workloads/llama2-7b.ini", "--gpus", "8",
+                        "--topology", "topologies/a100-sxm-80g-8x.ini", NULL};
+  (void)state;
+  run(h100);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "# framework per GPU = 1.39 GiB (context, 1 NCCL "
+                         "communicator(s))");
+  assert_contains(r.out, "# cuBLAS workspaces per GPU = 2 x 32.0 MiB "
+                         "(allocated, in temp");
+  run(a100);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "# cuBLAS workspaces per GPU = 2 x 8.12 MiB");
+}
+
 /* Offload end to end: the 13B sample fits one 32 GB V100 only with its
  * partitions in host memory, and host.csv holds the node's host bytes:
  * fp16 params 2 Psi, fp32 grads 4 Psi, master + Adam 12 Psi (one GPU). */
@@ -3122,6 +3142,7 @@ int main(void)
       cmocka_unit_test(test_every_bad_input_class_exits_1_with_its_message),
       cmocka_unit_test(test_layout_errors_name_the_layout),
       cmocka_unit_test(test_llama2_7b_on_8_gpus_fits_and_writes_csv),
+      cmocka_unit_test(test_show_names_the_cublas_workspaces),
       cmocka_unit_test(test_offload_sample_fits_and_writes_host_csv),
       cmocka_unit_test(test_host_out_of_memory_exits_3),
       cmocka_unit_test(test_finetune_samples),

@@ -713,7 +713,7 @@ static void test_framework_bytes(void **state)
     /* one NCCL communicator per parallel group this GPU joins */
     assert_int_equal(lay.n_communicators, cases[i].comms);
     /* outside the allocator: CUDA context + communicators x NCCL
-     * buffers (reference section 5; values from the topology); the two
+     * buffers (values from the topology); the two
      * cuBLAS workspaces (forward's and backward's handle) go through
      * the allocator */
     assert_int_equal(lay.framework_bytes,

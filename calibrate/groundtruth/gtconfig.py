@@ -80,7 +80,7 @@ MEASURED_COLUMNS = [
     "reserved_end_bytes",           # memory_reserved() at the end
     "device_used_end_bytes",        # mem_get_info total - free at the end
     "nvml_used_end_bytes",          # NVML used at the end
-    "non_allocator_bytes",          # NVML process use at the end - reserved (context, kernels, cuBLAS)
+    "non_allocator_bytes",          # NVML process use at the end - reserved (context, lazily loaded kernels, library handles)
     "device_total_bytes",           # mem_get_info total
     "alloc_retries",                # memory_stats num_alloc_retries
     "step_time_s",                  # median of steps 2..steps (CUDA events)

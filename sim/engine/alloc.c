@@ -139,9 +139,10 @@ static void set_remove(vs_alloc *a, uint32_t b)
   }
 }
 
-/* Splits `size` bytes off the front of block b; the rest becomes a new free
- * block after it (same mapping state), added to its free set if b is not in
- * one (the caller keeps set membership of b itself right). */
+/* Splits `size` bytes off the front of block b, which must be in no free
+ * set (its size changes, and a set keys its entries by size and address);
+ * the rest becomes a new free block after it (same mapping state), in no
+ * set either: the caller inserts both where they belong. */
 static uint32_t split(vs_alloc *a, uint32_t b, uint64_t size)
 {
   uint32_t r = new_block(a);
@@ -298,8 +299,9 @@ static int unmap_pages(vs_alloc *a, uint32_t b)
   return set_insert(a, mid);
 }
 
-/* Merges free block b with its free neighbours of the same mapping state;
- * returns the merged block (which is in no free set). */
+/* Merges free block b, which must be in no free set, with its free
+ * neighbours of the same mapping state (each taken out of its set before
+ * it grows or goes); returns the merged block (which is in no free set). */
 static uint32_t merge(vs_alloc *a, uint32_t b)
 {
   uint32_t n = a->blocks[b].next, p = a->blocks[b].prev;

@@ -908,6 +908,10 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
                "communicator(s))\n",
           vs_format_bytes(lay->framework_bytes, b1, sizeof b1),
           lay->n_communicators);
+  fprintf(out, "# cuBLAS workspaces per GPU = %d x %s (allocated, in temp: "
+               "the forward's and the backward thread's handle)\n",
+          lay->blas_workspaces,
+          vs_format_bytes(lay->blas_workspace_bytes, b1, sizeof b1));
 }
 
 static void key_table(FILE *out, const vs_keytab *tab)
