@@ -94,17 +94,19 @@ static vs_free_set *set_of(vs_alloc *a, uint32_t b)
 }
 
 /* (size, addr) order of the free sets. */
-static bool before(const vs_free_entry *e, uint64_t size, uint64_t addr)
+static bool before(const vs_alloc *a, uint32_t x, uint64_t size, uint64_t addr)
 {
-  return e->size < size || (e->size == size && e->addr < addr);
+  const vs_alloc_block *b = &a->blocks[x];
+  return b->size < size || (b->size == size && b->addr < addr);
 }
 
-static size_t lower_bound(const vs_free_set *fs, uint64_t size, uint64_t addr)
+static size_t lower_bound(const vs_alloc *a, const vs_free_set *fs,
+                          uint64_t size, uint64_t addr)
 {
   size_t lo = 0, hi = fs->n;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (before(&fs->entries[mid], size, addr))
+    if (before(a, fs->blocks[mid], size, addr))
       lo = mid + 1;
     else
       hi = mid;
@@ -115,15 +117,13 @@ static size_t lower_bound(const vs_free_set *fs, uint64_t size, uint64_t addr)
 static int set_insert(vs_alloc *a, uint32_t b)
 {
   vs_free_set *fs = set_of(a, b);
-  const vs_alloc_block *blk = &a->blocks[b];
   size_t pos;
-  if (!vs_grow((void **)&fs->entries, &fs->cap, fs->n + 1,
-               sizeof *fs->entries))
+  if (!vs_grow((void **)&fs->blocks, &fs->cap, fs->n + 1, sizeof *fs->blocks))
     return VS_ENOMEM;
-  pos = lower_bound(fs, blk->size, blk->addr);
-  memmove(&fs->entries[pos + 1], &fs->entries[pos],
-          (fs->n - pos) * sizeof *fs->entries);
-  fs->entries[pos] = (vs_free_entry){blk->size, blk->addr, b};
+  pos = lower_bound(a, fs, a->blocks[b].size, a->blocks[b].addr);
+  memmove(&fs->blocks[pos + 1], &fs->blocks[pos],
+          (fs->n - pos) * sizeof *fs->blocks);
+  fs->blocks[pos] = b;
   fs->n++;
   return 0;
 }
@@ -131,18 +131,18 @@ static int set_insert(vs_alloc *a, uint32_t b)
 static void set_remove(vs_alloc *a, uint32_t b)
 {
   vs_free_set *fs = set_of(a, b);
-  size_t pos = lower_bound(fs, a->blocks[b].size, a->blocks[b].addr);
-  if (pos < fs->n && fs->entries[pos].block == b) {
-    memmove(&fs->entries[pos], &fs->entries[pos + 1],
-            (fs->n - pos - 1) * sizeof *fs->entries);
+  size_t pos = lower_bound(a, fs, a->blocks[b].size, a->blocks[b].addr);
+  if (pos < fs->n && fs->blocks[pos] == b) {
+    memmove(&fs->blocks[pos], &fs->blocks[pos + 1],
+            (fs->n - pos - 1) * sizeof *fs->blocks);
     fs->n--;
   }
 }
 
 /* Splits `size` bytes off the front of block b, which must be in no free
- * set (its size changes, and a set keys its entries by size and address);
- * the rest becomes a new free block after it (same mapping state), in no
- * set either: the caller inserts both where they belong. */
+ * set (its size changes, and a set is ordered by size and address); the
+ * rest becomes a new free block after it (same mapping state), in no set
+ * either: the caller inserts both where they belong. */
 static uint32_t split(vs_alloc *a, uint32_t b, uint64_t size)
 {
   uint32_t r = new_block(a);
@@ -382,22 +382,22 @@ void vs_alloc_empty_cache(vs_alloc *a) { release_cached(a); }
 static uint32_t find_free(vs_alloc *a, int stream, int pool, uint64_t rounded)
 {
   vs_free_set *fs = &a->pools[stream][pool];
-  size_t pos = lower_bound(fs, rounded, 0);
+  size_t pos = lower_bound(a, fs, rounded, 0);
   uint64_t max_split = a->cfg.max_split_bytes;
   const vs_alloc_block *b;
   if (pos == fs->n)
     return NONE;
-  b = &a->blocks[fs->entries[pos].block];
+  b = &a->blocks[fs->blocks[pos]];
   if (max_split && b->mapped &&
       ((rounded < max_split && b->size >= max_split) ||
        (rounded >= max_split && b->size >= rounded + large_buffer))) {
     /* refused; an expandable segment can still map fresh pages */
     for (; pos < fs->n; pos++)
-      if (!a->blocks[fs->entries[pos].block].mapped)
-        return fs->entries[pos].block;
+      if (!a->blocks[fs->blocks[pos]].mapped)
+        return fs->blocks[pos];
     return NONE;
   }
-  return fs->entries[pos].block;
+  return fs->blocks[pos];
 }
 
 static bool should_split(const vs_alloc *a, int pool, uint64_t rounded,
@@ -509,7 +509,7 @@ void vs_alloc_fini(vs_alloc *a)
   free(a->segments);
   for (int s = 0; s < VS_ALLOC_STREAMS; s++)
     for (int p = 0; p < VS_POOL_N; p++)
-      free(a->pools[s][p].entries);
+      free(a->pools[s][p].blocks);
   memset(a, 0, sizeof *a);
 }
 
@@ -528,8 +528,8 @@ int vs_alloc_clone(vs_alloc *dst, const vs_alloc *src)
   for (int s = 0; s < VS_ALLOC_STREAMS; s++)
     for (int p = 0; p < VS_POOL_N; p++) {
       vs_free_set *fs = &dst->pools[s][p];
-      fs->entries = vs_dup_array(src->pools[s][p].entries, fs->n,
-                                 sizeof *fs->entries, &ok);
+      fs->blocks = vs_dup_array(src->pools[s][p].blocks, fs->n,
+                             sizeof *fs->blocks, &ok);
       fs->cap = fs->n;
     }
   if (ok)
@@ -544,7 +544,7 @@ uint64_t vs_alloc_largest_free(const vs_alloc *a, int pool)
   for (int s = 0; s < VS_ALLOC_STREAMS; s++) {
     const vs_free_set *fs = &a->pools[s][pool];
     for (size_t i = fs->n; i-- > 0;) {
-      const vs_alloc_block *b = &a->blocks[fs->entries[i].block];
+      const vs_alloc_block *b = &a->blocks[fs->blocks[i]];
       if (b->mapped) { /* the largest mapped free block of this set */
         if (b->size > best)
           best = b->size;
@@ -621,13 +621,11 @@ int vs_alloc_check(const vs_alloc *a, vs_error *err)
     for (int p = 0; p < VS_POOL_N; p++) {
       const vs_free_set *fs = &a->pools[s][p];
       for (size_t i = 0; i < fs->n; i++) {
-        const vs_free_entry *e = &fs->entries[i];
-        const vs_alloc_block *b = &a->blocks[e->block];
+        const vs_alloc_block *b = &a->blocks[fs->blocks[i]];
         const vs_alloc_segment *seg = &a->segments[b->segment];
         if (b->allocated || !seg->live || seg->stream != s || seg->pool != p ||
-            e->size != b->size || e->addr != b->addr ||
-            (i > 0 && before(e, fs->entries[i - 1].size,
-                             fs->entries[i - 1].addr)))
+            (i > 0 && before(a, fs->blocks[i], a->blocks[fs->blocks[i - 1]].size,
+                             a->blocks[fs->blocks[i - 1]].addr)))
           return vs_error_set(err, VS_EINPUT,
                               "allocator: free set (stream %d, pool %d) holds a "
                               "wrong or unsorted block at %zu", s, p, i);

@@ -60,17 +60,8 @@ typedef struct vs_alloc_segment {
   bool live;            /* not yet released (cudaFree) */
 } vs_alloc_segment;
 
-/* A free block in its free set, with the (size, addr) it is ordered by
- * kept beside its index: the searches compare these without touching
- * the block records (a block's size and address change only while it is
- * out of every set). */
-typedef struct vs_free_entry {
-  uint64_t size, addr;
-  uint32_t block;
-} vs_free_entry;
-
 typedef struct vs_free_set {
-  vs_free_entry *entries; /* sorted by (size, addr) */
+  uint32_t *blocks;     /* free block indices sorted by (size, addr) */
   size_t n, cap;
 } vs_free_set;
 
