@@ -330,7 +330,7 @@ static void expect_bounded_oom(const vs_explore *ex, const char *memory,
 /* plan screens a long pipeline's setup with one micro-batch first
  * (setup_screened in explore.c): a layout whose model states run out of
  * memory at setup (3 GiB GPUs) gets the outcome the bounded simulation
- * gives; one that runs out in micro-batch 0's forward (3400 MiB: one
+ * gives; one that runs out in micro-batch 0's forward (3430 MiB: one
  * micro-batch does not stop in the setup), and one that fits (80 GiB),
  * are simulated as before. GPT of 32 layers on pp 16, 64 micro-batches
  * (48 in the bounded path: screened). */
@@ -347,9 +347,10 @@ static void test_setup_screen_matches_bounded_simulation(void **state)
   explore_on(&ex, gpt, path, sizeof path);
   ex.max_microbatches = 1;
   expect_bounded_oom(&ex, "3GiB", "out of memory at setup model_states");
-  expect_bounded_oom(&ex, "3430MiB",
-                     "out of memory at forward flash_attn (layer 0, "
-                     "micro-batch 0)");
+  /* which op of layer 0 runs out depends on how the model states'
+   * tensors share segments; expect_bounded_oom checks it is the bounded
+   * simulation's */
+  expect_bounded_oom(&ex, "3430MiB", "out of memory at forward");
   memset(&c, 0, sizeof c);
   c.gpus = 16;
   assert_int_equal(vs_explore_one(&ex, &c), 0);

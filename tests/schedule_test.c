@@ -243,6 +243,23 @@ static void check_end_state(const built *b, const unsigned char *st)
   assert_int_equal(kept[VS_CAT_TEMP], vs_layout_blas_bytes(&b->lay));
 }
 
+/* The bytes setup allocates of each category, and how many buffers. */
+static void setup_allocations(const vs_program *p, uint64_t bytes[VS_CAT_N],
+                              uint32_t count[VS_CAT_N])
+{
+  const vs_pop *setup = &p->ops[0];
+  memset(bytes, 0, VS_CAT_N * sizeof *bytes);
+  memset(count, 0, VS_CAT_N * sizeof *count);
+  for (uint32_t e = setup->first_effect; e < vs_op_effects_end(p, setup);
+       e++) {
+    const vs_buffer *buf = vs_program_buffer(p, p->effects[e].buffer);
+    assert_false(p->effects[e].is_free);
+    assert_false(p->effects[e].at_end);
+    bytes[buf->category] += buf->bytes;
+    count[buf->category]++;
+  }
+}
+
 /* When op ran on r (spans are recorded, one per op). */
 static const vs_op_span *span_of(const vs_rank *r, uint32_t op)
 {
@@ -312,6 +329,75 @@ static void test_invariants(void **state)
     check_end_state(b, st);
     run_engine(b, &r);
     vs_rank_fini(&r);
+    free(st);
+    destroy(b);
+  }
+}
+
+/* Model states are per tensor only in PyTorch's own loop without ZeRO
+ * (vs_recipe per_tensor_states): ZeRO's partitions and Megatron-LM's
+ * buffers are one allocation each. Under the Hugging Face Trainer each
+ * tensor's gradient appears in backward and goes at the step's
+ * zero_grad(set_to_none = True), one buffer each. */
+static void test_per_tensor_states_follow_the_framework(void **state)
+{
+  static const char *const zero1[] = {"parallel.zero=1"};
+  static const char *const megatron[] = {"training.framework=megatron"};
+  static const char *const hf[] = {"training.framework=hf"};
+  uint64_t bytes[VS_CAT_N];
+  uint32_t count[VS_CAT_N], made = 0, freed = 0;
+  const vs_pop *step;
+  built *b;
+  (void)state;
+  for (int i = 0; i < 2; i++) {
+    b = build(i ? megatron : zero1, 1, i ? 1 : 2);
+    assert_false(b->r.per_tensor_states);
+    setup_allocations(&b->p, bytes, count);
+    assert_int_equal(count[VS_CAT_PARAMS], 1);
+    assert_int_equal(count[VS_CAT_GRADS], 1);
+    assert_int_equal(count[VS_CAT_OPTIMIZER], 1);
+    destroy(b);
+  }
+  b = build(hf, 1, 1);
+  assert_true(b->r.per_tensor_states && b->r.grads_set_to_none);
+  setup_allocations(&b->p, bytes, count);
+  assert_int_equal(count[VS_CAT_PARAMS], 52);
+  assert_int_equal(count[VS_CAT_GRADS], 0);
+  step = &b->p.ops[b->p.stream_ops[VS_STREAM_COMPUTE]
+                                  [b->p.n_stream_ops[VS_STREAM_COMPUTE] - 1]];
+  assert_int_equal(step->phase, VS_PHASE_OPTIMIZER);
+  for (uint32_t i = 0; i < b->p.n_ops; i++) {
+    const vs_pop *op = &b->p.ops[i];
+    for (uint32_t e = op->first_effect; e < vs_op_effects_end(&b->p, op);
+         e++) {
+      const vs_effect *ef = &b->p.effects[e];
+      if (vs_program_buffer(&b->p, ef->buffer)->category != VS_CAT_GRADS)
+        continue;
+      if (!ef->is_free)
+        made += op->phase == VS_PHASE_BWD;
+      else
+        freed += op == step;
+    }
+  }
+  assert_int_equal(made, 52);
+  assert_int_equal(freed, 52);
+  destroy(b);
+  /* each pipeline stage allocates its own blocks' tensors: the first the
+   * embeddings and its two layers (2 + 2 x 12), the last its two layers,
+   * the final norm and its copy of the tied word embeddings for the
+   * output layer (2 x 12 + 2 + 1) */
+  for (uint64_t stage = 0; stage < 2; stage++) {
+    static const char *const pp2[] = {"parallel.pp=2",
+                                      "training.global_batch=4"};
+    unsigned char *st;
+    b = build_stage(pp2, 2, 2, stage);
+    st = check_program(b);
+    check_end_state(b, st);
+    setup_allocations(&b->p, bytes, count);
+    assert_int_equal(count[VS_CAT_PARAMS], stage == 0 ? 26 : 27);
+    assert_int_equal(bytes[VS_CAT_PARAMS], b->lay.stages[stage].params_bytes);
+    assert_int_equal(bytes[VS_CAT_OPTIMIZER],
+                     b->lay.stages[stage].optimizer_bytes);
     free(st);
     destroy(b);
   }
@@ -424,20 +510,50 @@ static void test_setup_and_optimizer(void **state)
   const vs_program *p = &b->p;
   const vs_pop *setup = &p->ops[0];
   const vs_pop *last;
+  uint64_t bytes[VS_CAT_N];
+  uint32_t count[VS_CAT_N], tensors = 0, k = setup->first_effect;
   (void)state;
-  /* setup: five allocations at its start, in params, grads, optimizer
-   * order, then the two cuBLAS workspaces (the forward's and the
-   * backward's handle, 32 MiB each on the default H100) as temp */
-  assert_int_equal(vs_op_effects_end(p, setup) - setup->first_effect, 5);
-  for (uint32_t k = 0; k < 5; k++) {
-    const vs_effect *e = &p->effects[setup->first_effect + k];
-    const vs_buffer *buf = vs_program_buffer(p, e->buffer);
-    assert_false(e->is_free);
-    assert_false(e->at_end);
-    assert_int_equal(buf->category, k < 3 ? VS_CAT_PARAMS + (int)k : VS_CAT_TEMP);
-    if (k >= 3)
-      assert_int_equal(buf->bytes, UINT64_C(32) << 20);
-  }
+  /* PyTorch's own loop without ZeRO (no framework, zero = 0): setup
+   * allocates each parameter tensor as the model is built, then each one's
+   * fp32 master copy (bf16 weights), then the resident gradients and the
+   * optimizer's moments, each one flat buffer (the first step makes them
+   * in a warm cache), then the two cuBLAS workspaces (the forward's and
+   * the backward's handle, 32 MiB each on the default H100) as temp */
+  assert_true(b->r.per_tensor_states);
+  for (size_t inst = 0; inst < (size_t)b->wl.model.layers + 2; inst++)
+    tensors += vs_model_block(&b->m, inst)->n_params;
+  /* twelve a layer (qkv, projection, both MLP matrices, two norms: a
+   * weight and a bias each), the word and position embeddings, and the
+   * final norm's weight and bias */
+  assert_int_equal(tensors, 4 * 12 + 2 + 2);
+  setup_allocations(p, bytes, count);
+  assert_int_equal(count[VS_CAT_PARAMS], tensors);
+  assert_int_equal(count[VS_CAT_GRADS], 1);
+  assert_int_equal(count[VS_CAT_OPTIMIZER], tensors + 1);
+  assert_int_equal(count[VS_CAT_TEMP], 2);
+  assert_int_equal(bytes[VS_CAT_PARAMS], b->lay.params_bytes);
+  assert_int_equal(bytes[VS_CAT_GRADS], b->lay.grads_bytes);
+  assert_int_equal(bytes[VS_CAT_OPTIMIZER], b->lay.optimizer_bytes);
+  assert_int_equal(bytes[VS_CAT_TEMP], UINT64_C(64) << 20);
+  /* in that order: parameters, masters, gradients, moments, workspaces */
+  for (uint32_t i = 0; i < tensors; i++, k++)
+    assert_int_equal(vs_program_buffer(p, p->effects[k].buffer)->category,
+                     VS_CAT_PARAMS);
+  for (uint32_t i = 0; i < tensors; i++, k++)
+    assert_int_equal(vs_program_buffer(p, p->effects[k].buffer)->category,
+                     VS_CAT_OPTIMIZER);
+  assert_int_equal(vs_program_buffer(p, p->effects[k++].buffer)->category,
+                   VS_CAT_GRADS);
+  /* Adam's two fp32 moments of every parameter */
+  assert_int_equal(vs_program_buffer(p, p->effects[k++].buffer)->bytes,
+                   8 * b->lay.param_elems);
+  /* the first tensor is the word embedding: 1000 x 256 bf16, and the
+   * first master copy its fp32 one */
+  k = setup->first_effect;
+  assert_int_equal(vs_program_buffer(p, p->effects[k].buffer)->bytes,
+                   2 * 256000);
+  assert_int_equal(vs_program_buffer(p, p->effects[k + tensors].buffer)->bytes,
+                   4 * 256000);
   /* bf16 params and grads: 2 bytes per parameter (3448320 parameters) */
   assert_int_equal(b->lay.param_elems, 3448320);
   assert_int_equal(b->lay.params_bytes, 2 * 3448320);
@@ -1444,6 +1560,7 @@ int main(void)
       cmocka_unit_test(test_fsdp2_pipeline_frees_every_gather),
       cmocka_unit_test(test_pipelined_fsdp2_syncs_once),
       cmocka_unit_test(test_setup_and_optimizer),
+      cmocka_unit_test(test_per_tensor_states_follow_the_framework),
       cmocka_unit_test(test_dp1_has_no_comm),
       cmocka_unit_test(test_dp2_all_reduce_last_microbatch),
       cmocka_unit_test(test_dp2_buckets),

@@ -1277,6 +1277,64 @@ static int last_core_op(const vs_block *blk)
   return -1;
 }
 
+/* A model state kept per parameter tensor (vs_recipe per_tensor_states). */
+typedef enum state_kind {
+  STATE_PARAMS,  /* the parameter as stored */
+  STATE_MASTER,  /* its fp32 master copy */
+  STATE_GRADS,   /* its gradient as backward makes it */
+  STATE_N
+} state_kind;
+
+static const int state_category[STATE_N] = {VS_CAT_PARAMS, VS_CAT_OPTIMIZER,
+                                            VS_CAT_GRADS};
+
+/* Instance inst's tensors' state `which`, one buffer each in model order,
+ * allocated when op starts (with op NONE only counted): their bytes.
+ * *first (unless NULL) gets the first buffer, NONE without any; the rest
+ * follow it, one index each. */
+static uint64_t tensor_states(builder *b, uint32_t op, size_t inst,
+                              state_kind which, uint32_t *first)
+{
+  const vs_block *blk = block_of(b, inst);
+  uint64_t sum = 0;
+  if (first)
+    *first = NONE;
+  for (uint32_t i = 0; i < blk->n_params; i++) {
+    vs_tensor_states ts;
+    uint64_t bytes;
+    uint32_t buf;
+    vs_recipe_tensor_states(b->r, &b->wl->training, &blk->params[i], &ts);
+    bytes = which == STATE_PARAMS   ? ts.stored_param
+            : which == STATE_MASTER ? ts.master
+                                    : ts.made_grad;
+    sum += bytes;
+    if (op == NONE || bytes == 0)
+      continue;
+    buf = new_buffer(b, bytes, state_category[which]);
+    alloc_on(b, op, buf);
+    if (first && *first == NONE)
+      *first = buf;
+  }
+  return sum;
+}
+
+static void chunk_range(const builder *b, uint64_t g, size_t *first,
+                        size_t *last);
+
+/* tensor_states of every instance on stage b->stage, chunk by chunk:
+ * their bytes. */
+static uint64_t stage_states(builder *b, uint32_t op, state_kind which)
+{
+  uint64_t sum = 0;
+  for (uint64_t g = b->stage; g < b->lay->n_chunks; g += b->lay->pp) {
+    size_t lo, hi;
+    chunk_range(b, g, &lo, &hi);
+    for (size_t inst = lo; inst <= hi; inst++)
+      sum += tensor_states(b, op, inst, which, NULL);
+  }
+  return sum;
+}
+
 /* Gradients of the block wait, unreduced, until their bucket is reduced
  * (ZeRO-2/3); with ZeRO-0/1 they accumulate in the resident buffer. */
 static bool transient_grads(const builder *b) { return b->r->transient_grads; }
@@ -1289,9 +1347,31 @@ static void grads_appear(builder *b, uint32_t *table, size_t inst,
 {
   if (table[inst] != NONE)
     return;
+  if (table == b->grads_kept && b->r->per_tensor_states) {
+    tensor_states(b, op, inst, STATE_GRADS, &table[inst]);
+    return;
+  }
   table[inst] = new_buffer(b, plan_of(b, inst)->made_grad_bytes,
                           VS_CAT_GRADS);
   alloc_on(b, op, table[inst]);
+}
+
+/* Frees inst's kept gradients (grads_kept) when op ends: one buffer, or
+ * under per_tensor_states one per trainable tensor, consecutive from
+ * the first. */
+static void free_kept_grads(builder *b, uint32_t op, size_t inst)
+{
+  uint32_t first = b->grads_kept[inst];
+  const vs_block *blk = block_of(b, inst);
+  uint32_t n = 1;
+  if (first != NONE && b->r->per_tensor_states) {
+    n = 0;
+    for (uint32_t i = 0; i < blk->n_params; i++)
+      n += blk->params[i].trainable ? 1u : 0u;
+  }
+  for (uint32_t i = 0; first != NONE && i < n; i++)
+    free_on(b, op, first + i, AT_END);
+  b->grads_kept[inst] = NONE;
 }
 
 /* Where gradients made in backward appear, or NULL when they are
@@ -1720,10 +1800,8 @@ static void optimizer_step(builder *b)
   if (b->r->step_in_backward)
     return; /* every block stepped in its backward */
   op = b->r->offload.cpu_step ? host_step(b, st, &w) : gpu_step(b, st, &w);
-  for (size_t inst = 0; b->r->grads_set_to_none && inst < b->n_inst; inst++) {
-    free_on(b, op, b->grads_kept[inst], AT_END); /* zero_grad() */
-    b->grads_kept[inst] = NONE;
-  }
+  for (size_t inst = 0; b->r->grads_set_to_none && inst < b->n_inst; inst++)
+    free_kept_grads(b, op, inst); /* zero_grad() */
   if (b->r->gather_after_step)
     gather_updated(b, st, op);
 }
@@ -1739,18 +1817,44 @@ static void setup_off_gpu(builder *b, uint32_t op, const vs_placed_bytes *pb,
   alloc_on(b, op, placed_buffer(b, pb->buffers, VS_CAT_TEMP, place));
 }
 
+/* Stage b->stage's model states: each state one flat buffer, but where
+ * the recipe keeps parameters per tensor (per_tensor_states) one buffer
+ * per parameter and per master copy (tensor_states), made with the model,
+ * and flat buffers for what no tensor accounts for (the FP8 cache).
+ * Resident gradients and the optimizer's moments stay flat: the first
+ * step makes them out of a cache its activations have warmed, where
+ * blocks are split to fit, not rounded tensor by tensor. Gradients set
+ * to None after each step come in backward; DDP's buckets stay. */
+static void setup_states(builder *b, uint32_t op, const vs_stage_layout *st)
+{
+  uint64_t params = 0, masters = 0;
+  if (b->r->per_tensor_states) {
+    params = stage_states(b, NONE, STATE_PARAMS);
+    masters = stage_states(b, NONE, STATE_MASTER);
+    /* the tensors' sums are within the layout's (vs_recipe_tensor_states
+     * sums to the kind plans); should they ever exceed them, flat
+     * buffers keep the totals */
+    if (params > st->params_bytes || masters > st->optimizer_bytes)
+      params = masters = 0;
+  }
+  if (params)
+    stage_states(b, op, STATE_PARAMS);
+  alloc_on(b, op, new_buffer(b, st->params_bytes - params, VS_CAT_PARAMS));
+  if (masters)
+    stage_states(b, op, STATE_MASTER);
+  alloc_on(b, op, new_buffer(b, b->r->grads_set_to_none ? st->ddp_bucket_bytes
+                                                        : st->grads_bytes,
+                             VS_CAT_GRADS));
+  alloc_on(b, op, new_buffer(b, st->optimizer_bytes - masters,
+                             VS_CAT_OPTIMIZER));
+}
+
 static void setup(builder *b)
 {
   uint32_t op = new_op(b, VS_STREAM_COMPUTE, VS_PHASE_SETUP, "model_states", -1,
                        -1, 0.0, 0.0, 0.0);
   const vs_stage_layout *st = &b->lay->stages[b->stage];
-  alloc_on(b, op, new_buffer(b, st->params_bytes, VS_CAT_PARAMS));
-  /* gradients set to None after each step come in backward; DDP's
-   * buckets stay */
-  alloc_on(b, op, new_buffer(b, b->r->grads_set_to_none ? st->ddp_bucket_bytes
-                                                        : st->grads_bytes,
-                             VS_CAT_GRADS));
-  alloc_on(b, op, new_buffer(b, st->optimizer_bytes, VS_CAT_OPTIMIZER));
+  setup_states(b, op, st);
   /* the cuBLAS workspaces the first step's forward and backward
    * allocated, held since (vs_layout.blas_workspaces) */
   for (int i = 0; i < b->lay->blas_workspaces; i++)

@@ -13,29 +13,58 @@
  * blocks = ceil(numel / 256) since the 0.45 series; 2048 before). */
 #define ADAM8BIT_BLOCK 256
 
+unsigned vs_optimizer_state_tensors(int optimizer, bool master, uint64_t rows,
+                                   uint64_t cols,
+                                   uint64_t out[VS_OPT_STATE_TENSORS_MAX])
+{
+  uint64_t n = rows * cols;
+  unsigned k = 0;
+  if (master)
+    out[k++] = 4 * n;
+  switch (optimizer) {
+  case VS_OPT_ADAM:
+  case VS_OPT_ADAMW: /* exp_avg, exp_avg_sq */
+    out[k++] = 4 * n;
+    out[k++] = 4 * n;
+    break;
+  case VS_OPT_MOMENTUM: /* momentum_buffer */
+  case VS_OPT_LION:     /* exp_avg */
+    out[k++] = 4 * n;
+    break;
+  case VS_OPT_ADAFACTOR: /* exp_avg_sq_row and _col, or exp_avg_sq */
+    if (rows > 1 && cols > 1) {
+      out[k++] = 4 * rows;
+      out[k++] = 4 * cols;
+    } else {
+      out[k++] = 4 * n;
+    }
+    break;
+  case VS_OPT_ADAM8BIT: /* state1, state2 and their absmax, or fp32 ones */
+    if (n < 4096) {
+      out[k++] = 4 * n;
+      out[k++] = 4 * n;
+    } else {
+      out[k++] = n;
+      out[k++] = n;
+      out[k++] = 4 * vs_div_ceil(n, ADAM8BIT_BLOCK);
+      out[k++] = 4 * vs_div_ceil(n, ADAM8BIT_BLOCK);
+    }
+    break;
+  default:
+    break;
+  }
+  return k;
+}
+
 uint64_t vs_optimizer_state_bytes(int optimizer, bool master, uint64_t rows,
                                   uint64_t cols)
 {
-  uint64_t n = rows * cols;
-  uint64_t bytes = master ? 4 * n : 0;
-  switch (optimizer) {
-  case VS_OPT_ADAM:
-  case VS_OPT_ADAMW:
-    return bytes + 8 * n;
-  case VS_OPT_MOMENTUM:
-  case VS_OPT_LION:
-    return bytes + 4 * n;
-  case VS_OPT_SGD:
-    return bytes;
-  case VS_OPT_ADAFACTOR:
-    return bytes + (rows > 1 && cols > 1 ? 4 * (rows + cols) : 4 * n);
-  case VS_OPT_ADAM8BIT:
-    if (n < 4096)
-      return bytes + 8 * n;
-    return bytes + 2 * n + 2 * 4 * vs_div_ceil(n, ADAM8BIT_BLOCK);
-  default:
-    return bytes;
-  }
+  uint64_t parts[VS_OPT_STATE_TENSORS_MAX], bytes = 0;
+  unsigned n = vs_optimizer_state_tensors(optimizer, master, rows, cols,
+                                          parts);
+  for (unsigned i = 0; i < n; i++)
+    bytes += parts[i];
+  return bytes;
 }
 
 uint64_t vs_recipe_shard(const vs_state_plan *plan, uint64_t bytes)
@@ -196,6 +225,27 @@ static void resolve_fsdp2(const vs_workload *wl, vs_recipe *r)
   r->root_kept = r->keep_last_gathered && wl->parallel.pp == 1;
 }
 
+/* Whether parameters are tensors of their own: PyTorch's own training
+ * loop (no framework, or the Hugging Face Trainer) without ZeRO.
+ * nn.Module's init allocates each parameter (and a master-weight wrapper
+ * each fp32 copy) as the model is built, into an empty cache: the caching
+ * allocator rounds each on its own, handing out a whole block when what
+ * would remain of it is 1 MiB or less (CUDACachingAllocator.cpp
+ * should_split: kSmallSize). Gradients set to None are made anew, tensor
+ * by tensor, in each backward. Megatron-LM's contiguous buffers,
+ * DeepSpeed's flattened groups and every ZeRO or FSDP partition are one
+ * allocation; so are states off the GPU or paged. */
+static bool per_tensor_states(const vs_workload *wl, const vs_recipe *r)
+{
+  int fw = wl->training.framework;
+  return (fw == VS_FW_NONE || fw == VS_FW_HF) && wl->parallel.zero == 0 &&
+         !bf16_optimizer(wl) && !wl->training.paged_optimizer &&
+         !r->fp32_params && r->params.place == VS_PLACE_GPU &&
+         r->grads.place == VS_PLACE_GPU &&
+         r->optimizer.place == VS_PLACE_GPU && r->params.degree == 0 &&
+         r->grads.degree == 0 && r->optimizer.degree == 0;
+}
+
 static void resolve_states(const vs_workload *wl, const vs_model *m,
                            vs_recipe *r)
 {
@@ -260,6 +310,7 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
                              !wl->training.master_weights;
   r->grads_set_to_none = wl->training.framework == VS_FW_HF &&
                          !r->transient_grads && !r->step_in_backward;
+  r->per_tensor_states = per_tensor_states(wl, r);
 }
 
 /* Streams and groups: tensor-parallel collectives on the compute stream
@@ -391,29 +442,67 @@ static void resolve_ops(const vs_workload *wl, const vs_recipe *r,
 /* Whether a tensor's optimizer states include its fp32 master copy. */
 typedef enum { WITHOUT_MASTER, WITH_MASTER } master_part;
 
-/* Optimizer-state bytes of trainable tensor p: fp32 states (and, `master`
- * permitting, a master copy unless p is fp32), or, where the recipe keeps
- * states in the parameter's dtype, half of them for a 16-bit p
- * (bitsandbytes' 8-bit states excepted). */
+/* Whether trainable tensor p's optimizer states include an fp32 master
+ * copy (`master` permitting): with master weights, unless p is fp32. */
+static bool has_master(const vs_training_conf *t, const vs_param_tensor *p,
+                       master_part master)
+{
+  return master == WITH_MASTER && t->master_weights &&
+         p->dtype != VS_DTYPE_FP32;
+}
+
+/* The optimizer's state tensors of trainable tensor p, in out (how many
+ * returned, the master copy first when has_master): fp32 states, or,
+ * where the recipe keeps states in the parameter's dtype, 16-bit ones
+ * for a 16-bit p (bitsandbytes' 8-bit states excepted). */
+static unsigned state_parts(const vs_recipe *r, const vs_training_conf *t,
+                            const vs_param_tensor *p, master_part master,
+                            uint64_t out[VS_OPT_STATE_TENSORS_MAX])
+{
+  unsigned n = vs_optimizer_state_tensors(
+      t->optimizer, has_master(t, p, master), p->rows, p->cols, out);
+  if (r->states_in_param_dtype && t->optimizer != VS_OPT_ADAM8BIT &&
+      vs_dtype_size(p->dtype) == 2)
+    for (unsigned i = 0; i < n; i++)
+      out[i] /= 2; /* each a multiple of 4 bytes */
+  return n;
+}
+
+/* Optimizer-state bytes of trainable tensor p (state_parts summed). */
 static uint64_t states_of(const vs_recipe *r, const vs_training_conf *t,
                           const vs_param_tensor *p, master_part master)
 {
-  uint64_t bytes = vs_optimizer_state_bytes(
-      t->optimizer,
-      master == WITH_MASTER && t->master_weights && p->dtype != VS_DTYPE_FP32,
-      p->rows, p->cols);
-  if (r->states_in_param_dtype && t->optimizer != VS_OPT_ADAM8BIT &&
-      vs_dtype_size(p->dtype) == 2)
-    return bytes / 2;
+  uint64_t parts[VS_OPT_STATE_TENSORS_MAX], bytes = 0;
+  unsigned n = state_parts(r, t, p, master, parts);
+  for (unsigned i = 0; i < n; i++)
+    bytes += parts[i];
   return bytes;
 }
 
-/* The optimizer's states of p with the master copy: what p keeps. */
-static uint64_t tensor_state_bytes(const vs_recipe *r,
-                                   const vs_training_conf *t,
-                                   const vs_param_tensor *p)
+void vs_recipe_tensor_states(const vs_recipe *r, const vs_training_conf *t,
+                             const vs_param_tensor *p, vs_tensor_states *out)
 {
-  return states_of(r, t, p, WITH_MASTER);
+  uint64_t n = p->rows * p->cols;
+  uint64_t bytes = vs_dtype_tensor_bytes(p->dtype, p->rows, p->cols);
+  memset(out, 0, sizeof *out);
+  out->stored_param =
+      r->fp32_params && p->trainable &&
+              (p->dtype == VS_DTYPE_BF16 || p->dtype == VS_DTYPE_FP16)
+          ? 4 * n
+          : bytes;
+  if (!p->trainable)
+    return;
+  /* an fp32 tensor (LoRA adapters, PEFT's autocast_adapter_dtype) has
+   * fp32 gradients and needs no fp32 master copy */
+  out->grad = n * (p->dtype == VS_DTYPE_FP32 ? 4 : r->grad_elem_bytes);
+  /* accumulated unsharded, FSDP2 keeps them in the reduce dtype
+   * (FSDPParam.to_accumulated_grad_if_needed) */
+  out->made_grad = r->reduce_copy && !r->pipelined_fsdp &&
+                           p->dtype != VS_DTYPE_FP32
+                       ? bytes
+                       : out->grad;
+  out->n_optimizer = state_parts(r, t, p, WITH_MASTER, out->optimizer);
+  out->master = has_master(t, p, WITH_MASTER) ? out->optimizer[0] : 0;
 }
 
 /* Model states per kind. Every tensor's states are sharded over the
@@ -427,33 +516,26 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
   for (uint32_t i = 0; i < b->n_params; i++) {
     const vs_param_tensor *p = &b->params[i];
     uint64_t n = p->rows * p->cols, grad, states;
+    vs_tensor_states ts;
     if (p->shard_group != VS_GROUP_DP && p->shard_group != VS_GROUP_EXPERT_DP)
       return vs_error_set(err, VS_EINPUT,
                           "model: %s of block %s shards its states over the "
                           "%s group; this version shards over dp and edp only",
                           p->name, b->name, vs_group_name(p->shard_group));
+    vs_recipe_tensor_states(r, t, p, &ts);
     k->param_elems += n;
     k->param_bytes += vs_dtype_tensor_bytes(p->dtype, p->rows, p->cols);
-    k->stored_param_bytes +=
-        r->fp32_params && p->trainable &&
-                (p->dtype == VS_DTYPE_BF16 || p->dtype == VS_DTYPE_FP16)
-            ? 4 * n
-            : vs_dtype_tensor_bytes(p->dtype, p->rows, p->cols);
+    k->stored_param_bytes += ts.stored_param;
     if (!p->trainable)
       continue;
     k->trainable_elems += n;
     k->decay_elems += p->rows > 1 && p->cols > 1 ? n : 0;
-    /* an fp32 tensor (LoRA adapters, PEFT's autocast_adapter_dtype) has
-     * fp32 gradients and needs no fp32 master copy */
-    grad = n * (p->dtype == VS_DTYPE_FP32 ? 4 : r->grad_elem_bytes);
-    states = tensor_state_bytes(r, t, p);
+    grad = ts.grad;
+    states = 0;
+    for (unsigned j = 0; j < ts.n_optimizer; j++)
+      states += ts.optimizer[j];
     k->grad_bytes += grad;
-    /* accumulated unsharded, FSDP2 keeps them in the reduce dtype
-     * (FSDPParam.to_accumulated_grad_if_needed) */
-    k->made_grad_bytes += r->reduce_copy && !r->pipelined_fsdp &&
-                                  p->dtype != VS_DTYPE_FP32
-                              ? vs_dtype_tensor_bytes(p->dtype, p->rows, p->cols)
-                              : grad;
+    k->made_grad_bytes += ts.made_grad;
     k->optimizer_bytes += states;
     if (p->shard_group == VS_GROUP_EXPERT_DP) {
       k->expert_optimizer_bytes += states;

@@ -259,6 +259,15 @@ typedef struct vs_recipe {
                                master copy (framework = hf): the states
                                are zeros_like(param), 16-bit for 16-bit
                                parameters (vsim's figures are fp32 ones) */
+  bool per_tensor_states;   /* PyTorch's own loop without ZeRO: each
+                               parameter and its master copy are
+                               allocations of their own, made with the
+                               model, and so is each gradient set to None
+                               (grads_set_to_none) as backward makes it;
+                               vs_recipe_tensor_states gives their sizes.
+                               Otherwise (and for resident gradients and
+                               optimizer moments, which the first step
+                               carves out of a warm cache) flat buffers */
   bool ddp_bucket_copy;     /* PyTorch DDP (framework = hf, dp > 1): the
                                reducer's flat buckets hold a copy of every
                                gradient beside .grad, allocated with the
@@ -290,6 +299,37 @@ const vs_kind_plan *vs_recipe_kind(const vs_recipe *r, const vs_model *m,
  * flat buffer evenly over its degree, padding the last shard, so each GPU
  * holds ceil(bytes / degree) rounded up to whole elements. */
 uint64_t vs_recipe_shard(const vs_state_plan *plan, uint64_t bytes);
+
+/* The most tensors an optimizer keeps for one parameter: a master copy
+ * and bitsandbytes' two 8-bit states with their two absmax arrays. */
+#define VS_OPT_STATE_TENSORS_MAX 5
+
+/* One parameter tensor's model states on its GPU, unsharded, each a
+ * tensor of its own (as PyTorch allocates them: the parameter, its .grad,
+ * a wrapper's fp32 master copy, and each state the optimizer's
+ * _init_group creates with zeros_like). The kind plans' sums are these,
+ * added over the block's tensors. */
+typedef struct vs_tensor_states {
+  uint64_t stored_param;    /* as kept between uses (stored_param_bytes) */
+  uint64_t grad;            /* its resident gradient; 0 when frozen */
+  uint64_t made_grad;       /* the gradient as backward makes it */
+  uint64_t optimizer[VS_OPT_STATE_TENSORS_MAX]; /* each optimizer state
+                               tensor, the master copy first */
+  unsigned n_optimizer;     /* how many (0 when frozen) */
+  uint64_t master;          /* of them, the master copy's bytes (0: none) */
+} vs_tensor_states;
+
+/* Tensor p's states under r and t (r resolved up to its kinds). */
+void vs_recipe_tensor_states(const vs_recipe *r, const vs_training_conf *t,
+                             const vs_param_tensor *p, vs_tensor_states *out);
+
+/* Each tensor the optimizer keeps for one parameter of rows x cols
+ * elements, in out (the fp32 master copy first when `master`); returns
+ * how many: vs_optimizer_state_bytes is their sum. bitsandbytes keeps
+ * state1 and state2 (1 B an element) and one absmax array each. */
+unsigned vs_optimizer_state_tensors(int optimizer, bool master, uint64_t rows,
+                                   uint64_t cols,
+                                   uint64_t out[VS_OPT_STATE_TENSORS_MAX]);
 
 /* Optimizer-state bytes (master weights included when `master`) of one
  * parameter tensor of rows x cols elements:
