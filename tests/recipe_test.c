@@ -357,10 +357,83 @@ static void test_optimizer_state_bytes(void **state)
                    8 * 4095);
 }
 
+/* Each state tensor an optimizer keeps for a parameter, the master copy
+ * first: what PyTorch allocates one by one (their sum is
+ * vs_optimizer_state_bytes). */
+static void test_optimizer_state_tensors(void **state)
+{
+  uint64_t t[VS_OPT_STATE_TENSORS_MAX];
+  (void)state;
+  /* master, exp_avg, exp_avg_sq */
+  assert_int_equal(vs_optimizer_state_tensors(VS_OPT_ADAMW, true, 10, 10, t),
+                   3);
+  assert_true(t[0] == 400 && t[1] == 400 && t[2] == 400);
+  assert_int_equal(vs_optimizer_state_tensors(VS_OPT_SGD, false, 10, 10, t),
+                   0);
+  /* adafactor: the row and column factors of a matrix */
+  assert_int_equal(
+      vs_optimizer_state_tensors(VS_OPT_ADAFACTOR, false, 100, 50, t), 2);
+  assert_true(t[0] == 400 && t[1] == 200);
+  /* adam8bit: state1, state2 (1 B an element) and their absmax */
+  assert_int_equal(
+      vs_optimizer_state_tensors(VS_OPT_ADAM8BIT, true, 4096, 1, t), 5);
+  assert_true(t[0] == 4 * 4096 && t[1] == 4096 && t[2] == 4096 &&
+              t[3] == 4 * 16 && t[4] == 4 * 16);
+}
+
+/* A tensor's states as the recipe keeps them, and where they are
+ * separate allocations: PyTorch's own loop without ZeRO (no framework, or
+ * the Hugging Face Trainer), not ZeRO's partitions or Megatron-LM's
+ * buffers. bf16 weights with a master copy (the default): fp32 master
+ * and moments, bf16 gradients; the Trainer over a bf16 model keeps its
+ * moments in bf16 and no master. */
+static void test_tensor_states(void **state)
+{
+  static const char *const zero1[] = {"parallel.zero=1"};
+  static const char *const megatron[] = {"training.framework=megatron"};
+  static const char *const hf[] = {"training.framework=hf",
+                                   "training.precision=bf16"};
+  const vs_param_tensor *w;
+  vs_tensor_states ts;
+  uint64_t n;
+  built b;
+  (void)state;
+  build(&b, NULL, 0, 1);
+  assert_true(b.r.per_tensor_states);
+  w = &vs_model_block(&b.m, 1)->params[0];
+  n = w->rows * w->cols;
+  assert_true(w->trainable && n > 1);
+  vs_recipe_tensor_states(&b.r, &b.wl.training, w, &ts);
+  assert_int_equal(ts.stored_param, 2 * n);
+  assert_int_equal(ts.grad, 2 * n);
+  assert_int_equal(ts.made_grad, ts.grad);
+  assert_int_equal(ts.n_optimizer, 3);
+  assert_int_equal(ts.master, 4 * n);
+  assert_int_equal(ts.optimizer[0] + ts.optimizer[1] + ts.optimizer[2],
+                   12 * n);
+  destroy(&b);
+  build(&b, hf, 2, 1);
+  assert_true(b.r.per_tensor_states);
+  vs_recipe_tensor_states(&b.r, &b.wl.training,
+                          &vs_model_block(&b.m, 1)->params[0], &ts);
+  assert_int_equal(ts.master, 0);
+  assert_int_equal(ts.n_optimizer, 2);
+  assert_int_equal(ts.optimizer[0], 2 * n);
+  destroy(&b);
+  build(&b, zero1, 1, 2);
+  assert_false(b.r.per_tensor_states);
+  destroy(&b);
+  build(&b, megatron, 1, 1);
+  assert_false(b.r.per_tensor_states);
+  destroy(&b);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_zero_stages),
+      cmocka_unit_test(test_optimizer_state_tensors),
+      cmocka_unit_test(test_tensor_states),
       cmocka_unit_test(test_reduce_depth),
       cmocka_unit_test(test_shard_rounding),
       cmocka_unit_test(test_keep_decisions),
