@@ -392,6 +392,30 @@ static void test_llama_gqa_swiglu(void **state)
   }
 }
 
+/* Eager attention's backward holds each s^2 gradient while it makes the
+ * next (autograd frees a node's incoming gradient once the node is done):
+ * the softmax's the probs' gradient (fp32 under autocast, cast from the
+ * 16-bit one the context matmul made) and the scores' in their own dtype;
+ * the scores' the scores' gradient and the scale's and mask's copy of it.
+ * s = 1024, b = 2, 16 heads: 2^25 scores. */
+static void test_eager_backward_holds_incoming_gradients(void **state)
+{
+  const uint64_t scores = 16ull * 1024 * 1024 * 2;
+  static const char *const precisions[] = {"bf16", "amp_bf16", "fp32"};
+  static const uint64_t incoming[] = {2, 4, 4}, own[] = {2, 2, 4};
+  (void)state;
+  for (int i = 0; i < 3; i++) {
+    vs_model m;
+    build_gpt(&m, 1024, 2, 1024, 16, 1, false, precisions[i], "eager",
+              "none");
+    assert_int_equal(op_named(vs_model_layer(&m, 0), "softmax")->bwd_temp_bytes,
+                     (incoming[i] + own[i]) * scores);
+    assert_int_equal(
+        op_named(vs_model_layer(&m, 0), "attn_scores")->bwd_temp_bytes,
+        2 * own[i] * scores);
+  }
+}
+
 /* Eager attention with GQA and no dropout: K and V are expanded to all a
  * heads before the matmuls (Hugging Face repeat_kv), so the scores op saves
  * Q and the expanded K (4sbh/t), the context op the expanded V (2sbh/t), and
@@ -1699,6 +1723,8 @@ int main(void)
       cmocka_unit_test_teardown(test_llama_gqa_swiglu, free_models),
       cmocka_unit_test_teardown(test_llama_attention_causal, free_models),
       cmocka_unit_test_teardown(test_llama_eager_gqa_expands_kv, free_models),
+      cmocka_unit_test_teardown(test_eager_backward_holds_incoming_gradients,
+                                free_models),
       cmocka_unit_test_teardown(test_llama2_7b_params, free_models),
       cmocka_unit_test_teardown(test_gpt3_175b_params, free_models),
       cmocka_unit_test_teardown(test_params_shrink_with_tp, free_models),

@@ -627,6 +627,7 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
 {
   uint64_t heads = d->a / d->t, kv = heads;
   uint64_t scores = heads * d->s * d->s * d->b; /* elements */
+  uint64_t qk_grads;
   vs_op_spec *op;
 
   if (!(op = vs_block_add_op(blk, "attn_scores", err)))
@@ -637,7 +638,12 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
   /* raw scores until the softmax; under autocast also their fp32
    * promotion (an fp32 mask added, or softmax's own cast) */
   op->fwd_temp_bytes = (d->e + (d->amp ? 4 : 0)) * scores;
-  op->bwd_temp_bytes = d->e * d->tokens * d->d * (heads + kv);
+  /* backward: the scores' gradient, held while the scale's and the
+   * mask's backward make a copy of it, then while Q's and K's are made
+   * (autograd frees a node's incoming gradient once the node is done) */
+  qk_grads = d->e * d->tokens * d->d * (heads + kv);
+  op->bwd_temp_bytes =
+      d->e * scores + (qk_grads > d->e * scores ? qk_grads : d->e * scores);
   if (save_act(blk, op, d->e * d->tokens * d->d * (heads + kv), d->act_dtype, err))
     return VS_EINPUT; /* Q and K */
 
@@ -647,6 +653,10 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
     return VS_EINPUT;
   as_elementwise(op, scores, d->er, 5.0);
   op->attn_core = true;
+  /* its backward holds the probs' gradient (fp32 under autocast, cast
+   * from the 16-bit one the matmul made) while it makes the scores' in
+   * their own dtype (_softmax_backward_data's input_dtype) */
+  op->bwd_temp_bytes = (d->er + d->e) * scores;
   if (save_scores(blk, op, scores, d->er_dtype, err))
     return VS_EINPUT;
 
