@@ -760,6 +760,43 @@ static void test_fp32_flash_expands_grouped_kv(void **state)
   assert_int_equal(fa->bwd_temp_bytes, 4 * T * dh * (16 + 2 * 16));
 }
 
+/* A head dimension that is not a multiple of 8 (Llama-3B-like: 3200 / 32
+ * = 100): SDPA's flash path pads Q, K and V to 104 and keeps them and the
+ * padded output (attention.cpp pad_last_dim<8>, post_process_flash_output;
+ * the output projection's input is then a copy of the slice, kept by that
+ * projection as before). fp32's memory-efficient kernel does not pad. */
+static void test_flash_pads_head_dim_to_8(void **state)
+{
+  static const char ini[] =
+      "[model]\narch = llama\nlayers = 2\nhidden = 3200\nheads = 32\n"
+      "ffn_hidden = 8640\nvocab = 32000\nseq_len = 1024\n[training]\n"
+      "micro_batch = 2\nattention = flash\n";
+  static const char *const bf16[] = {"training.precision=bf16"};
+  static const char *const fp32[] = {"training.precision=fp32"};
+  const uint64_t T = 1024 * 2;
+  const vs_block *blk;
+  const vs_op_spec *fa;
+  vs_model m;
+  (void)state;
+  build_ini(&m, ini, bf16, 1);
+  blk = vs_model_layer(&m, 0);
+  fa = op_named(blk, "flash_attn");
+  assert_int_equal(fa->n_saved, 3);
+  assert_int_equal(blk->saved[fa->first_saved].bytes, 2 * T * 104 * 96);
+  assert_int_equal(blk->saved[fa->first_saved + 1].bytes, 2 * T * 104 * 32);
+  assert_int_equal(blk->saved[fa->first_saved + 2].bytes, 4 * 2 * 32 * 1024);
+  /* the kernel runs at 104: 4 s^2 b heads 104 FLOPs, halved causal */
+  tu_assert_close(fa->fwd_flops, 0.5 * 4.0 * 1024.0 * 1024 * 2 * 32 * 104,
+                  1e-15);
+  /* backward: Q's, K's, V's padded gradients and the output's padded one */
+  assert_int_equal(fa->bwd_temp_bytes, 2 * T * 104 * (96 + 32));
+  build_ini(&m, ini, fp32, 1);
+  fa = op_named(vs_model_layer(&m, 0), "flash_attn");
+  assert_int_equal(fa->n_saved, 2);
+  assert_int_equal(vs_model_layer(&m, 0)->saved[fa->first_saved].bytes,
+                   4 * T * 100 * 96);
+}
+
 /* A fused cross entropy ([training] fused_cross_entropy, Liger Kernel's)
  * writes the logits' gradient into their own 16-bit buffer during forward:
  * the head keeps the logits (2sbV) and nothing in fp32, the loss needs no
@@ -1725,6 +1762,7 @@ int main(void)
       cmocka_unit_test_teardown(test_llama_eager_gqa_expands_kv, free_models),
       cmocka_unit_test_teardown(test_eager_backward_holds_incoming_gradients,
                                 free_models),
+      cmocka_unit_test_teardown(test_flash_pads_head_dim_to_8, free_models),
       cmocka_unit_test_teardown(test_llama2_7b_params, free_models),
       cmocka_unit_test_teardown(test_gpt3_175b_params, free_models),
       cmocka_unit_test_teardown(test_params_shrink_with_tp, free_models),

@@ -785,25 +785,53 @@ static uint64_t flash_kv_heads(const dims *d)
   return d->act_dtype == VS_DTYPE_FP32 ? d->a / d->t : d->kv / d->t;
 }
 
+/* FlashAttention's kernels take a head dimension that is a multiple of
+ * 8: PyTorch's SDPA pads Q, K and V to one (aten/src/ATen/native/
+ * transformers/attention.cpp, pad_last_dim<8>), saves the padded copies
+ * and the padded output for backward, and hands back a slice of the
+ * output (post_process_flash_output), which the heads' merge before the
+ * output projection must copy. The memory-efficient kernel (fp32) does
+ * not pad. The head dimension the kernel runs at. */
+static uint64_t flash_head_dim(const dims *d)
+{
+  return d->act_dtype == VS_DTYPE_FP32 ? d->d : vs_div_ceil(d->d, 8) * 8;
+}
+
 static int attention_flash(vs_block *blk, const dims *d, vs_error *err)
 {
   uint64_t heads = d->a / d->t, kv = flash_kv_heads(d);
+  uint64_t pd = flash_head_dim(d), qkv = d->tokens * (heads + 2 * kv);
   vs_op_spec *op = vs_block_add_op(blk, "flash_attn", err);
   if (!op)
     return VS_EINPUT;
   op->matmul = true;
   op->fwd_flops = 4.0 * (double)d->b * (double)heads * (double)d->s *
-                  (double)d->skv * (double)d->d *
+                  (double)d->skv * (double)pd *
                   (d->causal ? CAUSAL_FLASH_FRACTION : 1.0);
   op->bwd_flops = 2.5 * op->fwd_flops; /* backward recomputes the scores */
   op->bwd_kernels = FLASH_BWD_KERNELS;
-  op->flash = flash_shape(d, d->d);
-  op->fwd_bytes = (double)d->e * (double)(d->tokens * d->d * (2 * heads + 2 * kv));
+  op->flash = flash_shape(d, pd);
+  op->fwd_bytes = (double)d->e * (double)(d->tokens * pd * (2 * heads + 2 * kv));
   op->bwd_bytes = 2.0 * op->fwd_bytes;
-  op->bwd_temp_bytes = d->e * d->tokens * d->d * (heads + 2 * kv);
+  op->bwd_temp_bytes = d->e * pd * qkv;
   context_parallel(op, d, heads, heads * d->d, kv * d->d, heads * d->d);
-  if (save_act(blk, op, d->e * d->tokens * d->d * (heads + 2 * kv), d->act_dtype, err))
-    return VS_EINPUT; /* Q, K, V */
+  if (pd != d->d) {
+    /* three pads and the merge's copy: each reads and writes its tensor;
+     * backward pads the output's gradient (held beside Q's, K's and V's
+     * padded ones) */
+    op->fwd_kernels += 4;
+    op->bwd_kernels += 1;
+    op->fwd_bytes += (double)d->e * (double)((d->d + pd) * qkv +
+                                             2 * d->tokens * d->d * heads);
+    op->bwd_temp_bytes += d->e * d->tokens * pd * heads;
+  }
+  if (save_act(blk, op, d->e * pd * qkv, d->act_dtype, err))
+    return VS_EINPUT; /* Q, K, V (padded) */
+  /* the output, padded: unpadded it is the output projection's input,
+   * which that keeps */
+  if (pd != d->d &&
+      save_act(blk, op, d->e * d->tokens * pd * heads, d->act_dtype, err))
+    return VS_EINPUT;
   if (save_act(blk, op, 4 * d->b * heads * d->s, VS_DTYPE_FP32, err))
     return VS_EINPUT;                     /* LSE fp32 */
   return 0;
