@@ -808,7 +808,7 @@ static int cmd_show(const cli_args *a, FILE *out, FILE *errs)
       fprintf(errs, "vsim: %s\n", err.msg);
       code = VS_EXIT_ERROR;
     } else {
-      vs_report_show(out, wl, topo, m, &lay);
+      vs_report_show(out, wl, topo, m, &r, &lay);
     }
     vs_recipe_fini(&r);
     vs_model_fini(m);

@@ -334,6 +334,36 @@ static void test_show_names_the_cublas_workspaces(void **state)
   assert_contains(r.out, "# cuBLAS workspaces per GPU = 2 x 8.12 MiB");
 }
 
+/* vsim show says how the model states reach the allocator: per tensor
+ * in PyTorch's own loop (gpt-small: 4 layers of 12 tensors, two
+ * embeddings, the final norm's two; bf16 weights with fp32 masters; the
+ * Trainer's gradients in backward), one buffer per state under ZeRO or
+ * Megatron-LM. */
+static void test_show_says_how_states_are_allocated(void **state)
+{
+  const char *plain[] = {"show", DATA "gpt-small.ini", NULL};
+  const char *hf[] = {"show", DATA "gpt-small.ini", "--set",
+                      "training.framework=hf", NULL};
+  const char *zero[] = {"show", DATA "gpt-small.ini", "--gpus", "2", "--set",
+                        "parallel.zero=1", NULL};
+  (void)state;
+  run(plain);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "# model states reach the allocator as PyTorch's "
+                         "own loop makes them: each of the 52 parameter "
+                         "tensors (and its fp32 master copy) as the model "
+                         "is built,\n#   the gradients and the optimizer's "
+                         "moments one buffer each\n");
+  run(hf);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "each of the 52 parameter tensors as the model is "
+                         "built,\n#   each gradient in backward");
+  run(zero);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "# model states reach the allocator as one buffer "
+                         "per state (flat buffers or ZeRO partitions)\n");
+}
+
 /* Offload end to end: the 13B sample fits one 32 GB V100 only with its
  * partitions in host memory, and host.csv holds the node's host bytes:
  * fp16 params 2 Psi, fp32 grads 4 Psi, master + Adam 12 Psi (one GPU). */
@@ -3196,6 +3226,7 @@ int main(void)
       cmocka_unit_test(test_show_names_the_cublas_workspaces),
       cmocka_unit_test(test_offload_sample_fits_and_writes_host_csv),
       cmocka_unit_test(test_parameters_allocated_tensor_by_tensor),
+      cmocka_unit_test(test_show_says_how_states_are_allocated),
       cmocka_unit_test(test_host_out_of_memory_exits_3),
       cmocka_unit_test(test_finetune_samples),
       cmocka_unit_test(test_framework_samples),

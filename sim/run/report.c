@@ -840,8 +840,41 @@ static void show_parameters(FILE *out, const vs_workload *wl,
   show_finetune(out, wl, lay);
 }
 
+/* How the model states reach the caching allocator (vs_recipe
+ * per_tensor_states). */
+static void show_state_allocations(FILE *out, const vs_workload *wl,
+                                   const vs_model *m, const vs_recipe *r)
+{
+  uint64_t tensors = 0, masters = 0;
+  if (!r->per_tensor_states) {
+    fprintf(out, "# model states reach the allocator as one buffer per "
+                 "state (flat buffers or ZeRO partitions)\n");
+    return;
+  }
+  for (size_t inst = 0; inst < (size_t)m->layers + 2; inst++) {
+    const vs_block *blk = vs_model_block(m, inst);
+    for (uint32_t i = 0; i < blk->n_params; i++) {
+      vs_tensor_states ts;
+      vs_recipe_tensor_states(r, &wl->training, &blk->params[i], &ts);
+      masters += ts.master ? 1 : 0;
+    }
+    tensors += blk->n_params;
+  }
+  fprintf(out, "# model states reach the allocator as PyTorch's own loop "
+               "makes them: each of the %llu parameter tensors%s as the "
+               "model is built,\n#   %s\n",
+          (unsigned long long)tensors,
+          masters ? " (and its fp32 master copy)" : "",
+          r->grads_set_to_none
+              ? "each gradient in backward, the optimizer's moments one "
+                "buffer"
+              : "the gradients and the optimizer's moments one buffer "
+                "each");
+}
+
 void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
-                    const vs_model *m, const vs_layout *lay)
+                    const vs_model *m, const vs_recipe *r,
+                    const vs_layout *lay)
 {
   const vs_keytab *tab = vs_workload_keys();
   char cp[32];
@@ -879,6 +912,7 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
           vs_format_bytes(lay->grads_bytes, b2, sizeof b2),
           vs_format_bytes(lay->optimizer_bytes, b3, sizeof b3),
           vs_format_bytes(vs_layout_model_states(lay), b4, sizeof b4));
+  show_state_allocations(out, wl, m, r);
   show_off_gpu(out, lay, VS_PLACE_HOST);
   show_off_gpu(out, lay, VS_PLACE_NVME);
   show_step_copies(out, wl, lay);

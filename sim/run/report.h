@@ -51,9 +51,11 @@ void vs_report_summary(FILE *out, const vs_sim *sim);
  * largest free block, cudaMalloc/cudaFree calls, retries and OOMs. */
 void vs_report_memory_summary(FILE *out, const vs_sim *sim);
 
-/* Resolved configuration, parameter counts and model-state bytes. */
+/* Resolved configuration, parameter counts, model-state bytes and how
+ * they reach the allocator (r). */
 void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
-                    const vs_model *m, const vs_layout *lay);
+                    const vs_model *m, const vs_recipe *r,
+                    const vs_layout *lay);
 
 /* The files of `--csv DIR`, in the order they are written: summary.csv,
  * timeline.csv, ops.csv, host.csv (one row per tracked node and place it
