@@ -797,6 +797,30 @@ static void test_flash_pads_head_dim_to_8(void **state)
                    4 * T * 100 * 96);
 }
 
+/* Under autocast the output layer's backward is three autograd nodes,
+ * each freeing what it received before the next runs: the GEMM's (the
+ * logits' gradient held while the input's and the weight's 16-bit ones
+ * are made), the weight cast's (that gradient and its fp32 copy, 2 + 4 B
+ * a weight) and the input cast's. The op holds the largest moment, not
+ * their sum: at GPT-2's vocabulary and T = 1024 tokens of h = 1024 the
+ * weight cast's, 2Th + 6Vh; without autocast the GEMM's alone. */
+static void test_autocast_head_backward_holds_one_node(void **state)
+{
+  const uint64_t T = 1024, h = 1024;
+  vs_model m;
+  const vs_op_spec *head;
+  uint64_t V;
+  (void)state;
+  build_gpt(&m, 512, 2, h, 16, 1, false, "amp_bf16", "flash", "none");
+  V = m.vocab_padded;
+  head = op_named(vs_model_head(&m), "lm_head");
+  assert_true(2 * T * V + 2 * V * h < 6 * V * h);
+  assert_int_equal(head->bwd_temp_bytes, 2 * T * h + 6 * V * h);
+  build_gpt(&m, 512, 2, h, 16, 1, false, "bf16", "flash", "none");
+  head = op_named(vs_model_head(&m), "lm_head");
+  assert_int_equal(head->bwd_temp_bytes, 2 * T * h + 2 * T * V);
+}
+
 /* A fused cross entropy ([training] fused_cross_entropy, Liger Kernel's)
  * writes the logits' gradient into their own 16-bit buffer during forward:
  * the head keeps the logits (2sbV) and nothing in fp32, the loss needs no
@@ -1763,6 +1787,8 @@ int main(void)
       cmocka_unit_test_teardown(test_eager_backward_holds_incoming_gradients,
                                 free_models),
       cmocka_unit_test_teardown(test_flash_pads_head_dim_to_8, free_models),
+      cmocka_unit_test_teardown(test_autocast_head_backward_holds_one_node,
+                                free_models),
       cmocka_unit_test_teardown(test_llama2_7b_params, free_models),
       cmocka_unit_test_teardown(test_gpt3_175b_params, free_models),
       cmocka_unit_test_teardown(test_params_shrink_with_tp, free_models),

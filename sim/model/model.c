@@ -1557,6 +1557,33 @@ static vs_op_spec *output_layer(vs_block *blk, const vs_workload *wl,
   return op;
 }
 
+/* Under autocast the output layer's backward runs as three autograd
+ * nodes, each freeing what it received before the next starts (the
+ * engine runs a node's successors once it is done, the later-recorded
+ * cast first): the GEMM's, holding the logits' gradient while it makes
+ * the input's and the weight's in 16 bits; the weight cast's
+ * (ToCopyBackward), casting that weight gradient to fp32 for .grad (2 + 4
+ * B a weight); the input cast's, casting the input's gradient to fp32
+ * for the residual stream. The input's 16-bit gradient is held through
+ * all three. So its backward holds the largest of the three, not their
+ * sum; weight_elems: the head's weight (vocab x hidden on this rank). */
+static void autocast_head_backward(vs_op_spec *op, const vs_workload *wl,
+                                   const dims *d, uint64_t weight_elems)
+{
+  uint64_t input = d->e * d->tokens * d->h;
+  uint64_t logits = wl->training.fused_cross_entropy
+                        ? 0
+                        : d->e * d->tokens * (d->vocab / d->t);
+  uint64_t gemm = input + logits + 2 * weight_elems;
+  uint64_t weight_cast = input + 6 * weight_elems;
+  uint64_t input_cast = input + d->er * d->tok_rep * d->h;
+  if (!d->amp || d->copy_dtype == VS_DTYPE_N)
+    return;
+  op->bwd_temp_bytes = gemm > weight_cast ? gemm : weight_cast;
+  if (input_cast > op->bwd_temp_bytes)
+    op->bwd_temp_bytes = input_cast;
+}
+
 /* Whether the head keeps a copy of the word embeddings for the
  * multi-token prediction's lookups: with a pipeline, where the output
  * layer's weight is not already one (Megatron-LM builds the embedding on
@@ -1682,6 +1709,7 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   uint64_t v = d->vocab / d->t;
   uint64_t logits = d->tokens * v;
   vs_op_spec *op;
+  uint32_t head;
 
   if (arch == VS_ARCH_BERT) { /* MLM transform: dense, GeLU, LayerNorm */
     if (!(op = vs_block_add_op(blk, "mlm_dense", err)))
@@ -1708,6 +1736,7 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
 
   if (!output_layer(blk, wl, d, "lm_head", err))
     return VS_EINPUT;
+  head = blk->n_ops - 1;
   /* With tied embeddings and pp > 1 the last stage keeps its own copy of
    * the word embeddings (Megatron-LM), kept equal by an all-reduce. */
   if (own_head_weight(wl) && param(blk, d, "lm_head.weight", v, d->h, err))
@@ -1720,6 +1749,7 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   if (own_head_weight(wl) && wl->model.tied_embeddings && d->frozen_prefix)
     blk->params[blk->n_params - 1].trainable = false; /* the frozen
                                                          embedding's copy */
+  autocast_head_backward(&blk->ops[head], wl, d, v * d->h);
   if (arch == VS_ARCH_BERT && param(blk, d, "mlm_bias", 1, v, err))
     return VS_EINPUT;
 
