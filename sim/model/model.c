@@ -1558,19 +1558,24 @@ static vs_op_spec *output_layer(vs_block *blk, const vs_workload *wl,
 }
 
 /* Under autocast the output layer's backward runs as three autograd
- * nodes, each freeing what it received before the next starts (the
- * engine runs a node's successors once it is done, the later-recorded
- * cast first): the GEMM's, holding the logits' gradient while it makes
- * the input's and the weight's in 16 bits; the weight cast's
- * (ToCopyBackward), casting that weight gradient to fp32 for .grad (2 + 4
- * B a weight); the input cast's, casting the input's gradient to fp32
- * for the residual stream. The input's 16-bit gradient is held through
- * all three. So its backward holds the largest of the three, not their
- * sum; weight_elems: the head's weight (vocab x hidden on this rank). */
-static void autocast_head_backward(vs_op_spec *op, const vs_workload *wl,
-                                   const dims *d, uint64_t weight_elems)
+ * nodes, each freeing what it received before the next starts, and the
+ * GEMM's freeing what it saved (the input's and the weight's 16-bit
+ * copies) once it is done (the engine runs a node's successors after it,
+ * the later-recorded cast first): the GEMM's, holding the logits'
+ * gradient while it makes the input's and the weight's in 16 bits; the
+ * weight cast's (ToCopyBackward), casting that weight gradient to fp32
+ * for .grad (2 + 4 B a weight); the input cast's, casting the input's
+ * gradient to fp32 for the residual stream. The input's 16-bit gradient
+ * is held through all three. The op (block instance blk's op k) holds
+ * the largest moment, not their sum; its saved tensors, which vsim frees
+ * as the op ends, are gone for the two casts. weight_elems: the head's
+ * weight (vocab x hidden on this rank). */
+static void autocast_head_backward(vs_block *blk, uint32_t k,
+                                   const vs_workload *wl, const dims *d,
+                                   uint64_t weight_elems)
 {
-  uint64_t input = d->e * d->tokens * d->h;
+  vs_op_spec *op = &blk->ops[k];
+  uint64_t input = d->e * d->tokens * d->h, saved = 0, casts;
   uint64_t logits = wl->training.fused_cross_entropy
                         ? 0
                         : d->e * d->tokens * (d->vocab / d->t);
@@ -1579,9 +1584,11 @@ static void autocast_head_backward(vs_op_spec *op, const vs_workload *wl,
   uint64_t input_cast = input + d->er * d->tok_rep * d->h;
   if (!d->amp || d->copy_dtype == VS_DTYPE_N)
     return;
-  op->bwd_temp_bytes = gemm > weight_cast ? gemm : weight_cast;
-  if (input_cast > op->bwd_temp_bytes)
-    op->bwd_temp_bytes = input_cast;
+  for (uint32_t s = op->first_saved; s < op->first_saved + op->n_saved; s++)
+    saved += blk->saved[s].bytes;
+  casts = weight_cast > input_cast ? weight_cast : input_cast;
+  casts = casts > saved ? casts - saved : 0;
+  op->bwd_temp_bytes = gemm > casts ? gemm : casts;
 }
 
 /* Whether the head keeps a copy of the word embeddings for the
@@ -1749,7 +1756,7 @@ static int build_head(vs_block *blk, const vs_workload *wl, const dims *d,
   if (own_head_weight(wl) && wl->model.tied_embeddings && d->frozen_prefix)
     blk->params[blk->n_params - 1].trainable = false; /* the frozen
                                                          embedding's copy */
-  autocast_head_backward(&blk->ops[head], wl, d, v * d->h);
+  autocast_head_backward(blk, head, wl, d, v * d->h);
   if (arch == VS_ARCH_BERT && param(blk, d, "mlm_bias", 1, v, err))
     return VS_EINPUT;
 
