@@ -350,13 +350,13 @@ static void test_show_says_how_states_are_allocated(void **state)
   run(plain);
   assert_int_equal(r.status, 0);
   assert_contains(r.out, "# model states reach the allocator as PyTorch's "
-                         "own loop makes them: each of the 52 parameter "
-                         "tensors (and its fp32 master copy) as the model "
-                         "is built,\n#   the gradients and the optimizer's "
-                         "moments one buffer each\n");
+                         "own loop makes them: each of the model's 52 "
+                         "parameter tensors (and its fp32 master copy) as "
+                         "it is built,\n#   the gradients and the "
+                         "optimizer's moments one buffer each\n");
   run(hf);
   assert_int_equal(r.status, 0);
-  assert_contains(r.out, "each of the 52 parameter tensors as the model is "
+  assert_contains(r.out, "each of the model's 52 parameter tensors as it is "
                          "built,\n#   each gradient in backward");
   run(zero);
   assert_int_equal(r.status, 0);

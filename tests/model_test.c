@@ -395,25 +395,42 @@ static void test_llama_gqa_swiglu(void **state)
 /* Eager attention's backward holds each s^2 gradient while it makes the
  * next (autograd frees a node's incoming gradient once the node is done):
  * the softmax's the probs' gradient (fp32 under autocast, cast from the
- * 16-bit one the context matmul made) and the scores' in their own dtype;
- * the scores' the scores' gradient and the scale's and mask's copy of it.
+ * 16-bit one the context matmul made) and its input's, fp32 under
+ * autocast in bf16 (softmax(dtype = float32) converts the bf16 scores
+ * first; SoftMax.cpp fuses the cast only for CUDA's fp16) or under the
+ * Hugging Face Trainer (its fp32 mask promotes the scores); the scores'
+ * the scores' gradient and the scale's and mask's 16-bit copy of it.
  * s = 1024, b = 2, 16 heads: 2^25 scores. */
 static void test_eager_backward_holds_incoming_gradients(void **state)
 {
   const uint64_t scores = 16ull * 1024 * 1024 * 2;
-  static const char *const precisions[] = {"bf16", "amp_bf16", "fp32"};
-  static const uint64_t incoming[] = {2, 4, 4}, own[] = {2, 2, 4};
+  static const char *const precisions[] = {"bf16", "amp_bf16", "amp_fp16",
+                                            "fp32"};
+  static const uint64_t probs[] = {2, 4, 4, 4}, input[] = {2, 4, 2, 4},
+                        act[] = {2, 2, 2, 4};
+  static const char *const hf[] = {"training.framework=hf",
+                                   "training.precision=amp_fp16"};
+  vs_model m;
   (void)state;
-  for (int i = 0; i < 3; i++) {
-    vs_model m;
+  for (int i = 0; i < 4; i++) {
     build_gpt(&m, 1024, 2, 1024, 16, 1, false, precisions[i], "eager",
               "none");
     assert_int_equal(op_named(vs_model_layer(&m, 0), "softmax")->bwd_temp_bytes,
-                     (incoming[i] + own[i]) * scores);
+                     (probs[i] + input[i]) * scores);
     assert_int_equal(
         op_named(vs_model_layer(&m, 0), "attn_scores")->bwd_temp_bytes,
-        2 * own[i] * scores);
+        2 * act[i] * scores);
   }
+  build_ini(&m,
+            "[model]\narch = gpt\nlayers = 2\nhidden = 1024\nheads = 16\n"
+            "vocab = 50257\nseq_len = 1024\n[training]\nmicro_batch = 2\n"
+            "attention = eager\n",
+            hf, 2);
+  assert_int_equal(op_named(vs_model_layer(&m, 0), "softmax")->bwd_temp_bytes,
+                   (4 + 4) * scores);
+  assert_int_equal(
+      op_named(vs_model_layer(&m, 0), "attn_scores")->bwd_temp_bytes,
+      (4 + 2) * scores);
 }
 
 /* Eager attention with GQA and no dropout: K and V are expanded to all a

@@ -334,6 +334,35 @@ static void test_invariants(void **state)
   }
 }
 
+/* The Hugging Face Trainer's gradients in b (destroyed here): `tensors`
+ * buffers made in backward, each freed by the optimizer step (the step's
+ * zero_grad), in a program that keeps schedule.h's invariants. */
+static void kept_grads_made_and_freed(built *b, uint32_t tensors)
+{
+  const vs_pop *step =
+      &b->p.ops[b->p.stream_ops[VS_STREAM_COMPUTE]
+                               [b->p.n_stream_ops[VS_STREAM_COMPUTE] - 1]];
+  uint32_t made = 0, freed = 0;
+  assert_int_equal(step->phase, VS_PHASE_OPTIMIZER);
+  for (uint32_t i = 0; i < b->p.n_ops; i++) {
+    const vs_pop *op = &b->p.ops[i];
+    for (uint32_t e = op->first_effect; e < vs_op_effects_end(&b->p, op);
+         e++) {
+      const vs_effect *ef = &b->p.effects[e];
+      if (vs_program_buffer(&b->p, ef->buffer)->category != VS_CAT_GRADS)
+        continue;
+      if (!ef->is_free)
+        made += op->phase == VS_PHASE_BWD;
+      else
+        freed += op == step;
+    }
+  }
+  assert_int_equal(made, tensors);
+  assert_int_equal(freed, tensors);
+  free(check_program(b)); /* (check_end_state expects resident grads) */
+  destroy(b);
+}
+
 /* Model states are per tensor only in PyTorch's own loop without ZeRO
  * (vs_recipe per_tensor_states): ZeRO's partitions and Megatron-LM's
  * buffers are one allocation each. Under the Hugging Face Trainer each
@@ -344,9 +373,12 @@ static void test_per_tensor_states_follow_the_framework(void **state)
   static const char *const zero1[] = {"parallel.zero=1"};
   static const char *const megatron[] = {"training.framework=megatron"};
   static const char *const hf[] = {"training.framework=hf"};
+  static const char *const frozen[] = {"training.framework=hf",
+                                       "training.precision=bf16",
+                                       "finetune.method=frozen",
+                                       "finetune.trainable_layers=1"};
   uint64_t bytes[VS_CAT_N];
-  uint32_t count[VS_CAT_N], made = 0, freed = 0;
-  const vs_pop *step;
+  uint32_t count[VS_CAT_N];
   built *b;
   (void)state;
   for (int i = 0; i < 2; i++) {
@@ -363,25 +395,13 @@ static void test_per_tensor_states_follow_the_framework(void **state)
   setup_allocations(&b->p, bytes, count);
   assert_int_equal(count[VS_CAT_PARAMS], 52);
   assert_int_equal(count[VS_CAT_GRADS], 0);
-  step = &b->p.ops[b->p.stream_ops[VS_STREAM_COMPUTE]
-                                  [b->p.n_stream_ops[VS_STREAM_COMPUTE] - 1]];
-  assert_int_equal(step->phase, VS_PHASE_OPTIMIZER);
-  for (uint32_t i = 0; i < b->p.n_ops; i++) {
-    const vs_pop *op = &b->p.ops[i];
-    for (uint32_t e = op->first_effect; e < vs_op_effects_end(&b->p, op);
-         e++) {
-      const vs_effect *ef = &b->p.effects[e];
-      if (vs_program_buffer(&b->p, ef->buffer)->category != VS_CAT_GRADS)
-        continue;
-      if (!ef->is_free)
-        made += op->phase == VS_PHASE_BWD;
-      else
-        freed += op == step;
-    }
-  }
-  assert_int_equal(made, 52);
-  assert_int_equal(freed, 52);
-  destroy(b);
+  kept_grads_made_and_freed(b, 52);
+  /* only the trainable tensors' gradients: the last layer's 12 and the
+   * final norm's 2 when one layer of a bf16 model trains (frozen
+   * embeddings and layers before it make none) */
+  b = build(frozen, 4, 1);
+  assert_true(b->r.per_tensor_states);
+  kept_grads_made_and_freed(b, 12 + 2);
   /* each pipeline stage allocates its own blocks' tensors: the first the
    * embeddings and its two layers (2 + 2 x 12), the last its two layers,
    * the final norm and its copy of the tied word embeddings for the
@@ -812,11 +832,7 @@ static void test_fsdp2_reduce_scatter_input_held(void **state)
                    b->lay.grad_accum);
   assert_int_equal(count_ops(p, "zero3_all_gather", LAYERS, ANY),
                    b->lay.grad_accum);
-  {
-    unsigned char *st = check_program(b);
-    check_end_state(b, st);
-    free(st);
-  }
+  free(check_program(b)); /* (check_end_state expects resident grads) */
   destroy(b);
   {
     /* the root's gradients wait for its post-backward at the end of

@@ -623,6 +623,19 @@ static void attention_matmul(vs_op_spec *op, const dims *d, uint64_t heads,
   op->bwd_bytes = 2.0 * bytes;
 }
 
+/* Bytes per element of an eager softmax's input, whose gradient its
+ * backward makes: the scores' dtype, or fp32 under autocast, where
+ * softmax(dtype = float32) converts a bf16 input to an fp32 copy first
+ * (aten/src/ATen/native/SoftMax.cpp: only CUDA's fp16 takes the fused
+ * half_to_float kernel, whose gradient comes back in fp16) and Hugging
+ * Face's modules add an fp32 mask, which promotes the scores. */
+static uint64_t softmax_input_bytes(const dims *d)
+{
+  if (!d->amp)
+    return d->e;
+  return d->hf_modules || d->act_dtype != VS_DTYPE_FP16 ? 4 : d->e;
+}
+
 static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
 {
   uint64_t heads = d->a / d->t, kv = heads;
@@ -639,11 +652,14 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
    * promotion (an fp32 mask added, or softmax's own cast) */
   op->fwd_temp_bytes = (d->e + (d->amp ? 4 : 0)) * scores;
   /* backward: the scores' gradient, held while the scale's and the
-   * mask's backward make a copy of it, then while Q's and K's are made
-   * (autograd frees a node's incoming gradient once the node is done) */
+   * mask's backward make a 16-bit copy of it, then while Q's and K's are
+   * made (autograd frees a node's incoming gradient once the node is
+   * done); it is fp32 where an fp32 mask promoted the scores (Hugging
+   * Face's modules under autocast) */
   qk_grads = d->e * d->tokens * d->d * (heads + kv);
   op->bwd_temp_bytes =
-      d->e * scores + (qk_grads > d->e * scores ? qk_grads : d->e * scores);
+      (d->amp && d->hf_modules ? d->er : d->e) * scores +
+      (qk_grads > d->e * scores ? qk_grads : d->e * scores);
   if (save_act(blk, op, d->e * d->tokens * d->d * (heads + kv), d->act_dtype, err))
     return VS_EINPUT; /* Q and K */
 
@@ -654,9 +670,8 @@ static int attention_eager(vs_block *blk, const dims *d, vs_error *err)
   as_elementwise(op, scores, d->er, 5.0);
   op->attn_core = true;
   /* its backward holds the probs' gradient (fp32 under autocast, cast
-   * from the 16-bit one the matmul made) while it makes the scores' in
-   * their own dtype (_softmax_backward_data's input_dtype) */
-  op->bwd_temp_bytes = (d->er + d->e) * scores;
+   * from the 16-bit one the matmul made) while it makes its input's */
+  op->bwd_temp_bytes = (d->er + softmax_input_bytes(d)) * scores;
   if (save_scores(blk, op, scores, d->er_dtype, err))
     return VS_EINPUT;
 

@@ -234,13 +234,14 @@ static void resolve_fsdp2(const vs_workload *wl, vs_recipe *r)
  * should_split: kSmallSize). Gradients set to None are made anew, tensor
  * by tensor, in each backward. Megatron-LM's contiguous buffers,
  * DeepSpeed's flattened groups and every ZeRO or FSDP partition are one
- * allocation; so are states off the GPU or paged. */
+ * allocation; so are states off the GPU. (A paged optimizer pages its own
+ * states, which are flat here anyway; the parameters stay per tensor.) */
 static bool per_tensor_states(const vs_workload *wl, const vs_recipe *r)
 {
   int fw = wl->training.framework;
   return (fw == VS_FW_NONE || fw == VS_FW_HF) && wl->parallel.zero == 0 &&
-         !bf16_optimizer(wl) && !wl->training.paged_optimizer &&
-         !r->fp32_params && r->params.place == VS_PLACE_GPU &&
+         !bf16_optimizer(wl) && !r->fp32_params &&
+         r->params.place == VS_PLACE_GPU &&
          r->grads.place == VS_PLACE_GPU &&
          r->optimizer.place == VS_PLACE_GPU && r->params.degree == 0 &&
          r->grads.degree == 0 && r->optimizer.degree == 0;

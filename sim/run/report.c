@@ -861,15 +861,20 @@ static void show_state_allocations(FILE *out, const vs_workload *wl,
     tensors += blk->n_params;
   }
   fprintf(out, "# model states reach the allocator as PyTorch's own loop "
-               "makes them: each of the %llu parameter tensors%s as the "
-               "model is built,\n#   %s\n",
+               "makes them: each of the model's %llu parameter tensors%s "
+               "as it is built,\n#   %s\n",
           (unsigned long long)tensors,
-          masters ? " (and its fp32 master copy)" : "",
-          r->grads_set_to_none
-              ? "each gradient in backward, the optimizer's moments one "
-                "buffer"
-              : "the gradients and the optimizer's moments one buffer "
-                "each");
+          masters == 0         ? ""
+          : masters == tensors ? " (and its fp32 master copy)"
+                               : " (and the trainable ones' fp32 master "
+                                 "copies)",
+          r->step_in_backward ? "each block's gradients in its backward, "
+                                "stepped there; the optimizer's moments "
+                                "one buffer"
+          : r->grads_set_to_none ? "each gradient in backward, the "
+                                   "optimizer's moments one buffer"
+                                 : "the gradients and the optimizer's "
+                                   "moments one buffer each");
 }
 
 void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
