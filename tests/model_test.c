@@ -618,6 +618,9 @@ static void test_param_count_matches_tensors(void **state)
  * logits and their fp32 copy (6sbV/t) live through the loss's forward
  * only (the frameworks drop the logits before backward); its backward
  * holds nll_loss's and log_softmax's fp32 gradients together (8sbV/t).
+ * Each is a tensor of its own (the first: the 16-bit logits, nll_loss's
+ * gradient), so the caching allocator can place each in a block another
+ * freed.
  * The head's activations are the final LayerNorm input and the
  * output-layer input, 2sbh each. */
 static void test_head_loss_buffers(void **state)
@@ -648,7 +651,9 @@ static void test_head_loss_buffers(void **state)
     assert_int_equal(vs_model_head(&m)->saved[ce->first_saved].category, VS_CAT_TEMP);
     assert_int_equal(vs_model_head(&m)->saved[ce->first_saved].bytes, 4 * s * b * v);
     assert_int_equal(ce->fwd_temp_bytes, 6 * s * b * v);
+    assert_int_equal(ce->fwd_temp_first, 2 * s * b * v);
     assert_int_equal(ce->bwd_temp_bytes, 8 * s * b * v);
+    assert_int_equal(ce->bwd_temp_first, 4 * s * b * v);
     /* the logits are not kept: lm_head saves its input alone */
     assert_int_equal(lm->n_saved, 1);
     assert_int_equal(vs_model_head(&m)->saved[lm->first_saved].category, VS_CAT_ACTIVATIONS);

@@ -1515,9 +1515,12 @@ static int cross_entropy(vs_block *blk, const vs_workload *wl, const dims *d,
     op->fwd_temp_bytes = (own + c + 4) * logits;
     op->bwd_temp_bytes = 12 * logits;
     break;
-  default: /* the copy; nll_loss's and log_softmax's gradients */
+  default: /* the copy; nll_loss's and log_softmax's gradients, each a
+              * tensor of its own */
     op->fwd_temp_bytes = (own + c) * logits;
+    op->fwd_temp_first = own && c ? own * logits : 0;
     op->bwd_temp_bytes = 8 * logits;
+    op->bwd_temp_first = 4 * logits;
     break;
   }
   if (vs_block_save(blk, op,

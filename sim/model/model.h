@@ -125,6 +125,9 @@ typedef struct vs_op_spec {
   uint32_t n_saved;
   uint64_t fwd_temp_bytes;    /* transient outputs/workspace during forward */
   uint64_t bwd_temp_bytes;    /* gradient buffers during backward */
+  uint64_t fwd_temp_first;    /* of fwd_temp_bytes, a first tensor PyTorch
+                                 allocates on its own (0: one tensor) */
+  uint64_t bwd_temp_first;    /* ... of bwd_temp_bytes */
   vs_comm fwd_before;         /* collective before forward */
   vs_comm fwd_after;          /* ... after forward */
   vs_comm bwd_before;         /* ... before backward */

@@ -488,6 +488,17 @@ static void transient(builder *b, uint32_t op, uint64_t bytes, int category)
   free_on(b, op, buf, AT_END);
 }
 
+/* op's temporaries of `bytes`, as two tensors when `first` (< bytes) is
+ * one PyTorch allocates on its own (vs_op_spec fwd_temp_first). */
+static void transients(builder *b, uint32_t op, uint64_t bytes,
+                       uint64_t first)
+{
+  if (first > 0 && first < bytes)
+    transient(b, op, first, VS_CAT_TEMP);
+  transient(b, op, first > 0 && first < bytes ? bytes - first : bytes,
+            VS_CAT_TEMP);
+}
+
 /* ------------------------------------------------------------------------
  * Blocks and instances: inst 0 is the embedding, 1..layers the transformer
  * layers, layers+1 the head.
@@ -1185,7 +1196,7 @@ static void forward_block(builder *b, size_t inst, int mb)
         fleeting += saved_size(b, blk, s);
       }
     }
-    transient(b, op, fleeting, VS_CAT_TEMP);
+    transients(b, op, fleeting, o->fwd_temp_first);
     if (k + 1 == blk->n_ops) {
       allocate_held_output(b, inst, op);
       if (!kept_after_forward(b, inst))
@@ -1422,7 +1433,7 @@ static void backward_block(builder *b, size_t inst, int mb)
         grads_appear(b, grads_made_in(b), 0, op); /* the head computes the
                                                      embedding's */
     }
-    transient(b, op, o->bwd_temp_bytes, VS_CAT_TEMP);
+    transients(b, op, o->bwd_temp_bytes, o->bwd_temp_first);
     for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++) {
       uint32_t *slot = saved_slot(b, inst, s, mb);
       free_on(b, op, *slot, AT_END);
