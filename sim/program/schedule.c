@@ -1302,14 +1302,16 @@ static const int state_category[STATE_N] = {VS_CAT_PARAMS, VS_CAT_OPTIMIZER,
 /* Instance inst's tensors' state `which`, one buffer each in model order,
  * allocated when op starts (with op NONE only counted): their bytes.
  * *first (unless NULL) gets the first buffer, NONE without any; the rest
- * follow it, one index each. */
+ * follow it, one index each, *n (unless NULL) buffers in all. */
 static uint64_t tensor_states(builder *b, uint32_t op, size_t inst,
-                              state_kind which, uint32_t *first)
+                              state_kind which, uint32_t *first, uint32_t *n)
 {
   const vs_block *blk = block_of(b, inst);
   uint64_t sum = 0;
   if (first)
     *first = NONE;
+  if (n)
+    *n = 0;
   for (uint32_t i = 0; i < blk->n_params; i++) {
     vs_tensor_states ts;
     uint64_t bytes;
@@ -1318,8 +1320,12 @@ static uint64_t tensor_states(builder *b, uint32_t op, size_t inst,
     bytes = which == STATE_PARAMS   ? ts.stored_param
             : which == STATE_MASTER ? ts.master
                                     : ts.made_grad;
+    if (bytes == 0)
+      continue;
     sum += bytes;
-    if (op == NONE || bytes == 0)
+    if (n)
+      (*n)++;
+    if (op == NONE)
       continue;
     buf = new_buffer(b, bytes, state_category[which]);
     alloc_on(b, op, buf);
@@ -1341,7 +1347,7 @@ static uint64_t stage_states(builder *b, uint32_t op, state_kind which)
     size_t lo, hi;
     chunk_range(b, g, &lo, &hi);
     for (size_t inst = lo; inst <= hi; inst++)
-      sum += tensor_states(b, op, inst, which, NULL);
+      sum += tensor_states(b, op, inst, which, NULL, NULL);
   }
   return sum;
 }
@@ -1359,7 +1365,7 @@ static void grads_appear(builder *b, uint32_t *table, size_t inst,
   if (table[inst] != NONE)
     return;
   if (table == b->grads_kept && b->r->per_tensor_states) {
-    tensor_states(b, op, inst, STATE_GRADS, &table[inst]);
+    tensor_states(b, op, inst, STATE_GRADS, &table[inst], NULL);
     return;
   }
   table[inst] = new_buffer(b, plan_of(b, inst)->made_grad_bytes,
@@ -1368,18 +1374,13 @@ static void grads_appear(builder *b, uint32_t *table, size_t inst,
 }
 
 /* Frees inst's kept gradients (grads_kept) when op ends: one buffer, or
- * under per_tensor_states one per trainable tensor, consecutive from
- * the first. */
+ * under per_tensor_states the buffers tensor_states made, consecutive
+ * from the first. */
 static void free_kept_grads(builder *b, uint32_t op, size_t inst)
 {
-  uint32_t first = b->grads_kept[inst];
-  const vs_block *blk = block_of(b, inst);
-  uint32_t n = 1;
-  if (first != NONE && b->r->per_tensor_states) {
-    n = 0;
-    for (uint32_t i = 0; i < blk->n_params; i++)
-      n += blk->params[i].trainable ? 1u : 0u;
-  }
+  uint32_t first = b->grads_kept[inst], n = 1;
+  if (first != NONE && b->r->per_tensor_states)
+    tensor_states(b, NONE, inst, STATE_GRADS, NULL, &n);
   for (uint32_t i = 0; first != NONE && i < n; i++)
     free_on(b, op, first + i, AT_END);
   b->grads_kept[inst] = NONE;
@@ -1836,23 +1837,33 @@ static void setup_off_gpu(builder *b, uint32_t op, const vs_placed_bytes *pb,
  * step makes them out of a cache its activations have warmed, where
  * blocks are split to fit, not rounded tensor by tensor. Gradients set
  * to None after each step come in backward; DDP's buckets stay. */
+/* Whether the `in_tensors` bytes setup allocated tensor by tensor are
+ * within the stage's `total` of that state, as they are by construction
+ * (both come from vs_recipe_tensor_states: the kind plans are its sums);
+ * else b fails with a schedule error. */
+static bool within_state(builder *b, uint64_t in_tensors, uint64_t total)
+{
+  if (in_tensors <= total)
+    return true;
+  b->failed = true;
+  vs_error_set(b->err, VS_EINPUT,
+               "schedule: stage %llu's parameter tensors exceed its model "
+               "states (a recipe bug)",
+               (unsigned long long)b->stage);
+  return false;
+}
+
 static void setup_states(builder *b, uint32_t op, const vs_stage_layout *st)
 {
-  uint64_t params = 0, masters = 0;
-  if (b->r->per_tensor_states) {
-    params = stage_states(b, NONE, STATE_PARAMS);
-    masters = stage_states(b, NONE, STATE_MASTER);
-    /* the tensors' sums are within the layout's (vs_recipe_tensor_states
-     * sums to the kind plans); should they ever exceed them, flat
-     * buffers keep the totals */
-    if (params > st->params_bytes || masters > st->optimizer_bytes)
-      params = masters = 0;
-  }
-  if (params)
-    stage_states(b, op, STATE_PARAMS);
+  bool per_tensor = b->r->per_tensor_states;
+  uint64_t params = per_tensor ? stage_states(b, op, STATE_PARAMS) : 0;
+  uint64_t masters;
+  if (!within_state(b, params, st->params_bytes))
+    return;
   alloc_on(b, op, new_buffer(b, st->params_bytes - params, VS_CAT_PARAMS));
-  if (masters)
-    stage_states(b, op, STATE_MASTER);
+  masters = per_tensor ? stage_states(b, op, STATE_MASTER) : 0;
+  if (!within_state(b, masters, st->optimizer_bytes))
+    return;
   alloc_on(b, op, new_buffer(b, b->r->grads_set_to_none ? st->ddp_bucket_bytes
                                                         : st->grads_bytes,
                              VS_CAT_GRADS));

@@ -233,18 +233,15 @@ static void resolve_fsdp2(const vs_workload *wl, vs_recipe *r)
  * would remain of it is 1 MiB or less (CUDACachingAllocator.cpp
  * should_split: kSmallSize). Gradients set to None are made anew, tensor
  * by tensor, in each backward. Megatron-LM's contiguous buffers,
- * DeepSpeed's flattened groups and every ZeRO or FSDP partition are one
- * allocation; so are states off the GPU. (A paged optimizer pages its own
- * states, which are flat here anyway; the parameters stay per tensor.) */
-static bool per_tensor_states(const vs_workload *wl, const vs_recipe *r)
+ * DeepSpeed's flattened groups (its BF16_Optimizer's shards among them)
+ * and every ZeRO or FSDP partition are one allocation; without ZeRO
+ * nothing is offloaded (the workload refuses it), so every state is on
+ * the GPU. (A paged optimizer pages its own states, which are flat here
+ * anyway; the parameters stay per tensor.) */
+static bool per_tensor_states(const vs_workload *wl)
 {
   int fw = wl->training.framework;
-  return (fw == VS_FW_NONE || fw == VS_FW_HF) && wl->parallel.zero == 0 &&
-         !bf16_optimizer(wl) && !r->fp32_params &&
-         r->params.place == VS_PLACE_GPU &&
-         r->grads.place == VS_PLACE_GPU &&
-         r->optimizer.place == VS_PLACE_GPU && r->params.degree == 0 &&
-         r->grads.degree == 0 && r->optimizer.degree == 0;
+  return (fw == VS_FW_NONE || fw == VS_FW_HF) && wl->parallel.zero == 0;
 }
 
 static void resolve_states(const vs_workload *wl, const vs_model *m,
@@ -311,7 +308,7 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
                              !wl->training.master_weights;
   r->grads_set_to_none = wl->training.framework == VS_FW_HF &&
                          !r->transient_grads && !r->step_in_backward;
-  r->per_tensor_states = per_tensor_states(wl, r);
+  r->per_tensor_states = per_tensor_states(wl);
 }
 
 /* Streams and groups: tensor-parallel collectives on the compute stream
