@@ -337,8 +337,9 @@ static void test_show_names_the_cublas_workspaces(void **state)
 /* vsim show says how the model states reach the allocator: per tensor
  * in PyTorch's own loop (gpt-small: 4 layers of 12 tensors, two
  * embeddings, the final norm's two; bf16 weights with fp32 masters; the
- * Trainer's gradients in backward), one buffer per state under ZeRO or
- * Megatron-LM. */
+ * gradients and moments made by the first step; the Trainer's gradients
+ * in each backward; with the exact allocator, no first step), one buffer
+ * per state under ZeRO or Megatron-LM. */
 static void test_show_says_how_states_are_allocated(void **state)
 {
   const char *plain[] = {"show", DATA "gpt-small.ini", NULL};
@@ -346,18 +347,28 @@ static void test_show_says_how_states_are_allocated(void **state)
                       "training.framework=hf", NULL};
   const char *zero[] = {"show", DATA "gpt-small.ini", "--gpus", "2", "--set",
                         "parallel.zero=1", NULL};
+  const char *exact[] = {"show", DATA "gpt-small.ini", "--set",
+                         "runtime.allocator=exact", NULL};
   (void)state;
   run(plain);
   assert_int_equal(r.status, 0);
   assert_contains(r.out, "# model states reach the allocator as PyTorch's "
                          "own loop makes them: each of the model's 52 "
                          "parameter tensors (and its fp32 master copy) as "
-                         "it is built,\n#   the gradients and the "
-                         "optimizer's moments one buffer each\n");
+                         "it is built,\n#   the first step makes each "
+                         "gradient in its backward and each optimizer "
+                         "state at its step,\n#   and the step reported "
+                         "runs in the cache it leaves\n");
   run(hf);
   assert_int_equal(r.status, 0);
   assert_contains(r.out, "each of the model's 52 parameter tensors as it is "
-                         "built,\n#   each gradient in backward");
+                         "built,\n#   each gradient in backward; the first "
+                         "step makes each optimizer state at its step");
+  run(exact);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "(and its fp32 master copy) as it is built,\n#   "
+                         "the gradients and the optimizer's moments one "
+                         "buffer each\n");
   run(zero);
   assert_int_equal(r.status, 0);
   assert_contains(r.out, "# model states reach the allocator as one buffer "

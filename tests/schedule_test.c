@@ -586,6 +586,128 @@ static void test_setup_and_optimizer(void **state)
   destroy(b);
 }
 
+/* b's program rebuilt as `step` of training. */
+static void rebuild_as(built *b, vs_step step)
+{
+  vs_job job = {.wl = &b->wl, .topo = &b->topo, .model = &b->m,
+                .recipe = &b->r, .layout = &b->lay, .step = step};
+  vs_error err;
+  vs_error_clear(&err);
+  if (vs_schedule_rebuild(&job, (int)b->stage, &b->p, &err))
+    fail_msg("schedule: %s", err.msg);
+}
+
+/* Per category, the GPU buffers p allocates and never frees (with
+ * `setup_only`, those of op 0): count and bytes; each one's bytes in
+ * sizes[category][...] (up to 512 a category). */
+static void kept_buffers(const vs_program *p, bool setup_only,
+                         uint32_t count[VS_CAT_N], uint64_t bytes[VS_CAT_N],
+                         uint64_t sizes[VS_CAT_N][512])
+{
+  bool *freed = calloc(p->n_buffers + 1, sizeof *freed);
+  assert_non_null(freed);
+  memset(count, 0, VS_CAT_N * sizeof *count);
+  memset(bytes, 0, VS_CAT_N * sizeof *bytes);
+  for (size_t e = 0; e < p->n_effects; e++)
+    if (p->effects[e].is_free)
+      freed[p->effects[e].buffer] = true;
+  for (uint32_t i = 0; i < (setup_only ? 1u : (uint32_t)p->n_ops); i++) {
+    const vs_pop *op = &p->ops[i];
+    for (uint32_t e = op->first_effect; e < vs_op_effects_end(p, op); e++) {
+      const vs_effect *ef = &p->effects[e];
+      const vs_buffer *buf = vs_program_buffer(p, ef->buffer);
+      if (ef->is_free || freed[ef->buffer] || buf->place != VS_PLACE_GPU)
+        continue;
+      assert_true(count[buf->category] < 512);
+      sizes[buf->category][count[buf->category]++] = buf->bytes;
+      bytes[buf->category] += buf->bytes;
+    }
+  }
+  free(freed);
+}
+
+static int by_size(const void *x, const void *y)
+{
+  uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+  return (a > b) - (a < b);
+}
+
+/* PyTorch's own loop (no framework, zero = 0, AdamW): the first step
+ * makes the resident gradients in its backward and the optimizer's
+ * moments when its step starts, tensor by tensor (first_step_states);
+ * the step after it allocates them all in its setup, the same tensors,
+ * to take them over from the first step's cache; the only step simulated
+ * keeps them flat. The three have the same ops. */
+static void test_first_step_makes_states(void **state)
+{
+  built *b = build(NULL, 0, 1);
+  static uint64_t first_sizes[VS_CAT_N][512], next_sizes[VS_CAT_N][512];
+  uint32_t n_first[VS_CAT_N], n_next[VS_CAT_N], n_setup[VS_CAT_N], tensors = 0;
+  uint64_t first_bytes[VS_CAT_N], next_bytes[VS_CAT_N], setup_bytes[VS_CAT_N];
+  uint64_t moments = 8 * b->lay.param_elems;
+  vs_program only;
+  const vs_pop *step;
+  uint32_t k;
+  (void)state;
+  assert_true(b->r.first_step_states);
+  for (size_t inst = 0; inst < (size_t)b->wl.model.layers + 2; inst++)
+    tensors += vs_model_block(&b->m, inst)->n_params;
+  only = b->p; /* keep the default program: VS_STEP_ONLY */
+  memset(&b->p, 0, sizeof b->p);
+  rebuild_as(b, VS_STEP_FIRST);
+  assert_int_equal(b->p.n_ops, only.n_ops);
+  for (size_t i = 0; i < only.n_ops; i++) {
+    assert_string_equal(vs_op_name(&b->p, &b->p.ops[i]),
+                        vs_op_name(&only, &only.ops[i]));
+    assert_int_equal(b->p.ops[i].stream, only.ops[i].stream);
+  }
+  /* the first step's setup: parameters and master copies, nothing else
+   * of the model states */
+  kept_buffers(&b->p, true, n_setup, setup_bytes, first_sizes);
+  assert_int_equal(n_setup[VS_CAT_PARAMS], tensors);
+  assert_int_equal(n_setup[VS_CAT_GRADS], 0);
+  assert_int_equal(n_setup[VS_CAT_OPTIMIZER], tensors);
+  assert_int_equal(setup_bytes[VS_CAT_OPTIMIZER],
+                   b->lay.optimizer_bytes - moments);
+  /* by its end: a gradient per tensor and two moments, exp_avg and
+   * exp_avg_sq of each parameter in turn, made by the optimizer step */
+  kept_buffers(&b->p, false, n_first, first_bytes, first_sizes);
+  assert_int_equal(n_first[VS_CAT_GRADS], tensors);
+  assert_int_equal(first_bytes[VS_CAT_GRADS], b->lay.grads_bytes);
+  assert_int_equal(n_first[VS_CAT_OPTIMIZER], 3 * tensors);
+  assert_int_equal(first_bytes[VS_CAT_OPTIMIZER], b->lay.optimizer_bytes);
+  step = &b->p.ops[b->p.stream_ops[VS_STREAM_COMPUTE]
+                                  [b->p.n_stream_ops[VS_STREAM_COMPUTE] - 1]];
+  assert_string_equal(vs_op_name(&b->p, step), "optimizer_step");
+  k = step->first_effect;
+  for (uint32_t i = 0; i < tensors; i++, k += 2) {
+    const vs_buffer *m = vs_program_buffer(&b->p, b->p.effects[k].buffer);
+    const vs_buffer *v = vs_program_buffer(&b->p, b->p.effects[k + 1].buffer);
+    assert_int_equal(m->category, VS_CAT_OPTIMIZER);
+    assert_int_equal(m->bytes, v->bytes);
+    assert_false(b->p.effects[k].is_free || b->p.effects[k].at_end);
+  }
+  /* the step after it: its setup allocates exactly what the first step
+   * leaves, by category and size */
+  rebuild_as(b, VS_STEP_AFTER_FIRST);
+  assert_int_equal(b->p.n_ops, only.n_ops);
+  kept_buffers(&b->p, true, n_next, next_bytes, next_sizes);
+  for (int c = 0; c < VS_CAT_N; c++) {
+    assert_int_equal(n_next[c], n_first[c]);
+    assert_int_equal(next_bytes[c], first_bytes[c]);
+    qsort(first_sizes[c], n_first[c], sizeof first_sizes[c][0], by_size);
+    qsort(next_sizes[c], n_next[c], sizeof next_sizes[c][0], by_size);
+    assert_memory_equal(first_sizes[c], next_sizes[c],
+                        n_first[c] * sizeof first_sizes[c][0]);
+  }
+  /* and the only step keeps one flat gradient buffer and one of moments */
+  kept_buffers(&only, true, n_setup, setup_bytes, first_sizes);
+  assert_int_equal(n_setup[VS_CAT_GRADS], 1);
+  assert_int_equal(n_setup[VS_CAT_OPTIMIZER], tensors + 1);
+  vs_program_fini(&only);
+  destroy(b);
+}
+
 /* ------------------------------------------------------------------------
  * Data parallelism
  * ------------------------------------------------------------------------ */
@@ -1576,6 +1698,7 @@ int main(void)
       cmocka_unit_test(test_fsdp2_pipeline_frees_every_gather),
       cmocka_unit_test(test_pipelined_fsdp2_syncs_once),
       cmocka_unit_test(test_setup_and_optimizer),
+      cmocka_unit_test(test_first_step_makes_states),
       cmocka_unit_test(test_per_tensor_states_follow_the_framework),
       cmocka_unit_test(test_dp1_has_no_comm),
       cmocka_unit_test(test_dp2_all_reduce_last_microbatch),

@@ -1974,6 +1974,71 @@ static void test_expert_parallel_step(void **state)
   vs_sim_fini(&sim);
 }
 
+/* GPU buffers op 0 of p allocates in category cat. */
+static uint32_t setup_buffers(const vs_program *p, int cat)
+{
+  uint32_t n = 0;
+  for (uint32_t e = p->ops[0].first_effect; e < vs_op_effects_end(p, &p->ops[0]);
+       e++)
+    n += vs_program_buffer(p, p->effects[e].buffer)->category == cat;
+  return n;
+}
+
+/* PyTorch's own loop (no framework, zero = 0) on the caching allocator
+ * runs the first step, then the step it reports in the cache the first
+ * left (vs_recipe first_step_states): the reported step's setup takes
+ * the gradients and moments over tensor by tensor; its time is the same
+ * step's (the first step changes where memory goes, not when ops run),
+ * its reserved memory at least what its own allocations alone would
+ * reserve from an empty cache. Every rank inherits its own rank's cache
+ * (pp 2, every rank of dp 2). The exact allocator keeps no cache: one
+ * step. When the first step runs out of memory, the step runs alone (flat
+ * states, from an empty cache) and the job does not fit. */
+static void test_first_step_then_reported_step(void **state)
+{
+  const char *const sets[] = {"parallel.pp=2"};
+  const char *const exact[] = {"parallel.pp=2", "runtime.allocator=exact"};
+  vs_workload wl, wl_exact;
+  vs_topology topo;
+  vs_sim sim, plain, small;
+  vs_sim_opts opts = {.all_ranks = true, .check_invariants = true};
+  vs_error err;
+  (void)state;
+  load(&wl, pipeline_gpt, sets, 1, 4);
+  simulate(&sim, &wl, &topo, true);
+  assert_true(sim.recipe.first_step_states);
+  assert_int_equal(sim.n_first_programs, sim.n_programs);
+  assert_int_equal(sim.n_ranks, 4);
+  for (size_t i = 0; i < sim.n_programs; i++) {
+    assert_true(setup_buffers(&sim.programs[i], VS_CAT_GRADS) > 1);
+    assert_int_equal(setup_buffers(&sim.programs[sim.n_programs + i],
+                                   VS_CAT_GRADS),
+                     0);
+  }
+  for (size_t i = 0; i < sim.n_ranks; i++) {
+    assert_true(sim.ranks[i].mem.at_peak[VS_CAT_OPTIMIZER] > 0);
+    assert_true(vs_mem_fits(&sim.ranks[i].mem));
+  }
+  load(&wl_exact, pipeline_gpt, exact, 2, 4);
+  simulate(&plain, &wl_exact, &topo, true);
+  assert_int_equal(plain.n_first_programs, 0);
+  assert_true(sim.step_time_s == plain.step_time_s);
+  /* reserved covers allocated; the inherited segments only add */
+  for (size_t i = 0; i < sim.n_ranks; i++)
+    assert_true(sim.ranks[i].mem.peak_reserved_bytes >=
+                sim.ranks[i].mem.peak_allocated_bytes);
+  vs_sim_fini(&plain);
+  /* a GPU too small for the first step's parameters and activations */
+  tu_default_topology(&topo);
+  topo.memory_bytes = sim.ranks[0].mem.peak_allocated_bytes / 2;
+  vs_error_clear(&err);
+  assert_int_equal(vs_sim_run(&small, &wl, &topo, &opts, &err), 0);
+  assert_false(vs_mem_fits(&small.ranks[0].mem));
+  assert_int_equal(setup_buffers(&small.programs[0], VS_CAT_GRADS), 1);
+  vs_sim_fini(&small);
+  vs_sim_fini(&sim);
+}
+
 /* Bytes of the file at path (fails the test when it cannot be read). */
 static double file_bytes(const char *path)
 {
@@ -2027,13 +2092,17 @@ static void test_estimate_bounds_the_work(void **state)
     vs_error_clear(&err);
     assert_int_equal(vs_sim_estimate(&wl, &topo, &opts, &w, &err), 0);
     assert_int_equal(vs_sim_run(&sim, &wl, &topo, &opts, &err), 0);
-    assert_bounds("events", w.rank_events, (double)sim.stats.events);
+    /* no framework and zero = 0: the first step runs before the one
+     * reported (vs_recipe first_step_states), and the events count both */
+    assert_true(sim.recipe.first_step_states && w.steps == 2);
+    assert_bounds("events", w.steps * w.rank_events,
+                  (double)sim.stats.events);
     /* every rank: the engine runs one slot and copies it (no offload);
      * with two kinds of slot the estimate counts every rank's */
     if (all[c] && !sim.per_rank_load)
-      assert_true(w.events * 4 == w.rank_events);
+      assert_true(w.events * 4 == w.steps * w.rank_events);
     else
-      assert_true(w.events == w.rank_events);
+      assert_true(w.events == w.steps * w.rank_events);
     assert_true(sim.per_rank_load == (c == 3));
     tu_temp_dir(dir, sizeof dir);
     snprintf(trace, sizeof trace, "%s/trace.json", dir);
@@ -2132,6 +2201,7 @@ int main(void)
       cmocka_unit_test(test_expert_parallel_step),
       cmocka_unit_test(test_fp8_copies_zero3),
       cmocka_unit_test(test_estimate_bounds_the_work),
+      cmocka_unit_test(test_first_step_then_reported_step),
       cmocka_unit_test(test_budget_refuses_before_building),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

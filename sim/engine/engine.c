@@ -91,6 +91,9 @@ void vs_rank_fini(vs_rank *rank)
   rank->live_blocks = NULL;
   free(rank->lifetimes);
   rank->lifetimes = NULL;
+  free(rank->inherited);
+  rank->inherited = NULL;
+  rank->n_inherited = rank->inherit_from = 0;
 }
 
 /* A lifetime note's mark for a freed buffer (the rest: the peak effect it
@@ -150,7 +153,54 @@ int vs_rank_use_caching(vs_rank *rank, const vs_alloc_config *cfg)
   return 0;
 }
 
-/* One allocation or free through the rank's caching allocator. Returns the
+int vs_rank_inherit(vs_rank *to, const vs_rank *from)
+{
+  const vs_program *p = from->prog;
+  vs_alloc *copy;
+  size_t n = 0;
+  if (!to->alloc || !from->alloc)
+    return VS_EINPUT;
+  for (size_t b = 0; b < p->n_buffers; b++)
+    n += from->live_blocks[b] != VS_ALLOC_NONE;
+  copy = malloc(sizeof *copy);
+  to->inherited = malloc((n ? n : 1) * sizeof *to->inherited);
+  if (!copy || !to->inherited || vs_alloc_clone(copy, from->alloc)) {
+    free(copy);
+    return VS_ENOMEM;
+  }
+  vs_alloc_fini(to->alloc);
+  free(to->alloc);
+  to->alloc = copy;
+  to->n_inherited = to->inherit_from = 0;
+  for (size_t b = 0; b < p->n_buffers; b++) {
+    const vs_buffer *buf = vs_program_buffer(p, (uint32_t)b);
+    if (from->live_blocks[b] == VS_ALLOC_NONE)
+      continue;
+    to->inherited[to->n_inherited++] = (vs_inherited){
+        buf->bytes, buf->category, from->live_blocks[b]};
+  }
+  return 0;
+}
+
+/* The block of an inherited buffer of buf's category and bytes for op 0
+ * of r to take over (vs_rank_inherit): VS_ALLOC_NONE when there is none. */
+static uint32_t take_inherited(vs_rank *r, const vs_buffer *buf)
+{
+  for (size_t i = r->inherit_from; i < r->n_inherited; i++) {
+    vs_inherited *h = &r->inherited[i];
+    if (h->bytes != buf->bytes || h->category != buf->category)
+      continue;
+    h->bytes = 0;
+    while (r->inherit_from < r->n_inherited &&
+           r->inherited[r->inherit_from].bytes == 0)
+      r->inherit_from++;
+    return h->block;
+  }
+  return VS_ALLOC_NONE;
+}
+
+/* One allocation or free through the rank's caching allocator (op 0 of a
+ * rank with an inherited cache takes its blocks over). Returns the
  * bytes it counts (the block size) in *bytes. */
 static int caching_effect(vs_rank *r, const vs_effect *e, const vs_buffer *buf,
                           int stream, uint32_t op, uint64_t t_ns,
@@ -168,9 +218,14 @@ static int caching_effect(vs_rank *r, const vs_effect *e, const vs_buffer *buf,
       return rc;
     return vs_mem_record_free(&r->mem, buf->category, *bytes, a->reserved_bytes);
   } else {
-    vs_alloc_result res;
-    if ((rc = vs_alloc_malloc(a, buf->bytes, stream, &res)))
+    vs_alloc_result res = {.block = VS_ALLOC_NONE};
+    if (op == 0 && r->inherited) {
+      if ((res.block = take_inherited(r, buf)) == VS_ALLOC_NONE)
+        return VS_EINPUT;
+      res.size = a->blocks[res.block].size;
+    } else if ((rc = vs_alloc_malloc(a, buf->bytes, stream, &res))) {
       return rc;
+    }
     r->live_blocks[e->buffer] = res.block;
     *bytes = res.size;
     return vs_mem_record_alloc(&r->mem, buf->category, res.size, buf->bytes,
@@ -470,6 +525,11 @@ static int check_finished(run_ctx *c, size_t n_ranks)
 {
   for (size_t i = 0; i < n_ranks; i++) {
     const vs_rank *r = &c->ranks[i];
+    if (r->inherit_from < r->n_inherited)
+      return vs_error_set(c->err, VS_EINPUT,
+                          "engine: rank %u's setup left buffers of its "
+                          "inherited cache untaken (%zu held; schedule bug)",
+                          r->id, r->n_inherited);
     for (int s = 0; s < VS_STREAM_N; s++) {
       if (r->done[s] != r->prog->n_stream_ops[s]) {
         const vs_pop *op = &r->prog->ops[r->prog->stream_ops[s][r->next[s]]];
@@ -575,6 +635,8 @@ static int take_twin_run(vs_rank *to, const vs_rank *from)
                       ? vs_dup_array(from->lifetimes, n_buffers,
                                      sizeof *from->lifetimes, &ok)
                       : NULL;
+  to->inherited = NULL; /* taken over already: nothing left to take */
+  to->n_inherited = to->inherit_from = 0;
   to->alloc = NULL;
   if (ok && from->alloc && (to->alloc = malloc(sizeof *to->alloc)) &&
       vs_alloc_clone(to->alloc, from->alloc)) {

@@ -71,6 +71,14 @@ typedef struct vs_node_share {
   uint32_t weight;
 } vs_node_share;
 
+/* A GPU buffer an earlier run of a rank left live, which the setup op
+ * of the rank's next run takes over (vs_rank_inherit). */
+typedef struct vs_inherited {
+  uint64_t bytes;           /* as asked; 0 once taken over */
+  int32_t category;         /* vs_category */
+  uint32_t block;           /* its block in the inherited allocator */
+} vs_inherited;
+
 typedef struct vs_rank {
   uint32_t id;              /* global rank number */
   int stage, dp_rank, tp_rank;
@@ -98,6 +106,11 @@ typedef struct vs_rank {
   vs_alloc *alloc;          /* caching-allocator emulation; NULL = exact */
   uint32_t *live_blocks;    /* [program buffer] its allocator block while
                                live, VS_ALLOC_NONE otherwise (caching) */
+  vs_inherited *inherited;  /* an inherited cache's live buffers in the
+                               order the earlier run made them
+                               (vs_rank_inherit); NULL: none */
+  size_t n_inherited;       /* how many */
+  size_t inherit_from;      /* the first not taken over yet */
   uint32_t *lifetimes;      /* [program buffer] with
                                vs_rank_record_lifetimes: while buffer b is
                                live, the number of the GPU memory effect
@@ -170,6 +183,16 @@ bool vs_rank_live_at_peak(const vs_rank *rank, uint32_t buffer);
  * with a table of 4 bytes per buffer of its program. VS_ENOMEM on host
  * allocation failure. */
 int vs_rank_use_caching(vs_rank *rank, const vs_alloc_config *cfg);
+
+/* Gives `to` (with the caching allocator, not yet run) the cache that
+ * `from`'s run left: a copy of its allocator, whose reserved segments
+ * stay, and its live GPU buffers, which to's setup op (op 0) takes over
+ * as a training step finds the states the one before made: each GPU
+ * allocation of op 0 takes the earliest live block of the same category
+ * and bytes, without asking the allocator. to's run fails (a schedule
+ * bug) when op 0 asks for one that is not there or leaves one untaken.
+ * VS_ENOMEM on host memory. */
+int vs_rank_inherit(vs_rank *to, const vs_rank *from);
 
 /* Empty host and NVMe memories of node `node` with those capacities. */
 void vs_node_mem_init(vs_node_mem *n, uint32_t node, uint64_t host_bytes,

@@ -116,6 +116,7 @@ typedef struct builder {
                                forward pass ends */
   size_t n_cached, cap_cached;
   uint64_t stage;           /* pipeline stage being built */
+  vs_step step;             /* which step (vs_job.step) */
   uint32_t recv_op;         /* receive the next compute op must wait for */
   uint32_t recv_buf;        /* its buffer, freed by that op */
   bool recv_waited;         /* a compute-stream op already waits for it */
@@ -1293,16 +1294,43 @@ typedef enum state_kind {
   STATE_PARAMS,  /* the parameter as stored */
   STATE_MASTER,  /* its fp32 master copy */
   STATE_GRADS,   /* its gradient as backward makes it */
+  STATE_MOMENTS, /* the optimizer's other states (AdamW's exp_avg and
+                    exp_avg_sq, ...), one tensor each */
   STATE_N
 } state_kind;
 
 static const int state_category[STATE_N] = {VS_CAT_PARAMS, VS_CAT_OPTIMIZER,
-                                            VS_CAT_GRADS};
+                                            VS_CAT_GRADS, VS_CAT_OPTIMIZER};
 
-/* Instance inst's tensors' state `which`, one buffer each in model order,
- * allocated when op starts (with op NONE only counted): their bytes.
- * *first (unless NULL) gets the first buffer, NONE without any; the rest
- * follow it, one index each, *n (unless NULL) buffers in all. */
+/* The bytes of each tensor of state `which` among a parameter's states
+ * ts, in out: how many. */
+static unsigned state_parts(const vs_tensor_states *ts, state_kind which,
+                            uint64_t out[VS_OPT_STATE_TENSORS_MAX])
+{
+  unsigned k = 0;
+  switch (which) {
+  case STATE_PARAMS:
+    out[k++] = ts->stored_param;
+    break;
+  case STATE_MASTER:
+    out[k++] = ts->master;
+    break;
+  case STATE_GRADS:
+    out[k++] = ts->made_grad;
+    break;
+  default: /* the optimizer's tensors after its master copy */
+    for (unsigned i = ts->master ? 1 : 0; i < ts->n_optimizer; i++)
+      out[k++] = ts->optimizer[i];
+    break;
+  }
+  return k;
+}
+
+/* Instance inst's tensors' state `which`, one buffer each in model order
+ * (a parameter's parts together), allocated when op starts (with op NONE
+ * only counted): their bytes. *first (unless NULL) gets the first buffer,
+ * NONE without any; the rest follow it, one index each, *n (unless NULL)
+ * buffers in all. */
 static uint64_t tensor_states(builder *b, uint32_t op, size_t inst,
                               state_kind which, uint32_t *first, uint32_t *n)
 {
@@ -1314,23 +1342,24 @@ static uint64_t tensor_states(builder *b, uint32_t op, size_t inst,
     *n = 0;
   for (uint32_t i = 0; i < blk->n_params; i++) {
     vs_tensor_states ts;
-    uint64_t bytes;
-    uint32_t buf;
+    uint64_t parts[VS_OPT_STATE_TENSORS_MAX];
+    unsigned n_parts;
     vs_recipe_tensor_states(b->r, &b->wl->training, &blk->params[i], &ts);
-    bytes = which == STATE_PARAMS   ? ts.stored_param
-            : which == STATE_MASTER ? ts.master
-                                    : ts.made_grad;
-    if (bytes == 0)
-      continue;
-    sum += bytes;
-    if (n)
-      (*n)++;
-    if (op == NONE)
-      continue;
-    buf = new_buffer(b, bytes, state_category[which]);
-    alloc_on(b, op, buf);
-    if (first && *first == NONE)
-      *first = buf;
+    n_parts = state_parts(&ts, which, parts);
+    for (unsigned j = 0; j < n_parts; j++) {
+      uint32_t buf;
+      if (parts[j] == 0)
+        continue;
+      sum += parts[j];
+      if (n)
+        (*n)++;
+      if (op == NONE)
+        continue;
+      buf = new_buffer(b, parts[j], state_category[which]);
+      alloc_on(b, op, buf);
+      if (first && *first == NONE)
+        *first = buf;
+    }
   }
   return sum;
 }
@@ -1386,13 +1415,21 @@ static void free_kept_grads(builder *b, uint32_t op, size_t inst)
   b->grads_kept[inst] = NONE;
 }
 
+/* Whether this is the first step and it makes the states that do not
+ * come with the model (vs_recipe first_step_states). */
+static bool makes_states(const builder *b)
+{
+  return b->step == VS_STEP_FIRST && b->r->first_step_states;
+}
+
 /* Where gradients made in backward appear, or NULL when they are
- * resident from the setup on. */
+ * resident from the setup on. Resident ones the first step makes stay in
+ * grads_kept after it. */
 static uint32_t *grads_made_in(const builder *b)
 {
-  return transient_grads(b)              ? b->grad_buf
-         : b->r->grads_set_to_none ? b->grads_kept
-                                         : NULL;
+  return transient_grads(b) ? b->grad_buf
+         : b->r->grads_set_to_none || makes_states(b) ? b->grads_kept
+                                                      : NULL;
 }
 
 /* Whether the head's backward writes the word embeddings' gradient, held
@@ -1778,6 +1815,8 @@ static uint32_t gpu_step(builder *b, const vs_stage_layout *st,
   uint32_t op = compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", -1, -1,
                            work.flops, work.bytes, &t);
   wait_for_grads(b, op, w);
+  if (makes_states(b))
+    stage_states(b, op, STATE_MOMENTS); /* torch.optim's lazy state init */
   if (st->step_temp_bytes)
     transient(b, op, st->step_temp_bytes, VS_CAT_TEMP);
   if (b->r->params.place == VS_PLACE_GPU)
@@ -1829,14 +1868,6 @@ static void setup_off_gpu(builder *b, uint32_t op, const vs_placed_bytes *pb,
   alloc_on(b, op, placed_buffer(b, pb->buffers, VS_CAT_TEMP, place));
 }
 
-/* Stage b->stage's model states: each state one flat buffer, but where
- * the recipe keeps parameters per tensor (per_tensor_states) one buffer
- * per parameter and per master copy (tensor_states), made with the model,
- * and flat buffers for what no tensor accounts for (the FP8 cache).
- * Resident gradients and the optimizer's moments stay flat: the first
- * step makes them out of a cache its activations have warmed, where
- * blocks are split to fit, not rounded tensor by tensor. Gradients set
- * to None after each step come in backward; DDP's buckets stay. */
 /* Whether the `in_tensors` bytes setup allocated tensor by tensor are
  * within the stage's `total` of that state, as they are by construction
  * (both come from vs_recipe_tensor_states: the kind plans are its sums);
@@ -1853,21 +1884,43 @@ static bool within_state(builder *b, uint64_t in_tensors, uint64_t total)
   return false;
 }
 
+/* The stage's tensors of state `which` that the first step makes
+ * (first_step_states), tensor by tensor: allocated by op in the step
+ * after it, only counted in the first (which makes them later); their
+ * bytes. 0 in the only step simulated, which keeps them flat. */
+static uint64_t first_step_made(builder *b, uint32_t op, state_kind which)
+{
+  if (b->step == VS_STEP_ONLY)
+    return 0;
+  return stage_states(b, makes_states(b) ? NONE : op, which);
+}
+
+/* Stage b->stage's model states: each state one flat buffer, but where
+ * the recipe keeps them per tensor (per_tensor_states) one buffer per
+ * parameter and per master copy (tensor_states), made with the model,
+ * and under first_step_states one per resident gradient and optimizer
+ * state too, which the first step makes instead; flat buffers for what
+ * no tensor accounts for (the FP8 cache). Gradients set to None after
+ * each step come in backward; DDP's buckets stay. */
 static void setup_states(builder *b, uint32_t op, const vs_stage_layout *st)
 {
-  bool per_tensor = b->r->per_tensor_states;
+  bool per_tensor = b->r->per_tensor_states, lazy = b->r->first_step_states;
+  bool resident_grads = !b->r->grads_set_to_none;
   uint64_t params = per_tensor ? stage_states(b, op, STATE_PARAMS) : 0;
-  uint64_t masters;
+  uint64_t masters, grads, moments;
   if (!within_state(b, params, st->params_bytes))
     return;
   alloc_on(b, op, new_buffer(b, st->params_bytes - params, VS_CAT_PARAMS));
   masters = per_tensor ? stage_states(b, op, STATE_MASTER) : 0;
-  if (!within_state(b, masters, st->optimizer_bytes))
+  grads = lazy && resident_grads ? first_step_made(b, op, STATE_GRADS) : 0;
+  moments = lazy ? first_step_made(b, op, STATE_MOMENTS) : 0;
+  if (!within_state(b, masters + moments, st->optimizer_bytes) ||
+      !within_state(b, grads, resident_grads ? st->grads_bytes : 0))
     return;
-  alloc_on(b, op, new_buffer(b, b->r->grads_set_to_none ? st->ddp_bucket_bytes
-                                                        : st->grads_bytes,
+  alloc_on(b, op, new_buffer(b, resident_grads ? st->grads_bytes - grads
+                                               : st->ddp_bucket_bytes,
                              VS_CAT_GRADS));
-  alloc_on(b, op, new_buffer(b, st->optimizer_bytes - masters,
+  alloc_on(b, op, new_buffer(b, st->optimizer_bytes - masters - moments,
                              VS_CAT_OPTIMIZER));
 }
 
@@ -2444,6 +2497,7 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->recv_buf = NONE;
   b->copy_out = b->flat_done = b->last_flat = NONE;
   b->stage = (uint64_t)stage;
+  b->step = job->step;
   {
     vs_pipeline pl = pipeline_of(b);
     b->ring = vs_pipeline_ring(&pl);

@@ -149,6 +149,24 @@ typedef struct vs_program {
   size_t n_sends, cap_sends;
 } vs_program;
 
+/* Which training step a program is. All have the same ops; they differ
+ * only in when and how the states the recipe makes in the first step
+ * (vs_recipe first_step_states) are allocated. */
+typedef enum vs_step {
+  VS_STEP_ONLY,      /* the only step simulated (the default): the setup
+                        op allocates every model state, resident
+                        gradients and optimizer states as flat buffers
+                        (an empty cache holds them packed) */
+  VS_STEP_FIRST,     /* the first step: under first_step_states resident
+                        gradients appear in the first backward of their
+                        block and optimizer states when the optimizer
+                        step starts, tensor by tensor */
+  VS_STEP_AFTER_FIRST /* the step after it, the one vsim reports: the
+                        setup op allocates every state, those tensor by
+                        tensor, taking them over from the first step's
+                        cache (vs_rank_inherit) */
+} vs_step;
+
 /* Everything a program is built from (none of it owned). */
 typedef struct vs_job {
   const vs_workload *wl;      /* the validated workload */
@@ -156,6 +174,7 @@ typedef struct vs_job {
   const vs_model *model;      /* its blocks */
   const vs_recipe *recipe;    /* every decision about them */
   const vs_layout *layout;    /* their placement on the GPUs */
+  vs_step step;               /* which step (default: VS_STEP_ONLY) */
 } vs_job;
 
 /* A stage busier than this in one step (115 days) comes from figures far

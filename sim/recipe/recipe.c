@@ -309,6 +309,9 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
   r->grads_set_to_none = wl->training.framework == VS_FW_HF &&
                          !r->transient_grads && !r->step_in_backward;
   r->per_tensor_states = per_tensor_states(wl);
+  r->first_step_states = r->per_tensor_states && !r->step_in_backward &&
+                         !wl->training.paged_optimizer &&
+                         wl->runtime.allocator == VS_ALLOC_CACHING;
 }
 
 /* Streams and groups: tensor-parallel collectives on the compute stream

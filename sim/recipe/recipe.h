@@ -263,11 +263,26 @@ typedef struct vs_recipe {
                                parameter and its master copy are
                                allocations of their own, made with the
                                model, and so is each gradient set to None
-                               (grads_set_to_none) as backward makes it;
+                               (grads_set_to_none) as backward makes it,
+                               and under first_step_states each resident
+                               gradient and optimizer state;
                                vs_recipe_tensor_states gives their sizes.
-                               Otherwise (and for resident gradients and
-                               optimizer moments, which the first step
-                               carves out of a warm cache) flat buffers */
+                               Otherwise flat buffers */
+  bool first_step_states;   /* PyTorch's own loop and optimizers
+                               (per_tensor_states, the optimizer stepping
+                               after backward, its states on the GPU) on
+                               the caching allocator (the exact one keeps
+                               no cache for the first step to shape):
+                               the first step makes the states that do
+                               not come with the model, tensor by tensor,
+                               in a cache its activations have warmed:
+                               AccumulateGrad each resident gradient in
+                               the first backward, torch.optim each
+                               optimizer state in the first step()
+                               (AdamW's _init_group: zeros_like per
+                               parameter). The step vsim reports runs in
+                               the cache that first step leaves (vs_step,
+                               vs_rank_inherit) */
   bool ddp_bucket_copy;     /* PyTorch DDP (framework = hf, dp > 1): the
                                reducer's flat buckets hold a copy of every
                                gradient beside .grad, allocated with the

@@ -871,10 +871,18 @@ static void show_state_allocations(FILE *out, const vs_workload *wl,
           r->step_in_backward ? "each block's gradients in its backward, "
                                 "stepped there; the optimizer's moments "
                                 "one buffer"
-          : r->grads_set_to_none ? "each gradient in backward, the "
-                                   "optimizer's moments one buffer"
-                                 : "the gradients and the optimizer's "
-                                   "moments one buffer each");
+          : !r->first_step_states
+              ? (r->grads_set_to_none ? "each gradient in backward, the "
+                                        "optimizer's moments one buffer"
+                                      : "the gradients and the optimizer's "
+                                        "moments one buffer each")
+          : r->grads_set_to_none
+              ? "each gradient in backward; the first step makes each "
+                "optimizer state at its step,\n#   and the step reported "
+                "runs in the cache it leaves"
+              : "the first step makes each gradient in its backward and "
+                "each optimizer state at its step,\n#   and the step "
+                "reported runs in the cache it leaves");
 }
 
 void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,

@@ -185,7 +185,8 @@ static bool holds_hottest(const vs_layout *lay, uint64_t slot)
 
 /* Creates the simulated ranks: one per stage (dp_rank = tp_rank = 0), or
  * every GPU in Megatron order (tp innermost, then dp, then pp). */
-static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
+static int make_ranks(vs_sim *sim, const vs_sim_opts *opts,
+                      const vs_program *programs, vs_error *err)
 {
   const vs_layout *lay = &sim->layout;
   uint64_t per_stage = opts->all_ranks ? lay->tp * lay->dp : 1;
@@ -208,7 +209,7 @@ static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
       uint64_t prog = stage + (sim->per_rank_load && !holds_hottest(lay, j)
                                    ? lay->pp
                                    : 0);
-      vs_rank_init(r, (uint32_t)id, &sim->programs[prog],
+      vs_rank_init(r, (uint32_t)id, &programs[prog],
                    sim->topo->memory_bytes, lay->framework_bytes);
       if (sim->wl->runtime.allocator == VS_ALLOC_CACHING) {
         const vs_runtime_conf *rt = &sim->wl->runtime;
@@ -396,6 +397,13 @@ static size_t program_sets(const vs_sim *sim)
   return sim->per_rank_load ? 2 : 1;
 }
 
+/* Whether sim runs the first training step before the one it reports:
+ * the recipe makes states in it (first_step_states). */
+static bool runs_first_step(const vs_sim *sim)
+{
+  return sim->recipe.first_step_states;
+}
+
 /* ------------------------------------------------------------------------
  * The work estimate and the budget
  * ------------------------------------------------------------------------ */
@@ -435,6 +443,7 @@ static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
   const vs_layout *lay = &sim->layout;
   double per_stage = opts->all_ranks ? (double)lay->tp * (double)lay->dp : 1;
   double ops = 0, kinds = 0, ranks = per_stage * (double)lay->pp;
+  double steps = runs_first_step(sim) ? 2 : 1; /* runs of the program */
   /* a buffer has an allocation and a free among its ops' effects */
   double buffers = 0.5 * EFFECTS_PER_OP;
   for (uint64_t s = 0; s < lay->pp; s++) {
@@ -444,15 +453,17 @@ static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
     kinds += vs_schedule_estimate_kinds(&job, (int)s);
   }
   w->rank_events = ops * per_stage;
-  w->events = slots_copied(sim, opts) ? ops : w->rank_events;
+  w->events = steps * (slots_copied(sim, opts) ? ops : w->rank_events);
   w->ranks = ranks;
+  w->steps = steps;
   /* the programs and their op kinds, the ranks, each rank's block of
-   * every buffer (caching allocator) and the peak's note of each buffer */
-  w->host_bytes = (double)program_sets(sim) *
-                      (ops * (double)vs_schedule_bytes_per_op() +
-                       kinds * (double)vs_schedule_bytes_per_kind()) +
-                  ranks * (double)sizeof(vs_rank) +
-                  w->rank_events * buffers * sizeof(uint32_t) +
+   * every buffer (caching allocator) and the peak's note of each buffer;
+   * with the first step its programs and ranks too, alive together */
+  w->host_bytes = steps * ((double)program_sets(sim) *
+                               (ops * (double)vs_schedule_bytes_per_op() +
+                                kinds * (double)vs_schedule_bytes_per_kind()) +
+                           ranks * (double)sizeof(vs_rank) +
+                           w->rank_events * buffers * sizeof(uint32_t)) +
                   (opts->peak_tensors && !opts->all_ranks
                        ? ops * buffers * sizeof(uint32_t)
                        : 0);
@@ -539,9 +550,11 @@ static int check_reserve(const vs_workload *wl, const vs_topology *topo,
                       where, vs_format_bytes(topo->memory_bytes, cap, sizeof cap));
 }
 
-/* Builds sim's programs, one per stage (and with per_rank_load one more
- * per stage for model_rest), each set linked across its stages. */
-static int build_programs(vs_sim *sim, vs_error *err)
+/* Builds sim's programs of `step` into programs (n_programs of them),
+ * one per stage (and with per_rank_load one more per stage for
+ * model_rest), each set linked across its stages. */
+static int build_programs(vs_sim *sim, vs_program *programs, vs_step step,
+                          vs_error *err)
 {
   size_t pp = (size_t)sim->layout.pp;
   int rc = 0;
@@ -550,11 +563,98 @@ static int build_programs(vs_sim *sim, vs_error *err)
     vs_job job = {.wl = sim->wl, .topo = sim->topo,
                   .model = rest ? &sim->model_rest : &sim->model,
                   .recipe = rest ? &sim->recipe_rest : &sim->recipe,
-                  .layout = &sim->layout};
-    rc = vs_schedule_rebuild(&job, (int)(s % pp), &sim->programs[s], err);
+                  .layout = &sim->layout, .step = step};
+    rc = vs_schedule_rebuild(&job, (int)(s % pp), &programs[s], err);
   }
   for (size_t first = 0; first < sim->n_programs && !rc; first += pp)
-    rc = vs_schedule_link(sim->programs + first, pp, err);
+    rc = vs_schedule_link(programs + first, pp, err);
+  return rc;
+}
+
+/* The programs of the first step, after the reported step's. */
+static vs_program *first_step_programs(const vs_sim *sim)
+{
+  return sim->programs + sim->n_programs;
+}
+
+/* Frees sim's ranks and nodes (not its programs). */
+static void drop_ranks(vs_sim *sim)
+{
+  for (size_t i = 0; i < sim->n_ranks; i++)
+    vs_rank_fini(&sim->ranks[i]);
+  free(sim->ranks);
+  for (size_t i = 0; i < sim->n_nodes; i++)
+    vs_node_mem_fini(&sim->nodes[i]);
+  free(sim->nodes);
+  free(sim->shares);
+  sim->ranks = NULL;
+  sim->nodes = NULL;
+  sim->shares = NULL;
+  sim->n_ranks = 0;
+  sim->n_nodes = 0;
+}
+
+/* Makes sim's ranks on `programs` (each given the cache its rank in
+ * `before` left, when not NULL: vs_rank_inherit) and their nodes, and
+ * runs them with eo. */
+static int run_ranks(vs_sim *sim, const vs_sim_opts *opts,
+                     const vs_program *programs, const vs_rank *before,
+                     vs_engine_opts *eo, vs_error *err)
+{
+  int rc;
+  if ((rc = make_ranks(sim, opts, programs, err)))
+    return rc;
+  for (size_t i = 0; before && i < sim->n_ranks; i++)
+    if (vs_rank_inherit(&sim->ranks[i], &before[i]))
+      return vs_error_set(err, VS_ENOMEM,
+                          "out of host memory for the first step's cache");
+  if ((rc = make_nodes(sim, opts, err)))
+    return rc;
+  eo->ranks_per_stage = sim->n_ranks / sim->layout.pp;
+  eo->nodes = sim->nodes;
+  eo->n_nodes = sim->n_nodes;
+  return vs_engine_run(sim->ranks, sim->n_ranks, eo, &sim->stats, err);
+}
+
+/* Whether a rank of the run ran out of memory. */
+static bool ran_out(const vs_sim *sim)
+{
+  for (size_t i = 0; i < sim->n_ranks; i++)
+    if (sim->ranks[i].mem.oom.happened)
+      return true;
+  return sim->stats.stopped;
+}
+
+/* After sim ran the first step (runs_first_step): runs the step it
+ * reports in the cache each rank's first step left. When the first step
+ * ran out of memory its cache is no start for another: the step runs
+ * alone from an empty cache (VS_STEP_ONLY, what vsim runs without a
+ * first step: what the job needs), and keeps the first step's
+ * out-of-memory where it has none of its own (the job fails in its
+ * first step). */
+static int run_after_first(vs_sim *sim, const vs_sim_opts *opts,
+                           vs_engine_opts *eo, vs_error *err)
+{
+  vs_rank *first = sim->ranks;
+  size_t n = sim->n_ranks;
+  vs_engine_stats first_stats = sim->stats;
+  bool out = ran_out(sim);
+  int rc = 0;
+  sim->ranks = NULL;
+  sim->n_ranks = 0;
+  drop_ranks(sim); /* the nodes; the ranks are `first` */
+  if (out)
+    rc = build_programs(sim, sim->programs, VS_STEP_ONLY, err);
+  if (!rc)
+    rc = run_ranks(sim, opts, sim->programs, out ? NULL : first, eo, err);
+  for (size_t i = 0; !rc && out && i < n; i++)
+    if (!sim->ranks[i].mem.oom.happened)
+      sim->ranks[i].mem.oom = first[i].mem.oom;
+  sim->stats.events += first_stats.events;
+  sim->stats.stopped = sim->stats.stopped || first_stats.stopped;
+  for (size_t i = 0; i < n; i++)
+    vs_rank_fini(&first[i]);
+  free(first);
   return rc;
 }
 
@@ -569,6 +669,7 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
                        .stop_at_oom = opts->stop_at_oom,
                        .resources = resources,
                        .n_resources = VS_RES_N};
+  size_t per_step = 0, steps = 1;
   int rc;
 
   memset(sim, 0, sizeof *sim);
@@ -579,24 +680,34 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
     vs_work w;
     estimate_work(sim, opts, &w);
     rc = check_budget(sim, opts, &w, err);
+    per_step = (size_t)sim->layout.pp * program_sets(sim);
+    steps = runs_first_step(sim) ? 2 : 1;
   }
-  if (rc || (rc = take_programs(sim,
-                                (size_t)sim->layout.pp * program_sets(sim),
-                                pool, err)) ||
-      (rc = build_programs(sim, err))) {
+  if (rc || (rc = take_programs(sim, per_step * steps, pool, err))) {
+    vs_sim_fini(sim);
+    return rc;
+  }
+  sim->n_programs = per_step;
+  sim->n_first_programs = per_step * (steps - 1);
+  if ((rc = build_programs(sim, sim->programs,
+                           steps > 1 ? VS_STEP_AFTER_FIRST : VS_STEP_ONLY,
+                           err)) ||
+      (steps > 1 && (rc = build_programs(sim, first_step_programs(sim),
+                                         VS_STEP_FIRST, err)))) {
     vs_sim_fini(sim);
     return rc;
   }
   vs_resource_table(topo, &sim->layout, opts->all_ranks, resources);
-  if ((rc = make_ranks(sim, opts, err)) == 0 &&
-      (rc = make_nodes(sim, opts, err)) == 0) {
-    eo.ranks_per_stage = sim->n_ranks / sim->layout.pp;
-    eo.nodes = sim->nodes;
-    eo.n_nodes = sim->n_nodes;
+  if (steps > 1) {
+    vs_engine_opts first = eo;
+    first.record_timeline = first.record_spans = false;
+    if ((rc = run_ranks(sim, opts, first_step_programs(sim), NULL, &first,
+                        err)) == 0)
+      rc = run_after_first(sim, opts, &eo, err);
+  } else {
+    rc = run_ranks(sim, opts, sim->programs, NULL, &eo, err);
   }
-  if (rc ||
-      (rc = vs_engine_run(sim->ranks, sim->n_ranks, &eo, &sim->stats, err)) ||
-      (rc = check_step(sim, err))) {
+  if (rc || (rc = check_step(sim, err))) {
     vs_sim_fini(sim);
     return rc;
   }
@@ -606,18 +717,9 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
 
 void vs_sim_fini(vs_sim *sim)
 {
-  for (size_t i = 0; i < sim->n_ranks; i++)
-    vs_rank_fini(&sim->ranks[i]);
-  free(sim->ranks);
-  for (size_t i = 0; i < sim->n_nodes; i++)
-    vs_node_mem_fini(&sim->nodes[i]);
-  free(sim->nodes);
-  free(sim->shares);
-  sim->nodes = NULL;
-  sim->shares = NULL;
-  sim->n_nodes = 0;
+  drop_ranks(sim);
   if (!sim->pool) {
-    for (size_t s = 0; s < sim->n_programs; s++)
+    for (size_t s = 0; s < sim->n_programs + sim->n_first_programs; s++)
       vs_program_fini(&sim->programs[s]);
     free(sim->programs);
   }
@@ -626,10 +728,9 @@ void vs_sim_fini(vs_sim *sim)
   vs_recipe_fini(&sim->recipe_rest);
   vs_model_fini(&sim->model_rest);
   sim->pool = NULL;
-  sim->ranks = NULL;
   sim->programs = NULL;
-  sim->n_ranks = 0;
   sim->n_programs = 0;
+  sim->n_first_programs = 0;
 }
 
 /* The groups being collected: g[0..n), and for each a bitmap of the

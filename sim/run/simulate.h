@@ -28,8 +28,12 @@ typedef struct vs_work {
   double events;        /* op completions the engine runs: every simulated
                            rank's, or one pipeline slot's where the others
                            get copies of its run (vs_engine_run) */
-  double rank_events;   /* op completions over every simulated rank (what
-                           the records hold) */
+  double rank_events;   /* op completions of one step over every
+                           simulated rank (what the records hold) */
+  double steps;         /* training steps simulated: 2 where the step
+                           vsim reports runs after the first (vs_recipe
+                           first_step_states), else 1; events count
+                           both */
   double host_bytes;    /* programs, plus the ranks' records when recorded */
   double csv_bytes;     /* --csv's timeline.csv and ops.csv (when recorded) */
   double trace_bytes;   /* --trace's JSON of every simulated rank (when
@@ -76,6 +80,9 @@ typedef struct vs_sim {
   vs_program *programs;   /* one per pipeline stage; with per_rank_load
                              model_rest's follow, pp more */
   size_t n_programs;
+  size_t n_first_programs; /* the first step's, after programs[n_programs)
+                             when sim runs it before the step it reports
+                             (vs_recipe first_step_states); else 0 */
   vs_rank *ranks;         /* simulated ranks */
   size_t n_ranks;
   vs_engine_stats stats;  /* events, end time */
