@@ -708,6 +708,60 @@ static void test_first_step_makes_states(void **state)
   destroy(b);
 }
 
+/* The first step's gradients appear as AccumulateGrad takes them: each
+ * at the backward of the op that computes it (op_grads_appear), not all of
+ * a block's at its first backward op. Layer 0's ops of micro-batch 0: the
+ * gradient buffers each backward op allocates are its own weights'
+ * (vs_op_spec first_param, n_params), bf16 as the weights are. */
+static void test_first_step_grads_appear_at_their_op(void **state)
+{
+  built *b = build(NULL, 0, 1);
+  const vs_block *blk = vs_model_block(&b->m, 1); /* layer 0 */
+  const vs_program *p = &b->p;
+  uint32_t checked = 0;
+  (void)state;
+  rebuild_as(b, VS_STEP_FIRST);
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    const vs_op_spec *o = NULL;
+    uint64_t want = 0, got = 0;
+    uint32_t n_want = 0, n_got = 0;
+    if (op->phase != VS_PHASE_BWD || op->microbatch != 0 ||
+        vs_op_layer(p, op) != 0)
+      continue;
+    for (uint32_t k = 0; k < blk->n_ops && !o; k++)
+      if (strcmp(blk->ops[k].name, vs_op_name(p, op)) == 0)
+        o = &blk->ops[k];
+    assert_non_null(o);
+    for (uint32_t j = o->first_param; j < o->first_param + o->n_params; j++) {
+      vs_tensor_states ts;
+      vs_recipe_tensor_states(&b->r, &b->wl.training, &blk->params[j], &ts);
+      want += ts.made_grad;
+      n_want++;
+    }
+    for (uint32_t e = op->first_effect; e < vs_op_effects_end(p, op); e++) {
+      const vs_buffer *buf = vs_program_buffer(p, p->effects[e].buffer);
+      if (buf->category == VS_CAT_GRADS && !p->effects[e].is_free) {
+        got += buf->bytes;
+        n_got++;
+      }
+    }
+    assert_int_equal(n_got, n_want);
+    assert_int_equal(got, want);
+    checked += n_want;
+  }
+  /* every tensor of the layer: qkv, projection and MLP weights and
+   * biases, and the two norms' (each op computes its own) */
+  assert_int_equal(blk->ops[0].first_param, 0);
+  assert_int_equal(checked, blk->n_params);
+  assert_int_equal(checked, 12);
+  /* qkv_proj's: its 256 x 768 weight and 768 bias, 2 B an element */
+  for (uint32_t k = 0; k < blk->n_ops; k++)
+    if (strcmp(blk->ops[k].name, "qkv_proj") == 0)
+      assert_int_equal(blk->ops[k].n_params, 2);
+  destroy(b);
+}
+
 /* ------------------------------------------------------------------------
  * Data parallelism
  * ------------------------------------------------------------------------ */
@@ -1699,6 +1753,7 @@ int main(void)
       cmocka_unit_test(test_pipelined_fsdp2_syncs_once),
       cmocka_unit_test(test_setup_and_optimizer),
       cmocka_unit_test(test_first_step_makes_states),
+      cmocka_unit_test(test_first_step_grads_appear_at_their_op),
       cmocka_unit_test(test_per_tensor_states_follow_the_framework),
       cmocka_unit_test(test_dp1_has_no_comm),
       cmocka_unit_test(test_dp2_all_reduce_last_microbatch),

@@ -89,7 +89,11 @@ typedef struct builder {
   uint32_t last_flat;       /* the newest copied-out block's flat buffer */
   uint32_t *grad_buf;       /* [inst] unreduced grads (ZeRO-2/3) */
   uint32_t *grads_kept;     /* [inst] resident grads that appear at their
-                               first backward (vs_recipe grads_set_to_none) */
+                               first backward (vs_recipe grads_set_to_none)
+                               as one buffer */
+  uint32_t *tensor_grad;    /* [param_base[inst] + param] the same, one
+                               buffer per tensor (per_tensor_states) */
+  uint32_t *param_base;     /* [inst] its first parameter in tensor_grad */
   uint32_t *bucket;         /* insts whose grads wait in the open bucket */
   size_t n_bucket;          /* how many */
   uint32_t *deferred;       /* reduce_after_backward: insts whose grads are
@@ -1328,18 +1332,12 @@ static unsigned state_parts(const vs_tensor_states *ts, state_kind which,
 
 /* Instance inst's tensors' state `which`, one buffer each in model order
  * (a parameter's parts together), allocated when op starts (with op NONE
- * only counted): their bytes. *first (unless NULL) gets the first buffer,
- * NONE without any; the rest follow it, one index each, *n (unless NULL)
- * buffers in all. */
+ * only counted): their bytes. */
 static uint64_t tensor_states(builder *b, uint32_t op, size_t inst,
-                              state_kind which, uint32_t *first, uint32_t *n)
+                              state_kind which)
 {
   const vs_block *blk = block_of(b, inst);
   uint64_t sum = 0;
-  if (first)
-    *first = NONE;
-  if (n)
-    *n = 0;
   for (uint32_t i = 0; i < blk->n_params; i++) {
     vs_tensor_states ts;
     uint64_t parts[VS_OPT_STATE_TENSORS_MAX];
@@ -1347,18 +1345,9 @@ static uint64_t tensor_states(builder *b, uint32_t op, size_t inst,
     vs_recipe_tensor_states(b->r, &b->wl->training, &blk->params[i], &ts);
     n_parts = state_parts(&ts, which, parts);
     for (unsigned j = 0; j < n_parts; j++) {
-      uint32_t buf;
-      if (parts[j] == 0)
-        continue;
       sum += parts[j];
-      if (n)
-        (*n)++;
-      if (op == NONE)
-        continue;
-      buf = new_buffer(b, parts[j], state_category[which]);
-      alloc_on(b, op, buf);
-      if (first && *first == NONE)
-        *first = buf;
+      if (op != NONE && parts[j] != 0)
+        alloc_on(b, op, new_buffer(b, parts[j], state_category[which]));
     }
   }
   return sum;
@@ -1376,7 +1365,7 @@ static uint64_t stage_states(builder *b, uint32_t op, state_kind which)
     size_t lo, hi;
     chunk_range(b, g, &lo, &hi);
     for (size_t inst = lo; inst <= hi; inst++)
-      sum += tensor_states(b, op, inst, which, NULL, NULL);
+      sum += tensor_states(b, op, inst, which);
   }
   return sum;
 }
@@ -1393,26 +1382,46 @@ static void grads_appear(builder *b, uint32_t *table, size_t inst,
 {
   if (table[inst] != NONE)
     return;
-  if (table == b->grads_kept && b->r->per_tensor_states) {
-    tensor_states(b, op, inst, STATE_GRADS, &table[inst], NULL);
-    return;
-  }
   table[inst] = new_buffer(b, plan_of(b, inst)->made_grad_bytes,
                           VS_CAT_GRADS);
   alloc_on(b, op, table[inst]);
 }
 
-/* Frees inst's kept gradients (grads_kept) when op ends: one buffer, or
- * under per_tensor_states the buffers tensor_states made, consecutive
- * from the first. */
+/* Under per_tensor_states, the kept gradients of inst's parameters
+ * [lo, hi) that have not appeared yet appear when op starts, one buffer
+ * each (tensor_grad): AccumulateGrad takes each as the op computing it
+ * makes it. */
+static void tensor_grads_appear(builder *b, size_t inst, uint32_t lo,
+                                uint32_t hi, uint32_t op)
+{
+  const vs_block *blk = block_of(b, inst);
+  uint32_t *slot = b->tensor_grad + b->param_base[inst];
+  for (uint32_t i = lo; i < hi; i++) {
+    vs_tensor_states ts;
+    if (slot[i] != NONE)
+      continue;
+    vs_recipe_tensor_states(b->r, &b->wl->training, &blk->params[i], &ts);
+    if (ts.made_grad == 0)
+      continue;
+    slot[i] = new_buffer(b, ts.made_grad, VS_CAT_GRADS);
+    alloc_on(b, op, slot[i]);
+  }
+}
+
+/* Frees inst's kept gradients when op ends: grads_kept's buffer, or
+ * under per_tensor_states each tensor's. */
 static void free_kept_grads(builder *b, uint32_t op, size_t inst)
 {
-  uint32_t first = b->grads_kept[inst], n = 1;
-  if (first != NONE && b->r->per_tensor_states)
-    tensor_states(b, NONE, inst, STATE_GRADS, NULL, &n);
-  for (uint32_t i = 0; first != NONE && i < n; i++)
-    free_on(b, op, first + i, AT_END);
+  uint32_t *slot = b->tensor_grad + b->param_base[inst];
+  if (b->grads_kept[inst] != NONE)
+    free_on(b, op, b->grads_kept[inst], AT_END);
   b->grads_kept[inst] = NONE;
+  for (uint32_t i = 0; b->r->per_tensor_states && i < block_of(b, inst)->n_params;
+       i++) {
+    if (slot[i] != NONE)
+      free_on(b, op, slot[i], AT_END);
+    slot[i] = NONE;
+  }
 }
 
 /* Whether this is the first step and it makes the states that do not
@@ -1441,6 +1450,30 @@ static bool head_writes_embedding_grads(const builder *b)
          (b->wl->model.tied_embeddings || b->wl->model.mtp_layers > 0);
 }
 
+/* Whether gradients made in backward are kept tensor by tensor
+ * (per_tensor_states): each appears at the op that computes it. */
+static bool grads_per_tensor(const builder *b)
+{
+  return grads_made_in(b) == b->grads_kept && b->r->per_tensor_states;
+}
+
+/* Under grads_per_tensor, the gradients op k of inst's block computes
+ * appear when its backward `op` starts; with the block's first backward
+ * op the weights no op names too, and on the head's the embedding's
+ * gradients, which it computes. */
+static void op_grads_appear(builder *b, size_t inst, int k, uint32_t op)
+{
+  const vs_block *blk = block_of(b, inst);
+  const vs_op_spec *o = &blk->ops[k];
+  if (k == (int)blk->n_ops - 1) {
+    tensor_grads_appear(b, inst, 0, blk->ops[0].first_param, op);
+    if (inst + 1 == b->n_inst && head_writes_embedding_grads(b))
+      tensor_grads_appear(b, 0, 0, block_of(b, 0)->n_params, op);
+  }
+  tensor_grads_appear(b, inst, o->first_param, o->first_param + o->n_params,
+                      op);
+}
+
 static void backward_block(builder *b, size_t inst, int mb)
 {
   const vs_block *blk = block_of(b, inst);
@@ -1465,7 +1498,9 @@ static void backward_block(builder *b, size_t inst, int mb)
     op_comm(b, &o->bwd_before, layer, mb);
     op = compute_op(b, VS_PHASE_BWD, o->name, layer, mb, plan->bwd_flops[k],
                     plan->bwd_bytes[k], op_time(b, inst, (uint32_t)k, TIME_BWD));
-    if (k == (int)blk->n_ops - 1 && grads_made_in(b)) {
+    if (grads_per_tensor(b))
+      op_grads_appear(b, inst, k, op);
+    else if (k == (int)blk->n_ops - 1 && grads_made_in(b)) {
       grads_appear(b, grads_made_in(b), inst, op);
       if (inst + 1 == b->n_inst && head_writes_embedding_grads(b))
         grads_appear(b, grads_made_in(b), 0, op); /* the head computes the
@@ -1967,6 +2002,8 @@ static void free_tables(builder *b)
   free(b->flat_buf);
   free(b->grad_buf);
   free(b->grads_kept);
+  free(b->tensor_grad);
+  free(b->param_base);
   free(b->bucket);
   free(b->deferred);
   free(b->act_host);
@@ -2511,6 +2548,15 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->flat_buf = new_table(b, n_inst);
   b->grad_buf = new_table(b, n_inst);
   b->grads_kept = new_table(b, n_inst);
+  b->param_base = new_table(b, n_inst);
+  {
+    uint32_t params = 0;
+    for (size_t inst = 0; b->param_base && inst < n_inst; inst++) {
+      b->param_base[inst] = params;
+      params += block_of(b, inst)->n_params;
+    }
+    b->tensor_grad = new_table(b, params ? params : 1);
+  }
   b->bucket = new_table(b, n_inst);
   /* every inst once, and one end per chunk */
   b->deferred = new_table(b, n_inst + b->lay->n_chunks);
