@@ -619,8 +619,17 @@ static int run_caching(vs_rank *r, const vs_program *prog,
   vs_engine_stats st;
   vs_rank_init(r, 0, prog, cfg.capacity_bytes, 0);
   assert_int_equal(vs_rank_use_caching(r, &cfg), 0);
-  if (before)
+  if (before) {
     assert_int_equal(vs_rank_inherit(r, before), 0);
+    /* its peaks start from what the earlier run left, as after
+     * reset_peak_memory_stats() */
+    for (int p = 0; p < VS_POOL_N; p++) {
+      assert_int_equal(r->alloc->stats.peak_allocated_bytes[p],
+                       r->alloc->stats.allocated_bytes[p]);
+      assert_int_equal(r->alloc->stats.peak_reserved_bytes[p],
+                       r->alloc->stats.reserved_bytes[p]);
+    }
+  }
   vs_error_clear(err);
   return vs_engine_run(r, 1, &opts, &st, err);
 }
@@ -643,6 +652,13 @@ static void test_inherited_cache(void **state)
   assert_int_equal(a.mem.reserved_bytes, 120 * MIB);
   assert_int_equal(a.mem.allocated_bytes, 90 * MIB);
   assert_int_equal(run_caching(&b, &next, &a, &err), 0);
+  /* the first step's allocated peak (params, activations and gradients:
+   * 120 MiB) started the step at what it left (90 MiB: run_caching
+   * checks), and the step's own peak is 150 */
+  assert_int_equal(a.alloc->stats.peak_allocated_bytes[VS_POOL_LARGE],
+                   120 * MIB);
+  assert_int_equal(b.alloc->stats.peak_allocated_bytes[VS_POOL_LARGE],
+                   150 * MIB);
   assert_int_equal(b.mem.peak_allocated_bytes, 150 * MIB);
   assert_int_equal(b.mem.peak_reserved_bytes, 180 * MIB);
   assert_int_equal(b.mem.by_cat[VS_CAT_PARAMS], 30 * MIB);

@@ -2036,6 +2036,30 @@ static void test_first_step_then_reported_step(void **state)
   assert_false(vs_mem_fits(&small.ranks[0].mem));
   assert_int_equal(setup_buffers(&small.programs[0], VS_CAT_GRADS), 1);
   vs_sim_fini(&small);
+  /* screening (stop_at_oom) on one GPU: it stopped in the setup when the
+   * first step did, with room for less than the parameters beside the
+   * framework's bytes, not when the first step ran out later (80% of the
+   * whole step's peak: the parameters, master copies and workspaces fit) */
+  {
+    uint64_t fw, used;
+    load(&wl, pipeline_gpt, NULL, 0, 1);
+    simulate(&plain, &wl, &topo, false);
+    fw = plain.ranks[0].mem.by_cat[VS_CAT_FRAMEWORK];
+    used = plain.ranks[0].mem.peak_used_bytes;
+    vs_sim_fini(&plain);
+    opts.stop_at_oom = true;
+    opts.all_ranks = false;
+    topo.memory_bytes = fw + (used - fw) * 8 / 10;
+    assert_int_equal(vs_sim_run(&small, &wl, &topo, &opts, &err), 0);
+    assert_true(small.stats.stopped);
+    assert_false(vs_sim_stopped_in_setup(&small));
+    vs_sim_fini(&small);
+    topo.memory_bytes = fw + (UINT64_C(1) << 20);
+    assert_int_equal(vs_sim_run(&small, &wl, &topo, &opts, &err), 0);
+    assert_true(small.stats.stopped && small.first_stopped_in_setup);
+    assert_true(vs_sim_stopped_in_setup(&small));
+    vs_sim_fini(&small);
+  }
   vs_sim_fini(&sim);
 }
 

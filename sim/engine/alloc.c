@@ -538,6 +538,14 @@ int vs_alloc_clone(vs_alloc *dst, const vs_alloc *src)
   return VS_ENOMEM;
 }
 
+void vs_alloc_reset_peaks(vs_alloc *a)
+{
+  for (int p = 0; p < VS_POOL_N; p++) {
+    a->stats.peak_allocated_bytes[p] = a->stats.allocated_bytes[p];
+    a->stats.peak_reserved_bytes[p] = a->stats.reserved_bytes[p];
+  }
+}
+
 uint64_t vs_alloc_largest_free(const vs_alloc *a, int pool)
 {
   uint64_t best = 0;

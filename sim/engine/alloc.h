@@ -110,6 +110,10 @@ void vs_alloc_fini(vs_alloc *a);
  * VS_ENOMEM (dst then empty). O(blocks + segments). */
 int vs_alloc_clone(vs_alloc *dst, const vs_alloc *src);
 
+/* Sets a's per-pool peaks to their current values, as
+ * torch.cuda.reset_peak_memory_stats() does (the counters stay). */
+void vs_alloc_reset_peaks(vs_alloc *a);
+
 /* The size PyTorch rounds a request to (512 B multiples, or power-of-2
  * divisions when configured). */
 uint64_t vs_alloc_round(const vs_alloc_config *cfg, uint64_t size);

@@ -144,10 +144,12 @@ int vs_rank_use_caching(vs_rank *rank, const vs_alloc_config *cfg)
 {
   size_t n = rank->prog->n_buffers;
   rank->alloc = malloc(sizeof *rank->alloc);
+  if (rank->alloc)
+    vs_alloc_init(rank->alloc, cfg); /* before anything can fail:
+                                        vs_rank_fini finishes it */
   rank->live_blocks = malloc((n ? n : 1) * sizeof *rank->live_blocks);
   if (!rank->alloc || !rank->live_blocks)
     return VS_ENOMEM;
-  vs_alloc_init(rank->alloc, cfg);
   for (size_t i = 0; i < n; i++)
     rank->live_blocks[i] = VS_ALLOC_NONE;
   return 0;
@@ -171,6 +173,8 @@ int vs_rank_inherit(vs_rank *to, const vs_rank *from)
   vs_alloc_fini(to->alloc);
   free(to->alloc);
   to->alloc = copy;
+  vs_alloc_reset_peaks(copy); /* the step's own peaks, as
+                                 torch.cuda.reset_peak_memory_stats() */
   to->n_inherited = to->inherit_from = 0;
   for (size_t b = 0; b < p->n_buffers; b++) {
     const vs_buffer *buf = vs_program_buffer(p, (uint32_t)b);
@@ -547,7 +551,10 @@ static int check_finished(run_ctx *c, size_t n_ranks)
 
 /* Whether ranks a and b start alike: the same program on the same GPU
  * (capacity, framework bytes, allocator and its settings), nothing run
- * yet, and the same things noted. */
+ * yet, and the same things noted. An inherited cache (vs_rank_inherit)
+ * is not compared: ranks inherit from a run of the same layout, whose
+ * slots started alike exactly when these do, so twins inherit copies of
+ * one run (vs_sim_run's first step). */
 static bool same_start(const vs_rank *a, const vs_rank *b)
 {
   const vs_alloc_config *x = a->alloc ? &a->alloc->cfg : NULL,

@@ -25,6 +25,9 @@ typedef struct vs_oom {
   uint64_t allocated_bytes; /* allocated before it */
   uint64_t reserved_bytes;  /* reserved before it */
   int category;             /* category of the request */
+  bool earlier_run;         /* it happened in an earlier run of the rank's
+                               job (the first training step), carried over
+                               to a run that fitted (vs_sim_run) */
 } vs_oom;
 
 typedef struct vs_mem {

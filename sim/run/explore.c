@@ -235,11 +235,12 @@ static void oom_reason(vs_candidate *c, const vs_sim *sim)
       continue;
     vs_report_op_label(sim, r->prog, r->mem.oom.op, label, sizeof label);
     snprintf(c->reason, sizeof c->reason,
-             "rank %u (stage %d) needs %s of %s; out of memory at %s "
+             "rank %u (stage %d) needs %s of %s; out of memory%s at %s "
              "allocating %s of %s",
              r->id, r->stage,
              vs_format_bytes(r->mem.peak_used_bytes, need, sizeof need),
-             vs_format_bytes(r->mem.capacity_bytes, cap, sizeof cap), label,
+             vs_format_bytes(r->mem.capacity_bytes, cap, sizeof cap),
+             r->mem.oom.earlier_run ? " in the first step" : "", label,
              vs_format_bytes(r->mem.oom.requested_bytes, req, sizeof req),
              vs_category_name(r->mem.oom.category));
     return;
@@ -372,24 +373,6 @@ static int explore_extrapolated(const vs_explore *ex, vs_candidate *c,
   return 0;
 }
 
-/* Whether screening simulation sim stopped before anything but each
- * rank's setup (its program's op 0, the model states, allocated at time
- * 0) had started: every rank ran out of memory or not there alone. */
-static bool stopped_in_setup(const vs_sim *sim)
-{
-  if (!sim->stats.stopped)
-    return false;
-  for (size_t i = 0; i < sim->n_ranks; i++) {
-    const vs_rank *r = &sim->ranks[i];
-    for (int s = 0; s < VS_STREAM_N; s++)
-      if (r->next[s] != (s == VS_STREAM_COMPUTE ? 1u : 0u))
-        return false;
-    if (r->prog->ops[0].phase != VS_PHASE_SETUP)
-      return false;
-  }
-  return true;
-}
-
 /* The bounded path's micro-batches from which the setup screen runs. The
  * screen simulates one micro-batch but builds its own model, layout and
  * programs, so it repays itself only before long paths (tests/bench: from
@@ -403,8 +386,9 @@ static bool stopped_in_setup(const vs_sim *sim)
  * the same state: at time 0 every rank starts only the ops without
  * dependencies, and the first of each stream comes from the same first
  * unit (micro-batch 0's forward) whatever the micro-batches, so the ops
- * that ran are the same setup ops with the same bytes. Records that
- * outcome (*done) and spares building the bounded simulation's programs
+ * that ran are the same setup ops with the same bytes (with the first
+ * step: its setup, and then the step's run alone from an empty cache,
+ * vs_sim_stopped_in_setup). Records that outcome (*done) and spares building the bounded simulation's programs
  * (`bounded_mbs` micro-batches in all); out of memory at setup is most of
  * a large search's layouts. */
 static int setup_screened(const vs_explore *ex, vs_candidate *c,
@@ -421,7 +405,7 @@ static int setup_screened(const vs_explore *ex, vs_candidate *c,
     return 0;
   if ((rc = simulate_with(&a, ex, wl, topo, 1, true, pool, &err)))
     return rc == VS_ENOMEM ? rc : 0; /* the bounded one will say */
-  if ((*done = stopped_in_setup(&a)))
+  if ((*done = vs_sim_stopped_in_setup(&a)))
     record_outcome(c, &a, wl, topo, 0, false);
   vs_sim_fini(&a);
   return 0;

@@ -181,10 +181,11 @@ void vs_report_oom_line(FILE *out, const vs_sim *sim, const vs_rank *r)
   const vs_oom *o = &r->mem.oom;
   vs_report_op_label(sim, r->prog, o->op, label, sizeof label);
   fprintf(out,
-          "OUT OF MEMORY on rank %u at %s, t = %.6f s: tried to allocate %s "
-          "(%s); %s total capacity; %s already allocated; %s reserved in "
+          "OUT OF MEMORY on rank %u at %s%s, t = %.6f s: tried to allocate "
+          "%s (%s); %s total capacity; %s already allocated; %s reserved in "
           "total by the allocator; %s outside it (CUDA context, NCCL)\n",
-          r->id, label, (double)o->t_ns * 1e-9,
+          r->id, label, o->earlier_run ? " in the first step" : "",
+          (double)o->t_ns * 1e-9,
           vs_format_bytes(o->requested_bytes, req, sizeof req),
           vs_category_name(o->category),
           vs_format_bytes(r->mem.capacity_bytes, cap, sizeof cap),
@@ -236,11 +237,12 @@ void vs_report_memory_summary(FILE *out, const vs_sim *sim)
               vs_alloc_count_blocks(a, p, true),
               vs_format_bytes(vs_alloc_largest_free(a, p), big, sizeof big));
     fprintf(out, "  cudaMalloc calls %llu, cudaFree calls %llu, allocation "
-                 "retries %llu, OOMs %llu%s\n",
+                 "retries %llu, OOMs %llu%s%s\n",
             (unsigned long long)a->stats.n_cuda_malloc,
             (unsigned long long)a->stats.n_cuda_free,
             (unsigned long long)a->stats.n_retries,
             (unsigned long long)a->stats.n_ooms,
+            sim->n_first_programs ? ", counted from the first step on" : "",
             a->cfg.expandable_segments ? " (expandable segments: calls are "
                                          "page maps and unmaps)"
                                        : "");
@@ -350,6 +352,9 @@ static void verdict_line(const vs_sim *sim, char *buf, size_t len)
                    vs_rank_fits(worst) ? "peaks at" : "needs", used, cap,
                    100.0 * (double)worst->mem.peak_used_bytes /
                        (double)worst->mem.capacity_bytes);
+  if (worst->mem.oom.earlier_run && n >= 0 && (size_t)n < len)
+    n += snprintf(buf + n, len - (size_t)n,
+                  ", after running out of memory in the first step");
   if (sim->tight && n >= 0 && (size_t)n < len)
     n += snprintf(buf + n, len - (size_t)n,
                   ", less than [runtime] reserve's %s free",

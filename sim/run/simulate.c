@@ -616,6 +616,32 @@ static int run_ranks(vs_sim *sim, const vs_sim_opts *opts,
   return vs_engine_run(sim->ranks, sim->n_ranks, eo, &sim->stats, err);
 }
 
+/* Whether a run of ranks[0..n) that `stopped` (stop_at_oom) did so
+ * before anything but each rank's setup (its program's op 0, the model
+ * states, allocated at time 0) had started. */
+static bool ranks_stopped_in_setup(const vs_rank *ranks, size_t n,
+                                   bool stopped)
+{
+  if (!stopped)
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    const vs_rank *r = &ranks[i];
+    for (int s = 0; s < VS_STREAM_N; s++)
+      if (r->next[s] != (s == VS_STREAM_COMPUTE ? 1u : 0u))
+        return false;
+    if (r->prog->ops[0].phase != VS_PHASE_SETUP)
+      return false;
+  }
+  return true;
+}
+
+bool vs_sim_stopped_in_setup(const vs_sim *sim)
+{
+  if (sim->n_first_programs)
+    return sim->first_stopped_in_setup;
+  return ranks_stopped_in_setup(sim->ranks, sim->n_ranks, sim->stats.stopped);
+}
+
 /* Whether a rank of the run ran out of memory. */
 static bool ran_out(const vs_sim *sim)
 {
@@ -639,17 +665,21 @@ static int run_after_first(vs_sim *sim, const vs_sim_opts *opts,
   size_t n = sim->n_ranks;
   vs_engine_stats first_stats = sim->stats;
   bool out = ran_out(sim);
-  int rc = 0;
+  int rc;
+  sim->first_stopped_in_setup =
+      ranks_stopped_in_setup(first, n, first_stats.stopped);
   sim->ranks = NULL;
   sim->n_ranks = 0;
   drop_ranks(sim); /* the nodes; the ranks are `first` */
-  if (out)
-    rc = build_programs(sim, sim->programs, VS_STEP_ONLY, err);
+  rc = build_programs(sim, sim->programs,
+                      out ? VS_STEP_ONLY : VS_STEP_AFTER_FIRST, err);
   if (!rc)
     rc = run_ranks(sim, opts, sim->programs, out ? NULL : first, eo, err);
   for (size_t i = 0; !rc && out && i < n; i++)
-    if (!sim->ranks[i].mem.oom.happened)
+    if (!sim->ranks[i].mem.oom.happened) {
       sim->ranks[i].mem.oom = first[i].mem.oom;
+      sim->ranks[i].mem.oom.earlier_run = first[i].mem.oom.happened;
+    }
   sim->stats.events += first_stats.events;
   sim->stats.stopped = sim->stats.stopped || first_stats.stopped;
   for (size_t i = 0; i < n; i++)
@@ -689,11 +719,12 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
   }
   sim->n_programs = per_step;
   sim->n_first_programs = per_step * (steps - 1);
-  if ((rc = build_programs(sim, sim->programs,
-                           steps > 1 ? VS_STEP_AFTER_FIRST : VS_STEP_ONLY,
-                           err)) ||
-      (steps > 1 && (rc = build_programs(sim, first_step_programs(sim),
-                                         VS_STEP_FIRST, err)))) {
+  /* with the first step, the reported step's programs once its outcome
+   * says which (run_after_first) */
+  if ((rc = steps > 1 ? build_programs(sim, first_step_programs(sim),
+                                       VS_STEP_FIRST, err)
+                      : build_programs(sim, sim->programs, VS_STEP_ONLY,
+                                       err))) {
     vs_sim_fini(sim);
     return rc;
   }

@@ -83,6 +83,9 @@ typedef struct vs_sim {
   size_t n_first_programs; /* the first step's, after programs[n_programs)
                              when sim runs it before the step it reports
                              (vs_recipe first_step_states); else 0 */
+  bool first_stopped_in_setup; /* its first step, screening
+                             (stop_at_oom), stopped in every rank's setup
+                             (vs_sim_stopped_in_setup) */
   vs_rank *ranks;         /* simulated ranks */
   size_t n_ranks;
   vs_engine_stats stats;  /* events, end time */
@@ -141,6 +144,13 @@ void vs_program_pool_fini(vs_program_pool *pool);
  * for an invalid job. */
 int vs_sim_estimate(const vs_workload *wl, const vs_topology *topo,
                     const vs_sim_opts *opts, vs_work *work, vs_error *err);
+
+/* Whether screening simulation sim (stop_at_oom) stopped before anything
+ * but each rank's setup (its program's op 0: the model states, allocated
+ * at time 0) had started: every rank ran out of memory there or did not
+ * start. With the first step, whether the first step did (the step after
+ * it then runs alone from an empty cache and stops there too). */
+bool vs_sim_stopped_in_setup(const vs_sim *sim);
 
 /* Runs the whole simulation. wl and topo must outlive sim. On error sim is
  * left finalised (nothing to free). */
