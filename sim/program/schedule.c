@@ -1330,27 +1330,46 @@ static unsigned state_parts(const vs_tensor_states *ts, state_kind which,
   return k;
 }
 
-/* Instance inst's tensors' state `which`, one buffer each in model order
- * (a parameter's parts together), allocated when op starts (with op NONE
- * only counted): their bytes. */
-static uint64_t tensor_states(builder *b, uint32_t op, size_t inst,
-                              state_kind which)
+/* The state `which` of instance inst's parameters [lo, hi), one buffer
+ * per tensor in model order (a parameter's parts together), allocated
+ * when op starts (with op NONE only counted): their bytes. With `slots`
+ * ([param], for a state of one tensor a parameter: the gradient) a
+ * parameter whose slot holds a buffer is skipped, and each new buffer is
+ * kept in its slot. */
+static uint64_t param_states(builder *b, uint32_t op, size_t inst,
+                             state_kind which, uint32_t lo, uint32_t hi,
+                             uint32_t *slots)
 {
   const vs_block *blk = block_of(b, inst);
   uint64_t sum = 0;
-  for (uint32_t i = 0; i < blk->n_params; i++) {
+  for (uint32_t i = lo; i < hi; i++) {
     vs_tensor_states ts;
     uint64_t parts[VS_OPT_STATE_TENSORS_MAX];
     unsigned n_parts;
+    if (slots && slots[i] != NONE)
+      continue;
     vs_recipe_tensor_states(b->r, &b->wl->training, &blk->params[i], &ts);
     n_parts = state_parts(&ts, which, parts);
     for (unsigned j = 0; j < n_parts; j++) {
+      uint32_t buf;
       sum += parts[j];
-      if (op != NONE && parts[j] != 0)
-        alloc_on(b, op, new_buffer(b, parts[j], state_category[which]));
+      if (op == NONE || parts[j] == 0)
+        continue;
+      buf = new_buffer(b, parts[j], state_category[which]);
+      alloc_on(b, op, buf);
+      if (slots)
+        slots[i] = buf;
     }
   }
   return sum;
+}
+
+/* Every parameter of instance inst: param_states. */
+static uint64_t tensor_states(builder *b, uint32_t op, size_t inst,
+                              state_kind which)
+{
+  return param_states(b, op, inst, which, 0, block_of(b, inst)->n_params,
+                      NULL);
 }
 
 static void chunk_range(const builder *b, uint64_t g, size_t *first,
@@ -1394,18 +1413,8 @@ static void grads_appear(builder *b, uint32_t *table, size_t inst,
 static void tensor_grads_appear(builder *b, size_t inst, uint32_t lo,
                                 uint32_t hi, uint32_t op)
 {
-  const vs_block *blk = block_of(b, inst);
-  uint32_t *slot = b->tensor_grad + b->param_base[inst];
-  for (uint32_t i = lo; i < hi; i++) {
-    vs_tensor_states ts;
-    if (slot[i] != NONE)
-      continue;
-    vs_recipe_tensor_states(b->r, &b->wl->training, &blk->params[i], &ts);
-    if (ts.made_grad == 0)
-      continue;
-    slot[i] = new_buffer(b, ts.made_grad, VS_CAT_GRADS);
-    alloc_on(b, op, slot[i]);
-  }
+  param_states(b, op, inst, STATE_GRADS, lo, hi,
+               b->tensor_grad + b->param_base[inst]);
 }
 
 /* Frees inst's kept gradients when op ends: grads_kept's buffer, or

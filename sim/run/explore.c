@@ -388,9 +388,9 @@ static int explore_extrapolated(const vs_explore *ex, vs_candidate *c,
  * unit (micro-batch 0's forward) whatever the micro-batches, so the ops
  * that ran are the same setup ops with the same bytes (with the first
  * step: its setup, and then the step's run alone from an empty cache,
- * vs_sim_stopped_in_setup). Records that outcome (*done) and spares building the bounded simulation's programs
- * (`bounded_mbs` micro-batches in all); out of memory at setup is most of
- * a large search's layouts. */
+ * vs_sim_stopped_in_setup). Records that outcome (*done) and spares
+ * building the bounded simulation's programs (`bounded_mbs` micro-batches
+ * in all); out of memory at setup is most of a large search's layouts. */
 static int setup_screened(const vs_explore *ex, vs_candidate *c,
                           const vs_workload *wl, const vs_topology *topo,
                           uint64_t bounded_mbs, vs_program_pool *pool,

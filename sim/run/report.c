@@ -845,6 +845,28 @@ static void show_parameters(FILE *out, const vs_workload *wl,
   show_finetune(out, wl, lay);
 }
 
+/* Under per_tensor_states, how the gradients and the optimizer's states
+ * reach the allocator: in backward or at the setup, tensor by tensor
+ * when the first step makes them (first_step_states). */
+static const char *later_states(const vs_recipe *r)
+{
+  if (r->step_in_backward)
+    return "each block's gradients in its backward, stepped there; the "
+           "optimizer's moments one buffer";
+  if (!r->first_step_states)
+    return r->grads_set_to_none ? "each gradient in backward, the "
+                                  "optimizer's moments one buffer"
+                                : "the gradients and the optimizer's moments "
+                                  "one buffer each";
+  return r->grads_set_to_none
+             ? "each gradient in backward; the first step makes each "
+               "optimizer state at its step,\n#   and the step reported "
+               "runs in the cache it leaves"
+             : "the first step makes each gradient in its backward and each "
+               "optimizer state at its step,\n#   and the step reported "
+               "runs in the cache it leaves";
+}
+
 /* How the model states reach the caching allocator (vs_recipe
  * per_tensor_states). */
 static void show_state_allocations(FILE *out, const vs_workload *wl,
@@ -873,21 +895,7 @@ static void show_state_allocations(FILE *out, const vs_workload *wl,
           : masters == tensors ? " (and its fp32 master copy)"
                                : " (and the trainable ones' fp32 master "
                                  "copies)",
-          r->step_in_backward ? "each block's gradients in its backward, "
-                                "stepped there; the optimizer's moments "
-                                "one buffer"
-          : !r->first_step_states
-              ? (r->grads_set_to_none ? "each gradient in backward, the "
-                                        "optimizer's moments one buffer"
-                                      : "the gradients and the optimizer's "
-                                        "moments one buffer each")
-          : r->grads_set_to_none
-              ? "each gradient in backward; the first step makes each "
-                "optimizer state at its step,\n#   and the step reported "
-                "runs in the cache it leaves"
-              : "the first step makes each gradient in its backward and "
-                "each optimizer state at its step,\n#   and the step "
-                "reported runs in the cache it leaves");
+          later_states(r));
 }
 
 void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
