@@ -140,6 +140,7 @@ static void prog_effect(vs_program *p, uint32_t op, uint32_t buf, bool at_end,
   assert_true(p->n_effects < p->cap_effects);
   assert_true(buf <= VS_PROGRAM_BUFFERS_MAX);
   p->effects[p->n_effects].buffer = buf & VS_PROGRAM_BUFFERS_MAX;
+  p->effects[p->n_effects].step = 0; /* every step */
   p->effects[p->n_effects].at_end = at_end ? 1u : 0u;
   p->effects[p->n_effects].is_free = is_free ? 1u : 0u;
   p->n_effects++;

@@ -586,15 +586,24 @@ static void test_setup_and_optimizer(void **state)
   destroy(b);
 }
 
-/* b's program rebuilt as `step` of training. */
-static void rebuild_as(built *b, vs_step step)
+/* b's program rebuilt for job's step (or every step), from b's inputs. */
+static void rebuild_job(built *b, vs_job job)
 {
-  vs_job job = {.wl = &b->wl, .topo = &b->topo, .model = &b->m,
-                .recipe = &b->r, .layout = &b->lay, .step = step};
   vs_error err;
+  job.wl = &b->wl;
+  job.topo = &b->topo;
+  job.model = &b->m;
+  job.recipe = &b->r;
+  job.layout = &b->lay;
   vs_error_clear(&err);
   if (vs_schedule_rebuild(&job, (int)b->stage, &b->p, &err))
     fail_msg("schedule: %s", err.msg);
+}
+
+/* b's program rebuilt as `step` of training. */
+static void rebuild_as(built *b, vs_step step)
+{
+  rebuild_job(b, (vs_job){.step = step});
 }
 
 /* Per category, the GPU buffers p allocates and never frees (with
@@ -706,6 +715,106 @@ static void test_first_step_makes_states(void **state)
   assert_int_equal(n_setup[VS_CAT_OPTIMIZER], tensors + 1);
   vs_program_fini(&only);
   destroy(b);
+}
+
+/* b's program built for every step (vs_job every_step). */
+static void rebuild_for_every_step(built *b)
+{
+  rebuild_job(b, (vs_job){.every_step = true});
+}
+
+/* Whether the effects of `every` that apply in `step`, op by op, are the
+ * effects of `one` (built for that step alone): the same ops, and per op
+ * the same allocations and frees in the same order, of buffers of the
+ * same bytes, category and place, each buffer of one matching one buffer
+ * of every throughout. one's effects apply in every step. */
+static void assert_step_view(const vs_program *every, const vs_program *one,
+                             vs_step step)
+{
+  uint32_t *to_one = malloc((every->n_buffers + 1) * sizeof *to_one);
+  uint32_t *to_every = malloc((one->n_buffers + 1) * sizeof *to_every);
+  size_t applied = 0;
+  assert_non_null(to_one);
+  assert_non_null(to_every);
+  memset(to_one, 0xff, (every->n_buffers + 1) * sizeof *to_one);
+  memset(to_every, 0xff, (one->n_buffers + 1) * sizeof *to_every);
+  assert_int_equal(every->n_ops, one->n_ops);
+  for (size_t i = 0; i < one->n_ops; i++) {
+    const vs_pop *a = &every->ops[i], *o = &one->ops[i];
+    uint32_t k = o->first_effect, end = vs_op_effects_end(one, o);
+    assert_string_equal(vs_op_name(every, a), vs_op_name(one, o));
+    for (uint32_t e = a->first_effect; e < vs_op_effects_end(every, a); e++) {
+      const vs_effect *x = &every->effects[e];
+      const vs_effect *y;
+      const vs_buffer *bx, *by;
+      if (!vs_effect_applies(x, step))
+        continue;
+      applied++;
+      assert_true(k < end);
+      y = &one->effects[k++];
+      assert_int_equal(y->step, 0);
+      assert_int_equal(x->at_end, y->at_end);
+      assert_int_equal(x->is_free, y->is_free);
+      bx = vs_program_buffer(every, x->buffer);
+      by = vs_program_buffer(one, y->buffer);
+      assert_int_equal(bx->bytes, by->bytes);
+      assert_int_equal(bx->category, by->category);
+      assert_int_equal(bx->place, by->place);
+      if (to_one[x->buffer] == UINT32_MAX && to_every[y->buffer] == UINT32_MAX) {
+        to_one[x->buffer] = y->buffer;
+        to_every[y->buffer] = x->buffer;
+      }
+      assert_int_equal(to_one[x->buffer], y->buffer);
+      assert_int_equal(to_every[y->buffer], x->buffer);
+    }
+    assert_int_equal(k, end);
+  }
+  assert_int_equal(applied, one->n_effects);
+  free(to_one);
+  free(to_every);
+}
+
+/* One program serves every step (vs_simulate builds it once when the
+ * first step runs): each step's view of its effects (vs_effect_applies)
+ * is the program built for that step alone, under PyTorch's own loop
+ * (one GPU; the last stage of two, whose head computes the tied
+ * embedding's gradients too; the Trainer, whose gradients are set to
+ * None) and where the steps do not differ (ZeRO-1: nothing is tagged). */
+static void test_every_step_program_serves_each_step(void **state)
+{
+  static const char *const pp2[] = {"parallel.pp=2"};
+  static const char *const hf[] = {"training.framework=hf"};
+  static const char *const zero1[] = {"parallel.zero=1"};
+  struct {
+    const char *const *sets;
+    size_t n_sets;
+    uint64_t gpus, stage;
+    bool first_step;
+  } cases[] = {{NULL, 0, 1, 0, true},
+               {pp2, 1, 2, 1, true},
+               {hf, 1, 1, 0, true},
+               {zero1, 1, 2, 0, false}};
+  (void)state;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    built *b = build_stage(cases[c].sets, cases[c].n_sets, cases[c].gpus,
+                           cases[c].stage);
+    vs_program every;
+    size_t tagged = 0;
+    assert_int_equal(b->r.first_step_states, cases[c].first_step);
+    rebuild_for_every_step(b);
+    every = b->p;
+    for (size_t e = 0; e < every.n_effects; e++)
+      tagged += every.effects[e].step != 0;
+    assert_true(cases[c].first_step ? tagged > 0 : tagged == 0);
+    for (vs_step step = VS_STEP_ONLY; step <= VS_STEP_AFTER_FIRST; step++) {
+      memset(&b->p, 0, sizeof b->p);
+      rebuild_as(b, step);
+      assert_step_view(&every, &b->p, step);
+      vs_program_fini(&b->p);
+    }
+    b->p = every;
+    destroy(b);
+  }
 }
 
 /* The first step's gradients appear as AccumulateGrad takes them: each
@@ -1754,6 +1863,7 @@ int main(void)
       cmocka_unit_test(test_setup_and_optimizer),
       cmocka_unit_test(test_first_step_makes_states),
       cmocka_unit_test(test_first_step_grads_appear_at_their_op),
+      cmocka_unit_test(test_every_step_program_serves_each_step),
       cmocka_unit_test(test_per_tensor_states_follow_the_framework),
       cmocka_unit_test(test_dp1_has_no_comm),
       cmocka_unit_test(test_dp2_all_reduce_last_microbatch),

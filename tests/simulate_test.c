@@ -1974,13 +1974,14 @@ static void test_expert_parallel_step(void **state)
   vs_sim_fini(&sim);
 }
 
-/* GPU buffers op 0 of p allocates in category cat. */
-static uint32_t setup_buffers(const vs_program *p, int cat)
+/* GPU buffers op 0 of p allocates in category cat in a run of step. */
+static uint32_t setup_buffers(const vs_program *p, vs_step step, int cat)
 {
   uint32_t n = 0;
   for (uint32_t e = p->ops[0].first_effect; e < vs_op_effects_end(p, &p->ops[0]);
        e++)
-    n += vs_program_buffer(p, p->effects[e].buffer)->category == cat;
+    n += vs_effect_applies(&p->effects[e], step) &&
+         vs_program_buffer(p, p->effects[e].buffer)->category == cat;
   return n;
 }
 
@@ -2007,21 +2008,24 @@ static void test_first_step_then_reported_step(void **state)
   load(&wl, pipeline_gpt, sets, 1, 4);
   simulate(&sim, &wl, &topo, true);
   assert_true(sim.recipe.first_step_states);
-  assert_int_equal(sim.n_first_programs, sim.n_programs);
+  assert_true(sim.first_step);
+  assert_int_equal(sim.n_programs, 2);
   assert_int_equal(sim.n_ranks, 4);
   for (size_t i = 0; i < sim.n_programs; i++) {
-    assert_true(setup_buffers(&sim.programs[i], VS_CAT_GRADS) > 1);
-    assert_int_equal(setup_buffers(&sim.programs[sim.n_programs + i],
-                                   VS_CAT_GRADS),
-                     0);
+    const vs_program *p = &sim.programs[i];
+    assert_true(setup_buffers(p, VS_STEP_AFTER_FIRST, VS_CAT_GRADS) > 1);
+    assert_int_equal(setup_buffers(p, VS_STEP_FIRST, VS_CAT_GRADS), 0);
+    assert_int_equal(setup_buffers(p, VS_STEP_ONLY, VS_CAT_GRADS), 1);
   }
+  for (size_t i = 0; i < sim.n_ranks; i++)
+    assert_int_equal(sim.ranks[i].step, VS_STEP_AFTER_FIRST);
   for (size_t i = 0; i < sim.n_ranks; i++) {
     assert_true(sim.ranks[i].mem.at_peak[VS_CAT_OPTIMIZER] > 0);
     assert_true(vs_mem_fits(&sim.ranks[i].mem));
   }
   load(&wl_exact, pipeline_gpt, exact, 2, 4);
   simulate(&plain, &wl_exact, &topo, true);
-  assert_int_equal(plain.n_first_programs, 0);
+  assert_false(plain.first_step);
   assert_true(sim.step_time_s == plain.step_time_s);
   /* reserved covers allocated; the inherited segments only add */
   for (size_t i = 0; i < sim.n_ranks; i++)
@@ -2034,7 +2038,10 @@ static void test_first_step_then_reported_step(void **state)
   vs_error_clear(&err);
   assert_int_equal(vs_sim_run(&small, &wl, &topo, &opts, &err), 0);
   assert_false(vs_mem_fits(&small.ranks[0].mem));
-  assert_int_equal(setup_buffers(&small.programs[0], VS_CAT_GRADS), 1);
+  assert_int_equal(small.ranks[0].step, VS_STEP_ONLY);
+  assert_int_equal(setup_buffers(&small.programs[0], VS_STEP_ONLY,
+                                 VS_CAT_GRADS),
+                   1);
   vs_sim_fini(&small);
   /* screening (stop_at_oom) on one GPU: it stopped in the setup when the
    * first step did, with room for less than the parameters beside the

@@ -309,7 +309,7 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
     const vs_buffer *buf = vs_program_buffer(p, e->buffer);
     int rc;
     uint64_t bytes = buf->bytes, peak_before = r->mem.peak_allocated_bytes;
-    if ((bool)e->at_end != at_end)
+    if ((bool)e->at_end != at_end || !vs_effect_applies(e, r->step))
       continue;
     if (buf->place == VS_PLACE_MANAGED)
       rc = e->is_free ? vs_mem_free(&r->managed, buf->category, buf->bytes)
@@ -559,7 +559,8 @@ static bool same_start(const vs_rank *a, const vs_rank *b)
 {
   const vs_alloc_config *x = a->alloc ? &a->alloc->cfg : NULL,
                         *y = b->alloc ? &b->alloc->cfg : NULL;
-  if (a->prog != b->prog || a->mem.capacity_bytes != b->mem.capacity_bytes ||
+  if (a->prog != b->prog || a->step != b->step ||
+      a->mem.capacity_bytes != b->mem.capacity_bytes ||
       a->mem.by_cat[VS_CAT_FRAMEWORK] != b->mem.by_cat[VS_CAT_FRAMEWORK] ||
       a->managed.capacity_bytes != b->managed.capacity_bytes ||
       !a->lifetimes != !b->lifetimes || !x != !y)

@@ -85,6 +85,9 @@ typedef struct vs_rank {
   uint32_t slot;            /* index among the simulated ranks of its stage;
                                its pipeline peers share the slot */
   const vs_program *prog;   /* its stage's program (not owned) */
+  vs_step step;             /* the step its run is: it applies the
+                               program's effects of that step
+                               (vs_effect_applies) */
   size_t next[VS_STREAM_N]; /* next op to start, per stream */
   size_t done[VS_STREAM_N]; /* ops ended, per stream */
   bool busy[VS_STREAM_N];   /* a stream is running an op */
@@ -163,7 +166,8 @@ typedef struct vs_engine_stats {
 } vs_engine_stats;
 
 /* Prepares rank for prog on a GPU of capacity_bytes with framework_bytes
- * outside the allocator. */
+ * outside the allocator, running VS_STEP_ONLY (set rank->step for
+ * another). */
 void vs_rank_init(vs_rank *rank, uint32_t id, const vs_program *prog,
                   uint64_t capacity_bytes, uint64_t framework_bytes);
 void vs_rank_fini(vs_rank *rank);

@@ -121,6 +121,9 @@ typedef struct builder {
   size_t n_cached, cap_cached;
   uint64_t stage;           /* pipeline stage being built */
   vs_step step;             /* which step (vs_job.step) */
+  bool every_step;          /* vs_job.every_step */
+  uint8_t tag;              /* the vs_effect step of the effects added
+                               now (only_in) */
   uint32_t recv_op;         /* receive the next compute op must wait for */
   uint32_t recv_buf;        /* its buffer, freed by that op */
   bool recv_waited;         /* a compute-stream op already waits for it */
@@ -468,6 +471,7 @@ static void effect(builder *b, uint32_t op, uint32_t buf, effect_time when,
             sizeof *p->effects))
     return;
   p->effects[p->n_effects].buffer = buf & VS_PROGRAM_BUFFERS_MAX; /* < it */
+  p->effects[p->n_effects].step = b->every_step ? b->tag & 3u : 0u;
   p->effects[p->n_effects].at_end = when == AT_END;
   p->effects[p->n_effects].is_free = is_free ? 1u : 0u;
   p->n_effects++;
@@ -1433,21 +1437,35 @@ static void free_kept_grads(builder *b, uint32_t op, size_t inst)
   }
 }
 
-/* Whether this is the first step and it makes the states that do not
- * come with the model (vs_recipe first_step_states). */
-static bool makes_states(const builder *b)
+/* Whether the program has the effects `step` alone has: one for every
+ * step has each step's, one for a step that step's. */
+static bool has_step(const builder *b, vs_step step)
 {
-  return b->step == VS_STEP_FIRST && b->r->first_step_states;
+  return b->every_step || b->step == step;
 }
 
-/* Where gradients made in backward appear, or NULL when they are
- * resident from the setup on. Resident ones the first step makes stay in
- * grads_kept after it. */
+/* The effects added from now on apply only in `step` (only_in), or in
+ * every step (in_every_step): where the steps differ, each adds its own
+ * (has_step). */
+static void only_in(builder *b, vs_step step) { b->tag = (uint8_t)(1 + step); }
+static void in_every_step(builder *b) { b->tag = 0; }
+
+/* Whether the first step makes the stage's resident gradients (vs_recipe
+ * first_step_states), and the program has its effects. */
+static bool first_makes_grads(const builder *b)
+{
+  return b->r->first_step_states && !transient_grads(b) &&
+         !b->r->grads_set_to_none && has_step(b, VS_STEP_FIRST);
+}
+
+/* Where gradients made in backward in every step appear, or NULL when
+ * they are resident from the setup on (though the first step may make
+ * them: first_makes_grads). */
 static uint32_t *grads_made_in(const builder *b)
 {
   return transient_grads(b) ? b->grad_buf
-         : b->r->grads_set_to_none || makes_states(b) ? b->grads_kept
-                                                      : NULL;
+         : b->r->grads_set_to_none ? b->grads_kept
+                                   : NULL;
 }
 
 /* Whether the head's backward writes the word embeddings' gradient, held
@@ -1507,13 +1525,17 @@ static void backward_block(builder *b, size_t inst, int mb)
     op_comm(b, &o->bwd_before, layer, mb);
     op = compute_op(b, VS_PHASE_BWD, o->name, layer, mb, plan->bwd_flops[k],
                     plan->bwd_bytes[k], op_time(b, inst, (uint32_t)k, TIME_BWD));
-    if (grads_per_tensor(b))
+    if (grads_per_tensor(b)) {
       op_grads_appear(b, inst, k, op);
-    else if (k == (int)blk->n_ops - 1 && grads_made_in(b)) {
+    } else if (k == (int)blk->n_ops - 1 && grads_made_in(b)) {
       grads_appear(b, grads_made_in(b), inst, op);
       if (inst + 1 == b->n_inst && head_writes_embedding_grads(b))
         grads_appear(b, grads_made_in(b), 0, op); /* the head computes the
                                                      embedding's */
+    } else if (first_makes_grads(b)) { /* AccumulateGrad makes each */
+      only_in(b, VS_STEP_FIRST);
+      op_grads_appear(b, inst, k, op);
+      in_every_step(b);
     }
     transients(b, op, o->bwd_temp_bytes, o->bwd_temp_first);
     for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++) {
@@ -1859,8 +1881,11 @@ static uint32_t gpu_step(builder *b, const vs_stage_layout *st,
   uint32_t op = compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", -1, -1,
                            work.flops, work.bytes, &t);
   wait_for_grads(b, op, w);
-  if (makes_states(b))
+  if (b->r->first_step_states && has_step(b, VS_STEP_FIRST)) {
+    only_in(b, VS_STEP_FIRST);
     stage_states(b, op, STATE_MOMENTS); /* torch.optim's lazy state init */
+    in_every_step(b);
+  }
   if (st->step_temp_bytes)
     transient(b, op, st->step_temp_bytes, VS_CAT_TEMP);
   if (b->r->params.place == VS_PLACE_GPU)
@@ -1928,44 +1953,59 @@ static bool within_state(builder *b, uint64_t in_tensors, uint64_t total)
   return false;
 }
 
-/* The stage's tensors of state `which` that the first step makes
- * (first_step_states), tensor by tensor: allocated by op in the step
- * after it, only counted in the first (which makes them later); their
- * bytes. 0 in the only step simulated, which keeps them flat. */
-static uint64_t first_step_made(builder *b, uint32_t op, state_kind which)
+/* The flat buffers of the gradients and optimizer states that setup
+ * allocates besides `grads` and `optimizer` bytes of them in tensors (or
+ * made by the first step); with gradients set to None each step, DDP's
+ * buckets. */
+static void flat_states(builder *b, uint32_t op, const vs_stage_layout *st,
+                        uint64_t grads, uint64_t optimizer)
 {
-  if (b->step == VS_STEP_ONLY)
-    return 0;
-  return stage_states(b, makes_states(b) ? NONE : op, which);
+  alloc_on(b, op, new_buffer(b, b->r->grads_set_to_none
+                                    ? st->ddp_bucket_bytes
+                                    : st->grads_bytes - grads,
+                             VS_CAT_GRADS));
+  alloc_on(b, op, new_buffer(b, st->optimizer_bytes - optimizer,
+                             VS_CAT_OPTIMIZER));
 }
 
 /* Stage b->stage's model states: each state one flat buffer, but where
  * the recipe keeps them per tensor (per_tensor_states) one buffer per
- * parameter and per master copy (tensor_states), made with the model,
- * and under first_step_states one per resident gradient and optimizer
- * state too, which the first step makes instead; flat buffers for what
- * no tensor accounts for (the FP8 cache). Gradients set to None after
- * each step come in backward; DDP's buckets stay. */
+ * parameter and per master copy (tensor_states), made with the model.
+ * Under first_step_states the steps differ: the first makes the resident
+ * gradients and the optimizer states tensor by tensor, the step after it
+ * takes them over here, and the only step simulated keeps them flat.
+ * Flat buffers for what no tensor accounts for (the FP8 cache). */
 static void setup_states(builder *b, uint32_t op, const vs_stage_layout *st)
 {
-  bool per_tensor = b->r->per_tensor_states, lazy = b->r->first_step_states;
+  bool per_tensor = b->r->per_tensor_states;
   bool resident_grads = !b->r->grads_set_to_none;
   uint64_t params = per_tensor ? stage_states(b, op, STATE_PARAMS) : 0;
   uint64_t masters, grads, moments;
+  uint32_t after;
   if (!within_state(b, params, st->params_bytes))
     return;
   alloc_on(b, op, new_buffer(b, st->params_bytes - params, VS_CAT_PARAMS));
   masters = per_tensor ? stage_states(b, op, STATE_MASTER) : 0;
-  grads = lazy && resident_grads ? first_step_made(b, op, STATE_GRADS) : 0;
-  moments = lazy ? first_step_made(b, op, STATE_MOMENTS) : 0;
+  if (!b->r->first_step_states) {
+    flat_states(b, op, st, 0, masters);
+    return;
+  }
+  after = has_step(b, VS_STEP_AFTER_FIRST) ? op : NONE; /* else counted */
+  only_in(b, VS_STEP_AFTER_FIRST);
+  grads = resident_grads ? stage_states(b, after, STATE_GRADS) : 0;
+  moments = stage_states(b, after, STATE_MOMENTS);
+  in_every_step(b);
   if (!within_state(b, masters + moments, st->optimizer_bytes) ||
       !within_state(b, grads, resident_grads ? st->grads_bytes : 0))
     return;
-  alloc_on(b, op, new_buffer(b, resident_grads ? st->grads_bytes - grads
-                                               : st->ddp_bucket_bytes,
-                             VS_CAT_GRADS));
-  alloc_on(b, op, new_buffer(b, st->optimizer_bytes - masters - moments,
-                             VS_CAT_OPTIMIZER));
+  for (vs_step s = VS_STEP_ONLY; s <= VS_STEP_AFTER_FIRST; s++) {
+    bool only = s == VS_STEP_ONLY;
+    if (!has_step(b, s))
+      continue;
+    only_in(b, s);
+    flat_states(b, op, st, only ? 0 : grads, masters + (only ? 0 : moments));
+    in_every_step(b);
+  }
 }
 
 static void setup(builder *b)
@@ -2544,6 +2584,7 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->copy_out = b->flat_done = b->last_flat = NONE;
   b->stage = (uint64_t)stage;
   b->step = job->step;
+  b->every_step = job->every_step;
   {
     vs_pipeline pl = pipeline_of(b);
     b->ring = vs_pipeline_ring(&pl);

@@ -62,15 +62,44 @@ typedef struct vs_intern_index {
                          log2(cap) bits */
 } vs_intern_index;
 
-/* Buffers a program may have: an effect names one in 30 bits. */
-#define VS_PROGRAM_BUFFERS_MAX ((1u << 30) - 1)
+/* Which training step a program is for. All have the same ops; they
+ * differ only in when and how the states the recipe makes in the first
+ * step (vs_recipe first_step_states) are allocated: in the effects. */
+typedef enum vs_step {
+  VS_STEP_ONLY,      /* the only step simulated (the default): the setup
+                        op allocates every model state, resident
+                        gradients and optimizer states as flat buffers
+                        (an empty cache holds them packed) */
+  VS_STEP_FIRST,     /* the first step: under first_step_states each
+                        resident gradient appears at the backward of the
+                        op computing it and the optimizer states when the
+                        optimizer step starts, tensor by tensor */
+  VS_STEP_AFTER_FIRST /* the step after it, the one vsim reports: the
+                        setup op allocates every state, those tensor by
+                        tensor, taking them over from the first step's
+                        cache (vs_rank_inherit) */
+} vs_step;
+
+/* Buffers a program may have: an effect names one in 28 bits. */
+#define VS_PROGRAM_BUFFERS_MAX ((1u << 28) - 1)
 
 /* One memory effect of an op, 4 bytes (a step holds tens of millions). */
 typedef struct vs_effect {
-  uint32_t buffer : 30; /* index into buffers */
+  uint32_t buffer : 28; /* index into buffers */
+  uint32_t step : 2;    /* 0: applies in every step; else 1 + the vs_step
+                           it alone applies in (vs_job every_step) */
   uint32_t at_end : 1;  /* applied when the op ends (else when it starts) */
   uint32_t is_free : 1; /* frees the buffer (else allocates it) */
 } vs_effect;
+
+_Static_assert(VS_STEP_AFTER_FIRST + 1 < 4,
+               "vs_effect names a step in 2 bits");
+
+/* Whether e applies in a run of `step`. */
+static inline bool vs_effect_applies(const vs_effect *e, vs_step step)
+{
+  return e->step == 0 || e->step == 1u + (unsigned)step;
+}
 
 /* What an op does: its name, cost and the resource its bytes cross. The
  * ops that do the same thing (one op of every micro-batch, of every layer
@@ -149,24 +178,6 @@ typedef struct vs_program {
   size_t n_sends, cap_sends;
 } vs_program;
 
-/* Which training step a program is. All have the same ops; they differ
- * only in when and how the states the recipe makes in the first step
- * (vs_recipe first_step_states) are allocated. */
-typedef enum vs_step {
-  VS_STEP_ONLY,      /* the only step simulated (the default): the setup
-                        op allocates every model state, resident
-                        gradients and optimizer states as flat buffers
-                        (an empty cache holds them packed) */
-  VS_STEP_FIRST,     /* the first step: under first_step_states resident
-                        gradients appear in the first backward of their
-                        block and optimizer states when the optimizer
-                        step starts, tensor by tensor */
-  VS_STEP_AFTER_FIRST /* the step after it, the one vsim reports: the
-                        setup op allocates every state, those tensor by
-                        tensor, taking them over from the first step's
-                        cache (vs_rank_inherit) */
-} vs_step;
-
 /* Everything a program is built from (none of it owned). */
 typedef struct vs_job {
   const vs_workload *wl;      /* the validated workload */
@@ -175,6 +186,10 @@ typedef struct vs_job {
   const vs_recipe *recipe;    /* every decision about them */
   const vs_layout *layout;    /* their placement on the GPUs */
   vs_step step;               /* which step (default: VS_STEP_ONLY) */
+  bool every_step;            /* instead one program for every vs_step:
+                                 the effects by which the steps differ
+                                 each name theirs (vs_effect step), and
+                                 a run applies its own (vs_rank step) */
 } vs_job;
 
 /* A stage busier than this in one step (115 days) comes from figures far

@@ -242,7 +242,7 @@ void vs_report_memory_summary(FILE *out, const vs_sim *sim)
             (unsigned long long)a->stats.n_cuda_free,
             (unsigned long long)a->stats.n_retries,
             (unsigned long long)a->stats.n_ooms,
-            sim->n_first_programs ? ", counted from the first step on" : "",
+            sim->first_step ? ", counted from the first step on" : "",
             a->cfg.expandable_segments ? " (expandable segments: calls are "
                                          "page maps and unmaps)"
                                        : "");

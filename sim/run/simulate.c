@@ -185,8 +185,8 @@ static bool holds_hottest(const vs_layout *lay, uint64_t slot)
 
 /* Creates the simulated ranks: one per stage (dp_rank = tp_rank = 0), or
  * every GPU in Megatron order (tp innermost, then dp, then pp). */
-static int make_ranks(vs_sim *sim, const vs_sim_opts *opts,
-                      const vs_program *programs, vs_error *err)
+static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_step step,
+                      vs_error *err)
 {
   const vs_layout *lay = &sim->layout;
   uint64_t per_stage = opts->all_ranks ? lay->tp * lay->dp : 1;
@@ -209,8 +209,9 @@ static int make_ranks(vs_sim *sim, const vs_sim_opts *opts,
       uint64_t prog = stage + (sim->per_rank_load && !holds_hottest(lay, j)
                                    ? lay->pp
                                    : 0);
-      vs_rank_init(r, (uint32_t)id, &programs[prog],
+      vs_rank_init(r, (uint32_t)id, &sim->programs[prog],
                    sim->topo->memory_bytes, lay->framework_bytes);
+      r->step = step;
       if (sim->wl->runtime.allocator == VS_ALLOC_CACHING) {
         const vs_runtime_conf *rt = &sim->wl->runtime;
         vs_alloc_config cfg = {sim->topo->memory_bytes, lay->framework_bytes,
@@ -456,13 +457,14 @@ static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
   w->events = steps * (slots_copied(sim, opts) ? ops : w->rank_events);
   w->ranks = ranks;
   w->steps = steps;
-  /* the programs and their op kinds, the ranks, each rank's block of
-   * every buffer (caching allocator) and the peak's note of each buffer;
-   * with the first step its programs and ranks too, alive together */
-  w->host_bytes = steps * ((double)program_sets(sim) *
-                               (ops * (double)vs_schedule_bytes_per_op() +
-                                kinds * (double)vs_schedule_bytes_per_kind()) +
-                           ranks * (double)sizeof(vs_rank) +
+  /* the programs and their op kinds (one set serves every step), the
+   * ranks, each rank's block of every buffer (caching allocator) and the
+   * peak's note of each buffer; with the first step its ranks too, alive
+   * together */
+  w->host_bytes = (double)program_sets(sim) *
+                      (ops * (double)vs_schedule_bytes_per_op() +
+                       kinds * (double)vs_schedule_bytes_per_kind()) +
+                  steps * (ranks * (double)sizeof(vs_rank) +
                            w->rank_events * buffers * sizeof(uint32_t)) +
                   (opts->peak_tensors && !opts->all_ranks
                        ? ops * buffers * sizeof(uint32_t)
@@ -550,11 +552,11 @@ static int check_reserve(const vs_workload *wl, const vs_topology *topo,
                       where, vs_format_bytes(topo->memory_bytes, cap, sizeof cap));
 }
 
-/* Builds sim's programs of `step` into programs (n_programs of them),
- * one per stage (and with per_rank_load one more per stage for
- * model_rest), each set linked across its stages. */
-static int build_programs(vs_sim *sim, vs_program *programs, vs_step step,
-                          vs_error *err)
+/* Builds sim's programs, one per stage (and with per_rank_load one more
+ * per stage for model_rest), linked across their stages: for every step
+ * when sim runs the first step before the one it reports, else for the
+ * only one. */
+static int build_programs(vs_sim *sim, vs_error *err)
 {
   size_t pp = (size_t)sim->layout.pp;
   int rc = 0;
@@ -563,18 +565,13 @@ static int build_programs(vs_sim *sim, vs_program *programs, vs_step step,
     vs_job job = {.wl = sim->wl, .topo = sim->topo,
                   .model = rest ? &sim->model_rest : &sim->model,
                   .recipe = rest ? &sim->recipe_rest : &sim->recipe,
-                  .layout = &sim->layout, .step = step};
-    rc = vs_schedule_rebuild(&job, (int)(s % pp), &programs[s], err);
+                  .layout = &sim->layout, .step = VS_STEP_ONLY,
+                  .every_step = sim->first_step};
+    rc = vs_schedule_rebuild(&job, (int)(s % pp), &sim->programs[s], err);
   }
   for (size_t first = 0; first < sim->n_programs && !rc; first += pp)
-    rc = vs_schedule_link(programs + first, pp, err);
+    rc = vs_schedule_link(sim->programs + first, pp, err);
   return rc;
-}
-
-/* The programs of the first step, after the reported step's. */
-static vs_program *first_step_programs(const vs_sim *sim)
-{
-  return sim->programs + sim->n_programs;
 }
 
 /* Frees sim's ranks and nodes (not its programs). */
@@ -594,15 +591,15 @@ static void drop_ranks(vs_sim *sim)
   sim->n_nodes = 0;
 }
 
-/* Makes sim's ranks on `programs` (each given the cache its rank in
+/* Makes sim's ranks running `step` (each given the cache its rank in
  * `before` left, when not NULL: vs_rank_inherit) and their nodes, and
  * runs them with eo. */
-static int run_ranks(vs_sim *sim, const vs_sim_opts *opts,
-                     const vs_program *programs, const vs_rank *before,
-                     vs_engine_opts *eo, vs_error *err)
+static int run_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_step step,
+                     const vs_rank *before, vs_engine_opts *eo,
+                     vs_error *err)
 {
   int rc;
-  if ((rc = make_ranks(sim, opts, programs, err)))
+  if ((rc = make_ranks(sim, opts, step, err)))
     return rc;
   for (size_t i = 0; before && i < sim->n_ranks; i++)
     if (vs_rank_inherit(&sim->ranks[i], &before[i]))
@@ -637,7 +634,7 @@ static bool ranks_stopped_in_setup(const vs_rank *ranks, size_t n,
 
 bool vs_sim_stopped_in_setup(const vs_sim *sim)
 {
-  if (sim->n_first_programs)
+  if (sim->first_step)
     return sim->first_stopped_in_setup;
   return ranks_stopped_in_setup(sim->ranks, sim->n_ranks, sim->stats.stopped);
 }
@@ -671,10 +668,8 @@ static int run_after_first(vs_sim *sim, const vs_sim_opts *opts,
   sim->ranks = NULL;
   sim->n_ranks = 0;
   drop_ranks(sim); /* the nodes; the ranks are `first` */
-  rc = build_programs(sim, sim->programs,
-                      out ? VS_STEP_ONLY : VS_STEP_AFTER_FIRST, err);
-  if (!rc)
-    rc = run_ranks(sim, opts, sim->programs, out ? NULL : first, eo, err);
+  rc = out ? run_ranks(sim, opts, VS_STEP_ONLY, NULL, eo, err)
+           : run_ranks(sim, opts, VS_STEP_AFTER_FIRST, first, eo, err);
   for (size_t i = 0; !rc && out && i < n; i++)
     if (!sim->ranks[i].mem.oom.happened) {
       sim->ranks[i].mem.oom = first[i].mem.oom;
@@ -699,7 +694,7 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
                        .stop_at_oom = opts->stop_at_oom,
                        .resources = resources,
                        .n_resources = VS_RES_N};
-  size_t per_step = 0, steps = 1;
+  size_t n_programs = 0;
   int rc;
 
   memset(sim, 0, sizeof *sim);
@@ -710,33 +705,22 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
     vs_work w;
     estimate_work(sim, opts, &w);
     rc = check_budget(sim, opts, &w, err);
-    per_step = (size_t)sim->layout.pp * program_sets(sim);
-    steps = runs_first_step(sim) ? 2 : 1;
+    n_programs = (size_t)sim->layout.pp * program_sets(sim);
+    sim->first_step = runs_first_step(sim);
   }
-  if (rc || (rc = take_programs(sim, per_step * steps, pool, err))) {
-    vs_sim_fini(sim);
-    return rc;
-  }
-  sim->n_programs = per_step;
-  sim->n_first_programs = per_step * (steps - 1);
-  /* with the first step, the reported step's programs once its outcome
-   * says which (run_after_first) */
-  if ((rc = steps > 1 ? build_programs(sim, first_step_programs(sim),
-                                       VS_STEP_FIRST, err)
-                      : build_programs(sim, sim->programs, VS_STEP_ONLY,
-                                       err))) {
+  if (rc || (rc = take_programs(sim, n_programs, pool, err)) ||
+      (rc = build_programs(sim, err))) {
     vs_sim_fini(sim);
     return rc;
   }
   vs_resource_table(topo, &sim->layout, opts->all_ranks, resources);
-  if (steps > 1) {
+  if (sim->first_step) {
     vs_engine_opts first = eo;
     first.record_timeline = first.record_spans = false;
-    if ((rc = run_ranks(sim, opts, first_step_programs(sim), NULL, &first,
-                        err)) == 0)
+    if ((rc = run_ranks(sim, opts, VS_STEP_FIRST, NULL, &first, err)) == 0)
       rc = run_after_first(sim, opts, &eo, err);
   } else {
-    rc = run_ranks(sim, opts, sim->programs, NULL, &eo, err);
+    rc = run_ranks(sim, opts, VS_STEP_ONLY, NULL, &eo, err);
   }
   if (rc || (rc = check_step(sim, err))) {
     vs_sim_fini(sim);
@@ -750,7 +734,7 @@ void vs_sim_fini(vs_sim *sim)
 {
   drop_ranks(sim);
   if (!sim->pool) {
-    for (size_t s = 0; s < sim->n_programs + sim->n_first_programs; s++)
+    for (size_t s = 0; s < sim->n_programs; s++)
       vs_program_fini(&sim->programs[s]);
     free(sim->programs);
   }
@@ -761,7 +745,7 @@ void vs_sim_fini(vs_sim *sim)
   sim->pool = NULL;
   sim->programs = NULL;
   sim->n_programs = 0;
-  sim->n_first_programs = 0;
+  sim->first_step = false;
 }
 
 /* The groups being collected: g[0..n), and for each a bitmap of the
@@ -856,6 +840,7 @@ int vs_sim_peak_groups(const vs_rank *r, vs_peak_group **groups, size_t *n)
       const vs_buffer *b = vs_program_buffer(p, e->buffer);
       vs_peak_group *into;
       if (e->is_free || b->place != VS_PLACE_GPU ||
+          !vs_effect_applies(e, r->step) ||
           !vs_rank_live_at_peak(r, e->buffer))
         continue;
       if (!(into = peak_group(&gs, p, o, b))) {

@@ -80,9 +80,9 @@ typedef struct vs_sim {
   vs_program *programs;   /* one per pipeline stage; with per_rank_load
                              model_rest's follow, pp more */
   size_t n_programs;
-  size_t n_first_programs; /* the first step's, after programs[n_programs)
-                             when sim runs it before the step it reports
-                             (vs_recipe first_step_states); else 0 */
+  bool first_step;        /* sim runs the first step before the step it
+                             reports (vs_recipe first_step_states), both
+                             on the programs (built for every step) */
   bool first_stopped_in_setup; /* its first step, screening
                              (stop_at_oom), stopped in every rank's setup
                              (vs_sim_stopped_in_setup) */
