@@ -306,11 +306,14 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
   for (uint32_t i = op->first_effect, end = vs_op_effects_end(p, op); i < end;
        i++) {
     const vs_effect *e = &p->effects[i];
-    const vs_buffer *buf = vs_program_buffer(p, e->buffer);
+    const vs_buffer *buf;
     int rc;
-    uint64_t bytes = buf->bytes, peak_before = r->mem.peak_allocated_bytes;
+    uint64_t bytes, peak_before;
     if ((bool)e->at_end != at_end || !vs_effect_applies(e, r->step))
       continue;
+    buf = vs_program_buffer(p, e->buffer);
+    bytes = buf->bytes;
+    peak_before = r->mem.peak_allocated_bytes;
     if (buf->place == VS_PLACE_MANAGED)
       rc = e->is_free ? vs_mem_free(&r->managed, buf->category, buf->bytes)
                       : vs_mem_alloc(&r->managed, buf->category, buf->bytes,
