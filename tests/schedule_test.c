@@ -760,7 +760,8 @@ static void assert_step_view(const vs_program *every, const vs_program *one,
       assert_int_equal(bx->bytes, by->bytes);
       assert_int_equal(bx->category, by->category);
       assert_int_equal(bx->place, by->place);
-      if (to_one[x->buffer] == UINT32_MAX && to_every[y->buffer] == UINT32_MAX) {
+      if (to_one[x->buffer] == UINT32_MAX &&
+          to_every[y->buffer] == UINT32_MAX) {
         to_one[x->buffer] = y->buffer;
         to_every[y->buffer] = x->buffer;
       }

@@ -2009,7 +2009,7 @@ static void test_first_step_then_reported_step(void **state)
   simulate(&sim, &wl, &topo, true);
   assert_true(sim.recipe.first_step_states);
   assert_true(sim.first_step);
-  assert_int_equal(sim.n_programs, 2);
+  assert_int_equal(sim.n_programs, 2); /* one a stage, for both steps */
   assert_int_equal(sim.n_ranks, 4);
   for (size_t i = 0; i < sim.n_programs; i++) {
     const vs_program *p = &sim.programs[i];
@@ -2151,6 +2151,36 @@ static void test_estimate_bounds_the_work(void **state)
   }
 }
 
+/* The host memory estimate counts one set of programs, which serves the
+ * first step and the reported one, and the ranks of both steps (alive
+ * together): the same job without the first step (the exact allocator)
+ * is estimated at less by exactly one step's ranks, each with its table
+ * of a block per buffer (half an op's effects allocate). */
+static void test_estimate_counts_programs_once(void **state)
+{
+  static const char *const exact[] = {"runtime.allocator=exact"};
+  vs_workload wl, wl_exact;
+  vs_topology topo;
+  vs_sim_opts opts = {0};
+  vs_work two, one;
+  vs_error err;
+  double ranks_bytes;
+  (void)state;
+  load(&wl, pipeline_gpt, NULL, 0, 1);
+  load(&wl_exact, pipeline_gpt, exact, 1, 1);
+  tu_default_topology(&topo);
+  vs_error_clear(&err);
+  assert_int_equal(vs_sim_estimate(&wl, &topo, &opts, &two, &err), 0);
+  assert_int_equal(vs_sim_estimate(&wl_exact, &topo, &opts, &one, &err), 0);
+  assert_true(two.steps == 2 && one.steps == 1);
+  ranks_bytes = one.ranks * (double)sizeof(vs_rank) +
+                one.rank_events * 0.5 * VS_SCHEDULE_EFFECTS_PER_OP *
+                    sizeof(uint32_t);
+  assert_true(isfinite(two.host_bytes) && ranks_bytes > 0);
+  assert_true(fabs(two.host_bytes - one.host_bytes - ranks_bytes) <=
+              1e-9 * ranks_bytes);
+}
+
 /* Issue 21: a simulation whose estimate is over its budget is refused
  * with VS_ELIMIT and the estimate in the message, before anything is
  * built; at the estimate itself it runs. */
@@ -2233,6 +2263,7 @@ int main(void)
       cmocka_unit_test(test_fp8_copies_zero3),
       cmocka_unit_test(test_estimate_bounds_the_work),
       cmocka_unit_test(test_first_step_then_reported_step),
+      cmocka_unit_test(test_estimate_counts_programs_once),
       cmocka_unit_test(test_budget_refuses_before_building),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -84,10 +84,10 @@ typedef struct vs_rank {
   int stage, dp_rank, tp_rank;
   uint32_t slot;            /* index among the simulated ranks of its stage;
                                its pipeline peers share the slot */
-  const vs_program *prog;   /* its stage's program (not owned) */
   vs_step step;             /* the step its run is: it applies the
                                program's effects of that step
                                (vs_effect_applies) */
+  const vs_program *prog;   /* its stage's program (not owned) */
   size_t next[VS_STREAM_N]; /* next op to start, per stream */
   size_t done[VS_STREAM_N]; /* ops ended, per stream */
   bool busy[VS_STREAM_N];   /* a stream is running an op */

@@ -1987,7 +1987,8 @@ static void setup_states(builder *b, uint32_t op, const vs_stage_layout *st)
   alloc_on(b, op, new_buffer(b, st->params_bytes - params, VS_CAT_PARAMS));
   masters = per_tensor ? stage_states(b, op, STATE_MASTER) : 0;
   if (!b->r->first_step_states) {
-    flat_states(b, op, st, 0, masters);
+    if (within_state(b, masters, st->optimizer_bytes))
+      flat_states(b, op, st, 0, masters);
     return;
   }
   after = has_step(b, VS_STEP_AFTER_FIRST) ? op : NONE; /* else counted */
