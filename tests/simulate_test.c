@@ -2008,7 +2008,6 @@ static void test_first_step_then_reported_step(void **state)
   load(&wl, pipeline_gpt, sets, 1, 4);
   simulate(&sim, &wl, &topo, true);
   assert_true(sim.recipe.first_step_states);
-  assert_true(sim.first_step);
   assert_int_equal(sim.n_programs, 2); /* one a stage, for both steps */
   assert_int_equal(sim.n_ranks, 4);
   for (size_t i = 0; i < sim.n_programs; i++) {
@@ -2025,7 +2024,7 @@ static void test_first_step_then_reported_step(void **state)
   }
   load(&wl_exact, pipeline_gpt, exact, 2, 4);
   simulate(&plain, &wl_exact, &topo, true);
-  assert_false(plain.first_step);
+  assert_false(plain.recipe.first_step_states);
   assert_true(sim.step_time_s == plain.step_time_s);
   /* reserved covers allocated; the inherited segments only add */
   for (size_t i = 0; i < sim.n_ranks; i++)

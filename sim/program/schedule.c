@@ -1429,8 +1429,8 @@ static void free_kept_grads(builder *b, uint32_t op, size_t inst)
   if (b->grads_kept[inst] != NONE)
     free_on(b, op, b->grads_kept[inst], AT_END);
   b->grads_kept[inst] = NONE;
-  for (uint32_t i = 0; b->r->per_tensor_states && i < block_of(b, inst)->n_params;
-       i++) {
+  for (uint32_t i = 0;
+       b->r->per_tensor_states && i < block_of(b, inst)->n_params; i++) {
     if (slot[i] != NONE)
       free_on(b, op, slot[i], AT_END);
     slot[i] = NONE;

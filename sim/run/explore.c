@@ -240,7 +240,7 @@ static void oom_reason(vs_candidate *c, const vs_sim *sim)
              r->id, r->stage,
              vs_format_bytes(r->mem.peak_used_bytes, need, sizeof need),
              vs_format_bytes(r->mem.capacity_bytes, cap, sizeof cap),
-             r->mem.oom.earlier_run ? " in the first step" : "", label,
+             vs_report_oom_when(&r->mem.oom), label,
              vs_format_bytes(r->mem.oom.requested_bytes, req, sizeof req),
              vs_category_name(r->mem.oom.category));
     return;

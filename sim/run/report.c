@@ -23,6 +23,11 @@
   "buffers_bytes,"                                                            \
   "peak_bytes,capacity_bytes,fits,peak_time_s"
 
+const char *vs_report_oom_when(const vs_oom *o)
+{
+  return o->earlier_run ? " in the first step" : "";
+}
+
 char *vs_report_op_label(const vs_sim *sim, const vs_program *prog,
                          uint32_t op, char *buf, size_t len)
 {
@@ -184,7 +189,7 @@ void vs_report_oom_line(FILE *out, const vs_sim *sim, const vs_rank *r)
           "OUT OF MEMORY on rank %u at %s%s, t = %.6f s: tried to allocate "
           "%s (%s); %s total capacity; %s already allocated; %s reserved in "
           "total by the allocator; %s outside it (CUDA context, NCCL)\n",
-          r->id, label, o->earlier_run ? " in the first step" : "",
+          r->id, label, vs_report_oom_when(o),
           (double)o->t_ns * 1e-9,
           vs_format_bytes(o->requested_bytes, req, sizeof req),
           vs_category_name(o->category),
@@ -242,7 +247,7 @@ void vs_report_memory_summary(FILE *out, const vs_sim *sim)
             (unsigned long long)a->stats.n_cuda_free,
             (unsigned long long)a->stats.n_retries,
             (unsigned long long)a->stats.n_ooms,
-            sim->first_step ? ", counted from the first step on" : "",
+            sim->recipe.first_step_states ? ", counted from the first step on" : "",
             a->cfg.expandable_segments ? " (expandable segments: calls are "
                                          "page maps and unmaps)"
                                        : "");

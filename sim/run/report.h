@@ -124,6 +124,11 @@ int vs_report_write_html(const vs_sim *sim, const char *path, vs_error *err);
  * markup. */
 void vs_report_xml_text(vs_csv *f, const char *text);
 
+/* When out-of-memory o happened, as words to follow "out of memory": " in
+ * the first step" where the first training step ran out (vs_oom
+ * earlier_run), else "". */
+const char *vs_report_oom_when(const vs_oom *o);
+
 /* "cross_entropy (head, micro-batch 0)" for an op of prog. */
 char *vs_report_op_label(const vs_sim *sim, const vs_program *prog,
                          uint32_t op, char *buf, size_t len);

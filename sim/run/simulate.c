@@ -566,7 +566,7 @@ static int build_programs(vs_sim *sim, vs_error *err)
                   .model = rest ? &sim->model_rest : &sim->model,
                   .recipe = rest ? &sim->recipe_rest : &sim->recipe,
                   .layout = &sim->layout, .step = VS_STEP_ONLY,
-                  .every_step = sim->first_step};
+                  .every_step = runs_first_step(sim)};
     rc = vs_schedule_rebuild(&job, (int)(s % pp), &sim->programs[s], err);
   }
   for (size_t first = 0; first < sim->n_programs && !rc; first += pp)
@@ -634,7 +634,7 @@ static bool ranks_stopped_in_setup(const vs_rank *ranks, size_t n,
 
 bool vs_sim_stopped_in_setup(const vs_sim *sim)
 {
-  if (sim->first_step)
+  if (runs_first_step(sim))
     return sim->first_stopped_in_setup;
   return ranks_stopped_in_setup(sim->ranks, sim->n_ranks, sim->stats.stopped);
 }
@@ -706,7 +706,6 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
     estimate_work(sim, opts, &w);
     rc = check_budget(sim, opts, &w, err);
     n_programs = (size_t)sim->layout.pp * program_sets(sim);
-    sim->first_step = runs_first_step(sim);
   }
   if (rc || (rc = take_programs(sim, n_programs, pool, err)) ||
       (rc = build_programs(sim, err))) {
@@ -714,7 +713,7 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
     return rc;
   }
   vs_resource_table(topo, &sim->layout, opts->all_ranks, resources);
-  if (sim->first_step) {
+  if (runs_first_step(sim)) {
     vs_engine_opts first = eo;
     first.record_timeline = first.record_spans = false;
     if ((rc = run_ranks(sim, opts, VS_STEP_FIRST, NULL, &first, err)) == 0)
@@ -745,7 +744,6 @@ void vs_sim_fini(vs_sim *sim)
   sim->pool = NULL;
   sim->programs = NULL;
   sim->n_programs = 0;
-  sim->first_step = false;
 }
 
 /* The groups being collected: g[0..n), and for each a bitmap of the

@@ -80,9 +80,6 @@ typedef struct vs_sim {
   vs_program *programs;   /* one per pipeline stage; with per_rank_load
                              model_rest's follow, pp more */
   size_t n_programs;
-  bool first_step;        /* sim runs the first step before the step it
-                             reports (vs_recipe first_step_states), both
-                             on the programs (built for every step) */
   bool first_stopped_in_setup; /* its first step, screening
                              (stop_at_oom), stopped in every rank's setup
                              (vs_sim_stopped_in_setup) */
