@@ -362,6 +362,117 @@ static void test_random_sequences_keep_invariants(void **state)
   }
 }
 
+/* The free block best fit picks for `size` on stream 0's small pool, by
+ * brute force over the segments: the smallest free block that fits, the
+ * lowest address among equals; VS_ALLOC_NONE when none does. */
+static uint64_t best_fit_addr(const vs_alloc *a, uint64_t size, bool *found)
+{
+  uint64_t rounded = vs_alloc_round(&a->cfg, size), best_size = 0, best = 0;
+  *found = false;
+  for (size_t s = 0; s < a->n_segments; s++) {
+    const vs_alloc_segment *seg = &a->segments[s];
+    if (!seg->live || seg->stream != 0 || seg->pool != VS_POOL_SMALL)
+      continue;
+    for (uint32_t b = seg->first; b != VS_ALLOC_NONE; b = a->blocks[b].next) {
+      const vs_alloc_block *blk = &a->blocks[b];
+      if (blk->allocated || blk->size < rounded)
+        continue;
+      if (!*found || blk->size < best_size ||
+          (blk->size == best_size && blk->addr < best)) {
+        best_size = blk->size;
+        best = blk->addr;
+        *found = true;
+      }
+    }
+  }
+  return best;
+}
+
+/* One malloc on both allocators (a clone and its source, fed the same
+ * requests): both hand out the same block (a clone keeps the indices),
+ * the one best fit predicts, or a new segment's when no free block fits. */
+static uint32_t take_best_fit(vs_alloc *a, vs_alloc *twin, uint64_t size)
+{
+  bool found;
+  uint64_t want = best_fit_addr(a, size, &found);
+  size_t segments = a->n_segments;
+  vs_alloc_result res, twin_res;
+  assert_int_equal(vs_alloc_malloc(a, size, 0, &res), 0);
+  assert_int_equal(vs_alloc_malloc(twin, size, 0, &twin_res), 0);
+  assert_int_equal(res.block, twin_res.block);
+  if (found)
+    assert_int_equal(a->blocks[res.block].addr, want);
+  else
+    assert_true(a->blocks[res.block].segment >= segments);
+  return res.block;
+}
+
+/* A pool with thousands of free blocks (per-tensor jobs leave them: every
+ * other one of 24,000 small blocks freed, few merging) keeps its free
+ * set in chunks; best fit, the invariants and a clone behave as with a
+ * few blocks, through 3,000 random mallocs and frees and back to empty. */
+static void test_large_free_sets_stay_best_fit(void **state)
+{
+  enum { N = 24000 };
+  static uint32_t live[N];
+  vs_alloc a, twin;
+  vs_alloc_config c = config(4096 * MIB, false);
+  uint64_t seed = 7;
+  size_t n = 0;
+  (void)state;
+  vs_alloc_init(&a, &c);
+  for (n = 0; n < N; n++) {
+    vs_alloc_result res;
+    assert_int_equal(vs_alloc_malloc(&a, 512 * (1 + next_random(&seed) % 8), 0,
+                                     &res), 0);
+    live[n] = res.block;
+  }
+  for (size_t i = 0; i < N / 2; i++) { /* every other block, in any order */
+    size_t j = 2 * (i + next_random(&seed) % (N / 2 - i)) + 1, k = 2 * i + 1;
+    uint32_t b = live[j];
+    live[j] = live[k];
+    live[k] = b;
+    assert_int_equal(vs_alloc_free(&a, b), 0);
+  }
+  for (n = 0; n < N / 2; n++)
+    live[n] = live[2 * n];
+  check(&a);
+  assert_non_null(a.pools[0][VS_POOL_SMALL].chunks);
+  /* about 12,000 free blocks: past the 4,096 of one array, and its
+   * chunks, half full then, have split */
+  assert_true(a.pools[0][VS_POOL_SMALL].n > 4096);
+  assert_int_equal(vs_alloc_clone(&twin, &a), 0);
+  for (int step = 0; step < 3000; step++) {
+    if (n == N || (n > 0 && next_random(&seed) % 2 == 0)) {
+      size_t i = next_random(&seed) % n;
+      assert_int_equal(vs_alloc_free(&a, live[i]), 0);
+      assert_int_equal(vs_alloc_free(&twin, live[i]), 0);
+      live[i] = live[--n];
+    } else {
+      uint64_t size = 512 * (1 + next_random(&seed) % 12); /* 0.5-6 KiB */
+      live[n++] = take_best_fit(&a, &twin, size - next_random(&seed) % 512);
+    }
+    if (step % 250 == 0) {
+      check(&a);
+      check(&twin);
+    }
+  }
+  while (n > 0) {
+    n--;
+    assert_int_equal(vs_alloc_free(&a, live[n]), 0);
+    assert_int_equal(vs_alloc_free(&twin, live[n]), 0);
+    if (n % 1000 == 0)
+      check(&a);
+  }
+  assert_int_equal(a.pools[0][VS_POOL_SMALL].n, twin.pools[0][VS_POOL_SMALL].n);
+  vs_alloc_empty_cache(&a);
+  assert_int_equal(a.reserved_bytes, 0);
+  assert_int_equal(a.pools[0][VS_POOL_SMALL].n, 0);
+  check(&a);
+  vs_alloc_fini(&a);
+  vs_alloc_fini(&twin);
+}
+
 static void test_free_of_unknown_block_is_an_error(void **state)
 {
   vs_alloc a;
@@ -391,6 +502,7 @@ int main(void)
       cmocka_unit_test(test_max_split_size),
       cmocka_unit_test(test_roundup_power2_divisions),
       cmocka_unit_test(test_random_sequences_keep_invariants),
+      cmocka_unit_test(test_large_free_sets_stay_best_fit),
       cmocka_unit_test(test_free_of_unknown_block_is_an_error),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -93,6 +93,52 @@ static vs_free_set *set_of(vs_alloc *a, uint32_t b)
   return &a->pools[s->stream][s->pool];
 }
 
+/* ------------------------------------------------------------------------
+ * Free sets
+ *
+ * A free set keeps its blocks sorted by (size, addr) for best fit. While it
+ * holds at most FLAT_MAX blocks it is one sorted array: the sets of the
+ * jobs plan searches hold 8 to 128 blocks, where a binary search and a
+ * memmove of a few hundred bytes are as fast as anything. A larger set
+ * becomes a list of chunks, each a sorted array of at most CHUNK_MAX
+ * blocks, the chunks in order and none empty, so that an insert or a
+ * removal moves at most one chunk's entries (and, when a chunk splits or
+ * empties, the list's pointers): a DeepSeek-V3 job whose per-tensor
+ * remainders leave 154,389 free blocks in one set spent most of its time
+ * moving one array. A set never goes back to one array.
+ * ------------------------------------------------------------------------ */
+
+/* FLAT_MAX is a capacity vs_grow reaches (64, doubled): an array turns
+ * into chunks when it is full at FLAT_MAX blocks. */
+enum { FLAT_MAX = 4096, CHUNK_MAX = 1024 };
+
+struct vs_free_chunk {
+  uint32_t n;
+  uint32_t blocks[CHUNK_MAX];
+};
+
+/* A place in a free set: chunk c (0 in a set that is one array), index i
+ * in it; at_pos() is NONE past the last block. */
+typedef struct set_pos {
+  size_t c, i;
+} set_pos;
+
+static size_t n_runs(const vs_free_set *fs)
+{
+  return fs->chunks ? fs->n_chunks : 1;
+}
+
+/* The sorted run r of fs (its one array, or chunk r) and its length. */
+static const uint32_t *run_of(const vs_free_set *fs, size_t r, size_t *len)
+{
+  if (!fs->chunks) {
+    *len = fs->n;
+    return fs->blocks;
+  }
+  *len = fs->chunks[r]->n;
+  return fs->chunks[r]->blocks;
+}
+
 /* (size, addr) order of the free sets. */
 static bool before(const vs_alloc *a, uint32_t x, uint64_t size, uint64_t addr)
 {
@@ -100,13 +146,14 @@ static bool before(const vs_alloc *a, uint32_t x, uint64_t size, uint64_t addr)
   return b->size < size || (b->size == size && b->addr < addr);
 }
 
-static size_t lower_bound(const vs_alloc *a, const vs_free_set *fs,
+/* The first of the n sorted blocks v[] not before (size, addr). */
+static size_t lower_bound(const vs_alloc *a, const uint32_t *v, size_t n,
                           uint64_t size, uint64_t addr)
 {
-  size_t lo = 0, hi = fs->n;
+  size_t lo = 0, hi = n;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (before(a, fs->blocks[mid], size, addr))
+    if (before(a, v[mid], size, addr))
       lo = mid + 1;
     else
       hi = mid;
@@ -114,13 +161,203 @@ static size_t lower_bound(const vs_alloc *a, const vs_free_set *fs,
   return lo;
 }
 
+/* The first chunk whose last block is not before (size, addr); n_chunks
+ * when every block is. */
+static size_t chunk_of(const vs_alloc *a, const vs_free_set *fs,
+                       uint64_t size, uint64_t addr)
+{
+  size_t lo = 0, hi = fs->n_chunks;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    const vs_free_chunk *c = fs->chunks[mid];
+    if (before(a, c->blocks[c->n - 1], size, addr))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* The place of the first block of fs not before (size, addr). */
+static inline set_pos seek(const vs_alloc *a, const vs_free_set *fs,
+                           uint64_t size, uint64_t addr)
+{
+  set_pos p = {0, 0};
+  if (!fs->chunks)
+    p.i = lower_bound(a, fs->blocks, fs->n, size, addr);
+  else if ((p.c = chunk_of(a, fs, size, addr)) < fs->n_chunks)
+    p.i = lower_bound(a, fs->chunks[p.c]->blocks, fs->chunks[p.c]->n, size,
+                      addr);
+  return p;
+}
+
+static uint32_t at_pos(const vs_free_set *fs, set_pos p)
+{
+  size_t len;
+  const uint32_t *v;
+  if (p.c >= n_runs(fs))
+    return NONE;
+  v = run_of(fs, p.c, &len);
+  return p.i < len ? v[p.i] : NONE;
+}
+
+static void next_pos(const vs_free_set *fs, set_pos *p)
+{
+  size_t len;
+  run_of(fs, p->c, &len);
+  if (++p->i == len && p->c + 1 < n_runs(fs)) {
+    p->c++;
+    p->i = 0;
+  }
+}
+
+/* Puts b into the n sorted blocks v[] (room for one more) at its place. */
+static void array_insert(const vs_alloc *a, uint32_t *v, size_t n, uint32_t b)
+{
+  size_t pos = lower_bound(a, v, n, a->blocks[b].size, a->blocks[b].addr);
+  memmove(&v[pos + 1], &v[pos], (n - pos) * sizeof *v);
+  v[pos] = b;
+}
+
+/* A new empty chunk at place c of the list; NULL when out of memory. */
+static vs_free_chunk *add_chunk(vs_free_set *fs, size_t c)
+{
+  vs_free_chunk *chunk;
+  if (!vs_grow((void **)&fs->chunks, &fs->cap_chunks, fs->n_chunks + 1,
+               sizeof *fs->chunks) ||
+      !(chunk = malloc(sizeof *chunk)))
+    return NULL;
+  memmove(&fs->chunks[c + 1], &fs->chunks[c],
+          (fs->n_chunks - c) * sizeof *fs->chunks);
+  chunk->n = 0;
+  fs->chunks[c] = chunk;
+  fs->n_chunks++;
+  return chunk;
+}
+
+static void set_fini(vs_free_set *fs)
+{
+  for (size_t c = 0; c < fs->n_chunks; c++)
+    free(fs->chunks[c]);
+  free(fs->chunks);
+  free(fs->blocks);
+}
+
+/* dst (a copy of src's fields) gets arrays of its own; *ok false when one
+ * could not be had (dst then holds only what it owns, for set_fini). */
+static void set_clone(vs_free_set *dst, const vs_free_set *src, bool *ok)
+{
+  *dst = *src;
+  dst->blocks = src->chunks ? NULL
+                            : vs_dup_array(src->blocks, src->n,
+                                           sizeof *src->blocks, ok);
+  dst->cap = dst->blocks ? src->n : 0;
+  if (!src->chunks)
+    return;
+  dst->chunks = vs_dup_array(src->chunks, src->n_chunks, sizeof *src->chunks,
+                             ok);
+  dst->n_chunks = dst->cap_chunks = dst->chunks ? src->n_chunks : 0;
+  for (size_t c = 0; c < dst->n_chunks; c++)
+    if (!(dst->chunks[c] = vs_dup_array(src->chunks[c], 1,
+                                        sizeof *src->chunks[c], ok))) {
+      dst->n_chunks = c;
+      break;
+    }
+}
+
+/* Moves the upper half of full chunk c into a new chunk after it. */
+static int split_chunk(vs_free_set *fs, size_t c)
+{
+  vs_free_chunk *hi = add_chunk(fs, c + 1), *lo = fs->chunks[c];
+  if (!hi)
+    return VS_ENOMEM;
+  hi->n = lo->n - lo->n / 2;
+  lo->n /= 2;
+  memcpy(hi->blocks, &lo->blocks[lo->n], hi->n * sizeof *hi->blocks);
+  return 0;
+}
+
+/* Turns the one array of fs into half-full chunks; on failure fs is left
+ * as it was. */
+static int to_chunks(vs_free_set *fs)
+{
+  vs_free_set big = {NULL, 0, 0, NULL, 0, 0};
+  for (size_t i = 0; i < fs->n; i += CHUNK_MAX / 2) {
+    size_t take = fs->n - i < CHUNK_MAX / 2 ? fs->n - i : CHUNK_MAX / 2;
+    vs_free_chunk *c = add_chunk(&big, big.n_chunks);
+    if (!c) {
+      set_fini(&big);
+      return VS_ENOMEM;
+    }
+    memcpy(c->blocks, &fs->blocks[i], take * sizeof *c->blocks);
+    c->n = (uint32_t)take;
+  }
+  free(fs->blocks);
+  big.n = fs->n;
+  *fs = big;
+  return 0;
+}
+
+/* set_insert into a set past one array (turning it into chunks first when
+ * it reaches FLAT_MAX). Not inlined, as chunk_remove: in set_insert and
+ * set_remove, which serve one array most of the time, it cost 2% more
+ * instructions of a plan (callgrind). */
+__attribute__((noinline)) static int chunk_insert(vs_alloc *a, vs_free_set *fs, uint32_t b)
+{
+  const vs_alloc_block *blk = &a->blocks[b];
+  vs_free_chunk *c;
+  size_t r;
+  if ((!fs->chunks && to_chunks(fs)) ||
+      (fs->n_chunks == 0 && !add_chunk(fs, 0)))
+    return VS_ENOMEM;
+  r = chunk_of(a, fs, blk->size, blk->addr);
+  if (r == fs->n_chunks)
+    r--; /* after every block: the last chunk's end */
+  if (fs->chunks[r]->n == CHUNK_MAX) {
+    if (split_chunk(fs, r))
+      return VS_ENOMEM;
+    c = fs->chunks[r]; /* b goes to the upper half when after the lower */
+    r += before(a, c->blocks[c->n - 1], blk->size, blk->addr);
+  }
+  c = fs->chunks[r];
+  array_insert(a, c->blocks, c->n++, b);
+  fs->n++;
+  return 0;
+}
+
+/* set_remove from a set of chunks: a chunk that empties goes. */
+__attribute__((noinline)) static void chunk_remove(vs_alloc *a, vs_free_set *fs, uint32_t b)
+{
+  set_pos p = seek(a, fs, a->blocks[b].size, a->blocks[b].addr);
+  vs_free_chunk *c;
+  if (at_pos(fs, p) != b)
+    return;
+  c = fs->chunks[p.c];
+  memmove(&c->blocks[p.i], &c->blocks[p.i + 1],
+          (c->n - p.i - 1) * sizeof *c->blocks);
+  fs->n--;
+  if (--c->n == 0) {
+    free(c);
+    memmove(&fs->chunks[p.c], &fs->chunks[p.c + 1],
+            (fs->n_chunks - p.c - 1) * sizeof *fs->chunks);
+    fs->n_chunks--;
+  }
+}
+
+/* Adds free block b to its set. (The one-array case is written out here:
+ * it is most of the allocator's time.) */
 static int set_insert(vs_alloc *a, uint32_t b)
 {
   vs_free_set *fs = set_of(a, b);
   size_t pos;
-  if (!vs_grow((void **)&fs->blocks, &fs->cap, fs->n + 1, sizeof *fs->blocks))
-    return VS_ENOMEM;
-  pos = lower_bound(a, fs, a->blocks[b].size, a->blocks[b].addr);
+  if (fs->n >= fs->cap) { /* a full array, or chunks (cap 0) */
+    if (fs->chunks || fs->n >= FLAT_MAX)
+      return chunk_insert(a, fs, b);
+    if (!vs_grow((void **)&fs->blocks, &fs->cap, fs->n + 1,
+                 sizeof *fs->blocks))
+      return VS_ENOMEM;
+  }
+  pos = lower_bound(a, fs->blocks, fs->n, a->blocks[b].size, a->blocks[b].addr);
   memmove(&fs->blocks[pos + 1], &fs->blocks[pos],
           (fs->n - pos) * sizeof *fs->blocks);
   fs->blocks[pos] = b;
@@ -128,10 +365,16 @@ static int set_insert(vs_alloc *a, uint32_t b)
   return 0;
 }
 
+/* Takes free block b out of its set (nothing when it is in none). */
 static void set_remove(vs_alloc *a, uint32_t b)
 {
   vs_free_set *fs = set_of(a, b);
-  size_t pos = lower_bound(a, fs, a->blocks[b].size, a->blocks[b].addr);
+  size_t pos;
+  if (fs->chunks) {
+    chunk_remove(a, fs, b);
+    return;
+  }
+  pos = lower_bound(a, fs->blocks, fs->n, a->blocks[b].size, a->blocks[b].addr);
   if (pos < fs->n && fs->blocks[pos] == b) {
     memmove(&fs->blocks[pos], &fs->blocks[pos + 1],
             (fs->n - pos - 1) * sizeof *fs->blocks);
@@ -381,23 +624,24 @@ void vs_alloc_empty_cache(vs_alloc *a) { release_cached(a); }
  * for a large request). */
 static uint32_t find_free(vs_alloc *a, int stream, int pool, uint64_t rounded)
 {
-  vs_free_set *fs = &a->pools[stream][pool];
-  size_t pos = lower_bound(a, fs, rounded, 0);
+  const vs_free_set *fs = &a->pools[stream][pool];
+  set_pos pos = seek(a, fs, rounded, 0);
   uint64_t max_split = a->cfg.max_split_bytes;
+  uint32_t found = at_pos(fs, pos);
   const vs_alloc_block *b;
-  if (pos == fs->n)
+  if (found == NONE)
     return NONE;
-  b = &a->blocks[fs->blocks[pos]];
+  b = &a->blocks[found];
   if (max_split && b->mapped &&
       ((rounded < max_split && b->size >= max_split) ||
        (rounded >= max_split && b->size >= rounded + large_buffer))) {
     /* refused; an expandable segment can still map fresh pages */
-    for (; pos < fs->n; pos++)
-      if (!a->blocks[fs->blocks[pos]].mapped)
-        return fs->blocks[pos];
+    for (; (found = at_pos(fs, pos)) != NONE; next_pos(fs, &pos))
+      if (!a->blocks[found].mapped)
+        return found;
     return NONE;
   }
-  return fs->blocks[pos];
+  return found;
 }
 
 static bool should_split(const vs_alloc *a, int pool, uint64_t rounded,
@@ -509,7 +753,7 @@ void vs_alloc_fini(vs_alloc *a)
   free(a->segments);
   for (int s = 0; s < VS_ALLOC_STREAMS; s++)
     for (int p = 0; p < VS_POOL_N; p++)
-      free(a->pools[s][p].blocks);
+      set_fini(&a->pools[s][p]);
   memset(a, 0, sizeof *a);
 }
 
@@ -526,12 +770,8 @@ int vs_alloc_clone(vs_alloc *dst, const vs_alloc *src)
                             sizeof *src->segments, &ok);
   dst->cap_segments = src->n_segments;
   for (int s = 0; s < VS_ALLOC_STREAMS; s++)
-    for (int p = 0; p < VS_POOL_N; p++) {
-      vs_free_set *fs = &dst->pools[s][p];
-      fs->blocks = vs_dup_array(src->pools[s][p].blocks, fs->n,
-                             sizeof *fs->blocks, &ok);
-      fs->cap = fs->n;
-    }
+    for (int p = 0; p < VS_POOL_N; p++)
+      set_clone(&dst->pools[s][p], &src->pools[s][p], &ok);
   if (ok)
     return 0;
   vs_alloc_fini(dst);
@@ -546,19 +786,26 @@ void vs_alloc_reset_peaks(vs_alloc *a)
   }
 }
 
+/* The size of the largest mapped block of fs (0: none). */
+static uint64_t largest_mapped(const vs_alloc *a, const vs_free_set *fs)
+{
+  for (size_t r = n_runs(fs); r-- > 0;) {
+    size_t len;
+    const uint32_t *v = run_of(fs, r, &len);
+    for (size_t i = len; i-- > 0;)
+      if (a->blocks[v[i]].mapped)
+        return a->blocks[v[i]].size;
+  }
+  return 0;
+}
+
 uint64_t vs_alloc_largest_free(const vs_alloc *a, int pool)
 {
   uint64_t best = 0;
   for (int s = 0; s < VS_ALLOC_STREAMS; s++) {
-    const vs_free_set *fs = &a->pools[s][pool];
-    for (size_t i = fs->n; i-- > 0;) {
-      const vs_alloc_block *b = &a->blocks[fs->blocks[i]];
-      if (b->mapped) { /* the largest mapped free block of this set */
-        if (b->size > best)
-          best = b->size;
-        break;
-      }
-    }
+    uint64_t size = largest_mapped(a, &a->pools[s][pool]);
+    if (size > best)
+      best = size;
   }
   return best;
 }
@@ -581,6 +828,40 @@ size_t vs_alloc_count_blocks(const vs_alloc *a, int pool, bool in_use)
       n += !in_use || a->blocks[b].allocated;
   }
   return n;
+}
+
+/* The free set of (stream s, pool p): free blocks of its own live
+ * segments, sorted, in chunks of 1 to CHUNK_MAX once it is not one array
+ * (of at most FLAT_MAX), n counting them. */
+static int check_set(const vs_alloc *a, int s, int p, vs_error *err)
+{
+  const vs_free_set *fs = &a->pools[s][p];
+  uint32_t prev = NONE;
+  size_t count = 0;
+  for (size_t r = 0; r < n_runs(fs); r++) {
+    size_t len;
+    const uint32_t *v = run_of(fs, r, &len);
+    if (fs->chunks ? len == 0 || len > CHUNK_MAX : len > FLAT_MAX)
+      return vs_error_set(err, VS_EINPUT,
+                          "allocator: free set (stream %d, pool %d) has a run "
+                          "of %zu blocks", s, p, len);
+    for (size_t i = 0; i < len; i++, count++) {
+      const vs_alloc_block *b = &a->blocks[v[i]];
+      const vs_alloc_segment *seg = &a->segments[b->segment];
+      if (b->allocated || !seg->live || seg->stream != s || seg->pool != p ||
+          (prev != NONE && before(a, v[i], a->blocks[prev].size,
+                                  a->blocks[prev].addr)))
+        return vs_error_set(err, VS_EINPUT,
+                            "allocator: free set (stream %d, pool %d) holds a "
+                            "wrong or unsorted block at %zu", s, p, count);
+      prev = v[i];
+    }
+  }
+  if (count != fs->n)
+    return vs_error_set(err, VS_EINPUT,
+                        "allocator: free set (stream %d, pool %d) counts %zu "
+                        "blocks but holds %zu", s, p, fs->n, count);
+  return 0;
 }
 
 int vs_alloc_check(const vs_alloc *a, vs_error *err)
@@ -625,22 +906,13 @@ int vs_alloc_check(const vs_alloc *a, vs_error *err)
                           s, (unsigned long long)(at - seg->addr),
                           (unsigned long long)seg->size);
   }
-  for (int s = 0; s < VS_ALLOC_STREAMS; s++) {
+  for (int s = 0; s < VS_ALLOC_STREAMS; s++)
     for (int p = 0; p < VS_POOL_N; p++) {
-      const vs_free_set *fs = &a->pools[s][p];
-      for (size_t i = 0; i < fs->n; i++) {
-        const vs_alloc_block *b = &a->blocks[fs->blocks[i]];
-        const vs_alloc_segment *seg = &a->segments[b->segment];
-        if (b->allocated || !seg->live || seg->stream != s || seg->pool != p ||
-            (i > 0 && before(a, fs->blocks[i], a->blocks[fs->blocks[i - 1]].size,
-                             a->blocks[fs->blocks[i - 1]].addr)))
-          return vs_error_set(err, VS_EINPUT,
-                              "allocator: free set (stream %d, pool %d) holds a "
-                              "wrong or unsorted block at %zu", s, p, i);
-      }
-      free_in_sets += fs->n;
+      int rc = check_set(a, s, p, err);
+      if (rc)
+        return rc;
+      free_in_sets += a->pools[s][p].n;
     }
-  }
   if (free_in_sets != free_in_chains)
     return vs_error_set(err, VS_EINPUT,
                         "allocator: %zu free blocks but %zu in free sets",

@@ -60,9 +60,15 @@ typedef struct vs_alloc_segment {
   bool live;            /* not yet released (cudaFree) */
 } vs_alloc_segment;
 
+/* The free blocks of one (stream, pool), sorted by (size, addr): one
+ * array while the set is small (blocks), a list of sorted chunks once it
+ * is not (chunks non-NULL; alloc.c, "Free sets"). */
+typedef struct vs_free_chunk vs_free_chunk;
 typedef struct vs_free_set {
-  uint32_t *blocks;     /* free block indices sorted by (size, addr) */
-  size_t n, cap;
+  uint32_t *blocks;     /* small: the free block indices, sorted */
+  size_t n, cap;        /* n: blocks in the set, either form */
+  vs_free_chunk **chunks; /* large: chunks in order, none empty */
+  size_t n_chunks, cap_chunks;
 } vs_free_set;
 
 typedef struct vs_alloc_stats {
@@ -132,7 +138,7 @@ int vs_alloc_free(vs_alloc *a, uint32_t block);
  * free pages of expandable segments). */
 void vs_alloc_empty_cache(vs_alloc *a);
 
-/* Largest free block (mapped or not) of a pool, over all streams. */
+/* Largest mapped free block of a pool, over all streams (0: none). */
 uint64_t vs_alloc_largest_free(const vs_alloc *a, int pool);
 
 /* Live segments and blocks of a pool (blocks: allocated ones if `in_use`). */
