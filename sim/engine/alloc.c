@@ -864,47 +864,62 @@ static int check_set(const vs_alloc *a, int s, int p, vs_error *err)
   return 0;
 }
 
+/* What the blocks of the live segments add up to. */
+typedef struct block_totals {
+  uint64_t allocated, mapped;
+  size_t free_blocks;
+} block_totals;
+
+/* Live segment s: its blocks tile it in address order, each linked to its
+ * neighbours and mapped unless the segment is expandable; an allocated
+ * one mapped and covering its request. Adds them to *t. */
+static int check_segment(const vs_alloc *a, size_t s, block_totals *t,
+                         vs_error *err)
+{
+  const vs_alloc_segment *seg = &a->segments[s];
+  uint64_t at = seg->addr;
+  uint32_t prev = NONE;
+  for (uint32_t b = seg->first; b != NONE; b = a->blocks[b].next) {
+    const vs_alloc_block *blk = &a->blocks[b];
+    if (blk->addr != at || blk->prev != prev || blk->segment != s ||
+        blk->size == 0)
+      return vs_error_set(err, VS_EINPUT,
+                          "allocator: segment %zu does not tile at block %u",
+                          s, b);
+    if (!seg->expandable && !blk->mapped)
+      return vs_error_set(err, VS_EINPUT,
+                          "allocator: unmapped block %u in a plain segment", b);
+    if (blk->allocated) {
+      t->allocated += blk->size;
+      if (!blk->mapped || blk->requested > blk->size)
+        return vs_error_set(err, VS_EINPUT,
+                            "allocator: allocated block %u is unmapped or "
+                            "smaller than its request", b);
+    } else {
+      t->free_blocks++;
+    }
+    if (blk->mapped)
+      t->mapped += blk->size;
+    at += blk->size;
+    prev = b;
+  }
+  if (at != seg->addr + seg->size)
+    return vs_error_set(err, VS_EINPUT,
+                        "allocator: blocks of segment %zu cover %llu of %llu "
+                        "bytes",
+                        s, (unsigned long long)(at - seg->addr),
+                        (unsigned long long)seg->size);
+  return 0;
+}
+
 int vs_alloc_check(const vs_alloc *a, vs_error *err)
 {
-  uint64_t allocated = 0, mapped = 0;
-  size_t free_in_chains = 0, free_in_sets = 0;
-
+  block_totals t = {0, 0, 0};
+  size_t free_in_sets = 0;
   for (size_t s = 0; s < a->n_segments; s++) {
-    const vs_alloc_segment *seg = &a->segments[s];
-    uint64_t at = seg->addr;
-    uint32_t prev = NONE;
-    if (!seg->live)
-      continue;
-    for (uint32_t b = seg->first; b != NONE; b = a->blocks[b].next) {
-      const vs_alloc_block *blk = &a->blocks[b];
-      if (blk->addr != at || blk->prev != prev || blk->segment != s ||
-          blk->size == 0)
-        return vs_error_set(err, VS_EINPUT,
-                            "allocator: segment %zu does not tile at block %u",
-                            s, b);
-      if (!seg->expandable && !blk->mapped)
-        return vs_error_set(err, VS_EINPUT,
-                            "allocator: unmapped block %u in a plain segment", b);
-      if (blk->allocated) {
-        allocated += blk->size;
-        if (!blk->mapped || blk->requested > blk->size)
-          return vs_error_set(err, VS_EINPUT,
-                              "allocator: allocated block %u is unmapped or "
-                              "smaller than its request", b);
-      } else {
-        free_in_chains++;
-      }
-      if (blk->mapped)
-        mapped += blk->size;
-      at += blk->size;
-      prev = b;
-    }
-    if (at != seg->addr + seg->size)
-      return vs_error_set(err, VS_EINPUT,
-                          "allocator: blocks of segment %zu cover %llu of %llu "
-                          "bytes",
-                          s, (unsigned long long)(at - seg->addr),
-                          (unsigned long long)seg->size);
+    int rc = a->segments[s].live ? check_segment(a, s, &t, err) : 0;
+    if (rc)
+      return rc;
   }
   for (int s = 0; s < VS_ALLOC_STREAMS; s++)
     for (int p = 0; p < VS_POOL_N; p++) {
@@ -913,18 +928,18 @@ int vs_alloc_check(const vs_alloc *a, vs_error *err)
         return rc;
       free_in_sets += a->pools[s][p].n;
     }
-  if (free_in_sets != free_in_chains)
+  if (free_in_sets != t.free_blocks)
     return vs_error_set(err, VS_EINPUT,
                         "allocator: %zu free blocks but %zu in free sets",
-                        free_in_chains, free_in_sets);
-  if (allocated != a->allocated_bytes || mapped != a->reserved_bytes ||
+                        t.free_blocks, free_in_sets);
+  if (t.allocated != a->allocated_bytes || t.mapped != a->reserved_bytes ||
       a->reserved_bytes < a->allocated_bytes)
     return vs_error_set(err, VS_EINPUT,
                         "allocator: allocated %llu (blocks say %llu), reserved "
                         "%llu (mapped %llu)",
                         (unsigned long long)a->allocated_bytes,
-                        (unsigned long long)allocated,
+                        (unsigned long long)t.allocated,
                         (unsigned long long)a->reserved_bytes,
-                        (unsigned long long)mapped);
+                        (unsigned long long)t.mapped);
   return 0;
 }

@@ -904,6 +904,31 @@ static char *size_text(uint64_t bytes, char *buf, size_t len)
   return buf;
 }
 
+/* A FLAGS key's set choices, comma-separated. */
+static void print_flags(FILE *f, const vs_key *k, uint32_t set)
+{
+  bool first = true;
+  for (int i = 0; k->choices[i]; i++)
+    if (set & (1u << i)) {
+      fprintf(f, "%s%s", first ? "" : ",", k->choices[i]);
+      first = false;
+    }
+}
+
+/* A list of reals in the unit of its key type (RATES in GB/s, LATENCIES
+ * in us, REALS as they are), comma-separated. */
+static void print_reals(FILE *f, int type, const vs_real_list *l)
+{
+  for (size_t i = 0; i < l->n; i++) {
+    if (type == VS_KEY_RATES)
+      print_real(f, i ? "," : "", l->values[i] / 1e9, "GB/s");
+    else if (type == VS_KEY_REALS)
+      print_real(f, i ? "," : "", l->values[i], "");
+    else
+      print_real(f, i ? "," : "", l->values[i] * 1e6, "us");
+  }
+}
+
 void vs_conf_print_value(FILE *f, const vs_key *k, const void *target)
 {
   const char *slot = (const char *)target + k->offset;
@@ -931,16 +956,9 @@ void vs_conf_print_value(FILE *f, const vs_key *k, const void *target)
   case VS_KEY_ENUM:
     fputs(k->choices[*(const int *)slot], f);
     break;
-  case VS_KEY_FLAGS: {
-    uint32_t set = *(const uint32_t *)(const void *)slot;
-    bool first = true;
-    for (int i = 0; k->choices[i]; i++)
-      if (set & (1u << i)) {
-        fprintf(f, "%s%s", first ? "" : ",", k->choices[i]);
-        first = false;
-      }
+  case VS_KEY_FLAGS:
+    print_flags(f, k, *(const uint32_t *)(const void *)slot);
     break;
-  }
   case VS_KEY_NAME:
   case VS_KEY_PATH:
     fputs(slot, f);
@@ -962,18 +980,9 @@ void vs_conf_print_value(FILE *f, const vs_key *k, const void *target)
   }
   case VS_KEY_RATES:
   case VS_KEY_LATENCIES:
-  case VS_KEY_REALS: {
-    const vs_real_list *l = (const vs_real_list *)(const void *)slot;
-    for (size_t i = 0; i < l->n; i++) {
-      if (k->type == VS_KEY_RATES)
-        print_real(f, i ? "," : "", l->values[i] / 1e9, "GB/s");
-      else if (k->type == VS_KEY_REALS)
-        print_real(f, i ? "," : "", l->values[i], "");
-      else
-        print_real(f, i ? "," : "", l->values[i] * 1e6, "us");
-    }
+  case VS_KEY_REALS:
+    print_reals(f, k->type, (const vs_real_list *)(const void *)slot);
     break;
-  }
   }
 }
 

@@ -941,6 +941,41 @@ static int check_ep(vs_workload *wl, vs_error *err)
   return 0;
 }
 
+/* What a mixture of experts is simulated with: sequence parallelism
+ * beside tp, full fine-tuning, 16-bit weights, Megatron's checkpointing
+ * policies. */
+static int check_experts_training(const vs_workload *wl, vs_error *err)
+{
+  const vs_training_conf *t = &wl->training;
+  char where[400];
+  if (!vs_workload_moe_tp_allowed(&wl->model, wl->parallel.tp,
+                                  wl->parallel.sequence_parallel,
+                                  t->framework))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: mixture-of-experts layers with tp > 1 run as "
+                        "Megatron-LM runs them, with sequence parallelism "
+                        "(the dispatcher gathers each expert's tokens over "
+                        "tp); set sequence_parallel = true",
+                        WHERE("parallel", "sequence_parallel"));
+  if (wl->finetune.method != VS_FT_FULL)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: fine-tuning a mixture of experts with frozen "
+                        "weights or adapters is not simulated; use method = "
+                        "full",
+                        WHERE("finetune", "method"));
+  if (vs_precision_autocast(t->precision))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: autocast over a mixture of experts is not "
+                        "simulated; use precision = bf16 or fp16",
+                        WHERE("training", "precision"));
+  if (t->checkpointing == VS_CKPT_OPS)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: torchtitan's op-level policy is simulated for "
+                        "dense Llama blocks; use full or selective",
+                        WHERE("training", "checkpointing"));
+  return 0;
+}
+
 /* Mixtures of experts as this version simulates them: Megatron-LM's
  * layers (expert and tensor parallelism as it runs them), trained whole,
  * under none of the policies written for dense layers (autocast's casts,
@@ -981,35 +1016,9 @@ static int check_moe(vs_workload *wl, vs_error *err)
                               offload_key(wl)));
   if (wl->model.kv_lora_rank > 0 && (rc = check_mla_training(wl, err)))
     return rc;
-  if (wl->model.experts == 0)
-    return 0;
-  if (!vs_workload_moe_tp_allowed(&wl->model, wl->parallel.tp,
-                                  wl->parallel.sequence_parallel,
-                                  t->framework))
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: mixture-of-experts layers with tp > 1 run as "
-                        "Megatron-LM runs them, with sequence parallelism "
-                        "(the dispatcher gathers each expert's tokens over "
-                        "tp); set sequence_parallel = true",
-                        WHERE("parallel", "sequence_parallel"));
-  if (wl->finetune.method != VS_FT_FULL)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: fine-tuning a mixture of experts with frozen "
-                        "weights or adapters is not simulated; use method = "
-                        "full",
-                        WHERE("finetune", "method"));
-  if (vs_precision_autocast(t->precision))
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: autocast over a mixture of experts is not "
-                        "simulated; use precision = bf16 or fp16",
-                        WHERE("training", "precision"));
-  if (t->checkpointing == VS_CKPT_OPS)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: torchtitan's op-level policy is simulated for "
-                        "dense Llama blocks; use full or selective",
-                        WHERE("training", "checkpointing"));
-  return 0;
+  return wl->model.experts ? check_experts_training(wl, err) : 0;
 }
+
 
 
 /* Autocast over fp32 weights is the Trainer's and plain PyTorch's: no

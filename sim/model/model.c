@@ -2014,14 +2014,13 @@ static uint64_t moe_slots(const vs_model_conf *mc, uint64_t tokens,
   return (uint64_t)ceil(hot + (double)(mc->experts / ep - 1) * rest);
 }
 
-/* The shapes one rank (of expert load `load`) works on, from the
- * workload. */
-static void make_dims(const vs_workload *wl, vs_expert_load load, dims *d)
+/* The sizes of one rank's part of a micro-batch: sequence (context
+ * parallelism), heads, widths (tensor parallelism), the padded
+ * vocabulary, and what kind of layers take them. */
+static void size_dims(const vs_workload *wl, dims *d)
 {
   const vs_model_conf *mc = &wl->model;
   const vs_parallel_conf *pc = &wl->parallel;
-  int prec = vs_precision_gemm(wl->training.precision);
-
   d->cp = pc->cp;
   d->cp_comm = pc->cp_comm;
   d->s = mc->seq_len / d->cp; /* a load-balanced chunk pair */
@@ -2041,6 +2040,23 @@ static void make_dims(const vs_workload *wl, vs_expert_load load, dims *d)
   d->tokens = d->s * d->b;
   d->sp = pc->sequence_parallel && d->t > 1;
   d->tok_rep = d->sp ? d->tokens / d->t : d->tokens;
+  d->rkv = mc->kv_lora_rank;
+  d->rq = mc->q_lora_rank;
+  d->dn = mc->qk_head_dim;
+  d->dr = mc->qk_rope_head_dim;
+  d->dv = mc->v_head_dim;
+  d->dropout = mc->dropout > 0.0;
+  d->eager = wl->training.attention == VS_ATTN_EAGER;
+  d->bert = mc->arch == VS_ARCH_BERT;
+  d->causal = mc->arch != VS_ARCH_BERT;
+  d->hf_modules = wl->training.framework == VS_FW_HF;
+}
+
+/* The dtypes of activations, matmul inputs and weights the precision
+ * gives, and autocast's casts. */
+static void dtype_dims(const vs_workload *wl, dims *d)
+{
+  int prec = vs_precision_gemm(wl->training.precision);
   d->e = elem_bytes(prec);
   d->em = prec == VS_PREC_FP8 ? 1 : d->e;
   d->act_dtype = prec == VS_PREC_FP32   ? VS_DTYPE_FP32
@@ -2057,6 +2073,12 @@ static void make_dims(const vs_workload *wl, vs_expert_load load, dims *d)
   d->copy_dtype = prec == VS_PREC_FP8 ? VS_DTYPE_FP8
                   : d->amp            ? d->act_dtype
                                       : VS_DTYPE_N;
+}
+
+/* A fine-tune's frozen base and adapters (after dtype_dims: the base's
+ * format defaults to the weights'). */
+static void finetune_dims(const vs_workload *wl, dims *d)
+{
   /* with method = frozen the layers built from d are the trained ones;
    * the frozen prefix gets the base's format (build_kinds) */
   d->frozen_base = wl->finetune.method == VS_FT_LORA ||
@@ -2072,29 +2094,36 @@ static void make_dims(const vs_workload *wl, vs_expert_load load, dims *d)
                          ? VS_DTYPE_FP16
                          : VS_DTYPE_FP32;
   d->frozen_prefix = wl->finetune.trainable_layers > 0 &&
-                     wl->finetune.trainable_layers < mc->layers;
-  d->dropout = mc->dropout > 0.0;
-  d->eager = wl->training.attention == VS_ATTN_EAGER;
+                     wl->finetune.trainable_layers < wl->model.layers;
+}
+
+/* The routed and shared experts and the tokens a rank (of expert load
+ * `load`) sends and receives (after size_dims: it routes tok_rep). */
+static void moe_dims(const vs_workload *wl, vs_expert_load load, dims *d)
+{
+  const vs_model_conf *mc = &wl->model;
   d->experts = mc->experts;
   d->topk = mc->experts_per_token;
   d->fe = mc->expert_ffn_hidden;
   d->fs = mc->shared_experts * mc->shared_expert_ffn_hidden;
-  d->ep = pc->ep;
-  d->et = vs_workload_etp(pc);
+  d->ep = wl->parallel.ep;
+  d->et = vs_workload_etp(&wl->parallel);
   /* with tp (and sp) each rank routes its own tok_rep tokens, and the
    * etp ranks pool what they receive for their experts (Megatron-LM's
    * alltoall dispatcher with expert tensor parallelism) */
   d->sent = moe_sent(mc, d->tok_rep);
   d->arrived = moe_slots(mc, d->tok_rep, d->ep, load);
   d->slots = d->et * d->arrived;
-  d->bert = mc->arch == VS_ARCH_BERT;
-  d->rkv = mc->kv_lora_rank;
-  d->rq = mc->q_lora_rank;
-  d->dn = mc->qk_head_dim;
-  d->dr = mc->qk_rope_head_dim;
-  d->dv = mc->v_head_dim;
-  d->hf_modules = wl->training.framework == VS_FW_HF;
-  d->causal = mc->arch != VS_ARCH_BERT;
+}
+
+/* The shapes one rank (of expert load `load`) works on, from the
+ * workload. */
+static void make_dims(const vs_workload *wl, vs_expert_load load, dims *d)
+{
+  size_dims(wl, d);
+  dtype_dims(wl, d);
+  finetune_dims(wl, d);
+  moe_dims(wl, load, d);
 }
 
 /* A new, empty kind of the given name and role; NULL on error. */

@@ -320,12 +320,45 @@ static int framework_memory(const vs_topology *topo, vs_layout *lay,
   return 0;
 }
 
+/* Each stage's model states; the layout's are its worst stage's (the
+ * most model-state bytes). */
+static void all_stage_states(const vs_topology *topo, const vs_model *m,
+                             const vs_recipe *r, vs_layout *lay)
+{
+  const vs_stage_layout *worst = &lay->stages[0];
+  for (uint64_t s = 0; s < lay->pp; s++) {
+    stage_states(m, r, lay, s);
+    fp8_cache(topo, r, &lay->stages[s]);
+    if (vs_layout_stage_model_states(lay, s) >
+        vs_layout_stage_model_states(lay, (uint64_t)(worst - lay->stages)))
+      worst = &lay->stages[s];
+  }
+  lay->param_elems = worst->param_elems;
+  lay->params_full_bytes = worst->params_full_bytes;
+  lay->grads_full_bytes = worst->grads_full_bytes;
+  lay->optimizer_full_bytes = worst->optimizer_full_bytes;
+  lay->params_bytes = worst->params_bytes;
+  lay->grads_bytes = worst->grads_bytes;
+  lay->optimizer_bytes = worst->optimizer_bytes;
+}
+
+/* NCCL communicators: tp, dp, pp groups, and the embedding group that
+ * keeps tied input and output embeddings in sync across the pipeline. */
+static int communicators(const vs_workload *wl, const vs_recipe *r,
+                         const vs_layout *lay)
+{
+  return (lay->tp > 1) + (lay->dp > 1) + (lay->pp > 1) + (lay->cp > 1) +
+         r->embedding_sync + (wl->parallel.ep > 1) +
+         (lay->experts_apart && lay->group_size[VS_GROUP_EXPERT_DP] > 1) +
+         (lay->group_size[VS_GROUP_ETP] > 1 &&
+          lay->group_size[VS_GROUP_ETP] != lay->tp);
+}
+
 int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
                     const vs_model *m, const vs_recipe *r, vs_layout *lay,
                     vs_error *err)
 {
   const vs_training_conf *t = &wl->training;
-  const vs_stage_layout *worst;
 
   memset(lay, 0, sizeof *lay);
   if (t->precision == VS_PREC_FP8 && topo->peak_tflops_fp8 <= 0) {
@@ -361,31 +394,8 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
   lay->grad_elem_bytes = r->grad_elem_bytes;
 
   split_layers(wl, lay);
-  worst = &lay->stages[0];
-  for (uint64_t s = 0; s < lay->pp; s++) {
-    stage_states(m, r, lay, s);
-    fp8_cache(topo, r, &lay->stages[s]);
-    if (vs_layout_stage_model_states(lay, s) >
-        vs_layout_stage_model_states(lay, (uint64_t)(worst - lay->stages)))
-      worst = &lay->stages[s];
-  }
-  lay->param_elems = worst->param_elems;
-  lay->params_full_bytes = worst->params_full_bytes;
-  lay->grads_full_bytes = worst->grads_full_bytes;
-  lay->optimizer_full_bytes = worst->optimizer_full_bytes;
-  lay->params_bytes = worst->params_bytes;
-  lay->grads_bytes = worst->grads_bytes;
-  lay->optimizer_bytes = worst->optimizer_bytes;
-
-  /* NCCL communicators: tp, dp, pp groups, and the embedding group that
-   * keeps tied input and output embeddings in sync across the pipeline. */
-  lay->n_communicators = (lay->tp > 1) + (lay->dp > 1) + (lay->pp > 1) +
-                         (lay->cp > 1) +
-                         r->embedding_sync + (wl->parallel.ep > 1) +
-                         (lay->experts_apart &&
-                          lay->group_size[VS_GROUP_EXPERT_DP] > 1) +
-                         (lay->group_size[VS_GROUP_ETP] > 1 &&
-                          lay->group_size[VS_GROUP_ETP] != lay->tp);
+  all_stage_states(topo, m, r, lay);
+  lay->n_communicators = communicators(wl, r, lay);
   return framework_memory(topo, lay, err);
 }
 

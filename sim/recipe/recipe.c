@@ -244,10 +244,11 @@ static bool per_tensor_states(const vs_workload *wl)
   return (fw == VS_FW_NONE || fw == VS_FW_HF) && wl->parallel.zero == 0;
 }
 
-static void resolve_states(const vs_workload *wl, const vs_model *m,
-                           vs_recipe *r)
+/* Each model state's bytes and the ranks it is sharded over. */
+static void shard_states(const vs_workload *wl, const vs_model *m,
+                         vs_recipe *r)
 {
-  uint64_t dp = wl->parallel.dp * wl->parallel.cp, zero = wl->parallel.zero;
+  uint64_t dp = wl->parallel.dp * wl->parallel.cp;
   r->grad_elem_bytes = wl->training.grad_dtype == VS_GRAD_FP32
                            ? 4
                            : m->param_elem_bytes;
@@ -264,7 +265,14 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
     r->expert_optimizer.degree = vs_workload_expert_dp(&wl->parallel);
   r->grads = state(wl, 2, r->grad_elem_bytes);
   r->params = state(wl, 3, m->param_elem_bytes);
-  resolve_offload(wl, r);
+}
+
+/* Where gradients go as backward makes them (reduced at once, bucketed,
+ * after the whole backward) and how parameters come back (gathered per
+ * block, after the step); after resolve_offload. */
+static void resolve_grad_flow(const vs_workload *wl, vs_recipe *r)
+{
+  uint64_t dp = wl->parallel.dp * wl->parallel.cp, zero = wl->parallel.zero;
   /* without data parallelism ZeRO-3 still fetches each block when its
    * parameters live off the GPU, and ZeRO-2/3 still hand each gradient on
    * as it is made when the host takes it */
@@ -294,6 +302,14 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
                              !r->transient_grads;
   r->gather_after_step = vs_workload_grads_shared(&wl->parallel) &&
                          (zero == 1 || zero == 2 || bf16_optimizer(wl));
+}
+
+/* What the pipeline, the framework and PyTorch's own loop add to the
+ * states: the embedding copy, the step's copies, per-tensor states and
+ * the first step; after resolve_grad_flow. */
+static void resolve_state_handling(const vs_workload *wl, vs_recipe *r)
+{
+  uint64_t dp = wl->parallel.dp * wl->parallel.cp;
   /* With tied embeddings and pp > 1 the first and last stages each hold the
    * word embeddings and all-reduce their gradients (Megatron-LM's
    * embedding group). */
@@ -312,6 +328,15 @@ static void resolve_states(const vs_workload *wl, const vs_model *m,
   r->first_step_states = r->per_tensor_states && !r->step_in_backward &&
                          !wl->training.paged_optimizer &&
                          wl->runtime.allocator == VS_ALLOC_CACHING;
+}
+
+static void resolve_states(const vs_workload *wl, const vs_model *m,
+                           vs_recipe *r)
+{
+  shard_states(wl, m, r);
+  resolve_offload(wl, r);
+  resolve_grad_flow(wl, r);
+  resolve_state_handling(wl, r);
 }
 
 /* Streams and groups: tensor-parallel collectives on the compute stream

@@ -903,14 +903,10 @@ static void show_state_allocations(FILE *out, const vs_workload *wl,
           later_states(r));
 }
 
-void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
-                    const vs_model *m, const vs_recipe *r,
-                    const vs_layout *lay)
+/* Every key of the workload as resolved, in [section] order. */
+static void show_keys(FILE *out, const vs_workload *wl)
 {
   const vs_keytab *tab = vs_workload_keys();
-  char cp[32];
-  char b1[16], b2[16], b3[16], b4[16];
-
   fprintf(out, "# %s resolved (every key, defaults filled in)\n",
           wl->origins.file);
   for (size_t i = 0; i < tab->n_keys; i++) {
@@ -919,6 +915,38 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
       fprintf(out, "[%s]\n", k->section);
     show_key(out, k, wl, &wl->origins.keys[i]);
   }
+}
+
+/* With a pipeline: each stage's layers, parameters and model states. */
+static void show_stages(FILE *out, const vs_layout *lay)
+{
+  char b1[16];
+  if (lay->pp <= 1)
+    return;
+  fprintf(out, "# "
+               "pipeline: %llu stages, %llu virtual stage(s) each\n",
+          (unsigned long long)lay->pp, (unsigned long long)lay->vstages);
+  for (uint64_t s = 0; s < lay->pp; s++) {
+    const vs_stage_layout *st = &lay->stages[s];
+    fprintf(out, "# "
+                 "  stage %llu: %llu layers%s%s, %llu parameters, model "
+                 "states %s\n",
+            (unsigned long long)s, (unsigned long long)st->n_layers,
+            st->has_embed ? " + embedding" : "", st->has_head ? " + head" : "",
+            (unsigned long long)st->param_elems,
+            vs_format_bytes(vs_layout_stage_model_states(lay, s), b1,
+                            sizeof b1));
+  }
+}
+
+void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
+                    const vs_model *m, const vs_recipe *r,
+                    const vs_layout *lay)
+{
+  char cp[32];
+  char b1[16], b2[16], b3[16], b4[16];
+
+  show_keys(out, wl);
   fprintf(out, "\n# derived (comments, so that this output loads back)\n");
   fprintf(out, "# gpus = %llu (dp %llu x %stp %llu x pp %llu), %llu node(s) "
                "of %llu x %s\n",
@@ -948,22 +976,7 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
   show_off_gpu(out, lay, VS_PLACE_NVME);
   show_step_copies(out, wl, lay);
   show_autocast_ddp(out, wl, m, lay);
-  if (lay->pp > 1) {
-    fprintf(out, "# "
-                 "pipeline: %llu stages, %llu virtual stage(s) each\n",
-            (unsigned long long)lay->pp, (unsigned long long)lay->vstages);
-    for (uint64_t s = 0; s < lay->pp; s++) {
-      const vs_stage_layout *st = &lay->stages[s];
-      fprintf(out, "# "
-                 "  stage %llu: %llu layers%s%s, %llu parameters, model "
-                   "states %s\n",
-              (unsigned long long)s, (unsigned long long)st->n_layers,
-              st->has_embed ? " + embedding" : "", st->has_head ? " + head" : "",
-              (unsigned long long)st->param_elems,
-              vs_format_bytes(vs_layout_stage_model_states(lay, s), b1,
-                              sizeof b1));
-    }
-  }
+  show_stages(out, lay);
   fprintf(out, "# "
                  "activations per layer per micro-batch = %s%s\n",
           vs_format_bytes(largest_layer_saved(m), b1, sizeof b1),
