@@ -38,6 +38,16 @@ static uint32_t take(vs_alloc *a, uint64_t size, int stream)
   return res.block;
 }
 
+/* take() without the invariant walk, for allocators of thousands of
+ * blocks. */
+static uint32_t take_quietly(vs_alloc *a, uint64_t size)
+{
+  vs_alloc_result res;
+  assert_int_equal(vs_alloc_malloc(a, size, 0, &res), 0);
+  assert_false(res.oom);
+  return res.block;
+}
+
 static void give(vs_alloc *a, uint32_t b)
 {
   assert_int_equal(vs_alloc_free(a, b), 0);
@@ -473,6 +483,51 @@ static void test_large_free_sets_stay_best_fit(void **state)
   vs_alloc_fini(&twin);
 }
 
+/* Frees every other one of n blocks (from the first), in order. */
+static void free_every_other(vs_alloc *a, const uint32_t *blocks, size_t n)
+{
+  for (size_t i = 0; i < n; i += 2)
+    assert_int_equal(vs_alloc_free(a, blocks[i]), 0);
+}
+
+/* A free set in chunks that empties (every free 512 B slot taken back)
+ * takes blocks again; a clone of a set of 3,000 blocks, one array, turns
+ * into chunks as its source would once it grows past 4,096. */
+static void test_free_sets_empty_and_cloned(void **state)
+{
+  enum { N = 20000 };
+  static uint32_t blocks[N];
+  vs_alloc a, twin;
+  vs_alloc_config c = config(4096 * MIB, false);
+  const vs_free_set *fs = &a.pools[0][VS_POOL_SMALL];
+  (void)state;
+  vs_alloc_init(&a, &c);
+  for (size_t i = 0; i < N; i++)
+    blocks[i] = take_quietly(&a, 512);
+  free_every_other(&a, blocks, N);
+  assert_non_null(fs->chunks);
+  while (fs->n > 0)
+    take_quietly(&a, 512);
+  check(&a);
+  take_quietly(&a, 512); /* a new segment: its remainder goes in the set */
+  assert_int_equal(fs->n, 1);
+  check(&a);
+  vs_alloc_fini(&a);
+
+  vs_alloc_init(&a, &c);
+  for (size_t i = 0; i < N; i++)
+    blocks[i] = take_quietly(&a, 512);
+  free_every_other(&a, blocks, 6000); /* 3,000 free, one array */
+  assert_null(fs->chunks);
+  assert_int_equal(vs_alloc_clone(&twin, &a), 0);
+  free_every_other(&twin, blocks + 6000, 6000); /* 3,000 more */
+  assert_non_null(twin.pools[0][VS_POOL_SMALL].chunks);
+  check(&twin);
+  check(&a);
+  vs_alloc_fini(&twin);
+  vs_alloc_fini(&a);
+}
+
 static void test_free_of_unknown_block_is_an_error(void **state)
 {
   vs_alloc a;
@@ -503,6 +558,7 @@ int main(void)
       cmocka_unit_test(test_roundup_power2_divisions),
       cmocka_unit_test(test_random_sequences_keep_invariants),
       cmocka_unit_test(test_large_free_sets_stay_best_fit),
+      cmocka_unit_test(test_free_sets_empty_and_cloned),
       cmocka_unit_test(test_free_of_unknown_block_is_an_error),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -108,8 +108,9 @@ static vs_free_set *set_of(vs_alloc *a, uint32_t b)
  * moving one array. A set never goes back to one array.
  * ------------------------------------------------------------------------ */
 
-/* FLAT_MAX is a capacity vs_grow reaches (64, doubled): an array turns
- * into chunks when it is full at FLAT_MAX blocks. */
+/* FLAT_MAX is a capacity vs_grow reaches (64, doubled; set_clone gives a
+ * copy the capacity vs_grow would): an array turns into chunks when it is
+ * full at FLAT_MAX blocks. */
 enum { FLAT_MAX = 4096, CHUNK_MAX = 1024 };
 
 struct vs_free_chunk {
@@ -248,12 +249,17 @@ static void set_fini(vs_free_set *fs)
 static void set_clone(vs_free_set *dst, const vs_free_set *src, bool *ok)
 {
   *dst = *src;
-  dst->blocks = src->chunks ? NULL
-                            : vs_dup_array(src->blocks, src->n,
-                                           sizeof *src->blocks, ok);
-  dst->cap = dst->blocks ? src->n : 0;
-  if (!src->chunks)
+  dst->blocks = NULL;
+  dst->cap = 0;
+  if (!src->chunks) {
+    /* the capacity vs_grow gives (see FLAT_MAX) */
+    if (*ok && src->n > 0 &&
+        !vs_grow((void **)&dst->blocks, &dst->cap, src->n, sizeof *src->blocks))
+      *ok = false;
+    if (dst->blocks)
+      memcpy(dst->blocks, src->blocks, src->n * sizeof *src->blocks);
     return;
+  }
   dst->chunks = vs_dup_array(src->chunks, src->n_chunks, sizeof *src->chunks,
                              ok);
   dst->n_chunks = dst->cap_chunks = dst->chunks ? src->n_chunks : 0;
@@ -307,12 +313,15 @@ __attribute__((noinline)) static int chunk_insert(vs_alloc *a, vs_free_set *fs, 
   const vs_alloc_block *blk = &a->blocks[b];
   vs_free_chunk *c;
   size_t r;
-  if ((!fs->chunks && to_chunks(fs)) ||
-      (fs->n_chunks == 0 && !add_chunk(fs, 0)))
+  if (!fs->chunks && to_chunks(fs))
     return VS_ENOMEM;
-  r = chunk_of(a, fs, blk->size, blk->addr);
-  if (r == fs->n_chunks)
+  if (fs->n_chunks == 0) { /* every chunk emptied */
+    if (!add_chunk(fs, 0))
+      return VS_ENOMEM;
+    r = 0;
+  } else if ((r = chunk_of(a, fs, blk->size, blk->addr)) == fs->n_chunks) {
     r--; /* after every block: the last chunk's end */
+  }
   if (fs->chunks[r]->n == CHUNK_MAX) {
     if (split_chunk(fs, r))
       return VS_ENOMEM;
