@@ -917,7 +917,7 @@ static void print_flags(FILE *f, const vs_key *k, uint32_t set)
 
 /* A list of reals in the unit of its key type (RATES in GB/s, LATENCIES
  * in us, REALS as they are), comma-separated. */
-static void print_reals(FILE *f, int type, const vs_real_list *l)
+static void print_reals(FILE *f, vs_key_type type, const vs_real_list *l)
 {
   for (size_t i = 0; i < l->n; i++) {
     if (type == VS_KEY_RATES)

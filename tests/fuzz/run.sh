@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 secs=${1:-20}
 cc=${VSIM_FUZZ_CC:-clang}
 build=${VSIM_FUZZ_BUILD:-build-fuzz}
-targets="fuzz_workload fuzz_set fuzz_calcsv fuzz_hfconfig"
+targets="fuzz_workload fuzz_set fuzz_calcsv fuzz_hfconfig fuzz_alloc"
 
 case $secs in
   '' | *[!0-9]*) echo "usage: tests/fuzz/run.sh [SECONDS_PER_TARGET]" >&2; exit 2 ;;
@@ -39,7 +39,7 @@ cmake --build "$build" -j "$(nproc)" --target fuzz
 # --- seed corpus ------------------------------------------------------------
 corpus=$build/corpus
 mkdir -p "$corpus/fuzz_workload" "$corpus/fuzz_set" "$corpus/fuzz_calcsv" \
-  "$corpus/fuzz_hfconfig" \
+  "$corpus/fuzz_hfconfig" "$corpus/fuzz_alloc" \
   "$build/findings"
 seed() { # seed TARGET NAME < content
   cat >"$corpus/$1/seed-$(printf '%s' "$2" | tr -c 'A-Za-z0-9.-' '_')"
@@ -82,6 +82,18 @@ for f in $(git ls-files 'models/*.json'); do
   seed fuzz_hfconfig "$f" <"$f"
 done
 
+# fuzz_alloc (a configuration byte, then 4-byte operations: malloc,
+# free, bulk, clone, empty_cache by code % 5): five bulk allocations of
+# 2,048 small blocks, each half freed, past the 4,096 blocks of a free
+# set's one array, then a clone, frees, mallocs and a cache release; and
+# the same with expandable segments and max_split_size.
+for config in '\000' '\003' '\004'; do
+  printf "$config"'\002\007\377\000\002\007\377\001\002\007\377\002'\
+'\002\007\377\003\002\007\377\004\003\000\000\000\001\000\100\000'\
+'\000\011\200\000\000\024\000\001\004\000\000\000' |
+    seed fuzz_alloc "bulk-$(printf '%s' "$config" | tr -d '\\')"
+done
+
 # A dictionary of the INI sections and keys (README.md's key tables).
 dict=$build/vsim.dict
 { grep -oE '^\| `\[[a-z_]+\] [a-z0-9_]+`' README.md || true; } |
@@ -96,7 +108,7 @@ for t in $targets; do
   echo "fuzz: $t for ${secs} s"
   args=(-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=16384
     -print_final_stats=1 -artifact_prefix="$build/findings/$t-")
-  [ "$t" = fuzz_calcsv ] || [ "$t" = fuzz_hfconfig ] || args+=(-dict="$dict")
+  case $t in fuzz_workload | fuzz_set) args+=(-dict="$dict") ;; esac
   if ! "$build/tests/fuzz/$t" "${args[@]}" "$corpus/$t" >"$build/$t.log" 2>&1; then
     status=1
     tail -n 40 "$build/$t.log"
