@@ -466,6 +466,45 @@ static bool text_option(int argc, char **argv, int *i, cli_args *a,
   return false;
 }
 
+/* --set SECTION.KEY=VALUE at argv[*i]. */
+static int parse_set(int argc, char **argv, int *i, cli_args *a, FILE *errs)
+{
+  const char *v = option_value(argc, argv, i, "--set", a);
+  int rc;
+  if (!v)
+    return arg_usage(errs, a, "%s needs SECTION.KEY=VALUE", "--set");
+  if (a->n_all_sets == 2 * MAX_SETS)
+    return arg_usage(errs, a, "too many %s options", "--set");
+  if ((rc = set_once(a, v, errs)))
+    return rc;
+  a->all_sets[a->n_all_sets++] = v;
+  return 0;
+}
+
+/* --ranks stage|all at argv[*i]. */
+static int parse_ranks(int argc, char **argv, int *i, cli_args *a, FILE *errs)
+{
+  const char *v = option_value(argc, argv, i, "--ranks", a);
+  if (v && strcmp(v, "all") == 0)
+    a->all_ranks = true;
+  else if (!v || strcmp(v, "stage") != 0)
+    return arg_usage(errs, a, "--ranks takes stage or all, got '%s'",
+                     v ? v : "");
+  return 0;
+}
+
+/* --vary SECTION.KEY=VALUES at argv[*i]. */
+static int parse_vary(int argc, char **argv, int *i, cli_args *a, FILE *errs)
+{
+  const char *v = option_value(argc, argv, i, "--vary", a);
+  if (!v)
+    return arg_usage(errs, a, "%s needs SECTION.KEY=VALUES", "--vary");
+  if (a->n_varies == VS_VARY_MAX)
+    return arg_usage(errs, a, "at most 8 %s options", "--vary");
+  a->varies[a->n_varies++] = v;
+  return 0;
+}
+
 static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
 {
   memset(a, 0, sizeof *a);
@@ -487,28 +526,17 @@ static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
       if (rc)
         return rc;
     } else if (is_option(arg, "--set")) {
-      if (!(v = option_value(argc, argv, &i, "--set", a)))
-        return arg_usage(errs, a, "%s needs SECTION.KEY=VALUE", "--set");
-      if (a->n_all_sets == 2 * MAX_SETS)
-        return arg_usage(errs, a, "too many %s options", "--set");
-      if ((rc = set_once(a, v, errs)))
+      if ((rc = parse_set(argc, argv, &i, a, errs)))
         return rc;
-      a->all_sets[a->n_all_sets++] = v;
     } else if (is_option(arg, "--trace-ranks")) {
       if ((rc = parse_trace_ranks(argc, argv, &i, a, errs)))
         return rc;
     } else if (is_option(arg, "--ranks")) {
-      v = option_value(argc, argv, &i, "--ranks", a);
-      if (v && strcmp(v, "all") == 0)
-        a->all_ranks = true;
-      else if (!v || strcmp(v, "stage") != 0)
-        return arg_usage(errs, a, "--ranks takes stage or all, got '%s'", v ? v : "");
+      if ((rc = parse_ranks(argc, argv, &i, a, errs)))
+        return rc;
     } else if (is_option(arg, "--vary")) {
-      if (!(v = option_value(argc, argv, &i, "--vary", a)))
-        return arg_usage(errs, a, "%s needs SECTION.KEY=VALUES", "--vary");
-      if (a->n_varies == VS_VARY_MAX)
-        return arg_usage(errs, a, "at most 8 %s options", "--vary");
-      a->varies[a->n_varies++] = v;
+      if ((rc = parse_vary(argc, argv, &i, a, errs)))
+        return rc;
     } else if (is_option(arg, "--jobs") || is_option(arg, "--max-gpus") ||
                is_option(arg, "--top")) {
       if ((rc = parse_whole(argc, argv, &i, a, errs)))

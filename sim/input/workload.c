@@ -619,6 +619,45 @@ static int check_model(vs_workload *wl, vs_error *err)
   return check_mla(wl, err);
 }
 
+/* dp from --gpus (gpus > 0; refused when it contradicts a dp the file or
+ * a --set gives), and the job's GPUs. */
+static int resolve_dp(vs_workload *wl, uint64_t gpus, vs_error *err)
+{
+  vs_parallel_conf *p = &wl->parallel;
+  char where[400];
+  /* context-parallel ranks sit beside the tensor-parallel ones */
+  uint64_t cp = p->cp, tp = p->tp * cp, pp = p->pp;
+  if (gpus > 0) {
+    if (!vs_workload_gpus_allowed(gpus, tp, pp)) {
+      /* tp and pp may come from the file, a --set or their defaults */
+      char where_pp[400];
+      vs_conf_where(&workload_tab, &wl->origins, "parallel", "pp", where_pp,
+                    sizeof where_pp);
+      return vs_error_set(err, VS_EINPUT,
+                          "--gpus %llu is not divisible by tp*%spp = %llu (%s; "
+                          "%s)",
+                          (unsigned long long)gpus, cp > 1 ? "cp*" : "",
+                          (unsigned long long)(tp * pp),
+                          WHERE("parallel", "tp"), where_pp);
+    }
+    if (vs_conf_is_set(&workload_tab, &wl->origins, "parallel", "dp") &&
+        p->dp * tp * pp != gpus)
+      return vs_error_set(err, VS_EINPUT,
+                          "--gpus %llu contradicts %s: tp*%spp*dp = %llu; drop "
+                          "dp or --gpus",
+                          (unsigned long long)gpus, WHERE("parallel", "dp"),
+                          cp > 1 ? "cp*" : "",
+                          (unsigned long long)(p->dp * tp * pp));
+    p->dp = gpus / (tp * pp);
+  }
+  if (__builtin_mul_overflow(tp * pp, p->dp, &wl->gpus))
+    return vs_error_set(err, VS_EINPUT, "%s: tp*pp*dp does not fit 64 bits",
+                        WHERE("parallel", "dp"));
+  return 0;
+}
+
+/* tp, sequence parallelism, cp and pp against the model's sizes, then dp
+ * (resolve_dp). */
 static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
 {
   vs_model_conf *m = &wl->model;
@@ -652,35 +691,7 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
                         "%s: pp must not exceed layers (%llu): every stage needs "
                         "a layer",
                         WHERE("parallel", "pp"), (unsigned long long)m->layers);
-  /* context-parallel ranks sit beside the tensor-parallel ones */
-  tp *= cp;
-  if (gpus > 0) {
-    if (!vs_workload_gpus_allowed(gpus, tp, pp)) {
-      /* tp and pp may come from the file, a --set or their defaults */
-      char where_pp[400];
-      vs_conf_where(&workload_tab, &wl->origins, "parallel", "pp", where_pp,
-                    sizeof where_pp);
-      return vs_error_set(err, VS_EINPUT,
-                          "--gpus %llu is not divisible by tp*%spp = %llu (%s; "
-                          "%s)",
-                          (unsigned long long)gpus, cp > 1 ? "cp*" : "",
-                          (unsigned long long)(tp * pp),
-                          WHERE("parallel", "tp"), where_pp);
-    }
-    if (vs_conf_is_set(&workload_tab, &wl->origins, "parallel", "dp") &&
-        p->dp * tp * pp != gpus)
-      return vs_error_set(err, VS_EINPUT,
-                          "--gpus %llu contradicts %s: tp*%spp*dp = %llu; drop "
-                          "dp or --gpus",
-                          (unsigned long long)gpus, WHERE("parallel", "dp"),
-                          cp > 1 ? "cp*" : "",
-                          (unsigned long long)(p->dp * tp * pp));
-    p->dp = gpus / (tp * pp);
-  }
-  if (__builtin_mul_overflow(tp * pp, p->dp, &wl->gpus))
-    return vs_error_set(err, VS_EINPUT, "%s: tp*pp*dp does not fit 64 bits",
-                        WHERE("parallel", "dp"));
-  return 0;
+  return resolve_dp(wl, gpus, err);
 }
 
 /* torchtune's optimizer_in_bwd steps each gradient as soon as it is made:
