@@ -249,10 +249,10 @@ int vs_workload_set(vs_workload *wl, const char *assignment, vs_error *err);
 /* Resolves defaults and validates (called by vs_workload_load). */
 int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err);
 
-/* Layout rules. Each rule is decided here and nowhere else: validation
- * (vs_workload_resolve) reports a broken rule with the key's file and line,
- * and `vsim plan` leaves out the layouts that break one before simulating.
- * All are O(1) and pure. */
+/* Layout rules (rules.c). Each rule is decided here and nowhere else:
+ * validation (vs_workload_resolve) reports a broken rule with the key's
+ * file and line, and `vsim plan` leaves out the layouts that break one
+ * before simulating. All are O(1) and pure. */
 
 /* ZeRO stage zero with pp pipeline stages under framework: ZeRO-2/3
  * partition gradients across micro-batches, which DeepSpeed's and

@@ -1,0 +1,290 @@
+/* rules.c - the layout rules of workload.h ("Layout rules"): which
+ * combinations of model, precision, framework and parallel sizes vsim
+ * simulates, each decided once. Validation (workload.c) reports a broken
+ * rule with the key's file and line, and plan's pruning leaves out the
+ * layouts that break one before simulating; both read these. All are
+ * O(1) and pure. */
+#include "workload.h"
+
+#include <stddef.h>
+
+bool vs_precision_autocast(int precision)
+{
+  return precision == VS_PREC_AMP_BF16 || precision == VS_PREC_AMP_FP16;
+}
+
+int vs_precision_gemm(int precision)
+{
+  return precision == VS_PREC_AMP_BF16   ? VS_PREC_BF16
+         : precision == VS_PREC_AMP_FP16 ? VS_PREC_FP16
+                                         : precision;
+}
+
+const char *vs_workload_dp_only_misfit(int precision, int framework,
+                                       uint64_t tp, uint64_t pp,
+                                       uint64_t zero, bool offload)
+{
+  bool hf = framework == VS_FW_HF;
+  if (!hf && !vs_precision_autocast(precision))
+    return NULL;
+  return tp > 1                  ? "tp"
+         : pp > 1                ? "pp"
+         : zero > (hf ? 0u : 2u) ? "zero"
+         : offload               ? "offload_optimizer"
+                                 : NULL;
+}
+
+bool vs_workload_moe_layer(const vs_model_conf *m, uint64_t l)
+{
+  return m->experts > 0 && l >= m->dense_layers &&
+         (l - m->dense_layers) % m->moe_every == 0;
+}
+
+bool vs_workload_framework_runs_ep(int framework, bool etp_apart)
+{
+  bool megatron = framework == VS_FW_NONE || framework == VS_FW_MEGATRON;
+  return framework != VS_FW_FSDP2 && framework != VS_FW_HF &&
+         (!etp_apart || megatron);
+}
+
+const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
+                                  uint64_t etp, uint64_t tp, uint64_t dp,
+                                  uint64_t zero, int framework)
+{
+  bool runs;
+  if (ep == 1 && etp == tp)
+    return NULL;
+  runs = vs_workload_framework_runs_ep(framework, etp != tp);
+  return m->experts == 0 || m->experts % ep ? "experts"
+         : (tp * dp) % (etp * ep)           ? "dp"
+         : !runs                            ? "framework"
+         : zero > 1                         ? "zero"
+                                            : NULL;
+}
+
+bool vs_workload_skew_applies(const vs_model_conf *m, uint64_t ep)
+{
+  return m->experts > 1 && m->expert_capacity_factor <= 0.0 &&
+         m->routing_skew > 0.0 && ep > 1;
+}
+
+uint64_t vs_workload_etp(const vs_parallel_conf *p)
+{
+  return p->etp ? p->etp : p->tp;
+}
+
+uint64_t vs_workload_expert_dp(const vs_parallel_conf *p)
+{
+  return p->tp * p->dp * p->cp / (vs_workload_etp(p) * p->ep);
+}
+
+bool vs_workload_experts_apart(const vs_parallel_conf *p)
+{
+  return p->ep > 1 || vs_workload_etp(p) != p->tp;
+}
+
+bool vs_workload_grads_shared(const vs_parallel_conf *p)
+{
+  return p->dp * p->cp > 1 ||
+         (vs_workload_experts_apart(p) && vs_workload_expert_dp(p) > 1);
+}
+
+bool vs_workload_grads_wait_for_step(uint64_t zero, bool optimizer_in_backward)
+{
+  return zero < 2 && !optimizer_in_backward;
+}
+
+bool vs_workload_reduce_can_wait(uint64_t zero, bool optimizer_in_backward)
+{
+  return zero <= 2 && !optimizer_in_backward;
+}
+
+const char *vs_workload_cp_misfit(const vs_model_conf *m, uint64_t cp,
+                                  int cp_comm, uint64_t tp, bool sp)
+{
+  if (cp == 1)
+    return NULL;
+  if (m->seq_len % (2 * cp * (sp ? tp : 1)))
+    return sp ? "seq_len must be a multiple of 2 x cp x tp (causal load "
+                "balancing cuts each sequence into 2 cp chunks, sequence "
+                "parallelism each chunk by tp)"
+              : "seq_len must be a multiple of 2 x cp (causal load "
+                "balancing cuts each sequence into 2 cp chunks)";
+  if (cp_comm == VS_CP_A2A && (m->heads % (tp * cp) || m->kv_heads % (tp * cp)))
+    return "cp_comm = a2a gives each rank whole heads: tp x cp must divide "
+           "heads and kv_heads";
+  return NULL;
+}
+
+vs_cp_misfit vs_workload_cp_settings_misfit(const vs_training_conf *t,
+                                            int order)
+{
+  if (t->attention != VS_ATTN_FLASH)
+    return VS_CP_MISFIT_ATTENTION;
+  if (order != VS_ORDER_TP_DP_PP)
+    return VS_CP_MISFIT_ORDER;
+  if (vs_precision_autocast(t->precision) || t->framework == VS_FW_HF)
+    return VS_CP_MISFIT_DP_ONLY;
+  return VS_CP_FITS;
+}
+
+bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp, bool sp,
+                                int framework)
+{
+  bool megatron = framework == VS_FW_NONE || framework == VS_FW_MEGATRON;
+  if (tp == 1 || (m->experts == 0 && m->kv_lora_rank == 0))
+    return true;
+  return megatron && (m->experts == 0 || sp);
+}
+
+bool vs_workload_ep_order_allowed(bool apart, int order, uint64_t pp)
+{
+  return !apart || pp == 1 || order == VS_ORDER_TP_DP_PP;
+}
+
+bool vs_workload_step_in_backward_allowed(const vs_training_conf *t,
+                                          uint64_t grad_accum, uint64_t dp_cp,
+                                          uint64_t pp, int offload_optimizer)
+{
+  return !t->optimizer_in_backward ||
+         (grad_accum == 1 && dp_cp == 1 && pp == 1 &&
+          offload_optimizer == VS_OFFLOAD_NONE);
+}
+
+bool vs_workload_paged_allowed(const vs_training_conf *t, uint64_t zero,
+                               int offload_optimizer)
+{
+  return !t->paged_optimizer ||
+         (zero == 0 && offload_optimizer == VS_OFFLOAD_NONE);
+}
+
+bool vs_workload_fused_loss_tp_allowed(const vs_training_conf *t, uint64_t tp)
+{
+  return tp == 1 || !t->fused_cross_entropy;
+}
+
+bool vs_workload_finetune_tp_allowed(const vs_finetune_conf *f, uint64_t tp)
+{
+  bool adapters = f->method == VS_FT_LORA || f->method == VS_FT_QLORA;
+  bool bnb_base = f->method != VS_FT_FULL && (f->base_dtype == VS_BASE_INT8 ||
+                                              f->base_dtype == VS_BASE_NF4);
+  return tp == 1 || (!adapters && !bnb_base);
+}
+
+uint64_t vs_workload_chunk_size(const vs_workload *wl, uint64_t n, uint64_t g)
+{
+  uint64_t layers = wl->model.layers;
+  return wl->parallel.pp_layers.n ? wl->parallel.pp_layers.values[g]
+                                  : layers / n + (g < layers % n);
+}
+
+uint64_t vs_workload_chunk_first(const vs_workload *wl, uint64_t n, uint64_t g)
+{
+  uint64_t layers = wl->model.layers, first = 0;
+  if (!wl->parallel.pp_layers.n)
+    return g * (layers / n) + (g < layers % n ? g : layers % n);
+  for (uint64_t i = 0; i < g; i++)
+    first += wl->parallel.pp_layers.values[i];
+  return first;
+}
+
+void vs_workload_checkpointed_layers(const vs_workload *wl, bool *ckpt)
+{
+  const vs_training_conf *t = &wl->training;
+  uint64_t pp = wl->parallel.pp, n = pp * wl->parallel.virtual_stages;
+  for (uint64_t s = 0; s < pp; s++) {
+    uint64_t counter = 0;
+    for (uint64_t g = s; g < n; g += pp) {
+      uint64_t first = vs_workload_chunk_first(wl, n, g);
+      uint64_t size = vs_workload_chunk_size(wl, n, g);
+      for (uint64_t i = 0; i < size; i++)
+        ckpt[first + i] = t->checkpoint_every ? ++counter % t->checkpoint_every == 0
+                          : t->checkpoint_layers ? i < t->checkpoint_layers
+                                                 : true;
+    }
+  }
+}
+
+bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp, int framework)
+{
+  if (framework == VS_FW_FSDP2)
+    return zero == 3; /* fully_shard, pipelines or not */
+  return !(pp > 1 && zero >= 2);
+}
+
+/* DeepSpeed's offload rules (runtime/zero/config.py, offload_config.py;
+ * docs/_pages/config-json.md), which FSDP's CPU offload also keeps: what
+ * moves off the GPU is a ZeRO partition. */
+const char *vs_workload_offload_misfit(uint64_t zero, int offload_optimizer,
+                                       int offload_params, int optimizer,
+                                       const char **key)
+{
+  *key = "offload_optimizer";
+  if (offload_optimizer != VS_OFFLOAD_NONE && zero == 0)
+    return "optimizer offload moves ZeRO's partitioned optimizer states "
+           "(ZeRO-Offload); it needs zero >= 1";
+  if (offload_optimizer == VS_OFFLOAD_NVME && zero < 3)
+    return "NVMe offload is ZeRO-Infinity, which DeepSpeed offers with "
+           "zero = 3 only";
+  if (offload_optimizer != VS_OFFLOAD_NONE && optimizer == VS_OPT_ADAM8BIT)
+    return "adam8bit's blockwise kernels (bitsandbytes) run on the GPU only; "
+           "offload adam, adamw, lion, sgd, momentum or adafactor";
+  *key = "offload_params";
+  if (offload_params != VS_OFFLOAD_NONE && zero < 3)
+    return "only partitioned parameters can live off the GPU (ZeRO-3's "
+           "offload_param, FSDP's CPUOffload); it needs zero = 3";
+  *key = NULL;
+  return NULL;
+}
+
+const char *vs_workload_tp_misfit(const vs_model_conf *m, uint64_t tp,
+                                  uint64_t etp, uint64_t *size)
+{
+  const struct {
+    const char *name;       /* the key */
+    uint64_t value;         /* its value in m */
+    uint64_t by;            /* the ranks it is split over */
+  } split[] = {{"heads", m->heads, tp},
+               {"kv_heads", m->kv_heads, tp},
+               {"ffn_hidden", m->ffn_hidden, tp},
+               {"expert_ffn_hidden", m->expert_ffn_hidden, etp},
+               {"shared_expert_ffn_hidden", m->shared_expert_ffn_hidden, tp}};
+  for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
+    if (split[i].value % split[i].by != 0) {
+      if (size)
+        *size = split[i].value;
+      return split[i].name;
+    }
+  }
+  return NULL;
+}
+
+bool vs_workload_sp_allowed(uint64_t seq_len, uint64_t tp)
+{
+  return tp > 0 && seq_len % tp == 0;
+}
+
+bool vs_workload_gpus_allowed(uint64_t gpus, uint64_t tp, uint64_t pp)
+{
+  return gpus % (tp * pp) == 0;
+}
+
+bool vs_workload_interleave_shape_allowed(uint64_t pp, uint64_t virtual_stages)
+{
+  return pp >= 2 && virtual_stages >= 2;
+}
+
+bool vs_workload_interleave_batch_allowed(uint64_t grad_accum, uint64_t pp)
+{
+  return pp > 0 && grad_accum % pp == 0;
+}
+
+bool vs_workload_batch_allowed(uint64_t global_batch, uint64_t micro_batch,
+                               uint64_t dp)
+{
+  uint64_t replica_batch;
+  if (__builtin_mul_overflow(micro_batch, dp, &replica_batch) ||
+      replica_batch == 0)
+    return false;
+  return global_batch % replica_batch == 0;
+}
