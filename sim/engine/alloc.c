@@ -220,6 +220,12 @@ static void array_insert(const vs_alloc *a, uint32_t *v, size_t n, uint32_t b)
   v[pos] = b;
 }
 
+/* Takes v[pos] out of the n blocks v[]. */
+static void array_remove(uint32_t *v, size_t n, size_t pos)
+{
+  memmove(&v[pos], &v[pos + 1], (n - pos - 1) * sizeof *v);
+}
+
 /* A new empty chunk at place c of the list; NULL when out of memory. */
 static vs_free_chunk *add_chunk(vs_free_set *fs, size_t c)
 {
@@ -308,7 +314,8 @@ static int to_chunks(vs_free_set *fs)
  * it reaches FLAT_MAX). Not inlined, as chunk_remove: in set_insert and
  * set_remove, which serve one array most of the time, it cost 2% more
  * instructions of a plan (callgrind). */
-__attribute__((noinline)) static int chunk_insert(vs_alloc *a, vs_free_set *fs, uint32_t b)
+__attribute__((noinline)) static int chunk_insert(vs_alloc *a, vs_free_set *fs,
+                                                  uint32_t b)
 {
   const vs_alloc_block *blk = &a->blocks[b];
   vs_free_chunk *c;
@@ -335,15 +342,15 @@ __attribute__((noinline)) static int chunk_insert(vs_alloc *a, vs_free_set *fs, 
 }
 
 /* set_remove from a set of chunks: a chunk that empties goes. */
-__attribute__((noinline)) static void chunk_remove(vs_alloc *a, vs_free_set *fs, uint32_t b)
+__attribute__((noinline)) static void chunk_remove(vs_alloc *a, vs_free_set *fs,
+                                                   uint32_t b)
 {
   set_pos p = seek(a, fs, a->blocks[b].size, a->blocks[b].addr);
   vs_free_chunk *c;
   if (at_pos(fs, p) != b)
     return;
   c = fs->chunks[p.c];
-  memmove(&c->blocks[p.i], &c->blocks[p.i + 1],
-          (c->n - p.i - 1) * sizeof *c->blocks);
+  array_remove(c->blocks, c->n, p.i);
   fs->n--;
   if (--c->n == 0) {
     free(c);
@@ -353,12 +360,10 @@ __attribute__((noinline)) static void chunk_remove(vs_alloc *a, vs_free_set *fs,
   }
 }
 
-/* Adds free block b to its set. (The one-array case is written out here:
- * it is most of the allocator's time.) */
+/* Adds free block b to its set. */
 static int set_insert(vs_alloc *a, uint32_t b)
 {
   vs_free_set *fs = set_of(a, b);
-  size_t pos;
   if (fs->n >= fs->cap) { /* a full array, or chunks (cap 0) */
     if (fs->chunks || fs->n >= FLAT_MAX)
       return chunk_insert(a, fs, b);
@@ -366,11 +371,7 @@ static int set_insert(vs_alloc *a, uint32_t b)
                  sizeof *fs->blocks))
       return VS_ENOMEM;
   }
-  pos = lower_bound(a, fs->blocks, fs->n, a->blocks[b].size, a->blocks[b].addr);
-  memmove(&fs->blocks[pos + 1], &fs->blocks[pos],
-          (fs->n - pos) * sizeof *fs->blocks);
-  fs->blocks[pos] = b;
-  fs->n++;
+  array_insert(a, fs->blocks, fs->n++, b);
   return 0;
 }
 
@@ -384,11 +385,8 @@ static void set_remove(vs_alloc *a, uint32_t b)
     return;
   }
   pos = lower_bound(a, fs->blocks, fs->n, a->blocks[b].size, a->blocks[b].addr);
-  if (pos < fs->n && fs->blocks[pos] == b) {
-    memmove(&fs->blocks[pos], &fs->blocks[pos + 1],
-            (fs->n - pos - 1) * sizeof *fs->blocks);
-    fs->n--;
-  }
+  if (pos < fs->n && fs->blocks[pos] == b)
+    array_remove(fs->blocks, fs->n--, pos);
 }
 
 /* Splits `size` bytes off the front of block b, which must be in no free

@@ -744,8 +744,6 @@ static int check_moe(vs_workload *wl, vs_error *err)
   return wl->model.experts ? check_experts_training(wl, err) : 0;
 }
 
-
-
 /* Autocast over fp32 weights is the Trainer's and plain PyTorch's: no
  * other framework's mixed precision. */
 static int check_autocast_framework(const vs_workload *wl, vs_error *err)

@@ -81,11 +81,12 @@ typedef enum { UNCHECKED, CHECKED } fit_check;
 static void do_malloc(run *r, uint64_t bytes, int stream, fit_check fc)
 {
   uint64_t want = 0;
-  bool fits = fc == CHECKED && r->exact_best_fit &&
-              best_fit(&r->a, vs_alloc_round(&r->a.cfg, bytes), stream, &want);
+  bool fits;
   vs_alloc_result res;
   if (r->n_live == MAX_LIVE)
     return;
+  fits = fc == CHECKED && r->exact_best_fit &&
+         best_fit(&r->a, vs_alloc_round(&r->a.cfg, bytes), stream, &want);
   if (vs_alloc_malloc(&r->a, bytes, stream, &res))
     abort(); /* only the host's memory can fail it */
   if (fits && r->a.blocks[res.block].addr != want) {
