@@ -919,6 +919,133 @@ static void test_grad_accumulation_scales_time_not_memory(void **state)
     vs_sim_fini(&sim[i]);
 }
 
+/* A 16-layer GPT on pp = 4 stages of 4 layers, dp 2, for the
+ * steady-state proof: whole steps of `global_batch` / 2 micro-batches. */
+static const char steady_gpt[] =
+    "[model]\narch = gpt\nlayers = 16\nhidden = 512\nheads = 8\n"
+    "vocab = 4096\nseq_len = 256\n[training]\nglobal_batch = 80\n"
+    "[parallel]\npp = 4\ndp = 2\n";
+
+/* wl with m micro-batches a step (as plan's screening shortens a step). */
+static vs_workload shortened(const vs_workload *wl, uint64_t m)
+{
+  vs_workload w = *wl;
+  w.grad_accum = m;
+  w.training.global_batch = m * wl->training.micro_batch * wl->parallel.dp;
+  return w;
+}
+
+/* Runs wl (no recording) with m micro-batches, proving its steady state
+ * towards steady_to (0: not). */
+static void run_steady(vs_sim *sim, const vs_workload *wl, vs_topology *topo,
+                       uint64_t m, uint64_t steady_to)
+{
+  vs_workload *w = malloc(sizeof *w);
+  vs_sim_opts opts = {.steady_to = steady_to};
+  vs_error err;
+  assert_non_null(w);
+  *w = shortened(wl, m);
+  vs_error_clear(&err);
+  if (vs_sim_run(sim, w, topo, &opts, &err))
+    fail_msg("simulation failed: %s", err.msg);
+  sim->wl = wl; /* read nothing of w after this */
+  free(w);
+}
+
+/* What the proof tells of the step of 40 micro-batches from 16 (12 + 4:
+ * 24 more, a multiple of any period up to 4) is exactly what simulating
+ * all 40 gives: the time of every rank, its waits, the events, the
+ * step's split and FLOPs; with exact accounting its memory too (the
+ * caching allocator's blocks are not proven, so only the time there). */
+static void check_steady_matches_whole(const char *const *sets, size_t n_sets,
+                                       bool exact_memory)
+{
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim whole, told;
+  load(&wl, steady_gpt, sets, n_sets, 8);
+  tu_default_topology(&topo);
+  assert_int_equal(wl.grad_accum, 40);
+  run_steady(&whole, &wl, &topo, 40, 0);
+  run_steady(&told, &wl, &topo, 16, 40);
+  assert_false(whole.steady_proven);
+  assert_true(told.steady_proven);
+  assert_int_equal(told.steady_extra, 24);
+  assert_int_equal(told.stats.end_ns, whole.stats.end_ns);
+  assert_int_equal(told.stats.events, whole.stats.events);
+  assert_true(told.step_time_s == whole.step_time_s);
+  assert_true(told.step_time_s > 0 && isfinite(told.step_time_s));
+  assert_true(told.compute_s == whole.compute_s);
+  assert_true(told.bubble_s == whole.bubble_s);
+  assert_true(told.exposed_comm_s == whole.exposed_comm_s);
+  assert_true(told.tp_comm_s == whole.tp_comm_s);
+  assert_true(told.model_flops == whole.model_flops);
+  assert_true(told.tokens_per_s == whole.tokens_per_s);
+  for (size_t i = 0; i < whole.n_ranks; i++) {
+    const vs_rank *a = &whole.ranks[i], *b = &told.ranks[i];
+    assert_int_equal(b->end_ns, a->end_ns);
+    assert_int_equal(b->wait_p2p_ns, a->wait_p2p_ns);
+    assert_int_equal(b->wait_comm_ns, a->wait_comm_ns);
+    if (!exact_memory)
+      continue;
+    assert_int_equal(b->mem.peak_allocated_bytes, a->mem.peak_allocated_bytes);
+    assert_int_equal(b->mem.peak_t_ns, a->mem.peak_t_ns);
+    assert_memory_equal(b->mem.at_peak, a->mem.at_peak, sizeof a->mem.at_peak);
+  }
+  vs_sim_fini(&whole);
+  vs_sim_fini(&told);
+}
+
+static void test_steady_state_tells_the_longer_step(void **state)
+{
+  const char *const exact[] = {"runtime.allocator=exact"};
+  const char *const caching[] = {"runtime.allocator=caching",
+                                 "parallel.zero=1"};
+  const char *const tp[] = {"runtime.allocator=exact", "parallel.tp=2",
+                            "parallel.dp=1", "training.global_batch=40",
+                            "training.checkpointing=full"};
+  (void)state;
+  check_steady_matches_whole(exact, 1, true);
+  check_steady_matches_whole(caching, 2, false);
+  check_steady_matches_whole(tp, 5, true);
+}
+
+/* Nothing is told where the proof does not apply or does not hold: an
+ * interleaved pipeline (not watched), a run that records its timeline,
+ * and a step no longer than the one simulated. */
+static void test_steady_state_only_where_proven(void **state)
+{
+  const char *const inter[] = {"parallel.schedule=interleaved",
+                               "parallel.virtual_stages=2"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  vs_sim_opts rec = {.record = true, .steady_to = 40};
+  vs_workload w;
+  vs_error err;
+  (void)state;
+  tu_default_topology(&topo);
+  load(&wl, steady_gpt, inter, 2, 8);
+  run_steady(&sim, &wl, &topo, 16, 40);
+  assert_false(sim.steady_proven);
+  assert_true(sim.steady_runs > 0);
+  assert_int_equal(sim.steady_proofs, 0);
+  assert_int_equal(sim.steady_extra, 0);
+  vs_sim_fini(&sim);
+
+  load(&wl, steady_gpt, NULL, 0, 8);
+  w = shortened(&wl, 16);
+  vs_error_clear(&err);
+  assert_int_equal(vs_sim_run(&sim, &w, &topo, &rec, &err), 0);
+  assert_false(sim.steady_proven);
+  assert_true(sim.steady_proofs < sim.steady_runs);
+  vs_sim_fini(&sim);
+
+  run_steady(&sim, &wl, &topo, 16, 16);
+  assert_false(sim.steady_proven);
+  vs_sim_fini(&sim);
+}
+
 /* The same inputs give the same timeline, event for event. */
 static void test_simulation_is_deterministic(void **state)
 {
@@ -2263,6 +2390,8 @@ int main(void)
       cmocka_unit_test(test_estimate_bounds_the_work),
       cmocka_unit_test(test_first_step_then_reported_step),
       cmocka_unit_test(test_estimate_counts_programs_once),
+      cmocka_unit_test(test_steady_state_tells_the_longer_step),
+      cmocka_unit_test(test_steady_state_only_where_proven),
       cmocka_unit_test(test_budget_refuses_before_building),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

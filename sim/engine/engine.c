@@ -3,6 +3,7 @@
 
 #include "evq.h"
 #include "grow.h"
+#include "steady.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -612,6 +613,9 @@ static int drain(run_ctx *c, vs_engine_stats *stats)
       break;
     }
     rc = finish(c, &ev, stats);
+    if (!rc && c->opts->steady && vs_steady_due(c->opts->steady, c->ranks))
+      vs_steady_watch(c->opts->steady, c->ranks, &c->q, &c->res, ev.t_ns,
+                      stats->events);
   }
   return rc;
 }

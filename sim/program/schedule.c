@@ -2452,6 +2452,47 @@ static void reserve_program(builder *b, size_t n_units)
        &p->cap_stream_ops[VS_STREAM_COMPUTE], ops, sizeof(uint32_t));
 }
 
+/* Marks where unit u (or, with u NULL, the ops after the last unit)
+ * begins: the next op and buffer (vs_unit_mark). */
+static void mark_unit(builder *b, const vs_unit *u)
+{
+  vs_program *p = b->p;
+  if (!grow(b, (void **)&p->units, &p->cap_units, p->n_units + 1,
+            sizeof *p->units))
+    return;
+  p->units[p->n_units] = (vs_unit_mark){
+      .first_op = (uint32_t)p->n_ops,
+      .first_buffer = (uint32_t)p->n_buffers,
+      .mb = u ? u->mb : UINT32_MAX,
+      .chunk = u ? (uint16_t)u->chunk : 0,
+      .forward = u && u->forward};
+  memcpy(p->units[p->n_units].bound_seconds, p->bound_seconds,
+         sizeof p->bound_seconds);
+  if (u)
+    p->n_units++;
+}
+
+/* The end mark and the table from (pass, micro-batch, chunk) to unit. */
+static void index_units(builder *b, const vs_pipeline *pl)
+{
+  vs_program *p = b->p;
+  size_t n = 2 * (size_t)pl->microbatches * (size_t)pl->vstages;
+  mark_unit(b, NULL);
+  if (b->failed ||
+      !grow(b, (void **)&p->unit_at, &p->cap_unit_at, n ? n : 1,
+            sizeof *p->unit_at))
+    return;
+  p->unit_mbs = (uint32_t)pl->microbatches;
+  p->unit_chunks = (uint32_t)pl->vstages;
+  for (size_t i = 0; i < n; i++)
+    p->unit_at[i] = NONE;
+  for (size_t u = 0; u < p->n_units; u++) {
+    const vs_unit_mark *k = &p->units[u];
+    p->unit_at[((size_t)!k->forward * p->unit_mbs + k->mb) * p->unit_chunks +
+               k->chunk] = (uint32_t)u;
+  }
+}
+
 static void build_step(builder *b)
 {
   vs_pipeline pl = pipeline_of(b);
@@ -2476,8 +2517,10 @@ static void build_step(builder *b)
   setup(b);
   for (size_t i = 0; i < n_units && !b->failed; i++) {
     b->next_unit = i + 1 < n_units ? &order[i + 1] : NULL;
+    mark_unit(b, &order[i]);
     (order[i].forward ? forward_unit : backward_unit)(b, &order[i]);
   }
+  index_units(b, &pl);
   /* FSDP2: the last copied-out block's flat buffer goes with the pass
    * (freed by the newest op, after its block's backward: effects are
    * appended to the newest op only) */
@@ -2552,6 +2595,10 @@ static void clear_program(vs_program *prog)
   prog->cap_buffers = kept.cap_buffers;
   prog->sends = kept.sends;
   prog->cap_sends = kept.cap_sends;
+  prog->units = kept.units;
+  prog->cap_units = kept.cap_units;
+  prog->unit_at = kept.unit_at;
+  prog->cap_unit_at = kept.cap_unit_at;
   for (int s = 0; s < VS_STREAM_N; s++) {
     prog->stream_ops[s] = kept.stream_ops[s];
     prog->cap_stream_ops[s] = kept.cap_stream_ops[s];
@@ -2645,6 +2692,8 @@ void vs_program_fini(vs_program *prog)
   free(prog->deps);
   free(prog->dep_stages);
   free(prog->sends);
+  free(prog->units);
+  free(prog->unit_at);
   free(prog->effects);
   free(prog->buffers);
   for (int s = 0; s < VS_STREAM_N; s++)

@@ -144,6 +144,20 @@ _Static_assert(VS_STREAM_N <= 16 && VS_PHASE_N <= 16,
 _Static_assert(VS_MAX_MICROBATCHES <= INT16_MAX,
                "vs_pop keeps an op's micro-batch in 16 bits");
 
+/* Where the builder began one unit of the stage's pipeline order
+ * (vs_unit): the ops and buffers appended from there to the next mark
+ * are that unit's. period.h maps them one micro-batch on. */
+typedef struct vs_unit_mark {
+  uint32_t first_op;      /* the unit's first op */
+  uint32_t first_buffer;  /* the first buffer it made */
+  uint32_t mb;            /* its micro-batch */
+  uint16_t chunk;         /* its model chunk */
+  uint8_t forward;        /* 1: a forward pass, 0: a backward pass */
+  uint8_t unused;         /* zero */
+  double bound_seconds[VS_BOUND_N]; /* the program's bound_seconds when it
+                             began */
+} vs_unit_mark;
+
 typedef struct vs_program {
   int stage;                       /* pipeline stage it belongs to */
   vs_pop *ops;                     /* all ops, topologically ordered */
@@ -176,6 +190,15 @@ typedef struct vs_program {
   uint32_t *sends;                 /* [key] this stage's pipeline send op
                                       (see vs_schedule_link), NONE if none */
   size_t n_sends, cap_sends;
+  vs_unit_mark *units;             /* [n_units + 1] the units in build
+                                      order, then an end mark (ops and
+                                      buffers after the last unit) */
+  size_t n_units, cap_units;
+  uint32_t *unit_at;               /* [pass][mb][chunk] (pass 0 forward,
+                                      1 backward): index into units */
+  size_t cap_unit_at;
+  uint32_t unit_mbs, unit_chunks;  /* micro-batches and chunks unit_at
+                                      spans */
 } vs_program;
 
 /* Everything a program is built from (none of it owned). */

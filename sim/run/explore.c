@@ -173,13 +173,14 @@ int vs_explore_parse(const vs_explore *ex, vs_topology *topo, vs_workload *wl,
 
 /* Simulates wl with its micro-batches per step replaced by m (global
  * batch adjusted to match), one rank per stage. */
-static int simulate_with(vs_sim *sim, const vs_explore *ex,
-                         const vs_workload *wl, const vs_topology *topo,
-                         uint64_t m, bool screening, vs_program_pool *pool,
-                         vs_error *err)
+static int simulate_steady(vs_sim *sim, const vs_explore *ex,
+                           const vs_workload *wl, const vs_topology *topo,
+                           uint64_t m, bool screening, uint64_t steady_to,
+                           vs_program_pool *pool, vs_error *err)
 {
   vs_workload *copy = malloc(sizeof *copy);
-  vs_sim_opts opts = {.stop_at_oom = screening, .budget = ex->budget};
+  vs_sim_opts opts = {.stop_at_oom = screening, .budget = ex->budget,
+                      .steady_to = steady_to};
   int rc;
   if (!copy)
     return vs_error_set(err, VS_ENOMEM, "out of host memory");
@@ -192,6 +193,15 @@ static int simulate_with(vs_sim *sim, const vs_explore *ex,
   sim->wl = wl;
   free(copy);
   return rc;
+}
+
+/* simulate_steady without watching for the steady state. */
+static int simulate_with(vs_sim *sim, const vs_explore *ex,
+                         const vs_workload *wl, const vs_topology *topo,
+                         uint64_t m, bool screening, vs_program_pool *pool,
+                         vs_error *err)
+{
+  return simulate_steady(sim, ex, wl, topo, m, screening, 0, pool, err);
 }
 
 /* The first node whose host memory or NVMe ran out, as a reason ("node 0
@@ -373,6 +383,70 @@ static int explore_extrapolated(const vs_explore *ex, vs_candidate *c,
   return 0;
 }
 
+/* Rounds of 1F1B past stage 0's warm-up that the steady-state proof
+ * simulates: snapshots at the start of each (engine/steady.h) need two
+ * whose micro-batches repeat, away from the step's last two. */
+#define STEADY_ROUNDS 8
+
+/* The micro-batches explore_steady simulates for wl: pp + STEADY_ROUNDS,
+ * and up to 11 more so that the step's are more by a multiple of 12,
+ * which every period of up to VS_STEADY_PERIOD_MAX (4) divides. */
+static uint64_t steady_mbs(const vs_workload *wl)
+{
+  uint64_t m = wl->parallel.pp + STEADY_ROUNDS;
+  return wl->grad_accum > m ? m + (wl->grad_accum - m) % 12 : m;
+}
+
+/* Whether explore_steady is worth trying for wl: a 1F1B pipeline (the
+ * order steady.h watches) deep enough that pp + STEADY_ROUNDS
+ * micro-batches cost less than explore_extrapolated's cap + (cap + pp)
+ * = 3 pp, and a step longer than that. */
+static bool steady_pays(const vs_workload *wl)
+{
+  uint64_t m = steady_mbs(wl), pp = wl->parallel.pp;
+  if (wl->parallel.schedule != VS_SCHED_1F1B ||
+      wl->parallel.virtual_stages != 1 || m >= 3 * pp || wl->grad_accum <= m)
+    return false;
+  /* stages of unequal layers settle slowly, past the rounds simulated
+   * (the faster stages' waits still grew round after round in the 530B
+   * search's pp 16, 32 and 64 layouts), and the screen would only cost */
+  for (uint64_t g = 1; g < pp; g++)
+    if (vs_workload_chunk_size(wl, pp, g) != vs_workload_chunk_size(wl, pp, 0))
+      return false;
+  return true;
+}
+
+/* Screens wl's step with steady_mbs micro-batches, watching for its
+ * steady state (engine/steady.h). When proven, the step time is the
+ * whole step's, exactly, and the memory that of the micro-batches
+ * simulated: every stage's whole warm-up, at least STEADY_ROUNDS - 2
+ * steady rounds and the cool-down (the caching allocator's blocks are
+ * not part of the proof), so the outcome is recorded as extrapolated
+ * (plan confirms it with every micro-batch) and *done. Out of memory
+ * first, which more micro-batches under 1F1B only repeat (as
+ * explore_extrapolated says), it is recorded too. Otherwise the caller
+ * extrapolates. */
+static int explore_steady(const vs_explore *ex, vs_candidate *c,
+                          const vs_workload *wl, const vs_topology *topo,
+                          vs_program_pool *pool, bool *done)
+{
+  uint64_t m = steady_mbs(wl);
+  vs_sim s;
+  vs_error err;
+  int rc;
+  *done = false;
+  vs_error_clear(&err);
+  if ((rc = simulate_steady(&s, ex, wl, topo, m, true, wl->grad_accum, pool,
+                            &err)))
+    return simulation_failed(c, rc, &err);
+  if ((*done = s.stats.stopped || s.steady_proven)) {
+    record_outcome(c, &s, wl, topo, s.step_time_s, !s.stats.stopped);
+    c->extrapolated = c->timed; /* its memory, not its time */
+  }
+  vs_sim_fini(&s);
+  return 0;
+}
+
 /* The bounded path's micro-batches from which the setup screen runs. The
  * screen simulates one micro-batch but builds its own model, layout and
  * programs, so it repays itself only before long paths (tests/bench: from
@@ -446,6 +520,8 @@ static int explore_one(const vs_explore *ex, vs_candidate *c,
                                   whole ? wl->grad_accum : 2 * cap + step_mbs,
                                   pool, &done)
                  : 0;
+    if (!rc && !done && bounded && steady_pays(wl))
+      rc = explore_steady(ex, c, wl, topo, pool, &done);
     if (!rc && !done)
       rc = whole ? explore_whole(ex, c, wl, topo, bounded, pool)
                  : explore_extrapolated(ex, c, wl, topo, cap, pool);

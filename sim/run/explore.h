@@ -50,7 +50,10 @@ typedef struct vs_candidate {
   double tokens_per_s;
   double mfu;
   double usd_per_step;            /* 0 when the topology has no price */
-  bool extrapolated;              /* step time from a bounded simulation */
+  bool extrapolated;              /* from a bounded simulation: its memory
+                                     that of the micro-batches simulated,
+                                     its step time extrapolated or proven
+                                     (engine/steady.h) */
 } vs_candidate;
 
 /* What all candidates share. */

@@ -1,6 +1,9 @@
 /* simulate.c - glue from inputs to results (see simulate.h). */
 #include "simulate.h"
 
+#include "period.h"
+#include "steady.h"
+
 #include "cost.h"
 #include "grow.h"
 #include "units.h"
@@ -261,50 +264,85 @@ static void split_offload(vs_sim *sim, const vs_rank *slow, uint64_t *rest_ns)
                   sim->recipe.offload.activations;
 }
 
+/* The compute stream's time by what it does (integer ns). */
+typedef struct compute_sums {
+  uint64_t busy, compute, tp, ep, cp, dp;
+} compute_sums;
+
+/* Adds `times` runs of op (of p) to x when it is on the compute stream. */
+static void add_compute_op(const vs_program *p, const vs_pop *op,
+                           uint64_t times, compute_sums *x)
+{
+  uint64_t dur_ns = vs_op_kind_of(p, op)->dur_ns * times;
+  if (op->stream != VS_STREAM_COMPUTE)
+    return;
+  x->busy += dur_ns;
+  if (op->phase == VS_PHASE_TP_COMM)
+    x->tp += dur_ns;
+  else if (op->phase == VS_PHASE_EP_COMM)
+    x->ep += dur_ns;
+  else if (op->phase == VS_PHASE_CP_COMM)
+    x->cp += dur_ns;
+  else if (op->phase == VS_PHASE_DP_COMM)
+    x->dp += dur_ns; /* reductions on the compute stream: all exposed */
+  else
+    x->compute += dur_ns;
+}
+
+/* The compute stream of p, with sim->steady_extra more rounds of its
+ * repeating micro-batch's units (and their bound split) when told. */
+static compute_sums compute_of(vs_sim *sim, const vs_program *p)
+{
+  compute_sums x = {0};
+  memcpy(sim->bound_s, p->bound_seconds, sizeof sim->bound_s);
+  for (size_t i = 0; i < p->n_stream_ops[VS_STREAM_COMPUTE]; i++)
+    add_compute_op(p, &p->ops[p->stream_ops[VS_STREAM_COMPUTE][i]], 1, &x);
+  for (size_t u = 0; sim->steady_extra && u < p->n_units; u++) {
+    const vs_unit_mark *k = &p->units[u];
+    if (k->mb != sim->steady_mb)
+      continue;
+    for (uint32_t o = k->first_op; o < k[1].first_op; o++)
+      add_compute_op(p, &p->ops[o], sim->steady_extra, &x);
+    for (int b = 0; b < VS_BOUND_N; b++)
+      sim->bound_s[b] += (double)sim->steady_extra *
+                         (k[1].bound_seconds[b] - k->bound_seconds[b]);
+  }
+  return x;
+}
+
 static void summarise(vs_sim *sim)
 {
   const vs_workload *wl = sim->wl;
   const vs_rank *slow = vs_sim_slowest_rank(sim);
-  const vs_program *p = slow->prog;
-  uint64_t busy_ns = 0, compute_ns = 0, tp_ns = 0, ep_ns = 0, cp_ns = 0;
-  uint64_t dp_ns = 0; /* reductions on the compute stream: all exposed */
+  compute_sums x = compute_of(sim, slow->prog);
+  uint64_t busy_ns = x.busy, compute_ns = x.compute, tp_ns = x.tp;
+  uint64_t ep_ns = x.ep, cp_ns = x.cp, dp_ns = x.dp;
+  uint64_t mbs = sim->layout.grad_accum + sim->steady_extra;
   uint64_t rest_ns;
 
   sim->step_time_s = (double)slow->end_ns * 1e-9;
-  for (size_t i = 0; i < p->n_stream_ops[VS_STREAM_COMPUTE]; i++) {
-    const vs_pop *op = &p->ops[p->stream_ops[VS_STREAM_COMPUTE][i]];
-    uint64_t dur_ns = vs_op_kind_of(p, op)->dur_ns;
-    busy_ns += dur_ns;
-    if (op->phase == VS_PHASE_TP_COMM)
-      tp_ns += dur_ns;
-    else if (op->phase == VS_PHASE_EP_COMM)
-      ep_ns += dur_ns;
-    else if (op->phase == VS_PHASE_CP_COMM)
-      cp_ns += dur_ns;
-    else if (op->phase == VS_PHASE_DP_COMM)
-      dp_ns += dur_ns;
-    else
-      compute_ns += dur_ns;
-  }
   /* integer nanoseconds, so the parts add up to the step exactly */
   rest_ns = slow->end_ns > busy_ns + slow->wait_p2p_ns
                 ? slow->end_ns - busy_ns - slow->wait_p2p_ns
                 : 0;
   split_offload(sim, slow, &rest_ns);
   sim->compute_s = (double)compute_ns * 1e-9;
-  memcpy(sim->bound_s, p->bound_seconds, sizeof sim->bound_s);
   sim->tp_comm_s = (double)tp_ns * 1e-9;
   sim->ep_comm_s = (double)ep_ns * 1e-9;
   sim->cp_comm_s = (double)cp_ns * 1e-9;
   sim->bubble_s = (double)slow->wait_p2p_ns * 1e-9;
   sim->exposed_comm_s = (double)(rest_ns + dp_ns) * 1e-9;
-  sim->tokens_per_s = sim->step_time_s > 0
-                          ? (double)(wl->training.global_batch *
-                                     wl->model.seq_len) / sim->step_time_s
-                          : 0;
+  /* the global batch of the step told: mbs micro-batches */
+  sim->tokens_per_s =
+      sim->step_time_s > 0
+          ? (double)((sim->steady_extra ? mbs * wl->training.micro_batch *
+                                              sim->layout.dp
+                                        : wl->training.global_batch) *
+                     wl->model.seq_len) /
+                sim->step_time_s
+          : 0;
   sim->model_flops = vs_cost_model_flops(&sim->model, &sim->recipe,
-                                         sim->layout.tp, sim->layout.dp,
-                                         sim->layout.grad_accum);
+                                         sim->layout.tp, sim->layout.dp, mbs);
   sim->mfu = vs_cost_mfu(sim->model_flops, sim->step_time_s, sim->layout.gpus,
                          vs_cost_peak_flops(sim->topo, wl->training.precision,
                                             true));
@@ -591,13 +629,116 @@ static void drop_ranks(vs_sim *sim)
   sim->n_nodes = 0;
 }
 
+/* ------------------------------------------------------------------------
+ * A proven steady state (opts steady_to)
+ * ------------------------------------------------------------------------ */
+
+static bool ran_out(const vs_sim *sim);
+
+/* Whether n rounds of growth g added to *count stay in 64 bits (then
+ * added). */
+static bool grow_count(uint64_t *count, uint64_t n, uint64_t g)
+{
+  uint64_t add;
+  return !__builtin_mul_overflow(n, g, &add) &&
+         !__builtin_add_overflow(*count, add, count);
+}
+
+/* A watcher for the run of sim's ranks about to start under eo (what the
+ * run before adds kept), or NULL when opts asks for none or the run
+ * cannot be watched (it records, or vs_steady_applies says no: counted
+ * then as a run without a proof, so that nothing is told). */
+static vs_steady *watch_run(vs_sim *sim, const vs_sim_opts *opts,
+                            const vs_engine_opts *eo)
+{
+  if (opts->steady_to <= sim->layout.grad_accum)
+    return NULL;
+  if (eo->record_timeline || eo->record_spans || eo->ranks_per_stage != 1 ||
+      !vs_steady_applies(sim->ranks, sim->n_ranks) ||
+      (!sim->steady && !(sim->steady = calloc(1, sizeof *sim->steady)))) {
+    sim->steady_runs++; /* a run that proves nothing: nothing is told */
+    return NULL;
+  }
+  if (sim->steady_runs++) {
+    uint64_t extra = opts->steady_to - sim->layout.grad_accum;
+    const vs_steady *st = sim->steady;
+    if (!st->proven || extra % st->period ||
+        !grow_count(&sim->steady_events_before, extra / st->period,
+                    st->period_events))
+      sim->steady_proofs = 0; /* the earlier run tells nothing */
+    vs_steady_fini(sim->steady);
+  }
+  vs_steady_init(sim->steady, sim->ranks, sim->n_ranks, eo->nodes,
+                 eo->n_nodes);
+  return sim->steady;
+}
+
+/* t, a time of the proven run, in the longer step: after the proof's
+ * later snapshot, `shift` later. */
+static uint64_t told(uint64_t t, const vs_steady *st, uint64_t shift)
+{
+  return t > st->proven_at_ns ? t + shift : t;
+}
+
+/* Makes sim's ranks and stats those of the step with sim->steady_extra
+ * more micro-batches: the last run's proof (sim->steady) repeated for
+ * them, and the events the runs before add. False when they are not a
+ * whole number of its periods or a count would pass 64 bits (nothing is
+ * told then). */
+static bool tell_longer_step(vs_sim *sim)
+{
+  const vs_steady *st = sim->steady;
+  uint64_t n = sim->steady_extra / st->period, shift = 0;
+  uint64_t events = sim->steady_events_before;
+  if (sim->steady_extra % st->period || !grow_count(&shift, n, st->period_ns) ||
+      !grow_count(&events, n, st->period_events) ||
+      !grow_count(&sim->stats.events, 1, events) ||
+      sim->stats.end_ns > UINT64_MAX - shift)
+    return false;
+  sim->stats.end_ns = told(sim->stats.end_ns, st, shift);
+  for (size_t i = 0; i < sim->n_ranks; i++) {
+    vs_rank *r = &sim->ranks[i];
+    const vs_steady_counts *g = &st->growth[i];
+    if (r->end_ns > UINT64_MAX - shift ||
+        !grow_count(&r->wait_p2p_ns, n, g->wait_p2p_ns) ||
+        !grow_count(&r->wait_comm_ns, n, g->wait_comm_ns) ||
+        !grow_count(&r->wait_offload_ns, n, g->wait_offload_ns))
+      return false;
+    r->end_ns = told(r->end_ns, st, shift);
+    r->tail_mark_ns = told(r->tail_mark_ns, st, shift);
+    r->mem.peak_t_ns = told(r->mem.peak_t_ns, st, shift);
+  }
+  return true;
+}
+
+/* After every run: tells the longer step when each run proved its steady
+ * state (sim->steady_proven). */
+static void tell_steady(vs_sim *sim, const vs_sim_opts *opts)
+{
+  sim->steady_proven = false;
+  if (sim->steady_runs && sim->steady_proofs == sim->steady_runs &&
+      !ran_out(sim)) {
+    sim->steady_extra = opts->steady_to - sim->layout.grad_accum;
+    sim->steady_mb = sim->steady->lo;
+    sim->steady_proven = tell_longer_step(sim);
+  }
+  if (!sim->steady_proven)
+    sim->steady_extra = 0;
+  if (sim->steady)
+    vs_steady_fini(sim->steady);
+  free(sim->steady);
+  sim->steady = NULL;
+}
+
 /* Makes sim's ranks running `step` (each given the cache its rank in
  * `before` left, when not NULL: vs_rank_inherit) and their nodes, and
- * runs them with eo. */
+ * runs them with eo. A run opts asks to prove its steady state is watched
+ * (watch_run) and counted as proven when it is. */
 static int run_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_step step,
                      const vs_rank *before, vs_engine_opts *eo,
                      vs_error *err)
 {
+  vs_steady *st;
   int rc;
   if ((rc = make_ranks(sim, opts, step, err)))
     return rc;
@@ -610,7 +751,12 @@ static int run_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_step step,
   eo->ranks_per_stage = sim->n_ranks / sim->layout.pp;
   eo->nodes = sim->nodes;
   eo->n_nodes = sim->n_nodes;
-  return vs_engine_run(sim->ranks, sim->n_ranks, eo, &sim->stats, err);
+  eo->steady = st = watch_run(sim, opts, eo);
+  rc = vs_engine_run(sim->ranks, sim->n_ranks, eo, &sim->stats, err);
+  eo->steady = NULL;
+  if (st && !rc && st->proven && !sim->stats.stopped && !ran_out(sim))
+    sim->steady_proofs++;
+  return rc;
 }
 
 /* Whether a run of ranks[0..n) that `stopped` (stop_at_oom) did so
@@ -725,12 +871,17 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
     vs_sim_fini(sim);
     return rc;
   }
+  tell_steady(sim, opts);
   summarise(sim);
   return 0;
 }
 
 void vs_sim_fini(vs_sim *sim)
 {
+  if (sim->steady)
+    vs_steady_fini(sim->steady);
+  free(sim->steady);
+  sim->steady = NULL;
   drop_ranks(sim);
   if (!sim->pool) {
     for (size_t s = 0; s < sim->n_programs; s++)

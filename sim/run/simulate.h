@@ -61,6 +61,11 @@ typedef struct vs_sim_opts {
   bool peak_tensors;      /* note which tensors each rank holds at its peak
                              (vs_sim_peak_groups; one rank per stage only,
                              not with all_ranks): 8 bytes a tensor a rank */
+  uint64_t steady_to;     /* more micro-batches than wl's: watch each run
+                             for its steady state (engine/steady.h) and,
+                             where every run proves it, tell the step of
+                             steady_to micro-batches (vs_sim
+                             steady_proven); 0: not */
 } vs_sim_opts;
 
 typedef struct vs_sim {
@@ -124,6 +129,18 @@ typedef struct vs_sim {
                              and sharing are then approximate (--ranks all
                              is exact) */
   struct vs_program_pool *pool; /* programs borrowed from here (not owned) */
+  bool steady_proven;     /* opts steady_to: every run reached a proven
+                             steady state, and the ranks, stats, step time,
+                             its split, model FLOPs, MFU and tokens/s are
+                             those of the step of steady_to micro-batches
+                             (exactly what its whole simulation gives;
+                             bound_s up to rounding); an op a rank's peak
+                             names is its part in the simulated programs */
+  unsigned steady_runs, steady_proofs; /* runs watched, proofs found */
+  uint64_t steady_extra;  /* micro-batches told beyond the simulated */
+  uint32_t steady_mb;     /* a simulated micro-batch whose units repeat */
+  struct vs_steady *steady; /* the last run's watcher, until told */
+  uint64_t steady_events_before; /* the events the runs before it add */
 } vs_sim;
 
 /* Programs kept between simulations by one thread (see

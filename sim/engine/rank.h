@@ -1,0 +1,124 @@
+/* rank.h - a simulated rank's state and the node memories ranks share:
+ * what the engine (engine.h) runs and its steady-state watcher
+ * (steady.h) reads. Plain types; the functions are engine.h's. */
+#ifndef VS_RANK_H
+#define VS_RANK_H
+
+#include "alloc.h"
+#include "memory.h"
+#include "schedule.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One row of the memory timeline. */
+typedef struct vs_mem_event {
+  uint64_t t_ns;            /* when */
+  uint32_t op;              /* op that caused it */
+  int32_t category;         /* vs_category */
+  int64_t delta_bytes;      /* + allocation, - free */
+  uint64_t allocated_bytes; /* after the event */
+  uint64_t reserved_bytes;  /* after the event */
+} vs_mem_event;
+
+/* When an op ran. */
+typedef struct vs_op_span {
+  uint32_t op;              /* program op */
+  uint64_t start_ns, end_ns;
+} vs_op_span;
+
+/* One change of a node's host or NVMe memory (recorded when asked). */
+typedef struct vs_node_event {
+  uint64_t t_ns;            /* when */
+  uint32_t rank;            /* index of the simulated rank whose op made it */
+  uint32_t op;              /* that op */
+  int32_t category;         /* vs_category */
+  uint8_t place;            /* vs_place */
+  int64_t delta_bytes;      /* + allocation, - free: all its shares */
+  uint64_t in_use_bytes;    /* the place's bytes after it */
+} vs_node_event;
+
+/* One node's memories beside its GPUs': host DRAM and NVMe, shared by
+ * the ranks on the node, exact accounting (no caching allocator). */
+typedef struct vs_node_mem {
+  uint32_t node;            /* node number */
+  vs_mem mem[VS_PLACE_N];   /* [VS_PLACE_HOST], [VS_PLACE_NVME]; the GPU's
+                               entry is unused */
+  uint32_t oom_rank[VS_PLACE_N]; /* the rank whose op ran out, per place */
+  vs_node_event *timeline;  /* recorded with record_timeline */
+  size_t n_timeline, cap_timeline;
+} vs_node_mem;
+
+/* A rank's share of a node: `weight` GPUs of node nodes[node] run its
+ * program (1 with every GPU simulated; in stage mode its stage's GPUs on
+ * that node), so each of its host or NVMe bytes counts `weight` times. */
+typedef struct vs_node_share {
+  uint32_t node;            /* index into vs_engine_opts.nodes */
+  uint32_t weight;
+} vs_node_share;
+
+/* A GPU buffer an earlier run of a rank left live, which the setup op
+ * of the rank's next run takes over (vs_rank_inherit). */
+typedef struct vs_inherited {
+  uint64_t bytes;           /* as asked; 0 once taken over */
+  int32_t category;         /* vs_category */
+  uint32_t block;           /* its block in the inherited allocator */
+} vs_inherited;
+
+typedef struct vs_rank {
+  uint32_t id;              /* global rank number */
+  int stage, dp_rank, tp_rank;
+  uint32_t slot;            /* index among the simulated ranks of its stage;
+                               its pipeline peers share the slot */
+  vs_step step;             /* the step its run is: it applies the
+                               program's effects of that step
+                               (vs_effect_applies) */
+  const vs_program *prog;   /* its stage's program (not owned) */
+  size_t next[VS_STREAM_N]; /* next op to start, per stream */
+  size_t done[VS_STREAM_N]; /* ops ended, per stream */
+  bool busy[VS_STREAM_N];   /* a stream is running an op */
+  uint64_t end_ns;          /* when its last op ended */
+  uint64_t idle_since[VS_STREAM_N]; /* when each stream last went idle */
+  uint64_t wait_p2p_ns;     /* compute stream idle waiting on the pipeline */
+  uint64_t wait_comm_ns;    /* compute stream idle waiting on dp collectives */
+  uint64_t wait_offload_ns; /* compute stream idle waiting on an offload
+                               copy (a parameter fetch) */
+  uint64_t tail_mark_ns;    /* after its compute stream's last op: the end
+                               of the tail accounted so far */
+  uint64_t tail_cpu_ns;     /* tail time up to the end of a host-CPU op */
+  uint64_t tail_copy_ns;    /* tail time up to the end of another offload
+                               op (a copy or an NVMe swap) */
+  vs_mem mem;               /* its memory */
+  vs_mem managed;           /* its CUDA managed memory (paged optimizer
+                               states): outside the allocator and the fit,
+                               since its pages can move to the host */
+  vs_alloc *alloc;          /* caching-allocator emulation; NULL = exact */
+  uint32_t *live_blocks;    /* [program buffer] its allocator block while
+                               live, VS_ALLOC_NONE otherwise (caching) */
+  vs_inherited *inherited;  /* an inherited cache's live buffers in the
+                               order the earlier run made them
+                               (vs_rank_inherit); NULL: none */
+  size_t n_inherited;       /* how many */
+  size_t inherit_from;      /* the first not taken over yet */
+  uint32_t *lifetimes;      /* [program buffer] with
+                               vs_rank_record_lifetimes: while buffer b is
+                               live, the number of the GPU memory effect
+                               that allocated it; once freed, the peak
+                               effect it was live at (or 0) with the top
+                               bit set; 0 before it is allocated */
+  uint32_t gpu_effects;     /* GPU memory effects so far (numbered from 1;
+                               counted with lifetimes) */
+  uint32_t peak_effect;     /* the effect after which allocated memory first
+                               reached its peak (mem.peak_allocated_bytes) */
+  vs_mem_event *timeline;   /* recorded when asked */
+  size_t n_timeline, cap_timeline;
+  vs_op_span *spans;        /* recorded when asked */
+  size_t n_spans, cap_spans;
+  const vs_node_share *shares; /* where its host and NVMe bytes count (not
+                               owned); none: the program places nothing
+                               off the GPU */
+  uint32_t n_shares;
+} vs_rank;
+
+#endif
