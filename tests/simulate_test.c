@@ -1004,10 +1004,14 @@ static void test_steady_state_tells_the_longer_step(void **state)
   const char *const tp[] = {"runtime.allocator=exact", "parallel.tp=2",
                             "parallel.dp=1", "training.global_batch=40",
                             "training.checkpointing=full"};
+  /* tokens/s counts dp, not dp x cp */
+  const char *const cp[] = {"runtime.allocator=exact", "parallel.cp=2",
+                            "parallel.dp=1", "training.global_batch=40"};
   (void)state;
   check_steady_matches_whole(exact, 1, true);
   check_steady_matches_whole(caching, 2, false);
   check_steady_matches_whole(tp, 5, true);
+  check_steady_matches_whole(cp, 4, true);
 }
 
 /* Nothing is told where the proof does not apply or does not hold: an

@@ -68,6 +68,7 @@ void vs_steady_fini(vs_steady *st)
     free(st->snaps[k].counts);
   }
   free(st->growth);
+  free(st->at_proof);
   memset(st, 0, sizeof *st);
 }
 
@@ -79,9 +80,12 @@ bool vs_steady_applies(const vs_rank *ranks, size_t n_ranks)
   for (size_t i = 0; i < n_ranks; i++) {
     const vs_rank *r = &ranks[i];
     if (r->prog != &progs[i] || r->prog->stage != (int)i || !r->prog->units ||
-        r->prog->unit_chunks != 1 || r->lifetimes ||
-        r->managed.allocated_bytes)
+        r->prog->unit_chunks != 1 || r->lifetimes)
       return false;
+    /* managed memory (paged optimizer states) is not in the snapshot */
+    for (size_t k = 0; k < r->prog->n_buffer_kinds; k++)
+      if (r->prog->buffer_kinds[k].place == VS_PLACE_MANAGED)
+        return false;
   }
   return true;
 }
@@ -102,6 +106,10 @@ static bool push_double(vs_steady_snap *sn, double x)
   memcpy(&bits, &x, sizeof bits);
   return push(sn, ITEM_PLAIN, 0, bits);
 }
+
+/* Items of one rank in a snapshot (take_rank): per stream its op and
+ * whether it is busy, the idle wait, memory by category, allocated. */
+#define RANK_ITEMS (2 * VS_STREAM_N + 1 + VS_CAT_N + 1)
 
 /* The rank's streams, the wait of its idle compute stream and its memory
  * by category. Not its caching allocator: the blocks move round the
@@ -224,24 +232,32 @@ static bool take(vs_steady *st, vs_steady_snap *sn, const vs_rank *ranks,
       return false;
     ok = take_rank(sn, r, (uint32_t)i, t_ns);
     sn->counts[i] = (vs_steady_counts){r->wait_p2p_ns, r->wait_comm_ns,
-                                       r->wait_offload_ns};
+                                       r->wait_offload_ns,
+                                       r->mem.peak_allocated_bytes};
   }
   return ok && take_nodes(st, sn) && take_events(sn, q, t_ns) &&
          take_flows(sn, res, t_ns);
 }
 
-/* Where op (of p) sits for a proof over k micro-batches: 1 when it and
- * the op k micro-batches on are of repeating units (micro-batches lo ..
- * hi), -1 when it is of the step's end or too near it, 0 otherwise (the
- * setup, or before lo). */
+/* What an op (of p) is to a proof over k micro-batches. */
+enum {
+  ROLE_NONE,    /* nothing the proof can name: the setup, a micro-batch
+                   before lo, or too near the end to move k on */
+  ROLE_REPEATS, /* of a repeating unit, and so is the op k on */
+  ROLE_END      /* of the last micro-batch or the step's end, which the
+                   longer step has too, at its end */
+};
+
 static int role(const vs_steady *st, const vs_program *p, uint32_t op,
                 uint32_t k, uint32_t hi)
 {
   uint32_t mb = 0;
   vs_span span = vs_period_op_span(p, op, &mb);
-  if (span == VS_SPAN_END || (span == VS_SPAN_UNIT && mb + k > hi))
-    return -1;
-  return span == VS_SPAN_UNIT && mb >= st->lo ? 1 : 0;
+  if (span == VS_SPAN_END ||
+      (span == VS_SPAN_UNIT && mb + 1 == p->unit_mbs))
+    return ROLE_END;
+  return span == VS_SPAN_UNIT && mb >= st->lo && mb + k <= hi ? ROLE_REPEATS
+                                                              : ROLE_NONE;
 }
 
 /* The op of p k micro-batches after op (VS_PERIOD_NONE if none). */
@@ -267,8 +283,9 @@ static bool waits_for_the_end(const vs_steady *st, const vs_rank *ranks,
     uint32_t dep = p->deps[d];
     int s = q->ops[dep].stream;
     size_t at = owner->next[s];
-    if (role(st, q, dep, k, hi) < 0 &&
-        (at >= q->n_stream_ops[s] || q->stream_ops[s][at] <= dep))
+    /* not started: its stream has not gone past it */
+    if (role(st, q, dep, k, hi) == ROLE_END && at < q->n_stream_ops[s] &&
+        q->stream_ops[s][at] <= dep)
       return true;
   }
   return false;
@@ -291,10 +308,45 @@ static bool item_matches(const vs_steady *st, const vs_rank *ranks,
     return false;
   p = ranks[x->rank].prog;
   where = role(st, p, op, k, hi);
-  if (where > 0)
+  if (where == ROLE_REPEATS)
     return y->value == op_later(p, op, k);
-  return x->tag == ITEM_NEXT && where < 0 && y->value == x->value &&
+  return x->tag == ITEM_NEXT && where == ROLE_END && y->value == x->value &&
          waits_for_the_end(st, ranks, p, op, k, hi);
+}
+
+/* Items a rank's part of a snapshot starts with (take_rank): a stream's
+ * op (or end) and whether it is busy, per stream. */
+#define STREAM_ITEMS 2
+
+/* The position on stream s of rank i where snapshot sn found it. */
+static size_t position_in(const vs_steady_snap *sn, const vs_rank *r,
+                          size_t i, int s)
+{
+  const vs_steady_item *x = &sn->items[i * RANK_ITEMS + STREAM_ITEMS * (size_t)s];
+  const vs_program *p = r->prog;
+  return x->tag == ITEM_NEXT ? stream_position(p, s, (uint32_t)x->value)
+                             : p->n_stream_ops[s];
+}
+
+/* Whether every op the ranks' streams started between snapshots a and b
+ * is of a repeating unit (what runs between them must be what the
+ * longer step repeats, not an earlier micro-batch queued behind a
+ * stream's next op). */
+static bool window_repeats(const vs_steady *st, const vs_rank *ranks,
+                           const vs_steady_snap *a, const vs_steady_snap *b,
+                           uint32_t k, uint32_t hi)
+{
+  for (size_t i = 0; i < st->n_ranks; i++) {
+    const vs_program *p = ranks[i].prog;
+    for (int s = 0; s < VS_STREAM_N; s++) {
+      size_t from = position_in(a, &ranks[i], i, s);
+      size_t to = position_in(b, &ranks[i], i, s);
+      for (size_t at = from; at < to; at++)
+        if (role(st, p, p->stream_ops[s][at], k, hi + k) != ROLE_REPEATS)
+          return false;
+    }
+  }
+  return true;
 }
 
 /* Whether snapshot b is snapshot a (taken k rounds before) moved on. */
@@ -312,7 +364,7 @@ static bool snapshots_match(vs_steady *st, const vs_rank *ranks,
   for (size_t i = 0; i < b->n; i++)
     if (!item_matches(st, ranks, &a->items[i], &b->items[i], k, hi))
       return false;
-  return true;
+  return window_repeats(st, ranks, a, b, k, hi);
 }
 
 /* Keeps the proof from snapshots a and b, k rounds apart: the period's
@@ -320,10 +372,12 @@ static bool snapshots_match(vs_steady *st, const vs_rank *ranks,
 static void prove(vs_steady *st, const vs_steady_snap *a,
                   const vs_steady_snap *b, uint32_t k)
 {
-  if (!(st->growth = calloc(st->n_ranks, sizeof *st->growth))) {
+  if (!(st->growth = calloc(st->n_ranks, sizeof *st->growth)) ||
+      !(st->at_proof = malloc(st->n_ranks * sizeof *st->at_proof))) {
     st->failed = true;
     return;
   }
+  memcpy(st->at_proof, b->counts, st->n_ranks * sizeof *st->at_proof);
   st->proven = true;
   st->period = k;
   st->period_ns = b->t_ns - a->t_ns;
@@ -333,7 +387,8 @@ static void prove(vs_steady *st, const vs_steady_snap *a,
     const vs_steady_counts *x = &a->counts[i], *y = &b->counts[i];
     st->growth[i] = (vs_steady_counts){y->wait_p2p_ns - x->wait_p2p_ns,
                                        y->wait_comm_ns - x->wait_comm_ns,
-                                       y->wait_offload_ns - x->wait_offload_ns};
+                                       y->wait_offload_ns - x->wait_offload_ns,
+                                       0};
   }
 }
 

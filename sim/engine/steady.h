@@ -53,6 +53,7 @@ typedef struct vs_steady_item {
 /* A rank's counters that grow with the rounds, at a snapshot. */
 typedef struct vs_steady_counts {
   uint64_t wait_p2p_ns, wait_comm_ns, wait_offload_ns;
+  uint64_t peak_allocated_bytes; /* its peak so far */
 } vs_steady_counts;
 
 /* One snapshot: its items, when it was taken and the counters then. */
@@ -90,6 +91,8 @@ typedef struct vs_steady {
   uint64_t period_events;   /* their events */
   uint64_t proven_at_ns;    /* when the later snapshot was taken */
   vs_steady_counts *growth; /* [n_ranks] each counter's growth over them */
+  vs_steady_counts *at_proof; /* [n_ranks] the counters at the later
+                               snapshot */
 } vs_steady;
 
 /* Prepares st to watch a run of ranks[0 .. n_ranks) (one per stage, in

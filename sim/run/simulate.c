@@ -336,7 +336,7 @@ static void summarise(vs_sim *sim)
   sim->tokens_per_s =
       sim->step_time_s > 0
           ? (double)((sim->steady_extra ? mbs * wl->training.micro_batch *
-                                              sim->layout.dp
+                                              wl->parallel.dp
                                         : wl->training.global_batch) *
                      wl->model.seq_len) /
                 sim->step_time_s
@@ -636,12 +636,15 @@ static void drop_ranks(vs_sim *sim)
 static bool ran_out(const vs_sim *sim);
 
 /* Whether n rounds of growth g added to *count stay in 64 bits (then
- * added). */
+ * added; *count unchanged otherwise). */
 static bool grow_count(uint64_t *count, uint64_t n, uint64_t g)
 {
-  uint64_t add;
-  return !__builtin_mul_overflow(n, g, &add) &&
-         !__builtin_add_overflow(*count, add, count);
+  uint64_t add, sum;
+  if (__builtin_mul_overflow(n, g, &add) ||
+      __builtin_add_overflow(*count, add, &sum))
+    return false;
+  *count = sum;
+  return true;
 }
 
 /* A watcher for the run of sim's ranks about to start under eo (what the
@@ -680,11 +683,34 @@ static uint64_t told(uint64_t t, const vs_steady *st, uint64_t shift)
   return t > st->proven_at_ns ? t + shift : t;
 }
 
+/* Whether every count tell_longer_step grows stays in 64 bits. */
+static bool longer_step_fits(const vs_sim *sim, uint64_t n, uint64_t shift,
+                             uint64_t events)
+{
+  const vs_steady *st = sim->steady;
+  uint64_t x = sim->stats.events;
+  if (!grow_count(&x, 1, events) || sim->stats.end_ns > UINT64_MAX - shift)
+    return false;
+  for (size_t i = 0; i < sim->n_ranks; i++) {
+    const vs_rank *r = &sim->ranks[i];
+    const vs_steady_counts *g = &st->growth[i];
+    uint64_t a = r->wait_p2p_ns, b = r->wait_comm_ns, c = r->wait_offload_ns;
+    if (r->end_ns > UINT64_MAX - shift || !grow_count(&a, n, g->wait_p2p_ns) ||
+        !grow_count(&b, n, g->wait_comm_ns) ||
+        !grow_count(&c, n, g->wait_offload_ns))
+      return false;
+  }
+  return true;
+}
+
 /* Makes sim's ranks and stats those of the step with sim->steady_extra
  * more micro-batches: the last run's proof (sim->steady) repeated for
- * them, and the events the runs before add. False when they are not a
- * whole number of its periods or a count would pass 64 bits (nothing is
- * told then). */
+ * them, and the events the runs before add. A rank's allocated peak
+ * moves with the rest only under exact accounting, and only when it rose
+ * after the proof (the caching allocator's blocks are not proven: its
+ * peak stays the simulated micro-batches'). False, and nothing told,
+ * when they are not a whole number of its periods or a count would pass
+ * 64 bits. */
 static bool tell_longer_step(vs_sim *sim)
 {
   const vs_steady *st = sim->steady;
@@ -692,21 +718,21 @@ static bool tell_longer_step(vs_sim *sim)
   uint64_t events = sim->steady_events_before;
   if (sim->steady_extra % st->period || !grow_count(&shift, n, st->period_ns) ||
       !grow_count(&events, n, st->period_events) ||
-      !grow_count(&sim->stats.events, 1, events) ||
-      sim->stats.end_ns > UINT64_MAX - shift)
+      !longer_step_fits(sim, n, shift, events))
     return false;
+  grow_count(&sim->stats.events, 1, events);
   sim->stats.end_ns = told(sim->stats.end_ns, st, shift);
   for (size_t i = 0; i < sim->n_ranks; i++) {
     vs_rank *r = &sim->ranks[i];
     const vs_steady_counts *g = &st->growth[i];
-    if (r->end_ns > UINT64_MAX - shift ||
-        !grow_count(&r->wait_p2p_ns, n, g->wait_p2p_ns) ||
-        !grow_count(&r->wait_comm_ns, n, g->wait_comm_ns) ||
-        !grow_count(&r->wait_offload_ns, n, g->wait_offload_ns))
-      return false;
+    grow_count(&r->wait_p2p_ns, n, g->wait_p2p_ns);
+    grow_count(&r->wait_comm_ns, n, g->wait_comm_ns);
+    grow_count(&r->wait_offload_ns, n, g->wait_offload_ns);
     r->end_ns = told(r->end_ns, st, shift);
     r->tail_mark_ns = told(r->tail_mark_ns, st, shift);
-    r->mem.peak_t_ns = told(r->mem.peak_t_ns, st, shift);
+    if (!r->alloc &&
+        r->mem.peak_allocated_bytes > st->at_proof[i].peak_allocated_bytes)
+      r->mem.peak_t_ns += shift;
   }
   return true;
 }

@@ -130,12 +130,17 @@ typedef struct vs_sim {
                              is exact) */
   struct vs_program_pool *pool; /* programs borrowed from here (not owned) */
   bool steady_proven;     /* opts steady_to: every run reached a proven
-                             steady state, and the ranks, stats, step time,
-                             its split, model FLOPs, MFU and tokens/s are
-                             those of the step of steady_to micro-batches
-                             (exactly what its whole simulation gives;
-                             bound_s up to rounding); an op a rank's peak
-                             names is its part in the simulated programs */
+                             steady state, and the ranks' times and waits,
+                             stats, step time, its split, model FLOPs,
+                             MFU and tokens/s are those of the step of
+                             steady_to micro-batches (exactly what its
+                             whole simulation gives; bound_s up to
+                             rounding). Memory is: under exact accounting
+                             the allocated peak and its time too; under
+                             the caching allocator (whose blocks are not
+                             proven) the simulated micro-batches' own. An
+                             op a rank's peak names is its part in the
+                             simulated programs */
   unsigned steady_runs, steady_proofs; /* runs watched, proofs found */
   uint64_t steady_extra;  /* micro-batches told beyond the simulated */
   uint32_t steady_mb;     /* a simulated micro-batch whose units repeat */
