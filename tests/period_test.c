@@ -15,6 +15,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,59 +25,25 @@ static const char gpt[] =
     "[model]\narch = gpt\nlayers = 16\nhidden = 256\nheads = 4\n"
     "vocab = 1000\nseq_len = 128\n[parallel]\npp = 4\n";
 
-/* A pipeline's programs and what they are built from. */
-typedef struct pipeline {
-  vs_workload wl;
-  vs_topology topo;
-  vs_model m;
-  vs_recipe r;
-  vs_layout lay;
-  vs_program progs[STAGES];
-} pipeline;
+typedef tu_pipeline pipeline;
 
 /* gpt on 4 * tp * 2 GPUs (dp 2) with global_batch 2 * mbs (mbs
  * micro-batches a step) and sets, every stage built and linked. */
 static pipeline *build(uint64_t mbs, const char *const *sets, size_t n_sets,
                        uint64_t tp)
 {
-  pipeline *p = calloc(1, sizeof *p);
   char batch[64];
   const char *all[8];
-  vs_error err;
-  assert_non_null(p);
   assert_true(n_sets < 8);
   snprintf(batch, sizeof batch, "training.global_batch=%llu",
            (unsigned long long)(2 * mbs));
   all[0] = batch;
   for (size_t i = 0; i < n_sets; i++)
     all[i + 1] = sets[i];
-  vs_error_clear(&err);
-  if (tu_load_workload(&p->wl, gpt, all, n_sets + 1, 8 * tp, &err))
-    fail_msg("workload: %s", err.msg);
-  tu_default_topology(&p->topo);
-  if (vs_model_build(&p->wl, &p->m, &err) ||
-      vs_recipe_build(&p->wl, &p->m, &p->r, &err) ||
-      vs_layout_build(&p->wl, &p->topo, &p->m, &p->r, &p->lay, &err))
-    fail_msg("build: %s", err.msg);
-  for (int s = 0; s < STAGES; s++) {
-    vs_job job = {.wl = &p->wl, .topo = &p->topo, .model = &p->m,
-                  .recipe = &p->r, .layout = &p->lay};
-    if (vs_schedule_build(&job, s, &p->progs[s], &err))
-      fail_msg("schedule: %s", err.msg);
-  }
-  if (vs_schedule_link(p->progs, STAGES, &err))
-    fail_msg("link: %s", err.msg);
-  return p;
+  return tu_build_pipeline(gpt, all, n_sets + 1, 8 * tp);
 }
 
-static void destroy(pipeline *p)
-{
-  for (int s = 0; s < STAGES; s++)
-    vs_program_fini(&p->progs[s]);
-  vs_recipe_fini(&p->r);
-  vs_model_fini(&p->m);
-  free(p);
-}
+static void destroy(pipeline *p) { tu_free_pipeline(p); }
 
 /* The first op of p named name in micro-batch mb (UINT32_MAX: none). */
 static uint32_t find_op(const vs_program *p, const char *name, int mb)

@@ -199,3 +199,41 @@ void tu_assert_close_at(double actual, double expected, double rel,
     fail_msg("%s:%d: %.17g is not within %.3g (relative) of %.17g", file,
              line, actual, rel, expected);
 }
+
+tu_pipeline *tu_build_pipeline(const char *ini, const char *const *sets,
+                               size_t n_sets, uint64_t gpus)
+{
+  tu_pipeline *p = calloc(1, sizeof *p);
+  vs_error err;
+  assert_non_null(p);
+  vs_error_clear(&err);
+  if (tu_load_workload(&p->wl, ini, sets, n_sets, gpus, &err))
+    fail_msg("workload: %s", err.msg);
+  tu_default_topology(&p->topo);
+  if (vs_model_build(&p->wl, &p->m, &err) ||
+      vs_recipe_build(&p->wl, &p->m, &p->r, &err) ||
+      vs_layout_build(&p->wl, &p->topo, &p->m, &p->r, &p->lay, &err))
+    fail_msg("build: %s", err.msg);
+  p->n = (size_t)p->lay.pp;
+  p->progs = calloc(p->n, sizeof *p->progs);
+  assert_non_null(p->progs);
+  for (size_t s = 0; s < p->n; s++) {
+    vs_job job = {.wl = &p->wl, .topo = &p->topo, .model = &p->m,
+                  .recipe = &p->r, .layout = &p->lay};
+    if (vs_schedule_build(&job, (int)s, &p->progs[s], &err))
+      fail_msg("schedule: %s", err.msg);
+  }
+  if (vs_schedule_link(p->progs, p->n, &err))
+    fail_msg("link: %s", err.msg);
+  return p;
+}
+
+void tu_free_pipeline(tu_pipeline *p)
+{
+  for (size_t s = 0; s < p->n; s++)
+    vs_program_fini(&p->progs[s]);
+  free(p->progs);
+  vs_recipe_fini(&p->r);
+  vs_model_fini(&p->m);
+  free(p);
+}

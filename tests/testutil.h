@@ -1,9 +1,14 @@
 /* testutil.h - helpers shared by the CMocka tests: temporary files and
- * directories, loading a workload from text, and running the vsim binary. */
+ * directories, loading a workload from text, building a pipeline's
+ * programs, and running the vsim binary. */
 #ifndef VS_TESTUTIL_H
 #define VS_TESTUTIL_H
 
 #include "error.h"
+#include "layout.h"
+#include "model.h"
+#include "recipe.h"
+#include "schedule.h"
 #include "topology.h"
 #include "workload.h"
 
@@ -35,6 +40,24 @@ int tu_load_workload(vs_workload *wl, const char *ini, const char *const *sets,
 
 /* Loads the built-in topology (aborts the test if it fails). */
 void tu_default_topology(vs_topology *topo);
+
+/* Every stage's program of a workload, built and linked, and what they
+ * are built from. */
+typedef struct tu_pipeline {
+  vs_workload wl;
+  vs_topology topo;
+  vs_model m;
+  vs_recipe r;
+  vs_layout lay;
+  vs_program *progs;   /* [n] one per pipeline stage, in stage order */
+  size_t n;
+} tu_pipeline;
+
+/* The pipeline of ini with sets on gpus GPUs on the built-in topology
+ * (aborts the test if anything fails). Release with tu_free_pipeline. */
+tu_pipeline *tu_build_pipeline(const char *ini, const char *const *sets,
+                               size_t n_sets, uint64_t gpus);
+void tu_free_pipeline(tu_pipeline *p);
 
 /* Result of running the vsim binary. */
 typedef struct tu_run {
