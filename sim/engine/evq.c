@@ -7,11 +7,6 @@
 
 #include <stdlib.h>
 
-static bool earlier(const vs_event *a, const vs_event *b)
-{
-  return a->t_ns < b->t_ns || (a->t_ns == b->t_ns && a->seq < b->seq);
-}
-
 void vs_evq_init(vs_evq *q)
 {
   q->heap = NULL;
@@ -46,7 +41,7 @@ int vs_evq_push(vs_evq *q, uint64_t t_ns, uint32_t rank, uint32_t op)
   /* sift up */
   for (i = q->n++; i > 0; i = (i - 1) / 2) {
     vs_event *parent = &q->heap[(i - 1) / 2];
-    if (!earlier(&ev, parent))
+    if (!vs_event_earlier(&ev, parent))
       break;
     q->heap[i] = *parent;
   }
@@ -70,7 +65,7 @@ static void mplace(vs_evq *q, size_t i, const vs_evq_movable *m)
 static size_t msift_up(vs_evq *q, size_t i)
 {
   vs_evq_movable m = q->mheap[i];
-  while (i > 0 && earlier(&m.ev, &q->mheap[(i - 1) / 2].ev)) {
+  while (i > 0 && vs_event_earlier(&m.ev, &q->mheap[(i - 1) / 2].ev)) {
     mplace(q, i, &q->mheap[(i - 1) / 2]);
     i = (i - 1) / 2;
   }
@@ -88,9 +83,9 @@ static void msift_down(vs_evq *q, size_t i)
     if (child >= q->mn)
       break;
     if (child + 1 < q->mn &&
-        earlier(&q->mheap[child + 1].ev, &q->mheap[child].ev))
+        vs_event_earlier(&q->mheap[child + 1].ev, &q->mheap[child].ev))
       child++;
-    if (!earlier(&q->mheap[child].ev, &m.ev))
+    if (!vs_event_earlier(&q->mheap[child].ev, &m.ev))
       break;
     mplace(q, i, &q->mheap[child]);
     i = child;
@@ -187,7 +182,7 @@ int vs_evq_remove(vs_evq *q, uint32_t handle)
  * false otherwise. Out of vs_evq_pop, whose plain path is the hot one. */
 static bool pop_movable(vs_evq *q, vs_event *out)
 {
-  if (q->n > 0 && !earlier(&q->mheap[0].ev, &q->heap[0]))
+  if (q->n > 0 && !vs_event_earlier(&q->mheap[0].ev, &q->heap[0]))
     return false;
   *out = q->mheap[0].ev;
   mdelete(q, 0);
@@ -210,9 +205,9 @@ bool vs_evq_pop(vs_evq *q, vs_event *out)
     size_t child = 2 * i + 1;
     if (child >= q->n)
       break;
-    if (child + 1 < q->n && earlier(&q->heap[child + 1], &q->heap[child]))
+    if (child + 1 < q->n && vs_event_earlier(&q->heap[child + 1], &q->heap[child]))
       child++;
-    if (!earlier(&q->heap[child], &last))
+    if (!vs_event_earlier(&q->heap[child], &last))
       break;
     q->heap[i] = q->heap[child];
     i = child;
@@ -224,7 +219,7 @@ bool vs_evq_pop(vs_evq *q, vs_event *out)
 
 const vs_event *vs_evq_peek(const vs_evq *q)
 {
-  if (q->mn && (q->n == 0 || earlier(&q->mheap[0].ev, &q->heap[0])))
+  if (q->mn && (q->n == 0 || vs_event_earlier(&q->mheap[0].ev, &q->heap[0])))
     return &q->mheap[0].ev;
   return q->n ? &q->heap[0] : NULL;
 }

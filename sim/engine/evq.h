@@ -26,6 +26,12 @@ typedef struct vs_event {
   uint32_t op;     /* program op that ends at t_ns */
 } vs_event;
 
+/* The order events are handed out in: by time, ties by push order. */
+static inline bool vs_event_earlier(const vs_event *a, const vs_event *b)
+{
+  return a->t_ns < b->t_ns || (a->t_ns == b->t_ns && a->seq < b->seq);
+}
+
 /* A movable event in its heap. */
 typedef struct vs_evq_movable {
   vs_event ev;     /* the event */

@@ -107,9 +107,11 @@ static bool push_double(vs_steady_snap *sn, double x)
   return push(sn, ITEM_PLAIN, 0, bits);
 }
 
-/* Items of one rank in a snapshot (take_rank): per stream its op and
- * whether it is busy, the idle wait, memory by category, allocated. */
-#define RANK_ITEMS (2 * VS_STREAM_N + 1 + VS_CAT_N + 1)
+/* Items of one rank in a snapshot (take_rank): per stream its op (or
+ * end) and whether it is busy (STREAM_ITEMS), then the idle wait, memory
+ * by category and allocated. */
+#define STREAM_ITEMS 2
+#define RANK_ITEMS (STREAM_ITEMS * VS_STREAM_N + 1 + VS_CAT_N + 1)
 
 /* The rank's streams, the wait of its idle compute stream and its memory
  * by category. Not its caching allocator: the blocks move round the
@@ -143,12 +145,12 @@ typedef struct pending {
   bool movable;
 } pending;
 
+/* qsort's order for pending events: vs_evq_pop's (vs_event_earlier). */
 static int by_time(const void *x, const void *y)
 {
-  const vs_event *a = &((const pending *)x)->ev, *b = &((const pending *)y)->ev;
-  if (a->t_ns != b->t_ns)
-    return a->t_ns < b->t_ns ? -1 : 1;
-  return a->seq < b->seq ? -1 : a->seq > b->seq;
+  const vs_event *a = &((const pending *)x)->ev;
+  const vs_event *b = &((const pending *)y)->ev;
+  return vs_event_earlier(a, b) ? -1 : vs_event_earlier(b, a);
 }
 
 /* The events under way in the order vs_evq_pop will hand them out (both
@@ -174,7 +176,8 @@ static bool take_events(vs_steady_snap *sn, const vs_evq *q, uint64_t t_ns)
 }
 
 /* The flows on shared resources and the instances' lists. */
-static bool take_flows(vs_steady_snap *sn, const vs_res_state *res, uint64_t t_ns)
+static bool take_flows(vs_steady_snap *sn, const vs_res_state *res,
+                       uint64_t t_ns)
 {
   bool ok = true;
   for (size_t s = 0; ok && res->flows && s < res->n_slots; s++) {
@@ -189,8 +192,10 @@ static bool take_flows(vs_steady_snap *sn, const vs_res_state *res, uint64_t t_n
     for (uint8_t l = 0; ok && l < f->n_links; l++) {
       const vs_res_link *k = &f->links[l];
       ok = push(sn, ITEM_PLAIN, 0, k->instance) &&
-           push(sn, ITEM_PLAIN, 0, k->prev) && push(sn, ITEM_PLAIN, 0, k->next) &&
-           push(sn, ITEM_PLAIN, 0, k->weight) && push(sn, ITEM_PLAIN, 0, k->kind);
+           push(sn, ITEM_PLAIN, 0, k->prev) &&
+           push(sn, ITEM_PLAIN, 0, k->next) &&
+           push(sn, ITEM_PLAIN, 0, k->weight) &&
+           push(sn, ITEM_PLAIN, 0, k->kind);
     }
   }
   for (int k = 0; ok && k < VS_RES_N; k++)
@@ -314,16 +319,13 @@ static bool item_matches(const vs_steady *st, const vs_rank *ranks,
          waits_for_the_end(st, ranks, p, op, k, hi);
 }
 
-/* Items a rank's part of a snapshot starts with (take_rank): a stream's
- * op (or end) and whether it is busy, per stream. */
-#define STREAM_ITEMS 2
-
 /* The position on stream s of rank i where snapshot sn found it. */
-static size_t position_in(const vs_steady_snap *sn, const vs_rank *r,
+static size_t position_in(const vs_steady_snap *sn, const vs_rank *ranks,
                           size_t i, int s)
 {
-  const vs_steady_item *x = &sn->items[i * RANK_ITEMS + STREAM_ITEMS * (size_t)s];
-  const vs_program *p = r->prog;
+  const vs_steady_item *x =
+      &sn->items[i * RANK_ITEMS + STREAM_ITEMS * (size_t)s];
+  const vs_program *p = ranks[i].prog;
   return x->tag == ITEM_NEXT ? stream_position(p, s, (uint32_t)x->value)
                              : p->n_stream_ops[s];
 }
@@ -339,8 +341,8 @@ static bool window_repeats(const vs_steady *st, const vs_rank *ranks,
   for (size_t i = 0; i < st->n_ranks; i++) {
     const vs_program *p = ranks[i].prog;
     for (int s = 0; s < VS_STREAM_N; s++) {
-      size_t from = position_in(a, &ranks[i], i, s);
-      size_t to = position_in(b, &ranks[i], i, s);
+      size_t from = position_in(a, ranks, i, s);
+      size_t to = position_in(b, ranks, i, s);
       for (size_t at = from; at < to; at++)
         if (role(st, p, p->stream_ops[s][at], k, hi + k) != ROLE_REPEATS)
           return false;

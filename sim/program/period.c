@@ -65,9 +65,7 @@ static size_t unit_later(const vs_program *p, size_t u)
   uint32_t at;
   if (k->mb + 1 >= p->unit_mbs || k->chunk >= p->unit_chunks)
     return SIZE_MAX;
-  at = p->unit_at[((size_t)!k->forward * p->unit_mbs + k->mb + 1) *
-                      p->unit_chunks +
-                  k->chunk];
+  at = p->unit_at[vs_unit_slot(p, k->forward, k->mb + 1, k->chunk)];
   return at == VS_PERIOD_NONE ? SIZE_MAX : at;
 }
 

@@ -2488,8 +2488,7 @@ static void index_units(builder *b, const vs_pipeline *pl)
     p->unit_at[i] = NONE;
   for (size_t u = 0; u < p->n_units; u++) {
     const vs_unit_mark *k = &p->units[u];
-    p->unit_at[((size_t)!k->forward * p->unit_mbs + k->mb) * p->unit_chunks +
-               k->chunk] = (uint32_t)u;
+    p->unit_at[vs_unit_slot(p, k->forward, k->mb, k->chunk)] = (uint32_t)u;
   }
 }
 

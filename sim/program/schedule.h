@@ -264,6 +264,13 @@ size_t vs_schedule_bytes_per_kind(void);
 
 void vs_program_fini(vs_program *prog);
 
+/* Where prog->unit_at keeps the unit of (pass, micro-batch, chunk). */
+static inline size_t vs_unit_slot(const vs_program *prog, bool forward,
+                                  uint32_t mb, uint32_t chunk)
+{
+  return ((size_t)!forward * prog->unit_mbs + mb) * prog->unit_chunks + chunk;
+}
+
 /* What op (of prog) does. */
 static inline const vs_op_kind *vs_op_kind_of(const vs_program *prog,
                                               const vs_pop *op)

@@ -3,6 +3,7 @@
 
 #include "cost.h"
 #include "report.h"
+#include "steady.h"
 #include "units.h"
 
 #include <pthread.h>
@@ -391,6 +392,9 @@ static int explore_extrapolated(const vs_explore *ex, vs_candidate *c,
 /* The micro-batches explore_steady simulates for wl: pp + STEADY_ROUNDS,
  * and up to 11 more so that the step's are more by a multiple of 12,
  * which every period of up to VS_STEADY_PERIOD_MAX (4) divides. */
+_Static_assert(VS_STEADY_PERIOD_MAX == 4,
+               "steady_mbs pads to 12, a multiple of every period up to 4");
+
 static uint64_t steady_mbs(const vs_workload *wl)
 {
   uint64_t m = wl->parallel.pp + STEADY_ROUNDS;
