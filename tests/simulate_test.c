@@ -2116,6 +2116,20 @@ static uint32_t setup_buffers(const vs_program *p, vs_step step, int cat)
   return n;
 }
 
+/* Bytes op 0 of p allocates on the GPU in a run of step. */
+static uint64_t setup_bytes(const vs_program *p, vs_step step)
+{
+  uint64_t sum = 0;
+  for (uint32_t e = p->ops[0].first_effect; e < vs_op_effects_end(p, &p->ops[0]);
+       e++) {
+    const vs_buffer *buf = vs_program_buffer(p, p->effects[e].buffer);
+    if (vs_effect_applies(&p->effects[e], step) && !p->effects[e].is_free &&
+        buf->place == VS_PLACE_GPU)
+      sum += buf->bytes;
+  }
+  return sum;
+}
+
 /* PyTorch's own loop (no framework, zero = 0) on the caching allocator
  * runs the first step, then the step it reports in the cache the first
  * left (vs_recipe first_step_states): the reported step's setup takes
@@ -2175,18 +2189,21 @@ static void test_first_step_then_reported_step(void **state)
   vs_sim_fini(&small);
   /* screening (stop_at_oom) on one GPU: it stopped in the setup when the
    * first step did, with room for less than the parameters beside the
-   * framework's bytes, not when the first step ran out later (80% of the
-   * whole step's peak: the parameters, master copies and workspaces fit) */
+   * framework's bytes, not when the first step ran out later with room
+   * for all it takes over to the step after it (halfway from that to the
+   * whole step's peak; test_first_step_that_cannot_complete has less) */
   {
-    uint64_t fw, used;
+    uint64_t fw, used, holds;
     load(&wl, pipeline_gpt, NULL, 0, 1);
     simulate(&plain, &wl, &topo, false);
     fw = plain.ranks[0].mem.by_cat[VS_CAT_FRAMEWORK];
     used = plain.ranks[0].mem.peak_used_bytes;
+    holds = setup_bytes(&plain.programs[0], VS_STEP_AFTER_FIRST);
+    assert_true(fw + holds < used);
     vs_sim_fini(&plain);
     opts.stop_at_oom = true;
     opts.all_ranks = false;
-    topo.memory_bytes = fw + (used - fw) * 8 / 10;
+    topo.memory_bytes = fw + holds + (used - fw - holds) / 2;
     assert_int_equal(vs_sim_run(&small, &wl, &topo, &opts, &err), 0);
     assert_true(small.stats.stopped);
     assert_false(vs_sim_stopped_in_setup(&small));
@@ -2198,6 +2215,58 @@ static void test_first_step_then_reported_step(void **state)
     vs_sim_fini(&small);
   }
   vs_sim_fini(&sim);
+}
+
+/* Screening a first-step job on a GPU with room for its parameters and
+ * more, but not for all that the step after the first takes over from it
+ * (the gradients and moments as tensors): no first step of any length can
+ * complete, so the step always runs alone from the same setup, and the
+ * screen of one micro-batch, whose first step ran out past its setup,
+ * tells the outcome of the job's 8, byte for byte. One byte of room more
+ * than that and the screen decides nothing: a first step might then
+ * complete. */
+static void test_first_step_that_cannot_complete(void **state)
+{
+  const char *const one[] = {"training.global_batch=1"};
+  vs_workload wl, wl1;
+  vs_topology topo;
+  vs_sim plain, screen, whole;
+  vs_sim_opts opts = {.stop_at_oom = true, .check_invariants = true};
+  vs_error err;
+  uint64_t holds, params, outside;
+  (void)state;
+  load(&wl, pipeline_gpt, NULL, 0, 1);
+  load(&wl1, pipeline_gpt, one, 1, 1);
+  simulate(&plain, &wl, &topo, false);
+  assert_true(plain.recipe.first_step_states);
+  holds = setup_bytes(&plain.programs[0], VS_STEP_AFTER_FIRST);
+  params = setup_bytes(&plain.programs[0], VS_STEP_FIRST);
+  outside = plain.ranks[0].alloc->cfg.outside_bytes;
+  assert_true(params > 0 && holds > params);
+  vs_sim_fini(&plain);
+  tu_default_topology(&topo);
+  topo.memory_bytes = outside + holds - 1;
+  vs_error_clear(&err);
+  assert_int_equal(vs_sim_run(&screen, &wl1, &topo, &opts, &err), 0);
+  assert_int_equal(vs_sim_run(&whole, &wl, &topo, &opts, &err), 0);
+  assert_int_equal(screen.wl->grad_accum, 1);
+  assert_int_equal(whole.wl->grad_accum, 8);
+  assert_false(screen.first_stopped_in_setup); /* the parameters fit */
+  assert_true(vs_sim_stopped_in_setup(&screen));
+  assert_true(vs_sim_stopped_in_setup(&whole));
+  assert_int_equal(screen.ranks[0].step, VS_STEP_ONLY);
+  assert_int_equal(whole.ranks[0].step, VS_STEP_ONLY);
+  assert_memory_equal(&screen.ranks[0].mem, &whole.ranks[0].mem,
+                      sizeof screen.ranks[0].mem);
+  assert_true(screen.ranks[0].mem.oom.happened &&
+              screen.ranks[0].mem.oom.op == 0);
+  vs_sim_fini(&screen);
+  vs_sim_fini(&whole);
+  topo.memory_bytes = outside + holds;
+  assert_int_equal(vs_sim_run(&screen, &wl1, &topo, &opts, &err), 0);
+  assert_true(screen.stats.stopped);
+  assert_false(vs_sim_stopped_in_setup(&screen));
+  vs_sim_fini(&screen);
 }
 
 /* Bytes of the file at path (fails the test when it cannot be read). */
@@ -2393,6 +2462,7 @@ int main(void)
       cmocka_unit_test(test_fp8_copies_zero3),
       cmocka_unit_test(test_estimate_bounds_the_work),
       cmocka_unit_test(test_first_step_then_reported_step),
+      cmocka_unit_test(test_first_step_that_cannot_complete),
       cmocka_unit_test(test_estimate_counts_programs_once),
       cmocka_unit_test(test_steady_state_tells_the_longer_step),
       cmocka_unit_test(test_steady_state_only_where_proven),

@@ -146,6 +146,10 @@ typedef struct builder {
     int layer, mb;          /* where the tensor enters */
   } gather;
   size_t ring;              /* micro-batch slots of saved[] and ckpt_buf[] */
+  uint32_t *stage_inst;     /* [inst] its place among this stage's blocks
+                               (the rows of the ring tables), NONE for
+                               the other stages' */
+  size_t n_stage_inst;      /* blocks on this stage */
   uint8_t recv_free_when;   /* effect_time: ... at its end (gradients) or start */
   double busy_seconds;      /* sum of every op's time so far */
   struct op_split *op_time; /* [kind's first op + op][phase_time]: each
@@ -536,11 +540,24 @@ static const vs_kind_plan *plan_of(const builder *b, size_t inst)
 /* Layer number shown in reports: -1 embedding, 0..L-1 layers, L head. */
 static int layer_of(size_t inst) { return (int)inst - 1; }
 
-/* Micro-batches in flight on one block at once are fewer than b->ring (see
- * ring_size), so mb % ring tells them apart. */
-static size_t live(const builder *b, size_t inst, int mb)
+/* The row of inst (a block of this stage) and micro-batch mb in the ring
+ * tables (saved, ckpt_buf, act_host, act_out). Micro-batches in flight
+ * on one block at once are fewer than b->ring (see ring_size), so
+ * mb % ring tells them apart; a block of another stage has no row (a
+ * schedule bug, reported). */
+static size_t live(builder *b, size_t inst, int mb)
 {
-  return ((size_t)mb % b->ring) * b->n_inst + inst;
+  uint32_t row = b->stage_inst[inst];
+  if (row == NONE) {
+    if (!b->failed)
+      vs_error_set(b->err, VS_EINPUT,
+                   "schedule: stage %llu holds activations of block %zu, "
+                   "which is not on it (a schedule bug)",
+                   (unsigned long long)b->stage, inst);
+    b->failed = true;
+    row = 0;
+  }
+  return ((size_t)mb % b->ring) * b->n_stage_inst + row;
 }
 
 /* The buffer slot of saved tensor `saved` (index in its block) of inst
@@ -2029,9 +2046,10 @@ static void setup(builder *b)
  * Entry points
  * ------------------------------------------------------------------------ */
 
+/* A table of n entries (at least one), each NONE. */
 static uint32_t *new_table(builder *b, size_t n)
 {
-  uint32_t *t = malloc(n * sizeof *t);
+  uint32_t *t = malloc((n ? n : 1) * sizeof *t);
   if (!t) {
     b->failed = true;
     vs_error_set(b->err, VS_ENOMEM, "out of host memory building the schedule");
@@ -2044,6 +2062,7 @@ static uint32_t *new_table(builder *b, size_t n)
 
 static void free_tables(builder *b)
 {
+  free(b->stage_inst);
   free(b->saved);
   free(b->ckpt_buf);
   free(b->sel_buf);
@@ -2604,6 +2623,23 @@ static void clear_program(vs_program *prog)
   }
 }
 
+/* b->stage_inst and n_stage_inst: the blocks of this stage's model
+ * chunks, numbered in order (the ring tables hold rows for these alone:
+ * a stage of 2 of 107 blocks, 2% of the rows, where filling them all for
+ * every stage of a pipeline of 64 was a tenth of a plan's work). */
+static void number_stage_insts(builder *b)
+{
+  b->stage_inst = new_table(b, b->n_inst);
+  b->n_stage_inst = 0;
+  for (uint64_t g = b->stage; b->stage_inst && g < b->lay->n_chunks;
+       g += b->lay->pp) {
+    size_t lo, hi;
+    chunk_range(b, g, &lo, &hi);
+    for (size_t inst = lo; inst <= hi; inst++)
+      b->stage_inst[inst] = (uint32_t)b->n_stage_inst++;
+  }
+}
+
 /* A builder for stage of job into prog, with its tables (b->failed when
  * one could not be allocated). */
 static void builder_init(builder *b, const vs_job *job, int stage,
@@ -2637,8 +2673,10 @@ static void builder_init(builder *b, const vs_job *job, int stage,
     b->ring = vs_pipeline_ring(&pl);
   }
   b->max_saved = vs_model_max_saved(b->m);
-  b->saved = new_table(b, b->ring * n_inst * (b->max_saved ? b->max_saved : 1));
-  b->ckpt_buf = new_table(b, b->ring * n_inst);
+  number_stage_insts(b);
+  b->saved = new_table(b, b->ring * b->n_stage_inst *
+                              (b->max_saved ? b->max_saved : 1));
+  b->ckpt_buf = new_table(b, b->ring * b->n_stage_inst);
   b->sel_buf = new_table(b, n_inst);
   b->gather_op = new_table(b, n_inst);
   b->gather_buf = new_table(b, n_inst);
@@ -2657,8 +2695,8 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->bucket = new_table(b, n_inst);
   /* every inst once, and one end per chunk */
   b->deferred = new_table(b, n_inst + b->lay->n_chunks);
-  b->act_host = new_table(b, b->ring * n_inst);
-  b->act_out = new_table(b, b->ring * n_inst);
+  b->act_host = new_table(b, b->ring * b->n_stage_inst);
+  b->act_out = new_table(b, b->ring * b->n_stage_inst);
   b->act_fetch = new_table(b, n_inst);
   new_op_times(b);
 }

@@ -804,10 +804,63 @@ static bool ranks_stopped_in_setup(const vs_rank *ranks, size_t n,
   return true;
 }
 
+/* The bytes that rank r's first step, whatever its micro-batches, holds
+ * at its end if it completes: the step after it takes every allocation
+ * of its setup (op 0) over from the blocks the first step left
+ * (vs_rank_inherit), each a block of at least its bytes. Saturates. */
+static uint64_t first_step_holds(const vs_rank *r)
+{
+  const vs_program *p = r->prog;
+  const vs_pop *op = &p->ops[0];
+  uint64_t sum = 0;
+  if (op->phase != VS_PHASE_SETUP)
+    return 0;
+  for (uint32_t i = op->first_effect, end = vs_op_effects_end(p, op); i < end;
+       i++) {
+    const vs_effect *e = &p->effects[i];
+    const vs_buffer *buf = vs_program_buffer(p, e->buffer);
+    if (e->is_free || buf->place != VS_PLACE_GPU ||
+        !vs_effect_applies(e, VS_STEP_AFTER_FIRST))
+      continue;
+    if (__builtin_add_overflow(sum, buf->bytes, &sum))
+      return UINT64_MAX;
+  }
+  return sum;
+}
+
+/* Whether no first step of r's job can complete on its GPU: what it would
+ * hold at its end (first_step_holds) is more than the allocator may
+ * reserve, so every first step, of any micro-batches, runs out. */
+static bool first_step_overflows(const vs_rank *r)
+{
+  const vs_alloc_config *cfg = &r->alloc->cfg;
+  uint64_t room = cfg->capacity_bytes > cfg->outside_bytes
+                      ? cfg->capacity_bytes - cfg->outside_bytes
+                      : 0;
+  return first_step_holds(r) > room;
+}
+
+/* After a first step that ran out, whether the step alone stopped in
+ * rank 0's setup in a way no other first step changes: every first step
+ * runs out (first_step_overflows), so the step always runs alone from
+ * the same setup; rank 0 ran out there itself (the first out-of-memory
+ * a report names) and is the worst rank, the two things of the run that
+ * the first step's out-of-memory, kept for ranks without their own,
+ * could otherwise change. */
+static bool step_alone_stopped_in_setup(const vs_sim *sim)
+{
+  const vs_rank *r0 = &sim->ranks[0];
+  return sim->n_ranks > 0 && r0->step == VS_STEP_ONLY && r0->alloc &&
+         r0->mem.oom.happened && !r0->mem.oom.earlier_run &&
+         ranks_stopped_in_setup(sim->ranks, sim->n_ranks,
+                                sim->stats.stopped) &&
+         vs_sim_worst_rank(sim) == r0 && first_step_overflows(r0);
+}
+
 bool vs_sim_stopped_in_setup(const vs_sim *sim)
 {
   if (runs_first_step(sim))
-    return sim->first_stopped_in_setup;
+    return sim->first_stopped_in_setup || step_alone_stopped_in_setup(sim);
   return ranks_stopped_in_setup(sim->ranks, sim->n_ranks, sim->stats.stopped);
 }
 

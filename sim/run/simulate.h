@@ -167,8 +167,12 @@ int vs_sim_estimate(const vs_workload *wl, const vs_topology *topo,
 /* Whether screening simulation sim (stop_at_oom) stopped before anything
  * but each rank's setup (its program's op 0: the model states, allocated
  * at time 0) had started: every rank ran out of memory there or did not
- * start. With the first step, whether the first step did (the step after
- * it then runs alone from an empty cache and stops there too). */
+ * start. With the first step: whether the first step did (the step after
+ * it then runs alone from an empty cache and stops there too), or no
+ * first step of the job can complete (rank 0 would hold more than its GPU
+ * at its end) and the step alone stopped in rank 0's setup, rank 0 the
+ * worst. Either way the outcome is that of the job with any number of
+ * micro-batches. */
 bool vs_sim_stopped_in_setup(const vs_sim *sim);
 
 /* Runs the whole simulation. wl and topo must outlive sim. On error sim is
