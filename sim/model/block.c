@@ -1,0 +1,505 @@
+/* block.c - the building blocks the model's blocks are made of (see
+ * model_int.h): an op and its work (matmul or element-wise), the tensors
+ * it saves, weights and their 16-bit or fp8 copies, LoRA adapters, norms,
+ * dropouts, and the tensor-parallel linears with their collectives. */
+#include "model.h"
+#include "model_int.h"
+
+#include "grow.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------
+ * Building blocks
+ * ------------------------------------------------------------------------ */
+
+/* Makes room for one more item in a block array; VS_EINPUT past
+ * VS_BLOCK_ITEMS_MAX, VS_ENOMEM without host memory. */
+static int room(void **arr, uint32_t *cap, uint32_t n, size_t elem,
+                const char *what, vs_error *err)
+{
+  size_t c = *cap;
+  if (n >= VS_BLOCK_ITEMS_MAX)
+    return vs_error_set(err, VS_EINPUT,
+                        "model builder: more than %d %s in one block",
+                        VS_BLOCK_ITEMS_MAX, what);
+  if (!vs_grow(arr, &c, (size_t)n + 1, elem))
+    return vs_error_set(err, VS_ENOMEM,
+                        "out of host memory building the model");
+  *cap = (uint32_t)(c > VS_BLOCK_ITEMS_MAX ? VS_BLOCK_ITEMS_MAX : c);
+  return 0;
+}
+
+vs_op_spec *vs_block_add_op(vs_block *blk, const char *name, vs_error *err)
+{
+  vs_op_spec *op;
+  if (room((void **)&blk->ops, &blk->cap_ops, blk->n_ops, sizeof *blk->ops,
+           "ops", err))
+    return NULL;
+  op = &blk->ops[blk->n_ops++];
+  memset(op, 0, sizeof *op);
+  snprintf(op->name, sizeof op->name, "%s", name);
+  op->recompute_share = 1.0;
+  op->fwd_kernels = op->bwd_kernels = 1;
+  op->first_saved = blk->n_saved;
+  op->first_param = blk->n_params;
+  return op;
+}
+
+int vs_block_save(vs_block *blk, vs_op_spec *op, vs_saved sv, vs_error *err)
+{
+  if (blk->n_ops == 0 || op != &blk->ops[blk->n_ops - 1])
+    return vs_error_set(err, VS_EINPUT,
+                        "model builder: %s saves a tensor but is not the "
+                        "newest op of block %s", op->name, blk->name);
+  if (sv.bytes == 0)
+    return 0;
+  if (room((void **)&blk->saved, &blk->cap_saved, blk->n_saved,
+           sizeof *blk->saved, "saved tensors", err))
+    return err->code;
+  blk->saved[blk->n_saved++] = sv;
+  op->n_saved++;
+  return 0;
+}
+
+/* An activation in the compute dtype (or dtype). */
+int vs_block_save_act(vs_block *blk, vs_op_spec *op, uint64_t bytes, int dtype,
+                      vs_error *err)
+{
+  return vs_block_save(blk, op,
+                       (vs_saved){.bytes = bytes,
+                                  .dtype = (uint8_t)dtype,
+                                  .category = VS_CAT_ACTIVATIONS},
+                       err);
+}
+
+/* A linear's saved input: needed only for its weight gradient unless
+ * another op keeps the same tensor. */
+int vs_block_save_input(vs_block *blk, vs_op_spec *op, uint64_t bytes,
+                        int dtype, vs_input_keeper keeper, vs_error *err)
+{
+  return vs_block_save(blk, op,
+                       (vs_saved){.bytes = bytes,
+                                  .dtype = (uint8_t)dtype,
+                                  .category = VS_CAT_ACTIVATIONS,
+                                  .wgrad_only = keeper == KEPT_FOR_WEIGHTS},
+                       err);
+}
+
+/* An s x s attention tensor of `scores` elements of dtype: what
+ * selective checkpointing drops (Korthikanti et al. 2022, Sec. 4.1). */
+int vs_block_save_scores(vs_block *blk, vs_op_spec *op, uint64_t scores,
+                         int dtype, vs_error *err)
+{
+  return vs_block_save(blk, op,
+                       (vs_saved){.bytes = vs_dtype_bytes(dtype, scores),
+                                  .dtype = (uint8_t)dtype,
+                                  .category = VS_CAT_ACTIVATIONS,
+                                  .selective = true},
+                       err);
+}
+
+/* [m x k] @ [k x n] at e bytes per element: 2mkn FLOPs forward and twice
+ * that backward (input and weight gradients). */
+void vs_block_as_matmul(vs_op_spec *op, uint64_t m, uint64_t k, uint64_t n,
+                        uint64_t e)
+{
+  op->matmul = true;
+  op->gemm = (vs_gemm){m, n, k, 1};
+  op->bwd_kernels = 2; /* the input gradient's GEMM, the weight's */
+  op->fwd_flops = 2.0 * (double)m * (double)k * (double)n;
+  op->bwd_flops = 2.0 * op->fwd_flops;
+  op->fwd_bytes = (double)e * ((double)m * (double)k + (double)k * (double)n +
+                               (double)m * (double)n);
+  op->bwd_bytes = 2.0 * op->fwd_bytes;
+  /* of which the weight gradient X^T dY: 2mkn FLOPs, reading X and dY and
+   * writing dW (as many bytes as forward) */
+  op->wgrad_flops = op->fwd_flops;
+  op->wgrad_bytes = op->fwd_bytes;
+  op->bwd_temp_bytes = e * m * k; /* gradient of the input */
+}
+
+/* A memory-bound op over `elems` elements: reads and writes each once
+ * forward, reads two and writes one backward. */
+void vs_block_as_elementwise(vs_op_spec *op, uint64_t elems, uint64_t e,
+                             double flops_per_elem)
+{
+  op->fwd_flops = flops_per_elem * (double)elems;
+  op->bwd_flops = 2.0 * op->fwd_flops;
+  op->fwd_bytes = 2.0 * (double)(e * elems);
+  op->bwd_bytes = 3.0 * (double)(e * elems);
+  op->bwd_temp_bytes = e * elems;
+}
+
+/* A tensor-parallel collective (Megatron's f and g operators; with
+ * sequence parallelism all-gather and reduce-scatter replace them), over
+ * d's tensor-parallel group. */
+void vs_block_comm(vs_comm *c, const vs_dims *d, int kind, uint64_t bytes)
+{
+  if (d->t > 1) {
+    c->kind = (uint8_t)kind;
+    c->group = d->tp_group;
+    c->bytes = bytes;
+  }
+}
+
+/* The passes in which a weight stored as dtype is dequantized whole to
+ * the compute dtype for its matmul: NF4 forward and backward (bitsandbytes
+ * MatMul4Bit; shared/reference/frameworks.md 6.1); FP8 too unless the
+ * GEMMs run in FP8 (torchao's Float8Tensor linear runs F.linear on
+ * weight.dequantize() for a high-precision input; under precision = fp8
+ * Transformer Engine uses an FP8 weight as it is); int8 in backward only
+ * (bitsandbytes MatMul8bitLt: the forward GEMM runs in int8, the input
+ * gradient on CB.to(dtype, copy=True) scaled by SCB / 127). */
+enum { DEQUANT_FWD = 1, DEQUANT_BWD = 2 };
+static int dequantized_in(const vs_dims *d, int dtype)
+{
+  if (dtype == VS_DTYPE_NF4 ||
+      (dtype == VS_DTYPE_FP8_SCALED && d->em_dtype != VS_DTYPE_FP8))
+    return DEQUANT_FWD | DEQUANT_BWD;
+  return dtype == VS_DTYPE_INT8_ROWWISE ? DEQUANT_BWD : 0;
+}
+
+/* The elements of op's largest matrix weight before its newest one:
+ * of any (pass ANY_PASS), or of those dequantized in pass. */
+enum { ANY_PASS = 0 };
+static uint64_t largest_earlier_weight(const vs_block *blk,
+                                       const vs_op_spec *op, const vs_dims *d,
+                                       int pass)
+{
+  uint64_t largest = 0;
+  for (uint32_t i = op->first_param; i + 1 < op->first_param + op->n_params;
+       i++) {
+    const vs_param_tensor *p = &blk->params[i];
+    if (p->rows > 1 && p->cols > 1 && p->rows * p->cols > largest &&
+        (pass == ANY_PASS || (dequantized_in(d, p->dtype) & pass)))
+      largest = p->rows * p->cols;
+  }
+  return largest;
+}
+
+/* The copy of a rows x cols GEMM weight (stored as dtype) that the newest
+ * op, a matmul, makes before its GEMM and saves for backward:
+ * - precision = fp8: a weight not stored in FP8 is quantized and the FP8
+ *   copy saved (Transformer Engine; shared/reference/frameworks.md 7),
+ *   which the recipe keeps only where ZeRO-3 gathers the weight per block
+ *   (elsewhere the layout keeps one copy for the step);
+ * - autocast: the fp32 weight is cast to 16 bits (autocast_mode.cpp
+ *   cached_cast) and saved for the input gradient (frameworks.md 1.2);
+ *   the cast reads 4 B and writes 2 B a weight. In backward the GEMM's
+ *   16-bit weight gradient is cast to fp32 (ToCopyBackward) before it is
+ *   added to .grad: 2 + 4 B a weight of transients, one weight at a time
+ *   (the op's largest counts). Biases are cast and cached too, but no
+ *   GEMM saves them (addmm's backward needs no bias): not counted. */
+int vs_block_weight_copy(vs_block *blk, const vs_dims *d, uint64_t rows,
+                         uint64_t cols, int dtype, vs_error *err)
+{
+  vs_op_spec *op = blk->n_ops > 0 ? &blk->ops[blk->n_ops - 1] : NULL;
+  uint64_t now = rows * cols, before;
+  if (d->copy_dtype == VS_DTYPE_N || !op || !op->matmul || op->adapter ||
+      rows <= 1 || cols <= 1 || dtype == VS_DTYPE_FP8_SCALED)
+    return 0;
+  if (d->amp) {
+    op->fwd_bytes += (double)(6 * now);
+    before = largest_earlier_weight(blk, op, d, ANY_PASS);
+    if (now > before)
+      op->bwd_temp_bytes += 6 * (now - before);
+  }
+  return vs_block_save(
+      blk, op,
+      (vs_saved){.bytes = vs_dtype_tensor_bytes(d->copy_dtype, rows, cols),
+                 .dtype = d->copy_dtype,
+                 .category = VS_CAT_ACTIVATIONS,
+                 .weight_copy = d->amp ? VS_COPY_AUTOCAST : VS_COPY_FP8},
+      err);
+}
+
+/* A parameter of rows x cols on this rank, stored as dtype, for the
+ * newest op (if any), which computes its gradient. */
+static int param_as(vs_block *blk, const vs_dims *d, const char *name,
+                    uint64_t rows, uint64_t cols, int dtype, vs_error *err)
+{
+  vs_param_tensor *p;
+  if (rows == 0 || cols == 0)
+    return 0;
+  if (room((void **)&blk->params, &blk->cap_params, blk->n_params,
+           sizeof *blk->params, "parameter tensors", err))
+    return VS_EINPUT;
+  p = &blk->params[blk->n_params++];
+  memset(p, 0, sizeof *p);
+  snprintf(p->name, sizeof p->name, "%s", name);
+  p->rows = rows;
+  p->cols = cols;
+  p->dtype = (uint8_t)dtype;
+  p->trainable = !d->frozen_base;
+  p->shard_group = VS_GROUP_DP;
+  blk->param_elems += rows * cols;
+  if (blk->n_ops > 0)
+    blk->ops[blk->n_ops - 1].n_params++;
+  return vs_block_weight_copy(blk, d, rows, cols, dtype, err);
+}
+
+/* A parameter in the model's parameter dtype whose op is no Transformer
+ * Engine module: no FP8 copy. */
+int vs_block_param_uncopied(vs_block *blk, const vs_dims *d, const char *name,
+                            uint64_t rows, uint64_t cols, vs_error *err)
+{
+  vs_dims plain = *d;
+  plain.copy_dtype = VS_DTYPE_N;
+  return param_as(blk, &plain, name, rows, cols, d->param_dtype, err);
+}
+
+/* A parameter in the model's parameter dtype. */
+int vs_block_param(vs_block *blk, const vs_dims *d, const char *name,
+                   uint64_t rows, uint64_t cols, vs_error *err)
+{
+  return param_as(blk, d, name, rows, cols, d->param_dtype, err);
+}
+
+/* A layer's linear weight (rows x cols on this rank) for the newest op:
+ * stored in the base format; one dequantized whole (dequantized_in) is a
+ * transient of rows x cols elements of the compute dtype in that pass,
+ * one weight at a time, so the op's largest counts. */
+int vs_block_linear_weight(vs_block *blk, const vs_dims *d, const char *name,
+                           uint64_t rows, uint64_t cols, vs_error *err)
+{
+  vs_op_spec *op;
+  uint64_t now = rows * cols, before;
+  int passes;
+  if (param_as(blk, d, name, rows, cols, d->base_dtype, err))
+    return VS_EINPUT;
+  passes = dequantized_in(d, d->base_dtype);
+  op = &blk->ops[blk->n_ops - 1];
+  before = largest_earlier_weight(blk, op, d, DEQUANT_FWD);
+  if ((passes & DEQUANT_FWD) && now > before)
+    op->fwd_temp_bytes += d->e * (now - before);
+  before = largest_earlier_weight(blk, op, d, DEQUANT_BWD);
+  if ((passes & DEQUANT_BWD) && now > before)
+    op->bwd_temp_bytes += d->e * (now - before);
+  return 0;
+}
+
+/* An adapter op's work over n targets of one input of `in` features:
+ * x @ A (in x r) then @ B (r x out) per target, 2 x forward backward (the
+ * weight-gradient half of it for A and B). */
+static void as_adapter(vs_op_spec *op, const vs_dims *d, uint64_t in,
+                       const vs_lora_linear *t, size_t n)
+{
+  double tok = (double)d->tokens, r = (double)d->lora_r;
+  op->matmul = true;
+  for (size_t i = 0; i < n; i++) {
+    double out = (double)t[i].out;
+    op->fwd_flops += 2.0 * tok * ((double)in * r + r * out);
+    op->fwd_bytes += (double)d->e *
+                     (tok * (double)in + (double)in * r + 2.0 * tok * r +
+                      r * out + tok * out);
+  }
+  op->bwd_flops = 2.0 * op->fwd_flops;
+  op->bwd_bytes = 2.0 * op->fwd_bytes;
+  op->wgrad_flops = op->fwd_flops;
+  op->wgrad_bytes = op->fwd_bytes;
+  op->bwd_temp_bytes = d->e * d->tokens * in;
+}
+
+/* LoRA adapters (Hu et al. 2021; PEFT's lora.Linear) on the targets t of
+ * the base linear just built, whose input has `in` features: an op after
+ * it with each target's A (in x r) and B (r x out), trainable, in
+ * adapter_dtype (fp32 by default: PEFT's autocast_adapter_dtype). What
+ * autograd keeps
+ * (shared/reference/frameworks.md 6.2): A's input, the base input x itself
+ * (once for every target of it) or, with lora_dropout, each target's
+ * dropped copy and its 1-byte mask; B's input, A's r-wide output. */
+int vs_block_lora_adapter(vs_block *blk, const vs_dims *d, const char *name,
+                          uint64_t in, vs_input_keeper keeper,
+                          const vs_lora_linear *t, size_t n, vs_error *err)
+{
+  static const char *const names[VS_LORA_N] = {"q", "k", "v", "o",
+                                                "gate", "up", "down"};
+  vs_lora_linear on[4];
+  size_t k = 0;
+  vs_op_spec *op;
+  /* adapters of another dtype than the activations get their own cast of
+   * x each (PEFT's _cast_input_dtype, then autocast's copy) */
+  bool cast = d->adapter_dtype != d->act_dtype;
+  for (size_t i = 0; i < n; i++)
+    if (d->lora_r && (d->lora_targets & 1u << t[i].target))
+      on[k++] = t[i];
+  if (k == 0)
+    return 0;
+  if (!(op = vs_block_add_op(blk, name, err)))
+    return VS_EINPUT;
+  as_adapter(op, d, in, on, k);
+  op->adapter = true;
+  if (!d->lora_drop && !cast && keeper == KEPT_FOR_WEIGHTS &&
+      vs_block_save_act(blk, op, d->em * d->tokens * in, d->em_dtype, err))
+    return VS_EINPUT;
+  for (size_t i = 0; i < k; i++) {
+    char pname[VS_OP_NAME_MAX];
+    vs_param_tensor *p;
+    if (!d->lora_drop && cast &&
+        vs_block_save_act(blk, op, d->e * d->tokens * in, d->act_dtype, err))
+      return VS_EINPUT; /* this target's cast copy of x */
+    if (d->lora_drop &&
+        (vs_block_save_act(blk, op, d->e * d->tokens * in, d->act_dtype, err) ||
+         vs_block_save(blk, op,
+                       (vs_saved){.bytes = d->tokens * in,
+                                  .dtype = VS_DTYPE_BOOL,
+                                  .category = VS_CAT_ACTIVATIONS},
+                       err)))
+      return VS_EINPUT;
+    if (vs_block_save_act(blk, op, d->e * d->tokens * d->lora_r, d->act_dtype,
+                          err))
+      return VS_EINPUT;
+    for (int ab = 0; ab < 2; ab++) {
+      snprintf(pname, sizeof pname, "%s.lora_%c", names[on[i].target],
+               ab ? 'B' : 'A');
+      if (vs_block_param(blk, d, pname, ab ? d->lora_r : in,
+                         ab ? on[i].out : d->lora_r, err))
+        return VS_EINPUT;
+      p = &blk->params[blk->n_params - 1];
+      p->dtype = d->adapter_dtype;
+      p->trainable = true;
+    }
+  }
+  return 0;
+}
+
+/* A norm over the replicated activation: saves its input (in fp32 under
+ * autocast: the fp32 residual, or its cast), as a fused kernel does.
+ * LayerNorm also has a bias; RMSNorm does not. Hugging Face's
+ * LlamaRMSNorm (modeling_llama.py) runs in Python ops instead:
+ * hidden.to(float32), then pow and the rsqrt multiply save that fp32 copy
+ * (the input itself when it is fp32), and weight * normed.to(input_dtype)
+ * saves the normalized tensor in the input's dtype. */
+int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name, bool bias,
+                  vs_error *err)
+{
+  char pname[VS_OP_NAME_MAX];
+  vs_op_spec *op = vs_block_add_op(blk, name, err);
+  uint64_t elems = d->tok_rep * d->h;
+  if (!op)
+    return VS_EINPUT;
+  vs_block_as_elementwise(op, elems, d->er, 8.0);
+  op->bwd_kernels = NORM_BWD_KERNELS;
+  if (d->hf_modules && !bias) {
+    if (vs_block_save_act(blk, op, 4 * elems, VS_DTYPE_FP32, err) ||
+        vs_block_save_act(blk, op, d->er * elems, d->er_dtype, err))
+      return VS_EINPUT;
+  } else if (vs_block_save_act(blk, op, d->er * elems, d->er_dtype, err)) {
+    return VS_EINPUT;
+  }
+  snprintf(pname, sizeof pname, "%s.weight", name);
+  if (vs_block_param(blk, d, pname, 1, d->h, err))
+    return VS_EINPUT;
+  snprintf(pname, sizeof pname, "%s.bias", name);
+  return bias ? vs_block_param(blk, d, pname, 1, d->h, err) : 0;
+}
+
+/* Dropout over n elements of eb bytes: its 1-byte mask is saved (the
+ * dropped-out attention probs are saved by the matmul that reads them). */
+int vs_block_dropout(vs_block *blk, const vs_dims *d, const char *name,
+                     uint64_t n, uint64_t eb, bool selective, vs_error *err)
+{
+  vs_op_spec *op;
+  if (!d->dropout)
+    return 0;
+  if (!(op = vs_block_add_op(blk, name, err)))
+    return VS_EINPUT;
+  vs_block_as_elementwise(op, n, eb, 2.0);
+  op->attn_core = selective;
+  if (vs_block_save(blk, op,
+                    (vs_saved){.bytes = n,
+                               .dtype = VS_DTYPE_BOOL,
+                               .category = VS_CAT_ACTIVATIONS,
+                               .selective = selective},
+                    err))
+    return VS_EINPUT;
+  return 0;
+}
+
+/* Under autocast, a GEMM's input from the fp32 residual stream (a norm's
+ * output) is cast to 16 bits by each of the `casts` linears that read it,
+ * each keeping its own copy (frameworks.md 1.2): the casts read 4 B and
+ * write 2 B an element, and in backward each gradient is cast back to
+ * fp32 before the norm gets it. */
+void vs_block_autocast_input(vs_op_spec *op, const vs_dims *d, uint64_t casts,
+                             uint64_t elems)
+{
+  if (!d->amp)
+    return;
+  op->fwd_bytes += (double)(casts * (d->er + d->e) * elems);
+  op->bwd_temp_bytes += d->er * elems;
+}
+
+/* The tensor-parallel collectives of a column-parallel matmul over `rows`
+ * tokens of `width` input features (Megatron's f: all-reduce of the
+ * input's gradient; with sp the input all-gathered in forward, the
+ * gradient reduce-scattered, and the input gathered again in backward
+ * unless kept whole). */
+void vs_block_column_comms(vs_op_spec *op, const vs_dims *d, uint64_t rows,
+                           uint64_t width, vs_sp_input input)
+{
+  uint64_t bytes = d->e * rows * width;
+  if (!d->sp) {
+    vs_block_comm(&op->bwd_after, d, VS_COLL_ALL_REDUCE, bytes);
+    return;
+  }
+  vs_block_comm(&op->fwd_before, d, VS_COLL_ALL_GATHER, bytes);
+  vs_block_comm(&op->bwd_after, d, VS_COLL_REDUCE_SCATTER, bytes);
+  if (input == SP_REGATHER) {
+    vs_block_comm(&op->bwd_before, d, VS_COLL_ALL_GATHER, bytes);
+    op->bwd_temp_bytes += bytes; /* re-gathered input */
+  }
+}
+
+/* The tensor-parallel collectives of a row-parallel matmul over `rows`
+ * tokens (Megatron's g: all-reduce of the output; with sp a
+ * reduce-scatter, and the output's gradient gathered in backward). */
+void vs_block_row_comms(vs_op_spec *op, const vs_dims *d, uint64_t rows)
+{
+  uint64_t bytes = d->e * rows * d->h;
+  if (d->sp) {
+    vs_block_comm(&op->fwd_after, d, VS_COLL_REDUCE_SCATTER, bytes);
+    vs_block_comm(&op->bwd_before, d, VS_COLL_ALL_GATHER, bytes);
+  } else {
+    vs_block_comm(&op->fwd_after, d, VS_COLL_ALL_REDUCE, bytes);
+  }
+}
+
+/* A column-parallel matmul (QKV, MLP up): the input is replicated over tp
+ * (or sequence-sharded and gathered first), the output sharded; `casts`
+ * linears read the input (casts_of). */
+vs_op_spec *vs_block_column_parallel(vs_block *blk, const vs_dims *d,
+                                     const char *name, uint64_t out_cols,
+                                     uint64_t casts, vs_error *err)
+{
+  vs_op_spec *op = vs_block_add_op(blk, name, err);
+  if (!op)
+    return NULL;
+  vs_block_as_matmul(op, d->tokens, d->h, out_cols, d->e);
+  vs_block_autocast_input(op, d, casts, d->tok_rep * d->h);
+  if (vs_block_save_input(blk, op, casts * d->em * d->tok_rep * d->h,
+                          d->em_dtype, KEPT_FOR_WEIGHTS, err))
+    return NULL;
+  vs_block_column_comms(op, d, d->tokens, d->h, SP_REGATHER);
+  return op;
+}
+
+/* A row-parallel matmul (attention output, MLP down): sharded input, output
+ * summed over tp (all-reduce, or reduce-scatter with sp); keeper: who else
+ * keeps its input. */
+vs_op_spec *vs_block_row_parallel(vs_block *blk, const vs_dims *d,
+                                  const char *name, uint64_t in_cols,
+                                  vs_input_keeper keeper, vs_error *err)
+{
+  vs_op_spec *op = vs_block_add_op(blk, name, err);
+  if (!op)
+    return NULL;
+  vs_block_as_matmul(op, d->tokens, in_cols, d->h, d->e);
+  if (vs_block_save_input(blk, op, d->em * d->tokens * in_cols, d->em_dtype,
+                          keeper, err))
+    return NULL;
+  vs_block_row_comms(op, d, d->tokens);
+  return op;
+}

@@ -1,0 +1,189 @@
+/* model_int.h - what the model builder's three files share (model.c: the
+ * whole model; block.c: the building blocks of a block; layer.c: the
+ * blocks themselves, from attention to the head). Not part of model.h's
+ * contract: only sim/model includes it. */
+#ifndef VS_MODEL_INT_H
+#define VS_MODEL_INT_H
+
+#include "comm.h"
+#include "error.h"
+#include "workload.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* model.h's, which this header does not include: model.c includes
+ * both, and model.h knows nothing of these internals. */
+typedef struct vs_block vs_block;
+typedef struct vs_op_spec vs_op_spec;
+
+/* Shapes of one rank's work for one micro-batch. */
+typedef struct vs_dims {
+  uint64_t s, b, h, a, kv, d, f, vocab; /* model sizes (vocab padded; s
+                                          this rank's part of a sequence) */
+  uint64_t skv;      /* the keys a query attends over: seq_len */
+  uint64_t cp;       /* context-parallel size */
+  int cp_comm;       /* vs_cp_comm */
+  uint64_t t;        /* tensor-parallel size */
+  uint8_t tp_group;  /* the vs_group of those t ranks: tp (etp in the
+                        routed experts' dims, expert_dims) */
+  uint64_t et;       /* expert tensor-parallel size (vs_workload_etp) */
+  uint64_t tokens;   /* s*b */
+  uint64_t
+      tok_rep; /* tokens in the tp-replicated region: s*b, or s*b/t with sp */
+  uint64_t e;        /* bytes per activation element (the GEMMs'
+                        outputs) */
+  uint64_t em;       /* bytes per saved matmul input (1 under fp8) */
+  uint8_t act_dtype; /* vs_dtype of activations */
+  uint8_t em_dtype;  /* vs_dtype of saved matmul inputs */
+  uint8_t param_dtype; /* vs_dtype of the GPU's weights */
+  bool amp;          /* autocast over fp32 weights (frameworks.md 1) */
+  uint64_t er;       /* bytes per element of the residual stream and of
+                        the inputs norms save: e, or 4 under autocast
+                        (fp32 weights make the residual fp32; layer_norm
+                        is on autocast's fp32 list) */
+  uint8_t er_dtype;  /* their vs_dtype */
+  uint64_t qkv_casts; /* copies of the first norm's output the attention's
+                        input projections save (casts_of) */
+  uint64_t up_casts; /* ... of the second norm's output, the MLP's */
+  uint8_t copy_dtype; /* dtype of a GEMM weight's copy saved for backward
+                        (vs_block_weight_copy): fp8 under fp8, the 16-bit dtype
+                        under autocast; VS_DTYPE_N: none */
+  bool dropout;      /* dropout ops exist */
+  bool sp;           /* sequence parallel */
+  bool eager;        /* attention materialises the scores */
+  bool causal;       /* attention masks later tokens (gpt, llama) */
+  bool frozen_base;  /* LoRA / QLoRA: every base weight frozen */
+  uint8_t base_dtype; /* vs_dtype of the layers' linear weights */
+  uint64_t lora_r;   /* adapter rank; 0: no adapters */
+  uint32_t lora_targets; /* bits 1 << vs_lora_target */
+  bool lora_drop;    /* dropout on each adapter's input */
+  uint8_t adapter_dtype; /* vs_dtype of adapter weights */
+  bool frozen_prefix; /* trainable_layers: the first layers are frozen */
+  uint64_t experts;  /* routed experts of an MoE layer (0: dense model) */
+  uint64_t topk;     /* experts a token goes to */
+  uint64_t fe;       /* a routed expert's FFN width */
+  uint64_t fs;       /* the shared experts' FFN width, all together */
+  uint64_t slots;    /* token slots the routed experts process on this
+                        rank per micro-batch: what the all-to-all brings
+                        (arrived), gathered over etp */
+  uint64_t arrived;  /* token slots the expert-parallel all-to-all brings
+                        this rank (moe_slots of its tok_rep tokens) */
+  uint64_t sent;     /* the rank's own token slots it dispatches (k
+                        tok_rep, or padded to capacity) */
+  uint64_t ep;       /* expert-parallel size: experts / ep on a rank */
+  bool bert;         /* arch = bert (its GeLU is F.gelu) */
+  uint64_t rkv;      /* MLA: the key-value latent's width (0: no MLA) */
+  uint64_t rq;       /* MLA: the query latent's (0: a full projection) */
+  uint64_t dn, dr, dv; /* MLA head sizes: query/key non-rotary, rotary,
+                        value */
+  bool hf_modules;   /* Hugging Face transformers' eager modules
+                        (framework = hf): LlamaRMSNorm and GPT-2's
+                        NewGELUActivation in Python ops, unfused */
+} vs_dims;
+
+/* Who keeps a linear's input for backward. */
+typedef enum vs_input_keeper {
+  KEPT_FOR_WEIGHTS,  /* only the linear, for its weight gradient */
+  KEPT_BY_ANOTHER    /* another op keeps the same tensor too (flash
+                        attention its output, the output projection's
+                        input) */
+} vs_input_keeper;
+
+/* One LoRA target of a base linear: its output features and name. */
+typedef struct vs_lora_linear {
+  int target;        /* vs_lora_target */
+  uint64_t out;      /* output features */
+} vs_lora_linear;
+
+/* A fused norm's backward launches two kernels: the input gradient with
+ * per-block partial sums of the weight's (and bias's) gradients, then
+ * their reduction (apex's contrib layer_norm: ln_bwd and
+ * ln_bwd_finalize, ln_bwd_semi_cuda_kernel.cu; Megatron's persistent
+ * FastLayerNorm). */
+#define NORM_BWD_KERNELS 2
+
+/* Whether a column-parallel matmul under sequence parallelism gathers its
+ * saved (sequence-sharded) input again for backward, or keeps the gathered
+ * input whole (the experts' tokens, gathered by the dispatcher). */
+typedef enum { SP_REGATHER, SP_KEEPS_GATHERED } vs_sp_input;
+
+/* A layer's MLP: dense, or a mixture of experts. */
+typedef enum { MLP_DENSE, MLP_MOE } vs_mlp_kind;
+
+/* ------------------------------------------------------------------------
+ * Building blocks (block.c): ops with their work, saved tensors, weights
+ * and their copies, norms, dropouts, tensor-parallel linears and their
+ * collectives. Each returns 0, or an error code with err set.
+ * ------------------------------------------------------------------------ */
+
+int vs_block_save_act(vs_block *blk, vs_op_spec *op, uint64_t bytes, int dtype,
+                      vs_error *err);
+
+int vs_block_save_input(vs_block *blk, vs_op_spec *op, uint64_t bytes,
+                        int dtype, vs_input_keeper keeper, vs_error *err);
+
+int vs_block_save_scores(vs_block *blk, vs_op_spec *op, uint64_t scores,
+                         int dtype, vs_error *err);
+
+void vs_block_as_matmul(vs_op_spec *op, uint64_t m, uint64_t k, uint64_t n,
+                        uint64_t e);
+
+void vs_block_as_elementwise(vs_op_spec *op, uint64_t elems, uint64_t e,
+                             double flops_per_elem);
+
+void vs_block_comm(vs_comm *c, const vs_dims *d, int kind, uint64_t bytes);
+
+int vs_block_weight_copy(vs_block *blk, const vs_dims *d, uint64_t rows,
+                         uint64_t cols, int dtype, vs_error *err);
+
+int vs_block_param_uncopied(vs_block *blk, const vs_dims *d, const char *name,
+                            uint64_t rows, uint64_t cols, vs_error *err);
+
+int vs_block_param(vs_block *blk, const vs_dims *d, const char *name,
+                   uint64_t rows, uint64_t cols, vs_error *err);
+
+int vs_block_linear_weight(vs_block *blk, const vs_dims *d, const char *name,
+                           uint64_t rows, uint64_t cols, vs_error *err);
+
+int vs_block_lora_adapter(vs_block *blk, const vs_dims *d, const char *name,
+                          uint64_t in, vs_input_keeper keeper,
+                          const vs_lora_linear *t, size_t n, vs_error *err);
+
+int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name, bool bias,
+                  vs_error *err);
+
+int vs_block_dropout(vs_block *blk, const vs_dims *d, const char *name,
+                     uint64_t n, uint64_t eb, bool selective, vs_error *err);
+
+void vs_block_autocast_input(vs_op_spec *op, const vs_dims *d, uint64_t casts,
+                             uint64_t elems);
+
+void vs_block_column_comms(vs_op_spec *op, const vs_dims *d, uint64_t rows,
+                           uint64_t width, vs_sp_input input);
+
+void vs_block_row_comms(vs_op_spec *op, const vs_dims *d, uint64_t rows);
+
+vs_op_spec *vs_block_column_parallel(vs_block *blk, const vs_dims *d,
+                                     const char *name, uint64_t out_cols,
+                                     uint64_t casts, vs_error *err);
+
+vs_op_spec *vs_block_row_parallel(vs_block *blk, const vs_dims *d,
+                                  const char *name, uint64_t in_cols,
+                                  vs_input_keeper keeper, vs_error *err);
+
+/* ------------------------------------------------------------------------
+ * Blocks (layer.c): one transformer layer, the embedding, the head.
+ * ------------------------------------------------------------------------ */
+
+int vs_model_build_layer(vs_block *blk, const vs_workload *wl, const vs_dims *d,
+                         vs_mlp_kind mlp, vs_error *err);
+
+int vs_model_build_embed(vs_block *blk, const vs_workload *wl, const vs_dims *d,
+                         vs_error *err);
+
+int vs_model_build_head(vs_block *blk, const vs_workload *wl, const vs_dims *d,
+                        vs_error *err);
+
+#endif
