@@ -272,7 +272,7 @@ def normalize(cfg):
 
 
 # ---------------------------------------------------------------------------
-# Sizes (the formulas of sim/model.c, so tests can hold them against vsim)
+# Sizes (the formulas of sim/model/model.c, so tests can hold them against vsim)
 # ---------------------------------------------------------------------------
 
 def param_count(c):

@@ -1,9 +1,9 @@
 """gtmodels.py - GPT- and Llama-style decoders and their training step, in
-plain PyTorch, built to follow vsim's op list (sim/model.c) as closely as
+plain PyTorch, built to follow vsim's op list (sim/model/layer.c) as closely as
 plain PyTorch allows. Imported only where PyTorch is installed (the harness's
 child process and --selftest).
 
-What matches sim/model.c
+What matches sim/model/layer.c
   GPT:   learned position embeddings (seq_len rows), embedding dropout;
          per layer LayerNorm (weight and bias) -> fused QKV projection with
          bias -> attention -> output projection with bias -> dropout ->

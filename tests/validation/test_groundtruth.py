@@ -194,7 +194,7 @@ class Grid(unittest.TestCase):
     def test_every_configuration_is_a_valid_workload_with_vsims_parameter_count(self):
         """Each grid row's generated INI passes `vsim show`, which reports the
         same parameter count as gtconfig.param_count (the formula of
-        sim/model.c that the PyTorch models are checked against in
+        sim/model/model.c that the PyTorch models are checked against in
         --selftest)."""
         with tempfile.TemporaryDirectory() as d:
             for c in self.grid:
