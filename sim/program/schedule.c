@@ -2638,6 +2638,8 @@ static void number_stage_insts(builder *b)
     for (size_t inst = lo; inst <= hi; inst++)
       b->stage_inst[inst] = (uint32_t)b->n_stage_inst++;
   }
+  if (b->n_stage_inst == 0)
+    b->n_stage_inst = 1; /* a row nobody uses: live's row 0 stays inside */
 }
 
 /* A builder for stage of job into prog, with its tables (b->failed when
