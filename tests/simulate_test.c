@@ -2269,6 +2269,62 @@ static void test_first_step_that_cannot_complete(void **state)
   vs_sim_fini(&screen);
 }
 
+/* Screens pipeline_gpt on two stages split as `layers` (pp_layers), one
+ * rank each, on a GPU with room for what one stage's step takes over from
+ * its first step but not the other's, and checks that the stage expected
+ * to lack room (`tight`) does and what the screen decides: when stage 0
+ * lacks it the screen decides (its rank 0 runs out in its setup and is the
+ * worst), as 8 micro-batches do, byte for byte; when only stage 1 does,
+ * rank 0 has no out-of-memory of its own, the job's merged one could name
+ * rank 0's first step, and the screen decides nothing. */
+static void screen_two_stages(const char *layers, size_t tight)
+{
+  const char *const sets[] = {"parallel.pp=2", layers};
+  const char *const one[] = {"parallel.pp=2", layers,
+                             "training.global_batch=1"};
+  vs_workload wl, wl1;
+  vs_topology topo;
+  vs_sim plain, screen, whole;
+  vs_sim_opts opts = {.stop_at_oom = true, .check_invariants = true};
+  vs_error err;
+  uint64_t holds[2], outside;
+  load(&wl, pipeline_gpt, sets, 2, 2);
+  load(&wl1, pipeline_gpt, one, 3, 2);
+  simulate(&plain, &wl, &topo, false);
+  assert_int_equal(plain.n_ranks, 2);
+  for (size_t i = 0; i < 2; i++)
+    holds[i] = setup_bytes(plain.ranks[i].prog, VS_STEP_AFTER_FIRST);
+  outside = plain.ranks[0].alloc->cfg.outside_bytes;
+  vs_sim_fini(&plain);
+  assert_true(holds[tight] > holds[1 - tight]);
+  tu_default_topology(&topo);
+  topo.memory_bytes = outside + (holds[0] + holds[1]) / 2;
+  vs_error_clear(&err);
+  assert_int_equal(vs_sim_run(&screen, &wl1, &topo, &opts, &err), 0);
+  assert_int_equal(vs_sim_run(&whole, &wl, &topo, &opts, &err), 0);
+  assert_true(screen.stats.stopped && whole.stats.stopped);
+  assert_true(screen.ranks[tight].mem.oom.happened &&
+              !screen.ranks[tight].mem.oom.earlier_run);
+  assert_int_equal(vs_sim_stopped_in_setup(&screen), tight == 0);
+  if (tight == 0)
+    assert_memory_equal(&screen.ranks[0].mem, &whole.ranks[0].mem,
+                        sizeof screen.ranks[0].mem);
+  else
+    assert_false(screen.ranks[0].mem.oom.happened &&
+                 !screen.ranks[0].mem.oom.earlier_run);
+  vs_sim_fini(&screen);
+  vs_sim_fini(&whole);
+}
+
+/* The rule on two stages: stage 0 the one without room (10 of the 16
+ * layers), then stage 1 (10 layers there). */
+static void test_first_step_that_cannot_complete_on_one_stage(void **state)
+{
+  (void)state;
+  screen_two_stages("parallel.pp_layers=10,6", 0);
+  screen_two_stages("parallel.pp_layers=6,10", 1);
+}
+
 /* Bytes of the file at path (fails the test when it cannot be read). */
 static double file_bytes(const char *path)
 {
@@ -2463,6 +2519,7 @@ int main(void)
       cmocka_unit_test(test_estimate_bounds_the_work),
       cmocka_unit_test(test_first_step_then_reported_step),
       cmocka_unit_test(test_first_step_that_cannot_complete),
+      cmocka_unit_test(test_first_step_that_cannot_complete_on_one_stage),
       cmocka_unit_test(test_estimate_counts_programs_once),
       cmocka_unit_test(test_steady_state_tells_the_longer_step),
       cmocka_unit_test(test_steady_state_only_where_proven),

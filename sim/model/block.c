@@ -115,7 +115,7 @@ void vs_block_as_matmul(vs_op_spec *op, uint64_t m, uint64_t k, uint64_t n,
   op->bwd_bytes = 2.0 * op->fwd_bytes;
   /* of which the weight gradient X^T dY: 2mkn FLOPs, reading X and dY and
    * writing dW (as many bytes as forward) */
-  op->wgrad_flops = op->fwd_flops;
+  op->wgrad_flops = op->fwd_flops; /* dW = X^T dY */
   op->wgrad_bytes = op->fwd_bytes;
   op->bwd_temp_bytes = e * m * k; /* gradient of the input */
 }

@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* model.h's, which this header does not include: model.c includes
- * both, and model.h knows nothing of these internals. */
+/* model.h's, which this header does not include (the three files
+ * include both; model.h knows nothing of these internals). */
 typedef struct vs_block vs_block;
 typedef struct vs_op_spec vs_op_spec;
 

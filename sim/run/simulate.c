@@ -849,8 +849,8 @@ static bool first_step_overflows(const vs_rank *r)
  * could otherwise change. */
 static bool step_alone_stopped_in_setup(const vs_sim *sim)
 {
-  const vs_rank *r0 = &sim->ranks[0];
-  return sim->n_ranks > 0 && r0->step == VS_STEP_ONLY && r0->alloc &&
+  const vs_rank *r0 = sim->n_ranks > 0 ? &sim->ranks[0] : NULL;
+  return r0 && r0->step == VS_STEP_ONLY && r0->alloc &&
          r0->mem.oom.happened && !r0->mem.oom.earlier_run &&
          ranks_stopped_in_setup(sim->ranks, sim->n_ranks,
                                 sim->stats.stopped) &&
