@@ -61,13 +61,8 @@ static built *build_stage(const char *const *sets, size_t n_sets,
   vs_error err;
   assert_non_null(b);
   vs_error_clear(&err);
-  if (tu_load_workload(&b->wl, gpt_small, sets, n_sets, gpus, &err))
-    fail_msg("workload: %s", err.msg);
-  tu_default_topology(&b->topo);
-  if (vs_model_build(&b->wl, &b->m, &err) ||
-      vs_recipe_build(&b->wl, &b->m, &b->r, &err) ||
-      vs_layout_build(&b->wl, &b->topo, &b->m, &b->r, &b->lay, &err))
-    fail_msg("build: %s", err.msg);
+  tu_build_job(gpt_small, sets, n_sets, gpus, &b->wl, &b->topo, &b->m, &b->r,
+               &b->lay);
   {
     vs_job job = {.wl = &b->wl, .topo = &b->topo, .model = &b->m,
                   .recipe = &b->r, .layout = &b->lay};

@@ -200,6 +200,20 @@ void tu_assert_close_at(double actual, double expected, double rel,
              line, actual, rel, expected);
 }
 
+void tu_build_job(const char *ini, const char *const *sets, size_t n_sets,
+                  uint64_t gpus, vs_workload *wl, vs_topology *topo,
+                  vs_model *m, vs_recipe *r, vs_layout *lay)
+{
+  vs_error err;
+  vs_error_clear(&err);
+  if (tu_load_workload(wl, ini, sets, n_sets, gpus, &err))
+    fail_msg("workload: %s", err.msg);
+  tu_default_topology(topo);
+  if (vs_model_build(wl, m, &err) || vs_recipe_build(wl, m, r, &err) ||
+      vs_layout_build(wl, topo, m, r, lay, &err))
+    fail_msg("build: %s", err.msg);
+}
+
 tu_pipeline *tu_build_pipeline(const char *ini, const char *const *sets,
                                size_t n_sets, uint64_t gpus)
 {
@@ -207,13 +221,8 @@ tu_pipeline *tu_build_pipeline(const char *ini, const char *const *sets,
   vs_error err;
   assert_non_null(p);
   vs_error_clear(&err);
-  if (tu_load_workload(&p->wl, ini, sets, n_sets, gpus, &err))
-    fail_msg("workload: %s", err.msg);
-  tu_default_topology(&p->topo);
-  if (vs_model_build(&p->wl, &p->m, &err) ||
-      vs_recipe_build(&p->wl, &p->m, &p->r, &err) ||
-      vs_layout_build(&p->wl, &p->topo, &p->m, &p->r, &p->lay, &err))
-    fail_msg("build: %s", err.msg);
+  tu_build_job(ini, sets, n_sets, gpus, &p->wl, &p->topo, &p->m, &p->r,
+               &p->lay);
   p->n = (size_t)p->lay.pp;
   p->progs = calloc(p->n, sizeof *p->progs);
   assert_non_null(p->progs);

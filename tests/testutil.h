@@ -53,6 +53,13 @@ typedef struct tu_pipeline {
   size_t n;
 } tu_pipeline;
 
+/* The workload ini with sets on gpus GPUs on the built-in topology, and
+ * its model, recipe and layout (aborts the test if anything fails; the
+ * caller releases them with vs_recipe_fini and vs_model_fini). */
+void tu_build_job(const char *ini, const char *const *sets, size_t n_sets,
+                  uint64_t gpus, vs_workload *wl, vs_topology *topo,
+                  vs_model *m, vs_recipe *r, vs_layout *lay);
+
 /* The pipeline of ini with sets on gpus GPUs on the built-in topology
  * (aborts the test if anything fails). Release with tu_free_pipeline. */
 tu_pipeline *tu_build_pipeline(const char *ini, const char *const *sets,

@@ -1393,20 +1393,14 @@ static uint64_t tensor_states(builder *b, uint32_t op, size_t inst,
                       NULL);
 }
 
-static void chunk_range(const builder *b, uint64_t g, size_t *first,
-                        size_t *last);
-
-/* tensor_states of every instance on stage b->stage, chunk by chunk:
- * their bytes. */
+/* tensor_states of every instance on stage b->stage (b->stage_inst), in
+ * order: their bytes. */
 static uint64_t stage_states(builder *b, uint32_t op, state_kind which)
 {
   uint64_t sum = 0;
-  for (uint64_t g = b->stage; g < b->lay->n_chunks; g += b->lay->pp) {
-    size_t lo, hi;
-    chunk_range(b, g, &lo, &hi);
-    for (size_t inst = lo; inst <= hi; inst++)
+  for (size_t inst = 0; inst < b->n_inst; inst++)
+    if (b->stage_inst[inst] != NONE)
       sum += tensor_states(b, op, inst, which);
-  }
   return sum;
 }
 
@@ -2624,7 +2618,8 @@ static void clear_program(vs_program *prog)
 }
 
 /* b->stage_inst and n_stage_inst: the blocks of this stage's model
- * chunks, numbered in order (the ring tables hold rows for these alone:
+ * chunks, numbered in order; what says which blocks a stage holds (the
+ * ring tables hold rows for these alone:
  * a stage of 2 of 107 blocks, 2% of the rows, where filling them all for
  * every stage of a pipeline of 64 was a tenth of a plan's work). */
 static void number_stage_insts(builder *b)

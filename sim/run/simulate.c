@@ -635,6 +635,15 @@ static void drop_ranks(vs_sim *sim)
 
 static bool ran_out(const vs_sim *sim);
 
+/* Frees sim's watcher, if any. */
+static void drop_steady(vs_sim *sim)
+{
+  if (sim->steady)
+    vs_steady_fini(sim->steady);
+  free(sim->steady);
+  sim->steady = NULL;
+}
+
 /* Whether n rounds of growth g added to *count stay in 64 bits (then
  * added; *count unchanged otherwise). */
 static bool grow_count(uint64_t *count, uint64_t n, uint64_t g)
@@ -750,10 +759,7 @@ static void tell_steady(vs_sim *sim, const vs_sim_opts *opts)
   }
   if (!sim->steady_proven)
     sim->steady_extra = 0;
-  if (sim->steady)
-    vs_steady_fini(sim->steady);
-  free(sim->steady);
-  sim->steady = NULL;
+  drop_steady(sim);
 }
 
 /* Makes sim's ranks running `step` (each given the cache its rank in
@@ -957,10 +963,7 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
 
 void vs_sim_fini(vs_sim *sim)
 {
-  if (sim->steady)
-    vs_steady_fini(sim->steady);
-  free(sim->steady);
-  sim->steady = NULL;
+  drop_steady(sim);
   drop_ranks(sim);
   if (!sim->pool) {
     for (size_t s = 0; s < sim->n_programs; s++)
