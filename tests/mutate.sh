@@ -43,7 +43,7 @@ mutants=(
   "embedding communicator when untied|sim/recipe/recipe.c|r->embedding_sync = wl->parallel.pp > 1 && (wl->model.tied_embeddings|r->embedding_sync = wl->parallel.pp > 1 && (!wl->model.tied_embeddings"
   "no pp communicator|sim/parallel/layout.c|(lay->dp > 1) + (lay->pp > 1) +|(lay->dp > 1) + 0 +"
   "one NCCL buffer whatever the communicators|sim/parallel/layout.c|vs_mul_bytes((uint64_t)lay->n_communicators, topo->nccl_bytes, &comms)|vs_mul_bytes(1, topo->nccl_bytes, &comms)"
-  "tied-embedding all-reduce over 1 rank|sim/program/schedule.c|t = vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, bytes, 2, link);|t = vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, bytes, 1, link);"
+  "tied-embedding all-reduce over 1 rank|sim/program/schedule_grads.c|t = vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, bytes, 2, link);|t = vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, bytes, 1, link);"
   "frozen weights keep their weight gradient|sim/recipe/recipe.c|k->bwd_flops[i] = op->bwd_flops - op->wgrad_flops * skipped;|k->bwd_flops[i] = op->bwd_flops;"
   "frozen weights keep their gradients|sim/recipe/recipe.c|          : bytes;|          : bytes; vs_param_tensor trained = *p; trained.trainable = true; p = &trained;"
   "ZeRO-2 leaves gradients whole|sim/recipe/recipe.c|r->grads = state(wl, 2, r->grad_elem_bytes);|r->grads = state(wl, 3, r->grad_elem_bytes);"

@@ -3,7 +3,8 @@
 - layering: a file under sim/<layer>/ or app/ includes only headers of its
   own layer or of a lower one (base < input < model < recipe < parallel <
   cost < program < engine < run < app); calibrate/ sits above run;
-- no include cycles between modules (a module is a .c/.h pair);
+- no include cycles between modules (a module is a .c/.h pair, with its
+  <module>_int.h and the .c files that share it);
 - no function longer than 80 lines in sim/, app/ and calibrate/.
 Prints one line per violation and '<n> passed, <m> failed'; exit 1 on any."""
 import os
@@ -37,12 +38,19 @@ def includes(path):
         return re.findall(r'^\s*#\s*include\s+"([^"]+)"', f.read(), re.M)
 
 
+def module_of(stem):
+    """The module a file belongs to: its stem, where a private header
+    <module>_int.h (STYLE.md: what two files of a module share) belongs to
+    <module>, so that it may include its module's public header."""
+    return stem[:-len("_int")] if stem.endswith("_int") else stem
+
+
 def check_layers(files, failures):
     header_layer = {name: layer for (layer, name) in files if name.endswith(".h")}
     checked = 0
     graph = {}
     for (layer, name), path in files.items():
-        module = (layer, name.rsplit(".", 1)[0])
+        module = (layer, module_of(name.rsplit(".", 1)[0]))
         graph.setdefault(module, set())
         for inc in includes(path):
             checked += 1
@@ -56,7 +64,7 @@ def check_layers(files, failures):
             if LAYERS.index(inc_layer) > LAYERS.index(layer):
                 failures.append(f"{path}: layer '{layer}' includes '{inc}' of "
                                 f"the higher layer '{inc_layer}'")
-            target = (inc_layer, inc[:-2])
+            target = (inc_layer, module_of(inc[:-2]))
             if target != module:
                 graph[module].add(target)
     return checked, graph

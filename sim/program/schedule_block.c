@@ -1,0 +1,1044 @@
+/* schedule_block.c - the ops of one block of a stage's program (see
+ * schedule_int.h): the blocks and their instances, the time of each op,
+ * ZeRO-3's parameter gathers, activation offload, and a block's forward
+ * and backward passes with their saved tensors, checkpoints and model
+ * states. */
+#include "schedule_int.h"
+
+#include "grow.h"
+#include "category.h"
+#include "resource_kinds.h"
+#include "units.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------
+ * Blocks and instances: inst 0 is the embedding, 1..layers the transformer
+ * layers, layers+1 the head.
+ * ------------------------------------------------------------------------ */
+
+const vs_block *sb_block_of(const builder *b, size_t inst)
+{
+  return vs_model_block(b->m, inst);
+}
+
+/* Bytes of saved tensor s of blk as the GPU keeps it: an FP8 copy of a
+ * GEMM operand has a transposed twin on GPUs that need one (Hopper, Ada:
+ * topology fp8_transposes). */
+static uint64_t saved_size(const builder *b, const vs_block *blk, uint32_t s)
+{
+  const vs_saved *sv = &blk->saved[s];
+  return sv->dtype == VS_DTYPE_FP8 && b->topo->fp8_transposes ? 2 * sv->bytes
+                                                              : sv->bytes;
+}
+
+const vs_kind_plan *sb_plan_of(const builder *b, size_t inst)
+{
+  return vs_recipe_kind(b->r, b->m, inst);
+}
+
+/* The row of inst (a block of this stage) and micro-batch mb in the ring
+ * tables (saved, ckpt_buf, act_host, act_out). Micro-batches in flight
+ * on one block at once are fewer than b->ring (see ring_size), so
+ * mb % ring tells them apart; a block of another stage has no row (a
+ * schedule bug, reported). */
+static size_t live(builder *b, size_t inst, int mb)
+{
+  uint32_t row = b->stage_inst[inst];
+  if (row == NONE) {
+    if (!b->failed)
+      vs_error_set(b->err, VS_EINPUT,
+                   "schedule: stage %llu holds activations of block %zu, "
+                   "which is not on it (a schedule bug)",
+                   (unsigned long long)b->stage, inst);
+    b->failed = true;
+    row = 0;
+  }
+  return ((size_t)mb % b->ring) * b->n_stage_inst + row;
+}
+
+/* The buffer slot of saved tensor `saved` (index in its block) of inst
+ * for micro-batch mb. */
+static uint32_t *saved_slot(builder *b, size_t inst, uint32_t saved, int mb)
+{
+  return &b->saved[live(b, inst, mb) * b->max_saved + saved];
+}
+
+/* Stores a new live buffer in slot; a slot still in use means two
+ * micro-batches collided in the ring: a bug, reported, never hidden. */
+static void hold(builder *b, uint32_t *slot, uint32_t buf)
+{
+  if (*slot != NONE && !b->failed) {
+    b->failed = true;
+    vs_error_set(b->err, VS_EINPUT,
+                 "schedule: more micro-batches in flight than expected");
+  }
+  *slot = buf;
+}
+
+static int precision(const builder *b) { return b->wl->training.precision; }
+
+/* The memo slot of (kind, bytes), and whether it holds that key. */
+static time_memo *memo_slot(builder *b, uint64_t kind, uint64_t bytes,
+                            bool *hit)
+{
+  uint64_t key = (bytes ^ (kind << 56)) * UINT64_C(0x9E3779B97F4A7C15);
+  time_memo *m = &b->memo[key >> 58]; /* the top 6 bits: 64 slots */
+  *hit = m->used && m->kind == kind && m->bytes == bytes;
+  if (!*hit) {
+    m->kind = kind;
+    m->bytes = bytes;
+    m->used = true;
+  }
+  return m;
+}
+
+static double split_total(const op_split *x)
+{
+  double t = 0;
+  for (int i = 0; i < VS_BOUND_N; i++)
+    t += x->s[i];
+  return t;
+}
+
+/* Adds `seconds` of work moving `bytes` to x: memory-bound where the
+ * bytes alone take that long, arithmetic-bound otherwise. */
+static void add_work(builder *b, op_split *x, double seconds, double bytes)
+{
+  double t_mem = vs_cost_memory_seconds(b->topo, bytes, &b->p->cal_seen);
+  x->s[t_mem >= seconds ? VS_BOUND_MEMORY : VS_BOUND_MATH] += seconds;
+}
+
+void sb_add_launch(builder *b, op_split *x, unsigned kernels)
+{
+  x->s[VS_BOUND_LAUNCH] += vs_cost_launch_seconds(b->topo, kernels);
+}
+
+static double op_seconds(builder *b, bool matmul, double flops, double bytes)
+{
+  return vs_cost_roofline_seconds(b->topo, precision(b), matmul, flops, bytes,
+                                  &b->p->cal_seen);
+}
+
+/* A roofline op's split (the optimizer step: one kernel's work, its
+ * floors left out as before). */
+op_split sb_roofline_split(builder *b, double flops, double bytes)
+{
+  op_split x = {{0}};
+  add_work(b, &x, op_seconds(b, false, flops, bytes), bytes);
+  return x;
+}
+
+static void add_gemm(builder *b, op_split *x, vs_gemm g, double flops,
+                     double bytes)
+{
+  add_work(b, x,
+           vs_cost_gemm_seconds(b->topo, precision(b), g, flops, bytes,
+                                &b->p->cal_seen),
+           bytes);
+  sb_add_launch(b, x, 1);
+}
+
+/* An op's work without a GEMM shape: flash attention from its measured
+ * rates, anything else by the roofline; then its kernels' floors. */
+static void add_shapeless(builder *b, op_split *x, const vs_op_spec *o,
+                          double flops, double bytes, unsigned kernels)
+{
+  double t = o->flash.seq
+                 ? vs_cost_flash_seconds(b->topo, precision(b), o->flash,
+                                         flops, bytes, &b->p->cal_seen)
+                 : op_seconds(b, o->matmul, flops, bytes);
+  add_work(b, x, t, bytes);
+  sb_add_launch(b, x, kernels);
+}
+
+/* `share` of op o's forward (1, or a recompute's part): its GEMM's shape
+ * prices it where it has one. */
+static op_split fwd_split(builder *b, const vs_op_spec *o, double share)
+{
+  op_split x = {{0}};
+  double f = share * o->fwd_flops, by = share * o->fwd_bytes;
+  if (!(f > 0 || by > 0))
+    return x;
+  if (o->gemm.batch)
+    add_gemm(b, &x, o->gemm, f, by);
+  else
+    add_shapeless(b, &x, o, f, by, o->fwd_kernels);
+  return x;
+}
+
+/* Op o's backward doing what the recipe runs of it (flops, bytes): a GEMM
+ * op's input gradient (forward's FLOPs and bytes), then its second
+ * operand's gradient for the rest (none for a frozen weight). */
+static op_split bwd_split(builder *b, const vs_op_spec *o, double flops,
+                          double bytes)
+{
+  op_split x = {{0}};
+  double f, by;
+  if (!(flops > 0 || bytes > 0))
+    return x;
+  if (!o->gemm.batch) {
+    add_shapeless(b, &x, o, flops, bytes, o->bwd_kernels);
+    return x;
+  }
+  f = flops < o->fwd_flops ? flops : o->fwd_flops;
+  by = bytes < o->fwd_bytes ? bytes : o->fwd_bytes;
+  add_gemm(b, &x, vs_gemm_dgrad(o->gemm), f, by);
+  if (flops > f)
+    add_gemm(b, &x, vs_gemm_wgrad(o->gemm), flops - f, bytes - by);
+  return x;
+}
+
+/* The next compute-stream op waits for op too (a block's gather, its
+ * activations' fetch and up to two blocking sends: four at most, a fifth
+ * is a schedule bug). */
+void sb_wait_on(builder *b, uint32_t op)
+{
+  if (op == NONE || b->failed)
+    return;
+  if (b->n_waits == sizeof b->waits / sizeof b->waits[0]) {
+    b->failed = true;
+    vs_error_set(b->err, VS_EINPUT,
+                 "schedule: a compute op would wait for more than four "
+                 "ops");
+    return;
+  }
+  b->waits[b->n_waits++] = op;
+}
+
+/* op (the newest, on the compute stream) takes the waits, and the
+ * receive the stream's unit starts with: every framework's schedule waits
+ * for a received tensor before it runs the unit (a recompute, a
+ * collective or a gather first included). */
+void sb_stream_waits(builder *b, uint32_t op)
+{
+  for (uint32_t i = 0; i < b->n_waits; i++)
+    sb_add_dep(b, op, b->waits[i]);
+  b->n_waits = 0;
+  sb_add_dep(b, op, b->reduce_wait);
+  b->reduce_wait = NONE;
+  for (int i = 0; i < 2; i++) {
+    sb_free_on(b, op, b->released[i], AT_START);
+    b->released[i] = NONE;
+  }
+  if (b->recv_op != NONE && !b->recv_waited) {
+    sb_add_dep(b, op, b->recv_op);
+    b->recv_waited = true;
+  }
+}
+
+/* Op k of inst's block: its time in phase `which`, computed once for the
+ * block's kind (every micro-batch and layer of a kind runs the same ops). */
+static const op_split *op_time(builder *b, size_t inst, uint32_t k,
+                               phase_time which)
+{
+  const vs_op_spec *o = &sb_block_of(b, inst)->ops[k];
+  op_split *slot = &b->op_time[(b->kind_first[b->m->inst_kind[inst]] + k) *
+                                   TIME_PHASES +
+                               which];
+  if (isnan(slot->s[0])) {
+    const vs_kind_plan *plan = sb_plan_of(b, inst);
+    *slot = which == TIME_FWD ? fwd_split(b, o, 1.0)
+            : which == TIME_RECOMPUTE
+                ? fwd_split(b, o, o->recompute_share)
+                : bwd_split(b, o, plan->bwd_flops[k], plan->bwd_bytes[k]);
+  }
+  return slot;
+}
+
+static void add_split(double *to, const op_split *x)
+{
+  for (int i = 0; i < VS_BOUND_N; i++)
+    to[i] += x->s[i];
+}
+
+/* A compute-stream op of time t (split by bound, which the program sums)
+ * doing flops and bytes. */
+static uint32_t bound_op(builder *b, int phase, const char *name, int layer,
+                         int mb, double flops, double bytes, const op_split *t)
+{
+  add_split(b->p->bound_seconds, t);
+  return sb_new_op(b, VS_STREAM_COMPUTE, phase, name, layer, mb, split_total(t),
+                   flops, bytes);
+}
+
+/* A compute op of time t doing flops and bytes. */
+uint32_t sb_compute_op(builder *b, int phase, const char *name, int layer,
+                       int mb, double flops, double bytes,
+                       const op_split *t)
+{
+  uint32_t op = bound_op(b, phase, name, layer, mb, flops, bytes, t);
+  if (b->copy_out != NONE) {
+    sb_alloc_on(b, op, b->copy_out);
+    sb_free_on(b, op, b->flat_done, AT_START);
+    b->copy_out = b->flat_done = NONE;
+  }
+  if (b->recv_op != NONE) {
+    /* the received tensor becomes this op's input: freed as the op's own
+     * saved copy appears (forward) or once its gradient is used (backward) */
+    sb_free_on(b, op, b->recv_buf, (effect_time)b->recv_free_when);
+    b->recv_op = NONE;
+    b->recv_waited = false;
+  }
+  return op;
+}
+
+/* A collective over `group` as the layout places it on the topology. */
+static double group_seconds(const builder *b, int group, int kind,
+                            uint64_t bytes)
+{
+  return vs_cost_group_seconds(b->topo, kind, bytes, b->lay->group_size[group],
+                               b->lay->group_span[group], &b->p->cal_seen);
+}
+
+/* An op's collective's time, remembered. */
+static double op_comm_seconds(builder *b, const vs_comm *c)
+{
+  bool hit;
+  time_memo *m;
+  if (c->kind == VS_COLL_NONE || b->lay->group_size[c->group] <= 1)
+    return 0.0;
+  m = memo_slot(b, (uint64_t)c->kind | (uint64_t)c->group << 4, c->bytes, &hit);
+  if (!hit)
+    m->seconds = group_seconds(b, c->group, c->kind, c->bytes);
+  return m->seconds;
+}
+
+/* Collective c of a layer's work, named `name`, on the stream the recipe
+ * gives such collectives. */
+uint32_t sb_comm_op(builder *b, const vs_comm *c, const char *name,
+                    int layer, int mb)
+{
+  return sb_new_op(b, b->r->comm[VS_USE_OP].stream,
+                   c->group == VS_GROUP_EP   ? VS_PHASE_EP_COMM
+                   : c->group == VS_GROUP_CP ? VS_PHASE_CP_COMM
+                                          : VS_PHASE_TP_COMM,
+                   name, layer, mb, op_comm_seconds(b, c), 0.0,
+                   (double)c->bytes);
+}
+
+/* An op's own collective (tensor parallelism). */
+static void op_comm(builder *b, const vs_comm *c, int layer, int mb)
+{
+  if (c->kind != VS_COLL_NONE)
+    sb_comm_op(b, c, vs_coll_op_name(c->group, c->kind), layer, mb);
+}
+
+/* A step-level collective of `use` on its stream, over `group`. */
+static uint32_t group_comm(builder *b, int use, int group, const char *name,
+                           int kind, uint64_t bytes, int mb)
+{
+  double t = group_seconds(b, group, kind, bytes);
+  return sb_new_op(b, b->r->comm[use].stream, VS_PHASE_DP_COMM, name, -1, mb, t,
+                   0.0, (double)bytes);
+}
+
+/* A step-level collective of `use` (its stream and group from the recipe). */
+static uint32_t use_comm(builder *b, int use, const char *name, int kind,
+                         uint64_t bytes, int mb)
+{
+  return group_comm(b, use, b->r->comm[use].group, name, kind, bytes, mb);
+}
+
+/* use_comm of `bytes` once `after` has ended, of which `expert` (the
+ * routed experts' states, when they have groups of their own: ep > 1 or
+ * etp other than tp) go over the expert-data-parallel
+ * group instead, after the rest (and nowhere when that group is one
+ * GPU). Returns the last op (`after` when there is none). */
+uint32_t sb_split_comm(builder *b, int use, const char *name, int kind,
+                       uint64_t bytes, uint64_t expert, int mb,
+                       uint32_t after)
+{
+  uint32_t op = after;
+  if (!b->lay->experts_apart)
+    expert = 0;
+  if (bytes > expert && b->lay->group_size[b->r->comm[use].group] > 1) {
+    op = use_comm(b, use, name, kind, bytes - expert, mb);
+    sb_add_dep(b, op, after);
+  }
+  if (expert && b->lay->group_size[VS_GROUP_EXPERT_DP] > 1) {
+    uint32_t edp = group_comm(b, use, VS_GROUP_EXPERT_DP,
+                              vs_coll_op_name(VS_GROUP_EXPERT_DP, kind), kind,
+                              expert, mb);
+    sb_add_dep(b, edp, op);
+    op = edp;
+  }
+  return op;
+}
+
+/* ------------------------------------------------------------------------
+ * ZeRO-3 parameter gathers
+ * ------------------------------------------------------------------------ */
+
+/* An offload op: `amount` bytes (parameters, for the cpu) through one
+ * instance of resource kind res, on stream, once `after` and `also` (NONE:
+ * nothing) have ended; the resource decides its time as it runs. Without
+ * an amount there is no op: `after` is returned. */
+static uint32_t offload_op_after(builder *b, int stream, int res,
+                                 const char *name, int layer, int mb,
+                                 uint64_t amount, uint32_t after, uint32_t also)
+{
+  uint32_t op;
+  int via;
+  if (amount == 0)
+    return after;
+  /* copies and NVMe swaps land in (or leave) host memory */
+  via = res != VS_RES_CPU && b->topo->host_memory_bandwidth > 0
+            ? VS_RES_HOST_MEMORY
+            : 0;
+  op = sb_new_op_through(b, stream, VS_PHASE_OFFLOAD, name, layer, mb, 0.0, 0.0,
+                         (double)amount, res, via);
+  sb_add_dep(b, op, after);
+  sb_add_dep(b, op, also);
+  return op;
+}
+
+/* An offload op: `amount` bytes (parameters, for the cpu) through one
+ * instance of resource kind res, on stream, once `after` has ended; the
+ * resource decides its time as it runs. */
+uint32_t sb_offload_op(builder *b, int stream, int res, const char *name,
+                       int layer, int mb, uint64_t amount, uint32_t after)
+{
+  return offload_op_after(b, stream, res, name, layer, mb, amount, after, NONE);
+}
+
+/* Parameters off the GPU: the block's partition of `part` bytes comes in
+ * (from NVMe to the host first, when it lives there) once `after` has
+ * ended; returns the op that brings it. */
+static uint32_t fetch_partition(builder *b, size_t inst, int mb, uint64_t part,
+                                uint32_t after)
+{
+  int layer = sb_layer_of(inst);
+  if (b->r->params.place == VS_PLACE_NVME)
+    after = sb_offload_op(b, VS_STREAM_H2D, VS_RES_NVME, "param_swap_in", layer,
+                          mb, part, after);
+  return sb_offload_op(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "param_to_gpu",
+                       layer, mb, part, after);
+}
+
+/* Brings inst's parameters whole onto the GPU once `after` has ended (so
+ * at most two blocks are gathered at a time): its partition copied in
+ * when it lives off the GPU, then all-gathered on the comm stream when
+ * there are data-parallel peers, into FSDP2's flat buffer when `flat`
+ * (copied out as the block's pass starts), else straight into the
+ * parameters as the all-gather ends. */
+static void gather_into(builder *b, size_t inst, int mb, uint32_t after,
+                        bool flat)
+{
+  uint64_t bytes = sb_plan_of(b, inst)->param_bytes;
+  const vs_comm_plan *u = &b->r->comm[VS_USE_PARAM_GATHER];
+  uint64_t part = vs_recipe_shard(&b->r->params, bytes);
+  bool peers = b->lay->dp > 1;
+  uint32_t op = after, part_buf = NONE;
+
+  if (!b->r->gather_params || bytes == 0 || b->gather_op[inst] != NONE)
+    return;
+  if (b->r->offload.fetch_params) {
+    op = fetch_partition(b, inst, mb, part, op);
+    if (peers) {
+      part_buf = sb_new_buffer(b, part, VS_CAT_TEMP);
+      sb_alloc_on(b, op, part_buf);
+    }
+  }
+  if (peers) {
+    double t = group_seconds(b, u->group, VS_COLL_ALL_GATHER, bytes);
+    uint32_t coll = sb_new_op(b, u->stream, VS_PHASE_DP_COMM,
+                              "zero3_all_gather", sb_layer_of(inst), mb, t,
+                              0.0, (double)bytes);
+    sb_add_dep(b, coll, op);
+    sb_free_on(b, coll, part_buf, AT_END);
+    op = coll;
+  }
+  b->gather_buf[inst] = sb_new_buffer(b, bytes, VS_CAT_TEMP);
+  if (flat && peers) {
+    /* FSDP2: the all-gather fills a flat buffer; the block's parameters
+     * are copied out of it when its pass starts (before_pass) */
+    b->flat_buf[inst] = sb_new_buffer(b, bytes, VS_CAT_TEMP);
+    sb_alloc_on(b, op, b->flat_buf[inst]);
+  } else {
+    sb_alloc_on(b, op, b->gather_buf[inst]);
+  }
+  b->gather_op[inst] = op;
+}
+
+static void gather(builder *b, size_t inst, int mb, uint32_t after)
+{
+  gather_into(b, inst, mb, after, b->r->gather_copy_out);
+}
+
+/* FSDP2's copy-out as inst's pass starts: its unsharded parameters appear
+ * on the next compute op, which frees the previous block's flat buffer;
+ * inst's own lives until the next copy-out. */
+static void copy_out(builder *b, size_t inst)
+{
+  if (b->flat_buf[inst] == NONE)
+    return;
+  b->copy_out = b->gather_buf[inst];
+  b->flat_done = b->last_flat;
+  b->last_flat = b->flat_buf[inst];
+  b->flat_buf[inst] = NONE;
+}
+
+/* Whether inst belongs to FSDP2's root unit (recipe root_kept): the
+ * embedding and the head of a model without pipeline stages. */
+bool sb_in_root_unit(const builder *b, size_t inst)
+{
+  return b->r->root_kept && (inst == 0 || inst + 1 == b->n_inst);
+}
+
+/* Whether inst's forward gather lasts to its backward: FSDP2's last
+ * transformer block (recipe keep_last_gathered) and its root unit. */
+static bool kept_after_forward(const builder *b, size_t inst)
+{
+  return (b->r->keep_last_gathered && inst == (size_t)b->m->layers) ||
+         sb_in_root_unit(b, inst);
+}
+
+/* Whether inst's backward is the last of its chunk's pass: the block
+ * before is outside the chunk or a frozen prefix, which runs none. */
+static bool last_backward(const builder *b, size_t inst)
+{
+  return inst <= b->unit_first || sb_plan_of(b, inst - 1)->no_backward;
+}
+
+/* Before a block's pass: gather it (if not prefetched) and prefetch the next
+ * block of the pass; the block's first compute op waits for its gather.
+ * The root unit is gathered whole with its first block. */
+static void before_pass(builder *b, size_t inst, size_t next, bool has_next,
+                        int mb)
+{
+  if (!b->r->gather_params)
+    return;
+  gather(b, inst, mb, b->last_compute);
+  if (sb_in_root_unit(b, inst)) /* one all-gather, copied out at once */
+    gather_into(b, b->n_inst - 1 - inst, mb, b->last_compute, false);
+  if (has_next)
+    gather(b, next, mb, b->last_compute);
+  if (b->gather_op[inst] != NONE) {
+    sb_wait_on(b, b->gather_op[inst]);
+    copy_out(b, inst);
+  }
+}
+
+/* inst's gathered params go when op starts or ends; the next pass
+ * gathers them again. */
+void sb_drop_gather(builder *b, size_t inst, uint32_t op,
+                    effect_time when)
+{
+  if (b->gather_buf[inst] == NONE)
+    return;
+  sb_free_on(b, op, b->gather_buf[inst], when);
+  b->gather_buf[inst] = NONE;
+  b->gather_op[inst] = NONE;
+}
+
+/* The block's last compute op of the pass releases its gathered params
+ * (pipelined FSDP2 keeps them to its post-backward: reshard_kept). */
+static void release_gather(builder *b, size_t inst, uint32_t op)
+{
+  if (!b->r->pipelined_fsdp)
+    sb_drop_gather(b, inst, op, AT_END);
+}
+
+/* FSDP2's root post-backward: the root unit's blocks are resharded as
+ * op ends (recipe root_kept). */
+static void release_root(builder *b, uint32_t op)
+{
+  release_gather(b, 0, op);
+  release_gather(b, b->n_inst - 1, op);
+}
+
+/* ------------------------------------------------------------------------
+ * Activation offload (Megatron-LM's --cpu-offloading, torchtune's
+ * OffloadActivations): a layer's saved tensors go to the host after its
+ * forward and come back before its backward, prefetched one layer ahead
+ * ------------------------------------------------------------------------ */
+
+/* Whether inst's saved tensors go to the host: transformer layers but the
+ * model's last, whose backward follows at once (Megatron-LM offloads at
+ * most num_layers - 1 layers). */
+static bool offloads_acts(const builder *b, size_t inst)
+{
+  return b->r->offload.activations &&
+         sb_block_of(b, inst)->role == VS_ROLE_LAYER &&
+         inst < (size_t)b->m->layers;
+}
+
+/* Bytes of inst's tensors kept from forward to backward: the saved ones
+ * it keeps and, with full checkpointing, its input. */
+static uint64_t kept_bytes(const builder *b, size_t inst)
+{
+  const vs_block *blk = sb_block_of(b, inst);
+  const vs_kind_plan *plan = sb_plan_of(b, inst);
+  uint64_t bytes = plan->recompute_block ? blk->ckpt_bytes : 0;
+  for (uint32_t s = 0; s < blk->n_saved; s++)
+    if (plan->keep[s] == VS_KEEP)
+      bytes += saved_size(b, blk, s);
+  return bytes;
+}
+
+/* After inst's forward of mb (its last op `after`): its kept tensors are
+ * copied into one host buffer and leave the GPU once copied. */
+static void acts_to_host(builder *b, size_t inst, int mb, uint32_t after)
+{
+  const vs_block *blk = sb_block_of(b, inst);
+  uint64_t bytes = offloads_acts(b, inst) ? kept_bytes(b, inst) : 0;
+  uint32_t op = sb_offload_op(b, VS_STREAM_D2H, VS_RES_PCIE_D2H,
+                              "activations_to_host", sb_layer_of(inst), mb,
+                              bytes, after);
+  uint32_t host;
+  if (op == after)
+    return;
+  host = sb_placed_buffer(b, bytes, VS_CAT_ACTIVATIONS, VS_PLACE_HOST);
+  sb_alloc_on(b, op, host);
+  b->act_host[live(b, inst, mb)] = host;
+  b->act_out[live(b, inst, mb)] = op;
+  for (uint32_t s = 0; s < blk->n_saved; s++)
+    if (sb_plan_of(b, inst)->keep[s] == VS_KEEP)
+      sb_free_on(b, op, *saved_slot(b, inst, s, mb), AT_END);
+  sb_free_on(b, op, b->ckpt_buf[live(b, inst, mb)], AT_END);
+}
+
+/* Before inst's backward of mb: its tensors come back into fresh GPU
+ * buffers (freed by the backward as usual) once `after` and the copy out
+ * have ended; the host buffer is freed when the copy back ends. */
+static void acts_to_gpu(builder *b, size_t inst, int mb, uint32_t after)
+{
+  const vs_block *blk = sb_block_of(b, inst);
+  const vs_kind_plan *plan = sb_plan_of(b, inst);
+  uint32_t *host = &b->act_host[live(b, inst, mb)];
+  uint32_t op;
+  if (!offloads_acts(b, inst) || *host == NONE || b->act_fetch[inst] != NONE)
+    return;
+  op = offload_op_after(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH,
+                        "activations_to_gpu", sb_layer_of(inst), mb,
+                        vs_program_buffer(b->p, *host)->bytes, after,
+                        b->act_out[live(b, inst, mb)]);
+  for (uint32_t s = 0; s < blk->n_saved; s++) {
+    uint32_t *slot = saved_slot(b, inst, s, mb);
+    if (plan->keep[s] != VS_KEEP)
+      continue;
+    *slot = sb_new_buffer(b, saved_size(b, blk, s), blk->saved[s].category);
+    sb_alloc_on(b, op, *slot);
+  }
+  if (plan->recompute_block) {
+    uint32_t *ckpt = &b->ckpt_buf[live(b, inst, mb)];
+    *ckpt = sb_new_buffer(b, blk->ckpt_bytes, VS_CAT_ACTIVATIONS);
+    sb_alloc_on(b, op, *ckpt);
+  }
+  sb_free_on(b, op, *host, AT_END);
+  *host = NONE;
+  b->act_fetch[inst] = op;
+}
+
+/* Before inst's backward: its tensors back (unless prefetched), the next
+ * layer's prefetched, and the backward's first op waits for its own. */
+static void before_backward_acts(builder *b, size_t inst, int mb)
+{
+  if (!b->r->offload.activations)
+    return;
+  acts_to_gpu(b, inst, mb, b->last_compute);
+  if (inst > b->unit_first)
+    acts_to_gpu(b, inst - 1, mb, b->last_compute);
+  sb_wait_on(b, b->act_fetch[inst]);
+  b->act_fetch[inst] = NONE;
+}
+
+/* ------------------------------------------------------------------------
+ * Forward and backward of one block
+ * ------------------------------------------------------------------------ */
+
+/* Whether inst's saved tensor s is autocast's copy of a weight in a
+ * checkpointed layer: not saved, but autocast's cache holds it from its
+ * cast until the outermost autocast region exits, at the end of the
+ * forward pass (autocast_mode.cpp; frameworks.md 1.2: the cache fills
+ * under checkpointing too). */
+static bool held_by_cache(const builder *b, size_t inst, uint32_t s)
+{
+  return sb_block_of(b, inst)->saved[s].weight_copy == VS_COPY_AUTOCAST &&
+         sb_plan_of(b, inst)->keep[s] == VS_RECOMPUTE_BLOCK;
+}
+
+/* Op casts a weight of `bytes` into autocast's cache. */
+static void cache_copy(builder *b, uint32_t op, uint64_t bytes)
+{
+  uint32_t buf = sb_new_buffer(b, bytes, VS_CAT_TEMP);
+  if (!sb_grow(b, (void **)&b->cached, &b->cap_cached, b->n_cached + 1,
+               sizeof *b->cached))
+    return;
+  b->cached[b->n_cached++] = buf;
+  sb_alloc_on(b, op, buf);
+}
+
+/* The forward pass ends: autocast's cache is cleared. */
+void sb_clear_cache(builder *b)
+{
+  for (size_t i = 0; i < b->n_cached; i++)
+    sb_free_on(b, b->last_compute, b->cached[i], AT_END);
+  b->n_cached = 0;
+}
+
+void sb_forward_block(builder *b, size_t inst, int mb)
+{
+  const vs_block *blk = sb_block_of(b, inst);
+  const vs_kind_plan *plan = sb_plan_of(b, inst);
+  int layer = sb_layer_of(inst);
+  bool full = plan->recompute_block;
+
+  before_pass(b, inst, inst + 1, inst < b->unit_last, mb);
+  for (uint32_t k = 0; k < blk->n_ops; k++) {
+    const vs_op_spec *o = &blk->ops[k];
+    uint64_t fleeting = o->fwd_temp_bytes;
+    uint32_t op;
+
+    op_comm(b, &o->fwd_before, layer, mb);
+    op = sb_compute_op(b, VS_PHASE_FWD, o->name, layer, mb, o->fwd_flops,
+                       o->fwd_bytes, op_time(b, inst, k, TIME_FWD));
+    if (k == 0 && full) {
+      uint32_t *ckpt = &b->ckpt_buf[live(b, inst, mb)];
+      hold(b, ckpt, sb_checkpoint_buffer(b, blk->ckpt_bytes));
+      sb_alloc_on(b, op, *ckpt);
+    }
+    for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++) {
+      uint32_t *slot = saved_slot(b, inst, s, mb);
+      if (plan->keep[s] == VS_KEEP) {
+        hold(b, slot, sb_new_buffer(b, saved_size(b, blk, s),
+                                    blk->saved[s].category));
+        sb_alloc_on(b, op, *slot);
+      } else if (held_by_cache(b, inst, s)) {
+        cache_copy(b, op, saved_size(b, blk, s));
+      } else {
+        fleeting += saved_size(b, blk, s);
+      }
+    }
+    sb_transients(b, op, fleeting, o->fwd_temp_first);
+    if (k + 1 == blk->n_ops) {
+      sb_allocate_held_output(b, inst, op);
+      if (!kept_after_forward(b, inst))
+        release_gather(b, inst, op);
+      acts_to_host(b, inst, mb, op);
+    }
+    op_comm(b, &o->fwd_after, layer, mb);
+  }
+}
+
+/* Full checkpointing: re-runs the layer's forward (and its tp collectives),
+ * re-creating every saved tensor as temp until its backward frees it. */
+static void recompute_layer(builder *b, size_t inst, int mb)
+{
+  const vs_block *blk = sb_block_of(b, inst);
+  double flops = 0, bytes = 0;
+  op_split t = {{0}};
+  uint32_t op;
+
+  for (uint32_t k = 0; k < blk->n_ops; k++) {
+    const vs_op_spec *o = &blk->ops[k];
+    flops += o->recompute_share * o->fwd_flops;
+    bytes += o->recompute_share * o->fwd_bytes;
+    add_split(t.s, op_time(b, inst, k, TIME_RECOMPUTE));
+    t.s[VS_BOUND_COMM] += op_comm_seconds(b, &o->fwd_before) +
+                          op_comm_seconds(b, &o->fwd_after);
+  }
+  op = bound_op(b, VS_PHASE_RECOMPUTE, "recompute_layer", sb_layer_of(inst), mb,
+                flops, bytes, &t);
+  if (b->wl->training.checkpointing == VS_CKPT_OPS) {
+    /* op-level: the kept outputs are reused as the re-created tensors
+     * (which count them below), not held beside them */
+    uint32_t *ckpt = &b->ckpt_buf[live(b, inst, mb)];
+    sb_free_on(b, op, *ckpt, AT_START);
+    *ckpt = NONE;
+  }
+  for (uint32_t s = 0; s < blk->n_saved; s++) {
+    uint32_t *slot = saved_slot(b, inst, s, mb);
+    if (sb_plan_of(b, inst)->keep[s] == VS_NOT_SAVED)
+      continue; /* its op's weights are frozen: never kept */
+    hold(b, slot, sb_new_buffer(b, saved_size(b, blk, s), VS_CAT_TEMP));
+    sb_alloc_on(b, op, *slot);
+  }
+}
+
+/* Selective checkpointing: re-runs the attention core before its backward,
+ * re-creating the dropped s^2 tensors as one temp buffer. */
+static void recompute_core(builder *b, size_t inst, int mb)
+{
+  const vs_block *blk = sb_block_of(b, inst);
+  const vs_kind_plan *plan = sb_plan_of(b, inst);
+  double flops = 0, bytes = 0;
+  op_split t = {{0}};
+  uint64_t dropped = 0;
+  uint32_t op;
+
+  for (uint32_t k = 0; k < blk->n_ops; k++) {
+    const vs_op_spec *o = &blk->ops[k];
+    if (!o->attn_core)
+      continue;
+    flops += o->fwd_flops;
+    bytes += o->fwd_bytes;
+    add_split(t.s, op_time(b, inst, k, TIME_FWD));
+    for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++)
+      if (plan->keep[s] == VS_RECOMPUTE_CORE)
+        dropped += saved_size(b, blk, s);
+  }
+  if (dropped == 0)
+    return;
+  op = sb_compute_op(b, VS_PHASE_RECOMPUTE, "recompute_attn", sb_layer_of(inst),
+                     mb, flops, bytes, &t);
+  b->sel_buf[inst] = sb_new_buffer(b, dropped, VS_CAT_TEMP);
+  sb_alloc_on(b, op, b->sel_buf[inst]);
+}
+
+static int first_core_op(const vs_block *blk)
+{
+  for (uint32_t k = 0; k < blk->n_ops; k++)
+    if (blk->ops[k].attn_core)
+      return (int)k;
+  return -1;
+}
+
+static int last_core_op(const vs_block *blk)
+{
+  for (int k = (int)blk->n_ops - 1; k >= 0; k--)
+    if (blk->ops[k].attn_core)
+      return k;
+  return -1;
+}
+
+static const int state_category[STATE_N] = {VS_CAT_PARAMS, VS_CAT_OPTIMIZER,
+                                            VS_CAT_GRADS, VS_CAT_OPTIMIZER};
+
+/* The bytes of each tensor of state `which` among a parameter's states
+ * ts, in out: how many. */
+static unsigned state_parts(const vs_tensor_states *ts, state_kind which,
+                            uint64_t out[VS_OPT_STATE_TENSORS_MAX])
+{
+  unsigned k = 0;
+  switch (which) {
+  case STATE_PARAMS:
+    out[k++] = ts->stored_param;
+    break;
+  case STATE_MASTER:
+    out[k++] = ts->master;
+    break;
+  case STATE_GRADS:
+    out[k++] = ts->made_grad;
+    break;
+  default: /* the optimizer's tensors after its master copy */
+    for (unsigned i = ts->master ? 1 : 0; i < ts->n_optimizer; i++)
+      out[k++] = ts->optimizer[i];
+    break;
+  }
+  return k;
+}
+
+/* The state `which` of instance inst's parameters [lo, hi), one buffer
+ * per tensor in model order (a parameter's parts together), allocated
+ * when op starts (with op NONE only counted): their bytes. With `slots`
+ * ([param], for a state of one tensor a parameter: the gradient) a
+ * parameter whose slot holds a buffer is skipped, and each new buffer is
+ * kept in its slot. */
+static uint64_t param_states(builder *b, uint32_t op, size_t inst,
+                             state_kind which, uint32_t lo, uint32_t hi,
+                             uint32_t *slots)
+{
+  const vs_block *blk = sb_block_of(b, inst);
+  uint64_t sum = 0;
+  for (uint32_t i = lo; i < hi; i++) {
+    vs_tensor_states ts;
+    uint64_t parts[VS_OPT_STATE_TENSORS_MAX];
+    unsigned n_parts;
+    if (slots && slots[i] != NONE)
+      continue;
+    vs_recipe_tensor_states(b->r, &b->wl->training, &blk->params[i], &ts);
+    n_parts = state_parts(&ts, which, parts);
+    for (unsigned j = 0; j < n_parts; j++) {
+      uint32_t buf;
+      sum += parts[j];
+      if (op == NONE || parts[j] == 0)
+        continue;
+      buf = sb_new_buffer(b, parts[j], state_category[which]);
+      sb_alloc_on(b, op, buf);
+      if (slots)
+        slots[i] = buf;
+    }
+  }
+  return sum;
+}
+
+/* Every parameter of instance inst: param_states. */
+static uint64_t tensor_states(builder *b, uint32_t op, size_t inst,
+                              state_kind which)
+{
+  return param_states(b, op, inst, which, 0, sb_block_of(b, inst)->n_params,
+                      NULL);
+}
+
+/* tensor_states of every instance on stage b->stage (b->stage_inst), in
+ * order: their bytes. */
+uint64_t sb_stage_states(builder *b, uint32_t op, state_kind which)
+{
+  uint64_t sum = 0;
+  for (size_t inst = 0; inst < b->n_inst; inst++)
+    if (b->stage_inst[inst] != NONE)
+      sum += tensor_states(b, op, inst, which);
+  return sum;
+}
+
+/* inst's gradients appear in table[inst] when op starts, unless they
+ * already have: in grad_buf (transient: they wait for their bucket or
+ * their step) or grads_kept (kept to the step, gone after it). */
+static void grads_appear(builder *b, uint32_t *table, size_t inst,
+                         uint32_t op)
+{
+  if (table[inst] != NONE)
+    return;
+  table[inst] = sb_new_buffer(b, sb_plan_of(b, inst)->made_grad_bytes,
+                              VS_CAT_GRADS);
+  sb_alloc_on(b, op, table[inst]);
+}
+
+/* Under per_tensor_states, the kept gradients of inst's parameters
+ * [lo, hi) that have not appeared yet appear when op starts, one buffer
+ * each (tensor_grad): AccumulateGrad takes each as the op computing it
+ * makes it. */
+static void tensor_grads_appear(builder *b, size_t inst, uint32_t lo,
+                                uint32_t hi, uint32_t op)
+{
+  param_states(b, op, inst, STATE_GRADS, lo, hi,
+               b->tensor_grad + b->param_base[inst]);
+}
+
+/* Frees inst's kept gradients when op ends: grads_kept's buffer, or
+ * under per_tensor_states each tensor's. */
+void sb_free_kept_grads(builder *b, uint32_t op, size_t inst)
+{
+  uint32_t *slot = b->tensor_grad + b->param_base[inst];
+  if (b->grads_kept[inst] != NONE)
+    sb_free_on(b, op, b->grads_kept[inst], AT_END);
+  b->grads_kept[inst] = NONE;
+  for (uint32_t i = 0;
+       b->r->per_tensor_states && i < sb_block_of(b, inst)->n_params; i++) {
+    if (slot[i] != NONE)
+      sb_free_on(b, op, slot[i], AT_END);
+    slot[i] = NONE;
+  }
+}
+
+/* Whether the program has the effects `step` alone has: one for every
+ * step has each step's, one for a step that step's. */
+bool sb_has_step(const builder *b, vs_step step)
+{
+  return b->every_step || b->step == step;
+}
+
+/* Whether the first step makes the stage's resident gradients (vs_recipe
+ * first_step_states), and the program has its effects. */
+static bool first_makes_grads(const builder *b)
+{
+  return b->r->first_step_states && !sb_transient_grads(b) &&
+         !b->r->grads_set_to_none && sb_has_step(b, VS_STEP_FIRST);
+}
+
+/* Where gradients made in backward in every step appear, or NULL when
+ * they are resident from the setup on (though the first step may make
+ * them: first_makes_grads). */
+static uint32_t *grads_made_in(const builder *b)
+{
+  return sb_transient_grads(b) ? b->grad_buf
+         : b->r->grads_set_to_none ? b->grads_kept
+                                   : NULL;
+}
+
+/* Whether the head's backward writes the word embeddings' gradient, held
+ * once by the one stage that has both ends: a tied output layer's, or the
+ * multi-token prediction's lookups' (Megatron-LM's shared embedding). */
+static bool head_writes_embedding_grads(const builder *b)
+{
+  return b->lay->pp == 1 &&
+         (b->wl->model.tied_embeddings || b->wl->model.mtp_layers > 0);
+}
+
+/* Whether gradients made in backward are kept tensor by tensor
+ * (per_tensor_states): each appears at the op that computes it. */
+static bool grads_per_tensor(const builder *b)
+{
+  return grads_made_in(b) == b->grads_kept && b->r->per_tensor_states;
+}
+
+/* Under grads_per_tensor, the gradients op k of inst's block computes
+ * appear when its backward `op` starts; with the block's first backward
+ * op the weights no op names too, and on the head's the embedding's
+ * gradients, which it computes. */
+static void op_grads_appear(builder *b, size_t inst, int k, uint32_t op)
+{
+  const vs_block *blk = sb_block_of(b, inst);
+  const vs_op_spec *o = &blk->ops[k];
+  if (k == (int)blk->n_ops - 1) {
+    tensor_grads_appear(b, inst, 0, blk->ops[0].first_param, op);
+    if (inst + 1 == b->n_inst && head_writes_embedding_grads(b))
+      tensor_grads_appear(b, 0, 0, sb_block_of(b, 0)->n_params, op);
+  }
+  tensor_grads_appear(b, inst, o->first_param, o->first_param + o->n_params,
+                      op);
+}
+
+void sb_backward_block(builder *b, size_t inst, int mb)
+{
+  const vs_block *blk = sb_block_of(b, inst);
+  const vs_kind_plan *plan = sb_plan_of(b, inst);
+  int layer = sb_layer_of(inst);
+  int core_first = first_core_op(blk), core_last = last_core_op(blk);
+
+  if (plan->no_backward)
+    return; /* a frozen prefix: no gradient flows through it */
+  /* the block before, in this chunk, runs a backward (and so releases a
+   * prefetched gather) unless it is a frozen prefix */
+  before_pass(b, inst, inst - 1, !last_backward(b, inst), mb);
+  before_backward_acts(b, inst, mb);
+  if (plan->recompute_block)
+    recompute_layer(b, inst, mb);
+  for (int k = (int)blk->n_ops - 1; k >= 0; k--) {
+    const vs_op_spec *o = &blk->ops[k];
+    uint32_t op;
+
+    if (plan->recompute_core && k == core_last)
+      recompute_core(b, inst, mb);
+    op_comm(b, &o->bwd_before, layer, mb);
+    op = sb_compute_op(b, VS_PHASE_BWD, o->name, layer, mb, plan->bwd_flops[k],
+                       plan->bwd_bytes[k],
+                       op_time(b, inst, (uint32_t)k, TIME_BWD));
+    if (grads_per_tensor(b)) {
+      op_grads_appear(b, inst, k, op);
+    } else if (k == (int)blk->n_ops - 1 && grads_made_in(b)) {
+      grads_appear(b, grads_made_in(b), inst, op);
+      if (inst + 1 == b->n_inst && head_writes_embedding_grads(b))
+        grads_appear(b, grads_made_in(b), 0, op); /* the head computes the
+                                                     embedding's */
+    } else if (first_makes_grads(b)) { /* AccumulateGrad makes each */
+      sb_only_in(b, VS_STEP_FIRST);
+      op_grads_appear(b, inst, k, op);
+      sb_in_every_step(b);
+    }
+    sb_transients(b, op, o->bwd_temp_bytes, o->bwd_temp_first);
+    for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++) {
+      uint32_t *slot = saved_slot(b, inst, s, mb);
+      sb_free_on(b, op, *slot, AT_END);
+      *slot = NONE;
+    }
+    if (k == core_first && b->sel_buf[inst] != NONE) {
+      sb_free_on(b, op, b->sel_buf[inst], AT_END);
+      b->sel_buf[inst] = NONE;
+    }
+    if (k == 0) {
+      sb_free_on(b, op, b->ckpt_buf[live(b, inst, mb)], AT_END);
+      b->ckpt_buf[live(b, inst, mb)] = NONE;
+      if (!sb_in_root_unit(b, inst))
+        release_gather(b, inst, op);
+      if (b->r->root_kept && last_backward(b, inst))
+        release_root(b, op); /* the root's post-backward */
+    }
+    op_comm(b, &o->bwd_after, layer, mb);
+  }
+}

@@ -1,0 +1,485 @@
+/* schedule_grads.c - gradient reduction and the optimizer step of a
+ * stage's program (see schedule_int.h): buckets reduced on the
+ * communication stream as backward makes them (or after it), the
+ * optimizer on the GPU or the host, and the all-gather of updated
+ * parameters. */
+#include "schedule_int.h"
+
+#include "grow.h"
+#include "category.h"
+#include "resource_kinds.h"
+#include "units.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------
+ * Gradient reduction and the optimizer
+ * ------------------------------------------------------------------------ */
+
+/* Copies this GPU's reduced partition of the open bucket to the host once
+ * `after` has ended. DeepSpeed casts it to fp32 on the GPU first
+ * (stage_1_and_2.py async_inplace_copy_grad_to_fp32_buffer_from_gpu), so
+ * 4 B an element cross PCIe and an fp32 copy lives on the GPU meanwhile. */
+static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
+{
+  uint64_t elems = b->bucket_elems;
+  uint64_t bytes = vs_recipe_shard(&b->r->offload.host_grads, 4 * elems);
+  uint32_t op = sb_offload_op(b, VS_STREAM_D2H, VS_RES_PCIE_D2H, "grad_to_host",
+                              -1, mb, bytes, after);
+  if (op != after)
+    sb_transient(b, op, bytes, VS_CAT_TEMP);
+  return op;
+}
+
+/* A bucket's reduction is being issued: the compute stream's next op
+ * waits for the bucket reduce_depth before it (the reductions end in
+ * order, so for every earlier one too). */
+static void wait_for_bucket_before(builder *b)
+{
+  uint64_t depth = b->r->reduce_depth;
+  if (depth > REDUCE_DEPTH_MAX) {
+    b->failed = true;
+    vs_error_set(b->err, VS_EINPUT,
+                 "schedule: reduce_depth %llu is more than the %d buckets "
+                 "the schedule remembers (a recipe bug)",
+                 (unsigned long long)depth, REDUCE_DEPTH_MAX);
+    return;
+  }
+  if (depth > 0 && b->n_reduced >= depth)
+    b->reduce_wait = b->reduced[(b->n_reduced - depth) % REDUCE_DEPTH_MAX];
+}
+
+/* The bucket whose last op is `done` is issued. */
+static void record_bucket(builder *b, uint32_t done)
+{
+  if (b->r->reduce_depth == 0)
+    return;
+  b->reduced[b->n_reduced % REDUCE_DEPTH_MAX] = done;
+  b->n_reduced++;
+}
+
+/* The next compute op frees buf as it starts (its predecessor first, if
+ * no compute op came between: the reductions end in order). */
+static void release_at_next_compute(builder *b, uint32_t buf)
+{
+  if (b->released[1] != NONE) {
+    b->failed = true;
+    vs_error_set(b->err, VS_EINPUT,
+                 "schedule: three reduce-scatter inputs wait for a compute "
+                 "op (a schedule bug)");
+    return;
+  }
+  b->released[1] = b->released[0];
+  b->released[0] = buf;
+}
+
+/* The step's end: inputs still waiting for a compute op (none followed the
+ * last backward: the optimizer steps on the host) go when the newest op,
+ * which follows their reduce-scatters, ends. */
+void sb_release_at_step_end(builder *b)
+{
+  for (int i = 0; i < 2 && b->p->n_ops > 0; i++) {
+    sb_free_on(b, (uint32_t)(b->p->n_ops - 1), b->released[i], AT_END);
+    b->released[i] = NONE;
+  }
+  b->reduce_wait = NONE;
+}
+
+/* Pipelined FSDP2's reshard of inst's kept parameters as op starts. */
+static void reshard_kept(builder *b, size_t inst, uint32_t op)
+{
+  if (b->r->pipelined_fsdp)
+    sb_drop_gather(b, inst, op, AT_START);
+}
+
+/* FSDP2's post-backward (recipe reduce_copy) for the open bucket: it
+ * waits for the bucket before's reduce-scatter and frees that one's input
+ * (reduce_scatter_state), then copies the bucket's gradients into a new
+ * reduce-scatter input in one compute-stream kernel (torch._chunk_cat in
+ * foreach_reduce), reading them and writing the input, and frees them.
+ * Returns the copy, which the reduce-scatter follows. */
+static uint32_t copy_to_reduce_input(builder *b, int mb, uint32_t after)
+{
+  uint64_t bytes = b->bucket_made + b->bucket_fill;
+  op_split t = sb_roofline_split(b, 0.0, (double)bytes);
+  uint32_t op;
+  wait_for_bucket_before(b);
+  if (b->reduce_input != NONE)
+    release_at_next_compute(b, b->reduce_input);
+  sb_add_launch(b, &t, 1);
+  op = sb_compute_op(b, VS_PHASE_BWD, "reduce_copy_in", -1, mb, 0.0,
+                     (double)bytes, &t);
+  sb_add_dep(b, op, after);
+  /* pipelined, the post-backward reshards the blocks first */
+  for (size_t i = 0; i < b->n_bucket; i++)
+    reshard_kept(b, b->bucket[i], op);
+  b->reduce_input = sb_new_buffer(b, b->bucket_fill, VS_CAT_GRADS);
+  sb_alloc_on(b, op, b->reduce_input);
+  for (size_t i = 0; i < b->n_bucket; i++) {
+    sb_free_on(b, op, b->grad_buf[b->bucket[i]], AT_END);
+    b->grad_buf[b->bucket[i]] = NONE;
+  }
+  return op;
+}
+
+/* Pipelined FSDP2: the blocks still gathered once the stage's reductions
+ * are issued (those without gradients to reduce) are resharded by their
+ * post-backward, which a zero-time op on the compute stream stands for. */
+void sb_reshard_rest(builder *b)
+{
+  op_split none = {{0}};
+  uint32_t op = NONE;
+  for (size_t inst = 0; b->r->pipelined_fsdp && inst < b->n_inst; inst++) {
+    if (b->gather_buf[inst] == NONE)
+      continue;
+    if (op == NONE)
+      op = sb_compute_op(b, VS_PHASE_BWD, "fsdp_reshard", -1, -1, 0.0, 0.0,
+                         &none);
+    reshard_kept(b, inst, op);
+  }
+}
+
+/* The end of a chunk's backward (FSDP2's finalize_backward): the compute
+ * stream waits for the last reduce-scatter, and the inputs still held go
+ * as its next op starts. */
+void sb_release_reduce_inputs(builder *b)
+{
+  if (b->reduce_input == NONE)
+    return;
+  b->reduce_wait = b->reduce_input_op;
+  release_at_next_compute(b, b->reduce_input);
+  b->reduce_input = NONE;
+}
+
+/* Reduces the open bucket over the data-parallel group (when there is
+ * one) once op `last` has ended and, with the optimizer on the host,
+ * copies this GPU's reduced partition of it out; the bucket's gradients
+ * are freed once both end. */
+void sb_flush_bucket(builder *b, int mb, uint32_t last)
+{
+  int kind = b->r->grad_reduce;
+  int group = b->r->comm[VS_USE_GRAD_REDUCE].group;
+
+  if (b->bucket_fill == 0) {
+    b->n_bucket = 0;
+    return;
+  }
+  if (vs_workload_grads_shared(&b->wl->parallel)) {
+    if (b->r->reduce_copy)
+      last = copy_to_reduce_input(b, mb, last);
+    last = sb_split_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind),
+                         kind, b->bucket_fill, b->bucket_expert, mb, last);
+    b->reduce_input_op = last;
+  }
+  if (b->r->offload.cpu_step)
+    last = grads_to_host(b, mb, last);
+  b->grads_done = last;
+  if (!b->r->reduce_copy)
+    wait_for_bucket_before(b);
+  record_bucket(b, last);
+  for (size_t i = 0; i < b->n_bucket; i++) {
+    sb_free_on(b, last, b->grad_buf[b->bucket[i]], AT_END);
+    b->grad_buf[b->bucket[i]] = NONE;
+  }
+  b->n_bucket = 0;
+  b->bucket_fill = 0;
+  b->bucket_made = 0;
+  b->bucket_elems = 0;
+  b->bucket_expert = 0;
+}
+
+/* Adds inst's gradients to the open bucket; reduces it (after op
+ * `after`) once it holds at least `bucket` bytes (the caller flushes the
+ * rest at the end of the chunk's backward). */
+void sb_bucket_grads(builder *b, size_t inst, int mb, uint32_t after)
+{
+  b->bucket[b->n_bucket++] = (uint32_t)inst;
+  b->bucket_fill += sb_plan_of(b, inst)->grad_bytes;
+  b->bucket_made += sb_plan_of(b, inst)->made_grad_bytes;
+  b->bucket_expert += sb_plan_of(b, inst)->expert_grad_bytes;
+  b->bucket_elems += sb_plan_of(b, inst)->trainable_elems;
+  if (b->bucket_fill >= b->wl->parallel.bucket_bytes)
+    sb_flush_bucket(b, mb, after);
+}
+
+/* Keeps inst's gradients for the reduction after backward (NONE: the
+ * chunk's backward ends, and with it its open bucket). */
+void sb_defer_grads(builder *b, uint32_t inst)
+{
+  b->deferred[b->n_deferred++] = inst;
+}
+
+/* Buckets the listed gradients (sb_defer_grads) and reduces them once op
+ * `after` has ended. */
+void sb_reduce_listed(builder *b, uint32_t after)
+{
+  int mb = (int)b->lay->grad_accum - 1; /* gradients wait for the last */
+  for (size_t i = 0; i < b->n_deferred; i++) {
+    if (b->deferred[i] == NONE)
+      sb_flush_bucket(b, mb, after);
+    else
+      sb_bucket_grads(b, b->deferred[i], mb, after);
+  }
+  b->n_deferred = 0;
+}
+
+/* Once the stage's backward pass and its last send are done, its
+ * gradients go into buckets in the order backward made them, each
+ * chunk's closed at its end, and each bucket is reduced as it fills:
+ * Megatron-LM's reduction without --overlap-grad-reduce (in
+ * finalize_model_grads, after the schedule's last send), DeepSpeed's at
+ * the accumulation boundary. */
+void sb_reduce_deferred(builder *b)
+{
+  /* the last send follows the last compute op when there is one after */
+  sb_reduce_listed(b, b->last_send != NONE && b->last_compute != NONE &&
+                              b->last_send > b->last_compute
+                          ? b->last_send
+                          : b->last_compute);
+}
+
+/* With tied embeddings split over the pipeline, the first and last stages
+ * all-reduce the word-embedding gradients (Megatron's embedding group). */
+static void tied_embedding_sync(builder *b)
+{
+  const vs_layout *lay = b->lay;
+  uint64_t bytes, other;
+  vs_link link;
+  double t;
+  uint32_t op;
+  if (!b->r->embedding_sync || (b->stage != 0 && b->stage != lay->pp - 1))
+    return;
+  bytes = b->m->vocab_padded / lay->tp * b->wl->model.hidden *
+          lay->grad_elem_bytes;
+  other = b->stage == 0 ? lay->pp - 1 : 0;
+  link = vs_layout_stage_link(b->topo, lay, b->stage, other);
+  link.seen = &b->p->cal_seen;
+  t = vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, bytes, 2, link);
+  op = sb_new_op(b, b->r->comm[VS_USE_EMBED_SYNC].stream, VS_PHASE_DP_COMM,
+                 "embedding_all_reduce", -1,
+                 -1, t, 0.0, (double)bytes);
+  sb_add_dep(b, op, b->last_compute);
+}
+
+/* The optimizer's first op (the newest) waits for the backward, for the
+ * last bucket's reduction and copy out (on their own streams), and for the
+ * newest op of the other streams (pipeline sends, the embedding sync):
+ * Megatron-LM and DeepSpeed step once all of them have finished. */
+typedef struct step_waits {
+  uint32_t compute, grads, other; /* newest ops when the step is built */
+} step_waits;
+
+/* What the optimizer waits for, taken before it adds ops of its own. */
+static step_waits grads_ready(const builder *b)
+{
+  return (step_waits){b->last_compute, b->grads_done, b->last_comm};
+}
+
+static void wait_for_grads(builder *b, uint32_t op, const step_waits *w)
+{
+  sb_add_dep(b, op, w->compute);
+  if (w->grads != w->compute)
+    sb_add_dep(b, op, w->grads);
+  if (w->other != w->grads && w->other != w->compute)
+    sb_add_dep(b, op, w->other);
+}
+
+/* The parameter bytes this GPU's optimizer updates: its partition of the
+ * stage's parameters (with ZeRO-1/2 the GPU holds them whole, but steps
+ * and sends back only its share, which the all-gather then spreads). */
+static uint64_t stepped_param_bytes(const builder *b,
+                                    const vs_stage_layout *st)
+{
+  vs_state_plan share = b->r->params;
+  share.degree = b->r->optimizer.degree;
+  return vs_recipe_shard(&share, st->params_full_bytes);
+}
+
+/* The optimizer on the host (ZeRO-Offload): once the gradients are out,
+ * the states come in from NVMe when they live there, the CPU steps this
+ * GPU's partition, the states go back, and the updated parameters return
+ * to where they live (the GPU, 2 B each as ZeRO-Offload copies them, or
+ * NVMe; on the host they were updated in place). Returns the last op. */
+static uint32_t host_step(builder *b, const vs_stage_layout *st,
+                          const step_waits *w)
+{
+  bool nvme = b->r->optimizer.place == VS_PLACE_NVME;
+  uint32_t last = sb_offload_op(b, VS_STREAM_HOST, VS_RES_NVME,
+                                "optimizer_swap_in", -1, -1,
+                                nvme ? st->nvme.optimizer : 0, NONE);
+  bool waited = last != NONE;
+  if (waited)
+    wait_for_grads(b, last, w);
+  last = sb_offload_op(b, VS_STREAM_HOST, VS_RES_CPU, "cpu_optimizer_step", -1,
+                       -1, st->step_elems, last);
+  if (!waited)
+    wait_for_grads(b, last, w); /* the step is the first op (or none) */
+  last = sb_offload_op(b, VS_STREAM_HOST, VS_RES_NVME, "optimizer_swap_out", -1,
+                       -1, nvme ? st->nvme.optimizer : 0, last);
+  if (b->r->params.place == VS_PLACE_NVME)
+    return sb_offload_op(b, VS_STREAM_HOST, VS_RES_NVME, "params_swap_out", -1,
+                         -1, st->nvme.params, last);
+  if (b->r->params.place == VS_PLACE_GPU)
+    return sb_offload_op(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "params_to_gpu",
+                         -1, -1, stepped_param_bytes(b, st), last);
+  return last;
+}
+
+/* The optimizer on the GPU; parameters that live off it go back out. */
+static uint32_t gpu_step(builder *b, const vs_stage_layout *st,
+                         const step_waits *w)
+{
+  vs_cost_work work = vs_cost_optimizer_work(st);
+  op_split t = sb_roofline_split(b, work.flops, work.bytes);
+  uint32_t op = sb_compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", -1,
+                              -1, work.flops, work.bytes, &t);
+  wait_for_grads(b, op, w);
+  if (b->r->first_step_states && sb_has_step(b, VS_STEP_FIRST)) {
+    sb_only_in(b, VS_STEP_FIRST);
+    sb_stage_states(b, op, STATE_MOMENTS); /* torch.optim's lazy state init */
+    sb_in_every_step(b);
+  }
+  if (st->step_temp_bytes)
+    sb_transient(b, op, st->step_temp_bytes, VS_CAT_TEMP);
+  if (b->r->params.place == VS_PLACE_GPU)
+    return op;
+  op = sb_offload_op(b, VS_STREAM_D2H, VS_RES_PCIE_D2H, "params_to_host", -1,
+                     -1, st->params_shard_bytes, op);
+  if (b->r->params.place == VS_PLACE_NVME)
+    op = sb_offload_op(b, VS_STREAM_HOST, VS_RES_NVME, "params_swap_out", -1,
+                       -1, st->params_shard_bytes, op);
+  return op;
+}
+
+/* ZeRO-1/2: the updated parameters all-gathered once the step (`after`)
+ * has ended; with expert groups the routed experts' over the ranks
+ * holding them (the expert-data-parallel group), after the dense ones
+ * over dp. */
+static void gather_updated(builder *b, const vs_stage_layout *st,
+                           uint32_t after)
+{
+  sb_split_comm(b, VS_USE_STEP_GATHER, "zero_param_all_gather",
+                VS_COLL_ALL_GATHER, st->params_full_bytes,
+                st->expert_params_full_bytes, -1, after);
+}
+
+void sb_optimizer_step(builder *b)
+{
+  const vs_stage_layout *st = &b->lay->stages[b->stage];
+  uint32_t op;
+  step_waits w;
+  tied_embedding_sync(b);
+  w = grads_ready(b);
+  if (b->r->step_in_backward)
+    return; /* every block stepped in its backward */
+  op = b->r->offload.cpu_step ? host_step(b, st, &w) : gpu_step(b, st, &w);
+  for (size_t inst = 0; b->r->grads_set_to_none && inst < b->n_inst; inst++)
+    sb_free_kept_grads(b, op, inst); /* zero_grad() */
+  if (b->r->gather_after_step)
+    gather_updated(b, st, op);
+}
+
+/* The states and buffers a GPU keeps in place (host or NVMe), allocated
+ * with its model states; the buffers count as temp. */
+static void setup_off_gpu(builder *b, uint32_t op, const vs_placed_bytes *pb,
+                          int place)
+{
+  sb_alloc_on(b, op, sb_placed_buffer(b, pb->params, VS_CAT_PARAMS, place));
+  sb_alloc_on(b, op, sb_placed_buffer(b, pb->grads, VS_CAT_GRADS, place));
+  sb_alloc_on(b, op,
+              sb_placed_buffer(b, pb->optimizer, VS_CAT_OPTIMIZER, place));
+  sb_alloc_on(b, op, sb_placed_buffer(b, pb->buffers, VS_CAT_TEMP, place));
+}
+
+/* Whether the `in_tensors` bytes setup allocated tensor by tensor are
+ * within the stage's `total` of that state, as they are by construction
+ * (both come from vs_recipe_tensor_states: the kind plans are its sums);
+ * else b fails with a schedule error. */
+static bool within_state(builder *b, uint64_t in_tensors, uint64_t total)
+{
+  if (in_tensors <= total)
+    return true;
+  b->failed = true;
+  vs_error_set(b->err, VS_EINPUT,
+               "schedule: stage %llu's parameter tensors exceed its model "
+               "states (a recipe bug)",
+               (unsigned long long)b->stage);
+  return false;
+}
+
+/* The flat buffers of the gradients and optimizer states that setup
+ * allocates besides `grads` and `optimizer` bytes of them in tensors (or
+ * made by the first step); with gradients set to None each step, DDP's
+ * buckets. */
+static void flat_states(builder *b, uint32_t op, const vs_stage_layout *st,
+                        uint64_t grads, uint64_t optimizer)
+{
+  sb_alloc_on(b, op, sb_new_buffer(b, b->r->grads_set_to_none
+                                    ? st->ddp_bucket_bytes
+                                    : st->grads_bytes - grads,
+                                   VS_CAT_GRADS));
+  sb_alloc_on(b, op, sb_new_buffer(b, st->optimizer_bytes - optimizer,
+                                   VS_CAT_OPTIMIZER));
+}
+
+/* Stage b->stage's model states: each state one flat buffer, but where
+ * the recipe keeps them per tensor (per_tensor_states) one buffer per
+ * parameter and per master copy (tensor_states), made with the model.
+ * Under first_step_states the steps differ: the first makes the resident
+ * gradients and the optimizer states tensor by tensor, the step after it
+ * takes them over here, and the only step simulated keeps them flat.
+ * Flat buffers for what no tensor accounts for (the FP8 cache). */
+static void setup_states(builder *b, uint32_t op, const vs_stage_layout *st)
+{
+  bool per_tensor = b->r->per_tensor_states;
+  bool resident_grads = !b->r->grads_set_to_none;
+  uint64_t params = per_tensor ? sb_stage_states(b, op, STATE_PARAMS) : 0;
+  uint64_t masters, grads, moments;
+  uint32_t after;
+  if (!within_state(b, params, st->params_bytes))
+    return;
+  sb_alloc_on(b, op,
+              sb_new_buffer(b, st->params_bytes - params, VS_CAT_PARAMS));
+  masters = per_tensor ? sb_stage_states(b, op, STATE_MASTER) : 0;
+  if (!b->r->first_step_states) {
+    if (within_state(b, masters, st->optimizer_bytes))
+      flat_states(b, op, st, 0, masters);
+    return;
+  }
+  after = sb_has_step(b, VS_STEP_AFTER_FIRST) ? op : NONE; /* else counted */
+  sb_only_in(b, VS_STEP_AFTER_FIRST);
+  grads = resident_grads ? sb_stage_states(b, after, STATE_GRADS) : 0;
+  moments = sb_stage_states(b, after, STATE_MOMENTS);
+  sb_in_every_step(b);
+  if (!within_state(b, masters + moments, st->optimizer_bytes) ||
+      !within_state(b, grads, resident_grads ? st->grads_bytes : 0))
+    return;
+  for (vs_step s = VS_STEP_ONLY; s <= VS_STEP_AFTER_FIRST; s++) {
+    bool only = s == VS_STEP_ONLY;
+    if (!sb_has_step(b, s))
+      continue;
+    sb_only_in(b, s);
+    flat_states(b, op, st, only ? 0 : grads, masters + (only ? 0 : moments));
+    sb_in_every_step(b);
+  }
+}
+
+void sb_setup(builder *b)
+{
+  uint32_t op = sb_new_op(b, VS_STREAM_COMPUTE, VS_PHASE_SETUP,
+                          "model_states", -1, -1, 0.0, 0.0, 0.0);
+  const vs_stage_layout *st = &b->lay->stages[b->stage];
+  setup_states(b, op, st);
+  /* the cuBLAS workspaces the first step's forward and backward
+   * allocated, held since (vs_layout.blas_workspaces) */
+  for (int i = 0; i < b->lay->blas_workspaces; i++)
+    sb_alloc_on(b, op,
+                sb_new_buffer(b, b->lay->blas_workspace_bytes, VS_CAT_TEMP));
+  sb_alloc_on(b, op, sb_placed_buffer(b, st->managed_bytes, VS_CAT_OPTIMIZER,
+                                      VS_PLACE_MANAGED));
+  setup_off_gpu(b, op, &st->host, VS_PLACE_HOST);
+  setup_off_gpu(b, op, &st->nvme, VS_PLACE_NVME);
+}

@@ -1,0 +1,267 @@
+/* schedule_int.h - what the schedule builder's files share: the
+ * builder (the state of one stage's program as it is built) and the
+ * helpers one file defines and another calls. schedule.c holds the
+ * program's storage and the entry points, schedule_block.c the ops of
+ * one block (and its ZeRO-3 gathers and activation offload),
+ * schedule_grads.c gradient reduction and the optimizer,
+ * schedule_pipe.c the pipeline's units, sends and receives. Each
+ * helper's contract is the comment at its definition. */
+#ifndef VS_SCHEDULE_INT_H
+#define VS_SCHEDULE_INT_H
+
+#include "schedule.h"
+
+#include "pipeline.h"
+
+#define NONE UINT32_MAX
+
+/* One remembered collective time: every layer of a stage repeats the same
+ * tensor-parallel collectives, so a build asks for the same (kind, bytes)
+ * thousands of times. Direct-mapped; a miss just recomputes. */
+typedef struct time_memo {
+  uint64_t kind, bytes;     /* the collective */
+  bool used;
+  double seconds;
+} time_memo;
+
+#define TIME_MEMO_SLOTS 64
+
+/* The most bucket reductions a recipe lets the compute stream run ahead
+ * of (vs_recipe reduce_depth). */
+#define REDUCE_DEPTH_MAX 4
+
+typedef struct builder {
+  const vs_workload *wl;
+  const vs_topology *topo;
+  const vs_model *m;
+  const vs_recipe *r;       /* every decision about the job */
+  const vs_layout *lay;
+  vs_program *p;
+  vs_error *err;
+  time_memo memo[TIME_MEMO_SLOTS]; /* op times computed so far */
+  bool failed;              /* an allocation failed; stop adding */
+  size_t n_inst;            /* blocks of the model: embed, layers, head */
+  size_t unit_first, unit_last; /* blocks of the model chunk being built
+                               (sb_chunk_range): passes prefetch inside it */
+  uint32_t last_compute;    /* newest op on the compute stream */
+  uint32_t last_comm;       /* newest op on any other stream */
+  uint32_t last_send;       /* newest pipeline send */
+  uint32_t reduced[REDUCE_DEPTH_MAX]; /* the newest buckets' last ops,
+                               bucket k's at k % REDUCE_DEPTH_MAX */
+  uint64_t n_reduced;       /* buckets flushed so far in the step */
+  uint32_t reduce_wait;     /* the bucket the next compute op waits for
+                               (recipe reduce_depth), or NONE */
+  uint32_t reduce_input;    /* recipe reduce_copy: the newest bucket's
+                               reduce-scatter input, held, or NONE */
+  uint32_t reduce_input_op; /* its reduce-scatter */
+  uint32_t released[2];     /* inputs the next compute op frees as it
+                               starts (NONE: none) */
+  uint32_t grads_done;      /* the newest bucket's last op: its reduction,
+                               or its copy to the host */
+  uint32_t *saved;          /* [mb % ring][inst][saved tensor of its block]
+                               its buffer */
+  uint32_t max_saved;       /* saved tensors of the largest block kind */
+  uint32_t *ckpt_buf;       /* [mb % ring][inst] full-checkpoint input */
+  uint32_t *sel_buf;        /* [inst] selective-recompute buffer */
+  uint32_t *gather_op;      /* [inst] ZeRO-3 gather of this pass */
+  uint32_t *gather_buf;     /* [inst] its buffer */
+  uint32_t *flat_buf;       /* [inst] FSDP2: its all-gather output, until
+                               the block's pass starts (copy-out) */
+  uint32_t copy_out;        /* unsharded parameters the next compute op
+                               copies out of their flat buffer */
+  uint32_t flat_done;       /* the flat buffer that copy-out frees (the
+                               previous block's) */
+  uint32_t last_flat;       /* the newest copied-out block's flat buffer */
+  uint32_t *grad_buf;       /* [inst] unreduced grads (ZeRO-2/3) */
+  uint32_t *grads_kept;     /* [inst] resident grads that appear at their
+                               first backward (vs_recipe grads_set_to_none)
+                               as one buffer */
+  uint32_t *tensor_grad;    /* [param_base[inst] + param] the same, one
+                               buffer per tensor (per_tensor_states) */
+  uint32_t *param_base;     /* [inst] its first parameter in tensor_grad */
+  uint32_t *bucket;         /* insts whose grads wait in the open bucket */
+  size_t n_bucket;          /* how many */
+  uint32_t *deferred;       /* reduce_after_backward: insts whose grads are
+                               bucketed once backward is done, in backward
+                               order, NONE where a chunk's buckets end */
+  size_t n_deferred;        /* how many entries */
+  uint64_t bucket_fill;     /* their grad bytes */
+  uint64_t bucket_made;     /* their bytes as backward makes them */
+  uint64_t bucket_elems;    /* their gradient elements */
+  uint64_t bucket_expert;   /* of bucket_fill, routed experts' gradients
+                               (reduced over the expert-data-parallel
+                               group when the experts have groups of
+                               their own) */
+  uint32_t waits[4];        /* ops the next compute-stream op must wait
+                               for: a block's gather, its activations'
+                               fetch, one or two blocking pipeline sends */
+  uint32_t n_waits;
+  uint32_t *act_host;       /* [mb % ring][inst] offloaded activations'
+                               host buffer */
+  uint32_t *act_out;        /* [mb % ring][inst] the copy that took them */
+  uint32_t *act_fetch;      /* [inst] their copy back, this pass */
+  uint32_t *cached;         /* autocast's weight copies in checkpointed
+                               layers, held by its cache until the
+                               forward pass ends */
+  size_t n_cached, cap_cached;
+  uint64_t stage;           /* pipeline stage being built */
+  vs_step step;             /* which step (vs_job.step) */
+  bool every_step;          /* vs_job.every_step */
+  uint8_t tag;              /* the vs_effect step of the effects added
+                               now (sb_only_in) */
+  uint32_t recv_op;         /* receive the next compute op must wait for */
+  uint32_t recv_buf;        /* its buffer, freed by that op */
+  bool recv_waited;         /* a compute-stream op already waits for it */
+  struct {
+    bool batched;           /* steady-state forwards' outputs wait for the
+                               next backward (output_waits_for_backward) */
+    bool held;              /* a forward's output waits to be sent with the
+                               next backward's gradient */
+    uint64_t mb, g;         /* its micro-batch and model chunk */
+    uint32_t buf;           /* the output, held from its forward on */
+    size_t made_by;         /* the inst whose last forward op allocates
+                               buf; SIZE_MAX once it has */
+  } out;
+  const vs_unit *next_unit; /* the unit after the one being built (NULL:
+                               none) */
+  struct {
+    bool due;               /* the received part is to be gathered before
+                               the next compute-stream op (scatter/gather) */
+    int kind;               /* SEND_ACTIVATION or SEND_GRADIENT */
+    int layer, mb;          /* where the tensor enters */
+  } gather;
+  size_t ring;              /* micro-batch slots of saved[] and ckpt_buf[] */
+  uint32_t *stage_inst;     /* [inst] its place among this stage's blocks
+                               (the rows of the ring tables), NONE for
+                               the other stages' */
+  size_t n_stage_inst;      /* blocks on this stage */
+  uint8_t recv_free_when;   /* effect_time: ... at its end (gradients) or
+                               start */
+  double busy_seconds;      /* sum of every op's time so far */
+  struct op_split *op_time; /* [kind's first op + op][phase_time]: each
+                               op's time, computed once per block kind
+                               (NAN until then) */
+  uint32_t kind_first[VS_MODEL_KINDS_MAX]; /* a kind's first op in op_time */
+} builder;
+
+/* The times op_time remembers for each op of a block kind. */
+typedef enum phase_time {
+  TIME_FWD,        /* its forward */
+  TIME_BWD,        /* its backward as the kind's plan runs it */
+  TIME_RECOMPUTE,  /* its share of a full recompute */
+  TIME_PHASES
+} phase_time;
+
+/* When in its op's run an effect applies. */
+typedef enum effect_time { AT_START, AT_END } effect_time;
+
+/* An op's time split by what bounds it (vs_bound); its duration is the
+ * sum. */
+typedef struct op_split {
+  double s[VS_BOUND_N];
+} op_split;
+
+/* What a pipeline send carries. */
+enum { SEND_ACTIVATION, SEND_GRADIENT };
+
+/* A model state kept per parameter tensor (vs_recipe per_tensor_states). */
+typedef enum state_kind {
+  STATE_PARAMS,  /* the parameter as stored */
+  STATE_MASTER,  /* its fp32 master copy */
+  STATE_GRADS,   /* its gradient as backward makes it */
+  STATE_MOMENTS, /* the optimizer's other states (AdamW's exp_avg and
+                    exp_avg_sq, ...), one tensor each */
+  STATE_N
+} state_kind;
+
+/* Layer number shown in reports: -1 embedding, 0..L-1 layers, L head. */
+static inline int sb_layer_of(size_t inst) { return (int)inst - 1; }
+
+/* Gradients of the block wait, unreduced, until their bucket is reduced
+ * (ZeRO-2/3); with ZeRO-0/1 they accumulate in the resident buffer. */
+static inline bool sb_transient_grads(const builder *b)
+{
+  return b->r->transient_grads;
+}
+
+/* The effects added from now on apply only in `step` (sb_only_in), or in
+ * every step (sb_in_every_step): where the steps differ, each adds its own
+ * (sb_has_step). */
+static inline void sb_only_in(builder *b, vs_step step)
+{
+  b->tag = (uint8_t)(1 + step);
+}
+
+static inline void sb_in_every_step(builder *b) { b->tag = 0; }
+
+/* schedule.c: program storage */
+bool sb_grow(builder *b, void **arr, size_t *cap, size_t need, size_t elem);
+uint32_t sb_new_op_through(builder *b, int stream, int phase,
+                           const char *name, int layer, int mb,
+                           double seconds, double flops, double bytes,
+                           int res, int via);
+uint32_t sb_new_op(builder *b, int stream, int phase, const char *name,
+                   int layer, int mb, double seconds, double flops,
+                   double bytes);
+void sb_add_dep_on(builder *b, uint32_t op, uint32_t dep, int32_t stage);
+void sb_add_dep(builder *b, uint32_t op, uint32_t dep);
+uint32_t sb_placed_buffer(builder *b, uint64_t bytes, int category,
+                          int place);
+uint32_t sb_new_buffer(builder *b, uint64_t bytes, int category);
+uint32_t sb_checkpoint_buffer(builder *b, uint64_t bytes);
+void sb_alloc_on(builder *b, uint32_t op, uint32_t buf);
+void sb_free_on(builder *b, uint32_t op, uint32_t buf, effect_time when);
+void sb_transient(builder *b, uint32_t op, uint64_t bytes, int category);
+void sb_transients(builder *b, uint32_t op, uint64_t bytes,
+                   uint64_t first);
+
+/* schedule_block.c: the ops of one block */
+const vs_block *sb_block_of(const builder *b, size_t inst);
+const vs_kind_plan *sb_plan_of(const builder *b, size_t inst);
+void sb_add_launch(builder *b, op_split *x, unsigned kernels);
+op_split sb_roofline_split(builder *b, double flops, double bytes);
+void sb_wait_on(builder *b, uint32_t op);
+void sb_stream_waits(builder *b, uint32_t op);
+uint32_t sb_compute_op(builder *b, int phase, const char *name, int layer,
+                       int mb, double flops, double bytes,
+                       const op_split *t);
+uint32_t sb_comm_op(builder *b, const vs_comm *c, const char *name,
+                    int layer, int mb);
+uint32_t sb_split_comm(builder *b, int use, const char *name, int kind,
+                       uint64_t bytes, uint64_t expert, int mb,
+                       uint32_t after);
+uint32_t sb_offload_op(builder *b, int stream, int res, const char *name,
+                       int layer, int mb, uint64_t amount, uint32_t after);
+bool sb_in_root_unit(const builder *b, size_t inst);
+void sb_drop_gather(builder *b, size_t inst, uint32_t op,
+                    effect_time when);
+void sb_clear_cache(builder *b);
+void sb_forward_block(builder *b, size_t inst, int mb);
+uint64_t sb_stage_states(builder *b, uint32_t op, state_kind which);
+void sb_free_kept_grads(builder *b, uint32_t op, size_t inst);
+bool sb_has_step(const builder *b, vs_step step);
+void sb_backward_block(builder *b, size_t inst, int mb);
+
+/* schedule_grads.c: gradient reduction and the optimizer */
+void sb_release_at_step_end(builder *b);
+void sb_reshard_rest(builder *b);
+void sb_release_reduce_inputs(builder *b);
+void sb_flush_bucket(builder *b, int mb, uint32_t last);
+void sb_bucket_grads(builder *b, size_t inst, int mb, uint32_t after);
+void sb_defer_grads(builder *b, uint32_t inst);
+void sb_reduce_listed(builder *b, uint32_t after);
+void sb_reduce_deferred(builder *b);
+void sb_optimizer_step(builder *b);
+void sb_setup(builder *b);
+
+/* schedule_pipe.c: the pipeline */
+vs_pipeline sb_pipeline_of(const builder *b);
+void sb_chunk_range(const builder *b, uint64_t g, size_t *first,
+                    size_t *last);
+void sb_gather_received(builder *b);
+bool sb_sends_batched(const builder *b, const vs_pipeline *pl);
+void sb_allocate_held_output(builder *b, size_t inst, uint32_t op);
+void sb_forward_unit(builder *b, const vs_unit *u);
+void sb_backward_unit(builder *b, const vs_unit *u);
+
+#endif
