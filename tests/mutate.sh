@@ -61,6 +61,8 @@ mutants=(
   "shared resource not shared|sim/engine/resource.c|                   ((double)instance_of(st, l)->weight * 1e9);|                   (1.0 * 1e9);"
   "stage mode sees no peers|sim/engine/resource.c|  spec->symmetric = all_ranks ? 1 : stage_symmetric(lay, gpi);|  spec->symmetric = all_ranks || true ? 1 : stage_symmetric(lay, gpi);"
   "extrapolated MFU counts simulated micro-batches|sim/run/explore.c|                                                   wl->grad_accum),|                                                   sim->layout.grad_accum),"
+  "op kind key without the layer|sim/program/schedule.c|  op_key key = {.name = name, .layer = layer, .res = (uint8_t)res,|  op_key key = {.name = name, .res = (uint8_t)res,"
+  "op kind key without the name|sim/program/schedule.c|  op_key key = {.name = name, .layer = layer, .res = (uint8_t)res,|  op_key key = {.layer = layer, .res = (uint8_t)res,"
 )
 
 backup=$(mktemp -d)

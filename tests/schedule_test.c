@@ -885,6 +885,41 @@ static void test_dp1_has_no_comm(void **state)
   destroy(b);
 }
 
+/* Ops of every layer and micro-batch get the kind of their own name,
+ * layer and work, although the builder finds a kind through the key of
+ * what made it rather than by its contents (schedule.c kind_of): each
+ * layer's qkv_proj forward appears once per micro-batch with its own
+ * layer, the tensor-parallel all-reduce keeps its name beside the
+ * projections, and the kinds table holds each kind once. */
+static void test_op_kinds_follow_each_op(void **state)
+{
+  const char *const sets[] = {"training.global_batch=3",
+                              "parallel.tp=2"};
+  built *b;
+  (void)state;
+  b = build(sets, 2, 2);
+  assert_int_equal(b->lay.grad_accum, 3);
+  for (int layer = 0; layer < 4; layer++)
+    for (int mb = 0; mb < 3; mb++) {
+      size_t fwd = 0;
+      for (size_t i = 0; i < b->p.n_ops; i++) {
+        const vs_pop *op = &b->p.ops[i];
+        fwd += op->phase == VS_PHASE_FWD && op->microbatch == mb &&
+               vs_op_layer(&b->p, op) == layer &&
+               strcmp(vs_op_name(&b->p, op), "qkv_proj") == 0;
+      }
+      assert_int_equal(fwd, 1);
+    }
+  /* gpt_small's tp 2 layers all-reduce after attention and the MLP, in
+   * forward, on each of 4 layers and 3 micro-batches */
+  assert_true(count_ops(&b->p, "tp_all_reduce", ANY, ANY) >= 2 * 4 * 3);
+  for (size_t i = 0; i < b->p.n_kinds; i++)
+    for (size_t j = i + 1; j < b->p.n_kinds; j++)
+      assert_int_not_equal(memcmp(&b->p.kinds[i], &b->p.kinds[j],
+                                  sizeof b->p.kinds[i]), 0);
+  destroy(b);
+}
+
 static void test_dp2_all_reduce_last_microbatch(void **state)
 {
   /* dp = 2, global batch 4 = micro-batch 1 * dp 2 * 2 accumulation steps */
@@ -1854,6 +1889,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_invariants),
+      cmocka_unit_test(test_op_kinds_follow_each_op),
       cmocka_unit_test(test_fsdp2_pipeline_frees_every_gather),
       cmocka_unit_test(test_pipelined_fsdp2_syncs_once),
       cmocka_unit_test(test_setup_and_optimizer),

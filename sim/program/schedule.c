@@ -147,6 +147,50 @@ _Static_assert(sizeof(vs_op_kind) == VS_OP_NAME_MAX + 32 &&
                "64-bit words");
 _Static_assert(sizeof(vs_pop) == 16, "an op record is 16 bytes");
 
+static uint64_t bits_of(double x)
+{
+  uint64_t w;
+  memcpy(&w, &x, sizeof w);
+  return w;
+}
+
+_Static_assert(sizeof(op_key) % 8 == 0, "interned keys are 64-bit words");
+
+/* The interned kind of an op (name, layer, ...): through its key when an
+ * op of the same key was made before, else interned by its contents and
+ * its key remembered; NONE when out of memory. */
+static uint32_t kind_of(builder *b, const char *name, int layer,
+                        double seconds, double flops, double bytes, int res,
+                        int via)
+{
+  vs_program *p = b->p;
+  op_key key = {.name = name, .layer = layer, .res = (uint8_t)res,
+                .via = (uint8_t)via, .seconds = bits_of(seconds),
+                .flops = bits_of(flops), .bytes = bits_of(bytes)};
+  size_t known = b->n_keys;
+  uint32_t at = intern(b, &b->key_index, (void **)&b->keys, &b->n_keys,
+                       &b->cap_keys, &key, sizeof key);
+  vs_op_kind k;
+  if (at == NONE)
+    return NONE;
+  if (at < known)
+    return b->key_kind[at];
+  memset(&k, 0, sizeof k);
+  /* names are short: copy up to their end, not the whole field */
+  memcpy(k.name, name, strnlen(name, sizeof k.name - 1));
+  k.resource = (uint8_t)res;
+  k.resource_via = (uint8_t)via;
+  k.layer = layer;
+  k.dur_ns = to_ns(seconds);
+  k.flops = flops;
+  k.bytes = bytes;
+  if (!sb_grow(b, (void **)&b->key_kind, &b->cap_key_kind, b->n_keys,
+               sizeof *b->key_kind))
+    return NONE;
+  return b->key_kind[at] = intern(b, &p->kind_index, (void **)&p->kinds,
+                                  &p->n_kinds, &p->cap_kinds, &k, sizeof k);
+}
+
 /* Appends an op whose bytes cross resource `res` (and `via`; 0: none);
  * its deps and effects must be added before the next op. An op on the
  * compute stream comes after a due gather of a received part, and waits
@@ -157,7 +201,6 @@ uint32_t sb_new_op_through(builder *b, int stream, int phase,
                            int res, int via)
 {
   vs_program *p = b->p;
-  vs_op_kind k;
   vs_pop *op;
   uint32_t idx, kind;
 
@@ -169,17 +212,8 @@ uint32_t sb_new_op_through(builder *b, int stream, int phase,
       !sb_grow(b, (void **)&p->stream_ops[stream], &p->cap_stream_ops[stream],
                p->n_stream_ops[stream] + 1, sizeof(uint32_t)))
     return NONE;
-  memset(&k, 0, sizeof k);
-  /* names are short: copy up to their end, not the whole field */
-  memcpy(k.name, name, strnlen(name, sizeof k.name - 1));
-  k.resource = (uint8_t)res;
-  k.resource_via = (uint8_t)via;
-  k.layer = layer;
-  k.dur_ns = to_ns(seconds);
-  k.flops = flops;
-  k.bytes = bytes;
-  if ((kind = intern(b, &p->kind_index, (void **)&p->kinds, &p->n_kinds,
-                     &p->cap_kinds, &k, sizeof k)) == NONE)
+  if ((kind = kind_of(b, name, layer, seconds, flops, bytes, res, via)) ==
+      NONE)
     return NONE;
   if (kind > VS_PROGRAM_KINDS_MAX) {
     b->failed = true;
@@ -202,7 +236,7 @@ uint32_t sb_new_op_through(builder *b, int stream, int phase,
   p->stream_ops[stream][p->n_stream_ops[stream]++] = idx;
   if (stream == VS_STREAM_COMPUTE) {
     b->last_compute = idx;
-    p->compute_seconds += (double)k.dur_ns * 1e-9;
+    p->compute_seconds += (double)p->kinds[kind].dur_ns * 1e-9;
     sb_stream_waits(b, idx);
   } else {
     b->last_comm = idx;
@@ -411,6 +445,9 @@ static void free_tables(builder *b)
   free(b->act_fetch);
   free(b->cached);
   free(b->op_time);
+  free(b->keys);
+  free(b->key_kind);
+  free(b->key_index.slots);
 }
 
 /* op_time's slots, NAN (not computed) each. */

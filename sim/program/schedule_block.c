@@ -218,12 +218,14 @@ void sb_stream_waits(builder *b, uint32_t op)
   for (uint32_t i = 0; i < b->n_waits; i++)
     sb_add_dep(b, op, b->waits[i]);
   b->n_waits = 0;
-  sb_add_dep(b, op, b->reduce_wait);
+  if (b->reduce_wait != NONE) /* (a call per compute op otherwise) */
+    sb_add_dep(b, op, b->reduce_wait);
   b->reduce_wait = NONE;
-  for (int i = 0; i < 2; i++) {
-    sb_free_on(b, op, b->released[i], AT_START);
-    b->released[i] = NONE;
-  }
+  for (int i = 0; i < 2; i++)
+    if (b->released[i] != NONE) {
+      sb_free_on(b, op, b->released[i], AT_START);
+      b->released[i] = NONE;
+    }
   if (b->recv_op != NONE && !b->recv_waited) {
     sb_add_dep(b, op, b->recv_op);
     b->recv_waited = true;

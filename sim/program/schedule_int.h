@@ -26,6 +26,21 @@ typedef struct time_memo {
 
 #define TIME_MEMO_SLOTS 64
 
+/* What an op kind is made from (kind_of): the same op (name, layer,
+ * time and work) recurs in every micro-batch, and interning each op's
+ * vs_op_kind by its contents (clearing, copying and hashing 64 bytes)
+ * was 6% of a plan's instructions (callgrind); this key is hashed as it
+ * comes, and only a new key's kind is interned. The name is compared by
+ * address, so names must outlive the build: literals, or the model's
+ * (every name is). No padding (interned). */
+typedef struct op_key {
+  const char *name;
+  uint64_t seconds, flops, bytes; /* the doubles' bits */
+  int32_t layer;
+  uint8_t res, via;         /* its resources */
+  uint8_t unused[2];        /* zero */
+} op_key;
+
 /* The most bucket reductions a recipe lets the compute stream run ahead
  * of (vs_recipe reduce_depth). */
 #define REDUCE_DEPTH_MAX 4
@@ -39,6 +54,11 @@ typedef struct builder {
   vs_program *p;
   vs_error *err;
   time_memo memo[TIME_MEMO_SLOTS]; /* op times computed so far */
+  op_key *keys;             /* every op kind made so far, by its key */
+  size_t n_keys, cap_keys;
+  vs_intern_index key_index; /* over keys */
+  uint32_t *key_kind;       /* [key] its kind */
+  size_t cap_key_kind;
   bool failed;              /* an allocation failed; stop adding */
   size_t n_inst;            /* blocks of the model: embed, layers, head */
   size_t unit_first, unit_last; /* blocks of the model chunk being built
