@@ -3,8 +3,8 @@
 - layering: a file under sim/<layer>/ or app/ includes only headers of its
   own layer or of a lower one (base < input < model < recipe < parallel <
   cost < program < engine < run < app); calibrate/ sits above run;
-- no include cycles between modules (a module is a .c/.h pair, with its
-  <module>_int.h and the .c files that share it);
+- no include cycles between modules (a module is a .c/.h pair; its
+  private <module>_int.h belongs to it);
 - no function longer than 80 lines in sim/, app/ and calibrate/.
 Prints one line per violation and '<n> passed, <m> failed'; exit 1 on any."""
 import os

@@ -154,7 +154,24 @@ static uint64_t bits_of(double x)
   return w;
 }
 
-_Static_assert(sizeof(op_key) % 8 == 0, "interned keys are 64-bit words");
+/* What an op kind is made from (kind_of): the same op (name, layer,
+ * time and work) recurs in every micro-batch, and interning each op's
+ * vs_op_kind by its contents (clearing, copying and hashing 56 bytes)
+ * was 6% of a plan's instructions (callgrind); this key is hashed as it
+ * comes, and only a new key's kind is interned. The name is compared by
+ * address: a name must be a literal or the model's (every name is), never
+ * a buffer that is rewritten, or a later op would get an earlier op's
+ * kind. No padding (interned). */
+struct op_key {
+  const char *name;
+  uint64_t seconds, flops, bytes; /* the doubles' bits */
+  int32_t layer;
+  uint8_t res, via;         /* its resources */
+  uint8_t unused[2];        /* zero */
+};
+
+_Static_assert(sizeof(op_key) == sizeof(const char *) + 32,
+               "op_key has no padding: interned keys are hashed as words");
 
 /* The interned kind of an op (name, layer, ...): through its key when an
  * op of the same key was made before, else interned by its contents and
@@ -192,7 +209,8 @@ static uint32_t kind_of(builder *b, const char *name, int layer,
 }
 
 /* Appends an op whose bytes cross resource `res` (and `via`; 0: none);
- * its deps and effects must be added before the next op. An op on the
+ * its deps and effects must be added before the next op. `name` is a
+ * literal or the model's, never a rewritten buffer (op_key). An op on the
  * compute stream comes after a due gather of a received part, and waits
  * for what the stream must (sb_stream_waits). */
 uint32_t sb_new_op_through(builder *b, int stream, int phase,
@@ -369,11 +387,12 @@ static void effect(builder *b, uint32_t op, uint32_t buf, effect_time when,
       !sb_grow(b, (void **)&p->effects, &p->cap_effects, p->n_effects + 1,
                sizeof *p->effects))
     return;
-  p->effects[p->n_effects].buffer = buf & VS_PROGRAM_BUFFERS_MAX; /* < it */
-  p->effects[p->n_effects].step = b->every_step ? b->tag & 3u : 0u;
-  p->effects[p->n_effects].at_end = when == AT_END;
-  p->effects[p->n_effects].is_free = is_free ? 1u : 0u;
-  p->n_effects++;
+  /* one store of the whole record, not four of its bit-fields */
+  p->effects[p->n_effects++] = (vs_effect){
+      .buffer = buf & VS_PROGRAM_BUFFERS_MAX, /* < it */
+      .step = b->every_step ? b->tag & 3u : 0u,
+      .at_end = when == AT_END,
+      .is_free = is_free ? 1u : 0u};
 }
 
 /* buf is allocated when op starts. */
@@ -514,7 +533,10 @@ double vs_schedule_estimate_kinds(const vs_job *job, int stage)
 
 size_t vs_schedule_bytes_per_kind(void)
 {
-  return sizeof(vs_op_kind) + 4 * sizeof(uint32_t); /* index: 2 to 4 slots */
+  /* each with its index's 2 to 4 slots, and the builder's key of it
+   * (kind_of: a kind has at least one) with the key's kind and slots */
+  return sizeof(vs_op_kind) + 4 * sizeof(uint32_t) + sizeof(op_key) +
+         sizeof(uint32_t) + 4 * sizeof(uint32_t);
 }
 
 /* Host bytes of one reserved op: the op, a dependency, its effects and
@@ -712,7 +734,8 @@ static void number_stage_insts(builder *b)
       b->stage_inst[inst] = (uint32_t)b->n_stage_inst++;
   }
   if (b->n_stage_inst == 0)
-    b->n_stage_inst = 1; /* a row nobody uses: live's row 0 stays inside */
+    b->n_stage_inst = 1; /* a row nobody uses: schedule_block.c live's
+                            row 0 stays inside */
 }
 
 /* A builder for stage of job into prog, with its tables (b->failed when

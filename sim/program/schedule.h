@@ -259,7 +259,7 @@ size_t vs_schedule_bytes_per_op(void);
  * O(1). */
 double vs_schedule_estimate_kinds(const vs_job *job, int stage);
 
-/* Host bytes of one op kind with its share of the builder's index. */
+/* Host bytes of one op kind with its share of the builder's indexes. */
 size_t vs_schedule_bytes_per_kind(void);
 
 void vs_program_fini(vs_program *prog);

@@ -317,7 +317,7 @@ uint32_t sb_comm_op(builder *b, const vs_comm *c, const char *name,
   return sb_new_op(b, b->r->comm[VS_USE_OP].stream,
                    c->group == VS_GROUP_EP   ? VS_PHASE_EP_COMM
                    : c->group == VS_GROUP_CP ? VS_PHASE_CP_COMM
-                                          : VS_PHASE_TP_COMM,
+                                             : VS_PHASE_TP_COMM,
                    name, layer, mb, op_comm_seconds(b, c), 0.0,
                    (double)c->bytes);
 }
@@ -538,7 +538,8 @@ void sb_drop_gather(builder *b, size_t inst, uint32_t op,
 }
 
 /* The block's last compute op of the pass releases its gathered params
- * (pipelined FSDP2 keeps them to its post-backward: reshard_kept). */
+ * (pipelined FSDP2 keeps them to its post-backward: schedule_grads.c
+ * reshard_kept). */
 static void release_gather(builder *b, size_t inst, uint32_t op)
 {
   if (!b->r->pipelined_fsdp)

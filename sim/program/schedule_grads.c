@@ -418,16 +418,17 @@ static void flat_states(builder *b, uint32_t op, const vs_stage_layout *st,
                         uint64_t grads, uint64_t optimizer)
 {
   sb_alloc_on(b, op, sb_new_buffer(b, b->r->grads_set_to_none
-                                    ? st->ddp_bucket_bytes
-                                    : st->grads_bytes - grads,
-                                   VS_CAT_GRADS));
+                                          ? st->ddp_bucket_bytes
+                                          : st->grads_bytes - grads,
+                                      VS_CAT_GRADS));
   sb_alloc_on(b, op, sb_new_buffer(b, st->optimizer_bytes - optimizer,
                                    VS_CAT_OPTIMIZER));
 }
 
 /* Stage b->stage's model states: each state one flat buffer, but where
  * the recipe keeps them per tensor (per_tensor_states) one buffer per
- * parameter and per master copy (tensor_states), made with the model.
+ * parameter and per master copy (schedule_block.c tensor_states), made
+ * with the model.
  * Under first_step_states the steps differ: the first makes the resident
  * gradients and the optimizer states tensor by tensor, the step after it
  * takes them over here, and the only step simulated keeps them flat.

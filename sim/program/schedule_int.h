@@ -26,20 +26,8 @@ typedef struct time_memo {
 
 #define TIME_MEMO_SLOTS 64
 
-/* What an op kind is made from (kind_of): the same op (name, layer,
- * time and work) recurs in every micro-batch, and interning each op's
- * vs_op_kind by its contents (clearing, copying and hashing 64 bytes)
- * was 6% of a plan's instructions (callgrind); this key is hashed as it
- * comes, and only a new key's kind is interned. The name is compared by
- * address, so names must outlive the build: literals, or the model's
- * (every name is). No padding (interned). */
-typedef struct op_key {
-  const char *name;
-  uint64_t seconds, flops, bytes; /* the doubles' bits */
-  int32_t layer;
-  uint8_t res, via;         /* its resources */
-  uint8_t unused[2];        /* zero */
-} op_key;
+/* What an op kind is made from (schedule.c kind_of). */
+typedef struct op_key op_key;
 
 /* The most bucket reductions a recipe lets the compute stream run ahead
  * of (vs_recipe reduce_depth). */
@@ -54,11 +42,12 @@ typedef struct builder {
   vs_program *p;
   vs_error *err;
   time_memo memo[TIME_MEMO_SLOTS]; /* op times computed so far */
-  op_key *keys;             /* every op kind made so far, by its key */
-  size_t n_keys, cap_keys;
+  op_key *keys;             /* each distinct key of the ops made so far
+                               (kind_of), in the order first made */
+  size_t n_keys, cap_keys;  /* keys, and room for them */
   vs_intern_index key_index; /* over keys */
-  uint32_t *key_kind;       /* [key] its kind */
-  size_t cap_key_kind;
+  uint32_t *key_kind;       /* [key] the kind its ops have */
+  size_t cap_key_kind;      /* room in key_kind */
   bool failed;              /* an allocation failed; stop adding */
   size_t n_inst;            /* blocks of the model: embed, layers, head */
   size_t unit_first, unit_last; /* blocks of the model chunk being built

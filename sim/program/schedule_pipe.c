@@ -79,7 +79,7 @@ void sb_gather_received(builder *b)
   b->gather.due = false;
   op = sb_comm_op(b, &c,
                   b->gather.kind == SEND_ACTIVATION ? "gather_activation"
-                                                 : "gather_gradient",
+                                                    : "gather_gradient",
                   b->gather.layer, b->gather.mb);
   whole = sb_new_buffer(b, c.bytes, VS_CAT_TEMP);
   sb_alloc_on(b, op, whole);
@@ -107,7 +107,7 @@ static void receive(builder *b, int kind, uint64_t mb, uint64_t from,
   }
   uint32_t op = sb_new_op(b, b->r->comm[VS_USE_RECV].stream, VS_PHASE_P2P,
                           kind == SEND_ACTIVATION ? "recv_activation"
-                                               : "recv_gradient",
+                                                  : "recv_gradient",
                           -1, (int)mb, 0.0, 0.0, (double)bytes);
   sb_add_dep_on(b, op, send_key(b, kind, mb, from),
                 (int32_t)(from % b->lay->pp));
@@ -138,7 +138,7 @@ static void send_held(builder *b, int kind, uint64_t mb, uint64_t g,
   t = vs_cost_link_seconds(link, (double)bytes);
   uint32_t op = sb_new_op(b, b->r->comm[VS_USE_SEND].stream, VS_PHASE_P2P,
                           kind == SEND_ACTIVATION ? "send_activation"
-                                               : "send_gradient",
+                                                  : "send_gradient",
                           -1, (int)mb, t, 0.0, (double)bytes);
   sb_add_dep(b, op, b->last_compute);
   /* the tensor itself is held until sent (a part is a view of it) */
