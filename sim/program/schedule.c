@@ -23,11 +23,8 @@
 
 #include "grow.h"
 #include "category.h"
-#include "resource_kinds.h"
-#include "units.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -315,11 +312,6 @@ void sb_add_dep_on(builder *b, uint32_t op, uint32_t dep, int32_t stage)
   p->deps[p->n_deps++] = dep;
 }
 
-void sb_add_dep(builder *b, uint32_t op, uint32_t dep)
-{
-  sb_add_dep_on(b, op, dep, -1);
-}
-
 /* A new buffer that is `what` (its padding zeroed). */
 static uint32_t add_buffer(builder *b, const vs_buffer *what)
 {
@@ -379,8 +371,10 @@ uint32_t sb_checkpoint_buffer(builder *b, uint64_t bytes)
   return add_buffer(b, &what);
 }
 
-static void effect(builder *b, uint32_t op, uint32_t buf, effect_time when,
-                   bool is_free)
+/* buf is allocated (is_free: freed) when op starts or ends (`when`); op
+ * must be the newest op. Through sb_alloc_on and sb_free_on. */
+void sb_effect(builder *b, uint32_t op, uint32_t buf, effect_time when,
+               bool is_free)
 {
   vs_program *p = b->p;
   if (op == NONE || buf == NONE || b->failed || !is_newest(b, op) ||
@@ -393,18 +387,6 @@ static void effect(builder *b, uint32_t op, uint32_t buf, effect_time when,
       .step = b->every_step ? b->tag & 3u : 0u,
       .at_end = when == AT_END,
       .is_free = is_free ? 1u : 0u};
-}
-
-/* buf is allocated when op starts. */
-void sb_alloc_on(builder *b, uint32_t op, uint32_t buf)
-{
-  effect(b, op, buf, AT_START, false);
-}
-
-/* buf is freed when op starts or ends. */
-void sb_free_on(builder *b, uint32_t op, uint32_t buf, effect_time when)
-{
-  effect(b, op, buf, when, true);
 }
 
 /* A buffer that lives exactly as long as op. */

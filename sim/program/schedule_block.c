@@ -5,15 +5,10 @@
  * states. */
 #include "schedule_int.h"
 
-#include "grow.h"
 #include "category.h"
 #include "resource_kinds.h"
-#include "units.h"
 
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 /* ------------------------------------------------------------------------
  * Blocks and instances: inst 0 is the embedding, 1..layers the transformer
@@ -218,14 +213,12 @@ void sb_stream_waits(builder *b, uint32_t op)
   for (uint32_t i = 0; i < b->n_waits; i++)
     sb_add_dep(b, op, b->waits[i]);
   b->n_waits = 0;
-  if (b->reduce_wait != NONE) /* (a call per compute op otherwise) */
-    sb_add_dep(b, op, b->reduce_wait);
+  sb_add_dep(b, op, b->reduce_wait);
   b->reduce_wait = NONE;
-  for (int i = 0; i < 2; i++)
-    if (b->released[i] != NONE) {
-      sb_free_on(b, op, b->released[i], AT_START);
-      b->released[i] = NONE;
-    }
+  for (int i = 0; i < 2; i++) {
+    sb_free_on(b, op, b->released[i], AT_START);
+    b->released[i] = NONE;
+  }
   if (b->recv_op != NONE && !b->recv_waited) {
     sb_add_dep(b, op, b->recv_op);
     b->recv_waited = true;

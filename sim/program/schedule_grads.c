@@ -5,15 +5,8 @@
  * parameters. */
 #include "schedule_int.h"
 
-#include "grow.h"
 #include "category.h"
 #include "resource_kinds.h"
-#include "units.h"
-
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 /* ------------------------------------------------------------------------
  * Gradient reduction and the optimizer

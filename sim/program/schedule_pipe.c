@@ -3,15 +3,7 @@
  * schedule_int.h). */
 #include "schedule_int.h"
 
-#include "grow.h"
 #include "category.h"
-#include "resource_kinds.h"
-#include "units.h"
-
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 /* ------------------------------------------------------------------------
  * Pipeline: units of work, their order, and the sends and receives
