@@ -1854,6 +1854,99 @@ static bool same_program(const vs_program *a, const vs_program *b)
                 a->n_buffer_kinds * sizeof *a->buffer_kinds) == 0;
 }
 
+/* Fails unless the n_part items at part (elem bytes each) are the first
+ * of the n_all at all. */
+static void assert_start_of(const void *part, size_t n_part, const void *all,
+                            size_t n_all, size_t elem)
+{
+  assert_true(n_part <= n_all);
+  assert_true(n_part == 0 || memcmp(part, all, n_part * elem) == 0);
+}
+
+/* A program built with first_unit_only (`unit`) is the setup and first
+ * unit of the whole one (`whole`), op for op, and none of the ops left out
+ * could start at time 0: each one that opens its stream waits for
+ * another op (what plan's setup screen relies on, explore.c). */
+static void assert_first_unit_starts(const vs_program *unit,
+                                     const vs_program *whole)
+{
+  size_t ops;
+  assert_int_equal(unit->n_units, 1);
+  assert_true(whole->n_units > 1);
+  ops = whole->units[1].first_op;
+  assert_int_equal(unit->n_ops, ops);
+  assert_start_of(unit->ops, ops, whole->ops, whole->n_ops, sizeof *unit->ops);
+  assert_start_of(unit->kinds, unit->n_kinds, whole->kinds, whole->n_kinds,
+                  sizeof *unit->kinds);
+  assert_start_of(unit->deps, unit->n_deps, whole->deps, whole->n_deps,
+                  sizeof *unit->deps);
+  assert_start_of(unit->effects, unit->n_effects, whole->effects,
+                  whole->n_effects, sizeof *unit->effects);
+  assert_start_of(unit->buffers, unit->n_buffers, whole->buffers,
+                  whole->n_buffers, sizeof *unit->buffers);
+  assert_start_of(unit->buffer_kinds, unit->n_buffer_kinds,
+                  whole->buffer_kinds, whole->n_buffer_kinds,
+                  sizeof *unit->buffer_kinds);
+  for (int s = 0; s < VS_STREAM_N; s++) {
+    const vs_pop *first;
+    if (whole->n_stream_ops[s] == 0 || whole->stream_ops[s][0] < ops)
+      continue;
+    first = &whole->ops[whole->stream_ops[s][0]];
+    if (first->first_dep == vs_op_deps_end(whole, first))
+      fail_msg("stream %s opens with op %u (%s), outside the first unit "
+               "and waiting for nothing",
+               vs_stream_name(s), whole->stream_ops[s][0],
+               vs_op_kind_of(whole, first)->name);
+  }
+}
+
+/* Every stage of each of these 1F1B jobs: its setup and first unit built
+ * alone (vs_job first_unit_only) are the start of its whole program, the
+ * only ops that can start at time 0 (assert_first_unit_starts). */
+static void test_first_unit_alone_is_the_start(void **state)
+{
+  static const char *const configs[][5] = {
+      {"parallel.zero=0", "parallel.dp=2", NULL},
+      {"parallel.zero=1", "parallel.dp=2", NULL},
+      {"parallel.zero=2", "parallel.dp=2", "parallel.bucket=1MiB", NULL},
+      {"parallel.zero=3", "parallel.dp=2", NULL},
+      {"parallel.zero=3", "parallel.dp=2", "parallel.offload_params=cpu",
+       "parallel.offload_optimizer=cpu", NULL},
+      {"parallel.zero=2", "parallel.dp=2", "parallel.offload_optimizer=cpu",
+       NULL},
+      {"training.framework=fsdp2", "parallel.dp=2", NULL},
+      {"training.framework=deepspeed", "parallel.zero=2", "parallel.dp=2",
+       NULL},
+      {"training.framework=hf", "training.precision=amp_bf16", NULL},
+      {"training.offload_activations=cpu", "training.checkpointing=full",
+       NULL},
+      {"parallel.pp=2", "parallel.dp=2", NULL},
+      {"parallel.pp=4", "parallel.tp=2", "parallel.sequence_parallel=true",
+       "training.checkpointing=selective", NULL},
+      {"parallel.pp=2", "parallel.p2p_scatter_gather=true", "parallel.tp=2",
+       NULL},
+  };
+  static const uint64_t gpus[] = {2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 4, 8, 4};
+  (void)state;
+  for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
+    const char *sets[6] = {"training.global_batch=8"};
+    size_t n = 1;
+    while (n < 6 && configs[c][n - 1])
+      sets[n] = configs[c][n - 1], n++;
+    for (uint64_t stage = 0;; stage++) {
+      built *whole = build_stage(sets, n, gpus[c], stage);
+      built *unit = build_stage(sets, n, gpus[c], stage);
+      uint64_t pp = whole->lay.pp;
+      rebuild_job(unit, (vs_job){.first_unit_only = true});
+      assert_first_unit_starts(&unit->p, &whole->p);
+      destroy(whole);
+      destroy(unit);
+      if (stage + 1 >= pp)
+        break;
+    }
+  }
+}
+
 /* What ops and buffers are is kept once: 16 micro-batches repeat the same
  * kinds (none twice), so there are far fewer kinds than ops; and a
  * program rebuilt for another layout in a used one's storage (as plan
@@ -1892,6 +1985,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_invariants),
       cmocka_unit_test(test_op_kinds_follow_each_op),
+      cmocka_unit_test(test_first_unit_alone_is_the_start),
       cmocka_unit_test(test_fsdp2_pipeline_frees_every_gather),
       cmocka_unit_test(test_pipelined_fsdp2_syncs_once),
       cmocka_unit_test(test_setup_and_optimizer),

@@ -2217,14 +2217,45 @@ static void test_first_step_then_reported_step(void **state)
   vs_sim_fini(&sim);
 }
 
+/* Runs the setup screen plan runs (explore.c setup_screened): wl's setup
+ * and first unit alone (first_unit_only), stopping at an out-of-memory;
+ * asserts that when it decides (vs_sim_stopped_in_setup) `whole` stopped
+ * in its setup too, with the same rank 0, byte for byte, and that it
+ * decides whenever whole stopped in the setup of its first (or only)
+ * step. */
+static void assert_unit_screen_as(const vs_workload *wl,
+                                  const vs_topology *topo,
+                                  const vs_sim *whole)
+{
+  vs_sim unit;
+  vs_sim_opts opts = {.stop_at_oom = true, .check_invariants = true,
+                      .first_unit_only = true};
+  vs_error err;
+  vs_error_clear(&err);
+  if (vs_sim_run(&unit, wl, topo, &opts, &err))
+    fail_msg("%s", err.msg);
+  assert_int_equal(unit.programs[0].n_units, 1);
+  if ((!whole->recipe.first_step_states || whole->first_stopped_in_setup) &&
+      vs_sim_stopped_in_setup(whole))
+    assert_true(vs_sim_stopped_in_setup(&unit));
+  if (vs_sim_stopped_in_setup(&unit)) {
+    assert_true(vs_sim_stopped_in_setup(whole));
+    assert_int_equal(vs_sim_worst_rank(&unit)->id,
+                     vs_sim_worst_rank(whole)->id);
+    assert_memory_equal(&unit.ranks[0].mem, &whole->ranks[0].mem,
+                        sizeof unit.ranks[0].mem);
+  }
+  vs_sim_fini(&unit);
+}
+
 /* Screening a first-step job on a GPU with room for its parameters and
  * more, but not for all that the step after the first takes over from it
  * (the gradients and moments as tensors): no first step of any length can
  * complete, so the step always runs alone from the same setup, and the
  * screen of one micro-batch, whose first step ran out past its setup,
- * tells the outcome of the job's 8, byte for byte. One byte of room more
- * than that and the screen decides nothing: a first step might then
- * complete. */
+ * tells the outcome of the job's 8, byte for byte, and so does the screen
+ * of its first unit alone. One byte of room more than that and the
+ * screens decide nothing: a first step might then complete. */
 static void test_first_step_that_cannot_complete(void **state)
 {
   const char *const one[] = {"training.global_batch=1"};
@@ -2260,13 +2291,24 @@ static void test_first_step_that_cannot_complete(void **state)
                       sizeof screen.ranks[0].mem);
   assert_true(screen.ranks[0].mem.oom.happened &&
               screen.ranks[0].mem.oom.op == 0);
+  assert_unit_screen_as(&wl1, &topo, &whole);
   vs_sim_fini(&screen);
   vs_sim_fini(&whole);
   topo.memory_bytes = outside + holds;
   assert_int_equal(vs_sim_run(&screen, &wl1, &topo, &opts, &err), 0);
   assert_true(screen.stats.stopped);
   assert_false(vs_sim_stopped_in_setup(&screen));
+  assert_int_equal(vs_sim_run(&whole, &wl, &topo, &opts, &err), 0);
+  assert_unit_screen_as(&wl1, &topo, &whole);
+  vs_sim_fini(&whole);
   vs_sim_fini(&screen);
+  /* room for half the parameters: every screen stops in the first step's
+   * setup, as the job does */
+  topo.memory_bytes = outside + params / 2;
+  assert_int_equal(vs_sim_run(&whole, &wl, &topo, &opts, &err), 0);
+  assert_true(whole.first_stopped_in_setup);
+  assert_unit_screen_as(&wl1, &topo, &whole);
+  vs_sim_fini(&whole);
 }
 
 /* Screens pipeline_gpt on two stages split as `layers` (pp_layers), one
@@ -2312,6 +2354,7 @@ static void screen_two_stages(const char *layers, size_t tight)
   else
     assert_false(screen.ranks[0].mem.oom.happened &&
                  !screen.ranks[0].mem.oom.earlier_run);
+  assert_unit_screen_as(&wl1, &topo, &whole);
   vs_sim_fini(&screen);
   vs_sim_fini(&whole);
 }

@@ -607,6 +607,8 @@ static void build_step(builder *b)
   n_units = vs_pipeline_order(&pl, b->stage, order);
   b->out.batched = sb_sends_batched(b, &pl);
   b->out.made_by = SIZE_MAX;
+  if (b->first_unit_only && n_units > 1)
+    n_units = 1;
   reserve_program(b, n_units);
   sb_setup(b);
   for (size_t i = 0; i < n_units && !b->failed; i++) {
@@ -615,6 +617,10 @@ static void build_step(builder *b)
     (order[i].forward ? sb_forward_unit : sb_backward_unit)(b, &order[i]);
   }
   index_units(b, &pl);
+  if (b->first_unit_only) {
+    free(order);
+    return;
+  }
   /* FSDP2: the last copied-out block's flat buffer goes with the pass
    * (freed by the newest op, after its block's backward: effects are
    * appended to the newest op only) */
@@ -748,6 +754,7 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->stage = (uint64_t)stage;
   b->step = job->step;
   b->every_step = job->every_step;
+  b->first_unit_only = job->first_unit_only;
   {
     vs_pipeline pl = sb_pipeline_of(b);
     b->ring = vs_pipeline_ring(&pl);

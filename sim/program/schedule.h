@@ -213,6 +213,15 @@ typedef struct vs_job {
                                  the effects by which the steps differ
                                  each name theirs (vs_effect step), and
                                  a run applies its own (vs_rank step) */
+  bool first_unit_only;       /* the setup and each stage's first unit of
+                                 work (pipeline.h's order) alone, without
+                                 the step's end: the ops a run can start
+                                 at time 0, for a screen of the setup
+                                 (explore.c). Every op of a later unit
+                                 that opens its stream waits for another
+                                 op (tests/schedule_test.c), so none of
+                                 the ops left out could have started
+                                 then. Not for interleaved schedules. */
 } vs_job;
 
 /* A stage busier than this in one step (115 days) comes from figures far

@@ -116,6 +116,7 @@ typedef struct builder {
   uint64_t stage;           /* pipeline stage being built */
   vs_step step;             /* which step (vs_job.step) */
   bool every_step;          /* vs_job.every_step */
+  bool first_unit_only;     /* vs_job.first_unit_only */
   uint8_t tag;              /* the vs_effect step of the effects added
                                now (sb_only_in) */
   uint32_t recv_op;         /* receive the next compute op must wait for */

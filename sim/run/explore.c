@@ -173,16 +173,16 @@ int vs_explore_parse(const vs_explore *ex, vs_topology *topo, vs_workload *wl,
 }
 
 /* Simulates wl with its micro-batches per step replaced by m (global
- * batch adjusted to match), one rank per stage. */
-static int simulate_steady(vs_sim *sim, const vs_explore *ex,
-                           const vs_workload *wl, const vs_topology *topo,
-                           uint64_t m, bool screening, uint64_t steady_to,
-                           vs_program_pool *pool, vs_error *err)
+ * batch adjusted to match), one rank per stage, with opts (its budget
+ * ex's). */
+static int simulate_as(vs_sim *sim, const vs_explore *ex,
+                       const vs_workload *wl, const vs_topology *topo,
+                       uint64_t m, vs_sim_opts opts, vs_program_pool *pool,
+                       vs_error *err)
 {
   vs_workload *copy = malloc(sizeof *copy);
-  vs_sim_opts opts = {.stop_at_oom = screening, .budget = ex->budget,
-                      .steady_to = steady_to};
   int rc;
+  opts.budget = ex->budget;
   if (!copy)
     return vs_error_set(err, VS_ENOMEM, "out of host memory");
   *copy = *wl;
@@ -196,13 +196,14 @@ static int simulate_steady(vs_sim *sim, const vs_explore *ex,
   return rc;
 }
 
-/* simulate_steady without watching for the steady state. */
+/* simulate_as, stopping at the first out-of-memory when `screening`. */
 static int simulate_with(vs_sim *sim, const vs_explore *ex,
                          const vs_workload *wl, const vs_topology *topo,
                          uint64_t m, bool screening, vs_program_pool *pool,
                          vs_error *err)
 {
-  return simulate_steady(sim, ex, wl, topo, m, screening, 0, pool, err);
+  return simulate_as(sim, ex, wl, topo, m,
+                     (vs_sim_opts){.stop_at_oom = screening}, pool, err);
 }
 
 /* The first node whose host memory or NVMe ran out, as a reason ("node 0
@@ -440,8 +441,10 @@ static int explore_steady(const vs_explore *ex, vs_candidate *c,
   int rc;
   *done = false;
   vs_error_clear(&err);
-  if ((rc = simulate_steady(&s, ex, wl, topo, m, true, wl->grad_accum, pool,
-                            &err)))
+  if ((rc = simulate_as(&s, ex, wl, topo, m,
+                        (vs_sim_opts){.stop_at_oom = true,
+                                      .steady_to = wl->grad_accum},
+                        pool, &err)))
     return simulation_failed(c, rc, &err);
   if ((*done = s.stats.stopped || s.steady_proven)) {
     record_outcome(c, &s, wl, topo, s.step_time_s, !s.stats.stopped);
@@ -452,23 +455,27 @@ static int explore_steady(const vs_explore *ex, vs_candidate *c,
 }
 
 /* The bounded path's micro-batches from which the setup screen runs. The
- * screen simulates one micro-batch but builds its own model, layout and
- * programs, so it repays itself only before long paths (tests/bench: from
- * 8, Mixtral's search to 64 GPUs took 3% longer; from 32 it takes as
- * long as without the screen, and the 530B search to 512 GPUs 11% less).
- * Outcomes are the same either way. */
-#define SETUP_SCREEN_FROM 32
+ * screen builds only the setup and first units, but its own model, layout
+ * and programs, so it repays itself only before paths longer than a
+ * micro-batch or two (callgrind, plan --jobs 1: from 4 rather than 32,
+ * Llama-2-7B's search on 8 GPUs, where no layout runs out in its setup,
+ * takes 2.7% more instructions and the 530B search on 16 GPUs 52% fewer;
+ * from 1, +8.0% and -61%). Outcomes are the same either way. */
+#define SETUP_SCREEN_FROM 4
 
-/* A screening simulation of one micro-batch (1F1B, not interleaved): when
- * it runs out of memory in the setup alone, so does the bounded one, with
- * the same state: at time 0 every rank starts only the ops without
- * dependencies, and the first of each stream comes from the same first
- * unit (micro-batch 0's forward) whatever the micro-batches, so the ops
- * that ran are the same setup ops with the same bytes (with the first
- * step: its setup, and then the step's run alone from an empty cache,
- * vs_sim_stopped_in_setup). Records that outcome (*done) and spares
- * building the bounded simulation's programs (`bounded_mbs` micro-batches
- * in all); out of memory at setup is most of a large search's layouts. */
+/* A screening simulation of the setup and each stage's first unit
+ * (micro-batch 0's forward; 1F1B, not interleaved), built alone
+ * (vs_sim_opts first_unit_only): when it runs out of memory in the setup
+ * alone, so does the bounded one, with the same state: at time 0 every
+ * rank starts only the ops without dependencies, which are the setup's
+ * and the first unit's (an op of a later unit that opens its stream
+ * waits for another: vs_job first_unit_only), and the first unit is the
+ * same whatever the micro-batches, so the ops that ran are the same
+ * setup ops with the same bytes (with the first step: its setup, and
+ * then the step's run alone from an empty cache, vs_sim_stopped_in_setup).
+ * Records that outcome (*done) and spares building the bounded
+ * simulation's programs (`bounded_mbs` micro-batches in all); out of
+ * memory at setup is most of a large search's layouts. */
 static int setup_screened(const vs_explore *ex, vs_candidate *c,
                           const vs_workload *wl, const vs_topology *topo,
                           uint64_t bounded_mbs, vs_program_pool *pool,
@@ -481,7 +488,10 @@ static int setup_screened(const vs_explore *ex, vs_candidate *c,
   vs_error_clear(&err);
   if (wl->parallel.virtual_stages > 1 || bounded_mbs < SETUP_SCREEN_FROM)
     return 0;
-  if ((rc = simulate_with(&a, ex, wl, topo, 1, true, pool, &err)))
+  if ((rc = simulate_as(&a, ex, wl, topo, 1,
+                        (vs_sim_opts){.stop_at_oom = true,
+                                      .first_unit_only = true},
+                        pool, &err)))
     return rc == VS_ENOMEM ? rc : 0; /* the bounded one will say */
   if ((*done = vs_sim_stopped_in_setup(&a)))
     record_outcome(c, &a, wl, topo, 0, false);

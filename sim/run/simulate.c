@@ -593,8 +593,9 @@ static int check_reserve(const vs_workload *wl, const vs_topology *topo,
 /* Builds sim's programs, one per stage (and with per_rank_load one more
  * per stage for model_rest), linked across their stages: for every step
  * when sim runs the first step before the one it reports, else for the
- * only one. */
-static int build_programs(vs_sim *sim, vs_error *err)
+ * only one; with opts' first_unit_only, their setup and first unit. */
+static int build_programs(vs_sim *sim, const vs_sim_opts *opts,
+                          vs_error *err)
 {
   size_t pp = (size_t)sim->layout.pp;
   int rc = 0;
@@ -604,7 +605,8 @@ static int build_programs(vs_sim *sim, vs_error *err)
                   .model = rest ? &sim->model_rest : &sim->model,
                   .recipe = rest ? &sim->recipe_rest : &sim->recipe,
                   .layout = &sim->layout, .step = VS_STEP_ONLY,
-                  .every_step = runs_first_step(sim)};
+                  .every_step = runs_first_step(sim),
+                  .first_unit_only = opts->first_unit_only};
     rc = vs_schedule_rebuild(&job, (int)(s % pp), &sim->programs[s], err);
   }
   for (size_t first = 0; first < sim->n_programs && !rc; first += pp)
@@ -885,7 +887,10 @@ static bool ran_out(const vs_sim *sim)
  * alone from an empty cache (VS_STEP_ONLY, what vsim runs without a
  * first step: what the job needs), and keeps the first step's
  * out-of-memory where it has none of its own (the job fails in its
- * first step). */
+ * first step). A first step of the first unit alone (first_unit_only)
+ * that ran out is the start of the whole one's; one that did not made no
+ * gradients for the step after it to take over: the run ends there,
+ * having told only that it did not stop in the first step's setup. */
 static int run_after_first(vs_sim *sim, const vs_sim_opts *opts,
                            vs_engine_opts *eo, vs_error *err)
 {
@@ -896,6 +901,8 @@ static int run_after_first(vs_sim *sim, const vs_sim_opts *opts,
   int rc;
   sim->first_stopped_in_setup =
       ranks_stopped_in_setup(first, n, first_stats.stopped);
+  if (!out && opts->first_unit_only)
+    return 0;
   sim->ranks = NULL;
   sim->n_ranks = 0;
   drop_ranks(sim); /* the nodes; the ranks are `first` */
@@ -939,7 +946,7 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
     n_programs = (size_t)sim->layout.pp * program_sets(sim);
   }
   if (rc || (rc = take_programs(sim, n_programs, pool, err)) ||
-      (rc = build_programs(sim, err))) {
+      (rc = build_programs(sim, opts, err))) {
     vs_sim_fini(sim);
     return rc;
   }

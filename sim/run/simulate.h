@@ -66,6 +66,10 @@ typedef struct vs_sim_opts {
                              where every run proves it, tell the step of
                              steady_to micro-batches (vs_sim
                              steady_proven); 0: not */
+  bool first_unit_only;   /* the programs' setup and first unit alone
+                             (vs_job first_unit_only): a screen of the
+                             setup, whose run tells only whether it
+                             stopped there (vs_sim_stopped_in_setup) */
 } vs_sim_opts;
 
 typedef struct vs_sim {
