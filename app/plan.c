@@ -730,12 +730,69 @@ static void plan_header(FILE *out, const plan_state *ps, bool priced,
   fprintf(out, "%10s  %-16s %s\n", "h/1e9 tok", "pipeline", typed ? "gpu" : "");
 }
 
-/* Re-simulates candidate i with every micro-batch (no extrapolation), so
- * what plan prints is what `vsim run` would report. */
-static int confirm(plan_state *ps, size_t i)
+/* Confirmations run ahead of the order that keeps them: candidates
+ * re-simulated with every micro-batch (no extrapolation), so that what
+ * plan prints is what `vsim run` would report, several at once on the
+ * plan's threads. A copy waits here until the order of confirmation
+ * (confirmed) comes to its candidate, which keeps it; every simulation
+ * is deterministic, so the answers are those of confirming one by one. */
+typedef struct ahead {
+  vs_candidate *done;   /* [n] the confirmed copies */
+  size_t *idx;          /* [n] whose (SIZE_MAX once kept) */
+  size_t n, cap;
+} ahead;
+
+static void ahead_fini(ahead *a)
+{
+  free(a->done);
+  free(a->idx);
+}
+
+/* Confirms the extrapolated ones of candidates idx[0 .. n) into a (what
+ * it held before is dropped), at once on ps's threads. VS_ENOMEM when the
+ * host runs out. */
+static int confirm_ahead(const plan_state *ps, ahead *a, const size_t *idx,
+                         size_t n)
+{
+  vs_explore full = ps->ex;
+  vs_error err;
+  a->n = 0;
+  if (n > a->cap) {
+    vs_candidate *done = realloc(a->done, n * sizeof *done);
+    size_t *at = done ? realloc(a->idx, n * sizeof *at) : NULL;
+    if (done)
+      a->done = done;
+    if (!at)
+      return VS_ENOMEM;
+    a->idx = at;
+    a->cap = n;
+  }
+  for (size_t k = 0; k < n; k++) {
+    if (idx[k] == SIZE_MAX || !ps->cands[idx[k]].extrapolated)
+      continue;
+    a->done[a->n] = ps->cands[idx[k]];
+    a->done[a->n].extrapolated = false;
+    a->idx[a->n++] = idx[k];
+  }
+  full.max_microbatches = 0;
+  full.progress = false;
+  vs_error_clear(&err);
+  return vs_explore_all(&full, a->done, a->n, &err) ? VS_ENOMEM : 0;
+}
+
+/* Confirms candidate i: keeps its copy confirmed ahead (a) if there is
+ * one, else re-simulates it now; one that was not extrapolated is kept
+ * as it is. VS_ENOMEM when the host runs out. */
+static int confirm(plan_state *ps, ahead *a, size_t i)
 {
   vs_explore full = ps->ex;
   vs_candidate *c = &ps->cands[i];
+  for (size_t k = 0; k < a->n; k++)
+    if (a->idx[k] == i) {
+      a->idx[k] = SIZE_MAX;
+      *c = a->done[k];
+      return 0;
+    }
   if (!c->extrapolated)
     return 0;
   full.max_microbatches = 0;
@@ -1033,15 +1090,14 @@ static int plan_no_fit(FILE *out, const plan_state *ps)
   return VS_EXIT_OOM;
 }
 
-/* Confirms candidate idx with a full simulation: true when it still fits.
- * One that no longer does (its full simulation ran out of memory or over
- * the work budget where the extrapolated one did not) is counted and its
- * new status kept, so it is never printed as an answer. *rc: VS_ENOMEM
- * when the host runs out. */
-static bool confirmed(plan_state *ps, size_t idx,
-                      int *rc)
+/* Confirms candidate idx (confirm): true when it still fits. One that
+ * no longer does (its full simulation ran out of memory or over the work
+ * budget where the extrapolated one did not) is counted and its new
+ * status kept, so it is never printed as an answer. *rc: VS_ENOMEM when
+ * the host runs out. */
+static bool confirmed(plan_state *ps, ahead *a, size_t idx, int *rc)
 {
-  if (confirm(ps, idx)) {
+  if (confirm(ps, a, idx)) {
     *rc = VS_ENOMEM;
     return false;
   }
@@ -1052,57 +1108,88 @@ static bool confirmed(plan_state *ps, size_t idx,
 }
 
 /* Keeps at the front of ps->order the first ps->top layouts that the full
- * simulation confirms, in order of cost; ps->top becomes their count. */
-static int confirm_top(plan_state *ps)
+ * simulation confirms, in order of cost; ps->top becomes their count.
+ * While k more are needed, the next k (up to a thread each) are
+ * confirmed ahead: one by one, each of them would be tried too. */
+static int confirm_top(plan_state *ps, ahead *a)
 {
-  size_t kept = 0;
+  size_t kept = 0, k = 0, next[256];
   int rc = 0;
-  for (size_t k = 0; k < ps->n_fit && kept < ps->top && !rc; k++)
-    if (confirmed(ps, ps->order[k].idx, &rc))
-      ps->order[kept++] = ps->order[k];
+  while (k < ps->n_fit && kept < ps->top && !rc) {
+    size_t n = ps->top - kept;
+    if (n > ps->n_fit - k)
+      n = ps->n_fit - k;
+    if (n > ps->ex.jobs && ps->ex.jobs > 0)
+      n = ps->ex.jobs;
+    if (n > sizeof next / sizeof next[0])
+      n = sizeof next / sizeof next[0];
+    for (size_t j = 0; j < n; j++)
+      next[j] = ps->order[k + j].idx;
+    if ((rc = confirm_ahead(ps, a, next, n)) != 0)
+      break;
+    for (size_t j = 0; j < n && !rc; j++, k++)
+      if (confirmed(ps, a, ps->order[k].idx, &rc))
+        ps->order[kept++] = ps->order[k];
+  }
   ps->top = kept;
   return rc;
 }
 
 /* Among the layouts still fitting, the fastest (by_gpus false) or the one
- * on the fewest GPUs, confirmed in full; the next is tried when one is
- * not. SIZE_MAX when none is left. */
-static size_t confirmed_best(plan_state *ps,
-                             bool by_gpus, int *rc)
+ * on the fewest GPUs; SIZE_MAX when none is left. */
+static size_t best_fitting(const plan_state *ps, bool by_gpus)
+{
+  size_t best = SIZE_MAX;
+  for (size_t k = 0; k < ps->n_fit; k++) {
+    size_t i = ps->order[k].idx;
+    const vs_candidate *c = &ps->cands[i];
+    if (c->status != VS_EVAL_FITS)
+      continue;
+    if (best == SIZE_MAX ||
+        (by_gpus ? c->total_gpus < ps->cands[best].total_gpus
+                 : c->step_time_s < ps->cands[best].step_time_s))
+      best = i;
+  }
+  return best;
+}
+
+/* best_fitting, confirmed in full; the next is tried when one is not.
+ * SIZE_MAX when none is left. */
+static size_t confirmed_best(plan_state *ps, ahead *a, bool by_gpus, int *rc)
 {
   for (;;) {
-    size_t best = SIZE_MAX;
-    for (size_t k = 0; k < ps->n_fit; k++) {
-      size_t i = ps->order[k].idx;
-      const vs_candidate *c = &ps->cands[i];
-      if (c->status != VS_EVAL_FITS)
-        continue;
-      if (best == SIZE_MAX ||
-          (by_gpus ? c->total_gpus < ps->cands[best].total_gpus
-                   : c->step_time_s < ps->cands[best].step_time_s))
-        best = i;
-    }
-    if (best == SIZE_MAX || confirmed(ps, best, rc) || *rc)
+    size_t best = best_fitting(ps, by_gpus);
+    if (best == SIZE_MAX || confirmed(ps, a, best, rc) || *rc)
       return best;
   }
 }
 
 /* Picks the top cheapest, the fastest and the smallest fitting layouts,
- * each confirmed with a full simulation, and re-ranks the top on the
+ * each confirmed with a full simulation (the fastest and the smallest
+ * ahead, at once, as the top leaves them), and re-ranks the top on the
  * confirmed costs. ps->top is 0 when no layout survives its confirmation.
  * VS_ENOMEM when the host runs out. */
 static int plan_choose(plan_state *ps)
 {
   ranked *order = ps->order;
+  ahead a = {NULL, NULL, 0, 0};
+  size_t best[2];
   int rc;
   qsort(order, ps->n_fit, sizeof *order, by_cost);
   if (ps->top > ps->n_fit)
     ps->top = ps->n_fit;
-  if ((rc = confirm_top(ps)) != 0)
-    return rc;
-  ps->fastest = confirmed_best(ps, false, &rc);
+  if ((rc = confirm_top(ps, &a)) == 0) {
+    best[0] = best_fitting(ps, false);
+    best[1] = best_fitting(ps, true);
+    if (best[1] == best[0])
+      best[1] = SIZE_MAX;
+    rc = confirm_ahead(ps, &a, best, ps->ex.jobs > 1 ? 2 : 1);
+  }
   if (!rc)
-    ps->smallest = confirmed_best(ps, true, &rc);
+    ps->fastest = confirmed_best(ps, &a, false, &rc);
+  if (!rc)
+    ps->smallest = confirmed_best(ps, &a, true, &rc);
+  ahead_fini(&a);
   if (rc)
     return rc;
   if (ps->fastest == SIZE_MAX || ps->smallest == SIZE_MAX)

@@ -1961,35 +1961,67 @@ static void test_fit_finds_the_exact_boundary(void **state)
   assert_contains(r.out, "OUT OF MEMORY");
 }
 
+/* text without its line that holds `needle` (the wall-time line); a copy
+ * the caller frees. */
+static char *without_line(const char *text, const char *needle)
+{
+  char *copy = strdup(text), *at, *end;
+  assert_non_null(copy);
+  if ((at = strstr(copy, needle)) != NULL) {
+    while (at > copy && at[-1] != '\n')
+      at--;
+    end = strchr(at, '\n');
+    memmove(at, end ? end + 1 : at + strlen(at),
+            strlen(end ? end + 1 : at + strlen(at)) + 1);
+  }
+  return copy;
+}
+
+/* Runs args (a command with "--jobs", NULL at jobs_at and "--csv", NULL
+ * at jobs_at + 2) with one thread and with `jobs`, each writing its CSV
+ * in dir (one.csv, into p1, and two.csv), and fails unless both exit 0
+ * with the same CSV, byte for byte. Returns each run's stdout without its
+ * wall-time line ("simulated in"; the caller frees them). */
+static void same_across_jobs(const char **args, size_t jobs_at,
+                             const char *jobs, const char *dir, char *p1,
+                             size_t len, char **out1, char **out2)
+{
+  char p2[128];
+  char *a, *b;
+  args[jobs_at] = "1";
+  args[jobs_at + 2] = path_in(dir, "one.csv", p1, len);
+  run(args);
+  assert_int_equal(r.status, 0);
+  *out1 = without_line(r.out, "simulated in");
+  args[jobs_at] = jobs;
+  args[jobs_at + 2] = path_in(dir, "two.csv", p2, sizeof p2);
+  run(args);
+  assert_int_equal(r.status, 0);
+  *out2 = without_line(r.out, "simulated in");
+  assert_non_null(a = tu_read_file(p1));
+  assert_non_null(b = tu_read_file(p2));
+  assert_string_equal(a, b);
+  free(a);
+  free(b);
+}
+
 /* sweep: the same CSV with one thread and two; an impossible combination
  * (tp 3 does not divide 8 heads) is a row with its reason, not a failure. */
 static void test_sweep_is_deterministic_across_jobs(void **state)
 {
-  char dir[64], p1[128], p2[128];
+  char dir[64], p1[128];
   const char *args[] = {"sweep", DATA "gpt-small.ini", "--gpus", "6",
                         "--vary", "training.micro_batch=1,2,4..8",
                         "--vary", "parallel.tp=1..3", "--jobs", NULL,
                         "--csv", NULL, NULL};
-  char *a, *b;
+  char *one, *two;
   table t;
   (void)state;
   tu_temp_dir(dir, sizeof dir);
-  args[9] = "1";
-  args[11] = path_in(dir, "one.csv", p1, sizeof p1);
-  run(args);
-  assert_int_equal(r.status, 0);
-  assert_contains(r.out, "12 combinations: 8 fit, 0 out of memory, 4 invalid");
-  args[9] = "2";
-  args[11] = path_in(dir, "two.csv", p2, sizeof p2);
-  run(args);
-  assert_int_equal(r.status, 0);
-  a = tu_read_file(p1);
-  b = tu_read_file(p2);
-  assert_non_null(a);
-  assert_non_null(b);
-  assert_string_equal(a, b);
-  free(a);
-  free(b);
+  same_across_jobs(args, 9, "2", dir, p1, sizeof p1, &one, &two);
+  assert_contains(one, "12 combinations: 8 fit, 0 out of memory, 4 invalid");
+  free(one);
+  free(two);
   read_csv(p1, &t);
   assert_int_equal(t.total_rows, 13);
   assert_string_equal(t.cells[0][0], "training.micro_batch");
@@ -3175,6 +3207,30 @@ static void test_plan_prunes_sequence_parallel_misfits(void **state)
   tu_remove_dir(dir);
 }
 
+/* plan confirms its answers on its threads, several at once: one thread
+ * and three give the same answers and plan.csv, byte for byte (a step of
+ * 64 micro-batches is screened on pipelines, and the layouts it answers
+ * with are re-simulated in full). */
+static void test_plan_is_deterministic_across_jobs(void **state)
+{
+  char dir[64], p1[128];
+  const char *args[] = {"plan", DATA "gpt-small.ini", "--set",
+                        "training.global_batch=64", "--max-gpus", "8",
+                        "--top", "6", "--jobs", NULL, "--csv", NULL, NULL};
+  char *one, *three, *csv;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  same_across_jobs(args, 9, "3", dir, p1, sizeof p1, &one, &three);
+  assert_contains(one, "each re-simulated with every micro-batch");
+  assert_string_equal(one, three);
+  assert_non_null(csv = tu_read_file(p1));
+  assert_non_null(strstr(csv, ",true\n")); /* screened rows (extrapolated) */
+  free(one);
+  free(three);
+  free(csv);
+  tu_remove_dir(dir);
+}
+
 /* Overriding the topology changes the capacity the verdict uses. */
 static void test_topology_override_changes_capacity(void **state)
 {
@@ -3292,6 +3348,7 @@ int main(void)
       cmocka_unit_test(test_reserve_tight),
       cmocka_unit_test(test_plan_keeps_checkpoint_choice_valid),
       cmocka_unit_test(test_sweep_is_deterministic_across_jobs),
+      cmocka_unit_test(test_plan_is_deterministic_across_jobs),
       cmocka_unit_test(test_sweep_all_invalid_is_an_input_error),
       cmocka_unit_test(test_plan_layout_is_confirmed_by_run),
       cmocka_unit_test(test_plan_rows_without_a_step_have_empty_figures),
