@@ -774,6 +774,8 @@ static int confirm_ahead(const plan_state *ps, ahead *a, const size_t *idx,
     a->done[a->n].extrapolated = false;
     a->idx[a->n++] = idx[k];
   }
+  if (a->n == 0)
+    return 0;
   full.max_microbatches = 0;
   full.progress = false;
   vs_error_clear(&err);
@@ -1114,13 +1116,14 @@ static bool confirmed(plan_state *ps, ahead *a, size_t idx, int *rc)
 static int confirm_top(plan_state *ps, ahead *a)
 {
   size_t kept = 0, k = 0, next[256];
+  size_t jobs = ps->ex.jobs ? ps->ex.jobs : 1; /* as vs_explore_all */
   int rc = 0;
   while (k < ps->n_fit && kept < ps->top && !rc) {
     size_t n = ps->top - kept;
     if (n > ps->n_fit - k)
       n = ps->n_fit - k;
-    if (n > ps->ex.jobs && ps->ex.jobs > 0)
-      n = ps->ex.jobs;
+    if (n > jobs)
+      n = jobs;
     if (n > sizeof next / sizeof next[0])
       n = sizeof next / sizeof next[0];
     for (size_t j = 0; j < n; j++)
@@ -1135,10 +1138,14 @@ static int confirm_top(plan_state *ps, ahead *a)
   return rc;
 }
 
-/* Among the layouts still fitting, the fastest (by_gpus false) or the one
- * on the fewest GPUs; SIZE_MAX when none is left. */
-static size_t best_fitting(const plan_state *ps, bool by_gpus)
+/* Which best layout plan answers with besides the cheapest. */
+typedef enum best_by { FASTEST, FEWEST_GPUS } best_by;
+
+/* Among the layouts still fitting, the best by `by`; SIZE_MAX when none
+ * is left. */
+static size_t best_fitting(const plan_state *ps, best_by by)
 {
+  bool by_gpus = by == FEWEST_GPUS;
   size_t best = SIZE_MAX;
   for (size_t k = 0; k < ps->n_fit; k++) {
     size_t i = ps->order[k].idx;
@@ -1155,10 +1162,10 @@ static size_t best_fitting(const plan_state *ps, bool by_gpus)
 
 /* best_fitting, confirmed in full; the next is tried when one is not.
  * SIZE_MAX when none is left. */
-static size_t confirmed_best(plan_state *ps, ahead *a, bool by_gpus, int *rc)
+static size_t confirmed_best(plan_state *ps, ahead *a, best_by by, int *rc)
 {
   for (;;) {
-    size_t best = best_fitting(ps, by_gpus);
+    size_t best = best_fitting(ps, by);
     if (best == SIZE_MAX || confirmed(ps, a, best, rc) || *rc)
       return best;
   }
@@ -1179,16 +1186,16 @@ static int plan_choose(plan_state *ps)
   if (ps->top > ps->n_fit)
     ps->top = ps->n_fit;
   if ((rc = confirm_top(ps, &a)) == 0) {
-    best[0] = best_fitting(ps, false);
-    best[1] = best_fitting(ps, true);
+    best[0] = best_fitting(ps, FASTEST);
+    best[1] = best_fitting(ps, FEWEST_GPUS);
     if (best[1] == best[0])
       best[1] = SIZE_MAX;
     rc = confirm_ahead(ps, &a, best, ps->ex.jobs > 1 ? 2 : 1);
   }
   if (!rc)
-    ps->fastest = confirmed_best(ps, &a, false, &rc);
+    ps->fastest = confirmed_best(ps, &a, FASTEST, &rc);
   if (!rc)
-    ps->smallest = confirmed_best(ps, &a, true, &rc);
+    ps->smallest = confirmed_best(ps, &a, FEWEST_GPUS, &rc);
   ahead_fini(&a);
   if (rc)
     return rc;

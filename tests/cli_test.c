@@ -3077,20 +3077,30 @@ static void test_plan_and_sweep_bad_input_write_nothing(void **state)
  * confirmed. With a budget of 4000 events the extrapolated screening
  * (2 micro-batches) of every layout passes, but the full step of the
  * cheapest ones (2 GPUs, 32 micro-batches) does not: they are left out
- * and counted, and `vsim run` of each printed layout, under the same
- * budget, fits. */
+ * and counted, the same with one thread confirming and with three, and
+ * `vsim run` of each printed layout, under the same budget, fits. */
 static void test_plan_prints_only_confirmed_layouts(void **state)
 {
-  static const char *const args[] = {
-      "plan", "workloads/llama2-7b.ini", "--max-gpus", "8", "--jobs", "2",
-      "--max-events", "4000", NULL};
+  const char *args[] = {"plan", "workloads/llama2-7b.ini", "--max-gpus",
+                        "8", "--jobs", "1", "--max-events", "4000", NULL};
   static const char *const headings[] = {"cheapest per step", "fastest:",
                                          "fewest GPUs on which it fits"};
+  char *one;
   (void)state;
+  run(args);
+  assert_int_equal(r.status, 0);
+  one = without_line(r.out, "simulated in");
+  args[5] = "3";
   run(args);
   assert_int_equal(r.status, 0);
   assert_contains(r.out, "that fitted when extrapolated were left out: their "
                          "full re-simulation did not");
+  {
+    char *three = without_line(r.out, "simulated in");
+    assert_string_equal(one, three);
+    free(three);
+  }
+  free(one);
   static const char *const base[] = {"workloads/llama2-7b.ini", "--max-events",
                                      "4000", NULL};
   for (size_t h = 0; h < 3; h++) {

@@ -1863,10 +1863,21 @@ static void assert_start_of(const void *part, size_t n_part, const void *all,
   assert_true(n_part == 0 || memcmp(part, all, n_part * elem) == 0);
 }
 
+/* Whether op of p waits for an op other than a setup (op 0 of its own
+ * stage; another stage's ops it waits for are sends, made in units). */
+static bool waits_past_setup(const vs_program *p, const vs_pop *op)
+{
+  for (uint32_t d = op->first_dep; d < vs_op_deps_end(p, op); d++)
+    if ((p->dep_stages && p->dep_stages[d] >= 0) || p->deps[d] != 0)
+      return true;
+  return false;
+}
+
 /* A program built with first_unit_only (`unit`) is the setup and first
  * unit of the whole one (`whole`), op for op, and none of the ops left out
- * could start at time 0: each one that opens its stream waits for
- * another op (what plan's setup screen relies on, explore.c). */
+ * could start at time 0, or once a setup ended: each one that opens its
+ * stream waits for an op past the setups (what plan's setup screen relies
+ * on, explore.c). */
 static void assert_first_unit_starts(const vs_program *unit,
                                      const vs_program *whole)
 {
@@ -1880,6 +1891,9 @@ static void assert_first_unit_starts(const vs_program *unit,
                   sizeof *unit->kinds);
   assert_start_of(unit->deps, unit->n_deps, whole->deps, whole->n_deps,
                   sizeof *unit->deps);
+  for (size_t d = 0; d < unit->n_deps; d++) /* the same stages (-1: own) */
+    assert_int_equal(unit->dep_stages ? unit->dep_stages[d] : -1,
+                     whole->dep_stages ? whole->dep_stages[d] : -1);
   assert_start_of(unit->effects, unit->n_effects, whole->effects,
                   whole->n_effects, sizeof *unit->effects);
   assert_start_of(unit->buffers, unit->n_buffers, whole->buffers,
@@ -1892,9 +1906,9 @@ static void assert_first_unit_starts(const vs_program *unit,
     if (whole->n_stream_ops[s] == 0 || whole->stream_ops[s][0] < ops)
       continue;
     first = &whole->ops[whole->stream_ops[s][0]];
-    if (first->first_dep == vs_op_deps_end(whole, first))
+    if (!waits_past_setup(whole, first))
       fail_msg("stream %s opens with op %u (%s), outside the first unit "
-               "and waiting for nothing",
+               "and waiting for nothing past the setup",
                vs_stream_name(s), whole->stream_ops[s][0],
                vs_op_kind_of(whole, first)->name);
   }

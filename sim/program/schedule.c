@@ -607,6 +607,14 @@ static void build_step(builder *b)
   n_units = vs_pipeline_order(&pl, b->stage, order);
   b->out.batched = sb_sends_batched(b, &pl);
   b->out.made_by = SIZE_MAX;
+  if (b->first_unit_only && pl.vstages > 1) {
+    free(order);
+    b->failed = true;
+    vs_error_set(b->err, VS_EINPUT,
+                 "schedule: the first unit alone is a screen of 1F1B and "
+                 "GPipe steps, not of interleaved ones (a caller bug)");
+    return;
+  }
   if (b->first_unit_only && n_units > 1)
     n_units = 1;
   reserve_program(b, n_units);

@@ -221,7 +221,8 @@ typedef struct vs_job {
                                  that opens its stream waits for another
                                  op (tests/schedule_test.c), so none of
                                  the ops left out could have started
-                                 then. Not for interleaved schedules. */
+                                 then. VS_EINPUT with an interleaved
+                                 schedule (its units look ahead). */
 } vs_job;
 
 /* A stage busier than this in one step (115 days) comes from figures far

@@ -793,9 +793,11 @@ static int run_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_step step,
   return rc;
 }
 
-/* Whether a run of ranks[0..n) that `stopped` (stop_at_oom) did so
- * before anything but each rank's setup (its program's op 0, the model
- * states, allocated at time 0) had started. */
+/* Whether a run of ranks[0..n) that `stopped` (stop_at_oom) did so at
+ * time 0, before anything but each rank's setup (its program's op 0, the
+ * model states) had started and before even that had ended: the state
+ * of the run is then what the starts at time 0 made, which are the same
+ * whatever follows the first unit (vs_job first_unit_only). */
 static bool ranks_stopped_in_setup(const vs_rank *ranks, size_t n,
                                    bool stopped)
 {
@@ -804,7 +806,8 @@ static bool ranks_stopped_in_setup(const vs_rank *ranks, size_t n,
   for (size_t i = 0; i < n; i++) {
     const vs_rank *r = &ranks[i];
     for (int s = 0; s < VS_STREAM_N; s++)
-      if (r->next[s] != (s == VS_STREAM_COMPUTE ? 1u : 0u))
+      if (r->next[s] != (s == VS_STREAM_COMPUTE ? 1u : 0u) ||
+          r->done[s] != 0)
         return false;
     if (r->prog->ops[0].phase != VS_PHASE_SETUP)
       return false;
@@ -888,9 +891,10 @@ static bool ran_out(const vs_sim *sim)
  * first step: what the job needs), and keeps the first step's
  * out-of-memory where it has none of its own (the job fails in its
  * first step). A first step of the first unit alone (first_unit_only)
- * that ran out is the start of the whole one's; one that did not made no
- * gradients for the step after it to take over: the run ends there,
- * having told only that it did not stop in the first step's setup. */
+ * that did not run out made no gradients for the step after it to take
+ * over: the run ends there, having told only that it did not stop in the
+ * first step's setup (one that ran out is followed by the step alone, as
+ * a whole one that ran out is). */
 static int run_after_first(vs_sim *sim, const vs_sim_opts *opts,
                            vs_engine_opts *eo, vs_error *err)
 {
