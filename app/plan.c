@@ -782,24 +782,32 @@ static int confirm_ahead(const plan_state *ps, ahead *a, const size_t *idx,
   return vs_explore_all(&full, a->done, a->n, &err) ? VS_ENOMEM : 0;
 }
 
-/* Confirms candidate i: keeps its copy confirmed ahead (a) if there is
- * one, else re-simulates it now; one that was not extrapolated is kept
- * as it is. VS_ENOMEM when the host runs out. */
-static int confirm(plan_state *ps, ahead *a, size_t i)
+/* Gives candidate i its copy confirmed ahead in a, if a holds one. */
+static bool take_ahead(plan_state *ps, ahead *a, size_t i)
 {
-  vs_explore full = ps->ex;
-  vs_candidate *c = &ps->cands[i];
   for (size_t k = 0; k < a->n; k++)
     if (a->idx[k] == i) {
       a->idx[k] = SIZE_MAX;
-      *c = a->done[k];
-      return 0;
+      ps->cands[i] = a->done[k];
+      return true;
     }
-  if (!c->extrapolated)
+  return false;
+}
+
+/* Confirms candidate i: keeps its copy confirmed ahead (a) if there is
+ * one, else confirms it now, alone (confirm_ahead into a store of its
+ * own, so that a's copies wait on); one that was not extrapolated is kept
+ * as it is. VS_ENOMEM when the host runs out. */
+static int confirm(plan_state *ps, ahead *a, size_t i)
+{
+  ahead alone = {NULL, NULL, 0, 0};
+  int rc;
+  if (take_ahead(ps, a, i))
     return 0;
-  full.max_microbatches = 0;
-  c->extrapolated = false;
-  return vs_explore_one(&full, c);
+  if ((rc = confirm_ahead(ps, &alone, &i, 1)) == 0)
+    take_ahead(ps, &alone, i);
+  ahead_fini(&alone);
+  return rc;
 }
 
 /* plan.csv's schedule, virtual stages and pp_layers (empty when even). */
@@ -1190,7 +1198,7 @@ static int plan_choose(plan_state *ps)
     best[1] = best_fitting(ps, FEWEST_GPUS);
     if (best[1] == best[0])
       best[1] = SIZE_MAX;
-    rc = confirm_ahead(ps, &a, best, ps->ex.jobs > 1 ? 2 : 1);
+    rc = confirm_ahead(ps, &a, best, 2); /* both are confirmed next */
   }
   if (!rc)
     ps->fastest = confirmed_best(ps, &a, FASTEST, &rc);
