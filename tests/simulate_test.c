@@ -2253,9 +2253,11 @@ static void assert_unit_screen_as(const vs_workload *wl,
  * (the gradients and moments as tensors): no first step of any length can
  * complete, so the step always runs alone from the same setup, and the
  * screen of one micro-batch, whose first step ran out past its setup,
- * tells the outcome of the job's 8, byte for byte, and so does the screen
- * of its first unit alone. One byte of room more than that and the
- * screens decide nothing: a first step might then complete. */
+ * tells the outcome of the job's 8, byte for byte; the screen of its
+ * first unit alone, whose first step completes, leaves it undecided. One
+ * byte of room more than that and the screens decide nothing: a first
+ * step might then complete. With room for half the parameters every
+ * screen stops in the first step's setup, as the job does. */
 static void test_first_step_that_cannot_complete(void **state)
 {
   const char *const one[] = {"training.global_batch=1"};
