@@ -202,6 +202,23 @@ static void screen_and_replay(vs_explore *ex, vs_candidate *full,
   assert_int_equal(screened->status, VS_EVAL_FITS);
 }
 
+/* screen_and_replay of a candidate on `gpus` GPUs with n_sets sets of
+ * the workload ini. */
+static void screen_and_replay_on(const char *ini, uint64_t gpus,
+                                 const char *const *sets, size_t n_sets,
+                                 vs_candidate *full, vs_candidate *screened)
+{
+  char path[128];
+  vs_explore ex;
+  explore_on(&ex, ini, path, sizeof path);
+  memset(full, 0, sizeof *full);
+  full->gpus = gpus;
+  for (size_t i = 0; i < n_sets; i++)
+    vs_candidate_set(full, "%s", sets[i]);
+  screen_and_replay(&ex, full, screened);
+  unlink(path);
+}
+
 /* plan screens long pipelines with a bounded number of micro-batches and
  * extrapolates the step linearly (each further pipeline round adds the
  * same time, and no memory, once the 1F1B warm-up is over); the full
@@ -265,16 +282,12 @@ static void test_slow_reductions_hold_backward_back(void **state)
       "[model]\narch = gpt\nlayers = 4\nhidden = 512\nheads = 8\n"
       "vocab = 1000\nseq_len = 128\n[training]\nglobal_batch = 64\n"
       "[parallel]\nzero = 2\n";
-  char path[128];
-  vs_explore ex;
+  static const char *const sets[] = {"topology.node.gpus=1",
+                                     "topology.network.inter_bandwidth=1GB/s"};
   vs_candidate full, screened;
   (void)state;
-  explore_on(&ex, gpt, path, sizeof path);
-  memset(&full, 0, sizeof full);
-  full.gpus = 2; /* dp 2: 32 micro-batches each */
-  vs_candidate_set(&full, "topology.node.gpus=1");
-  vs_candidate_set(&full, "topology.network.inter_bandwidth=1GB/s");
-  screen_and_replay(&ex, &full, &screened);
+  /* dp 2: 32 micro-batches each */
+  screen_and_replay_on(gpt, 2, sets, 2, &full, &screened);
   assert_true(screened.extrapolated);
   assert_true(full.worst.at_peak[VS_CAT_GRADS] < (uint64_t)100 << 20);
   assert_true(fabs((double)screened.worst.peak_allocated_bytes -
@@ -284,7 +297,34 @@ static void test_slow_reductions_hold_backward_back(void **state)
   assert_true(full.step_time_s > 0.4 && isfinite(full.step_time_s));
   assert_true(fabs(screened.step_time_s - full.step_time_s) <
               0.01 * full.step_time_s);
-  unlink(path);
+}
+
+/* plan screens a pipeline of unequal stages by its steady state too
+ * (explore_steady): a 19-layer GPT on 8 stages of 2 and 3 layers
+ * (Megatron-LM's split as plan makes it), dp 2 under ZeRO-1, 67
+ * micro-batches, is screened with 22 (pp + 12, and 2 more so that the 45
+ * left are a multiple of the 3 stages of 3 layers, the period guessed),
+ * which prove a period of 2 that 45 is not a multiple of, so it is
+ * screened again with 23 (44 left: 22 periods): the proof then tells the
+ * step exactly, the full simulation's to the nanosecond. Extrapolated
+ * from 8 and 16 micro-batches instead (what plan did before, and does
+ * without the second screen), it is not (59 left, no whole number of
+ * periods). */
+static void test_unequal_stages_screened_by_their_period(void **state)
+{
+  static const char gpt[] =
+      "[model]\narch = gpt\nlayers = 19\nhidden = 512\nheads = 8\n"
+      "vocab = 4096\nseq_len = 256\n[training]\nglobal_batch = 536\n"
+      "micro_batch = 4\ncheckpointing = full\n[parallel]\npp = 8\n"
+      "zero = 1\npp_layers = 2,2,2,3,3,3,2,2\n";
+  vs_candidate full, screened;
+  (void)state;
+  screen_and_replay_on(gpt, 16, NULL, 0, &full, &screened);
+  assert_true(screened.extrapolated && screened.timed);
+  assert_false(full.extrapolated);
+  assert_true(full.step_time_s > 0 && isfinite(full.step_time_s));
+  assert_true(screened.step_time_s == full.step_time_s);
+  assert_true(screened.tokens_per_s == full.tokens_per_s);
 }
 
 /* Runs the candidate of ex on 16 GPUs of `memory` and checks that it ran
@@ -441,6 +481,7 @@ int main(void)
       cmocka_unit_test(test_stopped_screening_has_no_step),
       cmocka_unit_test(test_bounded_screening_matches_full_simulation),
       cmocka_unit_test(test_slow_reductions_hold_backward_back),
+      cmocka_unit_test(test_unequal_stages_screened_by_their_period),
       cmocka_unit_test(test_setup_screen_matches_bounded_simulation),
       cmocka_unit_test(test_parallel_results_match_serial),
   };

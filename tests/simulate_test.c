@@ -952,25 +952,26 @@ static void run_steady(vs_sim *sim, const vs_workload *wl, vs_topology *topo,
   free(w);
 }
 
-/* What the proof tells of the step of 40 micro-batches from 16 (12 + 4:
- * 24 more, a multiple of any period up to 4) is exactly what simulating
- * all 40 gives: the time of every rank, its waits, the events, the
- * step's split and FLOPs; with exact accounting its memory too (the
- * caching allocator's blocks are not proven, so only the time there). */
-static void check_steady_matches_whole(const char *const *sets, size_t n_sets,
-                                       bool exact_memory)
+/* What the proof tells of the whole step of `model` (with sets) from m
+ * micro-batches is exactly what simulating all of them gives: the time
+ * of every rank, its waits, the events, the step's split and FLOPs; with
+ * exact accounting its memory too (the caching allocator's blocks are
+ * not proven, so only the time there). */
+static void check_told_matches_whole(const char *model,
+                                     const char *const *sets, size_t n_sets,
+                                     uint64_t m, bool exact_memory)
 {
   vs_workload wl;
   vs_topology topo;
   vs_sim whole, told;
-  load(&wl, steady_gpt, sets, n_sets, 8);
+  load(&wl, model, sets, n_sets, 8);
   tu_default_topology(&topo);
-  assert_int_equal(wl.grad_accum, 40);
-  run_steady(&whole, &wl, &topo, 40, 0);
-  run_steady(&told, &wl, &topo, 16, 40);
+  run_steady(&whole, &wl, &topo, wl.grad_accum, 0);
+  run_steady(&told, &wl, &topo, m, wl.grad_accum);
   assert_false(whole.steady_proven);
   assert_true(told.steady_proven);
-  assert_int_equal(told.steady_extra, 24);
+  assert_int_equal(told.steady_extra, wl.grad_accum - m);
+  assert_int_equal(told.steady_period, 0);
   assert_int_equal(told.stats.end_ns, whole.stats.end_ns);
   assert_int_equal(told.stats.events, whole.stats.events);
   assert_true(told.step_time_s == whole.step_time_s);
@@ -996,6 +997,14 @@ static void check_steady_matches_whole(const char *const *sets, size_t n_sets,
   vs_sim_fini(&told);
 }
 
+/* Equal stages: the step of 40 micro-batches from 16 (12 + 4: 24 more, a
+ * multiple of any period up to 4). */
+static void check_steady_matches_whole(const char *const *sets, size_t n_sets,
+                                       bool exact_memory)
+{
+  check_told_matches_whole(steady_gpt, sets, n_sets, 16, exact_memory);
+}
+
 static void test_steady_state_tells_the_longer_step(void **state)
 {
   const char *const exact[] = {"runtime.allocator=exact"};
@@ -1012,6 +1021,37 @@ static void test_steady_state_tells_the_longer_step(void **state)
   check_steady_matches_whole(caching, 2, false);
   check_steady_matches_whole(tp, 5, true);
   check_steady_matches_whole(cp, 4, true);
+}
+
+/* A 22-layer GPT on 8 stages of 2, 3 x 6 and 2 layers (Megatron-LM's
+ * uneven split as plan makes it), 56 micro-batches a step. */
+static const char unequal_gpt[] =
+    "[model]\narch = gpt\nlayers = 22\nhidden = 512\nheads = 8\n"
+    "vocab = 4096\nseq_len = 256\n[training]\nglobal_batch = 56\n"
+    "[parallel]\npp = 8\npp_layers = 2,3,3,3,3,3,3,2\n";
+
+/* Stages of unequal layers settle into a period of several micro-batches,
+ * 6 here (as many as the stages of 3 layers): from 20 micro-batches its
+ * proof tells the step of 56 (36 more: 6 periods) exactly, time and
+ * exact memory; from 21 (35 more, no whole number of periods) it tells
+ * nothing, and says the period, for plan to screen a step whose extra
+ * micro-batches are a multiple of it (sim/run/explore.c). */
+static void test_steady_state_of_unequal_stages(void **state)
+{
+  const char *const exact[] = {"runtime.allocator=exact"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  (void)state;
+  check_told_matches_whole(unequal_gpt, exact, 1, 20, true);
+  check_told_matches_whole(unequal_gpt, NULL, 0, 20, false);
+  tu_default_topology(&topo);
+  load(&wl, unequal_gpt, exact, 1, 8);
+  run_steady(&sim, &wl, &topo, 21, wl.grad_accum);
+  assert_false(sim.steady_proven);
+  assert_int_equal(sim.steady_period, 6);
+  assert_int_equal(sim.steady_extra, 0);
+  vs_sim_fini(&sim);
 }
 
 /* Nothing is told where the proof does not apply or does not hold: an
@@ -2567,6 +2607,7 @@ int main(void)
       cmocka_unit_test(test_first_step_that_cannot_complete_on_one_stage),
       cmocka_unit_test(test_estimate_counts_programs_once),
       cmocka_unit_test(test_steady_state_tells_the_longer_step),
+      cmocka_unit_test(test_steady_state_of_unequal_stages),
       cmocka_unit_test(test_steady_state_only_where_proven),
       cmocka_unit_test(test_budget_refuses_before_building),
   };

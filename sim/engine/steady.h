@@ -65,8 +65,10 @@ typedef struct vs_steady_snap {
 } vs_steady_snap;
 
 /* The longest repeat tried, in rounds (micro-batches): a pipeline whose
- * stages' loads differ can settle into a pattern of two or more. */
-#define VS_STEADY_PERIOD_MAX 4
+ * stages' loads differ can settle into a pattern of two or more (stages
+ * of unequal layers: often as many as its stages with the most layers,
+ * 9 in the 530B search's splits of 105 layers over 16 and 32 stages). */
+#define VS_STEADY_PERIOD_MAX 12
 
 typedef struct vs_steady {
   /* set before the run (vs_steady_init) */

@@ -387,50 +387,100 @@ static int explore_extrapolated(const vs_explore *ex, vs_candidate *c,
 
 /* Rounds of 1F1B past stage 0's warm-up that the steady-state proof
  * simulates: snapshots at the start of each (engine/steady.h) need two
- * whose micro-batches repeat, away from the step's last two. */
+ * whose micro-batches repeat, a period apart and away from the step's
+ * last two. Stages of equal layers prove a period of 1 to 3 within 8;
+ * the 530B search's uneven splits over 16 and 32 stages prove their 9
+ * at stage 0's ninth or tenth steady round, within 12 (tests/bench/
+ * mtnlg-530b-search.ini). */
 #define STEADY_ROUNDS 8
+#define STEADY_ROUNDS_UNEVEN 12
 
-/* The micro-batches explore_steady simulates for wl: pp + STEADY_ROUNDS,
- * and up to 11 more so that the step's are more by a multiple of 12,
- * which every period of up to VS_STEADY_PERIOD_MAX (4) divides. */
-_Static_assert(VS_STEADY_PERIOD_MAX == 4,
-               "steady_mbs pads to 12, a multiple of every period up to 4");
+/* Extra micro-batches of a step over stages of equal layers are padded to
+ * a multiple of 12, which every period up to 4 divides. */
+#define STEADY_EVEN_MULTIPLE 12
 
-static uint64_t steady_mbs(const vs_workload *wl)
+/* How many of wl's pp stages hold the most layers (pp: all alike). */
+static uint64_t heaviest_stages(const vs_workload *wl)
 {
-  uint64_t m = wl->parallel.pp + STEADY_ROUNDS;
-  return wl->grad_accum > m ? m + (wl->grad_accum - m) % 12 : m;
+  uint64_t pp = wl->parallel.pp, most = 0, n = 0;
+  for (uint64_t g = 0; g < pp; g++) {
+    uint64_t size = vs_workload_chunk_size(wl, pp, g);
+    if (size > most)
+      most = size, n = 0;
+    n += size == most;
+  }
+  return n;
 }
 
-/* Whether explore_steady is worth trying for wl: a 1F1B pipeline (the
- * order steady.h watches) deep enough that pp + STEADY_ROUNDS
- * micro-batches cost less than explore_extrapolated's cap + (cap + pp)
- * = 3 pp, and a step longer than that. */
-static bool steady_pays(const vs_workload *wl)
+/* The period the step's micro-batches beyond the simulated are made a
+ * multiple of (steady_mbs), as the proof can only add whole periods:
+ * STEADY_EVEN_MULTIPLE for stages of equal layers; for unequal ones the
+ * number of stages with the most layers, the period such pipelines
+ * settle into where it is short (the 530B search's 9 stages of 7 of 16
+ * and 9 of 4 of 32; a 22-layer GPT's 6 of 3 over 8, tests/
+ * simulate_test.c). A guess that decides only the micro-batches
+ * simulated, never what is told: another period proven is simulated
+ * again (explore_steady). 0 when the watcher would not try it (more
+ * than VS_STEADY_PERIOD_MAX; the 530B's 41 stages of 2 over 64 repeat
+ * only every 123 micro-batches at tp 8). */
+static uint64_t steady_period_guess(const vs_workload *wl)
 {
-  uint64_t m = steady_mbs(wl), pp = wl->parallel.pp;
-  if (wl->parallel.schedule != VS_SCHED_1F1B ||
-      wl->parallel.virtual_stages != 1 || m >= 3 * pp || wl->grad_accum <= m)
-    return false;
-  /* stages of unequal layers settle slowly, past the rounds simulated
-   * (the faster stages' waits still grew round after round in the 530B
-   * search's pp 16, 32 and 64 layouts), and the screen would only cost */
-  for (uint64_t g = 1; g < pp; g++)
-    if (vs_workload_chunk_size(wl, pp, g) != vs_workload_chunk_size(wl, pp, 0))
-      return false;
-  return true;
+  uint64_t heaviest = heaviest_stages(wl);
+  if (heaviest == wl->parallel.pp)
+    return STEADY_EVEN_MULTIPLE;
+  return heaviest <= VS_STEADY_PERIOD_MAX ? heaviest : 0;
+}
+
+/* m, or up to period - 1 more: the fewest from m on whose step wl's is
+ * longer than by a multiple of period (m when wl's is no longer). */
+static uint64_t padded_mbs(const vs_workload *wl, uint64_t m, uint64_t period)
+{
+  return wl->grad_accum > m ? m + (wl->grad_accum - m) % period : m;
+}
+
+/* The micro-batches explore_steady simulates first for wl: pp + its
+ * rounds, padded to its period guess (0: none, and no screen). */
+static uint64_t steady_mbs(const vs_workload *wl)
+{
+  uint64_t period = steady_period_guess(wl);
+  uint64_t rounds = heaviest_stages(wl) == wl->parallel.pp
+                        ? STEADY_ROUNDS
+                        : STEADY_ROUNDS_UNEVEN;
+  return period ? padded_mbs(wl, wl->parallel.pp + rounds, period) : 0;
+}
+
+/* Whether a steady screen of m micro-batches is worth trying for wl: a
+ * 1F1B pipeline (the order steady.h watches) where m costs less than
+ * explore_extrapolated's cap + (cap + pp) = 3 pp, and a step longer. */
+static bool steady_pays(const vs_workload *wl, uint64_t m)
+{
+  return wl->parallel.schedule == VS_SCHED_1F1B &&
+         wl->parallel.virtual_stages == 1 && m && m < 3 * wl->parallel.pp &&
+         wl->grad_accum > m;
+}
+
+/* One steady screen of wl's step with m micro-batches into s. */
+static int steady_screen(const vs_explore *ex, vs_sim *s,
+                         const vs_workload *wl, const vs_topology *topo,
+                         uint64_t m, vs_program_pool *pool, vs_error *err)
+{
+  return simulate_as(s, ex, wl, topo, m,
+                     (vs_sim_opts){.stop_at_oom = true,
+                                   .steady_to = wl->grad_accum},
+                     pool, err);
 }
 
 /* Screens wl's step with steady_mbs micro-batches, watching for its
- * steady state (engine/steady.h). When proven, the step time is the
- * whole step's, exactly, and the memory that of the micro-batches
- * simulated: every stage's whole warm-up, at least STEADY_ROUNDS - 2
- * steady rounds and the cool-down (the caching allocator's blocks are
- * not part of the proof), so the outcome is recorded as extrapolated
- * (plan confirms it with every micro-batch) and *done. Out of memory
- * first, which more micro-batches under 1F1B only repeat (as
- * explore_extrapolated says), it is recorded too. Otherwise the caller
- * extrapolates. */
+ * steady state (engine/steady.h); a period proven that the step's extra
+ * micro-batches are no multiple of is screened again with up to period
+ * - 1 more, which makes them one (where that still pays). When proven,
+ * the step time is the whole step's, exactly, and the memory that of the
+ * micro-batches simulated: every stage's whole warm-up, steady rounds
+ * and the cool-down (the caching allocator's blocks are not part of the
+ * proof), so the outcome is recorded as extrapolated (plan confirms it
+ * with every micro-batch) and *done. Out of memory first, which more
+ * micro-batches under 1F1B only repeat (as explore_extrapolated says),
+ * it is recorded too. Otherwise the caller extrapolates. */
 static int explore_steady(const vs_explore *ex, vs_candidate *c,
                           const vs_workload *wl, const vs_topology *topo,
                           vs_program_pool *pool, bool *done)
@@ -441,11 +491,15 @@ static int explore_steady(const vs_explore *ex, vs_candidate *c,
   int rc;
   *done = false;
   vs_error_clear(&err);
-  if ((rc = simulate_as(&s, ex, wl, topo, m,
-                        (vs_sim_opts){.stop_at_oom = true,
-                                      .steady_to = wl->grad_accum},
-                        pool, &err)))
+  if ((rc = steady_screen(ex, &s, wl, topo, m, pool, &err)))
     return simulation_failed(c, rc, &err);
+  if (s.steady_period && !s.stats.stopped &&
+      steady_pays(wl, padded_mbs(wl, m, s.steady_period))) {
+    m = padded_mbs(wl, m, s.steady_period);
+    vs_sim_fini(&s); /* the next reuses its programs */
+    if ((rc = steady_screen(ex, &s, wl, topo, m, pool, &err)))
+      return simulation_failed(c, rc, &err);
+  }
   if ((*done = s.stats.stopped || s.steady_proven)) {
     record_outcome(c, &s, wl, topo, s.step_time_s, !s.stats.stopped);
     c->extrapolated = c->timed; /* its memory, not its time */
@@ -463,6 +517,14 @@ static int explore_steady(const vs_explore *ex, vs_candidate *c,
  * from 1, +8.0% and -61%). Outcomes are the same either way. */
 #define SETUP_SCREEN_FROM 4
 
+/* What the setup screen (setup_screened) found. */
+typedef struct setup_screen {
+  bool done;        /* it decided the outcome, and recorded it */
+  bool ran;         /* it simulated; first_step says */
+  bool first_step;  /* the job simulates its first step (PyTorch's own
+                       loop: recipe first_step_states) */
+} setup_screen;
+
 /* A screening simulation of the setup and each stage's first unit
  * (micro-batch 0's forward; 1F1B, not interleaved), built alone
  * (vs_sim_opts first_unit_only): when it runs out of memory in the setup
@@ -473,18 +535,18 @@ static int explore_steady(const vs_explore *ex, vs_candidate *c,
  * same whatever the micro-batches, so the ops that ran are the same
  * setup ops with the same bytes (with the first step: its setup, and
  * then the step's run alone from an empty cache, vs_sim_stopped_in_setup).
- * Records that outcome (*done) and spares building the bounded
+ * Records that outcome (screen->done) and spares building the bounded
  * simulation's programs (`bounded_mbs` micro-batches in all); out of
  * memory at setup is most of a large search's layouts. */
 static int setup_screened(const vs_explore *ex, vs_candidate *c,
                           const vs_workload *wl, const vs_topology *topo,
                           uint64_t bounded_mbs, vs_program_pool *pool,
-                          bool *done)
+                          setup_screen *screen)
 {
   vs_sim a;
   vs_error err;
   int rc;
-  *done = false;
+  *screen = (setup_screen){0};
   vs_error_clear(&err);
   if (wl->parallel.virtual_stages > 1 || bounded_mbs < SETUP_SCREEN_FROM)
     return 0;
@@ -493,10 +555,29 @@ static int setup_screened(const vs_explore *ex, vs_candidate *c,
                                       .first_unit_only = true},
                         pool, &err)))
     return rc == VS_ENOMEM ? rc : 0; /* the bounded one will say */
-  if ((*done = vs_sim_stopped_in_setup(&a)))
+  screen->ran = true;
+  screen->first_step = a.recipe.first_step_states;
+  if ((screen->done = vs_sim_stopped_in_setup(&a)))
     record_outcome(c, &a, wl, topo, 0, false);
   vs_sim_fini(&a);
   return 0;
+}
+
+/* Whether explore_steady screens wl (after the setup screen): where it
+ * pays (steady_pays), and for stages of unequal layers only in a job
+ * that the setup screen found not to simulate its first step. One that
+ * does runs its whole first step before the step, and where the step's
+ * setup then runs out of memory (most of the 530B search's ZeRO-0
+ * layouts of 16 and 32 stages), the pp + 12 or more micro-batches of the
+ * steady screen's first step cost more than the pp of the extrapolation's
+ * first (callgrind: 2.0 and 1.26 times the instructions), more than the
+ * proof saves where it fits. */
+static bool steady_screens(const vs_workload *wl, const setup_screen *screen)
+{
+  if (!steady_pays(wl, steady_mbs(wl)))
+    return false;
+  return heaviest_stages(wl) == wl->parallel.pp ||
+         (screen->ran && !screen->first_step);
 }
 
 /* vs_explore_one with the programs of its simulations built in pool: a
@@ -512,6 +593,7 @@ static int explore_one(const vs_explore *ex, vs_candidate *c,
   vs_error err;
   uint64_t cap, step_mbs;
   bool bounded, whole, done = false;
+  setup_screen screen = {0};
   int rc = 0;
 
   vs_error_clear(&err);
@@ -532,9 +614,10 @@ static int explore_one(const vs_explore *ex, vs_candidate *c,
     whole = !bounded || wl->grad_accum <= cap + step_mbs;
     rc = bounded ? setup_screened(ex, c, wl, topo,
                                   whole ? wl->grad_accum : 2 * cap + step_mbs,
-                                  pool, &done)
+                                  pool, &screen)
                  : 0;
-    if (!rc && !done && bounded && steady_pays(wl))
+    done = screen.done;
+    if (!rc && !done && bounded && steady_screens(wl, &screen))
       rc = explore_steady(ex, c, wl, topo, pool, &done);
     if (!rc && !done)
       rc = whole ? explore_whole(ex, c, wl, topo, bounded, pool)

@@ -753,11 +753,14 @@ static bool tell_longer_step(vs_sim *sim)
 static void tell_steady(vs_sim *sim, const vs_sim_opts *opts)
 {
   sim->steady_proven = false;
+  sim->steady_period = 0;
   if (sim->steady_runs && sim->steady_proofs == sim->steady_runs &&
       !ran_out(sim)) {
     sim->steady_extra = opts->steady_to - sim->layout.grad_accum;
     sim->steady_mb = sim->steady->lo;
     sim->steady_proven = tell_longer_step(sim);
+    if (!sim->steady_proven && sim->steady_extra % sim->steady->period)
+      sim->steady_period = sim->steady->period;
   }
   if (!sim->steady_proven)
     sim->steady_extra = 0;

@@ -146,6 +146,12 @@ typedef struct vs_sim {
                              op a rank's peak names is its part in the
                              simulated programs */
   unsigned steady_runs, steady_proofs; /* runs watched, proofs found */
+  uint32_t steady_period; /* every run proved its steady state but the
+                             last one's period (in micro-batches) does not
+                             divide the micro-batches beyond the simulated,
+                             so nothing was told: that period, for a caller
+                             to simulate a step whose extra micro-batches
+                             it divides; 0 otherwise */
   uint64_t steady_extra;  /* micro-batches told beyond the simulated */
   uint32_t steady_mb;     /* a simulated micro-batch whose units repeat */
   struct vs_steady *steady; /* the last run's watcher, until told */
