@@ -1,7 +1,7 @@
-/* workload.c - workload.ini's key table, derived defaults and validation. */
+/* workload.c - workload.ini's key table, defaults and validation (the
+ * keys a Hugging Face config or a framework fills: workload_preset.c). */
 #include "workload.h"
-
-#include "hfconfig.h"
+#include "workload_int.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -1237,234 +1237,6 @@ static int check_pipeline(vs_workload *wl, vs_error *err)
   return check_pp_layers(wl, chunks, err);
 }
 
-/* path as the workload file's folder sees it, into buf. */
-static void beside_workload(const vs_workload *wl, const char *path,
-                            char *buf, size_t len)
-{
-  const char *slash = strrchr(wl->origins.file, '/');
-  if (path[0] == '/' || !slash)
-    snprintf(buf, len, "%s", path);
-  else
-    snprintf(buf, len, "%.*s/%s", (int)(slash - wl->origins.file),
-             wl->origins.file, path);
-}
-
-void vs_workload_hf_config_path(const vs_workload *wl, char *buf, size_t len)
-{
-  if (len == 0)
-    return;
-  buf[0] = '\0';
-  if (wl->model.hf_config[0] != '\0')
-    beside_workload(wl, wl->model.hf_config, buf, len);
-}
-
-/* [model] hf_config: the keys its config.json gives that the workload
- * (or --set) does not set itself. */
-static int apply_hf_config(vs_workload *wl, vs_error *err)
-{
-  char path[VS_PATH_MAX + 512], where[400];
-  vs_hf_model hf;
-  vs_error why;
-  int rc;
-  if (wl->model.hf_config[0] == '\0')
-    return 0;
-  vs_workload_hf_config_path(wl, path, sizeof path);
-  vs_error_clear(&why);
-  if ((rc = vs_hf_config_read(path, &hf, &why)))
-    return vs_error_set(err, rc, "%s: %s", WHERE("model", "hf_config"),
-                        why.msg);
-  for (size_t i = 0; i < hf.n; i++)
-    if (!vs_conf_is_set(&workload_tab, &wl->origins, "model", hf.keys[i].name) &&
-        (rc = vs_conf_set_derived(&workload_tab, wl, &wl->origins, "model",
-                                  hf.keys[i].name, hf.keys[i].value, err)))
-      return rc;
-  return 0;
-}
-
-/* Sets [sec] key to value as the framework preset's choice, for `why`,
- * unless the workload set it itself. */
-static int preset(vs_workload *wl, const char *sec, const char *key,
-                  const char *value, const char *why, vs_error *err)
-{
-  if (vs_conf_is_set(&workload_tab, &wl->origins, sec, key))
-    return 0;
-  return vs_conf_set_preset(&workload_tab, wl, &wl->origins, sec, key, value,
-                            why, err);
-}
-
-/* A gradient bucket of `elems` elements of the gradients' dtype, as the
- * framework sizes it in elements, written as a size. */
-static int preset_bucket(vs_workload *wl, uint64_t elems, const char *why,
-                         vs_error *err)
-{
-  char text[32];
-  uint64_t bytes = wl->training.grad_dtype == VS_GRAD_FP32 ||
-                           wl->training.precision == VS_PREC_FP32 ||
-                           vs_precision_autocast(wl->training.precision)
-                       ? 4
-                       : 2;
-  snprintf(text, sizeof text, "%lluB", (unsigned long long)(elems * bytes));
-  return preset(wl, "parallel", "bucket", text, why, err);
-}
-
-/* overlap_grad_reduce = false for a framework that reduces the step's
- * gradients after its backward pass, where gradients wait for the step. */
-static int preset_grad_reduce_after_backward(vs_workload *wl, const char *why,
-                                             vs_error *err)
-{
-  if (!vs_workload_grads_wait_for_step(wl->parallel.zero,
-                                       wl->training.optimizer_in_backward))
-    return 0;
-  return preset(wl, "parallel", "overlap_grad_reduce", "false", why, err);
-}
-
-/* DeepSpeed's overlap_comm is off below ZeRO-3 (zero/config.py,
- * overlap_comm_valid: stage == 3): ZeRO-2 reduce-scatters each bucket on
- * the current stream as backward fills it (stage_1_and_2.py
- * average_tensor, the stream of reduce_ipg_grads). */
-static int preset_zero2_reduce_on_compute(vs_workload *wl, vs_error *err)
-{
-  if (wl->parallel.zero != 2 || wl->training.optimizer_in_backward)
-    return 0;
-  return preset(wl, "parallel", "overlap_grad_reduce", "false",
-                "DeepSpeed's overlap_comm is off below ZeRO-3: ZeRO-2 "
-                "reduce-scatters each bucket on the compute stream", err);
-}
-
-/* Megatron-LM's pipeline sends (megatron/core/pipeline_parallel/
- * p2p_communication.py, _communicate): the non-interleaved 1F1B waits on
- * every send and receive request before it computes on (wait_on_reqs,
- * and arguments.py turns overlap_p2p_comm off without virtual stages);
- * the interleaved schedule overlaps them (overlap_p2p_comm: on unless
- * --no-overlap-p2p-communication). */
-static int preset_megatron_p2p(vs_workload *wl, vs_error *err)
-{
-  if (wl->parallel.pp == 1)
-    return 0; /* no pipeline */
-  if (wl->parallel.schedule == VS_SCHED_INTERLEAVED)
-    return preset(wl, "parallel", "p2p", "overlapped",
-                  "Megatron-LM's interleaved schedule overlaps its sends "
-                  "(overlap_p2p_comm)",
-                  err);
-  return preset(wl, "parallel", "p2p", "blocking",
-                "Megatron-LM's 1F1B waits for each send before computing on",
-                err);
-}
-
-/* Megatron-LM (shared/reference/frameworks.md 3.1): bf16 forces fp32
- * main gradients (accumulate_allreduce_grads_in_fp32, arguments.py);
- * gradient buckets of max(4e7, 1e6 x dp) parameters. */
-static int preset_megatron(vs_workload *wl, vs_error *err)
-{
-  /* Megatron counts the data-parallel ranks with the context-parallel
-   * ones (get_data_parallel_world_size(with_context_parallel=True)) */
-  uint64_t elems = 1000000 * wl->parallel.dp * wl->parallel.cp;
-  int rc = 0;
-  if (wl->training.precision == VS_PREC_BF16)
-    rc = preset(wl, "training", "grad_dtype", "fp32",
-                "Megatron-LM accumulates bf16 gradients in fp32 main grads",
-                err);
-  if (!rc)
-    rc = preset_megatron_p2p(wl, err);
-  if (!rc)
-    rc = preset_grad_reduce_after_backward(
-        wl, "Megatron-LM reduces gradients after the backward pass unless "
-            "--overlap-grad-reduce",
-        err);
-  return rc ? rc
-            : preset_bucket(wl, elems > 40000000 ? elems : 40000000,
-                            "Megatron-LM's bucket: max(4e7, 1e6 x dp) "
-                            "parameters",
-                            err);
-}
-
-/* DeepSpeed (shared/reference/frameworks.md 2.1-2.2): with bf16 and ZeRO
- * off the engine runs BF16_Optimizer, which keeps an unsharded fp32
- * gradient buffer (grad_acc_dtype fp32; its sharding of the master and
- * Adam states is the recipe's rule); gradient buckets of
- * reduce_bucket_size = 5e8 elements. */
-static int preset_deepspeed(vs_workload *wl, vs_error *err)
-{
-  const vs_parallel_conf *p = &wl->parallel;
-  int rc = 0;
-  if (wl->training.precision == VS_PREC_BF16 && p->zero == 0 &&
-      p->offload_optimizer == VS_OFFLOAD_NONE)
-    rc = preset(wl, "training", "grad_dtype", "fp32",
-                "BF16_Optimizer's fp32 gradient buffer", err);
-  /* deepspeed/runtime/pipe/p2p.py: send and recv are dist.send and
-   * dist.recv (async_op is asserted False) */
-  if (!rc && p->pp > 1)
-    rc = preset(wl, "parallel", "p2p", "blocking",
-                "DeepSpeed's pipeline engine sends with dist.send", err);
-  /* engine.py allreduce_gradients: below ZeRO-2 the gradients are reduced
-   * at the accumulation boundary, once backward is done */
-  if (!rc)
-    rc = preset_grad_reduce_after_backward(
-        wl, "DeepSpeed reduces ZeRO-0/1 gradients once backward is done", err);
-  if (!rc)
-    rc = preset_zero2_reduce_on_compute(wl, err);
-  return rc ? rc
-            : preset_bucket(wl, 500000000,
-                            "DeepSpeed's reduce_bucket_size: 5e8 elements",
-                            err);
-}
-
-/* FSDP2 as torchtitan runs it (shared/reference/frameworks.md 4.3): every
- * parameter sharded (zero = 3) and kept in fp32, which the optimizer
- * steps without a master copy; gradients reduced in fp32
- * (mixed_precision_reduce). */
-static int preset_fsdp2(vs_workload *wl, vs_error *err)
-{
-  int rc = preset(wl, "parallel", "zero", "3",
-                  "fully_shard shards every parameter", err);
-  if (!rc && wl->training.precision != VS_PREC_FP32)
-    rc = preset(wl, "training", "master_weights", "false",
-                "the sharded parameters are fp32: no master copy", err);
-  if (!rc && wl->training.precision != VS_PREC_FP32)
-    rc = preset(wl, "training", "grad_dtype", "fp32",
-                "torchtitan reduces gradients in fp32", err);
-  return rc;
-}
-
-/* The Hugging Face Trainer (frameworks.md 1.2): bf16 = True runs
- * torch.autocast over the fp32 model; its data parallelism is DDP, whose
- * gradient buckets hold bucket_cap_mb = 25 MiB
- * (torch.nn.parallel.DistributedDataParallel's default). */
-static int preset_hf(vs_workload *wl, vs_error *err)
-{
-  int rc = preset(wl, "training", "precision", "amp_bf16",
-                  "the Trainer's bf16 = True runs torch.autocast over the "
-                  "fp32 model",
-                  err);
-  if (!rc && wl->training.precision != VS_PREC_FP32 &&
-      !vs_precision_autocast(wl->training.precision))
-    rc = preset(wl, "training", "master_weights", "false",
-                "the Trainer steps the model's own 16-bit weights: no "
-                "master copy",
-                err);
-  return rc ? rc
-            : preset(wl, "parallel", "bucket", "26214400B",
-                     "DDP's bucket_cap_mb = 25", err);
-}
-
-/* [training] framework: the chosen framework's defaults for the keys the
- * workload leaves unset (vsim show marks them). */
-static int apply_framework(vs_workload *wl, vs_error *err)
-{
-  switch (wl->training.framework) {
-  case VS_FW_MEGATRON:
-    return preset_megatron(wl, err);
-  case VS_FW_DEEPSPEED:
-    return preset_deepspeed(wl, err);
-  case VS_FW_FSDP2:
-    return preset_fsdp2(wl, err);
-  case VS_FW_HF:
-    return preset_hf(wl, err);
-  default:
-    return 0;
-  }
-}
-
 /* [model] mtp_layers: DeepSeek-V3's multi-token prediction as Megatron-LM
  * builds it, for a causal model trained whole. */
 static int check_mtp(vs_workload *wl, vs_error *err)
@@ -1504,12 +1276,12 @@ static int check_mtp(vs_workload *wl, vs_error *err)
 int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
 {
   int rc;
-  if ((rc = apply_hf_config(wl, err)) ||
+  if ((rc = vs_workload_apply_hf_config(wl, err)) ||
       (rc = vs_conf_check_required(&workload_tab, &wl->origins, err)))
     return rc;
   if ((rc = check_model(wl, err)))
     return rc;
-  if ((rc = check_layout(wl, gpus, err)) || (rc = apply_framework(wl, err)) ||
+  if ((rc = check_layout(wl, gpus, err)) || (rc = vs_workload_apply_framework(wl, err)) ||
       (rc = check_grad_reduce(wl, err)) || (rc = check_p2p(wl, err)) ||
       (rc = check_training(wl, err)) ||
       (rc = check_checkpoint_choice(wl, err)) ||

@@ -1,0 +1,407 @@
+/* report_show.c - `vsim show` and `vsim keys`: the resolved configuration
+ * of a workload, what it chose and why, and the table of every key (see
+ * report.h). */
+#include "report.h"
+#include "report_int.h"
+
+#include "units.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+/* One "key = value" line of `vsim show`, loadable as it is; a list left
+ * empty (pp_layers: an even split) has no loadable value, so it is
+ * written as a comment. */
+static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
+                     const vs_origin *origin)
+{
+  bool empty_list = k->type == VS_KEY_LIST &&
+                    ((const vs_count_list *)(const void *)((const char *)wl +
+                                                           k->offset))->n == 0;
+  bool unset_path = k->type == VS_KEY_PATH &&
+                    ((const char *)wl + k->offset)[0] == '\0';
+  if (empty_list || unset_path) {
+    fprintf(out, "; %s =    ; default: %s\n", k->name, k->default_doc);
+    return;
+  }
+  if (k->type == VS_KEY_PATH) {
+    /* a file relative to the workload's folder; what it gave is written
+     * out as keys, so the output loads back from anywhere */
+    fprintf(out, "; %s = ", k->name);
+    vs_conf_print_value(out, k, wl);
+    fprintf(out, "    ; its values are written out above\n");
+    return;
+  }
+  fprintf(out, "%s = ", k->name);
+  vs_conf_print_value(out, k, wl);
+  if (origin->set && origin->line == -2) {
+    fprintf(out, "    ; framework preset: %s\n",
+            origin->why ? origin->why : "its default");
+    return;
+  }
+  fprintf(out, "%s\n", !origin->set         ? "    ; default"
+                       : origin->line < 0 ? "    ; from hf_config"
+                                          : "");
+}
+
+/* One derived line for what a GPU keeps in a place off it (the stage
+ * keeping the most), when any stage keeps anything there. */
+static void show_off_gpu(FILE *out, const vs_layout *lay, int place)
+{
+  const char *what = place == VS_PLACE_NVME ? "NVMe" : "host memory";
+  const vs_placed_bytes *most = NULL;
+  char b[5][16];
+  for (uint64_t s = 0; s < lay->pp; s++) {
+    const vs_placed_bytes *pb = place == VS_PLACE_NVME ? &lay->stages[s].nvme
+                                                       : &lay->stages[s].host;
+    if (vs_placed_total(pb) && (!most || vs_placed_total(pb) >
+                                             vs_placed_total(most)))
+      most = pb;
+  }
+  if (!most)
+    return;
+  fprintf(out, "# %s per GPU (offload) = %s params + %s grads + %s optimizer "
+               "+ %s buffers = %s\n",
+          what, vs_format_bytes(most->params, b[0], sizeof b[0]),
+          vs_format_bytes(most->grads, b[1], sizeof b[1]),
+          vs_format_bytes(most->optimizer, b[2], sizeof b[2]),
+          vs_format_bytes(most->buffers, b[3], sizeof b[3]),
+          vs_format_bytes(vs_placed_total(most), b[4], sizeof b[4]));
+}
+
+/* Rank r adapters on the targets of f, "rank 8 adapters on q,v, fp32". */
+static void adapters_text(const vs_finetune_conf *f, char *buf, size_t size)
+{
+  char targets[64] = "";
+  for (int t = 0, n = 0; t < VS_LORA_N; t++)
+    if (f->lora_targets & 1u << t)
+      n += snprintf(targets + n, sizeof targets - (size_t)n, "%s%s",
+                    n ? "," : "", vs_lora_target_name(t));
+  snprintf(buf, size, "rank %llu adapters on %s, %s",
+           (unsigned long long)f->lora_rank, targets,
+           vs_adapter_dtype_name(f->adapter_dtype));
+}
+
+/* Where a mixture of experts' experts live and how its tokens route. */
+static void show_experts(FILE *out, const vs_workload *wl,
+                         const vs_layout *lay)
+{
+  const vs_model_conf *m = &wl->model;
+  uint64_t ep = wl->parallel.ep;
+  if (m->experts == 0)
+    return;
+  if (lay->zero >= 1)
+    fprintf(out, "# experts: %llu of %llu on each GPU (ep %llu), their "
+                 "optimizer states sharded over %llu GPUs (%s)\n",
+            (unsigned long long)(m->experts / ep),
+            (unsigned long long)m->experts, (unsigned long long)ep,
+            (unsigned long long)lay->group_size[VS_GROUP_EXPERT_DP],
+            vs_workload_etp(&wl->parallel) == wl->parallel.tp
+                ? "dp x cp / ep"
+                : "tp x dp x cp / (etp x ep)");
+  else
+    fprintf(out, "# experts: %llu of %llu on each GPU (ep %llu), their "
+                 "optimizer states whole on it (zero = 0)\n",
+            (unsigned long long)(m->experts / ep),
+            (unsigned long long)m->experts, (unsigned long long)ep);
+  fprintf(out, "# expert grid: etp %llu x ep %llu x edp %llu = a stage's tp x "
+               "dp x cp %llu GPUs, etp innermost (Megatron-LM's order)\n",
+          (unsigned long long)lay->group_size[VS_GROUP_ETP],
+          (unsigned long long)lay->group_size[VS_GROUP_EP],
+          (unsigned long long)lay->group_size[VS_GROUP_EXPERT_DP],
+          (unsigned long long)(lay->tp * lay->dp));
+  if (m->expert_capacity_factor > 0)
+    fprintf(out, "# routing: capacity factor %g, every expert padded to its "
+                 "slots whatever the routing\n",
+            m->expert_capacity_factor);
+  else if (vs_workload_skew_applies(m, ep))
+    fprintf(out, "# routing: skewed, the hottest expert receives %g x its "
+                 "balanced share; each stage's simulated GPU holds it (the "
+                 "worst)\n# with --ranks all: ep rank 0 of each expert group "
+                 "holds it, the others share the rest\n",
+            1.0 + m->routing_skew);
+  else if (m->routing_skew > 0)
+    fprintf(out, "# routing: skewed, but each GPU holds every expert (ep = "
+                 "1): its load is kT token slots whatever the routing\n");
+  else
+    fprintf(out, "# routing: balanced (dropless, kT token slots a GPU)\n");
+}
+
+/* With frozen base weights: what trains (adapters, or the last layers),
+ * and the base's format. Parameters on one tp rank summed over the
+ * pipeline (the model's with tp = 1). */
+static void show_finetune(FILE *out, const vs_workload *wl,
+                          const vs_layout *lay)
+{
+  const vs_finetune_conf *f = &wl->finetune;
+  uint64_t trainable = 0;
+  char what[160];
+  if (f->method == VS_FT_FULL)
+    return;
+  for (uint64_t s = 0; s < lay->pp; s++)
+    trainable += lay->stages[s].trainable_elems;
+  if (f->method == VS_FT_FROZEN)
+    snprintf(what, sizeof what, "the last %llu layers and what follows them",
+             (unsigned long long)f->trainable_layers);
+  else
+    adapters_text(f, what, sizeof what);
+  fprintf(out, "# trainable parameters = %llu%s (%s: %s; the rest frozen, "
+               "frozen layers' linear weights in %s)\n",
+          (unsigned long long)trainable, lay->tp > 1 ? " per tp rank" : "",
+          vs_finetune_name(f->method), what, vs_base_dtype_name(f->base_dtype));
+}
+
+/* The framework's fp32 gradient copies at the optimizer step (the stage
+ * copying the most), when it makes any. */
+static void show_step_copies(FILE *out, const vs_workload *wl,
+                             const vs_layout *lay)
+{
+  uint64_t most = 0;
+  char b[16];
+  for (uint64_t s = 0; s < lay->pp; s++)
+    if (lay->stages[s].step_temp_bytes > most)
+      most = lay->stages[s].step_temp_bytes;
+  if (most)
+    fprintf(out, "# fp32 gradient copies at the optimizer step = %s per GPU "
+                 "(%s's optimizer wrapper)\n",
+            vs_format_bytes(most, b, sizeof b),
+            vs_framework_name(wl->training.framework));
+}
+
+/* What autocast and DDP add to a job: the weights' 16-bit copies of one
+ * layer (saved from forward to backward), and the reducer's bucket copy
+ * of the gradients. */
+static void show_autocast_ddp(FILE *out, const vs_workload *wl,
+                              const vs_model *m, const vs_layout *lay)
+{
+  const vs_block *layer = vs_model_layer(m, 0);
+  uint64_t copies = 0;
+  char b[16];
+  for (uint32_t s = 0; s < layer->n_saved; s++)
+    if (layer->saved[s].weight_copy == VS_COPY_AUTOCAST)
+      copies += layer->saved[s].bytes;
+  if (copies)
+    fprintf(out, "# autocast (%s): fp32 weights, gradients and states; each "
+                 "GEMM weight's 16-bit copy from its first use to its "
+                 "backward, %s a layer (in activations)\n",
+            vs_precision_name(wl->training.precision),
+            vs_format_bytes(copies, b, sizeof b));
+  if (lay->stages[0].ddp_bucket_bytes)
+    fprintf(out, "# of the grads, %s per GPU are DDP's bucket copy "
+                 "(gradient_as_bucket_view = False)\n",
+            vs_format_bytes(lay->stages[0].ddp_bucket_bytes, b, sizeof b));
+}
+
+/* What the layer kind keeping the most saves (dense, MoE, ...). */
+static uint64_t largest_layer_saved(const vs_model *m)
+{
+  uint64_t most = 0;
+  for (uint32_t k = 0; k < m->n_kinds; k++)
+    if (m->kinds[k].role == VS_ROLE_LAYER &&
+        vs_block_saved_bytes(&m->kinds[k], -1, true) > most)
+      most = vs_block_saved_bytes(&m->kinds[k], -1, true);
+  return most;
+}
+
+/* The parameters: in total, a token's, where the experts are, what
+ * trains. */
+static void show_parameters(FILE *out, const vs_workload *wl,
+                            const vs_model *m, const vs_layout *lay)
+{
+  fprintf(out, "# "
+                 "parameters = %llu (%.3f B) in total, %llu on the most "
+               "loaded GPU\n",
+          (unsigned long long)m->params_total, (double)m->params_total / 1e9,
+          (unsigned long long)lay->param_elems);
+  if (m->params_active != m->params_total)
+    fprintf(out, "# active parameters = %llu (%.3f B) a token: the router, "
+                 "%llu of %llu routed experts and the shared ones in each "
+                 "MoE layer\n",
+            (unsigned long long)m->params_active,
+            (double)m->params_active / 1e9,
+            (unsigned long long)wl->model.experts_per_token,
+            (unsigned long long)wl->model.experts);
+  if (m->params_active != m->params_total && m->params_lookup)
+    fprintf(out, "#   %.3f B without the embedding tables a token only "
+                 "looks up (as DeepSeek counts; Mistral and Qwen count "
+                 "them)\n",
+            (double)(m->params_active - m->params_lookup) / 1e9);
+  if (m->params_mtp)
+    fprintf(out, "# multi-token prediction parameters = %llu (%.3f B) "
+                 "beside them: %llu depth(s) of a layer like the last, "
+                 "eh_proj and three norms (the embedding and output layer "
+                 "are shared)\n",
+            (unsigned long long)m->params_mtp, (double)m->params_mtp / 1e9,
+            (unsigned long long)wl->model.mtp_layers);
+  show_experts(out, wl, lay);
+  show_finetune(out, wl, lay);
+}
+
+/* Under per_tensor_states, how the gradients and the optimizer's states
+ * reach the allocator: in backward or at the setup, tensor by tensor
+ * when the first step makes them (first_step_states). */
+static const char *later_states(const vs_recipe *r)
+{
+  if (r->step_in_backward)
+    return "each block's gradients in its backward, stepped there; the "
+           "optimizer's moments one buffer";
+  if (!r->first_step_states)
+    return r->grads_set_to_none ? "each gradient in backward, the "
+                                  "optimizer's moments one buffer"
+                                : "the gradients and the optimizer's moments "
+                                  "one buffer each";
+  return r->grads_set_to_none
+             ? "each gradient in backward; the first step makes each "
+               "optimizer state at its step,\n#   and the step reported "
+               "runs in the cache it leaves"
+             : "the first step makes each gradient in its backward and each "
+               "optimizer state at its step,\n#   and the step reported "
+               "runs in the cache it leaves";
+}
+
+/* How the model states reach the caching allocator (vs_recipe
+ * per_tensor_states). */
+static void show_state_allocations(FILE *out, const vs_workload *wl,
+                                   const vs_model *m, const vs_recipe *r)
+{
+  uint64_t tensors = 0, masters = 0;
+  if (!r->per_tensor_states) {
+    fprintf(out, "# model states reach the allocator as one buffer per "
+                 "state (flat buffers or ZeRO partitions)\n");
+    return;
+  }
+  for (size_t inst = 0; inst < (size_t)m->layers + 2; inst++) {
+    const vs_block *blk = vs_model_block(m, inst);
+    for (uint32_t i = 0; i < blk->n_params; i++) {
+      vs_tensor_states ts;
+      vs_recipe_tensor_states(r, &wl->training, &blk->params[i], &ts);
+      masters += ts.master ? 1 : 0;
+    }
+    tensors += blk->n_params;
+  }
+  fprintf(out, "# model states reach the allocator as PyTorch's own loop "
+               "makes them: each of the model's %llu parameter tensors%s "
+               "as it is built,\n#   %s\n",
+          (unsigned long long)tensors,
+          masters == 0         ? ""
+          : masters == tensors ? " (and its fp32 master copy)"
+                               : " (and the trainable ones' fp32 master "
+                                 "copies)",
+          later_states(r));
+}
+
+/* Every key of the workload as resolved, in [section] order. */
+static void show_keys(FILE *out, const vs_workload *wl)
+{
+  const vs_keytab *tab = vs_workload_keys();
+  fprintf(out, "# %s resolved (every key, defaults filled in)\n",
+          wl->origins.file);
+  for (size_t i = 0; i < tab->n_keys; i++) {
+    const vs_key *k = &tab->keys[i];
+    if (i == 0 || strcmp(k->section, tab->keys[i - 1].section) != 0)
+      fprintf(out, "[%s]\n", k->section);
+    show_key(out, k, wl, &wl->origins.keys[i]);
+  }
+}
+
+/* With a pipeline: each stage's layers, parameters and model states. */
+static void show_stages(FILE *out, const vs_layout *lay)
+{
+  char b1[16];
+  if (lay->pp <= 1)
+    return;
+  fprintf(out, "# "
+               "pipeline: %llu stages, %llu virtual stage(s) each\n",
+          (unsigned long long)lay->pp, (unsigned long long)lay->vstages);
+  for (uint64_t s = 0; s < lay->pp; s++) {
+    const vs_stage_layout *st = &lay->stages[s];
+    fprintf(out, "# "
+                 "  stage %llu: %llu layers%s%s, %llu parameters, model "
+                 "states %s\n",
+            (unsigned long long)s, (unsigned long long)st->n_layers,
+            st->has_embed ? " + embedding" : "", st->has_head ? " + head" : "",
+            (unsigned long long)st->param_elems,
+            vs_format_bytes(vs_layout_stage_model_states(lay, s), b1,
+                            sizeof b1));
+  }
+}
+
+void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
+                    const vs_model *m, const vs_recipe *r,
+                    const vs_layout *lay)
+{
+  char cp[32];
+  char b1[16], b2[16], b3[16], b4[16];
+
+  show_keys(out, wl);
+  fprintf(out, "\n# derived (comments, so that this output loads back)\n");
+  fprintf(out, "# gpus = %llu (dp %llu x %stp %llu x pp %llu), %llu node(s) "
+               "of %llu x %s\n",
+          (unsigned long long)lay->gpus, (unsigned long long)wl->parallel.dp,
+          vs_report_cp_text(lay, cp, sizeof cp),
+          (unsigned long long)lay->tp, (unsigned long long)lay->pp,
+          (unsigned long long)lay->nodes,
+          (unsigned long long)topo->gpus_per_node, topo->name);
+  fprintf(out, "# "
+                 "micro-batches per step = %llu\n",
+          (unsigned long long)lay->grad_accum);
+  if (m->vocab_padded != wl->model.vocab)
+    fprintf(out, "# "
+                 "vocab padded from %llu to %llu (a multiple of vocab_divisible_by * tp)\n",
+            (unsigned long long)wl->model.vocab,
+            (unsigned long long)m->vocab_padded);
+  show_parameters(out, wl, m, lay);
+  fprintf(out, "# "
+                 "model states per GPU = %s params + %s grads + %s optimizer = "
+               "%s\n",
+          vs_format_bytes(lay->params_bytes, b1, sizeof b1),
+          vs_format_bytes(lay->grads_bytes, b2, sizeof b2),
+          vs_format_bytes(lay->optimizer_bytes, b3, sizeof b3),
+          vs_format_bytes(vs_layout_model_states(lay), b4, sizeof b4));
+  show_state_allocations(out, wl, m, r);
+  show_off_gpu(out, lay, VS_PLACE_HOST);
+  show_off_gpu(out, lay, VS_PLACE_NVME);
+  show_step_copies(out, wl, lay);
+  show_autocast_ddp(out, wl, m, lay);
+  show_stages(out, lay);
+  fprintf(out, "# "
+                 "activations per layer per micro-batch = %s%s\n",
+          vs_format_bytes(largest_layer_saved(m), b1, sizeof b1),
+          m->n_kinds > 3 ? " (the layer kind keeping the most)" : "");
+  fprintf(out, "# "
+                 "framework per GPU = %s (context, %d NCCL "
+               "communicator(s))\n",
+          vs_format_bytes(lay->framework_bytes, b1, sizeof b1),
+          lay->n_communicators);
+  fprintf(out, "# cuBLAS workspaces per GPU = %d x %s (allocated, in temp: "
+               "the forward's and the backward thread's handle)\n",
+          lay->blas_workspaces,
+          vs_format_bytes(lay->blas_workspace_bytes, b1, sizeof b1));
+}
+
+static void key_table(FILE *out, const vs_keytab *tab)
+{
+  static const char *const types[] = {"count", "size", "real", "rate",
+                                      "latency", "bool", "enum", "name",
+                                      "list", "list of rates",
+                                      "list of latencies", "names", "path",
+                                      "size or %", "list of reals"};
+  fprintf(out, "| key | type | default |\n|---|---|---|\n");
+  for (size_t i = 0; i < tab->n_keys; i++) {
+    const vs_key *k = &tab->keys[i];
+    char choices[256] = "";
+    if (k->type == VS_KEY_ENUM || k->type == VS_KEY_FLAGS)
+      vs_conf_choices(k->choices, choices, sizeof choices);
+    fprintf(out, "| `[%s] %s` | %s%s%s | %s |\n", k->section, k->name,
+            types[k->type], choices[0] ? ": " : "", choices, k->default_doc);
+  }
+}
+
+void vs_report_keys(FILE *out)
+{
+  fprintf(out, "### workload.ini\n\n");
+  key_table(out, vs_workload_keys());
+  fprintf(out, "\n### topology.ini\n\n");
+  key_table(out, vs_topology_keys());
+}
