@@ -76,7 +76,7 @@ static void run(pipeline *p, vs_steady *st, vs_engine_stats *stats)
 }
 
 /* The watcher proves a period on 16 micro-batches, and 12 more
- * micro-batches (a multiple of any period up to 4) add exactly 12 /
+ * micro-batches (a multiple of the period, checked) add exactly 12 /
  * period times its time and events to the whole run: the last rank's end
  * and the events of 28 micro-batches against 16's. */
 static void test_proven_period_is_what_more_micro_batches_add(void **state)

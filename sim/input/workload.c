@@ -1281,7 +1281,8 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err)
     return rc;
   if ((rc = check_model(wl, err)))
     return rc;
-  if ((rc = check_layout(wl, gpus, err)) || (rc = vs_workload_apply_framework(wl, err)) ||
+  if ((rc = check_layout(wl, gpus, err)) ||
+      (rc = vs_workload_apply_framework(wl, err)) ||
       (rc = check_grad_reduce(wl, err)) || (rc = check_p2p(wl, err)) ||
       (rc = check_training(wl, err)) ||
       (rc = check_checkpoint_choice(wl, err)) ||

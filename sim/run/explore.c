@@ -396,7 +396,8 @@ static int explore_extrapolated(const vs_explore *ex, vs_candidate *c,
 #define STEADY_ROUNDS_UNEVEN 12
 
 /* Extra micro-batches of a step over stages of equal layers are padded to
- * a multiple of 12, which every period up to 4 divides. */
+ * a multiple of 12, which every period they prove (1 to 3 in the 530B
+ * search) divides; another is screened again (explore_steady). */
 #define STEADY_EVEN_MULTIPLE 12
 
 /* How many of wl's pp stages hold the most layers (pp: all alike). */
@@ -415,14 +416,16 @@ static uint64_t heaviest_stages(const vs_workload *wl)
 /* The period the step's micro-batches beyond the simulated are made a
  * multiple of (steady_mbs), as the proof can only add whole periods:
  * STEADY_EVEN_MULTIPLE for stages of equal layers; for unequal ones the
- * number of stages with the most layers, the period such pipelines
- * settle into where it is short (the 530B search's 9 stages of 7 of 16
- * and 9 of 4 of 32; a 22-layer GPT's 6 of 3 over 8, tests/
- * simulate_test.c). A guess that decides only the micro-batches
- * simulated, never what is told: another period proven is simulated
- * again (explore_steady). 0 when the watcher would not try it (more
- * than VS_STEADY_PERIOD_MAX; the 530B's 41 stages of 2 over 64 repeat
- * only every 123 micro-batches at tp 8). */
+ * number of stages with the most layers, the period the 530B search's
+ * splits settle into (9 stages of 7 layers over 16, 9 of 4 over 32; a
+ * 22-layer GPT's 6 of 3 over 8 does too, tests/simulate_test.c), though
+ * not every split (19 layers over 8 stages, 3 of 3, prove 2 or 3): a
+ * guess for the micro-batches to simulate, where another period proven
+ * is screened again (explore_steady), so that what is told never rests
+ * on it. 0 above VS_STEADY_PERIOD_MAX: no screen, a choice of cost (the
+ * 530B's 41 stages of 2 over 64 repeat only every 123 micro-batches at
+ * tp 8, and every screen of them would be lost; a split of more such
+ * stages that would prove a short period is extrapolated instead). */
 static uint64_t steady_period_guess(const vs_workload *wl)
 {
   uint64_t heaviest = heaviest_stages(wl);
@@ -450,13 +453,17 @@ static uint64_t steady_mbs(const vs_workload *wl)
 }
 
 /* Whether a steady screen of m micro-batches is worth trying for wl: a
- * 1F1B pipeline (the order steady.h watches) where m costs less than
- * explore_extrapolated's cap + (cap + pp) = 3 pp, and a step longer. */
-static bool steady_pays(const vs_workload *wl, uint64_t m)
+ * 1F1B pipeline (the order steady.h watches), a step longer than m, and
+ * m fewer than the `alternative` the bounded path simulates without a
+ * proof (the whole step, or explore_extrapolated's cap + (cap + pp)). A
+ * second screen is judged alone: the first's micro-batches are spent
+ * whichever follows. */
+static bool steady_pays(const vs_workload *wl, uint64_t m,
+                        uint64_t alternative)
 {
   return wl->parallel.schedule == VS_SCHED_1F1B &&
-         wl->parallel.virtual_stages == 1 && m && m < 3 * wl->parallel.pp &&
-         wl->grad_accum > m;
+         wl->parallel.virtual_stages == 1 && m && wl->grad_accum > m &&
+         m < alternative;
 }
 
 /* One steady screen of wl's step with m micro-batches into s. */
@@ -473,7 +480,9 @@ static int steady_screen(const vs_explore *ex, vs_sim *s,
 /* Screens wl's step with steady_mbs micro-batches, watching for its
  * steady state (engine/steady.h); a period proven that the step's extra
  * micro-batches are no multiple of is screened again with up to period
- * - 1 more, which makes them one (where that still pays). When proven,
+ * - 1 more micro-batches, which makes them one, where that screen costs
+ * less than the `alternative` (steady_pays; a job with a first step
+ * reports no such period). When proven,
  * the step time is the whole step's, exactly, and the memory that of the
  * micro-batches simulated: every stage's whole warm-up, steady rounds
  * and the cool-down (the caching allocator's blocks are not part of the
@@ -483,7 +492,8 @@ static int steady_screen(const vs_explore *ex, vs_sim *s,
  * it is recorded too. Otherwise the caller extrapolates. */
 static int explore_steady(const vs_explore *ex, vs_candidate *c,
                           const vs_workload *wl, const vs_topology *topo,
-                          vs_program_pool *pool, bool *done)
+                          uint64_t alternative, vs_program_pool *pool,
+                          bool *done)
 {
   uint64_t m = steady_mbs(wl);
   vs_sim s;
@@ -493,8 +503,8 @@ static int explore_steady(const vs_explore *ex, vs_candidate *c,
   vs_error_clear(&err);
   if ((rc = steady_screen(ex, &s, wl, topo, m, pool, &err)))
     return simulation_failed(c, rc, &err);
-  if (s.steady_period && !s.stats.stopped &&
-      steady_pays(wl, padded_mbs(wl, m, s.steady_period))) {
+  if (s.steady_period &&
+      steady_pays(wl, padded_mbs(wl, m, s.steady_period), alternative)) {
     m = padded_mbs(wl, m, s.steady_period);
     vs_sim_fini(&s); /* the next reuses its programs */
     if ((rc = steady_screen(ex, &s, wl, topo, m, pool, &err)))
@@ -521,8 +531,8 @@ static int explore_steady(const vs_explore *ex, vs_candidate *c,
 typedef struct setup_screen {
   bool done;        /* it decided the outcome, and recorded it */
   bool ran;         /* it simulated; first_step says */
-  bool first_step;  /* the job simulates its first step (PyTorch's own
-                       loop: recipe first_step_states) */
+  bool first_step;  /* the job simulates its first step
+                       (vs_sim_runs_first_step) */
 } setup_screen;
 
 /* A screening simulation of the setup and each stage's first unit
@@ -556,25 +566,27 @@ static int setup_screened(const vs_explore *ex, vs_candidate *c,
                         pool, &err)))
     return rc == VS_ENOMEM ? rc : 0; /* the bounded one will say */
   screen->ran = true;
-  screen->first_step = a.recipe.first_step_states;
+  screen->first_step = vs_sim_runs_first_step(&a);
   if ((screen->done = vs_sim_stopped_in_setup(&a)))
     record_outcome(c, &a, wl, topo, 0, false);
   vs_sim_fini(&a);
   return 0;
 }
 
-/* Whether explore_steady screens wl (after the setup screen): where it
- * pays (steady_pays), and for stages of unequal layers only in a job
- * that the setup screen found not to simulate its first step. One that
+/* Whether explore_steady screens wl (after the setup screen) on a
+ * bounded path of `alternative` micro-batches: where it pays
+ * (steady_pays), and for stages of unequal layers only in a job that the
+ * setup screen found not to simulate its first step. One that
  * does runs its whole first step before the step, and where the step's
  * setup then runs out of memory (most of the 530B search's ZeRO-0
  * layouts of 16 and 32 stages), the pp + 12 or more micro-batches of the
  * steady screen's first step cost more than the pp of the extrapolation's
  * first (callgrind: 2.0 and 1.26 times the instructions), more than the
  * proof saves where it fits. */
-static bool steady_screens(const vs_workload *wl, const setup_screen *screen)
+static bool steady_screens(const vs_workload *wl, const setup_screen *screen,
+                           uint64_t alternative)
 {
-  if (!steady_pays(wl, steady_mbs(wl)))
+  if (!steady_pays(wl, steady_mbs(wl), alternative))
     return false;
   return heaviest_stages(wl) == wl->parallel.pp ||
          (screen->ran && !screen->first_step);
@@ -591,7 +603,7 @@ static int explore_one(const vs_explore *ex, vs_candidate *c,
   vs_topology *topo = malloc(sizeof *topo);
   vs_workload *wl = malloc(sizeof *wl);
   vs_error err;
-  uint64_t cap, step_mbs;
+  uint64_t cap, step_mbs, bounded_mbs;
   bool bounded, whole, done = false;
   setup_screen screen = {0};
   int rc = 0;
@@ -612,13 +624,12 @@ static int explore_one(const vs_explore *ex, vs_candidate *c,
     if (bounded)
       cap = vs_div_ceil(cap, step_mbs) * step_mbs;
     whole = !bounded || wl->grad_accum <= cap + step_mbs;
-    rc = bounded ? setup_screened(ex, c, wl, topo,
-                                  whole ? wl->grad_accum : 2 * cap + step_mbs,
-                                  pool, &screen)
+    bounded_mbs = whole ? wl->grad_accum : 2 * cap + step_mbs;
+    rc = bounded ? setup_screened(ex, c, wl, topo, bounded_mbs, pool, &screen)
                  : 0;
     done = screen.done;
-    if (!rc && !done && bounded && steady_screens(wl, &screen))
-      rc = explore_steady(ex, c, wl, topo, pool, &done);
+    if (!rc && !done && bounded && steady_screens(wl, &screen, bounded_mbs))
+      rc = explore_steady(ex, c, wl, topo, bounded_mbs, pool, &done);
     if (!rc && !done)
       rc = whole ? explore_whole(ex, c, wl, topo, bounded, pool)
                  : explore_extrapolated(ex, c, wl, topo, cap, pool);

@@ -133,8 +133,8 @@ void vs_report_header(FILE *out, const vs_sim *sim)
   fprintf(out, "layout    dp %llu x %stp %llu x pp %llu, ZeRO-%llu, "
                "micro-batch %llu, global batch %llu (%llu micro-batches per "
                "step)\n",
-          (unsigned long long)wl->parallel.dp, vs_report_cp_text(lay, cp, sizeof cp),
-          (unsigned long long)lay->tp,
+          (unsigned long long)wl->parallel.dp,
+          vs_report_cp_text(lay, cp, sizeof cp), (unsigned long long)lay->tp,
           (unsigned long long)lay->pp, (unsigned long long)lay->zero,
           (unsigned long long)wl->training.micro_batch,
           (unsigned long long)wl->training.global_batch,

@@ -7,7 +7,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* "cp N x " with context parallelism, else "" (in buf, of len bytes). */
+/* "cp N x " with context parallelism (with its exchange), else "" (in
+ * buf, of len bytes). */
 static inline const char *vs_report_cp_text(const vs_layout *lay, char *buf,
                                             size_t len)
 {

@@ -436,9 +436,7 @@ static size_t program_sets(const vs_sim *sim)
   return sim->per_rank_load ? 2 : 1;
 }
 
-/* Whether sim runs the first training step before the one it reports:
- * the recipe makes states in it (first_step_states). */
-static bool runs_first_step(const vs_sim *sim)
+bool vs_sim_runs_first_step(const vs_sim *sim)
 {
   return sim->recipe.first_step_states;
 }
@@ -482,7 +480,7 @@ static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
   const vs_layout *lay = &sim->layout;
   double per_stage = opts->all_ranks ? (double)lay->tp * (double)lay->dp : 1;
   double ops = 0, kinds = 0, ranks = per_stage * (double)lay->pp;
-  double steps = runs_first_step(sim) ? 2 : 1; /* runs of the program */
+  double steps = vs_sim_runs_first_step(sim) ? 2 : 1; /* program runs */
   /* a buffer has an allocation and a free among its ops' effects */
   double buffers = 0.5 * EFFECTS_PER_OP;
   for (uint64_t s = 0; s < lay->pp; s++) {
@@ -605,7 +603,7 @@ static int build_programs(vs_sim *sim, const vs_sim_opts *opts,
                   .model = rest ? &sim->model_rest : &sim->model,
                   .recipe = rest ? &sim->recipe_rest : &sim->recipe,
                   .layout = &sim->layout, .step = VS_STEP_ONLY,
-                  .every_step = runs_first_step(sim),
+                  .every_step = vs_sim_runs_first_step(sim),
                   .first_unit_only = opts->first_unit_only};
     rc = vs_schedule_rebuild(&job, (int)(s % pp), &sim->programs[s], err);
   }
@@ -759,7 +757,8 @@ static void tell_steady(vs_sim *sim, const vs_sim_opts *opts)
     sim->steady_extra = opts->steady_to - sim->layout.grad_accum;
     sim->steady_mb = sim->steady->lo;
     sim->steady_proven = tell_longer_step(sim);
-    if (!sim->steady_proven && sim->steady_extra % sim->steady->period)
+    if (!sim->steady_proven && sim->steady_runs == 1 &&
+        sim->steady_extra % sim->steady->period)
       sim->steady_period = sim->steady->period;
   }
   if (!sim->steady_proven)
@@ -873,7 +872,7 @@ static bool step_alone_stopped_in_setup(const vs_sim *sim)
 
 bool vs_sim_stopped_in_setup(const vs_sim *sim)
 {
-  if (runs_first_step(sim))
+  if (vs_sim_runs_first_step(sim))
     return sim->first_stopped_in_setup || step_alone_stopped_in_setup(sim);
   return ranks_stopped_in_setup(sim->ranks, sim->n_ranks, sim->stats.stopped);
 }
@@ -887,7 +886,7 @@ static bool ran_out(const vs_sim *sim)
   return sim->stats.stopped;
 }
 
-/* After sim ran the first step (runs_first_step): runs the step it
+/* After sim ran the first step (vs_sim_runs_first_step): runs the step it
  * reports in the cache each rank's first step left. When the first step
  * ran out of memory its cache is no start for another: the step runs
  * alone from an empty cache (VS_STEP_ONLY, what vsim runs without a
@@ -958,7 +957,7 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
     return rc;
   }
   vs_resource_table(topo, &sim->layout, opts->all_ranks, resources);
-  if (runs_first_step(sim)) {
+  if (vs_sim_runs_first_step(sim)) {
     vs_engine_opts first = eo;
     first.record_timeline = first.record_spans = false;
     if ((rc = run_ranks(sim, opts, VS_STEP_FIRST, NULL, &first, err)) == 0)

@@ -146,12 +146,15 @@ typedef struct vs_sim {
                              op a rank's peak names is its part in the
                              simulated programs */
   unsigned steady_runs, steady_proofs; /* runs watched, proofs found */
-  uint32_t steady_period; /* every run proved its steady state but the
-                             last one's period (in micro-batches) does not
-                             divide the micro-batches beyond the simulated,
-                             so nothing was told: that period, for a caller
-                             to simulate a step whose extra micro-batches
-                             it divides; 0 otherwise */
+  uint32_t steady_period; /* a simulation of one run (no first step)
+                             that proved its steady state, but whose
+                             micro-batches beyond the simulated are no
+                             whole number of its periods, so nothing was
+                             told: that period (in micro-batches), for a
+                             caller to simulate a step whose extra
+                             micro-batches it divides; 0 otherwise (a
+                             first step and its step would need both
+                             periods to divide them) */
   uint64_t steady_extra;  /* micro-batches told beyond the simulated */
   uint32_t steady_mb;     /* a simulated micro-batch whose units repeat */
   struct vs_steady *steady; /* the last run's watcher, until told */
@@ -184,6 +187,11 @@ int vs_sim_estimate(const vs_workload *wl, const vs_topology *topo,
  * worst. Either way the outcome is that of the job with any number of
  * micro-batches. */
 bool vs_sim_stopped_in_setup(const vs_sim *sim);
+
+/* Whether sim runs its job's first step before the step it reports
+ * (PyTorch's own loop and optimizers, which make their states at the
+ * first step: recipe first_step_states). */
+bool vs_sim_runs_first_step(const vs_sim *sim);
 
 /* Runs the whole simulation. wl and topo must outlive sim. On error sim is
  * left finalised (nothing to free). */
