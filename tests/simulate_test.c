@@ -952,19 +952,20 @@ static void run_steady(vs_sim *sim, const vs_workload *wl, vs_topology *topo,
   free(w);
 }
 
-/* What the proof tells of the whole step of `model` (with sets) from m
- * micro-batches is exactly what simulating all of them gives: the time
- * of every rank, its waits, the events, the step's split and FLOPs; with
- * exact accounting its memory too (the caching allocator's blocks are
- * not proven, so only the time there). */
+/* What the proof tells of the whole step of `model` (with sets, on gpus
+ * GPUs) from m micro-batches is exactly what simulating all of them
+ * gives: the time of every rank, its waits, the events, the step's split
+ * and FLOPs; with exact accounting its memory too (the caching
+ * allocator's blocks are not proven, so only the time there). */
 static void check_told_matches_whole(const char *model,
                                      const char *const *sets, size_t n_sets,
-                                     uint64_t m, bool exact_memory)
+                                     uint64_t gpus, uint64_t m,
+                                     bool exact_memory)
 {
   vs_workload wl;
   vs_topology topo;
   vs_sim whole, told;
-  load(&wl, model, sets, n_sets, 8);
+  load(&wl, model, sets, n_sets, gpus);
   tu_default_topology(&topo);
   run_steady(&whole, &wl, &topo, wl.grad_accum, 0);
   run_steady(&told, &wl, &topo, m, wl.grad_accum);
@@ -1002,7 +1003,7 @@ static void check_told_matches_whole(const char *model,
 static void check_steady_matches_whole(const char *const *sets, size_t n_sets,
                                        bool exact_memory)
 {
-  check_told_matches_whole(steady_gpt, sets, n_sets, 16, exact_memory);
+  check_told_matches_whole(steady_gpt, sets, n_sets, 8, 16, exact_memory);
 }
 
 static void test_steady_state_tells_the_longer_step(void **state)
@@ -1021,6 +1022,26 @@ static void test_steady_state_tells_the_longer_step(void **state)
   check_steady_matches_whole(caching, 2, false);
   check_steady_matches_whole(tp, 5, true);
   check_steady_matches_whole(cp, 4, true);
+}
+
+/* From m micro-batches, whose step's extra micro-batches are no whole
+ * number of periods, `model`'s one run (no first step) proves its steady
+ * state but tells nothing, and says the period. */
+static void assert_period_said(const char *model, const char *const *sets,
+                               size_t n_sets, uint64_t gpus, uint64_t m,
+                               uint32_t period)
+{
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  tu_default_topology(&topo);
+  load(&wl, model, sets, n_sets, gpus);
+  run_steady(&sim, &wl, &topo, m, wl.grad_accum);
+  assert_false(sim.steady_proven);
+  assert_int_equal(sim.steady_runs, 1);
+  assert_int_equal(sim.steady_period, period);
+  assert_int_equal(sim.steady_extra, 0);
+  vs_sim_fini(&sim);
 }
 
 /* A 22-layer GPT on 8 stages of 2, 3 x 6 and 2 layers (Megatron-LM's
@@ -1046,16 +1067,10 @@ static void test_steady_state_of_unequal_stages(void **state)
   vs_topology topo;
   vs_sim sim;
   (void)state;
-  check_told_matches_whole(unequal_gpt, exact, 1, 20, true);
-  check_told_matches_whole(unequal_gpt, NULL, 0, 20, false);
+  check_told_matches_whole(unequal_gpt, exact, 1, 8, 20, true);
+  check_told_matches_whole(unequal_gpt, NULL, 0, 8, 20, false);
+  assert_period_said(unequal_gpt, exact, 1, 8, 21, 6);
   tu_default_topology(&topo);
-  load(&wl, unequal_gpt, exact, 1, 8);
-  run_steady(&sim, &wl, &topo, 21, wl.grad_accum);
-  assert_false(sim.steady_proven);
-  assert_int_equal(sim.steady_runs, 1);
-  assert_int_equal(sim.steady_period, 6);
-  assert_int_equal(sim.steady_extra, 0);
-  vs_sim_fini(&sim);
   load(&wl, unequal_gpt, NULL, 0, 8);
   run_steady(&sim, &wl, &topo, 21, wl.grad_accum);
   assert_true(vs_sim_runs_first_step(&sim));
@@ -1063,6 +1078,31 @@ static void test_steady_state_of_unequal_stages(void **state)
   assert_false(sim.steady_proven);
   assert_int_equal(sim.steady_period, 0);
   vs_sim_fini(&sim);
+}
+
+/* MT-NLG 530B (Smith et al. 2022: 105 layers, hidden 20480, 128 heads)
+ * over 16 stages of 6 and 7 layers as plan splits it (tests/bench/
+ * mtnlg-530b-search.ini), tp 8 with sequence parallelism on 128 GPUs:
+ * 46 micro-batches a step. */
+static const char long_period_gpt[] =
+    "[model]\narch = gpt\nlayers = 105\nhidden = 20480\nheads = 128\n"
+    "vocab = 51200\nseq_len = 2048\n[training]\nglobal_batch = 46\n"
+    "precision = fp16\noptimizer = adam\nattention = eager\n"
+    "checkpointing = full\n[parallel]\ntp = 8\npp = 16\n"
+    "sequence_parallel = true\n"
+    "pp_layers = 6,6,6,6,7,7,7,7,7,7,7,7,7,6,6,6\n"
+    "[runtime]\nallocator = exact\n";
+
+/* The longest period plan's searches prove: the 530B model's 16 stages
+ * repeat every 9 micro-batches (as many as its stages of 7 layers), near
+ * the top of the snapshots the watcher keeps (VS_STEADY_PERIOD_MAX): from
+ * 28 micro-batches (pp + 12) the proof tells the step of 46 (2 periods
+ * more) exactly; from 29 (17 more) it says the period. */
+static void test_steady_state_of_a_long_period(void **state)
+{
+  (void)state;
+  check_told_matches_whole(long_period_gpt, NULL, 0, 128, 28, true);
+  assert_period_said(long_period_gpt, NULL, 0, 128, 29, 9);
 }
 
 /* Nothing is told where the proof does not apply or does not hold: an
@@ -2619,6 +2659,7 @@ int main(void)
       cmocka_unit_test(test_estimate_counts_programs_once),
       cmocka_unit_test(test_steady_state_tells_the_longer_step),
       cmocka_unit_test(test_steady_state_of_unequal_stages),
+      cmocka_unit_test(test_steady_state_of_a_long_period),
       cmocka_unit_test(test_steady_state_only_where_proven),
       cmocka_unit_test(test_budget_refuses_before_building),
   };
