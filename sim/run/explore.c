@@ -594,9 +594,10 @@ static bool steady_screens(const vs_workload *wl, const setup_screen *screen,
 
 /* vs_explore_one with the programs of its simulations built in pool: a
  * bounded search (ex->max_microbatches, not GPipe) first screens the setup
- * (setup_screened), then extrapolates a step longer than cap + pp
- * micro-batches (cap in whole pipeline rounds, as interleaving needs);
- * everything else is simulated whole. */
+ * (setup_screened), then proves a 1F1B pipeline's steady state where that
+ * pays (steady_screens, explore_steady), else extrapolates a step longer
+ * than cap + pp micro-batches (cap in whole pipeline rounds, as
+ * interleaving needs); everything else is simulated whole. */
 static int explore_one(const vs_explore *ex, vs_candidate *c,
                        vs_program_pool *pool)
 {
