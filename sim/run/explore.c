@@ -414,7 +414,8 @@ static uint64_t heaviest_stages(const vs_workload *wl)
 }
 
 /* The period the step's micro-batches beyond the simulated are made a
- * multiple of (steady_mbs), as the proof can only add whole periods:
+ * multiple of (steady_mbs), from the `heaviest` of its pp stages (those
+ * with the most layers), as the proof can only add whole periods:
  * STEADY_EVEN_MULTIPLE for stages of equal layers; for unequal ones the
  * number of stages with the most layers, the period the 530B search's
  * splits settle into (9 stages of 7 layers over 16, 9 of 4 over 32; a
@@ -426,10 +427,9 @@ static uint64_t heaviest_stages(const vs_workload *wl)
  * 530B's 41 stages of 2 over 64 repeat only every 123 micro-batches at
  * tp 8, and every screen of them would be lost; a split of more such
  * stages that would prove a short period is extrapolated instead). */
-static uint64_t steady_period_guess(const vs_workload *wl)
+static uint64_t steady_period_guess(uint64_t heaviest, uint64_t pp)
 {
-  uint64_t heaviest = heaviest_stages(wl);
-  if (heaviest == wl->parallel.pp)
+  if (heaviest == pp)
     return STEADY_EVEN_MULTIPLE;
   return heaviest <= VS_STEADY_PERIOD_MAX ? heaviest : 0;
 }
@@ -439,17 +439,6 @@ static uint64_t steady_period_guess(const vs_workload *wl)
 static uint64_t padded_mbs(const vs_workload *wl, uint64_t m, uint64_t period)
 {
   return wl->grad_accum > m ? m + (wl->grad_accum - m) % period : m;
-}
-
-/* The micro-batches explore_steady simulates first for wl: pp + its
- * rounds, padded to its period guess (0: none, and no screen). */
-static uint64_t steady_mbs(const vs_workload *wl)
-{
-  uint64_t period = steady_period_guess(wl);
-  uint64_t rounds = heaviest_stages(wl) == wl->parallel.pp
-                        ? STEADY_ROUNDS
-                        : STEADY_ROUNDS_UNEVEN;
-  return period ? padded_mbs(wl, wl->parallel.pp + rounds, period) : 0;
 }
 
 /* Whether a steady screen of m micro-batches is worth trying for wl: a
@@ -466,6 +455,38 @@ static bool steady_pays(const vs_workload *wl, uint64_t m,
          m < alternative;
 }
 
+/* What the setup screen (setup_screened) found. */
+typedef struct setup_screen {
+  bool done;        /* it decided the outcome, and recorded it */
+  bool ran;         /* it simulated; first_step says */
+  bool first_step;  /* the job simulates its first step
+                       (vs_sim_runs_first_step) */
+} setup_screen;
+
+/* The micro-batches explore_steady first screens wl's step with, after
+ * the setup screen, on a bounded path of `alternative` micro-batches: pp
+ * + its rounds, padded to its period guess; 0 for no screen: where there
+ * is no guess, where it does not pay (steady_pays), and for stages of
+ * unequal layers in a job that the setup screen did not find free of a
+ * first step. One that simulates its first step runs all of it before
+ * the step, and where the step's setup then runs out of memory (most of
+ * the 530B search's ZeRO-0 layouts of 16 and 32 stages), the pp + 12 or
+ * more micro-batches of the steady screen's first step cost more than
+ * the pp of the extrapolation's first (callgrind: 2.0 and 1.26 times the
+ * instructions), more than the proof saves where it fits. */
+static uint64_t steady_mbs(const vs_workload *wl, const setup_screen *screen,
+                           uint64_t alternative)
+{
+  uint64_t pp = wl->parallel.pp, heaviest = heaviest_stages(wl), m;
+  uint64_t period = steady_period_guess(heaviest, pp);
+  bool even = heaviest == pp;
+  if (!period || (!even && (!screen->ran || screen->first_step)))
+    return 0;
+  m = padded_mbs(wl, pp + (even ? STEADY_ROUNDS : STEADY_ROUNDS_UNEVEN),
+                 period);
+  return steady_pays(wl, m, alternative) ? m : 0;
+}
+
 /* One steady screen of wl's step with m micro-batches into s. */
 static int steady_screen(const vs_explore *ex, vs_sim *s,
                          const vs_workload *wl, const vs_topology *topo,
@@ -477,7 +498,7 @@ static int steady_screen(const vs_explore *ex, vs_sim *s,
                      pool, err);
 }
 
-/* Screens wl's step with steady_mbs micro-batches, watching for its
+/* Screens wl's step with m (steady_mbs) micro-batches, watching for its
  * steady state (engine/steady.h); a period proven that the step's extra
  * micro-batches are no multiple of is screened again with up to period
  * - 1 more micro-batches, which makes them one, where that screen costs
@@ -492,10 +513,10 @@ static int steady_screen(const vs_explore *ex, vs_sim *s,
  * it is recorded too. Otherwise the caller extrapolates. */
 static int explore_steady(const vs_explore *ex, vs_candidate *c,
                           const vs_workload *wl, const vs_topology *topo,
-                          uint64_t alternative, vs_program_pool *pool,
-                          bool *done)
+                          uint64_t m, uint64_t alternative,
+                          vs_program_pool *pool, bool *done)
 {
-  uint64_t m = steady_mbs(wl);
+  uint64_t again;
   vs_sim s;
   vs_error err;
   int rc;
@@ -503,11 +524,10 @@ static int explore_steady(const vs_explore *ex, vs_candidate *c,
   vs_error_clear(&err);
   if ((rc = steady_screen(ex, &s, wl, topo, m, pool, &err)))
     return simulation_failed(c, rc, &err);
-  if (s.steady_period &&
-      steady_pays(wl, padded_mbs(wl, m, s.steady_period), alternative)) {
-    m = padded_mbs(wl, m, s.steady_period);
+  again = s.steady_period ? padded_mbs(wl, m, s.steady_period) : 0;
+  if (again && steady_pays(wl, again, alternative)) {
     vs_sim_fini(&s); /* the next reuses its programs */
-    if ((rc = steady_screen(ex, &s, wl, topo, m, pool, &err)))
+    if ((rc = steady_screen(ex, &s, wl, topo, again, pool, &err)))
       return simulation_failed(c, rc, &err);
   }
   if ((*done = s.stats.stopped || s.steady_proven)) {
@@ -526,14 +546,6 @@ static int explore_steady(const vs_explore *ex, vs_candidate *c,
  * takes 2.7% more instructions and the 530B search on 16 GPUs 52% fewer;
  * from 1, +8.0% and -61%). Outcomes are the same either way. */
 #define SETUP_SCREEN_FROM 4
-
-/* What the setup screen (setup_screened) found. */
-typedef struct setup_screen {
-  bool done;        /* it decided the outcome, and recorded it */
-  bool ran;         /* it simulated; first_step says */
-  bool first_step;  /* the job simulates its first step
-                       (vs_sim_runs_first_step) */
-} setup_screen;
 
 /* A screening simulation of the setup and each stage's first unit
  * (micro-batch 0's forward; 1F1B, not interleaved), built alone
@@ -573,29 +585,10 @@ static int setup_screened(const vs_explore *ex, vs_candidate *c,
   return 0;
 }
 
-/* Whether explore_steady screens wl (after the setup screen) on a
- * bounded path of `alternative` micro-batches: where it pays
- * (steady_pays), and for stages of unequal layers only in a job that the
- * setup screen found not to simulate its first step. One that
- * does runs its whole first step before the step, and where the step's
- * setup then runs out of memory (most of the 530B search's ZeRO-0
- * layouts of 16 and 32 stages), the pp + 12 or more micro-batches of the
- * steady screen's first step cost more than the pp of the extrapolation's
- * first (callgrind: 2.0 and 1.26 times the instructions), more than the
- * proof saves where it fits. */
-static bool steady_screens(const vs_workload *wl, const setup_screen *screen,
-                           uint64_t alternative)
-{
-  if (!steady_pays(wl, steady_mbs(wl), alternative))
-    return false;
-  return heaviest_stages(wl) == wl->parallel.pp ||
-         (screen->ran && !screen->first_step);
-}
-
 /* vs_explore_one with the programs of its simulations built in pool: a
  * bounded search (ex->max_microbatches, not GPipe) first screens the setup
  * (setup_screened), then proves a 1F1B pipeline's steady state where that
- * pays (steady_screens, explore_steady), else extrapolates a step longer
+ * pays (steady_mbs, explore_steady), else extrapolates a step longer
  * than cap + pp micro-batches (cap in whole pipeline rounds, as
  * interleaving needs); everything else is simulated whole. */
 static int explore_one(const vs_explore *ex, vs_candidate *c,
@@ -604,7 +597,7 @@ static int explore_one(const vs_explore *ex, vs_candidate *c,
   vs_topology *topo = malloc(sizeof *topo);
   vs_workload *wl = malloc(sizeof *wl);
   vs_error err;
-  uint64_t cap, step_mbs, bounded_mbs;
+  uint64_t cap, step_mbs, bounded_mbs, steady = 0;
   bool bounded, whole, done = false;
   setup_screen screen = {0};
   int rc = 0;
@@ -629,8 +622,10 @@ static int explore_one(const vs_explore *ex, vs_candidate *c,
     rc = bounded ? setup_screened(ex, c, wl, topo, bounded_mbs, pool, &screen)
                  : 0;
     done = screen.done;
-    if (!rc && !done && bounded && steady_screens(wl, &screen, bounded_mbs))
-      rc = explore_steady(ex, c, wl, topo, bounded_mbs, pool, &done);
+    if (!rc && !done && bounded)
+      steady = steady_mbs(wl, &screen, bounded_mbs);
+    if (steady)
+      rc = explore_steady(ex, c, wl, topo, steady, bounded_mbs, pool, &done);
     if (!rc && !done)
       rc = whole ? explore_whole(ex, c, wl, topo, bounded, pool)
                  : explore_extrapolated(ex, c, wl, topo, cap, pool);
