@@ -65,19 +65,26 @@ static void on_row(int c, void *user)
     t->n_rows++;
 }
 
-static void read_csv(const char *path, table *t)
+/* Parses the CSV file at path through libcsv's callbacks on user. */
+static void parse_csv(const char *path, void (*field)(void *, size_t, void *),
+                      void (*row)(int, void *), void *user)
 {
   struct csv_parser p;
   char *text = tu_read_file(path);
   if (!text)
     fail_msg("cannot read %s", path);
-  memset(t, 0, sizeof *t);
   assert_int_equal(csv_init(&p, CSV_APPEND_NULL), 0);
-  assert_int_equal(csv_parse(&p, text, strlen(text), on_field, on_row, t),
+  assert_int_equal(csv_parse(&p, text, strlen(text), field, row, user),
                    strlen(text));
-  csv_fini(&p, on_field, on_row, t);
+  csv_fini(&p, field, row, user);
   csv_free(&p);
   free(text);
+}
+
+static void read_csv(const char *path, table *t)
+{
+  memset(t, 0, sizeof *t);
+  parse_csv(path, on_field, on_row, t);
 }
 
 static const char *cell(const table *t, int row, const char *column)
@@ -416,6 +423,128 @@ static void test_offload_sample_fits_and_writes_host_csv(void **state)
   args[9] = "parallel.offload_optimizer=none";
   run(args);
   assert_int_equal(r.status, 3);
+}
+
+/* op_bounds.csv read row by row (libcsv): each row's parts checked as
+ * it ends, rank 0's compute parts summed, bounds met by op counted. */
+#define BOUND_COLS 14 /* rank .. end_s, bound, six parts */
+typedef struct bounds_read {
+  char f[BOUND_COLS][64];
+  int n, rows;
+  double compute[4]; /* rank 0's arithmetic, memory, launch and
+                        communication inside compute ops */
+  int cpu_steps, copies, collectives; /* rows bound by cpu, transfer,
+                                          communication */
+} bounds_read;
+
+static void bounds_field(void *data, size_t len, void *user)
+{
+  bounds_read *b = user;
+  if (b->n < BOUND_COLS) {
+    size_t n = len < 63 ? len : 63;
+    memcpy(b->f[b->n], data, n);
+    b->f[b->n][n] = '\0';
+  }
+  b->n++;
+}
+
+static void bounds_row(int c, void *user)
+{
+  static const char *const names[6] = {
+      "arithmetic", "memory", "launch", "communication", "transfer", "cpu"};
+  bounds_read *b = user;
+  double part[6], sum = 0, span;
+  int most = 0;
+  (void)c;
+  assert_int_equal(b->n, BOUND_COLS);
+  b->n = 0;
+  if (b->rows++ == 0)
+    return; /* the header */
+  span = strtod(b->f[6], NULL) - strtod(b->f[5], NULL);
+  for (int k = 0; k < 6; k++) {
+    part[k] = strtod(b->f[8 + k], NULL);
+    assert_true(isfinite(part[k]) && part[k] >= 0);
+    sum += part[k];
+    if (part[k] > part[most])
+      most = k;
+  }
+  /* each part printed to the nanosecond */
+  assert_true(fabs(sum - span) <= 4e-9);
+  assert_string_equal(b->f[7], part[most] > 0 ? names[most] : "none");
+  b->cpu_steps += strcmp(b->f[7], "cpu") == 0;
+  b->copies += strcmp(b->f[7], "transfer") == 0;
+  b->collectives += strcmp(b->f[7], "communication") == 0;
+  if (strcmp(b->f[0], "0") == 0 && strcmp(b->f[1], "compute") == 0 &&
+      part[4] == 0 && !(part[3] > 0 && part[0] + part[1] + part[2] == 0))
+    for (int k = 0; k < 4; k++)
+      b->compute[k] += part[k];
+}
+
+static void read_bounds(const char *path, bounds_read *b)
+{
+  memset(b, 0, sizeof *b);
+  parse_csv(path, bounds_field, bounds_row, b);
+}
+
+/* Seconds of `what` in the report's "compute ... by what bounds it"
+ * line ("arithmetic 9.63 s (92%)"), 0 when it names none. */
+static double bound_in_report(const char *out, const char *what)
+{
+  const char *line = strstr(out, "by what bounds it:");
+  const char *at;
+  char unit[4] = "";
+  double v = 0;
+  assert_non_null(line);
+  at = strstr(line, what);
+  if (!at || at > strchr(line, '\n'))
+    return 0;
+  assert_int_equal(sscanf(at + strlen(what), " %lf %3s", &v, unit), 2);
+  return strcmp(unit, "s") == 0    ? v
+         : strcmp(unit, "ms") == 0 ? v * 1e-3
+                                   : v * 1e-6;
+}
+
+/* op_bounds.csv has ops.csv's rows, each op's run split by what bounds
+ * it: the parts add up to the run, the bound is the largest part, rank
+ * 0's compute ops add up to the report's split (printed to 3 digits);
+ * the 13B offload sample's CPU step is the CPU's, its gradient and
+ * parameter copies transfers, and Llama-2-7B's collectives on 8 GPUs
+ * communication. */
+static void test_op_bounds_csv_splits_each_op(void **state)
+{
+  static const char *const labels[4] = {
+      "arithmetic", "HBM traffic", "kernel launches",
+      "collectives re-run by recompute"};
+  char dir[64], p[128];
+  const char *offload[] = {"run", "workloads/gpt-13b-offload.ini",
+                           "--topology", "topologies/v100-sxm-32g-8x.ini",
+                           "--csv", dir, NULL};
+  const char *dp[] = {"run", "workloads/llama2-7b.ini", "--gpus", "8",
+                      "--csv", dir, NULL};
+  bounds_read b;
+  table t;
+  (void)state;
+  assert_non_null(tu_temp_dir(dir, sizeof dir));
+  run(offload);
+  assert_int_equal(r.status, 0);
+  read_bounds(path_in(dir, "op_bounds.csv", p, sizeof p), &b);
+  read_csv(path_in(dir, "ops.csv", p, sizeof p), &t);
+  assert_int_equal(b.rows, t.total_rows);
+  assert_true(b.rows > 1000);
+  for (int k = 0; k < 4; k++) {
+    double shown = bound_in_report(r.out, labels[k]);
+    assert_true(fabs(b.compute[k] - shown) <= 0.005 * shown + 1e-9);
+  }
+  assert_true(b.compute[0] > 0 && b.compute[1] > 0 && b.compute[2] > 0);
+  assert_int_equal(b.cpu_steps, 1);
+  assert_true(b.copies > 0);
+  tu_remove_dir(dir);
+  assert_non_null(tu_temp_dir(dir, sizeof dir));
+  run(dp);
+  assert_int_equal(r.status, 0);
+  read_bounds(path_in(dir, "op_bounds.csv", p, sizeof p), &b);
+  assert_true(b.collectives > 0 && b.copies == 0 && b.cpu_steps == 0);
+  tu_remove_dir(dir);
 }
 
 /* PyTorch builds the model one parameter at a time, into an empty cache
@@ -1435,6 +1564,14 @@ static void test_trace_is_chrome_json(void **state)
     assert_non_null(text = tu_read_file(p));
     assert_contains(text, "\"pid\":8,");
     assert_null(strstr(text, "\"pid\":0,"));
+    /* each op names what bounds it (op_bounds.csv's largest part): a
+     * 7B model's GEMMs their arithmetic, its sends and collectives the
+     * wire, its norms HBM */
+    assert_contains(text, "{\"name\":\"qkv_proj\",\"cat\":\"forward\"");
+    assert_contains(text, "\"layer\":16,\"microbatch\":0,"
+                          "\"bound\":\"arithmetic\"}}");
+    assert_contains(text, "\"bound\":\"communication\"}}");
+    assert_contains(text, "\"bound\":\"memory\"}}");
     free(text);
     two[11] = "1";
     run(two);
@@ -3337,6 +3474,7 @@ int main(void)
       cmocka_unit_test(test_html_report),
       cmocka_unit_test(test_trace_svg_past_file_size_limit),
       cmocka_unit_test(test_csv_written_when_stdout_closes),
+      cmocka_unit_test(test_op_bounds_csv_splits_each_op),
       cmocka_unit_test(test_ranks_all_writes_a_row_per_gpu),
       cmocka_unit_test(test_pipeline_report_and_csv),
       cmocka_unit_test(test_show_prints_resolved_config),

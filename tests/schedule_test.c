@@ -1756,7 +1756,7 @@ static void test_bound_split_adds_up(void **state)
       n++;
     }
   }
-  for (int k = 0; k < VS_BOUND_N; k++) {
+  for (int k = 0; k < VS_BOUND_SPLIT_N; k++) {
     assert_true(p->bound_seconds[k] >= 0);
     split += p->bound_seconds[k];
   }
@@ -1773,6 +1773,130 @@ static void test_bound_split_adds_up(void **state)
   }
   assert_true(p->bound_seconds[VS_BOUND_LAUNCH] > 0);
   destroy(b);
+}
+
+/* A job's settings besides a global batch of 8 (up to 4, NULL ended). */
+typedef const char *const job_config[5];
+
+/* What each_stage checks on one built stage: b, built from sets on gpus
+ * GPUs. */
+typedef void stage_check(built *b, const char *const *sets, size_t n_sets,
+                         uint64_t gpus, void *ctx);
+
+/* Builds every pipeline stage of each config (a global batch of 8 and
+ * its settings) on gpus[c] GPUs and checks it. */
+static void each_stage(const job_config *configs, size_t n_configs,
+                       const uint64_t *gpus, stage_check *check, void *ctx)
+{
+  for (size_t c = 0; c < n_configs; c++) {
+    const char *sets[6] = {"training.global_batch=8"};
+    size_t n = 1;
+    while (n < 6 && configs[c][n - 1])
+      sets[n] = configs[c][n - 1], n++;
+    for (uint64_t stage = 0;; stage++) {
+      built *b = build_stage(sets, n, gpus[c], stage);
+      uint64_t pp = b->lay.pp;
+      check(b, sets, n, gpus[c], ctx);
+      destroy(b);
+      if (stage + 1 >= pp)
+        break;
+    }
+  }
+}
+
+/* Whether phase is one of a compute op (priced with a split). */
+static bool compute_phase(int phase)
+{
+  return phase == VS_PHASE_SETUP || phase == VS_PHASE_FWD ||
+         phase == VS_PHASE_BWD || phase == VS_PHASE_RECOMPUTE ||
+         phase == VS_PHASE_OPTIMIZER;
+}
+
+/* op's run of `seconds` split by vs_op_bounds: the parts add up to it,
+ * and an op priced as a whole goes wholly to `whole`'s bound. */
+static void assert_bounds_of(const vs_program *p, const vs_pop *op,
+                             double seconds, int whole)
+{
+  double part[VS_BOUND_N], sum = 0;
+  vs_op_bounds(p, op, seconds, part);
+  for (int k = 0; k < VS_BOUND_N; k++) {
+    assert_true(isfinite(part[k]) && part[k] >= 0);
+    assert_true(whole < 0 || k == whole || part[k] == 0);
+    /* a compute op's parts are its priced split's */
+    assert_true(whole >= 0 || k < VS_BOUND_SPLIT_N || part[k] == 0);
+    sum += part[k];
+  }
+  assert_true(fabs(sum - seconds) <= 1e-12 * seconds);
+  if (whole >= 0)
+    assert_true(part[whole] == seconds);
+}
+
+/* One program's ops split by what bounds them: a compute op as it was
+ * priced (its split adds up to its duration, to the nanosecond it is
+ * rounded up to, and over the program to bound_seconds, with nothing on
+ * copies or the CPU); a collective or a send wholly on the wire, an
+ * offload copy wholly a transfer, the CPU's optimizer step wholly the
+ * CPU's, whatever their run took (2.5 s here). Counts each kind of
+ * bound met in seen. */
+static void assert_program_bounds(const vs_program *p, size_t seen[])
+{
+  double sums[VS_BOUND_SPLIT_N] = {0};
+  for (size_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    const vs_op_kind *k = vs_op_kind_of(p, op);
+    double dur = (double)k->dur_ns * 1e-9, split = 0;
+    for (int b = 0; b < VS_BOUND_SPLIT_N; b++) {
+      split += k->split_s[b];
+      sums[b] += k->split_s[b];
+    }
+    if (compute_phase(op->phase)) {
+      assert_true(split <= dur && dur - split <= 1e-9);
+      assert_bounds_of(p, op, dur, -1);
+      seen[VS_BOUND_MATH] += k->split_s[VS_BOUND_MATH] > 0;
+      continue;
+    }
+    assert_true(split == 0);
+    int whole = op->phase != VS_PHASE_OFFLOAD ? VS_BOUND_COMM
+                : strcmp(k->name, "cpu_optimizer_step") == 0
+                    ? VS_BOUND_CPU
+                    : VS_BOUND_TRANSFER;
+    assert_bounds_of(p, op, 2.5, whole);
+    seen[whole]++;
+  }
+  for (int b = 0; b < VS_BOUND_SPLIT_N; b++)
+    tu_assert_close(sums[b], p->bound_seconds[b], 1e-9);
+}
+
+static void check_program_bounds(built *b, const char *const *sets,
+                                 size_t n_sets, uint64_t gpus, void *seen)
+{
+  (void)sets, (void)n_sets, (void)gpus;
+  assert_program_bounds(&b->p, seen);
+}
+
+/* Every stage of jobs with collectives, sends, recompute, offload copies
+ * to the host and NVMe and the CPU's optimizer step: their ops split by
+ * what bounds them (assert_program_bounds), each bound met. */
+static void test_op_bounds_by_what_ops_do(void **state)
+{
+  static job_config configs[] = {
+      {"parallel.tp=2", "training.checkpointing=full", NULL},
+      {"parallel.pp=2", "parallel.dp=2", "parallel.zero=1", NULL},
+      {"parallel.zero=2", "parallel.dp=2", "parallel.offload_optimizer=cpu",
+       NULL},
+      {"parallel.zero=3", "parallel.offload_params=nvme",
+       "parallel.offload_optimizer=nvme", NULL},
+      {"training.offload_activations=cpu", "training.checkpointing=full",
+       NULL},
+  };
+  static const uint64_t gpus[] = {2, 4, 2, 1, 1};
+  size_t seen[VS_BOUND_N] = {0};
+  (void)state;
+  each_stage(configs, sizeof configs / sizeof configs[0], gpus,
+             check_program_bounds, seen);
+  for (int b = 0; b < VS_BOUND_N; b++)
+    if (b != VS_BOUND_MEMORY && b != VS_BOUND_LAUNCH)
+      assert_true(seen[b] > 0);
 }
 
 static void test_names(void **state)
@@ -1914,12 +2038,22 @@ static void assert_first_unit_starts(const vs_program *unit,
   }
 }
 
+static void check_first_unit(built *whole, const char *const *sets,
+                             size_t n_sets, uint64_t gpus, void *ctx)
+{
+  built *unit = build_stage(sets, n_sets, gpus, whole->stage);
+  (void)ctx;
+  rebuild_job(unit, (vs_job){.first_unit_only = true});
+  assert_first_unit_starts(&unit->p, &whole->p);
+  destroy(unit);
+}
+
 /* Every stage of each of these 1F1B jobs: its setup and first unit built
  * alone (vs_job first_unit_only) are the start of its whole program, the
  * only ops that can start at time 0 (assert_first_unit_starts). */
 static void test_first_unit_alone_is_the_start(void **state)
 {
-  static const char *const configs[][5] = {
+  static job_config configs[] = {
       {"parallel.zero=0", "parallel.dp=2", NULL},
       {"parallel.zero=1", "parallel.dp=2", NULL},
       {"parallel.zero=2", "parallel.dp=2", "parallel.bucket=1MiB", NULL},
@@ -1942,23 +2076,8 @@ static void test_first_unit_alone_is_the_start(void **state)
   };
   static const uint64_t gpus[] = {2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 4, 8, 4};
   (void)state;
-  for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
-    const char *sets[6] = {"training.global_batch=8"};
-    size_t n = 1;
-    while (n < 6 && configs[c][n - 1])
-      sets[n] = configs[c][n - 1], n++;
-    for (uint64_t stage = 0;; stage++) {
-      built *whole = build_stage(sets, n, gpus[c], stage);
-      built *unit = build_stage(sets, n, gpus[c], stage);
-      uint64_t pp = whole->lay.pp;
-      rebuild_job(unit, (vs_job){.first_unit_only = true});
-      assert_first_unit_starts(&unit->p, &whole->p);
-      destroy(whole);
-      destroy(unit);
-      if (stage + 1 >= pp)
-        break;
-    }
-  }
+  each_stage(configs, sizeof configs / sizeof configs[0], gpus,
+             check_first_unit, NULL);
 }
 
 /* What ops and buffers are is kept once: 16 micro-batches repeat the same
@@ -2028,6 +2147,7 @@ int main(void)
       cmocka_unit_test(test_optimizer_step_work),
       cmocka_unit_test(test_tied_embedding_all_reduce),
       cmocka_unit_test(test_names),
+      cmocka_unit_test(test_op_bounds_by_what_ops_do),
       cmocka_unit_test(test_kinds_kept_once_and_rebuilt),
       cmocka_unit_test(test_mtp_embedding_grads_in_head),
   };

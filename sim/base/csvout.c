@@ -562,6 +562,16 @@ void vs_csv_seconds(vs_csv *csv, double seconds)
   vs_csv_printf(csv, "%.9f", seconds);
 }
 
+void vs_csv_seconds_sparse(vs_csv *csv, double seconds)
+{
+  if (seconds == 0) {
+    separator(csv);
+    vs_csv_printf(csv, "0");
+  } else {
+    vs_csv_seconds(csv, seconds);
+  }
+}
+
 void vs_csv_row(vs_csv *csv)
 {
   if (fputc('\n', csv->f) == EOF)

@@ -61,6 +61,8 @@ void vs_csv_u64(vs_csv *csv, uint64_t value);
 void vs_csv_i64(vs_csv *csv, int64_t value);
 void vs_csv_real(vs_csv *csv, double value); /* %.9g */
 void vs_csv_seconds(vs_csv *csv, double seconds); /* %.9f */
+/* %.9f, or 0 for exactly zero: a column of seconds mostly zero. */
+void vs_csv_seconds_sparse(vs_csv *csv, double seconds);
 
 /* Writes printf-formatted text as it is, neither quoted nor separated:
  * for a file that is not CSV (a trace, an SVG) written through vs_csv's

@@ -19,16 +19,24 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* What an op's time is spent on (the report's split of compute time). */
+/* What an op's time is spent on: the report's split of compute time
+ * (the first four) and each op's in op_bounds.csv (all six). */
 typedef enum vs_bound {
   VS_BOUND_MATH,    /* arithmetic at the op's rate (GEMMs by shape, flash
                        attention at its measured rate, the roofline's
                        compute side) */
   VS_BOUND_MEMORY,  /* HBM bytes at the achieved bandwidth */
   VS_BOUND_LAUNCH,  /* kernel floors: launch and tail */
-  VS_BOUND_COMM,    /* collectives a recompute re-runs inside its op */
+  VS_BOUND_COMM,    /* on the wire: collectives and pipeline sends (in a
+                       compute op: the collectives its recompute re-runs) */
+  VS_BOUND_TRANSFER, /* copies between the GPU and host memory or NVMe */
+  VS_BOUND_CPU,     /* the host CPU's work (the offloaded optimizer step) */
   VS_BOUND_N
 } vs_bound;
+
+/* A compute op's priced time splits among the first four bounds (an
+ * array of a split has this many); copies and the CPU bound whole ops. */
+#define VS_BOUND_SPLIT_N (VS_BOUND_COMM + 1)
 
 /* FLOPs and HBM bytes of one op. */
 typedef struct vs_cost_work {

@@ -23,6 +23,7 @@
 
 #include "grow.h"
 #include "category.h"
+#include "resource_kinds.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -138,7 +139,8 @@ static inline uint32_t intern(builder *b, vs_intern_index *ix, void **items,
   return (uint32_t)*n - 1;
 }
 
-_Static_assert(sizeof(vs_op_kind) == VS_OP_NAME_MAX + 32 &&
+_Static_assert(sizeof(vs_op_kind) ==
+                       VS_OP_NAME_MAX + 32 + VS_BOUND_SPLIT_N * sizeof(double) &&
                    sizeof(vs_buffer) == 16,
                "interned items have no padding, and item_hash reads them in "
                "64-bit words");
@@ -170,17 +172,30 @@ struct op_key {
 _Static_assert(sizeof(op_key) == sizeof(const char *) + 32,
                "op_key has no padding: interned keys are hashed as words");
 
-/* The interned kind of an op (name, layer, ...): through its key when an
- * op of the same key was made before, else interned by its contents and
- * its key remembered; NONE when out of memory. */
-static uint32_t kind_of(builder *b, const char *name, int layer,
-                        double seconds, double flops, double bytes, int res,
-                        int via)
+/* What bounds the whole time of an op priced without a split (c->split
+ * NULL): the host CPU's work, a copy to or from the host or NVMe
+ * (offload), or else the wire (collectives, pipeline sends). */
+static uint8_t whole_bound(int phase, int res)
+{
+  if (res == VS_RES_CPU)
+    return VS_BOUND_CPU;
+  return phase == VS_PHASE_OFFLOAD ? VS_BOUND_TRANSFER : VS_BOUND_COMM;
+}
+
+/* The interned kind of an op (name, layer, ...) costing c, in `phase`:
+ * through its key when an op of the same key was made before, else
+ * interned by its contents and its key remembered; NONE when out of
+ * memory. The key leaves out the split and the phase: an op's name,
+ * layer, time and work decide how it is priced (the same op of another
+ * micro-batch), and a name belongs to one phase's ops or its time
+ * differs (a recompute's share). */
+static uint32_t kind_of(builder *b, const char *name, int layer, int phase,
+                        const op_cost *c)
 {
   vs_program *p = b->p;
-  op_key key = {.name = name, .layer = layer, .res = (uint8_t)res,
-                .via = (uint8_t)via, .seconds = bits_of(seconds),
-                .flops = bits_of(flops), .bytes = bits_of(bytes)};
+  op_key key = {.name = name, .layer = layer, .res = (uint8_t)c->res,
+                .via = (uint8_t)c->via, .seconds = bits_of(c->seconds),
+                .flops = bits_of(c->flops), .bytes = bits_of(c->bytes)};
   size_t known = b->n_keys;
   uint32_t at = intern(b, &b->key_index, (void **)&b->keys, &b->n_keys,
                        &b->cap_keys, &key, sizeof key);
@@ -192,12 +207,15 @@ static uint32_t kind_of(builder *b, const char *name, int layer,
   memset(&k, 0, sizeof k);
   /* names are short: copy up to their end, not the whole field */
   memcpy(k.name, name, strnlen(name, sizeof k.name - 1));
-  k.resource = (uint8_t)res;
-  k.resource_via = (uint8_t)via;
+  k.resource = (uint8_t)c->res;
+  k.resource_via = (uint8_t)c->via;
+  k.bound = whole_bound(phase, c->res);
   k.layer = layer;
-  k.dur_ns = to_ns(seconds);
-  k.flops = flops;
-  k.bytes = bytes;
+  k.dur_ns = to_ns(c->seconds);
+  k.flops = c->flops;
+  k.bytes = c->bytes;
+  if (c->split)
+    memcpy(k.split_s, c->split->s, sizeof k.split_s);
   if (!sb_grow(b, (void **)&b->key_kind, &b->cap_key_kind, b->n_keys,
                sizeof *b->key_kind))
     return NONE;
@@ -205,15 +223,13 @@ static uint32_t kind_of(builder *b, const char *name, int layer,
                                   &p->n_kinds, &p->cap_kinds, &k, sizeof k);
 }
 
-/* Appends an op whose bytes cross resource `res` (and `via`; 0: none);
- * its deps and effects must be added before the next op. `name` is a
- * literal or the model's, never a rewritten buffer (op_key). An op on the
- * compute stream comes after a due gather of a received part, and waits
- * for what the stream must (sb_stream_waits). */
-uint32_t sb_new_op_through(builder *b, int stream, int phase,
-                           const char *name, int layer, int mb,
-                           double seconds, double flops, double bytes,
-                           int res, int via)
+/* Appends an op costing c (its bytes crossing c->res and c->via; 0:
+ * none); its deps and effects must be added before the next op. `name`
+ * is a literal or the model's, never a rewritten buffer (op_key). An op
+ * on the compute stream comes after a due gather of a received part, and
+ * waits for what the stream must (sb_stream_waits). */
+uint32_t sb_append_op(builder *b, int stream, int phase, const char *name,
+                      int layer, int mb, const op_cost *c)
 {
   vs_program *p = b->p;
   vs_pop *op;
@@ -221,14 +237,13 @@ uint32_t sb_new_op_through(builder *b, int stream, int phase,
 
   if (stream == VS_STREAM_COMPUTE && b->gather.due)
     sb_gather_received(b);
-  if (b->failed || !time_ok(b, name, seconds) ||
+  if (b->failed || !time_ok(b, name, c->seconds) ||
       !sb_grow(b, (void **)&p->ops, &p->cap_ops, p->n_ops + 1,
                sizeof *p->ops) ||
       !sb_grow(b, (void **)&p->stream_ops[stream], &p->cap_stream_ops[stream],
                p->n_stream_ops[stream] + 1, sizeof(uint32_t)))
     return NONE;
-  if ((kind = kind_of(b, name, layer, seconds, flops, bytes, res, via)) ==
-      NONE)
+  if ((kind = kind_of(b, name, layer, phase, c)) == NONE)
     return NONE;
   if (kind > VS_PROGRAM_KINDS_MAX) {
     b->failed = true;
@@ -257,6 +272,18 @@ uint32_t sb_new_op_through(builder *b, int stream, int phase,
     b->last_comm = idx;
   }
   return idx;
+}
+
+/* Appends an op whose bytes cross resource `res` (and `via`; 0: none),
+ * priced as a whole (sb_append_op). */
+uint32_t sb_new_op_through(builder *b, int stream, int phase,
+                           const char *name, int layer, int mb,
+                           double seconds, double flops, double bytes,
+                           int res, int via)
+{
+  op_cost c = {.seconds = seconds, .flops = flops, .bytes = bytes,
+               .res = res, .via = via};
+  return sb_append_op(b, stream, phase, name, layer, mb, &c);
 }
 
 /* Appends an op that uses no shared resource. */
@@ -831,6 +858,21 @@ void vs_program_fini(vs_program *prog)
   for (int s = 0; s < VS_STREAM_N; s++)
     free(prog->stream_ops[s]);
   memset(prog, 0, sizeof *prog);
+}
+
+void vs_op_bounds(const vs_program *prog, const vs_pop *op, double seconds,
+                  double out[VS_BOUND_N])
+{
+  const vs_op_kind *k = vs_op_kind_of(prog, op);
+  double priced = 0;
+  for (int i = 0; i < VS_BOUND_SPLIT_N; i++)
+    priced += k->split_s[i];
+  for (int i = 0; i < VS_BOUND_N; i++)
+    out[i] = priced > 0 && i < VS_BOUND_SPLIT_N
+                 ? k->split_s[i] * (seconds / priced)
+                 : 0.0;
+  if (!(priced > 0))
+    out[k->bound] = seconds;
 }
 
 const char *vs_stream_name(int stream)

@@ -110,7 +110,10 @@ typedef struct vs_op_kind {
   char name[VS_OP_NAME_MAX]; /* "qkv_proj", "dp_all_reduce", ... */
   uint8_t resource;   /* vs_resource_kind its bytes move through; 0: none */
   uint8_t resource_via; /* a second kind they cross too; 0: none */
-  uint8_t unused[2];  /* zero */
+  uint8_t bound;      /* the vs_bound of all its time when split_s is all
+                         0: the wire (collectives, sends), a copy to or
+                         from the host or NVMe, or the host CPU */
+  uint8_t unused;     /* zero */
   int32_t layer;      /* transformer layer; -1 embedding/step, layers =
                          head */
   uint64_t dur_ns;    /* run time; with a resource, the fixed part before
@@ -118,6 +121,9 @@ typedef struct vs_op_kind {
   double flops;       /* work done */
   double bytes;       /* HBM bytes, or bytes on the wire for collectives,
                          or through its resource */
+  double split_s[VS_BOUND_SPLIT_N]; /* a compute op's dur_ns as priced, by
+                         vs_bound (arithmetic, HBM, launches, collectives
+                         its recompute re-runs); all 0 for other ops */
 } vs_op_kind;
 
 /* Op kinds a program may have: an op names its kind in 24 bits. */
@@ -154,7 +160,7 @@ typedef struct vs_unit_mark {
   uint16_t chunk;         /* its model chunk */
   uint8_t forward;        /* 1: a forward pass, 0: a backward pass */
   uint8_t unused;         /* zero */
-  double bound_seconds[VS_BOUND_N]; /* the program's bound_seconds when it
+  double bound_seconds[VS_BOUND_SPLIT_N]; /* the program's bound_seconds when it
                              began */
 } vs_unit_mark;
 
@@ -183,7 +189,7 @@ typedef struct vs_program {
   size_t n_stream_ops[VS_STREAM_N];
   size_t cap_stream_ops[VS_STREAM_N];
   double compute_seconds;          /* sum of compute-stream op times */
-  double bound_seconds[VS_BOUND_N]; /* of the compute ops' times (not the
+  double bound_seconds[VS_BOUND_SPLIT_N]; /* of the compute ops' times (not the
                                       collectives on the compute stream),
                                       the seconds each vs_bound takes */
   vs_cal_seen cal_seen;            /* sizes timed by calibrated curves */
@@ -323,6 +329,15 @@ static inline const char *vs_op_name(const vs_program *prog, const vs_pop *op)
 {
   return prog->kinds[op->kind].name;
 }
+
+/* What bounds op (of prog) over a run of `seconds` (its end less its
+ * start), by vs_bound, into out: a compute op's split as priced, scaled
+ * to its run (the two differ by the rounding to nanoseconds); any other
+ * op's whole run in its kind's bound (the wire, a copy to or from the
+ * host or NVMe, the host CPU), the time its resource took included. The
+ * parts add up to `seconds`. */
+void vs_op_bounds(const vs_program *prog, const vs_pop *op, double seconds,
+                  double out[VS_BOUND_N]);
 
 const char *vs_stream_name(int stream);
 const char *vs_phase_name(int phase);

@@ -94,7 +94,7 @@ static time_memo *memo_slot(builder *b, uint64_t kind, uint64_t bytes,
 static double split_total(const op_split *x)
 {
   double t = 0;
-  for (int i = 0; i < VS_BOUND_N; i++)
+  for (int i = 0; i < VS_BOUND_SPLIT_N; i++)
     t += x->s[i];
   return t;
 }
@@ -246,7 +246,7 @@ static const op_split *op_time(builder *b, size_t inst, uint32_t k,
 
 static void add_split(double *to, const op_split *x)
 {
-  for (int i = 0; i < VS_BOUND_N; i++)
+  for (int i = 0; i < VS_BOUND_SPLIT_N; i++)
     to[i] += x->s[i];
 }
 
@@ -255,9 +255,10 @@ static void add_split(double *to, const op_split *x)
 static uint32_t bound_op(builder *b, int phase, const char *name, int layer,
                          int mb, double flops, double bytes, const op_split *t)
 {
+  op_cost c = {.seconds = split_total(t), .flops = flops, .bytes = bytes,
+               .split = t};
   add_split(b->p->bound_seconds, t);
-  return sb_new_op(b, VS_STREAM_COMPUTE, phase, name, layer, mb, split_total(t),
-                   flops, bytes);
+  return sb_append_op(b, VS_STREAM_COMPUTE, phase, name, layer, mb, &c);
 }
 
 /* A compute op of time t doing flops and bytes. */

@@ -168,7 +168,7 @@ typedef enum effect_time { AT_START, AT_END } effect_time;
 /* An op's time split by what bounds it (vs_bound); its duration is the
  * sum. */
 typedef struct op_split {
-  double s[VS_BOUND_N];
+  double s[VS_BOUND_SPLIT_N];
 } op_split;
 
 /* What a pipeline send carries. */
@@ -206,6 +206,18 @@ static inline void sb_in_every_step(builder *b) { b->tag = 0; }
 
 /* schedule.c: program storage */
 bool sb_grow(builder *b, void **arr, size_t *cap, size_t need, size_t elem);
+/* What an op costs, for its kind: its time, split by what bounds it for
+ * a compute op, its work, and the resources its bytes cross. */
+typedef struct op_cost {
+  double seconds;       /* its time (with a resource: the fixed part) */
+  double flops, bytes;  /* its work (vs_op_kind) */
+  const op_split *split; /* seconds by vs_bound (a compute op, summing to
+                            seconds); NULL: bound wholly by what it does
+                            (vs_op_kind bound) */
+  int res, via;         /* vs_resource_kind crossed; 0: none */
+} op_cost;
+uint32_t sb_append_op(builder *b, int stream, int phase, const char *name,
+                      int layer, int mb, const op_cost *c);
 uint32_t sb_new_op_through(builder *b, int stream, int phase,
                            const char *name, int layer, int mb,
                            double seconds, double flops, double bytes,

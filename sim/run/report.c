@@ -17,7 +17,11 @@
 
 #define TIMELINE_COLUMNS                                                      \
   "time_s,rank,op,category,delta_bytes,allocated_bytes,reserved_bytes"
-#define OPS_COLUMNS "rank,stream,op,layer,microbatch,start_s,end_s,flops,bytes"
+#define OP_COLUMNS "rank,stream,op,layer,microbatch,start_s,end_s"
+#define OPS_COLUMNS OP_COLUMNS ",flops,bytes"
+#define OP_BOUNDS_COLUMNS                                                     \
+  OP_COLUMNS ",bound,arithmetic_s,memory_s,launch_s,communication_s,"         \
+             "transfer_s,cpu_s"
 #define HOST_TIMELINE_COLUMNS                                                 \
   "time_s,node,place,rank,op,category,delta_bytes,in_use_bytes"
 #define HOST_COLUMNS                                                          \
@@ -316,16 +320,16 @@ static void step_line(const vs_sim *sim, char *buf, size_t len)
 /* The compute time split by what bounds each op (cost.h vs_bound). */
 static void bound_line(const vs_sim *sim, char *buf, size_t len)
 {
-  static const char *const names[VS_BOUND_N] = {
+  static const char *const names[VS_BOUND_SPLIT_N] = {
       "arithmetic", "HBM traffic", "kernel launches",
       "collectives re-run by recompute"};
   double total = 0;
   char t[16];
   int n = snprintf(buf, len, "compute %s by what bounds it:",
                    vs_format_seconds(sim->compute_s, t, sizeof t));
-  for (int i = 0; i < VS_BOUND_N; i++)
+  for (int i = 0; i < VS_BOUND_SPLIT_N; i++)
     total += sim->bound_s[i];
-  for (int i = 0, shown = 0; i < VS_BOUND_N && n >= 0 && (size_t)n < len;
+  for (int i = 0, shown = 0; i < VS_BOUND_SPLIT_N && n >= 0 && (size_t)n < len;
        i++) {
     if (!(sim->bound_s[i] > 0))
       continue;
@@ -650,23 +654,66 @@ static void write_timeline(const vs_sim *sim, vs_csv *c)
   }
 }
 
+/* The columns ops.csv and op_bounds.csv begin with: which op ran when. */
+static void op_cells(vs_csv *c, const vs_rank *r, const vs_op_span *s)
+{
+  const vs_pop *op = &r->prog->ops[s->op];
+  vs_csv_u64(c, r->id);
+  vs_csv_text(c, vs_stream_name(op->stream));
+  vs_csv_text(c, vs_op_name(r->prog, op));
+  vs_csv_i64(c, vs_op_layer(r->prog, op));
+  vs_csv_i64(c, op->microbatch);
+  vs_csv_seconds(c, (double)s->start_ns * 1e-9);
+  vs_csv_seconds(c, (double)s->end_ns * 1e-9);
+}
+
 static void write_ops(const vs_sim *sim, vs_csv *c)
 {
   vs_csv_header(c, OPS_COLUMNS);
   for (size_t i = 0; i < sim->n_ranks; i++) {
     const vs_rank *r = &sim->ranks[i];
     for (size_t k = 0; k < r->n_spans; k++) {
-      const vs_op_span *s = &r->spans[k];
-      const vs_pop *op = &r->prog->ops[s->op];
-      vs_csv_u64(c, r->id);
-      vs_csv_text(c, vs_stream_name(op->stream));
-      vs_csv_text(c, vs_op_name(r->prog, op));
-      vs_csv_i64(c, vs_op_layer(r->prog, op));
-      vs_csv_i64(c, op->microbatch);
-      vs_csv_seconds(c, (double)s->start_ns * 1e-9);
-      vs_csv_seconds(c, (double)s->end_ns * 1e-9);
-      vs_csv_real(c, vs_op_kind_of(r->prog, op)->flops);
-      vs_csv_real(c, vs_op_kind_of(r->prog, op)->bytes);
+      const vs_op_kind *kind =
+          vs_op_kind_of(r->prog, &r->prog->ops[r->spans[k].op]);
+      op_cells(c, r, &r->spans[k]);
+      vs_csv_real(c, kind->flops);
+      vs_csv_real(c, kind->bytes);
+      vs_csv_row(c);
+    }
+  }
+}
+
+/* The run of span s of r split by what bounds it (vs_op_bounds) into
+ * part; returns the name of the largest part (op_bounds.csv's column
+ * names without "_s"), "none" for an op that takes no time. */
+static const char *span_bounds(const vs_rank *r, const vs_op_span *s,
+                               double part[VS_BOUND_N])
+{
+  static const char *const names[VS_BOUND_N] = {
+      "arithmetic", "memory", "launch", "communication", "transfer", "cpu"};
+  int most = 0;
+  vs_op_bounds(r->prog, &r->prog->ops[s->op],
+               (double)(s->end_ns - s->start_ns) * 1e-9, part);
+  for (int b = 1; b < VS_BOUND_N; b++)
+    if (part[b] > part[most])
+      most = b;
+  return part[most] > 0 ? names[most] : "none";
+}
+
+/* op_bounds.csv: each op of ops.csv (the same rows, in the same order)
+ * with its run split by what bounds it, and the largest part. */
+static void write_op_bounds(const vs_sim *sim, vs_csv *c)
+{
+  vs_csv_header(c, OP_BOUNDS_COLUMNS);
+  for (size_t i = 0; i < sim->n_ranks; i++) {
+    const vs_rank *r = &sim->ranks[i];
+    for (size_t k = 0; k < r->n_spans; k++) {
+      double part[VS_BOUND_N];
+      const char *most = span_bounds(r, &r->spans[k], part);
+      op_cells(c, r, &r->spans[k]);
+      vs_csv_text(c, most);
+      for (int b = 0; b < VS_BOUND_N; b++)
+        vs_csv_seconds_sparse(c, part[b]);
       vs_csv_row(c);
     }
   }
@@ -720,13 +767,14 @@ static void write_host_timeline(const vs_sim *sim, vs_csv *c)
 }
 
 const char *const vs_report_csv_names[VS_REPORT_CSV_FILES] = {
-    "summary.csv", "timeline.csv", "ops.csv", "host.csv", "host_timeline.csv"};
+    "summary.csv", "timeline.csv", "ops.csv", "host.csv", "host_timeline.csv",
+    "op_bounds.csv"};
 
 int vs_report_write_csv(const vs_sim *sim, const char *dir, vs_error *err)
 {
   static void (*const writers[VS_REPORT_CSV_FILES])(const vs_sim *, vs_csv *) = {
       write_summary, write_timeline, write_ops, write_host,
-      write_host_timeline};
+      write_host_timeline, write_op_bounds};
   vs_csv files[VS_REPORT_CSV_FILES];
   char path[4096];
   int rc;
@@ -802,15 +850,17 @@ static void trace_ops(trace_out *t, const vs_rank *r)
   for (size_t k = 0; k < r->n_spans; k++) {
     const vs_op_span *sp = &r->spans[k];
     const vs_pop *op = &r->prog->ops[sp->op];
+    double part[VS_BOUND_N];
     trace_event(t, "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\","
                    "\"pid\":%u,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
-                   "\"args\":{\"layer\":%d,\"microbatch\":%d}}",
+                   "\"args\":{\"layer\":%d,\"microbatch\":%d,"
+                   "\"bound\":\"%s\"}}",
                 vs_op_name(r->prog, op), vs_phase_name(op->phase), r->id,
                 op->stream,
                 (double)sp->start_ns / 1e3,
                 (double)(sp->end_ns - sp->start_ns) / 1e3,
                 vs_op_layer(r->prog, op),
-                op->microbatch);
+                op->microbatch, span_bounds(r, sp, part));
   }
 }
 

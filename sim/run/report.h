@@ -59,15 +59,16 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
 
 /* The files of `--csv DIR`, in the order they are written: summary.csv,
  * timeline.csv, ops.csv, host.csv (one row per tracked node and place it
- * uses, host or NVMe) and host_timeline.csv (one row per change of a
- * node's host or NVMe memory); the last two only the header without
- * offload. */
-#define VS_REPORT_CSV_FILES 5
+ * uses, host or NVMe), host_timeline.csv (one row per change of a node's
+ * host or NVMe memory; these two only the header without offload) and
+ * op_bounds.csv (ops.csv's rows, each op's run split by what bounds
+ * it). */
+#define VS_REPORT_CSV_FILES 6
 extern const char *const vs_report_csv_names[VS_REPORT_CSV_FILES];
 
 /* The vs_report_csv_names files in dir (created if missing), appearing
- * together or not at all. timeline and ops need a simulation run with
- * record. */
+ * together or not at all. timeline, ops and op_bounds need a simulation
+ * run with record. */
 int vs_report_write_csv(const vs_sim *sim, const char *dir, vs_error *err);
 
 /* The ranks a trace shows, by global rank id; none: every simulated one. */

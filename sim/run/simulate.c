@@ -303,7 +303,7 @@ static compute_sums compute_of(vs_sim *sim, const vs_program *p)
       continue;
     for (uint32_t o = k->first_op; o < k[1].first_op; o++)
       add_compute_op(p, &p->ops[o], sim->steady_extra, &x);
-    for (int b = 0; b < VS_BOUND_N; b++)
+    for (int b = 0; b < VS_BOUND_SPLIT_N; b++)
       sim->bound_s[b] += (double)sim->steady_extra *
                          (k[1].bound_seconds[b] - k->bound_seconds[b]);
   }
@@ -451,12 +451,17 @@ bool vs_sim_runs_first_step(const vs_sim *sim)
  * ~14, category ~8, delta ~10, allocated and reserved ~11 each, commas
  * and newline 7), of an ops.csv row (rank ~3, stream ~7, op name ~14,
  * layer and micro-batch ~2 each, start and end ~12 each, flops ~12 and
- * bytes ~10 in %.9g, commas and newline 9) and of a trace event (97 fixed
- * characters of report.c's format, op name ~14, phase ~3, rank, stream,
- * layer, micro-batch and the two times ~22), from report.c's formats. */
+ * bytes ~10 in %.9g, commas and newline 9) and of a trace event (107
+ * fixed characters of report.c's format, op name ~14, phase ~3, bound
+ * ~10, rank, stream, layer, micro-batch and the two times ~22), from
+ * report.c's formats. */
 #define TIMELINE_ROW_BYTES 76.0
 #define OPS_ROW_BYTES 83.0
-#define TRACE_EVENT_BYTES 136.0
+/* An op_bounds.csv row: an ops.csv row's first seven cells (~61 bytes
+ * with their commas), the bound's name ~10, its six parts (two in %.9f
+ * ~11 each, four zeros written 0), commas and newline 7. */
+#define OP_BOUNDS_ROW_BYTES 104.0
+#define TRACE_EVENT_BYTES 156.0
 /* A trace's memory counter sample: 60 fixed characters, a category name
  * ~8, the time ~12 and the bytes ~10. */
 #define TRACE_COUNTER_BYTES 90.0
@@ -512,7 +517,7 @@ static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
                      (EFFECTS_PER_OP * sizeof(vs_mem_event) +
                       sizeof(vs_op_span));
     w->csv_bytes = w->rank_events * (EFFECTS_PER_OP * TIMELINE_ROW_BYTES +
-                                     OPS_ROW_BYTES);
+                                     OPS_ROW_BYTES + OP_BOUNDS_ROW_BYTES);
     w->trace_bytes = w->rank_events * (TRACE_EVENT_BYTES +
                                        EFFECTS_PER_OP * TRACE_COUNTER_BYTES);
   }

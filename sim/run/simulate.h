@@ -97,7 +97,7 @@ typedef struct vs_sim {
   vs_engine_stats stats;  /* events, end time */
   double step_time_s;     /* slowest rank's step */
   double compute_s;       /* compute-stream kernels (no tp comm) */
-  double bound_s[VS_BOUND_N]; /* compute_s split by what bounds each op
+  double bound_s[VS_BOUND_SPLIT_N]; /* compute_s split by what bounds each op
                              (vs_bound; the same rank's program) */
   double tp_comm_s;       /* tensor-parallel collectives on the compute stream */
   double ep_comm_s;       /* expert-parallel all-to-alls on it */
