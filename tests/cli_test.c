@@ -452,14 +452,21 @@ static void bounds_row(int c, void *user)
 {
   static const char *const names[6] = {
       "arithmetic", "memory", "launch", "communication", "transfer", "cpu"};
+  static const char *const header[BOUND_COLS] = {
+      "rank", "stream", "op", "layer", "microbatch", "start_s", "end_s",
+      "bound", "arithmetic_s", "memory_s", "launch_s", "communication_s",
+      "transfer_s", "cpu_s"};
   bounds_read *b = user;
   double part[6], sum = 0, span;
   int most = 0;
   (void)c;
   assert_int_equal(b->n, BOUND_COLS);
   b->n = 0;
-  if (b->rows++ == 0)
-    return; /* the header */
+  if (b->rows++ == 0) {
+    for (int k = 0; k < BOUND_COLS; k++)
+      assert_string_equal(b->f[k], header[k]);
+    return;
+  }
   span = strtod(b->f[6], NULL) - strtod(b->f[5], NULL);
   for (int k = 0; k < 6; k++) {
     part[k] = strtod(b->f[8 + k], NULL);
@@ -1531,6 +1538,21 @@ static void test_outputs_never_overwrite_hf_config(void **state)
   tu_remove_dir(dir);
 }
 
+/* The first trace event of op `name` says it is bound by `bound`. */
+static void assert_event_bound(const char *trace, const char *name,
+                               const char *bound)
+{
+  char key[64], want[64];
+  const char *at, *end;
+  snprintf(key, sizeof key, "{\"name\":\"%s\",\"cat\"", name);
+  snprintf(want, sizeof want, "\"bound\":\"%s\"}}", bound);
+  assert_non_null(at = strstr(trace, key));
+  assert_non_null(end = strstr(at, "}}"));
+  if (strncmp(end - strlen(want) + 2, want, strlen(want)) != 0)
+    fail_msg("%s's event is not bound by %s: %.*s", name, bound,
+             (int)(end + 2 - at), at);
+}
+
 static void test_trace_is_chrome_json(void **state)
 {
   char dir[64], p[128];
@@ -1565,13 +1587,11 @@ static void test_trace_is_chrome_json(void **state)
     assert_contains(text, "\"pid\":8,");
     assert_null(strstr(text, "\"pid\":0,"));
     /* each op names what bounds it (op_bounds.csv's largest part): a
-     * 7B model's GEMMs their arithmetic, its sends and collectives the
-     * wire, its norms HBM */
-    assert_contains(text, "{\"name\":\"qkv_proj\",\"cat\":\"forward\"");
-    assert_contains(text, "\"layer\":16,\"microbatch\":0,"
-                          "\"bound\":\"arithmetic\"}}");
-    assert_contains(text, "\"bound\":\"communication\"}}");
-    assert_contains(text, "\"bound\":\"memory\"}}");
+     * 7B model's GEMMs their arithmetic, its norms HBM, its pipeline
+     * sends the wire */
+    assert_event_bound(text, "qkv_proj", "arithmetic");
+    assert_event_bound(text, "norm1", "memory");
+    assert_event_bound(text, "send_gradient", "communication");
     free(text);
     two[11] = "1";
     run(two);
@@ -3257,7 +3277,7 @@ static void test_plan_prints_only_confirmed_layouts(void **state)
 /* Issue 21, D11: a job whose estimated work is over the budget is refused
  * before any work, with the estimate: 100,000 layers (1.8e8 events, tens
  * of GB of programs) under --max-memory 8GiB, and --ranks all --csv of a
- * 405B job on 128 GPUs (tens of GB of CSV) under the default 4 GiB of
+ * 405B job on 128 GPUs (tens of GB of CSV) under the default 6 GiB of
  * outputs; nothing is written. Over --max-events, a sweep's combination
  * is invalid with the estimate as its reason. */
 static void test_work_over_budget_is_refused(void **state)
@@ -3283,7 +3303,7 @@ static void test_work_over_budget_is_refused(void **state)
     run(args);
     assert_int_equal(r.status, 1);
     assert_contains(r.err, "the outputs asked for (--csv) are estimated at ");
-    assert_contains(r.err, "over --max-output 4.00 GiB");
+    assert_contains(r.err, "over --max-output 6.00 GiB");
     assert_contains(r.err, "or leave out --ranks all");
   }
   assert_int_equal(tu_count_entries(dir), 0);

@@ -2531,10 +2531,12 @@ static void test_estimate_bounds_the_work(void **state)
     assert_int_equal(vs_report_write_csv(&sim, dir, &err), 0);
     assert_int_equal(vs_report_write_trace(&sim, trace, NULL, &err), 0);
     {
-      char tl[128], ops[128];
+      char tl[128], ops[128], bounds[128];
       snprintf(tl, sizeof tl, "%s/timeline.csv", dir);
       snprintf(ops, sizeof ops, "%s/ops.csv", dir);
-      assert_bounds("csv bytes", w.csv_bytes, file_bytes(tl) + file_bytes(ops));
+      snprintf(bounds, sizeof bounds, "%s/op_bounds.csv", dir);
+      assert_bounds("csv bytes", w.csv_bytes,
+                    file_bytes(tl) + file_bytes(ops) + file_bytes(bounds));
     }
     assert_bounds("trace bytes", w.trace_bytes, file_bytes(trace));
     vs_sim_fini(&sim);

@@ -173,23 +173,34 @@ _Static_assert(sizeof(op_key) == sizeof(const char *) + 32,
                "op_key has no padding: interned keys are hashed as words");
 
 /* What bounds the whole time of an op priced without a split (c->split
- * NULL): the host CPU's work, a copy to or from the host or NVMe
- * (offload), or else the wire (collectives, pipeline sends). */
-static uint8_t whole_bound(int phase, int res)
+ * NULL), by the resource it goes through (in the key): the host CPU's
+ * work; a copy to or from the host or NVMe (PCIe, host memory, NVMe, a
+ * copy engine: every offload op has one); else the wire (collectives
+ * and pipeline sends, which take no resource or a link's). */
+static uint8_t whole_bound(int res)
 {
-  if (res == VS_RES_CPU)
+  switch (res) {
+  case VS_RES_CPU:
     return VS_BOUND_CPU;
-  return phase == VS_PHASE_OFFLOAD ? VS_BOUND_TRANSFER : VS_BOUND_COMM;
+  case VS_RES_PCIE_SWITCH:
+  case VS_RES_PCIE_D2H:
+  case VS_RES_HOST_MEMORY:
+  case VS_RES_NVME:
+  case VS_RES_COPY_ENGINE:
+    return VS_BOUND_TRANSFER;
+  default:
+    return VS_BOUND_COMM;
+  }
 }
 
-/* The interned kind of an op (name, layer, ...) costing c, in `phase`:
- * through its key when an op of the same key was made before, else
- * interned by its contents and its key remembered; NONE when out of
- * memory. The key leaves out the split and the phase: an op's name,
- * layer, time and work decide how it is priced (the same op of another
- * micro-batch), and a name belongs to one phase's ops or its time
- * differs (a recompute's share). */
-static uint32_t kind_of(builder *b, const char *name, int layer, int phase,
+/* The interned kind of an op (name, layer, ...) costing c: through its
+ * key when an op of the same key was made before, else interned by its
+ * contents and its key remembered; NONE when out of memory. The key
+ * leaves out the split: the ops of one key do the same work in the same
+ * time and are priced alike (the same op of another micro-batch; a
+ * frozen layer's backward, one GEMM like its forward, shares the
+ * forward's kind). */
+static uint32_t kind_of(builder *b, const char *name, int layer,
                         const op_cost *c)
 {
   vs_program *p = b->p;
@@ -209,7 +220,7 @@ static uint32_t kind_of(builder *b, const char *name, int layer, int phase,
   memcpy(k.name, name, strnlen(name, sizeof k.name - 1));
   k.resource = (uint8_t)c->res;
   k.resource_via = (uint8_t)c->via;
-  k.bound = whole_bound(phase, c->res);
+  k.bound = whole_bound(c->res);
   k.layer = layer;
   k.dur_ns = to_ns(c->seconds);
   k.flops = c->flops;
@@ -243,7 +254,7 @@ uint32_t sb_append_op(builder *b, int stream, int phase, const char *name,
       !sb_grow(b, (void **)&p->stream_ops[stream], &p->cap_stream_ops[stream],
                p->n_stream_ops[stream] + 1, sizeof(uint32_t)))
     return NONE;
-  if ((kind = kind_of(b, name, layer, phase, c)) == NONE)
+  if ((kind = kind_of(b, name, layer, c)) == NONE)
     return NONE;
   if (kind > VS_PROGRAM_KINDS_MAX) {
     b->failed = true;

@@ -451,7 +451,7 @@ bool vs_sim_runs_first_step(const vs_sim *sim)
  * ~14, category ~8, delta ~10, allocated and reserved ~11 each, commas
  * and newline 7), of an ops.csv row (rank ~3, stream ~7, op name ~14,
  * layer and micro-batch ~2 each, start and end ~12 each, flops ~12 and
- * bytes ~10 in %.9g, commas and newline 9) and of a trace event (107
+ * bytes ~10 in %.9g, commas and newline 9) and of a trace event (108
  * fixed characters of report.c's format, op name ~14, phase ~3, bound
  * ~10, rank, stream, layer, micro-batch and the two times ~22), from
  * report.c's formats. */
@@ -459,7 +459,8 @@ bool vs_sim_runs_first_step(const vs_sim *sim)
 #define OPS_ROW_BYTES 83.0
 /* An op_bounds.csv row: an ops.csv row's first seven cells (~61 bytes
  * with their commas), the bound's name ~10, its six parts (two in %.9f
- * ~11 each, four zeros written 0), commas and newline 7. */
+ * ~11 each, four zeros written 0), commas and newline 8 (the shipped
+ * workloads' rows: 89 to 98 bytes). */
 #define OP_BOUNDS_ROW_BYTES 104.0
 #define TRACE_EVENT_BYTES 156.0
 /* A trace's memory counter sample: 60 fixed characters, a category name
