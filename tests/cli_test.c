@@ -10,6 +10,7 @@
 
 #include <csv.h>
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,6 +318,25 @@ static void test_llama2_7b_on_8_gpus_fits_and_writes_csv(void **state)
   assert_non_null(text);
   assert_true(strncmp(text, "rank,stream,op,layer,microbatch,start_s,end_s,"
                             "flops,bytes\n", 55) == 0);
+  {
+    /* bytes as integers (DESIGN's contract), also past 1e9: the
+     * optimizer step's HBM traffic, 25269058560 B, was written
+     * 2.52690586e+10 (%.9g) */
+    size_t rows = 0, big = 0;
+    for (char *line = strchr(text, '\n'); line && line[1];
+         line = strchr(line + 1, '\n')) {
+      char *last = line;
+      for (char *c = line + 1; *c && *c != '\n'; c++)
+        if (*c == ',')
+          last = c;
+      assert_true(last > line && isdigit((unsigned char)last[1]));
+      for (char *c = last + 1; *c && *c != '\n'; c++)
+        assert_true(isdigit((unsigned char)*c));
+      big += strtod(last + 1, NULL) >= 1e9;
+      rows++;
+    }
+    assert_true(rows > 1000 && big > 0);
+  }
   free(text);
   tu_remove_dir(dir);
 }

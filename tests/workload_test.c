@@ -1063,6 +1063,27 @@ static void test_framework_presets(void **state)
   assert_int_equal(load_at(&wl, path, GPT_MODEL, mine, 2, 0, &err), 0);
   assert_int_equal(wl.parallel.bucket_bytes, 25ull << 20);
   {
+    /* FP8 runs inside a bf16 model (--bf16 --fp8-format): fp32 main
+     * grads too; fp16 keeps its own */
+    static const char *const mg_fp8[] = {"training.framework=megatron",
+                                         "training.precision=fp8"};
+    static const char *const mg_fp16[] = {"training.framework=megatron",
+                                          "training.precision=fp16"};
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, mg_fp8, 2, 0, &err), 0);
+    assert_int_equal(wl.training.grad_dtype, VS_GRAD_FP32);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, mg_fp16, 2, 0, &err), 0);
+    assert_true(wl.training.grad_dtype != VS_GRAD_FP32);
+  }
+  {
+    /* FSDP2 reduce-scatters each fully_shard unit's gradients alone: a
+     * bucket of one byte closes at every block */
+    static const char *const fsdp2[] = {"training.framework=fsdp2",
+                                        "parallel.dp=2",
+                                        "training.global_batch=2"};
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, fsdp2, 3, 0, &err), 0);
+    assert_int_equal(wl.parallel.bucket_bytes, 1);
+  }
+  {
     /* FSDP2 runs under torchtitan's pipelines; DeepSpeed's ZeRO-3 does
      * not. FSDP2 is fully_shard over dp > 1, without a master copy */
     static const char *const fsdp2_pp[] = {"training.framework=fsdp2",
@@ -1533,9 +1554,23 @@ static void test_experts(void **state)
                                         "training.framework=hf",
                                         "training.precision=bf16",
                                         "training.global_batch=2"};
+    /* k = 2 of E = 8: the hottest expert gets at most every token once,
+     * (1 + s) k / E <= 1, so s <= 3 (more was capped, while the report
+     * printed the share asked for) */
+    static const char *const skew[] = {"model.experts=8",
+                                       "model.routing_skew=3.5"};
+    static const char *const skew_max[] = {"model.experts=8",
+                                           "model.routing_skew=3"};
     load_bad(GPT_MODEL, cap, 2, 0, VS_EINPUT,
              "--set model.expert_capacity_factor=4.5: gives each expert more "
              "slots than the tokens");
+    load_bad(GPT_MODEL, skew, 2, 0, VS_EINPUT,
+             "--set model.routing_skew=3.5: gives the hottest expert more "
+             "than one copy of each token ((1 + routing_skew) x k / E > 1: "
+             "a token's k copies go to k different experts); at most 3 "
+             "here");
+    load_ok(&wl, GPT_MODEL, skew_max, 2, 0);
+    assert_true(wl.model.routing_skew == 3);
     load_bad(GPT_MODEL, hf_ep, 6, 0, VS_EINPUT,
              "--set parallel.ep=2: expert parallelism is simulated as "
              "Megatron-LM runs it; hf has none here");

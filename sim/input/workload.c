@@ -283,6 +283,16 @@ static int check_experts(vs_workload *wl, vs_error *err)
                         "over the tokens fails there); at most %g here",
                         WHERE("model", "expert_capacity_factor"),
                         (double)m->experts / (double)m->experts_per_token);
+  if ((1.0 + m->routing_skew) * (double)m->experts_per_token >
+      (double)m->experts)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: gives the hottest expert more than one copy of "
+                        "each token ((1 + routing_skew) x k / E > 1: a "
+                        "token's k copies go to k different experts); at "
+                        "most %g here",
+                        WHERE("model", "routing_skew"),
+                        (double)m->experts / (double)m->experts_per_token -
+                            1.0);
   if (m->dense_layers >= m->layers)
     return vs_error_set(err, VS_EINPUT,
                         "%s: leaves no mixture-of-experts layer (the model "

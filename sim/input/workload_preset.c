@@ -128,15 +128,19 @@ static int preset_megatron_p2p(vs_workload *wl, vs_error *err)
 }
 
 /* Megatron-LM (shared/reference/frameworks.md 3.1): bf16 forces fp32
- * main gradients (accumulate_allreduce_grads_in_fp32, arguments.py);
- * gradient buckets of max(4e7, 1e6 x dp) parameters. */
+ * main gradients (accumulate_allreduce_grads_in_fp32, arguments.py), and
+ * so does FP8, which Megatron runs inside a bf16 model (--bf16 with
+ * --fp8-format: Transformer Engine quantizes each GEMM's inputs, the
+ * weights stay bf16; frameworks.md 7); gradient buckets of max(4e7, 1e6
+ * x dp) parameters. */
 static int preset_megatron(vs_workload *wl, vs_error *err)
 {
   /* Megatron counts the data-parallel ranks with the context-parallel
    * ones (get_data_parallel_world_size(with_context_parallel=True)) */
   uint64_t elems = 1000000 * wl->parallel.dp * wl->parallel.cp;
   int rc = 0;
-  if (wl->training.precision == VS_PREC_BF16)
+  if (wl->training.precision == VS_PREC_BF16 ||
+      wl->training.precision == VS_PREC_FP8)
     rc = preset(wl, "training", "grad_dtype", "fp32",
                 "Megatron-LM accumulates bf16 gradients in fp32 main grads",
                 err);
@@ -188,7 +192,8 @@ static int preset_deepspeed(vs_workload *wl, vs_error *err)
 /* FSDP2 as torchtitan runs it (shared/reference/frameworks.md 4.3): every
  * parameter sharded (zero = 3) and kept in fp32, which the optimizer
  * steps without a master copy; gradients reduced in fp32
- * (mixed_precision_reduce). */
+ * (mixed_precision_reduce), each fully_shard unit's (a block's) in a
+ * reduce-scatter of its own: no bucket merges blocks. */
 static int preset_fsdp2(vs_workload *wl, vs_error *err)
 {
   int rc = preset(wl, "parallel", "zero", "3",
@@ -199,7 +204,11 @@ static int preset_fsdp2(vs_workload *wl, vs_error *err)
   if (!rc && wl->training.precision != VS_PREC_FP32)
     rc = preset(wl, "training", "grad_dtype", "fp32",
                 "torchtitan reduces gradients in fp32", err);
-  return rc;
+  return rc ? rc
+            : preset(wl, "parallel", "bucket", "1B",
+                     "fully_shard reduce-scatters each block's gradients "
+                     "on their own",
+                     err);
 }
 
 /* The Hugging Face Trainer (frameworks.md 1.2): bf16 = True runs

@@ -9,6 +9,7 @@
 #include "units.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -677,7 +678,9 @@ static void write_ops(const vs_sim *sim, vs_csv *c)
           vs_op_kind_of(r->prog, &r->prog->ops[r->spans[k].op]);
       op_cells(c, r, &r->spans[k]);
       vs_csv_real(c, kind->flops);
-      vs_csv_real(c, kind->bytes);
+      /* bytes as integers (DESIGN's CSV contract), rounded: a priced
+       * traffic can be fractional (an 8-bit optimizer's step) */
+      vs_csv_u64(c, (uint64_t)llround(kind->bytes));
       vs_csv_row(c);
     }
   }
