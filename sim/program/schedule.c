@@ -139,8 +139,8 @@ static inline uint32_t intern(builder *b, vs_intern_index *ix, void **items,
   return (uint32_t)*n - 1;
 }
 
-_Static_assert(sizeof(vs_op_kind) ==
-                       VS_OP_NAME_MAX + 32 + VS_BOUND_SPLIT_N * sizeof(double) &&
+_Static_assert(sizeof(vs_op_kind) == VS_OP_NAME_MAX + 32 +
+                                          VS_BOUND_SPLIT_N * sizeof(double) &&
                    sizeof(vs_buffer) == 16,
                "interned items have no padding, and item_hash reads them in "
                "64-bit words");
