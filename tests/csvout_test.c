@@ -53,18 +53,26 @@ static void test_header_and_rows(void **state)
   vs_csv_seconds(&csv, 1e-9);
   vs_csv_seconds_sparse(&csv, 2e-9);
   vs_csv_row(&csv);
+  vs_csv_u64(&csv, 0);
+  vs_csv_text(&csv, "x");
+  vs_csv_i64(&csv, -7);
+  vs_csv_real(&csv, 0);
+  vs_csv_ns(&csv, 123456789012ull);
+  vs_csv_ns(&csv, 5);
+  vs_csv_row(&csv);
   assert_int_equal(vs_csv_commit(&csv, &err), 0);
   text = tu_read_file(path);
   assert_non_null(text);
   /* Numbers plainly: %llu, %lld, %.9g (1.5e12 -> "1.5e+12", 1/3 ->
    * "0.333333333"), %.9f (0.25 -> "0.250000000", 1 ns -> "0.000000001"),
-   * sparse seconds as %.9f but zero as 0. An empty text field needs no
-   * quotes. */
+   * sparse seconds as %.9f but zero as 0, nanoseconds as seconds with 9
+   * decimals. An empty text field needs no quotes. */
   assert_string_equal(text,
                       "rank,op,delta_bytes,flops,start_s,memory_s\n"
                       "3,qkv_proj,-4096,1.5e+12,0.250000000,0\n"
                       "18446744073709551615,,-9223372036854775808,"
-                      "0.333333333,0.000000001,0.000000002\n");
+                      "0.333333333,0.000000001,0.000000002\n"
+                      "0,x,-7,0,123.456789012,0.000000005\n");
   free(text);
   tu_remove_dir(dir);
 }

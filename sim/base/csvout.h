@@ -61,6 +61,11 @@ void vs_csv_u64(vs_csv *csv, uint64_t value);
 void vs_csv_i64(vs_csv *csv, int64_t value);
 void vs_csv_real(vs_csv *csv, double value); /* %.9g */
 void vs_csv_seconds(vs_csv *csv, double seconds); /* %.9f */
+/* ns nanoseconds as seconds with 9 decimals, from the integer: what
+ * vs_csv_seconds writes for ns x 1e-9 below 1e6 s (where the double's
+ * error stays under half a nanosecond; above, this is the exact one),
+ * without formatting a double. */
+void vs_csv_ns(vs_csv *csv, uint64_t ns);
 /* %.9f, or 0 for exactly zero: a column of seconds mostly zero. */
 void vs_csv_seconds_sparse(vs_csv *csv, double seconds);
 

@@ -643,7 +643,7 @@ static void write_timeline(const vs_sim *sim, vs_csv *c)
     const vs_rank *r = &sim->ranks[i];
     for (size_t k = 0; k < r->n_timeline; k++) {
       const vs_mem_event *e = &r->timeline[k];
-      vs_csv_seconds(c, (double)e->t_ns * 1e-9);
+      vs_csv_ns(c, e->t_ns);
       vs_csv_u64(c, r->id);
       vs_csv_text(c, vs_op_name(r->prog, &r->prog->ops[e->op]));
       vs_csv_text(c, vs_category_name(e->category));
@@ -664,8 +664,8 @@ static void op_cells(vs_csv *c, const vs_rank *r, const vs_op_span *s)
   vs_csv_text(c, vs_op_name(r->prog, op));
   vs_csv_i64(c, vs_op_layer(r->prog, op));
   vs_csv_i64(c, op->microbatch);
-  vs_csv_seconds(c, (double)s->start_ns * 1e-9);
-  vs_csv_seconds(c, (double)s->end_ns * 1e-9);
+  vs_csv_ns(c, s->start_ns);
+  vs_csv_ns(c, s->end_ns);
 }
 
 static void write_ops(const vs_sim *sim, vs_csv *c)
@@ -741,7 +741,7 @@ static void write_host(const vs_sim *sim, vs_csv *c)
       vs_csv_u64(c, m->peak_allocated_bytes);
       vs_csv_u64(c, m->capacity_bytes);
       vs_csv_text(c, vs_mem_fits(m) ? "true" : "false");
-      vs_csv_seconds(c, (double)m->peak_t_ns * 1e-9);
+      vs_csv_ns(c, m->peak_t_ns);
       vs_csv_row(c);
     }
 }
@@ -756,7 +756,7 @@ static void write_host_timeline(const vs_sim *sim, vs_csv *c)
     for (size_t k = 0; k < n->n_timeline; k++) {
       const vs_node_event *e = &n->timeline[k];
       const vs_rank *r = &sim->ranks[e->rank];
-      vs_csv_seconds(c, (double)e->t_ns * 1e-9);
+      vs_csv_ns(c, e->t_ns);
       vs_csv_u64(c, n->node);
       vs_csv_text(c, vs_place_name(e->place));
       vs_csv_u64(c, r->id);
