@@ -544,14 +544,13 @@ void vs_csv_text(vs_csv *csv, const char *text)
 static void put_digits(vs_csv *csv, uint64_t value, int width)
 {
   char buf[24];
-  char *p = buf + sizeof buf;
+  char *end = buf + sizeof buf, *p = end;
   do {
     *--p = (char)('0' + value % 10);
     value /= 10;
     width--;
   } while (value > 0 || width > 0);
-  if (fwrite(p, 1, (size_t)(buf + sizeof buf - p), csv->f) !=
-      (size_t)(buf + sizeof buf - p))
+  if (fwrite(p, 1, (size_t)(end - p), csv->f) != (size_t)(end - p))
     note_failure(csv);
 }
 
@@ -593,12 +592,10 @@ void vs_csv_ns(vs_csv *csv, uint64_t ns)
 
 void vs_csv_seconds_sparse(vs_csv *csv, double seconds)
 {
-  if (seconds == 0) {
-    separator(csv);
-    vs_csv_printf(csv, "0");
-  } else {
+  if (seconds == 0)
+    vs_csv_u64(csv, 0);
+  else
     vs_csv_seconds(csv, seconds);
-  }
 }
 
 void vs_csv_row(vs_csv *csv)
