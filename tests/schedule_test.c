@@ -1702,6 +1702,61 @@ static void test_backward_gemms_by_shape(void **state)
   destroy(b);
 }
 
+/* Op `name`'s duration in layer 0, micro-batch 0, phase `phase`. */
+static uint64_t layer0_dur_ns(const vs_program *p, const char *name,
+                              int phase)
+{
+  for (size_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    if (op->phase == phase && vs_op_layer(p, op) == 0 &&
+        op->microbatch == 0 && strcmp(vs_op_name(p, op), name) == 0)
+      return vs_op_kind_of(p, op)->dur_ns;
+  }
+  fail_msg("no %s in layer 0", name);
+  return 0;
+}
+
+/* Under autocast the casts are kernels of their own, after one another
+ * on the stream, so their time adds to the GEMM's instead of hiding under
+ * it. GPT's fused QKV projection (128 tokens, hidden 256, 768 outputs)
+ * casts its fp32 weight (4 B read, 2 B written: 6 x 256 x 768) and its
+ * fp32 input (6 x 128 x 256) forward; backward casts the input's
+ * gradient (16 to 32 bits, 6 x 128 x 256) and the weight's. */
+static void test_autocast_casts_are_kernels_of_their_own(void **state)
+{
+  static const char *const amp[] = {"training.precision=amp_bf16"};
+  built *b = build(amp, 1, 1);
+  const vs_block *l0 = vs_model_layer(&b->m, 0);
+  const vs_op_spec *o = &l0->ops[1];
+  double gemm, side, t;
+  (void)state;
+  assert_string_equal(o->name, "qkv_proj");
+  assert_true(o->fwd_side.bytes == 6.0 * 256 * 768 + 6.0 * 128 * 256);
+  assert_int_equal(o->fwd_side.kernels, 2);
+  assert_true(o->wgrad_side.bytes == 6.0 * 256 * 768);
+  assert_int_equal(o->wgrad_side.kernels, 1);
+  assert_true(o->bwd_side.bytes == 6.0 * 128 * 256);
+  assert_int_equal(o->bwd_side.kernels, 1);
+  gemm = o->fwd_bytes - o->fwd_side.bytes;
+  t = vs_cost_gemm_seconds(&b->topo, VS_PREC_BF16, o->gemm, o->fwd_flops,
+                           gemm, NULL) +
+      vs_cost_roofline_seconds(&b->topo, VS_PREC_BF16, false, 0,
+                               o->fwd_side.bytes, NULL) +
+      3 * 3e-6;
+  assert_true(llabs((long long)layer0_dur_ns(&b->p, o->name, VS_PHASE_FWD) -
+                    (long long)ceil(t * 1e9)) <= 1);
+  side = o->bwd_side.bytes + o->wgrad_side.bytes;
+  t = vs_cost_gemm_seconds(&b->topo, VS_PREC_BF16, vs_gemm_dgrad(o->gemm),
+                           o->fwd_flops, gemm, NULL) +
+      vs_cost_gemm_seconds(&b->topo, VS_PREC_BF16, vs_gemm_wgrad(o->gemm),
+                           o->fwd_flops, o->bwd_bytes - side - gemm, NULL) +
+      vs_cost_roofline_seconds(&b->topo, VS_PREC_BF16, false, 0, side, NULL) +
+      4 * 3e-6;
+  assert_true(llabs((long long)layer0_dur_ns(&b->p, o->name, VS_PHASE_BWD) -
+                    (long long)ceil(t * 1e9)) <= 1);
+  destroy(b);
+}
+
 static void test_op_durations_follow_roofline(void **state)
 {
   built *b = build(NULL, 0, 1);
@@ -2145,6 +2200,7 @@ int main(void)
       cmocka_unit_test(test_tp2_sequence_parallel),
       cmocka_unit_test(test_op_durations_follow_roofline),
       cmocka_unit_test(test_backward_gemms_by_shape),
+      cmocka_unit_test(test_autocast_casts_are_kernels_of_their_own),
       cmocka_unit_test(test_bound_split_adds_up),
       cmocka_unit_test(test_flash_at_its_measured_rate),
       cmocka_unit_test(test_optimizer_step_work),

@@ -132,6 +132,25 @@ void vs_block_as_elementwise(vs_op_spec *op, uint64_t elems, uint64_t e,
   op->bwd_temp_bytes = e * elems;
 }
 
+/* Adds `kernels` kernels of their own moving `bytes` to op's pass, and
+ * the bytes to the pass's total. */
+void vs_block_side(vs_op_spec *op, vs_side_pass pass, double bytes,
+                   uint32_t kernels)
+{
+  vs_side_work *w = pass == SIDE_FWD   ? &op->fwd_side
+                    : pass == SIDE_BWD ? &op->bwd_side
+                                       : &op->wgrad_side;
+  w->bytes += bytes;
+  w->kernels += kernels;
+  if (pass == SIDE_FWD) {
+    op->fwd_bytes += bytes;
+    return;
+  }
+  op->bwd_bytes += bytes;
+  if (pass == SIDE_WGRAD)
+    op->wgrad_bytes += bytes;
+}
+
 /* A tensor-parallel collective (Megatron's f and g operators; with
  * sequence parallelism all-gather and reduce-scatter replace them), over
  * d's tensor-parallel group. */
@@ -201,7 +220,10 @@ int vs_block_weight_copy(vs_block *blk, const vs_dims *d, uint64_t rows,
       rows <= 1 || cols <= 1 || dtype == VS_DTYPE_FP8_SCALED)
     return 0;
   if (d->amp) {
-    op->fwd_bytes += (double)(6 * now);
+    /* the cast, and in backward the gradient's cast to fp32 (2 B read,
+     * 4 B written): each a kernel of its own */
+    vs_block_side(op, SIDE_FWD, (double)(6 * now), 1);
+    vs_block_side(op, SIDE_WGRAD, (double)(6 * now), 1);
     before = largest_earlier_weight(blk, op, d, ANY_PASS);
     if (now > before)
       op->bwd_temp_bytes += 6 * (now - before);
@@ -422,13 +444,20 @@ int vs_block_dropout(vs_block *blk, const vs_dims *d, const char *name,
  * output) is cast to 16 bits by each of the `casts` linears that read it,
  * each keeping its own copy (frameworks.md 1.2): the casts read 4 B and
  * write 2 B an element, and in backward each gradient is cast back to
- * fp32 before the norm gets it. */
+ * fp32 (ToCopyBackward) before autograd sums the casts' gradients into
+ * the norm's (casts - 1 adds of two fp32 tensors into a third): each a
+ * kernel of its own. */
 void vs_block_autocast_input(vs_op_spec *op, const vs_dims *d, uint64_t casts,
                              uint64_t elems)
 {
-  if (!d->amp)
+  if (!d->amp || casts == 0)
     return;
-  op->fwd_bytes += (double)(casts * (d->er + d->e) * elems);
+  vs_block_side(op, SIDE_FWD, (double)(casts * (d->er + d->e) * elems),
+                (uint32_t)casts);
+  vs_block_side(op, SIDE_BWD,
+                (double)((casts * (d->e + d->er) + (casts - 1) * 3 * d->er) *
+                         elems),
+                (uint32_t)(2 * casts - 1));
   op->bwd_temp_bytes += d->er * elems;
 }
 

@@ -91,6 +91,18 @@ typedef struct vs_flash_shape {
   bool causal;
 } vs_flash_shape;
 
+/* Work an op does in kernels of their own beside its main one (a GEMM,
+ * attention, or one fused element-wise kernel), each bound by its HBM
+ * bytes: autocast's casts, eager PyTorch's unfused element-wise ops, a
+ * weight gradient's cast and accumulation. These kernels run one after
+ * another on the stream, so they add to the op's time rather than hide
+ * under its GEMM. The bytes are also counted in the op's fwd_bytes,
+ * bwd_bytes or wgrad_bytes. */
+typedef struct vs_side_work {
+  double bytes;
+  uint32_t kernels;
+} vs_side_work;
+
 typedef struct vs_op_spec {
   char name[VS_OP_NAME_MAX];  /* "qkv_proj" */
   bool matmul;                /* runs on tensor cores at the compute dtype */
@@ -119,6 +131,10 @@ typedef struct vs_op_spec {
   double wgrad_flops;         /* the part of bwd_flops that computes the
                                  gradients of params[first_param ..] */
   double wgrad_bytes;         /* the part of bwd_bytes it moves */
+  vs_side_work fwd_side;      /* of fwd_bytes, in kernels of their own */
+  vs_side_work bwd_side;      /* of bwd_bytes outside wgrad_bytes, ... */
+  vs_side_work wgrad_side;    /* of wgrad_bytes, ... (skipped with the
+                                 weight gradient of a frozen weight) */
   uint32_t first_param;       /* the weights whose gradients it computes */
   uint32_t n_params;          /* 0: none */
   uint32_t first_saved;       /* its tensors kept from forward to backward */

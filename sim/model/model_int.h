@@ -135,6 +135,13 @@ void vs_block_as_elementwise(vs_op_spec *op, uint64_t elems, uint64_t e,
 
 void vs_block_comm(vs_comm *c, const vs_dims *d, int kind, uint64_t bytes);
 
+/* The pass a side kernel runs in (vs_side_work): forward, backward
+ * outside the weight gradient, or with the weight gradient. */
+typedef enum { SIDE_FWD, SIDE_BWD, SIDE_WGRAD } vs_side_pass;
+
+void vs_block_side(vs_op_spec *op, vs_side_pass pass, double bytes,
+                   uint32_t kernels);
+
 int vs_block_weight_copy(vs_block *blk, const vs_dims *d, uint64_t rows,
                          uint64_t cols, int dtype, vs_error *err);
 

@@ -150,40 +150,68 @@ static void add_shapeless(builder *b, op_split *x, const vs_op_spec *o,
   sb_add_launch(b, x, kernels);
 }
 
+/* Kernels of their own beside an op's main work (vs_side_work): each
+ * bound by its bytes, one after another, so their time adds. */
+static void add_side(builder *b, op_split *x, double bytes, unsigned kernels)
+{
+  if (bytes > 0)
+    add_work(b, x, op_seconds(b, false, 0.0, bytes), bytes);
+  sb_add_launch(b, x, kernels);
+}
+
 /* `share` of op o's forward (1, or a recompute's part): its GEMM's shape
- * prices it where it has one. */
+ * prices it where it has one; its side kernels add to it. */
 static op_split fwd_split(builder *b, const vs_op_spec *o, double share)
 {
   op_split x = {{0}};
   double f = share * o->fwd_flops, by = share * o->fwd_bytes;
+  double side = share * o->fwd_side.bytes;
   if (!(f > 0 || by > 0))
     return x;
   if (o->gemm.batch)
-    add_gemm(b, &x, o->gemm, f, by);
+    add_gemm(b, &x, o->gemm, f, by - side);
   else
-    add_shapeless(b, &x, o, f, by, o->fwd_kernels);
+    add_shapeless(b, &x, o, f, by - side, o->fwd_kernels);
+  add_side(b, &x, side, o->fwd_side.kernels);
   return x;
 }
 
+/* The share of op o's weight gradient that a backward of `flops` computes
+ * (the recipe leaves out a frozen weight's: vs_kind_plan bwd_flops). */
+static double wgrad_share(const vs_op_spec *o, double flops)
+{
+  double s;
+  if (!(o->wgrad_flops > 0))
+    return 1.0;
+  s = (flops - (o->bwd_flops - o->wgrad_flops)) / o->wgrad_flops;
+  return s < 0 ? 0 : s > 1 ? 1 : s;
+}
+
 /* Op o's backward doing what the recipe runs of it (flops, bytes): a GEMM
- * op's input gradient (forward's FLOPs and bytes), then its second
- * operand's gradient for the rest (none for a frozen weight). */
+ * op's input gradient (forward's GEMM FLOPs and bytes), then its second
+ * operand's gradient for the rest (none for a frozen weight); then its
+ * side kernels, the weight gradient's in its share. */
 static op_split bwd_split(builder *b, const vs_op_spec *o, double flops,
                           double bytes)
 {
   op_split x = {{0}};
-  double f, by;
+  double f, by, s = wgrad_share(o, flops);
+  double side = o->bwd_side.bytes + s * o->wgrad_side.bytes;
+  double gemm = o->fwd_bytes - o->fwd_side.bytes;
   if (!(flops > 0 || bytes > 0))
     return x;
+  bytes -= side;
   if (!o->gemm.batch) {
     add_shapeless(b, &x, o, flops, bytes, o->bwd_kernels);
-    return x;
+  } else {
+    f = flops < o->fwd_flops ? flops : o->fwd_flops;
+    by = bytes < gemm ? bytes : gemm;
+    add_gemm(b, &x, vs_gemm_dgrad(o->gemm), f, by);
+    if (flops > f)
+      add_gemm(b, &x, vs_gemm_wgrad(o->gemm), flops - f, bytes - by);
   }
-  f = flops < o->fwd_flops ? flops : o->fwd_flops;
-  by = bytes < o->fwd_bytes ? bytes : o->fwd_bytes;
-  add_gemm(b, &x, vs_gemm_dgrad(o->gemm), f, by);
-  if (flops > f)
-    add_gemm(b, &x, vs_gemm_wgrad(o->gemm), flops - f, bytes - by);
+  add_side(b, &x, side,
+           o->bwd_side.kernels + (s > 0 ? o->wgrad_side.kernels : 0));
   return x;
 }
 
