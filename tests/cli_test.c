@@ -772,6 +772,48 @@ static double run_step(const char *const *args)
   return step_seconds(r.out);
 }
 
+/* kernels = eager, end to end: torchtitan's preset chooses it and says
+ * why; on Llama-2-7B it lengthens the step by HBM traffic and kernel
+ * launches alone (the same arithmetic, the same memory), and a value
+ * that is neither fused nor eager is refused with both. */
+static void test_eager_kernels_end_to_end(void **state)
+{
+  static const char *const show[] = {"show", "workloads/torchtitan-llama3-8b.ini",
+                                     NULL};
+  static const char *const titan[] = {"run", "workloads/torchtitan-llama3-8b.ini",
+                                      "--gpus", "8", NULL};
+  static const char *const fused[] = {"run", "workloads/llama2-7b.ini",
+                                      "--gpus", "8", NULL};
+  static const char *const eager[] = {"run", "workloads/llama2-7b.ini",
+                                      "--gpus", "8", "--set",
+                                      "training.kernels=eager", NULL};
+  static const char *const bad[] = {"run", "workloads/llama2-7b.ini", "--set",
+                                    "training.kernels=compiled", NULL};
+  char verdict[200];
+  double tf, te, af, ae;
+  (void)state;
+  run(show);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "kernels = eager    ; framework preset: torchtitan "
+                         "compiles nothing unless training.compile = true");
+  run(titan);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "flash attention, eager kernels\n");
+  tf = run_step(fused);
+  af = seconds_after(r.out, "arithmetic ");
+  snprintf(verdict, sizeof verdict, "%s", strstr(r.out, "verdict: "));
+  assert_null(strstr(r.out, "eager kernels"));
+  te = run_step(eager);
+  ae = seconds_after(r.out, "arithmetic ");
+  assert_true(te > 1.1 * tf);
+  tu_assert_close(ae, af, 1e-12);
+  assert_string_equal(strstr(r.out, "verdict: "), verdict);
+  run(bad);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "--set training.kernels=compiled: expected fused or "
+                         "eager");
+}
+
 /* DeepSpeed's ZeRO-2 without overlap_comm (its default below ZeRO-3):
  * show says the preset chose overlap_grad_reduce = false and why, and
  * the reduce-scatters on the compute stream lengthen the step over the
@@ -3488,6 +3530,7 @@ int main(void)
       cmocka_unit_test(test_groups_straddling_nodes),
       cmocka_unit_test(test_deepspeed_zero2_reduces_on_compute),
       cmocka_unit_test(test_hf_samples),
+      cmocka_unit_test(test_eager_kernels_end_to_end),
       cmocka_unit_test(test_moe_sample),
       cmocka_unit_test(test_expert_data_parallel_without_dp),
       cmocka_unit_test(test_skewed_router_raises_the_peak),

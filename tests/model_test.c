@@ -1251,6 +1251,78 @@ static void test_hf_modules(void **state)
                    layer0_saved(&a));
 }
 
+/* kernels = eager prices a Llama layer's element-wise work as eager
+ * PyTorch's operators (README "Fused and eager kernels"; T tokens, h
+ * hidden, f FFN width, 16-bit activations, 4 heads of q and of k):
+ * - RMSNorm: 36 T h bytes in 8 kernels forward (its two casts included),
+ *   92 T h in 14 backward; 28 and 92 in 6 and 12 over autocast's fp32
+ *   residual; the fused norm moves 2 x 2 and 3 x 2;
+ * - rotate_half on q and k (2 T h elements): 10 x 2 bytes each way, 5
+ *   kernels a tensor; torchtitan's complex product 16 + 2 x 2 bytes, 3;
+ * - each residual add reads both and writes the sum: 3 x 2 T h, one
+ *   kernel, with nothing backward at one dtype;
+ * - SwiGLU's product reads both factors (3 x 2 T f) and its backward is a
+ *   kernel a factor (12 T f).
+ * GPT's LayerNorm is one kernel either way. */
+static void test_eager_kernels(void **state)
+{
+  static const char llama[] =
+      "[model]\narch = llama\nlayers = 2\nhidden = 256\nheads = 4\n"
+      "ffn_hidden = 512\nvocab = 1000\nseq_len = 128\n"
+      "[training]\nprecision = bf16\n";
+  const char *const eager[] = {"training.kernels=eager"};
+  const char *const eager_amp[] = {"training.kernels=eager",
+                                   "training.precision=amp_bf16"};
+  const char *const titan[] = {"training.framework=fsdp2", "parallel.dp=2"};
+  const double T = 128, h = 256, f = 512;
+  vs_model fused, m, amp, tt;
+  const vs_block *l;
+  (void)state;
+  build_ini(&fused, llama, NULL, 0);
+  build_ini(&m, llama, eager, 1);
+  build_ini(&amp, llama, eager_amp, 2);
+  build_ini(&tt, llama, titan, 2);
+  l = vs_model_layer(&fused, 0);
+  assert_true(op_named(l, "norm1")->fwd_bytes == 4 * T * h);
+  assert_true(op_named(l, "qkv_proj")->fwd_side.bytes == 0);
+  assert_true(op_named(l, "attn_out_proj")->fwd_side.bytes == 0);
+  l = vs_model_layer(&m, 0);
+  assert_true(op_named(l, "norm1")->fwd_bytes == 36 * T * h);
+  assert_true(op_named(l, "norm1")->bwd_bytes == 92 * T * h);
+  assert_int_equal(op_named(l, "norm1")->fwd_kernels, 8);
+  assert_int_equal(op_named(l, "norm1")->bwd_kernels, 14);
+  assert_true(op_named(l, "qkv_proj")->fwd_side.bytes == 20 * 2 * T * h);
+  assert_true(op_named(l, "qkv_proj")->bwd_side.bytes == 20 * 2 * T * h);
+  assert_int_equal(op_named(l, "qkv_proj")->fwd_side.kernels, 10);
+  assert_true(op_named(l, "attn_out_proj")->fwd_side.bytes == 6 * T * h);
+  assert_int_equal(op_named(l, "attn_out_proj")->fwd_side.kernels, 1);
+  assert_true(op_named(l, "attn_out_proj")->bwd_side.bytes == 0);
+  assert_true(op_named(l, "mlp_down")->fwd_side.bytes == 6 * T * h);
+  assert_true(op_named(l, "swiglu_mul")->fwd_bytes == 6 * T * f);
+  assert_true(op_named(l, "swiglu_mul")->bwd_bytes == 12 * T * f);
+  assert_int_equal(op_named(l, "swiglu_mul")->bwd_kernels, 2);
+  l = vs_model_layer(&amp, 0);
+  assert_true(op_named(l, "norm1")->fwd_bytes == 28 * T * h);
+  assert_true(op_named(l, "norm1")->bwd_bytes == 92 * T * h);
+  assert_int_equal(op_named(l, "norm1")->fwd_kernels, 6);
+  assert_int_equal(op_named(l, "norm1")->bwd_kernels, 12);
+  l = vs_model_layer(&tt, 0);
+  assert_true(op_named(l, "qkv_proj")->fwd_side.bytes == 20 * 2 * T * h);
+  assert_int_equal(op_named(l, "qkv_proj")->fwd_side.kernels, 6);
+  {
+    static const char gpt[] =
+        "[model]\narch = gpt\nlayers = 2\nhidden = 256\nheads = 4\n"
+        "vocab = 1000\nseq_len = 128\n";
+    vs_model g, ge;
+    build_ini(&g, gpt, NULL, 0);
+    build_ini(&ge, gpt, eager, 1);
+    assert_true(op_named(vs_model_layer(&ge, 0), "norm1")->fwd_bytes ==
+                op_named(vs_model_layer(&g, 0), "norm1")->fwd_bytes);
+    assert_int_equal(op_named(vs_model_layer(&ge, 0), "norm1")->bwd_kernels,
+                     2);
+  }
+}
+
 /* Multi-head latent attention (DeepSeek-V2 Sec. 2.1) in a Llama layer:
  * the norm output once for both down projections (2Th), the query latent
  * through its RMSNorm and up projection (2T r_q each), the key-value
@@ -1834,6 +1906,7 @@ int main(void)
       cmocka_unit_test_teardown(test_autocast_bert_layer, free_models),
       cmocka_unit_test_teardown(test_autocast_llama_layer, free_models),
       cmocka_unit_test_teardown(test_hf_modules, free_models),
+      cmocka_unit_test_teardown(test_eager_kernels, free_models),
       cmocka_unit_test_teardown(test_mla_layer, free_models),
       cmocka_unit_test_teardown(test_context_parallel_layer, free_models),
       cmocka_unit_test_teardown(test_moe_layer, free_models),

@@ -1757,6 +1757,54 @@ static void test_autocast_casts_are_kernels_of_their_own(void **state)
   destroy(b);
 }
 
+/* Op `name`'s backward in layer 0, micro-batch 0. */
+static const vs_op_kind *layer0_bwd(const vs_program *p, const char *name)
+{
+  for (size_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    if (op->phase == VS_PHASE_BWD && vs_op_layer(p, op) == 0 &&
+        op->microbatch == 0 && strcmp(vs_op_name(p, op), name) == 0)
+      return vs_op_kind_of(p, op);
+  }
+  fail_msg("no backward %s in layer 0", name);
+  return NULL;
+}
+
+/* With kernels = eager each backward adds the new weight gradients into
+ * the resident ones (AccumulateGrad), a kernel a parameter: GPT's QKV
+ * weight and bias (256 x 768 + 768 bf16 elements: 2 B read twice and 2 B
+ * written). Its LayerNorm stays one fused kernel, and GPT has no rotary
+ * embedding, so that is all QKV's backward gains. Under ZeRO-2 backward
+ * makes the gradients and reduce-scatters them: nothing to add into. */
+static void test_eager_backward_accumulates_gradients(void **state)
+{
+  static const char *const eager[] = {"training.kernels=eager"};
+  static const char *const zero2[] = {"parallel.zero=2"};
+  static const char *const zero2_eager[] = {"parallel.zero=2",
+                                            "training.kernels=eager"};
+  const double acc = 6.0 * (256 * 768 + 768);
+  built *f = build(NULL, 0, 1), *e = build(eager, 1, 1);
+  const vs_op_kind *kf = layer0_bwd(&f->p, "qkv_proj");
+  const vs_op_kind *ke = layer0_bwd(&e->p, "qkv_proj");
+  double t = vs_cost_roofline_seconds(&e->topo, VS_PREC_BF16, false, 0, acc,
+                                      NULL) +
+             2 * 3e-6;
+  (void)state;
+  assert_true(ke->bytes - kf->bytes == acc);
+  assert_true(llabs((long long)(ke->dur_ns - kf->dur_ns) -
+                    (long long)llround(t * 1e9)) <= 1);
+  destroy(f);
+  destroy(e);
+  f = build(zero2, 1, 2);
+  e = build(zero2_eager, 2, 2);
+  assert_true(layer0_bwd(&e->p, "qkv_proj")->bytes ==
+              layer0_bwd(&f->p, "qkv_proj")->bytes);
+  assert_int_equal(layer0_bwd(&e->p, "qkv_proj")->dur_ns,
+                   layer0_bwd(&f->p, "qkv_proj")->dur_ns);
+  destroy(f);
+  destroy(e);
+}
+
 static void test_op_durations_follow_roofline(void **state)
 {
   built *b = build(NULL, 0, 1);
@@ -2201,6 +2249,7 @@ int main(void)
       cmocka_unit_test(test_op_durations_follow_roofline),
       cmocka_unit_test(test_backward_gemms_by_shape),
       cmocka_unit_test(test_autocast_casts_are_kernels_of_their_own),
+      cmocka_unit_test(test_eager_backward_accumulates_gradients),
       cmocka_unit_test(test_bound_split_adds_up),
       cmocka_unit_test(test_flash_at_its_measured_rate),
       cmocka_unit_test(test_optimizer_step_work),

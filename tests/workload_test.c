@@ -1084,6 +1084,24 @@ static void test_framework_presets(void **state)
     assert_int_equal(wl.parallel.bucket_bytes, 1);
   }
   {
+    /* torchtitan (training.compile = false) and the Trainer
+     * (torch_compile = False) run their modules eagerly; the others fuse,
+     * and a workload's own choice wins */
+    static const char *const fsdp2[] = {"training.framework=fsdp2",
+                                        "parallel.dp=2"};
+    static const char *const hf[] = {"training.framework=hf"};
+    static const char *const hf_fused[] = {"training.framework=hf",
+                                           "training.kernels=fused"};
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, fsdp2, 2, 0, &err), 0);
+    assert_int_equal(wl.training.kernels, VS_KERNELS_EAGER);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, hf, 1, 0, &err), 0);
+    assert_int_equal(wl.training.kernels, VS_KERNELS_EAGER);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, hf_fused, 2, 0, &err), 0);
+    assert_int_equal(wl.training.kernels, VS_KERNELS_FUSED);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, mg, 3, 0, &err), 0);
+    assert_int_equal(wl.training.kernels, VS_KERNELS_FUSED);
+  }
+  {
     /* FSDP2 runs under torchtitan's pipelines; DeepSpeed's ZeRO-3 does
      * not. FSDP2 is fully_shard over dp > 1, without a master copy */
     static const char *const fsdp2_pp[] = {"training.framework=fsdp2",

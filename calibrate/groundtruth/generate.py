@@ -65,6 +65,9 @@ def row_to_ini(row):
         lines.append(f"{key} = {gtconfig.csv_value(value)}")
         if key == "vocab":
             lines.append("vocab_divisible_by = 1")
+        if key == "attention":
+            # gtmodels.py runs plain PyTorch modules, a kernel per operator
+            lines.append("kernels = eager")
     return "\n".join(lines) + "\n"
 
 

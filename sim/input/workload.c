@@ -18,6 +18,7 @@ static const char *const ckpt_names[] = {"none", "selective", "full", "ops",
 static const char *const framework_names[] = {"none", "megatron", "deepspeed",
                                               "fsdp2", "hf", NULL};
 static const char *const attention_names[] = {"flash", "eager", NULL};
+static const char *const kernels_names[] = {"fused", "eager", NULL};
 static const char *const cp_comm_names[] = {"p2p", "a2a", "allgather", NULL};
 static const char *const p2p_names[] = {"overlapped", "blocking", NULL};
 static const char *const schedule_names[] = {"1f1b", "gpipe", "interleaved", NULL};
@@ -87,6 +88,7 @@ static const vs_key workload_keys[] = {
     K("training", "checkpoint_layers", VS_KEY_COUNT, training.checkpoint_layers, .hi = 1e5, .default_doc = "0 (every layer)"),
     K("training", "checkpoint_every", VS_KEY_COUNT, training.checkpoint_every, .hi = 1e5, .default_doc = "0 (every layer)"),
     K("training", "attention", VS_KEY_ENUM, training.attention, .choices = attention_names, .default_doc = "flash"),
+    K("training", "kernels", VS_KEY_ENUM, training.kernels, .choices = kernels_names, .default_doc = "fused (framework hf, fsdp2: eager)"),
     K("training", "paged_optimizer", VS_KEY_BOOL, training.paged_optimizer, .default_doc = "false"),
     K("training", "optimizer_in_backward", VS_KEY_BOOL, training.optimizer_in_backward, .default_doc = "false"),
     K("training", "offload_activations", VS_KEY_ENUM, training.offload_activations, .choices = activation_offload_names, .default_doc = "none"),
@@ -137,6 +139,7 @@ const char *vs_optimizer_name(int v) { return optimizer_names[v]; }
 const char *vs_checkpointing_name(int v) { return ckpt_names[v]; }
 const char *vs_framework_name(int v) { return framework_names[v]; }
 const char *vs_attention_name(int v) { return attention_names[v]; }
+const char *vs_kernels_name(int v) { return kernels_names[v]; }
 const char *vs_cp_comm_name(int v) { return cp_comm_names[v]; }
 const char *vs_p2p_name(int v) { return p2p_names[v]; }
 const char *vs_offload_name(int v) { return offload_names[v]; }

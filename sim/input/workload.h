@@ -43,6 +43,13 @@ typedef enum {
   VS_FW_NONE, VS_FW_MEGATRON, VS_FW_DEEPSPEED, VS_FW_FSDP2, VS_FW_HF
 } vs_framework;
 typedef enum { VS_ATTN_FLASH, VS_ATTN_EAGER } vs_attention;
+/* How the framework runs a layer's element-wise work: in the fused
+ * kernels Megatron-LM and Transformer Engine launch (a norm, an
+ * activation, bias-dropout-add: one kernel each), or as eager PyTorch
+ * runs the model's Python code, a kernel per operator (RMSNorm's pow,
+ * mean, rsqrt and products; rotary embeddings; residual adds) with a
+ * gradient accumulation into each resident .grad. */
+typedef enum { VS_KERNELS_FUSED, VS_KERNELS_EAGER } vs_kernels;
 /* How context-parallel attention gets the other ranks' keys and values
  * (Megatron-LM's cp_comm_type): a ring of point-to-point chunks, an
  * all-to-all to heads (Ulysses), or all of them gathered. */
@@ -137,6 +144,7 @@ typedef struct vs_training_conf {
   uint64_t checkpoint_every; /* full: only layers whose 1-based index is a
                                multiple of this (torchtitan); 0 = all */
   int attention;            /* vs_attention */
+  int kernels;              /* vs_kernels */
   int offload_activations;  /* vs_offload: none or cpu (saved activations
                                copied to the host after forward) */
   bool optimizer_in_backward; /* each block's parameters stepped as soon as
@@ -470,6 +478,7 @@ const char *vs_optimizer_name(int optimizer);
 const char *vs_checkpointing_name(int checkpointing);
 const char *vs_framework_name(int framework);
 const char *vs_attention_name(int attention);
+const char *vs_kernels_name(int kernels);
 const char *vs_cp_comm_name(int cp_comm);
 const char *vs_p2p_name(int p2p);
 const char *vs_offload_name(int offload);

@@ -193,7 +193,8 @@ static int preset_deepspeed(vs_workload *wl, vs_error *err)
  * parameter sharded (zero = 3) and kept in fp32, which the optimizer
  * steps without a master copy; gradients reduced in fp32
  * (mixed_precision_reduce), each fully_shard unit's (a block's) in a
- * reduce-scatter of its own: no bucket merges blocks. */
+ * reduce-scatter of its own: no bucket merges blocks; eager modules
+ * (train_configs' training.compile = false, torchtitan 9dec370). */
 static int preset_fsdp2(vs_workload *wl, vs_error *err)
 {
   int rc = preset(wl, "parallel", "zero", "3",
@@ -204,6 +205,11 @@ static int preset_fsdp2(vs_workload *wl, vs_error *err)
   if (!rc && wl->training.precision != VS_PREC_FP32)
     rc = preset(wl, "training", "grad_dtype", "fp32",
                 "torchtitan reduces gradients in fp32", err);
+  if (!rc)
+    rc = preset(wl, "training", "kernels", "eager",
+                "torchtitan compiles nothing unless training.compile = "
+                "true: its modules run eagerly",
+                err);
   return rc ? rc
             : preset(wl, "parallel", "bucket", "1B",
                      "fully_shard reduce-scatters each block's gradients "
@@ -214,7 +220,8 @@ static int preset_fsdp2(vs_workload *wl, vs_error *err)
 /* The Hugging Face Trainer (frameworks.md 1.2): bf16 = True runs
  * torch.autocast over the fp32 model; its data parallelism is DDP, whose
  * gradient buckets hold bucket_cap_mb = 25 MiB
- * (torch.nn.parallel.DistributedDataParallel's default). */
+ * (torch.nn.parallel.DistributedDataParallel's default); the modules run
+ * eagerly (TrainingArguments.torch_compile defaults to False). */
 static int preset_hf(vs_workload *wl, vs_error *err)
 {
   int rc = preset(wl, "training", "precision", "amp_bf16",
@@ -226,6 +233,11 @@ static int preset_hf(vs_workload *wl, vs_error *err)
     rc = preset(wl, "training", "master_weights", "false",
                 "the Trainer steps the model's own 16-bit weights: no "
                 "master copy",
+                err);
+  if (!rc)
+    rc = preset(wl, "training", "kernels", "eager",
+                "the Trainer runs the model's modules eagerly unless "
+                "torch_compile = True",
                 err);
   return rc ? rc
             : preset(wl, "parallel", "bucket", "26214400B",

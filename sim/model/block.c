@@ -387,6 +387,28 @@ int vs_block_lora_adapter(vs_block *blk, const vs_dims *d, const char *name,
   return 0;
 }
 
+/* RMSNorm as eager PyTorch runs the Python of Hugging Face's
+ * LlamaRMSNorm and torchtitan's RMSNorm: x.to(float32), pow(2), mean(-1),
+ * + eps, rsqrt, the product, .to(x's dtype), times the weight, a kernel
+ * each, over elements of ex bytes (4: x is fp32 and neither cast runs).
+ * Bytes an element, forward: pow 4 + 4, mean 4, the product 4 + 4, the
+ * weight's product ex + ex (eps and rsqrt work on one value a row), the
+ * casts ex + 4 and 4 + ex. Backward, as autograd's formulas
+ * (tools/autograd/derivatives.yaml, FunctionsManual.cpp) run them: the
+ * weight product's two gradients and the weight's sum over rows (2ex,
+ * 3ex, ex), the product's two and its sum over the row (8, 12, 4),
+ * rsqrt's on rows, mean's expansion (4), pow_backward's
+ * grad * (2 * x.pow(1)) (8, 8, 12), the sum of x's two gradients (12),
+ * and the casts' (ex + 4 each). */
+static void eager_rmsnorm(vs_op_spec *op, uint64_t ex, uint64_t elems)
+{
+  double n = (double)elems, casts = ex == 4 ? 0.0 : 2.0 * (double)(ex + 4);
+  op->fwd_bytes = n * (20.0 + 2.0 * (double)ex + casts);
+  op->bwd_bytes = n * (6.0 * (double)ex + 68.0 + casts);
+  op->fwd_kernels = ex == 4 ? 6 : 8;
+  op->bwd_kernels = ex == 4 ? 12 : 14;
+}
+
 /* A norm over the replicated activation: saves its input (in fp32 under
  * autocast: the fp32 residual, or its cast), as a fused kernel does.
  * LayerNorm also has a bias; RMSNorm does not. Hugging Face's
@@ -404,6 +426,8 @@ int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name, bool bias,
     return VS_EINPUT;
   vs_block_as_elementwise(op, elems, d->er, 8.0);
   op->bwd_kernels = NORM_BWD_KERNELS;
+  if (d->eager_kernels && !bias)
+    eager_rmsnorm(op, d->er, elems); /* LayerNorm is one kernel even so */
   if (d->hf_modules && !bias) {
     if (vs_block_save_act(blk, op, 4 * elems, VS_DTYPE_FP32, err) ||
         vs_block_save_act(blk, op, d->er * elems, d->er_dtype, err))
@@ -459,6 +483,42 @@ void vs_block_autocast_input(vs_op_spec *op, const vs_dims *d, uint64_t casts,
                          elems),
                 (uint32_t)(2 * casts - 1));
   op->bwd_temp_bytes += d->er * elems;
+}
+
+/* Eager PyTorch adds a sublayer's output (16 bits, e) into the residual
+ * stream (er) in a kernel of its own, newest op's side work: reads both,
+ * writes the sum (er). Backward passes the sum's gradient to both, cast
+ * to 16 bits for the sublayer where the residual is fp32 (autocast). The
+ * fused frameworks run it inside bias-dropout-add (the dropout op). */
+void vs_block_eager_residual_add(vs_op_spec *op, const vs_dims *d)
+{
+  double n = (double)(d->tok_rep * d->h);
+  if (!d->eager_kernels)
+    return;
+  vs_block_side(op, SIDE_FWD, n * (double)(2 * d->er + d->e), 1);
+  if (d->er != d->e)
+    vs_block_side(op, SIDE_BWD, n * (double)(d->er + d->e), 1);
+}
+
+/* The eager rotary embedding of q and k (vs_rope) beside the newest op
+ * (their projection), per element of e bytes:
+ * - rotate_half: x * cos (2e), -x2 on half (e), cat (2e), * sin (2e),
+ *   the sum (3e): five kernels, 10e; backward g * sin (2e), -g on half
+ *   (e), chunk's gradient made whole (2e), g * cos (2e), the sum of x's
+ *   two (3e): five kernels, 10e;
+ * - complex: x.float() (e + 4), the complex product (4 + 4), type_as
+ *   (4 + e): three kernels, 16 + 2e; backward the same three in reverse
+ *   (the product's gradient is g * conj(freqs_cis)). */
+void vs_block_eager_rope(vs_op_spec *op, const vs_dims *d)
+{
+  double n = (double)(d->tokens * (d->a + d->kv) * d->d / d->t);
+  double per = d->rope == ROPE_HALF ? 10.0 * (double)d->e
+                                    : 16.0 + 2.0 * (double)d->e;
+  uint32_t kernels = d->rope == ROPE_HALF ? 10 : 6; /* q's and k's */
+  if (!d->eager_kernels || d->rope == ROPE_NONE)
+    return;
+  vs_block_side(op, SIDE_FWD, n * per, kernels);
+  vs_block_side(op, SIDE_BWD, n * per, kernels);
 }
 
 /* The tensor-parallel collectives of a column-parallel matmul over `rows`

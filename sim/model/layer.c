@@ -53,6 +53,36 @@ static uint64_t softmax_input_bytes(const vs_dims *d)
   return d->hf_modules || d->act_dtype != VS_DTYPE_FP16 ? 4 : d->e;
 }
 
+/* An eager attention's kernels over the s^2 scores beside the softmax
+ * (eager kernels; Megatron-LM fuses scale, mask and softmax into one):
+ * the scale's product (2e an element), the causal mask (the ground-truth
+ * harness's masked_fill_ 2e; Hugging Face's add of a mask in the
+ * activations' dtype, e + 4 where autocast's fp32 mask promotes the sum)
+ * and, under autocast without that promotion, softmax's cast of its input
+ * to fp32 (e + 4). Backward: the cast's (4 + e), the mask's (masked_fill
+ * 2e; an add passes its gradient on, cast to 16 bits when promoted:
+ * 4 + e) and the scale's (2e). Under autocast the context matmul casts
+ * the fp32 probs to 16 bits (4 + e), and its backward casts their
+ * gradient back (e + 4). */
+static void eager_scores_kernels(vs_op_spec *softmax, vs_op_spec *context,
+                                 const vs_dims *d, uint64_t scores)
+{
+  double n = (double)scores, e = (double)d->e, wide = e + 4.0;
+  bool cast = d->amp && !d->hf_modules;
+  double mask_fwd = d->hf_modules && d->amp ? wide : 2.0 * e;
+  double mask_bwd = !d->hf_modules ? 2.0 * e : d->amp ? wide : 0.0;
+  if (!d->eager_kernels)
+    return;
+  vs_block_side(softmax, SIDE_FWD, n * (2.0 * e + mask_fwd + (cast ? wide : 0)),
+                cast ? 3 : 2);
+  vs_block_side(softmax, SIDE_BWD, n * ((cast ? wide : 0) + mask_bwd + 2.0 * e),
+                (cast ? 1u : 0u) + (mask_bwd > 0 ? 1u : 0u) + 1u);
+  if (d->amp) {
+    vs_block_side(context, SIDE_FWD, n * wide, 1);
+    vs_block_side(context, SIDE_BWD, n * wide, 1);
+  }
+}
+
 /* Materialised attention: scores = QK^T, softmax, dropout, probs @ V. The
  * s^2 tensors are `selective`: selective checkpointing recomputes them. With
  * grouped-query attention, eager implementations expand K and V to every
@@ -64,6 +94,7 @@ static int attention_eager(vs_block *blk, const vs_dims *d, vs_error *err)
   uint64_t scores = heads * d->s * d->s * d->b; /* elements */
   uint64_t qk_grads;
   vs_op_spec *op;
+  uint32_t softmax;
 
   if (!(op = vs_block_add_op(blk, "attn_scores", err)))
     return VS_EINPUT;
@@ -92,6 +123,7 @@ static int attention_eager(vs_block *blk, const vs_dims *d, vs_error *err)
     return VS_EINPUT;
   vs_block_as_elementwise(op, scores, d->er, 5.0);
   op->attn_core = true;
+  softmax = blk->n_ops - 1;
   /* its backward holds the probs' gradient (fp32 under autocast, cast
    * from the 16-bit one the matmul made) while it makes its input's */
   op->bwd_temp_bytes = (d->er + softmax_input_bytes(d)) * scores;
@@ -118,6 +150,7 @@ static int attention_eager(vs_block *blk, const vs_dims *d, vs_error *err)
   if (d->dropout || d->amp)
     if (vs_block_save_scores(blk, op, scores, d->act_dtype, err))
       return VS_EINPUT;
+  eager_scores_kernels(&blk->ops[softmax], op, d, scores);
   return 0;
 }
 
@@ -441,8 +474,10 @@ static int standard_attention(vs_block *blk, const vs_dims *d, bool bias,
                                 err))
     return VS_EINPUT;
   if (qkv_weights(blk, d, qkv_cols, err) ||
-      (bias && vs_block_param(blk, d, "qkv.bias", 1, qkv_cols, err)) ||
-      vs_block_lora_adapter(blk, d, "lora_qkv", d->h, KEPT_FOR_WEIGHTS, qkv, 3,
+      (bias && vs_block_param(blk, d, "qkv.bias", 1, qkv_cols, err)))
+    return VS_EINPUT;
+  vs_block_eager_rope(&blk->ops[blk->n_ops - 1], d);
+  if (vs_block_lora_adapter(blk, d, "lora_qkv", d->h, KEPT_FOR_WEIGHTS, qkv, 3,
                             err))
     return VS_EINPUT;
   if ((d->eager ? attention_eager : attention_flash)(blk, d, err))
@@ -537,6 +572,12 @@ static int swiglu_mlp(vs_block *blk, const vs_dims *d, vs_error *err)
   if (!(op = vs_block_add_op(blk, "swiglu_mul", err)))
     return VS_EINPUT;
   vs_block_as_elementwise(op, d->tokens * f, d->e, 1.0);
+  if (d->eager_kernels) { /* a product of two: reads both; backward a
+                             kernel for each factor's gradient */
+    op->fwd_bytes = (double)(3 * d->e * d->tokens * f);
+    op->bwd_bytes = 2.0 * op->fwd_bytes;
+    op->bwd_kernels = 2;
+  }
   if (vs_block_save_act(blk, op, 2 * d->e * d->tokens * f, d->act_dtype, err))
     return VS_EINPUT; /* SiLU(gate) and up */
   if (!vs_block_row_parallel(blk, d, "mlp_down", f, KEPT_FOR_WEIGHTS, err) ||
@@ -814,12 +855,15 @@ int vs_model_build_layer(vs_block *blk, const vs_workload *wl, const vs_dims *d,
   blk->input_bytes = d->er * d->tok_rep * d->h;
   blk->ckpt_bytes = blk->input_bytes;
   if (vs_block_norm(blk, d, "norm1", !llama, err) ||
-      attention_block(blk, d, !llama, err) ||
-      vs_block_norm(blk, d, "norm2", !llama, err))
+      attention_block(blk, d, !llama, err))
+    return VS_EINPUT;
+  vs_block_eager_residual_add(&blk->ops[blk->n_ops - 1], d);
+  if (vs_block_norm(blk, d, "norm2", !llama, err))
     return VS_EINPUT;
   if (mlp == MLP_MOE ? moe_mlp(blk, d, llama, err)
                      : (llama ? swiglu_mlp : gelu_mlp)(blk, d, err))
     return VS_EINPUT;
+  vs_block_eager_residual_add(&blk->ops[blk->n_ops - 1], d);
   if (wl->training.checkpointing == VS_CKPT_OPS)
     op_level_checkpointing(blk, d);
   return 0;

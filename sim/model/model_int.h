@@ -81,7 +81,16 @@ typedef struct vs_dims {
   bool hf_modules;   /* Hugging Face transformers' eager modules
                         (framework = hf): LlamaRMSNorm and GPT-2's
                         NewGELUActivation in Python ops, unfused */
+  bool eager_kernels; /* kernels = eager: element-wise work as eager
+                        PyTorch's per-operator kernels */
+  uint8_t rope;      /* vs_rope: how the rotary embedding runs eagerly */
 } vs_dims;
+
+/* The rotary embedding's eager code (llama layers; Megatron-LM fuses it
+ * into one kernel, which fused kernels leave unpriced): Hugging Face's
+ * rotate_half (x * cos + cat(-x2, x1) * sin) or torchtitan's complex
+ * product (view_as_complex(x.float()) * freqs_cis, then type_as). */
+typedef enum { ROPE_NONE, ROPE_HALF, ROPE_COMPLEX } vs_rope;
 
 /* Who keeps a linear's input for backward. */
 typedef enum vs_input_keeper {
@@ -166,6 +175,10 @@ int vs_block_dropout(vs_block *blk, const vs_dims *d, const char *name,
 
 void vs_block_autocast_input(vs_op_spec *op, const vs_dims *d, uint64_t casts,
                              uint64_t elems);
+
+void vs_block_eager_residual_add(vs_op_spec *op, const vs_dims *d);
+
+void vs_block_eager_rope(vs_op_spec *op, const vs_dims *d);
 
 void vs_block_column_comms(vs_op_spec *op, const vs_dims *d, uint64_t rows,
                            uint64_t width, vs_sp_input input);

@@ -190,9 +190,10 @@ static double wgrad_share(const vs_op_spec *o, double flops)
 /* Op o's backward doing what the recipe runs of it (flops, bytes): a GEMM
  * op's input gradient (forward's GEMM FLOPs and bytes), then its second
  * operand's gradient for the rest (none for a frozen weight); then its
- * side kernels, the weight gradient's in its share. */
+ * side kernels, the weight gradient's in its share, and the gradients'
+ * accumulation `acc` (grad_accumulation, outside `bytes`). */
 static op_split bwd_split(builder *b, const vs_op_spec *o, double flops,
-                          double bytes)
+                          double bytes, vs_side_work acc)
 {
   op_split x = {{0}};
   double f, by, s = wgrad_share(o, flops);
@@ -210,9 +211,45 @@ static op_split bwd_split(builder *b, const vs_op_spec *o, double flops,
     if (flops > f)
       add_gemm(b, &x, vs_gemm_wgrad(o->gemm), flops - f, bytes - by);
   }
-  add_side(b, &x, side,
-           o->bwd_side.kernels + (s > 0 ? o->wgrad_side.kernels : 0));
+  add_side(b, &x, side + acc.bytes,
+           o->bwd_side.kernels + (s > 0 ? o->wgrad_side.kernels : 0) +
+               acc.kernels);
   return x;
+}
+
+static uint32_t *grads_made_in(const builder *b);
+
+/* Eager PyTorch adds each new weight gradient into its parameter's
+ * resident .grad (AccumulateGrad: variable_grad += new_grad once .grad is
+ * defined, torch/csrc/autograd/functions/accumulate_grad.h; a main-grad
+ * hook's add_ alike): a kernel per trainable parameter of op k of inst's
+ * block, reading the resident gradient and the new one (the parameter's
+ * dtype) and writing the sum. Fused frameworks add inside the weight
+ * gradient's GEMM (Megatron-LM's gradient_accumulation_fusion). Where
+ * backward makes the gradients (set to None by the step: the first
+ * micro-batch's are kept as they are; ZeRO-2/3 and FSDP: reduced and
+ * freed each micro-batch) or the step runs in backward, none is priced. */
+static vs_side_work grad_accumulation(const builder *b, size_t inst,
+                                      uint32_t k)
+{
+  const vs_block *blk = sb_block_of(b, inst);
+  const vs_kind_plan *plan = sb_plan_of(b, inst);
+  const vs_op_spec *o = &blk->ops[k];
+  vs_side_work w = {0, 0};
+  double resident;
+  if (b->wl->training.kernels != VS_KERNELS_EAGER || grads_made_in(b) ||
+      b->r->step_in_backward || plan->trainable_elems == 0)
+    return w;
+  resident = (double)plan->grad_bytes / (double)plan->trainable_elems;
+  for (uint32_t i = o->first_param; i < o->first_param + o->n_params; i++) {
+    const vs_param_tensor *p = &blk->params[i];
+    uint64_t n = p->rows * p->cols;
+    if (!p->trainable)
+      continue;
+    w.bytes += 2.0 * resident * (double)n + (double)vs_dtype_bytes(p->dtype, n);
+    w.kernels++;
+  }
+  return w;
 }
 
 /* The next compute-stream op waits for op too (a block's gather, its
@@ -267,7 +304,8 @@ static const op_split *op_time(builder *b, size_t inst, uint32_t k,
     *slot = which == TIME_FWD ? fwd_split(b, o, 1.0)
             : which == TIME_RECOMPUTE
                 ? fwd_split(b, o, o->recompute_share)
-                : bwd_split(b, o, plan->bwd_flops[k], plan->bwd_bytes[k]);
+                : bwd_split(b, o, plan->bwd_flops[k], plan->bwd_bytes[k],
+                            grad_accumulation(b, inst, k));
   }
   return slot;
 }
@@ -1031,9 +1069,10 @@ void sb_backward_block(builder *b, size_t inst, int mb)
     if (plan->recompute_core && k == core_last)
       recompute_core(b, inst, mb);
     op_comm(b, &o->bwd_before, layer, mb);
-    op = sb_compute_op(b, VS_PHASE_BWD, o->name, layer, mb, plan->bwd_flops[k],
-                       plan->bwd_bytes[k],
-                       op_time(b, inst, (uint32_t)k, TIME_BWD));
+    op = sb_compute_op(
+        b, VS_PHASE_BWD, o->name, layer, mb, plan->bwd_flops[k],
+        plan->bwd_bytes[k] + grad_accumulation(b, inst, (uint32_t)k).bytes,
+        op_time(b, inst, (uint32_t)k, TIME_BWD));
     if (grads_per_tensor(b)) {
       op_grads_appear(b, inst, k, op);
     } else if (k == (int)blk->n_ops - 1 && grads_made_in(b)) {

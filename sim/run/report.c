@@ -144,11 +144,12 @@ void vs_report_header(FILE *out, const vs_sim *sim)
           (unsigned long long)wl->training.micro_batch,
           (unsigned long long)wl->training.global_batch,
           (unsigned long long)lay->grad_accum);
-  fprintf(out, "training  %s, %s, checkpointing %s, %s attention\n",
+  fprintf(out, "training  %s, %s, checkpointing %s, %s attention%s\n",
           vs_precision_name(wl->training.precision),
           vs_optimizer_name(wl->training.optimizer),
           vs_checkpointing_name(wl->training.checkpointing),
-          vs_attention_name(wl->training.attention));
+          vs_attention_name(wl->training.attention),
+          wl->training.kernels == VS_KERNELS_EAGER ? ", eager kernels" : "");
   experts_line(out, wl, sim->per_rank_load);
   fputc('\n', out);
 }

@@ -235,6 +235,7 @@ grad_dtype = fp32
 optimizer = momentum
 checkpointing = full
 attention = eager
+kernels = eager
 [parallel]
 tp = 1
 pp = 1
