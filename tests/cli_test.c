@@ -778,10 +778,10 @@ static double run_step(const char *const *args)
  * that is neither fused nor eager is refused with both. */
 static void test_eager_kernels_end_to_end(void **state)
 {
-  static const char *const show[] = {"show", "workloads/torchtitan-llama3-8b.ini",
-                                     NULL};
-  static const char *const titan[] = {"run", "workloads/torchtitan-llama3-8b.ini",
-                                      "--gpus", "8", NULL};
+  static const char *const show[] = {
+      "show", "workloads/torchtitan-llama3-8b.ini", NULL};
+  static const char *const titan[] = {
+      "run", "workloads/torchtitan-llama3-8b.ini", "--gpus", "8", NULL};
   static const char *const fused[] = {"run", "workloads/llama2-7b.ini",
                                       "--gpus", "8", NULL};
   static const char *const eager[] = {"run", "workloads/llama2-7b.ini",

@@ -232,13 +232,18 @@ static uint32_t *grads_made_in(const builder *b);
 static vs_side_work grad_accumulation(const builder *b, size_t inst,
                                       uint32_t k)
 {
-  const vs_block *blk = sb_block_of(b, inst);
-  const vs_kind_plan *plan = sb_plan_of(b, inst);
-  const vs_op_spec *o = &blk->ops[k];
+  const vs_block *blk;
+  const vs_kind_plan *plan;
+  const vs_op_spec *o;
   vs_side_work w = {0, 0};
   double resident;
   if (b->wl->training.kernels != VS_KERNELS_EAGER || grads_made_in(b) ||
-      b->r->step_in_backward || plan->trainable_elems == 0)
+      b->r->step_in_backward)
+    return w;
+  blk = sb_block_of(b, inst);
+  plan = sb_plan_of(b, inst);
+  o = &blk->ops[k];
+  if (plan->trainable_elems == 0)
     return w;
   resident = (double)plan->grad_bytes / (double)plan->trainable_elems;
   for (uint32_t i = o->first_param; i < o->first_param + o->n_params; i++) {

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# vsim next to torchtitan's published FSDP runs of Llama 3.1 8B without
+# torch.compile or Float8: benchmarks/llama3_h100_202412_torchtitan.md
+# (pytorch/torchtitan; torch 1963fc8, torchtitan 9dec370, December 2024),
+# Table 1 (8 GPUs, local batch 2, global 16) and Table 3 (128 GPUs, local
+# batch 2, global 256), row "FSDP": selective (op-level) activation
+# checkpointing, seq 8192, bf16 parameters and fp32 reductions, i.e.
+# workloads/torchtitan-llama3-8b.ini with its local batch set to 2.
+# TPS/GPU is read at iteration 90; Memory is max_reserved, the largest
+# over the GPUs.
+# Not a test: prints a Markdown table; nothing in vsim is set from these
+# figures. The GPUs are Grand Teton's H100s: 96 GB HBM2e at 2.4 TB/s, 500
+# W, 400 Gb/s RDMA per GPU; the benchmark says their peak lies "between
+# SXM and NVL", so each row runs twice, at the SXM's bf16 peak (989
+# TFLOP/s, topologies/h100-sxm-8x.ini) and the NVL's (835, NVIDIA H100
+# NVL datasheet), with 2.4 TB/s of HBM, 96 GB, and 50 GB/s of network a
+# GPU. torchtitan's numbers run eager PyTorch (kernels = eager, the
+# fsdp2 preset's choice).
+# Usage: tests/validation/torchtitan_tables.sh [path/to/vsim]
+set -euo pipefail
+vsim=${1:-build/vsim}
+case $vsim in /*) ;; *) vsim=$PWD/$vsim ;; esac
+cd "$(dirname "$0")/../.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+hardware=(--set topology.gpu.hbm_bandwidth=2.4TB/s
+          --set topology.gpu.memory=96GB
+          --set topology.network.inter_bandwidth=50GB/s)
+
+# run NAME GPUS GLOBAL PEAK: vsim's step time in seconds and its largest
+# peak reserved bytes, space-separated
+run() {
+  local dir=$tmp/$1-$4
+  "$vsim" run workloads/torchtitan-llama3-8b.ini --gpus "$2" \
+    --set parallel.dp="$2" --set training.micro_batch=2 \
+    --set training.global_batch="$3" \
+    --set topology.gpu.peak_tflops_bf16="$4" "${hardware[@]}" \
+    --csv "$dir" > "$dir.out"
+  python3 - "$dir/summary.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+print(rows[0]["step_time_s"], max(int(r["peak_reserved_bytes"]) for r in rows))
+PY
+}
+
+echo "| run | GPUs | published TPS/GPU | vsim at 989 / 835 TFLOP/s | error | published GiB | vsim GiB | error |"
+echo "|---|---|---|---|---|---|---|---|"
+while read -r name gpus global tps gib; do
+  read -r t_sxm reserved < <(run "$name" "$gpus" "$global" 989)
+  read -r t_nvl _ < <(run "$name" "$gpus" "$global" 835)
+  python3 -c "
+g, B, tps, gib = $gpus, $global, $tps, $gib
+a = B * 8192 / $t_sxm / g
+b = B * 8192 / $t_nvl / g
+m = $reserved / 2**30
+print(f'| $name | {g} | {tps:,} | {a:,.0f} / {b:,.0f} | '
+      f'{100*(a-tps)/tps:+.0f}% / {100*(b-tps)/tps:+.0f}% | {gib} | '
+      f'{m:.1f} | {100*(m-gib)/gib:+.1f}% |')"
+done <<'ROWS'
+table-1-fsdp 8 16 5762 82.4
+table-3-fsdp 128 256 5605 67.0
+ROWS
