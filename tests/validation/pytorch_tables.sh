@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# vsim next to torchtitan's published FSDP runs of Llama 3.1 8B without
+# vsim next to published training runs in eager PyTorch (no torch.compile,
+# no Float8; kernels = eager), two tables:
+#
+# 1. torchtitan's FSDP runs of Llama 3.1 8B without
 # torch.compile or Float8: benchmarks/llama3_h100_202412_torchtitan.md
 # (pytorch/torchtitan; torch 1963fc8, torchtitan 9dec370, December 2024),
 # Table 1 (8 GPUs, local batch 2, global 16) and Table 3 (128 GPUs, local
@@ -16,7 +19,21 @@
 # NVL datasheet), with 2.4 TB/s of HBM, 96 GB, and 50 GB/s of network a
 # GPU. torchtitan's numbers run eager PyTorch (kernels = eager, the
 # fsdp2 preset's choice).
-# Usage: tests/validation/torchtitan_tables.sh [path/to/vsim]
+#
+# 2. torchtune's "Optimization flags" table (README.md, added in
+# 1814feb17, November 2024): full_finetune_single_device, Llama 3.2 3B
+# (28 layers, hidden 3072, 24 heads, 8 KV heads, FFN 8192, vocabulary
+# 128256, tied embeddings: its config.json), batch 2 of packed 4096-token
+# sequences, bf16 weights without a master copy (AdamW's states
+# zeros_like the weights), no activation checkpointing, the standard
+# cross entropy, one A100 (80 GB: the 60 GiB peak); row "+ Packed
+# Dataset", the last before compile: 7075 tokens/s and 60.0 GiB of
+# "Peak Memory Active" (active_bytes.all.peak, vsim's peak allocated).
+# vsim runs it as framework = hf: PyTorch's own loop and optimizer with
+# gradients set to None after each step, as torchtune's recipe does; its
+# rotary embedding is priced as Hugging Face's rotate_half (torchtune's
+# own stacks the rotated halves, more kernels).
+# Usage: tests/validation/pytorch_tables.sh [path/to/vsim]
 set -euo pipefail
 vsim=${1:-build/vsim}
 case $vsim in /*) ;; *) vsim=$PWD/$vsim ;; esac
@@ -61,3 +78,39 @@ done <<'ROWS'
 table-1-fsdp 8 16 5762 82.4
 table-3-fsdp 128 256 5605 67.0
 ROWS
+
+cat > "$tmp/llama32-3b.ini" <<'INI'
+[model]
+arch = llama
+layers = 28
+hidden = 3072
+heads = 24
+kv_heads = 8
+ffn_hidden = 8192
+vocab = 128256
+seq_len = 4096
+tied_embeddings = true
+[training]
+framework = hf
+micro_batch = 2
+global_batch = 2
+precision = bf16
+master_weights = false
+optimizer = adamw
+checkpointing = none
+attention = flash
+INI
+"$vsim" run "$tmp/llama32-3b.ini" --gpus 1 \
+  --topology topologies/a100-sxm-80g-8x.ini --csv "$tmp/tune" > "$tmp/tune.out"
+echo
+echo "| run | published tokens/s | vsim | error | published GiB | vsim GiB | error |"
+echo "|---|---|---|---|---|---|---|"
+python3 - "$tmp/tune/summary.csv" <<'PY'
+import csv, sys
+row = list(csv.DictReader(open(sys.argv[1])))[0]
+tps, gib = 7075, 60.0
+v = 2 * 4096 / float(row["step_time_s"])
+m = int(row["peak_allocated_bytes"]) / 2**30
+print(f"| torchtune-3b-packed | {tps:,} | {v:,.0f} | {100*(v-tps)/tps:+.0f}% | "
+      f"{gib} | {m:.1f} | {100*(m-gib)/gib:+.1f}% |")
+PY
