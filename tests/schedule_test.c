@@ -1757,21 +1757,29 @@ static void test_autocast_casts_are_kernels_of_their_own(void **state)
   destroy(b);
 }
 
-/* Op `name`'s backward in layer 0, micro-batch 0. */
-static const vs_op_kind *layer0_bwd(const vs_program *p, const char *name)
+/* Op `name`'s backward in layer 0, micro-batch mb. */
+static const vs_op_kind *layer0_bwd_of(const vs_program *p, const char *name,
+                                       int mb)
 {
   for (size_t i = 0; i < p->n_ops; i++) {
     const vs_pop *op = &p->ops[i];
     if (op->phase == VS_PHASE_BWD && vs_op_layer(p, op) == 0 &&
-        op->microbatch == 0 && strcmp(vs_op_name(p, op), name) == 0)
+        op->microbatch == mb && strcmp(vs_op_name(p, op), name) == 0)
       return vs_op_kind_of(p, op);
   }
-  fail_msg("no backward %s in layer 0", name);
+  fail_msg("no backward %s in layer 0, micro-batch %d", name, mb);
   return NULL;
 }
 
+static const vs_op_kind *layer0_bwd(const vs_program *p, const char *name)
+{
+  return layer0_bwd_of(p, name, 0);
+}
+
 /* With kernels = eager each backward adds the new weight gradients into
- * the resident ones (AccumulateGrad), a kernel a parameter: GPT's QKV
+ * the resident ones (AccumulateGrad), a kernel a parameter, and so does
+ * every backward but a step's first where the step sets them to None:
+ * GPT's QKV
  * weight and bias (256 x 768 + 768 bf16 elements: 2 B read twice and 2 B
  * written). Its LayerNorm stays one fused kernel, and GPT has no rotary
  * embedding, so that is all QKV's backward gains. Under ZeRO-2 backward
@@ -1803,6 +1811,20 @@ static void test_eager_backward_accumulates_gradients(void **state)
                    layer0_bwd(&f->p, "qkv_proj")->dur_ns);
   destroy(f);
   destroy(e);
+  {
+    /* The Trainer (framework = hf: eager, autocast's fp32 weights) sets
+     * the gradients to None at each step: the step's first backward makes
+     * them, the second adds into them, 4 B read twice and written */
+    static const char *const hf[] = {"training.framework=hf",
+                                     "training.global_batch=2"};
+    e = build(hf, 2, 1);
+    assert_true(layer0_bwd_of(&e->p, "qkv_proj", 1)->bytes -
+                    layer0_bwd_of(&e->p, "qkv_proj", 0)->bytes ==
+                12.0 * (256 * 768 + 768));
+    assert_true(layer0_bwd_of(&e->p, "qkv_proj", 1)->dur_ns >
+                layer0_bwd_of(&e->p, "qkv_proj", 0)->dur_ns);
+    destroy(e);
+  }
 }
 
 static void test_op_durations_follow_roofline(void **state)

@@ -217,28 +217,27 @@ static op_split bwd_split(builder *b, const vs_op_spec *o, double flops,
   return x;
 }
 
-static uint32_t *grads_made_in(const builder *b);
-
 /* Eager PyTorch adds each new weight gradient into its parameter's
  * resident .grad (AccumulateGrad: variable_grad += new_grad once .grad is
  * defined, torch/csrc/autograd/functions/accumulate_grad.h; a main-grad
  * hook's add_ alike): a kernel per trainable parameter of op k of inst's
  * block, reading the resident gradient and the new one (the parameter's
  * dtype) and writing the sum. Fused frameworks add inside the weight
- * gradient's GEMM (Megatron-LM's gradient_accumulation_fusion). Where
- * backward makes the gradients (set to None by the step: the first
- * micro-batch's are kept as they are; ZeRO-2/3 and FSDP: reduced and
- * freed each micro-batch) or the step runs in backward, none is priced. */
+ * gradient's GEMM (Megatron-LM's gradient_accumulation_fusion). None is
+ * priced where this backward makes the gradients afresh (`fresh`: the
+ * first micro-batch after the step set them to None, whose gradients
+ * AccumulateGrad keeps as they are), where ZeRO-2/3 and FSDP reduce and
+ * free them each micro-batch, or where the step runs in backward. */
 static vs_side_work grad_accumulation(const builder *b, size_t inst,
-                                      uint32_t k)
+                                      uint32_t k, bool fresh)
 {
   const vs_block *blk;
   const vs_kind_plan *plan;
   const vs_op_spec *o;
   vs_side_work w = {0, 0};
   double resident;
-  if (b->wl->training.kernels != VS_KERNELS_EAGER || grads_made_in(b) ||
-      b->r->step_in_backward)
+  if (b->wl->training.kernels != VS_KERNELS_EAGER || fresh ||
+      sb_transient_grads(b) || b->r->step_in_backward)
     return w;
   blk = sb_block_of(b, inst);
   plan = sb_plan_of(b, inst);
@@ -310,7 +309,8 @@ static const op_split *op_time(builder *b, size_t inst, uint32_t k,
             : which == TIME_RECOMPUTE
                 ? fwd_split(b, o, o->recompute_share)
                 : bwd_split(b, o, plan->bwd_flops[k], plan->bwd_bytes[k],
-                            grad_accumulation(b, inst, k));
+                            grad_accumulation(b, inst, k,
+                                              which == TIME_BWD_FRESH));
   }
   return slot;
 }
@@ -1058,6 +1058,8 @@ void sb_backward_block(builder *b, size_t inst, int mb)
   const vs_kind_plan *plan = sb_plan_of(b, inst);
   int layer = sb_layer_of(inst);
   int core_first = first_core_op(blk), core_last = last_core_op(blk);
+  /* the step's first backward after the step set the gradients to None */
+  bool fresh = mb == 0 && b->r->grads_set_to_none;
 
   if (plan->no_backward)
     return; /* a frozen prefix: no gradient flows through it */
@@ -1076,8 +1078,9 @@ void sb_backward_block(builder *b, size_t inst, int mb)
     op_comm(b, &o->bwd_before, layer, mb);
     op = sb_compute_op(
         b, VS_PHASE_BWD, o->name, layer, mb, plan->bwd_flops[k],
-        plan->bwd_bytes[k] + grad_accumulation(b, inst, (uint32_t)k).bytes,
-        op_time(b, inst, (uint32_t)k, TIME_BWD));
+        plan->bwd_bytes[k] +
+            grad_accumulation(b, inst, (uint32_t)k, fresh).bytes,
+        op_time(b, inst, (uint32_t)k, fresh ? TIME_BWD_FRESH : TIME_BWD));
     if (grads_per_tensor(b)) {
       op_grads_appear(b, inst, k, op);
     } else if (k == (int)blk->n_ops - 1 && grads_made_in(b)) {

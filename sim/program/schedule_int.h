@@ -158,6 +158,8 @@ typedef struct builder {
 typedef enum phase_time {
   TIME_FWD,        /* its forward */
   TIME_BWD,        /* its backward as the kind's plan runs it */
+  TIME_BWD_FRESH,  /* ... where it makes its weights' gradients afresh
+                      (grad_accumulation: nothing to add into) */
   TIME_RECOMPUTE,  /* its share of a full recompute */
   TIME_PHASES
 } phase_time;
