@@ -1255,12 +1255,15 @@ static void test_hf_modules(void **state)
  * PyTorch's operators (README "Fused and eager kernels"; T tokens, h
  * hidden, f FFN width, 16-bit activations, 4 heads of q and of k):
  * - RMSNorm: 36 T h bytes in 8 kernels forward (its two casts included),
- *   92 T h in 14 backward; 28 and 92 in 6 and 12 over autocast's fp32
+ *   92 T h in 16 backward; 28 and 92 in 6 and 14 over autocast's fp32
  *   residual; the fused norm moves 2 x 2 and 3 x 2;
- * - rotate_half on q and k (2 T h elements): 10 x 2 bytes each way, 5
- *   kernels a tensor; torchtitan's complex product 16 + 2 x 2 bytes, 3;
- * - each residual add reads both and writes the sum: 3 x 2 T h, one
- *   kernel, with nothing backward at one dtype;
+ * - the rotary embedding of q and k (2 T h elements): with torch.chunk
+ *   (framework none) 10 x 2 bytes each way, 5 kernels a tensor; Hugging
+ *   Face's slices 20 forward and 30 backward in 5 and 9, or with
+ *   autocast's fp32 cos and sin 36 and 56 in 6 and 12; torchtitan's
+ *   complex product 16 + 2 x 2 bytes in 3;
+ * - each residual add reads both and writes the sum (3 x 2 T h, one
+ *   kernel); backward sums the residual's two gradients (3 x 2 T h);
  * - SwiGLU's product reads both factors (3 x 2 T f) and its backward is a
  *   kernel a factor (12 T f).
  * GPT's LayerNorm is one kernel either way. */
@@ -1274,30 +1277,38 @@ static void test_eager_kernels(void **state)
   const char *const eager_amp[] = {"training.kernels=eager",
                                    "training.precision=amp_bf16"};
   const char *const titan[] = {"training.framework=fsdp2", "parallel.dp=2"};
+  const char *const hf[] = {"training.framework=hf"};
+  const char *const hf_amp[] = {"training.framework=hf",
+                                "training.precision=amp_bf16"};
   const double T = 128, h = 256, f = 512;
-  vs_model fused, m, amp, tt;
+  vs_model fused, m, amp, tt, h16, h32;
   const vs_block *l;
   (void)state;
   build_ini(&fused, llama, NULL, 0);
   build_ini(&m, llama, eager, 1);
   build_ini(&amp, llama, eager_amp, 2);
   build_ini(&tt, llama, titan, 2);
+  build_ini(&h16, llama, hf, 1);
+  build_ini(&h32, llama, hf_amp, 2);
   l = vs_model_layer(&fused, 0);
   assert_true(op_named(l, "norm1")->fwd_bytes == 4 * T * h);
-  assert_true(op_named(l, "qkv_proj")->fwd_side.bytes == 0);
-  assert_true(op_named(l, "attn_out_proj")->fwd_side.bytes == 0);
+  assert_true(op_named(l, "qkv_proj")->fwd_eager.bytes == 0);
+  assert_true(op_named(l, "attn_out_proj")->fwd_eager.bytes == 0);
   l = vs_model_layer(&m, 0);
   assert_true(op_named(l, "norm1")->fwd_bytes == 36 * T * h);
   assert_true(op_named(l, "norm1")->bwd_bytes == 92 * T * h);
+  assert_true(op_named(l, "norm1")->wgrad_bytes == 8 * T * h);
   assert_int_equal(op_named(l, "norm1")->fwd_kernels, 8);
-  assert_int_equal(op_named(l, "norm1")->bwd_kernels, 14);
-  assert_true(op_named(l, "qkv_proj")->fwd_side.bytes == 20 * 2 * T * h);
+  assert_int_equal(op_named(l, "norm1")->bwd_kernels, 16);
+  assert_true(op_named(l, "qkv_proj")->fwd_eager.bytes == 20 * 2 * T * h);
   assert_true(op_named(l, "qkv_proj")->bwd_side.bytes == 20 * 2 * T * h);
-  assert_int_equal(op_named(l, "qkv_proj")->fwd_side.kernels, 10);
-  assert_true(op_named(l, "attn_out_proj")->fwd_side.bytes == 6 * T * h);
-  assert_int_equal(op_named(l, "attn_out_proj")->fwd_side.kernels, 1);
-  assert_true(op_named(l, "attn_out_proj")->bwd_side.bytes == 0);
-  assert_true(op_named(l, "mlp_down")->fwd_side.bytes == 6 * T * h);
+  assert_int_equal(op_named(l, "qkv_proj")->fwd_eager.kernels, 10);
+  assert_true(op_named(l, "qkv_proj")->fwd_side.bytes == 0);
+  assert_true(op_named(l, "attn_out_proj")->fwd_eager.bytes == 6 * T * h);
+  assert_int_equal(op_named(l, "attn_out_proj")->fwd_eager.kernels, 1);
+  assert_true(op_named(l, "attn_out_proj")->bwd_side.bytes == 6 * T * h);
+  assert_int_equal(op_named(l, "attn_out_proj")->bwd_side.kernels, 1);
+  assert_true(op_named(l, "mlp_down")->fwd_eager.bytes == 6 * T * h);
   assert_true(op_named(l, "swiglu_mul")->fwd_bytes == 6 * T * f);
   assert_true(op_named(l, "swiglu_mul")->bwd_bytes == 12 * T * f);
   assert_int_equal(op_named(l, "swiglu_mul")->bwd_kernels, 2);
@@ -1305,10 +1316,17 @@ static void test_eager_kernels(void **state)
   assert_true(op_named(l, "norm1")->fwd_bytes == 28 * T * h);
   assert_true(op_named(l, "norm1")->bwd_bytes == 92 * T * h);
   assert_int_equal(op_named(l, "norm1")->fwd_kernels, 6);
-  assert_int_equal(op_named(l, "norm1")->bwd_kernels, 12);
+  assert_int_equal(op_named(l, "norm1")->bwd_kernels, 14);
   l = vs_model_layer(&tt, 0);
-  assert_true(op_named(l, "qkv_proj")->fwd_side.bytes == 20 * 2 * T * h);
-  assert_int_equal(op_named(l, "qkv_proj")->fwd_side.kernels, 6);
+  assert_true(op_named(l, "qkv_proj")->fwd_eager.bytes == 20 * 2 * T * h);
+  assert_int_equal(op_named(l, "qkv_proj")->fwd_eager.kernels, 6);
+  l = vs_model_layer(&h16, 0);
+  assert_true(op_named(l, "qkv_proj")->fwd_eager.bytes == 20 * 2 * T * h);
+  assert_true(op_named(l, "qkv_proj")->bwd_side.bytes == 30 * 2 * T * h);
+  assert_int_equal(op_named(l, "qkv_proj")->bwd_side.kernels, 18);
+  l = vs_model_layer(&h32, 0);
+  assert_true(op_named(l, "qkv_proj")->fwd_eager.bytes == 36 * 2 * T * h);
+  assert_int_equal(op_named(l, "qkv_proj")->fwd_eager.kernels, 12);
   {
     static const char gpt[] =
         "[model]\narch = gpt\nlayers = 2\nhidden = 256\nheads = 4\n"

@@ -137,12 +137,13 @@ void vs_block_as_elementwise(vs_op_spec *op, uint64_t elems, uint64_t e,
 void vs_block_side(vs_op_spec *op, vs_side_pass pass, double bytes,
                    uint32_t kernels)
 {
-  vs_side_work *w = pass == SIDE_FWD   ? &op->fwd_side
-                    : pass == SIDE_BWD ? &op->bwd_side
-                                       : &op->wgrad_side;
+  vs_side_work *w = pass == SIDE_FWD         ? &op->fwd_side
+                    : pass == SIDE_FWD_EAGER ? &op->fwd_eager
+                    : pass == SIDE_BWD       ? &op->bwd_side
+                                             : &op->wgrad_side;
   w->bytes += bytes;
   w->kernels += kernels;
-  if (pass == SIDE_FWD) {
+  if (pass == SIDE_FWD || pass == SIDE_FWD_EAGER) {
     op->fwd_bytes += bytes;
     return;
   }
@@ -396,17 +397,19 @@ int vs_block_lora_adapter(vs_block *blk, const vs_dims *d, const char *name,
  * casts ex + 4 and 4 + ex. Backward, as autograd's formulas
  * (tools/autograd/derivatives.yaml, FunctionsManual.cpp) run them: the
  * weight product's two gradients and the weight's sum over rows (2ex,
- * 3ex, ex), the product's two and its sum over the row (8, 12, 4),
- * rsqrt's on rows, mean's expansion (4), pow_backward's
- * grad * (2 * x.pow(1)) (8, 8, 12), the sum of x's two gradients (12),
- * and the casts' (ex + 4 each). */
+ * 3ex, ex: the last two the weight gradient, which a frozen weight
+ * skips), the product's two and its sum over the row (8, 12, 4), rsqrt's
+ * -0.5 * grad * result.pow(3) on rows (three kernels), mean's expansion
+ * (4), pow_backward's grad * (2 * x.pow(1)) (8, 8, 12), the sum of x's
+ * two gradients (12), and the casts' (ex + 4 each). */
 static void eager_rmsnorm(vs_op_spec *op, uint64_t ex, uint64_t elems)
 {
   double n = (double)elems, casts = ex == 4 ? 0.0 : 2.0 * (double)(ex + 4);
   op->fwd_bytes = n * (20.0 + 2.0 * (double)ex + casts);
   op->bwd_bytes = n * (6.0 * (double)ex + 68.0 + casts);
+  op->wgrad_bytes = n * 4.0 * (double)ex;
   op->fwd_kernels = ex == 4 ? 6 : 8;
-  op->bwd_kernels = ex == 4 ? 12 : 14;
+  op->bwd_kernels = ex == 4 ? 14 : 16;
 }
 
 /* A norm over the replicated activation: saves its input (in fp32 under
@@ -488,37 +491,66 @@ void vs_block_autocast_input(vs_op_spec *op, const vs_dims *d, uint64_t casts,
 /* Eager PyTorch adds a sublayer's output (16 bits, e) into the residual
  * stream (er) in a kernel of its own, newest op's side work: reads both,
  * writes the sum (er). Backward passes the sum's gradient to both, cast
- * to 16 bits for the sublayer where the residual is fp32 (autocast). The
- * fused frameworks run it inside bias-dropout-add (the dropout op). */
+ * to 16 bits for the sublayer where the residual is fp32 (autocast), and
+ * autograd sums the residual's two gradients, the add's and the norm's
+ * that read it (3er). Fused kernels leave the add unpriced: with dropout
+ * the dropout op stands for Megatron-LM's bias-dropout-add. */
 void vs_block_eager_residual_add(vs_op_spec *op, const vs_dims *d)
 {
   double n = (double)(d->tok_rep * d->h);
+  bool cast = d->er != d->e;
   if (!d->eager_kernels)
     return;
-  vs_block_side(op, SIDE_FWD, n * (double)(2 * d->er + d->e), 1);
-  if (d->er != d->e)
-    vs_block_side(op, SIDE_BWD, n * (double)(d->er + d->e), 1);
+  vs_block_side(op, SIDE_FWD_EAGER, n * (double)(2 * d->er + d->e), 1);
+  vs_block_side(op, SIDE_BWD,
+                n * (double)(3 * d->er + (cast ? d->er + d->e : 0)),
+                cast ? 2 : 1);
 }
 
-/* The eager rotary embedding of q and k (vs_rope) beside the newest op
- * (their projection), per element of e bytes:
- * - rotate_half: x * cos (2e), -x2 on half (e), cat (2e), * sin (2e),
- *   the sum (3e): five kernels, 10e; backward g * sin (2e), -g on half
- *   (e), chunk's gradient made whole (2e), g * cos (2e), the sum of x's
- *   two (3e): five kernels, 10e;
+/* One tensor's eager rotary embedding, per element of e bytes (autograd's
+ * formulas for the backward), `fwd` and `bwd` bytes and kernels:
+ * - chunk: x * cos (2e), -x2 on half (e), cat (2e), * sin (2e), the sum
+ *   (3e): 5 kernels, 10e; backward g * sin (2e), -g on half (e), chunk's
+ *   gradient made whole (2e), g * cos (2e), the sum of x's two (3e): 5,
+ *   10e;
+ * - Hugging Face's slices, cos and sin in c bytes (the residual's dtype):
+ *   with c = e as chunk's forward; backward each slice's gradient zeros
+ *   a whole tensor and copies its half in (2 kernels, 2e), and x's three
+ *   gradients take two sums (6e): 9 kernels, 15e. With c = 4 (autocast)
+ *   the products promote to fp32 (x * cos e + c, * sin e + c, the sum
+ *   3c) and SDPA casts the result back (c + e): 6 kernels, 6e + 6c;
+ *   backward also casts the products' fp32 gradients to 16 bits: 12
+ *   kernels, 14e + 7c;
  * - complex: x.float() (e + 4), the complex product (4 + 4), type_as
- *   (4 + e): three kernels, 16 + 2e; backward the same three in reverse
- *   (the product's gradient is g * conj(freqs_cis)). */
+ *   (4 + e), the casts absent in fp32: 3 kernels, 16 + 2e (1, 8 in fp32);
+ *   backward the same in reverse (g * conj(freqs_cis)). */
+static void rope_work(const vs_dims *d, vs_side_work *fwd, vs_side_work *bwd)
+{
+  double e = (double)d->e, c = (double)d->er;
+  if (d->rope == ROPE_COMPLEX) {
+    fwd->kernels = bwd->kernels = d->e == 4 ? 1 : 3;
+    fwd->bytes = bwd->bytes = d->e == 4 ? 8.0 : 16.0 + 2.0 * e;
+  } else if (d->rope == ROPE_HF && d->er != d->e) {
+    *fwd = (vs_side_work){6.0 * e + 6.0 * c, 6};
+    *bwd = (vs_side_work){14.0 * e + 7.0 * c, 12};
+  } else {
+    *fwd = (vs_side_work){10.0 * e, 5};
+    *bwd = d->rope == ROPE_HF ? (vs_side_work){15.0 * e, 9}
+                              : (vs_side_work){10.0 * e, 5};
+  }
+}
+
+/* The eager rotary embedding of q and k (vs_rope, rope_work) beside the
+ * newest op, their projection. */
 void vs_block_eager_rope(vs_op_spec *op, const vs_dims *d)
 {
   double n = (double)(d->tokens * (d->a + d->kv) * d->d / d->t);
-  double per = d->rope == ROPE_HALF ? 10.0 * (double)d->e
-                                    : 16.0 + 2.0 * (double)d->e;
-  uint32_t kernels = d->rope == ROPE_HALF ? 10 : 6; /* q's and k's */
+  vs_side_work fwd, bwd;
   if (!d->eager_kernels || d->rope == ROPE_NONE)
     return;
-  vs_block_side(op, SIDE_FWD, n * per, kernels);
-  vs_block_side(op, SIDE_BWD, n * per, kernels);
+  rope_work(d, &fwd, &bwd);
+  vs_block_side(op, SIDE_FWD_EAGER, n * fwd.bytes, 2 * fwd.kernels);
+  vs_block_side(op, SIDE_BWD, n * bwd.bytes, 2 * bwd.kernels);
 }
 
 /* The tensor-parallel collectives of a column-parallel matmul over `rows`

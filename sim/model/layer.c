@@ -40,42 +40,54 @@ static void attention_matmul(vs_op_spec *op, const vs_dims *d, uint64_t heads,
   op->bwd_bytes = 2.0 * bytes;
 }
 
+/* Under autocast Hugging Face's modules add an fp32 mask to the 16-bit
+ * scores, which promotes them to fp32. */
+static bool scores_promoted_by_mask(const vs_dims *d)
+{
+  return d->amp && d->hf_modules;
+}
+
+/* Whether softmax(dtype = float32) converts its 16-bit input to an fp32
+ * copy first: under autocast, unless the mask promoted the scores or they
+ * are fp16 (aten/src/ATen/native/SoftMax.cpp: only CUDA's fp16 takes the
+ * fused half_to_float kernel, whose gradient comes back in fp16). */
+static bool softmax_casts_input(const vs_dims *d)
+{
+  return d->amp && !scores_promoted_by_mask(d) &&
+         d->act_dtype != VS_DTYPE_FP16;
+}
+
 /* Bytes per element of an eager softmax's input, whose gradient its
- * backward makes: the scores' dtype, or fp32 under autocast, where
- * softmax(dtype = float32) converts a bf16 input to an fp32 copy first
- * (aten/src/ATen/native/SoftMax.cpp: only CUDA's fp16 takes the fused
- * half_to_float kernel, whose gradient comes back in fp16) and Hugging
- * Face's modules add an fp32 mask, which promotes the scores. */
+ * backward makes: the scores' dtype, or fp32 where they were promoted or
+ * cast. */
 static uint64_t softmax_input_bytes(const vs_dims *d)
 {
-  if (!d->amp)
-    return d->e;
-  return d->hf_modules || d->act_dtype != VS_DTYPE_FP16 ? 4 : d->e;
+  return scores_promoted_by_mask(d) || softmax_casts_input(d) ? 4 : d->e;
 }
 
 /* An eager attention's kernels over the s^2 scores beside the softmax
  * (eager kernels; Megatron-LM fuses scale, mask and softmax into one):
  * the scale's product (2e an element), the causal mask (the ground-truth
  * harness's masked_fill_ 2e; Hugging Face's add of a mask in the
- * activations' dtype, e + 4 where autocast's fp32 mask promotes the sum)
- * and, under autocast without that promotion, softmax's cast of its input
- * to fp32 (e + 4). Backward: the cast's (4 + e), the mask's (masked_fill
- * 2e; an add passes its gradient on, cast to 16 bits when promoted:
- * 4 + e) and the scale's (2e). Under autocast the context matmul casts
- * the fp32 probs to 16 bits (4 + e), and its backward casts their
- * gradient back (e + 4). */
+ * activations' dtype, e + 4 where it promotes the sum) and softmax's cast
+ * of its input (softmax_casts_input: e + 4). Backward: the cast's
+ * (4 + e), the mask's (masked_fill 2e; an add passes its gradient on,
+ * cast to 16 bits when promoted: 4 + e) and the scale's (2e). Under
+ * autocast the context matmul casts the fp32 probs to 16 bits (4 + e),
+ * and its backward casts their gradient back (e + 4). */
 static void eager_scores_kernels(vs_op_spec *softmax, vs_op_spec *context,
                                  const vs_dims *d, uint64_t scores)
 {
   double n = (double)scores, e = (double)d->e, wide = e + 4.0;
-  bool cast = d->amp && !d->hf_modules;
-  double mask_fwd = d->hf_modules && d->amp ? wide : 2.0 * e;
-  double mask_bwd = !d->hf_modules ? 2.0 * e : d->amp ? wide : 0.0;
+  bool cast = softmax_casts_input(d), promoted = scores_promoted_by_mask(d);
+  double mask_fwd = promoted ? wide : 2.0 * e;
+  double mask_bwd = promoted ? wide : d->hf_modules ? 0.0 : 2.0 * e;
   if (!d->eager_kernels)
     return;
-  vs_block_side(softmax, SIDE_FWD, n * (2.0 * e + mask_fwd + (cast ? wide : 0)),
-                cast ? 3 : 2);
-  vs_block_side(softmax, SIDE_BWD, n * ((cast ? wide : 0) + mask_bwd + 2.0 * e),
+  vs_block_side(softmax, SIDE_FWD_EAGER,
+                n * (2.0 * e + mask_fwd + (cast ? wide : 0)), cast ? 3 : 2);
+  vs_block_side(softmax, SIDE_BWD,
+                n * ((cast ? wide : 0) + mask_bwd + 2.0 * e),
                 (cast ? 1u : 0u) + (mask_bwd > 0 ? 1u : 0u) + 1u);
   if (d->amp) {
     vs_block_side(context, SIDE_FWD, n * wide, 1);
@@ -111,7 +123,7 @@ static int attention_eager(vs_block *blk, const vs_dims *d, vs_error *err)
    * Face's modules under autocast) */
   qk_grads = d->e * d->tokens * d->d * (heads + kv);
   op->bwd_temp_bytes =
-      (d->amp && d->hf_modules ? d->er : d->e) * scores +
+      (scores_promoted_by_mask(d) ? d->er : d->e) * scores +
       (qk_grads > d->e * scores ? qk_grads : d->e * scores);
   if (vs_block_save_act(blk, op, d->e * d->tokens * d->d * (heads + kv),
                         d->act_dtype, err))

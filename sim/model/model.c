@@ -286,7 +286,8 @@ static void size_dims(const vs_workload *wl, vs_dims *d)
   d->eager_kernels = wl->training.kernels == VS_KERNELS_EAGER;
   d->rope = mc->arch != VS_ARCH_LLAMA || mc->kv_lora_rank ? ROPE_NONE
             : wl->training.framework == VS_FW_FSDP2 ? ROPE_COMPLEX
-                                                    : ROPE_HALF;
+            : d->hf_modules                         ? ROPE_HF
+                                                    : ROPE_CHUNK;
 }
 
 /* The dtypes of activations, matmul inputs and weights the precision

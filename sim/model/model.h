@@ -94,10 +94,11 @@ typedef struct vs_flash_shape {
 /* Work an op does in kernels of their own beside its main one (a GEMM,
  * attention, or one fused element-wise kernel), each bound by its HBM
  * bytes: autocast's casts, eager PyTorch's unfused element-wise ops, a
- * weight gradient's cast and accumulation. These kernels run one after
- * another on the stream, so they add to the op's time rather than hide
- * under its GEMM. The bytes are also counted in the op's fwd_bytes,
- * bwd_bytes or wgrad_bytes. */
+ * weight gradient's cast. These kernels run one after another on the
+ * stream, so they add to the op's time rather than hide under its GEMM.
+ * An op's side work is also counted in its fwd_bytes, bwd_bytes or
+ * wgrad_bytes (the schedule's gradient accumulation, a vs_side_work too,
+ * is not the op's: it depends on the recipe). */
 typedef struct vs_side_work {
   double bytes;
   uint32_t kernels;
@@ -131,7 +132,12 @@ typedef struct vs_op_spec {
   double wgrad_flops;         /* the part of bwd_flops that computes the
                                  gradients of params[first_param ..] */
   double wgrad_bytes;         /* the part of bwd_bytes it moves */
-  vs_side_work fwd_side;      /* of fwd_bytes, in kernels of their own */
+  vs_side_work fwd_side;      /* of fwd_bytes, in kernels of their own:
+                                 a recompute re-runs recompute_share */
+  vs_side_work fwd_eager;     /* ... eager element-wise operators' (the
+                                 rotary embedding, a residual add), whose
+                                 outputs no checkpointing policy keeps: a
+                                 recompute re-runs them whole */
   vs_side_work bwd_side;      /* of bwd_bytes outside wgrad_bytes, ... */
   vs_side_work wgrad_side;    /* of wgrad_bytes, ... (skipped with the
                                  weight gradient of a frozen weight) */

@@ -87,10 +87,13 @@ typedef struct vs_dims {
 } vs_dims;
 
 /* The rotary embedding's eager code (llama layers; Megatron-LM fuses it
- * into one kernel, which fused kernels leave unpriced): Hugging Face's
- * rotate_half (x * cos + cat(-x2, x1) * sin) or torchtitan's complex
- * product (view_as_complex(x.float()) * freqs_cis, then type_as). */
-typedef enum { ROPE_NONE, ROPE_HALF, ROPE_COMPLEX } vs_rope;
+ * into one kernel, which fused kernels leave unpriced): x * cos +
+ * rotate_half(x) * sin with the halves from torch.chunk (Megatron-LM's
+ * unfused _rotate_half, the ground-truth harness) or from slices (Hugging
+ * Face's modeling_llama, cos and sin in the residual's dtype), or
+ * torchtitan's complex product (view_as_complex(x.float()) * freqs_cis,
+ * then type_as). */
+typedef enum { ROPE_NONE, ROPE_CHUNK, ROPE_HF, ROPE_COMPLEX } vs_rope;
 
 /* Who keeps a linear's input for backward. */
 typedef enum vs_input_keeper {
@@ -144,9 +147,10 @@ void vs_block_as_elementwise(vs_op_spec *op, uint64_t elems, uint64_t e,
 
 void vs_block_comm(vs_comm *c, const vs_dims *d, int kind, uint64_t bytes);
 
-/* The pass a side kernel runs in (vs_side_work): forward, backward
- * outside the weight gradient, or with the weight gradient. */
-typedef enum { SIDE_FWD, SIDE_BWD, SIDE_WGRAD } vs_side_pass;
+/* The pass a side kernel runs in (vs_side_work): forward (an eager
+ * element-wise operator's, which a recompute re-runs whole, apart),
+ * backward outside the weight gradient, or with the weight gradient. */
+typedef enum { SIDE_FWD, SIDE_FWD_EAGER, SIDE_BWD, SIDE_WGRAD } vs_side_pass;
 
 void vs_block_side(vs_op_spec *op, vs_side_pass pass, double bytes,
                    uint32_t kernels);

@@ -159,20 +159,34 @@ static void add_side(builder *b, op_split *x, double bytes, unsigned kernels)
   sb_add_launch(b, x, kernels);
 }
 
+/* The bytes of op o's main forward work, without its side kernels. */
+static double main_fwd_bytes(const vs_op_spec *o)
+{
+  return o->fwd_bytes - o->fwd_side.bytes - o->fwd_eager.bytes;
+}
+
+/* The bytes `share` of op o's forward moves: the share of its own work and
+ * side work, and its eager element-wise operators whole (vs_op_spec). */
+static double fwd_bytes_at(const vs_op_spec *o, double share)
+{
+  return share * (o->fwd_bytes - o->fwd_eager.bytes) + o->fwd_eager.bytes;
+}
+
 /* `share` of op o's forward (1, or a recompute's part): its GEMM's shape
  * prices it where it has one; its side kernels add to it. */
 static op_split fwd_split(builder *b, const vs_op_spec *o, double share)
 {
   op_split x = {{0}};
-  double f = share * o->fwd_flops, by = share * o->fwd_bytes;
-  double side = share * o->fwd_side.bytes;
-  if (!(f > 0 || by > 0))
-    return x;
-  if (o->gemm.batch)
-    add_gemm(b, &x, o->gemm, f, by - side);
-  else
-    add_shapeless(b, &x, o, f, by - side, o->fwd_kernels);
-  add_side(b, &x, side, o->fwd_side.kernels);
+  double f = share * o->fwd_flops, by = share * main_fwd_bytes(o);
+  if (f > 0 || by > 0) {
+    if (o->gemm.batch)
+      add_gemm(b, &x, o->gemm, f, by);
+    else
+      add_shapeless(b, &x, o, f, by, o->fwd_kernels);
+  }
+  if (share > 0)
+    add_side(b, &x, share * o->fwd_side.bytes, o->fwd_side.kernels);
+  add_side(b, &x, o->fwd_eager.bytes, o->fwd_eager.kernels);
   return x;
 }
 
@@ -198,7 +212,7 @@ static op_split bwd_split(builder *b, const vs_op_spec *o, double flops,
   op_split x = {{0}};
   double f, by, s = wgrad_share(o, flops);
   double side = o->bwd_side.bytes + s * o->wgrad_side.bytes;
-  double gemm = o->fwd_bytes - o->fwd_side.bytes;
+  double gemm = main_fwd_bytes(o);
   if (!(flops > 0 || bytes > 0))
     return x;
   bytes -= side;
@@ -805,7 +819,7 @@ static void recompute_layer(builder *b, size_t inst, int mb)
   for (uint32_t k = 0; k < blk->n_ops; k++) {
     const vs_op_spec *o = &blk->ops[k];
     flops += o->recompute_share * o->fwd_flops;
-    bytes += o->recompute_share * o->fwd_bytes;
+    bytes += fwd_bytes_at(o, o->recompute_share);
     add_split(t.s, op_time(b, inst, k, TIME_RECOMPUTE));
     t.s[VS_BOUND_COMM] += op_comm_seconds(b, &o->fwd_before) +
                           op_comm_seconds(b, &o->fwd_after);
