@@ -1199,9 +1199,10 @@ static void test_autocast_llama_layer(void **state)
                   op_named(b16, "mlp_down")->fwd_flops, 1e-15);
 }
 
-/* framework = hf builds Hugging Face's eager modules: LlamaRMSNorm keeps
- * its input's fp32 copy (the fp32 input itself under autocast) and the
- * normalized tensor in the input's dtype, 4 + 2 or 4 + 4 bytes an element
+/* framework = hf builds Hugging Face's eager modules: LlamaRMSNorm (and
+ * under fsdp2 torchtitan's RMSNorm) keeps its input's fp32 copy (the
+ * fp32 input itself under autocast) and the normalized tensor in the
+ * input's dtype, 4 + 2 or 4 + 4 bytes an element
  * where a fused norm keeps its input (2 or 4); GPT-2's NewGELUActivation
  * keeps x, tanh's output, 0.5x and 1 + tanh: 4 x 2 bytes, or under
  * autocast x's fp32 copy, the two tanh tensors in fp32 and 0.5x, 14,
@@ -1232,6 +1233,15 @@ static void test_hf_modules(void **state)
   assert_int_equal(layer0_saved(&b) -
                        layer0_saved(&a),
                    2 * (4 + 2 - 2) * T * h);
+  {
+    /* torchtitan's RMSNorm (framework = fsdp2) is Python ops too */
+    const char *const titan[] = {"training.framework=fsdp2", "parallel.dp=2",
+                                 "training.precision=bf16"};
+    vs_model t;
+    build_ini(&t, llama, titan, 3);
+    assert_int_equal(layer0_saved(&t) - layer0_saved(&a),
+                     2 * (4 + 2 - 2) * T * h);
+  }
   assert_int_equal(layer0_saved(&e) -
                        layer0_saved(&c),
                    2 * (4 + 4 - 4) * T * h);

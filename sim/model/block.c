@@ -415,10 +415,11 @@ static void eager_rmsnorm(vs_op_spec *op, uint64_t ex, uint64_t elems)
 /* A norm over the replicated activation: saves its input (in fp32 under
  * autocast: the fp32 residual, or its cast), as a fused kernel does.
  * LayerNorm also has a bias; RMSNorm does not. Hugging Face's
- * LlamaRMSNorm (modeling_llama.py) runs in Python ops instead:
- * hidden.to(float32), then pow and the rsqrt multiply save that fp32 copy
- * (the input itself when it is fp32), and weight * normed.to(input_dtype)
- * saves the normalized tensor in the input's dtype. */
+ * LlamaRMSNorm (modeling_llama.py) and torchtitan's RMSNorm
+ * (torchtitan/models/norms.py, 9dec370) run in Python ops instead:
+ * x.to(float32), then pow and the rsqrt multiply save that fp32 copy (the
+ * input itself when it is fp32), and the weight's product saves the
+ * normalized tensor in the input's dtype (.to / type_as). */
 int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name, bool bias,
                   vs_error *err)
 {
@@ -431,7 +432,7 @@ int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name, bool bias,
   op->bwd_kernels = NORM_BWD_KERNELS;
   if (d->eager_kernels && !bias)
     eager_rmsnorm(op, d->er, elems); /* LayerNorm is one kernel even so */
-  if (d->hf_modules && !bias) {
+  if (d->python_rmsnorm && !bias) {
     if (vs_block_save_act(blk, op, 4 * elems, VS_DTYPE_FP32, err) ||
         vs_block_save_act(blk, op, d->er * elems, d->er_dtype, err))
       return VS_EINPUT;

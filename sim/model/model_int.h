@@ -79,8 +79,13 @@ typedef struct vs_dims {
   uint64_t dn, dr, dv; /* MLA head sizes: query/key non-rotary, rotary,
                         value */
   bool hf_modules;   /* Hugging Face transformers' eager modules
-                        (framework = hf): LlamaRMSNorm and GPT-2's
-                        NewGELUActivation in Python ops, unfused */
+                        (framework = hf): GPT-2's NewGELUActivation in
+                        Python ops, unfused; an fp32 attention mask; the
+                        rotary embedding's slices (its RMSNorm:
+                        python_rmsnorm) */
+  bool python_rmsnorm; /* RMSNorm in Python ops, as Hugging Face's
+                        LlamaRMSNorm and torchtitan's RMSNorm (framework
+                        hf, fsdp2): what autograd saves of it */
   bool eager_kernels; /* kernels = eager: element-wise work as eager
                         PyTorch's per-operator kernels */
   uint8_t rope;      /* vs_rope: how the rotary embedding runs eagerly */
