@@ -190,27 +190,17 @@ static op_split fwd_split(builder *b, const vs_op_spec *o, double share)
   return x;
 }
 
-/* The share of op o's weight gradient that a backward of `flops` computes
- * (the recipe leaves out a frozen weight's: vs_kind_plan bwd_flops). */
-static double wgrad_share(const vs_op_spec *o, double flops)
-{
-  double s;
-  if (!(o->wgrad_flops > 0))
-    return 1.0;
-  s = (flops - (o->bwd_flops - o->wgrad_flops)) / o->wgrad_flops;
-  return s < 0 ? 0 : s > 1 ? 1 : s;
-}
-
-/* Op o's backward doing what the recipe runs of it (flops, bytes): a GEMM
- * op's input gradient (forward's GEMM FLOPs and bytes), then its second
- * operand's gradient for the rest (none for a frozen weight); then its
- * side kernels, the weight gradient's in its share, and the gradients'
- * accumulation `acc` (grad_accumulation, outside `bytes`). */
+/* Op o's backward doing what the recipe runs of it (flops, bytes, and
+ * the share s of its weight gradient): a GEMM op's input gradient
+ * (forward's GEMM FLOPs and bytes), then its second operand's gradient
+ * for the rest (none for a frozen weight); then its side kernels, the
+ * weight gradient's in its share, and the gradients' accumulation `acc`
+ * (grad_accumulation, outside `bytes`). */
 static op_split bwd_split(builder *b, const vs_op_spec *o, double flops,
-                          double bytes, vs_side_work acc)
+                          double bytes, double s, vs_side_work acc)
 {
   op_split x = {{0}};
-  double f, by, s = wgrad_share(o, flops);
+  double f, by;
   double side = o->bwd_side.bytes + s * o->wgrad_side.bytes;
   double gemm = main_fwd_bytes(o);
   if (!(flops > 0 || bytes > 0))
@@ -323,6 +313,7 @@ static const op_split *op_time(builder *b, size_t inst, uint32_t k,
             : which == TIME_RECOMPUTE
                 ? fwd_split(b, o, o->recompute_share)
                 : bwd_split(b, o, plan->bwd_flops[k], plan->bwd_bytes[k],
+                            plan->wgrad_share[k],
                             grad_accumulation(b, inst, k,
                                               which == TIME_BWD_FRESH));
   }

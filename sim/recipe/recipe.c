@@ -459,6 +459,7 @@ static void resolve_ops(const vs_workload *wl, const vs_recipe *r,
     }
     k->bwd_flops[i] = op->bwd_flops - op->wgrad_flops * skipped;
     k->bwd_bytes[i] = op->bwd_bytes - op->wgrad_bytes * skipped;
+    k->wgrad_share[i] = 1.0 - skipped;
   }
   /* full checkpointing keeps the block input even when nothing is saved */
   k->recompute_block |= block_checkpointing(wl, b) == VS_CKPT_FULL ||
@@ -615,7 +616,9 @@ static int resolve_kind(const vs_workload *wl, vs_recipe *r,
   k->keep = malloc((b->n_saved ? b->n_saved : 1) * sizeof *k->keep);
   k->bwd_flops = malloc((b->n_ops ? b->n_ops : 1) * sizeof *k->bwd_flops);
   k->bwd_bytes = malloc((b->n_ops ? b->n_ops : 1) * sizeof *k->bwd_bytes);
-  if (!k->keep || !k->bwd_flops || !k->bwd_bytes)
+  k->wgrad_share =
+      malloc((b->n_ops ? b->n_ops : 1) * sizeof *k->wgrad_share);
+  if (!k->keep || !k->bwd_flops || !k->bwd_bytes || !k->wgrad_share)
     return vs_error_set(err, VS_ENOMEM, "out of host memory for the recipe");
   resolve_ops(wl, r, b, k);
   fp8_weights(wl, b, k);
@@ -684,6 +687,7 @@ void vs_recipe_fini(vs_recipe *r)
     free(r->kinds[k].keep);
     free(r->kinds[k].bwd_flops);
     free(r->kinds[k].bwd_bytes);
+    free(r->kinds[k].wgrad_share);
   }
   free(r->kinds);
   memset(r, 0, sizeof *r);

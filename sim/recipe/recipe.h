@@ -119,6 +119,8 @@ typedef struct vs_kind_plan {
   double *bwd_flops;        /* [op] backward FLOPs (frozen weights skip
                                their weight gradient) */
   double *bwd_bytes;        /* [op] backward HBM bytes, the same way */
+  double *wgrad_share;      /* [op] the share of its weight gradient that
+                               backward computes: its trainable share */
   bool recompute_block;     /* full checkpointing: the block's input is
                                kept and its forward re-run */
   bool recompute_core;      /* selective: some tensors are re-made by
