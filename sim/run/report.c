@@ -144,12 +144,14 @@ void vs_report_header(FILE *out, const vs_sim *sim)
           (unsigned long long)wl->training.micro_batch,
           (unsigned long long)wl->training.global_batch,
           (unsigned long long)lay->grad_accum);
-  fprintf(out, "training  %s, %s, checkpointing %s, %s attention%s\n",
+  fprintf(out, "training  %s, %s, checkpointing %s, %s attention",
           vs_precision_name(wl->training.precision),
           vs_optimizer_name(wl->training.optimizer),
           vs_checkpointing_name(wl->training.checkpointing),
-          vs_attention_name(wl->training.attention),
-          wl->training.kernels == VS_KERNELS_EAGER ? ", eager kernels" : "");
+          vs_attention_name(wl->training.attention));
+  if (wl->training.kernels != VS_KERNELS_FUSED) /* the default: unsaid */
+    fprintf(out, ", %s kernels", vs_kernels_name(wl->training.kernels));
+  fputc('\n', out);
   experts_line(out, wl, sim->per_rank_load);
   fputc('\n', out);
 }
