@@ -1267,6 +1267,8 @@ static void test_hf_modules(void **state)
  * - RMSNorm: 36 T h bytes in 8 kernels forward (its two casts included),
  *   92 T h in 16 backward; 28 and 92 in 6 and 14 over autocast's fp32
  *   residual; the fused norm moves 2 x 2 and 3 x 2;
+ * - fused, the rotary embedding is Megatron-LM's one kernel a tensor each
+ *   way (2 x 2 bytes), and each residual add a kernel, as eager;
  * - the rotary embedding of q and k (2 T h elements): with torch.chunk
  *   (framework none) 10 x 2 bytes each way, 5 kernels a tensor; Hugging
  *   Face's slices 20 forward and 30 backward in 5 and 9, or with
@@ -1302,8 +1304,14 @@ static void test_eager_kernels(void **state)
   build_ini(&h32, llama, hf_amp, 2);
   l = vs_model_layer(&fused, 0);
   assert_true(op_named(l, "norm1")->fwd_bytes == 4 * T * h);
-  assert_true(op_named(l, "qkv_proj")->fwd_eager.bytes == 0);
-  assert_true(op_named(l, "attn_out_proj")->fwd_eager.bytes == 0);
+  assert_true(op_named(l, "qkv_proj")->fwd_eager.bytes == 4 * 2 * T * h);
+  assert_int_equal(op_named(l, "qkv_proj")->fwd_eager.kernels, 2);
+  assert_true(op_named(l, "qkv_proj")->bwd_side.bytes == 4 * 2 * T * h);
+  assert_int_equal(op_named(l, "qkv_proj")->bwd_side.kernels, 2);
+  assert_true(op_named(l, "attn_out_proj")->fwd_eager.bytes == 6 * T * h);
+  assert_int_equal(op_named(l, "attn_out_proj")->fwd_eager.kernels, 1);
+  assert_true(op_named(l, "attn_out_proj")->bwd_side.bytes == 6 * T * h);
+  assert_true(op_named(l, "mlp_down")->fwd_eager.bytes == 6 * T * h);
   l = vs_model_layer(&m, 0);
   assert_true(op_named(l, "norm1")->fwd_bytes == 36 * T * h);
   assert_true(op_named(l, "norm1")->bwd_bytes == 92 * T * h);
@@ -1348,6 +1356,16 @@ static void test_eager_kernels(void **state)
                 op_named(vs_model_layer(&g, 0), "norm1")->fwd_bytes);
     assert_int_equal(op_named(vs_model_layer(&ge, 0), "norm1")->bwd_kernels,
                      2);
+    /* with dropout the fused add is Megatron-LM's bias-dropout-add, the
+     * dropout op, which reads the residual too; eager adds after it */
+    l = vs_model_layer(&g, 0);
+    assert_true(op_named(l, "mlp_dropout")->fwd_bytes == (4 + 2) * T * h);
+    assert_true(op_named(l, "mlp_dropout")->fwd_eager.bytes == 0);
+    assert_true(op_named(l, "mlp_dropout")->bwd_side.bytes == 6 * T * h);
+    assert_int_equal(op_named(l, "mlp_dropout")->bwd_side.kernels, 1);
+    l = vs_model_layer(&ge, 0);
+    assert_true(op_named(l, "mlp_dropout")->fwd_bytes == (4 + 6) * T * h);
+    assert_true(op_named(l, "mlp_dropout")->fwd_eager.bytes == 6 * T * h);
   }
 }
 

@@ -1850,12 +1850,12 @@ static double layer0_recompute_bytes(const vs_program *p)
 
 /* torchtitan's op-level checkpointing keeps some matmuls' outputs and
  * re-runs the rest, but no policy keeps a rotary embedding's or a
- * residual add's output: with eager kernels a recompute re-runs them
- * whole, whatever share of their op's GEMM it re-runs (none of
- * mlp_down's, whose residual add it still re-runs). Llama, 128 tokens,
- * hidden 256, 4 heads of q and k: the rotary embedding moves 10 x 2
- * bytes an element of q and k (2 x 128 x 256), each add 3 x 2 of 128 x
- * 256. */
+ * residual add's output: a recompute re-runs them whole, whatever share
+ * of their op's GEMM it re-runs (none of mlp_down's, whose residual add
+ * it still re-runs). Llama, 128 tokens, hidden 256, 4 heads of q and k:
+ * the eager rotary embedding moves 10 x 2 bytes an element of q and k
+ * (2 x 128 x 256) where the fused one moves 2 x 2; each add moves 3 x 2
+ * of 128 x 256 either way. */
 static void test_eager_recompute_reruns_elementwise_ops(void **state)
 {
   static const char llama[] =
@@ -1873,11 +1873,16 @@ static void test_eager_recompute_reruns_elementwise_ops(void **state)
   for (uint32_t k = 0; k < le->n_ops; k++)
     expect += le->ops[k].recompute_share *
               (le->ops[k].fwd_bytes - le->ops[k].fwd_eager.bytes -
-               lf->ops[k].fwd_bytes);
-  expect += 20.0 * 2 * 128 * 256 + 2 * 6.0 * 128 * 256;
+               (lf->ops[k].fwd_bytes - lf->ops[k].fwd_eager.bytes));
   tu_assert_close(layer0_recompute_bytes(&e->p) -
                       layer0_recompute_bytes(&f->p),
-                  expect, 1e-12);
+                  expect + (20.0 - 4.0) * 2 * 128 * 256, 1e-12);
+  /* the fused layer's recompute re-runs its rotary embedding and adds */
+  expect = (4.0 * 2 + 2 * 6.0) * 128 * 256;
+  for (uint32_t k = 0; k < lf->n_ops; k++)
+    expect += lf->ops[k].recompute_share *
+              (lf->ops[k].fwd_bytes - lf->ops[k].fwd_eager.bytes);
+  tu_assert_close(layer0_recompute_bytes(&f->p), expect, 1e-12);
   destroy(f);
   destroy(e);
 }

@@ -489,20 +489,25 @@ void vs_block_autocast_input(vs_op_spec *op, const vs_dims *d, uint64_t casts,
   op->bwd_temp_bytes += d->er * elems;
 }
 
-/* Eager PyTorch adds a sublayer's output (16 bits, e) into the residual
- * stream (er) in a kernel of its own, newest op's side work: reads both,
- * writes the sum (er). Backward passes the sum's gradient to both, cast
- * to 16 bits for the sublayer where the residual is fp32 (autocast), and
- * autograd sums the residual's two gradients, the add's and the norm's
- * that read it (3er). Fused kernels leave the add unpriced: with dropout
- * the dropout op stands for Megatron-LM's bias-dropout-add. */
-void vs_block_eager_residual_add(vs_op_spec *op, const vs_dims *d)
+/* A sublayer's output (16 bits, e) added into the residual stream (er),
+ * newest op's side work. Eager PyTorch runs the add as a kernel of its
+ * own: it reads both and writes the sum (er). Megatron-LM fuses it into
+ * its bias-dropout-add (megatron/core/fusions/fused_bias_dropout.py),
+ * which with dropout is the dropout op, reading the residual too; with
+ * no dropout and no bias, F.dropout(p = 0) returns its input (ATen's
+ * Dropout.cpp) and the add is the kernel left. Backward passes the sum's
+ * gradient to both, cast to 16 bits for the sublayer where the residual
+ * is fp32 (autocast), and autograd sums the residual's two gradients, the
+ * add's and the norm's that read it (3er, torch/csrc/autograd/
+ * input_buffer.cpp), whatever the kernels. */
+void vs_block_residual_add(vs_op_spec *op, const vs_dims *d)
 {
   double n = (double)(d->tok_rep * d->h);
   bool cast = d->er != d->e;
-  if (!d->eager_kernels)
-    return;
-  vs_block_side(op, SIDE_FWD_EAGER, n * (double)(2 * d->er + d->e), 1);
+  if (d->eager_kernels || !d->dropout)
+    vs_block_side(op, SIDE_FWD_EAGER, n * (double)(2 * d->er + d->e), 1);
+  else
+    op->fwd_bytes += n * (double)d->er; /* bias-dropout-add's residual */
   vs_block_side(op, SIDE_BWD,
                 n * (double)(3 * d->er + (cast ? d->er + d->e : 0)),
                 cast ? 2 : 1);
@@ -541,15 +546,20 @@ static void rope_work(const vs_dims *d, vs_side_work *fwd, vs_side_work *bwd)
   }
 }
 
-/* The eager rotary embedding of q and k (vs_rope, rope_work) beside the
- * newest op, their projection. */
-void vs_block_eager_rope(vs_op_spec *op, const vs_dims *d)
+/* The rotary embedding of q and k beside the newest op, their projection:
+ * eagerly as rope_work says (vs_rope); fused, as Megatron-LM runs it
+ * (apply_rope_fusion, on unless --no-rope-fusion: Transformer Engine's
+ * fused RoPE, called on q and on k), one kernel a tensor each way, which
+ * reads the tensor and writes the result (2e; the frequencies are one
+ * row a position). */
+void vs_block_rope(vs_op_spec *op, const vs_dims *d)
 {
   double n = (double)(d->tokens * (d->a + d->kv) * d->d / d->t);
-  vs_side_work fwd, bwd;
-  if (!d->eager_kernels || d->rope == ROPE_NONE)
+  vs_side_work fwd = {2.0 * (double)d->e, 1}, bwd = fwd;
+  if (d->rope == ROPE_NONE)
     return;
-  rope_work(d, &fwd, &bwd);
+  if (d->eager_kernels)
+    rope_work(d, &fwd, &bwd);
   vs_block_side(op, SIDE_FWD_EAGER, n * fwd.bytes, 2 * fwd.kernels);
   vs_block_side(op, SIDE_BWD, n * bwd.bytes, 2 * bwd.kernels);
 }

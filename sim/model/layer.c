@@ -488,7 +488,7 @@ static int standard_attention(vs_block *blk, const vs_dims *d, bool bias,
   if (qkv_weights(blk, d, qkv_cols, err) ||
       (bias && vs_block_param(blk, d, "qkv.bias", 1, qkv_cols, err)))
     return VS_EINPUT;
-  vs_block_eager_rope(&blk->ops[blk->n_ops - 1], d);
+  vs_block_rope(&blk->ops[blk->n_ops - 1], d);
   if (vs_block_lora_adapter(blk, d, "lora_qkv", d->h, KEPT_FOR_WEIGHTS, qkv, 3,
                             err))
     return VS_EINPUT;
@@ -869,13 +869,13 @@ int vs_model_build_layer(vs_block *blk, const vs_workload *wl, const vs_dims *d,
   if (vs_block_norm(blk, d, "norm1", !llama, err) ||
       attention_block(blk, d, !llama, err))
     return VS_EINPUT;
-  vs_block_eager_residual_add(&blk->ops[blk->n_ops - 1], d);
+  vs_block_residual_add(&blk->ops[blk->n_ops - 1], d);
   if (vs_block_norm(blk, d, "norm2", !llama, err))
     return VS_EINPUT;
   if (mlp == MLP_MOE ? moe_mlp(blk, d, llama, err)
                      : (llama ? swiglu_mlp : gelu_mlp)(blk, d, err))
     return VS_EINPUT;
-  vs_block_eager_residual_add(&blk->ops[blk->n_ops - 1], d);
+  vs_block_residual_add(&blk->ops[blk->n_ops - 1], d);
   if (wl->training.checkpointing == VS_CKPT_OPS)
     op_level_checkpointing(blk, d);
   return 0;

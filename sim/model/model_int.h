@@ -88,11 +88,12 @@ typedef struct vs_dims {
                         hf, fsdp2): what autograd saves of it */
   bool eager_kernels; /* kernels = eager: element-wise work as eager
                         PyTorch's per-operator kernels */
-  uint8_t rope;      /* vs_rope: how the rotary embedding runs eagerly */
+  uint8_t rope;      /* vs_rope: whether a rotary embedding runs, and how
+                        eagerly */
 } vs_dims;
 
-/* The rotary embedding's eager code (llama layers; Megatron-LM fuses it
- * into one kernel, which fused kernels leave unpriced): x * cos +
+/* The rotary embedding's eager code (llama layers; under fused kernels
+ * Megatron-LM's one kernel a tensor, vs_block_rope): x * cos +
  * rotate_half(x) * sin with the halves from torch.chunk (Megatron-LM's
  * unfused _rotate_half, the ground-truth harness) or from slices (Hugging
  * Face's modeling_llama, cos and sin in the residual's dtype), or
@@ -185,9 +186,9 @@ int vs_block_dropout(vs_block *blk, const vs_dims *d, const char *name,
 void vs_block_autocast_input(vs_op_spec *op, const vs_dims *d, uint64_t casts,
                              uint64_t elems);
 
-void vs_block_eager_residual_add(vs_op_spec *op, const vs_dims *d);
+void vs_block_residual_add(vs_op_spec *op, const vs_dims *d);
 
-void vs_block_eager_rope(vs_op_spec *op, const vs_dims *d);
+void vs_block_rope(vs_op_spec *op, const vs_dims *d);
 
 void vs_block_column_comms(vs_op_spec *op, const vs_dims *d, uint64_t rows,
                            uint64_t width, vs_sp_input input);
