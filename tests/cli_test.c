@@ -814,6 +814,37 @@ static void test_eager_kernels_end_to_end(void **state)
                          "eager");
 }
 
+/* grad_accumulation_fusion = false, end to end: Megatron-LM's GPT 7B
+ * sample adds each weight gradient into its fp32 main gradient in a
+ * kernel of its own, which lengthens the step by HBM traffic and
+ * launches alone (the same arithmetic); over eager kernels, which have no
+ * fused weight-gradient GEMM, true is refused naming the key. */
+static void test_grad_accumulation_fusion_end_to_end(void **state)
+{
+  static const char *const fused[] = {
+      "run", "workloads/megatron-gpt-7b.ini", "--gpus", "8", NULL};
+  static const char *const unfused[] = {
+      "run", "workloads/megatron-gpt-7b.ini", "--gpus", "8", "--set",
+      "training.grad_accumulation_fusion=false", NULL};
+  static const char *const bad[] = {
+      "run", "workloads/megatron-gpt-7b.ini", "--set",
+      "training.kernels=eager", "--set",
+      "training.grad_accumulation_fusion=true", NULL};
+  double tf, tu, af, au;
+  (void)state;
+  tf = run_step(fused);
+  af = seconds_after(r.out, "arithmetic ");
+  tu = run_step(unfused);
+  au = seconds_after(r.out, "arithmetic ");
+  assert_true(tu > tf);
+  tu_assert_close(au, af, 1e-12);
+  run(bad);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "--set training.grad_accumulation_fusion=true: "
+                         "gradient-accumulation fusion is a fused "
+                         "weight-gradient GEMM");
+}
+
 /* DeepSpeed's ZeRO-2 without overlap_comm (its default below ZeRO-3):
  * show says the preset chose overlap_grad_reduce = false and why, and
  * the reduce-scatters on the compute stream lengthen the step over the
@@ -3531,6 +3562,7 @@ int main(void)
       cmocka_unit_test(test_deepspeed_zero2_reduces_on_compute),
       cmocka_unit_test(test_hf_samples),
       cmocka_unit_test(test_eager_kernels_end_to_end),
+      cmocka_unit_test(test_grad_accumulation_fusion_end_to_end),
       cmocka_unit_test(test_moe_sample),
       cmocka_unit_test(test_expert_data_parallel_without_dp),
       cmocka_unit_test(test_skewed_router_raises_the_peak),

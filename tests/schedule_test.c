@@ -1834,6 +1834,37 @@ static void test_eager_backward_accumulates_gradients(void **state)
   }
 }
 
+/* Megatron-LM without gradient-accumulation fusion
+ * (--no-gradient-accumulation-fusion) adds each bf16 weight gradient into
+ * its fp32 main gradient in a kernel of its own
+ * (param.main_grad.add_(param.grad)): 4 B and 2 B read and 4 B written an
+ * element of GPT's QKV weight and bias, in every micro-batch, since the
+ * main gradients are zeroed, never None; with the fusion (the default)
+ * the GEMM adds. */
+static void test_unfused_grad_accumulation(void **state)
+{
+  static const char *const fused[] = {"training.framework=megatron",
+                                      "training.global_batch=2"};
+  static const char *const unfused[] = {
+      "training.framework=megatron", "training.global_batch=2",
+      "training.grad_accumulation_fusion=false"};
+  const double acc = 10.0 * (256 * 768 + 768);
+  built *f = build(fused, 2, 1), *u = build(unfused, 3, 1);
+  (void)state;
+  for (int mb = 0; mb < 2; mb++) {
+    const vs_op_kind *kf = layer0_bwd_of(&f->p, "qkv_proj", mb);
+    const vs_op_kind *ku = layer0_bwd_of(&u->p, "qkv_proj", mb);
+    double t = vs_cost_roofline_seconds(&u->topo, VS_PREC_BF16, false, 0,
+                                        acc, NULL) +
+               2 * 3e-6;
+    assert_true(ku->bytes - kf->bytes == acc);
+    assert_true(llabs((long long)(ku->dur_ns - kf->dur_ns) -
+                      (long long)llround(t * 1e9)) <= 1);
+  }
+  destroy(f);
+  destroy(u);
+}
+
 /* The bytes of layer 0's recompute_layer in micro-batch 0. */
 static double layer0_recompute_bytes(const vs_program *p)
 {
@@ -2332,6 +2363,7 @@ int main(void)
       cmocka_unit_test(test_backward_gemms_by_shape),
       cmocka_unit_test(test_autocast_casts_are_kernels_of_their_own),
       cmocka_unit_test(test_eager_backward_accumulates_gradients),
+      cmocka_unit_test(test_unfused_grad_accumulation),
       cmocka_unit_test(test_eager_recompute_reruns_elementwise_ops),
       cmocka_unit_test(test_bound_split_adds_up),
       cmocka_unit_test(test_flash_at_its_measured_rate),

@@ -1102,6 +1102,27 @@ static void test_framework_presets(void **state)
     assert_int_equal(wl.training.kernels, VS_KERNELS_FUSED);
   }
   {
+    /* gradient-accumulation fusion follows the kernels: a fused
+     * weight-gradient GEMM adds (Megatron-LM's default), eager kernels
+     * cannot, and a workload turns it off (--no-gradient-accumulation-
+     * fusion) but not on over eager kernels */
+    static const char *const eager[] = {"training.kernels=eager"};
+    static const char *const off[] = {"training.grad_accumulation_fusion=false"};
+    static const char *const bad[] = {"training.kernels=eager",
+                                      "training.grad_accumulation_fusion=true"};
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, NULL, 0, 0, &err), 0);
+    assert_true(wl.training.grad_accumulation_fusion);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, eager, 1, 0, &err), 0);
+    assert_false(wl.training.grad_accumulation_fusion);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, off, 1, 0, &err), 0);
+    assert_false(wl.training.grad_accumulation_fusion);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, bad, 2, 0, &err),
+                     VS_EINPUT);
+    assert_non_null(strstr(err.msg, "--set training.grad_accumulation_fusion"
+                                    "=true: gradient-accumulation fusion is "
+                                    "a fused weight-gradient GEMM"));
+  }
+  {
     /* FSDP2 runs under torchtitan's pipelines; DeepSpeed's ZeRO-3 does
      * not. FSDP2 is fully_shard over dp > 1, without a master copy */
     static const char *const fsdp2_pp[] = {"training.framework=fsdp2",

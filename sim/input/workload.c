@@ -89,6 +89,7 @@ static const vs_key workload_keys[] = {
     K("training", "checkpoint_every", VS_KEY_COUNT, training.checkpoint_every, .hi = 1e5, .default_doc = "0 (every layer)"),
     K("training", "attention", VS_KEY_ENUM, training.attention, .choices = attention_names, .default_doc = "flash"),
     K("training", "kernels", VS_KEY_ENUM, training.kernels, .choices = kernels_names, .default_doc = "fused (framework hf, fsdp2: eager)"),
+    K("training", "grad_accumulation_fusion", VS_KEY_BOOL, training.grad_accumulation_fusion, .default_doc = "true (kernels = eager: false)"),
     K("training", "paged_optimizer", VS_KEY_BOOL, training.paged_optimizer, .default_doc = "false"),
     K("training", "optimizer_in_backward", VS_KEY_BOOL, training.optimizer_in_backward, .default_doc = "false"),
     K("training", "offload_activations", VS_KEY_ENUM, training.offload_activations, .choices = activation_offload_names, .default_doc = "none"),
@@ -959,6 +960,30 @@ static int check_grad_reduce(vs_workload *wl, vs_error *err)
                       WHERE("parallel", "overlap_grad_reduce"));
 }
 
+/* Gradient-accumulation fusion is a fused kernel's (Megatron-LM's
+ * --gradient-accumulation-fusion, on unless --no-gradient-accumulation-
+ * fusion: the weight-gradient GEMM accumulates into the fp32 main
+ * gradient, apex's fused_weight_gradient_mlp_cuda); eager PyTorch adds
+ * each new gradient in a kernel of its own. */
+static int check_grad_accumulation(vs_workload *wl, vs_error *err)
+{
+  vs_training_conf *t = &wl->training;
+  bool eager = t->kernels == VS_KERNELS_EAGER;
+  char where[400];
+  if (!vs_conf_is_set(&workload_tab, &wl->origins, "training",
+                      "grad_accumulation_fusion"))
+    t->grad_accumulation_fusion = !eager;
+  else if (t->grad_accumulation_fusion && eager)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: gradient-accumulation fusion is a fused "
+                        "weight-gradient GEMM (Megatron-LM's); eager "
+                        "kernels (kernels = eager) add each gradient in a "
+                        "kernel of its own: set kernels = fused, or "
+                        "grad_accumulation_fusion = false",
+                        WHERE("training", "grad_accumulation_fusion"));
+  return 0;
+}
+
 static int check_training(vs_workload *wl, vs_error *err)
 {
   vs_training_conf *t = &wl->training;
@@ -1008,7 +1033,8 @@ static int check_training(vs_workload *wl, vs_error *err)
                         "fp32 and casts them per op: there is no master copy",
                         WHERE("training", "master_weights"),
                         vs_precision_name(t->precision));
-  if ((rc = check_offload(wl, err)) || (rc = check_paged(wl, err)))
+  if ((rc = check_offload(wl, err)) || (rc = check_paged(wl, err)) ||
+      (rc = check_grad_accumulation(wl, err)))
     return rc;
   return check_step_in_backward(wl, err);
 }

@@ -145,6 +145,11 @@ typedef struct vs_training_conf {
                                multiple of this (torchtitan); 0 = all */
   int attention;            /* vs_attention */
   int kernels;              /* vs_kernels */
+  bool grad_accumulation_fusion; /* each weight-gradient GEMM adds into
+                               the resident gradient (Megatron-LM's
+                               gradient_accumulation_fusion); false: a
+                               kernel a parameter adds each new gradient,
+                               as eager PyTorch's AccumulateGrad */
   int offload_activations;  /* vs_offload: none or cpu (saved activations
                                copied to the host after forward) */
   bool optimizer_in_backward; /* each block's parameters stepped as soon as

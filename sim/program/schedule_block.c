@@ -223,11 +223,13 @@ static op_split bwd_split(builder *b, const vs_op_spec *o, double flops,
 
 /* Eager PyTorch adds each new weight gradient into its parameter's
  * resident .grad (AccumulateGrad: variable_grad += new_grad once .grad is
- * defined, torch/csrc/autograd/functions/accumulate_grad.h; a main-grad
- * hook's add_ alike): a kernel per trainable parameter of op k of inst's
- * block, reading the resident gradient and the new one (the parameter's
- * dtype) and writing the sum. Fused frameworks add inside the weight
- * gradient's GEMM (Megatron-LM's gradient_accumulation_fusion). None is
+ * defined, torch/csrc/autograd/functions/accumulate_grad.h; Megatron-LM's
+ * main-grad hook without gradient-accumulation fusion alike,
+ * param.main_grad.add_(param.grad), distributed_data_parallel.py): a
+ * kernel per trainable parameter of op k of inst's block, reading the
+ * resident gradient and the new one (the parameter's dtype) and writing
+ * the sum. With the fusion the weight gradient's GEMM adds it
+ * ([training] grad_accumulation_fusion). None is
  * priced where this backward makes the gradients afresh (`fresh`: the
  * first micro-batch after the step set them to None, whose gradients
  * AccumulateGrad keeps as they are), where ZeRO-2/3 and FSDP reduce and
@@ -240,7 +242,7 @@ static vs_side_work grad_accumulation(const builder *b, size_t inst,
   const vs_op_spec *o;
   vs_side_work w = {0, 0};
   double resident;
-  if (b->wl->training.kernels != VS_KERNELS_EAGER || fresh ||
+  if (b->wl->training.grad_accumulation_fusion || fresh ||
       sb_transient_grads(b) || b->r->step_in_backward)
     return w;
   blk = sb_block_of(b, inst);
