@@ -692,6 +692,41 @@ static void test_fp32_loss_makes_no_copy(void **state)
   assert_int_equal(ce->bwd_temp_bytes, 0);
 }
 
+/* The loss's kernels, bytes a logit: Megatron-LM's in-place loss casts
+ * the 16-bit logits (2 + 4), takes the max (4), subtracts it (8), exp
+ * (8), sums (4) and divides (8), and backward scales the softmax (8) and
+ * casts the gradient back (4 + 2); PyTorch's F.cross_entropy casts,
+ * log_softmax (8), and in backward zeroes nll_loss's gradient (4), runs
+ * log_softmax's backward (12) and casts back. fp32 logits cast nothing. */
+static void test_loss_kernels(void **state)
+{
+  static const char *const megatron[] = {"training.framework=megatron"};
+  static const char *const fp32[] = {"training.precision=fp32"};
+  vs_model m;
+  const vs_op_spec *ce;
+  double n;
+  (void)state;
+  build_ini(&m, loss_gpt, megatron, 1);
+  ce = op_named(vs_model_head(&m), "cross_entropy");
+  n = 2.0 * 1024 * (double)m.vocab_padded;
+  assert_true(ce->fwd_bytes == (6 + 32) * n);
+  assert_int_equal(ce->fwd_kernels, 6);
+  assert_true(ce->bwd_bytes == (8 + 6) * n);
+  assert_int_equal(ce->bwd_kernels, 2);
+  build_ini(&m, loss_gpt, NULL, 0);
+  ce = op_named(vs_model_head(&m), "cross_entropy");
+  assert_true(ce->fwd_bytes == (6 + 8) * n);
+  assert_int_equal(ce->fwd_kernels, 2);
+  assert_true(ce->bwd_bytes == (4 + 12 + 6) * n);
+  assert_int_equal(ce->bwd_kernels, 3);
+  build_ini(&m, loss_gpt, fp32, 1);
+  ce = op_named(vs_model_head(&m), "cross_entropy");
+  assert_true(ce->fwd_bytes == 8 * n);
+  assert_int_equal(ce->fwd_kernels, 1);
+  assert_true(ce->bwd_bytes == 16 * n);
+  assert_int_equal(ce->bwd_kernels, 2);
+}
+
 /* Megatron-LM's vocab-parallel cross entropy (framework = megatron) works
  * in place on one fp32 copy of the logits, saved as the softmax: the
  * 16-bit logits live only through the loss's forward (2sbV/t of temp
@@ -1946,6 +1981,7 @@ int main(void)
       cmocka_unit_test_teardown(test_dequantized_base_workspace, free_models),
       cmocka_unit_test_teardown(test_megatron_inplace_loss, free_models),
       cmocka_unit_test_teardown(test_fp32_loss_makes_no_copy, free_models),
+      cmocka_unit_test_teardown(test_loss_kernels, free_models),
       cmocka_unit_test_teardown(test_loss_parallel_and_pipelined_logits, free_models),
       cmocka_unit_test_teardown(test_fp32_flash_expands_grouped_kv, free_models),
       cmocka_unit_test_teardown(test_fused_cross_entropy, free_models),

@@ -983,6 +983,39 @@ static bool logits_kept(const vs_workload *wl)
          (wl->parallel.pp > 1 && (fw == VS_FW_FSDP2 || fw == VS_FW_DEEPSPEED));
 }
 
+/* The kernels of the loss over logits of e bytes (see loss_of), bytes
+ * per logit read and written, besides a few on one value a row (the
+ * targets' gather, the log, the row's all-reduces): logits.float() a
+ * kernel each way (e + 4; none for fp32 logits, which it returns, nor
+ * for the backward cast autograd's engine makes to the input's dtype,
+ * validate_outputs).
+ * - LOSS_INPLACE, Megatron-LM's (megatron/core/tensor_parallel/
+ *   cross_entropy.py): the max over the row (4), the max subtracted in
+ *   place (8), exp in place (8), the row's sum (4), the division in place
+ *   (8); backward scales the saved softmax in place (8).
+ * - LOSS_ATEN (and LOSS_PARALLEL, whose DTensor kernels are aten's on a
+ *   shard): log_softmax (8); backward nll_loss's zeroed gradient (4) and
+ *   log_softmax's backward (12).
+ * The fused loss (LOSS_FUSED) is one kernel forward over the 16-bit
+ * logits, and scales its gradient in place in backward. */
+static void loss_kernels(vs_op_spec *op, loss_kind kind, uint64_t e,
+                         uint64_t logits)
+{
+  double n = (double)logits, cast = e == 4 ? 0.0 : (double)(e + 4);
+  uint8_t casts = e == 4 ? 0 : 1;
+  if (kind == LOSS_INPLACE) {
+    op->fwd_bytes = n * (32.0 + cast);
+    op->bwd_bytes = n * (8.0 + cast);
+    op->fwd_kernels = (uint8_t)(5 + casts);
+    op->bwd_kernels = (uint8_t)(1 + casts);
+  } else {
+    op->fwd_bytes = n * (8.0 + cast);
+    op->bwd_bytes = n * (16.0 + cast);
+    op->fwd_kernels = (uint8_t)(1 + casts);
+    op->bwd_kernels = (uint8_t)(2 + casts);
+  }
+}
+
 /* The loss over `logits` elements (see loss_of). Bytes per logit: c for
  * logits.float()'s copy (0 when they are fp32 already, as it then returns
  * them), the saved fp32 log-softmax or softmax, and the forward's and
@@ -1005,6 +1038,7 @@ static int cross_entropy(vs_block *blk, const vs_workload *wl, const vs_dims *d,
     return 0;
   }
   vs_block_as_elementwise(op, logits, 4, 6.0);
+  loss_kernels(op, kind, c ? d->e : 4, logits);
   switch (kind) {
   case LOSS_INPLACE: /* 16-bit logits until cast; fp32 ones are the buffer */
     op->fwd_temp_bytes = (c ? own : 0) * logits;
