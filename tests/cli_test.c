@@ -814,6 +814,17 @@ static void test_eager_kernels_end_to_end(void **state)
                          "eager");
 }
 
+/* Whether run `longer`'s step is longer than run `base`'s over the same
+ * arithmetic (a change of HBM traffic and kernels alone). */
+static void assert_longer_same_arithmetic(const char *const *base,
+                                          const char *const *longer)
+{
+  double tb = run_step(base), ab = seconds_after(r.out, "arithmetic ");
+  double tl = run_step(longer), al = seconds_after(r.out, "arithmetic ");
+  assert_true(tl > tb);
+  tu_assert_close(al, ab, 1e-12);
+}
+
 /* grad_accumulation_fusion = false, end to end: Megatron-LM's GPT 7B
  * sample adds each weight gradient into its fp32 main gradient in a
  * kernel of its own, which lengthens the step by HBM traffic and
@@ -830,19 +841,41 @@ static void test_grad_accumulation_fusion_end_to_end(void **state)
       "run", "workloads/megatron-gpt-7b.ini", "--set",
       "training.kernels=eager", "--set",
       "training.grad_accumulation_fusion=true", NULL};
-  double tf, tu, af, au;
   (void)state;
-  tf = run_step(fused);
-  af = seconds_after(r.out, "arithmetic ");
-  tu = run_step(unfused);
-  au = seconds_after(r.out, "arithmetic ");
-  assert_true(tu > tf);
-  tu_assert_close(au, af, 1e-12);
+  assert_longer_same_arithmetic(fused, unfused);
   run(bad);
   assert_int_equal(r.status, 1);
   assert_contains(r.err, "--set training.grad_accumulation_fusion=true: "
                          "gradient-accumulation fusion is a fused "
                          "weight-gradient GEMM");
+}
+
+/* optimizer_impl = foreach, end to end: the Hugging Face Trainer's
+ * BERT-large sample under PyTorch's foreach AdamW takes longer over the same
+ * arithmetic, and `vsim show` says so; over Megatron-LM's own optimizer
+ * it is refused naming the key. */
+static void test_optimizer_impl_end_to_end(void **state)
+{
+  static const char *const fused[] = {
+      "run", "workloads/hf-bert-large.ini", "--gpus", "8", NULL};
+  static const char *const foreach[] = {
+      "run", "workloads/hf-bert-large.ini", "--gpus", "8", "--set",
+      "training.optimizer_impl=foreach", NULL};
+  static const char *const show[] = {
+      "show", "workloads/hf-bert-large.ini", "--set",
+      "training.optimizer_impl=foreach", NULL};
+  static const char *const bad[] = {
+      "run", "workloads/megatron-gpt-7b.ini", "--set",
+      "training.optimizer_impl=foreach", NULL};
+  (void)state;
+  assert_longer_same_arithmetic(fused, foreach);
+  run(show);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "optimizer_impl = foreach");
+  run(bad);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "--set training.optimizer_impl=foreach: Megatron-LM "
+                         "and DeepSpeed step with their own fused Adam");
 }
 
 /* DeepSpeed's ZeRO-2 without overlap_comm (its default below ZeRO-3):
@@ -3563,6 +3596,7 @@ int main(void)
       cmocka_unit_test(test_hf_samples),
       cmocka_unit_test(test_eager_kernels_end_to_end),
       cmocka_unit_test(test_grad_accumulation_fusion_end_to_end),
+      cmocka_unit_test(test_optimizer_impl_end_to_end),
       cmocka_unit_test(test_moe_sample),
       cmocka_unit_test(test_expert_data_parallel_without_dp),
       cmocka_unit_test(test_skewed_router_raises_the_peak),

@@ -143,6 +143,8 @@ static void test_peak_flops(void **state)
  * leave 250 elements: a quarter of each. */
 static void test_optimizer_work(void **state)
 {
+  const vs_step_passes fused = {2.0, 2.0, 1.0};
+  const vs_step_passes foreach_adamw = {4.0, 7.0, 2.0};
   vs_stage_layout st;
   vs_cost_work w;
   (void)state;
@@ -151,19 +153,24 @@ static void test_optimizer_work(void **state)
   st.params_bytes = st.params_full_bytes = 2000;
   st.grads_bytes = st.grads_full_bytes = 2000;
   st.optimizer_shard_bytes = st.optimizer_full_bytes = 12000;
-  w = vs_cost_optimizer_work(&st);
+  w = vs_cost_optimizer_work(&st, fused);
   tu_assert_close(w.flops, 12000.0, 0);
   tu_assert_close(w.bytes, 30000.0, 0);
+  /* PyTorch's foreach AdamW passes 7 times over the states, twice over
+   * the gradients, 4 times over the weights: 84000 + 4000 + 8000 */
+  w = vs_cost_optimizer_work(&st, foreach_adamw);
+  tu_assert_close(w.flops, 12000.0, 0);
+  tu_assert_close(w.bytes, 96000.0, 0);
   st.params_bytes = st.grads_bytes = 500;
   st.optimizer_shard_bytes = 3000;
-  w = vs_cost_optimizer_work(&st);
+  w = vs_cost_optimizer_work(&st, fused);
   tu_assert_close(w.flops, 3000.0, 0);
   tu_assert_close(w.bytes, 7500.0, 0);
   /* ZeRO-1 over 4 GPUs: weights and gradients whole on every GPU, but it
    * steps only the quarter whose states it holds (12 x 250 FLOPs; bytes
    * 2 x 3000 + 500 + 2 x 500), then the weights are all-gathered */
   st.params_bytes = st.grads_bytes = 2000;
-  w = vs_cost_optimizer_work(&st);
+  w = vs_cost_optimizer_work(&st, fused);
   tu_assert_close(w.flops, 3000.0, 0);
   tu_assert_close(w.bytes, 7500.0, 0);
   /* 3/4 of the weights frozen, no ZeRO: the step updates the other 250
@@ -173,12 +180,12 @@ static void test_optimizer_work(void **state)
   st.trainable_elems = 250;
   st.grads_bytes = st.grads_full_bytes = 500;
   st.optimizer_shard_bytes = st.optimizer_full_bytes = 3000;
-  w = vs_cost_optimizer_work(&st);
+  w = vs_cost_optimizer_work(&st, fused);
   tu_assert_close(w.flops, 3000.0, 0);
   tu_assert_close(w.bytes, 7500.0, 0);
   /* a stage without parameters does no work (no division by zero) */
   memset(&st, 0, sizeof st);
-  w = vs_cost_optimizer_work(&st);
+  w = vs_cost_optimizer_work(&st, fused);
   tu_assert_close(w.flops, 0.0, 0);
   tu_assert_close(w.bytes, 0.0, 0);
 }

@@ -412,6 +412,24 @@ static void test_framework_presets(void **state)
   build(small_gpt, fsdp2, 2, d, &lay);
   assert_sharded(vs_layout_model_states(&lay), d, 16 * psi, 16);
   assert_sharded(lay.params_bytes, d, 4 * psi, 4);
+  assert_int_equal(lay.stages[0].step_temp_bytes, 0);
+  {
+    /* PyTorch's foreach AdamW holds the square root of exp_avg_sq, a new
+     * tensor list as large as one state, at the step: 4 psi / N under
+     * FSDP2, half the stage's optimizer states; momentum keeps none */
+    const char *fsdp2_foreach[] = {"training.framework=fsdp2",
+                                   "training.precision=bf16",
+                                   "training.optimizer_impl=foreach"};
+    const char *momentum[] = {"training.precision=amp_bf16",
+                              "training.optimizer=momentum",
+                              "training.optimizer_impl=foreach"};
+    build(small_gpt, fsdp2_foreach, 3, d, &lay);
+    assert_int_equal(lay.stages[0].step_temp_bytes,
+                     lay.stages[0].optimizer_bytes / 2);
+    assert_sharded(lay.stages[0].step_temp_bytes, d, 4 * psi, 4);
+    build(small_gpt, momentum, 3, 1, &lay);
+    assert_int_equal(lay.stages[0].step_temp_bytes, 0);
+  }
 }
 
 /* Autocast (frameworks.md 1.2: "autocast over fp32 params keeps 4 + 4 +

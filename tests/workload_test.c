@@ -1123,6 +1123,33 @@ static void test_framework_presets(void **state)
                                     "a fused weight-gradient GEMM"));
   }
   {
+    /* PyTorch's foreach optimizer: torch.optim's Adam(W) and SGD over the
+     * model's own parameters, on the GPU; refused for another optimizer,
+     * for Megatron-LM's and DeepSpeed's own, and over master weights */
+    static const char *const amp[] = {"training.precision=amp_bf16",
+                                      "training.optimizer_impl=foreach"};
+    static const char *const lion[] = {"training.precision=amp_bf16",
+                                       "training.optimizer=lion",
+                                       "training.optimizer_impl=foreach"};
+    static const char *const megatron[] = {"training.framework=megatron",
+                                           "training.optimizer_impl=foreach"};
+    static const char *const master[] = {"training.precision=bf16",
+                                         "training.optimizer_impl=foreach"};
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, amp, 2, 0, &err), 0);
+    assert_int_equal(wl.training.optimizer_impl, VS_OPTIMPL_FOREACH);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, lion, 3, 0, &err),
+                     VS_EINPUT);
+    assert_non_null(strstr(err.msg, "--set training.optimizer_impl=foreach: "
+                                    "foreach is torch.optim's"));
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, megatron, 2, 0, &err),
+                     VS_EINPUT);
+    assert_non_null(strstr(err.msg, "own fused Adam"));
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, master, 2, 0, &err),
+                     VS_EINPUT);
+    assert_non_null(strstr(err.msg, "master weights are a mixed-precision "
+                                    "wrapper's"));
+  }
+  {
     /* FSDP2 runs under torchtitan's pipelines; DeepSpeed's ZeRO-3 does
      * not. FSDP2 is fully_shard over dp > 1, without a master copy */
     static const char *const fsdp2_pp[] = {"training.framework=fsdp2",

@@ -55,7 +55,8 @@ Known mismatches (vsim's assumption -> what this harness does)
     what autograd saves against vsim's activations.
   * Optimizers: fused AdamW/SGD (no whole-model temporaries) unless
     optimizer_impl = foreach (PyTorch's default, which allocates
-    temporaries the size of the states during the step; vsim has none).
+    a temporary the size of one state during the step: vsim's
+    [training] optimizer_impl = foreach).
   * GradScaler (fp16 autocast) and dynamic loss scaling (fp16 master) may
     skip a step on inf/nan gradients; skipped_steps counts them.
 """

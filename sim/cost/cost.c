@@ -200,15 +200,18 @@ vs_cost_work vs_cost_optimizer_step(const vs_cost_states *s)
   double share = s->param_elems > 0 ? s->trainable_elems / s->param_elems
                                     : 0.0;
   w.flops = OPTIMIZER_FLOPS_PER_ELEM * s->trainable_elems * s->part;
-  /* states read and written, the partition's gradients read, its
-   * trainable weights read and written (states and gradients exist for
-   * trainable ones only) */
-  w.bytes = 2.0 * s->optimizer_bytes + s->grad_bytes * s->part +
-            2.0 * s->param_bytes * share * s->part;
+  /* the states, the partition's gradients and its trainable weights
+   * (states and gradients exist for trainable ones only), each as many
+   * times as the implementation passes over them (fused: the states and
+   * weights read and written, the gradients read) */
+  w.bytes = s->passes.states * s->optimizer_bytes +
+            s->passes.grads * s->grad_bytes * s->part +
+            s->passes.params * s->param_bytes * share * s->part;
   return w;
 }
 
-vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st)
+vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st,
+                                    vs_step_passes passes)
 {
   /* and of those, only the shard whose optimizer states this GPU holds:
    * under ZeRO-1/2 a GPU steps its 1/dp partition, then the updated
@@ -221,7 +224,7 @@ vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st)
   vs_cost_states s = {(double)st->param_elems, (double)st->trainable_elems,
                       (double)st->optimizer_shard_bytes,
                       (double)st->grads_full_bytes,
-                      (double)st->params_full_bytes, part};
+                      (double)st->params_full_bytes, part, passes};
   return vs_cost_optimizer_step(&s);
 }
 

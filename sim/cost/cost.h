@@ -112,9 +112,11 @@ double vs_cost_launch_seconds(const vs_topology *topo, unsigned kernels);
  * partition of trainable parameters whose optimizer states it holds
  * (optimizer_shard_bytes / optimizer_full_bytes of them: all without ZeRO, 1/dp
  * under ZeRO-1/2/3): 12 FLOPs per element; bytes read and written: its
- * optimizer states twice, its gradients once, its trainable weights twice.
- * A stage with no parameters does no work. */
-vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st);
+ * optimizer states, its gradients and its trainable weights, each as many
+ * times as `passes` says (fused: twice, once, twice). A stage with no
+ * parameters does no work. */
+vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st,
+                                    vs_step_passes passes);
 
 /* What an optimizer step over some parameters touches. */
 typedef struct vs_cost_states {
@@ -125,6 +127,8 @@ typedef struct vs_cost_states {
   double param_bytes;      /* the parameters' bytes */
   double part;             /* the share of them this GPU steps (1/dp under
                               ZeRO, else 1) */
+  vs_step_passes passes;   /* how the step's implementation moves them
+                              (vs_recipe step_passes) */
 } vs_cost_states;
 
 /* The optimizer step's work over s (vs_cost_optimizer_work is it over a

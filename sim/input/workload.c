@@ -19,6 +19,7 @@ static const char *const framework_names[] = {"none", "megatron", "deepspeed",
                                               "fsdp2", "hf", NULL};
 static const char *const attention_names[] = {"flash", "eager", NULL};
 static const char *const kernels_names[] = {"fused", "eager", NULL};
+static const char *const optimizer_impl_names[] = {"fused", "foreach", NULL};
 static const char *const cp_comm_names[] = {"p2p", "a2a", "allgather", NULL};
 static const char *const p2p_names[] = {"overlapped", "blocking", NULL};
 static const char *const schedule_names[] = {"1f1b", "gpipe", "interleaved", NULL};
@@ -82,6 +83,7 @@ static const vs_key workload_keys[] = {
     K("training", "master_weights", VS_KEY_BOOL, training.master_weights, .default_doc = "true unless precision = fp32 or amp_*"),
     K("training", "grad_dtype", VS_KEY_ENUM, training.grad_dtype, .choices = grad_names, .default_doc = "precision"),
     K("training", "optimizer", VS_KEY_ENUM, training.optimizer, .choices = optimizer_names, .default_doc = "adamw"),
+    K("training", "optimizer_impl", VS_KEY_ENUM, training.optimizer_impl, .choices = optimizer_impl_names, .default_doc = "fused"),
     K("training", "framework", VS_KEY_ENUM, training.framework, .choices = framework_names, .default_doc = "none"),
     K("training", "checkpointing", VS_KEY_ENUM, training.checkpointing, .choices = ckpt_names, .default_doc = "none"),
     K("training", "fused_cross_entropy", VS_KEY_BOOL, training.fused_cross_entropy, .default_doc = "false"),
@@ -141,6 +143,7 @@ const char *vs_checkpointing_name(int v) { return ckpt_names[v]; }
 const char *vs_framework_name(int v) { return framework_names[v]; }
 const char *vs_attention_name(int v) { return attention_names[v]; }
 const char *vs_kernels_name(int v) { return kernels_names[v]; }
+const char *vs_optimizer_impl_name(int v) { return optimizer_impl_names[v]; }
 const char *vs_cp_comm_name(int v) { return cp_comm_names[v]; }
 const char *vs_p2p_name(int v) { return p2p_names[v]; }
 const char *vs_offload_name(int v) { return offload_names[v]; }
@@ -984,6 +987,44 @@ static int check_grad_accumulation(vs_workload *wl, vs_error *err)
   return 0;
 }
 
+/* Why wl cannot step with PyTorch's foreach implementation, or NULL:
+ * it is torch.optim's (Adam, AdamW, SGD with or without momentum), on
+ * the GPU, over the whole parameter list at once, and the frameworks
+ * with their own optimizers step fused. */
+static const char *foreach_refused(const vs_workload *wl)
+{
+  const vs_training_conf *t = &wl->training;
+  if (t->optimizer != VS_OPT_ADAMW && t->optimizer != VS_OPT_ADAM &&
+      t->optimizer != VS_OPT_SGD && t->optimizer != VS_OPT_MOMENTUM)
+    return "foreach is torch.optim's implementation, for adamw, adam, sgd "
+           "and momentum";
+  if (t->framework == VS_FW_MEGATRON || t->framework == VS_FW_DEEPSPEED)
+    return "Megatron-LM and DeepSpeed step with their own fused Adam "
+           "(apex's or Transformer Engine's, DeepSpeed's FusedAdam)";
+  if (wl->parallel.offload_optimizer != VS_OFFLOAD_NONE)
+    return "an offloaded optimizer steps on the host "
+           "([node] cpu_optimizer_rate)";
+  if (t->paged_optimizer || t->optimizer_in_backward)
+    return "paged optimizers and the optimizer in backward step tensor by "
+           "tensor";
+  if (t->master_weights)
+    return "torch.optim steps the model's own parameters, and master "
+           "weights are a mixed-precision wrapper's (master_weights = "
+           "true, the default below fp32 without autocast: set it false)";
+  return NULL;
+}
+
+/* [training] optimizer_impl = foreach where foreach_refused allows it. */
+static int check_optimizer_impl(const vs_workload *wl, vs_error *err)
+{
+  char where[400];
+  const char *why = foreach_refused(wl);
+  if (wl->training.optimizer_impl != VS_OPTIMPL_FOREACH || !why)
+    return 0;
+  return vs_error_set(err, VS_EINPUT, "%s: %s; use optimizer_impl = fused",
+                      WHERE("training", "optimizer_impl"), why);
+}
+
 static int check_training(vs_workload *wl, vs_error *err)
 {
   vs_training_conf *t = &wl->training;
@@ -1034,7 +1075,8 @@ static int check_training(vs_workload *wl, vs_error *err)
                         WHERE("training", "master_weights"),
                         vs_precision_name(t->precision));
   if ((rc = check_offload(wl, err)) || (rc = check_paged(wl, err)) ||
-      (rc = check_grad_accumulation(wl, err)))
+      (rc = check_grad_accumulation(wl, err)) ||
+      (rc = check_optimizer_impl(wl, err)))
     return rc;
   return check_step_in_backward(wl, err);
 }

@@ -30,6 +30,11 @@ typedef enum {
   VS_OPT_ADAMW, VS_OPT_ADAM, VS_OPT_SGD, VS_OPT_MOMENTUM,
   VS_OPT_ADAFACTOR, VS_OPT_ADAM8BIT, VS_OPT_LION
 } vs_optimizer;
+/* How the optimizer's step runs: one fused kernel (torch.optim's fused=True,
+ * apex's and DeepSpeed's FusedAdam, Transformer Engine's), or PyTorch's
+ * foreach implementation (torch.optim's default on CUDA): an op over the
+ * whole tensor list for each term of the update. */
+typedef enum { VS_OPTIMPL_FUSED, VS_OPTIMPL_FOREACH } vs_optimizer_impl;
 /* none; selective: Megatron's attention-core recompute; full: every
  * layer's input kept and the layer recomputed; ops: torchtitan's op-level
  * selective policy (outputs of every other matmul and of attention kept,
@@ -145,6 +150,7 @@ typedef struct vs_training_conf {
                                multiple of this (torchtitan); 0 = all */
   int attention;            /* vs_attention */
   int kernels;              /* vs_kernels */
+  int optimizer_impl;       /* vs_optimizer_impl */
   bool grad_accumulation_fusion; /* each weight-gradient GEMM adds into
                                the resident gradient (Megatron-LM's
                                gradient_accumulation_fusion); false: a
@@ -480,6 +486,7 @@ vs_cp_misfit vs_workload_cp_settings_misfit(const vs_training_conf *t,
 const char *vs_arch_name(int arch);
 const char *vs_precision_name(int precision);
 const char *vs_optimizer_name(int optimizer);
+const char *vs_optimizer_impl_name(int impl);
 const char *vs_checkpointing_name(int checkpointing);
 const char *vs_framework_name(int framework);
 const char *vs_attention_name(int attention);

@@ -325,7 +325,7 @@ static uint32_t host_step(builder *b, const vs_stage_layout *st,
 static uint32_t gpu_step(builder *b, const vs_stage_layout *st,
                          const step_waits *w)
 {
-  vs_cost_work work = vs_cost_optimizer_work(st);
+  vs_cost_work work = vs_cost_optimizer_work(st, b->r->step_passes);
   op_split t = sb_roofline_split(b, work.flops, work.bytes);
   uint32_t op = sb_compute_op(b, VS_PHASE_OPTIMIZER, "optimizer_step", -1,
                               -1, work.flops, work.bytes, &t);

@@ -176,6 +176,38 @@ static uint8_t step_copy(const vs_workload *wl, const vs_recipe *r)
   return zero == 1 || zero == 2 ? VS_STEP_COPY_PARTITION : VS_STEP_COPY_NONE;
 }
 
+/* The optimizer step's passes over its bytes (vs_step_passes). Fused,
+ * one kernel (torch.optim's fused=True, apex's and DeepSpeed's
+ * FusedAdam): 2, 2 and 1. PyTorch's foreach implementation runs an op
+ * over the tensor list for each term of the update (torch/optim/adam.py
+ * _multi_tensor_adam, sgd.py _multi_tensor_sgd), each reading its
+ * operands and writing the first:
+ * - Adam(W): AdamW's decoupled weight decay (its default 1e-2; Adam's
+ *   default 0 runs none) mul_s the parameters (2), lerp_ moves exp_avg
+ *   toward the gradient (2 + 1), mul_ and addcmul_ update exp_avg_sq
+ *   (2, 2 + 1), sqrt writes a new list from it (1 + 1), div_ and add_
+ *   rescale that list (2, 2) and addcdiv_ updates the parameters from
+ *   exp_avg and the list (2 + 1 + 1): 14 passes over one state's bytes,
+ *   7 over both, the gradient 2, the parameters 4 (Adam: 2);
+ * - SGD with momentum: mul_ and add_ of the buffer (2, 2 + 1) and the
+ *   parameters' add_ of it (2 + 1): the state 5, gradient 1, parameters
+ *   2; without momentum the parameters' add_ of the gradient, as fused. */
+static vs_step_passes step_passes(const vs_training_conf *t)
+{
+  if (t->optimizer_impl != VS_OPTIMPL_FOREACH)
+    return (vs_step_passes){2.0, 2.0, 1.0};
+  switch (t->optimizer) {
+  case VS_OPT_ADAMW:
+    return (vs_step_passes){4.0, 7.0, 2.0};
+  case VS_OPT_ADAM:
+    return (vs_step_passes){2.0, 7.0, 2.0};
+  case VS_OPT_MOMENTUM:
+    return (vs_step_passes){2.0, 5.0, 1.0};
+  default:
+    return (vs_step_passes){2.0, 2.0, 1.0};
+  }
+}
+
 /* How many bucket reductions the compute stream may run ahead of, for
  * gradients freed once reduced. DeepSpeed ZeRO-2 with overlap_comm: the
  * current stream waits for the reduction stream before each bucket's
@@ -318,6 +350,10 @@ static void resolve_state_handling(const vs_workload *wl, vs_recipe *r)
   r->embedding_sync = wl->parallel.pp > 1 && (wl->model.tied_embeddings ||
                                               wl->model.mtp_layers > 0);
   r->step_copy = step_copy(wl, r);
+  r->step_passes = step_passes(&wl->training);
+  r->step_sqrt_list = wl->training.optimizer_impl == VS_OPTIMPL_FOREACH &&
+                      (wl->training.optimizer == VS_OPT_ADAMW ||
+                       wl->training.optimizer == VS_OPT_ADAM);
   resolve_fsdp2(wl, r);
   r->ddp_bucket_copy = wl->training.framework == VS_FW_HF && dp > 1;
   r->states_in_param_dtype = wl->training.framework == VS_FW_HF &&

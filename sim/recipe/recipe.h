@@ -170,6 +170,15 @@ typedef enum {
   VS_STEP_COPY_NONE, VS_STEP_COPY_FLAT, VS_STEP_COPY_PARTITION
 } vs_step_copy;
 
+/* How many times the optimizer step moves each kind of byte it touches,
+ * read and written (vs_recipe step_passes): a fused step reads and
+ * writes each state and parameter once and reads each gradient. */
+typedef struct vs_step_passes {
+  double params;            /* the stepped parameters' bytes */
+  double states;            /* the optimizer states' bytes */
+  double grads;             /* the gradients' bytes */
+} vs_step_passes;
+
 typedef struct vs_recipe {
   vs_kind_plan *kinds;      /* [model kind] */
   uint32_t n_kinds;
@@ -197,6 +206,12 @@ typedef struct vs_recipe {
                                embeddings (tied, or for multi-token
                                prediction) to all-reduce with the first */
   uint8_t step_copy;        /* vs_step_copy */
+  vs_step_passes step_passes; /* the optimizer step's traffic */
+  bool step_sqrt_list;      /* PyTorch's foreach Adam(W) makes
+                               torch._foreach_sqrt(exp_avg_sqs), a new
+                               tensor list as large as one of its two
+                               states: half the optimizer states, held
+                               through the step */
   bool fp32_params;         /* FSDP2: 16-bit weights kept (sharded) in
                                fp32 and cast to 16 bits when gathered */
   bool gather_copy_out;     /* FSDP2: each block all-gathers into a flat
