@@ -1260,6 +1260,22 @@ static void test_context_parallel_sample(void **state)
     assert_contains(r.out, "layout    dp 1 x cp 4 x tp 8 x pp 1, ZeRO-3");
     assert_contains(r.out, "verdict: FITS on 32 x H100-SXM-80GB");
   }
+  {
+    /* with every rank, dp counts data-parallel replicas, not the cp
+     * ranks within one: dp 2 x cp 2 x tp 2 orders tp, cp, dp (ranks 2
+     * and 3 are cp 1 of replica 0), and the table says cp */
+    static const char *const all[] = {
+        "run", "workloads/llama3-8b-128k-cp8.ini", "--gpus", "8",
+        "--ranks", "all", "--set", "model.layers=2", "--set",
+        "parallel.cp=2", "--set", "parallel.tp=2", "--set",
+        "model.seq_len=8192", "--set", "training.global_batch=2", "--set",
+        "training.fused_cross_entropy=false", NULL};
+    run(all);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "\n rank stage   dp   cp   tp     params");
+    assert_contains(r.out, "\n    3     0    0    1    1 ");
+    assert_contains(r.out, "\n    6     0    1    1    0 ");
+  }
 }
 
 /* Each shipped config.json gives its model's published parameter count

@@ -627,7 +627,7 @@ static int drain(run_ctx *c, vs_engine_stats *stats)
 static int take_twin_run(vs_rank *to, const vs_rank *from)
 {
   uint32_t id = to->id, slot = to->slot;
-  int dp_rank = to->dp_rank, tp_rank = to->tp_rank;
+  int dp_rank = to->dp_rank, tp_rank = to->tp_rank, cp_rank = to->cp_rank;
   size_t n_buffers = from->prog->n_buffers;
   bool ok = true;
   vs_rank_fini(to);
@@ -636,6 +636,7 @@ static int take_twin_run(vs_rank *to, const vs_rank *from)
   to->slot = slot;
   to->dp_rank = dp_rank;
   to->tp_rank = tp_rank;
+  to->cp_rank = cp_rank;
   to->timeline = vs_dup_array(from->timeline, from->n_timeline,
                               sizeof *from->timeline, &ok);
   to->cap_timeline = from->n_timeline;

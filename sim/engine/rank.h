@@ -69,6 +69,7 @@ typedef struct vs_inherited {
 typedef struct vs_rank {
   uint32_t id;              /* global rank number */
   int stage, dp_rank, tp_rank;
+  int cp_rank;              /* its index in its context-parallel group */
   uint32_t slot;            /* index among the simulated ranks of its stage;
                                its pipeline peers share the slot */
   vs_step step;             /* the step its run is: it applies the

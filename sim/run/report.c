@@ -136,17 +136,19 @@ void vs_report_header(FILE *out, const vs_sim *sim)
           (unsigned long long)wl->model.hidden,
           (unsigned long long)wl->model.seq_len);
   fprintf(out, "layout    dp %llu x %stp %llu x pp %llu, ZeRO-%llu, "
-               "micro-batch %llu, global batch %llu (%llu micro-batches per "
+               "micro-batch %llu, global batch %llu (%llu micro-batch%s per "
                "step)\n",
           (unsigned long long)wl->parallel.dp,
           vs_report_cp_text(lay, cp, sizeof cp), (unsigned long long)lay->tp,
           (unsigned long long)lay->pp, (unsigned long long)lay->zero,
           (unsigned long long)wl->training.micro_batch,
           (unsigned long long)wl->training.global_batch,
-          (unsigned long long)lay->grad_accum);
-  fprintf(out, "training  %s, %s, checkpointing %s, %s attention",
+          (unsigned long long)lay->grad_accum,
+          lay->grad_accum == 1 ? "" : "es");
+  fprintf(out, "training  %s, %s%s, checkpointing %s, %s attention",
           vs_precision_name(wl->training.precision),
           vs_optimizer_name(wl->training.optimizer),
+          wl->training.optimizer_impl == VS_OPTIMPL_FOREACH ? " (foreach)" : "",
           vs_checkpointing_name(wl->training.checkpointing),
           vs_attention_name(wl->training.attention));
   if (wl->training.kernels != VS_KERNELS_FUSED) /* the default: unsaid */
@@ -156,7 +158,17 @@ void vs_report_header(FILE *out, const vs_sim *sim)
   fputc('\n', out);
 }
 
-static void rank_row(FILE *out, const vs_rank *r, const char *mark)
+/* The rank's place: stage, dp (and cp, where the layout has it) and tp
+ * columns. */
+static void rank_place(FILE *out, const vs_rank *r, bool cp)
+{
+  fprintf(out, "%5u %5d %4d ", r->id, r->stage, r->dp_rank);
+  if (cp)
+    fprintf(out, "%4d ", r->cp_rank);
+  fprintf(out, "%4d", r->tp_rank);
+}
+
+static void rank_row(FILE *out, const vs_rank *r, bool cp, const char *mark)
 {
   const vs_mem *m = &r->mem;
   char b[VS_CAT_N + 4][16];
@@ -171,9 +183,9 @@ static void rank_row(FILE *out, const vs_rank *r, const char *mark)
   vs_format_bytes(m->peak_used_bytes, b[VS_CAT_N + 1], sizeof b[0]);
   vs_format_bytes(m->capacity_bytes, b[VS_CAT_N + 2], sizeof b[0]);
   vs_format_bytes(head, b[VS_CAT_N + 3], sizeof b[0]);
-  fprintf(out, "%5u %5d %4d %4d %10s %10s %10s %10s %10s %10s %10s %10s %10s "
-               "%10s %4s%s\n",
-          r->id, r->stage, r->dp_rank, r->tp_rank, b[VS_CAT_PARAMS],
+  rank_place(out, r, cp);
+  fprintf(out, " %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %4s%s\n",
+          b[VS_CAT_PARAMS],
           b[VS_CAT_GRADS], b[VS_CAT_OPTIMIZER], b[VS_CAT_ACTIVATIONS],
           b[VS_CAT_TEMP], b[VS_CAT_FRAMEWORK], b[VS_CAT_N], b[VS_CAT_N + 1],
           b[VS_CAT_N + 2], b[VS_CAT_N + 3], vs_rank_fits(r) ? "yes" : "NO",
@@ -581,9 +593,11 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
   vs_report_header(out, sim);
   fprintf(out, "memory at each rank's peak (allocated by category; peak = "
                "reserved + framework)\n");
-  fprintf(out, "%5s %5s %4s %4s %10s %10s %10s %10s %10s %10s %10s %10s %10s "
-               "%10s %4s\n",
-          "rank", "stage", "dp", "tp", "params", "grads", "optimizer",
+  fprintf(out, "%5s %5s %4s ", "rank", "stage", "dp");
+  if (sim->layout.cp > 1)
+    fprintf(out, "%4s ", "cp");
+  fprintf(out, "%4s %10s %10s %10s %10s %10s %10s %10s %10s %10s %10s %4s\n",
+          "tp", "params", "grads", "optimizer",
           "activations", "temp", "framework", "frag", "peak", "capacity",
           "headroom", "fits");
   for (size_t i = 0; i < sim->n_ranks; i++) {
@@ -599,7 +613,7 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
                        sim->layout.pp > 1
                    ? "  <- last stage"
                    : "");
-    rank_row(out, r, mark);
+    rank_row(out, r, sim->layout.cp > 1, mark);
   }
 
   node_table(out, sim);
@@ -838,12 +852,17 @@ static void trace_event(trace_out *t, const char *fmt, ...)
 }
 
 /* The names Perfetto shows: the rank as a process ("rank 8 (stage 1, dp
- * 0, tp 0)"), each stream as a thread. */
-static void trace_names(trace_out *t, const vs_rank *r)
+ * 0, tp 0)", with cp its index in its context-parallel group where `cp`),
+ * each stream as a thread. */
+static void trace_names(trace_out *t, const vs_rank *r, bool cp)
 {
+  char where[24] = "";
+  if (cp)
+    snprintf(where, sizeof where, ", cp %d", r->cp_rank);
   trace_event(t, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%u,"
-                 "\"args\":{\"name\":\"rank %u (stage %d, dp %d, tp %d)\"}}",
-              r->id, r->id, r->stage, r->dp_rank, r->tp_rank);
+                 "\"args\":{\"name\":\"rank %u (stage %d, dp %d%s, tp "
+                 "%d)\"}}",
+              r->id, r->id, r->stage, r->dp_rank, where, r->tp_rank);
   for (int st = 0; st < VS_STREAM_N; st++)
     trace_event(t, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%u,"
                    "\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
@@ -936,7 +955,7 @@ int vs_report_write_trace(const vs_sim *sim, const char *path,
     const vs_rank *r = &sim->ranks[i];
     if (!trace_wants(sel, r->id))
       continue;
-    trace_names(&t, r);
+    trace_names(&t, r, sim->layout.cp > 1);
     trace_ops(&t, r);
     trace_memory(&t, r);
   }

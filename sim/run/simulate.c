@@ -187,7 +187,7 @@ static bool holds_hottest(const vs_layout *lay, uint64_t slot)
 }
 
 /* Creates the simulated ranks: one per stage (dp_rank = tp_rank = 0), or
- * every GPU in Megatron order (tp innermost, then dp, then pp). */
+ * every GPU in Megatron order (tp innermost, then cp, dp, pp). */
 static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_step step,
                       vs_error *err)
 {
@@ -236,7 +236,9 @@ static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_step step,
                             r->id);
       r->slot = (uint32_t)j;
       r->tp_rank = (int)(j % lay->tp);
-      r->dp_rank = (int)(j / lay->tp);
+      /* the dp x cp group: cp consecutive ranks (vs_layout's groups) */
+      r->cp_rank = (int)(j / lay->tp % lay->cp);
+      r->dp_rank = (int)(j / lay->tp / lay->cp);
       /* Megatron order tp-dp-pp (default) or tp-pp-dp */
       r->id = (uint32_t)(stage * lay->pp_stride + (j / lay->tp) * lay->dp_stride +
                          j % lay->tp);
