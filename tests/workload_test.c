@@ -689,9 +689,10 @@ static void test_finetune_rules(void **state)
            "layer trains; to train only the last 1, set method = frozen");
   load_bad(LLAMA_MODEL "[finetune]\nmethod = frozen\n", NULL, 0, 0,
            VS_EINPUT,
-           "[finetune] trainable_layers (default 0 (all)): method = frozen trains "
-           "the last trainable_layers layers and freezes the rest; set it from "
-           "1 to 1 (with every layer trained, use method = full)");
+           "@:10: [finetune] method = frozen: method = frozen trains the last "
+           "trainable_layers layers and freezes the rest; set [finetune] "
+           "trainable_layers from 1 to 1 (with every layer trained, use method "
+           "= full)");
   load_bad("[model]\narch = llama\nlayers = 1\nhidden = 64\nheads = 8\n"
            "vocab = 1000\nseq_len = 128\nffn_hidden = 172\n"
            "[finetune]\nmethod = frozen\n",
@@ -788,8 +789,9 @@ static void test_hf_config(void **state)
     char where[400];
     vs_conf_where(vs_workload_keys(), &wl.origins, "model", "hidden", where,
                   sizeof where);
-    assert_non_null(strstr(where, "w.ini: [model] hidden = 256 (from the file "
-                                  "of [model] hf_config)"));
+    assert_non_null(strstr(where, "w.ini:2: [model] hidden = 256 (from the "
+                                  "file of [model] hf_config = "
+                                  "config.json)"));
   }
   assert_int_equal(load_with_json(&wl, "{\"model_type\": \"falcon\"}",
                                   "[model]\nhf_config = config.json\n"
@@ -1055,8 +1057,8 @@ static void test_framework_presets(void **state)
   assert_int_equal(wl.parallel.bucket_bytes, 2000000000);
   vs_conf_where(vs_workload_keys(), &wl.origins, "training", "grad_dtype",
                 where, sizeof where);
-  assert_non_null(strstr(where, "[training] grad_dtype = fp32 (the preset of "
-                                "[training] framework)"));
+  assert_non_null(strstr(where, "--set training.framework=deepspeed: "
+                                "[training] grad_dtype = fp32 (its preset)"));
   assert_int_equal(load_at(&wl, path, GPT_MODEL, mg, 3, 0, &err), 0);
   assert_int_equal(wl.training.grad_dtype, VS_GRAD_FP32);
   assert_int_equal(wl.parallel.bucket_bytes, 64000000ull * 4);
@@ -1227,8 +1229,8 @@ static void test_p2p_presets(void **state)
   assert_int_equal(wl.parallel.p2p, VS_P2P_BLOCKING);
   vs_conf_where(vs_workload_keys(), &wl.origins, "parallel", "p2p", where,
                 sizeof where);
-  assert_non_null(strstr(where, "[parallel] p2p = blocking (the preset of "
-                                "[training] framework)"));
+  assert_non_null(strstr(where, "--set training.framework=megatron: "
+                                "[parallel] p2p = blocking (its preset)"));
   assert_int_equal(load_at(&wl, path, GPT_MODEL, mg_int, 6, 0, &err), 0);
   assert_int_equal(wl.parallel.p2p, VS_P2P_OVERLAPPED);
   assert_int_equal(load_at(&wl, path, GPT_MODEL, ds, 2, 0, &err), 0);
@@ -1296,8 +1298,8 @@ static void test_grad_reduce_presets(void **state)
   assert_false(wl.parallel.overlap_grad_reduce);
   vs_conf_where(vs_workload_keys(), &wl.origins, "parallel",
                 "overlap_grad_reduce", where, sizeof where);
-  assert_non_null(strstr(where, "[parallel] overlap_grad_reduce = false (the "
-                                "preset of [training] framework)"));
+  assert_non_null(strstr(where, "[parallel] overlap_grad_reduce = false (its "
+                                "preset)"));
   assert_int_equal(load_at(&wl, path, GPT_MODEL, ds1, 4, 0, &err), 0);
   assert_false(wl.parallel.overlap_grad_reduce);
   assert_int_equal(load_at(&wl, path, GPT_MODEL, ds2, 4, 0, &err), 0);
@@ -1360,7 +1362,13 @@ static void test_autocast_and_hf(void **state)
   assert_int_equal(wl.parallel.bucket_bytes, 25ull << 20);
   vs_conf_where(vs_workload_keys(), &wl.origins, "training", "precision",
                 where, sizeof where);
-  assert_non_null(strstr(where, "(the preset of [training] framework)"));
+  assert_non_null(strstr(where, "--set training.framework=hf: [training] "
+                                "precision = amp_bf16 (its preset)"));
+  /* a preset's value is refused at the line of the key that chose it */
+  load_bad(LLAMA_MODEL "experts = 8\n[training]\nframework = hf\n", NULL, 0,
+           0, VS_EINPUT,
+           "@:11: [training] precision = amp_bf16 (the preset of "
+           "[training] framework = hf): autocast over a mixture of experts");
   assert_int_equal(load_at(&wl, path, GPT_MODEL, hf_bf16, 2, 0, &err), 0);
   assert_int_equal(wl.training.precision, VS_PREC_BF16); /* the user's */
   assert_false(wl.training.master_weights); /* the Trainer keeps none */

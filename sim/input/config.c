@@ -131,11 +131,50 @@ static void where_text(const vs_keytab *tab, const char *source, int line,
              k->name, text);
 }
 
+/* The key that `display` ("[section] name", the table's preset_from or
+ * derived_from) names, as vs_conf_find; -1 when there is none. */
+static int find_display(const vs_keytab *tab, const char *display)
+{
+  char section[64], name[64];
+  if (!display || sscanf(display, "[%63[^]]] %63s", section, name) != 2)
+    return -1;
+  return vs_conf_find(tab, section, name);
+}
+
+/* Where key i's value, which a preset (line -2) or a derived file (line
+ * -1) chose, came from: the line (or the --set) of the key that chose it
+ * and that key's value; false when that key has none to name. */
+static bool chosen_where(const vs_keytab *tab, const vs_origins *orig, int i,
+                         char *buf, size_t len)
+{
+  bool preset = orig->keys[i].line == -2;
+  const char *display = preset ? tab->preset_from : tab->derived_from;
+  int from = find_display(tab, display);
+  const vs_origin *o;
+  if (from < 0 || !orig->keys[from].set || orig->keys[from].line < 0)
+    return false;
+  o = &orig->keys[from];
+  if (o->line > 0)
+    snprintf(buf, len, "%s:%d: [%s] %s = %s (%s %s = %s)", orig->file,
+             o->line, tab->keys[i].section, tab->keys[i].name,
+             orig->keys[i].text,
+             preset ? "the preset of" : "from the file of", display, o->text);
+  else
+    snprintf(buf, len, "--set %s%s.%s=%s: [%s] %s = %s (%s)",
+             set_prefix(tab), tab->keys[from].section, tab->keys[from].name,
+             o->text, tab->keys[i].section, tab->keys[i].name,
+             orig->keys[i].text, preset ? "its preset" : "from its file");
+  return true;
+}
+
 char *vs_conf_where(const vs_keytab *tab, const vs_origins *orig,
                     const char *section, const char *name, char *buf,
                     size_t len)
 {
   int i = vs_conf_find(tab, section, name);
+  if (i >= 0 && orig->keys[i].set && orig->keys[i].line < 0 &&
+      chosen_where(tab, orig, i, buf, len))
+    return buf;
   if (i < 0) {
     snprintf(buf, len, "[%s] %s", section, name);
   } else if (!orig->keys[i].set) {

@@ -1128,12 +1128,17 @@ static int check_frozen(vs_workload *wl, const char *lora_key, vs_error *err)
                         "at least 2 layers; use method = full",
                         WHERE("finetune", "method"));
   if (f->trainable_layers == 0 || f->trainable_layers >= wl->model.layers)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: method = frozen trains the last trainable_layers "
-                        "layers and freezes the rest; set it from 1 to %llu "
-                        "(with every layer trained, use method = full)",
-                        WHERE("finetune", "trainable_layers"),
-                        (unsigned long long)wl->model.layers - 1);
+    return vs_error_set(
+        err, VS_EINPUT,
+        "%s: method = frozen trains the last trainable_layers layers and "
+        "freezes the rest; set [finetune] trainable_layers from 1 to %llu "
+        "(with every layer trained, use method = full)",
+        /* unset, it is the method the user wrote that asks for it */
+        vs_conf_is_set(&workload_tab, &wl->origins, "finetune",
+                       "trainable_layers")
+            ? WHERE("finetune", "trainable_layers")
+            : WHERE("finetune", "method"),
+        (unsigned long long)wl->model.layers - 1);
   return 0;
 }
 
