@@ -846,8 +846,8 @@ static void test_grad_accumulation_fusion_end_to_end(void **state)
   run(bad);
   assert_int_equal(r.status, 1);
   assert_contains(r.err, "--set training.grad_accumulation_fusion=true: "
-                         "gradient-accumulation fusion is a fused "
-                         "weight-gradient GEMM");
+                         "gradient-accumulation fusion is Megatron-LM's "
+                         "fused weight-gradient GEMM");
 }
 
 /* optimizer_impl = foreach, end to end: the Hugging Face Trainer's

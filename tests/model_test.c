@@ -719,6 +719,21 @@ static void test_loss_kernels(void **state)
   assert_int_equal(ce->fwd_kernels, 2);
   assert_true(ce->bwd_bytes == (4 + 12 + 6) * n);
   assert_int_equal(ce->bwd_kernels, 3);
+  {
+    /* torchtitan's loss_parallel (FSDP2 with tp > 1) over a shard of the
+     * vocabulary: amax, subtract, exp, sum, subtract (32), and in
+     * backward zeros, exp, sum and scale (32), each with the casts */
+    static const char *const lp[] = {"training.framework=fsdp2",
+                                     "parallel.tp=2", "parallel.dp=2"};
+    double shard;
+    build_ini(&m, loss_gpt, lp, 3);
+    ce = op_named(vs_model_head(&m), "cross_entropy");
+    shard = 2.0 * 1024 * (double)(m.vocab_padded / 2);
+    assert_true(ce->fwd_bytes == (6 + 32) * shard);
+    assert_int_equal(ce->fwd_kernels, 6);
+    assert_true(ce->bwd_bytes == (6 + 32) * shard);
+    assert_int_equal(ce->bwd_kernels, 5);
+  }
   build_ini(&m, loss_gpt, fp32, 1);
   ce = op_named(vs_model_head(&m), "cross_entropy");
   assert_true(ce->fwd_bytes == 8 * n);
@@ -1366,6 +1381,10 @@ static void test_eager_kernels(void **state)
   assert_true(op_named(l, "swiglu_mul")->bwd_bytes == 12 * T * f);
   assert_int_equal(op_named(l, "swiglu_mul")->bwd_kernels, 2);
   l = vs_model_layer(&amp, 0);
+  /* over autocast's fp32 residual the add's gradient is cast to 16 bits
+   * for the sublayer (4 + 2) beside the residual's sum (3 x 4) */
+  assert_true(op_named(l, "attn_out_proj")->bwd_side.bytes == 18 * T * h);
+  assert_int_equal(op_named(l, "attn_out_proj")->bwd_side.kernels, 2);
   assert_true(op_named(l, "norm1")->fwd_bytes == 28 * T * h);
   assert_true(op_named(l, "norm1")->bwd_bytes == 92 * T * h);
   assert_int_equal(op_named(l, "norm1")->fwd_kernels, 6);

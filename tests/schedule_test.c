@@ -1863,6 +1863,41 @@ static void test_unfused_grad_accumulation(void **state)
   }
   destroy(f);
   destroy(u);
+  {
+    /* LoRA: the frozen QKV weight has no gradient to add; its adapters do */
+    static const char *const lora[] = {"finetune.method=lora",
+                                       "training.global_batch=2"};
+    static const char *const lora_u[] = {
+        "finetune.method=lora", "training.global_batch=2",
+        "training.grad_accumulation_fusion=false"};
+    f = build(lora, 2, 1);
+    u = build(lora_u, 3, 1);
+    assert_true(layer0_bwd_of(&u->p, "qkv_proj", 1)->bytes ==
+                layer0_bwd_of(&f->p, "qkv_proj", 1)->bytes);
+    assert_true(layer0_bwd_of(&u->p, "lora_qkv", 1)->bytes >
+                layer0_bwd_of(&f->p, "lora_qkv", 1)->bytes);
+    destroy(f);
+    destroy(u);
+  }
+  {
+    /* FSDP2 under a pipeline adds each micro-batch's 16-bit gradients
+     * into its unsharded fp32 ones (4 B and 2 B read, 4 B written) */
+    static const char *const piped[] = {
+        "training.framework=fsdp2", "parallel.pp=2", "parallel.dp=2",
+        "training.global_batch=4"};
+    const vs_kind_plan *plan;
+    const vs_block *blk;
+    uint32_t k = 0;
+    u = build(piped, 4, 4);
+    plan = &u->r.kinds[u->m.inst_kind[1]];
+    blk = vs_model_block(&u->m, 1);
+    while (strcmp(blk->ops[k].name, "qkv_proj") != 0)
+      k++;
+    assert_true(layer0_bwd_of(&u->p, "qkv_proj", 1)->bytes -
+                    plan->bwd_bytes[k] ==
+                10.0 * (256 * 768 + 768));
+    destroy(u);
+  }
 }
 
 /* The bytes of layer 0's recompute_layer in micro-batch 0. */

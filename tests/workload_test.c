@@ -1104,14 +1104,26 @@ static void test_framework_presets(void **state)
     assert_int_equal(wl.training.kernels, VS_KERNELS_FUSED);
   }
   {
-    /* gradient-accumulation fusion follows the kernels: a fused
-     * weight-gradient GEMM adds (Megatron-LM's default), eager kernels
-     * cannot, and a workload turns it off (--no-gradient-accumulation-
-     * fusion) but not on over eager kernels */
+    /* gradient-accumulation fusion is Megatron-LM's fused weight-gradient
+     * GEMM (framework none's fused kernels stand for it): eager kernels
+     * and the Trainer, even compiled, add each gradient; a workload turns
+     * it off (--no-gradient-accumulation-fusion) but not on where it
+     * does not exist */
     static const char *const eager[] = {"training.kernels=eager"};
     static const char *const off[] = {"training.grad_accumulation_fusion=false"};
     static const char *const bad[] = {"training.kernels=eager",
                                       "training.grad_accumulation_fusion=true"};
+    static const char *const hf[] = {"training.framework=hf",
+                                     "training.kernels=fused"};
+    static const char *const hf_on[] = {
+        "training.framework=hf", "training.kernels=fused",
+        "training.grad_accumulation_fusion=true"};
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, hf, 2, 0, &err), 0);
+    assert_false(wl.training.grad_accumulation_fusion);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, hf_on, 3, 0, &err),
+                     VS_EINPUT);
+    assert_non_null(strstr(err.msg, "the Trainer, DeepSpeed and FSDP2 add "
+                                    "each gradient"));
     assert_int_equal(load_at(&wl, path, GPT_MODEL, NULL, 0, 0, &err), 0);
     assert_true(wl.training.grad_accumulation_fusion);
     assert_int_equal(load_at(&wl, path, GPT_MODEL, eager, 1, 0, &err), 0);
@@ -1122,7 +1134,8 @@ static void test_framework_presets(void **state)
                      VS_EINPUT);
     assert_non_null(strstr(err.msg, "--set training.grad_accumulation_fusion"
                                     "=true: gradient-accumulation fusion is "
-                                    "a fused weight-gradient GEMM"));
+                                    "Megatron-LM's fused weight-gradient "
+                                    "GEMM; eager kernels"));
   }
   {
     /* PyTorch's foreach optimizer: torch.optim's Adam(W) and SGD over the

@@ -963,27 +963,32 @@ static int check_grad_reduce(vs_workload *wl, vs_error *err)
                       WHERE("parallel", "overlap_grad_reduce"));
 }
 
-/* Gradient-accumulation fusion is a fused kernel's (Megatron-LM's
- * --gradient-accumulation-fusion, on unless --no-gradient-accumulation-
+/* Gradient-accumulation fusion is Megatron-LM's fused kernel
+ * (--gradient-accumulation-fusion, on unless --no-gradient-accumulation-
  * fusion: the weight-gradient GEMM accumulates into the fp32 main
- * gradient, apex's fused_weight_gradient_mlp_cuda); eager PyTorch adds
- * each new gradient in a kernel of its own. */
+ * gradient, apex's fused_weight_gradient_mlp_cuda), which framework =
+ * none's fused kernels stand for; eager PyTorch, and the Trainer,
+ * DeepSpeed and FSDP2 even compiled, add each new gradient in a kernel
+ * of its own (AccumulateGrad, or their hooks). */
 static int check_grad_accumulation(vs_workload *wl, vs_error *err)
 {
   vs_training_conf *t = &wl->training;
+  bool megatron = t->framework == VS_FW_MEGATRON ||
+                  t->framework == VS_FW_NONE;
   bool eager = t->kernels == VS_KERNELS_EAGER;
   char where[400];
   if (!vs_conf_is_set(&workload_tab, &wl->origins, "training",
                       "grad_accumulation_fusion"))
-    t->grad_accumulation_fusion = !eager;
-  else if (t->grad_accumulation_fusion && eager)
+    t->grad_accumulation_fusion = megatron && !eager;
+  else if (t->grad_accumulation_fusion && (eager || !megatron))
     return vs_error_set(err, VS_EINPUT,
-                        "%s: gradient-accumulation fusion is a fused "
-                        "weight-gradient GEMM (Megatron-LM's); eager "
-                        "kernels (kernels = eager) add each gradient in a "
-                        "kernel of its own: set kernels = fused, or "
-                        "grad_accumulation_fusion = false",
-                        WHERE("training", "grad_accumulation_fusion"));
+                        "%s: gradient-accumulation fusion is Megatron-LM's "
+                        "fused weight-gradient GEMM; %s add each gradient "
+                        "in a kernel of its own: set grad_accumulation_fusion "
+                        "= false",
+                        WHERE("training", "grad_accumulation_fusion"),
+                        eager ? "eager kernels (kernels = eager)"
+                              : "the Trainer, DeepSpeed and FSDP2");
   return 0;
 }
 

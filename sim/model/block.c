@@ -493,7 +493,8 @@ void vs_block_autocast_input(vs_op_spec *op, const vs_dims *d, uint64_t casts,
  * newest op's side work. Eager PyTorch runs the add as a kernel of its
  * own: it reads both and writes the sum (er). Megatron-LM fuses it into
  * its bias-dropout-add (megatron/core/fusions/fused_bias_dropout.py),
- * which with dropout is the dropout op, reading the residual too; with
+ * which with dropout is the dropout op, reading the residual too and
+ * writing the sum in the residual's dtype; with
  * no dropout and no bias, F.dropout(p = 0) returns its input (ATen's
  * Dropout.cpp) and the add is the kernel left. Backward passes the sum's
  * gradient to both, cast to 16 bits for the sublayer where the residual
@@ -506,8 +507,8 @@ void vs_block_residual_add(vs_op_spec *op, const vs_dims *d)
   bool cast = d->er != d->e;
   if (d->eager_kernels || !d->dropout)
     vs_block_side(op, SIDE_FWD_EAGER, n * (double)(2 * d->er + d->e), 1);
-  else
-    op->fwd_bytes += n * (double)d->er; /* bias-dropout-add's residual */
+  else /* bias-dropout-add reads the residual and writes the sum (er) */
+    op->fwd_bytes += n * (double)(2 * d->er - d->e);
   vs_block_side(op, SIDE_BWD,
                 n * (double)(3 * d->er + (cast ? d->er + d->e : 0)),
                 cast ? 2 : 1);

@@ -993,9 +993,14 @@ static bool logits_kept(const vs_workload *wl)
  *   cross_entropy.py): the max over the row (4), the max subtracted in
  *   place (8), exp in place (8), the row's sum (4), the division in place
  *   (8); backward scales the saved softmax in place (8).
- * - LOSS_ATEN (and LOSS_PARALLEL, whose DTensor kernels are aten's on a
- *   shard): log_softmax (8); backward nll_loss's zeroed gradient (4) and
- *   log_softmax's backward (12).
+ * - LOSS_PARALLEL, torchtitan's loss_parallel (torch/distributed/tensor/
+ *   parallel/loss.py): _log_softmax's amax (4), x - max (8), exp (8), sum
+ *   (4) and the shifted minus the log-sum-exp (8); backward
+ *   _nll_loss_and_log_softmax_backward's zeroed gradient (4), exp of the
+ *   saved log-softmax (8), their sum (12) and the scaling by the loss's
+ *   gradient (8).
+ * - LOSS_ATEN: log_softmax (8); backward nll_loss's zeroed gradient (4)
+ *   and log_softmax's backward (12).
  * The fused loss (LOSS_FUSED) is one kernel forward over the 16-bit
  * logits, and scales its gradient in place in backward. */
 static void loss_kernels(vs_op_spec *op, loss_kind kind, uint64_t e,
@@ -1008,6 +1013,11 @@ static void loss_kernels(vs_op_spec *op, loss_kind kind, uint64_t e,
     op->bwd_bytes = n * (8.0 + cast);
     op->fwd_kernels = (uint8_t)(5 + casts);
     op->bwd_kernels = (uint8_t)(1 + casts);
+  } else if (kind == LOSS_PARALLEL) {
+    op->fwd_bytes = n * (32.0 + cast);
+    op->bwd_bytes = n * (32.0 + cast);
+    op->fwd_kernels = (uint8_t)(5 + casts);
+    op->bwd_kernels = (uint8_t)(4 + casts);
   } else {
     op->fwd_bytes = n * (8.0 + cast);
     op->bwd_bytes = n * (16.0 + cast);

@@ -283,9 +283,12 @@ static void size_dims(const vs_workload *wl, vs_dims *d)
   d->bert = mc->arch == VS_ARCH_BERT;
   d->causal = mc->arch != VS_ARCH_BERT;
   d->hf_modules = wl->training.framework == VS_FW_HF;
-  d->python_rmsnorm =
-      d->hf_modules || wl->training.framework == VS_FW_FSDP2;
   d->eager_kernels = wl->training.kernels == VS_KERNELS_EAGER;
+  /* their modules' Python, run eagerly (compiled, kernels = fused, the
+   * norm saves what a fused one does) */
+  d->python_rmsnorm =
+      (d->hf_modules || wl->training.framework == VS_FW_FSDP2) &&
+      d->eager_kernels;
   d->rope = mc->arch != VS_ARCH_LLAMA || mc->kv_lora_rank ? ROPE_NONE
             : wl->training.framework == VS_FW_FSDP2 ? ROPE_COMPLEX
             : d->hf_modules                         ? ROPE_HF

@@ -85,7 +85,8 @@ typedef struct vs_dims {
                         python_rmsnorm) */
   bool python_rmsnorm; /* RMSNorm in Python ops, as Hugging Face's
                         LlamaRMSNorm and torchtitan's RMSNorm (framework
-                        hf, fsdp2): what autograd saves of it */
+                        hf, fsdp2) run eagerly (kernels = eager): what
+                        autograd saves of it */
   bool eager_kernels; /* kernels = eager: element-wise work as eager
                         PyTorch's per-operator kernels */
   uint8_t rope;      /* vs_rope: whether a rotary embedding runs, and how

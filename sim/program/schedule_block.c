@@ -233,7 +233,11 @@ static op_split bwd_split(builder *b, const vs_op_spec *o, double flops,
  * priced where this backward makes the gradients afresh (`fresh`: the
  * first micro-batch after the step set them to None, whose gradients
  * AccumulateGrad keeps as they are), where ZeRO-2/3 and FSDP reduce and
- * free them each micro-batch, or where the step runs in backward. */
+ * free them each micro-batch (not FSDP2 under a pipeline, which adds
+ * them into its unsharded fp32 gradients, to_accumulated_grad_if_needed,
+ * and reduces after the last: priced from the first micro-batch on,
+ * whose cast to fp32 moves 2 B an element less), or where the step runs
+ * in backward. */
 static vs_side_work grad_accumulation(const builder *b, size_t inst,
                                       uint32_t k, bool fresh)
 {
@@ -243,7 +247,8 @@ static vs_side_work grad_accumulation(const builder *b, size_t inst,
   vs_side_work w = {0, 0};
   double resident;
   if (b->wl->training.grad_accumulation_fusion || fresh ||
-      sb_transient_grads(b) || b->r->step_in_backward)
+      (sb_transient_grads(b) && !b->r->pipelined_fsdp) ||
+      b->r->step_in_backward)
     return w;
   blk = sb_block_of(b, inst);
   plan = sb_plan_of(b, inst);
