@@ -1288,9 +1288,15 @@ static void test_hf_modules(void **state)
     const char *const titan[] = {"training.framework=fsdp2", "parallel.dp=2",
                                  "training.precision=bf16"};
     vs_model t;
+    const char *const compiled[] = {"training.framework=fsdp2",
+                                    "parallel.dp=2", "training.precision=bf16",
+                                    "training.kernels=fused"};
     build_ini(&t, llama, titan, 3);
     assert_int_equal(layer0_saved(&t) - layer0_saved(&a),
                      2 * (4 + 2 - 2) * T * h);
+    /* compiled (kernels = fused), it saves what a fused norm does */
+    build_ini(&t, llama, compiled, 4);
+    assert_int_equal(layer0_saved(&t), layer0_saved(&a));
   }
   assert_int_equal(layer0_saved(&e) -
                        layer0_saved(&c),
