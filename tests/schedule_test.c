@@ -1834,13 +1834,36 @@ static void test_eager_backward_accumulates_gradients(void **state)
   }
 }
 
+/* Whether op `name` of layer 0's backward in micro-batch mb allocates and
+ * frees a temporary of exactly `bytes` itself. */
+static bool has_transient(const vs_program *p, const char *name, int mb,
+                          uint64_t bytes)
+{
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    if (op->phase != VS_PHASE_BWD || vs_op_layer(p, op) != 0 ||
+        op->microbatch != mb || strcmp(vs_op_name(p, op), name) != 0)
+      continue;
+    for (uint32_t k = op->first_effect; k < vs_op_effects_end(p, op); k++) {
+      const vs_effect *e = &p->effects[k];
+      uint32_t a, f;
+      buffer_ops(p, e->buffer, &a, &f);
+      if (!e->is_free && a == i && f == i &&
+          vs_program_buffer(p, e->buffer)->bytes == bytes)
+        return true;
+    }
+  }
+  return false;
+}
+
 /* Megatron-LM without gradient-accumulation fusion
  * (--no-gradient-accumulation-fusion) adds each bf16 weight gradient into
  * its fp32 main gradient in a kernel of its own
  * (param.main_grad.add_(param.grad)): 4 B and 2 B read and 4 B written an
  * element of GPT's QKV weight and bias, in every micro-batch, since the
  * main gradients are zeroed, never None; with the fusion (the default)
- * the GEMM adds. */
+ * the GEMM adds. The new bf16 gradients are the op's temporaries until
+ * added (the weight's 256 x 768 and the bias's 768 elements, 2 B each). */
 static void test_unfused_grad_accumulation(void **state)
 {
   static const char *const fused[] = {"training.framework=megatron",
@@ -1860,6 +1883,9 @@ static void test_unfused_grad_accumulation(void **state)
     assert_true(ku->bytes - kf->bytes == acc);
     assert_true(llabs((long long)(ku->dur_ns - kf->dur_ns) -
                       (long long)llround(t * 1e9)) <= 1);
+    assert_true(has_transient(&u->p, "qkv_proj", mb, 2 * (256 * 768 + 768)));
+    assert_false(
+        has_transient(&f->p, "qkv_proj", mb, 2 * (256 * 768 + 768)));
   }
   destroy(f);
   destroy(u);

@@ -238,13 +238,19 @@ static op_split bwd_split(builder *b, const vs_op_spec *o, double flops,
  * and reduces after the last: priced from the first micro-batch on,
  * whose cast to fp32 moves 2 B an element less), or where the step runs
  * in backward. */
-static vs_side_work grad_accumulation(const builder *b, size_t inst,
+typedef struct accumulation {
+  vs_side_work work;  /* the adds */
+  uint64_t made;      /* the new gradients they add, held from the weight
+                         gradient until added: a temporary of the op */
+} accumulation;
+
+static accumulation grad_accumulation(const builder *b, size_t inst,
                                       uint32_t k, bool fresh)
 {
   const vs_block *blk;
   const vs_kind_plan *plan;
   const vs_op_spec *o;
-  vs_side_work w = {0, 0};
+  accumulation w = {{0, 0}, 0};
   double resident;
   if (b->wl->training.grad_accumulation_fusion || fresh ||
       (sb_transient_grads(b) && !b->r->pipelined_fsdp) ||
@@ -261,8 +267,10 @@ static vs_side_work grad_accumulation(const builder *b, size_t inst,
     uint64_t n = p->rows * p->cols;
     if (!p->trainable)
       continue;
-    w.bytes += 2.0 * resident * (double)n + (double)vs_dtype_bytes(p->dtype, n);
-    w.kernels++;
+    w.made += vs_dtype_bytes(p->dtype, n);
+    w.work.bytes += 2.0 * resident * (double)n +
+                    (double)vs_dtype_bytes(p->dtype, n);
+    w.work.kernels++;
   }
   return w;
 }
@@ -322,7 +330,8 @@ static const op_split *op_time(builder *b, size_t inst, uint32_t k,
                 : bwd_split(b, o, plan->bwd_flops[k], plan->bwd_bytes[k],
                             plan->wgrad_share[k],
                             grad_accumulation(b, inst, k,
-                                              which == TIME_BWD_FRESH));
+                                              which == TIME_BWD_FRESH)
+                                .work);
   }
   return slot;
 }
@@ -1083,6 +1092,7 @@ void sb_backward_block(builder *b, size_t inst, int mb)
     recompute_layer(b, inst, mb);
   for (int k = (int)blk->n_ops - 1; k >= 0; k--) {
     const vs_op_spec *o = &blk->ops[k];
+    accumulation acc = grad_accumulation(b, inst, (uint32_t)k, fresh);
     uint32_t op;
 
     if (plan->recompute_core && k == core_last)
@@ -1090,9 +1100,10 @@ void sb_backward_block(builder *b, size_t inst, int mb)
     op_comm(b, &o->bwd_before, layer, mb);
     op = sb_compute_op(
         b, VS_PHASE_BWD, o->name, layer, mb, plan->bwd_flops[k],
-        plan->bwd_bytes[k] +
-            grad_accumulation(b, inst, (uint32_t)k, fresh).bytes,
+        plan->bwd_bytes[k] + acc.work.bytes,
         op_time(b, inst, (uint32_t)k, fresh ? TIME_BWD_FRESH : TIME_BWD));
+    if (acc.made)
+      sb_transient(b, op, acc.made, VS_CAT_TEMP);
     if (grads_per_tensor(b)) {
       op_grads_appear(b, inst, k, op);
     } else if (k == (int)blk->n_ops - 1 && grads_made_in(b)) {
