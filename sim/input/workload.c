@@ -91,7 +91,7 @@ static const vs_key workload_keys[] = {
     K("training", "checkpoint_every", VS_KEY_COUNT, training.checkpoint_every, .hi = 1e5, .default_doc = "0 (every layer)"),
     K("training", "attention", VS_KEY_ENUM, training.attention, .choices = attention_names, .default_doc = "flash"),
     K("training", "kernels", VS_KEY_ENUM, training.kernels, .choices = kernels_names, .default_doc = "fused (framework hf, fsdp2: eager)"),
-    K("training", "grad_accumulation_fusion", VS_KEY_BOOL, training.grad_accumulation_fusion, .default_doc = "true (kernels = eager: false)"),
+    K("training", "grad_accumulation_fusion", VS_KEY_BOOL, training.grad_accumulation_fusion, .default_doc = "true with fused kernels under framework megatron or none, else false"),
     K("training", "paged_optimizer", VS_KEY_BOOL, training.paged_optimizer, .default_doc = "false"),
     K("training", "optimizer_in_backward", VS_KEY_BOOL, training.optimizer_in_backward, .default_doc = "false"),
     K("training", "offload_activations", VS_KEY_ENUM, training.offload_activations, .choices = activation_offload_names, .default_doc = "none"),
@@ -973,14 +973,14 @@ static int check_grad_reduce(vs_workload *wl, vs_error *err)
 static int check_grad_accumulation(vs_workload *wl, vs_error *err)
 {
   vs_training_conf *t = &wl->training;
-  bool megatron = t->framework == VS_FW_MEGATRON ||
-                  t->framework == VS_FW_NONE;
+  bool has_fusion = t->framework == VS_FW_MEGATRON ||
+                    t->framework == VS_FW_NONE;
   bool eager = t->kernels == VS_KERNELS_EAGER;
   char where[400];
   if (!vs_conf_is_set(&workload_tab, &wl->origins, "training",
                       "grad_accumulation_fusion"))
-    t->grad_accumulation_fusion = megatron && !eager;
-  else if (t->grad_accumulation_fusion && (eager || !megatron))
+    t->grad_accumulation_fusion = has_fusion && !eager;
+  else if (t->grad_accumulation_fusion && (eager || !has_fusion))
     return vs_error_set(err, VS_EINPUT,
                         "%s: gradient-accumulation fusion is Megatron-LM's "
                         "fused weight-gradient GEMM; %s add each gradient "

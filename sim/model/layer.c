@@ -1006,24 +1006,19 @@ static bool logits_kept(const vs_workload *wl)
 static void loss_kernels(vs_op_spec *op, loss_kind kind, uint64_t e,
                          uint64_t logits)
 {
+  /* bytes a logit and kernels, forward and backward, before the casts */
+  static const struct {
+    double fwd, bwd;
+    uint8_t fwd_kernels, bwd_kernels;
+  } work[] = {[LOSS_ATEN] = {8.0, 16.0, 1, 2},
+              [LOSS_INPLACE] = {32.0, 8.0, 5, 1},
+              [LOSS_PARALLEL] = {32.0, 32.0, 5, 4}};
   double n = (double)logits, cast = e == 4 ? 0.0 : (double)(e + 4);
   uint8_t casts = e == 4 ? 0 : 1;
-  if (kind == LOSS_INPLACE) {
-    op->fwd_bytes = n * (32.0 + cast);
-    op->bwd_bytes = n * (8.0 + cast);
-    op->fwd_kernels = (uint8_t)(5 + casts);
-    op->bwd_kernels = (uint8_t)(1 + casts);
-  } else if (kind == LOSS_PARALLEL) {
-    op->fwd_bytes = n * (32.0 + cast);
-    op->bwd_bytes = n * (32.0 + cast);
-    op->fwd_kernels = (uint8_t)(5 + casts);
-    op->bwd_kernels = (uint8_t)(4 + casts);
-  } else {
-    op->fwd_bytes = n * (8.0 + cast);
-    op->bwd_bytes = n * (16.0 + cast);
-    op->fwd_kernels = (uint8_t)(1 + casts);
-    op->bwd_kernels = (uint8_t)(2 + casts);
-  }
+  op->fwd_bytes = n * (work[kind].fwd + cast);
+  op->bwd_bytes = n * (work[kind].bwd + cast);
+  op->fwd_kernels = (uint8_t)(work[kind].fwd_kernels + casts);
+  op->bwd_kernels = (uint8_t)(work[kind].bwd_kernels + casts);
 }
 
 /* The loss over `logits` elements (see loss_of). Bytes per logit: c for

@@ -264,12 +264,11 @@ static accumulation grad_accumulation(const builder *b, size_t inst,
   resident = (double)plan->grad_bytes / (double)plan->trainable_elems;
   for (uint32_t i = o->first_param; i < o->first_param + o->n_params; i++) {
     const vs_param_tensor *p = &blk->params[i];
-    uint64_t n = p->rows * p->cols;
+    uint64_t n = p->rows * p->cols, made = vs_dtype_bytes(p->dtype, n);
     if (!p->trainable)
       continue;
-    w.made += vs_dtype_bytes(p->dtype, n);
-    w.work.bytes += 2.0 * resident * (double)n +
-                    (double)vs_dtype_bytes(p->dtype, n);
+    w.made += made;
+    w.work.bytes += 2.0 * resident * (double)n + (double)made;
     w.work.kernels++;
   }
   return w;

@@ -113,6 +113,8 @@ void vs_report_header(FILE *out, const vs_sim *sim)
   const vs_layout *lay = &sim->layout;
   char cp[32];
   char params[96];
+  char opt[48];
+  size_t used;
 
   if (sim->model.params_active != sim->model.params_total)
     snprintf(params, sizeof params, "%.2f B (%.2f B active)",
@@ -145,10 +147,14 @@ void vs_report_header(FILE *out, const vs_sim *sim)
           (unsigned long long)wl->training.global_batch,
           (unsigned long long)lay->grad_accum,
           lay->grad_accum == 1 ? "" : "es");
-  fprintf(out, "training  %s, %s%s, checkpointing %s, %s attention",
-          vs_precision_name(wl->training.precision),
-          vs_optimizer_name(wl->training.optimizer),
-          wl->training.optimizer_impl == VS_OPTIMPL_FOREACH ? " (foreach)" : "",
+  /* the optimizer, and its implementation where not the default, fused */
+  used = (size_t)snprintf(opt, sizeof opt, "%s",
+                          vs_optimizer_name(wl->training.optimizer));
+  if (wl->training.optimizer_impl != VS_OPTIMPL_FUSED)
+    snprintf(opt + used, sizeof opt - used, " (%s)",
+             vs_optimizer_impl_name(wl->training.optimizer_impl));
+  fprintf(out, "training  %s, %s, checkpointing %s, %s attention",
+          vs_precision_name(wl->training.precision), opt,
           vs_checkpointing_name(wl->training.checkpointing),
           vs_attention_name(wl->training.attention));
   if (wl->training.kernels != VS_KERNELS_FUSED) /* the default: unsaid */

@@ -34,6 +34,7 @@ if [ "${1:-}" = --check ]; then check=1; shift; fi
 vsim=${1:-build/vsim}
 case $vsim in /*) ;; *) vsim=$PWD/$vsim ;; esac
 cd "$(dirname "$0")/../.."
+. tests/validation/common.sh  # step_seconds
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -89,9 +90,6 @@ tp4_pp1 2 parallel.tp=4,parallel.zero=1,parallel.overlap_grad_reduce=true 206635
 tp1_pp4 1 parallel.pp=4,parallel.schedule=interleaved,parallel.virtual_stages=8,parallel.zero=1,parallel.overlap_grad_reduce=true 24809000000 60721000000
 CASES
 
-step_seconds() { # vsim output -> step time in seconds
-  python3 -c 'import re,sys; m=re.search(r"step time ([0-9.]+) (s|ms)", sys.stdin.read()); print(float(m.group(1))*(1e-3 if m.group(2)=="ms" else 1))'
-}
 echo
 echo "| case | GPU | iteration-time: golden | vsim step | error |"
 echo "|---|---|---|---|---|"

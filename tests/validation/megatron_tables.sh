@@ -26,9 +26,7 @@ topo=topologies/a100-sxm-80g-8x.ini
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-step_seconds() { # vsim output -> step time in seconds
-  python3 -c 'import re,sys; m=re.search(r"step time ([0-9.]+) (s|ms)", sys.stdin.read()); print(float(m.group(1))*(1e-3 if m.group(2)=="ms" else 1))'
-}
+. tests/validation/common.sh  # step_seconds
 
 # megatron_2021 TP PP SP: the --set options of Megatron-LM 2021-22's
 # sends and reduction for that layout, one a line

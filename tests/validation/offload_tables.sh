@@ -31,9 +31,7 @@ topo=topologies/v100-sxm-32g-8x.ini
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-step_seconds() { # vsim output -> step time in seconds
-  python3 -c 'import re,sys; m=re.search(r"step time ([0-9.]+) (s|ms)", sys.stdin.read()); print(float(m.group(1))*(1e-3 if m.group(2)=="ms" else 1))'
-}
+. tests/validation/common.sh  # step_seconds
 
 echo "| run | GPUs | layers x hidden | micro x steps | published | vsim step | vsim | error |"
 echo "|---|---|---|---|---|---|---|---|"
