@@ -111,9 +111,12 @@ bool vs_split_root(void)
  * when one stops early (a file missing on its host): every search opens
  * with a round where the rank says done = false, vs_split_finish repeats
  * rounds with done = true until all say so. True when any rank is done. */
-static bool round_any_done(bool done, bool *all_done)
+typedef enum { RANK_SEARCHING, RANK_DONE } rank_state;
+
+static bool round_any_done(rank_state state, bool *all_done)
 {
-  int mine[2] = {done, -(int)done}, min[2] = {0, 0};
+  int done = state == RANK_DONE;
+  int mine[2] = {done, -done}, min[2] = {0, 0};
   MPI_Request req;
   MPI_Iallreduce(mine, min, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req);
   wait_idle(&req);
@@ -217,7 +220,7 @@ int vs_split_explore(const vs_explore *ex, vs_candidate *cands, size_t n,
 
   if (!world(&rank, &size) || size == 1)
     return vs_explore_all(ex, cands, n, err);
-  if (round_any_done(false, &all_done))
+  if (round_any_done(RANK_SEARCHING, &all_done))
     return vs_error_set(err, VS_EINPUT, "another MPI rank stopped before "
                         "the search: do all hosts have the same vsim and "
                         "files at the same paths?");
@@ -245,7 +248,7 @@ int vs_split_agree(bool *value, vs_error *err)
   bool all_done;
   if (!world(&rank, &size) || size == 1)
     return 0;
-  if (round_any_done(false, &all_done))
+  if (round_any_done(RANK_SEARCHING, &all_done))
     return vs_error_set(err, VS_EINPUT, "another MPI rank stopped before "
                         "the search: do all hosts have the same vsim and "
                         "files at the same paths?");
@@ -263,7 +266,7 @@ int vs_split_finish(int code)
   if (!world(&rank, &size))
     return code;
   while (!all_done) /* answer the searches of the ranks still in one */
-    round_any_done(true, &all_done);
+    round_any_done(RANK_DONE, &all_done);
   MPI_Ibcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
   wait_idle(&req);
   MPI_Finalize();

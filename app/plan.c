@@ -711,10 +711,13 @@ static int by_cost(const void *x, const void *y)
   return a->idx < b->idx ? -1 : (a->idx > b->idx);
 }
 
+/* Whether a table's rows name their GPU type (a last `gpu` column). */
+typedef enum { ONE_GPU_TYPE, GPU_TYPE_COLUMN } type_column;
+
 /* The column header of print_layout's rows (cp and ep where ps varies
  * them). */
 static void plan_header(FILE *out, const plan_state *ps, bool priced,
-                        bool typed)
+                        type_column types)
 {
   fprintf(out, "%3s %6s %4s %3s %3s ", "#", "gpus", "dp", "tp", "pp");
   if (ps->varies_cp)
@@ -727,7 +730,8 @@ static void plan_header(FILE *out, const plan_state *ps, bool priced,
           "step", "tokens/s");
   if (priced)
     fprintf(out, "%10s %12s ", "$/step", "$/1e9 tok");
-  fprintf(out, "%10s  %-16s %s\n", "h/1e9 tok", "pipeline", typed ? "gpu" : "");
+  fprintf(out, "%10s  %-16s %s\n", "h/1e9 tok", "pipeline",
+          types == GPU_TYPE_COLUMN ? "gpu" : "");
 }
 
 /* Confirmations run ahead of the order that keeps them: candidates
@@ -1220,15 +1224,18 @@ static void plan_answers(FILE *out, const plan_state *ps)
 {
   fprintf(out, "\ncheapest per step (each re-simulated with every "
                "micro-batch):\n");
-  plan_header(out, ps, ps->priced, ps->type != NULL);
+  plan_header(out, ps, ps->priced,
+              ps->type ? GPU_TYPE_COLUMN : ONE_GPU_TYPE);
   for (size_t k = 0; k < ps->top; k++)
     print_layout(out, (int)k + 1, ps, ps->order[k].idx);
   fprintf(out, "\nfastest:\n");
-  plan_header(out, ps, ps->priced, ps->type != NULL);
+  plan_header(out, ps, ps->priced,
+              ps->type ? GPU_TYPE_COLUMN : ONE_GPU_TYPE);
   print_layout(out, 1, ps, ps->fastest);
   fprintf(out, "\nfewest GPUs on which it fits: %llu\n",
           (unsigned long long)ps->cands[ps->smallest].total_gpus);
-  plan_header(out, ps, ps->priced, ps->type != NULL);
+  plan_header(out, ps, ps->priced,
+              ps->type ? GPU_TYPE_COLUMN : ONE_GPU_TYPE);
   print_layout(out, 1, ps, ps->smallest);
   if (ps->n_unconfirmed)
     fprintf(out, "\n%zu layout(s) that fitted when extrapolated were left out: "
@@ -1270,10 +1277,10 @@ static void plan_type_answers(FILE *out, const plan_state *ps)
 {
   fprintf(out, "\ncheapest per step on %s (re-simulated with every "
                "micro-batch):\n", ps->gpu);
-  plan_header(out, ps, ps->priced, true);
+  plan_header(out, ps, ps->priced, GPU_TYPE_COLUMN);
   print_layout(out, 1, ps, ps->order[0].idx);
   fprintf(out, "fastest on %s:\n", ps->gpu);
-  plan_header(out, ps, ps->priced, true);
+  plan_header(out, ps, ps->priced, GPU_TYPE_COLUMN);
   print_layout(out, 1, ps, ps->fastest);
 }
 
@@ -1375,7 +1382,7 @@ static void plan_overall(FILE *out, const plan_state *types, size_t n,
   fprintf(out, "\ncheapest per step across the %zu GPU types%s:\n", n,
           priced ? "" : " (a type without a price is counted in GPU-hours)");
   /* every type varies cp and ep alike (they follow from the workload) */
-  plan_header(out, &types[all[0].type], priced, true);
+  plan_header(out, &types[all[0].type], priced, GPU_TYPE_COLUMN);
   for (size_t k = 0; k < n_all && k < top; k++)
     print_layout(out, (int)k + 1, &types[all[k].type], all[k].idx);
   free(all);

@@ -59,9 +59,13 @@ void vs_raw_fini(vs_raw *raw)
   memset(raw, 0, sizeof *raw);
 }
 
+/* Whether a series keeps each sample's GEMM shape. */
+typedef enum { SERIES_PLAIN, SERIES_SHAPED } series_kind;
+
 /* Room for one more sample in s (and its shape, for gemm). */
-static int grow(vs_raw_series *s, bool shapes, vs_error *err)
+static int grow(vs_raw_series *s, series_kind kind, vs_error *err)
 {
+  bool shapes = kind == SERIES_SHAPED;
   size_t cap = s->cap ? 2 * s->cap : 256;
   double *b, *t;
   uint32_t *i;
@@ -99,7 +103,7 @@ int vs_raw_add_gemm(vs_raw *raw, vs_gemm g, uint32_t sample, double seconds,
   double elems = (double)g.batch * ((double)g.m * (double)g.k +
                                     (double)g.k * (double)g.n +
                                     (double)g.m * (double)g.n);
-  if (grow(s, true, err))
+  if (grow(s, SERIES_SHAPED, err))
     return err->code;
   s->shape[s->n] = g;
   /* bytes are informational; kept within what a raw CSV's column takes */
@@ -115,7 +119,7 @@ int vs_raw_add(vs_raw *raw, int kind, uint64_t bytes, uint32_t sample,
   if (kind == VS_RAW_GEMM)
     return vs_error_set(err, VS_EINPUT, "a gemm sample needs its shape "
                         "(vs_raw_add_gemm)");
-  if (grow(s, false, err))
+  if (grow(s, SERIES_PLAIN, err))
     return err->code;
   put(s, (double)bytes, sample, seconds);
   return 0;

@@ -69,7 +69,7 @@ static void test_small_request_rounds_and_splits(void **state)
   assert_int_equal(a.allocated_bytes, 512);
   assert_int_equal(a.reserved_bytes, 2 * MIB);
   assert_int_equal(vs_alloc_count_segments(&a, VS_POOL_SMALL), 1);
-  assert_int_equal(vs_alloc_count_blocks(&a, VS_POOL_SMALL, false), 2);
+  assert_int_equal(vs_alloc_count_blocks(&a, VS_POOL_SMALL, VS_BLOCKS_ALL), 2);
   assert_int_equal(vs_alloc_largest_free(&a, VS_POOL_SMALL), 2 * MIB - 512);
   vs_alloc_fini(&a);
 }
@@ -85,7 +85,7 @@ static void test_small_pool_shares_segments(void **state)
   take(&a, MIB, 0);
   take(&a, MIB, 0);
   assert_int_equal(a.reserved_bytes, 2 * MIB);
-  assert_int_equal(vs_alloc_count_blocks(&a, VS_POOL_SMALL, false), 2);
+  assert_int_equal(vs_alloc_count_blocks(&a, VS_POOL_SMALL, VS_BLOCKS_ALL), 2);
   take(&a, 1, 0);
   assert_int_equal(a.reserved_bytes, 4 * MIB);
   vs_alloc_fini(&a);
@@ -134,11 +134,11 @@ static void test_free_merges_neighbours(void **state)
   z = take(&a, 5 * MIB, 0);
   give(&a, z);
   assert_int_equal(vs_alloc_largest_free(&a, VS_POOL_LARGE), 10 * MIB);
-  assert_int_equal(vs_alloc_count_blocks(&a, VS_POOL_LARGE, false), 3);
+  assert_int_equal(vs_alloc_count_blocks(&a, VS_POOL_LARGE, VS_BLOCKS_ALL), 3);
   give(&a, x);
-  assert_int_equal(vs_alloc_count_blocks(&a, VS_POOL_LARGE, false), 3);
+  assert_int_equal(vs_alloc_count_blocks(&a, VS_POOL_LARGE, VS_BLOCKS_ALL), 3);
   give(&a, y);
-  assert_int_equal(vs_alloc_count_blocks(&a, VS_POOL_LARGE, false), 1);
+  assert_int_equal(vs_alloc_count_blocks(&a, VS_POOL_LARGE, VS_BLOCKS_ALL), 1);
   assert_int_equal(vs_alloc_largest_free(&a, VS_POOL_LARGE), 20 * MIB);
   assert_int_equal(a.allocated_bytes, 0);
   assert_int_equal(a.reserved_bytes, 20 * MIB); /* cached, not released */

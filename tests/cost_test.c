@@ -88,28 +88,36 @@ static void test_roofline(void **state)
   (void)state;
   /* compute-bound bf16 matmul: 1e12 / (100e12 * 0.5) = 0.02 s beats
    * 1e9 B / (1e12 B/s * 0.5) = 0.002 s */
-  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_BF16, true, 1e12, 1e9, NULL),
+  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_BF16, VS_FLOPS_MATMUL,
+                                           1e12, 1e9, NULL),
                   0.02, 1e-15);
   /* the tensor-core peak follows the precision: fp16 0.04, fp8 0.01 */
-  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_FP16, true, 1e12, 1e9, NULL),
+  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_FP16, VS_FLOPS_MATMUL,
+                                           1e12, 1e9, NULL),
                   0.04, 1e-15);
-  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_FP8, true, 1e12, 1e9, NULL),
+  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_FP8, VS_FLOPS_MATMUL,
+                                           1e12, 1e9, NULL),
                   0.01, 1e-15);
   /* fp32 matmuls and non-matmul ops use the fp32 peak: 1e12 / 5e12 = 0.2 */
-  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_FP32, true, 1e12, 1e9, NULL),
+  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_FP32, VS_FLOPS_MATMUL,
+                                           1e12, 1e9, NULL),
                   0.2, 1e-15);
-  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_BF16, false, 1e12, 1e9, NULL),
+  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_BF16, VS_FLOPS_OTHER,
+                                           1e12, 1e9, NULL),
                   0.2, 1e-15);
   /* memory-bound: 1e11 B / (1e12 B/s * 0.5) = 0.2 s beats 1e9 / 5e13 =
    * 2e-5 s; memory_efficiency 1 would make it 0.1 */
-  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_BF16, true, 1e9, 1e11, NULL),
+  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_BF16, VS_FLOPS_MATMUL,
+                                           1e9, 1e11, NULL),
                   0.2, 1e-15);
   t.memory_efficiency = 0.25; /* 1e11 / 0.25e12 = 0.4 s */
-  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_BF16, true, 1e9, 1e11, NULL),
+  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_BF16, VS_FLOPS_MATMUL,
+                                           1e9, 1e11, NULL),
                   0.4, 1e-15);
   /* nothing to do takes no time */
-  tu_assert_close(vs_cost_roofline_seconds(&t, VS_PREC_BF16, true, 0, 0, NULL),
-                  0.0, 0);
+  tu_assert_close(
+      vs_cost_roofline_seconds(&t, VS_PREC_BF16, VS_FLOPS_MATMUL, 0, 0, NULL),
+      0.0, 0);
 }
 
 static void test_peak_flops(void **state)
@@ -118,23 +126,34 @@ static void test_peak_flops(void **state)
   (void)state;
   tu_default_topology(&t);
   /* [gpu] peak_tflops_* of the H100 SXM (NVIDIA H100 datasheet, dense) */
-  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_BF16, true), 989e12, 1e-15);
-  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP16, true), 989e12, 1e-15);
-  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP8, true), 1979e12, 1e-15);
-  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP32, true), 67e12, 1e-15);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_BF16, VS_FLOPS_MATMUL), 989e12,
+                  1e-15);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP16, VS_FLOPS_MATMUL), 989e12,
+                  1e-15);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP8, VS_FLOPS_MATMUL), 1979e12,
+                  1e-15);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP32, VS_FLOPS_MATMUL), 67e12,
+                  1e-15);
   /* autocast's GEMMs run at the 16-bit rate, its other ops at fp32's */
-  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_AMP_BF16, true), 989e12, 1e-15);
-  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_AMP_FP16, true), 989e12, 1e-15);
-  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_AMP_BF16, false), 67e12, 1e-15);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_AMP_BF16, VS_FLOPS_MATMUL),
+                  989e12, 1e-15);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_AMP_FP16, VS_FLOPS_MATMUL),
+                  989e12, 1e-15);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_AMP_BF16, VS_FLOPS_OTHER),
+                  67e12, 1e-15);
   /* anything but a matmul runs at the fp32 peak, whatever the precision */
-  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP8, false), 67e12, 1e-15);
-  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_BF16, false), 67e12, 1e-15);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP8, VS_FLOPS_OTHER), 67e12,
+                  1e-15);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_BF16, VS_FLOPS_OTHER), 67e12,
+                  1e-15);
   /* fields distinct in the fixture, so a swapped field cannot hide */
   t = roofline_topology();
-  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP16, true), 50e12, 1e-15);
-  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP8, true), 200e12, 1e-15);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP16, VS_FLOPS_MATMUL), 50e12,
+                  1e-15);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP8, VS_FLOPS_MATMUL), 200e12,
+                  1e-15);
   t.peak_tflops_fp8 = 0; /* a GPU without FP8 tensor cores */
-  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP8, true), 0, 0);
+  tu_assert_close(vs_cost_peak_flops(&t, VS_PREC_FP8, VS_FLOPS_MATMUL), 0, 0);
 }
 
 /* 1000 bf16 weights with bf16 grads and AdamW states with fp32 master

@@ -76,7 +76,7 @@ static void build_ini(vs_model *m, const char *ini, const char *const *sets,
  * the layer's block over every pass). */
 static uint64_t layer0_saved(const vs_model *m)
 {
-  return vs_block_saved_bytes(vs_model_layer(m, 0), -1, true);
+  return vs_block_saved_bytes(vs_model_layer(m, 0), -1, VS_SAVED_ALL);
 }
 
 /* A GPT layer as Korthikanti's Table 2 assumes it: dropout (0.1 default for
@@ -138,11 +138,14 @@ static void test_gpt_no_parallelism(void **state)
     assert_int_equal(layer0_saved(&m),
                      34 * s * b * h + 5 * a * s * s * b);
     /* everything a layer saves is an activation (no temp in a layer) */
-    assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), VS_CAT_ACTIVATIONS, true),
+    assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0),
+                                          VS_CAT_ACTIVATIONS, VS_SAVED_ALL),
                      34 * s * b * h + 5 * a * s * s * b);
     /* Korthikanti Sec. 4.1 breakdown: the selective (s^2) part is softmax
      * output 2as^2b + dropout mask as^2b + dropout output 2as^2b = 5as^2b */
-    assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, false), 34 * s * b * h);
+    assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1,
+                                          VS_SAVED_KEPT_BY_SELECTIVE),
+                     34 * s * b * h);
   }
 }
 
@@ -195,11 +198,13 @@ static void test_gpt_selective_recompute(void **state)
       vs_model m;
       build_gpt(&m, s, b, h, a, t, false, "bf16", "eager", "selective");
       /* Korthikanti Table 2, tp + selective recompute: sbh(10 + 24/t) */
-      assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, false),
+      assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1,
+                                            VS_SAVED_KEPT_BY_SELECTIVE),
                        10 * s * b * h + exact_div(24 * s * b * h, t));
       build_gpt(&m, s, b, h, a, t, true, "bf16", "eager", "selective");
       /* Korthikanti Table 2, tp + sp + selective recompute: 34sbh/t */
-      assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, false),
+      assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1,
+                                            VS_SAVED_KEPT_BY_SELECTIVE),
                        exact_div(34 * s * b * h, t));
     }
   }
@@ -387,7 +392,9 @@ static void test_llama_gqa_swiglu(void **state)
                + exact_div(2 * s * b * f, t);       /* down input */
       assert_int_equal(layer0_saved(&m), expect);
       /* flash + no dropout: nothing is selective (no s^2 tensors) */
-      assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1, false), expect);
+      assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1,
+                                            VS_SAVED_KEPT_BY_SELECTIVE),
+                       expect);
     }
   }
 }
@@ -633,10 +640,12 @@ static void test_head_loss_buffers(void **state)
     build_gpt(&m, s, b, h, 16, t, false, "bf16", "eager", "none");
     v = m.vocab_padded / t;
     /* 4 bytes fp32 log-softmax per (token, vocab entry) */
-    assert_int_equal(vs_block_saved_bytes(vs_model_head(&m), VS_CAT_TEMP, true),
-                     4 * s * b * v);
+    assert_int_equal(
+        vs_block_saved_bytes(vs_model_head(&m), VS_CAT_TEMP, VS_SAVED_ALL),
+        4 * s * b * v);
     /* final norm input + lm_head input, 2sbh each */
-    assert_int_equal(vs_block_saved_bytes(vs_model_head(&m), VS_CAT_ACTIVATIONS, true),
+    assert_int_equal(vs_block_saved_bytes(vs_model_head(&m), VS_CAT_ACTIVATIONS,
+                                          VS_SAVED_ALL),
                      4 * s * b * h);
     for (uint32_t i = 0; i < vs_model_head(&m)->n_ops; i++) {
       if (strcmp(vs_model_head(&m)->ops[i].name, "cross_entropy") == 0)
@@ -684,8 +693,9 @@ static void test_fp32_loss_makes_no_copy(void **state)
   ce = op_named(vs_model_head(&m), "cross_entropy");
   assert_int_equal(ce->fwd_temp_bytes, 4 * s * b * v);
   assert_int_equal(ce->bwd_temp_bytes, 8 * s * b * v);
-  assert_int_equal(vs_block_saved_bytes(vs_model_head(&m), VS_CAT_TEMP, true),
-                   4 * s * b * v);
+  assert_int_equal(
+      vs_block_saved_bytes(vs_model_head(&m), VS_CAT_TEMP, VS_SAVED_ALL),
+      4 * s * b * v);
   build_ini(&m, loss_gpt, megatron, 2);
   ce = op_named(vs_model_head(&m), "cross_entropy");
   assert_int_equal(ce->fwd_temp_bytes, 0);
@@ -760,7 +770,8 @@ static void test_megatron_inplace_loss(void **state)
   build_ini(&m, loss_gpt, megatron, 2);
   head = vs_model_head(&m);
   v = m.vocab_padded / 2;
-  assert_int_equal(vs_block_saved_bytes(head, VS_CAT_TEMP, true), 4 * s * b * v);
+  assert_int_equal(vs_block_saved_bytes(head, VS_CAT_TEMP, VS_SAVED_ALL),
+                   4 * s * b * v);
   for (uint32_t i = 0; i < head->n_ops; i++)
     if (strcmp(head->ops[i].name, "cross_entropy") == 0)
       ce = &head->ops[i];
@@ -914,11 +925,13 @@ static void test_fused_cross_entropy(void **state)
   (void)state;
   build_gpt(&m, s, b, h, 16, 1, false, "bf16", "flash", "none");
   v = m.vocab_padded;
-  assert_int_equal(vs_block_saved_bytes(vs_model_head(&m), VS_CAT_TEMP, true),
-                   4 * s * b * v);
+  assert_int_equal(
+      vs_block_saved_bytes(vs_model_head(&m), VS_CAT_TEMP, VS_SAVED_ALL),
+      4 * s * b * v);
   build_ini(&m, loss_gpt, fused, 1);
   head = vs_model_head(&m);
-  assert_int_equal(vs_block_saved_bytes(head, VS_CAT_TEMP, true), 2 * s * b * v);
+  assert_int_equal(vs_block_saved_bytes(head, VS_CAT_TEMP, VS_SAVED_ALL),
+                   2 * s * b * v);
   for (uint32_t i = 0; i < head->n_ops; i++) {
     const vs_op_spec *op = &head->ops[i];
     if (strcmp(op->name, "cross_entropy") == 0) {
@@ -982,7 +995,7 @@ static void test_block_grows(void **state)
   assert_int_equal(kind, 3);
   assert_string_equal(b->name, "wide");
   assert_int_equal(b->role, VS_ROLE_LAYER);
-  before = vs_block_saved_bytes(b, -1, true);
+  before = vs_block_saved_bytes(b, -1, VS_SAVED_ALL);
   ops0 = b->n_ops;
   saved0 = b->n_saved;
   for (uint32_t i = 0; i < 1000; i++) {
@@ -1003,7 +1016,7 @@ static void test_block_grows(void **state)
   assert_int_equal(b->n_ops, ops0 + 1000);
   assert_int_equal(b->n_saved, saved0 + 5000);
   assert_int_equal(b->saved[saved0 + 5 * 999 + 4].bytes, 40);
-  assert_int_equal(vs_block_saved_bytes(b, -1, true), before + added);
+  assert_int_equal(vs_block_saved_bytes(b, -1, VS_SAVED_ALL), before + added);
   assert_int_equal(vs_model_max_saved(&m), saved0 + 5000);
   /* the builder's dense kind is untouched by its copy's growth */
   assert_int_equal(vs_model_layer(&m, 0)->n_saved, saved0);
@@ -1187,11 +1200,13 @@ static void test_autocast_bert_layer(void **state)
   build_ini(&m, ini, NULL, 0);
   blk = vs_model_layer(&m, 0);
   assert_int_equal(copy_bytes(blk), 2 * 12 * h * h);
-  assert_int_equal(vs_block_saved_bytes(blk, -1, false) - copy_bytes(blk),
+  assert_int_equal(vs_block_saved_bytes(blk, -1, VS_SAVED_KEPT_BY_SELECTIVE) -
+                       copy_bytes(blk),
                    42 * s * b * h);
-  assert_int_equal(vs_block_saved_bytes(blk, -1, true) -
-                       vs_block_saved_bytes(blk, -1, false),
-                   7 * a * s * s * b);
+  assert_int_equal(
+      vs_block_saved_bytes(blk, -1, VS_SAVED_ALL) -
+          vs_block_saved_bytes(blk, -1, VS_SAVED_KEPT_BY_SELECTIVE),
+      7 * a * s * s * b);
   assert_int_equal(m.param_elem_bytes, 4);
   assert_int_equal(m.act_elem_bytes, 2);
   for (uint32_t i = 0; i < blk->n_params; i++)
@@ -1228,8 +1243,8 @@ static void test_autocast_llama_layer(void **state)
            + 2 * s * b * h                    /* out-proj input */
            + 2 * 2 * s * b * h                /* gate, up casts */
            + 8 * s * b * f;                   /* SwiGLU tensors */
-  assert_int_equal(vs_block_saved_bytes(blk, -1, true) - copy_bytes(blk),
-                   expect);
+  assert_int_equal(
+      vs_block_saved_bytes(blk, -1, VS_SAVED_ALL) - copy_bytes(blk), expect);
   assert_int_equal(copy_bytes(blk),
                    2 * (h * d * (a + 2 * k) + h * h + 3 * h * f));
   assert_int_equal(copy_bytes(b16), 0);
@@ -1457,7 +1472,7 @@ static void test_mla_layer(void **state)
   (void)state;
   build_ini(&m, llama, NULL, 0);
   blk = vs_model_layer(&m, 0);
-  assert_int_equal(vs_block_saved_bytes(blk, -1, true), attn + mlp);
+  assert_int_equal(vs_block_saved_bytes(blk, -1, VS_SAVED_ALL), attn + mlp);
   assert_int_equal(blk->param_elems, params + 2 * h + 3 * h * f);
   tu_assert_close(op_named(blk, "flash_attn")->fwd_flops,
                   2.0 * (double)(b * a * s * s * (dn + dr + dv)) * 0.5, 1e-15);
@@ -1489,7 +1504,8 @@ static void test_mla_layer(void **state)
     const vs_block *sb;
     build_ini(&split, llama, tp2, 2);
     sb = vs_model_layer(&split, 0);
-    assert_int_equal(2 * vs_block_saved_bytes(sb, -1, true), attn + mlp);
+    assert_int_equal(2 * vs_block_saved_bytes(sb, -1, VS_SAVED_ALL),
+                     attn + mlp);
     assert_int_equal(sb->param_elems,
                      h * rq + rq + rq * (a / 2) * (dn + dr) + h * (rkv + dr) +
                          rkv + rkv * (a / 2) * (dn + dv) + (a / 2) * dv * h +
@@ -1619,8 +1635,8 @@ static void test_moe_layer(void **state)
   dense = vs_model_layer(&m0, 0);
   mx = vs_model_layer(&m1, 0);
   assert_string_equal(mx->name, "moe");
-  assert_int_equal(vs_block_saved_bytes(mx, -1, true) -
-                       vs_block_saved_bytes(dense, -1, true),
+  assert_int_equal(vs_block_saved_bytes(mx, -1, VS_SAVED_ALL) -
+                       vs_block_saved_bytes(dense, -1, VS_SAVED_ALL),
                    moe_mlp - dense_mlp);
   assert_int_equal(mx->param_elems - dense->param_elems,
                    h * E + E * 3 * h * fe + 3 * h * fs - 3 * h * f);
@@ -1663,8 +1679,8 @@ static void test_moe_tensor_parallel(void **state)
   build_ini(&m1, llama, moe, 7);
   dense = vs_model_layer(&m0, 0);
   mx = vs_model_layer(&m1, 0);
-  assert_int_equal(vs_block_saved_bytes(mx, -1, true) -
-                       vs_block_saved_bytes(dense, -1, true),
+  assert_int_equal(vs_block_saved_bytes(mx, -1, VS_SAVED_ALL) -
+                       vs_block_saved_bytes(dense, -1, VS_SAVED_ALL),
                    moe_mlp - dense_mlp);
   assert_int_equal(mx->param_elems - dense->param_elems,
                    h * E + E * 3 * h * (fe / 2) + 3 * h * (fs / 2) -
@@ -1743,8 +1759,8 @@ static void test_moe_expert_tensor_parallel(void **state)
                   1e-15);
   /* saved on the slots: the experts' input 2h and SwiGLU's 8 fe a slot,
    * kT/2 slots whole against kT slots at half the width */
-  assert_int_equal(vs_block_saved_bytes(l_tp, -1, true) -
-                       vs_block_saved_bytes(l1, -1, true),
+  assert_int_equal(vs_block_saved_bytes(l_tp, -1, VS_SAVED_ALL) -
+                       vs_block_saved_bytes(l1, -1, VS_SAVED_ALL),
                    2 * k * T * h + 8 * k * T * (fe / 2) -
                        (2 * k * (T / 2) * h + 8 * k * (T / 2) * fe));
   /* the shared expert's collectives stay over tp */
@@ -1903,12 +1919,12 @@ static void test_mtp_depth(void **state)
   assert_int_equal(h1->n_ops, h0->n_ops + layer->n_ops + 8);
   assert_string_equal(h1->ops[h1->n_ops - 2].name, "lm_head");
   assert_string_equal(h1->ops[h1->n_ops - 1].name, "cross_entropy");
-  assert_int_equal(vs_block_saved_bytes(h1, -1, true) -
-                       vs_block_saved_bytes(h0, -1, true),
-                   vs_block_saved_bytes(layer, -1, true) + 12 * T * h +
+  assert_int_equal(vs_block_saved_bytes(h1, -1, VS_SAVED_ALL) -
+                       vs_block_saved_bytes(h0, -1, VS_SAVED_ALL),
+                   vs_block_saved_bytes(layer, -1, VS_SAVED_ALL) + 12 * T * h +
                        4 * T * V);
-  assert_int_equal(vs_block_saved_bytes(h1, VS_CAT_TEMP, true),
-                   2 * vs_block_saved_bytes(h0, VS_CAT_TEMP, true));
+  assert_int_equal(vs_block_saved_bytes(h1, VS_CAT_TEMP, VS_SAVED_ALL),
+                   2 * vs_block_saved_bytes(h0, VS_CAT_TEMP, VS_SAVED_ALL));
   assert_int_equal(h1->param_elems - h0->param_elems,
                    layer->param_elems + 2 * h * h + 3 * h);
   assert_int_equal(m1.params_mtp, layer->param_elems + 2 * h * h + 3 * h);

@@ -1419,8 +1419,9 @@ static void test_selective_eager_recomputes_attention(void **state)
   /* It re-creates exactly the tensors selective checkpointing dropped (the
    * s^2 softmax output, dropout mask and dropped-out probabilities), as one
    * temp buffer. */
-  dropped = vs_block_saved_bytes(vs_model_layer(&b->m, 0), -1, true) -
-            vs_block_saved_bytes(vs_model_layer(&b->m, 0), -1, false);
+  dropped = vs_block_saved_bytes(vs_model_layer(&b->m, 0), -1, VS_SAVED_ALL) -
+            vs_block_saved_bytes(vs_model_layer(&b->m, 0), -1,
+                                 VS_SAVED_KEPT_BY_SELECTIVE);
   /* a=4 heads, s=128, b=1: softmax 2*a*s^2 + mask a*s^2 + probs 2*a*s^2
    * = 5 * 4 * 16384 = 327680 B (Korthikanti's 5as^2b term) */
   assert_int_equal(dropped, 327680);
@@ -1747,7 +1748,7 @@ static void test_autocast_casts_are_kernels_of_their_own(void **state)
   gemm = o->fwd_bytes - o->fwd_side.bytes;
   t = vs_cost_gemm_seconds(&b->topo, VS_PREC_BF16, o->gemm, o->fwd_flops,
                            gemm, NULL) +
-      vs_cost_roofline_seconds(&b->topo, VS_PREC_BF16, false, 0,
+      vs_cost_roofline_seconds(&b->topo, VS_PREC_BF16, VS_FLOPS_OTHER, 0,
                                o->fwd_side.bytes, NULL) +
       3 * 3e-6;
   assert_true(llabs((long long)layer0_dur_ns(&b->p, o->name, VS_PHASE_FWD) -
@@ -1757,7 +1758,8 @@ static void test_autocast_casts_are_kernels_of_their_own(void **state)
                            o->fwd_flops, gemm, NULL) +
       vs_cost_gemm_seconds(&b->topo, VS_PREC_BF16, vs_gemm_wgrad(o->gemm),
                            o->fwd_flops, o->bwd_bytes - side - gemm, NULL) +
-      vs_cost_roofline_seconds(&b->topo, VS_PREC_BF16, false, 0, side, NULL) +
+      vs_cost_roofline_seconds(&b->topo, VS_PREC_BF16, VS_FLOPS_OTHER, 0, side,
+                               NULL) +
       4 * 3e-6;
   assert_true(llabs((long long)layer0_dur_ns(&b->p, o->name, VS_PHASE_BWD) -
                     (long long)ceil(t * 1e9)) <= 1);
@@ -1801,8 +1803,8 @@ static void test_eager_backward_accumulates_gradients(void **state)
   built *f = build(NULL, 0, 1), *e = build(eager, 1, 1);
   const vs_op_kind *kf = layer0_bwd(&f->p, "qkv_proj");
   const vs_op_kind *ke = layer0_bwd(&e->p, "qkv_proj");
-  double t = vs_cost_roofline_seconds(&e->topo, VS_PREC_BF16, false, 0, acc,
-                                      NULL) +
+  double t = vs_cost_roofline_seconds(&e->topo, VS_PREC_BF16, VS_FLOPS_OTHER, 0,
+                                      acc, NULL) +
              2 * 3e-6;
   (void)state;
   assert_true(ke->bytes - kf->bytes == acc);
@@ -1877,8 +1879,8 @@ static void test_unfused_grad_accumulation(void **state)
   for (int mb = 0; mb < 2; mb++) {
     const vs_op_kind *kf = layer0_bwd_of(&f->p, "qkv_proj", mb);
     const vs_op_kind *ku = layer0_bwd_of(&u->p, "qkv_proj", mb);
-    double t = vs_cost_roofline_seconds(&u->topo, VS_PREC_BF16, false, 0,
-                                        acc, NULL) +
+    double t = vs_cost_roofline_seconds(&u->topo, VS_PREC_BF16, VS_FLOPS_OTHER,
+                                        0, acc, NULL) +
                2 * 3e-6;
     assert_true(ku->bytes - kf->bytes == acc);
     assert_true(llabs((long long)(ku->dur_ns - kf->dur_ns) -
@@ -2002,9 +2004,10 @@ static void test_op_durations_follow_roofline(void **state)
           : spec->flash.seq
               ? vs_cost_flash_seconds(&b->topo, VS_PREC_BF16, spec->flash,
                                       spec->fwd_flops, spec->fwd_bytes, NULL)
-              : vs_cost_roofline_seconds(&b->topo, VS_PREC_BF16,
-                                         spec->matmul, spec->fwd_flops,
-                                         spec->fwd_bytes, NULL);
+              : vs_cost_roofline_seconds(
+                    &b->topo, VS_PREC_BF16,
+                    spec->matmul ? VS_FLOPS_MATMUL : VS_FLOPS_OTHER,
+                    spec->fwd_flops, spec->fwd_bytes, NULL);
       t += 3e-6 * spec->fwd_kernels;
       /* durations are that rounded up to a whole nanosecond */
       assert_int_equal(vs_op_kind_of(p, op)->dur_ns, (uint64_t)ceil(t * 1e9));

@@ -1276,7 +1276,7 @@ static void in_flight_layers(const char *const *sets, size_t n_sets,
   load(&wl, pipeline_gpt, sets, n_sets, pp);
   simulate(&sim, &wl, &topo, false);
   per_layer = (double)vs_block_saved_bytes(vs_model_layer(&sim.model, 0),
-                                           VS_CAT_ACTIVATIONS, true);
+                                           VS_CAT_ACTIVATIONS, VS_SAVED_ALL);
   assert_int_equal(sim.n_ranks, pp);
   for (uint64_t s = 0; s < pp; s++)
     out[s] = (double)max_layer_activations(&sim, &sim.ranks[s]) / per_layer;
@@ -1606,11 +1606,12 @@ static void test_trainable_layers_frozen_prefix(void **state)
   assert_true(vs_recipe_kind(&one.recipe, &one.model, 0)->no_backward);
   assert_false(vs_recipe_kind(&one.recipe, &one.model, 4)->no_backward);
   /* kept: 3 layers' tensors, the embedding's and the head's input fewer */
-  assert_int_equal(kept_activations(&full) - kept_activations(&one),
-                   3 * vs_block_saved_bytes(dense, VS_CAT_ACTIVATIONS, true) +
-                       vs_block_saved_bytes(vs_model_embed(&full.model),
-                                            VS_CAT_ACTIVATIONS, true) +
-                       128 * 256 * 2);
+  assert_int_equal(
+      kept_activations(&full) - kept_activations(&one),
+      3 * vs_block_saved_bytes(dense, VS_CAT_ACTIVATIONS, VS_SAVED_ALL) +
+          vs_block_saved_bytes(vs_model_embed(&full.model), VS_CAT_ACTIVATIONS,
+                               VS_SAVED_ALL) +
+          128 * 256 * 2);
   assert_int_equal(max_held(&one.ranks[0], VS_CAT_ACTIVATIONS),
                    kept_activations(&one));
   /* trainable: the last layer and the head */
@@ -1659,8 +1660,9 @@ static void test_checkpoint_every_other_layer(void **state)
     assert_int_equal(vs_model_layer(&half.model, l)->not_checkpointed,
                      l % 2 == 0);
   }
-  assert_int_equal(kept_activations(&half) - kept_activations(&full),
-                   2 * vs_block_saved_bytes(dense, VS_CAT_ACTIVATIONS, true));
+  assert_int_equal(
+      kept_activations(&half) - kept_activations(&full),
+      2 * vs_block_saved_bytes(dense, VS_CAT_ACTIVATIONS, VS_SAVED_ALL));
   tu_assert_close(phase_flops(&half.ranks[0], VS_PHASE_RECOMPUTE),
                   phase_flops(&full.ranks[0], VS_PHASE_RECOMPUTE) / 2, 1e-12);
   assert_true(phase_flops(&full.ranks[0], VS_PHASE_RECOMPUTE) > 0);

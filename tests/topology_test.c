@@ -533,7 +533,8 @@ static void test_calibration_curve_pieces(void **state)
   assert_near(vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, 1048576, 2, link),
               2 * (5e-6 + 524288 / 20e9));
   /* memory-bound op moving 1e9 bytes: 2 us + 1e9 / 2000 GB/s */
-  assert_near(vs_cost_roofline_seconds(&t, VS_PREC_BF16, false, 1.0, 1e9, &seen),
+  assert_near(vs_cost_roofline_seconds(&t, VS_PREC_BF16, VS_FLOPS_OTHER, 1.0,
+                                       1e9, &seen),
               2e-6 + 1e9 / 2000e9);
   assert_true(seen.kinds[VS_CAL_D2D_KERNEL].used);
   assert_near(seen.kinds[VS_CAL_D2D_KERNEL].lo, 5e8); /* bytes per copy */

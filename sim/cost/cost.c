@@ -30,10 +30,11 @@ static double curve_at(const vs_count_list *xs, const vs_real_list *ys,
  * Compute
  * ------------------------------------------------------------------------ */
 
-double vs_cost_peak_flops(const vs_topology *topo, int precision, bool matmul)
+double vs_cost_peak_flops(const vs_topology *topo, int precision,
+                          vs_flop_kind kind)
 {
   double tflops = topo->peak_tflops_fp32;
-  if (matmul) {
+  if (kind == VS_FLOPS_MATMUL) {
     switch (vs_precision_gemm(precision)) { /* autocast: its 16-bit GEMMs */
     case VS_PREC_BF16:
       tflops = topo->peak_tflops_bf16;
@@ -52,13 +53,13 @@ double vs_cost_peak_flops(const vs_topology *topo, int precision, bool matmul)
 }
 
 /* The roofline at `efficiency` of the peak. */
-static double roofline(const vs_topology *topo, int precision, bool matmul,
-                       double flops, double bytes, double efficiency,
-                       vs_cal_seen *seen)
+static double roofline(const vs_topology *topo, int precision,
+                       vs_flop_kind kind, double flops, double bytes,
+                       double efficiency, vs_cal_seen *seen)
 {
   double t_mem = vs_cost_memory_seconds(topo, bytes, seen);
   double t_flop =
-      flops / (vs_cost_peak_flops(topo, precision, matmul) * efficiency);
+      flops / (vs_cost_peak_flops(topo, precision, kind) * efficiency);
   return t_flop > t_mem ? t_flop : t_mem;
 }
 
@@ -74,10 +75,10 @@ double vs_cost_memory_seconds(const vs_topology *topo, double bytes,
 }
 
 double vs_cost_roofline_seconds(const vs_topology *topo, int precision,
-                                bool matmul, double flops, double bytes,
+                                vs_flop_kind kind, double flops, double bytes,
                                 vs_cal_seen *seen)
 {
-  return roofline(topo, precision, matmul, flops, bytes,
+  return roofline(topo, precision, kind, flops, bytes,
                   topo->compute_efficiency, seen);
 }
 
@@ -135,7 +136,7 @@ double vs_cost_gemm_fill(const vs_topology *topo, vs_gemm g)
 double vs_cost_gemm_seconds(const vs_topology *topo, int precision, vs_gemm g,
                             double flops, double bytes, vs_cal_seen *seen)
 {
-  return roofline(topo, precision, true, flops, bytes,
+  return roofline(topo, precision, VS_FLOPS_MATMUL, flops, bytes,
                   topo->compute_efficiency * vs_cost_gemm_fill(topo, g), seen);
 }
 
@@ -168,13 +169,15 @@ double vs_cost_flash_seconds(const vs_topology *topo, int precision,
                              vs_cal_seen *seen)
 {
   double tflops = flash_tflops(topo, a);
-  double peak = vs_cost_peak_flops(topo, precision, true);
+  double peak = vs_cost_peak_flops(topo, precision, VS_FLOPS_MATMUL);
   if (!(tflops > 0) || !(peak > 0))
-    return vs_cost_roofline_seconds(topo, precision, true, flops, bytes,
+    return vs_cost_roofline_seconds(topo, precision, VS_FLOPS_MATMUL, flops,
+                                    bytes,
                                     seen);
   /* the measured rate, whatever the GEMMs' precision (the kernel runs
    * in 16 bits) */
-  return roofline(topo, precision, true, flops, bytes, tflops * 1e12 / peak,
+  return roofline(topo, precision, VS_FLOPS_MATMUL, flops, bytes,
+                  tflops * 1e12 / peak,
                   seen);
 }
 

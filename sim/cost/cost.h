@@ -48,11 +48,15 @@ typedef struct vs_cost_work {
  * Compute
  * ------------------------------------------------------------------------ */
 
+/* What an op's FLOPs are: a matmul's (tensor cores) or other work's. */
+typedef enum { VS_FLOPS_OTHER, VS_FLOPS_MATMUL } vs_flop_kind;
+
 /* Peak FLOP/s of one GPU (the topology's [gpu] peak_tflops_* x 1e12): the
  * tensor-core peak at `precision` for a matmul (bf16, fp16, fp8; fp32
  * matmuls use the fp32 peak), the fp32 peak for anything else. 0 when the
  * GPU lacks that precision (peak_tflops_fp8 = 0). */
-double vs_cost_peak_flops(const vs_topology *topo, int precision, bool matmul);
+double vs_cost_peak_flops(const vs_topology *topo, int precision,
+                          vs_flop_kind kind);
 
 /* The memory side of the roofline: `bytes` of HBM traffic at
  * hbm_bandwidth x memory_efficiency, or the calibrated d2d_kernel curve's
@@ -66,7 +70,7 @@ double vs_cost_memory_seconds(const vs_topology *topo, double bytes,
  * fit's, launch latency included, for an op moving `bytes` (read + write);
  * its size goes to seen (may be NULL). */
 double vs_cost_roofline_seconds(const vs_topology *topo, int precision,
-                                bool matmul, double flops, double bytes,
+                                vs_flop_kind kind, double flops, double bytes,
                                 vs_cal_seen *seen);
 
 /* The share of a GPU's full-wave GEMM rate a GEMM of shape g keeps on

@@ -446,9 +446,18 @@ static bool fits_device(const vs_alloc *a, uint64_t more)
  * Segments
  * ------------------------------------------------------------------------ */
 
+/* What a new segment is: cudaMalloc'd whole, or address space that maps
+ * pages on demand (expandable_segments). */
+typedef enum { SEGMENT_PLAIN, SEGMENT_EXPANDABLE } segment_kind;
+
+/* Whether a request may go past the device's capacity: only once an
+ * out-of-memory has happened (vs_alloc_malloc). */
+typedef enum { WITHIN_CAPACITY, PAST_CAPACITY } capacity_rule;
+
 static uint32_t new_segment(vs_alloc *a, int stream, int pool, uint64_t size,
-                            bool expandable)
+                            segment_kind kind)
 {
+  bool expandable = kind == SEGMENT_EXPANDABLE;
   uint32_t s, b;
   vs_alloc_segment *seg;
   if (!vs_grow((void **)&a->segments, &a->cap_segments, a->n_segments + 1,
@@ -483,7 +492,8 @@ static uint32_t new_segment(vs_alloc *a, int stream, int pool, uint64_t size,
  * so blocks pack contiguously across pages (PyTorch treats such a run of
  * free blocks ending in unmapped memory as one candidate). Returns the
  * mapped free block to allocate from, or NONE if over capacity. */
-static uint32_t map_pages(vs_alloc *a, uint32_t b, uint64_t rounded, bool force)
+static uint32_t map_pages(vs_alloc *a, uint32_t b, uint64_t rounded,
+                          capacity_rule rule)
 {
   int pool = a->segments[a->blocks[b].segment].pool;
   uint64_t page = page_size(pool), have = 0, need;
@@ -497,7 +507,7 @@ static uint32_t map_pages(vs_alloc *a, uint32_t b, uint64_t rounded, bool force)
   need = vs_div_ceil(rounded - have, page) * page;
   if (need > a->blocks[b].size)
     need = a->blocks[b].size;
-  if (!force && !fits_device(a, need))
+  if (rule == WITHIN_CAPACITY && !fits_device(a, need))
     return NONE;
   set_remove(a, b);
   if (need < a->blocks[b].size) {
@@ -661,25 +671,26 @@ static bool should_split(const vs_alloc *a, int pool, uint64_t rounded,
 }
 
 /* A block of at least `rounded` bytes, mapped: from the cache, a new
- * segment, or new pages; `force` ignores the capacity (after an OOM). */
+ * segment, or new pages, within the device's capacity or past it. */
 static uint32_t obtain(vs_alloc *a, int stream, int pool, uint64_t rounded,
-                       bool force)
+                       capacity_rule rule)
 {
   uint32_t b;
   if (a->cfg.expandable_segments && a->expandable[stream][pool] == NONE) {
-    uint32_t first = new_segment(a, stream, pool, expandable_span, true);
+    uint32_t first = new_segment(a, stream, pool, expandable_span,
+                                 SEGMENT_EXPANDABLE);
     if (first == NONE)
       return NONE;
     a->expandable[stream][pool] = a->blocks[first].segment;
   }
   b = find_free(a, stream, pool, rounded);
   if (b != NONE && !a->blocks[b].mapped)
-    return map_pages(a, b, rounded, force);
+    return map_pages(a, b, rounded, rule);
   if (b != NONE || a->cfg.expandable_segments)
     return b;
-  if (!force && !fits_device(a, segment_size(rounded)))
+  if (rule == WITHIN_CAPACITY && !fits_device(a, segment_size(rounded)))
     return NONE;
-  return new_segment(a, stream, pool, segment_size(rounded), false);
+  return new_segment(a, stream, pool, segment_size(rounded), SEGMENT_PLAIN);
 }
 
 int vs_alloc_malloc(vs_alloc *a, uint64_t size, int stream,
@@ -696,18 +707,19 @@ int vs_alloc_malloc(vs_alloc *a, uint64_t size, int stream,
   /* After a simulated OOM the real process would have stopped; the
    * emulation goes on past the capacity (without releasing and retrying
    * again) so the report can show the whole step's needs. */
-  b = obtain(a, stream, pool, rounded, a->stats.n_ooms > 0);
+  b = obtain(a, stream, pool, rounded,
+             a->stats.n_ooms > 0 ? PAST_CAPACITY : WITHIN_CAPACITY);
   if (b == NONE) {
     /* the real OOM path: release every cached segment, retry once */
     res->retried = true;
     a->stats.n_retries++;
     if (release_cached(a))
       return VS_ENOMEM;
-    b = obtain(a, stream, pool, rounded, false);
+    b = obtain(a, stream, pool, rounded, WITHIN_CAPACITY);
     if (b == NONE) {
       res->oom = true;
       a->stats.n_ooms++;
-      b = obtain(a, stream, pool, rounded, true);
+      b = obtain(a, stream, pool, rounded, PAST_CAPACITY);
     }
   }
   if (b == NONE)
@@ -825,14 +837,15 @@ size_t vs_alloc_count_segments(const vs_alloc *a, int pool)
   return n;
 }
 
-size_t vs_alloc_count_blocks(const vs_alloc *a, int pool, bool in_use)
+size_t vs_alloc_count_blocks(const vs_alloc *a, int pool,
+                             vs_block_filter filter)
 {
   size_t n = 0;
   for (size_t s = 0; s < a->n_segments; s++) {
     if (!a->segments[s].live || a->segments[s].pool != pool)
       continue;
     for (uint32_t b = a->segments[s].first; b != NONE; b = a->blocks[b].next)
-      n += !in_use || a->blocks[b].allocated;
+      n += filter == VS_BLOCKS_ALL || a->blocks[b].allocated;
   }
   return n;
 }

@@ -141,9 +141,13 @@ void vs_alloc_empty_cache(vs_alloc *a);
 /* Largest mapped free block of a pool, over all streams (0: none). */
 uint64_t vs_alloc_largest_free(const vs_alloc *a, int pool);
 
-/* Live segments and blocks of a pool (blocks: allocated ones if `in_use`). */
+/* Which blocks a count takes. */
+typedef enum { VS_BLOCKS_ALL, VS_BLOCKS_IN_USE } vs_block_filter;
+
+/* Live segments and blocks of a pool (blocks: all, or the allocated). */
 size_t vs_alloc_count_segments(const vs_alloc *a, int pool);
-size_t vs_alloc_count_blocks(const vs_alloc *a, int pool, bool in_use);
+size_t vs_alloc_count_blocks(const vs_alloc *a, int pool,
+                             vs_block_filter filter);
 
 /* Checks the invariants in the file comment. */
 int vs_alloc_check(const vs_alloc *a, vs_error *err);

@@ -298,8 +298,11 @@ static int node_effect(run_ctx *c, vs_rank *r, const vs_effect *e,
   return 0;
 }
 
-/* Applies the effects of op that happen at its start (at_end = 0) or end. */
-static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
+/* Which end of an op its effects happen at. */
+typedef enum { OP_START, OP_END } op_edge;
+
+/* Applies the effects of op that happen at its `edge`. */
+static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, op_edge edge,
                          uint64_t t_ns)
 {
   const vs_program *p = r->prog;
@@ -310,7 +313,8 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, bool at_end,
     const vs_buffer *buf;
     int rc;
     uint64_t bytes, peak_before;
-    if ((bool)e->at_end != at_end || !vs_effect_applies(e, r->step))
+    if ((bool)e->at_end != (edge == OP_END) ||
+        !vs_effect_applies(e, r->step))
       continue;
     buf = vs_program_buffer(p, e->buffer);
     bytes = buf->bytes;
@@ -438,7 +442,7 @@ static int start_ready(run_ctx *c, uint32_t rank_idx, uint64_t t_ns, int cause)
     }
     r->busy[s] = true;
     r->next[s]++;
-    if ((rc = apply_effects(c, r, idx, false, t_ns)))
+    if ((rc = apply_effects(c, r, idx, OP_START, t_ns)))
       return rc;
     k = vs_op_kind_of(p, op);
     if (k->resource) { /* its end is decided while it runs */
@@ -519,7 +523,7 @@ static int finish(run_ctx *c, const vs_event *ev, vs_engine_stats *stats)
   r->idle_since[op->stream] = ev->t_ns;
   if (ev->t_ns > r->end_ns)
     r->end_ns = ev->t_ns;
-  if ((rc = apply_effects(c, r, ev->op, true, ev->t_ns)) ||
+  if ((rc = apply_effects(c, r, ev->op, OP_END, ev->t_ns)) ||
       (rc = start_ready(c, ev->rank, ev->t_ns, op->phase)))
     return rc;
   if (op->notify) /* wake this slot's rank on the receiving stage */

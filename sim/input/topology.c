@@ -501,7 +501,8 @@ int vs_topology_load(vs_topology *topo, const char *path,
                      const char *const *sets, size_t n_sets, vs_error *err)
 {
   int rc = vs_topology_load_base(topo, path, err);
-  return rc ? rc : vs_topology_finish(topo, sets, n_sets, true, err);
+  return rc ? rc
+            : vs_topology_finish(topo, sets, n_sets, VS_TOPO_CALIBRATED, err);
 }
 
 int vs_topology_load_nominal(vs_topology *topo, const char *path,
@@ -509,7 +510,7 @@ int vs_topology_load_nominal(vs_topology *topo, const char *path,
                              vs_error *err)
 {
   int rc = vs_topology_load_base(topo, path, err);
-  return rc ? rc : vs_topology_finish(topo, sets, n_sets, false, err);
+  return rc ? rc : vs_topology_finish(topo, sets, n_sets, VS_TOPO_NOMINAL, err);
 }
 
 int vs_topology_load_base(vs_topology *topo, const char *path, vs_error *err)
@@ -523,7 +524,7 @@ int vs_topology_load_base(vs_topology *topo, const char *path, vs_error *err)
 }
 
 int vs_topology_finish(vs_topology *topo, const char *const *sets,
-                       size_t n_sets, bool calibrate, vs_error *err)
+                       size_t n_sets, vs_topo_figures figures, vs_error *err)
 {
   int rc = 0;
   for (size_t i = 0; i < n_sets; i++) {
@@ -543,7 +544,7 @@ int vs_topology_finish(vs_topology *topo, const char *const *sets,
   if (rc == 0)
     rc = check_curves(topo, err);
   topo->pcie_d2h_bandwidth = topo->pcie_bandwidth;
-  if (rc == 0 && calibrate)
+  if (rc == 0 && figures == VS_TOPO_CALIBRATED)
     apply_calibration(topo);
   if (rc == 0)
     prefer_set_links(topo);

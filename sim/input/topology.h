@@ -211,13 +211,17 @@ int vs_topology_load_nominal(vs_topology *topo, const char *path,
                              const char *const *sets, size_t n_sets,
                              vs_error *err);
 
+/* Which figures a finished topology keeps: the file's and defaults
+ * alone, or with its [calibration] applied. */
+typedef enum { VS_TOPO_NOMINAL, VS_TOPO_CALIBRATED } vs_topo_figures;
+
 /* The two halves of vs_topology_load, for callers that load one file once
  * and apply many sets of overrides to copies of it: defaults and the file
  * (path NULL: the built-in), nothing checked; then the overrides, checks
- * and, when calibrate, the calibration. */
+ * and, with VS_TOPO_CALIBRATED, the calibration. */
 int vs_topology_load_base(vs_topology *topo, const char *path, vs_error *err);
 int vs_topology_finish(vs_topology *topo, const char *const *sets,
-                       size_t n_sets, bool calibrate, vs_error *err);
+                       size_t n_sets, vs_topo_figures figures, vs_error *err);
 
 /* True when kind's bandwidth was given in [calibration]. */
 bool vs_topology_calibrated(const vs_topology *topo, int kind);

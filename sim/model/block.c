@@ -449,8 +449,10 @@ int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name, bool bias,
 /* Dropout over n elements of eb bytes: its 1-byte mask is saved (the
  * dropped-out attention probs are saved by the matmul that reads them). */
 int vs_block_dropout(vs_block *blk, const vs_dims *d, const char *name,
-                     uint64_t n, uint64_t eb, bool selective, vs_error *err)
+                     uint64_t n, uint64_t eb, vs_core_part part,
+                     vs_error *err)
 {
+  bool selective = part == VS_IN_ATTN_CORE;
   vs_op_spec *op;
   if (!d->dropout)
     return 0;

@@ -24,14 +24,16 @@
 /* One of the two attention matmuls over all heads of this rank, one
  * batched GEMM (Megatron's baddbmm and bmm): 2*b*heads*s*s*d FLOPs
  * forward, twice that backward. QK^T is [s x d] @ [d x s] per head
- * (scores = true), probs @ V [s x s] @ [s x d]. */
+ * (ATTN_SCORES), probs @ V [s x s] @ [s x d] (ATTN_CONTEXT). */
+typedef enum { ATTN_SCORES, ATTN_CONTEXT } attn_matmul;
+
 static void attention_matmul(vs_op_spec *op, const vs_dims *d, uint64_t heads,
-                             bool scores, double bytes)
+                             attn_matmul which, double bytes)
 {
   op->matmul = true;
   op->attn_core = true;
-  op->gemm = scores ? (vs_gemm){d->s, d->s, d->d, d->b * heads}
-                    : (vs_gemm){d->s, d->d, d->s, d->b * heads};
+  op->gemm = which == ATTN_SCORES ? (vs_gemm){d->s, d->s, d->d, d->b * heads}
+                                  : (vs_gemm){d->s, d->d, d->s, d->b * heads};
   op->bwd_kernels = 2; /* both operands' gradients */
   op->fwd_flops = 2.0 * (double)d->b * (double)heads * (double)d->s *
                   (double)d->s * (double)d->d;
@@ -110,7 +112,7 @@ static int attention_eager(vs_block *blk, const vs_dims *d, vs_error *err)
 
   if (!(op = vs_block_add_op(blk, "attn_scores", err)))
     return VS_EINPUT;
-  attention_matmul(op, d, heads, true,
+  attention_matmul(op, d, heads, ATTN_SCORES,
                    (double)d->e * ((double)(d->tokens * d->d * (heads + kv)) +
                                    (double)scores));
   /* raw scores until the softmax; under autocast also their fp32
@@ -142,12 +144,13 @@ static int attention_eager(vs_block *blk, const vs_dims *d, vs_error *err)
   if (vs_block_save_scores(blk, op, scores, d->er_dtype, err))
     return VS_EINPUT;
 
-  if (vs_block_dropout(blk, d, "attn_dropout", scores, d->er, true, err))
+  if (vs_block_dropout(blk, d, "attn_dropout", scores, d->er,
+                       VS_IN_ATTN_CORE, err))
     return VS_EINPUT;
 
   if (!(op = vs_block_add_op(blk, "attn_context", err)))
     return VS_EINPUT;
-  attention_matmul(op, d, heads, false,
+  attention_matmul(op, d, heads, ATTN_CONTEXT,
                    (double)d->e * ((double)scores +
                                    2.0 * (double)(d->tokens * d->d * heads)));
   op->bwd_temp_bytes = d->e * scores;
@@ -352,12 +355,16 @@ static int qkv_weights(vs_block *blk, const vs_dims *d, uint64_t qkv_cols,
  * row-parallel (the output projection). */
 typedef enum { MLA_DUPLICATED, MLA_COLUMN, MLA_ROW } mla_split;
 
+/* Whether a linear saves its input for the weight gradient, or another op
+ * keeps the same tensor. */
+typedef enum { MLA_SAVES_INPUT, MLA_SHARES_INPUT } mla_input;
+
 /* A linear of `in` to `out` features (this rank's share, split as
- * `split`), its weight, and its input kept for the weight gradient when
- * `keep_input` (else another op keeps the same tensor). */
+ * `split`), its weight, and its input kept for the weight gradient as
+ * `input` says. */
 static vs_op_spec *mla_linear(vs_block *blk, const vs_dims *d, const char *name,
                               uint64_t in, uint64_t out, mla_split split,
-                              bool keep_input, vs_error *err)
+                              mla_input input, vs_error *err)
 {
   char pname[VS_OP_NAME_MAX];
   vs_op_spec *op = vs_block_add_op(blk, name, err);
@@ -373,8 +380,9 @@ static vs_op_spec *mla_linear(vs_block *blk, const vs_dims *d, const char *name,
   else if (split == MLA_ROW)
     vs_block_row_comms(op, d, d->tokens);
   snprintf(pname, sizeof pname, "%.16s.weight", name);
-  if ((keep_input && vs_block_save_input(blk, op, d->em * kept * in,
-                                         d->em_dtype, KEPT_FOR_WEIGHTS, err)) ||
+  if ((input == MLA_SAVES_INPUT &&
+       vs_block_save_input(blk, op, d->em * kept * in, d->em_dtype,
+                           KEPT_FOR_WEIGHTS, err)) ||
       vs_block_linear_weight(blk, d, pname, in, out, err))
     return NULL;
   return op;
@@ -419,22 +427,23 @@ static int attention_mla(vs_block *blk, const vs_dims *d, vs_error *err)
   uint64_t a = d->a / d->t, dqk = d->dn + d->dr;
   vs_op_spec *op;
   if (d->rq) {
-    if (!mla_linear(blk, d, "q_down", d->h, d->rq, MLA_DUPLICATED, true,
-                    err) ||
+    if (!mla_linear(blk, d, "q_down", d->h, d->rq, MLA_DUPLICATED,
+                    MLA_SAVES_INPUT, err) ||
         mla_norm(blk, d, "q_norm", d->rq, err) ||
-        !mla_linear(blk, d, "q_up", d->rq, a * dqk, MLA_COLUMN, true, err))
+        !mla_linear(blk, d, "q_up", d->rq, a * dqk, MLA_COLUMN,
+                    MLA_SAVES_INPUT, err))
       return VS_EINPUT;
-  } else if (!mla_linear(blk, d, "q_proj", d->h, a * dqk, MLA_COLUMN, true,
-                         err)) {
+  } else if (!mla_linear(blk, d, "q_proj", d->h, a * dqk, MLA_COLUMN,
+                         MLA_SAVES_INPUT, err)) {
     return VS_EINPUT;
   }
   /* both down projections read the norm output; under fp8 each keeps
    * its own FP8 copy of it */
   if (!mla_linear(blk, d, "kv_down", d->h, d->rkv + d->dr, MLA_DUPLICATED,
-                  d->em != d->e, err) ||
+                  d->em != d->e ? MLA_SAVES_INPUT : MLA_SHARES_INPUT, err) ||
       mla_norm(blk, d, "kv_norm", d->rkv, err) ||
       !(op = mla_linear(blk, d, "kv_up", d->rkv, a * (d->dn + d->dv),
-                        MLA_COLUMN, true, err)))
+                        MLA_COLUMN, MLA_SAVES_INPUT, err)))
     return VS_EINPUT;
   /* with sp the shared rotary key part is gathered with the latent, and
    * its gradient reduce-scattered with the latent's */
@@ -465,11 +474,11 @@ static int attention_mla(vs_block *blk, const vs_dims *d, vs_error *err)
                         d->act_dtype, err) ||
       vs_block_save_act(blk, op, 4 * d->b * a * d->s, VS_DTYPE_FP32, err))
     return VS_EINPUT; /* Q, K, V; LSE */
-  if (!mla_linear(blk, d, "attn_out_proj", a * d->dv, d->h, MLA_ROW, true,
-                  err))
+  if (!mla_linear(blk, d, "attn_out_proj", a * d->dv, d->h, MLA_ROW,
+                  MLA_SAVES_INPUT, err))
     return VS_EINPUT;
   return vs_block_dropout(blk, d, "attn_out_dropout", d->tok_rep * d->h, d->e,
-                          false, err);
+                          VS_OUTSIDE_ATTN_CORE, err);
 }
 
 static int standard_attention(vs_block *blk, const vs_dims *d, bool bias,
@@ -504,7 +513,7 @@ static int standard_attention(vs_block *blk, const vs_dims *d, bool bias,
                             err))
     return VS_EINPUT;
   return vs_block_dropout(blk, d, "attn_out_dropout", d->tok_rep * d->h, d->e,
-                          false, err);
+                          VS_OUTSIDE_ATTN_CORE, err);
 }
 
 /* A layer's attention: standard (MHA, GQA) or latent (MLA). */
@@ -558,8 +567,8 @@ static int gelu_mlp(vs_block *blk, const vs_dims *d, vs_error *err)
       vs_block_lora_adapter(blk, d, "lora_down", f, KEPT_FOR_WEIGHTS, down, 1,
                             err))
     return VS_EINPUT;
-  return vs_block_dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, d->e, false,
-                          err);
+  return vs_block_dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, d->e,
+                          VS_OUTSIDE_ATTN_CORE, err);
 }
 
 /* Llama MLP: gate and up projections, SiLU(gate) * up, down projection. */
@@ -597,8 +606,8 @@ static int swiglu_mlp(vs_block *blk, const vs_dims *d, vs_error *err)
       vs_block_lora_adapter(blk, d, "lora_down", f, KEPT_FOR_WEIGHTS, down, 1,
                             err))
     return VS_EINPUT;
-  return vs_block_dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, d->e, false,
-                          err);
+  return vs_block_dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, d->e,
+                          VS_OUTSIDE_ATTN_CORE, err);
 }
 
 /* ------------------------------------------------------------------------
@@ -830,8 +839,8 @@ static int moe_mlp(vs_block *blk, const vs_dims *d, bool gated, vs_error *err)
       vs_block_save_act(blk, op, 4 * d->sent, VS_DTYPE_FP32, err) ||
       shared_experts(blk, d, gated, err))
     return VS_EINPUT;
-  return vs_block_dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, d->e, false,
-                          err);
+  return vs_block_dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, d->e,
+                          VS_OUTSIDE_ATTN_CORE, err);
 }
 
 /* torchtitan's op-level selective checkpointing (checkpointing = ops;
@@ -926,7 +935,7 @@ int vs_model_build_embed(vs_block *blk, const vs_workload *wl, const vs_dims *d,
       return VS_EINPUT;
   }
   return vs_block_dropout(blk, d, "embed_dropout", d->tok_rep * d->h, d->er,
-                          false, err);
+                          VS_OUTSIDE_ATTN_CORE, err);
 }
 
 /* How the loss treats the logits, from its source:

@@ -22,18 +22,21 @@ static uint64_t elem_bytes(int precision)
   return precision == VS_PREC_FP32 ? 4 : 2;
 }
 
-/* How many linears read the norm output before the attention (qkv) or the
- * MLP (!qkv), each saving its own 16-bit cast of it under autocast
+/* The norm output a group of linears reads. */
+typedef enum { CASTS_FOR_ATTENTION, CASTS_FOR_MLP } cast_readers;
+
+/* How many linears read the norm output before the attention or the
+ * MLP, each saving its own 16-bit cast of it under autocast
  * (frameworks.md 1.2-1.3): Hugging Face's BERT and Llama have separate
  * query, key and value (and Llama gate and up) linears; GPT-2's c_attn
  * and every arch's single up projection are one. Without autocast they
  * share the one tensor. */
-static uint64_t casts_of(const vs_workload *wl, bool qkv)
+static uint64_t casts_of(const vs_workload *wl, cast_readers readers)
 {
   int arch = wl->model.arch;
   if (!vs_precision_autocast(wl->training.precision))
     return 1;
-  if (qkv)
+  if (readers == CASTS_FOR_ATTENTION)
     return arch == VS_ARCH_GPT ? 1 : 3;
   return arch == VS_ARCH_LLAMA ? 2 : 1;
 }
@@ -46,15 +49,19 @@ static uint64_t ffn_params(const vs_model_conf *m, uint64_t f)
   return m->arch == VS_ARCH_LLAMA ? 3 * h * f : 2 * h * f + f + h;
 }
 
+/* Which parameters a count takes: all, or those one token uses (of the
+ * routed experts, the k it is sent to). */
+typedef enum { PARAMS_ALL, PARAMS_ACTIVE } param_count;
+
 /* Parameters of one layer's MLP: dense, or MoE (the router, the routed
- * experts: all of them, or the k a token uses when `active`, and the
- * shared ones). */
-static uint64_t mlp_params(const vs_model_conf *m, bool moe, bool active)
+ * experts: all of them, or the k a token uses, and the shared ones). */
+static uint64_t mlp_params(const vs_model_conf *m, bool moe,
+                           param_count count)
 {
   if (!moe)
     return ffn_params(m, m->ffn_hidden);
   return m->hidden * m->experts +
-         (active ? m->experts_per_token : m->experts) *
+         (count == PARAMS_ACTIVE ? m->experts_per_token : m->experts) *
              ffn_params(m, m->expert_ffn_hidden) +
          (m->shared_experts
               ? ffn_params(m, m->shared_experts * m->shared_expert_ffn_hidden)
@@ -83,8 +90,9 @@ static uint64_t norm_params(const vs_model_conf *m)
   return m->arch == VS_ARCH_LLAMA ? m->hidden : 2 * m->hidden;
 }
 
-/* Parameters of layer l (0-based; `active`: those one token uses). */
-static uint64_t layer_params(const vs_model_conf *m, uint64_t l, bool active)
+/* Parameters of layer l (0-based), all or those one token uses. */
+static uint64_t layer_params(const vs_model_conf *m, uint64_t l,
+                             param_count count)
 {
   uint64_t h = m->hidden;
   uint64_t kvd = m->kv_heads * (h / m->heads);
@@ -94,7 +102,7 @@ static uint64_t layer_params(const vs_model_conf *m, uint64_t l, bool active)
   else
     attn = h * (h + 2 * kvd) + (h + 2 * kvd) + h * h + h;
   return attn + 2 * norm_params(m) +
-         mlp_params(m, vs_workload_moe_layer(m, l), active);
+         mlp_params(m, vs_workload_moe_layer(m, l), count);
 }
 
 /* The embedding's parameters: the token table, GPT's and BERT's learned
@@ -114,10 +122,10 @@ static uint64_t embedding_params(const vs_model_conf *m, uint64_t *lookups)
   return tokens + positions + types + norm;
 }
 
-/* Parameters of the whole model (`active`: those one token uses): what
+/* Parameters of the whole model (all, or those one token uses): what
  * one tp=1 build counts, with the real (unpadded) vocabulary. The
  * multi-token prediction module is apart (mtp_params). */
-static uint64_t whole_model_params(const vs_workload *wl, bool active)
+static uint64_t whole_model_params(const vs_workload *wl, param_count count)
 {
   const vs_model_conf *m = &wl->model;
   uint64_t h = m->hidden, lookups;
@@ -133,7 +141,7 @@ static uint64_t whole_model_params(const vs_workload *wl, bool active)
   if (!m->tied_embeddings)
     head += m->vocab * h;
   for (uint64_t l = 0; l < m->layers; l++)
-    total += layer_params(m, l, active);
+    total += layer_params(m, l, count);
   return total + embed + head;
 }
 
@@ -144,7 +152,7 @@ static uint64_t whole_model_params(const vs_workload *wl, bool active)
 static uint64_t mtp_params(const vs_workload *wl)
 {
   const vs_model_conf *m = &wl->model;
-  return m->mtp_layers * (layer_params(m, m->layers - 1, false) +
+  return m->mtp_layers * (layer_params(m, m->layers - 1, PARAMS_ALL) +
                           2 * m->hidden * m->hidden + 3 * norm_params(m));
 }
 
@@ -311,8 +319,8 @@ static void dtype_dims(const vs_workload *wl, vs_dims *d)
   d->param_dtype = d->amp ? VS_DTYPE_FP32 : d->act_dtype;
   d->er = d->amp ? 4 : d->e;
   d->er_dtype = d->amp ? VS_DTYPE_FP32 : d->act_dtype;
-  d->qkv_casts = casts_of(wl, true);
-  d->up_casts = casts_of(wl, false);
+  d->qkv_casts = casts_of(wl, CASTS_FOR_ATTENTION);
+  d->up_casts = casts_of(wl, CASTS_FOR_MLP);
   d->copy_dtype = prec == VS_PREC_FP8 ? VS_DTYPE_FP8
                   : d->amp            ? d->act_dtype
                                       : VS_DTYPE_N;
@@ -542,9 +550,10 @@ int vs_model_build_loaded(const vs_workload *wl, vs_expert_load load,
     vs_model_fini(m);
     return rc;
   }
-  m->params_total = whole_model_params(wl, false) + adapter_params(&d, m);
+  m->params_total = whole_model_params(wl, PARAMS_ALL) + adapter_params(&d, m);
   m->params_mtp = mtp_params(wl);
-  m->params_active = whole_model_params(wl, true) + adapter_params(&d, m);
+  m->params_active =
+      whole_model_params(wl, PARAMS_ACTIVE) + adapter_params(&d, m);
   (void)embedding_params(&wl->model, &m->params_lookup);
   return 0;
 }
@@ -673,8 +682,9 @@ uint32_t vs_model_max_layer_ops(const vs_model *m)
 uint64_t vs_model_param_count(const vs_model *m) { return m->params_total; }
 
 uint64_t vs_block_saved_bytes(const vs_block *b, int category,
-                              bool include_selective)
+                              vs_saved_set which)
 {
+  bool include_selective = which == VS_SAVED_ALL;
   uint64_t sum = 0;
   for (uint32_t i = 0; i < b->n_saved; i++) {
     const vs_saved *s = &b->saved[i];

@@ -275,9 +275,13 @@ uint32_t vs_model_max_layer_ops(const vs_model *m);
 /* Parameters of the whole model, as `vsim show` prints them. */
 uint64_t vs_model_param_count(const vs_model *m);
 
+/* Which saved tensors a sum takes: all, or those selective recompute
+ * keeps (not its attention core's). */
+typedef enum { VS_SAVED_ALL, VS_SAVED_KEPT_BY_SELECTIVE } vs_saved_set;
+
 /* Sum of the bytes a block saves for backward, in one category or all (-1),
- * with or without the selective ones. Used by tests and reports. */
+ * of the set `which`. Used by tests and reports. */
 uint64_t vs_block_saved_bytes(const vs_block *b, int category,
-                              bool include_selective);
+                              vs_saved_set which);
 
 #endif

@@ -181,8 +181,13 @@ int vs_block_lora_adapter(vs_block *blk, const vs_dims *d, const char *name,
 int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name, bool bias,
                   vs_error *err);
 
+/* Whether an op belongs to the attention core that selective recompute
+ * recomputes (Korthikanti et al.'s). */
+typedef enum { VS_OUTSIDE_ATTN_CORE, VS_IN_ATTN_CORE } vs_core_part;
+
 int vs_block_dropout(vs_block *blk, const vs_dims *d, const char *name,
-                     uint64_t n, uint64_t eb, bool selective, vs_error *err);
+                     uint64_t n, uint64_t eb, vs_core_part part,
+                     vs_error *err);
 
 void vs_block_autocast_input(vs_op_spec *op, const vs_dims *d, uint64_t casts,
                              uint64_t elems);

@@ -112,9 +112,10 @@ void sb_add_launch(builder *b, op_split *x, unsigned kernels)
   x->s[VS_BOUND_LAUNCH] += vs_cost_launch_seconds(b->topo, kernels);
 }
 
-static double op_seconds(builder *b, bool matmul, double flops, double bytes)
+static double op_seconds(builder *b, vs_flop_kind kind, double flops,
+                         double bytes)
 {
-  return vs_cost_roofline_seconds(b->topo, precision(b), matmul, flops, bytes,
+  return vs_cost_roofline_seconds(b->topo, precision(b), kind, flops, bytes,
                                   &b->p->cal_seen);
 }
 
@@ -123,7 +124,7 @@ static double op_seconds(builder *b, bool matmul, double flops, double bytes)
 op_split sb_roofline_split(builder *b, double flops, double bytes)
 {
   op_split x = {{0}};
-  add_work(b, &x, op_seconds(b, false, flops, bytes), bytes);
+  add_work(b, &x, op_seconds(b, VS_FLOPS_OTHER, flops, bytes), bytes);
   return x;
 }
 
@@ -145,7 +146,8 @@ static void add_shapeless(builder *b, op_split *x, const vs_op_spec *o,
   double t = o->flash.seq
                  ? vs_cost_flash_seconds(b->topo, precision(b), o->flash,
                                          flops, bytes, &b->p->cal_seen)
-                 : op_seconds(b, o->matmul, flops, bytes);
+                 : op_seconds(b, o->matmul ? VS_FLOPS_MATMUL : VS_FLOPS_OTHER,
+                              flops, bytes);
   add_work(b, x, t, bytes);
   sb_add_launch(b, x, kernels);
 }
@@ -155,7 +157,7 @@ static void add_shapeless(builder *b, op_split *x, const vs_op_spec *o,
 static void add_side(builder *b, op_split *x, double bytes, unsigned kernels)
 {
   if (bytes > 0)
-    add_work(b, x, op_seconds(b, false, 0.0, bytes), bytes);
+    add_work(b, x, op_seconds(b, VS_FLOPS_OTHER, 0.0, bytes), bytes);
   sb_add_launch(b, x, kernels);
 }
 
@@ -509,12 +511,15 @@ static uint32_t fetch_partition(builder *b, size_t inst, int mb, uint64_t part,
 /* Brings inst's parameters whole onto the GPU once `after` has ended (so
  * at most two blocks are gathered at a time): its partition copied in
  * when it lives off the GPU, then all-gathered on the comm stream when
- * there are data-parallel peers, into FSDP2's flat buffer when `flat`
- * (copied out as the block's pass starts), else straight into the
+ * there are data-parallel peers, into FSDP2's flat buffer (GATHER_INTO_
+ * FLAT: copied out as the block's pass starts), else straight into the
  * parameters as the all-gather ends. */
+typedef enum { GATHER_INTO_PARAMS, GATHER_INTO_FLAT } gather_target;
+
 static void gather_into(builder *b, size_t inst, int mb, uint32_t after,
-                        bool flat)
+                        gather_target target)
 {
+  bool flat = target == GATHER_INTO_FLAT;
   uint64_t bytes = sb_plan_of(b, inst)->param_bytes;
   const vs_comm_plan *u = &b->r->comm[VS_USE_PARAM_GATHER];
   uint64_t part = vs_recipe_shard(&b->r->params, bytes);
@@ -553,7 +558,8 @@ static void gather_into(builder *b, size_t inst, int mb, uint32_t after,
 
 static void gather(builder *b, size_t inst, int mb, uint32_t after)
 {
-  gather_into(b, inst, mb, after, b->r->gather_copy_out);
+  gather_into(b, inst, mb, after,
+              b->r->gather_copy_out ? GATHER_INTO_FLAT : GATHER_INTO_PARAMS);
 }
 
 /* FSDP2's copy-out as inst's pass starts: its unsharded parameters appear
@@ -601,7 +607,8 @@ static void before_pass(builder *b, size_t inst, size_t next, bool has_next,
     return;
   gather(b, inst, mb, b->last_compute);
   if (sb_in_root_unit(b, inst)) /* one all-gather, copied out at once */
-    gather_into(b, b->n_inst - 1 - inst, mb, b->last_compute, false);
+    gather_into(b, b->n_inst - 1 - inst, mb, b->last_compute,
+                GATHER_INTO_PARAMS);
   if (has_next)
     gather(b, next, mb, b->last_compute);
   if (b->gather_op[inst] != NONE) {

@@ -113,13 +113,16 @@ static const char *nth_set(const vs_explore *ex,
   return i < ex->n_sets ? ex->sets[i] : extra[i - ex->n_sets];
 }
 
-/* Applies, in order, the overrides that go to the topology (topology) or
- * to the workload (!topology). */
+/* Where an override goes. */
+typedef enum { SETS_TO_WORKLOAD, SETS_TO_TOPOLOGY } set_target;
+
+/* Applies, in order, the overrides that go to `target`. */
 static int apply_sets(const vs_explore *ex,
                       const char (*extra)[VS_EXPLORE_SET_MAX], size_t n_extra,
-                      bool topology, vs_topology *topo, vs_workload *wl,
+                      set_target target, vs_topology *topo, vs_workload *wl,
                       vs_error *err)
 {
+  bool topology = target == SETS_TO_TOPOLOGY;
   for (size_t i = 0; i < ex->n_sets + n_extra; i++) {
     const char *s = nth_set(ex, extra, i);
     int rc;
@@ -144,15 +147,15 @@ static int load(const vs_explore *ex, const char (*extra)[VS_EXPLORE_SET_MAX],
   else
     rc = vs_topology_load_base(topo, ex->topology, err);
   if (rc == 0)
-    rc = apply_sets(ex, extra, n_extra, true, topo, wl, err);
+    rc = apply_sets(ex, extra, n_extra, SETS_TO_TOPOLOGY, topo, wl, err);
   if (rc == 0 && resolve)
-    rc = vs_topology_finish(topo, NULL, 0, true, err);
+    rc = vs_topology_finish(topo, NULL, 0, VS_TOPO_CALIBRATED, err);
   if (rc == 0 && parsed)
     *wl = *ex->workload_base;
   else if (rc == 0)
     rc = vs_workload_load_base(wl, ex->workload, err);
   if (rc == 0)
-    rc = apply_sets(ex, extra, n_extra, false, topo, wl, err);
+    rc = apply_sets(ex, extra, n_extra, SETS_TO_WORKLOAD, topo, wl, err);
   if (rc == 0 && resolve)
     rc = vs_workload_finish(wl, NULL, 0, gpus, err);
   return rc;
@@ -196,15 +199,6 @@ static int simulate_as(vs_sim *sim, const vs_explore *ex,
   return rc;
 }
 
-/* simulate_as, stopping at the first out-of-memory when `screening`. */
-static int simulate_with(vs_sim *sim, const vs_explore *ex,
-                         const vs_workload *wl, const vs_topology *topo,
-                         uint64_t m, bool screening, vs_program_pool *pool,
-                         vs_error *err)
-{
-  return simulate_as(sim, ex, wl, topo, m,
-                     (vs_sim_opts){.stop_at_oom = screening}, pool, err);
-}
 
 /* The first node whose host memory or NVMe ran out, as a reason ("node 0
  * needs ... of host memory ([node] host_memory); out of it at ..."). */
@@ -306,7 +300,7 @@ static void record_outcome(vs_candidate *c, const vs_sim *sim,
                                                    wl->grad_accum),
                                step, wl->gpus,
                                vs_cost_peak_flops(topo, wl->training.precision,
-                                                  true))
+                                                  VS_FLOPS_MATMUL))
                  : 0;
   c->usd_per_step =
       timed ? vs_cost_usd(topo->usd_per_gpu_hour, wl->gpus, step) : 0;
@@ -314,6 +308,13 @@ static void record_outcome(vs_candidate *c, const vs_sim *sim,
   oom_reason(c, sim);
   if (c->status == VS_EVAL_TIGHT)
     tight_reason(c, sim);
+}
+
+/* record_outcome of a screen that stopped at an out-of-memory: no step. */
+static void record_untimed(vs_candidate *c, const vs_sim *sim,
+                           const vs_workload *wl, const vs_topology *topo)
+{
+  record_outcome(c, sim, wl, topo, 0, false);
 }
 
 /* A simulation of candidate c that failed with rc: c is invalid, with
@@ -335,8 +336,8 @@ static int explore_whole(const vs_explore *ex, vs_candidate *c,
   vs_error err;
   int rc;
   vs_error_clear(&err);
-  if ((rc = simulate_with(&a, ex, wl, topo, wl->grad_accum, screening, pool,
-                          &err)))
+  if ((rc = simulate_as(&a, ex, wl, topo, wl->grad_accum,
+                        (vs_sim_opts){.stop_at_oom = screening}, pool, &err)))
     return simulation_failed(c, rc, &err);
   record_outcome(c, &a, wl, topo, a.step_time_s, !a.stats.stopped);
   vs_sim_fini(&a);
@@ -352,13 +353,14 @@ static int explore_extrapolated(const vs_explore *ex, vs_candidate *c,
                                 vs_program_pool *pool)
 {
   uint64_t m = wl->grad_accum, step_mbs = wl->parallel.pp;
+  const vs_sim_opts screening = {.stop_at_oom = true};
   vs_sim a, b;
   vs_error err;
   double step_a;
   bool stopped_a;
   int rc;
   vs_error_clear(&err);
-  if ((rc = simulate_with(&a, ex, wl, topo, cap, true, pool, &err)))
+  if ((rc = simulate_as(&a, ex, wl, topo, cap, screening, pool, &err)))
     return simulation_failed(c, rc, &err);
   step_a = a.step_time_s;
   stopped_a = a.stats.stopped;
@@ -368,13 +370,13 @@ static int explore_extrapolated(const vs_explore *ex, vs_candidate *c,
      * more: the job does not fit, and b could only say so again.
      * (Interleaved warm-up runs every forward of cap first, so there b's
      * first out-of-memory can be a different op.) */
-    record_outcome(c, &a, wl, topo, 0, false);
+    record_untimed(c, &a, wl, topo);
     vs_sim_fini(&a);
     return 0;
   }
   vs_sim_fini(&a); /* b reuses its programs */
-  if ((rc = simulate_with(&b, ex, wl, topo, cap + step_mbs, true, pool,
-                          &err)))
+  if ((rc = simulate_as(&b, ex, wl, topo, cap + step_mbs, screening, pool,
+                        &err)))
     return simulation_failed(c, rc, &err);
   record_outcome(c, &b, wl, topo,
                  step_a + (double)(m - cap) / (double)step_mbs *
@@ -580,7 +582,7 @@ static int setup_screened(const vs_explore *ex, vs_candidate *c,
   screen->ran = true;
   screen->first_step = vs_sim_runs_first_step(&a);
   if ((screen->done = vs_sim_stopped_in_setup(&a)))
-    record_outcome(c, &a, wl, topo, 0, false);
+    record_untimed(c, &a, wl, topo);
   vs_sim_fini(&a);
   return 0;
 }

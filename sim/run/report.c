@@ -257,8 +257,8 @@ void vs_report_memory_summary(FILE *out, const vs_sim *sim)
       fprintf(out, "  %-22s %-6s %12zu segments, %zu blocks (%zu in use), "
                    "largest free block %s\n",
               "segments", pools[p], vs_alloc_count_segments(a, p),
-              vs_alloc_count_blocks(a, p, false),
-              vs_alloc_count_blocks(a, p, true),
+              vs_alloc_count_blocks(a, p, VS_BLOCKS_ALL),
+              vs_alloc_count_blocks(a, p, VS_BLOCKS_IN_USE),
               vs_format_bytes(vs_alloc_largest_free(a, p), big, sizeof big));
     fprintf(out, "  cudaMalloc calls %llu, cudaFree calls %llu, allocation "
                  "retries %llu, OOMs %llu%s%s\n",

@@ -199,8 +199,8 @@ static uint64_t largest_layer_saved(const vs_model *m)
   uint64_t most = 0;
   for (uint32_t k = 0; k < m->n_kinds; k++)
     if (m->kinds[k].role == VS_ROLE_LAYER &&
-        vs_block_saved_bytes(&m->kinds[k], -1, true) > most)
-      most = vs_block_saved_bytes(&m->kinds[k], -1, true);
+        vs_block_saved_bytes(&m->kinds[k], -1, VS_SAVED_ALL) > most)
+      most = vs_block_saved_bytes(&m->kinds[k], -1, VS_SAVED_ALL);
   return most;
 }
 

@@ -347,7 +347,7 @@ static void summarise(vs_sim *sim)
                                          sim->layout.tp, sim->layout.dp, mbs);
   sim->mfu = vs_cost_mfu(sim->model_flops, sim->step_time_s, sim->layout.gpus,
                          vs_cost_peak_flops(sim->topo, wl->training.precision,
-                                            true));
+                                            VS_FLOPS_MATMUL));
   sim->fits = true;
   for (size_t i = 0; i < sim->n_ranks; i++)
     sim->fits = sim->fits && vs_rank_fits(&sim->ranks[i]);
