@@ -1432,14 +1432,18 @@ static void test_eager_kernels(void **state)
     assert_int_equal(op_named(vs_model_layer(&ge, 0), "norm1")->bwd_kernels,
                      2);
     /* with dropout the fused add is Megatron-LM's bias-dropout-add, the
-     * dropout op, which reads the residual too; eager adds after it */
+     * dropout op, which reads the residual too; eager adds after it. The
+     * dropout itself (ATen's Dropout.cu) reads 2 B and writes 2 B and a
+     * 1-byte mask; its backward reads the gradient and the mask and
+     * writes 2 B (5 each way), besides the residual gradients' sum (6) */
     l = vs_model_layer(&g, 0);
-    assert_true(op_named(l, "mlp_dropout")->fwd_bytes == (4 + 2) * T * h);
+    assert_true(op_named(l, "mlp_dropout")->fwd_bytes == (5 + 2) * T * h);
     assert_true(op_named(l, "mlp_dropout")->fwd_eager.bytes == 0);
     assert_true(op_named(l, "mlp_dropout")->bwd_side.bytes == 6 * T * h);
+    assert_true(op_named(l, "mlp_dropout")->bwd_bytes == (5 + 6) * T * h);
     assert_int_equal(op_named(l, "mlp_dropout")->bwd_side.kernels, 1);
     l = vs_model_layer(&ge, 0);
-    assert_true(op_named(l, "mlp_dropout")->fwd_bytes == (4 + 6) * T * h);
+    assert_true(op_named(l, "mlp_dropout")->fwd_bytes == (5 + 6) * T * h);
     assert_true(op_named(l, "mlp_dropout")->fwd_eager.bytes == 6 * T * h);
   }
 }

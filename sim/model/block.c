@@ -447,7 +447,13 @@ int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name, bool bias,
 }
 
 /* Dropout over n elements of eb bytes: its 1-byte mask is saved (the
- * dropped-out attention probs are saved by the matmul that reads them). */
+ * dropped-out attention probs are saved by the matmul that reads them).
+ * ATen's dropout kernel (aten/src/ATen/native/cuda/Dropout.cu,
+ * fused_dropout / native_dropout) reads the input and writes the output
+ * and that mask; its backward (masked_scale) reads the gradient and the
+ * mask and writes the input's gradient: 2 eb + 1 bytes an element each
+ * way, where a generic element-wise op's backward also reads its input
+ * (3 eb). */
 int vs_block_dropout(vs_block *blk, const vs_dims *d, const char *name,
                      uint64_t n, uint64_t eb, vs_core_part part,
                      vs_error *err)
@@ -459,6 +465,7 @@ int vs_block_dropout(vs_block *blk, const vs_dims *d, const char *name,
   if (!(op = vs_block_add_op(blk, name, err)))
     return VS_EINPUT;
   vs_block_as_elementwise(op, n, eb, 2.0);
+  op->fwd_bytes = op->bwd_bytes = (double)((2 * eb + 1) * n);
   op->attn_core = selective;
   if (vs_block_save(blk, op,
                     (vs_saved){.bytes = n,
