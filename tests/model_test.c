@@ -1326,6 +1326,41 @@ static void test_hf_modules(void **state)
   assert_int_equal(layer0_saved(&e) -
                        layer0_saved(&c),
                    (14 - 2) * T * f);
+  /* NewGELU's kernels, as torch.profiler lists them (layer.c
+   * new_gelu_kernels): 8 forward moving 18 x 2 bytes an element, 11
+   * backward moving 28 x 2; under autocast 9 + the down projection's
+   * cast (5 x 2 + 15 x 4 + 6) and 14 + its cast back (12 x 2 + 22 x 4 +
+   * 6); F.gelu one kernel each way */
+  assert_true(op_named(vs_model_layer(&b, 0), "gelu")->fwd_bytes ==
+              18 * 2 * T * f);
+  assert_true(op_named(vs_model_layer(&b, 0), "gelu")->bwd_bytes ==
+              28 * 2 * T * f);
+  assert_int_equal(op_named(vs_model_layer(&b, 0), "gelu")->fwd_kernels, 8);
+  assert_int_equal(op_named(vs_model_layer(&b, 0), "gelu")->bwd_kernels, 11);
+  assert_true(op_named(vs_model_layer(&e, 0), "gelu")->fwd_bytes ==
+              (5 * 2 + 15 * 4 + 6) * T * f);
+  assert_true(op_named(vs_model_layer(&e, 0), "gelu")->bwd_bytes ==
+              (12 * 2 + 22 * 4 + 6) * T * f);
+  assert_int_equal(op_named(vs_model_layer(&e, 0), "gelu")->fwd_kernels, 10);
+  assert_int_equal(op_named(vs_model_layer(&e, 0), "gelu")->bwd_kernels, 15);
+  assert_int_equal(op_named(vs_model_layer(&a, 0), "gelu")->fwd_kernels, 1);
+  assert_int_equal(op_named(vs_model_layer(&a, 0), "gelu")->bwd_kernels, 1);
+  {
+    /* compiled (kernels = fused), NewGELU is one fused kernel saving x */
+    const char *const compiled[] = {"training.framework=hf",
+                                    "training.precision=bf16",
+                                    "training.kernels=fused"};
+    vs_model t;
+    build_ini(&t, gpt, compiled, 3);
+    assert_int_equal(op_named(vs_model_layer(&t, 0), "gelu")->fwd_kernels,
+                     1);
+    assert_true(op_named(vs_model_layer(&t, 0), "gelu")->fwd_bytes ==
+                op_named(vs_model_layer(&a, 0), "gelu")->fwd_bytes);
+    assert_int_equal(vs_block_saved_bytes(
+                         vs_model_layer(&t, 0), -1, VS_SAVED_ALL) -
+                         layer0_saved(&a),
+                     0);
+  }
   build_ini(&a, bert, plain_amp, 1);
   build_ini(&b, bert, hf_amp, 1);
   assert_int_equal(layer0_saved(&b),

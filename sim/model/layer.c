@@ -526,17 +526,59 @@ static int attention_block(vs_block *blk, const vs_dims *d, bool bias,
 }
 
 
+/* Whether a layer's GeLU is GPT-2's NewGELUActivation, which framework =
+ * hf runs as Python ops (transformers' activations.py: 0.5 x (1 +
+ * tanh(sqrt(2/pi) (x + 0.044715 x^3)))) with eager kernels; else one
+ * kernel (F.gelu; BERT's; compiled, kernels = fused, as the eager RMSNorm
+ * compiled saves what a fused norm does). */
+static bool new_gelu(const vs_dims *d, int role)
+{
+  return d->hf_modules && d->eager_kernels && role == VS_ROLE_LAYER &&
+         !d->bert;
+}
+
 /* Bytes a GeLU saves per element of its input: the input, as a fused
- * kernel (F.gelu; BERT's); GPT-2's NewGELUActivation under framework = hf
- * (transformers' activations.py: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
- * x^3)))) keeps x for pow, the tanh output t, 0.5x and 1 + t: 4 tensors
- * of the input's dtype, and under autocast (pow on its fp32 list) x's
- * fp32 copy, t and 1 + t in fp32 beside the 16-bit 0.5x: 14 bytes. */
+ * kernel; NewGELU keeps x for pow, the tanh output t, 0.5x and 1 + t: 4
+ * tensors of the input's dtype, and under autocast (pow on its fp32 list)
+ * x's fp32 copy, t and 1 + t in fp32 beside the 16-bit 0.5x: 14 bytes. */
 static uint64_t gelu_saved(const vs_dims *d, int role)
 {
-  if (!d->hf_modules || role != VS_ROLE_LAYER || d->bert)
+  if (!new_gelu(d, role))
     return d->e;
   return d->amp ? 4 + 4 + d->e + 4 : 4 * d->e;
+}
+
+/* NewGELU's kernels, as autograd runs them eagerly (the lists checked
+ * with torch.profiler on the CPU, autocast's casts placed where CUDA's
+ * autocast_mode.cpp puts them: pow.Tensor_Scalar on its fp32 list), per
+ * element of e bytes (w = 4, fp32):
+ * - forward: 0.5x (2e), pow (2e), its 0.044715 product (2e), the sum
+ *   with x (3e), the sqrt(2/pi) product (2e), tanh (2e), 1 + t (2e), the
+ *   final product (3e): 8 kernels, 18e. Under autocast x's fp32 cast
+ *   comes first (e + w) and everything after it is fp32 but 0.5x: 9
+ *   kernels, 5e + 15w; the down projection then casts the fp32 result
+ *   to 16 bits (w + e, a kernel of its own, counted here);
+ * - backward: the product's two gradients (6e), tanh_backward (3e), the
+ *   two scalar products (4e), pow_backward's x^2, its 3x and the product
+ *   with the gradient (7e), the 0.5 product (2e) and the two sums of x's
+ *   three gradients (6e): 11 kernels, 28e. Under autocast the gradients
+ *   of the fp32 ops are fp32 (22w of them) and three casts bring x's
+ *   back to 16 bits: 14 kernels, 12e + 22w, and the down projection's
+ *   cast back to fp32 (e + w). */
+static void new_gelu_kernels(vs_op_spec *op, const vs_dims *d, uint64_t elems)
+{
+  double n = (double)elems, e = (double)d->e, w = 4.0;
+  if (!d->amp) {
+    op->fwd_bytes = n * 18.0 * e;
+    op->bwd_bytes = n * 28.0 * e;
+    op->fwd_kernels = 8;
+    op->bwd_kernels = 11;
+    return;
+  }
+  op->fwd_bytes = n * (5.0 * e + 15.0 * w + (w + e));
+  op->bwd_bytes = n * (12.0 * e + 22.0 * w + (e + w));
+  op->fwd_kernels = 9 + 1;
+  op->bwd_kernels = 14 + 1;
 }
 
 /* GPT / BERT MLP: up, GeLU, down, dropout: 19sbh at 16 bits (Korthikanti). */
@@ -555,6 +597,8 @@ static int gelu_mlp(vs_block *blk, const vs_dims *d, vs_error *err)
   if (!(op = vs_block_add_op(blk, "gelu", err)))
     return VS_EINPUT;
   vs_block_as_elementwise(op, d->tokens * f, d->e, 8.0);
+  if (new_gelu(d, blk->role))
+    new_gelu_kernels(op, d, d->tokens * f);
   if (vs_block_save_act(blk, op, gelu_saved(d, blk->role) * d->tokens * f,
                         d->act_dtype, err))
     return VS_EINPUT;
