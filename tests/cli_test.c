@@ -3575,11 +3575,18 @@ static void test_fit_separates_limits_from_memory(void **state)
       "fit", DATA "gpt-small.ini", "--set", "topology.gpu.memory=4TiB",
       "--set", "topology.gpu.peak_tflops_bf16=0.001", "--set",
       "topology.gpu.compute_efficiency=0.01", NULL};
+  /* the measured FlashAttention rates may not exceed the 16-bit peak:
+   * lowered with it */
   static const char *const slower[] = {
       "fit", DATA "gpt-7.5b.ini", "--set", "topology.gpu.memory=4TiB",
       "--set", "topology.gpu.peak_tflops_bf16=0.001", "--set",
       "topology.gpu.peak_tflops_fp16=0.001", "--set",
-      "topology.gpu.compute_efficiency=0.01", NULL};
+      "topology.gpu.compute_efficiency=0.01", "--set",
+      "topology.gpu.flash_seq_lens=512", "--set",
+      "topology.gpu.flash_tflops_d64=0.001", "--set",
+      "topology.gpu.flash_tflops_d128=0.001", "--set",
+      "topology.gpu.flash_tflops_causal_d64=0.001", "--set",
+      "topology.gpu.flash_tflops_causal_d128=0.001", NULL};
   (void)state;
   run(slow);
   assert_int_equal(r.status, 0);

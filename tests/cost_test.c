@@ -359,6 +359,13 @@ static void test_flash_rates(void **state)
   /* beyond the table: its last length */
   tu_assert_close(vs_cost_flash_seconds(&t, VS_PREC_BF16, (vs_flash_shape){131072, 128, true}, f, 0, NULL),
                   f / 189e12, 1e-12);
+  /* FlashAttention has no fp32 kernel: fp32 attention (SDPA's
+   * memory-efficient backend) at compute_efficiency of the fp32 peak
+   * (0.87 of 19.5), never at the 16-bit tables' rates */
+  tu_assert_close(vs_cost_flash_seconds(&t, VS_PREC_FP32,
+                                        (vs_flash_shape){2048, 128, true}, f,
+                                        0, NULL),
+                  f / (19.5e12 * 0.87), 1e-12);
   /* without tables: compute_efficiency (0.87 of 312) */
   t.flash_seq_lens.n = 0;
   tu_assert_close(vs_cost_flash_seconds(&t, VS_PREC_BF16, (vs_flash_shape){2048, 128, true}, f, 0, NULL),

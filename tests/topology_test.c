@@ -356,6 +356,21 @@ static void test_gemm_shape_and_busbw_curve(void **state)
              "--set topology.gpu.flash_seq_lens=1024,512: must be ascending");
     load_bad(MINIMAL, flash_bad, 1, VS_EINPUT,
              "--set topology.gpu.flash_tflops_d64=12,x:");
+    {
+      /* a measured rate above the 16-bit peak (100 in MINIMAL) is a lie;
+       * the peak itself is a rate a table may hold */
+      static const char *const over[] = {"gpu.flash_seq_lens=512,1024",
+                                         "gpu.flash_tflops_d128=90,101"};
+      static const char *const at[] = {"gpu.flash_seq_lens=512,1024",
+                                       "gpu.flash_tflops_d128=90,100"};
+      vs_topology ok;
+      load_bad(MINIMAL, over, 2, VS_EINPUT,
+               "--set topology.gpu.flash_tflops_d128=90,101: its 101 is above "
+               "the GPU's peak_tflops_fp16 (100): a measured rate cannot "
+               "exceed the peak; lower the rate or raise the peak");
+      vs_error_clear(&err);
+      assert_int_equal(load_text(&ok, path, MINIMAL, at, 2, &err), 0);
+    }
   }
   vs_error_clear(&err);
   assert_int_equal(load_text(&t, path, MINIMAL, good, 3, &err), 0);

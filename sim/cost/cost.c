@@ -168,7 +168,8 @@ double vs_cost_flash_seconds(const vs_topology *topo, int precision,
                              vs_flash_shape a, double flops, double bytes,
                              vs_cal_seen *seen)
 {
-  double tflops = flash_tflops(topo, a);
+  bool fp32 = vs_precision_gemm(precision) == VS_PREC_FP32;
+  double tflops = fp32 ? 0 : flash_tflops(topo, a);
   double peak = vs_cost_peak_flops(topo, precision, VS_FLOPS_MATMUL);
   if (!(tflops > 0) || !(peak > 0))
     return vs_cost_roofline_seconds(topo, precision, VS_FLOPS_MATMUL, flops,

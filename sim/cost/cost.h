@@ -103,7 +103,9 @@ double vs_cost_gemm_seconds(const vs_topology *topo, int precision, vs_gemm g,
  * forward + backward rate for a's length, head dimension and mask (the
  * topology's [gpu] flash_* tables; FLOPs counted as its benchmark counts
  * them, which the model's flash ops do), or at compute_efficiency where
- * the topology has no table. */
+ * the topology has no table. FlashAttention has only 16-bit kernels: fp32
+ * attention (precision fp32) runs SDPA's memory-efficient backend, which
+ * no table measures, at compute_efficiency of the fp32 peak. */
 double vs_cost_flash_seconds(const vs_topology *topo, int precision,
                              vs_flash_shape a, double flops, double bytes,
                              vs_cal_seen *seen);

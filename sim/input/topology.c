@@ -313,15 +313,18 @@ static int check_host_memory_bandwidth(const vs_topology *t, vs_error *err)
 }
 
 /* A measured curve: its points (key xs_key) ascending, and each table of
- * values given (keys ys_keys) one value per point; `required` tables must
- * be given whenever points are. Errors name the key and say `per` (what
- * one value is for). */
+ * values given (keys ys_keys) one value per point, none above `most` (0:
+ * no bound; `most_key` names it); `required` tables must be given
+ * whenever points are. Errors name the key and say `per` (what one value
+ * is for). */
 typedef struct curve_keys {
   const char *section, *xs_key, *per;
   const vs_count_list *xs;
   const vs_real_list *ys[4];
   const char *ys_keys[4];
   size_t n_ys, required;
+  double most;
+  const char *most_key;
 } curve_keys;
 
 static int check_curve(const vs_topology *t, const curve_keys *c,
@@ -334,25 +337,36 @@ static int check_curve(const vs_topology *t, const curve_keys *c,
     if ((c->ys[i]->n || i < c->required) && c->ys[i]->n != c->xs->n)
       return key_error(t, err, c->section, c->ys_keys[i], "needs one %s of %s",
                        c->per, c->xs_key);
+  for (size_t i = 0; c->most > 0 && i < c->n_ys; i++)
+    for (size_t j = 0; j < c->ys[i]->n; j++)
+      if (c->ys[i]->values[j] > c->most)
+        return key_error(t, err, c->section, c->ys_keys[i],
+                         "its %g is above the GPU's %s (%g): a measured rate "
+                         "cannot exceed the peak; lower the rate or raise "
+                         "the peak",
+                         c->ys[i]->values[j], c->most_key, c->most);
   return 0;
 }
 
 /* The bus-bandwidth curves (intra_busbw needed whenever sizes are) and
- * the FlashAttention rates. */
+ * the FlashAttention rates, which its 16-bit kernels reach at most at the
+ * 16-bit tensor-core peak. */
 static int check_curves(const vs_topology *t, vs_error *err)
 {
+  bool fp16 = t->peak_tflops_fp16 >= t->peak_tflops_bf16;
   const curve_keys busbw = {
       "network", "intra_busbw_sizes", "bus bandwidth per size",
       &t->intra_busbw_sizes,
       {&t->intra_busbw, &t->intra_allreduce_busbw},
-      {"intra_busbw", "intra_allreduce_busbw"}, 2, 1};
+      {"intra_busbw", "intra_allreduce_busbw"}, 2, 1, 0, NULL};
   const curve_keys flash = {
       "gpu", "flash_seq_lens", "rate per length", &t->flash_seq_lens,
       {&t->flash_tflops_d64, &t->flash_tflops_d128,
        &t->flash_tflops_causal_d64, &t->flash_tflops_causal_d128},
       {"flash_tflops_d64", "flash_tflops_d128", "flash_tflops_causal_d64",
        "flash_tflops_causal_d128"},
-      4, 0};
+      4, 0, fp16 ? t->peak_tflops_fp16 : t->peak_tflops_bf16,
+      fp16 ? "peak_tflops_fp16" : "peak_tflops_bf16"};
   int rc = check_curve(t, &busbw, err);
   return rc ? rc : check_curve(t, &flash, err);
 }
