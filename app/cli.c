@@ -720,8 +720,9 @@ static int check_trace_ranks(const cli_args *a, const vs_sim *sim, FILE *errs)
 
 /* The --csv and --trace files a run would write, estimated before it
  * runs, against --max-output (a 16,384-GPU job with --ranks all writes
- * tens of GB); a large run is announced. An invalid job is left for the
- * simulation to report. */
+ * tens of GB); a large run is announced, unless the budget refuses it
+ * (the simulation says so). An invalid job is left for the simulation to
+ * report. */
 static int check_run_work(const cli_args *a, const vs_workload *wl,
                           const vs_topology *topo, const vs_sim_opts *opts,
                           FILE *errs)
@@ -752,7 +753,8 @@ static int check_run_work(const cli_args *a, const vs_workload *wl,
     fprintf(errs, "vsim: note: the trace is estimated at %s; --trace-ranks "
                   "(e.g. 0 or 0..7) keeps only the ranks you name\n",
             vs_format_bytes((uint64_t)trace, need, sizeof need));
-  if (w.events > NOTE_EVENTS || w.host_bytes > NOTE_HOST_BYTES)
+  if ((w.events > NOTE_EVENTS || w.host_bytes > NOTE_HOST_BYTES) &&
+      vs_budget_allows(&opts->budget, &w))
     fprintf(errs, "vsim: note: %s is estimated at %.3g op events and %s of "
                   "host memory; this takes a while\n",
             wl->origins.file, w.events,

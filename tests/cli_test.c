@@ -3438,6 +3438,8 @@ static void test_work_over_budget_is_refused(void **state)
     assert_contains(r.err, "tests/data/gpt-small.ini: this simulation is "
                            "estimated at ");
     assert_contains(r.err, "--max-memory 8.00 GiB): raise them");
+    /* one message: no note that the refused run "takes a while" */
+    assert_null(strstr(r.err, "note:"));
   }
   {
     const char *const args[] = {"run", "workloads/llama3-405b.ini", "--ranks",

@@ -527,13 +527,18 @@ static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
 }
 
 /* VS_ELIMIT, with the estimate, when w is over opts' budget. */
+bool vs_budget_allows(const vs_budget *b, const vs_work *w)
+{
+  return (b->max_events <= 0 || w->events <= b->max_events) &&
+         (b->max_host_bytes <= 0 || w->host_bytes <= b->max_host_bytes);
+}
+
 static int check_budget(const vs_sim *sim, const vs_sim_opts *opts,
                         const vs_work *w, vs_error *err)
 {
   const vs_budget *b = &opts->budget;
   char need[16], limit[16];
-  if ((b->max_events <= 0 || w->events <= b->max_events) &&
-      (b->max_host_bytes <= 0 || w->host_bytes <= b->max_host_bytes))
+  if (vs_budget_allows(b, w))
     return 0;
   vs_format_bytes((uint64_t)w->host_bytes, need, sizeof need);
   if (b->max_host_bytes > 0)
