@@ -3,6 +3,7 @@
  * file:line and return code. */
 #include "testutil.h"
 
+#include "hfconfig.h"
 #include "workload.h"
 
 #include <stdarg.h>
@@ -888,6 +889,30 @@ static void test_hf_config(void **state)
                                   "seq_len = 128\n", &err), VS_EINPUT);
   assert_non_null(strstr(err.msg, "config.json:2:"));
   assert_non_null(strstr(err.msg, "not valid JSON"));
+  {
+    /* a NUL byte (which Jansson's reader takes for the end of the file)
+     * and a directory (which it reads as empty) are named as what they
+     * are, not as JSON that ends early */
+    char dir[64], path[128];
+    FILE *f;
+    tu_temp_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/nul.json", dir);
+    assert_non_null(f = fopen(path, "wb"));
+    fwrite("{\"model_type\": \"llama\",\0 \"x\": 1}", 1, 32, f);
+    fclose(f);
+    vs_error_clear(&err);
+    {
+      vs_hf_model hf;
+      assert_int_equal(vs_hf_config_read(path, &hf, &err), VS_EINPUT);
+      assert_non_null(strstr(err.msg, "nul.json: byte 23 is a NUL: a "
+                                      "config.json is text"));
+      vs_error_clear(&err);
+      assert_int_equal(vs_hf_config_read(dir, &hf, &err), VS_EIO);
+      assert_non_null(strstr(err.msg, ": is a directory, not a Hugging Face "
+                                      "config.json"));
+    }
+    tu_remove_dir(dir);
+  }
   /* huge counts are refused before any arithmetic on them */
   assert_int_equal(load_with_json(&wl, "{\"model_type\": \"gpt2\", "
                                        "\"n_embd\": 4611686018427387904, "

@@ -9,7 +9,9 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* How one family's fields map: the fields of layers, hidden, heads,
  * ffn_hidden and vocab; kv_heads' field (NULL: as heads); the dropout
@@ -387,21 +389,72 @@ static int read_root(const json_t *root, const char *path, vs_hf_model *out,
                      moe_family_of(out->model_type) != NULL, err);
 }
 
+/* The largest config.json read: transformers' are a few KiB (a label
+ * table makes some larger); a bigger file is no config. */
+#define MAX_CONFIG_BYTES (16u << 20)
+
+/* Appends f's bytes to *buf (its size *len) until end of file, stopping at
+ * a NUL byte or past MAX_CONFIG_BYTES: a text file's contents, which
+ * Jansson's reader would end at a NUL as if the file ended there (and
+ * read a directory as an empty file). */
+static int read_text(FILE *f, const char *path, char **buf, size_t *len,
+                     vs_error *err)
+{
+  char chunk[4096];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    const char *nul = memchr(chunk, '\0', n);
+    char *grown;
+    if (nul)
+      return vs_error_set(err, VS_EINPUT, "%s: byte %zu is a NUL: a "
+                          "config.json is text", path,
+                          *len + (size_t)(nul - chunk));
+    if (*len + n > MAX_CONFIG_BYTES)
+      return vs_error_set(err, VS_EINPUT, "%s: over %u MiB, larger than any "
+                          "config.json", path, MAX_CONFIG_BYTES >> 20);
+    if (!(grown = realloc(*buf, *len + n)))
+      return vs_error_set(err, VS_ENOMEM, "out of host memory");
+    memcpy(grown + *len, chunk, n);
+    *buf = grown;
+    *len += n;
+  }
+  return ferror(f) ? vs_error_set(err, VS_EIO, "%s: cannot read it: %s", path,
+                                  strerror(errno))
+                   : 0;
+}
+
+/* The JSON value of the file at path into *root. */
+static int load_json(const char *path, json_t **root, vs_error *err)
+{
+  struct stat st;
+  json_error_t jerr;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f;
+  int rc;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    return vs_error_set(err, VS_EIO, "%s: is a directory, not a Hugging "
+                        "Face config.json", path);
+  if (!(f = fopen(path, "rb")))
+    return vs_error_set(err, VS_EIO, "%s: cannot read it: %s", path,
+                        strerror(errno));
+  rc = read_text(f, path, &buf, &len, err);
+  fclose(f);
+  if (rc == 0 && !(*root = json_loadb(buf ? buf : "", len,
+                                      JSON_REJECT_DUPLICATES, &jerr)))
+    rc = vs_error_set(err, VS_EINPUT, "%s:%d:%d: not valid JSON: %s", path,
+                      jerr.line, jerr.column, jerr.text);
+  free(buf);
+  return rc;
+}
+
 int vs_hf_config_read(const char *path, vs_hf_model *out, vs_error *err)
 {
-  json_error_t jerr;
-  json_t *root;
+  json_t *root = NULL;
   int rc;
   memset(out, 0, sizeof *out);
-  errno = 0;
-  root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-  if (!root) {
-    if (json_error_code(&jerr) == json_error_cannot_open_file)
-      return vs_error_set(err, VS_EIO, "%s: cannot read it: %s", path,
-                          errno ? strerror(errno) : jerr.text);
-    return vs_error_set(err, VS_EINPUT, "%s:%d:%d: not valid JSON: %s", path,
-                        jerr.line, jerr.column, jerr.text);
-  }
+  if ((rc = load_json(path, &root, err)))
+    return rc;
   rc = read_root(root, path, out, err);
   json_decref(root);
   return rc;
