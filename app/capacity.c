@@ -701,7 +701,7 @@ int vs_capacity_sweep(const vs_capacity_opts *o, FILE *out, FILE *errs)
             "simulated; the first: %s\n", cands[0].reason);
     code = VS_EXIT_ERROR;
   } else if (o->csv && write_sweep_csv(o, cands, n, &err)) {
-    fprintf(errs, "vsim: %s\n", err.msg);
+    fprintf(errs, "vsim: --csv %s\n", err.msg);
     code = VS_EXIT_ERROR;
   } else if (fits == 0) {
     code = VS_EXIT_OOM;

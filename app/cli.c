@@ -762,6 +762,67 @@ static int check_run_work(const cli_args *a, const vs_workload *wl,
   return VS_EXIT_OK;
 }
 
+/* The option that named the output a failure's message starts with (its
+ * path as given), or NULL. */
+static const char *output_option(const cli_args *a, const char *msg)
+{
+  const char *const opts[] = {"--csv", "--trace", "--svg", "--html"};
+  const char *const paths[] = {a->csv_dir, a->trace, a->svg, a->html};
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+    size_t n = paths[i] ? strlen(paths[i]) : 0;
+    if (n && strncmp(msg, paths[i], n) == 0 &&
+        (msg[n] == ':' || msg[n] == '/'))
+      return opts[i];
+  }
+  return NULL;
+}
+
+/* The files of write_run_outputs, into files. */
+static int fill_run_outputs(const cli_args *a, const vs_sim *sim,
+                            const vs_trace_ranks *sel, vs_report_files *files,
+                            vs_error *err)
+{
+  int rc = 0;
+  if (a->csv_dir)
+    rc = vs_report_write_csv(sim, a->csv_dir, files, err);
+  if (!rc && a->trace)
+    rc = vs_report_write_trace(sim, a->trace, sel, files, err);
+  if (!rc && a->svg)
+    rc = vs_report_write_svg(sim, a->svg, files, err);
+  if (!rc && a->html)
+    rc = vs_report_write_html(sim, a->html, files, err);
+  return rc;
+}
+
+/* The outputs run asked for (--csv, --trace, --svg, --html), put in
+ * place together: when one cannot be written, none replaces what was
+ * there (vs_report_files), and a --csv folder this run made is removed
+ * again. The message names the option. */
+static int write_run_outputs(const cli_args *a, const vs_sim *sim,
+                             const vs_trace_ranks *sel, FILE *errs)
+{
+  vs_report_files files = {.n = 0};
+  struct stat st;
+  bool made_dir = a->csv_dir && stat(a->csv_dir, &st) != 0;
+  const char *option;
+  vs_error err;
+  int rc;
+  vs_error_clear(&err);
+  if ((rc = fill_run_outputs(a, sim, sel, &files, &err)))
+    vs_report_files_abort(&files);
+  else
+    rc = vs_report_files_commit(&files, &err);
+  if (!rc)
+    return VS_EXIT_OK;
+  if (made_dir)
+    rmdir(a->csv_dir); /* only when empty: nothing of it was committed */
+  option = output_option(a, err.msg);
+  fprintf(errs, "vsim: %s%s%s\n", option ? option : "", option ? " " : "",
+          err.msg);
+  return VS_EXIT_ERROR;
+}
+
+
 static int cmd_run(const cli_args *a, FILE *out, FILE *errs)
 {
   vs_topology *topo = malloc(sizeof *topo);
@@ -807,13 +868,8 @@ static int cmd_run(const cli_args *a, FILE *out, FILE *errs)
   if (a->memory_summary)
     vs_report_memory_summary(out, &sim);
   code = sim.fits ? VS_EXIT_OK : VS_EXIT_OOM;
-  if ((a->csv_dir && vs_report_write_csv(&sim, a->csv_dir, &err)) ||
-      (a->trace && vs_report_write_trace(&sim, a->trace, &sel, &err)) ||
-      (a->svg && vs_report_write_svg(&sim, a->svg, &err)) ||
-      (a->html && vs_report_write_html(&sim, a->html, &err))) {
-    fprintf(errs, "vsim: %s\n", err.msg);
+  if (write_run_outputs(a, &sim, &sel, errs) != VS_EXIT_OK)
     code = VS_EXIT_ERROR;
-  }
   vs_sim_fini(&sim);
 done:
   free(topo);

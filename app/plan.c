@@ -1456,7 +1456,7 @@ static int plan_types(const vs_capacity_opts *o, plan_state *types, size_t n,
   if (code == VS_EXIT_ERROR)
     return code; /* nothing could be simulated: nothing is written */
   if (o->csv && write_plan_csv(o->csv, types, n, &err)) {
-    fprintf(errs, "vsim: %s\n", err.msg);
+    fprintf(errs, "vsim: --csv %s\n", err.msg);
     code = VS_EXIT_ERROR;
   }
   return code;

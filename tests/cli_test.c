@@ -1944,7 +1944,8 @@ static void test_html_report(void **state)
 /* Past a file-size limit (ulimit -f 4: 2 KiB in dash's 512-byte blocks,
  * 4 KiB in bash's; the trace is about 11 KB, the chart 110 KB, the summary
  * on stdout 1 KB) the trace and the chart fail with the write's own
- * reason, EFBIG, not "Input/output error"; exit 1, nothing left behind. */
+ * reason, EFBIG, not "Input/output error", after the option that named
+ * the file; exit 1, nothing left behind. */
 static void test_trace_svg_past_file_size_limit(void **state)
 {
   static const char *const options[] = {"--trace", "--svg"};
@@ -1958,9 +1959,49 @@ static void test_trace_svg_past_file_size_limit(void **state)
     args[6] = path_in(dir, i == 0 ? "t.json" : "m.svg", p, sizeof p);
     tu_run_program(&r, "/bin/sh", args);
     assert_int_equal(r.status, 1);
-    tu_assert_message_at(r.err, "vsim: @: write failed: File too large\n", p);
+    tu_assert_message_at(r.err,
+                         i == 0 ? "vsim: --trace @: write failed: File too "
+                                  "large\n"
+                                : "vsim: --svg @: write failed: File too "
+                                  "large\n",
+                         p);
     assert_int_equal(tu_count_entries(dir), 0);
   }
+  tu_remove_dir(dir);
+}
+
+/* The outputs of one run are put in place together (vs_report_files):
+ * when --html cannot be written (/dev/full), neither the --csv files nor
+ * the trace replace what was there, the --csv folder the run made is
+ * gone again, and the message names the option. */
+static void test_outputs_put_in_place_together(void **state)
+{
+  char dir[64], csv[128], trace[128];
+  FILE *f;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  path_in(dir, "c", csv, sizeof csv);
+  path_in(dir, "t.json", trace, sizeof trace);
+  assert_non_null(f = fopen(trace, "w"));
+  fputs("old\n", f);
+  fclose(f);
+  {
+    const char *const args[] = {"run", DATA "gpt-small.ini", "--csv", csv,
+                                "--trace", trace, "--html", "/dev/full",
+                                NULL};
+    run(args);
+  }
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "vsim: --html /dev/full: write failed: No space "
+                         "left on device\n");
+  assert_int_equal(tu_count_entries(dir), 1); /* the old trace alone */
+  assert_non_null(f = fopen(trace, "r"));
+  {
+    char line[16] = "";
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_string_equal(line, "old\n");
+  }
+  fclose(f);
   tu_remove_dir(dir);
 }
 
@@ -3647,6 +3688,7 @@ int main(void)
       cmocka_unit_test(test_summary_gives_the_peak),
       cmocka_unit_test(test_html_report),
       cmocka_unit_test(test_trace_svg_past_file_size_limit),
+      cmocka_unit_test(test_outputs_put_in_place_together),
       cmocka_unit_test(test_csv_written_when_stdout_closes),
       cmocka_unit_test(test_op_bounds_csv_splits_each_op),
       cmocka_unit_test(test_ranks_all_writes_a_row_per_gpu),

@@ -2530,8 +2530,11 @@ static void test_estimate_bounds_the_work(void **state)
     assert_true(sim.per_rank_load == (c == 3));
     tu_temp_dir(dir, sizeof dir);
     snprintf(trace, sizeof trace, "%s/trace.json", dir);
-    assert_int_equal(vs_report_write_csv(&sim, dir, &err), 0);
-    assert_int_equal(vs_report_write_trace(&sim, trace, NULL, &err), 0);
+    vs_report_files files = {.n = 0};
+    assert_int_equal(vs_report_write_csv(&sim, dir, &files, &err), 0);
+    assert_int_equal(vs_report_write_trace(&sim, trace, NULL, &files, &err),
+                     0);
+    assert_int_equal(vs_report_files_commit(&files, &err), 0);
     {
       char tl[128], ops[128], bounds[128];
       snprintf(tl, sizeof tl, "%s/timeline.csv", dir);

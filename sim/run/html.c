@@ -252,34 +252,34 @@ static void html_data(vs_csv *f, const vs_sim *sim, const vs_rank *r,
   vs_csv_printf(f, "\n]}\n</script>\n");
 }
 
-int vs_report_write_html(const vs_sim *sim, const char *path, vs_error *err)
+int vs_report_write_html(const vs_sim *sim, const char *path,
+                         vs_report_files *out, vs_error *err)
 {
   const vs_rank *r = vs_sim_worst_rank(sim);
   vs_report_moment *pts = calloc(HTML_POINTS, sizeof *pts);
-  vs_csv file; /* only for its atomic file and its write errors */
+  vs_csv *f; /* its atomic file and its write errors; on an error the
+                caller drops out's files, this one among them */
   int rc;
 
   if (!pts)
     return vs_error_set(err, VS_ENOMEM, "out of host memory for the page");
-  if ((rc = vs_csv_open(&file, path, err))) {
+  if (!(f = vs_report_files_open(out, path, err))) {
     free(pts);
-    return rc;
+    return err->code;
   }
   vs_report_moments(r, HTML_POINTS, pts);
-  html_head(&file, sim);
-  if ((rc = html_top(&file, sim, err))) {
-    vs_csv_abort(&file);
+  html_head(f, sim);
+  if ((rc = html_top(f, sim, err))) {
     free(pts);
     return rc;
   }
-  html_chart(&file, r);
-  html_ranks(&file, sim);
-  html_step(&file, sim);
-  vs_csv_printf(&file, "<p id=\"render-status\">the chart needs "
-                       "JavaScript</p>\n<p id=\"js-error\" hidden></p>\n");
-  html_data(&file, sim, r, pts);
-  vs_csv_printf(&file, "<script>\n%s</script>\n</body>\n</html>\n",
-                html_script);
+  html_chart(f, r);
+  html_ranks(f, sim);
+  html_step(f, sim);
+  vs_csv_printf(f, "<p id=\"render-status\">the chart needs "
+                   "JavaScript</p>\n<p id=\"js-error\" hidden></p>\n");
+  html_data(f, sim, r, pts);
+  vs_csv_printf(f, "<script>\n%s</script>\n</body>\n</html>\n", html_script);
   free(pts);
-  return vs_csv_commit(&file, err);
+  return 0;
 }

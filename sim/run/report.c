@@ -796,29 +796,53 @@ const char *const vs_report_csv_names[VS_REPORT_CSV_FILES] = {
     "summary.csv", "timeline.csv", "ops.csv", "host.csv", "host_timeline.csv",
     "op_bounds.csv"};
 
-int vs_report_write_csv(const vs_sim *sim, const char *dir, vs_error *err)
+int vs_report_files_commit(vs_report_files *out, vs_error *err)
+{
+  size_t n = out->n;
+  out->n = 0;
+  return vs_csv_commit_all(out->files, n, err);
+}
+
+void vs_report_files_abort(vs_report_files *out)
+{
+  for (size_t i = 0; i < out->n; i++)
+    vs_csv_abort(&out->files[i]);
+  out->n = 0;
+}
+
+vs_csv *vs_report_files_open(vs_report_files *out, const char *path,
+                             vs_error *err)
+{
+  size_t cap = sizeof out->files / sizeof out->files[0];
+  if (out->n == cap) {
+    vs_error_set(err, VS_EINPUT, "%s: more than %zu output files in one run",
+                 path, cap);
+    return NULL;
+  }
+  if (vs_csv_open(&out->files[out->n], path, err))
+    return NULL;
+  return &out->files[out->n++];
+}
+
+int vs_report_write_csv(const vs_sim *sim, const char *dir,
+                        vs_report_files *out, vs_error *err)
 {
   static void (*const writers[VS_REPORT_CSV_FILES])(const vs_sim *, vs_csv *) = {
       write_summary, write_timeline, write_ops, write_host,
       write_host_timeline, write_op_bounds};
-  vs_csv files[VS_REPORT_CSV_FILES];
   char path[4096];
   int rc;
 
   if ((rc = vs_make_dir(dir, err)))
     return rc;
   for (size_t i = 0; i < VS_REPORT_CSV_FILES; i++) {
+    vs_csv *file;
     snprintf(path, sizeof path, "%s/%s", dir, vs_report_csv_names[i]);
-    if ((rc = vs_csv_open(&files[i], path, err))) {
-      while (i-- > 0)
-        vs_csv_abort(&files[i]);
-      return rc;
-    }
+    if (!(file = vs_report_files_open(out, path, err)))
+      return err->code;
+    writers[i](sim, file);
   }
-  for (size_t i = 0; i < VS_REPORT_CSV_FILES; i++)
-    writers[i](sim, &files[i]);
-  /* the files of one run appear together or not at all */
-  return vs_csv_commit_all(files, VS_REPORT_CSV_FILES, err);
+  return 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -949,14 +973,14 @@ static void trace_node(trace_out *t, const vs_node_mem *n)
 }
 
 int vs_report_write_trace(const vs_sim *sim, const char *path,
-                          const vs_trace_ranks *sel, vs_error *err)
+                          const vs_trace_ranks *sel, vs_report_files *out,
+                          vs_error *err)
 {
-  vs_csv file; /* only for its atomic file and its write errors */
-  trace_out t = {&file, false};
-  int rc = vs_csv_open(&file, path, err);
-  if (rc)
-    return rc;
-  vs_csv_printf(&file, "{\"traceEvents\":[\n");
+  vs_csv *file = vs_report_files_open(out, path, err); /* its atomic file, its errors */
+  trace_out t = {file, false};
+  if (!file)
+    return err->code;
+  vs_csv_printf(file, "{\"traceEvents\":[\n");
   for (size_t i = 0; i < sim->n_ranks; i++) {
     const vs_rank *r = &sim->ranks[i];
     if (!trace_wants(sel, r->id))
@@ -967,8 +991,8 @@ int vs_report_write_trace(const vs_sim *sim, const char *path,
   }
   for (size_t i = 0; i < sim->n_nodes; i++)
     trace_node(&t, &sim->nodes[i]);
-  vs_csv_printf(&file, "\n]}\n");
-  return vs_csv_commit(&file, err);
+  vs_csv_printf(file, "\n]}\n");
+  return 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -1202,31 +1226,31 @@ static void svg_events(vs_csv *f, const svg_scale *s, const vs_sim *sim,
   svg_marker(f, s, step, r->mem.oom.t_ns, "red", 1, label);
 }
 
-int vs_report_write_svg(const vs_sim *sim, const char *path, vs_error *err)
+int vs_report_write_svg(const vs_sim *sim, const char *path,
+                        vs_report_files *out, vs_error *err)
 {
   const vs_rank *r = vs_sim_worst_rank(sim);
   double step = (double)r->end_ns * 1e-9;
   vs_report_moment *cols = calloc(SVG_COLS, sizeof *cols);
-  vs_csv file; /* only for its atomic file and its write errors */
+  vs_csv *file; /* its atomic file and its write errors */
   svg_scale scale = {0, SVG_H - SVG_TOP - SVG_BOTTOM};
-  int rc;
 
   if (!cols)
     return vs_error_set(err, VS_ENOMEM, "out of host memory for the chart");
-  if ((rc = vs_csv_open(&file, path, err))) {
+  if (!(file = vs_report_files_open(out, path, err))) {
     free(cols);
-    return rc;
+    return err->code;
   }
   svg_columns(r, cols);
   scale.top = (double)(r->mem.capacity_bytes > r->mem.peak_used_bytes
                            ? r->mem.capacity_bytes
                            : r->mem.peak_used_bytes) * 1.05;
-  svg_title(&file, sim, r);
-  svg_areas(&file, &scale, cols);
-  svg_use(&file, &scale, cols, r->mem.capacity_bytes);
-  svg_axes(&file, &scale, step);
-  svg_events(&file, &scale, sim, r, step);
-  svg_legend(&file);
+  svg_title(file, sim, r);
+  svg_areas(file, &scale, cols);
+  svg_use(file, &scale, cols, r->mem.capacity_bytes);
+  svg_axes(file, &scale, step);
+  svg_events(file, &scale, sim, r, step);
+  svg_legend(file);
   free(cols);
-  return vs_csv_commit(&file, err);
+  return 0;
 }

@@ -66,10 +66,28 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
 #define VS_REPORT_CSV_FILES 6
 extern const char *const vs_report_csv_names[VS_REPORT_CSV_FILES];
 
-/* The vs_report_csv_names files in dir (created if missing), appearing
- * together or not at all. timeline, ops and op_bounds need a simulation
- * run with record. */
-int vs_report_write_csv(const vs_sim *sim, const char *dir, vs_error *err);
+/* A run's output files (--csv's, --trace, --svg, --html): each writer
+ * below fills temporary files and adds them here, and
+ * vs_report_files_commit puts them all in place together, so that a run
+ * that fails to write any of them replaces none (what was there stays);
+ * vs_report_files_abort drops them. */
+typedef struct vs_report_files {
+  vs_csv files[VS_REPORT_CSV_FILES + 3];
+  size_t n;
+} vs_report_files;
+
+int vs_report_files_commit(vs_report_files *out, vs_error *err);
+void vs_report_files_abort(vs_report_files *out);
+
+/* The next file of out, opened at path (a temporary file until the
+ * commit); NULL (err set) when out is full or the file cannot be made. */
+vs_csv *vs_report_files_open(vs_report_files *out, const char *path,
+                             vs_error *err);
+
+/* The vs_report_csv_names files in dir (created if missing), added to
+ * out. timeline, ops and op_bounds need a simulation run with record. */
+int vs_report_write_csv(const vs_sim *sim, const char *dir,
+                        vs_report_files *out, vs_error *err);
 
 /* The ranks a trace shows, by global rank id; none: every simulated one. */
 typedef struct vs_trace_ranks {
@@ -80,9 +98,10 @@ typedef struct vs_trace_ranks {
 /* Chrome trace-event JSON (chrome://tracing, Perfetto): one process per
  * rank of sel (NULL: all), named after its place; one thread per stream,
  * named after it; one complete event per op; and memory as counter
- * tracks, one per category and one for reserved bytes. Atomic. */
+ * tracks, one per category and one for reserved bytes. Added to out. */
 int vs_report_write_trace(const vs_sim *sim, const char *path,
-                          const vs_trace_ranks *sel, vs_error *err);
+                          const vs_trace_ranks *sel, vs_report_files *out,
+                          vs_error *err);
 
 /* Every key of workload.ini and topology.ini as Markdown tables (key, type
  * and allowed values, default): the tables of README.md. */
@@ -90,8 +109,9 @@ void vs_report_keys(FILE *out);
 
 /* An SVG chart of the worst rank's memory over the step: stacked
  * categories (allocated), the device's use (reserved + framework) and the
- * capacity. Needs a simulation run with record. Atomic. */
-int vs_report_write_svg(const vs_sim *sim, const char *path, vs_error *err);
+ * capacity. Needs a simulation run with record. Added to out. */
+int vs_report_write_svg(const vs_sim *sim, const char *path,
+                        vs_report_files *out, vs_error *err);
 
 /* One moment of a chart of rank r's memory: the highest allocation in its
  * slice of the step. */
@@ -116,8 +136,10 @@ void vs_report_moments(const vs_rank *r, size_t n, vs_report_moment *out);
  * the highest allocation of its time slice, with its op), zoomed with the
  * mouse wheel or a dragged range, hovered for op, layer, micro-batch and
  * bytes; the per-rank table at peak; the step-time split. Text from the
- * inputs is HTML-escaped. Needs a simulation run with record. Atomic. */
-int vs_report_write_html(const vs_sim *sim, const char *path, vs_error *err);
+ * inputs is HTML-escaped. Needs a simulation run with record. Added to
+ * out. */
+int vs_report_write_html(const vs_sim *sim, const char *path,
+                         vs_report_files *out, vs_error *err);
 
 /* Writes text as XML or HTML character data or attribute value (< > & "
  * and ' escaped): a path or GPU name with markup characters in it stays
