@@ -1970,6 +1970,37 @@ static void test_trace_svg_past_file_size_limit(void **state)
   tu_remove_dir(dir);
 }
 
+/* What `show` writes loads back, a long uneven split too: 200 layers over
+ * 100 stages (3, 98 x 2, 1) is one line of 199 characters, over what the
+ * INI reader takes (198), which show writes with a run (3,2x98,1), the
+ * form plan prints. */
+static void test_show_writes_long_splits_as_runs(void **state)
+{
+  char list[256] = "3", path[128];
+  const char *show[] = {"show", DATA "gpt-small.ini", "--gpus", "100",
+                        "--set", "model.layers=200", "--set",
+                        "parallel.pp=100", "--set",
+                        "training.global_batch=100", "--set", NULL, NULL};
+  char set[300];
+  (void)state;
+  for (int i = 0; i < 98; i++)
+    strcat(list, ",2");
+  strcat(list, ",1");
+  snprintf(set, sizeof set, "parallel.pp_layers=%s", list);
+  show[11] = set;
+  run(show);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "pp_layers = 3,2x98,1\n");
+  tu_write_temp(r.out, ".ini", path, sizeof path);
+  {
+    const char *const again[] = {"run", path, "--gpus", "100", NULL};
+    run(again);
+  }
+  unlink(path);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "verdict: FITS");
+}
+
 /* The outputs of one run are put in place together (vs_report_files):
  * when --html cannot be written (/dev/full), neither the --csv files nor
  * the trace replace what was there, the --csv folder the run made is
@@ -3689,6 +3720,7 @@ int main(void)
       cmocka_unit_test(test_html_report),
       cmocka_unit_test(test_trace_svg_past_file_size_limit),
       cmocka_unit_test(test_outputs_put_in_place_together),
+      cmocka_unit_test(test_show_writes_long_splits_as_runs),
       cmocka_unit_test(test_csv_written_when_stdout_closes),
       cmocka_unit_test(test_op_bounds_csv_splits_each_op),
       cmocka_unit_test(test_ranks_all_writes_a_row_per_gpu),

@@ -489,7 +489,9 @@ static void test_line_too_long(void **state)
   /* ...one of 199 is too long. */
   snprintf(text, sizeof text, "[a]\n;%0198d\nn = 1\n", 0);
   assert_int_equal(load(&c, &o, text, &err), VS_EINPUT);
-  assert_non_null(strstr(err.msg, "t.ini:2: line too long (over 198 characters)"));
+  assert_non_null(strstr(err.msg, "t.ini:2: line too long (over 198 characters; a "
+                                  "list of counts can write a run of equal "
+                                  "ones as VxN, e.g. 8x14)"));
   /* A line longer than the reader's own 1 KiB buffer is caught too. */
   snprintf(text, sizeof text, "[a]\nn = 1\n;%01500d\n", 0);
   assert_int_equal(load(&c, &o, text, &err), VS_EINPUT);

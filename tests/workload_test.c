@@ -1853,6 +1853,30 @@ static void test_pipeline_validation(void **state)
   assert_int_equal(tu_load_workload(&wl, GPT_MODEL, split_ok, 2, 4, &err), 0);
   assert_int_equal(wl.parallel.pp_layers.n, 2);
   assert_int_equal(wl.parallel.dp, 2); /* 4 GPUs / pp 2 */
+  {
+    /* a run VxN is V, N times (as plan prints 7,8x14,7): 126 layers over
+     * 16 stages; a bad N, and a hexadecimal 0x, are refused */
+    static const char *const runs[] = {"parallel.pp=16",
+                                       "parallel.pp_layers=7,8x14,7"};
+    static const char *const none[] = {"parallel.pp=2",
+                                       "parallel.pp_layers=1x0,2"};
+    static const char *const hex[] = {"parallel.pp=2",
+                                      "parallel.pp_layers=0x1,1"};
+    const char *model = "[model]\narch = gpt\nlayers = 126\nhidden = 64\n"
+                        "heads = 8\nvocab = 1000\nseq_len = 128\n";
+    vs_error_clear(&err);
+    assert_int_equal(tu_load_workload(&wl, model, runs, 2, 16, &err), 0);
+    assert_int_equal(wl.parallel.pp_layers.n, 16);
+    assert_int_equal(wl.parallel.pp_layers.values[0], 7);
+    for (size_t i = 1; i < 15; i++)
+      assert_int_equal(wl.parallel.pp_layers.values[i], 8);
+    assert_int_equal(wl.parallel.pp_layers.values[15], 7);
+    load_bad(GPT_MODEL, none, 2, 0, VS_EINPUT,
+             "--set parallel.pp_layers=1x0,2: a run VxN needs N from 1 to "
+             "256 (e.g. 8x14: 8, 14 times)");
+    load_bad(GPT_MODEL, hex, 2, 0, VS_EINPUT,
+             "--set parallel.pp_layers=0x1,1: not a decimal number");
+  }
 }
 
 static void test_huge_products_are_errors(void **state)

@@ -480,15 +480,67 @@ static int store_name(char *slot, const char *text, const char *where,
   return 0;
 }
 
-/* VS_KEY_LIST: comma-separated counts, each within the key's bounds. */
+/* Appends item to out[len] (used so far: *used), a comma first unless it
+ * is the first; false when it does not fit. */
+static bool append_item(char *out, size_t len, size_t *used, const char *item,
+                        size_t n)
+{
+  int w = snprintf(out + *used, len - *used, "%s%.*s", *used ? "," : "",
+                   (int)n, item);
+  if (w < 0 || (size_t)w >= len - *used)
+    return false;
+  *used += (size_t)w;
+  return true;
+}
+
+/* text's counts with each run written VxN (the count V, N times, as plan
+ * prints an uneven split: 7,8x14,7) spelled out, into out[len]. A 0x
+ * prefix stays (a hexadecimal number, which the count's parser refuses).
+ * VS_EINPUT with *why for a bad N or a list past VS_LIST_MAX. */
+static int expand_runs(const char *text, char *out, size_t len,
+                       const char **why)
+{
+  size_t used = 0;
+  const char *p = text;
+  out[0] = '\0';
+  do {
+    size_t n = strcspn(p, ",");
+    const char *x = memchr(p, 'x', n);
+    uint64_t reps = 1;
+    char times[32];
+    if (x && x > p && !(x == p + 1 && *p == '0')) {
+      snprintf(times, sizeof times, "%.*s",
+               (int)((size_t)(p + n - x - 1) < 31 ? p + n - x - 1 : 31),
+               x + 1);
+      if (vs_parse_count(times, &reps, why) || reps == 0 ||
+          reps > VS_LIST_MAX) {
+        *why = "a run VxN needs N from 1 to 256 (e.g. 8x14: 8, 14 times)";
+        return VS_EINPUT;
+      }
+      n = (size_t)(x - p);
+    }
+    for (uint64_t r = 0; r < reps; r++)
+      if (!append_item(out, len, &used, p, n)) {
+        *why = "too many list items";
+        return VS_EINPUT;
+      }
+    p += strcspn(p, ",");
+  } while (*p++ == ',');
+  return 0;
+}
+
+/* VS_KEY_LIST: comma-separated counts (a run as VxN), each within the
+ * key's bounds. */
 static int store_count_list(const vs_key *k, char *slot, const char *text,
                             const char *where, vs_error *err)
 {
   const char *why = NULL, *bad = NULL;
-  char reason[160];
+  char reason[160], spelled[VS_LIST_MAX * 24];
   vs_count_list list = {0};
-  int rc = parse_items(text, count_item, list.values, sizeof list.values[0],
-                       VS_LIST_MAX, &list.n, &why);
+  int rc = expand_runs(text, spelled, sizeof spelled, &why);
+  if (rc == 0)
+    rc = parse_items(spelled, count_item, list.values, sizeof list.values[0],
+                     VS_LIST_MAX, &list.n, &why);
   for (size_t i = 0; rc == 0 && i < list.n && !bad; i++)
     bad = bounds_problem(k, (double)list.values[i], reason, sizeof reason);
   if ((rc = value_error(rc, why, bad, where, err)))
@@ -783,7 +835,9 @@ static char *read_line(char *str, int num, void *stream)
     return NULL;
   }
   if (flaws.too_long || strlen(line) + 2 > (size_t)num) {
-    vs_error_set(ctx->err, VS_EINPUT, "%s:%d: line too long (over %d characters)",
+    vs_error_set(ctx->err, VS_EINPUT, "%s:%d: line too long (over %d "
+                 "characters; a list of counts can write a run of equal "
+                 "ones as VxN, e.g. 8x14)",
                  ctx->orig->file, ctx->line, num - 2);
     return NULL;
   }
@@ -954,6 +1008,24 @@ static void print_flags(FILE *f, const vs_key *k, uint32_t set)
     }
 }
 
+/* A count list as the reader takes it: a run of three or more equal
+ * counts as VxN (expand_runs), so that a long split (100 stages) stays a
+ * line the reader accepts. */
+static void print_count_list(FILE *f, const vs_count_list *l)
+{
+  for (size_t i = 0; i < l->n;) {
+    size_t run = 1;
+    while (i + run < l->n && l->values[i + run] == l->values[i])
+      run++;
+    if (run < 3)
+      run = 1;
+    fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)l->values[i]);
+    if (run > 1)
+      fprintf(f, "x%zu", run);
+    i += run;
+  }
+}
+
 /* A list of reals in the unit of its key type (RATES in GB/s, LATENCIES
  * in us, REALS as they are), comma-separated. */
 static void print_reals(FILE *f, vs_key_type type, const vs_real_list *l)
@@ -1011,12 +1083,9 @@ void vs_conf_print_value(FILE *f, const vs_key *k, const void *target)
       fputs(size_text(m->bytes, text, sizeof text), f);
     break;
   }
-  case VS_KEY_LIST: {
-    const vs_count_list *l = (const vs_count_list *)(const void *)slot;
-    for (size_t i = 0; i < l->n; i++)
-      fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)l->values[i]);
+  case VS_KEY_LIST:
+    print_count_list(f, (const vs_count_list *)(const void *)slot);
     break;
-  }
   case VS_KEY_RATES:
   case VS_KEY_LATENCIES:
   case VS_KEY_REALS:
