@@ -672,6 +672,9 @@ static void test_figures_beyond_hardware_refused(void **state)
       {"network.intra_bandwidth=900TB/s", "must be at most 100000 GB/s"},
       {"node.host_memory=2048TiB", "must be at most 1024TiB"},
       {"gpu.nccl_memory=8TiB", "must be at most 4TiB"},
+      /* past 64 bits: the bound too, not only "too large" */
+      {"gpu.memory=1e30GB", "topology.gpu.memory=1e30GB: must be at most "
+                            "4TiB"},
   };
   static const char *const good[] = {
       "gpu.memory=288GB", "gpu.peak_tflops_fp8=9000",

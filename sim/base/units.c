@@ -143,6 +143,8 @@ static int parse_scaled(const char *text, const unit *units,
   return VS_EINPUT;
 }
 
+const char vs_parse_too_large[] = "too large";
+
 /* Converts a non-negative whole real to uint64_t. */
 static int to_count(double value, uint64_t *out, const char **why)
 {
@@ -151,7 +153,7 @@ static int to_count(double value, uint64_t *out, const char **why)
     return VS_EINPUT;
   }
   if (value >= 18446744073709551616.0) {
-    *why = "too large";
+    *why = vs_parse_too_large;
     return VS_EINPUT;
   }
   if (value != floor(value)) {

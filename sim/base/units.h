@@ -15,6 +15,10 @@
 /* A non-negative integer; accepts "32", "7.5e9", "1e3". Rejects fractions. */
 int vs_parse_count(const char *text, uint64_t *out, const char **why);
 
+/* The *why of a count or size past 64 bits (the caller may say its own
+ * bound instead). */
+extern const char vs_parse_too_large[];
+
 /* Bytes: a number with its unit B, KB, MB, GB, TB (powers of 1000) or KiB,
  * MiB, GiB, TiB (powers of 1024); the prefix in any case, the B a capital
  * (a lowercase b is bits, refused with the fix). A bare number is refused

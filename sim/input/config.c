@@ -320,6 +320,10 @@ static int store_whole(const vs_key *k, char *slot, const char *text,
                                                                       &why);
   if (rc == 0)
     bad = bounds_problem(k, (double)u, reason, sizeof reason);
+  else if (why == vs_parse_too_large && k->hi != 0)
+    /* past 64 bits: past the key's bound too, the more useful thing to
+     * say */
+    why = bounds_problem(k, 0x1p64, reason, sizeof reason);
   if ((rc = value_error(rc, why, bad, where, err)))
     return rc;
   *(uint64_t *)slot = u;
