@@ -1424,6 +1424,12 @@ static size_t plan_topologies(const char *list, char *buf, size_t len,
                     "most %d files, got '%s'\n", PLAN_TYPES_MAX, list);
       return 0;
     }
+    for (size_t i = 0; i < n; i++)
+      if (strcmp(files[i], p) == 0) {
+        fprintf(errs, "vsim: --topology lists %s twice: each GPU type "
+                      "once\n", p);
+        return 0;
+      }
     files[n++] = p;
   }
   return n;

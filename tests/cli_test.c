@@ -3441,6 +3441,14 @@ static void test_plan_and_sweep_bad_input_write_nothing(void **state)
   assert_int_equal(r.status, 1);
   assert_contains(r.err, "unknown key 'foo'");
   assert_string_equal(r.out, "");
+  /* one GPU type listed twice would be planned and ranked twice */
+  snprintf(topos, sizeof topos,
+           "topologies/h100-sxm-8x.ini,topologies/h100-sxm-8x.ini");
+  run(types);
+  assert_int_equal(r.status, 2);
+  assert_contains(r.err, "vsim: --topology lists topologies/h100-sxm-8x.ini "
+                         "twice: each GPU type once\n");
+  assert_string_equal(r.out, "");
   tu_remove_dir(dir);
 }
 
