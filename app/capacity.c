@@ -42,12 +42,15 @@ static bool whole(const char *s, uint64_t *out)
   return *end == '\0' && errno == 0;
 }
 
-/* Expands "a..b" after the previous value (if numeric). */
+/* Expands "a..b" after the values before it (if numeric): a doubling when
+ * the two before it and a double (1,2,4..64), else by the step from the
+ * one before it (2,4,6..10 and 10,20..100 step by 2 and 10; one value
+ * before a doubling is a step too), else by 1. */
 static int add_range(vs_vary *v, const char *item, vs_error *err)
 {
   char a_text[48], b_text[48];
   const char *dots = strstr(item, "..");
-  uint64_t a, b, prev, step = 1;
+  uint64_t a, b, prev, prev2, step = 1;
   bool doubling = false;
   size_t na = (size_t)(dots - item);
 
@@ -63,7 +66,8 @@ static int add_range(vs_vary *v, const char *item, vs_error *err)
                         "with a <= b",
                         v->key, item);
   if (v->n > 0 && whole(v->values[v->n - 1], &prev) && prev < a) {
-    doubling = a == 2 * prev;
+    doubling = a == 2 * prev && v->n > 1 &&
+               whole(v->values[v->n - 2], &prev2) && prev == 2 * prev2;
     step = a - prev;
   }
   for (uint64_t x = a; x <= b;) {

@@ -131,7 +131,9 @@ static const char sweep_help[] =
     "  --vary KEY=VALUES     KEY is section.key (topology.section.key for the\n"
     "                        hardware) or gpus; VALUES a comma list where a..b\n"
     "                        is a range (1..16) or continues the progression\n"
-    "                        before it (1,2,4..64 = powers of two)\n"
+    "                        before it: doubling after two that double\n"
+    "                        (1,2,4..64 = powers of two), else by its step\n"
+    "                        (10,20..100 by 10)\n"
     "  --jobs N              simulations in parallel (default: one per CPU)\n"
     "  --csv FILE            write sweep.csv there (atomically)\n"
     LIMITS_HELP

@@ -40,7 +40,8 @@ static void parse_bad(const char *text, const char *message)
 
 /* The issue's examples: "1..16" is every integer, "1,2,4..64" the powers
  * of two (4 = 2 * 2 continues a doubling); "2,4,6..10" steps by 2 (6 is
- * not 2 * 4). Words pass through. */
+ * not 2 * 4); "10,20..100" steps by 10 (one value before a doubling is
+ * a step too: a doubling needs two). Words pass through. */
 static void test_vary_lists(void **state)
 {
   static const char *const r16[] = {"1", "2", "3", "4", "5", "6", "7", "8",
@@ -56,6 +57,12 @@ static void test_vary_lists(void **state)
   parse_ok("training.checkpointing=none,selective,full",
            "training.checkpointing", words, 3);
   parse_ok("gpus=8,16,24..40", "gpus", gpus, 5);
+  {
+    static const char *const tens[] = {"10", "20", "30", "40", "50",
+                                       "60", "70", "80", "90", "100"};
+    parse_ok("runtime.max_split_size_mb=10,20..100",
+             "runtime.max_split_size_mb", tens, 10);
+  }
   parse_bad("training.micro_batch", "expected section.key=v1,v2");
   parse_bad("micro_batch=1", "must be section.key");
   parse_bad("training.micro_batch=5..1", "not a range of whole numbers");
