@@ -217,6 +217,16 @@ static int arg_usage(FILE *errs, const cli_args *a, const char *fmt, ...)
   return rc;
 }
 
+/* An option's value as a message shows it: quoted, or "nothing" where
+ * the option was the last argument or the next one is an option. */
+static const char *shown(const char *v, char *buf, size_t len)
+{
+  if (!v)
+    return "nothing";
+  snprintf(buf, len, "'%s'", v);
+  return buf;
+}
+
 static int parse_gpus(const char *text, uint64_t *out)
 {
   char *end;
@@ -230,7 +240,6 @@ static int parse_gpus(const char *text, uint64_t *out)
   return 0;
 }
 
-/* Takes the value of option `name` from "--name=value" or the next word. */
 /* The value of option `name` at argv[*i]: after its '=', or the next
  * argument. NULL when there is none, or when the next argument is itself
  * an option (`--csv --memory-summary` would make a folder named
@@ -337,14 +346,16 @@ static int parse_limit(int argc, char **argv, int *i, cli_args *a, FILE *errs)
   bool events = strcmp(name, "--max-events") == 0;
   const char *v = option_value(argc, argv, i, name, a), *why = NULL;
   uint64_t n = 0;
+  char got[256];
   bool bad = !v || (events ? vs_parse_count(v, &n, &why)
                            : vs_parse_size(v, &n, &why));
   if (!bad)
     why = NULL; /* a parse that succeeds may leave a note (a bare 0) */
   if (bad || n == 0)
-    return arg_usage(errs, a, "%s needs %s above 0, got '%s'%s%s", name,
+    return arg_usage(errs, a, "%s needs %s above 0, got %s%s%s", name,
                      events ? "a count (e.g. 2e9)" : "a size (e.g. 16GiB)",
-                     v ? v : "", why ? ": " : "", why ? why : "");
+                     shown(v, got, sizeof got), why ? ": " : "",
+                     why ? why : "");
   if (events)
     a->budget.max_events = (double)n;
   else if (strcmp(name, "--max-memory") == 0)
@@ -406,10 +417,11 @@ static int parse_whole(int argc, char **argv, int *i, cli_args *a, FILE *errs)
                          ? "--jobs"
                          : (is_option(argv[*i], "--top") ? "--top" : "--max-gpus");
   const char *v = option_value(argc, argv, i, name, a);
+  char got[256];
   uint64_t n;
   if (parse_gpus(v, &n))
     return arg_usage(errs, a, "%s needs a whole number from 1 to 1000000, "
-                     "got '%s'", name, v ? v : "");
+                     "got %s", name, shown(v, got, sizeof got));
   if (strcmp(name, "--jobs") == 0)
     a->jobs = n > 256 ? 256 : (unsigned)n;
   else if (strcmp(name, "--top") == 0)
@@ -490,11 +502,12 @@ static int parse_set(int argc, char **argv, int *i, cli_args *a, FILE *errs)
 static int parse_ranks(int argc, char **argv, int *i, cli_args *a, FILE *errs)
 {
   const char *v = option_value(argc, argv, i, "--ranks", a);
+  char got[256];
   if (v && strcmp(v, "all") == 0)
     a->all_ranks = true;
   else if (!v || strcmp(v, "stage") != 0)
-    return arg_usage(errs, a, "--ranks takes stage or all, got '%s'",
-                     v ? v : "");
+    return arg_usage(errs, a, "--ranks takes stage or all, got %s",
+                     shown(v, got, sizeof got));
   return 0;
 }
 
@@ -524,9 +537,10 @@ static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
       a->help = true;
     } else if (is_option(arg, "--gpus")) {
       v = option_value(argc, argv, &i, "--gpus", a);
+      char got[256];
       if (parse_gpus(v, &a->gpus))
-        return arg_usage(errs, a, "--gpus needs a whole number from 1 to 1000000, "
-                           "got '%s'", v ? v : "");
+        return arg_usage(errs, a, "--gpus needs a whole number from 1 to "
+                         "1000000, got %s", shown(v, got, sizeof got));
     } else if (text_option(argc, argv, &i, a, errs, &rc)) {
       if (rc)
         return rc;

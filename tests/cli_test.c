@@ -155,6 +155,8 @@ static void test_usage_errors_exit_2(void **state)
       /* a value that is the next option is not taken as the value */
       {"run", DATA "gpt-small.ini", "--csv", "--memory-summary", NULL},
       {"--version", "extra", NULL},
+      /* an option with nothing after it says so */
+      {"run", DATA "gpt-small.ini", "--gpus", NULL},
   };
   /* each message names the option it is about */
   static const char *const expect[] = {
@@ -171,7 +173,8 @@ static void test_usage_errors_exit_2(void **state)
       "vsim: --gpus given twice",
       "vsim: --csv needs a directory (the next argument, '--memory-summary', "
       "is an option)",
-      "vsim: --version takes no arguments, got 'extra'"};
+      "vsim: --version takes no arguments, got 'extra'",
+      "vsim: --gpus needs a whole number from 1 to 1000000, got nothing\n"};
   (void)state;
   for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
     run(cases[i]);
