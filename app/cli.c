@@ -779,18 +779,23 @@ static int check_run_work(const cli_args *a, const vs_workload *wl,
 }
 
 /* The option that named the output a failure's message starts with (its
- * path as given), or NULL. */
+ * path as given: the longest that matches, as --trace out/t.json beside
+ * --csv out), or NULL. */
 static const char *output_option(const cli_args *a, const char *msg)
 {
   const char *const opts[] = {"--csv", "--trace", "--svg", "--html"};
   const char *const paths[] = {a->csv_dir, a->trace, a->svg, a->html};
+  const char *best = NULL;
+  size_t best_n = 0;
   for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
     size_t n = paths[i] ? strlen(paths[i]) : 0;
-    if (n && strncmp(msg, paths[i], n) == 0 &&
-        (msg[n] == ':' || msg[n] == '/'))
-      return opts[i];
+    if (n > best_n && strncmp(msg, paths[i], n) == 0 &&
+        (msg[n] == ':' || (i == 0 && msg[n] == '/'))) {
+      best = opts[i];
+      best_n = n;
+    }
   }
-  return NULL;
+  return best;
 }
 
 /* The files of write_run_outputs, into files. */

@@ -1403,6 +1403,15 @@ static int plan_code(const int *codes, size_t n)
 
 /* Splits --topology's comma list into files[PLAN_TYPES_MAX] (pointers into
  * buf); NULL alone for the built-in. The count, or 0 after a message. */
+/* Whether paths a and b name one file, however spelled. */
+static bool same_file(const char *a, const char *b)
+{
+  char x[VS_OUTPUTS_PATH_LEN], y[VS_OUTPUTS_PATH_LEN];
+  vs_outputs_file_key(a, x, sizeof x);
+  vs_outputs_file_key(b, y, sizeof y);
+  return strcmp(x, y) == 0;
+}
+
 static size_t plan_topologies(const char *list, char *buf, size_t len,
                               const char **files, FILE *errs)
 {
@@ -1425,9 +1434,11 @@ static size_t plan_topologies(const char *list, char *buf, size_t len,
       return 0;
     }
     for (size_t i = 0; i < n; i++)
-      if (strcmp(files[i], p) == 0) {
-        fprintf(errs, "vsim: --topology lists %s twice: each GPU type "
-                      "once\n", p);
+      if (same_file(files[i], p)) {
+        fprintf(errs, "vsim: --topology lists %s twice%s%s%s: each GPU "
+                      "type once\n", p, strcmp(files[i], p) ? " (as " : "",
+                strcmp(files[i], p) ? files[i] : "",
+                strcmp(files[i], p) ? ")" : "");
         return 0;
       }
     files[n++] = p;

@@ -1876,6 +1876,17 @@ static void test_pipeline_validation(void **state)
              "256 (e.g. 8x14: 8, 14 times)");
     load_bad(GPT_MODEL, hex, 2, 0, VS_EINPUT,
              "--set parallel.pp_layers=0x1,1: not a decimal number");
+    {
+      /* a leading empty item stays one; a blank before 0x is no run */
+      static const char *const lead[] = {"parallel.pp=2",
+                                         "parallel.pp_layers=,1,1"};
+      static const char *const spaced[] = {"parallel.pp=2",
+                                           "parallel.pp_layers= 0x1,1"};
+      load_bad(GPT_MODEL, lead, 2, 0, VS_EINPUT,
+               "--set parallel.pp_layers=,1,1: empty value");
+      load_bad(GPT_MODEL, spaced, 2, 0, VS_EINPUT,
+               "--set parallel.pp_layers= 0x1,1: not a decimal number");
+    }
   }
 }
 

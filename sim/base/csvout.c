@@ -903,6 +903,37 @@ static int replace_set(vs_csv *csvs, size_t n, vs_error *err)
   return rc;
 }
 
+/* Whether a and b are in the same folder. */
+static bool same_folder(const vs_csv *a, const vs_csv *b)
+{
+  char x[4096], y[4096];
+  const char *base;
+  return split_path(a->path, x, sizeof x, &base) &&
+         split_path(b->path, y, sizeof y, &base) && strcmp(x, y) == 0;
+}
+
+/* replace_set for each run of csvs in one folder, in order: a journal
+ * covers one folder (journal_text), so that each folder's files are
+ * replaced whole even across a crash. Every file is written by now (the
+ * failures of writing are behind); a rename that fails in a later folder
+ * leaves the earlier folders' files replaced, and the later ones' are
+ * dropped. */
+static int replace_by_folder(vs_csv *csvs, size_t n, vs_error *err)
+{
+  size_t i = 0;
+  int rc = 0;
+  while (i < n && rc == 0) {
+    size_t j = i + 1;
+    while (j < n && same_folder(&csvs[i], &csvs[j]))
+      j++;
+    rc = replace_set(&csvs[i], j - i, err);
+    i = j;
+  }
+  for (; i < n; i++)
+    vs_csv_abort(&csvs[i]);
+  return rc;
+}
+
 int vs_csv_commit_all(vs_csv *csvs, size_t n, vs_error *err)
 {
   int failed = -1, e = 0;
@@ -921,7 +952,7 @@ int vs_csv_commit_all(vs_csv *csvs, size_t n, vs_error *err)
         vs_csv_abort(&csvs[i]);
     return put_in_place(&csvs[failed], e, err);
   }
-  return replace_set(csvs, n, err);
+  return replace_by_folder(csvs, n, err);
 }
 
 void vs_csv_abort(vs_csv *csv)

@@ -96,13 +96,15 @@ int vs_csv_commit(vs_csv *csv, vs_error *err);
  * more than one is renamed, each existing destination first gets a
  * hard-link backup "DEST.old.PID.N" (none on a filesystem without hard
  * links) and a journal ".vsim-commit.PID.N" listing the renames is put on
- * disk in the destinations' folder (when they share one). If a
- * rename fails, the destinations already replaced get their old files back
- * (or are removed if they did not exist) and VS_EIO names the file and the
- * reason; if the process dies between renames, the next vs_csv_open in
- * that folder finishes them from the journal. On success the journal and
- * the backups are removed. On a write failure all temporary files are
- * removed and the first failure is reported. */
+ * disk in the destinations' folder; files in several folders are renamed
+ * folder by folder (each consecutive run of one folder a set with its own
+ * journal). If a rename fails, the destinations of that folder already
+ * replaced get their old files back (or are removed if they did not
+ * exist), later folders' files are dropped, and VS_EIO names the file and
+ * the reason; if the process dies between renames, the next vs_csv_open
+ * in that folder finishes them from the journal. On success the journals
+ * and the backups are removed. On a write failure all temporary files
+ * are removed and the first failure is reported: nothing is replaced. */
 int vs_csv_commit_all(vs_csv *csvs, size_t n, vs_error *err);
 
 /* Closes and removes the temporary file. */

@@ -176,10 +176,10 @@ double vs_cost_flash_seconds(const vs_topology *topo, int precision,
                                     bytes,
                                     seen);
   /* the measured rate, whatever the GEMMs' precision (the kernel runs
-   * in 16 bits) */
+   * in 16 bits), at most the precision's peak (a table may hold rates up
+   * to the larger 16-bit peak: bf16 on a V100 is slower than fp16) */
   return roofline(topo, precision, VS_FLOPS_MATMUL, flops, bytes,
-                  tflops * 1e12 / peak,
-                  seen);
+                  tflops * 1e12 < peak ? tflops * 1e12 / peak : 1.0, seen);
 }
 
 double vs_cost_launch_seconds(const vs_topology *topo, unsigned kernels)

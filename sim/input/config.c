@@ -320,10 +320,10 @@ static int store_whole(const vs_key *k, char *slot, const char *text,
                                                                       &why);
   if (rc == 0)
     bad = bounds_problem(k, (double)u, reason, sizeof reason);
-  else if (why == vs_parse_too_large && k->hi != 0)
-    /* past 64 bits: past the key's bound too, the more useful thing to
-     * say */
-    why = bounds_problem(k, 0x1p64, reason, sizeof reason);
+  else if (why == vs_parse_too_large && k->hi != 0 &&
+           bounds_problem(k, 0x1p64, reason, sizeof reason))
+    why = reason; /* past 64 bits: past the key's bound too, the more
+                     useful thing to say */
   if ((rc = value_error(rc, why, bad, where, err)))
     return rc;
   *(uint64_t *)slot = u;
@@ -485,11 +485,12 @@ static int store_name(char *slot, const char *text, const char *where,
 }
 
 /* Appends item to out[len] (used so far: *used), a comma first unless it
- * is the first; false when it does not fit. */
-static bool append_item(char *out, size_t len, size_t *used, const char *item,
-                        size_t n)
+ * is the `first` (an empty item stays one, for the list's parser to
+ * refuse); false when it does not fit. */
+static bool append_item(char *out, size_t len, size_t *used, bool first,
+                        const char *item, size_t n)
 {
-  int w = snprintf(out + *used, len - *used, "%s%.*s", *used ? "," : "",
+  int w = snprintf(out + *used, len - *used, "%s%.*s", first ? "" : ",",
                    (int)n, item);
   if (w < 0 || (size_t)w >= len - *used)
     return false;
@@ -504,27 +505,27 @@ static bool append_item(char *out, size_t len, size_t *used, const char *item,
 static int expand_runs(const char *text, char *out, size_t len,
                        const char **why)
 {
-  size_t used = 0;
+  size_t used = 0, items = 0;
   const char *p = text;
   out[0] = '\0';
   do {
-    size_t n = strcspn(p, ",");
+    size_t n = strcspn(p, ","), lead = strspn(p, " \t");
     const char *x = memchr(p, 'x', n);
     uint64_t reps = 1;
     char times[32];
-    if (x && x > p && !(x == p + 1 && *p == '0')) {
-      snprintf(times, sizeof times, "%.*s",
-               (int)((size_t)(p + n - x - 1) < 31 ? p + n - x - 1 : 31),
-               x + 1);
-      if (vs_parse_count(times, &reps, why) || reps == 0 ||
-          reps > VS_LIST_MAX) {
+    if (x && x > p + lead && !(x == p + lead + 1 && p[lead] == '0')) {
+      size_t nt = (size_t)(p + n - x - 1);
+      if (nt < sizeof times)
+        snprintf(times, sizeof times, "%.*s", (int)nt, x + 1);
+      if (nt >= sizeof times || vs_parse_count(times, &reps, why) ||
+          reps == 0 || reps > VS_LIST_MAX) {
         *why = "a run VxN needs N from 1 to 256 (e.g. 8x14: 8, 14 times)";
         return VS_EINPUT;
       }
       n = (size_t)(x - p);
     }
     for (uint64_t r = 0; r < reps; r++)
-      if (!append_item(out, len, &used, p, n)) {
+      if (!append_item(out, len, &used, items++ == 0, p, n)) {
         *why = "too many list items";
         return VS_EINPUT;
       }

@@ -401,10 +401,9 @@ static int read_text(FILE *f, const char *path, char **buf, size_t *len,
                      vs_error *err)
 {
   char chunk[4096];
-  size_t n;
+  size_t n, cap = 0;
   while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
     const char *nul = memchr(chunk, '\0', n);
-    char *grown;
     if (nul)
       return vs_error_set(err, VS_EINPUT, "%s: byte %zu is a NUL: a "
                           "config.json is text", path,
@@ -412,10 +411,14 @@ static int read_text(FILE *f, const char *path, char **buf, size_t *len,
     if (*len + n > MAX_CONFIG_BYTES)
       return vs_error_set(err, VS_EINPUT, "%s: over %u MiB, larger than any "
                           "config.json", path, MAX_CONFIG_BYTES >> 20);
-    if (!(grown = realloc(*buf, *len + n)))
-      return vs_error_set(err, VS_ENOMEM, "out of host memory");
-    memcpy(grown + *len, chunk, n);
-    *buf = grown;
+    if (*len + n > cap) { /* doubled: a read of n bytes costs O(n) */
+      char *grown;
+      cap = 2 * (*len + n);
+      if (!(grown = realloc(*buf, cap)))
+        return vs_error_set(err, VS_ENOMEM, "out of host memory");
+      *buf = grown;
+    }
+    memcpy(*buf + *len, chunk, n);
     *len += n;
   }
   return ferror(f) ? vs_error_set(err, VS_EIO, "%s: cannot read it: %s", path,

@@ -526,13 +526,13 @@ static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
   }
 }
 
-/* VS_ELIMIT, with the estimate, when w is over opts' budget. */
 bool vs_budget_allows(const vs_budget *b, const vs_work *w)
 {
   return (b->max_events <= 0 || w->events <= b->max_events) &&
          (b->max_host_bytes <= 0 || w->host_bytes <= b->max_host_bytes);
 }
 
+/* VS_ELIMIT, with the estimate, when w is over opts' budget. */
 static int check_budget(const vs_sim *sim, const vs_sim_opts *opts,
                         const vs_work *w, vs_error *err)
 {

@@ -170,13 +170,13 @@ typedef struct vs_program_pool {
 
 void vs_program_pool_fini(vs_program_pool *pool);
 
+/* Whether work w is within budget b (what vs_sim_run refuses past). */
+bool vs_budget_allows(const vs_budget *b, const vs_work *w);
+
 /* The work vs_sim_run would do for wl on topo with opts, estimated from
  * above from the model, the layout and the schedule's shape (nothing is
  * built but the model and layout, which are freed). Errors as vs_sim_run's
  * for an invalid job. */
-/* Whether work w is within budget b (what vs_sim_run refuses past). */
-bool vs_budget_allows(const vs_budget *b, const vs_work *w);
-
 int vs_sim_estimate(const vs_workload *wl, const vs_topology *topo,
                     const vs_sim_opts *opts, vs_work *work, vs_error *err);
 
