@@ -675,6 +675,8 @@ static void test_figures_beyond_hardware_refused(void **state)
       /* past 64 bits: the bound too, not only "too large" */
       {"gpu.memory=1e30GB", "topology.gpu.memory=1e30GB: must be at most "
                             "4TiB"},
+      {"network.intra_busbw_sizes=1e30", "intra_busbw_sizes=1e30: must be at "
+                                         "most 1e+15"},
   };
   static const char *const good[] = {
       "gpu.memory=288GB", "gpu.peak_tflops_fp8=9000",

@@ -309,6 +309,17 @@ static int value_error(int rc, const char *why, const char *bad,
   return 0;
 }
 
+/* A parse's reason why, or for a value past 64 bits the key's bound
+ * (into buf), the more useful thing to say. */
+static const char *bound_if_too_large(const vs_key *k, const char *why,
+                                      char *buf, size_t len)
+{
+  if (why == vs_parse_too_large && k->hi != 0 &&
+      bounds_problem(k, 0x1p64, buf, len))
+    return buf;
+  return why;
+}
+
 /* VS_KEY_COUNT and VS_KEY_SIZE: a uint64_t within the key's bounds. */
 static int store_whole(const vs_key *k, char *slot, const char *text,
                        const char *where, vs_error *err)
@@ -320,10 +331,8 @@ static int store_whole(const vs_key *k, char *slot, const char *text,
                                                                       &why);
   if (rc == 0)
     bad = bounds_problem(k, (double)u, reason, sizeof reason);
-  else if (why == vs_parse_too_large && k->hi != 0 &&
-           bounds_problem(k, 0x1p64, reason, sizeof reason))
-    why = reason; /* past 64 bits: past the key's bound too, the more
-                     useful thing to say */
+  else
+    why = bound_if_too_large(k, why, reason, sizeof reason);
   if ((rc = value_error(rc, why, bad, where, err)))
     return rc;
   *(uint64_t *)slot = u;
@@ -543,9 +552,10 @@ static int store_count_list(const vs_key *k, char *slot, const char *text,
   char reason[160], spelled[VS_LIST_MAX * 24];
   vs_count_list list = {0};
   int rc = expand_runs(text, spelled, sizeof spelled, &why);
-  if (rc == 0)
-    rc = parse_items(spelled, count_item, list.values, sizeof list.values[0],
-                     VS_LIST_MAX, &list.n, &why);
+  if (rc == 0 &&
+      (rc = parse_items(spelled, count_item, list.values,
+                        sizeof list.values[0], VS_LIST_MAX, &list.n, &why)))
+    why = bound_if_too_large(k, why, reason, sizeof reason);
   for (size_t i = 0; rc == 0 && i < list.n && !bad; i++)
     bad = bounds_problem(k, (double)list.values[i], reason, sizeof reason);
   if ((rc = value_error(rc, why, bad, where, err)))
