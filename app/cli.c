@@ -843,7 +843,6 @@ static int write_run_outputs(const cli_args *a, const vs_sim *sim,
   return VS_EXIT_ERROR;
 }
 
-
 static int cmd_run(const cli_args *a, FILE *out, FILE *errs)
 {
   vs_topology *topo = malloc(sizeof *topo);

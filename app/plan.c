@@ -1222,20 +1222,18 @@ static int plan_choose(plan_state *ps)
 /* The three answers: cheapest per step, fastest, fewest GPUs. */
 static void plan_answers(FILE *out, const plan_state *ps)
 {
+  type_column types = ps->type ? GPU_TYPE_COLUMN : ONE_GPU_TYPE;
   fprintf(out, "\ncheapest per step (each re-simulated with every "
                "micro-batch):\n");
-  plan_header(out, ps, ps->priced,
-              ps->type ? GPU_TYPE_COLUMN : ONE_GPU_TYPE);
+  plan_header(out, ps, ps->priced, types);
   for (size_t k = 0; k < ps->top; k++)
     print_layout(out, (int)k + 1, ps, ps->order[k].idx);
   fprintf(out, "\nfastest:\n");
-  plan_header(out, ps, ps->priced,
-              ps->type ? GPU_TYPE_COLUMN : ONE_GPU_TYPE);
+  plan_header(out, ps, ps->priced, types);
   print_layout(out, 1, ps, ps->fastest);
   fprintf(out, "\nfewest GPUs on which it fits: %llu\n",
           (unsigned long long)ps->cands[ps->smallest].total_gpus);
-  plan_header(out, ps, ps->priced,
-              ps->type ? GPU_TYPE_COLUMN : ONE_GPU_TYPE);
+  plan_header(out, ps, ps->priced, types);
   print_layout(out, 1, ps, ps->smallest);
   if (ps->n_unconfirmed)
     fprintf(out, "\n%zu layout(s) that fitted when extrapolated were left out: "
@@ -1401,8 +1399,6 @@ static int plan_code(const int *codes, size_t n)
   return codes[0];
 }
 
-/* Splits --topology's comma list into files[PLAN_TYPES_MAX] (pointers into
- * buf); NULL alone for the built-in. The count, or 0 after a message. */
 /* Whether paths a and b name one file, however spelled. */
 static bool same_file(const char *a, const char *b)
 {
@@ -1412,6 +1408,8 @@ static bool same_file(const char *a, const char *b)
   return strcmp(x, y) == 0;
 }
 
+/* Splits --topology's comma list into files[PLAN_TYPES_MAX] (pointers into
+ * buf); NULL alone for the built-in. The count, or 0 after a message. */
 static size_t plan_topologies(const char *list, char *buf, size_t len,
                               const char **files, FILE *errs)
 {
@@ -1435,10 +1433,10 @@ static size_t plan_topologies(const char *list, char *buf, size_t len,
     }
     for (size_t i = 0; i < n; i++)
       if (same_file(files[i], p)) {
+        bool respelled = strcmp(files[i], p) != 0;
         fprintf(errs, "vsim: --topology lists %s twice%s%s%s: each GPU "
-                      "type once\n", p, strcmp(files[i], p) ? " (as " : "",
-                strcmp(files[i], p) ? files[i] : "",
-                strcmp(files[i], p) ? ")" : "");
+                      "type once\n", p, respelled ? " (as " : "",
+                respelled ? files[i] : "", respelled ? ")" : "");
         return 0;
       }
     files[n++] = p;

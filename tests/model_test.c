@@ -272,6 +272,18 @@ static const vs_op_spec *op_named(const vs_block *blk, const char *name)
   return NULL;
 }
 
+/* op's forward and backward work: HBM bytes (exactly) and kernels. */
+static void assert_op_work(const vs_op_spec *op, double fwd_bytes,
+                           unsigned fwd_kernels, double bwd_bytes,
+                           unsigned bwd_kernels)
+{
+  if (op->fwd_bytes != fwd_bytes || op->bwd_bytes != bwd_bytes)
+    fail_msg("%s: bytes %g / %g, expected %g / %g", op->name, op->fwd_bytes,
+             op->bwd_bytes, fwd_bytes, bwd_bytes);
+  assert_int_equal(op->fwd_kernels, fwd_kernels);
+  assert_int_equal(op->bwd_kernels, bwd_kernels);
+}
+
 /* Attention FLOPs as FlashAttention-2 counts them (Dao 2023, arXiv
  * 2307.08691, Sec. 4.1; flash-attn benchmark_flash_attention.py): forward
  * 4*b*s^2*d*(a/t) = 4bs^2h/t, halved for a causal model (gpt, llama: the
@@ -719,16 +731,10 @@ static void test_loss_kernels(void **state)
   build_ini(&m, loss_gpt, megatron, 1);
   ce = op_named(vs_model_head(&m), "cross_entropy");
   n = 2.0 * 1024 * (double)m.vocab_padded;
-  assert_true(ce->fwd_bytes == (6 + 32) * n);
-  assert_int_equal(ce->fwd_kernels, 6);
-  assert_true(ce->bwd_bytes == (8 + 6) * n);
-  assert_int_equal(ce->bwd_kernels, 2);
+  assert_op_work(ce, (6 + 32) * n, 6, (8 + 6) * n, 2);
   build_ini(&m, loss_gpt, NULL, 0);
   ce = op_named(vs_model_head(&m), "cross_entropy");
-  assert_true(ce->fwd_bytes == (6 + 8) * n);
-  assert_int_equal(ce->fwd_kernels, 2);
-  assert_true(ce->bwd_bytes == (4 + 12 + 6) * n);
-  assert_int_equal(ce->bwd_kernels, 3);
+  assert_op_work(ce, (6 + 8) * n, 2, (4 + 12 + 6) * n, 3);
   {
     /* torchtitan's loss_parallel (FSDP2 with tp > 1) over a shard of the
      * vocabulary: amax, subtract, exp, sum, subtract (32), and in
@@ -739,10 +745,7 @@ static void test_loss_kernels(void **state)
     build_ini(&m, loss_gpt, lp, 3);
     ce = op_named(vs_model_head(&m), "cross_entropy");
     shard = 2.0 * 1024 * (double)(m.vocab_padded / 2);
-    assert_true(ce->fwd_bytes == (6 + 32) * shard);
-    assert_int_equal(ce->fwd_kernels, 6);
-    assert_true(ce->bwd_bytes == (6 + 32) * shard);
-    assert_int_equal(ce->bwd_kernels, 5);
+    assert_op_work(ce, (6 + 32) * shard, 6, (6 + 32) * shard, 5);
   }
   build_ini(&m, loss_gpt, fp32, 1);
   ce = op_named(vs_model_head(&m), "cross_entropy");
@@ -1331,18 +1334,11 @@ static void test_hf_modules(void **state)
    * backward moving 28 x 2; under autocast 9 + the down projection's
    * cast (5 x 2 + 15 x 4 + 6) and 14 + its cast back (12 x 2 + 22 x 4 +
    * 6); F.gelu one kernel each way */
-  assert_true(op_named(vs_model_layer(&b, 0), "gelu")->fwd_bytes ==
-              18 * 2 * T * f);
-  assert_true(op_named(vs_model_layer(&b, 0), "gelu")->bwd_bytes ==
-              28 * 2 * T * f);
-  assert_int_equal(op_named(vs_model_layer(&b, 0), "gelu")->fwd_kernels, 8);
-  assert_int_equal(op_named(vs_model_layer(&b, 0), "gelu")->bwd_kernels, 11);
-  assert_true(op_named(vs_model_layer(&e, 0), "gelu")->fwd_bytes ==
-              (5 * 2 + 15 * 4 + 6) * T * f);
-  assert_true(op_named(vs_model_layer(&e, 0), "gelu")->bwd_bytes ==
-              (12 * 2 + 22 * 4 + 6) * T * f);
-  assert_int_equal(op_named(vs_model_layer(&e, 0), "gelu")->fwd_kernels, 10);
-  assert_int_equal(op_named(vs_model_layer(&e, 0), "gelu")->bwd_kernels, 15);
+  assert_op_work(op_named(vs_model_layer(&b, 0), "gelu"),
+                 (double)(18 * 2 * T * f), 8, (double)(28 * 2 * T * f), 11);
+  assert_op_work(op_named(vs_model_layer(&e, 0), "gelu"),
+                 (double)((5 * 2 + 15 * 4 + 6) * T * f), 10,
+                 (double)((12 * 2 + 22 * 4 + 6) * T * f), 15);
   assert_int_equal(op_named(vs_model_layer(&a, 0), "gelu")->fwd_kernels, 1);
   assert_int_equal(op_named(vs_model_layer(&a, 0), "gelu")->bwd_kernels, 1);
   {

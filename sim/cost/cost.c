@@ -173,8 +173,7 @@ double vs_cost_flash_seconds(const vs_topology *topo, int precision,
   double peak = vs_cost_peak_flops(topo, precision, VS_FLOPS_MATMUL);
   if (!(tflops > 0) || !(peak > 0))
     return vs_cost_roofline_seconds(topo, precision, VS_FLOPS_MATMUL, flops,
-                                    bytes,
-                                    seen);
+                                    bytes, seen);
   /* the measured rate, whatever the GEMMs' precision (the kernel runs
    * in 16 bits), at most the precision's peak (a table may hold rates up
    * to the larger 16-bit peak: bf16 on a V100 is slower than fp16) */

@@ -518,12 +518,12 @@ static int expand_runs(const char *text, char *out, size_t len,
   const char *p = text;
   out[0] = '\0';
   do {
-    size_t n = strcspn(p, ","), lead = strspn(p, " \t");
-    const char *x = memchr(p, 'x', n);
+    size_t item = strcspn(p, ","), n = item, lead = strspn(p, " \t");
+    const char *x = memchr(p, 'x', item);
     uint64_t reps = 1;
     char times[32];
     if (x && x > p + lead && !(x == p + lead + 1 && p[lead] == '0')) {
-      size_t nt = (size_t)(p + n - x - 1);
+      size_t nt = (size_t)(p + item - x - 1);
       if (nt < sizeof times)
         snprintf(times, sizeof times, "%.*s", (int)nt, x + 1);
       if (nt >= sizeof times || vs_parse_count(times, &reps, why) ||
@@ -538,7 +538,7 @@ static int expand_runs(const char *text, char *out, size_t len,
         *why = "too many list items";
         return VS_EINPUT;
       }
-    p += strcspn(p, ",");
+    p += item;
   } while (*p++ == ',');
   return 0;
 }

@@ -508,14 +508,15 @@ static uint32_t fetch_partition(builder *b, size_t inst, int mb, uint64_t part,
                        layer, mb, part, after);
 }
 
+/* Where a block's all-gathered parameters land. */
+typedef enum { GATHER_INTO_PARAMS, GATHER_INTO_FLAT } gather_target;
+
 /* Brings inst's parameters whole onto the GPU once `after` has ended (so
  * at most two blocks are gathered at a time): its partition copied in
  * when it lives off the GPU, then all-gathered on the comm stream when
  * there are data-parallel peers, into FSDP2's flat buffer (GATHER_INTO_
  * FLAT: copied out as the block's pass starts), else straight into the
  * parameters as the all-gather ends. */
-typedef enum { GATHER_INTO_PARAMS, GATHER_INTO_FLAT } gather_target;
-
 static void gather_into(builder *b, size_t inst, int mb, uint32_t after,
                         gather_target target)
 {
