@@ -220,12 +220,22 @@ static void kinds_list(char *buf, size_t len)
                              vs_raw_kind_name(k));
 }
 
+/* Whether t is a decimal integer of at most max, with no sign, stored in
+ * *out. */
+static bool read_count(const char *t, unsigned long long max,
+                       unsigned long long *out)
+{
+  char *end;
+  errno = 0;
+  *out = strtoull(t, &end, 10);
+  return *t && !*end && !errno && t[0] != '-' && *out <= max;
+}
+
 /* One dimension of a gemm row's shape: a positive integer under 2^31,
  * or `absent` when its column is missing or empty and absent > 0. */
 static bool dimension(reader *r, int c, uint64_t absent, uint64_t *out)
 {
   const char *t = r->col[c] == NO_COL ? "" : r->fields[c];
-  char *end;
   unsigned long long v;
   if (!*t && absent) {
     *out = absent;
@@ -236,9 +246,7 @@ static bool dimension(reader *r, int c, uint64_t absent, uint64_t *out)
             "batch give its shape)%s", col_names[c], "");
     return false;
   }
-  errno = 0;
-  v = strtoull(t, &end, 10);
-  if (!*t || *end || errno || t[0] == '-' || v == 0 || v >= (1ull << 31)) {
+  if (!read_count(t, (1ull << 31) - 1, &v) || v == 0) {
     fail(r, "gemm %s '%s' is not a positive integer under 2^31", col_names[c],
          t);
     return false;
@@ -268,7 +276,7 @@ static void record(reader *r)
   const char *kind_s = r->fields[COL_KIND], *bytes_s = r->fields[COL_BYTES];
   const char *sample_s = r->fields[COL_SAMPLE], *sec_s = r->fields[COL_SECONDS];
   char *end, count[24], want[24], kinds[256];
-  unsigned long long bytes, sample;
+  unsigned long long bytes = 0, sample;
   double sec;
   int kind;
 
@@ -287,15 +295,12 @@ static void record(reader *r)
     fail(r, "unknown kind '%s'; valid kinds: %s", kind_s, kinds);
     return;
   }
-  errno = 0;
-  bytes = strtoull(bytes_s, &end, 10);
   if (kind != VS_RAW_GEMM && /* a gemm row's bytes are not read */
-      (!*bytes_s || *end || errno || bytes_s[0] == '-' || bytes > (1ull << 53))) {
+      !read_count(bytes_s, 1ull << 53, &bytes)) {
     fail(r, "bytes '%s' is not a non-negative integer%s", bytes_s, "");
     return;
   }
-  sample = strtoull(sample_s, &end, 10);
-  if (!*sample_s || *end || errno || sample_s[0] == '-' || sample > UINT32_MAX) {
+  if (!read_count(sample_s, UINT32_MAX, &sample)) {
     fail(r, "sample '%s' is not a non-negative integer%s", sample_s, "");
     return;
   }

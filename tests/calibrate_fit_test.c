@@ -538,13 +538,14 @@ static void test_raw_csv_bom_wide_and_cr(void **state)
 static void test_raw_csv_round_trip(void **state)
 {
   /* Columns in another order, an extra column, quoted kind, no final
-   * newline: read, write, read again -> the same samples. */
+   * newline, a gemm row's bytes (not read) past 64 bits: read, write,
+   * read again -> the same samples. */
   char in[128], out[128];
   vs_raw a, b;
   vs_error err;
   (void)state;
   tu_write_temp("seconds,note,kind,sample,bytes,k,m,n\n1.5e-05,x,\"p2p\",0,4,,,\n"
-                "3e-5,,gemm,2,,64,128,256\n"
+                "3e-5,,gemm,2,99999999999999999999999,64,128,256\n"
                 "2.5e-5,,context,1,524288000,,,",
                 ".csv", in, sizeof in);
   tu_write_temp("", ".csv", out, sizeof out);
