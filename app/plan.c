@@ -1356,6 +1356,13 @@ static int plan_check_types(const vs_capacity_opts *o, const plan_state *types,
   return code;
 }
 
+/* The layouts plan lists: --top's, 5 by default (confirm_top lowers a
+ * type's own to those that fit). */
+static size_t requested_top(const vs_capacity_opts *o)
+{
+  return o->top ? o->top : 5;
+}
+
 /* Across n GPU types, the top layouts of every type that fit, ranked by
  * cost per step (each type's own price). */
 static void plan_overall(FILE *out, const plan_state *types, size_t n,
@@ -1467,7 +1474,7 @@ static int plan_types(const vs_capacity_opts *o, plan_state *types, size_t n,
     return VS_EXIT_OK; /* another MPI rank: rank 0 ranks and writes */
   code = plan_code(codes, n);
   if (n > 1 && code == VS_EXIT_OK)
-    plan_overall(out, types, n, types[0].top);
+    plan_overall(out, types, n, requested_top(o));
   if (code == VS_EXIT_ERROR)
     return code; /* nothing could be simulated: nothing is written */
   if (o->csv && write_plan_csv(o->csv, types, n, &err)) {
@@ -1494,7 +1501,7 @@ int vs_capacity_plan(const vs_capacity_opts *o, FILE *out, FILE *errs)
     ps->ex = o->ex;
     ps->ex.topology = files[t];
     ps->type = n > 1 ? ps->gpu : NULL;
-    ps->top = o->top ? o->top : 5;
+    ps->top = requested_top(o);
     ps->exact = o->gpus > 0;
     ps->max_gpus = o->gpus ? o->gpus : (o->max_gpus ? o->max_gpus : 512);
   }

@@ -3385,6 +3385,41 @@ static void test_plan_compares_gpu_types(void **state)
   assert_null(strstr(across, "V100")); /* nothing of it fits */
 }
 
+/* The rows of plan's ranking across GPU types in text: lines that start
+ * with a rank after its header. */
+static int rows_across(const char *text)
+{
+  const char *at = strstr(text, "cheapest per step across the");
+  int rows = 0;
+  assert_non_null(at);
+  while ((at = strchr(at, '\n')) && at[1] == ' ') {
+    at++;
+    rows += isdigit((unsigned char)at[strspn(at, " ")]) != 0;
+  }
+  return rows;
+}
+
+/* The ranking across GPU types lists --top layouts whatever the order of
+ * the types: it was cut at the first type's count of layouts that fit
+ * (hunt: 20 rows with the A100 first, 30 with the H200 first). Llama 2
+ * 7B on 2 GPUs fits in over 30 layouts of the two types together. */
+static void test_plan_across_types_lists_top(void **state)
+{
+  static const char *const orders[] = {
+      "topologies/a100-sxm-80g-8x.ini,topologies/h200-sxm-8x.ini",
+      "topologies/h200-sxm-8x.ini,topologies/a100-sxm-80g-8x.ini"};
+  (void)state;
+  for (size_t k = 0; k < 2; k++) {
+    const char *args[] = {"plan", "workloads/llama2-7b.ini", "--gpus", "2",
+                          "--jobs", "2", "--top", "30", "--topology",
+                          orders[k], "--set",
+                          "topology.node.host_memory=64GiB", NULL};
+    run(args);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(rows_across(r.out), 30);
+  }
+}
+
 /* Issue 21, D6: when every layout is invalid, plan says so and exits 1
  * (as sweep and fit do), instead of DOES NOT FIT with exit 3: FP8 on a
  * GPU without FP8 tensor cores. */
@@ -3744,6 +3779,7 @@ int main(void)
       cmocka_unit_test(test_plan_tries_uneven_pipelines),
       cmocka_unit_test(test_plan_tries_interleaved_where_allowed),
       cmocka_unit_test(test_plan_compares_gpu_types),
+      cmocka_unit_test(test_plan_across_types_lists_top),
       cmocka_unit_test(test_plan_prints_only_confirmed_layouts),
       cmocka_unit_test(test_work_over_budget_is_refused),
       cmocka_unit_test(test_units_cannot_be_misread),
