@@ -490,42 +490,70 @@ static void combo_values(const vs_capacity_opts *o, size_t i, const char **vals)
   }
 }
 
-/* Reads the files and applies the base --set overrides, as fit and plan
- * do, so that an error every combination would share is reported once
- * (exit 1). What is checked across keys waits for each combination: its
- * varied keys may be what makes the layout valid (gpus, parallel.tp). */
-static int parse_base(const vs_capacity_opts *o, char *hf_config,
-                      size_t hf_len, FILE *errs)
+/* Reads the files into topo and wl and applies the base --set overrides,
+ * as fit and plan do, so that an error every combination would share is
+ * reported once (exit 1). What is checked across keys waits for each
+ * combination: its varied keys may be what makes the layout valid (gpus,
+ * parallel.tp). */
+static int parse_base(const vs_capacity_opts *o, vs_topology *topo,
+                      vs_workload *wl, FILE *errs)
 {
-  vs_topology *topo = malloc(sizeof *topo);
-  vs_workload *wl = malloc(sizeof *wl);
   vs_error err;
-  int code = VS_EXIT_OK;
-
   vs_error_clear(&err);
-  if (!topo || !wl) {
-    fprintf(errs, "vsim: out of host memory\n");
-    code = VS_EXIT_ERROR;
-  } else if (vs_explore_parse(&o->ex, topo, wl, &err)) {
-    fprintf(errs, "vsim: %s\n", err.msg);
-    code = err.code == VS_EUSAGE ? VS_EXIT_USAGE : VS_EXIT_ERROR;
-  } else {
-    vs_workload_hf_config_path(wl, hf_config, hf_len);
+  if (vs_explore_parse(&o->ex, topo, wl, &err) == 0)
+    return VS_EXIT_OK;
+  fprintf(errs, "vsim: %s\n", err.msg);
+  return err.code == VS_EUSAGE ? VS_EXIT_USAGE : VS_EXIT_ERROR;
+}
+
+/* The hf_config file that wl (the base workload) reads with
+ * model.hf_config set to value, into hf (of len): as a workload resolves
+ * it (vs_workload_hf_config_path). */
+static void varied_hf_config(const vs_workload *wl, const char *value,
+                             char *hf, size_t len)
+{
+  vs_workload *copy = malloc(sizeof *copy);
+  char assignment[sizeof "model.hf_config=" + sizeof((vs_vary *)0)->values[0]];
+  vs_error err;
+  hf[0] = '\0';
+  vs_error_clear(&err);
+  snprintf(assignment, sizeof assignment, "model.hf_config=%s", value);
+  if (copy) {
+    *copy = *wl;
+    if (vs_workload_set(copy, assignment, &err) == 0)
+      vs_workload_hf_config_path(copy, hf, len);
   }
-  free(topo);
-  free(wl);
+  free(copy);
+}
+
+/* The sweep's --csv is none of its inputs: the workload, the topology, or
+ * the hf_config file of the base workload or of a --vary value. */
+static int check_csv_not_input(const vs_capacity_opts *o, const vs_workload *wl,
+                               FILE *errs)
+{
+  char hf[VS_OUTPUTS_PATH_LEN];
+  int code;
+  vs_workload_hf_config_path(wl, hf, sizeof hf);
+  code = vs_outputs_check_not_input(errs, "--csv", o->csv, o->ex.workload,
+                                    o->ex.topology, hf);
+  for (size_t k = 0; k < o->n_vary && code == VS_EXIT_OK; k++) {
+    if (strcmp(o->vary[k].key, "model.hf_config") != 0)
+      continue;
+    for (size_t v = 0; v < o->vary[k].n && code == VS_EXIT_OK; v++) {
+      varied_hf_config(wl, o->vary[k].values[v], hf, sizeof hf);
+      code = vs_outputs_check_not_input(errs, "--csv", o->csv, o->ex.workload,
+                                        o->ex.topology, hf);
+    }
+  }
   return code;
 }
 
-/* Everything a sweep checks before simulating, in the order a user fixes
- * it: the options (exit 2), the base input, the output (exit 1). Sets *n
- * to the number of combinations. */
-static int sweep_checks(const vs_capacity_opts *o, size_t *n, FILE *errs)
+/* The options of a sweep: at least one --vary, at most 100000
+ * combinations (their count in *n), each value one its key takes. Exit
+ * status. */
+static int check_vary(const vs_capacity_opts *o, size_t *n, FILE *errs)
 {
-  char hf[VS_OUTPUTS_PATH_LEN] = "";
   vs_error err;
-  int code;
-
   vs_error_clear(&err);
   if (o->n_vary == 0) {
     fprintf(errs, "vsim: sweep needs at least one --vary section.key=values\n");
@@ -540,16 +568,33 @@ static int sweep_checks(const vs_capacity_opts *o, size_t *n, FILE *errs)
       return VS_EXIT_USAGE;
     }
   }
-  if (vs_vary_check(o->vary, o->n_vary, &err)) {
-    fprintf(errs, "vsim: %s\n", err.msg);
-    return err.code == VS_EUSAGE ? VS_EXIT_USAGE : VS_EXIT_ERROR;
-  }
-  if ((code = parse_base(o, hf, sizeof hf, errs)) != VS_EXIT_OK)
-    return code;
-  if (!o->csv || !vs_split_root()) /* only rank 0 of an MPI job writes */
+  if (vs_vary_check(o->vary, o->n_vary, &err) == 0)
     return VS_EXIT_OK;
-  return vs_outputs_check_not_input(errs, "--csv", o->csv, o->ex.workload,
-                                    o->ex.topology, hf);
+  fprintf(errs, "vsim: %s\n", err.msg);
+  return err.code == VS_EUSAGE ? VS_EXIT_USAGE : VS_EXIT_ERROR;
+}
+
+/* Everything a sweep checks before simulating, in the order a user fixes
+ * it: the options (exit 2), the base input, the output (exit 1). Sets *n
+ * to the number of combinations. */
+static int sweep_checks(const vs_capacity_opts *o, size_t *n, FILE *errs)
+{
+  vs_topology *topo = malloc(sizeof *topo);
+  vs_workload *wl = malloc(sizeof *wl);
+  int code = check_vary(o, n, errs);
+
+  if (code == VS_EXIT_OK && (!topo || !wl)) {
+    fprintf(errs, "vsim: out of host memory\n");
+    code = VS_EXIT_ERROR;
+  }
+  if (code == VS_EXIT_OK)
+    code = parse_base(o, topo, wl, errs);
+  /* only rank 0 of an MPI job writes */
+  if (code == VS_EXIT_OK && o->csv && vs_split_root())
+    code = check_csv_not_input(o, wl, errs);
+  free(topo);
+  free(wl);
+  return code;
 }
 
 static bool vary_has_gpus(const vs_capacity_opts *o)

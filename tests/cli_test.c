@@ -1641,7 +1641,8 @@ static void test_outputs_never_overwrite_inputs(void **state)
 /* The config.json that [model] hf_config names is an input too: run's
  * --svg and --csv DIR (a config that is one of its files), a sweep's and a
  * plan's --csv are refused before anything is written onto it (they wrote
- * over it before). */
+ * over it before), and so is a sweep's --csv onto the config of one of
+ * its --vary model.hf_config values (hunt). */
 static void test_outputs_never_overwrite_hf_config(void **state)
 {
   char dir[64], cfg[128], ops[128], ini[128], text[512], *json, *after;
@@ -1650,7 +1651,11 @@ static void test_outputs_never_overwrite_hf_config(void **state)
   const char *sweep[] = {"sweep", ini, "--vary", "training.micro_batch=1,2",
                          "--csv", cfg, NULL};
   const char *plan[] = {"plan", ini, "--max-gpus", "2", "--csv", cfg, NULL};
-  const char **cmds[] = {svg, csv, sweep, plan};
+  /* a file only a --vary value reads (beside the workload, as it is) */
+  const char *varied[] = {"sweep", ini, "--vary",
+                          "model.hf_config=config.json,ops.csv", "--csv",
+                          ops, NULL};
+  const char **cmds[] = {svg, csv, sweep, plan, varied};
   FILE *f;
   (void)state;
   assert_non_null(json = tu_read_file(VSIM_SOURCE_DIR "/models/llama-2-7b.json"));
@@ -1669,7 +1674,7 @@ static void test_outputs_never_overwrite_hf_config(void **state)
   fputs(text, f);
   fclose(f);
   csv[3] = "model.hf_config=ops.csv";
-  for (size_t k = 0; k < 4; k++) {
+  for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
     run(cmds[k]);
     assert_int_equal(r.status, 2);
     assert_contains(r.err, "would overwrite the input file");
