@@ -969,6 +969,40 @@ static void test_size_guard_follows_attention(void **state)
   assert_non_null(strstr(err.msg, "too large to simulate"));
 }
 
+/* The guard counts what the model allocates (hunt: both wrapped 64-bit
+ * byte counts, a UBSan overflow in the allocator): the vocabulary padded
+ * to vocab_divisible_by (1 -> 1e6: fp32 logits of 5e6 tokens x 1e6 = 2e19
+ * bytes) and the shared experts' MLP (1e5 of width 1e7: 1e7 tokens x
+ * 1e12 x 4 B a tensor); one shared expert, or no padding, builds. */
+static void test_size_guard_counts_padding_and_shared_experts(void **state)
+{
+  static const char padded[] =
+      "[model]\narch = gpt\nlayers = 1\nhidden = 1\nheads = 1\n"
+      "vocab = 1\nvocab_divisible_by = 1000000\nseq_len = 5000000\n"
+      "[training]\nmicro_batch = 1000000\n";
+  static const char shared[] =
+      "[model]\narch = llama\nlayers = 2\nhidden = 1\nheads = 1\n"
+      "ffn_hidden = 1\nvocab = 1\nseq_len = 1000\nexperts = 2\n"
+      "experts_per_token = 1\nshared_experts = 100000\n"
+      "shared_expert_ffn_hidden = 10000000\n"
+      "[training]\nmicro_batch = 10000\n";
+  static const char *const unpadded[] = {"model.vocab_divisible_by=1"};
+  static const char *const one[] = {"model.shared_experts=1"};
+  const char *const ini[] = {padded, shared};
+  const char *const *fix[] = {unpadded, one};
+  vs_workload wl;
+  vs_model m;
+  vs_error err;
+  (void)state;
+  for (size_t k = 0; k < 2; k++) {
+    vs_error_clear(&err);
+    assert_int_equal(tu_load_workload(&wl, ini[k], NULL, 0, 0, &err), 0);
+    assert_int_equal(vs_model_build(&wl, &m, &err), VS_EINPUT);
+    assert_non_null(strstr(err.msg, "too large to simulate"));
+    build_ini(&m, ini[k], fix[k], 1);
+  }
+}
+
 /* ------------------------------------------------------------------------
  * Block kinds that grow
  * ------------------------------------------------------------------------ */
@@ -2031,6 +2065,8 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_size_guard_follows_attention, free_models),
+      cmocka_unit_test_teardown(
+          test_size_guard_counts_padding_and_shared_experts, free_models),
       cmocka_unit_test_teardown(test_gpt_no_parallelism, free_models),
       cmocka_unit_test_teardown(test_gpt_tensor_parallel, free_models),
       cmocka_unit_test_teardown(test_gpt_sequence_parallel, free_models),

@@ -163,30 +163,34 @@ static int check_size(const vs_workload *wl, vs_error *err)
   const vs_model_conf *mc = &wl->model;
   double s = (double)mc->seq_len, b = (double)wl->training.micro_batch;
   double h = (double)mc->hidden, f = (double)mc->ffn_hidden;
-  double a = (double)mc->heads, v = (double)mc->vocab, l = (double)mc->layers;
+  double a = (double)mc->heads, l = (double)mc->layers;
+  /* the vocabulary padded as make_dims pads it */
+  double pad = (double)mc->vocab_divisible_by * (double)wl->parallel.tp;
+  double v = ceil((double)mc->vocab / pad) * pad;
   double biggest = 4.0 * s * b * v;                        /* fp32 logits */
   /* eager attention keeps s x s scores per head; flash keeps none */
   double scores = wl->training.attention == VS_ATTN_EAGER ? 5.0 * a * s : 0.0;
   double layer = 4.0 * s * b * (40.0 * h + 8.0 * f + scores);
   double params = 20.0 * (l * (4.0 * h * h + 3.0 * h * f) + 2.0 * v * h);
   /* a mixture of experts: every expert's weights; the slots (k a token,
-   * or E x capacity, at most E a token) carry its tensors; latent
-   * attention's projections and heads */
+   * or E x capacity, at most E a token) carry its tensors, the shared
+   * experts' MLP of width fs every token; latent attention's projections
+   * and heads */
   double e = (double)mc->experts, fe = (double)mc->expert_ffn_hidden;
+  double fs = (double)mc->shared_experts * (double)mc->shared_expert_ffn_hidden;
   double hd = (double)(mc->qk_head_dim + mc->qk_rope_head_dim + mc->v_head_dim);
-  layer += 4.0 * s * b * (e * (4.0 * h + 8.0 * fe) + 3.0 * a * hd);
+  layer += 4.0 * s * b * (e * (4.0 * h + 8.0 * fe) + 8.0 * fs + 3.0 * a * hd);
   params += 20.0 * l *
             (e * 3.0 * h * fe +
-             3.0 * h * (double)mc->shared_experts *
-                 (double)mc->shared_expert_ffn_hidden +
+             3.0 * h * fs +
              a * hd * ((double)mc->q_lora_rank + (double)mc->kv_lora_rank + h));
   if (biggest > 1e18 || layer * l > 1e18 || params > 1e18)
     return vs_error_set(
         err, VS_EINPUT,
         "%s: the model's tensors (about %.3g bytes of "
-        "activations, %.3g bytes of model states) are too large "
-        "to simulate",
-        wl->origins.file, layer * l, params);
+        "activations, %.3g bytes of model states, %.3g bytes of fp32 "
+        "logits) are too large to simulate",
+        wl->origins.file, layer * l, params, biggest);
   return 0;
 }
 
