@@ -30,6 +30,10 @@
   "[node]\ngpus = 4\n"                                                      \
   "[network]\nintra_bandwidth = 100GB/s\ninter_bandwidth = 10GB/s\n"
 
+/* MINIMAL with p2p calibrated (lines 13-15), for checks of its other
+ * keys. */
+#define CAL_P2P MINIMAL "[calibration]\np2p_bandwidth = 100\np2p_latency = 8\n"
+
 /* Within 1e-12 relative; inf and NaN fail (tu_assert_close). */
 #define assert_near(got, want) tu_assert_close(got, want, 1e-12)
 
@@ -354,6 +358,10 @@ static void test_gemm_shape_and_busbw_curve(void **state)
              "per length of flash_seq_lens");
     load_bad(MINIMAL, flash_down, 1, VS_EINPUT,
              "--set topology.gpu.flash_seq_lens=1024,512: must be ascending");
+    /* lengths alone would go unread (hunt) */
+    load_bad(MINIMAL, flash, 1, VS_EINPUT,
+             "--set topology.gpu.flash_seq_lens=512,1024: has no effect "
+             "without a rate per length list (flash_tflops_d64, ...)");
     load_bad(MINIMAL, flash_bad, 1, VS_EINPUT,
              "--set topology.gpu.flash_tflops_d64=12,x:");
     {
@@ -578,17 +586,26 @@ static void test_calibration_curve_pieces(void **state)
            "p2p_piece_latencies = 5,8\n", NULL, 0, VS_EINPUT,
            "@:17: [calibration] p2p_piece_bandwidths = 20,90: the last piece "
            "must equal p2p_bandwidth");
-  load_bad(MINIMAL "[calibration]\np2p_breakpoints = 2097152,1048576\n", NULL, 0,
-           VS_EINPUT, "p2p_breakpoints = 2097152,1048576: breakpoints must ascend");
-  load_bad(MINIMAL "[calibration]\np2p_piece_latencies = 5us,-1us\n", NULL, 0,
-           VS_EINPUT, "p2p_piece_latencies");
+  load_bad(CAL_P2P "p2p_breakpoints = 2097152,1048576\n", NULL, 0, VS_EINPUT,
+           "p2p_breakpoints = 2097152,1048576: breakpoints must ascend");
+  load_bad(CAL_P2P "p2p_piece_latencies = 5us,-1us\n", NULL, 0, VS_EINPUT,
+           "p2p_piece_latencies");
   /* a calibrated rate is 0 or a real rate; the range must be a range */
   load_bad(MINIMAL "[calibration]\np2p_bandwidth = 0.5MB/s\n", NULL, 0,
            VS_EINPUT, "p2p_bandwidth = 0.5MB/s: a rate must be 0 (no size "
            "dependence) or at least 1 MB/s");
-  load_bad(MINIMAL "[calibration]\np2p_min_bytes = 1TiB\n"
-           "p2p_max_bytes = 1GiB\n", NULL, 0, VS_EINPUT,
-           "p2p_min_bytes = 1TiB: above p2p_max_bytes");
+  load_bad(CAL_P2P "p2p_min_bytes = 1TiB\np2p_max_bytes = 1GiB\n", NULL, 0,
+           VS_EINPUT, "p2p_min_bytes = 1TiB: above p2p_max_bytes");
+  /* a kind's other keys without its bandwidth would go unread (hunt: a
+   * p2p_latency of 1 s changed nothing) */
+  load_bad(MINIMAL "[calibration]\np2p_latency = 1s\n", NULL, 0, VS_EINPUT,
+           "@:14: [calibration] p2p_latency = 1s: has no effect without "
+           "p2p_bandwidth, which calibrates the kind (0 B/s: a time that "
+           "does not grow with size)");
+  load_bad(MINIMAL "[calibration]\np2p_bandwidth = 100\n"
+           "d2d_kernel_max_bytes = 1GiB\n", NULL, 0, VS_EINPUT,
+           "@:15: [calibration] d2d_kernel_max_bytes = 1GiB: has no effect "
+           "without d2d_kernel_bandwidth");
 }
 
 /* A later piece's intercept is the line of that piece extended back to 0

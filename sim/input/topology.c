@@ -330,6 +330,7 @@ typedef struct curve_keys {
 static int check_curve(const vs_topology *t, const curve_keys *c,
                        vs_error *err)
 {
+  size_t given = 0;
   for (size_t i = 1; i < c->xs->n; i++)
     if (c->xs->values[i] <= c->xs->values[i - 1])
       return key_error(t, err, c->section, c->xs_key, "must be ascending");
@@ -337,6 +338,12 @@ static int check_curve(const vs_topology *t, const curve_keys *c,
     if ((c->ys[i]->n || i < c->required) && c->ys[i]->n != c->xs->n)
       return key_error(t, err, c->section, c->ys_keys[i], "needs one %s of %s",
                        c->per, c->xs_key);
+  for (size_t i = 0; i < c->n_ys; i++)
+    given += c->ys[i]->n > 0;
+  if (c->xs->n > 0 && given == 0)
+    return key_error(t, err, c->section, c->xs_key,
+                     "has no effect without a %s list (%s, ...)", c->per,
+                     c->ys_keys[0]);
   for (size_t i = 0; c->most > 0 && i < c->n_ys; i++)
     for (size_t j = 0; j < c->ys[i]->n; j++)
       if (c->ys[i]->values[j] > c->most)
@@ -380,6 +387,29 @@ static int check_efficiency_shape(const vs_topology *t, vs_error *err)
                    "expected the m, n, k of one GEMM (3 counts), got %zu", n);
 }
 
+/* A kind is calibrated by its bandwidth (vs_topology_calibrated): the
+ * other keys of its group set without it would go unread. */
+static int check_kind_has_bandwidth(const vs_topology *t, int kind,
+                                    vs_error *err)
+{
+  const char *name = vs_cal_kind_name(kind);
+  size_t len = strlen(name);
+  if (vs_topology_calibrated(t, kind))
+    return 0;
+  for (size_t i = 0; i < topology_tab.n_keys; i++) {
+    const vs_key *k = &topology_tab.keys[i];
+    if (strcmp(k->section, "calibration") == 0 &&
+        strncmp(k->name, name, len) == 0 && k->name[len] == '_' &&
+        vs_conf_is_set(&topology_tab, &t->origins, "calibration", k->name))
+      return key_error(t, err, "calibration", k->name,
+                       "has no effect without %s_bandwidth, which "
+                       "calibrates the kind (0 B/s: a time that does not "
+                       "grow with size)",
+                       name);
+  }
+  return 0;
+}
+
 /* Checks one kind's calibration: rates 0 or real, a range that is a
  * range, ascending breakpoints and one piece more than breakpoints. */
 static int check_calibration(const vs_topology *t, int kind, vs_error *err)
@@ -389,6 +419,8 @@ static int check_calibration(const vs_topology *t, int kind, vs_error *err)
   size_t breaks = f->breakpoints.n;
   char key[64];
 
+  if (check_kind_has_bandwidth(t, kind, err))
+    return VS_EINPUT;
   /* 0 means "time does not grow with size"; anything else is a real rate */
   for (size_t i = 0; i <= f->piece_bandwidths.n; i++) {
     double bw = i < f->piece_bandwidths.n ? f->piece_bandwidths.values[i]
