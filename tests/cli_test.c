@@ -3439,7 +3439,8 @@ static void test_plan_all_invalid_is_an_input_error(void **state)
   assert_int_equal(r.status, 1);
   assert_contains(r.err, "vsim: every layout is invalid, so nothing was "
                          "simulated; the first: ");
-  assert_contains(r.err, "precision = fp8 needs a GPU with FP8 tensor cores");
+  assert_contains(r.err, "--set training.precision=fp8: needs a GPU with FP8 "
+                         "tensor cores");
   assert_true(strstr(r.out, "DOES NOT FIT") == NULL);
 }
 

@@ -968,7 +968,8 @@ static void test_pipeline_split_and_stage_params(void **state)
 }
 
 /* fp8 needs FP8 tensor cores: a GPU with peak_tflops_fp8 = 0 is refused
- * with a message naming the key, the GPU and both files. */
+ * with a message naming both keys (the workload's where it was set: here
+ * --set), the GPU and the topology's file. */
 static void test_fp8_without_fp8_gpu(void **state)
 {
   const char *fp8[] = {"training.precision=fp8"};
@@ -982,7 +983,8 @@ static void test_fp8_without_fp8_gpu(void **state)
   assert_int_equal(build_on(&topo, small_gpt, fp8, 1, 1, &lay, &err),
                    VS_EINPUT);
   assert_int_equal(err.code, VS_EINPUT);
-  assert_non_null(strstr(err.msg, "precision = fp8"));
+  assert_non_null(strstr(err.msg, "--set training.precision=fp8: needs a "
+                                  "GPU with FP8 tensor cores"));
   assert_non_null(strstr(err.msg, "peak_tflops_fp8"));
   assert_non_null(strstr(err.msg, topo.name));
 }

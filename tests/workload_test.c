@@ -1833,6 +1833,17 @@ static void test_pipeline_validation(void **state)
                      "schedule = interleaved\nvirtual_stages = 2\n",
            NULL, 0, 0, VS_EINPUT,
            "pp * virtual_stages = 4 model chunks, more than the 2 layers");
+  /* the stages and chunks a layout holds, at the key's line (hunt: the
+   * message named neither; pp's bound was 1e6) */
+  load_bad(GPT_MODEL "[parallel]\npp = 600\n", NULL, 0, 0, VS_EINPUT,
+           "@:9: [parallel] pp = 600: must be at most 512");
+  load_bad("[model]\narch = gpt\nlayers = 6000\nhidden = 64\nheads = 8\n"
+           "vocab = 1000\nseq_len = 128\n[training]\nglobal_batch = 512\n"
+           "[parallel]\npp = 256\nschedule = interleaved\n"
+           "virtual_stages = 17\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:13: [parallel] virtual_stages = 17: pp * virtual_stages = 4352 "
+           "model chunks; vsim simulates at most 4096");
   load_bad(GPT_MODEL, zero2, 2, 0, VS_EINPUT,
            "--set parallel.zero=2: ZeRO-2/3 partition gradients");
   load_bad(GPT_MODEL, split3, 2, 0, VS_EINPUT,

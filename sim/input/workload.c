@@ -96,7 +96,7 @@ static const vs_key workload_keys[] = {
     K("training", "optimizer_in_backward", VS_KEY_BOOL, training.optimizer_in_backward, .default_doc = "false"),
     K("training", "offload_activations", VS_KEY_ENUM, training.offload_activations, .choices = activation_offload_names, .default_doc = "none"),
     K("parallel", "tp", VS_KEY_COUNT, parallel.tp, .positive = true, .hi = 1e6, .default_doc = "1"),
-    K("parallel", "pp", VS_KEY_COUNT, parallel.pp, .positive = true, .hi = 1e6, .default_doc = "1"),
+    K("parallel", "pp", VS_KEY_COUNT, parallel.pp, .positive = true, .hi = VS_MAX_STAGES, .default_doc = "1"),
     K("parallel", "dp", VS_KEY_COUNT, parallel.dp, .positive = true, .hi = 1e7, .default_doc = "gpus / (tp*pp), or 1"),
     K("parallel", "sequence_parallel", VS_KEY_BOOL, parallel.sequence_parallel, .default_doc = "false"),
     K("parallel", "schedule", VS_KEY_ENUM, parallel.schedule, .choices = schedule_names, .default_doc = "1f1b"),
@@ -1290,6 +1290,12 @@ static int check_pipeline(vs_workload *wl, vs_error *err)
   uint64_t v = p->virtual_stages, chunks = p->pp * p->virtual_stages;
   char where[400];
 
+  if (chunks > VS_MAX_CHUNKS)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: pp * virtual_stages = %llu model chunks; vsim "
+                        "simulates at most %d",
+                        WHERE("parallel", "virtual_stages"),
+                        (unsigned long long)chunks, VS_MAX_CHUNKS);
   if (p->schedule == VS_SCHED_INTERLEAVED) {
     if (!vs_workload_interleave_shape_allowed(p->pp, v))
       return vs_error_set(err, VS_EINPUT,

@@ -241,6 +241,11 @@ typedef struct vs_workload {
  * most (a 4M-token batch of 512-token sequences on one GPU is 8192). */
 #define VS_MAX_MICROBATCHES 16384
 
+/* Pipeline stages, and model chunks (stages x virtual stages), vsim
+ * simulates at most: a layout keeps fixed arrays of them (layout.h). */
+#define VS_MAX_STAGES 512
+#define VS_MAX_CHUNKS 4096
+
 /* The highest ZeRO stage ([parallel] zero = 0 to 3). */
 #define VS_ZERO_MAX 3
 

@@ -364,14 +364,17 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
 
   memset(lay, 0, sizeof *lay);
   if (t->precision == VS_PREC_FP8 && topo->peak_tflops_fp8 <= 0) {
-    char where[400];
+    char where[400], peak[400];
     return vs_error_set(err, VS_EINPUT,
-                        "%s: precision = fp8 needs a GPU with FP8 tensor cores, "
-                        "but %s has none (%s)",
-                        wl->origins.file, topo->name,
+                        "%s: needs a GPU with FP8 tensor cores, but %s has "
+                        "none (%s)",
+                        vs_conf_where(vs_workload_keys(), &wl->origins,
+                                      "training", "precision", where,
+                                      sizeof where),
+                        topo->name,
                         vs_conf_where(vs_topology_keys(), &topo->origins,
-                                      "gpu", "peak_tflops_fp8", where,
-                                      sizeof where));
+                                      "gpu", "peak_tflops_fp8", peak,
+                                      sizeof peak));
   }
   lay->tp = wl->parallel.tp;
   lay->pp = wl->parallel.pp;

@@ -18,9 +18,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define VS_MAX_STAGES 512   /* pipeline stages */
-#define VS_MAX_CHUNKS 4096  /* pipeline stages x virtual stages */
-
 /* What one GPU keeps in a place other than its own memory (host DRAM or
  * NVMe), per GPU: its share of the node's. */
 typedef struct vs_placed_bytes {
