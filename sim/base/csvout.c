@@ -439,8 +439,18 @@ static int resolve(vs_csv *csv, const char *path, bool *special,
                    vs_error *err)
 {
   struct stat st;
-  int e = vs_csv_follow_links(path, csv->path, sizeof csv->path);
-  *special = false;
+  int e;
+  /* a device, FIFO or terminal as the kernel reaches it: through /proc's
+   * magic links too (/dev/stdout's leads to "pipe:[N]", no path) */
+  *special = stat(path, &st) == 0 && !S_ISREG(st.st_mode) &&
+             !S_ISDIR(st.st_mode);
+  if (*special) {
+    if (snprintf(csv->path, sizeof csv->path, "%s", path) >=
+        (int)sizeof csv->path)
+      return vs_error_set(err, VS_EIO, "%s: path too long", path);
+    return 0;
+  }
+  e = vs_csv_follow_links(path, csv->path, sizeof csv->path);
   if (e == ELOOP)
     return vs_error_set(err, VS_EIO, "%s: too many symbolic links", path);
   if (e == ENAMETOOLONG)
