@@ -606,29 +606,47 @@ typedef struct output {
   const char *given;           /* what followed the option */
   char path[VS_OUTPUTS_PATH_LEN];         /* the file */
   char key[VS_OUTPUTS_PATH_LEN];          /* vs_outputs_file_key(path) */
+  bool too_long;               /* path or key cut short */
 } output;
 
 static size_t run_outputs(const cli_args *a, output *outs)
 {
   size_t n = 0;
   for (size_t i = 0; a->csv_dir && i < VS_REPORT_CSV_FILES; i++, n++) {
+    int used = snprintf(outs[n].path, VS_OUTPUTS_PATH_LEN, "%s/%s",
+                        a->csv_dir, vs_report_csv_names[i]);
     outs[n].option = "--csv";
     outs[n].given = a->csv_dir;
-    snprintf(outs[n].path, VS_OUTPUTS_PATH_LEN, "%s/%s", a->csv_dir,
-             vs_report_csv_names[i]);
+    outs[n].too_long = used >= VS_OUTPUTS_PATH_LEN;
   }
   if (a->trace)
-    outs[n++] = (output){"--trace", a->trace, "", ""};
+    outs[n++] = (output){"--trace", a->trace, "", "", false};
   if (a->svg)
-    outs[n++] = (output){"--svg", a->svg, "", ""};
+    outs[n++] = (output){"--svg", a->svg, "", "", false};
   if (a->html)
-    outs[n++] = (output){"--html", a->html, "", ""};
+    outs[n++] = (output){"--html", a->html, "", "", false};
   for (size_t i = 0; i < n; i++) {
     if (!outs[i].path[0])
-      snprintf(outs[i].path, VS_OUTPUTS_PATH_LEN, "%s", outs[i].given);
-    vs_outputs_file_key(outs[i].path, outs[i].key, VS_OUTPUTS_PATH_LEN);
+      outs[i].too_long = snprintf(outs[i].path, VS_OUTPUTS_PATH_LEN, "%s",
+                                  outs[i].given) >= VS_OUTPUTS_PATH_LEN;
+    if (!vs_outputs_file_key(outs[i].path, outs[i].key, VS_OUTPUTS_PATH_LEN))
+      outs[i].too_long = true;
   }
   return n;
+}
+
+/* No file output of outs[0 .. n) is the --csv folder itself. */
+static int check_spares_csv_dir(const cli_args *a, const output *outs,
+                                size_t n, FILE *errs)
+{
+  char key[VS_OUTPUTS_PATH_LEN];
+  vs_outputs_file_key(a->csv_dir, key, sizeof key);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(outs[i].option, "--csv") != 0 && strcmp(outs[i].key, key) == 0)
+      return vs_usage(errs, "%s %s names the --csv folder %s; give each "
+                            "output its own path",
+                      outs[i].option, outs[i].given, a->csv_dir);
+  return VS_EXIT_OK;
 }
 
 /* Two outputs that name the same file would overwrite one another, and one
@@ -646,6 +664,13 @@ static int check_distinct_outputs(const cli_args *a, const char *hf_config,
     return VS_EXIT_ERROR;
   }
   n = run_outputs(a, outs);
+  for (size_t i = 0; code == VS_EXIT_OK && i < n; i++)
+    if (outs[i].too_long) {
+      fprintf(errs, "vsim: %s %s: path too long (vsim takes up to %d "
+                    "characters)\n",
+              outs[i].option, outs[i].given, VS_OUTPUTS_PATH_LEN - 1);
+      code = VS_EXIT_ERROR;
+    }
   for (size_t i = 0; code == VS_EXIT_OK && i < n; i++) {
     const char *in = vs_outputs_input_named(outs[i].key, a->workload,
                                             a->topology, hf_config);
@@ -653,6 +678,8 @@ static int check_distinct_outputs(const cli_args *a, const char *hf_config,
       code = vs_usage(errs, "%s %s would overwrite the input file %s",
                    outs[i].option, outs[i].given, in);
   }
+  if (code == VS_EXIT_OK && a->csv_dir)
+    code = check_spares_csv_dir(a, outs, n, errs);
   for (size_t i = 0; code == VS_EXIT_OK && i < n; i++)
     for (size_t j = i + 1; code == VS_EXIT_OK && j < n; j++)
       if (strcmp(outs[i].key, outs[j].key) == 0)

@@ -131,6 +131,10 @@ int vs_outputs_check_csv_dir(FILE *errs, const char *dir)
   if (*dir == '\0')
     return vs_usage(errs, "%s needs a directory, got ''", "--csv");
   if (stat(dir, &st) != 0) {
+    if (lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
+      fprintf(errs, "vsim: --csv %s: " VS_CSV_DANGLING_DIR "\n", dir);
+      return VS_EXIT_ERROR;
+    }
     if (!dir_of(dir, parent, sizeof parent)) {
       fprintf(errs, "vsim: --csv %s: path too long\n", dir);
       return VS_EXIT_ERROR;
@@ -171,18 +175,20 @@ static void normalize(const char *path, char *out, size_t len)
 /* One name per file, whatever spelling leads to it: the file resolved
  * when it exists, else its resolved directory and its name, else the
  * normalized path. */
-void vs_outputs_file_key(const char *path, char *key, size_t len)
+bool vs_outputs_file_key(const char *path, char *key, size_t len)
 {
   char norm[PATH_LEN], dir[PATH_LEN];
   char *real = realpath(path, NULL);
+  int n;
   normalize(path, norm, sizeof norm);
   if (!real && dir_of(norm, dir, sizeof dir) && (real = realpath(dir, NULL))) {
     const char *base = strrchr(norm, '/');
-    snprintf(key, len, "%s/%s", real, base ? base + 1 : norm);
+    n = snprintf(key, len, "%s/%s", real, base ? base + 1 : norm);
   } else {
-    snprintf(key, len, "%s", real ? real : norm);
+    n = snprintf(key, len, "%s", real ? real : norm);
   }
   free(real);
+  return strlen(path) < sizeof norm && n >= 0 && (size_t)n < len;
 }
 
 /* The input file (workload, topology or hf_config; any may be NULL or "")

@@ -6,6 +6,7 @@
 #define VS_OUTPUTS_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -44,8 +45,9 @@ int vs_outputs_check_not_input(FILE *errs, const char *option,
 
 /* One name per file, whatever spelling leads to it (into key, of len): the
  * file resolved when it exists, else its resolved directory and its name,
- * else the normalized path. */
-void vs_outputs_file_key(const char *path, char *key, size_t len);
+ * else the normalized path. False when path or its name is too long for
+ * the checks (VS_OUTPUTS_PATH_LEN; the key is then cut short). */
+bool vs_outputs_file_key(const char *path, char *key, size_t len);
 
 /* The input file (workload, topology or hf_config; any may be NULL or "")
  * whose file key is key, or NULL. */

@@ -1537,6 +1537,50 @@ static void test_outputs_are_checked_before_simulating(void **state)
   tu_remove_dir(dir);
 }
 
+/* More that the checks find before simulating (hunt: each was found only
+ * after the whole report): a --csv that is a link to nothing, a file
+ * output that is the --csv folder, paths longer than the checks take
+ * (two of which were said to "both write" one file). */
+static void test_outputs_checked_before_simulating_more(void **state)
+{
+  char dir[64], csv[128], link[128], *a = malloc(5000), *b = malloc(5000);
+  const char *args[] = {"run", DATA "gpt-small.ini", "--csv", link, NULL};
+  const char *twice[] = {"run", DATA "gpt-small.ini", "--csv", csv,
+                         "--html", csv, NULL};
+  const char *lengthy[] = {"run", DATA "gpt-small.ini", "--trace", a,
+                           "--svg", b, NULL};
+  (void)state;
+  assert_non_null(a);
+  assert_non_null(b);
+  tu_temp_dir(dir, sizeof dir);
+  path_in(dir, "out", csv, sizeof csv);
+  path_in(dir, "link", link, sizeof link);
+  assert_int_equal(symlink(csv, link), 0);
+  run(args);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "link: is a symbolic link to a path that does not "
+                         "exist; point it at a directory or remove it");
+  assert_string_equal(r.out, "");
+  run(twice);
+  assert_int_equal(r.status, 2);
+  assert_contains(r.err, "names the --csv folder");
+  assert_string_equal(r.out, "");
+  for (size_t i = 0; i < 4500; i++)
+    a[i] = b[i] = (i + 1) % 100 == 0 ? '/' : 'a';
+  snprintf(a + 4500, 16, "/x.json");
+  snprintf(b + 4500, 16, "/y.svg");
+  run(lengthy);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, ": path too long (vsim takes up to 4095 "
+                         "characters)");
+  assert_string_equal(r.out, "");
+  assert_false(exists(csv));
+  unlink(link);
+  tu_remove_dir(dir);
+  free(a);
+  free(b);
+}
+
 /* sweep and plan check their --csv FILE before simulating too. */
 static void test_capacity_csv_checked_before_simulating(void **state)
 {
@@ -3760,6 +3804,7 @@ int main(void)
       cmocka_unit_test(test_out_of_memory_exits_3_and_still_writes_csv),
       cmocka_unit_test(test_unwritable_output_is_an_error),
       cmocka_unit_test(test_outputs_are_checked_before_simulating),
+      cmocka_unit_test(test_outputs_checked_before_simulating_more),
       cmocka_unit_test(test_capacity_csv_checked_before_simulating),
       cmocka_unit_test(test_outputs_naming_one_file_are_refused),
       cmocka_unit_test(test_outputs_never_overwrite_inputs),

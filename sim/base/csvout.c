@@ -989,9 +989,7 @@ int vs_make_dir(const char *dir, vs_error *err)
   if (mkdir(dir, 0777) != 0) {
     int e = errno;
     if (e == EEXIST && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode))
-      return vs_error_set(err, VS_EIO, "%s: is a symbolic link to a path that "
-                          "does not exist; point it at a directory or remove it",
-                          dir);
+      return vs_error_set(err, VS_EIO, "%s: " VS_CSV_DANGLING_DIR, dir);
     if (e == ENOENT)
       return vs_error_set(err, VS_EIO, "%s: cannot create directory: its parent "
                           "directory does not exist", dir);

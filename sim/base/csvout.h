@@ -134,7 +134,14 @@ int vs_csv_create_unique(const char *stem, char *name, size_t len);
  * renamed it). */
 void vs_csv_untrack(const char *tmp_path);
 
-/* Creates directory dir if it does not exist. VS_EIO on failure. */
+/* Creates directory dir if it does not exist. VS_EIO on failure (a
+ * dangling link: VS_CSV_DANGLING_DIR). */
 int vs_make_dir(const char *dir, vs_error *err);
+
+/* What vs_make_dir says of a directory that is a link to nothing, after
+ * its path; the checks before a run say it too. */
+#define VS_CSV_DANGLING_DIR                                                 \
+  "is a symbolic link to a path that does not exist; point it at a "        \
+  "directory or remove it"
 
 #endif
