@@ -100,11 +100,10 @@ void vs_cal_out_comment(vs_cal_out *out, const char *fmt, ...)
   strcat(out->comments, "\n");
 }
 
-void vs_cal_out_measured(vs_cal_out *out, const char *section, const char *name)
+bool vs_cal_out_measured(vs_cal_out *out, const char *section,
+                         const char *name)
 {
-  int i = vs_conf_find(vs_topology_keys(), section, name);
-  if (i >= 0)
-    out->measured[i] = true;
+  return vs_topology_mark_measured(&out->topo, section, name);
 }
 
 /* ------------------------------------------------------------------------
@@ -246,7 +245,7 @@ static void put_nominal(vs_csv *f, const vs_cal_out *out)
       vs_csv_printf(f, "\n[%s]\n", k->section);
       section = k->section;
     }
-    if (out->measured[i])
+    if (vs_topology_is_measured(&out->topo, k->section, k->name))
       vs_csv_printf(f, "; measured (see the header for where and from "
                        "what)\n");
     put_key(f, k->name, k, &out->topo);
@@ -263,6 +262,12 @@ static void put_calibration(vs_csv *f, const vs_cal_out *out)
   vs_csv_printf(f, "\n[calibration]\n; t = latency + bytes / bandwidth per "
                    "kind, fitted by vsim-calibrate;\n; vsim uses d2d_kernel "
                    "for HBM, p2p for NVLink, h2d_pinned for PCIe\n");
+  if (out->topo.measured) {
+    vs_csv_printf(f, "; the keys above marked measured\n");
+    put_key(f, "measured", &tab->keys[vs_conf_find(tab, "calibration",
+                                                  "measured")],
+            &out->topo);
+  }
   for (int kind = 0; kind < VS_CAL_N_KINDS; kind++) {
     if (!out->fitted[kind])
       continue;

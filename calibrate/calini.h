@@ -18,7 +18,6 @@ typedef struct vs_cal_out {
   vs_topology topo;                  /* nominal values; cal[] filled by add */
   bool fitted[VS_CAL_N_KINDS];       /* kinds with a fit */
   vs_fit fits[VS_CAL_N_KINDS];       /* their fits */
-  bool measured[VS_CONF_MAX_KEYS];   /* nominal keys measured, by keytab index */
   char comments[4096];               /* header comment lines, '\n'-separated */
 } vs_cal_out;
 
@@ -34,8 +33,11 @@ bool vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit);
 void vs_cal_out_comment(vs_cal_out *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Marks the nominal key section.name as measured on this machine. */
-void vs_cal_out_measured(vs_cal_out *out, const char *section, const char *name);
+/* Marks the nominal key section.name as measured on this machine (in
+ * out->topo.measured, written as [calibration] measured); false when it is
+ * none of vs_topology_measurable. */
+bool vs_cal_out_measured(vs_cal_out *out, const char *section,
+                         const char *name);
 
 /* Writes out to path through a temporary file renamed into place. VS_EIO
  * with the reason; on failure nothing is left at path's temporary name. */

@@ -588,7 +588,9 @@ static int run(const args *a, vs_error *err)
   now_text(date, sizeof date);
   rc = vs_topology_load_nominal(&out->topo, a->base, NULL, 0, err);
   if (!rc) {
+    /* the base's own measurements are not this run's */
     memset(out->topo.cal, 0, sizeof out->topo.cal);
+    out->topo.measured = 0;
     vs_cal_out_comment(out, "Calibrated topology written by vsim-calibrate %s "
                        "on %s", VSIM_VERSION, date);
     vs_cal_out_comment(out, "nominal values from %s unless marked measured",

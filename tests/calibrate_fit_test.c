@@ -610,10 +610,24 @@ static void test_ini_round_trip(void **state)
   generate(&g, &hbm, 9, 0.01, 0.03, 22);
   fit_gen(&g, 2, &fit, NULL, NULL);
   vs_cal_out_add(&out, VS_CAL_D2D_KERNEL, &fit);
+  /* the keys measured go into [calibration] measured; a key that is not
+   * measurable is refused */
+  assert_true(vs_cal_out_measured(&out, "gpu", "kernel_floor"));
+  assert_true(vs_cal_out_measured(&out, "node", "pcie_latency"));
+  assert_false(vs_cal_out_measured(&out, "gpu", "peak_tflops_bf16"));
   tu_write_temp("", ".ini", path, sizeof path);
   assert_int_equal(vs_cal_out_write(&out, path, &err), 0);
   if (vs_topology_load(&t, path, NULL, 0, &err))
     fail_msg("%s", err.msg);
+  assert_true(vs_topology_is_measured(&t, "gpu", "kernel_floor"));
+  assert_true(vs_topology_is_measured(&t, "node", "pcie_latency"));
+  assert_false(vs_topology_is_measured(&t, "gpu", "hbm_bandwidth"));
+  {
+    char said[512];
+    vs_topology_measured_text(&t, said, sizeof said);
+    assert_string_equal(said, "kernel_floor, pcie_latency; curves d2d_kernel "
+                              "(HBM), p2p (NVLink)");
+  }
   assert_true(vs_topology_calibrated(&t, VS_CAL_P2P));
   assert_true(vs_topology_calibrated(&t, VS_CAL_D2D_KERNEL));
   assert_false(vs_topology_calibrated(&t, VS_CAL_H2D_PINNED));

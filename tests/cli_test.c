@@ -626,6 +626,37 @@ static void test_parameters_allocated_tensor_by_tensor(void **state)
   tu_remove_dir(dir);
 }
 
+/* A run on a calibrated topology says which figures vsim-calibrate
+ * measured (issue 17: "says which figures are calibrated and which are
+ * defaults"): the shipped H200 file's keys and the curves in effect, less
+ * what --set overrides; a nominal topology says nothing of it. */
+static void test_run_says_what_was_measured(void **state)
+{
+  const char *args[] = {"run", DATA "gpt-small.ini", "--topology",
+                        "topologies/h200-calibrated.ini", NULL, NULL, NULL};
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "\nmeasured  by vsim-calibrate: name, memory, "
+                         "hbm_bandwidth, sms, context_memory, "
+                         "compute_efficiency, compute_efficiency_shape, "
+                         "gemm_k_overhead, kernel_floor, pcie_bandwidth, "
+                         "pcie_latency; curves d2d_kernel (HBM), h2d_pinned "
+                         "(PCIe), d2h_pinned (PCIe); the other figures are "
+                         "nominal\nmodel ");
+  args[4] = "--set";
+  args[5] = "topology.gpu.kernel_floor=3us";
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "gemm_k_overhead, pcie_bandwidth,");
+  args[2] = "--set"; /* the built-in topology */
+  args[3] = "topology.gpu.kernel_floor=3us";
+  args[4] = NULL;
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_null(strstr(r.out, "measured  "));
+}
+
 /* Activation offload end to end: saved tensors go out after each layer's
  * forward and come back before its backward, so the host's activations
  * rise and return to 0; the trace has the node's counter tracks. */
@@ -3779,6 +3810,7 @@ int main(void)
       cmocka_unit_test(test_show_names_the_cublas_workspaces),
       cmocka_unit_test(test_offload_sample_fits_and_writes_host_csv),
       cmocka_unit_test(test_parameters_allocated_tensor_by_tensor),
+      cmocka_unit_test(test_run_says_what_was_measured),
       cmocka_unit_test(test_show_says_how_states_are_allocated),
       cmocka_unit_test(test_host_out_of_memory_exits_3),
       cmocka_unit_test(test_finetune_samples),

@@ -457,6 +457,42 @@ static void test_key_table(void **state)
   assert_true(vs_conf_find(k, "cost", "usd_per_gpu_hour") >= 0);
 }
 
+/* [calibration] measured names what vsim-calibrate measured; vsim says so
+ * (vs_topology_measured_text) of what is in effect: a key --set over is
+ * nominal again, a curve counts where it replaced a figure. A name that
+ * is not measurable is refused, with the names that are. */
+static void test_measured_keys_said(void **state)
+{
+  static const char *const floor_set[] = {"gpu.kernel_floor=3us"};
+  vs_topology t;
+  char path[128], said[512];
+  vs_error err;
+  (void)state;
+  vs_error_clear(&err);
+  assert_int_equal(load_text(&t, path, CAL_P2P "measured = kernel_floor,"
+                                          "compute_efficiency\n",
+                             NULL, 0, &err),
+                   0);
+  vs_topology_measured_text(&t, said, sizeof said);
+  assert_string_equal(said, "compute_efficiency, kernel_floor; curves p2p "
+                            "(NVLink)");
+  assert_int_equal(load_text(&t, path, CAL_P2P "measured = kernel_floor\n",
+                             floor_set, 1, &err),
+                   0);
+  assert_false(vs_topology_is_measured(&t, "gpu", "kernel_floor"));
+  vs_topology_measured_text(&t, said, sizeof said);
+  assert_string_equal(said, "curves p2p (NVLink)");
+  assert_int_equal(load_text(&t, path, MINIMAL, NULL, 0, &err), 0);
+  vs_topology_measured_text(&t, said, sizeof said);
+  assert_string_equal(said, "");
+  load_bad(MINIMAL "[calibration]\nmeasured = peak_tflops_bf16\n", NULL, 0,
+           VS_EINPUT, "@:14: [calibration] measured = peak_tflops_bf16: "
+                      "'peak_tflops_bf16' is not one of name, memory, "
+                      "hbm_bandwidth, sms, context_memory, compute_efficiency, "
+                      "compute_efficiency_shape, gemm_k_overhead, "
+                      "kernel_floor, pcie_bandwidth or pcie_latency");
+}
+
 /* [calibration] (written by vsim-calibrate) replaces the nominal figures:
  * p2p -> intra_bandwidth/latency, d2d_kernel -> hbm_bandwidth with
  * memory_efficiency 1, h2d_pinned -> pcie_bandwidth/latency; a nominal key
@@ -736,6 +772,7 @@ int main(void)
       cmocka_unit_test(test_unreadable_file),
       cmocka_unit_test(test_key_table),
       cmocka_unit_test(test_calibration_replaces_nominal),
+      cmocka_unit_test(test_measured_keys_said),
       cmocka_unit_test(test_calibration_curve_pieces),
       cmocka_unit_test(test_calibration_negative_intercepts),
   };

@@ -52,6 +52,11 @@
   K("calibration", kind "_piece_bandwidths", VS_KEY_RATES, cal[id].piece_bandwidths, .lo = 0, NOT_CAL), \
   K("calibration", kind "_piece_latencies", VS_KEY_LATENCIES, cal[id].piece_latencies, .lo = -MAX_LATENCY, .hi = MAX_LATENCY, NOT_CAL),
 
+const char *const vs_topology_measurable[] = {
+    "name", "memory", "hbm_bandwidth", "sms", "context_memory",
+    "compute_efficiency", "compute_efficiency_shape", "gemm_k_overhead",
+    "kernel_floor", "pcie_bandwidth", "pcie_latency", NULL};
+
 static const vs_key topology_keys[] = {
     K("gpu", "name", VS_KEY_NAME, name, .required = true, .default_doc = "required"),
     K("gpu", "memory", VS_KEY_SIZE, memory_bytes, .positive = true, .hi = MAX_GPU_BYTES, .required = true, .default_doc = "required"),
@@ -92,6 +97,7 @@ static const vs_key topology_keys[] = {
     K("network", "intra_busbw", VS_KEY_RATES, intra_busbw, .lo = MIN_RATE, .hi = MAX_RATE, .default_doc = "none"),
     K("network", "intra_allreduce_busbw", VS_KEY_RATES, intra_allreduce_busbw, .lo = MIN_RATE, .hi = MAX_RATE, .default_doc = "intra_busbw"),
     K("cost", "usd_per_gpu_hour", VS_KEY_REAL, usd_per_gpu_hour, .lo = 0, .hi = 1e4, .default_doc = "0 (unknown)"),
+    K("calibration", "measured", VS_KEY_FLAGS, measured, .choices = vs_topology_measurable, .default_doc = "none (nominal figures)"),
     VS_CAL_KINDS(CAL)
 };
 #undef CAL
@@ -220,6 +226,80 @@ static void prefer_set_links(vs_topology *t)
        set_by_flag(t, "network", "intra_latency") || t->nvlink_curve) &&
       !set_by_flag(t, "network", "intra_busbw_sizes"))
     t->intra_busbw_sizes.n = t->intra_busbw.n = t->intra_allreduce_busbw.n = 0;
+}
+
+/* The index of section.name among vs_topology_measurable (names no
+ * other section has), or -1. */
+static int measurable_index(const char *section, const char *name)
+{
+  if (vs_conf_find(&topology_tab, section, name) < 0)
+    return -1;
+  for (int i = 0; vs_topology_measurable[i]; i++)
+    if (strcmp(vs_topology_measurable[i], name) == 0)
+      return i;
+  return -1;
+}
+
+/* The section of measurable key i (vs_topology_measurable). */
+static const char *measurable_section(int i)
+{
+  for (size_t k = 0; k < topology_tab.n_keys; k++)
+    if (strcmp(topology_tab.keys[k].name, vs_topology_measurable[i]) == 0)
+      return topology_tab.keys[k].section;
+  return "";
+}
+
+bool vs_topology_mark_measured(vs_topology *topo, const char *section,
+                               const char *name)
+{
+  int i = measurable_index(section, name);
+  if (i >= 0)
+    topo->measured |= 1u << i;
+  return i >= 0;
+}
+
+bool vs_topology_is_measured(const vs_topology *topo, const char *section,
+                             const char *name)
+{
+  int i = measurable_index(section, name);
+  return i >= 0 && (topo->measured >> i & 1u) &&
+         !set_by_flag(topo, section, name);
+}
+
+/* Appends text to buf (of len, holding *used), ", " before all but the
+ * first. */
+static void append_item(char *buf, size_t len, size_t *used, const char *text)
+{
+  int n = snprintf(buf + *used, len - *used, "%s%s", *used ? ", " : "", text);
+  if (n > 0)
+    *used = *used + (size_t)n < len ? *used + (size_t)n : len - 1;
+}
+
+void vs_topology_measured_text(const vs_topology *topo, char *buf, size_t len)
+{
+  bool pcie = !set_by_flag(topo, "node", "pcie_bandwidth");
+  struct {
+    bool on;
+    const char *text;
+  } curves[] = {
+      {topo->hbm_curve, "d2d_kernel (HBM)"},
+      {topo->nvlink_curve, "p2p (NVLink)"},
+      {pcie && vs_topology_calibrated(topo, VS_CAL_H2D_PINNED),
+       "h2d_pinned (PCIe)"},
+      {pcie && vs_topology_calibrated(topo, VS_CAL_D2H_PINNED),
+       "d2h_pinned (PCIe)"}};
+  char keys[320] = "", fits[160] = "";
+  size_t n_keys = 0, n_fits = 0;
+  for (int i = 0; vs_topology_measurable[i]; i++)
+    if (vs_topology_is_measured(topo, measurable_section(i),
+                                vs_topology_measurable[i]))
+      append_item(keys, sizeof keys, &n_keys, vs_topology_measurable[i]);
+  for (size_t i = 0; i < sizeof curves / sizeof curves[0]; i++)
+    if (curves[i].on)
+      append_item(fits, sizeof fits, &n_fits, curves[i].text);
+  if (len > 0)
+    snprintf(buf, len, "%s%s%s%s", keys, n_keys && n_fits ? "; " : "",
+             n_fits ? "curves " : "", fits);
 }
 
 /* VS_EINPUT for section.key: where it was given, then the reason (fmt). */

@@ -174,6 +174,9 @@ typedef struct vs_topology {
   /* [cost] */
   double usd_per_gpu_hour;       /* 0 when unknown */
   /* [calibration] */
+  uint32_t measured;             /* the figures vsim-calibrate measured on
+                                    this machine: bit i is
+                                    vs_topology_measurable's name i */
   vs_cal_fit cal[VS_CAL_N_KINDS]; /* measured fits, by VS_CAL_* kind */
   /* derived by vs_topology_load: the calibrated curves time transfers in
    * place of the nominal figures (false when a nominal key was --set) */
@@ -225,6 +228,27 @@ int vs_topology_finish(vs_topology *topo, const char *const *sets,
 
 /* True when kind's bandwidth was given in [calibration]. */
 bool vs_topology_calibrated(const vs_topology *topo, int kind);
+
+/* The keys outside [calibration] that vsim-calibrate measures
+ * ("compute_efficiency", ...; no other section has these names),
+ * NULL-terminated: the names `[calibration] measured` takes. */
+extern const char *const vs_topology_measurable[];
+
+/* Marks section.name measured in topo->measured; false when it is none of
+ * vs_topology_measurable. */
+bool vs_topology_mark_measured(vs_topology *topo, const char *section,
+                               const char *name);
+
+/* Whether section.name was measured and is in effect (not given with
+ * --set). */
+bool vs_topology_is_measured(const vs_topology *topo, const char *section,
+                             const char *name);
+
+/* What of topo's figures were measured and are in effect, as a line of
+ * text into buf (of len): the keys `[calibration] measured` names and the
+ * curves that time transfers in place of nominal figures ("d2d_kernel
+ * curve", ...); "" when nothing is. */
+void vs_topology_measured_text(const vs_topology *topo, char *buf, size_t len);
 
 /* True for the kinds whose curves vsim times transfers with: d2d_kernel
  * (memory-bound kernels), p2p (NVLink) and h2d_pinned (PCIe). */

@@ -107,6 +107,18 @@ static void experts_line(FILE *out, const vs_workload *wl, bool per_rank_load)
           (unsigned long long)wl->parallel.ep, routing);
 }
 
+/* Which of the topology's figures vsim-calibrate measured (those in
+ * effect), when any: the rest are the file's nominal ones. */
+static void measured_line(FILE *out, const vs_topology *topo)
+{
+  char text[640];
+  vs_topology_measured_text(topo, text, sizeof text);
+  if (text[0])
+    fprintf(out, "measured  by vsim-calibrate: %s; the other figures are "
+                 "nominal\n",
+            text);
+}
+
 void vs_report_header(FILE *out, const vs_sim *sim)
 {
   const vs_workload *wl = sim->wl;
@@ -131,6 +143,7 @@ void vs_report_header(FILE *out, const vs_sim *sim)
   fprintf(out, "workload  %s\n", wl->origins.file);
   fprintf(out, "hardware  %llu x %s (%s)\n", (unsigned long long)lay->gpus,
           sim->topo->name, sim->topo->origins.file);
+  measured_line(out, sim->topo);
   fprintf(out, "model     %s, %s parameters, %llu layers, hidden %llu, "
                "seq %llu\n",
           vs_arch_name(wl->model.arch), params,
