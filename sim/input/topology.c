@@ -468,24 +468,27 @@ static int check_efficiency_shape(const vs_topology *t, vs_error *err)
 }
 
 /* A kind is calibrated by its bandwidth (vs_topology_calibrated): the
- * other keys of its group set without it would go unread. */
-static int check_kind_has_bandwidth(const vs_topology *t, int kind,
-                                    vs_error *err)
+ * other keys of its group set without it would go unread. One pass over
+ * the keys set (a plan finishes a topology for every layout). */
+static int check_kinds_have_bandwidth(const vs_topology *t, vs_error *err)
 {
-  const char *name = vs_cal_kind_name(kind);
-  size_t len = strlen(name);
-  if (vs_topology_calibrated(t, kind))
-    return 0;
   for (size_t i = 0; i < topology_tab.n_keys; i++) {
-    const vs_key *k = &topology_tab.keys[i];
-    if (strcmp(k->section, "calibration") == 0 &&
-        strncmp(k->name, name, len) == 0 && k->name[len] == '_' &&
-        vs_conf_is_set(&topology_tab, &t->origins, "calibration", k->name))
-      return key_error(t, err, "calibration", k->name,
-                       "has no effect without %s_bandwidth, which "
-                       "calibrates the kind (0 B/s: a time that does not "
-                       "grow with size)",
-                       name);
+    const char *key = topology_tab.keys[i].name;
+    if (!t->origins.keys[i].set ||
+        strcmp(topology_tab.keys[i].section, "calibration") != 0)
+      continue;
+    for (int kind = 0; kind < VS_CAL_N_KINDS; kind++) {
+      const char *name = vs_cal_kind_name(kind);
+      size_t len = strlen(name);
+      if (strncmp(key, name, len) == 0 && key[len] == '_' &&
+          strcmp(key + len, "_bandwidth") != 0 &&
+          !vs_topology_calibrated(t, kind))
+        return key_error(t, err, "calibration", key,
+                         "has no effect without %s_bandwidth, which "
+                         "calibrates the kind (0 B/s: a time that does not "
+                         "grow with size)",
+                         name);
+    }
   }
   return 0;
 }
@@ -499,8 +502,6 @@ static int check_calibration(const vs_topology *t, int kind, vs_error *err)
   size_t breaks = f->breakpoints.n;
   char key[64];
 
-  if (check_kind_has_bandwidth(t, kind, err))
-    return VS_EINPUT;
   /* 0 means "time does not grow with size"; anything else is a real rate */
   for (size_t i = 0; i <= f->piece_bandwidths.n; i++) {
     double bw = i < f->piece_bandwidths.n ? f->piece_bandwidths.values[i]
@@ -659,6 +660,7 @@ int vs_topology_finish(vs_topology *topo, const char *const *sets,
   }
   if ((rc = vs_conf_check_required(&topology_tab, &topo->origins, err)))
     return rc;
+  rc = check_kinds_have_bandwidth(topo, err);
   for (int kind = 0; rc == 0 && kind < VS_CAL_N_KINDS; kind++)
     rc = check_calibration(topo, kind, err);
   if (rc == 0)
