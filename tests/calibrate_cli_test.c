@@ -462,6 +462,23 @@ static void test_gemm_table_fitted_and_used(void **state)
                    (unsigned long long)g.m, (unsigned long long)g.n,
                    (unsigned long long)g.k, v, gemm_table(g));
       }
+  {
+    /* measured are this run's figures: a base that lists its own (the
+     * shipped H200 file: name, memory, context, PCIe, ...) keeps none of
+     * them in the file written; the h2d_pinned rows' fit gives PCIe */
+    const char *based[] = {"--fit", raw, "--out", out, "--base",
+                           "topologies/h200-calibrated.ini", NULL};
+    char said[512];
+    run_cal(&run, based);
+    if (run.status != 0)
+      fail_msg("vsim-calibrate exited %d: %s", run.status, run.err);
+    if (vs_topology_load(&t, out, NULL, 0, &err))
+      fail_msg("%s", err.msg);
+    vs_topology_measured_text(&t, said, sizeof said);
+    assert_string_equal(said, "compute_efficiency, compute_efficiency_shape, "
+                              "gemm_k_overhead, kernel_floor; curves "
+                              "h2d_pinned (PCIe)");
+  }
   unlink(raw);
   unlink(out);
 }

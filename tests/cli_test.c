@@ -628,27 +628,37 @@ static void test_parameters_allocated_tensor_by_tensor(void **state)
 
 /* A run on a calibrated topology says which figures vsim-calibrate
  * measured (issue 17: "says which figures are calibrated and which are
- * defaults"): the shipped H200 file's keys and the curves in effect, less
- * what --set overrides; a nominal topology says nothing of it. */
+ * defaults"): the shipped H200 file's keys in effect, and the fits that
+ * replaced nominal figures (hbm_bandwidth, pcie_bandwidth and
+ * pcie_latency, whose own values are not then in effect); --set takes a
+ * key out, and a fit with it where nothing else of it is used (d2h_pinned
+ * times only what pcie_bandwidth would); the d2d_kernel fit still gives
+ * hbm_bandwidth with memory_efficiency --set. A nominal topology says
+ * nothing of it. */
 static void test_run_says_what_was_measured(void **state)
 {
   const char *args[] = {"run", DATA "gpt-small.ini", "--topology",
-                        "topologies/h200-calibrated.ini", NULL, NULL, NULL};
+                        "topologies/h200-calibrated.ini", NULL, NULL,
+                        NULL, NULL, NULL, NULL, NULL};
   (void)state;
   run(args);
   assert_int_equal(r.status, 0);
-  assert_contains(r.out, "\nmeasured  by vsim-calibrate: name, memory, "
-                         "hbm_bandwidth, sms, context_memory, "
-                         "compute_efficiency, compute_efficiency_shape, "
-                         "gemm_k_overhead, kernel_floor, pcie_bandwidth, "
-                         "pcie_latency; curves d2d_kernel (HBM), h2d_pinned "
-                         "(PCIe), d2h_pinned (PCIe); the other figures are "
+  assert_contains(r.out, "\nmeasured  by vsim-calibrate: name, memory, sms, "
+                         "context_memory, compute_efficiency, "
+                         "compute_efficiency_shape, gemm_k_overhead, "
+                         "kernel_floor; curves h2d_pinned (PCIe), d2h_pinned "
+                         "(PCIe), d2d_kernel (HBM); the other figures are "
                          "nominal\nmodel ");
   args[4] = "--set";
   args[5] = "topology.gpu.kernel_floor=3us";
+  args[6] = "--set";
+  args[7] = "topology.node.pcie_bandwidth=10GB/s";
+  args[8] = "--set";
+  args[9] = "topology.gpu.memory_efficiency=0.9";
   run(args);
   assert_int_equal(r.status, 0);
-  assert_contains(r.out, "gemm_k_overhead, pcie_bandwidth,");
+  assert_contains(r.out, "gemm_k_overhead; curves h2d_pinned (PCIe), "
+                         "d2d_kernel (HBM); the other");
   args[2] = "--set"; /* the built-in topology */
   args[3] = "topology.gpu.kernel_floor=3us";
   args[4] = NULL;

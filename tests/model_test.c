@@ -971,9 +971,10 @@ static void test_size_guard_follows_attention(void **state)
 
 /* The guard counts what the model allocates (hunt: both wrapped 64-bit
  * byte counts, a UBSan overflow in the allocator): the vocabulary padded
- * to vocab_divisible_by (1 -> 1e6: fp32 logits of 5e6 tokens x 1e6 = 2e19
- * bytes) and the shared experts' MLP (1e5 of width 1e7: 1e7 tokens x
- * 1e12 x 4 B a tensor); one shared expert, or no padding, builds. */
+ * to vocab_divisible_by (1 -> 1e6: fp32 logits of 5e12 tokens, seq 5e6 x
+ * micro_batch 1e6, x 1e6 x 4 B = 2e19 bytes) and the shared experts' MLP
+ * (1e5 of width 1e7: 1e7 tokens x 1e12 x 4 B a tensor); one shared
+ * expert, or no padding, builds. */
 static void test_size_guard_counts_padding_and_shared_experts(void **state)
 {
   static const char padded[] =

@@ -361,7 +361,8 @@ static void test_gemm_shape_and_busbw_curve(void **state)
     /* lengths alone would go unread (hunt) */
     load_bad(MINIMAL, flash, 1, VS_EINPUT,
              "--set topology.gpu.flash_seq_lens=512,1024: has no effect "
-             "without a rate per length list (flash_tflops_d64, ...)");
+             "without a list of one rate per length (flash_tflops_d64, "
+             "...)");
     load_bad(MINIMAL, flash_bad, 1, VS_EINPUT,
              "--set topology.gpu.flash_tflops_d64=12,x:");
     {
@@ -636,8 +637,12 @@ static void test_calibration_curve_pieces(void **state)
    * p2p_latency of 1 s changed nothing) */
   load_bad(MINIMAL "[calibration]\np2p_latency = 1s\n", NULL, 0, VS_EINPUT,
            "@:14: [calibration] p2p_latency = 1s: has no effect without "
-           "p2p_bandwidth, which calibrates the kind (0 B/s: a time that "
-           "does not grow with size)");
+           "p2p_bandwidth, which calibrates the kind (a rate above 0: vsim "
+           "times transfers with it)");
+  load_bad(MINIMAL "[calibration]\nmalloc_latency = 30us\n", NULL, 0,
+           VS_EINPUT, "malloc_latency = 30us: has no effect without "
+                      "malloc_bandwidth, which calibrates the kind (0 B/s: a "
+                      "time that does not grow with size)");
   load_bad(MINIMAL "[calibration]\np2p_bandwidth = 100\n"
            "d2d_kernel_max_bytes = 1GiB\n", NULL, 0, VS_EINPUT,
            "@:15: [calibration] d2d_kernel_max_bytes = 1GiB: has no effect "

@@ -184,50 +184,6 @@ static bool set_by_flag(const vs_topology *t, const char *section,
   return i >= 0 && t->origins.keys[i].set && t->origins.keys[i].line == 0;
 }
 
-/* Replaces nominal figures by calibrated ones (see vs_topology_load). */
-static void apply_calibration(vs_topology *t)
-{
-  if (vs_topology_calibrated(t, VS_CAL_D2D_KERNEL)) {
-    bool bw = set_by_flag(t, "gpu", "hbm_bandwidth");
-    bool eff = set_by_flag(t, "gpu", "memory_efficiency");
-    if (!bw)
-      t->hbm_bandwidth = t->cal[VS_CAL_D2D_KERNEL].bandwidth;
-    if (!eff)
-      t->memory_efficiency = 1.0;
-    t->hbm_curve = !bw && !eff;
-  }
-  if (vs_topology_calibrated(t, VS_CAL_P2P)) {
-    bool bw = set_by_flag(t, "network", "intra_bandwidth");
-    bool lat = set_by_flag(t, "network", "intra_latency");
-    if (!bw)
-      t->intra_bandwidth = t->cal[VS_CAL_P2P].bandwidth;
-    if (!lat)
-      t->intra_latency = vs_cal_small_latency(&t->cal[VS_CAL_P2P]);
-    t->nvlink_curve = !bw && !lat;
-  }
-  if (vs_topology_calibrated(t, VS_CAL_H2D_PINNED)) {
-    if (!set_by_flag(t, "node", "pcie_bandwidth"))
-      t->pcie_bandwidth = t->cal[VS_CAL_H2D_PINNED].bandwidth;
-    if (!set_by_flag(t, "node", "pcie_latency"))
-      t->pcie_latency = vs_cal_small_latency(&t->cal[VS_CAL_H2D_PINNED]);
-  }
-  t->pcie_d2h_bandwidth = t->pcie_bandwidth;
-  if (vs_topology_calibrated(t, VS_CAL_D2H_PINNED) &&
-      !set_by_flag(t, "node", "pcie_bandwidth"))
-    t->pcie_d2h_bandwidth = t->cal[VS_CAL_D2H_PINNED].bandwidth;
-}
-
-/* NVLink figures the user set (--set), or measured (a p2p calibration),
- * time collectives inside a node in place of the topology file's
- * bus-bandwidth curve, unless the curve itself was set. */
-static void prefer_set_links(vs_topology *t)
-{
-  if ((set_by_flag(t, "network", "intra_bandwidth") ||
-       set_by_flag(t, "network", "intra_latency") || t->nvlink_curve) &&
-      !set_by_flag(t, "network", "intra_busbw_sizes"))
-    t->intra_busbw_sizes.n = t->intra_busbw.n = t->intra_allreduce_busbw.n = 0;
-}
-
 /* The index of section.name among vs_topology_measurable (names no
  * other section has), or -1. */
 static int measurable_index(const char *section, const char *name)
@@ -249,6 +205,76 @@ static const char *measurable_section(int i)
   return "";
 }
 
+/* Whether calibrated kind's fit takes the place of section.name's nominal
+ * figure (one not given with --set); if so, the fit is in use and the
+ * key's own value, measured or not, is not. */
+static bool fit_replaces(vs_topology *t, int kind, const char *section,
+                         const char *name)
+{
+  int i = measurable_index(section, name);
+  if (set_by_flag(t, section, name))
+    return false;
+  t->fits_used |= 1u << kind;
+  if (i >= 0)
+    t->measured &= ~(1u << i);
+  return true;
+}
+
+/* Replaces nominal figures by calibrated ones (see vs_topology_load). */
+static void apply_calibration(vs_topology *t)
+{
+  if (vs_topology_calibrated(t, VS_CAL_D2D_KERNEL)) {
+    bool bw = fit_replaces(t, VS_CAL_D2D_KERNEL, "gpu", "hbm_bandwidth");
+    bool eff = set_by_flag(t, "gpu", "memory_efficiency");
+    if (bw)
+      t->hbm_bandwidth = t->cal[VS_CAL_D2D_KERNEL].bandwidth;
+    if (!eff)
+      t->memory_efficiency = 1.0;
+    t->hbm_curve = bw && !eff;
+  }
+  if (vs_topology_calibrated(t, VS_CAL_P2P)) {
+    bool bw = fit_replaces(t, VS_CAL_P2P, "network", "intra_bandwidth");
+    bool lat = fit_replaces(t, VS_CAL_P2P, "network", "intra_latency");
+    if (bw)
+      t->intra_bandwidth = t->cal[VS_CAL_P2P].bandwidth;
+    if (lat)
+      t->intra_latency = vs_cal_small_latency(&t->cal[VS_CAL_P2P]);
+    t->nvlink_curve = bw && lat;
+  }
+  if (vs_topology_calibrated(t, VS_CAL_H2D_PINNED)) {
+    if (fit_replaces(t, VS_CAL_H2D_PINNED, "node", "pcie_bandwidth"))
+      t->pcie_bandwidth = t->cal[VS_CAL_H2D_PINNED].bandwidth;
+    if (fit_replaces(t, VS_CAL_H2D_PINNED, "node", "pcie_latency"))
+      t->pcie_latency = vs_cal_small_latency(&t->cal[VS_CAL_H2D_PINNED]);
+  }
+  t->pcie_d2h_bandwidth = t->pcie_bandwidth;
+  if (vs_topology_calibrated(t, VS_CAL_D2H_PINNED) &&
+      !set_by_flag(t, "node", "pcie_bandwidth")) {
+    t->pcie_d2h_bandwidth = t->cal[VS_CAL_D2H_PINNED].bandwidth;
+    t->fits_used |= 1u << VS_CAL_D2H_PINNED;
+  }
+}
+
+/* A measured key given with --set is the user's figure, not a
+ * measurement. */
+static void drop_overridden_measurements(vs_topology *t)
+{
+  for (int i = 0; vs_topology_measurable[i]; i++)
+    if (set_by_flag(t, measurable_section(i), vs_topology_measurable[i]))
+      t->measured &= ~(1u << i);
+}
+
+/* NVLink figures the user set (--set), or measured (a p2p calibration),
+ * time collectives inside a node in place of the topology file's
+ * bus-bandwidth curve, unless the curve itself was set. */
+static void prefer_set_links(vs_topology *t)
+{
+  if ((set_by_flag(t, "network", "intra_bandwidth") ||
+       set_by_flag(t, "network", "intra_latency") || t->nvlink_curve) &&
+      !set_by_flag(t, "network", "intra_busbw_sizes"))
+    t->intra_busbw_sizes.n = t->intra_busbw.n = t->intra_allreduce_busbw.n = 0;
+}
+
 bool vs_topology_mark_measured(vs_topology *topo, const char *section,
                                const char *name)
 {
@@ -262,8 +288,7 @@ bool vs_topology_is_measured(const vs_topology *topo, const char *section,
                              const char *name)
 {
   int i = measurable_index(section, name);
-  return i >= 0 && (topo->measured >> i & 1u) &&
-         !set_by_flag(topo, section, name);
+  return i >= 0 && (topo->measured >> i & 1u);
 }
 
 /* Appends text to buf (of len, holding *used), ", " before all but the
@@ -277,26 +302,18 @@ static void append_item(char *buf, size_t len, size_t *used, const char *text)
 
 void vs_topology_measured_text(const vs_topology *topo, char *buf, size_t len)
 {
-  bool pcie = !set_by_flag(topo, "node", "pcie_bandwidth");
-  struct {
-    bool on;
-    const char *text;
-  } curves[] = {
-      {topo->hbm_curve, "d2d_kernel (HBM)"},
-      {topo->nvlink_curve, "p2p (NVLink)"},
-      {pcie && vs_topology_calibrated(topo, VS_CAL_H2D_PINNED),
-       "h2d_pinned (PCIe)"},
-      {pcie && vs_topology_calibrated(topo, VS_CAL_D2H_PINNED),
-       "d2h_pinned (PCIe)"}};
+  static const char *const fit_names[VS_CAL_N_KINDS] = {
+      [VS_CAL_D2D_KERNEL] = "d2d_kernel (HBM)", [VS_CAL_P2P] = "p2p (NVLink)",
+      [VS_CAL_H2D_PINNED] = "h2d_pinned (PCIe)",
+      [VS_CAL_D2H_PINNED] = "d2h_pinned (PCIe)"};
   char keys[320] = "", fits[160] = "";
   size_t n_keys = 0, n_fits = 0;
   for (int i = 0; vs_topology_measurable[i]; i++)
-    if (vs_topology_is_measured(topo, measurable_section(i),
-                                vs_topology_measurable[i]))
+    if (topo->measured >> i & 1u)
       append_item(keys, sizeof keys, &n_keys, vs_topology_measurable[i]);
-  for (size_t i = 0; i < sizeof curves / sizeof curves[0]; i++)
-    if (curves[i].on)
-      append_item(fits, sizeof fits, &n_fits, curves[i].text);
+  for (int k = 0; k < VS_CAL_N_KINDS; k++)
+    if ((topo->fits_used >> k & 1u) && fit_names[k])
+      append_item(fits, sizeof fits, &n_fits, fit_names[k]);
   if (len > 0)
     snprintf(buf, len, "%s%s%s%s", keys, n_keys && n_fits ? "; " : "",
              n_fits ? "curves " : "", fits);
@@ -395,8 +412,8 @@ static int check_host_memory_bandwidth(const vs_topology *t, vs_error *err)
 /* A measured curve: its points (key xs_key) ascending, and each table of
  * values given (keys ys_keys) one value per point, none above `most` (0:
  * no bound; `most_key` names it); `required` tables must be given
- * whenever points are. Errors name the key and say `per` (what one value
- * is for). */
+ * whenever points are, and points without any table would go unread.
+ * Errors name the key and say `per` (what one value is for). */
 typedef struct curve_keys {
   const char *section, *xs_key, *per;
   const vs_count_list *xs;
@@ -422,8 +439,8 @@ static int check_curve(const vs_topology *t, const curve_keys *c,
     given += c->ys[i]->n > 0;
   if (c->xs->n > 0 && given == 0)
     return key_error(t, err, c->section, c->xs_key,
-                     "has no effect without a %s list (%s, ...)", c->per,
-                     c->ys_keys[0]);
+                     "has no effect without a list of one %s (%s, ...)",
+                     c->per, c->ys_keys[0]);
   for (size_t i = 0; c->most > 0 && i < c->n_ys; i++)
     for (size_t j = 0; j < c->ys[i]->n; j++)
       if (c->ys[i]->values[j] > c->most)
@@ -485,9 +502,11 @@ static int check_kinds_have_bandwidth(const vs_topology *t, vs_error *err)
           !vs_topology_calibrated(t, kind))
         return key_error(t, err, "calibration", key,
                          "has no effect without %s_bandwidth, which "
-                         "calibrates the kind (0 B/s: a time that does not "
-                         "grow with size)",
-                         name);
+                         "calibrates the kind (%s)",
+                         name,
+                         vs_cal_times_transfers(kind)
+                             ? "a rate above 0: vsim times transfers with it"
+                             : "0 B/s: a time that does not grow with size");
     }
   }
   return 0;
@@ -672,6 +691,7 @@ int vs_topology_finish(vs_topology *topo, const char *const *sets,
   if (rc == 0)
     rc = check_curves(topo, err);
   topo->pcie_d2h_bandwidth = topo->pcie_bandwidth;
+  drop_overridden_measurements(topo);
   if (rc == 0 && figures == VS_TOPO_CALIBRATED)
     apply_calibration(topo);
   if (rc == 0)

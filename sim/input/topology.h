@@ -176,10 +176,14 @@ typedef struct vs_topology {
   /* [calibration] */
   uint32_t measured;             /* the figures vsim-calibrate measured on
                                     this machine: bit i is
-                                    vs_topology_measurable's name i */
+                                    vs_topology_measurable's name i; once
+                                    loaded, those in effect (not --set,
+                                    not replaced by a fit) */
   vs_cal_fit cal[VS_CAL_N_KINDS]; /* measured fits, by VS_CAL_* kind */
   /* derived by vs_topology_load: the calibrated curves time transfers in
    * place of the nominal figures (false when a nominal key was --set) */
+  uint32_t fits_used;            /* bit k: kind k's fit replaced a nominal
+                                    figure (apply_calibration) */
   bool hbm_curve;                /* d2d_kernel times memory-bound ops */
   bool nvlink_curve;             /* p2p times transfers inside a node */
   double pcie_d2h_bandwidth;     /* device-to-host bytes/s per GPU:
@@ -239,15 +243,14 @@ extern const char *const vs_topology_measurable[];
 bool vs_topology_mark_measured(vs_topology *topo, const char *section,
                                const char *name);
 
-/* Whether section.name was measured and is in effect (not given with
- * --set). */
+/* Whether section.name is marked measured (topo->measured). */
 bool vs_topology_is_measured(const vs_topology *topo, const char *section,
                              const char *name);
 
-/* What of topo's figures were measured and are in effect, as a line of
- * text into buf (of len): the keys `[calibration] measured` names and the
- * curves that time transfers in place of nominal figures ("d2d_kernel
- * curve", ...); "" when nothing is. */
+/* What of a loaded topo's figures were measured and are in effect, as a
+ * line of text into buf (of len): the keys, then the fits that replaced
+ * nominal figures, e.g. "kernel_floor, pcie_latency; curves d2d_kernel
+ * (HBM), p2p (NVLink)"; "" when nothing is. */
 void vs_topology_measured_text(const vs_topology *topo, char *buf, size_t len);
 
 /* True for the kinds whose curves vsim times transfers with: d2d_kernel
