@@ -1952,6 +1952,64 @@ static void test_summary_gives_the_peak(void **state)
   tu_remove_dir(dir);
 }
 
+/* The page's per-GPU table has the summary's cp column where the layout
+ * has one (consistency hunt: ranks 0-7 of a cp 8 job all read dp 0, tp 0
+ * there): rank 1 is cp 1. */
+static void test_html_ranks_name_cp(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {"run", "workloads/llama3-8b-128k-cp8.ini", "--ranks",
+                        "all", "--html", NULL, NULL};
+  char *text;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  args[5] = path_in(dir, "report.html", p, sizeof p);
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_non_null(text = tu_read_file(p));
+  assert_contains(text, "<th>rank</th><th>stage</th><th>dp</th><th>cp</th>"
+                        "<th>tp</th>");
+  assert_contains(text, "<tr><td>1</td><td>0</td><td>0</td><td>1</td>"
+                        "<td>0</td>");
+  free(text);
+  tu_remove_dir(dir);
+}
+
+/* The page's step-time bar splits the step as the summary's step line
+ * does, offload parts included (consistency hunt: with CPU offload the
+ * bar gave compute 100.0%, 40% of the step): the keys' shares add up to
+ * 100% and name the offload copies and the CPU step. */
+static void test_html_step_split_has_every_part(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {"run", "workloads/gpt-13b-offload.ini", "--html",
+                        NULL, NULL};
+  const char *at;
+  char *text;
+  double share, sum = 0, compute = 0;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  args[3] = path_in(dir, "report.html", p, sizeof p);
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_non_null(text = tu_read_file(p));
+  assert_contains(text, "</span>exposed offload copies ");
+  assert_contains(text, "</span>CPU optimizer step ");
+  at = strstr(text, "<ul class=\"keys\">");
+  assert_non_null(at);
+  for (; (at = strstr(at, "</span>")) && at < strstr(text, "</ul>"); at++) {
+    const char *open = strchr(at, '(');
+    assert_int_equal(sscanf(open, "(%lf%%)", &share), 1);
+    if (strncmp(at, "</span>compute ", 15) == 0)
+      compute = share;
+    sum += share;
+  }
+  assert_true(fabs(sum - 100.0) < 0.3);
+  assert_true(compute > 1.0 && compute < 90.0);
+  free(text);
+  tu_remove_dir(dir);
+}
+
 /* Issue 18, item 2: --html writes one self-contained page with the peak
  * line the terminal printed (in #peak), the per-rank table, the step-time
  * split, the timeline as JSON and no URL; input text is escaped. */
@@ -1968,6 +2026,7 @@ static void test_html_report(void **state)
   assert_int_equal(r.status, 0);
   assert_non_null(text = tu_read_file(p));
   assert_true(strncmp(text, "<!DOCTYPE html>\n", 16) == 0);
+  assert_contains(text, "<th>dp</th><th>tp</th>"); /* no cp column */
   assert_non_null(peak = strstr(r.out, "\npeak of rank "));
   snprintf(want, sizeof want, "<p id=\"peak\">%.*s</p>",
            (int)strcspn(peak + 1, "\n"), peak + 1);
@@ -3857,6 +3916,8 @@ int main(void)
       cmocka_unit_test(test_svg_chart),
       cmocka_unit_test(test_summary_gives_the_peak),
       cmocka_unit_test(test_html_report),
+      cmocka_unit_test(test_html_step_split_has_every_part),
+      cmocka_unit_test(test_html_ranks_name_cp),
       cmocka_unit_test(test_trace_svg_past_file_size_limit),
       cmocka_unit_test(test_outputs_put_in_place_together),
       cmocka_unit_test(test_show_writes_long_splits_as_runs),

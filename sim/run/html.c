@@ -124,16 +124,20 @@ static void html_chart(vs_csv *f, const vs_rank *r)
 }
 
 /* One row of the table: the terminal's rank_row figures. */
-static void html_rank_row(vs_csv *f, const vs_rank *r, bool worst)
+/* A rank's row; its cp index where the layout has one (cp > 1), as the
+ * summary's table. */
+static void html_rank_row(vs_csv *f, const vs_rank *r, bool worst, bool cp)
 {
   const vs_mem *m = &r->mem;
   char b[16];
   uint64_t head = m->capacity_bytes > m->peak_used_bytes
                       ? m->capacity_bytes - m->peak_used_bytes
                       : 0;
-  vs_csv_printf(f, "<tr%s><td>%u</td><td>%d</td><td>%d</td><td>%d</td>",
-                worst ? " class=\"worst\"" : "", r->id, r->stage, r->dp_rank,
-                r->tp_rank);
+  vs_csv_printf(f, "<tr%s><td>%u</td><td>%d</td><td>%d</td>",
+                worst ? " class=\"worst\"" : "", r->id, r->stage, r->dp_rank);
+  if (cp)
+    vs_csv_printf(f, "<td>%d</td>", r->cp_rank);
+  vs_csv_printf(f, "<td>%d</td>", r->tp_rank);
   for (int c = 0; c < VS_CAT_N; c++)
     vs_csv_printf(f, "<td>%s</td>", vs_format_bytes(m->at_peak[c], b, sizeof b));
   vs_csv_printf(f, "<td>%s</td>",
@@ -148,50 +152,49 @@ static void html_rank_row(vs_csv *f, const vs_rank *r, bool worst)
 static void html_ranks(vs_csv *f, const vs_sim *sim)
 {
   const vs_rank *worst = vs_sim_worst_rank(sim);
+  bool cp = sim->layout.cp > 1;
   vs_csv_printf(f, "<h2>Memory at each rank's peak</h2>\n<p>allocated by "
                    "category; peak = reserved + framework</p>\n"
                    "<table id=\"ranks\">\n<tr><th>rank</th><th>stage</th>"
-                   "<th>dp</th><th>tp</th>");
+                   "<th>dp</th>%s<th>tp</th>",
+                cp ? "<th>cp</th>" : "");
   for (int c = 0; c < VS_CAT_N; c++)
     vs_csv_printf(f, "<th>%s</th>", vs_category_name(c));
   vs_csv_printf(f, "<th>frag</th><th>peak</th><th>capacity</th>"
                    "<th>headroom</th><th>fits</th></tr>\n");
   for (size_t i = 0; i < sim->n_ranks; i++)
-    html_rank_row(f, &sim->ranks[i], &sim->ranks[i] == worst);
+    html_rank_row(f, &sim->ranks[i], &sim->ranks[i] == worst, cp);
   vs_csv_printf(f, "</table>\n");
 }
 
-/* The step time as one bar split into its four parts, and the terminal's
- * step and throughput lines. */
+/* The step time as one bar split into the summary's parts
+ * (vs_report_step_parts), and the terminal's step, bound and throughput
+ * lines. */
 static void html_step(vs_csv *f, const vs_sim *sim)
 {
-  static const char *const names[] = {"compute", "tensor-parallel comm",
-                                      "pipeline bubble",
-                                      "exposed data-parallel comm",
-                                      "expert-parallel comm",
-                                      "context-parallel comm"};
-  static const char *const colors[] = {"#4e79a7", "#f28e2b", "#bab0ac",
-                                       "#e15759", "#76b7b2", "#59a14f"};
-  double parts[] = {sim->compute_s, sim->tp_comm_s, sim->bubble_s,
-                    sim->exposed_comm_s, sim->ep_comm_s, sim->cp_comm_s};
-  double sum = parts[0] + parts[1] + parts[2] + parts[3] + parts[4] +
-               parts[5];
+  static const char *const colors[VS_STEP_PARTS_MAX] = {
+      "#4e79a7", "#f28e2b", "#bab0ac", "#e15759",
+      "#76b7b2", "#59a14f", "#edc948", "#b07aa1"};
+  vs_step_part parts[VS_STEP_PARTS_MAX];
+  size_t n = vs_report_step_parts(sim, parts);
+  double sum = 0;
   char line[512], s[16];
+  for (size_t i = 0; i < n; i++)
+    sum += parts[i].seconds;
   vs_csv_printf(f, "<h2>Step time</h2>\n<div id=\"split\">");
-  for (int i = 0; i < 6; i++)
-    if (sum > 0 && parts[i] > 0)
+  for (size_t i = 0; i < n; i++)
+    if (sum > 0 && parts[i].seconds > 0)
       vs_csv_printf(f, "<div style=\"width:%.3f%%;background:%s\" "
                        "title=\"%s %s\"></div>",
-                    100.0 * parts[i] / sum, colors[i], names[i],
-                    vs_format_seconds(parts[i], s, sizeof s));
+                    100.0 * parts[i].seconds / sum, colors[i], parts[i].name,
+                    vs_format_seconds(parts[i].seconds, s, sizeof s));
   vs_csv_printf(f, "</div>\n<ul class=\"keys\">");
-  for (int i = 0; i < 6; i++)
-    if (i < 4 || parts[i] > 0) /* the expert- and context-parallel parts
-                                  when there are some */
-      vs_csv_printf(f, "<li><span class=\"swatch\" style=\"background:%s\">"
+  for (size_t i = 0; i < n; i++)
+    vs_csv_printf(f, "<li><span class=\"swatch\" style=\"background:%s\">"
                      "</span>%s %s (%.1f%%)</li>",
-                  colors[i], names[i], vs_format_seconds(parts[i], s, sizeof s),
-                  sum > 0 ? 100.0 * parts[i] / sum : 0.0);
+                  colors[i], parts[i].name,
+                  vs_format_seconds(parts[i].seconds, s, sizeof s),
+                  sum > 0 ? 100.0 * parts[i].seconds / sum : 0.0);
   vs_csv_printf(f, "</ul>\n<p id=\"step\">");
   vs_report_xml_text(f, vs_report_line(sim, VS_LINE_STEP, line, sizeof line));
   vs_csv_printf(f, "</p>\n<p id=\"bound\">");

@@ -328,28 +328,37 @@ static const vs_node_mem *verdict_node(const vs_sim *sim,
 }
 
 /* The step's split; with offload, its exposed copies and CPU step too. */
+size_t vs_report_step_parts(const vs_sim *sim, vs_step_part *parts)
+{
+  size_t n = 0;
+  parts[n++] = (vs_step_part){"compute", sim->compute_s};
+  parts[n++] = (vs_step_part){"tensor-parallel comm", sim->tp_comm_s};
+  parts[n++] = (vs_step_part){"pipeline bubble", sim->bubble_s};
+  parts[n++] = (vs_step_part){"exposed data-parallel comm",
+                              sim->exposed_comm_s};
+  if (sim->ep_comm_s > 0)
+    parts[n++] = (vs_step_part){"expert-parallel comm", sim->ep_comm_s};
+  if (sim->cp_comm_s > 0)
+    parts[n++] = (vs_step_part){"context-parallel comm", sim->cp_comm_s};
+  if (sim->offloads) {
+    parts[n++] = (vs_step_part){"exposed offload copies",
+                                sim->offload_copy_s};
+    parts[n++] = (vs_step_part){"CPU optimizer step", sim->cpu_optimizer_s};
+  }
+  return n;
+}
+
 static void step_line(const vs_sim *sim, char *buf, size_t len)
 {
-  char t1[16], t2[16], t3[16], t4[16], t5[16], t6[16], t7[16];
-  int n = snprintf(buf, len, "step time %s = compute %s + tensor-parallel comm "
-                             "%s + pipeline bubble %s + exposed data-parallel "
-                             "comm %s",
-                   vs_format_seconds(sim->step_time_s, t1, sizeof t1),
-                   vs_format_seconds(sim->compute_s, t2, sizeof t2),
-                   vs_format_seconds(sim->tp_comm_s, t3, sizeof t3),
-                   vs_format_seconds(sim->bubble_s, t5, sizeof t5),
-                   vs_format_seconds(sim->exposed_comm_s, t4, sizeof t4));
-  if (sim->ep_comm_s > 0 && n >= 0 && (size_t)n < len)
-    n += snprintf(buf + n, len - (size_t)n, " + expert-parallel comm %s",
-                  vs_format_seconds(sim->ep_comm_s, t6, sizeof t6));
-  if (sim->cp_comm_s > 0 && n >= 0 && (size_t)n < len)
-    n += snprintf(buf + n, len - (size_t)n, " + context-parallel comm %s",
-                  vs_format_seconds(sim->cp_comm_s, t6, sizeof t6));
-  if (sim->offloads && n >= 0 && (size_t)n < len)
-    snprintf(buf + n, len - (size_t)n,
-             " + exposed offload copies %s + CPU optimizer step %s",
-             vs_format_seconds(sim->offload_copy_s, t6, sizeof t6),
-             vs_format_seconds(sim->cpu_optimizer_s, t7, sizeof t7));
+  vs_step_part parts[VS_STEP_PARTS_MAX];
+  size_t n_parts = vs_report_step_parts(sim, parts);
+  char t[16];
+  int n = snprintf(buf, len, "step time %s =",
+                   vs_format_seconds(sim->step_time_s, t, sizeof t));
+  for (size_t i = 0; i < n_parts && n >= 0 && (size_t)n < len; i++)
+    n += snprintf(buf + n, len - (size_t)n, "%s %s %s", i ? " +" : "",
+                  parts[i].name,
+                  vs_format_seconds(parts[i].seconds, t, sizeof t));
 }
 
 /* The compute time split by what bounds each op (cost.h vs_bound). */

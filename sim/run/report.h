@@ -31,6 +31,21 @@ typedef enum vs_report_line_kind {
 char *vs_report_line(const vs_sim *sim, vs_report_line_kind kind, char *buf,
                      size_t len);
 
+/* One part of the step time as the summary splits it. */
+typedef struct vs_step_part {
+  const char *name;   /* "compute", "tensor-parallel comm", ... */
+  double seconds;
+} vs_step_part;
+
+#define VS_STEP_PARTS_MAX 8
+
+/* The parts sim's step time adds up from (simulate.h), in the summary's
+ * order, into parts: compute, tensor-parallel comm, pipeline bubble and
+ * exposed data-parallel comm always, expert- and context-parallel comm
+ * when there is some, exposed offload copies and the CPU optimizer step
+ * with offload. Returns their count (at most VS_STEP_PARTS_MAX). */
+size_t vs_report_step_parts(const vs_sim *sim, vs_step_part *parts);
+
 /* The summary's first lines: workload, hardware, model, layout, training,
  * then an empty line. */
 void vs_report_header(FILE *out, const vs_sim *sim);
