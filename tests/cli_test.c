@@ -1952,21 +1952,31 @@ static void test_summary_gives_the_peak(void **state)
   tu_remove_dir(dir);
 }
 
+/* Runs args (exit 0) with its NULL at args[at] given a report.html in a
+ * new folder dir (of 64); returns the page (free it, then remove dir). */
+static char *run_for_page(const char **args, size_t at, char *dir)
+{
+  char p[128];
+  char *text;
+  tu_temp_dir(dir, 64);
+  args[at] = path_in(dir, "report.html", p, sizeof p);
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_non_null(text = tu_read_file(p));
+  return text;
+}
+
 /* The page's per-GPU table has the summary's cp column where the layout
  * has one (consistency hunt: ranks 0-7 of a cp 8 job all read dp 0, tp 0
  * there): rank 1 is cp 1. */
 static void test_html_ranks_name_cp(void **state)
 {
-  char dir[64], p[128];
+  char dir[64];
   const char *args[] = {"run", "workloads/llama3-8b-128k-cp8.ini", "--ranks",
                         "all", "--html", NULL, NULL};
   char *text;
   (void)state;
-  tu_temp_dir(dir, sizeof dir);
-  args[5] = path_in(dir, "report.html", p, sizeof p);
-  run(args);
-  assert_int_equal(r.status, 0);
-  assert_non_null(text = tu_read_file(p));
+  text = run_for_page(args, 5, dir);
   assert_contains(text, "<th>rank</th><th>stage</th><th>dp</th><th>cp</th>"
                         "<th>tp</th>");
   assert_contains(text, "<tr><td>1</td><td>0</td><td>0</td><td>1</td>"
@@ -1981,18 +1991,14 @@ static void test_html_ranks_name_cp(void **state)
  * 100% and name the offload copies and the CPU step. */
 static void test_html_step_split_has_every_part(void **state)
 {
-  char dir[64], p[128];
+  char dir[64];
   const char *args[] = {"run", "workloads/gpt-13b-offload.ini", "--html",
                         NULL, NULL};
   const char *at;
   char *text;
   double share, sum = 0, compute = 0;
   (void)state;
-  tu_temp_dir(dir, sizeof dir);
-  args[3] = path_in(dir, "report.html", p, sizeof p);
-  run(args);
-  assert_int_equal(r.status, 0);
-  assert_non_null(text = tu_read_file(p));
+  text = run_for_page(args, 3, dir);
   assert_contains(text, "</span>exposed offload copies ");
   assert_contains(text, "</span>CPU optimizer step ");
   at = strstr(text, "<ul class=\"keys\">");
