@@ -259,6 +259,46 @@ static void test_layout_errors_name_the_layout(void **state)
                          "than 0");
 }
 
+/* README's examples are this build's output word for word (they went
+ * stale as the cost model grew: step 2.22 s printed 2.29 s): each
+ * "$ build/vsim ..." command of the run and fit examples is run, and what
+ * the README shows under it, up to the next command or the block's end,
+ * is what it prints. */
+static void test_readme_examples_are_real_output(void **state)
+{
+  static const char *const commands[][8] = {
+      {"run", "workloads/llama2-7b.ini", "--gpus", "8", NULL},
+      {"fit", "workloads/llama2-7b.ini", "--gpus", "8", NULL},
+      {"fit", "workloads/llama2-7b.ini", "--gpus", "8", "--set",
+       "runtime.reserve=0", NULL},
+      {"fit", "workloads/llama2-7b.ini", "--gpus", "8", "--vary-key",
+       "model.seq_len", NULL}};
+  char *readme = tu_read_file(VSIM_SOURCE_DIR "/README.md");
+  (void)state;
+  assert_non_null(readme);
+  for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++) {
+    char line[256] = "$ build/vsim";
+    const char *shown, *end, *next;
+    for (size_t a = 0; commands[k][a]; a++)
+      snprintf(line + strlen(line), sizeof line - strlen(line), " %s",
+               commands[k][a]);
+    strcat(line, "\n");
+    assert_non_null(shown = strstr(readme, line));
+    shown += strlen(line);
+    end = strstr(shown, "```");
+    next = strstr(shown, "$ build/vsim");
+    if (next && next < end)
+      end = next;
+    run((const char *const *)commands[k]);
+    assert_true(r.status == 0);
+    if (strlen(r.out) != (size_t)(end - shown) ||
+        strncmp(r.out, shown, (size_t)(end - shown)) != 0)
+      fail_msg("README shows under %s%.*s\nbut it prints\n%s", line,
+               (int)(end - shown), shown, r.out);
+  }
+  free(readme);
+}
+
 /* ------------------------------------------------------------------------
  * run, CSV and show
  * ------------------------------------------------------------------------ */
@@ -3882,6 +3922,7 @@ int main(void)
       cmocka_unit_test(test_every_bad_input_class_exits_1_with_its_message),
       cmocka_unit_test(test_layout_errors_name_the_layout),
       cmocka_unit_test(test_llama2_7b_on_8_gpus_fits_and_writes_csv),
+      cmocka_unit_test(test_readme_examples_are_real_output),
       cmocka_unit_test(test_show_names_the_cublas_workspaces),
       cmocka_unit_test(test_offload_sample_fits_and_writes_host_csv),
       cmocka_unit_test(test_parameters_allocated_tensor_by_tensor),
