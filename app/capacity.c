@@ -508,22 +508,24 @@ static int parse_base(const vs_capacity_opts *o, vs_topology *topo,
 
 /* The hf_config file that wl (the base workload) reads with
  * model.hf_config set to value, into hf (of len): as a workload resolves
- * it (vs_workload_hf_config_path). */
-static void varied_hf_config(const vs_workload *wl, const char *value,
-                             char *hf, size_t len)
+ * it (vs_workload_hf_config_path); "" for a value the key refuses (which
+ * vs_vary_check reported). VS_ENOMEM without room for the copy. */
+static int varied_hf_config(const vs_workload *wl, const char *value,
+                            char *hf, size_t len)
 {
   vs_workload *copy = malloc(sizeof *copy);
   char assignment[sizeof "model.hf_config=" + sizeof((vs_vary *)0)->values[0]];
   vs_error err;
   hf[0] = '\0';
+  if (!copy)
+    return VS_ENOMEM;
   vs_error_clear(&err);
   snprintf(assignment, sizeof assignment, "model.hf_config=%s", value);
-  if (copy) {
-    *copy = *wl;
-    if (vs_workload_set(copy, assignment, &err) == 0)
-      vs_workload_hf_config_path(copy, hf, len);
-  }
+  *copy = *wl;
+  if (vs_workload_set(copy, assignment, &err) == 0)
+    vs_workload_hf_config_path(copy, hf, len);
   free(copy);
+  return 0;
 }
 
 /* The sweep's --csv is none of its inputs: the workload, the topology, or
@@ -531,18 +533,23 @@ static void varied_hf_config(const vs_workload *wl, const char *value,
 static int check_csv_not_input(const vs_capacity_opts *o, const vs_workload *wl,
                                FILE *errs)
 {
-  char hf[VS_OUTPUTS_PATH_LEN];
+  char hf[VS_OUTPUTS_PATH_LEN], key[VS_OUTPUTS_PATH_LEN];
   int code;
   vs_workload_hf_config_path(wl, hf, sizeof hf);
   code = vs_outputs_check_not_input(errs, "--csv", o->csv, o->ex.workload,
                                     o->ex.topology, hf);
+  vs_outputs_file_key(o->csv, key, sizeof key);
   for (size_t k = 0; k < o->n_vary && code == VS_EXIT_OK; k++) {
     if (strcmp(o->vary[k].key, "model.hf_config") != 0)
       continue;
     for (size_t v = 0; v < o->vary[k].n && code == VS_EXIT_OK; v++) {
-      varied_hf_config(wl, o->vary[k].values[v], hf, sizeof hf);
-      code = vs_outputs_check_not_input(errs, "--csv", o->csv, o->ex.workload,
-                                        o->ex.topology, hf);
+      if (varied_hf_config(wl, o->vary[k].values[v], hf, sizeof hf)) {
+        fprintf(errs, "vsim: out of host memory\n");
+        return VS_EXIT_ERROR;
+      }
+      if (vs_outputs_input_named(key, NULL, NULL, hf))
+        code = vs_usage(errs, "--csv %s would overwrite the input file %s",
+                        o->csv, hf);
     }
   }
   return code;

@@ -667,8 +667,11 @@ static int check_distinct_outputs(const cli_args *a, const char *hf_config,
   for (size_t i = 0; code == VS_EXIT_OK && i < n; i++)
     if (outs[i].too_long) {
       fprintf(errs, "vsim: %s %s: path too long (vsim takes up to %d "
-                    "characters)\n",
-              outs[i].option, outs[i].given, VS_OUTPUTS_PATH_LEN - 1);
+                    "characters%s)\n",
+              outs[i].option, outs[i].given, VS_OUTPUTS_PATH_LEN - 1,
+              strcmp(outs[i].option, "--csv") == 0
+                  ? ", the names of the files in the folder included"
+                  : "");
       code = VS_EXIT_ERROR;
     }
   for (size_t i = 0; code == VS_EXIT_OK && i < n; i++) {

@@ -252,7 +252,8 @@ static void put_nominal(vs_csv *f, const vs_cal_out *out)
   }
 }
 
-/* [calibration]: each fitted kind's comments and keys. */
+/* [calibration]: the keys measured (`measured`), then each fitted kind's
+ * comments and keys. */
 static void put_calibration(vs_csv *f, const vs_cal_out *out)
 {
   static const char *const suffix[] = {"_bandwidth", "_latency", "_r2",

@@ -7,6 +7,7 @@
 
 #include <csv.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -220,15 +221,15 @@ static void kinds_list(char *buf, size_t len)
                              vs_raw_kind_name(k));
 }
 
-/* Whether t is a decimal integer of at most max, with no sign, stored in
- * *out. */
+/* Whether t is decimal digits (no sign, no blank) of a value at most
+ * max, stored in *out. */
 static bool read_count(const char *t, unsigned long long max,
                        unsigned long long *out)
 {
   char *end;
   errno = 0;
   *out = strtoull(t, &end, 10);
-  return *t && !*end && !errno && t[0] != '-' && *out <= max;
+  return isdigit((unsigned char)t[0]) && !*end && !errno && *out <= max;
 }
 
 /* One dimension of a gemm row's shape: a positive integer under 2^31,
@@ -297,11 +298,13 @@ static void record(reader *r)
   }
   if (kind != VS_RAW_GEMM && /* a gemm row's bytes are not read */
       !read_count(bytes_s, 1ull << 53, &bytes)) {
-    fail(r, "bytes '%s' is not a non-negative integer%s", bytes_s, "");
+    fail(r, "bytes '%s' is not a non-negative integer up to 2^53%s",
+         bytes_s, "");
     return;
   }
   if (!read_count(sample_s, UINT32_MAX, &sample)) {
-    fail(r, "sample '%s' is not a non-negative integer%s", sample_s, "");
+    fail(r, "sample '%s' is not a non-negative integer up to 2^32 - 1%s",
+         sample_s, "");
     return;
   }
   sec = strtod(sec_s, &end);

@@ -418,6 +418,12 @@ static void test_raw_csv_errors(void **state)
           "@:2: seconds 'nan' is not a finite number");
   raw_bad("kind,bytes,sample,seconds\np2p,4,x,1e-5\n", VS_EINPUT,
           "@:2: sample 'x' is not a non-negative integer");
+  /* a sign or a blank is not a count; the bound is named */
+  raw_bad("kind,bytes,sample,seconds\np2p,+4,0,1e-5\n", VS_EINPUT,
+          "@:2: bytes '+4' is not a non-negative integer up to 2^53");
+  raw_bad("kind,bytes,sample,seconds\np2p,9007199254740993,0,1e-5\n",
+          VS_EINPUT, "@:2: bytes '9007199254740993' is not a non-negative "
+                     "integer up to 2^53");
   raw_bad("kind,bytes,sample,seconds\np2p,4,0,\"1e-5\n", VS_EINPUT,
           "@:2: malformed CSV");
   raw_bad("", VS_EINPUT, "@: empty file; expected a header kind,bytes,sample,seconds");

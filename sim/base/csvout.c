@@ -432,9 +432,11 @@ int vs_csv_follow_links(const char *path, char *out, size_t len)
   return 0;
 }
 
-/* Where path really leads (symbolic links followed; the file they name
- * may not exist yet) into csv->path, and whether it is an existing file
- * that is not a regular file. */
+/* Where path leads into csv->path, and whether it is an existing file
+ * that is not a regular file (special): such a file (a device, FIFO or
+ * terminal) as given, the kernel resolving its links; any other path
+ * with its symbolic links followed (the file they name may not exist
+ * yet), so that the file is replaced beside where they lead. */
 static int resolve(vs_csv *csv, const char *path, bool *special,
                    vs_error *err)
 {

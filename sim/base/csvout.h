@@ -119,9 +119,9 @@ void vs_csv_abort(vs_csv *csv);
  * main. */
 void vs_csv_cleanup_on_signals(void);
 
-/* Follows the symbolic links of path into out, as vs_csv_open does: a
- * relative target is relative to the link's folder, and the last target
- * need not exist. 0, or ELOOP (over 16 links), ENAMETOOLONG or readlink's
+/* Follows the symbolic links of path into out, as vs_csv_open does for a
+ * path that is not a device, FIFO or terminal: a relative target is
+ * relative to the link's folder, and the last target need not exist. 0, or ELOOP (over 16 links), ENAMETOOLONG or readlink's
  * errno. */
 int vs_csv_follow_links(const char *path, char *out, size_t len);
 

@@ -382,6 +382,8 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
   lay->dp = wl->parallel.dp * lay->cp;
   lay->vstages = wl->parallel.virtual_stages;
   lay->n_chunks = lay->pp * lay->vstages;
+  /* the bounds of the layout's arrays: a loaded workload is within them
+   * (workload.c refuses the keys past them at their lines) */
   if (lay->pp > VS_MAX_STAGES || lay->n_chunks > VS_MAX_CHUNKS)
     return vs_error_set(err, VS_EINPUT,
                         "%s: %llu pipeline stages x %llu virtual stages: vsim "

@@ -140,7 +140,8 @@ typedef struct vs_layout {
 /* Fills lay from the resolved workload, its model, their recipe and the
  * topology.
  * VS_EINPUT if the precision needs a capability the GPU lacks (fp8) or the
- * pipeline has more than VS_MAX_STAGES stages or VS_MAX_CHUNKS chunks. */
+ * pipeline has more than VS_MAX_STAGES stages or VS_MAX_CHUNKS chunks
+ * (which a loaded workload never has: the guard of lay's arrays). */
 int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
                     const vs_model *m, const vs_recipe *r, vs_layout *lay,
                     vs_error *err);
