@@ -121,8 +121,8 @@ void vs_csv_cleanup_on_signals(void);
 
 /* Follows the symbolic links of path into out, as vs_csv_open does for a
  * path that is not a device, FIFO or terminal: a relative target is
- * relative to the link's folder, and the last target need not exist. 0, or ELOOP (over 16 links), ENAMETOOLONG or readlink's
- * errno. */
+ * relative to the link's folder, and the last target need not exist. 0,
+ * or ELOOP (over 16 links), ENAMETOOLONG or readlink's errno. */
 int vs_csv_follow_links(const char *path, char *out, size_t len);
 
 /* Creates a new file named "stem.PID.N" (O_EXCL, mode 0666 less the
