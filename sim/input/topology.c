@@ -259,7 +259,7 @@ static void apply_calibration(vs_topology *t)
  * measurement. */
 static void drop_overridden_measurements(vs_topology *t)
 {
-  for (int i = 0; vs_topology_measurable[i]; i++)
+  for (int i = 0; t->measured && vs_topology_measurable[i]; i++)
     if (set_by_flag(t, measurable_section(i), vs_topology_measurable[i]))
       t->measured &= ~(1u << i);
 }
