@@ -946,7 +946,8 @@ static void test_hf_config(void **state)
   assert_int_equal(load_with_json(&wl, HF_LLAMA,
                                   "[model]\nhf_config = missing.json\n"
                                   "seq_len = 128\n", &err), VS_EIO);
-  assert_non_null(strstr(err.msg, "missing.json: cannot read it"));
+  assert_non_null(strstr(err.msg, "missing.json: cannot read Hugging Face "
+                                  "config.json"));
 }
 
 static void test_runtime_rules(void **state)

@@ -896,23 +896,33 @@ static void start(parse_ctx *ctx, const vs_keytab *tab, void *target,
   snprintf(orig->file, sizeof orig->file, "%s", name);
 }
 
+FILE *vs_conf_open_input(const char *path, const char *what, vs_error *err)
+{
+  struct stat st;
+  FILE *f;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    vs_error_set(err, VS_EIO, "%s: is a directory, not a %s", path, what);
+    return NULL;
+  }
+  if (!(f = fopen(path, "r")))
+    vs_error_set(err, VS_EIO, "%s: cannot read %s: %s", path, what,
+                 strerror(errno));
+  return f;
+}
+
 int vs_conf_load_file(const vs_keytab *tab, void *target, vs_origins *orig,
                       const char *path, vs_error *err)
 {
   parse_ctx ctx;
+  char what[48];
   int rc;
 
-  struct stat st;
   start(&ctx, tab, target, orig, path, err);
   if (*path == '\0')
     return vs_error_set(err, VS_EIO, "the %s file's path is empty", tab->kind);
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-    return vs_error_set(err, VS_EIO, "%s: is a directory, not a %s file", path,
-                        tab->kind);
-  ctx.file = fopen(path, "r");
-  if (!ctx.file)
-    return vs_error_set(err, VS_EIO, "%s: cannot read %s file: %s", path,
-                        tab->kind, strerror(errno));
+  snprintf(what, sizeof what, "%s file", tab->kind);
+  if (!(ctx.file = vs_conf_open_input(path, what, err)))
+    return VS_EIO;
   rc = parse(&ctx);
   if (rc == 0 && ferror(ctx.file))
     rc = vs_error_set(err, VS_EIO, "%s: read error", path);

@@ -104,6 +104,11 @@ typedef struct vs_origins {
   vs_origin keys[VS_CONF_MAX_KEYS]; /* parallel to the keytab */
 } vs_origins;
 
+/* Opens the input file path ("the `what`", e.g. "workload file") to read
+ * it as text; NULL with VS_EIO in err, naming path and what, when it is a
+ * directory (which reads as an empty file) or cannot be opened. */
+FILE *vs_conf_open_input(const char *path, const char *what, vs_error *err);
+
 /* Loads path into target. Fails with VS_EIO if the file cannot be read and
  * VS_EINPUT on a malformed line, unknown section or key, bad value or a key
  * set twice; the message names file:line and the key. On failure target may

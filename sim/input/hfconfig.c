@@ -4,6 +4,8 @@
  * MixtralConfig, Qwen2MoeConfig, GPT2Config, GPTNeoXConfig, BertConfig). */
 #include "hfconfig.h"
 
+#include "config.h"
+
 #include <jansson.h>
 
 #include <errno.h>
@@ -11,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 /* How one family's fields map: the fields of layers, hidden, heads,
  * ffn_hidden and vocab; kv_heads' field (NULL: as heads); the dropout
@@ -429,18 +430,13 @@ static int read_text(FILE *f, const char *path, char **buf, size_t *len,
 /* The JSON value of the file at path into *root. */
 static int load_json(const char *path, json_t **root, vs_error *err)
 {
-  struct stat st;
   json_error_t jerr;
   char *buf = NULL;
   size_t len = 0;
   FILE *f;
   int rc;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-    return vs_error_set(err, VS_EIO, "%s: is a directory, not a Hugging "
-                        "Face config.json", path);
-  if (!(f = fopen(path, "rb")))
-    return vs_error_set(err, VS_EIO, "%s: cannot read it: %s", path,
-                        strerror(errno));
+  if (!(f = vs_conf_open_input(path, "Hugging Face config.json", err)))
+    return VS_EIO;
   rc = read_text(f, path, &buf, &len, err);
   fclose(f);
   if (rc == 0 && !(*root = json_loadb(buf ? buf : "", len,
