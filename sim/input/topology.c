@@ -176,12 +176,18 @@ double vs_cal_small_latency(const vs_cal_fit *fit)
   return fit->piece_latencies.n ? fit->piece_latencies.values[0] : fit->latency;
 }
 
-/* True when section.name was given with --set (origin line 0). */
+/* True when key k of the table was given with --set (origin line 0). */
+static bool key_set_by_flag(const vs_topology *t, size_t k)
+{
+  return t->origins.keys[k].set && t->origins.keys[k].line == 0;
+}
+
+/* True when section.name was given with --set. */
 static bool set_by_flag(const vs_topology *t, const char *section,
                         const char *name)
 {
   int i = vs_conf_find(&topology_tab, section, name);
-  return i >= 0 && t->origins.keys[i].set && t->origins.keys[i].line == 0;
+  return i >= 0 && key_set_by_flag(t, (size_t)i);
 }
 
 /* The index of section.name among vs_topology_measurable (names no
@@ -194,15 +200,6 @@ static int measurable_index(const char *section, const char *name)
     if (strcmp(vs_topology_measurable[i], name) == 0)
       return i;
   return -1;
-}
-
-/* The section of measurable key i (vs_topology_measurable). */
-static const char *measurable_section(int i)
-{
-  for (size_t k = 0; k < topology_tab.n_keys; k++)
-    if (strcmp(topology_tab.keys[k].name, vs_topology_measurable[i]) == 0)
-      return topology_tab.keys[k].section;
-  return "";
 }
 
 /* Whether calibrated kind's fit takes the place of section.name's nominal
@@ -259,9 +256,13 @@ static void apply_calibration(vs_topology *t)
  * measurement. */
 static void drop_overridden_measurements(vs_topology *t)
 {
-  for (int i = 0; t->measured && vs_topology_measurable[i]; i++)
-    if (set_by_flag(t, measurable_section(i), vs_topology_measurable[i]))
+  for (size_t k = 0; t->measured && k < topology_tab.n_keys; k++) {
+    const vs_key *key = &topology_tab.keys[k];
+    int i;
+    if (key_set_by_flag(t, k) &&
+        (i = measurable_index(key->section, key->name)) >= 0)
       t->measured &= ~(1u << i);
+  }
 }
 
 /* NVLink figures the user set (--set), or measured (a p2p calibration),

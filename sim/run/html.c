@@ -123,9 +123,8 @@ static void html_chart(vs_csv *f, const vs_rank *r)
                 r->id, r->stage);
 }
 
-/* One row of the table: the terminal's rank_row figures. */
-/* A rank's row; its cp index where the layout has one (cp > 1), as the
- * summary's table. */
+/* One row of the table: the terminal's rank_row figures, the cp index
+ * with them where the layout has one (cp > 1). */
 static void html_rank_row(vs_csv *f, const vs_rank *r, bool worst, bool cp)
 {
   const vs_mem *m = &r->mem;

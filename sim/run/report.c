@@ -327,7 +327,6 @@ static const vs_node_mem *verdict_node(const vs_sim *sim,
   return worst;
 }
 
-/* The step's split; with offload, its exposed copies and CPU step too. */
 size_t vs_report_step_parts(const vs_sim *sim, vs_step_part *parts)
 {
   size_t n = 0;
@@ -348,6 +347,7 @@ size_t vs_report_step_parts(const vs_sim *sim, vs_step_part *parts)
   return n;
 }
 
+/* The step time, then its split (vs_report_step_parts). */
 static void step_line(const vs_sim *sim, char *buf, size_t len)
 {
   vs_step_part parts[VS_STEP_PARTS_MAX];
