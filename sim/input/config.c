@@ -493,16 +493,14 @@ static int store_name(char *slot, const char *text, const char *where,
   return 0;
 }
 
-/* Appends item to out[len] (used so far: *used), a comma first unless it
- * is the `first` (an empty item stays one, for the list's parser to
- * refuse); false when it does not fit. */
-static bool append_item(char *out, size_t len, size_t *used, bool first,
-                        const char *item, size_t n)
+bool vs_conf_append_item(char *out, size_t len, size_t *used, const char *sep,
+                         const char *item, size_t n)
 {
-  int w = snprintf(out + *used, len - *used, "%s%.*s", first ? "" : ",",
-                   (int)n, item);
-  if (w < 0 || (size_t)w >= len - *used)
+  int w = snprintf(out + *used, len - *used, "%s%.*s", sep, (int)n, item);
+  if (w < 0 || (size_t)w >= len - *used) {
+    out[*used] = '\0';
     return false;
+  }
   *used += (size_t)w;
   return true;
 }
@@ -533,8 +531,11 @@ static int expand_runs(const char *text, char *out, size_t len,
       }
       n = (size_t)(x - p);
     }
+    /* a comma before all but the first (an empty item stays one, for
+     * the list's parser to refuse) */
     for (uint64_t r = 0; r < reps; r++)
-      if (!append_item(out, len, &used, items++ == 0, p, n)) {
+      if (!vs_conf_append_item(out, len, &used, items++ == 0 ? "" : ",", p,
+                               n)) {
         *why = "too many list items";
         return VS_EINPUT;
       }

@@ -104,6 +104,11 @@ typedef struct vs_origins {
   vs_origin keys[VS_CONF_MAX_KEYS]; /* parallel to the keytab */
 } vs_origins;
 
+/* Appends sep and the n bytes of item to out[len], *used of it so far
+ * (out holds a string); false, out as it was, when they do not fit. */
+bool vs_conf_append_item(char *out, size_t len, size_t *used, const char *sep,
+                         const char *item, size_t n);
+
 /* Opens the input file path ("the `what`", e.g. "workload file") to read
  * it as text; NULL with VS_EIO in err, naming path and what, when it is a
  * directory (which reads as an empty file) or cannot be opened. */

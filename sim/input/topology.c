@@ -292,15 +292,6 @@ bool vs_topology_is_measured(const vs_topology *topo, const char *section,
   return i >= 0 && (topo->measured >> i & 1u);
 }
 
-/* Appends text to buf (of len, holding *used), ", " before all but the
- * first. */
-static void append_item(char *buf, size_t len, size_t *used, const char *text)
-{
-  int n = snprintf(buf + *used, len - *used, "%s%s", *used ? ", " : "", text);
-  if (n > 0)
-    *used = *used + (size_t)n < len ? *used + (size_t)n : len - 1;
-}
-
 void vs_topology_measured_text(const vs_topology *topo, char *buf, size_t len)
 {
   static const char *const fit_names[VS_CAL_N_KINDS] = {
@@ -309,12 +300,16 @@ void vs_topology_measured_text(const vs_topology *topo, char *buf, size_t len)
       [VS_CAL_D2H_PINNED] = "d2h_pinned (PCIe)"};
   char keys[320] = "", fits[160] = "";
   size_t n_keys = 0, n_fits = 0;
+  /* ", "-separated; each list has room for all its items */
   for (int i = 0; vs_topology_measurable[i]; i++)
     if (topo->measured >> i & 1u)
-      append_item(keys, sizeof keys, &n_keys, vs_topology_measurable[i]);
+      vs_conf_append_item(keys, sizeof keys, &n_keys, n_keys ? ", " : "",
+                          vs_topology_measurable[i],
+                          strlen(vs_topology_measurable[i]));
   for (int k = 0; k < VS_CAL_N_KINDS; k++)
     if ((topo->fits_used >> k & 1u) && fit_names[k])
-      append_item(fits, sizeof fits, &n_fits, fit_names[k]);
+      vs_conf_append_item(fits, sizeof fits, &n_fits, n_fits ? ", " : "",
+                          fit_names[k], strlen(fit_names[k]));
   if (len > 0)
     snprintf(buf, len, "%s%s%s%s", keys, n_keys && n_fits ? "; " : "",
              n_fits ? "curves " : "", fits);
