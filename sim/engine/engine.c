@@ -357,13 +357,43 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, op_edge edge,
   return 0;
 }
 
-/* True when every dependency of op has ended: on this rank, or on the rank
- * of another stage in the same slot. A stream runs its ops in program
- * order and ends them in that order, so a dependency on stream s has
- * ended once the last op s ended (its done[s]-th) is it or a later one. */
-static bool ready(const run_ctx *c, const vs_rank *r, const vs_pop *op)
+/* The place of op idx in stream s of p, whose ops it is one of. */
+static size_t stream_place(const vs_program *p, int s, uint32_t idx)
+{
+  const uint32_t *v = p->stream_ops[s];
+  size_t lo = 0, hi = p->n_stream_ops[s];
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (v[mid] < idx)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* Whether the next op of r's stream `stream` still waits for the
+ * dependency ready() noted (r->waits) when it last found the op not
+ * ready: known without reading the op or its dependencies, as most of a
+ * step a stream's next op waits for a later micro-batch or the step's
+ * end. */
+static inline bool still_waits(const run_ctx *c, const vs_rank *r,
+                               int stream)
+{
+  const vs_stream_wait *w = &r->waits[stream];
+  return w->ended && c->ranks[w->rank].done[w->stream] < w->ended;
+}
+
+/* True when every dependency of op, the next of r's stream `stream`, has
+ * ended: on this rank, or on the rank of another stage in the same slot.
+ * A stream runs its ops in program order and ends them in that order, so
+ * a dependency on stream s has ended once the last op s ended (its
+ * done[s]-th) is it or a later one. The first one found not ended is
+ * noted for still_waits. */
+static bool ready(const run_ctx *c, vs_rank *r, int stream, const vs_pop *op)
 {
   const vs_program *p = r->prog;
+  vs_stream_wait *w = &r->waits[stream];
   for (uint32_t d = op->first_dep, end = vs_op_deps_end(p, op); d < end; d++) {
     uint32_t idx = p->deps[d];
     const vs_rank *owner = r;
@@ -372,9 +402,15 @@ static bool ready(const run_ctx *c, const vs_rank *r, const vs_pop *op)
       owner = &c->ranks[(size_t)p->dep_stages[d] * c->per_stage + r->slot];
     s = owner->prog->ops[idx].stream;
     ended = owner->done[s];
-    if (ended == 0 || owner->prog->stream_ops[s][ended - 1] < idx)
+    if (ended == 0 || owner->prog->stream_ops[s][ended - 1] < idx) {
+      *w = (vs_stream_wait){.rank = (uint32_t)(owner - c->ranks),
+                            .stream = (uint32_t)s,
+                            .ended = stream_place(owner->prog, (int)s, idx) +
+                                     1};
       return false;
+    }
   }
+  w->ended = 0; /* it starts now: the stream's next op has its own */
   return true;
 }
 
@@ -425,11 +461,11 @@ static int start_ready(run_ctx *c, uint32_t rank_idx, uint64_t t_ns, int cause)
     const vs_pop *op;
     const vs_op_kind *k;
     int rc;
-    if (r->busy[s] || r->next[s] == p->n_stream_ops[s])
+    if (r->busy[s] || r->next[s] == p->n_stream_ops[s] || still_waits(c, r, s))
       continue;
     idx = p->stream_ops[s][r->next[s]];
     op = &p->ops[idx];
-    if (!ready(c, r, op))
+    if (!ready(c, r, s, op))
       continue;
     if (s == VS_STREAM_COMPUTE && t_ns > r->idle_since[s]) {
       uint64_t idle = t_ns - r->idle_since[s];

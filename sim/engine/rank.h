@@ -66,6 +66,17 @@ typedef struct vs_inherited {
   uint32_t block;           /* its block in the inherited allocator */
 } vs_inherited;
 
+/* What a stream's next op waited for when the engine last found it not
+ * ready: a dependency on stream `stream` of simulated rank `rank`, ended
+ * once that stream has ended `ended` ops (0: nothing noted). Ops only
+ * end, so while that stream has ended fewer the op is still not ready,
+ * which the engine then knows without reading the op (engine.c, ready). */
+typedef struct vs_stream_wait {
+  uint32_t rank;
+  uint32_t stream;
+  size_t ended;
+} vs_stream_wait;
+
 typedef struct vs_rank {
   uint32_t id;              /* global rank number */
   int stage, dp_rank, tp_rank;
@@ -79,6 +90,8 @@ typedef struct vs_rank {
   size_t next[VS_STREAM_N]; /* next op to start, per stream */
   size_t done[VS_STREAM_N]; /* ops ended, per stream */
   bool busy[VS_STREAM_N];   /* a stream is running an op */
+  vs_stream_wait waits[VS_STREAM_N]; /* why each stream's next op was
+                               not ready when last looked at */
   uint64_t end_ns;          /* when its last op ended */
   uint64_t idle_since[VS_STREAM_N]; /* when each stream last went idle */
   uint64_t wait_p2p_ns;     /* compute stream idle waiting on the pipeline */
