@@ -252,15 +252,15 @@ const char *vs_cap_status_name(int status)
 
 static void describe_fit(FILE *out, const vs_candidate *c)
 {
-  char used[16], cap[16], head[16], t[16];
+  char used[VS_BYTES_PAIR_LEN], cap[VS_BYTES_PAIR_LEN], head[16], t[16];
   uint64_t room = c->worst.capacity_bytes > c->worst.peak_used_bytes
                       ? c->worst.capacity_bytes - c->worst.peak_used_bytes
                       : 0;
+  vs_format_bytes_pair(c->worst.peak_used_bytes, c->worst.capacity_bytes, used,
+                       cap, sizeof used);
   fprintf(out, "rank %u (stage %d) peaks at %s of %s, %s headroom; step %s, "
                "%.0f tokens/s",
-          c->worst.rank, c->worst.stage,
-          vs_format_bytes(c->worst.peak_used_bytes, used, sizeof used),
-          vs_format_bytes(c->worst.capacity_bytes, cap, sizeof cap),
+          c->worst.rank, c->worst.stage, used, cap,
           vs_format_bytes(room, head, sizeof head),
           vs_format_seconds(c->step_time_s, t, sizeof t), c->tokens_per_s);
 }

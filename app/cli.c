@@ -87,8 +87,8 @@ static const char run_help[] =
     "headroom, step time, tokens/s and MFU.\n"
     "\n"
     "options:\n"
-    "  --gpus N              number of GPUs (default: tp*pp*dp of the workload);\n"
-    "                        dp becomes N / (tp*pp)\n"
+    "  --gpus N              number of GPUs (default: tp*cp*pp*dp of the\n"
+    "                        workload); dp becomes N / (tp*cp*pp)\n"
     "  --topology FILE.ini   hardware (default: built-in h100-sxm-8x)\n"
     "  --set SEC.KEY=VALUE   override a workload key, e.g. training.micro_batch=2;\n"
     "                        --set topology.SEC.KEY=VALUE overrides a topology key\n"
@@ -125,7 +125,8 @@ static const char sweep_help[] =
     "Simulates every combination of the --vary values (their cartesian\n"
     "product) and prints one line each; --csv FILE writes sweep.csv: the\n"
     "varied keys, the summary.csv columns of the worst GPU, then status\n"
-    "(fits, oom or invalid), reason, tokens_per_s, mfu and usd_per_step.\n"
+    "(fits, tight, oom or invalid), reason, tokens_per_s, mfu and\n"
+    "usd_per_step.\n"
     "Invalid combinations are recorded with the reason, not fatal.\n"
     "\n"
     "  --vary KEY=VALUES     KEY is section.key (topology.section.key for the\n"
@@ -152,7 +153,8 @@ static const char fit_help[] =
     "                        step stay as they are, so global_batch follows) or\n"
     "                        model.seq_len\n"
     LIMITS_HELP
-    "exit status: 0 found, 3 not even the smallest value fits, 1 bad input\n";
+    "exit status: 0 found, 3 not even the smallest value fits, 1 bad input,\n"
+    "2 bad usage\n";
 
 static const char plan_help[] =
     "usage: vsim plan WORKLOAD.ini [--max-gpus N | --gpus N] [--top K]\n"
@@ -194,7 +196,8 @@ static const char plan_help[] =
     "                        out-of-memory has no step: its step time and the\n"
     "                        figures from it are empty)\n"
     LIMITS_HELP
-    "exit status: 0 something fits, 3 nothing fits up to --max-gpus, 1 bad input\n";
+    "exit status: 0 something fits, 3 nothing fits up to --max-gpus, 1 bad\n"
+    "input, 2 bad usage\n";
 
 static const char show_help[] =
     "usage: vsim show WORKLOAD.ini [--gpus N] [--topology FILE.ini] "
@@ -796,9 +799,11 @@ static int check_run_work(const cli_args *a, const vs_workload *wl,
     return VS_EXIT_ERROR;
   }
   if (trace > NOTE_TRACE_BYTES)
-    fprintf(errs, "vsim: note: the trace is estimated at %s; --trace-ranks "
-                  "(e.g. 0 or 0..7) keeps only the ranks you name\n",
-            vs_format_bytes((uint64_t)trace, need, sizeof need));
+    fprintf(errs, "vsim: note: the trace is estimated at %s%s\n",
+            vs_format_bytes((uint64_t)trace, need, sizeof need),
+            a->n_trace_ids ? ""
+                           : "; --trace-ranks (e.g. 0 or 0..7) keeps only "
+                             "the ranks you name");
   if ((w.events > NOTE_EVENTS || w.host_bytes > NOTE_HOST_BYTES) &&
       vs_budget_allows(&opts->budget, &w))
     fprintf(errs, "vsim: note: %s is estimated at %.3g op events and %s of "

@@ -11,11 +11,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The rate of piece g (number j of kind), in B/s. A flat or falling piece
  * is 0 (no size dependence). So is a slope slower than VS_MIN_RATE: no GPU
  * path moves under 1 MB/s, so such a slope is the noise of a few tiny
- * sizes, and vsim refuses the rate; a comment in the file says so. */
+ * sizes, and vsim refuses the rate; and a rate over VS_MAX_RATE, the
+ * rounding noise of a flat piece (equal times fit a slope of about
+ * 1e-31 s per byte). A comment in the file says so. */
 static double piece_rate(vs_cal_out *out, int kind, const vs_fit_segment *g,
                          size_t j)
 {
@@ -26,6 +29,15 @@ static double piece_rate(vs_cal_out *out, int kind, const vs_fit_segment *g,
     vs_cal_out_comment(out, "%s piece %zu (%.0f to %.0f bytes): fitted slope "
                        "%.3g B/s is under 1 MB/s, written as 0 (latency "
                        "only)", vs_cal_kind_name(kind), j + 1, g->lo_bytes,
+                       g->hi_bytes, rate);
+    return 0.0;
+  }
+  if (rate > VS_MAX_RATE) {
+    /* a slope of rounding noise: the time does not grow with size */
+    vs_cal_out_comment(out, "%s piece %zu (%.0f to %.0f bytes): fitted rate "
+                       "%.3g B/s is over 100 TB/s, so its time does not "
+                       "grow with size: written as 0 (latency only)",
+                       vs_cal_kind_name(kind), j + 1, g->lo_bytes,
                        g->hi_bytes, rate);
     return 0.0;
   }
@@ -202,7 +214,8 @@ static void put_key(vs_csv *f, const char *name, const vs_key *k,
 /* Commits the written topology only if vsim loads it: a fit of data far
  * outside real hardware (a latency over a second, say) would otherwise
  * leave a file that every later vsim run refuses. */
-static int commit_if_vsim_reads(vs_csv *file, vs_error *err)
+static int commit_if_vsim_reads(vs_csv *file, const char *shown,
+                                vs_error *err)
 {
   vs_topology *check = malloc(sizeof *check);
   vs_error why;
@@ -226,7 +239,7 @@ static int commit_if_vsim_reads(vs_csv *file, vs_error *err)
     return vs_error_set(err, VS_EINPUT,
                         "%s: not written: the fit gives values vsim refuses "
                         "(%s%s); check the raw measurements",
-                        file->path, cut ? "line " : "",
+                        shown, cut ? "line " : "",
                         cut ? cut + 1 : why.msg);
   }
   return vs_csv_commit(file, err);
@@ -285,15 +298,51 @@ static void put_calibration(vs_csv *f, const vs_cal_out *out)
   }
 }
 
+/* The whole calibrated topology, into f. */
+static void put_topology(vs_csv *f, const vs_cal_out *out)
+{
+  put_comments(f, out->comments);
+  put_nominal(f, out);
+  put_calibration(f, out);
+}
+
+/* For an output written through rather than renamed into place (a pipe,
+ * /dev/stdout: vs_csv_open): checks that vsim loads out's file, written
+ * to a private folder first, before anything reaches the output (shown
+ * as `path`). */
+static int check_written_through(const vs_cal_out *out, const char *path,
+                                 vs_error *err)
+{
+  const char *tmp = getenv("TMPDIR");
+  char dir[4096], copy[4096 + 16];
+  vs_csv f;
+  int rc;
+  snprintf(dir, sizeof dir, "%s/vsim-calibrate-XXXXXX",
+           tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(dir))
+    return vs_error_set(err, VS_EIO, "%s: not written: no private folder "
+                        "to check it in (%s)", path, strerror(errno));
+  snprintf(copy, sizeof copy, "%s/check.ini", dir);
+  if ((rc = vs_csv_open(&f, copy, err)) == 0) {
+    put_topology(&f, out);
+    rc = commit_if_vsim_reads(&f, path, err);
+  }
+  unlink(copy);
+  rmdir(dir);
+  return rc;
+}
+
 int vs_cal_out_write(const vs_cal_out *out, const char *path, vs_error *err)
 {
   vs_csv file; /* vs_csv is vsim's atomic file: temporary, then rename */
   int rc = vs_csv_open(&file, path, err);
   if (rc)
     return rc;
-  put_comments(&file, out->comments);
-  put_nominal(&file, out);
-  put_calibration(&file, out);
+  if (!file.tmp_path[0] && (rc = check_written_through(out, path, err))) {
+    vs_csv_abort(&file);
+    return rc;
+  }
+  put_topology(&file, out);
   /* a write that failed above is reported, with its reason, on commit */
-  return commit_if_vsim_reads(&file, err);
+  return commit_if_vsim_reads(&file, path, err);
 }

@@ -56,6 +56,10 @@ static int check_samples(const vs_gemm_sample *s, size_t n, double peak,
     if (!g->m || !g->n || !g->k || !g->batch)
       return vs_error_set(err, VS_EINPUT, "GEMM fit: sample %zu has a zero "
                           "dimension", i + 1);
+    if (flops_of(*g) > VS_GEMM_FIT_MAX_FLOPS)
+      return vs_error_set(err, VS_EINPUT, "GEMM fit: sample %zu is %.3g "
+                          "FLOPs, over the %.0e a timed GEMM can be",
+                          i + 1, flops_of(*g), VS_GEMM_FIT_MAX_FLOPS);
     if (!(s[i].seconds > 0) || !isfinite(s[i].seconds))
       return vs_error_set(err, VS_EINPUT, "GEMM fit: sample %zu's time is not "
                           "positive and finite", i + 1);
@@ -92,19 +96,25 @@ static double fit_at(const vs_gemm_sample *m, size_t n, double peak,
   return chisq;
 }
 
-/* The rate sample r (the reference shape's median) measured: its FLOPs
- * over the peak times its time less the fitted floor (as cost.h prices
- * it, so vsim reproduces that time), or over the whole time where the
- * floor is half of it or more (a launch-bound shape, whose remainder
- * would be mostly noise: a rate from it could pass the peak). The model's
- * E x share(best) is not used: where the fit is poor (power or clock
- * drift over a sweep) it can promise a rate the GPU never reached at that
- * shape. */
-static double measured_rate(const vs_gemm_sample *r, double peak,
-                            double floor_s)
+/* The rate at the reference shape r (its median): its FLOPs over the
+ * peak times its time less the fitted floor, as cost.h prices it, so
+ * that vsim reproduces that time. The model's E x share(r) is not used
+ * where r's time is more than twice the floor: where the fit is poor
+ * (power or clock drift over a sweep) it can promise a rate the GPU never
+ * reached at that shape. A launch-bound r (its time at most twice the
+ * floor, so that the rest is mostly noise, and could pass the peak) takes
+ * the model's rate, fitted over every shape (*from_fit); its time over
+ * the whole time would make vsim price r at the floor plus about that
+ * time, up to twice what it measured. */
+static double reference_rate(const vs_gemm_sample *r, double peak,
+                             uint64_t sms, const vs_gemm_fit *fit,
+                             bool *from_fit)
 {
-  double t = r->seconds > 2.0 * floor_s ? r->seconds - floor_s : r->seconds;
-  return flops_of(r->shape) / (peak * t);
+  *from_fit = !(r->seconds > 2.0 * fit->floor);
+  if (*from_fit)
+    return fit->full_efficiency *
+           vs_cost_gemm_share(r->shape, sms, fit->k_overhead);
+  return flops_of(r->shape) / (peak * (r->seconds - fit->floor));
 }
 
 /* The fit's errors and the reference shape: the measured single GEMM
@@ -135,21 +145,47 @@ static int summarise(const vs_gemm_sample *m, size_t n, double peak,
   if (best_share == 0)
     return VS_EINPUT;
   out->best = m[best].shape;
-  out->best_efficiency = measured_rate(&m[best], peak, out->floor);
+  out->best_efficiency =
+      reference_rate(&m[best], peak, sms, out, &out->best_from_fit);
   return 0;
 }
 
-/* Distinct inner dimensions among the n medians. */
-static size_t distinct_k(const vs_gemm_sample *m, size_t n)
+static int cmp_u64(const void *pa, const void *pb)
 {
-  size_t d = 0;
-  for (size_t i = 0; i < n; i++) {
-    size_t j = 0;
-    while (j < i && m[j].shape.k != m[i].shape.k)
-      j++;
-    d += j == i;
-  }
+  uint64_t x = *(const uint64_t *)pa, y = *(const uint64_t *)pb;
+  return (x > y) - (x < y);
+}
+
+/* How many distinct values the n keys take (sorting them). */
+static size_t distinct(uint64_t *keys, size_t n)
+{
+  size_t d = n > 0;
+  qsort(keys, n, sizeof *keys, cmp_u64);
+  for (size_t i = 1; i < n; i++)
+    d += keys[i] != keys[i - 1];
   return d;
+}
+
+/* Whether the n medians tell K0 from E: at least VS_GEMM_FIT_MIN_KS
+ * inner dimensions (keys: room for n). */
+static bool k0_fits(const vs_gemm_sample *m, size_t n, uint64_t *keys)
+{
+  for (size_t i = 0; i < n; i++)
+    keys[i] = m[i].shape.k;
+  return distinct(keys, n) >= VS_GEMM_FIT_MIN_KS;
+}
+
+/* Whether the n medians hold two outer shapes (m, n, batch). At one, a
+ * GEMM's time is floor + c (k + K0) with c fixed, in which the floor and
+ * c K0 are one intercept (a sweep of k at 4096 x 4096 fitted a floor of
+ * 1.1 us and K0 80 to a truth of 5 us and 0, within 1e-10). */
+static bool outer_shapes_vary(const vs_gemm_sample *m, size_t n)
+{
+  for (size_t i = 1; i < n; i++)
+    if (m[i].shape.m != m[0].shape.m || m[i].shape.n != m[0].shape.n ||
+        m[i].shape.batch != m[0].shape.batch)
+      return true;
+  return false;
 }
 
 /* The K0 on the grid whose fit leaves the smallest residual; with fewer
@@ -160,10 +196,14 @@ static int search_k0(const vs_gemm_sample *m, size_t n, double peak,
                      vs_error *err)
 {
   double *buf = malloc(3 * n * sizeof *buf), best = HUGE_VAL;
-  bool search = distinct_k(m, n) >= VS_GEMM_FIT_MIN_KS;
+  uint64_t *keys = malloc(n * sizeof *keys);
+  bool search = buf && keys && k0_fits(m, n, keys);
   double lo = search ? 0 : k0_kept, hi = search ? VS_GEMM_FIT_K0_MAX : k0_kept;
-  if (!buf)
+  free(keys);
+  if (!buf || !keys) {
+    free(buf);
     return vs_error_set(err, VS_ENOMEM, "GEMM fit: out of memory");
+  }
   out->k_kept = !search;
   for (double k0 = lo; k0 <= hi; k0 += 2.0) {
     double fl = 0, inv_e = 0;
@@ -196,12 +236,27 @@ int vs_gemm_fit_run(const vs_gemm_sample *s, size_t n, double peak_flops,
     return vs_error_set(err, VS_ENOMEM, "GEMM fit: out of memory");
   memcpy(m, s, n * sizeof *m);
   shapes = medians(m, n);
-  if (shapes < VS_GEMM_FIT_MIN_SHAPES) {
+  if (shapes < VS_GEMM_FIT_MIN_SHAPES || shapes > VS_GEMM_FIT_MAX_SHAPES) {
     free(m);
+    if (shapes > VS_GEMM_FIT_MAX_SHAPES)
+      return vs_error_set(err, VS_ELIMIT, "GEMM fit: %zu shapes, over the "
+                          "%d a fit takes (a measuring run makes 131): thin "
+                          "the sweep or split the file", shapes,
+                          VS_GEMM_FIT_MAX_SHAPES);
     return vs_error_set(err, VS_EINPUT, "GEMM fit: %zu shapes measured, at "
                         "least %d needed", shapes, VS_GEMM_FIT_MIN_SHAPES);
   }
   memset(out, 0, sizeof *out);
+  if (!outer_shapes_vary(m, shapes)) {
+    rc = vs_error_set(err, VS_EINPUT, "GEMM fit: every shape is %llu x %llu "
+                      "(batch %llu), at which the launch floor cannot be "
+                      "told from the tile overhead K0: measure two m x n "
+                      "at least", (unsigned long long)m[0].shape.m,
+                      (unsigned long long)m[0].shape.n,
+                      (unsigned long long)m[0].shape.batch);
+    free(m);
+    return rc;
+  }
   rc = search_k0(m, shapes, peak_flops, sms, k0_kept, out, err);
   if (rc == 0) {
     out->shapes = shapes;

@@ -37,7 +37,11 @@ typedef struct vs_gemm_fit {
   double floor;                  /* seconds, >= 0 */
   vs_gemm best;                  /* the measured single GEMM (batch 1)
                                     the model fills best */
-  double best_efficiency;        /* measured at best: compute_efficiency */
+  double best_efficiency;        /* the rate at best: compute_efficiency */
+  bool best_from_fit;            /* best is launch-bound (its time at most
+                                    twice the floor): best_efficiency is
+                                    the model's rate there, not its time
+                                    less the floor */
   double rms_rel_error;          /* of the fitted times against the medians */
   double max_rel_error;
   size_t shapes;                 /* distinct shapes fitted */
@@ -48,13 +52,22 @@ typedef struct vs_gemm_fit {
 #define VS_GEMM_FIT_MIN_SHAPES 6
 #define VS_GEMM_FIT_K0_MAX 1024.0 /* the grid: 0, 2, ..., 1024 */
 #define VS_GEMM_FIT_MIN_KS 3      /* inner dimensions K0 needs */
+/* Distinct shapes a fit takes at most: a measuring run makes 131; each
+ * shape is fitted at 513 values of K0 (about a second for 100,000). */
+#define VS_GEMM_FIT_MAX_SHAPES 100000
+/* The FLOPs of one timed GEMM at most: a second of 1000 PFLOP/s, ten
+ * times any GPU's peak (topology.c), and far inside the 64-bit tile
+ * counts vs_cost_gemm_share makes of its dimensions. */
+#define VS_GEMM_FIT_MAX_FLOPS 1e18
 
 /* Fits n samples (any order; several per shape are reduced to their
  * median) on a GPU of peak_flops with sms SMs. VS_EINPUT naming the
- * reason: fewer than VS_GEMM_FIT_MIN_SHAPES shapes or none of batch 1, a
- * shape with a zero
- * dimension, a time that is not positive and finite, a peak or SM count
- * that is not positive, or no fit with a positive rate; VS_ENOMEM. */
+ * reason: fewer than VS_GEMM_FIT_MIN_SHAPES shapes, none of batch 1 or
+ * one outer shape (m, n, batch) alone, a shape with a zero dimension or
+ * over VS_GEMM_FIT_MAX_FLOPS, a time that
+ * is not positive and finite, a peak or SM count that is not positive,
+ * or no fit with a positive rate; VS_ELIMIT over VS_GEMM_FIT_MAX_SHAPES
+ * shapes; VS_ENOMEM. */
 int vs_gemm_fit_run(const vs_gemm_sample *s, size_t n, double peak_flops,
                     uint64_t sms, double k0_kept, vs_gemm_fit *out,
                     vs_error *err);

@@ -16,6 +16,8 @@
 
 #include <gsl/gsl_errno.h>
 
+#include <math.h>
+
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -24,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char usage_text[] =
     "usage: vsim-calibrate [--out FILE.ini] [--raw FILE.csv] [options]\n"
@@ -297,7 +300,7 @@ static void warn_poor_fit(vs_cal_out *out, const char *source, int k,
  * warning, and the kind is left out of the topology: vsim then uses its
  * nominal figure. */
 /* What the topology takes from a GEMM fit, and a comment saying so. */
-static void use_gemm_fit(vs_cal_out *out, const vs_gemm_fit *f)
+static void use_gemm_fit(vs_cal_out *out, const vs_gemm_fit *f, FILE *report)
 {
   vs_topology *t = &out->topo;
   t->compute_efficiency = f->best_efficiency;
@@ -324,13 +327,17 @@ static void use_gemm_fit(vs_cal_out *out, const vs_gemm_fit *f)
                : "",
            f->floor * 1e6, 100 * f->rms_rel_error, 100 * f->max_rel_error);
   vs_cal_out_comment(out, "%s", line);
-  printf("%s\n", line);
-  snprintf(line, sizeof line, "gemm: compute_efficiency %.4g as measured at "
-           "%llux%llux%llu (its median time less the floor)",
-           f->best_efficiency, (unsigned long long)f->best.m,
-           (unsigned long long)f->best.n, (unsigned long long)f->best.k);
+  fprintf(report, "%s\n", line);
+  snprintf(line, sizeof line, "gemm: compute_efficiency %.4g as %s at "
+           "%llux%llux%llu (%s)", f->best_efficiency,
+           f->best_from_fit ? "fitted" : "measured",
+           (unsigned long long)f->best.m, (unsigned long long)f->best.n,
+           (unsigned long long)f->best.k,
+           f->best_from_fit ? "the model's rate: its time is at most twice "
+                              "the floor, too little work to measure one"
+                            : "its median time less the floor");
   vs_cal_out_comment(out, "%s", line);
-  printf("%s\n", line);
+  fprintf(report, "%s\n", line);
 }
 
 /* The GEMM samples' fit (gemmfit.h) on the base topology's bf16 peak
@@ -353,16 +360,18 @@ static int run_gemm_fit(const vs_raw_series *s, const vs_topology *base,
   rc = vs_gemm_fit_run(smp, s->n, base->peak_tflops_bf16 * 1e12, base->sms,
                        base->gemm_k_overhead, f, e);
   free(smp);
-  if (rc == 0 && !(f->best_efficiency <= 1.0))
+  if (rc == 0 && !(f->best_efficiency <= 1.0 && f->full_efficiency <= 1.0))
     rc = vs_error_set(e, VS_EINPUT, "the GEMMs ran at %.3g times the base "
                       "topology's peak_tflops_bf16 (%g): pass --base with "
-                      "this GPU's peak", f->best_efficiency,
+                      "this GPU's peak",
+                      fmax(f->best_efficiency, f->full_efficiency),
                       base->peak_tflops_bf16);
   return rc;
 }
 
 static int fit_gemm(const vs_raw *raw, const char *source, bool lenient,
-                    vs_cal_out *out, bool *fitted, vs_error *err)
+                    vs_cal_out *out, FILE *report, bool *fitted,
+                    vs_error *err)
 {
   const vs_raw_series *s = &raw->kinds[VS_RAW_GEMM];
   vs_gemm_fit f;
@@ -381,18 +390,28 @@ static int fit_gemm(const vs_raw *raw, const char *source, bool lenient,
   }
   if (rc)
     return vs_error_set(err, rc, "%s: kind gemm: %s", source, e.msg);
-  use_gemm_fit(out, &f);
+  use_gemm_fit(out, &f, report);
   *fitted = true;
   return 0;
 }
 
+/* Whether raw holds rows of a kind that is fitted (not only context). */
+static bool raw_fitted_rows(const vs_raw *raw)
+{
+  for (int k = 0; k < VS_RAW_N_KINDS; k++)
+    if (k != VS_RAW_CONTEXT && raw->kinds[k].n > 0)
+      return true;
+  return false;
+}
+
 static int fit_all(const vs_raw *raw, const char *source, int max_breaks,
-                   bool lenient, vs_cal_out *out, vs_error *err)
+                   bool lenient, vs_cal_out *out, FILE *report,
+                   vs_error *err)
 {
   vs_fit_options opt = vs_fit_default_options();
   size_t n_kinds = 0;
   bool gemm;
-  int grc = fit_gemm(raw, source, lenient, out, &gemm, err);
+  int grc = fit_gemm(raw, source, lenient, out, report, &gemm, err);
   if (grc)
     return grc;
   n_kinds += gemm;
@@ -437,7 +456,10 @@ static int fit_all(const vs_raw *raw, const char *source, int max_breaks,
   }
   if (n_kinds == 0)
     return vs_error_set(err, VS_EINPUT, "%s: no samples of a kind that is fitted "
-                        "(only context rows)", source);
+                        "(%s)", source,
+                        raw_fitted_rows(raw) ? "each kind was left out: the "
+                                               "warnings above say why"
+                                             : "only context rows");
   return 0;
 }
 
@@ -450,7 +472,8 @@ static int cmp_double(const void *pa, const void *pb)
 /* The context rows: the median size goes into [gpu] context_memory and the
  * median creation time into a comment. A size not below the GPU's memory
  * (memory as measured, or the base's) cannot be a context, and written it
- * would make every run out of memory: the nominal value is kept. */
+ * would make every run out of memory; nor can 0 bytes (a context holds
+ * its kernels and stacks): the nominal value is kept. */
 static void use_context(const vs_raw *raw, const char *source, vs_cal_out *out)
 {
   const vs_raw_series *s = &raw->kinds[VS_RAW_CONTEXT];
@@ -465,14 +488,19 @@ static void use_context(const vs_raw *raw, const char *source, vs_cal_out *out)
   t = v[s->n / 2];
   b = v[s->n + s->n / 2];
   free(v);
-  if (b >= (double)out->topo.memory_bytes) {
+  if (!(b > 0) || b >= (double)out->topo.memory_bytes) {
+    char why[96];
+    if (b > 0)
+      snprintf(why, sizeof why, "not below [gpu] memory (%llu bytes)",
+               (unsigned long long)out->topo.memory_bytes);
+    else
+      snprintf(why, sizeof why, "no memory at all: a context holds some");
     fprintf(stderr, "vsim-calibrate: warning: %s: the CUDA context's measured "
-            "size, %.0f bytes, is not below [gpu] memory (%llu bytes); "
-            "keeping the nominal context_memory (%llu bytes)\n", source, b,
-            (unsigned long long)out->topo.memory_bytes,
+            "size, %.0f bytes, is %s; keeping the nominal context_memory "
+            "(%llu bytes)\n", source, b, why,
             (unsigned long long)out->topo.context_bytes);
-    vs_cal_out_comment(out, "CUDA context: the measured %.0f bytes are not "
-                       "below memory; context_memory is the nominal value", b);
+    vs_cal_out_comment(out, "CUDA context: the measured %.0f bytes are %s; "
+                       "context_memory is the nominal value", b, why);
     return;
   }
   out->topo.context_bytes = (uint64_t)b;
@@ -496,20 +524,21 @@ static void use_pcie(vs_cal_out *out)
   vs_cal_out_measured(out, "node", "pcie_latency");
 }
 
-static void print_fits(const vs_cal_out *out)
+static void print_fits(const vs_cal_out *out, FILE *report)
 {
-  printf("%-16s %6s %5s %5s %12s %12s %9s %10s\n", "kind", "sizes", "outl",
+  fprintf(report, "%-16s %6s %5s %5s %12s %12s %9s %10s\n", "kind", "sizes",
+          "outl",
          "brks", "latency_us", "bandwidth", "r2", "max_rel_err");
   for (int k = 0; k < VS_CAL_N_KINDS; k++) {
     const vs_cal_fit *c = &out->topo.cal[k];
     const vs_fit *f = &out->fits[k];
     if (!out->fitted[k])
       continue;
-    printf("%-16s %6zu %5zu %5zu %12.4g %8.5g GB/s %9.6f %10.3g\n",
+    fprintf(report, "%-16s %6zu %5zu %5zu %12.4g %8.5g GB/s %9.6f %10.3g\n",
            vs_cal_kind_name(k), f->n_points, f->n_outliers, f->n_breaks,
            c->latency * 1e6, c->bandwidth / 1e9, c->r2, c->max_rel_error);
     for (size_t j = 0; j < f->n_breaks; j++)
-      printf("%-16s breakpoint at %.0f bytes\n", "", f->breaks[j]);
+      fprintf(report, "%-16s breakpoint at %.0f bytes\n", "", f->breaks[j]);
   }
 }
 
@@ -573,8 +602,19 @@ static void on_stop_signal(int sig)
   signal(sig, SIG_DFL);
 }
 
+/* Whether path is the file standard output writes to (--out /dev/stdout,
+ * or the file stdout is redirected to). */
+static bool is_stdout(const char *path)
+{
+  struct stat a, b;
+  return path && stat(path, &a) == 0 && fstat(STDOUT_FILENO, &b) == 0 &&
+         a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 static int run(const args *a, vs_error *err)
 {
+  /* the fits' summary, on stderr when the topology goes to stdout */
+  FILE *report = is_stdout(a->out) ? stderr : stdout;
   vs_cal_out *out = calloc(1, sizeof *out);
   vs_raw raw;
   vs_measure_info info;
@@ -618,15 +658,15 @@ static int run(const args *a, vs_error *err)
   }
   if (!rc)
     rc = fit_all(&raw, a->fit ? a->fit : "measurement", a->max_breaks,
-                 !a->fit || a->partial, out, err);
+                 !a->fit || a->partial, out, report, err);
   if (!rc) {
     use_pcie(out);
     use_context(&raw, a->fit ? a->fit : "measurement", out);
-    print_fits(out);
+    print_fits(out, report);
     if (a->out) {
       rc = vs_cal_out_write(out, a->out, err);
       if (!rc)
-        printf("wrote %s\n", a->out);
+        fprintf(report, "wrote %s\n", a->out);
     }
   }
   vs_raw_fini(&raw);

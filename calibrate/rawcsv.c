@@ -232,6 +232,34 @@ static bool read_count(const char *t, unsigned long long max,
   return isdigit((unsigned char)t[0]) && !*end && !errno && *out <= max;
 }
 
+/* Whether t is a time in decimal notation (digits, a sign, a point, an
+ * exponent: no hex float, no blank inside; libcsv trims a field's outer
+ * blanks), stored in *out. */
+static bool read_seconds(const char *t, double *out)
+{
+  char *end;
+  if (!*t || t[strspn(t, "0123456789+-.eE")] != '\0')
+    return false;
+  *out = strtod(t, &end);
+  return !*end && isfinite(*out);
+}
+
+/* Whether a row of another kind than gemm leaves the shape columns (m, n,
+ * k, batch) empty; fails naming the first that is not. */
+static bool shape_empty(reader *r, const char *kind_s)
+{
+  for (int c = COL_M; c <= COL_BATCH; c++)
+    if (r->col[c] != NO_COL && r->fields[c][0]) {
+      char what[160];
+      snprintf(what, sizeof what, "a %.32s row leaves m, n, k and batch "
+               "empty (a gemm row's shape), but its %s is", kind_s,
+               col_names[c]);
+      fail(r, "%s '%s'", what, r->fields[c]);
+      return false;
+    }
+  return true;
+}
+
 /* One dimension of a gemm row's shape: a positive integer under 2^31,
  * or `absent` when its column is missing or empty and absent > 0. */
 static bool dimension(reader *r, int c, uint64_t absent, uint64_t *out)
@@ -276,7 +304,7 @@ static void record(reader *r)
 {
   const char *kind_s = r->fields[COL_KIND], *bytes_s = r->fields[COL_BYTES];
   const char *sample_s = r->fields[COL_SAMPLE], *sec_s = r->fields[COL_SECONDS];
-  char *end, count[24], want[24], kinds[256];
+  char count[24], want[24], kinds[256];
   unsigned long long bytes = 0, sample;
   double sec;
   int kind;
@@ -296,6 +324,8 @@ static void record(reader *r)
     fail(r, "unknown kind '%s'; valid kinds: %s", kind_s, kinds);
     return;
   }
+  if (kind != VS_RAW_GEMM && !shape_empty(r, kind_s))
+    return;
   if (kind != VS_RAW_GEMM && /* a gemm row's bytes are not read */
       !read_count(bytes_s, 1ull << 53, &bytes)) {
     fail(r, "bytes '%s' is not a non-negative integer up to 2^53%s",
@@ -307,9 +337,9 @@ static void record(reader *r)
          sample_s, "");
     return;
   }
-  sec = strtod(sec_s, &end);
-  if (!*sec_s || *end || !isfinite(sec)) {
-    fail(r, "seconds '%s' is not a finite number%s", sec_s, "");
+  if (!read_seconds(sec_s, &sec)) {
+    fail(r, "seconds '%s' is not a finite number in decimal notation%s",
+         sec_s, "");
     return;
   }
   if (sec < 0) {

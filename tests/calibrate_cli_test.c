@@ -318,6 +318,29 @@ static void test_context_over_memory_keeps_nominal(void **state)
   assert_contains(ini, "\ncontext_memory = 400MiB\n");
   free(ini);
   unlink(raw);
+  /* nor is a context of 0 bytes one (it was written as measured) */
+  {
+    char *text, *more;
+    write_scattered(raw, sizeof raw, 0, 0);
+    assert_non_null(text = tu_read_file(raw));
+    assert_non_null(more = malloc(strlen(text) + 64));
+    sprintf(more, "%scontext,0,0,0.25\ncontext,0,1,0.25\n", text);
+    unlink(raw);
+    tu_write_temp(more, ".csv", raw, sizeof raw);
+    free(text);
+    free(more);
+  }
+  run_cal(&run, args);
+  if (run.status != 0)
+    fail_msg("vsim-calibrate exited %d: %s", run.status, run.err);
+  assert_contains(run.err, ": the CUDA context's measured size, 0 bytes, is "
+                           "no memory at all: a context holds some; keeping "
+                           "the nominal context_memory (419430400 bytes)");
+  assert_non_null(ini = tu_read_file(out));
+  assert_contains(ini, "\ncontext_memory = 400MiB\n");
+  assert_null(strstr(ini, "context_memory = 0B"));
+  free(ini);
+  unlink(raw);
   unlink(out);
 }
 
@@ -677,7 +700,76 @@ static void test_refused_fit_is_not_written(void **state)
   assert_contains(run.err, "[calibration] p2p_latency = ");
   assert_contains(run.err, "must be at most 1");
   assert_true(access(out, F_OK) != 0);
+  /* an output written through (a pipe, /dev/stdout) is checked first */
+  args[3] = "/dev/stdout";
+  run_cal(&run, args);
+  assert_int_equal(run.status, 1);
+  assert_contains(run.err, "/dev/stdout: not written: the fit gives values "
+                           "vsim refuses (line ");
+  assert_string_equal(run.out, "");
   unlink(raw);
+}
+
+/* --out /dev/stdout: standard output is the topology alone, which vsim
+ * loads; the fits' summary goes to stderr (it followed the file, whose
+ * reader then refused the summary's first line). */
+static void test_out_to_stdout_is_the_file_alone(void **state)
+{
+  char ini[128];
+  const char *args[] = {"--fit", CAL_DATA "h100-like.csv", "--out",
+                        "/dev/stdout", NULL};
+  vs_topology t;
+  vs_error err;
+  (void)state;
+  run_cal(&run, args);
+  if (run.status != 0)
+    fail_msg("vsim-calibrate exited %d: %s", run.status, run.err);
+  assert_true(strncmp(run.out, "; Calibrated topology", 21) == 0);
+  assert_null(strstr(run.out, "wrote "));
+  assert_contains(run.err, "wrote /dev/stdout");
+  assert_contains(run.err, "max_rel_err");
+  tu_write_temp(run.out, ".ini", ini, sizeof ini);
+  vs_error_clear(&err);
+  if (vs_topology_load(&t, ini, NULL, 0, &err) != 0)
+    fail_msg("vsim refuses the file: %s", err.msg);
+  unlink(ini);
+}
+
+/* Times equal at every size fit a slope of rounding noise, which as a
+ * rate is absurd (3 us flat gave 9.9e15 GB/s of d2d_kernel and 5.0e15
+ * GB/s of p2p, and vsim timed HBM traffic 50 times faster): over 100 TB/s
+ * it is no rate, and the curve is refused as one whose time does not grow
+ * with size. A d2h_pinned curve whose time falls with size is refused as
+ * well: vsim times device-to-host copies with it (it wrote 0 GB/s, and
+ * vsim's offload runs then failed in the engine). */
+static void test_flat_transfers_refused(void **state)
+{
+  static const struct {
+    const char *kind;
+    double t0, per_size;
+  } flat[] = {{"d2d_kernel", 3e-6, 0}, {"p2p", 3e-6, 0},
+              {"d2h_pinned", 1e-5, -1e-7}};
+  char raw[128], out[128], text[4096], want[96];
+  const char *args[] = {"--fit", raw, "--out", out, NULL};
+  (void)state;
+  for (size_t i = 0; i < sizeof flat / sizeof flat[0]; i++) {
+    size_t used = (size_t)snprintf(text, sizeof text,
+                                   "kind,bytes,sample,seconds\n");
+    for (int k = 0; k < 6; k++)
+      used += (size_t)snprintf(text + used, sizeof text - used,
+                               "%s,%d,0,%.17g\n", flat[i].kind, 4 << (2 * k),
+                               flat[i].t0 + k * flat[i].per_size);
+    tu_write_temp(text, ".csv", raw, sizeof raw);
+    tu_write_temp("", ".ini", out, sizeof out);
+    unlink(out);
+    run_cal(&run, args);
+    assert_int_equal(run.status, 1);
+    snprintf(want, sizeof want, "kind %s: the fitted time does not grow",
+             flat[i].kind);
+    assert_contains(run.err, want);
+    assert_true(access(out, F_OK) != 0);
+    unlink(raw);
+  }
 }
 
 /* One kind too short to fit (the p2p rows of bad-too-few.csv next to the
@@ -753,6 +845,8 @@ int main(void)
       cmocka_unit_test(test_gemm_table_fitted_and_used),
       cmocka_unit_test(test_gemm_rows_refused),
       cmocka_unit_test(test_refused_fit_is_not_written),
+    cmocka_unit_test(test_flat_transfers_refused),
+    cmocka_unit_test(test_out_to_stdout_is_the_file_alone),
       cmocka_unit_test(test_partial_fit_leaves_a_kind_out),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

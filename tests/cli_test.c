@@ -672,7 +672,9 @@ static void test_parameters_allocated_tensor_by_tensor(void **state)
  * replaced nominal figures (hbm_bandwidth, pcie_bandwidth and
  * pcie_latency, whose own values are not then in effect); --set takes a
  * key out, and a fit with it where nothing else of it is used (d2h_pinned
- * times only what pcie_bandwidth would); the d2d_kernel fit still gives
+ * times only what pcie_bandwidth would), and a fit that still gives one
+ * figure is named with it (h2d_pinned's PCIe latency or bandwidth); the
+ * d2d_kernel fit still gives
  * hbm_bandwidth with memory_efficiency --set. A nominal topology says
  * nothing of it. */
 static void test_run_says_what_was_measured(void **state)
@@ -697,14 +699,49 @@ static void test_run_says_what_was_measured(void **state)
   args[9] = "topology.gpu.memory_efficiency=0.9";
   run(args);
   assert_int_equal(r.status, 0);
-  assert_contains(r.out, "gemm_k_overhead; curves h2d_pinned (PCIe), "
-                         "d2d_kernel (HBM); the other");
+  assert_contains(r.out, "gemm_k_overhead; curves h2d_pinned (PCIe "
+                         "latency), d2d_kernel (HBM); the other");
+  /* a fit whose other figure --set gave says which one it gives (the
+   * line named the whole curve) */
+  args[7] = "topology.node.pcie_latency=500us";
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "gemm_k_overhead; curves h2d_pinned (PCIe "
+                         "bandwidth), d2h_pinned (PCIe), d2d_kernel (HBM); "
+                         "the other");
   args[2] = "--set"; /* the built-in topology */
   args[3] = "topology.gpu.kernel_floor=3us";
   args[4] = NULL;
   run(args);
   assert_int_equal(r.status, 0);
   assert_null(strstr(r.out, "measured  "));
+}
+
+/* Offload copies through PCIe are timed by the pinned curves' fits, so a
+ * copy outside the sizes they were measured at is told, as the other
+ * curves' are (it was extrapolated silently): here both ranges are cut
+ * to 64 MiB, below the 13B model's layer fetches and gradient copies;
+ * the whole measured range (to 1 GiB) tells nothing. */
+static void test_pinned_copies_outside_their_range_told(void **state)
+{
+  const char *args[] = {"run", "workloads/gpt-13b-offload.ini", "--gpus", "1",
+                        "--topology", "topologies/h200-calibrated.ini",
+                        "--set", "topology.calibration.h2d_pinned_max_bytes="
+                                 "64MiB",
+                        "--set", "topology.calibration.d2h_pinned_max_bytes="
+                                 "64MiB",
+                        NULL};
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, ": [calibration] h2d_pinned was measured from 4 B "
+                         "to 64.0 MiB; this run needs up to ");
+  assert_contains(r.out, ": [calibration] d2h_pinned was measured from 4 B "
+                         "to 64.0 MiB; this run needs up to ");
+  args[6] = NULL;
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_null(strstr(r.out, "pinned was measured"));
 }
 
 /* Activation offload end to end: saved tensors go out after each layer's
@@ -2959,8 +2996,10 @@ static void show_body(const char *text, char *out, size_t len)
 
 /* Issue 21, D3: `vsim show`'s output is a workload that loads back (the
  * empty pp_layers and the derived figures are comments) and shows the
- * same job, for every shipped workload and a pipeline with an even
- * split. */
+ * same job with the same --gpus, for every shipped workload and a
+ * pipeline with an even split; dp and global_batch left to their
+ * defaults are comments too, so it takes another --gpus (as a key,
+ * "dp = 1" refused --gpus 8). */
 static void test_show_output_loads_back(void **state)
 {
   static const char *const cases[][9] = {
@@ -2990,7 +3029,11 @@ static void test_show_output_loads_back(void **state)
   char path[64];
   (void)state;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-    const char *again[] = {"show", path, NULL};
+    const char *again[] = {"show", path, NULL, NULL, NULL};
+    if (cases[c][2]) { /* its --gpus */
+      again[2] = cases[c][2];
+      again[3] = cases[c][3];
+    }
     run(cases[c]);
     assert_int_equal(r.status, 0);
     show_body(r.out, first, sizeof first);
@@ -3001,6 +3044,14 @@ static void test_show_output_loads_back(void **state)
                r.err);
     show_body(r.out, second, sizeof second);
     assert_string_equal(first, second);
+    if (c == 0) { /* 16 GPUs shown: dp 8; another count of GPUs loads */
+      const char *other[] = {"run", path, "--gpus", "32", NULL};
+      assert_contains(first, "; dp = 8    ; default: gpus / (tp*cp*pp), or "
+                             "1 (it follows --gpus)\n");
+      run(other);
+      if (r.status != 0 && r.status != 3)
+        fail_msg("its show output refuses --gpus 32: %s", r.err);
+    }
     unlink(path);
   }
 }
@@ -3927,6 +3978,7 @@ int main(void)
       cmocka_unit_test(test_offload_sample_fits_and_writes_host_csv),
       cmocka_unit_test(test_parameters_allocated_tensor_by_tensor),
       cmocka_unit_test(test_run_says_what_was_measured),
+    cmocka_unit_test(test_pinned_copies_outside_their_range_told),
       cmocka_unit_test(test_show_says_how_states_are_allocated),
       cmocka_unit_test(test_host_out_of_memory_exits_3),
       cmocka_unit_test(test_finetune_samples),

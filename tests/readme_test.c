@@ -1,5 +1,6 @@
 /* readme_test.c - README.md documents every INI key with the default the
- * code applies, so the table cannot drift from the key tables. */
+ * code applies, in the key tables' order (`vsim keys`'s), so the table
+ * cannot drift from the key tables. */
 #include "testutil.h"
 
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 
 static void check_table(const char *readme, const vs_keytab *tab)
 {
+  const char *prev = readme;
   for (size_t i = 0; i < tab->n_keys; i++) {
     const vs_key *k = &tab->keys[i];
     char name[128];
@@ -24,6 +26,10 @@ static void check_table(const char *readme, const vs_keytab *tab)
     row = strstr(readme, name);
     if (!row)
       fail_msg("README.md does not document %s", name);
+    if (row < prev)
+      fail_msg("README.md documents %s above the key before it (the order "
+               "of `vsim keys`)", name);
+    prev = row;
     end = strchr(row, '\n');
     n = end ? (size_t)(end - row) : strlen(row);
     if (n >= sizeof line)

@@ -507,12 +507,14 @@ static void test_calibration_replaces_nominal(void **state)
       "p2p_min_bytes = 4B\np2p_max_bytes = 1GiB\n"
       "d2d_kernel_bandwidth = 900GB/s\nd2d_kernel_latency = 3us\n"
       "h2d_pinned_bandwidth = 20\nh2d_pinned_latency = 9\n"
+      "h2d_pinned_min_bytes = 4B\nh2d_pinned_max_bytes = 1GiB\n"
       "h2d_pinned_breakpoints = 1048576\n"
       "h2d_pinned_piece_bandwidths = 10GB/s, 20\n"
       "h2d_pinned_piece_latencies = 4us, 9\n"
       "malloc_bandwidth = 0\nmalloc_latency = 20\n";
   static const char *const keep_intra[] = {"network.intra_bandwidth=100",
                                            "gpu.memory_efficiency=0.5"};
+  static const char *const keep_hbm[] = {"gpu.hbm_bandwidth=4000GB/s"};
   static vs_topology t, plain;
   char path[128];
   vs_error err;
@@ -550,6 +552,13 @@ static void test_calibration_replaces_nominal(void **state)
   assert_near(t.intra_latency, 7e-6);
   assert_near(t.memory_efficiency, 0.5);
   assert_near(t.hbm_bandwidth, 900e9);
+  /* a nominal HBM rate given with --set is a peak: the file's own
+   * memory_efficiency applies to it (it was set to 1 as for the curve) */
+  assert_int_equal(load_text(&t, path, text, keep_hbm, 1, &err), 0);
+  assert_near(t.hbm_bandwidth, 4000e9);
+  assert_near(t.memory_efficiency, plain.memory_efficiency);
+  assert_true(plain.memory_efficiency < 1.0);
+  assert_false(t.hbm_curve);
   /* bad calibration values are refused like any other key */
   load_bad(MINIMAL "[calibration]\np2p_latency = -1\n", NULL, 0, VS_EINPUT,
            "@:14: [calibration] p2p_latency");
@@ -692,6 +701,12 @@ static void test_calibration_negative_intercepts(void **state)
   load_bad(MINIMAL "[calibration]\np2p_bandwidth = 20GB/s\np2p_latency = -1us\n",
            NULL, 0, VS_EINPUT,
            "@:15: [calibration] p2p_latency = -1us: piece 1 starts at 0 bytes");
+  /* breakpoints need the measured sizes they lie in */
+  load_bad(MINIMAL "[calibration]\np2p_bandwidth = 20GB/s\np2p_latency = 8us\n"
+           "p2p_breakpoints = 65536\np2p_piece_bandwidths = 100GB/s,20GB/s\n"
+           "p2p_piece_latencies = 2us,8us\n", NULL, 0, VS_EINPUT,
+           "@:16: [calibration] p2p_breakpoints = 65536: needs p2p_min_bytes "
+           "and p2p_max_bytes");
   /* a breakpoint must lie in the measured sizes */
   load_bad(MINIMAL "[calibration]\np2p_bandwidth = 20GB/s\np2p_latency = 8us\n"
            "p2p_min_bytes = 4KiB\np2p_max_bytes = 64MiB\n"
@@ -704,6 +719,22 @@ static void test_calibration_negative_intercepts(void **state)
            NULL, 0, VS_EINPUT,
            "@:14: [calibration] p2p_bandwidth = 0: vsim times transfers with "
            "this curve, so its last piece needs a rate above 0");
+  load_bad(MINIMAL "[calibration]\nd2h_pinned_bandwidth = 0\n"
+           "d2h_pinned_latency = 10us\n", NULL, 0, VS_EINPUT,
+           "@:14: [calibration] d2h_pinned_bandwidth = 0: vsim times "
+           "transfers with this curve");
+  /* a rate no hardware reaches: a slipped unit or a fit of noise */
+  load_bad(MINIMAL "[calibration]\nd2d_kernel_bandwidth = 1e9TB/s\n",
+           NULL, 0, VS_EINPUT,
+           "@:14: [calibration] d2d_kernel_bandwidth = 1e9TB/s: must be at "
+           "most 100000 GB/s");
+  load_bad(MINIMAL "[calibration]\np2p_bandwidth = 20GB/s\np2p_latency = 8us\n"
+           "p2p_min_bytes = 4KiB\np2p_max_bytes = 64MiB\n"
+           "p2p_breakpoints = 65536\n"
+           "p2p_piece_bandwidths = 4e15GB/s,20GB/s\n"
+           "p2p_piece_latencies = 2us,8us\n", NULL, 0, VS_EINPUT,
+           "p2p_piece_bandwidths = 4e15GB/s,20GB/s: must be at most 100000 "
+           "GB/s");
   assert_int_equal(load_text(&t, path, MINIMAL "[calibration]\nmalloc_bandwidth = 0\n"
                              "malloc_latency = 20us\n", NULL, 0, &err), 0);
   /* a smallest size without a largest one is not a range */

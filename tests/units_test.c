@@ -343,6 +343,28 @@ static void test_bool_rejects_other_words(void **state)
  * Formatting
  * ------------------------------------------------------------------------ */
 
+/* Two sizes that read alike but differ are told apart ("needs 44.4 GiB of
+ * 44.4 GiB" was fit's message for 44.38 of 44.41 GiB); others are as
+ * vs_format_bytes writes them. */
+static void test_format_bytes_pair(void **state)
+{
+  char a[VS_BYTES_PAIR_LEN], b[VS_BYTES_PAIR_LEN];
+  (void)state;
+  vs_format_bytes_pair(47650000000ull, 47680000000ull, a, b, sizeof a);
+  assert_string_equal(a, "44.378 GiB");
+  assert_string_equal(b, "44.405 GiB");
+  vs_format_bytes_pair(80ull << 30, 40ull << 30, a, b, sizeof a);
+  assert_string_equal(a, "80.0 GiB");
+  assert_string_equal(b, "40.0 GiB");
+  vs_format_bytes_pair(5ull << 30, 5ull << 30, a, b, sizeof a);
+  assert_string_equal(a, "5.00 GiB");
+  assert_string_equal(b, "5.00 GiB");
+  /* a byte apart: no decimals tell them, the bytes do */
+  vs_format_bytes_pair(5ull << 30, (5ull << 30) + 1, a, b, sizeof a);
+  assert_string_equal(a, "5368709120 B");
+  assert_string_equal(b, "5368709121 B");
+}
+
 static void test_format_bytes(void **state)
 {
   char buf[32];
@@ -444,6 +466,7 @@ int main(void)
       cmocka_unit_test(test_bool_words),
       cmocka_unit_test(test_bool_rejects_other_words),
       cmocka_unit_test(test_format_bytes),
+      cmocka_unit_test(test_format_bytes_pair),
       cmocka_unit_test(test_format_seconds),
       cmocka_unit_test(test_checked_add),
       cmocka_unit_test(test_checked_mul),

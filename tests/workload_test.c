@@ -1706,8 +1706,11 @@ static void test_experts(void **state)
     assert_int_equal(wl.gpus, 8);
     load_bad(GPT_MODEL, cp3, 1, 0, VS_EINPUT,
              "--set parallel.cp=3: seq_len must be a multiple of 2 x cp");
+    /* the message names where each factor came from, cp's too */
     load_bad(GPT_MODEL, cp4, 1, 6, VS_EINPUT,
-             "--gpus 6 is not divisible by tp*cp*pp = 4");
+             "--gpus 6 is not divisible by tp*cp*pp = 4 (@: [parallel] tp "
+             "(default 1); --set parallel.cp=4; @: [parallel] pp (default "
+             "1))");
     load_bad(GPT_MODEL, cp_eager, 2, 0, VS_EINPUT,
              "--set training.attention=eager: context parallelism runs flash");
     load_bad(GPT_MODEL, a2a, 2, 0, VS_EINPUT,

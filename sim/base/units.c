@@ -282,6 +282,32 @@ char *vs_format_bytes(uint64_t bytes, char *buf, size_t len)
   return buf;
 }
 
+void vs_format_bytes_pair(uint64_t a, uint64_t b, char *abuf, char *bbuf,
+                          size_t len)
+{
+  static const char *const names[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  uint64_t big = a > b ? a : b;
+  double scale = 1.0;
+  size_t i = 0;
+  vs_format_bytes(a, abuf, len);
+  vs_format_bytes(b, bbuf, len);
+  if (a == b || strcmp(abuf, bbuf) != 0)
+    return;
+  while ((double)big / scale >= 1023.5 &&
+         i + 1 < sizeof names / sizeof names[0]) {
+    scale *= 1024.0;
+    i++;
+  }
+  for (int decimals = 3; decimals <= 6; decimals++) {
+    snprintf(abuf, len, "%.*f %s", decimals, (double)a / scale, names[i]);
+    snprintf(bbuf, len, "%.*f %s", decimals, (double)b / scale, names[i]);
+    if (strcmp(abuf, bbuf) != 0)
+      return;
+  }
+  snprintf(abuf, len, "%llu B", (unsigned long long)a);
+  snprintf(bbuf, len, "%llu B", (unsigned long long)b);
+}
+
 char *vs_format_seconds(double seconds, char *buf, size_t len)
 {
   /* Thresholds sit where %.3g would round up into the next unit. */

@@ -49,6 +49,14 @@ int vs_parse_real(const char *text, double *out, const char **why);
  * into buf; returns buf. */
 char *vs_format_bytes(uint64_t bytes, char *buf, size_t len);
 
+/* Writes a and b (each into a buffer of len, at least VS_BYTES_PAIR_LEN)
+ * as vs_format_bytes does, or, where the two would read the same but
+ * differ ("44.4 GiB of 44.4 GiB"), both in the larger's unit with the
+ * fewest decimals (3 to 6) that tell them apart, else in bytes. */
+#define VS_BYTES_PAIR_LEN 32
+void vs_format_bytes_pair(uint64_t a, uint64_t b, char *abuf, char *bbuf,
+                          size_t len);
+
 /* Writes seconds in the unit that suits them ("412 ms", "3.21 s"). */
 char *vs_format_seconds(double seconds, char *buf, size_t len);
 

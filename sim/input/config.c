@@ -995,16 +995,39 @@ int vs_conf_assign(const vs_keytab *tab, void *target, vs_origins *orig,
  * Writing values back
  * ------------------------------------------------------------------------ */
 
-/* v with the fewest significant digits (15 to 17) that read back as v. */
-static void print_real(FILE *f, const char *before, double v, const char *unit)
+/* v in `unit`, of which `scale` is one: the number with the fewest
+ * significant digits (15 to 17) that reads back as v (the reader
+ * multiplies it by scale), then the unit; into buf, returned. */
+static char *real_text(double v, double scale, const char *unit, char *buf,
+                       size_t len)
 {
-  char buf[40];
+  int n = 0;
   for (int digits = 15; digits <= 17; digits++) {
-    snprintf(buf, sizeof buf, "%.*g", digits, v);
-    if (strtod(buf, NULL) == v)
+    n = snprintf(buf, len, "%.*g", digits, v / scale);
+    if (strtod(buf, NULL) * scale == v)
       break;
   }
-  fprintf(f, "%s%s%s", before, buf, unit);
+  snprintf(buf + n, len - (size_t)n, "%s", unit);
+  return buf;
+}
+
+/* v as real_text spells it. */
+static void print_real(FILE *f, const char *before, double v, double scale,
+                       const char *unit)
+{
+  char buf[48];
+  fprintf(f, "%s%s", before, real_text(v, scale, unit, buf, sizeof buf));
+}
+
+/* A rate in GB/s, or in GiB/s where that is shorter (307GiB/s rather than
+ * 329.638601728GB/s), so that a list of a dozen stays a line the reader
+ * takes. */
+static void print_rate(FILE *f, const char *before, double bytes_per_s)
+{
+  char gb[48], gib[48];
+  real_text(bytes_per_s, 1e9, "GB/s", gb, sizeof gb);
+  real_text(bytes_per_s, 1073741824.0, "GiB/s", gib, sizeof gib);
+  fprintf(f, "%s%s", before, strlen(gib) < strlen(gb) ? gib : gb);
 }
 
 /* bytes exactly, in the largest binary unit that divides them ("25MiB",
@@ -1058,11 +1081,11 @@ static void print_reals(FILE *f, vs_key_type type, const vs_real_list *l)
 {
   for (size_t i = 0; i < l->n; i++) {
     if (type == VS_KEY_RATES)
-      print_real(f, i ? "," : "", l->values[i] / 1e9, "GB/s");
+      print_rate(f, i ? "," : "", l->values[i]);
     else if (type == VS_KEY_REALS)
-      print_real(f, i ? "," : "", l->values[i], "");
+      print_real(f, i ? "," : "", l->values[i], 1.0, "");
     else
-      print_real(f, i ? "," : "", l->values[i] * 1e6, "us");
+      print_real(f, i ? "," : "", l->values[i], 1e-6, "us");
   }
 }
 
@@ -1079,13 +1102,13 @@ void vs_conf_print_value(FILE *f, const vs_key *k, const void *target)
     break;
   }
   case VS_KEY_REAL:
-    print_real(f, "", *(const double *)slot, "");
+    print_real(f, "", *(const double *)slot, 1.0, "");
     break;
   case VS_KEY_RATE:
-    print_real(f, "", *(const double *)slot / 1e9, "GB/s");
+    print_rate(f, "", *(const double *)slot);
     break;
   case VS_KEY_LATENCY:
-    print_real(f, "", *(const double *)slot * 1e6, "us");
+    print_real(f, "", *(const double *)slot, 1e-6, "us");
     break;
   case VS_KEY_BOOL:
     fputs(*(const bool *)slot ? "true" : "false", f);
@@ -1104,7 +1127,7 @@ void vs_conf_print_value(FILE *f, const vs_key *k, const void *target)
     const vs_margin *m = (const vs_margin *)(const void *)slot;
     char text[32];
     if (m->percent > 0)
-      print_real(f, "", m->percent, "%");
+      print_real(f, "", m->percent, 1.0, "%");
     else
       fputs(size_text(m->bytes, text, sizeof text), f);
     break;

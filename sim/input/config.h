@@ -75,6 +75,10 @@ typedef struct vs_key {
   bool positive;               /* numbers must be > 0 */
   bool required;               /* a file must set it */
   const char *default_doc;     /* default, as documented in README.md */
+  bool follows_gpus;           /* its default follows the GPU count (dp,
+                                  and global_batch from it): `vsim show`
+                                  leaves it unset when it is, so that its
+                                  output loads back with any --gpus */
 } vs_key;
 
 typedef struct vs_keytab {

@@ -28,7 +28,7 @@
  * 48 TB in one system image (HPE Superdome Flex datasheet). */
 #define MAX_GPU_BYTES (4.0 * 1099511627776.0)      /* 4 TiB */
 #define MAX_TFLOPS 1e5                             /* 100 PFLOP/s */
-#define MAX_RATE 1e14                              /* 100 TB/s */
+#define MAX_RATE VS_MAX_RATE                        /* 100 TB/s */
 #define MAX_HOST_BYTES (1024.0 * 1099511627776.0)  /* 1 PiB */
 /* Parameters per second the host CPUs of one node step with Adam when the
  * optimizer is offloaded: DeepSpeedCPUAdam stepped 10B parameters in
@@ -41,7 +41,7 @@
 #define NOT_CAL .default_doc = "not calibrated"
 /* The ten [calibration] keys of one kind (see vs_cal_fit). */
 #define CAL(id, kind)                                                       \
-  K("calibration", kind "_bandwidth", VS_KEY_RATE, cal[id].bandwidth, .lo = 0, NOT_CAL), \
+  K("calibration", kind "_bandwidth", VS_KEY_RATE, cal[id].bandwidth, .lo = 0, .hi = MAX_RATE, NOT_CAL), \
   K("calibration", kind "_latency", VS_KEY_LATENCY, cal[id].latency, .lo = -MAX_LATENCY, .hi = MAX_LATENCY, NOT_CAL), \
   K("calibration", kind "_r2", VS_KEY_REAL, cal[id].r2, .lo = -1e300, .hi = 1, NOT_CAL), \
   K("calibration", kind "_max_rel_error", VS_KEY_REAL, cal[id].max_rel_error, .lo = 0, NOT_CAL), \
@@ -49,7 +49,7 @@
   K("calibration", kind "_min_bytes", VS_KEY_SIZE, cal[id].min_bytes, .lo = 0, NOT_CAL), \
   K("calibration", kind "_max_bytes", VS_KEY_SIZE, cal[id].max_bytes, .lo = 0, NOT_CAL), \
   K("calibration", kind "_breakpoints", VS_KEY_LIST, cal[id].breakpoints, .positive = true, NOT_CAL), \
-  K("calibration", kind "_piece_bandwidths", VS_KEY_RATES, cal[id].piece_bandwidths, .lo = 0, NOT_CAL), \
+  K("calibration", kind "_piece_bandwidths", VS_KEY_RATES, cal[id].piece_bandwidths, .lo = 0, .hi = MAX_RATE, NOT_CAL), \
   K("calibration", kind "_piece_latencies", VS_KEY_LATENCIES, cal[id].piece_latencies, .lo = -MAX_LATENCY, .hi = MAX_LATENCY, NOT_CAL),
 
 const char *const vs_topology_measurable[] = {
@@ -168,7 +168,7 @@ bool vs_topology_calibrated(const vs_topology *topo, int kind)
 bool vs_cal_times_transfers(int kind)
 {
   return kind == VS_CAL_D2D_KERNEL || kind == VS_CAL_P2P ||
-         kind == VS_CAL_H2D_PINNED;
+         kind == VS_CAL_H2D_PINNED || kind == VS_CAL_D2H_PINNED;
 }
 
 double vs_cal_small_latency(const vs_cal_fit *fit)
@@ -225,7 +225,7 @@ static void apply_calibration(vs_topology *t)
     bool eff = set_by_flag(t, "gpu", "memory_efficiency");
     if (bw)
       t->hbm_bandwidth = t->cal[VS_CAL_D2D_KERNEL].bandwidth;
-    if (!eff)
+    if (bw && !eff) /* the curve's rate is achieved, not a peak */
       t->memory_efficiency = 1.0;
     t->hbm_curve = bw && !eff;
   }
@@ -292,12 +292,30 @@ bool vs_topology_is_measured(const vs_topology *topo, const char *section,
   return i >= 0 && (topo->measured >> i & 1u);
 }
 
+/* The name of fit `kind` in use, with the figures it gives: "p2p
+ * (NVLink)", or "p2p (NVLink latency)" when --set gave the other one
+ * (fit_replaces); NULL for a kind vsim does not read. */
+static const char *fit_label(const vs_topology *t, int kind)
+{
+  static const char *const labels[VS_CAL_N_KINDS][3] = {
+      [VS_CAL_D2D_KERNEL] = {"d2d_kernel (HBM)"},
+      [VS_CAL_P2P] = {"p2p (NVLink)", "p2p (NVLink bandwidth)",
+                      "p2p (NVLink latency)"},
+      [VS_CAL_H2D_PINNED] = {"h2d_pinned (PCIe)", "h2d_pinned (PCIe bandwidth)",
+                             "h2d_pinned (PCIe latency)"},
+      [VS_CAL_D2H_PINNED] = {"d2h_pinned (PCIe)"}};
+  const char *section = kind == VS_CAL_P2P ? "network" : "node";
+  bool bw = set_by_flag(t, section, kind == VS_CAL_P2P ? "intra_bandwidth"
+                                                       : "pcie_bandwidth");
+  bool lat = set_by_flag(t, section, kind == VS_CAL_P2P ? "intra_latency"
+                                                        : "pcie_latency");
+  if (kind != VS_CAL_P2P && kind != VS_CAL_H2D_PINNED)
+    return labels[kind][0];
+  return labels[kind][lat ? 1 : bw ? 2 : 0];
+}
+
 void vs_topology_measured_text(const vs_topology *topo, char *buf, size_t len)
 {
-  static const char *const fit_names[VS_CAL_N_KINDS] = {
-      [VS_CAL_D2D_KERNEL] = "d2d_kernel (HBM)", [VS_CAL_P2P] = "p2p (NVLink)",
-      [VS_CAL_H2D_PINNED] = "h2d_pinned (PCIe)",
-      [VS_CAL_D2H_PINNED] = "d2h_pinned (PCIe)"};
   char keys[320] = "", fits[160] = "";
   size_t n_keys = 0, n_fits = 0;
   /* ", "-separated; each list has room for all its items */
@@ -306,10 +324,12 @@ void vs_topology_measured_text(const vs_topology *topo, char *buf, size_t len)
       vs_conf_append_item(keys, sizeof keys, &n_keys, n_keys ? ", " : "",
                           vs_topology_measurable[i],
                           strlen(vs_topology_measurable[i]));
-  for (int k = 0; k < VS_CAL_N_KINDS; k++)
-    if ((topo->fits_used >> k & 1u) && fit_names[k])
+  for (int k = 0; k < VS_CAL_N_KINDS; k++) {
+    const char *label = fit_label(topo, k);
+    if ((topo->fits_used >> k & 1u) && label)
       vs_conf_append_item(fits, sizeof fits, &n_fits, n_fits ? ", " : "",
-                          fit_names[k], strlen(fit_names[k]));
+                          label, strlen(label));
+  }
   if (len > 0)
     snprintf(buf, len, "%s%s%s%s", keys, n_keys && n_fits ? "; " : "",
              n_fits ? "curves " : "", fits);
@@ -363,7 +383,14 @@ static int check_curve_shape(const vs_topology *t, int kind, vs_error *err)
                        j + 1, start, t0 * 1e6);
     }
   }
-  for (size_t j = 0; f->max_bytes > 0 && j < f->breakpoints.n; j++) {
+  if (f->breakpoints.n > 0 && f->max_bytes == 0) {
+    snprintf(key, sizeof key, "%s_breakpoints", name);
+    return key_error(t, err, "calibration", key,
+                     "needs %s_min_bytes and %s_max_bytes: the sizes "
+                     "measured, which breakpoints lie in (and outside which "
+                     "vsim says that it extends a piece)", name, name);
+  }
+  for (size_t j = 0; j < f->breakpoints.n; j++) {
     uint64_t b = f->breakpoints.values[j];
     if (b < f->min_bytes || b > f->max_bytes) {
       snprintf(key, sizeof key, "%s_breakpoints", name);

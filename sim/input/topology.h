@@ -22,6 +22,12 @@
  * rates are 0 ("no size dependence") or at least this. */
 #define VS_MIN_RATE 1e6
 
+/* The fastest rate a topology may state (100 TB/s): over 10 times the
+ * fastest real link or memory (topology.c), so that a slipped unit, or a
+ * fitted slope of rounding noise, is refused rather than simulated.
+ * Calibrated rates too. */
+#define VS_MAX_RATE 1e14
+
 /* The kinds vsim-calibrate measures and fits (name, enum). Each kind has the
  * [calibration] keys <name>_bandwidth, _latency, _r2, _max_rel_error,
  * _points, _min_bytes, _max_bytes, _breakpoints, _piece_bandwidths and
@@ -254,7 +260,8 @@ bool vs_topology_is_measured(const vs_topology *topo, const char *section,
 void vs_topology_measured_text(const vs_topology *topo, char *buf, size_t len);
 
 /* True for the kinds whose curves vsim times transfers with: d2d_kernel
- * (memory-bound kernels), p2p (NVLink) and h2d_pinned (PCIe). */
+ * (memory-bound kernels), p2p (NVLink), h2d_pinned and d2h_pinned (PCIe,
+ * each way). */
 bool vs_cal_times_transfers(int kind);
 
 /* The latency of a curve's smallest sizes: its first piece's, which is a

@@ -78,7 +78,7 @@ static const vs_key workload_keys[] = {
     K("model", "v_head_dim", VS_KEY_COUNT, model.v_head_dim, .hi = 1e5, .default_doc = "0: hidden / heads"),
     K("model", "mtp_layers", VS_KEY_COUNT, model.mtp_layers, .hi = 64, .default_doc = "0 (no multi-token prediction)"),
     K("training", "micro_batch", VS_KEY_COUNT, training.micro_batch, .positive = true, .hi = 1e6, .default_doc = "1"),
-    K("training", "global_batch", VS_KEY_COUNT, training.global_batch, .positive = true, .hi = 1e9, .default_doc = "micro_batch * dp"),
+    K("training", "global_batch", VS_KEY_COUNT, training.global_batch, .positive = true, .hi = 1e9, .default_doc = "micro_batch * dp", .follows_gpus = true),
     K("training", "precision", VS_KEY_ENUM, training.precision, .choices = precision_names, .default_doc = "bf16"),
     K("training", "master_weights", VS_KEY_BOOL, training.master_weights, .default_doc = "true unless precision = fp32 or amp_*"),
     K("training", "grad_dtype", VS_KEY_ENUM, training.grad_dtype, .choices = grad_names, .default_doc = "precision"),
@@ -97,7 +97,7 @@ static const vs_key workload_keys[] = {
     K("training", "offload_activations", VS_KEY_ENUM, training.offload_activations, .choices = activation_offload_names, .default_doc = "none"),
     K("parallel", "tp", VS_KEY_COUNT, parallel.tp, .positive = true, .hi = 1e6, .default_doc = "1"),
     K("parallel", "pp", VS_KEY_COUNT, parallel.pp, .positive = true, .hi = VS_MAX_STAGES, .default_doc = "1"),
-    K("parallel", "dp", VS_KEY_COUNT, parallel.dp, .positive = true, .hi = 1e7, .default_doc = "gpus / (tp*pp), or 1"),
+    K("parallel", "dp", VS_KEY_COUNT, parallel.dp, .positive = true, .hi = 1e7, .default_doc = "gpus / (tp*cp*pp), or 1", .follows_gpus = true),
     K("parallel", "sequence_parallel", VS_KEY_BOOL, parallel.sequence_parallel, .default_doc = "false"),
     K("parallel", "schedule", VS_KEY_ENUM, parallel.schedule, .choices = schedule_names, .default_doc = "1f1b"),
     K("parallel", "virtual_stages", VS_KEY_COUNT, parallel.virtual_stages, .positive = true, .hi = 1e3, .default_doc = "1"),
@@ -360,16 +360,21 @@ static int resolve_dp(vs_workload *wl, uint64_t gpus, vs_error *err)
   uint64_t cp = p->cp, tp = p->tp * cp, pp = p->pp;
   if (gpus > 0) {
     if (!vs_workload_gpus_allowed(gpus, tp, pp)) {
-      /* tp and pp may come from the file, a --set or their defaults */
-      char where_pp[400];
+      /* tp, cp and pp may come from the file, a --set or their defaults */
+      char where_pp[400], where_cp[400] = "";
       vs_conf_where(&workload_tab, &wl->origins, "parallel", "pp", where_pp,
                     sizeof where_pp);
+      if (cp > 1) {
+        vs_conf_where(&workload_tab, &wl->origins, "parallel", "cp", where_cp,
+                      sizeof where_cp - 2);
+        strcat(where_cp, "; ");
+      }
       return vs_error_set(err, VS_EINPUT,
                           "--gpus %llu is not divisible by tp*%spp = %llu (%s; "
-                          "%s)",
+                          "%s%s)",
                           (unsigned long long)gpus, cp > 1 ? "cp*" : "",
                           (unsigned long long)(tp * pp),
-                          WHERE("parallel", "tp"), where_pp);
+                          WHERE("parallel", "tp"), where_cp, where_pp);
     }
     if (vs_conf_is_set(&workload_tab, &wl->origins, "parallel", "dp") &&
         p->dp * tp * pp != gpus)

@@ -462,6 +462,18 @@ uint32_t sb_split_comm(builder *b, int use, const char *name, int kind,
  * ZeRO-3 parameter gathers
  * ------------------------------------------------------------------------ */
 
+/* A copy of `amount` bytes through PCIe resource res, on the pinned
+ * curve whose fit gave the resource its rate (when one did), so that a
+ * copy outside the sizes it was measured at is told (vs_cal_warn_range). */
+static void note_pcie_copy(builder *b, int res, uint64_t amount)
+{
+  int kind = res == VS_RES_PCIE_SWITCH ? VS_CAL_H2D_PINNED
+             : res == VS_RES_PCIE_D2H  ? VS_CAL_D2H_PINNED
+                                       : -1;
+  if (kind >= 0 && (b->topo->fits_used & (1u << kind)))
+    vs_cal_seen_add(&b->p->cal_seen, kind, (double)amount);
+}
+
 /* An offload op: `amount` bytes (parameters, for the cpu) through one
  * instance of resource kind res, on stream, once `after` and `also` (NONE:
  * nothing) have ended; the resource decides its time as it runs. Without
@@ -480,6 +492,7 @@ static uint32_t offload_op_after(builder *b, int stream, int res,
             : 0;
   op = sb_new_op_through(b, stream, VS_PHASE_OFFLOAD, name, layer, mb, 0.0, 0.0,
                          (double)amount, res, via);
+  note_pcie_copy(b, res, amount);
   sb_add_dep(b, op, after);
   sb_add_dep(b, op, also);
   return op;

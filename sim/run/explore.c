@@ -208,19 +208,20 @@ static void node_oom_reason(vs_candidate *c, const vs_sim *sim)
     for (int p = VS_PLACE_HOST; p < VS_PLACE_N; p++) {
       const vs_node_mem *n = &sim->nodes[i];
       const vs_mem *m = &n->mem[p];
-      char label[160] = "?", req[16], need[16], cap[16];
+      char label[160] = "?", req[16], need[VS_BYTES_PAIR_LEN],
+           cap[VS_BYTES_PAIR_LEN];
       if (!m->oom.happened)
         continue;
       for (size_t k = 0; k < sim->n_ranks; k++)
         if (sim->ranks[k].id == n->oom_rank[p])
           vs_report_op_label(sim, sim->ranks[k].prog, m->oom.op, label,
                              sizeof label);
+      vs_format_bytes_pair(m->peak_allocated_bytes, m->capacity_bytes, need,
+                           cap, sizeof need);
       snprintf(c->reason, sizeof c->reason,
                "node %u needs %s of %s (%s); out of %s at %s allocating %s "
                "of %s",
-               n->node,
-               vs_format_bytes(m->peak_allocated_bytes, need, sizeof need),
-               vs_format_bytes(m->capacity_bytes, cap, sizeof cap),
+               n->node, need, cap,
                p == VS_PLACE_HOST ? "[node] host_memory"
                                   : "[node] nvme_capacity",
                p == VS_PLACE_HOST ? "host memory" : "NVMe", label,
@@ -236,16 +237,16 @@ static void oom_reason(vs_candidate *c, const vs_sim *sim)
 {
   for (size_t i = 0; i < sim->n_ranks && !sim->fits; i++) {
     const vs_rank *r = &sim->ranks[i];
-    char label[160], req[16], need[16], cap[16];
+    char label[160], req[16], need[VS_BYTES_PAIR_LEN], cap[VS_BYTES_PAIR_LEN];
     if (!r->mem.oom.happened)
       continue;
     vs_report_op_label(sim, r->prog, r->mem.oom.op, label, sizeof label);
+    vs_format_bytes_pair(r->mem.peak_used_bytes, r->mem.capacity_bytes, need,
+                         cap, sizeof need);
     snprintf(c->reason, sizeof c->reason,
              "rank %u (stage %d) needs %s of %s; out of memory%s at %s "
              "allocating %s of %s",
-             r->id, r->stage,
-             vs_format_bytes(r->mem.peak_used_bytes, need, sizeof need),
-             vs_format_bytes(r->mem.capacity_bytes, cap, sizeof cap),
+             r->id, r->stage, need, cap,
              vs_report_oom_when(&r->mem.oom), label,
              vs_format_bytes(r->mem.oom.requested_bytes, req, sizeof req),
              vs_category_name(r->mem.oom.category));
@@ -259,13 +260,13 @@ static void oom_reason(vs_candidate *c, const vs_sim *sim)
 static void tight_reason(vs_candidate *c, const vs_sim *sim)
 {
   const vs_rank *worst = vs_sim_worst_rank(sim);
-  char used[16], cap[16], keep[16];
+  char used[VS_BYTES_PAIR_LEN], cap[VS_BYTES_PAIR_LEN], keep[16];
+  vs_format_bytes_pair(worst->mem.peak_used_bytes, worst->mem.capacity_bytes,
+                       used, cap, sizeof used);
   snprintf(c->reason, sizeof c->reason,
            "rank %u (stage %d) peaks at %s of %s, less than [runtime] "
            "reserve's %s free",
-           worst->id, worst->stage,
-           vs_format_bytes(worst->mem.peak_used_bytes, used, sizeof used),
-           vs_format_bytes(worst->mem.capacity_bytes, cap, sizeof cap),
+           worst->id, worst->stage, used, cap,
            vs_format_bytes(sim->reserve_bytes, keep, sizeof keep));
 }
 

@@ -387,9 +387,9 @@ static void bound_line(const vs_sim *sim, char *buf, size_t len)
 static void verdict_line(const vs_sim *sim, char *buf, size_t len)
 {
   const vs_rank *worst = vs_sim_worst_rank(sim);
-  char used[16], cap[16];
-  vs_format_bytes(worst->mem.peak_used_bytes, used, sizeof used);
-  vs_format_bytes(worst->mem.capacity_bytes, cap, sizeof cap);
+  char used[VS_BYTES_PAIR_LEN], cap[VS_BYTES_PAIR_LEN];
+  vs_format_bytes_pair(worst->mem.peak_used_bytes, worst->mem.capacity_bytes,
+                       used, cap, sizeof used);
   const vs_node_mem *node = vs_sim_worst_node(sim);
   int n = snprintf(buf, len,
                    "verdict: %s on %llu x %s: worst rank %s %s of %s (%.0f%%)",
@@ -410,8 +410,8 @@ static void verdict_line(const vs_sim *sim, char *buf, size_t len)
     const vs_mem *m;
     node = verdict_node(sim, node, &place);
     m = &node->mem[place];
-    vs_format_bytes(m->peak_allocated_bytes, used, sizeof used);
-    vs_format_bytes(m->capacity_bytes, cap, sizeof cap);
+    vs_format_bytes_pair(m->peak_allocated_bytes, m->capacity_bytes, used,
+                         cap, sizeof used);
     snprintf(buf + n, len - (size_t)n, "; %s of node %u %s %s of %s",
              place == VS_PLACE_HOST ? "host memory" : "NVMe", node->node,
              vs_mem_fits(m) ? "peaks at" : "needs", used, cap);

@@ -12,7 +12,8 @@
 
 /* One "key = value" line of `vsim show`, loadable as it is; a list left
  * empty (pp_layers: an even split) has no loadable value, so it is
- * written as a comment. */
+ * written as a comment, and so is a default that follows the GPU count
+ * (dp), which as a key would refuse another --gpus. */
 static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
                      const vs_origin *origin)
 {
@@ -31,6 +32,12 @@ static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
     fprintf(out, "; %s = ", k->name);
     vs_conf_print_value(out, k, wl);
     fprintf(out, "    ; its values are written out above\n");
+    return;
+  }
+  if (!origin->set && k->follows_gpus) {
+    fprintf(out, "; %s = ", k->name);
+    vs_conf_print_value(out, k, wl);
+    fprintf(out, "    ; default: %s (it follows --gpus)\n", k->default_doc);
     return;
   }
   fprintf(out, "%s = ", k->name);
