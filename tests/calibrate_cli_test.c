@@ -710,6 +710,33 @@ static void test_refused_fit_is_not_written(void **state)
   unlink(raw);
 }
 
+/* --partial leaving out every kind it has rows of says so, not that the
+ * file held only context rows (a GEMM table of 5 shapes, one short of a
+ * fit, was told "only context rows"). */
+static void test_partial_leaving_all_out_says_why(void **state)
+{
+  char raw[128], out[128], text[1024];
+  size_t used = 0;
+  const char *args[] = {"--fit", raw, "--partial", "--out", out, NULL};
+  (void)state;
+  used += (size_t)snprintf(text, sizeof text,
+                           "kind,bytes,sample,seconds,m,n,k,batch\n");
+  for (int i = 0; i < 5; i++)
+    used += (size_t)snprintf(text + used, sizeof text - used,
+                             "gemm,0,0,%g,%d,4096,4096,1\n", 1e-4 * (i + 1),
+                             512 << i);
+  tu_write_temp(text, ".csv", raw, sizeof raw);
+  tu_write_temp("", ".ini", out, sizeof out);
+  unlink(out);
+  run_cal(&run, args);
+  assert_int_equal(run.status, 1);
+  assert_contains(run.err, "kind gemm left out: GEMM fit: 5 shapes measured");
+  assert_contains(run.err, "no samples of a kind that is fitted (each kind "
+                           "was left out: the warnings above say why)");
+  assert_null(strstr(run.err, "only context rows"));
+  unlink(raw);
+}
+
 /* --out /dev/stdout: standard output is the topology alone, which vsim
  * loads; the fits' summary goes to stderr (it followed the file, whose
  * reader then refused the summary's first line). */
@@ -847,6 +874,7 @@ int main(void)
       cmocka_unit_test(test_refused_fit_is_not_written),
     cmocka_unit_test(test_flat_transfers_refused),
     cmocka_unit_test(test_out_to_stdout_is_the_file_alone),
+    cmocka_unit_test(test_partial_leaving_all_out_says_why),
       cmocka_unit_test(test_partial_fit_leaves_a_kind_out),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -743,6 +743,39 @@ static void test_calibration_negative_intercepts(void **state)
            "@:16: [calibration] p2p_min_bytes = 4KiB: above p2p_max_bytes");
 }
 
+/* A rate is written in GB/s, or in GiB/s where that is shorter, and reads
+ * back exactly: 307 GiB/s was 329.638601728GB/s, and a list of a dozen
+ * such (a base's intra_busbw) was rewritten past the reader's line limit
+ * by vsim-calibrate. */
+static void test_rates_written_short(void **state)
+{
+  static const char *const sets[] = {"network.intra_bandwidth=307GiB/s",
+                                     "gpu.hbm_bandwidth=3350GB/s"};
+  static const char *const want[] = {"307GiB/s", "3350GB/s"};
+  const char *keys[][2] = {{"network", "intra_bandwidth"},
+                           {"gpu", "hbm_bandwidth"}};
+  const vs_keytab *tab = vs_topology_keys();
+  static vs_topology t, back;
+  char path[128], text[64], set[96];
+  const char *again = set;
+  vs_error err;
+  (void)state;
+  assert_int_equal(load_text(&t, path, MINIMAL, sets, 2, &err), 0);
+  for (int i = 0; i < 2; i++) {
+    FILE *m = fmemopen(text, sizeof text, "w");
+    assert_non_null(m);
+    vs_conf_print_value(m, &tab->keys[vs_conf_find(tab, keys[i][0],
+                                                   keys[i][1])], &t);
+    fclose(m);
+    assert_string_equal(text, want[i]);
+    snprintf(set, sizeof set, "%s.%s=%s", keys[i][0], keys[i][1], text);
+    assert_int_equal(load_text(&back, path, MINIMAL, &again, 1, &err), 0);
+  }
+  assert_true(back.hbm_bandwidth == t.hbm_bandwidth);
+  assert_int_equal(load_text(&back, path, MINIMAL, &sets[0], 1, &err), 0);
+  assert_true(back.intra_bandwidth == 307.0 * 1073741824.0);
+}
+
 /* Issue 18, item 5: figures beyond any real hardware are refused, with
  * the bound: a size slipped a unit (80 TiB of HBM, 2048 TiB of host
  * memory), 989,000 TFLOP/s (1000 x an H100's bf16), 3350 TB/s of HBM;
@@ -792,6 +825,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_figures_beyond_hardware_refused),
+    cmocka_unit_test(test_rates_written_short),
       cmocka_unit_test(test_builtin_text_is_the_h100_file),
       cmocka_unit_test(test_builtin_equals_h100_from_disk),
       cmocka_unit_test(test_h100_values_in_base_units),
