@@ -700,7 +700,14 @@ static void test_refused_fit_is_not_written(void **state)
   assert_contains(run.err, "[calibration] p2p_latency = ");
   assert_contains(run.err, "must be at most 1");
   assert_true(access(out, F_OK) != 0);
-  /* an output written through (a pipe, /dev/stdout) is checked first */
+  /* an output written through rather than renamed into place (a device,
+   * a pipe) is checked first, in a private copy: it was written unchecked */
+  args[3] = "/dev/null";
+  run_cal(&run, args);
+  assert_int_equal(run.status, 1);
+  assert_contains(run.err, "/dev/null: not written: the fit gives values "
+                           "vsim refuses (line ");
+  /* and to stdout, nothing but the summary, which then goes to stderr */
   args[3] = "/dev/stdout";
   run_cal(&run, args);
   assert_int_equal(run.status, 1);
