@@ -233,8 +233,13 @@ static int commit_if_vsim_reads(vs_csv *file, const char *shown,
   rc = vs_topology_load(check, file->tmp_path, NULL, 0, &why);
   free(check);
   if (rc) {
-    /* "TMP:45: [calibration] ..." -> "line 45: [calibration] ..." */
-    const char *cut = strstr(why.msg, ":");
+    /* "TMP:45: [calibration] ..." -> "line 45: [calibration] ..." (the
+     * temporary path may hold a colon itself) */
+    size_t n = strlen(file->tmp_path);
+    const char *cut = strncmp(why.msg, file->tmp_path, n) == 0 &&
+                              why.msg[n] == ':'
+                          ? why.msg + n
+                          : NULL;
     vs_csv_abort(file);
     return vs_error_set(err, VS_EINPUT,
                         "%s: not written: the fit gives values vsim refuses "
@@ -306,6 +311,19 @@ static void put_topology(vs_csv *f, const vs_cal_out *out)
   put_calibration(f, out);
 }
 
+/* A new private folder for check_written_through: in $TMPDIR, or in
+ * /tmp where that one cannot hold it; false (errno) when neither can. */
+static bool private_folder(char *dir, size_t len)
+{
+  const char *tmp = getenv("TMPDIR");
+  if (tmp && *tmp &&
+      (size_t)snprintf(dir, len, "%s/vsim-calibrate-XXXXXX", tmp) < len &&
+      mkdtemp(dir))
+    return true;
+  snprintf(dir, len, "/tmp/vsim-calibrate-XXXXXX");
+  return mkdtemp(dir) != NULL;
+}
+
 /* For an output written through rather than renamed into place (a pipe,
  * /dev/stdout: vs_csv_open): checks that vsim loads out's file, written
  * to a private folder first, before anything reaches the output (shown
@@ -313,23 +331,27 @@ static void put_topology(vs_csv *f, const vs_cal_out *out)
 static int check_written_through(const vs_cal_out *out, const char *path,
                                  vs_error *err)
 {
-  const char *tmp = getenv("TMPDIR");
   char dir[4096], copy[4096 + 16];
+  vs_error why;
   vs_csv f;
   int rc;
-  snprintf(dir, sizeof dir, "%s/vsim-calibrate-XXXXXX",
-           tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(dir))
+  if (!private_folder(dir, sizeof dir))
     return vs_error_set(err, VS_EIO, "%s: not written: no private folder "
                         "to check it in (%s)", path, strerror(errno));
   snprintf(copy, sizeof copy, "%s/check.ini", dir);
-  if ((rc = vs_csv_open(&f, copy, err)) == 0) {
+  vs_error_clear(&why);
+  if ((rc = vs_csv_open(&f, copy, &why)) == 0) {
     put_topology(&f, out);
-    rc = commit_if_vsim_reads(&f, path, err);
+    rc = commit_if_vsim_reads(&f, path, &why);
   }
   unlink(copy);
   rmdir(dir);
-  return rc;
+  if (rc)
+    return why.msg[0] == '\0' || strncmp(why.msg, path, strlen(path)) == 0
+               ? vs_error_set(err, rc, "%s", why.msg)
+               : vs_error_set(err, rc, "%s: not written: its check in a "
+                              "private copy failed (%s)", path, why.msg);
+  return 0;
 }
 
 int vs_cal_out_write(const vs_cal_out *out, const char *path, vs_error *err)

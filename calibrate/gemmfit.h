@@ -53,7 +53,7 @@ typedef struct vs_gemm_fit {
 #define VS_GEMM_FIT_K0_MAX 1024.0 /* the grid: 0, 2, ..., 1024 */
 #define VS_GEMM_FIT_MIN_KS 3      /* inner dimensions K0 needs */
 /* Distinct shapes a fit takes at most: a measuring run makes 131; each
- * shape is fitted at 513 values of K0 (about a second for 100,000). */
+ * shape is fitted at 513 values of K0 (a few seconds for 100,000). */
 #define VS_GEMM_FIT_MAX_SHAPES 100000
 /* The FLOPs of one timed GEMM at most: a second of 1000 PFLOP/s, ten
  * times any GPU's peak (topology.c), and far inside the 64-bit tile

@@ -676,6 +676,19 @@ static void test_fit_fixture_and_use_it(void **state)
   unlink(out);
 }
 
+/* Runs args (--out at args[3]) with --out `out`: refused as a fit vsim
+ * refuses, naming out. */
+static void refused_into(const char **args, const char *out)
+{
+  char want[128];
+  args[3] = out;
+  run_cal(&run, args);
+  assert_int_equal(run.status, 1);
+  snprintf(want, sizeof want, "%s: not written: the fit gives values vsim "
+           "refuses (line ", out);
+  assert_contains(run.err, want);
+}
+
 /* A fit vsim would refuse is not written: p2p samples 2 s + b / 375 GB/s
  * give a 2 s latency, over [calibration]'s 1 s bound. Exit 1, no file. */
 static void test_refused_fit_is_not_written(void **state)
@@ -702,18 +715,27 @@ static void test_refused_fit_is_not_written(void **state)
   assert_true(access(out, F_OK) != 0);
   /* an output written through rather than renamed into place (a device,
    * a pipe) is checked first, in a private copy: it was written unchecked */
-  args[3] = "/dev/null";
-  run_cal(&run, args);
-  assert_int_equal(run.status, 1);
-  assert_contains(run.err, "/dev/null: not written: the fit gives values "
-                           "vsim refuses (line ");
+  refused_into(args, "/dev/null");
   /* and to stdout, nothing but the summary, which then goes to stderr */
-  args[3] = "/dev/stdout";
-  run_cal(&run, args);
-  assert_int_equal(run.status, 1);
-  assert_contains(run.err, "/dev/stdout: not written: the fit gives values "
-                           "vsim refuses (line ");
+  refused_into(args, "/dev/stdout");
   assert_string_equal(run.out, "");
+  /* its private copy goes to /tmp where $TMPDIR cannot hold it (the write
+   * failed), and a colon in $TMPDIR does not cut the message short */
+  {
+    char dir[64] = "/tmp/vsim-colon:XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    setenv("TMPDIR", dir, 1);
+    refused_into(args, "/dev/null");
+    assert_contains(run.err, ": [calibration] p2p_latency = ");
+    assert_null(strstr(run.err, "vsim-colon")); /* no part of the path */
+    setenv("TMPDIR", "/nonexistent/folder", 1);
+    args[1] = CAL_DATA "h100-like.csv";
+    run_cal(&run, args);
+    if (run.status != 0)
+      fail_msg("with TMPDIR unusable: exit %d: %s", run.status, run.err);
+    unsetenv("TMPDIR");
+    rmdir(dir);
+  }
   unlink(raw);
 }
 

@@ -743,37 +743,50 @@ static void test_calibration_negative_intercepts(void **state)
            "@:16: [calibration] p2p_min_bytes = 4KiB: above p2p_max_bytes");
 }
 
-/* A rate is written in GB/s, or in GiB/s where that is shorter, and reads
- * back exactly: 307 GiB/s was 329.638601728GB/s, and a list of a dozen
- * such (a base's intra_busbw) was rewritten past the reader's line limit
- * by vsim-calibrate. */
-static void test_rates_written_short(void **state)
+/* A rate is written in GB/s, or in GiB/s where that is shorter or GB/s
+ * does not read back exactly; a latency in us, or in s where us does not:
+ * every value reads back as itself. 307 GiB/s was 329.638601728GB/s, and a
+ * list of a dozen such (a base's intra_busbw) was rewritten past the
+ * reader's line limit by vsim-calibrate; 135221976818.72624 B/s was
+ * 135.22197681872623GB/s and 1.5498559496067604e-06 s was
+ * 1.5498559496067603us, each a unit in the last place off. */
+static void test_rates_and_latencies_read_back(void **state)
 {
-  static const char *const sets[] = {"network.intra_bandwidth=307GiB/s",
-                                     "gpu.hbm_bandwidth=3350GB/s"};
-  static const char *const want[] = {"307GiB/s", "3350GB/s"};
-  const char *keys[][2] = {{"network", "intra_bandwidth"},
-                           {"gpu", "hbm_bandwidth"}};
+  static const struct {
+    const char *section, *key;
+    double value;
+    const char *want;
+  } cases[] = {
+      {"network", "intra_bandwidth", 307.0 * 1073741824.0, "307GiB/s"},
+      {"gpu", "hbm_bandwidth", 3350e9, "3350GB/s"},
+      {"network", "intra_bandwidth", 135221976818.72624, NULL},
+      {"network", "intra_latency", 1.5498559496067604e-06, NULL},
+      {"network", "intra_latency", 3e-6, "3us"},
+  };
   const vs_keytab *tab = vs_topology_keys();
   static vs_topology t, back;
-  char path[128], text[64], set[96];
+  char path[128], text[64], set[128];
   const char *again = set;
   vs_error err;
   (void)state;
-  assert_int_equal(load_text(&t, path, MINIMAL, sets, 2, &err), 0);
-  for (int i = 0; i < 2; i++) {
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const vs_key *k = &tab->keys[vs_conf_find(tab, cases[i].section,
+                                              cases[i].key)];
     FILE *m = fmemopen(text, sizeof text, "w");
+    assert_int_equal(load_text(&t, path, MINIMAL, NULL, 0, &err), 0);
+    *(double *)(void *)((char *)&t + k->offset) = cases[i].value;
     assert_non_null(m);
-    vs_conf_print_value(m, &tab->keys[vs_conf_find(tab, keys[i][0],
-                                                   keys[i][1])], &t);
+    vs_conf_print_value(m, k, &t);
     fclose(m);
-    assert_string_equal(text, want[i]);
-    snprintf(set, sizeof set, "%s.%s=%s", keys[i][0], keys[i][1], text);
+    if (cases[i].want)
+      assert_string_equal(text, cases[i].want);
+    snprintf(set, sizeof set, "%s.%s=%s", cases[i].section, cases[i].key,
+             text);
     assert_int_equal(load_text(&back, path, MINIMAL, &again, 1, &err), 0);
+    if (*(double *)(void *)((char *)&back + k->offset) != cases[i].value)
+      fail_msg("%s read back as %.17g, not %.17g", set,
+               *(double *)(void *)((char *)&back + k->offset), cases[i].value);
   }
-  assert_true(back.hbm_bandwidth == t.hbm_bandwidth);
-  assert_int_equal(load_text(&back, path, MINIMAL, &sets[0], 1, &err), 0);
-  assert_true(back.intra_bandwidth == 307.0 * 1073741824.0);
 }
 
 /* Issue 18, item 5: figures beyond any real hardware are refused, with
@@ -825,7 +838,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_figures_beyond_hardware_refused),
-    cmocka_unit_test(test_rates_written_short),
+    cmocka_unit_test(test_rates_and_latencies_read_back),
       cmocka_unit_test(test_builtin_text_is_the_h100_file),
       cmocka_unit_test(test_builtin_equals_h100_from_disk),
       cmocka_unit_test(test_h100_values_in_base_units),

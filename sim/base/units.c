@@ -260,47 +260,52 @@ int vs_parse_bool(const char *text, bool *out, const char **why)
   return VS_EINPUT;
 }
 
-char *vs_format_bytes(uint64_t bytes, char *buf, size_t len)
-{
-  static const char *const names[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = (double)bytes;
-  size_t i = 0;
+static const char *const byte_units[] = {"B", "KiB", "MiB", "GiB", "TiB",
+                                         "PiB"};
 
-  /* 1023.9 KiB would print as "1024 KiB": move up once it rounds to 1024. */
-  while (value >= 1023.5 && i + 1 < sizeof names / sizeof names[0]) {
-    value /= 1024.0;
+/* The binary unit bytes are written in (an index into byte_units): the
+ * largest in which they are under 1023.5, so that 1023.9 KiB, which would
+ * round to "1024 KiB", is "1.00 MiB". Its size in *scale. */
+static size_t byte_unit(uint64_t bytes, double *scale)
+{
+  size_t i = 0;
+  *scale = 1.0;
+  while ((double)bytes / *scale >= 1023.5 &&
+         i + 1 < sizeof byte_units / sizeof byte_units[0]) {
+    *scale *= 1024.0;
     i++;
   }
+  return i;
+}
+
+char *vs_format_bytes(uint64_t bytes, char *buf, size_t len)
+{
+  double scale;
+  size_t i = byte_unit(bytes, &scale);
+  double value = (double)bytes / scale;
   if (i == 0)
     snprintf(buf, len, "%llu B", (unsigned long long)bytes);
   else if (value >= 99.95)
-    snprintf(buf, len, "%.0f %s", value, names[i]);
+    snprintf(buf, len, "%.0f %s", value, byte_units[i]);
   else if (value >= 9.995)
-    snprintf(buf, len, "%.1f %s", value, names[i]);
+    snprintf(buf, len, "%.1f %s", value, byte_units[i]);
   else
-    snprintf(buf, len, "%.2f %s", value, names[i]);
+    snprintf(buf, len, "%.2f %s", value, byte_units[i]);
   return buf;
 }
 
 void vs_format_bytes_pair(uint64_t a, uint64_t b, char *abuf, char *bbuf,
                           size_t len)
 {
-  static const char *const names[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  uint64_t big = a > b ? a : b;
-  double scale = 1.0;
-  size_t i = 0;
+  double scale;
+  size_t i = byte_unit(a > b ? a : b, &scale);
   vs_format_bytes(a, abuf, len);
   vs_format_bytes(b, bbuf, len);
   if (a == b || strcmp(abuf, bbuf) != 0)
     return;
-  while ((double)big / scale >= 1023.5 &&
-         i + 1 < sizeof names / sizeof names[0]) {
-    scale *= 1024.0;
-    i++;
-  }
   for (int decimals = 3; decimals <= 6; decimals++) {
-    snprintf(abuf, len, "%.*f %s", decimals, (double)a / scale, names[i]);
-    snprintf(bbuf, len, "%.*f %s", decimals, (double)b / scale, names[i]);
+    snprintf(abuf, len, "%.*f %s", decimals, (double)a / scale, byte_units[i]);
+    snprintf(bbuf, len, "%.*f %s", decimals, (double)b / scale, byte_units[i]);
     if (strcmp(abuf, bbuf) != 0)
       return;
   }

@@ -357,21 +357,6 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, op_edge edge,
   return 0;
 }
 
-/* The place of op idx in stream s of p, whose ops it is one of. */
-static size_t stream_place(const vs_program *p, int s, uint32_t idx)
-{
-  const uint32_t *v = p->stream_ops[s];
-  size_t lo = 0, hi = p->n_stream_ops[s];
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (v[mid] < idx)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
 /* Whether the next op of r's stream `stream` still waits for the
  * dependency ready() noted (r->waits) when it last found the op not
  * ready: known without reading the op or its dependencies, as most of a
@@ -403,10 +388,9 @@ static bool ready(const run_ctx *c, vs_rank *r, int stream, const vs_pop *op)
     s = owner->prog->ops[idx].stream;
     ended = owner->done[s];
     if (ended == 0 || owner->prog->stream_ops[s][ended - 1] < idx) {
-      *w = (vs_stream_wait){.rank = (uint32_t)(owner - c->ranks),
-                            .stream = (uint32_t)s,
-                            .ended = stream_place(owner->prog, (int)s, idx) +
-                                     1};
+      *w = (vs_stream_wait){
+          .rank = (uint32_t)(owner - c->ranks), .stream = (uint32_t)s,
+          .ended = vs_stream_place(owner->prog, (int)s, idx) + 1};
       return false;
     }
   }

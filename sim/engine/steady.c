@@ -17,20 +17,6 @@ enum {
 /* Snapshots kept: one per period length tried, and the new one. */
 #define RING (VS_STEADY_PERIOD_MAX + 1)
 
-/* The first position of stream s of p whose op is at or after op. */
-static size_t stream_position(const vs_program *p, int s, uint32_t op)
-{
-  size_t lo = 0, hi = p->n_stream_ops[s];
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (p->stream_ops[s][mid] < op)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
 /* Sets the trigger to stage 0's next steady forward from unit `from`: a
  * forward after its first backward. */
 static void next_trigger(vs_steady *st, const vs_program *p0, size_t from)
@@ -44,7 +30,7 @@ static void next_trigger(vs_steady *st, const vs_program *p0, size_t from)
     }
     if (after_backward && u >= from) {
       st->next_round = u + 1;
-      st->trigger = stream_position(p0, VS_STREAM_COMPUTE,
+      st->trigger = vs_stream_place(p0, VS_STREAM_COMPUTE,
                                     p0->units[u].first_op);
       return;
     }
@@ -326,7 +312,7 @@ static size_t position_in(const vs_steady_snap *sn, const vs_rank *ranks,
   const vs_steady_item *x =
       &sn->items[i * RANK_ITEMS + STREAM_ITEMS * (size_t)s];
   const vs_program *p = ranks[i].prog;
-  return x->tag == ITEM_NEXT ? stream_position(p, s, (uint32_t)x->value)
+  return x->tag == ITEM_NEXT ? vs_stream_place(p, s, (uint32_t)x->value)
                              : p->n_stream_ops[s];
 }
 

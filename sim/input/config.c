@@ -995,39 +995,60 @@ int vs_conf_assign(const vs_keytab *tab, void *target, vs_origins *orig,
  * Writing values back
  * ------------------------------------------------------------------------ */
 
-/* v in `unit`, of which `scale` is one: the number with the fewest
- * significant digits (15 to 17) that reads back as v (the reader
- * multiplies it by scale), then the unit; into buf, returned. */
-static char *real_text(double v, double scale, const char *unit, char *buf,
-                       size_t len)
+/* v in `unit`, of which `scale` is one (units.c's tables): the number
+ * with the fewest significant digits (15 to 17) that reads back as v (the
+ * reader multiplies it by scale), then the unit, into buf. False when no
+ * number does: a product by a scale that is no power of two misses some
+ * doubles (1 in 20 rates in GB/s); buf then holds the nearest. */
+static bool real_text(double v, double scale, const char *unit, char *buf,
+                      size_t len)
 {
+  bool exact = false;
   int n = 0;
-  for (int digits = 15; digits <= 17; digits++) {
+  for (int digits = 15; digits <= 17 && !exact; digits++) {
     n = snprintf(buf, len, "%.*g", digits, v / scale);
-    if (strtod(buf, NULL) * scale == v)
-      break;
+    exact = strtod(buf, NULL) * scale == v;
   }
   snprintf(buf + n, len - (size_t)n, "%s", unit);
-  return buf;
+  return exact;
 }
 
-/* v as real_text spells it. */
+/* v as real_text spells it in `unit` of `scale`, or, where that does not
+ * read back as v, in `exact_unit` of exact_scale (1 or a power of two,
+ * which every double survives). */
 static void print_real(FILE *f, const char *before, double v, double scale,
-                       const char *unit)
+                       const char *unit, double exact_scale,
+                       const char *exact_unit)
 {
   char buf[48];
-  fprintf(f, "%s%s", before, real_text(v, scale, unit, buf, sizeof buf));
+  if (!real_text(v, scale, unit, buf, sizeof buf))
+    real_text(v, exact_scale, exact_unit, buf, sizeof buf);
+  fprintf(f, "%s%s", before, buf);
+}
+
+/* A number as it is (scale 1: always exact). */
+static void print_plain(FILE *f, const char *before, double v,
+                        const char *unit)
+{
+  print_real(f, before, v, 1.0, unit, 1.0, unit);
+}
+
+/* A latency in us, or in s where us does not read back exactly. */
+static void print_latency(FILE *f, const char *before, double seconds)
+{
+  print_real(f, before, seconds, 1e-6, "us", 1.0, "s");
 }
 
 /* A rate in GB/s, or in GiB/s where that is shorter (307GiB/s rather than
- * 329.638601728GB/s), so that a list of a dozen stays a line the reader
- * takes. */
+ * 329.638601728GB/s: a list of a dozen stays a line the reader takes) or
+ * GB/s does not read back exactly. */
 static void print_rate(FILE *f, const char *before, double bytes_per_s)
 {
   char gb[48], gib[48];
-  real_text(bytes_per_s, 1e9, "GB/s", gb, sizeof gb);
+  bool exact = real_text(bytes_per_s, 1e9, "GB/s", gb, sizeof gb);
   real_text(bytes_per_s, 1073741824.0, "GiB/s", gib, sizeof gib);
-  fprintf(f, "%s%s", before, strlen(gib) < strlen(gb) ? gib : gb);
+  fprintf(f, "%s%s", before,
+          exact && strlen(gb) <= strlen(gib) ? gb : gib);
 }
 
 /* bytes exactly, in the largest binary unit that divides them ("25MiB",
@@ -1075,17 +1096,18 @@ static void print_count_list(FILE *f, const vs_count_list *l)
   }
 }
 
-/* A list of reals in the unit of its key type (RATES in GB/s, LATENCIES
- * in us, REALS as they are), comma-separated. */
+/* A list of reals in the unit of its key type (RATES and LATENCIES as
+ * print_rate and print_latency spell them, REALS as they are),
+ * comma-separated. */
 static void print_reals(FILE *f, vs_key_type type, const vs_real_list *l)
 {
   for (size_t i = 0; i < l->n; i++) {
     if (type == VS_KEY_RATES)
       print_rate(f, i ? "," : "", l->values[i]);
     else if (type == VS_KEY_REALS)
-      print_real(f, i ? "," : "", l->values[i], 1.0, "");
+      print_plain(f, i ? "," : "", l->values[i], "");
     else
-      print_real(f, i ? "," : "", l->values[i], 1e-6, "us");
+      print_latency(f, i ? "," : "", l->values[i]);
   }
 }
 
@@ -1102,13 +1124,13 @@ void vs_conf_print_value(FILE *f, const vs_key *k, const void *target)
     break;
   }
   case VS_KEY_REAL:
-    print_real(f, "", *(const double *)slot, 1.0, "");
+    print_plain(f, "", *(const double *)slot, "");
     break;
   case VS_KEY_RATE:
     print_rate(f, "", *(const double *)slot);
     break;
   case VS_KEY_LATENCY:
-    print_real(f, "", *(const double *)slot, 1e-6, "us");
+    print_latency(f, "", *(const double *)slot);
     break;
   case VS_KEY_BOOL:
     fputs(*(const bool *)slot ? "true" : "false", f);
@@ -1127,7 +1149,7 @@ void vs_conf_print_value(FILE *f, const vs_key *k, const void *target)
     const vs_margin *m = (const vs_margin *)(const void *)slot;
     char text[32];
     if (m->percent > 0)
-      print_real(f, "", m->percent, 1.0, "%");
+      print_plain(f, "", m->percent, "%");
     else
       fputs(size_text(m->bytes, text, sizeof text), f);
     break;

@@ -354,6 +354,15 @@ static int key_error(const vs_topology *t, vs_error *err, const char *section,
                       why);
 }
 
+/* Whether [calibration] <name><suffix> was given. */
+static bool range_given(const vs_topology *t, const char *name,
+                        const char *suffix)
+{
+  char key[64];
+  snprintf(key, sizeof key, "%s%s", name, suffix);
+  return vs_conf_is_set(&topology_tab, &t->origins, "calibration", key);
+}
+
 /* The curve's shape, once its lists are consistent: the time at the start
  * of every piece is not negative (the first piece's latency is a time; a
  * later piece's is the intercept of its line, which may be below 0 as
@@ -383,7 +392,8 @@ static int check_curve_shape(const vs_topology *t, int kind, vs_error *err)
                        j + 1, start, t0 * 1e6);
     }
   }
-  if (f->breakpoints.n > 0 && f->max_bytes == 0) {
+  if (f->breakpoints.n > 0 && !(range_given(t, name, "_min_bytes") &&
+                                 range_given(t, name, "_max_bytes"))) {
     snprintf(key, sizeof key, "%s_breakpoints", name);
     return key_error(t, err, "calibration", key,
                      "needs %s_min_bytes and %s_max_bytes: the sizes "

@@ -295,6 +295,21 @@ static inline const vs_op_kind *vs_op_kind_of(const vs_program *prog,
 }
 
 /* What buffer b of prog is. */
+/* The first place in stream s of p whose op is op or a later one
+ * (p->n_stream_ops[s] when none is): a stream's ops ascend. O(log n). */
+static inline size_t vs_stream_place(const vs_program *p, int s, uint32_t op)
+{
+  size_t lo = 0, hi = p->n_stream_ops[s];
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (p->stream_ops[s][mid] < op)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 static inline const vs_buffer *vs_program_buffer(const vs_program *prog,
                                                  uint32_t b)
 {

@@ -13,7 +13,7 @@
 /* One "key = value" line of `vsim show`, loadable as it is; a list left
  * empty (pp_layers: an even split) has no loadable value, so it is
  * written as a comment, and so is a default that follows the GPU count
- * (dp), which as a key would refuse another --gpus. */
+ * (dp, global_batch), which as a key would refuse another --gpus. */
 static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
                      const vs_origin *origin)
 {
