@@ -707,6 +707,11 @@ static void test_calibration_negative_intercepts(void **state)
            "p2p_piece_latencies = 2us,8us\n", NULL, 0, VS_EINPUT,
            "@:16: [calibration] p2p_breakpoints = 65536: needs p2p_min_bytes "
            "and p2p_max_bytes");
+  load_bad(MINIMAL "[calibration]\np2p_bandwidth = 20GB/s\np2p_latency = 8us\n"
+           "p2p_max_bytes = 64MiB\n"
+           "p2p_breakpoints = 65536\np2p_piece_bandwidths = 100GB/s,20GB/s\n"
+           "p2p_piece_latencies = 2us,8us\n", NULL, 0, VS_EINPUT,
+           "p2p_breakpoints = 65536: needs p2p_min_bytes and p2p_max_bytes");
   /* a breakpoint must lie in the measured sizes */
   load_bad(MINIMAL "[calibration]\np2p_bandwidth = 20GB/s\np2p_latency = 8us\n"
            "p2p_min_bytes = 4KiB\np2p_max_bytes = 64MiB\n"
