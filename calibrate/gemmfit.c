@@ -197,10 +197,10 @@ static int search_k0(const vs_gemm_sample *m, size_t n, double peak,
 {
   double *buf = malloc(3 * n * sizeof *buf), best = HUGE_VAL;
   uint64_t *keys = malloc(n * sizeof *keys);
-  bool search = buf && keys && k0_fits(m, n, keys);
+  bool oom = !buf || !keys, search = !oom && k0_fits(m, n, keys);
   double lo = search ? 0 : k0_kept, hi = search ? VS_GEMM_FIT_K0_MAX : k0_kept;
   free(keys);
-  if (!buf || !keys) {
+  if (oom) {
     free(buf);
     return vs_error_set(err, VS_ENOMEM, "GEMM fit: out of memory");
   }

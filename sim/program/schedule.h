@@ -294,7 +294,6 @@ static inline const vs_op_kind *vs_op_kind_of(const vs_program *prog,
   return &prog->kinds[op->kind];
 }
 
-/* What buffer b of prog is. */
 /* The first place in stream s of p whose op is op or a later one
  * (p->n_stream_ops[s] when none is): a stream's ops ascend. O(log n). */
 static inline size_t vs_stream_place(const vs_program *p, int s, uint32_t op)
@@ -310,6 +309,7 @@ static inline size_t vs_stream_place(const vs_program *p, int s, uint32_t op)
   return lo;
 }
 
+/* What buffer b of prog is. */
 static inline const vs_buffer *vs_program_buffer(const vs_program *prog,
                                                  uint32_t b)
 {
