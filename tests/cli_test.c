@@ -402,6 +402,17 @@ static void test_show_names_the_cublas_workspaces(void **state)
   run(a100);
   assert_int_equal(r.status, 0);
   assert_contains(r.out, "# cuBLAS workspaces per GPU = 2 x 8.12 MiB");
+  /* a layer's activations are the figure without checkpointing, and say
+   * so (with full checkpointing a run keeps only each layer's input: the
+   * unlabelled figure read 22 times too large) */
+  {
+    const char *full[] = {"show", DATA "gpt-small.ini", "--set",
+                          "training.checkpointing=full", NULL};
+    run(full);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "# activations per layer per micro-batch without "
+                           "checkpointing = ");
+  }
 }
 
 /* vsim show says how the model states reach the allocator: per tensor

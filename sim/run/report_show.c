@@ -373,7 +373,8 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
   show_autocast_ddp(out, wl, m, lay);
   show_stages(out, lay);
   fprintf(out, "# "
-                 "activations per layer per micro-batch = %s%s\n",
+                 "activations per layer per micro-batch without "
+                 "checkpointing = %s%s\n",
           vs_format_bytes(largest_layer_saved(m), b1, sizeof b1),
           m->n_kinds > 3 ? " (the layer kind keeping the most)" : "");
   fprintf(out, "# "
