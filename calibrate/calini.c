@@ -280,7 +280,8 @@ static void put_calibration(vs_csv *f, const vs_cal_out *out)
   const vs_keytab *tab = vs_topology_keys();
   vs_csv_printf(f, "\n[calibration]\n; t = latency + bytes / bandwidth per "
                    "kind, fitted by vsim-calibrate;\n; vsim uses d2d_kernel "
-                   "for HBM, p2p for NVLink, h2d_pinned for PCIe\n");
+                   "for HBM, p2p for NVLink, h2d_pinned and d2h_pinned for "
+                   "PCIe\n");
   if (out->topo.measured) {
     vs_csv_printf(f, "; the keys above marked measured\n");
     put_key(f, "measured", &tab->keys[vs_conf_find(tab, "calibration",

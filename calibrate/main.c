@@ -24,7 +24,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 static const char usage_text[] =
     "usage: vsim-calibrate [--out FILE.ini] [--raw FILE.csv] [options]\n"
@@ -523,17 +522,17 @@ static void use_pcie(vs_cal_out *out)
 
 static void print_fits(const vs_cal_out *out, FILE *report)
 {
-  fprintf(report, "%-16s %6s %5s %5s %12s %12s %9s %10s\n", "kind", "sizes",
-          "outl",
-         "brks", "latency_us", "bandwidth", "r2", "max_rel_err");
+  fprintf(report, "%-16s %6s %5s %5s %12s %12s %9s %10s\n", "kind",
+          "sizes", "outl", "brks", "latency_us", "bandwidth", "r2",
+          "max_rel_err");
   for (int k = 0; k < VS_CAL_N_KINDS; k++) {
     const vs_cal_fit *c = &out->topo.cal[k];
     const vs_fit *f = &out->fits[k];
     if (!out->fitted[k])
       continue;
     fprintf(report, "%-16s %6zu %5zu %5zu %12.4g %8.5g GB/s %9.6f %10.3g\n",
-           vs_cal_kind_name(k), f->n_points, f->n_outliers, f->n_breaks,
-           c->latency * 1e6, c->bandwidth / 1e9, c->r2, c->max_rel_error);
+            vs_cal_kind_name(k), f->n_points, f->n_outliers, f->n_breaks,
+            c->latency * 1e6, c->bandwidth / 1e9, c->r2, c->max_rel_error);
     for (size_t j = 0; j < f->n_breaks; j++)
       fprintf(report, "%-16s breakpoint at %.0f bytes\n", "", f->breaks[j]);
   }
@@ -599,19 +598,12 @@ static void on_stop_signal(int sig)
   signal(sig, SIG_DFL);
 }
 
-/* Whether path is the file standard output writes to (--out /dev/stdout,
- * or the file stdout is redirected to). */
-static bool is_stdout(const char *path)
-{
-  struct stat a, b;
-  return path && stat(path, &a) == 0 && fstat(STDOUT_FILENO, &b) == 0 &&
-         a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
 static int run(const args *a, vs_error *err)
 {
-  /* the fits' summary, on stderr when the topology goes to stdout */
-  FILE *report = is_stdout(a->out) ? stderr : stdout;
+  /* the fits' summary, on stderr when the topology goes to stdout
+   * (--out /dev/stdout, or the file stdout is redirected to) */
+  FILE *report = a->out && same_file(a->out, "/dev/stdout") ? stderr
+                                                             : stdout;
   vs_cal_out *out = calloc(1, sizeof *out);
   vs_raw raw;
   vs_measure_info info;

@@ -31,6 +31,17 @@ static void run_cal(tu_run *r, const char *const *args)
   tu_run_program(r, VSIM_CALIBRATE_BIN, args);
 }
 
+/* Writes text as a raw CSV into a new temporary file (its name into raw,
+ * of raw_len) and names a temporary output that does not exist yet (out,
+ * of out_len). */
+static void write_raw(const char *text, char *raw, size_t raw_len, char *out,
+                      size_t out_len)
+{
+  tu_write_temp(text, ".csv", raw, raw_len);
+  tu_write_temp("", ".ini", out, out_len);
+  unlink(out);
+}
+
 static void assert_contains(const char *text, const char *want)
 {
   if (!strstr(text, want))
@@ -259,9 +270,7 @@ static void test_flat_curves(void **state)
       used += (size_t)snprintf(text + used, sizeof text - used,
                                "p2p,%llu,%d,%.17g\n", 1ull << k, s, 7e-6);
     }
-  tu_write_temp(text, ".csv", raw, sizeof raw);
-  tu_write_temp("", ".ini", out, sizeof out);
-  unlink(out);
+  write_raw(text, raw, sizeof raw, out, sizeof out);
   run_cal(&run, strict);
   assert_int_equal(run.status, 1);
   assert_contains(run.err, "kind p2p: the fitted time does not grow with size");
@@ -704,9 +713,7 @@ static void test_refused_fit_is_not_written(void **state)
       used += (size_t)snprintf(text + used, sizeof text - used,
                                "p2p,%llu,%d,%.17g\n", 1ull << k, s,
                                2.0 + (double)(1ull << k) / 375e9);
-  tu_write_temp(text, ".csv", raw, sizeof raw);
-  tu_write_temp("", ".ini", out, sizeof out);
-  unlink(out);
+  write_raw(text, raw, sizeof raw, out, sizeof out);
   run_cal(&run, args);
   assert_int_equal(run.status, 1);
   assert_contains(run.err, "not written: the fit gives values vsim refuses "
@@ -760,9 +767,7 @@ static void test_partial_leaving_all_out_says_why(void **state)
     used += (size_t)snprintf(text + used, sizeof text - used,
                              "gemm,0,0,%g,%d,4096,4096,1\n", 1e-4 * (i + 1),
                              512 << i);
-  tu_write_temp(text, ".csv", raw, sizeof raw);
-  tu_write_temp("", ".ini", out, sizeof out);
-  unlink(out);
+  write_raw(text, raw, sizeof raw, out, sizeof out);
   run_cal(&run, args);
   assert_int_equal(run.status, 1);
   assert_contains(run.err, "kind gemm left out: GEMM fit: 5 shapes measured");
@@ -821,9 +826,7 @@ static void test_flat_transfers_refused(void **state)
       used += (size_t)snprintf(text + used, sizeof text - used,
                                "%s,%d,0,%.17g\n", flat[i].kind, 4 << (2 * k),
                                flat[i].t0 + k * flat[i].per_size);
-    tu_write_temp(text, ".csv", raw, sizeof raw);
-    tu_write_temp("", ".ini", out, sizeof out);
-    unlink(out);
+    write_raw(text, raw, sizeof raw, out, sizeof out);
     run_cal(&run, args);
     assert_int_equal(run.status, 1);
     snprintf(want, sizeof want, "kind %s: the fitted time does not grow",
@@ -856,9 +859,7 @@ static void test_partial_fit_leaves_a_kind_out(void **state)
   for (char *line = strtok(bad, "\n"); line; line = strtok(NULL, "\n"))
     if (strncmp(line, "p2p,", 4) == 0)
       used += (size_t)snprintf(text + used, cap - used, "%s\n", line);
-  tu_write_temp(text, ".csv", raw, sizeof raw);
-  tu_write_temp("", ".ini", out, sizeof out);
-  unlink(out);
+  write_raw(text, raw, sizeof raw, out, sizeof out);
   run_cal(&run, strict);
   assert_int_equal(run.status, 1);
   assert_contains(run.err, "kind p2p: too few points: 3 distinct sizes");

@@ -203,15 +203,16 @@ static int measurable_index(const char *section, const char *name)
 }
 
 /* Whether calibrated kind's fit takes the place of section.name's nominal
- * figure (one not given with --set); if so, the fit is in use and the
+ * figure, its `part` (VS_FIT_RATE or VS_FIT_LATENCY), where that key was
+ * not given with --set; if so, the fit is in use for that part and the
  * key's own value, measured or not, is not. */
-static bool fit_replaces(vs_topology *t, int kind, const char *section,
-                         const char *name)
+static bool fit_replaces(vs_topology *t, int kind, int part,
+                         const char *section, const char *name)
 {
   int i = measurable_index(section, name);
   if (set_by_flag(t, section, name))
     return false;
-  t->fits_used |= 1u << kind;
+  t->fit_parts[kind] |= (uint8_t)part;
   if (i >= 0)
     t->measured &= ~(1u << i);
   return true;
@@ -221,7 +222,8 @@ static bool fit_replaces(vs_topology *t, int kind, const char *section,
 static void apply_calibration(vs_topology *t)
 {
   if (vs_topology_calibrated(t, VS_CAL_D2D_KERNEL)) {
-    bool bw = fit_replaces(t, VS_CAL_D2D_KERNEL, "gpu", "hbm_bandwidth");
+    bool bw = fit_replaces(t, VS_CAL_D2D_KERNEL, VS_FIT_RATE, "gpu",
+                           "hbm_bandwidth");
     bool eff = set_by_flag(t, "gpu", "memory_efficiency");
     if (bw)
       t->hbm_bandwidth = t->cal[VS_CAL_D2D_KERNEL].bandwidth;
@@ -230,8 +232,10 @@ static void apply_calibration(vs_topology *t)
     t->hbm_curve = bw && !eff;
   }
   if (vs_topology_calibrated(t, VS_CAL_P2P)) {
-    bool bw = fit_replaces(t, VS_CAL_P2P, "network", "intra_bandwidth");
-    bool lat = fit_replaces(t, VS_CAL_P2P, "network", "intra_latency");
+    bool bw = fit_replaces(t, VS_CAL_P2P, VS_FIT_RATE, "network",
+                           "intra_bandwidth");
+    bool lat = fit_replaces(t, VS_CAL_P2P, VS_FIT_LATENCY, "network",
+                            "intra_latency");
     if (bw)
       t->intra_bandwidth = t->cal[VS_CAL_P2P].bandwidth;
     if (lat)
@@ -239,16 +243,18 @@ static void apply_calibration(vs_topology *t)
     t->nvlink_curve = bw && lat;
   }
   if (vs_topology_calibrated(t, VS_CAL_H2D_PINNED)) {
-    if (fit_replaces(t, VS_CAL_H2D_PINNED, "node", "pcie_bandwidth"))
+    if (fit_replaces(t, VS_CAL_H2D_PINNED, VS_FIT_RATE, "node",
+                     "pcie_bandwidth"))
       t->pcie_bandwidth = t->cal[VS_CAL_H2D_PINNED].bandwidth;
-    if (fit_replaces(t, VS_CAL_H2D_PINNED, "node", "pcie_latency"))
+    if (fit_replaces(t, VS_CAL_H2D_PINNED, VS_FIT_LATENCY, "node",
+                     "pcie_latency"))
       t->pcie_latency = vs_cal_small_latency(&t->cal[VS_CAL_H2D_PINNED]);
   }
   t->pcie_d2h_bandwidth = t->pcie_bandwidth;
   if (vs_topology_calibrated(t, VS_CAL_D2H_PINNED) &&
       !set_by_flag(t, "node", "pcie_bandwidth")) {
     t->pcie_d2h_bandwidth = t->cal[VS_CAL_D2H_PINNED].bandwidth;
-    t->fits_used |= 1u << VS_CAL_D2H_PINNED;
+    t->fit_parts[VS_CAL_D2H_PINNED] |= VS_FIT_RATE;
   }
 }
 
@@ -292,9 +298,9 @@ bool vs_topology_is_measured(const vs_topology *topo, const char *section,
   return i >= 0 && (topo->measured >> i & 1u);
 }
 
-/* The name of fit `kind` in use, with the figures it gives: "p2p
- * (NVLink)", or "p2p (NVLink latency)" when --set gave the other one
- * (fit_replaces); NULL for a kind vsim does not read. */
+/* The name of fit `kind`, with the figures it gives in this topology
+ * (fit_parts): "p2p (NVLink)", or "p2p (NVLink latency)" where --set gave
+ * the rate; NULL for a kind vsim does not read. */
 static const char *fit_label(const vs_topology *t, int kind)
 {
   static const char *const labels[VS_CAL_N_KINDS][3] = {
@@ -304,14 +310,11 @@ static const char *fit_label(const vs_topology *t, int kind)
       [VS_CAL_H2D_PINNED] = {"h2d_pinned (PCIe)", "h2d_pinned (PCIe bandwidth)",
                              "h2d_pinned (PCIe latency)"},
       [VS_CAL_D2H_PINNED] = {"d2h_pinned (PCIe)"}};
-  const char *section = kind == VS_CAL_P2P ? "network" : "node";
-  bool bw = set_by_flag(t, section, kind == VS_CAL_P2P ? "intra_bandwidth"
-                                                       : "pcie_bandwidth");
-  bool lat = set_by_flag(t, section, kind == VS_CAL_P2P ? "intra_latency"
-                                                        : "pcie_latency");
-  if (kind != VS_CAL_P2P && kind != VS_CAL_H2D_PINNED)
-    return labels[kind][0];
-  return labels[kind][lat ? 1 : bw ? 2 : 0];
+  int parts = t->fit_parts[kind];
+  const char *one = labels[kind][parts == VS_FIT_RATE      ? 1
+                                 : parts == VS_FIT_LATENCY ? 2
+                                                           : 0];
+  return one ? one : labels[kind][0]; /* a kind that gives one figure */
 }
 
 void vs_topology_measured_text(const vs_topology *topo, char *buf, size_t len)
@@ -326,7 +329,7 @@ void vs_topology_measured_text(const vs_topology *topo, char *buf, size_t len)
                           strlen(vs_topology_measurable[i]));
   for (int k = 0; k < VS_CAL_N_KINDS; k++) {
     const char *label = fit_label(topo, k);
-    if ((topo->fits_used >> k & 1u) && label)
+    if (topo->fit_parts[k] && label)
       vs_conf_append_item(fits, sizeof fits, &n_fits, n_fits ? ", " : "",
                           label, strlen(label));
   }

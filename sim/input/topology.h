@@ -113,6 +113,10 @@ const char *vs_cal_kind_name(int kind);
 /* The VS_CAL_* kind called name, or -1. */
 int vs_cal_kind_find(const char *name);
 
+/* The figures a calibrated fit gives in place of nominal ones
+ * (vs_topology fit_parts): a transfer rate and a latency. */
+enum { VS_FIT_RATE = 1, VS_FIT_LATENCY = 2 };
+
 typedef struct vs_topology {
   /* [gpu] */
   char name[VS_NAME_MAX];        /* "H100-SXM-80GB" */
@@ -188,8 +192,10 @@ typedef struct vs_topology {
   vs_cal_fit cal[VS_CAL_N_KINDS]; /* measured fits, by VS_CAL_* kind */
   /* derived by vs_topology_load: the calibrated curves time transfers in
    * place of the nominal figures (false when a nominal key was --set) */
-  uint32_t fits_used;            /* bit k: kind k's fit replaced a nominal
-                                    figure (apply_calibration) */
+  uint8_t fit_parts[VS_CAL_N_KINDS]; /* the nominal figures kind k's fit
+                                    replaced (apply_calibration): its rate
+                                    (VS_FIT_RATE), latency (VS_FIT_LATENCY)
+                                    or both; 0: its fit is not in use */
   bool hbm_curve;                /* d2d_kernel times memory-bound ops */
   bool nvlink_curve;             /* p2p times transfers inside a node */
   double pcie_d2h_bandwidth;     /* device-to-host bytes/s per GPU:

@@ -470,7 +470,7 @@ static void note_pcie_copy(builder *b, int res, uint64_t amount)
   int kind = res == VS_RES_PCIE_SWITCH ? VS_CAL_H2D_PINNED
              : res == VS_RES_PCIE_D2H  ? VS_CAL_D2H_PINNED
                                        : -1;
-  if (kind >= 0 && (b->topo->fits_used & (1u << kind)))
+  if (kind >= 0 && b->topo->fit_parts[kind])
     vs_cal_seen_add(&b->p->cal_seen, kind, (double)amount);
 }
 
