@@ -68,7 +68,8 @@ static bool time_ok(builder *b, const char *name, double seconds)
  * constant, summed (independent products: this runs for every op and
  * buffer a plan builds). Its high bits are the well-mixed ones: an index
  * takes those (vs_intern_index.shift). */
-static inline uint64_t item_hash(const void *item, size_t elem)
+__attribute__((always_inline)) static inline uint64_t
+item_hash(const void *item, size_t elem)
 {
   uint64_t h = 0, w;
   for (size_t i = 0; i < elem / sizeof w; i++) {
@@ -79,7 +80,8 @@ static inline uint64_t item_hash(const void *item, size_t elem)
 }
 
 /* Whether the elem bytes (a multiple of 8) at a and b are equal. */
-static inline bool same_words(const void *a, const void *b, size_t elem)
+__attribute__((always_inline)) static inline bool
+same_words(const void *a, const void *b, size_t elem)
 {
   uint64_t x, y, diff = 0;
   for (size_t i = 0; i < elem; i += sizeof x) {
@@ -119,10 +121,12 @@ static bool grow_index(builder *b, vs_intern_index *ix, const void *items,
 /* The index of item in *items (n of them, elem bytes each, zeroed before
  * their fields were set, as item is), appended when new, with ix kept at
  * most half full; NONE when out of host memory. Equal bytes are one
- * item. */
-static inline uint32_t intern(builder *b, vs_intern_index *ix, void **items,
-                              size_t *n, size_t *cap, const void *item,
-                              size_t elem)
+ * item. Inlined, with item_hash and same_words, into each caller, whose
+ * fixed elem unrolls their loops: a call with elem unknown was 4% of a
+ * plan's instructions (callgrind). */
+__attribute__((always_inline)) static inline uint32_t
+intern(builder *b, vs_intern_index *ix, void **items, size_t *n, size_t *cap,
+       const void *item, size_t elem)
 {
   size_t at;
   if (2 * (*n + 1) > ix->cap && !grow_index(b, ix, *items, *n, elem))
@@ -409,22 +413,18 @@ uint32_t sb_checkpoint_buffer(builder *b, uint64_t bytes)
   return add_buffer(b, &what);
 }
 
-/* buf is allocated (is_free: freed) when op starts or ends (`when`); op
- * must be the newest op. Through sb_alloc_on and sb_free_on. */
-void sb_effect(builder *b, uint32_t op, uint32_t buf, effect_time when,
-               bool is_free)
+/* sb_effect where its inline case does not hold: nothing after a
+ * failure or with NONE, a schedule bug when op is not the newest, else
+ * the effects grown and the effect added by sb_effect. */
+void sb_effect_slow(builder *b, uint32_t op, uint32_t buf, effect_time when,
+                    bool is_free)
 {
   vs_program *p = b->p;
   if (op == NONE || buf == NONE || b->failed || !is_newest(b, op) ||
       !sb_grow(b, (void **)&p->effects, &p->cap_effects, p->n_effects + 1,
                sizeof *p->effects))
     return;
-  /* one store of the whole record, not four of its bit-fields */
-  p->effects[p->n_effects++] = (vs_effect){
-      .buffer = buf & VS_PROGRAM_BUFFERS_MAX, /* < it */
-      .step = b->every_step ? b->tag & 3u : 0u,
-      .at_end = when == AT_END,
-      .is_free = is_free ? 1u : 0u};
+  sb_effect(b, op, buf, when, is_free);
 }
 
 /* A buffer that lives exactly as long as op. */

@@ -232,8 +232,8 @@ uint32_t sb_placed_buffer(builder *b, uint64_t bytes, int category,
                           int place);
 uint32_t sb_new_buffer(builder *b, uint64_t bytes, int category);
 uint32_t sb_checkpoint_buffer(builder *b, uint64_t bytes);
-void sb_effect(builder *b, uint32_t op, uint32_t buf, effect_time when,
-               bool is_free);
+void sb_effect_slow(builder *b, uint32_t op, uint32_t buf,
+                    effect_time when, bool is_free);
 void sb_transient(builder *b, uint32_t op, uint64_t bytes, int category);
 void sb_transients(builder *b, uint32_t op, uint64_t bytes,
                    uint64_t first);
@@ -246,6 +246,28 @@ static inline void sb_add_dep(builder *b, uint32_t op, uint32_t dep)
 {
   if (op != NONE && dep != NONE)
     sb_add_dep_on(b, op, dep, -1);
+}
+
+/* buf is allocated (is_free: freed) when op starts or ends (`when`); op
+ * must be the newest op. Through sb_alloc_on and sb_free_on. The common
+ * case (op the newest, room for the effect) is inline, every other
+ * through sb_effect_slow: a call for each of a plan's millions of
+ * effects was 4% of its instructions (callgrind). */
+static inline void sb_effect(builder *b, uint32_t op, uint32_t buf,
+                             effect_time when, bool is_free)
+{
+  vs_program *p = b->p;
+  if (b->failed || buf == NONE || op + (size_t)1 != p->n_ops ||
+      p->n_effects >= p->cap_effects) {
+    sb_effect_slow(b, op, buf, when, is_free);
+    return;
+  }
+  /* one store of the whole record, not four of its bit-fields */
+  p->effects[p->n_effects++] = (vs_effect){
+      .buffer = buf & VS_PROGRAM_BUFFERS_MAX, /* < it */
+      .step = b->every_step ? b->tag & 3u : 0u,
+      .at_end = when == AT_END,
+      .is_free = is_free ? 1u : 0u};
 }
 
 /* buf is allocated when op starts (nothing when either is NONE). */
