@@ -948,11 +948,10 @@ static int cmd_show(const cli_args *a, FILE *out, FILE *errs)
     code = VS_EXIT_ERROR;
   } else if ((code = load_inputs(a, topo, wl, errs)) == VS_EXIT_OK) {
     if (vs_model_build(wl, m, &err) || vs_recipe_build(wl, m, &r, &err) ||
-        vs_layout_build(wl, topo, m, &r, &lay, &err)) {
+        vs_layout_build(wl, topo, m, &r, &lay, &err) ||
+        vs_report_show(out, wl, topo, m, &r, &lay, &err)) {
       fprintf(errs, "vsim: %s\n", err.msg);
       code = VS_EXIT_ERROR;
-    } else {
-      vs_report_show(out, wl, topo, m, &r, &lay);
     }
     vs_recipe_fini(&r);
     vs_model_fini(m);

@@ -2245,6 +2245,83 @@ static void test_show_writes_long_splits_as_runs(void **state)
   unlink(path);
   assert_int_equal(r.status, 0);
   assert_contains(r.out, "verdict: FITS");
+  /* a run of two counts of two digits is shorter as VxN; a split with no
+   * runs to shorten that no line can hold is refused, nothing written */
+  snprintf(set, sizeof set, "parallel.pp_layers=10,10,1,1,2x96");
+  show[5] = "model.layers=214";
+  run(show);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "pp_layers = 10x2,1,1,2x96\n");
+  strcpy(list, "1");
+  for (int i = 1; i < 100; i++)
+    strcat(list, i % 2 ? ",2" : ",1");
+  snprintf(set, sizeof set, "parallel.pp_layers=%s", list);
+  show[5] = "model.layers=150";
+  run(show);
+  assert_int_equal(r.status, 1);
+  assert_string_equal(r.out, "");
+  assert_contains(r.err, "vsim: [parallel] pp_layers would be written on a "
+                         "line of 211 characters, over the 198 a "
+                         "workload's line can have");
+}
+
+/* An unknown key's message lists the section's keys by whole names;
+ * [calibration] has too many for one message, and says where they all
+ * are. */
+static void test_unknown_key_lists_whole_names(void **state)
+{
+  const char *const show[] = {"show", DATA "gpt-small.ini", "--gpus", "8",
+                              "--set", "topology.calibration.foo=1", NULL};
+  const char *tail = "... (`vsim keys` lists them all)\n";
+  const char *line_end;
+  (void)state;
+  run(show);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "unknown key 'foo' in [calibration]; valid keys: "
+                         "measured, ");
+  line_end = strchr(r.err, '\n');
+  assert_non_null(line_end);
+  assert_true((size_t)(line_end + 1 - r.err) >= strlen(tail));
+  assert_string_equal(line_end + 1 - strlen(tail), tail);
+}
+
+/* A comment show writes past the 198 characters a line can have (the
+ * workload's path in its header) is cut short, so that the output still
+ * loads back. */
+static void test_show_output_of_a_long_path_loads_back(void **state)
+{
+  char dir[64], deep[512], path[600], ini[700];
+  const char *show[] = {"show", path, "--gpus", "8", NULL};
+  char *text = tu_read_file(VSIM_SOURCE_DIR "/" DATA "gpt-small.ini");
+  (void)state;
+  assert_non_null(text);
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(deep, sizeof deep, "%s/%0200d", dir, 0);
+  assert_int_equal(mkdir(deep, 0700), 0);
+  snprintf(path, sizeof path, "%s/w.ini", deep);
+  {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+  }
+  free(text);
+  run(show);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "...\n");
+  for (const char *p = r.out; *p; p += strcspn(p, "\n") + 1)
+    assert_true(strcspn(p, "\n") <= 198);
+  snprintf(ini, sizeof ini, "%s/again.ini", dir);
+  {
+    FILE *f = fopen(ini, "w");
+    assert_non_null(f);
+    fputs(r.out, f);
+    fclose(f);
+  }
+  show[1] = ini;
+  run(show);
+  assert_int_equal(r.status, 0);
+  tu_remove_dir(dir);
 }
 
 /* The outputs of one run are put in place together (vs_report_files):
@@ -4031,6 +4108,8 @@ int main(void)
       cmocka_unit_test(test_trace_svg_past_file_size_limit),
       cmocka_unit_test(test_outputs_put_in_place_together),
       cmocka_unit_test(test_show_writes_long_splits_as_runs),
+      cmocka_unit_test(test_show_output_of_a_long_path_loads_back),
+      cmocka_unit_test(test_unknown_key_lists_whole_names),
       cmocka_unit_test(test_csv_written_when_stdout_closes),
       cmocka_unit_test(test_op_bounds_csv_splits_each_op),
       cmocka_unit_test(test_ranks_all_writes_a_row_per_gpu),

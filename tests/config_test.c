@@ -486,7 +486,14 @@ static void test_line_too_long(void **state)
   snprintf(text, sizeof text, "[a]\n;%0197d\nn = 1\n", 0);
   assert_int_equal(strlen(strchr(text, ';')), 198 + strlen("\nn = 1\n"));
   load_ok(&c, &o, text);
+  /* ...and so with a \r\n line end (198 characters less the line end,
+   * whichever it is)... */
+  snprintf(text, sizeof text, "[a]\r\n;%0197d\r\nn = 1\r\n", 0);
+  load_ok(&c, &o, text);
   /* ...one of 199 is too long. */
+  snprintf(text, sizeof text, "[a]\r\n;%0198d\r\nn = 1\r\n", 0);
+  assert_int_equal(load(&c, &o, text, &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "t.ini:2: line too long (over 198"));
   snprintf(text, sizeof text, "[a]\n;%0198d\nn = 1\n", 0);
   assert_int_equal(load(&c, &o, text, &err), VS_EINPUT);
   assert_non_null(strstr(err.msg, "t.ini:2: line too long (over 198 characters; a "
@@ -626,6 +633,17 @@ static void test_set_good_value(void **state)
   assert_int_equal(vs_conf_set(&tab, &c, &o, "b", "sizes", "4,5", &err), 0);
   assert_int_equal(c.sizes.n, 2);
   assert_int_equal(err.code, VS_OK);
+  /* control characters are refused as in a file's line, and not echoed
+   * (a name with a line end would split a report's line in two) */
+  {
+    char label[sizeof c.label];
+    memcpy(label, c.label, sizeof label);
+    assert_int_equal(vs_conf_assign(&tab, &c, &o, "b.label=H1\nX\r", "",
+                                    &err), VS_EINPUT);
+    assert_string_equal(err.msg, "--set b.label: not text (control "
+                                 "characters in it)");
+    assert_memory_equal(c.label, label, sizeof label);
+  }
 }
 
 /* --set section.name=value must fail with want and leave c exactly as it

@@ -950,6 +950,63 @@ static void test_hf_config(void **state)
                                   "config.json"));
 }
 
+/* A field the config.json lacks or leaves null gives no key: the
+ * workload's default (GPT-2's n_inner 4 x hidden, kv_heads as heads)
+ * follows hidden and heads as the workload sets them; Qwen's null
+ * mlp_only_layers is []; a head_dim of 2^40 is refused without taking
+ * its product with heads; a value out of a key's bounds names the
+ * hf_config line. */
+static void test_hf_config_fields_it_lacks(void **state)
+{
+  const char *gpt2 = "{\"model_type\": \"gpt2\", \"n_embd\": 768, "
+                     "\"n_head\": 12, \"n_layer\": 2, \"n_inner\": null, "
+                     "\"vocab_size\": 1000}";
+  vs_workload wl;
+  vs_error err;
+  (void)state;
+  assert_int_equal(load_with_json(&wl, gpt2,
+                                  "[model]\nhf_config = config.json\n"
+                                  "hidden = 1536\nseq_len = 128\n",
+                                  &err), 0);
+  assert_int_equal(wl.model.ffn_hidden, 4 * 1536);
+  assert_false(vs_conf_is_set(vs_workload_keys(), &wl.origins, "model",
+                              "ffn_hidden"));
+  assert_int_equal(load_with_json(&wl, gpt2,
+                                  "[model]\nhf_config = config.json\n"
+                                  "heads = 16\nseq_len = 128\n",
+                                  &err), 0);
+  assert_int_equal(wl.model.kv_heads, 16);
+  assert_int_equal(load_with_json(&wl, HF_MOE("\"qwen2_moe\", "
+                                              "\"num_experts\": 60, "
+                                              "\"moe_intermediate_size\": 96, "
+                                              "\"mlp_only_layers\": null"),
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n", &err), 0);
+  assert_int_equal(wl.model.experts, 60);
+  assert_int_equal(load_with_json(&wl, "{\"model_type\": \"llama\", "
+                                       "\"hidden_size\": 512, "
+                                       "\"intermediate_size\": 1024, "
+                                       "\"num_hidden_layers\": 2, "
+                                       "\"num_attention_heads\": "
+                                       "1099511627776, "
+                                       "\"head_dim\": 1099511627776, "
+                                       "\"vocab_size\": 1000}",
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n", &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "field \"head_dim\" = 1099511627776, but "
+                                  "vsim's layers have hidden / heads = 512 / "
+                                  "1099511627776"));
+  assert_int_equal(load_with_json(&wl, "{\"model_type\": \"gpt2\", "
+                                       "\"n_embd\": 1099511627776, "
+                                       "\"n_head\": 1, \"n_layer\": 2, "
+                                       "\"vocab_size\": 1000}",
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n", &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "w.ini:2: [model] hidden = 1099511627776 "
+                                  "(from the file of [model] hf_config = "
+                                  "config.json): must be at most"));
+}
+
 static void test_runtime_rules(void **state)
 {
   (void)state;
@@ -2006,6 +2063,7 @@ int main(void)
       cmocka_unit_test(test_offload_rules),
       cmocka_unit_test(test_finetune_rules),
       cmocka_unit_test(test_hf_config),
+      cmocka_unit_test(test_hf_config_fields_it_lacks),
       cmocka_unit_test(test_runtime_rules),
       cmocka_unit_test(test_autocast_and_hf),
       cmocka_unit_test(test_frameworks_running_ep),

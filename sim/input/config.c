@@ -75,16 +75,25 @@ static char *list_sections(const vs_keytab *tab, char *buf, size_t len)
   return buf;
 }
 
-/* "a, b, c" of the keys of one section. */
+/* What ends a list of keys that buf had no room for. */
+#define KEYS_CUT ", ... (`vsim keys` lists them all)"
+
+/* "a, b, c" of the keys of one section; whole names only: when they do
+ * not all fit, as many as do and KEYS_CUT ([calibration] has over a
+ * hundred). len must exceed KEYS_CUT's length. */
 static char *list_keys(const vs_keytab *tab, const char *section, char *buf,
                        size_t len)
 {
-  size_t used = 0;
+  size_t used = 0, room = len - (sizeof KEYS_CUT - 1);
   buf[0] = '\0';
-  for (size_t i = 0; i < tab->n_keys && used < len; i++) {
-    if (strcmp(tab->keys[i].section, section) == 0)
-      used += (size_t)snprintf(buf + used, len - used, "%s%s",
-                               used ? ", " : "", tab->keys[i].name);
+  for (size_t i = 0; i < tab->n_keys; i++) {
+    if (strcmp(tab->keys[i].section, section) != 0)
+      continue;
+    if (!vs_conf_append_item(buf, room, &used, used ? ", " : "",
+                             tab->keys[i].name, strlen(tab->keys[i].name))) {
+      snprintf(buf + used, len - used, "%s", KEYS_CUT);
+      break;
+    }
   }
   return buf;
 }
@@ -141,13 +150,13 @@ static int find_display(const vs_keytab *tab, const char *display)
   return vs_conf_find(tab, section, name);
 }
 
-/* Where key i's value, which a preset (line -2) or a derived file (line
- * -1) chose, came from: the line (or the --set) of the key that chose it
- * and that key's value; false when that key has none to name. */
+/* Where key i's value `text`, which a preset (line -2) or a derived file
+ * (line -1) chose, came from: the line (or the --set) of the key that
+ * chose it and that key's value; false when that key has none to name. */
 static bool chosen_where(const vs_keytab *tab, const vs_origins *orig, int i,
-                         char *buf, size_t len)
+                         int line, const char *text, char *buf, size_t len)
 {
-  bool preset = orig->keys[i].line == -2;
+  bool preset = line == -2;
   const char *display = preset ? tab->preset_from : tab->derived_from;
   int from = find_display(tab, display);
   const vs_origin *o;
@@ -156,14 +165,13 @@ static bool chosen_where(const vs_keytab *tab, const vs_origins *orig, int i,
   o = &orig->keys[from];
   if (o->line > 0)
     snprintf(buf, len, "%s:%d: [%s] %s = %s (%s %s = %s)", orig->file,
-             o->line, tab->keys[i].section, tab->keys[i].name,
-             orig->keys[i].text,
+             o->line, tab->keys[i].section, tab->keys[i].name, text,
              preset ? "the preset of" : "from the file of", display, o->text);
   else
     snprintf(buf, len, "--set %s%s.%s=%s: [%s] %s = %s (%s)",
              set_prefix(tab), tab->keys[from].section, tab->keys[from].name,
-             o->text, tab->keys[i].section, tab->keys[i].name,
-             orig->keys[i].text, preset ? "its preset" : "from its file");
+             o->text, tab->keys[i].section, tab->keys[i].name, text,
+             preset ? "its preset" : "from its file");
   return true;
 }
 
@@ -173,7 +181,8 @@ char *vs_conf_where(const vs_keytab *tab, const vs_origins *orig,
 {
   int i = vs_conf_find(tab, section, name);
   if (i >= 0 && orig->keys[i].set && orig->keys[i].line < 0 &&
-      chosen_where(tab, orig, i, buf, len))
+      chosen_where(tab, orig, i, orig->keys[i].line, orig->keys[i].text, buf,
+                   len))
     return buf;
   if (i < 0) {
     snprintf(buf, len, "[%s] %s", section, name);
@@ -658,7 +667,9 @@ static int apply(const vs_keytab *tab, void *target, vs_origins *orig,
                         source, set_prefix(tab), section, name, name, section,
                         list_keys(tab, section, known, sizeof known));
   }
-  where_text(tab, source, line, &tab->keys[i], text, where, sizeof where);
+  if (line >= 0 ||
+      !chosen_where(tab, orig, i, line, text, where, sizeof where))
+    where_text(tab, source, line, &tab->keys[i], text, where, sizeof where);
   if (line > 0 && orig->keys[i].set && orig->keys[i].line > 0)
     return vs_error_set(err, VS_EINPUT, "%s: key set twice (first on line %d)",
                         where, orig->keys[i].line);
@@ -770,6 +781,11 @@ static bool malformed(const char *p)
   return !strpbrk(p, "=:");
 }
 
+size_t vs_conf_line_max(void)
+{
+  return INI_MAX_LINE - 2; /* less the line end and the terminator */
+}
+
 /* Checks a [section] header line p (leading blanks gone): a name of text
  * that the table knows, and nothing after the ] but blanks or a comment
  * (inih would drop it silently, keys and all). */
@@ -850,6 +866,8 @@ static char *read_line(char *str, int num, void *stream)
                  ctx->orig->file, ctx->line);
     return NULL;
   }
+  line[strcspn(line, "\r")] = '\0'; /* a \r\n line end's \r, and what
+                                       inner_cr let through after it */
   if (flaws.too_long || strlen(line) + 2 > (size_t)num) {
     vs_error_set(ctx->err, VS_EINPUT, "%s:%d: line too long (over %d "
                  "characters; a list of counts can write a run of equal "
@@ -988,6 +1006,11 @@ int vs_conf_assign(const vs_keytab *tab, void *target, vs_origins *orig,
   sec[ns] = '\0';
   memcpy(key, dot + 1, nk);
   key[nk] = '\0';
+  if (has_control(assignment)) /* as a file's line (on_key): not echoed */
+    return vs_error_set(err, VS_EINPUT,
+                        "--set %s%s.%s: not text (control characters in it)",
+                        prefix, has_control(sec) ? "?" : sec,
+                        has_control(key) ? "?" : key);
   return vs_conf_set(tab, target, orig, sec, key, eq + 1, err);
 }
 
@@ -1081,13 +1104,28 @@ static void print_flags(FILE *f, const vs_key *k, uint32_t set)
 /* A count list as the reader takes it: a run of three or more equal
  * counts as VxN (expand_runs), so that a long split (100 stages) stays a
  * line the reader accepts. */
+/* Characters of n in decimal. */
+static size_t decimal_digits(uint64_t n)
+{
+  size_t d = 1;
+  while (n >= 10) {
+    n /= 10;
+    d++;
+  }
+  return d;
+}
+
+/* The counts, each run of equal ones written VxN where that is shorter
+ * than the run written out (10,10 as 10x2; 1,1 stays), so that show's
+ * line is as short as any a reader takes. */
 static void print_count_list(FILE *f, const vs_count_list *l)
 {
   for (size_t i = 0; i < l->n;) {
-    size_t run = 1;
+    size_t run = 1, v;
     while (i + run < l->n && l->values[i + run] == l->values[i])
       run++;
-    if (run < 3)
+    v = decimal_digits(l->values[i]);
+    if (v + 1 + decimal_digits(run) >= run * v + run - 1)
       run = 1;
     fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)l->values[i]);
     if (run > 1)

@@ -178,6 +178,10 @@ char *vs_conf_where(const vs_keytab *tab, const vs_origins *orig,
                     const char *section, const char *name, char *buf,
                     size_t len);
 
+/* The longest line the reader takes, comments included (inih's line
+ * buffer less the line end and its terminator): 198 characters. */
+size_t vs_conf_line_max(void);
+
 /* Writes k's value in target (a struct of the table's) to f as an INI value
  * that parses back to the same value: units on rates (GB/s) and latencies
  * (us), lists comma-separated, reals in the fewest digits that read back

@@ -26,7 +26,8 @@ typedef struct family {
 } family;
 
 /* The largest count a field may hold: far above any model, and small
- * enough that the products below stay in 64 bits. */
+ * enough that a sum or a rounding of two stays in 64 bits (no product of
+ * two is taken). */
 #define MAX_COUNT ((json_int_t)1 << 40)
 
 static const char *const llama_types[] = {"llama", "mistral", "qwen2",
@@ -152,21 +153,24 @@ static int read_counts(const json_t *root, const char *path, const family *f,
       (rc = count_field(root, path, f->heads, "heads", heads, err)) ||
       (rc = count_field(root, path, f->vocab, "vocab", &vocab, err)))
     return rc;
-  if (f->ffn_may_be_null && (!jffn || json_is_null(jffn)))
-    ffn = 4 * *hidden;
-  else if ((rc = count_field(root, path, f->ffn, "ffn_hidden", &ffn, err)))
-    return rc;
-  kv = *heads; /* absent or null: as many as heads (transformers') */
-  if (f->kv_heads && json_object_get(root, f->kv_heads) &&
-      !json_is_null(json_object_get(root, f->kv_heads)) &&
-      (rc = count_field(root, path, f->kv_heads, "kv_heads", &kv, err)))
-    return rc;
   put_count(out, "layers", layers);
   put_count(out, "hidden", *hidden);
   put_count(out, "heads", *heads);
-  put_count(out, "kv_heads", kv);
-  put_count(out, "ffn_hidden", ffn);
   put_count(out, "vocab", vocab);
+  /* A field absent or null gives no key: the workload's default is
+   * transformers' (kv_heads as heads; GPT-2's n_inner 4 x hidden), and
+   * follows hidden and heads as the workload finally sets them. */
+  if (!(f->ffn_may_be_null && (!jffn || json_is_null(jffn)))) {
+    if ((rc = count_field(root, path, f->ffn, "ffn_hidden", &ffn, err)))
+      return rc;
+    put_count(out, "ffn_hidden", ffn);
+  }
+  if (f->kv_heads && json_object_get(root, f->kv_heads) &&
+      !json_is_null(json_object_get(root, f->kv_heads))) {
+    if ((rc = count_field(root, path, f->kv_heads, "kv_heads", &kv, err)))
+      return rc;
+    put_count(out, "kv_heads", kv);
+  }
   return 0;
 }
 
@@ -313,7 +317,8 @@ static int read_experts(const json_t *root, const char *path,
     return read_placement(root, path, f, out, err);
   put_count(out, "dense_layers", step - 1);
   put_count(out, "moe_every", step);
-  if (only && !(json_is_array(only) && json_array_size(only) == 0))
+  if (only && !json_is_null(only) &&
+      !(json_is_array(only) && json_array_size(only) == 0))
     return vs_error_set(err, VS_EINPUT,
                         "%s: field \"mlp_only_layers\": dense layers at "
                         "chosen places are not simulated (only the first "
@@ -350,7 +355,8 @@ static int check_shape(const json_t *root, const char *path, json_int_t hidden,
     return 0;
   if ((rc = count_field(root, path, "head_dim", "hidden / heads", &v, err)))
     return rc;
-  if (v * heads != hidden)
+  if (hidden % heads != 0 || v != hidden / heads) /* no product: each is
+                                                      up to MAX_COUNT */
     return vs_error_set(err, VS_EINPUT,
                         "%s: field \"head_dim\" = %lld, but vsim's layers have "
                         "hidden / heads = %lld / %lld per head",

@@ -67,10 +67,14 @@ void vs_report_summary(FILE *out, const vs_sim *sim);
 void vs_report_memory_summary(FILE *out, const vs_sim *sim);
 
 /* Resolved configuration, parameter counts, model-state bytes and how
- * they reach the allocator (r). */
-void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
-                    const vs_model *m, const vs_recipe *r,
-                    const vs_layout *lay);
+ * they reach the allocator (r): a workload file that loads back, every
+ * line within vs_conf_line_max (a comment too long is cut short with
+ * "..."). VS_EINPUT, with nothing written, when a key's value cannot fit
+ * on a line (a pp_layers of 100 stages that has no runs to write as VxN);
+ * VS_ENOMEM. */
+int vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
+                   const vs_model *m, const vs_recipe *r,
+                   const vs_layout *lay, vs_error *err);
 
 /* The files of `--csv DIR`, in the order they are written: summary.csv,
  * timeline.csv, ops.csv, host.csv (one row per tracked node and place it

@@ -8,7 +8,12 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* What a key line's own comment starts with (write_loadable cuts it
+ * where the line would be too long). */
+#define KEY_COMMENT "    ; "
 
 /* One "key = value" line of `vsim show`, loadable as it is; a list left
  * empty (pp_layers: an even split) has no loadable value, so it is
@@ -23,7 +28,8 @@ static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
   bool unset_path = k->type == VS_KEY_PATH &&
                     ((const char *)wl + k->offset)[0] == '\0';
   if (empty_list || unset_path) {
-    fprintf(out, "; %s =    ; default: %s\n", k->name, k->default_doc);
+    fprintf(out, "; %s =" KEY_COMMENT "default: %s\n", k->name,
+            k->default_doc);
     return;
   }
   if (k->type == VS_KEY_PATH) {
@@ -31,24 +37,25 @@ static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
      * out as keys, so the output loads back from anywhere */
     fprintf(out, "; %s = ", k->name);
     vs_conf_print_value(out, k, wl);
-    fprintf(out, "    ; its values are written out above\n");
+    fprintf(out, KEY_COMMENT "its values are written out above\n");
     return;
   }
   if (!origin->set && k->follows_gpus) {
     fprintf(out, "; %s = ", k->name);
     vs_conf_print_value(out, k, wl);
-    fprintf(out, "    ; default: %s (it follows --gpus)\n", k->default_doc);
+    fprintf(out, KEY_COMMENT "default: %s (it follows --gpus)\n",
+            k->default_doc);
     return;
   }
   fprintf(out, "%s = ", k->name);
   vs_conf_print_value(out, k, wl);
   if (origin->set && origin->line == -2) {
-    fprintf(out, "    ; framework preset: %s\n",
+    fprintf(out, KEY_COMMENT "framework preset: %s\n",
             origin->why ? origin->why : "its default");
     return;
   }
-  fprintf(out, "%s\n", !origin->set         ? "    ; default"
-                       : origin->line < 0 ? "    ; from hf_config"
+  fprintf(out, "%s\n", !origin->set         ? KEY_COMMENT "default"
+                       : origin->line < 0 ? KEY_COMMENT "from hf_config"
                                           : "");
 }
 
@@ -334,9 +341,9 @@ static void show_stages(FILE *out, const vs_layout *lay)
   }
 }
 
-void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
-                    const vs_model *m, const vs_recipe *r,
-                    const vs_layout *lay)
+static void show_text(FILE *out, const vs_workload *wl,
+                      const vs_topology *topo, const vs_model *m,
+                      const vs_recipe *r, const vs_layout *lay)
 {
   char cp[32];
   char b1[16], b2[16], b3[16], b4[16];
@@ -386,6 +393,81 @@ void vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
                "the forward's and the backward thread's handle)\n",
           lay->blas_workspaces,
           vs_format_bytes(lay->blas_workspace_bytes, b1, sizeof b1));
+}
+
+/* Where the line's own comment (KEY_COMMENT) starts, or n. */
+static size_t own_comment_at(const char *line, size_t n)
+{
+  size_t m = sizeof KEY_COMMENT - 1;
+  for (size_t i = 0; i + m <= n; i++)
+    if (memcmp(line + i, KEY_COMMENT, m) == 0)
+      return i;
+  return n;
+}
+
+/* How much of `line` (n characters, a line of show's text) to write so
+ * that the reader takes it (max characters), and whether "..." follows:
+ * a comment is cut, as is a key line's own comment, never a key's value
+ * (SIZE_MAX: the line cannot be written). */
+static size_t loadable_part(const char *line, size_t n, size_t max,
+                            bool *dots)
+{
+  size_t value_end = own_comment_at(line, n);
+  *dots = false;
+  if (n <= max)
+    return n;
+  if (line[0] == '#' || line[0] == ';' ||
+      value_end + (sizeof KEY_COMMENT - 1) + 3 <= max) {
+    *dots = true;
+    return max - 3;
+  }
+  return value_end <= max ? value_end : SIZE_MAX;
+}
+
+/* Writes show's text to out, each line one the reader takes
+ * (loadable_part); VS_EINPUT, writing nothing, when a key = value alone
+ * is longer than a line can be: the output would not load back. */
+static int write_loadable(FILE *out, const char *text, vs_error *err)
+{
+  size_t max = vs_conf_line_max();
+  for (int pass = 0; pass < 2; pass++) {
+    const char *section = "";
+    for (const char *p = text; *p;) {
+      size_t n = strcspn(p, "\n"), keep;
+      bool dots;
+      if (p[0] == '[')
+        section = p;
+      if ((keep = loadable_part(p, n, max, &dots)) == SIZE_MAX)
+        return vs_error_set(err, VS_EINPUT,
+                            "%.*s %.*s would be written on a line of %zu "
+                            "characters, over the %zu a workload's line can "
+                            "have, so show's output would not load back",
+                            (int)strcspn(section, "\n"), section,
+                            (int)strcspn(p, " ="), p, n, max);
+      if (pass == 1)
+        fprintf(out, "%.*s%s\n", (int)keep, p, dots ? "..." : "");
+      p += n + (p[n] == '\n');
+    }
+  }
+  return 0;
+}
+
+int vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
+                   const vs_model *m, const vs_recipe *r,
+                   const vs_layout *lay, vs_error *err)
+{
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  int rc;
+  if (!mem)
+    return vs_error_set(err, VS_ENOMEM, "out of host memory");
+  show_text(mem, wl, topo, m, r, lay);
+  rc = fclose(mem) != 0 || !text
+           ? vs_error_set(err, VS_ENOMEM, "out of host memory")
+           : write_loadable(out, text, err);
+  free(text);
+  return rc;
 }
 
 static void key_table(FILE *out, const vs_keytab *tab)

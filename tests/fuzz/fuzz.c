@@ -121,7 +121,7 @@ static void show(const vs_workload *wl, const vs_topology *topo)
   if (vs_model_build(wl, m, &err) == 0 &&
       vs_recipe_build(wl, m, &r, &err) == 0 &&
       vs_layout_build(wl, topo, m, &r, &lay, &err) == 0)
-    vs_report_show(sink(), wl, topo, m, &r, &lay);
+    (void)vs_report_show(sink(), wl, topo, m, &r, &lay, &err);
   vs_recipe_fini(&r);
   vs_model_fini(m);
   free(m);
