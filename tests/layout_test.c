@@ -374,6 +374,9 @@ static void test_fp32_adam(void **state)
  * - DeepSpeed ZeRO-1, fp16: 2 + 2 + 12/d, and a group's fp32 partition at
  *   the step (4 x decay / d);
  * - Megatron, bf16, distributed optimizer: fp32 main grads, 6 + 12/d;
+ * - Megatron, fp16: fp16 main grads, 16 resident (4 + 12/d distributed),
+ *   and each one's fp32 copy at the step (4, 4/d): dist_optimizer.md's
+ *   20 and 4 + 16/d (section 3.1);
  * - FSDP2: 16/N (section 4.3). */
 static void test_framework_presets(void **state)
 {
@@ -407,6 +410,24 @@ static void test_framework_presets(void **state)
   assert_int_equal(lay.grad_elem_bytes, 4);
   assert_sharded(vs_layout_model_states(&lay), d, 6 * psi * d + 12 * psi, 16);
   assert_int_equal(lay.stages[0].step_temp_bytes, 0);
+  {
+    const char *mg16[] = {"training.framework=megatron",
+                          "training.precision=fp16", "parallel.zero=0"};
+    const char *mg16_dist[] = {"training.framework=megatron",
+                               "training.precision=fp16", "parallel.zero=1"};
+    build(small_gpt, mg16, 3, d, &lay);
+    assert_int_equal(lay.grad_elem_bytes, 2);
+    assert_int_equal(vs_layout_model_states(&lay), 16 * psi);
+    assert_int_equal(vs_layout_model_states(&lay) +
+                         lay.stages[0].step_temp_bytes,
+                     20 * psi);
+    build(small_gpt, mg16_dist, 3, d, &lay);
+    assert_sharded(vs_layout_model_states(&lay), d, 4 * psi * d + 12 * psi,
+                   16);
+    assert_sharded(vs_layout_model_states(&lay) +
+                       lay.stages[0].step_temp_bytes,
+                   d, 4 * psi * d + 16 * psi, 20);
+  }
   /* FSDP2 (torchtitan): fp32 sharded parameters stepped without a master,
    * fp32 reduced gradients, AdamW: 4 + 4 + 8 = 16 psi / N */
   build(small_gpt, fsdp2, 2, d, &lay);

@@ -821,7 +821,8 @@ static void test_loss_parallel_and_pipelined_logits(void **state)
 
 /* FlashAttention has no fp32 kernel: fp32 attention runs SDPA's
  * memory-efficient backend, which takes grouped K and V only expanded to
- * every head, so a GQA layer saves K and V at every head's width. */
+ * every head, so a GQA layer saves K and V at every head's width; so
+ * does torchtitan's, which expands them itself. */
 static void test_fp32_flash_expands_grouped_kv(void **state)
 {
   static const char ini[] =
@@ -844,6 +845,18 @@ static void test_fp32_flash_expands_grouped_kv(void **state)
   assert_int_equal(vs_model_layer(&m, 0)->saved[fa->first_saved].bytes,
                    4 * T * dh * (16 + 2 * 16));
   assert_int_equal(fa->bwd_temp_bytes, 4 * T * dh * (16 + 2 * 16));
+  {
+    /* torchtitan's attention expands K and V (repeat_kv) before SDPA,
+     * whose flash kernel saves the copies: in bf16 too (frameworks.md
+     * 4.2, "repeat_kv expands K and V to all heads") */
+    static const char *const titan[] = {"training.precision=bf16",
+                                        "training.framework=fsdp2",
+                                        "parallel.dp=2"};
+    build_ini(&m, ini, titan, 3);
+    fa = op_named(vs_model_layer(&m, 0), "flash_attn");
+    assert_int_equal(vs_model_layer(&m, 0)->saved[fa->first_saved].bytes,
+                     2 * T * dh * (16 + 2 * 16));
+  }
 }
 
 /* A head dimension that is not a multiple of 8 (Llama-3B-like: 3200 / 32

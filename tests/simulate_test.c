@@ -2119,7 +2119,8 @@ static void held_before_backward(const vs_rank *r, int category,
 /* The Hugging Face Trainer calls model.zero_grad() after each step
  * (set_to_none = True): no gradient exists in the first forward pass of
  * a step, they all do at its end before the step, and none after it.
- * Plain autocast (framework none) keeps them resident. */
+ * Plain autocast (framework none) keeps them resident; DeepSpeed's
+ * FP16_Optimizer sets them to None as the Trainer does. */
 static void test_hf_grads_set_to_none(void **state)
 {
   static const char gpt[] =
@@ -2146,6 +2147,31 @@ static void test_hf_grads_set_to_none(void **state)
   assert_int_equal(end, (int64_t)n.layout.grads_bytes);
   vs_sim_fini(&h);
   vs_sim_fini(&n);
+  {
+    /* DeepSpeed's FP16_Optimizer sets each fp16 gradient to None in its
+     * step (frameworks.md 2.1: "14 in forward from step 2"); with ZeRO-1
+     * the 16-bit gradients stay (2.2) */
+    static const char fp16[] =
+        "[model]\narch = gpt\nlayers = 4\nhidden = 256\nheads = 4\n"
+        "vocab = 1000\nseq_len = 128\n"
+        "[training]\nprecision = fp16\nframework = deepspeed\n"
+        "[runtime]\nallocator = exact\n";
+    const char *z1[] = {"parallel.zero=1"};
+    load(&wl, fp16, NULL, 0, 1);
+    simulate(&h, &wl, &topo, false);
+    assert_int_equal(h.layout.grads_bytes, 2 * h.layout.param_elems);
+    held_before_backward(&h.ranks[0], VS_CAT_GRADS, &before, &end);
+    assert_int_equal(before, 0);
+    assert_int_equal(end, 0);
+    assert_int_equal(max_held(&h.ranks[0], VS_CAT_GRADS),
+                     h.layout.grads_bytes);
+    vs_sim_fini(&h);
+    load(&wl, fp16, z1, 1, 2);
+    simulate(&n, &wl, &topo, false);
+    held_before_backward(&n.ranks[0], VS_CAT_GRADS, &before, &end);
+    assert_int_equal(before, (int64_t)n.layout.grads_bytes);
+    vs_sim_fini(&n);
+  }
 }
 
 /* Ops of rank r's program named `name`. */

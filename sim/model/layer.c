@@ -260,16 +260,18 @@ static void context_parallel(vs_op_spec *op, const vs_dims *d, uint64_t heads,
 }
 
 /* The K and V heads a flash attention op holds: its own, or every query
- * head's where the kernel that runs takes no grouped K and V. FlashAttention
- * has no fp32 kernel, so fp32 attention runs PyTorch SDPA's
- * memory-efficient backend, which grouped-query attention reaches only
- * with K and V expanded to every head (enable_gqa is the flash and math
- * backends'; the H200 ground-truth harness found the efficient backend
- * refusing it, PyTorch 2.11): the expanded copies are the kernel's
- * inputs, saved for backward, and their gradients are summed back. */
+ * head's where the model expands them first (vs_dims repeat_kv) or the
+ * kernel that runs takes no grouped K and V. FlashAttention has no fp32
+ * kernel, so fp32 attention runs PyTorch SDPA's memory-efficient
+ * backend, which grouped-query attention reaches only with K and V
+ * expanded to every head (enable_gqa is the flash and math backends';
+ * the H200 ground-truth harness found the efficient backend refusing it,
+ * PyTorch 2.11): the expanded copies are the kernel's inputs, saved for
+ * backward, and their gradients are summed back. */
 static uint64_t flash_kv_heads(const vs_dims *d)
 {
-  return d->act_dtype == VS_DTYPE_FP32 ? d->a / d->t : d->kv / d->t;
+  return d->act_dtype == VS_DTYPE_FP32 || d->repeat_kv ? d->a / d->t
+                                                       : d->kv / d->t;
 }
 
 /* FlashAttention's kernels take a head dimension that is a multiple of

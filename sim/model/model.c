@@ -301,6 +301,8 @@ static void size_dims(const vs_workload *wl, vs_dims *d)
   d->python_rmsnorm =
       (d->hf_modules || wl->training.framework == VS_FW_FSDP2) &&
       d->eager_kernels;
+  d->repeat_kv = wl->training.framework == VS_FW_FSDP2 &&
+                 mc->arch == VS_ARCH_LLAMA && !mc->kv_lora_rank;
   d->rope = mc->arch != VS_ARCH_LLAMA || mc->kv_lora_rank ? ROPE_NONE
             : wl->training.framework == VS_FW_FSDP2 ? ROPE_COMPLEX
             : d->hf_modules                         ? ROPE_HF

@@ -83,6 +83,10 @@ typedef struct vs_dims {
                         Python ops, unfused; an fp32 attention mask; the
                         rotary embedding's slices (its RMSNorm:
                         python_rmsnorm) */
+  bool repeat_kv;    /* K and V expanded to every query head before a
+                        flash kernel, which saves the copies: torchtitan's
+                        attention (framework = fsdp2; repeat_kv in
+                        torchtitan/models/llama/model.py @ 9dec370) */
   bool python_rmsnorm; /* RMSNorm in Python ops, as Hugging Face's
                         LlamaRMSNorm and torchtitan's RMSNorm (framework
                         hf, fsdp2) run eagerly (kernels = eager): what

@@ -95,6 +95,8 @@ static void place_states(const vs_recipe *r, vs_stage_layout *st)
   else if (r->step_copy == VS_STEP_COPY_PARTITION)
     st->step_temp_bytes = 4 * sharded_elems(r, st->decay_elems,
                                             st->expert_decay_elems);
+  else if (r->step_copy == VS_STEP_COPY_MAIN_GRADS)
+    st->step_temp_bytes = 4 * st->step_elems;
   if (r->step_sqrt_list)
     st->step_temp_bytes += st->optimizer_bytes / 2;
 }

@@ -162,14 +162,23 @@ static bool bf16_optimizer(const vs_workload *wl)
 
 /* DeepSpeed's step copies its 16-bit gradients to fp32 (frameworks.md
  * 2.1-2.2): FP16_Optimizer (fp16, ZeRO off) whole, ZeRO-1/2 a group's
- * partition at a time; fp32 gradients (BF16_Optimizer's buffer) and the
- * optimizer on the host need no copy. */
+ * partition at a time. Megatron-LM's mixed-precision optimizers make
+ * each fp32 main param's .grad from its 16-bit main grad
+ * (main_grad.float() in megatron/core/optimizer/optimizer.py and
+ * distrib_optimizer.py _copy_model_grads_to_main_grads), all before the
+ * step, and set them to None at the next zero_grad: the 20 and 4 + 16/d
+ * bytes a parameter of dist_optimizer.md's fp16 row (3.1). fp32
+ * gradients (BF16_Optimizer's buffer, Megatron's fp32 main grads, whose
+ * .float() is themselves) and the optimizer on the host need no copy. */
 static uint8_t step_copy(const vs_workload *wl, const vs_recipe *r)
 {
   const vs_training_conf *t = &wl->training;
   uint64_t zero = wl->parallel.zero;
-  if (t->framework != VS_FW_DEEPSPEED || r->offload.cpu_step ||
-      r->grad_elem_bytes == 4)
+  if (r->offload.cpu_step || r->grad_elem_bytes == 4)
+    return VS_STEP_COPY_NONE;
+  if (t->framework == VS_FW_MEGATRON)
+    return t->master_weights ? VS_STEP_COPY_MAIN_GRADS : VS_STEP_COPY_NONE;
+  if (t->framework != VS_FW_DEEPSPEED)
     return VS_STEP_COPY_NONE;
   if (zero == 0 && t->precision == VS_PREC_FP16)
     return VS_STEP_COPY_FLAT;
@@ -358,7 +367,11 @@ static void resolve_state_handling(const vs_workload *wl, vs_recipe *r)
   r->ddp_bucket_copy = wl->training.framework == VS_FW_HF && dp > 1;
   r->states_in_param_dtype = wl->training.framework == VS_FW_HF &&
                              !wl->training.master_weights;
-  r->grads_set_to_none = wl->training.framework == VS_FW_HF &&
+  /* DeepSpeed's FP16_Optimizer sets each fp16 gradient to None once its
+   * group is flattened to fp32 for the step (frameworks.md 2.1): "14 in
+   * forward from step 2" */
+  r->grads_set_to_none = (wl->training.framework == VS_FW_HF ||
+                          r->step_copy == VS_STEP_COPY_FLAT) &&
                          !r->transient_grads && !r->step_in_backward;
   r->per_tensor_states = per_tensor_states(wl);
   r->first_step_states = r->per_tensor_states && !r->step_in_backward &&

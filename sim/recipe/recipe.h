@@ -163,11 +163,15 @@ typedef struct vs_kind_plan {
 } vs_kind_plan;
 
 /* What the optimizer step copies gradients into (DeepSpeed's wrappers,
- * shared/reference/frameworks.md 2.1-2.2): nothing; FP16_Optimizer's flat
- * fp32 gradients of every group, beside the per-tensor fp32 copies of the
- * group being flattened; ZeRO-1/2's fp32 copy of a group's partition. */
+ * shared/reference/frameworks.md 2.1-2.2, and Megatron-LM's, 3.1):
+ * nothing; FP16_Optimizer's flat fp32 gradients of every group, beside
+ * the per-tensor fp32 copies of the group being flattened; ZeRO-1/2's
+ * fp32 copy of a group's partition; Megatron-LM's fp32 copy of every
+ * 16-bit main grad the GPU steps (all of them, or the distributed
+ * optimizer's shard). */
 typedef enum {
-  VS_STEP_COPY_NONE, VS_STEP_COPY_FLAT, VS_STEP_COPY_PARTITION
+  VS_STEP_COPY_NONE, VS_STEP_COPY_FLAT, VS_STEP_COPY_PARTITION,
+  VS_STEP_COPY_MAIN_GRADS
 } vs_step_copy;
 
 /* How many times the optimizer step moves each kind of byte it touches,
@@ -267,7 +271,9 @@ typedef struct vs_recipe {
   bool grads_set_to_none;   /* the Hugging Face Trainer (framework = hf):
                                model.zero_grad() after each step sets the
                                gradients to None (set_to_none = True,
-                               PyTorch >= 2.0's default), so each block's
+                               PyTorch >= 2.0's default), and so does
+                               DeepSpeed's FP16_Optimizer (step_copy
+                               VS_STEP_COPY_FLAT) in its step, so each block's
                                appear at its first backward of the step
                                and go when the step ends (with resident
                                gradients: not transient, not stepped in
