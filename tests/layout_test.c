@@ -234,13 +234,23 @@ static void test_lora_trainable_is_pefts(void **state)
   build(llama3_8b, all, 2, 1, &lay);
   assert_int_equal(lay.stages[0].trainable_elems, 20971520);
   {
-    /* bf16 adapters stepped without a master copy (the QLoRA repository's
-     * --bf16): 2 B of gradient, 8 B of fp32 Adam states */
+    /* bf16 adapters stepped without a master copy by PyTorch's AdamW
+     * (torchtune): 2 B of gradient and 4 B of bf16 states (zeros_like,
+     * frameworks.md 6.2: 2 + 2 + 4); by bitsandbytes' paged 32-bit AdamW
+     * (the QLoRA repository's --bf16): 8 B of fp32 states */
     const char *bf16[] = {"finetune.method=lora", "finetune.adapter_dtype=bf16",
                           "training.master_weights=false"};
+    const char *paged[] = {"finetune.method=lora",
+                           "finetune.adapter_dtype=bf16",
+                           "training.master_weights=false",
+                           "training.paged_optimizer=true"};
     build(llama3_8b, bf16, 3, 1, &lay);
     assert_int_equal(lay.stages[0].grads_bytes, 2 * 3407872);
-    assert_int_equal(lay.stages[0].optimizer_bytes, 8 * 3407872);
+    assert_int_equal(lay.stages[0].optimizer_bytes, 4 * 3407872);
+    build(llama3_8b, paged, 4, 1, &lay);
+    assert_int_equal(lay.stages[0].optimizer_bytes +
+                         lay.stages[0].managed_bytes,
+                     8 * 3407872);
   }
 }
 

@@ -1101,9 +1101,6 @@ static void print_flags(FILE *f, const vs_key *k, uint32_t set)
     }
 }
 
-/* A count list as the reader takes it: a run of three or more equal
- * counts as VxN (expand_runs), so that a long split (100 stages) stays a
- * line the reader accepts. */
 /* Characters of n in decimal. */
 static size_t decimal_digits(uint64_t n)
 {
@@ -1115,9 +1112,10 @@ static size_t decimal_digits(uint64_t n)
   return d;
 }
 
-/* The counts, each run of equal ones written VxN where that is shorter
- * than the run written out (10,10 as 10x2; 1,1 stays), so that show's
- * line is as short as any a reader takes. */
+/* A count list as the reader takes it (expand_runs), each run of equal
+ * counts written VxN where that is shorter than the run written out
+ * (10,10 as 10x2; 1,1 stays), so that a long split (100 stages) stays a
+ * line as short as any the reader takes. */
 static void print_count_list(FILE *f, const vs_count_list *l)
 {
   for (size_t i = 0; i < l->n;) {

@@ -345,6 +345,22 @@ static void resolve_grad_flow(const vs_workload *wl, vs_recipe *r)
                          (zero == 1 || zero == 2 || bf16_optimizer(wl));
 }
 
+/* Whether the optimizer keeps its states in the weights' dtype: PyTorch's
+ * own optimizers make them zeros_like(param) (torch/optim/adamw.py
+ * _init_group), 16-bit for 16-bit weights where no wrapper keeps an fp32
+ * master copy to step instead, as the Hugging Face Trainer and torchtune
+ * run them (frameworks.md 6.2: torchtune's bf16 LoRA at 2 + 2 + 4 bytes a
+ * parameter) and as framework none with master_weights = false reads;
+ * bitsandbytes' optimizers (paged_optimizer, adam8bit) make 32-bit or
+ * 8-bit states whatever the weights' dtype (Optimizer2State.init_state,
+ * optim_bits). Megatron-LM, DeepSpeed and FSDP2 step fp32 masters or fp32
+ * weights. */
+static bool states_in_param_dtype(const vs_training_conf *t)
+{
+  return (t->framework == VS_FW_HF || t->framework == VS_FW_NONE) &&
+         !t->master_weights && !t->paged_optimizer;
+}
+
 /* What the pipeline, the framework and PyTorch's own loop add to the
  * states: the embedding copy, the step's copies, per-tensor states and
  * the first step; after resolve_grad_flow. */
@@ -365,8 +381,7 @@ static void resolve_state_handling(const vs_workload *wl, vs_recipe *r)
                        wl->training.optimizer == VS_OPT_ADAM);
   resolve_fsdp2(wl, r);
   r->ddp_bucket_copy = wl->training.framework == VS_FW_HF && dp > 1;
-  r->states_in_param_dtype = wl->training.framework == VS_FW_HF &&
-                             !wl->training.master_weights;
+  r->states_in_param_dtype = states_in_param_dtype(&wl->training);
   /* DeepSpeed's FP16_Optimizer sets each fp16 gradient to None once its
    * group is flattened to fp32 for the step (frameworks.md 2.1): "14 in
    * forward from step 2" */

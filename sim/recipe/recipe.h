@@ -279,8 +279,9 @@ typedef struct vs_recipe {
                                gradients: not transient, not stepped in
                                backward) */
   bool states_in_param_dtype; /* PyTorch's own optimizers without a
-                               master copy (framework = hf): the states
-                               are zeros_like(param), 16-bit for 16-bit
+                               master copy (framework hf or none, not
+                               bitsandbytes' paged ones): the states are
+                               zeros_like(param), 16-bit for 16-bit
                                parameters (vsim's figures are fp32 ones) */
   bool per_tensor_states;   /* PyTorch's own loop without ZeRO: each
                                parameter and its master copy are

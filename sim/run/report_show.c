@@ -282,7 +282,10 @@ static void show_state_allocations(FILE *out, const vs_workload *wl,
   uint64_t tensors = 0, masters = 0;
   if (!r->per_tensor_states) {
     fprintf(out, "# model states reach the allocator as one buffer per "
-                 "state (flat buffers or ZeRO partitions)\n");
+                 "state (flat buffers or ZeRO partitions)%s\n",
+            r->grads_set_to_none ? "; the gradients each block's in its "
+                                   "first backward, gone after the step"
+                                 : "");
     return;
   }
   for (size_t inst = 0; inst < (size_t)m->layers + 2; inst++) {
@@ -405,47 +408,89 @@ static size_t own_comment_at(const char *line, size_t n)
   return n;
 }
 
-/* How much of `line` (n characters, a line of show's text) to write so
- * that the reader takes it (max characters), and whether "..." follows:
- * a comment is cut, as is a key line's own comment, never a key's value
- * (SIZE_MAX: the line cannot be written). */
-static size_t loadable_part(const char *line, size_t n, size_t max,
-                            bool *dots)
+/* How write_loadable writes a line of show's text. */
+typedef struct line_plan {
+  size_t keep;   /* its first characters written; SIZE_MAX: it cannot be */
+  bool dots;     /* "..." after them: a comment cut short */
+  bool compact;  /* a key line written name=value (the blanks around its
+                    = and its own comment dropped), as short as a file
+                    could have given it */
+} line_plan;
+
+/* How to write `line` (n characters, a line of show's text) so that the
+ * reader takes it (max characters): a comment is cut, then a key line's
+ * own comment, then its blanks; never a key's value. */
+static line_plan plan_line(const char *line, size_t n, size_t max)
 {
   size_t value_end = own_comment_at(line, n);
-  *dots = false;
+  const char *eq = strstr(line, " = ");
+  line_plan lp = {n, false, false};
   if (n <= max)
-    return n;
+    return lp;
   if (line[0] == '#' || line[0] == ';' ||
       value_end + (sizeof KEY_COMMENT - 1) + 3 <= max) {
-    *dots = true;
-    return max - 3;
+    lp.keep = max - 3;
+    lp.dots = true;
+  } else if (value_end <= max) {
+    lp.keep = value_end;
+  } else if (eq && eq < line + value_end && value_end - 2 <= max) {
+    lp.keep = value_end;
+    lp.compact = true;
+  } else {
+    lp.keep = SIZE_MAX;
   }
-  return value_end <= max ? value_end : SIZE_MAX;
+  return lp;
 }
 
-/* Writes show's text to out, each line one the reader takes
- * (loadable_part); VS_EINPUT, writing nothing, when a key = value alone
- * is longer than a line can be: the output would not load back. */
-static int write_loadable(FILE *out, const char *text, vs_error *err)
+/* Writes line as lp says. */
+static void write_line(FILE *out, const char *line, line_plan lp)
+{
+  if (lp.compact) {
+    const char *eq = strstr(line, " = ");
+    fprintf(out, "%.*s=%.*s\n", (int)(eq - line), line,
+            (int)(lp.keep - (size_t)(eq + 3 - line)), eq + 3);
+    return;
+  }
+  fprintf(out, "%.*s%s\n", (int)lp.keep, line, lp.dots ? "..." : "");
+}
+
+/* The error of a key line no line can hold: where its value came from
+ * (only --set can give one that long). */
+static int line_too_long(const vs_workload *wl, const char *section,
+                         const char *line, size_t n, size_t max,
+                         vs_error *err)
+{
+  char sec[64] = "", key[64] = "", where[VS_ERROR_MSG_MAX / 2];
+  size_t shortest = own_comment_at(line, n) - 2; /* name=value */
+  sscanf(section, "[%63[^]]", sec);
+  sscanf(line, "%63[^ =]", key);
+  vs_conf_where(vs_workload_keys(), &wl->origins, sec, key, where,
+                sizeof where);
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: show would write it on a line of %zu "
+                      "characters, over the %zu a workload's line can have, "
+                      "so its output would not load back",
+                      where, shortest, max);
+}
+
+/* Writes show's text to out, each line one the reader takes (plan_line);
+ * VS_EINPUT, writing nothing, when a key = value alone is longer than a
+ * line can be: the output would not load back. */
+static int write_loadable(FILE *out, const vs_workload *wl, const char *text,
+                          vs_error *err)
 {
   size_t max = vs_conf_line_max();
   for (int pass = 0; pass < 2; pass++) {
     const char *section = "";
     for (const char *p = text; *p;) {
-      size_t n = strcspn(p, "\n"), keep;
-      bool dots;
+      size_t n = strcspn(p, "\n");
+      line_plan lp = plan_line(p, n, max);
       if (p[0] == '[')
         section = p;
-      if ((keep = loadable_part(p, n, max, &dots)) == SIZE_MAX)
-        return vs_error_set(err, VS_EINPUT,
-                            "%.*s %.*s would be written on a line of %zu "
-                            "characters, over the %zu a workload's line can "
-                            "have, so show's output would not load back",
-                            (int)strcspn(section, "\n"), section,
-                            (int)strcspn(p, " ="), p, n, max);
+      if (lp.keep == SIZE_MAX)
+        return line_too_long(wl, section, p, n, max, err);
       if (pass == 1)
-        fprintf(out, "%.*s%s\n", (int)keep, p, dots ? "..." : "");
+        write_line(out, p, lp);
       p += n + (p[n] == '\n');
     }
   }
@@ -465,7 +510,7 @@ int vs_report_show(FILE *out, const vs_workload *wl, const vs_topology *topo,
   show_text(mem, wl, topo, m, r, lay);
   rc = fclose(mem) != 0 || !text
            ? vs_error_set(err, VS_ENOMEM, "out of host memory")
-           : write_loadable(out, text, err);
+           : write_loadable(out, wl, text, err);
   free(text);
   return rc;
 }
