@@ -258,7 +258,8 @@ uint32_t sb_append_op(builder *b, int stream, int phase, const char *name,
       !sb_grow(b, (void **)&p->stream_ops[stream], &p->cap_stream_ops[stream],
                p->n_stream_ops[stream] + 1, sizeof(uint32_t)))
     return NONE;
-  if ((kind = kind_of(b, name, layer, c)) == NONE)
+  kind = c->known_kind ? c->known_kind - 1 : kind_of(b, name, layer, c);
+  if (kind == NONE)
     return NONE;
   if (kind > VS_PROGRAM_KINDS_MAX) {
     b->failed = true;
@@ -484,6 +485,7 @@ static void free_tables(builder *b)
   free(b->act_fetch);
   free(b->cached);
   free(b->op_time);
+  free(b->kind_memo);
   free(b->keys);
   free(b->key_kind);
   free(b->key_index.slots);
@@ -498,6 +500,10 @@ static void new_op_times(builder *b)
     n += b->m->kinds[k].n_ops;
   }
   n *= TIME_PHASES;
+  for (uint32_t k = 0; k < b->m->n_kinds; k++)
+    if (b->m->kinds[k].n_ops > b->memo_ops)
+      b->memo_ops = b->m->kinds[k].n_ops;
+  b->kind_memo = new_table(b, b->n_stage_inst * b->memo_ops * TIME_PHASES);
   b->op_time = malloc((n ? n : 1) * sizeof *b->op_time);
   if (!b->op_time) {
     b->failed = true;

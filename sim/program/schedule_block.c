@@ -344,22 +344,23 @@ static void add_split(double *to, const op_split *x)
 }
 
 /* A compute-stream op of time t (split by bound, which the program sums)
- * doing flops and bytes. */
+ * doing flops and bytes, of kind known - 1 (0: found by its key). */
 static uint32_t bound_op(builder *b, int phase, const char *name, int layer,
-                         int mb, double flops, double bytes, const op_split *t)
+                         int mb, double flops, double bytes, const op_split *t,
+                         uint32_t known)
 {
   op_cost c = {.seconds = split_total(t), .flops = flops, .bytes = bytes,
-               .split = t};
+               .split = t, .known_kind = known};
   add_split(b->p->bound_seconds, t);
   return sb_append_op(b, VS_STREAM_COMPUTE, phase, name, layer, mb, &c);
 }
 
-/* A compute op of time t doing flops and bytes. */
-uint32_t sb_compute_op(builder *b, int phase, const char *name, int layer,
-                       int mb, double flops, double bytes,
-                       const op_split *t)
+/* sb_compute_op, of kind known - 1 (0: found by its key). */
+static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
+                           int mb, double flops, double bytes,
+                           const op_split *t, uint32_t known)
 {
-  uint32_t op = bound_op(b, phase, name, layer, mb, flops, bytes, t);
+  uint32_t op = bound_op(b, phase, name, layer, mb, flops, bytes, t, known);
   if (b->copy_out != NONE) {
     sb_alloc_on(b, op, b->copy_out);
     sb_free_on(b, op, b->flat_done, AT_START);
@@ -372,6 +373,35 @@ uint32_t sb_compute_op(builder *b, int phase, const char *name, int layer,
     b->recv_op = NONE;
     b->recv_waited = false;
   }
+  return op;
+}
+
+/* A compute op of time t doing flops and bytes. */
+uint32_t sb_compute_op(builder *b, int phase, const char *name, int layer,
+                       int mb, double flops, double bytes,
+                       const op_split *t)
+{
+  return compute_op(b, phase, name, layer, mb, flops, bytes, t, 0);
+}
+
+/* Op k of inst's block in phase `which` (op_time) for micro-batch mb, as
+ * sb_compute_op makes it, its kind remembered (builder kind_memo): the
+ * same name, layer, work and time in every micro-batch. A block of
+ * another stage (a schedule bug live() reports) has no memo. */
+static uint32_t block_op(builder *b, int phase, size_t inst, uint32_t k,
+                         phase_time which, int mb, double flops,
+                         double bytes)
+{
+  uint32_t row = b->stage_inst[inst], none = NONE;
+  uint32_t *memo = row == NONE ? &none
+                               : &b->kind_memo[((size_t)row * b->memo_ops +
+                                                k) * TIME_PHASES + which];
+  uint32_t op = compute_op(b, phase, sb_block_of(b, inst)->ops[k].name,
+                           sb_layer_of(inst), mb, flops, bytes,
+                           op_time(b, inst, k, which),
+                           *memo == NONE ? 0 : *memo + 1);
+  if (op != NONE)
+    *memo = b->p->ops[op].kind;
   return op;
 }
 
@@ -804,8 +834,8 @@ void sb_forward_block(builder *b, size_t inst, int mb)
     uint32_t op;
 
     op_comm(b, &o->fwd_before, layer, mb);
-    op = sb_compute_op(b, VS_PHASE_FWD, o->name, layer, mb, o->fwd_flops,
-                       o->fwd_bytes, op_time(b, inst, k, TIME_FWD));
+    op = block_op(b, VS_PHASE_FWD, inst, k, TIME_FWD, mb, o->fwd_flops,
+                  o->fwd_bytes);
     if (k == 0 && full) {
       uint32_t *ckpt = &b->ckpt_buf[live(b, inst, mb)];
       hold(b, ckpt, sb_checkpoint_buffer(b, blk->ckpt_bytes));
@@ -852,7 +882,7 @@ static void recompute_layer(builder *b, size_t inst, int mb)
                           op_comm_seconds(b, &o->fwd_after);
   }
   op = bound_op(b, VS_PHASE_RECOMPUTE, "recompute_layer", sb_layer_of(inst), mb,
-                flops, bytes, &t);
+                flops, bytes, &t, 0);
   if (b->wl->training.checkpointing == VS_CKPT_OPS) {
     /* op-level: the kept outputs are reused as the re-created tensors
      * (which count them below), not held beside them */
@@ -1118,10 +1148,9 @@ void sb_backward_block(builder *b, size_t inst, int mb)
     if (plan->recompute_core && k == core_last)
       recompute_core(b, inst, mb);
     op_comm(b, &o->bwd_before, layer, mb);
-    op = sb_compute_op(
-        b, VS_PHASE_BWD, o->name, layer, mb, plan->bwd_flops[k],
-        plan->bwd_bytes[k] + acc.work.bytes,
-        op_time(b, inst, (uint32_t)k, fresh ? TIME_BWD_FRESH : TIME_BWD));
+    op = block_op(b, VS_PHASE_BWD, inst, (uint32_t)k,
+                  fresh ? TIME_BWD_FRESH : TIME_BWD, mb, plan->bwd_flops[k],
+                  plan->bwd_bytes[k] + acc.work.bytes);
     if (acc.made)
       sb_transient(b, op, acc.made, VS_CAT_TEMP);
     if (grads_per_tensor(b)) {

@@ -151,6 +151,12 @@ typedef struct builder {
   struct op_split *op_time; /* [kind's first op + op][phase_time]: each
                                op's time, computed once per block kind
                                (NAN until then) */
+  uint32_t *kind_memo;      /* [stage_inst row][op][phase_time]: the kind
+                               of that op of this stage's block in that
+                               phase (its name, layer, work and time are
+                               the same in every micro-batch), NONE until
+                               made: spares hashing its key again */
+  uint32_t memo_ops;        /* ops of the largest block kind */
   uint32_t kind_first[VS_MODEL_KINDS_MAX]; /* a kind's first op in op_time */
 } builder;
 
@@ -217,6 +223,8 @@ typedef struct op_cost {
                             seconds); NULL: bound wholly by what it does
                             (vs_op_kind bound) */
   int res, via;         /* vs_resource_kind crossed; 0: none */
+  uint32_t known_kind;  /* 1 + its kind when the builder has it already
+                           (builder kind_memo); 0: found by its key */
 } op_cost;
 uint32_t sb_append_op(builder *b, int stream, int phase, const char *name,
                       int layer, int mb, const op_cost *c);
