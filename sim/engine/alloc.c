@@ -389,6 +389,17 @@ static void set_remove(vs_alloc *a, uint32_t b)
     array_remove(fs->blocks, fs->n--, pos);
 }
 
+/* set_remove of b, which its set (one array) may hold at `at` (where
+ * find_free found it; SIZE_MAX: not known): no search when it does. */
+static void set_remove_at(vs_alloc *a, uint32_t b, size_t at)
+{
+  vs_free_set *fs = set_of(a, b);
+  if (!fs->chunks && at < fs->n && fs->blocks[at] == b)
+    array_remove(fs->blocks, fs->n--, at);
+  else
+    set_remove(a, b);
+}
+
 /* Splits `size` bytes off the front of block b, which must be in no free
  * set (its size changes, and a set is ordered by size and address); the
  * rest becomes a new free block after it (same mapping state), in no set
@@ -415,21 +426,26 @@ static uint32_t split(vs_alloc *a, uint32_t b, uint64_t size)
   return r;
 }
 
-/* split(a, b, size) of free block b, which its set holds: b leaves the
- * set and the rest joins it, as set_remove, split and set_insert would
- * do. In a set that is one array the rest, smaller than b was, sorts
- * before b's place: one search over the blocks before it and one move
- * of those between the two places, where the three calls took two
- * searches and two moves of the set's tail (malloc's common case: 2.5%
- * of a plan's instructions, callgrind). NONE when out of memory. */
-static uint32_t split_free(vs_alloc *a, uint32_t b, uint64_t size)
+/* split(a, b, size) of free block b, which its set holds (at `hint`
+ * when find_free found it there, set_remove_at): b leaves the set and
+ * the rest joins it, as set_remove, split and set_insert would do. In a
+ * set that is one array the rest, smaller than b was, sorts before b's
+ * place: one search over the blocks before it and one move of those
+ * between the two places, where the three calls took two searches and
+ * two moves of the set's tail (malloc's common case: 2.5% of a plan's
+ * instructions, callgrind). NONE when out of memory. */
+static uint32_t split_free(vs_alloc *a, uint32_t b, uint64_t size,
+                           size_t hint)
 {
   vs_free_set *fs = set_of(a, b);
   uint32_t r, *v = fs->blocks;
   size_t pos = 0, at;
   bool in_array = false;
   if (!fs->chunks) {
-    pos = lower_bound(a, v, fs->n, a->blocks[b].size, a->blocks[b].addr);
+    pos = hint < fs->n && v[hint] == b
+              ? hint
+              : lower_bound(a, v, fs->n, a->blocks[b].size,
+                            a->blocks[b].addr);
     in_array = pos < fs->n && v[pos] == b;
   }
   if (!in_array) { /* a set of chunks (or b in none): the three calls */
@@ -709,8 +725,10 @@ void vs_alloc_empty_cache(vs_alloc *a) { release_cached(a); }
 
 /* get_free_block: the smallest free block that fits, unless max_split_size
  * forbids it (an oversize block for a small request, or a much larger one
- * for a large request). */
-static uint32_t find_free(vs_alloc *a, int stream, int pool, uint64_t rounded)
+ * for a large request); *at its index in a set that is one array, else
+ * SIZE_MAX. */
+static uint32_t find_free(vs_alloc *a, int stream, int pool, uint64_t rounded,
+                          size_t *at)
 {
   const vs_free_set *fs = &a->pools[stream][pool];
   set_pos pos = seek(a, fs, rounded, 0);
@@ -726,9 +744,9 @@ static uint32_t find_free(vs_alloc *a, int stream, int pool, uint64_t rounded)
     /* refused; an expandable segment can still map fresh pages */
     for (; (found = at_pos(fs, pos)) != NONE; next_pos(fs, &pos))
       if (!a->blocks[found].mapped)
-        return found;
-    return NONE;
+        break;
   }
+  *at = fs->chunks ? SIZE_MAX : pos.i;
   return found;
 }
 
@@ -742,11 +760,13 @@ static bool should_split(const vs_alloc *a, int pool, uint64_t rounded,
 }
 
 /* A block of at least `rounded` bytes, mapped: from the cache, a new
- * segment, or new pages, within the device's capacity or past it. */
+ * segment, or new pages, within the device's capacity or past it; *at
+ * where its free set holds it (find_free), SIZE_MAX when not known. */
 static uint32_t obtain(vs_alloc *a, int stream, int pool, uint64_t rounded,
-                       capacity_rule rule)
+                       capacity_rule rule, size_t *at)
 {
   uint32_t b;
+  *at = SIZE_MAX;
   if (a->cfg.expandable_segments && a->expandable[stream][pool] == NONE) {
     uint32_t first = new_segment(a, stream, pool, expandable_span,
                                  SEGMENT_EXPANDABLE);
@@ -754,9 +774,11 @@ static uint32_t obtain(vs_alloc *a, int stream, int pool, uint64_t rounded,
       return NONE;
     a->expandable[stream][pool] = a->blocks[first].segment;
   }
-  b = find_free(a, stream, pool, rounded);
-  if (b != NONE && !a->blocks[b].mapped)
+  b = find_free(a, stream, pool, rounded, at);
+  if (b != NONE && !a->blocks[b].mapped) {
+    *at = SIZE_MAX;
     return map_pages(a, b, rounded, rule);
+  }
   if (b != NONE || a->cfg.expandable_segments)
     return b;
   if (rule == WITHIN_CAPACITY && !fits_device(a, segment_size(rounded)))
@@ -771,6 +793,7 @@ int vs_alloc_malloc(vs_alloc *a, uint64_t size, int stream,
   int pool = pool_of(rounded);
   uint32_t b;
   uint64_t remaining;
+  size_t at; /* where b sits in its free set (obtain) */
 
   memset(res, 0, sizeof *res);
   if (stream < 0 || stream >= VS_ALLOC_STREAMS)
@@ -779,26 +802,26 @@ int vs_alloc_malloc(vs_alloc *a, uint64_t size, int stream,
    * emulation goes on past the capacity (without releasing and retrying
    * again) so the report can show the whole step's needs. */
   b = obtain(a, stream, pool, rounded,
-             a->stats.n_ooms > 0 ? PAST_CAPACITY : WITHIN_CAPACITY);
+             a->stats.n_ooms > 0 ? PAST_CAPACITY : WITHIN_CAPACITY, &at);
   if (b == NONE) {
     /* the real OOM path: release every cached segment, retry once */
     res->retried = true;
     a->stats.n_retries++;
     if (release_cached(a))
       return VS_ENOMEM;
-    b = obtain(a, stream, pool, rounded, WITHIN_CAPACITY);
+    b = obtain(a, stream, pool, rounded, WITHIN_CAPACITY, &at);
     if (b == NONE) {
       res->oom = true;
       a->stats.n_ooms++;
-      b = obtain(a, stream, pool, rounded, PAST_CAPACITY);
+      b = obtain(a, stream, pool, rounded, PAST_CAPACITY, &at);
     }
   }
   if (b == NONE)
     return VS_ENOMEM;
   remaining = a->blocks[b].size - rounded;
   if (!should_split(a, pool, rounded, remaining))
-    set_remove(a, b);
-  else if (split_free(a, b, rounded) == NONE)
+    set_remove_at(a, b, at);
+  else if (split_free(a, b, rounded, at) == NONE)
     return VS_ENOMEM;
   a->blocks[b].allocated = true;
   a->blocks[b].requested = size;
