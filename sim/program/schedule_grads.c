@@ -167,8 +167,16 @@ void sb_flush_bucket(builder *b, int mb, uint32_t last)
                          kind, b->bucket_fill, b->bucket_expert, mb, last);
     b->reduce_input_op = last;
   }
-  if (b->r->offload.cpu_step)
+  if (b->r->offload.cpu_step) {
     last = grads_to_host(b, mb, last);
+    /* reduced on the compute stream, the copy is issued there too and
+     * the next compute op waits for it: DeepSpeed without overlap_comm
+     * reduces and copies on the current stream (stage_1_and_2.py
+     * reduce_ipg_grads, async_inplace_copy_grad_to_fp32_buffer_from_gpu's
+     * non_blocking copy_), so the copies never pile up on the GPU */
+    if (b->r->reduce_on_compute)
+      b->reduce_wait = last;
+  }
   b->grads_done = last;
   if (!b->r->reduce_copy)
     wait_for_bucket_before(b);
