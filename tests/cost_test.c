@@ -311,6 +311,43 @@ static void test_busbw_curve(void **state)
                   t.intra_latency + 64 * mib / t.intra_bandwidth, 1e-12);
 }
 
+/* A collective of more bytes never takes less time: between two points
+ * whose times are flat (the H100 curve's 256 KiB and 1 MiB, about 24 us
+ * each) the interpolated bandwidth would make 384 KiB 20% faster, so the
+ * time stays the 256 KiB point's; over every size from 1 KiB to 8 GiB,
+ * on both shipped curves, for rings and NVLS, the time never falls. */
+static void test_busbw_time_never_falls(void **state)
+{
+  static const char *const files[] = {"topologies/h100-sxm-8x.ini",
+                                      "topologies/a100-sxm-80g-8x.ini"};
+  static const int kinds[] = {VS_COLL_ALL_GATHER, VS_COLL_ALL_REDUCE};
+  vs_topology t;
+  vs_error err;
+  (void)state;
+  tu_default_topology(&t);
+  tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_GATHER, 393216, 2,
+                                        (vs_group_span){1, 2}, NULL),
+                  0.5 * 262144 / 10.86e9, 1e-12);
+  for (size_t f = 0; f < 2; f++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", VSIM_SOURCE_DIR, files[f]);
+    vs_error_clear(&err);
+    if (vs_topology_load(&t, path, NULL, 0, &err))
+      fail_msg("%s", err.msg);
+    for (size_t k = 0; k < 2; k++) {
+      double before = 0;
+      for (double x = 1024; x <= 8589934592.0; x *= 1.05) {
+        double now = vs_cost_group_seconds(&t, kinds[k], (uint64_t)x, 8,
+                                           (vs_group_span){1, 8}, NULL);
+        if (!(now >= before))
+          fail_msg("%s: %.0f bytes take %g s, less than before (%g)",
+                   files[f], x, now, before);
+        before = now;
+      }
+    }
+  }
+}
+
 /* NVLS's all-reduce curve serves an all-reduce over the whole node (8
  * H100s: 466.35 GB/s at 1 GiB); fewer GPUs run NCCL's ring (370 GB/s);
  * an intra_bandwidth given with --set replaces the curves. */
@@ -560,6 +597,7 @@ int main(void)
       cmocka_unit_test(test_link_and_collectives),
       cmocka_unit_test(test_group_seconds),
       cmocka_unit_test(test_busbw_curve),
+      cmocka_unit_test(test_busbw_time_never_falls),
       cmocka_unit_test(test_gemm_fill),
       cmocka_unit_test(test_busbw_all_reduce_curve),
       cmocka_unit_test(test_flash_rates),

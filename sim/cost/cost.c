@@ -267,6 +267,22 @@ static double busbw_at(const vs_count_list *sizes, const vs_real_list *curve,
   return curve_at(sizes, curve, bytes);
 }
 
+/* The longest of the measured times (size / busbw, before the factor)
+ * at sizes up to bytes: a collective of more bytes never takes less
+ * time than one of fewer. The bandwidth interpolated between two points
+ * can rise faster than the size where the points' times are flat (the
+ * latency-bound 64 KiB to 1 MiB of nccl-tests' H100 curve, about 24 us
+ * each), which alone would make a 384 KiB all-gather 20% faster than a
+ * 256 KiB one. */
+static double measured_floor(const vs_count_list *sizes,
+                             const vs_real_list *curve, double bytes)
+{
+  double floor = 0;
+  for (size_t i = 0; i < sizes->n && (double)sizes->values[i] <= bytes; i++)
+    floor = fmax(floor, (double)sizes->values[i] / curve->values[i]);
+  return floor;
+}
+
 /* A collective of n ranks inside one node: from the measured bus
  * bandwidth where the topology has it (all-reduce, all-gather and
  * reduce-scatter; nccl-tests doc/PERFORMANCE.md: busbw = algbw x 2(n-1)/n
@@ -290,8 +306,10 @@ static double intra_seconds(const vs_topology *topo, int kind, uint64_t bytes,
     return vs_cost_collective_seconds(kind, bytes, n, nvlink);
   if (kind == VS_COLL_ALL_REDUCE)
     factor *= 2.0;
-  return factor * (double)bytes /
-         busbw_at(&topo->intra_busbw_sizes, curve, (double)bytes);
+  return factor * fmax((double)bytes / busbw_at(&topo->intra_busbw_sizes,
+                                                curve, (double)bytes),
+                       measured_floor(&topo->intra_busbw_sizes, curve,
+                                      (double)bytes));
 }
 
 /* All-to-all over n ranks, per_node of them in each node: NCCL runs it as
