@@ -375,29 +375,38 @@ static int set_insert(vs_alloc *a, uint32_t b)
   return 0;
 }
 
-/* Takes free block b out of its set (nothing when it is in none). */
-static void set_remove(vs_alloc *a, uint32_t b)
+/* Where fs, a set that is one array, holds block b: at `hint` when b is
+ * there (where find_free found it; SIZE_MAX: no hint), else where its
+ * (size, addr) sorts; SIZE_MAX for a set of chunks or one without b. */
+static inline size_t array_place(const vs_alloc *a, const vs_free_set *fs,
+                          uint32_t b, size_t hint)
+{
+  size_t pos;
+  if (fs->chunks)
+    return SIZE_MAX;
+  if (hint < fs->n && fs->blocks[hint] == b)
+    return hint;
+  pos = lower_bound(a, fs->blocks, fs->n, a->blocks[b].size,
+                    a->blocks[b].addr);
+  return pos < fs->n && fs->blocks[pos] == b ? pos : SIZE_MAX;
+}
+
+/* Takes free block b out of its set (nothing when it is in none), with
+ * no search when it sits at `hint` (array_place). */
+static void set_remove_at(vs_alloc *a, uint32_t b, size_t hint)
 {
   vs_free_set *fs = set_of(a, b);
   size_t pos;
-  if (fs->chunks) {
+  if (fs->chunks)
     chunk_remove(a, fs, b);
-    return;
-  }
-  pos = lower_bound(a, fs->blocks, fs->n, a->blocks[b].size, a->blocks[b].addr);
-  if (pos < fs->n && fs->blocks[pos] == b)
+  else if ((pos = array_place(a, fs, b, hint)) != SIZE_MAX)
     array_remove(fs->blocks, fs->n--, pos);
 }
 
-/* set_remove of b, which its set (one array) may hold at `at` (where
- * find_free found it; SIZE_MAX: not known): no search when it does. */
-static void set_remove_at(vs_alloc *a, uint32_t b, size_t at)
+/* Takes free block b out of its set (nothing when it is in none). */
+static void set_remove(vs_alloc *a, uint32_t b)
 {
-  vs_free_set *fs = set_of(a, b);
-  if (!fs->chunks && at < fs->n && fs->blocks[at] == b)
-    array_remove(fs->blocks, fs->n--, at);
-  else
-    set_remove(a, b);
+  set_remove_at(a, b, SIZE_MAX);
 }
 
 /* Splits `size` bytes off the front of block b, which must be in no free
@@ -427,7 +436,7 @@ static uint32_t split(vs_alloc *a, uint32_t b, uint64_t size)
 }
 
 /* split(a, b, size) of free block b, which its set holds (at `hint`
- * when find_free found it there, set_remove_at): b leaves the set and
+ * when find_free found it there: array_place): b leaves the set and
  * the rest joins it, as set_remove, split and set_insert would do. In a
  * set that is one array the rest, smaller than b was, sorts before b's
  * place: one search over the blocks before it and one move of those
@@ -439,22 +448,14 @@ static uint32_t split_free(vs_alloc *a, uint32_t b, uint64_t size,
 {
   vs_free_set *fs = set_of(a, b);
   uint32_t r, *v = fs->blocks;
-  size_t pos = 0, at;
-  bool in_array = false;
-  if (!fs->chunks) {
-    pos = hint < fs->n && v[hint] == b
-              ? hint
-              : lower_bound(a, v, fs->n, a->blocks[b].size,
-                            a->blocks[b].addr);
-    in_array = pos < fs->n && v[pos] == b;
-  }
-  if (!in_array) { /* a set of chunks (or b in none): the three calls */
+  size_t pos = array_place(a, fs, b, hint), at;
+  if (pos == SIZE_MAX) { /* a set of chunks (or b in none): the three calls */
     set_remove(a, b);
     r = split(a, b, size);
     return r == NONE || set_insert(a, r) ? NONE : r;
   }
   if ((r = split(a, b, size)) == NONE) {
-    set_remove(a, b); /* b as it was: split failed before changing it */
+    array_remove(v, fs->n--, pos); /* b out, as set_remove would */
     return NONE;
   }
   at = lower_bound(a, v, pos, a->blocks[r].size, a->blocks[r].addr);
@@ -659,12 +660,9 @@ static int free_merged(vs_alloc *a, uint32_t b)
   vs_free_set *fs = set_of(a, b);
   size_t pos, at;
   one = with_n == with_p ? NONE : with_n ? n : p;
-  if (one == NONE || fs->chunks)
+  if (one == NONE || (pos = array_place(a, fs, one, SIZE_MAX)) == SIZE_MAX)
     return set_insert(a, merge(a, b));
   v = fs->blocks;
-  pos = lower_bound(a, v, fs->n, a->blocks[one].size, a->blocks[one].addr);
-  if (pos == fs->n || v[pos] != one)
-    return set_insert(a, merge(a, b));
   m = with_n ? b : p;
   absorb_next(a, m);
   at = pos + 1 + lower_bound(a, v + pos + 1, fs->n - pos - 1,

@@ -415,6 +415,7 @@ typedef struct line_plan {
   bool compact;  /* a key line written name=value (the blanks around its
                     = and its own comment dropped), as short as a file
                     could have given it */
+  size_t name_end; /* with compact: where its " = " starts */
 } line_plan;
 
 /* How to write `line` (n characters, a line of show's text) so that the
@@ -424,7 +425,7 @@ static line_plan plan_line(const char *line, size_t n, size_t max)
 {
   size_t value_end = own_comment_at(line, n);
   const char *eq = strstr(line, " = ");
-  line_plan lp = {n, false, false};
+  line_plan lp = {n, false, false, 0};
   if (n <= max)
     return lp;
   if (line[0] == '#' || line[0] == ';' ||
@@ -436,6 +437,7 @@ static line_plan plan_line(const char *line, size_t n, size_t max)
   } else if (eq && eq < line + value_end && value_end - 2 <= max) {
     lp.keep = value_end;
     lp.compact = true;
+    lp.name_end = (size_t)(eq - line);
   } else {
     lp.keep = SIZE_MAX;
   }
@@ -446,9 +448,8 @@ static line_plan plan_line(const char *line, size_t n, size_t max)
 static void write_line(FILE *out, const char *line, line_plan lp)
 {
   if (lp.compact) {
-    const char *eq = strstr(line, " = ");
-    fprintf(out, "%.*s=%.*s\n", (int)(eq - line), line,
-            (int)(lp.keep - (size_t)(eq + 3 - line)), eq + 3);
+    fprintf(out, "%.*s=%.*s\n", (int)lp.name_end, line,
+            (int)(lp.keep - lp.name_end - 3), line + lp.name_end + 3);
     return;
   }
   fprintf(out, "%.*s%s\n", (int)lp.keep, line, lp.dots ? "..." : "");
