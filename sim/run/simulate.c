@@ -908,8 +908,12 @@ static bool ran_out(const vs_sim *sim)
  * first step). A first step of the first unit alone (first_unit_only)
  * that did not run out made no gradients for the step after it to take
  * over: the run ends there, having told only that it did not stop in the
- * first step's setup (one that ran out is followed by the step alone, as
- * a whole one that ran out is). */
+ * first step's setup, unless rank 0's first step of any micro-batches
+ * runs out (first_step_overflows): the step then runs alone, as after a
+ * whole first step, so that vs_sim_stopped_in_setup can tell whether it
+ * stopped in rank 0's setup (step_alone_stopped_in_setup, which rests on
+ * nothing the first step's own out-of-memory decides). One that ran out
+ * is followed by the step alone, as a whole one that ran out is. */
 static int run_after_first(vs_sim *sim, const vs_sim_opts *opts,
                            vs_engine_opts *eo, vs_error *err)
 {
@@ -917,16 +921,18 @@ static int run_after_first(vs_sim *sim, const vs_sim_opts *opts,
   size_t n = sim->n_ranks;
   vs_engine_stats first_stats = sim->stats;
   bool out = ran_out(sim);
+  bool alone = out || (opts->first_unit_only && n > 0 && first->alloc &&
+                       first_step_overflows(first));
   int rc;
   sim->first_stopped_in_setup =
       ranks_stopped_in_setup(first, n, first_stats.stopped);
-  if (!out && opts->first_unit_only)
+  if (!alone && opts->first_unit_only)
     return 0;
   sim->ranks = NULL;
   sim->n_ranks = 0;
   drop_ranks(sim); /* the nodes; the ranks are `first` */
-  rc = out ? run_ranks(sim, opts, VS_STEP_ONLY, NULL, eo, err)
-           : run_ranks(sim, opts, VS_STEP_AFTER_FIRST, first, eo, err);
+  rc = alone ? run_ranks(sim, opts, VS_STEP_ONLY, NULL, eo, err)
+             : run_ranks(sim, opts, VS_STEP_AFTER_FIRST, first, eo, err);
   for (size_t i = 0; !rc && out && i < n; i++)
     if (!sim->ranks[i].mem.oom.happened) {
       sim->ranks[i].mem.oom = first[i].mem.oom;
