@@ -285,6 +285,27 @@ static void test_expandable_release_unmaps_pages(void **state)
   vs_alloc_fini(&a);
 }
 
+/* With expandable segments a large-pool block splits whenever 512 bytes
+ * (kMinBlockSize) remain, where plain segments keep a remainder of 1 MiB
+ * or less inside the block (CUDACachingAllocator.cpp should_split): 11
+ * MiB maps one 20 MiB page, and 8.5 MiB of the 9 MiB left is a block of
+ * 8.5 MiB, the last 512 KiB free. */
+static void test_expandable_splits_small_remainders(void **state)
+{
+  vs_alloc a;
+  vs_alloc_config c = config(1ull << 30, true);
+  uint32_t x;
+  (void)state;
+  vs_alloc_init(&a, &c);
+  take(&a, 11 * MIB, 0);
+  x = take(&a, 8 * MIB + 512 * KIB, 0);
+  assert_int_equal(a.blocks[x].size, 8 * MIB + 512 * KIB);
+  assert_int_equal(a.allocated_bytes, 19 * MIB + 512 * KIB);
+  assert_int_equal(a.reserved_bytes, 20 * MIB);
+  assert_int_equal(vs_alloc_largest_free(&a, VS_POOL_LARGE), 512 * KIB);
+  vs_alloc_fini(&a);
+}
+
 /* max_split_size: blocks at least that large are not split and small
  * requests do not take them; a large request does not take a block 20 MiB
  * (kLargeBuffer) or more bigger than itself. */
@@ -550,6 +571,7 @@ int main(void)
       cmocka_unit_test(test_oom_rescued_by_retry),
       cmocka_unit_test(test_fragmentation_oom_and_expandable_segments),
       cmocka_unit_test(test_expandable_release_unmaps_pages),
+      cmocka_unit_test(test_expandable_splits_small_remainders),
       cmocka_unit_test(test_max_split_size),
       cmocka_unit_test(test_roundup_power2_divisions),
       cmocka_unit_test(test_random_sequences_keep_invariants),

@@ -748,11 +748,15 @@ static uint32_t find_free(vs_alloc *a, int stream, int pool, uint64_t rounded,
   return found;
 }
 
+/* Whether a block `remaining` bytes larger than a request of `rounded`
+ * is split (CUDACachingAllocator.cpp should_split): in the small pool and
+ * with expandable segments whenever a block of kMinBlockSize remains;
+ * else in the large pool only below max_split_size, above kSmallSize. */
 static bool should_split(const vs_alloc *a, int pool, uint64_t rounded,
                          uint64_t remaining)
 {
   uint64_t max_split = a->cfg.max_split_bytes;
-  if (pool == VS_POOL_SMALL)
+  if (pool == VS_POOL_SMALL || a->cfg.expandable_segments)
     return remaining >= MIN_BLOCK;
   return (max_split == 0 || rounded < max_split) && remaining > small_size;
 }
