@@ -116,11 +116,16 @@ int vs_vary_parse(const char *text, vs_vary *out, vs_error *err)
     char item[48];
     size_t n = strcspn(p, ",");
     int rc;
-    if (n == 0 || n >= sizeof item)
+    /* an item after every comma: "1," has an empty last value */
+    if (n == 0 || n >= sizeof item || (p[n] == ',' && p[n + 1] == '\0'))
       return vs_error_set(err, VS_EUSAGE, "--vary %s: empty or overlong value",
                           out->key);
     memcpy(item, p, n);
     item[n] = '\0';
+    if (isspace((unsigned char)item[0]) || isspace((unsigned char)item[n - 1]))
+      return vs_error_set(err, VS_EUSAGE, "--vary %s: value '%s' starts or "
+                          "ends with a space (write 1,2 rather than 1, 2)",
+                          out->key, item);
     rc = is_range(item) ? add_range(out, item, err) : add_value(out, item, err);
     if (rc)
       return rc;

@@ -401,7 +401,8 @@ static int parse_trace_ranks(int argc, char **argv, int *i, cli_args *a,
   const char *v = option_value(argc, argv, i, "--trace-ranks", a);
   for (const char *p = v; p && *p;) {
     size_t n = strcspn(p, ",");
-    if (!add_trace_item(a, p, n))
+    /* an item after every comma ("0," has an empty one) */
+    if (!add_trace_item(a, p, n) || (p[n] == ',' && p[n + 1] == '\0'))
       return arg_usage(errs, a, "--trace-ranks takes rank numbers and ranges "
                        "such as 0,8 or 0..7 (at most %d ranks), got '%s'",
                        MAX_TRACE_RANKS, v);

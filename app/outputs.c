@@ -172,14 +172,52 @@ static void normalize(const char *path, char *out, size_t len)
   }
 }
 
+/* Symbolic links followed a whole chain deep at most (Linux's MAXSYMLINKS,
+ * the most open(2) follows before ELOOP). */
+#define LINK_HOPS 40
+
+/* Where writing path would create a file when path is a dangling symbolic
+ * link (or a chain of them): the last link's target, relative targets
+ * read from their link's directory, into out; false when path is no
+ * dangling link (or the chain is too long or unreadable). */
+static bool dangling_target(const char *path, char *out, size_t len)
+{
+  char cur[PATH_LEN], target[PATH_LEN], dir[PATH_LEN];
+  struct stat st;
+  bool followed = false;
+  if (snprintf(cur, sizeof cur, "%s", path) >= (int)sizeof cur)
+    return false;
+  for (int hop = 0; hop < LINK_HOPS; hop++) {
+    ssize_t n;
+    if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) {
+      followed = followed && snprintf(out, len, "%s", cur) < (int)len;
+      return followed;
+    }
+    n = readlink(cur, target, sizeof target - 1);
+    if (n < 0 || (size_t)n >= sizeof target - 1)
+      return false;
+    target[n] = '\0';
+    if (target[0] != '/' && dir_of(cur, dir, sizeof dir)) {
+      if (snprintf(cur, sizeof cur, "%s/%s", dir, target) >= (int)sizeof cur)
+        return false;
+    } else if (snprintf(cur, sizeof cur, "%s", target) >= (int)sizeof cur) {
+      return false;
+    }
+    followed = true;
+  }
+  return false;
+}
+
 /* One name per file, whatever spelling leads to it: the file resolved
- * when it exists, else its resolved directory and its name, else the
- * normalized path. */
+ * when it exists, else its resolved directory and its name (a dangling
+ * link's by where it points), else the normalized path. */
 bool vs_outputs_file_key(const char *path, char *key, size_t len)
 {
-  char norm[PATH_LEN], dir[PATH_LEN];
+  char norm[PATH_LEN], dir[PATH_LEN], target[PATH_LEN];
   char *real = realpath(path, NULL);
   int n;
+  if (!real && dangling_target(path, target, sizeof target))
+    path = target;
   normalize(path, norm, sizeof norm);
   if (!real && dir_of(norm, dir, sizeof dir) && (real = realpath(dir, NULL))) {
     const char *base = strrchr(norm, '/');

@@ -100,6 +100,21 @@ bool vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit)
   return out->fitted[kind];
 }
 
+void vs_cal_out_why_left_out(int kind, const vs_fit *fit, char *buf,
+                             size_t len)
+{
+  double spb = fit->segs[fit->n_breaks].seconds_per_byte;
+  double rate = spb > 0 ? vs_cal_bytes_factor(kind) / spb : 0.0;
+  if (!(rate > 0))
+    snprintf(buf, len, "the fitted time does not grow with size");
+  else if (rate > VS_MAX_RATE)
+    snprintf(buf, len, "the fitted time does not grow with size (its slope, "
+             "%.3g B/s, is over 100 TB/s: are the times in seconds?)", rate);
+  else
+    snprintf(buf, len, "the fitted rate, %.3g B/s, is under 1 MB/s (are the "
+             "times in seconds?)", rate);
+}
+
 void vs_cal_out_comment(vs_cal_out *out, const char *fmt, ...)
 {
   size_t used = strlen(out->comments);

@@ -29,6 +29,13 @@ typedef struct vs_cal_out {
  * a curve vsim times transfers with whose time does not grow with size. */
 bool vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit);
 
+/* Why vs_cal_out_add left kind's fit out, into buf: its last piece's
+ * time does not grow with size (a slope over 100 TB/s is rounding noise,
+ * or times far too small), or grows under 1 MB/s (times far too large:
+ * most likely microseconds for seconds). */
+void vs_cal_out_why_left_out(int kind, const vs_fit *fit, char *buf,
+                             size_t len);
+
 /* Appends one comment line (without the leading "; "). */
 void vs_cal_out_comment(vs_cal_out *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

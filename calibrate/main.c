@@ -436,15 +436,15 @@ static int fit_all(const vs_raw *raw, const char *source, int max_breaks,
       return vs_error_set(err, rc, "%s: kind %s: %s", source,
                           vs_cal_kind_name(k), e.msg);
     if (!vs_cal_out_add(out, k, &fit)) {
-      /* a transfer curve whose time does not grow with size */
+      /* a transfer curve vsim cannot time transfers with */
+      char why[160];
+      vs_cal_out_why_left_out(k, &fit, why, sizeof why);
       if (!lenient)
-        return vs_error_set(err, VS_EINPUT, "%s: kind %s: the fitted time does "
-                            "not grow with size, so vsim cannot time transfers "
-                            "with it (--partial leaves it out)", source,
-                            vs_cal_kind_name(k));
-      fprintf(stderr, "vsim-calibrate: warning: %s: kind %s left out: the "
-              "fitted time does not grow with size\n", source,
-              vs_cal_kind_name(k));
+        return vs_error_set(err, VS_EINPUT, "%s: kind %s: %s, so vsim cannot "
+                            "time transfers with it (--partial leaves it "
+                            "out)", source, vs_cal_kind_name(k), why);
+      fprintf(stderr, "vsim-calibrate: warning: %s: kind %s left out: %s\n",
+              source, vs_cal_kind_name(k), why);
       continue;
     }
     warn_poor_fit(out, source, k, &fit);

@@ -837,6 +837,33 @@ static void test_flat_transfers_refused(void **state)
   }
 }
 
+/* Times written in microseconds (a PCIe curve of 5 us + bytes / 25 GB/s,
+ * times x 1e6): the fitted rate, 25 kB/s, is under vsim's 1 MB/s, and the
+ * refusal says so and asks about the unit, rather than that the time does
+ * not grow (hunt). */
+static void test_times_in_microseconds_named(void **state)
+{
+  char raw[128], out[128], text[4096];
+  const char *args[] = {"--fit", raw, "--out", out, NULL};
+  size_t used = (size_t)snprintf(text, sizeof text,
+                                 "kind,bytes,sample,seconds\n");
+  (void)state;
+  for (int k = 0; k < 8; k++) {
+    double bytes = (double)(1 << (3 * k + 4));
+    used += (size_t)snprintf(text + used, sizeof text - used,
+                             "h2d_pinned,%.0f,0,%.17g\n", bytes,
+                             (5e-6 + bytes / 25e9) * 1e6);
+  }
+  write_raw(text, raw, sizeof raw, out, sizeof out);
+  run_cal(&run, args);
+  assert_int_equal(run.status, 1);
+  assert_contains(run.err, "kind h2d_pinned: the fitted rate, 2.5e+04 B/s, is "
+                           "under 1 MB/s (are the times in seconds?), so vsim "
+                           "cannot time transfers with it");
+  assert_true(access(out, F_OK) != 0);
+  unlink(raw);
+}
+
 /* One kind too short to fit (the p2p rows of bad-too-few.csv next to the
  * other kinds of h100-like.csv): --fit refuses the file; --fit --partial
  * leaves p2p out with a warning and a comment, fits the rest, and vsim
@@ -908,9 +935,10 @@ int main(void)
       cmocka_unit_test(test_gemm_table_fitted_and_used),
       cmocka_unit_test(test_gemm_rows_refused),
       cmocka_unit_test(test_refused_fit_is_not_written),
-    cmocka_unit_test(test_flat_transfers_refused),
-    cmocka_unit_test(test_out_to_stdout_is_the_file_alone),
-    cmocka_unit_test(test_partial_leaving_all_out_says_why),
+      cmocka_unit_test(test_flat_transfers_refused),
+      cmocka_unit_test(test_times_in_microseconds_named),
+      cmocka_unit_test(test_out_to_stdout_is_the_file_alone),
+      cmocka_unit_test(test_partial_leaving_all_out_says_why),
       cmocka_unit_test(test_partial_fit_leaves_a_kind_out),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -67,6 +67,10 @@ static void test_vary_lists(void **state)
   parse_bad("micro_batch=1", "must be section.key");
   parse_bad("training.micro_batch=5..1", "not a range of whole numbers");
   parse_bad("training.micro_batch=1,,2", "empty or overlong value");
+  /* hunt: a trailing comma ran one value; a space was part of it */
+  parse_bad("training.micro_batch=1,", "empty or overlong value");
+  parse_bad("training.micro_batch=1, 2", "value ' 2' starts or ends with a "
+                                         "space");
   parse_bad("training.micro_batch=1..5000", "more than 1024 values");
 }
 

@@ -157,6 +157,9 @@ static void test_usage_errors_exit_2(void **state)
       {"--version", "extra", NULL},
       /* an option with nothing after it says so */
       {"run", DATA "gpt-small.ini", "--gpus", NULL},
+      /* a list ending in a comma has an empty last item (hunt) */
+      {"run", DATA "gpt-small.ini", "--trace", "t.json", "--trace-ranks", "0,",
+       NULL},
   };
   /* each message names the option it is about */
   static const char *const expect[] = {
@@ -174,7 +177,9 @@ static void test_usage_errors_exit_2(void **state)
       "vsim: --csv needs a directory (the next argument, '--memory-summary', "
       "is an option)",
       "vsim: --version takes no arguments, got 'extra'",
-      "vsim: --gpus needs a whole number from 1 to 1000000, got nothing\n"};
+      "vsim: --gpus needs a whole number from 1 to 1000000, got nothing\n",
+      "vsim: --trace-ranks takes rank numbers and ranges such as 0,8 or 0..7 "
+      "(at most 1024 ranks), got '0,'"};
   (void)state;
   for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
     run(cases[i]);
@@ -1776,8 +1781,62 @@ static void test_outputs_naming_one_file_are_refused(void **state)
   run(args);
   assert_int_equal(r.status, 2);
   assert_contains(r.err, "--svg ");
+  /* a link to a file not written yet, and that file: writing through the
+   * link (a relative one, two links deep) makes the file */
+  path_in(dd, "link", b, sizeof b);
+  assert_int_equal(symlink("link2", b), 0);
+  assert_int_equal(symlink("x", path_in(dd, "link2", a, sizeof a)), 0);
+  path_in(dd, "x", a, sizeof a);
+  run(args);
+  assert_int_equal(r.status, 2);
+  assert_contains(r.err, "both write");
+  assert_false(exists(a));
+  unlink(b);
+  unlink(path_in(dd, "link2", a, sizeof a));
   tu_remove_dir(dd);
   tu_remove_dir(dir);
+}
+
+/* A job whose first step runs out of memory (a huge micro-batch: the
+ * first step's lazily made gradients leave no room for micro-batch 1's
+ * loss) while the step after it, run alone, stays within capacity: the
+ * verdict and a sweep's reason say it runs out in the first step and give
+ * the step's figures as the step's, not a need below capacity (hunt). */
+static void test_first_step_out_of_memory_is_told(void **state)
+{
+  char wl[128], dir[64], csv[128], *text;
+  const char *common[] = {"--set", "runtime.reserve=0", "--set",
+                          "topology.gpu.memory=4TiB"};
+  const char *run_args[] = {"run", wl, common[0], common[1], common[2],
+                            common[3], "--set", "training.micro_batch=184721",
+                            "--set", "training.global_batch=369442", NULL};
+  const char *sweep[] = {"sweep", wl, common[0], common[1], common[2],
+                         common[3], "--set", "training.global_batch=369442",
+                         "--vary", "training.micro_batch=184721", "--csv",
+                         csv, NULL};
+  (void)state;
+  tu_write_temp("[model]\narch = llama\nlayers = 4\nhidden = 512\n"
+                "heads = 8\nffn_hidden = 1376\nvocab = 1000\nseq_len = 256\n",
+                ".ini", wl, sizeof wl);
+  run(run_args);
+  assert_int_equal(r.status, 3);
+  assert_contains(r.out, "in the first step, t = ");
+  assert_contains(r.out, "verdict: DOES NOT FIT on 1 x H100-SXM-80GB: worst "
+                         "rank runs out of memory in the first step; run "
+                         "alone, the step after it peaks at 3.91 TiB of "
+                         "4.00 TiB (98%)");
+  tu_temp_dir(dir, sizeof dir);
+  path_in(dir, "sweep.csv", csv, sizeof csv);
+  run(sweep);
+  assert_non_null(text = tu_read_file(csv));
+  assert_contains(text, "rank 0 (stage 0) runs out of memory in the first "
+                        "step at backward cross_entropy (head, micro-batch "
+                        "1) allocating 176 GiB of temp; run alone, the step "
+                        "after it peaks at 3.91 TiB of 4.00 TiB");
+  free(text);
+  unlink(csv);
+  tu_remove_dir(dir);
+  unlink(wl);
 }
 
 /* An output that names the workload or topology file would destroy it:
@@ -4124,6 +4183,7 @@ int main(void)
       cmocka_unit_test(test_outputs_checked_before_simulating_more),
       cmocka_unit_test(test_capacity_csv_checked_before_simulating),
       cmocka_unit_test(test_outputs_naming_one_file_are_refused),
+      cmocka_unit_test(test_first_step_out_of_memory_is_told),
       cmocka_unit_test(test_outputs_never_overwrite_inputs),
       cmocka_unit_test(test_outputs_never_overwrite_hf_config),
       cmocka_unit_test(test_vary_value_twice_is_refused),

@@ -458,10 +458,18 @@ static void test_key_table(void **state)
   assert_true(vs_conf_find(k, "cost", "usd_per_gpu_hour") >= 0);
 }
 
+/* MINIMAL with a measured kernel floor and compute efficiency given and
+ * p2p calibrated. */
+#define CAL_GIVEN                                                             \
+  MINIMAL "[gpu]\nkernel_floor = 4us\ncompute_efficiency = 0.8\n"            \
+          "[calibration]\np2p_bandwidth = 100\np2p_latency = 8\n"
+
 /* [calibration] measured names what vsim-calibrate measured; vsim says so
  * (vs_topology_measured_text) of what is in effect: a key --set over is
  * nominal again, a curve counts where it replaced a figure. A name that
- * is not measurable is refused, with the names that are. */
+ * is not measurable is refused, with the names that are, and so is one
+ * whose figure the file does not give (vsim's default is no measurement;
+ * hunt). */
 static void test_measured_keys_said(void **state)
 {
   static const char *const floor_set[] = {"gpu.kernel_floor=3us"};
@@ -470,14 +478,14 @@ static void test_measured_keys_said(void **state)
   vs_error err;
   (void)state;
   vs_error_clear(&err);
-  assert_int_equal(load_text(&t, path, CAL_P2P "measured = kernel_floor,"
-                                          "compute_efficiency\n",
+  assert_int_equal(load_text(&t, path, CAL_GIVEN "measured = kernel_floor,"
+                                            "compute_efficiency\n",
                              NULL, 0, &err),
                    0);
   vs_topology_measured_text(&t, said, sizeof said);
   assert_string_equal(said, "compute_efficiency, kernel_floor; curves p2p "
                             "(NVLink)");
-  assert_int_equal(load_text(&t, path, CAL_P2P "measured = kernel_floor\n",
+  assert_int_equal(load_text(&t, path, CAL_GIVEN "measured = kernel_floor\n",
                              floor_set, 1, &err),
                    0);
   assert_false(vs_topology_is_measured(&t, "gpu", "kernel_floor"));
@@ -492,6 +500,10 @@ static void test_measured_keys_said(void **state)
                       "hbm_bandwidth, sms, context_memory, compute_efficiency, "
                       "compute_efficiency_shape, gemm_k_overhead, "
                       "kernel_floor, pcie_bandwidth or pcie_latency");
+  load_bad(CAL_P2P "measured = kernel_floor\n", NULL, 0, VS_EINPUT,
+           "@:16: [calibration] measured = kernel_floor: names kernel_floor, "
+           "but the file gives no [gpu] kernel_floor: a measured figure is "
+           "one the file states (remove the name or give the value)");
 }
 
 /* [calibration] (written by vsim-calibrate) replaces the nominal figures:

@@ -679,6 +679,24 @@ int vs_topology_set(vs_topology *topo, const char *assignment, vs_error *err)
   return vs_conf_assign(&topology_tab, topo, &topo->origins, assignment, "topology.", err);
 }
 
+/* Every key [calibration] measured names is given (in the file or with
+ * --set): a figure vsim would otherwise take from its defaults is no
+ * measurement. */
+static int check_measured_given(const vs_topology *t, vs_error *err)
+{
+  for (size_t k = 0; t->measured && k < topology_tab.n_keys; k++) {
+    const vs_key *key = &topology_tab.keys[k];
+    int i = measurable_index(key->section, key->name);
+    if (i >= 0 && (t->measured >> i & 1u) && !t->origins.keys[k].set)
+      return key_error(t, err, "calibration", "measured",
+                       "names %s, but the file gives no [%s] %s: a measured "
+                       "figure is one the file states (remove the name or "
+                       "give the value)",
+                       key->name, key->section, key->name);
+  }
+  return 0;
+}
+
 int vs_topology_load(vs_topology *topo, const char *path,
                      const char *const *sets, size_t n_sets, vs_error *err)
 {
@@ -726,6 +744,8 @@ int vs_topology_finish(vs_topology *topo, const char *const *sets,
     rc = check_efficiency_shape(topo, err);
   if (rc == 0)
     rc = check_curves(topo, err);
+  if (rc == 0)
+    rc = check_measured_given(topo, err);
   topo->pcie_d2h_bandwidth = topo->pcie_bandwidth;
   drop_overridden_measurements(topo);
   if (rc == 0 && figures == VS_TOPO_CALIBRATED)

@@ -243,13 +243,20 @@ static void oom_reason(vs_candidate *c, const vs_sim *sim)
     vs_report_op_label(sim, r->prog, r->mem.oom.op, label, sizeof label);
     vs_format_bytes_pair(r->mem.peak_used_bytes, r->mem.capacity_bytes, need,
                          cap, sizeof need);
-    snprintf(c->reason, sizeof c->reason,
-             "rank %u (stage %d) needs %s of %s; out of memory%s at %s "
-             "allocating %s of %s",
-             r->id, r->stage, need, cap,
-             vs_report_oom_when(&r->mem.oom), label,
-             vs_format_bytes(r->mem.oom.requested_bytes, req, sizeof req),
-             vs_category_name(r->mem.oom.category));
+    vs_format_bytes(r->mem.oom.requested_bytes, req, sizeof req);
+    if (r->mem.oom.earlier_run) /* the figures are the step's, run alone */
+      snprintf(c->reason, sizeof c->reason,
+               "rank %u (stage %d) runs out of memory in the first step at "
+               "%s allocating %s of %s; run alone, the step after it peaks "
+               "at %s of %s",
+               r->id, r->stage, label, req,
+               vs_category_name(r->mem.oom.category), need, cap);
+    else
+      snprintf(c->reason, sizeof c->reason,
+               "rank %u (stage %d) needs %s of %s; out of memory at %s "
+               "allocating %s of %s",
+               r->id, r->stage, need, cap, label, req,
+               vs_category_name(r->mem.oom.category));
     return;
   }
   node_oom_reason(c, sim);

@@ -391,16 +391,20 @@ static void verdict_line(const vs_sim *sim, char *buf, size_t len)
   vs_format_bytes_pair(worst->mem.peak_used_bytes, worst->mem.capacity_bytes,
                        used, cap, sizeof used);
   const vs_node_mem *node = vs_sim_worst_node(sim);
+  /* out of memory in the first step alone: the figures are the step's,
+   * run alone after it, which may be within capacity */
+  bool first = worst->mem.oom.earlier_run;
   int n = snprintf(buf, len,
                    "verdict: %s on %llu x %s: worst rank %s %s of %s (%.0f%%)",
                    !sim->fits ? "DOES NOT FIT" : sim->tight ? "TIGHT" : "FITS",
                    (unsigned long long)sim->layout.gpus, sim->topo->name,
-                   vs_rank_fits(worst) ? "peaks at" : "needs", used, cap,
+                   first ? "runs out of memory in the first step; run "
+                           "alone, the step after it peaks at"
+                   : vs_rank_fits(worst) ? "peaks at"
+                                         : "needs",
+                   used, cap,
                    100.0 * (double)worst->mem.peak_used_bytes /
                        (double)worst->mem.capacity_bytes);
-  if (worst->mem.oom.earlier_run && n >= 0 && (size_t)n < len)
-    n += snprintf(buf + n, len - (size_t)n,
-                  ", after running out of memory in the first step");
   if (sim->tight && n >= 0 && (size_t)n < len)
     n += snprintf(buf + n, len - (size_t)n,
                   ", less than [runtime] reserve's %s free",
