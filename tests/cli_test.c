@@ -2117,6 +2117,72 @@ static char *run_for_page(const char **args, size_t at, char *dir)
   return text;
 }
 
+/* The largest of the page's chart points in column `col` (0: time). */
+static double page_points_max(const char *text, int col)
+{
+  const char *at = strstr(text, "\"points\":[");
+  double most = 0;
+  assert_non_null(at);
+  for (at = strstr(at, "\n["); at && at[1] == '['; at = strstr(at + 1, "\n[")) {
+    const char *p = at + 2;
+    for (int k = 0; k < col; k++)
+      p = strchr(p, ',') + 1;
+    if (strtod(p, NULL) > most)
+      most = strtod(p, NULL);
+  }
+  return most;
+}
+
+/* The page's chart reaches its own peak and spans the job's step (metamorphic
+ * hunt): a LoRA job with the optimizer on the CPU, whose reserved memory
+ * peaks after its allocated memory (at the gradients' copy to the host),
+ * and a pipeline whose memory-worst rank (stage 0) ends before the job's
+ * step does. The device-use series (column 7) reaches peak_bytes, and
+ * "step" is the step line's. */
+static void test_html_chart_reaches_peak_and_step(void **state)
+{
+  char dir[64], wl[128];
+  const char *args[] = {"run", wl, "--html", NULL, NULL};
+  char csv[64], path[128];
+  const char *pipe[] = {"run", DATA "gpt-small.ini", "--set",
+                        "parallel.pp=2", "--set", "parallel.pp_layers=1,3",
+                        "--set", "training.global_batch=4", "--csv", csv,
+                        "--html", NULL, NULL};
+  const char *at;
+  char *text;
+  double step = 0;
+  table t;
+  (void)state;
+  tu_write_temp("[model]\narch = llama\nlayers = 6\nhidden = 512\n"
+                "heads = 8\nkv_heads = 1\nffn_hidden = 1024\n"
+                "vocab = 128256\nseq_len = 2048\n[training]\n"
+                "framework = deepspeed\nprecision = bf16\n"
+                "checkpointing = selective\nglobal_batch = 4\n"
+                "[parallel]\nzero = 1\noffload_optimizer = cpu\n"
+                "[finetune]\nmethod = lora\n",
+                ".ini", wl, sizeof wl);
+  text = run_for_page(args, 3, dir);
+  assert_non_null(at = strstr(text, "\"peak_bytes\":"));
+  assert_true(page_points_max(text, 7) == strtod(at + 13, NULL));
+  free(text);
+  tu_remove_dir(dir);
+  unlink(wl);
+  tu_temp_dir(csv, sizeof csv);
+  text = run_for_page(pipe, 11, dir);
+  read_csv(path_in(csv, "summary.csv", path, sizeof path), &t);
+  for (int row = 1; row <= 2; row++)
+    if (strtod(cell(&t, row, "step_time_s"), NULL) > step)
+      step = strtod(cell(&t, row, "step_time_s"), NULL);
+  /* the worst rank, stage 1, ends before stage 0's last backward */
+  assert_string_equal(cell(&t, 2, "stage"), "1");
+  assert_true(strtod(cell(&t, 2, "step_time_s"), NULL) < step);
+  assert_non_null(at = strstr(text, "\"step\":"));
+  tu_assert_close(strtod(at + 7, NULL), step, 1e-9);
+  free(text);
+  tu_remove_dir(dir);
+  tu_remove_dir(csv);
+}
+
 /* The page's per-GPU table has the summary's cp column where the layout
  * has one (consistency hunt: ranks 0-7 of a cp 8 job all read dp 0, tp 0
  * there): rank 1 is cp 1. */
@@ -4194,6 +4260,7 @@ int main(void)
       cmocka_unit_test(test_html_report),
       cmocka_unit_test(test_html_step_split_has_every_part),
       cmocka_unit_test(test_html_ranks_name_cp),
+      cmocka_unit_test(test_html_chart_reaches_peak_and_step),
       cmocka_unit_test(test_trace_svg_past_file_size_limit),
       cmocka_unit_test(test_outputs_put_in_place_together),
       cmocka_unit_test(test_show_writes_long_splits_as_runs),

@@ -219,7 +219,7 @@ static void html_data_head(vs_csv *f, const vs_sim *sim, const vs_rank *r)
                   vs_report_category_color(vs_report_stack_order(k)));
   vs_csv_printf(f, "],\n\"step\":%.9f,\"capacity\":%llu,\"peak_bytes\":%llu,"
                    "\"peak_t\":%.9f,\"oom_t\":",
-                (double)r->end_ns * 1e-9,
+                (double)vs_sim_slowest_rank(sim)->end_ns * 1e-9, /* the job's */
                 (unsigned long long)r->mem.capacity_bytes,
                 (unsigned long long)r->mem.peak_used_bytes,
                 (double)r->mem.peak_t_ns * 1e-9);

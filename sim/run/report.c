@@ -1039,20 +1039,22 @@ void vs_report_moments(const vs_rank *r, size_t n, vs_report_moment *out)
     size_t x = step_s > 0 ? (size_t)((double)e->t_ns * 1e-9 / step_s *
                                      (double)(n - 1))
                           : 0;
-    uint64_t alloc = 0;
+    uint64_t alloc = 0, used = e->reserved_bytes + framework;
     if (x >= n)
       x = n - 1;
     by_cat[e->category] = (uint64_t)((int64_t)by_cat[e->category] + e->delta_bytes);
     for (int c = 0; c < VS_CAT_FRAMEWORK; c++)
       alloc += by_cat[c];
+    if (out[x].set && out[x].used > used)
+      used = out[x].used; /* the slice's most, whichever moment had it */
     if (!out[x].set || alloc > out[x].allocated) {
       memcpy(out[x].by_cat, by_cat, sizeof by_cat);
       out[x].allocated = alloc;
-      out[x].used = e->reserved_bytes + framework;
       out[x].t_ns = e->t_ns;
       out[x].op = e->op;
       out[x].set = true;
     }
+    out[x].used = used;
   }
 }
 

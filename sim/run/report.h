@@ -133,20 +133,22 @@ int vs_report_write_svg(const vs_sim *sim, const char *path,
                         vs_report_files *out, vs_error *err);
 
 /* One moment of a chart of rank r's memory: the highest allocation in its
- * slice of the step. */
+ * slice of the step, and the most the device used in the slice. */
 typedef struct vs_report_moment {
   uint64_t t_ns;               /* when */
   uint32_t op;                 /* the op whose memory event it follows */
   uint64_t by_cat[VS_CAT_N];   /* bytes per category, framework included */
   uint64_t allocated;          /* their allocator part */
-  uint64_t used;               /* reserved + framework */
+  uint64_t used;               /* the slice's most reserved + framework
+                                  (reserved can peak at another moment
+                                  than allocated) */
   bool set;                    /* a memory event fell in the slice */
 } vs_report_moment;
 
 /* Splits r's step into n equal slices and gives each (out[0..n), zeroed
- * by the caller) the moment of its highest allocation; a slice without a
- * memory event stays unset. Needs a simulation run with record. O(events
- * x categories). */
+ * by the caller) the moment of its highest allocation and the slice's
+ * most used; a slice without a memory event stays unset. Needs a
+ * simulation run with record. O(events x categories). */
 void vs_report_moments(const vs_rank *r, size_t n, vs_report_moment *out);
 
 /* A self-contained HTML page (inline CSS and script, nothing fetched):
