@@ -354,6 +354,15 @@ double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
          intra_seconds(topo, VS_COLL_ALL_GATHER, bytes, per_node, nvlink);
   else
     t += intra_seconds(topo, kind, bytes, per_node, nvlink);
+  /* Where a GPU's NIC is no faster than NVLink, in bandwidth and latency
+   * (every topology in topologies/), the group is never faster than the
+   * same group inside one node: the alpha-beta ring through the NICs
+   * carries none of the NCCL kernel time the measured curve inside a node
+   * holds (a 256 KiB all-gather of 2 GPUs, one a node: 7.8 us against
+   * 12.1 us on NVLink; NCCL's own model, tuning.cc, puts a network ring
+   * step at 14 us against NVLink's 3.4). */
+  if (nic.bandwidth <= nvlink.bandwidth && nic.latency >= nvlink.latency)
+    t = fmax(t, intra_seconds(topo, kind, bytes, n, nvlink));
   return t;
 }
 
