@@ -311,6 +311,22 @@ static void test_busbw_curve(void **state)
                   t.intra_latency + 64 * mib / t.intra_bandwidth, 1e-12);
 }
 
+/* The shipped topologies with a measured bus-bandwidth curve. */
+static const char *const curve_files[] = {"topologies/h100-sxm-8x.ini",
+                                          "topologies/a100-sxm-80g-8x.ini"};
+#define CURVE_FILES (sizeof curve_files / sizeof curve_files[0])
+
+/* Loads curve_files[f] into t (fails the test when it does not load). */
+static void load_curve_file(vs_topology *t, size_t f)
+{
+  char path[512];
+  vs_error err;
+  snprintf(path, sizeof path, "%s/%s", VSIM_SOURCE_DIR, curve_files[f]);
+  vs_error_clear(&err);
+  if (vs_topology_load(t, path, NULL, 0, &err))
+    fail_msg("%s", err.msg);
+}
+
 /* A collective of more bytes never takes less time: between two points
  * whose times are flat (the H100 curve's 256 KiB and 1 MiB, about 24 us
  * each) the interpolated bandwidth would make 384 KiB 20% faster, so the
@@ -318,22 +334,15 @@ static void test_busbw_curve(void **state)
  * on both shipped curves, for rings and NVLS, the time never falls. */
 static void test_busbw_time_never_falls(void **state)
 {
-  static const char *const files[] = {"topologies/h100-sxm-8x.ini",
-                                      "topologies/a100-sxm-80g-8x.ini"};
   static const int kinds[] = {VS_COLL_ALL_GATHER, VS_COLL_ALL_REDUCE};
   vs_topology t;
-  vs_error err;
   (void)state;
   tu_default_topology(&t);
   tu_assert_close(vs_cost_group_seconds(&t, VS_COLL_ALL_GATHER, 393216, 2,
                                         (vs_group_span){1, 2}, NULL),
                   0.5 * 262144 / 10.86e9, 1e-12);
-  for (size_t f = 0; f < 2; f++) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", VSIM_SOURCE_DIR, files[f]);
-    vs_error_clear(&err);
-    if (vs_topology_load(&t, path, NULL, 0, &err))
-      fail_msg("%s", err.msg);
+  for (size_t f = 0; f < CURVE_FILES; f++) {
+    load_curve_file(&t, f);
     for (size_t k = 0; k < 2; k++) {
       double before = 0;
       for (double x = 1024; x <= 8589934592.0; x *= 1.05) {
@@ -341,7 +350,7 @@ static void test_busbw_time_never_falls(void **state)
                                            (vs_group_span){1, 8}, NULL);
         if (!(now >= before))
           fail_msg("%s: %.0f bytes take %g s, less than before (%g)",
-                   files[f], x, now, before);
+                   curve_files[f], x, now, before);
         before = now;
       }
     }
@@ -355,19 +364,12 @@ static void test_busbw_time_never_falls(void **state)
  * on both shipped curves. */
 static void test_cross_node_never_faster(void **state)
 {
-  static const char *const files[] = {"topologies/h100-sxm-8x.ini",
-                                      "topologies/a100-sxm-80g-8x.ini"};
   static const int kinds[] = {VS_COLL_ALL_GATHER, VS_COLL_REDUCE_SCATTER,
                               VS_COLL_ALL_REDUCE};
   vs_topology t;
-  vs_error err;
   (void)state;
-  for (size_t f = 0; f < 2; f++) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", VSIM_SOURCE_DIR, files[f]);
-    vs_error_clear(&err);
-    if (vs_topology_load(&t, path, NULL, 0, &err))
-      fail_msg("%s", err.msg);
+  for (size_t f = 0; f < CURVE_FILES; f++) {
+    load_curve_file(&t, f);
     for (size_t k = 0; k < 3; k++)
       for (uint64_t n = 2; n <= 8; n *= 2)
         for (double x = 1024; x <= 1073741824.0; x *= 1.5) {
@@ -377,7 +379,7 @@ static void test_cross_node_never_faster(void **state)
               &t, kinds[k], (uint64_t)x, n, (vs_group_span){n, 1}, NULL);
           if (!(across >= in && in > 0))
             fail_msg("%s: %llu GPUs, %.0f bytes: %g s across nodes, %g s "
-                     "inside one", files[f], (unsigned long long)n, x,
+                     "inside one", curve_files[f], (unsigned long long)n, x,
                      across, in);
         }
   }
