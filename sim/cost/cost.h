@@ -164,10 +164,11 @@ double vs_cost_collective_seconds(int kind, uint64_t bytes, uint64_t n,
  * one node; otherwise hierarchical, as NCCL does across nodes: within
  * each node over NVLink, across the span's nodes over every GPU's NIC in
  * parallel on 1/k of the data (k = span.per_node, the fewest members in
- * one node: that node's NICs carry the largest share). Across nodes an
- * all-to-all sends bytes / n to each peer over the link to it (k - 1 on
- * NVLink, n - k through the NIC) and a send/recv goes through the NIC.
- * Calibrated curve sizes go to seen (may be NULL). */
+ * one node: that node's NICs carry the largest share), never faster than
+ * the same group inside one node where the NIC is no faster than NVLink.
+ * Across nodes an all-to-all sends bytes / n to each peer over the link
+ * to it (k - 1 on NVLink, n - k through the NIC) and a send/recv goes
+ * through the NIC. Calibrated curve sizes go to seen (may be NULL). */
 double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
                              uint64_t n, vs_group_span span, vs_cal_seen *seen);
 
