@@ -1053,6 +1053,47 @@ static void test_zero2_reduce_scatter_every_microbatch(void **state)
 }
 
 
+/* Megatron-LM buckets gradients only in the first stage's first model
+ * chunk and only with --overlap-grad-reduce (distributed_data_parallel.py
+ * sets bucket_size = None otherwise, and for pipeline ranks > 0): with 1
+ * MiB buckets stage 0 reduces in several all-reduces, stage 1 in one; a
+ * stage reducing after the backward pass (the preset's default) in one;
+ * the same job under framework none buckets both stages. */
+static void test_megatron_buckets_first_chunk_only(void **state)
+{
+  static const char *const sets[] = {
+      "training.framework=megatron", "parallel.zero=0", "parallel.pp=2",
+      "training.global_batch=4", "parallel.bucket=1MiB",
+      "parallel.overlap_grad_reduce=true"};
+  static const char *const after[] = {
+      "training.framework=megatron", "parallel.zero=0", "parallel.pp=2",
+      "training.global_batch=4", "parallel.bucket=1MiB"};
+  static const char *const plain[] = {
+      "parallel.zero=0", "parallel.pp=2", "training.global_batch=4",
+      "parallel.bucket=1MiB"};
+  built *b;
+  (void)state;
+  b = build_stage(sets, 6, 4, 0);
+  assert_true(b->r.buckets_first_chunk && !b->r.reduce_after_backward);
+  assert_true(count_ops(&b->p, "dp_all_reduce", ANY, ANY) > 1);
+  destroy(b);
+  b = build_stage(sets, 6, 4, 1);
+  assert_int_equal(count_ops(&b->p, "dp_all_reduce", ANY, ANY), 1);
+  assert_true(sum_bytes(&b->p, "dp_all_reduce", ANY) ==
+              (double)b->lay.stages[1].grads_full_bytes);
+  destroy(b);
+  b = build_stage(after, 5, 4, 0);
+  assert_true(b->r.reduce_after_backward);
+  assert_int_equal(count_ops(&b->p, "dp_all_reduce", ANY, ANY), 1);
+  destroy(b);
+  for (uint64_t stage = 0; stage < 2; stage++) {
+    b = build_stage(plain, 4, 4, stage);
+    assert_false(b->r.buckets_first_chunk);
+    assert_true(count_ops(&b->p, "dp_all_reduce", ANY, ANY) > 1);
+    destroy(b);
+  }
+}
+
 /* ZeRO-2 frees each bucket's gradients once reduce-scattered, so backward
  * must not outrun the reductions (recipe reduce_depth = 1: DeepSpeed's
  * average_tensor, FSDP2's post_backward): the first compute op after a
@@ -2412,6 +2453,7 @@ int main(void)
       cmocka_unit_test(test_dp1_has_no_comm),
       cmocka_unit_test(test_dp2_all_reduce_last_microbatch),
       cmocka_unit_test(test_dp2_buckets),
+      cmocka_unit_test(test_megatron_buckets_first_chunk_only),
       cmocka_unit_test(test_zero1_all_reduce_then_gather),
       cmocka_unit_test(test_zero2_reduce_scatter_every_microbatch),
       cmocka_unit_test(test_zero2_backward_waits_for_the_bucket_before),

@@ -132,7 +132,8 @@ static int preset_megatron_p2p(vs_workload *wl, vs_error *err)
  * so does FP8, which Megatron runs inside a bf16 model (--bf16 with
  * --fp8-format: Transformer Engine quantizes each GEMM's inputs, the
  * weights stay bf16; frameworks.md 7); gradient buckets of max(4e7, 1e6
- * x dp) parameters. */
+ * x dp) parameters (where Megatron buckets at all: the recipe's
+ * buckets_first_chunk). */
 static int preset_megatron(vs_workload *wl, vs_error *err)
 {
   /* Megatron counts the data-parallel ranks with the context-parallel
@@ -154,7 +155,8 @@ static int preset_megatron(vs_workload *wl, vs_error *err)
   return rc ? rc
             : preset_bucket(wl, elems > 40000000 ? elems : 40000000,
                             "Megatron-LM's bucket: max(4e7, 1e6 x dp) "
-                            "parameters",
+                            "parameters, in the first stage's first chunk "
+                            "with overlap_grad_reduce (else one a chunk)",
                             err);
 }
 

@@ -192,9 +192,21 @@ void sb_flush_bucket(builder *b, int mb, uint32_t last)
   b->bucket_expert = 0;
 }
 
+/* The bytes that fill a bucket: [parallel] bucket, or none (a chunk's
+ * gradients one bucket) where Megatron-LM buckets nothing (recipe
+ * buckets_first_chunk): after the backward pass, or past the first
+ * stage's first model chunk. */
+static uint64_t bucket_limit(const builder *b)
+{
+  if (b->r->buckets_first_chunk &&
+      (b->r->reduce_after_backward || b->unit_chunk != 0))
+    return UINT64_MAX;
+  return b->wl->parallel.bucket_bytes;
+}
+
 /* Adds inst's gradients to the open bucket; reduces it (after op
- * `after`) once it holds at least `bucket` bytes (the caller flushes the
- * rest at the end of the chunk's backward). */
+ * `after`) once it holds at least bucket_limit's bytes (the caller flushes
+ * the rest at the end of the chunk's backward). */
 void sb_bucket_grads(builder *b, size_t inst, int mb, uint32_t after)
 {
   b->bucket[b->n_bucket++] = (uint32_t)inst;
@@ -202,7 +214,7 @@ void sb_bucket_grads(builder *b, size_t inst, int mb, uint32_t after)
   b->bucket_made += sb_plan_of(b, inst)->made_grad_bytes;
   b->bucket_expert += sb_plan_of(b, inst)->expert_grad_bytes;
   b->bucket_elems += sb_plan_of(b, inst)->trainable_elems;
-  if (b->bucket_fill >= b->wl->parallel.bucket_bytes)
+  if (b->bucket_fill >= bucket_limit(b))
     sb_flush_bucket(b, mb, after);
 }
 

@@ -52,6 +52,8 @@ typedef struct builder {
   size_t n_inst;            /* blocks of the model: embed, layers, head */
   size_t unit_first, unit_last; /* blocks of the model chunk being built
                                (sb_chunk_range): passes prefetch inside it */
+  uint64_t unit_chunk;      /* that chunk's global number (0: the first
+                               stage's first) */
   uint32_t last_compute;    /* newest op on the compute stream */
   uint32_t last_comm;       /* newest op on any other stream */
   uint32_t last_send;       /* newest pipeline send */

@@ -44,6 +44,7 @@ static void enter_chunk(builder *b, uint64_t g, size_t *first, size_t *last)
   sb_chunk_range(b, g, first, last);
   b->unit_first = *first;
   b->unit_last = *last;
+  b->unit_chunk = g;
 }
 
 /* Bytes of the pipeline tensor (a layer's input, or its gradient). */

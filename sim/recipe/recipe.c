@@ -341,6 +341,10 @@ static void resolve_grad_flow(const vs_workload *wl, vs_recipe *r)
    * workload refuses it with the others) */
   r->reduce_after_backward = !wl->parallel.overlap_grad_reduce &&
                              !r->transient_grads;
+  /* Megatron-LM turns bucketing off without --overlap-grad-reduce, on
+   * pipeline ranks past the first and for model chunks past the first
+   * (distributed_data_parallel.py: bucket_size = None) */
+  r->buckets_first_chunk = wl->training.framework == VS_FW_MEGATRON;
   r->gather_after_step = vs_workload_grads_shared(&wl->parallel) &&
                          (zero == 1 || zero == 2 || bf16_optimizer(wl));
 }

@@ -262,6 +262,13 @@ typedef struct vs_recipe {
                                once the stage's whole backward pass is
                                done, not as each fills ([parallel]
                                overlap_grad_reduce = false) */
+  bool buckets_first_chunk; /* Megatron-LM's DDP (distributed_data_
+                               parallel.py): gradients go in buckets of
+                               [parallel] bucket only in the first
+                               stage's first model chunk and only with
+                               overlap_grad_reduce; elsewhere each model
+                               chunk's gradients are one bucket
+                               (bucket_size None) */
   bool p2p_blocking;        /* a stage's next compute waits for its
                                pipeline send ([parallel] p2p = blocking) */
   uint64_t p2p_parts;       /* the pipeline tensor goes as this many parts,
