@@ -548,9 +548,11 @@ int vs_model_build_loaded(const vs_workload *wl, vs_expert_load load,
   m->param_elem_bytes = vs_dtype_size(d.param_dtype);
   m->causal = d.causal;
   /* model FLOPs count the k T copies a rank's tokens make: not the
-   * padding of capacity, nor a skewed rank's surplus */
-  m->routed_load = d.slots > d.topk * d.tokens
-                       ? (double)d.slots / (double)(d.topk * d.tokens)
+   * padding of capacity, nor a skewed rank's surplus. Each routed op runs
+   * the etp ranks' pooled slots on 1/etp of the experts' width, the work
+   * of the `arrived` slots the rank's own tok_rep tokens stand for. */
+  m->routed_load = d.arrived > d.topk * d.tok_rep
+                       ? (double)d.arrived / (double)(d.topk * d.tok_rep)
                        : 1.0;
   if ((rc = build_kinds(wl, &d, m, err))) {
     vs_model_fini(m);
