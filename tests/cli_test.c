@@ -1352,7 +1352,7 @@ static void test_expert_data_parallel_without_dp(void **state)
   assert_non_null(text = tu_read_file(path_in(dir, "ops.csv", p, sizeof p)));
   for (line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
     double bytes = strtod(strrchr(line, ',') + 1, NULL);
-    if (strstr(line, ",edp_all_reduce,")) {
+    if (strstr(line, ",edp_reduce_scatter,")) {
       tu_assert_close(bytes, layer, 1e-8);
       reduces++;
     }

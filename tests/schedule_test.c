@@ -1010,7 +1010,7 @@ static void test_dp2_buckets(void **state)
   destroy(b);
 }
 
-static void test_zero1_all_reduce_then_gather(void **state)
+static void test_zero1_reduce_scatter_then_gather(void **state)
 {
   const char *const sets[] = {"parallel.zero=1", "training.global_batch=4"};
   built *b;
@@ -1018,10 +1018,15 @@ static void test_zero1_all_reduce_then_gather(void **state)
   (void)state;
   b = build(sets, 2, 2);
   p = &b->p;
-  /* ZeRO-1 reduces like ZeRO-0 (last micro-batch only), then all-gathers the
+  /* ZeRO-1 reduces when ZeRO-0 does (last micro-batch only), but only each
+   * rank's partition (a reduce-scatter of all the gradients: Megatron-LM's
+   * distributed optimizer, DeepSpeed's stage 1), then all-gathers the
    * updated parameters once after the optimizer */
-  assert_int_equal(count_ops(p, "dp_all_reduce", ANY, 0), 0);
-  assert_true(count_ops(p, "dp_all_reduce", ANY, 1) > 0);
+  assert_int_equal(count_ops(p, "dp_all_reduce", ANY, ANY), 0);
+  assert_int_equal(count_ops(p, "dp_reduce_scatter", ANY, 0), 0);
+  assert_true(count_ops(p, "dp_reduce_scatter", ANY, 1) > 0);
+  assert_true(sum_bytes(p, "dp_reduce_scatter", ANY) ==
+              (double)b->lay.grads_full_bytes);
   assert_int_equal(count_ops(p, "zero_param_all_gather", ANY, ANY), 1);
   assert_true(sum_bytes(p, "zero_param_all_gather", ANY) ==
               (double)b->lay.params_full_bytes);
@@ -2454,7 +2459,7 @@ int main(void)
       cmocka_unit_test(test_dp2_all_reduce_last_microbatch),
       cmocka_unit_test(test_dp2_buckets),
       cmocka_unit_test(test_megatron_buckets_first_chunk_only),
-      cmocka_unit_test(test_zero1_all_reduce_then_gather),
+      cmocka_unit_test(test_zero1_reduce_scatter_then_gather),
       cmocka_unit_test(test_zero2_reduce_scatter_every_microbatch),
       cmocka_unit_test(test_zero2_backward_waits_for_the_bucket_before),
       cmocka_unit_test(test_fsdp2_reduce_scatter_input_held),

@@ -2230,11 +2230,11 @@ static void test_expert_parallel_step(void **state)
   simulate(&sim, &wl, &topo, false);
   assert_int_equal(ops_named(&sim.ranks[0], "ep_all_to_all"),
                    4 * 4 * sim.layout.grad_accum);
-  assert_true(ops_named(&sim.ranks[0], "edp_all_reduce") > 0);
+  assert_true(ops_named(&sim.ranks[0], "edp_reduce_scatter") > 0);
   /* the updated experts gathered over their group, the rest over dp */
   assert_int_equal(ops_named(&sim.ranks[0], "edp_all_gather"), 1);
   assert_int_equal(ops_named(&sim.ranks[0], "zero_param_all_gather"), 1);
-  assert_true(ops_named(&sim.ranks[0], "dp_all_reduce") > 0);
+  assert_true(ops_named(&sim.ranks[0], "dp_reduce_scatter") > 0);
   assert_true(sim.ep_comm_s > 0 && isfinite(sim.ep_comm_s));
   {
     /* a skewed router slows the rank holding the hottest expert, but the

@@ -321,7 +321,13 @@ static void resolve_grad_flow(const vs_workload *wl, vs_recipe *r)
   r->step_in_backward = wl->training.optimizer_in_backward;
   r->transient_grads = (zero >= 2 && (dp > 1 || r->offload.cpu_step)) ||
                        r->step_in_backward;
-  r->grad_reduce = zero >= 2 ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE;
+  /* a rank that steps only its partition needs only that partition's
+   * sum: ZeRO-1 reduce-scatters too (Megatron-LM's distributed optimizer
+   * in place, param_and_grad_buffer.py start_grad_sync; DeepSpeed's
+   * stage 1 and 2 with reduce_scatter on, its default, stage_1_and_2.py;
+   * frameworks.md 2.2 and 3.1), the parameters all-gathered after the
+   * step (gather_after_step) */
+  r->grad_reduce = zero >= 1 ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE;
   r->reduce_on_compute = r->transient_grads && !r->step_in_backward &&
                          !wl->parallel.overlap_grad_reduce;
   /* torch.distributed.pipelining with FSDP2 (stage.py
