@@ -1154,6 +1154,12 @@ static void test_param_tensor_attributes(void **state)
   assert_int_equal(vs_model_layer(&m, 0)->params[0].dtype, VS_DTYPE_FP32);
 }
 
+/* Two Llama layers, layer 0 frozen (method = frozen). */
+static const char frozen_llama[] =
+    "[model]\narch = llama\nlayers = 2\nhidden = 256\nheads = 8\n"
+    "kv_heads = 2\nffn_hidden = 512\nvocab = 1000\nseq_len = 128\n"
+    "[finetune]\nmethod = frozen\ntrainable_layers = 1\n";
+
 /* A frozen base's weights in a format of its own (method = frozen, layer
  * 0 frozen): each matmul over NF4 weights, or over FP8 ones with 16-bit
  * GEMMs, dequantizes one weight at a time whole to bf16, forward and
@@ -1163,10 +1169,6 @@ static void test_param_tensor_attributes(void **state)
  * FP8 weight as it is; the trained layer is untouched. */
 static void test_dequantized_base_workspace(void **state)
 {
-  static const char llama[] =
-      "[model]\narch = llama\nlayers = 2\nhidden = 256\nheads = 8\n"
-      "kv_heads = 2\nffn_hidden = 512\nvocab = 1000\nseq_len = 128\n"
-      "[finetune]\nmethod = frozen\ntrainable_layers = 1\n";
   const char *const bf16[] = {"finetune.base_dtype=bf16"};
   const char *const fp8[] = {"finetune.base_dtype=fp8"};
   const char *const nf4[] = {"finetune.base_dtype=nf4"};
@@ -1179,12 +1181,12 @@ static void test_dequantized_base_workspace(void **state)
   const vs_block *b0, *b1, *b2, *b3, *b4, *b5;
   uint32_t with_weights = 0;
   (void)state;
-  build_ini(&m0, llama, bf16, 1);
-  build_ini(&m1, llama, fp8, 1);
-  build_ini(&m2, llama, nf4, 1);
-  build_ini(&m3, llama, fp8_gemm, 2);
-  build_ini(&m4, llama, bf16_gemm, 2);
-  build_ini(&m5, llama, int8, 1);
+  build_ini(&m0, frozen_llama, bf16, 1);
+  build_ini(&m1, frozen_llama, fp8, 1);
+  build_ini(&m2, frozen_llama, nf4, 1);
+  build_ini(&m3, frozen_llama, fp8_gemm, 2);
+  build_ini(&m4, frozen_llama, bf16_gemm, 2);
+  build_ini(&m5, frozen_llama, int8, 1);
   b0 = vs_model_layer(&m0, 0);
   b1 = vs_model_layer(&m1, 0);
   b2 = vs_model_layer(&m2, 0);
@@ -1214,6 +1216,58 @@ static void test_dequantized_base_workspace(void **state)
   for (uint32_t i = 0; i < vs_model_layer(&m1, 1)->n_ops; i++)
     assert_int_equal(vs_model_layer(&m1, 1)->ops[i].fwd_temp_bytes,
                      vs_model_layer(&m0, 1)->ops[i].fwd_temp_bytes);
+}
+
+/* Dequantizing a weight whole is a kernel of its own (time-model audit:
+ * it took no time): each op over NF4 weights moves, forward and backward,
+ * every such weight's stored bytes (statistics included) plus its 2-byte
+ * copy, in one kernel a weight, beyond what the bf16 base moves; over
+ * int8 weights in backward only. */
+static void test_dequantized_base_kernels(void **state)
+{
+  const char *const bf16[] = {"finetune.base_dtype=bf16"};
+  const char *const nf4[] = {"finetune.base_dtype=nf4"};
+  const char *const int8[] = {"finetune.base_dtype=int8"};
+  vs_model m0, m1, m2;
+  const vs_block *b0, *b1, *b2;
+  uint32_t weights_seen = 0;
+  (void)state;
+  build_ini(&m0, frozen_llama, bf16, 1);
+  build_ini(&m1, frozen_llama, nf4, 1);
+  build_ini(&m2, frozen_llama, int8, 1);
+  b0 = vs_model_layer(&m0, 0);
+  b1 = vs_model_layer(&m1, 0);
+  b2 = vs_model_layer(&m2, 0);
+  for (uint32_t i = 0; i < b1->n_ops; i++) {
+    const vs_op_spec *op = &b1->ops[i];
+    double nf4_bytes = 0, int8_bytes = 0;
+    uint32_t n = 0;
+    for (uint32_t p = op->first_param; p < op->first_param + op->n_params;
+         p++) {
+      const vs_param_tensor *w = &b1->params[p];
+      if (w->dtype != VS_DTYPE_NF4)
+        continue;
+      nf4_bytes += (double)(vs_dtype_tensor_bytes(VS_DTYPE_NF4, w->rows,
+                                                  w->cols) +
+                            2 * w->rows * w->cols);
+      int8_bytes += (double)(vs_dtype_tensor_bytes(VS_DTYPE_INT8_ROWWISE,
+                                                   w->rows, w->cols) +
+                             2 * w->rows * w->cols);
+      n++;
+    }
+    weights_seen += n;
+    tu_assert_close(op->fwd_side.bytes - b0->ops[i].fwd_side.bytes,
+                    nf4_bytes, 0);
+    tu_assert_close(op->bwd_side.bytes - b0->ops[i].bwd_side.bytes,
+                    nf4_bytes, 0);
+    tu_assert_close(op->fwd_bytes - b0->ops[i].fwd_bytes, nf4_bytes, 0);
+    assert_int_equal(op->fwd_side.kernels - b0->ops[i].fwd_side.kernels, n);
+    assert_int_equal(op->bwd_side.kernels - b0->ops[i].bwd_side.kernels, n);
+    tu_assert_close(b2->ops[i].fwd_side.bytes, b0->ops[i].fwd_side.bytes, 0);
+    tu_assert_close(b2->ops[i].bwd_side.bytes - b0->ops[i].bwd_side.bytes,
+                    int8_bytes, 0);
+  }
+  assert_true(weights_seen >= 4); /* qkv, o, the MLP's */
 }
 
 /* The 16-bit weight copies autocast saves in one layer: 2 B for every
@@ -2105,6 +2159,7 @@ int main(void)
       cmocka_unit_test_teardown(test_block_misuse_is_refused, free_models),
       cmocka_unit_test_teardown(test_param_tensor_attributes, free_models),
       cmocka_unit_test_teardown(test_dequantized_base_workspace, free_models),
+      cmocka_unit_test_teardown(test_dequantized_base_kernels, free_models),
       cmocka_unit_test_teardown(test_megatron_inplace_loss, free_models),
       cmocka_unit_test_teardown(test_fp32_loss_makes_no_copy, free_models),
       cmocka_unit_test_teardown(test_loss_kernels, free_models),

@@ -283,17 +283,28 @@ int vs_block_param(vs_block *blk, const vs_dims *d, const char *name,
 /* A layer's linear weight (rows x cols on this rank) for the newest op:
  * stored in the base format; one dequantized whole (dequantized_in) is a
  * transient of rows x cols elements of the compute dtype in that pass,
- * one weight at a time, so the op's largest counts. */
+ * one weight at a time, so the op's largest counts, made by a kernel of
+ * its own that reads the stored weight (its statistics included) and
+ * writes the transient (bitsandbytes dequantize_4bit before MatMul4Bit's
+ * forward GEMM and again for the input gradient; a recompute re-runs the
+ * forward's). */
 int vs_block_linear_weight(vs_block *blk, const vs_dims *d, const char *name,
                            uint64_t rows, uint64_t cols, vs_error *err)
 {
   vs_op_spec *op;
   uint64_t now = rows * cols, before;
+  double dequant;
   int passes;
   if (param_as(blk, d, name, rows, cols, d->base_dtype, err))
     return VS_EINPUT;
   passes = dequantized_in(d, d->base_dtype);
   op = &blk->ops[blk->n_ops - 1];
+  dequant = (double)vs_dtype_tensor_bytes(d->base_dtype, rows, cols) +
+            (double)(d->e * now);
+  if (passes & DEQUANT_FWD)
+    vs_block_side(op, SIDE_FWD, dequant, 1);
+  if (passes & DEQUANT_BWD)
+    vs_block_side(op, SIDE_BWD, dequant, 1);
   before = largest_earlier_weight(blk, op, d, DEQUANT_FWD);
   if ((passes & DEQUANT_FWD) && now > before)
     op->fwd_temp_bytes += d->e * (now - before);
