@@ -184,15 +184,12 @@ static bool dangling_target(const char *path, char *out, size_t len)
 {
   char cur[PATH_LEN], target[PATH_LEN], dir[PATH_LEN];
   struct stat st;
-  bool followed = false;
   if (snprintf(cur, sizeof cur, "%s", path) >= (int)sizeof cur)
     return false;
   for (int hop = 0; hop < LINK_HOPS; hop++) {
     ssize_t n;
-    if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) {
-      followed = followed && snprintf(out, len, "%s", cur) < (int)len;
-      return followed;
-    }
+    if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) /* past the links */
+      return hop > 0 && snprintf(out, len, "%s", cur) < (int)len;
     n = readlink(cur, target, sizeof target - 1);
     if (n < 0 || (size_t)n >= sizeof target - 1)
       return false;
@@ -203,7 +200,6 @@ static bool dangling_target(const char *path, char *out, size_t len)
     } else if (snprintf(cur, sizeof cur, "%s", target) >= (int)sizeof cur) {
       return false;
     }
-    followed = true;
   }
   return false;
 }

@@ -19,12 +19,19 @@
  * sizes, and vsim refuses the rate; and a rate over VS_MAX_RATE, the
  * rounding noise of a flat piece (equal times fit a slope of about
  * 1e-31 s per byte). A comment in the file says so. */
+/* Piece g's fitted rate before those rules: B/s of kind, 0 for a flat or
+ * falling piece. */
+static double fitted_rate(int kind, const vs_fit_segment *g)
+{
+  return g->seconds_per_byte > 0
+             ? vs_cal_bytes_factor(kind) / g->seconds_per_byte
+             : 0.0;
+}
+
 static double piece_rate(vs_cal_out *out, int kind, const vs_fit_segment *g,
                          size_t j)
 {
-  double rate = g->seconds_per_byte > 0
-                    ? vs_cal_bytes_factor(kind) / g->seconds_per_byte
-                    : 0.0;
+  double rate = fitted_rate(kind, g);
   if (rate > 0 && rate < VS_MIN_RATE) {
     vs_cal_out_comment(out, "%s piece %zu (%.0f to %.0f bytes): fitted slope "
                        "%.3g B/s is under 1 MB/s, written as 0 (latency "
@@ -103,8 +110,7 @@ bool vs_cal_out_add(vs_cal_out *out, int kind, const vs_fit *fit)
 void vs_cal_out_why_left_out(int kind, const vs_fit *fit, char *buf,
                              size_t len)
 {
-  double spb = fit->segs[fit->n_breaks].seconds_per_byte;
-  double rate = spb > 0 ? vs_cal_bytes_factor(kind) / spb : 0.0;
+  double rate = fitted_rate(kind, &fit->segs[fit->n_breaks]);
   if (!(rate > 0))
     snprintf(buf, len, "the fitted time does not grow with size");
   else if (rate > VS_MAX_RATE)

@@ -2143,6 +2143,19 @@ static void held_before_backward(const vs_rank *r, int category,
   *end = held;
 }
 
+/* Gradients set to None at each step on s's rank 0: none held when its
+ * backward starts or once its step has run, all of the layout's at
+ * their peak. */
+static void assert_grads_set_to_none(const vs_sim *s)
+{
+  int64_t before, end;
+  held_before_backward(&s->ranks[0], VS_CAT_GRADS, &before, &end);
+  assert_int_equal(before, 0);
+  assert_int_equal(end, 0);
+  assert_int_equal(max_held(&s->ranks[0], VS_CAT_GRADS),
+                   s->layout.grads_bytes);
+}
+
 /* The Hugging Face Trainer calls model.zero_grad() after each step
  * (set_to_none = True): no gradient exists in the first forward pass of
  * a step, they all do at its end before the step, and none after it.
@@ -2165,10 +2178,7 @@ static void test_hf_grads_set_to_none(void **state)
   load(&wl, gpt, NULL, 0, 1);
   simulate(&n, &wl, &topo, false);
   assert_int_equal(h.layout.grads_bytes, 4 * h.layout.param_elems);
-  held_before_backward(&h.ranks[0], VS_CAT_GRADS, &before, &end);
-  assert_int_equal(before, 0);
-  assert_int_equal(end, 0);
-  assert_int_equal(max_held(&h.ranks[0], VS_CAT_GRADS), h.layout.grads_bytes);
+  assert_grads_set_to_none(&h);
   held_before_backward(&n.ranks[0], VS_CAT_GRADS, &before, &end);
   assert_int_equal(before, (int64_t)n.layout.grads_bytes);
   assert_int_equal(end, (int64_t)n.layout.grads_bytes);
@@ -2187,11 +2197,7 @@ static void test_hf_grads_set_to_none(void **state)
     load(&wl, fp16, NULL, 0, 1);
     simulate(&h, &wl, &topo, false);
     assert_int_equal(h.layout.grads_bytes, 2 * h.layout.param_elems);
-    held_before_backward(&h.ranks[0], VS_CAT_GRADS, &before, &end);
-    assert_int_equal(before, 0);
-    assert_int_equal(end, 0);
-    assert_int_equal(max_held(&h.ranks[0], VS_CAT_GRADS),
-                     h.layout.grads_bytes);
+    assert_grads_set_to_none(&h);
     vs_sim_fini(&h);
     load(&wl, fp16, z1, 1, 2);
     simulate(&n, &wl, &topo, false);

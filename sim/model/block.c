@@ -280,37 +280,42 @@ int vs_block_param(vs_block *blk, const vs_dims *d, const char *name,
   return param_as(blk, d, name, rows, cols, d->param_dtype, err);
 }
 
+/* Op's newest weight, rows x cols in the base format, dequantized whole
+ * in `pass` (DEQUANT_FWD or DEQUANT_BWD): a kernel of its own that reads
+ * the stored weight (its statistics included) and writes a transient of
+ * rows x cols elements of the compute dtype (bitsandbytes dequantize_4bit
+ * before MatMul4Bit's forward GEMM and again for the input gradient; a
+ * recompute re-runs the forward's). One weight is dequantized at a time,
+ * so the pass's temp counts the op's largest. */
+static void dequantize_weight(const vs_block *blk, vs_op_spec *op,
+                              const vs_dims *d, int pass, uint64_t rows,
+                              uint64_t cols)
+{
+  uint64_t now = rows * cols;
+  uint64_t before = largest_earlier_weight(blk, op, d, pass);
+  uint64_t *temp = pass == DEQUANT_FWD ? &op->fwd_temp_bytes
+                                       : &op->bwd_temp_bytes;
+  vs_block_side(op, pass == DEQUANT_FWD ? SIDE_FWD : SIDE_BWD,
+                (double)vs_dtype_tensor_bytes(d->base_dtype, rows, cols) +
+                    (double)(d->e * now),
+                1);
+  if (now > before)
+    *temp += d->e * (now - before);
+}
+
 /* A layer's linear weight (rows x cols on this rank) for the newest op:
- * stored in the base format; one dequantized whole (dequantized_in) is a
- * transient of rows x cols elements of the compute dtype in that pass,
- * one weight at a time, so the op's largest counts, made by a kernel of
- * its own that reads the stored weight (its statistics included) and
- * writes the transient (bitsandbytes dequantize_4bit before MatMul4Bit's
- * forward GEMM and again for the input gradient; a recompute re-runs the
- * forward's). */
+ * stored in the base format, dequantized whole in the passes
+ * dequantized_in says (dequantize_weight). */
 int vs_block_linear_weight(vs_block *blk, const vs_dims *d, const char *name,
                            uint64_t rows, uint64_t cols, vs_error *err)
 {
-  vs_op_spec *op;
-  uint64_t now = rows * cols, before;
-  double dequant;
   int passes;
   if (param_as(blk, d, name, rows, cols, d->base_dtype, err))
     return VS_EINPUT;
   passes = dequantized_in(d, d->base_dtype);
-  op = &blk->ops[blk->n_ops - 1];
-  dequant = (double)vs_dtype_tensor_bytes(d->base_dtype, rows, cols) +
-            (double)(d->e * now);
-  if (passes & DEQUANT_FWD)
-    vs_block_side(op, SIDE_FWD, dequant, 1);
-  if (passes & DEQUANT_BWD)
-    vs_block_side(op, SIDE_BWD, dequant, 1);
-  before = largest_earlier_weight(blk, op, d, DEQUANT_FWD);
-  if ((passes & DEQUANT_FWD) && now > before)
-    op->fwd_temp_bytes += d->e * (now - before);
-  before = largest_earlier_weight(blk, op, d, DEQUANT_BWD);
-  if ((passes & DEQUANT_BWD) && now > before)
-    op->bwd_temp_bytes += d->e * (now - before);
+  for (int pass = DEQUANT_FWD; pass <= DEQUANT_BWD; pass <<= 1)
+    if (passes & pass)
+      dequantize_weight(blk, &blk->ops[blk->n_ops - 1], d, pass, rows, cols);
   return 0;
 }
 
