@@ -2028,6 +2028,56 @@ static void test_paged_optimizer(void **state)
   vs_sim_fini(&pg);
 }
 
+/* Under fp8 only Transformer Engine's modules run FP8 GEMMs: the output
+ * layer (Megatron-LM's own ColumnParallelLinear), eager attention's
+ * batched matmuls and the MoE router run at the 16-bit rate, as long as
+ * under bf16, and the head saves its input in 16 bits with no FP8 copy
+ * of its weight; the layers' linears run faster. torchtitan's Float8
+ * runs its output layer in FP8. */
+static void test_fp8_outside_transformer_engine(void **state)
+{
+  static const char ini[] =
+      "[model]\narch = gpt\nlayers = 2\nhidden = 4096\nheads = 32\n"
+      "vocab = 32000\nseq_len = 2048\ntied_embeddings = false\n"
+      "experts = 4\n"
+      "[training]\nprecision = bf16\ngrad_dtype = fp32\n"
+      "optimizer = adam\nglobal_batch = 1\nattention = eager\n";
+  const char *fp8[] = {"training.precision=fp8"};
+  const char *titan[] = {"training.precision=fp8", "training.framework=fsdp2",
+                         "model.experts=0", "training.global_batch=2"};
+  static const char *const outside[] = {"lm_head", "attn_scores",
+                                        "attn_context", "router"};
+  const vs_block *head;
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim b, f;
+  (void)state;
+  load(&wl, ini, NULL, 0, 1);
+  simulate(&b, &wl, &topo, false);
+  load(&wl, ini, fp8, 1, 1);
+  simulate(&f, &wl, &topo, false);
+  for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++) {
+    assert_true(op_seconds(&b.ranks[0], outside[i]) > 0);
+    assert_float_equal(op_seconds(&f.ranks[0], outside[i]),
+                       op_seconds(&b.ranks[0], outside[i]), 1e-9);
+  }
+  assert_true(op_seconds(&f.ranks[0], "qkv_proj") <
+              0.75 * op_seconds(&b.ranks[0], "qkv_proj"));
+  head = vs_model_head(&f.model);
+  for (uint32_t s = 0; s < head->n_saved; s++)
+    assert_int_not_equal(head->saved[s].dtype, VS_DTYPE_FP8);
+  /* 4 a layer: qkv, the output projection, the experts' two; no router */
+  assert_int_equal(f.layout.stages[0].fp8_gemms, 2 * 4);
+  vs_sim_fini(&f);
+  /* torchtitan's float8 converter swaps the output layer too */
+  load(&wl, ini, titan, 4, 2); /* one micro-batch a rank, as before */
+  simulate(&f, &wl, &topo, false);
+  assert_true(op_seconds(&f.ranks[0], "lm_head") <
+              0.75 * op_seconds(&b.ranks[0], "lm_head"));
+  vs_sim_fini(&b);
+  vs_sim_fini(&f);
+}
+
 /* FP8 as Transformer Engine runs it (shared/reference/frameworks.md 7):
  * on Hopper (fp8_transposes) each saved GEMM input is kept row- and
  * column-wise at 1 B, so activations equal bf16's, and each GEMM weight's
@@ -2718,6 +2768,7 @@ int main(void)
       cmocka_unit_test(test_frozen_prefix_edges),
       cmocka_unit_test(test_paged_optimizer),
       cmocka_unit_test(test_fp8_copies),
+      cmocka_unit_test(test_fp8_outside_transformer_engine),
       cmocka_unit_test(test_autocast_cache_under_checkpointing),
       cmocka_unit_test(test_hf_grads_set_to_none),
       cmocka_unit_test(test_expert_parallel_step),

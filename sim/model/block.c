@@ -74,14 +74,17 @@ int vs_block_save_act(vs_block *blk, vs_op_spec *op, uint64_t bytes, int dtype,
                        err);
 }
 
-/* A linear's saved input: needed only for its weight gradient unless
- * another op keeps the same tensor. */
-int vs_block_save_input(vs_block *blk, vs_op_spec *op, uint64_t bytes,
-                        int dtype, vs_input_keeper keeper, vs_error *err)
+/* A matmul's saved input of `elems` elements: needed only for its weight
+ * gradient unless another op keeps the same tensor. Under fp8 a
+ * Transformer Engine module saves an FP8 copy; a matmul outside them
+ * (no_fp8) its 16-bit input. */
+int vs_block_save_input(vs_block *blk, vs_op_spec *op, const vs_dims *d,
+                        uint64_t elems, vs_input_keeper keeper, vs_error *err)
 {
+  bool fp8 = d->em != d->e && !op->no_fp8;
   return vs_block_save(blk, op,
-                       (vs_saved){.bytes = bytes,
-                                  .dtype = (uint8_t)dtype,
+                       (vs_saved){.bytes = (fp8 ? d->em : d->e) * elems,
+                                  .dtype = fp8 ? d->em_dtype : d->act_dtype,
                                   .category = VS_CAT_ACTIVATIONS,
                                   .wgrad_only = keeper == KEPT_FOR_WEIGHTS},
                        err);
@@ -218,7 +221,8 @@ int vs_block_weight_copy(vs_block *blk, const vs_dims *d, uint64_t rows,
   vs_op_spec *op = blk->n_ops > 0 ? &blk->ops[blk->n_ops - 1] : NULL;
   uint64_t now = rows * cols, before;
   if (d->copy_dtype == VS_DTYPE_N || !op || !op->matmul || op->adapter ||
-      rows <= 1 || cols <= 1 || dtype == VS_DTYPE_FP8_SCALED)
+      (d->copy_dtype == VS_DTYPE_FP8 && op->no_fp8) || rows <= 1 ||
+      cols <= 1 || dtype == VS_DTYPE_FP8_SCALED)
     return 0;
   if (d->amp) {
     /* the cast, and in backward the gradient's cast to fp32 (2 B read,
@@ -261,16 +265,6 @@ static int param_as(vs_block *blk, const vs_dims *d, const char *name,
   if (blk->n_ops > 0)
     blk->ops[blk->n_ops - 1].n_params++;
   return vs_block_weight_copy(blk, d, rows, cols, dtype, err);
-}
-
-/* A parameter in the model's parameter dtype whose op is no Transformer
- * Engine module: no FP8 copy. */
-int vs_block_param_uncopied(vs_block *blk, const vs_dims *d, const char *name,
-                            uint64_t rows, uint64_t cols, vs_error *err)
-{
-  vs_dims plain = *d;
-  plain.copy_dtype = VS_DTYPE_N;
-  return param_as(blk, &plain, name, rows, cols, d->param_dtype, err);
 }
 
 /* A parameter in the model's parameter dtype. */
@@ -370,8 +364,9 @@ int vs_block_lora_adapter(vs_block *blk, const vs_dims *d, const char *name,
     return VS_EINPUT;
   as_adapter(op, d, in, on, k);
   op->adapter = true;
+  op->no_fp8 = true; /* PEFT's own nn.Linear layers */
   if (!d->lora_drop && !cast && keeper == KEPT_FOR_WEIGHTS &&
-      vs_block_save_act(blk, op, d->em * d->tokens * in, d->em_dtype, err))
+      vs_block_save_act(blk, op, d->e * d->tokens * in, d->act_dtype, err))
     return VS_EINPUT;
   for (size_t i = 0; i < k; i++) {
     char pname[VS_OP_NAME_MAX];
@@ -637,8 +632,8 @@ vs_op_spec *vs_block_column_parallel(vs_block *blk, const vs_dims *d,
     return NULL;
   vs_block_as_matmul(op, d->tokens, d->h, out_cols, d->e);
   vs_block_autocast_input(op, d, casts, d->tok_rep * d->h);
-  if (vs_block_save_input(blk, op, casts * d->em * d->tok_rep * d->h,
-                          d->em_dtype, KEPT_FOR_WEIGHTS, err))
+  if (vs_block_save_input(blk, op, d, casts * d->tok_rep * d->h,
+                          KEPT_FOR_WEIGHTS, err))
     return NULL;
   vs_block_column_comms(op, d, d->tokens, d->h, SP_REGATHER);
   return op;
@@ -655,8 +650,7 @@ vs_op_spec *vs_block_row_parallel(vs_block *blk, const vs_dims *d,
   if (!op)
     return NULL;
   vs_block_as_matmul(op, d->tokens, in_cols, d->h, d->e);
-  if (vs_block_save_input(blk, op, d->em * d->tokens * in_cols, d->em_dtype,
-                          keeper, err))
+  if (vs_block_save_input(blk, op, d, d->tokens * in_cols, keeper, err))
     return NULL;
   vs_block_row_comms(op, d, d->tokens);
   return op;

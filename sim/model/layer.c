@@ -31,6 +31,7 @@ static void attention_matmul(vs_op_spec *op, const vs_dims *d, uint64_t heads,
                              attn_matmul which, double bytes)
 {
   op->matmul = true;
+  op->no_fp8 = true; /* a batched matmul of the attention core */
   op->attn_core = true;
   op->gemm = which == ATTN_SCORES ? (vs_gemm){d->s, d->s, d->d, d->b * heads}
                                   : (vs_gemm){d->s, d->d, d->s, d->b * heads};
@@ -383,8 +384,7 @@ static vs_op_spec *mla_linear(vs_block *blk, const vs_dims *d, const char *name,
     vs_block_row_comms(op, d, d->tokens);
   snprintf(pname, sizeof pname, "%.16s.weight", name);
   if ((input == MLA_SAVES_INPUT &&
-       vs_block_save_input(blk, op, d->em * kept * in, d->em_dtype,
-                           KEPT_FOR_WEIGHTS, err)) ||
+       vs_block_save_input(blk, op, d, kept * in, KEPT_FOR_WEIGHTS, err)) ||
       vs_block_linear_weight(blk, d, pname, in, out, err))
     return NULL;
   return op;
@@ -734,8 +734,7 @@ static int routed_experts(vs_block *blk, const vs_dims *dense, bool gated,
   grouped(op, d);
   /* the etp ranks' slots gathered in forward, kept whole for backward */
   vs_block_column_comms(op, d, n, d->h, SP_KEEPS_GATHERED);
-  if (vs_block_save_input(blk, op, d->em * n * d->h, d->em_dtype,
-                          KEPT_FOR_WEIGHTS, err))
+  if (vs_block_save_input(blk, op, d, n * d->h, KEPT_FOR_WEIGHTS, err))
     return VS_EINPUT;
   if (expert_weights(blk, d, "fc1", d->h, fc1, !gated, err))
     return VS_EINPUT;
@@ -763,8 +762,7 @@ static int routed_experts(vs_block *blk, const vs_dims *dense, bool gated,
   /* with tp they are un-sorted into a new buffer first (combine_preprocess) */
   if (d->t > 1)
     op->fwd_temp_bytes += d->e * n * d->h;
-  if (vs_block_save_input(blk, op, d->em * n * fe, d->em_dtype,
-                          KEPT_FOR_WEIGHTS, err))
+  if (vs_block_save_input(blk, op, d, n * fe, KEPT_FOR_WEIGHTS, err))
     return VS_EINPUT;
   return expert_weights(blk, d, "fc2", fe, d->h, !gated, err);
 }
@@ -784,8 +782,8 @@ static int shared_experts(vs_block *blk, const vs_dims *d, bool gated,
   vs_block_as_matmul(op, t, d->h, fc1, d->e);
   vs_block_column_comms(op, d, t, d->h, SP_REGATHER);
   /* under fp8 its own FP8 copy of the norm output the router keeps */
-  if (d->em != d->e && vs_block_save_input(blk, op, d->em * d->tok_rep * d->h,
-                                           d->em_dtype, KEPT_FOR_WEIGHTS, err))
+  if (d->em != d->e &&
+      vs_block_save_input(blk, op, d, d->tok_rep * d->h, KEPT_FOR_WEIGHTS, err))
     return VS_EINPUT;
   if (vs_block_param(blk, d, "shared.fc1", d->h, fc1, err) ||
       (!gated && vs_block_param(blk, d, "shared.fc1.bias", 1, fs, err)))
@@ -800,8 +798,7 @@ static int shared_experts(vs_block *blk, const vs_dims *d, bool gated,
     return VS_EINPUT;
   vs_block_as_matmul(op, t, fs, d->h, d->e);
   vs_block_row_comms(op, d, t);
-  if (vs_block_save_input(blk, op, d->em * t * fs, d->em_dtype,
-                          KEPT_FOR_WEIGHTS, err) ||
+  if (vs_block_save_input(blk, op, d, t * fs, KEPT_FOR_WEIGHTS, err) ||
       vs_block_param(blk, d, "shared.fc2", fs, d->h, err) ||
       (!gated && vs_block_param(blk, d, "shared.fc2.bias", 1, d->h, err)))
     return VS_EINPUT;
@@ -837,15 +834,16 @@ static int moe_mlp(vs_block *blk, const vs_dims *d, bool gated, vs_error *err)
    * and receives (the hot rank receives more than it sends) */
   uint64_t moved = d->e * (d->sent > n ? d->sent : n) * d->h;
   vs_op_spec *op;
-  /* the router is not a Transformer Engine module: its input stays in
-   * the activations' dtype under fp8 (and no FP8 copy of its weight) */
+  /* the router is no Transformer Engine module (Megatron-LM's TopKRouter
+   * multiplies by its weight with torch's own linear) */
   if (!(op = vs_block_add_op(blk, "router", err)))
     return VS_EINPUT;
   vs_block_as_matmul(op, t, d->h, d->experts, d->e);
+  op->no_fp8 = true;
   if (vs_block_save_input(
-          blk, op, d->e * t * d->h, d->act_dtype,
+          blk, op, d, t * d->h,
           d->fs && d->em == d->e ? KEPT_BY_ANOTHER : KEPT_FOR_WEIGHTS, err) ||
-      vs_block_param_uncopied(blk, d, "router.weight", d->h, d->experts, err))
+      vs_block_param(blk, d, "router.weight", d->h, d->experts, err))
     return VS_EINPUT;
   if (!(op = vs_block_add_op(blk, "router_topk", err)))
     return VS_EINPUT;
@@ -1146,8 +1144,13 @@ static vs_op_spec *output_layer(vs_block *blk, const vs_workload *wl,
   if (!op)
     return NULL;
   vs_block_as_matmul(op, d->tokens, d->h, d->vocab / d->t, d->e);
-  if (vs_block_save_input(blk, op, d->em * d->tok_rep * d->h, d->em_dtype,
-                          KEPT_FOR_WEIGHTS, err))
+  /* Megatron-LM's output layer is its own ColumnParallelLinear, no
+   * Transformer Engine module (gpt_model.py); torchtitan's float8
+   * converter swaps every nn.Linear, the output included (its
+   * filter_fqns are empty by default) */
+  op->no_fp8 = wl->training.framework != VS_FW_FSDP2;
+  if (vs_block_save_input(blk, op, d, d->tok_rep * d->h, KEPT_FOR_WEIGHTS,
+                          err))
     return NULL;
   if (logits_kept(wl) && vs_block_save(blk, op,
                                        (vs_saved){.bytes = d->e * logits,
@@ -1249,8 +1252,7 @@ static int mtp_projection(vs_block *blk, const vs_dims *d, vs_error *err)
     return VS_EINPUT;
   vs_block_as_matmul(op, d->tokens, 2 * d->h, d->h / d->t, d->e);
   vs_block_autocast_input(op, d, 1, wide);
-  if (vs_block_save_input(blk, op, d->em * wide, d->em_dtype, KEPT_FOR_WEIGHTS,
-                          err))
+  if (vs_block_save_input(blk, op, d, wide, KEPT_FOR_WEIGHTS, err))
     return VS_EINPUT;
   vs_block_column_comms(op, d, d->tokens, 2 * d->h, SP_REGATHER);
   if (vs_block_linear_weight(blk, d, "mtp_eh_proj.weight", d->h / d->t,
@@ -1340,9 +1342,12 @@ int vs_model_build_head(vs_block *blk, const vs_workload *wl, const vs_dims *d,
     if (!(op = vs_block_add_op(blk, "mlm_dense", err)))
       return VS_EINPUT;
     vs_block_as_matmul(op, d->tokens, d->h, d->h, d->e);
+    /* no Transformer Engine module: Megatron-LM's BertLMHead makes it a
+     * torch.nn.Linear (get_linear_layer, bert_lm_head.py) */
+    op->no_fp8 = true;
     vs_block_autocast_input(op, d, 1, d->tokens * d->h);
-    if (vs_block_save_input(blk, op, d->e * d->tokens * d->h, d->act_dtype,
-                            KEPT_FOR_WEIGHTS, err))
+    if (vs_block_save_input(blk, op, d, d->tokens * d->h, KEPT_FOR_WEIGHTS,
+                            err))
       return VS_EINPUT;
     if (vs_block_param(blk, d, "mlm_dense.weight", d->h, d->h, err) ||
         vs_block_param(blk, d, "mlm_dense.bias", 1, d->h, err))

@@ -109,8 +109,14 @@ typedef struct vs_op_spec {
   bool matmul;                /* runs on tensor cores at the compute dtype */
   bool attn_core;             /* part of the attention core that selective
                                  checkpointing recomputes */
-  bool adapter;               /* LoRA adapters (PEFT's layers, not
-                                 Transformer Engine modules: no FP8) */
+  bool adapter;               /* LoRA adapters (PEFT's layers) */
+  bool no_fp8;                /* a matmul outside Transformer Engine's
+                                 modules (LoRA adapters, the router,
+                                 eager attention's batched matmuls, the
+                                 output layer): under fp8 it runs at the
+                                 16-bit rate on 16-bit inputs, saves
+                                 them in 16 bits and keeps no FP8 copy
+                                 of its weight */
   bool routed;                /* runs on the token slots the rank's
                                  experts receive (vs_model routed_load
                                  times their average under skew) */

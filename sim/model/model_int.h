@@ -144,8 +144,8 @@ typedef enum { MLP_DENSE, MLP_MOE } vs_mlp_kind;
 int vs_block_save_act(vs_block *blk, vs_op_spec *op, uint64_t bytes, int dtype,
                       vs_error *err);
 
-int vs_block_save_input(vs_block *blk, vs_op_spec *op, uint64_t bytes,
-                        int dtype, vs_input_keeper keeper, vs_error *err);
+int vs_block_save_input(vs_block *blk, vs_op_spec *op, const vs_dims *d,
+                        uint64_t elems, vs_input_keeper keeper, vs_error *err);
 
 int vs_block_save_scores(vs_block *blk, vs_op_spec *op, uint64_t scores,
                          int dtype, vs_error *err);
@@ -168,9 +168,6 @@ void vs_block_side(vs_op_spec *op, vs_side_pass pass, double bytes,
 
 int vs_block_weight_copy(vs_block *blk, const vs_dims *d, uint64_t rows,
                          uint64_t cols, int dtype, vs_error *err);
-
-int vs_block_param_uncopied(vs_block *blk, const vs_dims *d, const char *name,
-                            uint64_t rows, uint64_t cols, vs_error *err);
 
 int vs_block_param(vs_block *blk, const vs_dims *d, const char *name,
                    uint64_t rows, uint64_t cols, vs_error *err);

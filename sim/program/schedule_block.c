@@ -76,6 +76,15 @@ static void hold(builder *b, uint32_t *slot, uint32_t buf)
 
 static int precision(const builder *b) { return b->wl->training.precision; }
 
+/* The precision op o's matmuls run at: under fp8, a matmul outside
+ * Transformer Engine's modules (no_fp8) runs in the model's 16 bits
+ * (Megatron-LM's --fp8-format inside a --bf16 model: workload_preset.c). */
+static int gemm_precision(const builder *b, const vs_op_spec *o)
+{
+  return precision(b) == VS_PREC_FP8 && o->no_fp8 ? VS_PREC_BF16
+                                                  : precision(b);
+}
+
 /* The memo slot of (kind, bytes), and whether it holds that key. */
 static time_memo *memo_slot(builder *b, uint64_t kind, uint64_t bytes,
                             bool *hit)
@@ -112,10 +121,10 @@ void sb_add_launch(builder *b, op_split *x, unsigned kernels)
   x->s[VS_BOUND_LAUNCH] += vs_cost_launch_seconds(b->topo, kernels);
 }
 
-static double op_seconds(builder *b, vs_flop_kind kind, double flops,
-                         double bytes)
+static double op_seconds(builder *b, int prec, vs_flop_kind kind,
+                         double flops, double bytes)
 {
-  return vs_cost_roofline_seconds(b->topo, precision(b), kind, flops, bytes,
+  return vs_cost_roofline_seconds(b->topo, prec, kind, flops, bytes,
                                   &b->p->cal_seen);
 }
 
@@ -124,16 +133,17 @@ static double op_seconds(builder *b, vs_flop_kind kind, double flops,
 op_split sb_roofline_split(builder *b, double flops, double bytes)
 {
   op_split x = {{0}};
-  add_work(b, &x, op_seconds(b, VS_FLOPS_OTHER, flops, bytes), bytes);
+  add_work(b, &x, op_seconds(b, precision(b), VS_FLOPS_OTHER, flops, bytes),
+           bytes);
   return x;
 }
 
-static void add_gemm(builder *b, op_split *x, vs_gemm g, double flops,
-                     double bytes)
+static void add_gemm(builder *b, op_split *x, const vs_op_spec *o, vs_gemm g,
+                     double flops, double bytes)
 {
   add_work(b, x,
-           vs_cost_gemm_seconds(b->topo, precision(b), g, flops, bytes,
-                                &b->p->cal_seen),
+           vs_cost_gemm_seconds(b->topo, gemm_precision(b, o), g, flops,
+                                bytes, &b->p->cal_seen),
            bytes);
   sb_add_launch(b, x, 1);
 }
@@ -146,7 +156,8 @@ static void add_shapeless(builder *b, op_split *x, const vs_op_spec *o,
   double t = o->flash.seq
                  ? vs_cost_flash_seconds(b->topo, precision(b), o->flash,
                                          flops, bytes, &b->p->cal_seen)
-                 : op_seconds(b, o->matmul ? VS_FLOPS_MATMUL : VS_FLOPS_OTHER,
+                 : op_seconds(b, gemm_precision(b, o),
+                              o->matmul ? VS_FLOPS_MATMUL : VS_FLOPS_OTHER,
                               flops, bytes);
   add_work(b, x, t, bytes);
   sb_add_launch(b, x, kernels);
@@ -157,7 +168,8 @@ static void add_shapeless(builder *b, op_split *x, const vs_op_spec *o,
 static void add_side(builder *b, op_split *x, double bytes, unsigned kernels)
 {
   if (bytes > 0)
-    add_work(b, x, op_seconds(b, VS_FLOPS_OTHER, 0.0, bytes), bytes);
+    add_work(b, x, op_seconds(b, precision(b), VS_FLOPS_OTHER, 0.0, bytes),
+             bytes);
   sb_add_launch(b, x, kernels);
 }
 
@@ -182,7 +194,7 @@ static op_split fwd_split(builder *b, const vs_op_spec *o, double share)
   double f = share * o->fwd_flops, by = share * main_fwd_bytes(o);
   if (f > 0 || by > 0) {
     if (o->gemm.batch)
-      add_gemm(b, &x, o->gemm, f, by);
+      add_gemm(b, &x, o, o->gemm, f, by);
     else
       add_shapeless(b, &x, o, f, by, o->fwd_kernels);
   }
@@ -213,9 +225,9 @@ static op_split bwd_split(builder *b, const vs_op_spec *o, double flops,
   } else {
     f = flops < o->fwd_flops ? flops : o->fwd_flops;
     by = bytes < gemm ? bytes : gemm;
-    add_gemm(b, &x, vs_gemm_dgrad(o->gemm), f, by);
+    add_gemm(b, &x, o, vs_gemm_dgrad(o->gemm), f, by);
     if (flops > f)
-      add_gemm(b, &x, vs_gemm_wgrad(o->gemm), flops - f, bytes - by);
+      add_gemm(b, &x, o, vs_gemm_wgrad(o->gemm), flops - f, bytes - by);
   }
   add_side(b, &x, side + acc.bytes,
            o->bwd_side.kernels + (s > 0 ? o->wgrad_side.kernels : 0) +

@@ -655,7 +655,7 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
 }
 
 /* Under fp8, the weights of the block's GEMMs (matrices, not biases or
- * norm scales; not LoRA adapters, which are PEFT's layers): Transformer
+ * norm scales; not those of matmuls outside its modules, no_fp8): Transformer
  * Engine quantizes each one not already in FP8
  * before its GEMM and keeps the FP8 copy for backward
  * (shared/reference/frameworks.md 7). Sets k's fp8_weight_elems (all),
@@ -669,7 +669,7 @@ static void fp8_weights(const vs_workload *wl, const vs_block *b,
     const vs_op_spec *op = &b->ops[i];
     bool gemm = false;
     for (uint32_t p = op->first_param;
-         op->matmul && !op->adapter && p < op->first_param + op->n_params;
+         op->matmul && !op->no_fp8 && p < op->first_param + op->n_params;
          p++) {
       const vs_param_tensor *t = &b->params[p];
       if (t->rows <= 1 || t->cols <= 1)
