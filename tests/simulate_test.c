@@ -2058,7 +2058,7 @@ static void test_fp8_outside_transformer_engine(void **state)
   simulate(&f, &wl, &topo, false);
   for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++) {
     assert_true(op_seconds(&b.ranks[0], outside[i]) > 0);
-    assert_float_equal(op_seconds(&f.ranks[0], outside[i]),
+    tu_assert_close(op_seconds(&f.ranks[0], outside[i]),
                        op_seconds(&b.ranks[0], outside[i]), 1e-9);
   }
   assert_true(op_seconds(&f.ranks[0], "qkv_proj") <
@@ -2076,6 +2076,105 @@ static void test_fp8_outside_transformer_engine(void **state)
               0.75 * op_seconds(&b.ranks[0], "lm_head"));
   vs_sim_fini(&b);
   vs_sim_fini(&f);
+}
+
+/* HBM bytes rank r's ops named `name` of phase `phase` and micro-batch mb
+ * moved (-1: every micro-batch). */
+static double bytes_at(const vs_rank *r, const char *name, int phase, int mb)
+{
+  double sum = 0;
+  for (size_t i = 0; i < r->prog->n_ops; i++) {
+    const vs_pop *o = &r->prog->ops[i];
+    if (o->phase == phase && (mb < 0 || o->microbatch == mb) &&
+        strcmp(vs_op_name(r->prog, o), name) == 0)
+      sum += vs_op_kind_of(r->prog, o)->bytes;
+  }
+  return sum;
+}
+
+/* The bytes by which rank 0's ops named `name` (phase, micro-batch mb as
+ * bytes_at) of sim x exceed those of sim y. */
+static double extra_bytes(const vs_sim *x, const vs_sim *y, const char *name,
+                          int phase, int mb)
+{
+  return bytes_at(&x->ranks[0], name, phase, mb) -
+         bytes_at(&y->ranks[0], name, phase, mb);
+}
+
+/* Seconds rank r's ops named `name` of phase `phase` and micro-batch mb
+ * ran. */
+static double seconds_at(const vs_rank *r, const char *name, int phase,
+                         int mb)
+{
+  double t = 0;
+  for (size_t i = 0; i < r->n_spans; i++) {
+    const vs_pop *o = &r->prog->ops[r->spans[i].op];
+    if (o->phase == phase && o->microbatch == mb &&
+        strcmp(vs_op_name(r->prog, o), name) == 0)
+      t += (double)(r->spans[i].end_ns - r->spans[i].start_ns) * 1e-9;
+  }
+  return t;
+}
+
+/* Transformer Engine's quantization kernels (module/linear.py, _Linear):
+ * a linear whose input no norm quantized (attn_out_proj) casts it to FP8
+ * with its transpose, 2 + 1 + 1 B an element of its m x k input; the
+ * LayerNormLinear ones (qkv_proj) none; every linear casts its output's
+ * gradient in backward (2 + 1 + 1 B an element of m x n); each weight is
+ * quantized with its transpose (2 + 1 + 1 B a weight) in the first
+ * micro-batch only where Megatron-LM passes is_first_microbatch, in every
+ * micro-batch under DeepSpeed; without the transposes 1 B less each. */
+static void test_fp8_quantization_kernels(void **state)
+{
+  static const char ini[] =
+      "[model]\narch = gpt\nlayers = 2\nhidden = 1024\nheads = 8\n"
+      "vocab = 32000\nseq_len = 512\n"
+      "[training]\nprecision = bf16\ngrad_dtype = fp32\n"
+      "optimizer = adam\nglobal_batch = 4\nframework = megatron\n";
+  const char *fp8[] = {"training.precision=fp8"};
+  const char *ds[] = {"training.precision=fp8", "training.framework=deepspeed"};
+  const char *no_t[] = {"gpu.fp8_transposes=false"};
+  const double h = 1024, s = 512, layers = 2, mbs = 4;
+  const double w_out = h * h, w_qkv = 3 * h * h;
+  const int fwd = VS_PHASE_FWD;
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim b, f, d, n;
+  (void)state;
+  load(&wl, ini, NULL, 0, 1);
+  simulate(&b, &wl, &topo, false);
+  load(&wl, ini, fp8, 1, 1);
+  simulate(&f, &wl, &topo, false);
+  simulate_on(&n, &wl, &topo, no_t, 1, false);
+  load(&wl, ini, ds, 2, 1);
+  simulate(&d, &wl, &topo, false);
+  /* micro-batch 0 quantizes the weights, 1 reuses them */
+  tu_assert_close(extra_bytes(&f, &b, "attn_out_proj", fwd, 1),
+                  layers * s * h * 4, 1e-9);
+  tu_assert_close(extra_bytes(&f, &b, "attn_out_proj", fwd, 0),
+                  layers * (s * h + w_out) * 4, 1e-9);
+  assert_true(extra_bytes(&f, &b, "qkv_proj", fwd, 1) == 0);
+  tu_assert_close(extra_bytes(&f, &b, "qkv_proj", fwd, 0),
+                  layers * w_qkv * 4, 1e-9);
+  tu_assert_close(extra_bytes(&f, &b, "qkv_proj", VS_PHASE_BWD, -1),
+                  mbs * layers * s * 3 * h * 4, 1e-9);
+  /* DeepSpeed quantizes the weights in every micro-batch */
+  tu_assert_close(extra_bytes(&d, &b, "qkv_proj", fwd, 3),
+                  layers * w_qkv * 4, 1e-9);
+  /* no transposes: 3 B an element */
+  tu_assert_close(extra_bytes(&n, &b, "attn_out_proj", fwd, 1),
+                  layers * s * h * 3, 1e-9);
+  /* each weight's kernel, bound by its bytes, with its launch */
+  tu_assert_close(seconds_at(&f.ranks[0], "qkv_proj", fwd, 0) -
+                      seconds_at(&f.ranks[0], "qkv_proj", fwd, 1),
+                  layers * (w_qkv * 4 / (topo.hbm_bandwidth *
+                                         topo.memory_efficiency) +
+                            topo.kernel_floor),
+                  1e-3);
+  vs_sim_fini(&b);
+  vs_sim_fini(&f);
+  vs_sim_fini(&d);
+  vs_sim_fini(&n);
 }
 
 /* FP8 as Transformer Engine runs it (shared/reference/frameworks.md 7):
@@ -2769,6 +2868,7 @@ int main(void)
       cmocka_unit_test(test_paged_optimizer),
       cmocka_unit_test(test_fp8_copies),
       cmocka_unit_test(test_fp8_outside_transformer_engine),
+      cmocka_unit_test(test_fp8_quantization_kernels),
       cmocka_unit_test(test_autocast_cache_under_checkpointing),
       cmocka_unit_test(test_hf_grads_set_to_none),
       cmocka_unit_test(test_expert_parallel_step),

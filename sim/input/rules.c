@@ -13,6 +13,11 @@ bool vs_precision_autocast(int precision)
   return precision == VS_PREC_AMP_BF16 || precision == VS_PREC_AMP_FP16;
 }
 
+bool vs_framework_megatron(int framework)
+{
+  return framework == VS_FW_NONE || framework == VS_FW_MEGATRON;
+}
+
 int vs_precision_gemm(int precision)
 {
   return precision == VS_PREC_AMP_BF16   ? VS_PREC_BF16
@@ -42,7 +47,7 @@ bool vs_workload_moe_layer(const vs_model_conf *m, uint64_t l)
 
 bool vs_workload_framework_runs_ep(int framework, bool etp_apart)
 {
-  bool megatron = framework == VS_FW_NONE || framework == VS_FW_MEGATRON;
+  bool megatron = vs_framework_megatron(framework);
   return framework != VS_FW_FSDP2 && framework != VS_FW_HF &&
          (!etp_apart || megatron);
 }
@@ -131,7 +136,7 @@ vs_cp_misfit vs_workload_cp_settings_misfit(const vs_training_conf *t,
 bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp, bool sp,
                                 int framework)
 {
-  bool megatron = framework == VS_FW_NONE || framework == VS_FW_MEGATRON;
+  bool megatron = vs_framework_megatron(framework);
   if (tp == 1 || (m->experts == 0 && m->kv_lora_rank == 0))
     return true;
   return megatron && (m->experts == 0 || sp);

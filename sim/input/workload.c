@@ -978,8 +978,7 @@ static int check_grad_reduce(vs_workload *wl, vs_error *err)
 static int check_grad_accumulation(vs_workload *wl, vs_error *err)
 {
   vs_training_conf *t = &wl->training;
-  bool has_fusion = t->framework == VS_FW_MEGATRON ||
-                    t->framework == VS_FW_NONE;
+  bool has_fusion = vs_framework_megatron(t->framework);
   bool eager = t->kernels == VS_KERNELS_EAGER;
   char where[400];
   if (!vs_conf_is_set(&workload_tab, &wl->origins, "training",
@@ -1353,7 +1352,7 @@ static int check_mtp(vs_workload *wl, vs_error *err)
                         "language model (arch = gpt or llama); BERT's "
                         "masked-language head has none",
                         WHERE("model", "mtp_layers"));
-  if (t->framework != VS_FW_NONE && t->framework != VS_FW_MEGATRON)
+  if (!vs_framework_megatron(t->framework))
     return vs_error_set(err, VS_EINPUT,
                         "%s: multi-token prediction is simulated as "
                         "Megatron-LM builds it (--mtp-num-layers); %s has "

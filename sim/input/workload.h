@@ -287,6 +287,10 @@ bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp, int framework);
 /* Whether precision is autocast (amp_bf16, amp_fp16). */
 bool vs_precision_autocast(int precision);
 
+/* Whether framework runs Megatron-LM's code: megatron, or none (vsim's
+ * idealised Megatron-style job). */
+bool vs_framework_megatron(int framework);
+
 /* The precision precision's GEMMs run at: bf16 for amp_bf16, fp16 for
  * amp_fp16, the others themselves. */
 int vs_precision_gemm(int precision);

@@ -428,13 +428,16 @@ static int attention_mla(vs_block *blk, const vs_dims *d, vs_error *err)
 {
   uint64_t a = d->a / d->t, dqk = d->dn + d->dr;
   vs_op_spec *op;
+  /* the up projections read the latent norms' outputs (Megatron-LM's
+   * MLA spec fuses them: TELayerNormColumnParallelLinear) */
   if (d->rq) {
     if (!mla_linear(blk, d, "q_down", d->h, d->rq, MLA_DUPLICATED,
                     MLA_SAVES_INPUT, err) ||
         mla_norm(blk, d, "q_norm", d->rq, err) ||
-        !mla_linear(blk, d, "q_up", d->rq, a * dqk, MLA_COLUMN,
-                    MLA_SAVES_INPUT, err))
+        !(op = mla_linear(blk, d, "q_up", d->rq, a * dqk, MLA_COLUMN,
+                          MLA_SAVES_INPUT, err)))
       return VS_EINPUT;
+    op->input_from_norm = true;
   } else if (!mla_linear(blk, d, "q_proj", d->h, a * dqk, MLA_COLUMN,
                          MLA_SAVES_INPUT, err)) {
     return VS_EINPUT;
@@ -447,6 +450,7 @@ static int attention_mla(vs_block *blk, const vs_dims *d, vs_error *err)
       !(op = mla_linear(blk, d, "kv_up", d->rkv, a * (d->dn + d->dv),
                         MLA_COLUMN, MLA_SAVES_INPUT, err)))
     return VS_EINPUT;
+  op->input_from_norm = true;
   /* with sp the shared rotary key part is gathered with the latent, and
    * its gradient reduce-scattered with the latent's */
   if (d->sp) {

@@ -326,6 +326,60 @@ void sb_stream_waits(builder *b, uint32_t op)
   }
 }
 
+/* Bytes an element of a 16-bit tensor Transformer Engine quantizes reads
+ * (the bf16 model's activations and weights: workload_preset.c). */
+#define FP8_SOURCE_BYTES 2.0
+
+/* Under fp8, the quantization kernels of op k of inst's block, a
+ * Transformer Engine linear (a matmul with weights, not no_fp8), in phase
+ * `which` (module/linear.py, _Linear): forward casts its input to FP8,
+ * with the transposed copy its weight gradient reads
+ * (fp8_cast_transpose_fused), unless a norm's kernel wrote them
+ * (LayerNormLinear: input_from_norm), and a recompute casts it again;
+ * TIME_FWD_WEIGHTS also quantizes its weights, with the transposed copy
+ * the input gradient reads (an FP8-stored weight only transposed);
+ * backward casts the output's gradient (grad_output_preprocess). Each
+ * reads 2 B an element and writes 1 B a copy; transposed copies only on
+ * GPUs that need them ([gpu] fp8_transposes). */
+static vs_side_work fp8_casts(const builder *b, size_t inst, uint32_t k,
+                              phase_time which)
+{
+  const vs_block *blk = sb_block_of(b, inst);
+  const vs_kind_plan *plan = sb_plan_of(b, inst);
+  const vs_op_spec *o = &blk->ops[k];
+  vs_side_work w = {0, 0};
+  double t = b->topo->fp8_transposes ? 1.0 : 0.0;
+  double wgrad_t = plan->wgrad_share[k] > 0 ? t : 0.0;
+  double batch = (double)o->gemm.batch, m = (double)o->gemm.m;
+  if (precision(b) != VS_PREC_FP8 || !o->matmul || o->no_fp8 ||
+      o->n_params == 0 || !o->gemm.batch)
+    return w;
+  if (which == TIME_BWD || which == TIME_BWD_FRESH) {
+    w.bytes = batch * m * (double)o->gemm.n * (FP8_SOURCE_BYTES + 1 + wgrad_t);
+    w.kernels = 1;
+    return w;
+  }
+  if (!o->input_from_norm &&
+      (which != TIME_RECOMPUTE || o->recompute_share > 0)) {
+    w.bytes = batch * m * (double)o->gemm.k * (FP8_SOURCE_BYTES + 1 + wgrad_t);
+    w.kernels = 1;
+  }
+  for (uint32_t p = o->first_param;
+       which == TIME_FWD_WEIGHTS && p < o->first_param + o->n_params; p++) {
+    const vs_param_tensor *pt = &blk->params[p];
+    double n = (double)pt->rows * (double)pt->cols;
+    double bwd_t = plan->no_backward ? 0.0 : t;
+    if (pt->rows <= 1 || pt->cols <= 1 ||
+        (pt->dtype == VS_DTYPE_FP8_SCALED && bwd_t == 0))
+      continue;
+    w.bytes += pt->dtype == VS_DTYPE_FP8_SCALED
+                   ? 2.0 * n
+                   : n * (FP8_SOURCE_BYTES + 1 + bwd_t);
+    w.kernels++;
+  }
+  return w;
+}
+
 /* Op k of inst's block: its time in phase `which`, computed once for the
  * block's kind (every micro-batch and layer of a kind runs the same ops). */
 static const op_split *op_time(builder *b, size_t inst, uint32_t k,
@@ -337,7 +391,9 @@ static const op_split *op_time(builder *b, size_t inst, uint32_t k,
                                which];
   if (isnan(slot->s[0])) {
     const vs_kind_plan *plan = sb_plan_of(b, inst);
-    *slot = which == TIME_FWD ? fwd_split(b, o, 1.0)
+    vs_side_work fp8 = fp8_casts(b, inst, k, which);
+    *slot = which == TIME_FWD || which == TIME_FWD_WEIGHTS
+                ? fwd_split(b, o, 1.0)
             : which == TIME_RECOMPUTE
                 ? fwd_split(b, o, o->recompute_share)
                 : bwd_split(b, o, plan->bwd_flops[k], plan->bwd_bytes[k],
@@ -345,6 +401,7 @@ static const op_split *op_time(builder *b, size_t inst, uint32_t k,
                             grad_accumulation(b, inst, k,
                                               which == TIME_BWD_FRESH)
                                 .work);
+    add_side(b, slot, fp8.bytes, fp8.kernels);
   }
   return slot;
 }
@@ -409,7 +466,8 @@ static uint32_t block_op(builder *b, int phase, size_t inst, uint32_t k,
                                : &b->kind_memo[((size_t)row * b->memo_ops +
                                                 k) * TIME_PHASES + which];
   uint32_t op = compute_op(b, phase, sb_block_of(b, inst)->ops[k].name,
-                           sb_layer_of(inst), mb, flops, bytes,
+                           sb_layer_of(inst), mb, flops,
+                           bytes + fp8_casts(b, inst, k, which).bytes,
                            op_time(b, inst, k, which),
                            *memo == NONE ? 0 : *memo + 1);
   if (op != NONE)
@@ -832,12 +890,26 @@ void sb_clear_cache(builder *b)
   b->n_cached = 0;
 }
 
+/* Whether inst's forward of micro-batch mb quantizes its weights to FP8
+ * (fp8_casts): under fp8, in the first micro-batch where Transformer
+ * Engine reuses the copies (the recipe's fp8_weight_cache), in every
+ * forward elsewhere and in a block that runs no backward (which keeps no
+ * copies past each GEMM: vs_layout). */
+static bool quantizes_weights(const builder *b, size_t inst, int mb)
+{
+  return precision(b) == VS_PREC_FP8 &&
+         (mb == 0 || !b->r->fp8_weight_cache ||
+          sb_plan_of(b, inst)->no_backward);
+}
+
 void sb_forward_block(builder *b, size_t inst, int mb)
 {
   const vs_block *blk = sb_block_of(b, inst);
   const vs_kind_plan *plan = sb_plan_of(b, inst);
   int layer = sb_layer_of(inst);
   bool full = plan->recompute_block;
+  phase_time weights = quantizes_weights(b, inst, mb) ? TIME_FWD_WEIGHTS
+                                                      : TIME_FWD;
 
   before_pass(b, inst, inst + 1, inst < b->unit_last, mb);
   for (uint32_t k = 0; k < blk->n_ops; k++) {
@@ -846,7 +918,7 @@ void sb_forward_block(builder *b, size_t inst, int mb)
     uint32_t op;
 
     op_comm(b, &o->fwd_before, layer, mb);
-    op = block_op(b, VS_PHASE_FWD, inst, k, TIME_FWD, mb, o->fwd_flops,
+    op = block_op(b, VS_PHASE_FWD, inst, k, weights, mb, o->fwd_flops,
                   o->fwd_bytes);
     if (k == 0 && full) {
       uint32_t *ckpt = &b->ckpt_buf[live(b, inst, mb)];
@@ -888,7 +960,8 @@ static void recompute_layer(builder *b, size_t inst, int mb)
   for (uint32_t k = 0; k < blk->n_ops; k++) {
     const vs_op_spec *o = &blk->ops[k];
     flops += o->recompute_share * o->fwd_flops;
-    bytes += fwd_bytes_at(o, o->recompute_share);
+    bytes += fwd_bytes_at(o, o->recompute_share) +
+             fp8_casts(b, inst, k, TIME_RECOMPUTE).bytes;
     add_split(t.s, op_time(b, inst, k, TIME_RECOMPUTE));
     t.s[VS_BOUND_COMM] += op_comm_seconds(b, &o->fwd_before) +
                           op_comm_seconds(b, &o->fwd_after);

@@ -165,6 +165,8 @@ typedef struct builder {
 /* The times op_time remembers for each op of a block kind. */
 typedef enum phase_time {
   TIME_FWD,        /* its forward */
+  TIME_FWD_WEIGHTS, /* ... where it also quantizes its weights to FP8
+                      (fp8_weights_cast) */
   TIME_BWD,        /* its backward as the kind's plan runs it */
   TIME_BWD_FRESH,  /* ... where it makes its weights' gradients afresh
                       (grad_accumulation: nothing to add into) */

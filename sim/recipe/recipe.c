@@ -399,6 +399,9 @@ static void resolve_state_handling(const vs_workload *wl, vs_recipe *r)
                           r->step_copy == VS_STEP_COPY_FLAT) &&
                          !r->transient_grads && !r->step_in_backward;
   r->per_tensor_states = per_tensor_states(wl);
+  r->fp8_weight_cache = wl->training.precision == VS_PREC_FP8 &&
+                        vs_framework_megatron(wl->training.framework) &&
+                        !r->gather_params;
   r->first_step_states = r->per_tensor_states && !r->step_in_backward &&
                          !wl->training.paged_optimizer &&
                          wl->runtime.allocator == VS_ALLOC_CACHING;

@@ -275,6 +275,16 @@ typedef struct vs_recipe {
                                one per tensor-parallel rank, all-gathered
                                by the receivers (Megatron-LM's scatter/
                                gather); 1: whole */
+  bool fp8_weight_cache;    /* precision = fp8 under Megatron-LM
+                               (framework megatron or none): Transformer
+                               Engine quantizes a weight in its model
+                               chunk's first micro-batch only and reuses
+                               the copy (the schedule passes
+                               is_first_microbatch; module/linear.py
+                               update_fp8_weights), not where ZeRO-3
+                               gathers the weights per block (their copies
+                               are made from each gather); elsewhere in
+                               every forward (is_first_microbatch None) */
   bool grads_set_to_none;   /* the Hugging Face Trainer (framework = hf):
                                model.zero_grad() after each step sets the
                                gradients to None (set_to_none = True,
