@@ -1204,6 +1204,23 @@ static void test_moe_sample(void **state)
     assert_contains(r.out, "verdict: FITS on 64 x H100-SXM-80GB");
   }
   {
+    /* show says where the experts' optimizer states are as the recipe
+     * places them: whole without ZeRO, sharded over dp by DeepSpeed's
+     * BF16_Optimizer even at zero = 0 */
+    static const char *const plain[] = {
+        "show", "workloads/mixtral-8x7b.ini", "--gpus", "16", "--set",
+        "parallel.zero=0", NULL};
+    static const char *const bf16_opt[] = {
+        "show", "workloads/mixtral-8x7b.ini", "--gpus", "16", "--set",
+        "parallel.zero=0", "--set", "training.framework=deepspeed", NULL};
+    run(plain);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "their optimizer states whole on it\n");
+    run(bf16_opt);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "their optimizer states sharded over 16 GPUs");
+  }
+  {
     /* expert tensor parallelism other than tp: 16 GPUs as tp 2 x dp 8
      * with each expert whole (etp = 1) on ep = 8 ranks, its states
      * sharded over the other 2 that hold it; etp x ep beyond tp x dp is

@@ -97,26 +97,28 @@ static void adapters_text(const vs_finetune_conf *f, char *buf, size_t size)
            vs_adapter_dtype_name(f->adapter_dtype));
 }
 
-/* Where a mixture of experts' experts live and how its tokens route. */
+/* Where a mixture of experts' experts live (their optimizer states
+ * sharded as the recipe decides: ZeRO >= 1, or DeepSpeed's
+ * BF16_Optimizer) and how its tokens route. */
 static void show_experts(FILE *out, const vs_workload *wl,
-                         const vs_layout *lay)
+                         const vs_recipe *r, const vs_layout *lay)
 {
   const vs_model_conf *m = &wl->model;
   uint64_t ep = wl->parallel.ep;
   if (m->experts == 0)
     return;
-  if (lay->zero >= 1)
+  if (r->expert_optimizer.degree > 0)
     fprintf(out, "# experts: %llu of %llu on each GPU (ep %llu), their "
                  "optimizer states sharded over %llu GPUs (%s)\n",
             (unsigned long long)(m->experts / ep),
             (unsigned long long)m->experts, (unsigned long long)ep,
-            (unsigned long long)lay->group_size[VS_GROUP_EXPERT_DP],
+            (unsigned long long)r->expert_optimizer.degree,
             vs_workload_etp(&wl->parallel) == wl->parallel.tp
                 ? "dp x cp / ep"
                 : "tp x dp x cp / (etp x ep)");
   else
     fprintf(out, "# experts: %llu of %llu on each GPU (ep %llu), their "
-                 "optimizer states whole on it (zero = 0)\n",
+                 "optimizer states whole on it\n",
             (unsigned long long)(m->experts / ep),
             (unsigned long long)m->experts, (unsigned long long)ep);
   fprintf(out, "# expert grid: etp %llu x ep %llu x edp %llu = a stage's tp x "
@@ -221,7 +223,8 @@ static uint64_t largest_layer_saved(const vs_model *m)
 /* The parameters: in total, a token's, where the experts are, what
  * trains. */
 static void show_parameters(FILE *out, const vs_workload *wl,
-                            const vs_model *m, const vs_layout *lay)
+                            const vs_model *m, const vs_recipe *r,
+                            const vs_layout *lay)
 {
   fprintf(out, "# "
                  "parameters = %llu (%.3f B) in total, %llu on the most "
@@ -248,7 +251,7 @@ static void show_parameters(FILE *out, const vs_workload *wl,
                  "are shared)\n",
             (unsigned long long)m->params_mtp, (double)m->params_mtp / 1e9,
             (unsigned long long)wl->model.mtp_layers);
-  show_experts(out, wl, lay);
+  show_experts(out, wl, r, lay);
   show_finetune(out, wl, lay);
 }
 
@@ -368,7 +371,7 @@ static void show_text(FILE *out, const vs_workload *wl,
                  "vocab padded from %llu to %llu (a multiple of vocab_divisible_by * tp)\n",
             (unsigned long long)wl->model.vocab,
             (unsigned long long)m->vocab_padded);
-  show_parameters(out, wl, m, lay);
+  show_parameters(out, wl, m, r, lay);
   fprintf(out, "# "
                  "model states per GPU = %s params + %s grads + %s optimizer = "
                "%s\n",
