@@ -968,7 +968,7 @@ static void recompute_layer(builder *b, size_t inst, int mb)
   }
   op = bound_op(b, VS_PHASE_RECOMPUTE, "recompute_layer", sb_layer_of(inst), mb,
                 flops, bytes, &t, 0);
-  if (b->wl->training.checkpointing == VS_CKPT_OPS) {
+  if (sb_plan_of(b, inst)->recompute_reuses_kept) {
     /* op-level: the kept outputs are reused as the re-created tensors
      * (which count them below), not held beside them */
     uint32_t *ckpt = &b->ckpt_buf[live(b, inst, mb)];

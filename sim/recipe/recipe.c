@@ -525,6 +525,7 @@ static uint8_t keep_saved(const vs_workload *wl, const vs_recipe *r,
 static void resolve_ops(const vs_workload *wl, const vs_recipe *r,
                         const vs_block *b, vs_kind_plan *k)
 {
+  int ckpt = block_checkpointing(wl, b);
   for (uint32_t i = 0; i < b->n_ops; i++) {
     const vs_op_spec *op = &b->ops[i];
     double skipped = 1.0 - trainable_share(r, b, op);
@@ -539,8 +540,8 @@ static void resolve_ops(const vs_workload *wl, const vs_recipe *r,
     k->wgrad_share[i] = 1.0 - skipped;
   }
   /* full checkpointing keeps the block input even when nothing is saved */
-  k->recompute_block |= block_checkpointing(wl, b) == VS_CKPT_FULL ||
-                        block_checkpointing(wl, b) == VS_CKPT_OPS;
+  k->recompute_block |= ckpt == VS_CKPT_FULL || ckpt == VS_CKPT_OPS;
+  k->recompute_reuses_kept = ckpt == VS_CKPT_OPS;
 }
 
 /* Whether a tensor's optimizer states include its fp32 master copy. */

@@ -125,6 +125,10 @@ typedef struct vs_kind_plan {
                                kept and its forward re-run */
   bool recompute_core;      /* selective: some tensors are re-made by
                                re-running the attention core */
+  bool recompute_reuses_kept; /* op-level checkpointing (checkpointing =
+                               ops): the recompute reuses the outputs
+                               the block kept instead of holding them
+                               beside the ones it re-makes */
   bool no_backward;         /* every instance comes before the model's
                                first trainable weight: no gradient flows
                                through it, so it keeps nothing and its
