@@ -431,9 +431,10 @@ static void eager_rmsnorm(vs_op_spec *op, uint64_t ex, uint64_t elems)
  * x.to(float32), then pow and the rsqrt multiply save that fp32 copy (the
  * input itself when it is fp32), and the weight's product saves the
  * normalized tensor in the input's dtype (.to / type_as). */
-int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name, bool bias,
-                  vs_error *err)
+int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name,
+                  vs_norm_kind kind, vs_error *err)
 {
+  bool rms = kind == NORM_RMS;
   char pname[VS_OP_NAME_MAX];
   vs_op_spec *op = vs_block_add_op(blk, name, err);
   uint64_t elems = d->tok_rep * d->h;
@@ -441,9 +442,9 @@ int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name, bool bias,
     return VS_EINPUT;
   vs_block_as_elementwise(op, elems, d->er, 8.0);
   op->bwd_kernels = NORM_BWD_KERNELS;
-  if (d->eager_kernels && !bias)
+  if (d->eager_kernels && rms)
     eager_rmsnorm(op, d->er, elems); /* LayerNorm is one kernel even so */
-  if (d->python_rmsnorm && !bias) {
+  if (d->python_rmsnorm && rms) {
     if (vs_block_save_act(blk, op, 4 * elems, VS_DTYPE_FP32, err) ||
         vs_block_save_act(blk, op, d->er * elems, d->er_dtype, err))
       return VS_EINPUT;
@@ -454,7 +455,7 @@ int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name, bool bias,
   if (vs_block_param(blk, d, pname, 1, d->h, err))
     return VS_EINPUT;
   snprintf(pname, sizeof pname, "%s.bias", name);
-  return bias ? vs_block_param(blk, d, pname, 1, d->h, err) : 0;
+  return rms ? 0 : vs_block_param(blk, d, pname, 1, d->h, err);
 }
 
 /* Dropout over n elements of eb bytes: its 1-byte mask is saved (the

@@ -487,9 +487,10 @@ static int attention_mla(vs_block *blk, const vs_dims *d, vs_error *err)
                           VS_OUTSIDE_ATTN_CORE, err);
 }
 
-static int standard_attention(vs_block *blk, const vs_dims *d, bool bias,
+static int standard_attention(vs_block *blk, const vs_dims *d,
                               vs_error *err)
 {
+  bool bias = d->linear_bias;
   uint64_t qkv_cols = (d->a + 2 * d->kv) * d->d / d->t;
   const vs_lora_linear qkv[] = {{VS_LORA_Q, d->a * d->d},
                                 {VS_LORA_K, d->kv * d->d},
@@ -523,12 +524,11 @@ static int standard_attention(vs_block *blk, const vs_dims *d, bool bias,
 }
 
 /* A layer's attention: standard (MHA, GQA) or latent (MLA). */
-static int attention_block(vs_block *blk, const vs_dims *d, bool bias,
-                           vs_error *err)
+static int attention_block(vs_block *blk, const vs_dims *d, vs_error *err)
 {
   if (d->rkv)
     return attention_mla(blk, d, err);
-  return standard_attention(blk, d, bias, err);
+  return standard_attention(blk, d, err);
 }
 
 
@@ -831,8 +831,9 @@ static void ep_comm(vs_comm *c, uint64_t bytes)
  * them per token. The
  * auxiliary load-balancing loss keeps per-expert figures (E floats): not
  * counted. */
-static int moe_mlp(vs_block *blk, const vs_dims *d, bool gated, vs_error *err)
+static int moe_mlp(vs_block *blk, const vs_dims *d, vs_error *err)
 {
+  bool gated = d->gated_mlp;
   uint64_t t = d->tok_rep, n = d->arrived;
   /* each all-to-all lasts as long as the larger of what the rank sends
    * and receives (the hot rank receives more than it sends) */
@@ -920,17 +921,16 @@ static void op_level_checkpointing(vs_block *blk, const vs_dims *d)
 int vs_model_build_layer(vs_block *blk, const vs_workload *wl, const vs_dims *d,
                          vs_mlp_kind mlp, vs_error *err)
 {
-  bool llama = wl->model.arch == VS_ARCH_LLAMA;
   blk->input_bytes = d->er * d->tok_rep * d->h;
   blk->ckpt_bytes = blk->input_bytes;
-  if (vs_block_norm(blk, d, "norm1", !llama, err) ||
-      attention_block(blk, d, !llama, err))
+  if (vs_block_norm(blk, d, "norm1", d->norm, err) ||
+      attention_block(blk, d, err))
     return VS_EINPUT;
   vs_block_residual_add(&blk->ops[blk->n_ops - 1], d);
-  if (vs_block_norm(blk, d, "norm2", !llama, err))
+  if (vs_block_norm(blk, d, "norm2", d->norm, err))
     return VS_EINPUT;
-  if (mlp == MLP_MOE ? moe_mlp(blk, d, llama, err)
-                     : (llama ? swiglu_mlp : gelu_mlp)(blk, d, err))
+  if (mlp == MLP_MOE ? moe_mlp(blk, d, err)
+                     : (d->gated_mlp ? swiglu_mlp : gelu_mlp)(blk, d, err))
     return VS_EINPUT;
   vs_block_residual_add(&blk->ops[blk->n_ops - 1], d);
   if (wl->training.checkpointing == VS_CKPT_OPS)
@@ -979,7 +979,7 @@ int vs_model_build_embed(vs_block *blk, const vs_workload *wl, const vs_dims *d,
     return VS_EINPUT;
   if (arch == VS_ARCH_BERT) {
     if (vs_block_param(blk, d, "token_type_embeddings", 2, d->h, err) ||
-        vs_block_norm(blk, d, "embed_norm", true, err))
+        vs_block_norm(blk, d, "embed_norm", NORM_LAYER, err))
       return VS_EINPUT;
   }
   return vs_block_dropout(blk, d, "embed_dropout", d->tok_rep * d->h, d->er,
@@ -1316,12 +1316,11 @@ static int mtp_layer(vs_block *blk, const vs_workload *wl, const vs_dims *d,
 static int mtp_depth(vs_block *blk, const vs_workload *wl, const vs_dims *d,
                      uint64_t depth, vs_error *err)
 {
-  bool bias = wl->model.arch != VS_ARCH_LLAMA;
   if (mtp_embedding(blk, wl, d, depth, err) ||
-      vs_block_norm(blk, d, "mtp_enorm", bias, err) ||
-      vs_block_norm(blk, d, "mtp_hnorm", bias, err) ||
+      vs_block_norm(blk, d, "mtp_enorm", d->norm, err) ||
+      vs_block_norm(blk, d, "mtp_hnorm", d->norm, err) ||
       mtp_projection(blk, d, err) || mtp_layer(blk, wl, d, err) ||
-      vs_block_norm(blk, d, "mtp_final_norm", bias, err) ||
+      vs_block_norm(blk, d, "mtp_final_norm", d->norm, err) ||
       !output_layer(blk, wl, d, "mtp_lm_head", err))
     return VS_EINPUT;
   return cross_entropy(blk, wl, d, d->tokens * (d->vocab / d->t),
@@ -1362,7 +1361,7 @@ int vs_model_build_head(vs_block *blk, const vs_workload *wl, const vs_dims *d,
     if (vs_block_save_act(blk, op, d->e * d->tokens * d->h, d->act_dtype, err))
       return VS_EINPUT;
   }
-  if (vs_block_norm(blk, d, "final_norm", arch != VS_ARCH_LLAMA, err))
+  if (vs_block_norm(blk, d, "final_norm", d->norm, err))
     return VS_EINPUT;
   for (uint64_t k = 0; k < wl->model.mtp_layers; k++)
     if (mtp_depth(blk, wl, d, k, err))

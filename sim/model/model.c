@@ -293,6 +293,9 @@ static void size_dims(const vs_workload *wl, vs_dims *d)
   d->dropout = mc->dropout > 0.0;
   d->eager = wl->training.attention == VS_ATTN_EAGER;
   d->bert = mc->arch == VS_ARCH_BERT;
+  d->norm = mc->arch == VS_ARCH_LLAMA ? NORM_RMS : NORM_LAYER;
+  d->linear_bias = mc->arch != VS_ARCH_LLAMA;
+  d->gated_mlp = mc->arch == VS_ARCH_LLAMA;
   d->causal = mc->arch != VS_ARCH_BERT;
   d->hf_modules = wl->training.framework == VS_FW_HF;
   d->eager_kernels = wl->training.kernels == VS_KERNELS_EAGER;

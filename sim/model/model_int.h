@@ -74,6 +74,10 @@ typedef struct vs_dims {
                         tok_rep, or padded to capacity) */
   uint64_t ep;       /* expert-parallel size: experts / ep on a rank */
   bool bert;         /* arch = bert (its GeLU is F.gelu) */
+  uint8_t norm;      /* vs_norm_kind of the model's norms */
+  bool linear_bias;  /* the layers' linears and norms have biases (gpt,
+                        bert; llama has none) */
+  bool gated_mlp;    /* SwiGLU MLPs (llama), else GeLU ones */
   uint64_t rkv;      /* MLA: the key-value latent's width (0: no MLA) */
   uint64_t rq;       /* MLA: the query latent's (0: a full projection) */
   uint64_t dn, dr, dv; /* MLA head sizes: query/key non-rotary, rotary,
@@ -105,6 +109,10 @@ typedef struct vs_dims {
  * torchtitan's complex product (view_as_complex(x.float()) * freqs_cis,
  * then type_as). */
 typedef enum { ROPE_NONE, ROPE_CHUNK, ROPE_HF, ROPE_COMPLEX } vs_rope;
+
+/* A norm: LayerNorm (a scale and a bias, one kernel even eagerly) or
+ * RMSNorm (a scale). */
+typedef enum vs_norm_kind { NORM_LAYER, NORM_RMS } vs_norm_kind;
 
 /* Who keeps a linear's input for backward. */
 typedef enum vs_input_keeper {
@@ -179,8 +187,8 @@ int vs_block_lora_adapter(vs_block *blk, const vs_dims *d, const char *name,
                           uint64_t in, vs_input_keeper keeper,
                           const vs_lora_linear *t, size_t n, vs_error *err);
 
-int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name, bool bias,
-                  vs_error *err);
+int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name,
+                  vs_norm_kind kind, vs_error *err);
 
 /* Whether an op belongs to the attention core that selective recompute
  * recomputes (Korthikanti et al.'s). */
