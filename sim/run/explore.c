@@ -287,6 +287,7 @@ static void record_outcome(vs_candidate *c, const vs_sim *sim,
                            double step, bool timed)
 {
   const vs_rank *worst = vs_sim_worst_rank(sim);
+  vs_rates rates;
   timed = timed && step > 0;
   vs_summary_of(sim, worst, &c->worst);
   c->worst.timed = timed;
@@ -297,19 +298,11 @@ static void record_outcome(vs_candidate *c, const vs_sim *sim,
   c->dp = wl->parallel.dp;
   c->timed = timed;
   c->step_time_s = timed ? step : 0;
-  c->tokens_per_s =
-      timed ? (double)(wl->training.global_batch * wl->model.seq_len) / step
-            : 0;
-  /* the job's model FLOPs (all wl->grad_accum micro-batches, not the
-   * fewer that sim ran before its step was extrapolated) over its step */
-  c->mfu = timed ? vs_cost_mfu(vs_cost_model_flops(&sim->model, &sim->recipe,
-                                                   sim->layout.tp,
-                                                   sim->layout.dp,
-                                                   wl->grad_accum),
-                               step, wl->gpus,
-                               vs_cost_peak_flops(topo, wl->training.precision,
-                                                  VS_FLOPS_MATMUL))
-                 : 0;
+  /* the job's (all wl->grad_accum micro-batches, not the fewer that sim
+   * ran before its step was extrapolated) */
+  rates = vs_sim_rates(sim, wl->grad_accum, timed ? step : 0);
+  c->tokens_per_s = rates.tokens_per_s;
+  c->mfu = rates.mfu;
   c->usd_per_step =
       timed ? vs_cost_usd(topo->usd_per_gpu_hour, wl->gpus, step) : 0;
   c->reason[0] = '\0';

@@ -303,13 +303,12 @@ static void throughput_line(const vs_sim *sim, char *buf, size_t len)
 {
   int n = snprintf(buf, len, "throughput %.0f tokens/s, MFU %.1f%%",
                    sim->tokens_per_s, 100.0 * sim->mfu);
-  if (sim->topo->usd_per_gpu_hour > 0 && n >= 0 && (size_t)n < len)
+  if (sim->topo->usd_per_gpu_hour > 0 && sim->tokens_per_s > 0 && n >= 0 &&
+      (size_t)n < len)
     snprintf(buf + n, len - (size_t)n, ", $%.2f per million tokens",
              vs_cost_per_tokens(vs_cost_usd(sim->topo->usd_per_gpu_hour,
-                                            sim->layout.gpus, sim->step_time_s),
-                                (double)(sim->wl->training.global_batch *
-                                         sim->wl->model.seq_len),
-                                1e6));
+                                            sim->layout.gpus, 1.0),
+                                sim->tokens_per_s, 1e6));
 }
 
 /* The node and place the verdict names: the first that ran out, else

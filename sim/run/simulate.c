@@ -312,6 +312,24 @@ static compute_sums compute_of(vs_sim *sim, const vs_program *p)
   return x;
 }
 
+vs_rates vs_sim_rates(const vs_sim *sim, uint64_t microbatches, double step_s)
+{
+  const vs_workload *wl = sim->wl;
+  vs_rates r = {0, 0};
+  if (!(step_s > 0))
+    return r;
+  r.tokens_per_s = (double)(microbatches * wl->training.micro_batch *
+                            sim->layout.dp * wl->model.seq_len) /
+                   step_s;
+  r.mfu = vs_cost_mfu(vs_cost_model_flops(&sim->model, &sim->recipe,
+                                          sim->layout.tp, sim->layout.dp,
+                                          microbatches),
+                      step_s, sim->layout.gpus,
+                      vs_cost_peak_flops(sim->topo, wl->training.precision,
+                                         VS_FLOPS_MATMUL));
+  return r;
+}
+
 static void summarise(vs_sim *sim)
 {
   const vs_workload *wl = sim->wl;
@@ -321,6 +339,7 @@ static void summarise(vs_sim *sim)
   uint64_t ep_ns = x.ep, cp_ns = x.cp, dp_ns = x.dp;
   uint64_t mbs = sim->layout.grad_accum + sim->steady_extra;
   uint64_t rest_ns;
+  vs_rates rates;
 
   sim->step_time_s = (double)slow->end_ns * 1e-9;
   /* integer nanoseconds, so the parts add up to the step exactly */
@@ -334,20 +353,12 @@ static void summarise(vs_sim *sim)
   sim->cp_comm_s = (double)cp_ns * 1e-9;
   sim->bubble_s = (double)slow->wait_p2p_ns * 1e-9;
   sim->exposed_comm_s = (double)(rest_ns + dp_ns) * 1e-9;
-  /* the global batch of the step told: mbs micro-batches */
-  sim->tokens_per_s =
-      sim->step_time_s > 0
-          ? (double)((sim->steady_extra ? mbs * wl->training.micro_batch *
-                                              wl->parallel.dp
-                                        : wl->training.global_batch) *
-                     wl->model.seq_len) /
-                sim->step_time_s
-          : 0;
+  /* the step told: mbs micro-batches */
   sim->model_flops = vs_cost_model_flops(&sim->model, &sim->recipe,
                                          sim->layout.tp, sim->layout.dp, mbs);
-  sim->mfu = vs_cost_mfu(sim->model_flops, sim->step_time_s, sim->layout.gpus,
-                         vs_cost_peak_flops(sim->topo, wl->training.precision,
-                                            VS_FLOPS_MATMUL));
+  rates = vs_sim_rates(sim, mbs, sim->step_time_s);
+  sim->tokens_per_s = rates.tokens_per_s;
+  sim->mfu = rates.mfu;
   sim->fits = true;
   for (size_t i = 0; i < sim->n_ranks; i++)
     sim->fits = sim->fits && vs_rank_fits(&sim->ranks[i]);

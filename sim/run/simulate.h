@@ -217,6 +217,16 @@ bool vs_rank_fits(const vs_rank *rank);
  * the job's, and the breakdown above is its own. */
 const vs_rank *vs_sim_slowest_rank(const vs_sim *sim);
 
+/* Tokens a second and model FLOPs utilization of sim's job when a step of
+ * `microbatches` micro-batches a pipeline (micro_batch sequences each,
+ * over dp pipelines) takes step_s seconds: both 0 when it takes none. */
+typedef struct vs_rates {
+  double tokens_per_s;
+  double mfu;
+} vs_rates;
+
+vs_rates vs_sim_rates(const vs_sim *sim, uint64_t microbatches, double step_s);
+
 /* The node whose host memory peaks highest (first on ties); NULL without
  * nodes. */
 const vs_node_mem *vs_sim_worst_node(const vs_sim *sim);
