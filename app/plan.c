@@ -221,6 +221,31 @@ static int offload_params(const layout_choice *lc)
   return lc->offload == PLAN_OFFLOAD_ALL ? VS_OFFLOAD_CPU : VS_OFFLOAD_NONE;
 }
 
+/* The pipeline schedule of lc (vs_schedule) and its virtual stages. */
+static int schedule_of(const layout_choice *lc)
+{
+  return lc->interleaved ? VS_SCHED_INTERLEAVED : VS_SCHED_1F1B;
+}
+
+static int virtual_stages_of(const layout_choice *lc)
+{
+  return lc->interleaved ? PLAN_VSTAGES : 1;
+}
+
+/* Whether lc runs sequence parallelism: wherever it has tensor
+ * parallelism (Megatron-LM's recommended setting). */
+static bool sequence_parallel_of(const layout_choice *lc)
+{
+  return lc->tp > 1;
+}
+
+/* Hours of wall time a billion tokens take at c's step time. */
+static double hours_per_1e9_tokens(const plan_state *ps,
+                                   const vs_candidate *c)
+{
+  return c->step_time_s * (1e9 / ps->tokens_per_step) / 3600.0;
+}
+
 /* The keys that make candidate c the layout lc. VS_ELIMIT when they are
  * more than a candidate holds (VS_EXPLORE_MAX_SETS): a bug. */
 static int candidate_sets(const plan_state *ps, const layout_choice *lc,
@@ -259,13 +284,11 @@ static int candidate_sets(const plan_state *ps, const layout_choice *lc,
   bad |= vs_candidate_set(c, "parallel.zero=%llu",
                           (unsigned long long)lc->zero);
   bad |= vs_candidate_set(c, "parallel.sequence_parallel=%s",
-                          lc->tp > 1 ? "true" : "false");
+                          sequence_parallel_of(lc) ? "true" : "false");
   bad |= vs_candidate_set(c, "parallel.schedule=%s",
-                          vs_schedule_name(lc->interleaved
-                                               ? VS_SCHED_INTERLEAVED
-                                               : VS_SCHED_1F1B));
+                          vs_schedule_name(schedule_of(lc)));
   bad |= vs_candidate_set(c, "parallel.virtual_stages=%d",
-                          lc->interleaved ? PLAN_VSTAGES : 1);
+                          virtual_stages_of(lc));
   /* enumerate_pp checked that the split fits an override */
   if (lc->uneven && split_text(ps, lc->pp, split, sizeof split))
     bad |= vs_candidate_set(c, PP_LAYERS_KEY "%s", split);
@@ -647,8 +670,8 @@ static void pipeline_text(const plan_state *ps, const layout_choice *lc,
   static const char *const offload_text[PLAN_OFFLOAD_N] = {
       "", " +cpu optimizer", " +cpu optimizer,params"};
   if (lc->interleaved) {
-    snprintf(buf, len, "%s x%d%s", vs_schedule_name(VS_SCHED_INTERLEAVED),
-             PLAN_VSTAGES, offload_text[lc->offload]);
+    snprintf(buf, len, "%s x%d%s", vs_schedule_name(schedule_of(lc)),
+             virtual_stages_of(lc), offload_text[lc->offload]);
     return;
   }
   at = (size_t)snprintf(buf, len, "%s", vs_schedule_name(VS_SCHED_1F1B));
@@ -676,7 +699,6 @@ static void print_layout(FILE *out, int rank_no, const plan_state *ps,
   const layout_choice *lc = &ps->choices[i];
   const vs_candidate *c = &ps->cands[i];
   char peak[16], step[16];
-  double per_1e9 = 1e9 / ps->tokens_per_step; /* steps per 1e9 tokens */
   fprintf(out, "%3d %6llu %4llu %3llu %3llu ", rank_no,
           (unsigned long long)lc->gpus, (unsigned long long)lc->dp,
           (unsigned long long)lc->tp, (unsigned long long)lc->pp);
@@ -695,8 +717,8 @@ static void print_layout(FILE *out, int rank_no, const plan_state *ps,
     fprintf(out, "%10.3g %12.4g ", c->usd_per_step,
             vs_cost_per_tokens(c->usd_per_step, ps->tokens_per_step, 1e9));
   pipeline_text(ps, lc, pipeline, sizeof pipeline);
-  fprintf(out, "%10.1f  %-16s %s\n", c->step_time_s * per_1e9 / 3600.0,
-          pipeline, ps->type ? ps->type : "");
+  fprintf(out, "%10.1f  %-16s %s\n", hours_per_1e9_tokens(ps, c), pipeline,
+          ps->type ? ps->type : "");
 }
 
 static int by_cost(const void *x, const void *y)
@@ -819,9 +841,8 @@ static void plan_csv_pipeline(vs_csv *c, const plan_state *ps,
                               const layout_choice *lc)
 {
   char split[VS_EXPLORE_SET_MAX] = "";
-  vs_csv_text(c, vs_schedule_name(lc->interleaved ? VS_SCHED_INTERLEAVED
-                                                  : VS_SCHED_1F1B));
-  vs_csv_u64(c, lc->interleaved ? PLAN_VSTAGES : 1);
+  vs_csv_text(c, vs_schedule_name(schedule_of(lc)));
+  vs_csv_u64(c, (uint64_t)virtual_stages_of(lc));
   if (lc->uneven && !split_text(ps, lc->pp, split, sizeof split))
     split[0] = '\0';
   vs_csv_text(c, split);
@@ -845,14 +866,14 @@ static void plan_csv_rows(vs_csv *c, const plan_state *ps)
     vs_csv_u64(c, lc->zero);
     vs_csv_text(c, vs_checkpointing_name(lc->ckpt));
     vs_csv_u64(c, lc->mb);
-    vs_csv_text(c, lc->tp > 1 ? "true" : "false");
+    vs_csv_text(c, sequence_parallel_of(lc) ? "true" : "false");
     plan_csv_pipeline(c, ps, lc);
     vs_csv_text(c, vs_offload_name(offload_optimizer(lc)));
     vs_csv_text(c, vs_offload_name(offload_params(lc)));
     vs_cap_summary_or_empty(c, cand);
     vs_cap_tail_columns(c, cand);
     vs_cap_derived_cell(c, cand, vs_cost_per_tokens(cand->usd_per_step, tokens, 1e9));
-    vs_cap_derived_cell(c, cand, cand->step_time_s * 1e9 / tokens / 3600.0);
+    vs_cap_derived_cell(c, cand, hours_per_1e9_tokens(ps, cand));
     vs_csv_text(c, cand->extrapolated ? "true" : "false");
     vs_csv_row(c);
   }
