@@ -6,6 +6,8 @@
  * O(1) and pure. */
 #include "workload.h"
 
+#include "dtype.h"
+
 #include <stddef.h>
 
 bool vs_precision_autocast(int precision)
@@ -16,6 +18,20 @@ bool vs_precision_autocast(int precision)
 bool vs_framework_megatron(int framework)
 {
   return framework == VS_FW_NONE || framework == VS_FW_MEGATRON;
+}
+
+int vs_precision_act_dtype(int precision)
+{
+  int gemm = vs_precision_gemm(precision);
+  return gemm == VS_PREC_FP32   ? VS_DTYPE_FP32
+         : gemm == VS_PREC_FP16 ? VS_DTYPE_FP16
+                                : VS_DTYPE_BF16;
+}
+
+int vs_precision_param_dtype(int precision)
+{
+  return vs_precision_autocast(precision) ? VS_DTYPE_FP32
+                                          : vs_precision_act_dtype(precision);
 }
 
 int vs_precision_gemm(int precision)

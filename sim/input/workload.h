@@ -295,6 +295,14 @@ bool vs_framework_megatron(int framework);
  * amp_fp16, the others themselves. */
 int vs_precision_gemm(int precision);
 
+/* The vs_dtype of precision's activations (the GEMMs' outputs): fp32,
+ * fp16, else bf16 (fp8 runs inside a bf16 model). */
+int vs_precision_act_dtype(int precision);
+
+/* The vs_dtype of precision's weights on the GPU: fp32 under autocast
+ * (over the fp32 model), else the activations'. */
+int vs_precision_param_dtype(int precision);
+
 /* Autocast (precision amp_*) and the Hugging Face Trainer (framework =
  * hf) under a layout: they run data parallelism alone (DDP; under
  * autocast also optimizer states and gradients sharded, zero <= 2, while

@@ -4,6 +4,7 @@
 #include "workload.h"
 #include "workload_int.h"
 
+#include "dtype.h"
 #include "hfconfig.h"
 
 #include <stddef.h>
@@ -74,11 +75,10 @@ static int preset_bucket(vs_workload *wl, uint64_t elems, const char *why,
                          vs_error *err)
 {
   char text[32];
-  uint64_t bytes = wl->training.grad_dtype == VS_GRAD_FP32 ||
-                           wl->training.precision == VS_PREC_FP32 ||
-                           vs_precision_autocast(wl->training.precision)
-                       ? 4
-                       : 2;
+  uint64_t bytes =
+      wl->training.grad_dtype == VS_GRAD_FP32
+          ? 4
+          : vs_dtype_size(vs_precision_param_dtype(wl->training.precision));
   snprintf(text, sizeof text, "%lluB", (unsigned long long)(elems * bytes));
   return preset(wl, "parallel", "bucket", text, why, err);
 }

@@ -17,11 +17,6 @@
  * Whole model
  * ------------------------------------------------------------------------ */
 
-static uint64_t elem_bytes(int precision)
-{
-  return precision == VS_PREC_FP32 ? 4 : 2;
-}
-
 /* The norm output a group of linears reads. */
 typedef enum { CASTS_FOR_ATTENTION, CASTS_FOR_MLP } cast_readers;
 
@@ -317,15 +312,14 @@ static void size_dims(const vs_workload *wl, vs_dims *d)
 static void dtype_dims(const vs_workload *wl, vs_dims *d)
 {
   int prec = vs_precision_gemm(wl->training.precision);
-  d->e = elem_bytes(prec);
+  d->act_dtype = (uint8_t)vs_precision_act_dtype(wl->training.precision);
+  d->e = vs_dtype_size(d->act_dtype);
   d->em = prec == VS_PREC_FP8 ? 1 : d->e;
-  d->act_dtype = prec == VS_PREC_FP32   ? VS_DTYPE_FP32
-                 : prec == VS_PREC_FP16 ? VS_DTYPE_FP16
-                                        : VS_DTYPE_BF16;
   d->em_dtype = prec == VS_PREC_FP8 ? VS_DTYPE_FP8 : d->act_dtype;
   d->amp = vs_precision_autocast(wl->training.precision);
-  /* fp8 keeps 16-bit weights (elem_bytes), autocast fp32 ones */
-  d->param_dtype = d->amp ? VS_DTYPE_FP32 : d->act_dtype;
+  /* fp8 keeps 16-bit weights, autocast fp32 ones */
+  d->param_dtype =
+      (uint8_t)vs_precision_param_dtype(wl->training.precision);
   d->er = d->amp ? 4 : d->e;
   d->er_dtype = d->amp ? VS_DTYPE_FP32 : d->act_dtype;
   d->qkv_casts = casts_of(wl, CASTS_FOR_ATTENTION);
