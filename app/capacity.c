@@ -4,6 +4,7 @@
 #include "capacity.h"
 #include "capacity_int.h"
 
+#include "memory.h"
 #include "mpi_split.h"
 #include "outputs.h"
 #include "report.h"
@@ -258,9 +259,8 @@ const char *vs_cap_status_name(int status)
 static void describe_fit(FILE *out, const vs_candidate *c)
 {
   char used[VS_BYTES_PAIR_LEN], cap[VS_BYTES_PAIR_LEN], head[16], t[16];
-  uint64_t room = c->worst.capacity_bytes > c->worst.peak_used_bytes
-                      ? c->worst.capacity_bytes - c->worst.peak_used_bytes
-                      : 0;
+  uint64_t room =
+      vs_mem_headroom(c->worst.capacity_bytes, c->worst.peak_used_bytes);
   vs_format_bytes_pair(c->worst.peak_used_bytes, c->worst.capacity_bytes, used,
                        cap, sizeof used);
   fprintf(out, "rank %u (stage %d) peaks at %s of %s, %s headroom; step %s, "

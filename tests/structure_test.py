@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The architecture, checked (docs/ARCHITECTURE.md):
+"""The architecture, checked (docs/DESIGN.md):
 - layering: a file under sim/<layer>/ or app/ includes only headers of its
   own layer or of a lower one (base < input < model < recipe < parallel <
   cost < program < engine < run < app); calibrate/ sits above run;

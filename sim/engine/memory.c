@@ -19,6 +19,11 @@ uint64_t vs_mem_used(const vs_mem *m)
   return m->reserved_bytes + m->by_cat[VS_CAT_FRAMEWORK];
 }
 
+uint64_t vs_mem_headroom(uint64_t capacity, uint64_t peak)
+{
+  return capacity > peak ? capacity - peak : 0;
+}
+
 uint64_t vs_mem_fragmentation(const vs_mem *m)
 {
   return m->peak_reserved_bytes - m->peak_allocated_bytes;

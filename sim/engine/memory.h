@@ -81,6 +81,10 @@ uint64_t vs_mem_used(const vs_mem *m);
  * allocated (the cache grows later in the step), that growth is in it. */
 uint64_t vs_mem_fragmentation(const vs_mem *m);
 
+/* The capacity left above a peak of `peak` bytes on a GPU of `capacity`:
+ * 0 where the peak reaches it. */
+uint64_t vs_mem_headroom(uint64_t capacity, uint64_t peak);
+
 /* Checks the invariants above; 0 or VS_EINPUT with a description in err. */
 int vs_mem_check(const vs_mem *m, vs_error *err);
 

@@ -129,9 +129,7 @@ static void html_rank_row(vs_csv *f, const vs_rank *r, bool worst, bool cp)
 {
   const vs_mem *m = &r->mem;
   char b[16];
-  uint64_t head = m->capacity_bytes > m->peak_used_bytes
-                      ? m->capacity_bytes - m->peak_used_bytes
-                      : 0;
+  uint64_t head = vs_mem_headroom(m->capacity_bytes, m->peak_used_bytes);
   vs_csv_printf(f, "<tr%s><td>%u</td><td>%d</td><td>%d</td>",
                 worst ? " class=\"worst\"" : "", r->id, r->stage, r->dp_rank);
   if (cp)

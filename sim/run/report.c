@@ -192,9 +192,7 @@ static void rank_row(FILE *out, const vs_rank *r, bool cp, const char *mark)
   const vs_mem *m = &r->mem;
   char b[VS_CAT_N + 4][16];
   uint64_t frag = vs_mem_fragmentation(m);
-  uint64_t head = m->capacity_bytes > m->peak_used_bytes
-                      ? m->capacity_bytes - m->peak_used_bytes
-                      : 0;
+  uint64_t head = vs_mem_headroom(m->capacity_bytes, m->peak_used_bytes);
 
   for (int c = 0; c < VS_CAT_N; c++)
     vs_format_bytes(m->at_peak[c], b[c], sizeof b[c]);
