@@ -25,6 +25,7 @@
 /* Everything a command line can say. */
 typedef struct cli_args {
   const char *command;          /* "run", "show", ... */
+  unsigned command_bit;         /* its CMD_ bit */
   const char *workload;         /* WORKLOAD.ini */
   const char *topology;         /* --topology, NULL = built-in */
   uint64_t gpus;                /* --gpus, 0 = from the workload */
@@ -296,25 +297,15 @@ static const struct option_rule {
     {"--max-output", CMD_RUN, false},
 };
 
-static unsigned command_bit(const char *command)
-{
-  static const char *const names[] = {"run", "show", "sweep", "fit", "plan"};
-  for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (strcmp(command, names[i]) == 0)
-      return 1u << i;
-  return 0;
-}
-
 /* Records that option arg (a known one) was given; a usage error when the
  * command does not take it or it is given twice. */
 static int note_option(cli_args *a, const char *arg, FILE *errs)
 {
-  unsigned cmd = command_bit(a->command);
   for (size_t k = 0; k < sizeof option_rules / sizeof option_rules[0]; k++) {
     const struct option_rule *o = &option_rules[k];
     if (!is_option(arg, o->name))
       continue;
-    if (!(o->commands & cmd))
+    if (!(o->commands & a->command_bit))
       return vs_usage(errs, "%s is not an option of vsim %s", o->name, a->command);
     if ((a->seen & (1u << k)) && !o->repeatable)
       return vs_usage(errs, "%s given twice", o->name);
@@ -527,10 +518,13 @@ static int parse_vary(int argc, char **argv, int *i, cli_args *a, FILE *errs)
   return 0;
 }
 
-static int parse_args(int argc, char **argv, cli_args *a, FILE *errs)
+/* The options of command argv[1] (option_rules' `bit`) into a. */
+static int parse_args(int argc, char **argv, unsigned bit, cli_args *a,
+                      FILE *errs)
 {
   memset(a, 0, sizeof *a);
   a->command = argv[1];
+  a->command_bit = bit;
   default_limits(a);
   for (int i = 2; i < argc; i++) {
     const char *arg = argv[i], *v;
@@ -981,9 +975,13 @@ static int vary_overrides_none(const cli_args *a, const vs_vary *v,
   return 0;
 }
 
-/* sweep ('s'), fit ('f') and plan ('p'). */
-static int cmd_capacity(const cli_args *a, char which, FILE *out, FILE *errs)
+/* The capacity commands, which search over many simulations. */
+typedef enum { CAPACITY_SWEEP, CAPACITY_FIT, CAPACITY_PLAN } capacity_cmd;
+
+static int cmd_capacity(const cli_args *a, capacity_cmd which, FILE *out,
+                        FILE *errs)
 {
+  static const char *const names[] = {"sweep", "fit", "plan"};
   vs_capacity_opts *o = calloc(1, sizeof *o);
   vs_error err;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1000,8 +998,8 @@ static int cmd_capacity(const cli_args *a, char which, FILE *out, FILE *errs)
   o->ex.n_sets = a->n_all_sets;
   o->ex.jobs = a->jobs ? a->jobs : (unsigned)(cpus > 0 ? cpus : 1);
   o->ex.progress = isatty(fileno(errs)) != 0;
-  o->ex.what = which == 's' ? "sweep" : (which == 'f' ? "fit" : "plan");
-  o->ex.max_microbatches = which == 'p' ? 1 : 0;
+  o->ex.what = names[which];
+  o->ex.max_microbatches = which == CAPACITY_PLAN ? 1 : 0;
   o->ex.budget = a->budget;
   o->gpus = a->gpus;
   o->csv = a->csv_dir;
@@ -1016,9 +1014,9 @@ static int cmd_capacity(const cli_args *a, char which, FILE *out, FILE *errs)
     }
     o->n_vary++;
   }
-  if (which == 's')
+  if (which == CAPACITY_SWEEP)
     code = vs_capacity_sweep(o, out, errs);
-  else if (which == 'f')
+  else if (which == CAPACITY_FIT)
     code = vs_capacity_fit(o, out, errs);
   else
     code = vs_capacity_plan(o, out, errs);
@@ -1026,12 +1024,53 @@ static int cmd_capacity(const cli_args *a, char which, FILE *out, FILE *errs)
   return code;
 }
 
+static int cmd_sweep(const cli_args *a, FILE *out, FILE *errs)
+{
+  return cmd_capacity(a, CAPACITY_SWEEP, out, errs);
+}
+
+static int cmd_fit(const cli_args *a, FILE *out, FILE *errs)
+{
+  return cmd_capacity(a, CAPACITY_FIT, out, errs);
+}
+
+static int cmd_plan(const cli_args *a, FILE *out, FILE *errs)
+{
+  if (a->gpus && a->max_gpus)
+    return vs_usage(errs, "plan takes --gpus N (layouts on exactly N GPUs) or "
+                    "--max-gpus N (up to N), not both");
+  return cmd_capacity(a, CAPACITY_PLAN, out, errs);
+}
+
+/* The commands that read a workload: each one's name, its bit in
+ * option_rules, its --help text and what runs it. */
+static const struct command {
+  const char *name;
+  unsigned bit;
+  const char *help;
+  int (*run)(const cli_args *a, FILE *out, FILE *errs);
+} commands[] = {
+    {"run", CMD_RUN, run_help, cmd_run},
+    {"show", CMD_SHOW, show_help, cmd_show},
+    {"sweep", CMD_SWEEP, sweep_help, cmd_sweep},
+    {"fit", CMD_FIT, fit_help, cmd_fit},
+    {"plan", CMD_PLAN, plan_help, cmd_plan},
+};
+
+static const struct command *command_named(const char *name)
+{
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (strcmp(name, commands[i].name) == 0)
+      return &commands[i];
+  return NULL;
+}
+
 /* The command named by argv[1], its report written to out. */
 static int dispatch(int argc, char **argv, FILE *out, FILE *errs)
 {
   cli_args a;
+  const struct command *cmd;
   int rc;
-  bool run, show, sweep, fit, plan;
 
   gsl_set_error_handler_off();
   if (argc < 2)
@@ -1060,30 +1099,17 @@ static int dispatch(int argc, char **argv, FILE *out, FILE *errs)
     fprintf(out, "vsim %s\n", VSIM_VERSION);
     return VS_EXIT_OK;
   }
-  run = strcmp(argv[1], "run") == 0;
-  show = strcmp(argv[1], "show") == 0;
-  sweep = strcmp(argv[1], "sweep") == 0;
-  fit = strcmp(argv[1], "fit") == 0;
-  plan = strcmp(argv[1], "plan") == 0;
-  if (!run && !show && !sweep && !fit && !plan)
+  if (!(cmd = command_named(argv[1])))
     return vs_usage(errs, "unknown command '%s'", argv[1]);
-  if ((rc = parse_args(argc, argv, &a, errs)) != 0)
+  if ((rc = parse_args(argc, argv, cmd->bit, &a, errs)) != 0)
     return rc;
   if (a.help) {
-    fputs(run ? run_help
-              : show ? show_help
-                     : sweep ? sweep_help : fit ? fit_help : plan_help,
-          out);
+    fputs(cmd->help, out);
     return VS_EXIT_OK;
   }
   if (!a.workload)
     return vs_usage(errs, "%s needs a WORKLOAD.ini", a.command);
-  if (plan && a.gpus && a.max_gpus)
-    return vs_usage(errs, "plan takes --gpus N (layouts on exactly N GPUs) or "
-                    "--max-gpus N (up to N), not both");
-  if (run || show)
-    return run ? cmd_run(&a, out, errs) : cmd_show(&a, out, errs);
-  return cmd_capacity(&a, sweep ? 's' : (fit ? 'f' : 'p'), out, errs);
+  return cmd->run(&a, out, errs);
 }
 
 /* The report is the product: a report that could not be written (a full
