@@ -653,51 +653,71 @@ static void test_optimizer_state_bytes(void **state)
   (void)state;
   /* Adam/AdamW (Kingma & Ba; PyTorch): fp32 exp_avg + exp_avg_sq = 8/elem,
    * + 4 with an fp32 master copy (ZeRO's K = 12) */
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM, false, r, c), 8 * n);
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM, true, r, c), 12 * n);
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAMW, false, r, c), 8 * n);
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAMW, true, 1, c), 12 * c);
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_ADAM, VS_WITHOUT_MASTER, r, c), 8 * n);
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM, VS_WITH_MASTER, r, c),
+                   12 * n);
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_ADAMW, VS_WITHOUT_MASTER, r, c), 8 * n);
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAMW, VS_WITH_MASTER, 1, c),
+                   12 * c);
   /* plain SGD keeps no state; only the master copy */
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_SGD, false, r, c), 0);
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_SGD, true, r, c), 4 * n);
-  /* SGD with momentum: one fp32 momentum buffer */
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_MOMENTUM, false, r, c),
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_SGD, VS_WITHOUT_MASTER, r, c), 0);
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_SGD, VS_WITH_MASTER, r, c),
                    4 * n);
+  /* SGD with momentum: one fp32 momentum buffer */
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_MOMENTUM, VS_WITHOUT_MASTER, r, c),
+      4 * n);
   /* Lion (Chen et al. 2023, arXiv 2302.06675): one momentum, 4/elem */
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_LION, false, r, c), 4 * n);
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_LION, true, r, c), 8 * n);
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_LION, VS_WITHOUT_MASTER, r, c), 4 * n);
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_LION, VS_WITH_MASTER, r, c),
+                   8 * n);
   /* Adafactor (Shazeer & Stern 2018, arXiv 1804.04235): factored second
    * moment, row and column accumulators, 4 (rows + cols); vectors keep the
    * full second moment, 4 n */
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, false, r, c),
-                   4 * (r + c));
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, true, r, c),
-                   4 * n + 4 * (r + c));
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, false, 1, c),
-                   4 * c);
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, false, c, 1),
-                   4 * c);
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, VS_WITHOUT_MASTER, r, c),
+      4 * (r + c));
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, VS_WITH_MASTER, r, c),
+      4 * n + 4 * (r + c));
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, VS_WITHOUT_MASTER, 1, c),
+      4 * c);
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, VS_WITHOUT_MASTER, c, 1),
+      4 * c);
   /* 8-bit Adam (Dettmers et al. 2022, arXiv 2110.02861; bitsandbytes):
    * two 1-byte states + one fp32 absmax per 256-element block per state:
    * 2n + 8 ceil(n/256), 2.03 B an element (shared/reference/frameworks.md
    * 6.1), for n >= 4096 (min_8bit_size) */
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, r, c),
-                   2 * n + 8 * (n / 256));
-  tu_assert_close((double)vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, r,
-                                                   c) / (double)n,
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, VS_WITHOUT_MASTER, r, c),
+      2 * n + 8 * (n / 256));
+  tu_assert_close((double)vs_optimizer_state_bytes(VS_OPT_ADAM8BIT,
+                                                   VS_WITHOUT_MASTER, r, c) /
+                      (double)n,
                   2.03125, 1e-12);
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, 1, 4096),
-                   2 * 4096 + 8 * 16);
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, VS_WITHOUT_MASTER, 1, 4096),
+      2 * 4096 + 8 * 16);
   /* n = 5000: ceil(5000/256) = 20 blocks */
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, 1, 5000),
-                   2 * 5000 + 8 * 20);
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, true, 1, 5000),
-                   4 * 5000 + 2 * 5000 + 8 * 20);
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, VS_WITHOUT_MASTER, 1, 5000),
+      2 * 5000 + 8 * 20);
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, VS_WITH_MASTER, 1, 5000),
+      4 * 5000 + 2 * 5000 + 8 * 20);
   /* under 4096 elements bitsandbytes keeps 32-bit states: 8 n */
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, 1, 4095),
-                   8 * 4095);
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, 1, 1024),
-                   8 * 1024);
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, VS_WITHOUT_MASTER, 1, 4095),
+      8 * 4095);
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, VS_WITHOUT_MASTER, 1, 1024),
+      8 * 1024);
 }
 
 /* The layout's optimizer total is the per-tensor sum (Adafactor depends on
@@ -726,7 +746,7 @@ static void test_layout_optimizer_sum(void **state)
   for (int i = 0; i < 3; i++) {
     uint64_t sum = 0, times = i == 1 ? m.layers : 1;
     for (uint32_t k = 0; k < blocks[i]->n_params; k++)
-      sum += vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, true,
+      sum += vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, VS_WITH_MASTER,
                                       blocks[i]->params[k].rows,
                                       blocks[i]->params[k].cols);
     want += times * sum;

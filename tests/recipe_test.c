@@ -343,19 +343,26 @@ static void test_comm_and_grad_dtype(void **state)
 static void test_optimizer_state_bytes(void **state)
 {
   (void)state;
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM, true, 10, 10), 1200);
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAMW, false, 10, 10), 800);
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_SGD, true, 10, 10), 400);
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_LION, false, 10, 10), 400);
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_ADAM, VS_WITH_MASTER, 10, 10), 1200);
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_ADAMW, VS_WITHOUT_MASTER, 10, 10), 800);
+  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_SGD, VS_WITH_MASTER, 10, 10),
+                   400);
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_LION, VS_WITHOUT_MASTER, 10, 10), 400);
   /* adafactor: factored second moment 4 (rows + cols) for a matrix */
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, false, 100, 50),
-                   600);
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_ADAFACTOR, VS_WITHOUT_MASTER, 100, 50),
+      600);
   /* adam8bit: 2 B per element + 2 fp32 absmax per 256 block; 8 B under
    * 4096 elements */
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, 4096, 1),
-                   2 * 4096 + 2 * 4 * 16);
-  assert_int_equal(vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, false, 4095, 1),
-                   8 * 4095);
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, VS_WITHOUT_MASTER, 4096, 1),
+      2 * 4096 + 2 * 4 * 16);
+  assert_int_equal(
+      vs_optimizer_state_bytes(VS_OPT_ADAM8BIT, VS_WITHOUT_MASTER, 4095, 1),
+      8 * 4095);
 }
 
 /* Each state tensor an optimizer keeps for a parameter, the master copy
@@ -366,18 +373,20 @@ static void test_optimizer_state_tensors(void **state)
   uint64_t t[VS_OPT_STATE_TENSORS_MAX];
   (void)state;
   /* master, exp_avg, exp_avg_sq */
-  assert_int_equal(vs_optimizer_state_tensors(VS_OPT_ADAMW, true, 10, 10, t),
-                   3);
-  assert_true(t[0] == 400 && t[1] == 400 && t[2] == 400);
-  assert_int_equal(vs_optimizer_state_tensors(VS_OPT_SGD, false, 10, 10, t),
-                   0);
-  /* adafactor: the row and column factors of a matrix */
   assert_int_equal(
-      vs_optimizer_state_tensors(VS_OPT_ADAFACTOR, false, 100, 50, t), 2);
+      vs_optimizer_state_tensors(VS_OPT_ADAMW, VS_WITH_MASTER, 10, 10, t), 3);
+  assert_true(t[0] == 400 && t[1] == 400 && t[2] == 400);
+  assert_int_equal(
+      vs_optimizer_state_tensors(VS_OPT_SGD, VS_WITHOUT_MASTER, 10, 10, t), 0);
+  /* adafactor: the row and column factors of a matrix */
+  assert_int_equal(vs_optimizer_state_tensors(VS_OPT_ADAFACTOR,
+                                              VS_WITHOUT_MASTER, 100, 50, t),
+                   2);
   assert_true(t[0] == 400 && t[1] == 200);
   /* adam8bit: state1, state2 (1 B an element) and their absmax */
   assert_int_equal(
-      vs_optimizer_state_tensors(VS_OPT_ADAM8BIT, true, 4096, 1, t), 5);
+      vs_optimizer_state_tensors(VS_OPT_ADAM8BIT, VS_WITH_MASTER, 4096, 1, t),
+      5);
   assert_true(t[0] == 4 * 4096 && t[1] == 4096 && t[2] == 4096 &&
               t[3] == 4 * 16 && t[4] == 4 * 16);
 }

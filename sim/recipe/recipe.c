@@ -13,13 +13,13 @@
  * blocks = ceil(numel / 256) since the 0.45 series; 2048 before). */
 #define ADAM8BIT_BLOCK 256
 
-unsigned vs_optimizer_state_tensors(int optimizer, bool master, uint64_t rows,
-                                   uint64_t cols,
-                                   uint64_t out[VS_OPT_STATE_TENSORS_MAX])
+unsigned vs_optimizer_state_tensors(int optimizer, vs_master_part master,
+                                    uint64_t rows, uint64_t cols,
+                                    uint64_t out[VS_OPT_STATE_TENSORS_MAX])
 {
   uint64_t n = rows * cols;
   unsigned k = 0;
-  if (master)
+  if (master == VS_WITH_MASTER)
     out[k++] = 4 * n;
   switch (optimizer) {
   case VS_OPT_ADAM:
@@ -56,8 +56,8 @@ unsigned vs_optimizer_state_tensors(int optimizer, bool master, uint64_t rows,
   return k;
 }
 
-uint64_t vs_optimizer_state_bytes(int optimizer, bool master, uint64_t rows,
-                                  uint64_t cols)
+uint64_t vs_optimizer_state_bytes(int optimizer, vs_master_part master,
+                                  uint64_t rows, uint64_t cols)
 {
   uint64_t parts[VS_OPT_STATE_TENSORS_MAX], bytes = 0;
   unsigned n = vs_optimizer_state_tensors(optimizer, master, rows, cols,
@@ -544,15 +544,12 @@ static void resolve_ops(const vs_workload *wl, const vs_recipe *r,
   k->recompute_reuses_kept = ckpt == VS_CKPT_OPS;
 }
 
-/* Whether a tensor's optimizer states include its fp32 master copy. */
-typedef enum { WITHOUT_MASTER, WITH_MASTER } master_part;
-
 /* Whether trainable tensor p's optimizer states include an fp32 master
  * copy (`master` permitting): with master weights, unless p is fp32. */
 static bool has_master(const vs_training_conf *t, const vs_param_tensor *p,
-                       master_part master)
+                       vs_master_part master)
 {
-  return master == WITH_MASTER && t->master_weights &&
+  return master == VS_WITH_MASTER && t->master_weights &&
          p->dtype != VS_DTYPE_FP32;
 }
 
@@ -561,11 +558,13 @@ static bool has_master(const vs_training_conf *t, const vs_param_tensor *p,
  * where the recipe keeps states in the parameter's dtype, 16-bit ones
  * for a 16-bit p (bitsandbytes' 8-bit states excepted). */
 static unsigned state_parts(const vs_recipe *r, const vs_training_conf *t,
-                            const vs_param_tensor *p, master_part master,
+                            const vs_param_tensor *p, vs_master_part master,
                             uint64_t out[VS_OPT_STATE_TENSORS_MAX])
 {
   unsigned n = vs_optimizer_state_tensors(
-      t->optimizer, has_master(t, p, master), p->rows, p->cols, out);
+      t->optimizer,
+      has_master(t, p, master) ? VS_WITH_MASTER : VS_WITHOUT_MASTER, p->rows,
+      p->cols, out);
   if (r->states_in_param_dtype && t->optimizer != VS_OPT_ADAM8BIT &&
       vs_dtype_size(p->dtype) == 2)
     for (unsigned i = 0; i < n; i++)
@@ -575,7 +574,7 @@ static unsigned state_parts(const vs_recipe *r, const vs_training_conf *t,
 
 /* Optimizer-state bytes of trainable tensor p (state_parts summed). */
 static uint64_t states_of(const vs_recipe *r, const vs_training_conf *t,
-                          const vs_param_tensor *p, master_part master)
+                          const vs_param_tensor *p, vs_master_part master)
 {
   uint64_t parts[VS_OPT_STATE_TENSORS_MAX], bytes = 0;
   unsigned n = state_parts(r, t, p, master, parts);
@@ -606,8 +605,8 @@ void vs_recipe_tensor_states(const vs_recipe *r, const vs_training_conf *t,
                            p->dtype != VS_DTYPE_FP32
                        ? bytes
                        : out->grad;
-  out->n_optimizer = state_parts(r, t, p, WITH_MASTER, out->optimizer);
-  out->master = has_master(t, p, WITH_MASTER) ? out->optimizer[0] : 0;
+  out->n_optimizer = state_parts(r, t, p, VS_WITH_MASTER, out->optimizer);
+  out->master = has_master(t, p, VS_WITH_MASTER) ? out->optimizer[0] : 0;
 }
 
 /* Model states per kind. Every tensor's states are sharded over the
@@ -653,7 +652,7 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
     /* paged: the optimizer's own states as it keeps them (16-bit ones
      * under states_in_param_dtype), not a wrapper's master copy */
     if (t->paged_optimizer && n >= VS_PAGED_MIN_ELEMS)
-      k->paged_bytes += states_of(r, t, p, WITHOUT_MASTER);
+      k->paged_bytes += states_of(r, t, p, VS_WITHOUT_MASTER);
   }
   return 0;
 }

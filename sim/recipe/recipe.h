@@ -383,27 +383,34 @@ typedef struct vs_tensor_states {
 void vs_recipe_tensor_states(const vs_recipe *r, const vs_training_conf *t,
                              const vs_param_tensor *p, vs_tensor_states *out);
 
+/* Whether a parameter's optimizer states include its fp32 master copy. */
+typedef enum vs_master_part {
+  VS_WITHOUT_MASTER,
+  VS_WITH_MASTER
+} vs_master_part;
+
 /* Each tensor the optimizer keeps for one parameter of rows x cols
- * elements, in out (the fp32 master copy first when `master`); returns
+ * elements, in out (the fp32 master copy first WITH_MASTER); returns
  * how many: vs_optimizer_state_bytes is their sum. bitsandbytes keeps
  * state1 and state2 (1 B an element) and one absmax array each. */
-unsigned vs_optimizer_state_tensors(int optimizer, bool master, uint64_t rows,
-                                   uint64_t cols,
-                                   uint64_t out[VS_OPT_STATE_TENSORS_MAX]);
+unsigned vs_optimizer_state_tensors(int optimizer, vs_master_part master,
+                                    uint64_t rows, uint64_t cols,
+                                    uint64_t out[VS_OPT_STATE_TENSORS_MAX]);
 
-/* Optimizer-state bytes (master weights included when `master`) of one
+/* Optimizer-state bytes (master weights included WITH_MASTER) of one
  * parameter tensor of rows x cols elements:
  *   adam, adamw   8 per element (fp32 exp_avg, exp_avg_sq)
  *   momentum, lion 4 (one fp32 buffer)
  *   sgd           0
  *   adafactor     4*(rows+cols) for a matrix (factored second moment, no
- *                 first moment: Shazeer & Stern 2018), 4 per element for a vector
+ *                 first moment: Shazeer & Stern 2018), 4 per element for
+ *                 a vector
  *   adam8bit      2 per element + fp32 absmax per 256-element block per
  *                 state (bitsandbytes blockwise: 2 x (1 + 4/256) = 2.03 B),
  *                 8 per element for tensors under 4096 elements
  *                 (bitsandbytes min_8bit_size). */
-uint64_t vs_optimizer_state_bytes(int optimizer, bool master, uint64_t rows,
-                                  uint64_t cols);
+uint64_t vs_optimizer_state_bytes(int optimizer, vs_master_part master,
+                                  uint64_t rows, uint64_t cols);
 
 /* Pinned host buffers one GPU's NVMe swapping takes (DeepSpeed's
  * swap_tensor/optimizer_utils.py and partitioned_param_swapper.py): with
