@@ -656,6 +656,18 @@ static void test_finetune_rules(void **state)
            0, 0, VS_EINPUT,
            "@:11: [finetune] base_dtype = nf4: adapters on a 4-bit base are "
            "QLoRA; use method = qlora");
+  {
+    /* bitsandbytes' layers are no Transformer Engine modules */
+    static const char *const fp8[] = {"training.precision=fp8"};
+    load_bad(LLAMA_MODEL "[finetune]\nmethod = qlora\n", fp8, 1, 0,
+             VS_EINPUT,
+             "--set training.precision=fp8: an nf4 base is bitsandbytes' "
+             "layers, which run 16-bit GEMMs, not Transformer Engine's FP8 "
+             "ones; use precision = bf16 or fp16 (or base_dtype = fp8)");
+    load_bad(LLAMA_MODEL "[finetune]\nmethod = lora\nbase_dtype = int8\n",
+             fp8, 1, 0, VS_EINPUT,
+             "--set training.precision=fp8: an int8 base is bitsandbytes'");
+  }
   load_bad(GPT_MODEL "[finetune]\nmethod = lora\nlora_targets = q,gate\n",
            NULL, 0, 0, VS_EINPUT,
            "@:10: [finetune] lora_targets = q,gate: a gpt MLP has no gate "

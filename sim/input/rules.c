@@ -15,6 +15,11 @@ bool vs_precision_autocast(int precision)
   return precision == VS_PREC_AMP_BF16 || precision == VS_PREC_AMP_FP16;
 }
 
+bool vs_finetune_adapters(int method)
+{
+  return method == VS_FT_LORA || method == VS_FT_QLORA;
+}
+
 bool vs_framework_megatron(int framework)
 {
   return framework == VS_FW_NONE || framework == VS_FW_MEGATRON;
@@ -186,7 +191,7 @@ bool vs_workload_fused_loss_tp_allowed(const vs_training_conf *t, uint64_t tp)
 
 bool vs_workload_finetune_tp_allowed(const vs_finetune_conf *f, uint64_t tp)
 {
-  bool adapters = f->method == VS_FT_LORA || f->method == VS_FT_QLORA;
+  bool adapters = vs_finetune_adapters(f->method);
   bool bnb_base = f->method != VS_FT_FULL && (f->base_dtype == VS_BASE_INT8 ||
                                               f->base_dtype == VS_BASE_NF4);
   return tp == 1 || (!adapters && !bnb_base);

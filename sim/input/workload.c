@@ -491,7 +491,7 @@ static int check_ops_checkpointing(vs_workload *wl, vs_error *err)
   char where[400];
   if (wl->training.checkpointing != VS_CKPT_OPS)
     return 0;
-  if (wl->finetune.method == VS_FT_LORA || wl->finetune.method == VS_FT_QLORA)
+  if (vs_finetune_adapters(wl->finetune.method))
     return vs_error_set(err, VS_EINPUT,
                         "%s: torchtitan's op-level policy is simulated for "
                         "whole layers; a LoRA adapter's two matmuls would "
@@ -1208,9 +1208,19 @@ static int check_finetune(vs_workload *wl, vs_error *err)
                         "and bitsandbytes' layers are not tensor-parallel); "
                         "use tp = 1",
                         WHERE("parallel", "tp"),
-                        f->method == VS_FT_LORA || f->method == VS_FT_QLORA
+                        vs_finetune_adapters(f->method)
                             ? "LoRA adapters are"
                             : "an int8 or nf4 base is");
+  /* bitsandbytes' Linear8bitLt and Linear4bit are no Transformer Engine
+   * modules: their GEMMs run on 16-bit copies of the weights */
+  if (wl->training.precision == VS_PREC_FP8 && f->method != VS_FT_FULL &&
+      (f->base_dtype == VS_BASE_INT8 || f->base_dtype == VS_BASE_NF4))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: an %s base is bitsandbytes' layers, which run "
+                        "16-bit GEMMs, not Transformer Engine's FP8 ones; use "
+                        "precision = bf16 or fp16 (or base_dtype = fp8)",
+                        WHERE("training", "precision"),
+                        vs_base_dtype_name(f->base_dtype));
   return 0;
 }
 

@@ -287,6 +287,10 @@ bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp, int framework);
 /* Whether precision is autocast (amp_bf16, amp_fp16). */
 bool vs_precision_autocast(int precision);
 
+/* Whether a fine-tune of `method` trains LoRA adapters over a frozen base
+ * (lora, qlora). */
+bool vs_finetune_adapters(int method);
+
 /* Whether framework runs Megatron-LM's code: megatron, or none (vsim's
  * idealised Megatron-style job). */
 bool vs_framework_megatron(int framework);

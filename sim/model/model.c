@@ -335,8 +335,7 @@ static void finetune_dims(const vs_workload *wl, vs_dims *d)
 {
   /* with method = frozen the layers built from d are the trained ones;
    * the frozen prefix gets the base's format (build_kinds) */
-  d->frozen_base = wl->finetune.method == VS_FT_LORA ||
-                   wl->finetune.method == VS_FT_QLORA;
+  d->frozen_base = vs_finetune_adapters(wl->finetune.method);
   d->base_dtype = d->frozen_base ? base_dtype(wl, d->param_dtype)
                                  : d->param_dtype;
   d->lora_r = d->frozen_base ? wl->finetune.lora_rank : 0;
