@@ -344,16 +344,22 @@ void sb_stream_waits(builder *b, uint32_t op)
 static vs_side_work fp8_casts(const builder *b, size_t inst, uint32_t k,
                               phase_time which)
 {
-  const vs_block *blk = sb_block_of(b, inst);
-  const vs_kind_plan *plan = sb_plan_of(b, inst);
-  const vs_op_spec *o = &blk->ops[k];
   vs_side_work w = {0, 0};
-  double t = b->topo->fp8_transposes ? 1.0 : 0.0;
-  double wgrad_t = plan->wgrad_share[k] > 0 ? t : 0.0;
-  double batch = (double)o->gemm.batch, m = (double)o->gemm.m;
-  if (precision(b) != VS_PREC_FP8 || !o->matmul || o->no_fp8 ||
-      o->n_params == 0 || !o->gemm.batch)
+  const vs_block *blk;
+  const vs_kind_plan *plan;
+  const vs_op_spec *o;
+  double t, wgrad_t, batch, m;
+  if (precision(b) != VS_PREC_FP8)
     return w;
+  blk = sb_block_of(b, inst);
+  o = &blk->ops[k];
+  if (!o->matmul || o->no_fp8 || o->n_params == 0 || !o->gemm.batch)
+    return w;
+  plan = sb_plan_of(b, inst);
+  t = b->topo->fp8_transposes ? 1.0 : 0.0;
+  wgrad_t = plan->wgrad_share[k] > 0 ? t : 0.0;
+  batch = (double)o->gemm.batch;
+  m = (double)o->gemm.m;
   if (which == TIME_BWD || which == TIME_BWD_FRESH) {
     w.bytes = batch * m * (double)o->gemm.n * (FP8_SOURCE_BYTES + 1 + wgrad_t);
     w.kernels = 1;
