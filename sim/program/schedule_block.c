@@ -1214,6 +1214,56 @@ static void op_grads_appear(builder *b, size_t inst, int k, uint32_t op)
                       op);
 }
 
+/* The gradients op (op k of inst's backward) makes appear: each tensor's
+ * as it is made, or the block's at once at its last op (the head's also
+ * the tied embedding's), or under first_makes_grads each one in the
+ * first step only (AccumulateGrad makes each). */
+static void backward_grads(builder *b, size_t inst, int k, uint32_t op)
+{
+  const vs_block *blk = sb_block_of(b, inst);
+  if (grads_per_tensor(b)) {
+    op_grads_appear(b, inst, k, op);
+  } else if (k == (int)blk->n_ops - 1 && grads_made_in(b)) {
+    grads_appear(b, grads_made_in(b), inst, op);
+    if (inst + 1 == b->n_inst && head_writes_embedding_grads(b))
+      grads_appear(b, grads_made_in(b), 0, op); /* the head computes the
+                                                   embedding's */
+  } else if (first_makes_grads(b)) {
+    sb_only_in(b, VS_STEP_FIRST);
+    op_grads_appear(b, inst, k, op);
+    sb_in_every_step(b);
+  }
+}
+
+/* What op (op k of inst's backward for micro-batch mb) frees once it is
+ * done: k's saved tensors, the selective recompute's buffer after the
+ * attention core's first op (core_first), and after the block's first op
+ * its checkpoint, its gathered parameters and (the last backward) the
+ * root unit's. */
+static void backward_frees(builder *b, size_t inst, int k, int core_first,
+                           int mb, uint32_t op)
+{
+  const vs_block *blk = sb_block_of(b, inst);
+  const vs_op_spec *o = &blk->ops[k];
+  for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++) {
+    uint32_t *slot = saved_slot(b, inst, s, mb);
+    sb_free_on(b, op, *slot, AT_END);
+    *slot = NONE;
+  }
+  if (k == core_first && b->sel_buf[inst] != NONE) {
+    sb_free_on(b, op, b->sel_buf[inst], AT_END);
+    b->sel_buf[inst] = NONE;
+  }
+  if (k == 0) {
+    sb_free_on(b, op, b->ckpt_buf[live(b, inst, mb)], AT_END);
+    b->ckpt_buf[live(b, inst, mb)] = NONE;
+    if (!sb_in_root_unit(b, inst))
+      release_gather(b, inst, op);
+    if (b->r->root_kept && last_backward(b, inst))
+      release_root(b, op); /* the root's post-backward */
+  }
+}
+
 void sb_backward_block(builder *b, size_t inst, int mb)
 {
   const vs_block *blk = sb_block_of(b, inst);
@@ -1244,36 +1294,9 @@ void sb_backward_block(builder *b, size_t inst, int mb)
                   plan->bwd_bytes[k] + acc.work.bytes);
     if (acc.made)
       sb_transient(b, op, acc.made, VS_CAT_TEMP);
-    if (grads_per_tensor(b)) {
-      op_grads_appear(b, inst, k, op);
-    } else if (k == (int)blk->n_ops - 1 && grads_made_in(b)) {
-      grads_appear(b, grads_made_in(b), inst, op);
-      if (inst + 1 == b->n_inst && head_writes_embedding_grads(b))
-        grads_appear(b, grads_made_in(b), 0, op); /* the head computes the
-                                                     embedding's */
-    } else if (first_makes_grads(b)) { /* AccumulateGrad makes each */
-      sb_only_in(b, VS_STEP_FIRST);
-      op_grads_appear(b, inst, k, op);
-      sb_in_every_step(b);
-    }
+    backward_grads(b, inst, k, op);
     sb_transients(b, op, o->bwd_temp_bytes, o->bwd_temp_first);
-    for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++) {
-      uint32_t *slot = saved_slot(b, inst, s, mb);
-      sb_free_on(b, op, *slot, AT_END);
-      *slot = NONE;
-    }
-    if (k == core_first && b->sel_buf[inst] != NONE) {
-      sb_free_on(b, op, b->sel_buf[inst], AT_END);
-      b->sel_buf[inst] = NONE;
-    }
-    if (k == 0) {
-      sb_free_on(b, op, b->ckpt_buf[live(b, inst, mb)], AT_END);
-      b->ckpt_buf[live(b, inst, mb)] = NONE;
-      if (!sb_in_root_unit(b, inst))
-        release_gather(b, inst, op);
-      if (b->r->root_kept && last_backward(b, inst))
-        release_root(b, op); /* the root's post-backward */
-    }
+    backward_frees(b, inst, k, core_first, mb, op);
     op_comm(b, &o->bwd_after, layer, mb);
   }
 }
