@@ -591,19 +591,30 @@ void vs_block_rope(vs_op_spec *op, const vs_dims *d)
  * input's gradient; with sp the input all-gathered in forward, the
  * gradient reduce-scattered, and the input gathered again in backward
  * unless kept whole). */
+/* Bytes an element of op's sequence-parallel all-gathers moves: under
+ * fp8 a Transformer Engine module gathers its quantized input, and its
+ * output's quantized gradient (module/linear.py, _all_gather_fp8), 1 B;
+ * what the MoE dispatcher or a module outside Transformer Engine gathers
+ * is 16-bit. */
+static uint64_t gathered_bytes(const vs_dims *d, const vs_op_spec *op)
+{
+  return op->no_fp8 || op->routed ? d->e : d->em;
+}
+
 void vs_block_column_comms(vs_op_spec *op, const vs_dims *d, uint64_t rows,
                            uint64_t width, vs_sp_input input)
 {
   uint64_t bytes = d->e * rows * width;
+  uint64_t gathered = gathered_bytes(d, op) * rows * width;
   if (!d->sp) {
     vs_block_comm(&op->bwd_after, d, VS_COLL_ALL_REDUCE, bytes);
     return;
   }
-  vs_block_comm(&op->fwd_before, d, VS_COLL_ALL_GATHER, bytes);
+  vs_block_comm(&op->fwd_before, d, VS_COLL_ALL_GATHER, gathered);
   vs_block_comm(&op->bwd_after, d, VS_COLL_REDUCE_SCATTER, bytes);
   if (input == SP_REGATHER) {
-    vs_block_comm(&op->bwd_before, d, VS_COLL_ALL_GATHER, bytes);
-    op->bwd_temp_bytes += bytes; /* re-gathered input */
+    vs_block_comm(&op->bwd_before, d, VS_COLL_ALL_GATHER, gathered);
+    op->bwd_temp_bytes += gathered; /* re-gathered input */
   }
 }
 
@@ -615,7 +626,8 @@ void vs_block_row_comms(vs_op_spec *op, const vs_dims *d, uint64_t rows)
   uint64_t bytes = d->e * rows * d->h;
   if (d->sp) {
     vs_block_comm(&op->fwd_after, d, VS_COLL_REDUCE_SCATTER, bytes);
-    vs_block_comm(&op->bwd_before, d, VS_COLL_ALL_GATHER, bytes);
+    vs_block_comm(&op->bwd_before, d, VS_COLL_ALL_GATHER,
+                  gathered_bytes(d, op) * rows * d->h);
   } else {
     vs_block_comm(&op->fwd_after, d, VS_COLL_ALL_REDUCE, bytes);
   }

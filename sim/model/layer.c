@@ -295,6 +295,9 @@ static int attention_flash(vs_block *blk, const vs_dims *d, vs_error *err)
   if (!op)
     return VS_EINPUT;
   op->matmul = true;
+  /* Transformer Engine's DotProductAttention runs in 16 bits unless
+   * fp8_dpa (Megatron-LM's --fp8-dot-product-attention, off by default) */
+  op->no_fp8 = true;
   op->fwd_flops = 4.0 * (double)d->b * (double)heads * (double)d->s *
                   (double)d->skv * (double)pd *
                   (d->causal ? CAUSAL_FLASH_FRACTION : 1.0);
@@ -460,6 +463,7 @@ static int attention_mla(vs_block *blk, const vs_dims *d, vs_error *err)
   if (!(op = vs_block_add_op(blk, "flash_attn", err)))
     return VS_EINPUT;
   op->matmul = true;
+  op->no_fp8 = true; /* as attention_flash's */
   /* QK^T over dqk and PV over dv: 2 b a s^2 (dqk + dv) forward, halved
    * when causal; backward 2.5 x (FlashAttention-2's count) */
   op->fwd_flops = 2.0 * (double)d->b * (double)a * (double)d->s *
@@ -703,6 +707,7 @@ static void grouped(vs_op_spec *op, const vs_dims *d)
 {
   uint64_t local = d->experts / d->ep;
   op->routed = true;
+  op->no_fp8 = !d->fp8_experts;
   op->gemm.batch = local;
   op->gemm.m = vs_div_ceil(op->gemm.m, local);
 }
@@ -1149,10 +1154,9 @@ static vs_op_spec *output_layer(vs_block *blk, const vs_workload *wl,
     return NULL;
   vs_block_as_matmul(op, d->tokens, d->h, d->vocab / d->t, d->e);
   /* Megatron-LM's output layer is its own ColumnParallelLinear, no
-   * Transformer Engine module (gpt_model.py); torchtitan's float8
-   * converter swaps every nn.Linear, the output included (its
-   * filter_fqns are empty by default) */
-  op->no_fp8 = wl->training.framework != VS_FW_FSDP2;
+   * Transformer Engine module (gpt_model.py); torchtitan's recipes leave
+   * it out of float8 too (filter_fqns = ["output"], "lm_head") */
+  op->no_fp8 = true;
   if (vs_block_save_input(blk, op, d, d->tok_rep * d->h, KEPT_FOR_WEIGHTS,
                           err))
     return NULL;

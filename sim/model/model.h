@@ -116,11 +116,11 @@ typedef struct vs_op_spec {
   bool adapter;               /* LoRA adapters (PEFT's layers) */
   bool no_fp8;                /* a matmul outside Transformer Engine's
                                  modules (LoRA adapters, the router,
-                                 eager attention's batched matmuls, the
-                                 output layer): under fp8 it runs at the
-                                 16-bit rate on 16-bit inputs, saves
-                                 them in 16 bits and keeps no FP8 copy
-                                 of its weight */
+                                 the attention core, the output layer;
+                                 torchtitan's routed experts): under fp8
+                                 it runs at the 16-bit rate on 16-bit
+                                 inputs, saves them in 16 bits and
+                                 keeps no FP8 copy of its weight */
   bool routed;                /* runs on the token slots the rank's
                                  experts receive (vs_model routed_load
                                  times their average under skew) */

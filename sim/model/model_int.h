@@ -78,6 +78,11 @@ typedef struct vs_dims {
   bool linear_bias;  /* the layers' linears and norms have biases (gpt,
                         bert; llama has none) */
   bool gated_mlp;    /* SwiGLU MLPs (llama), else GeLU ones */
+  bool fp8_experts;  /* under fp8 the routed experts run FP8 GEMMs:
+                        Transformer Engine's GroupedLinear (Megatron-LM),
+                        not torchtitan's GroupedExperts, which its float8
+                        converter leaves alone (moe_fqns_prototype empty
+                        by default) */
   uint64_t rkv;      /* MLA: the key-value latent's width (0: no MLA) */
   uint64_t rq;       /* MLA: the query latent's (0: a full projection) */
   uint64_t dn, dr, dv; /* MLA head sizes: query/key non-rotary, rotary,

@@ -21,13 +21,17 @@ const vs_block *sb_block_of(const builder *b, size_t inst)
 }
 
 /* Bytes of saved tensor s of blk as the GPU keeps it: an FP8 copy of a
- * GEMM operand has a transposed twin on GPUs that need one (Hopper, Ada:
- * topology fp8_transposes). */
+ * weight has a transposed twin on GPUs that need one (Hopper, Ada:
+ * topology fp8_transposes), the forward GEMM reading one and the input
+ * gradient's the other; of an FP8 input Transformer Engine keeps only the
+ * layout its weight gradient reads (module/linear.py saves inputmat_t,
+ * not the rowwise copy the forward GEMM read). */
 static uint64_t saved_size(const builder *b, const vs_block *blk, uint32_t s)
 {
   const vs_saved *sv = &blk->saved[s];
-  return sv->dtype == VS_DTYPE_FP8 && b->topo->fp8_transposes ? 2 * sv->bytes
-                                                              : sv->bytes;
+  return sv->weight_copy == VS_COPY_FP8 && b->topo->fp8_transposes
+             ? 2 * sv->bytes
+             : sv->bytes;
 }
 
 const vs_kind_plan *sb_plan_of(const builder *b, size_t inst)
@@ -154,8 +158,9 @@ static void add_shapeless(builder *b, op_split *x, const vs_op_spec *o,
                           double flops, double bytes, unsigned kernels)
 {
   double t = o->flash.seq
-                 ? vs_cost_flash_seconds(b->topo, precision(b), o->flash,
-                                         flops, bytes, &b->p->cal_seen)
+                 ? vs_cost_flash_seconds(b->topo, gemm_precision(b, o),
+                                         o->flash, flops, bytes,
+                                         &b->p->cal_seen)
                  : op_seconds(b, gemm_precision(b, o),
                               o->matmul ? VS_FLOPS_MATMUL : VS_FLOPS_OTHER,
                               flops, bytes);
@@ -330,59 +335,76 @@ void sb_stream_waits(builder *b, uint32_t op)
  * (the bf16 model's activations and weights: workload_preset.c). */
 #define FP8_SOURCE_BYTES 2.0
 
+/* Adds to w the kernels that quantize the weights of op k of inst's
+ * block to FP8 with their transposes (fp8_casts). */
+static void fp8_weight_casts(const builder *b, size_t inst, uint32_t k,
+                             vs_side_work *w)
+{
+  const vs_block *blk = sb_block_of(b, inst);
+  const vs_op_spec *o = &blk->ops[k];
+  double t = b->topo->fp8_transposes && !sb_plan_of(b, inst)->no_backward
+                 ? 1.0
+                 : 0.0;
+  for (uint32_t p = o->first_param; p < o->first_param + o->n_params; p++) {
+    const vs_param_tensor *pt = &blk->params[p];
+    double n = (double)pt->rows * (double)pt->cols;
+    bool stored_fp8 = pt->dtype == VS_DTYPE_FP8_SCALED;
+    if (pt->rows <= 1 || pt->cols <= 1 || (stored_fp8 && t == 0))
+      continue;
+    w->bytes += stored_fp8 ? 2.0 * n : n * (FP8_SOURCE_BYTES + 1 + t);
+    w->kernels++;
+  }
+}
+
 /* Under fp8, the quantization kernels of op k of inst's block, a
  * Transformer Engine linear (a matmul with weights, not no_fp8), in phase
- * `which` (module/linear.py, _Linear): forward casts its input to FP8,
- * with the transposed copy its weight gradient reads
- * (fp8_cast_transpose_fused), unless a norm's kernel wrote them
- * (LayerNormLinear: input_from_norm), and a recompute casts it again;
- * TIME_FWD_WEIGHTS also quantizes its weights, with the transposed copy
- * the input gradient reads (an FP8-stored weight only transposed);
- * backward casts the output's gradient (grad_output_preprocess). Each
- * reads 2 B an element and writes 1 B a copy; transposed copies only on
- * GPUs that need them ([gpu] fp8_transposes). */
+ * `which` (module/linear.py, _Linear; layernorm_linear.py): forward casts
+ * its input to FP8 with the transposed copy its weight gradient reads
+ * (fp8_cast_transpose_fused), unless a norm's kernel wrote the FP8 input
+ * (LayerNormLinear: input_from_norm), whose transpose backward makes
+ * (fp8_transpose); a recompute casts the input again; backward casts the
+ * output's gradient (grad_output_preprocess). A forward that quantizes
+ * the weights (TIME_FWD_WEIGHTS, and a recompute where Transformer Engine
+ * keeps no copies across micro-batches) casts each with its transpose
+ * for the input gradient (an FP8-stored weight is only transposed). A
+ * cast reads 2 B an element and writes 1 B a copy, a transpose reads 1 B
+ * and writes 1 B; transposed copies only on GPUs that need them ([gpu]
+ * fp8_transposes). */
 static vs_side_work fp8_casts(const builder *b, size_t inst, uint32_t k,
                               phase_time which)
 {
   vs_side_work w = {0, 0};
   const vs_block *blk;
-  const vs_kind_plan *plan;
   const vs_op_spec *o;
-  double t, wgrad_t, batch, m;
+  double t, wgrad_t, in, out;
   if (precision(b) != VS_PREC_FP8)
     return w;
   blk = sb_block_of(b, inst);
   o = &blk->ops[k];
   if (!o->matmul || o->no_fp8 || o->n_params == 0 || !o->gemm.batch)
     return w;
-  plan = sb_plan_of(b, inst);
   t = b->topo->fp8_transposes ? 1.0 : 0.0;
-  wgrad_t = plan->wgrad_share[k] > 0 ? t : 0.0;
-  batch = (double)o->gemm.batch;
-  m = (double)o->gemm.m;
+  wgrad_t = sb_plan_of(b, inst)->wgrad_share[k] > 0 ? t : 0.0;
+  in = (double)o->gemm.batch * (double)o->gemm.m * (double)o->gemm.k;
+  out = (double)o->gemm.batch * (double)o->gemm.m * (double)o->gemm.n;
   if (which == TIME_BWD || which == TIME_BWD_FRESH) {
-    w.bytes = batch * m * (double)o->gemm.n * (FP8_SOURCE_BYTES + 1 + wgrad_t);
+    w.bytes = out * (FP8_SOURCE_BYTES + 1 + wgrad_t);
     w.kernels = 1;
+    if (o->input_from_norm && wgrad_t > 0) {
+      w.bytes += 2.0 * in;
+      w.kernels++;
+    }
     return w;
   }
-  if (!o->input_from_norm &&
-      (which != TIME_RECOMPUTE || o->recompute_share > 0)) {
-    w.bytes = batch * m * (double)o->gemm.k * (FP8_SOURCE_BYTES + 1 + wgrad_t);
+  if (which == TIME_RECOMPUTE && !(o->recompute_share > 0))
+    return w;
+  if (!o->input_from_norm) {
+    w.bytes = in * (FP8_SOURCE_BYTES + 1 + wgrad_t);
     w.kernels = 1;
   }
-  for (uint32_t p = o->first_param;
-       which == TIME_FWD_WEIGHTS && p < o->first_param + o->n_params; p++) {
-    const vs_param_tensor *pt = &blk->params[p];
-    double n = (double)pt->rows * (double)pt->cols;
-    double bwd_t = plan->no_backward ? 0.0 : t;
-    if (pt->rows <= 1 || pt->cols <= 1 ||
-        (pt->dtype == VS_DTYPE_FP8_SCALED && bwd_t == 0))
-      continue;
-    w.bytes += pt->dtype == VS_DTYPE_FP8_SCALED
-                   ? 2.0 * n
-                   : n * (FP8_SOURCE_BYTES + 1 + bwd_t);
-    w.kernels++;
-  }
+  if (which == TIME_FWD_WEIGHTS ||
+      (which == TIME_RECOMPUTE && !b->r->fp8_weight_cache))
+    fp8_weight_casts(b, inst, k, &w);
   return w;
 }
 
