@@ -2175,6 +2175,31 @@ static void test_fp8_quantization_kernels(void **state)
   /* no transposes: 3 B an element */
   tu_assert_close(extra_bytes(&n, &b, "attn_out_proj", fwd, 1),
                   layers * s * h * 3, 1e-9);
+  /* full checkpointing: a recompute casts the inputs again (attn_out_proj's
+   * s x h, mlp_down's s x 4h), and under DeepSpeed the weights too */
+  {
+    const char *full[] = {"training.checkpointing=full"};
+    const char *full_fp8[] = {"training.checkpointing=full",
+                              "training.precision=fp8"};
+    const char *full_ds[] = {"training.checkpointing=full",
+                             "training.precision=fp8",
+                             "training.framework=deepspeed"};
+    const int rec = VS_PHASE_RECOMPUTE;
+    vs_sim fb, ff, fd;
+    load(&wl, ini, full, 1, 1);
+    simulate(&fb, &wl, &topo, false);
+    load(&wl, ini, full_fp8, 2, 1);
+    simulate(&ff, &wl, &topo, false);
+    load(&wl, ini, full_ds, 3, 1);
+    simulate(&fd, &wl, &topo, false);
+    tu_assert_close(extra_bytes(&ff, &fb, "recompute_layer", rec, 1),
+                    layers * 5 * s * h * 4, 1e-9);
+    tu_assert_close(extra_bytes(&fd, &fb, "recompute_layer", rec, 1),
+                    layers * (5 * s * h + 12 * h * h) * 4, 1e-9);
+    vs_sim_fini(&fb);
+    vs_sim_fini(&ff);
+    vs_sim_fini(&fd);
+  }
   /* each weight's kernel, bound by its bytes, with its launch */
   tu_assert_close(seconds_at(&f.ranks[0], "qkv_proj", fwd, 0) -
                       seconds_at(&f.ranks[0], "qkv_proj", fwd, 1),
@@ -2186,6 +2211,40 @@ static void test_fp8_quantization_kernels(void **state)
   vs_sim_fini(&f);
   vs_sim_fini(&d);
   vs_sim_fini(&n);
+}
+
+/* Under sequence parallelism a Transformer Engine linear all-gathers its
+ * FP8 input (module/linear.py, _all_gather_fp8): the layers' two gathers
+ * (the attention's and the MLP's inputs) move 1 B an element under fp8
+ * where bf16's move 2, and so do their backward's (the inputs again, the
+ * output gradients); the output layer's, no such module, stays 16-bit. */
+static void test_fp8_sequence_parallel_gathers(void **state)
+{
+  static const char ini[] =
+      "[model]\narch = gpt\nlayers = 2\nhidden = 1024\nheads = 8\n"
+      "vocab = 32000\nseq_len = 512\n"
+      "[training]\nprecision = bf16\ngrad_dtype = fp32\n"
+      "optimizer = adam\nglobal_batch = 1\n"
+      "[parallel]\ntp = 2\nsequence_parallel = true\n";
+  const char *fp8[] = {"training.precision=fp8"};
+  const double s = 512, h = 1024, layers = 2;
+  const int tp = VS_PHASE_TP_COMM;
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim b, f;
+  (void)state;
+  load(&wl, ini, NULL, 0, 2);
+  simulate(&b, &wl, &topo, false);
+  load(&wl, ini, fp8, 1, 2);
+  simulate(&f, &wl, &topo, false);
+  /* a layer's: 2 inputs in forward, re-gathered in backward, and 2
+   * output gradients; the head's input */
+  tu_assert_close(bytes_at(&b.ranks[0], "tp_all_gather", tp, -1),
+                  (6 * layers + 1) * s * h * 2, 1e-9);
+  tu_assert_close(bytes_at(&f.ranks[0], "tp_all_gather", tp, -1),
+                  6 * layers * s * h + s * h * 2, 1e-9);
+  vs_sim_fini(&b);
+  vs_sim_fini(&f);
 }
 
 /* FP8 as Transformer Engine runs it (shared/reference/frameworks.md 7;
@@ -2880,6 +2939,7 @@ int main(void)
       cmocka_unit_test(test_fp8_copies),
       cmocka_unit_test(test_fp8_outside_transformer_engine),
       cmocka_unit_test(test_fp8_quantization_kernels),
+      cmocka_unit_test(test_fp8_sequence_parallel_gathers),
       cmocka_unit_test(test_autocast_cache_under_checkpointing),
       cmocka_unit_test(test_hf_grads_set_to_none),
       cmocka_unit_test(test_expert_parallel_step),
