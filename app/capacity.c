@@ -318,7 +318,7 @@ static int fit_setup(fit_search *s, const vs_capacity_opts *o, FILE *errs)
   int code = FIT_GO_ON;
 
   s->o = o;
-  s->key = o->fit_key ? o->fit_key : "training.micro_batch";
+  s->key = vs_capacity_fit_key(o);
   seq = strcmp(s->key, "model.seq_len") == 0;
   if (!wl || !topo) {
     fprintf(errs, "vsim: out of host memory\n");
@@ -427,6 +427,11 @@ static int fit_answer(fit_search *s, FILE *out, FILE *errs)
                                 : "it does not fit",
           s->cand.reason);
   return VS_EXIT_OK;
+}
+
+const char *vs_capacity_fit_key(const vs_capacity_opts *o)
+{
+  return o->fit_key ? o->fit_key : "training.micro_batch";
 }
 
 int vs_capacity_fit(const vs_capacity_opts *o, FILE *out, FILE *errs)

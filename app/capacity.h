@@ -56,6 +56,13 @@ typedef struct vs_capacity_opts {
  * O(pp). */
 int vs_capacity_split(uint64_t layers, uint64_t pp, uint64_t *counts);
 
+/* The key fit searches: --vary-key's, else the micro-batch. */
+const char *vs_capacity_fit_key(const vs_capacity_opts *o);
+
+/* Whether plan sets the key of n characters at key in every layout it
+ * simulates (so that a --set of it would be overridden). */
+bool vs_capacity_plan_sets(const char *key, size_t n);
+
 int vs_capacity_fit(const vs_capacity_opts *o, FILE *out, FILE *errs);
 int vs_capacity_sweep(const vs_capacity_opts *o, FILE *out, FILE *errs);
 int vs_capacity_plan(const vs_capacity_opts *o, FILE *out, FILE *errs);

@@ -978,6 +978,27 @@ static int vary_overrides_none(const cli_args *a, const vs_vary *v,
 /* The capacity commands, which search over many simulations. */
 typedef enum { CAPACITY_SWEEP, CAPACITY_FIT, CAPACITY_PLAN } capacity_cmd;
 
+/* Notes each --set of a key that fit or plan sets itself in every
+ * simulation it runs: the value only makes the base workload valid (as
+ * it may have to), it does not narrow the search. */
+static void note_searched_sets(const cli_args *a, capacity_cmd which,
+                               const vs_capacity_opts *o, FILE *errs)
+{
+  const char *fit_key = vs_capacity_fit_key(o);
+  for (size_t k = 0; k < a->n_all_sets; k++) {
+    const char *set = a->all_sets[k];
+    size_t n = set_key_len(set);
+    bool fit = which == CAPACITY_FIT && strlen(fit_key) == n &&
+               strncmp(set, fit_key, n) == 0;
+    bool plan = which == CAPACITY_PLAN && vs_capacity_plan_sets(set, n);
+    if (fit || plan)
+      fprintf(errs, "vsim: note: %s sets %.*s in every simulation it runs: "
+                    "--set %s only makes the base workload valid, it does not "
+                    "narrow the search\n",
+              fit ? "fit" : "plan", (int)n, set, set);
+  }
+}
+
 static int cmd_capacity(const cli_args *a, capacity_cmd which, FILE *out,
                         FILE *errs)
 {
@@ -1014,6 +1035,7 @@ static int cmd_capacity(const cli_args *a, capacity_cmd which, FILE *out,
     }
     o->n_vary++;
   }
+  note_searched_sets(a, which, o, errs);
   if (which == CAPACITY_SWEEP)
     code = vs_capacity_sweep(o, out, errs);
   else if (which == CAPACITY_FIT)

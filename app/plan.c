@@ -248,6 +248,24 @@ static double hours_per_1e9_tokens(const plan_state *ps,
 
 /* The keys that make candidate c the layout lc. VS_ELIMIT when they are
  * more than a candidate holds (VS_EXPLORE_MAX_SETS): a bug. */
+/* The keys candidate_sets gives every layout (the others it sets only
+ * where a layout needs them, or seeds from the workload's own value). */
+static const char *const PLAN_SETS[] = {
+    "parallel.tp",          "parallel.pp",
+    "parallel.dp",          "parallel.zero",
+    "parallel.sequence_parallel", "parallel.schedule",
+    "parallel.virtual_stages", "parallel.pp_layers",
+    "training.checkpointing", "training.micro_batch",
+    "parallel.offload_optimizer", "parallel.offload_params"};
+
+bool vs_capacity_plan_sets(const char *key, size_t n)
+{
+  for (size_t i = 0; i < sizeof PLAN_SETS / sizeof PLAN_SETS[0]; i++)
+    if (strlen(PLAN_SETS[i]) == n && strncmp(PLAN_SETS[i], key, n) == 0)
+      return true;
+  return false;
+}
+
 static int candidate_sets(const plan_state *ps, const layout_choice *lc,
                           vs_candidate *c)
 {

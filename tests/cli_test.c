@@ -2728,6 +2728,34 @@ static void test_reserve_tight(void **state)
   tu_remove_dir(dir);
 }
 
+/* fit and plan set their searched keys in every simulation: a --set of
+ * one only makes the base workload valid, and they say so. */
+static void test_searched_sets_are_noted(void **state)
+{
+  static const char *const plan[] = {"plan", DATA "gpt-small.ini", "--gpus",
+                                     "2", "--set", "training.global_batch=8",
+                                     "--set", "parallel.tp=2", NULL};
+  static const char *const fit[] = {"fit", DATA "gpt-small.ini", "--set",
+                                    "training.micro_batch=2", NULL};
+  static const char *const plain[] = {"plan", DATA "gpt-small.ini", "--gpus",
+                                      "2", "--set",
+                                      "training.global_batch=8", NULL};
+  (void)state;
+  run(plan);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.err, "vsim: note: plan sets parallel.tp in every "
+                         "simulation it runs: --set parallel.tp=2 only makes "
+                         "the base workload valid, it does not narrow the "
+                         "search\n");
+  run(fit);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.err, "vsim: note: fit sets training.micro_batch in every "
+                         "simulation it runs");
+  run(plain);
+  assert_int_equal(r.status, 0);
+  assert_null(strstr(r.err, "note: plan sets"));
+}
+
 /* plan with [training] checkpoint_layers: its layouts without full
  * checkpointing drop the key (it chooses layers for full checkpointing
  * only) instead of becoming invalid rows. */
@@ -4306,6 +4334,7 @@ int main(void)
       cmocka_unit_test(test_fit_finds_the_exact_boundary),
       cmocka_unit_test(test_reserve_tight),
       cmocka_unit_test(test_plan_keeps_checkpoint_choice_valid),
+      cmocka_unit_test(test_searched_sets_are_noted),
       cmocka_unit_test(test_sweep_is_deterministic_across_jobs),
       cmocka_unit_test(test_plan_is_deterministic_across_jobs),
       cmocka_unit_test(test_sweep_all_invalid_is_an_input_error),
