@@ -1075,16 +1075,23 @@ static void plan_intro(FILE *out, const vs_workload *wl, const vs_topology *topo
           wl->origins.file, gpus_bound(ps), (unsigned long long)ps->max_gpus, topo->name,
           topo->origins.file, (unsigned long long)wl->training.global_batch,
           (unsigned long long)wl->model.seq_len);
-  size_t tight = 0;
-  for (size_t i = 0; i < ps->n; i++)
+  size_t tight = 0, invalid = 0;
+  for (size_t i = 0; i < ps->n; i++) {
     tight += ps->cands[i].status == VS_EVAL_TIGHT;
+    invalid += ps->cands[i].status == VS_EVAL_INVALID;
+  }
   fprintf(out, "%zu layouts simulated in %.2f s (%.0f layouts/s on %u "
                "thread(s)); %zu fit",
-          ps->n, seconds, (double)ps->n / (seconds > 0 ? seconds : 1e-9),
+          ps->n - invalid, seconds,
+          (double)(ps->n - invalid) / (seconds > 0 ? seconds : 1e-9),
           ps->ex.jobs ? ps->ex.jobs : 1, ps->n_fit);
   if (tight)
     fprintf(out, " with [runtime] reserve free (%zu more without it)",
             tight);
+  if (invalid)
+    fprintf(out, "; %zu invalid, not simulated (--csv gives each one's "
+                 "reason)",
+            invalid);
   fprintf(out, "; left out before simulating:\n");
   for (int r = 0; r < PRUNE_N; r++)
     if (ps->pruned[r])

@@ -3970,6 +3970,10 @@ static void test_plan_all_invalid_is_an_input_error(void **state)
   assert_contains(r.err, "--set training.precision=fp8: needs a GPU with FP8 "
                          "tensor cores");
   assert_true(strstr(r.out, "DOES NOT FIT") == NULL);
+  /* and counts none of them as simulated */
+  assert_contains(r.out, "\n0 layouts simulated in ");
+  assert_contains(r.out, " invalid, not simulated (--csv gives each one's "
+                         "reason)");
 }
 
 /* Bad input writes nothing: a plan or a sweep that could simulate nothing
