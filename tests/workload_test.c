@@ -662,11 +662,14 @@ static void test_finetune_rules(void **state)
     load_bad(LLAMA_MODEL "[finetune]\nmethod = qlora\n", fp8, 1, 0,
              VS_EINPUT,
              "--set training.precision=fp8: an nf4 base is bitsandbytes' "
-             "layers, which run 16-bit GEMMs, not Transformer Engine's FP8 "
-             "ones; use precision = bf16 or fp16 (or base_dtype = fp8)");
+             "layers, which Transformer Engine does not run; use precision "
+             "= bf16 or fp16");
     load_bad(LLAMA_MODEL "[finetune]\nmethod = lora\nbase_dtype = int8\n",
              fp8, 1, 0, VS_EINPUT,
-             "--set training.precision=fp8: an int8 base is bitsandbytes'");
+             "--set training.precision=fp8: an int8 base is bitsandbytes' "
+             "layers, which Transformer Engine does not run; use precision "
+             "= bf16 or fp16 (or base_dtype = fp8, Transformer Engine's own "
+             "FP8 weights)");
   }
   load_bad(GPT_MODEL "[finetune]\nmethod = lora\nlora_targets = q,gate\n",
            NULL, 0, 0, VS_EINPUT,
@@ -863,6 +866,29 @@ static void test_hf_config(void **state)
   assert_int_equal(wl.model.kv_lora_rank, 32);
   assert_int_equal(wl.model.q_lora_rank, 0); /* null: a full projection */
   assert_int_equal(wl.model.shared_expert_ffn_hidden, 96);
+  /* a null step or frequency gives no key, as an absent one: every layer
+   * sparse */
+  assert_int_equal(load_with_json(&wl, HF_MOE("\"qwen2_moe\", "
+                                              "\"num_experts\": 60, "
+                                              "\"moe_intermediate_size\": 96, "
+                                              "\"decoder_sparse_step\": null"),
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n", &err), 0);
+  assert_int_equal(wl.model.moe_every, 1);
+  assert_int_equal(wl.model.dense_layers, 0);
+  assert_int_equal(load_with_json(&wl, HF_MOE("\"deepseek_v3\", "
+                                              "\"n_routed_experts\": 8, "
+                                              "\"moe_intermediate_size\": 96, "
+                                              "\"first_k_dense_replace\": 3, "
+                                              "\"moe_layer_freq\": null, "
+                                              "\"kv_lora_rank\": 32, "
+                                              "\"qk_nope_head_dim\": 32, "
+                                              "\"qk_rope_head_dim\": 16, "
+                                              "\"v_head_dim\": 32"),
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\nlayers = 8\n", &err), 0);
+  assert_int_equal(wl.model.moe_every, 1);
+  assert_int_equal(wl.model.dense_layers, 3);
   assert_int_equal(load_with_json(&wl, HF_MOE("\"qwen2_moe\", "
                                               "\"num_experts\": 60, "
                                               "\"moe_intermediate_size\": 96, "

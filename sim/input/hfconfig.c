@@ -207,6 +207,14 @@ static const moe_family *moe_family_of(const char *type)
   return NULL;
 }
 
+/* Whether root gives field a value (neither absent nor null: a field the
+ * file lacks or leaves null gives no key). */
+static bool given(const json_t *root, const char *field)
+{
+  const json_t *j = json_object_get(root, field);
+  return j && !json_is_null(j);
+}
+
 /* A count field that may be absent or 0 (what it gives then: *v = 0). */
 static int count_or_zero(const json_t *root, const char *path,
                          const char *field, const char *key, json_int_t *v,
@@ -255,7 +263,7 @@ static int read_placement(const json_t *root, const char *path,
   int rc;
   if ((rc = count_or_zero(root, path, f->first_dense, "dense_layers", &dense,
                           err)) ||
-      (json_object_get(root, f->layer_freq) &&
+      (given(root, f->layer_freq) &&
        (rc = count_field(root, path, f->layer_freq, "moe_every", &freq,
                          err))))
     return rc;
@@ -310,7 +318,7 @@ static int read_experts(const json_t *root, const char *path,
   }
   if ((rc = read_shared(root, path, f, out, err)))
     return rc;
-  if (f->sparse_step && json_object_get(root, f->sparse_step) &&
+  if (f->sparse_step && given(root, f->sparse_step) &&
       (rc = count_field(root, path, f->sparse_step, "moe_every", &step, err)))
     return rc;
   if (f->first_dense)
