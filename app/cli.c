@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include "capacity.h"
+#include "csvout.h"
 #include "outputs.h"
 #include "report.h"
 #include "simulate.h"
@@ -859,10 +860,13 @@ static int write_run_outputs(const cli_args *a, const vs_sim *sim,
   vs_error err;
   int rc;
   vs_error_clear(&err);
+  if (made_dir)
+    vs_csv_remove_dir_on_signal(a->csv_dir);
   if ((rc = fill_run_outputs(a, sim, sel, &files, &err)))
     vs_report_files_abort(&files);
   else
     rc = vs_report_files_commit(&files, &err);
+  vs_csv_remove_dir_on_signal(NULL);
   if (!rc)
     return VS_EXIT_OK;
   if (made_dir)

@@ -386,6 +386,38 @@ static void assert_signal_removes_temporary(int sig)
   tu_remove_dir(dir);
 }
 
+/* A signal also removes the folder the outputs were to go in, which the
+ * process made (vs_csv_remove_dir_on_signal), once its temporary files
+ * are gone; a folder that was there before stays. */
+static void test_signal_removes_made_folder(void **state)
+{
+  char dir[64], out[128], path[160];
+  int status;
+  pid_t pid;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(out, sizeof out, "%s/out", dir);
+  snprintf(path, sizeof path, "%s/summary.csv", out);
+  fflush(NULL);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    vs_csv csv;
+    vs_error err;
+    vs_csv_cleanup_on_signals();
+    vs_csv_remove_dir_on_signal(out);
+    if (mkdir(out, 0777) != 0 || vs_csv_open(&csv, path, &err) != 0)
+      _exit(2);
+    vs_csv_header(&csv, "rank");
+    raise(SIGTERM);
+    _exit(3); /* not reached */
+  }
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFSIGNALED(status));
+  assert_int_equal(tu_count_entries(dir), 0);
+  tu_remove_dir(dir);
+}
+
 /* SIGTERM while a file is being written removes its temporary file and
  * ends the process by that signal. */
 static void test_signal_removes_temporary(void **state)
@@ -811,6 +843,7 @@ int main(void)
       cmocka_unit_test(test_device_is_written_directly),
       cmocka_unit_test(test_pipe_through_proc_link_is_written),
       cmocka_unit_test(test_signal_removes_temporary),
+      cmocka_unit_test(test_signal_removes_made_folder),
       cmocka_unit_test(test_sigquit_sigxcpu_remove_temporary),
       cmocka_unit_test(test_sigpipe_is_ignored),
       cmocka_unit_test(test_commit_all_is_all_or_nothing),

@@ -74,13 +74,24 @@ static void live_remove(const char *tmp_path)
   }
 }
 
+/* The folder vs_csv_remove_dir_on_signal names. */
+static _Atomic(const char *) live_dir;
+
+void vs_csv_remove_dir_on_signal(const char *dir)
+{
+  atomic_store(&live_dir, dir);
+}
+
 static void on_signal(int sig)
 {
+  const char *dir = atomic_load(&live_dir);
   for (int i = 0; i < LIVE_MAX; i++) {
     char *p = atomic_load(&live[i]);
     if (p)
       unlink(p); /* async-signal-safe */
   }
+  if (dir)
+    rmdir(dir); /* async-signal-safe; only when empty */
   signal(sig, SIG_DFL);
   raise(sig); /* delivered, with the default action, when this returns */
 }

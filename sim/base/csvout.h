@@ -134,6 +134,11 @@ int vs_csv_create_unique(const char *stem, char *name, size_t len);
  * renamed it). */
 void vs_csv_untrack(const char *tmp_path);
 
+/* Removes folder dir on a signal too, after the temporary files, when it
+ * is empty then (a folder the caller made for its outputs); NULL: none.
+ * dir must live until it is replaced. */
+void vs_csv_remove_dir_on_signal(const char *dir);
+
 /* Creates directory dir if it does not exist. VS_EIO on failure (a
  * dangling link: VS_CSV_DANGLING_DIR). */
 int vs_make_dir(const char *dir, vs_error *err);
