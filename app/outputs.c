@@ -63,10 +63,11 @@ static int check_dir(FILE *errs, const char *option, const char *path,
   char stem[PATH_LEN + 16], probe[PATH_LEN + 64];
   struct stat st;
   int fd = -1, e = 0;
+  bool is_dir = false;
 
   if (stat(dir, &st) != 0)
     e = errno;
-  else if (!S_ISDIR(st.st_mode))
+  else if (!(is_dir = S_ISDIR(st.st_mode)))
     e = ENOTDIR;
   if (e == 0) {
     snprintf(stem, sizeof stem, "%s/%s", dir, VS_CSV_PROBE_STEM);
@@ -79,8 +80,10 @@ static int check_dir(FILE *errs, const char *option, const char *path,
     vs_csv_untrack(probe);
     return VS_EXIT_OK;
   }
-  fprintf(errs, "vsim: %s %s: cannot create: directory '%s': %s\n", option,
-          path, dir, strerror(e ? e : EEXIST));
+  /* the folder, or a file in it (/proc refuses new files: ENOENT) */
+  fprintf(errs, "vsim: %s %s: cannot create: %s '%s': %s\n", option, path,
+          is_dir ? "no new file can be made in directory" : "directory", dir,
+          strerror(e ? e : EEXIST));
   return VS_EXIT_ERROR;
 }
 

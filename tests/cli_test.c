@@ -2756,6 +2756,29 @@ static void test_searched_sets_are_noted(void **state)
   assert_null(strstr(r.err, "note: plan sets"));
 }
 
+/* Two messages that said the wrong thing: a folder that exists but takes
+ * no new file (/proc) is not called missing, and --ranks all over vsim's
+ * limit is refused before any note that the run takes a while. */
+static void test_output_folder_and_rank_limit_messages(void **state)
+{
+  static const char *const proc[] = {"run", DATA "gpt-small.ini", "--trace",
+                                     "/proc/vsim-x.json", NULL};
+  static const char *const many[] = {"run", DATA "gpt-small.ini", "--gpus",
+                                     "1000000", "--set",
+                                     "training.global_batch=1000000",
+                                     "--ranks", "all", NULL};
+  (void)state;
+  run(proc);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "vsim: --trace /proc/vsim-x.json: cannot create: no "
+                         "new file can be made in directory '/proc': ");
+  run(many);
+  assert_int_equal(r.status, 2);
+  assert_contains(r.err, "--ranks all: 1000000 GPUs are more than vsim "
+                         "simulates one by one (65536)");
+  assert_null(strstr(r.err, "note:"));
+}
+
 /* plan with [training] checkpoint_layers: its layouts without full
  * checkpointing drop the key (it chooses layers for full checkpointing
  * only) instead of becoming invalid rows. */
@@ -4339,6 +4362,7 @@ int main(void)
       cmocka_unit_test(test_reserve_tight),
       cmocka_unit_test(test_plan_keeps_checkpoint_choice_valid),
       cmocka_unit_test(test_searched_sets_are_noted),
+      cmocka_unit_test(test_output_folder_and_rank_limit_messages),
       cmocka_unit_test(test_sweep_is_deterministic_across_jobs),
       cmocka_unit_test(test_plan_is_deterministic_across_jobs),
       cmocka_unit_test(test_sweep_all_invalid_is_an_input_error),

@@ -186,21 +186,37 @@ static bool holds_hottest(const vs_layout *lay, uint64_t slot)
          0;
 }
 
-/* Creates the simulated ranks: one per stage (dp_rank = tp_rank = 0), or
- * every GPU in Megatron order (tp innermost, then cp, dp, pp). */
+/* The ranks sim simulates: one per stage, or every GPU (tp x dp a
+ * stage, the cp ranks counted in dp). */
+static uint64_t ranks_per_stage(const vs_sim *sim, const vs_sim_opts *opts)
+{
+  return opts->all_ranks ? sim->layout.tp * sim->layout.dp : 1;
+}
+
+/* VS_EUSAGE when --ranks all asks for more ranks than vsim simulates. */
+static int check_rank_count(const vs_sim *sim, const vs_sim_opts *opts,
+                            vs_error *err)
+{
+  uint64_t n = ranks_per_stage(sim, opts) * sim->layout.pp;
+  if (n <= VS_MAX_SIMULATED_RANKS)
+    return 0;
+  return vs_error_set(err, VS_EUSAGE,
+                      "--ranks all: %llu GPUs are more than vsim simulates "
+                      "one by one (%d); the default, one GPU per pipeline "
+                      "stage, gives the same memory and time",
+                      (unsigned long long)n, VS_MAX_SIMULATED_RANKS);
+}
+
+/* Creates the simulated ranks (check_rank_count passed): one per stage
+ * (dp_rank = tp_rank = 0), or every GPU in Megatron order (tp innermost,
+ * then cp, dp, pp). */
 static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_step step,
                       vs_error *err)
 {
   const vs_layout *lay = &sim->layout;
-  uint64_t per_stage = opts->all_ranks ? lay->tp * lay->dp : 1;
+  uint64_t per_stage = ranks_per_stage(sim, opts);
   size_t n = (size_t)(per_stage * lay->pp);
 
-  if (n > VS_MAX_SIMULATED_RANKS)
-    return vs_error_set(err, VS_EUSAGE,
-                        "--ranks all: %zu GPUs are more than vsim simulates "
-                        "one by one (%d); the default, one GPU per pipeline "
-                        "stage, gives the same memory and time",
-                        n, VS_MAX_SIMULATED_RANKS);
   sim->ranks = calloc(n, sizeof *sim->ranks);
   if (!sim->ranks)
     return vs_error_set(err, VS_ENOMEM, "out of host memory for %zu ranks", n);
@@ -431,7 +447,8 @@ static int build_plan(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
   if ((rc = build_model(sim, opts, VS_LOAD_HOTTEST, &sim->model,
                         &sim->recipe, err)) ||
       (rc = vs_layout_build(sim->wl, sim->topo, &sim->model, &sim->recipe,
-                            &sim->layout, err)))
+                            &sim->layout, err)) ||
+      (rc = check_rank_count(sim, opts, err)))
     return rc;
   sim->per_rank_load =
       opts->all_ranks &&
