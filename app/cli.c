@@ -192,11 +192,12 @@ static const char plan_help[] =
     "                        step; every row names its GPU type\n"
     "  --top K               layouts to list (default 5)\n"
     "  --jobs N              simulations in parallel (default: one per CPU)\n"
-    "  --csv FILE            write plan.csv: every simulated layout with its GPU\n"
-    "                        type, schedule, virtual stages and pp_layers (empty\n"
-    "                        when even; a layout screened only up to its\n"
-    "                        out-of-memory has no step: its step time and the\n"
-    "                        figures from it are empty)\n"
+    "  --csv FILE            write plan.csv: every simulated layout (and\n"
+    "                        every invalid one, with its reason) with its\n"
+    "                        GPU type, schedule, virtual stages and pp_layers\n"
+    "                        (empty when even; a layout screened only up to\n"
+    "                        its out-of-memory has no step: its step time and\n"
+    "                        the figures from it are empty)\n"
     LIMITS_HELP
     "exit status: 0 something fits, 3 nothing fits up to --max-gpus, 1 bad\n"
     "input, 2 bad usage\n";

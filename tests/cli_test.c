@@ -1213,12 +1213,20 @@ static void test_moe_sample(void **state)
     static const char *const bf16_opt[] = {
         "show", "workloads/mixtral-8x7b.ini", "--gpus", "16", "--set",
         "parallel.zero=0", "--set", "training.framework=deepspeed", NULL};
+    static const char *const h200[] = {
+        "show", "workloads/mixtral-8x7b-h200.ini", "--topology",
+        "topologies/h200-sxm-8x.ini", NULL};
     run(plain);
     assert_int_equal(r.status, 0);
     assert_contains(r.out, "their optimizer states whole on it\n");
     run(bf16_opt);
     assert_int_equal(r.status, 0);
     assert_contains(r.out, "their optimizer states sharded over 16 GPUs");
+    /* sharded over one GPU is whole: ep 8 on 8 GPUs, ZeRO-1 */
+    run(h200);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "# experts: 1 of 8 on each GPU (ep 8), their "
+                           "optimizer states whole on it\n");
   }
   {
     /* expert tensor parallelism other than tp: 16 GPUs as tp 2 x dp 8

@@ -2029,12 +2029,51 @@ static void test_paged_optimizer(void **state)
   vs_sim_fini(&pg);
 }
 
+/* HBM bytes rank r's ops named `name` of phase `phase` and micro-batch mb
+ * moved (-1: every micro-batch). */
+static double bytes_at(const vs_rank *r, const char *name, int phase, int mb)
+{
+  double sum = 0;
+  for (size_t i = 0; i < r->prog->n_ops; i++) {
+    const vs_pop *o = &r->prog->ops[i];
+    if (o->phase == phase && (mb < 0 || o->microbatch == mb) &&
+        strcmp(vs_op_name(r->prog, o), name) == 0)
+      sum += vs_op_kind_of(r->prog, o)->bytes;
+  }
+  return sum;
+}
+
+/* The bytes by which rank 0's ops named `name` (phase, micro-batch mb as
+ * bytes_at) of sim x exceed those of sim y. */
+static double extra_bytes(const vs_sim *x, const vs_sim *y, const char *name,
+                          int phase, int mb)
+{
+  return bytes_at(&x->ranks[0], name, phase, mb) -
+         bytes_at(&y->ranks[0], name, phase, mb);
+}
+
+/* Seconds rank r's ops named `name` of phase `phase` and micro-batch mb
+ * ran. */
+static double seconds_at(const vs_rank *r, const char *name, int phase,
+                         int mb)
+{
+  double t = 0;
+  for (size_t i = 0; i < r->n_spans; i++) {
+    const vs_pop *o = &r->prog->ops[r->spans[i].op];
+    if (o->phase == phase && o->microbatch == mb &&
+        strcmp(vs_op_name(r->prog, o), name) == 0)
+      t += (double)(r->spans[i].end_ns - r->spans[i].start_ns) * 1e-9;
+  }
+  return t;
+}
+
 /* Under fp8 only Transformer Engine's modules run FP8 GEMMs: the output
  * layer (Megatron-LM's own ColumnParallelLinear), eager attention's
  * batched matmuls and the MoE router run at the 16-bit rate, as long as
  * under bf16, and the head saves its input in 16 bits with no FP8 copy
  * of its weight; the layers' linears run faster. torchtitan's float8
- * converter swaps nn.Linear modules, not its GroupedExperts. */
+ * converter swaps nn.Linear modules, not its GroupedExperts, and fuses no
+ * norm with a linear. */
 static void test_fp8_outside_transformer_engine(void **state)
 {
   static const char ini[] =
@@ -2083,46 +2122,13 @@ static void test_fp8_outside_transformer_engine(void **state)
                   op_seconds(&b.ranks[0], "experts_fc1"), 1e-9);
   assert_true(op_seconds(&f.ranks[0], "qkv_proj") <
               0.75 * op_seconds(&b.ranks[0], "qkv_proj"));
+  /* nor has it a fused norm: each layer's qkv_proj casts its input (2048
+   * x 4096), and its weight (3 x 4096 x 4096) in every forward, 2 + 1 + 1
+   * B each */
+  tu_assert_close(extra_bytes(&f, &b, "qkv_proj", VS_PHASE_FWD, 0),
+                  2 * (2048.0 * 4096 + 3.0 * 4096 * 4096) * 4, 1e-9);
   vs_sim_fini(&b);
   vs_sim_fini(&f);
-}
-
-/* HBM bytes rank r's ops named `name` of phase `phase` and micro-batch mb
- * moved (-1: every micro-batch). */
-static double bytes_at(const vs_rank *r, const char *name, int phase, int mb)
-{
-  double sum = 0;
-  for (size_t i = 0; i < r->prog->n_ops; i++) {
-    const vs_pop *o = &r->prog->ops[i];
-    if (o->phase == phase && (mb < 0 || o->microbatch == mb) &&
-        strcmp(vs_op_name(r->prog, o), name) == 0)
-      sum += vs_op_kind_of(r->prog, o)->bytes;
-  }
-  return sum;
-}
-
-/* The bytes by which rank 0's ops named `name` (phase, micro-batch mb as
- * bytes_at) of sim x exceed those of sim y. */
-static double extra_bytes(const vs_sim *x, const vs_sim *y, const char *name,
-                          int phase, int mb)
-{
-  return bytes_at(&x->ranks[0], name, phase, mb) -
-         bytes_at(&y->ranks[0], name, phase, mb);
-}
-
-/* Seconds rank r's ops named `name` of phase `phase` and micro-batch mb
- * ran. */
-static double seconds_at(const vs_rank *r, const char *name, int phase,
-                         int mb)
-{
-  double t = 0;
-  for (size_t i = 0; i < r->n_spans; i++) {
-    const vs_pop *o = &r->prog->ops[r->spans[i].op];
-    if (o->phase == phase && o->microbatch == mb &&
-        strcmp(vs_op_name(r->prog, o), name) == 0)
-      t += (double)(r->spans[i].end_ns - r->spans[i].start_ns) * 1e-9;
-  }
-  return t;
 }
 
 /* Transformer Engine's quantization kernels (module/linear.py, _Linear):

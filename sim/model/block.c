@@ -644,7 +644,7 @@ vs_op_spec *vs_block_column_parallel(vs_block *blk, const vs_dims *d,
   if (!op)
     return NULL;
   vs_block_as_matmul(op, d->tokens, d->h, out_cols, d->e);
-  op->input_from_norm = true; /* each layer's norms feed these */
+  op->input_from_norm = d->te_fp8; /* each layer's norms feed these */
   vs_block_autocast_input(op, d, casts, d->tok_rep * d->h);
   if (vs_block_save_input(blk, op, d, casts * d->tok_rep * d->h,
                           KEPT_FOR_WEIGHTS, err))

@@ -440,7 +440,7 @@ static int attention_mla(vs_block *blk, const vs_dims *d, vs_error *err)
         !(op = mla_linear(blk, d, "q_up", d->rq, a * dqk, MLA_COLUMN,
                           MLA_SAVES_INPUT, err)))
       return VS_EINPUT;
-    op->input_from_norm = true;
+    op->input_from_norm = d->te_fp8;
   } else if (!mla_linear(blk, d, "q_proj", d->h, a * dqk, MLA_COLUMN,
                          MLA_SAVES_INPUT, err)) {
     return VS_EINPUT;
@@ -453,7 +453,7 @@ static int attention_mla(vs_block *blk, const vs_dims *d, vs_error *err)
       !(op = mla_linear(blk, d, "kv_up", d->rkv, a * (d->dn + d->dv),
                         MLA_COLUMN, MLA_SAVES_INPUT, err)))
     return VS_EINPUT;
-  op->input_from_norm = true;
+  op->input_from_norm = d->te_fp8;
   /* with sp the shared rotary key part is gathered with the latent, and
    * its gradient reduce-scattered with the latent's */
   if (d->sp) {
@@ -707,7 +707,7 @@ static void grouped(vs_op_spec *op, const vs_dims *d)
 {
   uint64_t local = d->experts / d->ep;
   op->routed = true;
-  op->no_fp8 = !d->fp8_experts;
+  op->no_fp8 = !d->te_fp8;
   op->gemm.batch = local;
   op->gemm.m = vs_div_ceil(op->gemm.m, local);
 }

@@ -291,7 +291,7 @@ static void size_dims(const vs_workload *wl, vs_dims *d)
   d->norm = mc->arch == VS_ARCH_LLAMA ? NORM_RMS : NORM_LAYER;
   d->linear_bias = mc->arch != VS_ARCH_LLAMA;
   d->gated_mlp = mc->arch == VS_ARCH_LLAMA;
-  d->fp8_experts = wl->training.framework != VS_FW_FSDP2;
+  d->te_fp8 = wl->training.framework != VS_FW_FSDP2;
   d->causal = mc->arch != VS_ARCH_BERT;
   d->hf_modules = wl->training.framework == VS_FW_HF;
   d->eager_kernels = wl->training.kernels == VS_KERNELS_EAGER;

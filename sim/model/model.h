@@ -107,10 +107,10 @@ typedef struct vs_side_work {
 typedef struct vs_op_spec {
   char name[VS_OP_NAME_MAX];  /* "qkv_proj" */
   bool matmul;                /* runs on tensor cores at the compute dtype */
-  bool input_from_norm;       /* its input is a norm's output: under fp8
-                                 Transformer Engine's LayerNormLinear
-                                 writes the input's FP8 copies in the
-                                 norm's kernel */
+  bool input_from_norm;       /* its input is a norm's output that,
+                                 under fp8, Transformer Engine's
+                                 LayerNormLinear quantizes in the norm's
+                                 kernel (not torchtitan's float8) */
   bool attn_core;             /* part of the attention core that selective
                                  checkpointing recomputes */
   bool adapter;               /* LoRA adapters (PEFT's layers) */

@@ -78,11 +78,14 @@ typedef struct vs_dims {
   bool linear_bias;  /* the layers' linears and norms have biases (gpt,
                         bert; llama has none) */
   bool gated_mlp;    /* SwiGLU MLPs (llama), else GeLU ones */
-  bool fp8_experts;  /* under fp8 the routed experts run FP8 GEMMs:
-                        Transformer Engine's GroupedLinear (Megatron-LM),
-                        not torchtitan's GroupedExperts, which its float8
-                        converter leaves alone (moe_fqns_prototype empty
-                        by default) */
+  bool te_fp8;       /* under fp8 Transformer Engine's modules run the
+                        GEMMs (every framework but fsdp2): its
+                        GroupedLinear runs the routed experts, its
+                        LayerNormLinear quantizes a norm's output in the
+                        norm's kernel. torchtitan's float8 converter
+                        (fsdp2) swaps nn.Linear modules alone: no
+                        GroupedExperts (moe_fqns_prototype empty by
+                        default), no fused norm */
   uint64_t rkv;      /* MLA: the key-value latent's width (0: no MLA) */
   uint64_t rq;       /* MLA: the query latent's (0: a full projection) */
   uint64_t dn, dr, dv; /* MLA head sizes: query/key non-rotary, rotary,

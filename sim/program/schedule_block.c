@@ -413,11 +413,11 @@ static vs_side_work fp8_casts(const builder *b, size_t inst, uint32_t k,
 static const op_split *op_time(builder *b, size_t inst, uint32_t k,
                                phase_time which)
 {
-  const vs_op_spec *o = &sb_block_of(b, inst)->ops[k];
   op_split *slot = &b->op_time[(b->kind_first[b->m->inst_kind[inst]] + k) *
                                    TIME_PHASES +
                                which];
   if (isnan(slot->s[0])) {
+    const vs_op_spec *o = &sb_block_of(b, inst)->ops[k];
     const vs_kind_plan *plan = sb_plan_of(b, inst);
     vs_side_work fp8 = fp8_casts(b, inst, k, which);
     *slot = which == TIME_FWD || which == TIME_FWD_WEIGHTS
@@ -493,9 +493,11 @@ static uint32_t block_op(builder *b, int phase, size_t inst, uint32_t k,
   uint32_t *memo = row == NONE ? &none
                                : &b->kind_memo[((size_t)row * b->memo_ops +
                                                 k) * TIME_PHASES + which];
+  double casts = precision(b) == VS_PREC_FP8
+                     ? fp8_casts(b, inst, k, which).bytes
+                     : 0.0; /* the common case: no call */
   uint32_t op = compute_op(b, phase, sb_block_of(b, inst)->ops[k].name,
-                           sb_layer_of(inst), mb, flops,
-                           bytes + fp8_casts(b, inst, k, which).bytes,
+                           sb_layer_of(inst), mb, flops, bytes + casts,
                            op_time(b, inst, k, which),
                            *memo == NONE ? 0 : *memo + 1);
   if (op != NONE)
@@ -1240,9 +1242,9 @@ static void op_grads_appear(builder *b, size_t inst, int k, uint32_t op)
  * as it is made, or the block's at once at its last op (the head's also
  * the tied embedding's), or under first_makes_grads each one in the
  * first step only (AccumulateGrad makes each). */
-static void backward_grads(builder *b, size_t inst, int k, uint32_t op)
+static void backward_grads(builder *b, const vs_block *blk, size_t inst,
+                           int k, uint32_t op)
 {
-  const vs_block *blk = sb_block_of(b, inst);
   if (grads_per_tensor(b)) {
     op_grads_appear(b, inst, k, op);
   } else if (k == (int)blk->n_ops - 1 && grads_made_in(b)) {
@@ -1262,10 +1264,9 @@ static void backward_grads(builder *b, size_t inst, int k, uint32_t op)
  * attention core's first op (core_first), and after the block's first op
  * its checkpoint, its gathered parameters and (the last backward) the
  * root unit's. */
-static void backward_frees(builder *b, size_t inst, int k, int core_first,
-                           int mb, uint32_t op)
+static void backward_frees(builder *b, const vs_block *blk, size_t inst,
+                           int k, int core_first, int mb, uint32_t op)
 {
-  const vs_block *blk = sb_block_of(b, inst);
   const vs_op_spec *o = &blk->ops[k];
   for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++) {
     uint32_t *slot = saved_slot(b, inst, s, mb);
@@ -1316,9 +1317,9 @@ void sb_backward_block(builder *b, size_t inst, int mb)
                   plan->bwd_bytes[k] + acc.work.bytes);
     if (acc.made)
       sb_transient(b, op, acc.made, VS_CAT_TEMP);
-    backward_grads(b, inst, k, op);
+    backward_grads(b, blk, inst, k, op);
     sb_transients(b, op, o->bwd_temp_bytes, o->bwd_temp_first);
-    backward_frees(b, inst, k, core_first, mb, op);
+    backward_frees(b, blk, inst, k, core_first, mb, op);
     op_comm(b, &o->bwd_after, layer, mb);
   }
 }

@@ -107,7 +107,7 @@ static void show_experts(FILE *out, const vs_workload *wl,
   uint64_t ep = wl->parallel.ep;
   if (m->experts == 0)
     return;
-  if (r->expert_optimizer.degree > 0)
+  if (r->expert_optimizer.degree > 1)
     fprintf(out, "# experts: %llu of %llu on each GPU (ep %llu), their "
                  "optimizer states sharded over %llu GPUs (%s)\n",
             (unsigned long long)(m->experts / ep),
