@@ -246,17 +246,16 @@ static double hours_per_1e9_tokens(const plan_state *ps,
   return c->step_time_s * (1e9 / ps->tokens_per_step) / 3600.0;
 }
 
-/* The keys that make candidate c the layout lc. VS_ELIMIT when they are
- * more than a candidate holds (VS_EXPLORE_MAX_SETS): a bug. */
 /* The keys candidate_sets gives every layout (the others it sets only
- * where a layout needs them, or seeds from the workload's own value). */
+ * where a layout needs them, as pp_layers for an uneven split, or seeds
+ * from the workload's own value). */
 static const char *const PLAN_SETS[] = {
     "parallel.tp",          "parallel.pp",
     "parallel.dp",          "parallel.zero",
     "parallel.sequence_parallel", "parallel.schedule",
-    "parallel.virtual_stages", "parallel.pp_layers",
-    "training.checkpointing", "training.micro_batch",
-    "parallel.offload_optimizer", "parallel.offload_params"};
+    "parallel.virtual_stages", "training.checkpointing",
+    "training.micro_batch", "parallel.offload_optimizer",
+    "parallel.offload_params"};
 
 bool vs_capacity_plan_sets(const char *key, size_t n)
 {
@@ -266,6 +265,8 @@ bool vs_capacity_plan_sets(const char *key, size_t n)
   return false;
 }
 
+/* The keys that make candidate c the layout lc. VS_ELIMIT when they are
+ * more than a candidate holds (VS_EXPLORE_MAX_SETS): a bug. */
 static int candidate_sets(const plan_state *ps, const layout_choice *lc,
                           vs_candidate *c)
 {

@@ -386,17 +386,14 @@ static void assert_signal_removes_temporary(int sig)
   tu_remove_dir(dir);
 }
 
-/* A signal also removes the folder the outputs were to go in, which the
- * process made (vs_csv_remove_dir_on_signal), once its temporary files
- * are gone; a folder that was there before stays. */
-static void test_signal_removes_made_folder(void **state)
+/* In a child: names folder out for removal on a signal (making it first
+ * when `make`), opens a file in it and raises SIGTERM; returns the
+ * child's wait status. */
+static int signal_in_folder(const char *out, bool make)
 {
-  char dir[64], out[128], path[160];
+  char path[192];
   int status;
   pid_t pid;
-  (void)state;
-  tu_temp_dir(dir, sizeof dir);
-  snprintf(out, sizeof out, "%s/out", dir);
   snprintf(path, sizeof path, "%s/summary.csv", out);
   fflush(NULL);
   pid = fork();
@@ -406,15 +403,39 @@ static void test_signal_removes_made_folder(void **state)
     vs_error err;
     vs_csv_cleanup_on_signals();
     vs_csv_remove_dir_on_signal(out);
-    if (mkdir(out, 0777) != 0 || vs_csv_open(&csv, path, &err) != 0)
+    if ((make && mkdir(out, 0777) != 0) || vs_csv_open(&csv, path, &err) != 0)
       _exit(2);
     vs_csv_header(&csv, "rank");
     raise(SIGTERM);
     _exit(3); /* not reached */
   }
   assert_int_equal(waitpid(pid, &status, 0), pid);
+  return status;
+}
+
+/* A signal also removes the folder the outputs were to go in, which the
+ * process made (vs_csv_remove_dir_on_signal), once its temporary files
+ * are gone; a folder that holds anything else stays, with what it
+ * holds. */
+static void test_signal_removes_made_folder(void **state)
+{
+  char dir[64], out[128], kept[128], other[160];
+  int status;
+  FILE *f;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(out, sizeof out, "%s/out", dir);
+  status = signal_in_folder(out, true);
   assert_true(WIFSIGNALED(status));
   assert_int_equal(tu_count_entries(dir), 0);
+  snprintf(kept, sizeof kept, "%s/kept", dir);
+  snprintf(other, sizeof other, "%s/notes.txt", kept);
+  assert_int_equal(mkdir(kept, 0777), 0);
+  assert_non_null(f = fopen(other, "w"));
+  fclose(f);
+  status = signal_in_folder(kept, false);
+  assert_true(WIFSIGNALED(status));
+  assert_int_equal(tu_count_entries(kept), 1);
   tu_remove_dir(dir);
 }
 

@@ -1010,6 +1010,9 @@ static void check_told_matches_whole(const char *model,
   assert_true(told.tp_comm_s == whole.tp_comm_s);
   assert_true(told.model_flops == whole.model_flops);
   assert_true(told.tokens_per_s == whole.tokens_per_s);
+  /* the global batch's tokens in a step (dp counts no cp rank) */
+  tu_assert_close(whole.tokens_per_s * whole.step_time_s,
+                  (double)(wl.training.global_batch * wl.model.seq_len), 1e-9);
   for (size_t i = 0; i < whole.n_ranks; i++) {
     const vs_rank *a = &whole.ranks[i], *b = &told.ranks[i];
     assert_int_equal(b->end_ns, a->end_ns);

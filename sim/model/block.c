@@ -586,11 +586,6 @@ void vs_block_rope(vs_op_spec *op, const vs_dims *d)
   vs_block_side(op, SIDE_BWD, n * bwd.bytes, 2 * bwd.kernels);
 }
 
-/* The tensor-parallel collectives of a column-parallel matmul over `rows`
- * tokens of `width` input features (Megatron's f: all-reduce of the
- * input's gradient; with sp the input all-gathered in forward, the
- * gradient reduce-scattered, and the input gathered again in backward
- * unless kept whole). */
 /* Bytes an element of op's sequence-parallel all-gathers moves: under
  * fp8 a Transformer Engine module gathers its quantized input, and its
  * output's quantized gradient (module/linear.py, _all_gather_fp8), 1 B;
@@ -601,6 +596,11 @@ static uint64_t gathered_bytes(const vs_dims *d, const vs_op_spec *op)
   return op->no_fp8 || op->routed ? d->e : d->em;
 }
 
+/* The tensor-parallel collectives of a column-parallel matmul over `rows`
+ * tokens of `width` input features (Megatron's f: all-reduce of the
+ * input's gradient; with sp the input all-gathered in forward, the
+ * gradient reduce-scattered, and the input gathered again in backward
+ * unless kept whole). */
 void vs_block_column_comms(vs_op_spec *op, const vs_dims *d, uint64_t rows,
                            uint64_t width, vs_sp_input input)
 {

@@ -75,8 +75,8 @@ typedef struct vs_dims {
   uint64_t ep;       /* expert-parallel size: experts / ep on a rank */
   bool bert;         /* arch = bert (its GeLU is F.gelu) */
   uint8_t norm;      /* vs_norm_kind of the model's norms */
-  bool linear_bias;  /* the layers' linears and norms have biases (gpt,
-                        bert; llama has none) */
+  bool linear_bias;  /* the attention's linears have biases (gpt, bert;
+                        llama has none; an MLP's follow gated_mlp) */
   bool gated_mlp;    /* SwiGLU MLPs (llama), else GeLU ones */
   bool te_fp8;       /* under fp8 Transformer Engine's modules run the
                         GEMMs (every framework but fsdp2): its

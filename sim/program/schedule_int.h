@@ -166,7 +166,7 @@ typedef struct builder {
 typedef enum phase_time {
   TIME_FWD,        /* its forward */
   TIME_FWD_WEIGHTS, /* ... where it also quantizes its weights to FP8
-                      (fp8_weights_cast) */
+                      (fp8_weight_casts) */
   TIME_BWD,        /* its backward as the kind's plan runs it */
   TIME_BWD_FRESH,  /* ... where it makes its weights' gradients afresh
                       (grad_accumulation: nothing to add into) */

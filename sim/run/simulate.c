@@ -334,8 +334,10 @@ vs_rates vs_sim_rates(const vs_sim *sim, uint64_t microbatches, double step_s)
   vs_rates r = {0, 0};
   if (!(step_s > 0))
     return r;
+  /* the data-parallel replicas: layout.dp counts the cp ranks too, which
+   * share each sequence */
   r.tokens_per_s = (double)(microbatches * wl->training.micro_batch *
-                            sim->layout.dp * wl->model.seq_len) /
+                            wl->parallel.dp * wl->model.seq_len) /
                    step_s;
   r.mfu = vs_cost_mfu(vs_cost_model_flops(&sim->model, &sim->recipe,
                                           sim->layout.tp, sim->layout.dp,

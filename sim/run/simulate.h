@@ -219,7 +219,8 @@ const vs_rank *vs_sim_slowest_rank(const vs_sim *sim);
 
 /* Tokens a second and model FLOPs utilization of sim's job when a step of
  * `microbatches` micro-batches a pipeline (micro_batch sequences each,
- * over dp pipelines) takes step_s seconds: both 0 when it takes none. */
+ * over the workload's dp replicas, whose cp ranks share each sequence)
+ * takes step_s seconds: both 0 when it takes none. */
 typedef struct vs_rates {
   double tokens_per_s;
   double mfu;
