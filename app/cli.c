@@ -70,7 +70,7 @@ static const char main_help[] =
     "  keys                list every workload.ini and topology.ini key with its\n"
     "                      type, allowed values and default\n"
     "\n"
-    "options: --help (also after a command), --version\n"
+    "options: --help (also after a command, or vsim help COMMAND), --version\n"
     "exit status: 0 fits, 3 simulated out-of-memory, 1 bad input, 2 bad usage\n"
     "";
 
@@ -1092,6 +1092,34 @@ static const struct command *command_named(const char *name)
   return NULL;
 }
 
+static const char keys_help[] =
+    "usage: vsim keys\n\nPrints every key of workload.ini and topology.ini, "
+    "its type and\nallowed values, and its default, as Markdown tables.\n";
+
+/* vsim --help, vsim help, and vsim help COMMAND: that command's help. */
+static int cmd_help(int argc, char **argv, FILE *out, FILE *errs)
+{
+  const struct command *cmd;
+  if (argc == 2) {
+    fputs(main_help, out);
+    return VS_EXIT_OK;
+  }
+  if (strcmp(argv[1], "help") != 0)
+    return vs_usage(errs, "%s takes no arguments, got '%s' (vsim COMMAND "
+                    "--help or vsim help COMMAND gives a command's help)",
+                    argv[1], argv[2]);
+  if (argc > 3)
+    return vs_usage(errs, "help takes one COMMAND, got '%s' too", argv[3]);
+  if (strcmp(argv[2], "keys") == 0) {
+    fputs(keys_help, out);
+    return VS_EXIT_OK;
+  }
+  if (!(cmd = command_named(argv[2])))
+    return vs_usage(errs, "unknown command '%s'", argv[2]);
+  fputs(cmd->help, out);
+  return VS_EXIT_OK;
+}
+
 /* The command named by argv[1], its report written to out. */
 static int dispatch(int argc, char **argv, FILE *out, FILE *errs)
 {
@@ -1103,16 +1131,11 @@ static int dispatch(int argc, char **argv, FILE *out, FILE *errs)
   if (argc < 2)
     return vs_usage(errs, "%s", "missing command");
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-      strcmp(argv[1], "help") == 0) {
-    fputs(main_help, out);
-    return VS_EXIT_OK;
-  }
+      strcmp(argv[1], "help") == 0)
+    return cmd_help(argc, argv, out, errs);
   if (strcmp(argv[1], "keys") == 0) {
     if (argc > 2 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
-      fputs("usage: vsim keys\n\nPrints every key of workload.ini and "
-            "topology.ini, its type and\nallowed values, and its default, as "
-            "Markdown tables.\n",
-            out);
+      fputs(keys_help, out);
       return VS_EXIT_OK;
     }
     if (argc > 2)

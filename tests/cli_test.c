@@ -130,6 +130,29 @@ static void test_help_on_every_command(void **state)
   run(a3);
   assert_int_equal(r.status, 0);
   assert_contains(r.out, "parameter count");
+  {
+    /* vsim help COMMAND prints what vsim COMMAND --help does */
+    static const char *const help_run[] = {"help", "run", NULL};
+    static const char *const help_keys[] = {"help", "keys", NULL};
+    static const char *const bad[][4] = {{"help", "frob", NULL},
+                                         {"help", "run", "plan", NULL},
+                                         {"--help", "run", NULL}};
+    char *want;
+    run(a2);
+    assert_non_null(want = strdup(r.out));
+    run(help_run);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, want);
+    free(want);
+    run(help_keys);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "usage: vsim keys\n");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+      run(bad[i]);
+      assert_int_equal(r.status, 2);
+      assert_string_equal(r.out, "");
+    }
+  }
 }
 
 /* Usage mistakes exit 2 with a message on stderr (DESIGN.md exit codes). */
