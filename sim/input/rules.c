@@ -46,12 +46,17 @@ int vs_precision_gemm(int precision)
                                          : precision;
 }
 
+bool vs_workload_dp_only(int precision, int framework)
+{
+  return framework == VS_FW_HF || vs_precision_autocast(precision);
+}
+
 const char *vs_workload_dp_only_misfit(int precision, int framework,
                                        uint64_t tp, uint64_t pp,
                                        uint64_t zero, bool offload)
 {
   bool hf = framework == VS_FW_HF;
-  if (!hf && !vs_precision_autocast(precision))
+  if (!vs_workload_dp_only(precision, framework))
     return NULL;
   return tp > 1                  ? "tp"
          : pp > 1                ? "pp"
@@ -149,7 +154,7 @@ vs_cp_misfit vs_workload_cp_settings_misfit(const vs_training_conf *t,
     return VS_CP_MISFIT_ATTENTION;
   if (order != VS_ORDER_TP_DP_PP)
     return VS_CP_MISFIT_ORDER;
-  if (vs_precision_autocast(t->precision) || t->framework == VS_FW_HF)
+  if (vs_workload_dp_only(t->precision, t->framework))
     return VS_CP_MISFIT_DP_ONLY;
   return VS_CP_FITS;
 }

@@ -871,7 +871,7 @@ static int check_dp_only(vs_workload *wl, vs_error *err)
 {
   const vs_training_conf *t = &wl->training;
   int rc;
-  if (!vs_precision_autocast(t->precision) && t->framework != VS_FW_HF)
+  if (!vs_workload_dp_only(t->precision, t->framework))
     return 0;
   if ((rc = check_autocast_framework(wl, err)) ||
       (rc = check_dp_only_layout(wl, err)))

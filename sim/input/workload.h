@@ -307,6 +307,11 @@ int vs_precision_act_dtype(int precision);
  * (over the fp32 model), else the activations'. */
 int vs_precision_param_dtype(int precision);
 
+/* Whether a job of precision under framework runs data parallelism alone
+ * (vs_workload_dp_only_misfit says what that allows): autocast (precision
+ * amp_*) or the Hugging Face Trainer (framework = hf). */
+bool vs_workload_dp_only(int precision, int framework);
+
 /* Autocast (precision amp_*) and the Hugging Face Trainer (framework =
  * hf) under a layout: they run data parallelism alone (DDP; under
  * autocast also optimizer states and gradients sharded, zero <= 2, while
