@@ -493,9 +493,9 @@ static uint32_t block_op(builder *b, int phase, size_t inst, uint32_t k,
   uint32_t *memo = row == NONE ? &none
                                : &b->kind_memo[((size_t)row * b->memo_ops +
                                                 k) * TIME_PHASES + which];
-  double casts = precision(b) == VS_PREC_FP8
-                     ? fp8_casts(b, inst, k, which).bytes
-                     : 0.0; /* the common case: no call */
+  /* a remembered kind has its work already: the FP8 casts' bytes are
+   * needed only to make it */
+  double casts = *memo == NONE ? fp8_casts(b, inst, k, which).bytes : 0.0;
   uint32_t op = compute_op(b, phase, sb_block_of(b, inst)->ops[k].name,
                            sb_layer_of(inst), mb, flops, bytes + casts,
                            op_time(b, inst, k, which),
