@@ -74,14 +74,21 @@ int vs_block_save_act(vs_block *blk, vs_op_spec *op, uint64_t bytes, int dtype,
                        err);
 }
 
+/* Whether matmul op quantizes its input: under fp8, a Transformer Engine
+ * module does (1 B an element), one outside them (no_fp8) keeps it
+ * 16-bit. */
+static bool quantizes_input(const vs_dims *d, const vs_op_spec *op)
+{
+  return d->em != d->e && !op->no_fp8;
+}
+
 /* A matmul's saved input of `elems` elements: needed only for its weight
- * gradient unless another op keeps the same tensor. Under fp8 a
- * Transformer Engine module saves an FP8 copy; a matmul outside them
- * (no_fp8) its 16-bit input. */
+ * gradient unless another op keeps the same tensor; the FP8 copy where op
+ * quantizes its input. */
 int vs_block_save_input(vs_block *blk, vs_op_spec *op, const vs_dims *d,
                         uint64_t elems, vs_input_keeper keeper, vs_error *err)
 {
-  bool fp8 = d->em != d->e && !op->no_fp8;
+  bool fp8 = quantizes_input(d, op);
   return vs_block_save(blk, op,
                        (vs_saved){.bytes = (fp8 ? d->em : d->e) * elems,
                                   .dtype = fp8 ? d->em_dtype : d->act_dtype,
@@ -586,14 +593,13 @@ void vs_block_rope(vs_op_spec *op, const vs_dims *d)
   vs_block_side(op, SIDE_BWD, n * bwd.bytes, 2 * bwd.kernels);
 }
 
-/* Bytes an element of op's sequence-parallel all-gathers moves: under
- * fp8 a Transformer Engine module gathers its quantized input, and its
- * output's quantized gradient (module/linear.py, _all_gather_fp8), 1 B;
- * what the MoE dispatcher or a module outside Transformer Engine gathers
- * is 16-bit. */
+/* Bytes an element of op's sequence-parallel all-gathers moves: a
+ * Transformer Engine module that quantizes its input gathers it, and its
+ * output's gradient, quantized (module/linear.py, _all_gather_fp8); what
+ * the MoE dispatcher gathers for the experts is 16-bit. */
 static uint64_t gathered_bytes(const vs_dims *d, const vs_op_spec *op)
 {
-  return op->no_fp8 || op->routed ? d->e : d->em;
+  return quantizes_input(d, op) && !op->routed ? d->em : d->e;
 }
 
 /* The tensor-parallel collectives of a column-parallel matmul over `rows`
