@@ -516,7 +516,7 @@ static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
                           vs_work *w)
 {
   const vs_layout *lay = &sim->layout;
-  double per_stage = opts->all_ranks ? (double)lay->tp * (double)lay->dp : 1;
+  double per_stage = (double)ranks_per_stage(sim, opts);
   double ops = 0, kinds = 0, ranks = per_stage * (double)lay->pp;
   double steps = vs_sim_runs_first_step(sim) ? 2 : 1; /* program runs */
   /* a buffer has an allocation and a free among its ops' effects */
