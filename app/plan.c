@@ -246,25 +246,6 @@ static double hours_per_1e9_tokens(const plan_state *ps,
   return c->step_time_s * (1e9 / ps->tokens_per_step) / 3600.0;
 }
 
-/* The keys candidate_sets gives every layout (the others it sets only
- * where a layout needs them, as pp_layers for an uneven split, or seeds
- * from the workload's own value). */
-static const char *const PLAN_SETS[] = {
-    "parallel.tp",          "parallel.pp",
-    "parallel.dp",          "parallel.zero",
-    "parallel.sequence_parallel", "parallel.schedule",
-    "parallel.virtual_stages", "training.checkpointing",
-    "training.micro_batch", "parallel.offload_optimizer",
-    "parallel.offload_params"};
-
-bool vs_capacity_plan_sets(const char *key, size_t n)
-{
-  for (size_t i = 0; i < sizeof PLAN_SETS / sizeof PLAN_SETS[0]; i++)
-    if (strlen(PLAN_SETS[i]) == n && strncmp(PLAN_SETS[i], key, n) == 0)
-      return true;
-  return false;
-}
-
 /* The keys that make candidate c the layout lc. VS_ELIMIT when they are
  * more than a candidate holds (VS_EXPLORE_MAX_SETS): a bug. */
 static int candidate_sets(const plan_state *ps, const layout_choice *lc,
@@ -325,6 +306,24 @@ static int candidate_sets(const plan_state *ps, const layout_choice *lc,
   bad |= vs_candidate_set(c, "parallel.offload_params=%s",
                           vs_offload_name(offload_params(lc)));
   return bad ? VS_ELIMIT : 0;
+}
+
+/* The keys candidate_sets writes for a plain layout whatever the workload
+ * (those it sets only where a layout needs them, as pp_layers for an
+ * uneven split, or seeds from the workload's own value, are not among
+ * them): read from candidate_sets itself, so the two cannot drift. */
+bool vs_capacity_plan_sets(const char *key, size_t n)
+{
+  plan_state ps = {.p2p = VS_P2P_OVERLAPPED, .overlap_grad_reduce = true};
+  layout_choice lc = {.gpus = 1, .tp = 1, .cp = 1, .pp = 1, .dp = 1,
+                      .ep = 1, .etp = 1, .mb = 1, .ckpt = VS_CKPT_NONE};
+  vs_candidate c = {0};
+  if (candidate_sets(&ps, &lc, &c))
+    return false;
+  for (size_t i = 0; i < c.n_sets; i++)
+    if (strncmp(c.sets[i], key, n) == 0 && c.sets[i][n] == '=')
+      return true;
+  return false;
 }
 
 static int add_layout(plan_state *ps, const layout_choice *lc)

@@ -2765,12 +2765,14 @@ static void test_searched_sets_are_noted(void **state)
 {
   static const char *const plan[] = {"plan", DATA "gpt-small.ini", "--gpus",
                                      "2", "--set", "training.global_batch=8",
-                                     "--set", "parallel.tp=2", NULL};
+                                     "--set", "parallel.tp=2", "--set",
+                                     "parallel.offload_params=none", NULL};
   static const char *const fit[] = {"fit", DATA "gpt-small.ini", "--set",
                                     "training.micro_batch=2", NULL};
   static const char *const plain[] = {"plan", DATA "gpt-small.ini", "--gpus",
                                       "2", "--set",
-                                      "training.global_batch=8", NULL};
+                                      "training.global_batch=8", "--set",
+                                      "parallel.cp=1", NULL};
   (void)state;
   run(plan);
   assert_int_equal(r.status, 0);
@@ -2778,6 +2780,8 @@ static void test_searched_sets_are_noted(void **state)
                          "simulation it runs: --set parallel.tp=2 only makes "
                          "the base workload valid, it does not narrow the "
                          "search\n");
+  /* the last key plan gives every layout; cp only where it varies it */
+  assert_contains(r.err, "plan sets parallel.offload_params in every ");
   run(fit);
   assert_int_equal(r.status, 0);
   assert_contains(r.err, "vsim: note: fit sets training.micro_batch in every "

@@ -537,10 +537,7 @@ static double ops_per_unit(const vs_layout *lay, const vs_model *m,
 
 double vs_schedule_estimate_ops(const vs_job *job, int stage)
 {
-  vs_pipeline pl = {.schedule = job->wl->parallel.schedule,
-                    .microbatches = job->layout->grad_accum,
-                    .stages = job->layout->pp,
-                    .vstages = job->layout->vstages};
+  vs_pipeline pl = sb_pipeline_of(job->wl, job->layout);
   return (double)vs_pipeline_units(&pl) *
              ops_per_unit(job->layout, job->model, job->recipe,
                           (uint64_t)stage) + 64;
@@ -633,7 +630,7 @@ static void index_units(builder *b, const vs_pipeline *pl)
 
 static void build_step(builder *b)
 {
-  vs_pipeline pl = sb_pipeline_of(b);
+  vs_pipeline pl = sb_pipeline_of(b->wl, b->lay);
   size_t n_units = vs_pipeline_units(&pl);
   vs_unit *order = malloc(n_units * sizeof *order);
   vs_program *p = b->p;
@@ -808,7 +805,7 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->every_step = job->every_step;
   b->first_unit_only = job->first_unit_only;
   {
-    vs_pipeline pl = sb_pipeline_of(b);
+    vs_pipeline pl = sb_pipeline_of(b->wl, b->lay);
     b->ring = vs_pipeline_ring(&pl);
   }
   b->max_saved = vs_model_max_saved(b->m);

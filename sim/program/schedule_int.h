@@ -337,7 +337,7 @@ void sb_optimizer_step(builder *b);
 void sb_setup(builder *b);
 
 /* schedule_pipe.c: the pipeline */
-vs_pipeline sb_pipeline_of(const builder *b);
+vs_pipeline sb_pipeline_of(const vs_workload *wl, const vs_layout *lay);
 void sb_chunk_range(const builder *b, uint64_t g, size_t *first,
                     size_t *last);
 void sb_gather_received(builder *b);

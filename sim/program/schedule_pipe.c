@@ -9,13 +9,13 @@
  * Pipeline: units of work, their order, and the sends and receives
  * ------------------------------------------------------------------------ */
 
-/* The shape of the stage's pipeline. */
-vs_pipeline sb_pipeline_of(const builder *b)
+/* The shape of the job's pipeline. */
+vs_pipeline sb_pipeline_of(const vs_workload *wl, const vs_layout *lay)
 {
-  return (vs_pipeline){.schedule = b->wl->parallel.schedule,
-                       .microbatches = b->lay->grad_accum,
-                       .stages = b->lay->pp,
-                       .vstages = b->lay->vstages};
+  return (vs_pipeline){.schedule = wl->parallel.schedule,
+                       .microbatches = lay->grad_accum,
+                       .stages = lay->pp,
+                       .vstages = lay->vstages};
 }
 
 /* Key of the send of `kind` for micro-batch mb out of model chunk g. */
