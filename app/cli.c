@@ -11,7 +11,6 @@
 
 #include <gsl/gsl_errno.h>
 
-#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1166,13 +1165,11 @@ static int dispatch(int argc, char **argv, FILE *out, FILE *errs)
  * disk, /dev/full, a reader that went away) is an error, never exit 0. */
 static int check_report_written(FILE *out, FILE *errs, int code)
 {
-  int e;
-  errno = 0;
-  if (fflush(out) == 0 && !ferror(out))
+  const char *why = vs_stream_write_error(out);
+  if (!why)
     return code;
-  e = errno;
   fprintf(errs, "vsim: writing the report to standard output failed: %s\n",
-          e ? strerror(e) : "a write error (its reason was not kept)");
+          why);
   return VS_EXIT_ERROR;
 }
 

@@ -7,7 +7,6 @@
 #include "report.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -38,88 +37,22 @@ int vs_usage(FILE *errs, const char *fmt, ...)
 
 #define PATH_LEN VS_OUTPUTS_PATH_LEN
 
-/* The directory part of path ("." when it has none), trailing slashes
- * ignored; false when it does not fit. */
-static bool dir_of(const char *path, char *dir, size_t len)
+/* errs gets err's message as vsim's: a usage error (VS_EUSAGE) with the
+ * pointer to --help, VS_EXIT_ERROR otherwise. */
+static int report_check(FILE *errs, const vs_error *err)
 {
-  size_t n = strlen(path);
-  while (n > 1 && path[n - 1] == '/')
-    n--;
-  while (n > 0 && path[n - 1] != '/')
-    n--;
-  while (n > 1 && path[n - 1] == '/')
-    n--;
-  if (n == 0)
-    return snprintf(dir, len, ".") < (int)len;
-  return snprintf(dir, len, "%.*s", (int)n, path) < (int)len;
-}
-
-/* Checks that dir is a directory in which a file can be created, the way
- * vs_csv_open will: by creating one (then removing it), since access()
- * says yes to root everywhere, even where creating fails (/proc). */
-static int check_dir(FILE *errs, const char *option, const char *path,
-                     const char *dir)
-{
-  char stem[PATH_LEN + 16], probe[PATH_LEN + 64];
-  struct stat st;
-  int fd = -1, e = 0;
-  bool is_dir = false;
-
-  if (stat(dir, &st) != 0)
-    e = errno;
-  else if (!(is_dir = S_ISDIR(st.st_mode)))
-    e = ENOTDIR;
-  if (e == 0) {
-    snprintf(stem, sizeof stem, "%s/%s", dir, VS_CSV_PROBE_STEM);
-    if ((fd = vs_csv_create_unique(stem, probe, sizeof probe)) < 0)
-      e = errno;
-  }
-  if (fd >= 0) {
-    close(fd);
-    unlink(probe);
-    vs_csv_untrack(probe);
-    return VS_EXIT_OK;
-  }
-  /* the folder, or a file in it (/proc refuses new files: ENOENT) */
-  fprintf(errs, "vsim: %s %s: cannot create: %s '%s': %s\n", option, path,
-          is_dir ? "no new file can be made in directory" : "directory", dir,
-          strerror(e ? e : EEXIST));
+  if (err->code == VS_EUSAGE)
+    return vs_usage(errs, "%s", err->msg);
+  fprintf(errs, "vsim: %s\n", err->msg);
   return VS_EXIT_ERROR;
 }
 
 int vs_outputs_check(FILE *errs, const char *option, const char *path)
 {
-  char dir[PATH_LEN];
-  struct stat st;
-  char target[PATH_LEN];
-  size_t n = strlen(path);
-  bool exists;
-  int e;
-
-  if (n == 0 || path[n - 1] == '/')
-    return vs_usage(errs, "%s needs a file name, got '%s'", option, path);
-  exists = stat(path, &st) == 0;
-  if (exists && S_ISDIR(st.st_mode)) {
-    fprintf(errs, "vsim: %s %s: is a directory\n", option, path);
-    return VS_EXIT_ERROR;
-  }
-  if (exists && !S_ISREG(st.st_mode)) {
-    /* a device or FIFO is written in place, never replaced */
-    if (access(path, W_OK) == 0)
-      return VS_EXIT_OK;
-    fprintf(errs, "vsim: %s %s: cannot write: %s\n", option, path,
-            strerror(errno));
-    return VS_EXIT_ERROR;
-  }
-  /* the file is written beside where a symbolic link leads */
-  if ((e = vs_csv_follow_links(path, target, sizeof target)) == 0 &&
-      !dir_of(target, dir, sizeof dir))
-    e = ENAMETOOLONG;
-  if (e) {
-    fprintf(errs, "vsim: %s %s: %s\n", option, path, strerror(e));
-    return VS_EXIT_ERROR;
-  }
-  return check_dir(errs, option, path, dir);
+  vs_error err;
+  vs_error_clear(&err);
+  return vs_csv_check_path(option, path, &err) ? report_check(errs, &err)
+                                               : VS_EXIT_OK;
 }
 
 /* --csv DIR: an existing directory whose files can be written, or
@@ -129,6 +62,7 @@ int vs_outputs_check_csv_dir(FILE *errs, const char *dir)
 {
   char parent[PATH_LEN], file[PATH_LEN];
   struct stat st;
+  vs_error err;
   int code = VS_EXIT_OK;
 
   if (*dir == '\0')
@@ -138,11 +72,14 @@ int vs_outputs_check_csv_dir(FILE *errs, const char *dir)
       fprintf(errs, "vsim: --csv %s: " VS_CSV_DANGLING_DIR "\n", dir);
       return VS_EXIT_ERROR;
     }
-    if (!dir_of(dir, parent, sizeof parent)) {
+    if (!vs_csv_dir_of(dir, parent, sizeof parent)) {
       fprintf(errs, "vsim: --csv %s: path too long\n", dir);
       return VS_EXIT_ERROR;
     }
-    return check_dir(errs, "--csv", dir, parent);
+    vs_error_clear(&err);
+    return vs_csv_check_dir("--csv", dir, parent, &err)
+               ? report_check(errs, &err)
+               : VS_EXIT_OK;
   }
   if (!S_ISDIR(st.st_mode)) {
     fprintf(errs, "vsim: --csv %s: exists and is not a directory\n", dir);
@@ -197,7 +134,7 @@ static bool dangling_target(const char *path, char *out, size_t len)
     if (n < 0 || (size_t)n >= sizeof target - 1)
       return false;
     target[n] = '\0';
-    if (target[0] != '/' && dir_of(cur, dir, sizeof dir)) {
+    if (target[0] != '/' && vs_csv_dir_of(cur, dir, sizeof dir)) {
       if (snprintf(cur, sizeof cur, "%s/%s", dir, target) >= (int)sizeof cur)
         return false;
     } else if (snprintf(cur, sizeof cur, "%s", target) >= (int)sizeof cur) {
@@ -218,7 +155,8 @@ bool vs_outputs_file_key(const char *path, char *key, size_t len)
   if (!real && dangling_target(path, target, sizeof target))
     path = target;
   normalize(path, norm, sizeof norm);
-  if (!real && dir_of(norm, dir, sizeof dir) && (real = realpath(dir, NULL))) {
+  if (!real && vs_csv_dir_of(norm, dir, sizeof dir) &&
+      (real = realpath(dir, NULL))) {
     const char *base = strrchr(norm, '/');
     n = snprintf(key, len, "%s/%s", real, base ? base + 1 : norm);
   } else {

@@ -172,8 +172,12 @@ static int set_option(args *a, int o, const char *val)
   switch (o) {
   case O_OUT: a->out = val; break;
   case O_RAW: a->raw = val; break;
-  case O_FIT: a->fit = val; break;
-  case O_BASE: a->base = val; break;
+  case O_FIT:
+  case O_BASE:
+    if (*val == '\0')
+      return usage_error("%s needs a file name, got ''", f);
+    *(o == O_FIT ? &a->fit : &a->base) = val;
+    break;
   case O_PARTIAL: a->partial = true; break;
   case O_VERBOSE: a->m.verbose = true; break;
   case O_BREAKS:
@@ -209,9 +213,26 @@ static int set_option(args *a, int o, const char *val)
   return rc;
 }
 
-/* The rules between options, once all are read; 0 or 2 (reported). */
+/* Whether the output `path` of option (NULL: not given) can be written,
+ * checked before anything is measured or fitted: 0, or 1 or 2 (a usage
+ * error), reported. */
+static int check_path(const char *option, const char *path)
+{
+  vs_error err;
+  vs_error_clear(&err);
+  if (!path || vs_csv_check_path(option, path, &err) == 0)
+    return 0;
+  if (err.code == VS_EUSAGE)
+    return usage_error("%s", err.msg);
+  fprintf(stderr, "vsim-calibrate: %s\n", err.msg);
+  return 1;
+}
+
+/* The rules between options, once all are read; 0, 1 (an output that
+ * cannot be written) or 2 (reported). */
 static int check_options(const args *a, const bool *seen)
 {
+  int rc;
   for (int o = 0; a->fit && o < N_OPTS; o++) {
     if (seen[o] && options[o].measuring)
       return usage_error("%s applies to measuring; with --fit nothing is "
@@ -227,7 +248,8 @@ static int check_options(const args *a, const bool *seen)
                  same_file(a->out, a->base)))
     return usage_error("--out %s names an input or --raw file; writing it "
                        "would destroy that file", a->out);
-  return 0;
+  rc = check_path("--out", a->out);
+  return rc ? rc : check_path("--raw", a->raw);
 }
 
 static int find_option(const char *name)
@@ -663,6 +685,19 @@ static int run(const args *a, vs_error *err)
   return rc;
 }
 
+/* What was printed (the fits, the help) is the output when --out is not
+ * given: one that could not be written (a full disk, /dev/full, a reader
+ * that went away) is an error, never exit 0. */
+static int stdout_written(int code)
+{
+  const char *why = vs_stream_write_error(stdout);
+  if (!why)
+    return code;
+  fprintf(stderr, "vsim-calibrate: writing to standard output failed: %s\n",
+          why);
+  return 1;
+}
+
 int main(int argc, char **argv)
 {
   args a;
@@ -670,7 +705,7 @@ int main(int argc, char **argv)
   int rc = parse_args(argc, argv, &a);
 
   if (rc)
-    return rc < 0 ? 0 : rc;
+    return rc < 0 ? stdout_written(0) : rc;
   gsl_set_error_handler_off();
   /* as vsim does: a signal removes the temporary output file, and past a
    * file-size limit a write fails and is reported instead of SIGXFSZ
@@ -686,5 +721,5 @@ int main(int argc, char **argv)
     fprintf(stderr, "vsim-calibrate: %s\n", err.msg);
     return 1;
   }
-  return 0;
+  return stdout_written(0);
 }

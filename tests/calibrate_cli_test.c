@@ -189,6 +189,48 @@ static void test_option_rules(void **state)
   assert_contains(run.err, "unknown option '--frobnicate'");
 }
 
+/* What vsim-calibrate prints is its output when --out is not given: one
+ * that cannot be written is exit 1 with the reason (it was exit 0, the fits
+ * lost); an output path that cannot be written is refused before the fit
+ * runs (the fits were printed first, then exit 1), as vsim refuses its
+ * own, and an empty input path names its option. */
+static void test_outputs_checked_first(void **state)
+{
+  static const char *const empty_out[] = {"--fit", CAL_DATA "h100-like.csv",
+                                          "--out", "", NULL};
+  static const char *const dir_out[] = {"--fit", CAL_DATA "h100-like.csv",
+                                        "--out", "/tmp", NULL};
+  static const char *const no_dir[] = {"--fit", CAL_DATA "h100-like.csv",
+                                       "--out", "/nonexistent/o.ini", NULL};
+  static const char *const empty_fit[] = {"--fit", "", NULL};
+  (void)state;
+  run_cal(&run, empty_out);
+  assert_int_equal(run.status, 2);
+  assert_contains(run.err, "vsim-calibrate: --out needs a file name, got ''");
+  assert_string_equal(run.out, "");
+  run_cal(&run, dir_out);
+  assert_int_equal(run.status, 1);
+  assert_contains(run.err, "vsim-calibrate: --out /tmp: is a directory");
+  assert_string_equal(run.out, "");
+  run_cal(&run, no_dir);
+  assert_int_equal(run.status, 1);
+  assert_contains(run.err, "--out /nonexistent/o.ini: cannot create: "
+                           "directory '/nonexistent'");
+  assert_string_equal(run.out, "");
+  run_cal(&run, empty_fit);
+  assert_int_equal(run.status, 2);
+  assert_contains(run.err, "vsim-calibrate: --fit needs a file name, got ''");
+  {
+    const char *const full[] = {
+        "-c", "exec \"$0\" --fit " CAL_DATA "h100-like.csv >/dev/full",
+        VSIM_CALIBRATE_BIN, NULL};
+    tu_run_program(&run, "/bin/sh", full);
+  }
+  assert_int_equal(run.status, 1);
+  assert_contains(run.err, "vsim-calibrate: writing to standard output "
+                           "failed: No space left on device");
+}
+
 /* --fit on what is not a raw CSV: exit 1 at once, named (a directory said
  * "read error", /dev/zero grew memory without bound, a FIFO blocked, and
  * a NUL byte cut a field short: "4\0" read as 4). */
@@ -926,6 +968,7 @@ int main(void)
       cmocka_unit_test(test_measure_without_cuda),
       cmocka_unit_test(test_bad_csvs),
       cmocka_unit_test(test_option_rules),
+      cmocka_unit_test(test_outputs_checked_first),
       cmocka_unit_test(test_not_a_raw_csv),
       cmocka_unit_test(test_poor_fit_warns),
       cmocka_unit_test(test_flat_curves),

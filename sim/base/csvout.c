@@ -991,6 +991,88 @@ void vs_csv_abort(vs_csv *csv)
   }
 }
 
+const char *vs_stream_write_error(FILE *f)
+{
+  errno = 0;
+  if (fflush(f) == 0 && !ferror(f))
+    return NULL;
+  return errno ? strerror(errno) : "a write error (its reason was not kept)";
+}
+
+bool vs_csv_dir_of(const char *path, char *dir, size_t len)
+{
+  size_t n = strlen(path);
+  while (n > 1 && path[n - 1] == '/')
+    n--;
+  while (n > 0 && path[n - 1] != '/')
+    n--;
+  while (n > 1 && path[n - 1] == '/')
+    n--;
+  if (n == 0)
+    return snprintf(dir, len, ".") < (int)len;
+  return snprintf(dir, len, "%.*s", (int)n, path) < (int)len;
+}
+
+int vs_csv_check_dir(const char *option, const char *path, const char *dir,
+                     vs_error *err)
+{
+  char stem[VS_CSV_PATH_LEN + 16], probe[VS_CSV_PATH_LEN + 64];
+  struct stat st;
+  int fd = -1, e = 0;
+  bool is_dir = false;
+
+  if (stat(dir, &st) != 0)
+    e = errno;
+  else if (!(is_dir = S_ISDIR(st.st_mode)))
+    e = ENOTDIR;
+  if (e == 0) {
+    snprintf(stem, sizeof stem, "%s/%s", dir, VS_CSV_PROBE_STEM);
+    if ((fd = vs_csv_create_unique(stem, probe, sizeof probe)) < 0)
+      e = errno;
+  }
+  if (fd >= 0) {
+    close(fd);
+    unlink(probe);
+    vs_csv_untrack(probe);
+    return 0;
+  }
+  /* the folder, or a file in it (/proc refuses new files: ENOENT) */
+  return vs_error_set(
+      err, VS_EIO, "%s %s: cannot create: %s '%s': %s", option, path,
+      is_dir ? "no new file can be made in directory" : "directory", dir,
+      strerror(e ? e : EEXIST));
+}
+
+int vs_csv_check_path(const char *option, const char *path, vs_error *err)
+{
+  char dir[VS_CSV_PATH_LEN], target[VS_CSV_PATH_LEN];
+  struct stat st;
+  size_t n = strlen(path);
+  bool exists;
+  int e;
+
+  if (n == 0 || path[n - 1] == '/')
+    return vs_error_set(err, VS_EUSAGE, "%s needs a file name, got '%s'",
+                        option, path);
+  exists = stat(path, &st) == 0;
+  if (exists && S_ISDIR(st.st_mode))
+    return vs_error_set(err, VS_EIO, "%s %s: is a directory", option, path);
+  if (exists && !S_ISREG(st.st_mode)) {
+    /* a device or FIFO is written in place, never replaced */
+    if (access(path, W_OK) == 0)
+      return 0;
+    return vs_error_set(err, VS_EIO, "%s %s: cannot write: %s", option, path,
+                        strerror(errno));
+  }
+  /* the file is written beside where a symbolic link leads */
+  if ((e = vs_csv_follow_links(path, target, sizeof target)) == 0 &&
+      !vs_csv_dir_of(target, dir, sizeof dir))
+    e = ENAMETOOLONG;
+  if (e)
+    return vs_error_set(err, VS_EIO, "%s %s: %s", option, path, strerror(e));
+  return vs_csv_check_dir(option, path, dir, err);
+}
+
 int vs_make_dir(const char *dir, vs_error *err)
 {
   struct stat st;

@@ -31,11 +31,16 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* Longest path an output may have (Linux's PATH_MAX). */
+#define VS_CSV_PATH_LEN 4096
+
 typedef struct vs_csv {
   FILE *f;              /* the temporary file (or the destination itself) */
-  char path[4096];      /* destination, symbolic links resolved */
-  char tmp_path[4096];  /* temporary name in the same directory; empty when
-                           writing to the destination directly */
+  char path[VS_CSV_PATH_LEN];     /* destination, symbolic links
+                                     resolved */
+  char tmp_path[VS_CSV_PATH_LEN]; /* temporary name in the same
+                                     directory; empty when writing to
+                                     the destination directly */
   int n_fields;         /* fields written in the current row */
   bool failed;          /* a write failed; commit will report it */
   int write_errno;      /* errno of the first failed write */
@@ -142,6 +147,31 @@ void vs_csv_remove_dir_on_signal(const char *dir);
 /* Creates directory dir if it does not exist. VS_EIO on failure (a
  * dangling link: VS_CSV_DANGLING_DIR). */
 int vs_make_dir(const char *dir, vs_error *err);
+
+/* The directory part of path into dir[len] ("." when it has none),
+ * trailing slashes ignored; false when it does not fit. */
+bool vs_csv_dir_of(const char *path, char *dir, size_t len);
+
+/* Whether a file can be created in directory dir, found the way
+ * vs_csv_open will find it: by creating one (then removing it), since
+ * access() says yes to root everywhere, even where creating fails
+ * (/proc). 0, or VS_EIO with a message naming `option` and `path` (the
+ * output the directory was checked for). */
+int vs_csv_check_dir(const char *option, const char *path, const char *dir,
+                     vs_error *err);
+
+/* Whether the file `path` given to `option` can be written as vs_csv_open
+ * writes it: not a directory; a device or FIFO writable in place; else
+ * the directory where its symbolic links lead takes a new file
+ * (vs_csv_check_dir). Writes nothing. 0, or an error naming option and
+ * path: VS_EUSAGE when path can only name a directory (empty, or ending
+ * in '/'), VS_EIO otherwise. */
+int vs_csv_check_path(const char *option, const char *path, vs_error *err);
+
+/* Flushes stream f: NULL when everything written to it reached its
+ * file, else why not (strerror's text, or that the reason was not kept),
+ * for a message. */
+const char *vs_stream_write_error(FILE *f);
 
 /* What vs_make_dir says of a directory that is a link to nothing, after
  * its path; the checks before a run say it too. */
