@@ -168,7 +168,7 @@ static void test_optimizer_work(void **state)
   vs_cost_work w;
   (void)state;
   memset(&st, 0, sizeof st);
-  st.param_elems = st.trainable_elems = 1000;
+  st.param_elems = st.trainable_elems = st.step_elems = 1000;
   st.params_bytes = st.params_full_bytes = 2000;
   st.grads_bytes = st.grads_full_bytes = 2000;
   st.optimizer_shard_bytes = st.optimizer_full_bytes = 12000;
@@ -182,6 +182,7 @@ static void test_optimizer_work(void **state)
   tu_assert_close(w.bytes, 96000.0, 0);
   st.params_bytes = st.grads_bytes = 500;
   st.optimizer_shard_bytes = 3000;
+  st.step_elems = 250;
   w = vs_cost_optimizer_work(&st, fused);
   tu_assert_close(w.flops, 3000.0, 0);
   tu_assert_close(w.bytes, 7500.0, 0);
@@ -202,6 +203,17 @@ static void test_optimizer_work(void **state)
   w = vs_cost_optimizer_work(&st, fused);
   tu_assert_close(w.flops, 3000.0, 0);
   tu_assert_close(w.bytes, 7500.0, 0);
+  /* an optimizer without states (SGD without momentum or master weights)
+   * still steps its partition: ZeRO-1 over 4 GPUs, 1000 weights, 250
+   * stepped: 12 x 250 FLOPs, bytes 500 of gradients + 2 x 500 of weights
+   * (it was 0: the share came from the states' bytes) */
+  st.trainable_elems = 1000;
+  st.step_elems = 250;
+  st.grads_full_bytes = 2000;
+  st.optimizer_shard_bytes = st.optimizer_full_bytes = 0;
+  w = vs_cost_optimizer_work(&st, fused);
+  tu_assert_close(w.flops, 3000.0, 0);
+  tu_assert_close(w.bytes, 1500.0, 0);
   /* a stage without parameters does no work (no division by zero) */
   memset(&st, 0, sizeof st);
   w = vs_cost_optimizer_work(&st, fused);

@@ -216,13 +216,14 @@ vs_cost_work vs_cost_optimizer_step(const vs_cost_states *s)
 vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st,
                                     vs_step_passes passes)
 {
-  /* and of those, only the shard whose optimizer states this GPU holds:
-   * under ZeRO-1/2 a GPU steps its 1/dp partition, then the updated
-   * weights are all-gathered (ZeRO paper, Rajbhandari et al. 2020, 5.1;
-   * DeepSpeed stage_1_and_2.py steps single_partition_of_fp32_groups) */
-  double part = st->optimizer_full_bytes > 0
-                    ? (double)st->optimizer_shard_bytes /
-                          (double)st->optimizer_full_bytes
+  /* and of those, only the partition this GPU steps (step_elems): under
+   * ZeRO-1/2 a GPU steps its 1/dp partition, then the updated weights are
+   * all-gathered (ZeRO paper, Rajbhandari et al. 2020, 5.1; DeepSpeed
+   * stage_1_and_2.py steps single_partition_of_fp32_groups); an optimizer
+   * without states (SGD without momentum or master weights) still reads
+   * the gradients and writes the weights */
+  double part = st->trainable_elems > 0
+                    ? (double)st->step_elems / (double)st->trainable_elems
                     : 0.0;
   vs_cost_states s = {(double)st->param_elems, (double)st->trainable_elems,
                       (double)st->optimizer_shard_bytes,

@@ -115,9 +115,9 @@ double vs_cost_flash_seconds(const vs_topology *topo, int precision,
 double vs_cost_launch_seconds(const vs_topology *topo, unsigned kernels);
 
 /* Work of one optimizer step of a stage (st) on one GPU, over the
- * partition of trainable parameters whose optimizer states it holds
- * (optimizer_shard_bytes / optimizer_full_bytes of them: all without ZeRO, 1/dp
- * under ZeRO-1/2/3): 12 FLOPs per element; bytes read and written: its
+ * partition of trainable parameters it steps (step_elems of them: all
+ * without ZeRO, 1/dp under ZeRO-1/2/3), with or without optimizer states:
+ * 12 FLOPs per element; bytes read and written: its
  * optimizer states, its gradients and its trainable weights, each as many
  * times as `passes` says (fused: twice, once, twice). A stage with no
  * parameters does no work. */
