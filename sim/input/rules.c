@@ -46,6 +46,13 @@ int vs_precision_gemm(int precision)
                                          : precision;
 }
 
+vs_fp8_lib vs_workload_fp8_lib(int precision, int framework)
+{
+  if (precision != VS_PREC_FP8)
+    return VS_FP8_NONE;
+  return framework == VS_FW_FSDP2 ? VS_FP8_TORCHAO : VS_FP8_TE;
+}
+
 bool vs_workload_dp_only(int precision, int framework)
 {
   return framework == VS_FW_HF || vs_precision_autocast(precision);

@@ -307,6 +307,14 @@ int vs_precision_act_dtype(int precision);
  * (over the fp32 model), else the activations'. */
 int vs_precision_param_dtype(int precision);
 
+/* Which library runs precision = fp8's GEMMs: torchao's Float8Linear
+ * under framework = fsdp2 (torchtitan's float8 converter, tensorwise
+ * dynamic scaling: torchao/float8/float8_linear.py), Transformer Engine
+ * under every other framework (Megatron-LM's, vsim's default); none at
+ * other precisions. */
+typedef enum { VS_FP8_NONE, VS_FP8_TE, VS_FP8_TORCHAO } vs_fp8_lib;
+vs_fp8_lib vs_workload_fp8_lib(int precision, int framework);
+
 /* Whether a job of precision under framework runs data parallelism alone
  * (vs_workload_dp_only_misfit says what that allows): autocast (precision
  * amp_*) or the Hugging Face Trainer (framework = hf). */

@@ -74,21 +74,34 @@ int vs_block_save_act(vs_block *blk, vs_op_spec *op, uint64_t bytes, int dtype,
                        err);
 }
 
-/* Whether matmul op quantizes its input: under fp8, a Transformer Engine
- * module does (1 B an element), one outside them (no_fp8) keeps it
- * 16-bit. */
+/* Whether matmul op quantizes its input: under fp8, an FP8 module does
+ * (1 B an element), one outside them (no_fp8) keeps it 16-bit. */
 static bool quantizes_input(const vs_dims *d, const vs_op_spec *op)
 {
   return d->em != d->e && !op->no_fp8;
 }
 
+bool vs_block_fp8_copies(const vs_dims *d)
+{
+  return d->fp8_lib == VS_FP8_TE ||
+         (d->fp8_lib == VS_FP8_TORCHAO && !d->eager_kernels);
+}
+
 /* A matmul's saved input of `elems` elements: needed only for its weight
  * gradient unless another op keeps the same tensor; the FP8 copy where op
- * quantizes its input. */
+ * quantizes its input and its library saves the copy
+ * (vs_block_fp8_copies). */
 int vs_block_save_input(vs_block *blk, vs_op_spec *op, const vs_dims *d,
                         uint64_t elems, vs_input_keeper keeper, vs_error *err)
 {
-  bool fp8 = quantizes_input(d, op);
+  bool fp8 = quantizes_input(d, op) && vs_block_fp8_copies(d);
+  /* the 16-bit tensor another op keeps (flash attention's output), which
+   * the FP8 copy does not replace */
+  if (fp8 && keeper == KEPT_BY_ANOTHER &&
+      vs_block_save_act(blk, op, d->e * elems, d->act_dtype, err))
+    return err->code;
+  if (fp8)
+    keeper = KEPT_FOR_WEIGHTS;
   return vs_block_save(blk, op,
                        (vs_saved){.bytes = (fp8 ? d->em : d->e) * elems,
                                   .dtype = fp8 ? d->em_dtype : d->act_dtype,
@@ -209,6 +222,54 @@ static uint64_t largest_earlier_weight(const vs_block *blk,
   return largest;
 }
 
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+/* Eager torchao casts (fp8_lib torchao, kernels = eager) hold fp32
+ * intermediates: casting n elements peaks at 8 B an element (x.to(float32)
+ * and its product with the scale, then the product and its clamp:
+ * float8_training_tensor.py), beside the FP8 operands already cast, which
+ * float8_linear.py keeps in locals until the GEMM (forward) or the
+ * backward returns. Per module (in input elements, w weights, o output
+ * elements): forward max(8 in, in + 8 w); backward, the output gradient's
+ * cast, the weight's and its layout copy: max(8 o, o + 8 w, o + 2 w),
+ * and for the weight gradient the second cast of the output gradient
+ * beside both FP8 operands of the first GEMM (9 o + w), the input's cast
+ * (2 o + w + 8 in) and both layout copies (3 o + w + 2 in). The op's
+ * modules run one after another: the largest counts, on top of its own
+ * transients. */
+static void torchao_scratch_of(const vs_block *blk, const vs_op_spec *op,
+                               uint32_t n_params, const vs_dims *d,
+                               uint64_t *fwd, uint64_t *bwd)
+{
+  uint64_t in = op->gemm.batch * op->gemm.m * op->gemm.k;
+  *fwd = *bwd = 0;
+  for (uint32_t p = op->first_param; p < op->first_param + n_params; p++) {
+    const vs_param_tensor *t = &blk->params[p];
+    uint64_t w = t->rows * t->cols, o = op->gemm.batch * op->gemm.m * t->cols;
+    uint64_t b;
+    if (t->rows <= 1 || t->cols <= 1)
+      continue;
+    b = max_u64(max_u64(8 * o, o + 8 * w), o + 2 * w);
+    if (!d->frozen_base)
+      b = max_u64(max_u64(b, 9 * o + w),
+                  max_u64(2 * o + w + 8 * in, 3 * o + w + 2 * in));
+    *fwd = max_u64(*fwd, max_u64(8 * in, in + 8 * w));
+    *bwd = max_u64(*bwd, b);
+  }
+}
+
+/* The newest weight of op (its last parameter) raises op's transients by
+ * what its eager torchao casts need beyond its earlier modules'. */
+static void torchao_scratch(const vs_block *blk, vs_op_spec *op,
+                            const vs_dims *d)
+{
+  uint64_t f0, b0, f1, b1;
+  torchao_scratch_of(blk, op, op->n_params - 1, d, &f0, &b0);
+  torchao_scratch_of(blk, op, op->n_params, d, &f1, &b1);
+  op->fwd_temp_bytes += f1 - f0;
+  op->bwd_temp_bytes += b1 - b0;
+}
+
 /* The copy of a rows x cols GEMM weight (stored as dtype) that the newest
  * op, a matmul, makes before its GEMM and saves for backward:
  * - precision = fp8: a weight not stored in FP8 is quantized and the FP8
@@ -227,6 +288,9 @@ int vs_block_weight_copy(vs_block *blk, const vs_dims *d, uint64_t rows,
 {
   vs_op_spec *op = blk->n_ops > 0 ? &blk->ops[blk->n_ops - 1] : NULL;
   uint64_t now = rows * cols, before;
+  if (d->fp8_lib == VS_FP8_TORCHAO && d->eager_kernels && op && op->matmul &&
+      !op->no_fp8 && !op->adapter && rows > 1 && cols > 1)
+    torchao_scratch(blk, op, d);
   if (d->copy_dtype == VS_DTYPE_N || !op || !op->matmul || op->adapter ||
       (d->copy_dtype == VS_DTYPE_FP8 && op->no_fp8) || rows <= 1 ||
       cols <= 1 || dtype == VS_DTYPE_FP8_SCALED)
@@ -650,7 +714,8 @@ vs_op_spec *vs_block_column_parallel(vs_block *blk, const vs_dims *d,
   if (!op)
     return NULL;
   vs_block_as_matmul(op, d->tokens, d->h, out_cols, d->e);
-  op->input_from_norm = d->te_fp8; /* each layer's norms feed these */
+  /* each layer's norms feed these */
+  op->input_from_norm = d->fp8_lib == VS_FP8_TE;
   vs_block_autocast_input(op, d, casts, d->tok_rep * d->h);
   if (vs_block_save_input(blk, op, d, casts * d->tok_rep * d->h,
                           KEPT_FOR_WEIGHTS, err))

@@ -342,7 +342,7 @@ static int attention_flash(vs_block *blk, const vs_dims *d, vs_error *err)
 static int qkv_weights(vs_block *blk, const vs_dims *d, uint64_t qkv_cols,
                        vs_error *err)
 {
-  if (d->qkv_casts != 3)
+  if (d->qkv_modules != 3)
     return vs_block_linear_weight(blk, d, "qkv.weight", d->h, qkv_cols, err);
   return vs_block_linear_weight(blk, d, "q.weight", d->h, d->a * d->d / d->t,
                                 err) ||
@@ -440,20 +440,21 @@ static int attention_mla(vs_block *blk, const vs_dims *d, vs_error *err)
         !(op = mla_linear(blk, d, "q_up", d->rq, a * dqk, MLA_COLUMN,
                           MLA_SAVES_INPUT, err)))
       return VS_EINPUT;
-    op->input_from_norm = d->te_fp8;
+    op->input_from_norm = d->fp8_lib == VS_FP8_TE;
   } else if (!mla_linear(blk, d, "q_proj", d->h, a * dqk, MLA_COLUMN,
                          MLA_SAVES_INPUT, err)) {
     return VS_EINPUT;
   }
-  /* both down projections read the norm output; under fp8 each keeps
-   * its own FP8 copy of it */
+  /* both down projections read the norm output; under Transformer
+   * Engine's fp8 each keeps its own FP8 copy of it */
   if (!mla_linear(blk, d, "kv_down", d->h, d->rkv + d->dr, MLA_DUPLICATED,
-                  d->em != d->e ? MLA_SAVES_INPUT : MLA_SHARES_INPUT, err) ||
+                  vs_block_fp8_copies(d) ? MLA_SAVES_INPUT : MLA_SHARES_INPUT,
+                  err) ||
       mla_norm(blk, d, "kv_norm", d->rkv, err) ||
       !(op = mla_linear(blk, d, "kv_up", d->rkv, a * (d->dn + d->dv),
                         MLA_COLUMN, MLA_SAVES_INPUT, err)))
     return VS_EINPUT;
-  op->input_from_norm = d->te_fp8;
+  op->input_from_norm = d->fp8_lib == VS_FP8_TE;
   /* with sp the shared rotary key part is gathered with the latent, and
    * its gradient reduce-scattered with the latent's */
   if (d->sp) {
@@ -707,7 +708,7 @@ static void grouped(vs_op_spec *op, const vs_dims *d)
 {
   uint64_t local = d->experts / d->ep;
   op->routed = true;
-  op->no_fp8 = !d->te_fp8;
+  op->no_fp8 = d->fp8_lib == VS_FP8_TORCHAO;
   op->gemm.batch = local;
   op->gemm.m = vs_div_ceil(op->gemm.m, local);
 }
@@ -791,7 +792,7 @@ static int shared_experts(vs_block *blk, const vs_dims *d, bool gated,
   vs_block_as_matmul(op, t, d->h, fc1, d->e);
   vs_block_column_comms(op, d, t, d->h, SP_REGATHER);
   /* under fp8 its own FP8 copy of the norm output the router keeps */
-  if (d->em != d->e &&
+  if (vs_block_fp8_copies(d) &&
       vs_block_save_input(blk, op, d, d->tok_rep * d->h, KEPT_FOR_WEIGHTS, err))
     return VS_EINPUT;
   if (vs_block_param(blk, d, "shared.fc1", d->h, fc1, err) ||
@@ -850,9 +851,10 @@ static int moe_mlp(vs_block *blk, const vs_dims *d, vs_error *err)
     return VS_EINPUT;
   vs_block_as_matmul(op, t, d->h, d->experts, d->e);
   op->no_fp8 = true;
-  if (vs_block_save_input(
-          blk, op, d, t * d->h,
-          d->fs && d->em == d->e ? KEPT_BY_ANOTHER : KEPT_FOR_WEIGHTS, err) ||
+  if (vs_block_save_input(blk, op, d, t * d->h,
+                          d->fs && !vs_block_fp8_copies(d) ? KEPT_BY_ANOTHER
+                                                           : KEPT_FOR_WEIGHTS,
+                          err) ||
       vs_block_param(blk, d, "router.weight", d->h, d->experts, err))
     return VS_EINPUT;
   if (!(op = vs_block_add_op(blk, "router_topk", err)))

@@ -20,16 +20,20 @@
 /* The norm output a group of linears reads. */
 typedef enum { CASTS_FOR_ATTENTION, CASTS_FOR_MLP } cast_readers;
 
-/* How many linears read the norm output before the attention or the
- * MLP, each saving its own 16-bit cast of it under autocast
- * (frameworks.md 1.2-1.3): Hugging Face's BERT and Llama have separate
- * query, key and value (and Llama gate and up) linears; GPT-2's c_attn
- * and every arch's single up projection are one. Without autocast they
- * share the one tensor. */
-static uint64_t casts_of(const vs_workload *wl, cast_readers readers)
+/* How many nn.Linear modules read the norm output before the attention
+ * or the MLP: Hugging Face's BERT and Llama (framework = hf, and the
+ * modules autocast runs over) and torchtitan's Llama (fsdp2: wq, wk, wv;
+ * w1, w3) have separate query, key and value (and Llama gate and up)
+ * linears; GPT-2's c_attn, Megatron-LM's fused linear_qkv and every
+ * arch's single up projection are one. Each module casts its input:
+ * under autocast to 16 bits, saving its own copy (frameworks.md
+ * 1.2-1.3), under torchao's fp8 to FP8. */
+static uint64_t modules_of(const vs_workload *wl, cast_readers readers)
 {
   int arch = wl->model.arch;
-  if (!vs_precision_autocast(wl->training.precision))
+  int fw = wl->training.framework;
+  if (!vs_precision_autocast(wl->training.precision) && fw != VS_FW_HF &&
+      fw != VS_FW_FSDP2)
     return 1;
   if (readers == CASTS_FOR_ATTENTION)
     return arch == VS_ARCH_GPT ? 1 : 3;
@@ -291,7 +295,8 @@ static void size_dims(const vs_workload *wl, vs_dims *d)
   d->norm = mc->arch == VS_ARCH_LLAMA ? NORM_RMS : NORM_LAYER;
   d->linear_bias = mc->arch != VS_ARCH_LLAMA;
   d->gated_mlp = mc->arch == VS_ARCH_LLAMA;
-  d->te_fp8 = wl->training.framework != VS_FW_FSDP2;
+  d->fp8_lib = (uint8_t)vs_workload_fp8_lib(wl->training.precision,
+                                            wl->training.framework);
   d->causal = mc->arch != VS_ARCH_BERT;
   d->hf_modules = wl->training.framework == VS_FW_HF;
   d->eager_kernels = wl->training.kernels == VS_KERNELS_EAGER;
@@ -323,11 +328,14 @@ static void dtype_dims(const vs_workload *wl, vs_dims *d)
       (uint8_t)vs_precision_param_dtype(wl->training.precision);
   d->er = d->amp ? 4 : d->e;
   d->er_dtype = d->amp ? VS_DTYPE_FP32 : d->act_dtype;
-  d->qkv_casts = casts_of(wl, CASTS_FOR_ATTENTION);
-  d->up_casts = casts_of(wl, CASTS_FOR_MLP);
-  d->copy_dtype = prec == VS_PREC_FP8 ? VS_DTYPE_FP8
-                  : d->amp            ? d->act_dtype
-                                      : VS_DTYPE_N;
+  d->qkv_modules = modules_of(wl, CASTS_FOR_ATTENTION);
+  d->up_modules = modules_of(wl, CASTS_FOR_MLP);
+  /* without autocast the modules read the one tensor */
+  d->qkv_casts = d->amp ? d->qkv_modules : 1;
+  d->up_casts = d->amp ? d->up_modules : 1;
+  d->copy_dtype = d->fp8_lib == VS_FP8_TE ? VS_DTYPE_FP8
+                  : d->amp                ? d->act_dtype
+                                          : VS_DTYPE_N;
 }
 
 /* A fine-tune's frozen base and adapters (after dtype_dims: the base's

@@ -44,11 +44,18 @@ typedef struct vs_dims {
                         (fp32 weights make the residual fp32; layer_norm
                         is on autocast's fp32 list) */
   uint8_t er_dtype;  /* their vs_dtype */
+  uint64_t qkv_modules; /* linear modules reading the first norm's
+                        output (modules_of): where more than one, the
+                        attention's input projections as separate
+                        weights */
+  uint64_t up_modules; /* ... the second norm's output, the MLP's */
   uint64_t qkv_casts; /* copies of the first norm's output the attention's
-                        input projections save (casts_of) */
+                        input projections save: qkv_modules under
+                        autocast, else 1 */
   uint64_t up_casts; /* ... of the second norm's output, the MLP's */
   uint8_t copy_dtype; /* dtype of a GEMM weight's copy saved for backward
-                        (vs_block_weight_copy): fp8 under fp8, the 16-bit dtype
+                        (vs_block_weight_copy): fp8 under Transformer
+                        Engine's fp8, the 16-bit dtype
                         under autocast; VS_DTYPE_N: none */
   bool dropout;      /* dropout ops exist */
   bool sp;           /* sequence parallel */
@@ -78,14 +85,19 @@ typedef struct vs_dims {
   bool linear_bias;  /* the attention's linears have biases (gpt, bert;
                         llama has none; an MLP's follow gated_mlp) */
   bool gated_mlp;    /* SwiGLU MLPs (llama), else GeLU ones */
-  bool te_fp8;       /* under fp8 Transformer Engine's modules run the
-                        GEMMs (every framework but fsdp2): its
-                        GroupedLinear runs the routed experts, its
-                        LayerNormLinear quantizes a norm's output in the
-                        norm's kernel. torchtitan's float8 converter
-                        (fsdp2) swaps nn.Linear modules alone: no
-                        GroupedExperts (moe_fqns_prototype empty by
-                        default), no fused norm */
+  uint8_t fp8_lib;   /* vs_fp8_lib: who runs fp8's GEMMs. Transformer
+                        Engine: its GroupedLinear runs the routed
+                        experts, its LayerNormLinear quantizes a norm's
+                        output in the norm's kernel, and a linear saves
+                        its input's FP8 copy. torchao (fsdp2):
+                        torchtitan's float8 converter swaps nn.Linear
+                        modules alone (no GroupedExperts:
+                        moe_fqns_prototype empty by default), no fused
+                        norm, and Float8Linear saves no FP8 weight copy
+                        (float8_linear.py, save_for_backward(input_hp,
+                        weight_hp_t): FSDP gathers the weight again for
+                        backward) nor, eagerly, an FP8 input
+                        (vs_block_fp8_copies) */
   uint64_t rkv;      /* MLA: the key-value latent's width (0: no MLA) */
   uint64_t rq;       /* MLA: the query latent's (0: a full projection) */
   uint64_t dn, dr, dv; /* MLA head sizes: query/key non-rotary, rotary,
@@ -123,6 +135,15 @@ typedef enum { ROPE_NONE, ROPE_CHUNK, ROPE_HF, ROPE_COMPLEX } vs_rope;
 typedef enum vs_norm_kind { NORM_LAYER, NORM_RMS } vs_norm_kind;
 
 /* Who keeps a linear's input for backward. */
+/* Whether a linear that quantizes its input saves that FP8 copy for its
+ * weight gradient, a copy of its own even where another op keeps the
+ * 16-bit tensor: Transformer Engine's linears do (module/linear.py saves
+ * inputmat_t); torchao's Float8Linear saves the 16-bit input itself when
+ * run eagerly (float8_linear.py), and compiled (kernels = fused) the
+ * graph keeps the FP8 copy its cast wrote (torchao issue 1850: "we
+ * currently depend on torch.compile" to save the input in FP8). */
+bool vs_block_fp8_copies(const vs_dims *d);
+
 typedef enum vs_input_keeper {
   KEPT_FOR_WEIGHTS,  /* only the linear, for its weight gradient */
   KEPT_BY_ANOTHER    /* another op keeps the same tensor too (flash

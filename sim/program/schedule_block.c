@@ -356,8 +356,8 @@ static void fp8_weight_casts(const builder *b, size_t inst, uint32_t k,
   }
 }
 
-/* Under fp8, the quantization kernels of op k of inst's block, a
- * Transformer Engine linear (a matmul with weights, not no_fp8), in phase
+/* Transformer Engine's quantization kernels of op k of inst's block, a
+ * linear of its own (fp8_casts), in phase
  * `which` (module/linear.py, _Linear; layernorm_linear.py): forward casts
  * its input to FP8 with the transposed copy its weight gradient reads
  * (fp8_cast_transpose_fused), unless a norm's kernel wrote the FP8 input
@@ -370,19 +370,12 @@ static void fp8_weight_casts(const builder *b, size_t inst, uint32_t k,
  * cast reads 2 B an element and writes 1 B a copy, a transpose reads 1 B
  * and writes 1 B; transposed copies only on GPUs that need them ([gpu]
  * fp8_transposes). */
-static vs_side_work fp8_casts(const builder *b, size_t inst, uint32_t k,
-                              phase_time which)
+static vs_side_work te_casts(const builder *b, size_t inst, uint32_t k,
+                             phase_time which)
 {
   vs_side_work w = {0, 0};
-  const vs_block *blk;
-  const vs_op_spec *o;
+  const vs_op_spec *o = &sb_block_of(b, inst)->ops[k];
   double t, wgrad_t, in, out;
-  if (precision(b) != VS_PREC_FP8)
-    return w;
-  blk = sb_block_of(b, inst);
-  o = &blk->ops[k];
-  if (!o->matmul || o->no_fp8 || o->n_params == 0 || !o->gemm.batch)
-    return w;
   t = b->topo->fp8_transposes ? 1.0 : 0.0;
   wgrad_t = sb_plan_of(b, inst)->wgrad_share[k] > 0 ? t : 0.0;
   in = (double)o->gemm.batch * (double)o->gemm.m * (double)o->gemm.k;
@@ -406,6 +399,111 @@ static vs_side_work fp8_casts(const builder *b, size_t inst, uint32_t k,
       (which == TIME_RECOMPUTE && !b->r->fp8_weight_cache))
     fp8_weight_casts(b, inst, k, &w);
   return w;
+}
+
+/* torchao's Float8Linear (tensorwise dynamic scaling) casting a 16-bit
+ * tensor to FP8 eagerly (kernels = eager): hp_tensor_to_float8_dynamic
+ * runs torch.max(torch.abs(x)) (abs reads and writes 2 B an element, max
+ * reads them), amax_to_scale's four one-element kernels (to float64,
+ * clamp, divide, to float32: float8_utils.py), then _ToFloat8ConstrFunc's
+ * x.to(float32) * scale and to_fp8_saturated's clamp and .to(float8)
+ * (2 + 4, 4 + 4, 4 + 4 and 4 + 1 B: float8_training_tensor.py): 33 B an
+ * element in 10 kernels (torchao 0.15-0.18). */
+#define TORCHAO_EAGER_CAST_BYTES 33.0
+#define TORCHAO_EAGER_CAST_KERNELS 10
+/* preprocess_addmm's copy of an FP8 operand into the layout _scaled_mm
+ * takes (.contiguous(), .t().contiguous().t(): float8_ops.py), 1 B read
+ * and 1 B written: the weight and the output's gradient in backward, and
+ * the input for the weight gradient. */
+#define TORCHAO_LAYOUT_COPY_BYTES 2.0
+/* Compiled (kernels = fused), torchao's roofline of a compiled cast
+ * (torchao/testing/training/roofline_utils.py,
+ * get_tensor_memory_traffic_ovhd_s, tensorwise): an input or an output's
+ * gradient: the amax pass reading 2 B, its second stage, one kernel
+ * reading 2 B and writing both layouts (1 + 1 B): 6 B in 3 kernels; a
+ * weight: the amax pass and its second stage, and a cast reading 2 B and
+ * writing 1 B forward, again backward: 5 B in 3 kernels, then 3 B in 1. */
+#define TORCHAO_FUSED_ACT_BYTES 6.0
+#define TORCHAO_FUSED_ACT_KERNELS 3
+#define TORCHAO_FUSED_WEIGHT_FWD_BYTES 5.0
+#define TORCHAO_FUSED_WEIGHT_FWD_KERNELS 3
+#define TORCHAO_FUSED_WEIGHT_BWD_BYTES 3.0
+
+/* torchao's casts of op k of inst's block (fp8_casts) in phase `which`,
+ * per nn.Linear module (each weight matrix of the op; torchtitan's wq, wk
+ * and wv read one input, w1 and w3 another): float8_linear.py's
+ * matmul_with_hp_or_float8_args casts the input and the weight in every
+ * forward (a recompute too); backward casts the output's gradient and
+ * the weight again for the input gradient, and for the weight gradient
+ * the output's gradient once more and the saved 16-bit input
+ * (cast_config_*_for_grad_weight), with preprocess_addmm's layout copies.
+ * Compiled, one cast a tensor writes both layouts (the modules' shared
+ * input cast once: AOTAutograd's CSE) and the input's column-wise copy is
+ * the one saved (vs_block_fp8_copies), so the weight gradient casts
+ * nothing more. */
+static vs_side_work torchao_casts(const builder *b, size_t inst, uint32_t k,
+                                  phase_time which)
+{
+  vs_side_work w = {0, 0};
+  const vs_block *blk = sb_block_of(b, inst);
+  const vs_op_spec *o = &blk->ops[k];
+  bool eager = b->wl->training.kernels == VS_KERNELS_EAGER;
+  bool bwd = which == TIME_BWD || which == TIME_BWD_FRESH;
+  double in = (double)o->gemm.batch * (double)o->gemm.m * (double)o->gemm.k;
+  double out = (double)o->gemm.batch * (double)o->gemm.m * (double)o->gemm.n;
+  double weights = 0, n = 0;
+  for (uint32_t p = o->first_param; p < o->first_param + o->n_params; p++) {
+    const vs_param_tensor *pt = &blk->params[p];
+    if (pt->rows > 1 && pt->cols > 1) {
+      weights += (double)pt->rows * (double)pt->cols;
+      n++;
+    }
+  }
+  if (which == TIME_RECOMPUTE && !(o->recompute_share > 0))
+    return w;
+  if (!bwd && eager) {
+    w.bytes = (n * in + weights) * TORCHAO_EAGER_CAST_BYTES;
+    w.kernels = (unsigned)(2 * n) * TORCHAO_EAGER_CAST_KERNELS;
+  } else if (!bwd) {
+    w.bytes =
+        in * TORCHAO_FUSED_ACT_BYTES + weights * TORCHAO_FUSED_WEIGHT_FWD_BYTES;
+    w.kernels = TORCHAO_FUSED_ACT_KERNELS +
+                (unsigned)n * TORCHAO_FUSED_WEIGHT_FWD_KERNELS;
+  } else if (eager) {
+    bool wgrad = sb_plan_of(b, inst)->wgrad_share[k] > 0;
+    w.bytes = out * TORCHAO_EAGER_CAST_BYTES +
+              weights * (TORCHAO_EAGER_CAST_BYTES + TORCHAO_LAYOUT_COPY_BYTES);
+    w.kernels = (unsigned)n * (2 * TORCHAO_EAGER_CAST_KERNELS + 1);
+    if (wgrad) {
+      w.bytes += (out + n * in) *
+                 (TORCHAO_EAGER_CAST_BYTES + TORCHAO_LAYOUT_COPY_BYTES);
+      w.kernels += (unsigned)n * 2 * (TORCHAO_EAGER_CAST_KERNELS + 1);
+    }
+  } else {
+    w.bytes = out * TORCHAO_FUSED_ACT_BYTES +
+              weights * TORCHAO_FUSED_WEIGHT_BWD_BYTES;
+    w.kernels = (unsigned)n * (TORCHAO_FUSED_ACT_KERNELS + 1);
+  }
+  return w;
+}
+
+/* Under fp8, the quantization kernels of op k of inst's block, a linear
+ * of the FP8 library (a matmul with weights, not no_fp8: its library's
+ * own, vs_workload_fp8_lib), in phase `which`. */
+static vs_side_work fp8_casts(const builder *b, size_t inst, uint32_t k,
+                              phase_time which)
+{
+  vs_side_work none = {0, 0};
+  const vs_op_spec *o;
+  if (precision(b) != VS_PREC_FP8)
+    return none;
+  o = &sb_block_of(b, inst)->ops[k];
+  if (!o->matmul || o->no_fp8 || o->n_params == 0 || !o->gemm.batch)
+    return none;
+  return vs_workload_fp8_lib(precision(b), b->wl->training.framework) ==
+                 VS_FP8_TORCHAO
+             ? torchao_casts(b, inst, k, which)
+             : te_casts(b, inst, k, which);
 }
 
 /* Op k of inst's block: its time in phase `which`, computed once for the

@@ -657,17 +657,18 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
   return 0;
 }
 
-/* Under fp8, the weights of the block's GEMMs (matrices, not biases or
- * norm scales; not those of matmuls outside its modules, no_fp8): Transformer
- * Engine quantizes each one not already in FP8
- * before its GEMM and keeps the FP8 copy for backward
- * (shared/reference/frameworks.md 7). Sets k's fp8_weight_elems (all),
- * fp8_copy_elems (those quantized) and fp8_gemms. */
+/* Under Transformer Engine's fp8, the weights of the block's GEMMs (matrices,
+ * not biases or norm scales; not those of matmuls outside its modules, no_fp8):
+ * Transformer Engine quantizes each one not already in FP8 before its GEMM and
+ * keeps the FP8 copy for backward (shared/reference/frameworks.md 7). Sets k's
+ * fp8_weight_elems (all), fp8_copy_elems (those quantized) and fp8_gemms. */
 static void fp8_weights(const vs_workload *wl, const vs_block *b,
                         vs_kind_plan *k)
 {
-  if (wl->training.precision != VS_PREC_FP8)
-    return;
+  if (vs_workload_fp8_lib(wl->training.precision, wl->training.framework) !=
+      VS_FP8_TE)
+    return; /* torchao's Float8Linear keeps neither (tensorwise dynamic
+               scaling: no amax history) */
   for (uint32_t i = 0; i < b->n_ops; i++) {
     const vs_op_spec *op = &b->ops[i];
     bool gemm = false;
