@@ -173,27 +173,60 @@ static int check_value(const vs_vary *v, const char *value, vs_topology *topo,
   return VS_EUSAGE;
 }
 
-/* Whether two --vary values are the same: the same text, or the same
- * plain number written two ways (2 and 2.0, 1 and 01). */
-static bool same_value(const char *a, const char *b)
+/* The longest canonical form of a --vary value compared (a value's own
+ * text is at most 47 characters; a printed value, a rate or a size, is
+ * shorter than this). */
+#define CANON_LEN 96
+
+/* Value of `key` as it parses, in canon[CANON_LEN]: a plain number as a
+ * number (2 and 2.0, 1 and 01), else the key's own value printed back
+ * after value alone is applied to zeroed scratch structs (1GiB and
+ * 1024MiB, true and yes), so that two spellings of one value compare
+ * equal; the text itself when it does not parse (check_value reports
+ * it) or for gpus. */
+static void canonical(const char *key, const char *value, vs_topology *topo,
+                      vs_workload *wl, char *canon)
 {
-  char *end_a, *end_b;
-  double x, y;
-  if (strcmp(a, b) == 0)
-    return true;
-  x = strtod(a, &end_a);
-  y = strtod(b, &end_b);
-  return end_a != a && *end_a == '\0' && end_b != b && *end_b == '\0' &&
-         x == y;
+  bool topology = strncmp(key, "topology.", 9) == 0;
+  const char *sec_key = topology ? key + 9 : key;
+  const char *dot = strchr(sec_key, '.');
+  const vs_keytab *tab = topology ? vs_topology_keys() : vs_workload_keys();
+  char section[64], assignment[2 * VS_EXPLORE_SET_MAX], *end;
+  double x = strtod(value, &end);
+  vs_error err;
+  FILE *f;
+  int k;
+  snprintf(canon, CANON_LEN, "%s", value);
+  if (end != value && *end == '\0') {
+    snprintf(canon, CANON_LEN, "%.17g", x);
+    return;
+  }
+  vs_error_clear(&err);
+  if (!dot || (size_t)(dot - sec_key) >= sizeof section)
+    return;
+  snprintf(section, sizeof section, "%.*s", (int)(dot - sec_key), sec_key);
+  memset(topo, 0, sizeof *topo);
+  memset(wl, 0, sizeof *wl);
+  if ((k = vs_conf_find(tab, section, dot + 1)) < 0 ||
+      snprintf(assignment, sizeof assignment, "%s=%s", key, value) >=
+          VS_EXPLORE_SET_MAX ||
+      vs_explore_set(topo, wl, assignment, &err) ||
+      !(f = fmemopen(canon, CANON_LEN, "w")))
+    return;
+  vs_conf_print_value(f, &tab->keys[k],
+                      topology ? (const void *)topo : (const void *)wl);
+  if (fclose(f) != 0)
+    snprintf(canon, CANON_LEN, "%s", value);
 }
 
 int vs_vary_check(const vs_vary *vary, size_t n, vs_error *err)
 {
   vs_topology *topo = calloc(1, sizeof *topo);
   vs_workload *wl = calloc(1, sizeof *wl);
+  char(*canon)[CANON_LEN] = malloc(VS_VALUES_MAX * sizeof *canon);
   int rc = 0;
 
-  if (!topo || !wl)
+  if (!topo || !wl || !canon)
     rc = vs_error_set(err, VS_ENOMEM, "out of host memory");
   for (size_t k = 0; rc == 0 && k < n; k++) {
     /* a second list would silently multiply the combinations */
@@ -210,9 +243,10 @@ int vs_vary_check(const vs_vary *vary, size_t n, vs_error *err)
                         "per list instead",
                         vary[k].key);
     for (size_t i = 0; rc == 0 && i < vary[k].n; i++) {
+      canonical(vary[k].key, vary[k].values[i], topo, wl, canon[i]);
       /* a value listed twice would sweep the same combinations twice */
       for (size_t j = 0; rc == 0 && j < i; j++)
-        if (same_value(vary[k].values[j], vary[k].values[i]))
+        if (strcmp(canon[j], canon[i]) == 0)
           rc = strcmp(vary[k].values[j], vary[k].values[i]) == 0
                    ? vs_error_set(err, VS_EUSAGE, "--vary %s lists %s twice",
                                   vary[k].key, vary[k].values[i])
@@ -226,6 +260,7 @@ int vs_vary_check(const vs_vary *vary, size_t n, vs_error *err)
   }
   free(topo);
   free(wl);
+  free(canon);
   return rc;
 }
 

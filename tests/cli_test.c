@@ -3199,6 +3199,11 @@ static void test_vary_errors_name_the_vary_option(void **state)
        "vsim: --vary parallel.pp_layers: a list-valued key cannot be varied"},
       {{"training.micro_batch=2,2.0"},
        "vsim: --vary training.micro_batch lists 2.0 twice (as 2)"},
+      /* a size or a bool spelt two ways parses to one value */
+      {{"topology.gpu.memory=1GiB,1024MiB"},
+       "vsim: --vary topology.gpu.memory lists 1024MiB twice (as 1GiB)"},
+      {{"training.fused_cross_entropy=true,yes"},
+       "vsim: --vary training.fused_cross_entropy lists yes twice (as true)"},
   };
   (void)state;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
