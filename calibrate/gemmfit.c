@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double flops_of(vs_gemm g)
+double vs_gemm_fit_flops(vs_gemm g)
 {
   return 2.0 * (double)g.m * (double)g.n * (double)g.k * (double)g.batch;
 }
@@ -56,10 +56,11 @@ static int check_samples(const vs_gemm_sample *s, size_t n, double peak,
     if (!g->m || !g->n || !g->k || !g->batch)
       return vs_error_set(err, VS_EINPUT, "GEMM fit: sample %zu has a zero "
                           "dimension", i + 1);
-    if (flops_of(*g) > VS_GEMM_FIT_MAX_FLOPS)
-      return vs_error_set(err, VS_EINPUT, "GEMM fit: sample %zu is %.3g "
+    if (vs_gemm_fit_flops(*g) > VS_GEMM_FIT_MAX_FLOPS)
+      return vs_error_set(err, VS_EINPUT,
+                          "GEMM fit: sample %zu is %.3g "
                           "FLOPs, over the %.0e a timed GEMM can be",
-                          i + 1, flops_of(*g), VS_GEMM_FIT_MAX_FLOPS);
+                          i + 1, vs_gemm_fit_flops(*g), VS_GEMM_FIT_MAX_FLOPS);
     if (!(s[i].seconds > 0) || !isfinite(s[i].seconds))
       return vs_error_set(err, VS_EINPUT, "GEMM fit: sample %zu's time is not "
                           "positive and finite", i + 1);
@@ -77,7 +78,7 @@ static double fit_at(const vs_gemm_sample *m, size_t n, double peak,
 {
   double c0, c1, c00, c01, c11, chisq;
   for (size_t i = 0; i < n; i++) {
-    x[i] = flops_of(m[i].shape) /
+    x[i] = vs_gemm_fit_flops(m[i].shape) /
            (peak * vs_cost_gemm_share(m[i].shape, sms, k0));
     t[i] = m[i].seconds;
     w[i] = 1.0 / (t[i] * t[i]);
@@ -114,7 +115,7 @@ static double reference_rate(const vs_gemm_sample *r, double peak,
   if (*from_fit)
     return fit->full_efficiency *
            vs_cost_gemm_share(r->shape, sms, fit->k_overhead);
-  return flops_of(r->shape) / (peak * (r->seconds - fit->floor));
+  return vs_gemm_fit_flops(r->shape) / (peak * (r->seconds - fit->floor));
 }
 
 /* The fit's errors and the reference shape: the measured single GEMM
@@ -127,7 +128,7 @@ static int summarise(const vs_gemm_sample *m, size_t n, double peak,
   size_t best = 0;
   out->max_rel_error = 0;
   for (size_t i = 0; i < n; i++) {
-    double f = flops_of(m[i].shape);
+    double f = vs_gemm_fit_flops(m[i].shape);
     double fit = out->floor +
                  f / (peak * out->full_efficiency *
                       vs_cost_gemm_share(m[i].shape, sms, out->k_overhead));

@@ -60,6 +60,9 @@ typedef struct vs_gemm_fit {
  * counts vs_cost_gemm_share makes of its dimensions. */
 #define VS_GEMM_FIT_MAX_FLOPS 1e18
 
+/* The FLOPs of GEMM g: 2 m n k a batch entry. */
+double vs_gemm_fit_flops(vs_gemm g);
+
 /* Fits n samples (any order; several per shape are reduced to their
  * median) on a GPU of peak_flops with sms SMs. VS_EINPUT naming the
  * reason: fewer than VS_GEMM_FIT_MIN_SHAPES shapes, none of batch 1 or

@@ -3,6 +3,8 @@
  * line it ends on, and converts each record as soon as it is complete. */
 #include "rawcsv.h"
 
+#include "gemmfit.h"
+
 #include "csvout.h"
 
 #include <csv.h>
@@ -297,6 +299,15 @@ static int gemm_record(reader *r, uint32_t sample, double sec)
   if (!dimension(r, COL_M, 0, &g.m) || !dimension(r, COL_N, 0, &g.n) ||
       !dimension(r, COL_K, 0, &g.k) || !dimension(r, COL_BATCH, 1, &g.batch))
     return VS_EINPUT;
+  if (vs_gemm_fit_flops(g) > VS_GEMM_FIT_MAX_FLOPS) {
+    char flops[32], most[32];
+    snprintf(flops, sizeof flops, "%.3g", vs_gemm_fit_flops(g));
+    snprintf(most, sizeof most, "%.0e", VS_GEMM_FIT_MAX_FLOPS);
+    return fail(r,
+                "a gemm row of %s FLOPs (2 m n k batch) is more than "
+                "the %s a timed GEMM can be",
+                flops, most);
+  }
   return vs_raw_add_gemm(r->raw, g, sample, sec, r->err);
 }
 

@@ -586,6 +586,17 @@ static void test_gemm_rows_refused(void **state)
   assert_int_equal(run.status, 1);
   assert_contains(run.err, ":2: a gemm row's time must be positive, not 0 s");
   unlink(raw);
+  /* a GEMM too large to time is named by its line, not its index among
+   * the gemm rows once the fit runs */
+  tu_write_temp("kind,bytes,sample,seconds,m,n,k\n"
+                "gemm,0,0,1e-5,64,64,64\n"
+                "gemm,0,0,1.0,1073741823,1073741823,1073741823\n",
+                ".csv", raw, sizeof raw);
+  run_cal(&run, args);
+  assert_int_equal(run.status, 1);
+  assert_contains(run.err, ":3: a gemm row of 2.48e+27 FLOPs (2 m n k batch) "
+                           "is more than the 1e+18 a timed GEMM can be");
+  unlink(raw);
   write_gemm_raw(raw, sizeof raw);
   run_cal(&run, v100);
   assert_int_equal(run.status, 1);
