@@ -2131,6 +2131,37 @@ static void test_fp8_outside_transformer_engine(void **state)
   vs_sim_fini(&f);
 }
 
+/* LoRA dropout (PEFT's lora_dropout): each target's dropout over x as
+ * PEFT's forward cast it for the adapter (fp32 adapters: 4 B an element)
+ * reads it and writes the dropped copy and a 1-byte mask, 2 x 4 + 1 B an
+ * element, and its backward as many; it was saved but never priced. */
+static void test_lora_dropout_priced(void **state)
+{
+  static const char ini[] =
+      "[model]\narch = llama\nlayers = 2\nhidden = 512\nheads = 8\n"
+      "ffn_hidden = 1024\nvocab = 1000\nseq_len = 256\n"
+      "[training]\nprecision = bf16\noptimizer = adamw\n"
+      "global_batch = 1\n[finetune]\nmethod = lora\n"
+      "lora_targets = q,k,v\n";
+  const char *drop[] = {"finetune.lora_dropout=0.1"};
+  const double per_layer = 3 * (2 * 4 + 1) * 256.0 * 512;
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim b, d;
+  (void)state;
+  load(&wl, ini, NULL, 0, 1);
+  simulate(&b, &wl, &topo, false);
+  load(&wl, ini, drop, 1, 1);
+  simulate(&d, &wl, &topo, false);
+  tu_assert_close(extra_bytes(&d, &b, "lora_qkv", VS_PHASE_FWD, 0),
+                  2 * per_layer, 1e-9);
+  tu_assert_close(extra_bytes(&d, &b, "lora_qkv", VS_PHASE_BWD, 0),
+                  2 * per_layer, 1e-9);
+  assert_true(d.step_time_s > b.step_time_s);
+  vs_sim_fini(&b);
+  vs_sim_fini(&d);
+}
+
 /* torchao's Float8Linear (framework = fsdp2; float8_linear.py,
  * tensorwise). Eagerly (the preset's kernels = eager) each nn.Linear
  * module casts its input and its weight in forward, 33 B an element
@@ -3050,6 +3081,7 @@ int main(void)
       cmocka_unit_test(test_fp8_copies),
       cmocka_unit_test(test_fp8_outside_transformer_engine),
       cmocka_unit_test(test_fp8_torchao),
+      cmocka_unit_test(test_lora_dropout_priced),
       cmocka_unit_test(test_fp8_quantization_kernels),
       cmocka_unit_test(test_fp8_sequence_parallel_gathers),
       cmocka_unit_test(test_autocast_cache_under_checkpointing),

@@ -384,6 +384,17 @@ int vs_block_linear_weight(vs_block *blk, const vs_dims *d, const char *name,
   return 0;
 }
 
+/* ATen's dropout kernel over n elements of eb bytes
+ * (aten/src/ATen/native/cuda/Dropout.cu, fused_dropout / native_dropout)
+ * reads the input and writes the output and a 1-byte mask; its backward
+ * (masked_scale) reads the gradient and the mask and writes the input's
+ * gradient: 2 eb + 1 bytes an element each way, where a generic
+ * element-wise op's backward also reads its input (3 eb). */
+static double dropout_bytes(uint64_t n, uint64_t eb)
+{
+  return (double)((2 * eb + 1) * n);
+}
+
 /* An adapter op's work over n targets of one input of `in` features:
  * x @ A (in x r) then @ B (r x out) per target, 2 x forward backward (the
  * weight-gradient half of it for A and B). */
@@ -445,6 +456,14 @@ int vs_block_lora_adapter(vs_block *blk, const vs_dims *d, const char *name,
     if (!d->lora_drop && cast &&
         vs_block_save_act(blk, op, d->e * d->tokens * in, d->act_dtype, err))
       return VS_EINPUT; /* this target's cast copy of x */
+    if (d->lora_drop) {
+      /* each target's dropout, a kernel each way, over x as PEFT's
+       * forward has cast it for the adapter (_cast_input_dtype, then
+       * lora_dropout) */
+      uint64_t eb = cast ? vs_dtype_size(d->adapter_dtype) : d->e;
+      vs_block_side(op, SIDE_FWD, dropout_bytes(d->tokens * in, eb), 1);
+      vs_block_side(op, SIDE_BWD, dropout_bytes(d->tokens * in, eb), 1);
+    }
     if (d->lora_drop &&
         (vs_block_save_act(blk, op, d->e * d->tokens * in, d->act_dtype, err) ||
          vs_block_save(blk, op,
@@ -529,14 +548,9 @@ int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name,
   return rms ? 0 : vs_block_param(blk, d, pname, 1, d->h, err);
 }
 
-/* Dropout over n elements of eb bytes: its 1-byte mask is saved (the
- * dropped-out attention probs are saved by the matmul that reads them).
- * ATen's dropout kernel (aten/src/ATen/native/cuda/Dropout.cu,
- * fused_dropout / native_dropout) reads the input and writes the output
- * and that mask; its backward (masked_scale) reads the gradient and the
- * mask and writes the input's gradient: 2 eb + 1 bytes an element each
- * way, where a generic element-wise op's backward also reads its input
- * (3 eb). */
+/* Dropout over n elements of eb bytes (dropout_bytes): its 1-byte mask is
+ * saved (the dropped-out attention probs are saved by the matmul that
+ * reads them). */
 int vs_block_dropout(vs_block *blk, const vs_dims *d, const char *name,
                      uint64_t n, uint64_t eb, vs_core_part part,
                      vs_error *err)
@@ -548,7 +562,7 @@ int vs_block_dropout(vs_block *blk, const vs_dims *d, const char *name,
   if (!(op = vs_block_add_op(blk, name, err)))
     return VS_EINPUT;
   vs_block_as_elementwise(op, n, eb, 2.0);
-  op->fwd_bytes = op->bwd_bytes = (double)((2 * eb + 1) * n);
+  op->fwd_bytes = op->bwd_bytes = dropout_bytes(n, eb);
   op->attn_core = selective;
   if (vs_block_save(blk, op,
                     (vs_saved){.bytes = n,
