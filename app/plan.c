@@ -68,28 +68,29 @@ typedef enum plan_offload {
  * four break a layout rule of workload.h; the last two would simulate a
  * layout already listed. */
 enum {
-  PRUNE_TP_SHAPES,       /* tp does not divide heads, kv_heads, ffn_hidden */
-  PRUNE_TP_SEQUENCE,     /* tp does not divide seq_len (sequence parallel) */
-  PRUNE_TP_PP_GPUS,      /* tp * pp does not divide the GPU count */
-  PRUNE_DP_BATCH,        /* dp does not divide the global batch */
-  PRUNE_ZERO_PP,         /* ZeRO-2/3 with a pipeline */
-  PRUNE_ZERO_DP1,        /* ZeRO without data parallelism: ZeRO-0 */
-  PRUNE_SELECTIVE_FLASH, /* selective = none with flash attention */
-  PRUNE_SPLIT_LONG,      /* an uneven split too long for an override */
+  PRUNE_TP_SHAPES,        /* tp does not divide heads, kv_heads, ffn_hidden */
+  PRUNE_TP_SEQUENCE,      /* tp does not divide seq_len (sequence parallel) */
+  PRUNE_TP_PP_GPUS,       /* tp * pp does not divide the GPU count */
+  PRUNE_DP_BATCH,         /* dp does not divide the global batch */
+  PRUNE_ZERO_PP,          /* ZeRO-2/3 with a pipeline */
+  PRUNE_ZERO_DP1,         /* ZeRO without data parallelism: ZeRO-0 */
+  PRUNE_SELECTIVE_FLASH,  /* selective = none with flash attention */
+  PRUNE_SPLIT_LONG,       /* an uneven split too long for an override */
   PRUNE_INTERLEAVE_SPLIT, /* interleaved: layers per stage uneven or odd */
   PRUNE_INTERLEAVE_BATCH, /* interleaved: micro-batches not a multiple of pp */
-  PRUNE_OFFLOAD,         /* offload where DeepSpeed refuses it */
-  PRUNE_FINETUNE_TP,     /* adapters or a bitsandbytes base with tp > 1 */
-  PRUNE_FSDP2_ZERO,      /* under fsdp2, ZeRO other than 3 */
-  PRUNE_DP_ONLY,         /* autocast or hf beyond data parallelism */
-  PRUNE_MOE_TP,          /* MoE or latent attention with tp > 1 outside
-                            Megatron-LM */
-  PRUNE_FUSED_LOSS_TP,   /* fused_cross_entropy with tp > 1 */
-  PRUNE_EP,              /* ep not dividing dp, or with zero > 1 */
-  PRUNE_CP,              /* cp with a tp its sequence cannot split for */
-  PRUNE_PAGED,           /* a paged optimizer with zero > 0 or offload */
-  PRUNE_STEP_IN_BWD,     /* optimizer_in_backward beyond one micro-batch
-                            on one GPU */
+  PRUNE_OFFLOAD,          /* offload where DeepSpeed refuses it */
+  PRUNE_FINETUNE_TP,      /* adapters or a bitsandbytes base with tp > 1 */
+  PRUNE_FSDP2_ZERO,       /* under fsdp2, ZeRO other than 3 */
+  PRUNE_DP_ONLY,          /* autocast or hf beyond data parallelism */
+  PRUNE_MOE_TP,           /* MoE or latent attention with tp > 1 outside
+                             Megatron-LM */
+  PRUNE_FUSED_LOSS_TP,    /* fused_cross_entropy with tp > 1 */
+  PRUNE_FP8_TP,           /* torchao's float8 (fsdp2) with tp > 1 */
+  PRUNE_EP,               /* ep not dividing dp, or with zero > 1 */
+  PRUNE_CP,               /* cp with a tp its sequence cannot split for */
+  PRUNE_PAGED,            /* a paged optimizer with zero > 0 or offload */
+  PRUNE_STEP_IN_BWD,      /* optimizer_in_backward beyond one micro-batch
+                             on one GPU */
   PRUNE_N
 };
 
@@ -117,6 +118,8 @@ static const char *const prune_reasons[PRUNE_N] = {
     "over tp only as Megatron-LM splits them (framework none or megatron)",
     "(GPUs, tp) pairs: the fused cross-entropy loss (fused_cross_entropy, "
     "Liger Kernel's) is not vocab-parallel",
+    "(GPUs, tp) pairs: torchao's float8 (fp8 under fsdp2) is simulated "
+    "with tp = 1",
     "layouts: expert parallelism needs etp x ep dividing tp x dp x cp (ep "
     "dividing dp x cp at etp = tp), etp dividing expert_ffn_hidden, zero <= "
     "1 and, with a pipeline, order = tp-dp-pp",
@@ -639,6 +642,8 @@ static int tp_pruned(const vs_workload *wl, uint64_t tp)
     return PRUNE_MOE_TP;
   if (!vs_workload_fused_loss_tp_allowed(&wl->training, tp))
     return PRUNE_FUSED_LOSS_TP;
+  if (!vs_workload_fp8_tp_allowed(&wl->training, tp))
+    return PRUNE_FP8_TP;
   if (tp > 1 && !vs_workload_sp_allowed(wl->model.seq_len, tp))
     return PRUNE_TP_SEQUENCE; /* plan pairs tp > 1 with SP */
   return PRUNE_N;

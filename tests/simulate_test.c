@@ -2162,20 +2162,50 @@ static void test_lora_dropout_priced(void **state)
   vs_sim_fini(&d);
 }
 
+/* Seconds of launches (VS_BOUND_LAUNCH) rank 0's kind of op `name` in
+ * phase and micro-batch mb was priced with. */
+static double launch_seconds(const vs_sim *x, const char *name, int phase,
+                             int mb)
+{
+  const vs_program *p = x->ranks[0].prog;
+  for (size_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *o = &p->ops[i];
+    if (o->phase == phase && o->microbatch == mb &&
+        strcmp(vs_op_name(p, o), name) == 0)
+      return vs_op_kind_of(p, o)->split_s[VS_BOUND_LAUNCH];
+  }
+  fail_msg("no op %s", name);
+  return 0;
+}
+
+/* FLOPs of rank 0's ops named `name` in phase, every micro-batch. */
+static double flops_at(const vs_sim *x, const char *name, int phase)
+{
+  const vs_program *p = x->ranks[0].prog;
+  double sum = 0;
+  for (size_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *o = &p->ops[i];
+    if (o->phase == phase && strcmp(vs_op_name(p, o), name) == 0)
+      sum += vs_op_kind_of(p, o)->flops;
+  }
+  return sum;
+}
+
 /* torchao's Float8Linear (framework = fsdp2; float8_linear.py,
  * tensorwise). Eagerly (the preset's kernels = eager) each nn.Linear
- * module casts its input and its weight in forward, 33 B an element
- * each (abs, max, the scale, to fp32, times the scale, clamp, to fp8),
- * and in backward the output's gradient and the weight again (the weight
- * with a layout copy, 2 B), then the gradient once more and the saved
- * input for the weight gradient, each with a layout copy. It saves the
- * 16-bit input and no FP8 weight copy (FSDP gathers the weight again), so
- * its activations are bf16's; its fp32 intermediates peak at 8 B an
- * element beside the FP8 operands. Compiled (kernels = fused), torchao's
- * roofline: a cast of the modules' shared input writes both layouts (2 B
- * read twice, 1 + 1 B written), a weight's 2 B read twice and 1 B written
- * each pass; the FP8 input copy is what is saved. torchtitan's Llama has
- * separate wq, wk, wv and w1, w3 modules. */
+ * module casts its input and its weight in forward, 33 B an element and
+ * 11 kernels each (abs, max, five for the scale, to fp32, times the
+ * scale, clamp, to fp8), and in backward the output's gradient and the
+ * weight again (the weight with a layout copy, 2 B), then the gradient
+ * once more and the saved input for the weight gradient, each with a
+ * layout copy. It saves the 16-bit input and no FP8 weight copy (FSDP
+ * gathers the weight again), so its activations are bf16's; its fp32
+ * intermediates peak at 9 B an element beside the FP8 operands. Compiled
+ * (kernels = fused), torchao's roofline: a cast of the modules' shared
+ * input writes both layouts (2 B read twice, 1 + 1 B written), a
+ * weight's 2 B read twice and 1 B written each pass; the 16-bit input is
+ * still what is saved, cast again for the weight gradient. torchtitan's
+ * Llama has separate wq, wk, wv and w1, w3 modules. */
 static void test_fp8_torchao(void **state)
 {
   static const char ini[] =
@@ -2206,17 +2236,25 @@ static void test_fp8_torchao(void **state)
   /* eager: the input cast by each of wq, wk, wv; their 3 h x h weights */
   tu_assert_close(extra_bytes(&e, &b, "qkv_proj", fwd, 0),
                   layers * (3 * s * h + 3 * h * h) * cast, 1e-9);
+  /* 6 casts of 11 kernels (per layer: one op, one kind) */
+  tu_assert_close(launch_seconds(&e, "qkv_proj", fwd, 0) -
+                      launch_seconds(&b, "qkv_proj", fwd, 0),
+                  6 * 11 * topo.kernel_floor, 1e-9);
   /* backward of w2 (f x h): the gradient (s x h) cast, the weight cast and
    * copied; the gradient again and the input (s x f), each with a copy */
   tu_assert_close(extra_bytes(&e, &b, "mlp_down", bwd, 0),
                   layers * (s * h * cast + f * h * (cast + copy) +
                             (s * h + s * f) * (cast + copy)),
                   1e-9);
+  tu_assert_close(launch_seconds(&e, "mlp_down", bwd, 0) -
+                      launch_seconds(&b, "mlp_down", bwd, 0),
+                  (4 * 11 + 3) * topo.kernel_floor, 1e-9);
   assert_int_equal(max_held(&e.ranks[0], VS_CAT_ACTIVATIONS),
                    max_held(&b.ranks[0], VS_CAT_ACTIVATIONS));
   assert_int_equal(e.layout.stages[0].fp8_cache_bytes, 0);
-  /* w2's forward: its s x f input's cast (8 s f), then its weight's
-   * beside the FP8 input (s f + 8 f h), the larger */
+  /* w2's forward: its s x f input's cast (9 s f), then its weight's
+   * beside the FP8 input (s f + 9 f h), the larger; backward, the second
+   * cast of the gradient beside the first and the weight (10 s h + f h) */
   for (uint32_t k = 0; k < vs_model_block(&b.model, 1)->n_ops; k++)
     if (strcmp(vs_model_block(&b.model, 1)->ops[k].name, "mlp_down") == 0) {
       down_b = &vs_model_block(&b.model, 1)->ops[k];
@@ -2224,21 +2262,39 @@ static void test_fp8_torchao(void **state)
     }
   assert_non_null(down_b);
   assert_int_equal(down_f->fwd_temp_bytes - down_b->fwd_temp_bytes,
-                   (uint64_t)(s * f + 8 * f * h));
-  /* compiled: one cast of the shared input, 6 B; the weights' 5 B */
+                   (uint64_t)(s * f + 9 * f * h));
+  assert_int_equal(down_f->bwd_temp_bytes - down_b->bwd_temp_bytes,
+                   (uint64_t)(s * h + 9 * f * h));
+  /* compiled: one cast of the shared input, 6 B; the weights' 5 B; in
+   * backward the gradient's 6 B, the weight's 3 B, the input's again */
   tu_assert_close(extra_bytes(&cf, &bf, "qkv_proj", fwd, 0),
                   layers * (6 * s * h + 5 * 3 * h * h), 1e-9);
   tu_assert_close(extra_bytes(&cf, &bf, "mlp_down", bwd, 0),
-                  layers * (6 * s * h + 3 * f * h), 1e-9);
-  /* the FP8 inputs saved: 1 B less each (wq/wk/wv's and w1/w3's shared
-   * s x h, w2's s x f), 1 B more for wo's beside flash's output */
-  assert_int_equal(max_held(&bf.ranks[0], VS_CAT_ACTIVATIONS) -
-                       max_held(&cf.ranks[0], VS_CAT_ACTIVATIONS),
-                   (uint64_t)(layers * s * (h + h + f - h)));
+                  layers * (6 * s * h + 3 * f * h + 6 * s * f), 1e-9);
+  assert_int_equal(max_held(&cf.ranks[0], VS_CAT_ACTIVATIONS),
+                   max_held(&bf.ranks[0], VS_CAT_ACTIVATIONS));
   vs_sim_fini(&b);
   vs_sim_fini(&e);
   vs_sim_fini(&bf);
   vs_sim_fini(&cf);
+  /* a frozen Float8Linear (LoRA's base) still saves its 16-bit input and
+   * computes its weight's gradient: per layer wq/wk/wv's and w1/w3's s x
+   * h inputs and w2's s x f, 2 B each, which bf16's frozen linears drop */
+  {
+    const char *lora[] = {"finetune.method=lora"};
+    const char *lora_fp8[] = {"finetune.method=lora", "training.precision=fp8"};
+    load(&wl, ini, lora, 1, 2);
+    simulate(&b, &wl, &topo, false);
+    load(&wl, ini, lora_fp8, 2, 2);
+    simulate(&e, &wl, &topo, false);
+    assert_int_equal(max_held(&e.ranks[0], VS_CAT_ACTIVATIONS) -
+                         max_held(&b.ranks[0], VS_CAT_ACTIVATIONS),
+                     (uint64_t)(layers * 2 * s * (2 * h + f)));
+    tu_assert_close(flops_at(&e, "mlp_down", bwd),
+                    2 * flops_at(&b, "mlp_down", bwd), 1e-9);
+    vs_sim_fini(&b);
+    vs_sim_fini(&e);
+  }
 }
 
 /* Transformer Engine's quantization kernels (module/linear.py, _Linear):

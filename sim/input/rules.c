@@ -196,6 +196,12 @@ bool vs_workload_paged_allowed(const vs_training_conf *t, uint64_t zero,
          (zero == 0 && offload_optimizer == VS_OFFLOAD_NONE);
 }
 
+bool vs_workload_fp8_tp_allowed(const vs_training_conf *t, uint64_t tp)
+{
+  return tp == 1 ||
+         vs_workload_fp8_lib(t->precision, t->framework) != VS_FP8_TORCHAO;
+}
+
 bool vs_workload_fused_loss_tp_allowed(const vs_training_conf *t, uint64_t tp)
 {
   return tp == 1 || !t->fused_cross_entropy;

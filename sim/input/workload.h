@@ -453,6 +453,13 @@ bool vs_workload_step_in_backward_allowed(const vs_training_conf *t,
 bool vs_workload_paged_allowed(const vs_training_conf *t, uint64_t zero,
                                int offload_optimizer);
 
+/* Whether training t's fp8 can run on tp ranks: torchao's float8 (fsdp2)
+ * only with tp = 1, since torchtitan's float8 tensor parallelism
+ * (torchao's Float8ColwiseParallel, Float8RowwiseParallel and
+ * PrepareFloat8ModuleInput cast a module's input to FP8 before the
+ * all-gather, so its linears save FP8 inputs) is not simulated. */
+bool vs_workload_fp8_tp_allowed(const vs_training_conf *t, uint64_t tp);
+
 /* Whether training t's loss can run on tp ranks: Liger Kernel's fused
  * cross-entropy (fused_cross_entropy) works on whole logits rows, so only
  * with tp = 1 (Megatron's vocab-parallel loss is the in-place one). */

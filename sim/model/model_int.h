@@ -138,10 +138,10 @@ typedef enum vs_norm_kind { NORM_LAYER, NORM_RMS } vs_norm_kind;
 /* Whether a linear that quantizes its input saves that FP8 copy for its
  * weight gradient, a copy of its own even where another op keeps the
  * 16-bit tensor: Transformer Engine's linears do (module/linear.py saves
- * inputmat_t); torchao's Float8Linear saves the 16-bit input itself when
- * run eagerly (float8_linear.py), and compiled (kernels = fused) the
- * graph keeps the FP8 copy its cast wrote (torchao issue 1850: "we
- * currently depend on torch.compile" to save the input in FP8). */
+ * inputmat_t under delayed scaling, save_original_input false);
+ * torchao's Float8Linear saves the 16-bit input itself
+ * (float8_linear.py; compiled, what the graph saves is the partitioner's
+ * choice, not verified: vsim keeps the Function's). */
 bool vs_block_fp8_copies(const vs_dims *d);
 
 typedef enum vs_input_keeper {

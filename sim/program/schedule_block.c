@@ -404,13 +404,15 @@ static vs_side_work te_casts(const builder *b, size_t inst, uint32_t k,
 /* torchao's Float8Linear (tensorwise dynamic scaling) casting a 16-bit
  * tensor to FP8 eagerly (kernels = eager): hp_tensor_to_float8_dynamic
  * runs torch.max(torch.abs(x)) (abs reads and writes 2 B an element, max
- * reads them), amax_to_scale's four one-element kernels (to float64,
- * clamp, divide, to float32: float8_utils.py), then _ToFloat8ConstrFunc's
- * x.to(float32) * scale and to_fp8_saturated's clamp and .to(float8)
- * (2 + 4, 4 + 4, 4 + 4 and 4 + 1 B: float8_training_tensor.py): 33 B an
- * element in 10 kernels (torchao 0.15-0.18). */
+ * reads them), amax_to_scale's five one-element kernels (to float64,
+ * clamp, a float over a tensor, which Tensor.__rtruediv__ runs as
+ * reciprocal() * other, to float32: float8_utils.py), then
+ * _ToFloat8ConstrFunc's x.to(float32) * scale and to_fp8_saturated's
+ * clamp and .to(float8) (2 + 4, 4 + 4, 4 + 4 and 4 + 1 B:
+ * float8_training_tensor.py): 33 B an element in 11 kernels (torchao 0.9
+ * to 0.18; before 0.9 tensorwise saved FP8 copies instead). */
 #define TORCHAO_EAGER_CAST_BYTES 33.0
-#define TORCHAO_EAGER_CAST_KERNELS 10
+#define TORCHAO_EAGER_CAST_KERNELS 11
 /* preprocess_addmm's copy of an FP8 operand into the layout _scaled_mm
  * takes (.contiguous(), .t().contiguous().t(): float8_ops.py), 1 B read
  * and 1 B written: the weight and the output's gradient in backward, and
@@ -436,11 +438,13 @@ static vs_side_work te_casts(const builder *b, size_t inst, uint32_t k,
  * forward (a recompute too); backward casts the output's gradient and
  * the weight again for the input gradient, and for the weight gradient
  * the output's gradient once more and the saved 16-bit input
- * (cast_config_*_for_grad_weight), with preprocess_addmm's layout copies.
- * Compiled, one cast a tensor writes both layouts (the modules' shared
- * input cast once: AOTAutograd's CSE) and the input's column-wise copy is
- * the one saved (vs_block_fp8_copies), so the weight gradient casts
- * nothing more. */
+ * (cast_config_*_for_grad_weight), with preprocess_addmm's layout copies,
+ * whether or not the weight trains (its backward has no needs_input_grad
+ * test: the recipe keeps its weight gradient). Compiled, one cast a tensor
+ * writes both layouts (the modules' shared input cast once: AOTAutograd's
+ * CSE); what the compiled graph saves is the partitioner's choice, not
+ * verified, so vsim keeps the Function's own (the 16-bit input) and the
+ * weight gradient casts it again. */
 static vs_side_work torchao_casts(const builder *b, size_t inst, uint32_t k,
                                   phase_time which)
 {
@@ -470,19 +474,16 @@ static vs_side_work torchao_casts(const builder *b, size_t inst, uint32_t k,
     w.kernels = TORCHAO_FUSED_ACT_KERNELS +
                 (unsigned)n * TORCHAO_FUSED_WEIGHT_FWD_KERNELS;
   } else if (eager) {
-    bool wgrad = sb_plan_of(b, inst)->wgrad_share[k] > 0;
-    w.bytes = out * TORCHAO_EAGER_CAST_BYTES +
+    w.bytes = (2 * out + n * in) *
+                  (TORCHAO_EAGER_CAST_BYTES + TORCHAO_LAYOUT_COPY_BYTES) -
+              out * TORCHAO_LAYOUT_COPY_BYTES +
               weights * (TORCHAO_EAGER_CAST_BYTES + TORCHAO_LAYOUT_COPY_BYTES);
-    w.kernels = (unsigned)n * (2 * TORCHAO_EAGER_CAST_KERNELS + 1);
-    if (wgrad) {
-      w.bytes += (out + n * in) *
-                 (TORCHAO_EAGER_CAST_BYTES + TORCHAO_LAYOUT_COPY_BYTES);
-      w.kernels += (unsigned)n * 2 * (TORCHAO_EAGER_CAST_KERNELS + 1);
-    }
+    w.kernels = (unsigned)n * (4 * TORCHAO_EAGER_CAST_KERNELS + 3);
   } else {
-    w.bytes = out * TORCHAO_FUSED_ACT_BYTES +
+    w.bytes = (out + in) * TORCHAO_FUSED_ACT_BYTES +
               weights * TORCHAO_FUSED_WEIGHT_BWD_BYTES;
-    w.kernels = (unsigned)n * (TORCHAO_FUSED_ACT_KERNELS + 1);
+    w.kernels = TORCHAO_FUSED_ACT_KERNELS +
+                (unsigned)n * (TORCHAO_FUSED_ACT_KERNELS + 1);
   }
   return w;
 }

@@ -522,14 +522,27 @@ static uint8_t keep_saved(const vs_workload *wl, const vs_recipe *r,
   return (uint8_t)keep_of(wl, b, sv);
 }
 
+/* Whether op is a linear of torchao's float8 (vs_workload_fp8_lib), whose
+ * backward computes its weight's gradient, and whose forward saves its
+ * input, whether or not the weight trains (float8_linear.py:
+ * save_for_backward(input_hp, weight_hp_t), and no needs_input_grad
+ * test in backward): frozen or not, it runs as a trained one. */
+static bool torchao_linear(const vs_workload *wl, const vs_op_spec *op)
+{
+  return vs_workload_fp8_lib(wl->training.precision, wl->training.framework) ==
+             VS_FP8_TORCHAO &&
+         op->matmul && !op->no_fp8 && op->n_params > 0;
+}
+
 static void resolve_ops(const vs_workload *wl, const vs_recipe *r,
                         const vs_block *b, vs_kind_plan *k)
 {
   int ckpt = block_checkpointing(wl, b);
   for (uint32_t i = 0; i < b->n_ops; i++) {
     const vs_op_spec *op = &b->ops[i];
-    double skipped = 1.0 - trainable_share(r, b, op);
-    bool frozen = weights_frozen(r, b, op);
+    bool always = torchao_linear(wl, op);
+    double skipped = always ? 0.0 : 1.0 - trainable_share(r, b, op);
+    bool frozen = !always && weights_frozen(r, b, op);
     for (uint32_t s = op->first_saved; s < op->first_saved + op->n_saved; s++) {
       k->keep[s] = keep_saved(wl, r, b, &b->saved[s], frozen);
       k->recompute_block |= k->keep[s] == VS_RECOMPUTE_BLOCK;
