@@ -2131,6 +2131,51 @@ static void test_fp8_outside_transformer_engine(void **state)
   vs_sim_fini(&f);
 }
 
+/* torchtitan's tensor parallelism (fsdp2) redistributes a
+ * column-parallel module's sequence-sharded input to Replicate before it
+ * (PrepareModuleInput, ColwiseParallel): its linears save the gathered
+ * input, tokens x hidden, and gather nothing again for backward, where
+ * Megatron-LM's sequence parallelism saves the shard and gathers it again
+ * (test with megatron's qkv_proj beside). */
+static void test_fsdp2_tp_saves_gathered_input(void **state)
+{
+  static const char ini[] =
+      "[model]\narch = llama\nlayers = 2\nhidden = 512\nheads = 8\n"
+      "ffn_hidden = 1024\nvocab = 1000\nseq_len = 256\n"
+      "[training]\nprecision = bf16\noptimizer = adamw\n"
+      "global_batch = 2\ncheckpointing = none\n"
+      "[parallel]\ntp = 2\ndp = 2\nsequence_parallel = true\n";
+  const char *titan[] = {"training.framework=fsdp2"};
+  const char *mega[] = {"training.framework=megatron"};
+  const char *const *sets[2] = {titan, mega};
+  const uint64_t whole = 2 * 256 * 512; /* bf16, every token */
+  (void)state;
+  for (int f = 0; f < 2; f++) {
+    vs_workload wl;
+    vs_topology topo;
+    vs_sim x;
+    const vs_block *blk;
+    uint64_t saved = 0;
+    int found = 0;
+    load(&wl, ini, sets[f], 1, 4);
+    simulate(&x, &wl, &topo, false);
+    blk = vs_model_block(&x.model, 1);
+    for (uint32_t k = 0; k < blk->n_ops; k++) {
+      const vs_op_spec *o = &blk->ops[k];
+      if (strcmp(o->name, "qkv_proj") != 0)
+        continue;
+      found = 1;
+      for (uint32_t i = o->first_saved; i < o->first_saved + o->n_saved; i++)
+        saved += blk->saved[i].bytes;
+      assert_int_equal(o->bwd_before.kind,
+                       f == 0 ? VS_COLL_NONE : VS_COLL_ALL_GATHER);
+    }
+    assert_true(found);
+    assert_int_equal(saved, f == 0 ? whole : whole / 2);
+    vs_sim_fini(&x);
+  }
+}
+
 /* LoRA dropout (PEFT's lora_dropout): each target's dropout over x as
  * PEFT's forward cast it for the adapter (fp32 adapters: 4 B an element)
  * reads it and writes the dropped copy and a 1-byte mask, 2 x 4 + 1 B an
@@ -3138,6 +3183,7 @@ int main(void)
       cmocka_unit_test(test_fp8_outside_transformer_engine),
       cmocka_unit_test(test_fp8_torchao),
       cmocka_unit_test(test_lora_dropout_priced),
+      cmocka_unit_test(test_fsdp2_tp_saves_gathered_input),
       cmocka_unit_test(test_fp8_quantization_kernels),
       cmocka_unit_test(test_fp8_sequence_parallel_gathers),
       cmocka_unit_test(test_autocast_cache_under_checkpointing),

@@ -725,10 +725,12 @@ vs_op_spec *vs_block_column_parallel(vs_block *blk, const vs_dims *d,
   /* each layer's norms feed these */
   op->input_from_norm = d->fp8_lib == VS_FP8_TE;
   vs_block_autocast_input(op, d, casts, d->tok_rep * d->h);
-  if (vs_block_save_input(blk, op, d, casts * d->tok_rep * d->h,
-                          KEPT_FOR_WEIGHTS, err))
+  if (vs_block_save_input(
+          blk, op, d, casts * (d->sp_gathered ? d->tokens : d->tok_rep) * d->h,
+          KEPT_FOR_WEIGHTS, err))
     return NULL;
-  vs_block_column_comms(op, d, d->tokens, d->h, SP_REGATHER);
+  vs_block_column_comms(op, d, d->tokens, d->h,
+                        d->sp_gathered ? SP_KEEPS_GATHERED : SP_REGATHER);
   return op;
 }
 

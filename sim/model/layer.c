@@ -1159,8 +1159,9 @@ static vs_op_spec *output_layer(vs_block *blk, const vs_workload *wl,
    * Transformer Engine module (gpt_model.py); torchtitan's recipes leave
    * it out of float8 too (filter_fqns = ["output"], "lm_head") */
   op->no_fp8 = true;
-  if (vs_block_save_input(blk, op, d, d->tok_rep * d->h, KEPT_FOR_WEIGHTS,
-                          err))
+  if (vs_block_save_input(blk, op, d,
+                          (d->sp_gathered ? d->tokens : d->tok_rep) * d->h,
+                          KEPT_FOR_WEIGHTS, err))
     return NULL;
   if (logits_kept(wl) && vs_block_save(blk, op,
                                        (vs_saved){.bytes = d->e * logits,

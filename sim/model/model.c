@@ -284,6 +284,7 @@ static void size_dims(const vs_workload *wl, vs_dims *d)
   d->tokens = d->s * d->b;
   d->sp = pc->sequence_parallel && d->t > 1;
   d->tok_rep = d->sp ? d->tokens / d->t : d->tokens;
+  d->sp_gathered = d->sp && wl->training.framework == VS_FW_FSDP2;
   d->rkv = mc->kv_lora_rank;
   d->rq = mc->q_lora_rank;
   d->dn = mc->qk_head_dim;

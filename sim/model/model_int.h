@@ -59,6 +59,15 @@ typedef struct vs_dims {
                         under autocast; VS_DTYPE_N: none */
   bool dropout;      /* dropout ops exist */
   bool sp;           /* sequence parallel */
+  bool sp_gathered;  /* under sp a column-parallel linear saves its input
+                        gathered (tokens, not tok_rep) and gathers nothing
+                        again for backward: torchtitan's tensor
+                        parallelism (fsdp2), whose PrepareModuleInput and
+                        ColwiseParallel redistribute the sequence shard
+                        to Replicate before the module, so autograd keeps
+                        the replicated tensor (torch.distributed.tensor.
+                        parallel; the PyTorch TP tutorial's plan), where
+                        Megatron-LM saves the shard and gathers it again */
   bool eager;        /* attention materialises the scores */
   bool causal;       /* attention masks later tokens (gpt, llama) */
   bool frozen_base;  /* LoRA / QLoRA: every base weight frozen */
