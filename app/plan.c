@@ -85,7 +85,6 @@ enum {
   PRUNE_MOE_TP,           /* MoE or latent attention with tp > 1 outside
                              Megatron-LM */
   PRUNE_FUSED_LOSS_TP,    /* fused_cross_entropy with tp > 1 */
-  PRUNE_FP8_TP,           /* torchao's float8 (fsdp2) with tp > 1 */
   PRUNE_EP,               /* ep not dividing dp, or with zero > 1 */
   PRUNE_CP,               /* cp with a tp its sequence cannot split for */
   PRUNE_PAGED,            /* a paged optimizer with zero > 0 or offload */
@@ -118,8 +117,6 @@ static const char *const prune_reasons[PRUNE_N] = {
     "over tp only as Megatron-LM splits them (framework none or megatron)",
     "(GPUs, tp) pairs: the fused cross-entropy loss (fused_cross_entropy, "
     "Liger Kernel's) is not vocab-parallel",
-    "(GPUs, tp) pairs: torchao's float8 (fp8 under fsdp2) is simulated "
-    "with tp = 1",
     "layouts: expert parallelism needs etp x ep dividing tp x dp x cp (ep "
     "dividing dp x cp at etp = tp), etp dividing expert_ffn_hidden, zero <= "
     "1 and, with a pipeline, order = tp-dp-pp",
@@ -642,8 +639,6 @@ static int tp_pruned(const vs_workload *wl, uint64_t tp)
     return PRUNE_MOE_TP;
   if (!vs_workload_fused_loss_tp_allowed(&wl->training, tp))
     return PRUNE_FUSED_LOSS_TP;
-  if (!vs_workload_fp8_tp_allowed(&wl->training, tp))
-    return PRUNE_FP8_TP;
   if (tp > 1 && !vs_workload_sp_allowed(wl->model.seq_len, tp))
     return PRUNE_TP_SEQUENCE; /* plan pairs tp > 1 with SP */
   return PRUNE_N;

@@ -2340,6 +2340,36 @@ static void test_fp8_torchao(void **state)
     vs_sim_fini(&b);
     vs_sim_fini(&e);
   }
+  /* over tp = 2 ranks with sequence parallelism torchtitan's float8 plan
+   * casts each module's input once, on the rank's sequence shard (s/2 x
+   * h), before the all-gather, and the linears save the FP8 input they
+   * got: no cast of it in the linear, forward or backward (only its
+   * layout copy); per layer wq/wk/wv's and w1/w3's gathered s x h and
+   * w2's s x f/2 are saved at 1 B where bf16 saves 2, and wo's s x h/2
+   * at 1 B beside flash's 16-bit output */
+  {
+    const char *tp_bf16[] = {"parallel.tp=2", "parallel.dp=2",
+                             "parallel.sequence_parallel=true",
+                             "training.global_batch=4"};
+    const char *tp_fp8[] = {
+        "parallel.tp=2", "parallel.dp=2", "parallel.sequence_parallel=true",
+        "training.global_batch=4", "training.precision=fp8"};
+    load(&wl, ini, tp_bf16, 4, 4);
+    simulate(&b, &wl, &topo, false);
+    load(&wl, ini, tp_fp8, 5, 4);
+    simulate(&e, &wl, &topo, false);
+    tu_assert_close(extra_bytes(&e, &b, "qkv_proj", fwd, 0),
+                    layers * (s / 2 * h + 3 * h * h / 2) * cast, 1e-9);
+    tu_assert_close(extra_bytes(&e, &b, "mlp_down", bwd, 0),
+                    layers * (s * h * (2 * cast + copy) +
+                              f / 2 * h * (cast + copy) + s * f / 2 * copy),
+                    1e-9);
+    assert_int_equal(max_held(&b.ranks[0], VS_CAT_ACTIVATIONS) -
+                         max_held(&e.ranks[0], VS_CAT_ACTIVATIONS),
+                     (uint64_t)(layers * (2 * s * h + s * f / 2 - s * h / 2)));
+    vs_sim_fini(&b);
+    vs_sim_fini(&e);
+  }
 }
 
 /* Transformer Engine's quantization kernels (module/linear.py, _Linear):

@@ -1127,13 +1127,6 @@ static void test_checkpoint_choice(void **state)
            NULL, 0, 0, VS_EINPUT,
            "@:10: [training] fused_cross_entropy = true: Liger Kernel's fused "
            "loss is not vocab-parallel; use tp = 1");
-  /* torchao's float8 over tp ranks (torchtitan's Float8ColwiseParallel
-   * casts before the gather) is not simulated */
-  load_bad(LLAMA_MODEL "[training]\nframework = fsdp2\nprecision = fp8\n"
-                       "global_batch = 2\n[parallel]\ntp = 2\ndp = 2\n",
-           NULL, 0, 0, VS_EINPUT,
-           "@:14: [parallel] tp = 2: torchao's float8 (precision = fp8 under "
-           "framework = fsdp2) is simulated with tp = 1");
   load_bad(GPT_MODEL "[training]\ncheckpointing = ops\n", NULL, 0, 0,
            VS_EINPUT,
            "@:9: [training] checkpointing = ops: torchtitan's op-level policy "

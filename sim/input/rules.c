@@ -53,6 +53,11 @@ vs_fp8_lib vs_workload_fp8_lib(int precision, int framework)
   return framework == VS_FW_FSDP2 ? VS_FP8_TORCHAO : VS_FP8_TE;
 }
 
+bool vs_workload_fp8_tp_plan(int precision, int framework, uint64_t tp)
+{
+  return tp > 1 && vs_workload_fp8_lib(precision, framework) == VS_FP8_TORCHAO;
+}
+
 bool vs_workload_dp_only(int precision, int framework)
 {
   return framework == VS_FW_HF || vs_precision_autocast(precision);
@@ -194,12 +199,6 @@ bool vs_workload_paged_allowed(const vs_training_conf *t, uint64_t zero,
 {
   return !t->paged_optimizer ||
          (zero == 0 && offload_optimizer == VS_OFFLOAD_NONE);
-}
-
-bool vs_workload_fp8_tp_allowed(const vs_training_conf *t, uint64_t tp)
-{
-  return tp == 1 ||
-         vs_workload_fp8_lib(t->precision, t->framework) != VS_FP8_TORCHAO;
 }
 
 bool vs_workload_fused_loss_tp_allowed(const vs_training_conf *t, uint64_t tp)

@@ -513,19 +513,10 @@ static int check_ops_checkpointing(vs_workload *wl, vs_error *err)
 }
 
 /* Liger Kernel's fused loss runs on whole logits rows: no tensor
- * parallelism (Megatron's vocab-parallel loss is the in-place one); nor
- * does vsim run torchao's float8 over tp ranks. */
+ * parallelism (Megatron's vocab-parallel loss is the in-place one). */
 static int check_fused_loss(vs_workload *wl, vs_error *err)
 {
   char where[400];
-  if (!vs_workload_fp8_tp_allowed(&wl->training, wl->parallel.tp))
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: torchao's float8 (precision = fp8 under "
-                        "framework = fsdp2) is simulated with tp = 1: "
-                        "torchtitan's float8 tensor parallelism, which casts "
-                        "each module's input to FP8 before its all-gather, "
-                        "is not; use tp = 1, or bf16 with tp > 1",
-                        WHERE("parallel", "tp"));
   if (vs_workload_fused_loss_tp_allowed(&wl->training, wl->parallel.tp))
     return 0;
   return vs_error_set(err, VS_EINPUT,

@@ -315,6 +315,13 @@ int vs_precision_param_dtype(int precision);
 typedef enum { VS_FP8_NONE, VS_FP8_TE, VS_FP8_TORCHAO } vs_fp8_lib;
 vs_fp8_lib vs_workload_fp8_lib(int precision, int framework);
 
+/* Whether torchtitan's float8 tensor-parallel plan casts the linears'
+ * inputs (torchao's float8 over tp > 1 ranks: Float8ColwiseParallel,
+ * Float8RowwiseParallel and PrepareFloat8ModuleInput cast a module's
+ * input to FP8 before it, float8_tensor_parallel.py), so the linears
+ * save the FP8 input they got and cast none of their own. */
+bool vs_workload_fp8_tp_plan(int precision, int framework, uint64_t tp);
+
 /* Whether a job of precision under framework runs data parallelism alone
  * (vs_workload_dp_only_misfit says what that allows): autocast (precision
  * amp_*) or the Hugging Face Trainer (framework = hf). */
@@ -452,13 +459,6 @@ bool vs_workload_step_in_backward_allowed(const vs_training_conf *t,
  * offload_optimizer: only zero = 0 on the GPU; true without one. */
 bool vs_workload_paged_allowed(const vs_training_conf *t, uint64_t zero,
                                int offload_optimizer);
-
-/* Whether training t's fp8 can run on tp ranks: torchao's float8 (fsdp2)
- * only with tp = 1, since torchtitan's float8 tensor parallelism
- * (torchao's Float8ColwiseParallel, Float8RowwiseParallel and
- * PrepareFloat8ModuleInput cast a module's input to FP8 before the
- * all-gather, so its linears save FP8 inputs) is not simulated. */
-bool vs_workload_fp8_tp_allowed(const vs_training_conf *t, uint64_t tp);
 
 /* Whether training t's loss can run on tp ranks: Liger Kernel's fused
  * cross-entropy (fused_cross_entropy) works on whole logits rows, so only

@@ -81,7 +81,10 @@ static bool quantizes_input(const vs_dims *d, const vs_op_spec *op)
   return d->em != d->e && !op->no_fp8;
 }
 
-bool vs_block_fp8_copies(const vs_dims *d) { return d->fp8_lib == VS_FP8_TE; }
+bool vs_block_fp8_copies(const vs_dims *d)
+{
+  return d->fp8_lib == VS_FP8_TE || d->torchao_tp;
+}
 
 /* A matmul's saved input of `elems` elements: needed only for its weight
  * gradient unless another op keeps the same tensor; the FP8 copy where op
@@ -231,11 +234,14 @@ static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
  * copy: max(9 o, o + 9 w, o + 2 w), and for the weight gradient (computed
  * whether or not the weight trains) the second cast of the output
  * gradient beside both FP8 operands of the first GEMM (10 o + w), the
- * input's cast (2 o + w + 9 in) and both layout copies (3 o + w + 2 in).
- * The op's modules run one after another: the largest counts, on top of
- * its own transients. */
+ * input's cast (2 o + w + 9 in) and both layout copies (3 o + w + 2 in);
+ * the input's casts (9 in, 2 o + w + 9 in) only where the linear casts
+ * its input itself (`recast`; over tp ranks the tensor-parallel plan did,
+ * torchao_tp). The op's modules run one after another: the largest
+ * counts, on top of its own transients. */
 static void torchao_scratch_of(const vs_block *blk, const vs_op_spec *op,
-                               uint32_t n_params, uint64_t *fwd, uint64_t *bwd)
+                               uint32_t n_params, bool recast, uint64_t *fwd,
+                               uint64_t *bwd)
 {
   uint64_t in = op->gemm.batch * op->gemm.m * op->gemm.k;
   *fwd = *bwd = 0;
@@ -247,19 +253,20 @@ static void torchao_scratch_of(const vs_block *blk, const vs_op_spec *op,
       continue;
     b = max_u64(max_u64(9 * o, o + 9 * w), o + 2 * w);
     b = max_u64(max_u64(b, 10 * o + w),
-                max_u64(2 * o + w + 9 * in, 3 * o + w + 2 * in));
-    *fwd = max_u64(*fwd, max_u64(9 * in, in + 9 * w));
+                max_u64(recast ? 2 * o + w + 9 * in : 0, 3 * o + w + 2 * in));
+    *fwd = max_u64(*fwd, max_u64(recast ? 9 * in : 0, in + 9 * w));
     *bwd = max_u64(*bwd, b);
   }
 }
 
 /* The newest weight of op (its last parameter) raises op's transients by
  * what its eager torchao casts need beyond its earlier modules'. */
-static void torchao_scratch(const vs_block *blk, vs_op_spec *op)
+static void torchao_scratch(const vs_block *blk, vs_op_spec *op,
+                            const vs_dims *d)
 {
   uint64_t f0, b0, f1, b1;
-  torchao_scratch_of(blk, op, op->n_params - 1, &f0, &b0);
-  torchao_scratch_of(blk, op, op->n_params, &f1, &b1);
+  torchao_scratch_of(blk, op, op->n_params - 1, !d->torchao_tp, &f0, &b0);
+  torchao_scratch_of(blk, op, op->n_params, !d->torchao_tp, &f1, &b1);
   op->fwd_temp_bytes += f1 - f0;
   op->bwd_temp_bytes += b1 - b0;
 }
@@ -284,7 +291,7 @@ int vs_block_weight_copy(vs_block *blk, const vs_dims *d, uint64_t rows,
   uint64_t now = rows * cols, before;
   if (d->fp8_lib == VS_FP8_TORCHAO && d->eager_kernels && op && op->matmul &&
       !op->no_fp8 && !op->adapter && rows > 1 && cols > 1)
-    torchao_scratch(blk, op);
+    torchao_scratch(blk, op, d);
   if (d->copy_dtype == VS_DTYPE_N || !op || !op->matmul || op->adapter ||
       (d->copy_dtype == VS_DTYPE_FP8 && op->no_fp8) || rows <= 1 ||
       cols <= 1 || dtype == VS_DTYPE_FP8_SCALED)

@@ -107,6 +107,14 @@ typedef struct vs_dims {
                         weight_hp_t): FSDP gathers the weight again for
                         backward) nor, eagerly, an FP8 input
                         (vs_block_fp8_copies) */
+  bool torchao_tp;   /* vs_workload_fp8_tp_plan: torchtitan's float8
+                        tensor-parallel plan casts each module's input
+                        to FP8 before its linears (_prepare_input_fn
+                        runs hp_tensor_to_float8_dynamic, then
+                        redistributes), so the all-gather moves FP8 and
+                        each linear saves the FP8 input it got
+                        (tensor_already_casted_to_fp8: no cast of its
+                        own) */
   uint64_t rkv;      /* MLA: the key-value latent's width (0: no MLA) */
   uint64_t rq;       /* MLA: the query latent's (0: a full projection) */
   uint64_t dn, dr, dv; /* MLA head sizes: query/key non-rotary, rotary,
@@ -147,10 +155,11 @@ typedef enum vs_norm_kind { NORM_LAYER, NORM_RMS } vs_norm_kind;
 /* Whether a linear that quantizes its input saves that FP8 copy for its
  * weight gradient, a copy of its own even where another op keeps the
  * 16-bit tensor: Transformer Engine's linears do (module/linear.py saves
- * inputmat_t under delayed scaling, save_original_input false);
- * torchao's Float8Linear saves the 16-bit input itself
- * (float8_linear.py; compiled, what the graph saves is the partitioner's
- * choice, not verified: vsim keeps the Function's). */
+ * inputmat_t under delayed scaling, save_original_input false), and
+ * torchao's over tp ranks, whose input the tensor-parallel plan cast
+ * (torchao_tp); otherwise torchao's Float8Linear saves the 16-bit input
+ * itself (float8_linear.py; compiled, what the graph saves is the
+ * partitioner's choice, not verified: vsim keeps the Function's). */
 bool vs_block_fp8_copies(const vs_dims *d);
 
 typedef enum vs_input_keeper {

@@ -431,29 +431,66 @@ static vs_side_work te_casts(const builder *b, size_t inst, uint32_t k,
 #define TORCHAO_FUSED_WEIGHT_FWD_KERNELS 3
 #define TORCHAO_FUSED_WEIGHT_BWD_BYTES 3.0
 
+/* The input's casts of torchao linear op o (n modules, each reading the
+ * op's input) in a forward or, `bwd`, in backward. Eagerly each module
+ * casts the input it reads, and the weight gradient casts the saved
+ * 16-bit input again with a layout copy; compiled, one cast of the shared
+ * input (AOTAutograd's CSE) writes both layouts, again for the weight
+ * gradient. Over tp ranks torchtitan's float8 plan casts the input once
+ * before the linears, on each rank's part (an input the op gathers: its
+ * shard), and saves it in FP8 (vs_block_fp8_copies): backward only copies
+ * it into the weight gradient's layout, eagerly. */
+static vs_side_work torchao_input_casts(const builder *b, const vs_op_spec *o,
+                                        double n, bool bwd)
+{
+  bool eager = b->wl->training.kernels == VS_KERNELS_EAGER;
+  bool tp = vs_workload_fp8_tp_plan(precision(b), b->wl->training.framework,
+                                    b->lay->tp);
+  double in = (double)o->gemm.batch * (double)o->gemm.m * (double)o->gemm.k;
+  double local = o->fwd_before.kind == VS_COLL_ALL_GATHER
+                     ? in / (double)b->lay->group_size[o->fwd_before.group]
+                     : in;
+  if (tp && !bwd)
+    return eager ? (vs_side_work){local * TORCHAO_EAGER_CAST_BYTES,
+                                  TORCHAO_EAGER_CAST_KERNELS}
+                 : (vs_side_work){local * TORCHAO_FUSED_ACT_BYTES,
+                                  TORCHAO_FUSED_ACT_KERNELS};
+  if (tp)
+    return eager
+               ? (vs_side_work){n * in * TORCHAO_LAYOUT_COPY_BYTES, (unsigned)n}
+               : (vs_side_work){0, 0};
+  if (!eager)
+    return (vs_side_work){in * TORCHAO_FUSED_ACT_BYTES,
+                          TORCHAO_FUSED_ACT_KERNELS};
+  return bwd ? (vs_side_work){n * in *
+                                  (TORCHAO_EAGER_CAST_BYTES +
+                                   TORCHAO_LAYOUT_COPY_BYTES),
+                              (unsigned)n * (TORCHAO_EAGER_CAST_KERNELS + 1)}
+             : (vs_side_work){n * in * TORCHAO_EAGER_CAST_BYTES,
+                              (unsigned)n * TORCHAO_EAGER_CAST_KERNELS};
+}
+
 /* torchao's casts of op k of inst's block (fp8_casts) in phase `which`,
  * per nn.Linear module (each weight matrix of the op; torchtitan's wq, wk
  * and wv read one input, w1 and w3 another): float8_linear.py's
- * matmul_with_hp_or_float8_args casts the input and the weight in every
- * forward (a recompute too); backward casts the output's gradient and
- * the weight again for the input gradient, and for the weight gradient
- * the output's gradient once more and the saved 16-bit input
+ * matmul_with_hp_or_float8_args casts the input (torchao_input_casts) and
+ * the weight in every forward (a recompute too); backward casts the
+ * output's gradient and the weight again for the input gradient, and for
+ * the weight gradient the output's gradient once more and the saved input
  * (cast_config_*_for_grad_weight), with preprocess_addmm's layout copies,
  * whether or not the weight trains (its backward has no needs_input_grad
- * test: the recipe keeps its weight gradient). Compiled, one cast a tensor
- * writes both layouts (the modules' shared input cast once: AOTAutograd's
- * CSE); what the compiled graph saves is the partitioner's choice, not
- * verified, so vsim keeps the Function's own (the 16-bit input) and the
- * weight gradient casts it again. */
+ * test: the recipe keeps its weight gradient). Compiled, one cast a
+ * tensor writes both layouts; what the compiled graph saves is the
+ * partitioner's choice, not verified, so vsim keeps the Function's (the
+ * 16-bit input). */
 static vs_side_work torchao_casts(const builder *b, size_t inst, uint32_t k,
                                   phase_time which)
 {
-  vs_side_work w = {0, 0};
+  vs_side_work w = {0, 0}, input;
   const vs_block *blk = sb_block_of(b, inst);
   const vs_op_spec *o = &blk->ops[k];
   bool eager = b->wl->training.kernels == VS_KERNELS_EAGER;
   bool bwd = which == TIME_BWD || which == TIME_BWD_FRESH;
-  double in = (double)o->gemm.batch * (double)o->gemm.m * (double)o->gemm.k;
   double out = (double)o->gemm.batch * (double)o->gemm.m * (double)o->gemm.n;
   double weights = 0, n = 0;
   for (uint32_t p = o->first_param; p < o->first_param + o->n_params; p++) {
@@ -466,25 +503,23 @@ static vs_side_work torchao_casts(const builder *b, size_t inst, uint32_t k,
   if (which == TIME_RECOMPUTE && !(o->recompute_share > 0))
     return w;
   if (!bwd && eager) {
-    w.bytes = (n * in + weights) * TORCHAO_EAGER_CAST_BYTES;
-    w.kernels = (unsigned)(2 * n) * TORCHAO_EAGER_CAST_KERNELS;
+    w.bytes = weights * TORCHAO_EAGER_CAST_BYTES;
+    w.kernels = (unsigned)n * TORCHAO_EAGER_CAST_KERNELS;
   } else if (!bwd) {
-    w.bytes =
-        in * TORCHAO_FUSED_ACT_BYTES + weights * TORCHAO_FUSED_WEIGHT_FWD_BYTES;
-    w.kernels = TORCHAO_FUSED_ACT_KERNELS +
-                (unsigned)n * TORCHAO_FUSED_WEIGHT_FWD_KERNELS;
+    w.bytes = weights * TORCHAO_FUSED_WEIGHT_FWD_BYTES;
+    w.kernels = (unsigned)n * TORCHAO_FUSED_WEIGHT_FWD_KERNELS;
   } else if (eager) {
-    w.bytes = (2 * out + n * in) *
-                  (TORCHAO_EAGER_CAST_BYTES + TORCHAO_LAYOUT_COPY_BYTES) -
-              out * TORCHAO_LAYOUT_COPY_BYTES +
+    w.bytes = out * (2 * TORCHAO_EAGER_CAST_BYTES + TORCHAO_LAYOUT_COPY_BYTES) +
               weights * (TORCHAO_EAGER_CAST_BYTES + TORCHAO_LAYOUT_COPY_BYTES);
-    w.kernels = (unsigned)n * (4 * TORCHAO_EAGER_CAST_KERNELS + 3);
+    w.kernels = (unsigned)n * (3 * TORCHAO_EAGER_CAST_KERNELS + 2);
   } else {
-    w.bytes = (out + in) * TORCHAO_FUSED_ACT_BYTES +
+    w.bytes = out * TORCHAO_FUSED_ACT_BYTES +
               weights * TORCHAO_FUSED_WEIGHT_BWD_BYTES;
-    w.kernels = TORCHAO_FUSED_ACT_KERNELS +
-                (unsigned)n * (TORCHAO_FUSED_ACT_KERNELS + 1);
+    w.kernels = (unsigned)n * (TORCHAO_FUSED_ACT_KERNELS + 1);
   }
+  input = torchao_input_casts(b, o, n, bwd);
+  w.bytes += input.bytes;
+  w.kernels += input.kernels;
   return w;
 }
 
