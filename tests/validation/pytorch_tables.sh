@@ -33,6 +33,18 @@
 # gradients set to None after each step, as torchtune's recipe does; its
 # rotary embedding is priced as Hugging Face's rotate_half (torchtune's
 # own stacks the rotated halves, more kernels).
+#
+# 3. torchtitan's compiled float8 run of Llama 3.1 70B (the same
+# benchmark, Table 4, row "FSDP + TP", shared/reference/frameworks.md
+# 4.4): 256 of the same H100s, FSDP 32 x TP 8 with sequence parallelism,
+# local batch 16 (global 512) of 8192 tokens, full activation
+# checkpointing, torch.compile (kernels = fused) and Float8 linears
+# (precision = fp8 under framework = fsdp2: torchao's Float8Linear,
+# tensorwise, with its tensor-parallel plan); 829 tokens/s a GPU and
+# 71.9 GiB of max_reserved (vsim's peak reserved). torchtitan 9dec370
+# used torchao eab345c, before 0.9: its tensorwise linears saved FP8
+# copies where vsim models 0.9's 16-bit inputs (moot under full
+# checkpointing, which keeps only the layers' inputs).
 # Usage: tests/validation/pytorch_tables.sh [path/to/vsim]
 set -euo pipefail
 vsim=${1:-build/vsim}
@@ -113,4 +125,40 @@ v = 2 * 4096 / float(row["step_time_s"])
 m = int(row["peak_allocated_bytes"]) / 2**30
 print(f"| torchtune-3b-packed | {tps:,} | {v:,.0f} | {100*(v-tps)/tps:+.0f}% | "
       f"{gib} | {m:.1f} | {100*(m-gib)/gib:+.1f}% |")
+PY
+
+cat > "$tmp/llama31-70b.ini" <<INI
+[model]
+hf_config = $PWD/models/llama-3.1-70b.json
+seq_len = 8192
+[training]
+framework = fsdp2
+micro_batch = 16
+global_batch = 512
+precision = fp8
+kernels = fused
+optimizer = adamw
+checkpointing = full
+[parallel]
+tp = 8
+dp = 32
+sequence_parallel = true
+INI
+echo
+echo "| run | GPUs | published TPS/GPU | vsim at 989 / 835 TFLOP/s | error | published GiB | vsim GiB | error |"
+echo "|---|---|---|---|---|---|---|---|"
+for peak in 989 835; do
+  "$vsim" run "$tmp/llama31-70b.ini" --gpus 256 \
+    --set topology.gpu.peak_tflops_bf16="$peak" "${hardware[@]}" \
+    --csv "$tmp/titan70-$peak" > "$tmp/titan70-$peak.out"
+done
+python3 - "$tmp/titan70-989/summary.csv" "$tmp/titan70-835/summary.csv" <<'PY'
+import csv, sys
+rows = [list(csv.DictReader(open(p))) for p in sys.argv[1:3]]
+tps, gib = 829, 71.9
+a, b = (512 * 8192 / float(r[0]["step_time_s"]) / 256 for r in rows)
+m = max(int(r["peak_reserved_bytes"]) for r in rows[0]) / 2**30
+print(f"| table-4-fsdp-tp-float8 | 256 | {tps:,} | {a:,.0f} / {b:,.0f} | "
+      f"{100*(a-tps)/tps:+.0f}% / {100*(b-tps)/tps:+.0f}% | {gib} | "
+      f"{m:.1f} | {100*(m-gib)/gib:+.1f}% |")
 PY
