@@ -1207,6 +1207,27 @@ static void test_framework_presets(void **state)
     assert_int_equal(wl.parallel.bucket_bytes, 1);
   }
   {
+    /* torchtitan's launch script runs the caching allocator with
+     * expandable segments; with the exact allocator there is none to
+     * configure, and a workload's own choice wins */
+    static const char *const fsdp2[] = {"training.framework=fsdp2",
+                                        "parallel.dp=2"};
+    static const char *const exact[] = {"training.framework=fsdp2",
+                                        "parallel.dp=2",
+                                        "runtime.allocator=exact"};
+    static const char *const own[] = {"training.framework=fsdp2",
+                                      "parallel.dp=2",
+                                      "runtime.expandable_segments=false"};
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, fsdp2, 2, 0, &err), 0);
+    assert_true(wl.runtime.expandable_segments);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, exact, 3, 0, &err), 0);
+    assert_false(wl.runtime.expandable_segments);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, own, 3, 0, &err), 0);
+    assert_false(wl.runtime.expandable_segments);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, mg, 3, 0, &err), 0);
+    assert_false(wl.runtime.expandable_segments);
+  }
+  {
     /* torchtitan (training.compile = false) and the Trainer
      * (torch_compile = False) run their modules eagerly; the others fuse,
      * and a workload's own choice wins */

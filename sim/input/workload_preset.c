@@ -196,7 +196,9 @@ static int preset_deepspeed(vs_workload *wl, vs_error *err)
  * steps without a master copy; gradients reduced in fp32
  * (mixed_precision_reduce), each fully_shard unit's (a block's) in a
  * reduce-scatter of its own: no bucket merges blocks; eager modules
- * (train_configs' training.compile = false, torchtitan 9dec370). */
+ * (train_configs' training.compile = false, torchtitan 9dec370); the
+ * caching allocator's expandable segments, as its launch script runs
+ * it. */
 static int preset_fsdp2(vs_workload *wl, vs_error *err)
 {
   int rc = preset(wl, "parallel", "zero", "3",
@@ -211,6 +213,12 @@ static int preset_fsdp2(vs_workload *wl, vs_error *err)
     rc = preset(wl, "training", "kernels", "eager",
                 "torchtitan compiles nothing unless training.compile = "
                 "true: its modules run eagerly",
+                err);
+  if (!rc && wl->runtime.allocator == VS_ALLOC_CACHING)
+    rc = preset(wl, "runtime", "expandable_segments", "true",
+                "torchtitan's launch script sets PYTORCH_CUDA_ALLOC_CONF="
+                "expandable_segments:True (run_llama_train.sh since "
+                "a5e57e4a9, October 2024; run_train.sh)",
                 err);
   return rc ? rc
             : preset(wl, "parallel", "bucket", "1B",
