@@ -2176,6 +2176,43 @@ static void test_fsdp2_tp_saves_gathered_input(void **state)
   }
 }
 
+/* HBM or transfer bytes of every op of rank 0 named `name`. */
+static double bytes_named(const vs_sim *x, const char *name)
+{
+  const vs_program *p = x->ranks[0].prog;
+  double sum = 0;
+  for (size_t i = 0; i < p->n_ops; i++)
+    if (strcmp(vs_op_name(p, &p->ops[i]), name) == 0)
+      sum += vs_op_kind_of(p, &p->ops[i])->bytes;
+  return sum;
+}
+
+/* FSDP2 with CPUOffloadPolicy keeps its fp32 shards on the host: each
+ * block's fetch copies 4 B a parameter of the rank's shard, which the
+ * all-gather then moves in bf16 (2 B a parameter, whole): over dp = 2
+ * the copies move as many bytes as the gathers (they copied the bf16 size,
+ * half). */
+static void test_fsdp2_offload_fetches_stored_shards(void **state)
+{
+  static const char ini[] =
+      "[model]\narch = llama\nlayers = 2\nhidden = 512\nheads = 8\n"
+      "ffn_hidden = 1024\nvocab = 1000\nseq_len = 256\n"
+      "[training]\nprecision = bf16\noptimizer = adamw\n"
+      "global_batch = 2\nframework = fsdp2\n"
+      "[parallel]\ndp = 2\noffload_optimizer = cpu\n"
+      "offload_params = cpu\n";
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim x;
+  (void)state;
+  load(&wl, ini, NULL, 0, 2);
+  simulate(&x, &wl, &topo, false);
+  assert_true(bytes_named(&x, "zero3_all_gather") > 0);
+  tu_assert_close(bytes_named(&x, "param_to_gpu"),
+                  bytes_named(&x, "zero3_all_gather"), 1e-12);
+  vs_sim_fini(&x);
+}
+
 /* LoRA dropout (PEFT's lora_dropout): each target's dropout over x as
  * PEFT's forward cast it for the adapter (fp32 adapters: 4 B an element)
  * reads it and writes the dropped copy and a 1-byte mask, 2 x 4 + 1 B an
@@ -3213,6 +3250,7 @@ int main(void)
       cmocka_unit_test(test_fp8_outside_transformer_engine),
       cmocka_unit_test(test_fp8_torchao),
       cmocka_unit_test(test_lora_dropout_priced),
+      cmocka_unit_test(test_fsdp2_offload_fetches_stored_shards),
       cmocka_unit_test(test_fsdp2_tp_saves_gathered_input),
       cmocka_unit_test(test_fp8_quantization_kernels),
       cmocka_unit_test(test_fp8_sequence_parallel_gathers),

@@ -789,7 +789,8 @@ static uint32_t fetch_partition(builder *b, size_t inst, int mb, uint64_t part,
 typedef enum { GATHER_INTO_PARAMS, GATHER_INTO_FLAT } gather_target;
 
 /* Brings inst's parameters whole onto the GPU once `after` has ended (so
- * at most two blocks are gathered at a time): its partition copied in
+ * at most two blocks are gathered at a time): its partition copied in, as
+ * stored (FSDP2's fp32 shards, 4 B a parameter; ZeRO-3's 16-bit ones),
  * when it lives off the GPU, then all-gathered on the comm stream when
  * there are data-parallel peers, into FSDP2's flat buffer (GATHER_INTO_
  * FLAT: copied out as the block's pass starts), else straight into the
@@ -800,16 +801,17 @@ static void gather_into(builder *b, size_t inst, int mb, uint32_t after,
   bool flat = target == GATHER_INTO_FLAT;
   uint64_t bytes = sb_plan_of(b, inst)->param_bytes;
   const vs_comm_plan *u = &b->r->comm[VS_USE_PARAM_GATHER];
-  uint64_t part = vs_recipe_shard(&b->r->params, bytes);
   bool peers = b->lay->dp > 1;
   uint32_t op = after, part_buf = NONE;
 
   if (!b->r->gather_params || bytes == 0 || b->gather_op[inst] != NONE)
     return;
   if (b->r->offload.fetch_params) {
-    op = fetch_partition(b, inst, mb, part, op);
+    uint64_t stored =
+        vs_recipe_shard(&b->r->params, sb_plan_of(b, inst)->stored_param_bytes);
+    op = fetch_partition(b, inst, mb, stored, op);
     if (peers) {
-      part_buf = sb_new_buffer(b, part, VS_CAT_TEMP);
+      part_buf = sb_new_buffer(b, stored, VS_CAT_TEMP);
       sb_alloc_on(b, op, part_buf);
     }
   }
