@@ -411,8 +411,7 @@ static int enumerate_zero(const vs_workload *wl, const layout_choice *base,
 
   if (lc.offload != PLAN_OFFLOAD_NONE &&
       vs_workload_offload_misfit(lc.zero, offload_optimizer(&lc),
-                                 offload_params(&lc), wl->training.optimizer,
-                                 &key)) {
+                                 offload_params(&lc), &wl->training, &key)) {
     ps->pruned[PRUNE_OFFLOAD]++;
     return 0;
   }

@@ -1244,11 +1244,11 @@ static void test_fsdp2_reduce_scatter_input_held(void **state)
   {
     /* with the optimizer on the host no compute op follows the last
      * input: it goes with the step's newest op, after its reduce-scatter */
-    const char *const host[] = {"training.framework=fsdp2",
-                                "training.global_batch=4",
-                                "parallel.offload_optimizer=cpu"};
+    const char *const host[] = {
+        "training.framework=fsdp2", "training.global_batch=4",
+        "parallel.offload_optimizer=cpu", "parallel.offload_params=cpu"};
     unsigned char *st;
-    b = build(host, 3, 2);
+    b = build(host, 4, 2);
     assert_true(b->r.reduce_copy && b->r.offload.cpu_step);
     st = check_program(b);
     check_end_state(b, st);

@@ -1745,6 +1745,7 @@ static void test_fsdp2_root_with_frozen_prefix(void **state)
                           "training.global_batch=4"};
   const char *staged[] = {"training.framework=fsdp2", "parallel.pp=2",
                           "parallel.offload_params=cpu",
+                          "parallel.offload_optimizer=cpu",
                           "training.global_batch=4"};
   vs_workload wl;
   vs_topology topo;
@@ -1761,7 +1762,7 @@ static void test_fsdp2_root_with_frozen_prefix(void **state)
   }
   /* with pipeline stages (not pipelined: the parameters are offloaded) a
    * stage is no root: no stage gathers another's blocks */
-  load(&wl, frozen_gpt, staged, 4, 4);
+  load(&wl, frozen_gpt, staged, 5, 4);
   simulate(&sim, &wl, &topo, false);
   assert_false(sim.recipe.root_kept);
   assert_false(sim.recipe.pipelined_fsdp);

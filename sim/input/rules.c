@@ -259,10 +259,25 @@ bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp, int framework)
  * docs/_pages/config-json.md), which FSDP's CPU offload also keeps: what
  * moves off the GPU is a ZeRO partition. */
 const char *vs_workload_offload_misfit(uint64_t zero, int offload_optimizer,
-                                       int offload_params, int optimizer,
+                                       int offload_params,
+                                       const vs_training_conf *t,
                                        const char **key)
 {
+  int optimizer = t->optimizer;
+  *key = offload_optimizer != VS_OFFLOAD_NONE ? "offload_optimizer"
+                                              : "offload_params";
+  if (t->framework == VS_FW_FSDP2 && offload_optimizer != offload_params)
+    return "FSDP2's CPUOffloadPolicy keeps the sharded parameters, their "
+           "gradients and the optimizer states on the host together, where "
+           "the CPU steps them: set offload_optimizer and offload_params "
+           "both to cpu";
   *key = "offload_optimizer";
+  if (offload_optimizer != VS_OFFLOAD_NONE && !t->master_weights &&
+      t->framework != VS_FW_FSDP2)
+    return "optimizer offload steps the fp32 master copy of the parameters "
+           "on the host (ZeRO-Offload's fp32 partition, "
+           "single_partition_of_fp32_groups); it needs master_weights = "
+           "true (a precision below fp32)";
   if (offload_optimizer != VS_OFFLOAD_NONE && zero == 0)
     return "optimizer offload moves ZeRO's partitioned optimizer states "
            "(ZeRO-Offload); it needs zero >= 1";

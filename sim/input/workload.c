@@ -476,8 +476,7 @@ static int check_offload(const vs_workload *wl, vs_error *err)
   const char *key, *why;
   char where[400];
   why = vs_workload_offload_misfit(p->zero, p->offload_optimizer,
-                                   p->offload_params, wl->training.optimizer,
-                                   &key);
+                                   p->offload_params, &wl->training, &key);
   if (why)
     return vs_error_set(err, VS_EINPUT, "%s: %s", WHERE("parallel", key), why);
   return 0;

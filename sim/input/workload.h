@@ -339,11 +339,12 @@ const char *vs_workload_dp_only_misfit(int precision, int framework,
                                        uint64_t tp, uint64_t pp,
                                        uint64_t zero, bool offload);
 
-/* Offload with ZeRO stage zero and optimizer (vs_optimizer): NULL when
- * allowed; otherwise why not, with *key the key to blame
- * ("offload_optimizer" or "offload_params"). */
+/* Offload with ZeRO stage zero under training t (its optimizer,
+ * framework and master weights): NULL when allowed; otherwise why not,
+ * with *key the key to blame ("offload_optimizer" or "offload_params"). */
 const char *vs_workload_offload_misfit(uint64_t zero, int offload_optimizer,
-                                       int offload_params, int optimizer,
+                                       int offload_params,
+                                       const vs_training_conf *t,
                                        const char **key);
 
 /* Whether layer l (0-based) of model m is a mixture of experts: m has
