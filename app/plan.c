@@ -917,14 +917,34 @@ static int write_plan_csv(const char *path, const plan_state *types,
   return vs_csv_commit(&c, err);
 }
 
-/* Resolves the job and checks what plan needs of it: a global batch to
- * keep fixed, and a --csv that is not an input. Exit status. */
+/* Resolves the job for what plan keeps fixed: on the workload's own GPU
+ * count (each layout replaces its layout, so --gpus is not its), or,
+ * where that fails, on the most GPUs plan tries, for a workload whose dp
+ * follows the GPU count (FSDP2 needs dp > 1; a step of more micro-batches
+ * than vsim simulates at dp = 1 may have fewer on more replicas). The
+ * first failure is the one reported. Exit status. */
+static int plan_base(const plan_state *ps, vs_workload *wl, vs_topology *topo,
+                     FILE *errs)
+{
+  vs_error err, again;
+  vs_error_clear(&err);
+  if (vs_explore_load(&ps->ex, NULL, 0, 0, topo, wl, &err) == 0)
+    return VS_EXIT_OK;
+  vs_error_clear(&again);
+  if (ps->max_gpus > 1 &&
+      vs_explore_load(&ps->ex, NULL, 0, ps->max_gpus, topo, wl, &again) == 0)
+    return VS_EXIT_OK;
+  fprintf(errs, "vsim: %s\n", err.msg);
+  return err.code == VS_EUSAGE ? VS_EXIT_USAGE : VS_EXIT_ERROR;
+}
+
+/* Resolves the job (plan_base) and checks what plan needs of it: a global
+ * batch to keep fixed, and a --csv that is not an input. Exit status. */
 static int plan_inputs(const vs_capacity_opts *o, const plan_state *ps,
                        vs_workload *wl, vs_topology *topo, FILE *errs)
 {
   int code;
-  /* each layout replaces the workload's own, so --gpus is not its */
-  if ((code = vs_cap_resolve_base(&ps->ex, 0, wl, topo, errs)) != VS_EXIT_OK)
+  if ((code = plan_base(ps, wl, topo, errs)) != VS_EXIT_OK)
     return code;
   if (!vs_conf_is_set(vs_workload_keys(), &wl->origins, "training",
                       "global_batch")) {

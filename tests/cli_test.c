@@ -2759,6 +2759,37 @@ static void test_reserve_tight(void **state)
   tu_remove_dir(dir);
 }
 
+/* plan checks the base workload on its own GPU count, or, where that
+ * fails, on the most GPUs it tries: an fsdp2 workload whose dp follows
+ * the GPU count (dp = 1 on its own, which FSDP2 refuses), and a step of
+ * 65,536 micro-batches at dp = 1, plan both (they were refused before
+ * any layout was tried); a base no GPU count mends is still refused with
+ * the first reason. */
+static void test_plan_base_on_its_gpus(void **state)
+{
+  static const char *const fsdp2[] = {
+      "plan", DATA "gpt-small.ini", "--max-gpus", "4", "--set",
+      "training.framework=fsdp2", "--set", "training.global_batch=8",
+      NULL};
+  static const char *const long_step[] = {
+      "plan", DATA "gpt-small.ini", "--gpus", "64", "--set",
+      "training.global_batch=65536", NULL};
+  static const char *const odd[] = {
+      "plan", DATA "gpt-small.ini", "--gpus", "64", "--set",
+      "training.global_batch=7", "--set", "training.micro_batch=2", NULL};
+  (void)state;
+  run(fsdp2);
+  if (r.status != 0)
+    fail_msg("fsdp2 plan exited %d: %s", r.status, r.err);
+  run(long_step);
+  if (r.status != 0)
+    fail_msg("long-step plan exited %d: %s", r.status, r.err);
+  run(odd);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "global_batch must be a multiple of micro_batch * "
+                         "dp = 2 * 1 = 2");
+}
+
 /* fit and plan set their searched keys in every simulation: a --set of
  * one only makes the base workload valid, and they say so. */
 static void test_searched_sets_are_noted(void **state)
@@ -4402,6 +4433,7 @@ int main(void)
       cmocka_unit_test(test_reserve_tight),
       cmocka_unit_test(test_plan_keeps_checkpoint_choice_valid),
       cmocka_unit_test(test_searched_sets_are_noted),
+      cmocka_unit_test(test_plan_base_on_its_gpus),
       cmocka_unit_test(test_output_folder_and_rank_limit_messages),
       cmocka_unit_test(test_sweep_is_deterministic_across_jobs),
       cmocka_unit_test(test_plan_is_deterministic_across_jobs),
