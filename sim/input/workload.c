@@ -123,7 +123,7 @@ static const vs_key workload_keys[] = {
     K("finetune", "adapter_dtype", VS_KEY_ENUM, finetune.adapter_dtype, .choices = adapter_dtype_names, .default_doc = "fp32 (PEFT's)"),
     K("finetune", "trainable_layers", VS_KEY_COUNT, finetune.trainable_layers, .hi = 1e5, .default_doc = "0 (all)"),
     K("runtime", "allocator", VS_KEY_ENUM, runtime.allocator, .choices = allocator_names, .default_doc = "caching"),
-    K("runtime", "expandable_segments", VS_KEY_BOOL, runtime.expandable_segments, .default_doc = "false"),
+    K("runtime", "expandable_segments", VS_KEY_BOOL, runtime.expandable_segments, .default_doc = "false (framework fsdp2: true)"),
     K("runtime", "max_split_size_mb", VS_KEY_COUNT, runtime.max_split_size_mb, .hi = 1e7, .default_doc = "0 (unlimited)"),
     K("runtime", "roundup_power2_divisions", VS_KEY_COUNT, runtime.roundup_power2_divisions, .hi = 64, .default_doc = "0 (512-byte rounding)"),
     K("runtime", "reserve", VS_KEY_MARGIN, runtime.reserve, .hi = 4398046511104.0, .default_doc = RESERVE_DOC),
