@@ -178,12 +178,12 @@ static int check_value(const vs_vary *v, const char *value, vs_topology *topo,
  * shorter than this). */
 #define CANON_LEN 96
 
-/* Value of `key` as it parses, in canon[CANON_LEN]: a plain number as a
- * number (2 and 2.0, 1 and 01), else the key's own value printed back
- * after value alone is applied to zeroed scratch structs (1GiB and
- * 1024MiB, true and yes), so that two spellings of one value compare
- * equal; the text itself when it does not parse (check_value reports
- * it) or for gpus. */
+/* Value of `key` as it parses, in canon[CANON_LEN]: the key's own value
+ * printed back after value alone is applied to zeroed scratch structs
+ * (1GiB and 1024MiB, true, yes and 1), so that two spellings of one value
+ * compare equal; where the key takes no such value (gpus), a plain number
+ * as a number (2 and 2.0, 1 and 01); else the text itself (check_value
+ * reports a value that does not parse). */
 static void canonical(const char *key, const char *value, vs_topology *topo,
                       vs_workload *wl, char *canon)
 {
@@ -197,10 +197,8 @@ static void canonical(const char *key, const char *value, vs_topology *topo,
   FILE *f;
   int k;
   snprintf(canon, CANON_LEN, "%s", value);
-  if (end != value && *end == '\0') {
+  if (end != value && *end == '\0')
     snprintf(canon, CANON_LEN, "%.17g", x);
-    return;
-  }
   vs_error_clear(&err);
   if (!dot || (size_t)(dot - sec_key) >= sizeof section)
     return;

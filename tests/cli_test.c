@@ -3235,6 +3235,8 @@ static void test_vary_errors_name_the_vary_option(void **state)
        "vsim: --vary topology.gpu.memory lists 1024MiB twice (as 1GiB)"},
       {{"training.fused_cross_entropy=true,yes"},
        "vsim: --vary training.fused_cross_entropy lists yes twice (as true)"},
+      {{"runtime.expandable_segments=1,true"},
+       "vsim: --vary runtime.expandable_segments lists true twice (as 1)"},
   };
   (void)state;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -2126,8 +2126,7 @@ static void test_fp8_outside_transformer_engine(void **state)
   assert_true(op_seconds(&b.ranks[0], "experts_fc1") > 0);
   tu_assert_close(op_seconds(&f.ranks[0], "experts_fc1"),
                   op_seconds(&b.ranks[0], "experts_fc1"), 1e-9);
-  assert_true(op_seconds(&f.ranks[0], "qkv_proj") !=
-              op_seconds(&b.ranks[0], "qkv_proj"));
+  /* (its linears' casts: test_fp8_torchao) */
   vs_sim_fini(&b);
   vs_sim_fini(&f);
 }
@@ -2190,27 +2189,27 @@ static double bytes_named(const vs_sim *x, const char *name)
 
 /* FSDP2 with CPUOffloadPolicy keeps its fp32 shards on the host: each
  * block's fetch copies 4 B a parameter of the rank's shard, which the
- * all-gather then moves in bf16 (2 B a parameter, whole): over dp = 2
- * the copies move as many bytes as the gathers (they copied the bf16 size,
- * half). */
+ * all-gather then moves in bf16 (2 B a parameter, whole): over dp = 4
+ * the copies move half the gathers' bytes (a quarter when they copied
+ * the bf16 size; as much when they copied the whole block). */
 static void test_fsdp2_offload_fetches_stored_shards(void **state)
 {
   static const char ini[] =
       "[model]\narch = llama\nlayers = 2\nhidden = 512\nheads = 8\n"
       "ffn_hidden = 1024\nvocab = 1000\nseq_len = 256\n"
       "[training]\nprecision = bf16\noptimizer = adamw\n"
-      "global_batch = 2\nframework = fsdp2\n"
-      "[parallel]\ndp = 2\noffload_optimizer = cpu\n"
+      "global_batch = 4\nframework = fsdp2\n"
+      "[parallel]\ndp = 4\noffload_optimizer = cpu\n"
       "offload_params = cpu\n";
   vs_workload wl;
   vs_topology topo;
   vs_sim x;
   (void)state;
-  load(&wl, ini, NULL, 0, 2);
+  load(&wl, ini, NULL, 0, 4);
   simulate(&x, &wl, &topo, false);
   assert_true(bytes_named(&x, "zero3_all_gather") > 0);
   tu_assert_close(bytes_named(&x, "param_to_gpu"),
-                  bytes_named(&x, "zero3_all_gather"), 1e-12);
+                  bytes_named(&x, "zero3_all_gather") / 2, 1e-12);
   vs_sim_fini(&x);
 }
 
@@ -2380,11 +2379,13 @@ static void test_fp8_torchao(void **state)
   }
   /* over tp = 2 ranks with sequence parallelism torchtitan's float8 plan
    * casts each module's input once, on the rank's sequence shard (s/2 x
-   * h), before the all-gather, and the linears save the FP8 input they
-   * got: no cast of it in the linear, forward or backward (only its
-   * layout copy); per layer wq/wk/wv's and w1/w3's gathered s x h and
-   * w2's s x f/2 are saved at 1 B where bf16 saves 2, and wo's s x h/2
-   * at 1 B beside flash's 16-bit output */
+   * h), before the all-gather, and each output's gradient once in the
+   * output's backward, w2's on its sequence shard (s/2 x h) before the
+   * gather; the linears save the FP8 input they got and cast neither
+   * (only the layout copies of the gradient and the input); per layer
+   * wq/wk/wv's and w1/w3's gathered s x h and w2's s x f/2 are saved at
+   * 1 B where bf16 saves 2, and wo's s x h/2 at 1 B beside flash's
+   * 16-bit output */
   {
     const char *tp_bf16[] = {"parallel.tp=2", "parallel.dp=2",
                              "parallel.sequence_parallel=true",
@@ -2399,7 +2400,7 @@ static void test_fp8_torchao(void **state)
     tu_assert_close(extra_bytes(&e, &b, "qkv_proj", fwd, 0),
                     layers * (s / 2 * h + 3 * h * h / 2) * cast, 1e-9);
     tu_assert_close(extra_bytes(&e, &b, "mlp_down", bwd, 0),
-                    layers * (s * h * (2 * cast + copy) +
+                    layers * (s / 2 * h * cast + s * h * copy +
                               f / 2 * h * (cast + copy) + s * f / 2 * copy),
                     1e-9);
     assert_int_equal(max_held(&b.ranks[0], VS_CAT_ACTIVATIONS) -

@@ -619,21 +619,24 @@ static void test_offload_rules(void **state)
            "@:10: [parallel] offload_params = cpu: only partitioned parameters "
            "can live off the GPU (ZeRO-3's offload_param, FSDP's CPUOffload); "
            "it needs zero = 3");
-  /* FSDP2's CPUOffloadPolicy moves parameters and optimizer together;
-   * elsewhere the host steps an fp32 master copy, which fp32 training
-   * (no master weights) has none of */
+  /* FSDP2's CPUOffloadPolicy moves parameters and optimizer together, to
+   * the host only; elsewhere offload is simulated as the host stepping an
+   * fp32 master copy, which fp32 training (no master weights) has none
+   * of */
   load_bad(GPT_MODEL "[training]\nframework = fsdp2\n[parallel]\ndp = 2\n"
                      "offload_optimizer = cpu\n",
            NULL, 0, 0, VS_EINPUT,
            "[parallel] offload_optimizer = cpu: FSDP2's CPUOffloadPolicy keeps "
            "the sharded parameters, their gradients and the optimizer states "
            "on the host together");
-  load_bad(
-      GPT_MODEL "[training]\nprecision = fp32\n[parallel]\nzero = 2\n"
-                "offload_optimizer = cpu\n",
-      NULL, 0, 0, VS_EINPUT,
-      "[parallel] offload_optimizer = cpu: optimizer offload steps the fp32 "
-      "master copy of the parameters on the host");
+  load_bad(GPT_MODEL "[training]\nframework = fsdp2\n[parallel]\ndp = 2\n"
+                     "offload_optimizer = nvme\noffload_params = nvme\n",
+           NULL, 0, 0, VS_EINPUT, "(it has no NVMe)");
+  load_bad(GPT_MODEL "[training]\nprecision = fp32\n[parallel]\nzero = 2\n"
+                     "offload_optimizer = cpu\n",
+           NULL, 0, 0, VS_EINPUT,
+           "[parallel] offload_optimizer = cpu: optimizer offload is "
+           "simulated as ZeRO-Offload steps a 16-bit model");
   assert_int_equal(load_at(&wl, path,
                            GPT_MODEL "[training]\nframework = fsdp2\n"
                                      "[parallel]\ndp = 2\n"

@@ -163,9 +163,9 @@ int vs_csv_check_dir(const char *option, const char *path, const char *dir,
 /* Whether the file `path` given to `option` can be written as vs_csv_open
  * writes it: not a directory; a device or FIFO writable in place; else
  * the directory where its symbolic links lead takes a new file
- * (vs_csv_check_dir). Writes nothing. 0, or an error naming option and
- * path: VS_EUSAGE when path can only name a directory (empty, or ending
- * in '/'), VS_EIO otherwise. */
+ * (vs_csv_check_dir). Leaves nothing behind. 0, or an error naming
+ * option and path: VS_EUSAGE when path can only name a directory (empty,
+ * or ending in '/'), VS_EIO otherwise. */
 int vs_csv_check_path(const char *option, const char *path, vs_error *err);
 
 /* Flushes stream f: NULL when everything written to it reached its

@@ -266,18 +266,19 @@ const char *vs_workload_offload_misfit(uint64_t zero, int offload_optimizer,
   int optimizer = t->optimizer;
   *key = offload_optimizer != VS_OFFLOAD_NONE ? "offload_optimizer"
                                               : "offload_params";
-  if (t->framework == VS_FW_FSDP2 && offload_optimizer != offload_params)
+  if (t->framework == VS_FW_FSDP2 && (offload_optimizer != offload_params ||
+                                      offload_optimizer == VS_OFFLOAD_NVME))
     return "FSDP2's CPUOffloadPolicy keeps the sharded parameters, their "
            "gradients and the optimizer states on the host together, where "
-           "the CPU steps them: set offload_optimizer and offload_params "
-           "both to cpu";
+           "the CPU steps them (it has no NVMe): set offload_optimizer and "
+           "offload_params both to cpu";
   *key = "offload_optimizer";
   if (offload_optimizer != VS_OFFLOAD_NONE && !t->master_weights &&
       t->framework != VS_FW_FSDP2)
-    return "optimizer offload steps the fp32 master copy of the parameters "
-           "on the host (ZeRO-Offload's fp32 partition, "
-           "single_partition_of_fp32_groups); it needs master_weights = "
-           "true (a precision below fp32)";
+    return "optimizer offload is simulated as ZeRO-Offload steps a 16-bit "
+           "model, on its fp32 master partition on the host; fp32 training "
+           "(or master_weights = false) is not: use a precision below fp32 "
+           "with master_weights = true";
   if (offload_optimizer != VS_OFFLOAD_NONE && zero == 0)
     return "optimizer offload moves ZeRO's partitioned optimizer states "
            "(ZeRO-Offload); it needs zero >= 1";

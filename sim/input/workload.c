@@ -1214,16 +1214,19 @@ static int check_finetune(vs_workload *wl, vs_error *err)
    * modules: their GEMMs run on 16-bit copies of the weights */
   if (wl->training.precision == VS_PREC_FP8 && f->method != VS_FT_FULL &&
       (f->base_dtype == VS_BASE_INT8 || f->base_dtype == VS_BASE_NF4))
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: an %s base is bitsandbytes' layers, which "
-                        "Transformer Engine does not run; use precision = "
-                        "bf16 or fp16%s",
-                        WHERE("training", "precision"),
-                        vs_base_dtype_name(f->base_dtype),
-                        f->method == VS_FT_QLORA
-                            ? ""
-                            : " (or base_dtype = fp8, Transformer Engine's "
-                              "own FP8 weights)");
+    return vs_error_set(
+        err, VS_EINPUT,
+        "%s: an %s base is bitsandbytes' layers, which "
+        "%s does not run; use precision = bf16 or fp16%s",
+        WHERE("training", "precision"), vs_base_dtype_name(f->base_dtype),
+        vs_workload_fp8_lib(wl->training.precision, wl->training.framework) ==
+                VS_FP8_TORCHAO
+            ? "torchao's float8"
+            : "Transformer Engine",
+        f->method == VS_FT_QLORA
+            ? ""
+            : " (or base_dtype = fp8, Transformer Engine's "
+              "own FP8 weights)");
   return 0;
 }
 

@@ -234,13 +234,16 @@ static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
  * copy: max(9 o, o + 9 w, o + 2 w), and for the weight gradient (computed
  * whether or not the weight trains) the second cast of the output
  * gradient beside both FP8 operands of the first GEMM (10 o + w), the
- * input's cast (2 o + w + 9 in) and both layout copies (3 o + w + 2 in);
- * the input's casts (9 in, 2 o + w + 9 in) only where the linear casts
- * its input itself (`recast`; over tp ranks the tensor-parallel plan did,
- * torchao_tp). The op's modules run one after another: the largest
- * counts, on top of its own transients. */
+ * input's cast (2 o + w + 9 in) and both layout copies (3 o + w + 2 in).
+ * Over tp ranks (`tp_plan`, torchao_tp) the tensor-parallel plan cast
+ * the input and the output's gradient before the linear: its peaks are
+ * the weight's cast beside the FP8 gradient (o + 9 w), its copy (o + 2 w)
+ * and the weight gradient's layout copies of the gradient and of the
+ * saved FP8 input (2 o + w + in). The op's
+ * modules run one after another: the largest counts, on top of its own
+ * transients. */
 static void torchao_scratch_of(const vs_block *blk, const vs_op_spec *op,
-                               uint32_t n_params, bool recast, uint64_t *fwd,
+                               uint32_t n_params, bool tp_plan, uint64_t *fwd,
                                uint64_t *bwd)
 {
   uint64_t in = op->gemm.batch * op->gemm.m * op->gemm.k;
@@ -251,10 +254,11 @@ static void torchao_scratch_of(const vs_block *blk, const vs_op_spec *op,
     uint64_t b;
     if (t->rows <= 1 || t->cols <= 1)
       continue;
-    b = max_u64(max_u64(9 * o, o + 9 * w), o + 2 * w);
-    b = max_u64(max_u64(b, 10 * o + w),
-                max_u64(recast ? 2 * o + w + 9 * in : 0, 3 * o + w + 2 * in));
-    *fwd = max_u64(*fwd, max_u64(recast ? 9 * in : 0, in + 9 * w));
+    b = max_u64(max_u64(tp_plan ? 0 : 9 * o, o + 9 * w), o + 2 * w);
+    b = tp_plan ? max_u64(b, 2 * o + w + in)
+                : max_u64(max_u64(b, 10 * o + w),
+                          max_u64(2 * o + w + 9 * in, 3 * o + w + 2 * in));
+    *fwd = max_u64(*fwd, max_u64(tp_plan ? 0 : 9 * in, in + 9 * w));
     *bwd = max_u64(*bwd, b);
   }
 }
@@ -265,8 +269,8 @@ static void torchao_scratch(const vs_block *blk, vs_op_spec *op,
                             const vs_dims *d)
 {
   uint64_t f0, b0, f1, b1;
-  torchao_scratch_of(blk, op, op->n_params - 1, !d->torchao_tp, &f0, &b0);
-  torchao_scratch_of(blk, op, op->n_params, !d->torchao_tp, &f1, &b1);
+  torchao_scratch_of(blk, op, op->n_params - 1, d->torchao_tp, &f0, &b0);
+  torchao_scratch_of(blk, op, op->n_params, d->torchao_tp, &f1, &b1);
   op->fwd_temp_bytes += f1 - f0;
   op->bwd_temp_bytes += b1 - b0;
 }
@@ -289,8 +293,8 @@ int vs_block_weight_copy(vs_block *blk, const vs_dims *d, uint64_t rows,
 {
   vs_op_spec *op = blk->n_ops > 0 ? &blk->ops[blk->n_ops - 1] : NULL;
   uint64_t now = rows * cols, before;
-  if (d->fp8_lib == VS_FP8_TORCHAO && d->eager_kernels && op && op->matmul &&
-      !op->no_fp8 && !op->adapter && rows > 1 && cols > 1)
+  if (d->fp8_lib == VS_FP8_TORCHAO && d->eager_kernels && op &&
+      vs_op_fp8_linear(op) && rows > 1 && cols > 1)
     torchao_scratch(blk, op, d);
   if (d->copy_dtype == VS_DTYPE_N || !op || !op->matmul || op->adapter ||
       (d->copy_dtype == VS_DTYPE_FP8 && op->no_fp8) || rows <= 1 ||
@@ -719,8 +723,9 @@ void vs_block_row_comms(vs_op_spec *op, const vs_dims *d, uint64_t rows)
 }
 
 /* A column-parallel matmul (QKV, MLP up): the input is replicated over tp
- * (or sequence-sharded and gathered first), the output sharded; `casts`
- * linears read the input (casts_of). */
+ * (or sequence-sharded and gathered first), the output sharded; under
+ * autocast each of its `casts` linears saves its own cast of the input
+ * (dims qkv_casts, up_casts). */
 vs_op_spec *vs_block_column_parallel(vs_block *blk, const vs_dims *d,
                                      const char *name, uint64_t out_cols,
                                      uint64_t casts, vs_error *err)

@@ -335,10 +335,10 @@ static int attention_flash(vs_block *blk, const vs_dims *d, vs_error *err)
  * Layers
  * ------------------------------------------------------------------------ */
 
-/* The attention's input projection weights: one fused qkv, or where each
- * reads its own cast of the input (casts_of: autocast over Hugging Face's
- * separate q, k and v linears) three, whose backward holds one weight's
- * gradients at a time. */
+/* The attention's input projection weights: one fused qkv, or where the
+ * framework's model has separate q, k and v nn.Linear modules (modules_of:
+ * Hugging Face's and torchtitan's, and autocast over them) three, whose
+ * backward holds one weight's gradients at a time. */
 static int qkv_weights(vs_block *blk, const vs_dims *d, uint64_t qkv_cols,
                        vs_error *err)
 {

@@ -166,6 +166,14 @@ typedef struct vs_op_spec {
   vs_comm bwd_after;          /* ... after backward */
 } vs_op_spec;
 
+/* Whether op is a linear of the FP8 library under precision = fp8 (its
+ * quantized GEMM, casts and copies): a matmul with a GEMM shape and
+ * weights, not outside the library's modules (no_fp8). */
+static inline bool vs_op_fp8_linear(const vs_op_spec *op)
+{
+  return op->matmul && !op->no_fp8 && op->n_params > 0 && op->gemm.batch > 0;
+}
+
 typedef struct vs_param_tensor {
   char name[VS_OP_NAME_MAX];  /* "mlp_up.weight" */
   uint64_t rows;              /* shape on one rank (1 for vectors) */

@@ -151,7 +151,6 @@ typedef enum { ROPE_NONE, ROPE_CHUNK, ROPE_HF, ROPE_COMPLEX } vs_rope;
  * RMSNorm (a scale). */
 typedef enum vs_norm_kind { NORM_LAYER, NORM_RMS } vs_norm_kind;
 
-/* Who keeps a linear's input for backward. */
 /* Whether a linear that quantizes its input saves that FP8 copy for its
  * weight gradient, a copy of its own even where another op keeps the
  * 16-bit tensor: Transformer Engine's linears do (module/linear.py saves
@@ -162,6 +161,7 @@ typedef enum vs_norm_kind { NORM_LAYER, NORM_RMS } vs_norm_kind;
  * partitioner's choice, not verified: vsim keeps the Function's). */
 bool vs_block_fp8_copies(const vs_dims *d);
 
+/* Who keeps a linear's input for backward. */
 typedef enum vs_input_keeper {
   KEPT_FOR_WEIGHTS,  /* only the linear, for its weight gradient */
   KEPT_BY_ANOTHER    /* another op keeps the same tensor too (flash

@@ -470,23 +470,54 @@ static vs_side_work torchao_input_casts(const builder *b, const vs_op_spec *o,
                               (unsigned)n * TORCHAO_EAGER_CAST_KERNELS};
 }
 
+/* The output gradients' casts of torchao linear op o (n modules, out
+ * elements of output all told) in backward. Each module casts its
+ * gradient twice eagerly, for the input gradient and for the weight
+ * gradient (with a layout copy for the latter); compiled, once, writing
+ * both layouts. Over tp ranks torchtitan's float8 plan casts each once in
+ * the output's own backward (NoopFwToFloat8BwDynamic in
+ * _prepare_output_fn), on the rank's part (a row-parallel output it
+ * reduce-scatters: the sequence shard, whose FP8 gradient is then
+ * gathered), and the linear casts none (tensor_already_casted_to_fp8),
+ * only copying the gradient into the weight gradient's layout eagerly. */
+static vs_side_work torchao_grad_casts(const builder *b, const vs_op_spec *o,
+                                       double n, double out)
+{
+  bool eager = b->wl->training.kernels == VS_KERNELS_EAGER;
+  bool tp = vs_workload_fp8_tp_plan(precision(b), b->wl->training.framework,
+                                    b->lay->tp);
+  double local = o->fwd_after.kind == VS_COLL_REDUCE_SCATTER
+                     ? out / (double)b->lay->group_size[o->fwd_after.group]
+                     : out;
+  if (!eager)
+    return (vs_side_work){(tp ? local : out) * TORCHAO_FUSED_ACT_BYTES,
+                          (unsigned)n * TORCHAO_FUSED_ACT_KERNELS};
+  if (tp)
+    return (vs_side_work){local * TORCHAO_EAGER_CAST_BYTES +
+                              out * TORCHAO_LAYOUT_COPY_BYTES,
+                          (unsigned)n * (TORCHAO_EAGER_CAST_KERNELS + 1)};
+  return (vs_side_work){
+      out * (2 * TORCHAO_EAGER_CAST_BYTES + TORCHAO_LAYOUT_COPY_BYTES),
+      (unsigned)n * (2 * TORCHAO_EAGER_CAST_KERNELS + 1)};
+}
+
 /* torchao's casts of op k of inst's block (fp8_casts) in phase `which`,
  * per nn.Linear module (each weight matrix of the op; torchtitan's wq, wk
  * and wv read one input, w1 and w3 another): float8_linear.py's
  * matmul_with_hp_or_float8_args casts the input (torchao_input_casts) and
  * the weight in every forward (a recompute too); backward casts the
- * output's gradient and the weight again for the input gradient, and for
- * the weight gradient the output's gradient once more and the saved input
- * (cast_config_*_for_grad_weight), with preprocess_addmm's layout copies,
- * whether or not the weight trains (its backward has no needs_input_grad
- * test: the recipe keeps its weight gradient). Compiled, one cast a
- * tensor writes both layouts; what the compiled graph saves is the
- * partitioner's choice, not verified, so vsim keeps the Function's (the
- * 16-bit input). */
+ * output's gradient (torchao_grad_casts) and the weight again for the
+ * input gradient, the weight with a layout copy, and for the weight
+ * gradient the saved input (cast_config_*_for_grad_weight), whether or
+ * not the weight trains (its backward has no needs_input_grad test: the
+ * recipe keeps its weight gradient). Compiled, one cast a tensor writes
+ * both layouts; what the compiled graph saves is the partitioner's
+ * choice, not verified, so vsim keeps the Function's (the 16-bit
+ * input). */
 static vs_side_work torchao_casts(const builder *b, size_t inst, uint32_t k,
                                   phase_time which)
 {
-  vs_side_work w = {0, 0}, input;
+  vs_side_work w = {0, 0}, input, grads = {0, 0};
   const vs_block *blk = sb_block_of(b, inst);
   const vs_op_spec *o = &blk->ops[k];
   bool eager = b->wl->training.kernels == VS_KERNELS_EAGER;
@@ -509,17 +540,17 @@ static vs_side_work torchao_casts(const builder *b, size_t inst, uint32_t k,
     w.bytes = weights * TORCHAO_FUSED_WEIGHT_FWD_BYTES;
     w.kernels = (unsigned)n * TORCHAO_FUSED_WEIGHT_FWD_KERNELS;
   } else if (eager) {
-    w.bytes = out * (2 * TORCHAO_EAGER_CAST_BYTES + TORCHAO_LAYOUT_COPY_BYTES) +
-              weights * (TORCHAO_EAGER_CAST_BYTES + TORCHAO_LAYOUT_COPY_BYTES);
-    w.kernels = (unsigned)n * (3 * TORCHAO_EAGER_CAST_KERNELS + 2);
+    w.bytes = weights * (TORCHAO_EAGER_CAST_BYTES + TORCHAO_LAYOUT_COPY_BYTES);
+    w.kernels = (unsigned)n * (TORCHAO_EAGER_CAST_KERNELS + 1);
   } else {
-    w.bytes = out * TORCHAO_FUSED_ACT_BYTES +
-              weights * TORCHAO_FUSED_WEIGHT_BWD_BYTES;
-    w.kernels = (unsigned)n * (TORCHAO_FUSED_ACT_KERNELS + 1);
+    w.bytes = weights * TORCHAO_FUSED_WEIGHT_BWD_BYTES;
+    w.kernels = (unsigned)n;
   }
+  if (bwd)
+    grads = torchao_grad_casts(b, o, n, out);
   input = torchao_input_casts(b, o, n, bwd);
-  w.bytes += input.bytes;
-  w.kernels += input.kernels;
+  w.bytes += input.bytes + grads.bytes;
+  w.kernels += input.kernels + grads.kernels;
   return w;
 }
 
@@ -534,7 +565,7 @@ static vs_side_work fp8_casts(const builder *b, size_t inst, uint32_t k,
   if (precision(b) != VS_PREC_FP8)
     return none;
   o = &sb_block_of(b, inst)->ops[k];
-  if (!o->matmul || o->no_fp8 || o->n_params == 0 || !o->gemm.batch)
+  if (!vs_op_fp8_linear(o))
     return none;
   return vs_workload_fp8_lib(precision(b), b->wl->training.framework) ==
                  VS_FP8_TORCHAO

@@ -531,7 +531,7 @@ static bool torchao_linear(const vs_workload *wl, const vs_op_spec *op)
 {
   return vs_workload_fp8_lib(wl->training.precision, wl->training.framework) ==
              VS_FP8_TORCHAO &&
-         op->matmul && !op->no_fp8 && op->n_params > 0;
+         vs_op_fp8_linear(op);
 }
 
 static void resolve_ops(const vs_workload *wl, const vs_recipe *r,
@@ -686,8 +686,7 @@ static void fp8_weights(const vs_workload *wl, const vs_block *b,
     const vs_op_spec *op = &b->ops[i];
     bool gemm = false;
     for (uint32_t p = op->first_param;
-         op->matmul && !op->no_fp8 && p < op->first_param + op->n_params;
-         p++) {
+         vs_op_fp8_linear(op) && p < op->first_param + op->n_params; p++) {
       const vs_param_tensor *t = &b->params[p];
       if (t->rows <= 1 || t->cols <= 1)
         continue;
