@@ -78,7 +78,8 @@ enum {
   PRUNE_SPLIT_LONG,       /* an uneven split too long for an override */
   PRUNE_INTERLEAVE_SPLIT, /* interleaved: layers per stage uneven or odd */
   PRUNE_INTERLEAVE_BATCH, /* interleaved: micro-batches not a multiple of pp */
-  PRUNE_OFFLOAD,          /* offload where DeepSpeed refuses it */
+  PRUNE_OFFLOAD,          /* offload the framework does not run
+                             (vs_workload_offload_misfit) */
   PRUNE_FINETUNE_TP,      /* adapters or a bitsandbytes base with tp > 1 */
   PRUNE_FSDP2_ZERO,       /* under fsdp2, ZeRO other than 3 */
   PRUNE_DP_ONLY,          /* autocast or hf beyond data parallelism */
@@ -106,8 +107,9 @@ static const char *const prune_reasons[PRUNE_N] = {
     "interleaved layouts: the layers per stage are not an even split "
     "divisible by the virtual stages (Megatron-LM's rule)",
     "interleaved layouts: the micro-batches per step are not a multiple of pp",
-    "offload layouts: DeepSpeed offloads only ZeRO partitions (optimizer "
-    "with zero >= 1, parameters with zero = 3) and not adam8bit",
+    "offload layouts: offload the framework does not run (DeepSpeed: the "
+    "optimizer with zero >= 1 and master weights, not adam8bit, parameters "
+    "with zero = 3; FSDP2: both to the host together)",
     "(GPUs, tp) pairs: LoRA adapters and int8/nf4 bases are simulated "
     "without tensor parallelism",
     "layouts: FSDP2 (framework = fsdp2) shards every parameter: ZeRO-3 only",

@@ -239,9 +239,8 @@ static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
  * the input and the output's gradient before the linear: its peaks are
  * the weight's cast beside the FP8 gradient (o + 9 w), its copy (o + 2 w)
  * and the weight gradient's layout copies of the gradient and of the
- * saved FP8 input (2 o + w + in). The op's
- * modules run one after another: the largest counts, on top of its own
- * transients. */
+ * saved FP8 input (2 o + w + in). The op's modules run one after another:
+ * the largest counts, on top of its own transients. */
 static void torchao_scratch_of(const vs_block *blk, const vs_op_spec *op,
                                uint32_t n_params, bool tp_plan, uint64_t *fwd,
                                uint64_t *bwd)

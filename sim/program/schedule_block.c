@@ -356,9 +356,9 @@ static void fp8_weight_casts(const builder *b, size_t inst, uint32_t k,
   }
 }
 
-/* Transformer Engine's quantization kernels of op k of inst's block, a
- * linear of its own (fp8_casts), in phase
- * `which` (module/linear.py, _Linear; layernorm_linear.py): forward casts
+/* Transformer Engine's quantization kernels of op k of inst's block, one
+ * of its linears (fp8_casts), in phase `which` (module/linear.py,
+ * _Linear; layernorm_linear.py): forward casts
  * its input to FP8 with the transposed copy its weight gradient reads
  * (fp8_cast_transpose_fused), unless a norm's kernel wrote the FP8 input
  * (LayerNormLinear: input_from_norm), whose transpose backward makes
