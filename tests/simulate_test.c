@@ -2347,6 +2347,30 @@ static void test_fp8_torchao(void **state)
                    (uint64_t)(s * f + 9 * f * h));
   assert_int_equal(down_f->bwd_temp_bytes - down_b->bwd_temp_bytes,
                    (uint64_t)(s * h + 9 * f * h));
+  {
+    /* with more tokens than weights (4096 tokens, hidden 256, FFN 512)
+     * w1/w3's backward peaks at the second cast of the gradient beside
+     * the first and the weight: 10 s f + h f */
+    const char *longer[] = {"training.precision=fp8", "model.seq_len=4096",
+                            "model.hidden=256", "model.heads=2",
+                            "model.ffn_hidden=512"};
+    const char *longer_bf16[] = {"model.seq_len=4096", "model.hidden=256",
+                                 "model.heads=2", "model.ffn_hidden=512"};
+    vs_sim lb, lf;
+    const vs_block *bb, *bf8;
+    load(&wl, ini, longer_bf16, 4, 2);
+    simulate(&lb, &wl, &topo, false);
+    load(&wl, ini, longer, 5, 2);
+    simulate(&lf, &wl, &topo, false);
+    bb = vs_model_block(&lb.model, 1);
+    bf8 = vs_model_block(&lf.model, 1);
+    for (uint32_t k = 0; k < bb->n_ops; k++)
+      if (strcmp(bb->ops[k].name, "mlp_gate_up") == 0)
+        assert_int_equal(bf8->ops[k].bwd_temp_bytes - bb->ops[k].bwd_temp_bytes,
+                         (uint64_t)(10 * 4096 * 512 + 256 * 512));
+    vs_sim_fini(&lb);
+    vs_sim_fini(&lf);
+  }
   /* compiled: one cast of the shared input, 6 B; the weights' 5 B; in
    * backward the gradient's 6 B, the weight's 3 B, the input's again */
   tu_assert_close(extra_bytes(&cf, &bf, "qkv_proj", fwd, 0),
