@@ -178,37 +178,30 @@ static int check_value(const vs_vary *v, const char *value, vs_topology *topo,
  * shorter than this). */
 #define CANON_LEN 96
 
-/* Value of `key` as it parses, in canon[CANON_LEN]: the key's own value
- * printed back after value alone is applied to zeroed scratch structs
- * (1GiB and 1024MiB, true, yes and 1), so that two spellings of one value
+/* Value of `key` as it parses, in canon[CANON_LEN], once check_value has
+ * applied value to topo and wl: the key's own value printed back (1GiB
+ * and 1024MiB, true, yes and 1), so that two spellings of one value
  * compare equal; where the key takes no such value (gpus), a plain number
- * as a number (2 and 2.0, 1 and 01); else the text itself (check_value
- * reports a value that does not parse). */
-static void canonical(const char *key, const char *value, vs_topology *topo,
-                      vs_workload *wl, char *canon)
+ * as a number (2 and 2.0, 1 and 01), else the text itself. */
+static void canonical(const char *key, const char *value,
+                      const vs_topology *topo, const vs_workload *wl,
+                      char *canon)
 {
   bool topology = strncmp(key, "topology.", 9) == 0;
   const char *sec_key = topology ? key + 9 : key;
   const char *dot = strchr(sec_key, '.');
   const vs_keytab *tab = topology ? vs_topology_keys() : vs_workload_keys();
-  char section[64], assignment[2 * VS_EXPLORE_SET_MAX], *end;
+  char section[64], *end;
   double x = strtod(value, &end);
-  vs_error err;
   FILE *f;
   int k;
   snprintf(canon, CANON_LEN, "%s", value);
   if (end != value && *end == '\0')
     snprintf(canon, CANON_LEN, "%.17g", x);
-  vs_error_clear(&err);
   if (!dot || (size_t)(dot - sec_key) >= sizeof section)
     return;
   snprintf(section, sizeof section, "%.*s", (int)(dot - sec_key), sec_key);
-  memset(topo, 0, sizeof *topo);
-  memset(wl, 0, sizeof *wl);
   if ((k = vs_conf_find(tab, section, dot + 1)) < 0 ||
-      snprintf(assignment, sizeof assignment, "%s=%s", key, value) >=
-          VS_EXPLORE_SET_MAX ||
-      vs_explore_set(topo, wl, assignment, &err) ||
       !(f = fmemopen(canon, CANON_LEN, "w")))
     return;
   vs_conf_print_value(f, &tab->keys[k],
@@ -241,6 +234,8 @@ int vs_vary_check(const vs_vary *vary, size_t n, vs_error *err)
                         "per list instead",
                         vary[k].key);
     for (size_t i = 0; rc == 0 && i < vary[k].n; i++) {
+      if ((rc = check_value(&vary[k], vary[k].values[i], topo, wl, err)))
+        break;
       canonical(vary[k].key, vary[k].values[i], topo, wl, canon[i]);
       /* a value listed twice would sweep the same combinations twice */
       for (size_t j = 0; rc == 0 && j < i; j++)
@@ -248,12 +243,9 @@ int vs_vary_check(const vs_vary *vary, size_t n, vs_error *err)
           rc = strcmp(vary[k].values[j], vary[k].values[i]) == 0
                    ? vs_error_set(err, VS_EUSAGE, "--vary %s lists %s twice",
                                   vary[k].key, vary[k].values[i])
-                   : vs_error_set(err, VS_EUSAGE,
-                                  "--vary %s lists %s twice (as %s)",
-                                  vary[k].key, vary[k].values[i],
-                                  vary[k].values[j]);
-      if (rc == 0)
-        rc = check_value(&vary[k], vary[k].values[i], topo, wl, err);
+                   : vs_error_set(
+                         err, VS_EUSAGE, "--vary %s lists %s twice (as %s)",
+                         vary[k].key, vary[k].values[i], vary[k].values[j]);
     }
   }
   free(topo);

@@ -1006,7 +1006,6 @@ static void note_searched_sets(const cli_args *a, capacity_cmd which,
 static int cmd_capacity(const cli_args *a, capacity_cmd which, FILE *out,
                         FILE *errs)
 {
-  static const char *const names[] = {"sweep", "fit", "plan"};
   vs_capacity_opts *o = calloc(1, sizeof *o);
   vs_error err;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1023,7 +1022,7 @@ static int cmd_capacity(const cli_args *a, capacity_cmd which, FILE *out,
   o->ex.n_sets = a->n_all_sets;
   o->ex.jobs = a->jobs ? a->jobs : (unsigned)(cpus > 0 ? cpus : 1);
   o->ex.progress = isatty(fileno(errs)) != 0;
-  o->ex.what = names[which];
+  o->ex.what = a->command;
   o->ex.max_microbatches = which == CAPACITY_PLAN ? 1 : 0;
   o->ex.budget = a->budget;
   o->gpus = a->gpus;

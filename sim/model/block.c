@@ -214,7 +214,7 @@ static uint64_t largest_earlier_weight(const vs_block *blk,
   for (uint32_t i = op->first_param; i + 1 < op->first_param + op->n_params;
        i++) {
     const vs_param_tensor *p = &blk->params[i];
-    if (p->rows > 1 && p->cols > 1 && p->rows * p->cols > largest &&
+    if (vs_param_matrix(p) && p->rows * p->cols > largest &&
         (pass == ANY_PASS || (dequantized_in(d, p->dtype) & pass)))
       largest = p->rows * p->cols;
   }
@@ -251,7 +251,7 @@ static void torchao_scratch_of(const vs_block *blk, const vs_op_spec *op,
     const vs_param_tensor *t = &blk->params[p];
     uint64_t w = t->rows * t->cols, o = op->gemm.batch * op->gemm.m * t->cols;
     uint64_t b;
-    if (t->rows <= 1 || t->cols <= 1)
+    if (!vs_param_matrix(t))
       continue;
     b = max_u64(max_u64(tp_plan ? 0 : 9 * o, o + 9 * w), o + 2 * w);
     b = tp_plan ? max_u64(b, 2 * o + w + in)
@@ -677,8 +677,9 @@ void vs_block_rope(vs_op_spec *op, const vs_dims *d)
 
 /* Bytes an element of op's sequence-parallel all-gathers moves: a
  * Transformer Engine module that quantizes its input gathers it, and its
- * output's gradient, quantized (module/linear.py, _all_gather_fp8); what
- * the MoE dispatcher gathers for the experts is 16-bit. */
+ * output's gradient, quantized (module/linear.py, _all_gather_fp8), as
+ * torchtitan's float8 tensor-parallel plan does (torchao_tp); what the
+ * MoE dispatcher gathers for the experts is 16-bit. */
 static uint64_t gathered_bytes(const vs_dims *d, const vs_op_spec *op)
 {
   return quantizes_input(d, op) && !op->routed ? d->em : d->e;

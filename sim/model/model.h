@@ -184,6 +184,13 @@ typedef struct vs_param_tensor {
                                  states (VS_GROUP_DP) */
 } vs_param_tensor;
 
+/* Whether p is a matrix (a GEMM's weight, an embedding table), not a
+ * vector (a bias, a norm's scale). */
+static inline bool vs_param_matrix(const vs_param_tensor *p)
+{
+  return p->rows > 1 && p->cols > 1;
+}
+
 typedef struct vs_block {
   char name[VS_OP_NAME_MAX];  /* "embedding", "dense", "head", ... */
   uint8_t role;               /* vs_block_role */

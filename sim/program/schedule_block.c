@@ -80,9 +80,9 @@ static void hold(builder *b, uint32_t *slot, uint32_t buf)
 
 static int precision(const builder *b) { return b->wl->training.precision; }
 
-/* The precision op o's matmuls run at: under fp8, a matmul outside
- * Transformer Engine's modules (no_fp8) runs in the model's 16 bits
- * (Megatron-LM's --fp8-format inside a --bf16 model: workload_preset.c). */
+/* The precision op o's matmuls run at: under fp8, a matmul outside the
+ * FP8 library's modules (no_fp8) runs in the model's 16 bits (Megatron-LM's
+ * --fp8-format inside a --bf16 model: workload_preset.c). */
 static int gemm_precision(const builder *b, const vs_op_spec *o)
 {
   return precision(b) == VS_PREC_FP8 && o->no_fp8 ? VS_PREC_BF16
@@ -349,7 +349,7 @@ static void fp8_weight_casts(const builder *b, size_t inst, uint32_t k,
     const vs_param_tensor *pt = &blk->params[p];
     double n = (double)pt->rows * (double)pt->cols;
     bool stored_fp8 = pt->dtype == VS_DTYPE_FP8_SCALED;
-    if (pt->rows <= 1 || pt->cols <= 1 || (stored_fp8 && t == 0))
+    if (!vs_param_matrix(pt) || (stored_fp8 && t == 0))
       continue;
     w->bytes += stored_fp8 ? 2.0 * n : n * (FP8_SOURCE_BYTES + 1 + t);
     w->kernels++;
@@ -526,7 +526,7 @@ static vs_side_work torchao_casts(const builder *b, size_t inst, uint32_t k,
   double weights = 0, n = 0;
   for (uint32_t p = o->first_param; p < o->first_param + o->n_params; p++) {
     const vs_param_tensor *pt = &blk->params[p];
-    if (pt->rows > 1 && pt->cols > 1) {
+    if (vs_param_matrix(pt)) {
       weights += (double)pt->rows * (double)pt->cols;
       n++;
     }

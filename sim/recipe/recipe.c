@@ -646,7 +646,7 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
     if (!p->trainable)
       continue;
     k->trainable_elems += n;
-    k->decay_elems += p->rows > 1 && p->cols > 1 ? n : 0;
+    k->decay_elems += vs_param_matrix(p) ? n : 0;
     grad = ts.grad;
     states = 0;
     for (unsigned j = 0; j < ts.n_optimizer; j++)
@@ -660,7 +660,7 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
       k->expert_param_bytes += vs_dtype_tensor_bytes(p->dtype, p->rows,
                                                      p->cols);
       k->expert_trainable_elems += n;
-      k->expert_decay_elems += p->rows > 1 && p->cols > 1 ? n : 0;
+      k->expert_decay_elems += vs_param_matrix(p) ? n : 0;
     }
     /* paged: the optimizer's own states as it keeps them (16-bit ones
      * under states_in_param_dtype), not a wrapper's master copy */
@@ -688,7 +688,7 @@ static void fp8_weights(const vs_workload *wl, const vs_block *b,
     for (uint32_t p = op->first_param;
          vs_op_fp8_linear(op) && p < op->first_param + op->n_params; p++) {
       const vs_param_tensor *t = &b->params[p];
-      if (t->rows <= 1 || t->cols <= 1)
+      if (!vs_param_matrix(t))
         continue;
       gemm = true;
       k->fp8_weight_elems += t->rows * t->cols;

@@ -331,7 +331,9 @@ static compute_sums compute_of(vs_sim *sim, const vs_program *p)
 vs_rates vs_sim_rates(const vs_sim *sim, uint64_t microbatches, double step_s)
 {
   const vs_workload *wl = sim->wl;
-  vs_rates r = {0, 0};
+  vs_rates r = {0, 0, 0};
+  r.model_flops = vs_cost_model_flops(&sim->model, &sim->recipe, sim->layout.tp,
+                                      sim->layout.dp, microbatches);
   if (!(step_s > 0))
     return r;
   /* the data-parallel replicas: layout.dp counts the cp ranks too, which
@@ -339,12 +341,9 @@ vs_rates vs_sim_rates(const vs_sim *sim, uint64_t microbatches, double step_s)
   r.tokens_per_s = (double)(microbatches * wl->training.micro_batch *
                             wl->parallel.dp * wl->model.seq_len) /
                    step_s;
-  r.mfu = vs_cost_mfu(vs_cost_model_flops(&sim->model, &sim->recipe,
-                                          sim->layout.tp, sim->layout.dp,
-                                          microbatches),
-                      step_s, sim->layout.gpus,
-                      vs_cost_peak_flops(sim->topo, wl->training.precision,
-                                         VS_FLOPS_MATMUL));
+  r.mfu = vs_cost_mfu(
+      r.model_flops, step_s, sim->layout.gpus,
+      vs_cost_peak_flops(sim->topo, wl->training.precision, VS_FLOPS_MATMUL));
   return r;
 }
 
@@ -372,9 +371,8 @@ static void summarise(vs_sim *sim)
   sim->bubble_s = (double)slow->wait_p2p_ns * 1e-9;
   sim->exposed_comm_s = (double)(rest_ns + dp_ns) * 1e-9;
   /* the step told: mbs micro-batches */
-  sim->model_flops = vs_cost_model_flops(&sim->model, &sim->recipe,
-                                         sim->layout.tp, sim->layout.dp, mbs);
   rates = vs_sim_rates(sim, mbs, sim->step_time_s);
+  sim->model_flops = rates.model_flops;
   sim->tokens_per_s = rates.tokens_per_s;
   sim->mfu = rates.mfu;
   sim->fits = true;

@@ -217,11 +217,13 @@ bool vs_rank_fits(const vs_rank *rank);
  * the job's, and the breakdown above is its own. */
 const vs_rank *vs_sim_slowest_rank(const vs_sim *sim);
 
-/* Tokens a second and model FLOPs utilization of sim's job when a step of
- * `microbatches` micro-batches a pipeline (micro_batch sequences each,
- * over the workload's dp replicas, whose cp ranks share each sequence)
- * takes step_s seconds: both 0 when it takes none. */
+/* The model FLOPs of a step of `microbatches` micro-batches a pipeline
+ * of sim's job (micro_batch sequences each, over the workload's dp
+ * replicas, whose cp ranks share each sequence), and its tokens a second
+ * and model FLOPs utilization when it takes step_s seconds: those two 0
+ * when it takes none. */
 typedef struct vs_rates {
+  double model_flops;
   double tokens_per_s;
   double mfu;
 } vs_rates;
