@@ -358,7 +358,7 @@ static int fit_setup(fit_search *s, const vs_capacity_opts *o, FILE *errs)
     code = FIT_GO_ON;
     s->replica_mbs = wl->parallel.dp * wl->grad_accum;
     s->step = 1;
-    if (seq && wl->parallel.sequence_parallel)
+    if (seq && vs_workload_sp(&wl->parallel))
       s->step = wl->parallel.tp; /* sequence parallelism shards seq over tp */
     if (seq && wl->parallel.cp > 1) /* context parallelism: 2 cp chunks */
       s->step *= 2 * wl->parallel.cp;

@@ -443,6 +443,43 @@ static void test_show_names_the_cublas_workspaces(void **state)
   }
 }
 
+/* Sequence parallelism asked for at tp = 1 has nothing to split: show
+ * says so (Megatron-LM turns it off with a warning), and only there, and
+ * the run is the run without it. */
+static void test_show_says_sequence_parallel_idle_at_tp_1(void **state)
+{
+  const char *idle[] = {"show",   DATA "gpt-small.ini",
+                        "--gpus", "2",
+                        "--set",  "parallel.sequence_parallel=true",
+                        NULL};
+  const char *split[] = {"show",   DATA "gpt-small.ini",
+                         "--gpus", "2",
+                         "--set",  "parallel.tp=2",
+                         "--set",  "parallel.sequence_parallel=true",
+                         NULL};
+  const char *on[] = {"run",    DATA "gpt-small.ini",
+                      "--gpus", "2",
+                      "--set",  "parallel.sequence_parallel=true",
+                      NULL};
+  const char *off[] = {"run", DATA "gpt-small.ini", "--gpus", "2", NULL};
+  const char *line = "# sequence_parallel has no effect at tp = 1";
+  char *first;
+  (void)state;
+  run(idle);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, line);
+  run(split);
+  assert_int_equal(r.status, 0);
+  assert_null(strstr(r.out, line));
+  run(on);
+  assert_int_equal(r.status, 0);
+  assert_non_null(first = strdup(r.out));
+  run(off);
+  assert_int_equal(r.status, 0);
+  assert_string_equal(strstr(first, "\nhardware"), strstr(r.out, "\nhardware"));
+  free(first);
+}
+
 /* vsim show says how the model states reach the allocator: per tensor
  * in PyTorch's own loop (gpt-small: 4 layers of 12 tensors, two
  * embeddings, the final norm's two; bf16 weights with fp32 masters; the
@@ -4365,8 +4402,9 @@ int main(void)
       cmocka_unit_test(test_offload_sample_fits_and_writes_host_csv),
       cmocka_unit_test(test_parameters_allocated_tensor_by_tensor),
       cmocka_unit_test(test_run_says_what_was_measured),
-    cmocka_unit_test(test_pinned_copies_outside_their_range_told),
+      cmocka_unit_test(test_pinned_copies_outside_their_range_told),
       cmocka_unit_test(test_show_says_how_states_are_allocated),
+      cmocka_unit_test(test_show_says_sequence_parallel_idle_at_tp_1),
       cmocka_unit_test(test_host_out_of_memory_exits_3),
       cmocka_unit_test(test_finetune_samples),
       cmocka_unit_test(test_framework_samples),

@@ -323,6 +323,11 @@ bool vs_workload_sp_allowed(uint64_t seq_len, uint64_t tp)
   return tp > 0 && seq_len % tp == 0;
 }
 
+bool vs_workload_sp(const vs_parallel_conf *p)
+{
+  return p->sequence_parallel && p->tp > 1;
+}
+
 bool vs_workload_gpus_allowed(uint64_t gpus, uint64_t tp, uint64_t pp)
 {
   return gpus % (tp * pp) == 0;

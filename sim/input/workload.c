@@ -401,8 +401,8 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
   char where[400];
   uint64_t tp = p->tp, pp = p->pp, cp = p->cp, size = 0;
   const char *misfit = vs_workload_tp_misfit(m, tp, vs_workload_etp(p), &size);
-  const char *cp_why = vs_workload_cp_misfit(m, cp, p->cp_comm, tp,
-                                             p->sequence_parallel && tp > 1);
+  const char *cp_why =
+      vs_workload_cp_misfit(m, cp, p->cp_comm, tp, vs_workload_sp(p));
 
   if (misfit && p->etp && strcmp(misfit, "expert_ffn_hidden") == 0)
     return vs_error_set(err, VS_EINPUT,

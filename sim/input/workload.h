@@ -485,6 +485,12 @@ void vs_workload_checkpointed_layers(const vs_workload *wl, bool *ckpt);
  * (Megatron-LM scatters the sequence dimension in whole tokens). */
 bool vs_workload_sp_allowed(uint64_t seq_len, uint64_t tp);
 
+/* Whether sequence parallelism is in effect: set, and tp > 1 (with one
+ * tensor-parallel rank there is nothing to split; Megatron-LM turns it
+ * off then, megatron/training/arguments.py, "Disabling sequence
+ * parallelism because tensor model parallelism is disabled"). */
+bool vs_workload_sp(const vs_parallel_conf *p);
+
 /* Whether gpus GPUs split into whole tp x pp groups (dp = gpus / (tp*pp);
  * with context parallelism pass tp x cp as tp). tp and pp must be > 0. */
 bool vs_workload_gpus_allowed(uint64_t gpus, uint64_t tp, uint64_t pp);

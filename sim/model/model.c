@@ -282,7 +282,7 @@ static void size_dims(const vs_workload *wl, vs_dims *d)
   d->vocab = vs_div_ceil(mc->vocab, mc->vocab_divisible_by * d->t) *
              mc->vocab_divisible_by * d->t;
   d->tokens = d->s * d->b;
-  d->sp = pc->sequence_parallel && d->t > 1;
+  d->sp = vs_workload_sp(pc);
   d->tok_rep = d->sp ? d->tokens / d->t : d->tokens;
   d->sp_gathered = d->sp && wl->training.framework == VS_FW_FSDP2;
   d->rkv = mc->kv_lora_rank;

@@ -440,9 +440,8 @@ static void resolve_comm(const vs_workload *wl, vs_recipe *r)
   /* Megatron-LM 2021-22 (megatron/p2p_communication.py, _communicate)
    * scatters only a full tensor: with sequence parallelism each rank's
    * is already its 1/tp (and p2p_scatter_gather has nothing to split) */
-  r->p2p_parts = p->p2p_scatter_gather && !p->sequence_parallel && p->tp > 1
-                     ? p->tp
-                     : 1;
+  r->p2p_parts =
+      p->p2p_scatter_gather && !vs_workload_sp(p) && p->tp > 1 ? p->tp : 1;
 }
 
 /* ------------------------------------------------------------------------

@@ -366,6 +366,9 @@ static void show_text(FILE *out, const vs_workload *wl,
   fprintf(out, "# "
                  "micro-batches per step = %llu\n",
           (unsigned long long)lay->grad_accum);
+  if (wl->parallel.sequence_parallel && !vs_workload_sp(&wl->parallel))
+    fprintf(out, "# sequence_parallel has no effect at tp = 1: there is "
+                 "nothing to split (Megatron-LM turns it off too)\n");
   if (m->vocab_padded != wl->model.vocab)
     fprintf(out, "# "
                  "vocab padded from %llu to %llu (a multiple of vocab_divisible_by * tp)\n",
