@@ -1068,6 +1068,20 @@ static void test_hf_config_fields_it_lacks(void **state)
   assert_non_null(strstr(err.msg, "w.ini:2: [model] hidden = 1099511627776 "
                                   "(from the file of [model] hf_config = "
                                   "config.json): must be at most"));
+  /* ... followed by the config's own field, what to mend in the file */
+  assert_non_null(strstr(err.msg, "(field \"n_embd\" of "));
+  assert_int_equal(load_with_json(&wl,
+                                  "{\"model_type\": \"gpt2\", "
+                                  "\"n_embd\": 64, \"n_head\": 1, "
+                                  "\"n_layer\": 2, \"vocab_size\": "
+                                  "1000, \"resid_pdrop\": 1.5}",
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n",
+                                  &err),
+                   VS_EINPUT);
+  assert_non_null(strstr(err.msg, "[model] dropout = 1.5 (from the file of "
+                                  "[model] hf_config = config.json): must be "
+                                  "at most 0.999 (field \"resid_pdrop\" of "));
 }
 
 static void test_runtime_rules(void **state)

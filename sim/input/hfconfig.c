@@ -107,18 +107,21 @@ static const family *family_of(const char *type)
   return NULL;
 }
 
-static void put(vs_hf_model *out, const char *name, const char *text)
+static void put(vs_hf_model *out, const char *name, const char *field,
+                const char *text)
 {
   vs_hf_key *k = &out->keys[out->n++];
   k->name = name;
+  k->field = field;
   snprintf(k->value, sizeof k->value, "%s", text);
 }
 
-static void put_count(vs_hf_model *out, const char *name, json_int_t v)
+static void put_count(vs_hf_model *out, const char *name, const char *field,
+                      json_int_t v)
 {
   char text[32];
   snprintf(text, sizeof text, "%lld", (long long)v);
-  put(out, name, text);
+  put(out, name, field, text);
 }
 
 /* The positive integer `field` into *v (VS_EINPUT naming it otherwise). */
@@ -153,23 +156,23 @@ static int read_counts(const json_t *root, const char *path, const family *f,
       (rc = count_field(root, path, f->heads, "heads", heads, err)) ||
       (rc = count_field(root, path, f->vocab, "vocab", &vocab, err)))
     return rc;
-  put_count(out, "layers", layers);
-  put_count(out, "hidden", *hidden);
-  put_count(out, "heads", *heads);
-  put_count(out, "vocab", vocab);
+  put_count(out, "layers", f->layers, layers);
+  put_count(out, "hidden", f->hidden, *hidden);
+  put_count(out, "heads", f->heads, *heads);
+  put_count(out, "vocab", f->vocab, vocab);
   /* A field absent or null gives no key: the workload's default is
    * transformers' (kv_heads as heads; GPT-2's n_inner 4 x hidden), and
    * follows hidden and heads as the workload finally sets them. */
   if (!(f->ffn_may_be_null && (!jffn || json_is_null(jffn)))) {
     if ((rc = count_field(root, path, f->ffn, "ffn_hidden", &ffn, err)))
       return rc;
-    put_count(out, "ffn_hidden", ffn);
+    put_count(out, "ffn_hidden", f->ffn, ffn);
   }
   if (f->kv_heads && json_object_get(root, f->kv_heads) &&
       !json_is_null(json_object_get(root, f->kv_heads))) {
     if ((rc = count_field(root, path, f->kv_heads, "kv_heads", &kv, err)))
       return rc;
-    put_count(out, "kv_heads", kv);
+    put_count(out, "kv_heads", f->kv_heads, kv);
   }
   return 0;
 }
@@ -192,10 +195,11 @@ static int read_flags(const json_t *root, const char *path, const family *f,
   if (drop && !json_is_number(drop))
     return vs_error_set(err, VS_EINPUT, "%s: field \"%s\" must be a number",
                         path, f->dropout);
-  put(out, "arch", f->arch);
-  put(out, "tied_embeddings", t ? "true" : "false");
+  put(out, "arch", "model_type", f->arch);
+  put(out, "tied_embeddings", tied ? "tie_word_embeddings" : NULL,
+      t ? "true" : "false");
   snprintf(text, sizeof text, "%.17g", drop ? json_number_value(drop) : 0.0);
-  put(out, "dropout", text);
+  put(out, "dropout", drop ? f->dropout : NULL, text);
   return 0;
 }
 
@@ -246,8 +250,8 @@ static int read_shared(const json_t *root, const char *path,
   if ((rc = count_field(root, path, f->shared_ffn, "shared_expert_ffn_hidden",
                         &ffn, err)))
     return rc;
-  put_count(out, "shared_experts", n);
-  put_count(out, "shared_expert_ffn_hidden", ffn);
+  put_count(out, "shared_experts", f->shared_count, n);
+  put_count(out, "shared_expert_ffn_hidden", f->shared_ffn, ffn);
   return 0;
 }
 
@@ -267,8 +271,10 @@ static int read_placement(const json_t *root, const char *path,
        (rc = count_field(root, path, f->layer_freq, "moe_every", &freq,
                          err))))
     return rc;
-  put_count(out, "dense_layers", (dense + freq - 1) / freq * freq);
-  put_count(out, "moe_every", freq);
+  put_count(out, "dense_layers", f->first_dense,
+            (dense + freq - 1) / freq * freq);
+  put_count(out, "moe_every", given(root, f->layer_freq) ? f->layer_freq : NULL,
+            freq);
   return 0;
 }
 
@@ -286,14 +292,14 @@ static int read_mla(const json_t *root, const char *path, vs_hf_model *out,
   int rc;
   if ((rc = count_field(root, path, "kv_lora_rank", "kv_lora_rank", &v, err)))
     return rc;
-  put_count(out, "kv_lora_rank", v);
+  put_count(out, "kv_lora_rank", "kv_lora_rank", v);
   if ((rc = count_or_zero(root, path, "q_lora_rank", "q_lora_rank", &v, err)))
     return rc;
-  put_count(out, "q_lora_rank", v);
+  put_count(out, "q_lora_rank", "q_lora_rank", v);
   for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
     if ((rc = count_field(root, path, heads[i].field, heads[i].key, &v, err)))
       return rc;
-    put_count(out, heads[i].key, v);
+    put_count(out, heads[i].key, heads[i].field, v);
   }
   return 0;
 }
@@ -308,13 +314,13 @@ static int read_experts(const json_t *root, const char *path,
   if ((rc = count_field(root, path, f->experts, "experts", &experts, err)) ||
       (rc = count_field(root, path, f->topk, "experts_per_token", &topk, err)))
     return rc;
-  put_count(out, "experts", experts);
-  put_count(out, "experts_per_token", topk);
+  put_count(out, "experts", f->experts, experts);
+  put_count(out, "experts_per_token", f->topk, topk);
   if (f->expert_ffn) {
     if ((rc = count_field(root, path, f->expert_ffn, "expert_ffn_hidden", &ffn,
                           err)))
       return rc;
-    put_count(out, "expert_ffn_hidden", ffn);
+    put_count(out, "expert_ffn_hidden", f->expert_ffn, ffn);
   }
   if ((rc = read_shared(root, path, f, out, err)))
     return rc;
@@ -323,8 +329,8 @@ static int read_experts(const json_t *root, const char *path,
     return rc;
   if (f->first_dense)
     return read_placement(root, path, f, out, err);
-  put_count(out, "dense_layers", step - 1);
-  put_count(out, "moe_every", step);
+  put_count(out, "dense_layers", step > 1 ? f->sparse_step : NULL, step - 1);
+  put_count(out, "moe_every", step > 1 ? f->sparse_step : NULL, step);
   if (only && !json_is_null(only) &&
       !(json_is_array(only) && json_array_size(only) == 0))
     return vs_error_set(err, VS_EINPUT,

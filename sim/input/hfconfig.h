@@ -23,6 +23,9 @@
 /* One [model] key and the value its config.json gives it. */
 typedef struct vs_hf_key {
   const char *name;          /* "hidden" (static storage) */
+  const char *field;         /* the config's field that gave it
+                                ("hidden_size", static storage); NULL
+                                when none did (the family's default) */
   char value[32];            /* "4096" */
 } vs_hf_key;
 

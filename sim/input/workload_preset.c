@@ -32,6 +32,20 @@ void vs_workload_hf_config_path(const vs_workload *wl, char *buf, size_t len)
     beside_workload(wl, wl->model.hf_config, buf, len);
 }
 
+/* err's message about a value the config's key k gave, followed by the
+ * config's field that gave it, so that the user knows what to mend in
+ * the JSON file at path (the key is vsim's name). Returns rc. */
+static int name_field(vs_error *err, int rc, const vs_hf_key *k,
+                      const char *path)
+{
+  char msg[sizeof err->msg];
+  if (!k->field)
+    return rc;
+  snprintf(msg, sizeof msg, "%s", err->msg);
+  vs_error_clear(err); /* the first error wins: this one replaces it */
+  return vs_error_set(err, rc, "%s (field \"%s\" of %s)", msg, k->field, path);
+}
+
 int vs_workload_apply_hf_config(vs_workload *wl, vs_error *err)
 {
   char path[VS_PATH_MAX + 512], where[400];
@@ -54,7 +68,7 @@ int vs_workload_apply_hf_config(vs_workload *wl, vs_error *err)
         (rc = vs_conf_set_derived(vs_workload_keys(), wl, &wl->origins,
                                   "model", hf.keys[i].name, hf.keys[i].value,
                                   err)))
-      return rc;
+      return name_field(err, rc, &hf.keys[i], path);
   return 0;
 }
 
