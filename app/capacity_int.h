@@ -16,7 +16,7 @@
 int vs_cap_resolve_base(const vs_explore *ex, uint64_t gpus, vs_workload *wl,
                         vs_topology *topo, FILE *errs);
 
-/* "fits", "oom" or "invalid". */
+/* "fits", "tight", "oom" or "invalid". */
 const char *vs_cap_status_name(int status);
 
 /* The columns every sweep.csv and plan.csv row ends with: status, reason,

@@ -702,7 +702,7 @@ static int check_outputs_spare_hf_config(const cli_args *a,
   return hf[0] ? check_distinct_outputs(a, hf, errs) : VS_EXIT_OK;
 }
 
-/* Every output of a run can be written (see check_csv_dir). */
+/* Every output of a run can be written (see vs_outputs_check_csv_dir). */
 static int check_run_outputs(const cli_args *a, FILE *errs)
 {
   int code = VS_EXIT_OK;

@@ -223,7 +223,8 @@ static int offload_params(const layout_choice *lc)
   return lc->offload == PLAN_OFFLOAD_ALL ? VS_OFFLOAD_CPU : VS_OFFLOAD_NONE;
 }
 
-/* The pipeline schedule of lc (vs_schedule) and its virtual stages. */
+/* The pipeline schedule of lc (vs_schedule_kind) and its virtual
+ * stages. */
 static int schedule_of(const layout_choice *lc)
 {
   return lc->interleaved ? VS_SCHED_INTERLEAVED : VS_SCHED_1F1B;
@@ -234,11 +235,14 @@ static int virtual_stages_of(const layout_choice *lc)
   return lc->interleaved ? PLAN_VSTAGES : 1;
 }
 
-/* Whether lc runs sequence parallelism: wherever it has tensor
- * parallelism (Megatron-LM's recommended setting). */
+/* Whether plan runs sequence parallelism at tensor-parallel size tp:
+ * wherever it has tensor parallelism (Megatron-LM's recommended
+ * setting). */
+static bool sp_at(uint64_t tp) { return tp > 1; }
+
 static bool sequence_parallel_of(const layout_choice *lc)
 {
-  return lc->tp > 1;
+  return sp_at(lc->tp);
 }
 
 /* Hours of wall time a billion tokens take at c's step time. */
@@ -470,7 +474,7 @@ static bool experts_pruned(const vs_workload *wl, const layout_choice *lc,
   return vs_workload_ep_misfit(&wl->model, lc->ep, lc->etp, lc->tp,
                                lc->dp * lc->cp, lc->zero,
                                wl->training.framework) ||
-         wl->model.expert_ffn_hidden % lc->etp ||
+         vs_workload_tp_misfit(&wl->model, lc->tp, lc->etp, NULL) ||
          !vs_workload_ep_order_allowed(apart, wl->parallel.order, lc->pp) ||
          (apart && ps->offload_pass);
 }
@@ -602,8 +606,8 @@ static int enumerate_cp(const vs_workload *wl, uint64_t g, uint64_t tp,
     if (cp > 1 && !ps->varies_cp)
       break;
     if (vs_workload_cp_misfit(&wl->model, cp, wl->parallel.cp_comm, tp,
-                              tp > 1)) {
-      ps->pruned[PRUNE_CP]++; /* plan pairs tp > 1 with SP */
+                              sp_at(tp))) {
+      ps->pruned[PRUNE_CP]++;
       continue;
     }
     if ((rc = enumerate_pp(wl, g, tp, cp, ps)))
@@ -635,13 +639,13 @@ static int tp_pruned(const vs_workload *wl, uint64_t tp)
     return PRUNE_TP_SHAPES;
   if (!vs_workload_finetune_tp_allowed(&wl->finetune, tp))
     return PRUNE_FINETUNE_TP;
-  if (!vs_workload_moe_tp_allowed(&wl->model, tp, true, /* plan pairs SP */
+  if (!vs_workload_moe_tp_allowed(&wl->model, tp, sp_at(tp),
                                   wl->training.framework))
     return PRUNE_MOE_TP;
   if (!vs_workload_fused_loss_tp_allowed(&wl->training, tp))
     return PRUNE_FUSED_LOSS_TP;
-  if (tp > 1 && !vs_workload_sp_allowed(wl->model.seq_len, tp))
-    return PRUNE_TP_SEQUENCE; /* plan pairs tp > 1 with SP */
+  if (sp_at(tp) && !vs_workload_sp_allowed(wl->model.seq_len, tp))
+    return PRUNE_TP_SEQUENCE;
   return PRUNE_N;
 }
 

@@ -15,6 +15,11 @@ bool vs_precision_autocast(int precision)
   return precision == VS_PREC_AMP_BF16 || precision == VS_PREC_AMP_FP16;
 }
 
+bool vs_precision_has_master(int precision)
+{
+  return precision != VS_PREC_FP32 && !vs_precision_autocast(precision);
+}
+
 bool vs_finetune_adapters(int method)
 {
   return method == VS_FT_LORA || method == VS_FT_QLORA;
@@ -126,9 +131,21 @@ bool vs_workload_experts_apart(const vs_parallel_conf *p)
   return p->ep > 1 || vs_workload_etp(p) != p->tp;
 }
 
+uint64_t vs_workload_shard_ranks(const vs_parallel_conf *p)
+{
+  return p->dp * p->cp;
+}
+
+bool vs_workload_bf16_optimizer(const vs_training_conf *t,
+                                const vs_parallel_conf *p)
+{
+  return t->framework == VS_FW_DEEPSPEED && t->precision == VS_PREC_BF16 &&
+         p->zero == 0 && p->offload_optimizer == VS_OFFLOAD_NONE;
+}
+
 bool vs_workload_grads_shared(const vs_parallel_conf *p)
 {
-  return p->dp * p->cp > 1 ||
+  return vs_workload_shard_ranks(p) > 1 ||
          (vs_workload_experts_apart(p) && vs_workload_expert_dp(p) > 1);
 }
 

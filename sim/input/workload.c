@@ -438,19 +438,19 @@ static int check_step_in_backward(const vs_workload *wl, vs_error *err)
   const vs_parallel_conf *p = &wl->parallel;
   char where[400];
   if (vs_workload_step_in_backward_allowed(&wl->training, wl->grad_accum,
-                                           p->dp * p->cp, p->pp,
+                                           vs_workload_shard_ranks(p), p->pp,
                                            p->offload_optimizer))
     return 0;
   return vs_error_set(err, VS_EINPUT,
-                        "%s: stepping each gradient as backward makes it "
-                        "(torchtune's optimizer_in_bwd) needs one micro-batch "
-                        "per step, dp = cp = 1, pp = 1 and the optimizer on "
-                        "the GPU (here %llu micro-batches, dp x cp %llu, pp "
-                        "%llu)",
-                        WHERE("training", "optimizer_in_backward"),
-                        (unsigned long long)wl->grad_accum,
-                        (unsigned long long)(p->dp * p->cp),
-                        (unsigned long long)p->pp);
+                      "%s: stepping each gradient as backward makes it "
+                      "(torchtune's optimizer_in_bwd) needs one micro-batch "
+                      "per step, dp = cp = 1, pp = 1 and the optimizer on "
+                      "the GPU (here %llu micro-batches, dp x cp %llu, pp "
+                      "%llu)",
+                      WHERE("training", "optimizer_in_backward"),
+                      (unsigned long long)wl->grad_accum,
+                      (unsigned long long)(vs_workload_shard_ranks(p)),
+                      (unsigned long long)p->pp);
 }
 
 /* bitsandbytes' paged optimizers page each tensor's own states: not the
@@ -533,7 +533,7 @@ static int check_fsdp2(vs_workload *wl, vs_error *err)
   char where[400];
   if (wl->training.framework != VS_FW_FSDP2)
     return 0;
-  if (wl->parallel.dp * wl->parallel.cp < 2)
+  if (vs_workload_shard_ranks(&wl->parallel) < 2)
     return vs_error_set(err, VS_EINPUT,
                         "%s: FSDP2 shards over data (and context) "
                         "parallelism, which this layout has not (dp = cp = "
@@ -631,9 +631,9 @@ static int check_ep(vs_workload *wl, vs_error *err)
   const vs_training_conf *t = &wl->training;
   const vs_parallel_conf *p = &wl->parallel;
   uint64_t etp = vs_workload_etp(p);
-  const char *key = vs_workload_ep_misfit(&wl->model, p->ep, etp, p->tp,
-                                          p->dp * p->cp, p->zero,
-                                          t->framework);
+  const char *key =
+      vs_workload_ep_misfit(&wl->model, p->ep, etp, p->tp,
+                            vs_workload_shard_ranks(p), p->zero, t->framework);
   bool by_ep = p->ep > 1; /* the key a refusal names: ep, else etp */
   char where[400];
   if (p->etp && wl->model.experts == 0 && !by_ep)
@@ -657,16 +657,17 @@ static int check_ep(vs_workload *wl, vs_error *err)
                         "context-parallel ones (Megatron-LM's rule): ep must "
                         "divide dp x cp (%llu)",
                         WHERE("parallel", "ep"),
-                        (unsigned long long)(p->dp * p->cp));
+                        (unsigned long long)(vs_workload_shard_ranks(p)));
   if (key && strcmp(key, "dp") == 0)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: the expert grid (etp x ep x expert-data-parallel "
-                        "ranks) is made of a stage's tp x dp x cp = %llu "
-                        "ranks (Megatron-LM's rule): etp x ep = %llu must "
-                        "divide them",
-                        WHERE("parallel", "etp"),
-                        (unsigned long long)(p->tp * p->dp * p->cp),
-                        (unsigned long long)(etp * p->ep));
+    return vs_error_set(
+        err, VS_EINPUT,
+        "%s: the expert grid (etp x ep x expert-data-parallel "
+        "ranks) is made of a stage's tp x dp x cp = %llu "
+        "ranks (Megatron-LM's rule): etp x ep = %llu must "
+        "divide them",
+        WHERE("parallel", "etp"),
+        (unsigned long long)(p->tp * vs_workload_shard_ranks(p)),
+        (unsigned long long)(etp * p->ep));
   if (key && strcmp(key, "framework") == 0) {
     /* blame ep where the framework runs no expert parallelism at all */
     bool no_ep = by_ep && !vs_workload_framework_runs_ep(t->framework, false);
@@ -1033,13 +1034,14 @@ static int check_optimizer_impl(const vs_workload *wl, vs_error *err)
                       WHERE("training", "optimizer_impl"), why);
 }
 
-static int check_training(vs_workload *wl, vs_error *err)
+/* The micro-batches per step (grad_accum) from global_batch, micro_batch
+ * and dp; global_batch defaults to one micro-batch per replica. */
+static int resolve_grad_accum(vs_workload *wl, vs_error *err)
 {
   vs_training_conf *t = &wl->training;
   vs_parallel_conf *p = &wl->parallel;
   char where[400];
   uint64_t replica_batch;
-  int rc;
 
   /* A product that wraps to 0 would divide by zero below. */
   if (__builtin_mul_overflow(t->micro_batch, p->dp, &replica_batch))
@@ -1067,10 +1069,17 @@ static int check_training(vs_workload *wl, vs_error *err)
                         WHERE("training", "global_batch"),
                         (unsigned long long)wl->grad_accum,
                         VS_MAX_MICROBATCHES);
+  return 0;
+}
 
+/* master_weights: by default wherever the precision can have them
+ * (vs_precision_has_master); set, only there. */
+static int resolve_master_weights(vs_workload *wl, vs_error *err)
+{
+  vs_training_conf *t = &wl->training;
+  char where[400];
   if (!vs_conf_is_set(&workload_tab, &wl->origins, "training", "master_weights"))
-    t->master_weights = t->precision != VS_PREC_FP32 &&
-                        !vs_precision_autocast(t->precision);
+    t->master_weights = vs_precision_has_master(t->precision);
   else if (t->master_weights && t->precision == VS_PREC_FP32)
     return vs_error_set(err, VS_EINPUT,
                         "%s: master weights only exist when precision is below "
@@ -1082,13 +1091,22 @@ static int check_training(vs_workload *wl, vs_error *err)
                         "fp32 and casts them per op: there is no master copy",
                         WHERE("training", "master_weights"),
                         vs_precision_name(t->precision));
-  if ((rc = check_offload(wl, err)) || (rc = check_paged(wl, err)) ||
-      (rc = check_grad_accumulation(wl, err)) ||
+  return 0;
+}
+
+/* The [training] keys: the step's micro-batches and master weights
+ * resolved, then offload, paged optimizers, gradient accumulation, the
+ * optimizer's implementation and a step in backward checked. */
+static int check_training(vs_workload *wl, vs_error *err)
+{
+  int rc;
+  if ((rc = resolve_grad_accum(wl, err)) ||
+      (rc = resolve_master_weights(wl, err)) || (rc = check_offload(wl, err)) ||
+      (rc = check_paged(wl, err)) || (rc = check_grad_accumulation(wl, err)) ||
       (rc = check_optimizer_impl(wl, err)))
     return rc;
   return check_step_in_backward(wl, err);
 }
-
 
 /* [finetune] method = full: every weight trains, in the training
  * precision, so neither LoRA's keys, a base format nor a frozen prefix

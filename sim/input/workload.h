@@ -287,6 +287,11 @@ bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp, int framework);
 /* Whether precision is autocast (amp_bf16, amp_fp16). */
 bool vs_precision_autocast(int precision);
 
+/* Whether weights of `precision` can have an fp32 master copy: below
+ * fp32 and not autocast (which keeps the weights in fp32 and casts them
+ * per op). */
+bool vs_precision_has_master(int precision);
+
 /* Whether a fine-tune of `method` trains LoRA adapters over a frozen base
  * (lora, qlora). */
 bool vs_finetune_adapters(int method);
@@ -398,6 +403,19 @@ bool vs_workload_experts_apart(const vs_parallel_conf *p);
  * expert-data-parallel group has more than one rank (tp 2 at etp 1). */
 bool vs_workload_grads_shared(const vs_parallel_conf *p);
 
+/* The data-parallel ranks that ZeRO shards model states over and that
+ * reduce each gradient together: dp x cp (context-parallel ranks hold
+ * the same weights and split each sequence). */
+uint64_t vs_workload_shard_ranks(const vs_parallel_conf *p);
+
+/* Whether DeepSpeed's engine runs its BF16_Optimizer (engine.py): bf16
+ * with ZeRO off and the optimizer on the GPU, under framework =
+ * deepspeed. It keeps an unsharded fp32 gradient buffer (frameworks.md
+ * 2.1); the recipe shards its masters and states when
+ * vs_workload_shard_ranks > 1. */
+bool vs_workload_bf16_optimizer(const vs_training_conf *t,
+                                const vs_parallel_conf *p);
+
 /* Whether gradients wait for the step, so that they can be reduced once
  * the backward pass is done (overlap_grad_reduce = false): not under
  * ZeRO-2/3, which reduce-scatter each micro-batch's as backward makes
@@ -430,13 +448,12 @@ bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp, bool sp,
  * outermost (order tp-dp-pp) unless pp = 1. */
 bool vs_workload_ep_order_allowed(bool apart, int order, uint64_t pp);
 
-/* Tensor parallelism splits heads, kv_heads, ffn_hidden and the shared
- * experts' shared_expert_ffn_hidden over tp ranks, the routed experts'
- * expert_ffn_hidden over etp (expert tensor parallelism). Returns
- * the name of the first of them (in that order) that tp (or etp) does not
- * divide,
- * with its value in *size when size is not NULL, or NULL (*size
- * untouched) when they divide them all. tp and etp must be > 0. */
+/* Tensor parallelism splits heads, kv_heads and ffn_hidden over tp
+ * ranks, the routed experts' expert_ffn_hidden over etp (expert tensor
+ * parallelism) and the shared experts' shared_expert_ffn_hidden over tp.
+ * Returns the name of the first of them (in that order) that tp (or etp)
+ * does not divide, with its value in *size when size is not NULL, or NULL
+ * (*size untouched) when they divide them all. tp and etp must be > 0. */
 const char *vs_workload_tp_misfit(const vs_model_conf *m, uint64_t tp,
                                   uint64_t etp, uint64_t *size);
 

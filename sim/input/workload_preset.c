@@ -152,7 +152,7 @@ static int preset_megatron(vs_workload *wl, vs_error *err)
 {
   /* Megatron counts the data-parallel ranks with the context-parallel
    * ones (get_data_parallel_world_size(with_context_parallel=True)) */
-  uint64_t elems = 1000000 * wl->parallel.dp * wl->parallel.cp;
+  uint64_t elems = 1000000 * vs_workload_shard_ranks(&wl->parallel);
   int rc = 0;
   if (wl->training.precision == VS_PREC_BF16 ||
       wl->training.precision == VS_PREC_FP8)
@@ -183,8 +183,7 @@ static int preset_deepspeed(vs_workload *wl, vs_error *err)
 {
   const vs_parallel_conf *p = &wl->parallel;
   int rc = 0;
-  if (wl->training.precision == VS_PREC_BF16 && p->zero == 0 &&
-      p->offload_optimizer == VS_OFFLOAD_NONE)
+  if (vs_workload_bf16_optimizer(&wl->training, p))
     rc = preset(wl, "training", "grad_dtype", "fp32",
                 "BF16_Optimizer's fp32 gradient buffer", err);
   /* deepspeed/runtime/pipe/p2p.py: send and recv are dist.send and
@@ -252,8 +251,7 @@ static int preset_hf(vs_workload *wl, vs_error *err)
                   "the Trainer's bf16 = True runs torch.autocast over the "
                   "fp32 model",
                   err);
-  if (!rc && wl->training.precision != VS_PREC_FP32 &&
-      !vs_precision_autocast(wl->training.precision))
+  if (!rc && vs_precision_has_master(wl->training.precision))
     rc = preset(wl, "training", "master_weights", "false",
                 "the Trainer steps the model's own 16-bit weights: no "
                 "master copy",

@@ -20,19 +20,20 @@ typedef enum vs_coll_kind {
 } vs_coll_kind;
 
 typedef enum vs_group {
-  VS_GROUP_TP,          /* tensor parallel: tp consecutive ranks */
-  VS_GROUP_DP,          /* data parallel: shards ZeRO states, reduces grads */
-  VS_GROUP_PP,          /* pipeline: neighbouring stages */
-  VS_GROUP_EP,          /* expert parallel (size 1 until MoE layouts) */
-  VS_GROUP_CP,          /* context parallel (size 1 until context layouts) */
-  VS_GROUP_EMBEDDING,   /* first and last stage: tied embeddings (Megatron) */
-  VS_GROUP_EXPERT_DP,   /* expert data parallel: the ranks holding the same
-                           experts (dp / ep of them, Megatron-LM's), which
-                           shard their optimizer states and reduce their
-                           gradients */
-  VS_GROUP_ETP,         /* expert tensor parallel: the etp ranks that split
-                           each routed expert's FFN (Megatron-LM's; the tp
-                           group when etp = tp) */
+  VS_GROUP_TP,        /* tensor parallel: tp consecutive ranks */
+  VS_GROUP_DP,        /* data parallel: shards ZeRO states, reduces grads */
+  VS_GROUP_PP,        /* pipeline: neighbouring stages */
+  VS_GROUP_EP,        /* expert parallel: ep ranks */
+  VS_GROUP_CP,        /* context parallel: cp ranks */
+  VS_GROUP_EMBEDDING, /* first and last stage: tied embeddings (Megatron) */
+  VS_GROUP_EXPERT_DP, /* expert data parallel: the ranks holding the same
+                         expert shards (vs_workload_expert_dp of them,
+                         Megatron-LM's), which
+                         shard their optimizer states and reduce their
+                         gradients */
+  VS_GROUP_ETP,       /* expert tensor parallel: the etp ranks that split
+                         each routed expert's FFN (Megatron-LM's; the tp
+                         group when etp = tp) */
   VS_GROUP_N
 } vs_group;
 

@@ -41,7 +41,7 @@ const vs_kind_plan *sb_plan_of(const builder *b, size_t inst)
 
 /* The row of inst (a block of this stage) and micro-batch mb in the ring
  * tables (saved, ckpt_buf, act_host, act_out). Micro-batches in flight
- * on one block at once are fewer than b->ring (see ring_size), so
+ * on one block at once are fewer than b->ring (see vs_pipeline_ring), so
  * mb % ring tells them apart; a block of another stage has no row (a
  * schedule bug, reported). */
 static size_t live(builder *b, size_t inst, int mb)

@@ -101,7 +101,7 @@ static vs_state_plan state(const vs_workload *wl, uint64_t from,
 {
   vs_state_plan p = {0, VS_PLACE_GPU, align};
   if (wl->parallel.zero >= from)
-    p.degree = wl->parallel.dp * wl->parallel.cp; /* Megatron's
+    p.degree = vs_workload_shard_ranks(&wl->parallel); /* Megatron's
                                   distributed optimizer and torchtitan's
                                   dp_shard_cp span the context-parallel
                                   ranks */
@@ -131,7 +131,8 @@ static void resolve_offload(const vs_workload *wl, vs_recipe *r)
       wl->training.offload_activations != VS_OFFLOAD_NONE;
   if (!r->offload.cpu_step)
     return;
-  r->offload.host_grads = (vs_state_plan){p->dp * p->cp, VS_PLACE_HOST, 4};
+  r->offload.host_grads =
+      (vs_state_plan){vs_workload_shard_ranks(p), VS_PLACE_HOST, 4};
   if (p->zero >= 2)
     r->grads.place = VS_PLACE_HOST;
 }
@@ -150,14 +151,12 @@ uint64_t vs_recipe_swap_buffer_bytes(const vs_recipe *r,
   return bytes;
 }
 
-/* Whether DeepSpeed runs its BF16_Optimizer: bf16 with ZeRO off and the
- * optimizer on the GPU (engine.py). */
+/* Whether DeepSpeed's BF16_Optimizer shards its states: it runs, over
+ * more than one data-parallel rank. */
 static bool bf16_optimizer(const vs_workload *wl)
 {
-  return wl->training.framework == VS_FW_DEEPSPEED &&
-         wl->training.precision == VS_PREC_BF16 && wl->parallel.zero == 0 &&
-         wl->parallel.offload_optimizer == VS_OFFLOAD_NONE &&
-         wl->parallel.dp * wl->parallel.cp > 1;
+  return vs_workload_bf16_optimizer(&wl->training, &wl->parallel) &&
+         vs_workload_shard_ranks(&wl->parallel) > 1;
 }
 
 /* DeepSpeed's step copies its 16-bit gradients to fp32 (frameworks.md
@@ -289,7 +288,7 @@ static bool per_tensor_states(const vs_workload *wl)
 static void shard_states(const vs_workload *wl, const vs_model *m,
                          vs_recipe *r)
 {
-  uint64_t dp = wl->parallel.dp * wl->parallel.cp;
+  uint64_t dp = vs_workload_shard_ranks(&wl->parallel);
   r->grad_elem_bytes = wl->training.grad_dtype == VS_GRAD_FP32
                            ? 4
                            : m->param_elem_bytes;
@@ -313,7 +312,8 @@ static void shard_states(const vs_workload *wl, const vs_model *m,
  * block, after the step); after resolve_offload. */
 static void resolve_grad_flow(const vs_workload *wl, vs_recipe *r)
 {
-  uint64_t dp = wl->parallel.dp * wl->parallel.cp, zero = wl->parallel.zero;
+  uint64_t dp = vs_workload_shard_ranks(&wl->parallel),
+           zero = wl->parallel.zero;
   /* without data parallelism ZeRO-3 still fetches each block when its
    * parameters live off the GPU, and ZeRO-2/3 still hand each gradient on
    * as it is made when the host takes it */
@@ -376,7 +376,7 @@ static bool states_in_param_dtype(const vs_training_conf *t)
  * the first step; after resolve_grad_flow. */
 static void resolve_state_handling(const vs_workload *wl, vs_recipe *r)
 {
-  uint64_t dp = wl->parallel.dp * wl->parallel.cp;
+  uint64_t dp = vs_workload_shard_ranks(&wl->parallel);
   /* With tied embeddings and pp > 1 the first and last stages each hold the
    * word embeddings and all-reduce their gradients (Megatron-LM's
    * embedding group). */

@@ -192,12 +192,15 @@ typedef struct vs_recipe {
   uint32_t n_kinds;
   vs_state_plan params, grads, optimizer; /* over VS_GROUP_DP */
   vs_state_plan expert_optimizer; /* the routed experts' optimizer states,
-                               over VS_GROUP_EXPERT_DP (dp / ep ranks:
-                               Megatron-LM's expert data parallelism) */
+                               over VS_GROUP_EXPERT_DP (its
+                               vs_workload_expert_dp ranks: Megatron-LM's
+                               expert data parallelism) */
   bool gather_params;       /* ZeRO-3: each block's parameters gathered
                                before its forward and its backward */
-  bool transient_grads;     /* ZeRO-2/3: gradients live until their bucket
-                               is reduce-scattered, every micro-batch */
+  bool transient_grads;     /* ZeRO-2/3 (or a step in backward):
+                               gradients live until their bucket is
+                               reduce-scattered (or stepped), every
+                               micro-batch */
   uint8_t grad_reduce;      /* vs_coll_kind of gradient buckets */
   uint8_t reduce_depth;     /* with transient gradients, how far the bucket
                                reductions may fall behind: issuing bucket
@@ -205,8 +208,10 @@ typedef struct vs_recipe {
                                end of bucket k - reduce_depth's (its
                                reduction and copy to the host), which
                                bounds the gradients waiting for them
-                               (vs_recipe_reduce_depth); 0: no bound */
-  bool gather_after_step;   /* ZeRO-1/2: updated params all-gathered */
+                               (recipe.c, reduce_depth); 0: no bound */
+  bool gather_after_step;   /* ZeRO-1/2, or DeepSpeed's BF16_Optimizer,
+                               with gradients shared over data-parallel
+                               ranks: updated params all-gathered */
   bool step_in_backward;    /* each block's parameters stepped right after
                                its backward, its gradients freed then: no
                                resident gradients, no step at the end */

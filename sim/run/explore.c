@@ -133,12 +133,17 @@ static int apply_sets(const vs_explore *ex,
   return 0;
 }
 
-/* vs_explore_load, or only its parse stage when !resolve. The order of the
- * checks (topology, then workload) decides which error a user sees first. */
+/* How far load goes: the parse stage alone, or on to resolved files. */
+typedef enum { LOAD_PARSED, LOAD_RESOLVED } load_stage;
+
+/* vs_explore_load, or only its parse stage (LOAD_PARSED). The order of
+ * the checks (topology, then workload) decides which error a user sees
+ * first. */
 static int load(const vs_explore *ex, const char (*extra)[VS_EXPLORE_SET_MAX],
-                size_t n_extra, uint64_t gpus, bool resolve,
+                size_t n_extra, uint64_t gpus, load_stage stage,
                 vs_topology *topo, vs_workload *wl, vs_error *err)
 {
+  bool resolve = stage == LOAD_RESOLVED;
   bool parsed = ex->topology_base && ex->workload_base;
   int rc = 0;
 
@@ -166,13 +171,13 @@ int vs_explore_load(const vs_explore *ex,
                     uint64_t gpus, vs_topology *topo, vs_workload *wl,
                     vs_error *err)
 {
-  return load(ex, extra, n_extra, gpus, true, topo, wl, err);
+  return load(ex, extra, n_extra, gpus, LOAD_RESOLVED, topo, wl, err);
 }
 
 int vs_explore_parse(const vs_explore *ex, vs_topology *topo, vs_workload *wl,
                      vs_error *err)
 {
-  return load(ex, NULL, 0, 0, false, topo, wl, err);
+  return load(ex, NULL, 0, 0, LOAD_PARSED, topo, wl, err);
 }
 
 /* Simulates wl with its micro-batches per step replaced by m (global

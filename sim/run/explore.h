@@ -40,7 +40,7 @@ typedef struct vs_candidate {
   int status;                     /* vs_eval_status */
   char reason[VS_ERROR_MSG_MAX];  /* why invalid, or where it ran out */
   vs_summary worst;               /* the rank with the highest peak */
-  uint64_t total_gpus;            /* resolved tp * pp * dp */
+  uint64_t total_gpus;            /* resolved tp * cp * pp * dp */
   uint64_t dp;                    /* resolved data-parallel size */
   bool timed;                     /* the step below was simulated to its
                                      end; false when screening stopped at
@@ -70,7 +70,8 @@ typedef struct vs_explore {
                                      linearly (planning) */
   unsigned jobs;                  /* worker threads (>= 1) */
   bool progress;                  /* a progress line on stderr */
-  const char *what;               /* "sweep", "plan": for the progress line */
+  const char *what;               /* "sweep", "plan", "fit": for the
+                                     progress line */
   vs_budget budget;               /* a simulation over it is invalid, with
                                      its estimate as the reason */
   /* the two files parsed once, before any override (vs_explore_all fills

@@ -96,7 +96,8 @@ typedef struct vs_sim {
   size_t n_ranks;
   vs_engine_stats stats;  /* events, end time */
   double step_time_s;     /* slowest rank's step */
-  double compute_s;       /* compute-stream kernels (no tp comm) */
+  double compute_s;       /* compute-stream kernels (no tp, ep, cp or dp
+                             collectives) */
   double bound_s[VS_BOUND_SPLIT_N]; /* compute_s split by what bounds each op
                              (vs_bound; the same rank's program) */
   double tp_comm_s;       /* tensor-parallel collectives on the compute stream */
@@ -105,8 +106,9 @@ typedef struct vs_sim {
   double bubble_s;        /* compute stream idle waiting on the pipeline */
   double exposed_comm_s;  /* rest of the step: waiting on data-parallel
                              collectives, and the tail after the last kernel
-                             (step = compute + tp comm + bubble + exposed
-                             comm + offload copies + cpu optimizer) */
+                             (step = compute + tp comm + ep comm + cp comm
+                             + bubble + exposed comm + offload copies +
+                             cpu optimizer) */
   double offload_copy_s;  /* exposed offload copies and NVMe swaps: the
                              compute stream waiting on a fetch, and the
                              tail's stretches that end with one (a fetch
@@ -115,7 +117,9 @@ typedef struct vs_sim {
   double cpu_optimizer_s; /* the tail's stretches that end with the host
                              CPU's optimizer step */
   bool offloads;          /* anything moves between GPU, host and NVMe */
-  double tokens_per_s;    /* global_batch * seq_len / step time */
+  double tokens_per_s;    /* the step's tokens / step time: its micro-
+                             batches (grad_accum, or the steady_to step
+                             told) x micro_batch x dp x seq_len */
   double model_flops;     /* model FLOPs per step, all GPUs */
   double mfu;             /* model_flops / (step * gpus * peak) */
   bool fits;              /* every simulated rank fits, and every node's
