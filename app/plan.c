@@ -252,12 +252,11 @@ static double hours_per_1e9_tokens(const plan_state *ps,
   return c->step_time_s * (1e9 / ps->tokens_per_step) / 3600.0;
 }
 
-/* The keys that make candidate c the layout lc. VS_ELIMIT when they are
- * more than a candidate holds (VS_EXPLORE_MAX_SETS): a bug. */
-static int candidate_sets(const plan_state *ps, const layout_choice *lc,
-                          vs_candidate *c)
+/* candidate_sets' parts, each adding its keys to c in order (nonzero
+ * when one did not fit). The GPUs: tp, pp, dp and cp. */
+static int size_sets(const plan_state *ps, const layout_choice *lc,
+                     vs_candidate *c)
 {
-  char split[VS_EXPLORE_SET_MAX];
   int bad = 0;
   bad |= vs_candidate_set(c, "parallel.tp=%llu", (unsigned long long)lc->tp);
   bad |= vs_candidate_set(c, "parallel.pp=%llu", (unsigned long long)lc->pp);
@@ -270,6 +269,14 @@ static int candidate_sets(const plan_state *ps, const layout_choice *lc,
       bad |= vs_candidate_set(c, "parallel.cp_comm=%s",
                               vs_cp_comm_name(VS_CP_P2P));
   }
+  return bad;
+}
+
+/* The pipeline's sends and the gradients' reductions. */
+static int comm_sets(const plan_state *ps, const layout_choice *lc,
+                     vs_candidate *c)
+{
+  int bad = 0;
   /* without a pipeline there are no sends to wait for; plan runs tp > 1
    * with sequence parallelism, whose pipeline tensor is already split,
    * so scatter/gather has nothing to do in any candidate */
@@ -282,6 +289,16 @@ static int candidate_sets(const plan_state *ps, const layout_choice *lc,
    * optimizer_in_backward already refused false) */
   if (!ps->overlap_grad_reduce && !vs_workload_reduce_can_wait(lc->zero, false))
     bad |= vs_candidate_set(c, "parallel.overlap_grad_reduce=true");
+  return bad;
+}
+
+/* How the model is split: experts, ZeRO, sequence parallelism, the
+ * pipeline's schedule and its layers per stage. */
+static int split_sets(const plan_state *ps, const layout_choice *lc,
+                      vs_candidate *c)
+{
+  char split[VS_EXPLORE_SET_MAX];
+  int bad = 0;
   if (ps->varies_ep)
     bad |= vs_candidate_set(c, "parallel.ep=%llu", (unsigned long long)lc->ep);
   if (ps->varies_etp)
@@ -298,6 +315,14 @@ static int candidate_sets(const plan_state *ps, const layout_choice *lc,
   /* enumerate_pp checked that the split fits an override */
   if (lc->uneven && split_text(ps, lc->pp, split, sizeof split))
     bad |= vs_candidate_set(c, PP_LAYERS_KEY "%s", split);
+  return bad;
+}
+
+/* What the layout keeps: checkpointing, micro-batch and offload. */
+static int memory_sets(const plan_state *ps, const layout_choice *lc,
+                       vs_candidate *c)
+{
+  int bad = 0;
   bad |= vs_candidate_set(c, "training.checkpointing=%s",
                           vs_checkpointing_name(lc->ckpt));
   /* the layers full checkpointing leaves alone mean nothing without it */
@@ -311,6 +336,18 @@ static int candidate_sets(const plan_state *ps, const layout_choice *lc,
                           vs_offload_name(offload_optimizer(lc)));
   bad |= vs_candidate_set(c, "parallel.offload_params=%s",
                           vs_offload_name(offload_params(lc)));
+  return bad;
+}
+
+/* The keys that make candidate c the layout lc. VS_ELIMIT when they are
+ * more than a candidate holds (VS_EXPLORE_MAX_SETS): a bug. */
+static int candidate_sets(const plan_state *ps, const layout_choice *lc,
+                          vs_candidate *c)
+{
+  int bad = size_sets(ps, lc, c);
+  bad |= comm_sets(ps, lc, c);
+  bad |= split_sets(ps, lc, c);
+  bad |= memory_sets(ps, lc, c);
   return bad ? VS_ELIMIT : 0;
 }
 

@@ -628,23 +628,66 @@ static void index_units(builder *b, const vs_pipeline *pl)
   }
 }
 
+/* The program's send table, one NONE slot per pipeline send of the step
+ * (false, with the error set, when it could not grow). */
+static bool alloc_sends(builder *b)
+{
+  vs_program *p = b->p;
+  p->n_sends = (size_t)(2 * b->lay->grad_accum * b->lay->n_chunks);
+  if (!vs_grow((void **)&p->sends, &p->cap_sends, p->n_sends ? p->n_sends : 1,
+               sizeof *p->sends)) {
+    b->failed = true;
+    vs_error_set(b->err, VS_ENOMEM, "out of host memory building the schedule");
+    return false;
+  }
+  for (size_t i = 0; i < p->n_sends; i++)
+    p->sends[i] = NONE;
+  return true;
+}
+
+/* The setup, then the stage's units in their order[n_units]. */
+static void run_units(builder *b, const vs_unit *order, size_t n_units)
+{
+  reserve_program(b, n_units);
+  sb_setup(b);
+  for (size_t i = 0; i < n_units && !b->failed; i++) {
+    b->next_unit = i + 1 < n_units ? &order[i + 1] : NULL;
+    mark_unit(b, &order[i]);
+    (order[i].forward ? sb_forward_unit : sb_backward_unit)(b, &order[i]);
+  }
+}
+
+/* What follows the last unit: the deferred reductions, resharding, the
+ * optimizer step and the buffers released at the step's end. */
+static void end_step(builder *b)
+{
+  /* FSDP2: the last copied-out block's flat buffer goes with the pass
+   * (freed by the newest op, after its block's backward: effects are
+   * appended to the newest op only) */
+  if (b->p->n_ops > 0)
+    sb_free_on(b, (uint32_t)(b->p->n_ops - 1), b->last_flat, AT_END);
+  sb_reduce_deferred(b);
+  sb_release_reduce_inputs(b);
+  sb_reshard_rest(b);
+  sb_optimizer_step(b);
+  sb_release_at_step_end(b);
+}
+
 static void build_step(builder *b)
 {
   vs_pipeline pl = sb_pipeline_of(b->wl, b->lay);
   size_t n_units = vs_pipeline_units(&pl);
   vs_unit *order = malloc(n_units * sizeof *order);
-  vs_program *p = b->p;
 
-  p->n_sends = (size_t)(2 * b->lay->grad_accum * b->lay->n_chunks);
-  if (!order || !vs_grow((void **)&p->sends, &p->cap_sends,
-                         p->n_sends ? p->n_sends : 1, sizeof *p->sends)) {
-    free(order);
+  if (!order) {
     b->failed = true;
     vs_error_set(b->err, VS_ENOMEM, "out of host memory building the schedule");
     return;
   }
-  for (size_t i = 0; i < p->n_sends; i++)
-    p->sends[i] = NONE;
+  if (!alloc_sends(b)) {
+    free(order);
+    return;
+  }
   n_units = vs_pipeline_order(&pl, b->stage, order);
   b->out.batched = sb_sends_batched(b, &pl);
   b->out.made_by = SIZE_MAX;
@@ -658,28 +701,10 @@ static void build_step(builder *b)
   }
   if (b->first_unit_only && n_units > 1)
     n_units = 1;
-  reserve_program(b, n_units);
-  sb_setup(b);
-  for (size_t i = 0; i < n_units && !b->failed; i++) {
-    b->next_unit = i + 1 < n_units ? &order[i + 1] : NULL;
-    mark_unit(b, &order[i]);
-    (order[i].forward ? sb_forward_unit : sb_backward_unit)(b, &order[i]);
-  }
+  run_units(b, order, n_units);
   index_units(b, &pl);
-  if (b->first_unit_only) {
-    free(order);
-    return;
-  }
-  /* FSDP2: the last copied-out block's flat buffer goes with the pass
-   * (freed by the newest op, after its block's backward: effects are
-   * appended to the newest op only) */
-  if (b->p->n_ops > 0)
-    sb_free_on(b, (uint32_t)(b->p->n_ops - 1), b->last_flat, AT_END);
-  sb_reduce_deferred(b);
-  sb_release_reduce_inputs(b);
-  sb_reshard_rest(b);
-  sb_optimizer_step(b);
-  sb_release_at_step_end(b);
+  if (!b->first_unit_only)
+    end_step(b);
   free(order);
 }
 
@@ -775,10 +800,10 @@ static void number_stage_insts(builder *b)
                             row 0 stays inside */
 }
 
-/* A builder for stage of job into prog, with its tables (b->failed when
- * one could not be allocated). */
-static void builder_init(builder *b, const vs_job *job, int stage,
-                         vs_program *prog, vs_error *err)
+/* A builder for stage of job into prog: its inputs, and nothing made
+ * yet (every op and buffer marker NONE). */
+static void builder_reset(builder *b, const vs_job *job, int stage,
+                          vs_program *prog, vs_error *err)
 {
   size_t n_inst = (size_t)job->model->layers + 2;
   memset(b, 0, sizeof *b);
@@ -804,10 +829,28 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->step = job->step;
   b->every_step = job->every_step;
   b->first_unit_only = job->first_unit_only;
-  {
-    vs_pipeline pl = sb_pipeline_of(b->wl, b->lay);
-    b->ring = vs_pipeline_ring(&pl);
+}
+
+/* Each block's first parameter among all the blocks' (param_base), and
+ * a row per parameter (tensor_grad). */
+static void number_params(builder *b)
+{
+  uint32_t params = 0;
+  b->param_base = new_table(b, b->n_inst);
+  for (size_t inst = 0; b->param_base && inst < b->n_inst; inst++) {
+    b->param_base[inst] = params;
+    params += sb_block_of(b, inst)->n_params;
   }
+  b->tensor_grad = new_table(b, params ? params : 1);
+}
+
+/* The builder's tables: per block, and per block and micro-batch in
+ * flight (ring rows). */
+static void alloc_tables(builder *b)
+{
+  size_t n_inst = b->n_inst;
+  vs_pipeline pl = sb_pipeline_of(b->wl, b->lay);
+  b->ring = vs_pipeline_ring(&pl);
   b->max_saved = vs_model_max_saved(b->m);
   number_stage_insts(b);
   b->saved = new_table(b, b->ring * b->n_stage_inst *
@@ -819,15 +862,7 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->flat_buf = new_table(b, n_inst);
   b->grad_buf = new_table(b, n_inst);
   b->grads_kept = new_table(b, n_inst);
-  b->param_base = new_table(b, n_inst);
-  {
-    uint32_t params = 0;
-    for (size_t inst = 0; b->param_base && inst < n_inst; inst++) {
-      b->param_base[inst] = params;
-      params += sb_block_of(b, inst)->n_params;
-    }
-    b->tensor_grad = new_table(b, params ? params : 1);
-  }
+  number_params(b);
   b->bucket = new_table(b, n_inst);
   /* every inst once, and one end per chunk */
   b->deferred = new_table(b, n_inst + b->lay->n_chunks);
@@ -835,6 +870,15 @@ static void builder_init(builder *b, const vs_job *job, int stage,
   b->act_out = new_table(b, b->ring * b->n_stage_inst);
   b->act_fetch = new_table(b, n_inst);
   new_op_times(b);
+}
+
+/* A builder for stage of job into prog, with its tables (b->failed when
+ * one could not be allocated). */
+static void builder_init(builder *b, const vs_job *job, int stage,
+                         vs_program *prog, vs_error *err)
+{
+  builder_reset(b, job, stage, prog, err);
+  alloc_tables(b);
 }
 
 int vs_schedule_rebuild(const vs_job *job, int stage, vs_program *prog,
