@@ -443,6 +443,43 @@ static void test_show_names_the_cublas_workspaces(void **state)
   }
 }
 
+/* Stage mode's one rank stands for its stage's GPUs in the fullest node
+ * and PCIe switch: where nodes or switches are filled unevenly (12 GPUs
+ * in two stages on 8-GPU nodes; 3 GPUs on switches of 2), the report
+ * says its offload figures are approximate, and only there (16 GPUs, one
+ * GPU a switch, --ranks all). */
+static void test_stage_mode_notes_uneven_nodes_and_switches(void **state)
+{
+  const char *note = "note: pipeline stages share nodes or PCIe switches "
+                     "unevenly";
+  const char *cases[][3] = {{"12", "parallel.pp=2", "1"},
+                            {"16", "parallel.pp=2", "0"},
+                            {"3", "parallel.pp=1", "1"},
+                            {"3", "topology.node.gpus_per_pcie_switch=1", "0"}};
+  (void)state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *argv[] = {"run",    DATA "gpt-small.ini",
+                          "--gpus", cases[i][0],
+                          "--set",  cases[i][1],
+                          "--set",  "parallel.zero=1",
+                          "--set",  "parallel.offload_optimizer=cpu",
+                          "--set",  "training.global_batch=48",
+                          NULL,     NULL};
+    run(argv);
+    assert_int_equal(r.status, 0);
+    if (cases[i][2][0] == '1')
+      assert_contains(r.out, note);
+    else
+      assert_null(strstr(r.out, note));
+    if (i == 2) { /* every GPU simulated: exact */
+      argv[12] = "--ranks=all";
+      run(argv);
+      assert_int_equal(r.status, 0);
+      assert_null(strstr(r.out, note));
+    }
+  }
+}
+
 /* Sequence parallelism asked for at tp = 1 has nothing to split: show
  * says so (Megatron-LM turns it off with a warning), and only there, and
  * the run is the run without it. */
@@ -4405,6 +4442,7 @@ int main(void)
       cmocka_unit_test(test_pinned_copies_outside_their_range_told),
       cmocka_unit_test(test_show_says_how_states_are_allocated),
       cmocka_unit_test(test_show_says_sequence_parallel_idle_at_tp_1),
+      cmocka_unit_test(test_stage_mode_notes_uneven_nodes_and_switches),
       cmocka_unit_test(test_host_out_of_memory_exits_3),
       cmocka_unit_test(test_finetune_samples),
       cmocka_unit_test(test_framework_samples),

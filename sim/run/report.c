@@ -659,10 +659,10 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_THROUGHPUT, line, sizeof line));
   calibration_notes(out, sim);
   if (sim->nodes_uneven)
-    fprintf(out, "note: pipeline stages share nodes unevenly, so host memory "
-                 "and what the node's GPUs share (CPU, host memory, NVMe) "
-                 "are approximate with one rank per stage; --ranks all "
-                 "simulates every GPU\n");
+    fprintf(out, "note: pipeline stages share nodes or PCIe switches "
+                 "unevenly, so host memory and what GPUs share there (PCIe, "
+                 "CPU, host memory, NVMe) are approximate with one rank per "
+                 "stage; --ranks all simulates every GPU\n");
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_VERDICT, line, sizeof line));
 }
 

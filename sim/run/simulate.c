@@ -79,36 +79,48 @@ static void stage_weights(const vs_sim *sim, uint64_t s, const int32_t *index,
     }
 }
 
-/* Whether stage mode's one rank per stage misrepresents some node: a
- * stage with a different number of GPUs on two of the nodes it uses, or
- * nodes holding different numbers of the job's GPUs. O(gpus). */
-static bool stages_uneven(const vs_sim *sim)
+/* Whether stage mode's one rank per stage misrepresents some group of
+ * gpi GPUs that share a resource (GPU g is in group g / gpi): a stage
+ * with a different number of GPUs in two of the groups it uses, or
+ * groups holding different numbers of the job's GPUs. O(gpus). */
+static bool uneven_over(const vs_sim *sim, uint64_t gpi)
 {
   const vs_layout *lay = &sim->layout;
-  uint64_t gpn = sim->topo->gpus_per_node, total_first = 0;
-  uint32_t *count = calloc((size_t)lay->nodes, sizeof *count);
+  uint64_t groups = vs_div_ceil(lay->gpus, gpi), total_first = 0;
+  uint32_t *count = calloc((size_t)groups, sizeof *count);
   bool uneven = false;
   if (!count)
     return true; /* cannot tell: say so rather than claim exactness */
   for (uint64_t s = 0; s < lay->pp && !uneven; s++) {
     uint64_t first = UINT64_MAX;
-    memset(count, 0, (size_t)lay->nodes * sizeof *count);
+    memset(count, 0, (size_t)groups * sizeof *count);
     for (uint64_t d = 0; d < lay->dp; d++)
       for (uint64_t t = 0; t < lay->tp; t++)
-        count[(s * lay->pp_stride + d * lay->dp_stride + t) / gpn]++;
-    for (uint64_t n = 0; n < lay->nodes && !uneven; n++)
+        count[(s * lay->pp_stride + d * lay->dp_stride + t) / gpi]++;
+    for (uint64_t n = 0; n < groups && !uneven; n++)
       if (count[n]) {
         first = first == UINT64_MAX ? count[n] : first;
         uneven = count[n] != first;
       }
   }
-  for (uint64_t n = 0; n < lay->nodes && !uneven; n++) {
-    uint64_t held = lay->gpus - n * gpn < gpn ? lay->gpus - n * gpn : gpn;
+  for (uint64_t n = 0; n < groups && !uneven; n++) {
+    uint64_t held = lay->gpus - n * gpi < gpi ? lay->gpus - n * gpi : gpi;
     total_first = n == 0 ? held : total_first;
     uneven = held != total_first;
   }
   free(count);
   return uneven;
+}
+
+/* Whether stage mode is approximate for what GPUs share off the GPU:
+ * nodes (CPU, host memory, NVMe) or PCIe switches filled unevenly
+ * (vs_resource_table gives the one simulated rank its fullest
+ * instance's peers). */
+static bool stages_uneven(const vs_sim *sim)
+{
+  uint64_t switch_gpus = sim->topo->gpus_per_pcie_switch;
+  return uneven_over(sim, sim->topo->gpus_per_node) ||
+         uneven_over(sim, switch_gpus ? switch_gpus : 1);
 }
 
 /* Each rank's shares: in stage mode its stage's GPUs on each tracked node

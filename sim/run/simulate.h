@@ -132,10 +132,10 @@ typedef struct vs_sim {
                              the simulated ranks, else every node */
   size_t n_nodes;
   vs_node_share *shares;  /* the ranks' shares of them, rank by rank */
-  bool nodes_uneven;      /* stage mode with nodes whose GPUs' stages do
-                             not repeat from node to node: per-node memory
-                             and sharing are then approximate (--ranks all
-                             is exact) */
+  bool nodes_uneven;      /* stage mode with nodes (or PCIe switches)
+                             whose GPUs' stages do not repeat from one to
+                             the next: per-node memory and sharing are
+                             then approximate (--ranks all is exact) */
   struct vs_program_pool *pool; /* programs borrowed from here (not owned) */
   bool steady_proven;     /* opts steady_to: every run reached a proven
                              steady state, and the ranks' times and waits,
