@@ -281,7 +281,7 @@ const char *vs_cap_status_name(int status)
                                    : "invalid";
 }
 
-static void describe_fit(FILE *out, const vs_candidate *c)
+static void describe_candidate(FILE *out, const vs_candidate *c)
 {
   char used[VS_BYTES_PAIR_LEN], cap[VS_BYTES_PAIR_LEN], head[16], t[16];
   uint64_t room =
@@ -303,6 +303,8 @@ typedef struct fit_search {
   const vs_capacity_opts *o; /* the command's options */
   const char *key;         /* training.micro_batch or model.seq_len */
   uint64_t replica_mbs;    /* dp * micro-batches per step, kept fixed */
+  uint64_t mbs_per_step;   /* micro-batches per step, kept fixed */
+  uint64_t global_batch;   /* the base workload's global batch */
   uint64_t step;           /* values searched are multiples of this */
   uint64_t limit;          /* the largest value searched */
   uint64_t lo;             /* the largest value known to fit */
@@ -310,6 +312,20 @@ typedef struct fit_search {
   vs_candidate cand;       /* the latest evaluation */
   vs_candidate best;       /* the evaluation at lo */
 } fit_search;
+
+/* The evaluation c of value v: its peak, step and throughput, then the
+ * global batch it ran (which follows the micro-batch) in the micro-batches
+ * per step that fit keeps, so that the answer says what it holds for. */
+static void describe_fit(FILE *out, const fit_search *s, uint64_t v,
+                         const vs_candidate *c)
+{
+  bool mb = strcmp(s->key, "training.micro_batch") == 0;
+  describe_candidate(out, c);
+  fprintf(out, "; global batch %llu, %llu micro-batch%s per step",
+          (unsigned long long)(mb ? v * s->replica_mbs : s->global_batch),
+          (unsigned long long)s->mbs_per_step,
+          s->mbs_per_step == 1 ? "" : "es");
+}
 
 /* Returned by a step of the search that does not decide the exit status. */
 enum { FIT_GO_ON = -1 };
@@ -357,6 +373,8 @@ static int fit_setup(fit_search *s, const vs_capacity_opts *o, FILE *errs)
              VS_EXIT_OK) {
     code = FIT_GO_ON;
     s->replica_mbs = wl->parallel.dp * wl->grad_accum;
+    s->mbs_per_step = wl->grad_accum;
+    s->global_batch = wl->training.global_batch;
     s->step = 1;
     if (seq && vs_workload_sp(&wl->parallel))
       s->step = wl->parallel.tp; /* sequence parallelism shards seq over tp */
@@ -403,7 +421,7 @@ static int fit_double(fit_search *s, FILE *out, FILE *errs)
     if (s->hi > s->limit) {
       fprintf(out, "%s fits up to the search limit %llu: ", s->key,
               (unsigned long long)s->lo);
-      describe_fit(out, &s->best);
+      describe_fit(out, s, s->lo, &s->best);
       fputc('\n', out);
       return VS_EXIT_OK;
     }
@@ -443,7 +461,7 @@ static int fit_answer(fit_search *s, FILE *out, FILE *errs)
     return code;
   fprintf(out, "largest %s that fits: %llu (", s->key,
           (unsigned long long)s->lo);
-  describe_fit(out, &s->best);
+  describe_fit(out, s, s->lo, &s->best);
   /* past the boundary the job either runs out of memory or stops being
    * simulable (a limit of vsim's, not of the GPU): say which */
   fprintf(out, ")\nat %llu %s: %s\n", (unsigned long long)s->hi,

@@ -984,11 +984,13 @@ typedef enum { CAPACITY_SWEEP, CAPACITY_FIT, CAPACITY_PLAN } capacity_cmd;
 
 /* Notes each --set of a key that fit or plan sets itself in every
  * simulation it runs: the value only makes the base workload valid (as
- * it may have to), it does not narrow the search. */
+ * it may have to), it does not narrow the search; fit's micro-batch also
+ * decides the base's micro-batches per step, which fit keeps. */
 static void note_searched_sets(const cli_args *a, capacity_cmd which,
                                const vs_capacity_opts *o, FILE *errs)
 {
   const char *fit_key = vs_capacity_fit_key(o);
+  bool fit_mb = strcmp(fit_key, "training.micro_batch") == 0;
   for (size_t k = 0; k < a->n_all_sets; k++) {
     const char *set = a->all_sets[k];
     size_t n = set_key_len(set);
@@ -996,10 +998,15 @@ static void note_searched_sets(const cli_args *a, capacity_cmd which,
                strncmp(set, fit_key, n) == 0;
     bool plan = which == CAPACITY_PLAN && vs_capacity_plan_sets(set, n);
     if (fit || plan)
-      fprintf(errs, "vsim: note: %s sets %.*s in every simulation it runs: "
-                    "--set %s only makes the base workload valid, it does not "
-                    "narrow the search\n",
-              fit ? "fit" : "plan", (int)n, set, set);
+      fprintf(errs,
+              "vsim: note: %s sets %.*s in every simulation it runs: "
+              "--set %s only makes the base workload valid, it does not "
+              "narrow the search%s\n",
+              fit ? "fit" : "plan", (int)n, set, set,
+              fit && fit_mb ? "; it does decide the base's micro-batches "
+                              "per step, which fit keeps (the global batch "
+                              "follows the micro-batch)"
+                            : "");
   }
 }
 

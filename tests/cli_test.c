@@ -2865,7 +2865,8 @@ static void test_plan_base_on_its_gpus(void **state)
 }
 
 /* fit and plan set their searched keys in every simulation: a --set of
- * one only makes the base workload valid, and they say so. */
+ * one only makes the base workload valid, and they say so; fit's
+ * micro-batch decides the micro-batches per step it keeps. */
 static void test_searched_sets_are_noted(void **state)
 {
   static const char *const plan[] = {"plan", DATA "gpt-small.ini", "--gpus",
@@ -2874,6 +2875,9 @@ static void test_searched_sets_are_noted(void **state)
                                      "parallel.offload_params=none", NULL};
   static const char *const fit[] = {"fit", DATA "gpt-small.ini", "--set",
                                     "training.micro_batch=2", NULL};
+  static const char *const fit_per_step[] = {
+      "fit",   DATA "gpt-small.ini",      "--set", "training.micro_batch=2",
+      "--set", "training.global_batch=8", NULL};
   static const char *const plain[] = {"plan", DATA "gpt-small.ini", "--gpus",
                                       "2", "--set",
                                       "training.global_batch=8", "--set",
@@ -2891,6 +2895,15 @@ static void test_searched_sets_are_noted(void **state)
   assert_int_equal(r.status, 0);
   assert_contains(r.err, "vsim: note: fit sets training.micro_batch in every "
                          "simulation it runs");
+  /* ... whose micro-batches per step (global batch 8 over micro-batch 2:
+   * 4) fit keeps, which the note and the answer say: the global batch is
+   * 4 times the answer */
+  run(fit_per_step);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.err, "it does decide the base's micro-batches per step, "
+                         "which fit keeps");
+  assert_contains(r.out, "largest training.micro_batch that fits: 6557 (");
+  assert_contains(r.out, "; global batch 26228, 4 micro-batches per step)\n");
   run(plain);
   assert_int_equal(r.status, 0);
   assert_null(strstr(r.err, "note: plan sets"));
