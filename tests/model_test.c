@@ -1017,6 +1017,47 @@ static void test_size_guard_counts_padding_and_shared_experts(void **state)
   }
 }
 
+/* The guard counts every micro-batch a stage may keep (hunt: GPipe keeps
+ * the step's all, and 1000 of a 320-layer model of 6e14 bytes a layer
+ * passed 2^63 in the allocator's signed counters) and the multi-token
+ * prediction depths as layers: a micro-batch of 4 layers at s = 40M
+ * keeps 4 x 4 s (40 h + 8 f) = 2.4e13 bytes (h 512, f 2048); 16000 of
+ * them (global_batch) 3.8e17, below 1e18, and with 8 MTP depths (12
+ * layers) 1.2e18, over it. A block of more weights than the builder
+ * keeps names the file and the keys that grow it. */
+static void test_size_guard_counts_microbatches_and_depths(void **state)
+{
+  static const char ini[] =
+      "[model]\narch = gpt\nlayers = 4\nhidden = 512\nheads = 8\n"
+      "vocab = 1000\nseq_len = 40000000\n"
+      "[training]\nglobal_batch = 2\n";
+  static const char *const many[] = {"training.global_batch=16000"};
+  static const char *const deeper[] = {"model.mtp_layers=8",
+                                       "training.global_batch=16000"};
+  static const char moe[] =
+      "[model]\narch = llama\nlayers = 2\nhidden = 64\nheads = 4\n"
+      "ffn_hidden = 128\nvocab = 100\nseq_len = 8\nexperts = 16000\n"
+      "experts_per_token = 1\nmtp_layers = 3\n";
+  vs_workload wl;
+  vs_model m;
+  vs_error err;
+  (void)state;
+  build_ini(&m, ini, NULL, 0);
+  build_ini(&m, ini, many, 1);
+  vs_error_clear(&err);
+  assert_int_equal(tu_load_workload(&wl, ini, deeper, 2, 0, &err), 0);
+  assert_int_equal(vs_model_build(&wl, &m, &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "over the step's 16000 micro-batches"));
+  assert_non_null(strstr(err.msg, "each must stay below 1e+18 bytes; lower "
+                                  "[model] layers"));
+  vs_error_clear(&err);
+  assert_int_equal(tu_load_workload(&wl, moe, NULL, 0, 0, &err), 0);
+  assert_int_equal(vs_model_build(&wl, &m, &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "more than 65535 parameter tensors in one "
+                                  "block ([model] experts = 16000, "
+                                  "mtp_layers = 3"));
+}
+
 /* ------------------------------------------------------------------------
  * Block kinds that grow
  * ------------------------------------------------------------------------ */
@@ -2135,6 +2176,8 @@ int main(void)
       cmocka_unit_test_teardown(test_size_guard_follows_attention, free_models),
       cmocka_unit_test_teardown(
           test_size_guard_counts_padding_and_shared_experts, free_models),
+      cmocka_unit_test_teardown(test_size_guard_counts_microbatches_and_depths,
+                                free_models),
       cmocka_unit_test_teardown(test_gpt_no_parallelism, free_models),
       cmocka_unit_test_teardown(test_gpt_tensor_parallel, free_models),
       cmocka_unit_test_teardown(test_gpt_sequence_parallel, free_models),
@@ -2163,8 +2206,10 @@ int main(void)
       cmocka_unit_test_teardown(test_megatron_inplace_loss, free_models),
       cmocka_unit_test_teardown(test_fp32_loss_makes_no_copy, free_models),
       cmocka_unit_test_teardown(test_loss_kernels, free_models),
-      cmocka_unit_test_teardown(test_loss_parallel_and_pipelined_logits, free_models),
-      cmocka_unit_test_teardown(test_fp32_flash_expands_grouped_kv, free_models),
+      cmocka_unit_test_teardown(test_loss_parallel_and_pipelined_logits,
+                                free_models),
+      cmocka_unit_test_teardown(test_fp32_flash_expands_grouped_kv,
+                                free_models),
       cmocka_unit_test_teardown(test_fused_cross_entropy, free_models),
       cmocka_unit_test_teardown(test_autocast_bert_layer, free_models),
       cmocka_unit_test_teardown(test_autocast_llama_layer, free_models),

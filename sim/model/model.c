@@ -155,14 +155,41 @@ static uint64_t mtp_params(const vs_workload *wl)
                           2 * m->hidden * m->hidden + 3 * norm_params(m));
 }
 
+/* A block the builder refused (more than VS_BLOCK_ITEMS_MAX ops, weights
+ * or saved tensors, its message in err): the message again, with the
+ * file and the keys that grow a block. */
+static int too_many_items(const vs_workload *wl, vs_error *err)
+{
+  char why[sizeof err->msg];
+  snprintf(why, sizeof why, "%s", err->msg);
+  vs_error_clear(err); /* the first error wins: this one replaces it */
+  return vs_error_set(
+      err, VS_EINPUT,
+      "%s: %s ([model] experts = %llu, mtp_layers = %llu: a block is a "
+      "layer, or the output layer with its multi-token prediction depths, "
+      "and each routed expert brings three weights); lower experts or "
+      "mtp_layers",
+      wl->origins.file, why, (unsigned long long)wl->model.experts,
+      (unsigned long long)wl->model.mtp_layers);
+}
+
+/* The largest total vsim's byte counts (64-bit integers, signed where the
+ * allocator adds a change) are let reach: far above any GPU's memory. */
+#define SIZE_LIMIT 1e18
+
 /* The byte counts below are 64-bit integers; refuses shapes whose largest
- * tensors or totals (estimated in floating point first) would not fit. */
+ * tensors or totals (estimated in floating point first) would not fit:
+ * the fp32 logits, the model states, and the activations of every layer
+ * (the multi-token prediction depths among them) for every micro-batch of
+ * the step, as many as a stage may keep at once (GPipe keeps them all). */
 static int check_size(const vs_workload *wl, vs_error *err)
 {
   const vs_model_conf *mc = &wl->model;
   double s = (double)mc->seq_len, b = (double)wl->training.micro_batch;
   double h = (double)mc->hidden, f = (double)mc->ffn_hidden;
-  double a = (double)mc->heads, l = (double)mc->layers;
+  double a = (double)mc->heads;
+  double l = (double)mc->layers + (double)mc->mtp_layers;
+  double kept = wl->grad_accum ? (double)wl->grad_accum : 1.0;
   /* the vocabulary padded as make_dims pads it */
   double pad = (double)mc->vocab_divisible_by * (double)wl->parallel.tp;
   double v = ceil((double)mc->vocab / pad) * pad;
@@ -183,13 +210,16 @@ static int check_size(const vs_workload *wl, vs_error *err)
             (e * 3.0 * h * fe +
              3.0 * h * fs +
              a * hd * ((double)mc->q_lora_rank + (double)mc->kv_lora_rank + h));
-  if (biggest > 1e18 || layer * l > 1e18 || params > 1e18)
+  if (biggest > SIZE_LIMIT || layer * l * kept > SIZE_LIMIT ||
+      params > SIZE_LIMIT)
     return vs_error_set(
         err, VS_EINPUT,
-        "%s: the model's tensors (about %.3g bytes of "
-        "activations, %.3g bytes of model states, %.3g bytes of fp32 "
-        "logits) are too large to simulate",
-        wl->origins.file, layer * l, params, biggest);
+        "%s: the model's tensors (about %.3g bytes of activations over the "
+        "step's %.0f micro-batches, %.3g bytes of model states, %.3g bytes "
+        "of fp32 logits) are too large to simulate: each must stay below "
+        "%.0e bytes; lower [model] layers, hidden, ffn_hidden, experts, "
+        "seq_len or vocab, or [training] micro_batch or global_batch",
+        wl->origins.file, layer * l * kept, kept, params, biggest, SIZE_LIMIT);
   return 0;
 }
 
@@ -564,7 +594,7 @@ int vs_model_build_loaded(const vs_workload *wl, vs_expert_load load,
                        : 1.0;
   if ((rc = build_kinds(wl, &d, m, err))) {
     vs_model_fini(m);
-    return rc;
+    return rc == VS_EINPUT ? too_many_items(wl, err) : rc;
   }
   m->params_total = whole_model_params(wl, PARAMS_ALL) + adapter_params(&d, m);
   m->params_mtp = mtp_params(wl);
