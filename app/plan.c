@@ -752,8 +752,17 @@ static void pipeline_text(const plan_state *ps, const layout_choice *lc,
     snprintf(buf + at, len - at, "%s", offload_text[lc->offload]);
 }
 
-static void print_layout(FILE *out, int rank_no, const plan_state *ps,
-                         size_t i)
+/* Whether a table has the $/step and $/1e9 tok columns. */
+typedef enum { NO_PRICE_COLUMNS, PRICE_COLUMNS } price_columns;
+
+/* The price columns of ps's own tables: where its type has a price. */
+static price_columns prices_of(const plan_state *ps)
+{
+  return ps->priced ? PRICE_COLUMNS : NO_PRICE_COLUMNS;
+}
+
+static void print_layout(FILE *out, int rank_no, const plan_state *ps, size_t i,
+                         price_columns prices)
 {
   char pipeline[VS_EXPLORE_SET_MAX];
   const layout_choice *lc = &ps->choices[i];
@@ -773,7 +782,7 @@ static void print_layout(FILE *out, int rank_no, const plan_state *ps,
           (unsigned long long)lc->mb,
           vs_format_bytes(c->worst.peak_used_bytes, peak, sizeof peak),
           vs_format_seconds(c->step_time_s, step, sizeof step), c->tokens_per_s);
-  if (ps->priced)
+  if (prices == PRICE_COLUMNS)
     fprintf(out, "%10.3g %12.4g ", c->usd_per_step,
             vs_cost_per_tokens(c->usd_per_step, ps->tokens_per_step, 1e9));
   pipeline_text(ps, lc, pipeline, sizeof pipeline);
@@ -798,7 +807,7 @@ typedef enum { ONE_GPU_TYPE, GPU_TYPE_COLUMN } type_column;
 
 /* The column header of print_layout's rows (cp and ep where ps varies
  * them). */
-static void plan_header(FILE *out, const plan_state *ps, bool priced,
+static void plan_header(FILE *out, const plan_state *ps, price_columns prices,
                         type_column types)
 {
   fprintf(out, "%3s %6s %4s %3s %3s ", "#", "gpus", "dp", "tp", "pp");
@@ -810,7 +819,7 @@ static void plan_header(FILE *out, const plan_state *ps, bool priced,
     fprintf(out, "%3s ", "etp");
   fprintf(out, "%4s %-9s %4s %10s %10s %12s ", "zero", "ckpt", "mb", "peak",
           "step", "tokens/s");
-  if (priced)
+  if (prices == PRICE_COLUMNS)
     fprintf(out, "%10s %12s ", "$/step", "$/1e9 tok");
   fprintf(out, "%10s  %-16s %s\n", "h/1e9 tok", "pipeline",
           types == GPU_TYPE_COLUMN ? "gpu" : "");
@@ -1333,16 +1342,16 @@ static void plan_answers(FILE *out, const plan_state *ps)
   type_column types = ps->type ? GPU_TYPE_COLUMN : ONE_GPU_TYPE;
   fprintf(out, "\ncheapest per step (each re-simulated with every "
                "micro-batch):\n");
-  plan_header(out, ps, ps->priced, types);
+  plan_header(out, ps, prices_of(ps), types);
   for (size_t k = 0; k < ps->top; k++)
-    print_layout(out, (int)k + 1, ps, ps->order[k].idx);
+    print_layout(out, (int)k + 1, ps, ps->order[k].idx, prices_of(ps));
   fprintf(out, "\nfastest:\n");
-  plan_header(out, ps, ps->priced, types);
-  print_layout(out, 1, ps, ps->fastest);
+  plan_header(out, ps, prices_of(ps), types);
+  print_layout(out, 1, ps, ps->fastest, prices_of(ps));
   fprintf(out, "\nfewest GPUs on which it fits: %llu\n",
           (unsigned long long)ps->cands[ps->smallest].total_gpus);
-  plan_header(out, ps, ps->priced, types);
-  print_layout(out, 1, ps, ps->smallest);
+  plan_header(out, ps, prices_of(ps), types);
+  print_layout(out, 1, ps, ps->smallest, prices_of(ps));
   if (ps->n_unconfirmed)
     fprintf(out, "\n%zu layout(s) that fitted when extrapolated were left out: "
                  "their full re-simulation did not (plan.csv has why)\n",
@@ -1383,11 +1392,11 @@ static void plan_type_answers(FILE *out, const plan_state *ps)
 {
   fprintf(out, "\ncheapest per step on %s (re-simulated with every "
                "micro-batch):\n", ps->gpu);
-  plan_header(out, ps, ps->priced, GPU_TYPE_COLUMN);
-  print_layout(out, 1, ps, ps->order[0].idx);
+  plan_header(out, ps, prices_of(ps), GPU_TYPE_COLUMN);
+  print_layout(out, 1, ps, ps->order[0].idx, prices_of(ps));
   fprintf(out, "fastest on %s:\n", ps->gpu);
-  plan_header(out, ps, ps->priced, GPU_TYPE_COLUMN);
-  print_layout(out, 1, ps, ps->fastest);
+  plan_header(out, ps, prices_of(ps), GPU_TYPE_COLUMN);
+  print_layout(out, 1, ps, ps->fastest, prices_of(ps));
 }
 
 /* Everything after the inputs are checked: simulate and report. Exit
@@ -1445,9 +1454,28 @@ static int plan_type(const vs_capacity_opts *o, plan_state *ps, FILE *out,
 /* Every GPU type's files and what plan needs of them (plan_inputs),
  * before any type is searched: a bad second topology is refused before
  * the first one's results are printed. Exit status. */
+/* Records type t's GPU name in names[t]; an error when an earlier type
+ * has the same one: the tables and plan.csv tell types apart by it. */
+static int check_type_name(const plan_state *types, char (*names)[VS_NAME_MAX],
+                           size_t t, const char *name, FILE *errs)
+{
+  snprintf(names[t], sizeof names[t], "%s", name);
+  for (size_t u = 0; u < t; u++)
+    if (strcmp(names[u], names[t]) == 0) {
+      fprintf(errs,
+              "vsim: --topology %s and %s both name their GPU '%s' "
+              "([gpu] name): the tables and plan.csv tell GPU types "
+              "apart by it; give each type its own name\n",
+              types[u].ex.topology, types[t].ex.topology, name);
+      return VS_EXIT_ERROR;
+    }
+  return VS_EXIT_OK;
+}
+
 static int plan_check_types(const vs_capacity_opts *o, const plan_state *types,
                             size_t n, FILE *errs)
 {
+  char names[PLAN_TYPES_MAX][VS_NAME_MAX];
   int code = VS_EXIT_OK;
   for (size_t t = 0; t < n && code == VS_EXIT_OK; t++) {
     vs_workload *wl = malloc(sizeof *wl);
@@ -1455,8 +1483,9 @@ static int plan_check_types(const vs_capacity_opts *o, const plan_state *types,
     if (!wl || !topo) {
       fprintf(errs, "vsim: out of host memory\n");
       code = VS_EXIT_ERROR;
-    } else {
-      code = plan_inputs(o, &types[t], wl, topo, errs);
+    } else if ((code = plan_inputs(o, &types[t], wl, topo, errs)) ==
+               VS_EXIT_OK) {
+      code = check_type_name(types, names, t, topo->name, errs);
     }
     free(wl);
     free(topo);
@@ -1478,6 +1507,7 @@ static void plan_overall(FILE *out, const plan_state *types, size_t n,
 {
   size_t n_all = 0;
   bool priced = true;
+  price_columns columns;
   ranked *all;
   for (size_t t = 0; t < n; t++) {
     n_all += types[t].n_fit ? types[t].top : 0;
@@ -1489,15 +1519,24 @@ static void plan_overall(FILE *out, const plan_state *types, size_t n,
   for (size_t t = 0; t < n; t++)
     for (size_t k = 0; types[t].n_fit && k < types[t].top; k++) {
       all[n_all] = types[t].order[k];
-      all[n_all++].type = t;
+      all[n_all].type = t;
+      /* dollars and GPU-hours do not compare: without a price on every
+       * type, every type is ranked by its GPU-hours */
+      if (!priced) {
+        const vs_candidate *c = &types[t].cands[all[n_all].idx];
+        all[n_all].cost = vs_cost_gpu_hours(c->total_gpus, c->step_time_s);
+      }
+      n_all++;
     }
+  columns = priced ? PRICE_COLUMNS : NO_PRICE_COLUMNS;
   qsort(all, n_all, sizeof *all, by_cost);
   fprintf(out, "\ncheapest per step across the %zu GPU types%s:\n", n,
-          priced ? "" : " (a type without a price is counted in GPU-hours)");
+          priced ? ""
+                 : " (not every type has a price: all ranked by GPU-hours)");
   /* every type varies cp and ep alike (they follow from the workload) */
-  plan_header(out, &types[all[0].type], priced, GPU_TYPE_COLUMN);
+  plan_header(out, &types[all[0].type], columns, GPU_TYPE_COLUMN);
   for (size_t k = 0; k < n_all && k < top; k++)
-    print_layout(out, (int)k + 1, &types[all[k].type], all[k].idx);
+    print_layout(out, (int)k + 1, &types[all[k].type], all[k].idx, columns);
   free(all);
 }
 

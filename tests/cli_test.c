@@ -4136,6 +4136,70 @@ static void test_plan_across_types_lists_top(void **state)
   }
 }
 
+/* A copy of the built-in H100 topology with [gpu] name and
+ * usd_per_gpu_hour replaced, written to a temporary file at path. */
+static void h100_as(const char *name, const char *price, char *path, size_t len)
+{
+  char *text = tu_read_file(VSIM_SOURCE_DIR "/topologies/h100-sxm-8x.ini");
+  char *out, *line;
+  size_t used = 0, cap;
+  assert_non_null(text);
+  cap = strlen(text) + 256;
+  assert_non_null(out = malloc(cap));
+  for (line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+    used += (size_t)snprintf(out + used, cap - used, "%s\n",
+                             strncmp(line, "name = ", 7) == 0 ? name
+                             : strncmp(line, "usd_per_gpu_hour = ", 19) == 0
+                                 ? price
+                                 : line);
+  assert_non_null(tu_write_temp(out, ".ini", path, len));
+  free(out);
+  free(text);
+}
+
+/* Across GPU types, dollars and GPU-hours do not compare: with a type
+ * that has no price every type is ranked by its GPU-hours, and the rows
+ * have no price columns, as the header (hunt: the priced type's rows
+ * kept theirs under a header without them, and the unpriced type's
+ * GPU-hours beat the other's dollars); two types of one [gpu] name, which
+ * the tables could not tell apart, are refused. */
+static void test_plan_types_priced_and_named(void **state)
+{
+  char cheap[256], again[256], free_of[256], list[600];
+  const char *args[] = {"plan",       DATA "gpt-small.ini",
+                        "--max-gpus", "2",
+                        "--set",      "training.global_batch=8",
+                        "--jobs",     "2",
+                        "--topology", list,
+                        NULL};
+  const char *across, *header, *row;
+  (void)state;
+  h100_as("name = H100-SXM-80GB", "usd_per_gpu_hour = 1", cheap, sizeof cheap);
+  h100_as("name = H100-SXM-80GB", "usd_per_gpu_hour = 5", again, sizeof again);
+  h100_as("name = UNPRICED", "usd_per_gpu_hour = 0", free_of, sizeof free_of);
+  snprintf(list, sizeof list, "%s,%s", cheap, free_of);
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_non_null(across = strstr(r.out, "cheapest per step across the 2 GPU "
+                                         "types (not every type has a "
+                                         "price: all ranked by GPU-hours):\n"));
+  assert_null(strstr(across, "$/step"));
+  /* each of the first rows, one of each type, has its pipeline under
+   * the header's */
+  header = strchr(across, '\n') + 1;
+  row = strchr(header, '\n') + 1;
+  for (int k = 0; k < 2; k++, row = strchr(row, '\n') + 1)
+    assert_int_equal(strstr(row, "1f1b") - row,
+                     strstr(header, "pipeline") - header);
+  snprintf(list, sizeof list, "%s,%s", cheap, again);
+  run(args);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "both name their GPU 'H100-SXM-80GB' ([gpu] name)");
+  remove(cheap);
+  remove(again);
+  remove(free_of);
+}
+
 /* Issue 21, D6: when every layout is invalid, plan says so and exits 1
  * (as sweep and fit do), instead of DOES NOT FIT with exit 3: FP8 on a
  * GPU without FP8 tensor cores. */
@@ -4513,6 +4577,7 @@ int main(void)
       cmocka_unit_test(test_plan_tries_interleaved_where_allowed),
       cmocka_unit_test(test_plan_compares_gpu_types),
       cmocka_unit_test(test_plan_across_types_lists_top),
+      cmocka_unit_test(test_plan_types_priced_and_named),
       cmocka_unit_test(test_plan_prints_only_confirmed_layouts),
       cmocka_unit_test(test_work_over_budget_is_refused),
       cmocka_unit_test(test_units_cannot_be_misread),
