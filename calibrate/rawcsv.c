@@ -155,18 +155,24 @@ typedef struct reader {
   size_t n_fields;               /* fields in it so far */
   int too_long;                  /* a required field was cut */
   int shape_too_long;            /* a shape field was cut (gemm rows) */
+  int repeated;                  /* a column vsim reads named twice: its
+                                    index + 1, 0 when none */
   size_t n_rows;                 /* samples read */
 } reader;
 
-/* A header field: which column it names (the first of a repeated name
- * wins), and its name appended to r->got. */
+/* A header field: which column it names (a column vsim reads named a
+ * second time is recorded in r->repeated: which of the two holds the
+ * values is not for vsim to guess), and its name appended to r->got. */
 static void header_field(reader *r, const char *text, size_t len)
 {
   size_t used = strlen(r->got);
   for (int c = 0; c < N_COLS; c++) {
-    if (r->col[c] == NO_COL && len == strlen(col_names[c]) &&
-        memcmp(text, col_names[c], len) == 0)
+    if (len != strlen(col_names[c]) || memcmp(text, col_names[c], len) != 0)
+      continue;
+    if (r->col[c] == NO_COL)
       r->col[c] = r->n_fields;
+    else if (!r->repeated)
+      r->repeated = c + 1;
   }
   if (used + len + 2 < sizeof r->got)
     snprintf(r->got + used, sizeof r->got - used, "%s%.*s",
@@ -205,6 +211,13 @@ static void header(reader *r)
 {
   r->n_header = r->n_fields;
   r->header_done = 1;
+  if (r->repeated) {
+    fail(r,
+         "column '%s' named twice (the header has: %s): name each column "
+         "once",
+         col_names[r->repeated - 1], r->got);
+    return;
+  }
   for (int c = 0; c < N_REQUIRED; c++) {
     if (r->col[c] == NO_COL) {
       fail(r, "missing column '%s': the header must name kind,bytes,sample,"

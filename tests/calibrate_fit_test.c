@@ -400,6 +400,13 @@ static void test_raw_csv_errors(void **state)
   raw_bad("kind,bytes,seconds\nh2d_pinned,4,1e-5\n", VS_EINPUT,
           "@:1: missing column 'sample': the header must name kind,bytes,"
           "sample,seconds (it has: kind,bytes,seconds)");
+  /* a column read named twice: which holds the values is not vsim's to
+   * guess (hunt: the first was taken without a word) */
+  raw_bad("kind,bytes,sample,seconds,seconds\nh2d_pinned,4,0,1e-5,2e-5\n",
+          VS_EINPUT,
+          "@:1: column 'seconds' named twice (the header has: "
+          "kind,bytes,sample,seconds,seconds): name each column "
+          "once");
   raw_bad("kind,bytes,sample,seconds\np2p,4,0,1e-5\n\np2p,8,0,-2e-6\n",
           VS_EINPUT, "@:4: negative time -2e-6 s for kind p2p");
   raw_bad("kind,bytes,sample,seconds\nh2d,4,0,1e-5\n", VS_EINPUT,
