@@ -644,6 +644,16 @@ static void test_set_good_value(void **state)
                                  "characters in it)");
     assert_memory_equal(c.label, label, sizeof label);
   }
+  /* the blanks around a value go, as inih takes them off a file's (hunt:
+   * "--set b.color= blue" was "expected red, green or blue") */
+  assert_int_equal(vs_conf_assign(&tab, &c, &o, "b.color= blue\t ", "", &err),
+                   0);
+  assert_int_equal(c.color, 2);
+  assert_string_equal(
+      vs_conf_where(&tab, &o, "b", "color", where, sizeof where),
+      "--set b.color=blue");
+  assert_int_equal(vs_conf_assign(&tab, &c, &o, "b.color=  ", "", &err),
+                   VS_EINPUT);
 }
 
 /* --set section.name=value must fail with want and leave c exactly as it

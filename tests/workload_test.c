@@ -2047,7 +2047,16 @@ static void test_pipeline_validation(void **state)
     load_bad(GPT_MODEL, hex, 2, 0, VS_EINPUT,
              "--set parallel.pp_layers=0x1,1: not a decimal number");
     {
-      /* a leading empty item stays one; a blank before 0x is no run */
+      /* a list longer than a key holds says how long it may be */
+      static const char *const long_split[] = {
+          "parallel.pp=2", "parallel.pp_layers=1x100,2x100,3x100"};
+      load_bad(GPT_MODEL, long_split, 2, 0, VS_EINPUT,
+               "--set parallel.pp_layers=1x100,2x100,3x100: too many list "
+               "items (at most 256)");
+    }
+    {
+      /* a leading empty item stays one; a blank before 0x is no run (and
+       * goes, as inih takes the blanks off a file's value) */
       static const char *const lead[] = {"parallel.pp=2",
                                          "parallel.pp_layers=,1,1"};
       static const char *const spaced[] = {"parallel.pp=2",
@@ -2055,7 +2064,7 @@ static void test_pipeline_validation(void **state)
       load_bad(GPT_MODEL, lead, 2, 0, VS_EINPUT,
                "--set parallel.pp_layers=,1,1: empty value");
       load_bad(GPT_MODEL, spaced, 2, 0, VS_EINPUT,
-               "--set parallel.pp_layers= 0x1,1: not a decimal number");
+               "--set parallel.pp_layers=0x1,1: not a decimal number");
     }
   }
 }

@@ -239,6 +239,14 @@ static const char *bounds_problem(const vs_key *k, double v, char *buf,
   return NULL;
 }
 
+/* What a list longer than its kind holds is told. */
+#define STRING_OF(x) #x
+#define STRING_OF_VALUE(x) STRING_OF(x)
+#define TOO_MANY_COUNTS                                                        \
+  "too many list items (at most " STRING_OF_VALUE(VS_LIST_MAX) ")"
+#define TOO_MANY_REALS                                                         \
+  "too many list items (at most " STRING_OF_VALUE(VS_REAL_LIST_MAX) ")"
+
 /* Splits text at commas and parses each item with parse_item into
  * values[0..max) (elem bytes apart); *n gets the count. */
 typedef int (*item_parser)(const char *text, void *out, const char **why);
@@ -259,7 +267,7 @@ static int parse_items(const char *text, item_parser parse_item, void *values,
       return VS_EINPUT;
     }
     if (n == max) {
-      *why = "too many list items";
+      *why = max == VS_LIST_MAX ? TOO_MANY_COUNTS : TOO_MANY_REALS;
       return VS_EINPUT;
     }
     memcpy(item, p, len);
@@ -545,7 +553,7 @@ static int expand_runs(const char *text, char *out, size_t len,
     for (uint64_t r = 0; r < reps; r++)
       if (!vs_conf_append_item(out, len, &used, items++ == 0 ? "" : ",", p,
                                n)) {
-        *why = "too many list items";
+        *why = TOO_MANY_COUNTS;
         return VS_EINPUT;
       }
     p += item;
@@ -982,6 +990,29 @@ int vs_conf_set_preset(const vs_keytab *tab, void *target, vs_origins *orig,
   return rc;
 }
 
+/* vs_conf_set of value without the blanks around it, as inih gives a
+ * file's values (`--set model.arch= llama` is `arch = llama`). */
+static int set_trimmed(const vs_keytab *tab, void *target, vs_origins *orig,
+                       const char *sec, const char *key, const char *value,
+                       vs_error *err)
+{
+  size_t n;
+  char *copy;
+  int rc;
+  while (*value == ' ' || *value == '\t')
+    value++;
+  n = strlen(value);
+  while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t'))
+    n--;
+  if (!(copy = malloc(n + 1)))
+    return vs_error_set(err, VS_ENOMEM, "out of host memory");
+  memcpy(copy, value, n);
+  copy[n] = '\0';
+  rc = vs_conf_set(tab, target, orig, sec, key, copy, err);
+  free(copy);
+  return rc;
+}
+
 int vs_conf_assign(const vs_keytab *tab, void *target, vs_origins *orig,
                    const char *assignment, const char *prefix, vs_error *err)
 {
@@ -1011,7 +1042,7 @@ int vs_conf_assign(const vs_keytab *tab, void *target, vs_origins *orig,
                         "--set %s%s.%s: not text (control characters in it)",
                         prefix, has_control(sec) ? "?" : sec,
                         has_control(key) ? "?" : key);
-  return vs_conf_set(tab, target, orig, sec, key, eq + 1, err);
+  return set_trimmed(tab, target, orig, sec, key, eq + 1, err);
 }
 
 /* ------------------------------------------------------------------------
