@@ -125,6 +125,10 @@ static void test_count_rejects_bad_text(void **state)
   count_bad("abc", "not a number");
   count_bad("inf", "not a number");     /* not finite */
   count_bad("nan", "not a number");     /* not finite */
+  /* digits past a double are a number too large, not no number */
+  count_bad("1e309", "too large");
+  count_bad("-1e309", "out of range");
+  count_bad("-inf", "not a number");
   count_bad("1.5", "whole number");
   count_bad("-3", "negative");
   /* A second word is read as the unit; a third is left over. */
@@ -278,7 +282,7 @@ static void test_real(void **state)
   real_bad(vs_parse_real, NULL, "no value");
   real_bad(vs_parse_real, "x", "not a number");
   real_bad(vs_parse_real, "inf", "not a number");
-  real_bad(vs_parse_real, "1e999", "not a number"); /* overflows to inf */
+  real_bad(vs_parse_real, "1e999", "too large"); /* past a double */
   real_bad(vs_parse_real, "0.5%", "unknown unit");
   real_bad(vs_parse_real, "0.5 0.6", "unknown unit"); /* "0.6" as a unit */
   real_bad(vs_parse_real, "0.5 0.6 0.7", "unexpected text");

@@ -62,6 +62,14 @@ static const char unknown_time[] =
     "unknown unit: a time takes ns, us, ms or s; a bare number is us";
 static const char unknown_plain[] = "unknown unit: a plain number takes none";
 
+/* Whether text, after a sign, starts as a number written in digits
+ * ("1e309", "-.5"), not as a word strtod also reads ("inf", "nan"). */
+static bool starts_with_digits(const char *text)
+{
+  text += *text == '+' || *text == '-';
+  return isdigit((unsigned char)*text) || *text == '.';
+}
+
 static const char bare_size[] =
     "a size needs its unit: e.g. 80GB or 80GiB (bytes: 80B)";
 
@@ -105,6 +113,11 @@ static int parse_scaled(const char *text, const unit *units,
     return VS_EINPUT;
   }
   value = strtod(text, &end);
+  if (end != text && isinf(value) && starts_with_digits(text)) {
+    /* digits past a double (1e309), not "inf": a key's bound says more */
+    *why = value > 0 ? vs_parse_too_large : "out of range";
+    return VS_EINPUT;
+  }
   if (end == text || !isfinite(value)) {
     *why = "not a number";
     return VS_EINPUT;
