@@ -482,7 +482,8 @@ static void test_stage_mode_notes_uneven_nodes_and_switches(void **state)
 
 /* Sequence parallelism asked for at tp = 1 has nothing to split: show
  * says so (Megatron-LM turns it off with a warning), and only there, and
- * the run is the run without it. */
+ * the run is the run without it; so for a rank order at pp = 1 and a
+ * paged optimizer over SGD's no states (hunt findings). */
 static void test_show_says_sequence_parallel_idle_at_tp_1(void **state)
 {
   const char *idle[] = {"show",   DATA "gpt-small.ini",
@@ -508,6 +509,27 @@ static void test_show_says_sequence_parallel_idle_at_tp_1(void **state)
   run(split);
   assert_int_equal(r.status, 0);
   assert_null(strstr(r.out, line));
+  /* the rank order at pp = 1 and a paged optimizer without states too */
+  {
+    const char *idle2[] = {"show",  DATA "gpt-small.ini",
+                           "--set", "parallel.order=tp-pp-dp",
+                           "--set", "training.paged_optimizer=true",
+                           "--set", "training.optimizer=sgd",
+                           NULL};
+    const char *busy[] = {"show",   DATA "gpt-small.ini",
+                          "--gpus", "2",
+                          "--set",  "parallel.pp=2",
+                          "--set",  "parallel.order=tp-pp-dp",
+                          "--set",  "training.paged_optimizer=true",
+                          NULL};
+    run(idle2);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "# order = tp-pp-dp has no effect at pp = 1");
+    assert_contains(r.out, "# paged_optimizer has no effect with sgd");
+    run(busy);
+    assert_int_equal(r.status, 0);
+    assert_null(strstr(r.out, "no effect"));
+  }
   run(on);
   assert_int_equal(r.status, 0);
   assert_non_null(first = strdup(r.out));

@@ -347,6 +347,24 @@ static void show_stages(FILE *out, const vs_layout *lay)
   }
 }
 
+/* A derived line for each key set to something that changes nothing in
+ * this job, which vsim accepts as the frameworks do. */
+static void show_idle_keys(FILE *out, const vs_workload *wl)
+{
+  const vs_parallel_conf *p = &wl->parallel;
+  if (p->sequence_parallel && !vs_workload_sp(p))
+    fprintf(out, "# sequence_parallel has no effect at tp = 1: there is "
+                 "nothing to split (Megatron-LM turns it off too)\n");
+  if (p->order != VS_ORDER_TP_DP_PP && p->pp == 1)
+    fprintf(out,
+            "# order = %s has no effect at pp = 1: both orders place "
+            "the ranks alike\n",
+            vs_order_name(p->order));
+  if (wl->training.paged_optimizer && wl->training.optimizer == VS_OPT_SGD)
+    fprintf(out, "# paged_optimizer has no effect with sgd: plain SGD keeps "
+                 "no optimizer states to page\n");
+}
+
 static void show_text(FILE *out, const vs_workload *wl,
                       const vs_topology *topo, const vs_model *m,
                       const vs_recipe *r, const vs_layout *lay)
@@ -366,9 +384,7 @@ static void show_text(FILE *out, const vs_workload *wl,
   fprintf(out, "# "
                  "micro-batches per step = %llu\n",
           (unsigned long long)lay->grad_accum);
-  if (wl->parallel.sequence_parallel && !vs_workload_sp(&wl->parallel))
-    fprintf(out, "# sequence_parallel has no effect at tp = 1: there is "
-                 "nothing to split (Megatron-LM turns it off too)\n");
+  show_idle_keys(out, wl);
   if (m->vocab_padded != wl->model.vocab)
     fprintf(out, "# "
                  "vocab padded from %llu to %llu (a multiple of vocab_divisible_by * tp)\n",
