@@ -1,6 +1,7 @@
 /* capacity.c - fit and sweep, and what they share with plan.c (see
  * capacity.h). Every answer comes from simulations; nothing here estimates
  * memory by formula. */
+#define _XOPEN_SOURCE 700 /* realpath, fmemopen */
 #include "capacity.h"
 #include "capacity_int.h"
 
@@ -637,6 +638,52 @@ static int check_vary(const vs_capacity_opts *o, size_t *n, FILE *errs)
 /* Everything a sweep checks before simulating, in the order a user fixes
  * it: the options (exit 2), the base input, the output (exit 1). Sets *n
  * to the number of combinations. */
+/* The file a --vary model.hf_config value names, resolved beside the
+ * workload as a run resolves it, into real[len] ("" when it cannot be
+ * resolved: the run says why). */
+static int real_hf_config(const vs_workload *wl, const char *value, char *real,
+                          size_t len)
+{
+  char hf[VS_OUTPUTS_PATH_LEN], *r;
+  real[0] = '\0';
+  if (varied_hf_config(wl, value, hf, sizeof hf))
+    return VS_ENOMEM;
+  if ((r = realpath(hf, NULL))) {
+    snprintf(real, len, "%s", r);
+    free(r);
+  }
+  return 0;
+}
+
+/* --vary model.hf_config naming one file twice, however it is spelt
+ * (c.json, ./c.json): the same combinations would be swept twice. The
+ * values' own check (vs_vary_check) cannot see it: it has no workload
+ * folder to resolve them in. */
+static int check_hf_configs_distinct(const vs_capacity_opts *o,
+                                     const vs_workload *wl, FILE *errs)
+{
+  char a[VS_OUTPUTS_PATH_LEN], b[VS_OUTPUTS_PATH_LEN];
+  for (size_t k = 0; k < o->n_vary; k++) {
+    const vs_vary *v = &o->vary[k];
+    if (strcmp(v->key, "model.hf_config") != 0)
+      continue;
+    for (size_t i = 1; i < v->n; i++)
+      for (size_t j = 0; j < i; j++) {
+        if (real_hf_config(wl, v->values[i], a, sizeof a) ||
+            real_hf_config(wl, v->values[j], b, sizeof b)) {
+          fprintf(errs, "vsim: out of host memory\n");
+          return VS_EXIT_ERROR;
+        }
+        if (a[0] && strcmp(a, b) == 0)
+          return vs_usage(errs,
+                          "--vary model.hf_config lists %s twice (as "
+                          "%s)",
+                          v->values[j], v->values[i]);
+      }
+  }
+  return VS_EXIT_OK;
+}
+
 static int sweep_checks(const vs_capacity_opts *o, size_t *n, FILE *errs)
 {
   vs_topology *topo = malloc(sizeof *topo);
@@ -649,6 +696,8 @@ static int sweep_checks(const vs_capacity_opts *o, size_t *n, FILE *errs)
   }
   if (code == VS_EXIT_OK)
     code = parse_base(o, topo, wl, errs);
+  if (code == VS_EXIT_OK)
+    code = check_hf_configs_distinct(o, wl, errs);
   /* only rank 0 of an MPI job writes */
   if (code == VS_EXIT_OK && o->csv && vs_split_root())
     code = check_csv_not_input(o, wl, errs);

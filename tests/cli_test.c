@@ -3346,6 +3346,11 @@ static void test_vary_errors_name_the_vary_option(void **state)
        "vsim: --vary training.fused_cross_entropy lists yes twice (as true)"},
       {{"runtime.expandable_segments=1,true"},
        "vsim: --vary runtime.expandable_segments lists true twice (as 1)"},
+      /* and a file named two ways, resolved beside the workload */
+      {{"model.hf_config=../../models/llama-2-7b.json,"
+        "../../models/./llama-2-7b.json"},
+       "vsim: --vary model.hf_config lists ../../models/llama-2-7b.json "
+       "twice (as ../../models/./llama-2-7b.json)"},
   };
   (void)state;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
