@@ -311,12 +311,22 @@ static void show_state_allocations(FILE *out, const vs_workload *wl,
           later_states(r));
 }
 
+/* text with each control character as '?': a file name in a comment
+ * line, which a line end in the name would split (and the output would
+ * no longer load back). */
+static void put_one_line(FILE *out, const char *text)
+{
+  for (const unsigned char *c = (const unsigned char *)text; *c; c++)
+    fputc(*c < 0x20 || *c == 0x7f ? '?' : *c, out);
+}
+
 /* Every key of the workload as resolved, in [section] order. */
 static void show_keys(FILE *out, const vs_workload *wl)
 {
   const vs_keytab *tab = vs_workload_keys();
-  fprintf(out, "# %s resolved (every key, defaults filled in)\n",
-          wl->origins.file);
+  fputs("# ", out);
+  put_one_line(out, wl->origins.file);
+  fputs(" resolved (every key, defaults filled in)\n", out);
   for (size_t i = 0; i < tab->n_keys; i++) {
     const vs_key *k = &tab->keys[i];
     if (i == 0 || strcmp(k->section, tab->keys[i - 1].section) != 0)
