@@ -2583,6 +2583,15 @@ static void test_unknown_key_lists_whole_names(void **state)
   assert_string_equal(line_end + 1 - strlen(tail), tail);
 }
 
+/* Writes text to a new file at path. */
+static void write_text(const char *path, const char *text)
+{
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  assert_int_equal(fclose(f), 0);
+}
+
 /* A comment show writes past the 198 characters a line can have (the
  * workload's path in its header) is cut short, so that the output still
  * loads back. */
@@ -2597,12 +2606,7 @@ static void test_show_output_of_a_long_path_loads_back(void **state)
   snprintf(deep, sizeof deep, "%s/%0200d", dir, 0);
   assert_int_equal(mkdir(deep, 0700), 0);
   snprintf(path, sizeof path, "%s/w.ini", deep);
-  {
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-  }
+  write_text(path, text);
   free(text);
   run(show);
   assert_int_equal(r.status, 0);
@@ -2610,36 +2614,20 @@ static void test_show_output_of_a_long_path_loads_back(void **state)
   for (const char *p = r.out; *p; p += strcspn(p, "\n") + 1)
     assert_true(strcspn(p, "\n") <= 198);
   snprintf(ini, sizeof ini, "%s/again.ini", dir);
-  {
-    FILE *f = fopen(ini, "w");
-    assert_non_null(f);
-    fputs(r.out, f);
-    fclose(f);
-  }
+  write_text(ini, r.out);
   show[1] = ini;
   run(show);
   assert_int_equal(r.status, 0);
   /* a line end in the file's name is no line end in its comment (hunt:
    * the output of a workload named "a\n[x].ini" did not load back) */
   snprintf(path, sizeof path, "%s/a\n[x].ini", dir);
-  {
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs("[model]\narch = gpt\nlayers = 2\nhidden = 64\nheads = 4\n"
-          "vocab = 100\nseq_len = 32\n",
-          f);
-    fclose(f);
-  }
+  write_text(path, "[model]\narch = gpt\nlayers = 2\nhidden = 64\n"
+                   "heads = 4\nvocab = 100\nseq_len = 32\n");
   show[1] = path;
   run(show);
   assert_int_equal(r.status, 0);
   assert_contains(r.out, "/a?[x].ini resolved");
-  {
-    FILE *f = fopen(ini, "w");
-    assert_non_null(f);
-    fputs(r.out, f);
-    fclose(f);
-  }
+  write_text(ini, r.out);
   show[1] = ini;
   run(show);
   assert_int_equal(r.status, 0);
