@@ -300,11 +300,12 @@ bool vs_topology_is_measured(const vs_topology *topo, const char *section,
 
 /* The name of fit `kind`, with the figures it gives in this topology
  * (fit_parts): "p2p (NVLink)", or "p2p (NVLink latency)" where --set gave
- * the rate; NULL for a kind vsim does not read. */
+ * the rate, "d2d_kernel (HBM bandwidth)" where memory_efficiency was given
+ * (hbm_curve off); NULL for a kind vsim does not read. */
 static const char *fit_label(const vs_topology *t, int kind)
 {
   static const char *const labels[VS_CAL_N_KINDS][3] = {
-      [VS_CAL_D2D_KERNEL] = {"d2d_kernel (HBM)"},
+      [VS_CAL_D2D_KERNEL] = {"d2d_kernel (HBM)", "d2d_kernel (HBM bandwidth)"},
       [VS_CAL_P2P] = {"p2p (NVLink)", "p2p (NVLink bandwidth)",
                       "p2p (NVLink latency)"},
       [VS_CAL_H2D_PINNED] = {"h2d_pinned (PCIe)", "h2d_pinned (PCIe bandwidth)",
@@ -314,6 +315,10 @@ static const char *fit_label(const vs_topology *t, int kind)
   const char *one = labels[kind][parts == VS_FIT_RATE      ? 1
                                  : parts == VS_FIT_LATENCY ? 2
                                                            : 0];
+  /* d2d_kernel gives one figure, its rate; the curve times memory-bound
+   * ops unless memory_efficiency was given (then its rate at that) */
+  if (kind == VS_CAL_D2D_KERNEL)
+    one = labels[kind][t->hbm_curve ? 0 : 1];
   return one ? one : labels[kind][0]; /* a kind that gives one figure */
 }
 
