@@ -1186,9 +1186,7 @@ static int plan_no_fit(FILE *out, const plan_state *ps)
     const vs_candidate *c = &ps->cands[i];
     if (c->status != VS_EVAL_OOM && c->status != VS_EVAL_TIGHT)
       continue;
-    if (!any || (double)c->worst.peak_used_bytes / (double)c->worst.capacity_bytes <
-                    (double)ps->cands[closest].worst.peak_used_bytes /
-                        (double)ps->cands[closest].worst.capacity_bytes)
+    if (!any || c->need_ratio < ps->cands[closest].need_ratio)
       closest = i;
     any = true;
   }
@@ -1197,7 +1195,8 @@ static int plan_no_fit(FILE *out, const plan_state *ps)
           ps->type ? ps->type : "", ps->type ? " " : "");
   if (any) {
     const layout_choice *lc = &ps->choices[closest];
-    char cp[32] = "", ep[48] = "";
+    char cp[32] = "", ep[48] = "", pipeline[VS_EXPLORE_SET_MAX];
+    pipeline_text(ps, lc, pipeline, sizeof pipeline);
     if (ps->varies_cp)
       snprintf(cp, sizeof cp, ", cp %llu", (unsigned long long)lc->cp);
     if (ps->varies_ep)
@@ -1205,11 +1204,12 @@ static int plan_no_fit(FILE *out, const plan_state *ps)
     if (ps->varies_etp)
       snprintf(ep + strlen(ep), sizeof ep - strlen(ep), ", etp %llu",
                (unsigned long long)lc->etp);
-    fprintf(out, "; the closest, %llu GPUs (dp %llu, tp %llu%s, pp %llu%s, "
-                 "ZeRO-%llu, micro-batch %llu): %s",
+    fprintf(out,
+            "; the closest, %llu GPUs (dp %llu, tp %llu%s, pp %llu%s, "
+            "ZeRO-%llu, micro-batch %llu, %s): %s",
             (unsigned long long)lc->gpus, (unsigned long long)lc->dp,
             (unsigned long long)lc->tp, cp, (unsigned long long)lc->pp, ep,
-            (unsigned long long)lc->zero, (unsigned long long)lc->mb,
+            (unsigned long long)lc->zero, (unsigned long long)lc->mb, pipeline,
             ps->cands[closest].reason);
   }
   fprintf(out, "\n%s%s or shrink the job (micro-batch, sequence, "

@@ -3245,6 +3245,27 @@ static void test_plan_layout_is_confirmed_by_run(void **state)
   assert_contains(r.err, "plan keeps the global batch fixed");
 }
 
+/* plan's closest layout, when nothing fits, is the one nearest to fitting
+ * whatever ran out: Llama 2 70B on up to 8 RTX 4090s fits no GPU (the
+ * nearest, 4 GPUs, needs 33.0 of 23.6 GiB), and with the optimizer on the
+ * host 8 GPUs fall short of the 128 GiB host by 0.4% (128.479 GiB); the
+ * verdict named the 1-GPU layout needing 1.13 TiB of host memory, whose
+ * GPU was nearly empty (hunt), and did not say it offloads. */
+static void test_plan_closest_counts_host_memory(void **state)
+{
+  const char *args[] = {"plan",       "workloads/llama2-70b.ini",
+                        "--max-gpus", "8",
+                        "--jobs",     "2",
+                        "--topology", "topologies/rtx4090-24g-1x.ini",
+                        NULL};
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 3);
+  assert_contains(r.out, "; the closest, 8 GPUs (dp 8, tp 1, pp 1, ZeRO-3, "
+                         "micro-batch 1, 1f1b +cpu optimizer): node 0 needs "
+                         "128.479 GiB of 128.000 GiB ([node] host_memory)");
+}
+
 /* A layout that runs out of memory in setup (gpt-small's model states,
  * 26 + 26 + 151 MiB, on top of the 432 MiB framework, exceed 600 MiB) is
  * screened only until that out-of-memory: no step was simulated, so the
@@ -4635,6 +4656,7 @@ int main(void)
       cmocka_unit_test(test_plan_is_deterministic_across_jobs),
       cmocka_unit_test(test_sweep_all_invalid_is_an_input_error),
       cmocka_unit_test(test_plan_layout_is_confirmed_by_run),
+      cmocka_unit_test(test_plan_closest_counts_host_memory),
       cmocka_unit_test(test_plan_rows_without_a_step_have_empty_figures),
       cmocka_unit_test(test_sweep_checks_its_base_input_first),
       cmocka_unit_test(test_vary_errors_name_the_vary_option),

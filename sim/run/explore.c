@@ -287,6 +287,23 @@ static void tight_reason(vs_candidate *c, const vs_sim *sim)
  * screening simulation stopped at an out-of-memory: its end is not a step
  * (0 when it stopped in setup), so the step and everything divided by it
  * stay unknown rather than becoming inf or nan. */
+/* c->need_ratio from its worst rank (c->worst) and sim's nodes. */
+static void need_ratio(vs_candidate *c, const vs_sim *sim)
+{
+  c->need_ratio = c->worst.capacity_bytes ? (double)c->worst.peak_used_bytes /
+                                                (double)c->worst.capacity_bytes
+                                          : 0;
+  for (size_t i = 0; i < sim->n_nodes; i++)
+    for (int p = VS_PLACE_HOST; p < VS_PLACE_N; p++) {
+      const vs_mem *m = &sim->nodes[i].mem[p];
+      double r = m->capacity_bytes ? (double)m->peak_allocated_bytes /
+                                         (double)m->capacity_bytes
+                                   : 0;
+      if (m->oom.happened && r > c->need_ratio)
+        c->need_ratio = r;
+    }
+}
+
 static void record_outcome(vs_candidate *c, const vs_sim *sim,
                            const vs_workload *wl, const vs_topology *topo,
                            double step, bool timed)
@@ -310,6 +327,7 @@ static void record_outcome(vs_candidate *c, const vs_sim *sim,
   c->mfu = rates.mfu;
   c->usd_per_step =
       timed ? vs_cost_usd(topo->usd_per_gpu_hour, wl->gpus, step) : 0;
+  need_ratio(c, sim);
   c->reason[0] = '\0';
   oom_reason(c, sim);
   if (c->status == VS_EVAL_TIGHT)

@@ -50,6 +50,10 @@ typedef struct vs_candidate {
   double tokens_per_s;
   double mfu;
   double usd_per_step;            /* 0 when the topology has no price */
+  double need_ratio;              /* how far from fitting: the largest
+                                     peak over capacity of the worst
+                                     rank's GPU and of every node's host
+                                     memory and NVMe that ran out */
   bool extrapolated;              /* from a bounded simulation: its memory
                                      that of the micro-batches simulated,
                                      its step time extrapolated or proven
