@@ -28,9 +28,8 @@ typedef enum vs_group {
   VS_GROUP_EMBEDDING, /* first and last stage: tied embeddings (Megatron) */
   VS_GROUP_EXPERT_DP, /* expert data parallel: the ranks holding the same
                          expert shards (vs_workload_expert_dp of them,
-                         Megatron-LM's), which
-                         shard their optimizer states and reduce their
-                         gradients */
+                         Megatron-LM's), which shard their optimizer
+                         states and reduce their gradients */
   VS_GROUP_ETP,       /* expert tensor parallel: the etp ranks that split
                          each routed expert's FFN (Megatron-LM's; the tp
                          group when etp = tp) */

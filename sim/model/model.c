@@ -156,11 +156,14 @@ static uint64_t mtp_params(const vs_workload *wl)
 }
 
 /* A block the builder refused (more than VS_BLOCK_ITEMS_MAX ops, weights
- * or saved tensors, its message in err): the message again, with the
- * file and the keys that grow a block. */
+ * or saved tensors: block.c's room, "... in one block" in err): the
+ * message again, with the file and the keys that grow a block. Any other
+ * refusal (a builder bug, the host's memory) passes on as it is. */
 static int too_many_items(const vs_workload *wl, vs_error *err)
 {
   char why[sizeof err->msg];
+  if (!strstr(err->msg, " in one block"))
+    return VS_EINPUT;
   snprintf(why, sizeof why, "%s", err->msg);
   vs_error_clear(err); /* the first error wins: this one replaces it */
   return vs_error_set(
