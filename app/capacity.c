@@ -635,9 +635,6 @@ static int check_vary(const vs_capacity_opts *o, size_t *n, FILE *errs)
   return err.code == VS_EUSAGE ? VS_EXIT_USAGE : VS_EXIT_ERROR;
 }
 
-/* Everything a sweep checks before simulating, in the order a user fixes
- * it: the options (exit 2), the base input, the output (exit 1). Sets *n
- * to the number of combinations. */
 /* The file a --vary model.hf_config value names, resolved beside the
  * workload as a run resolves it, into real[len] ("" when it cannot be
  * resolved: the run says why). */
@@ -684,6 +681,10 @@ static int check_hf_configs_distinct(const vs_capacity_opts *o,
   return VS_EXIT_OK;
 }
 
+/* Everything a sweep checks before simulating, in the order a user fixes
+ * it: the options (exit 2), the base input (exit 1), the varied files
+ * against it (exit 2: they can only be resolved beside it), the output
+ * (exit 1). Sets *n to the number of combinations. */
 static int sweep_checks(const vs_capacity_opts *o, size_t *n, FILE *errs)
 {
   vs_topology *topo = malloc(sizeof *topo);

@@ -1451,9 +1451,6 @@ static int plan_type(const vs_capacity_opts *o, plan_state *ps, FILE *out,
   return code;
 }
 
-/* Every GPU type's files and what plan needs of them (plan_inputs),
- * before any type is searched: a bad second topology is refused before
- * the first one's results are printed. Exit status. */
 /* Records type t's GPU name in names[t]; an error when an earlier type
  * has the same one: the tables and plan.csv tell types apart by it. */
 static int check_type_name(const plan_state *types, char (*names)[VS_NAME_MAX],
@@ -1472,6 +1469,9 @@ static int check_type_name(const plan_state *types, char (*names)[VS_NAME_MAX],
   return VS_EXIT_OK;
 }
 
+/* Every GPU type's files and what plan needs of them (plan_inputs),
+ * before any type is searched: a bad second topology is refused before
+ * the first one's results are printed. Exit status. */
 static int plan_check_types(const vs_capacity_opts *o, const plan_state *types,
                             size_t n, FILE *errs)
 {

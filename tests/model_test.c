@@ -1023,8 +1023,9 @@ static void test_size_guard_counts_padding_and_shared_experts(void **state)
  * prediction depths as layers: a micro-batch of 4 layers at s = 40M
  * keeps 4 x 4 s (40 h + 8 f) = 2.4e13 bytes (h 512, f 2048); 16000 of
  * them (global_batch) 3.8e17, below 1e18, and with 8 MTP depths (12
- * layers) 1.2e18, over it. A block of more weights than the builder
- * keeps names the file and the keys that grow it. */
+ * layers) 1.2e18, over it under GPipe; 1F1B on the same 2 stages keeps
+ * at most 2 x pp of them, and builds. A block of more weights than the
+ * builder keeps names the file and the keys that grow it. */
 static void test_size_guard_counts_microbatches_and_depths(void **state)
 {
   static const char ini[] =
@@ -1032,8 +1033,9 @@ static void test_size_guard_counts_microbatches_and_depths(void **state)
       "vocab = 1000\nseq_len = 40000000\n"
       "[training]\nglobal_batch = 2\n";
   static const char *const many[] = {"training.global_batch=16000"};
-  static const char *const deeper[] = {"model.mtp_layers=8",
-                                       "training.global_batch=16000"};
+  static const char *const deeper[] = {
+      "model.mtp_layers=8", "training.global_batch=16000", "parallel.pp=2",
+      "parallel.schedule=gpipe"};
   static const char moe[] =
       "[model]\narch = llama\nlayers = 2\nhidden = 64\nheads = 4\n"
       "ffn_hidden = 128\nvocab = 100\nseq_len = 8\nexperts = 16000\n"
@@ -1045,11 +1047,16 @@ static void test_size_guard_counts_microbatches_and_depths(void **state)
   build_ini(&m, ini, NULL, 0);
   build_ini(&m, ini, many, 1);
   vs_error_clear(&err);
-  assert_int_equal(tu_load_workload(&wl, ini, deeper, 2, 0, &err), 0);
+  assert_int_equal(tu_load_workload(&wl, ini, deeper, 4, 2, &err), 0);
   assert_int_equal(vs_model_build(&wl, &m, &err), VS_EINPUT);
-  assert_non_null(strstr(err.msg, "over the step's 16000 micro-batches"));
+  assert_non_null(strstr(err.msg, "over the 16000 micro-batches a stage may "
+                                  "keep"));
   assert_non_null(strstr(err.msg, "each must stay below 1e+18 bytes; lower "
                                   "[model] layers"));
+  vs_error_clear(&err);
+  assert_int_equal(tu_load_workload(&wl, ini, deeper, 3, 2, &err), 0);
+  assert_int_equal(vs_model_build(&wl, &m, &err), 0); /* 1F1B */
+  vs_model_fini(&m);
   vs_error_clear(&err);
   assert_int_equal(tu_load_workload(&wl, moe, NULL, 0, 0, &err), 0);
   assert_int_equal(vs_model_build(&wl, &m, &err), VS_EINPUT);

@@ -2055,6 +2055,18 @@ static void test_pipeline_validation(void **state)
                "items (at most 256)");
     }
     {
+      /* fewer items, but more characters than vsim reads, are told so */
+      static char wide[32 + 250 * 25];
+      const char *sets[] = {"parallel.pp=2", wide};
+      size_t n = (size_t)snprintf(wide, sizeof wide, "parallel.pp_layers=");
+      for (int i = 0; i < 250; i++)
+        n += (size_t)snprintf(wide + n, sizeof wide - n, "%s%s", i ? "," : "",
+                              "000000000000000000000001");
+      load_bad(GPT_MODEL, sets, 2, 0, VS_EINPUT,
+               ": list too long (its items spelt out are more characters "
+               "than vsim reads)");
+    }
+    {
       /* a leading empty item stays one; a blank before 0x is no run (and
        * goes, as inih takes the blanks off a file's value) */
       static const char *const lead[] = {"parallel.pp=2",

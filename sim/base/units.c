@@ -4,6 +4,7 @@
 #include "error.h"
 
 #include <ctype.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,17 +114,16 @@ static int parse_scaled(const char *text, const unit *units,
     return VS_EINPUT;
   }
   value = strtod(text, &end);
-  if (end != text && isinf(value) && starts_with_digits(text)) {
-    /* digits past a double (1e309), not "inf": a key's bound says more */
-    *why = value > 0 ? vs_parse_too_large : "out of range";
-    return VS_EINPUT;
-  }
-  if (end == text || !isfinite(value)) {
-    *why = "not a number";
-    return VS_EINPUT;
-  }
   if (strpbrk(text, "xX") && strpbrk(text, "xX") < end) { /* strtod reads hex */
     *why = "not a decimal number";
+    return VS_EINPUT;
+  }
+  /* digits past a double (1e309), unlike "inf", are a number: the largest
+   * double of their sign, which each kind's bounds then judge */
+  if (end != text && isinf(value) && starts_with_digits(text))
+    value = copysign(DBL_MAX, value);
+  if (end == text || !isfinite(value)) {
+    *why = "not a number";
     return VS_EINPUT;
   }
   while (isspace((unsigned char)*end))

@@ -551,9 +551,12 @@ static int expand_runs(const char *text, char *out, size_t len,
     /* a comma before all but the first (an empty item stays one, for
      * the list's parser to refuse) */
     for (uint64_t r = 0; r < reps; r++)
-      if (!vs_conf_append_item(out, len, &used, items++ == 0 ? "" : ",", p,
+      if (items == VS_LIST_MAX ||
+          !vs_conf_append_item(out, len, &used, items++ == 0 ? "" : ",", p,
                                n)) {
-        *why = TOO_MANY_COUNTS;
+        *why = items == VS_LIST_MAX ? TOO_MANY_COUNTS
+                                    : "list too long (its items spelt out "
+                                      "are more characters than vsim reads)";
         return VS_EINPUT;
       }
     p += item;

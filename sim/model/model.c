@@ -170,8 +170,8 @@ static int too_many_items(const vs_workload *wl, vs_error *err)
       err, VS_EINPUT,
       "%s: %s ([model] experts = %llu, mtp_layers = %llu: a block is a "
       "layer, or the output layer with its multi-token prediction depths, "
-      "and each routed expert brings three weights); lower experts or "
-      "mtp_layers",
+      "and each routed expert brings its own weights, fc1 and fc2 with "
+      "their biases); lower experts or mtp_layers",
       wl->origins.file, why, (unsigned long long)wl->model.experts,
       (unsigned long long)wl->model.mtp_layers);
 }
@@ -180,11 +180,26 @@ static int too_many_items(const vs_workload *wl, vs_error *err)
  * allocator adds a change) are let reach: far above any GPU's memory. */
 #define SIZE_LIMIT 1e18
 
+/* The micro-batches a stage may keep at once, at most: GPipe the step's
+ * all; 1F1B and the interleaved schedule fewer than pp x virtual stages
+ * in flight on the first stage, counted twice for a margin; at least
+ * one. */
+static double kept_microbatches(const vs_workload *wl)
+{
+  double step = wl->grad_accum ? (double)wl->grad_accum : 1.0;
+  double flight =
+      2.0 * (double)wl->parallel.pp *
+      (double)(wl->parallel.virtual_stages ? wl->parallel.virtual_stages : 1);
+  if (wl->parallel.schedule == VS_SCHED_GPIPE || flight > step)
+    return step;
+  return flight;
+}
+
 /* The byte counts below are 64-bit integers; refuses shapes whose largest
  * tensors or totals (estimated in floating point first) would not fit:
  * the fp32 logits, the model states, and the activations of every layer
- * (the multi-token prediction depths among them) for every micro-batch of
- * the step, as many as a stage may keep at once (GPipe keeps them all). */
+ * (the multi-token prediction depths among them) for as many micro-batches
+ * as a stage may keep at once (kept_microbatches). */
 static int check_size(const vs_workload *wl, vs_error *err)
 {
   const vs_model_conf *mc = &wl->model;
@@ -192,7 +207,7 @@ static int check_size(const vs_workload *wl, vs_error *err)
   double h = (double)mc->hidden, f = (double)mc->ffn_hidden;
   double a = (double)mc->heads;
   double l = (double)mc->layers + (double)mc->mtp_layers;
-  double kept = wl->grad_accum ? (double)wl->grad_accum : 1.0;
+  double kept = kept_microbatches(wl);
   /* the vocabulary padded as make_dims pads it */
   double pad = (double)mc->vocab_divisible_by * (double)wl->parallel.tp;
   double v = ceil((double)mc->vocab / pad) * pad;
@@ -218,7 +233,8 @@ static int check_size(const vs_workload *wl, vs_error *err)
     return vs_error_set(
         err, VS_EINPUT,
         "%s: the model's tensors (about %.3g bytes of activations over the "
-        "step's %.0f micro-batches, %.3g bytes of model states, %.3g bytes "
+        "%.0f micro-batches a stage may keep, %.3g bytes of model states, "
+        "%.3g bytes "
         "of fp32 logits) are too large to simulate: each must stay below "
         "%.0e bytes; lower [model] layers, hidden, ffn_hidden, experts, "
         "seq_len or vocab, or [training] micro_batch or global_batch",

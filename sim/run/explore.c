@@ -282,11 +282,6 @@ static void tight_reason(vs_candidate *c, const vs_sim *sim)
            vs_format_bytes(sim->reserve_bytes, keep, sizeof keep));
 }
 
-/* Records sim's outcome with the job's step `step` (sim may have run fewer
- * micro-batches than wl: its step extrapolated). timed is false when a
- * screening simulation stopped at an out-of-memory: its end is not a step
- * (0 when it stopped in setup), so the step and everything divided by it
- * stay unknown rather than becoming inf or nan. */
 /* c->need_ratio from its worst rank (c->worst) and sim's nodes. */
 static void need_ratio(vs_candidate *c, const vs_sim *sim)
 {
@@ -304,6 +299,11 @@ static void need_ratio(vs_candidate *c, const vs_sim *sim)
     }
 }
 
+/* Records sim's outcome with the job's step `step` (sim may have run fewer
+ * micro-batches than wl: its step extrapolated). timed is false when a
+ * screening simulation stopped at an out-of-memory: its end is not a step
+ * (0 when it stopped in setup), so the step and everything divided by it
+ * stay unknown rather than becoming inf or nan. */
 static void record_outcome(vs_candidate *c, const vs_sim *sim,
                            const vs_workload *wl, const vs_topology *topo,
                            double step, bool timed)
