@@ -2,6 +2,7 @@
  * tests/data/ and workloads/, and check exit status, messages and CSV. */
 #include "report.h"
 #include "testutil.h"
+#include "units.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -2198,6 +2199,36 @@ static void test_svg_chart(void **state)
     free(text);
   }
   {
+    /* the peak's bytes are the allocated peak's, whose op and time it
+     * marks (hunt: it gave reserved + framework, 8.50 GiB, which the
+     * 13B offload run reaches only later, at another op) */
+    const char *offload[] = {
+        "run", "workloads/gpt-13b-offload.ini", "--svg", p, "--csv", dir, NULL};
+    char *summary, path[128], want[64], bytes[16];
+    const char *head, *cell;
+    int col = 0;
+    run(offload);
+    assert_int_equal(r.status, 0);
+    assert_non_null(text = tu_read_file(p));
+    assert_peak_marked(text);
+    assert_non_null(
+        summary = tu_read_file(path_in(dir, "summary.csv", path, sizeof path)));
+    /* the one rank's peak_allocated_bytes: the cell of the second line in
+     * the column the header names it */
+    assert_non_null(head = strstr(summary, "peak_allocated_bytes"));
+    for (const char *c = summary; c < head; c++)
+      col += *c == ',';
+    assert_non_null(cell = strchr(summary, '\n'));
+    for (cell++; col > 0; col--, cell++)
+      assert_non_null(cell = strchr(cell, ','));
+    snprintf(want, sizeof want, ">allocated peak %s at ",
+             vs_format_bytes(strtoull(cell, NULL, 10), bytes, sizeof bytes));
+    assert_contains(text, want);
+    assert_contains(text, ">allocated peak 5.36 GiB at backward mlp_down");
+    free(summary);
+    free(text);
+  }
+  {
     /* a GPU name with markup characters stays text (XML-escaped) */
     const char *named[] = {"run", DATA "gpt-small.ini", "--set",
                            "topology.gpu.name=H100<&b>", "--svg", p, NULL};
@@ -2206,6 +2237,20 @@ static void test_svg_chart(void **state)
     assert_non_null(text = tu_read_file(p));
     assert_contains(text, " on H100&lt;&amp;b&gt;</text>");
     assert_null(strstr(text, "<&b>"));
+    free(text);
+  }
+  {
+    /* ... and a byte that is no UTF-8 (a Latin-1 name) becomes U+FFFD,
+     * where it left the SVG no well-formed XML (hunt) */
+    const char *latin1[] = {"run",   DATA "gpt-small.ini",
+                            "--set", "topology.gpu.name=M\xfcller",
+                            "--svg", p,
+                            NULL};
+    run(latin1);
+    assert_int_equal(r.status, 0);
+    assert_non_null(text = tu_read_file(p));
+    assert_contains(text, " on M\xef\xbf\xbdller</text>");
+    assert_null(strstr(text, "\xfc"));
     free(text);
   }
   tu_remove_dir(dir);

@@ -1065,20 +1065,49 @@ static void svg_columns(const vs_rank *r, vs_report_moment *cols)
       cols[x] = cols[x - 1];
 }
 
+/* The length of the well-formed UTF-8 sequence at p (1 to 4), or 0 for
+ * a byte that starts none (a stray continuation byte, an overlong form, a
+ * surrogate, past U+10FFFF, or cut short). */
+static size_t utf8_length(const unsigned char *p)
+{
+  size_t n = p[0] < 0x80                    ? 1
+             : p[0] >= 0xC2 && p[0] <= 0xDF ? 2
+             : p[0] >= 0xE0 && p[0] <= 0xEF ? 3
+             : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4
+                                            : 0;
+  unsigned lo = p[0] == 0xE0 ? 0xA0 : p[0] == 0xF0 ? 0x90 : 0x80;
+  unsigned hi = p[0] == 0xED ? 0x9F : p[0] == 0xF4 ? 0x8F : 0xBF;
+  for (size_t i = 1; i < n; i++, lo = 0x80, hi = 0xBF)
+    if (p[i] < lo || p[i] > hi)
+      return 0;
+  return n;
+}
+
 void vs_report_xml_text(vs_csv *f, const char *text)
 {
-  for (const char *p = text; *p; p++) {
-    size_t n = strcspn(p, "<>&\"'"); /* plain text up to the next one */
-    vs_csv_printf(f, "%.*s", (int)n, p);
-    p += n;
-    if (*p == '\0')
-      break;
-    vs_csv_printf(f, "%s", *p == '<'   ? "&lt;"
-                           : *p == '>' ? "&gt;"
-                           : *p == '&' ? "&amp;"
-                           : *p == '"' ? "&quot;"
-                                       : "&#39;");
+  const unsigned char *p = (const unsigned char *)text, *run = p;
+  while (*p) {
+    size_t n = utf8_length(p);
+    bool markup =
+        *p == '<' || *p == '>' || *p == '&' || *p == '"' || *p == '\'';
+    /* XML has no place for a control character or a byte that is no
+     * UTF-8 (a Latin-1 name): the replacement character stands in */
+    bool foreign = n == 0 || *p < 0x20 || *p == 0x7f;
+    if (!markup && !foreign) {
+      p += n; /* plain text: written with its run */
+      continue;
+    }
+    vs_csv_printf(f, "%.*s", (int)(p - run), (const char *)run);
+    vs_csv_printf(f, "%s",
+                  *p == '<'    ? "&lt;"
+                  : *p == '>'  ? "&gt;"
+                  : *p == '&'  ? "&amp;"
+                  : *p == '"'  ? "&quot;"
+                  : *p == '\'' ? "&#39;"
+                               : "\xEF\xBF\xBD");
+    run = ++p;
   }
+  vs_csv_printf(f, "%.*s", (int)(p - run), (const char *)run);
 }
 
 /* Category colours, and the order the areas stack in, bottom first. */
@@ -1231,15 +1260,17 @@ static void svg_marker(vs_csv *f, const svg_scale *s, double step,
 }
 
 /* The rank's peak (op and time) and its first out-of-memory, if any, as
- * the terminal report names them. */
+ * the terminal report names them. The op and time are the allocated
+ * peak's, so the label gives its bytes: the reserved bytes (and with them
+ * the device's use) may peak later, at another op. */
 static void svg_events(vs_csv *f, const svg_scale *s, const vs_sim *sim,
                        const vs_rank *r, double step)
 {
   char op[160], bytes[16], label[224];
   vs_report_op_label(sim, r->prog, r->mem.peak_op, op, sizeof op);
-  snprintf(label, sizeof label, "peak %s at %s, t = %.6f s",
-           vs_format_bytes(r->mem.peak_used_bytes, bytes, sizeof bytes), op,
-           (double)r->mem.peak_t_ns * 1e-9);
+  snprintf(label, sizeof label, "allocated peak %s at %s, t = %.6f s",
+           vs_format_bytes(r->mem.peak_allocated_bytes, bytes, sizeof bytes),
+           op, (double)r->mem.peak_t_ns * 1e-9);
   svg_marker(f, s, step, r->mem.peak_t_ns, "black", 0, label);
   if (!r->mem.oom.happened)
     return;

@@ -165,7 +165,8 @@ int vs_report_write_html(const vs_sim *sim, const char *path,
 /* Writes text as XML or HTML character data or attribute value (< > & "
  * and ' escaped): a path or GPU name with markup characters in it stays
  * text in the SVG and the HTML page instead of breaking (or becoming)
- * markup. */
+ * markup; a control character or a byte that is not UTF-8 becomes U+FFFD,
+ * so the SVG stays well-formed XML. */
 void vs_report_xml_text(vs_csv *f, const char *text);
 
 /* When out-of-memory o happened, as words to follow "out of memory": " in
