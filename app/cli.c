@@ -744,6 +744,14 @@ static int check_trace_ranks(const cli_args *a, const vs_sim *sim, FILE *errs)
     bool found = false;
     for (size_t i = 0; i < sim->n_ranks && !found; i++)
       found = sim->ranks[i].id == a->trace_ids[k];
+    if (!found && a->trace_ids[k] >= sim->layout.gpus) {
+      fprintf(errs,
+              "vsim: --trace-ranks: rank %u does not exist: the job "
+              "has %llu GPUs (0..%llu)\n",
+              a->trace_ids[k], (unsigned long long)sim->layout.gpus,
+              (unsigned long long)sim->layout.gpus - 1);
+      return VS_EXIT_ERROR;
+    }
     if (!found) {
       fprintf(errs, "vsim: --trace-ranks: rank %u is not simulated; ",
               a->trace_ids[k]);

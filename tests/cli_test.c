@@ -2131,6 +2131,13 @@ static void test_trace_is_chrome_json(void **state)
     assert_contains(r.err, "vsim: --trace-ranks: rank 1 is not simulated; one "
                            "GPU per pipeline stage is: 0, 8 (--ranks all "
                            "simulates every GPU)");
+    /* a rank past the job's GPUs is no GPU at all (hunt: it was called
+     * "not simulated") */
+    two[11] = "16";
+    run(two);
+    assert_int_equal(r.status, 1);
+    assert_contains(r.err, "vsim: --trace-ranks: rank 16 does not exist: the "
+                           "job has 16 GPUs (0..15)\n");
   }
   {
     /* a trace estimated over 100 MB is announced before the run: 2048
