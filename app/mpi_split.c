@@ -48,7 +48,10 @@ int vs_split_finish(int code)
 
 #else /* VSIM_MPI */
 
+#include "workload.h"
+
 #include <mpi.h>
+#include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -208,6 +211,66 @@ static int evaluate_share(const vs_explore *ex, const vs_candidate *cands,
   return count ? vs_explore_all(&local, *mine, count, err) : 0;
 }
 
+/* FNV-1a (64-bit) of the bytes of the file at path folded into *h; a
+ * file that cannot be read folds in one byte of its own, so that a rank
+ * without it differs from one with it. */
+static void hash_file(const char *path, uint64_t *h)
+{
+  unsigned char buf[65536];
+  size_t n;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    *h = (*h ^ 0x100u) * 1099511628211u;
+    return;
+  }
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+    for (size_t i = 0; i < n; i++)
+      *h = (*h ^ buf[i]) * 1099511628211u;
+  fclose(f);
+}
+
+/* The hash of what a search reads: the workload, the topology (none for
+ * the built-in one) and the Hugging Face config the workload names. */
+static uint64_t inputs_hash(const vs_explore *ex)
+{
+  uint64_t h = 14695981039346656037u;
+  vs_workload *wl = malloc(sizeof *wl);
+  vs_topology *topo = malloc(sizeof *topo);
+  char hf[VS_PATH_MAX + 512];
+  vs_error err;
+  vs_error_clear(&err);
+  hash_file(ex->workload, &h);
+  if (ex->topology)
+    hash_file(ex->topology, &h);
+  if (wl && topo && vs_explore_parse(ex, topo, wl, &err) == 0) {
+    vs_workload_hf_config_path(wl, hf, sizeof hf);
+    if (hf[0])
+      hash_file(hf, &h);
+  }
+  free(wl);
+  free(topo);
+  return h;
+}
+
+/* Whether every rank reads the same input files (README: the same files
+ * at the same paths on every host): a rank whose workload differs would
+ * simulate its share of another job, and rank 0 would report the mix as
+ * one search. Collective; VS_EINPUT on every rank when they differ. */
+static int same_inputs(const vs_explore *ex, vs_error *err)
+{
+  uint64_t h = inputs_hash(ex), mine[2] = {h, ~h}, min[2];
+  MPI_Request req;
+  MPI_Iallreduce(mine, min, 2, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD, &req);
+  wait_idle(&req);
+  if (min[0] == ~min[1]) /* the smallest hash is the largest: all alike */
+    return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "the MPI ranks read different input files (the "
+                      "workload, the topology or its hf_config differ "
+                      "between hosts): every host needs the same files at "
+                      "the same paths");
+}
+
 int vs_split_explore(const vs_explore *ex, vs_candidate *cands, size_t n,
                      vs_error *err)
 {
@@ -224,6 +287,8 @@ int vs_split_explore(const vs_explore *ex, vs_candidate *cands, size_t n,
     return vs_error_set(err, VS_EINPUT, "another MPI rank stopped before "
                         "the search: do all hosts have the same vsim and "
                         "files at the same paths?");
+  if ((rc = same_inputs(ex, err)))
+    return rc;
   workers = malloc((size_t)size * sizeof *workers);
   if (!workers) /* every rank needs the table: no way to go on together */
     MPI_Abort(MPI_COMM_WORLD, 1);

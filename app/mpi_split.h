@@ -37,11 +37,13 @@ bool vs_split_runs(int argc, char **argv);
  * cands hold every outcome, as one process would have them; another rank's
  * hold only its own share. An error on any rank is an error on all (rank 0
  * names its own, or says another rank failed), and so is a rank that
- * stopped before the search (its files missing on its host): VS_EINPUT,
- * never a hang. On each host only the first max(1, cores / ex->jobs) ranks
- * simulate (VSIM_MPI_WORKERS_PER_HOST=N overrides), so that ranks beyond
- * the cores do not take turns on them; the rest wait asleep. Cost: one
- * message of n / workers candidates from each worker to rank 0. */
+ * stopped before the search (its files missing on its host), or ranks
+ * whose input files differ (a hash of the workload, the topology and its
+ * hf_config, compared before the search): VS_EINPUT, never a hang. On each host
+ * only the first max(1, cores / ex->jobs) ranks simulate
+ * (VSIM_MPI_WORKERS_PER_HOST=N overrides), so that ranks beyond the cores do
+ * not take turns on them; the rest wait asleep. Cost: one message of n /
+ * workers candidates from each worker to rank 0. */
 int vs_split_explore(const vs_explore *ex, vs_candidate *cands, size_t n,
                      vs_error *err);
 

@@ -105,4 +105,21 @@ timeout 120 "$mpiexec" -n 2 sh -c 'w=$1; [ "$OMPI_COMM_WORLD_RANK" = 0 ] || w=$1
 if [ "$status" != 1 ] || ! grep -q "another MPI rank stopped before the search" "$tmp/stop.err"; then
   echo "FAIL: a rank stopping early: exit $status (want 1)"; cat "$tmp/stop.err"; fail=1
 fi
+# ranks whose workload differs (a host with another file at the same
+# path: here rank 1 reads a copy with 6 layers) would each simulate their
+# share of another job; the job stops on every rank before the search,
+# with one message, and writes nothing
+mkdir -p "$tmp/a" "$tmp/b"
+cp "$src/tests/data/gpt-small.ini" "$tmp/a/w.ini"
+sed 's/^layers = 4$/layers = 6/' "$src/tests/data/gpt-small.ini" >"$tmp/b/w.ini"
+status=0
+timeout 120 "$mpiexec" -n 2 sh -c 'd=$1; [ "$OMPI_COMM_WORLD_RANK" = 0 ] || d=$2
+  exec "$0" sweep "$d/w.ini" --gpus 2 --jobs 1 --vary training.micro_batch=1,2 \
+    --csv "$3/differ.csv"' "$vsim" "$tmp/a" "$tmp/b" "$tmp" \
+  >"$tmp/differ.out" 2>"$tmp/differ.err" || status=$?
+said=$(grep -c 'read different input files' "$tmp/differ.err" || true)
+if [ "$status" != 1 ] || [ "$said" != 1 ] || [ -e "$tmp/differ.csv" ]; then
+  echo "FAIL: ranks with different inputs: exit $status, $said messages"
+  echo "(want exit 1, one message, no CSV)"; cat "$tmp/differ.err"; fail=1
+fi
 exit $fail
