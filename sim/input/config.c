@@ -550,15 +550,17 @@ static int expand_runs(const char *text, char *out, size_t len,
     }
     /* a comma before all but the first (an empty item stays one, for
      * the list's parser to refuse) */
-    for (uint64_t r = 0; r < reps; r++)
-      if (items == VS_LIST_MAX ||
-          !vs_conf_append_item(out, len, &used, items++ == 0 ? "" : ",", p,
-                               n)) {
-        *why = items == VS_LIST_MAX ? TOO_MANY_COUNTS
-                                    : "list too long (its items spelt out "
-                                      "are more characters than vsim reads)";
+    for (uint64_t r = 0; r < reps; r++, items++) {
+      if (items == VS_LIST_MAX) {
+        *why = TOO_MANY_COUNTS;
         return VS_EINPUT;
       }
+      if (!vs_conf_append_item(out, len, &used, items ? "," : "", p, n)) {
+        *why = "list too long (its items spelt out are more characters than "
+               "vsim reads)";
+        return VS_EINPUT;
+      }
+    }
     p += item;
   } while (*p++ == ',');
   return 0;
