@@ -2211,28 +2211,19 @@ static void test_svg_chart(void **state)
      * 13B offload run reaches only later, at another op) */
     const char *offload[] = {
         "run", "workloads/gpt-13b-offload.ini", "--svg", p, "--csv", dir, NULL};
-    char *summary, path[128], want[64], bytes[16];
-    const char *head, *cell;
-    int col = 0;
+    char path[128], want[64], bytes[16];
+    table t;
     run(offload);
     assert_int_equal(r.status, 0);
     assert_non_null(text = tu_read_file(p));
     assert_peak_marked(text);
-    assert_non_null(
-        summary = tu_read_file(path_in(dir, "summary.csv", path, sizeof path)));
-    /* the one rank's peak_allocated_bytes: the cell of the second line in
-     * the column the header names it */
-    assert_non_null(head = strstr(summary, "peak_allocated_bytes"));
-    for (const char *c = summary; c < head; c++)
-      col += *c == ',';
-    assert_non_null(cell = strchr(summary, '\n'));
-    for (cell++; col > 0; col--, cell++)
-      assert_non_null(cell = strchr(cell, ','));
-    snprintf(want, sizeof want, ">allocated peak %s at ",
-             vs_format_bytes(strtoull(cell, NULL, 10), bytes, sizeof bytes));
+    read_csv(path_in(dir, "summary.csv", path, sizeof path), &t);
+    snprintf(
+        want, sizeof want, ">allocated peak %s at ",
+        vs_format_bytes(strtoull(cell(&t, 1, "peak_allocated_bytes"), NULL, 10),
+                        bytes, sizeof bytes));
     assert_contains(text, want);
     assert_contains(text, ">allocated peak 5.36 GiB at backward mlp_down");
-    free(summary);
     free(text);
   }
   {
