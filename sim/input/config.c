@@ -1001,18 +1001,11 @@ static int set_trimmed(const vs_keytab *tab, void *target, vs_origins *orig,
                        const char *sec, const char *key, const char *value,
                        vs_error *err)
 {
-  size_t n;
-  char *copy;
+  char *copy = strdup(value);
   int rc;
-  while (*value == ' ' || *value == '\t')
-    value++;
-  n = strlen(value);
-  while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t'))
-    n--;
-  if (!(copy = malloc(n + 1)))
+  if (!copy)
     return vs_error_set(err, VS_ENOMEM, "out of host memory");
-  memcpy(copy, value, n);
-  copy[n] = '\0';
+  trim_item(copy);
   rc = vs_conf_set(tab, target, orig, sec, key, copy, err);
   free(copy);
   return rc;
