@@ -659,24 +659,31 @@ static int real_hf_config(const vs_workload *wl, const char *value, char *real,
 static int check_hf_configs_distinct(const vs_capacity_opts *o,
                                      const vs_workload *wl, FILE *errs)
 {
-  char a[VS_OUTPUTS_PATH_LEN], b[VS_OUTPUTS_PATH_LEN];
   for (size_t k = 0; k < o->n_vary; k++) {
     const vs_vary *v = &o->vary[k];
+    char(*real)[VS_OUTPUTS_PATH_LEN];
+    int code = VS_EXIT_OK;
     if (strcmp(v->key, "model.hf_config") != 0)
       continue;
-    for (size_t i = 1; i < v->n; i++)
-      for (size_t j = 0; j < i; j++) {
-        if (real_hf_config(wl, v->values[i], a, sizeof a) ||
-            real_hf_config(wl, v->values[j], b, sizeof b)) {
-          fprintf(errs, "vsim: out of host memory\n");
-          return VS_EXIT_ERROR;
-        }
-        if (a[0] && strcmp(a, b) == 0)
-          return vs_usage(errs,
+    if (!(real = malloc(v->n * sizeof *real))) {
+      fprintf(errs, "vsim: out of host memory\n");
+      return VS_EXIT_ERROR;
+    }
+    for (size_t i = 0; i < v->n && code == VS_EXIT_OK; i++) {
+      if (real_hf_config(wl, v->values[i], real[i], sizeof real[i])) {
+        fprintf(errs, "vsim: out of host memory\n");
+        code = VS_EXIT_ERROR;
+      }
+      for (size_t j = 0; j < i && code == VS_EXIT_OK; j++)
+        if (real[i][0] && strcmp(real[i], real[j]) == 0)
+          code = vs_usage(errs,
                           "--vary model.hf_config lists %s twice (as "
                           "%s)",
                           v->values[j], v->values[i]);
-      }
+    }
+    free(real);
+    if (code != VS_EXIT_OK)
+      return code;
   }
   return VS_EXIT_OK;
 }
