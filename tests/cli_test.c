@@ -1565,15 +1565,20 @@ static void test_context_parallel_sample(void **state)
   }
 }
 
-/* Each shipped config.json gives its model's published parameter count
- * (the model cards on huggingface.co, counted by transformers) within
- * 0.5%: vsim's GPT and BERT count learned positions for seq_len rows, set
- * to the config's max_position_embeddings here; Qwen2's q/k/v biases,
- * Qwen-MoE's shared-expert gate (h a layer) and BERT's pooler are not in
- * vsim's layers. Mixtures of experts also give the parameters a token
- * uses within 0.5%, counted as their vendor counts them: with the
+/* Each shipped config.json gives its model's parameters: a dense model's
+ * exactly as transformers counts the model class (its tensors summed:
+ * embeddings, each layer's projections with the biases and norms its
+ * modeling file builds, the output layer unless tied; BERT as
+ * BertForMaskedLM, whose MLM head vsim builds, with 512 positions and 2
+ * token types), checked by hand from the config's fields (Qwen2-7B's
+ * layer: 2 x 3584^2 + 2 x 3584 x 512 q/k/v/o weights, 3584 + 2 x 512
+ * q/k/v biases, 3 x 3584 x 18944 MLP, 2 x 3584 norms; Qwen3-8B's adds 2
+ * x 128 head norms; GPT-NeoX-20B has no position table); the mixtures of
+ * experts within 0.5% of their published figures, and the parameters a
+ * token uses too, counted as their vendor counts them: with the
  * embedding tables a token looks up (Mistral, Qwen) or without them
- * (DeepSeek). */
+ * (DeepSeek). Mixtral's and Qwen-MoE's totals are also exact (Qwen's
+ * shared-expert gate, h a layer, and q/k/v biases included). */
 static void test_shipped_model_configs(void **state)
 {
   static const struct {
@@ -1583,21 +1588,23 @@ static void test_shipped_model_configs(void **state)
     bool active_without_lookups; /* the vendor leaves the embedding
                                     tables out of its active count */
     double active_with_tables;   /* then, what vsim gives with them */
+    double exact;                /* a mixture's exact total, or 0 */
   } models[] = {
-      {"llama-2-7b.json", 4096, 6738415616.0, 0, false, 0},
-      {"llama-2-70b.json", 4096, 68976648192.0, 0, false, 0},
-      {"llama-3.1-8b.json", 8192, 8030261248.0, 0, false, 0},
-      {"llama-3.1-70b.json", 8192, 70553706496.0, 0, false, 0},
-      {"mistral-7b-v0.1.json", 4096, 7241732096.0, 0, false, 0},
-      {"qwen2-7b.json", 4096, 7615616512.0, 0, false, 0},
-      {"gemma-2b.json", 8192, 2506172416.0, 0, false, 0},
-      {"gpt2.json", 1024, 124439808.0, 0, false, 0},
-      {"gpt-neox-20b.json", 2048, 20554567680.0, 0, false, 0},
-      {"bert-base-uncased.json", 512, 109482240.0, 0, false, 0},
+      {"llama-2-7b.json", 4096, 6738415616.0, 0, false, 0, 0},
+      {"llama-2-70b.json", 4096, 68976648192.0, 0, false, 0, 0},
+      {"llama-3.1-8b.json", 8192, 8030261248.0, 0, false, 0, 0},
+      {"llama-3.1-70b.json", 8192, 70553706496.0, 0, false, 0, 0},
+      {"mistral-7b-v0.1.json", 4096, 7241732096.0, 0, false, 0, 0},
+      {"qwen2-7b.json", 4096, 7615616512.0, 0, false, 0, 0},
+      {"qwen3-8b.json", 4096, 8190735360.0, 0, false, 0, 0},
+      {"gemma-2b.json", 8192, 2506172416.0, 0, false, 0, 0},
+      {"gpt2.json", 512, 124439808.0, 0, false, 0, 0},
+      {"gpt-neox-20b.json", 2048, 20554567680.0, 0, false, 0, 0},
+      {"bert-base-uncased.json", 128, 109514298.0, 0, false, 0, 0},
       /* Mistral AI's announcement: 46.7 B in total, 12.9 B a token */
-      {"mixtral-8x7b.json", 4096, 46.7e9, 12.9e9, false, 0},
+      {"mixtral-8x7b.json", 4096, 46.7e9, 12.9e9, false, 0, 46702792704.0},
       /* Qwen's Qwen1.5-MoE-A2.7B card: 14.3 B in total, 2.7 B activated */
-      {"qwen1.5-moe-a2.7b.json", 4096, 14.3e9, 2.7e9, false, 0},
+      {"qwen1.5-moe-a2.7b.json", 4096, 14.3e9, 2.7e9, false, 0, 14315784192.0},
       /* DeepSeek-V3 (arXiv 2412.19437): 671 B in total (its multi-token
        * prediction module aside); its README_WEIGHTS.md: "Activation
        * parameters: 36.6B (including 0.9B for the output Head)", the
@@ -1605,7 +1612,7 @@ static void test_shipped_model_configs(void **state)
        * embeddings, 61 MLA blocks, 3 dense MLPs, 58 x (router, 8
        * experts, the shared one)) are 37,552,282,624, less the
        * 129,280 x 7168 input embedding */
-      {"deepseek-v3.json", 4096, 671e9, 36.6e9, true, 37552282624.0},
+      {"deepseek-v3.json", 4096, 671e9, 36.6e9, true, 37552282624.0, 0},
   };
   (void)state;
   for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
@@ -1619,7 +1626,14 @@ static void test_shipped_model_configs(void **state)
     if (r.status != 0)
       fail_msg("%s: %s", models[i].file, r.err);
     assert_non_null(at = strstr(r.out, "# parameters = "));
-    tu_assert_close(strtod(at + 15, NULL), models[i].params, 0.005);
+    if (models[i].exact > 0)
+      assert_int_equal(strtoull(at + 15, NULL, 10),
+                       (unsigned long long)models[i].exact);
+    if (models[i].active > 0)
+      tu_assert_close(strtod(at + 15, NULL), models[i].params, 0.005);
+    else /* a dense model's count is exact */
+      assert_int_equal(strtoull(at + 15, NULL, 10),
+                       (unsigned long long)models[i].params);
     at = strstr(r.out, "# active parameters = ");
     if (models[i].active > 0) {
       double active;

@@ -599,7 +599,9 @@ static void test_params_shrink_with_tp(void **state)
 /* vs_model_param_count uses a closed form; at tp = 1 (no vocab padding) it
  * must equal the sum of the parameter tensors the builder lists, for every
  * architecture and option that changes the list (GQA, tied/untied, BERT's
- * token types, embedding norm and MLM head). */
+ * token types, embedding norm and MLM head, the attention's and MLPs'
+ * biases, head norms, the position table's rows, a shared-expert
+ * gate). */
 static void test_param_count_matches_tensors(void **state)
 {
   static const char *const inis[] = {
@@ -612,11 +614,33 @@ static void test_param_count_matches_tensors(void **state)
       "tied_embeddings = true\n",
       "[model]\narch = bert\nlayers = 24\nhidden = 1024\nheads = 16\n"
       "vocab = 30522\nseq_len = 512\n",
+      /* Llama with every bias and Qwen3's head norms */
+      "[model]\narch = llama\nlayers = 3\nhidden = 1024\nheads = 16\n"
+      "kv_heads = 2\nffn_hidden = 2816\nvocab = 32000\nseq_len = 1024\n"
+      "attention_bias = all\nmlp_bias = true\nqk_norm = true\n",
+      /* GPT without a position table, biases on q/k/v only, none in MLPs */
+      "[model]\narch = gpt\nlayers = 3\nhidden = 1024\nheads = 16\n"
+      "vocab = 50257\nseq_len = 1024\npositions = rotary\n"
+      "attention_bias = qkv\nmlp_bias = false\n",
+      /* a table longer than the sequence; BERT with one token type */
+      "[model]\narch = gpt\nlayers = 3\nhidden = 1024\nheads = 16\n"
+      "vocab = 50257\nseq_len = 1024\nmax_positions = 2048\n",
+      "[model]\narch = bert\nlayers = 2\nhidden = 1024\nheads = 16\n"
+      "vocab = 30522\nseq_len = 128\nmax_positions = 512\n"
+      "type_vocab = 1\n",
+      /* Qwen2-MoE's layers: q/k/v biases, a gated shared expert */
+      "[model]\narch = llama\nlayers = 2\nhidden = 1024\nheads = 16\n"
+      "ffn_hidden = 2816\nvocab = 32000\nseq_len = 1024\nexperts = 4\n"
+      "expert_ffn_hidden = 512\nshared_experts = 1\n"
+      "shared_expert_ffn_hidden = 2048\nshared_expert_gate = true\n"
+      "attention_bias = qkv\nmlp_bias = true\n",
   };
   /* the tables a token only looks up: learned positions, the token table
    * unless the output layer multiplies by it, BERT's two token types */
-  static const uint64_t lookups[] = {1024 * 1024, (50257 + 1024) * 1024, 0,
-                                     (512 + 2) * 1024};
+  static const uint64_t lookups[] = {
+      1024 * 1024,      (50257 + 1024) * 1024, 0,
+      (512 + 2) * 1024, 32000 * 1024,          0,
+      2048 * 1024,      (512 + 1) * 1024,      32000 * 1024};
   (void)state;
   for (size_t i = 0; i < sizeof inis / sizeof inis[0]; i++) {
     vs_model m;
@@ -625,6 +649,42 @@ static void test_param_count_matches_tensors(void **state)
     assert_int_equal(rank_params(&m), vs_model_param_count(&m));
     assert_int_equal(m.params_lookup, lookups[i]);
   }
+}
+
+/* What the layer options save for backward, over a layer without them
+ * (tokens T = s b, 16-bit, fused kernels): Qwen3's head norms their
+ * inputs, q and k, 2T(h + h_kv) bytes (as the layer's norms save theirs;
+ * RMSNorm's statistics are not counted); a bias nothing (the linear's
+ * input is saved either way); the shared-expert gate its sigmoid's score
+ * and the shared experts' output, 2T(h + 1). */
+static void test_layer_options_saved(void **state)
+{
+  static const char *const llama =
+      "[model]\narch = llama\nlayers = 2\nhidden = 1024\nheads = 16\n"
+      "kv_heads = 4\nffn_hidden = 2816\nvocab = 32000\nseq_len = 512\n"
+      "[training]\nmicro_batch = 2\n";
+  static const char *const moe =
+      "[model]\narch = llama\nlayers = 2\nhidden = 1024\nheads = 16\n"
+      "ffn_hidden = 2816\nvocab = 32000\nseq_len = 512\nexperts = 4\n"
+      "shared_experts = 1\n[training]\nmicro_batch = 2\n";
+  const char *norms[] = {"model.qk_norm=true"};
+  const char *biases[] = {"model.attention_bias=all", "model.mlp_bias=true"};
+  const char *gate[] = {"model.shared_expert_gate=true"};
+  uint64_t t = 512 * 2, base;
+  vs_model m;
+  (void)state;
+  build_ini(&m, llama, NULL, 0);
+  base = layer0_saved(&m);
+  build_ini(&m, llama, norms, 1);
+  assert_int_equal(layer0_saved(&m), base + 2 * t * (1024 + 4 * 64));
+  assert_non_null(op_named(vs_model_layer(&m, 0), "q_norm"));
+  assert_non_null(op_named(vs_model_layer(&m, 0), "k_norm"));
+  build_ini(&m, llama, biases, 2);
+  assert_int_equal(layer0_saved(&m), base);
+  build_ini(&m, moe, NULL, 0);
+  base = layer0_saved(&m);
+  build_ini(&m, moe, gate, 1);
+  assert_int_equal(layer0_saved(&m), base + 2 * t * (1024 + 1));
 }
 
 /* ------------------------------------------------------------------------
@@ -2204,6 +2264,7 @@ int main(void)
       cmocka_unit_test_teardown(test_gpt3_175b_params, free_models),
       cmocka_unit_test_teardown(test_params_shrink_with_tp, free_models),
       cmocka_unit_test_teardown(test_param_count_matches_tensors, free_models),
+      cmocka_unit_test_teardown(test_layer_options_saved, free_models),
       cmocka_unit_test_teardown(test_head_loss_buffers, free_models),
       cmocka_unit_test_teardown(test_block_grows, free_models),
       cmocka_unit_test_teardown(test_block_misuse_is_refused, free_models),

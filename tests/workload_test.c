@@ -800,6 +800,17 @@ static int load_with_json(vs_workload *wl, const char *json, const char *ini,
   "\"num_attention_heads\": 8, \"num_key_value_heads\": 2, "                \
   "\"vocab_size\": 1000, \"tie_word_embeddings\": false}"
 
+/* A small dense config.json of model_type `type` and more fields. */
+#define HF_TYPE(type, more)                                                    \
+  "{\"model_type\": " type ", \"hidden_size\": 256, "                          \
+  "\"intermediate_size\": 688, \"num_hidden_layers\": 4, "                     \
+  "\"num_attention_heads\": 8, \"vocab_size\": 1000" more "}"
+
+/* A small GPT-2 config.json with more fields. */
+#define HF_GPT2(more)                                                          \
+  "{\"model_type\": \"gpt2\", \"n_embd\": 256, \"n_head\": 8, "                \
+  "\"n_layer\": 2, \"vocab_size\": 1000" more "}"
+
 /* A small MoE config.json of model_type and expert fields `more`. */
 #define HF_MOE(more)                                                         \
   "{\"model_type\": " more ", \"hidden_size\": 256, "                      \
@@ -830,9 +841,9 @@ static void test_hf_config(void **state)
     char where[400];
     vs_conf_where(vs_workload_keys(), &wl.origins, "model", "hidden", where,
                   sizeof where);
-    assert_non_null(strstr(where, "w.ini:2: [model] hidden = 256 (from the "
-                                  "file of [model] hf_config = "
-                                  "config.json)"));
+    assert_non_null(strstr(where, "w.ini:2: [model] hidden = 256 (from "
+                                  "field \"hidden_size\" of the file of "
+                                  "[model] hf_config = config.json)"));
   }
   assert_int_equal(load_with_json(&wl, "{\"model_type\": \"falcon\"}",
                                   "[model]\nhf_config = config.json\n"
@@ -1011,6 +1022,154 @@ static void test_hf_config(void **state)
                                   "seq_len = 128\n", &err), VS_EIO);
   assert_non_null(strstr(err.msg, "missing.json: cannot read Hugging Face "
                                   "config.json"));
+}
+
+/* The layers' options by arch: GPT and BERT have biases on every
+ * linear and a learned table of seq_len positions (BERT 2 token types),
+ * Llama none of them and rotary embeddings; what cannot go together is
+ * refused naming the key. */
+static void test_layer_options(void **state)
+{
+  vs_workload wl;
+  const char *rotary[] = {"model.positions=rotary"};
+  (void)state;
+  load_ok(&wl, GPT_MODEL, NULL, 0, 1);
+  assert_int_equal(wl.model.attention_bias, VS_BIAS_ALL);
+  assert_true(wl.model.mlp_bias);
+  assert_int_equal(wl.model.positions, VS_POS_LEARNED);
+  assert_int_equal(wl.model.max_positions, 128);
+  assert_int_equal(wl.model.type_vocab, 0);
+  load_ok(&wl, LLAMA_MODEL, NULL, 0, 1);
+  assert_int_equal(wl.model.attention_bias, VS_BIAS_NONE);
+  assert_false(wl.model.mlp_bias);
+  assert_false(wl.model.qk_norm);
+  assert_int_equal(wl.model.positions, VS_POS_ROTARY);
+  assert_int_equal(wl.model.max_positions, 0);
+  load_ok(&wl, GPT_MODEL, rotary, 1, 1);
+  assert_int_equal(wl.model.max_positions, 0);
+  load_ok(&wl,
+          "[model]\narch = bert\nlayers = 2\nhidden = 64\nheads = 8\n"
+          "vocab = 1000\nseq_len = 128\nmax_positions = 512\n",
+          NULL, 0, 1);
+  assert_int_equal(wl.model.type_vocab, 2);
+  assert_int_equal(wl.model.max_positions, 512);
+  load_bad(GPT_MODEL "max_positions = 64\n", NULL, 0, 1, VS_EINPUT,
+           "@:8: [model] max_positions = 64: the model learned 64 positions, "
+           "fewer than seq_len (128, @:7: [model] seq_len = 128)");
+  load_bad(GPT_MODEL "positions = rotary\nmax_positions = 512\n", NULL, 0, 1,
+           VS_EINPUT,
+           "@:9: [model] max_positions = 512: sizes a learned position "
+           "table, and positions = rotary has none");
+  load_bad(LLAMA_MODEL "type_vocab = 2\n", NULL, 0, 1, VS_EINPUT,
+           "@:9: [model] type_vocab = 2: token types are BERT's");
+  load_bad(LLAMA_MODEL "kv_lora_rank = 16\nattention_bias = qkv\n", NULL, 0, 1,
+           VS_EINPUT,
+           "@:10: [model] attention_bias = qkv: multi-head latent attention "
+           "(kv_lora_rank > 0) is built without biases or head norms");
+  load_bad(LLAMA_MODEL "kv_lora_rank = 16\nqk_norm = true\n", NULL, 0, 1,
+           VS_EINPUT, "@:10: [model] qk_norm = true: multi-head latent");
+  load_bad(LLAMA_MODEL "experts = 4\nshared_expert_gate = true\n", NULL, 0, 1,
+           VS_EINPUT,
+           "@:10: [model] shared_expert_gate = true: gates the shared "
+           "experts, which this model has none of");
+  load_bad(LLAMA_MODEL "shared_expert_gate = true\n", NULL, 0, 1, VS_EINPUT,
+           "@:9: [model] shared_expert_gate = true: shapes mixture-of-experts "
+           "layers");
+  load_bad(LLAMA_MODEL "attention_bias = some\n", NULL, 0, 1, VS_EINPUT,
+           "@:9: [model] attention_bias = some");
+}
+
+/* What a config.json's model_type adds to the family's counts, as
+ * transformers' modeling files build it: Qwen2's q/k/v biases and
+ * Qwen3's head norms (no field), Llama's attention_bias and mlp_bias
+ * fields, GPT-NeoX's rotary embeddings and attention biases (true when
+ * absent), GPT-2's n_positions (1024 when absent) and BERT's position and
+ * token-type tables, Qwen2-MoE's shared-expert gate; a field that is no
+ * boolean, or a value vsim refuses, names the field. */
+static void test_hf_config_layer_options(void **state)
+{
+  static const char *const ini = "[model]\nhf_config = config.json\n"
+                                 "seq_len = 128\n";
+  vs_workload wl;
+  vs_error err;
+  (void)state;
+  assert_int_equal(load_with_json(&wl, HF_TYPE("\"qwen2\"", ""), ini, &err), 0);
+  assert_int_equal(wl.model.attention_bias, VS_BIAS_QKV);
+  assert_false(wl.model.mlp_bias);
+  assert_false(wl.model.qk_norm);
+  assert_int_equal(load_with_json(&wl, HF_TYPE("\"qwen3\"", ""), ini, &err), 0);
+  assert_int_equal(wl.model.attention_bias, VS_BIAS_NONE);
+  assert_true(wl.model.qk_norm);
+  assert_int_equal(
+      load_with_json(&wl,
+                     HF_TYPE("\"llama\"", ", \"attention_bias\": true, "
+                                          "\"mlp_bias\": true"),
+                     ini, &err),
+      0);
+  assert_int_equal(wl.model.attention_bias, VS_BIAS_ALL);
+  assert_true(wl.model.mlp_bias);
+  /* Mistral's attention has no bias whatever the file says */
+  assert_int_equal(
+      load_with_json(&wl, HF_TYPE("\"mistral\"", ", \"attention_bias\": true"),
+                     ini, &err),
+      0);
+  assert_int_equal(wl.model.attention_bias, VS_BIAS_NONE);
+  assert_int_equal(load_with_json(&wl, HF_TYPE("\"gpt_neox\"", ""), ini, &err),
+                   0);
+  assert_int_equal(wl.model.positions, VS_POS_ROTARY);
+  assert_int_equal(wl.model.attention_bias, VS_BIAS_ALL);
+  assert_int_equal(
+      load_with_json(&wl,
+                     HF_TYPE("\"gpt_neox\"", ", \"attention_bias\": false"),
+                     ini, &err),
+      0);
+  assert_int_equal(wl.model.attention_bias, VS_BIAS_NONE);
+  assert_true(wl.model.mlp_bias);
+  assert_int_equal(
+      load_with_json(&wl,
+                     HF_TYPE("\"bert\"", ", \"type_vocab_size\": 1, "
+                                         "\"max_position_embeddings\": "
+                                         "256"),
+                     ini, &err),
+      0);
+  assert_int_equal(wl.model.type_vocab, 1);
+  assert_int_equal(wl.model.max_positions, 256);
+  assert_int_equal(load_with_json(&wl, HF_TYPE("\"bert\"", ""), ini, &err), 0);
+  assert_int_equal(wl.model.type_vocab, 2);
+  assert_int_equal(wl.model.max_positions, 512);
+  assert_int_equal(
+      load_with_json(&wl, HF_GPT2(", \"n_positions\": 64"), ini, &err),
+      VS_EINPUT);
+  assert_non_null(strstr(err.msg, "w.ini:2: [model] max_positions = 64 (from "
+                                  "field \"n_positions\" of the file of "
+                                  "[model] hf_config = config.json): the "
+                                  "model learned 64 positions, fewer than "
+                                  "seq_len (128"));
+  assert_int_equal(load_with_json(&wl, HF_GPT2(""), ini, &err), 0);
+  assert_int_equal(wl.model.max_positions, 1024);
+  assert_int_equal(
+      load_with_json(&wl, HF_TYPE("\"llama\"", ", \"attention_bias\": 1"), ini,
+                     &err),
+      VS_EINPUT);
+  assert_non_null(strstr(err.msg, "field \"attention_bias\" must be true or "
+                                  "false"));
+  assert_int_equal(
+      load_with_json(&wl,
+                     HF_MOE("\"qwen2_moe\", "
+                            "\"num_experts\": 60, "
+                            "\"moe_intermediate_size\": 96, "
+                            "\"shared_expert_intermediate_size\": 384"),
+                     ini, &err),
+      0);
+  assert_true(wl.model.shared_expert_gate);
+  assert_int_equal(wl.model.attention_bias, VS_BIAS_QKV);
+  assert_int_equal(load_with_json(&wl,
+                                  HF_MOE("\"qwen2_moe\", "
+                                         "\"num_experts\": 60, "
+                                         "\"moe_intermediate_size\": 96"),
+                                  ini, &err),
+                   0);
+  assert_false(wl.model.shared_expert_gate); /* no shared experts */
 }
 
 /* A field the config.json lacks or leaves null gives no key: the
@@ -2183,6 +2342,8 @@ int main(void)
       cmocka_unit_test(test_finetune_rules),
       cmocka_unit_test(test_hf_config),
       cmocka_unit_test(test_hf_config_fields_it_lacks),
+      cmocka_unit_test(test_layer_options),
+      cmocka_unit_test(test_hf_config_layer_options),
       cmocka_unit_test(test_runtime_rules),
       cmocka_unit_test(test_autocast_and_hf),
       cmocka_unit_test(test_frameworks_running_ep),

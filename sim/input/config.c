@@ -158,20 +158,28 @@ static bool chosen_where(const vs_keytab *tab, const vs_origins *orig, int i,
 {
   bool preset = line == -2;
   const char *display = preset ? tab->preset_from : tab->derived_from;
+  const char *field = preset ? NULL : orig->keys[i].why;
   int from = find_display(tab, display);
+  char by[160];
   const vs_origin *o;
   if (from < 0 || !orig->keys[from].set || orig->keys[from].line < 0)
     return false;
   o = &orig->keys[from];
+  /* what chose it: "the preset of [training] framework = x", "from
+   * field "n" of the file of [model] hf_config = y"; "its preset", "from
+   * its file" after a --set that names the key */
+  snprintf(by, sizeof by, "%s%s%s%s%s", preset ? "" : "from ",
+           field ? "field \"" : "", field ? field : "", field ? "\" of " : "",
+           preset ? (o->line > 0 ? "the preset of" : "its preset")
+                  : (o->line > 0 ? "the file of" : "its file"));
   if (o->line > 0)
-    snprintf(buf, len, "%s:%d: [%s] %s = %s (%s %s = %s)", orig->file,
-             o->line, tab->keys[i].section, tab->keys[i].name, text,
-             preset ? "the preset of" : "from the file of", display, o->text);
+    snprintf(buf, len, "%s:%d: [%s] %s = %s (%s %s = %s)", orig->file, o->line,
+             tab->keys[i].section, tab->keys[i].name, text, by, display,
+             o->text);
   else
-    snprintf(buf, len, "--set %s%s.%s=%s: [%s] %s = %s (%s)",
-             set_prefix(tab), tab->keys[from].section, tab->keys[from].name,
-             o->text, tab->keys[i].section, tab->keys[i].name, text,
-             preset ? "its preset" : "from its file");
+    snprintf(buf, len, "--set %s%s.%s=%s: [%s] %s = %s (%s)", set_prefix(tab),
+             tab->keys[from].section, tab->keys[from].name, o->text,
+             tab->keys[i].section, tab->keys[i].name, text, by);
   return true;
 }
 
@@ -980,9 +988,12 @@ int vs_conf_set(const vs_keytab *tab, void *target, vs_origins *orig,
 
 int vs_conf_set_derived(const vs_keytab *tab, void *target, vs_origins *orig,
                         const char *section, const char *name,
-                        const char *value, vs_error *err)
+                        const char *value, const char *field, vs_error *err)
 {
-  return apply(tab, target, orig, orig->file, -1, section, name, value, err);
+  int rc = apply(tab, target, orig, orig->file, -1, section, name, value, err);
+  if (rc == 0)
+    orig->keys[vs_conf_find(tab, section, name)].why = field;
+  return rc;
 }
 
 int vs_conf_set_preset(const vs_keytab *tab, void *target, vs_origins *orig,

@@ -99,8 +99,9 @@ typedef struct vs_origin {
                                   -1 from the table's derived_from file;
                                   -2 from the table's preset_from preset */
   char text[96];               /* the value as written (trimmed, cut) */
-  const char *why;             /* line -2: why the preset chose it (a
-                                  static string), else NULL */
+  const char *why;             /* line -2: why the preset chose it;
+                                  line -1: the derived file's field that
+                                  gave it (static strings), else NULL */
 } vs_origin;
 
 typedef struct vs_origins {
@@ -136,11 +137,12 @@ int vs_conf_set(const vs_keytab *tab, void *target, vs_origins *orig,
                 const char *section, const char *name, const char *value,
                 vs_error *err);
 
-/* Stores one value read from the file the table's derived_from key names
+/* Stores one value read from `field` (a static string, or NULL when no
+ * one field gave it) of the file the table's derived_from key names
  * (origin line -1: messages say where it came from). As vs_conf_set. */
 int vs_conf_set_derived(const vs_keytab *tab, void *target, vs_origins *orig,
                         const char *section, const char *name,
-                        const char *value, vs_error *err);
+                        const char *value, const char *field, vs_error *err);
 
 /* Stores one value the table's preset_from key chose, and why (a static
  * string; origin line -2: messages and vsim show say so). As

@@ -85,6 +85,58 @@ static const moe_family moe_families[] = {
      NULL, "first_k_dense_replace", "moe_layer_freq"},
 };
 
+/* What a model_type's layers have beyond the family's counts: the
+ * attention's biases (a boolean field: all of them or none, its default
+ * when absent; or a fixed choice), the MLP's (a boolean field), norms on
+ * the query and key heads, the positions (rotary, or a learned table of
+ * a field's rows) and BERT's token types; transformers' modeling files
+ * (Qwen2Attention's q/k/v_proj bias=True and o_proj bias=False,
+ * Qwen3Attention's q_norm and k_norm over head_dim, GPTNeoXConfig's
+ * attention_bias default True and rotary embeddings, GPT-2's n_positions
+ * and BERT's max_position_embeddings tables, Qwen2MoeSparseMoeBlock's
+ * shared_expert_gate: Linear(hidden, 1, bias=False)). A type absent here
+ * has the workload's defaults for its arch. */
+typedef struct type_traits {
+  const char *type;
+  const char *attention_bias; /* boolean field, or NULL */
+  const char *bias_default;   /* the field absent (or no field): "all",
+                                 "qkv", "none"; NULL: no key */
+  const char *mlp_bias;       /* boolean field, or NULL */
+  bool qk_norm;
+  bool rotary;                  /* a gpt arch with rotary embeddings */
+  const char *max_positions;    /* the learned table's rows, or NULL */
+  json_int_t positions_default; /* its value when absent or null */
+  const char *type_vocab;       /* BERT's token types, or NULL (absent or
+                                   null: BertConfig's 2) */
+  bool shared_gate;             /* with shared experts */
+} type_traits;
+
+static const type_traits traits[] = {
+    {"llama", "attention_bias", NULL, "mlp_bias", false, false, NULL, 0, NULL,
+     false},
+    {"gemma", "attention_bias", NULL, NULL, false, false, NULL, 0, NULL, false},
+    {"qwen2", NULL, "qkv", NULL, false, false, NULL, 0, NULL, false},
+    {"qwen3", "attention_bias", NULL, NULL, true, false, NULL, 0, NULL, false},
+    {"qwen2_moe", NULL, "qkv", NULL, false, false, NULL, 0, NULL, true},
+    {"deepseek_v2", "attention_bias", NULL, NULL, false, false, NULL, 0, NULL,
+     false},
+    {"deepseek_v3", "attention_bias", NULL, NULL, false, false, NULL, 0, NULL,
+     false},
+    {"gpt2", NULL, NULL, NULL, false, false, "n_positions", 1024, NULL, false},
+    {"gpt_neox", "attention_bias", "all", NULL, false, true, NULL, 0, NULL,
+     false},
+    {"bert", NULL, NULL, NULL, false, false, "max_position_embeddings", 512,
+     "type_vocab_size", false},
+};
+
+static const type_traits *traits_of(const char *type)
+{
+  for (size_t i = 0; i < sizeof traits / sizeof traits[0]; i++)
+    if (strcmp(traits[i].type, type) == 0)
+      return &traits[i];
+  return NULL;
+}
+
 const char *vs_hf_known_types(void)
 {
   return "llama, mistral, qwen2, qwen3, gemma, mixtral, qwen2_moe, "
@@ -252,6 +304,8 @@ static int read_shared(const json_t *root, const char *path,
     return rc;
   put_count(out, "shared_experts", f->shared_count, n);
   put_count(out, "shared_expert_ffn_hidden", f->shared_ffn, ffn);
+  if (traits_of(f->type) && traits_of(f->type)->shared_gate)
+    put(out, "shared_expert_gate", "model_type", "true");
   return 0;
 }
 
@@ -301,6 +355,81 @@ static int read_mla(const json_t *root, const char *path, vs_hf_model *out,
       return rc;
     put_count(out, heads[i].key, heads[i].field, v);
   }
+  return 0;
+}
+
+/* The boolean `field` into *v and *present, which is false (*v
+ * unchanged) when the field is absent or null. */
+static int bool_field(const json_t *root, const char *path, const char *field,
+                      bool *v, bool *present, vs_error *err)
+{
+  const json_t *j = json_object_get(root, field);
+  *present = j && !json_is_null(j);
+  if (!*present)
+    return 0;
+  if (!json_is_boolean(j))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: field \"%s\" must be true or "
+                        "false",
+                        path, field);
+  *v = json_is_true(j);
+  return 0;
+}
+
+/* The attention's and the MLP's biases, as t says. */
+static int read_biases(const json_t *root, const char *path,
+                       const type_traits *t, vs_hf_model *out, vs_error *err)
+{
+  bool v = false, present = false;
+  int rc;
+  if (t->attention_bias &&
+      (rc = bool_field(root, path, t->attention_bias, &v, &present, err)))
+    return rc;
+  if (present)
+    put(out, "attention_bias", t->attention_bias, v ? "all" : "none");
+  else if (t->bias_default)
+    put(out, "attention_bias", "model_type", t->bias_default);
+  if (!t->mlp_bias)
+    return 0;
+  if ((rc = bool_field(root, path, t->mlp_bias, &v, &present, err)))
+    return rc;
+  if (present)
+    put(out, "mlp_bias", t->mlp_bias, v ? "true" : "false");
+  return 0;
+}
+
+/* What the type's layers have beyond the family's counts (type_traits). */
+static int read_traits(const json_t *root, const char *path, vs_hf_model *out,
+                       vs_error *err)
+{
+  const type_traits *t = traits_of(out->model_type);
+  json_int_t v;
+  int rc;
+  if (!t)
+    return 0;
+  if ((rc = read_biases(root, path, t, out, err)))
+    return rc;
+  if (t->qk_norm)
+    put(out, "qk_norm", "model_type", "true");
+  if (t->rotary)
+    put(out, "positions", "model_type", "rotary");
+  if (t->max_positions) {
+    v = t->positions_default;
+    if (given(root, t->max_positions) &&
+        (rc = count_field(root, path, t->max_positions, "max_positions", &v,
+                          err)))
+      return rc;
+    put_count(out, "max_positions",
+              given(root, t->max_positions) ? t->max_positions : NULL, v);
+  }
+  if (!t->type_vocab)
+    return 0;
+  v = 2;
+  if (given(root, t->type_vocab) &&
+      (rc = count_field(root, path, t->type_vocab, "type_vocab", &v, err)))
+    return rc;
+  put_count(out, "type_vocab",
+            given(root, t->type_vocab) ? t->type_vocab : NULL, v);
   return 0;
 }
 
@@ -357,13 +486,14 @@ static int check_shape(const json_t *root, const char *path, json_int_t hidden,
                           err)))
       return rc;
     if (v > 1)
-      return vs_error_set(err, VS_EINPUT,
-                          "%s: field \"%s\" = %lld: mixtures of experts are "
-                          "not simulated in a %s config (vsim reads them "
-                          "from mixtral and qwen2_moe ones)",
-                          path, expert_fields[i], (long long)v,
-                          json_string_value(json_object_get(root,
-                                                            "model_type")));
+      return vs_error_set(
+          err, VS_EINPUT,
+          "%s: field \"%s\" = %lld: mixtures of experts are "
+          "not simulated in a %s config (vsim reads them "
+          "from mixtral, qwen2_moe, deepseek_v2 and "
+          "deepseek_v3 ones)",
+          path, expert_fields[i], (long long)v,
+          json_string_value(json_object_get(root, "model_type")));
   }
   if (!hd || json_is_null(hd))
     return 0;
@@ -398,7 +528,8 @@ static int read_root(const json_t *root, const char *path, vs_hf_model *out,
                         "%s: model_type \"%s\" is not one vsim reads (%s)", path,
                         out->model_type, vs_hf_known_types());
   if ((rc = read_counts(root, path, f, out, &hidden, &heads, err)) ||
-      (rc = read_flags(root, path, f, out, err)))
+      (rc = read_flags(root, path, f, out, err)) ||
+      (rc = read_traits(root, path, out, err)))
     return rc;
   if (moe_family_of(out->model_type) &&
       (rc = read_experts(root, path, moe_family_of(out->model_type), out, err)))

@@ -18,7 +18,7 @@
 
 #include <stddef.h>
 
-#define VS_HF_MAX_KEYS 24
+#define VS_HF_MAX_KEYS 32
 
 /* One [model] key and the value its config.json gives it. */
 typedef struct vs_hf_key {

@@ -8,6 +8,8 @@
 #include <string.h>
 
 static const char *const arch_names[] = {"gpt", "llama", "bert", NULL};
+static const char *const attention_bias_names[] = {"none", "qkv", "all", NULL};
+static const char *const positions_names[] = {"learned", "rotary", NULL};
 static const char *const precision_names[] = {"bf16", "fp16", "fp32", "fp8",
                                               "amp_bf16", "amp_fp16", NULL};
 static const char *const grad_names[] = {"precision", "fp32", NULL};
@@ -50,83 +52,187 @@ static const char *const lora_target_names[] = {"q", "k", "v", "o", "gate",
    .offset = offsetof(vs_workload, field), __VA_ARGS__}
 
 static const vs_key workload_keys[] = {
-    K("model", "arch", VS_KEY_ENUM, model.arch, .choices = arch_names, .required = true, .default_doc = "required"),
-    K("model", "layers", VS_KEY_COUNT, model.layers, .positive = true, .hi = 1e5, .required = true, .default_doc = "required"),
-    K("model", "hidden", VS_KEY_COUNT, model.hidden, .positive = true, .hi = 1e6, .required = true, .default_doc = "required"),
-    K("model", "heads", VS_KEY_COUNT, model.heads, .positive = true, .hi = 1e5, .required = true, .default_doc = "required"),
-    K("model", "kv_heads", VS_KEY_COUNT, model.kv_heads, .positive = true, .hi = 1e5, .default_doc = "heads"),
-    K("model", "ffn_hidden", VS_KEY_COUNT, model.ffn_hidden, .positive = true, .hi = 1e7, .default_doc = "4*hidden (gpt, bert); required for llama"),
-    K("model", "vocab", VS_KEY_COUNT, model.vocab, .positive = true, .hi = 1e8, .required = true, .default_doc = "required"),
-    K("model", "seq_len", VS_KEY_COUNT, model.seq_len, .positive = true, .hi = 1e8, .required = true, .default_doc = "required"),
-    K("model", "tied_embeddings", VS_KEY_BOOL, model.tied_embeddings, .default_doc = "true (gpt, bert), false (llama)"),
-    K("model", "dropout", VS_KEY_REAL, model.dropout, .lo = 0, .hi = 0.999, .default_doc = "0.1 (gpt, bert), 0 (llama)"),
-    K("model", "vocab_divisible_by", VS_KEY_COUNT, model.vocab_divisible_by, .positive = true, .hi = 1e6, .default_doc = "1 (Megatron pads to 128)"),
-    K("model", "hf_config", VS_KEY_PATH, model.hf_config, .default_doc = "none"),
-    K("model", "experts", VS_KEY_COUNT, model.experts, .hi = 16000, .default_doc = "0 (every layer dense)"),
-    K("model", "experts_per_token", VS_KEY_COUNT, model.experts_per_token, .positive = true, .hi = 1e5, .default_doc = "2 (Mixtral's top-2)"),
-    K("model", "expert_ffn_hidden", VS_KEY_COUNT, model.expert_ffn_hidden, .hi = 1e7, .default_doc = "0: ffn_hidden"),
-    K("model", "shared_experts", VS_KEY_COUNT, model.shared_experts, .hi = 1e5, .default_doc = "0"),
-    K("model", "shared_expert_ffn_hidden", VS_KEY_COUNT, model.shared_expert_ffn_hidden, .hi = 1e7, .default_doc = "0: expert_ffn_hidden"),
-    K("model", "dense_layers", VS_KEY_COUNT, model.dense_layers, .hi = 1e5, .default_doc = "0"),
-    K("model", "moe_every", VS_KEY_COUNT, model.moe_every, .positive = true, .hi = 1e5, .default_doc = "1 (every layer after dense_layers)"),
-    K("model", "expert_capacity_factor", VS_KEY_REAL, model.expert_capacity_factor, .lo = 0, .hi = 1e3, .default_doc = "0 (dropless)"),
-    K("model", "routing_skew", VS_KEY_REAL, model.routing_skew, .lo = 0, .hi = 1e6, .default_doc = "0 (balanced routing)"),
-    K("model", "kv_lora_rank", VS_KEY_COUNT, model.kv_lora_rank, .hi = 1e6, .default_doc = "0 (no MLA)"),
-    K("model", "q_lora_rank", VS_KEY_COUNT, model.q_lora_rank, .hi = 1e6, .default_doc = "0 (a full query projection)"),
-    K("model", "qk_head_dim", VS_KEY_COUNT, model.qk_head_dim, .hi = 1e5, .default_doc = "0: hidden / heads"),
-    K("model", "qk_rope_head_dim", VS_KEY_COUNT, model.qk_rope_head_dim, .hi = 1e5, .default_doc = "64 (DeepSeek-V2/V3's)"),
-    K("model", "v_head_dim", VS_KEY_COUNT, model.v_head_dim, .hi = 1e5, .default_doc = "0: hidden / heads"),
-    K("model", "mtp_layers", VS_KEY_COUNT, model.mtp_layers, .hi = 64, .default_doc = "0 (no multi-token prediction)"),
-    K("training", "micro_batch", VS_KEY_COUNT, training.micro_batch, .positive = true, .hi = 1e6, .default_doc = "1"),
-    K("training", "global_batch", VS_KEY_COUNT, training.global_batch, .positive = true, .hi = 1e9, .default_doc = "micro_batch * dp", .follows_gpus = true),
-    K("training", "precision", VS_KEY_ENUM, training.precision, .choices = precision_names, .default_doc = "bf16"),
-    K("training", "master_weights", VS_KEY_BOOL, training.master_weights, .default_doc = "true unless precision = fp32 or amp_*"),
-    K("training", "grad_dtype", VS_KEY_ENUM, training.grad_dtype, .choices = grad_names, .default_doc = "precision"),
-    K("training", "optimizer", VS_KEY_ENUM, training.optimizer, .choices = optimizer_names, .default_doc = "adamw"),
-    K("training", "optimizer_impl", VS_KEY_ENUM, training.optimizer_impl, .choices = optimizer_impl_names, .default_doc = "fused"),
-    K("training", "framework", VS_KEY_ENUM, training.framework, .choices = framework_names, .default_doc = "none"),
-    K("training", "checkpointing", VS_KEY_ENUM, training.checkpointing, .choices = ckpt_names, .default_doc = "none"),
-    K("training", "fused_cross_entropy", VS_KEY_BOOL, training.fused_cross_entropy, .default_doc = "false"),
-    K("training", "checkpoint_layers", VS_KEY_COUNT, training.checkpoint_layers, .hi = 1e5, .default_doc = "0 (every layer)"),
-    K("training", "checkpoint_every", VS_KEY_COUNT, training.checkpoint_every, .hi = 1e5, .default_doc = "0 (every layer)"),
-    K("training", "attention", VS_KEY_ENUM, training.attention, .choices = attention_names, .default_doc = "flash"),
-    K("training", "kernels", VS_KEY_ENUM, training.kernels, .choices = kernels_names, .default_doc = "fused (framework hf, fsdp2: eager)"),
-    K("training", "grad_accumulation_fusion", VS_KEY_BOOL, training.grad_accumulation_fusion, .default_doc = "true with fused kernels under framework megatron or none, else false"),
-    K("training", "paged_optimizer", VS_KEY_BOOL, training.paged_optimizer, .default_doc = "false"),
-    K("training", "optimizer_in_backward", VS_KEY_BOOL, training.optimizer_in_backward, .default_doc = "false"),
-    K("training", "offload_activations", VS_KEY_ENUM, training.offload_activations, .choices = activation_offload_names, .default_doc = "none"),
-    K("parallel", "tp", VS_KEY_COUNT, parallel.tp, .positive = true, .hi = 1e6, .default_doc = "1"),
-    K("parallel", "pp", VS_KEY_COUNT, parallel.pp, .positive = true, .hi = VS_MAX_STAGES, .default_doc = "1"),
-    K("parallel", "dp", VS_KEY_COUNT, parallel.dp, .positive = true, .hi = 1e7, .default_doc = "gpus / (tp*cp*pp), or 1", .follows_gpus = true),
-    K("parallel", "sequence_parallel", VS_KEY_BOOL, parallel.sequence_parallel, .default_doc = "false"),
-    K("parallel", "schedule", VS_KEY_ENUM, parallel.schedule, .choices = schedule_names, .default_doc = "1f1b"),
-    K("parallel", "virtual_stages", VS_KEY_COUNT, parallel.virtual_stages, .positive = true, .hi = 1e3, .default_doc = "1"),
-    K("parallel", "zero", VS_KEY_COUNT, parallel.zero, .hi = VS_ZERO_MAX, .default_doc = "0"),
-    K("parallel", "ep", VS_KEY_COUNT, parallel.ep, .positive = true, .hi = 1e5, .default_doc = "1"),
-    K("parallel", "etp", VS_KEY_COUNT, parallel.etp, .hi = 1e6, .default_doc = "0: tp"),
-    K("parallel", "cp", VS_KEY_COUNT, parallel.cp, .positive = true, .hi = 1e5, .default_doc = "1"),
-    K("parallel", "cp_comm", VS_KEY_ENUM, parallel.cp_comm, .choices = cp_comm_names, .default_doc = "p2p"),
-    K("parallel", "p2p", VS_KEY_ENUM, parallel.p2p, .choices = p2p_names, .default_doc = "overlapped (framework megatron: blocking unless interleaved; deepspeed: blocking)"),
-    K("parallel", "p2p_scatter_gather", VS_KEY_BOOL, parallel.p2p_scatter_gather, .default_doc = "false"),
-    K("parallel", "offload_optimizer", VS_KEY_ENUM, parallel.offload_optimizer, .choices = offload_names, .default_doc = "none"),
-    K("parallel", "offload_params", VS_KEY_ENUM, parallel.offload_params, .choices = offload_names, .default_doc = "none"),
-    K("parallel", "overlap_grad_reduce", VS_KEY_BOOL, parallel.overlap_grad_reduce, .default_doc = "true (framework megatron with zero 0-1, deepspeed with zero 0-2: false)"),
-    K("parallel", "bucket", VS_KEY_SIZE, parallel.bucket_bytes, .positive = true, .default_doc = "25MiB"),
-    K("parallel", "pp_layers", VS_KEY_LIST, parallel.pp_layers, .positive = true, .default_doc = "even split"),
-    K("parallel", "order", VS_KEY_ENUM, parallel.order, .choices = order_names, .default_doc = "tp-dp-pp"),
-    K("finetune", "method", VS_KEY_ENUM, finetune.method, .choices = finetune_names, .default_doc = "full"),
-    K("finetune", "base_dtype", VS_KEY_ENUM, finetune.base_dtype, .choices = base_dtype_names, .default_doc = "precision (nf4 with qlora)"),
-    K("finetune", "lora_rank", VS_KEY_COUNT, finetune.lora_rank, .positive = true, .hi = 65536, .default_doc = "8 (PEFT's LoraConfig)"),
-    K("finetune", "lora_alpha", VS_KEY_REAL, finetune.lora_alpha, .lo = 0, .hi = 1e6, .default_doc = "8 (PEFT's; no memory effect)"),
-    K("finetune", "lora_targets", VS_KEY_FLAGS, finetune.lora_targets, .choices = lora_target_names, .default_doc = "q,v (PEFT's for Llama)"),
-    K("finetune", "lora_dropout", VS_KEY_REAL, finetune.lora_dropout, .lo = 0, .hi = 0.999, .default_doc = "0 (PEFT's)"),
-    K("finetune", "adapter_dtype", VS_KEY_ENUM, finetune.adapter_dtype, .choices = adapter_dtype_names, .default_doc = "fp32 (PEFT's)"),
-    K("finetune", "trainable_layers", VS_KEY_COUNT, finetune.trainable_layers, .hi = 1e5, .default_doc = "0 (all)"),
-    K("runtime", "allocator", VS_KEY_ENUM, runtime.allocator, .choices = allocator_names, .default_doc = "caching"),
-    K("runtime", "expandable_segments", VS_KEY_BOOL, runtime.expandable_segments, .default_doc = "false (framework fsdp2: true)"),
-    K("runtime", "max_split_size_mb", VS_KEY_COUNT, runtime.max_split_size_mb, .hi = 1e7, .default_doc = "0 (unlimited)"),
-    K("runtime", "roundup_power2_divisions", VS_KEY_COUNT, runtime.roundup_power2_divisions, .hi = 64, .default_doc = "0 (512-byte rounding)"),
-    K("runtime", "reserve", VS_KEY_MARGIN, runtime.reserve, .hi = 4398046511104.0, .default_doc = RESERVE_DOC),
+    K("model", "arch", VS_KEY_ENUM, model.arch, .choices = arch_names,
+      .required = true, .default_doc = "required"),
+    K("model", "layers", VS_KEY_COUNT, model.layers, .positive = true,
+      .hi = 1e5, .required = true, .default_doc = "required"),
+    K("model", "hidden", VS_KEY_COUNT, model.hidden, .positive = true,
+      .hi = 1e6, .required = true, .default_doc = "required"),
+    K("model", "heads", VS_KEY_COUNT, model.heads, .positive = true, .hi = 1e5,
+      .required = true, .default_doc = "required"),
+    K("model", "kv_heads", VS_KEY_COUNT, model.kv_heads, .positive = true,
+      .hi = 1e5, .default_doc = "heads"),
+    K("model", "ffn_hidden", VS_KEY_COUNT, model.ffn_hidden, .positive = true,
+      .hi = 1e7, .default_doc = "4*hidden (gpt, bert); required for llama"),
+    K("model", "vocab", VS_KEY_COUNT, model.vocab, .positive = true, .hi = 1e8,
+      .required = true, .default_doc = "required"),
+    K("model", "seq_len", VS_KEY_COUNT, model.seq_len, .positive = true,
+      .hi = 1e8, .required = true, .default_doc = "required"),
+    K("model", "tied_embeddings", VS_KEY_BOOL, model.tied_embeddings,
+      .default_doc = "true (gpt, bert), false (llama)"),
+    K("model", "dropout", VS_KEY_REAL, model.dropout, .lo = 0, .hi = 0.999,
+      .default_doc = "0.1 (gpt, bert), 0 (llama)"),
+    K("model", "attention_bias", VS_KEY_ENUM, model.attention_bias,
+      .choices = attention_bias_names,
+      .default_doc = "all (gpt, bert), none (llama)"),
+    K("model", "mlp_bias", VS_KEY_BOOL, model.mlp_bias,
+      .default_doc = "true (gpt, bert), false (llama)"),
+    K("model", "qk_norm", VS_KEY_BOOL, model.qk_norm, .default_doc = "false"),
+    K("model", "positions", VS_KEY_ENUM, model.positions,
+      .choices = positions_names,
+      .default_doc = "learned (gpt, bert), rotary (llama)"),
+    K("model", "max_positions", VS_KEY_COUNT, model.max_positions, .hi = 1e8,
+      .default_doc = "0: seq_len (learned positions)"),
+    K("model", "type_vocab", VS_KEY_COUNT, model.type_vocab, .hi = 1e6,
+      .default_doc = "0: 2 (bert)"),
+    K("model", "vocab_divisible_by", VS_KEY_COUNT, model.vocab_divisible_by,
+      .positive = true, .hi = 1e6, .default_doc = "1 (Megatron pads to 128)"),
+    K("model", "hf_config", VS_KEY_PATH, model.hf_config,
+      .default_doc = "none"),
+    K("model", "experts", VS_KEY_COUNT, model.experts, .hi = 16000,
+      .default_doc = "0 (every layer dense)"),
+    K("model", "experts_per_token", VS_KEY_COUNT, model.experts_per_token,
+      .positive = true, .hi = 1e5, .default_doc = "2 (Mixtral's top-2)"),
+    K("model", "expert_ffn_hidden", VS_KEY_COUNT, model.expert_ffn_hidden,
+      .hi = 1e7, .default_doc = "0: ffn_hidden"),
+    K("model", "shared_experts", VS_KEY_COUNT, model.shared_experts, .hi = 1e5,
+      .default_doc = "0"),
+    K("model", "shared_expert_ffn_hidden", VS_KEY_COUNT,
+      model.shared_expert_ffn_hidden, .hi = 1e7,
+      .default_doc = "0: expert_ffn_hidden"),
+    K("model", "shared_expert_gate", VS_KEY_BOOL, model.shared_expert_gate,
+      .default_doc = "false"),
+    K("model", "dense_layers", VS_KEY_COUNT, model.dense_layers, .hi = 1e5,
+      .default_doc = "0"),
+    K("model", "moe_every", VS_KEY_COUNT, model.moe_every, .positive = true,
+      .hi = 1e5, .default_doc = "1 (every layer after dense_layers)"),
+    K("model", "expert_capacity_factor", VS_KEY_REAL,
+      model.expert_capacity_factor, .lo = 0, .hi = 1e3,
+      .default_doc = "0 (dropless)"),
+    K("model", "routing_skew", VS_KEY_REAL, model.routing_skew, .lo = 0,
+      .hi = 1e6, .default_doc = "0 (balanced routing)"),
+    K("model", "kv_lora_rank", VS_KEY_COUNT, model.kv_lora_rank, .hi = 1e6,
+      .default_doc = "0 (no MLA)"),
+    K("model", "q_lora_rank", VS_KEY_COUNT, model.q_lora_rank, .hi = 1e6,
+      .default_doc = "0 (a full query projection)"),
+    K("model", "qk_head_dim", VS_KEY_COUNT, model.qk_head_dim, .hi = 1e5,
+      .default_doc = "0: hidden / heads"),
+    K("model", "qk_rope_head_dim", VS_KEY_COUNT, model.qk_rope_head_dim,
+      .hi = 1e5, .default_doc = "64 (DeepSeek-V2/V3's)"),
+    K("model", "v_head_dim", VS_KEY_COUNT, model.v_head_dim, .hi = 1e5,
+      .default_doc = "0: hidden / heads"),
+    K("model", "mtp_layers", VS_KEY_COUNT, model.mtp_layers, .hi = 64,
+      .default_doc = "0 (no multi-token prediction)"),
+    K("training", "micro_batch", VS_KEY_COUNT, training.micro_batch,
+      .positive = true, .hi = 1e6, .default_doc = "1"),
+    K("training", "global_batch", VS_KEY_COUNT, training.global_batch,
+      .positive = true, .hi = 1e9, .default_doc = "micro_batch * dp",
+      .follows_gpus = true),
+    K("training", "precision", VS_KEY_ENUM, training.precision,
+      .choices = precision_names, .default_doc = "bf16"),
+    K("training", "master_weights", VS_KEY_BOOL, training.master_weights,
+      .default_doc = "true unless precision = fp32 or amp_*"),
+    K("training", "grad_dtype", VS_KEY_ENUM, training.grad_dtype,
+      .choices = grad_names, .default_doc = "precision"),
+    K("training", "optimizer", VS_KEY_ENUM, training.optimizer,
+      .choices = optimizer_names, .default_doc = "adamw"),
+    K("training", "optimizer_impl", VS_KEY_ENUM, training.optimizer_impl,
+      .choices = optimizer_impl_names, .default_doc = "fused"),
+    K("training", "framework", VS_KEY_ENUM, training.framework,
+      .choices = framework_names, .default_doc = "none"),
+    K("training", "checkpointing", VS_KEY_ENUM, training.checkpointing,
+      .choices = ckpt_names, .default_doc = "none"),
+    K("training", "fused_cross_entropy", VS_KEY_BOOL,
+      training.fused_cross_entropy, .default_doc = "false"),
+    K("training", "checkpoint_layers", VS_KEY_COUNT, training.checkpoint_layers,
+      .hi = 1e5, .default_doc = "0 (every layer)"),
+    K("training", "checkpoint_every", VS_KEY_COUNT, training.checkpoint_every,
+      .hi = 1e5, .default_doc = "0 (every layer)"),
+    K("training", "attention", VS_KEY_ENUM, training.attention,
+      .choices = attention_names, .default_doc = "flash"),
+    K("training", "kernels", VS_KEY_ENUM, training.kernels,
+      .choices = kernels_names,
+      .default_doc = "fused (framework hf, fsdp2: eager)"),
+    K("training", "grad_accumulation_fusion", VS_KEY_BOOL,
+      training.grad_accumulation_fusion,
+      .default_doc = "true with fused kernels under framework megatron or "
+                     "none, else false"),
+    K("training", "paged_optimizer", VS_KEY_BOOL, training.paged_optimizer,
+      .default_doc = "false"),
+    K("training", "optimizer_in_backward", VS_KEY_BOOL,
+      training.optimizer_in_backward, .default_doc = "false"),
+    K("training", "offload_activations", VS_KEY_ENUM,
+      training.offload_activations, .choices = activation_offload_names,
+      .default_doc = "none"),
+    K("parallel", "tp", VS_KEY_COUNT, parallel.tp, .positive = true, .hi = 1e6,
+      .default_doc = "1"),
+    K("parallel", "pp", VS_KEY_COUNT, parallel.pp, .positive = true,
+      .hi = VS_MAX_STAGES, .default_doc = "1"),
+    K("parallel", "dp", VS_KEY_COUNT, parallel.dp, .positive = true, .hi = 1e7,
+      .default_doc = "gpus / (tp*cp*pp), or 1", .follows_gpus = true),
+    K("parallel", "sequence_parallel", VS_KEY_BOOL, parallel.sequence_parallel,
+      .default_doc = "false"),
+    K("parallel", "schedule", VS_KEY_ENUM, parallel.schedule,
+      .choices = schedule_names, .default_doc = "1f1b"),
+    K("parallel", "virtual_stages", VS_KEY_COUNT, parallel.virtual_stages,
+      .positive = true, .hi = 1e3, .default_doc = "1"),
+    K("parallel", "zero", VS_KEY_COUNT, parallel.zero, .hi = VS_ZERO_MAX,
+      .default_doc = "0"),
+    K("parallel", "ep", VS_KEY_COUNT, parallel.ep, .positive = true, .hi = 1e5,
+      .default_doc = "1"),
+    K("parallel", "etp", VS_KEY_COUNT, parallel.etp, .hi = 1e6,
+      .default_doc = "0: tp"),
+    K("parallel", "cp", VS_KEY_COUNT, parallel.cp, .positive = true, .hi = 1e5,
+      .default_doc = "1"),
+    K("parallel", "cp_comm", VS_KEY_ENUM, parallel.cp_comm,
+      .choices = cp_comm_names, .default_doc = "p2p"),
+    K("parallel", "p2p", VS_KEY_ENUM, parallel.p2p, .choices = p2p_names,
+      .default_doc = "overlapped (framework megatron: blocking unless "
+                     "interleaved; deepspeed: blocking)"),
+    K("parallel", "p2p_scatter_gather", VS_KEY_BOOL,
+      parallel.p2p_scatter_gather, .default_doc = "false"),
+    K("parallel", "offload_optimizer", VS_KEY_ENUM, parallel.offload_optimizer,
+      .choices = offload_names, .default_doc = "none"),
+    K("parallel", "offload_params", VS_KEY_ENUM, parallel.offload_params,
+      .choices = offload_names, .default_doc = "none"),
+    K("parallel", "overlap_grad_reduce", VS_KEY_BOOL,
+      parallel.overlap_grad_reduce,
+      .default_doc = "true (framework megatron with zero 0-1, deepspeed with "
+                     "zero 0-2: false)"),
+    K("parallel", "bucket", VS_KEY_SIZE, parallel.bucket_bytes,
+      .positive = true, .default_doc = "25MiB"),
+    K("parallel", "pp_layers", VS_KEY_LIST, parallel.pp_layers,
+      .positive = true, .default_doc = "even split"),
+    K("parallel", "order", VS_KEY_ENUM, parallel.order, .choices = order_names,
+      .default_doc = "tp-dp-pp"),
+    K("finetune", "method", VS_KEY_ENUM, finetune.method,
+      .choices = finetune_names, .default_doc = "full"),
+    K("finetune", "base_dtype", VS_KEY_ENUM, finetune.base_dtype,
+      .choices = base_dtype_names, .default_doc = "precision (nf4 with qlora)"),
+    K("finetune", "lora_rank", VS_KEY_COUNT, finetune.lora_rank,
+      .positive = true, .hi = 65536, .default_doc = "8 (PEFT's LoraConfig)"),
+    K("finetune", "lora_alpha", VS_KEY_REAL, finetune.lora_alpha, .lo = 0,
+      .hi = 1e6, .default_doc = "8 (PEFT's; no memory effect)"),
+    K("finetune", "lora_targets", VS_KEY_FLAGS, finetune.lora_targets,
+      .choices = lora_target_names, .default_doc = "q,v (PEFT's for Llama)"),
+    K("finetune", "lora_dropout", VS_KEY_REAL, finetune.lora_dropout, .lo = 0,
+      .hi = 0.999, .default_doc = "0 (PEFT's)"),
+    K("finetune", "adapter_dtype", VS_KEY_ENUM, finetune.adapter_dtype,
+      .choices = adapter_dtype_names, .default_doc = "fp32 (PEFT's)"),
+    K("finetune", "trainable_layers", VS_KEY_COUNT, finetune.trainable_layers,
+      .hi = 1e5, .default_doc = "0 (all)"),
+    K("runtime", "allocator", VS_KEY_ENUM, runtime.allocator,
+      .choices = allocator_names, .default_doc = "caching"),
+    K("runtime", "expandable_segments", VS_KEY_BOOL,
+      runtime.expandable_segments,
+      .default_doc = "false (framework fsdp2: true)"),
+    K("runtime", "max_split_size_mb", VS_KEY_COUNT, runtime.max_split_size_mb,
+      .hi = 1e7, .default_doc = "0 (unlimited)"),
+    K("runtime", "roundup_power2_divisions", VS_KEY_COUNT,
+      runtime.roundup_power2_divisions, .hi = 64,
+      .default_doc = "0 (512-byte rounding)"),
+    K("runtime", "reserve", VS_KEY_MARGIN, runtime.reserve,
+      .hi = 4398046511104.0, .default_doc = RESERVE_DOC),
 };
 #undef K
 
@@ -210,9 +316,11 @@ static const char *key_changed(const vs_workload *wl, const char *section,
 }
 
 static const char *const expert_keys[] = {
-    "experts_per_token", "expert_ffn_hidden", "shared_experts",
-    "shared_expert_ffn_hidden", "dense_layers", "moe_every",
-    "expert_capacity_factor", "routing_skew"};
+    "experts_per_token",  "expert_ffn_hidden",
+    "shared_experts",     "shared_expert_ffn_hidden",
+    "shared_expert_gate", "dense_layers",
+    "moe_every",          "expert_capacity_factor",
+    "routing_skew"};
 static const char *const mla_keys[] = {"q_lora_rank", "qk_head_dim",
                                        "qk_rope_head_dim", "v_head_dim"};
 static const char *const lora_keys[] = {"lora_rank", "lora_alpha",
@@ -277,6 +385,11 @@ static int check_experts(vs_workload *wl, vs_error *err)
     m->expert_ffn_hidden = m->ffn_hidden;
   if (m->shared_expert_ffn_hidden == 0)
     m->shared_expert_ffn_hidden = m->expert_ffn_hidden;
+  if (m->shared_expert_gate && m->shared_experts == 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: gates the shared experts, which this model has "
+                        "none of; set [model] shared_experts",
+                        WHERE("model", "shared_expert_gate"));
   if (m->experts_per_token > m->experts)
     return vs_error_set(err, VS_EINPUT,
                         "%s: a token goes to at most the %llu experts",
@@ -307,6 +420,69 @@ static int check_experts(vs_workload *wl, vs_error *err)
                         WHERE("model", "dense_layers"),
                         (unsigned long long)m->layers);
   return 0;
+}
+
+/* The learned position table's rows (seq_len by default), which a
+ * sequence may not outgrow; none with rotary embeddings. */
+static int check_positions(vs_workload *wl, vs_error *err)
+{
+  vs_model_conf *m = &wl->model;
+  char where[400], where_seq[400];
+  if (m->positions == VS_POS_ROTARY) {
+    if (m->max_positions)
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: sizes a learned position table, and "
+                          "positions = rotary has none; leave it unset (0)",
+                          WHERE("model", "max_positions"));
+    return 0;
+  }
+  if (m->max_positions == 0)
+    m->max_positions = m->seq_len;
+  if (m->seq_len > m->max_positions) {
+    vs_conf_where(&workload_tab, &wl->origins, "model", "seq_len", where_seq,
+                  sizeof where_seq);
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: the model learned %llu positions, fewer than "
+                        "seq_len (%llu, %s); a longer sequence has no "
+                        "position embedding",
+                        WHERE("model", "max_positions"),
+                        (unsigned long long)m->max_positions,
+                        (unsigned long long)m->seq_len, where_seq);
+  }
+  return 0;
+}
+
+/* The attention's and MLPs' biases, the positions and BERT's token types:
+ * their defaults by arch (GPT and BERT have biases everywhere and a
+ * learned table of seq_len positions, Llama neither), and what cannot go
+ * together. */
+static int check_layer_options(vs_workload *wl, vs_error *err)
+{
+  vs_model_conf *m = &wl->model;
+  bool llama = m->arch == VS_ARCH_LLAMA;
+  char where[400];
+  if (!vs_conf_is_set(&workload_tab, &wl->origins, "model", "attention_bias"))
+    m->attention_bias = llama ? VS_BIAS_NONE : VS_BIAS_ALL;
+  if (!vs_conf_is_set(&workload_tab, &wl->origins, "model", "mlp_bias"))
+    m->mlp_bias = !llama;
+  if (!vs_conf_is_set(&workload_tab, &wl->origins, "model", "positions"))
+    m->positions = llama ? VS_POS_ROTARY : VS_POS_LEARNED;
+  if (m->kv_lora_rank && (m->attention_bias != VS_BIAS_NONE || m->qk_norm))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: multi-head latent attention (kv_lora_rank > 0) "
+                        "is built without biases or head norms (DeepSeek's "
+                        "have none); set it to %s",
+                        m->qk_norm ? WHERE("model", "qk_norm")
+                                   : WHERE("model", "attention_bias"),
+                        m->qk_norm ? "false" : "none");
+  if (m->type_vocab && m->arch != VS_ARCH_BERT)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: token types are BERT's; leave it unset (0) "
+                        "for arch gpt or llama",
+                        WHERE("model", "type_vocab"));
+  if (m->arch == VS_ARCH_BERT && m->type_vocab == 0)
+    m->type_vocab = 2;
+  return check_positions(wl, err);
 }
 
 static int check_model(vs_workload *wl, vs_error *err)
@@ -345,9 +521,9 @@ static int check_model(vs_workload *wl, vs_error *err)
                         "%s: heads (%llu) must be divisible by kv_heads",
                         WHERE("model", "kv_heads"),
                         (unsigned long long)m->heads);
-  if ((rc = check_experts(wl, err)))
+  if ((rc = check_experts(wl, err)) || (rc = check_mla(wl, err)))
     return rc;
-  return check_mla(wl, err);
+  return check_layer_options(wl, err);
 }
 
 /* dp from --gpus (gpus > 0; refused when it contradicts a dp the file or

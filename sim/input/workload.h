@@ -15,6 +15,14 @@
 #include <stdint.h>
 
 typedef enum { VS_ARCH_GPT, VS_ARCH_LLAMA, VS_ARCH_BERT } vs_arch;
+/* Which of the attention's linears have biases: none (Llama), the query,
+ * key and value projections (Qwen2), or those and the output projection
+ * (GPT, BERT; Llama's attention_bias = true). */
+typedef enum { VS_BIAS_NONE, VS_BIAS_QKV, VS_BIAS_ALL } vs_attention_bias;
+/* How tokens learn their positions: a learned table of max_positions rows
+ * added to the embedding (GPT-2, BERT), or rotary embeddings applied to
+ * the queries and keys (Llama, GPT-NeoX). */
+typedef enum { VS_POS_LEARNED, VS_POS_ROTARY } vs_positions;
 /* bf16, fp16, fp32: weights and activations in that dtype (16-bit weights
  * with an fp32 master by default); fp8: Transformer Engine's FP8 GEMMs over
  * 16-bit weights; amp_bf16, amp_fp16: PyTorch's autocast over an fp32 model
@@ -106,6 +114,15 @@ typedef struct vs_model_conf {
   uint64_t seq_len;         /* s */
   bool tied_embeddings;     /* output layer shares the embedding matrix */
   double dropout;           /* probability; 0 removes the dropout ops */
+  int attention_bias;       /* vs_attention_bias */
+  bool mlp_bias;            /* every MLP's linears (dense, experts, shared
+                               experts) have biases */
+  bool qk_norm;             /* a norm over each query and key head before
+                               rotary embeddings (Qwen3) */
+  int positions;            /* vs_positions */
+  uint64_t max_positions;   /* rows of the learned position table (seq_len
+                               at most); 0 with rotary embeddings */
+  uint64_t type_vocab;      /* BERT's token types (0 for other arches) */
   uint64_t vocab_divisible_by; /* vocab padded to a multiple of this * tp */
   /* Mixture of experts (0 experts: every layer dense) */
   uint64_t experts;         /* routed experts of an MoE layer, E */
@@ -113,6 +130,8 @@ typedef struct vs_model_conf {
   uint64_t expert_ffn_hidden; /* each routed expert's FFN width */
   uint64_t shared_experts;  /* experts every token goes through */
   uint64_t shared_expert_ffn_hidden; /* each shared expert's FFN width */
+  bool shared_expert_gate;           /* the shared experts' output scaled by a
+                                        sigmoid gate (Qwen2-MoE) */
   uint64_t dense_layers;    /* the first layers stay dense (DeepSeek) */
   uint64_t moe_every;       /* after them, every moe_every-th layer is MoE,
                                the first one included */

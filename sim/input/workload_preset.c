@@ -65,9 +65,9 @@ int vs_workload_apply_hf_config(vs_workload *wl, vs_error *err)
   for (size_t i = 0; i < hf.n; i++)
     if (!vs_conf_is_set(vs_workload_keys(), &wl->origins, "model",
                         hf.keys[i].name) &&
-        (rc = vs_conf_set_derived(vs_workload_keys(), wl, &wl->origins,
-                                  "model", hf.keys[i].name, hf.keys[i].value,
-                                  err)))
+        (rc = vs_conf_set_derived(vs_workload_keys(), wl, &wl->origins, "model",
+                                  hf.keys[i].name, hf.keys[i].value,
+                                  hf.keys[i].field, err)))
       return name_field(err, rc, &hf.keys[i], path);
   return 0;
 }

@@ -525,31 +525,46 @@ static void eager_rmsnorm(vs_op_spec *op, uint64_t ex, uint64_t elems)
  * x.to(float32), then pow and the rsqrt multiply save that fp32 copy (the
  * input itself when it is fp32), and the weight's product saves the
  * normalized tensor in the input's dtype (.to / type_as). */
-int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name,
-                  vs_norm_kind kind, vs_error *err)
+static int norm_over(vs_block *blk, const vs_dims *d, const char *name,
+                     vs_norm_kind kind, uint64_t elems, uint64_t width,
+                     int dtype, vs_error *err)
 {
   bool rms = kind == NORM_RMS;
+  uint64_t ex = vs_dtype_size(dtype);
   char pname[VS_OP_NAME_MAX];
   vs_op_spec *op = vs_block_add_op(blk, name, err);
-  uint64_t elems = d->tok_rep * d->h;
   if (!op)
     return VS_EINPUT;
-  vs_block_as_elementwise(op, elems, d->er, 8.0);
+  vs_block_as_elementwise(op, elems, ex, 8.0);
   op->bwd_kernels = NORM_BWD_KERNELS;
   if (d->eager_kernels && rms)
-    eager_rmsnorm(op, d->er, elems); /* LayerNorm is one kernel even so */
+    eager_rmsnorm(op, ex, elems); /* LayerNorm is one kernel even so */
   if (d->python_rmsnorm && rms) {
     if (vs_block_save_act(blk, op, 4 * elems, VS_DTYPE_FP32, err) ||
-        vs_block_save_act(blk, op, d->er * elems, d->er_dtype, err))
+        vs_block_save_act(blk, op, ex * elems, dtype, err))
       return VS_EINPUT;
-  } else if (vs_block_save_act(blk, op, d->er * elems, d->er_dtype, err)) {
+  } else if (vs_block_save_act(blk, op, ex * elems, dtype, err)) {
     return VS_EINPUT;
   }
   snprintf(pname, sizeof pname, "%s.weight", name);
-  if (vs_block_param(blk, d, pname, 1, d->h, err))
+  if (vs_block_param(blk, d, pname, 1, width, err))
     return VS_EINPUT;
   snprintf(pname, sizeof pname, "%s.bias", name);
-  return rms ? 0 : vs_block_param(blk, d, pname, 1, d->h, err);
+  return rms ? 0 : vs_block_param(blk, d, pname, 1, width, err);
+}
+
+int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name,
+                  vs_norm_kind kind, vs_error *err)
+{
+  return norm_over(blk, d, name, kind, d->tok_rep * d->h, d->h, d->er_dtype,
+                   err);
+}
+
+int vs_block_head_norm(vs_block *blk, const vs_dims *d, const char *name,
+                       uint64_t heads, vs_error *err)
+{
+  return norm_over(blk, d, name, (vs_norm_kind)d->norm,
+                   d->tokens * heads / d->t * d->d, d->d, d->act_dtype, err);
 }
 
 /* Dropout over n elements of eb bytes (dropout_bytes): its 1-byte mask is

@@ -495,7 +495,6 @@ static int attention_mla(vs_block *blk, const vs_dims *d, vs_error *err)
 static int standard_attention(vs_block *blk, const vs_dims *d,
                               vs_error *err)
 {
-  bool bias = d->linear_bias;
   uint64_t qkv_cols = (d->a + 2 * d->kv) * d->d / d->t;
   const vs_lora_linear qkv[] = {{VS_LORA_Q, d->a * d->d},
                                 {VS_LORA_K, d->kv * d->d},
@@ -507,11 +506,13 @@ static int standard_attention(vs_block *blk, const vs_dims *d,
                                 err))
     return VS_EINPUT;
   if (qkv_weights(blk, d, qkv_cols, err) ||
-      (bias && vs_block_param(blk, d, "qkv.bias", 1, qkv_cols, err)))
+      (d->qkv_bias && vs_block_param(blk, d, "qkv.bias", 1, qkv_cols, err)))
     return VS_EINPUT;
   vs_block_rope(&blk->ops[blk->n_ops - 1], d);
   if (vs_block_lora_adapter(blk, d, "lora_qkv", d->h, KEPT_FOR_WEIGHTS, qkv, 3,
-                            err))
+                            err) ||
+      (d->qk_norm && (vs_block_head_norm(blk, d, "q_norm", d->a, err) ||
+                      vs_block_head_norm(blk, d, "k_norm", d->kv, err))))
     return VS_EINPUT;
   if ((d->eager ? attention_eager : attention_flash)(blk, d, err))
     return VS_EINPUT;
@@ -520,7 +521,7 @@ static int standard_attention(vs_block *blk, const vs_dims *d,
     return VS_EINPUT;
   if (vs_block_linear_weight(blk, d, "attn_out.weight", d->h / d->t, d->h,
                              err) ||
-      (bias && vs_block_param(blk, d, "attn_out.bias", 1, d->h, err)) ||
+      (d->out_bias && vs_block_param(blk, d, "attn_out.bias", 1, d->h, err)) ||
       vs_block_lora_adapter(blk, d, "lora_o", d->h / d->t, out_keeper, out, 1,
                             err))
     return VS_EINPUT;
@@ -601,7 +602,7 @@ static int gelu_mlp(vs_block *blk, const vs_dims *d, vs_error *err)
   vs_op_spec *op;
   if (!vs_block_column_parallel(blk, d, "mlp_up", f, 1, err) ||
       vs_block_linear_weight(blk, d, "mlp_up.weight", d->h, f, err) ||
-      vs_block_param(blk, d, "mlp_up.bias", 1, f, err) ||
+      (d->mlp_bias && vs_block_param(blk, d, "mlp_up.bias", 1, f, err)) ||
       vs_block_lora_adapter(blk, d, "lora_up", d->h, KEPT_FOR_WEIGHTS, up, 1,
                             err))
     return VS_EINPUT;
@@ -618,7 +619,7 @@ static int gelu_mlp(vs_block *blk, const vs_dims *d, vs_error *err)
                                                 down projection's cast */
   if (!vs_block_row_parallel(blk, d, "mlp_down", f, KEPT_FOR_WEIGHTS, err) ||
       vs_block_linear_weight(blk, d, "mlp_down.weight", f, d->h, err) ||
-      vs_block_param(blk, d, "mlp_down.bias", 1, d->h, err) ||
+      (d->mlp_bias && vs_block_param(blk, d, "mlp_down.bias", 1, d->h, err)) ||
       vs_block_lora_adapter(blk, d, "lora_down", f, KEPT_FOR_WEIGHTS, down, 1,
                             err))
     return VS_EINPUT;
@@ -637,6 +638,8 @@ static int swiglu_mlp(vs_block *blk, const vs_dims *d, vs_error *err)
                                 err) ||
       vs_block_linear_weight(blk, d, "mlp_gate.weight", d->h, f, err) ||
       vs_block_linear_weight(blk, d, "mlp_up.weight", d->h, f, err) ||
+      (d->mlp_bias && (vs_block_param(blk, d, "mlp_gate.bias", 1, f, err) ||
+                       vs_block_param(blk, d, "mlp_up.bias", 1, f, err))) ||
       vs_block_lora_adapter(blk, d, "lora_gate_up", d->h, KEPT_FOR_WEIGHTS,
                             gate_up, 2, err))
     return VS_EINPUT;
@@ -658,6 +661,7 @@ static int swiglu_mlp(vs_block *blk, const vs_dims *d, vs_error *err)
     return VS_EINPUT; /* SiLU(gate) and up */
   if (!vs_block_row_parallel(blk, d, "mlp_down", f, KEPT_FOR_WEIGHTS, err) ||
       vs_block_linear_weight(blk, d, "mlp_down.weight", f, d->h, err) ||
+      (d->mlp_bias && vs_block_param(blk, d, "mlp_down.bias", 1, d->h, err)) ||
       vs_block_lora_adapter(blk, d, "lora_down", f, KEPT_FOR_WEIGHTS, down, 1,
                             err))
     return VS_EINPUT;
@@ -746,7 +750,7 @@ static int routed_experts(vs_block *blk, const vs_dims *dense, bool gated,
   vs_block_column_comms(op, d, n, d->h, SP_KEEPS_GATHERED);
   if (vs_block_save_input(blk, op, d, n * d->h, KEPT_FOR_WEIGHTS, err))
     return VS_EINPUT;
-  if (expert_weights(blk, d, "fc1", d->h, fc1, !gated, err))
+  if (expert_weights(blk, d, "fc1", d->h, fc1, d->mlp_bias, err))
     return VS_EINPUT;
   if (!(op =
             vs_block_add_op(blk, gated ? "experts_silu" : "experts_gelu", err)))
@@ -774,7 +778,27 @@ static int routed_experts(vs_block *blk, const vs_dims *dense, bool gated,
     op->fwd_temp_bytes += d->e * n * d->h;
   if (vs_block_save_input(blk, op, d, n * fe, KEPT_FOR_WEIGHTS, err))
     return VS_EINPUT;
-  return expert_weights(blk, d, "fc2", fe, d->h, !gated, err);
+  return expert_weights(blk, d, "fc2", fe, d->h, d->mlp_bias, err);
+}
+
+/* The shared experts' sigmoid gate (Qwen2-MoE's shared_expert_gate,
+ * Megatron-LM's moe_shared_expert_gate): a linear of the norm output the
+ * router keeps to one score a token (a weight of hidden, replicated), its
+ * sigmoid, and the product with the shared experts' output, which keeps
+ * both factors for backward: the score and the output (after fc2's
+ * reduction, on the rank's tok_rep tokens). */
+static int shared_expert_gate(vs_block *blk, const vs_dims *d, vs_error *err)
+{
+  vs_op_spec *op = vs_block_add_op(blk, "shared_gate", err);
+  if (!op)
+    return VS_EINPUT;
+  vs_block_as_matmul(op, d->tok_rep, d->h, 1, d->e);
+  if (vs_block_param(blk, d, "shared.gate", 1, d->h, err) ||
+      !(op = vs_block_add_op(blk, "shared_gate_mul", err)))
+    return VS_EINPUT;
+  vs_block_as_elementwise(op, d->tok_rep * d->h, d->e, 1.0);
+  return vs_block_save_act(blk, op, d->e * d->tok_rep * (d->h + 1),
+                           d->act_dtype, err);
 }
 
 /* The shared experts (DeepSeek, Qwen-MoE): one dense MLP of their total
@@ -796,7 +820,7 @@ static int shared_experts(vs_block *blk, const vs_dims *d, bool gated,
       vs_block_save_input(blk, op, d, d->tok_rep * d->h, KEPT_FOR_WEIGHTS, err))
     return VS_EINPUT;
   if (vs_block_param(blk, d, "shared.fc1", d->h, fc1, err) ||
-      (!gated && vs_block_param(blk, d, "shared.fc1.bias", 1, fs, err)))
+      (d->mlp_bias && vs_block_param(blk, d, "shared.fc1.bias", 1, fc1, err)))
     return VS_EINPUT;
   if (!(op = vs_block_add_op(blk, gated ? "shared_silu" : "shared_gelu", err)))
     return VS_EINPUT;
@@ -810,9 +834,9 @@ static int shared_experts(vs_block *blk, const vs_dims *d, bool gated,
   vs_block_row_comms(op, d, t);
   if (vs_block_save_input(blk, op, d, t * fs, KEPT_FOR_WEIGHTS, err) ||
       vs_block_param(blk, d, "shared.fc2", fs, d->h, err) ||
-      (!gated && vs_block_param(blk, d, "shared.fc2.bias", 1, d->h, err)))
+      (d->mlp_bias && vs_block_param(blk, d, "shared.fc2.bias", 1, d->h, err)))
     return VS_EINPUT;
-  return 0;
+  return d->shared_gate ? shared_expert_gate(blk, d, err) : 0;
 }
 
 /* An all-to-all over the expert-parallel group (Megatron-LM's alltoall
@@ -981,11 +1005,12 @@ int vs_model_build_embed(vs_block *blk, const vs_workload *wl, const vs_dims *d,
   if (!embedding_lookup(blk, d, "embedding", err) ||
       vs_block_param(blk, d, "word_embeddings", d->vocab / d->t, d->h, err))
     return VS_EINPUT;
-  if (arch != VS_ARCH_LLAMA &&
-      vs_block_param(blk, d, "position_embeddings", d->skv, d->h, err))
+  if (d->positions &&
+      vs_block_param(blk, d, "position_embeddings", d->positions, d->h, err))
     return VS_EINPUT;
   if (arch == VS_ARCH_BERT) {
-    if (vs_block_param(blk, d, "token_type_embeddings", 2, d->h, err) ||
+    if (vs_block_param(blk, d, "token_type_embeddings", d->type_vocab, d->h,
+                       err) ||
         vs_block_norm(blk, d, "embed_norm", NORM_LAYER, err))
       return VS_EINPUT;
   }

@@ -41,11 +41,11 @@ static uint64_t modules_of(const vs_workload *wl, cast_readers readers)
 }
 
 /* Parameters of an FFN of width f: gated (Llama: gate, up, down) or
- * GeLU with biases. */
+ * GeLU (up, down), each linear with a bias when mlp_bias. */
 static uint64_t ffn_params(const vs_model_conf *m, uint64_t f)
 {
-  uint64_t h = m->hidden;
-  return m->arch == VS_ARCH_LLAMA ? 3 * h * f : 2 * h * f + f + h;
+  uint64_t h = m->hidden, ins = m->arch == VS_ARCH_LLAMA ? 2 : 1;
+  return (ins + 1) * h * f + (m->mlp_bias ? ins * f + h : 0);
 }
 
 /* Which parameters a count takes: all, or those one token uses (of the
@@ -64,7 +64,8 @@ static uint64_t mlp_params(const vs_model_conf *m, bool moe,
              ffn_params(m, m->expert_ffn_hidden) +
          (m->shared_experts
               ? ffn_params(m, m->shared_experts * m->shared_expert_ffn_hidden)
-              : 0);
+              : 0) +
+         (m->shared_expert_gate ? m->hidden : 0);
 }
 
 /* Parameters of a multi-head latent attention block (attention_mla): the
@@ -83,30 +84,42 @@ static uint64_t mla_params(const vs_model_conf *m)
          a * m->v_head_dim * h;
 }
 
-/* Parameters of one norm: a scale, and a bias but in llama's RMSNorm. */
+/* Parameters of one norm over `width` features: a scale, and a bias but
+ * in llama's RMSNorm. */
+static uint64_t norm_width_params(const vs_model_conf *m, uint64_t width)
+{
+  return m->arch == VS_ARCH_LLAMA ? width : 2 * width;
+}
+
+/* Parameters of one norm over the hidden features. */
 static uint64_t norm_params(const vs_model_conf *m)
 {
-  return m->arch == VS_ARCH_LLAMA ? m->hidden : 2 * m->hidden;
+  return norm_width_params(m, m->hidden);
+}
+
+/* Parameters of a standard attention block: the query, key, value and
+ * output projections, their biases, and the query and key head norms. */
+static uint64_t attention_params(const vs_model_conf *m)
+{
+  uint64_t h = m->hidden, kvd = m->kv_heads * (h / m->heads);
+  uint64_t qkv = h + 2 * kvd;
+  return h * qkv + h * h + (m->attention_bias != VS_BIAS_NONE ? qkv : 0) +
+         (m->attention_bias == VS_BIAS_ALL ? h : 0) +
+         (m->qk_norm ? 2 * norm_width_params(m, h / m->heads) : 0);
 }
 
 /* Parameters of layer l (0-based), all or those one token uses. */
 static uint64_t layer_params(const vs_model_conf *m, uint64_t l,
                              param_count count)
 {
-  uint64_t h = m->hidden;
-  uint64_t kvd = m->kv_heads * (h / m->heads);
-  uint64_t attn;
-  if (m->arch == VS_ARCH_LLAMA)
-    attn = m->kv_lora_rank ? mla_params(m) : 2 * h * h + 2 * h * kvd;
-  else
-    attn = h * (h + 2 * kvd) + (h + 2 * kvd) + h * h + h;
+  uint64_t attn = m->kv_lora_rank ? mla_params(m) : attention_params(m);
   return attn + 2 * norm_params(m) +
          mlp_params(m, vs_workload_moe_layer(m, l), count);
 }
 
-/* The embedding's parameters: the token table, GPT's and BERT's learned
- * positions, BERT's token types and LayerNorm. *lookups gets those a token
- * only looks up, never multiplies: all the tables but the token table
+/* The embedding's parameters: the token table, the learned positions
+ * (GPT's and BERT's), BERT's token types and LayerNorm. *lookups gets those a
+ * token only looks up, never multiplies: all the tables but the token table
  * when the output layer shares it. Vendors differ on whether a token's
  * active parameters count them: DeepSeek's do not (DeepSeek-V3's
  * README_WEIGHTS.md: "36.6B (including 0.9B for the output Head)"),
@@ -114,8 +127,9 @@ static uint64_t layer_params(const vs_model_conf *m, uint64_t l,
 static uint64_t embedding_params(const vs_model_conf *m, uint64_t *lookups)
 {
   uint64_t h = m->hidden, tokens = m->vocab * h;
-  uint64_t positions = m->arch == VS_ARCH_LLAMA ? 0 : m->seq_len * h;
-  uint64_t types = m->arch == VS_ARCH_BERT ? 2 * h : 0;
+  uint64_t positions =
+      m->positions == VS_POS_LEARNED ? m->max_positions * h : 0;
+  uint64_t types = m->type_vocab * h;
   uint64_t norm = m->arch == VS_ARCH_BERT ? 2 * h : 0;
   *lookups = (m->tied_embeddings ? 0 : tokens) + positions + types;
   return tokens + positions + types + norm;
@@ -343,7 +357,12 @@ static void size_dims(const vs_workload *wl, vs_dims *d)
   d->eager = wl->training.attention == VS_ATTN_EAGER;
   d->bert = mc->arch == VS_ARCH_BERT;
   d->norm = mc->arch == VS_ARCH_LLAMA ? NORM_RMS : NORM_LAYER;
-  d->linear_bias = mc->arch != VS_ARCH_LLAMA;
+  d->qkv_bias = mc->attention_bias != VS_BIAS_NONE;
+  d->out_bias = mc->attention_bias == VS_BIAS_ALL;
+  d->mlp_bias = mc->mlp_bias;
+  d->qk_norm = mc->qk_norm;
+  d->positions = mc->positions == VS_POS_LEARNED ? mc->max_positions : 0;
+  d->type_vocab = mc->type_vocab;
   d->gated_mlp = mc->arch == VS_ARCH_LLAMA;
   d->fp8_lib = (uint8_t)vs_workload_fp8_lib(wl->training.precision,
                                             wl->training.framework);
@@ -359,10 +378,10 @@ static void size_dims(const vs_workload *wl, vs_dims *d)
       d->eager_kernels;
   d->repeat_kv = wl->training.framework == VS_FW_FSDP2 &&
                  mc->arch == VS_ARCH_LLAMA && !mc->kv_lora_rank;
-  d->rope = mc->arch != VS_ARCH_LLAMA || mc->kv_lora_rank ? ROPE_NONE
-            : wl->training.framework == VS_FW_FSDP2 ? ROPE_COMPLEX
-            : d->hf_modules                         ? ROPE_HF
-                                                    : ROPE_CHUNK;
+  d->rope = mc->positions != VS_POS_ROTARY || mc->kv_lora_rank ? ROPE_NONE
+            : wl->training.framework == VS_FW_FSDP2            ? ROPE_COMPLEX
+            : d->hf_modules                                    ? ROPE_HF
+                                                               : ROPE_CHUNK;
 }
 
 /* The dtypes of activations, matmul inputs and weights the precision
@@ -420,6 +439,7 @@ static void moe_dims(const vs_workload *wl, vs_expert_load load, vs_dims *d)
   d->topk = mc->experts_per_token;
   d->fe = mc->expert_ffn_hidden;
   d->fs = mc->shared_experts * mc->shared_expert_ffn_hidden;
+  d->shared_gate = mc->shared_expert_gate;
   d->ep = wl->parallel.ep;
   d->et = vs_workload_etp(&wl->parallel);
   /* with tp (and sp) each rank routes its own tok_rep tokens, and the

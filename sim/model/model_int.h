@@ -81,6 +81,7 @@ typedef struct vs_dims {
   uint64_t topk;     /* experts a token goes to */
   uint64_t fe;       /* a routed expert's FFN width */
   uint64_t fs;       /* the shared experts' FFN width, all together */
+  bool shared_gate;  /* their output scaled by a sigmoid gate */
   uint64_t slots;    /* token slots the routed experts process on this
                         rank per micro-batch: what the all-to-all brings
                         (arrived), gathered over etp */
@@ -91,8 +92,15 @@ typedef struct vs_dims {
   uint64_t ep;       /* expert-parallel size: experts / ep on a rank */
   bool bert;         /* arch = bert (its GeLU is F.gelu) */
   uint8_t norm;      /* vs_norm_kind of the model's norms */
-  bool linear_bias;  /* the attention's linears have biases (gpt, bert;
-                        llama has none; an MLP's follow gated_mlp) */
+  bool qkv_bias;     /* the query, key and value projections have
+                        biases ([model] attention_bias) */
+  bool out_bias;     /* the attention's output projection has one */
+  bool mlp_bias;     /* every MLP's linears have biases ([model]
+                        mlp_bias) */
+  bool qk_norm;      /* a norm over each query and key head (Qwen3) */
+  uint64_t positions;  /* rows of the learned position table (0: rotary
+                         embeddings) */
+  uint64_t type_vocab; /* BERT's token types (0: none) */
   bool gated_mlp;    /* SwiGLU MLPs (llama), else GeLU ones */
   uint8_t fp8_lib;   /* vs_fp8_lib: who runs fp8's GEMMs. Transformer
                         Engine: its GroupedLinear runs the routed
@@ -236,6 +244,13 @@ int vs_block_lora_adapter(vs_block *blk, const vs_dims *d, const char *name,
 
 int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name,
                   vs_norm_kind kind, vs_error *err);
+
+/* A norm over each of `heads` (all the model's; the rank holds heads /
+ * t) query or key heads of the newest projection's output, on the
+ * rank's tokens, with one weight of a head's width (Qwen3's q_norm and
+ * k_norm): the model's norm kind, saving what vs_block_norm saves. */
+int vs_block_head_norm(vs_block *blk, const vs_dims *d, const char *name,
+                       uint64_t heads, vs_error *err);
 
 /* Whether an op belongs to the attention core that selective recompute
  * recomputes (Korthikanti et al.'s). */
