@@ -269,7 +269,7 @@ int vs_parse_bool(const char *text, bool *out, const char **why)
       }
     }
   }
-  *why = "expected true or false";
+  *why = "expected true or false (or yes/no, on/off, 1/0)";
   return VS_EINPUT;
 }
 
