@@ -1598,6 +1598,10 @@ static void test_shipped_model_configs(void **state)
       {"qwen2-7b.json", 4096, 7615616512.0, 0, false, 0, 0},
       {"qwen3-8b.json", 4096, 8190735360.0, 0, false, 0, 0},
       {"gemma-2b.json", 8192, 2506172416.0, 0, false, 0, 0},
+      /* heads wider than hidden / heads: 16 x 256 over 3072, 32 x 128
+       * over 5120 (q and o 4096 x 3072 and 5120 x 4096) */
+      {"gemma-7b.json", 8192, 8537680896.0, 0, false, 0, 0},
+      {"mistral-nemo-12b.json", 8192, 12247782400.0, 0, false, 0, 0},
       {"gpt2.json", 512, 124439808.0, 0, false, 0, 0},
       {"gpt-neox-20b.json", 2048, 20554567680.0, 0, false, 0, 0},
       {"bert-base-uncased.json", 128, 109514298.0, 0, false, 0, 0},

@@ -634,13 +634,18 @@ static void test_param_count_matches_tensors(void **state)
       "expert_ffn_hidden = 512\nshared_experts = 1\n"
       "shared_expert_ffn_hidden = 2048\nshared_expert_gate = true\n"
       "attention_bias = qkv\nmlp_bias = true\n",
+      /* heads twice as wide as hidden / heads (Gemma-7B's shape) */
+      "[model]\narch = llama\nlayers = 2\nhidden = 1024\nheads = 16\n"
+      "head_dim = 128\nffn_hidden = 2816\nvocab = 32000\nseq_len = 1024\n"
+      "qk_norm = true\n",
   };
   /* the tables a token only looks up: learned positions, the token table
    * unless the output layer multiplies by it, BERT's two token types */
   static const uint64_t lookups[] = {
       1024 * 1024,      (50257 + 1024) * 1024, 0,
       (512 + 2) * 1024, 32000 * 1024,          0,
-      2048 * 1024,      (512 + 1) * 1024,      32000 * 1024};
+      2048 * 1024,      (512 + 1) * 1024,      32000 * 1024,
+      32000 * 1024};
   (void)state;
   for (size_t i = 0; i < sizeof inis / sizeof inis[0]; i++) {
     vs_model m;
@@ -655,8 +660,9 @@ static void test_param_count_matches_tensors(void **state)
  * (tokens T = s b, 16-bit, fused kernels): Qwen3's head norms their
  * inputs, q and k, 2T(h + h_kv) bytes (as the layer's norms save theirs;
  * RMSNorm's statistics are not counted); a bias nothing (the linear's
- * input is saved either way); the shared-expert gate its sigmoid's score
- * and the shared experts' output, 2T(h + 1). */
+ * input is saved either way); heads wider than h / a what attention
+ * keeps of them; the shared-expert gate its sigmoid's score and the
+ * shared experts' output, 2T(h + 1). */
 static void test_layer_options_saved(void **state)
 {
   static const char *const llama =
@@ -670,6 +676,7 @@ static void test_layer_options_saved(void **state)
   const char *norms[] = {"model.qk_norm=true"};
   const char *biases[] = {"model.attention_bias=all", "model.mlp_bias=true"};
   const char *gate[] = {"model.shared_expert_gate=true"};
+  const char *wide[] = {"model.head_dim=128"};
   uint64_t t = 512 * 2, base;
   vs_model m;
   (void)state;
@@ -681,6 +688,10 @@ static void test_layer_options_saved(void **state)
   assert_non_null(op_named(vs_model_layer(&m, 0), "k_norm"));
   build_ini(&m, llama, biases, 2);
   assert_int_equal(layer0_saved(&m), base);
+  /* heads twice as wide: flash attention's Q (16 heads), K and V (4 each)
+   * and its output, the output projection's input, grow by 64 a head */
+  build_ini(&m, llama, wide, 1);
+  assert_int_equal(layer0_saved(&m), base + 2 * t * (16 + 2 * 4 + 16) * 64);
   build_ini(&m, moe, NULL, 0);
   base = layer0_saved(&m);
   build_ini(&m, moe, gate, 1);

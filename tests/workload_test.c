@@ -946,17 +946,19 @@ static void test_hf_config(void **state)
                                   "seq_len = 128\n", &err), VS_EINPUT);
   assert_non_null(strstr(err.msg, "field \"num_hidden_layers\" missing (it "
                                   "gives [model] layers)"));
-  assert_int_equal(load_with_json(&wl, "{\"model_type\": \"gemma\", "
-                                       "\"hidden_size\": 3072, "
-                                       "\"intermediate_size\": 24576, "
-                                       "\"num_hidden_layers\": 28, "
-                                       "\"num_attention_heads\": 16, "
-                                       "\"head_dim\": 256, "
-                                       "\"vocab_size\": 256000}",
+  assert_int_equal(load_with_json(&wl,
+                                  "{\"model_type\": \"gemma\", "
+                                  "\"hidden_size\": 3072, "
+                                  "\"intermediate_size\": 24576, "
+                                  "\"num_hidden_layers\": 28, "
+                                  "\"num_attention_heads\": 16, "
+                                  "\"head_dim\": 256, "
+                                  "\"vocab_size\": 256000}",
                                   "[model]\nhf_config = config.json\n"
-                                  "seq_len = 128\n", &err), VS_EINPUT);
-  assert_non_null(strstr(err.msg, "field \"head_dim\" = 256, but vsim's layers "
-                                  "have hidden / heads = 3072 / 16"));
+                                  "seq_len = 128\n",
+                                  &err),
+                   0);
+  assert_int_equal(wl.model.head_dim, 256); /* Gemma-7B's, not 3072 / 16 */
   assert_int_equal(load_with_json(&wl, "{\"model_type\": \"llama\",\n"
                                        "  \"hidden_size\": }",
                                   "[model]\nhf_config = config.json\n"
@@ -1077,6 +1079,24 @@ static void test_layer_options(void **state)
            "layers");
   load_bad(LLAMA_MODEL "attention_bias = some\n", NULL, 0, 1, VS_EINPUT,
            "@:9: [model] attention_bias = some");
+  /* heads of another width than hidden / heads (Mistral-Nemo's 32 x 128
+   * over 5120); without head_dim the heads must divide hidden */
+  load_ok(&wl, LLAMA_MODEL "head_dim = 16\n", NULL, 0, 1);
+  assert_int_equal(wl.model.head_dim, 16);
+  load_ok(&wl, LLAMA_MODEL, NULL, 0, 1);
+  assert_int_equal(wl.model.head_dim, 64 / 8);
+  load_ok(&wl,
+          "[model]\narch = llama\nlayers = 2\nhidden = 100\nheads = 8\n"
+          "head_dim = 16\nvocab = 1000\nseq_len = 128\nffn_hidden = 256\n",
+          NULL, 0, 1);
+  load_bad("[model]\narch = llama\nlayers = 2\nhidden = 100\nheads = 8\n"
+           "vocab = 1000\nseq_len = 128\nffn_hidden = 256\n",
+           NULL, 0, 1, VS_EINPUT,
+           "must be divisible by heads, or set [model] head_dim");
+  load_bad(LLAMA_MODEL "kv_lora_rank = 16\nhead_dim = 16\n", NULL, 0, 1,
+           VS_EINPUT,
+           "@:10: [model] head_dim = 16: multi-head latent attention's heads "
+           "are qk_head_dim + qk_rope_head_dim and v_head_dim wide");
 }
 
 /* What a config.json's model_type adds to the family's counts, as
@@ -1175,9 +1195,8 @@ static void test_hf_config_layer_options(void **state)
 /* A field the config.json lacks or leaves null gives no key: the
  * workload's default (GPT-2's n_inner 4 x hidden, kv_heads as heads)
  * follows hidden and heads as the workload sets them; Qwen's null
- * mlp_only_layers is []; a head_dim of 2^40 is refused without taking
- * its product with heads; a value out of a key's bounds names the
- * hf_config line. */
+ * mlp_only_layers is []; a head_dim of 2^40 is refused by its key's
+ * bounds; a value out of a key's bounds names the hf_config line. */
 static void test_hf_config_fields_it_lacks(void **state)
 {
   const char *gpt2 = "{\"model_type\": \"gpt2\", \"n_embd\": 768, "
@@ -1205,19 +1224,22 @@ static void test_hf_config_fields_it_lacks(void **state)
                                   "[model]\nhf_config = config.json\n"
                                   "seq_len = 128\n", &err), 0);
   assert_int_equal(wl.model.experts, 60);
-  assert_int_equal(load_with_json(&wl, "{\"model_type\": \"llama\", "
-                                       "\"hidden_size\": 512, "
-                                       "\"intermediate_size\": 1024, "
-                                       "\"num_hidden_layers\": 2, "
-                                       "\"num_attention_heads\": "
-                                       "1099511627776, "
-                                       "\"head_dim\": 1099511627776, "
-                                       "\"vocab_size\": 1000}",
+  assert_int_equal(load_with_json(&wl,
+                                  "{\"model_type\": \"llama\", "
+                                  "\"hidden_size\": 512, "
+                                  "\"intermediate_size\": 1024, "
+                                  "\"num_hidden_layers\": 2, "
+                                  "\"num_attention_heads\": 8, "
+                                  "\"head_dim\": 1099511627776, "
+                                  "\"vocab_size\": 1000}",
                                   "[model]\nhf_config = config.json\n"
-                                  "seq_len = 128\n", &err), VS_EINPUT);
-  assert_non_null(strstr(err.msg, "field \"head_dim\" = 1099511627776, but "
-                                  "vsim's layers have hidden / heads = 512 / "
-                                  "1099511627776"));
+                                  "seq_len = 128\n",
+                                  &err),
+                   VS_EINPUT);
+  assert_non_null(strstr(err.msg, "[model] head_dim = 1099511627776 (from "
+                                  "the file of [model] hf_config = "
+                                  "config.json): must be at most 100000 "
+                                  "(field \"head_dim\" of "));
   assert_int_equal(load_with_json(&wl, "{\"model_type\": \"gpt2\", "
                                        "\"n_embd\": 1099511627776, "
                                        "\"n_head\": 1, \"n_layer\": 2, "

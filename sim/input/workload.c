@@ -59,6 +59,7 @@ static const vs_key workload_keys[] = {
     K("model", "hidden", VS_KEY_COUNT, model.hidden, .positive = true, .hi = 1e6, .required = true, .default_doc = "required"),
     K("model", "heads", VS_KEY_COUNT, model.heads, .positive = true, .hi = 1e5, .required = true, .default_doc = "required"),
     K("model", "kv_heads", VS_KEY_COUNT, model.kv_heads, .positive = true, .hi = 1e5, .default_doc = "heads"),
+    K("model", "head_dim", VS_KEY_COUNT, model.head_dim, .hi = 1e5, .default_doc = "0: hidden / heads"),
     K("model", "ffn_hidden", VS_KEY_COUNT, model.ffn_hidden, .positive = true, .hi = 1e7, .default_doc = "4*hidden (gpt, bert); required for llama"),
     K("model", "vocab", VS_KEY_COUNT, model.vocab, .positive = true, .hi = 1e8, .required = true, .default_doc = "required"),
     K("model", "seq_len", VS_KEY_COUNT, model.seq_len, .positive = true, .hi = 1e8, .required = true, .default_doc = "required"),
@@ -256,6 +257,13 @@ static int check_mla(vs_workload *wl, vs_error *err)
                         "%s: multi-head latent attention is DeepSeek's, "
                         "built on llama layers; set arch = llama",
                         WHERE("model", "kv_lora_rank"));
+  if (m->head_dim &&
+      (m->hidden % m->heads || m->head_dim != m->hidden / m->heads))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: multi-head latent attention's heads are "
+                        "qk_head_dim + qk_rope_head_dim and v_head_dim wide; "
+                        "leave head_dim unset",
+                        WHERE("model", "head_dim"));
   if (m->kv_heads != m->heads)
     return vs_error_set(err, VS_EINPUT,
                         "%s: under multi-head latent attention (kv_lora_rank "
@@ -412,13 +420,14 @@ static int check_model(vs_workload *wl, vs_error *err)
   if (!vs_conf_is_set(&workload_tab, &wl->origins, "model", "dropout"))
     m->dropout = m->arch == VS_ARCH_LLAMA ? 0.0 : 0.1;
 
-  if (m->hidden % m->heads != 0) {
+  if (m->head_dim == 0 && m->hidden % m->heads != 0) {
     /* either may be the one to change: say where each came from */
     char where_hidden[400];
     vs_conf_where(&workload_tab, &wl->origins, "model", "hidden", where_hidden,
                   sizeof where_hidden);
     return vs_error_set(err, VS_EINPUT,
-                        "%s: hidden (%llu, %s) must be divisible by heads",
+                        "%s: hidden (%llu, %s) must be divisible by heads, "
+                        "or set [model] head_dim (heads of another width)",
                         WHERE("model", "heads"), (unsigned long long)m->hidden,
                         where_hidden);
   }
@@ -429,6 +438,8 @@ static int check_model(vs_workload *wl, vs_error *err)
                         (unsigned long long)m->heads);
   if ((rc = check_experts(wl, err)) || (rc = check_mla(wl, err)))
     return rc;
+  if (m->head_dim == 0)
+    m->head_dim = m->hidden / m->heads;
   return check_layer_options(wl, err);
 }
 

@@ -109,6 +109,8 @@ typedef struct vs_model_conf {
   uint64_t hidden;          /* h */
   uint64_t heads;           /* a */
   uint64_t kv_heads;        /* grouped-query heads; = heads by default */
+  uint64_t head_dim;        /* a query, key or value head's width;
+                               hidden / heads by default */
   uint64_t ffn_hidden;      /* MLP width; 4h for gpt/bert by default */
   uint64_t vocab;           /* V */
   uint64_t seq_len;         /* s */

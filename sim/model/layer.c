@@ -496,6 +496,7 @@ static int standard_attention(vs_block *blk, const vs_dims *d,
                               vs_error *err)
 {
   uint64_t qkv_cols = (d->a + 2 * d->kv) * d->d / d->t;
+  uint64_t ad = d->a * d->d / d->t; /* the heads' width on this rank */
   const vs_lora_linear qkv[] = {{VS_LORA_Q, d->a * d->d},
                                 {VS_LORA_K, d->kv * d->d},
                                 {VS_LORA_V, d->kv * d->d}};
@@ -516,14 +517,11 @@ static int standard_attention(vs_block *blk, const vs_dims *d,
     return VS_EINPUT;
   if ((d->eager ? attention_eager : attention_flash)(blk, d, err))
     return VS_EINPUT;
-  if (!vs_block_row_parallel(blk, d, "attn_out_proj", d->h / d->t, out_keeper,
-                             err))
+  if (!vs_block_row_parallel(blk, d, "attn_out_proj", ad, out_keeper, err))
     return VS_EINPUT;
-  if (vs_block_linear_weight(blk, d, "attn_out.weight", d->h / d->t, d->h,
-                             err) ||
+  if (vs_block_linear_weight(blk, d, "attn_out.weight", ad, d->h, err) ||
       (d->out_bias && vs_block_param(blk, d, "attn_out.bias", 1, d->h, err)) ||
-      vs_block_lora_adapter(blk, d, "lora_o", d->h / d->t, out_keeper, out, 1,
-                            err))
+      vs_block_lora_adapter(blk, d, "lora_o", ad, out_keeper, out, 1, err))
     return VS_EINPUT;
   return vs_block_dropout(blk, d, "attn_out_dropout", d->tok_rep * d->h, d->e,
                           VS_OUTSIDE_ATTN_CORE, err);
@@ -930,17 +928,19 @@ static int moe_mlp(vs_block *blk, const vs_dims *d, vs_error *err)
  * log-sum-exp; everything else is recomputed. The block keeps its input
  * and those outputs, 2T(4h + h_kv + f) + 4bas at 16 bits; its recompute
  * re-runs wk (of the fused qkv), wo, w3 (of the fused gate/up) and the
- * element-wise ops, not flash attention, wq, wv, w1 or w2. (Validated
- * conditions: llama, flash, tp = 1; workload.c refuses the rest.) */
+ * element-wise ops, not flash attention, wq, wv, w1 or w2. With heads
+ * of another width d than h / a, wq's and SDPA's outputs are ad wide:
+ * 2T(2h + 2ad + h_kv + f). (Validated conditions: llama, flash, tp = 1;
+ * workload.c refuses the rest.) */
 static void op_level_checkpointing(vs_block *blk, const vs_dims *d)
 {
-  uint64_t hkv = d->kv * d->d;
-  blk->ckpt_bytes = d->e * d->tokens * (4 * d->h + hkv + d->f) +
+  uint64_t hkv = d->kv * d->d, ad = d->a * d->d;
+  blk->ckpt_bytes = d->e * d->tokens * (2 * d->h + 2 * ad + hkv + d->f) +
                     4 * d->b * d->a * d->s;
   for (uint32_t i = 0; i < blk->n_ops; i++) {
     vs_op_spec *op = &blk->ops[i];
     if (strcmp(op->name, "qkv_proj") == 0)
-      op->recompute_share = (double)hkv / (double)(d->h + 2 * hkv); /* wk */
+      op->recompute_share = (double)hkv / (double)(ad + 2 * hkv); /* wk */
     else if (strcmp(op->name, "mlp_gate_up") == 0)
       op->recompute_share = 0.5; /* w3 */
     else if (strcmp(op->name, "flash_attn") == 0 ||

@@ -101,11 +101,11 @@ static uint64_t norm_params(const vs_model_conf *m)
  * output projections, their biases, and the query and key head norms. */
 static uint64_t attention_params(const vs_model_conf *m)
 {
-  uint64_t h = m->hidden, kvd = m->kv_heads * (h / m->heads);
-  uint64_t qkv = h + 2 * kvd;
-  return h * qkv + h * h + (m->attention_bias != VS_BIAS_NONE ? qkv : 0) +
+  uint64_t h = m->hidden, ad = m->heads * m->head_dim;
+  uint64_t qkv = ad + 2 * m->kv_heads * m->head_dim;
+  return h * qkv + ad * h + (m->attention_bias != VS_BIAS_NONE ? qkv : 0) +
          (m->attention_bias == VS_BIAS_ALL ? h : 0) +
-         (m->qk_norm ? 2 * norm_width_params(m, h / m->heads) : 0);
+         (m->qk_norm ? 2 * norm_width_params(m, m->head_dim) : 0);
 }
 
 /* Parameters of layer l (0-based), all or those one token uses. */
@@ -336,7 +336,7 @@ static void size_dims(const vs_workload *wl, vs_dims *d)
   d->h = mc->hidden;
   d->a = mc->heads;
   d->kv = mc->kv_heads;
-  d->d = mc->hidden / mc->heads;
+  d->d = mc->head_dim;
   d->f = mc->ffn_hidden;
   d->t = pc->tp;
   d->tp_group = VS_GROUP_TP;
