@@ -155,6 +155,24 @@ static void put_size(vs_csv *f, double bytes)
   vs_csv_printf(f, "%.4g %s", bytes, unit[u]);
 }
 
+/* What vsim takes of a kind's pieces (README "How vsim uses it"). */
+static const char *piece_use(int kind)
+{
+  switch (kind) {
+  case VS_CAL_D2D_KERNEL:
+  case VS_CAL_P2P:
+    return "vsim times each size with its own piece";
+  case VS_CAL_H2D_PINNED:
+    return "vsim takes the bandwidth and the first piece's latency as the "
+           "PCIe link's, which copies share";
+  case VS_CAL_D2H_PINNED:
+    return "vsim takes the bandwidth as the PCIe link's device-to-host "
+           "rate, which copies share";
+  default:
+    return "recorded for reference: vsim does not read this kind";
+  }
+}
+
 /* The comments above a kind's keys: range, pieces, outliers, convention. */
 static void describe_kind(vs_csv *f, int kind, const vs_fit *fit)
 {
@@ -182,8 +200,10 @@ static void describe_kind(vs_csv *f, int kind, const vs_fit *fit)
     vs_csv_printf(f, "; bandwidth counts read + write (2 x bytes copied), as "
                      "STREAM copy and hbm_bandwidth do\n");
   if (fit->n_breaks)
-    vs_csv_printf(f, "; bandwidth and latency below are the last piece's; "
-                     "vsim times each size with its own piece\n");
+    vs_csv_printf(f,
+                  "; bandwidth and latency below are the last piece's; "
+                  "%s\n",
+                  piece_use(kind));
   if (fit->n_breaks == 0 && fit->segs[0].latency < 0)
     vs_csv_printf(f, "; the intercept %.4g us is negative: latency written "
                      "as 0\n", fit->segs[0].latency * 1e6);

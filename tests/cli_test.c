@@ -518,7 +518,7 @@ static void test_show_says_sequence_parallel_idle_at_tp_1(void **state)
                            "--set", "training.optimizer=sgd",
                            NULL};
     const char *busy[] = {"show",   DATA "gpt-small.ini",
-                          "--gpus", "2",
+                          "--gpus", "4",
                           "--set",  "parallel.pp=2",
                           "--set",  "parallel.order=tp-pp-dp",
                           "--set",  "training.paged_optimizer=true",
@@ -530,6 +530,31 @@ static void test_show_says_sequence_parallel_idle_at_tp_1(void **state)
     run(busy);
     assert_int_equal(r.status, 0);
     assert_null(strstr(r.out, "no effect"));
+  }
+  /* the rank order at dp = 1; a bucket where no gradient leaves the GPU
+   * (one GPU, no offload), not where two GPUs reduce theirs; fp32 LoRA
+   * adapters without a master copy */
+  {
+    const char *order[] = {
+        "show",  DATA "gpt-small.ini", "--gpus", "2",
+        "--set", "parallel.pp=2",      "--set",  "parallel.order=tp-pp-dp",
+        NULL};
+    const char *lone[] = {"show",  DATA "gpt-small.ini",   "--gpus", "1",
+                          "--set", "parallel.bucket=1MiB", NULL};
+    const char *pair[] = {"show",  DATA "gpt-small.ini",   "--gpus", "2",
+                          "--set", "parallel.bucket=1MiB", NULL};
+    const char *lora[] = {"show", "workloads/llama3-8b-lora.ini", "--set",
+                          "training.master_weights=false", NULL};
+    run(order);
+    assert_contains(r.out, "# order = tp-pp-dp has no effect at dp = 1");
+    run(lone);
+    assert_contains(r.out, "# overlap_grad_reduce and bucket have no effect "
+                           "here: no gradient leaves the GPU");
+    run(pair);
+    assert_int_equal(r.status, 0);
+    assert_null(strstr(r.out, "no effect"));
+    run(lora);
+    assert_contains(r.out, "# master_weights = false has no effect");
   }
   run(on);
   assert_int_equal(r.status, 0);

@@ -677,6 +677,12 @@ static void test_layer_options_saved(void **state)
   const char *biases[] = {"model.attention_bias=all", "model.mlp_bias=true"};
   const char *gate[] = {"model.shared_expert_gate=true"};
   const char *wide[] = {"model.head_dim=128"};
+  const char *gate_fp8[] = {"model.shared_expert_gate=true",
+                            "training.precision=fp8"};
+  static const char *const gpt_amp =
+      "[model]\narch = gpt\nlayers = 2\nhidden = 1024\nheads = 16\n"
+      "vocab = 32000\nseq_len = 512\n[training]\nmicro_batch = 2\n"
+      "precision = amp_bf16\n";
   uint64_t t = 512 * 2, base;
   vs_model m;
   (void)state;
@@ -696,6 +702,16 @@ static void test_layer_options_saved(void **state)
   base = layer0_saved(&m);
   build_ini(&m, moe, gate, 1);
   assert_int_equal(layer0_saved(&m), base + 2 * t * (1024 + 1));
+  /* Megatron-LM's gate is F.linear, no Transformer Engine module: 16-bit
+   * under fp8 */
+  build_ini(&m, moe, gate_fp8, 2);
+  assert_true(op_named(vs_model_layer(&m, 0), "shared_gate")->no_fp8);
+  /* autocast runs a LayerNorm in fp32: GPT's head norms keep fp32 casts
+   * of q and k, 4T(h + h) bytes (no GQA) */
+  build_ini(&m, gpt_amp, NULL, 0);
+  base = layer0_saved(&m);
+  build_ini(&m, gpt_amp, norms, 1);
+  assert_int_equal(layer0_saved(&m), base + 4 * t * (1024 + 1024));
 }
 
 /* ------------------------------------------------------------------------
@@ -2221,6 +2237,24 @@ static void test_mtp_embedding_copy(void **state)
                    d.params_mtp);
 }
 
+/* Learned positions on the MTP stage: its embedding is a whole one
+ * (Megatron-LM's LanguageModelEmbedding where mtp_process), so a pipeline
+ * adds a copy of the position table, seq_len x h here, beside the word
+ * table's. */
+static void test_mtp_position_copy(void **state)
+{
+  static const char *const rotary[] = {"model.mtp_layers=1", "parallel.pp=2"};
+  static const char *const learned[] = {"model.mtp_layers=1", "parallel.pp=2",
+                                        "model.positions=learned"};
+  vs_model a, b;
+  const uint64_t h = 512, s = 256;
+  (void)state;
+  build_ini(&a, moe_llama, rotary, 2);
+  build_ini(&b, moe_llama, learned, 3);
+  assert_int_equal(
+      vs_model_head(&b)->param_elems - vs_model_head(&a)->param_elems, s * h);
+}
+
 /* Collectives name their group and kind; the op running one is named
  * "<group>_<kind>" (what timeline.csv and trace show). */
 static void test_collective_names(void **state)
@@ -2303,6 +2337,7 @@ int main(void)
       cmocka_unit_test_teardown(test_moe_routing_skew, free_models),
       cmocka_unit_test_teardown(test_mtp_depth, free_models),
       cmocka_unit_test_teardown(test_mtp_embedding_copy, free_models),
+      cmocka_unit_test_teardown(test_mtp_position_copy, free_models),
       cmocka_unit_test(test_collective_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1093,6 +1093,20 @@ static void test_layer_options(void **state)
            "vocab = 1000\nseq_len = 128\nffn_hidden = 256\n",
            NULL, 0, 1, VS_EINPUT,
            "must be divisible by heads, or set [model] head_dim");
+  load_bad(LLAMA_MODEL "kv_lora_rank = 16\npositions = learned\n", NULL, 0, 1,
+           VS_EINPUT,
+           "@:10: [model] positions = learned: multi-head latent attention "
+           "carries its own rotary part");
+  load_bad(LLAMA_MODEL "experts = 4\nshared_expert_ffn_hidden = 64\n", NULL, 0,
+           1, VS_EINPUT,
+           "@:10: [model] shared_expert_ffn_hidden = 64: sizes the shared "
+           "experts, which this model has none of");
+  /* torchtitan's op-level policy saves aten.mm outputs; a biased linear
+   * runs aten.addmm */
+  load_bad(LLAMA_MODEL "mlp_bias = true\n[training]\ncheckpointing = ops\n",
+           NULL, 0, 1, VS_EINPUT,
+           "@:9: [model] mlp_bias = true: torchtitan's op-level policy counts "
+           "and saves aten.mm alone");
   load_bad(LLAMA_MODEL "kv_lora_rank = 16\nhead_dim = 16\n", NULL, 0, 1,
            VS_EINPUT,
            "@:10: [model] head_dim = 16: multi-head latent attention's heads "
@@ -1852,7 +1866,7 @@ static void test_experts(void **state)
   (void)state;
   assert_int_equal(load_at(&wl, path, GPT_MODEL, moe, 1, 0, &err), 0);
   assert_int_equal(wl.model.expert_ffn_hidden, 4 * 64); /* ffn_hidden */
-  assert_int_equal(wl.model.shared_expert_ffn_hidden, 4 * 64);
+  assert_int_equal(wl.model.shared_expert_ffn_hidden, 0); /* none to size */
   assert_int_equal(load_at(&wl, path, GPT_MODEL, harmless, 2, 0, &err), 0);
   load_bad(GPT_MODEL, topk, 2, 0, VS_EINPUT,
            "--set model.experts_per_token=5: a token goes to at most the 4 "

@@ -149,6 +149,11 @@ bool vs_workload_grads_shared(const vs_parallel_conf *p)
          (vs_workload_experts_apart(p) && vs_workload_expert_dp(p) > 1);
 }
 
+bool vs_workload_grads_bucketed(const vs_parallel_conf *p)
+{
+  return vs_workload_grads_shared(p) || p->offload_optimizer != VS_OFFLOAD_NONE;
+}
+
 bool vs_workload_grads_wait_for_step(uint64_t zero, bool optimizer_in_backward)
 {
   return zero < 2 && !optimizer_in_backward;

@@ -182,7 +182,7 @@ static void set_defaults(vs_workload *wl)
   wl->parallel.virtual_stages = 1;
   wl->parallel.ep = 1;
   wl->parallel.cp = 1;
-  wl->parallel.bucket_bytes = 25ull << 20;
+  wl->parallel.bucket_bytes = VS_BUCKET_DEFAULT;
   wl->model.vocab_divisible_by = 1;
   wl->model.experts_per_token = 2;
   wl->model.moe_every = 1;
@@ -297,12 +297,19 @@ static int check_experts(vs_workload *wl, vs_error *err)
   }
   if (m->expert_ffn_hidden == 0)
     m->expert_ffn_hidden = m->ffn_hidden;
-  if (m->shared_expert_ffn_hidden == 0)
+  if (m->shared_experts == 0 && m->shared_expert_ffn_hidden)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: sizes the shared experts, which this model has "
+                        "none of; set [model] shared_experts, or this key to "
+                        "0",
+                        WHERE("model", "shared_expert_ffn_hidden"));
+  if (m->shared_experts && m->shared_expert_ffn_hidden == 0)
     m->shared_expert_ffn_hidden = m->expert_ffn_hidden;
   if (m->shared_expert_gate && m->shared_experts == 0)
     return vs_error_set(err, VS_EINPUT,
                         "%s: gates the shared experts, which this model has "
-                        "none of; set [model] shared_experts",
+                        "none of; set [model] shared_experts, or this key to "
+                        "false",
                         WHERE("model", "shared_expert_gate"));
   if (m->experts_per_token > m->experts)
     return vs_error_set(err, VS_EINPUT,
@@ -346,7 +353,8 @@ static int check_positions(vs_workload *wl, vs_error *err)
     if (m->max_positions)
       return vs_error_set(err, VS_EINPUT,
                           "%s: sizes a learned position table, and "
-                          "positions = rotary has none; leave it unset (0)",
+                          "positions = rotary has none; set it to 0 (or "
+                          "leave it unset)",
                           WHERE("model", "max_positions"));
     return 0;
   }
@@ -389,10 +397,16 @@ static int check_layer_options(vs_workload *wl, vs_error *err)
                         m->qk_norm ? WHERE("model", "qk_norm")
                                    : WHERE("model", "attention_bias"),
                         m->qk_norm ? "false" : "none");
+  if (m->kv_lora_rank && m->positions == VS_POS_LEARNED)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: multi-head latent attention carries its own "
+                        "rotary part (qk_rope_head_dim); set positions = "
+                        "rotary",
+                        WHERE("model", "positions"));
   if (m->type_vocab && m->arch != VS_ARCH_BERT)
     return vs_error_set(err, VS_EINPUT,
-                        "%s: token types are BERT's; leave it unset (0) "
-                        "for arch gpt or llama",
+                        "%s: token types are BERT's; set it to 0 (or leave "
+                        "it unset) for arch gpt or llama",
                         WHERE("model", "type_vocab"));
   if (m->arch == VS_ARCH_BERT && m->type_vocab == 0)
     m->type_vocab = 2;
@@ -601,6 +615,16 @@ static int check_ops_checkpointing(vs_workload *wl, vs_error *err)
                         wl->training.attention == VS_ATTN_FLASH ? "flash"
                                                                 : "eager",
                         (unsigned long long)wl->parallel.tp);
+  /* a linear with a bias runs aten.addmm, which the policy neither saves
+   * nor counts among its matmuls (_save_list names aten.mm) */
+  if (wl->model.attention_bias != VS_BIAS_NONE || wl->model.mlp_bias)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: torchtitan's op-level policy counts and saves "
+                        "aten.mm alone, and a linear with a bias runs "
+                        "aten.addmm; set attention_bias = none and mlp_bias "
+                        "= false, or use selective or full",
+                        wl->model.mlp_bias ? WHERE("model", "mlp_bias")
+                                           : WHERE("model", "attention_bias"));
   return 0;
 }
 

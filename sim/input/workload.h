@@ -188,6 +188,10 @@ typedef struct vs_training_conf {
                                Kernel): no fp32 copies */
 } vs_training_conf;
 
+/* [parallel] bucket's default: DDP's bucket_cap_mb = 25 (Megatron-LM's
+ * and DeepSpeed's presets size theirs in parameters). */
+#define VS_BUCKET_DEFAULT (25ull << 20)
+
 typedef struct vs_parallel_conf {
   uint64_t tp;              /* tensor-parallel size */
   uint64_t pp;              /* pipeline-parallel size */
@@ -423,6 +427,12 @@ bool vs_workload_experts_apart(const vs_parallel_conf *p);
  * states can shard): dp x cp > 1, or routed experts apart whose
  * expert-data-parallel group has more than one rank (tp 2 at etp 1). */
 bool vs_workload_grads_shared(const vs_parallel_conf *p);
+
+/* Whether the step's gradients leave the rank in buckets: reduced with
+ * other ranks' (vs_workload_grads_shared), or streamed to the host for an
+ * offloaded optimizer's step; else overlap_grad_reduce and bucket change
+ * nothing. */
+bool vs_workload_grads_bucketed(const vs_parallel_conf *p);
 
 /* The data-parallel ranks that ZeRO shards model states over and that
  * reduce each gradient together: dp x cp (context-parallel ranks hold

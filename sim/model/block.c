@@ -563,8 +563,11 @@ int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name,
 int vs_block_head_norm(vs_block *blk, const vs_dims *d, const char *name,
                        uint64_t heads, vs_error *err)
 {
+  /* autocast runs layer_norm in fp32 (its fp32 list): the 16-bit input
+   * is cast, and the cast saved */
+  int dtype = d->amp && d->norm == NORM_LAYER ? VS_DTYPE_FP32 : d->act_dtype;
   return norm_over(blk, d, name, (vs_norm_kind)d->norm,
-                   d->tokens * heads / d->t * d->d, d->d, d->act_dtype, err);
+                   d->tokens * heads / d->t * d->d, d->d, dtype, err);
 }
 
 /* Dropout over n elements of eb bytes (dropout_bytes): its 1-byte mask is

@@ -780,8 +780,9 @@ static int routed_experts(vs_block *blk, const vs_dims *dense, bool gated,
 }
 
 /* The shared experts' sigmoid gate (Qwen2-MoE's shared_expert_gate,
- * Megatron-LM's moe_shared_expert_gate): a linear of the norm output the
- * router keeps to one score a token (a weight of hidden, replicated), its
+ * Megatron-LM's moe_shared_expert_gate, SharedExpertMLP.forward's
+ * F.linear of gate_weight, in 16 bits under fp8): a linear of the norm output
+ * the router keeps to one score a token (a weight of hidden, replicated), its
  * sigmoid, and the product with the shared experts' output, which keeps
  * both factors for backward: the score and the output (after fc2's
  * reduction, on the rank's tok_rep tokens). */
@@ -791,6 +792,7 @@ static int shared_expert_gate(vs_block *blk, const vs_dims *d, vs_error *err)
   if (!op)
     return VS_EINPUT;
   vs_block_as_matmul(op, d->tok_rep, d->h, 1, d->e);
+  op->no_fp8 = true; /* F.linear, no Transformer Engine module */
   if (vs_block_param(blk, d, "shared.gate", 1, d->h, err) ||
       !(op = vs_block_add_op(blk, "shared_gate_mul", err)))
     return VS_EINPUT;
@@ -1264,11 +1266,18 @@ static int mtp_embedding(vs_block *blk, const vs_workload *wl, const vs_dims *d,
 {
   if (!embedding_lookup(blk, d, "mtp_embedding", err))
     return VS_EINPUT;
-  /* one copy serves every depth: the first one's lookup holds it */
-  return depth == 0 && mtp_embedding_copy(wl)
-             ? vs_block_param(blk, d, "mtp_embeddings.weight", d->vocab / d->t,
-                              d->h, err)
-             : 0;
+  /* one copy serves every depth: the first one's lookup holds it; on a
+   * stage of its own the module builds a whole embedding, learned
+   * positions too (Megatron-LM's GPTModel builds LanguageModelEmbedding
+   * where pre_process or mtp_process) */
+  if (depth != 0 || wl->parallel.pp == 1)
+    return 0;
+  if (mtp_embedding_copy(wl) && vs_block_param(blk, d, "mtp_embeddings.weight",
+                                               d->vocab / d->t, d->h, err))
+    return VS_EINPUT;
+  return d->positions ? vs_block_param(blk, d, "mtp_positions.weight",
+                                       d->positions, d->h, err)
+                      : 0;
 }
 
 /* eh_proj: the two normalized inputs concatenated (2h wide: torch.cat

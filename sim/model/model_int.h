@@ -248,7 +248,8 @@ int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name,
 /* A norm over each of `heads` (all the model's; the rank holds heads /
  * t) query or key heads of the newest projection's output, on the
  * rank's tokens, with one weight of a head's width (Qwen3's q_norm and
- * k_norm): the model's norm kind, saving what vs_block_norm saves. */
+ * k_norm): the model's norm kind, saving what vs_block_norm saves (a
+ * LayerNorm's input in fp32 under autocast, which casts it). */
 int vs_block_head_norm(vs_block *blk, const vs_dims *d, const char *name,
                        uint64_t heads, vs_error *err);
 

@@ -267,8 +267,7 @@ void sb_backward_unit(builder *b, const vs_unit *u)
 {
   uint64_t g = u->chunk * b->lay->pp + b->stage;
   bool pipelined = b->r->pipelined_fsdp;
-  bool sync = (vs_workload_grads_shared(&b->wl->parallel) ||
-               b->r->offload.cpu_step) &&
+  bool sync = vs_workload_grads_bucketed(&b->wl->parallel) &&
               ((sb_transient_grads(b) && !pipelined) ||
                u->mb + 1 == b->lay->grad_accum);
   bool defer = sync && (b->r->reduce_after_backward || pipelined);

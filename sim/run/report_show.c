@@ -365,11 +365,22 @@ static void show_idle_keys(FILE *out, const vs_workload *wl)
   if (p->sequence_parallel && !vs_workload_sp(p))
     fprintf(out, "# sequence_parallel has no effect at tp = 1: there is "
                  "nothing to split (Megatron-LM turns it off too)\n");
-  if (p->order != VS_ORDER_TP_DP_PP && p->pp == 1)
+  if (p->order != VS_ORDER_TP_DP_PP && (p->pp == 1 || p->dp == 1))
     fprintf(out,
-            "# order = %s has no effect at pp = 1: both orders place "
+            "# order = %s has no effect at %s = 1: both orders place "
             "the ranks alike\n",
-            vs_order_name(p->order));
+            vs_order_name(p->order), p->pp == 1 ? "pp" : "dp");
+  if (!vs_workload_grads_bucketed(p) &&
+      (!p->overlap_grad_reduce || p->bucket_bytes != VS_BUCKET_DEFAULT))
+    fprintf(out, "# overlap_grad_reduce and bucket have no effect here: no "
+                 "gradient leaves the GPU (dp x cp = 1, no optimizer "
+                 "offload)\n");
+  if (!wl->training.master_weights &&
+      vs_finetune_adapters(wl->finetune.method) &&
+      wl->finetune.adapter_dtype == VS_ADAPTER_FP32)
+    fprintf(out, "# master_weights = false has no effect: the only "
+                 "trainable weights, the fp32 adapters, have no 16-bit "
+                 "copy to keep a master of\n");
   if (wl->training.paged_optimizer && wl->training.optimizer == VS_OPT_SGD)
     fprintf(out, "# paged_optimizer has no effect with sgd: plain SGD keeps "
                  "no optimizer states to page\n");
