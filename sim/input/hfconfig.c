@@ -1,7 +1,8 @@
 /* hfconfig.c - Hugging Face config.json to [model] keys (see hfconfig.h).
  * Field names are those of transformers' configuration classes
- * (LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, GemmaConfig,
- * MixtralConfig, Qwen2MoeConfig, GPT2Config, GPTNeoXConfig, BertConfig). */
+ * (LlamaConfig, MistralConfig, Phi3Config, Qwen2Config, Qwen3Config,
+ * GemmaConfig, MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig,
+ * DeepseekV3Config, GPT2Config, GPTNeoXConfig, BertConfig). */
 #include "hfconfig.h"
 
 #include "config.h"
@@ -30,10 +31,9 @@ typedef struct family {
  * two is taken). */
 #define MAX_COUNT ((json_int_t)1 << 40)
 
-static const char *const llama_types[] = {"llama", "mistral", "qwen2",
-                                          "qwen3", "gemma", "mixtral",
-                                          "qwen2_moe", "deepseek_v2",
-                                          "deepseek_v3", NULL};
+static const char *const llama_types[] = {
+    "llama",   "mistral",   "phi3",      "qwen2",       "qwen3",       "gemma",
+    "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", NULL};
 static const char *const gemma_types[] = {"gemma", NULL};
 static const char *const gpt2_types[] = {"gpt2", NULL};
 static const char *const neox_types[] = {"gpt_neox", NULL};
@@ -74,15 +74,17 @@ typedef struct moe_family {
 static const moe_family moe_families[] = {
     {"mixtral", "num_local_experts", "num_experts_per_tok", NULL, NULL, NULL,
      NULL, NULL, NULL},
+    {"qwen3_moe", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+     NULL, NULL, "decoder_sparse_step", NULL, NULL},
     {"qwen2_moe", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
      "shared_expert_intermediate_size", NULL, "decoder_sparse_step", NULL,
      NULL},
     {"deepseek_v2", "n_routed_experts", "num_experts_per_tok",
-     "moe_intermediate_size", "moe_intermediate_size", "n_shared_experts",
-     NULL, "first_k_dense_replace", "moe_layer_freq"},
+     "moe_intermediate_size", "moe_intermediate_size", "n_shared_experts", NULL,
+     "first_k_dense_replace", "moe_layer_freq"},
     {"deepseek_v3", "n_routed_experts", "num_experts_per_tok",
-     "moe_intermediate_size", "moe_intermediate_size", "n_shared_experts",
-     NULL, "first_k_dense_replace", "moe_layer_freq"},
+     "moe_intermediate_size", "moe_intermediate_size", "n_shared_experts", NULL,
+     "first_k_dense_replace", "moe_layer_freq"},
 };
 
 /* What a model_type's layers have beyond the family's counts: the
@@ -118,6 +120,8 @@ static const type_traits traits[] = {
     {"qwen2", NULL, "qkv", NULL, false, false, NULL, 0, NULL, false},
     {"qwen3", "attention_bias", NULL, NULL, true, false, NULL, 0, NULL, false},
     {"qwen2_moe", NULL, "qkv", NULL, false, false, NULL, 0, NULL, true},
+    {"qwen3_moe", "attention_bias", NULL, NULL, true, false, NULL, 0, NULL,
+     false},
     {"deepseek_v2", "attention_bias", NULL, NULL, false, false, NULL, 0, NULL,
      false},
     {"deepseek_v3", "attention_bias", NULL, NULL, false, false, NULL, 0, NULL,
@@ -139,8 +143,8 @@ static const type_traits *traits_of(const char *type)
 
 const char *vs_hf_known_types(void)
 {
-  return "llama, mistral, qwen2, qwen3, gemma, mixtral, qwen2_moe, "
-         "deepseek_v2, deepseek_v3, gpt2, gpt_neox and bert";
+  return "llama, mistral, phi3, qwen2, qwen3, gemma, mixtral, qwen2_moe, "
+         "qwen3_moe, deepseek_v2, deepseek_v3, gpt2, gpt_neox and bert";
 }
 
 static bool is_type(const char *const *types, const char *type)
@@ -490,7 +494,7 @@ static int read_shape(const json_t *root, const char *path, bool moe,
           err, VS_EINPUT,
           "%s: field \"%s\" = %lld: mixtures of experts are "
           "not simulated in a %s config (vsim reads them "
-          "from mixtral, qwen2_moe, deepseek_v2 and "
+          "from mixtral, qwen2_moe, qwen3_moe, deepseek_v2 and "
           "deepseek_v3 ones)",
           path, expert_fields[i], (long long)v,
           json_string_value(json_object_get(root, "model_type")));
