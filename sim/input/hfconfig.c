@@ -372,9 +372,7 @@ static int bool_field(const json_t *root, const char *path, const char *field,
     return 0;
   if (!json_is_boolean(j))
     return vs_error_set(err, VS_EINPUT,
-                        "%s: field \"%s\" must be true or "
-                        "false",
-                        path, field);
+                        "%s: field \"%s\" must be true or false", path, field);
   *v = json_is_true(j);
   return 0;
 }
@@ -401,12 +399,29 @@ static int read_biases(const json_t *root, const char *path,
   return 0;
 }
 
+/* [model] key from the count `field`, or `absent` (transformers'
+ * default) when the field is absent or null. */
+static int put_count_or(const json_t *root, const char *path, const char *field,
+                        const char *key, json_int_t absent, vs_hf_model *out,
+                        vs_error *err)
+{
+  json_int_t v = absent;
+  int rc;
+  if (!given(root, field)) {
+    put_count(out, key, NULL, v);
+    return 0;
+  }
+  if ((rc = count_field(root, path, field, key, &v, err)))
+    return rc;
+  put_count(out, key, field, v);
+  return 0;
+}
+
 /* What the type's layers have beyond the family's counts (type_traits). */
 static int read_traits(const json_t *root, const char *path, vs_hf_model *out,
                        vs_error *err)
 {
   const type_traits *t = traits_of(out->model_type);
-  json_int_t v;
   int rc;
   if (!t)
     return 0;
@@ -416,24 +431,13 @@ static int read_traits(const json_t *root, const char *path, vs_hf_model *out,
     put(out, "qk_norm", "model_type", "true");
   if (t->rotary)
     put(out, "positions", "model_type", "rotary");
-  if (t->max_positions) {
-    v = t->positions_default;
-    if (given(root, t->max_positions) &&
-        (rc = count_field(root, path, t->max_positions, "max_positions", &v,
-                          err)))
-      return rc;
-    put_count(out, "max_positions",
-              given(root, t->max_positions) ? t->max_positions : NULL, v);
-  }
-  if (!t->type_vocab)
-    return 0;
-  v = 2;
-  if (given(root, t->type_vocab) &&
-      (rc = count_field(root, path, t->type_vocab, "type_vocab", &v, err)))
+  if (t->max_positions &&
+      (rc = put_count_or(root, path, t->max_positions, "max_positions",
+                         t->positions_default, out, err)))
     return rc;
-  put_count(out, "type_vocab",
-            given(root, t->type_vocab) ? t->type_vocab : NULL, v);
-  return 0;
+  return t->type_vocab ? put_count_or(root, path, t->type_vocab, "type_vocab",
+                                      2, out, err)
+                       : 0;
 }
 
 /* A mixture of experts' keys, from its family's fields, into out. */
