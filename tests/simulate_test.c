@@ -1853,6 +1853,70 @@ static void test_fp16_optimizer_step_copies(void **state)
   vs_sim_fini(&fp16);
 }
 
+/* Ops of rank r's program named `name`. */
+static size_t ops_named(const vs_rank *r, const char *name)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < r->prog->n_ops; i++)
+    n += strcmp(vs_op_name(r->prog, &r->prog->ops[i]), name) == 0;
+  return n;
+}
+
+/* DeepSpeed ZeRO-1 (stage_1_and_2.py backward: contiguous_gradients makes
+ * an ipg_buffer of reduce_bucket_size elements, a second with
+ * overlap_comm) holds the buffers beside its resident gradients from the
+ * step's first backward to the reduction's epilogue: the most gradient
+ * bytes held grow by the bucket (1 MiB here) or two, where framework =
+ * none and ZeRO-2 (whose transient gradients fill the bucket) hold none;
+ * under its pipeline engine one, made at the boundary. */
+static void test_deepspeed_zero1_ipg_buffers(void **state)
+{
+  const char *none[] = {"parallel.zero=1", "parallel.bucket=1MiB"};
+  const char *ds[] = {"parallel.zero=1", "parallel.bucket=1MiB",
+                      "training.framework=deepspeed"};
+  const char *ds2[] = {"parallel.zero=1", "parallel.bucket=1MiB",
+                       "training.framework=deepspeed",
+                       "parallel.overlap_grad_reduce=true"};
+  const char *z2[] = {"parallel.zero=2", "parallel.bucket=1MiB",
+                      "training.framework=deepspeed"};
+  const char *pp_none[] = {"parallel.zero=1", "parallel.bucket=1MiB",
+                           "parallel.pp=2"};
+  const char *pp_ds[] = {"parallel.zero=1", "parallel.bucket=1MiB",
+                         "parallel.pp=2", "training.framework=deepspeed",
+                         "parallel.overlap_grad_reduce=true"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim a, b, c, d, e;
+  (void)state;
+  load(&wl, frozen_gpt, none, 2, 2);
+  simulate(&a, &wl, &topo, false);
+  load(&wl, frozen_gpt, ds, 3, 2);
+  simulate(&b, &wl, &topo, false);
+  load(&wl, frozen_gpt, ds2, 4, 2);
+  simulate(&c, &wl, &topo, false);
+  load(&wl, frozen_gpt, z2, 3, 2);
+  simulate(&d, &wl, &topo, false);
+  assert_int_equal(max_held(&b.ranks[0], VS_CAT_GRADS),
+                   max_held(&a.ranks[0], VS_CAT_GRADS) + (1u << 20));
+  assert_int_equal(max_held(&c.ranks[0], VS_CAT_GRADS),
+                   max_held(&a.ranks[0], VS_CAT_GRADS) + (2u << 20));
+  load(&wl, frozen_gpt, pp_none, 3, 4);
+  simulate(&e, &wl, &topo, false);
+  vs_sim_fini(&a);
+  load(&wl, frozen_gpt, pp_ds, 5, 4);
+  simulate(&a, &wl, &topo, false);
+  assert_int_equal(ops_named(&b.ranks[0], "ipg_buffer"), 1);
+  assert_int_equal(ops_named(&d.ranks[0], "ipg_buffer"), 0);
+  /* the pipeline engine: one buffer whatever overlap_comm says */
+  assert_int_equal(max_held(&a.ranks[0], VS_CAT_GRADS),
+                   max_held(&e.ranks[0], VS_CAT_GRADS) + (1u << 20));
+  vs_sim_fini(&a);
+  vs_sim_fini(&b);
+  vs_sim_fini(&c);
+  vs_sim_fini(&d);
+  vs_sim_fini(&e);
+}
+
 /* The optimizer in backward (torchtune's optimizer_in_bwd): each block's
  * parameters are stepped right after its backward and its gradients freed,
  * so gradients never coexist but for the tied embedding's, which the
@@ -2762,15 +2826,6 @@ static void test_hf_grads_set_to_none(void **state)
   }
 }
 
-/* Ops of rank r's program named `name`. */
-static size_t ops_named(const vs_rank *r, const char *name)
-{
-  size_t n = 0;
-  for (size_t i = 0; i < r->prog->n_ops; i++)
-    n += strcmp(vs_op_name(r->prog, &r->prog->ops[i]), name) == 0;
-  return n;
-}
-
 /* Expert parallelism in the step: each MoE layer's dispatch and combine
  * all-to-all over ep in forward and again in backward (4 a layer and
  * micro-batch), counted apart in the step's split; the experts'
@@ -3266,6 +3321,7 @@ int main(void)
       cmocka_unit_test(test_trainable_layers_frozen_prefix),
       cmocka_unit_test(test_checkpoint_every_other_layer),
       cmocka_unit_test(test_fp16_optimizer_step_copies),
+      cmocka_unit_test(test_deepspeed_zero1_ipg_buffers),
       cmocka_unit_test(test_op_level_checkpointing),
       cmocka_unit_test(test_fsdp2_copy_out),
       cmocka_unit_test(test_fsdp2_root_with_frozen_prefix),

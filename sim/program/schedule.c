@@ -666,6 +666,7 @@ static void end_step(builder *b)
    * appended to the newest op only) */
   if (b->p->n_ops > 0)
     sb_free_on(b, (uint32_t)(b->p->n_ops - 1), b->last_flat, AT_END);
+  sb_make_ipg(b, (int)b->lay->grad_accum - 1);
   sb_reduce_deferred(b);
   sb_release_reduce_inputs(b);
   sb_reshard_rest(b);
@@ -822,6 +823,7 @@ static void builder_reset(builder *b, const vs_job *job, int stage,
   b->reduce_wait = NONE;
   b->reduce_input = NONE;
   b->released[0] = b->released[1] = NONE;
+  b->ipg[0] = b->ipg[1] = NONE;
   b->recv_op = NONE;
   b->recv_buf = NONE;
   b->copy_out = b->flat_done = b->last_flat = NONE;

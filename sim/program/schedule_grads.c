@@ -379,6 +379,37 @@ static void gather_updated(builder *b, const vs_stage_layout *st,
                 st->expert_params_full_bytes, -1, after);
 }
 
+/* DeepSpeed ZeRO-1's contiguous-gradient buffers (recipe ipg_buffers),
+ * made where none is held yet: by an op of no time on the compute stream,
+ * as torch.empty allocates them. */
+void sb_make_ipg(builder *b, int mb)
+{
+  uint32_t op;
+  if (!b->r->ipg_buffers || b->ipg[0] != NONE)
+    return;
+  op = sb_new_op(b, VS_STREAM_COMPUTE, VS_PHASE_BWD, "ipg_buffer", -1, mb, 0.0,
+                 0.0, 0.0);
+  for (uint8_t i = 0; i < b->r->ipg_buffers; i++) {
+    b->ipg[i] = sb_new_buffer(b, b->wl->parallel.bucket_bytes, VS_CAT_GRADS);
+    sb_alloc_on(b, op, b->ipg[i]);
+  }
+}
+
+/* The reduction's epilogue releases them once every bucket is reduced
+ * (its waits, w), before the step. */
+static void release_ipg(builder *b, const step_waits *w)
+{
+  uint32_t op;
+  if (b->ipg[0] == NONE)
+    return;
+  op = sb_new_op(b, VS_STREAM_COMPUTE, VS_PHASE_OPTIMIZER, "ipg_release", -1,
+                 -1, 0.0, 0.0, 0.0);
+  wait_for_grads(b, op, w);
+  for (int i = 0; i < 2; i++)
+    sb_free_on(b, op, b->ipg[i], AT_START);
+  b->ipg[0] = b->ipg[1] = NONE;
+}
+
 void sb_optimizer_step(builder *b)
 {
   const vs_stage_layout *st = &b->lay->stages[b->stage];
@@ -386,6 +417,7 @@ void sb_optimizer_step(builder *b)
   step_waits w;
   tied_embedding_sync(b);
   w = grads_ready(b);
+  release_ipg(b, &w);
   if (b->r->step_in_backward)
     return; /* every block stepped in its backward */
   op = b->r->offload.cpu_step ? host_step(b, st, &w) : gpu_step(b, st, &w);

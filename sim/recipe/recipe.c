@@ -347,6 +347,13 @@ static void resolve_grad_flow(const vs_workload *wl, vs_recipe *r)
    * workload refuses it with the others) */
   r->reduce_after_backward = !wl->parallel.overlap_grad_reduce &&
                              !r->transient_grads;
+  /* ZeRO-2's contiguous buffer holds the bucket its gradients fill (the
+   * transient gradients stand for it); ZeRO-1's stays allocated beside
+   * the resident ones */
+  r->ipg_buffers =
+      wl->training.framework == VS_FW_DEEPSPEED && zero == 1
+          ? (wl->parallel.pp == 1 && wl->parallel.overlap_grad_reduce ? 2 : 1)
+          : 0;
   /* Megatron-LM turns bucketing off without --overlap-grad-reduce, on
    * pipeline ranks past the first and for model chunks past the first
    * (distributed_data_parallel.py: bucket_size = None) */
