@@ -170,6 +170,19 @@ static void test_offload_placement(void **state)
   assert_int_equal(on.stages[0].optimizer_bytes, st->host.optimizer);
   assert_int_equal(vs_placed_total(&st->nvme), 0);
 
+  /* DeepSpeed since PR #7309: a 16-bit host copy of the updated
+   * partition, 2 Psi / Nd more (param_buffer_of_bit16_for_cpu_offload_
+   * groups), where the states are the same */
+  {
+    const char *ds[] = {"parallel.zero=2", "parallel.offload_optimizer=cpu",
+                        "training.framework=deepspeed"};
+    vs_layout d;
+    build(gpt_7b5, ds, 3, nd, &d);
+    assert_int_equal(d.stages[0].host.buffers, 2 * d.stages[0].step_elems);
+    assert_int_equal(d.stages[0].step_elems, (psi + nd - 1) / nd);
+    assert_int_equal(d.stages[0].host.optimizer, st->host.optimizer);
+  }
+
   /* ZeRO-1 + CPU optimizer: the GPU keeps whole fp16 gradients */
   build_offload("parallel.zero=1", "parallel.offload_optimizer=cpu",
                 "parallel.offload_params=none", nd, &off);

@@ -89,7 +89,7 @@ static void place_states(const vs_recipe *r, vs_stage_layout *st)
   if (r->offload.cpu_step)
     st->host.grads = vs_recipe_shard(&r->offload.host_grads,
                                      4 * st->trainable_elems);
-  st->host.buffers = vs_recipe_swap_buffer_bytes(r, st->step_elems);
+  st->host.buffers = vs_recipe_host_buffer_bytes(r, st->step_elems);
   if (r->step_copy == VS_STEP_COPY_FLAT)
     st->step_temp_bytes = 4 * st->step_elems + 4 * st->decay_elems;
   else if (r->step_copy == VS_STEP_COPY_PARTITION)

@@ -133,14 +133,17 @@ static void resolve_offload(const vs_workload *wl, vs_recipe *r)
     return;
   r->offload.host_grads =
       (vs_state_plan){vs_workload_shard_ranks(p), VS_PLACE_HOST, 4};
+  if (wl->training.framework == VS_FW_DEEPSPEED && p->zero >= 1 && p->zero <= 2)
+    r->offload.bit16_buffer = (uint8_t)vs_dtype_size(
+        vs_precision_param_dtype(wl->training.precision));
   if (p->zero >= 2)
     r->grads.place = VS_PLACE_HOST;
 }
 
-uint64_t vs_recipe_swap_buffer_bytes(const vs_recipe *r,
+uint64_t vs_recipe_host_buffer_bytes(const vs_recipe *r,
                                      uint64_t partition_elems)
 {
-  uint64_t bytes = 0;
+  uint64_t bytes = r->offload.bit16_buffer * partition_elems;
   if (r->optimizer.place == VS_PLACE_NVME)
     bytes += VS_NVME_OPT_BUFFERS * 4 *
              (partition_elems < VS_NVME_SUB_GROUP_ELEMS

@@ -93,6 +93,14 @@ typedef struct vs_offload_plan {
                                the CPU steps (DeepSpeedCPUAdam), and the
                                updated parameters come back */
   vs_state_plan host_grads; /* that fp32 gradient partition (place host) */
+  uint8_t bit16_buffer;     /* bytes an element of the host's 16-bit copy
+                               of the updated partition, which the step
+                               casts the fp32 partition into and copies to
+                               the GPU (DeepSpeed ZeRO-1/2 since PR #7309,
+                               May 2025: param_buffer_of_bit16_for_cpu_
+                               offload_groups, one per group, the 2 B a
+                               parameter copy back of the 2020 code
+                               without its fp32 GPU transient); 0 else */
   bool fetch_params;        /* parameters live off the GPU: each block's
                                partition is copied in before its gather */
   bool activations;         /* each transformer layer's saved tensors but
@@ -427,13 +435,15 @@ unsigned vs_optimizer_state_tensors(int optimizer, vs_master_part master,
 uint64_t vs_optimizer_state_bytes(int optimizer, vs_master_part master,
                                   uint64_t rows, uint64_t cols);
 
-/* Pinned host buffers one GPU's NVMe swapping takes (DeepSpeed's
- * swap_tensor/optimizer_utils.py and partitioned_param_swapper.py): with
- * the optimizer on NVMe, VS_NVME_OPT_BUFFERS buffers of the largest
- * sub-group partition (min(sub_group_size, its trainable partition of
- * `partition_elems`)) x 4 B; with parameters on NVMe,
- * VS_NVME_PARAM_BUFFERS x VS_NVME_PARAM_BUFFER_ELEMS x 2 B. 0 without NVMe. */
-uint64_t vs_recipe_swap_buffer_bytes(const vs_recipe *r,
+/* Host buffers one GPU's offload takes beside the states: DeepSpeed
+ * ZeRO-1/2's 16-bit copy of the updated partition (vs_offload_plan
+ * bit16_buffer x `partition_elems`); the pinned buffers of NVMe swapping
+ * (DeepSpeed's swap_tensor/optimizer_utils.py and
+ * partitioned_param_swapper.py): with the optimizer on NVMe,
+ * VS_NVME_OPT_BUFFERS buffers of the largest sub-group partition
+ * (min(sub_group_size, its trainable partition)) x 4 B; with parameters on
+ * NVMe, VS_NVME_PARAM_BUFFERS x VS_NVME_PARAM_BUFFER_ELEMS x 2 B. */
+uint64_t vs_recipe_host_buffer_bytes(const vs_recipe *r,
                                      uint64_t partition_elems);
 
 /* "keep", "recompute_core", "recompute_block", "not_saved". */
