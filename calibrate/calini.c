@@ -155,22 +155,19 @@ static void put_size(vs_csv *f, double bytes)
   vs_csv_printf(f, "%.4g %s", bytes, unit[u]);
 }
 
-/* What vsim takes of a kind's pieces (README "How vsim uses it"). */
+/* What vsim takes of a kind's pieces (README "How vsim uses it";
+ * vs_cal_times_transfers, vs_cal_by_piece). */
 static const char *piece_use(int kind)
 {
-  switch (kind) {
-  case VS_CAL_D2D_KERNEL:
-  case VS_CAL_P2P:
+  if (vs_cal_by_piece(kind))
     return "vsim times each size with its own piece";
-  case VS_CAL_H2D_PINNED:
+  if (kind == VS_CAL_H2D_PINNED)
     return "vsim takes the bandwidth and the first piece's latency as the "
            "PCIe link's, which copies share";
-  case VS_CAL_D2H_PINNED:
+  if (vs_cal_times_transfers(kind))
     return "vsim takes the bandwidth as the PCIe link's device-to-host "
            "rate, which copies share";
-  default:
-    return "recorded for reference: vsim does not read this kind";
-  }
+  return "recorded for reference: vsim does not read this kind";
 }
 
 /* The comments above a kind's keys: range, pieces, outliers, convention. */
@@ -210,8 +207,9 @@ static void describe_kind(vs_csv *f, int kind, const vs_fit *fit)
   else if (fit->n_breaks && vs_fit_last(fit)->latency < 0)
     vs_csv_printf(f, "; the last piece's latency is its line's intercept, "
                      "below 0: its times start where the piece does\n");
-  vs_csv_printf(f, "; measured sizes only: outside them vsim extends the "
-                   "nearest piece and says so\n");
+  if (vs_cal_by_piece(kind))
+    vs_csv_printf(f, "; measured sizes only: outside them vsim extends the "
+                     "nearest piece and says so\n");
 }
 
 static void put_comments(vs_csv *f, const char *text)

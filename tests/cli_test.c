@@ -1627,6 +1627,8 @@ static void test_shipped_model_configs(void **state)
        * over 5120 (q and o 4096 x 3072 and 5120 x 4096) */
       {"gemma-7b.json", 8192, 8537680896.0, 0, false, 0, 0},
       {"mistral-nemo-12b.json", 8192, 12247782400.0, 0, false, 0, 0},
+      /* Phi-3-mini: Llama's layers, fused q/k/v and gate/up (3.82 B) */
+      {"phi-3-mini.json", 4096, 3821079552.0, 0, false, 0, 0},
       {"gpt2.json", 512, 124439808.0, 0, false, 0, 0},
       {"gpt-neox-20b.json", 2048, 20554567680.0, 0, false, 0, 0},
       {"bert-base-uncased.json", 128, 109514298.0, 0, false, 0, 0},
@@ -1634,6 +1636,11 @@ static void test_shipped_model_configs(void **state)
       {"mixtral-8x7b.json", 4096, 46.7e9, 12.9e9, false, 0, 46702792704.0},
       /* Qwen's Qwen1.5-MoE-A2.7B card: 14.3 B in total, 2.7 B activated */
       {"qwen1.5-moe-a2.7b.json", 4096, 14.3e9, 2.7e9, false, 0, 14315784192.0},
+      /* Qwen's Qwen3-30B-A3B card: 30.5 B in total, 3.3 B activated (by
+       * hand from the config: 48 x (attention 18,874,368 + head norms 256
+       * + router 262,144 + 8 of 128 experts x 3 x 2048 x 768 + norms
+       * 4096) + both embeddings 622,329,856 + 2048 = 3,353,032,704) */
+      {"qwen3-30b-a3b.json", 4096, 30.5e9, 3.353e9, false, 0, 30532122624.0},
       /* DeepSeek-V3 (arXiv 2412.19437): 671 B in total (its multi-token
        * prediction module aside); its README_WEIGHTS.md: "Activation
        * parameters: 36.6B (including 0.9B for the output Head)", the

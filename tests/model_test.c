@@ -1087,15 +1087,22 @@ static void test_size_guard_counts_padding_and_shared_experts(void **state)
       "experts_per_token = 1\nshared_experts = 100000\n"
       "shared_expert_ffn_hidden = 10000000\n"
       "[training]\nmicro_batch = 10000\n";
+  /* heads far wider than hidden (review: the parameter count wrapped
+   * 64 bits, about 2e19 of them) */
+  static const char wide[] =
+      "[model]\narch = llama\nlayers = 100000\nhidden = 10000\n"
+      "heads = 100000\nhead_dim = 100000\nkv_heads = 1\nffn_hidden = 100\n"
+      "vocab = 100\nseq_len = 100\n";
   static const char *const unpadded[] = {"model.vocab_divisible_by=1"};
   static const char *const one[] = {"model.shared_experts=1"};
-  const char *const ini[] = {padded, shared};
-  const char *const *fix[] = {unpadded, one};
+  static const char *const narrow[] = {"model.head_dim=1"};
+  const char *const ini[] = {padded, shared, wide};
+  const char *const *fix[] = {unpadded, one, narrow};
   vs_workload wl;
   vs_model m;
   vs_error err;
   (void)state;
-  for (size_t k = 0; k < 2; k++) {
+  for (size_t k = 0; k < 3; k++) {
     vs_error_clear(&err);
     assert_int_equal(tu_load_workload(&wl, ini[k], NULL, 0, 0, &err), 0);
     assert_int_equal(vs_model_build(&wl, &m, &err), VS_EINPUT);

@@ -1867,8 +1867,7 @@ static size_t ops_named(const vs_rank *r, const char *name)
  * overlap_comm) holds the buffers beside its resident gradients from the
  * step's first backward to the reduction's epilogue: the most gradient
  * bytes held grow by the bucket (1 MiB here) or two, where framework =
- * none and ZeRO-2 (whose transient gradients fill the bucket) hold none;
- * under its pipeline engine one, made at the boundary. */
+ * none and ZeRO-2 (whose transient gradients fill the bucket) hold none. */
 static void test_deepspeed_zero1_ipg_buffers(void **state)
 {
   const char *none[] = {"parallel.zero=1", "parallel.bucket=1MiB"};
@@ -1907,9 +1906,14 @@ static void test_deepspeed_zero1_ipg_buffers(void **state)
   simulate(&a, &wl, &topo, false);
   assert_int_equal(ops_named(&b.ranks[0], "ipg_buffer"), 1);
   assert_int_equal(ops_named(&d.ranks[0], "ipg_buffer"), 0);
-  /* the pipeline engine: one buffer whatever overlap_comm says */
+  /* the pipeline engine: one buffer at the boundary whatever overlap_comm
+   * says, but on the last stage, whose backward the ZeRO optimizer runs
+   * (pipe/engine.py _exec_backward_pass), two from its first backward */
   assert_int_equal(max_held(&a.ranks[0], VS_CAT_GRADS),
                    max_held(&e.ranks[0], VS_CAT_GRADS) + (1u << 20));
+  assert_int_equal(max_held(&a.ranks[1], VS_CAT_GRADS),
+                   max_held(&e.ranks[1], VS_CAT_GRADS) + (2u << 20));
+  assert_int_equal(ops_named(&a.ranks[1], "ipg_buffer"), 1);
   vs_sim_fini(&a);
   vs_sim_fini(&b);
   vs_sim_fini(&c);

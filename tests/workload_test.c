@@ -1181,6 +1181,13 @@ static void test_hf_config_layer_options(void **state)
                                   "seq_len (128"));
   assert_int_equal(load_with_json(&wl, HF_GPT2(""), ini, &err), 0);
   assert_int_equal(wl.model.max_positions, 1024);
+  /* a workload that makes the model rotary drops the config's table */
+  assert_int_equal(load_with_json(&wl, HF_GPT2(""),
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\npositions = rotary\n",
+                                  &err),
+                   0);
+  assert_int_equal(wl.model.max_positions, 0);
   assert_int_equal(
       load_with_json(&wl, HF_TYPE("\"llama\"", ", \"attention_bias\": 1"), ini,
                      &err),

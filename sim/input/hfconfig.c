@@ -109,7 +109,7 @@ typedef struct type_traits {
   const char *max_positions;    /* the learned table's rows, or NULL */
   json_int_t positions_default; /* its value when absent or null */
   const char *type_vocab;       /* BERT's token types, or NULL (absent or
-                                   null: BertConfig's 2) */
+                                   null: no key, the workload's 2) */
   bool shared_gate;             /* with shared experts */
 } type_traits;
 
@@ -256,6 +256,20 @@ static int read_flags(const json_t *root, const char *path, const family *f,
   snprintf(text, sizeof text, "%.17g", drop ? json_number_value(drop) : 0.0);
   put(out, "dropout", drop ? f->dropout : NULL, text);
   return 0;
+}
+
+/* The mixture-of-experts model types, "a, b and c", into buf. */
+static const char *moe_types(char *buf, size_t len)
+{
+  size_t n = sizeof moe_families / sizeof moe_families[0], used = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < n; i++)
+    vs_conf_append_item(buf, len, &used,
+                        i == 0       ? ""
+                        : i + 1 == n ? " and "
+                                     : ", ",
+                        moe_families[i].type, strlen(moe_families[i].type));
+  return buf;
 }
 
 static const moe_family *moe_family_of(const char *type)
@@ -435,9 +449,11 @@ static int read_traits(const json_t *root, const char *path, vs_hf_model *out,
       (rc = put_count_or(root, path, t->max_positions, "max_positions",
                          t->positions_default, out, err)))
     return rc;
-  return t->type_vocab ? put_count_or(root, path, t->type_vocab, "type_vocab",
-                                      2, out, err)
-                       : 0;
+  /* an absent type_vocab_size gives no key: the workload's default for
+   * bert is BertConfig's 2 */
+  if (!t->type_vocab || !given(root, t->type_vocab))
+    return 0;
+  return put_count_or(root, path, t->type_vocab, "type_vocab", 0, out, err);
 }
 
 /* A mixture of experts' keys, from its family's fields, into out. */
@@ -493,15 +509,16 @@ static int read_shape(const json_t *root, const char *path, bool moe,
     if ((rc = count_field(root, path, expert_fields[i], "layers' experts", &v,
                           err)))
       return rc;
-    if (v > 1)
+    if (v > 1) {
+      char types[256];
       return vs_error_set(
           err, VS_EINPUT,
-          "%s: field \"%s\" = %lld: mixtures of experts are "
-          "not simulated in a %s config (vsim reads them "
-          "from mixtral, qwen2_moe, qwen3_moe, deepseek_v2 and "
-          "deepseek_v3 ones)",
+          "%s: field \"%s\" = %lld: mixtures of experts are not simulated "
+          "in a %s config (vsim reads them from %s ones)",
           path, expert_fields[i], (long long)v,
-          json_string_value(json_object_get(root, "model_type")));
+          json_string_value(json_object_get(root, "model_type")),
+          moe_types(types, sizeof types));
+    }
   }
   if (!hd || json_is_null(hd))
     return 0;

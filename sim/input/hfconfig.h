@@ -2,15 +2,17 @@
  *
  * vs_hf_config_read maps the shape a model's config.json publishes (layers,
  * widths, heads, vocabulary, tied embeddings, dropout) to [model] keys of
- * workload.ini, as text to store through the key table. It knows the
- * families whose layers vsim builds: llama, mistral, qwen2, qwen3 and gemma
+ * workload.ini, as text to store through the key table, with what each
+ * model_type's layers have beyond it (biases, head norms, head width,
+ * positions, token types, a shared-expert gate). It knows the families
+ * whose layers vsim builds: llama, mistral, phi3, qwen2, qwen3 and gemma
  * (arch = llama: RMSNorm, gated MLP, rotary), the mixtures of experts
- * mixtral, qwen2_moe, deepseek_v2 and deepseek_v3 (arch = llama with
- * [model] experts; DeepSeek's with multi-head latent attention), gpt2 and
- * gpt_neox (arch = gpt), bert. Anything else, and a config whose layers
- * vsim would build wrong (a head_dim other than hidden / heads, experts in
- * another family, Qwen-MoE's mlp_only_layers), is refused, naming the
- * field. Pure but for reading the file (jansson). */
+ * mixtral, qwen2_moe, qwen3_moe, deepseek_v2 and deepseek_v3 (arch = llama
+ * with [model] experts; DeepSeek's with multi-head latent attention),
+ * gpt2 and gpt_neox (arch = gpt), bert. Anything else, and a config whose
+ * layers vsim would build wrong (experts in another family, Qwen-MoE's
+ * mlp_only_layers), is refused, naming the field. Pure but for reading
+ * the file (jansson). */
 #ifndef VS_HFCONFIG_H
 #define VS_HFCONFIG_H
 

@@ -149,9 +149,31 @@ bool vs_workload_grads_shared(const vs_parallel_conf *p)
          (vs_workload_experts_apart(p) && vs_workload_expert_dp(p) > 1);
 }
 
+bool vs_workload_cpu_step(const vs_parallel_conf *p)
+{
+  return p->offload_optimizer != VS_OFFLOAD_NONE;
+}
+
 bool vs_workload_grads_bucketed(const vs_parallel_conf *p)
 {
-  return vs_workload_grads_shared(p) || p->offload_optimizer != VS_OFFLOAD_NONE;
+  return vs_workload_grads_shared(p) || vs_workload_cpu_step(p);
+}
+
+unsigned vs_workload_ipg_buffers(const vs_workload *wl, bool last_stage,
+                                 bool *from_backward)
+{
+  const vs_parallel_conf *p = &wl->parallel;
+  *from_backward = p->pp == 1 || last_stage;
+  if (wl->training.framework != VS_FW_DEEPSPEED || p->zero != 1)
+    return 0;
+  return *from_backward && p->overlap_grad_reduce ? 2 : 1;
+}
+
+bool vs_workload_bucket_matters(const vs_workload *wl)
+{
+  bool from_backward;
+  return vs_workload_grads_bucketed(&wl->parallel) ||
+         vs_workload_ipg_buffers(wl, true, &from_backward) > 0;
 }
 
 bool vs_workload_grads_wait_for_step(uint64_t zero, bool optimizer_in_backward)

@@ -171,6 +171,11 @@ bool vs_cal_times_transfers(int kind)
          kind == VS_CAL_H2D_PINNED || kind == VS_CAL_D2H_PINNED;
 }
 
+bool vs_cal_by_piece(int kind)
+{
+  return kind == VS_CAL_D2D_KERNEL || kind == VS_CAL_P2P;
+}
+
 double vs_cal_small_latency(const vs_cal_fit *fit)
 {
   return fit->piece_latencies.n ? fit->piece_latencies.values[0] : fit->latency;

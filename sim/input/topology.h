@@ -270,6 +270,11 @@ void vs_topology_measured_text(const vs_topology *topo, char *buf, size_t len);
  * each way). */
 bool vs_cal_times_transfers(int kind);
 
+/* True for those of them that vsim times size by size, each with its own
+ * piece (d2d_kernel, p2p); the PCIe kinds give one rate and a small-copy
+ * latency to the link the copies share. */
+bool vs_cal_by_piece(int kind);
+
 /* The latency of a curve's smallest sizes: its first piece's, which is a
  * time (a later piece's intercept may be negative). */
 double vs_cal_small_latency(const vs_cal_fit *fit);

@@ -343,6 +343,15 @@ static int check_experts(vs_workload *wl, vs_error *err)
   return 0;
 }
 
+/* Whether [model] key's value came from the hf_config file, which the
+ * workload may override into a model where it means nothing (a GPT-2
+ * config's n_positions under positions = rotary): then it is dropped. */
+static bool from_hf_config(const vs_workload *wl, const char *key)
+{
+  int i = vs_conf_find(&workload_tab, "model", key);
+  return i >= 0 && wl->origins.keys[i].set && wl->origins.keys[i].line == -1;
+}
+
 /* The learned position table's rows (seq_len by default), which a
  * sequence may not outgrow; none with rotary embeddings. */
 static int check_positions(vs_workload *wl, vs_error *err)
@@ -350,6 +359,8 @@ static int check_positions(vs_workload *wl, vs_error *err)
   vs_model_conf *m = &wl->model;
   char where[400], where_seq[400];
   if (m->positions == VS_POS_ROTARY) {
+    if (from_hf_config(wl, "max_positions"))
+      m->max_positions = 0;
     if (m->max_positions)
       return vs_error_set(err, VS_EINPUT,
                           "%s: sizes a learned position table, and "
@@ -403,6 +414,8 @@ static int check_layer_options(vs_workload *wl, vs_error *err)
                         "rotary part (qk_rope_head_dim); set positions = "
                         "rotary",
                         WHERE("model", "positions"));
+  if (m->arch != VS_ARCH_BERT && from_hf_config(wl, "type_vocab"))
+    m->type_vocab = 0;
   if (m->type_vocab && m->arch != VS_ARCH_BERT)
     return vs_error_set(err, VS_EINPUT,
                         "%s: token types are BERT's; set it to 0 (or leave "

@@ -122,8 +122,8 @@ typedef struct vs_model_conf {
   bool qk_norm;             /* a norm over each query and key head before
                                rotary embeddings (Qwen3) */
   int positions;            /* vs_positions */
-  uint64_t max_positions;   /* rows of the learned position table (seq_len
-                               at most); 0 with rotary embeddings */
+  uint64_t max_positions;   /* rows of the learned position table (at
+                               least seq_len); 0 with rotary embeddings */
   uint64_t type_vocab;      /* BERT's token types (0 for other arches) */
   uint64_t vocab_divisible_by; /* vocab padded to a multiple of this * tp */
   /* Mixture of experts (0 experts: every layer dense) */
@@ -428,11 +428,28 @@ bool vs_workload_experts_apart(const vs_parallel_conf *p);
  * expert-data-parallel group has more than one rank (tp 2 at etp 1). */
 bool vs_workload_grads_shared(const vs_parallel_conf *p);
 
+/* Whether the optimizer steps on the CPU, its states off the GPU. */
+bool vs_workload_cpu_step(const vs_parallel_conf *p);
+
 /* Whether the step's gradients leave the rank in buckets: reduced with
  * other ranks' (vs_workload_grads_shared), or streamed to the host for an
- * offloaded optimizer's step; else overlap_grad_reduce and bucket change
- * nothing. */
+ * offloaded optimizer's step (vs_workload_cpu_step). */
 bool vs_workload_grads_bucketed(const vs_parallel_conf *p);
+
+/* DeepSpeed ZeRO-1's contiguous-gradient buffers of reduce_bucket_size
+ * elements ([parallel] bucket) a stage holds (stage_1_and_2.py, with
+ * contiguous_gradients, on by default): made in the optimizer's backward,
+ * from the step's first (*from_backward: no pipeline, or the pipeline
+ * engine's last stage, whose _exec_backward_pass calls it), one and a
+ * second with overlap_comm ([parallel] overlap_grad_reduce); on the
+ * pipeline's other stages one, made in reduce_gradients at the boundary.
+ * 0 for every other job. */
+unsigned vs_workload_ipg_buffers(const vs_workload *wl, bool last_stage,
+                                 bool *from_backward);
+
+/* Whether [parallel] bucket and overlap_grad_reduce change anything: the
+ * gradients are bucketed, or DeepSpeed ZeRO-1 sizes its buffers by them. */
+bool vs_workload_bucket_matters(const vs_workload *wl);
 
 /* The data-parallel ranks that ZeRO shards model states over and that
  * reduce each gradient together: dp x cp (context-parallel ranks hold

@@ -247,10 +247,12 @@ static int preset_fsdp2(vs_workload *wl, vs_error *err)
  * eagerly (TrainingArguments.torch_compile defaults to False). */
 static int preset_hf(vs_workload *wl, vs_error *err)
 {
+  char bucket[32];
   int rc = preset(wl, "training", "precision", "amp_bf16",
                   "the Trainer's bf16 = True runs torch.autocast over the "
                   "fp32 model",
                   err);
+  snprintf(bucket, sizeof bucket, "%lluB", VS_BUCKET_DEFAULT);
   if (!rc && vs_precision_has_master(wl->training.precision))
     rc = preset(wl, "training", "master_weights", "false",
                 "the Trainer steps the model's own 16-bit weights: no "
@@ -262,7 +264,7 @@ static int preset_hf(vs_workload *wl, vs_error *err)
                 "torch_compile = True",
                 err);
   return rc ? rc
-            : preset(wl, "parallel", "bucket", "26214400B",
+            : preset(wl, "parallel", "bucket", bucket,
                      "DDP's bucket_cap_mb = 25", err);
 }
 

@@ -228,8 +228,11 @@ static int check_size(const vs_workload *wl, vs_error *err)
   double biggest = 4.0 * s * b * v;                        /* fp32 logits */
   /* eager attention keeps s x s scores per head; flash keeps none */
   double scores = wl->training.attention == VS_ATTN_EAGER ? 5.0 * a * s : 0.0;
-  double layer = 4.0 * s * b * (40.0 * h + 8.0 * f + scores);
-  double params = 20.0 * (l * (4.0 * h * h + 3.0 * h * f) + 2.0 * v * h);
+  /* the heads' width: hidden, or heads x head_dim */
+  double ad = a * (double)mc->head_dim > h ? a * (double)mc->head_dim : h;
+  double layer = 4.0 * s * b * (36.0 * h + 4.0 * ad + 8.0 * f + scores);
+  double params =
+      20.0 * (l * (2.0 * h * h + 2.0 * h * ad + 3.0 * h * f) + 2.0 * v * h);
   /* a mixture of experts: every expert's weights; the slots (k a token,
    * or E x capacity, at most E a token) carry its tensors, the shared
    * experts' MLP of width fs every token; latent attention's projections
@@ -250,8 +253,9 @@ static int check_size(const vs_workload *wl, vs_error *err)
         "%.0f micro-batches a stage may keep, %.3g bytes of model states, "
         "%.3g bytes "
         "of fp32 logits) are too large to simulate: each must stay below "
-        "%.0e bytes; lower [model] layers, hidden, ffn_hidden, experts, "
-        "seq_len or vocab, or [training] micro_batch or global_batch",
+        "%.0e bytes; lower [model] layers, hidden, head_dim, ffn_hidden, "
+        "experts, seq_len or vocab, or [training] micro_batch or "
+        "global_batch",
         wl->origins.file, layer * l * kept, kept, params, biggest, SIZE_LIMIT);
   return 0;
 }

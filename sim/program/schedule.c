@@ -666,7 +666,7 @@ static void end_step(builder *b)
    * appended to the newest op only) */
   if (b->p->n_ops > 0)
     sb_free_on(b, (uint32_t)(b->p->n_ops - 1), b->last_flat, AT_END);
-  sb_make_ipg(b, (int)b->lay->grad_accum - 1);
+  sb_make_ipg(b, (int)b->lay->grad_accum - 1, false);
   sb_reduce_deferred(b);
   sb_release_reduce_inputs(b);
   sb_reshard_rest(b);

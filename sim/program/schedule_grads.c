@@ -379,17 +379,22 @@ static void gather_updated(builder *b, const vs_stage_layout *st,
                 st->expert_params_full_bytes, -1, after);
 }
 
-/* DeepSpeed ZeRO-1's contiguous-gradient buffers (recipe ipg_buffers),
- * made where none is held yet: by an op of no time on the compute stream,
- * as torch.empty allocates them. */
-void sb_make_ipg(builder *b, int mb)
+/* DeepSpeed ZeRO-1's contiguous-gradient buffers
+ * (vs_workload_ipg_buffers), made where none is held yet and this is
+ * where the stage makes them (`in_backward`: the step's first backward,
+ * else its boundary): by an op of no time on the compute stream, as
+ * torch.empty allocates them. */
+void sb_make_ipg(builder *b, int mb, bool in_backward)
 {
+  bool from_backward;
+  unsigned n = vs_workload_ipg_buffers(b->wl, b->stage + 1 == b->lay->pp,
+                                       &from_backward);
   uint32_t op;
-  if (!b->r->ipg_buffers || b->ipg[0] != NONE)
+  if (!n || b->ipg[0] != NONE || from_backward != in_backward)
     return;
   op = sb_new_op(b, VS_STREAM_COMPUTE, VS_PHASE_BWD, "ipg_buffer", -1, mb, 0.0,
                  0.0, 0.0);
-  for (uint8_t i = 0; i < b->r->ipg_buffers; i++) {
+  for (unsigned i = 0; i < n; i++) {
     b->ipg[i] = sb_new_buffer(b, b->wl->parallel.bucket_bytes, VS_CAT_GRADS);
     sb_alloc_on(b, op, b->ipg[i]);
   }

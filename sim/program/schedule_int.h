@@ -92,8 +92,8 @@ typedef struct builder {
   uint32_t *param_base;     /* [inst] its first parameter in tensor_grad */
   uint32_t *bucket;         /* insts whose grads wait in the open bucket */
   size_t n_bucket;          /* how many */
-  uint32_t ipg[2];          /* recipe ipg_buffers: the buffers held, NONE
-                               before they are made */
+  uint32_t ipg[2];          /* vs_workload_ipg_buffers: the buffers held,
+                               NONE before they are made */
   uint32_t *deferred;       /* reduce_after_backward: insts whose grads are
                                bucketed once backward is done, in backward
                                order, NONE where a chunk's buckets end */
@@ -335,7 +335,7 @@ void sb_bucket_grads(builder *b, size_t inst, int mb, uint32_t after);
 void sb_defer_grads(builder *b, uint32_t inst);
 void sb_reduce_listed(builder *b, uint32_t after);
 void sb_reduce_deferred(builder *b);
-void sb_make_ipg(builder *b, int mb);
+void sb_make_ipg(builder *b, int mb, bool in_backward);
 void sb_optimizer_step(builder *b);
 void sb_setup(builder *b);
 

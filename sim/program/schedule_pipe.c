@@ -273,8 +273,7 @@ void sb_backward_unit(builder *b, const vs_unit *u)
   bool defer = sync && (b->r->reduce_after_backward || pipelined);
   size_t first, last;
   enter_chunk(b, g, &first, &last);
-  if (b->lay->pp == 1)
-    sb_make_ipg(b, (int)u->mb);
+  sb_make_ipg(b, (int)u->mb, true);
   if (g + 1 < b->lay->n_chunks && chunk_has_backward(b, g))
     receive(b, SEND_GRADIENT, u->mb, g + 1, sb_layer_of(last));
   for (size_t inst = last + 1; inst-- > first;) {

@@ -125,7 +125,7 @@ static void resolve_offload(const vs_workload *wl, vs_recipe *r)
   const vs_parallel_conf *p = &wl->parallel;
   r->optimizer.place = (uint8_t)place_of(p->offload_optimizer);
   r->params.place = (uint8_t)place_of(p->offload_params);
-  r->offload.cpu_step = p->offload_optimizer != VS_OFFLOAD_NONE;
+  r->offload.cpu_step = vs_workload_cpu_step(p);
   r->offload.fetch_params = p->offload_params != VS_OFFLOAD_NONE;
   r->offload.activations =
       wl->training.offload_activations != VS_OFFLOAD_NONE;
@@ -348,15 +348,8 @@ static void resolve_grad_flow(const vs_workload *wl, vs_recipe *r)
   /* gradients that wait for the step can wait for the whole backward
    * (overlap_grad_reduce = false with ZeRO-2 is reduce_on_compute; the
    * workload refuses it with the others) */
-  r->reduce_after_backward = !wl->parallel.overlap_grad_reduce &&
-                             !r->transient_grads;
-  /* ZeRO-2's contiguous buffer holds the bucket its gradients fill (the
-   * transient gradients stand for it); ZeRO-1's stays allocated beside
-   * the resident ones */
-  r->ipg_buffers =
-      wl->training.framework == VS_FW_DEEPSPEED && zero == 1
-          ? (wl->parallel.pp == 1 && wl->parallel.overlap_grad_reduce ? 2 : 1)
-          : 0;
+  r->reduce_after_backward =
+      !wl->parallel.overlap_grad_reduce && !r->transient_grads;
   /* Megatron-LM turns bucketing off without --overlap-grad-reduce, on
    * pipeline ranks past the first and for model chunks past the first
    * (distributed_data_parallel.py: bucket_size = None) */

@@ -275,16 +275,6 @@ typedef struct vs_recipe {
                                on the compute stream as each bucket fills
                                ([parallel] overlap_grad_reduce = false with
                                ZeRO-2: DeepSpeed without overlap_comm) */
-  uint8_t ipg_buffers;      /* DeepSpeed ZeRO-1's contiguous-gradient
-                               buffers (stage_1_and_2.py backward: with
-                               contiguous_gradients, on by default, an
-                               ipg_buffer of reduce_bucket_size elements,
-                               [parallel] bucket, and a second with
-                               overlap_comm), made at the step's first
-                               backward (under its pipeline engine only
-                               in reduce_gradients, at the boundary, one)
-                               and released by the reduction's epilogue
-                               before the step; 0 elsewhere */
   bool reduce_after_backward; /* the step's gradient buckets are reduced
                                once the stage's whole backward pass is
                                done, not as each fills ([parallel]

@@ -370,7 +370,7 @@ static void show_idle_keys(FILE *out, const vs_workload *wl)
             "# order = %s has no effect at %s = 1: both orders place "
             "the ranks alike\n",
             vs_order_name(p->order), p->pp == 1 ? "pp" : "dp");
-  if (!vs_workload_grads_bucketed(p) &&
+  if (!vs_workload_bucket_matters(wl) &&
       (!p->overlap_grad_reduce || p->bucket_bytes != VS_BUCKET_DEFAULT))
     fprintf(out, "# overlap_grad_reduce and bucket have no effect here: no "
                  "gradient leaves the GPU (dp x cp = 1, no optimizer "
