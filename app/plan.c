@@ -89,6 +89,8 @@ enum {
   PRUNE_EP,               /* ep not dividing dp, or with zero > 1 */
   PRUNE_CP,               /* cp with a tp its sequence cannot split for */
   PRUNE_PAGED,            /* a paged optimizer with zero > 0 or offload */
+  PRUNE_PRECISION_AWARE,  /* the precision-aware optimizer with zero other
+                             than 1 or with offload */
   PRUNE_STEP_IN_BWD,      /* optimizer_in_backward beyond one micro-batch
                              on one GPU */
   PRUNE_N
@@ -126,6 +128,8 @@ static const char *const prune_reasons[PRUNE_N] = {
     "chunks (or tp x cp does not divide the heads for cp_comm = a2a)",
     "layouts: bitsandbytes' paged optimizer (paged_optimizer) runs with "
     "zero = 0 and the optimizer on the GPU",
+    "layouts: Megatron-LM's precision-aware optimizer runs within its "
+    "distributed optimizer (zero = 1), without offload",
     "layouts: optimizer_in_backward needs one micro-batch a step on one GPU "
     "(dp = cp = pp = 1) and the optimizer on it",
 };
@@ -459,9 +463,16 @@ static int enumerate_zero(const vs_workload *wl, const layout_choice *base,
     return 0;
   }
   at = parallel_at(wl, &lc);
+  if (vs_workload_precision_aware_misfit(&wl->training, lc.zero,
+                                         offload_optimizer(&lc), &key)) {
+    ps->pruned[PRUNE_PRECISION_AWARE]++;
+    return 0;
+  }
+  /* ZeRO shards over dp x cp (or an expert group); the precision-aware
+   * optimizer runs within Megatron-LM's distributed one, dp = 1 or not */
   if (!vs_workload_grads_shared(&at) && lc.zero > 0 &&
-      lc.offload == PLAN_OFFLOAD_NONE) { /* ZeRO shards over dp x cp (or
-                                            an expert group) */
+      lc.offload == PLAN_OFFLOAD_NONE &&
+      !wl->training.precision_aware_optimizer) {
     ps->pruned[PRUNE_ZERO_DP1]++;
     return 0;
   }

@@ -477,6 +477,77 @@ static void test_framework_presets(void **state)
   }
 }
 
+/* Megatron-LM's precision-aware optimizer (--use-precision-aware-
+ * optimizer; frameworks.md 3.2: bf16 moments make Adam 4 B a parameter),
+ * whose Transformer Engine FusedAdam keeps the states (fused_adam.py
+ * _initialize_state), over the distributed optimizer's d ranks:
+ * - bf16 weights, fp32 grad buffer, fp32 states: the master copy is the
+ *   int16 low half of each fp32 value (store_param_remainders): 2 + 4 +
+ *   (2 + 8)/d, against 6 + 12/d without it;
+ * - bf16 moments: 6 + 6/d, read by the kernel as they are (nothing at the
+ *   step); with bf16 main grads (grad_dtype = precision) 4 + 6/d;
+ * - fp16 moments: 6 + 6/d, each unpacked to an fp32 copy of the largest
+ *   group's shard at the step: 2 x 4 x decay/d;
+ * - fp16 weights keep a whole fp32 master: 2 + 2 + 12/d, without
+ *   Megatron's fp32 .grad copies (the kernel reads the 16-bit shard);
+ *   with main_params_dtype = fp16, 4 + 10/d and the master's fp32 copy
+ *   at the step, 4 x decay/d. */
+static void test_precision_aware_optimizer(void **state)
+{
+  const char *fp32[] = {"training.framework=megatron",
+                        "training.precision=bf16", "parallel.zero=1",
+                        "training.precision_aware_optimizer=true"};
+  const char *bf16[] = {fp32[0],
+                        fp32[1],
+                        fp32[2],
+                        fp32[3],
+                        "training.exp_avg_dtype=bf16",
+                        "training.exp_avg_sq_dtype=bf16",
+                        "training.grad_dtype=fp32"};
+  const char *bf16_grads[] = {fp32[0],
+                              fp32[1],
+                              fp32[2],
+                              fp32[3],
+                              bf16[4],
+                              bf16[5],
+                              "training.grad_dtype=precision"};
+  const char *fp16[] = {fp32[0],
+                        fp32[1],
+                        fp32[2],
+                        fp32[3],
+                        "training.exp_avg_dtype=fp16",
+                        "training.exp_avg_sq_dtype=fp16"};
+  const char *w16[] = {fp32[0], "training.precision=fp16", fp32[2], fp32[3]};
+  const char *w16_main16[] = {w16[0], w16[1], w16[2], w16[3],
+                              "training.main_params_dtype=fp16"};
+  const uint64_t d = 4;
+  vs_layout lay;
+  uint64_t psi, decay;
+  (void)state;
+  build(small_gpt, fp32, 4, d, &lay);
+  psi = lay.param_elems;
+  decay = (lay.stages[0].decay_elems + d - 1) / d;
+  assert_true(decay * d < psi && decay * d > psi - psi / 100);
+  assert_sharded(vs_layout_model_states(&lay), d, 6 * psi * d + 10 * psi, 10);
+  assert_int_equal(lay.stages[0].step_temp_bytes, 0);
+  build(small_gpt, bf16, 7, d, &lay);
+  assert_sharded(lay.optimizer_bytes, d, 6 * psi, 6);
+  assert_sharded(vs_layout_model_states(&lay), d, 6 * psi * d + 6 * psi, 6);
+  assert_int_equal(lay.stages[0].step_temp_bytes, 0);
+  build(small_gpt, bf16_grads, 7, d, &lay);
+  assert_sharded(vs_layout_model_states(&lay), d, 4 * psi * d + 6 * psi, 6);
+  build(small_gpt, fp16, 6, d, &lay);
+  assert_sharded(vs_layout_model_states(&lay), d, 6 * psi * d + 6 * psi, 6);
+  assert_int_equal(lay.stages[0].step_temp_bytes, 2 * 4 * decay);
+  build(small_gpt, w16, 4, d, &lay);
+  assert_int_equal(lay.grad_elem_bytes, 2);
+  assert_sharded(vs_layout_model_states(&lay), d, 4 * psi * d + 12 * psi, 12);
+  assert_int_equal(lay.stages[0].step_temp_bytes, 0);
+  build(small_gpt, w16_main16, 5, d, &lay);
+  assert_sharded(vs_layout_model_states(&lay), d, 4 * psi * d + 10 * psi, 10);
+  assert_int_equal(lay.stages[0].step_temp_bytes, 4 * decay);
+}
+
 /* Autocast (frameworks.md 1.2: "autocast over fp32 params keeps 4 + 4 +
  * 8 = 16 B/param resident") and the Hugging Face Trainer's DDP, whose
  * reducer keeps a flat bucket copy of every gradient (gradient_as_bucket_view
@@ -1097,6 +1168,7 @@ int main(void)
       cmocka_unit_test(test_megatron_bytes_per_param),
       cmocka_unit_test(test_fp32_adam),
       cmocka_unit_test(test_framework_presets),
+      cmocka_unit_test(test_precision_aware_optimizer),
       cmocka_unit_test(test_optimizer_state_bytes),
       cmocka_unit_test(test_layout_optimizer_sum),
       cmocka_unit_test(test_framework_bytes),

@@ -1587,6 +1587,57 @@ static void test_framework_presets(void **state)
  * interleaved ones (overlap_p2p_comm), DeepSpeed's engine blocks
  * (dist.send); the workload's own value wins over the preset's; a bad
  * value names the choices. */
+/* Megatron-LM's precision-aware optimizer: its state dtypes need it, and
+ * it needs what Megatron-LM asserts (framework, Adam, the distributed
+ * optimizer) and what vsim simulates (a master copy, no offload). */
+static void test_precision_aware_rules(void **state)
+{
+  const char *pa = "training.precision_aware_optimizer=true";
+  const char *mg[] = {"training.framework=megatron", "parallel.zero=1", pa,
+                      "training.exp_avg_dtype=bf16",
+                      "training.main_params_dtype=fp16"};
+  const char *sgd[] = {mg[0], mg[1], pa, "training.optimizer=sgd"};
+  const char *fp32[] = {mg[0], mg[1], pa, "training.precision=fp32"};
+  const char *ds[] = {"training.framework=deepspeed", mg[1], pa};
+  const char *z0[] = {mg[0], "parallel.zero=0", pa};
+  const char *off[] = {mg[0], mg[1], pa, "parallel.offload_optimizer=cpu"};
+  vs_workload wl;
+  vs_error err;
+  char path[128];
+  (void)state;
+  assert_int_equal(load_at(&wl, path, LLAMA_MODEL, mg, 5, 2, &err), 0);
+  assert_true(wl.training.precision_aware_optimizer);
+  assert_int_equal(wl.training.exp_avg_dtype, VS_STATE_BF16);
+  assert_int_equal(wl.training.exp_avg_sq_dtype, VS_STATE_FP32);
+  assert_int_equal(wl.training.main_params_dtype, VS_MAIN_FP16);
+  load_bad(LLAMA_MODEL "[training]\nexp_avg_sq_dtype = bf16\n", NULL, 0, 0,
+           VS_EINPUT,
+           "@:10: [training] exp_avg_sq_dtype = bf16: optimizer states below "
+           "fp32 are Megatron-LM's precision-aware optimizer (Transformer "
+           "Engine's FusedAdam): set precision_aware_optimizer = true");
+  load_bad(LLAMA_MODEL, &mg[4], 1, 0, VS_EINPUT,
+           "--set training.main_params_dtype=fp16: optimizer states below "
+           "fp32");
+  load_bad(LLAMA_MODEL, sgd, 4, 2, VS_EINPUT,
+           "--set training.precision_aware_optimizer=true: Megatron-LM runs "
+           "it with adam only");
+  load_bad(LLAMA_MODEL, fp32, 4, 2, VS_EINPUT,
+           "--set training.precision_aware_optimizer=true: it steps main "
+           "parameters kept beside 16-bit weights");
+  load_bad(LLAMA_MODEL, ds, 3, 2, VS_EINPUT,
+           "--set training.precision_aware_optimizer=true: it is Megatron-LM's "
+           "--use-precision-aware-optimizer: use framework = megatron");
+  load_bad(LLAMA_MODEL, z0, 3, 2, VS_EINPUT,
+           "--set parallel.zero=0: Megatron-LM runs the precision-aware "
+           "optimizer only within its distributed optimizer");
+  load_bad(LLAMA_MODEL, off, 4, 2, VS_EINPUT,
+           "--set parallel.offload_optimizer=cpu: vsim steps an offloaded "
+           "optimizer on ZeRO-Offload's fp32 host states");
+  load_bad(LLAMA_MODEL "[training]\nmain_params_dtype = bf16\n", NULL, 0, 0,
+           VS_EINPUT,
+           "@:10: [training] main_params_dtype = bf16: expected fp32 or fp16");
+}
+
 static void test_p2p_presets(void **state)
 {
   static const char *const none[] = {"parallel.pp=2"};
@@ -2389,6 +2440,7 @@ int main(void)
       cmocka_unit_test(test_hf_config_layer_options),
       cmocka_unit_test(test_runtime_rules),
       cmocka_unit_test(test_autocast_and_hf),
+      cmocka_unit_test(test_precision_aware_rules),
       cmocka_unit_test(test_frameworks_running_ep),
       cmocka_unit_test(test_experts),
       cmocka_unit_test(test_reserve),

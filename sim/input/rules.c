@@ -245,6 +245,55 @@ bool vs_workload_paged_allowed(const vs_training_conf *t, uint64_t zero,
          (zero == 0 && offload_optimizer == VS_OFFLOAD_NONE);
 }
 
+/* The first of t's optimizer-state dtype keys set other than fp32, or
+ * NULL. */
+static const char *state_dtype_set(const vs_training_conf *t)
+{
+  return t->exp_avg_dtype != VS_STATE_FP32      ? "exp_avg_dtype"
+         : t->exp_avg_sq_dtype != VS_STATE_FP32 ? "exp_avg_sq_dtype"
+         : t->main_params_dtype != VS_MAIN_FP32 ? "main_params_dtype"
+                                                : NULL;
+}
+
+const char *vs_workload_precision_aware_misfit(const vs_training_conf *t,
+                                               uint64_t zero,
+                                               int offload_optimizer,
+                                               const char **key)
+{
+  *key = state_dtype_set(t);
+  if (!t->precision_aware_optimizer)
+    return *key ? "optimizer states below fp32 are Megatron-LM's "
+                  "precision-aware optimizer (Transformer Engine's "
+                  "FusedAdam): set precision_aware_optimizer = true"
+                : NULL;
+  *key = "precision_aware_optimizer";
+  if (!vs_framework_megatron(t->framework))
+    return "it is Megatron-LM's --use-precision-aware-optimizer: use "
+           "framework = megatron (or none)";
+  if (t->optimizer != VS_OPT_ADAM && t->optimizer != VS_OPT_ADAMW)
+    return "Megatron-LM runs it with adam only (Transformer Engine's "
+           "FusedAdam, decoupled weight decay): use optimizer = adam or "
+           "adamw";
+  if (!t->master_weights)
+    return "it steps main parameters kept beside 16-bit weights: use "
+           "precision = bf16, fp16 or fp8 with master_weights = true";
+  if (offload_optimizer != VS_OFFLOAD_NONE) {
+    *key = "offload_optimizer";
+    return "vsim steps an offloaded optimizer on ZeRO-Offload's fp32 host "
+           "states; Megatron-LM's hybrid CPU optimizer with narrower "
+           "states is not simulated by this version: set "
+           "offload_optimizer = none";
+  }
+  if (zero != 1) {
+    *key = "zero";
+    return "Megatron-LM runs the precision-aware optimizer only within "
+           "its distributed optimizer (megatron/core/optimizer/"
+           "__init__.py): set zero = 1";
+  }
+  *key = NULL;
+  return NULL;
+}
+
 bool vs_workload_fused_loss_tp_allowed(const vs_training_conf *t, uint64_t tp)
 {
   return tp == 1 || !t->fused_cross_entropy;

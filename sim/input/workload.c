@@ -13,6 +13,8 @@ static const char *const positions_names[] = {"learned", "rotary", NULL};
 static const char *const precision_names[] = {"bf16", "fp16", "fp32", "fp8",
                                               "amp_bf16", "amp_fp16", NULL};
 static const char *const grad_names[] = {"precision", "fp32", NULL};
+static const char *const state_dtype_names[] = {"fp32", "bf16", "fp16", NULL};
+static const char *const main_params_names[] = {"fp32", "fp16", NULL};
 static const char *const optimizer_names[] = {
     "adamw", "adam", "sgd", "momentum", "adafactor", "adam8bit", "lion", NULL};
 static const char *const ckpt_names[] = {"none", "selective", "full", "ops",
@@ -106,6 +108,10 @@ static const vs_key workload_keys[] = {
     K("training", "grad_accumulation_fusion", VS_KEY_BOOL, training.grad_accumulation_fusion, .default_doc = "true with fused kernels under framework megatron or none, else false"),
     K("training", "paged_optimizer", VS_KEY_BOOL, training.paged_optimizer, .default_doc = "false"),
     K("training", "optimizer_in_backward", VS_KEY_BOOL, training.optimizer_in_backward, .default_doc = "false"),
+    K("training", "precision_aware_optimizer", VS_KEY_BOOL, training.precision_aware_optimizer, .default_doc = "false"),
+    K("training", "exp_avg_dtype", VS_KEY_ENUM, training.exp_avg_dtype, .choices = state_dtype_names, .default_doc = "fp32"),
+    K("training", "exp_avg_sq_dtype", VS_KEY_ENUM, training.exp_avg_sq_dtype, .choices = state_dtype_names, .default_doc = "fp32"),
+    K("training", "main_params_dtype", VS_KEY_ENUM, training.main_params_dtype, .choices = main_params_names, .default_doc = "fp32"),
     K("training", "offload_activations", VS_KEY_ENUM, training.offload_activations, .choices = activation_offload_names, .default_doc = "none"),
     K("parallel", "tp", VS_KEY_COUNT, parallel.tp, .positive = true, .hi = 1e6, .default_doc = "1"),
     K("parallel", "pp", VS_KEY_COUNT, parallel.pp, .positive = true, .hi = VS_MAX_STAGES, .default_doc = "1"),
@@ -1153,6 +1159,25 @@ static const char *foreach_refused(const vs_workload *wl)
   return NULL;
 }
 
+/* Megatron-LM's precision-aware optimizer and its state dtypes, where
+ * vs_workload_precision_aware_misfit allows them. */
+static int check_precision_aware(const vs_workload *wl, vs_error *err)
+{
+  char where[400];
+  const char *key;
+  const char *why = vs_workload_precision_aware_misfit(
+      &wl->training, wl->parallel.zero, wl->parallel.offload_optimizer, &key);
+  if (!why)
+    return 0;
+  return vs_error_set(
+      err, VS_EINPUT, "%s: %s",
+      WHERE(strcmp(key, "zero") == 0 || strcmp(key, "offload_optimizer") == 0
+                ? "parallel"
+                : "training",
+            key),
+      why);
+}
+
 /* [training] optimizer_impl = foreach where foreach_refused allows it. */
 static int check_optimizer_impl(const vs_workload *wl, vs_error *err)
 {
@@ -1233,7 +1258,8 @@ static int check_training(vs_workload *wl, vs_error *err)
   if ((rc = resolve_grad_accum(wl, err)) ||
       (rc = resolve_master_weights(wl, err)) || (rc = check_offload(wl, err)) ||
       (rc = check_paged(wl, err)) || (rc = check_grad_accumulation(wl, err)) ||
-      (rc = check_optimizer_impl(wl, err)))
+      (rc = check_optimizer_impl(wl, err)) ||
+      (rc = check_precision_aware(wl, err)))
     return rc;
   return check_step_in_backward(wl, err);
 }

@@ -34,6 +34,11 @@ typedef enum {
   VS_PREC_AMP_FP16
 } vs_precision;
 typedef enum { VS_GRAD_PRECISION, VS_GRAD_FP32 } vs_grad_dtype;
+/* The dtypes Megatron-LM's precision-aware optimizer keeps an Adam moment
+ * in (--exp-avg-dtype, --exp-avg-sq-dtype: Transformer Engine's FusedAdam
+ * states) and its main parameters in (--main-params-dtype). */
+typedef enum { VS_STATE_FP32, VS_STATE_BF16, VS_STATE_FP16 } vs_state_dtype;
+typedef enum { VS_MAIN_FP32, VS_MAIN_FP16 } vs_main_params_dtype;
 typedef enum {
   VS_OPT_ADAMW, VS_OPT_ADAM, VS_OPT_SGD, VS_OPT_MOMENTUM,
   VS_OPT_ADAFACTOR, VS_OPT_ADAM8BIT, VS_OPT_LION
@@ -186,6 +191,13 @@ typedef struct vs_training_conf {
   bool fused_cross_entropy; /* the loss computes the logits' gradient in
                                their own buffer during forward (Liger
                                Kernel): no fp32 copies */
+  bool precision_aware_optimizer; /* Megatron-LM's --use-precision-aware-
+                               optimizer: Transformer Engine's FusedAdam
+                               keeps the master weights and moments in the
+                               dtypes below (vs_recipe_state_bytes) */
+  int exp_avg_dtype;              /* vs_state_dtype of Adam's first moment */
+  int exp_avg_sq_dtype;           /* vs_state_dtype of its second moment */
+  int main_params_dtype;          /* vs_main_params_dtype */
 } vs_training_conf;
 
 /* [parallel] bucket's default: DDP's bucket_cap_mb = 25 (Megatron-LM's
@@ -519,6 +531,18 @@ bool vs_workload_finetune_tp_allowed(const vs_finetune_conf *f, uint64_t tp);
 bool vs_workload_step_in_backward_allowed(const vs_training_conf *t,
                                           uint64_t grad_accum, uint64_t dp_cp,
                                           uint64_t pp, int offload_optimizer);
+
+/* Megatron-LM's precision-aware optimizer under training t with ZeRO
+ * stage zero and offload_optimizer (megatron/core/optimizer/
+ * optimizer_config.py and __init__.py asserts): state dtypes other than
+ * fp32 need it; it needs framework megatron or none, Adam(W), a master
+ * copy of 16-bit weights, the distributed optimizer (zero = 1) and the
+ * optimizer on the GPU. NULL when allowed; else why not, with *key the
+ * [training] or [parallel] key to blame. */
+const char *vs_workload_precision_aware_misfit(const vs_training_conf *t,
+                                               uint64_t zero,
+                                               int offload_optimizer,
+                                               const char **key);
 
 /* Whether training t's paged optimizer (bitsandbytes', each tensor's
  * states in managed memory) runs with ZeRO stage zero and

@@ -99,6 +99,10 @@ static void place_states(const vs_recipe *r, vs_stage_layout *st)
     st->step_temp_bytes = 4 * st->step_elems;
   if (r->step_sqrt_list)
     st->step_temp_bytes += st->optimizer_bytes / 2;
+  /* a group at a time: the weight-decay group, the largest */
+  st->step_temp_bytes +=
+      4ull * r->step_unscaled *
+      sharded_elems(r, st->decay_elems, st->expert_decay_elems);
 }
 
 /* Transformer Engine's delayed scaling keeps an fp32 amax history of

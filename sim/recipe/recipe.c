@@ -176,7 +176,10 @@ static uint8_t step_copy(const vs_workload *wl, const vs_recipe *r)
 {
   const vs_training_conf *t = &wl->training;
   uint64_t zero = wl->parallel.zero;
-  if (r->offload.cpu_step || r->grad_elem_bytes == 4)
+  /* the precision-aware optimizer steps the 16-bit gradient shard as it
+   * is (distrib_optimizer.py: main param's decoupled_grad, a view) */
+  if (r->offload.cpu_step || r->grad_elem_bytes == 4 ||
+      t->precision_aware_optimizer)
     return VS_STEP_COPY_NONE;
   if (t->framework == VS_FW_MEGATRON)
     return t->master_weights ? VS_STEP_COPY_MAIN_GRADS : VS_STEP_COPY_NONE;
@@ -185,6 +188,23 @@ static uint8_t step_copy(const vs_workload *wl, const vs_recipe *r)
   if (zero == 0 && t->precision == VS_PREC_FP16)
     return VS_STEP_COPY_FLAT;
   return zero == 1 || zero == 2 ? VS_STEP_COPY_PARTITION : VS_STEP_COPY_NONE;
+}
+
+/* The states the precision-aware optimizer's step unpacks: FusedAdam
+ * copies each state below fp32 to fp32 for its kernel, a parameter
+ * group's at a time, and scales it back after (fused_adam.py step,
+ * get_unscaled_state; "Try to reclaim the temporary fp32 buffers"), save
+ * two bf16 moments, which its kernel reads as they are (fuse_unscale),
+ * and the int16 remainders of fp32 main parameters. */
+static uint8_t step_unscaled(const vs_training_conf *t)
+{
+  bool fused =
+      t->exp_avg_dtype == VS_STATE_BF16 && t->exp_avg_sq_dtype == VS_STATE_BF16;
+  if (!t->precision_aware_optimizer)
+    return 0;
+  return (uint8_t)((!fused && t->exp_avg_dtype != VS_STATE_FP32) +
+                   (!fused && t->exp_avg_sq_dtype != VS_STATE_FP32) +
+                   (t->main_params_dtype == VS_MAIN_FP16));
 }
 
 /* The optimizer step's passes over its bytes (vs_step_passes). Fused,
@@ -389,6 +409,7 @@ static void resolve_state_handling(const vs_workload *wl, vs_recipe *r)
                                               wl->model.mtp_layers > 0);
   r->step_copy = step_copy(wl, r);
   r->step_passes = step_passes(&wl->training);
+  r->step_unscaled = step_unscaled(&wl->training);
   r->step_sqrt_list = wl->training.optimizer_impl == VS_OPTIMPL_FOREACH &&
                       (wl->training.optimizer == VS_OPT_ADAMW ||
                        wl->training.optimizer == VS_OPT_ADAM);
@@ -559,13 +580,43 @@ static void resolve_ops(const vs_workload *wl, const vs_recipe *r,
   k->recompute_reuses_kept = ckpt == VS_CKPT_OPS;
 }
 
-/* Whether trainable tensor p's optimizer states include an fp32 master
- * copy (`master` permitting): with master weights, unless p is fp32. */
+/* Whether trainable tensor p's optimizer states include a master copy
+ * (`master` permitting): with master weights, unless p is fp32; the
+ * precision-aware optimizer's FusedAdam, built with master_weights = True,
+ * makes one for every parameter it steps (fused_adam.py initialize_state). */
 static bool has_master(const vs_training_conf *t, const vs_param_tensor *p,
                        vs_master_part master)
 {
   return master == VS_WITH_MASTER && t->master_weights &&
-         p->dtype != VS_DTYPE_FP32;
+         (p->dtype != VS_DTYPE_FP32 || t->precision_aware_optimizer);
+}
+
+/* Bytes an element of a precision-aware optimizer state of that dtype. */
+static uint64_t state_elem_bytes(int dtype)
+{
+  return dtype == VS_STATE_FP32 ? 4 : 2;
+}
+
+/* Megatron-LM's precision-aware optimizer (Transformer Engine's FusedAdam,
+ * transformer_engine/pytorch/optimizers/fused_adam.py _initialize_state)
+ * resizes Adam's n-element states in parts (the master copy first when
+ * `master`): each moment in its dtype; the master copy in fp16 under
+ * main_params_dtype = fp16, else fp32 save over bf16 weights, where it
+ * keeps only the low 16 bits of each fp32 value as int16
+ * (store_param_remainders: on in Megatron-LM's OptimizerConfig, with TE
+ * >= 2.1; the bf16 weight is the high half). The fp32 scalar FusedAdam
+ * keeps beside each 16-bit state (4 B a tensor) is not counted. */
+static void precision_aware_parts(const vs_training_conf *t,
+                                  const vs_param_tensor *p, bool master,
+                                  uint64_t *parts)
+{
+  uint64_t n = p->rows * p->cols;
+  bool remainders =
+      t->main_params_dtype == VS_MAIN_FP32 && p->dtype == VS_DTYPE_BF16;
+  if (master)
+    *parts++ = n * (t->main_params_dtype == VS_MAIN_FP16 || remainders ? 2 : 4);
+  parts[0] = n * state_elem_bytes(t->exp_avg_dtype);
+  parts[1] = n * state_elem_bytes(t->exp_avg_sq_dtype);
 }
 
 /* The optimizer's state tensors of trainable tensor p, in out (how many
@@ -576,10 +627,12 @@ static unsigned state_parts(const vs_recipe *r, const vs_training_conf *t,
                             const vs_param_tensor *p, vs_master_part master,
                             uint64_t out[VS_OPT_STATE_TENSORS_MAX])
 {
+  bool with_master = has_master(t, p, master);
   unsigned n = vs_optimizer_state_tensors(
-      t->optimizer,
-      has_master(t, p, master) ? VS_WITH_MASTER : VS_WITHOUT_MASTER, p->rows,
+      t->optimizer, with_master ? VS_WITH_MASTER : VS_WITHOUT_MASTER, p->rows,
       p->cols, out);
+  if (t->precision_aware_optimizer) /* Adam(W): master?, exp_avg, exp_avg_sq */
+    precision_aware_parts(t, p, with_master, out);
   if (r->states_in_param_dtype && t->optimizer != VS_OPT_ADAM8BIT &&
       vs_dtype_size(p->dtype) == 2)
     for (unsigned i = 0; i < n; i++)

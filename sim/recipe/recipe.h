@@ -233,6 +233,9 @@ typedef struct vs_recipe {
                                tensor list as large as one of its two
                                states: half the optimizer states, held
                                through the step */
+  uint8_t step_unscaled;    /* how many of the precision-aware optimizer's
+                               states its step unpacks to an fp32 copy of
+                               a parameter group's shard (0-3) */
   bool fp32_params;         /* FSDP2: 16-bit weights kept (sharded) in
                                fp32 and cast to 16 bits when gathered */
   bool gather_copy_out;     /* FSDP2: each block all-gathers into a flat

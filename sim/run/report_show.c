@@ -168,21 +168,31 @@ static void show_finetune(FILE *out, const vs_workload *wl,
           vs_finetune_name(f->method), what, vs_base_dtype_name(f->base_dtype));
 }
 
-/* The framework's fp32 gradient copies at the optimizer step (the stage
- * copying the most), when it makes any. */
+/* What the optimizer step allocates for itself (the stage allocating the
+ * most), and why, when it allocates anything. */
 static void show_step_copies(FILE *out, const vs_workload *wl,
-                             const vs_layout *lay)
+                             const vs_recipe *r, const vs_layout *lay)
 {
   uint64_t most = 0;
   char b[16];
   for (uint64_t s = 0; s < lay->pp; s++)
     if (lay->stages[s].step_temp_bytes > most)
       most = lay->stages[s].step_temp_bytes;
-  if (most)
-    fprintf(out, "# fp32 gradient copies at the optimizer step = %s per GPU "
-                 "(%s's optimizer wrapper)\n",
-            vs_format_bytes(most, b, sizeof b),
+  if (!most)
+    return;
+  fprintf(out, "# optimizer step temporaries = %s per GPU:",
+          vs_format_bytes(most, b, sizeof b));
+  if (r->step_copy != VS_STEP_COPY_NONE)
+    fprintf(out, " fp32 gradient copies (%s's optimizer wrapper)",
             vs_framework_name(wl->training.framework));
+  if (r->step_sqrt_list)
+    fprintf(out, " foreach Adam's square roots of exp_avg_sq");
+  if (r->step_unscaled)
+    fprintf(out,
+            " FusedAdam's fp32 copies of %u narrower state(s), a "
+            "parameter group at a time",
+            (unsigned)r->step_unscaled);
+  fputc('\n', out);
 }
 
 /* What autocast and DDP add to a job: the weights' 16-bit copies of one
@@ -422,7 +432,7 @@ static void show_text(FILE *out, const vs_workload *wl,
   show_state_allocations(out, wl, m, r);
   show_off_gpu(out, lay, VS_PLACE_HOST);
   show_off_gpu(out, lay, VS_PLACE_NVME);
-  show_step_copies(out, wl, lay);
+  show_step_copies(out, wl, r, lay);
   show_autocast_ddp(out, wl, m, lay);
   show_stages(out, lay);
   fprintf(out, "# "
