@@ -89,8 +89,8 @@ enum {
   PRUNE_EP,               /* ep not dividing dp, or with zero > 1 */
   PRUNE_CP,               /* cp with a tp its sequence cannot split for */
   PRUNE_PAGED,            /* a paged optimizer with zero > 0 or offload */
-  PRUNE_PRECISION_AWARE,  /* the precision-aware optimizer with zero other
-                             than 1 or with offload */
+  PRUNE_MEGATRON_OPT,     /* the precision-aware optimizer or FP8 weights
+                             with zero other than 1 or with offload */
   PRUNE_STEP_IN_BWD,      /* optimizer_in_backward beyond one micro-batch
                              on one GPU */
   PRUNE_N
@@ -128,8 +128,9 @@ static const char *const prune_reasons[PRUNE_N] = {
     "chunks (or tp x cp does not divide the heads for cp_comm = a2a)",
     "layouts: bitsandbytes' paged optimizer (paged_optimizer) runs with "
     "zero = 0 and the optimizer on the GPU",
-    "layouts: Megatron-LM's precision-aware optimizer runs within its "
-    "distributed optimizer (zero = 1), without offload",
+    "layouts: Megatron-LM's precision-aware optimizer and FP8 weights "
+    "(fp8_param_gather) run within its distributed optimizer (zero = 1), "
+    "without offload",
     "layouts: optimizer_in_backward needs one micro-batch a step on one GPU "
     "(dp = cp = pp = 1) and the optimizer on it",
 };
@@ -464,15 +465,20 @@ static int enumerate_zero(const vs_workload *wl, const layout_choice *base,
   }
   at = parallel_at(wl, &lc);
   if (vs_workload_precision_aware_misfit(&wl->training, lc.zero,
-                                         offload_optimizer(&lc), &key)) {
-    ps->pruned[PRUNE_PRECISION_AWARE]++;
+                                         offload_optimizer(&lc), &key) ||
+      vs_workload_fp8_params_misfit(&wl->training, lc.zero,
+                                    offload_optimizer(&lc), wl->finetune.method,
+                                    &key)) {
+    ps->pruned[PRUNE_MEGATRON_OPT]++;
     return 0;
   }
-  /* ZeRO shards over dp x cp (or an expert group); the precision-aware
-   * optimizer runs within Megatron-LM's distributed one, dp = 1 or not */
+  /* ZeRO shards over dp x cp (or an expert group); Megatron-LM's
+   * precision-aware optimizer and FP8 weights run within its distributed
+   * one, dp = 1 or not */
   if (!vs_workload_grads_shared(&at) && lc.zero > 0 &&
       lc.offload == PLAN_OFFLOAD_NONE &&
-      !wl->training.precision_aware_optimizer) {
+      !wl->training.precision_aware_optimizer &&
+      !wl->training.fp8_param_gather) {
     ps->pruned[PRUNE_ZERO_DP1]++;
     return 0;
   }

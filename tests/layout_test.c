@@ -341,6 +341,38 @@ static void test_frozen_base_formats(void **state)
   }
 }
 
+/* Megatron-LM's FP8 primary weights (--fp8-param-gather: Transformer
+ * Engine's fp8_model_init): each FP8 GEMM's weight a Float8Tensor, 1 B a
+ * weight and an fp32 scale (its 5 tensors a layer), kept with its
+ * transposed copy (Hopper) and no quantized copy; the embedding, head and
+ * norms stay bf16; gradients and the fp32 master shards as before. So
+ * the parameters drop by 2 B a GEMM weight (less 4 B a tensor), and the
+ * updated parameters' all-gather moves 1 B for them. */
+static void test_fp8_primary_weights(void **state)
+{
+  const char *fp8[] = {"training.framework=megatron", "training.precision=fp8",
+                       "parallel.zero=1", "training.fp8_param_gather=false"};
+  const char *primary[] = {fp8[0], fp8[1], fp8[2],
+                           "training.fp8_param_gather=true"};
+  const uint64_t h = 4096, f = 14336, layers = 32;
+  const uint64_t w = layers * (h * 6144 + h * h + 3 * h * f);
+  vs_layout before, after;
+  (void)state;
+  build(llama3_8b, fp8, 4, 2, &before);
+  build(llama3_8b, primary, 4, 2, &after);
+  assert_int_equal(before.stages[0].fp8_copy_elems, w);
+  assert_int_equal(after.stages[0].fp8_copy_elems, 0);
+  assert_int_equal(after.stages[0].fp8_weight_elems, w);
+  assert_int_equal(before.stages[0].params_bytes - after.stages[0].params_bytes,
+                   2 * w - 4 * 5 * layers);
+  assert_int_equal(before.stages[0].params_full_bytes -
+                       after.stages[0].params_full_bytes,
+                   w - 4 * 5 * layers);
+  assert_int_equal(after.stages[0].grads_bytes, before.stages[0].grads_bytes);
+  assert_int_equal(after.stages[0].optimizer_bytes,
+                   before.stages[0].optimizer_bytes);
+}
+
 /* ------------------------------------------------------------------------
  * Megatron-LM: bf16, fp32 main grads, Adam
  * ------------------------------------------------------------------------ */
@@ -1179,6 +1211,7 @@ int main(void)
       cmocka_unit_test(test_uneven_group_spans),
       cmocka_unit_test(test_pipeline_split_and_stage_params),
       cmocka_unit_test(test_fp8_without_fp8_gpu),
+      cmocka_unit_test(test_fp8_primary_weights),
       cmocka_unit_test(test_framework_overflow_is_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1638,6 +1638,42 @@ static void test_precision_aware_rules(void **state)
            "@:10: [training] main_params_dtype = bf16: expected fp32 or fp16");
 }
 
+/* Megatron-LM's FP8 primary weights: FP8 GEMMs by Transformer Engine, its
+ * distributed optimizer, trained weights; not simulated with offload or
+ * the precision-aware optimizer. */
+static void test_fp8_param_gather_rules(void **state)
+{
+  const char *on = "training.fp8_param_gather=true";
+  const char *ok[] = {"training.framework=megatron", "parallel.zero=1",
+                      "training.precision=fp8", on};
+  const char *bf16[] = {ok[0], ok[1], on};
+  const char *fsdp2[] = {"training.framework=fsdp2", ok[2], on};
+  const char *z0[] = {ok[0], "parallel.zero=0", ok[2], on};
+  const char *lora[] = {ok[0], ok[1], ok[2], on, "finetune.method=lora"};
+  const char *pa[] = {ok[0], ok[1], ok[2], on,
+                      "training.precision_aware_optimizer=true"};
+  vs_workload wl;
+  vs_error err;
+  char path[128];
+  (void)state;
+  assert_int_equal(load_at(&wl, path, LLAMA_MODEL, ok, 4, 2, &err), 0);
+  assert_true(wl.training.fp8_param_gather);
+  load_bad(LLAMA_MODEL, bf16, 3, 2, VS_EINPUT,
+           "--set training.fp8_param_gather=true: FP8 primary weights are "
+           "Transformer Engine's FP8 modules'");
+  load_bad(LLAMA_MODEL, fsdp2, 3, 2, VS_EINPUT,
+           "--set training.fp8_param_gather=true: FP8 primary weights are "
+           "Transformer Engine's FP8 modules'");
+  load_bad(LLAMA_MODEL, z0, 4, 2, VS_EINPUT,
+           "--set parallel.zero=0: Megatron-LM gathers FP8 parameters within "
+           "its distributed optimizer");
+  load_bad(LLAMA_MODEL, lora, 5, 2, VS_EINPUT,
+           "--set finetune.method=lora: FP8 primary weights are trained ones");
+  load_bad(LLAMA_MODEL, pa, 5, 2, VS_EINPUT,
+           "--set training.fp8_param_gather=true: whether Transformer "
+           "Engine's FusedAdam keeps int16 remainders");
+}
+
 static void test_p2p_presets(void **state)
 {
   static const char *const none[] = {"parallel.pp=2"};
@@ -2441,6 +2477,7 @@ int main(void)
       cmocka_unit_test(test_runtime_rules),
       cmocka_unit_test(test_autocast_and_hf),
       cmocka_unit_test(test_precision_aware_rules),
+      cmocka_unit_test(test_fp8_param_gather_rules),
       cmocka_unit_test(test_frameworks_running_ep),
       cmocka_unit_test(test_experts),
       cmocka_unit_test(test_reserve),

@@ -294,6 +294,43 @@ const char *vs_workload_precision_aware_misfit(const vs_training_conf *t,
   return NULL;
 }
 
+const char *vs_workload_fp8_params_misfit(const vs_training_conf *t,
+                                          uint64_t zero, int offload_optimizer,
+                                          int method, const char **key)
+{
+  *key = "fp8_param_gather";
+  if (!t->fp8_param_gather)
+    return *key = NULL, NULL;
+  if (t->precision != VS_PREC_FP8 || !vs_framework_megatron(t->framework))
+    return "FP8 primary weights are Transformer Engine's FP8 modules' "
+           "(Megatron-LM's --fp8-param-gather, \"fp8_param must be used "
+           "together with fp8 mode\"): use precision = fp8 under framework "
+           "= megatron or none";
+  if (method != VS_FT_FULL) {
+    *key = "method";
+    return "FP8 primary weights are trained ones (a frozen FP8 base is "
+           "[finetune] base_dtype = fp8): use method = full";
+  }
+  if (t->precision_aware_optimizer)
+    return "whether Transformer Engine's FusedAdam keeps int16 remainders "
+           "of FP8 weights' masters is not established, so vsim does not "
+           "simulate the two together: set precision_aware_optimizer = "
+           "false";
+  if (offload_optimizer != VS_OFFLOAD_NONE) {
+    *key = "offload_optimizer";
+    return "Megatron-LM's CPU optimizer over FP8 weights is not simulated "
+           "by this version: set offload_optimizer = none";
+  }
+  if (zero != 1) {
+    *key = "zero";
+    return "Megatron-LM gathers FP8 parameters within its distributed "
+           "optimizer (arguments.py: \"--fp8-param-gather only supported "
+           "with distributed optimizer\"): set zero = 1";
+  }
+  *key = NULL;
+  return NULL;
+}
+
 bool vs_workload_fused_loss_tp_allowed(const vs_training_conf *t, uint64_t tp)
 {
   return tp == 1 || !t->fused_cross_entropy;

@@ -112,6 +112,7 @@ static const vs_key workload_keys[] = {
     K("training", "exp_avg_dtype", VS_KEY_ENUM, training.exp_avg_dtype, .choices = state_dtype_names, .default_doc = "fp32"),
     K("training", "exp_avg_sq_dtype", VS_KEY_ENUM, training.exp_avg_sq_dtype, .choices = state_dtype_names, .default_doc = "fp32"),
     K("training", "main_params_dtype", VS_KEY_ENUM, training.main_params_dtype, .choices = main_params_names, .default_doc = "fp32"),
+    K("training", "fp8_param_gather", VS_KEY_BOOL, training.fp8_param_gather, .default_doc = "false"),
     K("training", "offload_activations", VS_KEY_ENUM, training.offload_activations, .choices = activation_offload_names, .default_doc = "none"),
     K("parallel", "tp", VS_KEY_COUNT, parallel.tp, .positive = true, .hi = 1e6, .default_doc = "1"),
     K("parallel", "pp", VS_KEY_COUNT, parallel.pp, .positive = true, .hi = VS_MAX_STAGES, .default_doc = "1"),
@@ -1159,23 +1160,32 @@ static const char *foreach_refused(const vs_workload *wl)
   return NULL;
 }
 
-/* Megatron-LM's precision-aware optimizer and its state dtypes, where
- * vs_workload_precision_aware_misfit allows them. */
-static int check_precision_aware(const vs_workload *wl, vs_error *err)
+/* The section of workload key `name` (the key names are unique). */
+static const char *section_of(const char *name)
+{
+  for (size_t i = 0; i < workload_tab.n_keys; i++)
+    if (strcmp(workload_keys[i].name, name) == 0)
+      return workload_keys[i].section;
+  return "training";
+}
+
+/* Megatron-LM's precision-aware optimizer with its state dtypes, and its
+ * FP8 primary weights, where their misfit rules allow them. */
+static int check_megatron_optimizer(const vs_workload *wl, vs_error *err)
 {
   char where[400];
   const char *key;
+  const vs_training_conf *t = &wl->training;
+  const vs_parallel_conf *p = &wl->parallel;
   const char *why = vs_workload_precision_aware_misfit(
-      &wl->training, wl->parallel.zero, wl->parallel.offload_optimizer, &key);
+      t, p->zero, p->offload_optimizer, &key);
+  if (!why)
+    why = vs_workload_fp8_params_misfit(t, p->zero, p->offload_optimizer,
+                                        wl->finetune.method, &key);
   if (!why)
     return 0;
-  return vs_error_set(
-      err, VS_EINPUT, "%s: %s",
-      WHERE(strcmp(key, "zero") == 0 || strcmp(key, "offload_optimizer") == 0
-                ? "parallel"
-                : "training",
-            key),
-      why);
+  return vs_error_set(err, VS_EINPUT, "%s: %s", WHERE(section_of(key), key),
+                      why);
 }
 
 /* [training] optimizer_impl = foreach where foreach_refused allows it. */
@@ -1259,7 +1269,7 @@ static int check_training(vs_workload *wl, vs_error *err)
       (rc = resolve_master_weights(wl, err)) || (rc = check_offload(wl, err)) ||
       (rc = check_paged(wl, err)) || (rc = check_grad_accumulation(wl, err)) ||
       (rc = check_optimizer_impl(wl, err)) ||
-      (rc = check_precision_aware(wl, err)))
+      (rc = check_megatron_optimizer(wl, err)))
     return rc;
   return check_step_in_backward(wl, err);
 }

@@ -194,10 +194,13 @@ typedef struct vs_training_conf {
   bool precision_aware_optimizer; /* Megatron-LM's --use-precision-aware-
                                optimizer: Transformer Engine's FusedAdam
                                keeps the master weights and moments in the
-                               dtypes below (vs_recipe_state_bytes) */
+                               dtypes below */
   int exp_avg_dtype;              /* vs_state_dtype of Adam's first moment */
   int exp_avg_sq_dtype;           /* vs_state_dtype of its second moment */
   int main_params_dtype;          /* vs_main_params_dtype */
+  bool fp8_param_gather; /* Megatron-LM's --fp8-param-gather: the weights of
+                            the FP8 GEMMs kept in FP8 (Transformer Engine's
+                            fp8_model_init) and all-gathered so */
 } vs_training_conf;
 
 /* [parallel] bucket's default: DDP's bucket_cap_mb = 25 (Megatron-LM's
@@ -543,6 +546,17 @@ const char *vs_workload_precision_aware_misfit(const vs_training_conf *t,
                                                uint64_t zero,
                                                int offload_optimizer,
                                                const char **key);
+
+/* Megatron-LM's FP8 primary weights (--fp8-param-gather) under training
+ * t with ZeRO stage zero, offload_optimizer and fine-tune `method`: they
+ * need FP8 GEMMs by Transformer Engine (precision = fp8 under framework
+ * megatron or none), the distributed optimizer (zero = 1: Megatron-LM's
+ * arguments.py), trained weights and, as vsim simulates them, neither
+ * offload nor the precision-aware optimizer. NULL when allowed; else why
+ * not, with *key the key to blame. */
+const char *vs_workload_fp8_params_misfit(const vs_training_conf *t,
+                                          uint64_t zero, int offload_optimizer,
+                                          int method, const char **key);
 
 /* Whether training t's paged optimizer (bitsandbytes', each tensor's
  * states in managed memory) runs with ZeRO stage zero and

@@ -339,7 +339,12 @@ static int param_as(vs_block *blk, const vs_dims *d, const char *name,
   blk->param_elems += rows * cols;
   if (blk->n_ops > 0)
     blk->ops[blk->n_ops - 1].n_params++;
-  return vs_block_weight_copy(blk, d, rows, cols, dtype, err);
+  /* an FP8 linear's matrix stored in FP8 (vs_dims fp8_params): as
+   * Transformer Engine's modules quantize it (recipe.c fp8_weights) */
+  if (d->fp8_params && p->trainable && rows > 1 && cols > 1 && blk->n_ops > 0 &&
+      vs_op_fp8_linear(&blk->ops[blk->n_ops - 1]))
+    p->dtype = VS_DTYPE_FP8_SCALED;
+  return vs_block_weight_copy(blk, d, rows, cols, p->dtype, err);
 }
 
 /* A parameter in the model's parameter dtype. */

@@ -408,6 +408,7 @@ static void dtype_dims(const vs_workload *wl, vs_dims *d)
   /* without autocast the modules read the one tensor */
   d->qkv_casts = d->amp ? d->qkv_modules : 1;
   d->up_casts = d->amp ? d->up_modules : 1;
+  d->fp8_params = wl->training.fp8_param_gather && d->fp8_lib == VS_FP8_TE;
   d->copy_dtype = d->fp8_lib == VS_FP8_TE ? VS_DTYPE_FP8
                   : d->amp                ? d->act_dtype
                                           : VS_DTYPE_N;

@@ -115,6 +115,10 @@ typedef struct vs_dims {
                         weight_hp_t): FSDP gathers the weight again for
                         backward) nor, eagerly, an FP8 input
                         (vs_block_fp8_copies) */
+  bool fp8_params;   /* Megatron-LM's --fp8-param-gather: the trained
+                        weights of Transformer Engine's FP8 linears are
+                        Float8Tensors (fp8_model_init), 1 B a weight and
+                        an fp32 scale, no 16-bit copy */
   bool torchao_tp;   /* vs_workload_fp8_tp_plan: torchtitan's float8
                         tensor-parallel plan casts each module's input
                         to FP8 before its linears (_prepare_input_fn
