@@ -1071,6 +1071,29 @@ static void test_fp8_primary_weights(void **state)
   expect_run(go, 0, "verdict: FITS on 8 x H100-SXM-80GB");
 }
 
+/* Gemma-2-9B from its config end to end (4096 tokens, DeepSpeed ZeRO-3 on
+ * 8 H100s): under eager attention the soft-capped scores are what tanh
+ * keeps, 16 heads x 4096^2 x 2 B = 0.5 GiB a layer over 42 layers; under
+ * flash attention show says the capping costs nothing. */
+static void test_gemma2_end_to_end(void **state)
+{
+  char ini[512], path[64];
+  const char *eager[] = {"run", path, "--gpus", "8", NULL};
+  const char *flash[] = {"show", path, "--set", "training.attention=flash",
+                         NULL};
+  (void)state;
+  snprintf(ini, sizeof ini,
+           "[model]\nhf_config = %s/models/gemma-2-9b.json\nseq_len = 4096\n"
+           "[training]\nframework = deepspeed\nattention = eager\n"
+           "[parallel]\nzero = 3\n",
+           VSIM_SOURCE_DIR);
+  tu_write_temp(ini, ".ini", path, sizeof path);
+  expect_run(eager, 3,
+             "21.0 GiB activations of attn_softcap (layers 0-41, "
+             "micro-batch 0, 42 tensors)");
+  expect_run(flash, 0, "# attn_softcap costs nothing under flash attention");
+}
+
 /* The framework samples end to end: each fits its 8 H100s, and show says
  * which keys its preset chose (Megatron's fp32 main grads, DeepSpeed's
  * bucket and step copies, FSDP2's fp32 sharded parameters). */
@@ -1699,6 +1722,12 @@ static void test_shipped_model_configs(void **state)
        * over 5120 (q and o 4096 x 3072 and 5120 x 4096) */
       {"gemma-7b.json", 8192, 8537680896.0, 0, false, 0, 0},
       {"mistral-nemo-12b.json", 8192, 12247782400.0, 0, false, 0, 0},
+      /* Gemma 2's four norms a layer (transformers' parameter counts,
+       * 9,241,705,984 and 27,227,128,320); Gemma 3's head norms too
+       * (999,885,952) */
+      {"gemma-2-9b.json", 8192, 9241705984.0, 0, false, 0, 0},
+      {"gemma-2-27b.json", 8192, 27227128320.0, 0, false, 0, 0},
+      {"gemma-3-1b.json", 8192, 999885952.0, 0, false, 0, 0},
       /* Phi-3-mini: Llama's layers, fused q/k/v and gate/up (3.82 B) */
       {"phi-3-mini.json", 4096, 3821079552.0, 0, false, 0, 0},
       {"gpt2.json", 512, 124439808.0, 0, false, 0, 0},
@@ -4751,6 +4780,7 @@ int main(void)
       cmocka_unit_test(test_framework_samples),
       cmocka_unit_test(test_precision_aware_optimizer),
       cmocka_unit_test(test_fp8_primary_weights),
+      cmocka_unit_test(test_gemma2_end_to_end),
       cmocka_unit_test(test_pipeline_sends_and_reduction),
       cmocka_unit_test(test_groups_straddling_nodes),
       cmocka_unit_test(test_deepspeed_zero2_reduces_on_compute),

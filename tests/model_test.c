@@ -638,6 +638,12 @@ static void test_param_count_matches_tensors(void **state)
       "[model]\narch = llama\nlayers = 2\nhidden = 1024\nheads = 16\n"
       "head_dim = 128\nffn_hidden = 2816\nvocab = 32000\nseq_len = 1024\n"
       "qk_norm = true\n",
+      /* Gemma 2's sandwich norms (and GPT's LayerNorm ones, with biases) */
+      "[model]\narch = llama\nlayers = 2\nhidden = 1024\nheads = 16\n"
+      "ffn_hidden = 2816\nvocab = 32000\nseq_len = 1024\n"
+      "post_norms = true\nattn_softcap = 50\nlogit_softcap = 30\n",
+      "[model]\narch = gpt\nlayers = 3\nhidden = 1024\nheads = 16\n"
+      "vocab = 50257\nseq_len = 1024\npost_norms = true\n",
   };
   /* the tables a token only looks up: learned positions, the token table
    * unless the output layer multiplies by it, BERT's two token types */
@@ -645,7 +651,7 @@ static void test_param_count_matches_tensors(void **state)
       1024 * 1024,      (50257 + 1024) * 1024, 0,
       (512 + 2) * 1024, 32000 * 1024,          0,
       2048 * 1024,      (512 + 1) * 1024,      32000 * 1024,
-      32000 * 1024};
+      32000 * 1024,     32000 * 1024,          1024 * 1024};
   (void)state;
   for (size_t i = 0; i < sizeof inis / sizeof inis[0]; i++) {
     vs_model m;
@@ -712,6 +718,65 @@ static void test_layer_options_saved(void **state)
   base = layer0_saved(&m);
   build_ini(&m, gpt_amp, norms, 1);
   assert_int_equal(layer0_saved(&m), base + 4 * t * (1024 + 1024));
+}
+
+/* Gemma 2's layers over a Llama layer (tokens T = s b, 16-bit, fused
+ * kernels): each sandwich norm saves its input, the sublayer's 16-bit
+ * output, 2Th bytes, two a layer (Hugging Face's Python RMSNorm an fp32
+ * copy and the 16-bit normalized one, 6Th each); soft-capping's tanh
+ * saves its output, the scores (2 a s^2 b bytes, eager attention: what
+ * selective checkpointing drops) and the logits (2 T V), and costs
+ * nothing under flash attention (the kernel caps) or the fused loss. */
+static void test_gemma2_layers_saved(void **state)
+{
+  static const char *const llama =
+      "[model]\narch = llama\nlayers = 2\nhidden = 1024\nheads = 16\n"
+      "kv_heads = 4\nffn_hidden = 2816\nvocab = 32000\nseq_len = 512\n"
+      "[training]\nmicro_batch = 2\nattention = eager\n";
+  const char *post[] = {"model.post_norms=true"};
+  const char *post_hf[] = {"model.post_norms=true", "training.framework=hf"};
+  const char *cap[] = {"model.attn_softcap=50", "model.logit_softcap=30"};
+  const char *cap_flash[] = {cap[0], cap[1], "training.attention=flash"};
+  const char *cap_fused[] = {cap[0], cap[1],
+                             "training.fused_cross_entropy=true"};
+  const char *flash[] = {"training.attention=flash"};
+  const char *fused[] = {"training.fused_cross_entropy=true"};
+  uint64_t t = 512 * 2, scores = 16 * 512 * 512 * 2, base, head, sel;
+  vs_model m;
+  (void)state;
+  build_ini(&m, llama, NULL, 0);
+  base = layer0_saved(&m);
+  head = vs_block_saved_bytes(vs_model_head(&m), -1, VS_SAVED_ALL);
+  sel = vs_block_saved_bytes(vs_model_layer(&m, 0), -1,
+                             VS_SAVED_KEPT_BY_SELECTIVE);
+  build_ini(&m, llama, post, 1);
+  assert_int_equal(layer0_saved(&m), base + 2 * 2 * t * 1024);
+  assert_non_null(op_named(vs_model_layer(&m, 0), "attn_post_norm"));
+  assert_non_null(op_named(vs_model_layer(&m, 0), "mlp_post_norm"));
+  build_ini(&m, llama, cap, 2);
+  assert_int_equal(layer0_saved(&m), base + 2 * scores);
+  assert_int_equal(vs_block_saved_bytes(vs_model_layer(&m, 0), -1,
+                                        VS_SAVED_KEPT_BY_SELECTIVE),
+                   sel);
+  assert_int_equal(vs_block_saved_bytes(vs_model_head(&m), -1, VS_SAVED_ALL),
+                   head + 2 * t * 32000);
+  {
+    uint64_t hf_base;
+    const char *hf[] = {"training.framework=hf"};
+    build_ini(&m, llama, hf, 1);
+    hf_base = layer0_saved(&m);
+    build_ini(&m, llama, post_hf, 2);
+    assert_int_equal(layer0_saved(&m), hf_base + 2 * (4 + 2) * t * 1024);
+  }
+  build_ini(&m, llama, flash, 1);
+  base = layer0_saved(&m);
+  build_ini(&m, llama, cap_flash, 3);
+  assert_int_equal(layer0_saved(&m), base);
+  build_ini(&m, llama, fused, 1);
+  head = vs_block_saved_bytes(vs_model_head(&m), -1, VS_SAVED_ALL);
+  build_ini(&m, llama, cap_fused, 3);
+  assert_int_equal(vs_block_saved_bytes(vs_model_head(&m), -1, VS_SAVED_ALL),
+                   head);
 }
 
 /* ------------------------------------------------------------------------
@@ -2317,6 +2382,7 @@ int main(void)
       cmocka_unit_test_teardown(test_params_shrink_with_tp, free_models),
       cmocka_unit_test_teardown(test_param_count_matches_tensors, free_models),
       cmocka_unit_test_teardown(test_layer_options_saved, free_models),
+      cmocka_unit_test_teardown(test_gemma2_layers_saved, free_models),
       cmocka_unit_test_teardown(test_head_loss_buffers, free_models),
       cmocka_unit_test_teardown(test_block_grows, free_models),
       cmocka_unit_test_teardown(test_block_misuse_is_refused, free_models),

@@ -1211,6 +1211,33 @@ static void test_hf_config_layer_options(void **state)
                                   ini, &err),
                    0);
   assert_false(wl.model.shared_expert_gate); /* no shared experts */
+  /* Gemma 2: sandwich norms, soft-capping at Gemma2Config's 50 and 30
+   * when absent, none when null; Gemma 3: head norms, no capping */
+  assert_int_equal(load_with_json(&wl, HF_TYPE("\"gemma2\"", ""), ini, &err),
+                   0);
+  assert_true(wl.model.post_norms);
+  assert_true(wl.model.tied_embeddings);
+  assert_true(wl.model.attn_softcap == 50.0 && wl.model.logit_softcap == 30.0);
+  assert_int_equal(
+      load_with_json(&wl,
+                     HF_TYPE("\"gemma2\"", ", \"attn_logit_softcapping\": "
+                                           "null, \"final_logit_softcapping"
+                                           "\": 20.5"),
+                     ini, &err),
+      0);
+  assert_true(wl.model.attn_softcap == 0.0 && wl.model.logit_softcap == 20.5);
+  assert_int_equal(
+      load_with_json(&wl, HF_TYPE("\"gemma3_text\"", ""), ini, &err), 0);
+  assert_true(wl.model.post_norms && wl.model.qk_norm);
+  assert_true(wl.model.attn_softcap == 0.0 && wl.model.logit_softcap == 0.0);
+  assert_int_equal(
+      load_with_json(
+          &wl, HF_TYPE("\"gemma2\"", ", \"final_logit_softcapping\": \"30\""),
+          ini, &err),
+      VS_EINPUT);
+  assert_non_null(strstr(err.msg, "field \"final_logit_softcapping\" must be "
+                                  "a number from 0 to 1e6 or null (it gives "
+                                  "[model] logit_softcap)"));
 }
 
 /* A field the config.json lacks or leaves null gives no key: the

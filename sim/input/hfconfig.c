@@ -32,9 +32,11 @@ typedef struct family {
 #define MAX_COUNT ((json_int_t)1 << 40)
 
 static const char *const llama_types[] = {
-    "llama",   "mistral",   "phi3",      "qwen2",       "qwen3",       "gemma",
-    "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", NULL};
-static const char *const gemma_types[] = {"gemma", NULL};
+    "llama",     "mistral",     "phi3",        "qwen2",   "qwen3",
+    "gemma",     "gemma2",      "gemma3_text", "mixtral", "qwen2_moe",
+    "qwen3_moe", "deepseek_v2", "deepseek_v3", NULL};
+static const char *const gemma_types[] = {"gemma", "gemma2", "gemma3_text",
+                                          NULL};
 static const char *const gpt2_types[] = {"gpt2", NULL};
 static const char *const neox_types[] = {"gpt_neox", NULL};
 static const char *const bert_types[] = {"bert", NULL};
@@ -111,26 +113,48 @@ typedef struct type_traits {
   const char *type_vocab;       /* BERT's token types, or NULL (absent or
                                    null: no key, the workload's 2) */
   bool shared_gate;             /* with shared experts */
+  bool post_norms;              /* Gemma 2 and 3's norms after each
+                                   sublayer */
+  const char *attn_softcap;     /* soft-capping fields (a number, or null:
+                                   none), and their values when absent */
+  const char *logit_softcap;
+  double softcap_defaults[2];
 } type_traits;
 
 static const type_traits traits[] = {
-    {"llama", "attention_bias", NULL, "mlp_bias", false, false, NULL, 0, NULL,
-     false},
-    {"gemma", "attention_bias", NULL, NULL, false, false, NULL, 0, NULL, false},
-    {"qwen2", NULL, "qkv", NULL, false, false, NULL, 0, NULL, false},
-    {"qwen3", "attention_bias", NULL, NULL, true, false, NULL, 0, NULL, false},
-    {"qwen2_moe", NULL, "qkv", NULL, false, false, NULL, 0, NULL, true},
-    {"qwen3_moe", "attention_bias", NULL, NULL, true, false, NULL, 0, NULL,
-     false},
-    {"deepseek_v2", "attention_bias", NULL, NULL, false, false, NULL, 0, NULL,
-     false},
-    {"deepseek_v3", "attention_bias", NULL, NULL, false, false, NULL, 0, NULL,
-     false},
-    {"gpt2", NULL, NULL, NULL, false, false, "n_positions", 1024, NULL, false},
-    {"gpt_neox", "attention_bias", "all", NULL, false, true, NULL, 0, NULL,
-     false},
-    {"bert", NULL, NULL, NULL, false, false, "max_position_embeddings", 512,
-     "type_vocab_size", false},
+    {.type = "llama",
+     .attention_bias = "attention_bias",
+     .mlp_bias = "mlp_bias"},
+    {.type = "gemma", .attention_bias = "attention_bias"},
+    /* Gemma2Config's soft-capping defaults 50 and 30; Gemma3TextConfig's
+     * None */
+    {.type = "gemma2",
+     .attention_bias = "attention_bias",
+     .post_norms = true,
+     .attn_softcap = "attn_logit_softcapping",
+     .logit_softcap = "final_logit_softcapping",
+     .softcap_defaults = {50.0, 30.0}},
+    {.type = "gemma3_text",
+     .attention_bias = "attention_bias",
+     .qk_norm = true,
+     .post_norms = true,
+     .attn_softcap = "attn_logit_softcapping",
+     .logit_softcap = "final_logit_softcapping"},
+    {.type = "qwen2", .bias_default = "qkv"},
+    {.type = "qwen3", .attention_bias = "attention_bias", .qk_norm = true},
+    {.type = "qwen2_moe", .bias_default = "qkv", .shared_gate = true},
+    {.type = "qwen3_moe", .attention_bias = "attention_bias", .qk_norm = true},
+    {.type = "deepseek_v2", .attention_bias = "attention_bias"},
+    {.type = "deepseek_v3", .attention_bias = "attention_bias"},
+    {.type = "gpt2", .max_positions = "n_positions", .positions_default = 1024},
+    {.type = "gpt_neox",
+     .attention_bias = "attention_bias",
+     .bias_default = "all",
+     .rotary = true},
+    {.type = "bert",
+     .max_positions = "max_position_embeddings",
+     .positions_default = 512,
+     .type_vocab = "type_vocab_size"},
 };
 
 static const type_traits *traits_of(const char *type)
@@ -143,8 +167,9 @@ static const type_traits *traits_of(const char *type)
 
 const char *vs_hf_known_types(void)
 {
-  return "llama, mistral, phi3, qwen2, qwen3, gemma, mixtral, qwen2_moe, "
-         "qwen3_moe, deepseek_v2, deepseek_v3, gpt2, gpt_neox and bert";
+  return "llama, mistral, phi3, qwen2, qwen3, gemma, gemma2, gemma3_text, "
+         "mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, gpt2, "
+         "gpt_neox and bert";
 }
 
 static bool is_type(const char *const *types, const char *type)
@@ -431,6 +456,34 @@ static int put_count_or(const json_t *root, const char *path, const char *field,
   return 0;
 }
 
+/* [model] `key` from the soft-capping `field`: its number, or `absent`
+ * (transformers' default) when the field is absent; none when null or
+ * 0. */
+static int put_softcap(const json_t *root, const char *path, const char *field,
+                       const char *key, double absent, vs_hf_model *out,
+                       vs_error *err)
+{
+  const json_t *j = json_object_get(root, field);
+  char text[32];
+  double v = absent;
+  if (j && !json_is_null(j)) {
+    if (!json_is_number(j) || json_number_value(j) < 0 ||
+        json_number_value(j) > 1e6)
+      return vs_error_set(err, VS_EINPUT,
+                          "%s: field \"%s\" must be a number from 0 to 1e6 "
+                          "or null (it gives [model] %s)",
+                          path, field, key);
+    v = json_number_value(j);
+  } else if (j) {
+    v = 0.0;
+  }
+  if (v > 0.0) {
+    snprintf(text, sizeof text, "%.17g", v);
+    put(out, key, j ? field : "model_type", text);
+  }
+  return 0;
+}
+
 /* What the type's layers have beyond the family's counts (type_traits). */
 static int read_traits(const json_t *root, const char *path, vs_hf_model *out,
                        vs_error *err)
@@ -443,6 +496,14 @@ static int read_traits(const json_t *root, const char *path, vs_hf_model *out,
     return rc;
   if (t->qk_norm)
     put(out, "qk_norm", "model_type", "true");
+  if (t->post_norms)
+    put(out, "post_norms", "model_type", "true");
+  if (t->attn_softcap &&
+      ((rc = put_softcap(root, path, t->attn_softcap, "attn_softcap",
+                         t->softcap_defaults[0], out, err)) ||
+       (rc = put_softcap(root, path, t->logit_softcap, "logit_softcap",
+                         t->softcap_defaults[1], out, err))))
+    return rc;
   if (t->rotary)
     put(out, "positions", "model_type", "rotary");
   if (t->max_positions &&

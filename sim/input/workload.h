@@ -126,6 +126,13 @@ typedef struct vs_model_conf {
                                experts) have biases */
   bool qk_norm;             /* a norm over each query and key head before
                                rotary embeddings (Qwen3) */
+  bool post_norms;          /* a norm over each sublayer's output before
+                               its residual add (Gemma 2 and 3's
+                               post_attention_layernorm and
+                               post_feedforward_layernorm) */
+  double attn_softcap;      /* attention scores soft-capped, cap *
+                               tanh(x / cap) (Gemma 2); 0: not */
+  double logit_softcap;     /* the final logits soft-capped so; 0: not */
   int positions;            /* vs_positions */
   uint64_t max_positions;   /* rows of the learned position table (at
                                least seq_len); 0 with rotary embeddings */

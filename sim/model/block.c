@@ -565,6 +565,47 @@ int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name,
                    err);
 }
 
+int vs_block_post_norm(vs_block *blk, const vs_dims *d, const char *name,
+                       vs_error *err)
+{
+  return norm_over(blk, d, name, (vs_norm_kind)d->norm, d->tok_rep * d->h, d->h,
+                   d->act_dtype, err);
+}
+
+/* Gemma 2's soft-capping, x -> cap * tanh(x / cap) (transformers'
+ * modeling_gemma2.py, the attention's scores in eager_attention_forward
+ * and the final logits in Gemma2ForCausalLM.forward): three operators in
+ * the input's dtype, a kernel each reading and writing 2 B an element at
+ * e = 2 (2e); tanh saves its output, which its backward reads with the
+ * gradient (grad * (1 - y^2): 3e), and the two scalings' backward scale
+ * the gradient (2e each). Forward, the input and the quotient are alive
+ * together (2e an element beside the saved output); backward, the
+ * incoming gradient and each new one. */
+int vs_block_softcap(vs_block *blk, const vs_dims *d, const char *name,
+                     uint64_t elems, vs_cap_of of, vs_error *err)
+{
+  double n = (double)elems, e = (double)d->e;
+  vs_op_spec *op = vs_block_add_op(blk, name, err);
+  if (!op)
+    return VS_EINPUT;
+  vs_block_as_elementwise(op, elems, d->e, 3.0);
+  op->fwd_bytes = 3.0 * 2.0 * e * n;
+  op->bwd_bytes = (2.0 + 3.0 + 2.0) * e * n;
+  op->fwd_kernels = 3;
+  op->bwd_kernels = 3;
+  op->fwd_temp_bytes = 2 * d->e * elems;
+  op->bwd_temp_bytes = 2 * d->e * elems;
+  if (of == VS_CAP_SCORES) {
+    op->attn_core = true;
+    return vs_block_save_scores(blk, op, elems, d->act_dtype, err);
+  }
+  return vs_block_save(blk, op,
+                       (vs_saved){.bytes = d->e * elems,
+                                  .dtype = d->act_dtype,
+                                  .category = VS_CAT_TEMP},
+                       err);
+}
+
 int vs_block_head_norm(vs_block *blk, const vs_dims *d, const char *name,
                        uint64_t heads, vs_error *err)
 {

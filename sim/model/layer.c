@@ -131,6 +131,9 @@ static int attention_eager(vs_block *blk, const vs_dims *d, vs_error *err)
   if (vs_block_save_act(blk, op, d->e * d->tokens * d->d * (heads + kv),
                         d->act_dtype, err))
     return VS_EINPUT; /* Q and K */
+  if (d->attn_softcap &&
+      vs_block_softcap(blk, d, "attn_softcap", scores, VS_CAP_SCORES, err))
+    return VS_EINPUT;
 
   /* softmax is on autocast's fp32 list: its output, which it saves, is
    * fp32 there (and so is the dropout over it) */
@@ -957,13 +960,16 @@ int vs_model_build_layer(vs_block *blk, const vs_workload *wl, const vs_dims *d,
   blk->input_bytes = d->er * d->tok_rep * d->h;
   blk->ckpt_bytes = blk->input_bytes;
   if (vs_block_norm(blk, d, "norm1", d->norm, err) ||
-      attention_block(blk, d, err))
+      attention_block(blk, d, err) ||
+      (d->post_norms && vs_block_post_norm(blk, d, "attn_post_norm", err)))
     return VS_EINPUT;
   vs_block_residual_add(&blk->ops[blk->n_ops - 1], d);
   if (vs_block_norm(blk, d, "norm2", d->norm, err))
     return VS_EINPUT;
   if (mlp == MLP_MOE ? moe_mlp(blk, d, err)
                      : (d->gated_mlp ? swiglu_mlp : gelu_mlp)(blk, d, err))
+    return VS_EINPUT;
+  if (d->post_norms && vs_block_post_norm(blk, d, "mlp_post_norm", err))
     return VS_EINPUT;
   vs_block_residual_add(&blk->ops[blk->n_ops - 1], d);
   if (wl->training.checkpointing == VS_CKPT_OPS)
@@ -1426,6 +1432,11 @@ int vs_model_build_head(vs_block *blk, const vs_workload *wl, const vs_dims *d,
                                                          embedding's copy */
   autocast_head_backward(blk, head, wl, d, v * d->h);
   if (arch == VS_ARCH_BERT && vs_block_param(blk, d, "mlm_bias", 1, v, err))
+    return VS_EINPUT;
+  /* a fused loss caps each row in its kernel (Liger Kernel's
+   * LigerCrossEntropyLoss softcap) */
+  if (d->logit_softcap && !wl->training.fused_cross_entropy &&
+      vs_block_softcap(blk, d, "logit_softcap", logits, VS_CAP_LOGITS, err))
     return VS_EINPUT;
 
   return cross_entropy(blk, wl, d, logits, "cross_entropy", err);

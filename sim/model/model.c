@@ -113,7 +113,7 @@ static uint64_t layer_params(const vs_model_conf *m, uint64_t l,
                              param_count count)
 {
   uint64_t attn = m->kv_lora_rank ? mla_params(m) : attention_params(m);
-  return attn + 2 * norm_params(m) +
+  return attn + (m->post_norms ? 4 : 2) * norm_params(m) +
          mlp_params(m, vs_workload_moe_layer(m, l), count);
 }
 
@@ -365,6 +365,9 @@ static void size_dims(const vs_workload *wl, vs_dims *d)
   d->out_bias = mc->attention_bias == VS_BIAS_ALL;
   d->mlp_bias = mc->mlp_bias;
   d->qk_norm = mc->qk_norm;
+  d->post_norms = mc->post_norms;
+  d->attn_softcap = mc->attn_softcap > 0.0;
+  d->logit_softcap = mc->logit_softcap > 0.0;
   d->positions = mc->positions == VS_POS_LEARNED ? mc->max_positions : 0;
   d->type_vocab = mc->type_vocab;
   d->gated_mlp = mc->arch == VS_ARCH_LLAMA;

@@ -98,6 +98,9 @@ typedef struct vs_dims {
   bool mlp_bias;     /* every MLP's linears have biases ([model]
                         mlp_bias) */
   bool qk_norm;      /* a norm over each query and key head (Qwen3) */
+  bool post_norms;   /* a norm over each sublayer's output (Gemma 2, 3) */
+  bool attn_softcap; /* the attention scores soft-capped (Gemma 2) */
+  bool logit_softcap;  /* the final logits soft-capped (Gemma 2) */
   uint64_t positions;  /* rows of the learned position table (0: rotary
                          embeddings) */
   uint64_t type_vocab; /* BERT's token types (0: none) */
@@ -254,6 +257,20 @@ int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name,
  * rank's tokens, with one weight of a head's width (Qwen3's q_norm and
  * k_norm): the model's norm kind, saving what vs_block_norm saves (a
  * LayerNorm's input in fp32 under autocast, which casts it). */
+/* A norm over a sublayer's 16-bit output before its residual add
+ * (post_norms), as vs_block_norm over the activations' dtype. */
+int vs_block_post_norm(vs_block *blk, const vs_dims *d, const char *name,
+                       vs_error *err);
+
+/* What a soft-capping op saves: attention scores (which selective
+ * checkpointing drops) or the final logits. */
+typedef enum { VS_CAP_SCORES, VS_CAP_LOGITS } vs_cap_of;
+
+/* Soft-capping over `elems` elements, cap * tanh(x / cap), as the newest
+ * op (see block.c). */
+int vs_block_softcap(vs_block *blk, const vs_dims *d, const char *name,
+                     uint64_t elems, vs_cap_of of, vs_error *err);
+
 int vs_block_head_norm(vs_block *blk, const vs_dims *d, const char *name,
                        uint64_t heads, vs_error *err);
 

@@ -394,6 +394,13 @@ static void show_idle_keys(FILE *out, const vs_workload *wl)
   if (wl->training.paged_optimizer && wl->training.optimizer == VS_OPT_SGD)
     fprintf(out, "# paged_optimizer has no effect with sgd: plain SGD keeps "
                  "no optimizer states to page\n");
+  if (wl->model.attn_softcap > 0.0 && wl->training.attention == VS_ATTN_FLASH)
+    fprintf(out, "# attn_softcap costs nothing under flash attention: the "
+                 "kernel caps the scores in registers (FlashAttention 2.6's "
+                 "softcap)\n");
+  if (wl->model.logit_softcap > 0.0 && wl->training.fused_cross_entropy)
+    fprintf(out, "# logit_softcap costs nothing with the fused loss: it "
+                 "caps each row in its kernel (Liger Kernel's softcap)\n");
 }
 
 static void show_text(FILE *out, const vs_workload *wl,
