@@ -1092,6 +1092,15 @@ static void test_gemma2_end_to_end(void **state)
              "21.0 GiB activations of attn_softcap (layers 0-41, "
              "micro-batch 0, 42 tensors)");
   expect_run(flash, 0, "# attn_softcap costs nothing under flash attention");
+  {
+    /* the sample: QLoRA under the Trainer, whose peak is the loss over
+     * 2 x 4096 x 256000 logits, the capped ones' tanh output (2 B each,
+     * 3.91 GiB) kept beside it */
+    const char *q[] = {"run", "workloads/gemma2-9b-qlora.ini", "--gpus", "1",
+                       NULL};
+    expect_run(q, 0, "3.91 GiB temp of logit_softcap (head, micro-batch 1");
+    assert_contains(r.out, "verdict: FITS on 1 x H100-SXM-80GB");
+  }
 }
 
 /* The framework samples end to end: each fits its 8 H100s, and show says
@@ -3749,6 +3758,7 @@ static void test_show_output_loads_back(void **state)
       {"show", "workloads/llama3-70b-128k-cp4.ini", NULL},
       {"show", "workloads/mixtral-8x7b-h200.ini", NULL},
       {"show", "workloads/deepseek-v3.ini", NULL},
+      {"show", "workloads/gemma2-9b-qlora.ini", NULL},
   };
   static char first[16384], second[16384];
   char path[64];
