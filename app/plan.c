@@ -465,7 +465,8 @@ static int enumerate_zero(const vs_workload *wl, const layout_choice *base,
   }
   at = parallel_at(wl, &lc);
   if (vs_workload_precision_aware_misfit(&wl->training, lc.zero,
-                                         offload_optimizer(&lc), &key) ||
+                                         offload_optimizer(&lc),
+                                         wl->finetune.method, &key) ||
       vs_workload_fp8_params_misfit(&wl->training, lc.zero,
                                     offload_optimizer(&lc), wl->finetune.method,
                                     &key)) {

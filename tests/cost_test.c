@@ -162,8 +162,11 @@ static void test_peak_flops(void **state)
  * leave 250 elements: a quarter of each. */
 static void test_optimizer_work(void **state)
 {
-  const vs_step_passes fused = {2.0, 2.0, 1.0};
-  const vs_step_passes foreach_adamw = {4.0, 7.0, 2.0};
+  const vs_step_passes fused = {2.0, 2.0, 1.0, 0.0};
+  const vs_step_passes foreach_adamw = {4.0, 7.0, 2.0, 0.0};
+  /* the precision-aware optimizer unpacking one 16-bit state: 16 B more
+   * a stepped element (vs_recipe step_passes) */
+  const vs_step_passes unpacking = {2.0, 2.0, 1.0, 16.0};
   vs_stage_layout st;
   vs_cost_work w;
   (void)state;
@@ -180,6 +183,8 @@ static void test_optimizer_work(void **state)
   w = vs_cost_optimizer_work(&st, foreach_adamw);
   tu_assert_close(w.flops, 12000.0, 0);
   tu_assert_close(w.bytes, 96000.0, 0);
+  w = vs_cost_optimizer_work(&st, unpacking);
+  tu_assert_close(w.bytes, 30000.0 + 16000.0, 0);
   st.params_bytes = st.grads_bytes = 500;
   st.optimizer_shard_bytes = 3000;
   st.step_elems = 250;

@@ -656,13 +656,30 @@ static void test_expert_parallel_states(void **state)
                    12 * experts_local);
   assert_sharded(lay.optimizer_bytes - 12 * experts_local / (dp / ep), dp,
                  12 * dense, 4);
-  /* DeepSpeed's step copies this GPU's partition to fp32: the experts'
-   * over dp / ep, the dense ones' over dp (matrices: the decay group) */
+  /* DeepSpeed's step copies this GPU's partition to fp32 a group at a
+   * time: the experts' over dp / ep, or the dense ones' over dp (matrices:
+   * the decay group), whichever is larger (here the experts') */
   build(moe, ds, 4, dp, &lay);
+  assert_true(
+      lay.stages[0].expert_decay_elems / (dp / ep) >
+      (lay.stages[0].decay_elems - lay.stages[0].expert_decay_elems + dp - 1) /
+          dp);
   assert_int_equal(lay.stages[0].step_temp_bytes,
-                   4 * ((lay.stages[0].decay_elems -
-                         lay.stages[0].expert_decay_elems + dp - 1) / dp +
-                        lay.stages[0].expert_decay_elems / (dp / ep)));
+                   4 * (lay.stages[0].expert_decay_elems / (dp / ep)));
+  {
+    /* the precision-aware optimizer's unpacked fp16 moments likewise: two
+     * fp32 copies of the larger group's shard */
+    const char *pa[] = {"parallel.zero=1",
+                        "parallel.ep=4",
+                        "training.framework=megatron",
+                        "training.precision_aware_optimizer=true",
+                        "training.exp_avg_dtype=fp16",
+                        "training.exp_avg_sq_dtype=fp16"};
+    vs_layout p;
+    build(moe, pa, 6, dp, &p);
+    assert_int_equal(p.stages[0].step_temp_bytes,
+                     2 * 4 * (p.stages[0].expert_decay_elems / (dp / ep)));
+  }
   assert_int_equal(lay.stages[0].expert_decay_elems, experts_local);
   assert_int_equal(lay.group_size[VS_GROUP_EP], ep);
   {

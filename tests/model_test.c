@@ -720,6 +720,37 @@ static void test_layer_options_saved(void **state)
   assert_int_equal(layer0_saved(&m), base + 4 * t * (1024 + 1024));
 }
 
+/* Megatron-LM's FP8 primary weights (fp8_param_gather): of a GPT layer's
+ * parameters exactly the GEMM matrices of Transformer Engine's modules
+ * (qkv, the output projection, the MLP's two) are FP8; biases and norms
+ * stay 16-bit, and so do the embedding and the output layer (no
+ * Transformer Engine module). */
+static void test_fp8_primary_weight_dtypes(void **state)
+{
+  static const char *const gpt =
+      "[model]\narch = gpt\nlayers = 2\nhidden = 1024\nheads = 16\n"
+      "vocab = 32000\nseq_len = 512\n[training]\nframework = megatron\n"
+      "precision = fp8\nfp8_param_gather = true\n[parallel]\nzero = 1\n";
+  vs_model m;
+  const vs_block *blk;
+  unsigned fp8 = 0;
+  (void)state;
+  build_ini(&m, gpt, NULL, 0);
+  blk = vs_model_layer(&m, 0);
+  for (uint32_t i = 0; i < blk->n_params; i++) {
+    const vs_param_tensor *p = &blk->params[i];
+    bool matrix = p->rows > 1 && p->cols > 1;
+    assert_int_equal(p->dtype == VS_DTYPE_FP8_SCALED, matrix);
+    assert_true(matrix || p->dtype == VS_DTYPE_BF16);
+    fp8 += matrix;
+  }
+  assert_int_equal(fp8, 4);
+  for (uint32_t i = 0; i < vs_model_head(&m)->n_params; i++)
+    assert_int_equal(vs_model_head(&m)->params[i].dtype, VS_DTYPE_BF16);
+  for (uint32_t i = 0; i < vs_model_embed(&m)->n_params; i++)
+    assert_int_equal(vs_model_embed(&m)->params[i].dtype, VS_DTYPE_BF16);
+}
+
 /* Gemma 2's layers over a Llama layer (tokens T = s b, 16-bit, fused
  * kernels): each sandwich norm saves its input, the sublayer's 16-bit
  * output, 2Th bytes, two a layer (Hugging Face's Python RMSNorm an fp32
@@ -2383,6 +2414,7 @@ int main(void)
       cmocka_unit_test_teardown(test_param_count_matches_tensors, free_models),
       cmocka_unit_test_teardown(test_layer_options_saved, free_models),
       cmocka_unit_test_teardown(test_gemma2_layers_saved, free_models),
+      cmocka_unit_test_teardown(test_fp8_primary_weight_dtypes, free_models),
       cmocka_unit_test_teardown(test_head_loss_buffers, free_models),
       cmocka_unit_test_teardown(test_block_grows, free_models),
       cmocka_unit_test_teardown(test_block_misuse_is_refused, free_models),

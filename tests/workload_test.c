@@ -1609,14 +1609,10 @@ static void test_framework_presets(void **state)
   }
 }
 
-/* [parallel] p2p: overlapped unless a preset or the workload says
- * otherwise; Megatron-LM blocks its 1F1B sends and overlaps its
- * interleaved ones (overlap_p2p_comm), DeepSpeed's engine blocks
- * (dist.send); the workload's own value wins over the preset's; a bad
- * value names the choices. */
 /* Megatron-LM's precision-aware optimizer: its state dtypes need it, and
  * it needs what Megatron-LM asserts (framework, Adam, the distributed
- * optimizer) and what vsim simulates (a master copy, no offload). */
+ * optimizer) and what vsim simulates (a master copy, no offload, the whole
+ * model trained). */
 static void test_precision_aware_rules(void **state)
 {
   const char *pa = "training.precision_aware_optimizer=true";
@@ -1660,6 +1656,12 @@ static void test_precision_aware_rules(void **state)
   load_bad(LLAMA_MODEL, off, 4, 2, VS_EINPUT,
            "--set parallel.offload_optimizer=cpu: vsim steps an offloaded "
            "optimizer on ZeRO-Offload's fp32 host states");
+  {
+    const char *lora[] = {mg[0], mg[1], pa, "finetune.method=lora"};
+    load_bad(LLAMA_MODEL, lora, 4, 2, VS_EINPUT,
+             "--set finetune.method=lora: Megatron-LM's precision-aware "
+             "optimizer is simulated for whole models");
+  }
   load_bad(LLAMA_MODEL "[training]\nmain_params_dtype = bf16\n", NULL, 0, 0,
            VS_EINPUT,
            "@:10: [training] main_params_dtype = bf16: expected fp32 or fp16");
@@ -1699,8 +1701,29 @@ static void test_fp8_param_gather_rules(void **state)
   load_bad(LLAMA_MODEL, pa, 5, 2, VS_EINPUT,
            "--set training.fp8_param_gather=true: whether Transformer "
            "Engine's FusedAdam keeps int16 remainders");
+  {
+    const char *nomaster[] = {ok[0], ok[1], ok[2], on,
+                              "training.master_weights=false"};
+    const char *off[] = {ok[0], ok[1], ok[2], on,
+                         "parallel.offload_optimizer=cpu"};
+    const char *z3[] = {ok[0], "parallel.zero=3", ok[2], on};
+    load_bad(LLAMA_MODEL, nomaster, 5, 2, VS_EINPUT,
+             "--set training.master_weights=false: FP8 weights are updated "
+             "from the distributed optimizer's fp32 main parameters");
+    load_bad(LLAMA_MODEL, off, 5, 2, VS_EINPUT,
+             "--set parallel.offload_optimizer=cpu: Megatron-LM's CPU "
+             "optimizer over FP8 weights is not simulated");
+    load_bad(LLAMA_MODEL, z3, 4, 2, VS_EINPUT,
+             "--set parallel.zero=3: Megatron-LM gathers FP8 parameters "
+             "within its distributed optimizer");
+  }
 }
 
+/* [parallel] p2p: overlapped unless a preset or the workload says
+ * otherwise; Megatron-LM blocks its 1F1B sends and overlaps its
+ * interleaved ones (overlap_p2p_comm), DeepSpeed's engine blocks
+ * (dist.send); the workload's own value wins over the preset's; a bad
+ * value names the choices. */
 static void test_p2p_presets(void **state)
 {
   static const char *const none[] = {"parallel.pp=2"};

@@ -209,7 +209,8 @@ vs_cost_work vs_cost_optimizer_step(const vs_cost_states *s)
    * weights read and written, the gradients read) */
   w.bytes = s->passes.states * s->optimizer_bytes +
             s->passes.grads * s->grad_bytes * s->part +
-            s->passes.params * s->param_bytes * share * s->part;
+            s->passes.params * s->param_bytes * share * s->part +
+            s->passes.unscaled * s->trainable_elems * s->part;
   return w;
 }
 

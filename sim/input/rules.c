@@ -258,7 +258,7 @@ static const char *state_dtype_set(const vs_training_conf *t)
 const char *vs_workload_precision_aware_misfit(const vs_training_conf *t,
                                                uint64_t zero,
                                                int offload_optimizer,
-                                               const char **key)
+                                               int method, const char **key)
 {
   *key = state_dtype_set(t);
   if (!t->precision_aware_optimizer)
@@ -277,6 +277,12 @@ const char *vs_workload_precision_aware_misfit(const vs_training_conf *t,
   if (!t->master_weights)
     return "it steps main parameters kept beside 16-bit weights: use "
            "precision = bf16, fp16 or fp8 with master_weights = true";
+  if (method != VS_FT_FULL) {
+    *key = "method";
+    return "Megatron-LM's precision-aware optimizer is simulated for whole "
+           "models trained in 16 bits; adapters and frozen layers are not "
+           "(use method = full)";
+  }
   if (offload_optimizer != VS_OFFLOAD_NONE) {
     *key = "offload_optimizer";
     return "vsim steps an offloaded optimizer on ZeRO-Offload's fp32 host "
@@ -310,6 +316,11 @@ const char *vs_workload_fp8_params_misfit(const vs_training_conf *t,
     *key = "method";
     return "FP8 primary weights are trained ones (a frozen FP8 base is "
            "[finetune] base_dtype = fp8): use method = full";
+  }
+  if (!t->master_weights) {
+    *key = "master_weights";
+    return "FP8 weights are updated from the distributed optimizer's fp32 "
+           "main parameters: set master_weights = true";
   }
   if (t->precision_aware_optimizer)
     return "whether Transformer Engine's FusedAdam keeps int16 remainders "

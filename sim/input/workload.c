@@ -1181,7 +1181,7 @@ static int check_megatron_optimizer(const vs_workload *wl, vs_error *err)
   const vs_training_conf *t = &wl->training;
   const vs_parallel_conf *p = &wl->parallel;
   const char *why = vs_workload_precision_aware_misfit(
-      t, p->zero, p->offload_optimizer, &key);
+      t, p->zero, p->offload_optimizer, wl->finetune.method, &key);
   if (!why)
     why = vs_workload_fp8_params_misfit(t, p->zero, p->offload_optimizer,
                                         wl->finetune.method, &key);

@@ -543,23 +543,25 @@ bool vs_workload_step_in_backward_allowed(const vs_training_conf *t,
                                           uint64_t pp, int offload_optimizer);
 
 /* Megatron-LM's precision-aware optimizer under training t with ZeRO
- * stage zero and offload_optimizer (megatron/core/optimizer/
- * optimizer_config.py and __init__.py asserts): state dtypes other than
- * fp32 need it; it needs framework megatron or none, Adam(W), a master
- * copy of 16-bit weights, the distributed optimizer (zero = 1) and the
- * optimizer on the GPU. NULL when allowed; else why not, with *key the
- * [training] or [parallel] key to blame. */
+ * stage zero, offload_optimizer and fine-tune `method` (megatron/core/
+ * optimizer/optimizer_config.py and __init__.py asserts): state dtypes
+ * other than fp32 need it; it needs framework megatron or none, Adam(W),
+ * a master copy of 16-bit weights, the distributed optimizer (zero = 1)
+ * and, as vsim simulates it, the optimizer on the GPU and the whole model
+ * trained. NULL when allowed; else why not, with *key the key to
+ * blame. */
 const char *vs_workload_precision_aware_misfit(const vs_training_conf *t,
                                                uint64_t zero,
                                                int offload_optimizer,
-                                               const char **key);
+                                               int method, const char **key);
 
 /* Megatron-LM's FP8 primary weights (--fp8-param-gather) under training
  * t with ZeRO stage zero, offload_optimizer and fine-tune `method`: they
  * need FP8 GEMMs by Transformer Engine (precision = fp8 under framework
  * megatron or none), the distributed optimizer (zero = 1: Megatron-LM's
- * arguments.py), trained weights and, as vsim simulates them, neither
- * offload nor the precision-aware optimizer. NULL when allowed; else why
+ * arguments.py) with its fp32 main parameters (master_weights), trained
+ * weights and, as vsim simulates them, neither offload nor the
+ * precision-aware optimizer. NULL when allowed; else why
  * not, with *key the key to blame. */
 const char *vs_workload_fp8_params_misfit(const vs_training_conf *t,
                                           uint64_t zero, int offload_optimizer,

@@ -61,6 +61,21 @@ static uint64_t sharded_elems(const vs_recipe *r, uint64_t elems,
               : expert);
 }
 
+/* This GPU's share of the larger of the dense and the experts' groups of
+ * `elems` optimizer elements of which `expert` are routed experts': the
+ * optimizers that make a group's copies for its step free them before the
+ * next group's (DeepSpeed's stage_1_and_2.py step and Transformer
+ * Engine's FusedAdam step loop over the parameter groups; the experts'
+ * are groups of their own: DeepSpeed's MoE param groups, Megatron-LM's
+ * expert optimizer). */
+static uint64_t largest_group(const vs_recipe *r, uint64_t elems,
+                              uint64_t expert)
+{
+  uint64_t dense = sharded_elems(r, elems - expert, 0);
+  uint64_t experts = sharded_elems(r, expert, expert);
+  return dense > experts ? dense : experts;
+}
+
 /* Partitions st's states as the recipe says and puts each where it lives:
  * the GPU, the host or NVMe (the GPU's figure drops by what moves). */
 static void place_states(const vs_recipe *r, vs_stage_layout *st)
@@ -92,17 +107,20 @@ static void place_states(const vs_recipe *r, vs_stage_layout *st)
   st->host.buffers = vs_recipe_host_buffer_bytes(r, st->step_elems);
   if (r->step_copy == VS_STEP_COPY_FLAT)
     st->step_temp_bytes = 4 * st->step_elems + 4 * st->decay_elems;
-  else if (r->step_copy == VS_STEP_COPY_PARTITION)
-    st->step_temp_bytes = 4 * sharded_elems(r, st->decay_elems,
-                                            st->expert_decay_elems);
+  else if (r->step_copy == VS_STEP_COPY_PARTITION) /* a group at a time
+                                                     (largest_group) */
+    st->step_temp_bytes =
+        4 * largest_group(r, st->decay_elems, st->expert_decay_elems);
   else if (r->step_copy == VS_STEP_COPY_MAIN_GRADS)
     st->step_temp_bytes = 4 * st->step_elems;
   if (r->step_sqrt_list)
     st->step_temp_bytes += st->optimizer_bytes / 2;
-  /* a group at a time: the weight-decay group, the largest */
+  /* a parameter group at a time: the largest, the dense or the routed
+   * experts' weight-decay group (Megatron-LM steps the experts' with an
+   * optimizer of their own) */
   st->step_temp_bytes +=
       4ull * r->step_unscaled *
-      sharded_elems(r, st->decay_elems, st->expert_decay_elems);
+      largest_group(r, st->decay_elems, st->expert_decay_elems);
 }
 
 /* Transformer Engine's delayed scaling keeps an fp32 amax history of

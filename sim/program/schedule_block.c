@@ -286,6 +286,11 @@ static accumulation grad_accumulation(const builder *b, size_t inst,
     uint64_t n = p->rows * p->cols, made = vs_dtype_bytes(p->dtype, n);
     if (!p->trainable)
       continue;
+    /* an FP8 weight's gradient comes in the model's 16-bit dtype
+     * (Transformer Engine's weight-gradient GEMM writes the weight's
+     * nominal dtype) */
+    if (p->dtype == VS_DTYPE_FP8_SCALED)
+      made = b->lay->param_elem_bytes * n;
     w.made += made;
     w.work.bytes += 2.0 * resident * (double)n + (double)made;
     w.work.kernels++;

@@ -226,16 +226,16 @@ static uint8_t step_unscaled(const vs_training_conf *t)
 static vs_step_passes step_passes(const vs_training_conf *t)
 {
   if (t->optimizer_impl != VS_OPTIMPL_FOREACH)
-    return (vs_step_passes){2.0, 2.0, 1.0};
+    return (vs_step_passes){2.0, 2.0, 1.0, 0.0};
   switch (t->optimizer) {
   case VS_OPT_ADAMW:
-    return (vs_step_passes){4.0, 7.0, 2.0};
+    return (vs_step_passes){4.0, 7.0, 2.0, 0.0};
   case VS_OPT_ADAM:
-    return (vs_step_passes){2.0, 7.0, 2.0};
+    return (vs_step_passes){2.0, 7.0, 2.0, 0.0};
   case VS_OPT_MOMENTUM:
-    return (vs_step_passes){2.0, 5.0, 1.0};
+    return (vs_step_passes){2.0, 5.0, 1.0, 0.0};
   default:
-    return (vs_step_passes){2.0, 2.0, 1.0};
+    return (vs_step_passes){2.0, 2.0, 1.0, 0.0};
   }
 }
 
@@ -410,6 +410,10 @@ static void resolve_state_handling(const vs_workload *wl, vs_recipe *r)
   r->step_copy = step_copy(wl, r);
   r->step_passes = step_passes(&wl->training);
   r->step_unscaled = step_unscaled(&wl->training);
+  /* each unpacked state: read (2 B) and written in fp32 (4 B), read and
+   * written by the kernel in fp32 (8 B where its 16-bit state is 4) and
+   * packed back (4 + 2): 16 B more a stepped element */
+  r->step_passes.unscaled = 16.0 * r->step_unscaled;
   r->step_sqrt_list = wl->training.optimizer_impl == VS_OPTIMPL_FOREACH &&
                       (wl->training.optimizer == VS_OPT_ADAMW ||
                        wl->training.optimizer == VS_OPT_ADAM);
@@ -580,15 +584,13 @@ static void resolve_ops(const vs_workload *wl, const vs_recipe *r,
   k->recompute_reuses_kept = ckpt == VS_CKPT_OPS;
 }
 
-/* Whether trainable tensor p's optimizer states include a master copy
- * (`master` permitting): with master weights, unless p is fp32; the
- * precision-aware optimizer's FusedAdam, built with master_weights = True,
- * makes one for every parameter it steps (fused_adam.py initialize_state). */
+/* Whether trainable tensor p's optimizer states include an fp32 master
+ * copy (`master` permitting): with master weights, unless p is fp32. */
 static bool has_master(const vs_training_conf *t, const vs_param_tensor *p,
                        vs_master_part master)
 {
   return master == VS_WITH_MASTER && t->master_weights &&
-         (p->dtype != VS_DTYPE_FP32 || t->precision_aware_optimizer);
+         p->dtype != VS_DTYPE_FP32;
 }
 
 /* Bytes an element of a precision-aware optimizer state of that dtype. */

@@ -193,6 +193,8 @@ typedef struct vs_step_passes {
   double params;            /* the stepped parameters' bytes */
   double states;            /* the optimizer states' bytes */
   double grads;             /* the gradients' bytes */
+  double unscaled;          /* bytes a stepped element of the fp32 copies
+                               the step unpacks (recipe step_unscaled) */
 } vs_step_passes;
 
 typedef struct vs_recipe {
