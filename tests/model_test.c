@@ -272,6 +272,16 @@ static const vs_op_spec *op_named(const vs_block *blk, const char *name)
   return NULL;
 }
 
+/* The bytes op `name` of blk saves for backward. */
+static uint64_t op_saved(const vs_block *blk, const char *name)
+{
+  const vs_op_spec *op = op_named(blk, name);
+  uint64_t bytes = 0;
+  for (uint32_t s = op->first_saved; s < op->first_saved + op->n_saved; s++)
+    bytes += blk->saved[s].bytes;
+  return bytes;
+}
+
 /* op's forward and backward work: HBM bytes (exactly) and kernels. */
 static void assert_op_work(const vs_op_spec *op, double fwd_bytes,
                            unsigned fwd_kernels, double bwd_bytes,
@@ -754,10 +764,13 @@ static void test_fp8_primary_weight_dtypes(void **state)
 /* Gemma 2's layers over a Llama layer (tokens T = s b, 16-bit, fused
  * kernels): each sandwich norm saves its input, the sublayer's 16-bit
  * output, 2Th bytes, two a layer (Hugging Face's Python RMSNorm an fp32
- * copy and the 16-bit normalized one, 6Th each); soft-capping's tanh
- * saves its output, the scores (2 a s^2 b bytes, eager attention: what
- * selective checkpointing drops) and the logits (2 T V), and costs
- * nothing under flash attention (the kernel caps) or the fused loss. */
+ * copy and the 16-bit normalized one, 6Th each; Gemma's, scaled by 1 +
+ * weight in fp32, an fp32 normalized one, 8Th; with the weight frozen,
+ * LoRA's, the fp32 copy alone, 4Th); soft-capping's tanh saves its
+ * output, the scores (2 a s^2 b bytes, eager attention: what selective
+ * checkpointing drops) and the logits (2 T V, the fused loss's too: Liger
+ * Kernel's cross entropy gets the capped logits), and costs nothing under
+ * flash attention (the kernel caps). */
 static void test_gemma2_layers_saved(void **state)
 {
   static const char *const llama =
@@ -807,7 +820,35 @@ static void test_gemma2_layers_saved(void **state)
   head = vs_block_saved_bytes(vs_model_head(&m), -1, VS_SAVED_ALL);
   build_ini(&m, llama, cap_fused, 3);
   assert_int_equal(vs_block_saved_bytes(vs_model_head(&m), -1, VS_SAVED_ALL),
-                   head);
+                   head + 2 * t * 32000);
+  {
+    const char *gemma_hf[] = {"model.post_norms=true", "training.framework=hf",
+                              "model.zero_centered_norm=true"};
+    const char *lora_hf[] = {"training.framework=hf", "training.precision=bf16",
+                             "finetune.method=lora"};
+    build_ini(&m, llama, gemma_hf, 3);
+    assert_int_equal(op_saved(vs_model_layer(&m, 0), "attn_post_norm"),
+                     (4 + 4) * t * 1024);
+    assert_int_equal(op_saved(vs_model_layer(&m, 0), "norm1"),
+                     (4 + 4) * t * 1024);
+    build_ini(&m, llama, lora_hf, 3);
+    assert_int_equal(op_saved(vs_model_layer(&m, 0), "norm1"), 4 * t * 1024);
+  }
+  {
+    /* Hugging Face's eager attention, bf16 without autocast:
+     * softmax(dtype = float32) saves fp32 probs, and the matmul with V
+     * their 16-bit cast (.to(query.dtype)); Megatron-style (framework
+     * none) the 16-bit softmax output serves both */
+    const char *hf16[] = {"training.framework=hf", "training.precision=bf16"};
+    uint64_t context;
+    build_ini(&m, llama, NULL, 0);
+    assert_int_equal(op_saved(vs_model_layer(&m, 0), "softmax"), 2 * scores);
+    context = op_saved(vs_model_layer(&m, 0), "attn_context");
+    build_ini(&m, llama, hf16, 2);
+    assert_int_equal(op_saved(vs_model_layer(&m, 0), "softmax"), 4 * scores);
+    assert_int_equal(op_saved(vs_model_layer(&m, 0), "attn_context"),
+                     context + 2 * scores);
+  }
 }
 
 /* ------------------------------------------------------------------------

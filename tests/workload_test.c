@@ -1068,6 +1068,15 @@ static void test_layer_options(void **state)
            VS_EINPUT,
            "@:10: [model] attention_bias = qkv: multi-head latent attention "
            "(kv_lora_rank > 0) is built without biases or head norms");
+  load_bad("[model]\narch = bert\nlayers = 2\nhidden = 64\nheads = 8\n"
+           "vocab = 1000\nseq_len = 128\npost_norms = true\n",
+           NULL, 0, 1, VS_EINPUT,
+           "@:8: [model] post_norms = true: BERT's layers norm each "
+           "sublayer's output already");
+  load_bad(LLAMA_MODEL "mtp_layers = 1\nlogit_softcap = 30\n", NULL, 0, 1,
+           VS_EINPUT,
+           "@:10: [model] logit_softcap = 30: the multi-token prediction's "
+           "heads are not capped");
   load_bad(LLAMA_MODEL "kv_lora_rank = 16\nqk_norm = true\n", NULL, 0, 1,
            VS_EINPUT, "@:10: [model] qk_norm = true: multi-head latent");
   load_bad(LLAMA_MODEL "experts = 4\nshared_expert_gate = true\n", NULL, 0, 1,
@@ -1226,10 +1235,21 @@ static void test_hf_config_layer_options(void **state)
                      ini, &err),
       0);
   assert_true(wl.model.attn_softcap == 0.0 && wl.model.logit_softcap == 20.5);
-  assert_int_equal(
-      load_with_json(&wl, HF_TYPE("\"gemma3_text\"", ""), ini, &err), 0);
+  assert_true(wl.model.zero_centered_norm);
+  assert_int_equal(wl.model.head_dim, 256); /* Gemma2Config's default */
+  /* Gemma3Attention passes no cap: the field gives nothing */
+  assert_int_equal(load_with_json(&wl,
+                                  HF_TYPE("\"gemma3_text\"",
+                                          ", \"attn_logit_softcapping\": 50.0"),
+                                  ini, &err),
+                   0);
   assert_true(wl.model.post_norms && wl.model.qk_norm);
   assert_true(wl.model.attn_softcap == 0.0 && wl.model.logit_softcap == 0.0);
+  assert_true(wl.model.zero_centered_norm);
+  /* a Llama's heads stay hidden / heads wide */
+  assert_int_equal(load_with_json(&wl, HF_TYPE("\"llama\"", ""), ini, &err), 0);
+  assert_int_equal(wl.model.head_dim, 256 / 8);
+  assert_false(wl.model.zero_centered_norm);
   assert_int_equal(
       load_with_json(
           &wl, HF_TYPE("\"gemma2\"", ", \"final_logit_softcapping\": \"30\""),

@@ -115,47 +115,48 @@ typedef struct type_traits {
   bool shared_gate;             /* with shared experts */
   bool post_norms;              /* Gemma 2 and 3's norms after each
                                    sublayer */
+  bool zero_centered_norm;      /* Gemma's RMSNorm: 1 + weight, in fp32 */
+  json_int_t head_dim_default;  /* head_dim absent or null (0: hidden /
+                                   heads) */
   const char *attn_softcap;     /* soft-capping fields (a number, or null:
                                    none), and their values when absent */
   const char *logit_softcap;
   double softcap_defaults[2];
 } type_traits;
 
+/* One model type a row (clang-format would put a designator a line). */
+/* clang-format off */
 static const type_traits traits[] = {
-    {.type = "llama",
-     .attention_bias = "attention_bias",
+    {.type = "llama", .attention_bias = "attention_bias",
      .mlp_bias = "mlp_bias"},
-    {.type = "gemma", .attention_bias = "attention_bias"},
-    /* Gemma2Config's soft-capping defaults 50 and 30; Gemma3TextConfig's
-     * None */
-    {.type = "gemma2",
-     .attention_bias = "attention_bias",
-     .post_norms = true,
+    /* Gemma's configs default head_dim to 256; Gemma2Config's
+     * soft-capping defaults are 50 and 30, Gemma3TextConfig's None, and
+     * Gemma3Attention passes no cap to its attention whatever the config
+     * says (modeling_gemma3.py) */
+    {.type = "gemma", .attention_bias = "attention_bias",
+     .zero_centered_norm = true, .head_dim_default = 256},
+    {.type = "gemma2", .attention_bias = "attention_bias", .post_norms = true,
+     .zero_centered_norm = true, .head_dim_default = 256,
      .attn_softcap = "attn_logit_softcapping",
      .logit_softcap = "final_logit_softcapping",
      .softcap_defaults = {50.0, 30.0}},
-    {.type = "gemma3_text",
-     .attention_bias = "attention_bias",
-     .qk_norm = true,
-     .post_norms = true,
-     .attn_softcap = "attn_logit_softcapping",
-     .logit_softcap = "final_logit_softcapping"},
+    {.type = "gemma3_text", .attention_bias = "attention_bias",
+     .qk_norm = true, .post_norms = true, .zero_centered_norm = true,
+     .head_dim_default = 256, .logit_softcap = "final_logit_softcapping"},
     {.type = "qwen2", .bias_default = "qkv"},
     {.type = "qwen3", .attention_bias = "attention_bias", .qk_norm = true},
     {.type = "qwen2_moe", .bias_default = "qkv", .shared_gate = true},
     {.type = "qwen3_moe", .attention_bias = "attention_bias", .qk_norm = true},
     {.type = "deepseek_v2", .attention_bias = "attention_bias"},
     {.type = "deepseek_v3", .attention_bias = "attention_bias"},
-    {.type = "gpt2", .max_positions = "n_positions", .positions_default = 1024},
-    {.type = "gpt_neox",
-     .attention_bias = "attention_bias",
-     .bias_default = "all",
-     .rotary = true},
-    {.type = "bert",
-     .max_positions = "max_position_embeddings",
-     .positions_default = 512,
-     .type_vocab = "type_vocab_size"},
+    {.type = "gpt2", .max_positions = "n_positions",
+     .positions_default = 1024},
+    {.type = "gpt_neox", .attention_bias = "attention_bias",
+     .bias_default = "all", .rotary = true},
+    {.type = "bert", .max_positions = "max_position_embeddings",
+     .positions_default = 512, .type_vocab = "type_vocab_size"},
 };
+/* clang-format on */
 
 static const type_traits *traits_of(const char *type)
 {
@@ -498,9 +499,12 @@ static int read_traits(const json_t *root, const char *path, vs_hf_model *out,
     put(out, "qk_norm", "model_type", "true");
   if (t->post_norms)
     put(out, "post_norms", "model_type", "true");
-  if (t->attn_softcap &&
-      ((rc = put_softcap(root, path, t->attn_softcap, "attn_softcap",
-                         t->softcap_defaults[0], out, err)) ||
+  if (t->zero_centered_norm)
+    put(out, "zero_centered_norm", "model_type", "true");
+  if ((t->attn_softcap &&
+       (rc = put_softcap(root, path, t->attn_softcap, "attn_softcap",
+                         t->softcap_defaults[0], out, err))) ||
+      (t->logit_softcap &&
        (rc = put_softcap(root, path, t->logit_softcap, "logit_softcap",
                          t->softcap_defaults[1], out, err))))
     return rc;
@@ -581,8 +585,12 @@ static int read_shape(const json_t *root, const char *path, bool moe,
           moe_types(types, sizeof types));
     }
   }
-  if (!hd || json_is_null(hd))
+  if (!hd || json_is_null(hd)) {
+    const type_traits *t = traits_of(out->model_type);
+    if (t && t->head_dim_default)
+      put_count(out, "head_dim", NULL, t->head_dim_default);
     return 0;
+  }
   if ((rc = count_field(root, path, "head_dim", "head_dim", &v, err)))
     return rc;
   put_count(out, "head_dim", "head_dim", v);

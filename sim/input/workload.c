@@ -70,6 +70,7 @@ static const vs_key workload_keys[] = {
     K("model", "attention_bias", VS_KEY_ENUM, model.attention_bias, .choices = attention_bias_names, .default_doc = "all (gpt, bert), none (llama)"),
     K("model", "mlp_bias", VS_KEY_BOOL, model.mlp_bias, .default_doc = "true (gpt, bert), false (llama)"),
     K("model", "qk_norm", VS_KEY_BOOL, model.qk_norm, .default_doc = "false"),
+    K("model", "zero_centered_norm", VS_KEY_BOOL, model.zero_centered_norm, .default_doc = "false"),
     K("model", "post_norms", VS_KEY_BOOL, model.post_norms, .default_doc = "false"),
     K("model", "attn_softcap", VS_KEY_REAL, model.attn_softcap, .lo = 0, .hi = 1e6, .default_doc = "0 (none)"),
     K("model", "logit_softcap", VS_KEY_REAL, model.logit_softcap, .lo = 0, .hi = 1e6, .default_doc = "0 (none)"),
@@ -395,6 +396,28 @@ static int check_positions(vs_workload *wl, vs_error *err)
   return 0;
 }
 
+/* Gemma's options where vsim builds them: sandwich norms on pre-norm
+ * layers (BERT's are post-norm already), the final logits capped where
+ * they are the only ones (the multi-token prediction's heads are not). */
+static int check_gemma_options(const vs_workload *wl, vs_error *err)
+{
+  const vs_model_conf *m = &wl->model;
+  char where[400];
+  if (m->post_norms && m->arch == VS_ARCH_BERT)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: BERT's layers norm each sublayer's output "
+                        "already (post-norm); post_norms adds norms to "
+                        "pre-norm layers (gpt, llama)",
+                        WHERE("model", "post_norms"));
+  if (m->logit_softcap > 0.0 && m->mtp_layers > 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: the multi-token prediction's heads are not "
+                        "capped by this version; set logit_softcap = 0 or "
+                        "mtp_layers = 0",
+                        WHERE("model", "logit_softcap"));
+  return 0;
+}
+
 /* The attention's and MLPs' biases, the positions and BERT's token types:
  * their defaults by arch (GPT and BERT have biases everywhere and a
  * learned table of seq_len positions, Llama neither), and what cannot go
@@ -433,6 +456,8 @@ static int check_layer_options(vs_workload *wl, vs_error *err)
                         WHERE("model", "type_vocab"));
   if (m->arch == VS_ARCH_BERT && m->type_vocab == 0)
     m->type_vocab = 2;
+  if (check_gemma_options(wl, err))
+    return VS_EINPUT;
   return check_positions(wl, err);
 }
 

@@ -126,6 +126,9 @@ typedef struct vs_model_conf {
                                experts) have biases */
   bool qk_norm;             /* a norm over each query and key head before
                                rotary embeddings (Qwen3) */
+  bool zero_centered_norm;  /* the norms scale by 1 + weight, in fp32
+                               (Gemma's RMSNorm; Megatron-LM's
+                               --apply-layernorm-1p) */
   bool post_norms;          /* a norm over each sublayer's output before
                                its residual add (Gemma 2 and 3's
                                post_attention_layernorm and

@@ -529,7 +529,10 @@ static void eager_rmsnorm(vs_op_spec *op, uint64_t ex, uint64_t elems)
  * (torchtitan/models/norms.py, 9dec370) run in Python ops instead:
  * x.to(float32), then pow and the rsqrt multiply save that fp32 copy (the
  * input itself when it is fp32), and the weight's product saves the
- * normalized tensor in the input's dtype (.to / type_as). */
+ * normalized tensor in the input's dtype (.to / type_as) when the weight
+ * trains (autograd keeps a product's operand for the other's gradient
+ * only); Gemma's (modeling_gemma2.py Gemma2RMSNorm: _norm(x.float()) *
+ * (1.0 + weight.float()), then type_as) the fp32 one. */
 static int norm_over(vs_block *blk, const vs_dims *d, const char *name,
                      vs_norm_kind kind, uint64_t elems, uint64_t width,
                      int dtype, vs_error *err)
@@ -545,8 +548,14 @@ static int norm_over(vs_block *blk, const vs_dims *d, const char *name,
   if (d->eager_kernels && rms)
     eager_rmsnorm(op, ex, elems); /* LayerNorm is one kernel even so */
   if (d->python_rmsnorm && rms) {
+    /* the weight's product keeps the normalized tensor for the weight's
+     * gradient only: none for a frozen weight; fp32 where it runs in fp32
+     * (Gemma's (1 + weight.float()), before the cast back) */
+    uint64_t normalized = d->frozen_base ? 0 : d->norm_fp32_scale ? 4 : ex;
     if (vs_block_save_act(blk, op, 4 * elems, VS_DTYPE_FP32, err) ||
-        vs_block_save_act(blk, op, ex * elems, dtype, err))
+        (normalized &&
+         vs_block_save_act(blk, op, normalized * elems,
+                           normalized == 4 ? VS_DTYPE_FP32 : dtype, err)))
       return VS_EINPUT;
   } else if (vs_block_save_act(blk, op, ex * elems, dtype, err)) {
     return VS_EINPUT;
@@ -565,11 +574,19 @@ int vs_block_norm(vs_block *blk, const vs_dims *d, const char *name,
                    err);
 }
 
+/* The dtype a norm over a 16-bit tensor (not the residual stream) saves
+ * its input in: autocast runs layer_norm in fp32 (its fp32 list), so the
+ * input is cast and the cast saved. */
+static int norm_input_dtype(const vs_dims *d)
+{
+  return d->amp && d->norm == NORM_LAYER ? VS_DTYPE_FP32 : d->act_dtype;
+}
+
 int vs_block_post_norm(vs_block *blk, const vs_dims *d, const char *name,
                        vs_error *err)
 {
   return norm_over(blk, d, name, (vs_norm_kind)d->norm, d->tok_rep * d->h, d->h,
-                   d->act_dtype, err);
+                   norm_input_dtype(d), err);
 }
 
 /* Gemma 2's soft-capping, x -> cap * tanh(x / cap) (transformers'
@@ -609,11 +626,9 @@ int vs_block_softcap(vs_block *blk, const vs_dims *d, const char *name,
 int vs_block_head_norm(vs_block *blk, const vs_dims *d, const char *name,
                        uint64_t heads, vs_error *err)
 {
-  /* autocast runs layer_norm in fp32 (its fp32 list): the 16-bit input
-   * is cast, and the cast saved */
-  int dtype = d->amp && d->norm == NORM_LAYER ? VS_DTYPE_FP32 : d->act_dtype;
   return norm_over(blk, d, name, (vs_norm_kind)d->norm,
-                   d->tokens * heads / d->t * d->d, d->d, dtype, err);
+                   d->tokens * heads / d->t * d->d, d->d, norm_input_dtype(d),
+                   err);
 }
 
 /* Dropout over n elements of eb bytes (dropout_bytes): its 1-byte mask is

@@ -50,13 +50,23 @@ static bool scores_promoted_by_mask(const vs_dims *d)
   return d->amp && d->hf_modules;
 }
 
+/* Whether an eager softmax makes fp32 probabilities from 16-bit scores:
+ * on autocast's fp32 list, and in Hugging Face's eager attention for
+ * Llama-like models, softmax(dtype = torch.float32) then .to(the query's
+ * dtype) for the matmul with V (hf_fp32_softmax). */
+static bool probs_fp32(const vs_dims *d)
+{
+  return d->amp || d->hf_fp32_softmax;
+}
+
 /* Whether softmax(dtype = float32) converts its 16-bit input to an fp32
- * copy first: under autocast, unless the mask promoted the scores or they
- * are fp16 (aten/src/ATen/native/SoftMax.cpp: only CUDA's fp16 takes the
- * fused half_to_float kernel, whose gradient comes back in fp16). */
+ * copy first: where the probabilities are fp32, unless the mask promoted
+ * the scores or they are fp16 (aten/src/ATen/native/SoftMax.cpp: only
+ * CUDA's fp16 takes the fused half_to_float kernel, whose gradient comes
+ * back in fp16). */
 static bool softmax_casts_input(const vs_dims *d)
 {
-  return d->amp && !scores_promoted_by_mask(d) &&
+  return probs_fp32(d) && !scores_promoted_by_mask(d) &&
          d->act_dtype != VS_DTYPE_FP16;
 }
 
@@ -75,9 +85,9 @@ static uint64_t softmax_input_bytes(const vs_dims *d)
  * activations' dtype, e + 4 where it promotes the sum) and softmax's cast
  * of its input (softmax_casts_input: e + 4). Backward: the cast's
  * (4 + e), the mask's (masked_fill 2e; an add passes its gradient on,
- * cast to 16 bits when promoted: 4 + e) and the scale's (2e). Under
- * autocast the context matmul casts the fp32 probs to 16 bits (4 + e),
- * and its backward casts their gradient back (e + 4). */
+ * cast to 16 bits when promoted: 4 + e) and the scale's (2e). Where the
+ * probs are fp32 (probs_fp32) the context matmul reads their 16-bit cast
+ * (4 + e), and its backward casts their gradient back (e + 4). */
 static void eager_scores_kernels(vs_op_spec *softmax, vs_op_spec *context,
                                  const vs_dims *d, uint64_t scores)
 {
@@ -92,7 +102,7 @@ static void eager_scores_kernels(vs_op_spec *softmax, vs_op_spec *context,
   vs_block_side(softmax, SIDE_BWD,
                 n * ((cast ? wide : 0) + mask_bwd + 2.0 * e),
                 (cast ? 1u : 0u) + (mask_bwd > 0 ? 1u : 0u) + 1u);
-  if (d->amp) {
+  if (probs_fp32(d)) {
     vs_block_side(context, SIDE_FWD, n * wide, 1);
     vs_block_side(context, SIDE_BWD, n * wide, 1);
   }
@@ -107,6 +117,7 @@ static int attention_eager(vs_block *blk, const vs_dims *d, vs_error *err)
 {
   uint64_t heads = d->a / d->t, kv = heads;
   uint64_t scores = heads * d->s * d->s * d->b; /* elements */
+  uint64_t probs = probs_fp32(d) ? 4 : d->e;    /* bytes an element */
   uint64_t qk_grads;
   vs_op_spec *op;
   uint32_t softmax;
@@ -116,9 +127,9 @@ static int attention_eager(vs_block *blk, const vs_dims *d, vs_error *err)
   attention_matmul(op, d, heads, ATTN_SCORES,
                    (double)d->e * ((double)(d->tokens * d->d * (heads + kv)) +
                                    (double)scores));
-  /* raw scores until the softmax; under autocast also their fp32
+  /* raw scores until the softmax; with fp32 probs also their fp32
    * promotion (an fp32 mask added, or softmax's own cast) */
-  op->fwd_temp_bytes = (d->e + (d->amp ? 4 : 0)) * scores;
+  op->fwd_temp_bytes = (d->e + (probs_fp32(d) ? 4 : 0)) * scores;
   /* backward: the scores' gradient, held while the scale's and the
    * mask's backward make a 16-bit copy of it, then while Q's and K's are
    * made (autograd frees a node's incoming gradient once the node is
@@ -135,17 +146,18 @@ static int attention_eager(vs_block *blk, const vs_dims *d, vs_error *err)
       vs_block_softcap(blk, d, "attn_softcap", scores, VS_CAP_SCORES, err))
     return VS_EINPUT;
 
-  /* softmax is on autocast's fp32 list: its output, which it saves, is
-   * fp32 there (and so is the dropout over it) */
+  /* softmax saves its output: fp32 probs where they are (probs_fp32; under
+   * autocast the dropout over them is fp32 too) */
   if (!(op = vs_block_add_op(blk, "softmax", err)))
     return VS_EINPUT;
-  vs_block_as_elementwise(op, scores, d->er, 5.0);
+  vs_block_as_elementwise(op, scores, probs, 5.0);
   op->attn_core = true;
   softmax = blk->n_ops - 1;
-  /* its backward holds the probs' gradient (fp32 under autocast, cast
-   * from the 16-bit one the matmul made) while it makes its input's */
-  op->bwd_temp_bytes = (d->er + softmax_input_bytes(d)) * scores;
-  if (vs_block_save_scores(blk, op, scores, d->er_dtype, err))
+  /* its backward holds the probs' gradient (fp32 ones cast from the
+   * 16-bit one the matmul made) while it makes its input's */
+  op->bwd_temp_bytes = (probs + softmax_input_bytes(d)) * scores;
+  if (vs_block_save_scores(blk, op, scores,
+                           probs == 4 ? VS_DTYPE_FP32 : d->act_dtype, err))
     return VS_EINPUT;
 
   if (vs_block_dropout(blk, d, "attn_dropout", scores, d->er,
@@ -163,10 +175,9 @@ static int attention_eager(vs_block *blk, const vs_dims *d, vs_error *err)
   if (vs_block_save_act(blk, op, d->e * d->tokens * d->d * kv, d->act_dtype,
                         err))
     return VS_EINPUT; /* V */
-  /* the probs the matmul reads: the dropped-out ones, or autocast's
-   * 16-bit cast of the fp32 ones; otherwise the softmax output, already
-   * saved */
-  if (d->dropout || d->amp)
+  /* the probs the matmul reads: the dropped-out ones, or the 16-bit cast
+   * of fp32 ones; otherwise the softmax output, already saved */
+  if (d->dropout || probs_fp32(d))
     if (vs_block_save_scores(blk, op, scores, d->act_dtype, err))
       return VS_EINPUT;
   eager_scores_kernels(&blk->ops[softmax], op, d, scores);
@@ -1433,9 +1444,10 @@ int vs_model_build_head(vs_block *blk, const vs_workload *wl, const vs_dims *d,
   autocast_head_backward(blk, head, wl, d, v * d->h);
   if (arch == VS_ARCH_BERT && vs_block_param(blk, d, "mlm_bias", 1, v, err))
     return VS_EINPUT;
-  /* a fused loss caps each row in its kernel (Liger Kernel's
-   * LigerCrossEntropyLoss softcap) */
-  if (d->logit_softcap && !wl->training.fused_cross_entropy &&
+  /* before any loss: Liger Kernel's cross entropy, swapped in for
+   * F.cross_entropy, gets the capped logits (only its fused linear loss,
+   * which never makes logits, caps in its kernel) */
+  if (d->logit_softcap &&
       vs_block_softcap(blk, d, "logit_softcap", logits, VS_CAP_LOGITS, err))
     return VS_EINPUT;
 

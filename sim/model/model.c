@@ -383,6 +383,8 @@ static void size_dims(const vs_workload *wl, vs_dims *d)
   d->python_rmsnorm =
       (d->hf_modules || wl->training.framework == VS_FW_FSDP2) &&
       d->eager_kernels;
+  d->norm_fp32_scale = mc->zero_centered_norm;
+  d->hf_fp32_softmax = d->hf_modules && mc->arch == VS_ARCH_LLAMA;
   d->repeat_kv = wl->training.framework == VS_FW_FSDP2 &&
                  mc->arch == VS_ARCH_LLAMA && !mc->kv_lora_rank;
   d->rope = mc->positions != VS_POS_ROTARY || mc->kv_lora_rank ? ROPE_NONE

@@ -147,6 +147,11 @@ typedef struct vs_dims {
                         LlamaRMSNorm and torchtitan's RMSNorm (framework
                         hf, fsdp2) run eagerly (kernels = eager): what
                         autograd saves of it */
+  bool norm_fp32_scale; /* ... and scaled by 1 + weight in fp32, as
+                        Gemma's RMSNorm (zero_centered_norm) */
+  bool hf_fp32_softmax; /* Hugging Face's eager attention for Llama-like
+                        models: softmax(dtype = float32), then cast to
+                        the query's dtype (eager_attention_forward) */
   bool eager_kernels; /* kernels = eager: element-wise work as eager
                         PyTorch's per-operator kernels */
   uint8_t rope;      /* vs_rope: whether a rotary embedding runs, and how

@@ -395,12 +395,10 @@ static void show_idle_keys(FILE *out, const vs_workload *wl)
     fprintf(out, "# paged_optimizer has no effect with sgd: plain SGD keeps "
                  "no optimizer states to page\n");
   if (wl->model.attn_softcap > 0.0 && wl->training.attention == VS_ATTN_FLASH)
-    fprintf(out, "# attn_softcap costs nothing under flash attention: the "
-                 "kernel caps the scores in registers (FlashAttention 2.6's "
-                 "softcap)\n");
-  if (wl->model.logit_softcap > 0.0 && wl->training.fused_cross_entropy)
-    fprintf(out, "# logit_softcap costs nothing with the fused loss: it "
-                 "caps each row in its kernel (Liger Kernel's softcap)\n");
+    fprintf(out, "# attn_softcap costs nothing under flash attention: a "
+                 "kernel that caps keeps no scores (FlashAttention 2.6's "
+                 "softcap, which transformers' flash_attention_2 passes; "
+                 "its sdpa path ignores the cap)\n");
 }
 
 static void show_text(FILE *out, const vs_workload *wl,
