@@ -1246,6 +1246,14 @@ static void test_hf_config_layer_options(void **state)
   assert_true(wl.model.post_norms && wl.model.qk_norm);
   assert_true(wl.model.attn_softcap == 0.0 && wl.model.logit_softcap == 0.0);
   assert_true(wl.model.zero_centered_norm);
+  assert_int_equal(
+      load_with_json(&wl,
+                     "{\"model_type\": \"gemma3\", \"text_config\": "
+                     "{\"model_type\": \"gemma3_text\"}}",
+                     ini, &err),
+      VS_EINPUT);
+  assert_non_null(strstr(err.msg, "model_type \"gemma3\" is a multimodal "
+                                  "model (field \"text_config\")"));
   /* a Llama's heads stay hidden / heads wide */
   assert_int_equal(load_with_json(&wl, HF_TYPE("\"llama\"", ""), ini, &err), 0);
   assert_int_equal(wl.model.head_dim, 256 / 8);
@@ -1685,6 +1693,11 @@ static void test_precision_aware_rules(void **state)
   load_bad(LLAMA_MODEL "[training]\nmain_params_dtype = bf16\n", NULL, 0, 0,
            VS_EINPUT,
            "@:10: [training] main_params_dtype = bf16: expected fp32 or fp16");
+  load_bad(LLAMA_MODEL "[training]\nframework = megatron\n"
+                       "optimizer = adafactor\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:11: [training] optimizer = adafactor: Megatron-LM's --optimizer "
+           "offers adam, sgd (with momentum: momentum) and lion");
 }
 
 /* Megatron-LM's FP8 primary weights: FP8 GEMMs by Transformer Engine, its

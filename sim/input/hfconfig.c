@@ -610,7 +610,16 @@ static int read_root(const json_t *root, const char *path, vs_hf_model *out,
                         path);
   snprintf(out->model_type, sizeof out->model_type, "%s",
            json_string_value(type));
-  if (!(f = family_of(out->model_type)))
+  if (!(f = family_of(out->model_type)) &&
+      json_is_object(json_object_get(root, "text_config")))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: model_type \"%s\" is a multimodal model (field "
+                        "\"text_config\"); vsim builds language models only: "
+                        "give hf_config a file of its text_config with that "
+                        "config's model_type (e.g. gemma3_text), knowing "
+                        "the other towers' weights go uncounted",
+                        path, out->model_type);
+  if (!f)
     return vs_error_set(err, VS_EINPUT,
                         "%s: model_type \"%s\" is not one vsim reads (%s)", path,
                         out->model_type, vs_hf_known_types());

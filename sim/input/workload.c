@@ -1188,6 +1188,24 @@ static const char *foreach_refused(const vs_workload *wl)
   return NULL;
 }
 
+/* framework = megatron steps with the optimizers Megatron-LM's
+ * --optimizer offers (megatron/training/arguments.py: adam, sgd with
+ * --sgd-momentum, lion, and the Muon and SOAP ones vsim has no key for):
+ * not Adafactor or bitsandbytes' 8-bit Adam. */
+static int check_megatron_optimizer_kind(const vs_workload *wl, vs_error *err)
+{
+  char where[400];
+  int o = wl->training.optimizer;
+  if (wl->training.framework != VS_FW_MEGATRON ||
+      (o != VS_OPT_ADAFACTOR && o != VS_OPT_ADAM8BIT))
+    return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: Megatron-LM's --optimizer offers adam, sgd (with "
+                      "momentum: momentum) and lion; use one of adamw, adam, "
+                      "sgd, momentum or lion",
+                      WHERE("training", "optimizer"));
+}
+
 /* The section of workload key `name` (the key names are unique). */
 static const char *section_of(const char *name)
 {
@@ -1297,6 +1315,7 @@ static int check_training(vs_workload *wl, vs_error *err)
       (rc = resolve_master_weights(wl, err)) || (rc = check_offload(wl, err)) ||
       (rc = check_paged(wl, err)) || (rc = check_grad_accumulation(wl, err)) ||
       (rc = check_optimizer_impl(wl, err)) ||
+      (rc = check_megatron_optimizer_kind(wl, err)) ||
       (rc = check_megatron_optimizer(wl, err)))
     return rc;
   return check_step_in_backward(wl, err);
