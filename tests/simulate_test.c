@@ -1867,7 +1867,7 @@ static size_t ops_named(const vs_rank *r, const char *name)
  * overlap_comm) holds the buffers beside its resident gradients from the
  * step's first backward to the reduction's epilogue: the most gradient
  * bytes held grow by the bucket (1 MiB here) or two, where framework =
- * none and ZeRO-2 (whose transient gradients fill the bucket) hold none. */
+ * none holds none; ZeRO-2 holds one too, the gradients copied into it. */
 static void test_deepspeed_zero1_ipg_buffers(void **state)
 {
   const char *none[] = {"parallel.zero=1", "parallel.bucket=1MiB"};
@@ -1905,7 +1905,21 @@ static void test_deepspeed_zero1_ipg_buffers(void **state)
   load(&wl, frozen_gpt, pp_ds, 5, 4);
   simulate(&a, &wl, &topo, false);
   assert_int_equal(ops_named(&b.ranks[0], "ipg_buffer"), 1);
-  assert_int_equal(ops_named(&d.ranks[0], "ipg_buffer"), 0);
+  assert_int_equal(ops_named(&d.ranks[0], "ipg_buffer"), 1);
+  {
+    /* ZeRO-2 copies each gradient into the buffer as backward makes it,
+     * and frees it: a bucket four times as large holds 3 MiB more, the
+     * buffer alone (transient gradients filling a bucket would add up to
+     * as much again) */
+    const char *z2_4[] = {"parallel.zero=2", "parallel.bucket=4MiB",
+                          "training.framework=deepspeed"};
+    vs_sim f;
+    load(&wl, frozen_gpt, z2_4, 3, 2);
+    simulate(&f, &wl, &topo, false);
+    assert_int_equal(max_held(&f.ranks[0], VS_CAT_GRADS),
+                     max_held(&d.ranks[0], VS_CAT_GRADS) + (3u << 20));
+    vs_sim_fini(&f);
+  }
   /* the pipeline engine: one buffer at the boundary whatever overlap_comm
    * says, but on the last stage, whose backward the ZeRO optimizer runs
    * (pipe/engine.py _exec_backward_pass), two from its first backward */

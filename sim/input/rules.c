@@ -164,7 +164,8 @@ unsigned vs_workload_ipg_buffers(const vs_workload *wl, bool last_stage,
 {
   const vs_parallel_conf *p = &wl->parallel;
   *from_backward = p->pp == 1 || last_stage;
-  if (wl->training.framework != VS_FW_DEEPSPEED || p->zero != 1)
+  if (wl->training.framework != VS_FW_DEEPSPEED ||
+      (p->zero != 1 && p->zero != 2))
     return 0;
   return *from_backward && p->overlap_grad_reduce ? 2 : 1;
 }

@@ -461,9 +461,10 @@ bool vs_workload_cpu_step(const vs_parallel_conf *p);
  * offloaded optimizer's step (vs_workload_cpu_step). */
 bool vs_workload_grads_bucketed(const vs_parallel_conf *p);
 
-/* DeepSpeed ZeRO-1's contiguous-gradient buffers of reduce_bucket_size
+/* DeepSpeed ZeRO-1/2's contiguous-gradient buffers of reduce_bucket_size
  * elements ([parallel] bucket) a stage holds (stage_1_and_2.py, with
- * contiguous_gradients, on by default): made in the optimizer's backward,
+ * contiguous_gradients, on by default; ZeRO-2 copies each gradient into
+ * them as backward makes it): made in the optimizer's backward,
  * from the step's first (*from_backward: no pipeline, or the pipeline
  * engine's last stage, whose _exec_backward_pass calls it), one and a
  * second with overlap_comm ([parallel] overlap_grad_reduce); on the

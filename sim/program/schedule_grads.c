@@ -209,6 +209,14 @@ static uint64_t bucket_limit(const builder *b)
  * the rest at the end of the chunk's backward). */
 void sb_bucket_grads(builder *b, size_t inst, int mb, uint32_t after)
 {
+  /* DeepSpeed ZeRO-2 copies each gradient into its contiguous buffer as
+   * backward makes it and frees it (stage_1_and_2.py
+   * reduce_independent_p_g_buckets_and_remove_grads: param.grad becomes a
+   * view of the ipg_buffer): the bucket lives there */
+  if (b->ipg[0] != NONE && b->wl->parallel.zero == 2) {
+    sb_free_on(b, after, b->grad_buf[inst], AT_END);
+    b->grad_buf[inst] = NONE;
+  }
   b->bucket[b->n_bucket++] = (uint32_t)inst;
   b->bucket_fill += sb_plan_of(b, inst)->grad_bytes;
   b->bucket_made += sb_plan_of(b, inst)->made_grad_bytes;
