@@ -1092,6 +1092,8 @@ static void test_gemma2_end_to_end(void **state)
              "21.0 GiB activations of attn_softcap (layers 0-41, "
              "micro-batch 0, 42 tensors)");
   expect_run(flash, 0, "# attn_softcap costs nothing under flash attention");
+  /* DeepSpeed's fused norms: Gemma's 1 + weight keeps nothing more */
+  assert_contains(r.out, "# zero_centered_norm has no effect here");
   {
     /* the sample: QLoRA under the Trainer, whose peak is the loss over
      * 2 x 4096 x 256000 logits, the capped ones' tanh output (2 B each,

@@ -301,13 +301,22 @@ const char *vs_workload_precision_aware_misfit(const vs_training_conf *t,
   return NULL;
 }
 
+bool vs_workload_python_rmsnorm(const vs_workload *wl)
+{
+  int fw = wl->training.framework;
+  return (fw == VS_FW_HF || fw == VS_FW_FSDP2) &&
+         wl->training.kernels == VS_KERNELS_EAGER &&
+         wl->model.arch == VS_ARCH_LLAMA;
+}
+
 const char *vs_workload_fp8_params_misfit(const vs_training_conf *t,
                                           uint64_t zero, int offload_optimizer,
                                           int method, const char **key)
 {
-  *key = "fp8_param_gather";
+  *key = NULL;
   if (!t->fp8_param_gather)
-    return *key = NULL, NULL;
+    return NULL;
+  *key = "fp8_param_gather";
   if (t->precision != VS_PREC_FP8 || !vs_framework_megatron(t->framework))
     return "FP8 primary weights are Transformer Engine's FP8 modules' "
            "(Megatron-LM's --fp8-param-gather, \"fp8_param must be used "

@@ -559,6 +559,12 @@ const char *vs_workload_precision_aware_misfit(const vs_training_conf *t,
                                                int offload_optimizer,
                                                int method, const char **key);
 
+/* Whether wl's RMSNorms run as the Python of their modules, eagerly:
+ * Hugging Face's LlamaRMSNorm and torchtitan's RMSNorm (framework hf or
+ * fsdp2, kernels = eager; compiled, a norm saves what a fused one does),
+ * which keep more for backward than a fused kernel (model/block.c). */
+bool vs_workload_python_rmsnorm(const vs_workload *wl);
+
 /* Megatron-LM's FP8 primary weights (--fp8-param-gather) under training
  * t with ZeRO stage zero, offload_optimizer and fine-tune `method`: they
  * need FP8 GEMMs by Transformer Engine (precision = fp8 under framework

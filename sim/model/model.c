@@ -378,11 +378,7 @@ static void size_dims(const vs_workload *wl, vs_dims *d)
   d->causal = mc->arch != VS_ARCH_BERT;
   d->hf_modules = wl->training.framework == VS_FW_HF;
   d->eager_kernels = wl->training.kernels == VS_KERNELS_EAGER;
-  /* their modules' Python, run eagerly (compiled, kernels = fused, the
-   * norm saves what a fused one does) */
-  d->python_rmsnorm =
-      (d->hf_modules || wl->training.framework == VS_FW_FSDP2) &&
-      d->eager_kernels;
+  d->python_rmsnorm = vs_workload_python_rmsnorm(wl);
   d->norm_fp32_scale = mc->zero_centered_norm;
   d->hf_fp32_softmax = d->hf_modules && mc->arch == VS_ARCH_LLAMA;
   d->repeat_kv = wl->training.framework == VS_FW_FSDP2 &&

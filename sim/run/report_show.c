@@ -394,6 +394,11 @@ static void show_idle_keys(FILE *out, const vs_workload *wl)
   if (wl->training.paged_optimizer && wl->training.optimizer == VS_OPT_SGD)
     fprintf(out, "# paged_optimizer has no effect with sgd: plain SGD keeps "
                  "no optimizer states to page\n");
+  if (wl->model.zero_centered_norm && !vs_workload_python_rmsnorm(wl))
+    fprintf(out, "# zero_centered_norm has no effect here: a fused norm "
+                 "saves its input whatever its scale; only the eager Python "
+                 "RMSNorm (framework hf or fsdp2, kernels = eager) keeps "
+                 "more for it\n");
   if (wl->model.attn_softcap > 0.0 && wl->training.attention == VS_ATTN_FLASH)
     fprintf(out, "# attn_softcap costs nothing under flash attention: a "
                  "kernel that caps keeps no scores (FlashAttention 2.6's "
