@@ -213,7 +213,7 @@ void sb_bucket_grads(builder *b, size_t inst, int mb, uint32_t after)
    * backward makes it and frees it (stage_1_and_2.py
    * reduce_independent_p_g_buckets_and_remove_grads: param.grad becomes a
    * view of the ipg_buffer): the bucket lives there */
-  if (b->ipg[0] != NONE && b->wl->parallel.zero == 2) {
+  if (b->ipg[0] != NONE && sb_transient_grads(b)) {
     sb_free_on(b, after, b->grad_buf[inst], AT_END);
     b->grad_buf[inst] = NONE;
   }
