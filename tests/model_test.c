@@ -849,6 +849,37 @@ static void test_gemma2_layers_saved(void **state)
     assert_int_equal(op_saved(vs_model_layer(&m, 0), "attn_context"),
                      context + 2 * scores);
   }
+  {
+    /* GPT-2 under autocast: the Trainer's modules cast the probs to the
+     * values' dtype before dropout (.type(value.dtype)), which reads 2 B
+     * and writes 2 B and a 1-byte mask an element; autocast's own
+     * attention (framework none) drops out the fp32 probs */
+    static const char *const gpt =
+        "[model]\narch = gpt\nlayers = 2\nhidden = 1024\nheads = 16\n"
+        "vocab = 32000\nseq_len = 512\n[training]\nmicro_batch = 2\n"
+        "attention = eager\nprecision = amp_bf16\n";
+    const char *hf[] = {"training.framework=hf"};
+    build_ini(&m, gpt, hf, 1);
+    assert_true(op_named(vs_model_layer(&m, 0), "attn_dropout")->fwd_bytes ==
+                (2.0 * 2 + 1) * (double)scores);
+    build_ini(&m, gpt, NULL, 0);
+    assert_true(op_named(vs_model_layer(&m, 0), "attn_dropout")->fwd_bytes ==
+                (2.0 * 4 + 1) * (double)scores);
+  }
+  {
+    /* in fp32 the softmax's dtype and the cast change nothing: the matmul
+     * reads the tensor softmax saved */
+    const char *none32[] = {"training.precision=fp32"};
+    const char *hf32[] = {"training.framework=hf", "training.precision=fp32"};
+    uint64_t softmax, context;
+    build_ini(&m, llama, none32, 1);
+    softmax = op_saved(vs_model_layer(&m, 0), "softmax");
+    context = op_saved(vs_model_layer(&m, 0), "attn_context");
+    assert_int_equal(softmax, 4 * scores);
+    build_ini(&m, llama, hf32, 2);
+    assert_int_equal(op_saved(vs_model_layer(&m, 0), "softmax"), softmax);
+    assert_int_equal(op_saved(vs_model_layer(&m, 0), "attn_context"), context);
+  }
 }
 
 /* ------------------------------------------------------------------------

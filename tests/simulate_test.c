@@ -1919,6 +1919,26 @@ static void test_deepspeed_zero1_ipg_buffers(void **state)
     assert_int_equal(max_held(&f.ranks[0], VS_CAT_GRADS),
                      max_held(&d.ranks[0], VS_CAT_GRADS) + (3u << 20));
     vs_sim_fini(&f);
+    {
+      /* and it makes them in every micro-step's backward, freeing them
+       * in its epilogue (ZeRO-1 holds them to the step) */
+      const char *z2_acc[] = {"parallel.zero=2", "parallel.bucket=1MiB",
+                              "training.framework=deepspeed",
+                              "training.global_batch=8"};
+      const char *z1_acc[] = {"parallel.zero=1", "parallel.bucket=1MiB",
+                              "training.framework=deepspeed",
+                              "training.global_batch=8"};
+      load(&wl, frozen_gpt, z2_acc, 4, 2);
+      simulate(&f, &wl, &topo, false);
+      assert_int_equal(ops_named(&f.ranks[0], "ipg_buffer"), 4);
+      assert_int_equal(ops_named(&f.ranks[0], "ipg_release"), 0);
+      vs_sim_fini(&f);
+      load(&wl, frozen_gpt, z1_acc, 4, 2);
+      simulate(&f, &wl, &topo, false);
+      assert_int_equal(ops_named(&f.ranks[0], "ipg_buffer"), 1);
+      assert_int_equal(ops_named(&f.ranks[0], "ipg_release"), 1);
+      vs_sim_fini(&f);
+    }
   }
   /* the pipeline engine: one buffer at the boundary whatever overlap_comm
    * says, but on the last stage, whose backward the ZeRO optimizer runs

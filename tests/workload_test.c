@@ -1697,7 +1697,8 @@ static void test_precision_aware_rules(void **state)
                        "optimizer = adafactor\n",
            NULL, 0, 0, VS_EINPUT,
            "@:11: [training] optimizer = adafactor: Megatron-LM's --optimizer "
-           "offers adam, sgd (with momentum: momentum) and lion");
+           "offers adam, sgd (vsim's momentum with its default "
+           "--sgd-momentum 0.9, sgd with 0) and lion");
 }
 
 /* Megatron-LM's FP8 primary weights: FP8 GEMMs by Transformer Engine, its

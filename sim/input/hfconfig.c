@@ -616,8 +616,9 @@ static int read_root(const json_t *root, const char *path, vs_hf_model *out,
                         "%s: model_type \"%s\" is a multimodal model (field "
                         "\"text_config\"); vsim builds language models only: "
                         "give hf_config a file of its text_config with that "
-                        "config's model_type (e.g. gemma3_text), knowing "
-                        "the other towers' weights go uncounted",
+                        "config's model_type (e.g. gemma3_text) and the "
+                        "counts it leaves to their defaults, knowing the "
+                        "other towers' weights go uncounted",
                         path, out->model_type);
   if (!f)
     return vs_error_set(err, VS_EINPUT,

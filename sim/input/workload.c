@@ -1200,8 +1200,9 @@ static int check_megatron_optimizer_kind(const vs_workload *wl, vs_error *err)
       (o != VS_OPT_ADAFACTOR && o != VS_OPT_ADAM8BIT))
     return 0;
   return vs_error_set(err, VS_EINPUT,
-                      "%s: Megatron-LM's --optimizer offers adam, sgd (with "
-                      "momentum: momentum) and lion; use one of adamw, adam, "
+                      "%s: Megatron-LM's --optimizer offers adam, sgd "
+                      "(vsim's momentum with its default --sgd-momentum "
+                      "0.9, sgd with 0) and lion; use one of adamw, adam, "
                       "sgd, momentum or lion",
                       WHERE("training", "optimizer"));
 }

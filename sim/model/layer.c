@@ -56,7 +56,16 @@ static bool scores_promoted_by_mask(const vs_dims *d)
  * dtype) for the matmul with V (hf_fp32_softmax). */
 static bool probs_fp32(const vs_dims *d)
 {
-  return d->amp || d->hf_fp32_softmax;
+  return d->amp || (d->hf_fp32_softmax && d->e < 4);
+}
+
+/* Whether the probabilities go through dropout in fp32: autocast's, save
+ * where Hugging Face's modules cast them to the values' dtype first
+ * (Llama-like models' .to(query.dtype), GPT-2's .type(value.dtype); BERT
+ * drops out its softmax's output as it is). */
+static bool dropout_fp32(const vs_dims *d)
+{
+  return d->amp && !(d->hf_modules && !d->bert);
 }
 
 /* Whether softmax(dtype = float32) converts its 16-bit input to an fp32
@@ -160,8 +169,8 @@ static int attention_eager(vs_block *blk, const vs_dims *d, vs_error *err)
                            probs == 4 ? VS_DTYPE_FP32 : d->act_dtype, err))
     return VS_EINPUT;
 
-  if (vs_block_dropout(blk, d, "attn_dropout", scores, d->er,
-                       VS_IN_ATTN_CORE, err))
+  if (vs_block_dropout(blk, d, "attn_dropout", scores,
+                       dropout_fp32(d) ? 4 : d->e, VS_IN_ATTN_CORE, err))
     return VS_EINPUT;
 
   if (!(op = vs_block_add_op(blk, "attn_context", err)))
@@ -170,7 +179,8 @@ static int attention_eager(vs_block *blk, const vs_dims *d, vs_error *err)
                    (double)d->e * ((double)scores +
                                    2.0 * (double)(d->tokens * d->d * heads)));
   op->bwd_temp_bytes = d->e * scores;
-  if (d->amp && d->dropout) /* the fp32 dropped-out probs, until cast */
+  if (dropout_fp32(d) && d->dropout) /* the fp32 dropped-out probs, until
+                                       cast */
     op->fwd_temp_bytes += 4 * scores;
   if (vs_block_save_act(blk, op, d->e * d->tokens * d->d * kv, d->act_dtype,
                         err))

@@ -387,7 +387,7 @@ static void gather_updated(builder *b, const vs_stage_layout *st,
                 st->expert_params_full_bytes, -1, after);
 }
 
-/* DeepSpeed ZeRO-1's contiguous-gradient buffers
+/* DeepSpeed ZeRO-1/2's contiguous-gradient buffers
  * (vs_workload_ipg_buffers), made where none is held yet and this is
  * where the stage makes them (`in_backward`: the step's first backward,
  * else its boundary): by an op of no time on the compute stream, as
@@ -406,6 +406,19 @@ void sb_make_ipg(builder *b, int mb, bool in_backward)
     b->ipg[i] = sb_new_buffer(b, b->wl->parallel.bucket_bytes, VS_CAT_GRADS);
     sb_alloc_on(b, op, b->ipg[i]);
   }
+}
+
+/* DeepSpeed ZeRO-2 releases them in each micro-step's epilogue, once its
+ * last bucket is reduced (engine.py allreduce_gradients, then
+ * overlapping_partition_gradients_reduce_epilogue's
+ * _release_ipg_buffers), and its next backward makes them again. */
+void sb_release_micro_ipg(builder *b)
+{
+  if (b->ipg[0] == NONE || !sb_transient_grads(b))
+    return;
+  for (int i = 0; i < 2; i++)
+    sb_free_on(b, b->grads_done, b->ipg[i], AT_END);
+  b->ipg[0] = b->ipg[1] = NONE;
 }
 
 /* The reduction's epilogue releases them once every bucket is reduced

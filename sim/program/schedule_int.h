@@ -336,6 +336,7 @@ void sb_defer_grads(builder *b, uint32_t inst);
 void sb_reduce_listed(builder *b, uint32_t after);
 void sb_reduce_deferred(builder *b);
 void sb_make_ipg(builder *b, int mb, bool in_backward);
+void sb_release_micro_ipg(builder *b);
 void sb_optimizer_step(builder *b);
 void sb_setup(builder *b);
 

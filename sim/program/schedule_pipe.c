@@ -291,6 +291,7 @@ void sb_backward_unit(builder *b, const vs_unit *u)
     sb_defer_grads(b, NONE);
   else if (sync)
     sb_flush_bucket(b, (int)u->mb, b->last_compute);
+  sb_release_micro_ipg(b);
   /* pipelined FSDP2: the chunk's post-backward runs as its last backward
    * ends, before its gradient is sent (stage.py backward_one_chunk) */
   if (defer && pipelined)
