@@ -1932,6 +1932,12 @@ static void test_deepspeed_zero1_ipg_buffers(void **state)
       simulate(&f, &wl, &topo, false);
       assert_int_equal(ops_named(&f.ranks[0], "ipg_buffer"), 4);
       assert_int_equal(ops_named(&f.ranks[0], "ipg_release"), 0);
+      /* from the second micro-step on, a fresh gradient partition beside
+       * the accumulated one (copy_grads_in_partition after the epilogue's
+       * _release_ipg_buffers) */
+      assert_int_equal(max_held(&f.ranks[0], VS_CAT_GRADS),
+                       max_held(&d.ranks[0], VS_CAT_GRADS) +
+                           f.layout.stages[0].grads_bytes);
       vs_sim_fini(&f);
       load(&wl, frozen_gpt, z1_acc, 4, 2);
       simulate(&f, &wl, &topo, false);

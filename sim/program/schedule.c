@@ -824,6 +824,7 @@ static void builder_reset(builder *b, const vs_job *job, int stage,
   b->reduce_input = NONE;
   b->released[0] = b->released[1] = NONE;
   b->ipg[0] = b->ipg[1] = NONE;
+  b->ipg_partition = NONE;
   b->recv_op = NONE;
   b->recv_buf = NONE;
   b->copy_out = b->flat_done = b->last_flat = NONE;

@@ -147,6 +147,24 @@ void sb_release_reduce_inputs(builder *b)
   b->reduce_input = NONE;
 }
 
+/* DeepSpeed ZeRO-2 copies each reduced bucket's share into its gradient
+ * partition (stage_1_and_2.py copy_grads_in_partition), made on first use
+ * and dropped in each micro-step's epilogue (_release_ipg_buffers), after
+ * its sum went into the accumulated one (averaged_gradients, views of the
+ * first micro-step's partition): from the second micro-step on a fresh
+ * partition lives beside the resident one, from the step's first bucket
+ * reduced (op `reduce`) to the epilogue (sb_release_micro_ipg). Not with
+ * the optimizer on the host, where the reduced gradients go there. */
+static void fresh_partition(builder *b, int mb, uint32_t reduce)
+{
+  if (b->ipg[0] == NONE || !sb_transient_grads(b) || mb == 0 ||
+      b->r->offload.cpu_step || b->ipg_partition != NONE)
+    return;
+  b->ipg_partition =
+      sb_new_buffer(b, b->lay->stages[b->stage].grads_bytes, VS_CAT_GRADS);
+  sb_alloc_on(b, reduce, b->ipg_partition);
+}
+
 /* Reduces the open bucket over the data-parallel group (when there is
  * one) once op `last` has ended and, with the optimizer on the host,
  * copies this GPU's reduced partition of it out; the bucket's gradients
@@ -166,6 +184,7 @@ void sb_flush_bucket(builder *b, int mb, uint32_t last)
     last = sb_split_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind),
                          kind, b->bucket_fill, b->bucket_expert, mb, last);
     b->reduce_input_op = last;
+    fresh_partition(b, mb, last);
   }
   if (b->r->offload.cpu_step) {
     last = grads_to_host(b, mb, last);
@@ -418,7 +437,8 @@ void sb_release_micro_ipg(builder *b)
     return;
   for (int i = 0; i < 2; i++)
     sb_free_on(b, b->grads_done, b->ipg[i], AT_END);
-  b->ipg[0] = b->ipg[1] = NONE;
+  sb_free_on(b, b->grads_done, b->ipg_partition, AT_END);
+  b->ipg[0] = b->ipg[1] = b->ipg_partition = NONE;
 }
 
 /* The reduction's epilogue releases them once every bucket is reduced

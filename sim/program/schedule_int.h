@@ -94,6 +94,9 @@ typedef struct builder {
   size_t n_bucket;          /* how many */
   uint32_t ipg[2];          /* vs_workload_ipg_buffers: the buffers held,
                                NONE before they are made */
+  uint32_t ipg_partition;   /* DeepSpeed ZeRO-2's fresh gradient partition
+                               of a micro-step after the first (NONE: none
+                               held) */
   uint32_t *deferred;       /* reduce_after_backward: insts whose grads are
                                bucketed once backward is done, in backward
                                order, NONE where a chunk's buckets end */
