@@ -152,9 +152,9 @@ void sb_release_reduce_inputs(builder *b)
  * and dropped in each micro-step's epilogue (_release_ipg_buffers), after
  * its sum went into the accumulated one (averaged_gradients, views of the
  * first micro-step's partition): from the second micro-step on a fresh
- * partition lives beside the resident one, from the step's first bucket
- * reduced (op `reduce`) to the epilogue (sb_release_micro_ipg). Not with
- * the optimizer on the host, where the reduced gradients go there. */
+ * partition lives beside the resident one, from the micro-step's first
+ * bucket reduced (op `reduce`) to its epilogue (sb_release_micro_ipg).
+ * Not with the optimizer on the host, where the reduced gradients go. */
 static void fresh_partition(builder *b, int mb, uint32_t reduce)
 {
   if (b->ipg[0] == NONE || !sb_transient_grads(b) || mb == 0 ||
