@@ -464,22 +464,20 @@ static int enumerate_zero(const vs_workload *wl, const layout_choice *base,
     return 0;
   }
   at = parallel_at(wl, &lc);
-  if (vs_workload_precision_aware_misfit(&wl->training, lc.zero,
-                                         offload_optimizer(&lc),
-                                         wl->finetune.method, &key) ||
-      vs_workload_fp8_params_misfit(&wl->training, lc.zero,
-                                    offload_optimizer(&lc), wl->finetune.method,
-                                    &key)) {
+  if (vs_workload_megatron_optimizer_misfit(&wl->training, lc.zero,
+                                            offload_optimizer(&lc),
+                                            wl->finetune.method, &key)) {
     ps->pruned[PRUNE_MEGATRON_OPT]++;
     return 0;
   }
-  /* ZeRO shards over dp x cp (or an expert group); Megatron-LM's
+  /* ZeRO shards over dp x cp (or an expert group): without data
+   * parallelism it is ZeRO-0, unless ZeRO-0 is refused (Megatron-LM's
    * precision-aware optimizer and FP8 weights run within its distributed
-   * one, dp = 1 or not */
+   * optimizer, dp = 1 or not) */
   if (!vs_workload_grads_shared(&at) && lc.zero > 0 &&
       lc.offload == PLAN_OFFLOAD_NONE &&
-      !wl->training.precision_aware_optimizer &&
-      !wl->training.fp8_param_gather) {
+      !vs_workload_megatron_optimizer_misfit(&wl->training, 0, VS_OFFLOAD_NONE,
+                                             wl->finetune.method, &key)) {
     ps->pruned[PRUNE_ZERO_DP1]++;
     return 0;
   }

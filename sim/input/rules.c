@@ -352,6 +352,18 @@ const char *vs_workload_fp8_params_misfit(const vs_training_conf *t,
   return NULL;
 }
 
+const char *vs_workload_megatron_optimizer_misfit(const vs_training_conf *t,
+                                                  uint64_t zero,
+                                                  int offload_optimizer,
+                                                  int method, const char **key)
+{
+  const char *why = vs_workload_precision_aware_misfit(
+      t, zero, offload_optimizer, method, key);
+  return why ? why
+             : vs_workload_fp8_params_misfit(t, zero, offload_optimizer, method,
+                                             key);
+}
+
 bool vs_workload_fused_loss_tp_allowed(const vs_training_conf *t, uint64_t tp)
 {
   return tp == 1 || !t->fused_cross_entropy;

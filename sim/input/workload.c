@@ -1222,13 +1222,9 @@ static int check_megatron_optimizer(const vs_workload *wl, vs_error *err)
 {
   char where[400];
   const char *key;
-  const vs_training_conf *t = &wl->training;
   const vs_parallel_conf *p = &wl->parallel;
-  const char *why = vs_workload_precision_aware_misfit(
-      t, p->zero, p->offload_optimizer, wl->finetune.method, &key);
-  if (!why)
-    why = vs_workload_fp8_params_misfit(t, p->zero, p->offload_optimizer,
-                                        wl->finetune.method, &key);
+  const char *why = vs_workload_megatron_optimizer_misfit(
+      &wl->training, p->zero, p->offload_optimizer, wl->finetune.method, &key);
   if (!why)
     return 0;
   return vs_error_set(err, VS_EINPUT, "%s: %s", WHERE(section_of(key), key),

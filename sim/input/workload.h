@@ -577,6 +577,13 @@ const char *vs_workload_fp8_params_misfit(const vs_training_conf *t,
                                           uint64_t zero, int offload_optimizer,
                                           int method, const char **key);
 
+/* Both of Megatron-LM's optimizer rules above: the precision-aware
+ * optimizer's, then the FP8 weights'. */
+const char *vs_workload_megatron_optimizer_misfit(const vs_training_conf *t,
+                                                  uint64_t zero,
+                                                  int offload_optimizer,
+                                                  int method, const char **key);
+
 /* Whether training t's paged optimizer (bitsandbytes', each tensor's
  * states in managed memory) runs with ZeRO stage zero and
  * offload_optimizer: only zero = 0 on the GPU; true without one. */
