@@ -35,8 +35,6 @@ static const char *const llama_types[] = {
     "llama",     "mistral",     "phi3",        "qwen2",   "qwen3",
     "gemma",     "gemma2",      "gemma3_text", "mixtral", "qwen2_moe",
     "qwen3_moe", "deepseek_v2", "deepseek_v3", NULL};
-static const char *const gemma_types[] = {"gemma", "gemma2", "gemma3_text",
-                                          NULL};
 static const char *const gpt2_types[] = {"gpt2", NULL};
 static const char *const neox_types[] = {"gpt_neox", NULL};
 static const char *const bert_types[] = {"bert", NULL};
@@ -113,6 +111,9 @@ typedef struct type_traits {
   const char *type_vocab;       /* BERT's token types, or NULL (absent or
                                    null: no key, the workload's 2) */
   bool shared_gate;             /* with shared experts */
+  bool tied;                    /* tie_word_embeddings' default where the
+                                   family's is false (GemmaConfig's and
+                                   its successors' True) */
   bool post_norms;              /* Gemma 2 and 3's norms after each
                                    sublayer */
   bool zero_centered_norm;      /* Gemma's RMSNorm: 1 + weight, in fp32 */
@@ -133,14 +134,14 @@ static const type_traits traits[] = {
      * soft-capping defaults are 50 and 30, Gemma3TextConfig's None, and
      * Gemma3Attention passes no cap to its attention whatever the config
      * says (modeling_gemma3.py) */
-    {.type = "gemma", .attention_bias = "attention_bias",
+    {.type = "gemma", .attention_bias = "attention_bias", .tied = true,
      .zero_centered_norm = true, .head_dim_default = 256},
-    {.type = "gemma2", .attention_bias = "attention_bias", .post_norms = true,
-     .zero_centered_norm = true, .head_dim_default = 256,
+    {.type = "gemma2", .attention_bias = "attention_bias", .tied = true,
+     .post_norms = true, .zero_centered_norm = true, .head_dim_default = 256,
      .attn_softcap = "attn_logit_softcapping",
      .logit_softcap = "final_logit_softcapping",
      .softcap_defaults = {50.0, 30.0}},
-    {.type = "gemma3_text", .attention_bias = "attention_bias",
+    {.type = "gemma3_text", .attention_bias = "attention_bias", .tied = true,
      .qk_norm = true, .post_norms = true, .zero_centered_norm = true,
      .head_dim_default = 256, .logit_softcap = "final_logit_softcapping"},
     {.type = "qwen2", .bias_default = "qkv"},
@@ -258,13 +259,15 @@ static int read_counts(const json_t *root, const char *path, const family *f,
   return 0;
 }
 
-/* Tied embeddings and dropout, with the family's defaults. */
+/* Tied embeddings and dropout, with the family's defaults (the type's
+ * tie_word_embeddings default where it has one). */
 static int read_flags(const json_t *root, const char *path, const family *f,
                       vs_hf_model *out, vs_error *err)
 {
   const json_t *tied = json_object_get(root, "tie_word_embeddings");
   const json_t *drop = f->dropout ? json_object_get(root, f->dropout) : NULL;
-  bool t = f->tied_default || is_type(gemma_types, out->model_type);
+  const type_traits *type = traits_of(out->model_type);
+  bool t = f->tied_default || (type && type->tied);
   char text[32];
   if (tied && !json_is_boolean(tied))
     return vs_error_set(err, VS_EINPUT,
