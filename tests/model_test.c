@@ -672,6 +672,12 @@ static void test_param_count_matches_tensors(void **state)
   }
 }
 
+/* A two-layer Llama with grouped-query attention (4 KV heads of 16), 512
+ * tokens: the [model] section the layer-option tests build on. */
+#define GQA_LLAMA                                                              \
+  "[model]\narch = llama\nlayers = 2\nhidden = 1024\nheads = 16\n"             \
+  "kv_heads = 4\nffn_hidden = 2816\nvocab = 32000\nseq_len = 512\n"
+
 /* What the layer options save for backward, over a layer without them
  * (tokens T = s b, 16-bit, fused kernels): Qwen3's head norms their
  * inputs, q and k, 2T(h + h_kv) bytes (as the layer's norms save theirs;
@@ -681,10 +687,7 @@ static void test_param_count_matches_tensors(void **state)
  * shared experts' output, 2T(h + 1). */
 static void test_layer_options_saved(void **state)
 {
-  static const char *const llama =
-      "[model]\narch = llama\nlayers = 2\nhidden = 1024\nheads = 16\n"
-      "kv_heads = 4\nffn_hidden = 2816\nvocab = 32000\nseq_len = 512\n"
-      "[training]\nmicro_batch = 2\n";
+  static const char *const llama = GQA_LLAMA "[training]\nmicro_batch = 2\n";
   static const char *const moe =
       "[model]\narch = llama\nlayers = 2\nhidden = 1024\nheads = 16\n"
       "ffn_hidden = 2816\nvocab = 32000\nseq_len = 512\nexperts = 4\n"
@@ -774,9 +777,7 @@ static void test_fp8_primary_weight_dtypes(void **state)
 static void test_gemma2_layers_saved(void **state)
 {
   static const char *const llama =
-      "[model]\narch = llama\nlayers = 2\nhidden = 1024\nheads = 16\n"
-      "kv_heads = 4\nffn_hidden = 2816\nvocab = 32000\nseq_len = 512\n"
-      "[training]\nmicro_batch = 2\nattention = eager\n";
+      GQA_LLAMA "[training]\nmicro_batch = 2\nattention = eager\n";
   const char *post[] = {"model.post_norms=true"};
   const char *post_hf[] = {"model.post_norms=true", "training.framework=hf"};
   const char *cap[] = {"model.attn_softcap=50", "model.logit_softcap=30"};

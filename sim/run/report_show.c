@@ -397,8 +397,8 @@ static void show_idle_keys(FILE *out, const vs_workload *wl)
   if (wl->model.zero_centered_norm && !vs_workload_python_rmsnorm(wl))
     fprintf(out, "# zero_centered_norm has no effect here: a fused norm "
                  "saves its input whatever its scale; only the eager Python "
-                 "RMSNorm (framework hf or fsdp2, kernels = eager) keeps "
-                 "more for it\n");
+                 "RMSNorm (arch llama, framework hf or fsdp2, kernels = "
+                 "eager) keeps more for it\n");
   if (wl->model.attn_softcap > 0.0 && wl->training.attention == VS_ATTN_FLASH)
     fprintf(out, "# attn_softcap costs nothing under flash attention: a "
                  "kernel that caps keeps no scores (FlashAttention 2.6's "
