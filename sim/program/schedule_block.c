@@ -283,14 +283,10 @@ static accumulation grad_accumulation(const builder *b, size_t inst,
   resident = (double)plan->grad_bytes / (double)plan->trainable_elems;
   for (uint32_t i = o->first_param; i < o->first_param + o->n_params; i++) {
     const vs_param_tensor *p = &blk->params[i];
-    uint64_t n = p->rows * p->cols, made = vs_dtype_bytes(p->dtype, n);
+    uint64_t n = p->rows * p->cols, made;
     if (!p->trainable)
       continue;
-    /* an FP8 weight's gradient comes in the model's 16-bit dtype
-     * (Transformer Engine's weight-gradient GEMM writes the weight's
-     * nominal dtype) */
-    if (p->dtype == VS_DTYPE_FP8_SCALED)
-      made = b->lay->param_elem_bytes * n;
+    made = vs_recipe_new_grad_bytes(&b->wl->training, p);
     w.made += made;
     w.work.bytes += 2.0 * resident * (double)n + (double)made;
     w.work.kernels++;

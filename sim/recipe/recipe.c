@@ -653,6 +653,17 @@ static uint64_t states_of(const vs_recipe *r, const vs_training_conf *t,
   return bytes;
 }
 
+uint64_t vs_recipe_new_grad_bytes(const vs_training_conf *t,
+                                  const vs_param_tensor *p)
+{
+  uint64_t n = p->rows * p->cols;
+  /* Transformer Engine's weight-gradient GEMM writes an FP8 weight's
+   * gradient in its nominal dtype */
+  if (p->dtype == VS_DTYPE_FP8_SCALED)
+    return n * vs_dtype_size(vs_precision_param_dtype(t->precision));
+  return vs_dtype_bytes(p->dtype, n);
+}
+
 void vs_recipe_tensor_states(const vs_recipe *r, const vs_training_conf *t,
                              const vs_param_tensor *p, vs_tensor_states *out)
 {
@@ -671,10 +682,10 @@ void vs_recipe_tensor_states(const vs_recipe *r, const vs_training_conf *t,
   out->grad = n * (p->dtype == VS_DTYPE_FP32 ? 4 : r->grad_elem_bytes);
   /* accumulated unsharded, FSDP2 keeps them in the reduce dtype
    * (FSDPParam.to_accumulated_grad_if_needed) */
-  out->made_grad = r->reduce_copy && !r->pipelined_fsdp &&
-                           p->dtype != VS_DTYPE_FP32
-                       ? bytes
-                       : out->grad;
+  out->made_grad =
+      r->reduce_copy && !r->pipelined_fsdp && p->dtype != VS_DTYPE_FP32
+          ? vs_recipe_new_grad_bytes(t, p)
+          : out->grad;
   out->n_optimizer = state_parts(r, t, p, VS_WITH_MASTER, out->optimizer);
   out->master = has_master(t, p, VS_WITH_MASTER) ? out->optimizer[0] : 0;
 }

@@ -397,6 +397,12 @@ typedef struct vs_tensor_states {
   uint64_t master;          /* of them, the master copy's bytes (0: none) */
 } vs_tensor_states;
 
+/* The bytes of the gradient backward makes for trainable tensor p under
+ * t, before anything adds, reduces or casts it: in the parameter's dtype,
+ * an FP8 weight's in the model's 16-bit dtype. */
+uint64_t vs_recipe_new_grad_bytes(const vs_training_conf *t,
+                                  const vs_param_tensor *p);
+
 /* Tensor p's states under r and t (r resolved up to its kinds). */
 void vs_recipe_tensor_states(const vs_recipe *r, const vs_training_conf *t,
                              const vs_param_tensor *p, vs_tensor_states *out);
