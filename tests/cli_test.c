@@ -906,6 +906,65 @@ static void test_pinned_copies_outside_their_range_told(void **state)
   assert_null(strstr(r.out, "pinned was measured"));
 }
 
+/* Occurrences of `what` in text. */
+static int count_in(const char *text, const char *what)
+{
+  int n = 0;
+  for (const char *at = strstr(text, what); at; at = strstr(at + 1, what))
+    n++;
+  return n;
+}
+
+/* DeepSpeed ZeRO-2 with the optimizer on the CPU over two micro-batches a
+ * step (vs_recipe_host_sums): micro-batch 0 copies its 16-bit gradients
+ * out, micro-batch 1 copies their sum in, adds it and goes out in fp32;
+ * the host holds the 16-bit sums, half the fp32 gradient partition's
+ * bytes, in its buffers column beyond one micro-batch a step's. */
+static void test_deepspeed_offload_host_sums_end_to_end(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {"run",    DATA "gpt-small.ini",
+                        "--gpus", "2",
+                        "--set",  "training.framework=deepspeed",
+                        "--set",  "parallel.zero=2",
+                        "--set",  "parallel.offload_optimizer=cpu",
+                        "--set",  "training.global_batch=4",
+                        "--csv",  NULL,
+                        NULL};
+  table t;
+  char *ops;
+  double buffers, grads;
+  (void)state;
+  args[13] = tu_temp_dir(dir, sizeof dir);
+  run(args);
+  assert_int_equal(r.status, 0);
+  ops = tu_read_file(path_in(dir, "ops.csv", p, sizeof p));
+  assert_non_null(ops);
+  assert_true(count_in(ops, ",grad_sum_out,-1,0,") > 0);
+  assert_int_equal(count_in(ops, ",grad_sum_in,-1,1,"),
+                   count_in(ops, ",grad_sum_out,-1,0,"));
+  assert_int_equal(count_in(ops, ",grad_sum_add,-1,1,"),
+                   count_in(ops, ",grad_sum_out,-1,0,"));
+  assert_int_equal(count_in(ops, ",grad_sum_in,-1,0,") +
+                       count_in(ops, ",grad_to_host,-1,0,"),
+                   0);
+  assert_true(count_in(ops, ",grad_to_host,-1,1,") > 0);
+  free(ops);
+  read_csv(path_in(dir, "host.csv", p, sizeof p), &t);
+  buffers = strtod(cell(&t, 1, "buffers_bytes"), NULL);
+  grads = strtod(cell(&t, 1, "grads_bytes"), NULL);
+  tu_remove_dir(dir);
+  args[11] = "training.global_batch=2";
+  args[13] = tu_temp_dir(dir, sizeof dir);
+  run(args);
+  assert_int_equal(r.status, 0);
+  read_csv(path_in(dir, "host.csv", p, sizeof p), &t);
+  assert_true(grads > 0);
+  tu_assert_close(buffers - strtod(cell(&t, 1, "buffers_bytes"), NULL),
+                  grads / 2, 1e-12);
+  tu_remove_dir(dir);
+}
+
 /* Activation offload end to end: saved tensors go out after each layer's
  * forward and come back before its backward, so the host's activations
  * rise and return to 0; the trace has the node's counter tracks. */
@@ -4807,6 +4866,7 @@ int main(void)
       cmocka_unit_test(test_context_parallel_sample),
       cmocka_unit_test(test_mtp_sample),
       cmocka_unit_test(test_shipped_model_configs),
+      cmocka_unit_test(test_deepspeed_offload_host_sums_end_to_end),
       cmocka_unit_test(test_activation_offload_timeline_and_trace),
       cmocka_unit_test(test_offload_combinations_refused),
       cmocka_unit_test(test_identical_runs_write_identical_csv),

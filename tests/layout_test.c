@@ -170,17 +170,35 @@ static void test_offload_placement(void **state)
   assert_int_equal(on.stages[0].optimizer_bytes, st->host.optimizer);
   assert_int_equal(vs_placed_total(&st->nvme), 0);
 
-  /* DeepSpeed since PR #7309: a 16-bit host copy of the updated
-   * partition, 2 Psi / Nd more (param_buffer_of_bit16_for_cpu_offload_
-   * groups), where the states are the same */
+  /* DeepSpeed ZeRO-1/2 (stage_1_and_2.py): a 16-bit host copy of the
+   * updated partition, 2 Psi / Nd more (since PR #7309,
+   * param_buffer_of_bit16_for_cpu_offload_groups), and 16-bit staging
+   * buffers of the largest parameter, the 50257 x 4096 embedding, on the
+   * host and the GPU (temp_grad_buffer_for_cpu_offload and _gpu_offload),
+   * where the states are the same; over 4 micro-batches a step the host's
+   * 16-bit gradient sums (accumulated_grads_in_cpu), 2 Psi / Nd more */
   {
     const char *ds[] = {"parallel.zero=2", "parallel.offload_optimizer=cpu",
-                        "training.framework=deepspeed"};
-    vs_layout d;
+                        "training.framework=deepspeed",
+                        "training.global_batch=32"};
+    const uint64_t embedding = 50257ull * 4096;
+    vs_layout d, gas;
     build(gpt_7b5, ds, 3, nd, &d);
-    assert_int_equal(d.stages[0].host.buffers, 2 * d.stages[0].step_elems);
+    assert_int_equal(d.grad_accum, 1);
+    assert_int_equal(d.stages[0].largest_trainable_elems, embedding);
     assert_int_equal(d.stages[0].step_elems, (psi + nd - 1) / nd);
+    assert_int_equal(d.stages[0].host.buffers,
+                     2 * d.stages[0].step_elems + 2 * embedding);
+    assert_int_equal(d.stages[0].grad_staging_bytes, 2 * embedding);
     assert_int_equal(d.stages[0].host.optimizer, st->host.optimizer);
+    build(gpt_7b5, ds, 4, nd, &gas);
+    assert_int_equal(gas.grad_accum, 4);
+    assert_int_equal(gas.stages[0].host.buffers,
+                     d.stages[0].host.buffers + 2 * d.stages[0].step_elems);
+    assert_int_equal(gas.stages[0].grad_staging_bytes,
+                     d.stages[0].grad_staging_bytes);
+    /* none of it without DeepSpeed */
+    assert_int_equal(st->grad_staging_bytes, 0);
   }
 
   /* ZeRO-1 + CPU optimizer: the GPU keeps whole fp16 gradients */

@@ -2009,6 +2009,64 @@ static double op_bytes(const vs_rank *r, const char *name)
   return sum;
 }
 
+/* DeepSpeed ZeRO-2 with the optimizer on the CPU over 3 micro-batches a
+ * step, dp = 2 (stage_1_and_2.py async_accumulate_grad_in_cpu_via_gpu;
+ * vs_recipe_host_sums): micro-batches 0 and 1 copy their 16-bit
+ * gradient partitions out (2 B x T / 2 each, T trainable elements),
+ * micro-batches 1 and 2 copy the sum in and add it (one kernel reading
+ * both and writing the sum), and only micro-batch 2 copies its partition
+ * out in fp32 (4 B x T / 2); framework none copies every micro-batch's
+ * out in fp32; one micro-batch a step needs no sums. The GPU keeps a
+ * 16-bit staging buffer of the largest parameter, fc1's 256 x 1024. */
+static void test_deepspeed_offload_host_sums(void **state)
+{
+  static const char gpt[] =
+      "[model]\narch = gpt\nlayers = 4\nhidden = 256\nheads = 4\n"
+      "vocab = 1000\nseq_len = 128\n"
+      "[training]\nprecision = fp16\noptimizer = adam\nglobal_batch = 6\n"
+      "[parallel]\nzero = 2\noffload_optimizer = cpu\n"
+      "[runtime]\nallocator = exact\n";
+  const char *ds[] = {"training.framework=deepspeed"};
+  const char *ds1[] = {"training.framework=deepspeed",
+                       "training.global_batch=2"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  double t;
+  const uint64_t staging = 2 * 256 * 1024;
+  (void)state;
+  load(&wl, gpt, ds, 1, 2);
+  simulate(&sim, &wl, &topo, false);
+  t = (double)sim.layout.stages[0].trainable_elems;
+  assert_int_equal(sim.layout.grad_accum, 3);
+  assert_true(ops_named(&sim.ranks[0], "grad_to_host") > 0);
+  assert_int_equal(ops_named(&sim.ranks[0], "grad_sum_out"),
+                   2 * ops_named(&sim.ranks[0], "grad_to_host"));
+  tu_assert_close(op_bytes(&sim.ranks[0], "grad_sum_out"), 2.0 * t, 1e-12);
+  tu_assert_close(op_bytes(&sim.ranks[0], "grad_sum_in"), 2.0 * t, 1e-12);
+  tu_assert_close(op_bytes(&sim.ranks[0], "grad_sum_add"), 6.0 * t, 1e-12);
+  tu_assert_close(op_bytes(&sim.ranks[0], "grad_to_host"), 2.0 * t, 1e-12);
+  assert_true(op_seconds(&sim.ranks[0], "grad_sum_add") > 0);
+  assert_int_equal(sim.layout.stages[0].grad_staging_bytes, staging);
+  assert_int_equal(sim.ranks[0].mem.by_cat[VS_CAT_TEMP],
+                   vs_layout_blas_bytes(&sim.layout) + staging);
+  vs_sim_fini(&sim);
+  load(&wl, gpt, NULL, 0, 2);
+  simulate(&sim, &wl, &topo, false);
+  assert_int_equal(ops_named(&sim.ranks[0], "grad_sum_in"), 0);
+  tu_assert_close(op_bytes(&sim.ranks[0], "grad_to_host"), 6.0 * t, 1e-12);
+  assert_int_equal(sim.ranks[0].mem.by_cat[VS_CAT_TEMP],
+                   vs_layout_blas_bytes(&sim.layout));
+  vs_sim_fini(&sim);
+  load(&wl, gpt, ds1, 2, 2);
+  simulate(&sim, &wl, &topo, false);
+  assert_int_equal(ops_named(&sim.ranks[0], "grad_sum_out") +
+                       ops_named(&sim.ranks[0], "grad_sum_in"),
+                   0);
+  tu_assert_close(op_bytes(&sim.ranks[0], "grad_to_host"), 2.0 * t, 1e-12);
+  vs_sim_fini(&sim);
+}
+
 /* A frozen prefix under ZeRO-3 with dp = 2: the embedding (LoRA) or the
  * frozen layers (trainable_layers) run no backward, so nothing prefetches
  * their gathers there: every temporary is freed by the step's end. With
@@ -3366,6 +3424,7 @@ int main(void)
       cmocka_unit_test(test_checkpoint_every_other_layer),
       cmocka_unit_test(test_fp16_optimizer_step_copies),
       cmocka_unit_test(test_deepspeed_zero1_ipg_buffers),
+      cmocka_unit_test(test_deepspeed_offload_host_sums),
       cmocka_unit_test(test_op_level_checkpointing),
       cmocka_unit_test(test_fsdp2_copy_out),
       cmocka_unit_test(test_fsdp2_root_with_frozen_prefix),

@@ -16,6 +16,8 @@ static void add_block(vs_stage_layout *st, const vs_kind_plan *k)
   st->fp8_gemms += k->fp8_gemms;
   st->param_elems += k->param_elems;
   st->trainable_elems += k->trainable_elems;
+  if (k->largest_trainable_elems > st->largest_trainable_elems)
+    st->largest_trainable_elems = k->largest_trainable_elems;
   st->decay_elems += k->decay_elems;
   st->params_full_bytes += k->stored_param_bytes;
   st->grads_full_bytes += k->grad_bytes;
@@ -78,7 +80,8 @@ static uint64_t largest_group(const vs_recipe *r, uint64_t elems,
 
 /* Partitions st's states as the recipe says and puts each where it lives:
  * the GPU, the host or NVMe (the GPU's figure drops by what moves). */
-static void place_states(const vs_recipe *r, vs_stage_layout *st)
+static void place_states(const vs_recipe *r, uint64_t grad_accum,
+                         vs_stage_layout *st)
 {
   uint64_t grads = vs_recipe_shard(&r->grads, st->grads_full_bytes);
   st->optimizer_shard_bytes =
@@ -104,7 +107,10 @@ static void place_states(const vs_recipe *r, vs_stage_layout *st)
   if (r->offload.cpu_step)
     st->host.grads = vs_recipe_shard(&r->offload.host_grads,
                                      4 * st->trainable_elems);
-  st->host.buffers = vs_recipe_host_buffer_bytes(r, st->step_elems);
+  st->host.buffers = vs_recipe_host_buffer_bytes(
+      r, st->step_elems, st->largest_trainable_elems, grad_accum);
+  st->grad_staging_bytes =
+      r->offload.bit16_buffers * st->largest_trainable_elems;
   if (r->step_copy == VS_STEP_COPY_FLAT)
     st->step_temp_bytes = 4 * st->step_elems + 4 * st->decay_elems;
   else if (r->step_copy == VS_STEP_COPY_PARTITION) /* a group at a time
@@ -168,7 +174,7 @@ static void stage_states(const vs_model *m, const vs_recipe *r,
     add_block(st, vs_recipe_kind(r, m, 0));
   if (st->has_head)
     add_block(st, vs_recipe_kind(r, m, last));
-  place_states(r, st);
+  place_states(r, lay->grad_accum, st);
 }
 
 /* Megatron-LM's expert rank grid: a stage's tp x dp x cp ranks are etp

@@ -34,6 +34,7 @@ typedef struct vs_stage_layout {
   uint64_t n_layers;              /* transformer layers, all its chunks */
   uint64_t param_elems;           /* parameters on one GPU before ZeRO */
   uint64_t trainable_elems;       /* of which trainable */
+  uint64_t largest_trainable_elems; /* its largest trainable tensor's */
   uint64_t params_full_bytes;     /* before partitioning */
   uint64_t grads_full_bytes;
   uint64_t optimizer_full_bytes;
@@ -66,6 +67,10 @@ typedef struct vs_stage_layout {
                                      transposes 1 B more a weight, and
                                      the GEMMs' amax histories (in
                                      params_bytes) */
+  uint64_t grad_staging_bytes;    /* DeepSpeed ZeRO-1/2's GPU buffer of
+                                     its largest trainable tensor for
+                                     gradient sums from the host
+                                     (vs_offload_plan bit16_buffers) */
   vs_placed_bytes host;           /* off the GPU, in host DRAM */
   vs_placed_bytes nvme;           /* off the GPU, on NVMe */
 } vs_stage_layout;

@@ -104,7 +104,7 @@ static time_memo *memo_slot(builder *b, uint64_t kind, uint64_t bytes,
   return m;
 }
 
-static double split_total(const op_split *x)
+double sb_split_total(const op_split *x)
 {
   double t = 0;
   for (int i = 0; i < VS_BOUND_SPLIT_N; i++)
@@ -612,8 +612,11 @@ static uint32_t bound_op(builder *b, int phase, const char *name, int layer,
                          int mb, double flops, double bytes, const op_split *t,
                          uint32_t known)
 {
-  op_cost c = {.seconds = split_total(t), .flops = flops, .bytes = bytes,
-               .split = t, .known_kind = known};
+  op_cost c = {.seconds = sb_split_total(t),
+               .flops = flops,
+               .bytes = bytes,
+               .split = t,
+               .known_kind = known};
   add_split(b->p->bound_seconds, t);
   return sb_append_op(b, VS_STREAM_COMPUTE, phase, name, layer, mb, &c);
 }

@@ -12,19 +12,62 @@
  * Gradient reduction and the optimizer
  * ------------------------------------------------------------------------ */
 
+/* This GPU's share of `elems` gradient elements. */
+static uint64_t partition_elems(const builder *b, uint64_t elems)
+{
+  return vs_recipe_shard(&b->r->offload.host_grads, 4 * elems) / 4;
+}
+
 /* Copies this GPU's reduced partition of the open bucket to the host once
  * `after` has ended. DeepSpeed casts it to fp32 on the GPU first
  * (stage_1_and_2.py async_inplace_copy_grad_to_fp32_buffer_from_gpu), so
  * 4 B an element cross PCIe and an fp32 copy lives on the GPU meanwhile. */
 static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
 {
-  uint64_t elems = b->bucket_elems;
-  uint64_t bytes = vs_recipe_shard(&b->r->offload.host_grads, 4 * elems);
+  uint64_t bytes = 4 * partition_elems(b, b->bucket_elems);
   uint32_t op = sb_offload_op(b, VS_STREAM_D2H, VS_RES_PCIE_D2H, "grad_to_host",
                               -1, mb, bytes, after);
   if (op != after)
     sb_transient(b, op, bytes, VS_CAT_TEMP);
   return op;
+}
+
+/* DeepSpeed ZeRO-1/2's host sum of the open bucket (vs_recipe_host_sums),
+ * `bytes` of it, comes in to the GPU's staging buffer once `after` has
+ * ended, and one kernel adds it to the gradients, reading both and
+ * writing the sum, on the stream the reduction ran on (the copy and the
+ * add follow it there: stage_1_and_2.py reduce_ipg_grads). Returns the
+ * add. */
+static uint32_t add_host_sum(builder *b, int mb, uint64_t bytes, uint32_t after)
+{
+  op_split t = sb_roofline_split(b, 0.0, 3.0 * (double)bytes);
+  uint32_t op;
+  after = sb_offload_op(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "grad_sum_in", -1,
+                        mb, bytes, after);
+  sb_add_launch(b, &t, 1);
+  op = sb_new_op(b, VS_STREAM_COMM, VS_PHASE_OFFLOAD, "grad_sum_add", -1, mb,
+                 sb_split_total(&t), 0.0, 3.0 * (double)bytes);
+  sb_add_dep(b, op, after);
+  return op;
+}
+
+/* The open bucket's reduced partition goes toward the host's optimizer
+ * once `after` has ended: out in fp32 (grads_to_host), but with host
+ * sums (vs_recipe_host_sums) the sum so far comes in and is added after
+ * the step's first micro-batch, and before its last the bucket's 16-bit
+ * gradients go out instead. Returns the last op. */
+static uint32_t offload_bucket(builder *b, int mb, uint32_t after)
+{
+  uint64_t bytes =
+      b->r->offload.bit16_buffers * partition_elems(b, b->bucket_elems);
+  if (!vs_recipe_host_sums(b->r, b->lay->grad_accum))
+    return grads_to_host(b, mb, after);
+  if (mb > 0)
+    after = add_host_sum(b, mb, bytes, after);
+  if ((uint64_t)mb + 1 == b->lay->grad_accum)
+    return grads_to_host(b, mb, after);
+  return sb_offload_op(b, VS_STREAM_D2H, VS_RES_PCIE_D2H, "grad_sum_out", -1,
+                       mb, bytes, after);
 }
 
 /* A bucket's reduction is being issued: the compute stream's next op
@@ -187,7 +230,7 @@ void sb_flush_bucket(builder *b, int mb, uint32_t last)
     fresh_partition(b, mb, last);
   }
   if (b->r->offload.cpu_step) {
-    last = grads_to_host(b, mb, last);
+    last = offload_bucket(b, mb, last);
     /* reduced on the compute stream, the copy is issued there too and
      * the next compute op waits for it: DeepSpeed without overlap_comm
      * reduces and copies on the current stream (stage_1_and_2.py
@@ -570,6 +613,7 @@ void sb_setup(builder *b)
   for (int i = 0; i < b->lay->blas_workspaces; i++)
     sb_alloc_on(b, op,
                 sb_new_buffer(b, b->lay->blas_workspace_bytes, VS_CAT_TEMP));
+  sb_alloc_on(b, op, sb_new_buffer(b, st->grad_staging_bytes, VS_CAT_TEMP));
   sb_alloc_on(b, op, sb_placed_buffer(b, st->managed_bytes, VS_CAT_OPTIMIZER,
                                       VS_PLACE_MANAGED));
   setup_off_gpu(b, op, &st->host, VS_PLACE_HOST);

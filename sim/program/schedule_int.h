@@ -307,6 +307,8 @@ const vs_block *sb_block_of(const builder *b, size_t inst);
 const vs_kind_plan *sb_plan_of(const builder *b, size_t inst);
 void sb_add_launch(builder *b, op_split *x, unsigned kernels);
 op_split sb_roofline_split(builder *b, double flops, double bytes);
+/* The seconds of a split, all its bounds together. */
+double sb_split_total(const op_split *x);
 void sb_wait_on(builder *b, uint32_t op);
 void sb_stream_waits(builder *b, uint32_t op);
 uint32_t sb_compute_op(builder *b, int phase, const char *name, int layer,

@@ -134,16 +134,25 @@ static void resolve_offload(const vs_workload *wl, vs_recipe *r)
   r->offload.host_grads =
       (vs_state_plan){vs_workload_shard_ranks(p), VS_PLACE_HOST, 4};
   if (wl->training.framework == VS_FW_DEEPSPEED && p->zero >= 1 && p->zero <= 2)
-    r->offload.bit16_buffer = (uint8_t)vs_dtype_size(
+    r->offload.bit16_buffers = (uint8_t)vs_dtype_size(
         vs_precision_param_dtype(wl->training.precision));
   if (p->zero >= 2)
     r->grads.place = VS_PLACE_HOST;
 }
 
-uint64_t vs_recipe_host_buffer_bytes(const vs_recipe *r,
-                                     uint64_t partition_elems)
+bool vs_recipe_host_sums(const vs_recipe *r, uint64_t grad_accum)
 {
-  uint64_t bytes = r->offload.bit16_buffer * partition_elems;
+  return r->offload.bit16_buffers > 0 && grad_accum > 1;
+}
+
+uint64_t vs_recipe_host_buffer_bytes(const vs_recipe *r,
+                                     uint64_t partition_elems,
+                                     uint64_t largest_elems,
+                                     uint64_t grad_accum)
+{
+  uint64_t sums = vs_recipe_host_sums(r, grad_accum) ? partition_elems : 0;
+  uint64_t bytes =
+      r->offload.bit16_buffers * (partition_elems + largest_elems + sums);
   if (r->optimizer.place == VS_PLACE_NVME)
     bytes += VS_NVME_OPT_BUFFERS * 4 *
              (partition_elems < VS_NVME_SUB_GROUP_ELEMS
@@ -714,6 +723,8 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
     if (!p->trainable)
       continue;
     k->trainable_elems += n;
+    if (n > k->largest_trainable_elems)
+      k->largest_trainable_elems = n;
     k->decay_elems += vs_param_matrix(p) ? n : 0;
     grad = ts.grad;
     states = 0;

@@ -93,14 +93,27 @@ typedef struct vs_offload_plan {
                                the CPU steps (DeepSpeedCPUAdam), and the
                                updated parameters come back */
   vs_state_plan host_grads; /* that fp32 gradient partition (place host) */
-  uint8_t bit16_buffer;     /* bytes an element of the host's 16-bit copy
-                               of the updated partition, which the step
-                               casts the fp32 partition into and copies to
-                               the GPU (DeepSpeed ZeRO-1/2 since PR #7309,
-                               May 2025: param_buffer_of_bit16_for_cpu_
-                               offload_groups, one per group, the 2 B a
-                               parameter copy back of the 2020 code
-                               without its fp32 GPU transient); 0 else */
+  uint8_t bit16_buffers;    /* bytes an element of DeepSpeed ZeRO-1/2's
+                               16-bit offload buffers (the model's dtype;
+                               0: not DeepSpeed ZeRO-1/2 with the
+                               optimizer on the host), stage_1_and_2.py:
+                               - on the host, a copy of the updated
+                                 partition, which the step casts the fp32
+                                 partition into and copies to the GPU
+                                 (since PR #7309, May 2025: param_buffer_
+                                 of_bit16_for_cpu_offload_groups, one per
+                                 group; the 2 B a parameter copy back of
+                                 the 2020 code without its fp32 GPU
+                                 transient);
+                               - on the GPU and on the host, a staging
+                                 buffer of the largest parameter, made at
+                                 init (temp_grad_buffer_for_gpu_offload,
+                                 temp_grad_buffer_for_cpu_offload);
+                               - with more than one micro-batch a step,
+                                 the host's running sum of each partition
+                                 parameter's gradients (accumulated_grads_
+                                 in_cpu, never freed): see
+                                 vs_recipe_host_sums */
   bool fetch_params;        /* parameters live off the GPU: each block's
                                partition is copied in before its gather */
   bool activations;         /* each transformer layer's saved tensors but
@@ -170,6 +183,7 @@ typedef struct vs_kind_plan {
                                histories) */
   uint64_t param_elems;     /* parameter elements */
   uint64_t trainable_elems; /* elements of trainable parameters */
+  uint64_t largest_trainable_elems; /* of its largest trainable tensor */
   uint64_t decay_elems;     /* of which in matrices: the weight-decay
                                parameter group (not biases or norms) */
 } vs_kind_plan;
@@ -436,16 +450,35 @@ unsigned vs_optimizer_state_tensors(int optimizer, vs_master_part master,
 uint64_t vs_optimizer_state_bytes(int optimizer, vs_master_part master,
                                   uint64_t rows, uint64_t cols);
 
+/* Whether the host keeps DeepSpeed ZeRO-1/2's running 16-bit sums of
+ * the gradients over a step of `grad_accum` micro-batches
+ * (async_accumulate_grad_in_cpu_via_gpu, called from copy_grads_in_
+ * partition with more than one micro-batch a step): each reduction after
+ * the step's first micro-batch copies the sum in (to the GPU's staging
+ * buffer) and adds it to its gradients, and each before the step's last
+ * copies its gradients out, 2 B an element each way; the last then goes
+ * out in fp32 as without. As the 2020 code did, and again since PR #7967
+ * (April 2026, "gradients are copied and accumulated on every
+ * microstep"); from PR #6550 (2024) to it the middle micro-batches' sums
+ * were dropped. */
+bool vs_recipe_host_sums(const vs_recipe *r, uint64_t grad_accum);
+
 /* Host buffers one GPU's offload takes beside the states: DeepSpeed
- * ZeRO-1/2's 16-bit copy of the updated partition (vs_offload_plan
- * bit16_buffer x `partition_elems`); the pinned buffers of NVMe swapping
+ * ZeRO-1/2's 16-bit copy of the updated partition and staging buffer
+ * (vs_offload_plan bit16_buffers x (`partition_elems` + `largest_elems`,
+ * its largest trainable parameter's)) and, with host sums over
+ * `grad_accum` micro-batches, the sums, bit16_buffers x `partition_elems`
+ * (its parameters' whole elements: those a partition boundary cuts count
+ * in part); the pinned buffers of NVMe swapping
  * (DeepSpeed's swap_tensor/optimizer_utils.py and
  * partitioned_param_swapper.py): with the optimizer on NVMe,
  * VS_NVME_OPT_BUFFERS buffers of the largest sub-group partition
  * (min(sub_group_size, its trainable partition)) x 4 B; with parameters on
  * NVMe, VS_NVME_PARAM_BUFFERS x VS_NVME_PARAM_BUFFER_ELEMS x 2 B. */
 uint64_t vs_recipe_host_buffer_bytes(const vs_recipe *r,
-                                     uint64_t partition_elems);
+                                     uint64_t partition_elems,
+                                     uint64_t largest_elems,
+                                     uint64_t grad_accum);
 
 /* "keep", "recompute_core", "recompute_block", "not_saved". */
 const char *vs_keep_name(int keep);
