@@ -93,6 +93,8 @@ enum {
                              with zero other than 1 or with offload */
   PRUNE_STEP_IN_BWD,      /* optimizer_in_backward beyond one micro-batch
                              on one GPU */
+  PRUNE_ACT_OFFLOAD,      /* DeepSpeed's activation offload without full
+                             checkpointing */
   PRUNE_N
 };
 
@@ -133,6 +135,8 @@ static const char *const prune_reasons[PRUNE_N] = {
     "without offload",
     "layouts: optimizer_in_backward needs one micro-batch a step on one GPU "
     "(dp = cp = pp = 1) and the optimizer on it",
+    "layouts: DeepSpeed offloads activations with full checkpointing only "
+    "(cpu_checkpointing)",
 };
 
 /* A fitting layout's place in the ranking. */
@@ -489,6 +493,10 @@ static int enumerate_zero(const vs_workload *wl, const layout_choice *base,
   for (lc.ckpt = VS_CKPT_NONE; lc.ckpt <= VS_CKPT_FULL; lc.ckpt++) {
     if (flash && lc.ckpt == VS_CKPT_SELECTIVE) {
       ps->pruned[PRUNE_SELECTIVE_FLASH]++;
+      continue;
+    }
+    if (!vs_workload_activation_offload_allowed(&wl->training, lc.ckpt)) {
+      ps->pruned[PRUNE_ACT_OFFLOAD]++;
       continue;
     }
     for (lc.mb = 1; lc.mb * dp <= global; lc.mb *= 2) {

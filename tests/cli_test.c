@@ -1888,6 +1888,19 @@ static void test_offload_combinations_refused(void **state)
   assert_int_equal(r.status, 1);
   assert_contains(r.err, "workloads/gpt-13b-offload.ini:26: [parallel] "
                          "offload_params = cpu: only partitioned parameters");
+  /* DeepSpeed's activation offload without full checkpointing */
+  {
+    const char *acts[] = {"run",   DATA "gpt-small.ini",
+                          "--set", "training.framework=deepspeed",
+                          "--set", "training.offload_activations=cpu",
+                          NULL};
+    run(acts);
+    assert_int_equal(r.status, 1);
+    assert_contains(r.err, "--set training.offload_activations=cpu: "
+                           "DeepSpeed offloads activations with its "
+                           "activation checkpointing");
+    assert_string_equal(r.out, "");
+  }
 }
 
 /* Two identical runs write byte-identical CSV (no clock, no randomness). */

@@ -2067,6 +2067,46 @@ static void test_deepspeed_offload_host_sums(void **state)
   vs_sim_fini(&sim);
 }
 
+/* DeepSpeed's activation offload (cpu_checkpointing, recipe
+ * activations_blocking) on 4 layers checkpointing the first 2
+ * (checkpoint_layers): only those checkpointed layers' inputs go out,
+ * each copy out and back a synchronous one, so the compute stream waits
+ * for every copy whole; framework none moves the kept tensors of every
+ * layer but the last (the third's saved ones too), and prefetches. */
+static void test_deepspeed_activation_offload_blocks(void **state)
+{
+  static const char gpt[] =
+      "[model]\narch = gpt\nlayers = 4\nhidden = 256\nheads = 4\n"
+      "vocab = 1000\nseq_len = 128\n"
+      "[training]\nprecision = fp16\noptimizer = adam\nglobal_batch = 2\n"
+      "offload_activations = cpu\ncheckpointing = full\n"
+      "checkpoint_layers = 2\n[runtime]\nallocator = exact\n";
+  const char *ds[] = {"training.framework=deepspeed"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  double copies;
+  (void)state;
+  load(&wl, gpt, ds, 1, 1);
+  simulate(&sim, &wl, &topo, false);
+  assert_true(sim.recipe.offload.activations_blocking);
+  assert_int_equal(ops_named(&sim.ranks[0], "activations_to_host"), 2 * 2);
+  assert_int_equal(ops_named(&sim.ranks[0], "activations_to_gpu"), 2 * 2);
+  /* 2 micro-batches x 2 layers x one 128 x 256 input of 2 B each way */
+  tu_assert_close(op_bytes(&sim.ranks[0], "activations_to_host"),
+                  2.0 * 2 * 128 * 256 * 2, 1e-12);
+  copies = op_seconds(&sim.ranks[0], "activations_to_host") +
+           op_seconds(&sim.ranks[0], "activations_to_gpu");
+  assert_true(copies > 0);
+  tu_assert_close((double)sim.ranks[0].wait_offload_ns * 1e-9, copies, 1e-6);
+  vs_sim_fini(&sim);
+  load(&wl, gpt, NULL, 0, 1);
+  simulate(&sim, &wl, &topo, false);
+  assert_false(sim.recipe.offload.activations_blocking);
+  assert_int_equal(ops_named(&sim.ranks[0], "activations_to_host"), 2 * 3);
+  vs_sim_fini(&sim);
+}
+
 /* A frozen prefix under ZeRO-3 with dp = 2: the embedding (LoRA) or the
  * frozen layers (trainable_layers) run no backward, so nothing prefetches
  * their gathers there: every temporary is freed by the step's end. With
@@ -3425,6 +3465,7 @@ int main(void)
       cmocka_unit_test(test_fp16_optimizer_step_copies),
       cmocka_unit_test(test_deepspeed_zero1_ipg_buffers),
       cmocka_unit_test(test_deepspeed_offload_host_sums),
+      cmocka_unit_test(test_deepspeed_activation_offload_blocks),
       cmocka_unit_test(test_op_level_checkpointing),
       cmocka_unit_test(test_fsdp2_copy_out),
       cmocka_unit_test(test_fsdp2_root_with_frozen_prefix),

@@ -614,6 +614,21 @@ static void test_offload_rules(void **state)
            NULL, 0, 0, VS_EINPUT,
            "@:12: [parallel] offload_optimizer = cpu: adam8bit's blockwise "
            "kernels (bitsandbytes) run on the GPU only");
+  /* DeepSpeed offloads activations as cpu_checkpointing: full
+   * checkpointing's layer inputs */
+  load_bad(GPT_MODEL "[training]\nframework = deepspeed\n"
+                     "offload_activations = cpu\ncheckpointing = selective\n",
+           NULL, 0, 0, VS_EINPUT,
+           "@:10: [training] offload_activations = cpu: DeepSpeed offloads "
+           "activations with its activation checkpointing "
+           "(cpu_checkpointing), the checkpointed layers' inputs: set "
+           "checkpointing = full (here selective)");
+  assert_int_equal(load_at(&wl, path,
+                           GPT_MODEL "[training]\nframework = deepspeed\n"
+                                     "offload_activations = cpu\n"
+                                     "checkpointing = full\n",
+                           NULL, 0, 0, &err),
+                   0);
   load_bad(GPT_MODEL "[parallel]\nzero = 2\noffload_params = cpu\n", NULL, 0,
            0, VS_EINPUT,
            "@:10: [parallel] offload_params = cpu: only partitioned parameters "

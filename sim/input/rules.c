@@ -239,6 +239,13 @@ bool vs_workload_step_in_backward_allowed(const vs_training_conf *t,
           offload_optimizer == VS_OFFLOAD_NONE);
 }
 
+bool vs_workload_activation_offload_allowed(const vs_training_conf *t,
+                                            int checkpointing)
+{
+  return t->offload_activations == VS_OFFLOAD_NONE ||
+         t->framework != VS_FW_DEEPSPEED || checkpointing == VS_CKPT_FULL;
+}
+
 bool vs_workload_paged_allowed(const vs_training_conf *t, uint64_t zero,
                                int offload_optimizer)
 {

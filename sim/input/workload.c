@@ -637,6 +637,23 @@ static int check_offload(const vs_workload *wl, vs_error *err)
   return 0;
 }
 
+/* DeepSpeed's activation offload goes with full checkpointing
+ * (vs_workload_activation_offload_allowed). */
+static int check_activation_offload(const vs_workload *wl, vs_error *err)
+{
+  char where[400];
+  if (vs_workload_activation_offload_allowed(&wl->training,
+                                             wl->training.checkpointing))
+    return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: DeepSpeed offloads activations with its "
+                      "activation checkpointing (cpu_checkpointing), the "
+                      "checkpointed layers' inputs: set checkpointing = "
+                      "full (here %s)",
+                      WHERE("training", "offload_activations"),
+                      vs_checkpointing_name(wl->training.checkpointing));
+}
+
 /* checkpointing = ops is modelled as torchtitan runs it: Llama blocks
  * with flash attention (its save list names the SDPA kernels), without
  * tensor parallelism (whose collectives it saves too). */
@@ -1310,7 +1327,8 @@ static int check_training(vs_workload *wl, vs_error *err)
   int rc;
   if ((rc = resolve_grad_accum(wl, err)) ||
       (rc = resolve_master_weights(wl, err)) || (rc = check_offload(wl, err)) ||
-      (rc = check_paged(wl, err)) || (rc = check_grad_accumulation(wl, err)) ||
+      (rc = check_activation_offload(wl, err)) || (rc = check_paged(wl, err)) ||
+      (rc = check_grad_accumulation(wl, err)) ||
       (rc = check_optimizer_impl(wl, err)) ||
       (rc = check_megatron_optimizer_kind(wl, err)) ||
       (rc = check_megatron_optimizer(wl, err)))

@@ -584,6 +584,15 @@ const char *vs_workload_megatron_optimizer_misfit(const vs_training_conf *t,
                                                   int offload_optimizer,
                                                   int method, const char **key);
 
+/* Whether training t's activation offload runs with checkpointing
+ * policy `checkpointing`: DeepSpeed offloads activations as its
+ * activation checkpointing's cpu_checkpointing, which moves the
+ * checkpointed layers' inputs alone (runtime/activation_checkpointing/
+ * checkpointing.py), so with full checkpointing only; true without
+ * activation offload or DeepSpeed. */
+bool vs_workload_activation_offload_allowed(const vs_training_conf *t,
+                                            int checkpointing);
+
 /* Whether training t's paged optimizer (bitsandbytes', each tensor's
  * states in managed memory) runs with ZeRO stage zero and
  * offload_optimizer: only zero = 0 on the GPU; true without one. */

@@ -974,7 +974,9 @@ static bool offloads_acts(const builder *b, size_t inst)
 {
   return b->r->offload.activations &&
          sb_block_of(b, inst)->role == VS_ROLE_LAYER &&
-         inst < (size_t)b->m->layers;
+         inst < (size_t)b->m->layers &&
+         (!b->r->offload.activations_blocking ||
+          sb_plan_of(b, inst)->recompute_block);
 }
 
 /* Bytes of inst's tensors kept from forward to backward: the saved ones
@@ -1004,6 +1006,8 @@ static void acts_to_host(builder *b, size_t inst, int mb, uint32_t after)
     return;
   host = sb_placed_buffer(b, bytes, VS_CAT_ACTIVATIONS, VS_PLACE_HOST);
   sb_alloc_on(b, op, host);
+  if (b->r->offload.activations_blocking)
+    sb_wait_on(b, op);
   b->act_host[live(b, inst, mb)] = host;
   b->act_out[live(b, inst, mb)] = op;
   for (uint32_t s = 0; s < blk->n_saved; s++)
@@ -1051,7 +1055,7 @@ static void before_backward_acts(builder *b, size_t inst, int mb)
   if (!b->r->offload.activations)
     return;
   acts_to_gpu(b, inst, mb, b->last_compute);
-  if (inst > b->unit_first)
+  if (inst > b->unit_first && !b->r->offload.activations_blocking)
     acts_to_gpu(b, inst - 1, mb, b->last_compute);
   sb_wait_on(b, b->act_fetch[inst]);
   b->act_fetch[inst] = NONE;

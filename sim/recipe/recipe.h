@@ -119,6 +119,15 @@ typedef struct vs_offload_plan {
   bool activations;         /* each transformer layer's saved tensors but
                                the last layer's are copied to the host after
                                its forward and back before its backward */
+  bool activations_blocking; /* ... as DeepSpeed's cpu_checkpointing does
+                               (runtime/activation_checkpointing/
+                               checkpointing.py): a checkpointed layer's
+                               input alone, copied out before the layer's
+                               forward goes on and back as its recompute
+                               starts, each a synchronous copy (.to() of
+                               a CUDA tensor to the CPU and back) that the
+                               compute stream waits for, none
+                               prefetched */
 } vs_offload_plan;
 
 /* bitsandbytes pages the states of tensors of at least this many elements

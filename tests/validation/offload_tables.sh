@@ -30,11 +30,11 @@
 # "comm_overlap", which DeepSpeed's 2020 config reader, reading only the
 # keys it knows, ignored. The tutorial's and the paper's runs reduce in
 # buckets of 5e7 elements (reduce_bucket_size in all those configs: 100 MB
-# at fp16); ZeRO-Infinity's states no config: DeepSpeed's defaults. Those
-# configs also ask for cpu_checkpointing
-# (each checkpointed layer input copied to the host and back, blocking
-# the compute stream: activation_checkpointing/checkpointing.py), which
-# vsim does not simulate.
+# at fp16); ZeRO-Infinity's states no config: DeepSpeed's defaults. The
+# paper's configs also ask for cpu_checkpointing (each checkpointed layer
+# input copied to the host and back, blocking the compute stream:
+# offload_activations = cpu under framework = deepspeed); the tutorial's
+# shows its zero_optimization section alone.
 # Usage: tests/validation/offload_tables.sh [path/to/vsim]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -76,8 +76,8 @@ else:
     print(f'| $name | $g | {l} x {h} | $mb x {B//($mb*$g)} | {pub} TFLOP/s | {t:.2f} s | {x:.1f} TFLOP/s | {100*(x-pub)/pub:+.0f}% |')"
 done <<'ROWS'
 tutorial-10B 50 4096 32 10 10 1 8 25.7 s parallel.overlap_grad_reduce=true,parallel.bucket=100MB
-paper-1B 20 2048 16 32 512 1 8 36 tflops parallel.bucket=100MB
-paper-10B 50 4096 32 10 510 1 8 41 tflops parallel.bucket=100MB
-paper-13B 65 4096 32 4 512 1 8 34.5 tflops parallel.bucket=100MB
+paper-1B 20 2048 16 32 512 1 8 36 tflops parallel.bucket=100MB,training.offload_activations=cpu
+paper-10B 50 4096 32 10 510 1 8 41 tflops parallel.bucket=100MB,training.offload_activations=cpu
+paper-13B 65 4096 32 4 512 1 8 34.5 tflops parallel.bucket=100MB,training.offload_activations=cpu
 infinity-10B 50 4096 32 8 128 16 16 35 tflops topology.node.pcie_bandwidth=12GB/s,topology.node.host_memory_bandwidth=48GB/s
 ROWS
