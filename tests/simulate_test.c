@@ -2009,15 +2009,29 @@ static double op_bytes(const vs_rank *r, const char *name)
   return sum;
 }
 
+/* Whether every op named `name` of r's program runs on `stream`. */
+static bool all_on_stream(const vs_rank *r, const char *name, int stream)
+{
+  for (size_t i = 0; i < r->prog->n_ops; i++)
+    if (strcmp(vs_op_name(r->prog, &r->prog->ops[i]), name) == 0 &&
+        r->prog->ops[i].stream != stream)
+      return false;
+  return true;
+}
+
 /* DeepSpeed ZeRO-2 with the optimizer on the CPU over 3 micro-batches a
- * step, dp = 2 (stage_1_and_2.py async_accumulate_grad_in_cpu_via_gpu;
- * vs_recipe_host_sums): micro-batches 0 and 1 copy their 16-bit
- * gradient partitions out (2 B x T / 2 each, T trainable elements),
- * micro-batches 1 and 2 copy the sum in and add it (one kernel reading
- * both and writing the sum), and only micro-batch 2 copies its partition
- * out in fp32 (4 B x T / 2); framework none copies every micro-batch's
- * out in fp32; one micro-batch a step needs no sums. The GPU keeps a
- * 16-bit staging buffer of the largest parameter, fc1's 256 x 1024. */
+ * step, dp = 2 (stage_1_and_2.py async_accumulate_grad_in_cpu_via_gpu
+ * since PR #7967; vs_recipe_host_sums): every micro-batch copies its
+ * 16-bit gradient partition out (2 B x T / 2, T trainable elements),
+ * micro-batches 1 and 2 first copy the sum in and add it (one kernel
+ * reading both and writing the sum), and only micro-batch 2 copies its
+ * partition out in fp32 too (4 B x T / 2), all on the reduction's stream;
+ * framework none copies every micro-batch's out in fp32; one micro-batch
+ * a step needs no sums. ZeRO-1 reduces at micro-batch 2 alone: in, add,
+ * out, fp32 out. Under the pipeline engine (pp = 2) only the last stage's
+ * ZeRO optimizer counts micro-steps: the first stage never adds a sum.
+ * The GPU keeps a 16-bit staging buffer of the largest parameter, fc1's
+ * 256 x 1024. */
 static void test_deepspeed_offload_host_sums(void **state)
 {
   static const char gpt[] =
@@ -2029,6 +2043,11 @@ static void test_deepspeed_offload_host_sums(void **state)
   const char *ds[] = {"training.framework=deepspeed"};
   const char *ds1[] = {"training.framework=deepspeed",
                        "training.global_batch=2"};
+  const char *z1[] = {"training.framework=deepspeed", "parallel.zero=1"};
+  const char *z1pp[] = {"training.framework=deepspeed", "parallel.zero=1",
+                        "parallel.pp=2"};
+  static const char *const names[] = {"grad_sum_in", "grad_sum_add",
+                                      "grad_sum_out", "grad_to_host"};
   vs_workload wl;
   vs_topology topo;
   vs_sim sim;
@@ -2041,12 +2060,14 @@ static void test_deepspeed_offload_host_sums(void **state)
   assert_int_equal(sim.layout.grad_accum, 3);
   assert_true(ops_named(&sim.ranks[0], "grad_to_host") > 0);
   assert_int_equal(ops_named(&sim.ranks[0], "grad_sum_out"),
-                   2 * ops_named(&sim.ranks[0], "grad_to_host"));
-  tu_assert_close(op_bytes(&sim.ranks[0], "grad_sum_out"), 2.0 * t, 1e-12);
+                   3 * ops_named(&sim.ranks[0], "grad_to_host"));
+  tu_assert_close(op_bytes(&sim.ranks[0], "grad_sum_out"), 3.0 * t, 1e-12);
   tu_assert_close(op_bytes(&sim.ranks[0], "grad_sum_in"), 2.0 * t, 1e-12);
   tu_assert_close(op_bytes(&sim.ranks[0], "grad_sum_add"), 6.0 * t, 1e-12);
   tu_assert_close(op_bytes(&sim.ranks[0], "grad_to_host"), 2.0 * t, 1e-12);
   assert_true(op_seconds(&sim.ranks[0], "grad_sum_add") > 0);
+  for (size_t i = 0; i < 4; i++)
+    assert_true(all_on_stream(&sim.ranks[0], names[i], VS_STREAM_COMM));
   assert_int_equal(sim.layout.stages[0].grad_staging_bytes, staging);
   assert_int_equal(sim.ranks[0].mem.by_cat[VS_CAT_TEMP],
                    vs_layout_blas_bytes(&sim.layout) + staging);
@@ -2055,6 +2076,7 @@ static void test_deepspeed_offload_host_sums(void **state)
   simulate(&sim, &wl, &topo, false);
   assert_int_equal(ops_named(&sim.ranks[0], "grad_sum_in"), 0);
   tu_assert_close(op_bytes(&sim.ranks[0], "grad_to_host"), 6.0 * t, 1e-12);
+  assert_true(all_on_stream(&sim.ranks[0], "grad_to_host", VS_STREAM_D2H));
   assert_int_equal(sim.ranks[0].mem.by_cat[VS_CAT_TEMP],
                    vs_layout_blas_bytes(&sim.layout));
   vs_sim_fini(&sim);
@@ -2064,6 +2086,19 @@ static void test_deepspeed_offload_host_sums(void **state)
                        ops_named(&sim.ranks[0], "grad_sum_in"),
                    0);
   tu_assert_close(op_bytes(&sim.ranks[0], "grad_to_host"), 2.0 * t, 1e-12);
+  vs_sim_fini(&sim);
+  load(&wl, gpt, z1, 2, 2);
+  simulate(&sim, &wl, &topo, false);
+  tu_assert_close(op_bytes(&sim.ranks[0], "grad_sum_in"), t, 1e-12);
+  tu_assert_close(op_bytes(&sim.ranks[0], "grad_sum_out"), t, 1e-12);
+  tu_assert_close(op_bytes(&sim.ranks[0], "grad_to_host"), 2.0 * t, 1e-12);
+  vs_sim_fini(&sim);
+  load(&wl, gpt, z1pp, 3, 4);
+  simulate(&sim, &wl, &topo, false);
+  assert_int_equal(sim.layout.pp, 2);
+  assert_int_equal(ops_named(&sim.ranks[0], "grad_sum_in"), 0);
+  assert_true(ops_named(&sim.ranks[0], "grad_sum_out") > 0);
+  assert_true(ops_named(&sim.ranks[1], "grad_sum_in") > 0);
   vs_sim_fini(&sim);
 }
 

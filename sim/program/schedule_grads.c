@@ -18,6 +18,17 @@ static uint64_t partition_elems(const builder *b, uint64_t elems)
   return vs_recipe_shard(&b->r->offload.host_grads, 4 * elems) / 4;
 }
 
+/* The stream a reduced bucket's way to the host runs on: DeepSpeed
+ * ZeRO-1/2 (vs_offload_plan bit16_buffers) issues its copies and adds
+ * within the stream its reduction ran on, one after the other
+ * (stage_1_and_2.py reduce_ipg_grads: `with stream(stream)`, the
+ * reduction stream with overlap_comm, else the current one), so the next
+ * bucket's reduction waits for them; else a copy stream of their own. */
+static int host_stream(const builder *b, int copy_stream)
+{
+  return b->r->offload.bit16_buffers > 0 ? VS_STREAM_COMM : copy_stream;
+}
+
 /* Copies this GPU's reduced partition of the open bucket to the host once
  * `after` has ended. DeepSpeed casts it to fp32 on the GPU first
  * (stage_1_and_2.py async_inplace_copy_grad_to_fp32_buffer_from_gpu), so
@@ -25,8 +36,8 @@ static uint64_t partition_elems(const builder *b, uint64_t elems)
 static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
 {
   uint64_t bytes = 4 * partition_elems(b, b->bucket_elems);
-  uint32_t op = sb_offload_op(b, VS_STREAM_D2H, VS_RES_PCIE_D2H, "grad_to_host",
-                              -1, mb, bytes, after);
+  uint32_t op = sb_offload_op(b, host_stream(b, VS_STREAM_D2H), VS_RES_PCIE_D2H,
+                              "grad_to_host", -1, mb, bytes, after);
   if (op != after)
     sb_transient(b, op, bytes, VS_CAT_TEMP);
   return op;
@@ -35,39 +46,55 @@ static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
 /* DeepSpeed ZeRO-1/2's host sum of the open bucket (vs_recipe_host_sums),
  * `bytes` of it, comes in to the GPU's staging buffer once `after` has
  * ended, and one kernel adds it to the gradients, reading both and
- * writing the sum, on the stream the reduction ran on (the copy and the
- * add follow it there: stage_1_and_2.py reduce_ipg_grads). Returns the
- * add. */
+ * writing the sum. Returns the add. */
 static uint32_t add_host_sum(builder *b, int mb, uint64_t bytes, uint32_t after)
 {
   op_split t = sb_roofline_split(b, 0.0, 3.0 * (double)bytes);
   uint32_t op;
-  after = sb_offload_op(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "grad_sum_in", -1,
-                        mb, bytes, after);
+  after = sb_offload_op(b, host_stream(b, VS_STREAM_H2D), VS_RES_PCIE_SWITCH,
+                        "grad_sum_in", -1, mb, bytes, after);
   sb_add_launch(b, &t, 1);
-  op = sb_new_op(b, VS_STREAM_COMM, VS_PHASE_OFFLOAD, "grad_sum_add", -1, mb,
-                 sb_split_total(&t), 0.0, 3.0 * (double)bytes);
+  op = sb_new_op(b, host_stream(b, VS_STREAM_COMPUTE), VS_PHASE_OFFLOAD,
+                 "grad_sum_add", -1, mb, sb_split_total(&t), 0.0,
+                 3.0 * (double)bytes);
   sb_add_dep(b, op, after);
   return op;
 }
 
+/* DeepSpeed's micro_step_id as this stage reduces micro-batch mb's
+ * gradients: mb where its ZeRO optimizer runs the backward (one stage,
+ * or the pipeline engine's last: vs_workload_ipg_buffers' from_backward),
+ * else the -1 a step starts with (the pipeline engine's other stages run
+ * backward themselves: pipe/engine.py _exec_backward_pass). */
+static int micro_step(const builder *b, int mb)
+{
+  bool from_backward;
+  vs_workload_ipg_buffers(b->wl, b->stage + 1 == b->lay->pp, &from_backward);
+  return from_backward ? mb : -1;
+}
+
 /* The open bucket's reduced partition goes toward the host's optimizer
- * once `after` has ended: out in fp32 (grads_to_host), but with host
- * sums (vs_recipe_host_sums) the sum so far comes in and is added after
- * the step's first micro-batch, and before its last the bucket's 16-bit
- * gradients go out instead. Returns the last op. */
+ * once `after` has ended: out in fp32 (grads_to_host). With host sums
+ * (vs_recipe_host_sums) DeepSpeed first adds the sum so far, copied in,
+ * where its micro_step_id is past 0, and copies the bucket's 16-bit
+ * gradients out (every micro-batch since PR #7967, April 2026; the 2020
+ * code skipped this copy at the step's last), and only the step's last
+ * micro-batch goes out in fp32 (async_accumulate_grad_in_cpu_via_gpu,
+ * then async_inplace_copy_grad_to_fp32_buffer_from_gpu at the
+ * accumulation boundary). Returns the last op. */
 static uint32_t offload_bucket(builder *b, int mb, uint32_t after)
 {
   uint64_t bytes =
       b->r->offload.bit16_buffers * partition_elems(b, b->bucket_elems);
   if (!vs_recipe_host_sums(b->r, b->lay->grad_accum))
     return grads_to_host(b, mb, after);
-  if (mb > 0)
+  if (micro_step(b, mb) > 0)
     after = add_host_sum(b, mb, bytes, after);
+  after = sb_offload_op(b, host_stream(b, VS_STREAM_D2H), VS_RES_PCIE_D2H,
+                        "grad_sum_out", -1, mb, bytes, after);
   if ((uint64_t)mb + 1 == b->lay->grad_accum)
     return grads_to_host(b, mb, after);
-  return sb_offload_op(b, VS_STREAM_D2H, VS_RES_PCIE_D2H, "grad_sum_out", -1,
-                       mb, bytes, after);
+  return after;
 }
 
 /* A bucket's reduction is being issued: the compute stream's next op

@@ -462,14 +462,15 @@ uint64_t vs_optimizer_state_bytes(int optimizer, vs_master_part master,
 /* Whether the host keeps DeepSpeed ZeRO-1/2's running 16-bit sums of
  * the gradients over a step of `grad_accum` micro-batches
  * (async_accumulate_grad_in_cpu_via_gpu, called from copy_grads_in_
- * partition with more than one micro-batch a step): each reduction after
- * the step's first micro-batch copies the sum in (to the GPU's staging
- * buffer) and adds it to its gradients, and each before the step's last
- * copies its gradients out, 2 B an element each way; the last then goes
- * out in fp32 as without. As the 2020 code did, and again since PR #7967
- * (April 2026, "gradients are copied and accumulated on every
- * microstep"); from PR #6550 (2024) to it the middle micro-batches' sums
- * were dropped. */
+ * partition with more than one micro-batch a step): each reduction where
+ * the ZeRO optimizer's micro_step_id is past 0 copies the sum in (to the
+ * GPU's staging buffer) and adds it to its gradients, and each copies
+ * its gradients out, 2 B an element each way; the step's last then goes
+ * out in fp32 as without. Since PR #7967 (April 2026, "gradients are
+ * copied and accumulated on every microstep"); the 2020 code skipped the
+ * copy out at the step's last, and from PR #6550 (2024) to #7967 the
+ * middle micro-batches' sums were dropped. DeepSpeed copies and adds
+ * whole parameters (param.numel()); vsim, the partition's share. */
 bool vs_recipe_host_sums(const vs_recipe *r, uint64_t grad_accum);
 
 /* Host buffers one GPU's offload takes beside the states: DeepSpeed
