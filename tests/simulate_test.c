@@ -2487,18 +2487,24 @@ static void test_lora_dropout_priced(void **state)
 
 /* Seconds of launches (VS_BOUND_LAUNCH) rank 0's kind of op `name` in
  * phase and micro-batch mb was priced with. */
-static double launch_seconds(const vs_sim *x, const char *name, int phase,
-                             int mb)
+static double bound_seconds(const vs_sim *x, const char *name, int phase,
+                            int mb, int bound)
 {
   const vs_program *p = x->ranks[0].prog;
   for (size_t i = 0; i < p->n_ops; i++) {
     const vs_pop *o = &p->ops[i];
     if (o->phase == phase && o->microbatch == mb &&
         strcmp(vs_op_name(p, o), name) == 0)
-      return vs_op_kind_of(p, o)->split_s[VS_BOUND_LAUNCH];
+      return vs_op_kind_of(p, o)->split_s[bound];
   }
   fail_msg("no op %s", name);
   return 0;
+}
+
+static double launch_seconds(const vs_sim *x, const char *name, int phase,
+                             int mb)
+{
+  return bound_seconds(x, name, phase, mb, VS_BOUND_LAUNCH);
 }
 
 /* FLOPs of rank 0's ops named `name` in phase, every micro-batch. */
@@ -2529,16 +2535,20 @@ static double flops_at(const vs_sim *x, const char *name, int phase)
  * weight's 2 B read twice and 1 B written each pass; the 16-bit input is
  * still what is saved, cast again for the weight gradient. torchtitan's
  * Llama has separate wq, wk, wv and w1, w3 modules. */
+static const char torchao_llama[] =
+    "[model]\narch = llama\nlayers = 2\nhidden = 1024\nheads = 8\n"
+    "ffn_hidden = 2048\nvocab = 32000\nseq_len = 512\n"
+    "[training]\nprecision = bf16\noptimizer = adamw\n"
+    "global_batch = 2\nframework = fsdp2\ncheckpointing = none\n";
+
 static void test_fp8_torchao(void **state)
 {
-  static const char ini[] =
-      "[model]\narch = llama\nlayers = 2\nhidden = 1024\nheads = 8\n"
-      "ffn_hidden = 2048\nvocab = 32000\nseq_len = 512\n"
-      "[training]\nprecision = bf16\noptimizer = adamw\n"
-      "global_batch = 2\nframework = fsdp2\ncheckpointing = none\n";
-  const char *fp8[] = {"training.precision=fp8"};
+  const char *ini = torchao_llama;
+  const char *fp8[] = {"training.precision=fp8",
+                       "training.fp8_recipe=tensorwise"};
   const char *fused[] = {"training.kernels=fused"};
   const char *fp8_fused[] = {"training.precision=fp8",
+                             "training.fp8_recipe=tensorwise",
                              "training.kernels=fused"};
   const double h = 1024, f = 2048, s = 512, layers = 2;
   const double cast = 33, copy = 2;
@@ -2550,11 +2560,11 @@ static void test_fp8_torchao(void **state)
   (void)state;
   load(&wl, ini, NULL, 0, 2);
   simulate(&b, &wl, &topo, false);
-  load(&wl, ini, fp8, 1, 2);
+  load(&wl, ini, fp8, 2, 2);
   simulate(&e, &wl, &topo, false);
   load(&wl, ini, fused, 1, 2);
   simulate(&bf, &wl, &topo, false);
-  load(&wl, ini, fp8_fused, 2, 2);
+  load(&wl, ini, fp8_fused, 3, 2);
   simulate(&cf, &wl, &topo, false);
   /* eager: the input cast by each of wq, wk, wv; their 3 h x h weights */
   tu_assert_close(extra_bytes(&e, &b, "qkv_proj", fwd, 0),
@@ -2592,16 +2602,17 @@ static void test_fp8_torchao(void **state)
     /* with more tokens than weights (4096 tokens, hidden 256, FFN 512)
      * w1/w3's backward peaks at the second cast of the gradient beside
      * the first and the weight: 10 s f + h f */
-    const char *longer[] = {"training.precision=fp8", "model.seq_len=4096",
-                            "model.hidden=256", "model.heads=2",
-                            "model.ffn_hidden=512"};
+    const char *longer[] = {
+        "training.precision=fp8", "model.seq_len=4096",
+        "model.hidden=256",       "model.heads=2",
+        "model.ffn_hidden=512",   "training.fp8_recipe=tensorwise"};
     const char *longer_bf16[] = {"model.seq_len=4096", "model.hidden=256",
                                  "model.heads=2", "model.ffn_hidden=512"};
     vs_sim lb, lf;
     const vs_block *bb, *bf8;
     load(&wl, ini, longer_bf16, 4, 2);
     simulate(&lb, &wl, &topo, false);
-    load(&wl, ini, longer, 5, 2);
+    load(&wl, ini, longer, 6, 2);
     simulate(&lf, &wl, &topo, false);
     bb = vs_model_block(&lb.model, 1);
     bf8 = vs_model_block(&lf.model, 1);
@@ -2655,12 +2666,15 @@ static void test_fp8_torchao(void **state)
     const char *tp_bf16[] = {"parallel.tp=2", "parallel.dp=2",
                              "parallel.sequence_parallel=true",
                              "training.global_batch=4"};
-    const char *tp_fp8[] = {
-        "parallel.tp=2", "parallel.dp=2", "parallel.sequence_parallel=true",
-        "training.global_batch=4", "training.precision=fp8"};
+    const char *tp_fp8[] = {"parallel.tp=2",
+                            "parallel.dp=2",
+                            "parallel.sequence_parallel=true",
+                            "training.global_batch=4",
+                            "training.precision=fp8",
+                            "training.fp8_recipe=tensorwise"};
     load(&wl, ini, tp_bf16, 4, 4);
     simulate(&b, &wl, &topo, false);
-    load(&wl, ini, tp_fp8, 5, 4);
+    load(&wl, ini, tp_fp8, 6, 4);
     simulate(&e, &wl, &topo, false);
     tu_assert_close(extra_bytes(&e, &b, "qkv_proj", fwd, 0),
                     layers * (s / 2 * h + 3 * h * h / 2) * cast, 1e-9);
@@ -2671,8 +2685,122 @@ static void test_fp8_torchao(void **state)
     assert_int_equal(max_held(&b.ranks[0], VS_CAT_ACTIVATIONS) -
                          max_held(&e.ranks[0], VS_CAT_ACTIVATIONS),
                      (uint64_t)(layers * (2 * s * h + s * f / 2 - s * h / 2)));
+    vs_sim_fini(&e);
+    /* the row-wise recipe (the default) runs plain 16-bit tensor
+     * parallelism: bf16's saved tensors */
+    load(&wl, ini, tp_fp8, 5, 4);
+    simulate(&e, &wl, &topo, false);
+    assert_int_equal(wl.training.fp8_recipe, VS_FP8_ROWWISE);
+    assert_false(vs_workload_fp8_tp_plan(&wl.training, 2));
+    assert_int_equal(max_held(&e.ranks[0], VS_CAT_ACTIVATIONS),
+                     max_held(&b.ranks[0], VS_CAT_ACTIVATIONS));
     vs_sim_fini(&b);
     vs_sim_fini(&e);
+  }
+}
+
+/* torchao's row-wise recipes (fp8_recipe; torchtitan's only ones since
+ * April 2026; torchao/float8/config.py, float8_linear.py, float8_ops.py),
+ * on torchao_llama: the casts of the tensor-wise recipe, each 14 kernels
+ * eagerly (scales rounded to powers of two: log2, floor, exp2 more), and
+ * each backward GEMM, run without fast accumulation by the tensor-wise
+ * kernel, scaled after: 12 B an element of its output in 4 kernels
+ * (w2's input gradient s x f, its weight gradient f x h). With the weight
+ * gradient in 16 bits (rowwise_with_gw_hp) backward casts the gradient
+ * once and the weight (tensor-wise, copied), not the input, and scales
+ * the input gradient alone; its weight-gradient GEMM runs at bf16's rate.
+ * Compiled, torchao's roofline: the input 5 B forward and 3 B backward,
+ * the gradient 8 B, the weight 3 B forward and 7 B backward (3, 3 and 3
+ * under gw_hp, nothing of the input in backward), and a post-scale reads
+ * and writes the output (4 B). */
+static void test_fp8_torchao_rowwise(void **state)
+{
+  const char *rw[] = {"training.precision=fp8"};
+  const char *hp[] = {"training.precision=fp8",
+                      "training.fp8_recipe=rowwise_with_gw_hp"};
+  const char *fused[] = {"training.kernels=fused"};
+  const char *rw_fused[] = {"training.precision=fp8", "training.kernels=fused"};
+  const char *hp_fused[] = {"training.precision=fp8",
+                            "training.fp8_recipe=rowwise_with_gw_hp",
+                            "training.kernels=fused"};
+  const double h = 1024, f = 2048, s = 512, layers = 2;
+  const double cast = 33, copy = 2, post = 12;
+  const int fwd = VS_PHASE_FWD, bwd = VS_PHASE_BWD;
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim b, r, g, bf, rf, gf;
+  (void)state;
+  load(&wl, torchao_llama, NULL, 0, 2);
+  simulate(&b, &wl, &topo, false);
+  load(&wl, torchao_llama, rw, 1, 2);
+  simulate(&r, &wl, &topo, false);
+  load(&wl, torchao_llama, hp, 2, 2);
+  simulate(&g, &wl, &topo, false);
+  tu_assert_close(extra_bytes(&r, &b, "qkv_proj", fwd, 0),
+                  layers * (3 * s * h + 3 * h * h) * cast, 1e-9);
+  tu_assert_close(launch_seconds(&r, "qkv_proj", fwd, 0) -
+                      launch_seconds(&b, "qkv_proj", fwd, 0),
+                  6 * 14 * topo.kernel_floor, 1e-9);
+  tu_assert_close(extra_bytes(&r, &b, "mlp_down", bwd, 0),
+                  layers * (s * h * (2 * cast + copy) + f * h * (cast + copy) +
+                            s * f * (cast + copy) + (s * f + f * h) * post),
+                  1e-9);
+  tu_assert_close(launch_seconds(&r, "mlp_down", bwd, 0) -
+                      launch_seconds(&b, "mlp_down", bwd, 0),
+                  (4 * 14 + 3 + 2 * 4) * topo.kernel_floor, 1e-9);
+  tu_assert_close(
+      extra_bytes(&g, &b, "mlp_down", bwd, 0),
+      layers * (s * h * cast + f * h * (cast + copy) + s * f * post), 1e-9);
+  tu_assert_close(launch_seconds(&g, "mlp_down", bwd, 0) -
+                      launch_seconds(&b, "mlp_down", bwd, 0),
+                  (2 * 14 + 1 + 4) * topo.kernel_floor, 1e-9);
+  assert_true(bound_seconds(&g, "mlp_down", bwd, 0, VS_BOUND_MATH) >
+              bound_seconds(&r, "mlp_down", bwd, 0, VS_BOUND_MATH));
+  assert_int_equal(max_held(&r.ranks[0], VS_CAT_ACTIVATIONS),
+                   max_held(&b.ranks[0], VS_CAT_ACTIVATIONS));
+  load(&wl, torchao_llama, fused, 1, 2);
+  simulate(&bf, &wl, &topo, false);
+  load(&wl, torchao_llama, rw_fused, 2, 2);
+  simulate(&rf, &wl, &topo, false);
+  load(&wl, torchao_llama, hp_fused, 3, 2);
+  simulate(&gf, &wl, &topo, false);
+  tu_assert_close(extra_bytes(&rf, &bf, "qkv_proj", fwd, 0),
+                  layers * (5 * s * h + 3 * 3 * h * h), 1e-9);
+  tu_assert_close(
+      extra_bytes(&rf, &bf, "mlp_down", bwd, 0),
+      layers * (8 * s * h + 7 * f * h + 3 * s * f + 4 * (s * f + f * h)), 1e-9);
+  tu_assert_close(extra_bytes(&gf, &bf, "mlp_down", bwd, 0),
+                  layers * (3 * s * h + 3 * f * h + 4 * s * f), 1e-9);
+  vs_sim_fini(&b);
+  vs_sim_fini(&r);
+  vs_sim_fini(&g);
+  vs_sim_fini(&bf);
+  vs_sim_fini(&rf);
+  vs_sim_fini(&gf);
+  {
+    /* 4096 tokens, hidden 256, FFN 512: under gw_hp w2's backward peaks at
+     * its input gradient's post-scale, 4 B an s x f element beside the FP8
+     * gradient (s x h), the weight and its copy (2 f h) */
+    const char *longer_bf16[] = {"model.seq_len=4096", "model.hidden=256",
+                                 "model.heads=2", "model.ffn_hidden=512"};
+    const char *longer_hp[] = {
+        "model.seq_len=4096",     "model.hidden=256",
+        "model.heads=2",          "model.ffn_hidden=512",
+        "training.precision=fp8", "training.fp8_recipe=rowwise_with_gw_hp"};
+    const vs_block *bb, *b8;
+    load(&wl, torchao_llama, longer_bf16, 4, 2);
+    simulate(&b, &wl, &topo, false);
+    load(&wl, torchao_llama, longer_hp, 6, 2);
+    simulate(&g, &wl, &topo, false);
+    bb = vs_model_block(&b.model, 1);
+    b8 = vs_model_block(&g.model, 1);
+    for (uint32_t k = 0; k < bb->n_ops; k++)
+      if (strcmp(bb->ops[k].name, "mlp_down") == 0)
+        assert_int_equal(
+            b8->ops[k].bwd_temp_bytes - bb->ops[k].bwd_temp_bytes,
+            (uint64_t)(4096 * 256 + 2 * 512 * 256 + 4 * 4096 * 512));
+    vs_sim_fini(&b);
+    vs_sim_fini(&g);
   }
 }
 
@@ -3510,6 +3638,7 @@ int main(void)
       cmocka_unit_test(test_fp8_copies),
       cmocka_unit_test(test_fp8_outside_transformer_engine),
       cmocka_unit_test(test_fp8_torchao),
+      cmocka_unit_test(test_fp8_torchao_rowwise),
       cmocka_unit_test(test_lora_dropout_priced),
       cmocka_unit_test(test_fsdp2_offload_fetches_stored_shards),
       cmocka_unit_test(test_fsdp2_tp_saves_gathered_input),

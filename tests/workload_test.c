@@ -1716,6 +1716,30 @@ static void test_precision_aware_rules(void **state)
            "--sgd-momentum 0.9, sgd with 0) and lion");
 }
 
+/* [training] fp8_recipe is torchao's: its default (rowwise) goes
+ * anywhere, nothing else reading it; another needs torchao's float8
+ * (precision = fp8 under framework = fsdp2). */
+static void test_fp8_recipe_rules(void **state)
+{
+  const char *hp[] = {"training.framework=fsdp2", "training.precision=fp8",
+                      "training.fp8_recipe=rowwise_with_gw_hp"};
+  const char *te[] = {"training.precision=fp8",
+                      "training.fp8_recipe=tensorwise"};
+  const char *rw[] = {"training.precision=fp8", "training.fp8_recipe=rowwise"};
+  vs_workload wl;
+  vs_error err;
+  char path[128];
+  (void)state;
+  assert_int_equal(load_at(&wl, path, LLAMA_MODEL, hp, 3, 2, &err), 0);
+  assert_int_equal(wl.training.fp8_recipe, VS_FP8_ROWWISE_GW_HP);
+  assert_int_equal(load_at(&wl, path, LLAMA_MODEL, rw, 2, 2, &err), 0);
+  load_bad(LLAMA_MODEL, te, 2, 2, VS_EINPUT,
+           "--set training.fp8_recipe=tensorwise: fp8_recipe chooses the "
+           "recipe of torchao's float8, which vsim simulates with precision "
+           "= fp8 under framework = fsdp2 (here fp8 under none; Transformer "
+           "Engine's delayed scaling elsewhere)");
+}
+
 /* Megatron-LM's FP8 primary weights: FP8 GEMMs by Transformer Engine, its
  * distributed optimizer, trained weights; not simulated with offload or
  * the precision-aware optimizer. */
@@ -2576,6 +2600,7 @@ int main(void)
       cmocka_unit_test(test_runtime_rules),
       cmocka_unit_test(test_autocast_and_hf),
       cmocka_unit_test(test_precision_aware_rules),
+      cmocka_unit_test(test_fp8_recipe_rules),
       cmocka_unit_test(test_fp8_param_gather_rules),
       cmocka_unit_test(test_frameworks_running_ep),
       cmocka_unit_test(test_experts),

@@ -58,9 +58,11 @@ vs_fp8_lib vs_workload_fp8_lib(int precision, int framework)
   return framework == VS_FW_FSDP2 ? VS_FP8_TORCHAO : VS_FP8_TE;
 }
 
-bool vs_workload_fp8_tp_plan(int precision, int framework, uint64_t tp)
+bool vs_workload_fp8_tp_plan(const vs_training_conf *t, uint64_t tp)
 {
-  return tp > 1 && vs_workload_fp8_lib(precision, framework) == VS_FP8_TORCHAO;
+  return tp > 1 &&
+         vs_workload_fp8_lib(t->precision, t->framework) == VS_FP8_TORCHAO &&
+         t->fp8_recipe == VS_FP8_TENSORWISE;
 }
 
 bool vs_workload_dp_only(int precision, int framework)

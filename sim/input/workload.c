@@ -23,6 +23,8 @@ static const char *const framework_names[] = {"none", "megatron", "deepspeed",
                                               "fsdp2", "hf", NULL};
 static const char *const attention_names[] = {"flash", "eager", NULL};
 static const char *const kernels_names[] = {"fused", "eager", NULL};
+static const char *const fp8_recipe_names[] = {"rowwise", "rowwise_with_gw_hp",
+                                               "tensorwise", NULL};
 static const char *const optimizer_impl_names[] = {"fused", "foreach", NULL};
 static const char *const cp_comm_names[] = {"p2p", "a2a", "allgather", NULL};
 static const char *const p2p_names[] = {"overlapped", "blocking", NULL};
@@ -117,6 +119,7 @@ static const vs_key workload_keys[] = {
     K("training", "exp_avg_sq_dtype", VS_KEY_ENUM, training.exp_avg_sq_dtype, .choices = state_dtype_names, .default_doc = "fp32"),
     K("training", "main_params_dtype", VS_KEY_ENUM, training.main_params_dtype, .choices = main_params_names, .default_doc = "fp32"),
     K("training", "fp8_param_gather", VS_KEY_BOOL, training.fp8_param_gather, .default_doc = "false"),
+    K("training", "fp8_recipe", VS_KEY_ENUM, training.fp8_recipe, .choices = fp8_recipe_names, .default_doc = "rowwise (torchao's float8: framework fsdp2)"),
     K("training", "offload_activations", VS_KEY_ENUM, training.offload_activations, .choices = activation_offload_names, .default_doc = "none"),
     K("parallel", "tp", VS_KEY_COUNT, parallel.tp, .positive = true, .hi = 1e6, .default_doc = "1"),
     K("parallel", "pp", VS_KEY_COUNT, parallel.pp, .positive = true, .hi = VS_MAX_STAGES, .default_doc = "1"),
@@ -167,6 +170,7 @@ const char *vs_checkpointing_name(int v) { return ckpt_names[v]; }
 const char *vs_framework_name(int v) { return framework_names[v]; }
 const char *vs_attention_name(int v) { return attention_names[v]; }
 const char *vs_kernels_name(int v) { return kernels_names[v]; }
+const char *vs_fp8_recipe_name(int v) { return fp8_recipe_names[v]; }
 const char *vs_optimizer_impl_name(int v) { return optimizer_impl_names[v]; }
 const char *vs_cp_comm_name(int v) { return cp_comm_names[v]; }
 const char *vs_p2p_name(int v) { return p2p_names[v]; }
@@ -652,6 +656,26 @@ static int check_activation_offload(const vs_workload *wl, vs_error *err)
                       "full (here %s)",
                       WHERE("training", "offload_activations"),
                       vs_checkpointing_name(wl->training.checkpointing));
+}
+
+/* [training] fp8_recipe chooses torchao's recipe: another than its
+ * default (rowwise, which nothing else reads) needs torchao's float8
+ * (vs_workload_fp8_lib). */
+static int check_fp8_recipe(const vs_workload *wl, vs_error *err)
+{
+  const vs_training_conf *t = &wl->training;
+  char where[400];
+  if (t->fp8_recipe == VS_FP8_ROWWISE ||
+      vs_workload_fp8_lib(t->precision, t->framework) == VS_FP8_TORCHAO)
+    return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: fp8_recipe chooses the recipe of torchao's "
+                      "float8, which vsim simulates with precision = fp8 "
+                      "under framework = fsdp2 (here %s under %s; "
+                      "Transformer Engine's delayed scaling elsewhere)",
+                      WHERE("training", "fp8_recipe"),
+                      vs_precision_name(t->precision),
+                      vs_framework_name(t->framework));
 }
 
 /* checkpointing = ops is modelled as torchtitan runs it: Llama blocks
@@ -1327,7 +1351,8 @@ static int check_training(vs_workload *wl, vs_error *err)
   int rc;
   if ((rc = resolve_grad_accum(wl, err)) ||
       (rc = resolve_master_weights(wl, err)) || (rc = check_offload(wl, err)) ||
-      (rc = check_activation_offload(wl, err)) || (rc = check_paged(wl, err)) ||
+      (rc = check_activation_offload(wl, err)) ||
+      (rc = check_fp8_recipe(wl, err)) || (rc = check_paged(wl, err)) ||
       (rc = check_grad_accumulation(wl, err)) ||
       (rc = check_optimizer_impl(wl, err)) ||
       (rc = check_megatron_optimizer_kind(wl, err)) ||

@@ -39,6 +39,17 @@ typedef enum { VS_GRAD_PRECISION, VS_GRAD_FP32 } vs_grad_dtype;
  * states) and its main parameters in (--main-params-dtype). */
 typedef enum { VS_STATE_FP32, VS_STATE_BF16, VS_STATE_FP16 } vs_state_dtype;
 typedef enum { VS_MAIN_FP32, VS_MAIN_FP16 } vs_main_params_dtype;
+/* torchao's Float8Linear recipes (torchao/float8/config.py
+ * Float8LinearRecipeName), which torchtitan's float8 converter takes as
+ * recipe_name: row-wise scales for every cast and GEMM; the same with
+ * the weight gradient's GEMM in 16 bits (the weight cast tensor-wise for
+ * the input gradient's); one scale a tensor (torchtitan's default until
+ * PR #3127, April 2026, which dropped it). */
+typedef enum {
+  VS_FP8_ROWWISE,
+  VS_FP8_ROWWISE_GW_HP,
+  VS_FP8_TENSORWISE
+} vs_fp8_recipe;
 typedef enum {
   VS_OPT_ADAMW, VS_OPT_ADAM, VS_OPT_SGD, VS_OPT_MOMENTUM,
   VS_OPT_ADAFACTOR, VS_OPT_ADAM8BIT, VS_OPT_LION
@@ -211,6 +222,8 @@ typedef struct vs_training_conf {
   bool fp8_param_gather; /* Megatron-LM's --fp8-param-gather: the weights of
                             the FP8 GEMMs kept in FP8 (Transformer Engine's
                             fp8_model_init) and all-gathered so */
+  int fp8_recipe;        /* vs_fp8_recipe of torchao's float8 (precision
+                            fp8 under framework fsdp2) */
 } vs_training_conf;
 
 /* [parallel] bucket's default: DDP's bucket_cap_mb = 25 (Megatron-LM's
@@ -363,19 +376,23 @@ int vs_precision_act_dtype(int precision);
 int vs_precision_param_dtype(int precision);
 
 /* Which library runs precision = fp8's GEMMs: torchao's Float8Linear
- * under framework = fsdp2 (torchtitan's float8 converter, tensorwise
- * dynamic scaling: torchao/float8/float8_linear.py), Transformer Engine
+ * under framework = fsdp2 (torchtitan's float8 converter, dynamic
+ * scaling of [training] fp8_recipe: torchao/float8/float8_linear.py),
+ * Transformer Engine
  * under every other framework (Megatron-LM's, vsim's default); none at
  * other precisions. */
 typedef enum { VS_FP8_NONE, VS_FP8_TE, VS_FP8_TORCHAO } vs_fp8_lib;
 vs_fp8_lib vs_workload_fp8_lib(int precision, int framework);
 
 /* Whether torchtitan's float8 tensor-parallel plan casts the linears'
- * inputs (torchao's float8 over tp > 1 ranks: Float8ColwiseParallel,
- * Float8RowwiseParallel and PrepareFloat8ModuleInput cast a module's
- * input to FP8 before it, float8_tensor_parallel.py), so the linears
- * save the FP8 input they got and cast none of their own. */
-bool vs_workload_fp8_tp_plan(int precision, int framework, uint64_t tp);
+ * inputs (torchao's tensorwise float8 over tp > 1 ranks:
+ * Float8ColwiseParallel, Float8RowwiseParallel and
+ * PrepareFloat8ModuleInput cast a module's input to FP8 before it,
+ * float8_tensor_parallel.py), so the linears save the FP8 input they got
+ * and cast none of their own. The row-wise recipes run plain 16-bit
+ * tensor parallelism (torchtitan's parallelize applied the float8 plan to
+ * tensorwise alone; since 1786292db, April 2026, it has none). */
+bool vs_workload_fp8_tp_plan(const vs_training_conf *t, uint64_t tp);
 
 /* Whether a job of precision under framework runs data parallelism alone
  * (vs_workload_dp_only_misfit says what that allows): autocast (precision
@@ -677,6 +694,7 @@ const char *vs_checkpointing_name(int checkpointing);
 const char *vs_framework_name(int framework);
 const char *vs_attention_name(int attention);
 const char *vs_kernels_name(int kernels);
+const char *vs_fp8_recipe_name(int recipe);
 const char *vs_cp_comm_name(int cp_comm);
 const char *vs_p2p_name(int p2p);
 const char *vs_offload_name(int offload);

@@ -235,6 +235,13 @@ static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
  * whether or not the weight trains) the second cast of the output
  * gradient beside both FP8 operands of the first GEMM (10 o + w), the
  * input's cast (2 o + w + 9 in) and both layout copies (3 o + w + 2 in).
+ * The row-wise recipes scale each backward GEMM's output after it with
+ * an fp32 tensor of the output's shape (float8_ops.py
+ * addmm_float8_unwrapped): 4 B an input-gradient element beside the
+ * gradient, the weight and its copy (o + 2 w + 4 in), and with the
+ * weight gradient in FP8 (rowwise) 4 B a weight beside that GEMM's
+ * operands (3 o + 5 w + 2 in); rowwise_with_gw_hp runs the weight
+ * gradient in 16 bits, casting nothing for it.
  * Over tp ranks (`tp_plan`, torchao_tp) the tensor-parallel plan cast
  * the input and the output's gradient before the linear: its peaks are
  * the weight's cast beside the FP8 gradient (o + 9 w), its copy (o + 2 w)
@@ -242,10 +249,11 @@ static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
  * saved FP8 input (2 o + w + in). The op's modules run one after another:
  * the largest counts, on top of its own transients. */
 static void torchao_scratch_of(const vs_block *blk, const vs_op_spec *op,
-                               uint32_t n_params, bool tp_plan, uint64_t *fwd,
-                               uint64_t *bwd)
+                               uint32_t n_params, const vs_dims *d,
+                               uint64_t *fwd, uint64_t *bwd)
 {
   uint64_t in = op->gemm.batch * op->gemm.m * op->gemm.k;
+  bool tp_plan = d->torchao_tp;
   *fwd = *bwd = 0;
   for (uint32_t p = op->first_param; p < op->first_param + n_params; p++) {
     const vs_param_tensor *t = &blk->params[p];
@@ -254,9 +262,15 @@ static void torchao_scratch_of(const vs_block *blk, const vs_op_spec *op,
     if (!vs_param_matrix(t))
       continue;
     b = max_u64(max_u64(tp_plan ? 0 : 9 * o, o + 9 * w), o + 2 * w);
-    b = tp_plan ? max_u64(b, 2 * o + w + in)
-                : max_u64(max_u64(b, 10 * o + w),
-                          max_u64(2 * o + w + 9 * in, 3 * o + w + 2 * in));
+    if (tp_plan)
+      b = max_u64(b, 2 * o + w + in);
+    else if (d->fp8_recipe != VS_FP8_ROWWISE_GW_HP)
+      b = max_u64(max_u64(b, 10 * o + w),
+                  max_u64(2 * o + w + 9 * in, 3 * o + w + 2 * in));
+    if (d->fp8_recipe != VS_FP8_TENSORWISE)
+      b = max_u64(b, o + 2 * w + 4 * in);
+    if (d->fp8_recipe == VS_FP8_ROWWISE)
+      b = max_u64(b, 3 * o + 5 * w + 2 * in);
     *fwd = max_u64(*fwd, max_u64(tp_plan ? 0 : 9 * in, in + 9 * w));
     *bwd = max_u64(*bwd, b);
   }
@@ -268,8 +282,8 @@ static void torchao_scratch(const vs_block *blk, vs_op_spec *op,
                             const vs_dims *d)
 {
   uint64_t f0, b0, f1, b1;
-  torchao_scratch_of(blk, op, op->n_params - 1, d->torchao_tp, &f0, &b0);
-  torchao_scratch_of(blk, op, op->n_params, d->torchao_tp, &f1, &b1);
+  torchao_scratch_of(blk, op, op->n_params - 1, d, &f0, &b0);
+  torchao_scratch_of(blk, op, op->n_params, d, &f1, &b1);
   op->fwd_temp_bytes += f1 - f0;
   op->bwd_temp_bytes += b1 - b0;
 }

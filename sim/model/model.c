@@ -373,8 +373,8 @@ static void size_dims(const vs_workload *wl, vs_dims *d)
   d->gated_mlp = mc->arch == VS_ARCH_LLAMA;
   d->fp8_lib = (uint8_t)vs_workload_fp8_lib(wl->training.precision,
                                             wl->training.framework);
-  d->torchao_tp = vs_workload_fp8_tp_plan(wl->training.precision,
-                                          wl->training.framework, d->t);
+  d->torchao_tp = vs_workload_fp8_tp_plan(&wl->training, d->t);
+  d->fp8_recipe = (uint8_t)wl->training.fp8_recipe;
   d->causal = mc->arch != VS_ARCH_BERT;
   d->hf_modules = wl->training.framework == VS_FW_HF;
   d->eager_kernels = wl->training.kernels == VS_KERNELS_EAGER;

@@ -122,6 +122,7 @@ typedef struct vs_dims {
                         weights of Transformer Engine's FP8 linears are
                         Float8Tensors (fp8_model_init), 1 B a weight and
                         an fp32 scale, no 16-bit copy */
+  uint8_t fp8_recipe; /* vs_fp8_recipe of torchao's float8 */
   bool torchao_tp;   /* vs_workload_fp8_tp_plan: torchtitan's float8
                         tensor-parallel plan casts each module's input
                         to FP8 before its linears (_prepare_input_fn

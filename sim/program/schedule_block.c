@@ -142,13 +142,26 @@ op_split sb_roofline_split(builder *b, double flops, double bytes)
   return x;
 }
 
-static void add_gemm(builder *b, op_split *x, const vs_op_spec *o, vs_gemm g,
-                     double flops, double bytes)
+/* The precision op o's weight-gradient GEMM runs at: its matmuls' but
+ * under torchao's rowwise_with_gw_hp recipe, whose weight gradient is a
+ * 16-bit mm of the 16-bit input and output gradient (float8_linear.py:
+ * ScalingType.DISABLED for both operands, config.py). */
+static int wgrad_precision(const builder *b, const vs_op_spec *o)
 {
-  add_work(b, x,
-           vs_cost_gemm_seconds(b->topo, gemm_precision(b, o), g, flops,
-                                bytes, &b->p->cal_seen),
-           bytes);
+  if (vs_workload_fp8_lib(precision(b), b->wl->training.framework) ==
+          VS_FP8_TORCHAO &&
+      b->wl->training.fp8_recipe == VS_FP8_ROWWISE_GW_HP && vs_op_fp8_linear(o))
+    return VS_PREC_BF16;
+  return gemm_precision(b, o);
+}
+
+static void add_gemm(builder *b, op_split *x, int prec, vs_gemm g, double flops,
+                     double bytes)
+{
+  add_work(
+      b, x,
+      vs_cost_gemm_seconds(b->topo, prec, g, flops, bytes, &b->p->cal_seen),
+      bytes);
   sb_add_launch(b, x, 1);
 }
 
@@ -199,7 +212,7 @@ static op_split fwd_split(builder *b, const vs_op_spec *o, double share)
   double f = share * o->fwd_flops, by = share * main_fwd_bytes(o);
   if (f > 0 || by > 0) {
     if (o->gemm.batch)
-      add_gemm(b, &x, o, o->gemm, f, by);
+      add_gemm(b, &x, gemm_precision(b, o), o->gemm, f, by);
     else
       add_shapeless(b, &x, o, f, by, o->fwd_kernels);
   }
@@ -230,9 +243,10 @@ static op_split bwd_split(builder *b, const vs_op_spec *o, double flops,
   } else {
     f = flops < o->fwd_flops ? flops : o->fwd_flops;
     by = bytes < gemm ? bytes : gemm;
-    add_gemm(b, &x, o, vs_gemm_dgrad(o->gemm), f, by);
+    add_gemm(b, &x, gemm_precision(b, o), vs_gemm_dgrad(o->gemm), f, by);
     if (flops > f)
-      add_gemm(b, &x, o, vs_gemm_wgrad(o->gemm), flops - f, bytes - by);
+      add_gemm(b, &x, wgrad_precision(b, o), vs_gemm_wgrad(o->gemm), flops - f,
+               bytes - by);
   }
   add_side(b, &x, side + acc.bytes,
            o->bwd_side.kernels + (s > 0 ? o->wgrad_side.kernels : 0) +
@@ -402,42 +416,131 @@ static vs_side_work te_casts(const builder *b, size_t inst, uint32_t k,
   return w;
 }
 
-/* torchao's Float8Linear (tensorwise dynamic scaling) casting a 16-bit
- * tensor to FP8 eagerly (kernels = eager): hp_tensor_to_float8_dynamic
- * runs torch.max(torch.abs(x)) (abs reads and writes 2 B an element, max
- * reads them), amax_to_scale's five one-element kernels (to float64,
- * clamp, a float over a tensor, which Tensor.__rtruediv__ runs as
- * reciprocal() * other, to float32: float8_utils.py), then
- * _ToFloat8ConstrFunc's x.to(float32) * scale and to_fp8_saturated's
+/* torchao's Float8Linear casting a 16-bit tensor to FP8 eagerly (kernels
+ * = eager): hp_tensor_to_float8_dynamic runs abs and a max over the
+ * tensor or along a dimension (one scale a row: axiswise), abs reading
+ * and writing 2 B an element, the max reading them; amax_to_scale's
+ * kernels on the scale(s) (to float64, clamp, a float over a tensor,
+ * which Tensor.__rtruediv__ runs as reciprocal() * other, to float32:
+ * float8_utils.py), and under the row-wise recipes, whose
+ * round_scales_to_power_of_2 is on (config.py), log2, floor and exp2;
+ * then _ToFloat8ConstrFunc's x.to(float32) * scale and to_fp8_saturated's
  * clamp and .to(float8) (2 + 4, 4 + 4, 4 + 4 and 4 + 1 B:
- * float8_training_tensor.py): 33 B an element in 11 kernels (torchao 0.9
- * to 0.18; before 0.9 tensorwise saved FP8 copies instead). */
+ * float8_training_tensor.py): 33 B an element in 11 kernels, 14 rounded
+ * (torchao 0.9 and later). */
 #define TORCHAO_EAGER_CAST_BYTES 33.0
 #define TORCHAO_EAGER_CAST_KERNELS 11
+#define TORCHAO_ROUND_SCALE_KERNELS 3
 /* preprocess_addmm's copy of an FP8 operand into the layout _scaled_mm
  * takes (.contiguous(), .t().contiguous().t(): float8_ops.py), 1 B read
  * and 1 B written: the weight and the output's gradient in backward, and
  * the input for the weight gradient. */
 #define TORCHAO_LAYOUT_COPY_BYTES 2.0
-/* Compiled (kernels = fused), torchao's roofline of a compiled cast
+/* A row-wise GEMM without fast accumulation (the backward GEMMs of the
+ * row-wise recipes: gemm_config_grad_input and _grad_weight keep
+ * use_fast_accum off) runs the tensor-wise kernel with unit scales and
+ * scales its output after (addmm_float8_unwrapped, float8_ops.py): two
+ * new_ones, the outer product of the inverse scales into an fp32 tensor
+ * of the output's shape (4 B an element written) and the 16-bit output
+ * multiplied by it in place (2 + 4 + 2 B): 12 B an output element in 4
+ * kernels; compiled, the product and the multiply are one pointwise
+ * kernel reading and writing the output (2 + 2 B), which torchao's
+ * roofline leaves out. */
+#define TORCHAO_EAGER_POST_SCALE_BYTES 12.0
+#define TORCHAO_EAGER_POST_SCALE_KERNELS 4
+#define TORCHAO_FUSED_POST_SCALE_BYTES 4.0
+
+/* What torchao's float8 does to one tensor in a forward or a backward,
+ * beside its GEMMs: eager casts, layout copies and, for the outputs of
+ * row-wise backward GEMMs, post-scales (eager); compiled, the bytes and
+ * kernels of torchao's roofline of a compiled graph
  * (torchao/testing/training/roofline_utils.py,
- * get_tensor_memory_traffic_ovhd_s, tensorwise): an input or an output's
- * gradient: the amax pass reading 2 B, its second stage, one kernel
- * reading 2 B and writing both layouts (1 + 1 B): 6 B in 3 kernels; a
- * weight: the amax pass and its second stage, and a cast reading 2 B and
- * writing 1 B forward, again backward: 5 B in 3 kernels, then 3 B in 1. */
-#define TORCHAO_FUSED_ACT_BYTES 6.0
-#define TORCHAO_FUSED_ACT_KERNELS 3
-#define TORCHAO_FUSED_WEIGHT_FWD_BYTES 5.0
-#define TORCHAO_FUSED_WEIGHT_FWD_KERNELS 3
-#define TORCHAO_FUSED_WEIGHT_BWD_BYTES 3.0
+ * get_tensor_memory_traffic_ovhd_s per recipe). */
+typedef struct torchao_work {
+  double casts, copies;   /* eager: casts and layout copies */
+  double fused_bytes;     /* compiled: bytes an element */
+  unsigned fused_kernels; /* compiled: kernels */
+} torchao_work;
+
+/* The tensors each recipe handles, per module (the input shared by an
+ * op's modules, which compiled casts once: AOTAutograd's CSE), forward
+ * then backward. Tensor-wise: the input cast, again for the weight
+ * gradient with a layout copy; compiled, 6 B in 3 kernels each time (an
+ * amax pass reading 2 B, its second stage, one kernel writing both
+ * layouts); the output's gradient cast for each backward GEMM and copied
+ * for the weight gradient's, compiled once (6 B in 3 kernels); the weight
+ * cast forward and backward with a copy, compiled 5 B in 3 kernels, then
+ * 3 B in 1. Row-wise: the same casts along the GEMMs' dimensions
+ * (float8_linear.py matmul_with_hp_or_float8_args); compiled, the input
+ * 5 B forward (fp8 and a transposed 16-bit copy) and 3 B backward, a
+ * kernel each, the gradient 8 B in 2, the weight 3 B in 1, then a 16-bit
+ * transpose and a cast, 7 B in 2. With the weight gradient in 16 bits
+ * (rowwise_with_gw_hp): nothing of the input in backward; the gradient
+ * cast once (3 B in 1 compiled); the weight cast tensor-wise for the
+ * input gradient and copied (compiled: 3 B forward in 1 kernel, a scale
+ * kernel and 3 B backward). */
+enum { TA_INPUT, TA_GRAD, TA_WEIGHT, TA_TENSORS };
+static const torchao_work torchao_recipe[3][2][TA_TENSORS] = {
+    [VS_FP8_TENSORWISE] = {{{1, 0, 6, 3}, {0, 0, 0, 0}, {1, 0, 5, 3}},
+                           {{1, 1, 6, 3}, {2, 1, 6, 3}, {1, 1, 3, 1}}},
+    [VS_FP8_ROWWISE] = {{{1, 0, 5, 1}, {0, 0, 0, 0}, {1, 0, 3, 1}},
+                        {{1, 1, 3, 1}, {2, 1, 8, 2}, {1, 1, 7, 2}}},
+    [VS_FP8_ROWWISE_GW_HP] = {{{1, 0, 3, 1}, {0, 0, 0, 0}, {1, 0, 3, 1}},
+                              {{0, 0, 0, 0}, {1, 0, 3, 1}, {1, 1, 3, 2}}},
+};
+
+/* What tensor `which` (TA_*) of `elems` elements a module costs under the
+ * recipe for n modules: each its own, or the op's input, which each
+ * module casts eagerly and a compiled graph once. */
+static vs_side_work torchao_tensor(const builder *b, int which, bool bwd,
+                                   double elems, double n)
+{
+  const torchao_work *w =
+      &torchao_recipe[b->wl->training.fp8_recipe][bwd][which];
+  double compiled = which == TA_INPUT ? 1 : n;
+  unsigned kernels = TORCHAO_EAGER_CAST_KERNELS +
+                     (b->wl->training.fp8_recipe == VS_FP8_TENSORWISE
+                          ? 0
+                          : TORCHAO_ROUND_SCALE_KERNELS);
+  if (b->wl->training.kernels != VS_KERNELS_EAGER)
+    return (vs_side_work){compiled * elems * w->fused_bytes,
+                          (unsigned)compiled * w->fused_kernels};
+  return (vs_side_work){n * elems *
+                            (w->casts * TORCHAO_EAGER_CAST_BYTES +
+                             w->copies * TORCHAO_LAYOUT_COPY_BYTES),
+                        (unsigned)(n * (w->casts * kernels + w->copies))};
+}
+
+static void add_work_to(vs_side_work *to, vs_side_work w)
+{
+  to->bytes += w.bytes;
+  to->kernels += w.kernels;
+}
+
+/* The post-scales of torchao's row-wise backward GEMMs (their outputs:
+ * `in` input-gradient and `weights` weight-gradient elements) of n
+ * modules; none tensor-wise, and none of the weight gradient's in 16
+ * bits. */
+static vs_side_work torchao_post_scales(const builder *b, double in,
+                                        double weights, double n)
+{
+  int recipe = b->wl->training.fp8_recipe;
+  double out = recipe == VS_FP8_TENSORWISE      ? 0.0
+               : recipe == VS_FP8_ROWWISE_GW_HP ? n * in
+                                                : n * in + weights;
+  unsigned gemms = recipe == VS_FP8_TENSORWISE      ? 0
+                   : recipe == VS_FP8_ROWWISE_GW_HP ? 1
+                                                    : 2;
+  if (b->wl->training.kernels != VS_KERNELS_EAGER)
+    return (vs_side_work){out * TORCHAO_FUSED_POST_SCALE_BYTES,
+                          (unsigned)n * gemms};
+  return (vs_side_work){out * TORCHAO_EAGER_POST_SCALE_BYTES,
+                        (unsigned)n * gemms * TORCHAO_EAGER_POST_SCALE_KERNELS};
+}
 
 /* The input's casts of torchao linear op o (n modules, each reading the
- * op's input) in a forward or, `bwd`, in backward. Eagerly each module
- * casts the input it reads, and the weight gradient casts the saved
- * 16-bit input again with a layout copy; compiled, one cast of the shared
- * input (AOTAutograd's CSE) writes both layouts, again for the weight
- * gradient. Over tp ranks torchtitan's float8 plan casts the input once
+ * op's input) in a forward or, `bwd`, in backward (torchao_tensor). Over
+ * tp ranks torchtitan's tensor-wise float8 plan casts the input once
  * before the linears, on each rank's part (an input the op gathers: its
  * shard), and saves it in FP8 (vs_block_fp8_copies): backward only copies
  * it into the weight gradient's layout, eagerly. */
@@ -445,61 +548,44 @@ static vs_side_work torchao_input_casts(const builder *b, const vs_op_spec *o,
                                         double n, bool bwd)
 {
   bool eager = b->wl->training.kernels == VS_KERNELS_EAGER;
-  bool tp = vs_workload_fp8_tp_plan(precision(b), b->wl->training.framework,
-                                    b->lay->tp);
+  bool tp = vs_workload_fp8_tp_plan(&b->wl->training, b->lay->tp);
   double in = (double)o->gemm.batch * (double)o->gemm.m * (double)o->gemm.k;
   double local = o->fwd_before.kind == VS_COLL_ALL_GATHER
                      ? in / (double)b->lay->group_size[o->fwd_before.group]
                      : in;
   if (tp && !bwd)
-    return eager ? (vs_side_work){local * TORCHAO_EAGER_CAST_BYTES,
-                                  TORCHAO_EAGER_CAST_KERNELS}
-                 : (vs_side_work){local * TORCHAO_FUSED_ACT_BYTES,
-                                  TORCHAO_FUSED_ACT_KERNELS};
+    return torchao_tensor(b, TA_INPUT, false, local, 1);
   if (tp)
     return eager
                ? (vs_side_work){n * in * TORCHAO_LAYOUT_COPY_BYTES, (unsigned)n}
                : (vs_side_work){0, 0};
-  if (!eager)
-    return (vs_side_work){in * TORCHAO_FUSED_ACT_BYTES,
-                          TORCHAO_FUSED_ACT_KERNELS};
-  return bwd ? (vs_side_work){n * in *
-                                  (TORCHAO_EAGER_CAST_BYTES +
-                                   TORCHAO_LAYOUT_COPY_BYTES),
-                              (unsigned)n * (TORCHAO_EAGER_CAST_KERNELS + 1)}
-             : (vs_side_work){n * in * TORCHAO_EAGER_CAST_BYTES,
-                              (unsigned)n * TORCHAO_EAGER_CAST_KERNELS};
+  return torchao_tensor(b, TA_INPUT, bwd, in, n);
 }
 
 /* The output gradients' casts of torchao linear op o (n modules, out
- * elements of output all told) in backward. Each module casts its
- * gradient twice eagerly, for the input gradient and for the weight
- * gradient (with a layout copy for the latter); compiled, once, writing
- * both layouts. Over tp ranks torchtitan's float8 plan casts each once in
- * the output's own backward (NoopFwToFloat8BwDynamic in
- * _prepare_output_fn), on the rank's part (a row-parallel output it
- * reduce-scatters: the sequence shard, whose FP8 gradient is then
- * gathered), and the linear casts none (tensor_already_casted_to_fp8),
- * only copying the gradient into the weight gradient's layout eagerly. */
+ * elements of output all told) in backward (torchao_tensor). Over tp
+ * ranks torchtitan's tensor-wise float8 plan casts each once in the
+ * output's own backward (NoopFwToFloat8BwDynamic in _prepare_output_fn),
+ * on the rank's part (a row-parallel output it reduce-scatters: the
+ * sequence shard, whose FP8 gradient is then gathered), and the linear
+ * casts none (tensor_already_casted_to_fp8), only copying the gradient
+ * into the weight gradient's layout eagerly. */
 static vs_side_work torchao_grad_casts(const builder *b, const vs_op_spec *o,
                                        double n, double out)
 {
   bool eager = b->wl->training.kernels == VS_KERNELS_EAGER;
-  bool tp = vs_workload_fp8_tp_plan(precision(b), b->wl->training.framework,
-                                    b->lay->tp);
+  bool tp = vs_workload_fp8_tp_plan(&b->wl->training, b->lay->tp);
   double local = o->fwd_after.kind == VS_COLL_REDUCE_SCATTER
                      ? out / (double)b->lay->group_size[o->fwd_after.group]
                      : out;
+  if (!tp)
+    return torchao_tensor(b, TA_GRAD, true, out / n, n);
   if (!eager)
-    return (vs_side_work){(tp ? local : out) * TORCHAO_FUSED_ACT_BYTES,
-                          (unsigned)n * TORCHAO_FUSED_ACT_KERNELS};
-  if (tp)
-    return (vs_side_work){local * TORCHAO_EAGER_CAST_BYTES +
-                              out * TORCHAO_LAYOUT_COPY_BYTES,
-                          (unsigned)n * (TORCHAO_EAGER_CAST_KERNELS + 1)};
-  return (vs_side_work){
-      out * (2 * TORCHAO_EAGER_CAST_BYTES + TORCHAO_LAYOUT_COPY_BYTES),
-      (unsigned)n * (2 * TORCHAO_EAGER_CAST_KERNELS + 1)};
+    return torchao_tensor(b, TA_GRAD, true, local / n, n);
+  /* one cast, where the plan leaves each module two */
+  return (vs_side_work){local * TORCHAO_EAGER_CAST_BYTES +
+                            out * TORCHAO_LAYOUT_COPY_BYTES,
+                        (unsigned)n * (TORCHAO_EAGER_CAST_KERNELS + 1)};
 }
 
 /* torchao's casts of op k of inst's block (fp8_casts) in phase `which`,
@@ -508,22 +594,22 @@ static vs_side_work torchao_grad_casts(const builder *b, const vs_op_spec *o,
  * matmul_with_hp_or_float8_args casts the input (torchao_input_casts) and
  * the weight in every forward (a recompute too); backward casts the
  * output's gradient (torchao_grad_casts) and the weight again for the
- * input gradient, the weight with a layout copy, and for the weight
- * gradient the saved input (cast_config_*_for_grad_weight), whether or
- * not the weight trains (its backward has no needs_input_grad test: the
- * recipe keeps its weight gradient). Compiled, one cast a tensor writes
- * both layouts; what the compiled graph saves is the partitioner's
- * choice, not verified, so vsim keeps the Function's (the 16-bit
- * input). */
+ * input gradient, and for the weight gradient the saved input
+ * (cast_config_*_for_grad_weight), whether or not the weight trains (its
+ * backward has no needs_input_grad test: the recipe keeps its weight
+ * gradient), as [training] fp8_recipe says (torchao_recipe), with the
+ * row-wise GEMMs' post-scales. What the compiled graph saves is the
+ * partitioner's choice, not verified, so vsim keeps the Function's (the
+ * 16-bit input). */
 static vs_side_work torchao_casts(const builder *b, size_t inst, uint32_t k,
                                   phase_time which)
 {
-  vs_side_work w = {0, 0}, input, grads = {0, 0};
+  vs_side_work w = {0, 0};
   const vs_block *blk = sb_block_of(b, inst);
   const vs_op_spec *o = &blk->ops[k];
-  bool eager = b->wl->training.kernels == VS_KERNELS_EAGER;
   bool bwd = which == TIME_BWD || which == TIME_BWD_FRESH;
   double out = (double)o->gemm.batch * (double)o->gemm.m * (double)o->gemm.n;
+  double in = (double)o->gemm.batch * (double)o->gemm.m * (double)o->gemm.k;
   double weights = 0, n = 0;
   for (uint32_t p = o->first_param; p < o->first_param + o->n_params; p++) {
     const vs_param_tensor *pt = &blk->params[p];
@@ -534,24 +620,14 @@ static vs_side_work torchao_casts(const builder *b, size_t inst, uint32_t k,
   }
   if (which == TIME_RECOMPUTE && !(o->recompute_share > 0))
     return w;
-  if (!bwd && eager) {
-    w.bytes = weights * TORCHAO_EAGER_CAST_BYTES;
-    w.kernels = (unsigned)n * TORCHAO_EAGER_CAST_KERNELS;
-  } else if (!bwd) {
-    w.bytes = weights * TORCHAO_FUSED_WEIGHT_FWD_BYTES;
-    w.kernels = (unsigned)n * TORCHAO_FUSED_WEIGHT_FWD_KERNELS;
-  } else if (eager) {
-    w.bytes = weights * (TORCHAO_EAGER_CAST_BYTES + TORCHAO_LAYOUT_COPY_BYTES);
-    w.kernels = (unsigned)n * (TORCHAO_EAGER_CAST_KERNELS + 1);
-  } else {
-    w.bytes = weights * TORCHAO_FUSED_WEIGHT_BWD_BYTES;
-    w.kernels = (unsigned)n;
+  if (n == 0)
+    return w;
+  add_work_to(&w, torchao_tensor(b, TA_WEIGHT, bwd, weights / n, n));
+  if (bwd) {
+    add_work_to(&w, torchao_grad_casts(b, o, n, out));
+    add_work_to(&w, torchao_post_scales(b, in, weights, n));
   }
-  if (bwd)
-    grads = torchao_grad_casts(b, o, n, out);
-  input = torchao_input_casts(b, o, n, bwd);
-  w.bytes += input.bytes + grads.bytes;
-  w.kernels += input.kernels + grads.kernels;
+  add_work_to(&w, torchao_input_casts(b, o, n, bwd));
   return w;
 }
 

@@ -761,8 +761,8 @@ static void fp8_weights(const vs_workload *wl, const vs_block *b,
 {
   if (vs_workload_fp8_lib(wl->training.precision, wl->training.framework) !=
       VS_FP8_TE)
-    return; /* torchao's Float8Linear keeps neither (tensorwise dynamic
-               scaling: no amax history) */
+    return; /* torchao's Float8Linear keeps neither (dynamic scaling: no
+               amax history) */
   for (uint32_t i = 0; i < b->n_ops; i++) {
     const vs_op_spec *op = &b->ops[i];
     bool gemm = false;
