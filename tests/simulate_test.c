@@ -2102,42 +2102,50 @@ static void test_deepspeed_offload_host_sums(void **state)
   vs_sim_fini(&sim);
 }
 
-/* DeepSpeed's activation offload (cpu_checkpointing, recipe
- * activations_blocking) on 4 layers checkpointing the first 2
- * (checkpoint_layers): only those checkpointed layers' inputs go out,
- * each copy out and back a synchronous one, so the compute stream waits
- * for every copy whole; framework none moves the kept tensors of every
- * layer but the last (the third's saved ones too), and prefetches. */
-static void test_deepspeed_activation_offload_blocks(void **state)
+/* DeepSpeed's activation offload (cpu_checkpointing since PR #8282,
+ * recipe activations_on_demand) on 4 layers: checkpointing the first 2
+ * (checkpoint_layers), only layer 0's input goes out (layer 1's, the
+ * newest, stays: keep_last_count 1), and back as its recompute starts,
+ * the compute stream waiting for each copy back whole (nothing
+ * prefetched); checkpointing all 4, layers 0-2's; framework none moves
+ * the kept tensors of every layer but the last (the third's saved ones
+ * too), and prefetches. */
+static void test_deepspeed_activation_offload_on_demand(void **state)
 {
   static const char gpt[] =
       "[model]\narch = gpt\nlayers = 4\nhidden = 256\nheads = 4\n"
       "vocab = 1000\nseq_len = 128\n"
       "[training]\nprecision = fp16\noptimizer = adam\nglobal_batch = 2\n"
       "offload_activations = cpu\ncheckpointing = full\n"
-      "checkpoint_layers = 2\n[runtime]\nallocator = exact\n";
+      "[runtime]\nallocator = exact\n";
+  const char *ds2[] = {"training.framework=deepspeed",
+                       "training.checkpoint_layers=2"};
   const char *ds[] = {"training.framework=deepspeed"};
+  const char *none2[] = {"training.checkpoint_layers=2"};
   vs_workload wl;
   vs_topology topo;
   vs_sim sim;
-  double copies;
+  double back;
   (void)state;
+  load(&wl, gpt, ds2, 2, 1);
+  simulate(&sim, &wl, &topo, false);
+  assert_true(sim.recipe.offload.activations_on_demand);
+  assert_int_equal(ops_named(&sim.ranks[0], "activations_to_host"), 2 * 1);
+  assert_int_equal(ops_named(&sim.ranks[0], "activations_to_gpu"), 2 * 1);
+  /* 2 micro-batches x one 128 x 256 input of 2 B each way */
+  tu_assert_close(op_bytes(&sim.ranks[0], "activations_to_host"),
+                  2.0 * 128 * 256 * 2, 1e-12);
+  back = op_seconds(&sim.ranks[0], "activations_to_gpu");
+  assert_true(back > 0);
+  tu_assert_close((double)sim.ranks[0].wait_offload_ns * 1e-9, back, 1e-6);
+  vs_sim_fini(&sim);
   load(&wl, gpt, ds, 1, 1);
   simulate(&sim, &wl, &topo, false);
-  assert_true(sim.recipe.offload.activations_blocking);
-  assert_int_equal(ops_named(&sim.ranks[0], "activations_to_host"), 2 * 2);
-  assert_int_equal(ops_named(&sim.ranks[0], "activations_to_gpu"), 2 * 2);
-  /* 2 micro-batches x 2 layers x one 128 x 256 input of 2 B each way */
-  tu_assert_close(op_bytes(&sim.ranks[0], "activations_to_host"),
-                  2.0 * 2 * 128 * 256 * 2, 1e-12);
-  copies = op_seconds(&sim.ranks[0], "activations_to_host") +
-           op_seconds(&sim.ranks[0], "activations_to_gpu");
-  assert_true(copies > 0);
-  tu_assert_close((double)sim.ranks[0].wait_offload_ns * 1e-9, copies, 1e-6);
+  assert_int_equal(ops_named(&sim.ranks[0], "activations_to_host"), 2 * 3);
   vs_sim_fini(&sim);
-  load(&wl, gpt, NULL, 0, 1);
+  load(&wl, gpt, none2, 1, 1);
   simulate(&sim, &wl, &topo, false);
-  assert_false(sim.recipe.offload.activations_blocking);
+  assert_false(sim.recipe.offload.activations_on_demand);
   assert_int_equal(ops_named(&sim.ranks[0], "activations_to_host"), 2 * 3);
   vs_sim_fini(&sim);
 }
@@ -2685,15 +2693,22 @@ static void test_fp8_torchao(void **state)
     assert_int_equal(max_held(&b.ranks[0], VS_CAT_ACTIVATIONS) -
                          max_held(&e.ranks[0], VS_CAT_ACTIVATIONS),
                      (uint64_t)(layers * (2 * s * h + s * f / 2 - s * h / 2)));
-    vs_sim_fini(&e);
     /* the row-wise recipe (the default) runs plain 16-bit tensor
-     * parallelism: bf16's saved tensors */
+     * parallelism: bf16's saved tensors and sequence gathers, where the
+     * tensor-wise plan gathers the linears' inputs in FP8 (the output
+     * layer's in 16 bits) */
+    assert_true(op_bytes(&e.ranks[0], "tp_all_gather") <
+                op_bytes(&b.ranks[0], "tp_all_gather"));
+    vs_sim_fini(&e);
     load(&wl, ini, tp_fp8, 5, 4);
     simulate(&e, &wl, &topo, false);
     assert_int_equal(wl.training.fp8_recipe, VS_FP8_ROWWISE);
     assert_false(vs_workload_fp8_tp_plan(&wl.training, 2));
     assert_int_equal(max_held(&e.ranks[0], VS_CAT_ACTIVATIONS),
                      max_held(&b.ranks[0], VS_CAT_ACTIVATIONS));
+    assert_true(op_bytes(&b.ranks[0], "tp_all_gather") > 0);
+    tu_assert_close(op_bytes(&e.ranks[0], "tp_all_gather"),
+                    op_bytes(&b.ranks[0], "tp_all_gather"), 1e-12);
     vs_sim_fini(&b);
     vs_sim_fini(&e);
   }
@@ -3628,7 +3643,7 @@ int main(void)
       cmocka_unit_test(test_fp16_optimizer_step_copies),
       cmocka_unit_test(test_deepspeed_zero1_ipg_buffers),
       cmocka_unit_test(test_deepspeed_offload_host_sums),
-      cmocka_unit_test(test_deepspeed_activation_offload_blocks),
+      cmocka_unit_test(test_deepspeed_activation_offload_on_demand),
       cmocka_unit_test(test_op_level_checkpointing),
       cmocka_unit_test(test_fsdp2_copy_out),
       cmocka_unit_test(test_fsdp2_root_with_frozen_prefix),

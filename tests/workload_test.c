@@ -621,8 +621,8 @@ static void test_offload_rules(void **state)
            NULL, 0, 0, VS_EINPUT,
            "@:10: [training] offload_activations = cpu: DeepSpeed offloads "
            "activations with its activation checkpointing "
-           "(cpu_checkpointing), the checkpointed layers' inputs: set "
-           "checkpointing = full (here selective)");
+           "(cpu_checkpointing), the checkpointed layers' inputs, which "
+           "vsim simulates with checkpointing = full (here selective)");
   assert_int_equal(load_at(&wl, path,
                            GPT_MODEL "[training]\nframework = deepspeed\n"
                                      "offload_activations = cpu\n"

@@ -652,8 +652,8 @@ static int check_activation_offload(const vs_workload *wl, vs_error *err)
   return vs_error_set(err, VS_EINPUT,
                       "%s: DeepSpeed offloads activations with its "
                       "activation checkpointing (cpu_checkpointing), the "
-                      "checkpointed layers' inputs: set checkpointing = "
-                      "full (here %s)",
+                      "checkpointed layers' inputs, which vsim simulates "
+                      "with checkpointing = full (here %s)",
                       WHERE("training", "offload_activations"),
                       vs_checkpointing_name(wl->training.checkpointing));
 }

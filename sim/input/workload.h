@@ -605,8 +605,8 @@ const char *vs_workload_megatron_optimizer_misfit(const vs_training_conf *t,
  * policy `checkpointing`: DeepSpeed offloads activations as its
  * activation checkpointing's cpu_checkpointing, which moves the
  * checkpointed layers' inputs alone (runtime/activation_checkpointing/
- * checkpointing.py), so with full checkpointing only; true without
- * activation offload or DeepSpeed. */
+ * checkpointing.py); vsim simulates it with full checkpointing. True
+ * without activation offload or DeepSpeed. */
 bool vs_workload_activation_offload_allowed(const vs_training_conf *t,
                                             int checkpointing);
 

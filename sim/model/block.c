@@ -771,11 +771,13 @@ void vs_block_rope(vs_op_spec *op, const vs_dims *d)
 /* Bytes an element of op's sequence-parallel all-gathers moves: a
  * Transformer Engine module that quantizes its input gathers it, and its
  * output's gradient, quantized (module/linear.py, _all_gather_fp8), as
- * torchtitan's float8 tensor-parallel plan does (torchao_tp); what the
- * MoE dispatcher gathers for the experts is 16-bit. */
+ * torchtitan's tensor-wise float8 plan does (torchao_tp; the row-wise
+ * recipes gather 16 bits); what the MoE dispatcher gathers for the
+ * experts is 16-bit. */
 static uint64_t gathered_bytes(const vs_dims *d, const vs_op_spec *op)
 {
-  return quantizes_input(d, op) && !op->routed ? d->em : d->e;
+  return quantizes_input(d, op) && vs_block_fp8_copies(d) && !op->routed ? d->em
+                                                                         : d->e;
 }
 
 /* The tensor-parallel collectives of a column-parallel matmul over `rows`

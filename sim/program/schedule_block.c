@@ -1043,16 +1043,29 @@ static void release_root(builder *b, uint32_t op)
  * forward and come back before its backward, prefetched one layer ahead
  * ------------------------------------------------------------------------ */
 
+/* Whether a later block of the model chunk being built is a checkpointed
+ * layer. */
+static bool checkpointed_after(const builder *b, size_t inst)
+{
+  for (size_t i = inst + 1; i <= b->unit_last; i++)
+    if (sb_block_of(b, i)->role == VS_ROLE_LAYER &&
+        sb_plan_of(b, i)->recompute_block)
+      return true;
+  return false;
+}
+
 /* Whether inst's saved tensors go to the host: transformer layers but the
  * model's last, whose backward follows at once (Megatron-LM offloads at
- * most num_layers - 1 layers). */
+ * most num_layers - 1 layers); DeepSpeed's (recipe activations_on_demand)
+ * the checkpointed ones but the chunk's last. */
 static bool offloads_acts(const builder *b, size_t inst)
 {
-  return b->r->offload.activations &&
-         sb_block_of(b, inst)->role == VS_ROLE_LAYER &&
-         inst < (size_t)b->m->layers &&
-         (!b->r->offload.activations_blocking ||
-          sb_plan_of(b, inst)->recompute_block);
+  if (!b->r->offload.activations ||
+      sb_block_of(b, inst)->role != VS_ROLE_LAYER ||
+      inst >= (size_t)b->m->layers)
+    return false;
+  return !b->r->offload.activations_on_demand ||
+         (sb_plan_of(b, inst)->recompute_block && checkpointed_after(b, inst));
 }
 
 /* Bytes of inst's tensors kept from forward to backward: the saved ones
@@ -1082,8 +1095,6 @@ static void acts_to_host(builder *b, size_t inst, int mb, uint32_t after)
     return;
   host = sb_placed_buffer(b, bytes, VS_CAT_ACTIVATIONS, VS_PLACE_HOST);
   sb_alloc_on(b, op, host);
-  if (b->r->offload.activations_blocking)
-    sb_wait_on(b, op);
   b->act_host[live(b, inst, mb)] = host;
   b->act_out[live(b, inst, mb)] = op;
   for (uint32_t s = 0; s < blk->n_saved; s++)
@@ -1131,7 +1142,7 @@ static void before_backward_acts(builder *b, size_t inst, int mb)
   if (!b->r->offload.activations)
     return;
   acts_to_gpu(b, inst, mb, b->last_compute);
-  if (inst > b->unit_first && !b->r->offload.activations_blocking)
+  if (inst > b->unit_first && !b->r->offload.activations_on_demand)
     acts_to_gpu(b, inst - 1, mb, b->last_compute);
   sb_wait_on(b, b->act_fetch[inst]);
   b->act_fetch[inst] = NONE;

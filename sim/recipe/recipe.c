@@ -129,7 +129,7 @@ static void resolve_offload(const vs_workload *wl, vs_recipe *r)
   r->offload.fetch_params = p->offload_params != VS_OFFLOAD_NONE;
   r->offload.activations =
       wl->training.offload_activations != VS_OFFLOAD_NONE;
-  r->offload.activations_blocking =
+  r->offload.activations_on_demand =
       r->offload.activations && wl->training.framework == VS_FW_DEEPSPEED;
   if (!r->offload.cpu_step)
     return;

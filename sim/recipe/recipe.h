@@ -119,15 +119,20 @@ typedef struct vs_offload_plan {
   bool activations;         /* each transformer layer's saved tensors but
                                the last layer's are copied to the host after
                                its forward and back before its backward */
-  bool activations_blocking; /* ... as DeepSpeed's cpu_checkpointing does
-                               (runtime/activation_checkpointing/
-                               checkpointing.py): a checkpointed layer's
-                               input alone, copied out before the layer's
-                               forward goes on and back as its recompute
-                               starts, each a synchronous copy (.to() of
-                               a CUDA tensor to the CPU and back) that the
-                               compute stream waits for, none
-                               prefetched */
+  bool activations_on_demand; /* ... as DeepSpeed's cpu_checkpointing
+                               does (since PR #8282, August 2026:
+                               offload_activations.py
+                               _ActivationOffloadEngine): a checkpointed
+                               layer's input alone, copied out on a side
+                               stream as the next checkpointed layer
+                               starts (the newest stays on the GPU:
+                               keep_last_count 1), and back as its
+                               recompute starts, which waits for the copy
+                               (restore_input: nothing prefetched). Its
+                               forward stash, which keeps the two newest
+                               copies' GPU tensors until later layers
+                               start, is not modelled; before #8282 both
+                               copies were synchronous (.to()) */
 } vs_offload_plan;
 
 /* bitsandbytes pages the states of tensors of at least this many elements

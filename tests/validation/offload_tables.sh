@@ -32,9 +32,10 @@
 # buckets of 5e7 elements (reduce_bucket_size in all those configs: 100 MB
 # at fp16); ZeRO-Infinity's states no config: DeepSpeed's defaults. The
 # paper's configs also ask for cpu_checkpointing (each checkpointed layer
-# input copied to the host and back, blocking the compute stream:
-# offload_activations = cpu under framework = deepspeed); the tutorial's
-# shows its zero_optimization section alone.
+# input copied to the host and back: offload_activations = cpu under
+# framework = deepspeed, as current DeepSpeed copies them, where the 2020
+# code blocked the compute stream for both copies); the tutorial's shows
+# its zero_optimization section alone.
 # Usage: tests/validation/offload_tables.sh [path/to/vsim]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
