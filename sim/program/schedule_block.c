@@ -460,6 +460,10 @@ typedef struct torchao_work {
   double casts, copies;   /* eager: casts and layout copies */
   double fused_bytes;     /* compiled: bytes an element */
   unsigned fused_kernels; /* compiled: kernels */
+  unsigned scale_kernels; /* eager: kernels on its scales beside the
+                             casts' (gw_hp's repeat of the weight's
+                             tensor-wise scale to a row of scales,
+                             float8_ops.py preprocess_addmm) */
 } torchao_work;
 
 /* The tensors each recipe handles, per module (the input shared by an
@@ -486,7 +490,7 @@ static const torchao_work torchao_recipe[3][2][TA_TENSORS] = {
     [VS_FP8_ROWWISE] = {{{1, 0, 5, 1}, {0, 0, 0, 0}, {1, 0, 3, 1}},
                         {{1, 1, 3, 1}, {2, 1, 8, 2}, {1, 1, 7, 2}}},
     [VS_FP8_ROWWISE_GW_HP] = {{{1, 0, 3, 1}, {0, 0, 0, 0}, {1, 0, 3, 1}},
-                              {{0, 0, 0, 0}, {1, 0, 3, 1}, {1, 1, 3, 2}}},
+                              {{0, 0, 0, 0}, {1, 0, 3, 1}, {1, 1, 3, 2, 1}}},
 };
 
 /* What tensor `which` (TA_*) of `elems` elements a module costs under the
@@ -505,10 +509,11 @@ static vs_side_work torchao_tensor(const builder *b, int which, bool bwd,
   if (b->wl->training.kernels != VS_KERNELS_EAGER)
     return (vs_side_work){compiled * elems * w->fused_bytes,
                           (unsigned)compiled * w->fused_kernels};
-  return (vs_side_work){n * elems *
-                            (w->casts * TORCHAO_EAGER_CAST_BYTES +
-                             w->copies * TORCHAO_LAYOUT_COPY_BYTES),
-                        (unsigned)(n * (w->casts * kernels + w->copies))};
+  return (vs_side_work){
+      n * elems *
+          (w->casts * TORCHAO_EAGER_CAST_BYTES +
+           w->copies * TORCHAO_LAYOUT_COPY_BYTES),
+      (unsigned)(n * (w->casts * kernels + w->copies + w->scale_kernels))};
 }
 
 static void add_work_to(vs_side_work *to, vs_side_work w)
