@@ -135,8 +135,8 @@ static const char *const prune_reasons[PRUNE_N] = {
     "without offload",
     "layouts: optimizer_in_backward needs one micro-batch a step on one GPU "
     "(dp = cp = pp = 1) and the optimizer on it",
-    "layouts: DeepSpeed offloads activations with full checkpointing only "
-    "(cpu_checkpointing)",
+    "layouts: DeepSpeed's activation offload (cpu_checkpointing) is "
+    "simulated with full checkpointing only",
 };
 
 /* A fitting layout's place in the ranking. */

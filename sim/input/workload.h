@@ -378,9 +378,8 @@ int vs_precision_param_dtype(int precision);
 /* Which library runs precision = fp8's GEMMs: torchao's Float8Linear
  * under framework = fsdp2 (torchtitan's float8 converter, dynamic
  * scaling of [training] fp8_recipe: torchao/float8/float8_linear.py),
- * Transformer Engine
- * under every other framework (Megatron-LM's, vsim's default); none at
- * other precisions. */
+ * Transformer Engine under every other framework (Megatron-LM's, vsim's
+ * default); none at other precisions. */
 typedef enum { VS_FP8_NONE, VS_FP8_TE, VS_FP8_TORCHAO } vs_fp8_lib;
 vs_fp8_lib vs_workload_fp8_lib(int precision, int framework);
 
