@@ -963,6 +963,18 @@ static void test_deepspeed_offload_host_sums_end_to_end(void **state)
   tu_assert_close(buffers - strtod(cell(&t, 1, "buffers_bytes"), NULL),
                   grads / 2, 1e-12);
   tu_remove_dir(dir);
+  /* show says what the buffers are */
+  args[0] = "show";
+  args[11] = "training.global_batch=4";
+  args[12] = NULL;
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "# DeepSpeed's offload buffers per GPU "
+                         "(stage_1_and_2.py): 2.00 MiB staging of the "
+                         "largest tensor on the GPU (temp) and on the host\n"
+                         "#   and on the host 12.6 MiB 16-bit copy of the "
+                         "updated partition + 12.6 MiB 16-bit gradient sums "
+                         "over its 2 micro-batches\n");
 }
 
 /* Activation offload end to end: saved tensors go out after each layer's

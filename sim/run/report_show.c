@@ -84,6 +84,30 @@ static void show_off_gpu(FILE *out, const vs_layout *lay, int place)
           vs_format_bytes(vs_placed_total(most), b[4], sizeof b[4]));
 }
 
+/* What DeepSpeed ZeRO-1/2's offload buffers (vs_offload_plan
+ * bit16_buffers) are, on the first stage's GPU. */
+static void show_deepspeed_offload(FILE *out, const vs_recipe *r,
+                                   const vs_layout *lay)
+{
+  const vs_stage_layout *st = &lay->stages[0];
+  uint64_t copy = r->offload.bit16_buffers * st->step_elems;
+  char b[3][16];
+  if (r->offload.bit16_buffers == 0)
+    return;
+  fprintf(out,
+          "# DeepSpeed's offload buffers per GPU (stage_1_and_2.py): "
+          "%s staging of the largest tensor on the GPU (temp) and on "
+          "the host\n",
+          vs_format_bytes(st->grad_staging_bytes, b[0], sizeof b[0]));
+  fprintf(out, "#   and on the host %s 16-bit copy of the updated partition",
+          vs_format_bytes(copy, b[1], sizeof b[1]));
+  if (vs_recipe_host_sums(r, lay->grad_accum))
+    fprintf(out, " + %s 16-bit gradient sums over its %llu micro-batches",
+            vs_format_bytes(copy, b[2], sizeof b[2]),
+            (unsigned long long)lay->grad_accum);
+  fprintf(out, "\n");
+}
+
 /* Rank r adapters on the targets of f, "rank 8 adapters on q,v, fp32". */
 static void adapters_text(const vs_finetune_conf *f, char *buf, size_t size)
 {
@@ -441,6 +465,7 @@ static void show_text(FILE *out, const vs_workload *wl,
           vs_format_bytes(vs_layout_model_states(lay), b4, sizeof b4));
   show_state_allocations(out, wl, m, r);
   show_off_gpu(out, lay, VS_PLACE_HOST);
+  show_deepspeed_offload(out, r, lay);
   show_off_gpu(out, lay, VS_PLACE_NVME);
   show_step_copies(out, wl, r, lay);
   show_autocast_ddp(out, wl, m, lay);
