@@ -80,7 +80,7 @@ static uint64_t largest_group(const vs_recipe *r, uint64_t elems,
 
 /* Partitions st's states as the recipe says and puts each where it lives:
  * the GPU, the host or NVMe (the GPU's figure drops by what moves). */
-static void place_states(const vs_recipe *r, uint64_t grad_accum,
+static void place_states(const vs_recipe *r, bool host_sums,
                          vs_stage_layout *st)
 {
   uint64_t grads = vs_recipe_shard(&r->grads, st->grads_full_bytes);
@@ -108,7 +108,7 @@ static void place_states(const vs_recipe *r, uint64_t grad_accum,
     st->host.grads = vs_recipe_shard(&r->offload.host_grads,
                                      4 * st->trainable_elems);
   st->host.buffers = vs_recipe_host_buffer_bytes(
-      r, st->step_elems, st->largest_trainable_elems, grad_accum);
+      r, st->step_elems, st->largest_trainable_elems, host_sums);
   st->grad_staging_bytes =
       r->offload.bit16_buffers * st->largest_trainable_elems;
   if (r->step_copy == VS_STEP_COPY_FLAT)
@@ -174,7 +174,11 @@ static void stage_states(const vs_model *m, const vs_recipe *r,
     add_block(st, vs_recipe_kind(r, m, 0));
   if (st->has_head)
     add_block(st, vs_recipe_kind(r, m, last));
-  place_states(r, lay->grad_accum, st);
+  place_states(r,
+               vs_recipe_host_sums(
+                   r, lay->grad_accum,
+                   vs_workload_zero_runs_backward(lay->pp, s + 1 == lay->pp)),
+               st);
 }
 
 /* Megatron-LM's expert rank grid: a stage's tp x dp x cp ranks are etp

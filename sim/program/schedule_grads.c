@@ -61,34 +61,29 @@ static uint32_t add_host_sum(builder *b, int mb, uint64_t bytes, uint32_t after)
   return op;
 }
 
-/* DeepSpeed's micro_step_id as this stage reduces micro-batch mb's
- * gradients: mb where its ZeRO optimizer runs the backward (one stage,
- * or the pipeline engine's last: vs_workload_ipg_buffers' from_backward),
- * else the -1 a step starts with (the pipeline engine's other stages run
- * backward themselves: pipe/engine.py _exec_backward_pass). */
-static int micro_step(const builder *b, int mb)
+/* Whether DeepSpeed's ZeRO optimizer runs this stage's backward
+ * (vs_workload_zero_runs_backward). */
+static bool zero_backward(const builder *b)
 {
-  bool from_backward;
-  vs_workload_ipg_buffers(b->wl, b->stage + 1 == b->lay->pp, &from_backward);
-  return from_backward ? mb : -1;
+  return vs_workload_zero_runs_backward(b->lay->pp, b->stage + 1 == b->lay->pp);
 }
 
 /* The open bucket's reduced partition goes toward the host's optimizer
- * once `after` has ended: out in fp32 (grads_to_host). With host sums
- * (vs_recipe_host_sums) DeepSpeed first adds the sum so far, copied in,
- * where its micro_step_id is past 0, and copies the bucket's 16-bit
- * gradients out (every micro-batch since PR #7967, April 2026; the 2020
- * code skipped this copy at the step's last), and only the step's last
- * micro-batch goes out in fp32 (async_accumulate_grad_in_cpu_via_gpu,
- * then async_inplace_copy_grad_to_fp32_buffer_from_gpu at the
- * accumulation boundary). Returns the last op. */
+ * once `after` has ended: out in fp32 (grads_to_host) at the step's last
+ * micro-batch, every micro-batch without host sums. With them
+ * (vs_recipe_host_sums, the stages where micro-batch mb is the ZeRO
+ * optimizer's micro_step_id) DeepSpeed first adds the sum so far, copied
+ * in, past micro-step 0, and copies the bucket's 16-bit gradients out
+ * (async_accumulate_grad_in_cpu_via_gpu, then
+ * async_inplace_copy_grad_to_fp32_buffer_from_gpu at the accumulation
+ * boundary). Returns the last op. */
 static uint32_t offload_bucket(builder *b, int mb, uint32_t after)
 {
   uint64_t bytes =
       b->r->offload.bit16_buffers * partition_elems(b, b->bucket_elems);
-  if (!vs_recipe_host_sums(b->r, b->lay->grad_accum))
+  if (!vs_recipe_host_sums(b->r, b->lay->grad_accum, zero_backward(b)))
     return grads_to_host(b, mb, after);
-  if (micro_step(b, mb) > 0)
+  if (mb > 0)
     after = add_host_sum(b, mb, bytes, after);
   after = sb_offload_op(b, host_stream(b, VS_STREAM_D2H), VS_RES_PCIE_D2H,
                         "grad_sum_out", -1, mb, bytes, after);

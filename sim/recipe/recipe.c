@@ -142,19 +142,18 @@ static void resolve_offload(const vs_workload *wl, vs_recipe *r)
     r->grads.place = VS_PLACE_HOST;
 }
 
-bool vs_recipe_host_sums(const vs_recipe *r, uint64_t grad_accum)
+bool vs_recipe_host_sums(const vs_recipe *r, uint64_t grad_accum,
+                         bool zero_backward)
 {
-  return r->offload.bit16_buffers > 0 && grad_accum > 1;
+  return r->offload.bit16_buffers > 0 && grad_accum > 1 && zero_backward;
 }
 
 uint64_t vs_recipe_host_buffer_bytes(const vs_recipe *r,
                                      uint64_t partition_elems,
-                                     uint64_t largest_elems,
-                                     uint64_t grad_accum)
+                                     uint64_t largest_elems, bool sums)
 {
-  uint64_t sums = vs_recipe_host_sums(r, grad_accum) ? partition_elems : 0;
-  uint64_t bytes =
-      r->offload.bit16_buffers * (partition_elems + largest_elems + sums);
+  uint64_t bytes = r->offload.bit16_buffers * (partition_elems + largest_elems +
+                                               (sums ? partition_elems : 0));
   if (r->optimizer.place == VS_PLACE_NVME)
     bytes += VS_NVME_OPT_BUFFERS * 4 *
              (partition_elems < VS_NVME_SUB_GROUP_ELEMS

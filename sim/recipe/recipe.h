@@ -464,25 +464,32 @@ unsigned vs_optimizer_state_tensors(int optimizer, vs_master_part master,
 uint64_t vs_optimizer_state_bytes(int optimizer, vs_master_part master,
                                   uint64_t rows, uint64_t cols);
 
-/* Whether the host keeps DeepSpeed ZeRO-1/2's running 16-bit sums of
- * the gradients over a step of `grad_accum` micro-batches
- * (async_accumulate_grad_in_cpu_via_gpu, called from copy_grads_in_
- * partition with more than one micro-batch a step): each reduction where
- * the ZeRO optimizer's micro_step_id is past 0 copies the sum in (to the
- * GPU's staging buffer) and adds it to its gradients, and each copies
- * its gradients out, 2 B an element each way; the step's last then goes
- * out in fp32 as without. Since PR #7967 (April 2026, "gradients are
- * copied and accumulated on every microstep"); the 2020 code skipped the
- * copy out at the step's last, and from PR #6550 (2024) to #7967 the
- * middle micro-batches' sums were dropped. DeepSpeed copies and adds
- * whole parameters (param.numel()); vsim, the partition's share. */
-bool vs_recipe_host_sums(const vs_recipe *r, uint64_t grad_accum);
+/* Whether a stage's host keeps DeepSpeed ZeRO-1/2's running 16-bit sums
+ * of its gradients over a step of `grad_accum` micro-batches
+ * (async_accumulate_grad_in_cpu_via_gpu), where the ZeRO optimizer runs
+ * the stage's backward or not (`zero_backward`:
+ * vs_workload_zero_runs_backward). copy_grads_in_partition calls it
+ * where the optimizer's micro_step_id is past 0 or the micro-batch is
+ * not the step's last (since PR #7981, April 2026): each reduction past
+ * micro-step 0 copies the sum in (to the GPU's staging buffer) and adds
+ * it to its gradients, and each copies its gradients out, 2 B an element
+ * each way (since PR #7967, April 2026, "gradients are copied and
+ * accumulated on every microstep"; the 2020 code skipped the copy out at
+ * the step's last, and from PR #6550, 2024, to #7967 the middle
+ * micro-batches' sums were dropped); the step's last then goes out in
+ * fp32 as without. Without a pipeline that is every step of more than
+ * one micro-batch; the pipeline engine's other stages, whose
+ * micro_step_id stays -1 and which reduce once, at the step's last
+ * micro-batch, never call it. DeepSpeed copies and adds whole parameters
+ * (param.numel()); vsim, the partition's share. */
+bool vs_recipe_host_sums(const vs_recipe *r, uint64_t grad_accum,
+                         bool zero_backward);
 
 /* Host buffers one GPU's offload takes beside the states: DeepSpeed
  * ZeRO-1/2's 16-bit copy of the updated partition and staging buffer
  * (vs_offload_plan bit16_buffers x (`partition_elems` + `largest_elems`,
- * its largest trainable parameter's)) and, with host sums over
- * `grad_accum` micro-batches, the sums, bit16_buffers x `partition_elems`
+ * its largest trainable parameter's)) and, with `sums`
+ * (vs_recipe_host_sums), the sums, bit16_buffers x `partition_elems`
  * (its parameters' whole elements: those a partition boundary cuts count
  * in part); the pinned buffers of NVMe swapping
  * (DeepSpeed's swap_tensor/optimizer_utils.py and
@@ -492,8 +499,7 @@ bool vs_recipe_host_sums(const vs_recipe *r, uint64_t grad_accum);
  * NVMe, VS_NVME_PARAM_BUFFERS x VS_NVME_PARAM_BUFFER_ELEMS x 2 B. */
 uint64_t vs_recipe_host_buffer_bytes(const vs_recipe *r,
                                      uint64_t partition_elems,
-                                     uint64_t largest_elems,
-                                     uint64_t grad_accum);
+                                     uint64_t largest_elems, bool sums);
 
 /* "keep", "recompute_core", "recompute_block", "not_saved". */
 const char *vs_keep_name(int keep);
