@@ -906,6 +906,25 @@ static void test_pinned_copies_outside_their_range_told(void **state)
   assert_null(strstr(r.out, "pinned was measured"));
 }
 
+/* The ZeRO-Offload paper's 13B sample as DeepSpeed ran it fits one V100
+ * only just, its step mostly the host sums' copies; show names them. */
+static void test_zero_offload_sample(void **state)
+{
+  const char *args[] = {"run",        "workloads/zero-offload-13b.ini",
+                        "--topology", "topologies/v100-sxm-32g-8x.ini",
+                        "--gpus",     "1",
+                        NULL};
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "verdict: TIGHT on 1 x V100-SXM2-32GB");
+  assert_contains(r.out, "exposed offload copies");
+  args[0] = "show";
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "16-bit gradient sums over its 128 micro-batches");
+}
+
 /* Occurrences of `what` in text. */
 static int count_in(const char *text, const char *what)
 {
@@ -4892,6 +4911,7 @@ int main(void)
       cmocka_unit_test(test_mtp_sample),
       cmocka_unit_test(test_shipped_model_configs),
       cmocka_unit_test(test_deepspeed_offload_host_sums_end_to_end),
+      cmocka_unit_test(test_zero_offload_sample),
       cmocka_unit_test(test_activation_offload_timeline_and_trace),
       cmocka_unit_test(test_offload_combinations_refused),
       cmocka_unit_test(test_identical_runs_write_identical_csv),
