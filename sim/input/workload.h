@@ -478,10 +478,12 @@ bool vs_workload_cpu_step(const vs_parallel_conf *p);
 bool vs_workload_grads_bucketed(const vs_parallel_conf *p);
 
 /* Whether DeepSpeed's ZeRO optimizer runs a stage's backward (its
- * backward(), which counts micro-steps and makes the gradient buffers):
+ * backward(), which made the gradient buffers in the code of early 2025):
  * without a pipeline, or on the pipeline engine's last stage, whose
  * _exec_backward_pass calls it (the others run torch.autograd.backward
- * themselves: pipe/engine.py). */
+ * themselves: pipe/engine.py). Since PR #7018 (March 2025) the gradient
+ * hooks make the buffers on every stage (setup_buckets), and the
+ * pipeline engine adds one at the boundary: not modelled. */
 bool vs_workload_zero_runs_backward(uint64_t pp, bool last_stage);
 
 /* DeepSpeed ZeRO-1/2's contiguous-gradient buffers of reduce_bucket_size

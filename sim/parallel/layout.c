@@ -174,11 +174,7 @@ static void stage_states(const vs_model *m, const vs_recipe *r,
     add_block(st, vs_recipe_kind(r, m, 0));
   if (st->has_head)
     add_block(st, vs_recipe_kind(r, m, last));
-  place_states(r,
-               vs_recipe_host_sums(
-                   r, lay->grad_accum,
-                   vs_workload_zero_runs_backward(lay->pp, s + 1 == lay->pp)),
-               st);
+  place_states(r, vs_recipe_host_sums(r, lay->grad_accum), st);
 }
 
 /* Megatron-LM's expert rank grid: a stage's tp x dp x cp ranks are etp

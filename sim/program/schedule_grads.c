@@ -43,7 +43,7 @@ static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
   return op;
 }
 
-/* DeepSpeed ZeRO-1/2's host sum of the open bucket (vs_recipe_host_sums),
+/* DeepSpeed ZeRO-2's host sum of the open bucket (vs_recipe_host_sums),
  * `bytes` of it, comes in to the GPU's staging buffer once `after` has
  * ended, and one kernel adds it to the gradients, reading both and
  * writing the sum. Returns the add. */
@@ -61,19 +61,12 @@ static uint32_t add_host_sum(builder *b, int mb, uint64_t bytes, uint32_t after)
   return op;
 }
 
-/* Whether DeepSpeed's ZeRO optimizer runs this stage's backward
- * (vs_workload_zero_runs_backward). */
-static bool zero_backward(const builder *b)
-{
-  return vs_workload_zero_runs_backward(b->lay->pp, b->stage + 1 == b->lay->pp);
-}
-
 /* The open bucket's reduced partition goes toward the host's optimizer
  * once `after` has ended: out in fp32 (grads_to_host) at the step's last
  * micro-batch, every micro-batch without host sums. With them
- * (vs_recipe_host_sums, the stages where micro-batch mb is the ZeRO
- * optimizer's micro_step_id) DeepSpeed first adds the sum so far, copied
- * in, past micro-step 0, and copies the bucket's 16-bit gradients out
+ * (vs_recipe_host_sums: micro-batch mb is ZeRO-2's micro_step_id)
+ * DeepSpeed first adds the sum so far, copied in, past micro-step 0, and
+ * copies the bucket's 16-bit gradients out
  * (async_accumulate_grad_in_cpu_via_gpu, then
  * async_inplace_copy_grad_to_fp32_buffer_from_gpu at the accumulation
  * boundary). Returns the last op. */
@@ -81,7 +74,7 @@ static uint32_t offload_bucket(builder *b, int mb, uint32_t after)
 {
   uint64_t bytes =
       b->r->offload.bit16_buffers * partition_elems(b, b->bucket_elems);
-  if (!vs_recipe_host_sums(b->r, b->lay->grad_accum, zero_backward(b)))
+  if (!vs_recipe_host_sums(b->r, b->lay->grad_accum))
     return grads_to_host(b, mb, after);
   if (mb > 0)
     after = add_host_sum(b, mb, bytes, after);

@@ -142,10 +142,9 @@ static void resolve_offload(const vs_workload *wl, vs_recipe *r)
     r->grads.place = VS_PLACE_HOST;
 }
 
-bool vs_recipe_host_sums(const vs_recipe *r, uint64_t grad_accum,
-                         bool zero_backward)
+bool vs_recipe_host_sums(const vs_recipe *r, uint64_t grad_accum)
 {
-  return r->offload.bit16_buffers > 0 && grad_accum > 1 && zero_backward;
+  return r->offload.bit16_buffers > 0 && grad_accum > 1 && r->transient_grads;
 }
 
 uint64_t vs_recipe_host_buffer_bytes(const vs_recipe *r,

@@ -464,26 +464,25 @@ unsigned vs_optimizer_state_tensors(int optimizer, vs_master_part master,
 uint64_t vs_optimizer_state_bytes(int optimizer, vs_master_part master,
                                   uint64_t rows, uint64_t cols);
 
-/* Whether a stage's host keeps DeepSpeed ZeRO-1/2's running 16-bit sums
- * of its gradients over a step of `grad_accum` micro-batches
- * (async_accumulate_grad_in_cpu_via_gpu), where the ZeRO optimizer runs
- * the stage's backward or not (`zero_backward`:
- * vs_workload_zero_runs_backward). copy_grads_in_partition calls it
- * where the optimizer's micro_step_id is past 0 or the micro-batch is
- * not the step's last (since PR #7981, April 2026): each reduction past
- * micro-step 0 copies the sum in (to the GPU's staging buffer) and adds
- * it to its gradients, and each copies its gradients out, 2 B an element
- * each way (since PR #7967, April 2026, "gradients are copied and
- * accumulated on every microstep"; the 2020 code skipped the copy out at
- * the step's last, and from PR #6550, 2024, to #7967 the middle
- * micro-batches' sums were dropped); the step's last then goes out in
- * fp32 as without. Without a pipeline that is every step of more than
- * one micro-batch; the pipeline engine's other stages, whose
- * micro_step_id stays -1 and which reduce once, at the step's last
- * micro-batch, never call it. DeepSpeed copies and adds whole parameters
- * (param.numel()); vsim, the partition's share. */
-bool vs_recipe_host_sums(const vs_recipe *r, uint64_t grad_accum,
-                         bool zero_backward);
+/* Whether the host keeps DeepSpeed's running 16-bit sums of a GPU's
+ * gradients over a step of `grad_accum` micro-batches
+ * (async_accumulate_grad_in_cpu_via_gpu). copy_grads_in_partition calls
+ * it where the optimizer's micro_step_id is past 0 or the micro-batch is
+ * not the step's last (since PR #7981, April 2026); micro_step_id counts
+ * the backward passes that make the gradient buckets (setup_buckets,
+ * since PR #7018, March 2025), which ZeRO-2, reducing every micro-batch
+ * (transient_grads), does each micro-batch, and ZeRO-1, reducing only at
+ * the step's last, once a step: its micro_step_id stays 0 and it keeps
+ * no sums. Under ZeRO-2 each reduction past micro-step 0 copies the sum
+ * in (to the GPU's staging buffer) and adds it to its gradients, and
+ * each copies its gradients out, 2 B an element each way (since PR
+ * #7967, April 2026, "gradients are copied and accumulated on every
+ * microstep"; the 2020 code skipped the copy out at the step's last, and
+ * from PR #6550, 2024, to #7967 the middle micro-batches' sums were
+ * dropped); the step's last then goes out in fp32 as without. DeepSpeed
+ * copies and adds whole parameters (param.numel()); vsim, the
+ * partition's share. */
+bool vs_recipe_host_sums(const vs_recipe *r, uint64_t grad_accum);
 
 /* Host buffers one GPU's offload takes beside the states: DeepSpeed
  * ZeRO-1/2's 16-bit copy of the updated partition and staging buffer

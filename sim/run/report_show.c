@@ -101,10 +101,7 @@ static void show_deepspeed_offload(FILE *out, const vs_recipe *r,
           vs_format_bytes(st->grad_staging_bytes, b[0], sizeof b[0]));
   fprintf(out, "#   and on the host %s 16-bit copy of the updated partition",
           vs_format_bytes(copy, b[1], sizeof b[1]));
-  /* stage 0, the pipeline's last when there is one stage */
-  if (vs_recipe_host_sums(
-          r, lay->grad_accum,
-          vs_workload_zero_runs_backward(lay->pp, lay->pp == 1)))
+  if (vs_recipe_host_sums(r, lay->grad_accum))
     fprintf(out, " + %s 16-bit gradient sums over its %llu micro-batches",
             vs_format_bytes(copy, b[2], sizeof b[2]),
             (unsigned long long)lay->grad_accum);
