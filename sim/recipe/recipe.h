@@ -109,11 +109,11 @@ typedef struct vs_offload_plan {
                                  buffer of the largest parameter, made at
                                  init (temp_grad_buffer_for_gpu_offload,
                                  temp_grad_buffer_for_cpu_offload);
-                               - with more than one micro-batch a step,
-                                 the host's running sum of each partition
-                                 parameter's gradients (accumulated_grads_
-                                 in_cpu, never freed): see
-                                 vs_recipe_host_sums */
+                               - with ZeRO-2 over more than one
+                                 micro-batch a step, the host's running
+                                 sum of each partition parameter's
+                                 gradients (accumulated_grads_in_cpu,
+                                 never freed): see vs_recipe_host_sums */
   bool fetch_params;        /* parameters live off the GPU: each block's
                                partition is copied in before its gather */
   bool activations;         /* each transformer layer's saved tensors but
