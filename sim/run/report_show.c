@@ -59,22 +59,37 @@ static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
                                           : "");
 }
 
+/* What stage s keeps in `place` (host or NVMe). */
+static const vs_placed_bytes *placed_at(const vs_layout *lay, uint64_t s,
+                                        int place)
+{
+  return place == VS_PLACE_NVME ? &lay->stages[s].nvme : &lay->stages[s].host;
+}
+
+/* The stage keeping the most in `place`; pp when none keeps anything. */
+static uint64_t most_off_gpu(const vs_layout *lay, int place)
+{
+  uint64_t most = lay->pp;
+  for (uint64_t s = 0; s < lay->pp; s++) {
+    uint64_t total = vs_placed_total(placed_at(lay, s, place));
+    if (total && (most == lay->pp ||
+                  total > vs_placed_total(placed_at(lay, most, place))))
+      most = s;
+  }
+  return most;
+}
+
 /* One derived line for what a GPU keeps in a place off it (the stage
  * keeping the most), when any stage keeps anything there. */
 static void show_off_gpu(FILE *out, const vs_layout *lay, int place)
 {
   const char *what = place == VS_PLACE_NVME ? "NVMe" : "host memory";
-  const vs_placed_bytes *most = NULL;
+  uint64_t s = most_off_gpu(lay, place);
+  const vs_placed_bytes *most;
   char b[5][16];
-  for (uint64_t s = 0; s < lay->pp; s++) {
-    const vs_placed_bytes *pb = place == VS_PLACE_NVME ? &lay->stages[s].nvme
-                                                       : &lay->stages[s].host;
-    if (vs_placed_total(pb) && (!most || vs_placed_total(pb) >
-                                             vs_placed_total(most)))
-      most = pb;
-  }
-  if (!most)
+  if (s == lay->pp)
     return;
+  most = placed_at(lay, s, place);
   fprintf(out, "# %s per GPU (offload) = %s params + %s grads + %s optimizer "
                "+ %s buffers = %s\n",
           what, vs_format_bytes(most->params, b[0], sizeof b[0]),
@@ -85,15 +100,18 @@ static void show_off_gpu(FILE *out, const vs_layout *lay, int place)
 }
 
 /* What DeepSpeed ZeRO-1/2's offload buffers (vs_offload_plan
- * bit16_buffers) are, on the first stage's GPU. */
+ * bit16_buffers) are, on the GPU of show_off_gpu's host line. */
 static void show_deepspeed_offload(FILE *out, const vs_recipe *r,
                                    const vs_layout *lay)
 {
-  const vs_stage_layout *st = &lay->stages[0];
-  uint64_t copy = r->offload.bit16_buffers * st->step_elems;
+  uint64_t s = most_off_gpu(lay, VS_PLACE_HOST);
+  const vs_stage_layout *st;
+  uint64_t copy;
   char b[3][16];
-  if (r->offload.bit16_buffers == 0)
+  if (r->offload.bit16_buffers == 0 || s == lay->pp)
     return;
+  st = &lay->stages[s];
+  copy = r->offload.bit16_buffers * st->step_elems;
   fprintf(out,
           "# DeepSpeed's offload buffers per GPU (stage_1_and_2.py): "
           "%s staging of the largest tensor on the GPU (temp) and on "
