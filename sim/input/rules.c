@@ -161,16 +161,11 @@ bool vs_workload_grads_bucketed(const vs_parallel_conf *p)
   return vs_workload_grads_shared(p) || vs_workload_cpu_step(p);
 }
 
-bool vs_workload_zero_runs_backward(uint64_t pp, bool last_stage)
-{
-  return pp == 1 || last_stage;
-}
-
 unsigned vs_workload_ipg_buffers(const vs_workload *wl, bool last_stage,
                                  bool *from_backward)
 {
   const vs_parallel_conf *p = &wl->parallel;
-  *from_backward = vs_workload_zero_runs_backward(p->pp, last_stage);
+  *from_backward = p->pp == 1 || last_stage;
   if (wl->training.framework != VS_FW_DEEPSPEED ||
       (p->zero != 1 && p->zero != 2))
     return 0;

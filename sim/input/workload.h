@@ -477,23 +477,18 @@ bool vs_workload_cpu_step(const vs_parallel_conf *p);
  * offloaded optimizer's step (vs_workload_cpu_step). */
 bool vs_workload_grads_bucketed(const vs_parallel_conf *p);
 
-/* Whether DeepSpeed's ZeRO optimizer runs a stage's backward (its
- * backward(), which made the gradient buffers in the code of early 2025):
- * without a pipeline, or on the pipeline engine's last stage, whose
- * _exec_backward_pass calls it (the others run torch.autograd.backward
- * themselves: pipe/engine.py). Since PR #7018 (March 2025) the gradient
- * hooks make the buffers on every stage (setup_buckets), and the
- * pipeline engine adds one at the boundary: not modelled. */
-bool vs_workload_zero_runs_backward(uint64_t pp, bool last_stage);
-
 /* DeepSpeed ZeRO-1/2's contiguous-gradient buffers of reduce_bucket_size
  * elements ([parallel] bucket) a stage holds (stage_1_and_2.py, with
  * contiguous_gradients, on by default; ZeRO-2 copies each gradient into
  * them as backward makes it): made in the optimizer's backward,
- * from the step's first (*from_backward: vs_workload_zero_runs_backward), one
- * and a second with overlap_comm ([parallel] overlap_grad_reduce); on the
+ * from the step's first (*from_backward: no pipeline, or the pipeline
+ * engine's last stage, whose _exec_backward_pass calls it), one and a
+ * second with overlap_comm ([parallel] overlap_grad_reduce); on the
  * pipeline's other stages one, made in reduce_gradients at the boundary.
- * 0 for every other job. */
+ * 0 for every other job. This is the code of early 2025: since PR #7018
+ * (March 2025) the gradient hooks make the buffers on every stage
+ * (setup_buckets), and the pipeline engine adds one at the boundary: not
+ * modelled. */
 unsigned vs_workload_ipg_buffers(const vs_workload *wl, bool last_stage,
                                  bool *from_backward);
 

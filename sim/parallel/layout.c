@@ -110,7 +110,7 @@ static void place_states(const vs_recipe *r, bool host_sums,
   st->host.buffers = vs_recipe_host_buffer_bytes(
       r, st->step_elems, st->largest_trainable_elems, host_sums);
   st->grad_staging_bytes =
-      r->offload.bit16_buffers * st->largest_trainable_elems;
+      vs_recipe_grad_staging_bytes(r, st->largest_trainable_elems);
   if (r->step_copy == VS_STEP_COPY_FLAT)
     st->step_temp_bytes = 4 * st->step_elems + 4 * st->decay_elems;
   else if (r->step_copy == VS_STEP_COPY_PARTITION) /* a group at a time

@@ -484,10 +484,16 @@ uint64_t vs_optimizer_state_bytes(int optimizer, vs_master_part master,
  * partition's share. */
 bool vs_recipe_host_sums(const vs_recipe *r, uint64_t grad_accum);
 
+/* The bytes of DeepSpeed ZeRO-1/2's gradient staging buffer, one on the
+ * GPU and one on the host (vs_offload_plan bit16_buffers x
+ * `largest_elems`, a GPU's largest trainable tensor's); 0 else. */
+uint64_t vs_recipe_grad_staging_bytes(const vs_recipe *r,
+                                      uint64_t largest_elems);
+
 /* Host buffers one GPU's offload takes beside the states: DeepSpeed
- * ZeRO-1/2's 16-bit copy of the updated partition and staging buffer
- * (vs_offload_plan bit16_buffers x (`partition_elems` + `largest_elems`,
- * its largest trainable parameter's)) and, with `sums`
+ * ZeRO-1/2's 16-bit copy of the updated partition (vs_offload_plan
+ * bit16_buffers x `partition_elems`), its staging buffer
+ * (vs_recipe_grad_staging_bytes of `largest_elems`) and, with `sums`
  * (vs_recipe_host_sums), the sums, bit16_buffers x `partition_elems`
  * (its parameters' whole elements: those a partition boundary cuts count
  * in part); the pinned buffers of NVMe swapping
