@@ -46,17 +46,17 @@ static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
 /* DeepSpeed ZeRO-2's host sum of the open bucket (vs_recipe_host_sums),
  * `bytes` of it, comes in to the GPU's staging buffer once `after` has
  * ended, and one kernel adds it to the gradients, reading both and
- * writing the sum. Returns the add. */
+ * writing the sum, both on its reduction's stream (host_stream). Returns
+ * the add. */
 static uint32_t add_host_sum(builder *b, int mb, uint64_t bytes, uint32_t after)
 {
   op_split t = sb_roofline_split(b, 0.0, 3.0 * (double)bytes);
   uint32_t op;
-  after = sb_offload_op(b, host_stream(b, VS_STREAM_H2D), VS_RES_PCIE_SWITCH,
-                        "grad_sum_in", -1, mb, bytes, after);
+  after = sb_offload_op(b, VS_STREAM_COMM, VS_RES_PCIE_SWITCH, "grad_sum_in",
+                        -1, mb, bytes, after);
   sb_add_launch(b, &t, 1);
-  op = sb_new_op(b, host_stream(b, VS_STREAM_COMPUTE), VS_PHASE_OFFLOAD,
-                 "grad_sum_add", -1, mb, sb_split_total(&t), 0.0,
-                 3.0 * (double)bytes);
+  op = sb_new_op(b, VS_STREAM_COMM, VS_PHASE_OFFLOAD, "grad_sum_add", -1, mb,
+                 sb_split_total(&t), 0.0, 3.0 * (double)bytes);
   sb_add_dep(b, op, after);
   return op;
 }
@@ -76,10 +76,11 @@ static uint32_t offload_bucket(builder *b, int mb, uint32_t after)
       b->r->offload.bit16_buffers * partition_elems(b, b->bucket_elems);
   if (!vs_recipe_host_sums(b->r, b->lay->grad_accum))
     return grads_to_host(b, mb, after);
+  /* DeepSpeed's, on its reduction's stream (host_stream) */
   if (mb > 0)
     after = add_host_sum(b, mb, bytes, after);
-  after = sb_offload_op(b, host_stream(b, VS_STREAM_D2H), VS_RES_PCIE_D2H,
-                        "grad_sum_out", -1, mb, bytes, after);
+  after = sb_offload_op(b, VS_STREAM_COMM, VS_RES_PCIE_D2H, "grad_sum_out", -1,
+                        mb, bytes, after);
   if ((uint64_t)mb + 1 == b->lay->grad_accum)
     return grads_to_host(b, mb, after);
   return after;
