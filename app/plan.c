@@ -95,6 +95,7 @@ enum {
                              on one GPU */
   PRUNE_ACT_OFFLOAD,      /* DeepSpeed's activation offload without full
                              checkpointing */
+  PRUNE_SCHEDULE_FW,      /* a schedule the framework does not run */
   PRUNE_N
 };
 
@@ -137,6 +138,7 @@ static const char *const prune_reasons[PRUNE_N] = {
     "(dp = cp = pp = 1) and the optimizer on it",
     "layouts: DeepSpeed's activation offload (cpu_checkpointing) is "
     "simulated with full checkpointing only",
+    "interleaved layouts: DeepSpeed's pipeline engine runs 1F1B alone",
 };
 
 /* A fitting layout's place in the ranking. */
@@ -405,7 +407,7 @@ static int add_layout(plan_state *ps, const layout_choice *lc)
  * PLAN_VSTAGES virtual stages: an even split whose layers per stage the
  * virtual stages divide, and vsim's own rules (workload.h). */
 static int add_schedules(plan_state *ps, const layout_choice *lc,
-                         uint64_t grad_accum)
+                         uint64_t grad_accum, int framework)
 {
   int rc;
   layout_choice il = *lc;
@@ -413,6 +415,10 @@ static int add_schedules(plan_state *ps, const layout_choice *lc,
     return rc;
   if (!vs_workload_interleave_shape_allowed(lc->pp, PLAN_VSTAGES))
     return 0; /* no pipeline to interleave: nothing left out */
+  if (!vs_workload_schedule_allowed(VS_SCHED_INTERLEAVED, framework)) {
+    ps->pruned[PRUNE_SCHEDULE_FW]++;
+    return 0;
+  }
   if (lc->uneven || (ps->layers / lc->pp) % PLAN_VSTAGES) {
     ps->pruned[PRUNE_INTERLEAVE_SPLIT]++;
     return 0;
@@ -508,7 +514,8 @@ static int enumerate_zero(const vs_workload *wl, const layout_choice *base,
         ps->pruned[PRUNE_STEP_IN_BWD]++;
         continue;
       }
-      if ((rc = add_schedules(ps, &lc, global / (lc.mb * dp))))
+      if ((rc = add_schedules(ps, &lc, global / (lc.mb * dp),
+                              wl->training.framework)))
         return rc;
     }
   }

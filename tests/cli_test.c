@@ -4240,6 +4240,37 @@ static void test_plan_tries_interleaved_where_allowed(void **state)
   tu_remove_dir(dir);
 }
 
+/* Counts the rows with a pipeline (user: int) and fails on any schedule
+ * other than 1F1B. */
+static void check_1f1b_row(const csv_scan *s, void *user)
+{
+  assert_string_equal(scan_cell(s, "parallel.schedule"), "1f1b");
+  *(int *)user += scan_u64(s, "parallel.pp") > 1;
+}
+
+/* DeepSpeed's pipeline engine runs 1F1B alone: under framework =
+ * deepspeed plan tries no interleaved twin and says why, on the layouts
+ * where Megatron-LM's rules would have tried one (above). */
+static void test_plan_deepspeed_pipelines_run_1f1b(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {"plan",   DATA "gpt-small.ini",
+                        "--set",  "training.global_batch=16",
+                        "--set",  "training.framework=deepspeed",
+                        "--gpus", "4",
+                        "--jobs", "2",
+                        "--csv",  NULL,
+                        NULL};
+  int pipelined = 0;
+  (void)state;
+  run_plan_csv(args, 11, dir, p, 0);
+  assert_contains(r.out, "interleaved layouts: DeepSpeed's pipeline engine "
+                         "runs 1F1B alone");
+  scan_csv(p, check_1f1b_row, &pipelined);
+  assert_true(pipelined > 0);
+  tu_remove_dir(dir);
+}
+
 /* What test_plan_varies_expert_and_context_parallelism counts: rows by
  * expert- and context-parallel size (index: log2 of the size). */
 typedef struct ep_cp_seen {
@@ -4950,6 +4981,7 @@ int main(void)
       cmocka_unit_test(test_plan_and_sweep_bad_input_write_nothing),
       cmocka_unit_test(test_plan_tries_uneven_pipelines),
       cmocka_unit_test(test_plan_tries_interleaved_where_allowed),
+      cmocka_unit_test(test_plan_deepspeed_pipelines_run_1f1b),
       cmocka_unit_test(test_plan_compares_gpu_types),
       cmocka_unit_test(test_plan_across_types_lists_top),
       cmocka_unit_test(test_plan_types_priced_and_named),

@@ -1650,6 +1650,32 @@ static void test_framework_presets(void **state)
     assert_true(vs_workload_zero_allowed(3, 4, VS_FW_FSDP2));
     assert_false(vs_workload_zero_allowed(1, 1, VS_FW_FSDP2));
   }
+  {
+    /* DeepSpeed's PipelineEngine runs TrainSchedule (1F1B) alone; the
+     * schedule is refused before its own shape rules are read */
+    static const char *const ds_il[] = {
+        "training.framework=deepspeed", "parallel.pp=2",
+        "parallel.schedule=interleaved", "parallel.virtual_stages=2",
+        "training.global_batch=4"};
+    static const char *const ds_gpipe[] = {"training.framework=deepspeed",
+                                           "parallel.schedule=gpipe"};
+    static const char *const mg_il[] = {
+        "training.framework=megatron",   "parallel.pp=2",
+        "parallel.schedule=interleaved", "parallel.virtual_stages=2",
+        "training.global_batch=4",       "model.layers=4"};
+    load_bad(GPT_MODEL, ds_il, 5, 0, VS_EINPUT,
+             "--set parallel.schedule=interleaved: framework = deepspeed runs "
+             "one pipeline schedule, 1f1b (its PipelineEngine's "
+             "TrainSchedule), not interleaved");
+    load_bad(GPT_MODEL, ds_gpipe, 2, 0, VS_EINPUT,
+             "--set parallel.schedule=gpipe: framework = deepspeed runs one "
+             "pipeline schedule, 1f1b");
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, mg_il, 6, 0, &err), 0);
+    assert_true(vs_workload_schedule_allowed(VS_SCHED_1F1B, VS_FW_DEEPSPEED));
+    assert_true(vs_workload_schedule_allowed(VS_SCHED_GPIPE, VS_FW_FSDP2));
+    assert_false(
+        vs_workload_schedule_allowed(VS_SCHED_INTERLEAVED, VS_FW_DEEPSPEED));
+  }
 }
 
 /* Megatron-LM's precision-aware optimizer: its state dtypes need it, and

@@ -1587,6 +1587,12 @@ static int check_pipeline(vs_workload *wl, vs_error *err)
                         "simulates at most %d",
                         WHERE("parallel", "virtual_stages"),
                         (unsigned long long)chunks, VS_MAX_CHUNKS);
+  if (!vs_workload_schedule_allowed(p->schedule, wl->training.framework))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: framework = deepspeed runs one pipeline schedule, "
+                        "1f1b (its PipelineEngine's TrainSchedule), not %s",
+                        WHERE("parallel", "schedule"),
+                        schedule_names[p->schedule]);
   if (p->schedule == VS_SCHED_INTERLEAVED) {
     if (!vs_workload_interleave_shape_allowed(p->pp, v))
       return vs_error_set(err, VS_EINPUT,

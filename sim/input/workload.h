@@ -346,6 +346,11 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err);
  * Megatron-LM's pipelines do not allow; FSDP2 is fully_shard (zero = 3
  * only) and runs under torchtitan's pipelines too. */
 bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp, int framework);
+/* Whether framework runs pipeline schedule (vs_schedule_kind): DeepSpeed's
+ * PipelineEngine has one training schedule, TrainSchedule, a 1F1B
+ * (deepspeed/runtime/pipe/schedule.py); the others run every schedule
+ * vsim has (Megatron-LM 1F1B and interleaved, torchtitan GPipe too). */
+bool vs_workload_schedule_allowed(int schedule, int framework);
 
 /* Whether precision is autocast (amp_bf16, amp_fp16). */
 bool vs_precision_autocast(int precision);
