@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+/* clang-format off */
 static const char usage_text[] =
     "usage: vsim-calibrate [--out FILE.ini] [--raw FILE.csv] [options]\n"
     "       vsim-calibrate --fit RAW.csv [--out FILE.ini] [options]\n"
@@ -37,10 +38,11 @@ static const char usage_text[] =
     "Kinds: h2d_pinned, d2h_pinned, h2d_pageable, d2h_pageable,\n"
     "d2d_copy_engine, d2d_kernel, p2p (two or more GPUs), malloc, free,\n"
     "host_alloc, and context (CUDA context creation: size and time).\n"
-    "gemm rows (one bf16 GEMM launch each, the columns m, n, k and batch\n"
-    "giving its shape; measured by a cuBLAS sweep where the toolkit has\n"
-    "cuBLAS) fit vsim's GEMM model on --base's peak and SM count:\n"
-    "compute_efficiency and its shape, gemm_k_overhead and kernel_floor.\n"
+    "gemm rows (one GEMM launch each, bf16 unless --gemm-dtype says, the\n"
+    "columns m, n, k and batch giving its shape; measured by a cuBLAS sweep\n"
+    "where the toolkit has cuBLAS) fit vsim's GEMM model on --base's peak\n"
+    "for that dtype and its SM count: compute_efficiency and its shape,\n"
+    "gemm_k_overhead and kernel_floor.\n"
     "\n"
     "Modes:\n"
     "  (no --fit)          measure on the GPU (needs a CUDA build), then fit\n"
@@ -61,6 +63,9 @@ static const char usage_text[] =
     "                      cannot be fitted (too few sizes) instead of failing;\n"
     "                      vsim then uses the nominal figure for it. Measuring\n"
     "                      always does this\n"
+    "  --gemm-dtype D      with --fit: the gemm rows timed D GEMMs, bf16\n"
+    "                      (default) or fp16, fitted on that peak (a\n"
+    "                      published fp16 table, a GPU without bf16)\n"
     "  --device N          CUDA device to measure (default 0); p2p copies go\n"
     "                      to device N+1\n"
     "  --samples N         timed samples per size (default 25, at least 3)\n"
@@ -86,6 +91,13 @@ static const char usage_text[] =
     "still written to --raw, and no topology is written.\n"
     "\n"
     "Exit status: 0 done, 1 bad input or a failed measurement, 2 bad usage.\n";
+/* clang-format on */
+
+/* The dtype of the GEMMs a raw file's gemm rows timed, whose tensor-core
+ * peak in the base topology they are fitted on (--gemm-dtype). */
+typedef enum { GEMM_BF16, GEMM_FP16, GEMM_N_DTYPES } gemm_dtype;
+
+static const char *const gemm_dtype_names[GEMM_N_DTYPES] = {"bf16", "fp16"};
 
 typedef struct args {
   const char *out;               /* --out */
@@ -94,14 +106,30 @@ typedef struct args {
   const char *base;              /* --base, NULL = built-in */
   int max_breaks;                /* --max-breakpoints */
   bool partial;                  /* --partial */
+  gemm_dtype gemm;               /* --gemm-dtype */
   vs_measure_opts m;             /* measuring options */
 } args;
 
 /* The options. Each may be given once: a second one would silently
  * override the first. The measuring ones are refused with --fit, which
  * measures nothing, rather than silently ignored. */
-enum { O_OUT, O_RAW, O_FIT, O_BASE, O_BREAKS, O_PARTIAL, O_DEVICE, O_SAMPLES,
-       O_WARMUP, O_MAX_SIZE, O_SEED, O_TIME_LIMIT, O_VERBOSE, N_OPTS };
+enum {
+  O_OUT,
+  O_RAW,
+  O_FIT,
+  O_BASE,
+  O_BREAKS,
+  O_PARTIAL,
+  O_GEMM_DTYPE,
+  O_DEVICE,
+  O_SAMPLES,
+  O_WARMUP,
+  O_MAX_SIZE,
+  O_SEED,
+  O_TIME_LIMIT,
+  O_VERBOSE,
+  N_OPTS
+};
 
 static const struct option {
   const char *name;              /* "--out" */
@@ -114,6 +142,7 @@ static const struct option {
     [O_BASE] = {"--base", true, false},
     [O_BREAKS] = {"--max-breakpoints", true, false},
     [O_PARTIAL] = {"--partial", false, false},
+    [O_GEMM_DTYPE] = {"--gemm-dtype", true, false}, /* --fit only: its rule */
     [O_DEVICE] = {"--device", true, true},
     [O_SAMPLES] = {"--samples", true, true},
     [O_WARMUP] = {"--warmup", true, true},
@@ -179,6 +208,11 @@ static int set_option(args *a, int o, const char *val)
     *(o == O_FIT ? &a->fit : &a->base) = val;
     break;
   case O_PARTIAL: a->partial = true; break;
+  case O_GEMM_DTYPE:
+    if (strcmp(val, "bf16") && strcmp(val, "fp16"))
+      return usage_error("%s %s: expected bf16 or fp16", f, val);
+    a->gemm = strcmp(val, "fp16") == 0 ? GEMM_FP16 : GEMM_BF16;
+    break;
   case O_VERBOSE: a->m.verbose = true; break;
   case O_BREAKS:
     if (!(rc = count_arg(f, val, 0, VS_FIT_MAX_BREAKS, &v)))
@@ -241,6 +275,9 @@ static int check_options(const args *a, const bool *seen)
   if (a->partial && !a->fit)
     return usage_error("%s", "--partial goes with --fit (measuring always "
                              "leaves out a kind it cannot fit, with a warning)");
+  if (seen[O_GEMM_DTYPE] && !a->fit)
+    return usage_error("%s", "--gemm-dtype names the dtype of --fit's gemm "
+                             "rows; measuring times bf16 GEMMs");
   if (a->fit && a->raw)
     return usage_error("%s", "--raw names where measured samples go; with --fit "
                              "there is nothing measured");
@@ -313,13 +350,9 @@ static void warn_poor_fit(vs_cal_out *out, const char *source, int k,
                      fit->r2, 100 * fit->max_rel_error);
 }
 
-/* Fits every kind that has samples into out; messages name source. A kind
- * that cannot be fitted is an error, or, when `lenient` (measuring, where a
- * kind may be cut short by --time-limit or a signal; --fit --partial), a
- * warning, and the kind is left out of the topology: vsim then uses its
- * nominal figure. */
 /* What the topology takes from a GEMM fit, and a comment saying so. */
-static void use_gemm_fit(vs_cal_out *out, const vs_gemm_fit *f, FILE *report)
+static void use_gemm_fit(vs_cal_out *out, const vs_gemm_fit *f, gemm_dtype d,
+                         FILE *report)
 {
   vs_topology *t = &out->topo;
   t->compute_efficiency = f->best_efficiency;
@@ -335,11 +368,11 @@ static void use_gemm_fit(vs_cal_out *out, const vs_gemm_fit *f, FILE *report)
     vs_cal_out_measured(out, "gpu", "gemm_k_overhead");
   vs_cal_out_measured(out, "gpu", "kernel_floor");
   char line[320];
-  snprintf(line, sizeof line, "gemm: %zu shapes, full-wave rate %.4g of the "
-           "bf16 peak, tile overhead %.4g in k%s, %.4g us a launch; fit "
+  snprintf(line, sizeof line,
+           "gemm: %zu shapes, full-wave rate %.4g of the "
+           "%s peak, tile overhead %.4g in k%s, %.4g us a launch; fit "
            "within %.3g%% rms (%.3g%% at most)",
-           f->shapes, f->full_efficiency,
-           f->k_overhead,
+           f->shapes, f->full_efficiency, gemm_dtype_names[d], f->k_overhead,
            f->k_kept ? " (the base's: fewer than 3 inner dimensions measured)"
            : f->k_overhead == 0 || f->k_overhead == VS_GEMM_FIT_K0_MAX
                ? " (at the edge of the search: check the sweep)"
@@ -359,14 +392,27 @@ static void use_gemm_fit(vs_cal_out *out, const vs_gemm_fit *f, FILE *report)
   fprintf(report, "%s\n", line);
 }
 
-/* The GEMM samples' fit (gemmfit.h) on the base topology's bf16 peak
- * and SM count, into compute_efficiency, compute_efficiency_shape,
- * gemm_k_overhead and kernel_floor; *fitted is set when there were any. */
-/* Fits the GEMM samples of s into f (e says why not). */
+/* How the samples are fitted. */
+typedef struct fit_opts {
+  const char *source; /* the raw file, or "measurement" */
+  int max_breaks;     /* --max-breakpoints */
+  bool lenient;       /* leave out, with a warning, a kind that
+                         cannot be fitted (--partial) */
+  gemm_dtype gemm;    /* --gemm-dtype */
+} fit_opts;
+
+/* The base topology's peak in TFLOP/s for GEMMs of dtype d. */
+static double gemm_peak_tflops(const vs_topology *base, gemm_dtype d)
+{
+  return d == GEMM_FP16 ? base->peak_tflops_fp16 : base->peak_tflops_bf16;
+}
+
+/* Fits the GEMM samples of s, GEMMs of dtype d, into f (e says why not). */
 static int run_gemm_fit(const vs_raw_series *s, const vs_topology *base,
-                        vs_gemm_fit *f, vs_error *e)
+                        gemm_dtype d, vs_gemm_fit *f, vs_error *e)
 {
   vs_gemm_sample *smp;
+  double peak = gemm_peak_tflops(base, d);
   int rc;
   if (base->sms == 0)
     return vs_error_set(e, VS_EINPUT, "the base topology gives no [gpu] sms "
@@ -376,20 +422,24 @@ static int run_gemm_fit(const vs_raw_series *s, const vs_topology *base,
     return vs_error_set(e, VS_ENOMEM, "out of memory");
   for (size_t i = 0; i < s->n; i++)
     smp[i] = (vs_gemm_sample){s->shape[i], s->seconds[i]};
-  rc = vs_gemm_fit_run(smp, s->n, base->peak_tflops_bf16 * 1e12, base->sms,
-                       base->gemm_k_overhead, f, e);
+  rc = vs_gemm_fit_run(smp, s->n, peak * 1e12, base->sms, base->gemm_k_overhead,
+                       f, e);
   free(smp);
   if (rc == 0 && !(f->best_efficiency <= 1.0))
-    rc = vs_error_set(e, VS_EINPUT, "the GEMMs ran at %.3g times the base "
-                      "topology's peak_tflops_bf16 (%g): pass --base with "
-                      "this GPU's peak", f->best_efficiency,
-                      base->peak_tflops_bf16);
+    rc = vs_error_set(e, VS_EINPUT,
+                      "the GEMMs ran at %.3g times the base "
+                      "topology's peak_tflops_%s (%g): pass --base with "
+                      "this GPU's peak",
+                      f->best_efficiency, gemm_dtype_names[d], peak);
   return rc;
 }
 
-static int fit_gemm(const vs_raw *raw, const char *source, bool lenient,
-                    vs_cal_out *out, FILE *report, bool *fitted,
-                    vs_error *err)
+/* The GEMM samples' fit (gemmfit.h) on the base topology's peak for
+ * o->gemm and its SM count, into compute_efficiency,
+ * compute_efficiency_shape, gemm_k_overhead and kernel_floor; *fitted is
+ * set when there were any. */
+static int fit_gemm(const vs_raw *raw, const fit_opts *o, vs_cal_out *out,
+                    FILE *report, bool *fitted, vs_error *err)
 {
   const vs_raw_series *s = &raw->kinds[VS_RAW_GEMM];
   vs_gemm_fit f;
@@ -399,16 +449,16 @@ static int fit_gemm(const vs_raw *raw, const char *source, bool lenient,
   if (s->n == 0 || !s->shape)
     return 0;
   vs_error_clear(&e);
-  rc = run_gemm_fit(s, &out->topo, &f, &e);
-  if (rc && lenient && rc != VS_ENOMEM) {
+  rc = run_gemm_fit(s, &out->topo, o->gemm, &f, &e);
+  if (rc && o->lenient && rc != VS_ENOMEM) {
     fprintf(stderr, "vsim-calibrate: warning: %s: kind gemm left out: %s\n",
-            source, e.msg);
+            o->source, e.msg);
     vs_cal_out_comment(out, "gemm not calibrated: %s", e.msg);
     return 0;
   }
   if (rc)
-    return vs_error_set(err, rc, "%s: kind gemm: %s", source, e.msg);
-  use_gemm_fit(out, &f, report);
+    return vs_error_set(err, rc, "%s: kind gemm: %s", o->source, e.msg);
+  use_gemm_fit(out, &f, o->gemm, report);
   *fitted = true;
   return 0;
 }
@@ -422,18 +472,22 @@ static bool raw_fitted_rows(const vs_raw *raw)
   return false;
 }
 
-static int fit_all(const vs_raw *raw, const char *source, int max_breaks,
-                   bool lenient, vs_cal_out *out, FILE *report,
-                   vs_error *err)
+/* Fits every kind that has samples into out; messages name o->source. A
+ * kind that cannot be fitted is an error, or, when o->lenient (measuring,
+ * where a kind may be cut short by --time-limit or a signal; --fit
+ * --partial), a warning, and the kind is left out of the topology: vsim
+ * then uses its nominal figure. */
+static int fit_all(const vs_raw *raw, const fit_opts *o, vs_cal_out *out,
+                   FILE *report, vs_error *err)
 {
   vs_fit_options opt = vs_fit_default_options();
   size_t n_kinds = 0;
   bool gemm;
-  int grc = fit_gemm(raw, source, lenient, out, report, &gemm, err);
+  int grc = fit_gemm(raw, o, out, report, &gemm, err);
   if (grc)
     return grc;
   n_kinds += gemm;
-  opt.max_breaks = max_breaks;
+  opt.max_breaks = o->max_breaks;
   for (int k = 0; k < VS_CAL_N_KINDS; k++) {
     const vs_raw_series *s = &raw->kinds[k];
     vs_fit_point *pts = NULL;
@@ -448,33 +502,37 @@ static int fit_all(const vs_raw *raw, const char *source, int max_breaks,
     if (!rc)
       rc = vs_fit_run(pts, n, &opt, &fit, &e);
     free(pts);
-    if (rc && lenient && rc != VS_ENOMEM) {
+    if (rc && o->lenient && rc != VS_ENOMEM) {
       fprintf(stderr, "vsim-calibrate: warning: %s: kind %s left out: %s\n",
-              source, vs_cal_kind_name(k), e.msg);
+              o->source, vs_cal_kind_name(k), e.msg);
       vs_cal_out_comment(out, "%s not calibrated: %s", vs_cal_kind_name(k), e.msg);
       continue;
     }
     if (rc)
-      return vs_error_set(err, rc, "%s: kind %s: %s", source,
+      return vs_error_set(err, rc, "%s: kind %s: %s", o->source,
                           vs_cal_kind_name(k), e.msg);
     if (!vs_cal_out_add(out, k, &fit)) {
       /* a transfer curve vsim cannot time transfers with */
       char why[160];
       vs_cal_out_why_left_out(k, &fit, why, sizeof why);
-      if (!lenient)
-        return vs_error_set(err, VS_EINPUT, "%s: kind %s: %s, so vsim cannot "
+      if (!o->lenient)
+        return vs_error_set(err, VS_EINPUT,
+                            "%s: kind %s: %s, so vsim cannot "
                             "time transfers with it (--partial leaves it "
-                            "out)", source, vs_cal_kind_name(k), why);
+                            "out)",
+                            o->source, vs_cal_kind_name(k), why);
       fprintf(stderr, "vsim-calibrate: warning: %s: kind %s left out: %s\n",
-              source, vs_cal_kind_name(k), why);
+              o->source, vs_cal_kind_name(k), why);
       continue;
     }
-    warn_poor_fit(out, source, k, &fit);
+    warn_poor_fit(out, o->source, k, &fit);
     n_kinds++;
   }
   if (n_kinds == 0)
-    return vs_error_set(err, VS_EINPUT, "%s: no samples of a kind that is fitted "
-                        "(%s)", source,
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: no samples of a kind that is fitted "
+                        "(%s)",
+                        o->source,
                         raw_fitted_rows(raw) ? "each kind was left out: the "
                                                "warnings above say why"
                                              : "only context rows");
@@ -668,8 +726,12 @@ static int run(const args *a, vs_error *err)
     }
   }
   if (!rc)
-    rc = fit_all(&raw, a->fit ? a->fit : "measurement", a->max_breaks,
-                 !a->fit || a->partial, out, report, err);
+    rc = fit_all(&raw,
+                 &(fit_opts){.source = a->fit ? a->fit : "measurement",
+                             .max_breaks = a->max_breaks,
+                             .lenient = !a->fit || a->partial,
+                             .gemm = a->gemm},
+                 out, report, err);
   if (!rc) {
     use_pcie(out);
     use_context(&raw, a->fit ? a->fit : "measurement", out);

@@ -52,10 +52,21 @@ static tu_run run; /* large: one static result for every test */
 
 static void test_help(void **state)
 {
-  static const char *const flags[] = {"--out", "--raw", "--fit", "--base",
-      "--max-breakpoints", "--partial", "--device", "--samples", "--warmup",
-      "--max-size",
-      "--seed", "--time-limit", "--verbose", "--help"};
+  static const char *const flags[] = {"--out",
+                                      "--raw",
+                                      "--fit",
+                                      "--base",
+                                      "--max-breakpoints",
+                                      "--partial",
+                                      "--gemm-dtype",
+                                      "--device",
+                                      "--samples",
+                                      "--warmup",
+                                      "--max-size",
+                                      "--seed",
+                                      "--time-limit",
+                                      "--verbose",
+                                      "--help"};
   static const char *const args[] = {"--help", NULL};
   (void)state;
   run_cal(&run, args);
@@ -183,6 +194,19 @@ static void test_option_rules(void **state)
   run_cal(&run, fit_verbose);
   assert_int_equal(run.status, 1);
   assert_contains(run.err, "x.csv: cannot open");
+  {
+    /* --gemm-dtype is --fit's (measuring times bf16) and bf16 or fp16 */
+    static const char *const measure_dtype[] = {"--gemm-dtype", "fp16", NULL};
+    static const char *const bad_dtype[] = {"--fit", "x.csv", "--gemm-dtype",
+                                            "fp8", NULL};
+    run_cal(&run, measure_dtype);
+    assert_int_equal(run.status, 2);
+    assert_contains(run.err, "--gemm-dtype names the dtype of --fit's gemm "
+                             "rows; measuring times bf16 GEMMs");
+    run_cal(&run, bad_dtype);
+    assert_int_equal(run.status, 2);
+    assert_contains(run.err, "--gemm-dtype fp8: expected bf16 or fp16");
+  }
   /* an unknown option is named as such, not as one missing its value */
   run_cal(&run, alone);
   assert_int_equal(run.status, 2);
@@ -558,13 +582,60 @@ static void test_gemm_table_fitted_and_used(void **state)
   unlink(out);
 }
 
+/* The V100's GEMM figures (topologies/v100-sxm-32g-8x.ini) are the fit of
+ * Baidu DeepBench's fp16 table (calibrate/data/v100-deepbench.csv): the
+ * fit on the fp16 peak gives them back; the same rows read as bf16 (the
+ * V100's 15.7 TFLOP/s without bf16 tensor cores) are refused, being
+ * faster than that peak. */
+static void test_deepbench_v100_fit(void **state)
+{
+  char out[128];
+  const char *fp16[] = {"--fit",
+                        "calibrate/data/v100-deepbench.csv",
+                        "--base",
+                        "topologies/v100-sxm-32g-8x.ini",
+                        "--gemm-dtype",
+                        "fp16",
+                        "--out",
+                        out,
+                        NULL};
+  const char *bf16[] = {"--fit", "calibrate/data/v100-deepbench.csv", "--base",
+                        "topologies/v100-sxm-32g-8x.ini", NULL};
+  vs_topology shipped, fitted;
+  vs_error err;
+  (void)state;
+  tu_write_temp("", ".ini", out, sizeof out);
+  run_cal(&run, fp16);
+  if (run.status != 0)
+    fail_msg("vsim-calibrate exited %d: %s", run.status, run.err);
+  assert_contains(run.out, "gemm: 41 shapes, full-wave rate 0.8961 of the "
+                           "fp16 peak, tile overhead 146 in k");
+  vs_error_clear(&err);
+  if (vs_topology_load(&shipped,
+                       VSIM_SOURCE_DIR "/topologies/v100-sxm-32g-8x.ini", NULL,
+                       0, &err) ||
+      vs_topology_load(&fitted, out, NULL, 0, &err))
+    fail_msg("%s", err.msg);
+  tu_assert_close(fitted.compute_efficiency, shipped.compute_efficiency, 1e-4);
+  assert_true(fitted.gemm_k_overhead == shipped.gemm_k_overhead);
+  assert_int_equal(fitted.compute_efficiency_shape.n, 3);
+  for (size_t i = 0; i < 3; i++)
+    assert_int_equal(fitted.compute_efficiency_shape.values[i],
+                     shipped.compute_efficiency_shape.values[i]);
+  run_cal(&run, bf16);
+  assert_int_equal(run.status, 1);
+  assert_contains(run.err, "times the base topology's peak_tflops_bf16 "
+                           "(15.7): pass --base with this GPU's peak");
+  unlink(out);
+}
+
 /* gemm rows without their shape, with a bad one, or on a base topology
  * without an SM count are refused with the line and the reason. */
 static void test_gemm_rows_refused(void **state)
 {
   char raw[128], out[128];
   const char *args[] = {"--fit", raw, "--out", out, NULL};
-  const char *v100[] = {"--fit", raw, "--base", "topologies/v100-sxm-32g-8x.ini",
+  const char *l40s[] = {"--fit", raw, "--base", "topologies/l40s-48g-8x.ini",
                         "--out", out, NULL};
   (void)state;
   tu_write_temp("", ".ini", out, sizeof out);
@@ -598,18 +669,18 @@ static void test_gemm_rows_refused(void **state)
                            "is more than the 1e+18 a timed GEMM can be");
   unlink(raw);
   write_gemm_raw(raw, sizeof raw);
-  run_cal(&run, v100);
+  run_cal(&run, l40s);
   assert_int_equal(run.status, 1);
   assert_contains(run.err, "kind gemm: the base topology gives no [gpu] sms");
   {
-    /* with --partial the V100 base (no sms, no list keys such as
+    /* with --partial the L40S base (no sms, no list keys such as
      * compute_efficiency_shape) still writes a topology vsim loads */
-    const char *v100p[] = {"--fit", raw, "--base",
-                           "topologies/v100-sxm-32g-8x.ini", "--partial",
-                           "--out", out, NULL};
-    run_cal(&run, v100p);
+    const char *l40sp[] = {
+        "--fit",     raw,     "--base", "topologies/l40s-48g-8x.ini",
+        "--partial", "--out", out,      NULL};
+    run_cal(&run, l40sp);
     if (run.status != 0)
-      fail_msg("--partial on v100 exited %d: %s", run.status, run.err);
+      fail_msg("--partial on l40s exited %d: %s", run.status, run.err);
     assert_contains(run.out, "wrote ");
   }
   {
@@ -988,6 +1059,7 @@ int main(void)
       cmocka_unit_test(test_fit_fixture_and_use_it),
       cmocka_unit_test(test_gemm_table_fitted_and_used),
       cmocka_unit_test(test_gemm_rows_refused),
+      cmocka_unit_test(test_deepbench_v100_fit),
       cmocka_unit_test(test_refused_fit_is_not_written),
       cmocka_unit_test(test_flat_transfers_refused),
       cmocka_unit_test(test_times_in_microseconds_named),
