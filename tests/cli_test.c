@@ -1388,6 +1388,71 @@ static void test_deepspeed_zero2_reduces_on_compute(void **state)
   assert_true(t_serial - t_overlapped < dp_serial + 1e-3);
 }
 
+/* Rank 0's temp bytes at its peak in DIR/summary.csv. */
+static unsigned long long temp_at_peak(const char *dir)
+{
+  char p[128];
+  table t;
+  read_csv(path_in(dir, "summary.csv", p, sizeof p), &t);
+  assert_true(t.n_rows > 1);
+  return strtoull(cell(&t, 1, "temp_bytes"), NULL, 10);
+}
+
+/* DeepSpeed's ZeRO-3 coordinator end to end on Llama-2-7B, 8 GPUs: show
+ * says the preset chose its two limits; with both at 0 (no prefetch,
+ * nothing kept for reuse) the peak holds at least two blocks fewer
+ * (layers 30 and 31 stay gathered into backward at 1e9: the elements
+ * between their forwards and backwards are under it), and every gather
+ * waits: more exposed data-parallel time. A limit outside it is refused. */
+static void test_deepspeed_zero3_coordinator_end_to_end(void **state)
+{
+  /* a Llama-2-7B block: 4 x 4096^2 + 3 x 4096 x 11008, 2 B each */
+  const unsigned long long block = 2ull * (4 * 4096 * 4096 + 3 * 4096 * 11008);
+  const char *show[] = {"show", "workloads/llama2-7b.ini", "--set",
+                        "training.framework=deepspeed", NULL};
+  const char *ds[] = {"run",   "workloads/llama2-7b.ini",      "--gpus", "8",
+                      "--set", "training.framework=deepspeed", "--csv",  NULL,
+                      NULL};
+  const char *none[] = {"run",    "workloads/llama2-7b.ini",
+                        "--gpus", "8",
+                        "--set",  "training.framework=deepspeed",
+                        "--set",  "parallel.max_live_parameters=0",
+                        "--set",  "parallel.max_reuse_distance=0",
+                        "--csv",  NULL,
+                        NULL};
+  const char *bad[] = {
+      "run",   "workloads/llama2-7b.ini",          "--gpus", "8",
+      "--set", "parallel.max_live_parameters=100", NULL};
+  char d1[64], d2[64];
+  unsigned long long t1, t2;
+  double dp1, dp2;
+  (void)state;
+  run(show);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "max_live_parameters = 1000000000    ; framework "
+                         "preset: DeepSpeed's stage3_max_live_parameters");
+  assert_contains(r.out, "max_reuse_distance = 1000000000    ; framework "
+                         "preset: DeepSpeed's stage3_max_reuse_distance");
+  tu_temp_dir(d1, sizeof d1);
+  tu_temp_dir(d2, sizeof d2);
+  ds[7] = d1;
+  none[11] = d2;
+  run_step(ds);
+  dp1 = seconds_after(r.out, "exposed data-parallel comm ");
+  run_step(none);
+  dp2 = seconds_after(r.out, "exposed data-parallel comm ");
+  t1 = temp_at_peak(d1);
+  t2 = temp_at_peak(d2);
+  assert_true(t1 >= t2 + 2 * block);
+  assert_true(dp2 > dp1);
+  tu_remove_dir(d1);
+  tu_remove_dir(d2);
+  run(bad);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "max_live_parameters is DeepSpeed's ZeRO-3 "
+                         "parameter coordinator's");
+}
+
 /* Groups that straddle nodes: tp 4 on 6-GPU nodes puts the tp group of
  * ranks 4-7 half in each of two nodes, so its all-reduces cross the NIC
  * (47 GB/s against NVLink's 450) and the tensor-parallel time grows; on
@@ -4930,6 +4995,7 @@ int main(void)
       cmocka_unit_test(test_pipeline_sends_and_reduction),
       cmocka_unit_test(test_groups_straddling_nodes),
       cmocka_unit_test(test_deepspeed_zero2_reduces_on_compute),
+      cmocka_unit_test(test_deepspeed_zero3_coordinator_end_to_end),
       cmocka_unit_test(test_hf_samples),
       cmocka_unit_test(test_eager_kernels_end_to_end),
       cmocka_unit_test(test_grad_accumulation_fusion_end_to_end),

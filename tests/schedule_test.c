@@ -1405,6 +1405,115 @@ static void test_zero3_at_most_two_blocks_gathered(void **state)
   destroy(b);
 }
 
+/* In program order, the most gathered blocks held at once and their most
+ * elements (a gather buffer holds 2 bytes a parameter). */
+static void max_gathered(const vs_program *p, int *blocks, uint64_t *elems)
+{
+  int live = 0;
+  uint64_t bytes = 0;
+  *blocks = 0;
+  *elems = 0;
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    for (int end = 0; end < 2; end++)
+      for (uint32_t k = op->first_effect; k < vs_op_effects_end(p, op); k++) {
+        const vs_effect *e = &p->effects[k];
+        uint64_t size = vs_program_buffer(p, e->buffer)->bytes;
+        if (e->at_end != end || !is_gather_buf(p, e->buffer))
+          continue;
+        live += e->is_free ? -1 : 1;
+        bytes = e->is_free ? bytes - size : bytes + size;
+        if (live > *blocks)
+          *blocks = live;
+        if (bytes / 2 > *elems)
+          *elems = bytes / 2;
+      }
+  }
+  assert_int_equal(live, 0);
+}
+
+/* DeepSpeed's ZeRO-3 coordinator, block by block (schedule_block.c): the
+ * trace of a micro-batch is embedding, layers 0-3, head, then their
+ * backwards in reverse; 2 micro-batches. */
+static void test_deepspeed_zero3_coordinator(void **state)
+{
+  static const char *const none[] = {
+      "training.framework=deepspeed", "parallel.zero=3",
+      "training.global_batch=4", "parallel.max_live_parameters=1",
+      "parallel.max_reuse_distance=1"};
+  static const char *const two[] = {
+      "training.framework=deepspeed", "parallel.zero=3",
+      "training.global_batch=4", "parallel.max_live_parameters=1579520",
+      "parallel.max_reuse_distance=1"};
+  static const char *const defaults[] = {"training.framework=deepspeed",
+                                         "parallel.zero=3",
+                                         "training.global_batch=4"};
+  built *b;
+  int blocks;
+  uint64_t elems;
+  (void)state;
+  /* no room to prefetch, and every block but the head (its backward
+   * next: 0 elements between) released after its forward: 6 gathers
+   * forward and 5 backward a micro-batch, one block held at a time */
+  b = build(none, 5, 2);
+  assert_true(b->r.gather_live_elems == 1 && b->r.gather_reuse_elems == 1);
+  assert_int_equal(count_ops(&b->p, "zero3_all_gather", ANY, ANY), 2 * 11);
+  assert_int_equal(count_ops(&b->p, "zero3_all_gather", LAYERS, ANY), 2);
+  max_gathered(&b->p, &blocks, &elems);
+  assert_int_equal(blocks, 1);
+  destroy(b);
+  {
+    /* 0 each, as DeepSpeed reads them: the head too is gathered again */
+    static const char *const zeros[] = {
+        "training.framework=deepspeed", "parallel.zero=3",
+        "training.global_batch=4", "parallel.max_live_parameters=0",
+        "parallel.max_reuse_distance=0"};
+    b = build(zeros, 5, 2);
+    assert_true(b->r.gather_traced);
+    assert_int_equal(count_ops(&b->p, "zero3_all_gather", ANY, ANY), 2 * 12);
+    destroy(b);
+  }
+  /* room for two layers: the embedding's pass (288,768 gathered) has
+   * 1,290,752 free, which layer 0 (789,760) does not fill, so layer 1 is
+   * prefetched too, overshooting as DeepSpeed's check before each
+   * parameter does; layer 0's pass then has none free */
+  b = build(two, 5, 2);
+  max_gathered(&b->p, &blocks, &elems);
+  assert_int_equal(blocks, 3);
+  assert_true(elems == EMBED_PARAMS + 2 * LAYER_PARAMS);
+  destroy(b);
+  {
+    /* a checkpointed layer's forward re-run is a pass of the trace too:
+     * from layer 3's forward to its backward lie the head's two passes
+     * (1,024 elements), from layer 2's also layer 3's three (2,370,304):
+     * within 2,000,000 layer 3 stays gathered, layer 2 does not (it
+     * would, counting layer 3's backward once) */
+    static const char *const ckpt[] = {"training.framework=deepspeed",
+                                       "parallel.zero=3",
+                                       "training.global_batch=4",
+                                       "parallel.max_live_parameters=1",
+                                       "parallel.max_reuse_distance=2000000",
+                                       "training.checkpointing=full"};
+    b = build(ckpt, 6, 2);
+    assert_int_equal(count_ops(&b->p, "zero3_all_gather", LAYERS - 1, ANY), 2);
+    assert_int_equal(count_ops(&b->p, "zero3_all_gather", LAYERS - 2, ANY), 4);
+    assert_int_equal(count_ops(&b->p, "zero3_all_gather", ANY, ANY), 2 * 10);
+    destroy(b);
+  }
+  /* DeepSpeed's 1e9 each: the embedding's pass prefetches the whole model
+   * (3.4M elements), which stays gathered to its backward: one gather a
+   * block a micro-batch */
+  b = build(defaults, 3, 2);
+  assert_true(b->r.gather_live_elems == 1000000000 &&
+              b->r.gather_reuse_elems == 1000000000);
+  assert_int_equal(count_ops(&b->p, "zero3_all_gather", ANY, ANY),
+                   2 * (LAYERS + 2));
+  max_gathered(&b->p, &blocks, &elems);
+  assert_int_equal(blocks, LAYERS + 2);
+  assert_true(elems == EMBED_PARAMS + LAYERS * LAYER_PARAMS + HEAD_PARAMS);
+  destroy(b);
+}
+
 /* ------------------------------------------------------------------------
  * Activation checkpointing
  * ------------------------------------------------------------------------ */
@@ -2465,6 +2574,7 @@ int main(void)
       cmocka_unit_test(test_fsdp2_reduce_scatter_input_held),
       cmocka_unit_test(test_zero3_gathers_per_block_per_pass),
       cmocka_unit_test(test_zero3_at_most_two_blocks_gathered),
+      cmocka_unit_test(test_deepspeed_zero3_coordinator),
       cmocka_unit_test(test_full_checkpointing_recomputes_each_layer),
       cmocka_unit_test(test_selective_eager_recomputes_attention),
       cmocka_unit_test(test_selective_flash_has_nothing_to_recompute),

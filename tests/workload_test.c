@@ -1676,6 +1676,54 @@ static void test_framework_presets(void **state)
     assert_false(
         vs_workload_schedule_allowed(VS_SCHED_INTERLEAVED, VS_FW_DEEPSPEED));
   }
+  {
+    /* DeepSpeed's ZeRO-3 coordinator: its two limits preset to 1e9
+     * (runtime/zero/config.py), the user's kept, and refused where
+     * nothing reads them */
+    static const char *const ds3[] = {"training.framework=deepspeed",
+                                      "parallel.zero=3", "parallel.dp=2",
+                                      "training.global_batch=2"};
+    static const char *const ds3_live[] = {
+        "training.framework=deepspeed", "parallel.zero=3", "parallel.dp=2",
+        "training.global_batch=2", "parallel.max_live_parameters=5"};
+    static const char *const fsdp2_live[] = {
+        "training.framework=fsdp2", "parallel.dp=2", "training.global_batch=2",
+        "parallel.max_live_parameters=5"};
+    static const char *const ds2_reuse[] = {"training.framework=deepspeed",
+                                            "parallel.zero=2",
+                                            "parallel.max_reuse_distance=7"};
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, ds3, 4, 0, &err), 0);
+    assert_true(wl.parallel.max_live_parameters == 1000000000);
+    assert_true(wl.parallel.max_reuse_distance == 1000000000);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, ds3_live, 5, 0, &err), 0);
+    assert_true(wl.parallel.max_live_parameters == 5);
+    assert_true(wl.parallel.max_reuse_distance == 1000000000);
+    load_bad(GPT_MODEL, fsdp2_live, 4, 0, VS_EINPUT,
+             "--set parallel.max_live_parameters=5: max_live_parameters is "
+             "DeepSpeed's ZeRO-3 parameter coordinator's "
+             "(stage3_max_live_parameters): it needs framework = deepspeed "
+             "and zero = 3 (here fsdp2, zero = 3)");
+    load_bad(GPT_MODEL, ds2_reuse, 3, 0, VS_EINPUT,
+             "--set parallel.max_reuse_distance=7: max_reuse_distance is "
+             "DeepSpeed's ZeRO-3 parameter coordinator's "
+             "(stage3_max_reuse_distance): it needs framework = deepspeed "
+             "and zero = 3 (here deepspeed, zero = 2)");
+    {
+      /* 0 is DeepSpeed's too: no prefetch, nothing kept for reuse */
+      static const char *const ds3_zero[] = {"training.framework=deepspeed",
+                                             "parallel.zero=3",
+                                             "parallel.dp=2",
+                                             "training.global_batch=2",
+                                             "parallel.max_live_parameters=0",
+                                             "parallel.max_reuse_distance=0"};
+      assert_int_equal(load_at(&wl, path, GPT_MODEL, ds3_zero, 6, 0, &err), 0);
+      assert_true(wl.parallel.max_live_parameters == 0);
+      assert_true(wl.parallel.max_reuse_distance == 0);
+    }
+    assert_true(vs_workload_zero3_coordinator(VS_FW_DEEPSPEED, 3));
+    assert_false(vs_workload_zero3_coordinator(VS_FW_DEEPSPEED, 2));
+    assert_false(vs_workload_zero3_coordinator(VS_FW_NONE, 3));
+  }
 }
 
 /* Megatron-LM's precision-aware optimizer: its state dtypes need it, and

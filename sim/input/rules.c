@@ -427,6 +427,11 @@ bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp, int framework)
   return !(pp > 1 && zero >= 2);
 }
 
+bool vs_workload_zero3_coordinator(int framework, uint64_t zero)
+{
+  return framework == VS_FW_DEEPSPEED && zero == 3;
+}
+
 bool vs_workload_schedule_allowed(int schedule, int framework)
 {
   return framework != VS_FW_DEEPSPEED || schedule == VS_SCHED_1F1B;

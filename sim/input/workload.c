@@ -138,6 +138,8 @@ static const vs_key workload_keys[] = {
     K("parallel", "offload_params", VS_KEY_ENUM, parallel.offload_params, .choices = offload_names, .default_doc = "none"),
     K("parallel", "overlap_grad_reduce", VS_KEY_BOOL, parallel.overlap_grad_reduce, .default_doc = "true (framework megatron with zero 0-1, deepspeed with zero 0-2: false)"),
     K("parallel", "bucket", VS_KEY_SIZE, parallel.bucket_bytes, .positive = true, .default_doc = "25MiB (framework megatron: max(4e7, 1e6 x dp) parameters; deepspeed: 5e8 parameters; fsdp2: 1B)"),
+    K("parallel", "max_live_parameters", VS_KEY_COUNT, parallel.max_live_parameters, .hi = 1e15, .default_doc = "framework deepspeed with zero 3: 1000000000 (stage3_max_live_parameters); elsewhere 0, not used"),
+    K("parallel", "max_reuse_distance", VS_KEY_COUNT, parallel.max_reuse_distance, .hi = 1e15, .default_doc = "framework deepspeed with zero 3: 1000000000 (stage3_max_reuse_distance); elsewhere 0, not used"),
     K("parallel", "pp_layers", VS_KEY_LIST, parallel.pp_layers, .positive = true, .default_doc = "even split"),
     K("parallel", "order", VS_KEY_ENUM, parallel.order, .choices = order_names, .default_doc = "tp-dp-pp"),
     K("finetune", "method", VS_KEY_ENUM, finetune.method, .choices = finetune_names, .default_doc = "full"),
@@ -656,6 +658,27 @@ static int check_activation_offload(const vs_workload *wl, vs_error *err)
                       "with checkpointing = full (here %s)",
                       WHERE("training", "offload_activations"),
                       vs_checkpointing_name(wl->training.checkpointing));
+}
+
+/* [parallel] max_live_parameters and max_reuse_distance tune DeepSpeed's
+ * ZeRO-3 coordinator: elsewhere a value other than their 0 (what `vsim
+ * show` writes back) would be ignored. */
+static int check_coordinator_keys(const vs_workload *wl, vs_error *err)
+{
+  const vs_parallel_conf *p = &wl->parallel;
+  const char *key =
+      p->max_live_parameters ? "max_live_parameters" : "max_reuse_distance";
+  char where[400];
+  if (vs_workload_zero3_coordinator(wl->training.framework, p->zero) ||
+      (!p->max_live_parameters && !p->max_reuse_distance))
+    return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: %s is DeepSpeed's ZeRO-3 parameter coordinator's "
+                      "(stage3_%s): it needs framework = deepspeed and "
+                      "zero = 3 (here %s, zero = %llu)",
+                      WHERE("parallel", key), key, key,
+                      vs_framework_name(wl->training.framework),
+                      (unsigned long long)p->zero);
 }
 
 /* [training] fp8_recipe chooses torchao's recipe: another than its
@@ -1353,6 +1376,7 @@ static int check_training(vs_workload *wl, vs_error *err)
       (rc = resolve_master_weights(wl, err)) || (rc = check_offload(wl, err)) ||
       (rc = check_activation_offload(wl, err)) ||
       (rc = check_fp8_recipe(wl, err)) || (rc = check_paged(wl, err)) ||
+      (rc = check_coordinator_keys(wl, err)) ||
       (rc = check_grad_accumulation(wl, err)) ||
       (rc = check_optimizer_impl(wl, err)) ||
       (rc = check_megatron_optimizer_kind(wl, err)) ||

@@ -261,6 +261,15 @@ typedef struct vs_parallel_conf {
   int offload_optimizer;    /* vs_offload */
   int offload_params;       /* vs_offload */
   uint64_t bucket_bytes;    /* gradient all-reduce / reduce-scatter bucket */
+  uint64_t max_live_parameters; /* DeepSpeed ZeRO-3's parameter coordinator
+                               (vs_workload_zero3_coordinator): its
+                               stage3_max_live_parameters, the gathered
+                               elements below which it prefetches (0:
+                               none); 0 elsewhere */
+  uint64_t max_reuse_distance;  /* its stage3_max_reuse_distance: a block
+                                whose next use is fewer gathered elements
+                                away stays gathered (0: none); 0
+                                elsewhere */
   vs_count_list pp_layers;  /* layers per pipeline stage (or per model
                                chunk when interleaved); n = 0: even split */
   int order;                /* vs_order */
@@ -351,6 +360,10 @@ bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp, int framework);
  * (deepspeed/runtime/pipe/schedule.py); the others run every schedule
  * vsim has (Megatron-LM 1F1B and interleaved, torchtitan GPipe too). */
 bool vs_workload_schedule_allowed(int schedule, int framework);
+/* Whether ZeRO stage zero under framework gathers parameters as DeepSpeed's
+ * ZeRO-3 coordinator does ([parallel] max_live_parameters and
+ * max_reuse_distance): framework = deepspeed with zero = 3. */
+bool vs_workload_zero3_coordinator(int framework, uint64_t zero);
 
 /* Whether precision is autocast (amp_bf16, amp_fp16). */
 bool vs_precision_autocast(int precision);

@@ -174,6 +174,20 @@ static int preset_megatron(vs_workload *wl, vs_error *err)
                             err);
 }
 
+/* DeepSpeed's ZeRO-3 coordinator's defaults (runtime/zero/config.py:
+ * stage3_max_live_parameters and stage3_max_reuse_distance, 1e9 each). */
+static int preset_zero3_coordinator(vs_workload *wl, vs_error *err)
+{
+  int rc;
+  if (!vs_workload_zero3_coordinator(wl->training.framework, wl->parallel.zero))
+    return 0;
+  rc = preset(wl, "parallel", "max_live_parameters", "1000000000",
+              "DeepSpeed's stage3_max_live_parameters: 1e9", err);
+  return rc ? rc
+            : preset(wl, "parallel", "max_reuse_distance", "1000000000",
+                     "DeepSpeed's stage3_max_reuse_distance: 1e9", err);
+}
+
 /* DeepSpeed (shared/reference/frameworks.md 2.1-2.2): with bf16 and ZeRO
  * off the engine runs BF16_Optimizer, which keeps an unsharded fp32
  * gradient buffer (grad_acc_dtype fp32; its sharding of the master and
@@ -198,6 +212,8 @@ static int preset_deepspeed(vs_workload *wl, vs_error *err)
         wl, "DeepSpeed reduces ZeRO-0/1 gradients once backward is done", err);
   if (!rc)
     rc = preset_zero2_reduce_on_compute(wl, err);
+  if (!rc)
+    rc = preset_zero3_coordinator(wl, err);
   return rc ? rc
             : preset_bucket(wl, 500000000,
                             "DeepSpeed's reduce_bucket_size: 5e8 elements",

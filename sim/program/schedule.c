@@ -473,6 +473,7 @@ static void free_tables(builder *b)
   free(b->sel_buf);
   free(b->gather_op);
   free(b->gather_buf);
+  free(b->scanned);
   free(b->flat_buf);
   free(b->grad_buf);
   free(b->grads_kept);
@@ -862,6 +863,7 @@ static void alloc_tables(builder *b)
   b->sel_buf = new_table(b, n_inst);
   b->gather_op = new_table(b, n_inst);
   b->gather_buf = new_table(b, n_inst);
+  b->scanned = new_table(b, n_inst);
   b->flat_buf = new_table(b, n_inst);
   b->grad_buf = new_table(b, n_inst);
   b->grads_kept = new_table(b, n_inst);

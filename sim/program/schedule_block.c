@@ -950,6 +950,7 @@ static void gather_into(builder *b, size_t inst, int mb, uint32_t after,
     sb_alloc_on(b, op, b->gather_buf[inst]);
   }
   b->gather_op[inst] = op;
+  b->gathered_elems += sb_plan_of(b, inst)->param_elems;
 }
 
 static void gather(builder *b, size_t inst, int mb, uint32_t after)
@@ -978,12 +979,112 @@ bool sb_in_root_unit(const builder *b, size_t inst)
   return b->r->root_kept && (inst == 0 || inst + 1 == b->n_inst);
 }
 
+/* ------------------------------------------------------------------------
+ * DeepSpeed's ZeRO-3 coordinator (runtime/zero/partitioned_param_
+ * coordinator.py; recipe gather_live_elems), block by block. A
+ * micro-batch's trace is its blocks' forward passes, then their backward
+ * ones (reset_step starts it over at each forward). Before each pass the
+ * block is gathered, then the queue of the trace's next blocks is
+ * prefetched while fewer than gather_live_elems elements are gathered;
+ * the check comes before each block, which may overshoot the limit by a
+ * block where DeepSpeed's, made per parameter, overshoots by a parameter.
+ * After its forward a block stays gathered when its backward is within
+ * gather_reuse_elems elements of passes, or when the prefetch has met it
+ * there already (__params_to_release).
+ * ------------------------------------------------------------------------ */
+
+static bool coordinated(const builder *b) { return b->r->gather_traced; }
+
+/* Positions in the trace of the chunk being built. */
+static uint32_t trace_len(const builder *b)
+{
+  return 2 * (uint32_t)(b->unit_last - b->unit_first + 1);
+}
+
+/* The position of inst's forward pass, or of its backward one. */
+static uint32_t trace_at(const builder *b, size_t inst, bool backward)
+{
+  return backward ? trace_len(b) - 1 - (uint32_t)(inst - b->unit_first)
+                  : (uint32_t)(inst - b->unit_first);
+}
+
+/* The inst whose pass is at trace position x: false where that pass does
+ * not run (a frozen prefix's backward). */
+static bool trace_inst(const builder *b, uint32_t x, size_t *inst)
+{
+  uint32_t n = trace_len(b) / 2;
+  *inst = x < n ? b->unit_first + x : b->unit_last - (x - n);
+  return x < n || !sb_plan_of(b, *inst)->no_backward;
+}
+
+/* A micro-batch's forward begins: its trace starts over. */
+static void trace_reset(builder *b)
+{
+  for (size_t i = 0; i < b->n_inst; i++)
+    b->scanned[i] = NONE;
+  b->queue = 0;
+}
+
+/* Before the pass at trace position now: the queue moves past it, and
+ * its next blocks are gathered while fewer than gather_live_elems
+ * elements are (one round: the room is what was free as it began, those
+ * gathered already passing at no cost). */
+static void prefetch_trace(builder *b, uint32_t now, int mb)
+{
+  uint64_t limit = b->r->gather_live_elems, got = 0;
+  uint64_t room = b->gathered_elems < limit ? limit - b->gathered_elems : 0;
+  if (b->queue <= now)
+    b->queue = now + 1;
+  while (b->queue < trace_len(b) && got < room) {
+    size_t inst;
+    uint32_t x = b->queue++;
+    if (!trace_inst(b, x, &inst))
+      continue;
+    b->scanned[inst] = x;
+    if (b->gather_buf[inst] == NONE) {
+      gather(b, inst, mb, b->last_compute);
+      got += sb_plan_of(b, inst)->param_elems;
+    }
+  }
+}
+
+/* The elements of the passes between inst's forward and its backward as
+ * DeepSpeed's trace counts them, up to `limit`: the later blocks'
+ * forwards, then their backwards, a checkpointed block's twice (its
+ * forward re-run is a pass of the trace too). */
+static uint64_t reuse_distance(const builder *b, size_t inst, uint64_t limit)
+{
+  uint64_t sum = 0;
+  for (size_t j = inst + 1; j <= b->unit_last && sum < limit; j++)
+    sum += sb_plan_of(b, j)->param_elems;
+  for (size_t j = b->unit_last; j > inst && sum < limit; j--) {
+    const vs_kind_plan *plan = sb_plan_of(b, j);
+    if (!plan->no_backward)
+      sum += plan->param_elems * (plan->recompute_block ? 2 : 1);
+  }
+  return sum;
+}
+
+/* Whether the coordinator keeps inst gathered from its forward to its
+ * backward. */
+static bool reused_soon(const builder *b, size_t inst)
+{
+  uint32_t at = trace_at(b, inst, false);
+  uint64_t limit = b->r->gather_reuse_elems;
+  if (sb_plan_of(b, inst)->no_backward)
+    return false;
+  if (b->scanned[inst] != NONE && b->scanned[inst] > at)
+    return true;
+  return reuse_distance(b, inst, limit) < limit;
+}
+
 /* Whether inst's forward gather lasts to its backward: FSDP2's last
- * transformer block (recipe keep_last_gathered) and its root unit. */
+ * transformer block (recipe keep_last_gathered) and its root unit, and
+ * what DeepSpeed's coordinator reuses. */
 static bool kept_after_forward(const builder *b, size_t inst)
 {
   return (b->r->keep_last_gathered && inst == (size_t)b->m->layers) ||
-         sb_in_root_unit(b, inst);
+         sb_in_root_unit(b, inst) || (coordinated(b) && reused_soon(b, inst));
 }
 
 /* Whether inst's backward is the last of its chunk's pass: the block
@@ -993,19 +1094,25 @@ static bool last_backward(const builder *b, size_t inst)
   return inst <= b->unit_first || sb_plan_of(b, inst - 1)->no_backward;
 }
 
-/* Before a block's pass: gather it (if not prefetched) and prefetch the next
- * block of the pass; the block's first compute op waits for its gather.
- * The root unit is gathered whole with its first block. */
-static void before_pass(builder *b, size_t inst, size_t next, bool has_next,
-                        int mb)
+/* Before a block's pass (backward or not): gather it (if not prefetched)
+ * and prefetch the next block of the pass, or what DeepSpeed's
+ * coordinator prefetches; the block's first compute op waits for its
+ * gather. The root unit is gathered whole with its first block. */
+static void before_pass(builder *b, size_t inst, bool backward, int mb)
 {
+  size_t next = backward ? inst - 1 : inst + 1;
+  bool has_next = backward ? !last_backward(b, inst) : inst < b->unit_last;
   if (!b->r->gather_params)
     return;
+  if (coordinated(b) && !backward && inst == b->unit_first)
+    trace_reset(b);
   gather(b, inst, mb, b->last_compute);
   if (sb_in_root_unit(b, inst)) /* one all-gather, copied out at once */
     gather_into(b, b->n_inst - 1 - inst, mb, b->last_compute,
                 GATHER_INTO_PARAMS);
-  if (has_next)
+  if (coordinated(b))
+    prefetch_trace(b, trace_at(b, inst, backward), mb);
+  else if (has_next)
     gather(b, next, mb, b->last_compute);
   if (b->gather_op[inst] != NONE) {
     sb_wait_on(b, b->gather_op[inst]);
@@ -1023,6 +1130,7 @@ void sb_drop_gather(builder *b, size_t inst, uint32_t op,
   sb_free_on(b, op, b->gather_buf[inst], when);
   b->gather_buf[inst] = NONE;
   b->gather_op[inst] = NONE;
+  b->gathered_elems -= sb_plan_of(b, inst)->param_elems;
 }
 
 /* The block's last compute op of the pass releases its gathered params
@@ -1208,7 +1316,7 @@ void sb_forward_block(builder *b, size_t inst, int mb)
   phase_time weights = quantizes_weights(b, inst, mb) ? TIME_FWD_WEIGHTS
                                                       : TIME_FWD;
 
-  before_pass(b, inst, inst + 1, inst < b->unit_last, mb);
+  before_pass(b, inst, false, mb);
   for (uint32_t k = 0; k < blk->n_ops; k++) {
     const vs_op_spec *o = &blk->ops[k];
     uint64_t fleeting = o->fwd_temp_bytes;
@@ -1566,8 +1674,8 @@ void sb_backward_block(builder *b, size_t inst, int mb)
   if (plan->no_backward)
     return; /* a frozen prefix: no gradient flows through it */
   /* the block before, in this chunk, runs a backward (and so releases a
-   * prefetched gather) unless it is a frozen prefix */
-  before_pass(b, inst, inst - 1, !last_backward(b, inst), mb);
+   * prefetched gather) unless it is a frozen prefix (last_backward) */
+  before_pass(b, inst, true, mb);
   before_backward_acts(b, inst, mb);
   if (plan->recompute_block)
     recompute_layer(b, inst, mb);

@@ -76,6 +76,13 @@ typedef struct builder {
   uint32_t *sel_buf;        /* [inst] selective-recompute buffer */
   uint32_t *gather_op;      /* [inst] ZeRO-3 gather of this pass */
   uint32_t *gather_buf;     /* [inst] its buffer */
+  uint64_t gathered_elems;  /* parameter elements of the insts gathered */
+  uint32_t *scanned;        /* [inst] DeepSpeed's coordinator (recipe
+                               gather_live_elems): the furthest position
+                               of the micro-batch's pass order (its
+                               forward passes, then its backward ones) at
+                               which its prefetch met the inst, or NONE */
+  uint32_t queue;           /* the next position it prefetches from */
   uint32_t *flat_buf;       /* [inst] FSDP2: its all-gather output, until
                                the block's pass starts (copy-out) */
   uint32_t copy_out;        /* unsharded parameters the next compute op

@@ -357,6 +357,10 @@ static void resolve_grad_flow(const vs_workload *wl, vs_recipe *r)
    * parameters live off the GPU, and ZeRO-2/3 still hand each gradient on
    * as it is made when the host takes it */
   r->gather_params = zero >= 3 && (dp > 1 || r->offload.fetch_params);
+  r->gather_traced = r->gather_params && vs_workload_zero3_coordinator(
+                                             wl->training.framework, zero);
+  r->gather_live_elems = wl->parallel.max_live_parameters;
+  r->gather_reuse_elems = wl->parallel.max_reuse_distance;
   r->step_in_backward = wl->training.optimizer_in_backward;
   r->transient_grads = (zero >= 2 && (dp > 1 || r->offload.cpu_step)) ||
                        r->step_in_backward;

@@ -235,6 +235,18 @@ typedef struct vs_recipe {
                                expert data parallelism) */
   bool gather_params;       /* ZeRO-3: each block's parameters gathered
                                before its forward and its backward */
+  bool gather_traced;       /* gathers follow DeepSpeed's ZeRO-3
+                               coordinator (vs_workload_zero3_
+                               coordinator), not one block ahead */
+  uint64_t gather_live_elems;  /* its [parallel] max_live_parameters:
+                                before each block's pass it gathers the
+                                blocks that come next in the micro-batch's
+                                forward-then-backward order while fewer
+                                elements than this are gathered */
+  uint64_t gather_reuse_elems; /* its [parallel] max_reuse_distance: after
+                               a block's forward it keeps it gathered when
+                               its backward comes within this many
+                               elements of passes */
   bool transient_grads;     /* ZeRO-2/3 (or a step in backward):
                                gradients live until their bucket is
                                reduce-scattered (or stepped), every
