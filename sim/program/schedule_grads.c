@@ -73,7 +73,7 @@ static uint32_t add_host_sum(builder *b, int mb, uint64_t bytes, uint32_t after)
 static uint32_t offload_bucket(builder *b, int mb, uint32_t after)
 {
   uint64_t bytes =
-      b->r->offload.bit16_buffers * partition_elems(b, b->bucket_elems);
+      vs_recipe_bit16_host_bytes(b->r, partition_elems(b, b->bucket_elems));
   if (!vs_recipe_host_sums(b->r, b->lay->grad_accum))
     return grads_to_host(b, mb, after);
   /* DeepSpeed's, on its reduction's stream (host_stream) */

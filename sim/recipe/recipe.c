@@ -153,13 +153,19 @@ uint64_t vs_recipe_grad_staging_bytes(const vs_recipe *r,
   return r->offload.bit16_buffers * largest_elems;
 }
 
+uint64_t vs_recipe_bit16_host_bytes(const vs_recipe *r,
+                                    uint64_t partition_elems)
+{
+  return r->offload.bit16_buffers * partition_elems;
+}
+
 uint64_t vs_recipe_host_buffer_bytes(const vs_recipe *r,
                                      uint64_t partition_elems,
                                      uint64_t largest_elems, bool sums)
 {
-  uint64_t bytes = r->offload.bit16_buffers *
-                       (partition_elems + (sums ? partition_elems : 0)) +
-                   vs_recipe_grad_staging_bytes(r, largest_elems);
+  uint64_t copy = vs_recipe_bit16_host_bytes(r, partition_elems);
+  uint64_t bytes =
+      copy + (sums ? copy : 0) + vs_recipe_grad_staging_bytes(r, largest_elems);
   if (r->optimizer.place == VS_PLACE_NVME)
     bytes += VS_NVME_OPT_BUFFERS * 4 *
              (partition_elems < VS_NVME_SUB_GROUP_ELEMS

@@ -502,9 +502,16 @@ bool vs_recipe_host_sums(const vs_recipe *r, uint64_t grad_accum);
 uint64_t vs_recipe_grad_staging_bytes(const vs_recipe *r,
                                       uint64_t largest_elems);
 
+/* The bytes of DeepSpeed ZeRO-1/2's 16-bit host buffer of a partition of
+ * `partition_elems` (vs_offload_plan bit16_buffers x them): its copy of
+ * the updated partition, and as much for the gradient sums
+ * (vs_recipe_host_sums); 0 else. */
+uint64_t vs_recipe_bit16_host_bytes(const vs_recipe *r,
+                                    uint64_t partition_elems);
+
 /* Host buffers one GPU's offload takes beside the states: DeepSpeed
- * ZeRO-1/2's 16-bit copy of the updated partition (vs_offload_plan
- * bit16_buffers x `partition_elems`), its staging buffer
+ * ZeRO-1/2's 16-bit copy of the updated partition
+ * (vs_recipe_bit16_host_bytes of `partition_elems`), its staging buffer
  * (vs_recipe_grad_staging_bytes of `largest_elems`) and, with `sums`
  * (vs_recipe_host_sums), the sums, bit16_buffers x `partition_elems`
  * (its parameters' whole elements: those a partition boundary cuts count

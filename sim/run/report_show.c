@@ -111,7 +111,7 @@ static void show_deepspeed_offload(FILE *out, const vs_recipe *r,
   if (r->offload.bit16_buffers == 0 || s == lay->pp)
     return;
   st = &lay->stages[s];
-  copy = r->offload.bit16_buffers * st->step_elems;
+  copy = vs_recipe_bit16_host_bytes(r, st->step_elems);
   fprintf(out,
           "# DeepSpeed's offload buffers per GPU (stage_1_and_2.py): "
           "%s staging of the largest tensor on the GPU (temp) and on "
