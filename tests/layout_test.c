@@ -480,6 +480,29 @@ static void test_framework_presets(void **state)
   build(small_gpt, ds_z1, 3, d, &lay);
   assert_sharded(vs_layout_model_states(&lay), d, 4 * psi * d + 12 * psi, 16);
   assert_int_equal(lay.stages[0].step_temp_bytes, 4 * ((decay + d - 1) / d));
+  {
+    /* DeepSpeed ZeRO-3 (stage3.py _prepare_fp32_grad_for_sub_group): the
+     * 16-bit concatenation of a sub-group's gradient partitions and its
+     * fp32 copy, 6 bytes an element of the largest, which is the decay
+     * group's partition here and, past DeepSpeed's sub_group_size of 1e9
+     * elements (2048 layers of 12.6M, 6.4e9 decay elements a GPU), 1e9 */
+    const char *ds_z3[] = {"training.framework=deepspeed",
+                           "training.precision=bf16", "parallel.zero=3"};
+    const char *ds_z3_big[] = {"training.framework=deepspeed",
+                               "training.precision=bf16", "parallel.zero=3",
+                               "model.layers=2048"};
+    const char *ds_z3_host[] = {"training.framework=deepspeed",
+                                "training.precision=bf16", "parallel.zero=3",
+                                "parallel.offload_optimizer=cpu"};
+    build(small_gpt, ds_z3, 3, d, &lay);
+    assert_int_equal(lay.stages[0].step_temp_bytes, 6 * ((decay + d - 1) / d));
+    build(small_gpt, ds_z3_big, 4, d, &lay);
+    assert_true(lay.stages[0].decay_elems / d > 1000000000ull);
+    assert_int_equal(lay.stages[0].step_temp_bytes, 6000000000ull);
+    /* the host steps the fp32 partition it holds: no copy on the GPU */
+    build(small_gpt, ds_z3_host, 4, d, &lay);
+    assert_int_equal(lay.stages[0].step_temp_bytes, 0);
+  }
   build(small_gpt, mg, 3, d, &lay);
   assert_int_equal(lay.grad_elem_bytes, 4);
   assert_sharded(vs_layout_model_states(&lay), d, 6 * psi * d + 12 * psi, 16);

@@ -168,9 +168,8 @@ uint64_t vs_recipe_host_buffer_bytes(const vs_recipe *r,
       copy + (sums ? copy : 0) + vs_recipe_grad_staging_bytes(r, largest_elems);
   if (r->optimizer.place == VS_PLACE_NVME)
     bytes += VS_NVME_OPT_BUFFERS * 4 *
-             (partition_elems < VS_NVME_SUB_GROUP_ELEMS
-                  ? partition_elems
-                  : VS_NVME_SUB_GROUP_ELEMS);
+             (partition_elems < VS_DS_SUB_GROUP_ELEMS ? partition_elems
+                                                      : VS_DS_SUB_GROUP_ELEMS);
   if (r->params.place == VS_PLACE_NVME)
     bytes += VS_NVME_PARAM_BUFFERS * 2 * VS_NVME_PARAM_BUFFER_ELEMS;
   return bytes;
@@ -186,8 +185,11 @@ static bool bf16_optimizer(const vs_workload *wl)
 
 /* DeepSpeed's step copies its 16-bit gradients to fp32 (frameworks.md
  * 2.1-2.2): FP16_Optimizer (fp16, ZeRO off) whole, ZeRO-1/2 a group's
- * partition at a time. Megatron-LM's mixed-precision optimizers make
- * each fp32 main param's .grad from its 16-bit main grad
+ * partition at a time, ZeRO-3 a sub-group's (stage3.py
+ * _prepare_fp32_grad_for_sub_group: flatten, torch.cat of the
+ * sub-group's gradient partitions, then .to(fp32); freed by
+ * _release_sub_group before the next). Megatron-LM's mixed-precision optimizers
+ * make each fp32 main param's .grad from its 16-bit main grad
  * (main_grad.float() in megatron/core/optimizer/optimizer.py and
  * distrib_optimizer.py _copy_model_grads_to_main_grads), all before the
  * step, and set them to None at the next zero_grad: the 20 and 4 + 16/d
@@ -209,6 +211,8 @@ static uint8_t step_copy(const vs_workload *wl, const vs_recipe *r)
     return VS_STEP_COPY_NONE;
   if (zero == 0 && t->precision == VS_PREC_FP16)
     return VS_STEP_COPY_FLAT;
+  if (zero == 3)
+    return VS_STEP_COPY_SUB_GROUP;
   return zero == 1 || zero == 2 ? VS_STEP_COPY_PARTITION : VS_STEP_COPY_NONE;
 }
 

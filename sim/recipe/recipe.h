@@ -140,11 +140,16 @@ typedef struct vs_offload_plan {
  * ones stay in ordinary device memory. */
 #define VS_PAGED_MIN_ELEMS 100000
 
+/* DeepSpeed's ZeRO-3 sub_group_size (runtime/zero/config.py: 1e9
+ * elements): stage3.py steps a parameter group's partition in sub-groups
+ * of about this many (_create_fp16_sub_groups closes one at the
+ * parameter that reaches it), one at a time, and swaps them to NVMe so. */
+#define VS_DS_SUB_GROUP_ELEMS 1000000000ull
+
 /* DeepSpeed's defaults for NVMe swapping (runtime/zero/offload_config.py
- * and config.py): optimizer buffer_count 4 (param, grad, m, v), sub_group_size
- * 1e9 elements; parameter buffer_count 5, buffer_size 1e8 elements. */
+ * and config.py): optimizer buffer_count 4 (param, grad, m, v), of a
+ * sub-group each; parameter buffer_count 5, buffer_size 1e8 elements. */
 #define VS_NVME_OPT_BUFFERS 4
-#define VS_NVME_SUB_GROUP_ELEMS 1000000000ull
 #define VS_NVME_PARAM_BUFFERS 5
 #define VS_NVME_PARAM_BUFFER_ELEMS 100000000ull
 
@@ -208,10 +213,15 @@ typedef struct vs_kind_plan {
  * the per-tensor fp32 copies of the group being flattened; ZeRO-1/2's
  * fp32 copy of a group's partition; Megatron-LM's fp32 copy of every
  * 16-bit main grad the GPU steps (all of them, or the distributed
- * optimizer's shard). */
+ * optimizer's shard); ZeRO-3's fp32 copy of a sub-group's partition
+ * (VS_DS_SUB_GROUP_ELEMS), made from a 16-bit concatenation of its
+ * gradient partitions held beside it. */
 typedef enum {
-  VS_STEP_COPY_NONE, VS_STEP_COPY_FLAT, VS_STEP_COPY_PARTITION,
-  VS_STEP_COPY_MAIN_GRADS
+  VS_STEP_COPY_NONE,
+  VS_STEP_COPY_FLAT,
+  VS_STEP_COPY_PARTITION,
+  VS_STEP_COPY_MAIN_GRADS,
+  VS_STEP_COPY_SUB_GROUP
 } vs_step_copy;
 
 /* How many times the optimizer step moves each kind of byte it touches,
