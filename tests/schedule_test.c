@@ -1483,6 +1483,27 @@ static void test_deepspeed_zero3_coordinator(void **state)
   assert_true(elems == EMBED_PARAMS + 2 * LAYER_PARAMS);
   destroy(b);
   {
+    /* a window of one layer's elements, which each layer alone fills: at
+     * a layer's pass its largest tensor (the 256 x 1024 MLP weight)
+     * stands for what is held of it, so the next block is prefetched
+     * (one ahead); at layer 3's pass that reaches the head (512) and,
+     * in the backward half, layer 3 (met: kept) and layer 2 (gathered
+     * again, 790,272 > 527,616 the room). Each micro-batch gathers 6
+     * blocks forward and 4 backward (layer 2's included), at most 3 at
+     * once: layers 3 and 2 and the head */
+    static const char *const fills[] = {
+        "training.framework=deepspeed", "parallel.zero=3",
+        "training.global_batch=4", "parallel.max_live_parameters=789760",
+        "parallel.max_reuse_distance=1"};
+    b = build(fills, 5, 2);
+    assert_int_equal(count_ops(&b->p, "zero3_all_gather", ANY, ANY), 2 * 10);
+    assert_int_equal(count_ops(&b->p, "zero3_all_gather", LAYERS - 1, ANY), 2);
+    max_gathered(&b->p, &blocks, &elems);
+    assert_int_equal(blocks, 3);
+    assert_true(elems == 2 * LAYER_PARAMS + HEAD_PARAMS);
+    destroy(b);
+  }
+  {
     /* a checkpointed layer's forward re-run is a pass of the trace too:
      * from layer 3's forward to its backward lie the head's two passes
      * (1,024 elements), from layer 2's also layer 3's three (2,370,304):

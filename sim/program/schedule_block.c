@@ -1025,14 +1025,45 @@ static void trace_reset(builder *b)
   b->queue = 0;
 }
 
+/* The elements of inst's largest parameter tensor: DeepSpeed's largest
+ * module's, near enough (a module fetches its own tensors). */
+static uint64_t largest_tensor(const builder *b, size_t inst)
+{
+  const vs_block *blk = sb_block_of(b, inst);
+  uint64_t most = 0;
+  for (uint32_t i = 0; i < blk->n_params; i++) {
+    uint64_t elems = blk->params[i].rows * blk->params[i].cols;
+    if (elems > most)
+      most = elems;
+  }
+  return most;
+}
+
+/* The room DeepSpeed's prefetch has at the pass at trace position now:
+ * gather_live_elems less the elements gathered. DeepSpeed counts modules,
+ * releasing each after its pass, so a block that alone fills the window
+ * (as many elements as the limit, or more) still has the window slide
+ * into the next block at its last module, where its largest tensor
+ * stands for what is held of it: the next block is then prefetched
+ * whole, where counting the whole block nothing would be. */
+static uint64_t prefetch_room(const builder *b, uint32_t now)
+{
+  uint64_t limit = b->r->gather_live_elems, own = 0, counted;
+  size_t inst;
+  if (trace_inst(b, now, &inst) && b->gather_buf[inst] != NONE)
+    own = sb_plan_of(b, inst)->param_elems;
+  counted =
+      b->gathered_elems - own + (own < limit ? own : largest_tensor(b, inst));
+  return counted < limit ? limit - counted : 0;
+}
+
 /* Before the pass at trace position now: the queue moves past it, and
- * its next blocks are gathered while fewer than gather_live_elems
- * elements are (one round: the room is what was free as it began, those
- * gathered already passing at no cost). */
+ * its next blocks are gathered while what they add is under the room
+ * (one round: the room is what was free as it began, those gathered
+ * already passing at no cost). */
 static void prefetch_trace(builder *b, uint32_t now, int mb)
 {
-  uint64_t limit = b->r->gather_live_elems, got = 0;
-  uint64_t room = b->gathered_elems < limit ? limit - b->gathered_elems : 0;
+  uint64_t room = prefetch_room(b, now), got = 0;
   if (b->queue <= now)
     b->queue = now + 1;
   while (b->queue < trace_len(b) && got < room) {
@@ -1073,6 +1104,10 @@ static bool reused_soon(const builder *b, size_t inst)
   uint64_t limit = b->r->gather_reuse_elems;
   if (sb_plan_of(b, inst)->no_backward)
     return false;
+  /* DeepSpeed's step_id has moved past the module when it releases it
+   * (scanned > step_id there): a block whose backward comes next, the
+   * head's, counts as met, as in a Hugging Face model, whose root module's
+   * backward hook comes between the head's forward and backward */
   if (b->scanned[inst] != NONE && b->scanned[inst] > at)
     return true;
   return reuse_distance(b, inst, limit) < limit;
