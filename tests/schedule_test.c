@@ -1434,17 +1434,33 @@ static void max_gathered(const vs_program *p, int *blocks, uint64_t *elems)
 
 /* DeepSpeed's ZeRO-3 coordinator, block by block (schedule_block.c): the
  * trace of a micro-batch is embedding, layers 0-3, head, then their
- * backwards in reverse; 2 micro-batches. */
+ * backwards in reverse; 2 micro-batches. The output layer is tied: the
+ * head's passes fetch the embedding's block too (a head pass is 289,280
+ * elements of the trace). */
 static void test_deepspeed_zero3_coordinator(void **state)
 {
   static const char *const none[] = {
       "training.framework=deepspeed", "parallel.zero=3",
       "training.global_batch=4", "parallel.max_live_parameters=1",
       "parallel.max_reuse_distance=1"};
+  static const char *const zeros[] = {
+      "training.framework=deepspeed", "parallel.zero=3",
+      "training.global_batch=4", "parallel.max_live_parameters=0",
+      "parallel.max_reuse_distance=0"};
   static const char *const two[] = {
       "training.framework=deepspeed", "parallel.zero=3",
       "training.global_batch=4", "parallel.max_live_parameters=1579520",
       "parallel.max_reuse_distance=1"};
+  static const char *const fills[] = {
+      "training.framework=deepspeed", "parallel.zero=3",
+      "training.global_batch=4", "parallel.max_live_parameters=789760",
+      "parallel.max_reuse_distance=1"};
+  static const char *const ckpt[] = {"training.framework=deepspeed",
+                                     "parallel.zero=3",
+                                     "training.global_batch=4",
+                                     "parallel.max_live_parameters=1",
+                                     "parallel.max_reuse_distance=2500000",
+                                     "training.checkpointing=full"};
   static const char *const defaults[] = {"training.framework=deepspeed",
                                          "parallel.zero=3",
                                          "training.global_batch=4"};
@@ -1452,73 +1468,80 @@ static void test_deepspeed_zero3_coordinator(void **state)
   int blocks;
   uint64_t elems;
   (void)state;
-  /* no room to prefetch, and every block but the head (its backward
-   * next: 0 elements between) released after its forward: 6 gathers
-   * forward and 5 backward a micro-batch, one block held at a time */
+  /* no room to prefetch, and every block but the head (its backward next:
+   * 0 elements between) released after its forward; the embedding
+   * gathered again at the head's forward, kept with it, released after
+   * its backward: 7 gathers forward and 5 backward a micro-batch, at most
+   * two blocks at once (the head and the embedding), at most a layer's
+   * elements */
   b = build(none, 5, 2);
   assert_true(b->r.gather_live_elems == 1 && b->r.gather_reuse_elems == 1);
-  assert_int_equal(count_ops(&b->p, "zero3_all_gather", ANY, ANY), 2 * 11);
+  assert_int_equal(count_ops(&b->p, "zero3_all_gather", ANY, ANY), 2 * 12);
   assert_int_equal(count_ops(&b->p, "zero3_all_gather", LAYERS, ANY), 2);
+  assert_int_equal(count_ops(&b->p, "zero3_all_gather", -1, ANY), 2 * 3);
   max_gathered(&b->p, &blocks, &elems);
-  assert_int_equal(blocks, 1);
+  assert_int_equal(blocks, 2);
+  assert_true(elems == LAYER_PARAMS); /* more than the two's 289,280 */
   destroy(b);
-  {
-    /* 0 each, as DeepSpeed reads them: the head too is gathered again */
-    static const char *const zeros[] = {
-        "training.framework=deepspeed", "parallel.zero=3",
-        "training.global_batch=4", "parallel.max_live_parameters=0",
-        "parallel.max_reuse_distance=0"};
-    b = build(zeros, 5, 2);
-    assert_true(b->r.gather_traced);
-    assert_int_equal(count_ops(&b->p, "zero3_all_gather", ANY, ANY), 2 * 12);
-    destroy(b);
-  }
+  /* 0 each, as DeepSpeed reads them: the head, and the embedding it ties,
+   * are gathered again for the head's backward: 7 gathers each way */
+  b = build(zeros, 5, 2);
+  assert_true(b->r.gather_traced);
+  assert_int_equal(count_ops(&b->p, "zero3_all_gather", ANY, ANY), 2 * 14);
+  destroy(b);
   /* room for two layers: the embedding's pass (288,768 gathered) has
    * 1,290,752 free, which layer 0 (789,760) does not fill, so layer 1 is
    * prefetched too, overshooting as DeepSpeed's check before each
-   * parameter does; layer 0's pass then has none free */
+   * parameter does; layer 0's pass then has none free. Layer 3's pass
+   * (789,760 free) prefetches the head with the embedding, meets layer 3
+   * in the backward half (kept) and gathers layer 2 again: 4 blocks at
+   * once; 7 gathers forward, 4 backward */
   b = build(two, 5, 2);
+  assert_int_equal(count_ops(&b->p, "zero3_all_gather", ANY, ANY), 2 * 11);
   max_gathered(&b->p, &blocks, &elems);
-  assert_int_equal(blocks, 3);
-  assert_true(elems == EMBED_PARAMS + 2 * LAYER_PARAMS);
+  assert_int_equal(blocks, 4);
+  assert_true(elems == EMBED_PARAMS + 2 * LAYER_PARAMS + HEAD_PARAMS);
+  destroy(b);
+  /* a window of one layer's elements, which each layer alone fills: at a
+   * layer's pass its largest tensor (the 256 x 1024 MLP weight) stands
+   * for what is held of it, so the next block is prefetched (one ahead);
+   * at layer 3's pass (527,616 free) that reaches the head with the
+   * embedding and, in the backward half, layer 3 (met: kept) and layer 2
+   * (gathered again); 7 gathers forward and 4 backward, at most 4 blocks:
+   * layers 3 and 2, the head and the embedding */
+  b = build(fills, 5, 2);
+  assert_int_equal(count_ops(&b->p, "zero3_all_gather", ANY, ANY), 2 * 11);
+  assert_int_equal(count_ops(&b->p, "zero3_all_gather", LAYERS - 1, ANY), 2);
+  max_gathered(&b->p, &blocks, &elems);
+  assert_int_equal(blocks, 4);
+  assert_true(elems == EMBED_PARAMS + 2 * LAYER_PARAMS + HEAD_PARAMS);
+  destroy(b);
+  /* a checkpointed layer's forward re-run is a pass of the trace too:
+   * from layer 3's forward to its backward lie the head's two passes
+   * (578,560 elements), from layer 2's also layer 3's three (2,947,840):
+   * within 2,500,000 layer 3 stays gathered, layer 2 does not (it would,
+   * counting layer 3's backward once: 2,158,080); the embedding is
+   * gathered again at the head and after its backward: 7 gathers
+   * forward, 4 backward */
+  b = build(ckpt, 6, 2);
+  assert_int_equal(count_ops(&b->p, "zero3_all_gather", LAYERS - 1, ANY), 2);
+  assert_int_equal(count_ops(&b->p, "zero3_all_gather", LAYERS - 2, ANY), 4);
+  assert_int_equal(count_ops(&b->p, "zero3_all_gather", ANY, ANY), 2 * 11);
   destroy(b);
   {
-    /* a window of one layer's elements, which each layer alone fills: at
-     * a layer's pass its largest tensor (the 256 x 1024 MLP weight)
-     * stands for what is held of it, so the next block is prefetched
-     * (one ahead); at layer 3's pass that reaches the head (512) and,
-     * in the backward half, layer 3 (met: kept) and layer 2 (gathered
-     * again, 790,272 > 527,616 the room). Each micro-batch gathers 6
-     * blocks forward and 4 backward (layer 2's included), at most 3 at
-     * once: layers 3 and 2 and the head */
-    static const char *const fills[] = {
+    /* the embedding's next use is the head that ties it, 3,159,040
+     * elements of passes on (the layers' forwards): within 3,500,000 it
+     * stays gathered through the forward, and from the head's backward
+     * to its own (the layers' backwards, 3,159,040 too); layers 2 and 3
+     * stay (2,158,080 and 578,560 to their backwards), layers 0 and 1 are
+     * gathered again: 6 gathers forward, 2 backward, the embedding once */
+    static const char *const tied[] = {
         "training.framework=deepspeed", "parallel.zero=3",
-        "training.global_batch=4", "parallel.max_live_parameters=789760",
-        "parallel.max_reuse_distance=1"};
-    b = build(fills, 5, 2);
-    assert_int_equal(count_ops(&b->p, "zero3_all_gather", ANY, ANY), 2 * 10);
-    assert_int_equal(count_ops(&b->p, "zero3_all_gather", LAYERS - 1, ANY), 2);
-    max_gathered(&b->p, &blocks, &elems);
-    assert_int_equal(blocks, 3);
-    assert_true(elems == 2 * LAYER_PARAMS + HEAD_PARAMS);
-    destroy(b);
-  }
-  {
-    /* a checkpointed layer's forward re-run is a pass of the trace too:
-     * from layer 3's forward to its backward lie the head's two passes
-     * (1,024 elements), from layer 2's also layer 3's three (2,370,304):
-     * within 2,000,000 layer 3 stays gathered, layer 2 does not (it
-     * would, counting layer 3's backward once) */
-    static const char *const ckpt[] = {"training.framework=deepspeed",
-                                       "parallel.zero=3",
-                                       "training.global_batch=4",
-                                       "parallel.max_live_parameters=1",
-                                       "parallel.max_reuse_distance=2000000",
-                                       "training.checkpointing=full"};
-    b = build(ckpt, 6, 2);
-    assert_int_equal(count_ops(&b->p, "zero3_all_gather", LAYERS - 1, ANY), 2);
-    assert_int_equal(count_ops(&b->p, "zero3_all_gather", LAYERS - 2, ANY), 4);
-    assert_int_equal(count_ops(&b->p, "zero3_all_gather", ANY, ANY), 2 * 10);
+        "training.global_batch=4", "parallel.max_live_parameters=1",
+        "parallel.max_reuse_distance=3500000"};
+    b = build(tied, 5, 2);
+    assert_int_equal(count_ops(&b->p, "zero3_all_gather", -1, ANY), 2);
+    assert_int_equal(count_ops(&b->p, "zero3_all_gather", ANY, ANY), 2 * 8);
     destroy(b);
   }
   /* DeepSpeed's 1e9 each: the embedding's pass prefetches the whole model

@@ -1017,6 +1017,25 @@ static bool trace_inst(const builder *b, uint32_t x, size_t *inst)
   return x < n || !sb_plan_of(b, *inst)->no_backward;
 }
 
+/* Whether inst is a head whose output weight is the embedding's (tied,
+ * on one stage): DeepSpeed's trace fetches that parameter at the head's
+ * passes too, which vsim does with the embedding's block (inst 0). */
+static bool head_ties(const builder *b, size_t inst)
+{
+  return coordinated(b) && b->wl->model.tied_embeddings &&
+         b->wl->parallel.pp == 1 && b->unit_first == 0 && inst > 0 &&
+         sb_block_of(b, inst)->role == VS_ROLE_HEAD &&
+         sb_block_of(b, 0)->role == VS_ROLE_EMBED;
+}
+
+/* The elements the trace's pass of inst fetches: its block's, and the
+ * embedding's at a head that ties it. */
+static uint64_t pass_elems(const builder *b, size_t inst)
+{
+  return sb_plan_of(b, inst)->param_elems +
+         (head_ties(b, inst) ? sb_plan_of(b, 0)->param_elems : 0);
+}
+
 /* A micro-batch's forward begins: its trace starts over. */
 static void trace_reset(builder *b)
 {
@@ -1076,6 +1095,13 @@ static void prefetch_trace(builder *b, uint32_t now, int mb)
       gather(b, inst, mb, b->last_compute);
       got += sb_plan_of(b, inst)->param_elems;
     }
+    if (head_ties(b, inst)) {
+      b->scanned[0] = x;
+      if (b->gather_buf[0] == NONE) {
+        gather(b, 0, mb, b->last_compute);
+        got += sb_plan_of(b, 0)->param_elems;
+      }
+    }
   }
 }
 
@@ -1086,14 +1112,43 @@ static void prefetch_trace(builder *b, uint32_t now, int mb)
 static uint64_t reuse_distance(const builder *b, size_t inst, uint64_t limit)
 {
   uint64_t sum = 0;
-  for (size_t j = inst + 1; j <= b->unit_last && sum < limit; j++)
-    sum += sb_plan_of(b, j)->param_elems;
+  for (size_t j = inst + 1; j <= b->unit_last && sum < limit; j++) {
+    if (inst == 0 && head_ties(b, j))
+      return sum; /* the embedding's next use: the head that ties it */
+    sum += pass_elems(b, j);
+  }
   for (size_t j = b->unit_last; j > inst && sum < limit; j--) {
+    const vs_kind_plan *plan = sb_plan_of(b, j);
+    if (!plan->no_backward)
+      sum += pass_elems(b, j) * (plan->recompute_block ? 2 : 1);
+  }
+  return sum;
+}
+
+/* The elements of the backward passes between a tying head's backward
+ * and the embedding's, up to `limit`. */
+static uint64_t tied_reuse_distance(const builder *b, uint64_t limit)
+{
+  uint64_t sum = 0;
+  for (size_t j = b->unit_last - 1; j > 0 && sum < limit; j--) {
     const vs_kind_plan *plan = sb_plan_of(b, j);
     if (!plan->no_backward)
       sum += plan->param_elems * (plan->recompute_block ? 2 : 1);
   }
   return sum;
+}
+
+/* After a tying head's backward: whether the coordinator keeps the
+ * embedding gathered to its own backward (met by the prefetch, or
+ * within max_reuse_distance). */
+static bool tied_kept(const builder *b, size_t head)
+{
+  uint64_t limit = b->r->gather_reuse_elems;
+  if (sb_plan_of(b, 0)->no_backward)
+    return false; /* a frozen prefix's embedding: no later use */
+  if (b->scanned[0] != NONE && b->scanned[0] > trace_at(b, head, true))
+    return true;
+  return tied_reuse_distance(b, limit) < limit;
 }
 
 /* Whether the coordinator keeps inst gathered from its forward to its
@@ -1142,6 +1197,8 @@ static void before_pass(builder *b, size_t inst, bool backward, int mb)
   if (coordinated(b) && !backward && inst == b->unit_first)
     trace_reset(b);
   gather(b, inst, mb, b->last_compute);
+  if (head_ties(b, inst))
+    gather(b, 0, mb, b->last_compute);
   if (sb_in_root_unit(b, inst)) /* one all-gather, copied out at once */
     gather_into(b, b->n_inst - 1 - inst, mb, b->last_compute,
                 GATHER_INTO_PARAMS);
@@ -1149,6 +1206,8 @@ static void before_pass(builder *b, size_t inst, bool backward, int mb)
     prefetch_trace(b, trace_at(b, inst, backward), mb);
   else if (has_next)
     gather(b, next, mb, b->last_compute);
+  if (head_ties(b, inst))
+    sb_wait_on(b, b->gather_op[0]);
   if (b->gather_op[inst] != NONE) {
     sb_wait_on(b, b->gather_op[inst]);
     copy_out(b, inst);
@@ -1380,8 +1439,11 @@ void sb_forward_block(builder *b, size_t inst, int mb)
     sb_transients(b, op, fleeting, o->fwd_temp_first);
     if (k + 1 == blk->n_ops) {
       sb_allocate_held_output(b, inst, op);
-      if (!kept_after_forward(b, inst))
+      if (!kept_after_forward(b, inst)) {
         release_gather(b, inst, op);
+        if (head_ties(b, inst)) /* its next use is the head's too */
+          release_gather(b, 0, op);
+      }
       acts_to_host(b, inst, mb, op);
     }
     op_comm(b, &o->fwd_after, layer, mb);
@@ -1692,6 +1754,8 @@ static void backward_frees(builder *b, const vs_block *blk, size_t inst,
     b->ckpt_buf[live(b, inst, mb)] = NONE;
     if (!sb_in_root_unit(b, inst))
       release_gather(b, inst, op);
+    if (head_ties(b, inst) && !tied_kept(b, inst))
+      release_gather(b, 0, op);
     if (b->r->root_kept && last_backward(b, inst))
       release_root(b, op); /* the root's post-backward */
   }
