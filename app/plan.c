@@ -175,6 +175,8 @@ typedef struct plan_state {
   bool overlap_grad_reduce;  /* the workload's (kept below ZeRO-3) */
   bool ckpt_choice;          /* the workload chooses which layers full
                                 checkpointing recomputes */
+  bool coordinator_limits;   /* the workload tunes DeepSpeed's ZeRO-3
+                                coordinator (dropped below ZeRO-3) */
   double tokens_per_step;    /* global batch * sequence */
   bool priced;               /* the topology has a price per GPU-hour */
   double seconds;            /* wall time of the simulations */
@@ -317,6 +319,11 @@ static int split_sets(const plan_state *ps, const layout_choice *lc,
                             (unsigned long long)lc->etp);
   bad |= vs_candidate_set(c, "parallel.zero=%llu",
                           (unsigned long long)lc->zero);
+  /* ZeRO-3's coordinator limits mean nothing below it */
+  if (lc->zero < 3 && ps->coordinator_limits) {
+    bad |= vs_candidate_set(c, "parallel.max_live_parameters=0");
+    bad |= vs_candidate_set(c, "parallel.max_reuse_distance=0");
+  }
   bad |= vs_candidate_set(c, "parallel.sequence_parallel=%s",
                           sequence_parallel_of(lc) ? "true" : "false");
   bad |= vs_candidate_set(c, "parallel.schedule=%s",
@@ -1091,6 +1098,8 @@ static int plan_simulate(const vs_workload *wl, const vs_topology *topo,
   ps->overlap_grad_reduce = wl->parallel.overlap_grad_reduce;
   ps->ckpt_choice = wl->training.checkpoint_layers ||
                     wl->training.checkpoint_every;
+  ps->coordinator_limits =
+      wl->parallel.max_live_parameters || wl->parallel.max_reuse_distance;
   ps->tokens_per_step =
       (double)(wl->training.global_batch * wl->model.seq_len);
   if ((rc = enumerate(wl, topo, ps))) {

@@ -4336,6 +4336,39 @@ static void test_plan_deepspeed_pipelines_run_1f1b(void **state)
   tu_remove_dir(dir);
 }
 
+/* Counts plan.csv's simulated rows by ZeRO stage (user: int[4]); none is
+ * invalid. */
+static void count_zero_row(const csv_scan *s, void *user)
+{
+  unsigned long long zero = scan_u64(s, "parallel.zero");
+  assert_true(zero <= 3);
+  assert_string_not_equal(scan_cell(s, "status"), "invalid");
+  ((int *)user)[zero]++;
+}
+
+/* A workload that tunes DeepSpeed's ZeRO-3 coordinator still plans ZeRO-1
+ * and -2 layouts (the limits dropped there), not only ZeRO-3 ones. */
+static void test_plan_drops_coordinator_limits_below_zero3(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {"plan",   DATA "gpt-small.ini",
+                        "--set",  "training.framework=deepspeed",
+                        "--set",  "parallel.zero=3",
+                        "--set",  "parallel.max_live_parameters=500000",
+                        "--set",  "training.global_batch=16",
+                        "--gpus", "4",
+                        "--jobs", "2",
+                        "--csv",  NULL,
+                        NULL};
+  int zero[4] = {0, 0, 0, 0};
+  (void)state;
+  run_plan_csv(args, 15, dir, p, 0);
+  assert_null(strstr(r.out, "invalid"));
+  scan_csv(p, count_zero_row, zero);
+  assert_true(zero[1] > 0 && zero[2] > 0 && zero[3] > 0);
+  tu_remove_dir(dir);
+}
+
 /* What test_plan_varies_expert_and_context_parallelism counts: rows by
  * expert- and context-parallel size (index: log2 of the size). */
 typedef struct ep_cp_seen {
@@ -5048,6 +5081,7 @@ int main(void)
       cmocka_unit_test(test_plan_tries_uneven_pipelines),
       cmocka_unit_test(test_plan_tries_interleaved_where_allowed),
       cmocka_unit_test(test_plan_deepspeed_pipelines_run_1f1b),
+      cmocka_unit_test(test_plan_drops_coordinator_limits_below_zero3),
       cmocka_unit_test(test_plan_compares_gpu_types),
       cmocka_unit_test(test_plan_across_types_lists_top),
       cmocka_unit_test(test_plan_types_priced_and_named),
