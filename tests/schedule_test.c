@@ -1544,6 +1544,35 @@ static void test_deepspeed_zero3_coordinator(void **state)
     assert_int_equal(count_ops(&b->p, "zero3_all_gather", ANY, ANY), 2 * 8);
     destroy(b);
   }
+  {
+    /* parameters on the host: the prefetch copies each block's partition
+     * in before its gather, so at 1e9 (the whole model) each block comes
+     * in once a micro-batch; a frozen prefix (embedding, layers 0-1) runs
+     * no backward: the queue passes over their backwards and the layers
+     * are released after their forwards, the embedding after the head
+     * that ties it (3,159,040 elements of passes on, within 1e9): each
+     * block gathered once too */
+    static const char *const host[] = {
+        "training.framework=deepspeed", "parallel.zero=3",
+        "training.global_batch=4", "parallel.offload_params=cpu"};
+    static const char *const frozen[] = {
+        "training.framework=deepspeed", "parallel.zero=3",
+        "training.global_batch=4", "finetune.method=frozen",
+        "finetune.trainable_layers=2"};
+    b = build(host, 4, 2);
+    assert_true(b->r.offload.fetch_params && b->r.gather_traced);
+    assert_int_equal(count_ops(&b->p, "param_to_gpu", ANY, ANY),
+                     2 * (LAYERS + 2));
+    assert_int_equal(count_ops(&b->p, "zero3_all_gather", ANY, ANY),
+                     2 * (LAYERS + 2));
+    destroy(b);
+    b = build(frozen, 5, 2);
+    assert_int_equal(count_ops(&b->p, "zero3_all_gather", ANY, ANY),
+                     2 * (LAYERS + 2));
+    max_gathered(&b->p, &blocks, &elems);
+    assert_int_equal(blocks, LAYERS + 2);
+    destroy(b);
+  }
   /* DeepSpeed's 1e9 each: the embedding's pass prefetches the whole model
    * (3.4M elements), which stays gathered to its backward: one gather a
    * block a micro-batch */

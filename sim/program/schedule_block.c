@@ -1157,7 +1157,10 @@ static bool reused_soon(const builder *b, size_t inst)
 {
   uint32_t at = trace_at(b, inst, false);
   uint64_t limit = b->r->gather_reuse_elems;
-  if (sb_plan_of(b, inst)->no_backward)
+  /* a frozen prefix's block has no later use, but the embedding a head
+   * ties has that head's */
+  if (sb_plan_of(b, inst)->no_backward &&
+      !(inst == 0 && head_ties(b, b->unit_last)))
     return false;
   /* DeepSpeed's step_id has moved past the module when it releases it
    * (scanned > step_id there): a block whose backward comes next, the
