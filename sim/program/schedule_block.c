@@ -1193,8 +1193,6 @@ static bool last_backward(const builder *b, size_t inst)
  * gather. The root unit is gathered whole with its first block. */
 static void before_pass(builder *b, size_t inst, bool backward, int mb)
 {
-  size_t next = backward ? inst - 1 : inst + 1;
-  bool has_next = backward ? !last_backward(b, inst) : inst < b->unit_last;
   if (!b->r->gather_params)
     return;
   if (coordinated(b) && !backward && inst == b->unit_first)
@@ -1207,8 +1205,8 @@ static void before_pass(builder *b, size_t inst, bool backward, int mb)
                 GATHER_INTO_PARAMS);
   if (coordinated(b))
     prefetch_trace(b, trace_at(b, inst, backward), mb);
-  else if (has_next)
-    gather(b, next, mb, b->last_compute);
+  else if (backward ? !last_backward(b, inst) : inst < b->unit_last)
+    gather(b, backward ? inst - 1 : inst + 1, mb, b->last_compute);
   if (head_ties(b, inst))
     sb_wait_on(b, b->gather_op[0]);
   if (b->gather_op[inst] != NONE) {
