@@ -78,14 +78,6 @@ static uint64_t largest_group(const vs_recipe *r, uint64_t elems,
   return dense > experts ? dense : experts;
 }
 
-/* The largest of DeepSpeed ZeRO-3's sub-groups of a group's partition of
- * `elems` (VS_DS_SUB_GROUP_ELEMS; the one that reaches it may take a
- * parameter's partition more, which vsim leaves out). */
-static uint64_t sub_group(uint64_t elems)
-{
-  return elems < VS_DS_SUB_GROUP_ELEMS ? elems : VS_DS_SUB_GROUP_ELEMS;
-}
-
 /* Partitions st's states as the recipe says and puts each where it lives:
  * the GPU, the host or NVMe (the GPU's figure drops by what moves). */
 static void place_states(const vs_recipe *r, bool host_sums,
@@ -128,9 +120,9 @@ static void place_states(const vs_recipe *r, bool host_sums,
   else if (r->step_copy == VS_STEP_COPY_MAIN_GRADS)
     st->step_temp_bytes = 4 * st->step_elems;
   else if (r->step_copy == VS_STEP_COPY_SUB_GROUP)
-    st->step_temp_bytes =
-        (4 + r->grad_elem_bytes) *
-        sub_group(largest_group(r, st->decay_elems, st->expert_decay_elems));
+    st->step_temp_bytes = (4 + r->grad_elem_bytes) *
+                          vs_recipe_sub_group_elems(largest_group(
+                              r, st->decay_elems, st->expert_decay_elems));
   if (r->step_sqrt_list)
     st->step_temp_bytes += st->optimizer_bytes / 2;
   /* a parameter group at a time: the largest, the dense or the routed

@@ -159,6 +159,12 @@ uint64_t vs_recipe_bit16_host_bytes(const vs_recipe *r,
   return r->offload.bit16_buffers * partition_elems;
 }
 
+uint64_t vs_recipe_sub_group_elems(uint64_t partition_elems)
+{
+  return partition_elems < VS_DS_SUB_GROUP_ELEMS ? partition_elems
+                                                 : VS_DS_SUB_GROUP_ELEMS;
+}
+
 uint64_t vs_recipe_host_buffer_bytes(const vs_recipe *r,
                                      uint64_t partition_elems,
                                      uint64_t largest_elems, bool sums)
@@ -167,9 +173,8 @@ uint64_t vs_recipe_host_buffer_bytes(const vs_recipe *r,
   uint64_t bytes =
       copy + (sums ? copy : 0) + vs_recipe_grad_staging_bytes(r, largest_elems);
   if (r->optimizer.place == VS_PLACE_NVME)
-    bytes += VS_NVME_OPT_BUFFERS * 4 *
-             (partition_elems < VS_DS_SUB_GROUP_ELEMS ? partition_elems
-                                                      : VS_DS_SUB_GROUP_ELEMS);
+    bytes +=
+        VS_NVME_OPT_BUFFERS * 4 * vs_recipe_sub_group_elems(partition_elems);
   if (r->params.place == VS_PLACE_NVME)
     bytes += VS_NVME_PARAM_BUFFERS * 2 * VS_NVME_PARAM_BUFFER_ELEMS;
   return bytes;

@@ -519,6 +519,11 @@ uint64_t vs_recipe_grad_staging_bytes(const vs_recipe *r,
 uint64_t vs_recipe_bit16_host_bytes(const vs_recipe *r,
                                     uint64_t partition_elems);
 
+/* The largest of DeepSpeed ZeRO-3's sub-groups of a partition of
+ * `partition_elems` (VS_DS_SUB_GROUP_ELEMS; the one that reaches it may
+ * take a parameter's partition more, which vsim leaves out). */
+uint64_t vs_recipe_sub_group_elems(uint64_t partition_elems);
+
 /* Host buffers one GPU's offload takes beside the states: DeepSpeed
  * ZeRO-1/2's 16-bit copy of the updated partition
  * (vs_recipe_bit16_host_bytes of `partition_elems`), its staging buffer
