@@ -429,8 +429,10 @@ static int run_gemm_fit(const vs_raw_series *s, const vs_topology *base,
     rc = vs_error_set(e, VS_EINPUT,
                       "the GEMMs ran at %.3g times the base "
                       "topology's peak_tflops_%s (%g): pass --base with "
-                      "this GPU's peak",
-                      f->best_efficiency, gemm_dtype_names[d], peak);
+                      "this GPU's peak%s",
+                      f->best_efficiency, gemm_dtype_names[d], peak,
+                      d == GEMM_BF16 ? " (or --gemm-dtype fp16 for fp16 GEMMs)"
+                                     : "");
   return rc;
 }
 

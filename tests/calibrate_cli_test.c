@@ -625,7 +625,8 @@ static void test_deepbench_v100_fit(void **state)
   run_cal(&run, bf16);
   assert_int_equal(run.status, 1);
   assert_contains(run.err, "times the base topology's peak_tflops_bf16 "
-                           "(15.7): pass --base with this GPU's peak");
+                           "(15.7): pass --base with this GPU's peak (or "
+                           "--gemm-dtype fp16 for fp16 GEMMs)");
   unlink(out);
 }
 

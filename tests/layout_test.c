@@ -499,6 +499,16 @@ static void test_framework_presets(void **state)
     build(small_gpt, ds_z3_big, 4, d, &lay);
     assert_true(lay.stages[0].decay_elems / d > 1000000000ull);
     assert_int_equal(lay.stages[0].step_temp_bytes, 6000000000ull);
+    {
+      /* fp32 gradients (DeepSpeed's grad_accum_dtype): the concatenation
+       * alone, 4 bytes an element (.to(fp32) copies nothing) */
+      const char *ds_z3_fp32[] = {"training.framework=deepspeed",
+                                  "training.precision=bf16", "parallel.zero=3",
+                                  "training.grad_dtype=fp32"};
+      build(small_gpt, ds_z3_fp32, 4, d, &lay);
+      assert_int_equal(lay.stages[0].step_temp_bytes,
+                       4 * ((decay + d - 1) / d));
+    }
     /* the host steps the fp32 partition it holds: no copy on the GPU */
     build(small_gpt, ds_z3_host, 4, d, &lay);
     assert_int_equal(lay.stages[0].step_temp_bytes, 0);

@@ -119,10 +119,14 @@ static void place_states(const vs_recipe *r, bool host_sums,
         4 * largest_group(r, st->decay_elems, st->expert_decay_elems);
   else if (r->step_copy == VS_STEP_COPY_MAIN_GRADS)
     st->step_temp_bytes = 4 * st->step_elems;
-  else if (r->step_copy == VS_STEP_COPY_SUB_GROUP)
-    st->step_temp_bytes = (4 + r->grad_elem_bytes) *
-                          vs_recipe_sub_group_elems(largest_group(
-                              r, st->decay_elems, st->expert_decay_elems));
+  else if (r->step_copy == VS_STEP_COPY_SUB_GROUP) /* the concatenation
+                                                     and, of 16-bit
+                                                     gradients, its fp32
+                                                     copy */
+    st->step_temp_bytes =
+        (r->grad_elem_bytes + (r->grad_elem_bytes == 4 ? 0 : 4)) *
+        vs_recipe_sub_group_elems(
+            largest_group(r, st->decay_elems, st->expert_decay_elems));
   if (r->step_sqrt_list)
     st->step_temp_bytes += st->optimizer_bytes / 2;
   /* a parameter group at a time: the largest, the dense or the routed

@@ -1059,20 +1059,30 @@ static uint64_t largest_tensor(const builder *b, size_t inst)
 }
 
 /* The room DeepSpeed's prefetch has at the pass at trace position now:
- * gather_live_elems less the elements gathered. DeepSpeed counts modules,
- * releasing each after its pass, so a block that alone fills the window
- * (as many elements as the limit, or more) still has the window slide
- * into the next block at its last module, where its largest tensor
- * stands for what is held of it: the next block is then prefetched
- * whole, where counting the whole block nothing would be. */
+ * gather_live_elems less the elements gathered. DeepSpeed counts
+ * modules, releasing each after its pass, so a block that alone fills
+ * the window (as many elements as the limit, or more) still has the
+ * window slide into the next block at its last module when its largest
+ * tensor (a module's, near enough) fits the window: the block then
+ * counts as one element short of the limit, and the next block is
+ * prefetched whole (nothing further); when even that tensor does not
+ * fit, the window has no room. The count never drops as the limit grows
+ * past the block's size. */
 static uint64_t prefetch_room(const builder *b, uint32_t now)
 {
-  uint64_t limit = b->r->gather_live_elems, own = 0, counted;
+  uint64_t limit = b->r->gather_live_elems, own = 0, largest, counted;
   size_t inst;
+  if (limit == 0)
+    return 0;
   if (trace_inst(b, now, &inst) && b->gather_buf[inst] != NONE)
     own = sb_plan_of(b, inst)->param_elems;
-  counted =
-      b->gathered_elems - own + (own < limit ? own : largest_tensor(b, inst));
+  counted = b->gathered_elems - own;
+  if (own < limit) {
+    counted += own;
+  } else {
+    largest = largest_tensor(b, inst);
+    counted += largest < limit ? limit - 1 : largest;
+  }
   return counted < limit ? limit - counted : 0;
 }
 

@@ -207,8 +207,12 @@ static uint8_t step_copy(const vs_workload *wl, const vs_recipe *r)
   uint64_t zero = wl->parallel.zero;
   /* the precision-aware optimizer steps the 16-bit gradient shard as it
    * is (distrib_optimizer.py: main param's decoupled_grad, a view) */
-  if (r->offload.cpu_step || r->grad_elem_bytes == 4 ||
-      t->precision_aware_optimizer)
+  if (r->offload.cpu_step || t->precision_aware_optimizer)
+    return VS_STEP_COPY_NONE;
+  /* ZeRO-3's concatenation copies fp32 gradients too */
+  if (t->framework == VS_FW_DEEPSPEED && zero == 3)
+    return VS_STEP_COPY_SUB_GROUP;
+  if (r->grad_elem_bytes == 4)
     return VS_STEP_COPY_NONE;
   if (t->framework == VS_FW_MEGATRON)
     return t->master_weights ? VS_STEP_COPY_MAIN_GRADS : VS_STEP_COPY_NONE;
@@ -216,8 +220,6 @@ static uint8_t step_copy(const vs_workload *wl, const vs_recipe *r)
     return VS_STEP_COPY_NONE;
   if (zero == 0 && t->precision == VS_PREC_FP16)
     return VS_STEP_COPY_FLAT;
-  if (zero == 3)
-    return VS_STEP_COPY_SUB_GROUP;
   return zero == 1 || zero == 2 ? VS_STEP_COPY_PARTITION : VS_STEP_COPY_NONE;
 }
 

@@ -213,9 +213,9 @@ typedef struct vs_kind_plan {
  * the per-tensor fp32 copies of the group being flattened; ZeRO-1/2's
  * fp32 copy of a group's partition; Megatron-LM's fp32 copy of every
  * 16-bit main grad the GPU steps (all of them, or the distributed
- * optimizer's shard); ZeRO-3's fp32 copy of a sub-group's partition
- * (VS_DS_SUB_GROUP_ELEMS), made from a 16-bit concatenation of its
- * gradient partitions held beside it. */
+ * optimizer's shard); ZeRO-3's concatenation of a sub-group's gradient
+ * partitions (VS_DS_SUB_GROUP_ELEMS) and, from 16-bit gradients, its fp32
+ * copy beside it. */
 typedef enum {
   VS_STEP_COPY_NONE,
   VS_STEP_COPY_FLAT,
