@@ -1671,6 +1671,17 @@ static void test_framework_presets(void **state)
              "--set parallel.schedule=gpipe: framework = deepspeed runs one "
              "pipeline schedule, 1f1b");
     assert_int_equal(load_at(&wl, path, GPT_MODEL, mg_il, 6, 0, &err), 0);
+    {
+      static const char *const mg_gpipe[] = {"training.framework=megatron",
+                                             "parallel.schedule=gpipe"};
+      load_bad(GPT_MODEL, mg_gpipe, 2, 0, VS_EINPUT,
+               "--set parallel.schedule=gpipe: framework = megatron runs "
+               "1f1b or interleaved (Megatron-LM's pipeline schedules), not "
+               "gpipe");
+      assert_false(
+          vs_workload_schedule_allowed(VS_SCHED_GPIPE, VS_FW_MEGATRON));
+      assert_true(vs_workload_schedule_allowed(VS_SCHED_GPIPE, VS_FW_NONE));
+    }
     assert_true(vs_workload_schedule_allowed(VS_SCHED_1F1B, VS_FW_DEEPSPEED));
     assert_true(vs_workload_schedule_allowed(VS_SCHED_GPIPE, VS_FW_FSDP2));
     assert_false(

@@ -434,7 +434,9 @@ bool vs_workload_zero3_coordinator(int framework, uint64_t zero)
 
 bool vs_workload_schedule_allowed(int schedule, int framework)
 {
-  return framework != VS_FW_DEEPSPEED || schedule == VS_SCHED_1F1B;
+  if (framework == VS_FW_DEEPSPEED)
+    return schedule == VS_SCHED_1F1B;
+  return framework != VS_FW_MEGATRON || schedule != VS_SCHED_GPIPE;
 }
 
 /* DeepSpeed's offload rules (runtime/zero/config.py, offload_config.py;

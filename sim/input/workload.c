@@ -1613,8 +1613,13 @@ static int check_pipeline(vs_workload *wl, vs_error *err)
                         (unsigned long long)chunks, VS_MAX_CHUNKS);
   if (!vs_workload_schedule_allowed(p->schedule, wl->training.framework))
     return vs_error_set(err, VS_EINPUT,
-                        "%s: framework = deepspeed runs one pipeline schedule, "
-                        "1f1b (its PipelineEngine's TrainSchedule), not %s",
+                        wl->training.framework == VS_FW_DEEPSPEED
+                            ? "%s: framework = deepspeed runs one pipeline "
+                              "schedule, 1f1b (its PipelineEngine's "
+                              "TrainSchedule), not %s"
+                            : "%s: framework = megatron runs 1f1b or "
+                              "interleaved (Megatron-LM's pipeline "
+                              "schedules), not %s",
                         WHERE("parallel", "schedule"),
                         schedule_names[p->schedule]);
   if (p->schedule == VS_SCHED_INTERLEAVED) {

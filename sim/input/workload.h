@@ -357,8 +357,10 @@ int vs_workload_resolve(vs_workload *wl, uint64_t gpus, vs_error *err);
 bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp, int framework);
 /* Whether framework runs pipeline schedule (vs_schedule_kind): DeepSpeed's
  * PipelineEngine has one training schedule, TrainSchedule, a 1F1B
- * (deepspeed/runtime/pipe/schedule.py); the others run every schedule
- * vsim has (Megatron-LM 1F1B and interleaved, torchtitan GPipe too). */
+ * (deepspeed/runtime/pipe/schedule.py); Megatron-LM's are 1F1B and the
+ * interleaved one (megatron/core/pipeline_parallel/schedules.py:
+ * forward_backward_pipelining_without_interleaving, _with_interleaving);
+ * the others run every schedule vsim has (torchtitan GPipe too). */
 bool vs_workload_schedule_allowed(int schedule, int framework);
 /* Whether ZeRO stage zero under framework gathers parameters as DeepSpeed's
  * ZeRO-3 coordinator does ([parallel] max_live_parameters and
