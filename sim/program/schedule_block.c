@@ -1115,70 +1115,63 @@ static void prefetch_trace(builder *b, uint32_t now, int mb)
   }
 }
 
-/* The elements of the passes between inst's forward and its backward as
- * DeepSpeed's trace counts them, up to `limit`: the later blocks'
- * forwards, then their backwards, a checkpointed block's twice (its
- * forward re-run is a pass of the trace too). */
-static uint64_t reuse_distance(const builder *b, size_t inst, uint64_t limit)
+/* The elements of the trace's passes strictly between positions from and
+ * to, as DeepSpeed counts them, up to `limit`: a pass's block (and the
+ * embedding a head ties), a backward's twice where the block re-runs its
+ * forward first (the re-run is a pass of the trace too), nothing where a
+ * block runs no backward. */
+static uint64_t trace_between(const builder *b, uint32_t from, uint32_t to,
+                              uint64_t limit)
 {
   uint64_t sum = 0;
-  for (size_t j = inst + 1; j <= b->unit_last && sum < limit; j++) {
-    if (inst == 0 && head_ties(b, j))
-      return sum; /* the embedding's next use: the head that ties it */
-    sum += pass_elems(b, j);
-  }
-  for (size_t j = b->unit_last; j > inst && sum < limit; j--) {
-    const vs_kind_plan *plan = sb_plan_of(b, j);
-    if (!plan->no_backward)
-      sum += pass_elems(b, j) * (plan->recompute_block ? 2 : 1);
+  for (uint32_t x = from + 1; x < to && sum < limit; x++) {
+    size_t j;
+    if (!trace_inst(b, x, &j))
+      continue;
+    sum += pass_elems(b, j) *
+           (x >= trace_len(b) / 2 && sb_plan_of(b, j)->recompute_block ? 2 : 1);
   }
   return sum;
 }
 
-/* The elements of the backward passes between a tying head's backward
- * and the embedding's, up to `limit`. */
-static uint64_t tied_reuse_distance(const builder *b, uint64_t limit)
+/* Whether the coordinator keeps inst gathered after its pass at trace
+ * position `at` to its next use at `next`: the prefetch has met it past
+ * `at` (DeepSpeed's step_id has moved past the module when it releases
+ * it: a block whose next use comes next, the head's backward, counts as
+ * met, as in a Hugging Face model, whose root module's backward hook
+ * comes between the head's forward and backward), or fewer than
+ * max_reuse_distance elements of passes lie between (__params_to_release).
+ */
+static bool used_again_soon(const builder *b, size_t inst, uint32_t at,
+                            uint32_t next)
 {
-  uint64_t sum = 0;
-  for (size_t j = b->unit_last - 1; j > 0 && sum < limit; j--) {
-    const vs_kind_plan *plan = sb_plan_of(b, j);
-    if (!plan->no_backward)
-      sum += plan->param_elems * (plan->recompute_block ? 2 : 1);
-  }
-  return sum;
+  uint64_t limit = b->r->gather_reuse_elems;
+  if (b->scanned[inst] != NONE && b->scanned[inst] > at)
+    return true;
+  return trace_between(b, at, next, limit) < limit;
 }
 
 /* After a tying head's backward: whether the coordinator keeps the
- * embedding gathered to its own backward (met by the prefetch, or
- * within max_reuse_distance). */
+ * embedding gathered to its own backward. */
 static bool tied_kept(const builder *b, size_t head)
 {
-  uint64_t limit = b->r->gather_reuse_elems;
   if (sb_plan_of(b, 0)->no_backward)
     return false; /* a frozen prefix's embedding: no later use */
-  if (b->scanned[0] != NONE && b->scanned[0] > trace_at(b, head, true))
-    return true;
-  return tied_reuse_distance(b, limit) < limit;
+  return used_again_soon(b, 0, trace_at(b, head, true), trace_at(b, 0, true));
 }
 
 /* Whether the coordinator keeps inst gathered from its forward to its
- * backward. */
+ * next use: its backward, or for the embedding a head ties, that head's
+ * forward. */
 static bool reused_soon(const builder *b, size_t inst)
 {
-  uint32_t at = trace_at(b, inst, false);
-  uint64_t limit = b->r->gather_reuse_elems;
-  /* a frozen prefix's block has no later use, but the embedding a head
-   * ties has that head's */
-  if (sb_plan_of(b, inst)->no_backward &&
-      !(inst == 0 && head_ties(b, b->unit_last)))
+  bool tied = inst == 0 && head_ties(b, b->unit_last);
+  /* a frozen prefix's block has no later use, but a tied embedding has */
+  if (sb_plan_of(b, inst)->no_backward && !tied)
     return false;
-  /* DeepSpeed's step_id has moved past the module when it releases it
-   * (scanned > step_id there): a block whose backward comes next, the
-   * head's, counts as met, as in a Hugging Face model, whose root module's
-   * backward hook comes between the head's forward and backward */
-  if (b->scanned[inst] != NONE && b->scanned[inst] > at)
-    return true;
-  return reuse_distance(b, inst, limit) < limit;
+  return used_again_soon(b, inst, trace_at(b, inst, false),
+                         tied ? trace_at(b, b->unit_last, false)
+                              : trace_at(b, inst, true));
 }
 
 /* Whether inst's forward gather lasts to its backward: FSDP2's last
