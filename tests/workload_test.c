@@ -1731,9 +1731,9 @@ static void test_framework_presets(void **state)
       assert_true(wl.parallel.max_live_parameters == 0);
       assert_true(wl.parallel.max_reuse_distance == 0);
     }
-    assert_true(vs_workload_zero3_coordinator(VS_FW_DEEPSPEED, 3));
-    assert_false(vs_workload_zero3_coordinator(VS_FW_DEEPSPEED, 2));
-    assert_false(vs_workload_zero3_coordinator(VS_FW_NONE, 3));
+    assert_true(vs_workload_deepspeed_zero3(VS_FW_DEEPSPEED, 3));
+    assert_false(vs_workload_deepspeed_zero3(VS_FW_DEEPSPEED, 2));
+    assert_false(vs_workload_deepspeed_zero3(VS_FW_NONE, 3));
   }
 }
 

@@ -427,7 +427,7 @@ bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp, int framework)
   return !(pp > 1 && zero >= 2);
 }
 
-bool vs_workload_zero3_coordinator(int framework, uint64_t zero)
+bool vs_workload_deepspeed_zero3(int framework, uint64_t zero)
 {
   return framework == VS_FW_DEEPSPEED && zero == 3;
 }

@@ -669,7 +669,7 @@ static int check_coordinator_keys(const vs_workload *wl, vs_error *err)
   const char *key =
       p->max_live_parameters ? "max_live_parameters" : "max_reuse_distance";
   char where[400];
-  if (vs_workload_zero3_coordinator(wl->training.framework, p->zero) ||
+  if (vs_workload_deepspeed_zero3(wl->training.framework, p->zero) ||
       (!p->max_live_parameters && !p->max_reuse_distance))
     return 0;
   return vs_error_set(err, VS_EINPUT,

@@ -262,7 +262,7 @@ typedef struct vs_parallel_conf {
   int offload_params;       /* vs_offload */
   uint64_t bucket_bytes;    /* gradient all-reduce / reduce-scatter bucket */
   uint64_t max_live_parameters; /* DeepSpeed ZeRO-3's parameter coordinator
-                               (vs_workload_zero3_coordinator): its
+                               (vs_workload_deepspeed_zero3): its
                                stage3_max_live_parameters, the gathered
                                elements below which it prefetches (0:
                                none); 0 elsewhere */
@@ -362,10 +362,12 @@ bool vs_workload_zero_allowed(uint64_t zero, uint64_t pp, int framework);
  * forward_backward_pipelining_without_interleaving, _with_interleaving);
  * the others run every schedule vsim has (torchtitan GPipe too). */
 bool vs_workload_schedule_allowed(int schedule, int framework);
-/* Whether ZeRO stage zero under framework gathers parameters as DeepSpeed's
- * ZeRO-3 coordinator does ([parallel] max_live_parameters and
- * max_reuse_distance): framework = deepspeed with zero = 3. */
-bool vs_workload_zero3_coordinator(int framework, uint64_t zero);
+/* Whether ZeRO stage zero under framework is DeepSpeed's stage 3
+ * (runtime/zero/stage3.py): framework = deepspeed with zero = 3, whose
+ * parameter coordinator ([parallel] max_live_parameters and
+ * max_reuse_distance) gathers the parameters and whose step copies a
+ * sub-group's gradients (vs_step_copy). */
+bool vs_workload_deepspeed_zero3(int framework, uint64_t zero);
 
 /* Whether precision is autocast (amp_bf16, amp_fp16). */
 bool vs_precision_autocast(int precision);

@@ -179,7 +179,7 @@ static int preset_megatron(vs_workload *wl, vs_error *err)
 static int preset_zero3_coordinator(vs_workload *wl, vs_error *err)
 {
   int rc;
-  if (!vs_workload_zero3_coordinator(wl->training.framework, wl->parallel.zero))
+  if (!vs_workload_deepspeed_zero3(wl->training.framework, wl->parallel.zero))
     return 0;
   rc = preset(wl, "parallel", "max_live_parameters", "1000000000",
               "DeepSpeed's stage3_max_live_parameters: 1e9", err);

@@ -210,7 +210,7 @@ static uint8_t step_copy(const vs_workload *wl, const vs_recipe *r)
   if (r->offload.cpu_step || t->precision_aware_optimizer)
     return VS_STEP_COPY_NONE;
   /* ZeRO-3's concatenation copies fp32 gradients too */
-  if (t->framework == VS_FW_DEEPSPEED && zero == 3)
+  if (vs_workload_deepspeed_zero3(t->framework, zero))
     return VS_STEP_COPY_SUB_GROUP;
   if (r->grad_elem_bytes == 4)
     return VS_STEP_COPY_NONE;
@@ -374,8 +374,8 @@ static void resolve_grad_flow(const vs_workload *wl, vs_recipe *r)
    * parameters live off the GPU, and ZeRO-2/3 still hand each gradient on
    * as it is made when the host takes it */
   r->gather_params = zero >= 3 && (dp > 1 || r->offload.fetch_params);
-  r->gather_traced = r->gather_params && vs_workload_zero3_coordinator(
-                                             wl->training.framework, zero);
+  r->gather_traced = r->gather_params &&
+                     vs_workload_deepspeed_zero3(wl->training.framework, zero);
   r->gather_live_elems = wl->parallel.max_live_parameters;
   r->gather_reuse_elems = wl->parallel.max_reuse_distance;
   r->step_in_backward = wl->training.optimizer_in_backward;
