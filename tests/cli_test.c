@@ -1388,14 +1388,14 @@ static void test_deepspeed_zero2_reduces_on_compute(void **state)
   assert_true(t_serial - t_overlapped < dp_serial + 1e-3);
 }
 
-/* Rank 0's temp bytes at its peak in DIR/summary.csv. */
-static unsigned long long temp_at_peak(const char *dir)
+/* Rank 0's `column` in DIR/summary.csv (at its peak), as a number. */
+static unsigned long long summary_u64(const char *dir, const char *column)
 {
   char p[128];
   table t;
   read_csv(path_in(dir, "summary.csv", p, sizeof p), &t);
   assert_true(t.n_rows > 1);
-  return strtoull(cell(&t, 1, "temp_bytes"), NULL, 10);
+  return strtoull(cell(&t, 1, column), NULL, 10);
 }
 
 /* DeepSpeed's ZeRO-3 coordinator end to end on Llama-2-7B, 8 GPUs: show
@@ -1441,8 +1441,8 @@ static void test_deepspeed_zero3_coordinator_end_to_end(void **state)
   dp1 = seconds_after(r.out, "exposed data-parallel comm ");
   run_step(none);
   dp2 = seconds_after(r.out, "exposed data-parallel comm ");
-  t1 = temp_at_peak(d1);
-  t2 = temp_at_peak(d2);
+  t1 = summary_u64(d1, "temp_bytes");
+  t2 = summary_u64(d2, "temp_bytes");
   assert_true(t1 >= t2 + 2 * block);
   assert_true(dp2 > dp1);
   tu_remove_dir(d1);
@@ -1451,6 +1451,52 @@ static void test_deepspeed_zero3_coordinator_end_to_end(void **state)
   assert_int_equal(r.status, 1);
   assert_contains(r.err, "max_live_parameters is DeepSpeed's ZeRO-3 "
                          "parameter coordinator's");
+}
+
+/* torchtitan's Llama 3.1 8B on 8 GPUs: its preset keeps the sharded
+ * gradients from step to step (show says why); with the loop's
+ * zero_grad setting them to None they are not there yet at the peak, in
+ * the loss's backward before any reduce-scatter, so the peak drops by
+ * exactly the stage's sharded fp32 gradients (4 B x 8,030,261,248 / 8),
+ * which show says appear at each block's first reduction. */
+static void test_fsdp2_grads_set_to_none_end_to_end(void **state)
+{
+  const unsigned long long grads = 4ull * 8030261248ull / 8;
+  const char *preset[] = {"show", "workloads/torchtitan-llama3-8b.ini", NULL};
+  const char *show[] = {"show", "workloads/torchtitan-llama3-8b.ini", "--set",
+                        "training.set_grads_to_none=true", NULL};
+  const char *kept[] = {"run", "workloads/torchtitan-llama3-8b.ini", "--csv",
+                        NULL, NULL};
+  const char *none[] = {"run",   "workloads/torchtitan-llama3-8b.ini",
+                        "--set", "training.set_grads_to_none=true",
+                        "--csv", NULL,
+                        NULL};
+  char d1[64], d2[64];
+  (void)state;
+  run(preset);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "set_grads_to_none = false    ; framework preset: "
+                         "torchtitan's zero_grad keeps the sharded "
+                         "gradients under CUDA graphs");
+  run(show);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "set_grads_to_none = true\n");
+  assert_contains(r.out, "; the gradients each block's share at its first "
+                         "reduction, gone after the step");
+  tu_temp_dir(d1, sizeof d1);
+  tu_temp_dir(d2, sizeof d2);
+  kept[3] = d1;
+  none[5] = d2;
+  run_step(kept);
+  run_step(none);
+  assert_int_equal(summary_u64(d1, "grads_bytes"),
+                   summary_u64(d2, "grads_bytes") + grads);
+  assert_int_equal(summary_u64(d1, "peak_allocated_bytes"),
+                   summary_u64(d2, "peak_allocated_bytes") + grads);
+  assert_int_equal(summary_u64(d1, "model_states_bytes"),
+                   summary_u64(d2, "model_states_bytes"));
+  tu_remove_dir(d1);
+  tu_remove_dir(d2);
 }
 
 /* Groups that straddle nodes: tp 4 on 6-GPU nodes puts the tp group of
@@ -5029,6 +5075,7 @@ int main(void)
       cmocka_unit_test(test_groups_straddling_nodes),
       cmocka_unit_test(test_deepspeed_zero2_reduces_on_compute),
       cmocka_unit_test(test_deepspeed_zero3_coordinator_end_to_end),
+      cmocka_unit_test(test_fsdp2_grads_set_to_none_end_to_end),
       cmocka_unit_test(test_hf_samples),
       cmocka_unit_test(test_eager_kernels_end_to_end),
       cmocka_unit_test(test_grad_accumulation_fusion_end_to_end),

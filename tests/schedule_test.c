@@ -336,6 +336,60 @@ static void test_invariants(void **state)
   }
 }
 
+/* FSDP2 whose loop's zero_grad sets the sharded gradients to None
+ * ([training] set_grads_to_none, torchtitan before August 2026): none at
+ * the setup; each block's share appears as its first reduce-scatter of
+ * the step starts (foreach_reduce: the output becomes the sharded .grad
+ * when it is None), later micro-batches' add into it, and the shares,
+ * which add up to the stage's gradients to the byte, go at the step.
+ * Without it (the preset's default) they are resident from the setup. */
+static void test_fsdp2_reduced_grads_set_to_none(void **state)
+{
+  const char *const sets[] = {"training.framework=fsdp2",
+                              "training.global_batch=4", "parallel.bucket=1MiB",
+                              "training.set_grads_to_none=true"};
+  uint64_t bytes[VS_CAT_N], shares = 0;
+  uint32_t count[VS_CAT_N], made = 0, step;
+  built *b = build(sets, 3, 2);
+  const vs_program *p = &b->p;
+  (void)state;
+  assert_false(b->r.reduced_grads_set_to_none);
+  setup_allocations(p, bytes, count);
+  assert_int_equal(bytes[VS_CAT_GRADS], b->lay.stages[0].grads_bytes);
+  destroy(b);
+  b = build(sets, 4, 2);
+  p = &b->p;
+  assert_true(b->r.reduced_grads_set_to_none && b->lay.grad_accum == 2);
+  setup_allocations(p, bytes, count);
+  assert_int_equal(bytes[VS_CAT_GRADS], 0);
+  step =
+      p->stream_ops[VS_STREAM_COMPUTE][p->n_stream_ops[VS_STREAM_COMPUTE] - 1];
+  assert_int_equal(p->ops[step].phase, VS_PHASE_OPTIMIZER);
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    if (strcmp(vs_op_name(p, op), "dp_reduce_scatter") != 0)
+      continue;
+    for (uint32_t e = op->first_effect; e < vs_op_effects_end(p, op); e++) {
+      const vs_effect *ef = &p->effects[e];
+      const vs_buffer *buf = vs_program_buffer(p, ef->buffer);
+      uint32_t a, f;
+      if (ef->is_free || buf->category != VS_CAT_GRADS)
+        continue;
+      assert_int_equal(op->microbatch, 0); /* the step's first only */
+      buffer_ops(p, ef->buffer, &a, &f);
+      assert_int_equal(f, step);
+      shares += buf->bytes;
+      made++;
+    }
+  }
+  /* every layer, the embedding and the head (tied: its share is the
+   * final norm's) */
+  assert_int_equal(made, LAYERS + 2);
+  assert_int_equal(shares, b->lay.stages[0].grads_bytes);
+  free(check_program(b)); /* (check_end_state expects resident grads) */
+  destroy(b);
+}
+
 /* The Hugging Face Trainer's gradients in b (destroyed here): `tensors`
  * buffers made in backward, each freed by the optimizer step (the step's
  * zero_grad), in a program that keeps schedule.h's invariants. */
@@ -2645,6 +2699,7 @@ int main(void)
       cmocka_unit_test(test_zero2_reduce_scatter_every_microbatch),
       cmocka_unit_test(test_zero2_backward_waits_for_the_bucket_before),
       cmocka_unit_test(test_fsdp2_reduce_scatter_input_held),
+      cmocka_unit_test(test_fsdp2_reduced_grads_set_to_none),
       cmocka_unit_test(test_zero3_gathers_per_block_per_pass),
       cmocka_unit_test(test_zero3_at_most_two_blocks_gathered),
       cmocka_unit_test(test_deepspeed_zero3_coordinator),

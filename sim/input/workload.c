@@ -112,6 +112,7 @@ static const vs_key workload_keys[] = {
     K("training", "attention", VS_KEY_ENUM, training.attention, .choices = attention_names, .default_doc = "flash"),
     K("training", "kernels", VS_KEY_ENUM, training.kernels, .choices = kernels_names, .default_doc = "fused (framework hf, fsdp2: eager)"),
     K("training", "grad_accumulation_fusion", VS_KEY_BOOL, training.grad_accumulation_fusion, .default_doc = "true with fused kernels under framework megatron or none, else false"),
+    K("training", "set_grads_to_none", VS_KEY_BOOL, training.set_grads_to_none, .default_doc = "false (framework hf: true)"),
     K("training", "paged_optimizer", VS_KEY_BOOL, training.paged_optimizer, .default_doc = "false"),
     K("training", "optimizer_in_backward", VS_KEY_BOOL, training.optimizer_in_backward, .default_doc = "false"),
     K("training", "precision_aware_optimizer", VS_KEY_BOOL, training.precision_aware_optimizer, .default_doc = "false"),
@@ -1225,6 +1226,28 @@ static int check_grad_accumulation(vs_workload *wl, vs_error *err)
   return 0;
 }
 
+/* [training] set_grads_to_none is what the training loop's
+ * optimizer.zero_grad() does to gradients PyTorch keeps per parameter:
+ * the Trainer's and torchtitan's loops (framework hf, fsdp2). Megatron-LM
+ * zeroes its contiguous gradient buffer in place (zero_grad_buffer),
+ * DeepSpeed keeps its own partitions, and framework none keeps resident
+ * gradients. */
+static int check_zero_grad(const vs_workload *wl, vs_error *err)
+{
+  const vs_training_conf *t = &wl->training;
+  char where[400];
+  if (!t->set_grads_to_none || t->framework == VS_FW_HF ||
+      t->framework == VS_FW_FSDP2)
+    return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: is what a PyTorch loop's optimizer.zero_grad() "
+                      "does (framework = hf or fsdp2); Megatron-LM zeroes "
+                      "its contiguous gradient buffer in place, DeepSpeed "
+                      "keeps its own partitions and framework none keeps "
+                      "resident gradients: set it false",
+                      WHERE("training", "set_grads_to_none"));
+}
+
 /* Why wl cannot step with PyTorch's foreach implementation, or NULL:
  * it is torch.optim's (Adam, AdamW, SGD with or without momentum), on
  * the GPU, over the whole parameter list at once, and the frameworks
@@ -1378,7 +1401,7 @@ static int check_training(vs_workload *wl, vs_error *err)
       (rc = check_fp8_recipe(wl, err)) || (rc = check_paged(wl, err)) ||
       (rc = check_coordinator_keys(wl, err)) ||
       (rc = check_grad_accumulation(wl, err)) ||
-      (rc = check_optimizer_impl(wl, err)) ||
+      (rc = check_zero_grad(wl, err)) || (rc = check_optimizer_impl(wl, err)) ||
       (rc = check_megatron_optimizer_kind(wl, err)) ||
       (rc = check_megatron_optimizer(wl, err)))
     return rc;

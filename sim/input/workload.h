@@ -203,6 +203,11 @@ typedef struct vs_training_conf {
                                gradient_accumulation_fusion); false: a
                                kernel a parameter adds each new gradient,
                                as eager PyTorch's AccumulateGrad */
+  bool set_grads_to_none;        /* the training loop's optimizer.zero_grad()
+                                    sets the gradients to None each step (its
+                                    set_to_none), so they are made anew in
+                                    each step's backward; false: they stay,
+                                    zeroed in place */
   int offload_activations;  /* vs_offload: none or cpu (saved activations
                                copied to the host after forward) */
   bool optimizer_in_backward; /* each block's parameters stepped as soon as

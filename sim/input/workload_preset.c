@@ -227,7 +227,9 @@ static int preset_deepspeed(vs_workload *wl, vs_error *err)
  * reduce-scatter of its own: no bucket merges blocks; eager modules
  * (train_configs' training.compile = false, torchtitan 9dec370); the
  * caching allocator's expandable segments, as its launch script runs
- * it. */
+ * it; the sharded gradients kept from step to step, as its train_step's
+ * zero_grad keeps them under CUDA graphs (its default since August
+ * 2026, torchtitan/trainer.py). */
 static int preset_fsdp2(vs_workload *wl, vs_error *err)
 {
   int rc = preset(wl, "parallel", "zero", "3",
@@ -249,6 +251,12 @@ static int preset_fsdp2(vs_workload *wl, vs_error *err)
                 "expandable_segments:True (run_llama_train.sh since "
                 "a5e57e4a9, October 2024; run_train.sh)",
                 err);
+  if (!rc)
+    rc = preset(wl, "training", "set_grads_to_none", "false",
+                "torchtitan's zero_grad keeps the sharded gradients under "
+                "CUDA graphs, its default since #3559 (August 2026); "
+                "before it, true",
+                err);
   return rc ? rc
             : preset(wl, "parallel", "bucket", "1B",
                      "fully_shard reduce-scatters each block's gradients "
@@ -260,7 +268,8 @@ static int preset_fsdp2(vs_workload *wl, vs_error *err)
  * torch.autocast over the fp32 model; its data parallelism is DDP, whose
  * gradient buckets hold bucket_cap_mb = 25 MiB
  * (torch.nn.parallel.DistributedDataParallel's default); the modules run
- * eagerly (TrainingArguments.torch_compile defaults to False). */
+ * eagerly (TrainingArguments.torch_compile defaults to False); its
+ * model.zero_grad() sets the gradients to None after each step. */
 static int preset_hf(vs_workload *wl, vs_error *err)
 {
   char bucket[32];
@@ -278,6 +287,11 @@ static int preset_hf(vs_workload *wl, vs_error *err)
     rc = preset(wl, "training", "kernels", "eager",
                 "the Trainer runs the model's modules eagerly unless "
                 "torch_compile = True",
+                err);
+  if (!rc)
+    rc = preset(wl, "training", "set_grads_to_none", "true",
+                "the Trainer's model.zero_grad() after each step sets them "
+                "to None (set_to_none, PyTorch's default since 2.0)",
                 err);
   return rc ? rc
             : preset(wl, "parallel", "bucket", bucket,

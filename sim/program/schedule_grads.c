@@ -86,6 +86,35 @@ static uint32_t offload_bucket(builder *b, int mb, uint32_t after)
   return after;
 }
 
+/* Whether the gradients the step reads are made anew each step, set to
+ * None by the one before (vs_recipe grads_set_to_none, reduced_grads_set_
+ * to_none), rather than resident from the setup on. */
+static bool grads_per_step(const builder *b)
+{
+  return b->r->grads_set_to_none || b->r->reduced_grads_set_to_none;
+}
+
+/* Under vs_recipe reduced_grads_set_to_none, the shares of the open
+ * bucket's blocks that no reduction has made yet in the step appear as op
+ * (their reduction) starts: its output becomes them. Each takes the shard
+ * of all the unsharded bytes made so far less the earlier shares, so that
+ * they add up to the stage's gradients (vs_stage_layout grads_bytes, the
+ * shard of them all) to the byte. */
+static void reduced_grads_appear(builder *b, uint32_t op)
+{
+  for (size_t i = 0; b->r->reduced_grads_set_to_none && i < b->n_bucket; i++) {
+    uint32_t inst = b->bucket[i];
+    uint64_t shard;
+    if (b->grads_kept[inst] != NONE)
+      continue;
+    b->kept_full += sb_plan_of(b, inst)->grad_bytes;
+    shard = vs_recipe_shard(&b->r->grads, b->kept_full);
+    b->grads_kept[inst] = sb_new_buffer(b, shard - b->kept_shard, VS_CAT_GRADS);
+    sb_alloc_on(b, op, b->grads_kept[inst]);
+    b->kept_shard = shard;
+  }
+}
+
 /* A bucket's reduction is being issued: the compute stream's next op
  * waits for the bucket reduce_depth before it (the reductions end in
  * order, so for every earlier one too). */
@@ -245,6 +274,7 @@ void sb_flush_bucket(builder *b, int mb, uint32_t last)
     b->reduce_input_op = last;
     fresh_partition(b, mb, last);
   }
+  reduced_grads_appear(b, last);
   if (b->r->offload.cpu_step) {
     last = offload_bucket(b, mb, last);
     /* reduced on the compute stream, the copy is issued there too and
@@ -526,8 +556,9 @@ void sb_optimizer_step(builder *b)
   if (b->r->step_in_backward)
     return; /* every block stepped in its backward */
   op = b->r->offload.cpu_step ? host_step(b, st, &w) : gpu_step(b, st, &w);
-  for (size_t inst = 0; b->r->grads_set_to_none && inst < b->n_inst; inst++)
+  for (size_t inst = 0; grads_per_step(b) && inst < b->n_inst; inst++)
     sb_free_kept_grads(b, op, inst); /* zero_grad() */
+  b->kept_full = b->kept_shard = 0;
   if (b->r->gather_after_step)
     gather_updated(b, st, op);
 }
@@ -567,10 +598,11 @@ static bool within_state(builder *b, uint64_t in_tensors, uint64_t total)
 static void flat_states(builder *b, uint32_t op, const vs_stage_layout *st,
                         uint64_t grads, uint64_t optimizer)
 {
-  sb_alloc_on(b, op, sb_new_buffer(b, b->r->grads_set_to_none
-                                          ? st->ddp_bucket_bytes
-                                          : st->grads_bytes - grads,
-                                      VS_CAT_GRADS));
+  sb_alloc_on(b, op,
+              sb_new_buffer(b,
+                            grads_per_step(b) ? st->ddp_bucket_bytes
+                                              : st->grads_bytes - grads,
+                            VS_CAT_GRADS));
   sb_alloc_on(b, op, sb_new_buffer(b, st->optimizer_bytes - optimizer,
                                    VS_CAT_OPTIMIZER));
 }
@@ -586,7 +618,7 @@ static void flat_states(builder *b, uint32_t op, const vs_stage_layout *st,
 static void setup_states(builder *b, uint32_t op, const vs_stage_layout *st)
 {
   bool per_tensor = b->r->per_tensor_states;
-  bool resident_grads = !b->r->grads_set_to_none;
+  bool resident_grads = !grads_per_step(b);
   uint64_t params = per_tensor ? sb_stage_states(b, op, STATE_PARAMS) : 0;
   uint64_t masters, grads, moments;
   uint32_t after;

@@ -93,7 +93,12 @@ typedef struct builder {
   uint32_t *grad_buf;       /* [inst] unreduced grads (ZeRO-2/3) */
   uint32_t *grads_kept;     /* [inst] resident grads that appear at their
                                first backward (vs_recipe grads_set_to_none)
-                               as one buffer */
+                               or first reduction (reduced_grads_set_to_
+                               none) as one buffer */
+  uint64_t kept_full;       /* reduced_grads_set_to_none: the unsharded
+                               bytes of the insts whose share appeared in
+                               the step so far */
+  uint64_t kept_shard;      /* the bytes of those shares */
   uint32_t *tensor_grad;    /* [param_base[inst] + param] the same, one
                                buffer per tensor (per_tensor_states) */
   uint32_t *param_base;     /* [inst] its first parameter in tensor_grad */

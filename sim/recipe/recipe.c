@@ -460,9 +460,13 @@ static void resolve_state_handling(const vs_workload *wl, vs_recipe *r)
   /* DeepSpeed's FP16_Optimizer sets each fp16 gradient to None once its
    * group is flattened to fp32 for the step (frameworks.md 2.1): "14 in
    * forward from step 2" */
-  r->grads_set_to_none = (wl->training.framework == VS_FW_HF ||
-                          r->step_copy == VS_STEP_COPY_FLAT) &&
-                         !r->transient_grads && !r->step_in_backward;
+  r->grads_set_to_none =
+      (wl->training.set_grads_to_none || r->step_copy == VS_STEP_COPY_FLAT) &&
+      !r->transient_grads && !r->step_in_backward;
+  r->reduced_grads_set_to_none = wl->training.set_grads_to_none &&
+                                 r->transient_grads && !r->step_in_backward &&
+                                 !r->offload.cpu_step &&
+                                 r->grads.place == VS_PLACE_GPU;
   r->per_tensor_states = per_tensor_states(wl);
   r->fp8_weight_cache = wl->training.precision == VS_PREC_FP8 &&
                         vs_framework_megatron(wl->training.framework) &&

@@ -357,16 +357,25 @@ typedef struct vs_recipe {
                                gathers the weights per block (their copies
                                are made from each gather); elsewhere in
                                every forward (is_first_microbatch None) */
-  bool grads_set_to_none;   /* the Hugging Face Trainer (framework = hf):
-                               model.zero_grad() after each step sets the
-                               gradients to None (set_to_none = True,
-                               PyTorch >= 2.0's default), and so does
+  bool grads_set_to_none;   /* [training] set_grads_to_none (the
+                               Trainer's model.zero_grad() after each step
+                               sets the gradients to None: set_to_none =
+                               True, PyTorch >= 2.0's default), without
+                               transient gradients, and so does
                                DeepSpeed's FP16_Optimizer (step_copy
                                VS_STEP_COPY_FLAT) in its step, so each block's
                                appear at its first backward of the step
                                and go when the step ends (with resident
                                gradients: not transient, not stepped in
                                backward) */
+  bool reduced_grads_set_to_none; /* the same with transient gradients
+                               (ZeRO-2/3: FSDP2), on the GPU: the reduced
+                               partitions are None from each step's
+                               start, and each block's first reduction
+                               makes its share (FSDP2's foreach_reduce:
+                               the reduce-scatter's output becomes the
+                               sharded .grad when it is None, later ones
+                               add into it); they go when the step ends */
   bool states_in_param_dtype; /* PyTorch's own optimizers without a
                                master copy (framework hf or none, not
                                bitsandbytes' paged ones): the states are

@@ -336,11 +336,15 @@ static void show_state_allocations(FILE *out, const vs_workload *wl,
 {
   uint64_t tensors = 0, masters = 0;
   if (!r->per_tensor_states) {
-    fprintf(out, "# model states reach the allocator as one buffer per "
-                 "state (flat buffers or ZeRO partitions)%s\n",
+    fprintf(out,
+            "# model states reach the allocator as one buffer per "
+            "state (flat buffers or ZeRO partitions)%s\n",
             r->grads_set_to_none ? "; the gradients each block's in its "
                                    "first backward, gone after the step"
-                                 : "");
+            : r->reduced_grads_set_to_none
+                ? "; the gradients each block's share at its first "
+                  "reduction, gone after the step"
+                : "");
     return;
   }
   for (size_t inst = 0; inst < (size_t)m->layers + 2; inst++) {
