@@ -177,6 +177,9 @@ typedef struct plan_state {
                                 checkpointing recomputes */
   bool coordinator_limits;   /* the workload tunes DeepSpeed's ZeRO-3
                                 coordinator (dropped below ZeRO-3) */
+  bool pageable;             /* the workload's offload buffers are pageable
+                                (offload_pin_memory = false: dropped
+                                where nothing is offloaded) */
   double tokens_per_step;    /* global batch * sequence */
   bool priced;               /* the topology has a price per GPU-hour */
   double seconds;            /* wall time of the simulations */
@@ -354,6 +357,10 @@ static int memory_sets(const plan_state *ps, const layout_choice *lc,
                           vs_offload_name(offload_optimizer(lc)));
   bad |= vs_candidate_set(c, "parallel.offload_params=%s",
                           vs_offload_name(offload_params(lc)));
+  /* pinned or pageable buffers mean nothing without offload */
+  if (ps->pageable && offload_optimizer(lc) == VS_OFFLOAD_NONE &&
+      offload_params(lc) == VS_OFFLOAD_NONE)
+    bad |= vs_candidate_set(c, "parallel.offload_pin_memory=true");
   return bad;
 }
 
@@ -1100,6 +1107,7 @@ static int plan_simulate(const vs_workload *wl, const vs_topology *topo,
                     wl->training.checkpoint_every;
   ps->coordinator_limits =
       wl->parallel.max_live_parameters || wl->parallel.max_reuse_distance;
+  ps->pageable = !wl->parallel.offload_pin_memory;
   ps->tokens_per_step =
       (double)(wl->training.global_batch * wl->model.seq_len);
   if ((rc = enumerate(wl, topo, ps))) {

@@ -164,6 +164,9 @@ static const char *piece_use(int kind)
   if (kind == VS_CAL_H2D_PINNED)
     return "vsim takes the bandwidth and the first piece's latency as the "
            "PCIe link's, which copies share";
+  if (kind == VS_CAL_H2D_PAGEABLE || kind == VS_CAL_D2H_PAGEABLE)
+    return "vsim caps each copy from or to pageable memory at its size's "
+           "rate on this curve";
   if (vs_cal_times_transfers(kind))
     return "vsim takes the bandwidth as the PCIe link's device-to-host "
            "rate, which copies share";

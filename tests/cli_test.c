@@ -851,8 +851,9 @@ static void test_run_says_what_was_measured(void **state)
                          "context_memory, compute_efficiency, "
                          "compute_efficiency_shape, gemm_k_overhead, "
                          "kernel_floor; curves h2d_pinned (PCIe), d2h_pinned "
-                         "(PCIe), d2d_kernel (HBM); the other figures are "
-                         "nominal\nmodel ");
+                         "(PCIe), h2d_pageable (pageable copies), "
+                         "d2h_pageable (pageable copies), d2d_kernel (HBM); "
+                         "the other figures are nominal\nmodel ");
   args[4] = "--set";
   args[5] = "topology.gpu.kernel_floor=3us";
   args[6] = "--set";
@@ -862,15 +863,18 @@ static void test_run_says_what_was_measured(void **state)
   run(args);
   assert_int_equal(r.status, 0);
   assert_contains(r.out, "gemm_k_overhead; curves h2d_pinned (PCIe "
-                         "latency), d2d_kernel (HBM bandwidth); the other");
+                         "latency), h2d_pageable (pageable copies), "
+                         "d2h_pageable (pageable copies), d2d_kernel (HBM "
+                         "bandwidth); the other");
   /* a fit whose other figure --set gave says which one it gives (the
    * line named the whole curve) */
   args[7] = "topology.node.pcie_latency=500us";
   run(args);
   assert_int_equal(r.status, 0);
   assert_contains(r.out, "gemm_k_overhead; curves h2d_pinned (PCIe "
-                         "bandwidth), d2h_pinned (PCIe), d2d_kernel (HBM "
-                         "bandwidth); the other");
+                         "bandwidth), d2h_pinned (PCIe), h2d_pageable "
+                         "(pageable copies), d2h_pageable (pageable copies), "
+                         "d2d_kernel (HBM bandwidth); the other");
   args[2] = "--set"; /* the built-in topology */
   args[3] = "topology.gpu.kernel_floor=3us";
   args[4] = NULL;
@@ -1451,6 +1455,93 @@ static void test_deepspeed_zero3_coordinator_end_to_end(void **state)
   assert_int_equal(r.status, 1);
   assert_contains(r.err, "max_live_parameters is DeepSpeed's ZeRO-3 "
                          "parameter coordinator's");
+}
+
+/* Seconds the first op of rank 0 named `name` of layer `layer` took in
+ * DIR/ops.csv (rank,stream,op,layer,microbatch,start_s,end_s,flops,
+ * bytes), and its bytes through its resource in *bytes. */
+static double op_seconds(const char *dir, const char *name, const char *layer,
+                         double *bytes)
+{
+  char p[128], want[96];
+  char *text = tu_read_file(path_in(dir, "ops.csv", p, sizeof p));
+  const char *at;
+  double start = 0, end = 0, flops;
+  assert_non_null(text);
+  snprintf(want, sizeof want, ",%s,%s,", name, layer);
+  for (at = strstr(text, want); at; at = strstr(at + 1, want)) {
+    const char *line = at;
+    while (line > text && line[-1] != '\n')
+      line--;
+    if (strncmp(line, "0,", 2) == 0 &&
+        sscanf(at + strlen(want), "%*[^,],%lf,%lf,%lf,%lf", &start, &end,
+               &flops, bytes) == 4)
+      break;
+  }
+  free(text);
+  if (!at)
+    fail_msg("no %s of layer %s in %s", name, layer, p);
+  return end - start;
+}
+
+/* Pageable offload buffers end to end (DeepSpeed ZeRO-3, parameters and
+ * optimizer on the host, 2 GPUs of one PCIe switch on the built-in H100
+ * node: 55 GB/s shared, 2 us): a layer's parameter fetch takes 2 us +
+ * bytes / 27.5 GB/s pinned, 2 us + bytes / 7.44 GB/s pageable (the
+ * host's rate, under its share), and the gradients out 2 us + bytes /
+ * 15.07 GB/s; the step grows; show says so; with nothing offloaded it is
+ * refused, and plan sets it back in its layouts without offload. */
+static void test_pageable_offload_end_to_end(void **state)
+{
+  const char *args[] = {"run",    DATA "gpt-small.ini",
+                        "--gpus", "2",
+                        "--set",  "training.framework=deepspeed",
+                        "--set",  "parallel.zero=3",
+                        "--set",  "parallel.offload_optimizer=cpu",
+                        "--set",  "parallel.offload_params=cpu",
+                        "--set",  "parallel.offload_pin_memory=true",
+                        "--csv",  NULL,
+                        NULL};
+  const char *idle[] = {"run", DATA "gpt-small.ini", "--set",
+                        "parallel.offload_pin_memory=false", NULL};
+  const char *plan[] = {"plan",       DATA "gpt-small.ini",
+                        "--set",      "training.global_batch=4",
+                        "--set",      "parallel.offload_pin_memory=false",
+                        "--set",      "parallel.zero=1",
+                        "--set",      "parallel.offload_optimizer=cpu",
+                        "--max-gpus", "2",
+                        NULL};
+  char d1[64], d2[64];
+  double bytes, out_bytes, pinned, pageable, out, t1, t2;
+  (void)state;
+  args[15] = tu_temp_dir(d1, sizeof d1);
+  t1 = run_step(args);
+  pinned = op_seconds(d1, "param_to_gpu", "0", &bytes);
+  args[13] = "parallel.offload_pin_memory=false";
+  args[15] = tu_temp_dir(d2, sizeof d2);
+  t2 = run_step(args);
+  pageable = op_seconds(d2, "param_to_gpu", "0", &bytes);
+  out = op_seconds(d2, "grad_to_host", "-1", &out_bytes);
+  assert_true(bytes > 1e6 && out_bytes > 1e6);
+  assert_true(fabs(pinned - (2e-6 + bytes / 27.5e9)) < 2e-9);
+  assert_true(fabs(pageable - (2e-6 + bytes / 7.44e9)) < 2e-9);
+  assert_true(fabs(out - (2e-6 + out_bytes / 15.07e9)) < 2e-9);
+  assert_true(t2 > t1);
+  tu_remove_dir(d1);
+  tu_remove_dir(d2);
+  args[0] = "show";
+  args[14] = NULL;
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "\noffload_pin_memory = false\n");
+  run(idle);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "--set parallel.offload_pin_memory=false: says "
+                         "whether the host buffers of offloaded optimizer "
+                         "states and parameters are pinned");
+  run(plan);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "fewest GPUs on which it fits: 1");
 }
 
 /* torchtitan's Llama 3.1 8B on 8 GPUs: its preset keeps the sharded
@@ -5076,6 +5167,7 @@ int main(void)
       cmocka_unit_test(test_deepspeed_zero2_reduces_on_compute),
       cmocka_unit_test(test_deepspeed_zero3_coordinator_end_to_end),
       cmocka_unit_test(test_fsdp2_grads_set_to_none_end_to_end),
+      cmocka_unit_test(test_pageable_offload_end_to_end),
       cmocka_unit_test(test_hf_samples),
       cmocka_unit_test(test_eager_kernels_end_to_end),
       cmocka_unit_test(test_grad_accumulation_fusion_end_to_end),

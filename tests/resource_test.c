@@ -167,8 +167,8 @@ static void test_sharing_staggered(void **state)
   vs_event ev;
   bool ended;
   /* ops 0 and 1 of GPUs 0 and 1 (one switch), 10 GB each */
-  vs_res_op a = {0, 0, 0, VS_RES_PCIE_SWITCH, VS_RES_NONE, 1e10, 0, 100};
-  vs_res_op b = {1, 1, 1, VS_RES_PCIE_SWITCH, VS_RES_NONE, 1e10, 0, 101};
+  vs_res_op a = {0, 0, 0, VS_RES_PCIE_SWITCH, VS_RES_NONE, 1e10, 0, 100, 0};
+  vs_res_op b = {1, 1, 1, VS_RES_PCIE_SWITCH, VS_RES_NONE, 1e10, 0, 101, 0};
   (void)state;
   pcie_specs(specs, 1, 0);
   vs_evq_init(&q);
@@ -193,6 +193,44 @@ static void test_sharing_staggered(void **state)
   vs_evq_fini(&q);
 }
 
+/* A capped op (a copy from pageable host memory) moves at the smaller of
+ * its cap and its share, and the share it leaves unused is not handed to
+ * the others (equal shares): a (cap 5 B/ns) and b share the 25 B/ns
+ * switch, a at 5 B/ns and b at 12.5 B/ns, so b's 1e10 B end at 8e8 ns;
+ * a, 4e9 B moved by then, moves its last 6e9 B alone at its cap: 2e9 ns
+ * in all. A negative or infinite cap is refused. */
+static void test_cap(void **state)
+{
+  vs_resource_spec specs[VS_RES_N];
+  vs_res_state st;
+  vs_evq q;
+  vs_event ev;
+  bool ended;
+  vs_res_op a = {0, 0, 0, VS_RES_PCIE_SWITCH, VS_RES_NONE, 1e10, 0, 100, 5e9};
+  vs_res_op b = {1, 1, 1, VS_RES_PCIE_SWITCH, VS_RES_NONE, 1e10, 0, 101, 0};
+  (void)state;
+  pcie_specs(specs, 1, 0);
+  vs_evq_init(&q);
+  vs_res_init(&st, specs, VS_RES_N, 2);
+  assert_int_equal(vs_res_start(&st, &q, 0, &a, 0), 0);
+  assert_int_equal(vs_evq_peek(&q)->t_ns, 2000000000); /* alone: its cap */
+  assert_int_equal(vs_res_start(&st, &q, 1, &b, 0), 0);
+  ev = pop_into(&st, &q, &ended);
+  assert_true(ended);
+  assert_int_equal(ev.op, 1);
+  assert_int_equal(ev.t_ns, 800000000);
+  ev = pop_into(&st, &q, &ended);
+  assert_true(ended);
+  assert_int_equal(ev.op, 0);
+  assert_int_equal(ev.t_ns, 2000000000);
+  a.max_bytes_per_s = -1;
+  assert_int_equal(vs_res_start(&st, &q, 0, &a, 0), VS_EINPUT);
+  a.max_bytes_per_s = HUGE_VAL;
+  assert_int_equal(vs_res_start(&st, &q, 0, &a, 0), VS_EINPUT);
+  vs_res_fini(&st);
+  vs_evq_fini(&q);
+}
+
 /* A copy crosses its switch and the host's memory and moves at the smaller
  * share. GPUs 0 and 2 sit behind two switches (25 B/ns each) and share one
  * host memory of 30 B/ns: alone a copy gets min(25, 30) = 25 B/ns; both at
@@ -205,8 +243,10 @@ static void test_two_resources_smaller_share(void **state)
   vs_evq q;
   vs_event ev;
   bool ended;
-  vs_res_op a = {0, 0, 0, VS_RES_PCIE_SWITCH, VS_RES_HOST_MEMORY, 1e10, 0, 100};
-  vs_res_op b = {1, 1, 2, VS_RES_PCIE_SWITCH, VS_RES_HOST_MEMORY, 1e10, 0, 101};
+  vs_res_op a = {0, 0,   0, VS_RES_PCIE_SWITCH, VS_RES_HOST_MEMORY, 1e10,
+                 0, 100, 0};
+  vs_res_op b = {1, 1,   2, VS_RES_PCIE_SWITCH, VS_RES_HOST_MEMORY, 1e10,
+                 0, 101, 0};
   (void)state;
   pcie_specs(specs, 1, 0);
   specs[VS_RES_HOST_MEMORY] = (vs_resource_spec){30e9, 0, 8, 1};
@@ -242,7 +282,7 @@ static void test_latency_and_weight(void **state)
   vs_event ev;
   bool ended;
   /* 1000 ns of its own, then the 2000 ns latency, then 10 GB */
-  vs_res_op a = {0, 0, 0, VS_RES_PCIE_SWITCH, VS_RES_NONE, 1e10, 1000, 100};
+  vs_res_op a = {0, 0, 0, VS_RES_PCIE_SWITCH, VS_RES_NONE, 1e10, 1000, 100, 0};
   (void)state;
   pcie_specs(specs, 2, 2000); /* stands for 2 GPUs on the switch */
   vs_evq_init(&q);
@@ -266,7 +306,7 @@ static void test_errors(void **state)
   vs_evq q;
   bool ended;
   uint64_t tag;
-  vs_res_op op = {0, 0, 0, VS_RES_NVME, VS_RES_NONE, 1e10, 0, 0};
+  vs_res_op op = {0, 0, 0, VS_RES_NVME, VS_RES_NONE, 1e10, 0, 0, 0};
   (void)state;
   pcie_specs(specs, 1, 0);
   vs_evq_init(&q);
@@ -308,6 +348,7 @@ int main(void)
       cmocka_unit_test(test_table_from_topology),
       cmocka_unit_test(test_stage_symmetric_by_order),
       cmocka_unit_test(test_sharing_staggered),
+      cmocka_unit_test(test_cap),
       cmocka_unit_test(test_two_resources_smaller_share),
       cmocka_unit_test(test_latency_and_weight),
       cmocka_unit_test(test_errors),

@@ -390,6 +390,83 @@ static void test_fsdp2_reduced_grads_set_to_none(void **state)
   destroy(b);
 }
 
+/* How many ops of b's program named `name` carry a rate cap (max_rate),
+ * each of them checked to be the host's pageable rate at its size in the
+ * direction of its resource (vs_topology_pageable_rate); *ops counts
+ * them all. */
+static uint32_t capped_ops(const built *b, const char *name, uint32_t *ops)
+{
+  uint32_t capped = 0;
+  *ops = 0;
+  for (uint32_t i = 0; i < b->p.n_ops; i++) {
+    const vs_op_kind *k = vs_op_kind_of(&b->p, &b->p.ops[i]);
+    int dir = k->resource == VS_RES_PCIE_D2H ? VS_CAL_D2H_PAGEABLE
+                                             : VS_CAL_H2D_PAGEABLE;
+    if (strcmp(k->name, name) != 0)
+      continue;
+    ++*ops;
+    if (k->max_rate == 0)
+      continue;
+    capped++;
+    assert_true(k->resource == VS_RES_PCIE_D2H ||
+                k->resource == VS_RES_PCIE_SWITCH);
+    tu_assert_close(k->max_rate,
+                    vs_topology_pageable_rate(&b->topo, dir, k->bytes, NULL),
+                    1e-12);
+  }
+  return capped;
+}
+
+/* offload_pin_memory = false: every copy to or from the offloaded
+ * states' host buffers is capped at the host's pageable rate (DeepSpeed
+ * ZeRO-2's gradients out in fp32, its host sums in and out, the updated
+ * parameters back; ZeRO-3's parameter fetches from the host), the
+ * activation offload's and NVMe's pinned buffers' are not, and nothing
+ * is capped with the default (pinned). */
+static void test_pageable_offload_copies(void **state)
+{
+  const char *const zero2[] = {
+      "training.framework=deepspeed", "parallel.zero=2",
+      "parallel.offload_optimizer=cpu", "training.global_batch=8",
+      "parallel.offload_pin_memory=false"};
+  const char *const zero3[] = {
+      "training.framework=deepspeed",     "parallel.zero=3",
+      "parallel.offload_optimizer=cpu",   "parallel.offload_params=cpu",
+      "training.checkpointing=full",      "training.offload_activations=cpu",
+      "parallel.offload_pin_memory=false"};
+  static const char *const zero2_copies[] = {"grad_to_host", "grad_sum_in",
+                                             "grad_sum_out", "params_to_gpu"};
+  uint32_t ops;
+  built *b;
+  (void)state;
+  for (int pinned = 0; pinned < 2; pinned++) {
+    b = build(zero2, pinned ? 4 : 5, 2);
+    assert_int_equal(b->r.offload.pageable, !pinned);
+    for (size_t i = 0; i < 4; i++) {
+      uint32_t capped = capped_ops(b, zero2_copies[i], &ops);
+      assert_true(ops > 0);
+      assert_int_equal(capped, pinned ? 0 : ops);
+    }
+    destroy(b);
+  }
+  b = build(zero3, 7, 2);
+  assert_true(capped_ops(b, "param_to_gpu", &ops) == ops && ops > 0);
+  assert_int_equal(capped_ops(b, "activations_to_host", &ops), 0);
+  assert_true(ops > 0);
+  destroy(b);
+  {
+    /* from NVMe the parameters come through pinned swap buffers */
+    const char *const nvme[] = {
+        "training.framework=deepspeed", "parallel.zero=3",
+        "parallel.offload_optimizer=nvme", "parallel.offload_params=nvme",
+        "parallel.offload_pin_memory=false"};
+    b = build(nvme, 5, 2);
+    assert_int_equal(capped_ops(b, "param_to_gpu", &ops), 0);
+    assert_true(ops > 0);
+    destroy(b);
+  }
+}
+
 /* The Hugging Face Trainer's gradients in b (destroyed here): `tensors`
  * buffers made in backward, each freed by the optimizer step (the step's
  * zero_grad), in a program that keeps schedule.h's invariants. */
@@ -2700,6 +2777,7 @@ int main(void)
       cmocka_unit_test(test_zero2_backward_waits_for_the_bucket_before),
       cmocka_unit_test(test_fsdp2_reduce_scatter_input_held),
       cmocka_unit_test(test_fsdp2_reduced_grads_set_to_none),
+      cmocka_unit_test(test_pageable_offload_copies),
       cmocka_unit_test(test_zero3_gathers_per_block_per_pass),
       cmocka_unit_test(test_zero3_at_most_two_blocks_gathered),
       cmocka_unit_test(test_deepspeed_zero3_coordinator),

@@ -204,6 +204,8 @@ static void test_optional_keys_default(void **state)
   assert_near(t.host_memory_bandwidth, 0);         /* "0 (not a limit)" */
   assert_true(t.fp8_transposes);                   /* "true (Hopper, Ada)" */
   assert_near(t.cpu_optimizer_rate, 3.9e9);        /* ZeRO-Offload Table 4 */
+  assert_near(t.pageable_h2d_bandwidth, 7.44e9);   /* an H200 host's */
+  assert_near(t.pageable_d2h_bandwidth, 15.07e9);
   assert_near(t.pcie_d2h_bandwidth, t.pcie_bandwidth); /* no d2h_pinned fit */
   assert_near(t.intra_latency, 3e-6);              /* "3us" */
   assert_near(t.inter_latency, 5e-6);              /* "5us" */
@@ -578,6 +580,46 @@ static void test_calibration_replaces_nominal(void **state)
            "must be at most 1");
 }
 
+/* One copy from or to pageable host memory: [node] pageable_h2d_bandwidth
+ * and pageable_d2h_bandwidth whatever its size, or the calibrated curve's
+ * rate at its size, which may start below 0 (a piece's intercept): there
+ * its own rate. A --set of the nominal key wins over the curve. */
+static void test_pageable_rates(void **state)
+{
+  static const char text[] =
+      MINIMAL "[node]\npageable_h2d_bandwidth = 5GB/s\n"
+              "[calibration]\n"
+              "h2d_pageable_bandwidth = 8GB/s\nh2d_pageable_latency = -1ms\n"
+              "h2d_pageable_min_bytes = 4B\nh2d_pageable_max_bytes = 1GiB\n"
+              "h2d_pageable_breakpoints = 40000000\n"
+              "h2d_pageable_piece_bandwidths = 16GB/s, 8GB/s\n"
+              "h2d_pageable_piece_latencies = 10us, -1ms\n";
+  static const char *const keep[] = {"node.pageable_h2d_bandwidth=6GB/s"};
+  static vs_topology t;
+  char path[128];
+  vs_error err;
+  (void)state;
+  assert_int_equal(load_text(&t, path, MINIMAL, NULL, 0, &err), 0);
+  assert_near(vs_topology_pageable_rate(&t, VS_CAL_H2D_PAGEABLE, 1e8, NULL),
+              7.44e9);
+  assert_near(vs_topology_pageable_rate(&t, VS_CAL_D2H_PAGEABLE, 1e3, NULL),
+              15.07e9);
+  assert_int_equal(load_text(&t, path, text, NULL, 0, &err), 0);
+  assert_near(t.pageable_h2d_bandwidth, 8e9); /* the last piece's */
+  /* 1e7 B on the first piece: 1e7 / (10 us + 1e7 / 16e9) */
+  assert_near(vs_topology_pageable_rate(&t, VS_CAL_H2D_PAGEABLE, 1e7, NULL),
+              1e7 / (10e-6 + 1e7 / 16e9));
+  /* 1e8 B on the second: 1e8 / (-1 ms + 12.5 ms) */
+  assert_near(vs_topology_pageable_rate(&t, VS_CAL_H2D_PAGEABLE, 1e8, NULL),
+              1e8 / 11.5e-3);
+  /* the other direction is not calibrated: its key */
+  assert_near(vs_topology_pageable_rate(&t, VS_CAL_D2H_PAGEABLE, 1e8, NULL),
+              15.07e9);
+  assert_int_equal(load_text(&t, path, text, keep, 1, &err), 0);
+  assert_near(vs_topology_pageable_rate(&t, VS_CAL_H2D_PAGEABLE, 1e8, NULL),
+              6e9);
+}
+
 /* A piecewise curve times each size with its own piece: p2p below 1 MiB
  * (copy size) at 5 us + bytes / 20 GB/s, from 1 MiB at 8 us + bytes / 100
  * GB/s. d2d_kernel counts read + write, so an op moving 2 MiB of traffic is
@@ -855,7 +897,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_figures_beyond_hardware_refused),
-    cmocka_unit_test(test_rates_and_latencies_read_back),
+      cmocka_unit_test(test_rates_and_latencies_read_back),
       cmocka_unit_test(test_builtin_text_is_the_h100_file),
       cmocka_unit_test(test_builtin_equals_h100_from_disk),
       cmocka_unit_test(test_h100_values_in_base_units),
@@ -873,6 +915,7 @@ int main(void)
       cmocka_unit_test(test_key_table),
       cmocka_unit_test(test_calibration_replaces_nominal),
       cmocka_unit_test(test_measured_keys_said),
+      cmocka_unit_test(test_pageable_rates),
       cmocka_unit_test(test_calibration_curve_pieces),
       cmocka_unit_test(test_calibration_negative_intercepts),
   };

@@ -1591,6 +1591,27 @@ static void test_framework_presets(void **state)
                                     "GEMM; eager kernels"));
   }
   {
+    /* offload_pin_memory says how offloaded states are held: true by
+     * default, false with something offloaded, refused with nothing */
+    static const char *const pageable[] = {"parallel.zero=3",
+                                           "parallel.dp=2",
+                                           "training.framework=deepspeed",
+                                           "parallel.offload_params=cpu",
+                                           "parallel.offload_optimizer=cpu",
+                                           "parallel.offload_pin_memory=false"};
+    static const char *const idle[] = {"parallel.offload_pin_memory=false"};
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, NULL, 0, 0, &err), 0);
+    assert_true(wl.parallel.offload_pin_memory);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, pageable, 6, 0, &err), 0);
+    assert_false(wl.parallel.offload_pin_memory);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, idle, 1, 0, &err),
+                     VS_EINPUT);
+    assert_non_null(strstr(err.msg, "--set parallel.offload_pin_memory=false"
+                                    ": says whether the host buffers of "
+                                    "offloaded optimizer states and "
+                                    "parameters are pinned"));
+  }
+  {
     /* set_grads_to_none is the loop's optimizer.zero_grad(): the
      * Trainer's sets them to None (its preset's true), torchtitan's keeps
      * them under CUDA graphs (its preset's false) and either may be said;

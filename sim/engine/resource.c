@@ -170,11 +170,11 @@ static void advance(vs_res_state *st, const vs_res_instance *inst,
   }
 }
 
-/* A flow's rate now: the smallest of its shares, bandwidth / weight of
- * each instance it crosses, in bytes per ns. */
+/* A flow's rate now: the smallest of its cap and its shares, bandwidth /
+ * weight of each instance it crosses, in bytes per ns. */
 static double flow_rate(vs_res_state *st, const vs_res_flow *fl)
 {
-  double rate = HUGE_VAL;
+  double rate = fl->cap;
   for (uint8_t m = 0; m < fl->n_links; m++) {
     const vs_res_link *l = &fl->links[m];
     double share = st->specs[l->kind].bytes_per_s /
@@ -279,7 +279,8 @@ int vs_res_start(vs_res_state *st, vs_evq *q, size_t slot,
   int rc;
   if (!vs_res_available(st, op->kind) ||
       (op->via != VS_RES_NONE && !vs_res_available(st, op->via)) ||
-      slot >= st->n_slots || !(op->bytes >= 0 && op->bytes < HUGE_VAL))
+      slot >= st->n_slots || !(op->bytes >= 0 && op->bytes < HUGE_VAL) ||
+      !(op->max_bytes_per_s >= 0 && op->max_bytes_per_s < HUGE_VAL))
     return VS_EINPUT;
   if (!st->flows && !(st->flows = calloc(st->n_slots, sizeof *st->flows)))
     return VS_ENOMEM;
@@ -291,6 +292,7 @@ int vs_res_start(vs_res_state *st, vs_evq *q, size_t slot,
       (fl->n_links > 1 && (rc = set_link(st, fl, 1, op->via, op->gpu))))
     return rc;
   fl->remaining_bytes = op->bytes;
+  fl->cap = op->max_bytes_per_s > 0 ? op->max_bytes_per_s / 1e9 : HUGE_VAL;
   fl->tag = op->tag;
   fl->rank = op->rank;
   fl->op = op->op;

@@ -5,13 +5,15 @@
  * and through one instance of a second kind when it names one too (a copy
  * crosses its PCIe switch and the host's memory). An instance shares its
  * bandwidth fairly among the ops moving bytes through it at the moment
- * (processor sharing), and an op moves at the smaller of its shares, so
- * its duration is decided while it runs: whenever an op joins or leaves an
- * instance, every op on it is re-timed (remaining -= rate x elapsed; rate
- * = min over its instances of bandwidth / users; end = now +
- * ceil(remaining / rate) ns) and its end event moved. (The share an op
- * leaves unused on its other instance is not handed to the others there:
- * equal shares, not max-min fairness.)
+ * (processor sharing), and an op moves at the smaller of its shares (and
+ * of its own cap, when it has one: a copy from or to pageable host memory,
+ * which the host CPU stages), so its duration is decided while it runs:
+ * whenever an op joins or leaves an instance, every op on it is re-timed
+ * (remaining -= rate x elapsed; rate = the smallest of its cap and, over
+ * its instances, bandwidth / users; end = now + ceil(remaining / rate) ns)
+ * and its end event moved. (The share an op leaves unused on its other
+ * instance, or under its cap, is not handed to the others there: equal
+ * shares, not max-min fairness.)
  *
  * Which instance: GPU g uses instance g / gpus_per_instance of each kind. A
  * simulated rank that stands for `symmetric` GPUs on its instance (one rank
@@ -91,6 +93,8 @@ typedef struct vs_res_link {
 typedef struct vs_res_flow {
   double remaining_bytes;  /* still to move, as of last_ns */
   double rate;             /* bytes per ns since last_ns */
+  double cap;              /* the most bytes per ns it moves at, whatever
+                              its shares; HUGE_VAL: no cap */
   uint64_t last_ns;        /* when remaining_bytes was last brought up to date */
   uint64_t tag;            /* the caller's (the engine: its span index) */
   uint32_t rank, op;       /* its events' rank and op in the queue */
@@ -126,6 +130,8 @@ typedef struct vs_res_op {
   double bytes;            /* to move through it (>= 0) */
   uint64_t fixed_ns;       /* its own fixed time, before the latency */
   uint64_t tag;            /* kept for the caller */
+  double max_bytes_per_s;  /* the most it moves at, whatever its shares
+                              (0: no cap) */
 } vs_res_op;
 
 /* Empty state over specs[0..n_specs) (not copied; must outlive it) for
@@ -141,7 +147,7 @@ bool vs_res_available(const vs_res_state *st, int kind);
  * (a plain event, holding no bandwidth), then joins its instance (a movable
  * event; the others on it re-timed). An op with no bytes ends after the
  * wait. VS_EINPUT if the kind (or via, when given) is absent, bytes is
- * negative or not finite,
+ * negative or not finite, the cap is negative or not finite,
  * or a time would pass 2^63 ns; VS_ENOMEM on allocation failure. After an
  * error the state may be inconsistent: end the run. The slot must be idle.
  * O(k log m) for k ops on the instance. */

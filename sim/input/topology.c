@@ -37,6 +37,18 @@
  * not an end-to-end figure): 3.9e9. Set it for your host's CPUs. */
 #define CPU_OPTIMIZER_RATE 3.9e9
 #define CPU_OPTIMIZER_RATE_DOC "3.9e9 (ZeRO-Offload's CPU Adam on 2 x Xeon 8168)"
+/* One copy between a GPU and pageable host memory: cudaMemcpyAsync stages
+ * it through the driver's pinned buffers, copying with the host CPU, so
+ * it runs at the host's rate, not the link's. The defaults are the last
+ * pieces of vsim-calibrate's h2d_pageable and d2h_pageable fits on the
+ * H200 host of calibrate/data/h200.csv (topologies/h200-calibrated.ini:
+ * copies of 44 MiB and 1.2 MiB to 1 GiB; a microbenchmark, a property of
+ * the host's CPUs and memory rather than the GPU's). Set them for your
+ * host, or calibrate it. */
+#define PAGEABLE_H2D_RATE 7.44e9
+#define PAGEABLE_D2H_RATE 15.07e9
+#define PAGEABLE_H2D_DOC "7.44GB/s (an H200 host, vsim-calibrate)"
+#define PAGEABLE_D2H_DOC "15.07GB/s (an H200 host, vsim-calibrate)"
 
 #define NOT_CAL .default_doc = "not calibrated"
 /* The ten [calibration] keys of one kind (see vs_cal_fit). */
@@ -58,48 +70,101 @@ const char *const vs_topology_measurable[] = {
     "kernel_floor", "pcie_bandwidth", "pcie_latency", NULL};
 
 static const vs_key topology_keys[] = {
-    K("gpu", "name", VS_KEY_NAME, name, .required = true, .default_doc = "required"),
-    K("gpu", "memory", VS_KEY_SIZE, memory_bytes, .positive = true, .hi = MAX_GPU_BYTES, .required = true, .default_doc = "required"),
-    K("gpu", "hbm_bandwidth", VS_KEY_RATE, hbm_bandwidth, .positive = true, .lo = MIN_RATE, .hi = MAX_RATE, .required = true, .default_doc = "required"),
-    K("gpu", "peak_tflops_bf16", VS_KEY_REAL, peak_tflops_bf16, .positive = true, .lo = MIN_TFLOPS, .hi = MAX_TFLOPS, .required = true, .default_doc = "required"),
-    K("gpu", "peak_tflops_fp16", VS_KEY_REAL, peak_tflops_fp16, .positive = true, .lo = MIN_TFLOPS, .hi = MAX_TFLOPS, .required = true, .default_doc = "required"),
-    K("gpu", "peak_tflops_fp32", VS_KEY_REAL, peak_tflops_fp32, .positive = true, .lo = MIN_TFLOPS, .hi = MAX_TFLOPS, .required = true, .default_doc = "required"),
-    K("gpu", "peak_tflops_fp8", VS_KEY_REAL, peak_tflops_fp8, .lo = 0, .hi = MAX_TFLOPS, .default_doc = "0 (no FP8)"),
-    K("gpu", "fp8_transposes", VS_KEY_BOOL, fp8_transposes, .default_doc = "true (Hopper, Ada)"),
-    K("gpu", "context_memory", VS_KEY_SIZE, context_bytes, .hi = MAX_GPU_BYTES, .default_doc = "400MiB"),
-    K("gpu", "cublas_workspace", VS_KEY_SIZE, cublas_workspace_bytes, .hi = MAX_GPU_BYTES, .default_doc = "32MiB"),
-    K("gpu", "nccl_memory", VS_KEY_SIZE, nccl_bytes, .hi = MAX_GPU_BYTES, .default_doc = "512MiB"),
-    K("gpu", "compute_efficiency", VS_KEY_REAL, compute_efficiency, .lo = 0.01, .hi = 1, .default_doc = "0.7"),
-    K("gpu", "compute_efficiency_shape", VS_KEY_LIST, compute_efficiency_shape, .positive = true, .hi = 1e9, .default_doc = "not given (compute_efficiency is the full-wave rate)"),
-    K("gpu", "sms", VS_KEY_COUNT, sms, .hi = 100000, .default_doc = "0 (unknown: no wave quantization)"),
-    K("gpu", "gemm_k_overhead", VS_KEY_REAL, gemm_k_overhead, .lo = 0, .hi = 1e6, .default_doc = "128 (fitted to XLA's measured H100 matmul table)"),
-    K("gpu", "kernel_floor", VS_KEY_LATENCY, kernel_floor, .hi = 1e-3, .default_doc = "0 (not modelled)"),
-    K("gpu", "flash_seq_lens", VS_KEY_LIST, flash_seq_lens, .positive = true, .hi = 1e9, .default_doc = "none (flash attention at compute_efficiency)"),
-    K("gpu", "flash_tflops_d64", VS_KEY_REALS, flash_tflops_d64, .lo = 0.001, .hi = MAX_TFLOPS, .default_doc = "none"),
-    K("gpu", "flash_tflops_d128", VS_KEY_REALS, flash_tflops_d128, .lo = 0.001, .hi = MAX_TFLOPS, .default_doc = "none"),
-    K("gpu", "flash_tflops_causal_d64", VS_KEY_REALS, flash_tflops_causal_d64, .lo = 0.001, .hi = MAX_TFLOPS, .default_doc = "none"),
-    K("gpu", "flash_tflops_causal_d128", VS_KEY_REALS, flash_tflops_causal_d128, .lo = 0.001, .hi = MAX_TFLOPS, .default_doc = "none"),
-    K("gpu", "memory_efficiency", VS_KEY_REAL, memory_efficiency, .lo = 0.01, .hi = 1, .default_doc = "0.8"),
-    K("node", "gpus", VS_KEY_COUNT, gpus_per_node, .positive = true, .required = true, .default_doc = "required"),
-    K("node", "host_memory", VS_KEY_SIZE, host_memory_bytes, .positive = true, .hi = MAX_HOST_BYTES, .default_doc = "1TiB"),
-    K("node", "pcie_bandwidth", VS_KEY_RATE, pcie_bandwidth, .lo = MIN_RATE, .hi = MAX_RATE, .default_doc = "25GB/s"),
-    K("node", "pcie_latency", VS_KEY_LATENCY, pcie_latency, .hi = MAX_LATENCY, .default_doc = "2us"),
-    K("node", "gpus_per_pcie_switch", VS_KEY_COUNT, gpus_per_pcie_switch, .positive = true, .default_doc = "2"),
-    K("node", "nvme_bandwidth", VS_KEY_RATE, nvme_bandwidth, .lo = MIN_RATE, .hi = MAX_RATE, .default_doc = "10GB/s"),
-    K("node", "nvme_capacity", VS_KEY_SIZE, nvme_capacity_bytes, .default_doc = "0 (none)"),
-    K("node", "host_memory_bandwidth", VS_KEY_RATE, host_memory_bandwidth, .lo = 0, .hi = MAX_RATE, .default_doc = "0 (not a limit)"),
-    K("node", "cpu_optimizer_rate", VS_KEY_REAL, cpu_optimizer_rate, .lo = 1e6, .hi = 1e13, .default_doc = CPU_OPTIMIZER_RATE_DOC),
-    K("network", "intra_bandwidth", VS_KEY_RATE, intra_bandwidth, .lo = MIN_RATE, .hi = MAX_RATE, .required = true, .default_doc = "required"),
-    K("network", "intra_latency", VS_KEY_LATENCY, intra_latency, .hi = MAX_LATENCY, .default_doc = "3us"),
-    K("network", "inter_bandwidth", VS_KEY_RATE, inter_bandwidth, .lo = MIN_RATE, .hi = MAX_RATE, .required = true, .default_doc = "required"),
-    K("network", "inter_latency", VS_KEY_LATENCY, inter_latency, .hi = MAX_LATENCY, .default_doc = "5us"),
-    K("network", "intra_busbw_sizes", VS_KEY_LIST, intra_busbw_sizes, .positive = true, .hi = 1e15, .default_doc = "none (intra_bandwidth and intra_latency)"),
-    K("network", "intra_busbw", VS_KEY_RATES, intra_busbw, .lo = MIN_RATE, .hi = MAX_RATE, .default_doc = "none"),
-    K("network", "intra_allreduce_busbw", VS_KEY_RATES, intra_allreduce_busbw, .lo = MIN_RATE, .hi = MAX_RATE, .default_doc = "intra_busbw"),
-    K("cost", "usd_per_gpu_hour", VS_KEY_REAL, usd_per_gpu_hour, .lo = 0, .hi = 1e4, .default_doc = "0 (unknown)"),
-    K("calibration", "measured", VS_KEY_FLAGS, measured, .choices = vs_topology_measurable, .default_doc = "none (nominal figures)"),
-    VS_CAL_KINDS(CAL)
-};
+    K("gpu", "name", VS_KEY_NAME, name, .required = true,
+      .default_doc = "required"),
+    K("gpu", "memory", VS_KEY_SIZE, memory_bytes, .positive = true,
+      .hi = MAX_GPU_BYTES, .required = true, .default_doc = "required"),
+    K("gpu", "hbm_bandwidth", VS_KEY_RATE, hbm_bandwidth, .positive = true,
+      .lo = MIN_RATE, .hi = MAX_RATE, .required = true,
+      .default_doc = "required"),
+    K("gpu", "peak_tflops_bf16", VS_KEY_REAL, peak_tflops_bf16,
+      .positive = true, .lo = MIN_TFLOPS, .hi = MAX_TFLOPS, .required = true,
+      .default_doc = "required"),
+    K("gpu", "peak_tflops_fp16", VS_KEY_REAL, peak_tflops_fp16,
+      .positive = true, .lo = MIN_TFLOPS, .hi = MAX_TFLOPS, .required = true,
+      .default_doc = "required"),
+    K("gpu", "peak_tflops_fp32", VS_KEY_REAL, peak_tflops_fp32,
+      .positive = true, .lo = MIN_TFLOPS, .hi = MAX_TFLOPS, .required = true,
+      .default_doc = "required"),
+    K("gpu", "peak_tflops_fp8", VS_KEY_REAL, peak_tflops_fp8, .lo = 0,
+      .hi = MAX_TFLOPS, .default_doc = "0 (no FP8)"),
+    K("gpu", "fp8_transposes", VS_KEY_BOOL, fp8_transposes,
+      .default_doc = "true (Hopper, Ada)"),
+    K("gpu", "context_memory", VS_KEY_SIZE, context_bytes, .hi = MAX_GPU_BYTES,
+      .default_doc = "400MiB"),
+    K("gpu", "cublas_workspace", VS_KEY_SIZE, cublas_workspace_bytes,
+      .hi = MAX_GPU_BYTES, .default_doc = "32MiB"),
+    K("gpu", "nccl_memory", VS_KEY_SIZE, nccl_bytes, .hi = MAX_GPU_BYTES,
+      .default_doc = "512MiB"),
+    K("gpu", "compute_efficiency", VS_KEY_REAL, compute_efficiency, .lo = 0.01,
+      .hi = 1, .default_doc = "0.7"),
+    K("gpu", "compute_efficiency_shape", VS_KEY_LIST, compute_efficiency_shape,
+      .positive = true, .hi = 1e9,
+      .default_doc = "not given (compute_efficiency is the full-wave rate)"),
+    K("gpu", "sms", VS_KEY_COUNT, sms, .hi = 100000,
+      .default_doc = "0 (unknown: no wave quantization)"),
+    K("gpu", "gemm_k_overhead", VS_KEY_REAL, gemm_k_overhead, .lo = 0,
+      .hi = 1e6,
+      .default_doc = "128 (fitted to XLA's measured H100 matmul table)"),
+    K("gpu", "kernel_floor", VS_KEY_LATENCY, kernel_floor, .hi = 1e-3,
+      .default_doc = "0 (not modelled)"),
+    K("gpu", "flash_seq_lens", VS_KEY_LIST, flash_seq_lens, .positive = true,
+      .hi = 1e9, .default_doc = "none (flash attention at compute_efficiency)"),
+    K("gpu", "flash_tflops_d64", VS_KEY_REALS, flash_tflops_d64, .lo = 0.001,
+      .hi = MAX_TFLOPS, .default_doc = "none"),
+    K("gpu", "flash_tflops_d128", VS_KEY_REALS, flash_tflops_d128, .lo = 0.001,
+      .hi = MAX_TFLOPS, .default_doc = "none"),
+    K("gpu", "flash_tflops_causal_d64", VS_KEY_REALS, flash_tflops_causal_d64,
+      .lo = 0.001, .hi = MAX_TFLOPS, .default_doc = "none"),
+    K("gpu", "flash_tflops_causal_d128", VS_KEY_REALS, flash_tflops_causal_d128,
+      .lo = 0.001, .hi = MAX_TFLOPS, .default_doc = "none"),
+    K("gpu", "memory_efficiency", VS_KEY_REAL, memory_efficiency, .lo = 0.01,
+      .hi = 1, .default_doc = "0.8"),
+    K("node", "gpus", VS_KEY_COUNT, gpus_per_node, .positive = true,
+      .required = true, .default_doc = "required"),
+    K("node", "host_memory", VS_KEY_SIZE, host_memory_bytes, .positive = true,
+      .hi = MAX_HOST_BYTES, .default_doc = "1TiB"),
+    K("node", "pcie_bandwidth", VS_KEY_RATE, pcie_bandwidth, .lo = MIN_RATE,
+      .hi = MAX_RATE, .default_doc = "25GB/s"),
+    K("node", "pcie_latency", VS_KEY_LATENCY, pcie_latency, .hi = MAX_LATENCY,
+      .default_doc = "2us"),
+    K("node", "gpus_per_pcie_switch", VS_KEY_COUNT, gpus_per_pcie_switch,
+      .positive = true, .default_doc = "2"),
+    K("node", "nvme_bandwidth", VS_KEY_RATE, nvme_bandwidth, .lo = MIN_RATE,
+      .hi = MAX_RATE, .default_doc = "10GB/s"),
+    K("node", "nvme_capacity", VS_KEY_SIZE, nvme_capacity_bytes,
+      .default_doc = "0 (none)"),
+    K("node", "host_memory_bandwidth", VS_KEY_RATE, host_memory_bandwidth,
+      .lo = 0, .hi = MAX_RATE, .default_doc = "0 (not a limit)"),
+    K("node", "cpu_optimizer_rate", VS_KEY_REAL, cpu_optimizer_rate, .lo = 1e6,
+      .hi = 1e13, .default_doc = CPU_OPTIMIZER_RATE_DOC),
+    K("node", "pageable_h2d_bandwidth", VS_KEY_RATE, pageable_h2d_bandwidth,
+      .lo = MIN_RATE, .hi = MAX_RATE, .default_doc = PAGEABLE_H2D_DOC),
+    K("node", "pageable_d2h_bandwidth", VS_KEY_RATE, pageable_d2h_bandwidth,
+      .lo = MIN_RATE, .hi = MAX_RATE, .default_doc = PAGEABLE_D2H_DOC),
+    K("network", "intra_bandwidth", VS_KEY_RATE, intra_bandwidth,
+      .lo = MIN_RATE, .hi = MAX_RATE, .required = true,
+      .default_doc = "required"),
+    K("network", "intra_latency", VS_KEY_LATENCY, intra_latency,
+      .hi = MAX_LATENCY, .default_doc = "3us"),
+    K("network", "inter_bandwidth", VS_KEY_RATE, inter_bandwidth,
+      .lo = MIN_RATE, .hi = MAX_RATE, .required = true,
+      .default_doc = "required"),
+    K("network", "inter_latency", VS_KEY_LATENCY, inter_latency,
+      .hi = MAX_LATENCY, .default_doc = "5us"),
+    K("network", "intra_busbw_sizes", VS_KEY_LIST, intra_busbw_sizes,
+      .positive = true, .hi = 1e15,
+      .default_doc = "none (intra_bandwidth and intra_latency)"),
+    K("network", "intra_busbw", VS_KEY_RATES, intra_busbw, .lo = MIN_RATE,
+      .hi = MAX_RATE, .default_doc = "none"),
+    K("network", "intra_allreduce_busbw", VS_KEY_RATES, intra_allreduce_busbw,
+      .lo = MIN_RATE, .hi = MAX_RATE, .default_doc = "intra_busbw"),
+    K("cost", "usd_per_gpu_hour", VS_KEY_REAL, usd_per_gpu_hour, .lo = 0,
+      .hi = 1e4, .default_doc = "0 (unknown)"),
+    K("calibration", "measured", VS_KEY_FLAGS, measured,
+      .choices = vs_topology_measurable,
+      .default_doc = "none (nominal figures)"),
+    VS_CAL_KINDS(CAL)};
 #undef CAL
 #undef K
 
@@ -132,6 +197,8 @@ static void set_defaults(vs_topology *t)
   t->gpus_per_pcie_switch = 2;
   t->nvme_bandwidth = 10e9;
   t->cpu_optimizer_rate = CPU_OPTIMIZER_RATE;
+  t->pageable_h2d_bandwidth = PAGEABLE_H2D_RATE;
+  t->pageable_d2h_bandwidth = PAGEABLE_D2H_RATE;
   t->intra_latency = 3e-6;
   t->inter_latency = 5e-6;
 }
@@ -168,7 +235,22 @@ bool vs_topology_calibrated(const vs_topology *topo, int kind)
 bool vs_cal_times_transfers(int kind)
 {
   return kind == VS_CAL_D2D_KERNEL || kind == VS_CAL_P2P ||
-         kind == VS_CAL_H2D_PINNED || kind == VS_CAL_D2H_PINNED;
+         kind == VS_CAL_H2D_PINNED || kind == VS_CAL_D2H_PINNED ||
+         kind == VS_CAL_H2D_PAGEABLE || kind == VS_CAL_D2H_PAGEABLE;
+}
+
+double vs_topology_pageable_rate(const vs_topology *topo, int kind,
+                                 double bytes, vs_cal_seen *seen)
+{
+  double nominal = kind == VS_CAL_H2D_PAGEABLE ? topo->pageable_h2d_bandwidth
+                                               : topo->pageable_d2h_bandwidth;
+  double seconds;
+  if (!(topo->fit_parts[kind] & VS_FIT_RATE) || !(bytes > 0))
+    return nominal;
+  seconds = vs_cal_seconds(&topo->cal[kind], kind, bytes, seen);
+  /* a piece's line may start below 0 (h200-calibrated.ini's last
+   * h2d_pageable piece): its own rate where its time is not above 0 */
+  return seconds > 0 ? bytes / seconds : nominal;
 }
 
 bool vs_cal_by_piece(int kind)
@@ -255,6 +337,14 @@ static void apply_calibration(vs_topology *t)
                      "pcie_latency"))
       t->pcie_latency = vs_cal_small_latency(&t->cal[VS_CAL_H2D_PINNED]);
   }
+  if (vs_topology_calibrated(t, VS_CAL_H2D_PAGEABLE) &&
+      fit_replaces(t, VS_CAL_H2D_PAGEABLE, VS_FIT_RATE, "node",
+                   "pageable_h2d_bandwidth"))
+    t->pageable_h2d_bandwidth = t->cal[VS_CAL_H2D_PAGEABLE].bandwidth;
+  if (vs_topology_calibrated(t, VS_CAL_D2H_PAGEABLE) &&
+      fit_replaces(t, VS_CAL_D2H_PAGEABLE, VS_FIT_RATE, "node",
+                   "pageable_d2h_bandwidth"))
+    t->pageable_d2h_bandwidth = t->cal[VS_CAL_D2H_PAGEABLE].bandwidth;
   t->pcie_d2h_bandwidth = t->pcie_bandwidth;
   if (vs_topology_calibrated(t, VS_CAL_D2H_PINNED) &&
       !set_by_flag(t, "node", "pcie_bandwidth")) {
@@ -315,7 +405,9 @@ static const char *fit_label(const vs_topology *t, int kind)
                       "p2p (NVLink latency)"},
       [VS_CAL_H2D_PINNED] = {"h2d_pinned (PCIe)", "h2d_pinned (PCIe bandwidth)",
                              "h2d_pinned (PCIe latency)"},
-      [VS_CAL_D2H_PINNED] = {"d2h_pinned (PCIe)"}};
+      [VS_CAL_D2H_PINNED] = {"d2h_pinned (PCIe)"},
+      [VS_CAL_H2D_PAGEABLE] = {"h2d_pageable (pageable copies)"},
+      [VS_CAL_D2H_PAGEABLE] = {"d2h_pageable (pageable copies)"}};
   int parts = t->fit_parts[kind];
   const char *one = labels[kind][parts == VS_FIT_RATE      ? 1
                                  : parts == VS_FIT_LATENCY ? 2

@@ -167,6 +167,11 @@ typedef struct vs_topology {
   double cpu_optimizer_rate;     /* parameters per second the node's CPUs
                                     step with Adam (offload), all GPUs of
                                     the node together */
+  double pageable_h2d_bandwidth; /* bytes/s of one copy from pageable host
+                                    memory to a GPU, which the driver
+                                    stages through pinned buffers with the
+                                    host CPU (vs_topology_pageable_rate) */
+  double pageable_d2h_bandwidth; /* the same, GPU to pageable memory */
   /* [network] */
   double intra_bandwidth;        /* NVLink bytes/s per GPU, one direction */
   double intra_latency;          /* seconds */
@@ -267,8 +272,17 @@ void vs_topology_measured_text(const vs_topology *topo, char *buf, size_t len);
 
 /* True for the kinds whose curves vsim times transfers with: d2d_kernel
  * (memory-bound kernels), p2p (NVLink), h2d_pinned and d2h_pinned (PCIe,
- * each way). */
+ * each way), h2d_pageable and d2h_pageable (copies from and to pageable
+ * host memory). */
 bool vs_cal_times_transfers(int kind);
+
+/* The most bytes/s one copy of `bytes` between a GPU and pageable host
+ * memory moves at, in the direction of kind (VS_CAL_H2D_PAGEABLE or
+ * VS_CAL_D2H_PAGEABLE): the calibrated curve of kind at that size, whose
+ * size goes to seen (may be NULL), or else [node] pageable_h2d_bandwidth
+ * or pageable_d2h_bandwidth. It shares its PCIe link besides. */
+double vs_topology_pageable_rate(const vs_topology *topo, int kind,
+                                 double bytes, vs_cal_seen *seen);
 
 /* True for those of them that vsim times size by size, each with its own
  * piece (d2d_kernel, p2p); the PCIe kinds give one rate and a small-copy

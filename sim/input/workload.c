@@ -137,6 +137,7 @@ static const vs_key workload_keys[] = {
     K("parallel", "p2p_scatter_gather", VS_KEY_BOOL, parallel.p2p_scatter_gather, .default_doc = "false"),
     K("parallel", "offload_optimizer", VS_KEY_ENUM, parallel.offload_optimizer, .choices = offload_names, .default_doc = "none"),
     K("parallel", "offload_params", VS_KEY_ENUM, parallel.offload_params, .choices = offload_names, .default_doc = "none"),
+    K("parallel", "offload_pin_memory", VS_KEY_BOOL, parallel.offload_pin_memory, .default_doc = "true"),
     K("parallel", "overlap_grad_reduce", VS_KEY_BOOL, parallel.overlap_grad_reduce, .default_doc = "true (framework megatron with zero 0-1, deepspeed with zero 0-2: false)"),
     K("parallel", "bucket", VS_KEY_SIZE, parallel.bucket_bytes, .positive = true, .default_doc = "25MiB (framework megatron: max(4e7, 1e6 x dp) parameters; deepspeed: 5e8 parameters; fsdp2: 1B)"),
     K("parallel", "max_live_parameters", VS_KEY_COUNT, parallel.max_live_parameters, .hi = 1e15, .default_doc = "framework deepspeed with zero 3: 1000000000 (stage3_max_live_parameters); elsewhere 0, not used"),
@@ -642,6 +643,29 @@ static int check_offload(const vs_workload *wl, vs_error *err)
   if (why)
     return vs_error_set(err, VS_EINPUT, "%s: %s", WHERE("parallel", key), why);
   return 0;
+}
+
+/* [parallel] offload_pin_memory: true unless set; false (pageable host
+ * buffers) says how offloaded states or parameters are held, so it needs
+ * some. */
+static int check_pin_memory(vs_workload *wl, vs_error *err)
+{
+  vs_parallel_conf *p = &wl->parallel;
+  char where[400];
+  if (!vs_conf_is_set(&workload_tab, &wl->origins, "parallel",
+                      "offload_pin_memory")) {
+    p->offload_pin_memory = true;
+    return 0;
+  }
+  if (p->offload_pin_memory || p->offload_optimizer != VS_OFFLOAD_NONE ||
+      p->offload_params != VS_OFFLOAD_NONE)
+    return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: says whether the host buffers of offloaded "
+                      "optimizer states and parameters are pinned, and "
+                      "offload_optimizer and offload_params are none: "
+                      "offload one or leave it true",
+                      WHERE("parallel", "offload_pin_memory"));
 }
 
 /* DeepSpeed's activation offload goes with full checkpointing
@@ -1397,6 +1421,7 @@ static int check_training(vs_workload *wl, vs_error *err)
   int rc;
   if ((rc = resolve_grad_accum(wl, err)) ||
       (rc = resolve_master_weights(wl, err)) || (rc = check_offload(wl, err)) ||
+      (rc = check_pin_memory(wl, err)) ||
       (rc = check_activation_offload(wl, err)) ||
       (rc = check_fp8_recipe(wl, err)) || (rc = check_paged(wl, err)) ||
       (rc = check_coordinator_keys(wl, err)) ||

@@ -265,6 +265,12 @@ typedef struct vs_parallel_conf {
                                parallelism, whose tensor is already split) */
   int offload_optimizer;    /* vs_offload */
   int offload_params;       /* vs_offload */
+  bool offload_pin_memory;  /* the offloaded states' and parameters' host
+                               buffers are pinned (DeepSpeed's
+                               offload_optimizer / offload_param
+                               pin_memory, FSDP2's CPUOffloadPolicy);
+                               false: pageable, copied at the host's
+                               pageable rate */
   uint64_t bucket_bytes;    /* gradient all-reduce / reduce-scatter bucket */
   uint64_t max_live_parameters; /* DeepSpeed ZeRO-3's parameter coordinator
                                (vs_workload_deepspeed_zero3): its

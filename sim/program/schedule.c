@@ -143,8 +143,8 @@ intern(builder *b, vs_intern_index *ix, void **items, size_t *n, size_t *cap,
   return (uint32_t)*n - 1;
 }
 
-_Static_assert(sizeof(vs_op_kind) == VS_OP_NAME_MAX + 32 +
-                                          VS_BOUND_SPLIT_N * sizeof(double) &&
+_Static_assert(sizeof(vs_op_kind) == VS_OP_NAME_MAX + 40 +
+                                         VS_BOUND_SPLIT_N * sizeof(double) &&
                    sizeof(vs_buffer) == 16,
                "interned items have no padding, and item_hash reads them in "
                "64-bit words");
@@ -167,13 +167,13 @@ static uint64_t bits_of(double x)
  * kind. No padding (interned). */
 struct op_key {
   const char *name;
-  uint64_t seconds, flops, bytes; /* the doubles' bits */
+  uint64_t seconds, flops, bytes, max_rate; /* the doubles' bits */
   int32_t layer;
   uint8_t res, via;         /* its resources */
   uint8_t unused[2];        /* zero */
 };
 
-_Static_assert(sizeof(op_key) == sizeof(const char *) + 32,
+_Static_assert(sizeof(op_key) == sizeof(const char *) + 40,
                "op_key has no padding: interned keys are hashed as words");
 
 /* What bounds the whole time of an op priced without a split (c->split
@@ -208,9 +208,14 @@ static uint32_t kind_of(builder *b, const char *name, int layer,
                         const op_cost *c)
 {
   vs_program *p = b->p;
-  op_key key = {.name = name, .layer = layer, .res = (uint8_t)c->res,
-                .via = (uint8_t)c->via, .seconds = bits_of(c->seconds),
-                .flops = bits_of(c->flops), .bytes = bits_of(c->bytes)};
+  op_key key = {.name = name,
+                .layer = layer,
+                .res = (uint8_t)c->res,
+                .via = (uint8_t)c->via,
+                .seconds = bits_of(c->seconds),
+                .flops = bits_of(c->flops),
+                .bytes = bits_of(c->bytes),
+                .max_rate = bits_of(c->max_rate)};
   size_t known = b->n_keys;
   uint32_t at = intern(b, &b->key_index, (void **)&b->keys, &b->n_keys,
                        &b->cap_keys, &key, sizeof key);
@@ -229,6 +234,7 @@ static uint32_t kind_of(builder *b, const char *name, int layer,
   k.dur_ns = to_ns(c->seconds);
   k.flops = c->flops;
   k.bytes = c->bytes;
+  k.max_rate = c->max_rate;
   if (c->split)
     memcpy(k.split_s, c->split->s, sizeof k.split_s);
   if (!sb_grow(b, (void **)&b->key_kind, &b->cap_key_kind, b->n_keys,

@@ -121,6 +121,9 @@ typedef struct vs_op_kind {
   double flops;       /* work done */
   double bytes;       /* HBM bytes, or bytes on the wire for collectives,
                          or through its resource */
+  double max_rate;    /* with a resource, the most bytes/s its transfer
+                         moves at whatever its shares (a copy from or to
+                         pageable host memory); 0: no cap */
   double split_s[VS_BOUND_SPLIT_N]; /* a compute op's dur_ns as priced, by
                          vs_bound (arithmetic, HBM, launches, collectives
                          its recompute re-runs); all 0 for other ops */

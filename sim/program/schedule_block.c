@@ -854,24 +854,46 @@ static void note_pcie_copy(builder *b, int res, uint64_t amount)
     vs_cal_seen_add(&b->p->cal_seen, kind, (double)amount);
 }
 
+/* How the host side of an offload op is held. */
+typedef enum {
+  HOST_PINNED, /* pinned (or no host side: the CPU, NVMe) */
+  HOST_STATES  /* the offloaded states' and parameters' buffers: pageable
+                  where the recipe says (vs_offload_plan pageable) */
+} host_side;
+
+/* The most bytes/s a copy of `amount` bytes through PCIe resource res
+ * moves at, its host side held as `host` says (0: no cap). */
+static double copy_cap(builder *b, int res, uint64_t amount, host_side host)
+{
+  if (host != HOST_STATES || !b->r->offload.pageable ||
+      (res != VS_RES_PCIE_SWITCH && res != VS_RES_PCIE_D2H))
+    return 0;
+  return vs_topology_pageable_rate(b->topo,
+                                   res == VS_RES_PCIE_D2H ? VS_CAL_D2H_PAGEABLE
+                                                          : VS_CAL_H2D_PAGEABLE,
+                                   (double)amount, &b->p->cal_seen);
+}
+
 /* An offload op: `amount` bytes (parameters, for the cpu) through one
  * instance of resource kind res, on stream, once `after` and `also` (NONE:
- * nothing) have ended; the resource decides its time as it runs. Without
- * an amount there is no op: `after` is returned. */
+ * nothing) have ended; the resource decides its time as it runs, at most
+ * at a pageable host side's rate (copy_cap). Without an amount there is
+ * no op: `after` is returned. */
 static uint32_t offload_op_after(builder *b, int stream, int res,
                                  const char *name, int layer, int mb,
-                                 uint64_t amount, uint32_t after, uint32_t also)
+                                 uint64_t amount, uint32_t after, uint32_t also,
+                                 host_side host)
 {
+  op_cost c = {.bytes = (double)amount, .res = res};
   uint32_t op;
-  int via;
   if (amount == 0)
     return after;
   /* copies and NVMe swaps land in (or leave) host memory */
-  via = res != VS_RES_CPU && b->topo->host_memory_bandwidth > 0
-            ? VS_RES_HOST_MEMORY
-            : 0;
-  op = sb_new_op_through(b, stream, VS_PHASE_OFFLOAD, name, layer, mb, 0.0, 0.0,
-                         (double)amount, res, via);
+  c.via = res != VS_RES_CPU && b->topo->host_memory_bandwidth > 0
+              ? VS_RES_HOST_MEMORY
+              : 0;
+  c.max_rate = copy_cap(b, res, amount, host);
+  op = sb_append_op(b, stream, VS_PHASE_OFFLOAD, name, layer, mb, &c);
   note_pcie_copy(b, res, amount);
   sb_add_dep(b, op, after);
   sb_add_dep(b, op, also);
@@ -884,21 +906,37 @@ static uint32_t offload_op_after(builder *b, int stream, int res,
 uint32_t sb_offload_op(builder *b, int stream, int res, const char *name,
                        int layer, int mb, uint64_t amount, uint32_t after)
 {
-  return offload_op_after(b, stream, res, name, layer, mb, amount, after, NONE);
+  return offload_op_after(b, stream, res, name, layer, mb, amount, after, NONE,
+                          HOST_PINNED);
+}
+
+/* A copy of `amount` bytes between the GPU and the host buffers of the
+ * offloaded states or parameters, through PCIe resource res, on stream,
+ * once `after` has ended: an offload op whose host side may be pageable
+ * (vs_offload_plan pageable). */
+uint32_t sb_states_copy(builder *b, int stream, int res, const char *name,
+                        int layer, int mb, uint64_t amount, uint32_t after)
+{
+  return offload_op_after(b, stream, res, name, layer, mb, amount, after, NONE,
+                          HOST_STATES);
 }
 
 /* Parameters off the GPU: the block's partition of `part` bytes comes in
- * (from NVMe to the host first, when it lives there) once `after` has
- * ended; returns the op that brings it. */
+ * (from NVMe to the host's pinned swap buffers first, when it lives
+ * there; else from its host buffer) once `after` has ended; returns the
+ * op that brings it. */
 static uint32_t fetch_partition(builder *b, size_t inst, int mb, uint64_t part,
                                 uint32_t after)
 {
   int layer = sb_layer_of(inst);
-  if (b->r->params.place == VS_PLACE_NVME)
+  if (b->r->params.place == VS_PLACE_NVME) {
     after = sb_offload_op(b, VS_STREAM_H2D, VS_RES_NVME, "param_swap_in", layer,
                           mb, part, after);
-  return sb_offload_op(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "param_to_gpu",
-                       layer, mb, part, after);
+    return sb_offload_op(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "param_to_gpu",
+                         layer, mb, part, after);
+  }
+  return sb_states_copy(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "param_to_gpu",
+                        layer, mb, part, after);
 }
 
 /* Where a block's all-gathered parameters land. */
@@ -1328,7 +1366,7 @@ static void acts_to_gpu(builder *b, size_t inst, int mb, uint32_t after)
   op = offload_op_after(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH,
                         "activations_to_gpu", sb_layer_of(inst), mb,
                         vs_program_buffer(b->p, *host)->bytes, after,
-                        b->act_out[live(b, inst, mb)]);
+                        b->act_out[live(b, inst, mb)], HOST_PINNED);
   for (uint32_t s = 0; s < blk->n_saved; s++) {
     uint32_t *slot = saved_slot(b, inst, s, mb);
     if (plan->keep[s] != VS_KEEP)

@@ -36,8 +36,9 @@ static int host_stream(const builder *b, int copy_stream)
 static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
 {
   uint64_t bytes = 4 * partition_elems(b, b->bucket_elems);
-  uint32_t op = sb_offload_op(b, host_stream(b, VS_STREAM_D2H), VS_RES_PCIE_D2H,
-                              "grad_to_host", -1, mb, bytes, after);
+  uint32_t op =
+      sb_states_copy(b, host_stream(b, VS_STREAM_D2H), VS_RES_PCIE_D2H,
+                     "grad_to_host", -1, mb, bytes, after);
   if (op != after)
     sb_transient(b, op, bytes, VS_CAT_TEMP);
   return op;
@@ -52,8 +53,8 @@ static uint32_t add_host_sum(builder *b, int mb, uint64_t bytes, uint32_t after)
 {
   op_split t = sb_roofline_split(b, 0.0, 3.0 * (double)bytes);
   uint32_t op;
-  after = sb_offload_op(b, VS_STREAM_COMM, VS_RES_PCIE_SWITCH, "grad_sum_in",
-                        -1, mb, bytes, after);
+  after = sb_states_copy(b, VS_STREAM_COMM, VS_RES_PCIE_SWITCH, "grad_sum_in",
+                         -1, mb, bytes, after);
   sb_add_launch(b, &t, 1);
   op = sb_new_op(b, VS_STREAM_COMM, VS_PHASE_OFFLOAD, "grad_sum_add", -1, mb,
                  sb_split_total(&t), 0.0, 3.0 * (double)bytes);
@@ -79,8 +80,8 @@ static uint32_t offload_bucket(builder *b, int mb, uint32_t after)
   /* DeepSpeed's, on its reduction's stream (host_stream) */
   if (mb > 0)
     after = add_host_sum(b, mb, bytes, after);
-  after = sb_offload_op(b, VS_STREAM_COMM, VS_RES_PCIE_D2H, "grad_sum_out", -1,
-                        mb, bytes, after);
+  after = sb_states_copy(b, VS_STREAM_COMM, VS_RES_PCIE_D2H, "grad_sum_out", -1,
+                         mb, bytes, after);
   if ((uint64_t)mb + 1 == b->lay->grad_accum)
     return grads_to_host(b, mb, after);
   return after;
@@ -452,8 +453,8 @@ static uint32_t host_step(builder *b, const vs_stage_layout *st,
     return sb_offload_op(b, VS_STREAM_HOST, VS_RES_NVME, "params_swap_out", -1,
                          -1, st->nvme.params, last);
   if (b->r->params.place == VS_PLACE_GPU)
-    return sb_offload_op(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "params_to_gpu",
-                         -1, -1, stepped_param_bytes(b, st), last);
+    return sb_states_copy(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "params_to_gpu",
+                          -1, -1, stepped_param_bytes(b, st), last);
   return last;
 }
 
@@ -475,12 +476,14 @@ static uint32_t gpu_step(builder *b, const vs_stage_layout *st,
     sb_transient(b, op, st->step_temp_bytes, VS_CAT_TEMP);
   if (b->r->params.place == VS_PLACE_GPU)
     return op;
+  if (b->r->params.place == VS_PLACE_HOST)
+    return sb_states_copy(b, VS_STREAM_D2H, VS_RES_PCIE_D2H, "params_to_host",
+                          -1, -1, st->params_shard_bytes, op);
+  /* through the pinned swap buffers to NVMe */
   op = sb_offload_op(b, VS_STREAM_D2H, VS_RES_PCIE_D2H, "params_to_host", -1,
                      -1, st->params_shard_bytes, op);
-  if (b->r->params.place == VS_PLACE_NVME)
-    op = sb_offload_op(b, VS_STREAM_HOST, VS_RES_NVME, "params_swap_out", -1,
+  return sb_offload_op(b, VS_STREAM_HOST, VS_RES_NVME, "params_swap_out", -1,
                        -1, st->params_shard_bytes, op);
-  return op;
 }
 
 /* ZeRO-1/2: the updated parameters all-gathered once the step (`after`)

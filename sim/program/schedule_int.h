@@ -244,6 +244,8 @@ typedef struct op_cost {
                             seconds); NULL: bound wholly by what it does
                             (vs_op_kind bound) */
   int res, via;         /* vs_resource_kind crossed; 0: none */
+  double max_rate;      /* bytes/s its transfer moves at at most (vs_op_kind
+                           max_rate); 0: no cap */
   uint32_t known_kind;  /* 1 + its kind when the builder has it already
                            (builder kind_memo); 0: found by its key */
 } op_cost;
@@ -333,6 +335,8 @@ uint32_t sb_split_comm(builder *b, int use, const char *name, int kind,
                        uint32_t after);
 uint32_t sb_offload_op(builder *b, int stream, int res, const char *name,
                        int layer, int mb, uint64_t amount, uint32_t after);
+uint32_t sb_states_copy(builder *b, int stream, int res, const char *name,
+                        int layer, int mb, uint64_t amount, uint32_t after);
 bool sb_in_root_unit(const builder *b, size_t inst);
 void sb_drop_gather(builder *b, size_t inst, uint32_t op,
                     effect_time when);

@@ -127,6 +127,7 @@ static void resolve_offload(const vs_workload *wl, vs_recipe *r)
   r->params.place = (uint8_t)place_of(p->offload_params);
   r->offload.cpu_step = vs_workload_cpu_step(p);
   r->offload.fetch_params = p->offload_params != VS_OFFLOAD_NONE;
+  r->offload.pageable = !p->offload_pin_memory;
   r->offload.activations =
       wl->training.offload_activations != VS_OFFLOAD_NONE;
   r->offload.activations_on_demand =

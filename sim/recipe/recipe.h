@@ -116,6 +116,14 @@ typedef struct vs_offload_plan {
                                  never freed): see vs_recipe_host_sums */
   bool fetch_params;        /* parameters live off the GPU: each block's
                                partition is copied in before its gather */
+  bool pageable;            /* [parallel] offload_pin_memory = false: the
+                               host buffers of the offloaded states and
+                               parameters are pageable (DeepSpeed's
+                               pin_memory false, its default before
+                               #8207, August 2026), so each copy to or
+                               from them runs at most at the host's
+                               pageable rate (vs_topology_pageable_rate);
+                               NVMe's swap buffers stay pinned */
   bool activations;         /* each transformer layer's saved tensors but
                                the last layer's are copied to the host after
                                its forward and back before its backward */

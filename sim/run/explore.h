@@ -15,13 +15,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* plan's candidates set up to 23 keys: tp, pp, dp, cp, cp_comm, ep, etp,
+/* plan's candidates set up to 24 keys: tp, pp, dp, cp, cp_comm, ep, etp,
  * zero, max_live_parameters, max_reuse_distance, sequence_parallel,
  * schedule, virtual_stages, pp_layers, checkpointing, checkpoint_layers,
- * checkpoint_every, micro_batch, the two offloads, p2p,
- * p2p_scatter_gather and overlap_grad_reduce (and a sweep's --set and
- * --vary keys up to this many) */
-#define VS_EXPLORE_MAX_SETS 23
+ * checkpoint_every, micro_batch, the two offloads, offload_pin_memory,
+ * p2p, p2p_scatter_gather and overlap_grad_reduce (p2p only without a
+ * pipeline, pp_layers only with one: 23 at most at once; and a sweep's
+ * --set and --vary keys up to this many) */
+#define VS_EXPLORE_MAX_SETS 24
 #define VS_EXPLORE_SET_MAX 160 /* room for plan's uneven split of up to 64
                                   stages of at most two-digit counts */
 
