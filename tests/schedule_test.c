@@ -215,7 +215,8 @@ static unsigned char *check_program(const built *b)
 
 /* Op 0 is the setup op; at the end exactly its params / grads / optimizer
  * buffers remain, and those on the GPU hold the stage's resident model
- * states. */
+ * states (of the gradients, where the step sets them to None, only the
+ * Trainer's DDP buckets). */
 static void check_end_state(const built *b, const unsigned char *st)
 {
   const vs_program *p = &b->p;
@@ -237,12 +238,23 @@ static void check_end_state(const built *b, const unsigned char *st)
       kept[vs_program_buffer(p, buf)->category] += vs_program_buffer(p, buf)->bytes;
   }
   assert_int_equal(kept[VS_CAT_PARAMS], b->lay.stages[b->stage].params_bytes);
-  assert_int_equal(kept[VS_CAT_GRADS], b->lay.stages[b->stage].grads_bytes);
+  assert_int_equal(kept[VS_CAT_GRADS],
+                   b->r.grads_set_to_none || b->r.reduced_grads_set_to_none
+                       ? b->lay.stages[b->stage].ddp_bucket_bytes
+                       : b->lay.stages[b->stage].grads_bytes);
   assert_int_equal(kept[VS_CAT_OPTIMIZER],
                    b->lay.stages[b->stage].optimizer_bytes);
   assert_int_equal(kept[VS_CAT_ACTIVATIONS], 0);
   /* of temp, only the cuBLAS workspaces (held from the first step on) */
   assert_int_equal(kept[VS_CAT_TEMP], vs_layout_blas_bytes(&b->lay));
+}
+
+/* check_program and check_end_state of b. */
+static void check_whole(const built *b)
+{
+  unsigned char *st = check_program(b);
+  check_end_state(b, st);
+  free(st);
 }
 
 /* The bytes setup allocates of each category, and how many buffers. */
@@ -336,34 +348,19 @@ static void test_invariants(void **state)
   }
 }
 
-/* FSDP2 whose loop's zero_grad sets the sharded gradients to None
- * ([training] set_grads_to_none, torchtitan before August 2026): none at
- * the setup; each block's share appears as its first reduce-scatter of
- * the step starts (foreach_reduce: the output becomes the sharded .grad
- * when it is None), later micro-batches' add into it, and the shares,
- * which add up to the stage's gradients to the byte, go at the step.
- * Without it (the preset's default) they are resident from the setup. */
-static void test_fsdp2_reduced_grads_set_to_none(void **state)
+/* The gradient buffers b's reduce-scatters allocate: *shares (bytes, in
+ * *made buffers), freed by the optimizer step, each made at micro-batch
+ * `first` (the step's first reduction of its block); and the transients
+ * (bytes returned) that each frees itself. */
+static uint64_t reduce_scatter_grads(const built *b, int first,
+                                     uint64_t *shares, uint32_t *made)
 {
-  const char *const sets[] = {"training.framework=fsdp2",
-                              "training.global_batch=4", "parallel.bucket=1MiB",
-                              "training.set_grads_to_none=true"};
-  uint64_t bytes[VS_CAT_N], shares = 0;
-  uint32_t count[VS_CAT_N], made = 0, step;
-  built *b = build(sets, 3, 2);
   const vs_program *p = &b->p;
-  (void)state;
-  assert_false(b->r.reduced_grads_set_to_none);
-  setup_allocations(p, bytes, count);
-  assert_int_equal(bytes[VS_CAT_GRADS], b->lay.stages[0].grads_bytes);
-  destroy(b);
-  b = build(sets, 4, 2);
-  p = &b->p;
-  assert_true(b->r.reduced_grads_set_to_none && b->lay.grad_accum == 2);
-  setup_allocations(p, bytes, count);
-  assert_int_equal(bytes[VS_CAT_GRADS], 0);
-  step =
+  uint32_t step =
       p->stream_ops[VS_STREAM_COMPUTE][p->n_stream_ops[VS_STREAM_COMPUTE] - 1];
+  uint64_t transient = 0;
+  *shares = 0;
+  *made = 0;
   assert_int_equal(p->ops[step].phase, VS_PHASE_OPTIMIZER);
   for (uint32_t i = 0; i < p->n_ops; i++) {
     const vs_pop *op = &p->ops[i];
@@ -375,19 +372,76 @@ static void test_fsdp2_reduced_grads_set_to_none(void **state)
       uint32_t a, f;
       if (ef->is_free || buf->category != VS_CAT_GRADS)
         continue;
-      assert_int_equal(op->microbatch, 0); /* the step's first only */
       buffer_ops(p, ef->buffer, &a, &f);
+      if (f == i) {
+        transient += buf->bytes;
+        continue;
+      }
       assert_int_equal(f, step);
-      shares += buf->bytes;
-      made++;
+      assert_int_equal(op->microbatch, first);
+      *shares += buf->bytes;
+      ++*made;
     }
   }
+  return transient;
+}
+
+/* FSDP2 whose loop's zero_grad sets the sharded gradients to None (the
+ * preset's set_grads_to_none, torchtitan's train step): none at the
+ * setup; each block's share appears as its first reduce-scatter of the
+ * step starts (foreach_reduce: the output becomes the sharded .grad when
+ * it is None) and the shares, which add up to the stage's gradients to
+ * the byte, go at the step; a later micro-batch's output is added into
+ * it and dropped, a transient of its reduce-scatter. Kept (false) they
+ * are resident from the setup, and every reduce-scatter's output is such
+ * a transient. */
+static void test_fsdp2_reduced_grads_set_to_none(void **state)
+{
+  const char *const sets[] = {"training.framework=fsdp2",
+                              "training.global_batch=4", "parallel.bucket=1MiB",
+                              "training.set_grads_to_none=false"};
+  uint64_t bytes[VS_CAT_N], shares, per_mb = 0;
+  uint32_t count[VS_CAT_N], made;
+  built *b = build(sets, 4, 2);
+  (void)state;
+  assert_false(b->r.reduced_grads_set_to_none);
+  assert_true(b->lay.grad_accum == 2);
+  for (uint32_t inst = 0; inst < LAYERS + 2; inst++)
+    per_mb += vs_recipe_shard(&b->r.grads,
+                              vs_recipe_kind(&b->r, &b->m, inst)->grad_bytes);
+  setup_allocations(&b->p, bytes, count);
+  assert_int_equal(bytes[VS_CAT_GRADS], b->lay.stages[0].grads_bytes);
+  assert_int_equal(reduce_scatter_grads(b, 0, &shares, &made), 2 * per_mb);
+  assert_int_equal(made, 0);
+  free(check_program(b));
+  destroy(b);
+  b = build(sets, 3, 2); /* the preset's */
+  assert_true(b->r.reduced_grads_set_to_none);
+  setup_allocations(&b->p, bytes, count);
+  assert_int_equal(bytes[VS_CAT_GRADS], 0);
+  assert_int_equal(reduce_scatter_grads(b, 0, &shares, &made), per_mb);
   /* every layer, the embedding and the head (tied: its share is the
    * final norm's) */
   assert_int_equal(made, LAYERS + 2);
   assert_int_equal(shares, b->lay.stages[0].grads_bytes);
-  free(check_program(b)); /* (check_end_state expects resident grads) */
+  check_whole(b);
   destroy(b);
+  {
+    /* under a pipeline each stage reduces after its last micro-batch
+     * (stage.py's post-backward): its shares appear then, once, and add
+     * up to its gradients */
+    const char *const piped[] = {"training.framework=fsdp2",
+                                 "training.global_batch=4", "parallel.pp=2"};
+    for (uint64_t stage = 0; stage < 2; stage++) {
+      b = build_stage(piped, 3, 4, stage);
+      assert_true(b->r.reduced_grads_set_to_none && b->lay.grad_accum == 2);
+      assert_int_equal(reduce_scatter_grads(b, 1, &shares, &made), 0);
+      assert_true(made > 0);
+      assert_int_equal(shares, b->lay.stages[stage].grads_bytes);
+      check_whole(b);
+      destroy(b);
+    }
+  }
 }
 
 /* How many ops of b's program named `name` carry a rate cap (max_rate),
@@ -492,7 +546,7 @@ static void kept_grads_made_and_freed(built *b, uint32_t tensors)
   }
   assert_int_equal(made, tensors);
   assert_int_equal(freed, tensors);
-  free(check_program(b)); /* (check_end_state expects resident grads) */
+  check_whole(b);
   destroy(b);
 }
 
@@ -1337,7 +1391,7 @@ static void test_fsdp2_reduce_scatter_input_held(void **state)
                    b->lay.grad_accum);
   assert_int_equal(count_ops(p, "zero3_all_gather", LAYERS, ANY),
                    b->lay.grad_accum);
-  free(check_program(b)); /* (check_end_state expects resident grads) */
+  check_whole(b);
   destroy(b);
   {
     /* the root's gradients wait for its post-backward at the end of

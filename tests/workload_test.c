@@ -1613,8 +1613,8 @@ static void test_framework_presets(void **state)
   }
   {
     /* set_grads_to_none is the loop's optimizer.zero_grad(): the
-     * Trainer's sets them to None (its preset's true), torchtitan's keeps
-     * them under CUDA graphs (its preset's false) and either may be said;
+     * Trainer's and torchtitan's set them to None (their presets' true;
+     * torchtitan keeps them under CUDA graphs) and either may be said;
      * Megatron-LM, DeepSpeed and framework none own their gradient
      * buffers */
     static const char *const hf[] = {"training.framework=hf"};
@@ -1622,9 +1622,9 @@ static void test_framework_presets(void **state)
                                           "training.set_grads_to_none=false"};
     static const char *const fsdp2[] = {"training.framework=fsdp2",
                                         "parallel.dp=2"};
-    static const char *const fsdp2_none[] = {"training.framework=fsdp2",
-                                             "parallel.dp=2",
-                                             "training.set_grads_to_none=true"};
+    static const char *const fsdp2_kept[] = {
+        "training.framework=fsdp2", "parallel.dp=2",
+        "training.set_grads_to_none=false"};
     static const char *const own[][2] = {
         {"training.framework=megatron", "training.set_grads_to_none=true"},
         {"training.framework=deepspeed", "training.set_grads_to_none=true"},
@@ -1634,17 +1634,19 @@ static void test_framework_presets(void **state)
     assert_int_equal(load_at(&wl, path, GPT_MODEL, hf_kept, 2, 0, &err), 0);
     assert_false(wl.training.set_grads_to_none);
     assert_int_equal(load_at(&wl, path, GPT_MODEL, fsdp2, 2, 0, &err), 0);
-    assert_false(wl.training.set_grads_to_none);
-    assert_int_equal(load_at(&wl, path, GPT_MODEL, fsdp2_none, 3, 0, &err), 0);
     assert_true(wl.training.set_grads_to_none);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, fsdp2_kept, 3, 0, &err), 0);
+    assert_false(wl.training.set_grads_to_none);
     assert_int_equal(load_at(&wl, path, GPT_MODEL, NULL, 0, 0, &err), 0);
     assert_false(wl.training.set_grads_to_none);
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
       assert_int_equal(load_at(&wl, path, GPT_MODEL, own[i], 2, 0, &err),
                        VS_EINPUT);
       assert_non_null(strstr(err.msg, "--set training.set_grads_to_none=true"
-                                      ": is what a PyTorch loop's "
-                                      "optimizer.zero_grad() does"));
+                                      ": a PyTorch loop's "
+                                      "optimizer.zero_grad() sets gradients "
+                                      "to None (framework = hf or fsdp2), "
+                                      "and framework = "));
     }
   }
   {

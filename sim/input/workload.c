@@ -112,7 +112,7 @@ static const vs_key workload_keys[] = {
     K("training", "attention", VS_KEY_ENUM, training.attention, .choices = attention_names, .default_doc = "flash"),
     K("training", "kernels", VS_KEY_ENUM, training.kernels, .choices = kernels_names, .default_doc = "fused (framework hf, fsdp2: eager)"),
     K("training", "grad_accumulation_fusion", VS_KEY_BOOL, training.grad_accumulation_fusion, .default_doc = "true with fused kernels under framework megatron or none, else false"),
-    K("training", "set_grads_to_none", VS_KEY_BOOL, training.set_grads_to_none, .default_doc = "false (framework hf: true)"),
+    K("training", "set_grads_to_none", VS_KEY_BOOL, training.set_grads_to_none, .default_doc = "false (framework hf, fsdp2: true)"),
     K("training", "paged_optimizer", VS_KEY_BOOL, training.paged_optimizer, .default_doc = "false"),
     K("training", "optimizer_in_backward", VS_KEY_BOOL, training.optimizer_in_backward, .default_doc = "false"),
     K("training", "precision_aware_optimizer", VS_KEY_BOOL, training.precision_aware_optimizer, .default_doc = "false"),
@@ -1264,12 +1264,14 @@ static int check_zero_grad(const vs_workload *wl, vs_error *err)
       t->framework == VS_FW_FSDP2)
     return 0;
   return vs_error_set(err, VS_EINPUT,
-                      "%s: is what a PyTorch loop's optimizer.zero_grad() "
-                      "does (framework = hf or fsdp2); Megatron-LM zeroes "
-                      "its contiguous gradient buffer in place, DeepSpeed "
-                      "keeps its own partitions and framework none keeps "
-                      "resident gradients: set it false",
-                      WHERE("training", "set_grads_to_none"));
+                      "%s: a PyTorch loop's optimizer.zero_grad() sets "
+                      "gradients to None (framework = hf or fsdp2), and "
+                      "framework = %s keeps them: Megatron-LM zeroes its "
+                      "contiguous gradient buffer in place, DeepSpeed keeps "
+                      "its own partitions and framework none resident "
+                      "gradients; set it false",
+                      WHERE("training", "set_grads_to_none"),
+                      vs_framework_name(t->framework));
 }
 
 /* Why wl cannot step with PyTorch's foreach implementation, or NULL:

@@ -227,9 +227,10 @@ static int preset_deepspeed(vs_workload *wl, vs_error *err)
  * reduce-scatter of its own: no bucket merges blocks; eager modules
  * (train_configs' training.compile = false, torchtitan 9dec370); the
  * caching allocator's expandable segments, as its launch script runs
- * it; the sharded gradients kept from step to step, as its train_step's
- * zero_grad keeps them under CUDA graphs (its default since August
- * 2026, torchtitan/trainer.py). */
+ * it; the sharded gradients set to None at each step's start
+ * (optimizers.zero_grad() in 9dec370's train.py; since #3559, August
+ * 2026, torchtitan/trainer.py keeps them only under its CUDA graphs, off
+ * by default with pipeline parallelism; vsim models no CUDA graph). */
 static int preset_fsdp2(vs_workload *wl, vs_error *err)
 {
   int rc = preset(wl, "parallel", "zero", "3",
@@ -252,10 +253,9 @@ static int preset_fsdp2(vs_workload *wl, vs_error *err)
                 "a5e57e4a9, October 2024; run_train.sh)",
                 err);
   if (!rc)
-    rc = preset(wl, "training", "set_grads_to_none", "false",
-                "torchtitan's zero_grad keeps the sharded gradients under "
-                "CUDA graphs, its default since #3559 (August 2026); "
-                "before it, true",
+    rc = preset(wl, "training", "set_grads_to_none", "true",
+                "torchtitan's train step begins with optimizers.zero_grad(), "
+                "set_to_none (false since August 2026 under CUDA graphs)",
                 err);
   return rc ? rc
             : preset(wl, "parallel", "bucket", "1B",

@@ -95,25 +95,38 @@ static bool grads_per_step(const builder *b)
   return b->r->grads_set_to_none || b->r->reduced_grads_set_to_none;
 }
 
-/* Under vs_recipe reduced_grads_set_to_none, the shares of the open
- * bucket's blocks that no reduction has made yet in the step appear as op
- * (their reduction) starts: its output becomes them. Each takes the shard
- * of all the unsharded bytes made so far less the earlier shares, so that
- * they add up to the stage's gradients (vs_stage_layout grads_bytes, the
- * shard of them all) to the byte. */
-static void reduced_grads_appear(builder *b, uint32_t op)
+/* Under vs_recipe reduced_grads_set_to_none, inst's share appears as op
+ * (its reduction) starts: the shard of all the unsharded bytes made so far
+ * less the earlier shares, so that they add up to the stage's gradients
+ * (vs_stage_layout grads_bytes, the shard of them all) to the byte. */
+static void share_appears(builder *b, uint32_t inst, uint32_t op)
 {
-  for (size_t i = 0; b->r->reduced_grads_set_to_none && i < b->n_bucket; i++) {
+  uint64_t shard;
+  b->kept_full += sb_plan_of(b, inst)->grad_bytes;
+  shard = vs_recipe_shard(&b->r->grads, b->kept_full);
+  b->grads_kept[inst] = sb_new_buffer(b, shard - b->kept_shard, VS_CAT_GRADS);
+  sb_alloc_on(b, op, b->grads_kept[inst]);
+  b->kept_shard = shard;
+}
+
+/* The outputs of reduction op, the open bucket's reduced shards, on the
+ * GPU: where a block's share of the step's gradients is None
+ * (reduced_grads_set_to_none, its first reduction of the step) the output
+ * becomes it (share_appears); else, under FSDP2 (recipe reduce_copy), it
+ * is added into the share and dropped, a transient of the reduction
+ * (foreach_reduce's reduce_output, on its stream). */
+static void reduce_outputs(builder *b, uint32_t op)
+{
+  uint64_t added = 0;
+  for (size_t i = 0; i < b->n_bucket; i++) {
     uint32_t inst = b->bucket[i];
-    uint64_t shard;
-    if (b->grads_kept[inst] != NONE)
-      continue;
-    b->kept_full += sb_plan_of(b, inst)->grad_bytes;
-    shard = vs_recipe_shard(&b->r->grads, b->kept_full);
-    b->grads_kept[inst] = sb_new_buffer(b, shard - b->kept_shard, VS_CAT_GRADS);
-    sb_alloc_on(b, op, b->grads_kept[inst]);
-    b->kept_shard = shard;
+    if (b->r->reduced_grads_set_to_none && b->grads_kept[inst] == NONE)
+      share_appears(b, inst, op);
+    else
+      added += vs_recipe_shard(&b->r->grads, sb_plan_of(b, inst)->grad_bytes);
   }
+  if (b->r->reduce_copy && !b->r->offload.cpu_step && added > 0)
+    sb_transient(b, op, added, VS_CAT_GRADS);
 }
 
 /* A bucket's reduction is being issued: the compute stream's next op
@@ -275,7 +288,7 @@ void sb_flush_bucket(builder *b, int mb, uint32_t last)
     b->reduce_input_op = last;
     fresh_partition(b, mb, last);
   }
-  reduced_grads_appear(b, last);
+  reduce_outputs(b, last);
   if (b->r->offload.cpu_step) {
     last = offload_bucket(b, mb, last);
     /* reduced on the compute stream, the copy is issued there too and

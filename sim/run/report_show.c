@@ -335,6 +335,11 @@ static void show_state_allocations(FILE *out, const vs_workload *wl,
                                    const vs_model *m, const vs_recipe *r)
 {
   uint64_t tensors = 0, masters = 0;
+  if (wl->training.set_grads_to_none && !r->grads_set_to_none &&
+      !r->reduced_grads_set_to_none)
+    fprintf(out, "# set_grads_to_none has no effect here: no gradient "
+                 "stays on the GPU from one step to the next (the "
+                 "optimizer steps on the host, or in backward)\n");
   if (!r->per_tensor_states) {
     fprintf(out,
             "# model states reach the allocator as one buffer per "
