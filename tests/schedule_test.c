@@ -444,6 +444,62 @@ static void test_fsdp2_reduced_grads_set_to_none(void **state)
   }
 }
 
+/* The names of the backward ops of micro-batch 0 that allocate gradient
+ * buffers of layer `layer` (by the op's layer), one per buffer, into
+ * names (at most n); returns how many. */
+static size_t grads_made_by(const built *b, int layer, const char **names,
+                            size_t n)
+{
+  const vs_program *p = &b->p;
+  size_t found = 0;
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    if (op->phase != VS_PHASE_BWD || op->microbatch != 0 ||
+        vs_op_layer(p, op) != layer)
+      continue;
+    for (uint32_t e = op->first_effect; e < vs_op_effects_end(p, op); e++) {
+      const vs_effect *ef = &p->effects[e];
+      if (!ef->is_free &&
+          vs_program_buffer(p, ef->buffer)->category == VS_CAT_GRADS &&
+          found < n)
+        names[found++] = vs_op_name(p, op);
+    }
+  }
+  return found;
+}
+
+/* A block's gradients appear as backward reaches the op that makes the
+ * first of them (vs_kind_plan grads_op): a GPT layer's at its down
+ * projection, not at the dropout before it; an untied head's at its
+ * output layer, not at the loss, which makes none; a tied embedding's at
+ * the head's output layer, whose backward computes it (ZeRO-2's
+ * transient gradients, one buffer per block). */
+static void test_grads_appear_at_their_op(void **state)
+{
+  const char *const tied[] = {"parallel.zero=2", "training.global_batch=2"};
+  const char *const untied[] = {"parallel.zero=2", "training.global_batch=2",
+                                "model.tied_embeddings=false"};
+  const char *names[4];
+  built *b;
+  (void)state;
+  b = build(tied, 2, 2);
+  assert_true(b->r.transient_grads);
+  assert_int_equal(grads_made_by(b, 0, names, 4), 1);
+  assert_string_equal(names[0], "mlp_down");
+  /* the embedding's at the output layer, the head's own (its final
+   * norm's: the output weight is the embedding's) at the norm */
+  assert_int_equal(grads_made_by(b, LAYERS, names, 4), 2);
+  assert_string_equal(names[0], "lm_head");
+  assert_string_equal(names[1], "final_norm");
+  check_whole(b);
+  destroy(b);
+  b = build(untied, 3, 2);
+  assert_int_equal(grads_made_by(b, LAYERS, names, 4), 1);
+  assert_string_equal(names[0], "lm_head");
+  check_whole(b);
+  destroy(b);
+}
+
 /* How many ops of b's program named `name` carry a rate cap (max_rate),
  * each of them checked to be the host's pageable rate at its size in the
  * direction of its resource (vs_topology_pageable_rate); *ops counts
@@ -2832,6 +2888,7 @@ int main(void)
       cmocka_unit_test(test_fsdp2_reduce_scatter_input_held),
       cmocka_unit_test(test_fsdp2_reduced_grads_set_to_none),
       cmocka_unit_test(test_pageable_offload_copies),
+      cmocka_unit_test(test_grads_appear_at_their_op),
       cmocka_unit_test(test_zero3_gathers_per_block_per_pass),
       cmocka_unit_test(test_zero3_at_most_two_blocks_gathered),
       cmocka_unit_test(test_deepspeed_zero3_coordinator),

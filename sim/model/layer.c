@@ -1213,6 +1213,7 @@ static vs_op_spec *output_layer(vs_block *blk, const vs_workload *wl,
    * Transformer Engine module (gpt_model.py); torchtitan's recipes leave
    * it out of float8 too (filter_fqns = ["output"], "lm_head") */
   op->no_fp8 = true;
+  op->output_layer = true;
   if (vs_block_save_input(blk, op, d,
                           (d->sp_gathered ? d->tokens : d->tok_rep) * d->h,
                           KEPT_FOR_WEIGHTS, err))

@@ -114,6 +114,9 @@ typedef struct vs_op_spec {
   bool attn_core;             /* part of the attention core that selective
                                  checkpointing recomputes */
   bool adapter;               /* LoRA adapters (PEFT's layers) */
+  bool output_layer;          /* the head's output layer (lm_head): with the
+                                 word embeddings tied on one stage, its
+                                 backward makes their gradient */
   bool no_fp8;                /* a matmul outside Transformer Engine's
                                  modules (LoRA adapters, the router,
                                  the attention core, the output layer;

@@ -1735,37 +1735,44 @@ static bool grads_per_tensor(const builder *b)
   return grads_made_in(b) == b->grads_kept && b->r->per_tensor_states;
 }
 
+/* Whether op k of inst's block is its output layer whose backward makes
+ * the tied embedding's gradient (vs_kind_plan output_op). */
+static bool makes_tied_grads(const builder *b, size_t inst, int k)
+{
+  return inst + 1 == b->n_inst && head_writes_embedding_grads(b) &&
+         k == (int)sb_plan_of(b, inst)->output_op;
+}
+
 /* Under grads_per_tensor, the gradients op k of inst's block computes
- * appear when its backward `op` starts; with the block's first backward
- * op the weights no op names too, and on the head's the embedding's
- * gradients, which it computes. */
+ * appear when its backward `op` starts; with the block's first gradient
+ * (vs_kind_plan grads_op) the weights no op names too, and on the head's
+ * output layer the embedding's gradients, which it computes. */
 static void op_grads_appear(builder *b, size_t inst, int k, uint32_t op)
 {
   const vs_block *blk = sb_block_of(b, inst);
   const vs_op_spec *o = &blk->ops[k];
-  if (k == (int)blk->n_ops - 1) {
+  if (k == (int)sb_plan_of(b, inst)->grads_op)
     tensor_grads_appear(b, inst, 0, blk->ops[0].first_param, op);
-    if (inst + 1 == b->n_inst && head_writes_embedding_grads(b))
-      tensor_grads_appear(b, 0, 0, sb_block_of(b, 0)->n_params, op);
-  }
+  if (makes_tied_grads(b, inst, k))
+    tensor_grads_appear(b, 0, 0, sb_block_of(b, 0)->n_params, op);
   tensor_grads_appear(b, inst, o->first_param, o->first_param + o->n_params,
                       op);
 }
 
 /* The gradients op (op k of inst's backward) makes appear: each tensor's
- * as it is made, or the block's at once at its last op (the head's also
- * the tied embedding's), or under first_makes_grads each one in the
- * first step only (AccumulateGrad makes each). */
-static void backward_grads(builder *b, const vs_block *blk, size_t inst,
-                           int k, uint32_t op)
+ * as it is made, or the block's at once as backward makes the first
+ * (vs_kind_plan grads_op; the tied embedding's at the head's output
+ * layer), or under first_makes_grads each one in the first step only
+ * (AccumulateGrad makes each). */
+static void backward_grads(builder *b, size_t inst, int k, uint32_t op)
 {
   if (grads_per_tensor(b)) {
     op_grads_appear(b, inst, k, op);
-  } else if (k == (int)blk->n_ops - 1 && grads_made_in(b)) {
-    grads_appear(b, grads_made_in(b), inst, op);
-    if (inst + 1 == b->n_inst && head_writes_embedding_grads(b))
-      grads_appear(b, grads_made_in(b), 0, op); /* the head computes the
-                                                   embedding's */
+  } else if (grads_made_in(b)) {
+    if (k == (int)sb_plan_of(b, inst)->grads_op)
+      grads_appear(b, grads_made_in(b), inst, op);
+    if (makes_tied_grads(b, inst, k))
+      grads_appear(b, grads_made_in(b), 0, op);
   } else if (first_makes_grads(b)) {
     sb_only_in(b, VS_STEP_FIRST);
     op_grads_appear(b, inst, k, op);
@@ -1833,7 +1840,7 @@ void sb_backward_block(builder *b, size_t inst, int mb)
                   plan->bwd_bytes[k] + acc.work.bytes);
     if (acc.made)
       sb_transient(b, op, acc.made, VS_CAT_TEMP);
-    backward_grads(b, blk, inst, k, op);
+    backward_grads(b, inst, k, op);
     sb_transients(b, op, o->bwd_temp_bytes, o->bwd_temp_first);
     backward_frees(b, blk, inst, k, core_first, mb, op);
     op_comm(b, &o->bwd_after, layer, mb);

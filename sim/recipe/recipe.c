@@ -782,6 +782,28 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
   return 0;
 }
 
+/* Where backward, which runs the block's ops in reverse, makes its
+ * gradients: k's grads_op and output_op. */
+static void grad_ops(const vs_block *b, vs_kind_plan *k)
+{
+  uint32_t last = b->n_ops ? b->n_ops - 1 : 0;
+  bool grads = false, output = false;
+  k->grads_op = k->output_op = last;
+  for (uint32_t i = b->n_ops; i-- > 0 && !(grads && output);) {
+    const vs_op_spec *op = &b->ops[i];
+    for (uint32_t p = op->first_param;
+         !grads && p < op->first_param + op->n_params; p++)
+      if (b->params[p].trainable) {
+        k->grads_op = i;
+        grads = true;
+      }
+    if (!output && op->output_layer) {
+      k->output_op = i;
+      output = true;
+    }
+  }
+}
+
 /* Under Transformer Engine's fp8, the weights of the block's GEMMs (matrices,
  * not biases or norm scales; not those of matmuls outside its modules, no_fp8):
  * Transformer Engine quantizes each one not already in FP8 before its GEMM and
@@ -824,6 +846,7 @@ static int resolve_kind(const vs_workload *wl, vs_recipe *r,
     return vs_error_set(err, VS_ENOMEM, "out of host memory for the recipe");
   resolve_ops(wl, r, b, k);
   fp8_weights(wl, b, k);
+  grad_ops(b, k);
   return resolve_params(wl, r, b, k, err);
 }
 

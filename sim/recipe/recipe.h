@@ -211,6 +211,14 @@ typedef struct vs_kind_plan {
   uint64_t param_elems;     /* parameter elements */
   uint64_t trainable_elems; /* elements of trainable parameters */
   uint64_t largest_trainable_elems; /* of its largest trainable tensor */
+  uint32_t grads_op;                /* the op whose backward makes the block's
+                                       first gradient: the last one, in forward
+                                       order, with a trainable parameter (n_ops - 1
+                                       without any) */
+  uint32_t output_op;               /* the last output layer (vs_op_spec
+                                       output_layer), whose backward makes a tied
+                                       embedding's gradient (n_ops - 1 without
+                                       one) */
   uint64_t decay_elems;     /* of which in matrices: the weight-decay
                                parameter group (not biases or norms) */
 } vs_kind_plan;
