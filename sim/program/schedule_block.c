@@ -711,7 +711,8 @@ static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
   if (b->copy_out != NONE) {
     sb_alloc_on(b, op, b->copy_out);
     sb_free_on(b, op, b->flat_done, AT_START);
-    b->copy_out = b->flat_done = NONE;
+    sb_free_on(b, op, b->copy_flat, AT_END);
+    b->copy_out = b->flat_done = b->copy_flat = NONE;
   }
   if (b->recv_op != NONE) {
     /* the received tensor becomes this op's input: freed as the op's own
@@ -998,16 +999,33 @@ static void gather(builder *b, size_t inst, int mb, uint32_t after)
 }
 
 /* FSDP2's copy-out as inst's pass starts: its unsharded parameters appear
- * on the next compute op, which frees the previous block's flat buffer;
- * inst's own lives until the next copy-out. */
-static void copy_out(builder *b, size_t inst)
+ * on the next compute op, which frees the previous block's flat buffer
+ * (a forward pass's) as it starts; inst's own lives until the next
+ * copy-out in a forward pass (all_gather_state, freed by the next block's
+ * wait_for_unshard or the root's post-forward: sb_forward_done), and in a
+ * backward one goes as that op ends (_fsdp_param_group.py
+ * wait_for_unshard keeps a result only in FORWARD). */
+static void copy_out(builder *b, size_t inst, bool backward)
 {
   if (b->flat_buf[inst] == NONE)
     return;
   b->copy_out = b->gather_buf[inst];
   b->flat_done = b->last_flat;
-  b->last_flat = b->flat_buf[inst];
+  b->last_flat = backward ? NONE : b->flat_buf[inst];
+  b->copy_flat = backward ? b->flat_buf[inst] : NONE;
   b->flat_buf[inst] = NONE;
+}
+
+/* A forward pass over the stage's chunk has ended: FSDP2's root
+ * post-forward frees the last all-gather result it kept (_fsdp_state.py
+ * _root_post_forward: all_gather_state = None), as the newest op ends
+ * (effects go to the newest op only). */
+void sb_forward_done(builder *b)
+{
+  if (b->last_flat == NONE || b->p->n_ops == 0)
+    return;
+  sb_free_on(b, (uint32_t)(b->p->n_ops - 1), b->last_flat, AT_END);
+  b->last_flat = NONE;
 }
 
 /* Whether inst belongs to FSDP2's root unit (recipe root_kept): the
@@ -1252,7 +1270,7 @@ static void before_pass(builder *b, size_t inst, bool backward, int mb)
     sb_wait_on(b, b->gather_op[0]);
   if (b->gather_op[inst] != NONE) {
     sb_wait_on(b, b->gather_op[inst]);
-    copy_out(b, inst);
+    copy_out(b, inst, backward);
   }
 }
 

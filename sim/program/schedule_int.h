@@ -89,7 +89,12 @@ typedef struct builder {
                                copies out of their flat buffer */
   uint32_t flat_done;       /* the flat buffer that copy-out frees (the
                                previous block's) */
-  uint32_t last_flat;       /* the newest copied-out block's flat buffer */
+  uint32_t last_flat;       /* the newest copied-out block's flat buffer,
+                               kept by a forward pass (all_gather_state)
+                               until the next copy-out or the pass's end */
+  uint32_t copy_flat;       /* the flat buffer the next compute op's
+                               copy-out frees as it ends (a backward
+                               pass's: FSDP2 keeps none), or NONE */
   uint32_t *grad_buf;       /* [inst] unreduced grads (ZeRO-2/3) */
   uint32_t *grads_kept;     /* [inst] resident grads that appear at their
                                first backward (vs_recipe grads_set_to_none)
@@ -335,6 +340,7 @@ uint32_t sb_split_comm(builder *b, int use, const char *name, int kind,
                        uint32_t after);
 uint32_t sb_offload_op(builder *b, int stream, int res, const char *name,
                        int layer, int mb, uint64_t amount, uint32_t after);
+void sb_forward_done(builder *b);
 uint32_t sb_states_copy(builder *b, int stream, int res, const char *name,
                         int layer, int mb, uint64_t amount, uint32_t after);
 bool sb_in_root_unit(const builder *b, size_t inst);

@@ -234,6 +234,7 @@ void sb_forward_unit(builder *b, const vs_unit *u)
     hold_output(b, u->mb, g, last);
   for (size_t inst = first; inst <= last; inst++)
     sb_forward_block(b, inst, (int)u->mb);
+  sb_forward_done(b);
   sb_clear_cache(b);
   if (g + 1 < b->lay->n_chunks && !b->out.held)
     send(b, SEND_ACTIVATION, u->mb, g, g + 1);
