@@ -1754,17 +1754,27 @@ static void test_fsdp2_copy_out(void **state)
       assert_int_equal(by->stream, VS_STREAM_COMPUTE);
       assert_int_equal(by->microbatch, op->microbatch);
       if (by->phase == VS_PHASE_BWD || by->phase == VS_PHASE_RECOMPUTE) {
-        /* backward: the block's own copy-out, as it ends */
+        /* backward: the block's own copy-out, as it ends, a kernel
+         * reading the flat buffer and writing the parameters */
+        const vs_op_kind *kind = vs_op_kind_of(prog, by);
         assert_true(at_end);
         assert_int_equal(vs_op_layer(prog, by), vs_op_layer(prog, op));
+        assert_string_equal(kind->name, "fsdp_copy_out");
+        tu_assert_close(
+            kind->bytes,
+            2.0 *
+                (double)vs_program_buffer(prog, prog->effects[e].buffer)->bytes,
+            1e-12);
+        assert_true(kind->dur_ns > 0);
         bwd++;
       } else {
         /* forward: the next block's copy-out as it starts, or as the
          * pass's last op (the head's) ends */
         assert_int_equal(by->phase, VS_PHASE_FWD);
-        assert_true(at_end
-                        ? vs_op_layer(prog, by) == (int)f.model.layers
-                        : vs_op_layer(prog, by) == vs_op_layer(prog, op) + 1);
+        assert_true(
+            at_end ? vs_op_layer(prog, by) == (int)f.model.layers
+                   : vs_op_layer(prog, by) == vs_op_layer(prog, op) + 1 &&
+                         strcmp(vs_op_name(prog, by), "fsdp_copy_out") == 0);
         fwd++;
       }
     }

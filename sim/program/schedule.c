@@ -834,7 +834,7 @@ static void builder_reset(builder *b, const vs_job *job, int stage,
   b->ipg_partition = NONE;
   b->recv_op = NONE;
   b->recv_buf = NONE;
-  b->copy_out = b->flat_done = b->last_flat = b->copy_flat = NONE;
+  b->last_flat = NONE;
   b->stage = (uint64_t)stage;
   b->step = job->step;
   b->every_step = job->every_step;

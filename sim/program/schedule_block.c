@@ -708,12 +708,6 @@ static uint32_t compute_op(builder *b, int phase, const char *name, int layer,
                            const op_split *t, uint32_t known)
 {
   uint32_t op = bound_op(b, phase, name, layer, mb, flops, bytes, t, known);
-  if (b->copy_out != NONE) {
-    sb_alloc_on(b, op, b->copy_out);
-    sb_free_on(b, op, b->flat_done, AT_START);
-    sb_free_on(b, op, b->copy_flat, AT_END);
-    b->copy_out = b->flat_done = b->copy_flat = NONE;
-  }
   if (b->recv_op != NONE) {
     /* the received tensor becomes this op's input: freed as the op's own
      * saved copy appears (forward) or once its gradient is used (backward) */
@@ -998,21 +992,33 @@ static void gather(builder *b, size_t inst, int mb, uint32_t after)
               b->r->gather_copy_out ? GATHER_INTO_FLAT : GATHER_INTO_PARAMS);
 }
 
-/* FSDP2's copy-out as inst's pass starts: its unsharded parameters appear
- * on the next compute op, which frees the previous block's flat buffer
- * (a forward pass's) as it starts; inst's own lives until the next
- * copy-out in a forward pass (all_gather_state, freed by the next block's
- * wait_for_unshard or the root's post-forward: sb_forward_done), and in a
- * backward one goes as that op ends (_fsdp_param_group.py
- * wait_for_unshard keeps a result only in FORWARD). */
-static void copy_out(builder *b, size_t inst, bool backward)
+/* FSDP2's copy-out as inst's pass starts (_fsdp_param_group.py
+ * wait_for_unshard, foreach_all_gather_copy_out): one kernel on the
+ * compute stream, once the all-gather has ended, reads the flat buffer and
+ * writes the block's unsharded parameters, which it makes. In a forward
+ * pass it frees the previous block's flat buffer as it starts and keeps
+ * inst's (all_gather_state) until the next copy-out or the pass's end
+ * (sb_forward_done); in a backward pass it frees inst's as it ends
+ * (wait_for_unshard keeps a result only in FORWARD). */
+static void copy_out(builder *b, size_t inst, bool backward, int mb)
 {
-  if (b->flat_buf[inst] == NONE)
+  uint32_t flat = b->flat_buf[inst], op;
+  double bytes;
+  op_split t;
+  if (flat == NONE)
     return;
-  b->copy_out = b->gather_buf[inst];
-  b->flat_done = b->last_flat;
-  b->last_flat = backward ? NONE : b->flat_buf[inst];
-  b->copy_flat = backward ? b->flat_buf[inst] : NONE;
+  bytes = 2.0 * (double)vs_program_buffer(b->p, flat)->bytes;
+  t = sb_roofline_split(b, 0.0, bytes);
+  sb_add_launch(b, &t, 1);
+  op = bound_op(b, backward ? VS_PHASE_BWD : VS_PHASE_FWD, "fsdp_copy_out",
+                sb_layer_of(inst), mb, 0.0, bytes, &t, 0);
+  sb_alloc_on(b, op, b->gather_buf[inst]);
+  sb_free_on(b, op, b->last_flat, AT_START);
+  b->last_flat = NONE;
+  if (backward)
+    sb_free_on(b, op, flat, AT_END);
+  else
+    b->last_flat = flat;
   b->flat_buf[inst] = NONE;
 }
 
@@ -1270,7 +1276,7 @@ static void before_pass(builder *b, size_t inst, bool backward, int mb)
     sb_wait_on(b, b->gather_op[0]);
   if (b->gather_op[inst] != NONE) {
     sb_wait_on(b, b->gather_op[inst]);
-    copy_out(b, inst, backward);
+    copy_out(b, inst, backward, mb);
   }
 }
 
