@@ -498,6 +498,19 @@ static void test_grads_appear_at_their_op(void **state)
   assert_string_equal(names[0], "lm_head");
   check_whole(b);
   destroy(b);
+  {
+    /* with a multi-token prediction depth and an untied head, the
+     * depth's lookup of the word embeddings makes their gradient */
+    const char *const mtp[] = {"parallel.zero=2", "training.global_batch=2",
+                               "model.tied_embeddings=false",
+                               "model.mtp_layers=1"};
+    b = build(mtp, 4, 2);
+    assert_int_equal(grads_made_by(b, LAYERS, names, 4), 2);
+    assert_string_equal(names[0], "lm_head");
+    assert_string_equal(names[1], "mtp_embedding");
+    check_whole(b);
+    destroy(b);
+  }
 }
 
 /* How many ops of b's program named `name` carry a rate cap (max_rate),
@@ -565,13 +578,17 @@ static void test_pageable_offload_copies(void **state)
   assert_true(ops > 0);
   destroy(b);
   {
-    /* from NVMe the parameters come through pinned swap buffers */
+    /* with NVMe the parameters and gradients pass through pinned swap
+     * buffers */
     const char *const nvme[] = {
         "training.framework=deepspeed", "parallel.zero=3",
         "parallel.offload_optimizer=nvme", "parallel.offload_params=nvme",
         "parallel.offload_pin_memory=false"};
     b = build(nvme, 5, 2);
     assert_int_equal(capped_ops(b, "param_to_gpu", &ops), 0);
+    assert_true(ops > 0);
+    /* and the gradients go out to them (swap_out_gradients) */
+    assert_int_equal(capped_ops(b, "grad_to_host", &ops), 0);
     assert_true(ops > 0);
     destroy(b);
   }

@@ -1781,6 +1781,23 @@ static void test_fsdp2_copy_out(void **state)
   }
   /* every layer once a pass, each micro-batch (2) */
   assert_int_equal(fwd, 2 * f.model.layers);
+  {
+    /* the root unit's one copy-out a micro-batch, of the embedding's
+     * and the head's parameters together */
+    double root =
+        (double)(vs_recipe_kind(&f.recipe, &f.model, 0)->param_bytes +
+                 vs_recipe_kind(&f.recipe, &f.model, f.model.layers + 1)
+                     ->param_bytes);
+    uint32_t roots = 0;
+    for (uint32_t i = 0; i < prog->n_ops; i++) {
+      const vs_op_kind *k = vs_op_kind_of(prog, &prog->ops[i]);
+      if (strcmp(k->name, "fsdp_copy_out") != 0 || k->layer != -1)
+        continue;
+      tu_assert_close(k->bytes, 2.0 * root, 1e-12);
+      roots++;
+    }
+    assert_int_equal(roots, 2);
+  }
   assert_true(bwd > 0);
   assert_int_equal(f.ranks[0].mem.by_cat[VS_CAT_TEMP],
                    vs_layout_blas_bytes(&f.layout));

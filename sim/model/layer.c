@@ -1214,6 +1214,7 @@ static vs_op_spec *output_layer(vs_block *blk, const vs_workload *wl,
    * it out of float8 too (filter_fqns = ["output"], "lm_head") */
   op->no_fp8 = true;
   op->output_layer = true;
+  op->embedding_grads = !own_head_weight(wl);
   if (vs_block_save_input(blk, op, d,
                           (d->sp_gathered ? d->tokens : d->tok_rep) * d->h,
                           KEPT_FOR_WEIGHTS, err))
@@ -1294,6 +1295,7 @@ static int mtp_embedding(vs_block *blk, const vs_workload *wl, const vs_dims *d,
 {
   if (!embedding_lookup(blk, d, "mtp_embedding", err))
     return VS_EINPUT;
+  blk->ops[blk->n_ops - 1].embedding_grads = true;
   /* one copy serves every depth: the first one's lookup holds it; on a
    * stage of its own the module builds a whole embedding, learned
    * positions too (Megatron-LM's GPTModel builds LanguageModelEmbedding

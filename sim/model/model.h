@@ -114,9 +114,11 @@ typedef struct vs_op_spec {
   bool attn_core;             /* part of the attention core that selective
                                  checkpointing recomputes */
   bool adapter;               /* LoRA adapters (PEFT's layers) */
-  bool output_layer;          /* the head's output layer (lm_head): with the
-                                 word embeddings tied on one stage, its
-                                 backward makes their gradient */
+  bool output_layer;          /* the head's output layer (lm_head) */
+  bool embedding_grads;       /* its backward makes the word embeddings'
+                                 gradient on the stage of the embedding:
+                                 an output layer tied to them, the
+                                 multi-token prediction's lookups */
   bool no_fp8;                /* a matmul outside Transformer Engine's
                                  modules (LoRA adapters, the router,
                                  the attention core, the output layer;

@@ -668,11 +668,9 @@ static void run_units(builder *b, const vs_unit *order, size_t n_units)
  * optimizer step and the buffers released at the step's end. */
 static void end_step(builder *b)
 {
-  /* FSDP2: the last copied-out block's flat buffer goes with the pass
-   * (freed by the newest op, after its block's backward: effects are
-   * appended to the newest op only) */
-  if (b->p->n_ops > 0)
-    sb_free_on(b, (uint32_t)(b->p->n_ops - 1), b->last_flat, AT_END);
+  /* FSDP2: flat buffers still kept go with the step (freed by the
+   * newest op: effects are appended to the newest op only) */
+  sb_forward_done(b);
   sb_make_ipg(b, (int)b->lay->grad_accum - 1, false);
   sb_reduce_deferred(b);
   sb_release_reduce_inputs(b);
@@ -834,7 +832,7 @@ static void builder_reset(builder *b, const vs_job *job, int stage,
   b->ipg_partition = NONE;
   b->recv_op = NONE;
   b->recv_buf = NONE;
-  b->last_flat = NONE;
+  b->last_flat[0] = b->last_flat[1] = NONE;
   b->stage = (uint64_t)stage;
   b->step = job->step;
   b->every_step = job->every_step;

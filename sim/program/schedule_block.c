@@ -992,46 +992,63 @@ static void gather(builder *b, size_t inst, int mb, uint32_t after)
               b->r->gather_copy_out ? GATHER_INTO_FLAT : GATHER_INTO_PARAMS);
 }
 
+/* Frees the flat buffers a forward pass kept (all_gather_state) when op
+ * starts or ends. */
+static void free_kept_flats(builder *b, uint32_t op, effect_time when)
+{
+  for (int i = 0; i < 2; i++) {
+    sb_free_on(b, op, b->last_flat[i], when);
+    b->last_flat[i] = NONE;
+  }
+}
+
 /* FSDP2's copy-out as inst's pass starts (_fsdp_param_group.py
  * wait_for_unshard, foreach_all_gather_copy_out): one kernel on the
- * compute stream, once the all-gather has ended, reads the flat buffer and
- * writes the block's unsharded parameters, which it makes. In a forward
- * pass it frees the previous block's flat buffer as it starts and keeps
- * inst's (all_gather_state) until the next copy-out or the pass's end
- * (sb_forward_done); in a backward pass it frees inst's as it ends
+ * compute stream, once the all-gather has ended, reads the flat buffer
+ * and writes the block's unsharded parameters, which it makes; the root
+ * unit's copies both its blocks out at once. In a forward pass it frees
+ * the previous flat buffers as it starts and keeps its own
+ * (all_gather_state) until the next copy-out or the model's forward ends
+ * (sb_forward_done); in a backward pass it frees them as it ends
  * (wait_for_unshard keeps a result only in FORWARD). */
 static void copy_out(builder *b, size_t inst, bool backward, int mb)
 {
-  uint32_t flat = b->flat_buf[inst], op;
-  double bytes;
+  size_t with = sb_in_root_unit(b, inst) ? b->n_inst - 1 - inst : inst;
+  uint32_t flats[2] = {b->flat_buf[inst],
+                       with != inst ? b->flat_buf[with] : NONE};
+  double bytes = 0;
   op_split t;
-  if (flat == NONE)
+  uint32_t op;
+  if (flats[0] == NONE)
     return;
-  bytes = 2.0 * (double)vs_program_buffer(b->p, flat)->bytes;
+  for (int i = 0; i < 2; i++)
+    if (flats[i] != NONE)
+      bytes += 2.0 * (double)vs_program_buffer(b->p, flats[i])->bytes;
   t = sb_roofline_split(b, 0.0, bytes);
   sb_add_launch(b, &t, 1);
   op = bound_op(b, backward ? VS_PHASE_BWD : VS_PHASE_FWD, "fsdp_copy_out",
                 sb_layer_of(inst), mb, 0.0, bytes, &t, 0);
   sb_alloc_on(b, op, b->gather_buf[inst]);
-  sb_free_on(b, op, b->last_flat, AT_START);
-  b->last_flat = NONE;
-  if (backward)
-    sb_free_on(b, op, flat, AT_END);
-  else
-    b->last_flat = flat;
-  b->flat_buf[inst] = NONE;
+  if (flats[1] != NONE)
+    sb_alloc_on(b, op, b->gather_buf[with]);
+  b->flat_buf[inst] = b->flat_buf[with] = NONE;
+  free_kept_flats(b, op, AT_START);
+  for (int i = 0; i < 2; i++) {
+    if (backward)
+      sb_free_on(b, op, flats[i], AT_END);
+    else
+      b->last_flat[i] = flats[i];
+  }
 }
 
-/* A forward pass over the stage's chunk has ended: FSDP2's root
- * post-forward frees the last all-gather result it kept (_fsdp_state.py
- * _root_post_forward: all_gather_state = None), as the newest op ends
- * (effects go to the newest op only). */
+/* The model's forward has ended, or the pass over the stage's chunk:
+ * FSDP2's root post-forward frees the all-gather results it kept
+ * (_fsdp_state.py _root_post_forward: all_gather_state = None), as the
+ * newest op ends (effects go to the newest op only). */
 void sb_forward_done(builder *b)
 {
-  if (b->last_flat == NONE || b->p->n_ops == 0)
-    return;
-  sb_free_on(b, (uint32_t)(b->p->n_ops - 1), b->last_flat, AT_END);
-  b->last_flat = NONE;
+  if (b->p->n_ops > 0)
+    free_kept_flats(b, (uint32_t)(b->p->n_ops - 1), AT_END);
 }
 
 /* Whether inst belongs to FSDP2's root unit (recipe root_kept): the
@@ -1265,9 +1282,9 @@ static void before_pass(builder *b, size_t inst, bool backward, int mb)
   gather(b, inst, mb, b->last_compute);
   if (head_ties(b, inst))
     gather(b, 0, mb, b->last_compute);
-  if (sb_in_root_unit(b, inst)) /* one all-gather, copied out at once */
+  if (sb_in_root_unit(b, inst)) /* its whole unit, copied out at once */
     gather_into(b, b->n_inst - 1 - inst, mb, b->last_compute,
-                GATHER_INTO_PARAMS);
+                b->r->gather_copy_out ? GATHER_INTO_FLAT : GATHER_INTO_PARAMS);
   if (coordinated(b))
     prefetch_trace(b, trace_at(b, inst, backward), mb);
   else if (backward ? !last_backward(b, inst) : inst < b->unit_last)
@@ -1485,6 +1502,8 @@ void sb_forward_block(builder *b, size_t inst, int mb)
     op_comm(b, &o->fwd_before, layer, mb);
     op = block_op(b, VS_PHASE_FWD, inst, k, weights, mb, o->fwd_flops,
                   o->fwd_bytes);
+    if (b->r->root_kept && inst + 1 == b->n_inst && k == plan->output_op)
+      sb_forward_done(b); /* the model's output: the loss is the loop's */
     if (k == 0 && full) {
       uint32_t *ckpt = &b->ckpt_buf[live(b, inst, mb)];
       hold(b, ckpt, sb_checkpoint_buffer(b, blk->ckpt_bytes));
@@ -1759,12 +1778,12 @@ static bool grads_per_tensor(const builder *b)
   return grads_made_in(b) == b->grads_kept && b->r->per_tensor_states;
 }
 
-/* Whether op k of inst's block is its output layer whose backward makes
- * the tied embedding's gradient (vs_kind_plan output_op). */
+/* Whether op k of inst's block is the head's op whose backward makes the
+ * word embeddings' gradient first (vs_kind_plan embedding_grads_op). */
 static bool makes_tied_grads(const builder *b, size_t inst, int k)
 {
   return inst + 1 == b->n_inst && head_writes_embedding_grads(b) &&
-         k == (int)sb_plan_of(b, inst)->output_op;
+         k == (int)sb_plan_of(b, inst)->embedding_grads_op;
 }
 
 /* Under grads_per_tensor, the gradients op k of inst's block computes

@@ -29,6 +29,20 @@ static int host_stream(const builder *b, int copy_stream)
   return b->r->offload.bit16_buffers > 0 ? VS_STREAM_COMM : copy_stream;
 }
 
+/* A copy between the GPU and the optimizer's host buffers: its fp32
+ * gradient partition, or the updated parameters it sends back. With the
+ * states on NVMe they pass through DeepSpeed's pinned swap buffers
+ * (stage3.py partition_grads: optimizer_swapper.swap_out_gradients),
+ * else they are the offloaded states' own (sb_states_copy). */
+static uint32_t optimizer_copy(builder *b, int stream, int res,
+                               const char *name, int mb, uint64_t bytes,
+                               uint32_t after)
+{
+  return b->r->optimizer.place == VS_PLACE_NVME
+             ? sb_offload_op(b, stream, res, name, -1, mb, bytes, after)
+             : sb_states_copy(b, stream, res, name, -1, mb, bytes, after);
+}
+
 /* Copies this GPU's reduced partition of the open bucket to the host once
  * `after` has ended. DeepSpeed casts it to fp32 on the GPU first
  * (stage_1_and_2.py async_inplace_copy_grad_to_fp32_buffer_from_gpu), so
@@ -37,8 +51,8 @@ static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
 {
   uint64_t bytes = 4 * partition_elems(b, b->bucket_elems);
   uint32_t op =
-      sb_states_copy(b, host_stream(b, VS_STREAM_D2H), VS_RES_PCIE_D2H,
-                     "grad_to_host", -1, mb, bytes, after);
+      optimizer_copy(b, host_stream(b, VS_STREAM_D2H), VS_RES_PCIE_D2H,
+                     "grad_to_host", mb, bytes, after);
   if (op != after)
     sb_transient(b, op, bytes, VS_CAT_TEMP);
   return op;
@@ -466,8 +480,8 @@ static uint32_t host_step(builder *b, const vs_stage_layout *st,
     return sb_offload_op(b, VS_STREAM_HOST, VS_RES_NVME, "params_swap_out", -1,
                          -1, st->nvme.params, last);
   if (b->r->params.place == VS_PLACE_GPU)
-    return sb_states_copy(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "params_to_gpu",
-                          -1, -1, stepped_param_bytes(b, st), last);
+    return optimizer_copy(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "params_to_gpu",
+                          -1, stepped_param_bytes(b, st), last);
   return last;
 }
 

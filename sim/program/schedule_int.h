@@ -85,9 +85,11 @@ typedef struct builder {
   uint32_t queue;           /* the next position it prefetches from */
   uint32_t *flat_buf;       /* [inst] FSDP2: its all-gather output, until
                                the block's pass starts (copy-out) */
-  uint32_t last_flat;       /* the newest copied-out block's flat buffer,
-                               kept by a forward pass (all_gather_state)
-                               until the next copy-out or the pass's end */
+  uint32_t last_flat[2];    /* the newest copy-out's flat buffers (the
+                               root unit's are two), kept by a forward
+                               pass (all_gather_state) until the next
+                               copy-out or the model's forward ends, or
+                               NONE */
   uint32_t *grad_buf;       /* [inst] unreduced grads (ZeRO-2/3) */
   uint32_t *grads_kept;     /* [inst] resident grads that appear at their
                                first backward (vs_recipe grads_set_to_none)

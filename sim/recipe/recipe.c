@@ -782,26 +782,45 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
   return 0;
 }
 
+/* The last of b's ops (in forward order) for which `has` holds, or its
+ * last op without one. */
+static uint32_t last_op(const vs_block *b,
+                        bool (*has)(const vs_block *, const vs_op_spec *))
+{
+  for (uint32_t i = b->n_ops; i-- > 0;)
+    if (has(b, &b->ops[i]))
+      return i;
+  return b->n_ops ? b->n_ops - 1 : 0;
+}
+
+static bool makes_grads(const vs_block *b, const vs_op_spec *op)
+{
+  for (uint32_t p = op->first_param; p < op->first_param + op->n_params; p++)
+    if (b->params[p].trainable)
+      return true;
+  return false;
+}
+
+static bool is_output(const vs_block *b, const vs_op_spec *op)
+{
+  (void)b;
+  return op->output_layer;
+}
+
+static bool makes_embedding_grads(const vs_block *b, const vs_op_spec *op)
+{
+  (void)b;
+  return op->embedding_grads;
+}
+
 /* Where backward, which runs the block's ops in reverse, makes its
- * gradients: k's grads_op and output_op. */
+ * gradients and the word embeddings', and where its forward ends: k's
+ * grads_op, embedding_grads_op and output_op. */
 static void grad_ops(const vs_block *b, vs_kind_plan *k)
 {
-  uint32_t last = b->n_ops ? b->n_ops - 1 : 0;
-  bool grads = false, output = false;
-  k->grads_op = k->output_op = last;
-  for (uint32_t i = b->n_ops; i-- > 0 && !(grads && output);) {
-    const vs_op_spec *op = &b->ops[i];
-    for (uint32_t p = op->first_param;
-         !grads && p < op->first_param + op->n_params; p++)
-      if (b->params[p].trainable) {
-        k->grads_op = i;
-        grads = true;
-      }
-    if (!output && op->output_layer) {
-      k->output_op = i;
-      output = true;
-    }
-  }
+  k->grads_op = last_op(b, makes_grads);
+  k->embedding_grads_op = last_op(b, makes_embedding_grads);
+  k->output_op = last_op(b, is_output);
 }
 
 /* Under Transformer Engine's fp8, the weights of the block's GEMMs (matrices,

@@ -216,9 +216,13 @@ typedef struct vs_kind_plan {
                                        order, with a trainable parameter (n_ops - 1
                                        without any) */
   uint32_t output_op;               /* the last output layer (vs_op_spec
-                                       output_layer), whose backward makes a tied
-                                       embedding's gradient (n_ops - 1 without
-                                       one) */
+                                       output_layer), where the model's forward
+                                       ends (n_ops - 1 without one) */
+  uint32_t embedding_grads_op;      /* the last op whose backward makes the
+                                    word embeddings' gradient (vs_op_spec
+                                    embedding_grads): the first to, backward
+                                    running in reverse (n_ops - 1 without
+                                    one) */
   uint64_t decay_elems;     /* of which in matrices: the weight-decay
                                parameter group (not biases or norms) */
 } vs_kind_plan;
