@@ -1789,7 +1789,8 @@ static bool makes_tied_grads(const builder *b, size_t inst, int k)
 /* Under grads_per_tensor, the gradients op k of inst's block computes
  * appear when its backward `op` starts; with the block's first gradient
  * (vs_kind_plan grads_op) the weights no op names too, and on the head's
- * output layer the embedding's gradients, which it computes. */
+ * op that first makes the word embeddings' gradients those
+ * (makes_tied_grads). */
 static void op_grads_appear(builder *b, size_t inst, int k, uint32_t op)
 {
   const vs_block *blk = sb_block_of(b, inst);
@@ -1804,9 +1805,9 @@ static void op_grads_appear(builder *b, size_t inst, int k, uint32_t op)
 
 /* The gradients op (op k of inst's backward) makes appear: each tensor's
  * as it is made, or the block's at once as backward makes the first
- * (vs_kind_plan grads_op; the tied embedding's at the head's output
- * layer), or under first_makes_grads each one in the first step only
- * (AccumulateGrad makes each). */
+ * (vs_kind_plan grads_op; the word embeddings' where the head first makes
+ * them: makes_tied_grads), or under first_makes_grads each one in the
+ * first step only (AccumulateGrad makes each). */
 static void backward_grads(builder *b, size_t inst, int k, uint32_t op)
 {
   if (grads_per_tensor(b)) {
