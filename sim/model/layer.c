@@ -615,12 +615,27 @@ static void new_gelu_kernels(vs_op_spec *op, const vs_dims *d, uint64_t elems)
   op->bwd_kernels = 14 + 1;
 }
 
+/* An MLP's down projection from its f (per tensor-parallel rank) hidden
+ * units back to the model width, with its bias and LoRA adapter, and the
+ * dropout after it. */
+static int mlp_down(vs_block *blk, const vs_dims *d, uint64_t f, vs_error *err)
+{
+  const vs_lora_linear down[] = {{VS_LORA_DOWN, d->h}};
+  if (!vs_block_row_parallel(blk, d, "mlp_down", f, KEPT_FOR_WEIGHTS, err) ||
+      vs_block_linear_weight(blk, d, "mlp_down.weight", f, d->h, err) ||
+      (d->mlp_bias && vs_block_param(blk, d, "mlp_down.bias", 1, d->h, err)) ||
+      vs_block_lora_adapter(blk, d, "lora_down", f, KEPT_FOR_WEIGHTS, down, 1,
+                            err))
+    return VS_EINPUT;
+  return vs_block_dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, d->e,
+                          VS_OUTSIDE_ATTN_CORE, err);
+}
+
 /* GPT / BERT MLP: up, GeLU, down, dropout: 19sbh at 16 bits (Korthikanti). */
 static int gelu_mlp(vs_block *blk, const vs_dims *d, vs_error *err)
 {
   uint64_t f = d->f / d->t;
-  const vs_lora_linear up[] = {{VS_LORA_UP, f}},
-                       down[] = {{VS_LORA_DOWN, d->h}};
+  const vs_lora_linear up[] = {{VS_LORA_UP, f}};
   vs_op_spec *op;
   if (!vs_block_column_parallel(blk, d, "mlp_up", f, 1, err) ||
       vs_block_linear_weight(blk, d, "mlp_up.weight", d->h, f, err) ||
@@ -639,14 +654,7 @@ static int gelu_mlp(vs_block *blk, const vs_dims *d, vs_error *err)
   if (d->amp && gelu_saved(d, blk->role) != d->e)
     op->fwd_temp_bytes += 4 * d->tokens * f; /* its fp32 output, until the
                                                 down projection's cast */
-  if (!vs_block_row_parallel(blk, d, "mlp_down", f, KEPT_FOR_WEIGHTS, err) ||
-      vs_block_linear_weight(blk, d, "mlp_down.weight", f, d->h, err) ||
-      (d->mlp_bias && vs_block_param(blk, d, "mlp_down.bias", 1, d->h, err)) ||
-      vs_block_lora_adapter(blk, d, "lora_down", f, KEPT_FOR_WEIGHTS, down, 1,
-                            err))
-    return VS_EINPUT;
-  return vs_block_dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, d->e,
-                          VS_OUTSIDE_ATTN_CORE, err);
+  return mlp_down(blk, d, f, err);
 }
 
 /* Llama MLP: gate and up projections, SiLU(gate) * up, down projection. */
@@ -654,7 +662,6 @@ static int swiglu_mlp(vs_block *blk, const vs_dims *d, vs_error *err)
 {
   uint64_t f = d->f / d->t;
   const vs_lora_linear gate_up[] = {{VS_LORA_GATE, f}, {VS_LORA_UP, f}};
-  const vs_lora_linear down[] = {{VS_LORA_DOWN, d->h}};
   vs_op_spec *op;
   if (!vs_block_column_parallel(blk, d, "mlp_gate_up", 2 * f, d->up_casts,
                                 err) ||
@@ -681,14 +688,7 @@ static int swiglu_mlp(vs_block *blk, const vs_dims *d, vs_error *err)
   }
   if (vs_block_save_act(blk, op, 2 * d->e * d->tokens * f, d->act_dtype, err))
     return VS_EINPUT; /* SiLU(gate) and up */
-  if (!vs_block_row_parallel(blk, d, "mlp_down", f, KEPT_FOR_WEIGHTS, err) ||
-      vs_block_linear_weight(blk, d, "mlp_down.weight", f, d->h, err) ||
-      (d->mlp_bias && vs_block_param(blk, d, "mlp_down.bias", 1, d->h, err)) ||
-      vs_block_lora_adapter(blk, d, "lora_down", f, KEPT_FOR_WEIGHTS, down, 1,
-                            err))
-    return VS_EINPUT;
-  return vs_block_dropout(blk, d, "mlp_dropout", d->tok_rep * d->h, d->e,
-                          VS_OUTSIDE_ATTN_CORE, err);
+  return mlp_down(blk, d, f, err);
 }
 
 /* ------------------------------------------------------------------------
