@@ -99,6 +99,28 @@ static void show_off_gpu(FILE *out, const vs_layout *lay, int place)
           vs_format_bytes(vs_placed_total(most), b[4], sizeof b[4]));
 }
 
+/* How fast a copy to or from pageable offload buffers (vs_offload_plan
+ * pageable) may move: the calibrated curves at each copy's size, or the
+ * node's pageable rates. */
+static void show_pageable(FILE *out, const vs_topology *topo,
+                          const vs_recipe *r)
+{
+  if (!r->offload.pageable)
+    return;
+  if (topo->fit_parts[VS_CAL_H2D_PAGEABLE] ||
+      topo->fit_parts[VS_CAL_D2H_PAGEABLE])
+    fprintf(out, "# the offload buffers are pageable: each copy to or from "
+                 "them moves at most at its size's rate on the calibrated "
+                 "h2d_pageable / d2h_pageable curves\n");
+  else
+    fprintf(out,
+            "# the offload buffers are pageable: each copy moves at most "
+            "%.2f GB/s to the GPU and %.2f GB/s from it ([node] "
+            "pageable_h2d_bandwidth, pageable_d2h_bandwidth)\n",
+            topo->pageable_h2d_bandwidth / 1e9,
+            topo->pageable_d2h_bandwidth / 1e9);
+}
+
 /* What DeepSpeed ZeRO-1/2's offload buffers (vs_offload_plan
  * bit16_buffers) are, on the GPU of show_off_gpu's host line. */
 static void show_deepspeed_offload(FILE *out, const vs_recipe *r,
@@ -492,6 +514,7 @@ static void show_text(FILE *out, const vs_workload *wl,
           vs_format_bytes(vs_layout_model_states(lay), b4, sizeof b4));
   show_state_allocations(out, wl, m, r);
   show_off_gpu(out, lay, VS_PLACE_HOST);
+  show_pageable(out, topo, r);
   show_deepspeed_offload(out, r, lay);
   show_off_gpu(out, lay, VS_PLACE_NVME);
   show_step_copies(out, wl, r, lay);
