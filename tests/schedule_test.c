@@ -578,6 +578,28 @@ static void test_pageable_offload_copies(void **state)
   assert_true(ops > 0);
   destroy(b);
   {
+    /* DeepSpeed ZeRO-3 copies the updated parameters back from fp32
+     * partitions it never pins (stage3.py _create_fp32_partitions),
+     * whatever pin_memory says; its gradients go to pinned ones; the
+     * same layout under framework none pins both */
+    const char *const ds3[] = {"training.framework=deepspeed",
+                               "parallel.zero=3",
+                               "parallel.offload_optimizer=cpu"};
+    const char *const none3[] = {"parallel.zero=3",
+                                 "parallel.offload_optimizer=cpu"};
+    b = build(ds3, 3, 2);
+    assert_true(b->r.offload.pageable_masters && !b->r.offload.pageable);
+    assert_true(capped_ops(b, "params_to_gpu", &ops) == ops && ops > 0);
+    assert_int_equal(capped_ops(b, "grad_to_host", &ops), 0);
+    assert_true(ops > 0);
+    destroy(b);
+    b = build(none3, 2, 2);
+    assert_false(b->r.offload.pageable_masters);
+    assert_int_equal(capped_ops(b, "params_to_gpu", &ops), 0);
+    assert_true(ops > 0);
+    destroy(b);
+  }
+  {
     /* with NVMe the parameters and gradients pass through pinned swap
      * buffers */
     const char *const nvme[] = {

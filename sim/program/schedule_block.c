@@ -849,18 +849,11 @@ static void note_pcie_copy(builder *b, int res, uint64_t amount)
     vs_cal_seen_add(&b->p->cal_seen, kind, (double)amount);
 }
 
-/* How the host side of an offload op is held. */
-typedef enum {
-  HOST_PINNED, /* pinned (or no host side: the CPU, NVMe) */
-  HOST_STATES  /* the offloaded states' and parameters' buffers: pageable
-                  where the recipe says (vs_offload_plan pageable) */
-} host_side;
-
 /* The most bytes/s a copy of `amount` bytes through PCIe resource res
  * moves at, its host side held as `host` says (0: no cap). */
 static double copy_cap(builder *b, int res, uint64_t amount, host_side host)
 {
-  if (host != HOST_STATES || !b->r->offload.pageable ||
+  if (host == HOST_PINNED || (host == HOST_STATES && !b->r->offload.pageable) ||
       (res != VS_RES_PCIE_SWITCH && res != VS_RES_PCIE_D2H))
     return 0;
   return vs_topology_pageable_rate(b->topo,
@@ -905,15 +898,25 @@ uint32_t sb_offload_op(builder *b, int stream, int res, const char *name,
                           HOST_PINNED);
 }
 
-/* A copy of `amount` bytes between the GPU and the host buffers of the
- * offloaded states or parameters, through PCIe resource res, on stream,
- * once `after` has ended: an offload op whose host side may be pageable
+/* A copy of `amount` bytes between the GPU and the host through PCIe
+ * resource res, on stream, once `after` has ended, its host side held as
+ * `host` says: an offload op. */
+uint32_t sb_copy_op(builder *b, int stream, int res, const char *name,
+                    int layer, int mb, uint64_t amount, uint32_t after,
+                    host_side host)
+{
+  return offload_op_after(b, stream, res, name, layer, mb, amount, after, NONE,
+                          host);
+}
+
+/* A copy between the GPU and the host buffers of the offloaded states or
+ * parameters: sb_copy_op whose host side may be pageable
  * (vs_offload_plan pageable). */
 uint32_t sb_states_copy(builder *b, int stream, int res, const char *name,
                         int layer, int mb, uint64_t amount, uint32_t after)
 {
-  return offload_op_after(b, stream, res, name, layer, mb, amount, after, NONE,
-                          HOST_STATES);
+  return sb_copy_op(b, stream, res, name, layer, mb, amount, after,
+                    HOST_STATES);
 }
 
 /* Parameters off the GPU: the block's partition of `part` bytes comes in

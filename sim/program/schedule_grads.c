@@ -33,14 +33,16 @@ static int host_stream(const builder *b, int copy_stream)
  * gradient partition, or the updated parameters it sends back. With the
  * states on NVMe they pass through DeepSpeed's pinned swap buffers
  * (stage3.py partition_grads: optimizer_swapper.swap_out_gradients),
- * else they are the offloaded states' own (sb_states_copy). */
+ * else they are the offloaded states' own (HOST_STATES); DeepSpeed
+ * ZeRO-3's parameters come back from its never-pinned fp32 partitions
+ * (vs_offload_plan pageable_masters). */
 static uint32_t optimizer_copy(builder *b, int stream, int res,
                                const char *name, int mb, uint64_t bytes,
-                               uint32_t after)
+                               uint32_t after, host_side on_host)
 {
-  return b->r->optimizer.place == VS_PLACE_NVME
-             ? sb_offload_op(b, stream, res, name, -1, mb, bytes, after)
-             : sb_states_copy(b, stream, res, name, -1, mb, bytes, after);
+  return sb_copy_op(b, stream, res, name, -1, mb, bytes, after,
+                    b->r->optimizer.place == VS_PLACE_NVME ? HOST_PINNED
+                                                           : on_host);
 }
 
 /* Copies this GPU's reduced partition of the open bucket to the host once
@@ -52,7 +54,7 @@ static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
   uint64_t bytes = 4 * partition_elems(b, b->bucket_elems);
   uint32_t op =
       optimizer_copy(b, host_stream(b, VS_STREAM_D2H), VS_RES_PCIE_D2H,
-                     "grad_to_host", mb, bytes, after);
+                     "grad_to_host", mb, bytes, after, HOST_STATES);
   if (op != after)
     sb_transient(b, op, bytes, VS_CAT_TEMP);
   return op;
@@ -481,7 +483,9 @@ static uint32_t host_step(builder *b, const vs_stage_layout *st,
                          -1, st->nvme.params, last);
   if (b->r->params.place == VS_PLACE_GPU)
     return optimizer_copy(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "params_to_gpu",
-                          -1, stepped_param_bytes(b, st), last);
+                          -1, stepped_param_bytes(b, st), last,
+                          b->r->offload.pageable_masters ? HOST_PAGEABLE
+                                                         : HOST_STATES);
   return last;
 }
 

@@ -336,6 +336,19 @@ uint32_t sb_split_comm(builder *b, int use, const char *name, int kind,
 uint32_t sb_offload_op(builder *b, int stream, int res, const char *name,
                        int layer, int mb, uint64_t amount, uint32_t after);
 void sb_forward_done(builder *b);
+/* How the host side of a copy between the GPU and the host is held: a
+ * pageable one moves at most at the host's pageable rate
+ * (vs_topology_pageable_rate). */
+typedef enum {
+  HOST_PINNED,  /* pinned (or no host side: the CPU, NVMe) */
+  HOST_STATES,  /* the offloaded states' and parameters' buffers:
+                   pageable where the workload says (vs_offload_plan
+                   pageable) */
+  HOST_PAGEABLE /* pageable whatever it says */
+} host_side;
+uint32_t sb_copy_op(builder *b, int stream, int res, const char *name,
+                    int layer, int mb, uint64_t amount, uint32_t after,
+                    host_side host);
 uint32_t sb_states_copy(builder *b, int stream, int res, const char *name,
                         int layer, int mb, uint64_t amount, uint32_t after);
 bool sb_in_root_unit(const builder *b, size_t inst);

@@ -128,6 +128,9 @@ static void resolve_offload(const vs_workload *wl, vs_recipe *r)
   r->offload.cpu_step = vs_workload_cpu_step(p);
   r->offload.fetch_params = p->offload_params != VS_OFFLOAD_NONE;
   r->offload.pageable = !p->offload_pin_memory;
+  r->offload.pageable_masters =
+      r->offload.cpu_step && r->optimizer.place == VS_PLACE_HOST &&
+      vs_workload_deepspeed_zero3(wl->training.framework, p->zero);
   r->offload.activations =
       wl->training.offload_activations != VS_OFFLOAD_NONE;
   r->offload.activations_on_demand =

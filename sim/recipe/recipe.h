@@ -116,6 +116,15 @@ typedef struct vs_offload_plan {
                                  never freed): see vs_recipe_host_sums */
   bool fetch_params;        /* parameters live off the GPU: each block's
                                partition is copied in before its gather */
+  bool pageable_masters;    /* DeepSpeed ZeRO-3 with the optimizer on the
+                               host: its fp32 partitions are made with
+                               .to('cpu').clone(), never pinned (stage3.py
+                               _create_fp32_partitions), and the step
+                               copies them back into the 16-bit ones with a
+                               blocking copy_ that casts on the host first
+                               (_reassign_or_swap_out_partitioned_
+                               parameters): that copy is pageable whatever
+                               pin_memory says */
   bool pageable;            /* [parallel] offload_pin_memory = false: the
                                host buffers of the offloaded states and
                                parameters are pageable (DeepSpeed's
