@@ -927,14 +927,11 @@ static uint32_t fetch_partition(builder *b, size_t inst, int mb, uint64_t part,
                                 uint32_t after)
 {
   int layer = sb_layer_of(inst);
-  if (b->r->params.place == VS_PLACE_NVME) {
+  if (b->r->params.place == VS_PLACE_NVME)
     after = sb_offload_op(b, VS_STREAM_H2D, VS_RES_NVME, "param_swap_in", layer,
                           mb, part, after);
-    return sb_offload_op(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "param_to_gpu",
-                         layer, mb, part, after);
-  }
-  return sb_states_copy(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "param_to_gpu",
-                        layer, mb, part, after);
+  return sb_copy_op(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "param_to_gpu", layer,
+                    mb, part, after, sb_states_side(b->r->params.place));
 }
 
 /* Where a block's all-gathered parameters land. */

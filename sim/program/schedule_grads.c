@@ -29,22 +29,6 @@ static int host_stream(const builder *b, int copy_stream)
   return b->r->offload.bit16_buffers > 0 ? VS_STREAM_COMM : copy_stream;
 }
 
-/* A copy between the GPU and the optimizer's host buffers: its fp32
- * gradient partition, or the updated parameters it sends back. With the
- * states on NVMe they pass through DeepSpeed's pinned swap buffers
- * (stage3.py partition_grads: optimizer_swapper.swap_out_gradients),
- * else they are the offloaded states' own (HOST_STATES); DeepSpeed
- * ZeRO-3's parameters come back from its never-pinned fp32 partitions
- * (vs_offload_plan pageable_masters). */
-static uint32_t optimizer_copy(builder *b, int stream, int res,
-                               const char *name, int mb, uint64_t bytes,
-                               uint32_t after, host_side on_host)
-{
-  return sb_copy_op(b, stream, res, name, -1, mb, bytes, after,
-                    b->r->optimizer.place == VS_PLACE_NVME ? HOST_PINNED
-                                                           : on_host);
-}
-
 /* Copies this GPU's reduced partition of the open bucket to the host once
  * `after` has ended. DeepSpeed casts it to fp32 on the GPU first
  * (stage_1_and_2.py async_inplace_copy_grad_to_fp32_buffer_from_gpu), so
@@ -52,9 +36,9 @@ static uint32_t optimizer_copy(builder *b, int stream, int res,
 static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
 {
   uint64_t bytes = 4 * partition_elems(b, b->bucket_elems);
-  uint32_t op =
-      optimizer_copy(b, host_stream(b, VS_STREAM_D2H), VS_RES_PCIE_D2H,
-                     "grad_to_host", mb, bytes, after, HOST_STATES);
+  uint32_t op = sb_copy_op(b, host_stream(b, VS_STREAM_D2H), VS_RES_PCIE_D2H,
+                           "grad_to_host", -1, mb, bytes, after,
+                           sb_states_side(b->r->optimizer.place));
   if (op != after)
     sb_transient(b, op, bytes, VS_CAT_TEMP);
   return op;
@@ -482,10 +466,11 @@ static uint32_t host_step(builder *b, const vs_stage_layout *st,
     return sb_offload_op(b, VS_STREAM_HOST, VS_RES_NVME, "params_swap_out", -1,
                          -1, st->nvme.params, last);
   if (b->r->params.place == VS_PLACE_GPU)
-    return optimizer_copy(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "params_to_gpu",
-                          -1, stepped_param_bytes(b, st), last,
-                          b->r->offload.pageable_masters ? HOST_PAGEABLE
-                                                         : HOST_STATES);
+    return sb_copy_op(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "params_to_gpu", -1,
+                      -1, stepped_param_bytes(b, st), last,
+                      b->r->offload.pageable_masters
+                          ? HOST_PAGEABLE
+                          : sb_states_side(b->r->optimizer.place));
   return last;
 }
 
@@ -507,14 +492,13 @@ static uint32_t gpu_step(builder *b, const vs_stage_layout *st,
     sb_transient(b, op, st->step_temp_bytes, VS_CAT_TEMP);
   if (b->r->params.place == VS_PLACE_GPU)
     return op;
-  if (b->r->params.place == VS_PLACE_HOST)
-    return sb_states_copy(b, VS_STREAM_D2H, VS_RES_PCIE_D2H, "params_to_host",
-                          -1, -1, st->params_shard_bytes, op);
-  /* through the pinned swap buffers to NVMe */
-  op = sb_offload_op(b, VS_STREAM_D2H, VS_RES_PCIE_D2H, "params_to_host", -1,
-                     -1, st->params_shard_bytes, op);
-  return sb_offload_op(b, VS_STREAM_HOST, VS_RES_NVME, "params_swap_out", -1,
+  op = sb_copy_op(b, VS_STREAM_D2H, VS_RES_PCIE_D2H, "params_to_host", -1, -1,
+                  st->params_shard_bytes, op,
+                  sb_states_side(b->r->params.place));
+  if (b->r->params.place == VS_PLACE_NVME)
+    op = sb_offload_op(b, VS_STREAM_HOST, VS_RES_NVME, "params_swap_out", -1,
                        -1, st->params_shard_bytes, op);
+  return op;
 }
 
 /* ZeRO-1/2: the updated parameters all-gathered once the step (`after`)

@@ -349,6 +349,15 @@ typedef enum {
 uint32_t sb_copy_op(builder *b, int stream, int res, const char *name,
                     int layer, int mb, uint64_t amount, uint32_t after,
                     host_side host);
+
+/* The host side of a copy to or from states kept in `place` (vs_place,
+ * off the GPU): NVMe's pass through DeepSpeed's pinned swap buffers
+ * (aio; stage3.py swap_out_gradients), the host's are the states' own
+ * buffers. */
+static inline host_side sb_states_side(int place)
+{
+  return place == VS_PLACE_NVME ? HOST_PINNED : HOST_STATES;
+}
 uint32_t sb_states_copy(builder *b, int stream, int res, const char *name,
                         int layer, int mb, uint64_t amount, uint32_t after);
 bool sb_in_root_unit(const builder *b, size_t inst);
