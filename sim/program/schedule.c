@@ -668,9 +668,6 @@ static void run_units(builder *b, const vs_unit *order, size_t n_units)
  * optimizer step and the buffers released at the step's end. */
 static void end_step(builder *b)
 {
-  /* FSDP2: flat buffers still kept go with the step (freed by the
-   * newest op: effects are appended to the newest op only) */
-  sb_forward_done(b);
   sb_make_ipg(b, (int)b->lay->grad_accum - 1, false);
   sb_reduce_deferred(b);
   sb_release_reduce_inputs(b);
