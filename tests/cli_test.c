@@ -1199,6 +1199,37 @@ static void test_gemma2_end_to_end(void **state)
   }
 }
 
+/* show names what each framework's step moves around the update
+ * (vs_recipe step_wrap): Megatron-LM at bf16 with fp32 main grads reads
+ * them for the norm (4) and multiplies them (8), and zeroes and checks
+ * its whole buffer (2 passes: no data parallelism to scale by);
+ * DeepSpeed ZeRO-2 at fp16 checks for overflow (28), takes the norm of
+ * each gradient's .double() (18), flattens (4), casts (6) and multiplies
+ * (8) its partition; the Trainer, under amp_fp16, unscales (8) and clips
+ * (12); framework none moves nothing more. */
+static void test_step_passes_shown(void **state)
+{
+  const char *mg[] = {"show", "workloads/megatron-gpt-7b.ini", NULL};
+  const char *ds[] = {"show", "workloads/deepspeed-gpt-zero2.ini", NULL};
+  const char *hf[] = {"show", "workloads/hf-bert-large.ini", NULL};
+  const char *none[] = {"show", "workloads/llama2-7b.ini", NULL};
+  (void)state;
+  expect_run(mg, 0,
+             "# optimizer step around the update (megatron): 12 B a stepped "
+             "element (casts, overflow check, norm, unscaling, clipping), 2 "
+             "pass(es) a step over the resident gradients (zeroing, scaling, "
+             "checks)\n");
+  expect_run(ds, 0,
+             "# optimizer step around the update (deepspeed): 64 B a stepped "
+             "element (casts, overflow check, norm, unscaling, clipping)\n");
+  expect_run(hf, 0,
+             "# optimizer step around the update (hf): 20 B a stepped "
+             "element (casts, overflow check, norm, unscaling, clipping)\n");
+  run(none);
+  assert_int_equal(r.status, 0);
+  assert_null(strstr(r.out, "around the update"));
+}
+
 /* The framework samples end to end: each fits its 8 H100s, and show says
  * which keys its preset chose (Megatron's fp32 main grads, DeepSpeed's
  * bucket and step copies, FSDP2's fp32 sharded parameters). */
@@ -5166,6 +5197,7 @@ int main(void)
       cmocka_unit_test(test_host_out_of_memory_exits_3),
       cmocka_unit_test(test_finetune_samples),
       cmocka_unit_test(test_framework_samples),
+      cmocka_unit_test(test_step_passes_shown),
       cmocka_unit_test(test_precision_aware_optimizer),
       cmocka_unit_test(test_fp8_primary_weights),
       cmocka_unit_test(test_gemma2_end_to_end),

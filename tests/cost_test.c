@@ -162,11 +162,18 @@ static void test_peak_flops(void **state)
  * leave 250 elements: a quarter of each. */
 static void test_optimizer_work(void **state)
 {
-  const vs_step_passes fused = {2.0, 2.0, 1.0, 0.0};
-  const vs_step_passes foreach_adamw = {4.0, 7.0, 2.0, 0.0};
+  const vs_step_passes fused = {.params = 2.0, .states = 2.0, .grads = 1.0};
+  const vs_step_passes foreach_adamw = {
+      .params = 4.0, .states = 7.0, .grads = 2.0};
   /* the precision-aware optimizer unpacking one 16-bit state: 16 B more
    * a stepped element (vs_recipe step_passes) */
-  const vs_step_passes unpacking = {2.0, 2.0, 1.0, 16.0};
+  const vs_step_passes unpacking = {
+      .params = 2.0, .states = 2.0, .grads = 1.0, .unscaled = 16.0};
+  /* a framework's passes around the update: 18 B a stepped element (a
+   * 16-bit gradient cast to fp32, unscaled, its norm read) and one pass
+   * zeroing the resident gradients */
+  const vs_step_passes wrapped = {
+      .params = 2.0, .states = 2.0, .grads = 1.0, .wrap = 18.0, .buffer = 1.0};
   vs_stage_layout st;
   vs_cost_work w;
   (void)state;
@@ -185,12 +192,18 @@ static void test_optimizer_work(void **state)
   tu_assert_close(w.bytes, 96000.0, 0);
   w = vs_cost_optimizer_work(&st, unpacking);
   tu_assert_close(w.bytes, 30000.0 + 16000.0, 0);
+  w = vs_cost_optimizer_work(&st, wrapped);
+  tu_assert_close(w.bytes, 30000.0 + 18000.0 + 2000.0, 0);
   st.params_bytes = st.grads_bytes = 500;
   st.optimizer_shard_bytes = 3000;
   st.step_elems = 250;
   w = vs_cost_optimizer_work(&st, fused);
   tu_assert_close(w.flops, 3000.0, 0);
   tu_assert_close(w.bytes, 7500.0, 0);
+  /* the passes around the update cover the stepped quarter; the zeroing
+   * the 500 resident bytes */
+  w = vs_cost_optimizer_work(&st, wrapped);
+  tu_assert_close(w.bytes, 7500.0 + 18.0 * 250 + 500.0, 0);
   /* ZeRO-1 over 4 GPUs: weights and gradients whole on every GPU, but it
    * steps only the quarter whose states it holds (12 x 250 FLOPs; bytes
    * 2 x 3000 + 500 + 2 x 500), then the weights are all-gathered */

@@ -2067,17 +2067,15 @@ static void test_tp2_sequence_parallel(void **state)
  * Roofline
  * ------------------------------------------------------------------------ */
 
-/* The optimizer step of the base model on one GPU (bf16, AdamW with fp32
- * master weights, no ZeRO): P = 3448320 parameters (header), 12 FLOPs per
- * element (sim/cost: vs_cost_optimizer_work), and bytes: optimizer states
- * 12P read and written (24P), bf16 grads 2P read, bf16 weights 2P read and
- * written (4P) = 30P. */
-static void test_optimizer_step_work(void **state)
+/* The bytes of the one optimizer step of the base model on one GPU with
+ * `sets`, as a multiple of its P = 3448320 parameters (header), with 12
+ * FLOPs per element (sim/cost: vs_cost_optimizer_work). */
+static double step_bytes_per_param(const char *const *sets, size_t n_sets)
 {
-  built *b = build(NULL, 0, 1);
+  built *b = build(sets, n_sets, 1);
   const double P = 3448320.0;
+  double bytes = -1;
   size_t found = 0;
-  (void)state;
   for (size_t i = 0; i < b->p.n_ops; i++) {
     const vs_program *p = &b->p;
     const vs_pop *op = &p->ops[i];
@@ -2085,14 +2083,68 @@ static void test_optimizer_step_work(void **state)
       continue;
     found++;
     tu_assert_close(vs_op_kind_of(p, op)->flops, 12.0 * P, 0);
-    tu_assert_close(vs_op_kind_of(p, op)->bytes, 30.0 * P, 0);
+    bytes = vs_op_kind_of(p, op)->bytes / P;
+  }
+  assert_int_equal(found, 1);
+  destroy(b);
+  return bytes;
+}
+
+/* The optimizer step of the base model on one GPU (bf16, AdamW with fp32
+ * master weights, no ZeRO): 12 FLOPs per element, and bytes: optimizer
+ * states 12P read and written (24P), bf16 grads 2P read, bf16 weights 2P
+ * read and written (4P) = 30P. */
+static void test_optimizer_step_work(void **state)
+{
+  built *b = build(NULL, 0, 1);
+  const double P = 3448320.0;
+  (void)state;
+  tu_assert_close(step_bytes_per_param(NULL, 0), 30.0, 1e-12);
+  for (size_t i = 0; i < b->p.n_ops; i++) {
+    const vs_program *p = &b->p;
+    const vs_pop *op = &p->ops[i];
+    if (strcmp(vs_op_name(p, op), "optimizer_step") != 0)
+      continue;
     /* memory-bound on an H100 (topologies/h100-sxm-8x.ini): 30P bytes /
      * (3350 GB/s x 0.87) = 35.49 us beats 12P / (67 TFLOP/s x 0.8) */
     assert_int_equal(vs_op_kind_of(p, op)->dur_ns,
                      (uint64_t)ceil(30.0 * P / (3350e9 * 0.87) * 1e9));
   }
-  assert_int_equal(found, 1);
   destroy(b);
+}
+
+/* The framework's passes around the update (vs_recipe step_wrap), on the
+ * same step (30P without them; 32P where the gradients are fp32):
+ * - megatron, bf16 (fp32 main grads, 4P: the update reads 4 B, 32P): the
+ *   norm (4) and the clip's multiply (8) of each, and over the buffer its
+ *   zeroing (4) and the NaN check's norm (4): 32 + 20 = 52;
+ * - megatron, fp16 (fp16 grad buffer): main_grad.float() (2 + 4), the
+ *   loss scaler's unscaling (8), norm (4), multiply (8); the buffer
+ *   zeroed (2), no NaN check with fp16's loss scaler: 30 + 28 = 58;
+ * - deepspeed ZeRO-1, bf16: the overflow check (2 + 4 + 5 + 5 + 3 + 5 +
+ *   4 = 28), the norm of each gradient's .double() (2 + 8 + 8), the
+ *   partition flattened (2 + 2) and cast (2 + 4), the multiply (8):
+ *   30 + 64 = 94;
+ * - hf, amp_fp16 (fp32 weights and gradients, no master copy: the
+ *   moments 16P, gradients 4P, weights 8P, 28P) with gradients zeroed,
+ *   not set to None: GradScaler's unscaling (8), clip_grad_norm_'s norm
+ *   and multiply (12), the zeroing (4): 28 + 24 = 52;
+ * - none: nothing around the update (test_optimizer_step_work). */
+static void test_optimizer_step_wrap(void **state)
+{
+  static const char *const mg_bf16[] = {"training.framework=megatron"};
+  static const char *const mg_fp16[] = {"training.framework=megatron",
+                                        "training.precision=fp16"};
+  static const char *const ds_zero1[] = {"training.framework=deepspeed",
+                                         "parallel.zero=1"};
+  static const char *const hf_fp16[] = {"training.framework=hf",
+                                        "training.precision=amp_fp16",
+                                        "training.set_grads_to_none=false"};
+  (void)state;
+  tu_assert_close(step_bytes_per_param(mg_bf16, 1), 52.0, 1e-12);
+  tu_assert_close(step_bytes_per_param(mg_fp16, 2), 58.0, 1e-12);
+  tu_assert_close(step_bytes_per_param(ds_zero1, 2), 94.0, 1e-12);
+  tu_assert_close(step_bytes_per_param(hf_fp16, 3), 52.0, 1e-12);
 }
 
 /* Tied embeddings split over a pipeline: the first (and last) stage
@@ -2945,6 +2997,7 @@ int main(void)
       cmocka_unit_test(test_bound_split_adds_up),
       cmocka_unit_test(test_flash_at_its_measured_rate),
       cmocka_unit_test(test_optimizer_step_work),
+      cmocka_unit_test(test_optimizer_step_wrap),
       cmocka_unit_test(test_tied_embedding_all_reduce),
       cmocka_unit_test(test_names),
       cmocka_unit_test(test_op_bounds_by_what_ops_do),

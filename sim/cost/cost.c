@@ -210,7 +210,9 @@ vs_cost_work vs_cost_optimizer_step(const vs_cost_states *s)
   w.bytes = s->passes.states * s->optimizer_bytes +
             s->passes.grads * s->grad_bytes * s->part +
             s->passes.params * s->param_bytes * share * s->part +
-            s->passes.unscaled * s->trainable_elems * s->part;
+            s->passes.unscaled * s->trainable_elems * s->part +
+            s->passes.wrap * s->trainable_elems * s->part +
+            s->passes.buffer * s->resident_grad_bytes;
   return w;
 }
 
@@ -226,10 +228,14 @@ vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st,
   double part = st->trainable_elems > 0
                     ? (double)st->step_elems / (double)st->trainable_elems
                     : 0.0;
-  vs_cost_states s = {(double)st->param_elems, (double)st->trainable_elems,
+  vs_cost_states s = {(double)st->param_elems,
+                      (double)st->trainable_elems,
                       (double)st->optimizer_shard_bytes,
                       (double)st->grads_full_bytes,
-                      (double)st->params_full_bytes, part, passes};
+                      (double)st->params_full_bytes,
+                      part,
+                      passes,
+                      (double)st->grads_bytes};
   return vs_cost_optimizer_step(&s);
 }
 

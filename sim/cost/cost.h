@@ -135,6 +135,9 @@ typedef struct vs_cost_states {
                               ZeRO, else 1) */
   vs_step_passes passes;   /* how the step's implementation moves them
                               (vs_recipe step_passes) */
+  double resident_grad_bytes; /* the gradients this GPU keeps between
+                              steps (ZeRO-2/3: its partition), which the
+                              step's zeroing passes write */
 } vs_cost_states;
 
 /* The optimizer step's work over s (vs_cost_optimizer_work is it over a

@@ -209,8 +209,12 @@ static void step_block(builder *b, size_t inst)
   const vs_kind_plan *plan = sb_plan_of(b, inst);
   vs_cost_states s = {(double)plan->param_elems,
                       (double)plan->trainable_elems,
-                      (double)plan->optimizer_bytes, (double)plan->grad_bytes,
-                      (double)plan->param_bytes, 1.0, b->r->step_passes};
+                      (double)plan->optimizer_bytes,
+                      (double)plan->grad_bytes,
+                      (double)plan->param_bytes,
+                      1.0,
+                      b->r->step_passes,
+                      (double)plan->grad_bytes};
   vs_cost_work w = vs_cost_optimizer_step(&s);
   op_split t;
   uint32_t op;

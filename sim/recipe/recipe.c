@@ -263,17 +263,111 @@ static uint8_t step_unscaled(const vs_training_conf *t)
 static vs_step_passes step_passes(const vs_training_conf *t)
 {
   if (t->optimizer_impl != VS_OPTIMPL_FOREACH)
-    return (vs_step_passes){2.0, 2.0, 1.0, 0.0};
+    return (vs_step_passes){.params = 2.0, .states = 2.0, .grads = 1.0};
   switch (t->optimizer) {
   case VS_OPT_ADAMW:
-    return (vs_step_passes){4.0, 7.0, 2.0, 0.0};
+    return (vs_step_passes){.params = 4.0, .states = 7.0, .grads = 2.0};
   case VS_OPT_ADAM:
-    return (vs_step_passes){2.0, 7.0, 2.0, 0.0};
+    return (vs_step_passes){.params = 2.0, .states = 7.0, .grads = 2.0};
   case VS_OPT_MOMENTUM:
-    return (vs_step_passes){2.0, 5.0, 1.0, 0.0};
+    return (vs_step_passes){.params = 2.0, .states = 5.0, .grads = 1.0};
   default:
-    return (vs_step_passes){2.0, 2.0, 1.0, 0.0};
+    return (vs_step_passes){.params = 2.0, .states = 2.0, .grads = 1.0};
   }
+}
+
+/* Bytes an element of g bytes moves when widened to fp32 (.float(),
+ * .to(float32)): read, and written in 4 bytes; none when already fp32. */
+static double widen(double g) { return g < 4 ? g + 4 : 0; }
+
+/* DeepSpeed's passes around the update, a stepped element (shared/
+ * reference/frameworks.md 2; deepspeed/runtime/zero/stage_1_and_2.py,
+ * stage3.py, fp16/fused_optimizer.py, bf16_optimizer.py step):
+ * - ZeRO-1/2: the overflow check of each 16-bit partition gradient,
+ *   which engine.py asks for with fp16 and, by default since #8035
+ *   (June 2026), bf16 (_has_inf_or_nan: .float(), isnan and isinf 4 + 1
+ *   each, logical_or 1 + 1 + 1, .float() 1 + 4, max 4); the norm
+ *   (get_grad_norm_direct: vector_norm of each gradient's .double(), g +
+ *   8 written, 8 read); the partition flattened (2g) and cast to fp32;
+ *   unscale_and_clip_grads' multiply of it, unconditional (4 + 4);
+ * - ZeRO-3: fp16's isinf().any() and isnan().any() of the flat
+ *   partition (g + 1 + 1 each), the same norm, each sub-group's
+ *   concatenation and cast (step_copy), the same multiply;
+ * - FP16_Optimizer (ZeRO off, fp16): each gradient's
+ *   float(x.float().sum()) (widened, read again), cast to fp32 and
+ *   flattened (4 + 4), the flat norm (4) and multiply (4 + 4);
+ * - BF16_Optimizer: the fp32 gradients' norm; its clip
+ *   (runtime/utils.py clip_tensors_by_global_norm) multiplies only when
+ *   the norm exceeds gradient_clipping, not counted. */
+static double deepspeed_wrap(const vs_workload *wl, const vs_recipe *r,
+                             double g)
+{
+  const vs_training_conf *t = &wl->training;
+  bool fp16 = t->precision == VS_PREC_FP16;
+  bool checked = vs_precision_param_dtype(t->precision) != VS_DTYPE_FP32;
+  double norm = g + 16, multiply = 8;
+  if (vs_workload_bf16_optimizer(t, &wl->parallel))
+    return 4;
+  if (r->step_copy == VS_STEP_COPY_SUB_GROUP)
+    return (fp16 ? 2 * (g + 2) : 0) + norm + 2 * g + widen(g) + multiply;
+  if (r->step_copy == VS_STEP_COPY_FLAT)
+    return (widen(g) + 4) + widen(g) + 8 + 4 + multiply;
+  return (checked ? widen(g) + 22 : 0) + norm + 2 * g + widen(g) + multiply;
+}
+
+/* The passes a framework's step makes over the gradients on the GPU
+ * around the update (vs_step_passes wrap and buffer), each framework
+ * clipping at its default norm of 1.0, over the gradients the update
+ * reads (s bytes an element: fp32 after a step copy):
+ * - megatron (megatron/core/optimizer/optimizer.py step, clip_grads.py,
+ *   distributed/param_and_grad_buffer.py): the step's copy to fp32, the
+ *   unscaling by fp16's loss scaler (_amp_foreach_non_finite_check_and_
+ *   unscale_, 2), the norm (multi_tensor_l2norm, 1) and the clip's
+ *   multiply (2: with Transformer Engine >= 2.14 clamped and always
+ *   applied, since Megatron-LM 3d87bfc1; Apex's path before applied it
+ *   only above the clip); over the whole gradient buffer each step, its
+ *   zeroing (zero_grad_buffer), with data parallelism its scaling by
+ *   1/dp before the reduction (2) and, but under fp16's loss scaler, the
+ *   NaN check's norm of each bucket (check_for_nan_in_loss_and_grad, 1);
+ * - deepspeed: deepspeed_wrap; gradients set to None, not zeroed;
+ * - fsdp2 (torchtitan's clip_grad_norm_, training.max_norm 1.0) and hf
+ *   (the Trainer's max_grad_norm 1.0): PyTorch's clip_grad_norm_ reads
+ *   them for the norm and multiplies them by the clamped coefficient,
+ *   always (torch/nn/utils/clip_grad.py: _foreach_norm, _foreach_mul_;
+ *   3), its GradScaler unscaling them first under fp16 autocast (2), and
+ *   zero_grad zeroes them unless it sets them to None (1);
+ * - none, the idealised job, and an optimizer in backward (which
+ *   torchtune runs without clipping: nothing to clip by): nothing. */
+static void step_wrap(const vs_workload *wl, vs_recipe *r)
+{
+  const vs_training_conf *t = &wl->training;
+  double g = (double)r->grad_elem_bytes;
+  double s = r->step_copy == VS_STEP_COPY_NONE ? g : 4.0;
+  bool scaled =
+      t->precision == VS_PREC_FP16 || t->precision == VS_PREC_AMP_FP16;
+  double wrap = 0, buffer = 0;
+  if (r->step_in_backward)
+    return;
+  switch (t->framework) {
+  case VS_FW_MEGATRON:
+    wrap = (r->step_copy == VS_STEP_COPY_NONE ? 0 : widen(g)) +
+           (scaled ? 2 * s : 0) + s + 2 * s;
+    buffer = 1 + (vs_workload_grads_shared(&wl->parallel) ? 2 : 0) +
+             (scaled ? 0 : 1);
+    break;
+  case VS_FW_DEEPSPEED:
+    wrap = deepspeed_wrap(wl, r, g);
+    break;
+  case VS_FW_FSDP2:
+  case VS_FW_HF:
+    wrap = (scaled ? 2 * s : 0) + 3 * s;
+    buffer = t->set_grads_to_none ? 0 : 1;
+    break;
+  default:
+    break;
+  }
+  r->step_passes.wrap = wrap;
+  r->step_passes.buffer = buffer;
 }
 
 /* How many bucket reductions the compute stream may run ahead of, for
@@ -455,6 +549,7 @@ static void resolve_state_handling(const vs_workload *wl, vs_recipe *r)
    * written by the kernel in fp32 (8 B where its 16-bit state is 4) and
    * packed back (4 + 2): 16 B more a stepped element */
   r->step_passes.unscaled = 16.0 * r->step_unscaled;
+  step_wrap(wl, r);
   r->step_sqrt_list = wl->training.optimizer_impl == VS_OPTIMPL_FOREACH &&
                       (wl->training.optimizer == VS_OPT_ADAMW ||
                        wl->training.optimizer == VS_OPT_ADAM);

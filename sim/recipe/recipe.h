@@ -262,6 +262,13 @@ typedef struct vs_step_passes {
   double grads;             /* the gradients' bytes */
   double unscaled;          /* bytes a stepped element of the fp32 copies
                                the step unpacks (recipe step_unscaled) */
+  double wrap;              /* bytes a stepped element that the framework's
+                               step moves around the update on the GPU:
+                               the gradients' cast to fp32, overflow check,
+                               norm, unscaling and clipping (recipe
+                               step_wrap) */
+  double buffer;            /* passes over the resident gradients each step
+                               (zeroing them for the next: 1) */
 } vs_step_passes;
 
 typedef struct vs_recipe {

@@ -259,6 +259,26 @@ static void show_step_copies(FILE *out, const vs_workload *wl,
   fputc('\n', out);
 }
 
+/* What the framework's step moves on the GPU besides the update
+ * (vs_recipe step_wrap): its passes over the gradients. */
+static void show_step_passes(FILE *out, const vs_workload *wl,
+                             const vs_recipe *r)
+{
+  const vs_step_passes *p = &r->step_passes;
+  if (!(p->wrap > 0) && !(p->buffer > 0))
+    return;
+  fprintf(out,
+          "# optimizer step around the update (%s): %.0f B a stepped "
+          "element (casts, overflow check, norm, unscaling, clipping)",
+          vs_framework_name(wl->training.framework), p->wrap);
+  if (p->buffer > 0)
+    fprintf(out,
+            ", %.0f pass(es) a step over the resident gradients (zeroing, "
+            "scaling, checks)",
+            p->buffer);
+  fputc('\n', out);
+}
+
 /* What autocast and DDP add to a job: the weights' 16-bit copies of one
  * layer (saved from forward to backward), and the reducer's bucket copy
  * of the gradients. */
@@ -518,6 +538,7 @@ static void show_text(FILE *out, const vs_workload *wl,
   show_deepspeed_offload(out, r, lay);
   show_off_gpu(out, lay, VS_PLACE_NVME);
   show_step_copies(out, wl, r, lay);
+  show_step_passes(out, wl, r);
   show_autocast_ddp(out, wl, m, lay);
   show_stages(out, lay);
   fprintf(out, "# "

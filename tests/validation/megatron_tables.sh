@@ -17,7 +17,11 @@
 # skipped under sequence parallelism), and whose data parallelism (the
 # default DDP_impl = local) all-reduces gradients after the whole
 # backward pass (overlap_grad_reduce came later): megatron_2021 gives the
-# three where they apply.
+# three where they apply, and runs them as Megatron-LM (framework =
+# megatron: its fp16 grad buffer, the step's copy of it to fp32 main
+# grads, the loss scaler's unscaling, the norm and clip, the buffer's
+# zeroing; its Apex clip of 2022 multiplied only above the clip norm,
+# which vsim counts always, as Megatron-LM does now).
 # Usage: tests/validation/megatron_tables.sh [path/to/vsim]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,6 +36,7 @@ trap 'rm -rf "$tmp"' EXIT
 # sends and reduction for that layout, one a line
 megatron_2021() {
   printf '%s\n' --set parallel.overlap_grad_reduce=false
+  printf '%s\n' --set training.framework=megatron
   if [ "$2" -gt 1 ]; then
     printf '%s\n' --set parallel.p2p=blocking
     if [ "$1" -gt 1 ] && [ "$3" = false ]; then
