@@ -1225,9 +1225,33 @@ static void test_step_passes_shown(void **state)
   expect_run(hf, 0,
              "# optimizer step around the update (hf): 20 B a stepped "
              "element (casts, overflow check, norm, unscaling, clipping)\n");
+  const char *mg_off[] = {"show", "workloads/megatron-gpt-7b.ini", "--set",
+                          "training.grad_clipping=false", NULL};
+  const char *ds_off[] = {"show", "workloads/deepspeed-gpt-zero2.ini", "--set",
+                          "training.grad_clipping=false", NULL};
+  const char *in_bwd[] = {"run",   "workloads/hf-bert-large.ini",
+                          "--set", "parallel.dp=1",
+                          "--set", "training.global_batch=8",
+                          "--set", "training.optimizer_in_backward=true",
+                          "--set", "training.grad_clipping=true",
+                          NULL};
   run(none);
   assert_int_equal(r.status, 0);
   assert_null(strstr(r.out, "around the update"));
+  /* without clipping Megatron-LM's bf16 step keeps its buffer passes
+   * alone; DeepSpeed's takes the norm and multiplies anyway */
+  expect_run(mg_off, 0,
+             "# optimizer step around the update (megatron): 2 pass(es) a "
+             "step over the resident gradients (zeroing, scaling, "
+             "checks)\n");
+  expect_run(ds_off, 0,
+             "# grad_clipping = false has no effect under deepspeed");
+  assert_contains(r.out, "(deepspeed): 64 B a stepped element");
+  run(in_bwd);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "--set training.grad_clipping=true: clipping needs "
+                         "the norm of all the gradients before any step, and "
+                         "optimizer_in_backward steps each block");
 }
 
 /* The framework samples end to end: each fits its 8 H100s, and show says

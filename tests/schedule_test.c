@@ -2129,7 +2129,12 @@ static void test_optimizer_step_work(void **state)
  *   moments 16P, gradients 4P, weights 8P, 28P) with gradients zeroed,
  *   not set to None: GradScaler's unscaling (8), clip_grad_norm_'s norm
  *   and multiply (12), the zeroing (4): 28 + 24 = 52;
- * - none: nothing around the update (test_optimizer_step_work). */
+ * - none: nothing around the update (test_optimizer_step_work), but
+ *   with grad_clipping PyTorch's clip_grad_norm_ (2 + 4 of bf16
+ *   gradients: 36);
+ * - without grad_clipping neither norm nor multiply: megatron bf16
+ *   52 - 12 = 40, hf amp_fp16 52 - 12 = 40; DeepSpeed's step takes them
+ *   anyway (94). */
 static void test_optimizer_step_wrap(void **state)
 {
   static const char *const mg_bf16[] = {"training.framework=megatron"};
@@ -2140,11 +2145,24 @@ static void test_optimizer_step_wrap(void **state)
   static const char *const hf_fp16[] = {"training.framework=hf",
                                         "training.precision=amp_fp16",
                                         "training.set_grads_to_none=false"};
+  static const char *const none_clip[] = {"training.grad_clipping=true"};
+  static const char *const mg_off[] = {"training.framework=megatron",
+                                       "training.grad_clipping=false"};
+  static const char *const hf_off[] = {
+      "training.framework=hf", "training.precision=amp_fp16",
+      "training.set_grads_to_none=false", "training.grad_clipping=false"};
+  static const char *const ds_off[] = {"training.framework=deepspeed",
+                                       "parallel.zero=1",
+                                       "training.grad_clipping=false"};
   (void)state;
   tu_assert_close(step_bytes_per_param(mg_bf16, 1), 52.0, 1e-12);
   tu_assert_close(step_bytes_per_param(mg_fp16, 2), 58.0, 1e-12);
   tu_assert_close(step_bytes_per_param(ds_zero1, 2), 94.0, 1e-12);
   tu_assert_close(step_bytes_per_param(hf_fp16, 3), 52.0, 1e-12);
+  tu_assert_close(step_bytes_per_param(none_clip, 1), 36.0, 1e-12);
+  tu_assert_close(step_bytes_per_param(mg_off, 2), 40.0, 1e-12);
+  tu_assert_close(step_bytes_per_param(hf_off, 4), 40.0, 1e-12);
+  tu_assert_close(step_bytes_per_param(ds_off, 3), 94.0, 1e-12);
 }
 
 /* Tied embeddings split over a pipeline: the first (and last) stage

@@ -1650,6 +1650,37 @@ static void test_framework_presets(void **state)
     }
   }
   {
+    /* grad_clipping: every framework's preset clips (its default norm of
+     * 1.0), but with the optimizer in backward, which steps each block
+     * before the norm of all exists: asking for both is refused; none
+     * clips only when asked */
+    static const char *const fws[] = {"training.framework=megatron",
+                                      "training.framework=deepspeed",
+                                      "training.framework=hf"};
+    static const char *const in_bwd[] = {"training.framework=hf",
+                                         "training.optimizer_in_backward=true"};
+    static const char *const both[] = {"training.framework=hf",
+                                       "training.optimizer_in_backward=true",
+                                       "training.grad_clipping=true"};
+    static const char *const off[] = {"training.framework=megatron",
+                                      "training.grad_clipping=false"};
+    for (size_t i = 0; i < sizeof fws / sizeof fws[0]; i++) {
+      assert_int_equal(load_at(&wl, path, GPT_MODEL, &fws[i], 1, 0, &err), 0);
+      assert_true(wl.training.grad_clipping);
+    }
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, NULL, 0, 0, &err), 0);
+    assert_false(wl.training.grad_clipping);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, off, 2, 0, &err), 0);
+    assert_false(wl.training.grad_clipping);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, in_bwd, 2, 0, &err), 0);
+    assert_false(wl.training.grad_clipping);
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, both, 3, 0, &err),
+                     VS_EINPUT);
+    assert_non_null(strstr(err.msg, "--set training.grad_clipping=true: "
+                                    "clipping needs the norm of all the "
+                                    "gradients before any step"));
+  }
+  {
     /* PyTorch's foreach optimizer: torch.optim's Adam(W) and SGD over the
      * model's own parameters, on the GPU; refused for another optimizer,
      * for Megatron-LM's and DeepSpeed's own, and over master weights */

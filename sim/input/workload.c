@@ -113,6 +113,7 @@ static const vs_key workload_keys[] = {
     K("training", "kernels", VS_KEY_ENUM, training.kernels, .choices = kernels_names, .default_doc = "fused (framework hf, fsdp2: eager)"),
     K("training", "grad_accumulation_fusion", VS_KEY_BOOL, training.grad_accumulation_fusion, .default_doc = "true with fused kernels under framework megatron or none, else false"),
     K("training", "set_grads_to_none", VS_KEY_BOOL, training.set_grads_to_none, .default_doc = "false (framework hf, fsdp2: true)"),
+    K("training", "grad_clipping", VS_KEY_BOOL, training.grad_clipping, .default_doc = "false (framework megatron, deepspeed, fsdp2, hf: true without optimizer_in_backward)"),
     K("training", "paged_optimizer", VS_KEY_BOOL, training.paged_optimizer, .default_doc = "false"),
     K("training", "optimizer_in_backward", VS_KEY_BOOL, training.optimizer_in_backward, .default_doc = "false"),
     K("training", "precision_aware_optimizer", VS_KEY_BOOL, training.precision_aware_optimizer, .default_doc = "false"),
@@ -614,6 +615,22 @@ static int check_step_in_backward(const vs_workload *wl, vs_error *err)
                       (unsigned long long)wl->grad_accum,
                       (unsigned long long)(vs_workload_shard_ranks(p)),
                       (unsigned long long)p->pp);
+}
+
+/* Clipping takes the norm of all the gradients before any is stepped;
+ * torchtune raises for clip_grad_norm with optimizer_in_bwd. */
+static int check_clip_in_backward(const vs_workload *wl, vs_error *err)
+{
+  char where[400];
+  if (!wl->training.optimizer_in_backward || !wl->training.grad_clipping)
+    return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: clipping needs the norm of all the gradients "
+                      "before any step, and optimizer_in_backward steps "
+                      "each block as backward makes its gradients "
+                      "(torchtune refuses clip_grad_norm with "
+                      "optimizer_in_bwd); set it false",
+                      WHERE("training", "grad_clipping"));
 }
 
 /* bitsandbytes' paged optimizers page each tensor's own states: not the
@@ -1432,7 +1449,9 @@ static int check_training(vs_workload *wl, vs_error *err)
       (rc = check_megatron_optimizer_kind(wl, err)) ||
       (rc = check_megatron_optimizer(wl, err)))
     return rc;
-  return check_step_in_backward(wl, err);
+  if ((rc = check_step_in_backward(wl, err)))
+    return rc;
+  return check_clip_in_backward(wl, err);
 }
 
 /* [finetune] method = full: every weight trains, in the training

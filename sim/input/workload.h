@@ -208,6 +208,12 @@ typedef struct vs_training_conf {
                                     set_to_none), so they are made anew in
                                     each step's backward; false: they stay,
                                     zeroed in place */
+  bool grad_clipping;            /* the step clips the gradients by their global
+                                    norm (Megatron-LM's --clip-grad, the
+                                    Trainer's max_grad_norm, torchtitan's
+                                    max_norm, DeepSpeed's gradient_clipping):
+                                    their norm taken and their scaling, over the
+                                    GPU's share (vs_recipe step_wrap) */
   int offload_activations;  /* vs_offload: none or cpu (saved activations
                                copied to the host after forward) */
   bool optimizer_in_backward; /* each block's parameters stepped as soon as

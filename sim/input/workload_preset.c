@@ -83,6 +83,15 @@ static int preset(vs_workload *wl, const char *sec, const char *key,
                             value, why, err);
 }
 
+/* grad_clipping = true for a framework that clips by default, but with
+ * the optimizer in backward, which steps before any norm is known. */
+static int preset_clipping(vs_workload *wl, const char *why, vs_error *err)
+{
+  if (wl->training.optimizer_in_backward)
+    return 0;
+  return preset(wl, "training", "grad_clipping", "true", why, err);
+}
+
 /* A gradient bucket of `elems` elements of the gradients' dtype, as the
  * framework sizes it in elements, written as a size. */
 static int preset_bucket(vs_workload *wl, uint64_t elems, const char *why,
@@ -162,6 +171,8 @@ static int preset_megatron(vs_workload *wl, vs_error *err)
   if (!rc)
     rc = preset_megatron_p2p(wl, err);
   if (!rc)
+    rc = preset_clipping(wl, "Megatron-LM's --clip-grad defaults to 1.0", err);
+  if (!rc)
     rc = preset_grad_reduce_after_backward(
         wl, "Megatron-LM reduces gradients after the backward pass unless "
             "--overlap-grad-reduce",
@@ -214,6 +225,11 @@ static int preset_deepspeed(vs_workload *wl, vs_error *err)
     rc = preset_zero2_reduce_on_compute(wl, err);
   if (!rc)
     rc = preset_zero3_coordinator(wl, err);
+  if (!rc)
+    rc = preset_clipping(wl,
+                         "DeepSpeed's gradient_clipping defaults to 1.0 "
+                         "(#8068, June 2026; 0 before)",
+                         err);
   return rc ? rc
             : preset_bucket(wl, 500000000,
                             "DeepSpeed's reduce_bucket_size: 5e8 elements",
@@ -257,6 +273,9 @@ static int preset_fsdp2(vs_workload *wl, vs_error *err)
                 "torchtitan's train step begins with optimizers.zero_grad(), "
                 "set_to_none (false since August 2026 under CUDA graphs)",
                 err);
+  if (!rc)
+    rc =
+        preset_clipping(wl, "torchtitan clips at training.max_norm = 1.0", err);
   return rc ? rc
             : preset(wl, "parallel", "bucket", "1B",
                      "fully_shard reduce-scatters each block's gradients "
@@ -293,6 +312,9 @@ static int preset_hf(vs_workload *wl, vs_error *err)
                 "the Trainer's model.zero_grad() after each step sets them "
                 "to None (set_to_none, PyTorch's default since 2.0)",
                 err);
+  if (!rc)
+    rc =
+        preset_clipping(wl, "the Trainer's max_grad_norm defaults to 1.0", err);
   return rc ? rc
             : preset(wl, "parallel", "bucket", bucket,
                      "DDP's bucket_cap_mb = 25", err);

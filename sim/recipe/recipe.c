@@ -316,9 +316,10 @@ static double deepspeed_wrap(const vs_workload *wl, const vs_recipe *r,
 }
 
 /* The passes a framework's step makes over the gradients on the GPU
- * around the update (vs_step_passes wrap and buffer), each framework
- * clipping at its default norm of 1.0, over the gradients the update
- * reads (s bytes an element: fp32 after a step copy):
+ * around the update (vs_step_passes wrap and buffer), over the gradients
+ * the update reads (s bytes an element: fp32 after a step copy); the
+ * clip's where [training] grad_clipping asks for it (each framework's
+ * default, at norm 1.0):
  * - megatron (megatron/core/optimizer/optimizer.py step, clip_grads.py,
  *   distributed/param_and_grad_buffer.py): the step's copy to fp32, the
  *   unscaling by fp16's loss scaler (_amp_foreach_non_finite_check_and_
@@ -329,15 +330,17 @@ static double deepspeed_wrap(const vs_workload *wl, const vs_recipe *r,
  *   zeroing (zero_grad_buffer), with data parallelism its scaling by
  *   1/dp before the reduction (2) and, but under fp16's loss scaler, the
  *   NaN check's norm of each bucket (check_for_nan_in_loss_and_grad, 1);
- * - deepspeed: deepspeed_wrap; gradients set to None, not zeroed;
+ * - deepspeed: deepspeed_wrap, whatever gradient_clipping says (0 only
+ *   keeps the multiply from clipping); gradients set to None, not
+ *   zeroed;
  * - fsdp2 (torchtitan's clip_grad_norm_, training.max_norm 1.0) and hf
  *   (the Trainer's max_grad_norm 1.0): PyTorch's clip_grad_norm_ reads
  *   them for the norm and multiplies them by the clamped coefficient,
  *   always (torch/nn/utils/clip_grad.py: _foreach_norm, _foreach_mul_;
  *   3), its GradScaler unscaling them first under fp16 autocast (2), and
  *   zero_grad zeroes them unless it sets them to None (1);
- * - none, the idealised job, and an optimizer in backward (which
- *   torchtune runs without clipping: nothing to clip by): nothing. */
+ * - none, the idealised job: PyTorch's clip where asked for, else
+ *   nothing; an optimizer in backward (which cannot clip): nothing. */
 static void step_wrap(const vs_workload *wl, vs_recipe *r)
 {
   const vs_training_conf *t = &wl->training;
@@ -345,13 +348,14 @@ static void step_wrap(const vs_workload *wl, vs_recipe *r)
   double s = r->step_copy == VS_STEP_COPY_NONE ? g : 4.0;
   bool scaled =
       t->precision == VS_PREC_FP16 || t->precision == VS_PREC_AMP_FP16;
-  double wrap = 0, buffer = 0;
+  double clip = t->grad_clipping ? s + 2 * s : 0; /* norm, multiply */
+  double wrap = clip, buffer = 0;
   if (r->step_in_backward)
     return;
   switch (t->framework) {
   case VS_FW_MEGATRON:
     wrap = (r->step_copy == VS_STEP_COPY_NONE ? 0 : widen(g)) +
-           (scaled ? 2 * s : 0) + s + 2 * s;
+           (scaled ? 2 * s : 0) + clip;
     buffer = 1 + (vs_workload_grads_shared(&wl->parallel) ? 2 : 0) +
              (scaled ? 0 : 1);
     break;
@@ -360,7 +364,7 @@ static void step_wrap(const vs_workload *wl, vs_recipe *r)
     break;
   case VS_FW_FSDP2:
   case VS_FW_HF:
-    wrap = (scaled ? 2 * s : 0) + 3 * s;
+    wrap = (scaled ? 2 * s : 0) + clip;
     buffer = t->set_grads_to_none ? 0 : 1;
     break;
   default:

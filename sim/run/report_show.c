@@ -265,17 +265,23 @@ static void show_step_passes(FILE *out, const vs_workload *wl,
                              const vs_recipe *r)
 {
   const vs_step_passes *p = &r->step_passes;
+  const char *sep = "";
   if (!(p->wrap > 0) && !(p->buffer > 0))
     return;
-  fprintf(out,
-          "# optimizer step around the update (%s): %.0f B a stepped "
-          "element (casts, overflow check, norm, unscaling, clipping)",
-          vs_framework_name(wl->training.framework), p->wrap);
+  fprintf(out, "# optimizer step around the update (%s):",
+          vs_framework_name(wl->training.framework));
+  if (p->wrap > 0) {
+    fprintf(out,
+            " %.0f B a stepped element (casts, overflow check, norm, "
+            "unscaling, clipping)",
+            p->wrap);
+    sep = ",";
+  }
   if (p->buffer > 0)
     fprintf(out,
-            ", %.0f pass(es) a step over the resident gradients (zeroing, "
+            "%s %.0f pass(es) a step over the resident gradients (zeroing, "
             "scaling, checks)",
-            p->buffer);
+            sep, p->buffer);
   fputc('\n', out);
 }
 
@@ -484,6 +490,14 @@ static void show_idle_keys(FILE *out, const vs_workload *wl)
     fprintf(out, "# master_weights = false has no effect: the only "
                  "trainable weights, the fp32 adapters, have no 16-bit "
                  "copy to keep a master of\n");
+  if (!wl->training.grad_clipping && wl->training.framework == VS_FW_DEEPSPEED)
+    fprintf(out, "# grad_clipping = false has no effect under deepspeed: "
+                 "its step takes the gradients' norm and multiplies them "
+                 "whatever gradient_clipping says\n");
+  if (wl->training.grad_clipping && vs_workload_cpu_step(p))
+    fprintf(out, "# grad_clipping has no effect here: the optimizer steps "
+                 "on the host, where vsim prices no pass over the "
+                 "gradients\n");
   if (wl->training.paged_optimizer && wl->training.optimizer == VS_OPT_SGD)
     fprintf(out, "# paged_optimizer has no effect with sgd: plain SGD keeps "
                  "no optimizer states to page\n");
