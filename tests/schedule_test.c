@@ -2070,9 +2070,10 @@ static void test_tp2_sequence_parallel(void **state)
 /* The bytes of the one optimizer step of the base model on one GPU with
  * `sets`, as a multiple of its P = 3448320 parameters (header), with 12
  * FLOPs per element (sim/cost: vs_cost_optimizer_work). */
-static double step_bytes_per_param(const char *const *sets, size_t n_sets)
+static double step_bytes_on(const char *const *sets, size_t n_sets,
+                            uint64_t gpus)
 {
-  built *b = build(sets, n_sets, 1);
+  built *b = build(sets, n_sets, gpus);
   const double P = 3448320.0;
   double bytes = -1;
   size_t found = 0;
@@ -2088,6 +2089,21 @@ static double step_bytes_per_param(const char *const *sets, size_t n_sets)
   assert_int_equal(found, 1);
   destroy(b);
   return bytes;
+}
+
+/* ... on one GPU. */
+static double step_bytes_per_param(const char *const *sets, size_t n_sets)
+{
+  return step_bytes_on(sets, n_sets, 1);
+}
+
+/* The recipe's passes around the update for the base model with sets. */
+static vs_step_passes passes_of(const char *const *sets, size_t n_sets)
+{
+  built *b = build(sets, n_sets, 1);
+  vs_step_passes p = b->r.step_passes;
+  destroy(b);
+  return p;
 }
 
 /* The optimizer step of the base model on one GPU (bf16, AdamW with fp32
@@ -2134,7 +2150,19 @@ static void test_optimizer_step_work(void **state)
  *   gradients: 36);
  * - without grad_clipping neither norm nor multiply: megatron bf16
  *   52 - 12 = 40, hf amp_fp16 52 - 12 = 40; DeepSpeed's step takes them
- *   anyway (94). */
+ *   anyway (94);
+ * - megatron bf16 over 2 GPUs (dp 2): the buffer also scaled by 1/dp
+ *   before its reduction (2 passes more of 4P): 52 + 8 = 60; hf over 2
+ *   GPUs as on one;
+ * - deepspeed ZeRO-3 fp16: isinf().any() and isnan().any() (2 x (2 +
+ *   2)), the .double() norm (18), the sub-group's concatenation (4) and
+ *   cast (6), the multiply (8): 30 + 44 = 74;
+ * - deepspeed, ZeRO off: bf16's BF16_Optimizer (fp32 gradients, 32)
+ *   takes their norm (4) and zeroes its buffer (4): 40; fp16's
+ *   FP16_Optimizer its overflow check (6 + 4), cast (6), flatten (8),
+ *   norm (4) and multiply (8): 30 + 36 = 66; fp32 (no master: moments
+ *   16P, gradients 4P, weights 8P, 28P) clips with the engine's
+ *   clip_fp32_gradients (4 + 8) only with grad_clipping: 40 and 28. */
 static void test_optimizer_step_wrap(void **state)
 {
   static const char *const mg_bf16[] = {"training.framework=megatron"};
@@ -2154,6 +2182,17 @@ static void test_optimizer_step_wrap(void **state)
   static const char *const ds_off[] = {"training.framework=deepspeed",
                                        "parallel.zero=1",
                                        "training.grad_clipping=false"};
+  static const char *const ds_zero3[] = {"training.framework=deepspeed",
+                                         "parallel.zero=3",
+                                         "training.precision=fp16"};
+  static const char *const ds_bf16[] = {"training.framework=deepspeed"};
+  static const char *const ds_fp16[] = {"training.framework=deepspeed",
+                                        "training.precision=fp16"};
+  static const char *const ds_fp32[] = {"training.framework=deepspeed",
+                                        "training.precision=fp32"};
+  static const char *const ds_fp32_off[] = {"training.framework=deepspeed",
+                                            "training.precision=fp32",
+                                            "training.grad_clipping=false"};
   (void)state;
   tu_assert_close(step_bytes_per_param(mg_bf16, 1), 52.0, 1e-12);
   tu_assert_close(step_bytes_per_param(mg_fp16, 2), 58.0, 1e-12);
@@ -2163,6 +2202,46 @@ static void test_optimizer_step_wrap(void **state)
   tu_assert_close(step_bytes_per_param(mg_off, 2), 40.0, 1e-12);
   tu_assert_close(step_bytes_per_param(hf_off, 4), 40.0, 1e-12);
   tu_assert_close(step_bytes_per_param(ds_off, 3), 94.0, 1e-12);
+  tu_assert_close(step_bytes_on(mg_bf16, 1, 2), 60.0, 1e-12);
+  /* the Trainer's zeroing over dp 2 writes the gradients, not DDP's
+   * bucket copy of them: 52 as on one GPU */
+  tu_assert_close(step_bytes_on(hf_fp16, 3, 2), 52.0, 1e-12);
+  tu_assert_close(step_bytes_per_param(ds_zero3, 3), 74.0, 1e-12);
+  tu_assert_close(step_bytes_per_param(ds_bf16, 1), 40.0, 1e-12);
+  tu_assert_close(step_bytes_per_param(ds_fp16, 2), 66.0, 1e-12);
+  tu_assert_close(step_bytes_per_param(ds_fp32, 2), 40.0, 1e-12);
+  tu_assert_close(step_bytes_per_param(ds_fp32_off, 3), 28.0, 1e-12);
+}
+
+/* Where the step has no passes around the update, or other gradients:
+ * an optimizer in backward and one on the host move none (the host's are
+ * not priced); fp32 LoRA adapters under hf are stepped as fp32 gradients
+ * (norm 4 + multiply 8), bf16 ones as bf16 (2 + 4). */
+static void test_optimizer_step_wrap_cases(void **state)
+{
+  static const char *const in_bwd[] = {"training.framework=hf",
+                                       "training.precision=bf16",
+                                       "training.optimizer_in_backward=true",
+                                       "training.set_grads_to_none=false"};
+  static const char *const host[] = {"training.framework=deepspeed",
+                                     "parallel.zero=2",
+                                     "parallel.offload_optimizer=cpu"};
+  static const char *const lora[] = {"training.framework=hf",
+                                     "training.precision=bf16",
+                                     "finetune.method=lora"};
+  static const char *const lora16[] = {
+      "training.framework=hf", "training.precision=bf16",
+      "finetune.method=lora", "finetune.adapter_dtype=bf16"};
+  vs_step_passes p;
+  (void)state;
+  p = passes_of(in_bwd, 4);
+  tu_assert_close(p.wrap, 0, 0);
+  tu_assert_close(p.buffer, 0, 0);
+  p = passes_of(host, 3);
+  tu_assert_close(p.wrap, 0, 0);
+  tu_assert_close(p.buffer, 0, 0);
+  tu_assert_close(passes_of(lora, 3).wrap, 12.0, 0);
+  tu_assert_close(passes_of(lora16, 4).wrap, 6.0, 0);
 }
 
 /* Tied embeddings split over a pipeline: the first (and last) stage
@@ -3016,6 +3095,7 @@ int main(void)
       cmocka_unit_test(test_flash_at_its_measured_rate),
       cmocka_unit_test(test_optimizer_step_work),
       cmocka_unit_test(test_optimizer_step_wrap),
+      cmocka_unit_test(test_optimizer_step_wrap_cases),
       cmocka_unit_test(test_tied_embedding_all_reduce),
       cmocka_unit_test(test_names),
       cmocka_unit_test(test_op_bounds_by_what_ops_do),

@@ -228,14 +228,12 @@ vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st,
   double part = st->trainable_elems > 0
                     ? (double)st->step_elems / (double)st->trainable_elems
                     : 0.0;
-  vs_cost_states s = {(double)st->param_elems,
-                      (double)st->trainable_elems,
+  vs_cost_states s = {(double)st->param_elems, (double)st->trainable_elems,
                       (double)st->optimizer_shard_bytes,
                       (double)st->grads_full_bytes,
-                      (double)st->params_full_bytes,
-                      part,
-                      passes,
-                      (double)st->grads_bytes};
+                      (double)st->params_full_bytes, part, passes,
+                      /* zeroed: the gradients, not DDP's bucket copy */
+                      (double)(st->grads_bytes - st->ddp_bucket_bytes)};
   return vs_cost_optimizer_step(&s);
 }
 

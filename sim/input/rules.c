@@ -145,6 +145,13 @@ bool vs_workload_bf16_optimizer(const vs_training_conf *t,
          p->zero == 0 && p->offload_optimizer == VS_OFFLOAD_NONE;
 }
 
+bool vs_deepspeed_clip_matters(const vs_training_conf *t,
+                               const vs_parallel_conf *p)
+{
+  return t->framework == VS_FW_DEEPSPEED && t->precision == VS_PREC_FP32 &&
+         p->zero == 0;
+}
+
 bool vs_workload_grads_shared(const vs_parallel_conf *p)
 {
   return vs_workload_shard_ranks(p) > 1 ||

@@ -548,6 +548,12 @@ uint64_t vs_workload_shard_ranks(const vs_parallel_conf *p);
 bool vs_workload_bf16_optimizer(const vs_training_conf *t,
                                 const vs_parallel_conf *p);
 
+/* Whether DeepSpeed's gradient_clipping decides what its step moves: in
+ * fp32 with ZeRO off (no wrapper), where the engine clips only when
+ * asked; every wrapper takes the norm and multiplies anyway. */
+bool vs_deepspeed_clip_matters(const vs_training_conf *t,
+                               const vs_parallel_conf *p);
+
 /* Whether gradients wait for the step, so that they can be reduced once
  * the backward pass is done (overlap_grad_reduce = false): not under
  * ZeRO-2/3, which reduce-scatter each micro-batch's as backward makes

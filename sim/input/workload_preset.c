@@ -88,7 +88,10 @@ static int preset(vs_workload *wl, const char *sec, const char *key,
 static int preset_clipping(vs_workload *wl, const char *why, vs_error *err)
 {
   if (wl->training.optimizer_in_backward)
-    return 0;
+    return preset(wl, "training", "grad_clipping", "false",
+                  "a step in backward comes before the norm of all the "
+                  "gradients exists",
+                  err);
   return preset(wl, "training", "grad_clipping", "true", why, err);
 }
 

@@ -280,6 +280,16 @@ static vs_step_passes step_passes(const vs_training_conf *t)
  * .to(float32)): read, and written in 4 bytes; none when already fp32. */
 static double widen(double g) { return g < 4 ? g + 4 : 0; }
 
+/* Bytes of a stepped gradient element: fp32 adapters' are fp32 (the
+ * recipe's per-tensor rule), the others the gradients' dtype. */
+static double stepped_grad_bytes(const vs_workload *wl, const vs_recipe *r)
+{
+  if (vs_finetune_adapters(wl->finetune.method) &&
+      wl->finetune.adapter_dtype == VS_ADAPTER_FP32)
+    return 4;
+  return (double)r->grad_elem_bytes;
+}
+
 /* DeepSpeed's passes around the update, a stepped element (shared/
  * reference/frameworks.md 2; deepspeed/runtime/zero/stage_1_and_2.py,
  * stage3.py, fp16/fused_optimizer.py, bf16_optimizer.py step):
@@ -298,7 +308,11 @@ static double widen(double g) { return g < 4 ? g + 4 : 0; }
  *   flattened (4 + 4), the flat norm (4) and multiply (4 + 4);
  * - BF16_Optimizer: the fp32 gradients' norm; its clip
  *   (runtime/utils.py clip_tensors_by_global_norm) multiplies only when
- *   the norm exceeds gradient_clipping, not counted. */
+ *   the norm exceeds gradient_clipping, not counted;
+ * - ZeRO off in fp32, no wrapper: the engine's clip_fp32_gradients
+ *   (engine.py _take_model_step, utils.py clip_grad_norm_: each
+ *   gradient's .float().norm() and its multiply, 4 + 8), only with
+ *   gradient_clipping (vs_deepspeed_clip_matters). */
 static double deepspeed_wrap(const vs_workload *wl, const vs_recipe *r,
                              double g)
 {
@@ -308,6 +322,8 @@ static double deepspeed_wrap(const vs_workload *wl, const vs_recipe *r,
   double norm = g + 16, multiply = 8;
   if (vs_workload_bf16_optimizer(t, &wl->parallel))
     return 4;
+  if (vs_deepspeed_clip_matters(t, &wl->parallel))
+    return t->grad_clipping ? 4 + multiply : 0;
   if (r->step_copy == VS_STEP_COPY_SUB_GROUP)
     return (fp16 ? 2 * (g + 2) : 0) + norm + 2 * g + widen(g) + multiply;
   if (r->step_copy == VS_STEP_COPY_FLAT)
@@ -330,9 +346,10 @@ static double deepspeed_wrap(const vs_workload *wl, const vs_recipe *r,
  *   zeroing (zero_grad_buffer), with data parallelism its scaling by
  *   1/dp before the reduction (2) and, but under fp16's loss scaler, the
  *   NaN check's norm of each bucket (check_for_nan_in_loss_and_grad, 1);
- * - deepspeed: deepspeed_wrap, whatever gradient_clipping says (0 only
- *   keeps the multiply from clipping); gradients set to None, not
- *   zeroed;
+ * - deepspeed: deepspeed_wrap, whatever gradient_clipping says but with
+ *   ZeRO off in fp32 (0 elsewhere only keeps the multiply from
+ *   clipping); gradients set to None, not zeroed, but BF16_Optimizer's
+ *   fp32 buffer (clear_hp_grads at the end of its step: 1);
  * - fsdp2 (torchtitan's clip_grad_norm_, training.max_norm 1.0) and hf
  *   (the Trainer's max_grad_norm 1.0): PyTorch's clip_grad_norm_ reads
  *   them for the norm and multiplies them by the clamped coefficient,
@@ -340,31 +357,37 @@ static double deepspeed_wrap(const vs_workload *wl, const vs_recipe *r,
  *   3), its GradScaler unscaling them first under fp16 autocast (2), and
  *   zero_grad zeroes them unless it sets them to None (1);
  * - none, the idealised job: PyTorch's clip where asked for, else
- *   nothing; an optimizer in backward (which cannot clip): nothing. */
+ *   nothing; an optimizer in backward (which cannot clip) and one on the
+ *   host (whose passes vsim does not price; DeepSpeed takes the norm on
+ *   the GPU as it copies the gradients out): nothing.
+ * Megatron-LM scales and checks each bucket as its reduction starts,
+ * in backward with overlap_grad_reduce; vsim prices them in the step,
+ * on the same compute stream. */
 static void step_wrap(const vs_workload *wl, vs_recipe *r)
 {
   const vs_training_conf *t = &wl->training;
-  double g = (double)r->grad_elem_bytes;
+  double g = stepped_grad_bytes(wl, r);
   double s = r->step_copy == VS_STEP_COPY_NONE ? g : 4.0;
-  bool scaled =
-      t->precision == VS_PREC_FP16 || t->precision == VS_PREC_AMP_FP16;
   double clip = t->grad_clipping ? s + 2 * s : 0; /* norm, multiply */
   double wrap = clip, buffer = 0;
-  if (r->step_in_backward)
+  if (r->step_in_backward || r->offload.cpu_step)
     return;
   switch (t->framework) {
-  case VS_FW_MEGATRON:
+  case VS_FW_MEGATRON: {
+    bool scaler = t->precision == VS_PREC_FP16;
     wrap = (r->step_copy == VS_STEP_COPY_NONE ? 0 : widen(g)) +
-           (scaled ? 2 * s : 0) + clip;
-    buffer = 1 + (vs_workload_grads_shared(&wl->parallel) ? 2 : 0) +
-             (scaled ? 0 : 1);
+           (scaler ? 2 * s : 0) + clip;
+    buffer = 1 + (vs_workload_shard_ranks(&wl->parallel) > 1 ? 2 : 0) +
+             (scaler ? 0 : 1);
     break;
+  }
   case VS_FW_DEEPSPEED:
     wrap = deepspeed_wrap(wl, r, g);
+    buffer = vs_workload_bf16_optimizer(t, &wl->parallel) ? 1 : 0;
     break;
   case VS_FW_FSDP2:
   case VS_FW_HF:
-    wrap = (scaled ? 2 * s : 0) + clip;
+    wrap = (t->precision == VS_PREC_AMP_FP16 ? 2 * s : 0) + clip;
     buffer = t->set_grads_to_none ? 0 : 1;
     break;
   default:

@@ -490,7 +490,9 @@ static void show_idle_keys(FILE *out, const vs_workload *wl)
     fprintf(out, "# master_weights = false has no effect: the only "
                  "trainable weights, the fp32 adapters, have no 16-bit "
                  "copy to keep a master of\n");
-  if (!wl->training.grad_clipping && wl->training.framework == VS_FW_DEEPSPEED)
+  if (!wl->training.grad_clipping &&
+      wl->training.framework == VS_FW_DEEPSPEED &&
+      !vs_deepspeed_clip_matters(&wl->training, p))
     fprintf(out, "# grad_clipping = false has no effect under deepspeed: "
                  "its step takes the gradients' norm and multiplies them "
                  "whatever gradient_clipping says\n");
