@@ -2031,6 +2031,53 @@ static void test_deepspeed_zero1_ipg_buffers(void **state)
   vs_sim_fini(&e);
 }
 
+/* HBM or transfer bytes of every op of rank 0 named `name`. */
+static double bytes_named(const vs_sim *x, const char *name)
+{
+  const vs_program *p = x->ranks[0].prog;
+  double sum = 0;
+  for (size_t i = 0; i < p->n_ops; i++)
+    if (strcmp(vs_op_name(p, &p->ops[i]), name) == 0)
+      sum += vs_op_kind_of(p, &p->ops[i])->bytes;
+  return sum;
+}
+
+/* DeepSpeed ZeRO-1/2 copies each gradient into its ipg buffer and
+ * divides the bucket by dp (reduce_independent_p_g_buckets_and_remove_
+ * grads' copy_, average_tensor's div_): an ipg_copy op a block with
+ * gradients, reading and writing them twice, 4 x the stage's gradient
+ * bytes; ZeRO-2 in each of its 4 micro-steps, ZeRO-1 once, at the
+ * boundary; framework none copies nothing. */
+static void test_deepspeed_ipg_copies(void **state)
+{
+  const char *z2[] = {"parallel.zero=2", "training.framework=deepspeed",
+                      "training.global_batch=8"};
+  const char *z1[] = {"parallel.zero=1", "training.framework=deepspeed",
+                      "training.global_batch=8"};
+  const char *none[] = {"parallel.zero=1", "training.global_batch=8"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim a;
+  double grads;
+  (void)state;
+  load(&wl, frozen_gpt, z2, 3, 2);
+  simulate(&a, &wl, &topo, false);
+  grads = (double)a.layout.stages[0].grads_full_bytes;
+  assert_true(grads > 0);
+  assert_int_equal(ops_named(&a.ranks[0], "ipg_copy"), 4 * 6);
+  tu_assert_close(bytes_named(&a, "ipg_copy"), 4 * 4.0 * grads, 1e-12);
+  vs_sim_fini(&a);
+  load(&wl, frozen_gpt, z1, 3, 2);
+  simulate(&a, &wl, &topo, false);
+  assert_int_equal(ops_named(&a.ranks[0], "ipg_copy"), 6);
+  tu_assert_close(bytes_named(&a, "ipg_copy"), 4.0 * grads, 1e-12);
+  vs_sim_fini(&a);
+  load(&wl, frozen_gpt, none, 2, 2);
+  simulate(&a, &wl, &topo, false);
+  assert_int_equal(ops_named(&a.ranks[0], "ipg_copy"), 0);
+  vs_sim_fini(&a);
+}
+
 /* The optimizer in backward (torchtune's optimizer_in_bwd): each block's
  * parameters are stepped right after its backward and its gradients freed,
  * so gradients never coexist but for the tied embedding's, which the
@@ -2503,17 +2550,6 @@ static void test_fsdp2_tp_saves_gathered_input(void **state)
     assert_int_equal(saved, f == 0 ? whole : whole / 2);
     vs_sim_fini(&x);
   }
-}
-
-/* HBM or transfer bytes of every op of rank 0 named `name`. */
-static double bytes_named(const vs_sim *x, const char *name)
-{
-  const vs_program *p = x->ranks[0].prog;
-  double sum = 0;
-  for (size_t i = 0; i < p->n_ops; i++)
-    if (strcmp(vs_op_name(p, &p->ops[i]), name) == 0)
-      sum += vs_op_kind_of(p, &p->ops[i])->bytes;
-  return sum;
 }
 
 /* FSDP2 with CPUOffloadPolicy keeps its fp32 shards on the host: each
@@ -3723,6 +3759,7 @@ int main(void)
       cmocka_unit_test(test_checkpoint_every_other_layer),
       cmocka_unit_test(test_fp16_optimizer_step_copies),
       cmocka_unit_test(test_deepspeed_zero1_ipg_buffers),
+      cmocka_unit_test(test_deepspeed_ipg_copies),
       cmocka_unit_test(test_deepspeed_offload_host_sums),
       cmocka_unit_test(test_deepspeed_activation_offload_on_demand),
       cmocka_unit_test(test_op_level_checkpointing),

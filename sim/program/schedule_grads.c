@@ -326,11 +326,45 @@ static uint64_t bucket_limit(const builder *b)
   return b->wl->parallel.bucket_bytes;
 }
 
+/* The trainable tensors of inst, one kernel each where a hook copies
+ * them. */
+static unsigned trainable_tensors(const builder *b, size_t inst)
+{
+  const vs_block *blk = sb_block_of(b, inst);
+  unsigned n = 0;
+  for (uint32_t i = 0; i < blk->n_params; i++)
+    n += blk->params[i].trainable;
+  return n;
+}
+
+/* DeepSpeed ZeRO-1/2 with its contiguous gradients copies each of inst's
+ * gradients into the ipg buffer (stage_1_and_2.py
+ * reduce_independent_p_g_buckets_and_remove_grads: copy_, read and
+ * written, a kernel a tensor, on the current stream), and divides the
+ * bucket by the data-parallel size before reducing it (average_tensor:
+ * div_, read and written; on the reduction stream with overlap_comm,
+ * priced here on the compute stream all the same, in one kernel a
+ * bucket). Returns the op, after `after`. */
+static uint32_t ipg_copy(builder *b, size_t inst, int mb, uint32_t after)
+{
+  double elems = (double)sb_plan_of(b, inst)->trainable_elems;
+  double bytes = 4.0 * (double)sb_plan_of(b, inst)->grad_bytes;
+  op_split t = sb_roofline_split(b, elems, bytes);
+  uint32_t op;
+  sb_add_launch(b, &t, trainable_tensors(b, inst)); /* the copies' */
+  op = sb_compute_op(b, VS_PHASE_BWD, "ipg_copy", sb_layer_of(inst), mb, elems,
+                     bytes, &t);
+  sb_add_dep(b, op, after);
+  return op;
+}
+
 /* Adds inst's gradients to the open bucket; reduces it (after op
  * `after`) once it holds at least bucket_limit's bytes (the caller flushes
  * the rest at the end of the chunk's backward). */
 void sb_bucket_grads(builder *b, size_t inst, int mb, uint32_t after)
 {
+  if (b->ipg[0] != NONE && sb_plan_of(b, inst)->grad_bytes > 0)
+    after = ipg_copy(b, inst, mb, after);
   /* DeepSpeed ZeRO-2 copies each gradient into its contiguous buffer as
    * backward makes it and frees it (stage_1_and_2.py
    * reduce_independent_p_g_buckets_and_remove_grads: param.grad becomes a
