@@ -2047,8 +2047,12 @@ static double bytes_named(const vs_sim *x, const char *name)
  * grads' copy_, average_tensor's div_): an ipg_copy op a block with
  * gradients, reading and writing them twice, 4 x the stage's gradient
  * bytes; ZeRO-2 in each of its 4 micro-steps, ZeRO-1 once, at the
- * boundary; framework none copies nothing. */
-static void test_deepspeed_ipg_copies(void **state)
+ * boundary; framework none copies nothing. PyTorch DDP (framework hf)
+ * divides each gradient into its bucket (reducer.cpp mul_out, one read
+ * and write: ddp_copy, 2 x the gradient bytes) and copies the reduced
+ * buckets back before the step (ddp_copy_back, as much again); on one
+ * GPU it has no buckets. */
+static void test_bucket_copies(void **state)
 {
   const char *z2[] = {"parallel.zero=2", "training.framework=deepspeed",
                       "training.global_batch=8"};
@@ -2076,6 +2080,23 @@ static void test_deepspeed_ipg_copies(void **state)
   simulate(&a, &wl, &topo, false);
   assert_int_equal(ops_named(&a.ranks[0], "ipg_copy"), 0);
   vs_sim_fini(&a);
+  {
+    const char *ddp[] = {"training.framework=hf"};
+    load(&wl, frozen_gpt, ddp, 1, 2);
+    simulate(&a, &wl, &topo, false);
+    grads = (double)a.layout.stages[0].grads_full_bytes;
+    assert_int_equal(ops_named(&a.ranks[0], "ddp_copy"), 6);
+    tu_assert_close(bytes_named(&a, "ddp_copy"), 2.0 * grads, 1e-12);
+    assert_int_equal(ops_named(&a.ranks[0], "ddp_copy_back"), 1);
+    tu_assert_close(bytes_named(&a, "ddp_copy_back"), 2.0 * grads, 1e-12);
+    assert_int_equal(ops_named(&a.ranks[0], "ipg_copy"), 0);
+    vs_sim_fini(&a);
+    load(&wl, frozen_gpt, ddp, 1, 1);
+    simulate(&a, &wl, &topo, false);
+    assert_int_equal(ops_named(&a.ranks[0], "ddp_copy"), 0);
+    assert_int_equal(ops_named(&a.ranks[0], "ddp_copy_back"), 0);
+    vs_sim_fini(&a);
+  }
 }
 
 /* The optimizer in backward (torchtune's optimizer_in_bwd): each block's
@@ -3759,7 +3780,7 @@ int main(void)
       cmocka_unit_test(test_checkpoint_every_other_layer),
       cmocka_unit_test(test_fp16_optimizer_step_copies),
       cmocka_unit_test(test_deepspeed_zero1_ipg_buffers),
-      cmocka_unit_test(test_deepspeed_ipg_copies),
+      cmocka_unit_test(test_bucket_copies),
       cmocka_unit_test(test_deepspeed_offload_host_sums),
       cmocka_unit_test(test_deepspeed_activation_offload_on_demand),
       cmocka_unit_test(test_op_level_checkpointing),

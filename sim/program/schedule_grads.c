@@ -337,23 +337,28 @@ static unsigned trainable_tensors(const builder *b, size_t inst)
   return n;
 }
 
-/* DeepSpeed ZeRO-1/2 with its contiguous gradients copies each of inst's
- * gradients into the ipg buffer (stage_1_and_2.py
- * reduce_independent_p_g_buckets_and_remove_grads: copy_, read and
- * written, a kernel a tensor, on the current stream), and divides the
- * bucket by the data-parallel size before reducing it (average_tensor:
- * div_, read and written; on the reduction stream with overlap_comm,
- * priced here on the compute stream all the same, in one kernel a
- * bucket). Returns the op, after `after`. */
-static uint32_t ipg_copy(builder *b, size_t inst, int mb, uint32_t after)
+/* A framework's copy of inst's gradients into its reduction buckets as
+ * backward makes them, an op on the compute stream after `after` that
+ * reads and writes them `passes` times, a kernel a tensor (and a pass
+ * more where noted, in one kernel a bucket):
+ * - DeepSpeed ZeRO-1/2's contiguous gradients (ipg_copy, 2 passes):
+ *   stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads'
+ *   copy_ into the ipg buffer, and average_tensor's div_ of the bucket by
+ *   the data-parallel size (on the reduction stream with overlap_comm,
+ *   priced here on the compute stream all the same);
+ * - PyTorch DDP (ddp_copy, 1 pass): the reducer divides each gradient
+ *   while copying it into its bucket (reducer.cpp
+ *   mark_variable_ready_dense: at::mul_out). */
+static uint32_t bucket_copy(builder *b, size_t inst, int mb, uint32_t after,
+                            const char *name, double passes)
 {
   double elems = (double)sb_plan_of(b, inst)->trainable_elems;
-  double bytes = 4.0 * (double)sb_plan_of(b, inst)->grad_bytes;
+  double bytes = 2.0 * passes * (double)sb_plan_of(b, inst)->grad_bytes;
   op_split t = sb_roofline_split(b, elems, bytes);
   uint32_t op;
   sb_add_launch(b, &t, trainable_tensors(b, inst)); /* the copies' */
-  op = sb_compute_op(b, VS_PHASE_BWD, "ipg_copy", sb_layer_of(inst), mb, elems,
-                     bytes, &t);
+  op = sb_compute_op(b, VS_PHASE_BWD, name, sb_layer_of(inst), mb, elems, bytes,
+                     &t);
   sb_add_dep(b, op, after);
   return op;
 }
@@ -364,7 +369,9 @@ static uint32_t ipg_copy(builder *b, size_t inst, int mb, uint32_t after)
 void sb_bucket_grads(builder *b, size_t inst, int mb, uint32_t after)
 {
   if (b->ipg[0] != NONE && sb_plan_of(b, inst)->grad_bytes > 0)
-    after = ipg_copy(b, inst, mb, after);
+    after = bucket_copy(b, inst, mb, after, "ipg_copy", 2.0);
+  else if (b->r->ddp_bucket_copy && sb_plan_of(b, inst)->grad_bytes > 0)
+    after = bucket_copy(b, inst, mb, after, "ddp_copy", 1.0);
   /* DeepSpeed ZeRO-2 copies each gradient into its contiguous buffer as
    * backward makes it and frees it (stage_1_and_2.py
    * reduce_independent_p_g_buckets_and_remove_grads: param.grad becomes a
@@ -597,6 +604,28 @@ static void release_ipg(builder *b, const step_waits *w)
   b->ipg[0] = b->ipg[1] = NONE;
 }
 
+/* PyTorch DDP's reducer copies each reduced bucket back into the
+ * gradients once backward is done (reducer.cpp finalize_bucket_dense:
+ * copy_bucket_to_grad, gradient_as_bucket_view = False), a kernel a
+ * tensor on the compute stream, before the step. */
+static void ddp_copy_back(builder *b, const vs_stage_layout *st,
+                          const step_waits *w)
+{
+  double bytes = 2.0 * (double)(st->grads_bytes - st->ddp_bucket_bytes);
+  unsigned kernels = 0;
+  op_split t;
+  uint32_t op;
+  if (!b->r->ddp_bucket_copy)
+    return;
+  for (size_t inst = 0; inst < b->n_inst; inst++)
+    kernels += trainable_tensors(b, inst);
+  t = sb_roofline_split(b, 0.0, bytes);
+  sb_add_launch(b, &t, kernels);
+  op = sb_compute_op(b, VS_PHASE_OPTIMIZER, "ddp_copy_back", -1, -1, 0.0, bytes,
+                     &t);
+  wait_for_grads(b, op, w);
+}
+
 void sb_optimizer_step(builder *b)
 {
   const vs_stage_layout *st = &b->lay->stages[b->stage];
@@ -605,6 +634,7 @@ void sb_optimizer_step(builder *b)
   tied_embedding_sync(b);
   w = grads_ready(b);
   release_ipg(b, &w);
+  ddp_copy_back(b, st, &w);
   if (b->r->step_in_backward)
     return; /* every block stepped in its backward */
   op = b->r->offload.cpu_step ? host_step(b, st, &w) : gpu_step(b, st, &w);
