@@ -2047,7 +2047,9 @@ static double bytes_named(const vs_sim *x, const char *name)
  * grads' copy_, average_tensor's div_): an ipg_copy op a block with
  * gradients, reading and writing them twice, 4 x the stage's gradient
  * bytes; ZeRO-2 in each of its 4 micro-steps, ZeRO-1 once, at the
- * boundary; framework none copies nothing. PyTorch DDP (framework hf)
+ * boundary, a kernel a copied tensor (none for one larger than the
+ * bucket, only divided: 2 x its bytes); framework none, ZeRO-3 and
+ * ZeRO off copy nothing into an ipg buffer. PyTorch DDP (framework hf)
  * divides each gradient into its bucket (reducer.cpp mul_out, one read
  * and write: ddp_copy, 2 x the gradient bytes) and copies the reduced
  * buckets back before the step (ddp_copy_back, as much again); on one
@@ -2080,6 +2082,34 @@ static void test_bucket_copies(void **state)
   simulate(&a, &wl, &topo, false);
   assert_int_equal(ops_named(&a.ranks[0], "ipg_copy"), 0);
   vs_sim_fini(&a);
+  {
+    const char *z3[] = {"parallel.zero=3", "training.framework=deepspeed"};
+    const char *z0[] = {"parallel.zero=0", "training.framework=deepspeed"};
+    load(&wl, frozen_gpt, z3, 2, 2);
+    simulate(&a, &wl, &topo, false);
+    assert_int_equal(ops_named(&a.ranks[0], "ipg_copy"), 0);
+    vs_sim_fini(&a);
+    load(&wl, frozen_gpt, z0, 2, 2);
+    simulate(&a, &wl, &topo, false);
+    assert_int_equal(ops_named(&a.ranks[0], "ipg_copy"), 0);
+    vs_sim_fini(&a);
+  }
+  {
+    /* a bucket of 64 KiB (16384 fp32 elements): the word and position
+     * embeddings' 256000 and 32768 elements and each layer's qkv, out, up
+     * and down weights (196608, 65536, 262144, 262144) are only divided
+     * (2 passes), the norms and biases copied too (4): the bytes fall
+     * below 4 x the gradients */
+    const char *small[] = {"parallel.zero=1", "training.framework=deepspeed",
+                           "parallel.bucket=64KiB"};
+    double big = 4.0 * (256000.0 + 32768.0 +
+                        4 * (196608.0 + 65536.0 + 262144.0 + 262144.0));
+    load(&wl, frozen_gpt, small, 3, 2);
+    simulate(&a, &wl, &topo, false);
+    tu_assert_close(bytes_named(&a, "ipg_copy"), 4.0 * grads - 2.0 * big,
+                    1e-12);
+    vs_sim_fini(&a);
+  }
   {
     const char *ddp[] = {"training.framework=hf"};
     load(&wl, frozen_gpt, ddp, 1, 2);

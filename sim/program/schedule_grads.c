@@ -326,39 +326,43 @@ static uint64_t bucket_limit(const builder *b)
   return b->wl->parallel.bucket_bytes;
 }
 
-/* The trainable tensors of inst, one kernel each where a hook copies
- * them. */
-static unsigned trainable_tensors(const builder *b, size_t inst)
+/* A framework's copy of inst's gradients into its reduction buckets as
+ * backward makes them: an op on the compute stream after `after`, each
+ * tensor's gradient read and written once a pass, a kernel a copy:
+ * - DeepSpeed ZeRO-1/2's contiguous gradients (ipg_copy, `deepspeed`):
+ *   stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads'
+ *   copy_ into the ipg buffer, but for a tensor larger than the bucket
+ *   (extra_large_param_to_reduce, reduced where it is), and
+ *   average_tensor's div_ of each by the data-parallel size (in a kernel
+ *   a bucket, its floor not counted; on the reduction stream with
+ *   overlap_comm, priced here on the compute stream all the same);
+ * - PyTorch DDP (ddp_copy): the reducer divides each gradient while
+ *   copying it into its bucket (reducer.cpp mark_variable_ready_dense:
+ *   at::mul_out). */
+static uint32_t bucket_copy(builder *b, size_t inst, int mb, uint32_t after,
+                            bool deepspeed)
 {
   const vs_block *blk = sb_block_of(b, inst);
-  unsigned n = 0;
-  for (uint32_t i = 0; i < blk->n_params; i++)
-    n += blk->params[i].trainable;
-  return n;
-}
-
-/* A framework's copy of inst's gradients into its reduction buckets as
- * backward makes them, an op on the compute stream after `after` that
- * reads and writes them `passes` times, a kernel a tensor (and a pass
- * more where noted, in one kernel a bucket):
- * - DeepSpeed ZeRO-1/2's contiguous gradients (ipg_copy, 2 passes):
- *   stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads'
- *   copy_ into the ipg buffer, and average_tensor's div_ of the bucket by
- *   the data-parallel size (on the reduction stream with overlap_comm,
- *   priced here on the compute stream all the same);
- * - PyTorch DDP (ddp_copy, 1 pass): the reducer divides each gradient
- *   while copying it into its bucket (reducer.cpp
- *   mark_variable_ready_dense: at::mul_out). */
-static uint32_t bucket_copy(builder *b, size_t inst, int mb, uint32_t after,
-                            const char *name, double passes)
-{
-  double elems = (double)sb_plan_of(b, inst)->trainable_elems;
-  double bytes = 2.0 * passes * (double)sb_plan_of(b, inst)->grad_bytes;
-  op_split t = sb_roofline_split(b, elems, bytes);
+  const vs_kind_plan *plan = sb_plan_of(b, inst);
+  double per_elem = (double)plan->grad_bytes / (double)plan->trainable_elems;
+  double bytes = 0;
+  unsigned kernels = 0;
+  op_split t;
   uint32_t op;
-  sb_add_launch(b, &t, trainable_tensors(b, inst)); /* the copies' */
-  op = sb_compute_op(b, VS_PHASE_BWD, name, sb_layer_of(inst), mb, elems, bytes,
-                     &t);
+  for (uint32_t i = 0; i < blk->n_params; i++) {
+    const vs_param_tensor *p = &blk->params[i];
+    double grad = (double)(p->rows * p->cols) * per_elem;
+    bool copied = !deepspeed || grad <= (double)b->wl->parallel.bucket_bytes;
+    if (!p->trainable)
+      continue;
+    bytes += 2.0 * grad * ((copied ? 1 : 0) + (deepspeed ? 1 : 0));
+    kernels += copied;
+  }
+  t = sb_roofline_split(b, (double)plan->trainable_elems, bytes);
+  sb_add_launch(b, &t, kernels);
+  op = sb_compute_op(b, VS_PHASE_BWD, deepspeed ? "ipg_copy" : "ddp_copy",
+                     sb_layer_of(inst), mb, (double)plan->trainable_elems,
+                     bytes, &t);
   sb_add_dep(b, op, after);
   return op;
 }
@@ -369,9 +373,9 @@ static uint32_t bucket_copy(builder *b, size_t inst, int mb, uint32_t after,
 void sb_bucket_grads(builder *b, size_t inst, int mb, uint32_t after)
 {
   if (b->ipg[0] != NONE && sb_plan_of(b, inst)->grad_bytes > 0)
-    after = bucket_copy(b, inst, mb, after, "ipg_copy", 2.0);
+    after = bucket_copy(b, inst, mb, after, true);
   else if (b->r->ddp_bucket_copy && sb_plan_of(b, inst)->grad_bytes > 0)
-    after = bucket_copy(b, inst, mb, after, "ddp_copy", 1.0);
+    after = bucket_copy(b, inst, mb, after, false);
   /* DeepSpeed ZeRO-2 copies each gradient into its contiguous buffer as
    * backward makes it and frees it (stage_1_and_2.py
    * reduce_independent_p_g_buckets_and_remove_grads: param.grad becomes a
@@ -617,8 +621,11 @@ static void ddp_copy_back(builder *b, const vs_stage_layout *st,
   uint32_t op;
   if (!b->r->ddp_bucket_copy)
     return;
-  for (size_t inst = 0; inst < b->n_inst; inst++)
-    kernels += trainable_tensors(b, inst);
+  for (size_t inst = 0; inst < b->n_inst; inst++) {
+    const vs_block *blk = sb_block_of(b, inst);
+    for (uint32_t i = 0; i < blk->n_params; i++)
+      kernels += blk->params[i].trainable;
+  }
   t = sb_roofline_split(b, 0.0, bytes);
   sb_add_launch(b, &t, kernels);
   op = sb_compute_op(b, VS_PHASE_OPTIMIZER, "ddp_copy_back", -1, -1, 0.0, bytes,
