@@ -2244,6 +2244,34 @@ static void test_optimizer_step_wrap_cases(void **state)
   tu_assert_close(passes_of(lora16, 4).wrap, 6.0, 0);
 }
 
+/* ZeRO-1 all-gathers after the step only what the optimizer updated:
+ * with LoRA (rank 8 on q and v, fp32 adapters) the base model's
+ * 3448320 frozen parameters stay, and the gather moves the adapters,
+ * 4 layers x 2 x 8 x (256 + 256) = 32768 fp32 elements: 131072 bytes
+ * (it moved every parameter). Full training gathers all: 2 B x P. */
+static void test_updated_gather_is_trainable(void **state)
+{
+  static const char *const lora[] = {"parallel.zero=1", "finetune.method=lora"};
+  static const char *const full[] = {"parallel.zero=1"};
+  const char *const *sets[] = {lora, full};
+  const size_t n_sets[] = {2, 1};
+  const double want[] = {131072.0, 2.0 * 3448320.0};
+  (void)state;
+  for (int c = 0; c < 2; c++) {
+    built *b = build(sets[c], n_sets[c], 2);
+    size_t found = 0;
+    for (size_t i = 0; i < b->p.n_ops; i++) {
+      const vs_pop *op = &b->p.ops[i];
+      if (strcmp(vs_op_name(&b->p, op), "zero_param_all_gather") != 0)
+        continue;
+      found++;
+      tu_assert_close(vs_op_kind_of(&b->p, op)->bytes, want[c], 0);
+    }
+    assert_int_equal(found, 1);
+    destroy(b);
+  }
+}
+
 /* Tied embeddings split over a pipeline: the first (and last) stage
  * all-reduce the word embedding's gradient between the two of them
  * (Megatron's embedding group): padded vocab 1000 (vocab_divisible_by 1)
@@ -3096,6 +3124,7 @@ int main(void)
       cmocka_unit_test(test_optimizer_step_work),
       cmocka_unit_test(test_optimizer_step_wrap),
       cmocka_unit_test(test_optimizer_step_wrap_cases),
+      cmocka_unit_test(test_updated_gather_is_trainable),
       cmocka_unit_test(test_tied_embedding_all_reduce),
       cmocka_unit_test(test_names),
       cmocka_unit_test(test_op_bounds_by_what_ops_do),

@@ -2076,6 +2076,10 @@ static void test_bucket_copies(void **state)
   load(&wl, frozen_gpt, z1, 3, 2);
   simulate(&a, &wl, &topo, false);
   assert_int_equal(ops_named(&a.ranks[0], "ipg_copy"), 6);
+  /* bucketed once backward is done, the last bucket's reduction waits
+   * for the last copy into it (it started with the copies) */
+  assert_true(find_span(&a.ranks[0], "dp_reduce_scatter", true)->start_ns >=
+              find_span(&a.ranks[0], "ipg_copy", true)->end_ns);
   tu_assert_close(bytes_named(&a, "ipg_copy"), 4.0 * grads, 1e-12);
   vs_sim_fini(&a);
   load(&wl, frozen_gpt, none, 2, 2);

@@ -24,6 +24,7 @@ static void add_block(vs_stage_layout *st, const vs_kind_plan *k)
   st->optimizer_full_bytes += k->optimizer_bytes;
   st->expert_optimizer_full_bytes += k->expert_optimizer_bytes;
   st->expert_params_full_bytes += k->expert_param_bytes;
+  st->trainable_params_full_bytes += k->trainable_param_bytes;
   st->expert_trainable_elems += k->expert_trainable_elems;
   st->expert_decay_elems += k->expert_decay_elems;
 }

@@ -48,6 +48,9 @@ typedef struct vs_stage_layout {
                                      routed experts' (vs_recipe
                                      expert_optimizer shards them) */
   uint64_t expert_params_full_bytes; /* of params_full_bytes, theirs */
+  uint64_t trainable_params_full_bytes; /* of params_full_bytes, the
+                                     trainable tensors' (vs_kind_plan
+                                     trainable_param_bytes) */
   uint64_t expert_trainable_elems; /* of trainable_elems, theirs */
   uint64_t expert_decay_elems;    /* of decay_elems, theirs */
   uint64_t ddp_bucket_bytes;      /* of grads_bytes, DDP's bucket copy

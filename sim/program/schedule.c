@@ -827,6 +827,7 @@ static void builder_reset(builder *b, const vs_job *job, int stage,
   b->released[0] = b->released[1] = NONE;
   b->ipg[0] = b->ipg[1] = NONE;
   b->ipg_partition = NONE;
+  b->bucket_copied = NONE;
   b->recv_op = NONE;
   b->recv_buf = NONE;
   b->last_flat[0] = b->last_flat[1] = NONE;

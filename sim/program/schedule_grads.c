@@ -275,6 +275,13 @@ void sb_flush_bucket(builder *b, int mb, uint32_t last)
 {
   int kind = b->r->grad_reduce;
   int group = b->r->comm[VS_USE_GRAD_REDUCE].group;
+  /* the reduction waits for the last copy into the bucket too: made
+   * after the op the caller names when the gradients were bucketed once
+   * backward was done (sb_reduce_listed), and each waiting for it, the
+   * newer of the two (ops are numbered as they are made) */
+  if (b->bucket_copied != NONE && (last == NONE || b->bucket_copied > last))
+    last = b->bucket_copied;
+  b->bucket_copied = NONE;
 
   if (b->bucket_fill == 0) {
     b->n_bucket = 0;
@@ -373,9 +380,9 @@ static uint32_t bucket_copy(builder *b, size_t inst, int mb, uint32_t after,
 void sb_bucket_grads(builder *b, size_t inst, int mb, uint32_t after)
 {
   if (b->ipg[0] != NONE && sb_plan_of(b, inst)->grad_bytes > 0)
-    after = bucket_copy(b, inst, mb, after, true);
+    after = b->bucket_copied = bucket_copy(b, inst, mb, after, true);
   else if (b->r->ddp_bucket_copy && sb_plan_of(b, inst)->grad_bytes > 0)
-    after = bucket_copy(b, inst, mb, after, false);
+    after = b->bucket_copied = bucket_copy(b, inst, mb, after, false);
   /* DeepSpeed ZeRO-2 copies each gradient into its contiguous buffer as
    * backward makes it and frees it (stage_1_and_2.py
    * reduce_independent_p_g_buckets_and_remove_grads: param.grad becomes a
@@ -476,14 +483,15 @@ static void wait_for_grads(builder *b, uint32_t op, const step_waits *w)
 }
 
 /* The parameter bytes this GPU's optimizer updates: its partition of the
- * stage's parameters (with ZeRO-1/2 the GPU holds them whole, but steps
- * and sends back only its share, which the all-gather then spreads). */
+ * stage's trainable parameters (with ZeRO-1/2 the GPU holds them whole,
+ * but steps and sends back only its share, which the all-gather then
+ * spreads; frozen ones are in no optimizer group). */
 static uint64_t stepped_param_bytes(const builder *b,
                                     const vs_stage_layout *st)
 {
   vs_state_plan share = b->r->params;
   share.degree = b->r->optimizer.degree;
-  return vs_recipe_shard(&share, st->params_full_bytes);
+  return vs_recipe_shard(&share, st->trainable_params_full_bytes);
 }
 
 /* The optimizer on the host (ZeRO-Offload): once the gradients are out,
@@ -547,14 +555,16 @@ static uint32_t gpu_step(builder *b, const vs_stage_layout *st,
 }
 
 /* ZeRO-1/2: the updated parameters all-gathered once the step (`after`)
- * has ended; with expert groups the routed experts' over the ranks
- * holding them (the expert-data-parallel group), after the dense ones
- * over dp. */
+ * has ended, the trainable ones alone (DeepSpeed's bit16 groups are the
+ * optimizer's parameter groups; Megatron-LM's buffers hold only
+ * parameters that require grad); with expert groups the routed experts'
+ * over the ranks holding them (the expert-data-parallel group), after
+ * the dense ones over dp. */
 static void gather_updated(builder *b, const vs_stage_layout *st,
                            uint32_t after)
 {
   sb_split_comm(b, VS_USE_STEP_GATHER, "zero_param_all_gather",
-                VS_COLL_ALL_GATHER, st->params_full_bytes,
+                VS_COLL_ALL_GATHER, st->trainable_params_full_bytes,
                 st->expert_params_full_bytes, -1, after);
 }
 

@@ -113,6 +113,9 @@ typedef struct builder {
                                bucketed once backward is done, in backward
                                order, NONE where a chunk's buckets end */
   size_t n_deferred;        /* how many entries */
+  uint32_t bucket_copied;   /* the last copy of their gradients into the
+                               framework's bucket (bucket_copy; NONE:
+                               none), which their reduction waits for */
   uint64_t bucket_fill;     /* their grad bytes */
   uint64_t bucket_made;     /* their bytes as backward makes them */
   uint64_t bucket_elems;    /* their gradient elements */

@@ -880,6 +880,7 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
     k->stored_param_bytes += ts.stored_param;
     if (!p->trainable)
       continue;
+    k->trainable_param_bytes += ts.stored_param;
     k->trainable_elems += n;
     if (n > k->largest_trainable_elems)
       k->largest_trainable_elems = n;

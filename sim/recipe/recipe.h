@@ -234,6 +234,9 @@ typedef struct vs_kind_plan {
                                     one) */
   uint64_t decay_elems;     /* of which in matrices: the weight-decay
                                parameter group (not biases or norms) */
+  uint64_t trainable_param_bytes; /* of stored_param_bytes, the trainable
+                               tensors': what the optimizer updates (and
+                               ZeRO-1/2 all-gather once stepped) */
 } vs_kind_plan;
 
 /* What the optimizer step copies gradients into (DeepSpeed's wrappers,
