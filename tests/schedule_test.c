@@ -2244,6 +2244,20 @@ static void test_optimizer_step_wrap_cases(void **state)
   tu_assert_close(passes_of(lora16, 4).wrap, 6.0, 0);
 }
 
+/* How many of b's ops are named name, each checked to move `bytes`. */
+static size_t ops_moving(const built *b, const char *name, double bytes)
+{
+  size_t found = 0;
+  for (size_t i = 0; i < b->p.n_ops; i++) {
+    const vs_pop *op = &b->p.ops[i];
+    if (strcmp(vs_op_name(&b->p, op), name) != 0)
+      continue;
+    found++;
+    tu_assert_close(vs_op_kind_of(&b->p, op)->bytes, bytes, 0);
+  }
+  return found;
+}
+
 /* ZeRO-1 all-gathers after the step only what the optimizer updated:
  * with LoRA (rank 8 on q and v, fp32 adapters) the base model's
  * 3448320 frozen parameters stay, and the gather moves the adapters,
@@ -2259,15 +2273,29 @@ static void test_updated_gather_is_trainable(void **state)
   (void)state;
   for (int c = 0; c < 2; c++) {
     built *b = build(sets[c], n_sets[c], 2);
-    size_t found = 0;
-    for (size_t i = 0; i < b->p.n_ops; i++) {
-      const vs_pop *op = &b->p.ops[i];
-      if (strcmp(vs_op_name(&b->p, op), "zero_param_all_gather") != 0)
-        continue;
-      found++;
-      tu_assert_close(vs_op_kind_of(&b->p, op)->bytes, want[c], 0);
-    }
-    assert_int_equal(found, 1);
+    assert_int_equal(ops_moving(b, "zero_param_all_gather", want[c]), 1);
+    destroy(b);
+  }
+}
+
+/* With the parameters on the host or NVMe and the optimizer on the GPU,
+ * the step sends back the updated parameters only: with LoRA the
+ * adapters' 32768 fp32 elements (131072 bytes), this GPU's half of them
+ * over dp 2, 65536 bytes, to the host and on to NVMe (they sent the
+ * whole frozen base's shard). */
+static void test_updated_params_go_back(void **state)
+{
+  static const char *const host[] = {"parallel.zero=3", "finetune.method=lora",
+                                     "parallel.offload_params=cpu"};
+  static const char *const nvme[] = {"parallel.zero=3", "finetune.method=lora",
+                                     "parallel.offload_params=nvme"};
+  const char *const *sets[] = {host, nvme};
+  const size_t n_sets[] = {3, 3};
+  (void)state;
+  for (int c = 0; c < 2; c++) {
+    built *b = build(sets[c], n_sets[c], 2);
+    assert_int_equal(ops_moving(b, "params_to_host", 65536.0), 1);
+    assert_int_equal(ops_moving(b, "params_swap_out", 65536.0), (size_t)c);
     destroy(b);
   }
 }
@@ -3125,6 +3153,7 @@ int main(void)
       cmocka_unit_test(test_optimizer_step_wrap),
       cmocka_unit_test(test_optimizer_step_wrap_cases),
       cmocka_unit_test(test_updated_gather_is_trainable),
+      cmocka_unit_test(test_updated_params_go_back),
       cmocka_unit_test(test_tied_embedding_all_reduce),
       cmocka_unit_test(test_names),
       cmocka_unit_test(test_op_bounds_by_what_ops_do),

@@ -517,7 +517,7 @@ static uint32_t host_step(builder *b, const vs_stage_layout *st,
                        -1, nvme ? st->nvme.optimizer : 0, last);
   if (b->r->params.place == VS_PLACE_NVME)
     return sb_offload_op(b, VS_STREAM_HOST, VS_RES_NVME, "params_swap_out", -1,
-                         -1, st->nvme.params, last);
+                         -1, stepped_param_bytes(b, st), last);
   if (b->r->params.place == VS_PLACE_GPU)
     return sb_copy_op(b, VS_STREAM_H2D, VS_RES_PCIE_SWITCH, "params_to_gpu", -1,
                       -1, stepped_param_bytes(b, st), last,
@@ -527,7 +527,8 @@ static uint32_t host_step(builder *b, const vs_stage_layout *st,
   return last;
 }
 
-/* The optimizer on the GPU; parameters that live off it go back out. */
+/* The optimizer on the GPU; the updated parameters, where they live off
+ * it, go back out (stepped_param_bytes: the trainable ones). */
 static uint32_t gpu_step(builder *b, const vs_stage_layout *st,
                          const step_waits *w)
 {
@@ -546,11 +547,11 @@ static uint32_t gpu_step(builder *b, const vs_stage_layout *st,
   if (b->r->params.place == VS_PLACE_GPU)
     return op;
   op = sb_copy_op(b, VS_STREAM_D2H, VS_RES_PCIE_D2H, "params_to_host", -1, -1,
-                  st->params_shard_bytes, op,
+                  stepped_param_bytes(b, st), op,
                   sb_states_side(b->r->params.place));
   if (b->r->params.place == VS_PLACE_NVME)
     op = sb_offload_op(b, VS_STREAM_HOST, VS_RES_NVME, "params_swap_out", -1,
-                       -1, st->params_shard_bytes, op);
+                       -1, stepped_param_bytes(b, st), op);
   return op;
 }
 
