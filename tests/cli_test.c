@@ -446,15 +446,18 @@ static void test_show_names_the_cublas_workspaces(void **state)
 
 /* Stage mode's one rank stands for its stage's GPUs in the fullest node
  * and PCIe switch: where nodes or switches are filled unevenly (12 GPUs
- * in two stages on 8-GPU nodes; 3 GPUs on switches of 2), the report
- * says its offload figures are approximate, and only there (16 GPUs, one
- * GPU a switch, --ranks all). */
+ * in two stages on 8-GPU nodes; 3 GPUs on switches of 2) or shared by
+ * two stages (8 GPUs in two stages on one node: each rank shares it with
+ * its own stage's alone), the report says its offload figures are
+ * approximate, and only there (16 GPUs, a stage a node; one GPU a
+ * switch; --ranks all). */
 static void test_stage_mode_notes_uneven_nodes_and_switches(void **state)
 {
   const char *note = "note: pipeline stages share nodes or PCIe switches "
                      "unevenly";
   const char *cases[][3] = {{"12", "parallel.pp=2", "1"},
                             {"16", "parallel.pp=2", "0"},
+                            {"8", "parallel.pp=2", "1"},
                             {"3", "parallel.pp=1", "1"},
                             {"3", "topology.node.gpus_per_pcie_switch=1", "0"}};
   (void)state;
@@ -472,7 +475,7 @@ static void test_stage_mode_notes_uneven_nodes_and_switches(void **state)
       assert_contains(r.out, note);
     else
       assert_null(strstr(r.out, note));
-    if (i == 2) { /* every GPU simulated: exact */
+    if (i == 3) { /* every GPU simulated: exact */
       argv[12] = "--ranks=all";
       run(argv);
       assert_int_equal(r.status, 0);

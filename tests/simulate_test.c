@@ -2115,6 +2115,27 @@ static void test_bucket_copies(void **state)
     vs_sim_fini(&a);
   }
   {
+    /* DeepSpeed's pipeline engine: a stage but the last makes its buffer
+     * at the boundary and reduces there (ReduceGrads), copying as many
+     * gradients with overlap_comm as without (it reduced them in backward,
+     * before any buffer, and copied none) */
+    const char *pp[] = {"parallel.zero=1", "training.framework=deepspeed",
+                        "parallel.pp=2", "training.global_batch=8",
+                        "parallel.overlap_grad_reduce=true"};
+    size_t copies[2];
+    load(&wl, frozen_gpt, pp, 5, 4);
+    simulate(&a, &wl, &topo, false);
+    copies[0] = ops_named(&a.ranks[0], "ipg_copy");
+    copies[1] = ops_named(&a.ranks[1], "ipg_copy");
+    vs_sim_fini(&a);
+    load(&wl, frozen_gpt, pp, 4, 4);
+    simulate(&a, &wl, &topo, false);
+    assert_true(copies[0] > 0);
+    assert_int_equal(copies[0], ops_named(&a.ranks[0], "ipg_copy"));
+    assert_int_equal(copies[1], ops_named(&a.ranks[1], "ipg_copy"));
+    vs_sim_fini(&a);
+  }
+  {
     const char *ddp[] = {"training.framework=hf"};
     load(&wl, frozen_gpt, ddp, 1, 2);
     simulate(&a, &wl, &topo, false);

@@ -268,6 +268,20 @@ static void reduce_root(builder *b, int mb)
   sb_bucket_grads(b, 0, mb, b->last_compute);
 }
 
+/* Whether this stage reduces its gradients once its backward pass is
+ * done: without overlap_grad_reduce, and on DeepSpeed's pipeline stages
+ * but the last, whose ZeRO buffers its boundary's reduce_gradients makes
+ * (pipe/engine.py ReduceGrads; vs_workload_ipg_buffers), whatever
+ * overlap_comm says. */
+static bool reduces_at_boundary(const builder *b)
+{
+  bool from_backward;
+  return b->r->reduce_after_backward ||
+         (vs_workload_ipg_buffers(b->wl, b->stage + 1 == b->lay->pp,
+                                  &from_backward) > 0 &&
+          !from_backward);
+}
+
 void sb_backward_unit(builder *b, const vs_unit *u)
 {
   uint64_t g = u->chunk * b->lay->pp + b->stage;
@@ -275,7 +289,7 @@ void sb_backward_unit(builder *b, const vs_unit *u)
   bool sync = vs_workload_grads_bucketed(&b->wl->parallel) &&
               ((sb_transient_grads(b) && !pipelined) ||
                u->mb + 1 == b->lay->grad_accum);
-  bool defer = sync && (b->r->reduce_after_backward || pipelined);
+  bool defer = sync && (reduces_at_boundary(b) || pipelined);
   size_t first, last;
   enter_chunk(b, g, &first, &last);
   sb_make_ipg(b, (int)u->mb, true);

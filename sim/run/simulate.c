@@ -81,22 +81,35 @@ static void stage_weights(const vs_sim *sim, uint64_t s, const int32_t *index,
 
 /* Whether stage mode's one rank per stage misrepresents some group of
  * gpi GPUs that share a resource (GPU g is in group g / gpi): a stage
- * with a different number of GPUs in two of the groups it uses, or
- * groups holding different numbers of the job's GPUs. O(gpus). */
+ * with a different number of GPUs in two of the groups it uses, a group
+ * holding GPUs of two stages (each rank shares it with its own stage's
+ * alone, share_nodes), or groups holding different numbers of the job's
+ * GPUs. O(gpus). */
 static bool uneven_over(const vs_sim *sim, uint64_t gpi)
 {
   const vs_layout *lay = &sim->layout;
   uint64_t groups = vs_div_ceil(lay->gpus, gpi), total_first = 0;
   uint32_t *count = calloc((size_t)groups, sizeof *count);
+  uint32_t *stage_of = malloc((size_t)groups * sizeof *stage_of);
   bool uneven = false;
-  if (!count)
+  if (!count || !stage_of) {
+    free(count);
+    free(stage_of);
     return true; /* cannot tell: say so rather than claim exactness */
+  }
+  for (uint64_t n = 0; n < groups; n++)
+    stage_of[n] = UINT32_MAX;
   for (uint64_t s = 0; s < lay->pp && !uneven; s++) {
     uint64_t first = UINT64_MAX;
     memset(count, 0, (size_t)groups * sizeof *count);
     for (uint64_t d = 0; d < lay->dp; d++)
-      for (uint64_t t = 0; t < lay->tp; t++)
-        count[(s * lay->pp_stride + d * lay->dp_stride + t) / gpi]++;
+      for (uint64_t t = 0; t < lay->tp; t++) {
+        uint64_t n = (s * lay->pp_stride + d * lay->dp_stride + t) / gpi;
+        count[n]++;
+        if (stage_of[n] == UINT32_MAX)
+          stage_of[n] = (uint32_t)s;
+        uneven |= stage_of[n] != (uint32_t)s;
+      }
     for (uint64_t n = 0; n < groups && !uneven; n++)
       if (count[n]) {
         first = first == UINT64_MAX ? count[n] : first;
@@ -109,6 +122,7 @@ static bool uneven_over(const vs_sim *sim, uint64_t gpi)
     uneven = held != total_first;
   }
   free(count);
+  free(stage_of);
   return uneven;
 }
 
