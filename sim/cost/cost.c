@@ -233,7 +233,7 @@ vs_cost_work vs_cost_optimizer_work(const vs_stage_layout *st,
                       (double)st->grads_full_bytes,
                       (double)st->params_full_bytes, part, passes,
                       /* zeroed: the gradients, not DDP's bucket copy */
-                      (double)(st->grads_bytes - st->ddp_bucket_bytes)};
+                      (double)vs_stage_grad_tensor_bytes(st)};
   return vs_cost_optimizer_step(&s);
 }
 

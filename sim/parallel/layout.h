@@ -163,6 +163,14 @@ uint64_t vs_layout_stage_model_states(const vs_layout *lay, uint64_t s);
  * allocated with its model states and held all step. */
 uint64_t vs_layout_blas_bytes(const vs_layout *lay);
 
+/* The bytes of stage st's own gradient tensors on the GPU: its grads_bytes
+ * less DDP's bucket copy of them (what zero_grad zeroes and the reducer
+ * copies back). */
+static inline uint64_t vs_stage_grad_tensor_bytes(const vs_stage_layout *st)
+{
+  return st->grads_bytes - st->ddp_bucket_bytes;
+}
+
 /* The sum of a vs_placed_bytes. */
 uint64_t vs_placed_total(const vs_placed_bytes *b);
 

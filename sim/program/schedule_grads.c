@@ -626,7 +626,7 @@ static void release_ipg(builder *b, const step_waits *w)
 static void ddp_copy_back(builder *b, const vs_stage_layout *st,
                           const step_waits *w)
 {
-  double bytes = 2.0 * (double)(st->grads_bytes - st->ddp_bucket_bytes);
+  double bytes = 2.0 * (double)vs_stage_grad_tensor_bytes(st);
   unsigned kernels = 0;
   op_split t;
   uint32_t op;
