@@ -687,6 +687,42 @@ static void test_inherited_cache(void **state)
   vs_program_fini(&first);
 }
 
+/* The pool a buffer comes from is that of the stream it is made on
+ * (vs_buffer_pool): a 40 MiB buffer made on FSDP2's copy-in stream by an
+ * op of the comm stream, then freed, leaves its block cached in the
+ * copy-in stream's pool, where a later 30 MiB buffer of the comm stream
+ * cannot take it (reserved 70 MiB) and one made on the copy-in stream
+ * again splits it (40 MiB). */
+static void test_pool_of_the_stream_made_on(void **state)
+{
+  for (int again = 0; again < 2; again++) {
+    vs_program p;
+    vs_rank r;
+    vs_error err;
+    uint32_t op, gathered, next;
+    vs_buffer *what;
+    (void)state;
+    prog_init(&p, 4);
+    op = prog_op(&p, VS_STREAM_COMM, "all_gather", 10, NULL, 0);
+    gathered = prog_buffer(&p, 40 * MIB, VS_CAT_TEMP);
+    prog_effect(&p, op, gathered, false, false);
+    prog_effect(&p, op, gathered, true, true);
+    op = prog_op(&p, VS_STREAM_COMM, "reduce_scatter", 10, NULL, 0);
+    next = prog_buffer(&p, 30 * MIB, VS_CAT_GRADS);
+    prog_effect(&p, op, next, false, false);
+    what = &p.buffer_kinds[p.buffers[gathered]];
+    what->made_on = VS_MADE_ON_GATHER_COPY_IN;
+    assert_int_equal(vs_buffer_pool(what, VS_STREAM_COMM), VS_STREAM_N);
+    p.buffer_kinds[p.buffers[next]].made_on =
+        again ? VS_MADE_ON_GATHER_COPY_IN : VS_MADE_ON_OP_STREAM;
+    assert_int_equal(run_caching(&r, &p, NULL, &err), 0);
+    assert_int_equal(r.mem.peak_allocated_bytes, 40 * MIB);
+    assert_int_equal(r.mem.peak_reserved_bytes, (again ? 40 : 70) * MIB);
+    vs_rank_fini(&r);
+    vs_program_fini(&p);
+  }
+}
+
 /* ------------------------------------------------------------------------
  * Determinism and many ranks
  * ------------------------------------------------------------------------ */
@@ -1318,6 +1354,7 @@ int main(void)
       cmocka_unit_test(test_dep_on_own_stream_later_op),
       cmocka_unit_test(test_free_never_allocated),
       cmocka_unit_test(test_inherited_cache),
+      cmocka_unit_test(test_pool_of_the_stream_made_on),
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_ranks_share_a_program),
       cmocka_unit_test(test_independent_slots_copy_the_first),

@@ -1730,7 +1730,7 @@ static void test_fsdp2_copy_out(void **state)
   vs_topology topo;
   vs_sim f;
   const vs_program *prog;
-  uint32_t fwd = 0, bwd = 0;
+  uint32_t fwd = 0, bwd = 0, casts = 0;
   (void)state;
   load(&wl, frozen_gpt, fsdp2, 2, 2);
   simulate(&f, &wl, &topo, false);
@@ -1744,12 +1744,31 @@ static void test_fsdp2_copy_out(void **state)
       continue;
     for (uint32_t e = op->first_effect; e < vs_op_effects_end(prog, op); e++) {
       const vs_pop *by;
+      const vs_buffer *buf;
       bool at_end = false;
       uint32_t k;
       if (prog->effects[e].is_free)
         continue;
+      buf = vs_program_buffer(prog, prog->effects[e].buffer);
+      /* made on FSDP2's copy-in stream, the all-gather's output and the
+       * 16-bit copy of the block's fp32 shards */
+      assert_int_equal(buf->made_on, VS_MADE_ON_GATHER_COPY_IN);
       k = freeing_op(prog, prog->effects[e].buffer, &at_end);
-      assert_true(k != UINT32_MAX && k > i);
+      assert_true(k != UINT32_MAX && k >= i);
+      if (k == i) {
+        /* the cast copy, freed as the all-gather ends: the shard of the
+         * bytes the cast drops, 2 B a trainable parameter */
+        const vs_kind_plan *kp = vs_recipe_kind(
+            &f.recipe, &f.model, (size_t)vs_op_layer(prog, op) + 1);
+        assert_true(at_end);
+        assert_int_equal(buf->bytes, vs_recipe_shard(&f.recipe.params,
+                                                     kp->stored_param_bytes -
+                                                         kp->param_bytes));
+        assert_int_equal(kp->stored_param_bytes - kp->param_bytes,
+                         2 * kp->trainable_elems);
+        casts++;
+        continue;
+      }
       by = &prog->ops[k];
       assert_int_equal(by->stream, VS_STREAM_COMPUTE);
       assert_int_equal(by->microbatch, op->microbatch);
@@ -1781,6 +1800,8 @@ static void test_fsdp2_copy_out(void **state)
   }
   /* every layer once a pass, each micro-batch (2) */
   assert_int_equal(fwd, 2 * f.model.layers);
+  /* a cast copy with every layer's gather, backward's too */
+  assert_int_equal(casts, fwd + bwd);
   {
     /* the root unit's one copy-out a micro-batch, of the embedding's
      * and the head's parameters together */

@@ -204,9 +204,13 @@ static uint32_t take_inherited(vs_rank *r, const vs_buffer *buf)
   return VS_ALLOC_NONE;
 }
 
+_Static_assert(VS_STREAM_N + VS_MADE_ON_N - 1 <= VS_ALLOC_STREAMS,
+               "every stream a buffer is made on has a pool of its own");
+
 /* One allocation or free through the rank's caching allocator (op 0 of a
- * rank with an inherited cache takes its blocks over). Returns the
- * bytes it counts (the block size) in *bytes. */
+ * rank with an inherited cache takes its blocks over), from the pool of
+ * `stream` (vs_buffer_pool). Returns the bytes it counts (the block size)
+ * in *bytes. */
 static int caching_effect(vs_rank *r, const vs_effect *e, const vs_buffer *buf,
                           int stream, uint32_t op, uint64_t t_ns,
                           uint64_t *bytes)
@@ -326,7 +330,8 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, op_edge edge,
     else if (buf->place != VS_PLACE_GPU)
       rc = node_effect(c, r, e, buf, idx, t_ns);
     else if (r->alloc)
-      rc = caching_effect(r, e, buf, op->stream, idx, t_ns, &bytes);
+      rc = caching_effect(r, e, buf, vs_buffer_pool(buf, op->stream), idx, t_ns,
+                          &bytes);
     else if (e->is_free)
       rc = vs_mem_free(&r->mem, buf->category, buf->bytes);
     else

@@ -412,6 +412,15 @@ uint32_t sb_new_buffer(builder *b, uint64_t bytes, int category)
   return sb_placed_buffer(b, bytes, category, VS_PLACE_GPU);
 }
 
+/* A buffer on the GPU made on the stream made_on (vs_made_on). */
+uint32_t sb_buffer_made_on(builder *b, uint64_t bytes, int category,
+                           int made_on)
+{
+  vs_buffer what = buffer_of(bytes, category, VS_PLACE_GPU);
+  what.made_on = (uint8_t)made_on;
+  return add_buffer(b, &what);
+}
+
 /* A full-recompute checkpoint (a layer's input) of bytes on the GPU. */
 uint32_t sb_checkpoint_buffer(builder *b, uint64_t bytes)
 {

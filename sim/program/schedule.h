@@ -49,8 +49,20 @@ typedef struct vs_buffer {
   uint8_t place;      /* vs_place: the GPU, or the node's host or NVMe */
   bool checkpoint;    /* a full-recompute checkpoint (a layer's input),
                          which its layer's first op allocates */
-  uint8_t unused[2];  /* zero */
+  uint8_t made_on;    /* vs_made_on: whose pool it comes from */
+  uint8_t unused;     /* zero */
 } vs_buffer;
+
+/* The caching-allocator pool (a stream's, 0 .. VS_STREAM_N +
+ * VS_MADE_ON_N - 2) that buf comes from when an op on op_stream
+ * allocates it: the op's stream's, or the one stream that only makes
+ * buffers (vs_made_on) after the streams that run ops. */
+static inline int vs_buffer_pool(const vs_buffer *buf, int op_stream)
+{
+  if (buf->made_on == VS_MADE_ON_OP_STREAM)
+    return op_stream;
+  return VS_STREAM_N + buf->made_on - 1;
+}
 
 /* A hash index the builder keeps over a table of items that are each
  * kept once (op kinds, buffer kinds): slots hold 1 + an item's index, 0

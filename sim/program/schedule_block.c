@@ -937,13 +937,33 @@ static uint32_t fetch_partition(builder *b, size_t inst, int mb, uint64_t part,
 /* Where a block's all-gathered parameters land. */
 typedef enum { GATHER_INTO_PARAMS, GATHER_INTO_FLAT } gather_target;
 
+/* FSDP2's all-gather inputs of inst once they are on the GPU, as
+ * coll (the all-gather) starts: foreach_all_gather makes them on its
+ * copy-in stream, a flat copy of the fp32 shards cast to the 16-bit dtype
+ * (_get_param_all_gather_inputs' flat_foreach_copy_input: the shard of
+ * the bytes the cast drops, stored_param_bytes less param_bytes), dropped
+ * once the all-gather is issued and freed as coll ends. */
+static void cast_inputs(builder *b, size_t inst, uint32_t coll)
+{
+  const vs_kind_plan *k = sb_plan_of(b, inst);
+  uint32_t buf;
+  if (!b->r->gather_copy_out || k->stored_param_bytes <= k->param_bytes)
+    return;
+  buf = sb_buffer_made_on(
+      b, vs_recipe_shard(&b->r->params, k->stored_param_bytes - k->param_bytes),
+      VS_CAT_TEMP, VS_MADE_ON_GATHER_COPY_IN);
+  sb_alloc_on(b, coll, buf);
+  sb_free_on(b, coll, buf, AT_END);
+}
+
 /* Brings inst's parameters whole onto the GPU once `after` has ended (so
  * at most two blocks are gathered at a time): its partition copied in, as
  * stored (FSDP2's fp32 shards, 4 B a parameter; ZeRO-3's 16-bit ones),
  * when it lives off the GPU, then all-gathered on the comm stream when
  * there are data-parallel peers, into FSDP2's flat buffer (GATHER_INTO_
  * FLAT: copied out as the block's pass starts), else straight into the
- * parameters as the all-gather ends. */
+ * parameters as the all-gather ends. FSDP2 makes the copied partition
+ * and the flat buffer on its copy-in stream (vs_made_on). */
 static void gather_into(builder *b, size_t inst, int mb, uint32_t after,
                         gather_target target)
 {
@@ -951,6 +971,8 @@ static void gather_into(builder *b, size_t inst, int mb, uint32_t after,
   uint64_t bytes = sb_plan_of(b, inst)->param_bytes;
   const vs_comm_plan *u = &b->r->comm[VS_USE_PARAM_GATHER];
   bool peers = b->lay->dp > 1;
+  int made_on =
+      b->r->gather_copy_out ? VS_MADE_ON_GATHER_COPY_IN : VS_MADE_ON_OP_STREAM;
   uint32_t op = after, part_buf = NONE;
 
   if (!b->r->gather_params || bytes == 0 || b->gather_op[inst] != NONE)
@@ -960,7 +982,7 @@ static void gather_into(builder *b, size_t inst, int mb, uint32_t after,
         vs_recipe_shard(&b->r->params, sb_plan_of(b, inst)->stored_param_bytes);
     op = fetch_partition(b, inst, mb, stored, op);
     if (peers) {
-      part_buf = sb_new_buffer(b, stored, VS_CAT_TEMP);
+      part_buf = sb_buffer_made_on(b, stored, VS_CAT_TEMP, made_on);
       sb_alloc_on(b, op, part_buf);
     }
   }
@@ -971,13 +993,14 @@ static void gather_into(builder *b, size_t inst, int mb, uint32_t after,
                               0.0, (double)bytes);
     sb_add_dep(b, coll, op);
     sb_free_on(b, coll, part_buf, AT_END);
+    cast_inputs(b, inst, coll);
     op = coll;
   }
   b->gather_buf[inst] = sb_new_buffer(b, bytes, VS_CAT_TEMP);
   if (flat && peers) {
     /* FSDP2: the all-gather fills a flat buffer; the block's parameters
      * are copied out of it when its pass starts (before_pass) */
-    b->flat_buf[inst] = sb_new_buffer(b, bytes, VS_CAT_TEMP);
+    b->flat_buf[inst] = sb_buffer_made_on(b, bytes, VS_CAT_TEMP, made_on);
     sb_alloc_on(b, op, b->flat_buf[inst]);
   } else {
     sb_alloc_on(b, op, b->gather_buf[inst]);

@@ -265,6 +265,8 @@ void sb_add_dep_on(builder *b, uint32_t op, uint32_t dep, int32_t stage);
 uint32_t sb_placed_buffer(builder *b, uint64_t bytes, int category,
                           int place);
 uint32_t sb_new_buffer(builder *b, uint64_t bytes, int category);
+uint32_t sb_buffer_made_on(builder *b, uint64_t bytes, int category,
+                           int made_on);
 uint32_t sb_checkpoint_buffer(builder *b, uint64_t bytes);
 void sb_effect_slow(builder *b, uint32_t op, uint32_t buf,
                     effect_time when, bool is_free);

@@ -45,6 +45,20 @@ typedef enum vs_stream {
   VS_STREAM_N
 } vs_stream;
 
+/* The stream a GPU buffer is made on, whose caching-allocator pool it
+ * comes from (PyTorch keeps a pool per stream and takes a tensor from the
+ * pool of the stream current where it is made): mostly the stream of the
+ * op that allocates it, else a stream that only makes buffers here. */
+typedef enum vs_made_on {
+  VS_MADE_ON_OP_STREAM,      /* the allocating op's stream */
+  VS_MADE_ON_GATHER_COPY_IN, /* FSDP2's all_gather_copy_in_stream:
+                             foreach_all_gather makes the all-gather's
+                             output and the 16-bit copy of the shard
+                             under it, though the all-gather runs on
+                             all_gather_stream (_fsdp_collectives.py) */
+  VS_MADE_ON_N
+} vs_made_on;
+
 /* What happens to a tensor saved for backward. */
 typedef enum vs_keep {
   VS_KEEP,            /* kept on the GPU from forward to backward */
