@@ -280,14 +280,20 @@ static vs_step_passes step_passes(const vs_training_conf *t)
  * .to(float32)): read, and written in 4 bytes; none when already fp32. */
 static double widen(double g) { return g < 4 ? g + 4 : 0; }
 
-/* Bytes of a stepped gradient element: fp32 adapters' are fp32 (the
- * recipe's per-tensor rule), the others the gradients' dtype. */
-static double stepped_grad_bytes(const vs_workload *wl, const vs_recipe *r)
+/* Bytes of a stepped gradient element, as the per-tensor rule made the
+ * gradients (vs_recipe_tensor_states: an fp32 tensor's, LoRA adapters',
+ * are fp32): the model's gradient bytes over its trainable elements,
+ * every block instance counted; the recipe's gradient dtype when nothing
+ * trains. */
+static double stepped_grad_bytes(const vs_model *m, const vs_recipe *r)
 {
-  if (vs_finetune_adapters(wl->finetune.method) &&
-      wl->finetune.adapter_dtype == VS_ADAPTER_FP32)
-    return 4;
-  return (double)r->grad_elem_bytes;
+  double bytes = 0, elems = 0;
+  for (uint64_t i = 0; i < m->layers + 2; i++) {
+    const vs_kind_plan *k = &r->kinds[m->inst_kind[i]];
+    bytes += (double)k->grad_bytes;
+    elems += (double)k->trainable_elems;
+  }
+  return elems > 0 ? bytes / elems : (double)r->grad_elem_bytes;
 }
 
 /* DeepSpeed's passes around the update, a stepped element (shared/
@@ -363,10 +369,10 @@ static double deepspeed_wrap(const vs_workload *wl, const vs_recipe *r,
  * Megatron-LM scales and checks each bucket as its reduction starts,
  * in backward with overlap_grad_reduce; vsim prices them in the step,
  * on the same compute stream. */
-static void step_wrap(const vs_workload *wl, vs_recipe *r)
+static void step_wrap(const vs_workload *wl, const vs_model *m, vs_recipe *r)
 {
   const vs_training_conf *t = &wl->training;
-  double g = stepped_grad_bytes(wl, r);
+  double g = stepped_grad_bytes(m, r);
   double s = r->step_copy == VS_STEP_COPY_NONE ? g : 4.0;
   double clip = t->grad_clipping ? s + 2 * s : 0; /* norm, multiply */
   double wrap = clip, buffer = 0;
@@ -576,7 +582,6 @@ static void resolve_state_handling(const vs_workload *wl, vs_recipe *r)
    * written by the kernel in fp32 (8 B where its 16-bit state is 4) and
    * packed back (4 + 2): 16 B more a stepped element */
   r->step_passes.unscaled = 16.0 * r->step_unscaled;
-  step_wrap(wl, r);
   r->step_sqrt_list = wl->training.optimizer_impl == VS_OPTIMPL_FOREACH &&
                       (wl->training.optimizer == VS_OPT_ADAMW ||
                        wl->training.optimizer == VS_OPT_ADAM);
@@ -1044,6 +1049,7 @@ int vs_recipe_build(const vs_workload *wl, const vs_model *m, vs_recipe *r,
     }
   }
   resolve_frozen_prefix(m, r);
+  step_wrap(wl, m, r); /* reads the kinds' gradients */
   /* tied embeddings split over the pipeline are kept in sync only when
    * they train */
   r->embedding_sync = r->embedding_sync &&
