@@ -711,10 +711,10 @@ static void test_pool_of_the_stream_made_on(void **state)
     next = prog_buffer(&p, 30 * MIB, VS_CAT_GRADS);
     prog_effect(&p, op, next, false, false);
     what = &p.buffer_kinds[p.buffers[gathered]];
-    what->made_on = VS_MADE_ON_GATHER_COPY_IN;
+    what->made_on = VS_MADE_ON_GATHER;
     assert_int_equal(vs_buffer_pool(what, VS_STREAM_COMM), VS_STREAM_N);
     p.buffer_kinds[p.buffers[next]].made_on =
-        again ? VS_MADE_ON_GATHER_COPY_IN : VS_MADE_ON_OP_STREAM;
+        again ? VS_MADE_ON_GATHER : VS_MADE_ON_OP_STREAM;
     assert_int_equal(run_caching(&r, &p, NULL, &err), 0);
     assert_int_equal(r.mem.peak_allocated_bytes, 40 * MIB);
     assert_int_equal(r.mem.peak_reserved_bytes, (again ? 40 : 70) * MIB);

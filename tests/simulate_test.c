@@ -1752,7 +1752,7 @@ static void test_fsdp2_copy_out(void **state)
       buf = vs_program_buffer(prog, prog->effects[e].buffer);
       /* made on FSDP2's copy-in stream, the all-gather's output and the
        * 16-bit copy of the block's fp32 shards */
-      assert_int_equal(buf->made_on, VS_MADE_ON_GATHER_COPY_IN);
+      assert_int_equal(buf->made_on, VS_MADE_ON_GATHER);
       k = freeing_op(prog, prog->effects[e].buffer, &at_end);
       assert_true(k != UINT32_MAX && k >= i);
       if (k == i) {
@@ -2063,14 +2063,149 @@ static double bytes_named(const vs_sim *x, const char *name)
   return sum;
 }
 
+/* How many of rank r's ops named name allocate a buffer of `bytes` in
+ * category, and (*frees_at_end) whether every one of them frees a buffer
+ * of category as it ends. */
+static size_t allocs_named(const vs_rank *r, const char *name, uint64_t bytes,
+                           int category, bool *frees_at_end)
+{
+  const vs_program *p = r->prog;
+  size_t n = 0;
+  *frees_at_end = true;
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    bool alloc = false, freed = false;
+    if (strcmp(vs_op_name(p, op), name) != 0)
+      continue;
+    for (uint32_t e = op->first_effect; e < vs_op_effects_end(p, op); e++) {
+      const vs_buffer *buf = vs_program_buffer(p, p->effects[e].buffer);
+      if (buf->category != category)
+        continue;
+      if (!p->effects[e].is_free && buf->bytes == bytes)
+        alloc = true;
+      if (p->effects[e].is_free && p->effects[e].at_end)
+        freed = true;
+    }
+    n += alloc;
+    *frees_at_end = *frees_at_end && freed;
+  }
+  return n;
+}
+
+/* DeepSpeed ZeRO-3 (stage3.py): one ipg buffer of the bucket's bytes
+ * made with the model states (__init__, contiguous_gradients), into
+ * which its reduction stream copies each block's gradients and frees
+ * them (__add_grad_to_ipg_bucket: an ipg_copy op on the comm stream, 2 x
+ * the gradient bytes, none divided), a copy that waits for the bucket
+ * before to have been reduced; each bucket closed before a block would
+ * take it past the bucket (reduce_independent_p_g_buckets_and_remove_
+ * grads); each reduce-scatter preceded by the bucket's interleaved copy
+ * (coalesced_collectives.py reduce_scatter_coalesced: an ipg_coalesce
+ * op reading and writing the bucket twice and making a copy of it,
+ * freed as the reduce-scatter ends). Its gathered parameters come from
+ * the gather stream's pool. With a 2 MiB bucket each of the 4 layers'
+ * fp32 gradients (3.1 MB) is a bucket of its own. */
+static void test_deepspeed_zero3_ipg(void **state)
+{
+  const char *z3[] = {"parallel.zero=3", "training.framework=deepspeed",
+                      "parallel.bucket=2MiB"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim a;
+  const vs_program *p;
+  double grads;
+  bool freed;
+  size_t copies = 0;
+  (void)state;
+  load(&wl, frozen_gpt, z3, 3, 2);
+  simulate(&a, &wl, &topo, false);
+  p = a.ranks[0].prog;
+  assert_true(a.recipe.ipg_resident && a.recipe.ipg_buckets);
+  assert_int_equal(a.recipe.gather_made_on, VS_MADE_ON_GATHER);
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    if (strcmp(vs_op_name(p, op), "zero3_all_gather") != 0)
+      continue;
+    for (uint32_t e = op->first_effect; e < vs_op_effects_end(p, op); e++)
+      if (!p->effects[e].is_free)
+        assert_int_equal(vs_program_buffer(p, p->effects[e].buffer)->made_on,
+                         VS_MADE_ON_GATHER);
+  }
+  grads = (double)a.layout.stages[0].grads_full_bytes;
+  assert_true(grads > 0);
+  /* the resident buffer, made by the setup op */
+  assert_int_equal(
+      allocs_named(&a.ranks[0], "model_states", 2u << 20, VS_CAT_GRADS, &freed),
+      1);
+  /* a copy a block with gradients, each freeing them as it ends */
+  for (uint32_t i = 0; i < p->n_ops; i++)
+    if (strcmp(vs_op_name(p, &p->ops[i]), "ipg_copy") == 0) {
+      assert_int_equal(p->ops[i].stream, VS_STREAM_COMM);
+      copies++;
+    }
+  assert_int_equal(copies, a.model.layers + 2);
+  tu_assert_close(bytes_named(&a, "ipg_copy"), 2.0 * grads, 1e-12);
+  for (uint32_t l = 0; l < a.model.layers; l++) {
+    const vs_kind_plan *k = vs_recipe_kind(&a.recipe, &a.model, 1 + l);
+    assert_true(k->grad_bytes > (2u << 20));
+  }
+  /* every gradient in one bucket, coalesced: 4 x the gradients; the
+   * layers' buckets a copy each of their gradients' bytes, freed by the
+   * reduce-scatter (not by the coalescing op) */
+  tu_assert_close(bytes_named(&a, "ipg_coalesce"), 4.0 * grads, 1e-12);
+  assert_int_equal(
+      allocs_named(&a.ranks[0], "ipg_coalesce",
+                   vs_recipe_kind(&a.recipe, &a.model, 1)->grad_bytes,
+                   VS_CAT_GRADS, &freed),
+      a.model.layers);
+  assert_false(freed);
+  /* the second block's copy waits for the first bucket's reduction */
+  {
+    const vs_op_span *first_rs =
+        find_span(&a.ranks[0], "dp_reduce_scatter", false);
+    size_t seen = 0;
+    for (size_t i = 0; i < a.ranks[0].n_spans; i++) {
+      const vs_op_span *sp = &a.ranks[0].spans[i];
+      if (strcmp(vs_op_name(p, &p->ops[sp->op]), "ipg_copy") == 0 &&
+          ++seen == 2)
+        assert_true(sp->start_ns >= first_rs->end_ns);
+    }
+    assert_int_equal(seen, copies);
+  }
+  vs_sim_fini(&a);
+  {
+    /* with the optimizer on the host, after the first bucket's copy to
+     * the host too (partition_grads on the same stream) */
+    const char *off[] = {"parallel.zero=3", "training.framework=deepspeed",
+                         "parallel.bucket=2MiB",
+                         "parallel.offload_optimizer=cpu"};
+    const vs_op_span *out;
+    size_t seen = 0;
+    load(&wl, frozen_gpt, off, 4, 2);
+    simulate(&a, &wl, &topo, false);
+    p = a.ranks[0].prog;
+    out = find_span(&a.ranks[0], "grad_to_host", false);
+    assert_non_null(out);
+    for (size_t i = 0; i < a.ranks[0].n_spans; i++) {
+      const vs_op_span *sp = &a.ranks[0].spans[i];
+      if (strcmp(vs_op_name(p, &p->ops[sp->op]), "ipg_copy") == 0 &&
+          ++seen == 2)
+        assert_true(sp->start_ns >= out->end_ns);
+    }
+    assert_true(seen > 2);
+    vs_sim_fini(&a);
+  }
+}
+
 /* DeepSpeed ZeRO-1/2 copies each gradient into its ipg buffer and
  * divides the bucket by dp (reduce_independent_p_g_buckets_and_remove_
  * grads' copy_, average_tensor's div_): an ipg_copy op a block with
  * gradients, reading and writing them twice, 4 x the stage's gradient
  * bytes; ZeRO-2 in each of its 4 micro-steps, ZeRO-1 once, at the
  * boundary, a kernel a copied tensor (none for one larger than the
- * bucket, only divided: 2 x its bytes); framework none, ZeRO-3 and
- * ZeRO off copy nothing into an ipg buffer. PyTorch DDP (framework hf)
+ * bucket, only divided: 2 x its bytes); framework none and ZeRO off
+ * copy nothing into an ipg buffer (ZeRO-3: test_deepspeed_zero3_ipg).
+ * PyTorch DDP (framework hf)
  * divides each gradient into its bucket (reducer.cpp mul_out, one read
  * and write: ddp_copy, 2 x the gradient bytes) and copies the reduced
  * buckets back before the step (ddp_copy_back, as much again); on one
@@ -2108,12 +2243,7 @@ static void test_bucket_copies(void **state)
   assert_int_equal(ops_named(&a.ranks[0], "ipg_copy"), 0);
   vs_sim_fini(&a);
   {
-    const char *z3[] = {"parallel.zero=3", "training.framework=deepspeed"};
     const char *z0[] = {"parallel.zero=0", "training.framework=deepspeed"};
-    load(&wl, frozen_gpt, z3, 2, 2);
-    simulate(&a, &wl, &topo, false);
-    assert_int_equal(ops_named(&a.ranks[0], "ipg_copy"), 0);
-    vs_sim_fini(&a);
     load(&wl, frozen_gpt, z0, 2, 2);
     simulate(&a, &wl, &topo, false);
     assert_int_equal(ops_named(&a.ranks[0], "ipg_copy"), 0);
@@ -3857,6 +3987,7 @@ int main(void)
       cmocka_unit_test(test_fp16_optimizer_step_copies),
       cmocka_unit_test(test_deepspeed_zero1_ipg_buffers),
       cmocka_unit_test(test_bucket_copies),
+      cmocka_unit_test(test_deepspeed_zero3_ipg),
       cmocka_unit_test(test_deepspeed_offload_host_sums),
       cmocka_unit_test(test_deepspeed_activation_offload_on_demand),
       cmocka_unit_test(test_op_level_checkpointing),

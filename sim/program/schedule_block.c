@@ -951,7 +951,7 @@ static void cast_inputs(builder *b, size_t inst, uint32_t coll)
     return;
   buf = sb_buffer_made_on(
       b, vs_recipe_shard(&b->r->params, k->stored_param_bytes - k->param_bytes),
-      VS_CAT_TEMP, VS_MADE_ON_GATHER_COPY_IN);
+      VS_CAT_TEMP, VS_MADE_ON_GATHER);
   sb_alloc_on(b, coll, buf);
   sb_free_on(b, coll, buf, AT_END);
 }
@@ -962,8 +962,9 @@ static void cast_inputs(builder *b, size_t inst, uint32_t coll)
  * when it lives off the GPU, then all-gathered on the comm stream when
  * there are data-parallel peers, into FSDP2's flat buffer (GATHER_INTO_
  * FLAT: copied out as the block's pass starts), else straight into the
- * parameters as the all-gather ends. FSDP2 makes the copied partition
- * and the flat buffer on its copy-in stream (vs_made_on). */
+ * parameters as the all-gather ends. What the gather makes comes from
+ * the pool of the recipe's gather_made_on, but the parameters FSDP2
+ * copies out of its flat buffer (the compute stream's). */
 static void gather_into(builder *b, size_t inst, int mb, uint32_t after,
                         gather_target target)
 {
@@ -971,8 +972,7 @@ static void gather_into(builder *b, size_t inst, int mb, uint32_t after,
   uint64_t bytes = sb_plan_of(b, inst)->param_bytes;
   const vs_comm_plan *u = &b->r->comm[VS_USE_PARAM_GATHER];
   bool peers = b->lay->dp > 1;
-  int made_on =
-      b->r->gather_copy_out ? VS_MADE_ON_GATHER_COPY_IN : VS_MADE_ON_OP_STREAM;
+  int made_on = b->r->gather_made_on;
   uint32_t op = after, part_buf = NONE;
 
   if (!b->r->gather_params || bytes == 0 || b->gather_op[inst] != NONE)
@@ -996,13 +996,14 @@ static void gather_into(builder *b, size_t inst, int mb, uint32_t after,
     cast_inputs(b, inst, coll);
     op = coll;
   }
-  b->gather_buf[inst] = sb_new_buffer(b, bytes, VS_CAT_TEMP);
   if (flat && peers) {
     /* FSDP2: the all-gather fills a flat buffer; the block's parameters
      * are copied out of it when its pass starts (before_pass) */
+    b->gather_buf[inst] = sb_new_buffer(b, bytes, VS_CAT_TEMP);
     b->flat_buf[inst] = sb_buffer_made_on(b, bytes, VS_CAT_TEMP, made_on);
     sb_alloc_on(b, op, b->flat_buf[inst]);
   } else {
+    b->gather_buf[inst] = sb_buffer_made_on(b, bytes, VS_CAT_TEMP, made_on);
     sb_alloc_on(b, op, b->gather_buf[inst]);
   }
   b->gather_op[inst] = op;

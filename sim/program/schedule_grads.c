@@ -267,6 +267,40 @@ static void fresh_partition(builder *b, int mb, uint32_t reduce)
   sb_alloc_on(b, reduce, b->ipg_partition);
 }
 
+/* The op that does a copy of `bytes` (kernels launches, elems elements)
+ * on `stream`: a compute op on the compute stream, else one priced as
+ * the same roofline on its stream (DeepSpeed's reduction stream). */
+static uint32_t copy_op(builder *b, int stream, const char *name, int layer,
+                        int mb, double elems, double bytes, unsigned kernels)
+{
+  op_split t = sb_roofline_split(b, elems, bytes);
+  sb_add_launch(b, &t, kernels);
+  if (stream == VS_STREAM_COMPUTE)
+    return sb_compute_op(b, VS_PHASE_BWD, name, layer, mb, elems, bytes, &t);
+  return sb_new_op(b, stream, VS_PHASE_BWD, name, layer, mb, sb_split_total(&t),
+                   elems, bytes);
+}
+
+/* DeepSpeed ZeRO-3's copy of the open bucket for its reduce-scatter
+ * once `after` has ended (coalesced_collectives.py
+ * reduce_scatter_coalesced: torch.cat of each rank's chunks of every
+ * gradient, a view when the bucket is one tensor that divides evenly,
+ * not modelled; then divided in place by the data-parallel size), on
+ * the reduction's stream: the bucket read and written twice, two
+ * kernels; the copy (*buf, freed once the reduce-scatter ends) is made
+ * there. Returns the op. */
+static uint32_t coalesce_bucket(builder *b, int mb, uint32_t after,
+                                uint32_t *buf)
+{
+  uint32_t op =
+      copy_op(b, b->r->comm[VS_USE_GRAD_REDUCE].stream, "ipg_coalesce", -1, mb,
+              0.0, 4.0 * (double)b->bucket_fill, 2);
+  sb_add_dep(b, op, after);
+  *buf = sb_new_buffer(b, b->bucket_fill, VS_CAT_GRADS);
+  sb_alloc_on(b, op, *buf);
+  return op;
+}
+
 /* Reduces the open bucket over the data-parallel group (when there is
  * one) once op `last` has ended and, with the optimizer on the host,
  * copies this GPU's reduced partition of it out; the bucket's gradients
@@ -288,10 +322,14 @@ void sb_flush_bucket(builder *b, int mb, uint32_t last)
     return;
   }
   if (vs_workload_grads_shared(&b->wl->parallel)) {
+    uint32_t coalesced = NONE;
     if (b->r->reduce_copy)
       last = copy_to_reduce_input(b, mb, last);
+    if (b->r->ipg_resident)
+      last = coalesce_bucket(b, mb, last, &coalesced);
     last = sb_split_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind),
                          kind, b->bucket_fill, b->bucket_expert, mb, last);
+    sb_free_on(b, last, coalesced, AT_END);
     b->reduce_input_op = last;
     fresh_partition(b, mb, last);
   }
@@ -333,61 +371,89 @@ static uint64_t bucket_limit(const builder *b)
   return b->wl->parallel.bucket_bytes;
 }
 
+/* How a framework copies the gradients into its reduction buckets. */
+typedef enum {
+  COPY_IPG_DIVIDED, /* DeepSpeed ZeRO-1/2 */
+  COPY_IPG,         /* DeepSpeed ZeRO-3 */
+  COPY_DDP          /* PyTorch DDP */
+} copy_kind;
+
 /* A framework's copy of inst's gradients into its reduction buckets as
- * backward makes them: an op on the compute stream after `after`, each
- * tensor's gradient read and written once a pass, a kernel a copy:
- * - DeepSpeed ZeRO-1/2's contiguous gradients (ipg_copy, `deepspeed`):
- *   stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads'
- *   copy_ into the ipg buffer, but for a tensor larger than the bucket
+ * backward makes them, after `after`, each tensor's gradient read and
+ * written once a pass, a kernel a copy:
+ * - DeepSpeed ZeRO-1/2's contiguous gradients (ipg_copy,
+ *   COPY_IPG_DIVIDED): stage_1_and_2.py
+ *   reduce_independent_p_g_buckets_and_remove_grads' copy_ into the ipg
+ *   buffer, but for a tensor larger than the bucket
  *   (extra_large_param_to_reduce, reduced where it is), and
  *   average_tensor's div_ of each by the data-parallel size (in a kernel
  *   a bucket, its floor not counted; on the reduction stream with
  *   overlap_comm, priced here on the compute stream all the same);
- * - PyTorch DDP (ddp_copy): the reducer divides each gradient while
- *   copying it into its bucket (reducer.cpp mark_variable_ready_dense:
- *   at::mul_out). */
+ * - DeepSpeed ZeRO-3's (ipg_copy, COPY_IPG): stage3.py
+ *   __add_grad_to_ipg_bucket's copy_ into the resident ipg buffer (recipe
+ *   ipg_resident), but for a tensor that does not fit the bucket, on its
+ *   reduction stream (reduce_and_partition_stream), which waits for the
+ *   compute stream first;
+ * - PyTorch DDP (ddp_copy, COPY_DDP): the reducer divides each gradient
+ *   while copying it into its bucket (reducer.cpp
+ *   mark_variable_ready_dense: at::mul_out). */
 static uint32_t bucket_copy(builder *b, size_t inst, int mb, uint32_t after,
-                            bool deepspeed)
+                            copy_kind kind)
 {
   const vs_block *blk = sb_block_of(b, inst);
   const vs_kind_plan *plan = sb_plan_of(b, inst);
   double per_elem = (double)plan->grad_bytes / (double)plan->trainable_elems;
+  bool ipg = kind != COPY_DDP, divided = kind != COPY_IPG;
   double bytes = 0;
   unsigned kernels = 0;
-  op_split t;
   uint32_t op;
   for (uint32_t i = 0; i < blk->n_params; i++) {
     const vs_param_tensor *p = &blk->params[i];
     double grad = (double)(p->rows * p->cols) * per_elem;
-    bool copied = !deepspeed || grad <= (double)b->wl->parallel.bucket_bytes;
+    bool copied = !ipg || grad <= (double)b->wl->parallel.bucket_bytes;
     if (!p->trainable)
       continue;
-    bytes += 2.0 * grad * ((copied ? 1 : 0) + (deepspeed ? 1 : 0));
+    bytes += 2.0 * grad * ((copied ? 1 : 0) + (ipg && divided ? 1 : 0));
     kernels += copied;
   }
-  t = sb_roofline_split(b, (double)plan->trainable_elems, bytes);
-  sb_add_launch(b, &t, kernels);
-  op = sb_compute_op(b, VS_PHASE_BWD, deepspeed ? "ipg_copy" : "ddp_copy",
-                     sb_layer_of(inst), mb, (double)plan->trainable_elems,
-                     bytes, &t);
+  op = copy_op(b,
+               kind == COPY_IPG ? b->r->comm[VS_USE_GRAD_REDUCE].stream
+                                : VS_STREAM_COMPUTE,
+               ipg ? "ipg_copy" : "ddp_copy", sb_layer_of(inst), mb,
+               (double)plan->trainable_elems, bytes, kernels);
   sb_add_dep(b, op, after);
+  /* ZeRO-3's one buffer takes them once the bucket before has left it,
+   * reduced and partitioned (copied to the host with the optimizer
+   * there) on the same stream (stage3.py partition_grads) */
+  if (kind == COPY_IPG)
+    sb_add_dep(b, op, b->grads_done);
   return op;
 }
 
 /* Adds inst's gradients to the open bucket; reduces it (after op
  * `after`) once it holds at least bucket_limit's bytes (the caller flushes
- * the rest at the end of the chunk's backward). */
+ * the rest at the end of the chunk's backward), or, DeepSpeed's (recipe
+ * ipg_buckets), first where they would take it past that. */
 void sb_bucket_grads(builder *b, size_t inst, int mb, uint32_t after)
 {
-  if (b->ipg[0] != NONE && sb_plan_of(b, inst)->grad_bytes > 0)
-    after = b->bucket_copied = bucket_copy(b, inst, mb, after, true);
-  else if (b->r->ddp_bucket_copy && sb_plan_of(b, inst)->grad_bytes > 0)
-    after = b->bucket_copied = bucket_copy(b, inst, mb, after, false);
-  /* DeepSpeed ZeRO-2 copies each gradient into its contiguous buffer as
-   * backward makes it and frees it (stage_1_and_2.py
-   * reduce_independent_p_g_buckets_and_remove_grads: param.grad becomes a
-   * view of the ipg_buffer): the bucket lives there */
-  if (b->ipg[0] != NONE && sb_transient_grads(b)) {
+  uint64_t adding = sb_plan_of(b, inst)->grad_bytes;
+  bool made = adding > 0;
+  if (b->r->ipg_buckets && b->bucket_fill > 0 &&
+      b->bucket_fill + adding > bucket_limit(b))
+    sb_flush_bucket(b, mb, after);
+  if (b->ipg[0] != NONE && made)
+    after = b->bucket_copied =
+        bucket_copy(b, inst, mb, after, COPY_IPG_DIVIDED);
+  else if (b->r->ipg_resident && made)
+    after = b->bucket_copied = bucket_copy(b, inst, mb, after, COPY_IPG);
+  else if (b->r->ddp_bucket_copy && made)
+    after = b->bucket_copied = bucket_copy(b, inst, mb, after, COPY_DDP);
+  /* DeepSpeed ZeRO-2 and ZeRO-3 copy each gradient into their contiguous
+   * buffer as backward makes it and free it (stage_1_and_2.py
+   * reduce_independent_p_g_buckets_and_remove_grads, stage3.py
+   * __add_grad_to_ipg_bucket: param.grad becomes a view of the buffer):
+   * the bucket lives there */
+  if ((b->ipg[0] != NONE && sb_transient_grads(b)) || b->r->ipg_resident) {
     sb_free_on(b, after, b->grad_buf[inst], AT_END);
     b->grad_buf[inst] = NONE;
   }
@@ -762,6 +828,10 @@ void sb_setup(builder *b)
     sb_alloc_on(b, op,
                 sb_new_buffer(b, b->lay->blas_workspace_bytes, VS_CAT_TEMP));
   sb_alloc_on(b, op, sb_new_buffer(b, st->grad_staging_bytes, VS_CAT_TEMP));
+  /* DeepSpeed ZeRO-3's ipg buffer, made with its optimizer */
+  if (b->r->ipg_resident)
+    sb_alloc_on(b, op,
+                sb_new_buffer(b, b->wl->parallel.bucket_bytes, VS_CAT_GRADS));
   sb_alloc_on(b, op, sb_placed_buffer(b, st->managed_bytes, VS_CAT_OPTIMIZER,
                                       VS_PLACE_MANAGED));
   setup_off_gpu(b, op, &st->host, VS_PLACE_HOST);

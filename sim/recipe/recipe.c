@@ -443,6 +443,19 @@ static void resolve_fsdp2(const vs_workload *wl, vs_recipe *r)
    * reshard_after_forward = layer_id < n_layers - 1 without PP, "since
    * FSDP would prefetch it immediately" (frameworks.md 4.3) */
   r->keep_last_gathered = r->gather_copy_out && !r->pipelined_fsdp;
+  /* FSDP2's foreach_all_gather makes the flat buffer on its copy-in
+   * stream; DeepSpeed's coordinator gathers under its own stream with
+   * overlap_comm (partitioned_param_coordinator.py __all_gather_params_:
+   * all_gather_coalesced and the handle's wait under __allgather_stream,
+   * which parameter_offload.py makes only with overlap_comm) */
+  r->gather_made_on = r->gather_copy_out || (r->gather_traced &&
+                                             wl->parallel.overlap_grad_reduce)
+                          ? VS_MADE_ON_GATHER
+                          : VS_MADE_ON_OP_STREAM;
+  r->ipg_resident =
+      vs_workload_deepspeed_zero3(wl->training.framework, wl->parallel.zero);
+  r->ipg_buckets =
+      wl->training.framework == VS_FW_DEEPSPEED && wl->parallel.zero >= 1;
   /* ... and fully_shard(model) makes the embedding, final norm and output
    * layer the root unit, which FSDP2 never reshards after forward
    * (FSDPState._lazy_init: the root's post_forward_mesh_info is None, its

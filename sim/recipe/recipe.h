@@ -50,12 +50,15 @@ typedef enum vs_stream {
  * pool of the stream current where it is made): mostly the stream of the
  * op that allocates it, else a stream that only makes buffers here. */
 typedef enum vs_made_on {
-  VS_MADE_ON_OP_STREAM,      /* the allocating op's stream */
-  VS_MADE_ON_GATHER_COPY_IN, /* FSDP2's all_gather_copy_in_stream:
-                             foreach_all_gather makes the all-gather's
-                             output and the 16-bit copy of the shard
-                             under it, though the all-gather runs on
-                             all_gather_stream (_fsdp_collectives.py) */
+  VS_MADE_ON_OP_STREAM, /* the allocating op's stream */
+  VS_MADE_ON_GATHER,    /* the stream a framework makes its gathered
+                           parameters on (recipe gather_made_on):
+                           FSDP2's all_gather_copy_in_stream, where
+                           foreach_all_gather makes the all-gather's
+                           output and the 16-bit copy of the shard,
+                           though the all-gather runs on
+                           all_gather_stream (_fsdp_collectives.py);
+                           DeepSpeed ZeRO-3's __allgather_stream */
   VS_MADE_ON_N
 } vs_made_on;
 
@@ -348,6 +351,30 @@ typedef struct vs_recipe {
                                parameters when its pass starts; the flat
                                buffer lives until the next block's
                                copy-out */
+  uint8_t gather_made_on;   /* vs_made_on of what a gather makes: the
+                               flat buffer FSDP2 all-gathers into, and
+                               the parameters DeepSpeed's ZeRO-3 gathers
+                               with overlap_comm (its coordinator's
+                               __allgather_stream, parameter_offload.py);
+                               else the gather op's stream */
+  bool ipg_resident;        /* DeepSpeed ZeRO-3 (contiguous_gradients, its
+                               default): one ipg buffer of the bucket's
+                               bytes from its init on (stage3.py
+                               __init__), into which its reduction stream
+                               copies each gradient as backward makes it
+                               and frees it (__add_grad_to_ipg_bucket:
+                               .grad becomes a view of the buffer); each
+                               bucket's reduce-scatter reads an
+                               interleaved copy of it, divided in place
+                               (coalesced_collectives.py
+                               reduce_scatter_coalesced: torch.cat),
+                               freed once reduced */
+  bool ipg_buckets;         /* DeepSpeed's ZeRO-1 to 3: a bucket is
+                               reduced before a gradient would take it
+                               past reduce_bucket_size (stage_1_and_2.py
+                               and stage3.py reduce_independent_p_g_
+                               buckets_and_remove_grads), where other
+                               frameworks close theirs once full */
   bool reduce_copy;         /* FSDP2 (frameworks.md 4.3): a unit's
                                post-backward copies its 16-bit unsharded
                                gradients into a reduce-scatter input in
