@@ -1082,9 +1082,10 @@ static void test_finetune_samples(void **state)
   {
     /* paged states on 2 GPUs: 6.09 GiB of bitsandbytes' 32-bit AdamW
      * moments for the bf16 adapters, under the Trainer too (its paged
-     * optimizer is bitsandbytes', whatever the weights' dtype);
-     * DeepSpeed's BF16_Optimizer shards them over the 2 (half); each
-     * left the GPU's optimizer figure without wrapping it below zero */
+     * optimizer is bitsandbytes', whatever the weights' dtype), and
+     * under DeepSpeed without ZeRO, whose FP16_Optimizer (in bf16)
+     * replicates them; each left the GPU's optimizer figure without
+     * wrapping it below zero */
     const char *none[] = {"run", "workloads/llama2-70b-qlora.ini", "--gpus",
                           "2", NULL};
     const char *hf[] = {"run", "workloads/llama2-70b-qlora.ini", "--gpus", "2",
@@ -1093,7 +1094,7 @@ static void test_finetune_samples(void **state)
                         "--set", "training.framework=deepspeed", NULL};
     expect_run(none, 0, "paged optimizer states: up to 6.09 GiB a GPU");
     expect_run(hf, 0, "paged optimizer states: up to 6.09 GiB a GPU");
-    expect_run(ds, 0, "paged optimizer states: up to 3.05 GiB a GPU");
+    expect_run(ds, 0, "paged optimizer states: up to 6.09 GiB a GPU");
   }
 }
 
@@ -1285,6 +1286,53 @@ static void test_framework_samples(void **state)
     run(go);
     assert_int_equal(r.status, 0);
     assert_contains(r.out, "verdict: FITS on 8 x H100-SXM-80GB");
+  }
+  {
+    /* DeepSpeed refuses fp32 accumulation of bf16 gradients without ZeRO
+     * (engine.py, #7790): one message naming the key, exit 1, and show
+     * names the wrapper each bf16 layout gets */
+    const char *mix[] = {"run",   "workloads/llama2-7b.ini",
+                         "--set", "training.framework=deepspeed",
+                         "--set", "parallel.zero=0",
+                         "--set", "training.grad_dtype=fp32",
+                         NULL};
+    static const struct {
+      const char *zero, *grad_dtype, *pp, *shown;
+    } wrappers[] = {
+        {"0", "precision", "1",
+         "# deepspeed's optimizer: FP16_Optimizer without ZeRO, in bf16 "
+         "mode (DDP_BFLOAT16)\n"},
+        {"0", "precision", "2",
+         "# deepspeed's optimizer: BF16_Optimizer (bf16 under its pipeline "
+         "engine), its gradients accumulated in bf16"},
+        {"1", "fp32", "1",
+         "# deepspeed's optimizer: BF16_Optimizer (ZeRO-1 with fp32 "
+         "gradient accumulation), its gradients accumulated in fp32"},
+        {"1", "precision", "1",
+         "# deepspeed's optimizer: its ZeRO stage 1 optimizer\n"},
+    };
+    run(mix);
+    assert_int_equal(r.status, 1);
+    assert_contains(r.err, "--set training.grad_dtype=fp32: DeepSpeed "
+                           "accumulates bf16 gradients in fp32");
+    assert_null(strstr(r.out, "verdict"));
+    for (size_t i = 0; i < sizeof wrappers / sizeof wrappers[0]; i++) {
+      char zero[32], grad[48], pp[32];
+      const char *show[] = {"show",   "workloads/llama2-7b.ini",
+                            "--gpus", "8",
+                            "--set",  "training.framework=deepspeed",
+                            "--set",  zero,
+                            "--set",  grad,
+                            "--set",  pp,
+                            NULL};
+      snprintf(zero, sizeof zero, "parallel.zero=%s", wrappers[i].zero);
+      snprintf(grad, sizeof grad, "training.grad_dtype=%s",
+               wrappers[i].grad_dtype);
+      snprintf(pp, sizeof pp, "parallel.pp=%s", wrappers[i].pp);
+      run(show);
+      assert_int_equal(r.status, 0);
+      assert_contains(r.out, wrappers[i].shown);
+    }
   }
 }
 
@@ -1808,13 +1856,18 @@ static void test_moe_sample(void **state)
   {
     /* show says where the experts' optimizer states are as the recipe
      * places them: whole without ZeRO, sharded over dp by DeepSpeed's
-     * BF16_Optimizer even at zero = 0 */
+     * BF16_Optimizer without ZeRO under its pipeline engine (8 GPUs a
+     * stage) */
     static const char *const plain[] = {
         "show", "workloads/mixtral-8x7b.ini", "--gpus", "16", "--set",
         "parallel.zero=0", NULL};
     static const char *const bf16_opt[] = {
-        "show", "workloads/mixtral-8x7b.ini", "--gpus", "16", "--set",
-        "parallel.zero=0", "--set", "training.framework=deepspeed", NULL};
+        "show",   "workloads/mixtral-8x7b.ini",
+        "--gpus", "16",
+        "--set",  "parallel.zero=0",
+        "--set",  "training.framework=deepspeed",
+        "--set",  "parallel.pp=2",
+        NULL};
     static const char *const h200[] = {
         "show", "workloads/mixtral-8x7b-h200.ini", "--topology",
         "topologies/h200-sxm-8x.ini", NULL};
@@ -1823,7 +1876,7 @@ static void test_moe_sample(void **state)
     assert_contains(r.out, "their optimizer states whole on it\n");
     run(bf16_opt);
     assert_int_equal(r.status, 0);
-    assert_contains(r.out, "their optimizer states sharded over 16 GPUs");
+    assert_contains(r.out, "their optimizer states sharded over 8 GPUs");
     /* sharded over one GPU is whole: ep 8 on 8 GPUs, ZeRO-1 */
     run(h200);
     assert_int_equal(r.status, 0);

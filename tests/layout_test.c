@@ -439,7 +439,9 @@ static void test_fp32_adam(void **state)
 
 /* [training] framework presets against the frameworks' own accounting
  * (shared/reference/frameworks.md 2.1-2.2, 3.1):
- * - DeepSpeed, bf16, ZeRO off: BF16_Optimizer, 2 bf16 params + 4 unsharded
+ * - DeepSpeed, bf16, ZeRO-1 with fp32 gradient accumulation:
+ *   BF16_Optimizer (engine.py _do_optimizer_sanity_check at DeepSpeed
+ *   edaa7221; without ZeRO before #7515), 2 bf16 params + 4 unsharded
  *   fp32 gradient buffer + 12/d sharded master and Adam = 6 + 12/d;
  * - DeepSpeed, fp16, ZeRO off: FP16_Optimizer, 16 resident; its step adds
  *   the flat fp32 gradients (4) beside the per-tensor fp32 copies of the
@@ -456,6 +458,9 @@ static void test_framework_presets(void **state)
 {
   const char *ds_bf16[] = {"training.framework=deepspeed",
                            "training.precision=bf16"};
+  const char *ds_bf16_z1[] = {"training.framework=deepspeed",
+                              "training.precision=bf16", "parallel.zero=1",
+                              "training.grad_dtype=fp32"};
   const char *ds_fp16[] = {"training.framework=deepspeed",
                            "training.precision=fp16"};
   const char *ds_z1[] = {"training.framework=deepspeed",
@@ -467,7 +472,7 @@ static void test_framework_presets(void **state)
   vs_layout lay;
   uint64_t psi, decay;
   (void)state;
-  build(small_gpt, ds_bf16, 2, d, &lay);
+  build(small_gpt, ds_bf16_z1, 4, d, &lay);
   psi = lay.param_elems;
   assert_int_equal(lay.stages[0].grads_bytes, 4 * psi);
   assert_sharded(vs_layout_model_states(&lay), d, 6 * psi * d + 12 * psi, 16);
@@ -477,6 +482,27 @@ static void test_framework_presets(void **state)
   assert_true(decay < psi && decay > psi - psi / 100); /* biases and norms */
   assert_int_equal(vs_layout_model_states(&lay), 16 * psi);
   assert_int_equal(lay.stages[0].step_temp_bytes, 4 * psi + 4 * decay);
+  /* bf16 without ZeRO: FP16_Optimizer in bf16 (DDP_BFLOAT16), as fp16 */
+  build(small_gpt, ds_bf16, 2, d, &lay);
+  assert_int_equal(lay.stages[0].grads_bytes, 2 * psi);
+  assert_int_equal(vs_layout_model_states(&lay), 16 * psi);
+  assert_int_equal(lay.stages[0].step_temp_bytes, 4 * psi + 4 * decay);
+  {
+    /* ... but under its pipeline engine BF16_Optimizer, accumulating in
+     * bf16 (grad_accum_dtype's default): a bf16 buffer, its masters and
+     * states sharded (2 + 2 + 12/d), and each gradient partition cast to
+     * fp32 before the update (4 B a stepped element) */
+    const char *ds_bf16_pp[] = {"training.framework=deepspeed",
+                                "training.precision=bf16", "parallel.pp=2"};
+    const vs_stage_layout *st;
+    build(small_gpt, ds_bf16_pp, 3, 2 * d, &lay);
+    st = &lay.stages[0];
+    assert_int_equal(lay.dp, d);
+    assert_int_equal(st->grads_bytes, 2 * st->trainable_elems);
+    assert_int_equal(st->step_elems, (st->trainable_elems + d - 1) / d);
+    assert_int_equal(st->optimizer_bytes, 12 * st->step_elems);
+    assert_int_equal(st->step_temp_bytes, 4 * st->step_elems);
+  }
   build(small_gpt, ds_z1, 3, d, &lay);
   assert_sharded(vs_layout_model_states(&lay), d, 4 * psi * d + 12 * psi, 16);
   assert_int_equal(lay.stages[0].step_temp_bytes, 4 * ((decay + d - 1) / d));

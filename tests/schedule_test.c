@@ -2157,10 +2157,14 @@ static void test_optimizer_step_work(void **state)
  * - deepspeed ZeRO-3 fp16: isinf().any() and isnan().any() (2 x (2 +
  *   2)), the .double() norm (18), the sub-group's concatenation (4) and
  *   cast (6), the multiply (8): 30 + 44 = 74;
- * - deepspeed, ZeRO off: bf16's BF16_Optimizer (fp32 gradients, 32)
- *   takes their norm (4) and zeroes its buffer (4): 40; fp16's
- *   FP16_Optimizer its overflow check (6 + 4), cast (6), flatten (8),
- *   norm (4) and multiply (8): 30 + 36 = 66; fp32 (no master: moments
+ * - deepspeed, bf16 at ZeRO-1 with fp32 gradients: BF16_Optimizer (32)
+ *   takes their norm (4) and zeroes its buffer twice (clear_hp_grads in
+ *   its step and the engine's zero_grad: 8): 44; under the pipeline
+ *   engine without ZeRO, accumulating in bf16, 8 B a stepped element;
+ * - deepspeed, ZeRO off: fp16's FP16_Optimizer its overflow check (6 +
+ *   4), cast (6), flatten (8), norm (4) and multiply (8): 30 + 36 = 66,
+ *   and bf16's too (DDP_BFLOAT16, FP16_Optimizer in bf16); fp32 (no
+ *   master: moments
  *   16P, gradients 4P, weights 8P, 28P) clips with the engine's
  *   clip_fp32_gradients (4 + 8) only with grad_clipping: 40 and 28. */
 static void test_optimizer_step_wrap(void **state)
@@ -2186,6 +2190,9 @@ static void test_optimizer_step_wrap(void **state)
                                          "parallel.zero=3",
                                          "training.precision=fp16"};
   static const char *const ds_bf16[] = {"training.framework=deepspeed"};
+  static const char *const ds_bf16_z1[] = {"training.framework=deepspeed",
+                                           "parallel.zero=1",
+                                           "training.grad_dtype=fp32"};
   static const char *const ds_fp16[] = {"training.framework=deepspeed",
                                         "training.precision=fp16"};
   static const char *const ds_fp32[] = {"training.framework=deepspeed",
@@ -2207,7 +2214,19 @@ static void test_optimizer_step_wrap(void **state)
    * bucket copy of them: 52 as on one GPU */
   tu_assert_close(step_bytes_on(hf_fp16, 3, 2), 52.0, 1e-12);
   tu_assert_close(step_bytes_per_param(ds_zero3, 3), 74.0, 1e-12);
-  tu_assert_close(step_bytes_per_param(ds_bf16, 1), 40.0, 1e-12);
+  tu_assert_close(step_bytes_per_param(ds_bf16, 1), 66.0, 1e-12);
+  tu_assert_close(step_bytes_per_param(ds_bf16_z1, 3), 44.0, 1e-12);
+  {
+    /* bf16 without ZeRO under the pipeline engine: BF16_Optimizer
+     * accumulating in bf16, its norm of them (2) and their cast to fp32
+     * for the update (2 + 4) around it, its buffer zeroed twice */
+    static const char *const ds_bf16_pp[] = {"training.framework=deepspeed",
+                                             "parallel.pp=2"};
+    built *b = build(ds_bf16_pp, 2, 2);
+    tu_assert_close(b->r.step_passes.wrap, 8.0, 1e-12);
+    tu_assert_close(b->r.step_passes.buffer, 2.0, 1e-12);
+    destroy(b);
+  }
   tu_assert_close(step_bytes_per_param(ds_fp16, 2), 66.0, 1e-12);
   tu_assert_close(step_bytes_per_param(ds_fp32, 2), 40.0, 1e-12);
   tu_assert_close(step_bytes_per_param(ds_fp32_off, 3), 28.0, 1e-12);

@@ -1963,26 +1963,30 @@ static void test_deepspeed_zero1_ipg_buffers(void **state)
 {
   const char *none[] = {"parallel.zero=1", "parallel.bucket=1MiB"};
   const char *ds[] = {"parallel.zero=1", "parallel.bucket=1MiB",
-                      "training.framework=deepspeed"};
-  const char *ds2[] = {"parallel.zero=1", "parallel.bucket=1MiB",
-                       "training.framework=deepspeed",
-                       "parallel.overlap_grad_reduce=true"};
+                      "training.framework=deepspeed",
+                      "training.precision=fp16"};
+  const char *ds2[] = {
+      "parallel.zero=1", "parallel.bucket=1MiB", "training.framework=deepspeed",
+      "parallel.overlap_grad_reduce=true", "training.precision=fp16"};
   const char *z2[] = {"parallel.zero=2", "parallel.bucket=1MiB",
                       "training.framework=deepspeed"};
   const char *pp_none[] = {"parallel.zero=1", "parallel.bucket=1MiB",
                            "parallel.pp=2"};
-  const char *pp_ds[] = {"parallel.zero=1", "parallel.bucket=1MiB",
-                         "parallel.pp=2", "training.framework=deepspeed",
-                         "parallel.overlap_grad_reduce=true"};
+  const char *pp_ds[] = {"parallel.zero=1",
+                         "parallel.bucket=1MiB",
+                         "parallel.pp=2",
+                         "training.framework=deepspeed",
+                         "parallel.overlap_grad_reduce=true",
+                         "training.precision=fp16"};
   vs_workload wl;
   vs_topology topo;
   vs_sim a, b, c, d, e;
   (void)state;
   load(&wl, frozen_gpt, none, 2, 2);
   simulate(&a, &wl, &topo, false);
-  load(&wl, frozen_gpt, ds, 3, 2);
+  load(&wl, frozen_gpt, ds, 4, 2);
   simulate(&b, &wl, &topo, false);
-  load(&wl, frozen_gpt, ds2, 4, 2);
+  load(&wl, frozen_gpt, ds2, 5, 2);
   simulate(&c, &wl, &topo, false);
   load(&wl, frozen_gpt, z2, 3, 2);
   simulate(&d, &wl, &topo, false);
@@ -1993,7 +1997,7 @@ static void test_deepspeed_zero1_ipg_buffers(void **state)
   load(&wl, frozen_gpt, pp_none, 3, 4);
   simulate(&e, &wl, &topo, false);
   vs_sim_fini(&a);
-  load(&wl, frozen_gpt, pp_ds, 5, 4);
+  load(&wl, frozen_gpt, pp_ds, 6, 4);
   simulate(&a, &wl, &topo, false);
   assert_int_equal(ops_named(&b.ranks[0], "ipg_buffer"), 1);
   assert_int_equal(ops_named(&d.ranks[0], "ipg_buffer"), 1);
@@ -2018,7 +2022,8 @@ static void test_deepspeed_zero1_ipg_buffers(void **state)
                               "training.global_batch=8"};
       const char *z1_acc[] = {"parallel.zero=1", "parallel.bucket=1MiB",
                               "training.framework=deepspeed",
-                              "training.global_batch=8"};
+                              "training.global_batch=8",
+                              "training.precision=fp16"};
       load(&wl, frozen_gpt, z2_acc, 4, 2);
       simulate(&f, &wl, &topo, false);
       assert_int_equal(ops_named(&f.ranks[0], "ipg_buffer"), 4);
@@ -2030,7 +2035,7 @@ static void test_deepspeed_zero1_ipg_buffers(void **state)
                        max_held(&d.ranks[0], VS_CAT_GRADS) +
                            f.layout.stages[0].grads_bytes);
       vs_sim_fini(&f);
-      load(&wl, frozen_gpt, z1_acc, 4, 2);
+      load(&wl, frozen_gpt, z1_acc, 5, 2);
       simulate(&f, &wl, &topo, false);
       assert_int_equal(ops_named(&f.ranks[0], "ipg_buffer"), 1);
       assert_int_equal(ops_named(&f.ranks[0], "ipg_release"), 1);
@@ -2061,6 +2066,40 @@ static double bytes_named(const vs_sim *x, const char *name)
     if (strcmp(vs_op_name(p, &p->ops[i]), name) == 0)
       sum += vs_op_kind_of(p, &p->ops[i])->bytes;
   return sum;
+}
+
+/* DeepSpeed's BF16_Optimizer as its engine picks it today (ZeRO-1 with a
+ * bf16 model and fp32 gradient accumulation, frozen_gpt's): the engine
+ * all-reduces its gradients (allreduce_gradients'
+ * buffered_allreduce_fallback), makes no ipg buffer and copies nothing
+ * into one, and all-gathers the stepped parameters; the same job in fp16
+ * runs ZeRO-1's reduce-scatter and ipg buffer. */
+static void test_deepspeed_bf16_optimizer(void **state)
+{
+  const char *bf16[] = {"parallel.zero=1", "training.framework=deepspeed",
+                        "training.global_batch=4"};
+  const char *fp16[] = {"parallel.zero=1", "training.framework=deepspeed",
+                        "training.global_batch=4", "training.precision=fp16"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim a;
+  (void)state;
+  load(&wl, frozen_gpt, bf16, 3, 2);
+  assert_true(vs_workload_bf16_optimizer(&wl.training, &wl.parallel));
+  simulate(&a, &wl, &topo, false);
+  assert_true(ops_named(&a.ranks[0], "dp_all_reduce") > 0);
+  assert_int_equal(ops_named(&a.ranks[0], "dp_reduce_scatter"), 0);
+  assert_int_equal(ops_named(&a.ranks[0], "ipg_buffer"), 0);
+  assert_int_equal(ops_named(&a.ranks[0], "ipg_copy"), 0);
+  assert_int_equal(ops_named(&a.ranks[0], "zero_param_all_gather"), 1);
+  vs_sim_fini(&a);
+  load(&wl, frozen_gpt, fp16, 4, 2);
+  simulate(&a, &wl, &topo, false);
+  assert_int_equal(ops_named(&a.ranks[0], "dp_all_reduce"), 0);
+  assert_true(ops_named(&a.ranks[0], "dp_reduce_scatter") > 0);
+  assert_int_equal(ops_named(&a.ranks[0], "ipg_buffer"), 1);
+  assert_true(ops_named(&a.ranks[0], "ipg_copy") > 0);
+  vs_sim_fini(&a);
 }
 
 /* How many of rank r's ops named name allocate a buffer of `bytes` in
@@ -2215,7 +2254,7 @@ static void test_bucket_copies(void **state)
   const char *z2[] = {"parallel.zero=2", "training.framework=deepspeed",
                       "training.global_batch=8"};
   const char *z1[] = {"parallel.zero=1", "training.framework=deepspeed",
-                      "training.global_batch=8"};
+                      "training.global_batch=8", "training.precision=fp16"};
   const char *none[] = {"parallel.zero=1", "training.global_batch=8"};
   vs_workload wl;
   vs_topology topo;
@@ -2229,7 +2268,7 @@ static void test_bucket_copies(void **state)
   assert_int_equal(ops_named(&a.ranks[0], "ipg_copy"), 4 * 6);
   tu_assert_close(bytes_named(&a, "ipg_copy"), 4 * 4.0 * grads, 1e-12);
   vs_sim_fini(&a);
-  load(&wl, frozen_gpt, z1, 3, 2);
+  load(&wl, frozen_gpt, z1, 4, 2);
   simulate(&a, &wl, &topo, false);
   assert_int_equal(ops_named(&a.ranks[0], "ipg_copy"), 6);
   /* bucketed once backward is done, the last bucket's reduction waits
@@ -2243,8 +2282,9 @@ static void test_bucket_copies(void **state)
   assert_int_equal(ops_named(&a.ranks[0], "ipg_copy"), 0);
   vs_sim_fini(&a);
   {
-    const char *z0[] = {"parallel.zero=0", "training.framework=deepspeed"};
-    load(&wl, frozen_gpt, z0, 2, 2);
+    const char *z0[] = {"parallel.zero=0", "training.framework=deepspeed",
+                        "training.precision=fp16"};
+    load(&wl, frozen_gpt, z0, 3, 2);
     simulate(&a, &wl, &topo, false);
     assert_int_equal(ops_named(&a.ranks[0], "ipg_copy"), 0);
     vs_sim_fini(&a);
@@ -2256,10 +2296,10 @@ static void test_bucket_copies(void **state)
      * (2 passes), the norms and biases copied too (4): the bytes fall
      * below 4 x the gradients */
     const char *small[] = {"parallel.zero=1", "training.framework=deepspeed",
-                           "parallel.bucket=64KiB"};
+                           "parallel.bucket=64KiB", "training.precision=fp16"};
     double big = 4.0 * (256000.0 + 32768.0 +
                         4 * (196608.0 + 65536.0 + 262144.0 + 262144.0));
-    load(&wl, frozen_gpt, small, 3, 2);
+    load(&wl, frozen_gpt, small, 4, 2);
     simulate(&a, &wl, &topo, false);
     tu_assert_close(bytes_named(&a, "ipg_copy"), 4.0 * grads - 2.0 * big,
                     1e-12);
@@ -2270,16 +2310,17 @@ static void test_bucket_copies(void **state)
      * at the boundary and reduces there (ReduceGrads), copying as many
      * gradients with overlap_comm as without (it reduced them in backward,
      * before any buffer, and copied none) */
-    const char *pp[] = {"parallel.zero=1", "training.framework=deepspeed",
-                        "parallel.pp=2", "training.global_batch=8",
-                        "parallel.overlap_grad_reduce=true"};
+    const char *pp[] = {
+        "parallel.zero=1",         "training.framework=deepspeed",
+        "parallel.pp=2",           "training.global_batch=8",
+        "training.precision=fp16", "parallel.overlap_grad_reduce=true"};
     size_t copies[2];
-    load(&wl, frozen_gpt, pp, 5, 4);
+    load(&wl, frozen_gpt, pp, 6, 4);
     simulate(&a, &wl, &topo, false);
     copies[0] = ops_named(&a.ranks[0], "ipg_copy");
     copies[1] = ops_named(&a.ranks[1], "ipg_copy");
     vs_sim_fini(&a);
-    load(&wl, frozen_gpt, pp, 4, 4);
+    load(&wl, frozen_gpt, pp, 5, 4);
     simulate(&a, &wl, &topo, false);
     assert_true(copies[0] > 0);
     assert_int_equal(copies[0], ops_named(&a.ranks[0], "ipg_copy"));
@@ -3988,6 +4029,7 @@ int main(void)
       cmocka_unit_test(test_deepspeed_zero1_ipg_buffers),
       cmocka_unit_test(test_bucket_copies),
       cmocka_unit_test(test_deepspeed_zero3_ipg),
+      cmocka_unit_test(test_deepspeed_bf16_optimizer),
       cmocka_unit_test(test_deepspeed_offload_host_sums),
       cmocka_unit_test(test_deepspeed_activation_offload_on_demand),
       cmocka_unit_test(test_op_level_checkpointing),

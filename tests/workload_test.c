@@ -1460,8 +1460,9 @@ static void test_checkpoint_choice(void **state)
 
 /* [training] framework presets fill the keys the workload leaves unset:
  * DeepSpeed's reduce_bucket_size of 5e8 elements (1e9 B of fp16 grads),
- * and with bf16 and ZeRO off BF16_Optimizer (ZeRO-1's sharding, fp32
- * gradients); Megatron's buckets of max(4e7, 1e6 x dp) parameters of fp32
+ * gradients in the model's dtype (bf16 without ZeRO: FP16_Optimizer in
+ * bf16; fp32 accumulation refused there, BF16_Optimizer at ZeRO-1);
+ * Megatron's buckets of max(4e7, 1e6 x dp) parameters of fp32
  * main grads (bf16 forces them). What the workload sets wins, and
  * messages say a value came from the preset. */
 static void test_framework_presets(void **state)
@@ -1484,16 +1485,34 @@ static void test_framework_presets(void **state)
   assert_int_equal(wl.parallel.bucket_bytes, 1000000000);
   assert_int_equal(wl.parallel.zero, 0); /* fp16: FP16_Optimizer */
   assert_int_equal(load_at(&wl, path, GPT_MODEL, ds_bf16, 3, 0, &err), 0);
-  assert_int_equal(wl.parallel.zero, 0); /* BF16_Optimizer: the recipe's */
-  assert_int_equal(wl.training.grad_dtype, VS_GRAD_FP32);
-  assert_int_equal(wl.parallel.bucket_bytes, 2000000000);
-  vs_conf_where(vs_workload_keys(), &wl.origins, "training", "grad_dtype",
-                where, sizeof where);
-  assert_non_null(strstr(where, "--set training.framework=deepspeed: "
-                                "[training] grad_dtype = fp32 (its preset)"));
+  assert_int_equal(wl.parallel.zero, 0); /* FP16_Optimizer in bf16 */
+  assert_int_equal(wl.training.grad_dtype, VS_GRAD_PRECISION);
+  assert_false(vs_workload_bf16_optimizer(&wl.training, &wl.parallel));
+  assert_true(vs_workload_deepspeed_fp16_optimizer(&wl.training, &wl.parallel));
+  assert_int_equal(wl.parallel.bucket_bytes, 1000000000);
+  {
+    /* fp32 accumulation of bf16 gradients: BF16_Optimizer at ZeRO-1,
+     * refused without ZeRO (engine.py, #7790) */
+    static const char *const z1[] = {"training.framework=deepspeed",
+                                     "parallel.zero=1",
+                                     "training.grad_dtype=fp32"};
+    static const char *const z0[] = {"training.framework=deepspeed",
+                                     "training.grad_dtype=fp32"};
+    assert_int_equal(load_at(&wl, path, GPT_MODEL, z1, 3, 0, &err), 0);
+    assert_true(vs_workload_bf16_optimizer(&wl.training, &wl.parallel));
+    load_bad(GPT_MODEL, z0, 2, 0, VS_EINPUT,
+             "--set training.grad_dtype=fp32: DeepSpeed accumulates bf16 "
+             "gradients in fp32 (grad_accum_dtype) only with ZeRO; without "
+             "it its engine refuses the mix (engine.py, since #7790): use "
+             "zero = 1 (its BF16_Optimizer) or grad_dtype = precision");
+  }
   assert_int_equal(load_at(&wl, path, GPT_MODEL, mg, 3, 0, &err), 0);
   assert_int_equal(wl.training.grad_dtype, VS_GRAD_FP32);
   assert_int_equal(wl.parallel.bucket_bytes, 64000000ull * 4);
+  vs_conf_where(vs_workload_keys(), &wl.origins, "training", "grad_dtype",
+                where, sizeof where);
+  assert_non_null(strstr(where, "--set training.framework=megatron: "
+                                "[training] grad_dtype = fp32 (its preset)"));
   assert_int_equal(load_at(&wl, path, GPT_MODEL, mine, 2, 0, &err), 0);
   assert_int_equal(wl.parallel.bucket_bytes, 25ull << 20);
   {

@@ -141,8 +141,20 @@ uint64_t vs_workload_shard_ranks(const vs_parallel_conf *p)
 bool vs_workload_bf16_optimizer(const vs_training_conf *t,
                                 const vs_parallel_conf *p)
 {
-  return t->framework == VS_FW_DEEPSPEED && t->precision == VS_PREC_BF16 &&
-         p->zero == 0 && p->offload_optimizer == VS_OFFLOAD_NONE;
+  if (t->framework != VS_FW_DEEPSPEED || t->precision != VS_PREC_BF16 ||
+      p->offload_optimizer != VS_OFFLOAD_NONE)
+    return false;
+  if (p->zero == 1)
+    return t->grad_dtype == VS_GRAD_FP32;
+  return p->zero == 0 && p->pp > 1;
+}
+
+bool vs_workload_deepspeed_fp16_optimizer(const vs_training_conf *t,
+                                          const vs_parallel_conf *p)
+{
+  return t->framework == VS_FW_DEEPSPEED && p->zero == 0 &&
+         (t->precision == VS_PREC_FP16 ||
+          (t->precision == VS_PREC_BF16 && !vs_workload_bf16_optimizer(t, p)));
 }
 
 bool vs_deepspeed_clip_matters(const vs_training_conf *t,
@@ -174,7 +186,8 @@ unsigned vs_workload_ipg_buffers(const vs_workload *wl, bool last_stage,
   const vs_parallel_conf *p = &wl->parallel;
   *from_backward = p->pp == 1 || last_stage;
   if (wl->training.framework != VS_FW_DEEPSPEED ||
-      (p->zero != 1 && p->zero != 2))
+      (p->zero != 1 && p->zero != 2) ||
+      vs_workload_bf16_optimizer(&wl->training, p))
     return 0;
   return *from_backward && p->overlap_grad_reduce ? 2 : 1;
 }

@@ -101,7 +101,7 @@ static const vs_key workload_keys[] = {
     K("training", "global_batch", VS_KEY_COUNT, training.global_batch, .positive = true, .hi = 1e9, .default_doc = "micro_batch * dp", .follows_gpus = true),
     K("training", "precision", VS_KEY_ENUM, training.precision, .choices = precision_names, .default_doc = "bf16 (framework hf: amp_bf16)"),
     K("training", "master_weights", VS_KEY_BOOL, training.master_weights, .default_doc = "true unless precision = fp32 or amp_* (framework fsdp2, hf: false)"),
-    K("training", "grad_dtype", VS_KEY_ENUM, training.grad_dtype, .choices = grad_names, .default_doc = "precision (framework megatron with bf16 or fp8, fsdp2, deepspeed with BF16_Optimizer: fp32)"),
+    K("training", "grad_dtype", VS_KEY_ENUM, training.grad_dtype, .choices = grad_names, .default_doc = "precision (framework megatron with bf16 or fp8, fsdp2: fp32)"),
     K("training", "optimizer", VS_KEY_ENUM, training.optimizer, .choices = optimizer_names, .default_doc = "adamw"),
     K("training", "optimizer_impl", VS_KEY_ENUM, training.optimizer_impl, .choices = optimizer_impl_names, .default_doc = "fused"),
     K("training", "framework", VS_KEY_ENUM, training.framework, .choices = framework_names, .default_doc = "none"),
@@ -700,6 +700,25 @@ static int check_activation_offload(const vs_workload *wl, vs_error *err)
                       "with checkpointing = full (here %s)",
                       WHERE("training", "offload_activations"),
                       vs_checkpointing_name(wl->training.checkpointing));
+}
+
+/* DeepSpeed accumulates bf16 gradients in fp32 only under ZeRO: without
+ * it engine.py _do_optimizer_sanity_check raises on a model and a
+ * gradient-accumulation dtype that differ (since #7790, January 2026). */
+static int check_deepspeed_grad_dtype(const vs_workload *wl, vs_error *err)
+{
+  const vs_training_conf *t = &wl->training;
+  char where[400];
+  if (t->framework != VS_FW_DEEPSPEED || t->precision != VS_PREC_BF16 ||
+      wl->parallel.zero != 0 || t->grad_dtype != VS_GRAD_FP32)
+    return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: DeepSpeed accumulates bf16 gradients in fp32 "
+                      "(grad_accum_dtype) only with ZeRO; without it its "
+                      "engine refuses the mix (engine.py, since #7790): "
+                      "use zero = 1 (its BF16_Optimizer) or grad_dtype = "
+                      "precision",
+                      WHERE("training", "grad_dtype"));
 }
 
 /* [parallel] max_live_parameters and max_reuse_distance tune DeepSpeed's
@@ -1444,6 +1463,7 @@ static int check_training(vs_workload *wl, vs_error *err)
       (rc = check_activation_offload(wl, err)) ||
       (rc = check_fp8_recipe(wl, err)) || (rc = check_paged(wl, err)) ||
       (rc = check_coordinator_keys(wl, err)) ||
+      (rc = check_deepspeed_grad_dtype(wl, err)) ||
       (rc = check_grad_accumulation(wl, err)) ||
       (rc = check_zero_grad(wl, err)) || (rc = check_optimizer_impl(wl, err)) ||
       (rc = check_megatron_optimizer_kind(wl, err)) ||

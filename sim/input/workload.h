@@ -540,13 +540,25 @@ bool vs_workload_bucket_matters(const vs_workload *wl);
  * the same weights and split each sequence). */
 uint64_t vs_workload_shard_ranks(const vs_parallel_conf *p);
 
-/* Whether DeepSpeed's engine runs its BF16_Optimizer (engine.py): bf16
- * with ZeRO off and the optimizer on the GPU, under framework =
- * deepspeed. It keeps an unsharded fp32 gradient buffer (frameworks.md
- * 2.1); the recipe shards its masters and states when
- * vs_workload_shard_ranks > 1. */
+/* Whether DeepSpeed's engine runs its BF16_Optimizer under framework =
+ * deepspeed, as engine.py _do_optimizer_sanity_check picks it (DeepSpeed
+ * edaa7221, August 2026): bf16 at ZeRO-1 with fp32 gradient accumulation
+ * (grad_dtype = fp32) and the optimizer on the GPU, and bf16 without ZeRO
+ * under its pipeline engine, where it accumulates in bf16 (the default
+ * grad_accum_dtype, the model's since #7515, August 2025). It keeps an
+ * unsharded gradient buffer in grad_dtype (frameworks.md 2.1, which
+ * describes the rule before #7515: bf16 without ZeRO); the recipe shards
+ * its masters and states when vs_workload_shard_ranks > 1. */
 bool vs_workload_bf16_optimizer(const vs_training_conf *t,
                                 const vs_parallel_conf *p);
+
+/* Whether DeepSpeed runs its FP16_Optimizer (fp16/fused_optimizer.py)
+ * under framework = deepspeed: ZeRO off with fp16, and with bf16 outside
+ * its pipeline engine (DDP_BFLOAT16, its bf16 mode, since #7515):
+ * replicated fp32 master and states, flat fp32 gradients at the step
+ * (frameworks.md 2.1). */
+bool vs_workload_deepspeed_fp16_optimizer(const vs_training_conf *t,
+                                          const vs_parallel_conf *p);
 
 /* Whether DeepSpeed's gradient_clipping decides what its step moves: in
  * fp32 with ZeRO off (no wrapper), where the engine clips only when

@@ -202,21 +202,17 @@ static int preset_zero3_coordinator(vs_workload *wl, vs_error *err)
                      "DeepSpeed's stage3_max_reuse_distance: 1e9", err);
 }
 
-/* DeepSpeed (shared/reference/frameworks.md 2.1-2.2): with bf16 and ZeRO
- * off the engine runs BF16_Optimizer, which keeps an unsharded fp32
- * gradient buffer (grad_acc_dtype fp32; its sharding of the master and
- * Adam states is the recipe's rule); gradient buckets of
- * reduce_bucket_size = 5e8 elements. */
+/* DeepSpeed (shared/reference/frameworks.md 2.1-2.2): gradient buckets
+ * of reduce_bucket_size = 5e8 elements; gradients accumulated in the
+ * model's dtype (grad_accum_dtype's default since #7515), which picks
+ * its optimizer wrapper (vs_workload_bf16_optimizer). */
 static int preset_deepspeed(vs_workload *wl, vs_error *err)
 {
   const vs_parallel_conf *p = &wl->parallel;
   int rc = 0;
-  if (vs_workload_bf16_optimizer(&wl->training, p))
-    rc = preset(wl, "training", "grad_dtype", "fp32",
-                "BF16_Optimizer's fp32 gradient buffer", err);
   /* deepspeed/runtime/pipe/p2p.py: send and recv are dist.send and
    * dist.recv (async_op is asserted False) */
-  if (!rc && p->pp > 1)
+  if (p->pp > 1)
     rc = preset(wl, "parallel", "p2p", "blocking",
                 "DeepSpeed's pipeline engine sends with dist.send", err);
   /* engine.py allreduce_gradients: below ZeRO-2 the gradients are reduced

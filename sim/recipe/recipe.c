@@ -222,8 +222,13 @@ static uint8_t step_copy(const vs_workload *wl, const vs_recipe *r)
     return t->master_weights ? VS_STEP_COPY_MAIN_GRADS : VS_STEP_COPY_NONE;
   if (t->framework != VS_FW_DEEPSPEED)
     return VS_STEP_COPY_NONE;
-  if (zero == 0 && t->precision == VS_PREC_FP16)
+  if (vs_workload_deepspeed_fp16_optimizer(t, &wl->parallel))
     return VS_STEP_COPY_FLAT;
+  /* BF16_Optimizer accumulating in bf16 casts every gradient partition
+   * to fp32 before the update (bf16_optimizer.py step: grad_partition.to
+   * (param_partition.dtype)) */
+  if (vs_workload_bf16_optimizer(t, &wl->parallel))
+    return VS_STEP_COPY_MAIN_GRADS;
   return zero == 1 || zero == 2 ? VS_STEP_COPY_PARTITION : VS_STEP_COPY_NONE;
 }
 
@@ -312,7 +317,8 @@ static double stepped_grad_bytes(const vs_model *m, const vs_recipe *r)
  * - FP16_Optimizer (ZeRO off, fp16): each gradient's
  *   float(x.float().sum()) (widened, read again), cast to fp32 and
  *   flattened (4 + 4), the flat norm (4) and multiply (4 + 4);
- * - BF16_Optimizer: the fp32 gradients' norm; its clip
+ * - BF16_Optimizer: its gradient buffer's norm and, accumulated in bf16,
+ *   each partition's cast to fp32 (step_copy); its clip
  *   (runtime/utils.py clip_tensors_by_global_norm) multiplies only when
  *   the norm exceeds gradient_clipping, not counted;
  * - ZeRO off in fp32, no wrapper: the engine's clip_fp32_gradients
@@ -327,7 +333,7 @@ static double deepspeed_wrap(const vs_workload *wl, const vs_recipe *r,
   bool checked = vs_precision_param_dtype(t->precision) != VS_DTYPE_FP32;
   double norm = g + 16, multiply = 8;
   if (vs_workload_bf16_optimizer(t, &wl->parallel))
-    return 4;
+    return g + widen(g);
   if (vs_deepspeed_clip_matters(t, &wl->parallel))
     return t->grad_clipping ? 4 + multiply : 0;
   if (r->step_copy == VS_STEP_COPY_SUB_GROUP)
@@ -355,7 +361,8 @@ static double deepspeed_wrap(const vs_workload *wl, const vs_recipe *r,
  * - deepspeed: deepspeed_wrap, whatever gradient_clipping says but with
  *   ZeRO off in fp32 (0 elsewhere only keeps the multiply from
  *   clipping); gradients set to None, not zeroed, but BF16_Optimizer's
- *   fp32 buffer (clear_hp_grads at the end of its step: 1);
+ *   buffer (clear_hp_grads at the end of its step, and again in the
+ *   engine's zero_grad: 2);
  * - fsdp2 (torchtitan's clip_grad_norm_, training.max_norm 1.0) and hf
  *   (the Trainer's max_grad_norm 1.0): PyTorch's clip_grad_norm_ reads
  *   them for the norm and multiplies them by the clamped coefficient,
@@ -389,7 +396,7 @@ static void step_wrap(const vs_workload *wl, const vs_model *m, vs_recipe *r)
   }
   case VS_FW_DEEPSPEED:
     wrap = deepspeed_wrap(wl, r, g);
-    buffer = vs_workload_bf16_optimizer(t, &wl->parallel) ? 1 : 0;
+    buffer = vs_workload_bf16_optimizer(t, &wl->parallel) ? 2 : 0;
     break;
   case VS_FW_FSDP2:
   case VS_FW_HF:
@@ -454,8 +461,9 @@ static void resolve_fsdp2(const vs_workload *wl, vs_recipe *r)
                           : VS_MADE_ON_OP_STREAM;
   r->ipg_resident =
       vs_workload_deepspeed_zero3(wl->training.framework, wl->parallel.zero);
-  r->ipg_buckets =
-      wl->training.framework == VS_FW_DEEPSPEED && wl->parallel.zero >= 1;
+  r->ipg_buckets = wl->training.framework == VS_FW_DEEPSPEED &&
+                   wl->parallel.zero >= 1 &&
+                   !vs_workload_bf16_optimizer(&wl->training, &wl->parallel);
   /* ... and fully_shard(model) makes the embedding, final norm and output
    * layer the root unit, which FSDP2 never reshards after forward
    * (FSDPState._lazy_init: the root's post_forward_mesh_info is None, its
@@ -493,9 +501,9 @@ static void shard_states(const vs_workload *wl, const vs_model *m,
                            ? 4
                            : m->param_elem_bytes;
   r->optimizer = state(wl, 1, 4); /* fp32 states */
-  /* DeepSpeed's BF16_Optimizer (bf16, ZeRO off, optimizer on the GPU)
-   * shards the fp32 master and Adam states over dp as ZeRO-1 does, and
-   * all-gathers the updated parameters (frameworks.md 2.1) */
+  /* DeepSpeed's BF16_Optimizer (vs_workload_bf16_optimizer) shards the
+   * fp32 master and Adam states over dp as ZeRO-1 does, and all-gathers
+   * the updated parameters (frameworks.md 2.1) */
   if (bf16_optimizer(wl))
     r->optimizer.degree = dp;
   /* the experts' states shard over the ranks that hold the same ones
@@ -530,8 +538,13 @@ static void resolve_grad_flow(const vs_workload *wl, vs_recipe *r)
    * in place, param_and_grad_buffer.py start_grad_sync; DeepSpeed's
    * stage 1 and 2 with reduce_scatter on, its default, stage_1_and_2.py;
    * frameworks.md 2.2 and 3.1), the parameters all-gathered after the
-   * step (gather_after_step) */
-  r->grad_reduce = zero >= 1 ? VS_COLL_REDUCE_SCATTER : VS_COLL_ALL_REDUCE;
+   * step (gather_after_step); but DeepSpeed's BF16_Optimizer, which the
+   * engine all-reduces for (engine.py allreduce_gradients:
+   * buffered_allreduce_fallback over get_grads_for_reduction) */
+  r->grad_reduce =
+      zero >= 1 && !vs_workload_bf16_optimizer(&wl->training, &wl->parallel)
+          ? VS_COLL_REDUCE_SCATTER
+          : VS_COLL_ALL_REDUCE;
   r->reduce_on_compute = r->transient_grads && !r->step_in_backward &&
                          !wl->parallel.overlap_grad_reduce;
   /* torch.distributed.pipelining with FSDP2 (stage.py

@@ -285,6 +285,31 @@ static void show_step_passes(FILE *out, const vs_workload *wl,
   fputc('\n', out);
 }
 
+/* Which optimizer wrapper DeepSpeed's engine runs (engine.py
+ * _do_optimizer_sanity_check): FP16_Optimizer, BF16_Optimizer or its
+ * ZeRO optimizer; nothing (plain torch.optim) in fp32 without ZeRO. */
+static void show_deepspeed_wrapper(FILE *out, const vs_workload *wl)
+{
+  const vs_training_conf *t = &wl->training;
+  const vs_parallel_conf *p = &wl->parallel;
+  if (t->framework != VS_FW_DEEPSPEED)
+    return;
+  if (vs_workload_bf16_optimizer(t, p))
+    fprintf(out,
+            "# deepspeed's optimizer: BF16_Optimizer (%s), its "
+            "gradients accumulated in %s in a buffer of their own\n",
+            p->zero == 1 ? "ZeRO-1 with fp32 gradient accumulation"
+                         : "bf16 under its pipeline engine",
+            t->grad_dtype == VS_GRAD_FP32 ? "fp32" : "bf16");
+  else if (vs_workload_deepspeed_fp16_optimizer(t, p))
+    fprintf(out, "# deepspeed's optimizer: FP16_Optimizer without ZeRO%s\n",
+            t->precision == VS_PREC_BF16 ? ", in bf16 mode (DDP_BFLOAT16)"
+                                         : "");
+  else if (p->zero > 0)
+    fprintf(out, "# deepspeed's optimizer: its ZeRO stage %llu optimizer\n",
+            (unsigned long long)p->zero);
+}
+
 /* What autocast and DDP add to a job: the weights' 16-bit copies of one
  * layer (saved from forward to backward), and the reducer's bucket copy
  * of the gradients. */
@@ -553,6 +578,7 @@ static void show_text(FILE *out, const vs_workload *wl,
   show_pageable(out, topo, r);
   show_deepspeed_offload(out, r, lay);
   show_off_gpu(out, lay, VS_PLACE_NVME);
+  show_deepspeed_wrapper(out, wl);
   show_step_copies(out, wl, r, lay);
   show_step_passes(out, wl, r);
   show_autocast_ddp(out, wl, m, lay);
