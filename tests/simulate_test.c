@@ -2072,7 +2072,8 @@ static double bytes_named(const vs_sim *x, const char *name)
  * bf16 model and fp32 gradient accumulation, frozen_gpt's): the engine
  * all-reduces its gradients (allreduce_gradients'
  * buffered_allreduce_fallback), makes no ipg buffer and copies nothing
- * into one, and all-gathers the stepped parameters; the same job in fp16
+ * into one, and all-gathers the stepped parameters; it keeps the 16-bit
+ * .grad beside its buffer (recipe lp_grads_kept); the same job in fp16
  * runs ZeRO-1's reduce-scatter and ipg buffer. */
 static void test_deepspeed_bf16_optimizer(void **state)
 {
@@ -2092,6 +2093,43 @@ static void test_deepspeed_bf16_optimizer(void **state)
   assert_int_equal(ops_named(&a.ranks[0], "ipg_buffer"), 0);
   assert_int_equal(ops_named(&a.ranks[0], "ipg_copy"), 0);
   assert_int_equal(ops_named(&a.ranks[0], "zero_param_all_gather"), 1);
+  {
+    /* two micro-batches: the 16-bit .grad made in the first and kept to
+     * the step beside the fp32 buffer (4 + 2 B an element of gradients
+     * held at most), zeroed before the second's backward (2 B), and added
+     * into the buffer after each backward (2 + 16 B); none held after
+     * the step */
+    const vs_stage_layout *st = &a.layout.stages[0];
+    double e = (double)st->trainable_elems;
+    const vs_rank *r = &a.ranks[0];
+    int64_t end = 0;
+    assert_int_equal(a.layout.grad_accum, 2);
+    assert_int_equal(st->grads_bytes, 4 * st->trainable_elems);
+    assert_int_equal(max_held(r, VS_CAT_GRADS), 6 * st->trainable_elems);
+    for (size_t i = 0; i < r->n_timeline; i++)
+      if (r->timeline[i].category == VS_CAT_GRADS)
+        end += r->timeline[i].delta_bytes;
+    assert_int_equal(end, (int64_t)st->grads_bytes);
+    assert_int_equal(ops_named(r, "hp_grads_update"), 2);
+    tu_assert_close(bytes_named(&a, "hp_grads_update"), 2 * 18.0 * e, 1e-12);
+    assert_int_equal(ops_named(r, "lp_grads_zero"), 1);
+    tu_assert_close(bytes_named(&a, "lp_grads_zero"), 2.0 * e, 1e-12);
+    {
+      /* AccumulateGrad: the first backward's gradients become .grad, the
+       * second's are added into it in bf16 (2 + 2 read, 2 written) */
+      double bwd[2] = {0, 0};
+      const vs_program *p = r->prog;
+      for (uint32_t i = 0; i < p->n_ops; i++) {
+        const vs_pop *op = &p->ops[i];
+        if (op->phase == VS_PHASE_BWD && op->microbatch >= 0 &&
+            op->microbatch < 2 && vs_op_layer(p, op) >= -1 &&
+            strcmp(vs_op_name(p, op), "hp_grads_update") != 0 &&
+            strcmp(vs_op_name(p, op), "lp_grads_zero") != 0)
+          bwd[op->microbatch] += vs_op_kind_of(p, op)->bytes;
+      }
+      tu_assert_close(bwd[1] - bwd[0], 6.0 * e, 1e-9);
+    }
+  }
   vs_sim_fini(&a);
   load(&wl, frozen_gpt, fp16, 4, 2);
   simulate(&a, &wl, &topo, false);
@@ -2099,6 +2137,7 @@ static void test_deepspeed_bf16_optimizer(void **state)
   assert_true(ops_named(&a.ranks[0], "dp_reduce_scatter") > 0);
   assert_int_equal(ops_named(&a.ranks[0], "ipg_buffer"), 1);
   assert_true(ops_named(&a.ranks[0], "ipg_copy") > 0);
+  assert_int_equal(ops_named(&a.ranks[0], "hp_grads_update"), 0);
   vs_sim_fini(&a);
 }
 

@@ -492,6 +492,7 @@ static void free_tables(builder *b)
   free(b->flat_buf);
   free(b->grad_buf);
   free(b->grads_kept);
+  free(b->lp_grads);
   free(b->tensor_grad);
   free(b->param_base);
   free(b->bucket);
@@ -878,6 +879,7 @@ static void alloc_tables(builder *b)
   b->flat_buf = new_table(b, n_inst);
   b->grad_buf = new_table(b, n_inst);
   b->grads_kept = new_table(b, n_inst);
+  b->lp_grads = new_table(b, n_inst);
   number_params(b);
   b->bucket = new_table(b, n_inst);
   /* every inst once, and one end per chunk */

@@ -270,7 +270,9 @@ static op_split bwd_split(builder *b, const vs_op_spec *o, double flops,
  * them into its unsharded fp32 gradients, to_accumulated_grad_if_needed,
  * and reduces after the last: priced from the first micro-batch on,
  * whose cast to fp32 moves 2 B an element less), or where the step runs
- * in backward. */
+ * in backward. Under DeepSpeed's BF16_Optimizer (recipe lp_grads_kept)
+ * the .grad they add into is in the parameter's dtype, made afresh by
+ * the step's first micro-batch. */
 typedef struct accumulation {
   vs_side_work work;  /* the adds */
   uint64_t made;      /* the new gradients they add, held from the weight
@@ -298,11 +300,14 @@ static accumulation grad_accumulation(const builder *b, size_t inst,
   for (uint32_t i = o->first_param; i < o->first_param + o->n_params; i++) {
     const vs_param_tensor *p = &blk->params[i];
     uint64_t n = p->rows * p->cols, made;
+    double kept;
     if (!p->trainable)
       continue;
     made = vs_recipe_new_grad_bytes(&b->wl->training, p);
+    /* BF16_Optimizer's .grad is kept in the parameter's dtype */
+    kept = b->r->lp_grads_kept ? (double)made : resident * (double)n;
     w.made += made;
-    w.work.bytes += 2.0 * resident * (double)n + (double)made;
+    w.work.bytes += 2.0 * kept + (double)made;
     w.work.kernels++;
   }
   return w;
@@ -1834,6 +1839,13 @@ static void op_grads_appear(builder *b, size_t inst, int k, uint32_t op)
  * first step only (AccumulateGrad makes each). */
 static void backward_grads(builder *b, size_t inst, int k, uint32_t op)
 {
+  if (b->r->lp_grads_kept) {
+    /* BF16_Optimizer's 16-bit .grad beside its resident buffer */
+    if (k == (int)sb_plan_of(b, inst)->grads_op)
+      grads_appear(b, b->lp_grads, inst, op);
+    if (makes_tied_grads(b, inst, k))
+      grads_appear(b, b->lp_grads, 0, op);
+  }
   if (grads_per_tensor(b)) {
     op_grads_appear(b, inst, k, op);
   } else if (grads_made_in(b)) {
@@ -1884,8 +1896,9 @@ void sb_backward_block(builder *b, size_t inst, int mb)
   const vs_kind_plan *plan = sb_plan_of(b, inst);
   int layer = sb_layer_of(inst);
   int core_first = first_core_op(blk), core_last = last_core_op(blk);
-  /* the step's first backward after the step set the gradients to None */
-  bool fresh = mb == 0 && b->r->grads_set_to_none;
+  /* the step's first backward after the step set the gradients to None
+   * (BF16_Optimizer's 16-bit ones, by the engine's zero_grad) */
+  bool fresh = mb == 0 && (b->r->grads_set_to_none || b->r->lp_grads_kept);
 
   if (plan->no_backward)
     return; /* a frozen prefix: no gradient flows through it */

@@ -281,6 +281,65 @@ static uint32_t copy_op(builder *b, int stream, const char *name, int layer,
                    elems, bytes);
 }
 
+/* The 16-bit gradient bytes of insts [first, last] of this stage (what
+ * BF16_Optimizer keeps in .grad), into *bytes; the largest tensor's
+ * buffer bytes into *largest; returns the trainable tensors. */
+static unsigned lp_grad_bytes(const builder *b, size_t first, size_t last,
+                              double *bytes, double *largest)
+{
+  unsigned tensors = 0;
+  *bytes = *largest = 0;
+  for (size_t inst = first; inst <= last; inst++) {
+    const vs_block *blk = sb_block_of(b, inst);
+    const vs_kind_plan *plan = sb_plan_of(b, inst);
+    double per_elem;
+    if (b->stage_inst[inst] == NONE || plan->trainable_elems == 0)
+      continue;
+    per_elem = (double)plan->grad_bytes / (double)plan->trainable_elems;
+    *bytes += (double)plan->made_grad_bytes;
+    for (uint32_t i = 0; i < blk->n_params; i++) {
+      const vs_param_tensor *p = &blk->params[i];
+      double buf = per_elem * (double)(p->rows * p->cols);
+      if (!p->trainable)
+        continue;
+      tensors++;
+      if (buf > *largest)
+        *largest = buf;
+    }
+  }
+  return tensors;
+}
+
+void sb_zero_lp_grads(builder *b, size_t first, size_t last, int mb)
+{
+  double bytes, largest;
+  if (!b->r->lp_grads_kept || mb == 0 ||
+      lp_grad_bytes(b, first, last, &bytes, &largest) == 0)
+    return;
+  copy_op(b, VS_STREAM_COMPUTE, "lp_grads_zero", -1, mb, 0.0, bytes, 1);
+}
+
+void sb_update_hp_grads(builder *b, size_t first, size_t last, int mb)
+{
+  double bytes, largest, buffer = (double)b->r->grad_elem_bytes;
+  unsigned tensors;
+  uint32_t op;
+  if (!b->r->lp_grads_kept ||
+      (tensors = lp_grad_bytes(b, first, last, &bytes, &largest)) == 0)
+    return;
+  /* the .grad bytes (2 an element) read; the buffer's read twice and
+   * written once, from a cast of .grad where it is fp32 (2 + 4): 2 + 16
+   * or 2 + 4 bytes an element */
+  {
+    double elems = bytes / 2.0;
+    double moved = buffer == 4 ? bytes + 16.0 * elems : bytes + 4.0 * elems;
+    op = copy_op(b, VS_STREAM_COMPUTE, "hp_grads_update", -1, mb, elems, moved,
+                 buffer == 4 ? 2 * tensors : tensors);
+  }
+  if (buffer == 4)
+    sb_transient(b, op, (uint64_t)largest, VS_CAT_TEMP);
+}
+
 /* DeepSpeed ZeRO-3's copy of the open bucket for its reduce-scatter
  * once `after` has ended (coalesced_collectives.py
  * reduce_scatter_coalesced: torch.cat of each rank's chunks of every
@@ -724,6 +783,10 @@ void sb_optimizer_step(builder *b)
   op = b->r->offload.cpu_step ? host_step(b, st, &w) : gpu_step(b, st, &w);
   for (size_t inst = 0; grads_per_step(b) && inst < b->n_inst; inst++)
     sb_free_kept_grads(b, op, inst); /* zero_grad() */
+  for (size_t inst = 0; inst < b->n_inst; inst++) {
+    sb_free_on(b, op, b->lp_grads[inst], AT_END); /* the engine's zero_grad */
+    b->lp_grads[inst] = NONE;
+  }
   b->kept_full = b->kept_shard = 0;
   if (b->r->gather_after_step)
     gather_updated(b, st, op);

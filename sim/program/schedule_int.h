@@ -91,6 +91,9 @@ typedef struct builder {
                                copy-out or the model's forward ends, or
                                NONE */
   uint32_t *grad_buf;       /* [inst] unreduced grads (ZeRO-2/3) */
+  uint32_t *lp_grads;       /* [inst] BF16_Optimizer's 16-bit .grad
+                               (vs_recipe lp_grads_kept), from the step's
+                               first backward to the step */
   uint32_t *grads_kept;     /* [inst] resident grads that appear at their
                                first backward (vs_recipe grads_set_to_none)
                                or first reduction (reduced_grads_set_to_
@@ -380,6 +383,20 @@ void sb_release_at_step_end(builder *b);
 void sb_reshard_rest(builder *b);
 void sb_release_reduce_inputs(builder *b);
 void sb_flush_bucket(builder *b, int mb, uint32_t last);
+/* DeepSpeed's BF16_Optimizer around the backward of micro-batch mb over
+ * insts [first, last] of the stage (recipe lp_grads_kept; nothing else):
+ * - sb_zero_lp_grads, before it past the step's first micro-batch: the
+ *   prologue's zeroing of the kept 16-bit gradients (clear_lp_grads,
+ *   _foreach_zero_: 2 B an element, a launch; lp_grads_zero);
+ * - sb_update_hp_grads, after it: update_hp_grads (engine.py
+ *   _backward_epilogue, before the boundary's reduction; with
+ *   immediate_grad_update off, its default), each .grad added into the
+ *   buffer a parameter at a time, hp_grad.add_(lp.grad.to(hp_grad.dtype)):
+ *   an fp32 buffer 18 B an element in two kernels a tensor, the cast a
+ *   transient of the largest tensor's fp32 bytes; a bf16 one 6 B in one
+ *   (hp_grads_update). */
+void sb_zero_lp_grads(builder *b, size_t first, size_t last, int mb);
+void sb_update_hp_grads(builder *b, size_t first, size_t last, int mb);
 void sb_bucket_grads(builder *b, size_t inst, int mb, uint32_t after);
 void sb_defer_grads(builder *b, uint32_t inst);
 void sb_reduce_listed(builder *b, uint32_t after);

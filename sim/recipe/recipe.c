@@ -602,6 +602,8 @@ static void resolve_state_handling(const vs_workload *wl, vs_recipe *r)
   r->embedding_sync = wl->parallel.pp > 1 && (wl->model.tied_embeddings ||
                                               wl->model.mtp_layers > 0);
   r->step_copy = step_copy(wl, r);
+  r->lp_grads_kept = vs_workload_bf16_optimizer(&wl->training, &wl->parallel) &&
+                     !wl->training.optimizer_in_backward;
   r->step_passes = step_passes(&wl->training);
   r->step_unscaled = step_unscaled(&wl->training);
   /* each unpacked state: read (2 B) and written in fp32 (4 B), read and
@@ -879,9 +881,11 @@ void vs_recipe_tensor_states(const vs_recipe *r, const vs_training_conf *t,
    * fp32 gradients and needs no fp32 master copy */
   out->grad = n * (p->dtype == VS_DTYPE_FP32 ? 4 : r->grad_elem_bytes);
   /* accumulated unsharded, FSDP2 keeps them in the reduce dtype
-   * (FSDPParam.to_accumulated_grad_if_needed) */
+   * (FSDPParam.to_accumulated_grad_if_needed); BF16_Optimizer's .grad is
+   * in the parameter's (lp_grads_kept) */
   out->made_grad =
-      r->reduce_copy && !r->pipelined_fsdp && p->dtype != VS_DTYPE_FP32
+      (r->reduce_copy && !r->pipelined_fsdp && p->dtype != VS_DTYPE_FP32) ||
+              r->lp_grads_kept
           ? vs_recipe_new_grad_bytes(t, p)
           : out->grad;
   out->n_optimizer = state_parts(r, t, p, VS_WITH_MASTER, out->optimizer);

@@ -369,6 +369,17 @@ typedef struct vs_recipe {
                                (coalesced_collectives.py
                                reduce_scatter_coalesced: torch.cat),
                                freed once reduced */
+  bool lp_grads_kept;       /* DeepSpeed's BF16_Optimizer (immediate_grad_
+                               update off, its default): backward makes
+                               each parameter's 16-bit .grad (its kinds'
+                               made_grad_bytes) in the step's first
+                               micro-batch and adds into it in the later
+                               ones, zeroed between them and freed by the
+                               engine's zero_grad after the step
+                               (bf16_optimizer.py clear_lp_grads,
+                               zero_grad); after each backward it adds
+                               them into its own buffer (update_hp_grads),
+                               the gradients the recipe's grads describe */
   bool ipg_buckets;         /* DeepSpeed's ZeRO-1 to 3: a bucket is
                                reduced before a gradient would take it
                                past reduce_bucket_size (stage_1_and_2.py

@@ -297,7 +297,8 @@ static void show_deepspeed_wrapper(FILE *out, const vs_workload *wl)
   if (vs_workload_bf16_optimizer(t, p))
     fprintf(out,
             "# deepspeed's optimizer: BF16_Optimizer (%s), its "
-            "gradients accumulated in %s in a buffer of their own\n",
+            "gradients accumulated in %s in a buffer of their own, "
+            "beside each 16-bit .grad\n",
             p->zero == 1 ? "ZeRO-1 with fp32 gradient accumulation"
                          : "bf16 under its pipeline engine",
             t->grad_dtype == VS_GRAD_FP32 ? "fp32" : "bf16");
