@@ -1500,11 +1500,18 @@ static void test_framework_presets(void **state)
                                      "training.grad_dtype=fp32"};
     assert_int_equal(load_at(&wl, path, GPT_MODEL, z1, 3, 0, &err), 0);
     assert_true(vs_workload_bf16_optimizer(&wl.training, &wl.parallel));
+    static const char *const z0_fp16[] = {"training.framework=deepspeed",
+                                          "training.precision=fp16",
+                                          "training.grad_dtype=fp32"};
     load_bad(GPT_MODEL, z0, 2, 0, VS_EINPUT,
              "--set training.grad_dtype=fp32: DeepSpeed accumulates bf16 "
              "gradients in fp32 (grad_accum_dtype) only with ZeRO; without "
              "it its engine refuses the mix (engine.py, since #7790): use "
-             "zero = 1 (its BF16_Optimizer) or grad_dtype = precision");
+             "zero >= 1 (with bf16, zero = 1 runs its BF16_Optimizer) or "
+             "grad_dtype = precision");
+    load_bad(GPT_MODEL, z0_fp16, 3, 0, VS_EINPUT,
+             "--set training.grad_dtype=fp32: DeepSpeed accumulates fp16 "
+             "gradients in fp32");
   }
   assert_int_equal(load_at(&wl, path, GPT_MODEL, mg, 3, 0, &err), 0);
   assert_int_equal(wl.training.grad_dtype, VS_GRAD_FP32);

@@ -702,23 +702,25 @@ static int check_activation_offload(const vs_workload *wl, vs_error *err)
                       vs_checkpointing_name(wl->training.checkpointing));
 }
 
-/* DeepSpeed accumulates bf16 gradients in fp32 only under ZeRO: without
- * it engine.py _do_optimizer_sanity_check raises on a model and a
- * gradient-accumulation dtype that differ (since #7790, January 2026). */
+/* DeepSpeed accumulates 16-bit gradients in fp32 only under ZeRO:
+ * without it engine.py _do_optimizer_sanity_check raises on a model and
+ * a gradient-accumulation dtype that differ (since #7790, January 2026). */
 static int check_deepspeed_grad_dtype(const vs_workload *wl, vs_error *err)
 {
   const vs_training_conf *t = &wl->training;
   char where[400];
-  if (t->framework != VS_FW_DEEPSPEED || t->precision != VS_PREC_BF16 ||
+  if (t->framework != VS_FW_DEEPSPEED ||
+      (t->precision != VS_PREC_BF16 && t->precision != VS_PREC_FP16) ||
       wl->parallel.zero != 0 || t->grad_dtype != VS_GRAD_FP32)
     return 0;
   return vs_error_set(err, VS_EINPUT,
-                      "%s: DeepSpeed accumulates bf16 gradients in fp32 "
+                      "%s: DeepSpeed accumulates %s gradients in fp32 "
                       "(grad_accum_dtype) only with ZeRO; without it its "
                       "engine refuses the mix (engine.py, since #7790): "
-                      "use zero = 1 (its BF16_Optimizer) or grad_dtype = "
-                      "precision",
-                      WHERE("training", "grad_dtype"));
+                      "use zero >= 1 (with bf16, zero = 1 runs its "
+                      "BF16_Optimizer) or grad_dtype = precision",
+                      WHERE("training", "grad_dtype"),
+                      vs_precision_name(t->precision));
 }
 
 /* [parallel] max_live_parameters and max_reuse_distance tune DeepSpeed's

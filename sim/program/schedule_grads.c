@@ -281,83 +281,86 @@ static uint32_t copy_op(builder *b, int stream, const char *name, int layer,
                    elems, bytes);
 }
 
-/* The 16-bit gradient bytes of insts [first, last] of this stage (what
- * BF16_Optimizer keeps in .grad), into *bytes; the largest tensor's
- * buffer bytes into *largest; returns the trainable tensors. */
-static unsigned lp_grad_bytes(const builder *b, size_t first, size_t last,
-                              double *bytes, double *largest)
+/* BF16_Optimizer's work over the kept .grad of insts [first, last] of
+ * this stage, tensor by tensor as vs_recipe_tensor_states makes them:
+ * each .grad (made_grad: the parameter's dtype) added into the buffer
+ * (grad: grad_dtype's, an fp32 tensor's fp32), cast first where it is
+ * narrower (read, written in the buffer's dtype: a temporary). */
+typedef struct hp_work {
+  double elems;        /* trainable elements */
+  double kept;         /* the kept .grad bytes */
+  double moved;        /* bytes the update moves */
+  double largest_cast; /* the largest cast's bytes (its temporary) */
+  unsigned kernels;    /* the update's: two a cast tensor, else one */
+} hp_work;
+
+static hp_work hp_work_of(const builder *b, size_t first, size_t last)
 {
-  unsigned tensors = 0;
-  *bytes = *largest = 0;
+  hp_work w = {0, 0, 0, 0, 0};
   for (size_t inst = first; inst <= last; inst++) {
     const vs_block *blk = sb_block_of(b, inst);
-    const vs_kind_plan *plan = sb_plan_of(b, inst);
-    double per_elem;
-    if (b->stage_inst[inst] == NONE || plan->trainable_elems == 0)
+    if (b->stage_inst[inst] == NONE)
       continue;
-    per_elem = (double)plan->grad_bytes / (double)plan->trainable_elems;
-    *bytes += (double)plan->made_grad_bytes;
     for (uint32_t i = 0; i < blk->n_params; i++) {
-      const vs_param_tensor *p = &blk->params[i];
-      double buf = per_elem * (double)(p->rows * p->cols);
-      if (!p->trainable)
+      vs_tensor_states ts;
+      double kept, buffer;
+      bool cast;
+      if (!blk->params[i].trainable)
         continue;
-      tensors++;
-      if (buf > *largest)
-        *largest = buf;
+      vs_recipe_tensor_states(b->r, &b->wl->training, &blk->params[i], &ts);
+      kept = (double)ts.made_grad;
+      buffer = (double)ts.grad;
+      cast = kept < buffer;
+      w.elems += (double)(blk->params[i].rows * blk->params[i].cols);
+      w.kept += kept;
+      /* the cast (kept read, buffer written), then the add: the buffer
+       * read, the addend read and the buffer written */
+      w.moved += cast ? kept + 4.0 * buffer : kept + 2.0 * buffer;
+      w.kernels += cast ? 2 : 1;
+      if (cast && buffer > w.largest_cast)
+        w.largest_cast = buffer;
     }
   }
-  return tensors;
+  return w;
 }
 
 void sb_zero_lp_grads(builder *b, size_t first, size_t last, int mb)
 {
-  double bytes, largest;
+  hp_work w;
   if (!b->r->lp_grads_kept || mb == 0 ||
-      lp_grad_bytes(b, first, last, &bytes, &largest) == 0)
+      (w = hp_work_of(b, first, last)).kept == 0)
     return;
-  copy_op(b, VS_STREAM_COMPUTE, "lp_grads_zero", -1, mb, 0.0, bytes, 1);
+  copy_op(b, VS_STREAM_COMPUTE, "lp_grads_zero", -1, mb, 0.0, w.kept, 1);
 }
 
 void sb_update_hp_grads(builder *b, size_t first, size_t last, int mb)
 {
-  double bytes, largest, buffer = (double)b->r->grad_elem_bytes;
-  unsigned tensors;
+  hp_work w;
   uint32_t op;
-  if (!b->r->lp_grads_kept ||
-      (tensors = lp_grad_bytes(b, first, last, &bytes, &largest)) == 0)
+  if (!b->r->lp_grads_kept || (w = hp_work_of(b, first, last)).kept == 0)
     return;
-  /* the .grad bytes (2 an element) read; the buffer's read twice and
-   * written once, from a cast of .grad where it is fp32 (2 + 4): 2 + 16
-   * or 2 + 4 bytes an element */
-  {
-    double elems = bytes / 2.0;
-    double moved = buffer == 4 ? bytes + 16.0 * elems : bytes + 4.0 * elems;
-    op = copy_op(b, VS_STREAM_COMPUTE, "hp_grads_update", -1, mb, elems, moved,
-                 buffer == 4 ? 2 * tensors : tensors);
-  }
-  if (buffer == 4)
-    sb_transient(b, op, (uint64_t)largest, VS_CAT_TEMP);
+  op = copy_op(b, VS_STREAM_COMPUTE, "hp_grads_update", -1, mb, w.elems,
+               w.moved, w.kernels);
+  if (w.largest_cast > 0)
+    sb_transient(b, op, (uint64_t)w.largest_cast, VS_CAT_TEMP);
 }
 
 /* DeepSpeed ZeRO-3's copy of the open bucket for its reduce-scatter
- * once `after` has ended (coalesced_collectives.py
- * reduce_scatter_coalesced: torch.cat of each rank's chunks of every
- * gradient, a view when the bucket is one tensor that divides evenly,
- * not modelled; then divided in place by the data-parallel size), on
- * the reduction's stream: the bucket read and written twice, two
- * kernels; the copy (*buf, freed once the reduce-scatter ends) is made
- * there. Returns the op. */
-static uint32_t coalesce_bucket(builder *b, int mb, uint32_t after,
-                                uint32_t *buf)
+ * (coalesced_collectives.py reduce_scatter_coalesced: torch.cat of each
+ * rank's chunks of every gradient, then divided in place by the
+ * data-parallel size; a view when the bucket is one tensor that divides
+ * evenly, not modelled), a transient of the reduce-scatter `op`, made on
+ * its stream. DeepSpeed's buckets close at a tensor, vsim's hold whole
+ * blocks, so a block larger than the bucket stands for several reduced
+ * one after another: the copy of one at a time. Its time (4 B moved a
+ * gradient byte, on DeepSpeed's reduction stream) is not priced: vsim
+ * has no reduction stream apart from the gathers', which it would hold
+ * back. */
+static void coalesce_bucket(builder *b, uint32_t op)
 {
-  uint32_t op =
-      copy_op(b, b->r->comm[VS_USE_GRAD_REDUCE].stream, "ipg_coalesce", -1, mb,
-              0.0, 4.0 * (double)b->bucket_fill, 2);
-  sb_add_dep(b, op, after);
-  *buf = sb_new_buffer(b, b->bucket_fill, VS_CAT_GRADS);
-  sb_alloc_on(b, op, *buf);
-  return op;
+  uint64_t bucket = b->wl->parallel.bucket_bytes;
+  sb_transient(b, op, b->bucket_fill < bucket ? b->bucket_fill : bucket,
+               VS_CAT_GRADS);
 }
 
 /* Reduces the open bucket over the data-parallel group (when there is
@@ -381,14 +384,12 @@ void sb_flush_bucket(builder *b, int mb, uint32_t last)
     return;
   }
   if (vs_workload_grads_shared(&b->wl->parallel)) {
-    uint32_t coalesced = NONE;
     if (b->r->reduce_copy)
       last = copy_to_reduce_input(b, mb, last);
-    if (b->r->ipg_resident)
-      last = coalesce_bucket(b, mb, last, &coalesced);
     last = sb_split_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind),
                          kind, b->bucket_fill, b->bucket_expert, mb, last);
-    sb_free_on(b, last, coalesced, AT_END);
+    if (b->r->ipg_resident)
+      coalesce_bucket(b, last);
     b->reduce_input_op = last;
     fresh_partition(b, mb, last);
   }
@@ -433,7 +434,6 @@ static uint64_t bucket_limit(const builder *b)
 /* How a framework copies the gradients into its reduction buckets. */
 typedef enum {
   COPY_IPG_DIVIDED, /* DeepSpeed ZeRO-1/2 */
-  COPY_IPG,         /* DeepSpeed ZeRO-3 */
   COPY_DDP          /* PyTorch DDP */
 } copy_kind;
 
@@ -448,11 +448,6 @@ typedef enum {
  *   average_tensor's div_ of each by the data-parallel size (in a kernel
  *   a bucket, its floor not counted; on the reduction stream with
  *   overlap_comm, priced here on the compute stream all the same);
- * - DeepSpeed ZeRO-3's (ipg_copy, COPY_IPG): stage3.py
- *   __add_grad_to_ipg_bucket's copy_ into the resident ipg buffer (recipe
- *   ipg_resident), but for a tensor that does not fit the bucket, on its
- *   reduction stream (reduce_and_partition_stream), which waits for the
- *   compute stream first;
  * - PyTorch DDP (ddp_copy, COPY_DDP): the reducer divides each gradient
  *   while copying it into its bucket (reducer.cpp
  *   mark_variable_ready_dense: at::mul_out). */
@@ -462,7 +457,7 @@ static uint32_t bucket_copy(builder *b, size_t inst, int mb, uint32_t after,
   const vs_block *blk = sb_block_of(b, inst);
   const vs_kind_plan *plan = sb_plan_of(b, inst);
   double per_elem = (double)plan->grad_bytes / (double)plan->trainable_elems;
-  bool ipg = kind != COPY_DDP, divided = kind != COPY_IPG;
+  bool ipg = kind == COPY_IPG_DIVIDED;
   double bytes = 0;
   unsigned kernels = 0;
   uint32_t op;
@@ -472,21 +467,22 @@ static uint32_t bucket_copy(builder *b, size_t inst, int mb, uint32_t after,
     bool copied = !ipg || grad <= (double)b->wl->parallel.bucket_bytes;
     if (!p->trainable)
       continue;
-    bytes += 2.0 * grad * ((copied ? 1 : 0) + (ipg && divided ? 1 : 0));
+    bytes += 2.0 * grad * ((copied ? 1 : 0) + (ipg ? 1 : 0));
     kernels += copied;
   }
-  op = copy_op(b,
-               kind == COPY_IPG ? b->r->comm[VS_USE_GRAD_REDUCE].stream
-                                : VS_STREAM_COMPUTE,
-               ipg ? "ipg_copy" : "ddp_copy", sb_layer_of(inst), mb,
-               (double)plan->trainable_elems, bytes, kernels);
+  op = copy_op(b, VS_STREAM_COMPUTE, ipg ? "ipg_copy" : "ddp_copy",
+               sb_layer_of(inst), mb, (double)plan->trainable_elems, bytes,
+               kernels);
   sb_add_dep(b, op, after);
-  /* ZeRO-3's one buffer takes them once the bucket before has left it,
-   * reduced and partitioned (copied to the host with the optimizer
-   * there) on the same stream (stage3.py partition_grads) */
-  if (kind == COPY_IPG)
-    sb_add_dep(b, op, b->grads_done);
   return op;
+}
+
+/* inst's unreduced gradients, copied into the framework's contiguous
+ * buffer, go as op ends. */
+static void free_bucketed(builder *b, size_t inst, uint32_t op)
+{
+  sb_free_on(b, op, b->grad_buf[inst], AT_END);
+  b->grad_buf[inst] = NONE;
 }
 
 /* Adds inst's gradients to the open bucket; reduces it (after op
@@ -497,25 +493,28 @@ void sb_bucket_grads(builder *b, size_t inst, int mb, uint32_t after)
 {
   uint64_t adding = sb_plan_of(b, inst)->grad_bytes;
   bool made = adding > 0;
+  /* DeepSpeed ZeRO-2 and ZeRO-3 copy each gradient into their contiguous
+   * buffer as backward makes it and free it (stage_1_and_2.py
+   * reduce_independent_p_g_buckets_and_remove_grads, stage3.py
+   * __add_grad_to_ipg_bucket: param.grad becomes a view of the buffer):
+   * the bucket lives there. ZeRO-3 copies on its reduction stream,
+   * which vsim does not have apart from the gathers' (on the comm
+   * stream the copies, waiting for compute, would hold the gathers
+   * back): its gradients go as their block's backward ends (`after`, the
+   * newest op), the copies' time not priced; ZeRO-2's as their copy
+   * (below) ends */
+  if (b->r->ipg_resident)
+    free_bucketed(b, inst, after);
   if (b->r->ipg_buckets && b->bucket_fill > 0 &&
       b->bucket_fill + adding > bucket_limit(b))
     sb_flush_bucket(b, mb, after);
   if (b->ipg[0] != NONE && made)
     after = b->bucket_copied =
         bucket_copy(b, inst, mb, after, COPY_IPG_DIVIDED);
-  else if (b->r->ipg_resident && made)
-    after = b->bucket_copied = bucket_copy(b, inst, mb, after, COPY_IPG);
   else if (b->r->ddp_bucket_copy && made)
     after = b->bucket_copied = bucket_copy(b, inst, mb, after, COPY_DDP);
-  /* DeepSpeed ZeRO-2 and ZeRO-3 copy each gradient into their contiguous
-   * buffer as backward makes it and free it (stage_1_and_2.py
-   * reduce_independent_p_g_buckets_and_remove_grads, stage3.py
-   * __add_grad_to_ipg_bucket: param.grad becomes a view of the buffer):
-   * the bucket lives there */
-  if ((b->ipg[0] != NONE && sb_transient_grads(b)) || b->r->ipg_resident) {
-    sb_free_on(b, after, b->grad_buf[inst], AT_END);
-    b->grad_buf[inst] = NONE;
-  }
+  if (b->ipg[0] != NONE && sb_transient_grads(b))
+    free_bucketed(b, inst, after);
   b->bucket[b->n_bucket++] = (uint32_t)inst;
   b->bucket_fill += sb_plan_of(b, inst)->grad_bytes;
   b->bucket_made += sb_plan_of(b, inst)->made_grad_bytes;

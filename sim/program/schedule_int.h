@@ -392,8 +392,9 @@ void sb_flush_bucket(builder *b, int mb, uint32_t last);
  *   _backward_epilogue, before the boundary's reduction; with
  *   immediate_grad_update off, its default), each .grad added into the
  *   buffer a parameter at a time, hp_grad.add_(lp.grad.to(hp_grad.dtype)):
- *   an fp32 buffer 18 B an element in two kernels a tensor, the cast a
- *   transient of the largest tensor's fp32 bytes; a bf16 one 6 B in one
+ *   a bf16 .grad into an fp32 buffer 18 B an element in two kernels, the
+ *   cast a transient of the largest such tensor's fp32 bytes; into a bf16
+ *   buffer 6 B in one, an fp32 .grad (an fp32 tensor's) 12 B in one
  *   (hp_grads_update). */
 void sb_zero_lp_grads(builder *b, size_t first, size_t last, int mb);
 void sb_update_hp_grads(builder *b, size_t first, size_t last, int mb);

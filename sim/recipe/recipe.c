@@ -317,8 +317,9 @@ static double stepped_grad_bytes(const vs_model *m, const vs_recipe *r)
  * - FP16_Optimizer (ZeRO off, fp16): each gradient's
  *   float(x.float().sum()) (widened, read again), cast to fp32 and
  *   flattened (4 + 4), the flat norm (4) and multiply (4 + 4);
- * - BF16_Optimizer: its gradient buffer's norm and, accumulated in bf16,
- *   each partition's cast to fp32 (step_copy); its clip
+ * - BF16_Optimizer: accumulated in bf16, each partition's cast to fp32
+ *   (step_copy); the norm of its whole buffer (get_grads_for_norm: every
+ *   gradient, unsharded) is a pass over the resident gradients; its clip
  *   (runtime/utils.py clip_tensors_by_global_norm) multiplies only when
  *   the norm exceeds gradient_clipping, not counted;
  * - ZeRO off in fp32, no wrapper: the engine's clip_fp32_gradients
@@ -333,7 +334,7 @@ static double deepspeed_wrap(const vs_workload *wl, const vs_recipe *r,
   bool checked = vs_precision_param_dtype(t->precision) != VS_DTYPE_FP32;
   double norm = g + 16, multiply = 8;
   if (vs_workload_bf16_optimizer(t, &wl->parallel))
-    return g + widen(g);
+    return widen(g);
   if (vs_deepspeed_clip_matters(t, &wl->parallel))
     return t->grad_clipping ? 4 + multiply : 0;
   if (r->step_copy == VS_STEP_COPY_SUB_GROUP)
@@ -361,8 +362,9 @@ static double deepspeed_wrap(const vs_workload *wl, const vs_recipe *r,
  * - deepspeed: deepspeed_wrap, whatever gradient_clipping says but with
  *   ZeRO off in fp32 (0 elsewhere only keeps the multiply from
  *   clipping); gradients set to None, not zeroed, but BF16_Optimizer's
- *   buffer (clear_hp_grads at the end of its step, and again in the
- *   engine's zero_grad: 2);
+ *   buffer, whose norm it takes whole (1) and which it zeroes twice
+ *   (clear_hp_grads at the end of its step, and again in the engine's
+ *   zero_grad: 2);
  * - fsdp2 (torchtitan's clip_grad_norm_, training.max_norm 1.0) and hf
  *   (the Trainer's max_grad_norm 1.0): PyTorch's clip_grad_norm_ reads
  *   them for the norm and multiplies them by the clamped coefficient,
@@ -396,7 +398,7 @@ static void step_wrap(const vs_workload *wl, const vs_model *m, vs_recipe *r)
   }
   case VS_FW_DEEPSPEED:
     wrap = deepspeed_wrap(wl, r, g);
-    buffer = vs_workload_bf16_optimizer(t, &wl->parallel) ? 2 : 0;
+    buffer = vs_workload_bf16_optimizer(t, &wl->parallel) ? 3 : 0;
     break;
   case VS_FW_FSDP2:
   case VS_FW_HF:
@@ -430,6 +432,30 @@ static uint8_t reduce_depth(const vs_workload *wl)
   return 1;
 }
 
+/* Where a framework's gathers make their buffers and DeepSpeed's
+ * gradient buckets, once gather_copy_out is known. */
+static void resolve_buckets(const vs_workload *wl, vs_recipe *r)
+{
+  /* FSDP2's foreach_all_gather makes the flat buffer on its copy-in
+   * stream; DeepSpeed's coordinator gathers under its own stream with
+   * overlap_comm (partitioned_param_coordinator.py __all_gather_params_:
+   * all_gather_coalesced and the handle's wait under __allgather_stream,
+   * which parameter_offload.py makes only with overlap_comm) */
+  r->gather_made_on = r->gather_copy_out || (r->gather_traced &&
+                                             wl->parallel.overlap_grad_reduce)
+                          ? VS_MADE_ON_GATHER
+                          : VS_MADE_ON_OP_STREAM;
+  /* ZeRO-3's ipg buffer: DeepSpeed makes it whatever dp is, but vsim
+   * buckets nothing where no gradient leaves the GPU, and keeps none
+   * there */
+  r->ipg_resident =
+      vs_workload_deepspeed_zero3(wl->training.framework, wl->parallel.zero) &&
+      vs_workload_grads_bucketed(&wl->parallel);
+  r->ipg_buckets = wl->training.framework == VS_FW_DEEPSPEED &&
+                   wl->parallel.zero >= 1 &&
+                   !vs_workload_bf16_optimizer(&wl->training, &wl->parallel);
+}
+
 /* FSDP2's buffers and resharding, once gather_params, transient_grads,
  * step_in_backward and pipelined_fsdp are known. */
 static void resolve_fsdp2(const vs_workload *wl, vs_recipe *r)
@@ -450,20 +476,7 @@ static void resolve_fsdp2(const vs_workload *wl, vs_recipe *r)
    * reshard_after_forward = layer_id < n_layers - 1 without PP, "since
    * FSDP would prefetch it immediately" (frameworks.md 4.3) */
   r->keep_last_gathered = r->gather_copy_out && !r->pipelined_fsdp;
-  /* FSDP2's foreach_all_gather makes the flat buffer on its copy-in
-   * stream; DeepSpeed's coordinator gathers under its own stream with
-   * overlap_comm (partitioned_param_coordinator.py __all_gather_params_:
-   * all_gather_coalesced and the handle's wait under __allgather_stream,
-   * which parameter_offload.py makes only with overlap_comm) */
-  r->gather_made_on = r->gather_copy_out || (r->gather_traced &&
-                                             wl->parallel.overlap_grad_reduce)
-                          ? VS_MADE_ON_GATHER
-                          : VS_MADE_ON_OP_STREAM;
-  r->ipg_resident =
-      vs_workload_deepspeed_zero3(wl->training.framework, wl->parallel.zero);
-  r->ipg_buckets = wl->training.framework == VS_FW_DEEPSPEED &&
-                   wl->parallel.zero >= 1 &&
-                   !vs_workload_bf16_optimizer(&wl->training, &wl->parallel);
+
   /* ... and fully_shard(model) makes the embedding, final norm and output
    * layer the root unit, which FSDP2 never reshards after forward
    * (FSDPState._lazy_init: the root's post_forward_mesh_info is None, its
@@ -614,6 +627,7 @@ static void resolve_state_handling(const vs_workload *wl, vs_recipe *r)
                       (wl->training.optimizer == VS_OPT_ADAMW ||
                        wl->training.optimizer == VS_OPT_ADAM);
   resolve_fsdp2(wl, r);
+  resolve_buckets(wl, r);
   r->ddp_bucket_copy = wl->training.framework == VS_FW_HF && dp > 1;
   r->states_in_param_dtype = states_in_param_dtype(&wl->training);
   /* DeepSpeed's FP16_Optimizer sets each fp16 gradient to None once its

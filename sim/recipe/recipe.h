@@ -358,12 +358,14 @@ typedef struct vs_recipe {
                                __allgather_stream, parameter_offload.py);
                                else the gather op's stream */
   bool ipg_resident;        /* DeepSpeed ZeRO-3 (contiguous_gradients, its
-                               default): one ipg buffer of the bucket's
-                               bytes from its init on (stage3.py
-                               __init__), into which its reduction stream
-                               copies each gradient as backward makes it
-                               and frees it (__add_grad_to_ipg_bucket:
-                               .grad becomes a view of the buffer); each
+                               default) where gradients are bucketed: one
+                               ipg buffer of the bucket's bytes from its
+                               init on (stage3.py __init__), into which
+                               its reduction stream copies each gradient
+                               as backward makes it and frees it
+                               (__add_grad_to_ipg_bucket: .grad becomes a
+                               view of the buffer; the copies' time is
+                               not priced); each
                                bucket's reduce-scatter reads an
                                interleaved copy of it, divided in place
                                (coalesced_collectives.py
