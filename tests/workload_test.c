@@ -1513,6 +1513,19 @@ static void test_framework_presets(void **state)
              "--set training.grad_dtype=fp32: DeepSpeed accumulates fp16 "
              "gradients in fp32");
   }
+  {
+    /* DeepSpeed's and Megatron-LM's engines step after backward */
+    static const char *const ds_bwd[] = {"training.framework=deepspeed",
+                                         "training.optimizer_in_backward=true"};
+    static const char *const mg_bwd[] = {"training.framework=megatron",
+                                         "training.optimizer_in_backward=true"};
+    load_bad(GPT_MODEL, ds_bwd, 2, 0, VS_EINPUT,
+             "--set training.optimizer_in_backward=true: stepping each "
+             "gradient as backward makes it is torchtune's");
+    load_bad(GPT_MODEL, mg_bwd, 2, 0, VS_EINPUT,
+             "megatron's engine steps after backward: use framework = hf, "
+             "fsdp2 or none");
+  }
   assert_int_equal(load_at(&wl, path, GPT_MODEL, mg, 3, 0, &err), 0);
   assert_int_equal(wl.training.grad_dtype, VS_GRAD_FP32);
   assert_int_equal(wl.parallel.bucket_bytes, 64000000ull * 4);

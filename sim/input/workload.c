@@ -601,6 +601,16 @@ static int check_step_in_backward(const vs_workload *wl, vs_error *err)
 {
   const vs_parallel_conf *p = &wl->parallel;
   char where[400];
+  int fw = wl->training.framework;
+  if (wl->training.optimizer_in_backward &&
+      (fw == VS_FW_DEEPSPEED || fw == VS_FW_MEGATRON))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: stepping each gradient as backward makes it is "
+                        "torchtune's (optimizer_in_bwd, PyTorch's "
+                        "post-accumulate-grad hooks); %s's engine steps "
+                        "after backward: use framework = hf, fsdp2 or none",
+                        WHERE("training", "optimizer_in_backward"),
+                        vs_framework_name(fw));
   if (vs_workload_step_in_backward_allowed(&wl->training, wl->grad_accum,
                                            vs_workload_shard_ranks(p), p->pp,
                                            p->offload_optimizer))
