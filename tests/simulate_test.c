@@ -2095,17 +2095,21 @@ static void test_deepspeed_bf16_optimizer(void **state)
   assert_int_equal(ops_named(&a.ranks[0], "zero_param_all_gather"), 1);
   {
     /* two micro-batches: the 16-bit .grad made in the first and kept to
-     * the step beside the fp32 buffer (4 + 2 B an element of gradients
-     * held at most), zeroed before the second's backward (2 B), and added
-     * into the buffer after each backward (2 + 16 B); none held after
-     * the step */
+     * the step beside the fp32 buffer (4 + 2 B an element), zeroed before
+     * the second's backward (2 B), and added into the buffer after each
+     * backward (2 + 16 B); none held after the step. The engine's
+     * all-reduce sends the buffer in bf16 (communication_data_type: 2 B
+     * an element) from its flattened copy (4) cast to bf16 (2), one
+     * bucket here (under 5e8 elements): 12 B an element of gradients held
+     * at most */
     const vs_stage_layout *st = &a.layout.stages[0];
     double e = (double)st->trainable_elems;
     const vs_rank *r = &a.ranks[0];
     int64_t end = 0;
     assert_int_equal(a.layout.grad_accum, 2);
     assert_int_equal(st->grads_bytes, 4 * st->trainable_elems);
-    assert_int_equal(max_held(r, VS_CAT_GRADS), 6 * st->trainable_elems);
+    assert_int_equal(max_held(r, VS_CAT_GRADS), 12 * st->trainable_elems);
+    tu_assert_close(bytes_named(&a, "dp_all_reduce"), 2.0 * e, 1e-12);
     for (size_t i = 0; i < r->n_timeline; i++)
       if (r->timeline[i].category == VS_CAT_GRADS)
         end += r->timeline[i].delta_bytes;

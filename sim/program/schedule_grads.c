@@ -363,6 +363,31 @@ static void coalesce_bucket(builder *b, uint32_t op)
                VS_CAT_GRADS);
 }
 
+/* The bytes on the wire of `bytes` of gradients: DeepSpeed's engine
+ * all-reduce casts them to its communication dtype (recipe
+ * engine_allreduce_bytes), others send them as they are. */
+static uint64_t wire_bytes(const builder *b, uint64_t bytes)
+{
+  if (!b->r->engine_allreduce_bytes)
+    return bytes;
+  return bytes / b->r->grad_elem_bytes * b->r->engine_allreduce_bytes;
+}
+
+/* DeepSpeed's engine all-reduce of the open bucket (op, its last
+ * reduction) holds the bucket flattened in the gradients' dtype and,
+ * where the communication dtype differs, cast to it (allreduce_bucket:
+ * flatten, .to(communication_data_type)); the flattening, the cast and
+ * the copies back are not priced. */
+static void engine_allreduce_copies(builder *b, uint32_t op)
+{
+  uint64_t wire = wire_bytes(b, b->bucket_fill);
+  if (!b->r->engine_allreduce_bytes)
+    return;
+  sb_transient(b, op, b->bucket_fill, VS_CAT_GRADS);
+  if (wire != b->bucket_fill)
+    sb_transient(b, op, wire, VS_CAT_GRADS);
+}
+
 /* Reduces the open bucket over the data-parallel group (when there is
  * one) once op `last` has ended and, with the optimizer on the host,
  * copies this GPU's reduced partition of it out; the bucket's gradients
@@ -387,9 +412,11 @@ void sb_flush_bucket(builder *b, int mb, uint32_t last)
     if (b->r->reduce_copy)
       last = copy_to_reduce_input(b, mb, last);
     last = sb_split_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind),
-                         kind, b->bucket_fill, b->bucket_expert, mb, last);
+                         kind, wire_bytes(b, b->bucket_fill),
+                         wire_bytes(b, b->bucket_expert), mb, last);
     if (b->r->ipg_resident)
       coalesce_bucket(b, last);
+    engine_allreduce_copies(b, last);
     b->reduce_input_op = last;
     fresh_partition(b, mb, last);
   }

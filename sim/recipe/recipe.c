@@ -454,6 +454,15 @@ static void resolve_buckets(const vs_workload *wl, vs_recipe *r)
   r->ipg_buckets = wl->training.framework == VS_FW_DEEPSPEED &&
                    wl->parallel.zero >= 1 &&
                    !vs_workload_bf16_optimizer(&wl->training, &wl->parallel);
+  /* engine.py communication_data_type: fp16 or bf16 as the model, else
+   * fp32 */
+  r->engine_allreduce_bytes =
+      wl->training.framework == VS_FW_DEEPSPEED &&
+              (wl->parallel.zero == 0 ||
+               vs_workload_bf16_optimizer(&wl->training, &wl->parallel))
+          ? (uint8_t)vs_dtype_size(
+                vs_precision_param_dtype(wl->training.precision))
+          : 0;
 }
 
 /* FSDP2's buffers and resharding, once gather_params, transient_grads,

@@ -382,6 +382,14 @@ typedef struct vs_recipe {
                                zero_grad); after each backward it adds
                                them into its own buffer (update_hp_grads),
                                the gradients the recipe's grads describe */
+  uint8_t engine_allreduce_bytes; /* DeepSpeed's engine all-reduce (ZeRO
+                               off, and BF16_Optimizer's): the bytes of an
+                               element of its communication_data_type (the
+                               model's dtype), each bucket flattened in the
+                               gradients' dtype and cast to it for the
+                               all-reduce, both held through it (engine.py
+                               allreduce_no_retain, allreduce_bucket); 0
+                               elsewhere */
   bool ipg_buckets;         /* DeepSpeed's ZeRO-1 to 3: a bucket is
                                reduced before a gradient would take it
                                past reduce_bucket_size (stage_1_and_2.py
