@@ -267,18 +267,15 @@ static void fresh_partition(builder *b, int mb, uint32_t reduce)
   sb_alloc_on(b, reduce, b->ipg_partition);
 }
 
-/* The op that does a copy of `bytes` (kernels launches, elems elements)
- * on `stream`: a compute op on the compute stream, else one priced as
- * the same roofline on its stream (DeepSpeed's reduction stream). */
-static uint32_t copy_op(builder *b, int stream, const char *name, int layer,
-                        int mb, double elems, double bytes, unsigned kernels)
+/* A backward-phase op on the compute stream that moves `bytes` of HBM
+ * in `kernels` launches over elems elements (a copy, an add, a zeroing),
+ * priced as a roofline. */
+static uint32_t hbm_op(builder *b, const char *name, int layer, int mb,
+                       double elems, double bytes, unsigned kernels)
 {
   op_split t = sb_roofline_split(b, elems, bytes);
   sb_add_launch(b, &t, kernels);
-  if (stream == VS_STREAM_COMPUTE)
-    return sb_compute_op(b, VS_PHASE_BWD, name, layer, mb, elems, bytes, &t);
-  return sb_new_op(b, stream, VS_PHASE_BWD, name, layer, mb, sb_split_total(&t),
-                   elems, bytes);
+  return sb_compute_op(b, VS_PHASE_BWD, name, layer, mb, elems, bytes, &t);
 }
 
 /* BF16_Optimizer's work over the kept .grad of insts [first, last] of
@@ -330,7 +327,7 @@ void sb_zero_lp_grads(builder *b, size_t first, size_t last, int mb)
   if (!b->r->lp_grads_kept || mb == 0 ||
       (w = hp_work_of(b, first, last)).kept == 0)
     return;
-  copy_op(b, VS_STREAM_COMPUTE, "lp_grads_zero", -1, mb, 0.0, w.kept, 1);
+  hbm_op(b, "lp_grads_zero", -1, mb, 0.0, w.kept, 1);
 }
 
 void sb_update_hp_grads(builder *b, size_t first, size_t last, int mb)
@@ -339,8 +336,7 @@ void sb_update_hp_grads(builder *b, size_t first, size_t last, int mb)
   uint32_t op;
   if (!b->r->lp_grads_kept || (w = hp_work_of(b, first, last)).kept == 0)
     return;
-  op = copy_op(b, VS_STREAM_COMPUTE, "hp_grads_update", -1, mb, w.elems,
-               w.moved, w.kernels);
+  op = hbm_op(b, "hp_grads_update", -1, mb, w.elems, w.moved, w.kernels);
   if (w.largest_cast > 0)
     sb_transient(b, op, (uint64_t)w.largest_cast, VS_CAT_TEMP);
 }
@@ -497,9 +493,8 @@ static uint32_t bucket_copy(builder *b, size_t inst, int mb, uint32_t after,
     bytes += 2.0 * grad * ((copied ? 1 : 0) + (ipg ? 1 : 0));
     kernels += copied;
   }
-  op = copy_op(b, VS_STREAM_COMPUTE, ipg ? "ipg_copy" : "ddp_copy",
-               sb_layer_of(inst), mb, (double)plan->trainable_elems, bytes,
-               kernels);
+  op = hbm_op(b, ipg ? "ipg_copy" : "ddp_copy", sb_layer_of(inst), mb,
+              (double)plan->trainable_elems, bytes, kernels);
   sb_add_dep(b, op, after);
   return op;
 }
