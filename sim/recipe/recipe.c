@@ -485,7 +485,6 @@ static void resolve_fsdp2(const vs_workload *wl, vs_recipe *r)
    * reshard_after_forward = layer_id < n_layers - 1 without PP, "since
    * FSDP would prefetch it immediately" (frameworks.md 4.3) */
   r->keep_last_gathered = r->gather_copy_out && !r->pipelined_fsdp;
-
   /* ... and fully_shard(model) makes the embedding, final norm and output
    * layer the root unit, which FSDP2 never reshards after forward
    * (FSDPState._lazy_init: the root's post_forward_mesh_info is None, its
