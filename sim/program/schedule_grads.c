@@ -359,24 +359,31 @@ static void coalesce_bucket(builder *b, uint32_t op)
                VS_CAT_GRADS);
 }
 
-/* The bytes on the wire of `bytes` of gradients: DeepSpeed's engine
- * all-reduce casts them to its communication dtype (recipe
- * engine_allreduce_bytes), others send them as they are. */
-static uint64_t wire_bytes(const builder *b, uint64_t bytes)
+/* The bytes on the wire of the open bucket's gradients (`expert`: of
+ * its routed experts', in the gradients' dtype): DeepSpeed's engine
+ * all-reduce casts every element to its communication dtype (recipe
+ * engine_allreduce_bytes, whatever each tensor's dtype), others send
+ * them as they are. */
+static uint64_t wire_bytes(const builder *b, bool expert)
 {
+  uint64_t bytes = expert ? b->bucket_expert : b->bucket_fill;
   if (!b->r->engine_allreduce_bytes)
     return bytes;
-  return bytes / b->r->grad_elem_bytes * b->r->engine_allreduce_bytes;
+  if (expert)
+    return bytes / b->r->grad_elem_bytes * b->r->engine_allreduce_bytes;
+  return b->bucket_elems * b->r->engine_allreduce_bytes;
 }
 
 /* DeepSpeed's engine all-reduce of the open bucket (op, its last
  * reduction) holds the bucket flattened in the gradients' dtype and,
  * where the communication dtype differs, cast to it (allreduce_bucket:
  * flatten, .to(communication_data_type)); the flattening, the cast and
- * the copies back are not priced. */
+ * the copies back are not priced. With experts in a group of their own
+ * op is their all-reduce, which DeepSpeed runs after the others' with
+ * copies of their own: both held there, not modelled apart. */
 static void engine_allreduce_copies(builder *b, uint32_t op)
 {
-  uint64_t wire = wire_bytes(b, b->bucket_fill);
+  uint64_t wire = wire_bytes(b, false);
   if (!b->r->engine_allreduce_bytes)
     return;
   sb_transient(b, op, b->bucket_fill, VS_CAT_GRADS);
@@ -407,9 +414,9 @@ void sb_flush_bucket(builder *b, int mb, uint32_t last)
   if (vs_workload_grads_shared(&b->wl->parallel)) {
     if (b->r->reduce_copy)
       last = copy_to_reduce_input(b, mb, last);
-    last = sb_split_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind),
-                         kind, wire_bytes(b, b->bucket_fill),
-                         wire_bytes(b, b->bucket_expert), mb, last);
+    last =
+        sb_split_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind), kind,
+                      wire_bytes(b, false), wire_bytes(b, true), mb, last);
     if (b->r->ipg_resident)
       coalesce_bucket(b, last);
     engine_allreduce_copies(b, last);
