@@ -359,19 +359,14 @@ static void coalesce_bucket(builder *b, uint32_t op)
                VS_CAT_GRADS);
 }
 
-/* The bytes on the wire of the open bucket's gradients (`expert`: of
- * its routed experts', in the gradients' dtype): DeepSpeed's engine
- * all-reduce casts every element to its communication dtype (recipe
- * engine_allreduce_bytes, whatever each tensor's dtype), others send
- * them as they are. */
-static uint64_t wire_bytes(const builder *b, bool expert)
+/* The bytes on the wire of `bytes` of gradients, `elems` elements:
+ * DeepSpeed's engine all-reduce casts every element to its
+ * communication dtype (recipe engine_allreduce_bytes, whatever each
+ * tensor's dtype), others send them as they are. */
+static uint64_t wire_bytes(const builder *b, uint64_t bytes, uint64_t elems)
 {
-  uint64_t bytes = expert ? b->bucket_expert : b->bucket_fill;
-  if (!b->r->engine_allreduce_bytes)
-    return bytes;
-  if (expert)
-    return bytes / b->r->grad_elem_bytes * b->r->engine_allreduce_bytes;
-  return b->bucket_elems * b->r->engine_allreduce_bytes;
+  return b->r->engine_allreduce_bytes ? elems * b->r->engine_allreduce_bytes
+                                      : bytes;
 }
 
 /* DeepSpeed's engine all-reduce of the open bucket (op, its last
@@ -383,7 +378,7 @@ static uint64_t wire_bytes(const builder *b, bool expert)
  * copies of their own: both held there, not modelled apart. */
 static void engine_allreduce_copies(builder *b, uint32_t op)
 {
-  uint64_t wire = wire_bytes(b, false);
+  uint64_t wire = wire_bytes(b, b->bucket_fill, b->bucket_elems);
   if (!b->r->engine_allreduce_bytes)
     return;
   sb_transient(b, op, b->bucket_fill, VS_CAT_GRADS);
@@ -414,9 +409,12 @@ void sb_flush_bucket(builder *b, int mb, uint32_t last)
   if (vs_workload_grads_shared(&b->wl->parallel)) {
     if (b->r->reduce_copy)
       last = copy_to_reduce_input(b, mb, last);
-    last =
-        sb_split_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind), kind,
-                      wire_bytes(b, false), wire_bytes(b, true), mb, last);
+    last = sb_split_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind),
+                         kind, wire_bytes(b, b->bucket_fill, b->bucket_elems),
+                         /* the routed experts' are one dtype, the grads' */
+                         wire_bytes(b, b->bucket_expert,
+                                    b->bucket_expert / b->r->grad_elem_bytes),
+                         mb, last);
     if (b->r->ipg_resident)
       coalesce_bucket(b, last);
     engine_allreduce_copies(b, last);

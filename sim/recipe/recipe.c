@@ -436,6 +436,7 @@ static uint8_t reduce_depth(const vs_workload *wl)
  * gradient buckets, once gather_copy_out is known. */
 static void resolve_buckets(const vs_workload *wl, vs_recipe *r)
 {
+  bool bf16_wrapper = vs_workload_bf16_optimizer(&wl->training, &wl->parallel);
   /* FSDP2's foreach_all_gather makes the flat buffer on its copy-in
    * stream; DeepSpeed's coordinator gathers under its own stream with
    * overlap_comm (partitioned_param_coordinator.py __all_gather_params_:
@@ -452,14 +453,12 @@ static void resolve_buckets(const vs_workload *wl, vs_recipe *r)
       vs_workload_deepspeed_zero3(wl->training.framework, wl->parallel.zero) &&
       vs_workload_grads_bucketed(&wl->parallel);
   r->ipg_buckets = wl->training.framework == VS_FW_DEEPSPEED &&
-                   wl->parallel.zero >= 1 &&
-                   !vs_workload_bf16_optimizer(&wl->training, &wl->parallel);
+                   wl->parallel.zero >= 1 && !bf16_wrapper;
   /* engine.py communication_data_type: fp16 or bf16 as the model, else
    * fp32 */
   r->engine_allreduce_bytes =
       wl->training.framework == VS_FW_DEEPSPEED &&
-              (wl->parallel.zero == 0 ||
-               vs_workload_bf16_optimizer(&wl->training, &wl->parallel))
+              (wl->parallel.zero == 0 || bf16_wrapper)
           ? (uint8_t)vs_dtype_size(
                 vs_precision_param_dtype(wl->training.precision))
           : 0;
