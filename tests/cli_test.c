@@ -1334,6 +1334,26 @@ static void test_framework_samples(void **state)
       assert_contains(r.out, wrappers[i].shown);
     }
   }
+  {
+    /* DeepSpeed casts the adapters to the model's dtype (engine.py
+     * _cast_module_mixed_precision): show says so, run refuses fp32 ones */
+    const char *lora[] = {"show", "workloads/llama3-8b-lora.ini", "--set",
+                          "training.framework=deepspeed", NULL};
+    const char *fp32[] = {"run",   "workloads/llama3-8b-lora.ini",
+                          "--set", "training.framework=deepspeed",
+                          "--set", "finetune.adapter_dtype=fp32",
+                          NULL};
+    run(lora);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "adapter_dtype = bf16    ; framework preset: "
+                           "DeepSpeed casts every parameter to the model's "
+                           "dtype (engine.py _cast_module_mixed_precision)");
+    run(fp32);
+    assert_int_equal(r.status, 1);
+    assert_contains(r.err, "--set finetune.adapter_dtype=fp32: DeepSpeed "
+                           "casts every floating-point parameter");
+    assert_null(strstr(r.out, "verdict"));
+  }
 }
 
 /* The time in seconds that run printed after `label` ("X s|ms|us"). */

@@ -285,6 +285,25 @@ static void test_lora_trainable_is_pefts(void **state)
   }
 }
 
+/* Under DeepSpeed in bf16 the adapters are cast to bf16 with the model
+ * (engine.py _cast_module_mixed_precision at edaa7221): 2 B of weight
+ * and of gradient each, and 12 B of optimizer states (the fp32 master
+ * and Adam's two moments) in place of fp32 adapters' 4, 4 and 8. */
+static void test_lora_under_deepspeed(void **state)
+{
+  const char *none[] = {"finetune.method=lora"};
+  const char *ds[] = {"finetune.method=lora", "training.framework=deepspeed"};
+  vs_layout peft, lay;
+  (void)state;
+  build(llama3_8b, none, 1, 1, &peft);
+  build(llama3_8b, ds, 2, 1, &lay);
+  assert_int_equal(lay.stages[0].trainable_elems, 3407872);
+  assert_int_equal(lay.stages[0].grads_bytes, 2 * 3407872);
+  assert_int_equal(lay.stages[0].optimizer_bytes, 12 * 3407872);
+  assert_int_equal(peft.stages[0].params_bytes - lay.stages[0].params_bytes,
+                   2 * 3407872);
+}
+
 /* QLoRA's base: every layer linear in NF4 with double quantization
  * (0.515869 B a weight: the 4096 x 6144 qkv, 4096 x 4096 output, two
  * 4096 x 14336 and one 14336 x 4096 MLP weights, all multiples of 64 x
@@ -1289,6 +1308,7 @@ int main(void)
       cmocka_unit_test(test_expert_tensor_parallel_states),
       cmocka_unit_test(test_offload_placement),
       cmocka_unit_test(test_lora_trainable_is_pefts),
+      cmocka_unit_test(test_lora_under_deepspeed),
       cmocka_unit_test(test_qlora_base_bytes),
       cmocka_unit_test(test_frozen_base_formats),
       cmocka_unit_test(test_megatron_bytes_per_param),

@@ -674,6 +674,57 @@ static void test_offload_rules(void **state)
 
 /* LoRA's keys need adapters, QLoRA needs nf4, a 4-bit base needs QLoRA;
  * each refusal names the key. */
+/* DeepSpeed's engine casts every floating-point parameter to the model's
+ * dtype (engine.py _cast_module_mixed_precision at edaa7221): its preset
+ * makes the adapters bf16 or fp16 with the model, and an adapter or
+ * floating-point base dtype other than the precision is refused; int8
+ * and nf4 storage, which it does not cast, stays allowed. */
+static void test_deepspeed_casts_parameters(void **state)
+{
+  static const char *const lora_bf16[] = {"training.framework=deepspeed",
+                                          "finetune.method=lora"};
+  static const char *const lora_fp16[] = {"training.framework=deepspeed",
+                                          "finetune.method=lora",
+                                          "training.precision=fp16"};
+  static const char *const qlora[] = {"training.framework=deepspeed",
+                                      "finetune.method=qlora"};
+  static const char *const full[] = {"training.framework=deepspeed"};
+  static const char *const fp32_adapters[] = {"training.framework=deepspeed",
+                                              "finetune.method=lora",
+                                              "finetune.adapter_dtype=fp32"};
+  static const char *const fp32_base[] = {
+      "training.framework=deepspeed", "finetune.method=frozen",
+      "finetune.trainable_layers=1", "finetune.base_dtype=fp32"};
+  static const char *const fp32_model[] = {"training.framework=deepspeed",
+                                           "finetune.method=lora",
+                                           "training.precision=fp32"};
+  vs_workload wl;
+  (void)state;
+#define BF16 LLAMA_MODEL "[training]\nprecision = bf16\n"
+  load_ok(&wl, BF16, lora_bf16, 2, 0);
+  assert_int_equal(wl.finetune.adapter_dtype, VS_ADAPTER_BF16);
+  load_ok(&wl, BF16, lora_fp16, 3, 0);
+  assert_int_equal(wl.finetune.adapter_dtype, VS_ADAPTER_FP16);
+  load_ok(&wl, BF16, qlora, 2, 0);
+  assert_int_equal(wl.finetune.adapter_dtype, VS_ADAPTER_BF16);
+  assert_int_equal(wl.finetune.base_dtype, VS_BASE_NF4);
+  load_ok(&wl, BF16, full, 1, 0); /* no adapters: nothing to set */
+  assert_int_equal(wl.finetune.adapter_dtype, VS_ADAPTER_FP32);
+  load_ok(&wl, BF16, fp32_model, 3, 0); /* fp32: nothing is cast */
+  assert_int_equal(wl.finetune.adapter_dtype, VS_ADAPTER_FP32);
+  load_bad(BF16, fp32_adapters, 3, 0, VS_EINPUT,
+           "--set finetune.adapter_dtype=fp32: DeepSpeed casts every "
+           "floating-point parameter to the model's dtype (engine.py "
+           "_cast_module_mixed_precision), so under precision = bf16 "
+           "adapter_dtype must be bf16");
+  load_bad(BF16, fp32_base, 4, 0, VS_EINPUT,
+           "--set finetune.base_dtype=fp32: DeepSpeed casts every "
+           "floating-point parameter to the model's dtype (engine.py "
+           "_cast_module_mixed_precision), so under precision = bf16 "
+           "base_dtype must be bf16 (or precision, int8 or nf4)");
+#undef BF16
+}
+
 static void test_finetune_rules(void **state)
 {
   vs_workload wl;
@@ -2807,6 +2858,7 @@ int main(void)
       cmocka_unit_test(test_master_weights_with_fp32),
       cmocka_unit_test(test_offload_rules),
       cmocka_unit_test(test_finetune_rules),
+      cmocka_unit_test(test_deepspeed_casts_parameters),
       cmocka_unit_test(test_hf_config),
       cmocka_unit_test(test_hf_config_fields_it_lacks),
       cmocka_unit_test(test_layer_options),

@@ -1576,6 +1576,41 @@ static int check_adapters(vs_workload *wl, vs_error *err)
   return 0;
 }
 
+/* Under framework = deepspeed in 16 bits, the engine casts every
+ * floating-point parameter to the model's dtype (engine.py
+ * _cast_module_mixed_precision at edaa7221): adapters (the preset's
+ * adapter_dtype) and a frozen base stored in floating point are in the
+ * training precision; bitsandbytes' int8 and nf4 storage is not cast. */
+static int check_deepspeed_casts(const vs_workload *wl, vs_error *err)
+{
+  const vs_finetune_conf *f = &wl->finetune;
+  int prec = wl->training.precision;
+  int adapter = prec == VS_PREC_BF16 ? VS_ADAPTER_BF16 : VS_ADAPTER_FP16;
+  int base = prec == VS_PREC_BF16 ? VS_BASE_BF16 : VS_BASE_FP16;
+  bool floating_base = f->base_dtype != VS_BASE_PRECISION &&
+                       f->base_dtype != VS_BASE_INT8 &&
+                       f->base_dtype != VS_BASE_NF4;
+  const char *key = NULL;
+  char where[400];
+  if (wl->training.framework != VS_FW_DEEPSPEED ||
+      (prec != VS_PREC_BF16 && prec != VS_PREC_FP16))
+    return 0;
+  if (vs_finetune_adapters(f->method) && f->adapter_dtype != adapter)
+    key = "adapter_dtype";
+  else if (floating_base && f->base_dtype != base)
+    key = "base_dtype";
+  if (!key)
+    return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: DeepSpeed casts every floating-point parameter to "
+                      "the model's dtype (engine.py "
+                      "_cast_module_mixed_precision), so under precision = "
+                      "%s %s must be %s%s",
+                      WHERE("finetune", key), vs_precision_name(prec), key,
+                      vs_precision_name(prec),
+                      key[0] == 'b' ? " (or precision, int8 or nf4)" : "");
+}
+
 /* [finetune]: each method's own rules, then what every frozen base
  * shares: its layers fit the model, and adapters and bitsandbytes'
  * formats run without tensor parallelism. */
@@ -1595,7 +1630,7 @@ static int check_finetune(vs_workload *wl, vs_error *err)
   rc = f->method == VS_FT_FULL     ? check_full(wl, lora_key, err)
        : f->method == VS_FT_FROZEN ? check_frozen(wl, lora_key, err)
                                    : check_adapters(wl, err);
-  if (rc)
+  if (rc || (rc = check_deepspeed_casts(wl, err)))
     return rc;
   if (!vs_workload_finetune_tp_allowed(f, wl->parallel.tp))
     return vs_error_set(err, VS_EINPUT,

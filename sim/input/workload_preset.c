@@ -202,6 +202,24 @@ static int preset_zero3_coordinator(vs_workload *wl, vs_error *err)
                      "DeepSpeed's stage3_max_reuse_distance: 1e9", err);
 }
 
+/* DeepSpeed's engine casts every floating-point parameter to the
+ * model's 16-bit dtype as it wraps the model (engine.py
+ * _configure_distributed_model, _cast_module_mixed_precision at edaa7221;
+ * module.half() or bfloat16() before #8066, June 2026): LoRA's adapters
+ * train in it, the optimizer keeping their fp32 master copy. */
+static int preset_deepspeed_adapters(vs_workload *wl, vs_error *err)
+{
+  int prec = wl->training.precision;
+  if (!vs_finetune_adapters(wl->finetune.method) ||
+      (prec != VS_PREC_BF16 && prec != VS_PREC_FP16))
+    return 0;
+  return preset(wl, "finetune", "adapter_dtype",
+                prec == VS_PREC_BF16 ? "bf16" : "fp16",
+                "DeepSpeed casts every parameter to the model's dtype "
+                "(engine.py _cast_module_mixed_precision)",
+                err);
+}
+
 /* DeepSpeed (shared/reference/frameworks.md 2.1-2.2): gradient buckets
  * of reduce_bucket_size = 5e8 elements; gradients accumulated in the
  * model's dtype (grad_accum_dtype's default since #7515), which picks
@@ -224,6 +242,8 @@ static int preset_deepspeed(vs_workload *wl, vs_error *err)
     rc = preset_zero2_reduce_on_compute(wl, err);
   if (!rc)
     rc = preset_zero3_coordinator(wl, err);
+  if (!rc)
+    rc = preset_deepspeed_adapters(wl, err);
   if (!rc)
     rc = preset_clipping(wl,
                          "DeepSpeed's gradient_clipping defaults to 1.0 "
