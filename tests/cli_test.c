@@ -1354,6 +1354,26 @@ static void test_framework_samples(void **state)
                            "casts every floating-point parameter");
     assert_null(strstr(r.out, "verdict"));
   }
+  {
+    /* its engine all-reduce ignores reduce_bucket_size: show says so
+     * where the user set bucket, not where the preset did */
+    const char *set[] = {
+        "show",  "workloads/llama2-7b.ini",      "--gpus", "8",
+        "--set", "training.framework=deepspeed", "--set",  "parallel.zero=0",
+        "--set", "parallel.bucket=100MB",        NULL};
+    const char *preset[] = {
+        "show",  "workloads/llama2-7b.ini",      "--gpus", "8",
+        "--set", "training.framework=deepspeed", "--set",  "parallel.zero=0",
+        NULL};
+    const char *note = "# bucket has no effect here: deepspeed's engine "
+                       "all-reduces the gradients";
+    run(set);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, note);
+    run(preset);
+    assert_int_equal(r.status, 0);
+    assert_null(strstr(r.out, note));
+  }
 }
 
 /* The time in seconds that run printed after `label` ("X s|ms|us"). */

@@ -2177,6 +2177,25 @@ static void test_deepspeed_bf16_optimizer(void **state)
                     2.0 * (double)a.layout.stages[0].trainable_elems, 1e-12);
     vs_sim_fini(&a);
   }
+  {
+    /* the engine all-reduces in buckets of 5e8 elements whatever bucket
+     * says (engine.py MEMORY_OPT_ALLREDUCE_SIZE): one for this model, 1 MB
+     * or not; a ZeRO-1 optimizer's buckets are reduce_bucket_size's */
+    const char *engine[] = {"training.framework=deepspeed",
+                            "training.grad_dtype=precision",
+                            "parallel.bucket=1MB"};
+    const char *zero1[] = {"training.framework=deepspeed",
+                           "training.grad_dtype=precision", "parallel.zero=1",
+                           "parallel.bucket=1MB"};
+    load(&wl, frozen_gpt, engine, 3, 2);
+    simulate(&a, &wl, &topo, false);
+    assert_int_equal(ops_named(&a.ranks[0], "dp_all_reduce"), 1);
+    vs_sim_fini(&a);
+    load(&wl, frozen_gpt, zero1, 4, 2);
+    simulate(&a, &wl, &topo, false);
+    assert_true(ops_named(&a.ranks[0], "dp_reduce_scatter") > 1);
+    vs_sim_fini(&a);
+  }
 }
 
 /* How many of rank r's ops named name allocate a buffer of `bytes` in

@@ -1318,3 +1318,10 @@ bool vs_conf_is_set(const vs_keytab *tab, const vs_origins *orig,
   int i = vs_conf_find(tab, section, name);
   return i >= 0 && orig->keys[i].set;
 }
+
+bool vs_conf_set_by_user(const vs_keytab *tab, const vs_origins *orig,
+                         const char *section, const char *name)
+{
+  int i = vs_conf_find(tab, section, name);
+  return i >= 0 && orig->keys[i].set && orig->keys[i].line >= 0;
+}

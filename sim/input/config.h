@@ -164,15 +164,21 @@ int vs_conf_check_required(const vs_keytab *tab, const vs_origins *orig,
 /* Index of section.name in tab, or -1. */
 int vs_conf_find(const vs_keytab *tab, const char *section, const char *name);
 
-/* True when section.name was set from input. */
 /* The first of the n keys `names` of [section] whose value differs
  * between structs a and b of tab (each name must be in tab), or NULL. */
 const char *vs_conf_first_different(const vs_keytab *tab, const char *section,
                                     const char *const *names, size_t n,
                                     const void *a, const void *b);
 
+/* True when section.name was set from input (a preset's or a derived
+ * file's value included). */
 bool vs_conf_is_set(const vs_keytab *tab, const vs_origins *orig,
                     const char *section, const char *name);
+
+/* True when section.name was written by the user: in the file or by
+ * --set, not by a preset or a derived file. */
+bool vs_conf_set_by_user(const vs_keytab *tab, const vs_origins *orig,
+                         const char *section, const char *name);
 
 /* Writes where section.name came from into buf: "w.ini:5: [model] heads = 3",
  * "--set model.heads=3", or "w.ini: [model] heads (default)". */

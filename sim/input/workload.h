@@ -560,6 +560,19 @@ bool vs_workload_bf16_optimizer(const vs_training_conf *t,
 bool vs_workload_deepspeed_fp16_optimizer(const vs_training_conf *t,
                                           const vs_parallel_conf *p);
 
+/* Whether DeepSpeed's engine all-reduces the gradients itself (engine.py
+ * allreduce_gradients: buffered_allreduce_fallback) rather than a ZeRO
+ * optimizer reducing them: ZeRO off, or its BF16_Optimizer. */
+bool vs_workload_deepspeed_engine_allreduce(const vs_training_conf *t,
+                                            const vs_parallel_conf *p);
+
+/* DeepSpeed's engine all-reduces in buckets of MEMORY_OPT_ALLREDUCE_SIZE
+ * = 5e8 elements (engine.py at edaa7221: allreduce_gradients' default
+ * bucket_size, which its _backward_epilogue and the pipeline engine's
+ * _exec_reduce_grads and _bf16_reduce_grads use), whatever
+ * reduce_bucket_size says; reduce_bucket_size's default is 5e8 too. */
+#define VS_DEEPSPEED_BUCKET_ELEMS 500000000ULL
+
 /* Whether DeepSpeed's gradient_clipping decides what its step moves: in
  * fp32 with ZeRO off (no wrapper), where the engine clips only when
  * asked; every wrapper takes the norm and multiplies anyway. */

@@ -250,7 +250,7 @@ static int preset_deepspeed(vs_workload *wl, vs_error *err)
                          "(#8068, June 2026; 0 before)",
                          err);
   return rc ? rc
-            : preset_bucket(wl, 500000000,
+            : preset_bucket(wl, VS_DEEPSPEED_BUCKET_ELEMS,
                             "DeepSpeed's reduce_bucket_size: 5e8 elements",
                             err);
 }

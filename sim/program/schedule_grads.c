@@ -354,7 +354,7 @@ void sb_update_hp_grads(builder *b, size_t first, size_t last, int mb)
  * back. */
 static void coalesce_bucket(builder *b, uint32_t op)
 {
-  uint64_t bucket = b->wl->parallel.bucket_bytes;
+  uint64_t bucket = b->r->bucket_bytes;
   sb_transient(b, op, b->bucket_fill < bucket ? b->bucket_fill : bucket,
                VS_CAT_GRADS);
 }
@@ -456,7 +456,7 @@ static uint64_t bucket_limit(const builder *b)
   if (b->r->buckets_first_chunk &&
       (b->r->reduce_after_backward || b->unit_chunk != 0))
     return UINT64_MAX;
-  return b->wl->parallel.bucket_bytes;
+  return b->r->bucket_bytes;
 }
 
 /* How a framework copies the gradients into its reduction buckets. */
@@ -492,7 +492,7 @@ static uint32_t bucket_copy(builder *b, size_t inst, int mb, uint32_t after,
   for (uint32_t i = 0; i < blk->n_params; i++) {
     const vs_param_tensor *p = &blk->params[i];
     double grad = (double)(p->rows * p->cols) * per_elem;
-    bool copied = !ipg || grad <= (double)b->wl->parallel.bucket_bytes;
+    bool copied = !ipg || grad <= (double)b->r->bucket_bytes;
     if (!p->trainable)
       continue;
     bytes += 2.0 * grad * ((copied ? 1 : 0) + (ipg ? 1 : 0));
@@ -736,7 +736,7 @@ void sb_make_ipg(builder *b, int mb, bool in_backward)
   op = sb_new_op(b, VS_STREAM_COMPUTE, VS_PHASE_BWD, "ipg_buffer", -1, mb, 0.0,
                  0.0, 0.0);
   for (unsigned i = 0; i < n; i++) {
-    b->ipg[i] = sb_new_buffer(b, b->wl->parallel.bucket_bytes, VS_CAT_GRADS);
+    b->ipg[i] = sb_new_buffer(b, b->r->bucket_bytes, VS_CAT_GRADS);
     sb_alloc_on(b, op, b->ipg[i]);
   }
 }
@@ -919,8 +919,7 @@ void sb_setup(builder *b)
   sb_alloc_on(b, op, sb_new_buffer(b, st->grad_staging_bytes, VS_CAT_TEMP));
   /* DeepSpeed ZeRO-3's ipg buffer, made with its optimizer */
   if (b->r->ipg_resident)
-    sb_alloc_on(b, op,
-                sb_new_buffer(b, b->wl->parallel.bucket_bytes, VS_CAT_GRADS));
+    sb_alloc_on(b, op, sb_new_buffer(b, b->r->bucket_bytes, VS_CAT_GRADS));
   sb_alloc_on(b, op, sb_placed_buffer(b, st->managed_bytes, VS_CAT_OPTIMIZER,
                                       VS_PLACE_MANAGED));
   setup_off_gpu(b, op, &st->host, VS_PLACE_HOST);

@@ -437,6 +437,8 @@ static uint8_t reduce_depth(const vs_workload *wl)
 static void resolve_buckets(const vs_workload *wl, vs_recipe *r)
 {
   bool bf16_wrapper = vs_workload_bf16_optimizer(&wl->training, &wl->parallel);
+  bool engine_allreduce =
+      vs_workload_deepspeed_engine_allreduce(&wl->training, &wl->parallel);
   /* FSDP2's foreach_all_gather makes the flat buffer on its copy-in
    * stream; DeepSpeed's coordinator gathers under its own stream with
    * overlap_comm (partitioned_param_coordinator.py __all_gather_params_:
@@ -457,11 +459,12 @@ static void resolve_buckets(const vs_workload *wl, vs_recipe *r)
   /* engine.py communication_data_type: fp16 or bf16 as the model, else
    * fp32 */
   r->engine_allreduce_bytes =
-      wl->training.framework == VS_FW_DEEPSPEED &&
-              (wl->parallel.zero == 0 || bf16_wrapper)
-          ? (uint8_t)vs_dtype_size(
-                vs_precision_param_dtype(wl->training.precision))
-          : 0;
+      engine_allreduce ? (uint8_t)vs_dtype_size(
+                             vs_precision_param_dtype(wl->training.precision))
+                       : 0;
+  r->bucket_bytes = engine_allreduce
+                        ? VS_DEEPSPEED_BUCKET_ELEMS * r->grad_elem_bytes
+                        : wl->parallel.bucket_bytes;
 }
 
 /* FSDP2's buffers and resharding, once gather_params, transient_grads,

@@ -390,6 +390,11 @@ typedef struct vs_recipe {
                                all-reduce, both held through it (engine.py
                                allreduce_no_retain, allreduce_bucket); 0
                                elsewhere */
+  uint64_t bucket_bytes;          /* the gradient bytes that fill a bucket:
+                                     [parallel] bucket, but under DeepSpeed's
+                                     engine all-reduce its fixed 5e8 elements
+                                     (VS_DEEPSPEED_BUCKET_ELEMS) of the
+                                     gradients' dtype */
   bool ipg_buckets;         /* DeepSpeed's ZeRO-1 to 3: a bucket is
                                reduced before a gradient would take it
                                past reduce_bucket_size (stage_1_and_2.py

@@ -510,6 +510,14 @@ static void show_idle_keys(FILE *out, const vs_workload *wl)
     fprintf(out, "# overlap_grad_reduce and bucket have no effect here: no "
                  "gradient leaves the GPU (dp x cp = 1, no optimizer "
                  "offload)\n");
+  if (vs_workload_deepspeed_engine_allreduce(&wl->training, p) &&
+      vs_workload_bucket_matters(wl) &&
+      vs_conf_set_by_user(vs_workload_keys(), &wl->origins, "parallel",
+                          "bucket"))
+    fprintf(out, "# bucket has no effect here: deepspeed's engine "
+                 "all-reduces the gradients (ZeRO off, or its "
+                 "BF16_Optimizer) in buckets of 5e8 elements whatever "
+                 "reduce_bucket_size says (MEMORY_OPT_ALLREDUCE_SIZE)\n");
   if (!wl->training.master_weights &&
       vs_finetune_adapters(wl->finetune.method) &&
       wl->finetune.adapter_dtype == VS_ADAPTER_FP32)
