@@ -302,6 +302,28 @@ static void test_host_memory_bandwidth_bounds(void **state)
            "not a limit) or at least 1 MB/s");
 }
 
+/* A GPU's memory exceeds what its libraries take before any tensor: the
+ * CUDA context and two cuBLAS workspaces (400 MiB + 2 x 32 MiB = 464 MiB
+ * here); 0.5 B used to simulate a GPU of 1 byte. */
+static void test_gpu_memory_above_libraries(void **state)
+{
+  static const char *const tiny[] = {"gpu.memory=464MiB",
+                                     "gpu.context_memory=400MiB",
+                                     "gpu.cublas_workspace=32MiB"};
+  static const char *const least[] = {"gpu.memory=465MiB",
+                                      "gpu.context_memory=400MiB",
+                                      "gpu.cublas_workspace=32MiB"};
+  vs_topology t;
+  vs_error err;
+  char path[128];
+  (void)state;
+  load_bad(MINIMAL, tiny, 3, VS_EINPUT,
+           "--set topology.gpu.memory=464MiB: must be more than the 464 MiB "
+           "that context_memory and two cublas_workspace take on every GPU "
+           "before any tensor");
+  assert_int_equal(load_text(&t, path, MINIMAL, least, 3, &err), 0);
+}
+
 /* The FP8 peak is 0 (no FP8 tensor cores) or at least 1 GFLOP/s, as the
  * other peaks: 1e-6 used to pass and simulate a step of 17 days. */
 static void test_fp8_peak_bounds(void **state)
@@ -908,6 +930,7 @@ int main(void)
       cmocka_unit_test(test_missing_required_key),
       cmocka_unit_test(test_unknown_key_and_section),
       cmocka_unit_test(test_host_memory_bandwidth_bounds),
+      cmocka_unit_test(test_gpu_memory_above_libraries),
       cmocka_unit_test(test_fp8_peak_bounds),
       cmocka_unit_test(test_gemm_shape_and_busbw_curve),
       cmocka_unit_test(test_bad_values),

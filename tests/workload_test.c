@@ -13,6 +13,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A small GPT; hidden 64 = 8 heads * 8. Line numbers used below:
@@ -837,6 +838,24 @@ static void test_finetune_rules(void **state)
                    1u << VS_LORA_Q | 1u << VS_LORA_V);
 }
 
+/* An input that is no regular file, a FIFO without a writer, is refused
+ * at once rather than waited on. */
+static void test_input_not_regular_file(void **state)
+{
+  char dir[64], fifo[128];
+  vs_workload wl;
+  vs_error err;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(fifo, sizeof fifo, "%s/w.ini", dir);
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  vs_error_clear(&err);
+  assert_int_equal(vs_workload_load(&wl, fifo, NULL, 0, 0, &err), VS_EIO);
+  assert_non_null(strstr(err.msg, "w.ini: not a regular file (a device, "
+                                  "FIFO or socket), not a workload file"));
+  tu_remove_dir(dir);
+}
+
 /* A workload whose [model] points at a Hugging Face config.json written
  * beside it (relative paths are the workload file's folder's). */
 static int load_with_json(vs_workload *wl, const char *json, const char *ini,
@@ -902,6 +921,13 @@ static void test_hf_config(void **state)
   assert_int_equal(wl.model.vocab, 1000);
   assert_int_equal(wl.model.layers, 2); /* the workload's own wins */
   assert_false(wl.model.tied_embeddings);
+  /* a UTF-8 byte-order mark before the JSON is skipped (RFC 8259 8.1) */
+  assert_int_equal(load_with_json(&wl, "\xEF\xBB\xBF" HF_LLAMA,
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n",
+                                  &err),
+                   0);
+  assert_int_equal(wl.model.hidden, 256);
   {
     /* messages about a value from it say where it came from */
     char where[400];
@@ -2351,8 +2377,8 @@ static void test_experts(void **state)
   assert_int_equal(wl.model.shared_expert_ffn_hidden, 0); /* none to size */
   assert_int_equal(load_at(&wl, path, GPT_MODEL, harmless, 2, 0, &err), 0);
   load_bad(GPT_MODEL, topk, 2, 0, VS_EINPUT,
-           "--set model.experts_per_token=5: a token goes to at most the 4 "
-           "experts");
+           "--set model.experts_per_token=5: a token goes to at most the "
+           "model's 4 experts");
   load_bad(GPT_MODEL, dense, 2, 0, VS_EINPUT,
            "--set model.dense_layers=2: leaves no mixture-of-experts layer");
   load_bad(GPT_MODEL, lonely, 1, 0, VS_EINPUT,
@@ -2858,6 +2884,7 @@ int main(void)
       cmocka_unit_test(test_master_weights_with_fp32),
       cmocka_unit_test(test_offload_rules),
       cmocka_unit_test(test_finetune_rules),
+      cmocka_unit_test(test_input_not_regular_file),
       cmocka_unit_test(test_deepspeed_casts_parameters),
       cmocka_unit_test(test_hf_config),
       cmocka_unit_test(test_hf_config_fields_it_lacks),

@@ -12,11 +12,13 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* State shared by the line reader and the key handler during one parse. */
 typedef struct parse_ctx {
@@ -940,13 +942,27 @@ FILE *vs_conf_open_input(const char *path, const char *what, vs_error *err)
 {
   struct stat st;
   FILE *f;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-    vs_error_set(err, VS_EIO, "%s: is a directory, not a %s", path, what);
-    return NULL;
-  }
-  if (!(f = fopen(path, "r")))
+  /* O_NONBLOCK: opening a FIFO for reading would wait for a writer */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
     vs_error_set(err, VS_EIO, "%s: cannot read %s: %s", path, what,
                  strerror(errno));
+    return NULL;
+  }
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    vs_error_set(err, VS_EIO, "%s: %s, not a %s", path,
+                 S_ISDIR(st.st_mode) ? "is a directory"
+                                     : "not a regular file (a device, FIFO "
+                                       "or socket)",
+                 what);
+    close(fd);
+    return NULL;
+  }
+  if (!(f = fdopen(fd, "r"))) {
+    vs_error_set(err, VS_EIO, "%s: cannot read %s: %s", path, what,
+                 strerror(errno));
+    close(fd);
+  }
   return f;
 }
 

@@ -690,6 +690,12 @@ static int load_json(const char *path, json_t **root, vs_error *err)
     return VS_EIO;
   rc = read_text(f, path, &buf, &len, err);
   fclose(f);
+  /* a UTF-8 byte-order mark, which JSON parsers may skip (RFC 8259,
+   * section 8.1) and editors on Windows write */
+  if (rc == 0 && len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0) {
+    memmove(buf, buf + 3, len - 3);
+    len -= 3;
+  }
   if (rc == 0 && !(*root = json_loadb(buf ? buf : "", len,
                                       JSON_REJECT_DUPLICATES, &jerr)))
     rc = vs_error_set(err, VS_EINPUT, "%s:%d:%d: not valid JSON: %s", path,

@@ -538,6 +538,21 @@ static int check_fp8_peak(const vs_topology *t, vs_error *err)
                    "must be 0 (no FP8 tensor cores) or at least 0.001");
 }
 
+/* [gpu] memory above what the libraries take on every GPU before any
+ * tensor (the CUDA context and the two cuBLAS workspaces, vs_layout's
+ * framework memory): a smaller one could never hold a step. */
+static int check_gpu_memory(const vs_topology *t, vs_error *err)
+{
+  uint64_t libraries = t->context_bytes + 2 * t->cublas_workspace_bytes;
+  char b[16];
+  if (t->memory_bytes > libraries)
+    return 0;
+  return key_error(t, err, "gpu", "memory",
+                   "must be more than the %s that context_memory and two "
+                   "cublas_workspace take on every GPU before any tensor",
+                   vs_format_bytes(libraries, b, sizeof b));
+}
+
 /* [node] host_memory_bandwidth: 0 (not a limit) or a real rate. */
 static int check_host_memory_bandwidth(const vs_topology *t, vs_error *err)
 {
@@ -842,6 +857,8 @@ int vs_topology_finish(vs_topology *topo, const char *const *sets,
     rc = check_fp8_peak(topo, err);
   if (rc == 0)
     rc = check_host_memory_bandwidth(topo, err);
+  if (rc == 0)
+    rc = check_gpu_memory(topo, err);
   if (rc == 0)
     rc = check_efficiency_shape(topo, err);
   if (rc == 0)

@@ -333,9 +333,11 @@ static int check_experts(vs_workload *wl, vs_error *err)
                         WHERE("model", "shared_expert_gate"));
   if (m->experts_per_token > m->experts)
     return vs_error_set(err, VS_EINPUT,
-                        "%s: a token goes to at most the %llu experts",
+                        "%s: a token goes to at most the model's %llu "
+                        "expert%s",
                         WHERE("model", "experts_per_token"),
-                        (unsigned long long)m->experts);
+                        (unsigned long long)m->experts,
+                        m->experts == 1 ? "" : "s");
   if (m->expert_capacity_factor * (double)m->experts_per_token >
       (double)m->experts)
     return vs_error_set(err, VS_EINPUT,
