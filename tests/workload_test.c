@@ -2500,9 +2500,8 @@ static void test_experts(void **state)
     load_bad(GPT_MODEL, etp_dense, 3, 0, VS_EINPUT,
              "--set parallel.etp=1: expert tensor parallelism splits "
              "experts, which this model has none of");
-    load_bad(GPT_MODEL, etp_dense + 2, 1, 0, VS_EINPUT, /* etp = tp = 1 */
-             "--set parallel.etp=1: expert tensor parallelism splits "
-             "experts, which this model has none of");
+    /* etp = tp = 1: what it means unset (plan.csv's parallel.etp) */
+    load_ok(&wl, GPT_MODEL, etp_dense + 2, 1, 0);
     load_bad(GPT_MODEL, etp_grid, 4, 0, VS_EINPUT,
              "--set parallel.etp=4: the expert grid (etp x ep x "
              "expert-data-parallel ranks) is made of a stage's tp x dp x cp "

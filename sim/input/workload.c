@@ -940,8 +940,10 @@ static int check_ep(vs_workload *wl, vs_error *err)
                             vs_workload_shard_ranks(p), p->zero, t->framework);
   bool by_ep = p->ep > 1; /* the key a refusal names: ep, else etp */
   char where[400];
-  if (p->etp && wl->model.experts == 0 && !by_ep)
-    key = "experts"; /* etp = tp, set on a dense model */
+  /* etp other than tp set on a dense model; etp = tp, what it means
+   * unset, is plan.csv's parallel.etp there and replays as it */
+  if (p->etp && p->etp != p->tp && wl->model.experts == 0 && !by_ep)
+    key = "experts";
   if (key && wl->model.experts == 0)
     return vs_error_set(err, VS_EINPUT,
                         "%s: expert %s experts, which this model has none "
