@@ -652,6 +652,46 @@ static void test_offload_sample_fits_and_writes_host_csv(void **state)
   assert_int_equal(r.status, 3);
 }
 
+/* host.csv has a row for every node the offload uses: in stage mode the
+ * second node of a 16-GPU ZeRO-3 job, which no simulated rank is on,
+ * holds what node 0 holds, as --ranks all finds it. */
+static void test_host_csv_lists_every_node(void **state)
+{
+  char stage_dir[64], all_dir[64], p[128];
+  const char *args[] = {"run",    "workloads/llama2-7b.ini",
+                        "--gpus", "16",
+                        "--set",  "model.layers=4",
+                        "--set",  "parallel.offload_optimizer=cpu",
+                        "--set",  "parallel.offload_params=cpu",
+                        "--csv",  NULL,
+                        NULL,     NULL,
+                        NULL};
+  char *stage, *all;
+  table t;
+  (void)state;
+  args[11] = tu_temp_dir(stage_dir, sizeof stage_dir);
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "(the job's other 1 node holds what the node of "
+                         "its stage holds");
+  read_csv(path_in(stage_dir, "host.csv", p, sizeof p), &t);
+  assert_int_equal(t.total_rows, 3);
+  assert_string_equal(cell(&t, 2, "node"), "1");
+  assert_string_equal(cell(&t, 2, "peak_bytes"), cell(&t, 1, "peak_bytes"));
+  stage = tu_read_file(p);
+  args[11] = tu_temp_dir(all_dir, sizeof all_dir);
+  args[12] = "--ranks";
+  args[13] = "all";
+  run(args);
+  assert_int_equal(r.status, 0);
+  all = tu_read_file(path_in(all_dir, "host.csv", p, sizeof p));
+  assert_string_equal(stage, all);
+  free(stage);
+  free(all);
+  tu_remove_dir(stage_dir);
+  tu_remove_dir(all_dir);
+}
+
 /* op_bounds.csv read row by row (libcsv): each row's parts checked as
  * it ends, rank 0's compute parts summed, bounds met by op counted. */
 #define BOUND_COLS 14 /* rank .. end_s, bound, six parts */
@@ -5308,6 +5348,7 @@ int main(void)
       cmocka_unit_test(test_readme_examples_are_real_output),
       cmocka_unit_test(test_show_names_the_cublas_workspaces),
       cmocka_unit_test(test_offload_sample_fits_and_writes_host_csv),
+      cmocka_unit_test(test_host_csv_lists_every_node),
       cmocka_unit_test(test_parameters_allocated_tensor_by_tensor),
       cmocka_unit_test(test_run_says_what_was_measured),
       cmocka_unit_test(test_pinned_copies_outside_their_range_told),

@@ -582,6 +582,15 @@ static void node_table(FILE *out, const vs_sim *sim)
               sim->nodes[i].node, vs_place_name(p), b[0], b[1], b[2], b[7],
               b[3], b[4], b[5], b[6], vs_mem_fits(m) ? "yes" : "NO");
     }
+  if (sim->layout.nodes > sim->n_nodes)
+    fprintf(out,
+            "  (the job's other %llu node%s hold%s what the node of "
+            "%s stage holds, as host.csv lists them; --ranks all "
+            "simulates each)\n",
+            (unsigned long long)(sim->layout.nodes - sim->n_nodes),
+            sim->layout.nodes - sim->n_nodes == 1 ? "" : "s",
+            sim->layout.nodes - sim->n_nodes == 1 ? "s" : "",
+            sim->layout.nodes - sim->n_nodes == 1 ? "its" : "their");
 }
 
 /* The first allocation each node's host or NVMe could not hold. */
@@ -768,16 +777,17 @@ static void write_op_bounds(const vs_sim *sim, vs_csv *c)
   }
 }
 
-/* host.csv: each tracked node's host and NVMe memory at its peak. */
+/* host.csv: each node's host and NVMe memory at its peak, a node stage
+ * mode does not track as the one that stands for it (vs_sim_node_like). */
 static void write_host(const vs_sim *sim, vs_csv *c)
 {
   vs_csv_header(c, HOST_COLUMNS);
-  for (size_t i = 0; i < sim->n_nodes; i++)
+  for (uint64_t node = 0; sim->n_nodes && node < sim->layout.nodes; node++)
     for (int p = VS_PLACE_HOST; p < VS_PLACE_N; p++) {
-      const vs_mem *m = &sim->nodes[i].mem[p];
+      const vs_mem *m = &vs_sim_node_like(sim, node)->mem[p];
       if (p == VS_PLACE_NVME && m->peak_allocated_bytes == 0)
         continue;
-      vs_csv_u64(c, sim->nodes[i].node);
+      vs_csv_u64(c, node);
       vs_csv_text(c, vs_place_name(p));
       vs_csv_u64(c, m->at_peak[VS_CAT_PARAMS]);
       vs_csv_u64(c, m->at_peak[VS_CAT_GRADS]);

@@ -63,6 +63,24 @@ static bool uses_nodes(const vs_recipe *r, const vs_layout *lay)
   return false;
 }
 
+const vs_node_mem *vs_sim_node_like(const vs_sim *sim, uint64_t node)
+{
+  const vs_layout *lay = &sim->layout;
+  uint64_t gpn = sim->topo->gpus_per_node, stage, rep;
+  const vs_node_mem *like = NULL;
+  if (sim->n_nodes == 0)
+    return NULL;
+  stage = (node * gpn / lay->pp_stride) % lay->pp;
+  rep = stage * lay->pp_stride / gpn; /* the node of the stage's rank */
+  for (size_t i = 0; i < sim->n_nodes; i++) {
+    if (sim->nodes[i].node == node)
+      return &sim->nodes[i];
+    if (sim->nodes[i].node == rep)
+      like = &sim->nodes[i];
+  }
+  return like ? like : &sim->nodes[0];
+}
+
 /* The GPUs of stage s (global numbers) on each tracked node: index[node]
  * is the node's place in sim->nodes or -1; weights[i] counts them. */
 static void stage_weights(const vs_sim *sim, uint64_t s, const int32_t *index,

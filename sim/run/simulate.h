@@ -238,6 +238,13 @@ vs_rates vs_sim_rates(const vs_sim *sim, uint64_t microbatches, double step_s);
  * nodes. */
 const vs_node_mem *vs_sim_worst_node(const vs_sim *sim);
 
+/* The tracked node (in sim->nodes) whose host and NVMe memory stands for
+ * the job's node `node` (0 to layout.nodes - 1): the node itself where it
+ * is tracked; in stage mode, otherwise, the tracked node of the stage of
+ * its first GPU (the same figures where the stages repeat from node to
+ * node, else approximate: nodes_uneven); NULL without tracked nodes. */
+const vs_node_mem *vs_sim_node_like(const vs_sim *sim, uint64_t node);
+
 /* The simulated rank whose peak use is highest (first on ties). */
 const vs_rank *vs_sim_worst_rank(const vs_sim *sim);
 
