@@ -146,6 +146,8 @@ typedef struct reader {
   const char *path;              /* for messages */
   vs_error *err;                 /* first error */
   int line;                      /* line being fed */
+  int record_line;               /* line the record being read starts on */
+  int record_done;               /* the last line fed ended a record */
   int failed;                    /* an error is recorded: ignore the rest */
   int header_done;               /* the header row was read */
   size_t col[N_COLS];            /* field index of each column, or NO_COL */
@@ -383,6 +385,7 @@ static void on_record(int c, void *data)
 {
   reader *r = data;
   (void)c;
+  r->record_done = 1;
   if (!r->failed) {
     if (!r->header_done)
       header(r);
@@ -492,6 +495,9 @@ static bool feed(reader *r, struct csv_parser *p, FILE *f)
   while (!r->failed && (len = read_line(f, line, RAW_LINE_MAX + 2)) > 0) {
     size_t skip = r->line == 0 && len >= 3 && memcmp(line, bom, 3) == 0 ? 3 : 0;
     r->line++;
+    if (r->record_done) /* this line starts a record */
+      r->record_line = r->line;
+    r->record_done = 0;
     total += len;
     if (line_ok(r, line, len, total) &&
         csv_parse(p, line + skip, len - skip, on_field, on_record, r) != len - skip)
@@ -503,9 +509,12 @@ static bool feed(reader *r, struct csv_parser *p, FILE *f)
 
 int vs_raw_read(vs_raw *raw, const char *path, vs_error *err)
 {
-  reader r = {.raw = raw, .path = path, .err = err,
-              .col = {NO_COL, NO_COL, NO_COL, NO_COL, NO_COL, NO_COL, NO_COL,
-                      NO_COL}};
+  reader r = {
+      .raw = raw,
+      .path = path,
+      .err = err,
+      .record_done = 1,
+      .col = {NO_COL, NO_COL, NO_COL, NO_COL, NO_COL, NO_COL, NO_COL, NO_COL}};
   struct csv_parser p;
   FILE *f;
   int rc;
@@ -518,8 +527,14 @@ int vs_raw_read(vs_raw *raw, const char *path, vs_error *err)
   }
   if (feed(&r, &p, f) && ferror(f))
     rc = vs_error_set(err, VS_EIO, "%s: read error", path);
-  if (!r.failed && !rc && csv_fini(&p, on_field, on_record, &r) != 0)
-    fail(&r, "malformed CSV: %s%s", csv_strerror(csv_error(&p)), "");
+  if (!r.failed && !rc && csv_fini(&p, on_field, on_record, &r) != 0) {
+    /* only an open quote is left unparsed at the end (CSV_STRICT_FINI) */
+    r.line = r.record_line;
+    fail(&r,
+         "a quoted field in the record that starts on this line is "
+         "never closed (a '\"' without its pair)%s%s",
+         "", "");
+  }
   if (!r.failed && !rc && !r.header_done)
     rc = vs_error_set(err, VS_EINPUT,
                       "%s: empty file; expected a header kind,bytes,sample,"

@@ -439,8 +439,14 @@ static void test_raw_csv_errors(void **state)
   raw_bad("kind,bytes,sample,seconds\np2p,9007199254740993,0,1e-5\n",
           VS_EINPUT, "@:2: bytes '9007199254740993' is not a non-negative "
                      "integer up to 2^53");
+  /* an open quote is named on the line its record starts on, not at the
+   * end of the file, where libcsv finds it (hunt) */
   raw_bad("kind,bytes,sample,seconds\np2p,4,0,\"1e-5\n", VS_EINPUT,
-          "@:2: malformed CSV");
+          "@:2: a quoted field in the record that starts on this line is "
+          "never closed (a '\"' without its pair)");
+  raw_bad("kind,bytes,sample,seconds\np2p,4,0,1e-5\n\"p2p,8,0,1e-5\n"
+          "p2p,16,0,1e-5\np2p,32,0,1e-5\n",
+          VS_EINPUT, "@:3: a quoted field in the record that starts");
   raw_bad("", VS_EINPUT, "@: empty file; expected a header kind,bytes,sample,seconds");
   raw_bad("kind,bytes,sample,seconds\n", VS_EINPUT, "@: no samples after the header");
   vs_raw_init(&raw);
