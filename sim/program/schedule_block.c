@@ -943,11 +943,14 @@ static uint32_t fetch_partition(builder *b, size_t inst, int mb, uint64_t part,
 typedef enum { GATHER_INTO_PARAMS, GATHER_INTO_FLAT } gather_target;
 
 /* FSDP2's all-gather inputs of inst once they are on the GPU, as
- * coll (the all-gather) starts: foreach_all_gather makes them on its
- * copy-in stream, a flat copy of the fp32 shards cast to the 16-bit dtype
- * (_get_param_all_gather_inputs' flat_foreach_copy_input: the shard of
- * the bytes the cast drops, stored_param_bytes less param_bytes), dropped
- * once the all-gather is issued and freed as coll ends. */
+ * coll (the all-gather) starts, beside its output (allocated first):
+ * foreach_all_gather makes them on its copy-in stream, a flat copy of the
+ * fp32 shards cast to the 16-bit dtype (_get_param_all_gather_inputs'
+ * flat_foreach_copy_input: the shard of the bytes the cast drops,
+ * stored_param_bytes less param_bytes), copies them into the output
+ * (all_gather_copy_in) and drops them before the all-gather is issued
+ * (del param_all_gather_inputs): freed as coll starts, into the copy-in
+ * stream's pool, which only that stream read them from. */
 static void cast_inputs(builder *b, size_t inst, uint32_t coll)
 {
   const vs_kind_plan *k = sb_plan_of(b, inst);
@@ -958,7 +961,7 @@ static void cast_inputs(builder *b, size_t inst, uint32_t coll)
       b, vs_recipe_shard(&b->r->params, k->stored_param_bytes - k->param_bytes),
       VS_CAT_TEMP, VS_MADE_ON_GATHER);
   sb_alloc_on(b, coll, buf);
-  sb_free_on(b, coll, buf, AT_END);
+  sb_free_on(b, coll, buf, AT_START);
 }
 
 /* Brings inst's parameters whole onto the GPU once `after` has ended (so
@@ -998,7 +1001,6 @@ static void gather_into(builder *b, size_t inst, int mb, uint32_t after,
                               0.0, (double)bytes);
     sb_add_dep(b, coll, op);
     sb_free_on(b, coll, part_buf, AT_END);
-    cast_inputs(b, inst, coll);
     op = coll;
   }
   if (flat && peers) {
@@ -1007,6 +1009,7 @@ static void gather_into(builder *b, size_t inst, int mb, uint32_t after,
     b->gather_buf[inst] = sb_new_buffer(b, bytes, VS_CAT_TEMP);
     b->flat_buf[inst] = sb_buffer_made_on(b, bytes, VS_CAT_TEMP, made_on);
     sb_alloc_on(b, op, b->flat_buf[inst]);
+    cast_inputs(b, inst, op);
   } else {
     b->gather_buf[inst] = sb_buffer_made_on(b, bytes, VS_CAT_TEMP, made_on);
     sb_alloc_on(b, op, b->gather_buf[inst]);
