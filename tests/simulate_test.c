@@ -2203,6 +2203,47 @@ static void test_deepspeed_bf16_optimizer(void **state)
   }
 }
 
+/* How many gradient buffers the backward ops named name of micro-batch
+ * mb allocate on rank r. */
+static size_t grads_made_by(const vs_rank *r, const char *name, int mb)
+{
+  const vs_program *p = r->prog;
+  size_t n = 0;
+  for (uint32_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    if (op->phase != VS_PHASE_BWD || op->microbatch != mb ||
+        strcmp(vs_op_name(p, op), name) != 0)
+      continue;
+    for (uint32_t e = op->first_effect; e < vs_op_effects_end(p, op); e++)
+      n += !p->effects[e].is_free &&
+           vs_program_buffer(p, p->effects[e].buffer)->category == VS_CAT_GRADS;
+  }
+  return n;
+}
+
+/* BF16_Optimizer's kept 16-bit .grad of tied word embeddings appears as
+ * the head's backward makes it, before the embedding's own backward
+ * (autograd accumulates the shared weight's gradient from its first
+ * use in backward), with the positions' in the same block: the embedding
+ * op makes none. */
+static void test_bf16_optimizer_tied_lp_grads(void **state)
+{
+  const char *bf16[] = {"parallel.zero=1", "training.framework=deepspeed",
+                        "training.global_batch=4"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim a;
+  (void)state;
+  load(&wl, frozen_gpt, bf16, 3, 2);
+  assert_true(wl.model.tied_embeddings);
+  assert_true(vs_workload_bf16_optimizer(&wl.training, &wl.parallel));
+  simulate(&a, &wl, &topo, false);
+  assert_true(a.recipe.lp_grads_kept);
+  assert_true(grads_made_by(&a.ranks[0], "lm_head", 0) >= 1);
+  assert_int_equal(grads_made_by(&a.ranks[0], "embedding", 0), 0);
+  vs_sim_fini(&a);
+}
+
 /* How many of rank r's ops named name allocate a buffer of `bytes` in
  * category, and (*frees_at_end) whether every one of them frees a buffer
  * of category as it ends. */
@@ -4103,6 +4144,7 @@ int main(void)
       cmocka_unit_test(test_bucket_copies),
       cmocka_unit_test(test_deepspeed_zero3_ipg),
       cmocka_unit_test(test_deepspeed_bf16_optimizer),
+      cmocka_unit_test(test_bf16_optimizer_tied_lp_grads),
       cmocka_unit_test(test_deepspeed_offload_host_sums),
       cmocka_unit_test(test_deepspeed_activation_offload_on_demand),
       cmocka_unit_test(test_op_level_checkpointing),
