@@ -495,9 +495,12 @@ static bool feed(reader *r, struct csv_parser *p, FILE *f)
   while (!r->failed && (len = read_line(f, line, RAW_LINE_MAX + 2)) > 0) {
     size_t skip = r->line == 0 && len >= 3 && memcmp(line, bom, 3) == 0 ? 3 : 0;
     r->line++;
-    if (r->record_done) /* this line starts a record */
+    /* this line starts a record, unless it is blank (libcsv skips blank
+     * lines between records without a record) */
+    if (r->record_done && len - skip > strspn(line + skip, "\r\n")) {
       r->record_line = r->line;
-    r->record_done = 0;
+      r->record_done = 0;
+    }
     total += len;
     if (line_ok(r, line, len, total) &&
         csv_parse(p, line + skip, len - skip, on_field, on_record, r) != len - skip)

@@ -447,6 +447,10 @@ static void test_raw_csv_errors(void **state)
   raw_bad("kind,bytes,sample,seconds\np2p,4,0,1e-5\n\"p2p,8,0,1e-5\n"
           "p2p,16,0,1e-5\np2p,32,0,1e-5\n",
           VS_EINPUT, "@:3: a quoted field in the record that starts");
+  /* a blank line before it starts no record (review) */
+  raw_bad("kind,bytes,sample,seconds\np2p,4,0,1e-5\n\n\"p2p,8,0,1e-5\n"
+          "p2p,16,0,1e-5\n",
+          VS_EINPUT, "@:4: a quoted field in the record that starts");
   raw_bad("", VS_EINPUT, "@: empty file; expected a header kind,bytes,sample,seconds");
   raw_bad("kind,bytes,sample,seconds\n", VS_EINPUT, "@: no samples after the header");
   vs_raw_init(&raw);

@@ -652,12 +652,37 @@ static void test_offload_sample_fits_and_writes_host_csv(void **state)
   assert_int_equal(r.status, 3);
 }
 
-/* host.csv has a row for every node the offload uses: in stage mode the
- * second node of a 16-GPU ZeRO-3 job, which no simulated rank is on,
- * holds what node 0 holds, as --ranks all finds it. */
-static void test_host_csv_lists_every_node(void **state)
+/* host.csv of stage mode (args, --csv at args[csv]) equals --ranks
+ * all's (args[csv + 2] and on free for it). */
+static void host_csv_as_all_ranks(const char **args, size_t csv)
 {
   char stage_dir[64], all_dir[64], p[128];
+  char *stage, *all;
+  args[csv] = tu_temp_dir(stage_dir, sizeof stage_dir);
+  run(args);
+  assert_int_equal(r.status, 0);
+  stage = tu_read_file(path_in(stage_dir, "host.csv", p, sizeof p));
+  args[csv] = tu_temp_dir(all_dir, sizeof all_dir);
+  args[csv + 1] = "--ranks";
+  args[csv + 2] = "all";
+  run(args);
+  assert_int_equal(r.status, 0);
+  all = tu_read_file(path_in(all_dir, "host.csv", p, sizeof p));
+  assert_string_equal(stage, all);
+  args[csv + 1] = args[csv + 2] = NULL;
+  free(stage);
+  free(all);
+  tu_remove_dir(stage_dir);
+  tu_remove_dir(all_dir);
+}
+
+/* host.csv has a row for every node the offload uses: in stage mode the
+ * second node of a 16-GPU ZeRO-3 job, which no simulated rank is on,
+ * holds what node 0 holds, as --ranks all finds it; so do the second and
+ * fourth nodes of a 32-GPU two-stage pipeline, in either rank order. */
+static void test_host_csv_lists_every_node(void **state)
+{
+  char dir[64], p[128];
   const char *args[] = {"run",    "workloads/llama2-7b.ini",
                         "--gpus", "16",
                         "--set",  "model.layers=4",
@@ -666,30 +691,34 @@ static void test_host_csv_lists_every_node(void **state)
                         "--csv",  NULL,
                         NULL,     NULL,
                         NULL};
-  char *stage, *all;
   table t;
   (void)state;
-  args[11] = tu_temp_dir(stage_dir, sizeof stage_dir);
+  args[11] = tu_temp_dir(dir, sizeof dir);
   run(args);
   assert_int_equal(r.status, 0);
   assert_contains(r.out, "(the job's other 1 node holds what the node of "
                          "its stage holds");
-  read_csv(path_in(stage_dir, "host.csv", p, sizeof p), &t);
+  read_csv(path_in(dir, "host.csv", p, sizeof p), &t);
   assert_int_equal(t.total_rows, 3);
   assert_string_equal(cell(&t, 2, "node"), "1");
   assert_string_equal(cell(&t, 2, "peak_bytes"), cell(&t, 1, "peak_bytes"));
-  stage = tu_read_file(p);
-  args[11] = tu_temp_dir(all_dir, sizeof all_dir);
-  args[12] = "--ranks";
-  args[13] = "all";
-  run(args);
-  assert_int_equal(r.status, 0);
-  all = tu_read_file(path_in(all_dir, "host.csv", p, sizeof p));
-  assert_string_equal(stage, all);
-  free(stage);
-  free(all);
-  tu_remove_dir(stage_dir);
-  tu_remove_dir(all_dir);
+  tu_remove_dir(dir);
+  host_csv_as_all_ranks(args, 11);
+  {
+    const char *pipe[] = {"run",    "workloads/llama2-7b.ini",
+                          "--gpus", "32",
+                          "--set",  "model.layers=4",
+                          "--set",  "parallel.pp=2",
+                          "--set",  "parallel.zero=1",
+                          "--set",  "parallel.offload_optimizer=cpu",
+                          "--set",  "parallel.order=tp-dp-pp",
+                          "--csv",  NULL,
+                          NULL,     NULL,
+                          NULL};
+    host_csv_as_all_ranks(pipe, 15);
+    pipe[13] = "parallel.order=tp-pp-dp";
+    host_csv_as_all_ranks(pipe, 15);
+  }
 }
 
 /* op_bounds.csv read row by row (libcsv): each row's parts checked as

@@ -673,13 +673,11 @@ static void test_offload_rules(void **state)
   assert_int_equal(wl.parallel.offload_params, VS_OFFLOAD_NVME);
 }
 
-/* LoRA's keys need adapters, QLoRA needs nf4, a 4-bit base needs QLoRA;
- * each refusal names the key. */
 /* DeepSpeed's engine casts every floating-point parameter to the model's
- * dtype (engine.py _cast_module_mixed_precision at edaa7221): its preset
- * makes the adapters bf16 or fp16 with the model, and an adapter or
- * floating-point base dtype other than the precision is refused; int8
- * and nf4 storage, which it does not cast, stays allowed. */
+ * dtype (engine.py _cast_module_mixed_precision at edaa7221) below ZeRO-3:
+ * its preset makes the adapters bf16 or fp16 with the model, and an
+ * adapter or floating-point base dtype other than the precision is
+ * refused; int8 and nf4 storage, which it does not cast, stays allowed. */
 static void test_deepspeed_casts_parameters(void **state)
 {
   static const char *const lora_bf16[] = {"training.framework=deepspeed",
@@ -699,6 +697,12 @@ static void test_deepspeed_casts_parameters(void **state)
   static const char *const fp32_model[] = {"training.framework=deepspeed",
                                            "finetune.method=lora",
                                            "training.precision=fp32"};
+  static const char *const zero3[] = {"training.framework=deepspeed",
+                                      "finetune.method=lora",
+                                      "parallel.zero=3"};
+  static const char *const zero3_fp32[] = {
+      "training.framework=deepspeed", "finetune.method=lora", "parallel.zero=3",
+      "finetune.adapter_dtype=fp32"};
   vs_workload wl;
   (void)state;
 #define BF16 LLAMA_MODEL "[training]\nprecision = bf16\n"
@@ -713,6 +717,12 @@ static void test_deepspeed_casts_parameters(void **state)
   assert_int_equal(wl.finetune.adapter_dtype, VS_ADAPTER_FP32);
   load_ok(&wl, BF16, fp32_model, 3, 0); /* fp32: nothing is cast */
   assert_int_equal(wl.finetune.adapter_dtype, VS_ADAPTER_FP32);
+  /* ZeRO-3 takes a model built under zero.Init, which the engine leaves
+   * as it is (is_zero_init_model): PEFT's fp32 adapters stay, and may be
+   * asked for */
+  load_ok(&wl, BF16, zero3, 3, 0);
+  assert_int_equal(wl.finetune.adapter_dtype, VS_ADAPTER_FP32);
+  load_ok(&wl, BF16, zero3_fp32, 4, 0);
   load_bad(BF16, fp32_adapters, 3, 0, VS_EINPUT,
            "--set finetune.adapter_dtype=fp32: DeepSpeed casts every "
            "floating-point parameter to the model's dtype (engine.py "
@@ -726,6 +736,8 @@ static void test_deepspeed_casts_parameters(void **state)
 #undef BF16
 }
 
+/* LoRA's keys need adapters, QLoRA needs nf4, a 4-bit base needs QLoRA;
+ * each refusal names the key. */
 static void test_finetune_rules(void **state)
 {
   vs_workload wl;

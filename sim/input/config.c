@@ -949,7 +949,13 @@ FILE *vs_conf_open_input(const char *path, const char *what, vs_error *err)
                  strerror(errno));
     return NULL;
   }
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
+    vs_error_set(err, VS_EIO, "%s: cannot read %s: %s", path, what,
+                 strerror(errno));
+    close(fd);
+    return NULL;
+  }
+  if (!S_ISREG(st.st_mode)) {
     vs_error_set(err, VS_EIO, "%s: %s, not a %s", path,
                  S_ISDIR(st.st_mode) ? "is a directory"
                                      : "not a regular file (a device, FIFO "

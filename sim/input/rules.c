@@ -157,6 +157,13 @@ bool vs_workload_deepspeed_fp16_optimizer(const vs_training_conf *t,
           (t->precision == VS_PREC_BF16 && !vs_workload_bf16_optimizer(t, p)));
 }
 
+bool vs_workload_deepspeed_casts(const vs_training_conf *t,
+                                 const vs_parallel_conf *p)
+{
+  return t->framework == VS_FW_DEEPSPEED && p->zero < 3 &&
+         (t->precision == VS_PREC_BF16 || t->precision == VS_PREC_FP16);
+}
+
 bool vs_workload_deepspeed_engine_allreduce(const vs_training_conf *t,
                                             const vs_parallel_conf *p)
 {

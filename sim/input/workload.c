@@ -1580,9 +1580,8 @@ static int check_adapters(vs_workload *wl, vs_error *err)
   return 0;
 }
 
-/* Under framework = deepspeed in 16 bits, the engine casts every
- * floating-point parameter to the model's dtype (engine.py
- * _cast_module_mixed_precision at edaa7221): adapters (the preset's
+/* Where DeepSpeed casts every floating-point parameter to the model's
+ * dtype (vs_workload_deepspeed_casts): adapters (the preset's
  * adapter_dtype) and a frozen base stored in floating point are in the
  * training precision; bitsandbytes' int8 and nf4 storage is not cast. */
 static int check_deepspeed_casts(const vs_workload *wl, vs_error *err)
@@ -1596,8 +1595,7 @@ static int check_deepspeed_casts(const vs_workload *wl, vs_error *err)
                        f->base_dtype != VS_BASE_NF4;
   const char *key = NULL;
   char where[400];
-  if (wl->training.framework != VS_FW_DEEPSPEED ||
-      (prec != VS_PREC_BF16 && prec != VS_PREC_FP16))
+  if (!vs_workload_deepspeed_casts(&wl->training, &wl->parallel))
     return 0;
   if (vs_finetune_adapters(f->method) && f->adapter_dtype != adapter)
     key = "adapter_dtype";
@@ -1609,7 +1607,8 @@ static int check_deepspeed_casts(const vs_workload *wl, vs_error *err)
                       "%s: DeepSpeed casts every floating-point parameter to "
                       "the model's dtype (engine.py "
                       "_cast_module_mixed_precision), so under precision = "
-                      "%s %s must be %s%s",
+                      "%s %s must be %s%s; only at zero = 3 (a model built "
+                      "under zero.Init) does it keep them as they are",
                       WHERE("finetune", key), vs_precision_name(prec), key,
                       vs_precision_name(prec),
                       key[0] == 'b' ? " (or precision, int8 or nf4)" : "");

@@ -566,6 +566,17 @@ bool vs_workload_deepspeed_fp16_optimizer(const vs_training_conf *t,
 bool vs_workload_deepspeed_engine_allreduce(const vs_training_conf *t,
                                             const vs_parallel_conf *p);
 
+/* Whether DeepSpeed's engine casts every floating-point parameter to the
+ * model's 16-bit dtype under framework = deepspeed (engine.py
+ * _configure_distributed_model, _cast_module_mixed_precision at edaa7221;
+ * module.half() or bfloat16() before #8066, June 2026): in fp16 or bf16,
+ * below ZeRO-3. At ZeRO-3 the model is taken as built under zero.Init, as
+ * the Hugging Face Trainer and accelerate load it, whose parameters the
+ * engine leaves as they are (is_zero_init_model): adapters stay in
+ * adapter_dtype, PEFT's fp32 by default. */
+bool vs_workload_deepspeed_casts(const vs_training_conf *t,
+                                 const vs_parallel_conf *p);
+
 /* DeepSpeed's engine all-reduces in buckets of MEMORY_OPT_ALLREDUCE_SIZE
  * = 5e8 elements (engine.py at edaa7221: allreduce_gradients' default
  * bucket_size, which its _backward_epilogue and the pipeline engine's

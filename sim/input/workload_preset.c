@@ -203,15 +203,14 @@ static int preset_zero3_coordinator(vs_workload *wl, vs_error *err)
 }
 
 /* DeepSpeed's engine casts every floating-point parameter to the
- * model's 16-bit dtype as it wraps the model (engine.py
- * _configure_distributed_model, _cast_module_mixed_precision at edaa7221;
- * module.half() or bfloat16() before #8066, June 2026): LoRA's adapters
- * train in it, the optimizer keeping their fp32 master copy. */
+ * model's 16-bit dtype as it wraps the model (vs_workload_deepspeed_casts):
+ * LoRA's adapters train in it, the optimizer keeping their fp32 master
+ * copy. */
 static int preset_deepspeed_adapters(vs_workload *wl, vs_error *err)
 {
   int prec = wl->training.precision;
   if (!vs_finetune_adapters(wl->finetune.method) ||
-      (prec != VS_PREC_BF16 && prec != VS_PREC_FP16))
+      !vs_workload_deepspeed_casts(&wl->training, &wl->parallel))
     return 0;
   return preset(wl, "finetune", "adapter_dtype",
                 prec == VS_PREC_BF16 ? "bf16" : "fp16",

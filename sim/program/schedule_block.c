@@ -942,26 +942,27 @@ static uint32_t fetch_partition(builder *b, size_t inst, int mb, uint64_t part,
 /* Where a block's all-gathered parameters land. */
 typedef enum { GATHER_INTO_PARAMS, GATHER_INTO_FLAT } gather_target;
 
-/* FSDP2's all-gather inputs of inst once they are on the GPU, as
- * coll (the all-gather) starts, beside its output (allocated first):
- * foreach_all_gather makes them on its copy-in stream, a flat copy of the
- * fp32 shards cast to the 16-bit dtype (_get_param_all_gather_inputs'
- * flat_foreach_copy_input: the shard of the bytes the cast drops,
- * stored_param_bytes less param_bytes), copies them into the output
- * (all_gather_copy_in) and drops them before the all-gather is issued
- * (del param_all_gather_inputs): freed as coll starts, into the copy-in
- * stream's pool, which only that stream read them from. */
-static void cast_inputs(builder *b, size_t inst, uint32_t coll)
+/* FSDP2's all-gather inputs of inst once they are on the GPU, made as
+ * coll (the all-gather) starts, before its output: foreach_all_gather
+ * makes them on its copy-in stream (_get_param_all_gather_inputs'
+ * flat_foreach_copy_input, a flat copy of the fp32 shards cast to the
+ * 16-bit dtype: the shard of the bytes the cast drops, stored_param_bytes
+ * less param_bytes), then the output, copies them into it
+ * (all_gather_copy_in) and drops them as the all-gather is issued: the
+ * caller frees the returned buffer as coll starts, once the output is
+ * made, into the copy-in stream's pool, which only that stream read them
+ * from. NONE where there is no cast. */
+static uint32_t cast_inputs(builder *b, size_t inst, uint32_t coll)
 {
   const vs_kind_plan *k = sb_plan_of(b, inst);
   uint32_t buf;
   if (!b->r->gather_copy_out || k->stored_param_bytes <= k->param_bytes)
-    return;
+    return NONE;
   buf = sb_buffer_made_on(
       b, vs_recipe_shard(&b->r->params, k->stored_param_bytes - k->param_bytes),
       VS_CAT_TEMP, VS_MADE_ON_GATHER);
   sb_alloc_on(b, coll, buf);
-  sb_free_on(b, coll, buf, AT_START);
+  return buf;
 }
 
 /* Brings inst's parameters whole onto the GPU once `after` has ended (so
@@ -1006,10 +1007,11 @@ static void gather_into(builder *b, size_t inst, int mb, uint32_t after,
   if (flat && peers) {
     /* FSDP2: the all-gather fills a flat buffer; the block's parameters
      * are copied out of it when its pass starts (before_pass) */
+    uint32_t cast = cast_inputs(b, inst, op);
     b->gather_buf[inst] = sb_new_buffer(b, bytes, VS_CAT_TEMP);
     b->flat_buf[inst] = sb_buffer_made_on(b, bytes, VS_CAT_TEMP, made_on);
     sb_alloc_on(b, op, b->flat_buf[inst]);
-    cast_inputs(b, inst, op);
+    sb_free_on(b, op, cast, AT_START);
   } else {
     b->gather_buf[inst] = sb_buffer_made_on(b, bytes, VS_CAT_TEMP, made_on);
     sb_alloc_on(b, op, b->gather_buf[inst]);

@@ -370,7 +370,10 @@ static uint64_t wire_bytes(const builder *b, uint64_t bytes, uint64_t elems)
 }
 
 /* DeepSpeed's engine all-reduce of the open bucket (op, its last
- * reduction) holds the bucket flattened in the gradients' dtype and,
+ * reduction) holds the bucket flattened in the gradients' dtype (a view
+ * where the bucket is one tensor: BF16_Optimizer's buffer of 5e8 elements
+ * or more, recipe engine_allreduce_flat; a smaller one shares its bucket
+ * with the other group's and is copied) and,
  * where the communication dtype differs, cast to it (allreduce_bucket:
  * flatten, .to(communication_data_type)); the flattening, the cast and
  * the copies back are not priced. With experts in a group of their own
@@ -381,7 +384,9 @@ static void engine_allreduce_copies(builder *b, uint32_t op)
   uint64_t wire = wire_bytes(b, b->bucket_fill, b->bucket_elems);
   if (!b->r->engine_allreduce_bytes)
     return;
-  sb_transient(b, op, b->bucket_fill, VS_CAT_GRADS);
+  if (!b->r->engine_allreduce_flat ||
+      b->bucket_elems < VS_DEEPSPEED_BUCKET_ELEMS)
+    sb_transient(b, op, b->bucket_fill, VS_CAT_GRADS);
   if (wire != b->bucket_fill)
     sb_transient(b, op, wire, VS_CAT_GRADS);
 }

@@ -462,7 +462,14 @@ static void resolve_buckets(const vs_workload *wl, vs_recipe *r)
       engine_allreduce ? (uint8_t)vs_dtype_size(
                              vs_precision_param_dtype(wl->training.precision))
                        : 0;
-  r->bucket_bytes = engine_allreduce
+  /* BF16_Optimizer hands the engine its flat buffer, one tensor a
+   * parameter group (bf16_optimizer.py get_grads_for_reduction), and the
+   * engine's allreduce_no_retain closes a bucket once a tensor takes it
+   * past 5e8 elements: the buffer is reduced whole, one bucket (its groups
+   * one after another: the weight-decay group is nearly all of it) */
+  r->engine_allreduce_flat = bf16_wrapper;
+  r->bucket_bytes = bf16_wrapper ? UINT64_MAX
+                    : engine_allreduce
                         ? VS_DEEPSPEED_BUCKET_ELEMS * r->grad_elem_bytes
                         : wl->parallel.bucket_bytes;
 }

@@ -394,7 +394,14 @@ typedef struct vs_recipe {
                                      [parallel] bucket, but under DeepSpeed's
                                      engine all-reduce its fixed 5e8 elements
                                      (VS_DEEPSPEED_BUCKET_ELEMS) of the
-                                     gradients' dtype */
+                                     gradients' dtype, and under its
+                                     BF16_Optimizer the whole buffer
+                                     (UINT64_MAX) */
+  bool engine_allreduce_flat;     /* DeepSpeed's engine all-reduces
+                                   BF16_Optimizer's flat buffer, a tensor a
+                                   parameter group: no flattened copy of a
+                                   group of 5e8 elements or more, alone in
+                                   its bucket */
   bool ipg_buckets;         /* DeepSpeed's ZeRO-1 to 3: a bucket is
                                reduced before a gradient would take it
                                past reduce_bucket_size (stage_1_and_2.py

@@ -515,9 +515,9 @@ static void show_idle_keys(FILE *out, const vs_workload *wl)
       vs_conf_set_by_user(vs_workload_keys(), &wl->origins, "parallel",
                           "bucket"))
     fprintf(out, "# bucket has no effect here: deepspeed's engine "
-                 "all-reduces the gradients (ZeRO off, or its "
-                 "BF16_Optimizer) in buckets of 5e8 elements whatever "
-                 "reduce_bucket_size says (MEMORY_OPT_ALLREDUCE_SIZE)\n");
+                 "all-reduces the gradients in buckets of 5e8 elements "
+                 "(MEMORY_OPT_ALLREDUCE_SIZE; its BF16_Optimizer's buffer "
+                 "whole) whatever reduce_bucket_size says\n");
   if (!wl->training.master_weights &&
       vs_finetune_adapters(wl->finetune.method) &&
       wl->finetune.adapter_dtype == VS_ADAPTER_FP32)
