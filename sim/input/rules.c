@@ -164,6 +164,16 @@ bool vs_workload_deepspeed_casts(const vs_training_conf *t,
          (t->precision == VS_PREC_BF16 || t->precision == VS_PREC_FP16);
 }
 
+int vs_workload_deepspeed_adapter_dtype(const vs_training_conf *t)
+{
+  return t->precision == VS_PREC_BF16 ? VS_ADAPTER_BF16 : VS_ADAPTER_FP16;
+}
+
+int vs_workload_deepspeed_base_dtype(const vs_training_conf *t)
+{
+  return t->precision == VS_PREC_BF16 ? VS_BASE_BF16 : VS_BASE_FP16;
+}
+
 bool vs_workload_deepspeed_engine_allreduce(const vs_training_conf *t,
                                             const vs_parallel_conf *p)
 {

@@ -539,11 +539,12 @@ static int check_fp8_peak(const vs_topology *t, vs_error *err)
 }
 
 /* [gpu] memory above what the libraries take on every GPU before any
- * tensor (the CUDA context and the two cuBLAS workspaces, vs_layout's
+ * tensor (the CUDA context and the cuBLAS workspaces, vs_layout's
  * framework memory): a smaller one could never hold a step. */
 static int check_gpu_memory(const vs_topology *t, vs_error *err)
 {
-  uint64_t libraries = t->context_bytes + 2 * t->cublas_workspace_bytes;
+  uint64_t libraries =
+      t->context_bytes + VS_BLAS_WORKSPACES * t->cublas_workspace_bytes;
   char b[16];
   if (t->memory_bytes > libraries)
     return 0;

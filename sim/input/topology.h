@@ -117,6 +117,14 @@ int vs_cal_kind_find(const char *name);
  * (vs_topology fit_parts): a transfer rate and a latency. */
 enum { VS_FIT_RATE = 1, VS_FIT_LATENCY = 2 };
 
+/* The cuBLAS workspaces a training GPU holds: PyTorch allocates one per
+ * cuBLAS handle and stream (aten/src/ATen/cuda/CublasHandlePool.cpp,
+ * setWorkspaceForHandle), handles are per thread, and training runs its
+ * matmuls on two, the forward's and autograd's device thread's (measured
+ * on an H200, tests/data/groundtruth/h200.csv: 64 MiB more allocated
+ * after the first step than the model states, two 32 MiB workspaces). */
+#define VS_BLAS_WORKSPACES 2
+
 typedef struct vs_topology {
   /* [gpu] */
   char name[VS_NAME_MAX];        /* "H100-SXM-80GB" */
@@ -130,7 +138,8 @@ typedef struct vs_topology {
                                     copy of each operand beside the row-wise
                                     one (Hopper, Ada; not Blackwell) */
   uint64_t context_bytes;        /* CUDA context outside the allocator */
-  uint64_t cublas_workspace_bytes; /* cuBLAS workspace per handle */
+  uint64_t cublas_workspace_bytes; /* cuBLAS workspace per handle
+                                     (VS_BLAS_WORKSPACES of them) */
   uint64_t nccl_bytes;           /* NCCL buffers per communicator */
   double compute_efficiency;     /* achieved fraction of peak for GEMMs:
                                     the best shape's (a matmul finder's) */

@@ -1588,8 +1588,8 @@ static int check_deepspeed_casts(const vs_workload *wl, vs_error *err)
 {
   const vs_finetune_conf *f = &wl->finetune;
   int prec = wl->training.precision;
-  int adapter = prec == VS_PREC_BF16 ? VS_ADAPTER_BF16 : VS_ADAPTER_FP16;
-  int base = prec == VS_PREC_BF16 ? VS_BASE_BF16 : VS_BASE_FP16;
+  int adapter = vs_workload_deepspeed_adapter_dtype(&wl->training);
+  int base = vs_workload_deepspeed_base_dtype(&wl->training);
   bool floating_base = f->base_dtype != VS_BASE_PRECISION &&
                        f->base_dtype != VS_BASE_INT8 &&
                        f->base_dtype != VS_BASE_NF4;

@@ -577,6 +577,12 @@ bool vs_workload_deepspeed_engine_allreduce(const vs_training_conf *t,
 bool vs_workload_deepspeed_casts(const vs_training_conf *t,
                                  const vs_parallel_conf *p);
 
+/* The 16-bit dtype DeepSpeed casts to where it casts
+ * (vs_workload_deepspeed_casts): precision's, as a vs_adapter_dtype and
+ * as a vs_base_dtype. */
+int vs_workload_deepspeed_adapter_dtype(const vs_training_conf *t);
+int vs_workload_deepspeed_base_dtype(const vs_training_conf *t);
+
 /* DeepSpeed's engine all-reduces in buckets of MEMORY_OPT_ALLREDUCE_SIZE
  * = 5e8 elements (engine.py at edaa7221: allreduce_gradients' default
  * bucket_size, which its _backward_epilogue and the pipeline engine's

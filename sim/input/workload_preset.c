@@ -208,15 +208,15 @@ static int preset_zero3_coordinator(vs_workload *wl, vs_error *err)
  * copy. */
 static int preset_deepspeed_adapters(vs_workload *wl, vs_error *err)
 {
-  int prec = wl->training.precision;
   if (!vs_finetune_adapters(wl->finetune.method) ||
       !vs_workload_deepspeed_casts(&wl->training, &wl->parallel))
     return 0;
-  return preset(wl, "finetune", "adapter_dtype",
-                prec == VS_PREC_BF16 ? "bf16" : "fp16",
-                "DeepSpeed casts every parameter to the model's dtype "
-                "(engine.py _cast_module_mixed_precision)",
-                err);
+  return preset(
+      wl, "finetune", "adapter_dtype",
+      vs_adapter_dtype_name(vs_workload_deepspeed_adapter_dtype(&wl->training)),
+      "DeepSpeed casts every parameter to the model's dtype "
+      "(engine.py _cast_module_mixed_precision)",
+      err);
 }
 
 /* DeepSpeed (shared/reference/frameworks.md 2.1-2.2): gradient buckets

@@ -337,12 +337,7 @@ static void place_groups(const vs_workload *wl, vs_layout *lay)
  * outside the caching allocator: the CUDA context and one buffer per
  * communicator, added with overflow checks (sizes from a topology can be
  * absurd, and a sum that wraps would claim a fit). The cuBLAS workspaces
- * go through the allocator (lay->blas_workspaces): PyTorch allocates one
- * per cuBLAS handle and stream (aten/src/ATen/cuda/CublasHandlePool.cpp,
- * setWorkspaceForHandle), handles are per thread, and training runs its
- * matmuls on two: the forward's and autograd's device thread's (measured
- * on an H200, tests/data/groundtruth/h200.csv: 64 MiB more allocated
- * after the first step than the model states, two 32 MiB workspaces). */
+ * go through the allocator (lay->blas_workspaces: VS_BLAS_WORKSPACES). */
 static int framework_memory(const vs_topology *topo, vs_layout *lay,
                             vs_error *err)
 {
@@ -356,7 +351,7 @@ static int framework_memory(const vs_topology *topo, vs_layout *lay,
                         topo->origins.file, lay->n_communicators,
                         (unsigned long long)topo->memory_bytes);
   lay->framework_bytes = total;
-  lay->blas_workspaces = 2; /* forward and backward threads */
+  lay->blas_workspaces = VS_BLAS_WORKSPACES;
   lay->blas_workspace_bytes = topo->cublas_workspace_bytes;
   return 0;
 }

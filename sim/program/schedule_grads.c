@@ -278,22 +278,11 @@ static uint32_t hbm_op(builder *b, const char *name, int layer, int mb,
   return sb_compute_op(b, VS_PHASE_BWD, name, layer, mb, elems, bytes, &t);
 }
 
-/* BF16_Optimizer's work over the kept .grad of insts [first, last] of
- * this stage, tensor by tensor as vs_recipe_tensor_states makes them:
- * each .grad (made_grad: the parameter's dtype) added into the buffer
- * (grad: grad_dtype's, an fp32 tensor's fp32), cast first where it is
- * narrower (read, written in the buffer's dtype: a temporary). */
-typedef struct hp_work {
-  double elems;        /* trainable elements */
-  double kept;         /* the kept .grad bytes */
-  double moved;        /* bytes the update moves */
-  double largest_cast; /* the largest cast's bytes (its temporary) */
-  unsigned kernels;    /* the update's: two a cast tensor, else one */
-} hp_work;
-
-static hp_work hp_work_of(const builder *b, size_t first, size_t last)
+sb_hp_work sb_hp_work_of(const builder *b, size_t first, size_t last)
 {
-  hp_work w = {0, 0, 0, 0, 0};
+  sb_hp_work w = {0, 0, 0, 0, 0};
+  if (!b->r->lp_grads_kept)
+    return w;
   for (size_t inst = first; inst <= last; inst++) {
     const vs_block *blk = sb_block_of(b, inst);
     if (b->stage_inst[inst] == NONE)
@@ -321,24 +310,21 @@ static hp_work hp_work_of(const builder *b, size_t first, size_t last)
   return w;
 }
 
-void sb_zero_lp_grads(builder *b, size_t first, size_t last, int mb)
+void sb_zero_lp_grads(builder *b, const sb_hp_work *w, int mb)
 {
-  hp_work w;
-  if (!b->r->lp_grads_kept || mb == 0 ||
-      (w = hp_work_of(b, first, last)).kept == 0)
+  if (mb == 0 || w->kept == 0)
     return;
-  hbm_op(b, "lp_grads_zero", -1, mb, 0.0, w.kept, 1);
+  hbm_op(b, "lp_grads_zero", -1, mb, 0.0, w->kept, 1);
 }
 
-void sb_update_hp_grads(builder *b, size_t first, size_t last, int mb)
+void sb_update_hp_grads(builder *b, const sb_hp_work *w, int mb)
 {
-  hp_work w;
   uint32_t op;
-  if (!b->r->lp_grads_kept || (w = hp_work_of(b, first, last)).kept == 0)
+  if (w->kept == 0)
     return;
-  op = hbm_op(b, "hp_grads_update", -1, mb, w.elems, w.moved, w.kernels);
-  if (w.largest_cast > 0)
-    sb_transient(b, op, (uint64_t)w.largest_cast, VS_CAT_TEMP);
+  op = hbm_op(b, "hp_grads_update", -1, mb, w->elems, w->moved, w->kernels);
+  if (w->largest_cast > 0)
+    sb_transient(b, op, (uint64_t)w->largest_cast, VS_CAT_TEMP);
 }
 
 /* DeepSpeed ZeRO-3's copy of the open bucket for its reduce-scatter

@@ -383,8 +383,21 @@ void sb_release_at_step_end(builder *b);
 void sb_reshard_rest(builder *b);
 void sb_release_reduce_inputs(builder *b);
 void sb_flush_bucket(builder *b, int mb, uint32_t last);
-/* DeepSpeed's BF16_Optimizer around the backward of micro-batch mb over
- * insts [first, last] of the stage (recipe lp_grads_kept; nothing else):
+/* DeepSpeed's BF16_Optimizer's work over the kept .grad of insts [first,
+ * last] of the stage (sb_hp_work_of; all zero without recipe
+ * lp_grads_kept), tensor by tensor as vs_recipe_tensor_states makes them:
+ * each .grad (made_grad: the parameter's dtype) added into the buffer
+ * (grad: grad_dtype's, an fp32 tensor's fp32), cast first where it is
+ * narrower (read, written in the buffer's dtype: a temporary). */
+typedef struct sb_hp_work {
+  double elems;        /* trainable elements */
+  double kept;         /* the kept .grad bytes (0: nothing to do) */
+  double moved;        /* bytes the update moves */
+  double largest_cast; /* the largest cast's bytes (its temporary) */
+  unsigned kernels;    /* the update's: two a cast tensor, else one */
+} sb_hp_work;
+sb_hp_work sb_hp_work_of(const builder *b, size_t first, size_t last);
+/* Around the backward of micro-batch mb over those insts, w theirs:
  * - sb_zero_lp_grads, before it past the step's first micro-batch: the
  *   prologue's zeroing of the kept 16-bit gradients (clear_lp_grads,
  *   _foreach_zero_: 2 B an element, a launch; lp_grads_zero);
@@ -396,8 +409,8 @@ void sb_flush_bucket(builder *b, int mb, uint32_t last);
  *   cast a transient of the largest such tensor's fp32 bytes; into a bf16
  *   buffer 6 B in one, an fp32 .grad (an fp32 tensor's) 12 B in one
  *   (hp_grads_update). */
-void sb_zero_lp_grads(builder *b, size_t first, size_t last, int mb);
-void sb_update_hp_grads(builder *b, size_t first, size_t last, int mb);
+void sb_zero_lp_grads(builder *b, const sb_hp_work *w, int mb);
+void sb_update_hp_grads(builder *b, const sb_hp_work *w, int mb);
 void sb_bucket_grads(builder *b, size_t inst, int mb, uint32_t after);
 void sb_defer_grads(builder *b, uint32_t inst);
 void sb_reduce_listed(builder *b, uint32_t after);

@@ -291,11 +291,13 @@ void sb_backward_unit(builder *b, const vs_unit *u)
                u->mb + 1 == b->lay->grad_accum);
   bool defer = sync && (reduces_at_boundary(b) || pipelined);
   size_t first, last;
+  sb_hp_work hp;
   enter_chunk(b, g, &first, &last);
   sb_make_ipg(b, (int)u->mb, true);
   if (g + 1 < b->lay->n_chunks && chunk_has_backward(b, g))
     receive(b, SEND_GRADIENT, u->mb, g + 1, sb_layer_of(last));
-  sb_zero_lp_grads(b, first, last, (int)u->mb);
+  hp = sb_hp_work_of(b, first, last);
+  sb_zero_lp_grads(b, &hp, (int)u->mb);
   for (size_t inst = last + 1; inst-- > first;) {
     sb_backward_block(b, inst, (int)u->mb);
     if (b->r->step_in_backward)
@@ -305,7 +307,7 @@ void sb_backward_unit(builder *b, const vs_unit *u)
     else if (sync && !sb_in_root_unit(b, inst))
       sb_bucket_grads(b, inst, (int)u->mb, b->last_compute);
   }
-  sb_update_hp_grads(b, first, last, (int)u->mb);
+  sb_update_hp_grads(b, &hp, (int)u->mb);
   if (sync && !defer && !b->r->step_in_backward && b->r->root_kept)
     reduce_root(b, (int)u->mb);
   if (defer)

@@ -454,8 +454,10 @@ static void resolve_buckets(const vs_workload *wl, vs_recipe *r)
   r->ipg_resident =
       vs_workload_deepspeed_zero3(wl->training.framework, wl->parallel.zero) &&
       vs_workload_grads_bucketed(&wl->parallel);
-  r->ipg_buckets = wl->training.framework == VS_FW_DEEPSPEED &&
-                   wl->parallel.zero >= 1 && !bf16_wrapper;
+  /* DeepSpeed's ZeRO optimizers bucket what its engine does not
+   * all-reduce itself */
+  r->ipg_buckets =
+      wl->training.framework == VS_FW_DEEPSPEED && !engine_allreduce;
   /* engine.py communication_data_type: fp16 or bf16 as the model, else
    * fp32 */
   r->engine_allreduce_bytes =

@@ -554,6 +554,7 @@ static void managed_line(FILE *out, const vs_sim *sim)
  * category; nothing without offload. */
 static void node_table(FILE *out, const vs_sim *sim)
 {
+  uint64_t others = sim->layout.nodes - sim->n_nodes; /* untracked */
   if (sim->n_nodes == 0)
     return;
   fprintf(out, "\nhost memory and NVMe of each node at its peak (all its "
@@ -582,15 +583,16 @@ static void node_table(FILE *out, const vs_sim *sim)
               sim->nodes[i].node, vs_place_name(p), b[0], b[1], b[2], b[7],
               b[3], b[4], b[5], b[6], vs_mem_fits(m) ? "yes" : "NO");
     }
-  if (sim->layout.nodes > sim->n_nodes)
+  if (others == 1)
+    fprintf(out, "  (the job's other 1 node holds what the node of its stage "
+                 "holds, as host.csv lists them; --ranks all simulates "
+                 "each)\n");
+  else if (others > 1)
     fprintf(out,
-            "  (the job's other %llu node%s hold%s what the node of "
-            "%s stage holds, as host.csv lists them; --ranks all "
+            "  (the job's other %llu nodes hold what the node of their "
+            "stage holds, as host.csv lists them; --ranks all "
             "simulates each)\n",
-            (unsigned long long)(sim->layout.nodes - sim->n_nodes),
-            sim->layout.nodes - sim->n_nodes == 1 ? "" : "s",
-            sim->layout.nodes - sim->n_nodes == 1 ? "s" : "",
-            sim->layout.nodes - sim->n_nodes == 1 ? "its" : "their");
+            (unsigned long long)others);
 }
 
 /* The first allocation each node's host or NVMe could not hold. */

@@ -70,6 +70,8 @@ const vs_node_mem *vs_sim_node_like(const vs_sim *sim, uint64_t node)
   const vs_node_mem *like = NULL;
   if (sim->n_nodes == 0)
     return NULL;
+  if (node < sim->n_nodes && sim->nodes[node].node == node)
+    return &sim->nodes[node]; /* every node tracked (--ranks all), in order */
   stage = (node * gpn / lay->pp_stride) % lay->pp;
   rep = stage * lay->pp_stride / gpn; /* the node of the stage's rank */
   for (size_t i = 0; i < sim->n_nodes; i++) {
