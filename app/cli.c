@@ -273,29 +273,30 @@ enum { CMD_RUN = 1, CMD_SHOW = 2, CMD_SWEEP = 4, CMD_FIT = 8, CMD_PLAN = 16 };
 /* Each option, the commands it belongs to, and whether it may be given more
  * than once; an option given to a command that does not use it, or twice,
  * is a usage error rather than silently ignored or overridden. */
+typedef enum { ONCE, REPEATABLE } option_times;
 static const struct option_rule {
   const char *name;
   unsigned commands;
-  bool repeatable;
+  option_times times;
 } option_rules[] = {
-    {"--gpus", CMD_RUN | CMD_SHOW | CMD_SWEEP | CMD_FIT | CMD_PLAN, false},
-    {"--topology", CMD_RUN | CMD_SHOW | CMD_SWEEP | CMD_FIT | CMD_PLAN, false},
-    {"--set", CMD_RUN | CMD_SHOW | CMD_SWEEP | CMD_FIT | CMD_PLAN, true},
-    {"--csv", CMD_RUN | CMD_SWEEP | CMD_PLAN, false},
-    {"--trace", CMD_RUN, false},
-    {"--trace-ranks", CMD_RUN, false},
-    {"--svg", CMD_RUN, false},
-    {"--html", CMD_RUN, false},
-    {"--ranks", CMD_RUN, false},
-    {"--memory-summary", CMD_RUN, false},
-    {"--vary", CMD_SWEEP, true},
-    {"--vary-key", CMD_FIT, false},
-    {"--jobs", CMD_SWEEP | CMD_PLAN, false},
-    {"--max-gpus", CMD_PLAN, false},
-    {"--top", CMD_PLAN, false},
-    {"--max-events", CMD_RUN | CMD_SWEEP | CMD_FIT | CMD_PLAN, false},
-    {"--max-memory", CMD_RUN | CMD_SWEEP | CMD_FIT | CMD_PLAN, false},
-    {"--max-output", CMD_RUN, false},
+    {"--gpus", CMD_RUN | CMD_SHOW | CMD_SWEEP | CMD_FIT | CMD_PLAN, ONCE},
+    {"--topology", CMD_RUN | CMD_SHOW | CMD_SWEEP | CMD_FIT | CMD_PLAN, ONCE},
+    {"--set", CMD_RUN | CMD_SHOW | CMD_SWEEP | CMD_FIT | CMD_PLAN, REPEATABLE},
+    {"--csv", CMD_RUN | CMD_SWEEP | CMD_PLAN, ONCE},
+    {"--trace", CMD_RUN, ONCE},
+    {"--trace-ranks", CMD_RUN, ONCE},
+    {"--svg", CMD_RUN, ONCE},
+    {"--html", CMD_RUN, ONCE},
+    {"--ranks", CMD_RUN, ONCE},
+    {"--memory-summary", CMD_RUN, ONCE},
+    {"--vary", CMD_SWEEP, REPEATABLE},
+    {"--vary-key", CMD_FIT, ONCE},
+    {"--jobs", CMD_SWEEP | CMD_PLAN, ONCE},
+    {"--max-gpus", CMD_PLAN, ONCE},
+    {"--top", CMD_PLAN, ONCE},
+    {"--max-events", CMD_RUN | CMD_SWEEP | CMD_FIT | CMD_PLAN, ONCE},
+    {"--max-memory", CMD_RUN | CMD_SWEEP | CMD_FIT | CMD_PLAN, ONCE},
+    {"--max-output", CMD_RUN, ONCE},
 };
 
 /* Records that option arg (a known one) was given; a usage error when the
@@ -308,7 +309,7 @@ static int note_option(cli_args *a, const char *arg, FILE *errs)
       continue;
     if (!(o->commands & a->command_bit))
       return vs_usage(errs, "%s is not an option of vsim %s", o->name, a->command);
-    if ((a->seen & (1u << k)) && !o->repeatable)
+    if ((a->seen & (1u << k)) && o->times == ONCE)
       return vs_usage(errs, "%s given twice", o->name);
     a->seen |= 1u << k;
     return 0;
@@ -619,11 +620,11 @@ static size_t run_outputs(const cli_args *a, output *outs)
     outs[n].too_long = used >= VS_OUTPUTS_PATH_LEN;
   }
   if (a->trace)
-    outs[n++] = (output){"--trace", a->trace, "", "", false};
+    outs[n++] = (output){.option = "--trace", .given = a->trace};
   if (a->svg)
-    outs[n++] = (output){"--svg", a->svg, "", "", false};
+    outs[n++] = (output){.option = "--svg", .given = a->svg};
   if (a->html)
-    outs[n++] = (output){"--html", a->html, "", "", false};
+    outs[n++] = (output){.option = "--html", .given = a->html};
   for (size_t i = 0; i < n; i++) {
     if (!outs[i].path[0])
       outs[i].too_long = snprintf(outs[i].path, VS_OUTPUTS_PATH_LEN, "%s",
@@ -702,18 +703,44 @@ static int check_outputs_spare_hf_config(const cli_args *a,
   return hf[0] ? check_distinct_outputs(a, hf, errs) : VS_EXIT_OK;
 }
 
+/* Whether path is a file in the --csv folder that the run will make: the
+ * folder does not exist yet, and the CSV files make it before the other
+ * outputs are written into it (fill_run_outputs), so that the check of
+ * --csv has checked all there is to check. */
+static bool in_new_csv_dir(const cli_args *a, const char *path)
+{
+  char dir[VS_OUTPUTS_PATH_LEN], dir_key[VS_OUTPUTS_PATH_LEN],
+      csv_key[VS_OUTPUTS_PATH_LEN];
+  struct stat st;
+  if (!a->csv_dir || stat(a->csv_dir, &st) == 0)
+    return false;
+  return vs_csv_dir_of(path, dir, sizeof dir) &&
+         vs_outputs_file_key(dir, dir_key, sizeof dir_key) &&
+         vs_outputs_file_key(a->csv_dir, csv_key, sizeof csv_key) &&
+         strcmp(dir_key, csv_key) == 0;
+}
+
+/* A file output (--trace, --svg, --html) can be written. */
+static int check_file_output(const cli_args *a, const char *option,
+                             const char *path, FILE *errs)
+{
+  if (!path || in_new_csv_dir(a, path))
+    return VS_EXIT_OK;
+  return vs_outputs_check(errs, option, path);
+}
+
 /* Every output of a run can be written (see vs_outputs_check_csv_dir). */
 static int check_run_outputs(const cli_args *a, FILE *errs)
 {
   int code = VS_EXIT_OK;
   if (a->csv_dir)
     code = vs_outputs_check_csv_dir(errs, a->csv_dir);
-  if (code == VS_EXIT_OK && a->trace)
-    code = vs_outputs_check(errs, "--trace", a->trace);
-  if (code == VS_EXIT_OK && a->svg)
-    code = vs_outputs_check(errs, "--svg", a->svg);
-  if (code == VS_EXIT_OK && a->html)
-    code = vs_outputs_check(errs, "--html", a->html);
+  if (code == VS_EXIT_OK)
+    code = check_file_output(a, "--trace", a->trace, errs);
+  if (code == VS_EXIT_OK)
+    code = check_file_output(a, "--svg", a->svg, errs);
+  if (code == VS_EXIT_OK)
+    code = check_file_output(a, "--html", a->html, errs);
   return code;
 }
 

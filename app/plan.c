@@ -303,7 +303,8 @@ static int comm_sets(const plan_state *ps, const layout_choice *lc,
     bad |= vs_candidate_set(c, "parallel.p2p_scatter_gather=false");
   /* ZeRO-3 reduces on a stream of its own (the workload's
    * optimizer_in_backward already refused false) */
-  if (!ps->overlap_grad_reduce && !vs_workload_reduce_can_wait(lc->zero, false))
+  if (!ps->overlap_grad_reduce &&
+      !vs_workload_reduce_can_wait(lc->zero, VS_OPTIMIZER_AFTER_BACKWARD))
     bad |= vs_candidate_set(c, "parallel.overlap_grad_reduce=true");
   return bad;
 }
@@ -707,7 +708,7 @@ static bool plan_varies_etp(const vs_workload *wl)
 {
   return wl->model.experts > 0 && wl->parallel.etp == 0 &&
          wl->training.offload_activations == VS_OFFLOAD_NONE &&
-         vs_workload_framework_runs_ep(wl->training.framework, true);
+         vs_workload_framework_runs_ep(wl->training.framework, VS_ETP_APART);
 }
 
 /* The rule of workload.h that tensor-parallel size tp breaks for wl (a
@@ -1078,7 +1079,7 @@ static bool plan_varies_ep(const vs_workload *wl)
 {
   return wl->model.experts > 1 &&
          wl->training.offload_activations == VS_OFFLOAD_NONE &&
-         vs_workload_framework_runs_ep(wl->training.framework, false);
+         vs_workload_framework_runs_ep(wl->training.framework, VS_ETP_AS_TP);
 }
 
 /* Enumerates the layouts (of the pass ps is in: without offload, or with),

@@ -131,27 +131,34 @@ enum {
   N_OPTS
 };
 
+/* Whether an option takes the next argument as its value. */
+typedef enum { FLAG, VALUED } opt_arg;
+/* When an option is used: in both modes, or only when measuring. */
+typedef enum { ANY_MODE, MEASURING } opt_mode;
+
 static const struct option {
   const char *name;              /* "--out" */
-  bool value;                    /* takes the next argument as its value */
-  bool measuring;                /* only used when measuring */
+  opt_arg arg;
+  opt_mode mode;
 } options[N_OPTS] = {
-    [O_OUT] = {"--out", true, false},
-    [O_RAW] = {"--raw", true, false}, /* refused with --fit by its own rule */
-    [O_FIT] = {"--fit", true, false},
-    [O_BASE] = {"--base", true, false},
-    [O_BREAKS] = {"--max-breakpoints", true, false},
-    [O_PARTIAL] = {"--partial", false, false},
-    [O_GEMM_DTYPE] = {"--gemm-dtype", true, false}, /* --fit only: its rule */
-    [O_DEVICE] = {"--device", true, true},
-    [O_SAMPLES] = {"--samples", true, true},
-    [O_WARMUP] = {"--warmup", true, true},
-    [O_MAX_SIZE] = {"--max-size", true, true},
-    [O_SEED] = {"--seed", true, true},
-    [O_TIME_LIMIT] = {"--time-limit", true, true},
+    [O_OUT] = {"--out", VALUED, ANY_MODE},
+    [O_RAW] = {"--raw", VALUED,
+               ANY_MODE}, /* refused with --fit by its own rule */
+    [O_FIT] = {"--fit", VALUED, ANY_MODE},
+    [O_BASE] = {"--base", VALUED, ANY_MODE},
+    [O_BREAKS] = {"--max-breakpoints", VALUED, ANY_MODE},
+    [O_PARTIAL] = {"--partial", FLAG, ANY_MODE},
+    [O_GEMM_DTYPE] = {"--gemm-dtype", VALUED,
+                      ANY_MODE}, /* --fit only: its rule */
+    [O_DEVICE] = {"--device", VALUED, MEASURING},
+    [O_SAMPLES] = {"--samples", VALUED, MEASURING},
+    [O_WARMUP] = {"--warmup", VALUED, MEASURING},
+    [O_MAX_SIZE] = {"--max-size", VALUED, MEASURING},
+    [O_SEED] = {"--seed", VALUED, MEASURING},
+    [O_TIME_LIMIT] = {"--time-limit", VALUED, MEASURING},
     /* harmless with --fit (there is no progress to report), and scripts
      * may pass it to both modes */
-    [O_VERBOSE] = {"--verbose", false, false},
+    [O_VERBOSE] = {"--verbose", FLAG, ANY_MODE},
 };
 
 static int usage_error(const char *fmt, ...)
@@ -268,7 +275,7 @@ static int check_options(const args *a, const bool *seen)
 {
   int rc;
   for (int o = 0; a->fit && o < N_OPTS; o++) {
-    if (seen[o] && options[o].measuring)
+    if (seen[o] && options[o].mode == MEASURING)
       return usage_error("%s applies to measuring; with --fit nothing is "
                          "measured", options[o].name);
   }
@@ -320,7 +327,8 @@ static int parse_args(int argc, char **argv, args *a)
     if (seen[o])
       return usage_error("%s given twice", f);
     seen[o] = true;
-    if (options[o].value && (val = i + 1 < argc ? argv[++i] : NULL) == NULL)
+    if (options[o].arg == VALUED &&
+        (val = i + 1 < argc ? argv[++i] : NULL) == NULL)
       return usage_error("%s needs a value", f);
     if (val && strncmp(val, "--", 2) == 0)
       return usage_error("%s needs a value (got the option '%s')", f, val);

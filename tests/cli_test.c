@@ -2505,6 +2505,15 @@ static void test_outputs_are_checked_before_simulating(void **state)
   assert_false(probe_left_in(csv));
   assert_false(probe_left_in(dir));
   tu_remove_dir(csv);
+  /* a file output in that new --csv directory: the directory is made
+   * first, and the file written into it */
+  path_in(csv, "m.svg", svg, sizeof svg);
+  args[4] = "--svg";
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_true(exists(svg));
+  assert_true(exists(path_in(csv, "summary.csv", missing, sizeof missing)));
+  tu_remove_dir(csv);
   tu_remove_dir(dir);
 }
 

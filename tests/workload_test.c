@@ -2354,10 +2354,12 @@ static void test_frameworks_running_ep(void **state)
   };
   (void)state;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    assert_int_equal(vs_workload_framework_runs_ep(cases[i].framework, false),
-                     cases[i].ep);
-    assert_int_equal(vs_workload_framework_runs_ep(cases[i].framework, true),
-                     cases[i].etp_apart);
+    assert_int_equal(
+        vs_workload_framework_runs_ep(cases[i].framework, VS_ETP_AS_TP),
+        cases[i].ep);
+    assert_int_equal(
+        vs_workload_framework_runs_ep(cases[i].framework, VS_ETP_APART),
+        cases[i].etp_apart);
   }
 }
 

@@ -524,8 +524,13 @@ static uint32_t new_segment(vs_alloc *a, int stream, int pool, uint64_t size,
   seg->live = true;
   /* leave a gap so that no two segments are ever adjacent */
   a->next_addr += size + small_buffer;
-  a->blocks[b] = (vs_alloc_block){seg->addr, size, 0, NONE, NONE, s, false,
-                                  !expandable};
+  a->blocks[b] = (vs_alloc_block){.addr = seg->addr,
+                                  .size = size,
+                                  .prev = NONE,
+                                  .next = NONE,
+                                  .segment = s,
+                                  .allocated = false,
+                                  .mapped = !expandable};
   if (set_insert(a, b))
     return NONE;
   if (!expandable) {

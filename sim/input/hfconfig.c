@@ -42,15 +42,16 @@ static const char *const bert_types[] = {"bert", NULL};
 static const family families[] = {
     {llama_types, "llama", "num_hidden_layers", "hidden_size",
      "num_attention_heads", "intermediate_size", "vocab_size",
-     "num_key_value_heads", NULL, false, false},
-    {gpt2_types, "gpt", "n_layer", "n_embd", "n_head", "n_inner",
-     "vocab_size", NULL, "resid_pdrop", true, true},
+     "num_key_value_heads", NULL, .tied_default = false,
+     .ffn_may_be_null = false},
+    {gpt2_types, "gpt", "n_layer", "n_embd", "n_head", "n_inner", "vocab_size",
+     NULL, "resid_pdrop", .tied_default = true, .ffn_may_be_null = true},
     {neox_types, "gpt", "num_hidden_layers", "hidden_size",
      "num_attention_heads", "intermediate_size", "vocab_size", NULL,
-     "hidden_dropout", false, false},
+     "hidden_dropout", .tied_default = false, .ffn_may_be_null = false},
     {bert_types, "bert", "num_hidden_layers", "hidden_size",
      "num_attention_heads", "intermediate_size", "vocab_size", NULL,
-     "hidden_dropout_prob", true, false},
+     "hidden_dropout_prob", .tied_default = true, .ffn_may_be_null = false},
 };
 
 /* Fields that make layers vsim does not build (mixtures of experts) in a

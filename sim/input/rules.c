@@ -90,11 +90,11 @@ bool vs_workload_moe_layer(const vs_model_conf *m, uint64_t l)
          (l - m->dense_layers) % m->moe_every == 0;
 }
 
-bool vs_workload_framework_runs_ep(int framework, bool etp_apart)
+bool vs_workload_framework_runs_ep(int framework, vs_etp_split etp)
 {
   bool megatron = vs_framework_megatron(framework);
   return framework != VS_FW_FSDP2 && framework != VS_FW_HF &&
-         (!etp_apart || megatron);
+         (etp == VS_ETP_AS_TP || megatron);
 }
 
 const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
@@ -104,7 +104,8 @@ const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
   bool runs;
   if (ep == 1 && etp == tp)
     return NULL;
-  runs = vs_workload_framework_runs_ep(framework, etp != tp);
+  runs = vs_workload_framework_runs_ep(framework,
+                                       etp != tp ? VS_ETP_APART : VS_ETP_AS_TP);
   return m->experts == 0 || m->experts % ep ? "experts"
          : (tp * dp) % (etp * ep)           ? "dp"
          : !runs                            ? "framework"
@@ -204,33 +205,40 @@ bool vs_workload_grads_bucketed(const vs_parallel_conf *p)
   return vs_workload_grads_shared(p) || vs_workload_cpu_step(p);
 }
 
-unsigned vs_workload_ipg_buffers(const vs_workload *wl, bool last_stage,
-                                 bool *from_backward)
+unsigned vs_workload_ipg_buffers(const vs_workload *wl, uint64_t stage,
+                                 vs_ipg_made *made)
 {
   const vs_parallel_conf *p = &wl->parallel;
-  *from_backward = p->pp == 1 || last_stage;
+  bool from_backward = stage + 1 >= p->pp;
+  *made = from_backward ? VS_IPG_IN_BACKWARD : VS_IPG_AT_BOUNDARY;
   if (wl->training.framework != VS_FW_DEEPSPEED ||
       (p->zero != 1 && p->zero != 2) ||
       vs_workload_bf16_optimizer(&wl->training, p))
     return 0;
-  return *from_backward && p->overlap_grad_reduce ? 2 : 1;
+  return from_backward && p->overlap_grad_reduce ? 2 : 1;
 }
 
 bool vs_workload_bucket_matters(const vs_workload *wl)
 {
-  bool from_backward;
+  vs_ipg_made made;
   return vs_workload_grads_bucketed(&wl->parallel) ||
-         vs_workload_ipg_buffers(wl, true, &from_backward) > 0;
+         vs_workload_ipg_buffers(wl, wl->parallel.pp - 1, &made) > 0;
 }
 
-bool vs_workload_grads_wait_for_step(uint64_t zero, bool optimizer_in_backward)
+vs_optimizer_at vs_workload_optimizer_at(const vs_training_conf *t)
 {
-  return zero < 2 && !optimizer_in_backward;
+  return t->optimizer_in_backward ? VS_OPTIMIZER_IN_BACKWARD
+                                  : VS_OPTIMIZER_AFTER_BACKWARD;
 }
 
-bool vs_workload_reduce_can_wait(uint64_t zero, bool optimizer_in_backward)
+bool vs_workload_grads_wait_for_step(uint64_t zero, vs_optimizer_at step)
 {
-  return zero <= 2 && !optimizer_in_backward;
+  return zero < 2 && step == VS_OPTIMIZER_AFTER_BACKWARD;
+}
+
+bool vs_workload_reduce_can_wait(uint64_t zero, vs_optimizer_at step)
+{
+  return zero <= 2 && step == VS_OPTIMIZER_AFTER_BACKWARD;
 }
 
 const char *vs_workload_cp_misfit(const vs_model_conf *m, uint64_t cp,
@@ -262,13 +270,18 @@ vs_cp_misfit vs_workload_cp_settings_misfit(const vs_training_conf *t,
   return VS_CP_FITS;
 }
 
+bool vs_workload_moe_tp_split_allowed(const vs_model_conf *m, uint64_t tp,
+                                      int framework)
+{
+  return tp == 1 || (m->experts == 0 && m->kv_lora_rank == 0) ||
+         vs_framework_megatron(framework);
+}
+
 bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp, bool sp,
                                 int framework)
 {
-  bool megatron = vs_framework_megatron(framework);
-  if (tp == 1 || (m->experts == 0 && m->kv_lora_rank == 0))
-    return true;
-  return megatron && (m->experts == 0 || sp);
+  return vs_workload_moe_tp_split_allowed(m, tp, framework) &&
+         (tp == 1 || m->experts == 0 || sp);
 }
 
 bool vs_workload_ep_order_allowed(bool apart, int order, uint64_t pp)

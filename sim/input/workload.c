@@ -976,7 +976,8 @@ static int check_ep(vs_workload *wl, vs_error *err)
         (unsigned long long)(etp * p->ep));
   if (key && strcmp(key, "framework") == 0) {
     /* blame ep where the framework runs no expert parallelism at all */
-    bool no_ep = by_ep && !vs_workload_framework_runs_ep(t->framework, false);
+    bool no_ep =
+        by_ep && !vs_workload_framework_runs_ep(t->framework, VS_ETP_AS_TP);
     return vs_error_set(err, VS_EINPUT,
                         "%s: expert %sparallelism is simulated as Megatron-LM "
                         "runs it; %s has none here: use %s",
@@ -1041,8 +1042,7 @@ static int check_moe(vs_workload *wl, vs_error *err)
   char where[400];
   if ((rc = check_ep(wl, err)))
     return rc;
-  if (p->tp > 1 && (wl->model.experts || wl->model.kv_lora_rank) &&
-      !vs_workload_moe_tp_allowed(&wl->model, p->tp, true, t->framework))
+  if (!vs_workload_moe_tp_split_allowed(&wl->model, p->tp, t->framework))
     return vs_error_set(err, VS_EINPUT,
                         "%s: mixture-of-experts layers and latent attention "
                         "with tp > 1 are simulated as Megatron-LM splits "
@@ -1257,7 +1257,8 @@ static int check_grad_reduce(vs_workload *wl, vs_error *err)
     return 0;
   }
   if (p->overlap_grad_reduce ||
-      vs_workload_reduce_can_wait(p->zero, wl->training.optimizer_in_backward))
+      vs_workload_reduce_can_wait(p->zero,
+                                  vs_workload_optimizer_at(&wl->training)))
     return 0;
   if (p->zero >= 3)
     return vs_error_set(err, VS_EINPUT,

@@ -463,11 +463,17 @@ const char *vs_workload_offload_misfit(uint64_t zero, int offload_optimizer,
  * first_k_dense_replace). */
 bool vs_workload_moe_layer(const vs_model_conf *m, uint64_t l);
 
-/* Whether framework (vs_framework) runs expert parallelism, with expert
- * tensor parallelism apart from tp when etp_apart: vsim simulates it as
- * Megatron-LM runs it, so not under fsdp2 or hf, and etp other than tp
- * only under megatron or none. */
-bool vs_workload_framework_runs_ep(int framework, bool etp_apart);
+/* How the experts' tensor parallelism relates to tp. */
+typedef enum vs_etp_split {
+  VS_ETP_AS_TP, /* etp = tp: each expert split as the dense layers are */
+  VS_ETP_APART  /* another etp: expert groups of their own */
+} vs_etp_split;
+
+/* Whether framework (vs_framework) runs expert parallelism with its
+ * experts split as `etp` says: vsim simulates it as Megatron-LM runs it,
+ * so not under fsdp2 or hf, and VS_ETP_APART only under megatron or
+ * none. */
+bool vs_workload_framework_runs_ep(int framework, vs_etp_split etp);
 
 /* Expert parallelism of size ep and expert tensor parallelism of size
  * etp beside tp tensor- and dp data- and context-parallel ranks (dp x
@@ -519,17 +525,22 @@ bool vs_workload_grads_bucketed(const vs_parallel_conf *p);
 /* DeepSpeed ZeRO-1/2's contiguous-gradient buffers of reduce_bucket_size
  * elements ([parallel] bucket) a stage holds (stage_1_and_2.py, with
  * contiguous_gradients, on by default; ZeRO-2 copies each gradient into
- * them as backward makes it): made in the optimizer's backward,
- * from the step's first (*from_backward: no pipeline, or the pipeline
- * engine's last stage, whose _exec_backward_pass calls it), one and a
- * second with overlap_comm ([parallel] overlap_grad_reduce); on the
- * pipeline's other stages one, made in reduce_gradients at the boundary.
+ * them as backward makes it), on pipeline stage `stage`: made in the
+ * optimizer's backward, from the step's first (*made VS_IPG_IN_BACKWARD:
+ * no pipeline, or the pipeline engine's last stage, whose
+ * _exec_backward_pass calls it), one and a second with overlap_comm
+ * ([parallel] overlap_grad_reduce); on the pipeline's other stages one,
+ * made in reduce_gradients at the boundary (VS_IPG_AT_BOUNDARY).
  * 0 for every other job. This is the code of early 2025: since PR #7018
  * (March 2025) the gradient hooks make the buffers on every stage
  * (setup_buckets), and the pipeline engine adds one at the boundary: not
  * modelled. */
-unsigned vs_workload_ipg_buffers(const vs_workload *wl, bool last_stage,
-                                 bool *from_backward);
+typedef enum vs_ipg_made {
+  VS_IPG_IN_BACKWARD, /* in the step's first backward */
+  VS_IPG_AT_BOUNDARY  /* when the step's backward passes are done */
+} vs_ipg_made;
+unsigned vs_workload_ipg_buffers(const vs_workload *wl, uint64_t stage,
+                                 vs_ipg_made *made);
 
 /* Whether [parallel] bucket and overlap_grad_reduce change anything: the
  * gradients are bucketed, or DeepSpeed ZeRO-1 sizes its buffers by them. */
@@ -596,12 +607,22 @@ int vs_workload_deepspeed_base_dtype(const vs_training_conf *t);
 bool vs_deepspeed_clip_matters(const vs_training_conf *t,
                                const vs_parallel_conf *p);
 
+/* When the optimizer steps: after the backward pass, or in it, each
+ * block as its gradients appear ([training] optimizer_in_backward). */
+typedef enum vs_optimizer_at {
+  VS_OPTIMIZER_AFTER_BACKWARD,
+  VS_OPTIMIZER_IN_BACKWARD
+} vs_optimizer_at;
+
+/* When t's optimizer steps. */
+vs_optimizer_at vs_workload_optimizer_at(const vs_training_conf *t);
+
 /* Whether gradients wait for the step, so that they can be reduced once
  * the backward pass is done (overlap_grad_reduce = false): not under
  * ZeRO-2/3, which reduce-scatter each micro-batch's as backward makes
  * them, nor with the optimizer in backward, which steps each block as its
  * gradients appear. */
-bool vs_workload_grads_wait_for_step(uint64_t zero, bool optimizer_in_backward);
+bool vs_workload_grads_wait_for_step(uint64_t zero, vs_optimizer_at step);
 
 /* Whether overlap_grad_reduce = false means something: gradients that wait
  * for the step are reduced once the backward pass is done; ZeRO-2's,
@@ -610,7 +631,7 @@ bool vs_workload_grads_wait_for_step(uint64_t zero, bool optimizer_in_backward);
  * stream of its own whatever overlap_comm says (DeepSpeed stage3.py's
  * reduce_and_partition_stream, FSDP2's), and the optimizer in backward
  * steps each block as its gradients appear. */
-bool vs_workload_reduce_can_wait(uint64_t zero, bool optimizer_in_backward);
+bool vs_workload_reduce_can_wait(uint64_t zero, vs_optimizer_at step);
 
 /* Whether model m's layers can run on tp ranks with sequence parallelism
  * sp under framework (vs_framework): mixture-of-experts layers and
@@ -621,6 +642,12 @@ bool vs_workload_reduce_can_wait(uint64_t zero, bool optimizer_in_backward);
  * tokens gathered over tp by the dispatcher). */
 bool vs_workload_moe_tp_allowed(const vs_model_conf *m, uint64_t tp, bool sp,
                                 int framework);
+
+/* The framework's part of vs_workload_moe_tp_allowed, whatever sequence
+ * parallelism says: m's layers split over tp ranks as Megatron-LM splits
+ * them, or no such layer to split. */
+bool vs_workload_moe_tp_split_allowed(const vs_model_conf *m, uint64_t tp,
+                                      int framework);
 
 /* Whether experts with groups of their own (`apart`:
  * vs_workload_experts_apart) run with rank order `order` (vs_order) and

@@ -115,7 +115,7 @@ static int preset_grad_reduce_after_backward(vs_workload *wl, const char *why,
                                              vs_error *err)
 {
   if (!vs_workload_grads_wait_for_step(wl->parallel.zero,
-                                       wl->training.optimizer_in_backward))
+                                       vs_workload_optimizer_at(&wl->training)))
     return 0;
   return preset(wl, "parallel", "overlap_grad_reduce", "false", why, err);
 }

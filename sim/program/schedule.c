@@ -678,7 +678,7 @@ static void run_units(builder *b, const vs_unit *order, size_t n_units)
  * optimizer step and the buffers released at the step's end. */
 static void end_step(builder *b)
 {
-  sb_make_ipg(b, (int)b->lay->grad_accum - 1, false);
+  sb_make_ipg(b, (int)b->lay->grad_accum - 1, VS_IPG_AT_BOUNDARY);
   sb_reduce_deferred(b);
   sb_release_reduce_inputs(b);
   sb_reshard_rest(b);

@@ -489,7 +489,7 @@ typedef struct torchao_work {
  * input gradient and copied (compiled: 3 B forward in 1 kernel, a scale
  * kernel and 3 B backward). */
 enum { TA_INPUT, TA_GRAD, TA_WEIGHT, TA_TENSORS };
-static const torchao_work torchao_recipe[3][2][TA_TENSORS] = {
+static const torchao_work torchao_recipe[3][SB_PASSES][TA_TENSORS] = {
     [VS_FP8_TENSORWISE] = {{{1, 0, 6, 3}, {0, 0, 0, 0}, {1, 0, 5, 3}},
                            {{1, 1, 6, 3}, {2, 1, 6, 3}, {1, 1, 3, 1}}},
     [VS_FP8_ROWWISE] = {{{1, 0, 5, 1}, {0, 0, 0, 0}, {1, 0, 3, 1}},
@@ -500,12 +500,12 @@ static const torchao_work torchao_recipe[3][2][TA_TENSORS] = {
 
 /* What tensor `which` (TA_*) of `elems` elements a module costs under the
  * recipe for n modules: each its own, or the op's input, which each
- * module casts eagerly and a compiled graph once. */
-static vs_side_work torchao_tensor(const builder *b, int which, bool bwd,
+ * module casts eagerly and a compiled graph once, in `pass`. */
+static vs_side_work torchao_tensor(const builder *b, int which, sb_pass pass,
                                    double elems, double n)
 {
   const torchao_work *w =
-      &torchao_recipe[b->wl->training.fp8_recipe][bwd][which];
+      &torchao_recipe[b->wl->training.fp8_recipe][pass][which];
   double compiled = which == TA_INPUT ? 1 : n;
   unsigned kernels = TORCHAO_EAGER_CAST_KERNELS +
                      (b->wl->training.fp8_recipe == VS_FP8_TENSORWISE
@@ -549,13 +549,13 @@ static vs_side_work torchao_post_scales(const builder *b, double in,
 }
 
 /* The input's casts of torchao linear op o (n modules, each reading the
- * op's input) in a forward or, `bwd`, in backward (torchao_tensor). Over
+ * op's input) in `pass` (torchao_tensor). Over
  * tp ranks torchtitan's tensor-wise float8 plan casts the input once
  * before the linears, on each rank's part (an input the op gathers: its
  * shard), and saves it in FP8 (vs_block_fp8_copies): backward only copies
  * it into the weight gradient's layout, eagerly. */
 static vs_side_work torchao_input_casts(const builder *b, const vs_op_spec *o,
-                                        double n, bool bwd)
+                                        double n, sb_pass pass)
 {
   bool eager = b->wl->training.kernels == VS_KERNELS_EAGER;
   bool tp = vs_workload_fp8_tp_plan(&b->wl->training, b->lay->tp);
@@ -563,13 +563,13 @@ static vs_side_work torchao_input_casts(const builder *b, const vs_op_spec *o,
   double local = o->fwd_before.kind == VS_COLL_ALL_GATHER
                      ? in / (double)b->lay->group_size[o->fwd_before.group]
                      : in;
-  if (tp && !bwd)
-    return torchao_tensor(b, TA_INPUT, false, local, 1);
+  if (tp && pass == SB_FORWARD)
+    return torchao_tensor(b, TA_INPUT, SB_FORWARD, local, 1);
   if (tp)
     return eager
                ? (vs_side_work){n * in * TORCHAO_LAYOUT_COPY_BYTES, (unsigned)n}
                : (vs_side_work){0, 0};
-  return torchao_tensor(b, TA_INPUT, bwd, in, n);
+  return torchao_tensor(b, TA_INPUT, pass, in, n);
 }
 
 /* The output gradients' casts of torchao linear op o (n modules, out
@@ -589,9 +589,9 @@ static vs_side_work torchao_grad_casts(const builder *b, const vs_op_spec *o,
                      ? out / (double)b->lay->group_size[o->fwd_after.group]
                      : out;
   if (!tp)
-    return torchao_tensor(b, TA_GRAD, true, out / n, n);
+    return torchao_tensor(b, TA_GRAD, SB_BACKWARD, out / n, n);
   if (!eager)
-    return torchao_tensor(b, TA_GRAD, true, local / n, n);
+    return torchao_tensor(b, TA_GRAD, SB_BACKWARD, local / n, n);
   /* one cast, where the plan leaves each module two */
   return (vs_side_work){local * TORCHAO_EAGER_CAST_BYTES +
                             out * TORCHAO_LAYOUT_COPY_BYTES,
@@ -617,7 +617,8 @@ static vs_side_work torchao_casts(const builder *b, size_t inst, uint32_t k,
   vs_side_work w = {0, 0};
   const vs_block *blk = sb_block_of(b, inst);
   const vs_op_spec *o = &blk->ops[k];
-  bool bwd = which == TIME_BWD || which == TIME_BWD_FRESH;
+  sb_pass pass =
+      which == TIME_BWD || which == TIME_BWD_FRESH ? SB_BACKWARD : SB_FORWARD;
   double out = (double)o->gemm.batch * (double)o->gemm.m * (double)o->gemm.n;
   double in = (double)o->gemm.batch * (double)o->gemm.m * (double)o->gemm.k;
   double weights = 0, n = 0;
@@ -632,12 +633,12 @@ static vs_side_work torchao_casts(const builder *b, size_t inst, uint32_t k,
     return w;
   if (n == 0)
     return w;
-  add_work_to(&w, torchao_tensor(b, TA_WEIGHT, bwd, weights / n, n));
-  if (bwd) {
+  add_work_to(&w, torchao_tensor(b, TA_WEIGHT, pass, weights / n, n));
+  if (pass == SB_BACKWARD) {
     add_work_to(&w, torchao_grad_casts(b, o, n, out));
     add_work_to(&w, torchao_post_scales(b, in, weights, n));
   }
-  add_work_to(&w, torchao_input_casts(b, o, n, bwd));
+  add_work_to(&w, torchao_input_casts(b, o, n, pass));
   return w;
 }
 
@@ -1045,7 +1046,7 @@ static void free_kept_flats(builder *b, uint32_t op, effect_time when)
  * (all_gather_state) until the next copy-out or the model's forward ends
  * (sb_forward_done); in a backward pass it frees them as it ends
  * (wait_for_unshard keeps a result only in FORWARD). */
-static void copy_out(builder *b, size_t inst, bool backward, int mb)
+static void copy_out(builder *b, size_t inst, sb_pass pass, int mb)
 {
   size_t with = sb_in_root_unit(b, inst) ? b->n_inst - 1 - inst : inst;
   uint32_t flats[2] = {b->flat_buf[inst],
@@ -1060,15 +1061,15 @@ static void copy_out(builder *b, size_t inst, bool backward, int mb)
       bytes += 2.0 * (double)vs_program_buffer(b->p, flats[i])->bytes;
   t = sb_roofline_split(b, 0.0, bytes);
   sb_add_launch(b, &t, 1);
-  op = bound_op(b, backward ? VS_PHASE_BWD : VS_PHASE_FWD, "fsdp_copy_out",
-                sb_layer_of(inst), mb, 0.0, bytes, &t, 0);
+  op = bound_op(b, pass == SB_BACKWARD ? VS_PHASE_BWD : VS_PHASE_FWD,
+                "fsdp_copy_out", sb_layer_of(inst), mb, 0.0, bytes, &t, 0);
   sb_alloc_on(b, op, b->gather_buf[inst]);
   if (flats[1] != NONE)
     sb_alloc_on(b, op, b->gather_buf[with]);
   b->flat_buf[inst] = b->flat_buf[with] = NONE;
   free_kept_flats(b, op, AT_START);
   for (int i = 0; i < 2; i++) {
-    if (backward)
+    if (pass == SB_BACKWARD)
       sb_free_on(b, op, flats[i], AT_END);
     else
       b->last_flat[i] = flats[i];
@@ -1114,11 +1115,12 @@ static uint32_t trace_len(const builder *b)
   return 2 * (uint32_t)(b->unit_last - b->unit_first + 1);
 }
 
-/* The position of inst's forward pass, or of its backward one. */
-static uint32_t trace_at(const builder *b, size_t inst, bool backward)
+/* The position of inst's `pass`. */
+static uint32_t trace_at(const builder *b, size_t inst, sb_pass pass)
 {
-  return backward ? trace_len(b) - 1 - (uint32_t)(inst - b->unit_first)
-                  : (uint32_t)(inst - b->unit_first);
+  return pass == SB_BACKWARD
+             ? trace_len(b) - 1 - (uint32_t)(inst - b->unit_first)
+             : (uint32_t)(inst - b->unit_first);
 }
 
 /* The inst whose pass is at trace position x: false where that pass does
@@ -1270,7 +1272,8 @@ static bool tied_kept(const builder *b, size_t head)
 {
   if (sb_plan_of(b, 0)->no_backward)
     return false; /* a frozen prefix's embedding: no later use */
-  return used_again_soon(b, 0, trace_at(b, head, true), trace_at(b, 0, true));
+  return used_again_soon(b, 0, trace_at(b, head, SB_BACKWARD),
+                         trace_at(b, 0, SB_BACKWARD));
 }
 
 /* Whether the coordinator keeps inst gathered from its forward to its
@@ -1282,9 +1285,9 @@ static bool reused_soon(const builder *b, size_t inst)
   /* a frozen prefix's block has no later use, but a tied embedding has */
   if (sb_plan_of(b, inst)->no_backward && !tied)
     return false;
-  return used_again_soon(b, inst, trace_at(b, inst, false),
-                         tied ? trace_at(b, b->unit_last, false)
-                              : trace_at(b, inst, true));
+  return used_again_soon(b, inst, trace_at(b, inst, SB_FORWARD),
+                         tied ? trace_at(b, b->unit_last, SB_FORWARD)
+                              : trace_at(b, inst, SB_BACKWARD));
 }
 
 /* Whether inst's forward gather lasts to its backward: FSDP2's last
@@ -1303,12 +1306,13 @@ static bool last_backward(const builder *b, size_t inst)
   return inst <= b->unit_first || sb_plan_of(b, inst - 1)->no_backward;
 }
 
-/* Before a block's pass (backward or not): gather it (if not prefetched)
+/* Before a block's `pass`: gather it (if not prefetched)
  * and prefetch the next block of the pass, or what DeepSpeed's
  * coordinator prefetches; the block's first compute op waits for its
  * gather. The root unit is gathered whole with its first block. */
-static void before_pass(builder *b, size_t inst, bool backward, int mb)
+static void before_pass(builder *b, size_t inst, sb_pass pass, int mb)
 {
+  bool backward = pass == SB_BACKWARD;
   if (!b->r->gather_params)
     return;
   if (coordinated(b) && !backward && inst == b->unit_first)
@@ -1320,14 +1324,14 @@ static void before_pass(builder *b, size_t inst, bool backward, int mb)
     gather_into(b, b->n_inst - 1 - inst, mb, b->last_compute,
                 b->r->gather_copy_out ? GATHER_INTO_FLAT : GATHER_INTO_PARAMS);
   if (coordinated(b))
-    prefetch_trace(b, trace_at(b, inst, backward), mb);
+    prefetch_trace(b, trace_at(b, inst, pass), mb);
   else if (backward ? !last_backward(b, inst) : inst < b->unit_last)
     gather(b, backward ? inst - 1 : inst + 1, mb, b->last_compute);
   if (head_ties(b, inst))
     sb_wait_on(b, b->gather_op[0]);
   if (b->gather_op[inst] != NONE) {
     sb_wait_on(b, b->gather_op[inst]);
-    copy_out(b, inst, backward, mb);
+    copy_out(b, inst, pass, mb);
   }
 }
 
@@ -1527,7 +1531,7 @@ void sb_forward_block(builder *b, size_t inst, int mb)
   phase_time weights = quantizes_weights(b, inst, mb) ? TIME_FWD_WEIGHTS
                                                       : TIME_FWD;
 
-  before_pass(b, inst, false, mb);
+  before_pass(b, inst, SB_FORWARD, mb);
   for (uint32_t k = 0; k < blk->n_ops; k++) {
     const vs_op_spec *o = &blk->ops[k];
     uint64_t fleeting = o->fwd_temp_bytes;
@@ -1909,7 +1913,7 @@ void sb_backward_block(builder *b, size_t inst, int mb)
     return; /* a frozen prefix: no gradient flows through it */
   /* the block before, in this chunk, runs a backward (and so releases a
    * prefetched gather) unless it is a frozen prefix (last_backward) */
-  before_pass(b, inst, true, mb);
+  before_pass(b, inst, SB_BACKWARD, mb);
   before_backward_acts(b, inst, mb);
   if (plan->recompute_block)
     recompute_layer(b, inst, mb);

@@ -713,16 +713,15 @@ static void gather_updated(builder *b, const vs_stage_layout *st,
 
 /* DeepSpeed ZeRO-1/2's contiguous-gradient buffers
  * (vs_workload_ipg_buffers), made where none is held yet and this is
- * where the stage makes them (`in_backward`: the step's first backward,
- * else its boundary): by an op of no time on the compute stream, as
- * torch.empty allocates them. */
-void sb_make_ipg(builder *b, int mb, bool in_backward)
+ * where the stage makes them (`here`: the step's first backward or its
+ * boundary): by an op of no time on the compute stream, as torch.empty
+ * allocates them. */
+void sb_make_ipg(builder *b, int mb, vs_ipg_made here)
 {
-  bool from_backward;
-  unsigned n = vs_workload_ipg_buffers(b->wl, b->stage + 1 == b->lay->pp,
-                                       &from_backward);
+  vs_ipg_made made;
+  unsigned n = vs_workload_ipg_buffers(b->wl, b->stage, &made);
   uint32_t op;
-  if (!n || b->ipg[0] != NONE || from_backward != in_backward)
+  if (!n || b->ipg[0] != NONE || made != here)
     return;
   op = sb_new_op(b, VS_STREAM_COMPUTE, VS_PHASE_BWD, "ipg_buffer", -1, mb, 0.0,
                  0.0, 0.0);

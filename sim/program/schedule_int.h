@@ -200,6 +200,9 @@ typedef enum phase_time {
 /* When in its op's run an effect applies. */
 typedef enum effect_time { AT_START, AT_END } effect_time;
 
+/* A pass over a block: forward (a recompute's too) or backward. */
+typedef enum sb_pass { SB_FORWARD, SB_BACKWARD, SB_PASSES } sb_pass;
+
 /* An op's time split by what bounds it (vs_bound); its duration is the
  * sum. */
 typedef struct op_split {
@@ -415,7 +418,7 @@ void sb_bucket_grads(builder *b, size_t inst, int mb, uint32_t after);
 void sb_defer_grads(builder *b, uint32_t inst);
 void sb_reduce_listed(builder *b, uint32_t after);
 void sb_reduce_deferred(builder *b);
-void sb_make_ipg(builder *b, int mb, bool in_backward);
+void sb_make_ipg(builder *b, int mb, vs_ipg_made here);
 void sb_release_micro_ipg(builder *b);
 void sb_optimizer_step(builder *b);
 void sb_setup(builder *b);

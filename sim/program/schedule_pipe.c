@@ -275,11 +275,10 @@ static void reduce_root(builder *b, int mb)
  * overlap_comm says. */
 static bool reduces_at_boundary(const builder *b)
 {
-  bool from_backward;
+  vs_ipg_made made;
   return b->r->reduce_after_backward ||
-         (vs_workload_ipg_buffers(b->wl, b->stage + 1 == b->lay->pp,
-                                  &from_backward) > 0 &&
-          !from_backward);
+         (vs_workload_ipg_buffers(b->wl, b->stage, &made) > 0 &&
+          made == VS_IPG_AT_BOUNDARY);
 }
 
 void sb_backward_unit(builder *b, const vs_unit *u)
@@ -293,7 +292,7 @@ void sb_backward_unit(builder *b, const vs_unit *u)
   size_t first, last;
   sb_hp_work hp;
   enter_chunk(b, g, &first, &last);
-  sb_make_ipg(b, (int)u->mb, true);
+  sb_make_ipg(b, (int)u->mb, VS_IPG_IN_BACKWARD);
   if (g + 1 < b->lay->n_chunks && chunk_has_backward(b, g))
     receive(b, SEND_GRADIENT, u->mb, g + 1, sb_layer_of(last));
   hp = sb_hp_work_of(b, first, last);

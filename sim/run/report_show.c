@@ -635,7 +635,7 @@ static line_plan plan_line(const char *line, size_t n, size_t max)
 {
   size_t value_end = own_comment_at(line, n);
   const char *eq = strstr(line, " = ");
-  line_plan lp = {n, false, false, 0};
+  line_plan lp = {.keep = n, .dots = false, .compact = false};
   if (n <= max)
     return lp;
   if (line[0] == '#' || line[0] == ';' ||
