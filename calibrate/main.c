@@ -678,6 +678,19 @@ static size_t raw_samples(const vs_raw *raw)
   return n;
 }
 
+/* The calibrated topology into path (--out), named in a failure's
+ * message as the option's. */
+static int write_out(const vs_cal_out *out, const char *path, FILE *report,
+                     vs_error *err)
+{
+  vs_error werr;
+  vs_error_clear(&werr);
+  if (vs_cal_out_write(out, path, &werr))
+    return vs_error_set(err, werr.code, "--out %s", werr.msg);
+  fprintf(report, "wrote %s\n", path);
+  return 0;
+}
+
 /* Set by the first SIGINT/SIGTERM: measuring stops between sizes, and what
  * was measured is fitted and written. A second signal ends the program. */
 static volatile sig_atomic_t stop_requested;
@@ -728,7 +741,7 @@ static int run(const args *a, vs_error *err)
       vs_error werr;
       vs_error_clear(&werr);
       if (vs_raw_write(&raw, a->raw, &werr) && !rc)
-        rc = vs_error_set(err, werr.code, "%s", werr.msg);
+        rc = vs_error_set(err, werr.code, "--raw %s", werr.msg);
       else if (rc && werr.code == VS_OK)
         snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
                  "; the %zu samples measured before it are in %s",
@@ -746,11 +759,8 @@ static int run(const args *a, vs_error *err)
     use_pcie(out);
     use_context(&raw, a->fit ? a->fit : "measurement", out);
     print_fits(out, report);
-    if (a->out) {
-      rc = vs_cal_out_write(out, a->out, err);
-      if (!rc)
-        fprintf(report, "wrote %s\n", a->out);
-    }
+    if (a->out)
+      rc = write_out(out, a->out, report, err);
   }
   vs_raw_fini(&raw);
   free(out);
