@@ -118,7 +118,8 @@ static const char *const prune_reasons[PRUNE_N] = {
     "(GPUs, tp) pairs: LoRA adapters and int8/nf4 bases are simulated "
     "without tensor parallelism",
     "layouts: FSDP2 (framework = fsdp2) shards every parameter: ZeRO-3 only",
-    "layouts: autocast (amp_*) and framework = hf run data parallelism alone "
+    "layouts: autocast (amp_*) and framework = hf are simulated with data "
+    "parallelism alone "
     "(tp = pp = 1, zero <= 2 or 0 under hf, no offload)",
     "(GPUs, tp) pairs: mixture-of-experts layers and latent attention split "
     "over tp only as Megatron-LM splits them (framework none or megatron)",

@@ -222,21 +222,35 @@ static void test_every_bad_input_class_exits_1_with_its_message(void **state)
     const char *file;
     const char *message;
   } cases[] = {
-      {DATA "bad/unknown-key.ini", "unknown-key.ini:4: unknown key 'hiden' in [model]"},
-      {DATA "bad/unknown-section.ini", "unknown-section.ini:10: unknown section [optimiser]"},
+      {DATA "bad/unknown-key.ini",
+       "unknown-key.ini:4: unknown key 'hiden' in [model]"},
+      {DATA "bad/unknown-section.ini",
+       "unknown-section.ini:10: unknown section [optimiser]"},
       {DATA "bad/missing-key.ini", "missing required key 'vocab' in [model]"},
-      {DATA "bad/missing-value.ini", "missing-value.ini:7: [model] seq_len = : missing value"},
-      {DATA "bad/bad-number.ini", "bad-number.ini:3: [model] layers = four: not a number"},
-      {DATA "bad/bad-size.ini", "bad-size.ini:11: [parallel] bucket = 25XB: unknown unit"},
-      {DATA "bad/bad-enum.ini", "precision = fp12: expected bf16, fp16, fp32, fp8, amp_bf16 or amp_fp16"},
+      {DATA "bad/missing-value.ini",
+       "missing-value.ini:7: [model] seq_len = : missing value"},
+      {DATA "bad/bad-number.ini",
+       "bad-number.ini:3: [model] layers = four: not a number"},
+      {DATA "bad/bad-size.ini",
+       "bad-size.ini:11: [parallel] bucket = 25XB: unknown unit"},
+      {DATA "bad/bad-enum.ini", "precision = fp12: expected bf16, fp16, fp32, "
+                                "fp8, amp_bf16 or amp_fp16"},
       {DATA "bad/zero-layers.ini", "layers = 0: must be greater than 0"},
       {DATA "bad/negative-hidden.ini", "hidden = -512: must not be negative"},
-      {DATA "bad/kv-heads.ini", "kv-heads.ini:6: [model] kv_heads = 3: heads (8) must be divisible by kv_heads"},
-      {DATA "bad/global-batch.ini", "global_batch = 7: global_batch must be a multiple of micro_batch * dp = 1 * 2 = 2"},
-      {DATA "bad/tp-heads.ini", "tp-heads.ini:11: [parallel] tp = 3: tp must divide heads (8)"},
-      {DATA "bad/autocast-tp.ini", "autocast-tp.ini:13: [parallel] tp = 2: autocast runs data parallelism alone"},
-      {DATA "bad/ep-experts.ini", "ep-experts.ini:15: [parallel] ep = 3: each of the ep ranks holds experts / ep experts: ep must divide experts (8)"},
-      {DATA "bad/cp-seq.ini", "cp-seq.ini:12: [parallel] cp = 8: seq_len must be a multiple of 2 x cp"},
+      {DATA "bad/kv-heads.ini", "kv-heads.ini:6: [model] kv_heads = 3: heads "
+                                "(8) must be divisible by kv_heads"},
+      {DATA "bad/global-batch.ini", "global_batch = 7: global_batch must be a "
+                                    "multiple of micro_batch * dp = 1 * 2 = 2"},
+      {DATA "bad/tp-heads.ini",
+       "tp-heads.ini:11: [parallel] tp = 3: tp must divide heads (8)"},
+      {DATA "bad/autocast-tp.ini",
+       "autocast-tp.ini:13: [parallel] tp = 2: autocast is simulated with data "
+       "parallelism alone"},
+      {DATA "bad/ep-experts.ini",
+       "ep-experts.ini:15: [parallel] ep = 3: each of the ep ranks holds "
+       "experts / ep experts: ep must divide experts (8)"},
+      {DATA "bad/cp-seq.ini", "cp-seq.ini:12: [parallel] cp = 8: seq_len must "
+                              "be a multiple of 2 x cp"},
       {DATA "bad/malformed-line.ini", "malformed-line.ini:6: malformed line"},
       {DATA "no-such-file.ini", "no-such-file.ini: cannot read workload file"},
   };

@@ -2296,13 +2296,15 @@ static void test_autocast_and_hf(void **state)
   load_bad(GPT_MODEL, master, 2, 0, VS_EINPUT,
            "--set training.master_weights=true: autocast (precision = "
            "amp_fp16) keeps the weights in fp32");
-  load_bad(GPT_MODEL, tp, 2, 0, VS_EINPUT,
-           "--set parallel.tp=2: autocast runs data parallelism alone");
+  load_bad(
+      GPT_MODEL, tp, 2, 0, VS_EINPUT,
+      "--set parallel.tp=2: autocast is simulated with data parallelism alone");
   load_bad(GPT_MODEL, z3, 4, 0, VS_EINPUT,
-           "--set parallel.zero=3: autocast runs data parallelism alone");
+           "--set parallel.zero=3: autocast is simulated with data parallelism "
+           "alone");
   load_bad(GPT_MODEL, hf_z1, 4, 0, VS_EINPUT,
            "--set parallel.zero=1: the Hugging Face Trainer (framework = hf) "
-           "runs data parallelism alone");
+           "is simulated with data parallelism alone");
   load_bad(GPT_MODEL, mg, 2, 0, VS_EINPUT,
            "--set training.precision=amp_bf16: autocast over fp32 weights is "
            "the Hugging Face Trainer's and plain PyTorch's recipe; megatron");
@@ -2590,7 +2592,8 @@ static void test_experts(void **state)
              "--set parallel.cp_comm=a2a: says how context-parallel ranks "
              "exchange keys and values, and cp = 1");
     load_bad(GPT_MODEL, cp_amp, 2, 0, VS_EINPUT,
-             "--set parallel.cp=2: autocast runs data parallelism alone");
+             "--set parallel.cp=2: autocast is simulated with data parallelism "
+             "alone");
     {
       static const char *const cp_order[] = {"parallel.cp=2",
                                              "parallel.order=tp-pp-dp"};

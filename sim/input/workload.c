@@ -895,7 +895,8 @@ static int check_cp(vs_workload *wl, vs_error *err)
                         WHERE("parallel", "order"));
   case VS_CP_MISFIT_DP_ONLY:
     return vs_error_set(err, VS_EINPUT,
-                        "%s: %s runs data parallelism alone; use cp = 1",
+                        "%s: %s is simulated with data parallelism alone; use "
+                        "cp = 1",
                         WHERE("parallel", "cp"),
                         t->framework == VS_FW_HF
                             ? "the Hugging Face Trainer (framework = hf)"
@@ -1119,7 +1120,8 @@ static int check_dp_only_layout(const vs_workload *wl, vs_error *err)
                         "deepspeed, precision = bf16 or fp16)",
                         WHERE("parallel", off), who);
   return vs_error_set(err, VS_EINPUT,
-                      "%s: %s runs data parallelism alone: tp = 1, pp = 1 "
+                      "%s: %s is simulated with data parallelism alone: tp = "
+                      "1, pp = 1 "
                       "and %s (here tp = %llu, pp = %llu, zero = %llu)",
                       WHERE("parallel", key), who,
                       t->framework == VS_FW_HF
