@@ -6,6 +6,7 @@
 #include "gemmfit.h"
 
 #include "csvout.h"
+#include "infile.h"
 
 #include <csv.h>
 
@@ -397,41 +398,28 @@ static void on_record(int c, void *data)
   r->shape_too_long = 0;
 }
 
-/* Opens path for reading if it is a regular file of at most RAW_FILE_MAX
- * bytes. O_NONBLOCK keeps a FIFO from blocking the open until it is
- * refused (a regular file ignores the flag). VS_EIO or VS_EINPUT. */
-static int open_regular(const char *path, FILE **out, vs_error *err)
+/* Opens the raw CSV file path (vs_open_input) into *out, refusing one over
+ * RAW_FILE_MAX bytes. */
+static int open_raw(const char *path, FILE **out, vs_error *err)
 {
   struct stat st;
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), e;
-
-  if (fd < 0)
-    return vs_error_set(err, VS_EIO, "%s: cannot open: %s", path, strerror(errno));
-  if (fstat(fd, &st) != 0) {
+  int e;
+  if (!(*out = vs_open_input(path, "raw CSV file (kind,bytes,sample,seconds)",
+                             err)))
+    return VS_EIO;
+  if (fstat(fileno(*out), &st) != 0) {
     e = errno;
-    close(fd);
+    fclose(*out);
     return vs_error_set(err, VS_EIO, "%s: cannot read: %s", path, strerror(e));
   }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return vs_error_set(err, VS_EIO, "%s: %s; expected a raw CSV file "
-                        "(kind,bytes,sample,seconds)", path,
-                        S_ISDIR(st.st_mode) ? "is a directory"
-                                            : "not a regular file (a device, "
-                                              "FIFO or socket)");
-  }
-  if ((uint64_t)st.st_size > RAW_FILE_MAX) {
-    close(fd);
-    return vs_error_set(err, VS_EINPUT, "%s: %lld bytes, over the 1 GiB a raw "
-                        "CSV file may have (a default measurement writes under "
-                        "1 MiB)", path, (long long)st.st_size);
-  }
-  if (!(*out = fdopen(fd, "r"))) {
-    e = errno;
-    close(fd);
-    return vs_error_set(err, VS_EIO, "%s: cannot open: %s", path, strerror(e));
-  }
-  return 0;
+  if ((uint64_t)st.st_size <= RAW_FILE_MAX)
+    return 0;
+  fclose(*out);
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: %lld bytes, over the 1 GiB a raw "
+                      "CSV file may have (a default measurement writes under "
+                      "1 MiB)",
+                      path, (long long)st.st_size);
 }
 
 /* Reads one line into buf[0..cap-1]: through '\n', or through a '\r' not
@@ -482,7 +470,6 @@ static bool line_ok(reader *r, const char *line, size_t len, uint64_t total)
  * skipped. False when the input failed. */
 static bool feed(reader *r, struct csv_parser *p, FILE *f)
 {
-  static const char bom[] = "\xEF\xBB\xBF";
   char *line = malloc(RAW_LINE_MAX + 2); /* room for a "\r\n" */
   uint64_t total = 0;
   size_t len;
@@ -493,7 +480,7 @@ static bool feed(reader *r, struct csv_parser *p, FILE *f)
     return false;
   }
   while (!r->failed && (len = read_line(f, line, RAW_LINE_MAX + 2)) > 0) {
-    size_t skip = r->line == 0 && len >= 3 && memcmp(line, bom, 3) == 0 ? 3 : 0;
+    size_t skip = r->line == 0 ? vs_utf8_bom_len(line, len) : 0;
     r->line++;
     /* this line starts a record, unless it is blank (libcsv skips blank
      * lines between records without a record) */
@@ -522,7 +509,7 @@ int vs_raw_read(vs_raw *raw, const char *path, vs_error *err)
   FILE *f;
   int rc;
 
-  if ((rc = open_regular(path, &f, err)))
+  if ((rc = open_raw(path, &f, err)))
     return rc;
   if (csv_init(&p, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) != 0) {
     fclose(f);

@@ -132,14 +132,15 @@ static void test_bad_csvs(void **state)
     const char *file, *want;
   } cases[] = {
       {"bad-missing-column.csv",
-       "tests/data/calibrate/bad-missing-column.csv:1: missing column 'sample'"},
+       "tests/data/calibrate/bad-missing-column.csv:1: missing column "
+       "'sample'"},
       {"bad-negative-time.csv",
        "tests/data/calibrate/bad-negative-time.csv:3: negative time -2e-6 s "
        "for kind h2d_pinned"},
       {"bad-too-few.csv",
        "tests/data/calibrate/bad-too-few.csv: kind p2p: too few points: 3 "
        "distinct sizes, need at least 4"},
-      {"no-such-file.csv", "no-such-file.csv: cannot open"},
+      {"no-such-file.csv", "no-such-file.csv: cannot read raw CSV file"},
   };
   (void)state;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -193,7 +194,7 @@ static void test_option_rules(void **state)
    * goes on to read x.csv, which does not exist */
   run_cal(&run, fit_verbose);
   assert_int_equal(run.status, 1);
-  assert_contains(run.err, "x.csv: cannot open");
+  assert_contains(run.err, "x.csv: cannot read raw CSV file");
   {
     /* --gemm-dtype is --fit's (measuring times bf16) and bf16 or fp16 */
     static const char *const measure_dtype[] = {"--gemm-dtype", "fp16", NULL};
@@ -269,7 +270,7 @@ static void test_not_a_raw_csv(void **state)
   run_cal(&run, args);
   assert_int_equal(run.status, 1);
   assert_contains(run.err, "vsim-calibrate: /dev/zero: not a regular file (a "
-                           "device, FIFO or socket); expected a raw CSV file");
+                           "device, FIFO or socket), not a raw CSV file");
   snprintf(path, sizeof path, "tests/data/calibrate");
   run_cal(&run, args);
   assert_int_equal(run.status, 1);

@@ -456,7 +456,8 @@ static void test_raw_csv_errors(void **state)
   vs_raw_init(&raw);
   vs_error_clear(&err);
   assert_int_equal(vs_raw_read(&raw, "/nonexistent/raw.csv", &err), VS_EIO);
-  assert_non_null(strstr(err.msg, "/nonexistent/raw.csv: cannot open"));
+  assert_non_null(
+      strstr(err.msg, "/nonexistent/raw.csv: cannot read raw CSV file"));
   vs_raw_fini(&raw);
 }
 
@@ -500,10 +501,12 @@ static void test_raw_csv_bad_files(void **state)
   memset(line + strlen(line), '1', 5000);
   raw_bad(line, VS_EINPUT, "@:2: line longer than 4096 bytes");
   tu_temp_dir(dir, sizeof dir);
-  raw_bad_path(dir, VS_EIO, "@: is a directory; expected a raw CSV file "
-                            "(kind,bytes,sample,seconds)");
-  raw_bad_path("/dev/zero", VS_EIO, "@: not a regular file (a device, FIFO "
-                                    "or socket); expected a raw CSV file");
+  raw_bad_path(dir, VS_EIO,
+               "@: is a directory, not a raw CSV file "
+               "(kind,bytes,sample,seconds)");
+  raw_bad_path("/dev/zero", VS_EIO,
+               "@: not a regular file (a device, FIFO "
+               "or socket), not a raw CSV file");
   snprintf(path, sizeof path, "%s/fifo.csv", dir);
   assert_int_equal(mkfifo(path, 0600), 0);
   raw_bad_path(path, VS_EIO, "@: not a regular file (a device, FIFO or socket)");

@@ -6,6 +6,7 @@
  * rejects unknown [sections] as soon as it sees them. */
 #include "config.h"
 
+#include "infile.h"
 #include "units.h"
 
 #include <ini.h>
@@ -899,8 +900,8 @@ static char *read_line(char *str, int num, void *stream)
     return NULL;
   }
   p = line;
-  if (ctx->line == 1 && strncmp(p, "\xEF\xBB\xBF", 3) == 0)
-    p += 3;
+  if (ctx->line == 1)
+    p += vs_utf8_bom_len(p, strlen(p));
   while (isspace((unsigned char)*p))
     p++;
   if (malformed(p)) {
@@ -938,40 +939,6 @@ static void start(parse_ctx *ctx, const vs_keytab *tab, void *target,
   snprintf(orig->file, sizeof orig->file, "%s", name);
 }
 
-FILE *vs_conf_open_input(const char *path, const char *what, vs_error *err)
-{
-  struct stat st;
-  FILE *f;
-  /* O_NONBLOCK: opening a FIFO for reading would wait for a writer */
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    vs_error_set(err, VS_EIO, "%s: cannot read %s: %s", path, what,
-                 strerror(errno));
-    return NULL;
-  }
-  if (fstat(fd, &st) != 0) {
-    vs_error_set(err, VS_EIO, "%s: cannot read %s: %s", path, what,
-                 strerror(errno));
-    close(fd);
-    return NULL;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    vs_error_set(err, VS_EIO, "%s: %s, not a %s", path,
-                 S_ISDIR(st.st_mode) ? "is a directory"
-                                     : "not a regular file (a device, FIFO "
-                                       "or socket)",
-                 what);
-    close(fd);
-    return NULL;
-  }
-  if (!(f = fdopen(fd, "r"))) {
-    vs_error_set(err, VS_EIO, "%s: cannot read %s: %s", path, what,
-                 strerror(errno));
-    close(fd);
-  }
-  return f;
-}
-
 int vs_conf_load_file(const vs_keytab *tab, void *target, vs_origins *orig,
                       const char *path, vs_error *err)
 {
@@ -983,7 +950,7 @@ int vs_conf_load_file(const vs_keytab *tab, void *target, vs_origins *orig,
   if (*path == '\0')
     return vs_error_set(err, VS_EIO, "the %s file's path is empty", tab->kind);
   snprintf(what, sizeof what, "%s file", tab->kind);
-  if (!(ctx.file = vs_conf_open_input(path, what, err)))
+  if (!(ctx.file = vs_open_input(path, what, err)))
     return VS_EIO;
   rc = parse(&ctx);
   if (rc == 0 && ferror(ctx.file))

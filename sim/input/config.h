@@ -114,11 +114,6 @@ typedef struct vs_origins {
 bool vs_conf_append_item(char *out, size_t len, size_t *used, const char *sep,
                          const char *item, size_t n);
 
-/* Opens the input file path ("the `what`", e.g. "workload file") to read
- * it as text; NULL with VS_EIO in err, naming path and what, when it is a
- * directory (which reads as an empty file) or cannot be opened. */
-FILE *vs_conf_open_input(const char *path, const char *what, vs_error *err);
-
 /* Loads path into target. Fails with VS_EIO if the file cannot be read and
  * VS_EINPUT on a malformed line, unknown section or key, bad value or a key
  * set twice; the message names file:line and the key. On failure target may

@@ -6,6 +6,7 @@
 #include "hfconfig.h"
 
 #include "config.h"
+#include "infile.h"
 
 #include <jansson.h>
 
@@ -685,17 +686,16 @@ static int load_json(const char *path, json_t **root, vs_error *err)
   json_error_t jerr;
   char *buf = NULL;
   size_t len = 0;
+  size_t bom;
   FILE *f;
   int rc;
-  if (!(f = vs_conf_open_input(path, "Hugging Face config.json", err)))
+  if (!(f = vs_open_input(path, "Hugging Face config.json", err)))
     return VS_EIO;
   rc = read_text(f, path, &buf, &len, err);
   fclose(f);
-  /* a UTF-8 byte-order mark, which JSON parsers may skip (RFC 8259,
-   * section 8.1) and editors on Windows write */
-  if (rc == 0 && len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0) {
-    memmove(buf, buf + 3, len - 3);
-    len -= 3;
+  if (rc == 0 && (bom = vs_utf8_bom_len(buf, len)) > 0) {
+    memmove(buf, buf + bom, len - bom);
+    len -= bom;
   }
   if (rc == 0 && !(*root = json_loadb(buf ? buf : "", len,
                                       JSON_REJECT_DUPLICATES, &jerr)))
