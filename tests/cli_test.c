@@ -3148,6 +3148,10 @@ static void test_html_report(void **state)
   assert_non_null(text = tu_read_file(p));
   assert_true(strncmp(text, "<!DOCTYPE html>\n", 16) == 0);
   assert_contains(text, "<th>dp</th><th>tp</th>"); /* no cp column */
+  /* the terminal's header keeps its lines; nothing is replaced */
+  assert_contains(text, "<pre class=\"meta\">workload  ");
+  assert_contains(text, "gpt-small.ini\nhardware  ");
+  assert_null(strstr(text, "\xEF\xBF\xBD"));
   assert_non_null(peak = strstr(r.out, "\npeak of rank "));
   snprintf(want, sizeof want, "<p id=\"peak\">%.*s</p>",
            (int)strcspn(peak + 1, "\n"), peak + 1);
@@ -3209,6 +3213,7 @@ static void test_html_report(void **state)
                           "allocate 128 MiB (params)");
     assert_contains(text, "<p id=\"verdict\" class=\"oom\">verdict: DOES "
                           "NOT FIT on ");
+    assert_null(strstr(text, "\xEF\xBF\xBD"));
     free(text);
   }
   tu_remove_dir(dir);

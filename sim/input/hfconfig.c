@@ -18,13 +18,17 @@
 
 /* How one family's fields map: the fields of layers, hidden, heads,
  * ffn_hidden and vocab; kv_heads' field (NULL: as heads); the dropout
- * field (NULL: none, 0); tied embeddings when the config does not say. */
+ * field (NULL: none, 0) and its default where the config lacks it (its
+ * transformers config class's: GPT2Config resid_pdrop 0.1, GPTNeoXConfig
+ * hidden_dropout 0.0, BertConfig hidden_dropout_prob 0.1); tied
+ * embeddings when the config does not say. */
 typedef struct family {
   const char *const *types;  /* model_type values, NULL-terminated */
   const char *arch;          /* the [model] arch */
   const char *layers, *hidden, *heads, *ffn, *vocab, *kv_heads, *dropout;
   bool tied_default;         /* tie_word_embeddings' default */
   bool ffn_may_be_null;      /* GPT-2's n_inner: null means 4 x hidden */
+  const char *dropout_default; /* the dropout field's default */
 } family;
 
 /* The largest count a field may hold: far above any model, and small
@@ -46,13 +50,16 @@ static const family families[] = {
      "num_key_value_heads", NULL, .tied_default = false,
      .ffn_may_be_null = false},
     {gpt2_types, "gpt", "n_layer", "n_embd", "n_head", "n_inner", "vocab_size",
-     NULL, "resid_pdrop", .tied_default = true, .ffn_may_be_null = true},
+     NULL, "resid_pdrop", .tied_default = true, .ffn_may_be_null = true,
+     .dropout_default = "0.1"},
     {neox_types, "gpt", "num_hidden_layers", "hidden_size",
      "num_attention_heads", "intermediate_size", "vocab_size", NULL,
-     "hidden_dropout", .tied_default = false, .ffn_may_be_null = false},
+     "hidden_dropout", .tied_default = false, .ffn_may_be_null = false,
+     .dropout_default = "0"},
     {bert_types, "bert", "num_hidden_layers", "hidden_size",
      "num_attention_heads", "intermediate_size", "vocab_size", NULL,
-     "hidden_dropout_prob", .tied_default = true, .ffn_may_be_null = false},
+     "hidden_dropout_prob", .tied_default = true, .ffn_may_be_null = false,
+     .dropout_default = "0.1"},
 };
 
 /* Fields that make layers vsim does not build (mixtures of experts) in a
@@ -284,7 +291,11 @@ static int read_flags(const json_t *root, const char *path, const family *f,
   put(out, "arch", "model_type", f->arch);
   put(out, "tied_embeddings", tied ? "tie_word_embeddings" : NULL,
       t ? "true" : "false");
-  snprintf(text, sizeof text, "%.17g", drop ? json_number_value(drop) : 0.0);
+  if (drop)
+    snprintf(text, sizeof text, "%.17g", json_number_value(drop));
+  else
+    snprintf(text, sizeof text, "%s",
+             f->dropout_default ? f->dropout_default : "0");
   put(out, "dropout", drop ? f->dropout : NULL, text);
   return 0;
 }

@@ -62,6 +62,23 @@ static void html_head(vs_csv *f, const vs_sim *sim)
 
 /* What the terminal prints for r (its out-of-memory line) or, with r
  * NULL, the summary's header, HTML-escaped between open and close. */
+/* text's lines through vs_report_xml_text (which would replace a line
+ * end, a control character), each but the last ended by a line end. */
+static void xml_lines(vs_csv *f, char *text)
+{
+  size_t n = strlen(text);
+  char *end;
+  if (n > 0 && text[n - 1] == '\n')
+    text[n - 1] = '\0';
+  for (char *line = text; line; line = end ? end + 1 : NULL) {
+    if ((end = strchr(line, '\n')))
+      *end = '\0';
+    vs_report_xml_text(f, line);
+    if (end)
+      vs_csv_printf(f, "\n");
+  }
+}
+
 static int html_terminal_text(vs_csv *f, const vs_sim *sim, const vs_rank *r,
                               const char *open, const char *close,
                               vs_error *err)
@@ -80,7 +97,7 @@ static int html_terminal_text(vs_csv *f, const vs_sim *sim, const vs_rank *r,
     return vs_error_set(err, VS_ENOMEM, "out of host memory for the page");
   }
   vs_csv_printf(f, "%s", open);
-  vs_report_xml_text(f, text);
+  xml_lines(f, text);
   vs_csv_printf(f, "%s", close);
   free(text);
   return 0;
