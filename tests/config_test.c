@@ -606,6 +606,14 @@ static void test_long_value_not_cut_before_parsing(void **state)
   snprintf(text, sizeof text, "[a]\nn = %0101d\n", 5);
   load_ok(&c, &o, text);
   assert_true(c.n == 5);
+  /* a message quotes such a value cut, and says so: 92 characters and
+   * "...", never a number that looks whole */
+  snprintf(text, sizeof text, "[a]\nn = %0101dx\n", 5);
+  {
+    char want[160];
+    snprintf(want, sizeof want, "[a] n = %092d...: unknown unit", 0);
+    load_bad(text, want);
+  }
 }
 
 /* ------------------------------------------------------------------------

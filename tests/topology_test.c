@@ -322,6 +322,14 @@ static void test_gpu_memory_above_libraries(void **state)
            "that context_memory and two cublas_workspace take on every GPU "
            "before any tensor");
   assert_int_equal(load_text(&t, path, MINIMAL, least, 3, &err), 0);
+  {
+    /* a workspace given by --set is what to blame, not the file's memory */
+    static const char *const huge[] = {"gpu.cublas_workspace=1TiB"};
+    load_bad(MINIMAL, huge, 1, VS_EINPUT,
+             "--set topology.gpu.cublas_workspace=1TiB: context_memory and "
+             "two cublas_workspace would take 2.00 TiB on every GPU before "
+             "any tensor, all of [gpu] memory's ");
+  }
 }
 
 /* The FP8 peak is 0 (no FP8 tensor cores) or at least 1 GFLOP/s, as the

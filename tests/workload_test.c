@@ -1028,6 +1028,16 @@ static void test_hf_config(void **state)
   assert_int_equal(wl.model.kv_lora_rank, 32);
   assert_int_equal(wl.model.q_lora_rank, 0); /* null: a full projection */
   assert_int_equal(wl.model.shared_expert_ffn_hidden, 96);
+  {
+    /* a message about that dense_layers (4, from 3) names both fields */
+    char where[400];
+    vs_conf_where(vs_workload_keys(), &wl.origins, "model", "dense_layers",
+                  where, sizeof where);
+    assert_non_null(strstr(where, "[model] dense_layers = 4 (from field "
+                                  "\"first_k_dense_replace\" rounded up to a "
+                                  "multiple of \"moe_layer_freq\" of the "
+                                  "file"));
+  }
   /* a null step or frequency gives no key, as an absent one: every layer
    * sparse */
   assert_int_equal(load_with_json(&wl, HF_MOE("\"qwen2_moe\", "

@@ -667,7 +667,9 @@ static int apply(const vs_keytab *tab, void *target, vs_origins *orig,
   char text[96];
   int i = vs_conf_find(tab, section, name);
 
-  snprintf(text, sizeof text, "%s", value ? value : "");
+  /* a value longer than the origin holds is cut, and says so */
+  if (snprintf(text, sizeof text, "%s", value ? value : "") >= (int)sizeof text)
+    memcpy(text + sizeof text - 4, "...", 4);
   if (i < 0) {
     if (!section_known(tab, section)) {
       if (line > 0)
@@ -1313,4 +1315,11 @@ bool vs_conf_set_by_user(const vs_keytab *tab, const vs_origins *orig,
 {
   int i = vs_conf_find(tab, section, name);
   return i >= 0 && orig->keys[i].set && orig->keys[i].line >= 0;
+}
+
+bool vs_conf_set_by_option(const vs_keytab *tab, const vs_origins *orig,
+                           const char *section, const char *name)
+{
+  int i = vs_conf_find(tab, section, name);
+  return i >= 0 && orig->keys[i].set && orig->keys[i].line == 0;
 }

@@ -98,7 +98,8 @@ typedef struct vs_origin {
   int line;                    /* 1-based line in origins->file; 0 for --set;
                                   -1 from the table's derived_from file;
                                   -2 from the table's preset_from preset */
-  char text[96];               /* the value as written (trimmed, cut) */
+  char text[96];               /* the value as written (trimmed; one too
+                                  long cut, ending in "...") */
   const char *why;             /* line -2: why the preset chose it;
                                   line -1: the derived file's field that
                                   gave it (static strings), else NULL */
@@ -174,6 +175,10 @@ bool vs_conf_is_set(const vs_keytab *tab, const vs_origins *orig,
  * --set, not by a preset or a derived file. */
 bool vs_conf_set_by_user(const vs_keytab *tab, const vs_origins *orig,
                          const char *section, const char *name);
+
+/* True when section.name was given on the command line (--set). */
+bool vs_conf_set_by_option(const vs_keytab *tab, const vs_origins *orig,
+                           const char *section, const char *name);
 
 /* Writes where section.name came from into buf: "w.ini:5: [model] heads = 3",
  * "--set model.heads=3", or "w.ini: [model] heads (default)". */

@@ -368,10 +368,17 @@ static int read_shared(const json_t *root, const char *path,
   return 0;
 }
 
+/* What a message names as the source of dense_layers where DeepSeek's
+ * placement rounds first_k_dense_replace up (read_placement): both
+ * fields, quoted as the message quotes one. */
+#define ROUNDED_FIRST_DENSE                                                    \
+  "first_k_dense_replace\" rounded up to a multiple of \"moe_layer_freq"
+
 /* DeepSeek's layer placement (modeling_deepseek.py: layer l is MoE when
  * l >= first_k_dense_replace and l % moe_layer_freq == 0; freq 1 when
  * absent): the first MoE layer is the first multiple of freq from k on,
- * then every freq-th. */
+ * then every freq-th. Both families name the fields as
+ * ROUNDED_FIRST_DENSE does. */
 static int read_placement(const json_t *root, const char *path,
                           const moe_family *f, vs_hf_model *out,
                           vs_error *err)
@@ -384,8 +391,10 @@ static int read_placement(const json_t *root, const char *path,
        (rc = count_field(root, path, f->layer_freq, "moe_every", &freq,
                          err))))
     return rc;
-  put_count(out, "dense_layers", f->first_dense,
-            (dense + freq - 1) / freq * freq);
+  json_int_t first_moe = (dense + freq - 1) / freq * freq;
+  put_count(out, "dense_layers",
+            first_moe != dense ? ROUNDED_FIRST_DENSE : f->first_dense,
+            first_moe);
   put_count(out, "moe_every", given(root, f->layer_freq) ? f->layer_freq : NULL,
             freq);
   return 0;

@@ -545,9 +545,20 @@ static int check_gpu_memory(const vs_topology *t, vs_error *err)
 {
   uint64_t libraries =
       t->context_bytes + VS_BLAS_WORKSPACES * t->cublas_workspace_bytes;
-  char b[16];
+  const char *const libs[] = {"context_memory", "cublas_workspace"};
+  char b[16], m[16];
   if (t->memory_bytes > libraries)
     return 0;
+  /* a library's size given by --set is to blame, unless memory was too */
+  for (int i = 0; i < 2; i++)
+    if (!vs_conf_set_by_option(&topology_tab, &t->origins, "gpu", "memory") &&
+        vs_conf_set_by_option(&topology_tab, &t->origins, "gpu", libs[i]))
+      return key_error(t, err, "gpu", libs[i],
+                       "context_memory and two cublas_workspace would take "
+                       "%s on every GPU before any tensor, all of [gpu] "
+                       "memory's %s or more",
+                       vs_format_bytes(libraries, b, sizeof b),
+                       vs_format_bytes(t->memory_bytes, m, sizeof m));
   return key_error(t, err, "gpu", "memory",
                    "must be more than the %s that context_memory and two "
                    "cublas_workspace take on every GPU before any tensor",
