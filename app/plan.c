@@ -1423,17 +1423,22 @@ static bool plan_all_invalid(const plan_state *ps)
  * layout could be simulated, else plan_no_fit's verdict. */
 static int plan_nothing_fits(FILE *out, FILE *errs, const plan_state *ps)
 {
+  /* with several GPU types, which one it is */
+  const char *on = ps->type ? " on " : "", *gpu = ps->type ? ps->gpu : "";
   if (!plan_all_invalid(ps))
     return plan_no_fit(out, ps);
   if (ps->n == 0)
-    fprintf(errs, "vsim: every layout of %s %llu GPUs was left out before "
-                  "simulating (the reasons above); %s or change the job\n",
-            gpus_bound(ps), (unsigned long long)ps->max_gpus,
+    fprintf(errs,
+            "vsim: every layout of %s %llu GPUs%s%s was left out "
+            "before simulating (the reasons above); %s or change the "
+            "job\n",
+            gpus_bound(ps), (unsigned long long)ps->max_gpus, on, gpu,
             ps->exact ? "change --gpus" : "raise --max-gpus");
   else
-    fprintf(errs, "vsim: every layout is invalid, so nothing was simulated; "
-                  "the first: %s\n",
-            ps->cands[0].reason);
+    fprintf(errs,
+            "vsim: every layout%s%s is invalid, so nothing was "
+            "simulated; the first: %s\n",
+            on, gpu, ps->cands[0].reason);
   return VS_EXIT_ERROR;
 }
 

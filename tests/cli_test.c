@@ -5312,6 +5312,30 @@ static void test_plan_prunes_sequence_parallel_misfits(void **state)
   tu_remove_dir(dir);
 }
 
+/* With several GPU types, a type whose layouts were all left out before
+ * simulating is named in the message (two identical lines said nothing
+ * of which type each was). */
+static void test_plan_names_the_type_with_nothing_left(void **state)
+{
+  const char *args[] = {"plan",
+                        DATA "gpt-small.ini",
+                        "--set",
+                        "training.global_batch=8",
+                        "--gpus",
+                        "12",
+                        "--topology",
+                        "topologies/h100-sxm-8x.ini,"
+                        "topologies/v100-sxm-32g-8x.ini",
+                        NULL};
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "vsim: every layout of exactly 12 GPUs on "
+                         "H100-SXM-80GB was left out before simulating");
+  assert_contains(r.err, "vsim: every layout of exactly 12 GPUs on "
+                         "V100-SXM2-32GB was left out before simulating");
+}
+
 /* plan confirms its answers on its threads, several at once: one thread
  * and three give the same answers and plan.csv, byte for byte (a step of
  * 64 micro-batches is screened on pipelines, and the layouts it answers
@@ -5495,6 +5519,7 @@ int main(void)
       cmocka_unit_test(test_plan_base_on_its_gpus),
       cmocka_unit_test(test_output_folder_and_rank_limit_messages),
       cmocka_unit_test(test_sweep_is_deterministic_across_jobs),
+      cmocka_unit_test(test_plan_names_the_type_with_nothing_left),
       cmocka_unit_test(test_plan_is_deterministic_across_jobs),
       cmocka_unit_test(test_sweep_all_invalid_is_an_input_error),
       cmocka_unit_test(test_plan_layout_is_confirmed_by_run),
