@@ -11,6 +11,7 @@
 
 #include <gsl/gsl_errno.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -270,10 +271,12 @@ static const char *option_value(int argc, char **argv, int *i, const char *name,
 /* The commands that take options, as bits. */
 enum { CMD_RUN = 1, CMD_SHOW = 2, CMD_SWEEP = 4, CMD_FIT = 8, CMD_PLAN = 16 };
 
+/* Whether an option may be given more than once. */
+typedef enum { ONCE, REPEATABLE } option_times;
+
 /* Each option, the commands it belongs to, and whether it may be given more
  * than once; an option given to a command that does not use it, or twice,
  * is a usage error rather than silently ignored or overridden. */
-typedef enum { ONCE, REPEATABLE } option_times;
 static const struct option_rule {
   const char *name;
   unsigned commands;
@@ -706,7 +709,8 @@ static int check_outputs_spare_hf_config(const cli_args *a,
 /* Whether path is a file in the --csv folder that the run will make: the
  * folder does not exist yet, and the CSV files make it before the other
  * outputs are written into it (fill_run_outputs), so that the check of
- * --csv has checked all there is to check. */
+ * --csv has checked the folder, and its name is all there is left to
+ * check (check_new_file_name). */
 static bool in_new_csv_dir(const cli_args *a, const char *path)
 {
   char dir[VS_OUTPUTS_PATH_LEN], dir_key[VS_OUTPUTS_PATH_LEN],
@@ -720,12 +724,33 @@ static bool in_new_csv_dir(const cli_args *a, const char *path)
          strcmp(dir_key, csv_key) == 0;
 }
 
+/* The longest name of a file (POSIX NAME_MAX; Linux's ext4, xfs, btrfs
+ * and tmpfs take 255 bytes). */
+#define FILE_NAME_MAX 255
+
+/* What vs_outputs_check finds of a file in a folder that does not exist
+ * yet: it needs a name, neither "." nor "..", that a folder can hold. */
+static int check_new_file_name(const char *option, const char *path, FILE *errs)
+{
+  size_t n = strlen(path);
+  const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+  if (n == 0 || path[n - 1] == '/' || strcmp(name, ".") == 0 ||
+      strcmp(name, "..") == 0)
+    return vs_usage(errs, "%s needs a file name, got '%s'", option, path);
+  if (strlen(name) <= FILE_NAME_MAX)
+    return VS_EXIT_OK;
+  fprintf(errs, "vsim: %s %s: %s\n", option, path, strerror(ENAMETOOLONG));
+  return VS_EXIT_ERROR;
+}
+
 /* A file output (--trace, --svg, --html) can be written. */
 static int check_file_output(const cli_args *a, const char *option,
                              const char *path, FILE *errs)
 {
-  if (!path || in_new_csv_dir(a, path))
+  if (!path)
     return VS_EXIT_OK;
+  if (in_new_csv_dir(a, path))
+    return check_new_file_name(option, path, errs);
   return vs_outputs_check(errs, option, path);
 }
 

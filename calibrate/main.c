@@ -138,18 +138,18 @@ typedef enum { ANY_MODE, MEASURING } opt_mode;
 
 static const struct option {
   const char *name;              /* "--out" */
-  opt_arg arg;
-  opt_mode mode;
+  opt_arg arg;                   /* VALUED: takes the next argument */
+  opt_mode mode;                 /* MEASURING: only used when measuring */
 } options[N_OPTS] = {
     [O_OUT] = {"--out", VALUED, ANY_MODE},
-    [O_RAW] = {"--raw", VALUED,
-               ANY_MODE}, /* refused with --fit by its own rule */
+    /* refused with --fit by its own rule */
+    [O_RAW] = {"--raw", VALUED, ANY_MODE},
     [O_FIT] = {"--fit", VALUED, ANY_MODE},
     [O_BASE] = {"--base", VALUED, ANY_MODE},
     [O_BREAKS] = {"--max-breakpoints", VALUED, ANY_MODE},
     [O_PARTIAL] = {"--partial", FLAG, ANY_MODE},
-    [O_GEMM_DTYPE] = {"--gemm-dtype", VALUED,
-                      ANY_MODE}, /* --fit only: its rule */
+    /* --fit only: its rule */
+    [O_GEMM_DTYPE] = {"--gemm-dtype", VALUED, ANY_MODE},
     [O_DEVICE] = {"--device", VALUED, MEASURING},
     [O_SAMPLES] = {"--samples", VALUED, MEASURING},
     [O_WARMUP] = {"--warmup", VALUED, MEASURING},

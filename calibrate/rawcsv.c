@@ -410,11 +410,13 @@ static int open_raw(const char *path, FILE **out, vs_error *err)
   if (fstat(fileno(*out), &st) != 0) {
     e = errno;
     fclose(*out);
+    *out = NULL;
     return vs_error_set(err, VS_EIO, "%s: cannot read: %s", path, strerror(e));
   }
   if ((uint64_t)st.st_size <= RAW_FILE_MAX)
     return 0;
   fclose(*out);
+  *out = NULL;
   return vs_error_set(err, VS_EINPUT,
                       "%s: %lld bytes, over the 1 GiB a raw "
                       "CSV file may have (a default measurement writes under "

@@ -2526,8 +2526,18 @@ static void test_outputs_are_checked_before_simulating(void **state)
   run(args);
   assert_int_equal(r.status, 0);
   assert_true(exists(svg));
-  assert_true(exists(path_in(csv, "summary.csv", missing, sizeof missing)));
+  {
+    char summary[256];
+    assert_true(exists(path_in(csv, "summary.csv", summary, sizeof summary)));
+  }
   tu_remove_dir(csv);
+  /* ... whose name is checked before simulating all the same */
+  path_in(csv, "..", svg, sizeof svg);
+  run(args);
+  assert_int_equal(r.status, 2);
+  assert_contains(r.err, "--svg needs a file name, got '");
+  assert_string_equal(r.out, "");
+  assert_false(exists(csv));
   tu_remove_dir(dir);
 }
 

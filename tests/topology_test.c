@@ -324,8 +324,9 @@ static void test_gpu_memory_above_libraries(void **state)
   assert_int_equal(load_text(&t, path, MINIMAL, least, 3, &err), 0);
   {
     /* a workspace given by --set is what to blame, not the file's memory */
-    static const char *const huge[] = {"gpu.cublas_workspace=1TiB"};
-    load_bad(MINIMAL, huge, 1, VS_EINPUT,
+    static const char *const huge[] = {"gpu.context_memory=1KiB",
+                                       "gpu.cublas_workspace=1TiB"};
+    load_bad(MINIMAL, huge, 2, VS_EINPUT,
              "--set topology.gpu.cublas_workspace=1TiB: context_memory and "
              "two cublas_workspace would take 2.00 TiB on every GPU before "
              "any tensor, all of [gpu] memory's ");

@@ -933,7 +933,6 @@ static void test_hf_config(void **state)
   assert_int_equal(wl.model.vocab, 1000);
   assert_int_equal(wl.model.layers, 2); /* the workload's own wins */
   assert_false(wl.model.tied_embeddings);
-  /* a UTF-8 byte-order mark before the JSON is skipped (RFC 8259 8.1) */
   assert_true(wl.model.dropout == 0.0); /* Llama has no dropout field */
   /* a dropout field the file lacks is its config class's default:
    * GPT2Config resid_pdrop 0.1, GPTNeoXConfig hidden_dropout 0.0, not the
@@ -956,6 +955,13 @@ static void test_hf_config(void **state)
                                   &err),
                    0);
   assert_true(wl.model.dropout == 0.0);
+  assert_int_equal(load_with_json(&wl, HF_TYPE("\"bert\"", ""),
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n",
+                                  &err),
+                   0);
+  assert_true(wl.model.dropout == 0.1);
+  /* a UTF-8 byte-order mark before the JSON is skipped (RFC 8259 8.1) */
   assert_int_equal(load_with_json(&wl, "\xEF\xBB\xBF" HF_LLAMA,
                                   "[model]\nhf_config = config.json\n"
                                   "seq_len = 128\n",
@@ -1061,6 +1067,14 @@ static void test_hf_config(void **state)
                                   "seq_len = 128\nlayers = 8\n", &err), 0);
   assert_int_equal(wl.model.moe_every, 1);
   assert_int_equal(wl.model.dense_layers, 3);
+  {
+    /* not rounded: first_k_dense_replace alone gave it */
+    char where[400];
+    vs_conf_where(vs_workload_keys(), &wl.origins, "model", "dense_layers",
+                  where, sizeof where);
+    assert_non_null(strstr(where, "[model] dense_layers = 3 (from field "
+                                  "\"first_k_dense_replace\" of the file"));
+  }
   assert_int_equal(load_with_json(&wl, HF_MOE("\"qwen2_moe\", "
                                               "\"num_experts\": 60, "
                                               "\"moe_intermediate_size\": 96, "

@@ -12,14 +12,10 @@
 #include <ini.h>
 
 #include <ctype.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* State shared by the line reader and the key handler during one parse. */
 typedef struct parse_ctx {

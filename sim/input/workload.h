@@ -522,10 +522,17 @@ bool vs_workload_cpu_step(const vs_parallel_conf *p);
  * offloaded optimizer's step (vs_workload_cpu_step). */
 bool vs_workload_grads_bucketed(const vs_parallel_conf *p);
 
+/* Where DeepSpeed makes its contiguous-gradient buffers. */
+typedef enum vs_ipg_made {
+  VS_IPG_IN_BACKWARD, /* in the step's first backward */
+  VS_IPG_AT_BOUNDARY  /* when the step's backward passes are done */
+} vs_ipg_made;
+
 /* DeepSpeed ZeRO-1/2's contiguous-gradient buffers of reduce_bucket_size
  * elements ([parallel] bucket) a stage holds (stage_1_and_2.py, with
  * contiguous_gradients, on by default; ZeRO-2 copies each gradient into
- * them as backward makes it), on pipeline stage `stage`: made in the
+ * them as backward makes it), on pipeline stage `stage` (0 .. pp - 1;
+ * a later one counts as the last): made in the
  * optimizer's backward, from the step's first (*made VS_IPG_IN_BACKWARD:
  * no pipeline, or the pipeline engine's last stage, whose
  * _exec_backward_pass calls it), one and a second with overlap_comm
@@ -535,10 +542,6 @@ bool vs_workload_grads_bucketed(const vs_parallel_conf *p);
  * (March 2025) the gradient hooks make the buffers on every stage
  * (setup_buckets), and the pipeline engine adds one at the boundary: not
  * modelled. */
-typedef enum vs_ipg_made {
-  VS_IPG_IN_BACKWARD, /* in the step's first backward */
-  VS_IPG_AT_BOUNDARY  /* when the step's backward passes are done */
-} vs_ipg_made;
 unsigned vs_workload_ipg_buffers(const vs_workload *wl, uint64_t stage,
                                  vs_ipg_made *made);
 

@@ -60,8 +60,6 @@ static void html_head(vs_csv *f, const vs_sim *sim)
                 html_style);
 }
 
-/* What the terminal prints for r (its out-of-memory line) or, with r
- * NULL, the summary's header, HTML-escaped between open and close. */
 /* text's lines through vs_report_xml_text (which would replace a line
  * end, a control character), each but the last ended by a line end. */
 static void xml_lines(vs_csv *f, char *text)
@@ -79,6 +77,8 @@ static void xml_lines(vs_csv *f, char *text)
   }
 }
 
+/* What the terminal prints for r (its out-of-memory line) or, with r
+ * NULL, the summary's header, HTML-escaped between open and close. */
 static int html_terminal_text(vs_csv *f, const vs_sim *sim, const vs_rank *r,
                               const char *open, const char *close,
                               vs_error *err)
