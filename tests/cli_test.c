@@ -4363,6 +4363,48 @@ static void test_show_output_loads_back(void **state)
   }
 }
 
+/* Megatron-LM's bucket, max(4e7, 1e6 x dp) parameters, follows the GPU
+ * count as dp does: show writes it as a comment, so that its output run
+ * on 256 GPUs is the workload run on 256 GPUs, summary.csv byte for byte
+ * (at dp 64 the bucket it wrote for 8 GPUs was kept: another peak). */
+static void test_show_megatron_bucket_follows_gpus(void **state)
+{
+  char dir[64], path[64], a[128], b[128], ca[192], cb[192];
+  const char *show[] = {"show",   "workloads/llama2-7b.ini",
+                        "--gpus", "8",
+                        "--set",  "training.framework=megatron",
+                        "--set",  "training.global_batch=512",
+                        NULL};
+  const char *shown[] = {"run", path, "--gpus", "256", "--csv", a, NULL};
+  const char *direct[] = {"run",    "workloads/llama2-7b.ini",
+                          "--gpus", "256",
+                          "--set",  "training.framework=megatron",
+                          "--set",  "training.global_batch=512",
+                          "--csv",  b,
+                          NULL};
+  char *ta, *tb;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  path_in(dir, "a", a, sizeof a);
+  path_in(dir, "b", b, sizeof b);
+  run(show);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "\n; bucket = 156250KiB    ; framework preset: "
+                         "Megatron-LM's bucket");
+  tu_write_temp(r.out, ".ini", path, sizeof path);
+  run(shown);
+  assert_int_equal(r.status, 0);
+  run(direct);
+  assert_int_equal(r.status, 0);
+  assert_non_null(ta = tu_read_file(path_in(a, "summary.csv", ca, sizeof ca)));
+  assert_non_null(tb = tu_read_file(path_in(b, "summary.csv", cb, sizeof cb)));
+  assert_string_equal(ta, tb);
+  free(ta);
+  free(tb);
+  unlink(path);
+  tu_remove_dir(dir);
+}
+
 /* Runs `sh -c script` with VSIM_BIN as $0 (from the source directory). */
 static void run_shell(const char *script)
 {
@@ -5530,6 +5572,7 @@ int main(void)
       cmocka_unit_test(test_output_folder_and_rank_limit_messages),
       cmocka_unit_test(test_sweep_is_deterministic_across_jobs),
       cmocka_unit_test(test_plan_names_the_type_with_nothing_left),
+      cmocka_unit_test(test_show_megatron_bucket_follows_gpus),
       cmocka_unit_test(test_plan_is_deterministic_across_jobs),
       cmocka_unit_test(test_sweep_all_invalid_is_an_input_error),
       cmocka_unit_test(test_plan_layout_is_confirmed_by_run),

@@ -703,6 +703,7 @@ static int apply(const vs_keytab *tab, void *target, vs_origins *orig,
   orig->keys[i].set = true;
   orig->keys[i].line = line;
   orig->keys[i].why = NULL;
+  orig->keys[i].follows_gpus = false;
   memcpy(orig->keys[i].text, text, sizeof text);
   return 0;
 }
@@ -991,6 +992,14 @@ int vs_conf_set_preset(const vs_keytab *tab, void *target, vs_origins *orig,
   if (rc == 0)
     orig->keys[vs_conf_find(tab, section, name)].why = why;
   return rc;
+}
+
+void vs_conf_preset_follows_gpus(const vs_keytab *tab, vs_origins *orig,
+                                 const char *section, const char *name)
+{
+  int i = vs_conf_find(tab, section, name);
+  if (i >= 0 && orig->keys[i].set && orig->keys[i].line == -2)
+    orig->keys[i].follows_gpus = true;
 }
 
 /* vs_conf_set of value without the blanks around it, as inih gives a

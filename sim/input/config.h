@@ -103,6 +103,9 @@ typedef struct vs_origin {
   const char *why;             /* line -2: why the preset chose it;
                                   line -1: the derived file's field that
                                   gave it (static strings), else NULL */
+  bool follows_gpus;           /* line -2: the preset's value follows the
+                                  GPU count, as the key's default does
+                                  where vs_key follows_gpus is set */
 } vs_origin;
 
 typedef struct vs_origins {
@@ -146,6 +149,11 @@ int vs_conf_set_derived(const vs_keytab *tab, void *target, vs_origins *orig,
 int vs_conf_set_preset(const vs_keytab *tab, void *target, vs_origins *orig,
                        const char *section, const char *name,
                        const char *value, const char *why, vs_error *err);
+
+/* Marks section.name's preset value, where the preset chose it, as one
+ * that follows the GPU count (vs_origin follows_gpus). */
+void vs_conf_preset_follows_gpus(const vs_keytab *tab, vs_origins *orig,
+                                 const char *section, const char *name);
 
 /* Applies "section.key=value" (what follows --set, less `prefix`, which is
  * "" or "topology." and only used in messages). VS_EUSAGE if the text is

@@ -180,12 +180,17 @@ static int preset_megatron(vs_workload *wl, vs_error *err)
         wl, "Megatron-LM reduces gradients after the backward pass unless "
             "--overlap-grad-reduce",
         err);
-  return rc ? rc
-            : preset_bucket(wl, elems > 40000000 ? elems : 40000000,
-                            "Megatron-LM's bucket: max(4e7, 1e6 x dp) "
-                            "parameters, in the first stage's first chunk "
-                            "with overlap_grad_reduce (else one a chunk)",
-                            err);
+  if (!rc)
+    rc = preset_bucket(wl, elems > 40000000 ? elems : 40000000,
+                       "Megatron-LM's bucket: max(4e7, 1e6 x dp) "
+                       "parameters, in the first stage's first chunk "
+                       "with overlap_grad_reduce (else one a chunk)",
+                       err);
+  /* dp, and so the bucket, may follow --gpus: vsim show writes it as a
+   * comment, so that its output takes any --gpus */
+  vs_conf_preset_follows_gpus(vs_workload_keys(), &wl->origins, "parallel",
+                              "bucket");
+  return rc;
 }
 
 /* DeepSpeed's ZeRO-3 coordinator's defaults (runtime/zero/config.py:

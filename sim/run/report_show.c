@@ -18,7 +18,9 @@
 /* One "key = value" line of `vsim show`, loadable as it is; a list left
  * empty (pp_layers: an even split) has no loadable value, so it is
  * written as a comment, and so is a default that follows the GPU count
- * (dp, global_batch), which as a key would refuse another --gpus. */
+ * (dp, global_batch), which as a key would refuse another --gpus, and a
+ * preset's value that follows it (Megatron-LM's bucket), which as a key
+ * would keep this count's. */
 static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
                      const vs_origin *origin)
 {
@@ -47,11 +49,12 @@ static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
             k->default_doc);
     return;
   }
-  fprintf(out, "%s = ", k->name);
+  fprintf(out, "%s%s = ", origin->follows_gpus ? "; " : "", k->name);
   vs_conf_print_value(out, k, wl);
   if (origin->set && origin->line == -2) {
-    fprintf(out, KEY_COMMENT "framework preset: %s\n",
-            origin->why ? origin->why : "its default");
+    fprintf(out, KEY_COMMENT "framework preset: %s%s\n",
+            origin->why ? origin->why : "its default",
+            origin->follows_gpus ? " (it follows --gpus)" : "");
     return;
   }
   fprintf(out, "%s\n", !origin->set         ? KEY_COMMENT "default"
