@@ -937,30 +937,23 @@ static void test_hf_config(void **state)
   /* a dropout field the file lacks is its config class's default:
    * GPT2Config resid_pdrop 0.1, GPTNeoXConfig hidden_dropout 0.0, not the
    * workload's 0.1 for arch gpt; a field given wins */
-  assert_int_equal(load_with_json(&wl, HF_GPT2(""),
-                                  "[model]\nhf_config = config.json\n"
-                                  "seq_len = 128\n",
-                                  &err),
-                   0);
-  assert_true(wl.model.dropout == 0.1);
-  assert_int_equal(load_with_json(&wl, HF_GPT2(", \"resid_pdrop\": 0.25"),
-                                  "[model]\nhf_config = config.json\n"
-                                  "seq_len = 128\n",
-                                  &err),
-                   0);
-  assert_true(wl.model.dropout == 0.25);
-  assert_int_equal(load_with_json(&wl, HF_TYPE("\"gpt_neox\"", ""),
-                                  "[model]\nhf_config = config.json\n"
-                                  "seq_len = 128\n",
-                                  &err),
-                   0);
-  assert_true(wl.model.dropout == 0.0);
-  assert_int_equal(load_with_json(&wl, HF_TYPE("\"bert\"", ""),
-                                  "[model]\nhf_config = config.json\n"
-                                  "seq_len = 128\n",
-                                  &err),
-                   0);
-  assert_true(wl.model.dropout == 0.1);
+  {
+    static const struct {
+      const char *json;
+      double dropout;
+    } cases[] = {{HF_GPT2(""), 0.1},
+                 {HF_GPT2(", \"resid_pdrop\": 0.25"), 0.25},
+                 {HF_TYPE("\"gpt_neox\"", ""), 0.0},
+                 {HF_TYPE("\"bert\"", ""), 0.1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      assert_int_equal(load_with_json(&wl, cases[i].json,
+                                      "[model]\nhf_config = config.json\n"
+                                      "seq_len = 128\n",
+                                      &err),
+                       0);
+      assert_true(wl.model.dropout == cases[i].dropout);
+    }
+  }
   /* a UTF-8 byte-order mark before the JSON is skipped (RFC 8259 8.1) */
   assert_int_equal(load_with_json(&wl, "\xEF\xBB\xBF" HF_LLAMA,
                                   "[model]\nhf_config = config.json\n"

@@ -1308,23 +1308,30 @@ const char *vs_conf_first_different(const vs_keytab *tab, const char *section,
   return NULL;
 }
 
+/* The origin of section.name where a value was stored, else NULL. */
+static const vs_origin *set_origin(const vs_keytab *tab, const vs_origins *orig,
+                                   const char *section, const char *name)
+{
+  int i = vs_conf_find(tab, section, name);
+  return i >= 0 && orig->keys[i].set ? &orig->keys[i] : NULL;
+}
+
 bool vs_conf_is_set(const vs_keytab *tab, const vs_origins *orig,
                     const char *section, const char *name)
 {
-  int i = vs_conf_find(tab, section, name);
-  return i >= 0 && orig->keys[i].set;
+  return set_origin(tab, orig, section, name) != NULL;
 }
 
 bool vs_conf_set_by_user(const vs_keytab *tab, const vs_origins *orig,
                          const char *section, const char *name)
 {
-  int i = vs_conf_find(tab, section, name);
-  return i >= 0 && orig->keys[i].set && orig->keys[i].line >= 0;
+  const vs_origin *o = set_origin(tab, orig, section, name);
+  return o && o->line >= 0;
 }
 
 bool vs_conf_set_by_option(const vs_keytab *tab, const vs_origins *orig,
                            const char *section, const char *name)
 {
-  int i = vs_conf_find(tab, section, name);
-  return i >= 0 && orig->keys[i].set && orig->keys[i].line == 0;
+  const vs_origin *o = set_origin(tab, orig, section, name);
+  return o && o->line == 0;
 }

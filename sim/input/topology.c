@@ -543,19 +543,20 @@ static int check_fp8_peak(const vs_topology *t, vs_error *err)
  * framework memory): a smaller one could never hold a step. */
 static int check_gpu_memory(const vs_topology *t, vs_error *err)
 {
-  uint64_t libraries =
-      t->context_bytes + VS_BLAS_WORKSPACES * t->cublas_workspace_bytes;
   const char *const libs[] = {"context_memory", "cublas_workspace"};
   const uint64_t takes[] = {t->context_bytes,
                             VS_BLAS_WORKSPACES * t->cublas_workspace_bytes};
+  uint64_t libraries = takes[0] + takes[1];
+  bool memory_given;
   char b[16], m[16];
   if (t->memory_bytes > libraries)
     return 0;
   /* a library's size given by --set is to blame where it alone takes the
    * whole memory, unless memory was given by --set too */
-  for (int i = 0; i < 2; i++)
-    if (!vs_conf_set_by_option(&topology_tab, &t->origins, "gpu", "memory") &&
-        vs_conf_set_by_option(&topology_tab, &t->origins, "gpu", libs[i]) &&
+  memory_given =
+      vs_conf_set_by_option(&topology_tab, &t->origins, "gpu", "memory");
+  for (int i = 0; i < 2 && !memory_given; i++)
+    if (vs_conf_set_by_option(&topology_tab, &t->origins, "gpu", libs[i]) &&
         takes[i] >= t->memory_bytes)
       return key_error(t, err, "gpu", libs[i],
                        "context_memory and two cublas_workspace would take "

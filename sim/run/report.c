@@ -583,16 +583,13 @@ static void node_table(FILE *out, const vs_sim *sim)
               sim->nodes[i].node, vs_place_name(p), b[0], b[1], b[2], b[7],
               b[3], b[4], b[5], b[6], vs_mem_fits(m) ? "yes" : "NO");
     }
-  if (others == 1)
-    fprintf(out, "  (the job's other 1 node holds what the node of its stage "
-                 "holds, as host.csv lists them; --ranks all simulates "
-                 "each)\n");
-  else if (others > 1)
+  if (others > 0)
     fprintf(out,
-            "  (the job's other %llu nodes hold what the node of their "
+            "  (the job's other %llu node%s hold%s what the node of %s "
             "stage holds, as host.csv lists them; --ranks all "
             "simulates each)\n",
-            (unsigned long long)others);
+            (unsigned long long)others, others == 1 ? "" : "s",
+            others == 1 ? "s" : "", others == 1 ? "its" : "their");
 }
 
 /* The first allocation each node's host or NVMe could not hold. */
