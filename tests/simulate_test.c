@@ -1346,20 +1346,35 @@ static void test_pipeline_interleaved_first_stage_factor(void **state)
 }
 
 /* Every GPU of a pipeline simulated (--ranks all) agrees with one rank per
- * stage: same peaks and end times, stage by stage. */
+ * stage: same peaks and end times, stage by stage, and the same host
+ * memory. In the last layout's GPipe the last stage starts copying its
+ * last micro-batch's activations to the host at the instant it frees the
+ * host copy of another: its 4 GPUs share the node, and both modes count
+ * the 4 copies before the 4 frees (engine.c held_free), where --ranks all
+ * took one GPU's copy and free after another's and peaked 3 copies
+ * lower. */
 static void test_pipeline_all_ranks_agree(void **state)
 {
-  static const char *const layouts[][4] = {
-      {"parallel.pp=2", "parallel.tp=2", "parallel.schedule=1f1b", "parallel.zero=1"},
-      {"parallel.pp=4", "parallel.tp=1", "parallel.schedule=gpipe", "parallel.zero=0"},
-      {"parallel.pp=2", "parallel.tp=1", "parallel.schedule=interleaved", "parallel.virtual_stages=2"},
+  static const char *const layouts[][7] = {
+      {"parallel.pp=2", "parallel.tp=2", "parallel.schedule=1f1b",
+       "parallel.zero=1", "parallel.dp=2"},
+      {"parallel.pp=4", "parallel.tp=1", "parallel.schedule=gpipe",
+       "parallel.zero=0", "parallel.dp=2"},
+      {"parallel.pp=2", "parallel.tp=1", "parallel.schedule=interleaved",
+       "parallel.virtual_stages=2", "parallel.dp=4"},
+      {"parallel.pp=2", "parallel.schedule=gpipe", "parallel.zero=0",
+       "parallel.dp=4", "training.offload_activations=cpu", "model.hidden=512",
+       "model.layers=4"},
   };
   (void)state;
   for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
     vs_workload wl;
     vs_topology topo;
     vs_sim one, all;
-    load(&wl, pipeline_gpt, layouts[i], 4, 8);
+    size_t n_sets = 0;
+    while (n_sets < 7 && layouts[i][n_sets])
+      n_sets++;
+    load(&wl, pipeline_gpt, layouts[i], n_sets, 8);
     simulate(&one, &wl, &topo, false);
     simulate(&all, &wl, &topo, true);
     assert_int_equal(all.n_ranks, 8);
@@ -1370,6 +1385,10 @@ static void test_pipeline_all_ranks_agree(void **state)
       assert_int_equal(a->wait_p2p_ns, o->wait_p2p_ns);
     }
     assert_true(all.step_time_s == one.step_time_s);
+    assert_int_equal(all.n_nodes, one.n_nodes);
+    for (size_t n = 0; n < all.n_nodes; n++)
+      assert_int_equal(all.nodes[n].mem[VS_PLACE_HOST].peak_allocated_bytes,
+                       one.nodes[n].mem[VS_PLACE_HOST].peak_allocated_bytes);
     vs_sim_fini(&one);
     vs_sim_fini(&all);
   }

@@ -21,7 +21,21 @@ typedef struct run_ctx {
   vs_error *err;
   vs_res_state res;         /* flows on shared resources */
   bool node_oom;            /* a node's host or NVMe ran out */
+  struct node_free *frees;  /* node frees of the instant being run
+                               (held_free), applied when time moves on */
+  size_t n_frees, cap_frees;
 } run_ctx;
+
+/* A free of a node's memory held until the instant it happens at is over
+ * (held_free). */
+typedef struct node_free {
+  uint64_t t_ns;
+  uint64_t bytes; /* all the shares' */
+  uint32_t node;  /* index into the engine's nodes */
+  uint32_t rank;  /* simulated rank whose op made it */
+  uint32_t op;
+  const vs_buffer *buf;
+} node_free;
 
 void vs_node_mem_init(vs_node_mem *n, uint32_t node, uint64_t host_bytes,
                       uint64_t nvme_bytes)
@@ -271,8 +285,50 @@ static int record_span(vs_rank *r, uint32_t op, uint64_t start, uint64_t end)
   return 0;
 }
 
+/* Applies a held free f to its node's memory (and timeline). */
+static int apply_node_free(run_ctx *c, const node_free *f)
+{
+  vs_node_mem *n = &c->opts->nodes[f->node];
+  int rc = vs_mem_free(&n->mem[f->buf->place], f->buf->category, f->bytes);
+  if (rc == 0 && c->opts->record_timeline)
+    rc = record_node_event(n, f->t_ns, f->rank, f->op, f->buf,
+                           -(int64_t)f->bytes);
+  return rc;
+}
+
+/* Applies the node frees held for the instant that is over (held_free). */
+static int release_held_frees(run_ctx *c)
+{
+  int rc = 0;
+  for (size_t i = 0; i < c->n_frees && !rc; i++)
+    rc = apply_node_free(c, &c->frees[i]);
+  c->n_frees = 0;
+  if (rc)
+    return vs_error_set(c->err, rc,
+                        "engine: a node's host or NVMe memory freed more "
+                        "than it held (schedule bug)");
+  return 0;
+}
+
+/* Holds a free of a node's memory until the instant t_ns is over. The
+ * GPUs of a node are processes that do not run in lockstep: what they
+ * allocate and free at one simulated instant may come in any order, so
+ * the node counts every allocation of the instant before its frees (the
+ * order that needs the most), whichever GPU makes them and whether one
+ * rank stands for them all (stage mode, a share's weight) or each runs
+ * (--ranks all). */
+static int held_free(run_ctx *c, const node_free *f)
+{
+  if (!vs_grow((void **)&c->frees, &c->cap_frees, c->n_frees + 1,
+               sizeof *c->frees))
+    return VS_ENOMEM;
+  c->frees[c->n_frees++] = *f;
+  return 0;
+}
+
 /* An allocation or free of buf (off the GPU) on every node rank has a
- * share of, `weight` times there. */
+ * share of, `weight` times there; a free waits for the instant to be over
+ * (held_free). */
 static int node_effect(run_ctx *c, vs_rank *r, const vs_effect *e,
                        const vs_buffer *buf, uint32_t op, uint64_t t_ns)
 {
@@ -287,11 +343,17 @@ static int node_effect(run_ctx *c, vs_rank *r, const vs_effect *e,
     if (__builtin_mul_overflow(buf->bytes, (uint64_t)r->shares[i].weight,
                                &bytes))
       return VS_ELIMIT;
-    rc = e->is_free ? vs_mem_free(m, buf->category, bytes)
-                    : vs_mem_alloc(m, buf->category, bytes, op, t_ns);
+    if (e->is_free) {
+      node_free f = {t_ns, bytes, r->shares[i].node, (uint32_t)(r - c->ranks),
+                     op,   buf};
+      if ((rc = held_free(c, &f)))
+        return rc;
+      continue;
+    }
+    rc = vs_mem_alloc(m, buf->category, bytes, op, t_ns);
     if (rc == 0 && c->opts->record_timeline)
       rc = record_node_event(n, t_ns, (uint32_t)(r - c->ranks), op, buf,
-                             e->is_free ? -(int64_t)bytes : (int64_t)bytes);
+                             (int64_t)bytes);
     if (rc)
       return rc;
     if (m->oom.happened && !was_oom) {
@@ -646,12 +708,19 @@ static int drain(run_ctx *c, vs_engine_stats *stats)
       stats->stopped = true;
       break;
     }
+    if (c->n_frees && ev.t_ns > c->frees[0].t_ns &&
+        (rc = release_held_frees(c)))
+      break;
     rc = finish(c, &ev, stats);
-    if (!rc && c->opts->steady && vs_steady_due(c->opts->steady, c->ranks))
+    /* a snapshot holds no node free back: it waits for an event after
+       them (one taken later than its round's start matches no other and
+       proves nothing, as the proof needs) */
+    if (!rc && c->opts->steady && c->n_frees == 0 &&
+        vs_steady_due(c->opts->steady, c->ranks))
       vs_steady_watch(c->opts->steady, c->ranks, &c->q, &c->res, ev.t_ns,
                       stats->events);
   }
-  return rc;
+  return rc ? rc : release_held_frees(c);
 }
 
 /* Gives `to` (a rank of from's stage in another slot, which has not run)
@@ -759,9 +828,11 @@ static int run_distinct_slots(run_ctx *c, const uint32_t *twin,
 int vs_engine_run(vs_rank *ranks, size_t n_ranks, const vs_engine_opts *opts,
                   vs_engine_stats *stats, vs_error *err)
 {
-  run_ctx c = {ranks, n_ranks, opts->ranks_per_stage ? opts->ranks_per_stage
-                                                     : n_ranks,
-               opts, {0}, err, {0}, false};
+  run_ctx c = {
+      ranks, n_ranks, opts->ranks_per_stage ? opts->ranks_per_stage : n_ranks,
+      opts,  {0},     err,
+      {0},   false,   NULL,
+      0,     0};
   uint32_t *twin = NULL; /* [slot] the slot whose run it copies */
   int rc = 0;
 
@@ -779,6 +850,7 @@ int vs_engine_run(vs_rank *ranks, size_t n_ranks, const vs_engine_opts *opts,
       rc = drain(&c, stats);
   }
   free(twin);
+  free(c.frees);
   vs_evq_fini(&c.q);
   vs_res_fini(&c.res);
   if (rc || stats->stopped)
