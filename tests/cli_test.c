@@ -249,8 +249,9 @@ static void test_every_bad_input_class_exits_1_with_its_message(void **state)
       {DATA "bad/ep-experts.ini",
        "ep-experts.ini:15: [parallel] ep = 3: each of the ep ranks holds "
        "experts / ep experts: ep must divide experts (8)"},
-      {DATA "bad/cp-seq.ini", "cp-seq.ini:12: [parallel] cp = 8: seq_len must "
-                              "be a multiple of 2 x cp"},
+      {DATA "bad/cp-seq.ini", "cp-seq.ini:12: [parallel] cp = 8: seq_len (100, "
+                              "tests/data/bad/cp-seq.ini:8: [model] seq_len = "
+                              "100) must be a multiple of 2 x cp"},
       {DATA "bad/malformed-line.ini", "malformed-line.ini:6: malformed line"},
       {DATA "no-such-file.ini", "no-such-file.ini: cannot read workload file"},
   };

@@ -2605,6 +2605,7 @@ static void test_experts(void **state)
      * flash, whole heads for a2a, no ep, no autocast; cp ranks count in
      * the GPUs */
     static const char *const cp3[] = {"parallel.cp=3"};
+    static const char *const seq_100[] = {"model.seq_len=100"};
     static const char *const cp4[] = {"parallel.cp=4"};
     static const char *const cp_eager[] = {"parallel.cp=2",
                                            "training.attention=eager"};
@@ -2617,7 +2618,12 @@ static void test_experts(void **state)
     assert_int_equal(wl.parallel.dp, 2);
     assert_int_equal(wl.gpus, 8);
     load_bad(GPT_MODEL, cp3, 1, 0, VS_EINPUT,
-             "--set parallel.cp=3: seq_len must be a multiple of 2 x cp");
+             "--set parallel.cp=3: seq_len (128, @:7: [model] seq_len = "
+             "128) must be a multiple of 2 x cp");
+    /* a --set seq_len that does not split is named beside cp's line */
+    load_bad(GPT_MODEL "[parallel]\ncp = 4\n", seq_100, 1, 0, VS_EINPUT,
+             "@:9: [parallel] cp = 4: seq_len (100, --set model.seq_len=100) "
+             "must be a multiple of 2 x cp");
     /* the message names where each factor came from, cp's too */
     load_bad(GPT_MODEL, cp4, 1, 6, VS_EINPUT,
              "--gpus 6 is not divisible by tp*cp*pp = 4 (@: [parallel] tp "

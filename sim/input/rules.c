@@ -241,17 +241,25 @@ bool vs_workload_reduce_can_wait(uint64_t zero, vs_optimizer_at step)
   return zero <= 2 && step == VS_OPTIMIZER_AFTER_BACKWARD;
 }
 
+const char *vs_workload_cp_seq_misfit(uint64_t seq_len, uint64_t cp,
+                                      uint64_t tp, bool sp)
+{
+  if (cp == 1 || seq_len % (2 * cp * (sp ? tp : 1)) == 0)
+    return NULL;
+  return sp ? "must be a multiple of 2 x cp x tp (causal load balancing "
+              "cuts each sequence into 2 cp chunks, sequence parallelism "
+              "each chunk by tp)"
+            : "must be a multiple of 2 x cp (causal load balancing cuts "
+              "each sequence into 2 cp chunks)";
+}
+
 const char *vs_workload_cp_misfit(const vs_model_conf *m, uint64_t cp,
                                   int cp_comm, uint64_t tp, bool sp)
 {
   if (cp == 1)
     return NULL;
-  if (m->seq_len % (2 * cp * (sp ? tp : 1)))
-    return sp ? "seq_len must be a multiple of 2 x cp x tp (causal load "
-                "balancing cuts each sequence into 2 cp chunks, sequence "
-                "parallelism each chunk by tp)"
-              : "seq_len must be a multiple of 2 x cp (causal load "
-                "balancing cuts each sequence into 2 cp chunks)";
+  if (vs_workload_cp_seq_misfit(m->seq_len, cp, tp, sp))
+    return "seq_len does not split over the cp ranks";
   if (cp_comm == VS_CP_A2A && (m->heads % (tp * cp) || m->kv_heads % (tp * cp)))
     return "cp_comm = a2a gives each rank whole heads: tp x cp must divide "
            "heads and kv_heads";

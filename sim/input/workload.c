@@ -569,6 +569,8 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
   const char *misfit = vs_workload_tp_misfit(m, tp, vs_workload_etp(p), &size);
   const char *cp_why =
       vs_workload_cp_misfit(m, cp, p->cp_comm, tp, vs_workload_sp(p));
+  const char *seq_why =
+      vs_workload_cp_seq_misfit(m->seq_len, cp, tp, vs_workload_sp(p));
 
   if (misfit && p->etp && strcmp(misfit, "expert_ffn_hidden") == 0)
     return vs_error_set(err, VS_EINPUT,
@@ -585,6 +587,14 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
                         "by tp (%llu)",
                         WHERE("parallel", "sequence_parallel"),
                         (unsigned long long)m->seq_len, (unsigned long long)tp);
+  if (seq_why) { /* either may be the one to change: say where each is */
+    char where_seq[400];
+    vs_conf_where(&workload_tab, &wl->origins, "model", "seq_len", where_seq,
+                  sizeof where_seq);
+    return vs_error_set(err, VS_EINPUT, "%s: seq_len (%llu, %s) %s",
+                        WHERE("parallel", "cp"), (unsigned long long)m->seq_len,
+                        where_seq, seq_why);
+  }
   if (cp_why)
     return vs_error_set(err, VS_EINPUT, "%s: %s", WHERE("parallel", "cp"),
                         cp_why);

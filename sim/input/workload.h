@@ -786,9 +786,16 @@ bool vs_workload_interleave_batch_allowed(uint64_t grad_accum, uint64_t pp);
 /* Context parallelism of size cp for model m with tp and sequence
  * parallelism sp: NULL when allowed (cp = 1 always is), else why not. The
  * sequence splits into 2 cp chunks for causal load balancing (and by tp
- * more with sp); a2a moves whole heads to each rank. */
+ * more with sp: vs_workload_cp_seq_misfit); a2a moves whole heads to each
+ * rank. */
 const char *vs_workload_cp_misfit(const vs_model_conf *m, uint64_t cp,
                                   int cp_comm, uint64_t tp, bool sp);
+
+/* The part of vs_workload_cp_misfit that is about seq_len: NULL when it
+ * splits, else what it must be a multiple of (a phrase that follows
+ * "seq_len"). */
+const char *vs_workload_cp_seq_misfit(uint64_t seq_len, uint64_t cp,
+                                      uint64_t tp, bool sp);
 
 /* What stops context parallelism (cp > 1) under the job's other
  * settings, as this version simulates it (Megatron-LM's, and torchtitan's
