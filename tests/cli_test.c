@@ -3508,8 +3508,9 @@ static void test_ranks_all_writes_a_row_per_gpu(void **state)
 }
 
 /* A pipeline: one row per stage (first and last marked), the bubble in the
- * step time, and summary.csv rows with each stage's rank (tp-dp-pp order:
- * stage 1 starts at rank tp*dp = 2). */
+ * step time and, apart, stage 0's wait for the last stage (which computes
+ * the logits besides its layers), and summary.csv rows with each stage's
+ * rank (tp-dp-pp order: stage 1 starts at rank tp*dp = 2). */
 static void test_pipeline_report_and_csv(void **state)
 {
   char dir[64], p[128];
@@ -3524,6 +3525,9 @@ static void test_pipeline_report_and_csv(void **state)
   assert_contains(r.out, "<- first stage");
   assert_contains(r.out, "<- last stage");
   assert_contains(r.out, "+ pipeline bubble ");
+  assert_contains(r.out, "+ waiting on the busiest stage ");
+  assert_contains(r.out, "(stage 0's, which ends last; stage 1 is the "
+                         "busiest)\n");
   read_csv(path_in(dir, "summary.csv", p, sizeof p), &t);
   assert_int_equal(t.total_rows, 3);
   assert_string_equal(cell(&t, 1, "stage"), "0");

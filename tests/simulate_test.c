@@ -1345,6 +1345,42 @@ static void test_pipeline_interleaved_first_stage_factor(void **state)
   assert_true(held[3] < held[0]);
 }
 
+/* A pipeline whose last stage also computes a large vocabulary's logits
+ * waits on it: stage 0, which ends the step, splits its wait on the
+ * pipeline into the fill and drain, (p - 1) micro-batch slots whatever
+ * the micro-batches, and the wait for the busiest stage, whose extra work
+ * grows with each micro-batch: twice the micro-batches, the same bubble
+ * and twice that wait (both to 1%). The two add up to stage 0's whole
+ * wait. */
+static void test_pipeline_wait_split_fill_from_imbalance(void **state)
+{
+  static const char *const sets[][3] = {
+      {"parallel.pp=4", "model.vocab=32768", "training.global_batch=8"},
+      {"parallel.pp=4", "model.vocab=32768", "training.global_batch=16"},
+  };
+  double bubble[2], imbalance[2];
+  (void)state;
+  for (int i = 0; i < 2; i++) {
+    vs_workload wl;
+    vs_topology topo;
+    vs_sim sim;
+    const vs_rank *slow;
+    load(&wl, pipeline_gpt, sets[i], 3, 4);
+    simulate(&sim, &wl, &topo, false);
+    slow = vs_sim_slowest_rank(&sim);
+    assert_int_equal(slow->stage, 0);
+    assert_int_equal(sim.busiest_stage, 3);
+    bubble[i] = sim.bubble_s;
+    imbalance[i] = sim.imbalance_s;
+    assert_true(bubble[i] > 0 && imbalance[i] > 0);
+    tu_assert_close(bubble[i] + imbalance[i], (double)slow->wait_p2p_ns * 1e-9,
+                    1e-9);
+    vs_sim_fini(&sim);
+  }
+  tu_assert_close(bubble[1], bubble[0], 0.01);
+  tu_assert_close(imbalance[1], 2 * imbalance[0], 0.01);
+}
+
 /* Every GPU of a pipeline simulated (--ranks all) agrees with one rank per
  * stage: same peaks and end times, stage by stage, and the same host
  * memory. In the last layout's GPipe the last stage starts copying its
@@ -4183,6 +4219,7 @@ int main(void)
       cmocka_unit_test(test_single_gpu_step_is_pure_compute),
       cmocka_unit_test(test_pipeline_in_flight_1f1b_and_gpipe),
       cmocka_unit_test(test_pipeline_interleaved_first_stage_factor),
+      cmocka_unit_test(test_pipeline_wait_split_fill_from_imbalance),
       cmocka_unit_test(test_pipeline_all_ranks_agree),
       cmocka_unit_test(test_megatron_bytes_per_param_gpt3_175b),
       cmocka_unit_test(test_frozen_mlp_kind),

@@ -187,8 +187,8 @@ static void html_ranks(vs_csv *f, const vs_sim *sim)
 static void html_step(vs_csv *f, const vs_sim *sim)
 {
   static const char *const colors[VS_STEP_PARTS_MAX] = {
-      "#4e79a7", "#f28e2b", "#bab0ac", "#e15759",
-      "#76b7b2", "#59a14f", "#edc948", "#b07aa1"};
+      "#4e79a7", "#f28e2b", "#bab0ac", "#e15759", "#76b7b2",
+      "#59a14f", "#edc948", "#b07aa1", "#ff9da7"};
   vs_step_part parts[VS_STEP_PARTS_MAX];
   size_t n = vs_report_step_parts(sim, parts);
   double sum = 0;

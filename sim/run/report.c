@@ -330,6 +330,9 @@ size_t vs_report_step_parts(const vs_sim *sim, vs_step_part *parts)
   parts[n++] = (vs_step_part){"compute", sim->compute_s};
   parts[n++] = (vs_step_part){"tensor-parallel comm", sim->tp_comm_s};
   parts[n++] = (vs_step_part){"pipeline bubble", sim->bubble_s};
+  if (sim->imbalance_s > 0)
+    parts[n++] =
+        (vs_step_part){"waiting on the busiest stage", sim->imbalance_s};
   parts[n++] = (vs_step_part){"exposed data-parallel comm",
                               sim->exposed_comm_s};
   if (sim->ep_comm_s > 0)
@@ -356,6 +359,10 @@ static void step_line(const vs_sim *sim, char *buf, size_t len)
     n += snprintf(buf + n, len - (size_t)n, "%s %s %s", i ? " +" : "",
                   parts[i].name,
                   vs_format_seconds(parts[i].seconds, t, sizeof t));
+  if (sim->imbalance_s > 0 && n >= 0 && (size_t)n < len)
+    snprintf(buf + n, len - (size_t)n,
+             " (stage %d's, which ends last; stage %d is the busiest)",
+             vs_sim_slowest_rank(sim)->stage, sim->busiest_stage);
 }
 
 /* The compute time split by what bounds each op (cost.h vs_bound). */

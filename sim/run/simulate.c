@@ -354,11 +354,10 @@ static void add_compute_op(const vs_program *p, const vs_pop *op,
 }
 
 /* The compute stream of p, with sim->steady_extra more rounds of its
- * repeating micro-batch's units (and their bound split) when told. */
-static compute_sums compute_of(vs_sim *sim, const vs_program *p)
+ * repeating micro-batch's units when told. */
+static compute_sums compute_of(const vs_sim *sim, const vs_program *p)
 {
   compute_sums x = {0};
-  memcpy(sim->bound_s, p->bound_seconds, sizeof sim->bound_s);
   for (size_t i = 0; i < p->n_stream_ops[VS_STREAM_COMPUTE]; i++)
     add_compute_op(p, &p->ops[p->stream_ops[VS_STREAM_COMPUTE][i]], 1, &x);
   for (size_t u = 0; sim->steady_extra && u < p->n_units; u++) {
@@ -367,11 +366,45 @@ static compute_sums compute_of(vs_sim *sim, const vs_program *p)
       continue;
     for (uint32_t o = k->first_op; o < k[1].first_op; o++)
       add_compute_op(p, &p->ops[o], sim->steady_extra, &x);
+  }
+  return x;
+}
+
+/* sim->bound_s: p's compute split by what bounds it, with the rounds
+ * compute_of adds. */
+static void tell_bounds(vs_sim *sim, const vs_program *p)
+{
+  memcpy(sim->bound_s, p->bound_seconds, sizeof sim->bound_s);
+  for (size_t u = 0; sim->steady_extra && u < p->n_units; u++) {
+    const vs_unit_mark *k = &p->units[u];
+    if (k->mb != sim->steady_mb)
+      continue;
     for (int b = 0; b < VS_BOUND_SPLIT_N; b++)
       sim->bound_s[b] += (double)sim->steady_extra *
                          (k[1].bound_seconds[b] - k->bound_seconds[b]);
   }
-  return x;
+}
+
+/* How much of slow's wait on the pipeline (wait_ns) is for busier stages:
+ * the busiest stage's compute-stream work a step beyond slow's (busy_ns),
+ * at most the whole wait; sim->busiest_stage is that stage. The rest is
+ * the pipeline filling and draining. */
+static uint64_t imbalance_of(vs_sim *sim, const vs_rank *slow, uint64_t busy_ns,
+                             uint64_t wait_ns)
+{
+  uint64_t most = busy_ns;
+  sim->busiest_stage = slow->stage;
+  for (size_t i = 0; i < sim->n_ranks; i++) {
+    const vs_rank *r = &sim->ranks[i];
+    uint64_t busy;
+    if (r->prog == slow->prog || (i > 0 && r->prog == sim->ranks[i - 1].prog))
+      continue; /* one look a program: ranks share their stage's */
+    if ((busy = compute_of(sim, r->prog).busy) > most) {
+      most = busy;
+      sim->busiest_stage = r->stage;
+    }
+  }
+  return most - busy_ns < wait_ns ? most - busy_ns : wait_ns;
 }
 
 vs_rates vs_sim_rates(const vs_sim *sim, uint64_t microbatches, double step_s)
@@ -401,7 +434,7 @@ static void summarise(vs_sim *sim)
   uint64_t busy_ns = x.busy, compute_ns = x.compute, tp_ns = x.tp;
   uint64_t ep_ns = x.ep, cp_ns = x.cp, dp_ns = x.dp;
   uint64_t mbs = sim->layout.grad_accum + sim->steady_extra;
-  uint64_t rest_ns;
+  uint64_t rest_ns, imbalance_ns;
   vs_rates rates;
 
   sim->step_time_s = (double)slow->end_ns * 1e-9;
@@ -410,11 +443,14 @@ static void summarise(vs_sim *sim)
                 ? slow->end_ns - busy_ns - slow->wait_p2p_ns
                 : 0;
   split_offload(sim, slow, &rest_ns);
+  tell_bounds(sim, slow->prog);
+  imbalance_ns = imbalance_of(sim, slow, busy_ns, slow->wait_p2p_ns);
   sim->compute_s = (double)compute_ns * 1e-9;
   sim->tp_comm_s = (double)tp_ns * 1e-9;
   sim->ep_comm_s = (double)ep_ns * 1e-9;
   sim->cp_comm_s = (double)cp_ns * 1e-9;
-  sim->bubble_s = (double)slow->wait_p2p_ns * 1e-9;
+  sim->bubble_s = (double)(slow->wait_p2p_ns - imbalance_ns) * 1e-9;
+  sim->imbalance_s = (double)imbalance_ns * 1e-9;
   sim->exposed_comm_s = (double)(rest_ns + dp_ns) * 1e-9;
   /* the step told: mbs micro-batches */
   rates = vs_sim_rates(sim, mbs, sim->step_time_s);

@@ -103,12 +103,20 @@ typedef struct vs_sim {
   double tp_comm_s;       /* tensor-parallel collectives on the compute stream */
   double ep_comm_s;       /* expert-parallel all-to-alls on it */
   double cp_comm_s;       /* context-parallel key/value exchanges on it */
-  double bubble_s;        /* compute stream idle waiting on the pipeline */
+  double bubble_s;        /* compute stream idle waiting on the pipeline
+                             to fill and drain: its whole wait on the
+                             pipeline less imbalance_s */
+  double imbalance_s;     /* the rest of that wait, for busier stages: the
+                             busiest stage's compute-stream work a step
+                             beyond this rank's (at most the whole wait) */
+  int busiest_stage;      /* the stage whose compute stream works the most
+                             a step (the slowest rank's where none works
+                             more) */
   double exposed_comm_s;  /* rest of the step: waiting on data-parallel
                              collectives, and the tail after the last kernel
                              (step = compute + tp comm + ep comm + cp comm
-                             + bubble + exposed comm + offload copies +
-                             cpu optimizer) */
+                             + bubble + imbalance + exposed comm + offload
+                             copies + cpu optimizer) */
   double offload_copy_s;  /* exposed offload copies and NVMe swaps: the
                              compute stream waiting on a fetch, and the
                              tail's stretches that end with one (a fetch
