@@ -1345,40 +1345,68 @@ static void test_pipeline_interleaved_first_stage_factor(void **state)
   assert_true(held[3] < held[0]);
 }
 
-/* A pipeline whose last stage also computes a large vocabulary's logits
- * waits on it: stage 0, which ends the step, splits its wait on the
- * pipeline into the fill and drain, (p - 1) micro-batch slots whatever
- * the micro-batches, and the wait for the busiest stage, whose extra work
+/* Runs pipeline_gpt with sets and global_batch = `batch` on `gpus` GPUs,
+ * and checks the split of the wait on the pipeline of the rank that ends
+ * last: stage 0, waiting on stage `busiest`, both parts there, adding up
+ * to its whole wait. */
+static void wait_split(const char *const *sets, size_t n_sets, uint64_t gpus,
+                       const char *batch, int busiest, double *bubble,
+                       double *imbalance)
+{
+  const char *all[16];
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  const vs_rank *slow;
+  assert_true(n_sets < 16);
+  memcpy(all, sets, n_sets * sizeof *sets);
+  all[n_sets] = batch;
+  load(&wl, pipeline_gpt, all, n_sets + 1, gpus);
+  simulate(&sim, &wl, &topo, false);
+  slow = vs_sim_slowest_rank(&sim);
+  assert_int_equal(slow->stage, 0);
+  assert_int_equal(sim.busiest_stage, busiest);
+  *bubble = sim.bubble_s;
+  *imbalance = sim.imbalance_s;
+  assert_true(*bubble > 0 && *imbalance > 0);
+  tu_assert_close(*bubble + *imbalance, (double)slow->wait_p2p_ns * 1e-9, 1e-9);
+  vs_sim_fini(&sim);
+}
+
+/* Stage 0, which ends a 1F1B step, splits its wait on the pipeline into
+ * the fill and drain, (p - 1) micro-batch slots whatever the micro-batches,
+ * and the wait for the stage that holds the pipeline up longest, which
  * grows with each micro-batch: twice the micro-batches, the same bubble
- * and twice that wait (both to 1%). The two add up to stage 0's whole
- * wait. */
+ * (to 1%) and twice that wait. The last stage holds it up computing a
+ * large vocabulary's logits (the wait doubles to 1%); with activation
+ * offload, waiting for its copies back from the host as well (to 5%: its
+ * first micro-batches' copies overlap more). */
 static void test_pipeline_wait_split_fill_from_imbalance(void **state)
 {
-  static const char *const sets[][3] = {
-      {"parallel.pp=4", "model.vocab=32768", "training.global_batch=8"},
-      {"parallel.pp=4", "model.vocab=32768", "training.global_batch=16"},
-  };
-  double bubble[2], imbalance[2];
+  static const char *const vocab[] = {"parallel.pp=4", "model.vocab=32768"};
+  static const char *const offload[] = {
+      "parallel.pp=2",      "model.hidden=1024",
+      "model.heads=8",      "model.layers=8",
+      "model.seq_len=2048", "training.offload_activations=cpu"};
+  static const struct {
+    const char *const *sets;
+    size_t n_sets;
+    uint64_t gpus;
+    int busiest;
+    double doubles_to; /* how close the wait comes to doubling */
+  } cases[] = {{vocab, 2, 4, 3, 0.01}, {offload, 6, 2, 1, 0.05}};
   (void)state;
-  for (int i = 0; i < 2; i++) {
-    vs_workload wl;
-    vs_topology topo;
-    vs_sim sim;
-    const vs_rank *slow;
-    load(&wl, pipeline_gpt, sets[i], 3, 4);
-    simulate(&sim, &wl, &topo, false);
-    slow = vs_sim_slowest_rank(&sim);
-    assert_int_equal(slow->stage, 0);
-    assert_int_equal(sim.busiest_stage, 3);
-    bubble[i] = sim.bubble_s;
-    imbalance[i] = sim.imbalance_s;
-    assert_true(bubble[i] > 0 && imbalance[i] > 0);
-    tu_assert_close(bubble[i] + imbalance[i], (double)slow->wait_p2p_ns * 1e-9,
-                    1e-9);
-    vs_sim_fini(&sim);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    double bubble[2], imbalance[2];
+    wait_split(cases[i].sets, cases[i].n_sets, cases[i].gpus,
+               "training.global_batch=8", cases[i].busiest, &bubble[0],
+               &imbalance[0]);
+    wait_split(cases[i].sets, cases[i].n_sets, cases[i].gpus,
+               "training.global_batch=16", cases[i].busiest, &bubble[1],
+               &imbalance[1]);
+    tu_assert_close(bubble[1], bubble[0], 0.01);
+    tu_assert_close(imbalance[1], 2 * imbalance[0], cases[i].doubles_to);
   }
-  tu_assert_close(bubble[1], bubble[0], 0.01);
-  tu_assert_close(imbalance[1], 2 * imbalance[0], 0.01);
 }
 
 /* Every GPU of a pipeline simulated (--ranks all) agrees with one rank per

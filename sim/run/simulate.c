@@ -385,26 +385,28 @@ static void tell_bounds(vs_sim *sim, const vs_program *p)
   }
 }
 
-/* How much of slow's wait on the pipeline (wait_ns) is for busier stages:
- * the busiest stage's compute-stream work a step beyond slow's (busy_ns),
- * at most the whole wait; sim->busiest_stage is that stage. The rest is
- * the pipeline filling and draining. */
-static uint64_t imbalance_of(vs_sim *sim, const vs_rank *slow, uint64_t busy_ns,
-                             uint64_t wait_ns)
+/* A rank's step less its waits on the pipeline: its compute stream's
+ * work and every other wait (collectives, offload copies) and its tail. */
+static uint64_t own_time(const vs_rank *r)
 {
-  uint64_t most = busy_ns;
+  return r->end_ns - r->wait_p2p_ns; /* the waits lie within the step */
+}
+
+/* How much of slow's wait on the pipeline is for busier stages: the
+ * longest own_time of a rank beyond slow's, at most the whole wait;
+ * sim->busiest_stage is that rank's stage. The rest is the pipeline
+ * filling and draining (and its sends' own time on the wire). */
+static uint64_t imbalance_of(vs_sim *sim, const vs_rank *slow)
+{
+  uint64_t most = own_time(slow);
   sim->busiest_stage = slow->stage;
-  for (size_t i = 0; i < sim->n_ranks; i++) {
-    const vs_rank *r = &sim->ranks[i];
-    uint64_t busy;
-    if (r->prog == slow->prog || (i > 0 && r->prog == sim->ranks[i - 1].prog))
-      continue; /* one look a program: ranks share their stage's */
-    if ((busy = compute_of(sim, r->prog).busy) > most) {
-      most = busy;
-      sim->busiest_stage = r->stage;
+  for (size_t i = 0; i < sim->n_ranks; i++)
+    if (own_time(&sim->ranks[i]) > most) {
+      most = own_time(&sim->ranks[i]);
+      sim->busiest_stage = sim->ranks[i].stage;
     }
-  }
-  return most - busy_ns < wait_ns ? most - busy_ns : wait_ns;
+  return most - own_time(slow) < slow->wait_p2p_ns ? most - own_time(slow)
+                                                   : slow->wait_p2p_ns;
 }
 
 vs_rates vs_sim_rates(const vs_sim *sim, uint64_t microbatches, double step_s)
@@ -444,7 +446,7 @@ static void summarise(vs_sim *sim)
                 : 0;
   split_offload(sim, slow, &rest_ns);
   tell_bounds(sim, slow->prog);
-  imbalance_ns = imbalance_of(sim, slow, busy_ns, slow->wait_p2p_ns);
+  imbalance_ns = imbalance_of(sim, slow);
   sim->compute_s = (double)compute_ns * 1e-9;
   sim->tp_comm_s = (double)tp_ns * 1e-9;
   sim->ep_comm_s = (double)ep_ns * 1e-9;

@@ -107,11 +107,11 @@ typedef struct vs_sim {
                              to fill and drain: its whole wait on the
                              pipeline less imbalance_s */
   double imbalance_s;     /* the rest of that wait, for busier stages: the
-                             busiest stage's compute-stream work a step
-                             beyond this rank's (at most the whole wait) */
-  int busiest_stage;      /* the stage whose compute stream works the most
-                             a step (the slowest rank's where none works
-                             more) */
+                             longest step of a rank less its waits on the
+                             pipeline, beyond this rank's (at most the
+                             whole wait) */
+  int busiest_stage;      /* that rank's stage (the slowest rank's where
+                             none holds the pipeline up longer) */
   double exposed_comm_s;  /* rest of the step: waiting on data-parallel
                              collectives, and the tail after the last kernel
                              (step = compute + tp comm + ep comm + cp comm
