@@ -694,7 +694,9 @@ static void host_csv_as_all_ranks(const char **args, size_t csv)
 /* host.csv has a row for every node the offload uses: in stage mode the
  * second node of a 16-GPU ZeRO-3 job, which no simulated rank is on,
  * holds what node 0 holds, as --ranks all finds it; so do the second and
- * fourth nodes of a 32-GPU two-stage pipeline, in either rank order. */
+ * fourth nodes of a 32-GPU two-stage pipeline, in either rank order, and
+ * the nodes of other make-ups (a node shared by two stages, a node half
+ * full), which stage mode tracks one of each. */
 static void test_host_csv_lists_every_node(void **state)
 {
   char dir[64], p[128];
@@ -711,8 +713,8 @@ static void test_host_csv_lists_every_node(void **state)
   args[11] = tu_temp_dir(dir, sizeof dir);
   run(args);
   assert_int_equal(r.status, 0);
-  assert_contains(r.out, "(the job's other 1 node holds what the node of "
-                         "its stage holds");
+  assert_contains(r.out, "(the job's other 1 node holds what the one above "
+                         "with as many GPUs of each stage holds");
   read_csv(path_in(dir, "host.csv", p, sizeof p), &t);
   assert_int_equal(t.total_rows, 3);
   assert_string_equal(cell(&t, 2, "node"), "1");
@@ -733,6 +735,26 @@ static void test_host_csv_lists_every_node(void **state)
     host_csv_as_all_ranks(pipe, 15);
     pipe[13] = "parallel.order=tp-pp-dp";
     host_csv_as_all_ranks(pipe, 15);
+  }
+  {
+    /* nodes of other make-ups, each tracked: 24 GPUs in stages of 1 and
+     * 3 layers (node 1 holds 4 GPUs of each); 12 GPUs, a node half full */
+    const char *makeups[] = {"run",    "workloads/llama2-7b.ini",
+                             "--gpus", "24",
+                             "--set",  "model.layers=4",
+                             "--set",  "parallel.pp=2",
+                             "--set",  "parallel.zero=1",
+                             "--set",  "parallel.offload_optimizer=cpu",
+                             "--set",  "parallel.pp_layers=1,3",
+                             "--set",  "training.global_batch=48",
+                             "--csv",  NULL,
+                             NULL,     NULL,
+                             NULL};
+    host_csv_as_all_ranks(makeups, 17);
+    makeups[3] = "12";
+    makeups[7] = "parallel.pp=1";
+    makeups[13] = "parallel.order=tp-dp-pp";
+    host_csv_as_all_ranks(makeups, 17);
   }
 }
 

@@ -590,7 +590,14 @@ static void node_table(FILE *out, const vs_sim *sim)
               sim->nodes[i].node, vs_place_name(p), b[0], b[1], b[2], b[7],
               b[3], b[4], b[5], b[6], vs_mem_fits(m) ? "yes" : "NO");
     }
-  if (others > 0)
+  if (others > 0 && sim->node_like)
+    fprintf(out,
+            "  (the job's other %llu node%s hold%s what the one above "
+            "with as many GPUs of each stage holds, as host.csv lists "
+            "them; --ranks all simulates each)\n",
+            (unsigned long long)others, others == 1 ? "" : "s",
+            others == 1 ? "s" : "");
+  else if (others > 0)
     fprintf(out,
             "  (the job's other %llu node%s hold%s what the node of %s "
             "stage holds, as host.csv lists them; --ranks all "
@@ -674,10 +681,13 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_THROUGHPUT, line, sizeof line));
   calibration_notes(out, sim);
   if (sim->nodes_uneven)
-    fprintf(out, "note: pipeline stages share nodes or PCIe switches "
-                 "unevenly, so host memory and what GPUs share there (PCIe, "
-                 "CPU, host memory, NVMe) are approximate with one rank per "
-                 "stage; --ranks all simulates every GPU\n");
+    fprintf(out,
+            "note: pipeline stages share nodes or PCIe switches "
+            "unevenly, so what GPUs share there (PCIe, CPU, host "
+            "memory and NVMe bandwidth) is approximate with one rank "
+            "per stage, and host memory %s; --ranks all simulates "
+            "every GPU\n",
+            sim->node_like ? "through the times it gives the copies" : "too");
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_VERDICT, line, sizeof line));
 }
 

@@ -72,6 +72,8 @@ const vs_node_mem *vs_sim_node_like(const vs_sim *sim, uint64_t node)
     return NULL;
   if (node < sim->n_nodes && sim->nodes[node].node == node)
     return &sim->nodes[node]; /* every node tracked (--ranks all), in order */
+  if (sim->node_like && node < lay->nodes)
+    return &sim->nodes[sim->node_like[node]];
   stage = (node * gpn / lay->pp_stride) % lay->pp;
   rep = stage * lay->pp_stride / gpn; /* the node of the stage's rank */
   for (size_t i = 0; i < sim->n_nodes; i++) {
@@ -189,8 +191,57 @@ static int share_nodes(vs_sim *sim, const int32_t *index, bool all_ranks)
   return 0;
 }
 
+/* Tracks node (index[node], its place in sim->nodes) unless it is. */
+static void track_node(vs_sim *sim, uint64_t node, int32_t *index)
+{
+  if (index[node] >= 0)
+    return;
+  index[node] = (int32_t)sim->n_nodes;
+  vs_node_mem_init(&sim->nodes[sim->n_nodes++], (uint32_t)node,
+                   sim->topo->host_memory_bytes,
+                   sim->topo->nvme_capacity_bytes);
+}
+
+/* In stage mode: tracks the first node of each make-up (how many GPUs of
+ * each stage it holds) and fills sim->node_like, so that every node's
+ * host memory is simulated; false (nothing done) past
+ * VS_NODE_MAKEUPS_MAX make-ups or out of host memory. O(gpus + nodes x
+ * make-ups x pp). */
+static bool track_makeups(vs_sim *sim, int32_t *index)
+{
+  const vs_layout *lay = &sim->layout;
+  uint64_t gpn = sim->topo->gpus_per_node, pp = lay->pp, n_kinds = 0;
+  uint32_t *count = calloc((size_t)(lay->nodes * pp), sizeof *count);
+  uint64_t first[VS_NODE_MAKEUPS_MAX]; /* each make-up's first node */
+  bool ok = count && (sim->node_like =
+                          malloc((size_t)lay->nodes * sizeof *sim->node_like));
+  for (uint64_t s = 0; ok && s < pp; s++)
+    for (uint64_t d = 0; d < lay->dp; d++)
+      for (uint64_t t = 0; t < lay->tp; t++)
+        count[(s * lay->pp_stride + d * lay->dp_stride + t) / gpn * pp + s]++;
+  for (uint64_t n = 0; ok && n < lay->nodes; n++) {
+    uint64_t k = 0;
+    while (k < n_kinds && memcmp(&count[first[k] * pp], &count[n * pp],
+                                 (size_t)pp * sizeof *count))
+      k++;
+    if (k == n_kinds && (ok = n_kinds < VS_NODE_MAKEUPS_MAX))
+      first[n_kinds++] = n;
+    sim->node_like[n] = (uint32_t)k; /* the k-th tracked, in node order */
+  }
+  for (uint64_t k = 0; ok && k < n_kinds; k++)
+    track_node(sim, first[k], index);
+  free(count);
+  if (!ok) {
+    free(sim->node_like);
+    sim->node_like = NULL;
+  }
+  return ok;
+}
+
 /* The nodes whose host and NVMe memory the job uses, and the ranks'
- * shares of them; none when nothing lives off the GPUs. */
+ * shares of them; none when nothing lives off the GPUs. Every node is
+ * tracked with --ranks all; in stage mode one of each make-up (or, past
+ * VS_NODE_MAKEUPS_MAX of them, the simulated ranks' own). */
 static int make_nodes(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
 {
   const vs_layout *lay = &sim->layout;
@@ -207,15 +258,9 @@ static int make_nodes(vs_sim *sim, const vs_sim_opts *opts, vs_error *err)
   }
   for (uint64_t i = 0; i < lay->nodes; i++)
     index[i] = -1;
-  for (size_t r = 0; r < sim->n_ranks; r++) {
-    uint64_t node = sim->ranks[r].id / gpn;
-    if (index[node] >= 0)
-      continue;
-    index[node] = (int32_t)sim->n_nodes;
-    vs_node_mem_init(&sim->nodes[sim->n_nodes++], (uint32_t)node,
-                     sim->topo->host_memory_bytes,
-                     sim->topo->nvme_capacity_bytes);
-  }
+  if (opts->all_ranks || !track_makeups(sim, index))
+    for (size_t r = 0; r < sim->n_ranks; r++)
+      track_node(sim, sim->ranks[r].id / gpn, index);
   rc = share_nodes(sim, index, opts->all_ranks);
   sim->nodes_uneven = !opts->all_ranks && stages_uneven(sim);
   free(index);
@@ -747,6 +792,7 @@ static void drop_ranks(vs_sim *sim)
     vs_node_mem_fini(&sim->nodes[i]);
   free(sim->nodes);
   free(sim->shares);
+  free(sim->node_like);
   sim->ranks = NULL;
   sim->nodes = NULL;
   sim->shares = NULL;

@@ -23,6 +23,11 @@
  * and timeline (16,384 took 0.5 GB and a minute). */
 #define VS_MAX_SIMULATED_RANKS 65536
 
+/* The most kinds of node (by how many GPUs of each stage they hold) stage
+ * mode tracks one of each (vs_sim_node_like): a job's nodes repeat a few
+ * make-ups (one per stage, and the partly filled or shared ones). */
+#define VS_NODE_MAKEUPS_MAX 64
+
 /* The work of one simulation, estimated before anything is built. */
 typedef struct vs_work {
   double events;        /* op completions the engine runs: every simulated
@@ -140,6 +145,10 @@ typedef struct vs_sim {
                              the simulated ranks, else every node */
   size_t n_nodes;
   vs_node_share *shares;  /* the ranks' shares of them, rank by rank */
+  uint32_t *node_like;    /* [layout.nodes] in stage mode, the tracked
+                             node (index into nodes) of each node's
+                             make-up: the same GPUs of each stage (NULL:
+                             every node tracked, or too many make-ups) */
   bool nodes_uneven;      /* stage mode with nodes (or PCIe switches)
                              whose GPUs' stages do not repeat from one to
                              the next: per-node memory and sharing are
@@ -248,9 +257,11 @@ const vs_node_mem *vs_sim_worst_node(const vs_sim *sim);
 
 /* The tracked node (in sim->nodes) whose host and NVMe memory stands for
  * the job's node `node` (0 to layout.nodes - 1): the node itself where it
- * is tracked; in stage mode, otherwise, the tracked node of the stage of
- * its first GPU (the same figures where the stages repeat from node to
- * node, else approximate: nodes_uneven); NULL without tracked nodes. */
+ * is tracked; in stage mode, otherwise, the first node of the same
+ * make-up (as many GPUs of each stage: the same figures, every GPU of a
+ * stage running alike), or, past VS_NODE_MAKEUPS_MAX make-ups, the
+ * tracked node of the stage of its first GPU (approximate:
+ * nodes_uneven); NULL without tracked nodes. */
 const vs_node_mem *vs_sim_node_like(const vs_sim *sim, uint64_t node);
 
 /* The simulated rank whose peak use is highest (first on ties). */
