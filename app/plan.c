@@ -46,6 +46,9 @@ typedef enum plan_offload {
   PLAN_OFFLOAD_NONE,
   PLAN_OFFLOAD_OPTIMIZER, /* offload_optimizer = cpu (ZeRO-1/2/3) */
   PLAN_OFFLOAD_ALL,       /* also offload_params = cpu (ZeRO-3) */
+  PLAN_OFFLOAD_NVME,      /* offload_optimizer = nvme, offload_params =
+                             cpu (ZeRO-3: ZeRO-Infinity), where the
+                             topology has NVMe */
   PLAN_OFFLOAD_N
 } plan_offload;
 
@@ -192,6 +195,8 @@ typedef struct plan_state {
                                 full re-simulation (now oom or invalid) */
   bool offload_pass;         /* enumerating the offload layouts (nothing
                                 fitted without) */
+  bool nvme;                 /* the topology has NVMe: the offload pass
+                                tries the optimizer there too */
   size_t n_plain;            /* layouts without offload (the first pass) */
 } plan_state;
 
@@ -232,12 +237,16 @@ static bool split_text(const plan_state *ps, uint64_t pp, char *buf, size_t len)
 /* The offload keys' values of lc (vs_offload). */
 static int offload_optimizer(const layout_choice *lc)
 {
-  return lc->offload == PLAN_OFFLOAD_NONE ? VS_OFFLOAD_NONE : VS_OFFLOAD_CPU;
+  return lc->offload == PLAN_OFFLOAD_NONE   ? VS_OFFLOAD_NONE
+         : lc->offload == PLAN_OFFLOAD_NVME ? VS_OFFLOAD_NVME
+                                            : VS_OFFLOAD_CPU;
 }
 
 static int offload_params(const layout_choice *lc)
 {
-  return lc->offload == PLAN_OFFLOAD_ALL ? VS_OFFLOAD_CPU : VS_OFFLOAD_NONE;
+  return lc->offload == PLAN_OFFLOAD_ALL || lc->offload == PLAN_OFFLOAD_NVME
+             ? VS_OFFLOAD_CPU
+             : VS_OFFLOAD_NONE;
 }
 
 /* The pipeline schedule of lc (vs_schedule_kind) and its virtual
@@ -575,7 +584,8 @@ static int enumerate_offload(const vs_workload *wl, layout_choice lc,
   }
   for (lc.offload = PLAN_OFFLOAD_OPTIMIZER; lc.offload < PLAN_OFFLOAD_N;
        lc.offload++)
-    if ((rc = enumerate_zero(wl, &lc, ps)))
+    if ((lc.offload != PLAN_OFFLOAD_NVME || ps->nvme) &&
+        (rc = enumerate_zero(wl, &lc, ps)))
       return rc;
   return 0;
 }
@@ -775,7 +785,8 @@ static void pipeline_text(const plan_state *ps, const layout_choice *lc,
   uint64_t counts[VS_LIST_MAX];
   size_t at;
   static const char *const offload_text[PLAN_OFFLOAD_N] = {
-      "", " +cpu optimizer", " +cpu optimizer,params"};
+      "", " +cpu optimizer", " +cpu optimizer,params",
+      " +nvme optimizer,cpu params"};
   if (lc->interleaved) {
     snprintf(buf, len, "%s x%d%s", vs_schedule_name(schedule_of(lc)),
              virtual_stages_of(lc), offload_text[lc->offload]);
@@ -1172,6 +1183,7 @@ static int plan_offload_pass(const vs_workload *wl, const vs_topology *topo,
   memcpy(pruned, ps->pruned, sizeof pruned);
   ps->n_plain = ps->n;
   ps->offload_pass = true;
+  ps->nvme = topo->nvme_capacity_bytes > 0;
   code = plan_simulate(wl, topo, ps, errs);
   pruned[PRUNE_OFFLOAD] = ps->pruned[PRUNE_OFFLOAD];
   memcpy(ps->pruned, pruned, sizeof pruned);
@@ -1219,11 +1231,16 @@ static void plan_intro(FILE *out, const vs_workload *wl, const vs_topology *topo
       fprintf(out, "  %llu %s\n", (unsigned long long)ps->pruned[r],
               prune_reasons[r]);
   if (ps->offload_pass)
-    fprintf(out, "nothing fits without offload (%zu layouts), so plan also "
-                 "tried the optimizer (ZeRO-1/2/3) and the parameters "
-                 "(ZeRO-3) in host memory (%zu layouts, [node] host_memory "
-                 "%s a node)\n",
-            ps->n_plain, ps->n - ps->n_plain, host);
+    fprintf(out,
+            "nothing fits without offload (%zu layouts), so plan also "
+            "tried the optimizer (ZeRO-1/2/3) and the parameters "
+            "(ZeRO-3) in host memory%s (%zu layouts, [node] host_memory "
+            "%s a node)\n",
+            ps->n_plain,
+            ps->nvme ? ", and the optimizer on NVMe with the parameters "
+                       "in host memory (ZeRO-3)"
+                     : "",
+            ps->n - ps->n_plain, host);
 }
 
 /* The verdict when no layout fits, with the one that came closest (the

@@ -4048,17 +4048,21 @@ static void test_plan_layout_is_confirmed_by_run(void **state)
 }
 
 /* plan's closest layout, when nothing fits, is the one nearest to fitting
- * whatever ran out: Llama 2 70B on up to 8 RTX 4090s fits no GPU (the
- * nearest, 4 GPUs, needs 33.0 of 23.6 GiB), and with the optimizer on the
- * host 8 GPUs fall short of the 128 GiB host by 0.4% (128.479 GiB); the
- * verdict named the 1-GPU layout needing 1.13 TiB of host memory, whose
- * GPU was nearly empty (hunt), and did not say it offloads. */
+ * whatever ran out: Llama 2 70B on up to 8 RTX 4090s without NVMe fits no
+ * GPU (the nearest, 4 GPUs, needs 33.0 of 23.6 GiB), and with the
+ * optimizer on the host 8 GPUs fall short of the 128 GiB host by 0.4%
+ * (128.479 GiB); the verdict named the 1-GPU layout needing 1.13 TiB of
+ * host memory, whose GPU was nearly empty (hunt), and did not say it
+ * offloads. With the topology's 2 TB of NVMe, plan tries the optimizer
+ * there (ZeRO-Infinity) and the parameters in host memory: 4 GPUs fit
+ * (review: it said nothing fits, where vsim run of such a layout fits). */
 static void test_plan_closest_counts_host_memory(void **state)
 {
   const char *args[] = {"plan",       "workloads/llama2-70b.ini",
                         "--max-gpus", "8",
                         "--jobs",     "2",
                         "--topology", "topologies/rtx4090-24g-1x.ini",
+                        "--set",      "topology.node.nvme_capacity=0",
                         NULL};
   (void)state;
   run(args);
@@ -4066,6 +4070,14 @@ static void test_plan_closest_counts_host_memory(void **state)
   assert_contains(r.out, "; the closest, 8 GPUs (dp 8, tp 1, pp 1, ZeRO-3, "
                          "micro-batch 1, 1f1b +cpu optimizer): node 0 needs "
                          "128.479 GiB of 128.000 GiB ([node] host_memory)");
+  assert_null(strstr(r.out, "NVMe"));
+  args[8] = NULL; /* the topology's NVMe */
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "and the optimizer on NVMe with the parameters in "
+                         "host memory (ZeRO-3)");
+  assert_contains(r.out, "fewest GPUs on which it fits: 4\n");
+  assert_contains(r.out, "1f1b +nvme optimizer,cpu params");
 }
 
 /* A layout that runs out of memory in setup (gpt-small's model states,
@@ -4109,9 +4121,11 @@ static void test_plan_rows_without_a_step_have_empty_figures(void **state)
   free(text);
   read_csv(p, &t);
   /* nothing fits, so plan also tries offload: ZeRO-1/2/3 with the
-   * optimizer, ZeRO-3 also with the parameters in host memory, each with
-   * the 6 above (24 layouts), whose 1 MiB host runs out in setup too */
-  assert_int_equal(t.total_rows, 1 + 6 + 24);
+   * optimizer, ZeRO-3 also with the parameters in host memory, and ZeRO-3
+   * with the optimizer on the built-in H100 node's NVMe and the
+   * parameters in host memory, each with the 6 above (30 layouts), whose
+   * 1 MiB host runs out in setup too */
+  assert_int_equal(t.total_rows, 1 + 6 + 30);
   assert_contains(r.out, "nothing fits without offload (6 layouts)");
   for (int row = 1; row < t.n_rows; row++) {
     assert_string_equal(cell(&t, row, "status"), "oom");
@@ -4713,11 +4727,12 @@ static void check_uneven_row(const csv_scan *s, void *user)
 static void test_plan_tries_uneven_pipelines(void **state)
 {
   char dir[64], p[128];
-  const char *args[] = {"plan", "workloads/llama3-405b.ini", "--gpus", "16",
-                        "--jobs", "2", "--csv", NULL, NULL};
+  const char *args[] = {
+      "plan",  "workloads/llama3-405b.ini",     "--gpus", "16", "--jobs", "2",
+      "--set", "topology.node.nvme_capacity=0", "--csv",  NULL, NULL};
   uneven_seen seen = {0, 0};
   (void)state;
-  run_plan_csv(args, 7, dir, p, 3);
+  run_plan_csv(args, 9, dir, p, 3); /* no NVMe: nothing fits */
   assert_contains(r.out, "on exactly 16 x H100");
   assert_contains(r.out, "DOES NOT FIT on any layout of exactly 16 GPUs");
   assert_true(scan_csv(p, check_uneven_row, &seen) > 0);
