@@ -843,6 +843,8 @@ static void print_layout(FILE *out, int rank_no, const plan_state *ps, size_t i,
   if (prices == PRICE_COLUMNS)
     fprintf(out, "%10.3g %12.4g ", c->usd_per_step,
             vs_cost_per_tokens(c->usd_per_step, ps->tokens_per_step, 1e9));
+  else /* what the tables rank by without prices */
+    fprintf(out, "%10.3g ", (double)c->total_gpus * c->step_time_s / 3600.0);
   pipeline_text(ps, lc, pipeline, sizeof pipeline);
   fprintf(out, "%10.1f  %-16s %s\n", hours_per_1e9_tokens(ps, c), pipeline,
           ps->type ? ps->type : "");
@@ -879,6 +881,8 @@ static void plan_header(FILE *out, const plan_state *ps, price_columns prices,
           "step", "tokens/s");
   if (prices == PRICE_COLUMNS)
     fprintf(out, "%10s %12s ", "$/step", "$/1e9 tok");
+  else
+    fprintf(out, "%10s ", "GPU-h/step");
   fprintf(out, "%10s  %-16s %s\n", "h/1e9 tok", "pipeline",
           types == GPU_TYPE_COLUMN ? "gpu" : "");
 }

@@ -5170,12 +5170,21 @@ static void test_plan_types_priced_and_named(void **state)
                                          "price: all ranked by GPU-hours):\n"));
   assert_null(strstr(across, "$/step"));
   /* each of the first rows, one of each type, has its pipeline under
-   * the header's */
+   * the header's, and the GPU-hours of a step they are ranked by, in
+   * order (review: only wall-clock hours per 1e9 tokens were shown) */
   header = strchr(across, '\n') + 1;
   row = strchr(header, '\n') + 1;
-  for (int k = 0; k < 2; k++, row = strchr(row, '\n') + 1)
-    assert_int_equal(strstr(row, "1f1b") - row,
-                     strstr(header, "pipeline") - header);
+  assert_non_null(strstr(header, "GPU-h/step"));
+  {
+    double last = 0;
+    for (int k = 0; k < 2; k++, row = strchr(row, '\n') + 1) {
+      double gpu_h = atof(row + (strstr(header, "GPU-h/step") - header));
+      assert_int_equal(strstr(row, "1f1b") - row,
+                       strstr(header, "pipeline") - header);
+      assert_true(gpu_h > 0 && gpu_h >= last);
+      last = gpu_h;
+    }
+  }
   snprintf(list, sizeof list, "%s,%s", cheap, again);
   run(args);
   assert_int_equal(r.status, 1);
