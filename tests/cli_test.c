@@ -4322,6 +4322,21 @@ static void test_show_prints_resolved_config(void **state)
     assert_contains(r.out, "\npp_layers = 12,20\n");
     assert_contains(r.out, "\ndropout = 0    ; default\n");
   }
+  {
+    /* a topology key given by --set is no workload key: a comment says
+     * so, which a user would give again (review: it vanished, and the
+     * output run back had the file's 80 GB) */
+    static const char *const topo[] = {
+        "show",  "workloads/llama2-7b.ini",   "--gpus", "8",
+        "--set", "topology.gpu.memory=40GiB", NULL};
+    run(topo);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "\n# topology: --set topology.gpu.memory=40GiB "
+                           "(not written above: give it again with this "
+                           "file)\n");
+    run(args);
+    assert_null(strstr(r.out, "# topology:"));
+  }
 }
 
 /* What `show` prints with its "; default" marks and first line removed,

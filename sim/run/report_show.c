@@ -552,6 +552,24 @@ static void show_idle_keys(FILE *out, const vs_workload *wl)
                  "its sdpa path ignores the cap)\n");
 }
 
+/* The topology's keys given by --set: not part of the workload written
+ * here, so a comment each, to give again with it. */
+static void show_topology_sets(FILE *out, const vs_topology *topo)
+{
+  const vs_keytab *tab = vs_topology_keys();
+  for (size_t i = 0; i < tab->n_keys; i++) {
+    const vs_key *k = &tab->keys[i];
+    char where[400];
+    if (!vs_conf_set_by_option(tab, &topo->origins, k->section, k->name))
+      continue;
+    fprintf(out,
+            "# topology: %s (not written above: give it again with "
+            "this file)\n",
+            vs_conf_where(tab, &topo->origins, k->section, k->name, where,
+                          sizeof where));
+  }
+}
+
 static void show_text(FILE *out, const vs_workload *wl,
                       const vs_topology *topo, const vs_model *m,
                       const vs_recipe *r, const vs_layout *lay)
@@ -568,6 +586,7 @@ static void show_text(FILE *out, const vs_workload *wl,
           (unsigned long long)lay->tp, (unsigned long long)lay->pp,
           (unsigned long long)lay->nodes,
           (unsigned long long)topo->gpus_per_node, topo->name);
+  show_topology_sets(out, topo);
   fprintf(out, "# "
                  "micro-batches per step = %llu\n",
           (unsigned long long)lay->grad_accum);
