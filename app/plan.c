@@ -1234,7 +1234,12 @@ static void plan_intro(FILE *out, const vs_workload *wl, const vs_topology *topo
     if (ps->pruned[r])
       fprintf(out, "  %llu %s\n", (unsigned long long)ps->pruned[r],
               prune_reasons[r]);
-  if (ps->offload_pass)
+  if (ps->offload_pass && ps->n == ps->n_plain)
+    fprintf(out,
+            "nothing fits without offload (%zu layouts), and the job "
+            "allows no offload layout (the reasons above)\n",
+            ps->n_plain);
+  else if (ps->offload_pass)
     fprintf(out,
             "nothing fits without offload (%zu layouts), so plan also "
             "tried the optimizer (ZeRO-1/2/3) and the parameters "
@@ -1276,12 +1281,12 @@ static int plan_no_fit(FILE *out, const plan_state *ps)
       snprintf(ep + strlen(ep), sizeof ep - strlen(ep), ", etp %llu",
                (unsigned long long)lc->etp);
     fprintf(out,
-            "; the closest, %llu GPUs (dp %llu, tp %llu%s, pp %llu%s, "
+            "; the closest, %llu GPU%s (dp %llu, tp %llu%s, pp %llu%s, "
             "ZeRO-%llu, micro-batch %llu, %s): %s",
-            (unsigned long long)lc->gpus, (unsigned long long)lc->dp,
-            (unsigned long long)lc->tp, cp, (unsigned long long)lc->pp, ep,
-            (unsigned long long)lc->zero, (unsigned long long)lc->mb, pipeline,
-            ps->cands[closest].reason);
+            (unsigned long long)lc->gpus, lc->gpus == 1 ? "" : "s",
+            (unsigned long long)lc->dp, (unsigned long long)lc->tp, cp,
+            (unsigned long long)lc->pp, ep, (unsigned long long)lc->zero,
+            (unsigned long long)lc->mb, pipeline, ps->cands[closest].reason);
   }
   fprintf(out, "\n%s%s or shrink the job (micro-batch, sequence, "
                "checkpointing)\n",

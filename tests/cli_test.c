@@ -751,6 +751,18 @@ static void test_host_csv_lists_every_node(void **state)
                              NULL,     NULL,
                              NULL};
     host_csv_as_all_ranks(makeups, 17);
+    /* node 2, holding 4 GPUs of each stage, runs out of a 7 GiB host as
+     * --ranks all finds (8 GiB holds it); no simulated rank is on it, so
+     * the line names the stage whose GPUs there asked */
+    makeups[16] = "--set";
+    makeups[17] = "topology.node.host_memory=7GiB";
+    run(makeups);
+    assert_int_equal(r.status, 3);
+    assert_contains(r.out, "OUT OF HOST MEMORY on node 2 at setup "
+                           "model_states (step) of stage 1's GPUs there "
+                           "(rank 12 simulated)");
+    makeups[16] = "--csv";
+    makeups[17] = NULL;
     makeups[3] = "12";
     makeups[7] = "parallel.pp=1";
     makeups[13] = "parallel.order=tp-dp-pp";
@@ -3548,8 +3560,8 @@ static void test_pipeline_report_and_csv(void **state)
   assert_contains(r.out, "<- last stage");
   assert_contains(r.out, "+ pipeline bubble ");
   assert_contains(r.out, "+ waiting on the busiest stage ");
-  assert_contains(r.out, "(stage 0's, which ends last; stage 1 is the "
-                         "busiest)\n");
+  assert_contains(r.out, "(the split of stage 0, which ends last; stage 1 "
+                         "is the busiest)\n");
   read_csv(path_in(dir, "summary.csv", p, sizeof p), &t);
   assert_int_equal(t.total_rows, 3);
   assert_string_equal(cell(&t, 1, "stage"), "0");
@@ -4078,6 +4090,21 @@ static void test_plan_closest_counts_host_memory(void **state)
                          "host memory (ZeRO-3)");
   assert_contains(r.out, "fewest GPUs on which it fits: 4\n");
   assert_contains(r.out, "1f1b +nvme optimizer,cpu params");
+  {
+    /* a job that allows no offload (hf) says so, not that plan tried 0
+     * layouts; one GPU is "1 GPU" */
+    const char *hf[] = {"plan",       "workloads/gemma2-9b-qlora.ini",
+                        "--max-gpus", "2",
+                        "--jobs",     "2",
+                        "--topology", "topologies/rtx4090-24g-1x.ini",
+                        NULL};
+    run(hf);
+    assert_int_equal(r.status, 3);
+    assert_contains(r.out, "nothing fits without offload (33 layouts), and "
+                           "the job allows no offload layout (the reasons "
+                           "above)\n");
+    assert_contains(r.out, "; the closest, 1 GPU (dp 1,");
+  }
 }
 
 /* A layout that runs out of memory in setup (gpt-small's model states,

@@ -361,7 +361,8 @@ static void step_line(const vs_sim *sim, char *buf, size_t len)
                   vs_format_seconds(parts[i].seconds, t, sizeof t));
   if (sim->imbalance_s > 0 && n >= 0 && (size_t)n < len)
     snprintf(buf + n, len - (size_t)n,
-             " (stage %d's, which ends last; stage %d is the busiest)",
+             " (the split of stage %d, which ends last; stage %d is the "
+             "busiest)",
              vs_sim_slowest_rank(sim)->stage, sim->busiest_stage);
 }
 
@@ -614,7 +615,7 @@ static void node_oom_lines(FILE *out, const vs_sim *sim)
       const vs_node_mem *n = &sim->nodes[i];
       const vs_oom *o = &n->mem[p].oom;
       const vs_rank *r = NULL;
-      char label[160] = "?", req[16], cap[16], used[16];
+      char label[160] = "?", req[16], cap[16], used[16], whose[64];
       if (!o->happened)
         continue;
       for (size_t k = 0; k < sim->n_ranks && !r; k++)
@@ -622,12 +623,20 @@ static void node_oom_lines(FILE *out, const vs_sim *sim)
           r = &sim->ranks[k];
       if (r)
         vs_report_op_label(sim, r->prog, o->op, label, sizeof label);
+      /* stage mode's rank may stand for its stage's GPUs on another node */
+      if (r && r->id / sim->topo->gpus_per_node != n->node)
+        snprintf(whose, sizeof whose,
+                 "stage %d's GPUs there (rank %u "
+                 "simulated)",
+                 r->stage, r->id);
+      else
+        snprintf(whose, sizeof whose, "rank %u", n->oom_rank[p]);
       fprintf(out,
-              "OUT OF %s MEMORY on node %u at %s of rank %u, t = %.6f s: "
+              "OUT OF %s MEMORY on node %u at %s of %s, t = %.6f s: "
               "tried to allocate %s (%s, all the node's GPUs' shares); %s "
               "total capacity ([node] %s); %s already in use\n",
-              p == VS_PLACE_HOST ? "HOST" : "NVME", n->node, label,
-              n->oom_rank[p], (double)o->t_ns * 1e-9,
+              p == VS_PLACE_HOST ? "HOST" : "NVME", n->node, label, whose,
+              (double)o->t_ns * 1e-9,
               vs_format_bytes(o->requested_bytes, req, sizeof req),
               vs_category_name(o->category),
               vs_format_bytes(n->mem[p].capacity_bytes, cap, sizeof cap),

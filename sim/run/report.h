@@ -40,11 +40,11 @@ typedef struct vs_step_part {
 #define VS_STEP_PARTS_MAX 9
 
 /* The parts sim's step time adds up from (simulate.h), in the summary's
- * order, into parts: compute, tensor-parallel comm, pipeline bubble and
- * exposed data-parallel comm always, the wait for the busiest stage,
- * expert- and context-parallel comm when there is some, exposed offload
- * copies and the CPU optimizer step with offload. Returns their count (at
- * most VS_STEP_PARTS_MAX). */
+ * order, into parts: compute, tensor-parallel comm, pipeline bubble, the
+ * wait for the busiest stage where there is one, exposed data-parallel
+ * comm, expert- and context-parallel comm when there is some, exposed
+ * offload copies and the CPU optimizer step with offload. Returns their
+ * count (at most VS_STEP_PARTS_MAX). */
 size_t vs_report_step_parts(const vs_sim *sim, vs_step_part *parts);
 
 /* The summary's first lines: workload, hardware, model, layout, training,

@@ -213,8 +213,10 @@ static bool track_makeups(vs_sim *sim, int32_t *index)
   uint64_t gpn = sim->topo->gpus_per_node, pp = lay->pp, n_kinds = 0;
   uint32_t *count = calloc((size_t)(lay->nodes * pp), sizeof *count);
   uint64_t first[VS_NODE_MAKEUPS_MAX]; /* each make-up's first node */
-  bool ok = count && (sim->node_like =
-                          malloc((size_t)lay->nodes * sizeof *sim->node_like));
+  bool ok;
+  sim->node_like = NULL;
+  ok = count &&
+       (sim->node_like = malloc((size_t)lay->nodes * sizeof *sim->node_like));
   for (uint64_t s = 0; ok && s < pp; s++)
     for (uint64_t d = 0; d < lay->dp; d++)
       for (uint64_t t = 0; t < lay->tp; t++)
@@ -434,7 +436,9 @@ static void tell_bounds(vs_sim *sim, const vs_program *p)
  * work and every other wait (collectives, offload copies) and its tail. */
 static uint64_t own_time(const vs_rank *r)
 {
-  return r->end_ns - r->wait_p2p_ns; /* the waits lie within the step */
+  /* the waits lie within a whole step; a run stopped at an out-of-memory
+   * may have counted one past its last end */
+  return r->end_ns > r->wait_p2p_ns ? r->end_ns - r->wait_p2p_ns : 0;
 }
 
 /* How much of slow's wait on the pipeline is for busier stages: the
@@ -796,6 +800,7 @@ static void drop_ranks(vs_sim *sim)
   sim->ranks = NULL;
   sim->nodes = NULL;
   sim->shares = NULL;
+  sim->node_like = NULL;
   sim->n_ranks = 0;
   sim->n_nodes = 0;
 }

@@ -260,8 +260,10 @@ const vs_node_mem *vs_sim_worst_node(const vs_sim *sim);
  * is tracked; in stage mode, otherwise, the first node of the same
  * make-up (as many GPUs of each stage: the same figures, every GPU of a
  * stage running alike), or, past VS_NODE_MAKEUPS_MAX make-ups, the
- * tracked node of the stage of its first GPU (approximate:
- * nodes_uneven); NULL without tracked nodes. */
+ * tracked node of the stage of its first GPU. Stage mode's figures are
+ * those of --ranks all where the stages' times are (nodes_uneven false);
+ * else approximate through the times of the copies. NULL without tracked
+ * nodes. */
 const vs_node_mem *vs_sim_node_like(const vs_sim *sim, uint64_t node);
 
 /* The simulated rank whose peak use is highest (first on ties). */
