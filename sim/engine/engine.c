@@ -344,8 +344,12 @@ static int node_effect(run_ctx *c, vs_rank *r, const vs_effect *e,
                                &bytes))
       return VS_ELIMIT;
     if (e->is_free) {
-      node_free f = {t_ns, bytes, r->shares[i].node, (uint32_t)(r - c->ranks),
-                     op,   buf};
+      node_free f = {.t_ns = t_ns,
+                     .bytes = bytes,
+                     .node = r->shares[i].node,
+                     .rank = (uint32_t)(r - c->ranks),
+                     .op = op,
+                     .buf = buf};
       if ((rc = held_free(c, &f)))
         return rc;
       continue;
@@ -828,11 +832,12 @@ static int run_distinct_slots(run_ctx *c, const uint32_t *twin,
 int vs_engine_run(vs_rank *ranks, size_t n_ranks, const vs_engine_opts *opts,
                   vs_engine_stats *stats, vs_error *err)
 {
-  run_ctx c = {
-      ranks, n_ranks, opts->ranks_per_stage ? opts->ranks_per_stage : n_ranks,
-      opts,  {0},     err,
-      {0},   false,   NULL,
-      0,     0};
+  run_ctx c = {.ranks = ranks,
+               .n_ranks = n_ranks,
+               .per_stage =
+                   opts->ranks_per_stage ? opts->ranks_per_stage : n_ranks,
+               .opts = opts,
+               .err = err};
   uint32_t *twin = NULL; /* [slot] the slot whose run it copies */
   int rc = 0;
 

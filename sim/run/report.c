@@ -626,9 +626,7 @@ static void node_oom_lines(FILE *out, const vs_sim *sim)
       /* stage mode's rank may stand for its stage's GPUs on another node */
       if (r && r->id / sim->topo->gpus_per_node != n->node)
         snprintf(whose, sizeof whose,
-                 "stage %d's GPUs there (rank %u "
-                 "simulated)",
-                 r->stage, r->id);
+                 "stage %d's GPUs there (rank %u simulated)", r->stage, r->id);
       else
         snprintf(whose, sizeof whose, "rank %u", n->oom_rank[p]);
       fprintf(out,
