@@ -591,20 +591,15 @@ static void node_table(FILE *out, const vs_sim *sim)
               sim->nodes[i].node, vs_place_name(p), b[0], b[1], b[2], b[7],
               b[3], b[4], b[5], b[6], vs_mem_fits(m) ? "yes" : "NO");
     }
-  if (others > 0 && sim->node_like)
+  if (others > 0)
     fprintf(out,
-            "  (the job's other %llu node%s hold%s what the one above "
-            "with as many GPUs of each stage holds, as host.csv lists "
-            "them; --ranks all simulates each)\n",
+            "  (the job's other %llu node%s hold%s what %s holds, as "
+            "host.csv lists them; --ranks all simulates each)\n",
             (unsigned long long)others, others == 1 ? "" : "s",
-            others == 1 ? "s" : "");
-  else if (others > 0)
-    fprintf(out,
-            "  (the job's other %llu node%s hold%s what the node of %s "
-            "stage holds, as host.csv lists them; --ranks all "
-            "simulates each)\n",
-            (unsigned long long)others, others == 1 ? "" : "s",
-            others == 1 ? "s" : "", others == 1 ? "its" : "their");
+            others == 1 ? "s" : "",
+            sim->node_like ? "the one above with as many GPUs of each stage"
+            : others == 1  ? "the node of its stage"
+                           : "the node of their stage");
 }
 
 /* The first allocation each node's host or NVMe could not hold. */

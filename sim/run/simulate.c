@@ -401,10 +401,11 @@ static void add_compute_op(const vs_program *p, const vs_pop *op,
 }
 
 /* The compute stream of p, with sim->steady_extra more rounds of its
- * repeating micro-batch's units when told. */
-static compute_sums compute_of(const vs_sim *sim, const vs_program *p)
+ * repeating micro-batch's units (and their bound split) when told. */
+static compute_sums compute_of(vs_sim *sim, const vs_program *p)
 {
   compute_sums x = {0};
+  memcpy(sim->bound_s, p->bound_seconds, sizeof sim->bound_s);
   for (size_t i = 0; i < p->n_stream_ops[VS_STREAM_COMPUTE]; i++)
     add_compute_op(p, &p->ops[p->stream_ops[VS_STREAM_COMPUTE][i]], 1, &x);
   for (size_t u = 0; sim->steady_extra && u < p->n_units; u++) {
@@ -413,23 +414,11 @@ static compute_sums compute_of(const vs_sim *sim, const vs_program *p)
       continue;
     for (uint32_t o = k->first_op; o < k[1].first_op; o++)
       add_compute_op(p, &p->ops[o], sim->steady_extra, &x);
-  }
-  return x;
-}
-
-/* sim->bound_s: p's compute split by what bounds it, with the rounds
- * compute_of adds. */
-static void tell_bounds(vs_sim *sim, const vs_program *p)
-{
-  memcpy(sim->bound_s, p->bound_seconds, sizeof sim->bound_s);
-  for (size_t u = 0; sim->steady_extra && u < p->n_units; u++) {
-    const vs_unit_mark *k = &p->units[u];
-    if (k->mb != sim->steady_mb)
-      continue;
     for (int b = 0; b < VS_BOUND_SPLIT_N; b++)
       sim->bound_s[b] += (double)sim->steady_extra *
                          (k[1].bound_seconds[b] - k->bound_seconds[b]);
   }
+  return x;
 }
 
 /* A rank's step less its waits on the pipeline: its compute stream's
@@ -447,15 +436,16 @@ static uint64_t own_time(const vs_rank *r)
  * filling and draining (and its sends' own time on the wire). */
 static uint64_t imbalance_of(vs_sim *sim, const vs_rank *slow)
 {
-  uint64_t most = own_time(slow);
+  uint64_t own = own_time(slow), most = own;
   sim->busiest_stage = slow->stage;
-  for (size_t i = 0; i < sim->n_ranks; i++)
-    if (own_time(&sim->ranks[i]) > most) {
-      most = own_time(&sim->ranks[i]);
+  for (size_t i = 0; i < sim->n_ranks; i++) {
+    uint64_t t = own_time(&sim->ranks[i]);
+    if (t > most) {
+      most = t;
       sim->busiest_stage = sim->ranks[i].stage;
     }
-  return most - own_time(slow) < slow->wait_p2p_ns ? most - own_time(slow)
-                                                   : slow->wait_p2p_ns;
+  }
+  return most - own < slow->wait_p2p_ns ? most - own : slow->wait_p2p_ns;
 }
 
 vs_rates vs_sim_rates(const vs_sim *sim, uint64_t microbatches, double step_s)
@@ -494,7 +484,6 @@ static void summarise(vs_sim *sim)
                 ? slow->end_ns - busy_ns - slow->wait_p2p_ns
                 : 0;
   split_offload(sim, slow, &rest_ns);
-  tell_bounds(sim, slow->prog);
   imbalance_ns = imbalance_of(sim, slow);
   sim->compute_s = (double)compute_ns * 1e-9;
   sim->tp_comm_s = (double)tp_ns * 1e-9;
