@@ -459,6 +459,37 @@ static void test_show_names_the_cublas_workspaces(void **state)
   }
 }
 
+/* show's activations of a layer without checkpointing leave out what a
+ * fine-tune never saves: a frozen weight's input for its gradient
+ * (autograd saves what the gradients it computes need). QLoRA on
+ * Llama-2-70B (T = 1280 tokens, h = 8192, f = 28672, kv 1024, rank 64 on
+ * all seven linears) keeps 5 x 2Th (norm inputs and outputs, attention's
+ * output, the residual), flash attention's q, k and v (2Th + 2 x 2T x
+ * 1024) and log-sum-exp (4 x 64 heads x T), 4 x 2Tf (SwiGLU's) and the
+ * seven adapters' A outputs (7 x 2Tr): 426,147,840 B, what the run keeps
+ * a layer (it printed 516 MiB, the frozen linears' inputs counted
+ * again). LoRA on q and v of Llama-3-8B keeps less than its full
+ * fine-tune (it printed more). */
+static void test_show_layer_activations_leave_out_frozen_inputs(void **state)
+{
+  const char *line = "# activations per layer per micro-batch without "
+                     "checkpointing = ";
+  const char *cases[][4] = {
+      {"workloads/llama2-70b-qlora.ini", "finetune.method=qlora", "406 MiB"},
+      {"workloads/llama3-8b-lora.ini", "finetune.method=lora", "272 MiB"},
+      {"workloads/llama3-8b-lora.ini", "finetune.method=full", "328 MiB"}};
+  (void)state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *argv[] = {"show",  cases[i][0], "--gpus", "1",
+                          "--set", cases[i][1], NULL};
+    char want[160];
+    run(argv);
+    assert_int_equal(r.status, 0);
+    snprintf(want, sizeof want, "%s%s\n", line, cases[i][2]);
+    assert_contains(r.out, want);
+  }
+}
+
 /* Stage mode's one rank stands for its stage's GPUs in the fullest node
  * and PCIe switch: where nodes or switches are filled unevenly (12 GPUs
  * in two stages on 8-GPU nodes; 3 GPUs on switches of 2) or shared by
@@ -3126,6 +3157,40 @@ static void test_html_chart_reaches_peak_and_step(void **state)
   tu_remove_dir(csv);
 }
 
+/* The page repeats the summary's lines on what the peak holds and on
+ * the paged optimizer's managed memory (user-journey review: a QLoRA
+ * page said TIGHT and never named the 6 GiB the GPU also pages), and
+ * only where the summary has them. */
+static void test_html_names_paged_states_and_held(void **state)
+{
+  char dir[64];
+  const char *paged[] = {"run",    DATA "gpt-small.ini",
+                         "--set",  "training.paged_optimizer=true",
+                         "--html", NULL,
+                         NULL};
+  const char *plain[] = {"run", DATA "gpt-small.ini", "--html", NULL, NULL};
+  const char *lines[] = {"paged optimizer states: up to 99.9 MiB a GPU in "
+                         "CUDA managed memory, beside the figures above",
+                         "largest activations and temporaries at the peak: "};
+  char *text;
+  (void)state;
+  text = run_for_page(paged, 5, dir);
+  for (size_t i = 0; i < 2; i++) {
+    char want[160];
+    assert_contains(r.out, lines[i]);
+    snprintf(want, sizeof want, "<p id=\"%s\">%s", i ? "held" : "managed",
+             lines[i]);
+    assert_contains(text, want);
+  }
+  free(text);
+  tu_remove_dir(dir);
+  text = run_for_page(plain, 3, dir);
+  assert_null(strstr(r.out, "paged optimizer states"));
+  assert_null(strstr(text, "id=\"managed\""));
+  free(text);
+  tu_remove_dir(dir);
+}
+
 /* The page's per-GPU table has the summary's cp column where the layout
  * has one (consistency hunt: ranks 0-7 of a cp 8 job all read dp 0, tp 0
  * there): rank 1 is cp 1. */
@@ -5573,6 +5638,7 @@ int main(void)
       cmocka_unit_test(test_llama2_7b_on_8_gpus_fits_and_writes_csv),
       cmocka_unit_test(test_readme_examples_are_real_output),
       cmocka_unit_test(test_show_names_the_cublas_workspaces),
+      cmocka_unit_test(test_show_layer_activations_leave_out_frozen_inputs),
       cmocka_unit_test(test_offload_sample_fits_and_writes_host_csv),
       cmocka_unit_test(test_host_csv_lists_every_node),
       cmocka_unit_test(test_parameters_allocated_tensor_by_tensor),
@@ -5628,6 +5694,7 @@ int main(void)
       cmocka_unit_test(test_html_report),
       cmocka_unit_test(test_html_step_split_has_every_part),
       cmocka_unit_test(test_html_ranks_name_cp),
+      cmocka_unit_test(test_html_names_paged_states_and_held),
       cmocka_unit_test(test_html_chart_reaches_peak_and_step),
       cmocka_unit_test(test_trace_svg_past_file_size_limit),
       cmocka_unit_test(test_outputs_put_in_place_together),

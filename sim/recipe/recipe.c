@@ -1137,3 +1137,14 @@ const vs_kind_plan *vs_recipe_kind(const vs_recipe *r, const vs_model *m,
 {
   return &r->kinds[m->inst_kind[inst]];
 }
+
+uint64_t vs_recipe_kind_saved_bytes(const vs_recipe *r, const vs_model *m,
+                                    uint32_t kind)
+{
+  const vs_block *b = &m->kinds[kind];
+  uint64_t sum = 0;
+  for (uint32_t s = 0; s < b->n_saved; s++)
+    if (r->kinds[kind].keep[s] != VS_NOT_SAVED)
+      sum += b->saved[s].bytes;
+  return sum;
+}

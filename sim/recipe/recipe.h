@@ -545,6 +545,14 @@ void vs_recipe_fini(vs_recipe *r);
 const vs_kind_plan *vs_recipe_kind(const vs_recipe *r, const vs_model *m,
                                    size_t inst);
 
+/* Bytes a layer of model kind `kind` saves for backward without
+ * checkpointing: every saved tensor of the block that the plan keeps or
+ * recomputes, none that it never saves (VS_NOT_SAVED: a frozen weight's
+ * input for its gradient, an FP8 weight copy held with the parameters, a
+ * frozen prefix's). */
+uint64_t vs_recipe_kind_saved_bytes(const vs_recipe *r, const vs_model *m,
+                                    uint32_t kind);
+
 /* Resident bytes of a state of `bytes` (unsharded) under plan: ZeRO shards a
  * flat buffer evenly over its degree, padding the last shard, so each GPU
  * holds ceil(bytes / degree) rounded up to whole elements. */

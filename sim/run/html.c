@@ -103,7 +103,21 @@ static int html_terminal_text(vs_csv *f, const vs_sim *sim, const vs_rank *r,
   return 0;
 }
 
-/* Title, terminal header, verdict, peak and out-of-memory lines. */
+/* Line `kind` of the summary as a paragraph of that id, where the
+ * summary has it (not empty). */
+static void html_line(vs_csv *f, const vs_sim *sim, vs_report_line_kind kind,
+                      const char *id)
+{
+  char line[512];
+  if (!vs_report_line(sim, kind, line, sizeof line)[0])
+    return;
+  vs_csv_printf(f, "<p id=\"%s\">", id);
+  vs_report_xml_text(f, line);
+  vs_csv_printf(f, "</p>\n");
+}
+
+/* Title, terminal header, verdict, peak, the largest tensors held there,
+ * paged optimizer states and out-of-memory lines. */
 static int html_top(vs_csv *f, const vs_sim *sim, vs_error *err)
 {
   char line[512];
@@ -117,6 +131,8 @@ static int html_top(vs_csv *f, const vs_sim *sim, vs_error *err)
   vs_csv_printf(f, "</p>\n<p id=\"peak\">");
   vs_report_xml_text(f, vs_report_line(sim, VS_LINE_PEAK, line, sizeof line));
   vs_csv_printf(f, "</p>\n");
+  html_line(f, sim, VS_LINE_HELD, "held");
+  html_line(f, sim, VS_LINE_MANAGED, "managed");
   for (size_t i = 0; i < sim->n_ranks; i++)
     if (sim->ranks[i].mem.oom.happened &&
         (rc = html_terminal_text(f, sim, &sim->ranks[i], "<p class=\"oom\">",

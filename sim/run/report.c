@@ -509,6 +509,27 @@ static void held_line(const vs_sim *sim, char *buf, size_t len)
   free(g);
 }
 
+/* Paged optimizer states: on the GPU but outside the allocator's figures
+ * and the fit (their pages move to the host when the GPU runs short);
+ * empty without them. */
+static void managed_line(const vs_sim *sim, char *buf, size_t len)
+{
+  uint64_t most = 0;
+  char b[16];
+  for (size_t i = 0; i < sim->n_ranks; i++)
+    if (sim->ranks[i].managed.peak_allocated_bytes > most)
+      most = sim->ranks[i].managed.peak_allocated_bytes;
+  buf[0] = '\0';
+  if (most > 0)
+    snprintf(buf, len,
+             "paged optimizer states: up to %s a GPU in CUDA managed "
+             "memory, beside the figures above (PyTorch's memory "
+             "statistics do not count them; their pages move to host "
+             "memory when the GPU runs short, so they do not decide the "
+             "fit)",
+             vs_format_bytes(most, b, sizeof b));
+}
+
 char *vs_report_line(const vs_sim *sim, vs_report_line_kind kind, char *buf,
                      size_t len)
 {
@@ -535,27 +556,11 @@ char *vs_report_line(const vs_sim *sim, vs_report_line_kind kind, char *buf,
   case VS_LINE_HELD:
     held_line(sim, buf, len);
     break;
+  case VS_LINE_MANAGED:
+    managed_line(sim, buf, len);
+    break;
   }
   return buf;
-}
-
-/* Paged optimizer states: on the GPU but outside the allocator's figures
- * and the fit (their pages move to the host when the GPU runs short). */
-static void managed_line(FILE *out, const vs_sim *sim)
-{
-  uint64_t most = 0;
-  char b[16];
-  for (size_t i = 0; i < sim->n_ranks; i++)
-    if (sim->ranks[i].managed.peak_allocated_bytes > most)
-      most = sim->ranks[i].managed.peak_allocated_bytes;
-  if (most == 0)
-    return;
-  fprintf(out, "\npaged optimizer states: up to %s a GPU in CUDA managed "
-               "memory, beside the figures above (PyTorch's memory "
-               "statistics do not count them; their pages move to host "
-               "memory when the GPU runs short, so they do not decide the "
-               "fit)\n",
-          vs_format_bytes(most, b, sizeof b));
 }
 
 /* Host and NVMe memory of each tracked node, at its host peak, by
@@ -670,7 +675,8 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
   }
 
   node_table(out, sim);
-  managed_line(out, sim);
+  if (vs_report_line(sim, VS_LINE_MANAGED, line, sizeof line)[0])
+    fprintf(out, "\n%s\n", line);
   fprintf(out, "\n%s\n", vs_report_line(sim, VS_LINE_PEAK, line, sizeof line));
   if (vs_report_line(sim, VS_LINE_HELD, line, sizeof line)[0])
     fprintf(out, "%s\n", line);

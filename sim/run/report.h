@@ -24,6 +24,9 @@ typedef enum vs_report_line_kind {
                          the largest of the worst rank's
                          vs_sim_peak_groups; empty when the run did not
                          note its tensors */
+  VS_LINE_MANAGED,    /* "paged optimizer states: up to B a GPU in CUDA
+                         managed memory, beside the figures above (...)";
+                         empty without them */
 } vs_report_line_kind;
 
 /* Writes line `kind` of sim's summary, without its newline, into buf

@@ -338,14 +338,16 @@ static void show_autocast_ddp(FILE *out, const vs_workload *wl,
             vs_format_bytes(lay->stages[0].ddp_bucket_bytes, b, sizeof b));
 }
 
-/* What the layer kind keeping the most saves (dense, MoE, ...). */
-static uint64_t largest_layer_saved(const vs_model *m)
+/* What the layer kind keeping the most saves (dense, MoE, ...), as r
+ * keeps it without checkpointing (vs_recipe_kind_saved_bytes). */
+static uint64_t largest_layer_saved(const vs_model *m, const vs_recipe *r)
 {
   uint64_t most = 0;
-  for (uint32_t k = 0; k < m->n_kinds; k++)
-    if (m->kinds[k].role == VS_ROLE_LAYER &&
-        vs_block_saved_bytes(&m->kinds[k], -1, VS_SAVED_ALL) > most)
-      most = vs_block_saved_bytes(&m->kinds[k], -1, VS_SAVED_ALL);
+  for (uint32_t k = 0; k < m->n_kinds; k++) {
+    uint64_t saved = vs_recipe_kind_saved_bytes(r, m, k);
+    if (m->kinds[k].role == VS_ROLE_LAYER && saved > most)
+      most = saved;
+  }
   return most;
 }
 
@@ -614,10 +616,11 @@ static void show_text(FILE *out, const vs_workload *wl,
   show_step_passes(out, wl, r);
   show_autocast_ddp(out, wl, m, lay);
   show_stages(out, lay);
-  fprintf(out, "# "
-                 "activations per layer per micro-batch without "
-                 "checkpointing = %s%s\n",
-          vs_format_bytes(largest_layer_saved(m), b1, sizeof b1),
+  fprintf(out,
+          "# "
+          "activations per layer per micro-batch without "
+          "checkpointing = %s%s\n",
+          vs_format_bytes(largest_layer_saved(m, r), b1, sizeof b1),
           m->n_kinds > 3 ? " (the layer kind keeping the most)" : "");
   fprintf(out, "# "
                  "framework per GPU = %s (context, %d NCCL "
