@@ -1195,6 +1195,49 @@ static void test_activation_offload_timeline_and_trace(void **state)
   tu_remove_dir(dir);
 }
 
+/* Off the GPU, the pinned staging and swap buffers are "buffers" in every
+ * output that names them, as host.csv's buffers_bytes column and the node
+ * table do (CSV review: host_timeline.csv and the trace called the same
+ * bytes "temp"): with the optimizer and parameters on NVMe, host.csv's
+ * buffers at the peak are the running sum of host_timeline.csv's
+ * "buffers" rows, and no row says "temp". */
+static void test_host_buffers_are_named_alike(void **state)
+{
+  char dir[64], p[128], trace[160];
+  const char *args[] = {"run",     DATA "gpt-small.ini",
+                        "--gpus",  "2",
+                        "--set",   "parallel.zero=3",
+                        "--set",   "parallel.offload_optimizer=nvme",
+                        "--set",   "parallel.offload_params=nvme",
+                        "--csv",   NULL,
+                        "--trace", NULL,
+                        NULL};
+  uint64_t sum = 0;
+  char *json;
+  table t;
+  (void)state;
+  args[11] = tu_temp_dir(dir, sizeof dir);
+  args[13] = path_in(dir, "trace.json", trace, sizeof trace);
+  run(args);
+  assert_int_equal(r.status, 0);
+  read_csv(path_in(dir, "host_timeline.csv", p, sizeof p), &t);
+  for (int row = 1; row < t.n_rows; row++) {
+    assert_string_not_equal(cell(&t, row, "category"), "temp");
+    if (strcmp(cell(&t, row, "category"), "buffers") == 0)
+      sum += strtoull(cell(&t, row, "delta_bytes"), NULL, 10);
+  }
+  assert_true(sum > 0);
+  read_csv(path_in(dir, "host.csv", p, sizeof p), &t);
+  assert_string_equal(cell(&t, 1, "place"), "host");
+  assert_int_equal(strtoull(cell(&t, 1, "buffers_bytes"), NULL, 10), sum);
+  json = tu_read_file(trace);
+  assert_non_null(json);
+  assert_non_null(strstr(json, "\"name\":\"host buffers\""));
+  assert_null(strstr(json, "\"name\":\"host temp\""));
+  free(json);
+  tu_remove_dir(dir);
+}
+
 /* The fine-tune samples end to end, each on the GPU it names: show prints
  * PEFT's trainable count; LoRA on Llama-3.1-8B fits one 24 GB RTX 4090,
  * QLoRA's 70B in NF4 one 48 GB L40S with its optimizer states paged, if
@@ -5674,6 +5717,7 @@ int main(void)
       cmocka_unit_test(test_deepspeed_offload_host_sums_end_to_end),
       cmocka_unit_test(test_zero_offload_sample),
       cmocka_unit_test(test_activation_offload_timeline_and_trace),
+      cmocka_unit_test(test_host_buffers_are_named_alike),
       cmocka_unit_test(test_offload_combinations_refused),
       cmocka_unit_test(test_identical_runs_write_identical_csv),
       cmocka_unit_test(test_zero_model_states_on_64_gpus),

@@ -15,3 +15,10 @@ const char *vs_place_name(int place)
                                                 "nvme"};
   return place >= 0 && place < VS_PLACE_N ? names[place] : "?";
 }
+
+const char *vs_place_category_name(int place, int category)
+{
+  if (place >= VS_PLACE_HOST && place < VS_PLACE_N && category == VS_CAT_TEMP)
+    return "buffers";
+  return vs_category_name(category);
+}

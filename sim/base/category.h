@@ -36,4 +36,9 @@ const char *vs_place_name(int place);
 /* "params", "grads", ... ("?" outside the range). */
 const char *vs_category_name(int category);
 
+/* A category's name in place `place`: vs_category_name's, but off the GPU
+ * (host memory and NVMe) VS_CAT_TEMP is "buffers", the pinned staging and
+ * swap buffers that are all it holds there (host.csv's buffers_bytes). */
+const char *vs_place_category_name(int place, int category);
+
 #endif

@@ -231,7 +231,7 @@ static void node_oom_reason(vs_candidate *c, const vs_sim *sim)
                                   : "[node] nvme_capacity",
                p == VS_PLACE_HOST ? "host memory" : "NVMe", label,
                vs_format_bytes(m->oom.requested_bytes, req, sizeof req),
-               vs_category_name(m->oom.category));
+               vs_place_category_name(p, m->oom.category));
       return;
     }
 }

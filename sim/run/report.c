@@ -636,7 +636,7 @@ static void node_oom_lines(FILE *out, const vs_sim *sim)
               p == VS_PLACE_HOST ? "HOST" : "NVME", n->node, label, whose,
               (double)o->t_ns * 1e-9,
               vs_format_bytes(o->requested_bytes, req, sizeof req),
-              vs_category_name(o->category),
+              vs_place_category_name(p, o->category),
               vs_format_bytes(n->mem[p].capacity_bytes, cap, sizeof cap),
               p == VS_PLACE_HOST ? "host_memory" : "nvme_capacity",
               vs_format_bytes(o->allocated_bytes, used, sizeof used));
@@ -841,7 +841,7 @@ static void write_host_timeline(const vs_sim *sim, vs_csv *c)
       vs_csv_text(c, vs_place_name(e->place));
       vs_csv_u64(c, r->id);
       vs_csv_text(c, vs_op_name(r->prog, &r->prog->ops[e->op]));
-      vs_csv_text(c, vs_category_name(e->category));
+      vs_csv_text(c, vs_place_category_name(e->place, e->category));
       vs_csv_i64(c, e->delta_bytes);
       vs_csv_u64(c, e->in_use_bytes);
       vs_csv_row(c);
@@ -1022,9 +1022,11 @@ static void trace_node(trace_out *t, const vs_node_mem *n)
     const vs_node_event *e = &n->timeline[k];
     uint64_t *v = &by[e->place][e->category];
     *v = (uint64_t)((int64_t)*v + e->delta_bytes);
-    trace_event(t, "{\"name\":\"%s %s\",\"ph\":\"C\",\"pid\":%u,"
-                   "\"ts\":%.3f,\"args\":{\"bytes\":%llu}}",
-                vs_place_name(e->place), vs_category_name(e->category), pid,
+    trace_event(t,
+                "{\"name\":\"%s %s\",\"ph\":\"C\",\"pid\":%u,"
+                "\"ts\":%.3f,\"args\":{\"bytes\":%llu}}",
+                vs_place_name(e->place),
+                vs_place_category_name(e->place, e->category), pid,
                 (double)e->t_ns / 1e3, (unsigned long long)*v);
   }
 }
