@@ -1238,6 +1238,42 @@ static void test_host_buffers_are_named_alike(void **state)
   tu_remove_dir(dir);
 }
 
+/* Offload to NVMe on a node without NVMe ([node] nvme_capacity = 0, the
+ * default) is bad input, not an out-of-memory (bad-input review: exit 3,
+ * "needs 176 MiB of 0 B"): one message naming both keys, exit 1,
+ * nothing written; in a sweep the row is invalid. */
+static void test_nvme_offload_needs_nvme(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {"run",   DATA "gpt-small.ini",
+                        "--set", "parallel.zero=3",
+                        "--set", "parallel.offload_params=nvme",
+                        "--set", "topology.node.nvme_capacity=0",
+                        "--csv", NULL,
+                        NULL};
+  const char *sweep[] = {"sweep",  DATA "gpt-small.ini",
+                         "--set",  "parallel.zero=3",
+                         "--set",  "parallel.offload_optimizer=nvme",
+                         "--vary", "topology.node.nvme_capacity=0,1TB",
+                         NULL};
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  args[9] = path_in(dir, "out", p, sizeof p);
+  run(args);
+  assert_int_equal(r.status, 1);
+  assert_string_equal(r.err, "vsim: --set parallel.offload_params=nvme: needs "
+                             "NVMe on the node, but the topology has none "
+                             "(--set topology.node.nvme_capacity=0); offload "
+                             "to cpu, or give the node's NVMe capacity\n");
+  assert_int_equal(access(p, F_OK), -1);
+  run(sweep);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "invalid  --set parallel.offload_optimizer=nvme: "
+                         "needs NVMe on the node");
+  assert_contains(r.out, "1 fit, 0 out of memory, 1 invalid");
+  tu_remove_dir(dir);
+}
+
 /* The fine-tune samples end to end, each on the GPU it names: show prints
  * PEFT's trainable count; LoRA on Llama-3.1-8B fits one 24 GB RTX 4090,
  * QLoRA's 70B in NF4 one 48 GB L40S with its optimizer states paged, if
@@ -5718,6 +5754,7 @@ int main(void)
       cmocka_unit_test(test_zero_offload_sample),
       cmocka_unit_test(test_activation_offload_timeline_and_trace),
       cmocka_unit_test(test_host_buffers_are_named_alike),
+      cmocka_unit_test(test_nvme_offload_needs_nvme),
       cmocka_unit_test(test_offload_combinations_refused),
       cmocka_unit_test(test_identical_runs_write_identical_csv),
       cmocka_unit_test(test_zero_model_states_on_64_gpus),

@@ -390,15 +390,19 @@ static int communicators(const vs_workload *wl, const vs_recipe *r,
           lay->group_size[VS_GROUP_ETP] != lay->tp);
 }
 
-int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
-                    const vs_model *m, const vs_recipe *r, vs_layout *lay,
-                    vs_error *err)
+/* What the workload asks of hardware that the topology does not have,
+ * refused naming both sides: FP8 precision on a GPU without FP8 tensor
+ * cores; optimizer states or parameters on NVMe on a node without NVMe
+ * ([node] nvme_capacity = 0, the default). */
+static int hardware_refusals(const vs_workload *wl, const vs_topology *topo,
+                             vs_error *err)
 {
-  const vs_training_conf *t = &wl->training;
-
-  memset(lay, 0, sizeof *lay);
-  if (t->precision == VS_PREC_FP8 && topo->peak_tflops_fp8 <= 0) {
-    char where[400], peak[400];
+  const char *nvme_key =
+      wl->parallel.offload_optimizer == VS_OFFLOAD_NVME ? "offload_optimizer"
+      : wl->parallel.offload_params == VS_OFFLOAD_NVME  ? "offload_params"
+                                                        : NULL;
+  char where[400], hw[400];
+  if (wl->training.precision == VS_PREC_FP8 && topo->peak_tflops_fp8 <= 0)
     return vs_error_set(err, VS_EINPUT,
                         "%s: needs a GPU with FP8 tensor cores, but %s has "
                         "none (%s)",
@@ -406,10 +410,30 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
                                       "training", "precision", where,
                                       sizeof where),
                         topo->name,
+                        vs_conf_where(vs_topology_keys(), &topo->origins, "gpu",
+                                      "peak_tflops_fp8", hw, sizeof hw));
+  if (nvme_key && topo->nvme_capacity_bytes == 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: needs NVMe on the node, but the topology has "
+                        "none (%s); offload to cpu, or give the node's NVMe "
+                        "capacity",
+                        vs_conf_where(vs_workload_keys(), &wl->origins,
+                                      "parallel", nvme_key, where,
+                                      sizeof where),
                         vs_conf_where(vs_topology_keys(), &topo->origins,
-                                      "gpu", "peak_tflops_fp8", peak,
-                                      sizeof peak));
-  }
+                                      "node", "nvme_capacity", hw, sizeof hw));
+  return 0;
+}
+
+int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
+                    const vs_model *m, const vs_recipe *r, vs_layout *lay,
+                    vs_error *err)
+{
+  int rc;
+
+  memset(lay, 0, sizeof *lay);
+  if ((rc = hardware_refusals(wl, topo, err)))
+    return rc;
   lay->tp = wl->parallel.tp;
   lay->pp = wl->parallel.pp;
   lay->cp = wl->parallel.cp;
