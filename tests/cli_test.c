@@ -1033,6 +1033,31 @@ static void test_run_says_what_was_measured(void **state)
   run(args);
   assert_int_equal(r.status, 0);
   assert_null(strstr(r.out, "measured  "));
+  assert_null(strstr(r.out, "curves    "));
+  /* a curve --set made, or one of whose shaping keys --set changed, is
+   * the user's, not measured (bad-input review: the line said "measured
+   * by vsim-calibrate: curves p2p (NVLink)"); its record of the fit
+   * (r2 and the like) shapes nothing */
+  args[3] = "topology.calibration.p2p_bandwidth=1MB/s";
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_null(strstr(r.out, "measured  "));
+  assert_contains(r.out, "\ncurves    given with --set, not measured: p2p "
+                         "(NVLink)\nmodel ");
+  args[2] = "--topology";
+  args[3] = "topologies/h200-calibrated.ini";
+  args[4] = "--set";
+  args[5] = "topology.calibration.d2h_pinned_breakpoints=8004,14320";
+  args[6] = "--set";
+  args[7] = "topology.calibration.h2d_pinned_r2=0.5";
+  args[8] = NULL;
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "; curves h2d_pinned (PCIe), h2d_pageable "
+                         "(pageable copies), d2h_pageable (pageable copies), "
+                         "d2d_kernel (HBM); the other figures are nominal\n"
+                         "curves    given with --set, not measured: "
+                         "d2h_pinned (PCIe)\nmodel ");
 }
 
 /* Offload copies through PCIe are timed by the pinned curves' fits, so a
@@ -1272,6 +1297,52 @@ static void test_nvme_offload_needs_nvme(void **state)
                          "needs NVMe on the node");
   assert_contains(r.out, "1 fit, 0 out of memory, 1 invalid");
   tu_remove_dir(dir);
+}
+
+/* A conflict that a --set made with a file's key blames the file's line
+ * and names the option too (bad-input review: the file's unchanged line
+ * alone was blamed): the layers against pp_layers, LoRA's keys against
+ * method = full, a calibrated curve's last piece against its rate. */
+static void test_set_conflicts_name_the_option(void **state)
+{
+  char ppl[128], lora[128];
+  struct {
+    const char *file, *set, *want;
+  } cases[] = {
+      {ppl, "model.layers=6",
+       "the counts add up to 4, but the model has 6 layers (--set "
+       "model.layers=6)\n"},
+      {lora, "finetune.method=full",
+       "LoRA's keys mean nothing with method = full (--set "
+       "finetune.method=full); set method = lora or qlora\n"},
+      {"tests/data/gpt-small.ini",
+       "topology.calibration.d2h_pinned_latency=5us",
+       "topologies/h200-calibrated.ini:107: [calibration] "
+       "d2h_pinned_piece_latencies = "},
+  };
+  (void)state;
+  tu_write_temp("[model]\narch = gpt\nlayers = 4\nhidden = 512\n"
+                "heads = 8\nvocab = 1000\nseq_len = 128\n[parallel]\n"
+                "pp = 2\npp_layers = 2,2\n",
+                ".ini", ppl, sizeof ppl);
+  tu_write_temp("[model]\narch = llama\nlayers = 4\nhidden = 512\n"
+                "heads = 8\nffn_hidden = 1024\nvocab = 1000\n"
+                "seq_len = 128\n[finetune]\nmethod = lora\nlora_rank = 4\n",
+                ".ini", lora, sizeof lora);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *args[] = {
+        "run",   cases[i].file, "--gpus",     "2",
+        "--set", cases[i].set,  "--topology", "topologies/h200-calibrated.ini",
+        NULL};
+    run(args);
+    assert_int_equal(r.status, 1);
+    assert_contains(r.err, cases[i].want);
+  }
+  assert_contains(r.err, ": the last piece must equal d2h_pinned_latency "
+                         "(--set topology.calibration.d2h_pinned_latency="
+                         "5us)\n");
+  unlink(ppl);
+  unlink(lora);
 }
 
 /* The fine-tune samples end to end, each on the GPU it names: show prints
@@ -5755,6 +5826,7 @@ int main(void)
       cmocka_unit_test(test_activation_offload_timeline_and_trace),
       cmocka_unit_test(test_host_buffers_are_named_alike),
       cmocka_unit_test(test_nvme_offload_needs_nvme),
+      cmocka_unit_test(test_set_conflicts_name_the_option),
       cmocka_unit_test(test_offload_combinations_refused),
       cmocka_unit_test(test_identical_runs_write_identical_csv),
       cmocka_unit_test(test_zero_model_states_on_64_gpus),

@@ -419,25 +419,63 @@ static const char *fit_label(const vs_topology *t, int kind)
   return one ? one : labels[kind][0]; /* a kind that gives one figure */
 }
 
+/* True when a key that shapes fit `kind`'s curve ([calibration]
+ * <kind>_bandwidth, _latency, _breakpoints, _piece_bandwidths or
+ * _piece_latencies; not its record of the fit, r2 and the like) was given
+ * with --set: the curve is then the user's, not a measurement. */
+static bool curve_set_by_flag(const vs_topology *t, int kind)
+{
+  static const char *const shape[] = {"bandwidth", "latency", "breakpoints",
+                                      "piece_bandwidths", "piece_latencies"};
+  const char *name = vs_cal_kind_name(kind);
+  char key[64];
+  for (size_t i = 0; name && i < sizeof shape / sizeof shape[0]; i++) {
+    snprintf(key, sizeof key, "%s_%s", name, shape[i]);
+    if (set_by_flag(t, "calibration", key))
+      return true;
+  }
+  return false;
+}
+
+/* The labels of the fits in effect (fit_parts) whose curve was given with
+ * --set (`by_flag`) or not, ", "-separated into fits[len]; their count. */
+static size_t curve_labels(const vs_topology *t, bool by_flag, char *fits,
+                           size_t len)
+{
+  size_t used = 0, n = 0;
+  fits[0] = '\0';
+  for (int k = 0; k < VS_CAL_N_KINDS; k++) {
+    const char *label = fit_label(t, k);
+    if (t->fit_parts[k] && label && curve_set_by_flag(t, k) == by_flag &&
+        vs_conf_append_item(fits, len, &used, n ? ", " : "", label,
+                            strlen(label)))
+      n++;
+  }
+  return n;
+}
+
 void vs_topology_measured_text(const vs_topology *topo, char *buf, size_t len)
 {
-  char keys[320] = "", fits[160] = "";
-  size_t n_keys = 0, n_fits = 0;
+  char keys[320] = "", fits[160];
+  size_t n_keys = 0, n_fits = curve_labels(topo, false, fits, sizeof fits);
   /* ", "-separated; each list has room for all its items */
   for (int i = 0; vs_topology_measurable[i]; i++)
     if (topo->measured >> i & 1u)
       vs_conf_append_item(keys, sizeof keys, &n_keys, n_keys ? ", " : "",
                           vs_topology_measurable[i],
                           strlen(vs_topology_measurable[i]));
-  for (int k = 0; k < VS_CAL_N_KINDS; k++) {
-    const char *label = fit_label(topo, k);
-    if (topo->fit_parts[k] && label)
-      vs_conf_append_item(fits, sizeof fits, &n_fits, n_fits ? ", " : "",
-                          label, strlen(label));
-  }
   if (len > 0)
     snprintf(buf, len, "%s%s%s%s", keys, n_keys && n_fits ? "; " : "",
              n_fits ? "curves " : "", fits);
+}
+
+void vs_topology_given_curves_text(const vs_topology *topo, char *buf,
+                                   size_t len)
+{
+  char fits[160];
+  curve_labels(topo, true, fits, sizeof fits);
+  if (len > 0)
+    snprintf(buf, len, "%s", fits);
 }
 
 /* VS_EINPUT for section.key: where it was given, then the reason (fmt). */
@@ -682,6 +720,19 @@ static int check_kinds_have_bandwidth(const vs_topology *t, vs_error *err)
   return 0;
 }
 
+/* The last piece of list `key` of fit `name` is not its <name>_<what>:
+ * both sides named where they were given (either may be the one to
+ * change, a --set the one that broke a file's curve). */
+static int last_piece_error(const vs_topology *t, vs_error *err,
+                            const char *key, const char *name, const char *what)
+{
+  char other[64], where[400];
+  snprintf(other, sizeof other, "%s_%s", name, what);
+  vs_conf_where(&topology_tab, &t->origins, "calibration", other, where,
+                sizeof where);
+  return key_error(t, err, "calibration", key,
+                   "the last piece must equal %s (%s)", other, where);
+}
 /* Checks one kind's calibration: rates 0 or real, a range that is a
  * range, ascending breakpoints and one piece more than breakpoints. */
 static int check_calibration(const vs_topology *t, int kind, vs_error *err)
@@ -726,9 +777,8 @@ static int check_calibration(const vs_topology *t, int kind, vs_error *err)
                        "are given",
                        breaks, breaks + 1, l->n);
     if (fabs(l->values[l->n - 1] - last) > 1e-9 * fabs(last))
-      return key_error(t, err, "calibration", key,
-                       "the last piece must equal %s_%s", name,
-                       which ? "latency" : "bandwidth");
+      return last_piece_error(t, err, key, name,
+                              which ? "latency" : "bandwidth");
   }
   return check_curve_shape(t, kind, err);
 }

@@ -279,6 +279,12 @@ bool vs_topology_is_measured(const vs_topology *topo, const char *section,
  * (HBM), p2p (NVLink)"; "" when nothing is. */
 void vs_topology_measured_text(const vs_topology *topo, char *buf, size_t len);
 
+/* The fits in effect whose curve a key given with --set made or changed
+ * (not measurements, so not in vs_topology_measured_text), e.g. "p2p
+ * (NVLink)"; "" when none. */
+void vs_topology_given_curves_text(const vs_topology *topo, char *buf,
+                                   size_t len);
+
 /* True for the kinds whose curves vsim times transfers with: d2d_kernel
  * (memory-bound kernels), p2p (NVLink), h2d_pinned and d2h_pinned (PCIe,
  * each way), h2d_pageable and d2h_pageable (copies from and to pageable

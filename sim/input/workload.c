@@ -230,6 +230,19 @@ int vs_workload_set(vs_workload *wl, const char *assignment, vs_error *err)
 #define WHERE(sec, key) \
   vs_conf_where(&workload_tab, &wl->origins, sec, key, where, sizeof where)
 
+/* " (--set section.key=value)" into buf[len] when section.key was given
+ * with --set, else "": a message blaming another key's file line names
+ * the option that made the conflict. */
+static const char *set_note(const vs_workload *wl, const char *section,
+                            const char *key, char *buf, size_t len)
+{
+  char where[400];
+  buf[0] = '\0';
+  if (vs_conf_set_by_option(&workload_tab, &wl->origins, section, key))
+    snprintf(buf, len, " (%s)", WHERE(section, key));
+  return buf;
+}
+
 /* The first of the n keys `names` of [section] whose value in wl is not
  * its default, or NULL: keys that mean something only with another (LoRA's
  * with adapters, MoE's with experts, MLA's with kv_lora_rank) are
@@ -1509,12 +1522,13 @@ static int check_training(vs_workload *wl, vs_error *err)
 static int check_full(vs_workload *wl, const char *lora_key, vs_error *err)
 {
   const vs_finetune_conf *f = &wl->finetune;
-  char where[400];
+  char where[400], note[420];
   if (lora_key)
     return vs_error_set(err, VS_EINPUT,
-                        "%s: LoRA's keys mean nothing with method = full; "
+                        "%s: LoRA's keys mean nothing with method = full%s; "
                         "set method = lora or qlora",
-                        WHERE("finetune", lora_key));
+                        WHERE("finetune", lora_key),
+                        set_note(wl, "finetune", "method", note, sizeof note));
   if (f->base_dtype != VS_BASE_PRECISION)
     return vs_error_set(err, VS_EINPUT,
                         "%s: with method = full every weight is trained in "
@@ -1718,18 +1732,18 @@ static int check_pp_layers(const vs_workload *wl, uint64_t chunks, vs_error *err
 {
   const vs_count_list *split = &wl->parallel.pp_layers;
   uint64_t sum = 0;
-  char where[400];
+  char where[400], note[420];
 
   if (split->n == 0)
     return 0;
   if (split->n != chunks)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: expected %llu counts (one per pipeline stage%s), "
-                        "got %zu",
-                        WHERE("parallel", "pp_layers"), (unsigned long long)chunks,
-                        wl->parallel.virtual_stages > 1 ? " and virtual stage"
-                                                        : "",
-                        split->n);
+    return vs_error_set(
+        err, VS_EINPUT,
+        "%s: expected %llu counts (one per pipeline stage%s), "
+        "got %zu%s",
+        WHERE("parallel", "pp_layers"), (unsigned long long)chunks,
+        wl->parallel.virtual_stages > 1 ? " and virtual stage" : "", split->n,
+        set_note(wl, "parallel", "pp", note, sizeof note));
   /* each count is at most the layers, so the sum cannot wrap around */
   for (size_t i = 0; i < split->n; i++) {
     if (split->values[i] > wl->model.layers)
@@ -1744,9 +1758,10 @@ static int check_pp_layers(const vs_workload *wl, uint64_t chunks, vs_error *err
   if (sum != wl->model.layers)
     return vs_error_set(err, VS_EINPUT,
                         "%s: the counts add up to %llu, but the model has %llu "
-                        "layers",
+                        "layers%s",
                         WHERE("parallel", "pp_layers"), (unsigned long long)sum,
-                        (unsigned long long)wl->model.layers);
+                        (unsigned long long)wl->model.layers,
+                        set_note(wl, "model", "layers", note, sizeof note));
   return 0;
 }
 

@@ -117,6 +117,9 @@ static void measured_line(FILE *out, const vs_topology *topo)
     fprintf(out, "measured  by vsim-calibrate: %s; the other figures are "
                  "nominal\n",
             text);
+  vs_topology_given_curves_text(topo, text, sizeof text);
+  if (text[0])
+    fprintf(out, "curves    given with --set, not measured: %s\n", text);
 }
 
 void vs_report_header(FILE *out, const vs_sim *sim)
