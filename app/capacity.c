@@ -64,8 +64,8 @@ static int add_range(vs_vary *v, const char *item, vs_error *err)
   strcpy(b_text, dots + 2);
   if (!whole(a_text, &a) || !whole(b_text, &b) || b < a)
     return vs_error_set(err, VS_EUSAGE,
-                        "--vary %s: '%s' is not a range of whole numbers a..b "
-                        "with a <= b",
+                        "--vary %s: '%s' is not a range a..b of whole numbers "
+                        "in decimal digits (no exponent) with a <= b",
                         v->key, item);
   if (v->n > 0 && whole(v->values[v->n - 1], &prev) && prev < a) {
     doubling = a == 2 * prev && v->n > 1 &&

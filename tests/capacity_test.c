@@ -65,7 +65,12 @@ static void test_vary_lists(void **state)
   }
   parse_bad("training.micro_batch", "expected section.key=v1,v2");
   parse_bad("micro_batch=1", "must be section.key");
-  parse_bad("training.micro_batch=5..1", "not a range of whole numbers");
+  parse_bad("training.micro_batch=5..1", "not a range a..b of whole numbers");
+  /* an exponent is not decimal digits, and the message says so (review:
+   * "1..1e9 is not a range of whole numbers" read as wrong) */
+  parse_bad("training.micro_batch=1..1e9",
+            "'1..1e9' is not a range a..b of whole numbers in decimal digits "
+            "(no exponent)");
   parse_bad("training.micro_batch=1,,2", "empty or overlong value");
   /* hunt: a trailing comma ran one value; a space was part of it */
   parse_bad("training.micro_batch=1,", "empty or overlong value");

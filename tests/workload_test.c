@@ -1076,6 +1076,18 @@ static void test_hf_config(void **state)
                                   "seq_len = 128\n", &err), VS_EINPUT);
   assert_non_null(strstr(err.msg, "field \"mlp_only_layers\": dense layers "
                                   "at chosen places are not simulated"));
+  /* a value of another type is a type error, not a placement (review) */
+  assert_int_equal(load_with_json(&wl,
+                                  HF_MOE("\"qwen2_moe\", "
+                                         "\"num_experts\": 60, "
+                                         "\"moe_intermediate_size\": 96, "
+                                         "\"mlp_only_layers\": \"x\""),
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\n",
+                                  &err),
+                   VS_EINPUT);
+  assert_non_null(strstr(err.msg, "field \"mlp_only_layers\" must be a list "
+                                  "of layer numbers (or null)"));
   assert_int_equal(load_with_json(&wl, HF_MOE("\"llama\", "
                                               "\"num_local_experts\": 8"),
                                   "[model]\nhf_config = config.json\n"

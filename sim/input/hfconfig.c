@@ -573,8 +573,12 @@ static int read_experts(const json_t *root, const char *path,
     return read_placement(root, path, f, out, err);
   put_count(out, "dense_layers", step > 1 ? f->sparse_step : NULL, step - 1);
   put_count(out, "moe_every", step > 1 ? f->sparse_step : NULL, step);
-  if (only && !json_is_null(only) &&
-      !(json_is_array(only) && json_array_size(only) == 0))
+  if (only && !json_is_null(only) && !json_is_array(only))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: field \"mlp_only_layers\" must be a list of "
+                        "layer numbers (or null)",
+                        path);
+  if (only && json_is_array(only) && json_array_size(only) > 0)
     return vs_error_set(err, VS_EINPUT,
                         "%s: field \"mlp_only_layers\": dense layers at "
                         "chosen places are not simulated (only the first "
