@@ -4,8 +4,9 @@
  *   t(x) = a + s0 x + d1 max(0, x - b1) + d2 max(0, x - b2),
  * linear in (a, s0, d1, d2) for fixed breakpoints. Each row of the design
  * is scaled by 1/sigma_i (weighted least squares) and each column by its
- * norm (sizes span nine decades), then gsl_multifit_robust with the
- * bisquare weight fits it. Breakpoints are searched over the measured sizes
+ * norm (sizes span nine decades), then a bisquare regression fits it
+ * (GSL's, gsl_multifit_robust, with its scale held at 1: robust_fit).
+ * Breakpoints are searched over the measured sizes
  * (at most SEARCH_POINTS of them) and refined by golden section on log(b).
  *
  * Model choice: residuals r_i = (median_i - t(x_i)) / sigma_i are measured
@@ -149,11 +150,16 @@ typedef struct fitws {
   double xscale;                 /* largest size: x / xscale in (0, 1] */
   double yscale;                 /* largest median */
   double scale;                  /* s of the criterion (see top) */
-  gsl_multifit_robust_workspace *rw[VS_FIT_MAX_BREAKS + 1]; /* by k */
+  gsl_multifit_linear_workspace *lw[VS_FIT_MAX_BREAKS + 1]; /* by k */
   gsl_matrix *X[VS_FIT_MAX_BREAKS + 1];  /* n x (2 + k) */
   gsl_vector *y;                 /* scaled medians */
   gsl_vector *c[VS_FIT_MAX_BREAKS + 1];  /* coefficients */
+  gsl_vector *c_old; /* the last iteration's (p <= N_COEF) */
   gsl_matrix *cov[VS_FIT_MAX_BREAKS + 1]; /* their covariance */
+  gsl_vector *wt;                         /* bisquare weights of the rows */
+  double *r;                              /* leverage-adjusted residuals */
+  double *lev;    /* 1 / sqrt(1 - leverage) of each row */
+  double *sorted; /* scratch for the residuals' median */
 } fitws;
 
 /* A fitted candidate, in seconds and bytes. */
@@ -161,7 +167,7 @@ typedef struct cand {
   size_t k;                      /* breakpoints */
   double b[VS_FIT_MAX_BREAKS];   /* where */
   double coef[N_COEF];           /* a, s0, d1, d2 (s, s/B) */
-  double sigma;                  /* GSL's robust sigma of scaled residuals */
+  double sigma;                  /* robust sigma of scaled residuals */
   double crit;                   /* the criterion with ws->scale */
   bool ok;                       /* the regression succeeded */
 } cand;
@@ -198,13 +204,114 @@ static void score(const fitws *w, cand *c)
   c->crit = 2.0 * sum + (double)(2 + 2 * c->k) * log((double)w->n);
 }
 
+/* The residuals' scale cannot be judged below 1: each row is in units of
+ * its median's standard error, so a fit through most medians more
+ * closely than they were measured (noise-free sizes, or sizes whose
+ * scatter is under the 0.5% floor) has residuals of 1, not 0. GSL's
+ * bisquare (gsl_multifit_robust) takes the scale from the residuals
+ * alone: where over half fit exactly it goes to 0 and every other size
+ * is rejected, the flat part of a "flat, then linear" curve winning over
+ * its knee (bad-input review). Same as the criterion's (choose). */
+#define SCALE_FLOOR 1.0
+#define IRLS_MAX_ITER 200
+
+/* GSL's robust scale of the n residuals r (p coefficients): the median
+ * of |r| without the p - 1 smallest, / 0.6745 (multirobust.c,
+ * robust_madsigma); held at SCALE_FLOOR at least. */
+static double mad_sigma(const double *r, size_t n, size_t p, double *sorted)
+{
+  size_t skip = p - 1, m = n - skip;
+  double s;
+  for (size_t i = 0; i < n; i++)
+    sorted[i] = fabs(r[i]);
+  qsort(sorted, n, sizeof *sorted, cmp_double);
+  s = sorted_median(sorted + skip, m) / 0.6745;
+  return s > SCALE_FLOOR ? s : SCALE_FLOOR;
+}
+
+/* Leverage factors 1 / sqrt(1 - h_i) of X's rows, from cov = (X'X)^-1
+ * (h capped at 0.9999, as GSL's). */
+static void leverages(fitws *w, size_t k)
+{
+  size_t p = 2 + k;
+  for (size_t i = 0; i < w->n; i++) {
+    double h = 0;
+    for (size_t a = 0; a < p; a++)
+      for (size_t b = 0; b < p; b++)
+        h += gsl_matrix_get(w->X[k], i, a) * gsl_matrix_get(w->cov[k], a, b) *
+             gsl_matrix_get(w->X[k], i, b);
+    w->lev[i] = 1.0 / sqrt(1.0 - (h < 0.9999 ? h : 0.9999));
+  }
+}
+
+/* Bisquare weights from the residuals of coefficients c, into w->wt;
+ * returns their scale. */
+static double reweight(fitws *w, size_t k)
+{
+  size_t p = 2 + k;
+  double s;
+  for (size_t i = 0; i < w->n; i++) {
+    double fit = 0;
+    for (size_t j = 0; j < p; j++)
+      fit += gsl_matrix_get(w->X[k], i, j) * gsl_vector_get(w->c[k], j);
+    w->r[i] = (gsl_vector_get(w->y, i) - fit) * w->lev[i];
+  }
+  s = mad_sigma(w->r, w->n, p, w->sorted);
+  for (size_t i = 0; i < w->n; i++) {
+    double u = w->r[i] / (TUNE * s);
+    gsl_vector_set(w->wt, i, fabs(u) < 1.0 ? (1 - u * u) * (1 - u * u) : 0.0);
+  }
+  return s;
+}
+
+/* Whether no coefficient of c moved by more than sqrt(eps) of its size
+ * from c_old (GSL's test). */
+static bool converged(const gsl_vector *c, const gsl_vector *c_old, size_t p)
+{
+  for (size_t j = 0; j < p; j++) {
+    double a = gsl_vector_get(c, j), b = gsl_vector_get(c_old, j);
+    double big = fabs(a) > fabs(b) ? fabs(a) : fabs(b);
+    if (fabs(a - b) > 1.4901161193847656e-08 * big)
+      return false;
+  }
+  return true;
+}
+
+/* The bisquare regression of w->y on w->X[k] into w->c[k], as GSL's
+ * (ordinary least squares, then reweighted least squares with
+ * leverage-adjusted residuals, to convergence or IRLS_MAX_ITER, past
+ * which the last fit stands), but with the scale held at SCALE_FLOOR at
+ * least; *sigma its final scale. GSL's error code of a failed solve. */
+static int robust_fit(fitws *w, size_t k, double *sigma)
+{
+  size_t p = 2 + k;
+  gsl_vector_view c_old = gsl_vector_subvector(w->c_old, 0, p);
+  double chisq;
+  int rc;
+  gsl_vector_set_all(w->wt, 1.0);
+  if ((rc = gsl_multifit_wlinear(w->X[k], w->wt, w->y, w->c[k], w->cov[k],
+                                 &chisq, w->lw[k])))
+    return rc;
+  leverages(w, k);
+  for (int it = 0; it < IRLS_MAX_ITER; it++) {
+    *sigma = reweight(w, k);
+    gsl_vector_memcpy(&c_old.vector, w->c[k]);
+    if ((rc = gsl_multifit_wlinear(w->X[k], w->wt, w->y, w->c[k], w->cov[k],
+                                   &chisq, w->lw[k])))
+      return rc;
+    if (converged(w->c[k], &c_old.vector, p))
+      break;
+  }
+  *sigma = reweight(w, k);
+  return GSL_SUCCESS;
+}
+
 /* Fits candidate c (k and b set) by the weighted bisquare regression. */
 static void fit_cand(fitws *w, cand *c)
 {
   size_t k = c->k, p = 2 + k;
   gsl_matrix *X = w->X[k];
   double norm[N_COEF] = {0};
-  gsl_multifit_robust_stats st;
   int rc;
 
   for (size_t i = 0; i < w->n; i++) {
@@ -225,12 +332,10 @@ static void fit_cand(fitws *w, cand *c)
     if (norm[j] > 0)
       gsl_vector_scale(&col.vector, 1.0 / norm[j]);
   }
-  rc = gsl_multifit_robust(X, w->y, w->c[k], w->cov[k], w->rw[k]);
-  c->ok = rc == GSL_SUCCESS || rc == GSL_EMAXITER;
+  rc = robust_fit(w, k, &c->sigma);
+  c->ok = rc == GSL_SUCCESS;
   if (!c->ok)
     return;
-  st = gsl_multifit_robust_statistics(w->rw[k]);
-  c->sigma = st.sigma;
   /* back to seconds and seconds per byte */
   for (size_t j = 0; j < p; j++) {
     double v = norm[j] > 0 ? gsl_vector_get(w->c[k], j) / norm[j] : 0.0;
@@ -345,28 +450,38 @@ static cand search(fitws *w, size_t k)
 static void ws_free(fitws *w)
 {
   for (size_t k = 0; k <= VS_FIT_MAX_BREAKS; k++) {
-    if (w->rw[k])
-      gsl_multifit_robust_free(w->rw[k]);
+    if (w->lw[k])
+      gsl_multifit_linear_free(w->lw[k]);
     gsl_matrix_free(w->X[k]);
     gsl_vector_free(w->c[k]);
     gsl_matrix_free(w->cov[k]);
   }
   gsl_vector_free(w->y);
+  gsl_vector_free(w->c_old);
+  gsl_vector_free(w->wt);
+  free(w->r);
+  free(w->lev);
+  free(w->sorted);
 }
 
 static int ws_alloc(fitws *w, size_t max_k)
 {
-  if (!(w->y = gsl_vector_alloc(w->n)))
+  w->y = gsl_vector_alloc(w->n);
+  w->wt = gsl_vector_alloc(w->n);
+  w->c_old = gsl_vector_alloc(N_COEF);
+  w->r = malloc(w->n * sizeof *w->r);
+  w->lev = malloc(w->n * sizeof *w->lev);
+  w->sorted = malloc(w->n * sizeof *w->sorted);
+  if (!w->y || !w->wt || !w->c_old || !w->r || !w->lev || !w->sorted)
     return -1;
   for (size_t k = 0; k <= max_k; k++) {
     size_t p = 2 + k;
-    w->rw[k] = gsl_multifit_robust_alloc(gsl_multifit_robust_bisquare, w->n, p);
+    w->lw[k] = gsl_multifit_linear_alloc(w->n, p);
     w->X[k] = gsl_matrix_alloc(w->n, p);
     w->c[k] = gsl_vector_alloc(p);
     w->cov[k] = gsl_matrix_alloc(p, p);
-    if (!w->rw[k] || !w->X[k] || !w->c[k] || !w->cov[k])
+    if (!w->lw[k] || !w->X[k] || !w->c[k] || !w->cov[k])
       return -1;
-    gsl_multifit_robust_maxiter(200, w->rw[k]);
   }
   return 0;
 }
@@ -405,11 +520,15 @@ static void describe(const fitws *w, const cand *c, vs_fit_point *pts,
     }
     double wt = 1.0 / (pts[i].sigma * pts[i].sigma);
     double rel = fabs(model(c->coef, c->b, c->k, pts[i].bytes) / pts[i].median - 1.0);
+    bool judged = fabs(r) > 2.0; /* r: the miss in standard errors */
     sw += wt;
     swy += wt * pts[i].median;
     ss_res += r * r;
     if (rel > fit->max_rel_error)
       fit->max_rel_error = rel;
+    if (judged && rel > fit->judged_rel_error)
+      fit->judged_rel_error = rel;
+    fit->n_unsure += !judged && rel > VS_FIT_POOR;
   }
   ybar = sw > 0 ? swy / sw : 0;
   for (size_t i = 0; i < w->n; i++) {

@@ -41,6 +41,10 @@ typedef struct vs_fit_segment {
   double seconds_per_byte;       /* slope; 1 / bandwidth */
 } vs_fit_segment;
 
+/* A fit is poor where a median it misses by more than two standard
+ * errors is off by over this (vsim-calibrate warns). */
+#define VS_FIT_POOR 0.5
+
 typedef struct vs_fit {
   size_t n_points;               /* sizes fitted */
   size_t n_outliers;             /* sizes the robust fit ignored */
@@ -51,6 +55,14 @@ typedef struct vs_fit {
   double max_bytes;              /* largest measured size */
   double r2;                     /* weighted R^2 over the inliers */
   double max_rel_error;          /* largest |fit/median - 1| over inliers */
+  double judged_rel_error;       /* the same over the inliers the fit
+                                    misses by more than two standard
+                                    errors of their median: a miss within
+                                    them (a size of two scattered samples)
+                                    cannot show the fit poor */
+  size_t n_unsure;               /* inliers off by over VS_FIT_POOR but
+                                    within two standard errors: their
+                                    samples disagree too much to judge */
   double criterion;              /* the robust BIC of the chosen model */
 } vs_fit;
 

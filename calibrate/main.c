@@ -16,6 +16,7 @@
 
 #include <gsl/gsl_errno.h>
 
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -339,23 +340,40 @@ static int parse_args(int argc, char **argv, args *a)
 }
 
 /* Says on stderr, and in a comment of the file, that kind k's fit is poor
- * (a median off by over 50%): written without a word, it would time vsim's
- * runs as if it were measured well. r2 is not the judge: a flat curve
- * (cudaMalloc at small sizes) fitted perfectly has an r2 near 0. */
+ * (a median it misses by more than two standard errors off by over
+ * VS_FIT_POOR): written without a word, it would time vsim's runs as if
+ * it were measured well. r2 is not the judge: a flat curve (cudaMalloc at
+ * small sizes) fitted perfectly has an r2 near 0. Sizes off by as much
+ * whose own samples disagree too much to say so (two scattered samples:
+ * a sparse or cut-short run) are named instead, not blamed on the fit. */
 static void warn_poor_fit(vs_cal_out *out, const char *source, int k,
                           const vs_fit *fit)
 {
-  if (fit->max_rel_error <= 0.5)
-    return; /* NaN falls through: it warns too */
-  fprintf(stderr, "vsim-calibrate: warning: %s: kind %s fits poorly (r2 %.3g, "
+  double worst =
+      isnan(fit->max_rel_error) ? fit->max_rel_error : fit->judged_rel_error;
+  if (fit->n_unsure) {
+    fprintf(stderr,
+            "vsim-calibrate: warning: %s: kind %s: %zu size(s) off "
+            "the fit by over %g%% have samples too scattered to judge it "
+            "(within two standard errors of their median): measure them "
+            "again with more samples\n",
+            source, vs_cal_kind_name(k), fit->n_unsure, 100 * VS_FIT_POOR);
+    vs_cal_out_comment(out, "%s: %zu size(s) too scattered to judge the fit",
+                       vs_cal_kind_name(k), fit->n_unsure);
+  }
+  if (!(isnan(worst) || worst > VS_FIT_POOR))
+    return;
+  fprintf(stderr,
+          "vsim-calibrate: warning: %s: kind %s fits poorly (r2 %.3g, "
           "largest relative error %.3g%%; a good fit's errors are under "
-          "50%%); vsim will use this fit anyway: check the "
+          "%g%%); vsim will use this fit anyway: check the "
           "samples or measure again (without the kind's rows, vsim uses the "
-          "nominal figure)\n", source, vs_cal_kind_name(k), fit->r2,
-          100 * fit->max_rel_error);
-  vs_cal_out_comment(out, "%s fits poorly (r2 %.3g, largest relative error "
-                     "%.3g%%); vsim uses it anyway", vs_cal_kind_name(k),
-                     fit->r2, 100 * fit->max_rel_error);
+          "nominal figure)\n",
+          source, vs_cal_kind_name(k), fit->r2, 100 * worst, 100 * VS_FIT_POOR);
+  vs_cal_out_comment(out,
+                     "%s fits poorly (r2 %.3g, largest relative error "
+                     "%.3g%%); vsim uses it anyway",
+                     vs_cal_kind_name(k), fit->r2, 100 * worst);
 }
 
 /* What the topology takes from a GEMM fit, and a comment saying so. */

@@ -185,6 +185,62 @@ static void test_outlier_size_is_ignored(void **state)
   assert_rel(1.0 / fit.segs[0].seconds_per_byte, t.bw, 0.02, "bandwidth (B/s)");
 }
 
+/* A noise-free "flat, then linear" curve (a floor of 1 us, then 10 GB/s
+ * from 10.01 MB, between the measured 8 and 12 MiB: what a kernel that
+ * waits for its launch and then streams looks like), 5 identical samples
+ * a size: over half the sizes fit exactly, and the bisquare's scale, taken
+ * from the residuals alone, went to 0 and rejected the rest, the flat
+ * part winning with no breakpoint (bad-input review: "its slope is over
+ * 100 TB/s: are the times in seconds?"). Held at one standard error, the
+ * knee and the rate come back. */
+static void test_noise_free_knee_between_sizes(void **state)
+{
+  static gen g;
+  truth t = {1e-6, 1e30, 10.01e6, 10e9, 0, 0};
+  vs_fit fit;
+  (void)state;
+  generate(&g, &t, 5, 0.0, 0.0, 3);
+  fit_gen(&g, VS_FIT_MAX_BREAKS, &fit, NULL, NULL);
+  assert_int_equal(fit.n_breaks, 1);
+  assert_int_equal(fit.n_outliers, 0);
+  assert_rel(fit.breaks[0], t.brk, 0.01, "breakpoint (B)");
+  assert_rel(fit.segs[0].latency, t.lat, 0.01, "floor (s)");
+  assert_rel(1.0 / vs_fit_last(&fit)->seconds_per_byte, t.bw2, 0.01,
+             "bandwidth (B/s)");
+  assert_true(fit.max_rel_error < 0.01);
+}
+
+/* A size of two samples, one 8 times the other (a sparse or cut-short
+ * run): its median is off the line by 78%, but within two standard
+ * errors of itself, so it does not judge the fit (judged_rel_error stays
+ * the noise's; vsim-calibrate named the kind "fits poorly") and is
+ * counted as unsure instead. */
+static void test_scattered_size_not_judged(void **state)
+{
+  static gen g;
+  truth t = {7e-6, 50e9, 0, 0, 0, 0};
+  vs_fit fit;
+  size_t kept = 0;
+  (void)state;
+  generate(&g, &t, 9, 0.01, 0.0, 5);
+  for (size_t i = 0; i < g.n; i++)
+    if (g.bytes[i] != 8388608.0) {
+      g.bytes[kept] = g.bytes[i];
+      g.seconds[kept++] = g.seconds[i];
+    }
+  g.bytes[kept] = g.bytes[kept + 1] = 8388608.0;
+  g.seconds[kept] = truth_time(&t, 8388608.0);
+  g.seconds[kept + 1] = 8.0 * truth_time(&t, 8388608.0);
+  g.n = kept + 2;
+  fit_gen(&g, VS_FIT_MAX_BREAKS, &fit, NULL, NULL);
+  assert_int_equal(fit.n_outliers, 0);
+  assert_int_equal(fit.n_unsure, 1);
+  assert_true(fit.max_rel_error > 0.7);
+  assert_true(fit.judged_rel_error < 0.05);
+  assert_rel(1.0 / vs_fit_last(&fit)->seconds_per_byte, t.bw, 0.02,
+             "bandwidth (B/s)");
+}
+
 static void test_two_regimes_fitted_piecewise(void **state)
 {
   /* 8 us + b / 12 GB/s up to 2 MiB, then 24 GB/s (a measured size). */
@@ -1005,6 +1061,8 @@ int main(void)
       cmocka_unit_test(test_points_median_and_sigma),
       cmocka_unit_test(test_recovers_latency_and_bandwidth),
       cmocka_unit_test(test_outlier_size_is_ignored),
+      cmocka_unit_test(test_noise_free_knee_between_sizes),
+      cmocka_unit_test(test_scattered_size_not_judged),
       cmocka_unit_test(test_two_regimes_fitted_piecewise),
       cmocka_unit_test(test_three_regimes_two_breakpoints),
       cmocka_unit_test(test_slow_piece_written_as_zero),
