@@ -244,24 +244,56 @@ static void leverages(fitws *w, size_t k)
   }
 }
 
-/* Bisquare weights from the residuals of coefficients c, into w->wt;
- * returns their scale. */
-static double reweight(fitws *w, size_t k)
+/* The residuals y - X c of w->c[k], into w->r. */
+static void residuals(fitws *w, size_t k)
 {
   size_t p = 2 + k;
-  double s;
   for (size_t i = 0; i < w->n; i++) {
     double fit = 0;
     for (size_t j = 0; j < p; j++)
       fit += gsl_matrix_get(w->X[k], i, j) * gsl_vector_get(w->c[k], j);
-    w->r[i] = (gsl_vector_get(w->y, i) - fit) * w->lev[i];
+    w->r[i] = gsl_vector_get(w->y, i) - fit;
   }
-  s = mad_sigma(w->r, w->n, p, w->sorted);
+}
+
+/* Bisquare weights from the leverage-adjusted residuals of w->c[k],
+ * into w->wt; returns their scale. */
+static double reweight(fitws *w, size_t k)
+{
+  double s;
+  residuals(w, k);
+  for (size_t i = 0; i < w->n; i++)
+    w->r[i] *= w->lev[i];
+  s = mad_sigma(w->r, w->n, 2 + k, w->sorted);
   for (size_t i = 0; i < w->n; i++) {
     double u = w->r[i] / (TUNE * s);
     gsl_vector_set(w->wt, i, fabs(u) < 1.0 ? (1 - u * u) * (1 - u * u) : 0.0);
   }
   return s;
+}
+
+/* GSL's final scale of the fit w->c[k] (multirobust.c): Street, Carroll
+ * and Ruppert's (1988) robust sigma, from the MAD of the final residuals
+ * (held at SCALE_FLOOR too) and the bisquare's psi and psi' of them,
+ * leverage-adjusted; then DuMouchel and O'Brien's (1989) blend with
+ * `sigma_ols`, the least-squares start's: max(s_rob, sqrt((s_ols^2 p^2 +
+ * s_rob^2 n) / (p^2 + n))). */
+static double final_sigma(fitws *w, size_t k, double sigma_ols)
+{
+  double p = (double)(2 + k), n = (double)w->n, a = 0, b = 0, st, rob;
+  residuals(w, k);
+  st = TUNE * mad_sigma(w->r, w->n, 2 + k, w->sorted);
+  for (size_t i = 0; i < w->n; i++) {
+    double u = w->r[i] * w->lev[i] / st, v = 1 - u * u;
+    double psi = fabs(u) < 1.0 ? u * v * v : 0.0;
+    a += fabs(u) < 1.0 ? v * (1 - 5 * u * u) : 0.0;
+    b += psi * psi / (w->lev[i] * w->lev[i]); /* (1 - h) psi^2 */
+  }
+  a /= n;
+  b /= n - p;
+  rob = (1 + p / n * (1 - a) / a) * sqrt(b) * st / a;
+  return fmax(
+      rob, sqrt((sigma_ols * sigma_ols * p * p + rob * rob * n) / (p * p + n)));
 }
 
 /* Whether no coefficient of c moved by more than sqrt(eps) of its size
@@ -281,20 +313,22 @@ static bool converged(const gsl_vector *c, const gsl_vector *c_old, size_t p)
  * (ordinary least squares, then reweighted least squares with
  * leverage-adjusted residuals, to convergence or IRLS_MAX_ITER, past
  * which the last fit stands), but with the scale held at SCALE_FLOOR at
- * least; *sigma its final scale. GSL's error code of a failed solve. */
+ * least (GSL's floor is 1e-6 of the data's spread); *sigma GSL's final
+ * scale (final_sigma). GSL's error code of a failed solve. */
 static int robust_fit(fitws *w, size_t k, double *sigma)
 {
   size_t p = 2 + k;
   gsl_vector_view c_old = gsl_vector_subvector(w->c_old, 0, p);
-  double chisq;
+  double chisq, sigma_ols;
   int rc;
   gsl_vector_set_all(w->wt, 1.0);
   if ((rc = gsl_multifit_wlinear(w->X[k], w->wt, w->y, w->c[k], w->cov[k],
                                  &chisq, w->lw[k])))
     return rc;
+  sigma_ols = sqrt(chisq / (double)(w->n - p)); /* n > p: vs_fit_run */
   leverages(w, k);
   for (int it = 0; it < IRLS_MAX_ITER; it++) {
-    *sigma = reweight(w, k);
+    reweight(w, k);
     gsl_vector_memcpy(&c_old.vector, w->c[k]);
     if ((rc = gsl_multifit_wlinear(w->X[k], w->wt, w->y, w->c[k], w->cov[k],
                                    &chisq, w->lw[k])))
@@ -302,7 +336,7 @@ static int robust_fit(fitws *w, size_t k, double *sigma)
     if (converged(w->c[k], &c_old.vector, p))
       break;
   }
-  *sigma = reweight(w, k);
+  *sigma = final_sigma(w, k, sigma_ols);
   return GSL_SUCCESS;
 }
 

@@ -365,14 +365,16 @@ static void warn_poor_fit(vs_cal_out *out, const char *source, int k,
     return;
   fprintf(stderr,
           "vsim-calibrate: warning: %s: kind %s fits poorly (r2 %.3g, "
-          "largest relative error %.3g%%; a good fit's errors are under "
+          "largest relative error %.3g%% at a size it misses by more than "
+          "two standard errors; a good fit's errors are under "
           "%g%%); vsim will use this fit anyway: check the "
           "samples or measure again (without the kind's rows, vsim uses the "
           "nominal figure)\n",
           source, vs_cal_kind_name(k), fit->r2, 100 * worst, 100 * VS_FIT_POOR);
   vs_cal_out_comment(out,
                      "%s fits poorly (r2 %.3g, largest relative error "
-                     "%.3g%%); vsim uses it anyway",
+                     "%.3g%% where it misses by over two standard errors); "
+                     "vsim uses it anyway",
                      vs_cal_kind_name(k), fit->r2, 100 * worst);
 }
 

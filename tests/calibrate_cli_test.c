@@ -388,7 +388,7 @@ static void test_scattered_size_named_not_blamed(void **state)
   assert_non_null(text);
   len += (size_t)sprintf(text, "kind,bytes,sample,seconds\n");
   for (int i = 0; i < 20; i++) {
-    double b = 4096.0 * (1 << i % 16) * (1 + i / 16);
+    double b = floor(4096.0 * pow(1.5, i)); /* 4 KiB to 8.7 MiB */
     for (int s = 0; s < 5; s++)
       len += (size_t)sprintf(text + len, "d2h_pinned,%.0f,%d,%.9e\n", b, s,
                              7e-6 + b / 50e9);

@@ -1047,7 +1047,7 @@ static void test_run_says_what_was_measured(void **state)
   args[2] = "--topology";
   args[3] = "topologies/h200-calibrated.ini";
   args[4] = "--set";
-  args[5] = "topology.calibration.d2h_pinned_breakpoints=3810";
+  args[5] = "topology.calibration.d2h_pinned_breakpoints=7983,13669";
   args[6] = "--set";
   args[7] = "topology.calibration.h2d_pinned_r2=0.5";
   args[8] = NULL;
@@ -1312,6 +1312,9 @@ static void test_set_conflicts_name_the_option(void **state)
       {ppl, "model.layers=6",
        "the counts add up to 4, but the model has 6 layers (--set "
        "model.layers=6)\n"},
+      {ppl, "model.layers=1",
+       "pp must not exceed layers (1) (--set model.layers=1): every stage "
+       "needs a layer\n"},
       {lora, "finetune.method=full",
        "LoRA's keys mean nothing with method = full (--set "
        "finetune.method=full); set method = lora or qlora\n"},

@@ -733,6 +733,7 @@ static int last_piece_error(const vs_topology *t, vs_error *err,
   return key_error(t, err, "calibration", key,
                    "the last piece must equal %s (%s)", other, where);
 }
+
 /* Checks one kind's calibration: rates 0 or real, a range that is a
  * range, ascending breakpoints and one piece more than breakpoints. */
 static int check_calibration(const vs_topology *t, int kind, vs_error *err)

@@ -577,7 +577,7 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
 {
   vs_model_conf *m = &wl->model;
   vs_parallel_conf *p = &wl->parallel;
-  char where[400];
+  char where[400], note[420];
   uint64_t tp = p->tp, pp = p->pp, cp = p->cp, size = 0;
   const char *misfit = vs_workload_tp_misfit(m, tp, vs_workload_etp(p), &size);
   const char *cp_why =
@@ -613,9 +613,10 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
                         cp_why);
   if (pp > m->layers)
     return vs_error_set(err, VS_EINPUT,
-                        "%s: pp must not exceed layers (%llu): every stage needs "
-                        "a layer",
-                        WHERE("parallel", "pp"), (unsigned long long)m->layers);
+                        "%s: pp must not exceed layers (%llu)%s: every stage "
+                        "needs a layer",
+                        WHERE("parallel", "pp"), (unsigned long long)m->layers,
+                        set_note(wl, "model", "layers", note, sizeof note));
   return resolve_dp(wl, gpus, err);
 }
 
@@ -1732,7 +1733,7 @@ static int check_pp_layers(const vs_workload *wl, uint64_t chunks, vs_error *err
 {
   const vs_count_list *split = &wl->parallel.pp_layers;
   uint64_t sum = 0;
-  char where[400], note[420];
+  char where[400], note[420], note2[420];
 
   if (split->n == 0)
     return 0;
@@ -1740,19 +1741,21 @@ static int check_pp_layers(const vs_workload *wl, uint64_t chunks, vs_error *err
     return vs_error_set(
         err, VS_EINPUT,
         "%s: expected %llu counts (one per pipeline stage%s), "
-        "got %zu%s",
+        "got %zu%s%s",
         WHERE("parallel", "pp_layers"), (unsigned long long)chunks,
         wl->parallel.virtual_stages > 1 ? " and virtual stage" : "", split->n,
-        set_note(wl, "parallel", "pp", note, sizeof note));
+        set_note(wl, "parallel", "pp", note, sizeof note),
+        set_note(wl, "parallel", "virtual_stages", note2, sizeof note2));
   /* each count is at most the layers, so the sum cannot wrap around */
   for (size_t i = 0; i < split->n; i++) {
     if (split->values[i] > wl->model.layers)
       return vs_error_set(err, VS_EINPUT,
                           "%s: count %zu is %llu, more than the model's %llu "
-                          "layers",
+                          "layers%s",
                           WHERE("parallel", "pp_layers"), i + 1,
                           (unsigned long long)split->values[i],
-                          (unsigned long long)wl->model.layers);
+                          (unsigned long long)wl->model.layers,
+                          set_note(wl, "model", "layers", note, sizeof note));
     sum += split->values[i];
   }
   if (sum != wl->model.layers)
