@@ -247,13 +247,8 @@ static void leverages(fitws *w, size_t k)
 /* The residuals y - X c of w->c[k], into w->r. */
 static void residuals(fitws *w, size_t k)
 {
-  size_t p = 2 + k;
-  for (size_t i = 0; i < w->n; i++) {
-    double fit = 0;
-    for (size_t j = 0; j < p; j++)
-      fit += gsl_matrix_get(w->X[k], i, j) * gsl_vector_get(w->c[k], j);
-    w->r[i] = gsl_vector_get(w->y, i) - fit;
-  }
+  gsl_vector_view r = gsl_vector_view_array(w->r, w->n);
+  gsl_multifit_linear_residuals(w->X[k], w->y, w->c[k], &r.vector);
 }
 
 /* Bisquare weights from the leverage-adjusted residuals of w->c[k],

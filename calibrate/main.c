@@ -16,7 +16,6 @@
 
 #include <gsl/gsl_errno.h>
 
-#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -349,8 +348,7 @@ static int parse_args(int argc, char **argv, args *a)
 static void warn_poor_fit(vs_cal_out *out, const char *source, int k,
                           const vs_fit *fit)
 {
-  double worst =
-      isnan(fit->max_rel_error) ? fit->max_rel_error : fit->judged_rel_error;
+  double worst = fit->judged_rel_error;
   if (fit->n_unsure) {
     fprintf(stderr,
             "vsim-calibrate: warning: %s: kind %s: %zu size(s) off "
@@ -361,8 +359,8 @@ static void warn_poor_fit(vs_cal_out *out, const char *source, int k,
     vs_cal_out_comment(out, "%s: %zu size(s) too scattered to judge the fit",
                        vs_cal_kind_name(k), fit->n_unsure);
   }
-  if (!(isnan(worst) || worst > VS_FIT_POOR))
-    return;
+  if (worst <= VS_FIT_POOR)
+    return; /* NaN falls through: it warns too */
   fprintf(stderr,
           "vsim-calibrate: warning: %s: kind %s fits poorly (r2 %.3g, "
           "largest relative error %.3g%% at a size it misses by more than "

@@ -472,10 +472,8 @@ void vs_topology_measured_text(const vs_topology *topo, char *buf, size_t len)
 void vs_topology_given_curves_text(const vs_topology *topo, char *buf,
                                    size_t len)
 {
-  char fits[160];
-  curve_labels(topo, true, fits, sizeof fits);
   if (len > 0)
-    snprintf(buf, len, "%s", fits);
+    curve_labels(topo, true, buf, len);
 }
 
 /* VS_EINPUT for section.key: where it was given, then the reason (fmt). */

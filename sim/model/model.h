@@ -309,8 +309,9 @@ uint64_t vs_model_param_count(const vs_model *m);
  * keeps (not its attention core's). */
 typedef enum { VS_SAVED_ALL, VS_SAVED_KEPT_BY_SELECTIVE } vs_saved_set;
 
-/* Sum of the bytes a block saves for backward, in one category or all (-1),
- * of the set `which`. Used by tests and reports. */
+/* Sum of the bytes a block can save for backward, in one category or all
+ * (-1), of the set `which`, whatever the recipe keeps (the report's
+ * figure is vs_recipe_kind_saved_bytes). Used by tests. */
 uint64_t vs_block_saved_bytes(const vs_block *b, int category,
                               vs_saved_set which);
 

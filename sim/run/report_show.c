@@ -344,8 +344,10 @@ static uint64_t largest_layer_saved(const vs_model *m, const vs_recipe *r)
 {
   uint64_t most = 0;
   for (uint32_t k = 0; k < m->n_kinds; k++) {
-    uint64_t saved = vs_recipe_kind_saved_bytes(r, m, k);
-    if (m->kinds[k].role == VS_ROLE_LAYER && saved > most)
+    uint64_t saved = m->kinds[k].role == VS_ROLE_LAYER
+                         ? vs_recipe_kind_saved_bytes(r, m, k)
+                         : 0;
+    if (saved > most)
       most = saved;
   }
   return most;
