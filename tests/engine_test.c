@@ -964,13 +964,11 @@ static void test_independent_slots_copy_the_first(void **state)
 enum { ALONE_NS = 400000000 }; /* 10 GB at 25 GB/s */
 
 /* A table with only the PCIe switch: 25 GB/s, latency_ns, two GPUs per
- * switch, each simulated rank counting for `symmetric` users. */
-static void pcie_table(vs_resource_spec specs[VS_RES_N], uint32_t symmetric,
-                       uint64_t latency_ns)
+ * switch. */
+static void pcie_table(vs_resource_spec specs[VS_RES_N], uint64_t latency_ns)
 {
   memset(specs, 0, VS_RES_N * sizeof *specs);
-  specs[VS_RES_PCIE_SWITCH] =
-      (vs_resource_spec){25e9, latency_ns, 2, symmetric};
+  specs[VS_RES_PCIE_SWITCH] = (vs_resource_spec){25e9, latency_ns, 2};
 }
 
 /* prog_op for an op that moves bytes through resource kind after dur_ns. */
@@ -999,15 +997,17 @@ static int run_res(vs_rank *ranks, size_t n, size_t per_stage,
   return vs_engine_run(ranks, n, &opts, stats, err);
 }
 
-/* n ranks of GPUs ids[0..n) running prog, one stage. */
+/* n ranks of GPUs ids[0..n) running prog, one stage, each counting for
+ * `users` on its PCIe switch (vs_rank res_users). */
 static void run_gpus(vs_rank *ranks, const uint32_t *ids, size_t n,
                      const vs_program *prog, const vs_resource_spec *specs,
-                     vs_engine_stats *stats)
+                     uint32_t users, vs_engine_stats *stats)
 {
   vs_error err;
   for (size_t i = 0; i < n; i++) {
     vs_rank_init(&ranks[i], ids[i], prog, UINT64_MAX / 2, 0);
     ranks[i].slot = (uint32_t)i;
+    ranks[i].res_users[VS_RES_PCIE_SWITCH] = users;
   }
   if (run_res(ranks, n, n, specs, stats, &err) != 0)
     fail_msg("engine: %s", err.msg);
@@ -1029,8 +1029,8 @@ static void test_res_alone(void **state)
   static const uint32_t gpu0 = 0;
   (void)state;
   copy_program(&p);
-  pcie_table(specs, 1, 0);
-  run_gpus(&r, &gpu0, 1, &p, specs, &st);
+  pcie_table(specs, 0);
+  run_gpus(&r, &gpu0, 1, &p, specs, 1, &st);
   assert_span(&r, 0, 0, ALONE_NS);
   assert_int_equal(st.end_ns, ALONE_NS);
   assert_int_equal(st.events, 1); /* one completion, however re-timed */
@@ -1050,12 +1050,12 @@ static void test_res_two_gpus_one_switch(void **state)
   static const uint32_t gpus[2] = {0, 1}; /* one switch: 0 / 2 = 1 / 2 */
   (void)state;
   copy_program(&p);
-  pcie_table(specs, 2, 0);
-  run_gpus(&one, gpus, 1, &p, specs, &st);
+  pcie_table(specs, 0);
+  run_gpus(&one, gpus, 1, &p, specs, 2, &st);
   assert_span(&one, 0, 0, 2 * ALONE_NS);
   assert_int_equal(st.end_ns, 2 * ALONE_NS);
-  pcie_table(specs, 1, 0);
-  run_gpus(two, gpus, 2, &p, specs, &st);
+  pcie_table(specs, 0);
+  run_gpus(two, gpus, 2, &p, specs, 1, &st);
   assert_span(&two[0], 0, 0, 2 * ALONE_NS);
   assert_span(&two[1], 0, 0, 2 * ALONE_NS);
   assert_int_equal(st.end_ns, 2 * ALONE_NS);
@@ -1075,8 +1075,8 @@ static void test_res_other_instance_unaffected(void **state)
   static const uint32_t gpus[2] = {1, 2}; /* switches 0 and 1 */
   (void)state;
   copy_program(&p);
-  pcie_table(specs, 1, 0);
-  run_gpus(r, gpus, 2, &p, specs, &st);
+  pcie_table(specs, 0);
+  run_gpus(r, gpus, 2, &p, specs, 1, &st);
   assert_span(&r[0], 0, 0, ALONE_NS);
   assert_span(&r[1], 0, 0, ALONE_NS);
   vs_rank_fini(&r[0]);
@@ -1111,8 +1111,8 @@ static void test_res_staggered(void **state)
   static const uint32_t gpu0 = 0;
   (void)state;
   staggered_program(&p, &a, &b, &k2);
-  pcie_table(specs, 1, 0);
-  run_gpus(&r, &gpu0, 1, &p, specs, &st);
+  pcie_table(specs, 0);
+  run_gpus(&r, &gpu0, 1, &p, specs, 1, &st);
   /* a alone for 2e8 ns moves 5e9 B; shared (12.5 B/ns) its last 5e9 B
    * take 4e8 ns: ends at 6e8. b moves 5e9 B in those 4e8 ns, then its
    * last 5e9 B alone in 2e8 ns: ends at 8e8. */
@@ -1145,10 +1145,10 @@ static void test_res_latency_and_fixed_part(void **state)
   (void)state;
   prog_init(&p, 4);
   prog_res_op(&p, M, "copy", 1000, VS_RES_PCIE_SWITCH, 1e10, NULL, 0);
-  pcie_table(specs, 1, 2000);
+  pcie_table(specs, 2000);
   /* 1000 ns of its own + 2000 ns latency (no bandwidth held), then the
    * bytes, both GPUs sharing the switch: 3000 + 8e8 */
-  run_gpus(r, gpus, 2, &p, specs, &st);
+  run_gpus(r, gpus, 2, &p, specs, 1, &st);
   assert_span(&r[0], 0, 0, 3000 + 2 * ALONE_NS);
   assert_span(&r[1], 0, 0, 3000 + 2 * ALONE_NS);
   assert_int_equal(st.events, 2); /* the end of a wait is no completion */
@@ -1168,8 +1168,8 @@ static void test_res_zero_bytes(void **state)
   prog_init(&p, 4);
   prog_res_op(&p, C, "empty", 0, VS_RES_PCIE_SWITCH, 0, NULL, 0);
   prog_res_op(&p, C, "tiny", 5, VS_RES_PCIE_SWITCH, 0, NULL, 0);
-  pcie_table(specs, 1, 0);
-  run_gpus(&r, &gpu0, 1, &p, specs, &st);
+  pcie_table(specs, 0);
+  run_gpus(&r, &gpu0, 1, &p, specs, 1, &st);
   /* nothing to move: only the fixed part */
   assert_span(&r, 0, 0, 0);
   assert_span(&r, 1, 0, 5);
@@ -1187,7 +1187,7 @@ static void test_res_missing_is_an_error(void **state)
   (void)state;
   prog_init(&p, 4);
   prog_res_op(&p, C, "to_disk", 0, VS_RES_NVME, 1e9, NULL, 0);
-  pcie_table(specs, 1, 0); /* no nvme bandwidth */
+  pcie_table(specs, 0); /* no nvme bandwidth */
   vs_rank_init(&r, 0, &p, UINT64_MAX / 2, 0);
   assert_int_equal(run_res(&r, 1, 1, specs, &st, &err), VS_EINPUT);
   assert_non_null(strstr(err.msg, "op 0 (to_disk)"));
@@ -1216,9 +1216,9 @@ static void test_res_table_leaves_fixed_ops(void **state)
   static const uint32_t gpu0 = 0;
   (void)state;
   random_program(&p, N, 7);
-  pcie_table(specs, 2, 100);
+  pcie_table(specs, 100);
   run_one(&r1, &p, &s1);
-  run_gpus(&r2, &gpu0, 1, &p, specs, &s2);
+  run_gpus(&r2, &gpu0, 1, &p, specs, 2, &s2);
   assert_int_equal(s1.events, s2.events);
   assert_int_equal(s1.end_ns, s2.end_ns);
   assert_same_run(&r1, &r2);
@@ -1249,9 +1249,9 @@ static void test_res_deterministic(void **state)
     n_res++;
   }
   assert_true(n_res > 50);
-  pcie_table(specs, 1, 7);
-  run_gpus(a, gpus, RANKS, &p, specs, &sa);
-  run_gpus(b, gpus, RANKS, &p, specs, &sb);
+  pcie_table(specs, 7);
+  run_gpus(a, gpus, RANKS, &p, specs, 1, &sa);
+  run_gpus(b, gpus, RANKS, &p, specs, 1, &sb);
   assert_int_equal(sa.events, (uint64_t)N * RANKS);
   assert_int_equal(sa.end_ns, sb.end_ns);
   for (size_t i = 0; i < RANKS; i++) {
@@ -1287,15 +1287,17 @@ static uint64_t run_layout(const vs_layout *lay, bool all_ranks,
   topo.pcie_bandwidth = 25e9;
   topo.pcie_latency = 0;
   topo.gpus_per_pcie_switch = 2;
-  vs_resource_table(&topo, lay, all_ranks, specs);
+  vs_resource_table(&topo, specs);
   for (size_t s = 0; s < lay->pp; s++)
     for (size_t j = 0; j < per; j++) {
       /* make_ranks' numbering: stage, then dp, then tp by the strides */
       uint64_t id = s * lay->pp_stride + (j / lay->tp) * lay->dp_stride +
                     j % lay->tp;
-      vs_rank_init(&ranks[s * per + j], (uint32_t)id, &progs[s],
-                   UINT64_MAX / 2, 0);
-      ranks[s * per + j].slot = (uint32_t)j;
+      vs_rank *r = &ranks[s * per + j];
+      vs_rank_init(r, (uint32_t)id, &progs[s], UINT64_MAX / 2, 0);
+      r->slot = (uint32_t)j;
+      for (int k = 0; k < VS_RES_N; k++)
+        r->res_users[k] = vs_resource_users(&specs[k], lay, s, all_ranks);
     }
   if (run_res(ranks, n, per, specs, &st, &err) != 0)
     fail_msg("engine: %s", err.msg);

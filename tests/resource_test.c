@@ -49,16 +49,19 @@ static void round_topology(vs_topology *topo)
   topo->gpus_per_node = 8;
 }
 
-static uint32_t symmetric_of(uint64_t tp, uint64_t dp, uint64_t pp,
-                             bool tp_pp_dp, int kind)
+/* vs_resource_users of stage s in stage mode for that layout. */
+static uint32_t users_of(uint64_t tp, uint64_t dp, uint64_t pp, bool tp_pp_dp,
+                         int kind, uint64_t s)
 {
   vs_topology topo;
   vs_resource_spec specs[VS_RES_N];
   vs_layout *lay = hand_layout(tp, dp, pp, tp_pp_dp);
+  uint32_t users;
   round_topology(&topo);
-  vs_resource_table(&topo, lay, false, specs);
+  vs_resource_table(&topo, specs);
+  users = vs_resource_users(&specs[kind], lay, s, false);
   free(lay);
-  return specs[kind].symmetric;
+  return users;
 }
 
 /* ------------------------------------------------------------------------
@@ -86,12 +89,13 @@ static void test_table_from_topology(void **state)
   vs_layout *lay = hand_layout(2, 2, 1, false);
   (void)state;
   round_topology(&topo);
-  vs_resource_table(&topo, lay, true, specs);
-  /* every GPU simulated: each rank counts for itself */
+  vs_resource_table(&topo, specs);
   assert_true(specs[VS_RES_PCIE_SWITCH].bytes_per_s == 25e9);
   assert_int_equal(specs[VS_RES_PCIE_SWITCH].latency_ns, 2000); /* 2 us */
   assert_int_equal(specs[VS_RES_PCIE_SWITCH].gpus_per_instance, 2);
-  assert_int_equal(specs[VS_RES_PCIE_SWITCH].symmetric, 1);
+  /* every GPU simulated: each rank counts for itself */
+  assert_int_equal(vs_resource_users(&specs[VS_RES_PCIE_SWITCH], lay, 0, true),
+                   1);
   assert_true(specs[VS_RES_NVME].bytes_per_s == topo.nvme_bandwidth);
   assert_int_equal(specs[VS_RES_NVME].gpus_per_instance, 8); /* per node */
   assert_true(specs[VS_RES_NIC].bytes_per_s == topo.inter_bandwidth);
@@ -104,47 +108,53 @@ static void test_table_from_topology(void **state)
   assert_true(specs[VS_RES_COPY_ENGINE].bytes_per_s == 0);
   assert_true(specs[VS_RES_NONE].bytes_per_s == 0);
   /* one rank per stage: GPUs 0-3 are the stage, GPUs 0 and 1 its switch */
-  vs_resource_table(&topo, lay, false, specs);
-  assert_int_equal(specs[VS_RES_PCIE_SWITCH].symmetric, 2);
-  assert_int_equal(specs[VS_RES_NVME].symmetric, 4);   /* all 4 in node 0 */
-  assert_int_equal(specs[VS_RES_NIC].symmetric, 1);
+  assert_int_equal(vs_resource_users(&specs[VS_RES_PCIE_SWITCH], lay, 0, false),
+                   2);
+  assert_int_equal(vs_resource_users(&specs[VS_RES_NVME], lay, 0, false),
+                   4); /* all 4 in node 0 */
+  assert_int_equal(vs_resource_users(&specs[VS_RES_NIC], lay, 0, false), 1);
   free(lay);
 }
 
-static void test_stage_symmetric_by_order(void **state)
+static void test_stage_users_by_order(void **state)
 {
   (void)state;
   /* tp 8, dp 2, pp 2 (tp-dp-pp): a stage is 16 consecutive GPUs, so it
    * fills its switch (2) and its node (8) */
-  assert_int_equal(symmetric_of(8, 2, 2, false, VS_RES_PCIE_SWITCH), 2);
-  assert_int_equal(symmetric_of(8, 2, 2, false, VS_RES_NVME), 8);
+  assert_int_equal(users_of(8, 2, 2, false, VS_RES_PCIE_SWITCH, 1), 2);
+  assert_int_equal(users_of(8, 2, 2, false, VS_RES_NVME, 1), 8);
   /* tp 2, pp 2, dp 2 in order tp-pp-dp: stage 0 is GPUs 0, 1, 4, 5; its
-   * switch holds 0 and 1, its node all four */
-  assert_int_equal(symmetric_of(2, 2, 2, true, VS_RES_PCIE_SWITCH), 2);
-  assert_int_equal(symmetric_of(2, 2, 2, true, VS_RES_NVME), 4);
+   * switch holds 0 and 1, its node all four (stage 1's rank, GPU 2, is
+   * on the node too and counts for its own four) */
+  assert_int_equal(users_of(2, 2, 2, true, VS_RES_PCIE_SWITCH, 0), 2);
+  assert_int_equal(users_of(2, 2, 2, true, VS_RES_NVME, 0), 4);
+  assert_int_equal(users_of(2, 2, 2, true, VS_RES_NVME, 1), 4);
   /* tp 1, pp 2, dp 2 (tp-pp-dp): stage 0 is GPUs 0 and 2, on different
-   * switches; GPU 1 on its switch is stage 1's */
-  assert_int_equal(symmetric_of(1, 2, 2, true, VS_RES_PCIE_SWITCH), 1);
-  /* tp 1, dp 3, pp 2: stage 0 (GPUs 0-2) has 2 on the switch of GPU 0,
-   * stage 1 (3-5) only GPU 3 on the switch of GPU 3 (shared with GPU 2):
-   * the largest, 2 */
-  assert_int_equal(symmetric_of(1, 3, 2, false, VS_RES_PCIE_SWITCH), 2);
+   * switches; GPU 1 on its switch is stage 1's, whose rank it is */
+  assert_int_equal(users_of(1, 2, 2, true, VS_RES_PCIE_SWITCH, 0), 1);
+  assert_int_equal(users_of(1, 2, 2, true, VS_RES_PCIE_SWITCH, 1), 1);
+  /* tp 1, dp 3, pp 2: stage 0 (GPUs 0-2) has 2 on the switch of GPU 0;
+   * stage 1's rank, GPU 3, shares its switch with GPU 2 of stage 0, whose
+   * rank is elsewhere: it counts for both */
+  assert_int_equal(users_of(1, 3, 2, false, VS_RES_PCIE_SWITCH, 0), 2);
+  assert_int_equal(users_of(1, 3, 2, false, VS_RES_PCIE_SWITCH, 1), 2);
+  /* tp 1, dp 6, pp 2 on nodes of 8: node 0 holds stage 0's six and two of
+   * stage 1, both ranks there: 6 + 2, its eight GPUs, not 6 + 6 */
+  assert_int_equal(users_of(1, 6, 2, false, VS_RES_CPU, 0), 6);
+  assert_int_equal(users_of(1, 6, 2, false, VS_RES_CPU, 1), 2);
   /* one GPU: itself */
-  assert_int_equal(symmetric_of(1, 1, 1, false, VS_RES_NVME), 1);
+  assert_int_equal(users_of(1, 1, 1, false, VS_RES_NVME, 0), 1);
 }
 
 /* ------------------------------------------------------------------------
  * Processor sharing through an event queue
  * ------------------------------------------------------------------------ */
 
-/* PCIe at 25 GB/s, no latency, two GPUs per switch, `symmetric` users per
- * simulated rank. */
-static void pcie_specs(vs_resource_spec specs[VS_RES_N], uint32_t symmetric,
-                       uint64_t latency_ns)
+/* PCIe at 25 GB/s, latency_ns, two GPUs per switch. */
+static void pcie_specs(vs_resource_spec specs[VS_RES_N], uint64_t latency_ns)
 {
   memset(specs, 0, VS_RES_N * sizeof *specs);
-  specs[VS_RES_PCIE_SWITCH] =
-      (vs_resource_spec){25e9, latency_ns, 2, symmetric};
+  specs[VS_RES_PCIE_SWITCH] = (vs_resource_spec){25e9, latency_ns, 2};
 }
 
 /* Pops the next event and hands it to the flow of slot (= its op here). */
@@ -167,10 +177,12 @@ static void test_sharing_staggered(void **state)
   vs_event ev;
   bool ended;
   /* ops 0 and 1 of GPUs 0 and 1 (one switch), 10 GB each */
-  vs_res_op a = {0, 0, 0, VS_RES_PCIE_SWITCH, VS_RES_NONE, 1e10, 0, 100, 0};
-  vs_res_op b = {1, 1, 1, VS_RES_PCIE_SWITCH, VS_RES_NONE, 1e10, 0, 101, 0};
+  vs_res_op a = {0,   0, 0,     VS_RES_PCIE_SWITCH, VS_RES_NONE, 1e10, 0,
+                 100, 0, {0, 0}};
+  vs_res_op b = {1,   1, 1,     VS_RES_PCIE_SWITCH, VS_RES_NONE, 1e10, 0,
+                 101, 0, {0, 0}};
   (void)state;
-  pcie_specs(specs, 1, 0);
+  pcie_specs(specs, 0);
   vs_evq_init(&q);
   vs_res_init(&st, specs, VS_RES_N, 2);
   assert_int_equal(vs_res_start(&st, &q, 0, &a, 0), 0);
@@ -206,10 +218,12 @@ static void test_cap(void **state)
   vs_evq q;
   vs_event ev;
   bool ended;
-  vs_res_op a = {0, 0, 0, VS_RES_PCIE_SWITCH, VS_RES_NONE, 1e10, 0, 100, 5e9};
-  vs_res_op b = {1, 1, 1, VS_RES_PCIE_SWITCH, VS_RES_NONE, 1e10, 0, 101, 0};
+  vs_res_op a = {0,   0,   0,     VS_RES_PCIE_SWITCH, VS_RES_NONE, 1e10, 0,
+                 100, 5e9, {0, 0}};
+  vs_res_op b = {1,   1, 1,     VS_RES_PCIE_SWITCH, VS_RES_NONE, 1e10, 0,
+                 101, 0, {0, 0}};
   (void)state;
-  pcie_specs(specs, 1, 0);
+  pcie_specs(specs, 0);
   vs_evq_init(&q);
   vs_res_init(&st, specs, VS_RES_N, 2);
   assert_int_equal(vs_res_start(&st, &q, 0, &a, 0), 0);
@@ -243,13 +257,13 @@ static void test_two_resources_smaller_share(void **state)
   vs_evq q;
   vs_event ev;
   bool ended;
-  vs_res_op a = {0, 0,   0, VS_RES_PCIE_SWITCH, VS_RES_HOST_MEMORY, 1e10,
-                 0, 100, 0};
-  vs_res_op b = {1, 1,   2, VS_RES_PCIE_SWITCH, VS_RES_HOST_MEMORY, 1e10,
-                 0, 101, 0};
+  vs_res_op a = {0,   0, 0,     VS_RES_PCIE_SWITCH, VS_RES_HOST_MEMORY, 1e10, 0,
+                 100, 0, {0, 0}};
+  vs_res_op b = {1,   1, 2,     VS_RES_PCIE_SWITCH, VS_RES_HOST_MEMORY, 1e10, 0,
+                 101, 0, {0, 0}};
   (void)state;
-  pcie_specs(specs, 1, 0);
-  specs[VS_RES_HOST_MEMORY] = (vs_resource_spec){30e9, 0, 8, 1};
+  pcie_specs(specs, 0);
+  specs[VS_RES_HOST_MEMORY] = (vs_resource_spec){30e9, 0, 8};
   vs_evq_init(&q);
   vs_res_init(&st, specs, VS_RES_N, 2);
   assert_int_equal(vs_res_start(&st, &q, 0, &a, 0), 0);
@@ -282,9 +296,10 @@ static void test_latency_and_weight(void **state)
   vs_event ev;
   bool ended;
   /* 1000 ns of its own, then the 2000 ns latency, then 10 GB */
-  vs_res_op a = {0, 0, 0, VS_RES_PCIE_SWITCH, VS_RES_NONE, 1e10, 1000, 100, 0};
+  vs_res_op a = {0,   0, 0,     VS_RES_PCIE_SWITCH, VS_RES_NONE, 1e10, 1000,
+                 100, 0, {2, 0}}; /* stands for 2 GPUs on the switch */
   (void)state;
-  pcie_specs(specs, 2, 2000); /* stands for 2 GPUs on the switch */
+  pcie_specs(specs, 2000);
   vs_evq_init(&q);
   vs_res_init(&st, specs, VS_RES_N, 1);
   assert_int_equal(vs_res_start(&st, &q, 0, &a, 0), 0);
@@ -306,9 +321,9 @@ static void test_errors(void **state)
   vs_evq q;
   bool ended;
   uint64_t tag;
-  vs_res_op op = {0, 0, 0, VS_RES_NVME, VS_RES_NONE, 1e10, 0, 0, 0};
+  vs_res_op op = {0, 0, 0, VS_RES_NVME, VS_RES_NONE, 1e10, 0, 0, 0, {0, 0}};
   (void)state;
-  pcie_specs(specs, 1, 0);
+  pcie_specs(specs, 0);
   vs_evq_init(&q);
   vs_res_init(&st, specs, VS_RES_N, 1);
   /* no bandwidth for nvme in this table, none for an unknown kind */
@@ -346,7 +361,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_names),
       cmocka_unit_test(test_table_from_topology),
-      cmocka_unit_test(test_stage_symmetric_by_order),
+      cmocka_unit_test(test_stage_users_by_order),
       cmocka_unit_test(test_sharing_staggered),
       cmocka_unit_test(test_cap),
       cmocka_unit_test(test_two_resources_smaller_share),

@@ -50,7 +50,7 @@ static pipeline *build(uint64_t mbs)
   for (int s = 0; s < STAGES; s++)
     vs_rank_init(&p->ranks[s], (uint32_t)s, &p->t->progs[s],
                  p->t->topo.memory_bytes, p->t->lay.framework_bytes);
-  vs_resource_table(&p->t->topo, &p->t->lay, false, p->res);
+  vs_resource_table(&p->t->topo, p->res);
   return p;
 }
 

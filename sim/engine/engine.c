@@ -478,15 +478,17 @@ static int start_resource(run_ctx *c, uint32_t rank_idx, uint32_t idx,
   vs_rank *r = &c->ranks[rank_idx];
   const vs_pop *op = &r->prog->ops[idx];
   const vs_op_kind *k = vs_op_kind_of(r->prog, op);
-  vs_res_op ro = {.rank = rank_idx,
-                  .op = idx,
-                  .gpu = r->id,
-                  .kind = k->resource,
-                  .via = k->resource_via,
-                  .bytes = k->bytes,
-                  .max_bytes_per_s = k->max_rate,
-                  .fixed_ns = k->dur_ns,
-                  .tag = r->n_spans};
+  vs_res_op ro = {
+      .rank = rank_idx,
+      .op = idx,
+      .gpu = r->id,
+      .kind = k->resource,
+      .via = k->resource_via,
+      .bytes = k->bytes,
+      .max_bytes_per_s = k->max_rate,
+      .fixed_ns = k->dur_ns,
+      .tag = r->n_spans,
+      .users = {r->res_users[k->resource], r->res_users[k->resource_via]}};
   int rc;
   if (c->opts->record_spans && record_span(r, idx, t_ns, t_ns + k->dur_ns))
     return vs_error_set(c->err, VS_ENOMEM, "out of host memory recording ops");

@@ -6,6 +6,7 @@
 
 #include "alloc.h"
 #include "memory.h"
+#include "resource_kinds.h"
 #include "schedule.h"
 
 #include <stdbool.h>
@@ -129,6 +130,9 @@ typedef struct vs_rank {
   size_t n_timeline, cap_timeline;
   vs_op_span *spans;        /* recorded when asked */
   size_t n_spans, cap_spans;
+  uint32_t res_users[VS_RES_N]; /* users it counts for on its instance of
+                               each resource kind (vs_resource_users);
+                               0 = 1 */
   const vs_node_share *shares; /* where its host and NVMe bytes count (not
                                owned); none: the program places nothing
                                off the GPU */

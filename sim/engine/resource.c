@@ -26,68 +26,62 @@ const char *vs_resource_name(int kind)
  * The table from topology and layout
  * ------------------------------------------------------------------------ */
 
-/* GPUs of stage s on the instance of its simulated rank (GPU s * pp_stride)
- * when gpi GPUs share an instance. The stage's GPUs are s * pp_stride +
- * d * dp_stride + t (t < tp, d < dp): tp-blocks at or after the rank. */
-static uint64_t stage_gpus_on_instance(const vs_layout *lay, uint64_t s,
-                                       uint64_t gpi)
-{
-  uint64_t first = s * lay->pp_stride;
-  uint64_t hi = (first / gpi + 1) * gpi; /* end of the instance */
-  uint64_t n = 0;
-  for (uint64_t d = 0; d < lay->dp; d++) {
-    uint64_t base = first + d * lay->dp_stride;
-    if (base >= hi || (d > 0 && lay->dp_stride == 0))
-      break;
-    n += (base + lay->tp < hi ? base + lay->tp : hi) - base;
-  }
-  return n;
-}
-
-/* The symmetric users of one instance of gpi GPUs in stage mode. */
-static uint32_t stage_symmetric(const vs_layout *lay, uint64_t gpi)
-{
-  uint64_t most = 1;
-  for (uint64_t s = 0; s < lay->pp; s++) {
-    uint64_t n = stage_gpus_on_instance(lay, s, gpi);
-    if (n > most)
-      most = n;
-  }
-  return most > UINT32_MAX ? UINT32_MAX : (uint32_t)most;
-}
-
-static void set_kind(vs_resource_spec *spec, const vs_layout *lay,
-                     bool all_ranks, double bytes_per_s, double latency_s,
-                     uint64_t gpi)
+static void set_kind(vs_resource_spec *spec, double bytes_per_s,
+                     double latency_s, uint64_t gpi)
 {
   if (gpi == 0)
     gpi = 1;
   spec->bytes_per_s = bytes_per_s;
   spec->latency_ns = (uint64_t)llround(latency_s * 1e9);
   spec->gpus_per_instance = gpi > UINT32_MAX ? UINT32_MAX : (uint32_t)gpi;
-  spec->symmetric = all_ranks ? 1 : stage_symmetric(lay, gpi);
 }
 
-void vs_resource_table(const vs_topology *topo, const vs_layout *lay,
-                       bool all_ranks, vs_resource_spec specs[VS_RES_N])
+void vs_resource_table(const vs_topology *topo,
+                       vs_resource_spec specs[VS_RES_N])
 {
   uint64_t node = topo->gpus_per_node;
   for (int k = 0; k < VS_RES_N; k++)
-    specs[k] = (vs_resource_spec){0, 0, 0, 0};
-  set_kind(&specs[VS_RES_PCIE_SWITCH], lay, all_ranks, topo->pcie_bandwidth,
+    specs[k] = (vs_resource_spec){0, 0, 0};
+  set_kind(&specs[VS_RES_PCIE_SWITCH], topo->pcie_bandwidth, topo->pcie_latency,
+           topo->gpus_per_pcie_switch);
+  set_kind(&specs[VS_RES_PCIE_D2H], topo->pcie_d2h_bandwidth,
            topo->pcie_latency, topo->gpus_per_pcie_switch);
-  set_kind(&specs[VS_RES_PCIE_D2H], lay, all_ranks, topo->pcie_d2h_bandwidth,
-           topo->pcie_latency, topo->gpus_per_pcie_switch);
-  set_kind(&specs[VS_RES_CPU], lay, all_ranks, topo->cpu_optimizer_rate, 0,
-           node);
-  set_kind(&specs[VS_RES_HOST_MEMORY], lay, all_ranks,
-           topo->host_memory_bandwidth, 0, node);
-  set_kind(&specs[VS_RES_NVME], lay, all_ranks, topo->nvme_bandwidth, 0, node);
-  set_kind(&specs[VS_RES_NIC], lay, all_ranks, topo->inter_bandwidth,
-           topo->inter_latency, 1);
-  set_kind(&specs[VS_RES_NVLINK], lay, all_ranks, topo->intra_bandwidth,
-           topo->intra_latency, 1);
-  set_kind(&specs[VS_RES_COPY_ENGINE], lay, all_ranks, 0, 0, 1);
+  set_kind(&specs[VS_RES_CPU], topo->cpu_optimizer_rate, 0, node);
+  set_kind(&specs[VS_RES_HOST_MEMORY], topo->host_memory_bandwidth, 0, node);
+  set_kind(&specs[VS_RES_NVME], topo->nvme_bandwidth, 0, node);
+  set_kind(&specs[VS_RES_NIC], topo->inter_bandwidth, topo->inter_latency, 1);
+  set_kind(&specs[VS_RES_NVLINK], topo->intra_bandwidth, topo->intra_latency,
+           1);
+  set_kind(&specs[VS_RES_COPY_ENGINE], 0, 0, 1);
+}
+
+/* The pipeline stage GPU g of lay belongs to (pp_stride apart in either
+ * of Megatron's orders). */
+static uint64_t stage_of_gpu(const vs_layout *lay, uint64_t g)
+{
+  return g / lay->pp_stride % lay->pp;
+}
+
+uint32_t vs_resource_users(const vs_resource_spec *spec, const vs_layout *lay,
+                           uint64_t s, bool all_ranks)
+{
+  uint64_t gpi = spec->gpus_per_instance ? spec->gpus_per_instance : 1;
+  uint64_t inst = s * lay->pp_stride / gpi, lo = inst * gpi;
+  uint64_t hi = lo + gpi < lay->gpus ? lo + gpi : lay->gpus;
+  uint64_t own = 0, elsewhere = 0, lowest = UINT64_MAX;
+  if (all_ranks || lay->pp_stride == 0)
+    return 1;
+  for (uint64_t g = lo; g < hi; g++) {
+    uint64_t t = stage_of_gpu(lay, g);
+    bool rank_here = t * lay->pp_stride / gpi == inst;
+    own += t == s;
+    elsewhere += !rank_here;
+    if (rank_here && t < lowest)
+      lowest = t;
+  }
+  if (s == lowest)
+    own += elsewhere;
+  return own == 0 ? 1 : own > UINT32_MAX ? UINT32_MAX : (uint32_t)own;
 }
 
 /* ------------------------------------------------------------------------
@@ -262,13 +256,12 @@ static int leave(vs_res_state *st, vs_evq *q, uint32_t f, uint64_t now)
 
 /* Sets link m of fl to the instance of kind that gpu uses. */
 static int set_link(vs_res_state *st, vs_res_flow *fl, uint8_t m, int kind,
-                    uint32_t gpu)
+                    const vs_res_op *op)
 {
   vs_res_link *l = &fl->links[m];
-  const vs_resource_spec *spec = &st->specs[kind];
   l->kind = (uint8_t)kind;
-  l->weight = spec->symmetric ? spec->symmetric : 1;
-  return find_instance(st, kind, gpu, &l->instance);
+  l->weight = op->users[m] ? op->users[m] : 1;
+  return find_instance(st, kind, op->gpu, &l->instance);
 }
 
 int vs_res_start(vs_res_state *st, vs_evq *q, size_t slot,
@@ -288,8 +281,8 @@ int vs_res_start(vs_res_state *st, vs_evq *q, size_t slot,
   if (fl->phase != VS_FLOW_IDLE)
     return VS_EINPUT;
   fl->n_links = op->via != VS_RES_NONE ? 2 : 1;
-  if ((rc = set_link(st, fl, 0, op->kind, op->gpu)) ||
-      (fl->n_links > 1 && (rc = set_link(st, fl, 1, op->via, op->gpu))))
+  if ((rc = set_link(st, fl, 0, op->kind, op)) ||
+      (fl->n_links > 1 && (rc = set_link(st, fl, 1, op->via, op))))
     return rc;
   fl->remaining_bytes = op->bytes;
   fl->cap = op->max_bytes_per_s > 0 ? op->max_bytes_per_s / 1e9 : HUGE_VAL;

@@ -16,10 +16,11 @@
  * shares, not max-min fairness.)
  *
  * Which instance: GPU g uses instance g / gpus_per_instance of each kind. A
- * simulated rank that stands for `symmetric` GPUs on its instance (one rank
+ * simulated rank that stands for several GPUs on its instance (one rank
  * per stage: its stage's data- and tensor-parallel peers run the same
- * program at the same time) counts as that many users, so it sees the
- * contention of its peers without simulating them.
+ * program at the same time) counts as that many users (the op's `users`,
+ * vs_resource_users), so it sees the contention of its peers without
+ * simulating them.
  *
  * State (vs_res_state): per kind, the instances used so far; per instance,
  * a doubly linked list of the links of the flows moving bytes through it
@@ -48,9 +49,6 @@ typedef struct vs_resource_spec {
   uint64_t latency_ns;         /* fixed time, once per op, before its bytes
                                   move (it holds no bandwidth meanwhile) */
   uint32_t gpus_per_instance;  /* GPU g uses instance g / this (0 = 1) */
-  uint32_t symmetric;          /* users each simulated rank counts for on
-                                  its instance: 1 with every GPU simulated;
-                                  0 = 1 */
 } vs_resource_spec;
 
 /* The name of a kind ("pcie_switch"), or NULL when out of range. */
@@ -64,13 +62,20 @@ const char *vs_resource_name(int kind);
  * stepped; host_memory from host_memory_bandwidth (absent when 0), one
  * per node; nvme from nvme_bandwidth, one per node; nic and
  * nvlink from [network] inter_* and intra_*, one per GPU. copy_engine
- * has no topology key yet: absent. all_ranks: every GPU is
- * simulated (symmetric = 1); otherwise the rank of stage s is GPU
- * s * pp_stride and symmetric is the number of its stage's GPUs on its
- * instance (the largest over stages, when a stage's GPUs do not fill
- * instances evenly). O(pp x gpus_per_instance). */
-void vs_resource_table(const vs_topology *topo, const vs_layout *lay,
-                       bool all_ranks, vs_resource_spec specs[VS_RES_N]);
+ * has no topology key yet: absent. O(1). */
+void vs_resource_table(const vs_topology *topo,
+                       vs_resource_spec specs[VS_RES_N]);
+
+/* The users the simulated rank of stage s of lay counts for on its
+ * instance of the kind of spec: 1 when every GPU is simulated (all_ranks);
+ * in stage mode (the rank is GPU s * pp_stride) its stage's GPUs on that
+ * instance, and for the lowest stage whose rank is there also the GPUs
+ * there of stages whose ranks are elsewhere, so that the instance's users
+ * add up to its GPUs, whichever stages share it (stages that fill
+ * instances unevenly are approximate: a stage's GPUs on other instances
+ * are taken to see what its rank sees). At least 1. O(gpus_per_instance). */
+uint32_t vs_resource_users(const vs_resource_spec *spec, const vs_layout *lay,
+                           uint64_t s, bool all_ranks);
 
 #define VS_RES_NIL UINT32_MAX  /* no link */
 
@@ -85,7 +90,7 @@ enum { VS_FLOW_IDLE, VS_FLOW_WAIT, VS_FLOW_MOVE };
 typedef struct vs_res_link {
   uint32_t instance;       /* index among its kind's instances */
   uint32_t prev, next;     /* neighbouring link ids (VS_RES_NIL) */
-  uint32_t weight;         /* users it counts for (symmetric) */
+  uint32_t weight;         /* users it counts for (vs_res_op users) */
   uint8_t kind;            /* vs_resource_kind */
 } vs_res_link;
 
@@ -132,6 +137,8 @@ typedef struct vs_res_op {
   uint64_t tag;            /* kept for the caller */
   double max_bytes_per_s;  /* the most it moves at, whatever its shares
                               (0: no cap) */
+  uint32_t users[VS_RES_LINKS]; /* users it counts for on its instance of
+                              kind and of via (vs_resource_users); 0 = 1 */
 } vs_res_op;
 
 /* Empty state over specs[0..n_specs) (not copied; must outlive it) for

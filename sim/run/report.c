@@ -693,11 +693,13 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
   calibration_notes(out, sim);
   if (sim->nodes_uneven)
     fprintf(out,
-            "note: pipeline stages share nodes or PCIe switches "
-            "unevenly, so what GPUs share there (PCIe, CPU, host "
-            "memory and NVMe bandwidth) is approximate with one rank "
-            "per stage, and host memory %s; --ranks all simulates "
-            "every GPU\n",
+            "note: nodes or PCIe switches hold %s, so what GPUs share "
+            "there (PCIe, CPU, host memory and NVMe bandwidth) is "
+            "approximate with one rank per stage, and host memory %s; "
+            "--ranks all simulates every GPU\n",
+            sim->layout.pp > 1 ? "the stages' GPUs unevenly or two stages' "
+                                 "GPUs together"
+                               : "the GPUs unevenly",
             sim->node_like ? "through the times it gives the copies" : "too");
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_VERDICT, line, sizeof line));
 }

@@ -101,12 +101,12 @@ static void stage_weights(const vs_sim *sim, uint64_t s, const int32_t *index,
     }
 }
 
-/* Whether stage mode's one rank per stage misrepresents some group of
+/* Whether stage mode's one rank per stage may misrepresent a group of
  * gpi GPUs that share a resource (GPU g is in group g / gpi): a stage
  * with a different number of GPUs in two of the groups it uses, a group
- * holding GPUs of two stages (each rank shares it with its own stage's
- * alone, share_nodes), or groups holding different numbers of the job's
- * GPUs. O(gpus). */
+ * holding GPUs of two stages (which is exact only where every group of
+ * those stages is alike: not told apart, a choice of cost), or groups
+ * holding different numbers of the job's GPUs. O(gpus). */
 static bool uneven_over(const vs_sim *sim, uint64_t gpi)
 {
   const vs_layout *lay = &sim->layout;
@@ -148,10 +148,11 @@ static bool uneven_over(const vs_sim *sim, uint64_t gpi)
   return uneven;
 }
 
-/* Whether stage mode is approximate for what GPUs share off the GPU:
- * nodes (CPU, host memory, NVMe) or PCIe switches filled unevenly
- * (vs_resource_table gives the one simulated rank its fullest
- * instance's peers). */
+/* Whether stage mode may be approximate for what GPUs share off the GPU:
+ * nodes (CPU, host memory, NVMe) or PCIe switches filled unevenly or by
+ * GPUs of two stages (vs_resource_users: each rank counts for its
+ * stage's GPUs on its own instance, a stage's GPUs elsewhere are taken
+ * to see the same). */
 static bool stages_uneven(const vs_sim *sim)
 {
   uint64_t switch_gpus = sim->topo->gpus_per_pcie_switch;
@@ -304,7 +305,7 @@ static int check_rank_count(const vs_sim *sim, const vs_sim_opts *opts,
  * (dp_rank = tp_rank = 0), or every GPU in Megatron order (tp innermost,
  * then cp, dp, pp). */
 static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_step step,
-                      vs_error *err)
+                      const vs_resource_spec *resources, vs_error *err)
 {
   const vs_layout *lay = &sim->layout;
   uint64_t per_stage = ranks_per_stage(sim, opts);
@@ -351,6 +352,9 @@ static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_step step,
       /* Megatron order tp-dp-pp (default) or tp-pp-dp */
       r->id = (uint32_t)(stage * lay->pp_stride + (j / lay->tp) * lay->dp_stride +
                          j % lay->tp);
+      for (int k = 0; k < VS_RES_N; k++)
+        r->res_users[k] =
+            vs_resource_users(&resources[k], lay, stage, opts->all_ranks);
     }
   }
   return 0;
@@ -941,7 +945,7 @@ static int run_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_step step,
 {
   vs_steady *st;
   int rc;
-  if ((rc = make_ranks(sim, opts, step, err)))
+  if ((rc = make_ranks(sim, opts, step, eo->resources, err)))
     return rc;
   for (size_t i = 0; before && i < sim->n_ranks; i++)
     if (vs_rank_inherit(&sim->ranks[i], &before[i]))
@@ -1127,7 +1131,7 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
     vs_sim_fini(sim);
     return rc;
   }
-  vs_resource_table(topo, &sim->layout, opts->all_ranks, resources);
+  vs_resource_table(topo, resources);
   if (vs_sim_runs_first_step(sim)) {
     vs_engine_opts first = eo;
     first.record_timeline = first.record_spans = false;
