@@ -518,13 +518,21 @@ void vs_cap_derived_cell(vs_csv *c, const vs_candidate *cand, double value)
     vs_csv_text(c, "");
 }
 
+void vs_cap_price_cell(vs_csv *c, const vs_candidate *cand, double value)
+{
+  if (cand->usd_per_step > 0)
+    vs_cap_derived_cell(c, cand, value);
+  else
+    vs_csv_text(c, "");
+}
+
 void vs_cap_tail_columns(vs_csv *c, const vs_candidate *cand)
 {
   vs_csv_text(c, vs_cap_status_name(cand->status));
   vs_csv_text(c, cand->reason);
   vs_cap_derived_cell(c, cand, cand->tokens_per_s);
   vs_cap_derived_cell(c, cand, cand->mfu);
-  vs_cap_derived_cell(c, cand, cand->usd_per_step);
+  vs_cap_price_cell(c, cand, cand->usd_per_step);
 }
 
 void vs_cap_summary_or_empty(vs_csv *c, const vs_candidate *cand)

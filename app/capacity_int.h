@@ -29,6 +29,11 @@ void vs_cap_tail_columns(vs_csv *c, const vs_candidate *cand);
  * nan. */
 void vs_cap_derived_cell(vs_csv *c, const vs_candidate *cand, double value);
 
+/* A price derived from a candidate's step (vs_cap_derived_cell), or an
+ * empty cell when its topology has no price ([cost] usd_per_gpu_hour =
+ * 0, unknown: its usd_per_step is 0), never $0. */
+void vs_cap_price_cell(vs_csv *c, const vs_candidate *cand, double value);
+
 /* The worst rank's summary.csv columns, or empty cells for an invalid
  * candidate. */
 void vs_cap_summary_or_empty(vs_csv *c, const vs_candidate *cand);

@@ -121,7 +121,8 @@ static const char run_help[] =
 
 static const char sweep_help[] =
     "usage: vsim sweep WORKLOAD.ini --vary SEC.KEY=V1,V2,... [--vary ...]\n"
-    "                  [--gpus N] [--topology FILE.ini] [--set SEC.KEY=VALUE]...\n"
+    "                  [--gpus N] [--topology FILE.ini] [--set "
+    "SEC.KEY=VALUE]...\n"
     "                  [--jobs N] [--csv FILE]\n"
     "\n"
     "Simulates every combination of the --vary values (their cartesian\n"
@@ -132,16 +133,18 @@ static const char sweep_help[] =
     "Invalid combinations are recorded with the reason, not fatal.\n"
     "\n"
     "  --vary KEY=VALUES     KEY is section.key (topology.section.key for the\n"
-    "                        hardware) or gpus; VALUES a comma list where a..b\n"
+    "                        hardware) or gpus; VALUES a comma list where "
+    "a..b\n"
     "                        is a range (1..16) or continues the progression\n"
-    "                        before it: doubling after two that double\n"
-    "                        (1,2,4..64 = powers of two), else by its step\n"
+    "                        before it: doubling where its start and the two\n"
+    "                        values before it double (1,2,4..64 = powers of\n"
+    "                        two; 2,4..64 steps by 2), else by its step\n"
     "                        (10,20..100 by 10)\n"
     "  --jobs N              simulations in parallel (default: one per CPU)\n"
-    "  --csv FILE            write sweep.csv there (atomically)\n"
-    LIMITS_HELP
+    "  --csv FILE            write sweep.csv there (atomically)\n" LIMITS_HELP
     "  a progress line is shown on stderr when it is a terminal\n"
-    "exit status: 0 some combination fits, 3 none fits, 1 bad input, 2 bad usage\n";
+    "exit status: 0 some combination fits, 3 none fits, 1 bad input, 2 bad "
+    "usage\n";
 
 static const char fit_help[] =
     "usage: vsim fit WORKLOAD.ini [--gpus N] [--vary-key KEY] [--topology FILE.ini]\n"

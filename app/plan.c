@@ -191,6 +191,9 @@ typedef struct plan_state {
   size_t n_fit;              /* how many fit */
   size_t top;                /* how many to list (--top, at most n_fit) */
   size_t fastest, smallest;  /* the fastest, and the fewest GPUs */
+  size_t n_refused;          /* of n_unconfirmed, those whose full
+                                simulation was refused (invalid: over the
+                                work or memory limits) */
   size_t n_unconfirmed;      /* fitted when extrapolated, but not in the
                                 full re-simulation (now oom or invalid) */
   bool offload_pass;         /* enumerating the offload layouts (nothing
@@ -1003,7 +1006,8 @@ static void plan_csv_rows(vs_csv *c, const plan_state *ps)
     vs_csv_text(c, vs_offload_name(offload_params(lc)));
     vs_cap_summary_or_empty(c, cand);
     vs_cap_tail_columns(c, cand);
-    vs_cap_derived_cell(c, cand, vs_cost_per_tokens(cand->usd_per_step, tokens, 1e9));
+    vs_cap_price_cell(c, cand,
+                      vs_cost_per_tokens(cand->usd_per_step, tokens, 1e9));
     vs_cap_derived_cell(c, cand, hours_per_1e9_tokens(ps, cand));
     vs_csv_text(c, cand->extrapolated ? "true" : "false");
     vs_csv_row(c);
@@ -1212,16 +1216,18 @@ static void plan_intro(FILE *out, const vs_workload *wl, const vs_topology *topo
           wl->origins.file, gpus_bound(ps), (unsigned long long)ps->max_gpus, topo->name,
           topo->origins.file, (unsigned long long)wl->training.global_batch,
           (unsigned long long)wl->model.seq_len);
-  size_t tight = 0, invalid = 0;
+  size_t fit = 0, tight = 0, invalid = 0; /* as plan.csv says, confirmed */
   for (size_t i = 0; i < ps->n; i++) {
+    fit += ps->cands[i].status == VS_EVAL_FITS;
     tight += ps->cands[i].status == VS_EVAL_TIGHT;
     invalid += ps->cands[i].status == VS_EVAL_INVALID;
   }
-  fprintf(out, "%zu layouts simulated in %.2f s (%.0f layouts/s on %u "
-               "thread(s)); %zu fit",
+  fprintf(out,
+          "%zu layouts simulated in %.2f s (%.0f layouts/s on %u "
+          "thread(s)); %zu fit",
           ps->n - invalid, seconds,
           (double)(ps->n - invalid) / (seconds > 0 ? seconds : 1e-9),
-          ps->ex.jobs ? ps->ex.jobs : 1, ps->n_fit);
+          ps->ex.jobs ? ps->ex.jobs : 1, fit);
   if (tight)
     fprintf(out, " with [runtime] reserve free (%zu more without it)",
             tight);
@@ -1311,6 +1317,7 @@ static bool confirmed(plan_state *ps, ahead *a, size_t idx, int *rc)
   if (ps->cands[idx].status == VS_EVAL_FITS)
     return true;
   ps->n_unconfirmed++;
+  ps->n_refused += ps->cands[idx].status == VS_EVAL_INVALID;
   return false;
 }
 
@@ -1424,14 +1431,24 @@ static void plan_answers(FILE *out, const plan_state *ps)
   fprintf(out, "\nfastest:\n");
   plan_header(out, ps, prices_of(ps), types);
   print_layout(out, 1, ps, ps->fastest, prices_of(ps));
-  fprintf(out, "\nfewest GPUs on which it fits: %llu\n",
+  /* offload is searched only where nothing fits without it: say so where
+     it was not, as it may fit on fewer (a review: one RTX 4090) */
+  fprintf(out, "\nfewest GPUs on which it fits%s: %llu\n",
+          ps->offload_pass ? "" : " without offload",
           (unsigned long long)ps->cands[ps->smallest].total_gpus);
   plan_header(out, ps, prices_of(ps), types);
   print_layout(out, 1, ps, ps->smallest, prices_of(ps));
-  if (ps->n_unconfirmed)
-    fprintf(out, "\n%zu layout(s) that fitted when extrapolated were left out: "
-                 "their full re-simulation did not (plan.csv has why)\n",
-            ps->n_unconfirmed);
+  if (ps->n_unconfirmed > ps->n_refused)
+    fprintf(out,
+            "\n%zu layout(s) that fitted when extrapolated were left out: "
+            "their full re-simulation did not fit (plan.csv has why)\n",
+            ps->n_unconfirmed - ps->n_refused);
+  if (ps->n_refused)
+    fprintf(out,
+            "\n%zu layout(s) that fitted when extrapolated were left out: "
+            "their full re-simulation was refused, over the limits "
+            "(plan.csv has why)\n",
+            ps->n_refused);
 }
 
 /* True when no layout was simulated to a verdict: every one was invalid
@@ -1497,11 +1514,11 @@ static int plan_run(const vs_workload *wl, const vs_topology *topo,
                           rank 0 confirms, reports and writes */
   if (ps->type)
     fprintf(out, "== %s (%s) ==\n", ps->gpu, topo->origins.file);
-  plan_intro(out, wl, topo, ps);
   if (ps->n_fit > 0 && plan_choose(ps)) {
     fprintf(errs, "vsim: out of host memory\n");
     return VS_EXIT_ERROR;
   }
+  plan_intro(out, wl, topo, ps); /* its counts are the confirmed ones */
   if (ps->n_fit == 0 || ps->top == 0)
     return plan_nothing_fits(out, errs, ps);
   if (ps->type)

@@ -54,6 +54,9 @@ static void test_vary_lists(void **state)
   parse_ok("training.micro_batch=1..16", "training.micro_batch", r16, 16);
   parse_ok("training.micro_batch=1,2,4..64", "training.micro_batch", pow2, 7);
   parse_ok("model.seq_len=2,4,6..10", "model.seq_len", even, 5);
+  /* the range's start and one value before it double: a step, as help
+   * and README say (a review read "doubling after two that double") */
+  parse_ok("model.seq_len=2,4..10", "model.seq_len", even, 5);
   parse_ok("training.checkpointing=none,selective,full",
            "training.checkpointing", words, 3);
   parse_ok("gpus=8,16,24..40", "gpus", gpus, 5);

@@ -1993,7 +1993,7 @@ static void test_pageable_offload_end_to_end(void **state)
                          "states and parameters are pinned");
   run(plan);
   assert_int_equal(r.status, 0);
-  assert_contains(r.out, "fewest GPUs on which it fits: 1");
+  assert_contains(r.out, "fewest GPUs on which it fits without offload: 1");
 }
 
 /* torchtitan's Llama 3.1 8B on 8 GPUs: its preset sets the sharded
@@ -5455,6 +5455,91 @@ static void test_plan_types_priced_and_named(void **state)
   remove(free_of);
 }
 
+/* The cells after `,fits,,` of a plan.csv row (tokens_per_s onwards), or
+ * NULL when the row is not a fitting one of GPU type `gpu`. */
+static const char *fitting_tail(const char *row, const char *gpu)
+{
+  const char *tail = strstr(row, ",fits,,");
+  if (strncmp(row, gpu, strlen(gpu)) != 0 || row[strlen(gpu)] != ',' || !tail)
+    return NULL;
+  return tail + strlen(",fits,,");
+}
+
+/* plan.csv leaves a type without a price its cost cells empty, never $0
+ * (a review sorted plan.csv by usd_per_step and found the unpriced type
+ * first, free); a priced type's stay numbers. */
+static void test_plan_csv_leaves_unknown_prices_empty(void **state)
+{
+  char cheap[256], free_of[256], list[600], dir[256], csv[300];
+  const char *args[] = {"plan",       DATA "gpt-small.ini",
+                        "--max-gpus", "2",
+                        "--set",      "training.global_batch=8",
+                        "--jobs",     "2",
+                        "--topology", list,
+                        "--csv",      csv,
+                        NULL};
+  char *text, *row;
+  int priced = 0, unpriced = 0;
+  (void)state;
+  h100_as("name = H100-SXM-80GB", "usd_per_gpu_hour = 1", cheap, sizeof cheap);
+  h100_as("name = UNPRICED", "usd_per_gpu_hour = 0", free_of, sizeof free_of);
+  snprintf(list, sizeof list, "%s,%s", cheap, free_of);
+  assert_non_null(tu_temp_dir(dir, sizeof dir));
+  snprintf(csv, sizeof csv, "%s/plan.csv", dir);
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_non_null(text = tu_read_file(csv));
+  for (row = strtok(text, "\n"); row; row = strtok(NULL, "\n")) {
+    double tokens, mfu, usd, usd_tokens;
+    const char *tail;
+    if ((tail = fitting_tail(row, "UNPRICED"))) {
+      /* tokens_per_s,mfu,,,hours_per_1e9_tokens,extrapolated */
+      assert_int_equal(sscanf(tail, "%lf,%lf,", &tokens, &mfu), 2);
+      assert_non_null(strstr(tail, ",,,"));
+      assert_true(tokens > 0);
+      unpriced++;
+    } else if ((tail = fitting_tail(row, "H100-SXM-80GB"))) {
+      assert_int_equal(
+          sscanf(tail, "%lf,%lf,%lf,%lf,", &tokens, &mfu, &usd, &usd_tokens),
+          4);
+      assert_true(usd > 0 && usd_tokens > 0 && isfinite(usd_tokens));
+      priced++;
+    }
+  }
+  assert_true(unpriced > 0);
+  assert_true(priced > 0);
+  free(text);
+  remove(csv);
+  remove(dir);
+  remove(cheap);
+  remove(free_of);
+}
+
+/* run's dollars per million tokens keep 3 significant figures below a
+ * dollar (a review found $0.00 for a cheap job that plan priced), cents
+ * above: the price x GPUs per hour over the tokens of an hour. */
+static void test_run_cost_per_million_tokens_figures(void **state)
+{
+  const char *prices[] = {"topology.cost.usd_per_gpu_hour=0.001",
+                          "topology.cost.usd_per_gpu_hour=5000"};
+  (void)state;
+  for (size_t i = 0; i < 2; i++) {
+    const char *args[] = {
+        "run", DATA "gpt-small.ini", "--gpus", "2", "--set", prices[i], NULL};
+    const char *line, *dollar;
+    double tokens, usd, want;
+    run(args);
+    assert_int_equal(r.status, 0);
+    assert_non_null(line = strstr(r.out, "\nthroughput "));
+    assert_int_equal(sscanf(line, "\nthroughput %lf tokens/s", &tokens), 1);
+    assert_non_null(dollar = strchr(line, '$'));
+    assert_int_equal(sscanf(dollar, "$%lf per million tokens", &usd), 1);
+    want = (i == 0 ? 0.001 : 5000.0) * 2 / 3600 / tokens * 1e6;
+    assert_true(tokens > 0 && isfinite(want));
+    tu_assert_close(usd, want, i == 0 ? 5e-3 : 0.01 / want);
+  }
+}
+
 /* Issue 21, D6: when every layout is invalid, plan says so and exits 1
  * (as sweep and fit do), instead of DOES NOT FIT with exit 3: FP8 on a
  * GPU without FP8 tensor cores. */
@@ -5534,24 +5619,50 @@ static void test_plan_and_sweep_bad_input_write_nothing(void **state)
  * confirmed. With a budget of 4000 events the extrapolated screening
  * (2 micro-batches) of every layout passes, but the full step of the
  * cheapest ones (2 GPUs, 32 micro-batches) does not: they are left out
- * and counted, the same with one thread confirming and with three, and
- * `vsim run` of each printed layout, under the same budget, fits. */
+ * and counted as refused, not as not fitting, the same with one thread
+ * confirming and with three, the fit count printed is plan.csv's (a
+ * review found the screen's, one more), and `vsim run` of each printed
+ * layout, under the same budget, fits. */
 static void test_plan_prints_only_confirmed_layouts(void **state)
 {
-  const char *args[] = {"plan", "workloads/llama2-7b.ini", "--max-gpus",
-                        "8", "--jobs", "1", "--max-events", "4000", NULL};
+  char dir[256], csv[300];
+  const char *args[] = {"plan",
+                        "workloads/llama2-7b.ini",
+                        "--max-gpus",
+                        "8",
+                        "--jobs",
+                        "1",
+                        "--max-events",
+                        "4000",
+                        "--csv",
+                        csv,
+                        NULL};
   static const char *const headings[] = {"cheapest per step", "fastest:",
                                          "fewest GPUs on which it fits"};
-  char *one;
+  char *one, *text;
+  const char *fit;
+  size_t in_csv = 0;
   (void)state;
+  assert_non_null(tu_temp_dir(dir, sizeof dir));
+  snprintf(csv, sizeof csv, "%s/plan.csv", dir);
   run(args);
+  assert_non_null(text = tu_read_file(csv));
+  for (const char *p = strchr(text, '\n'); p && (p = strstr(p, ",fits,"));
+       p++) /* rows after the header's `fits` column name */
+    in_csv++;
+  assert_non_null(fit = strstr(r.out, " thread(s)); "));
+  assert_int_equal(strtoul(fit + strlen(" thread(s)); "), NULL, 10), in_csv);
+  free(text);
   assert_int_equal(r.status, 0);
   one = without_line(r.out, "simulated in");
   args[5] = "3";
   run(args);
   assert_int_equal(r.status, 0);
+  remove(csv);
+  remove(dir);
   assert_contains(r.out, "that fitted when extrapolated were left out: their "
-                         "full re-simulation did not");
+                         "full re-simulation was refused, over the limits");
+  assert_null(strstr(r.out, "full re-simulation did not fit"));
   {
     char *three = without_line(r.out, "simulated in");
     assert_string_equal(one, three);
@@ -5874,6 +5985,8 @@ int main(void)
       cmocka_unit_test(test_plan_compares_gpu_types),
       cmocka_unit_test(test_plan_across_types_lists_top),
       cmocka_unit_test(test_plan_types_priced_and_named),
+      cmocka_unit_test(test_plan_csv_leaves_unknown_prices_empty),
+      cmocka_unit_test(test_run_cost_per_million_tokens_figures),
       cmocka_unit_test(test_plan_prints_only_confirmed_layouts),
       cmocka_unit_test(test_work_over_budget_is_refused),
       cmocka_unit_test(test_units_cannot_be_misread),

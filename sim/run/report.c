@@ -298,18 +298,29 @@ static void calibration_notes(FILE *out, const vs_sim *sim)
   vs_cal_warn_range(out, "note: ", sim->topo, &seen);
 }
 
+/* Decimals that show usd (> 0) in cents from a dollar up, else to 3
+ * significant figures without an exponent (as plan's costs: a cheap job's
+ * is not $0.00), at most 12. */
+static int money_decimals(double usd)
+{
+  int d = usd >= 1 ? 2 : 2 - (int)floor(log10(usd));
+  return d > 12 ? 12 : d;
+}
+
 /* The throughput line, with the dollars per million tokens when the
- * topology has a price. */
+ * topology has a price (money_decimals). */
 static void throughput_line(const vs_sim *sim, char *buf, size_t len)
 {
   int n = snprintf(buf, len, "throughput %.0f tokens/s, MFU %.1f%%",
                    sim->tokens_per_s, 100.0 * sim->mfu);
   if (sim->topo->usd_per_gpu_hour > 0 && sim->tokens_per_s > 0 && n >= 0 &&
-      (size_t)n < len)
-    snprintf(buf + n, len - (size_t)n, ", $%.2f per million tokens",
-             vs_cost_per_tokens(vs_cost_usd(sim->topo->usd_per_gpu_hour,
-                                            sim->layout.gpus, 1.0),
-                                sim->tokens_per_s, 1e6));
+      (size_t)n < len) {
+    double usd = vs_cost_per_tokens(
+        vs_cost_usd(sim->topo->usd_per_gpu_hour, sim->layout.gpus, 1.0),
+        sim->tokens_per_s, 1e6);
+    snprintf(buf + n, len - (size_t)n, ", $%.*f per million tokens",
+             money_decimals(usd), usd);
+  }
 }
 
 /* The node and place the verdict names: the first that ran out, else
