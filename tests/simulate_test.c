@@ -436,6 +436,39 @@ static void test_offload_cpu_shared_by_two_stages(void **state)
   vs_sim_fini(&all);
 }
 
+/* A bucket's copy to the host is shown at its layer, its lowest block's,
+ * not the embedding's (a review found every grad_to_host and bucket
+ * reduction labelled "embedding"): with buckets of about a block, the
+ * copies of a micro-batch in program order go down the layers from the
+ * head, and only the last, which holds the embedding, is at -1. */
+static void test_bucket_ops_show_their_layer(void **state)
+{
+  const char *sets[] = {"parallel.bucket=1MiB"};
+  vs_workload wl;
+  vs_topology topo;
+  vs_sim sim;
+  const vs_program *p;
+  int32_t last = INT32_MAX;
+  size_t copies = 0;
+  (void)state;
+  load(&wl, offload_gpt, sets, 1, 1);
+  simulate(&sim, &wl, &topo, false);
+  p = sim.ranks[0].prog;
+  for (size_t i = 0; i < p->n_ops; i++) {
+    int32_t layer = vs_op_layer(p, &p->ops[i]);
+    if (strcmp(vs_op_name(p, &p->ops[i]), "grad_to_host") != 0 ||
+        p->ops[i].microbatch != 0)
+      continue;
+    assert_true(layer <= last);
+    assert_true(copies > 0 || layer > 0); /* the first: a block's */
+    last = layer;
+    copies++;
+  }
+  assert_true(copies > 2);
+  assert_int_equal(last, -1); /* the embedding's bucket closes last */
+  vs_sim_fini(&sim);
+}
+
 /* The first and last span of ops named name on rank r (NULL: none). */
 static const vs_op_span *find_span(const vs_rank *r, const char *name,
                                    bool last)
@@ -4271,6 +4304,7 @@ int main(void)
       cmocka_unit_test(test_deepspeed_host_copies_do_not_pile_up),
       cmocka_unit_test(test_offload_contention),
       cmocka_unit_test(test_offload_cpu_shared_by_two_stages),
+      cmocka_unit_test(test_bucket_ops_show_their_layer),
       cmocka_unit_test(test_offload_step_order_and_share),
       cmocka_unit_test(test_offload_host_memory_bandwidth),
       cmocka_unit_test(test_blocking_pipeline_sends),

@@ -799,40 +799,42 @@ static void op_comm(builder *b, const vs_comm *c, int layer, int mb)
 
 /* A step-level collective of `use` on its stream, over `group`. */
 static uint32_t group_comm(builder *b, int use, int group, const char *name,
-                           int kind, uint64_t bytes, int mb)
+                           int kind, uint64_t bytes, int layer, int mb)
 {
   double t = group_seconds(b, group, kind, bytes);
-  return sb_new_op(b, b->r->comm[use].stream, VS_PHASE_DP_COMM, name, -1, mb, t,
-                   0.0, (double)bytes);
+  return sb_new_op(b, b->r->comm[use].stream, VS_PHASE_DP_COMM, name, layer, mb,
+                   t, 0.0, (double)bytes);
 }
 
 /* A step-level collective of `use` (its stream and group from the recipe). */
 static uint32_t use_comm(builder *b, int use, const char *name, int kind,
-                         uint64_t bytes, int mb)
+                         uint64_t bytes, int layer, int mb)
 {
-  return group_comm(b, use, b->r->comm[use].group, name, kind, bytes, mb);
+  return group_comm(b, use, b->r->comm[use].group, name, kind, bytes, layer,
+                    mb);
 }
 
 /* use_comm of `bytes` once `after` has ended, of which `expert` (the
  * routed experts' states, when they have groups of their own: ep > 1 or
  * etp other than tp) go over the expert-data-parallel
  * group instead, after the rest (and nowhere when that group is one
- * GPU). Returns the last op (`after` when there is none). */
+ * GPU), shown at `layer` (a bucket's, or -1). Returns the last op (`after`
+ * when there is none). */
 uint32_t sb_split_comm(builder *b, int use, const char *name, int kind,
-                       uint64_t bytes, uint64_t expert, int mb,
+                       uint64_t bytes, uint64_t expert, int layer, int mb,
                        uint32_t after)
 {
   uint32_t op = after;
   if (!b->lay->experts_apart)
     expert = 0;
   if (bytes > expert && b->lay->group_size[b->r->comm[use].group] > 1) {
-    op = use_comm(b, use, name, kind, bytes - expert, mb);
+    op = use_comm(b, use, name, kind, bytes - expert, layer, mb);
     sb_add_dep(b, op, after);
   }
   if (expert && b->lay->group_size[VS_GROUP_EXPERT_DP] > 1) {
     uint32_t edp = group_comm(b, use, VS_GROUP_EXPERT_DP,
                               vs_coll_op_name(VS_GROUP_EXPERT_DP, kind), kind,
-                              expert, mb);
+                              expert, layer, mb);
     sb_add_dep(b, edp, op);
     op = edp;
   }

@@ -33,11 +33,11 @@ static int host_stream(const builder *b, int copy_stream)
  * `after` has ended. DeepSpeed casts it to fp32 on the GPU first
  * (stage_1_and_2.py async_inplace_copy_grad_to_fp32_buffer_from_gpu), so
  * 4 B an element cross PCIe and an fp32 copy lives on the GPU meanwhile. */
-static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
+static uint32_t grads_to_host(builder *b, int layer, int mb, uint32_t after)
 {
   uint64_t bytes = 4 * partition_elems(b, b->bucket_elems);
   uint32_t op = sb_copy_op(b, host_stream(b, VS_STREAM_D2H), VS_RES_PCIE_D2H,
-                           "grad_to_host", -1, mb, bytes, after,
+                           "grad_to_host", layer, mb, bytes, after,
                            sb_states_side(b->r->optimizer.place));
   if (op != after)
     sb_transient(b, op, bytes, VS_CAT_TEMP);
@@ -49,14 +49,15 @@ static uint32_t grads_to_host(builder *b, int mb, uint32_t after)
  * ended, and one kernel adds it to the gradients, reading both and
  * writing the sum, both on its reduction's stream (host_stream). Returns
  * the add. */
-static uint32_t add_host_sum(builder *b, int mb, uint64_t bytes, uint32_t after)
+static uint32_t add_host_sum(builder *b, int layer, int mb, uint64_t bytes,
+                             uint32_t after)
 {
   op_split t = sb_roofline_split(b, 0.0, 3.0 * (double)bytes);
   uint32_t op;
   after = sb_states_copy(b, VS_STREAM_COMM, VS_RES_PCIE_SWITCH, "grad_sum_in",
-                         -1, mb, bytes, after);
+                         layer, mb, bytes, after);
   sb_add_launch(b, &t, 1);
-  op = sb_new_op(b, VS_STREAM_COMM, VS_PHASE_OFFLOAD, "grad_sum_add", -1, mb,
+  op = sb_new_op(b, VS_STREAM_COMM, VS_PHASE_OFFLOAD, "grad_sum_add", layer, mb,
                  sb_split_total(&t), 0.0, 3.0 * (double)bytes);
   sb_add_dep(b, op, after);
   return op;
@@ -70,20 +71,21 @@ static uint32_t add_host_sum(builder *b, int mb, uint64_t bytes, uint32_t after)
  * copies the bucket's 16-bit gradients out
  * (async_accumulate_grad_in_cpu_via_gpu, then
  * async_inplace_copy_grad_to_fp32_buffer_from_gpu at the accumulation
- * boundary). Returns the last op. */
-static uint32_t offload_bucket(builder *b, int mb, uint32_t after)
+ * boundary). Its ops are shown at `layer`, the bucket's. Returns the last
+ * op. */
+static uint32_t offload_bucket(builder *b, int layer, int mb, uint32_t after)
 {
   uint64_t bytes =
       vs_recipe_bit16_host_bytes(b->r, partition_elems(b, b->bucket_elems));
   if (!vs_recipe_host_sums(b->r, b->lay->grad_accum))
-    return grads_to_host(b, mb, after);
+    return grads_to_host(b, layer, mb, after);
   /* DeepSpeed's, on its reduction's stream (host_stream) */
   if (mb > 0)
-    after = add_host_sum(b, mb, bytes, after);
-  after = sb_states_copy(b, VS_STREAM_COMM, VS_RES_PCIE_D2H, "grad_sum_out", -1,
-                         mb, bytes, after);
+    after = add_host_sum(b, layer, mb, bytes, after);
+  after = sb_states_copy(b, VS_STREAM_COMM, VS_RES_PCIE_D2H, "grad_sum_out",
+                         layer, mb, bytes, after);
   if ((uint64_t)mb + 1 == b->lay->grad_accum)
-    return grads_to_host(b, mb, after);
+    return grads_to_host(b, layer, mb, after);
   return after;
 }
 
@@ -196,7 +198,8 @@ static void reshard_kept(builder *b, size_t inst, uint32_t op)
  * reduce-scatter input in one compute-stream kernel (torch._chunk_cat in
  * foreach_reduce), reading them and writing the input, and frees them.
  * Returns the copy, which the reduce-scatter follows. */
-static uint32_t copy_to_reduce_input(builder *b, int mb, uint32_t after)
+static uint32_t copy_to_reduce_input(builder *b, int layer, int mb,
+                                     uint32_t after)
 {
   uint64_t bytes = b->bucket_made + b->bucket_fill;
   op_split t = sb_roofline_split(b, 0.0, (double)bytes);
@@ -205,7 +208,7 @@ static uint32_t copy_to_reduce_input(builder *b, int mb, uint32_t after)
   if (b->reduce_input != NONE)
     release_at_next_compute(b, b->reduce_input);
   sb_add_launch(b, &t, 1);
-  op = sb_compute_op(b, VS_PHASE_BWD, "reduce_copy_in", -1, mb, 0.0,
+  op = sb_compute_op(b, VS_PHASE_BWD, "reduce_copy_in", layer, mb, 0.0,
                      (double)bytes, &t);
   sb_add_dep(b, op, after);
   /* pipelined, the post-backward reshards the blocks first */
@@ -377,6 +380,18 @@ static void engine_allreduce_copies(builder *b, uint32_t op)
     sb_transient(b, op, wire, VS_CAT_GRADS);
 }
 
+/* The layer the open bucket's ops are shown at (ops.csv, the report):
+ * that of its lowest block, where backward closes it (sb_layer_of: -1
+ * when it holds the embedding). */
+static int bucket_layer(const builder *b)
+{
+  size_t lowest = SIZE_MAX;
+  for (size_t i = 0; i < b->n_bucket; i++)
+    if (b->bucket[i] < lowest)
+      lowest = b->bucket[i];
+  return lowest == SIZE_MAX ? -1 : sb_layer_of(lowest);
+}
+
 /* Reduces the open bucket over the data-parallel group (when there is
  * one) once op `last` has ended and, with the optimizer on the host,
  * copies this GPU's reduced partition of it out; the bucket's gradients
@@ -385,6 +400,7 @@ void sb_flush_bucket(builder *b, int mb, uint32_t last)
 {
   int kind = b->r->grad_reduce;
   int group = b->r->comm[VS_USE_GRAD_REDUCE].group;
+  int layer = bucket_layer(b);
   /* the reduction waits for the last copy into the bucket too: made
    * after the op the caller names when the gradients were bucketed once
    * backward was done (sb_reduce_listed), and each waiting for it, the
@@ -399,13 +415,13 @@ void sb_flush_bucket(builder *b, int mb, uint32_t last)
   }
   if (vs_workload_grads_shared(&b->wl->parallel)) {
     if (b->r->reduce_copy)
-      last = copy_to_reduce_input(b, mb, last);
+      last = copy_to_reduce_input(b, layer, mb, last);
     last = sb_split_comm(b, VS_USE_GRAD_REDUCE, vs_coll_op_name(group, kind),
                          kind, wire_bytes(b, b->bucket_fill, b->bucket_elems),
                          /* the routed experts' are one dtype, the grads' */
                          wire_bytes(b, b->bucket_expert,
                                     b->bucket_expert / b->r->grad_elem_bytes),
-                         mb, last);
+                         layer, mb, last);
     if (b->r->ipg_resident)
       coalesce_bucket(b, last);
     engine_allreduce_copies(b, last);
@@ -414,7 +430,7 @@ void sb_flush_bucket(builder *b, int mb, uint32_t last)
   }
   reduce_outputs(b, last);
   if (b->r->offload.cpu_step) {
-    last = offload_bucket(b, mb, last);
+    last = offload_bucket(b, layer, mb, last);
     /* reduced on the compute stream, the copy is issued there too and
      * the next compute op waits for it: DeepSpeed without overlap_comm
      * reduces and copies on the current stream (stage_1_and_2.py
@@ -708,7 +724,7 @@ static void gather_updated(builder *b, const vs_stage_layout *st,
 {
   sb_split_comm(b, VS_USE_STEP_GATHER, "zero_param_all_gather",
                 VS_COLL_ALL_GATHER, st->trainable_params_full_bytes,
-                st->expert_params_full_bytes, -1, after);
+                st->expert_params_full_bytes, -1, -1, after);
 }
 
 /* DeepSpeed ZeRO-1/2's contiguous-gradient buffers

@@ -342,7 +342,7 @@ uint32_t sb_compute_op(builder *b, int phase, const char *name, int layer,
 uint32_t sb_comm_op(builder *b, const vs_comm *c, const char *name,
                     int layer, int mb);
 uint32_t sb_split_comm(builder *b, int use, const char *name, int kind,
-                       uint64_t bytes, uint64_t expert, int mb,
+                       uint64_t bytes, uint64_t expert, int layer, int mb,
                        uint32_t after);
 uint32_t sb_offload_op(builder *b, int stream, int res, const char *name,
                        int layer, int mb, uint64_t amount, uint32_t after);
