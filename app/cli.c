@@ -55,6 +55,9 @@ typedef struct cli_args {
                                    value, for the message */
 } cli_args;
 
+/* The help texts, laid out as they print (clang-format would rewrap
+ * them at 80 columns mid-sentence). */
+/* clang-format off */
 static const char main_help[] =
     "usage: vsim COMMAND [OPTIONS]\n"
     "\n"
@@ -70,7 +73,8 @@ static const char main_help[] =
     "  keys                list every workload.ini and topology.ini key with its\n"
     "                      type, allowed values and default\n"
     "\n"
-    "options: --help (also after a command, or vsim help COMMAND), --version\n"
+    "options: -h, --help (also after a command, or vsim help COMMAND), "
+    "--version\n"
     "exit status: 0 fits, 3 simulated out-of-memory, 1 bad input, 2 bad usage\n"
     "";
 
@@ -114,7 +118,7 @@ static const char run_help[] =
     LIMITS_HELP
     "  --max-output SIZE     refuse when --csv and --trace are estimated to\n"
     "                        write more (default 6GiB)\n"
-    "  --help                this text\n"
+    "  -h, --help            this text\n"
     "\n"
     "exit status: 0 fits, 3 simulated out-of-memory (report and CSV still\n"
     "written), 1 bad input, 2 bad usage\n";
@@ -211,6 +215,7 @@ static const char show_help[] =
     "\n"
     "Prints every workload key with defaults resolved, the layout, the\n"
     "parameter count (total and per GPU) and the model-state bytes per GPU.\n";
+/* clang-format on */
 
 static int arg_usage(FILE *errs, const cli_args *a, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

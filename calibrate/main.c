@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* clang-format off */
 static const char usage_text[] =
@@ -81,7 +82,7 @@ static const char usage_text[] =
     "                      aborts); a kind cut short below 4 sizes is left\n"
     "                      out of the topology with a warning\n"
     "  --verbose           measuring progress on stderr (with --fit: none)\n"
-    "  --help              this text\n"
+    "  -h, --help          this text\n"
     "\n"
     "Each option may be given once. With --fit, the measuring options\n"
     "(--device, --samples, --warmup, --max-size, --seed, --time-limit, --raw)\n"
@@ -197,6 +198,19 @@ static bool same_file(const char *a, const char *b)
   if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
   return strcmp(a, b) == 0;
+}
+
+/* Whether path names the file standard output writes to: the inode fstat
+ * gives for STDOUT_FILENO (/dev/stdout, /proc/self/fd/1, or the file, FIFO
+ * or device stdout is redirected to); where either cannot be examined,
+ * whether path is spelled /dev/stdout. Any other device or FIFO (say
+ * /dev/null) is not: stdout stays free for the fits' summary. */
+static bool is_stdout(const char *path)
+{
+  struct stat sp, so;
+  if (stat(path, &sp) == 0 && fstat(STDOUT_FILENO, &so) == 0)
+    return sp.st_dev == so.st_dev && sp.st_ino == so.st_ino;
+  return strcmp(path, "/dev/stdout") == 0;
 }
 
 /* Stores option o's value val (NULL for a flag) in a; 0 or 2 (reported). */
@@ -721,10 +735,9 @@ static void on_stop_signal(int sig)
 
 static int run(const args *a, vs_error *err)
 {
-  /* the fits' summary, on stderr when the topology goes to stdout
-   * (--out /dev/stdout, or the file stdout is redirected to) */
-  FILE *report = a->out && same_file(a->out, "/dev/stdout") ? stderr
-                                                             : stdout;
+  /* the fits' summary, on stderr when the topology goes to stdout (--out
+   * is the file stdout writes to), where it would be mixed into the file */
+  FILE *report = a->out && is_stdout(a->out) ? stderr : stdout;
   vs_cal_out *out = calloc(1, sizeof *out);
   vs_raw raw;
   vs_measure_info info;

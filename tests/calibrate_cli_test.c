@@ -74,6 +74,18 @@ static void test_help(void **state)
   for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
     assert_contains(run.out, flags[i]);
   assert_contains(run.out, "kind,bytes,sample,seconds");
+  {
+    /* -h is --help, and the help says so (it was accepted, named nowhere) */
+    static const char *const h[] = {"-h", NULL};
+    char *want;
+    assert_non_null(want = strdup(run.out));
+    assert_contains(want, "\n  -h, --help          this text\n");
+    run_cal(&run, h);
+    assert_int_equal(run.status, 0);
+    assert_string_equal(run.out, want);
+    assert_string_equal(run.err, "");
+    free(want);
+  }
 }
 
 static void test_usage_errors(void **state)
@@ -1004,6 +1016,82 @@ static void test_out_to_stdout_is_the_file_alone(void **state)
   unlink(ini);
 }
 
+/* --out is optional with --fit: without it the fits are only printed,
+ * exit 0; docs/DESIGN.md's command line says so as --help does (it wrote
+ * "--fit RAW.csv --out FILE.ini", as if --out were required). */
+static void test_fit_without_out_only_prints(void **state)
+{
+  static const char *const fit[] = {"--fit", CAL_DATA "h100-like.csv", NULL};
+  static const char *const help[] = {"--help", NULL};
+  static const char form[] = "--fit RAW.csv [--out FILE.ini]";
+  char *design;
+  (void)state;
+  run_cal(&run, fit);
+  if (run.status != 0)
+    fail_msg("--fit alone exited %d: %s", run.status, run.err);
+  assert_contains(run.out, "kind              sizes");
+  assert_null(strstr(run.out, "wrote "));
+  assert_null(strstr(run.out, "; Calibrated topology"));
+  run_cal(&run, help);
+  assert_contains(run.out, form);
+  assert_non_null(design = tu_read_file(VSIM_SOURCE_DIR "/docs/DESIGN.md"));
+  assert_contains(design, form);
+  free(design);
+}
+
+/* The topology went to standard output (--out named the file stdout
+ * writes to, given as out): stdout is the file alone, the fits' summary
+ * and "wrote" line are on stderr. */
+static void assert_file_alone_on_stdout(const char *out)
+{
+  char wrote[256];
+  if (run.status != 0)
+    fail_msg("--out %s: exit %d: %s", out, run.status, run.err);
+  assert_true(strncmp(run.out, "; Calibrated topology", 21) == 0);
+  assert_null(strstr(run.out, "wrote "));
+  assert_null(strstr(run.out, "kind              sizes"));
+  snprintf(wrote, sizeof wrote, "wrote %s\n", out);
+  assert_contains(run.err, wrote);
+  assert_contains(run.err, "kind              sizes");
+}
+
+/* The summary leaves stdout exactly when --out is the file stdout writes
+ * to (fstat's device and inode): /proc/self/fd/1, and a FIFO stdout also
+ * writes to; /dev/null, a device stdout is not, keeps it on stdout (the
+ * README said any pipe or device sent it to stderr). */
+static void test_summary_on_stderr_only_when_out_is_stdout(void **state)
+{
+  const char *args[] = {"--fit", CAL_DATA "h100-like.csv", "--out",
+                        "/proc/self/fd/1", NULL};
+  char dir[128], fifo[160];
+  (void)state;
+  run_cal(&run, args); /* stdout: the file tu_run_program captures it in */
+  assert_file_alone_on_stdout("/proc/self/fd/1");
+
+  args[3] = "/dev/null";
+  run_cal(&run, args);
+  assert_int_equal(run.status, 0);
+  assert_contains(run.out, "kind              sizes");
+  assert_contains(run.out, "wrote /dev/null\n");
+  assert_string_equal(run.err, "");
+
+  /* cat copies the FIFO to the captured stdout; vsim-calibrate's stdout
+   * and --out are both the FIFO */
+  tu_temp_dir(dir, sizeof dir);
+  snprintf(fifo, sizeof fifo, "%s/topo.ini", dir);
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  {
+    const char *const sh[] = {"-c",
+                              "cat \"$1\" & \"$0\" --fit " CAL_DATA
+                              "h100-like.csv --out "
+                              "\"$1\" >\"$1\"; s=$?; wait; exit $s",
+                              VSIM_CALIBRATE_BIN, fifo, NULL};
+    tu_run_program(&run, "/bin/sh", sh);
+  }
+  assert_file_alone_on_stdout(fifo);
+  tu_remove_dir(dir);
+}
+
 /* Times equal at every size fit a slope of rounding noise, which as a
  * rate is absurd (3 us flat gave 9.9e15 GB/s of d2d_kernel and 5.0e15
  * GB/s of p2p, and vsim timed HBM traffic 50 times faster): over 100 TB/s
@@ -1144,6 +1232,8 @@ int main(void)
       cmocka_unit_test(test_flat_transfers_refused),
       cmocka_unit_test(test_times_in_microseconds_named),
       cmocka_unit_test(test_out_to_stdout_is_the_file_alone),
+      cmocka_unit_test(test_fit_without_out_only_prints),
+      cmocka_unit_test(test_summary_on_stderr_only_when_out_is_stdout),
       cmocka_unit_test(test_partial_leaving_all_out_says_why),
       cmocka_unit_test(test_partial_fit_leaves_a_kind_out),
   };

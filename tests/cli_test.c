@@ -156,6 +156,40 @@ static void test_help_on_every_command(void **state)
   }
 }
 
+/* What `vsim [cmd] flag` prints (cmd NULL: `vsim flag`), which must exit 0
+ * with nothing on stderr; malloc'd, the caller frees it. */
+static char *help_of(const char *cmd, const char *flag)
+{
+  const char *args[] = {cmd ? cmd : flag, cmd ? flag : NULL, NULL};
+  char *text;
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_string_equal(r.err, "");
+  assert_non_null(text = strdup(r.out));
+  return text;
+}
+
+/* -h is --help, before or after a command: exit 0 and the same text, and
+ * the help texts that list --help say so, "-h, --help" (-h was accepted
+ * but named nowhere). */
+static void test_h_is_help(void **state)
+{
+  static const char *const commands[] = {NULL,  "run",  "show", "sweep",
+                                         "fit", "plan", "keys"};
+  (void)state;
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+    char *want = help_of(commands[i], "--help");
+    char *got = help_of(commands[i], "-h");
+    assert_string_equal(got, want);
+    if (!commands[i])
+      assert_contains(got, "options: -h, --help (also after a command");
+    else if (strcmp(commands[i], "run") == 0)
+      assert_contains(got, "\n  -h, --help            this text\n");
+    free(want);
+    free(got);
+  }
+}
+
 /* Usage mistakes exit 2 with a message on stderr (DESIGN.md exit codes). */
 static void test_usage_errors_exit_2(void **state)
 {
@@ -5897,6 +5931,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_help_on_every_command),
+      cmocka_unit_test(test_h_is_help),
       cmocka_unit_test(test_usage_errors_exit_2),
       cmocka_unit_test(test_every_bad_input_class_exits_1_with_its_message),
       cmocka_unit_test(test_layout_errors_name_the_layout),
