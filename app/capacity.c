@@ -797,9 +797,14 @@ static size_t sweep_table(const vs_capacity_opts *o, const vs_candidate *cands,
       vs_format_seconds(c->step_time_s, step, sizeof step);
       snprintf(tokens, sizeof tokens, "%.0f", c->tokens_per_s);
     }
-    fprintf(out, "%-8s %10s %10s %12s\n", vs_cap_status_name(c->status),
+    fprintf(out, "%-8s %10s %10s %12s", vs_cap_status_name(c->status),
             vs_format_bytes(c->worst.peak_used_bytes, peak, sizeof peak), step,
             tokens);
+    /* the peak is the GPU's: an oom of a GPU that fits is a node's host
+       memory or NVMe, which the row names (a review read it as the GPU's) */
+    if (c->status == VS_EVAL_OOM && c->worst.fits)
+      fprintf(out, "  %.*s", (int)strcspn(c->reason, ";"), c->reason);
+    fputc('\n', out);
   }
   fprintf(out, "%zu combinations: %zu fit, ", n, fits);
   if (tight)

@@ -2599,6 +2599,25 @@ static void test_host_out_of_memory_exits_3(void **state)
   assert_contains(r.out, "host memory of node 0 needs");
 }
 
+/* A sweep row whose GPU fits but whose node runs out of host memory
+ * names the node's host memory on the terminal too, not only in
+ * sweep.csv's reason (a review read the row's GPU peak as the cause). */
+static void test_sweep_names_host_out_of_memory(void **state)
+{
+  const char *args[] = {
+      "sweep",  "workloads/llama2-70b-finetune-offload.ini", "--gpus", "8",
+      "--vary", "topology.node.host_memory=512GiB,2TiB",     "--jobs", "2",
+      NULL};
+  const char *row;
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_non_null(row = strstr(r.out, "\n512GiB "));
+  assert_true(strstr(row, " oom ") < strchr(row + 1, '\n'));
+  assert_true(strstr(row, "  node 0 needs ") < strchr(row + 1, '\n'));
+  assert_contains(row, "([node] host_memory)\n2TiB ");
+}
+
 /* Offload that no framework runs is one message naming file, line, key. */
 static void test_offload_combinations_refused(void **state)
 {
@@ -2621,6 +2640,31 @@ static void test_offload_combinations_refused(void **state)
                            "DeepSpeed offloads activations with its "
                            "activation checkpointing");
     assert_string_equal(r.out, "");
+  }
+  /* the Trainer offloads nothing: its refusal says where offload is, not
+   * a fix it then refuses (zero >= 1), and autocast's says what to train
+   * in rather than master_weights = true, which autocast refuses (a
+   * review went round both chains) */
+  {
+    const char *hf[] = {"run",   DATA "gpt-small.ini",
+                        "--set", "training.framework=hf",
+                        "--set", "parallel.offload_optimizer=cpu",
+                        NULL,    NULL,
+                        NULL};
+    run(hf);
+    assert_int_equal(r.status, 1);
+    assert_contains(r.err, "--set parallel.offload_optimizer=cpu: the "
+                           "Hugging Face Trainer (framework = hf) is "
+                           "simulated with its DDP, without offload: for "
+                           "ZeRO-Offload use framework = deepspeed");
+    hf[3] = "training.precision=amp_bf16";
+    hf[6] = "--set";
+    hf[7] = "parallel.zero=1";
+    run(hf);
+    assert_int_equal(r.status, 1);
+    assert_contains(r.err, "autocast keeps fp32 weights with no master "
+                           "copy: use precision = bf16 or fp16 with "
+                           "master_weights = true");
   }
 }
 
@@ -5948,6 +5992,7 @@ int main(void)
       cmocka_unit_test(test_show_says_sequence_parallel_idle_at_tp_1),
       cmocka_unit_test(test_stage_mode_notes_uneven_nodes_and_switches),
       cmocka_unit_test(test_host_out_of_memory_exits_3),
+      cmocka_unit_test(test_sweep_names_host_out_of_memory),
       cmocka_unit_test(test_finetune_samples),
       cmocka_unit_test(test_framework_samples),
       cmocka_unit_test(test_step_passes_shown),

@@ -513,8 +513,15 @@ const char *vs_workload_offload_misfit(uint64_t zero, int offload_optimizer,
                                        const char **key)
 {
   int optimizer = t->optimizer;
+  bool autocast =
+      t->precision == VS_PREC_AMP_BF16 || t->precision == VS_PREC_AMP_FP16;
   *key = offload_optimizer != VS_OFFLOAD_NONE ? "offload_optimizer"
                                               : "offload_params";
+  if (t->framework == VS_FW_HF && (offload_optimizer != VS_OFFLOAD_NONE ||
+                                   offload_params != VS_OFFLOAD_NONE))
+    return "the Hugging Face Trainer (framework = hf) is simulated with its "
+           "DDP, without offload: for ZeRO-Offload use framework = "
+           "deepspeed, for FSDP's CPU offload framework = fsdp2";
   if (t->framework == VS_FW_FSDP2 && (offload_optimizer != offload_params ||
                                       offload_optimizer == VS_OFFLOAD_NVME))
     return "FSDP2's CPUOffloadPolicy keeps the sharded parameters, their "
@@ -524,10 +531,14 @@ const char *vs_workload_offload_misfit(uint64_t zero, int offload_optimizer,
   *key = "offload_optimizer";
   if (offload_optimizer != VS_OFFLOAD_NONE && !t->master_weights &&
       t->framework != VS_FW_FSDP2)
-    return "optimizer offload is simulated as ZeRO-Offload steps a 16-bit "
-           "model, on its fp32 master partition on the host; fp32 training "
-           "(or master_weights = false) is not: use a precision below fp32 "
-           "with master_weights = true";
+    return autocast ? "optimizer offload is simulated as ZeRO-Offload steps a "
+                      "16-bit model, on its fp32 master partition on the host; "
+                      "autocast keeps fp32 weights with no master copy: use "
+                      "precision = bf16 or fp16 with master_weights = true"
+                    : "optimizer offload is simulated as ZeRO-Offload steps a "
+                      "16-bit model, on its fp32 master partition on the host; "
+                      "fp32 training (or master_weights = false) is not: use a "
+                      "precision below fp32 with master_weights = true";
   if (offload_optimizer != VS_OFFLOAD_NONE && zero == 0)
     return "optimizer offload moves ZeRO's partitioned optimizer states "
            "(ZeRO-Offload); it needs zero >= 1";
