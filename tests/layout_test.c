@@ -1055,7 +1055,33 @@ static void test_framework_bytes_pipeline(void **state)
     assert_int_equal(lay.framework_bytes,
                      topo.context_bytes +
                          (uint64_t)cases[i].comms * topo.nccl_bytes);
+    /* two stages: both are the embedding group's ends */
+    for (uint64_t s = 0; s < lay.pp; s++)
+      assert_int_equal(lay.stages[s].framework_bytes, lay.framework_bytes);
   }
+}
+
+/* The embedding group holds the first and the last stage alone
+ * (Megatron-LM parallel_state: embedding_ranks = [ranks[0], ranks[-1]]):
+ * the stages between them keep one communicator fewer (a review found
+ * DeepSeek-V3's middle stages charged 1 GiB for it). */
+static void test_framework_bytes_embedding_group_ends(void **state)
+{
+  const char *sets[] = {"parallel.pp=4", "model.tied_embeddings=true"};
+  vs_topology topo;
+  vs_layout lay;
+  (void)state;
+  tu_default_topology(&topo);
+  build(small_gpt, sets, 2, 4, &lay);
+  assert_int_equal(lay.n_communicators, 2); /* pp and the embedding group */
+  assert_int_equal(lay.stages[0].framework_bytes,
+                   topo.context_bytes + 2 * topo.nccl_bytes);
+  assert_int_equal(lay.stages[3].framework_bytes,
+                   topo.context_bytes + 2 * topo.nccl_bytes);
+  for (uint64_t s = 1; s < 3; s++)
+    assert_int_equal(lay.stages[s].framework_bytes,
+                     topo.context_bytes + topo.nccl_bytes);
+  assert_int_equal(lay.framework_bytes, lay.stages[0].framework_bytes);
 }
 
 /* Megatron rank order: tp innermost, so the tp group spans tp GPUs and the
@@ -1319,6 +1345,7 @@ int main(void)
       cmocka_unit_test(test_layout_optimizer_sum),
       cmocka_unit_test(test_framework_bytes),
       cmocka_unit_test(test_framework_bytes_pipeline),
+      cmocka_unit_test(test_framework_bytes_embedding_group_ends),
       cmocka_unit_test(test_layout_links),
       cmocka_unit_test(test_group_seconds_hierarchical),
       cmocka_unit_test(test_order_and_stage_links),

@@ -336,10 +336,15 @@ static void place_groups(const vs_workload *wl, vs_layout *lay)
 /* What PyTorch's libraries keep on every GPU. lay->framework_bytes,
  * outside the caching allocator: the CUDA context and one buffer per
  * communicator, added with overflow checks (sizes from a topology can be
- * absurd, and a sum that wraps would claim a fit). The cuBLAS workspaces
- * go through the allocator (lay->blas_workspaces: VS_BLAS_WORKSPACES). */
-static int framework_memory(const vs_topology *topo, vs_layout *lay,
-                            vs_error *err)
+ * absurd, and a sum that wraps would claim a fit); each stage's, where
+ * the embedding group (`embedding_group`: the recipe's embedding_sync)
+ * has no communicator on the stages between the first and the last
+ * (Megatron-LM parallel_state: embedding_ranks = [ranks[0], ranks[-1]]
+ * of each pipeline group; the others create none). The cuBLAS
+ * workspaces go through the allocator (lay->blas_workspaces:
+ * VS_BLAS_WORKSPACES). */
+static int framework_memory(const vs_topology *topo, bool embedding_group,
+                            vs_layout *lay, vs_error *err)
 {
   uint64_t comms, total;
   if (!vs_mul_bytes((uint64_t)lay->n_communicators, topo->nccl_bytes, &comms) ||
@@ -351,6 +356,10 @@ static int framework_memory(const vs_topology *topo, vs_layout *lay,
                         topo->origins.file, lay->n_communicators,
                         (unsigned long long)topo->memory_bytes);
   lay->framework_bytes = total;
+  for (uint64_t s = 0; s < lay->pp; s++)
+    lay->stages[s].framework_bytes =
+        embedding_group && s != 0 && s + 1 != lay->pp ? total - topo->nccl_bytes
+                                                      : total;
   lay->blas_workspaces = VS_BLAS_WORKSPACES;
   lay->blas_workspace_bytes = topo->cublas_workspace_bytes;
   return 0;
@@ -461,7 +470,7 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
   split_layers(wl, lay);
   all_stage_states(topo, m, r, lay);
   lay->n_communicators = communicators(wl, r, lay);
-  return framework_memory(topo, lay, err);
+  return framework_memory(topo, r->embedding_sync, lay, err);
 }
 
 uint64_t vs_layout_stage_model_states(const vs_layout *lay, uint64_t s)

@@ -31,6 +31,10 @@ typedef struct vs_placed_bytes {
 typedef struct vs_stage_layout {
   bool has_embed;                 /* first stage: input batch and embeddings */
   bool has_head;                  /* last stage: final norm, output, loss */
+  uint64_t framework_bytes;       /* outside the allocator on its GPUs: the
+                                     CUDA context and its communicators'
+                                     buffers (the embedding group's only on
+                                     the first and the last stage) */
   uint64_t n_layers;              /* transformer layers, all its chunks */
   uint64_t param_elems;           /* parameters on one GPU before ZeRO */
   uint64_t trainable_elems;       /* of which trainable */
@@ -134,8 +138,13 @@ typedef struct vs_layout {
   uint64_t params_bytes;          /* resident after ZeRO-3 partitioning */
   uint64_t grads_bytes;           /* resident after ZeRO-2 partitioning */
   uint64_t optimizer_bytes;       /* resident after ZeRO-1 partitioning */
-  int n_communicators;            /* NCCL communicators this GPU joins */
-  uint64_t framework_bytes;       /* outside the allocator: context + NCCL */
+  int n_communicators;            /* NCCL communicators a GPU of the first
+                                     stage joins (the most: one fewer on
+                                     the stages between the first and the
+                                     last when the embedding group is one,
+                                     vs_stage_layout framework_bytes) */
+  uint64_t framework_bytes;       /* outside the allocator: context + NCCL,
+                                     the most of a stage's (the first's) */
   /* cuBLAS workspaces PyTorch allocates through the caching allocator
    * (CublasHandlePool.cpp getNewWorkspace: one per (handle, stream), and
    * a handle per thread): the forward's, on the Python thread, and the

@@ -624,11 +624,15 @@ static void show_text(FILE *out, const vs_workload *wl,
           "checkpointing = %s%s\n",
           vs_format_bytes(largest_layer_saved(m, r), b1, sizeof b1),
           m->n_kinds > 3 ? " (the layer kind keeping the most)" : "");
-  fprintf(out, "# "
-                 "framework per GPU = %s (context, %d NCCL "
-               "communicator(s))\n",
+  fprintf(out, "# framework per GPU = %s (context, %d NCCL communicator(s))",
           vs_format_bytes(lay->framework_bytes, b1, sizeof b1),
           lay->n_communicators);
+  if (lay->pp > 2 && lay->stages[1].framework_bytes < lay->framework_bytes)
+    fprintf(out,
+            "; %s on the stages between the first and the last, "
+            "outside the embedding group",
+            vs_format_bytes(lay->stages[1].framework_bytes, b1, sizeof b1));
+  fputc('\n', out);
   fprintf(out, "# cuBLAS workspaces per GPU = %d x %s (allocated, in temp: "
                "the forward's and the backward thread's handle)\n",
           lay->blas_workspaces,

@@ -323,14 +323,14 @@ static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_step step,
                                    ? lay->pp
                                    : 0);
       vs_rank_init(r, (uint32_t)id, &sim->programs[prog],
-                   sim->topo->memory_bytes, lay->framework_bytes);
+                   sim->topo->memory_bytes, lay->stages[stage].framework_bytes);
       r->step = step;
       if (sim->wl->runtime.allocator == VS_ALLOC_CACHING) {
         const vs_runtime_conf *rt = &sim->wl->runtime;
-        vs_alloc_config cfg = {sim->topo->memory_bytes, lay->framework_bytes,
-                               rt->expandable_segments,
-                               rt->max_split_size_mb << 20,
-                               (uint32_t)rt->roundup_power2_divisions};
+        vs_alloc_config cfg = {
+            sim->topo->memory_bytes, lay->stages[stage].framework_bytes,
+            rt->expandable_segments, rt->max_split_size_mb << 20,
+            (uint32_t)rt->roundup_power2_divisions};
         if (vs_rank_use_caching(r, &cfg))
           return vs_error_set(err, VS_ENOMEM,
                               "out of host memory for the allocator of rank %u",
