@@ -239,7 +239,8 @@ static int caching_effect(vs_rank *r, const vs_effect *e, const vs_buffer *buf,
     *bytes = a->blocks[block].size;
     if ((rc = vs_alloc_free(a, block)))
       return rc;
-    return vs_mem_record_free(&r->mem, buf->category, *bytes, a->reserved_bytes);
+    return vs_mem_record_free(&r->mem, buf->category, *bytes, buf->bytes,
+                              a->reserved_bytes);
   } else {
     vs_alloc_result res = {.block = VS_ALLOC_NONE};
     if (op == 0 && r->inherited) {

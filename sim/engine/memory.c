@@ -34,7 +34,7 @@ int vs_mem_record_alloc(vs_mem *m, int category, uint64_t bytes,
                         bool failed, uint32_t op, uint64_t t_ns)
 {
   uint64_t cat, allocated;
-  if (category < 0 || category >= VS_CAT_FRAMEWORK)
+  if (category < 0 || category >= VS_CAT_FRAMEWORK || requested_bytes > bytes)
     return VS_EINPUT;
   if (!vs_add_bytes(m->by_cat[category], bytes, &cat) ||
       !vs_add_bytes(m->allocated_bytes, bytes, &allocated))
@@ -50,6 +50,7 @@ int vs_mem_record_alloc(vs_mem *m, int category, uint64_t bytes,
     m->oom.category = category;
   }
   m->by_cat[category] = cat;
+  m->asked_by_cat[category] += requested_bytes; /* <= by_cat */
   m->allocated_bytes = allocated;
   m->reserved_bytes = reserved_bytes;
   if (allocated > m->peak_allocated_bytes) {
@@ -67,12 +68,14 @@ int vs_mem_record_alloc(vs_mem *m, int category, uint64_t bytes,
 }
 
 int vs_mem_record_free(vs_mem *m, int category, uint64_t bytes,
-                       uint64_t reserved_bytes)
+                       uint64_t requested_bytes, uint64_t reserved_bytes)
 {
   if (category < 0 || category >= VS_CAT_FRAMEWORK ||
-      m->by_cat[category] < bytes)
+      m->by_cat[category] < bytes ||
+      m->asked_by_cat[category] < requested_bytes)
     return VS_EINPUT;
   m->by_cat[category] -= bytes;
+  m->asked_by_cat[category] -= requested_bytes;
   m->allocated_bytes -= bytes;
   m->reserved_bytes = reserved_bytes;
   return 0;
@@ -96,7 +99,8 @@ int vs_mem_free(vs_mem *m, int category, uint64_t bytes)
   if (category < 0 || category >= VS_CAT_FRAMEWORK ||
       m->by_cat[category] < bytes)
     return VS_EINPUT;
-  return vs_mem_record_free(m, category, bytes, m->allocated_bytes - bytes);
+  return vs_mem_record_free(m, category, bytes, bytes,
+                            m->allocated_bytes - bytes);
 }
 
 int vs_mem_check(const vs_mem *m, vs_error *err)

@@ -33,6 +33,11 @@ typedef struct vs_oom {
 typedef struct vs_mem {
   uint64_t capacity_bytes;          /* GPU memory */
   uint64_t by_cat[VS_CAT_N];        /* current bytes per category */
+  uint64_t asked_by_cat[VS_CAT_N];  /* what the live allocations asked for,
+                                       per category: by_cat less what an
+                                       allocator that decides its blocks
+                                       (the caching one) rounded them up
+                                       to; by_cat itself without one */
   uint64_t allocated_bytes;         /* sum of allocator categories */
   uint64_t reserved_bytes;          /* allocator segments (>= allocated) */
   uint64_t peak_allocated_bytes;    /* max of allocated */
@@ -61,12 +66,14 @@ int vs_mem_free(vs_mem *m, int category, uint64_t bytes);
 /* The same for an allocator that decides reserved memory itself (the
  * caching allocator): `bytes` is the block it handed out (what it counts as
  * allocated), reserved_bytes its reserved total afterwards, `failed` whether
- * it could not fit the request of requested_bytes (a simulated OOM). */
+ * it could not fit the request of requested_bytes (a simulated OOM). A
+ * free gives back the block's `bytes` and the requested_bytes it was
+ * handed out for. */
 int vs_mem_record_alloc(vs_mem *m, int category, uint64_t bytes,
                         uint64_t requested_bytes, uint64_t reserved_bytes,
                         bool failed, uint32_t op, uint64_t t_ns);
 int vs_mem_record_free(vs_mem *m, int category, uint64_t bytes,
-                       uint64_t reserved_bytes);
+                       uint64_t requested_bytes, uint64_t reserved_bytes);
 
 /* Whether m held everything: no allocation failed and its peak use
  * (reserved + framework) stayed within the capacity. */

@@ -94,15 +94,19 @@ static bool push_double(vs_steady_snap *sn, double x)
 }
 
 /* Items of one rank in a snapshot (take_rank): per stream its op (or
- * end) and whether it is busy (STREAM_ITEMS), then the idle wait, memory
- * by category and allocated. */
+ * end) and whether it is busy (STREAM_ITEMS), then the idle wait and
+ * memory by category. */
 #define STREAM_ITEMS 2
-#define RANK_ITEMS (STREAM_ITEMS * VS_STREAM_N + 1 + VS_CAT_N + 1)
+#define RANK_ITEMS (STREAM_ITEMS * VS_STREAM_N + 1 + VS_CAT_N)
 
-/* The rank's streams, the wait of its idle compute stream and its memory
- * by category. Not its caching allocator: the blocks move round the
- * addresses from round to round (a freed micro-batch's become the next
- * one's), so its reserved memory is not what the proof tells. */
+/* The rank's streams, the wait of its idle compute stream and the bytes
+ * its live buffers asked for, by category (vs_mem asked_by_cat). Not its
+ * caching allocator: the blocks move round the addresses from round to
+ * round (a freed micro-batch's become the next one's), so neither its
+ * reserved memory nor the block sizes it rounds a request up to (a
+ * block a little larger than asked is handed out whole, as PyTorch's
+ * does: 6 MiB for 5 MiB, in some rounds and not others) are what the
+ * proof tells. */
 static bool take_rank(vs_steady_snap *sn, const vs_rank *r, uint32_t i,
                       uint64_t t_ns)
 {
@@ -121,8 +125,8 @@ static bool take_rank(vs_steady_snap *sn, const vs_rank *r, uint32_t i,
                       ? 0
                       : t_ns - r->idle_since[VS_STREAM_COMPUTE]);
   for (int c = 0; c < VS_CAT_N; c++)
-    ok = ok && push(sn, ITEM_PLAIN, i, r->mem.by_cat[c]);
-  return ok && push(sn, ITEM_PLAIN, i, r->mem.allocated_bytes);
+    ok = ok && push(sn, ITEM_PLAIN, i, r->mem.asked_by_cat[c]);
+  return ok;
 }
 
 /* An event under way, and whether it is movable (a transfer's end). */

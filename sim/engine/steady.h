@@ -27,9 +27,11 @@
  * - anything else (the setup, a micro-batch before the repeat): no proof.
  * The caching allocator's blocks are left out: a freed micro-batch's
  * blocks become the next one's, so the addresses rotate rather than
- * repeat, and what the proof tells of memory is only the allocated
- * bytes by category at the snapshots (reserved memory and fragmentation
- * are the simulated micro-batches' own). Only one rank per stage, without
+ * repeat, and so do the sizes it rounds requests up to (a block a little
+ * larger than asked is handed out whole); what the proof tells of memory
+ * is only the bytes the live buffers asked for, by category, at the
+ * snapshots (allocated and reserved memory and fragmentation are the
+ * simulated micro-batches' own). Only one rank per stage, without
  * recording, lifetimes, managed memory or an out-of-memory. */
 #ifndef VS_STEADY_H
 #define VS_STEADY_H
