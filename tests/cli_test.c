@@ -2668,6 +2668,38 @@ static void test_offload_combinations_refused(void **state)
   }
 }
 
+/* Mixtral with a capacity factor: the routing_skew it still sets has no
+ * effect, and the header and show say so (a review found it unmentioned);
+ * offload with expert groups of their own is refused saying what runs,
+ * and blaming the groups, not ep, which may be 1 (etp other than tp). */
+static void test_moe_capacity_skew_and_offload_said(void **state)
+{
+  const char *args[] = {
+      "run",   "workloads/mixtral-8x7b-ep8.ini",    "--gpus", "64",
+      "--set", "model.expert_capacity_factor=1.25", NULL,     NULL,
+      NULL};
+  (void)state;
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "routing capacity factor 1.25 (skew without "
+                         "effect: every expert padded to its slots)\n");
+  args[0] = "show";
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "(routing_skew without effect: with a capacity, "
+                         "tokens over an expert's slots are dropped)");
+  args[0] = "run";
+  args[5] = "parallel.offload_optimizer=cpu";
+  args[6] = "--set";
+  args[7] = "parallel.zero=1";
+  run(args);
+  assert_int_equal(r.status, 1);
+  assert_contains(r.err, "offload is not simulated where the routed experts "
+                         "have groups of their own (ep > 1, or etp other "
+                         "than tp): offload none, or use ep = 1 with etp = "
+                         "tp");
+}
+
 /* Two identical runs write byte-identical CSV (no clock, no randomness). */
 static void test_identical_runs_write_identical_csv(void **state)
 {
@@ -6023,6 +6055,7 @@ int main(void)
       cmocka_unit_test(test_nvme_offload_needs_nvme),
       cmocka_unit_test(test_set_conflicts_name_the_option),
       cmocka_unit_test(test_offload_combinations_refused),
+      cmocka_unit_test(test_moe_capacity_skew_and_offload_said),
       cmocka_unit_test(test_identical_runs_write_identical_csv),
       cmocka_unit_test(test_zero_model_states_on_64_gpus),
       cmocka_unit_test(test_out_of_memory_exits_3_and_still_writes_csv),

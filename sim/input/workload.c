@@ -1086,8 +1086,10 @@ static int check_moe(vs_workload *wl, vs_error *err)
                         WHERE("parallel", "order"));
   if (vs_workload_experts_apart(p) && offload_key(wl))
     return vs_error_set(err, VS_EINPUT,
-                        "%s: offload with expert parallelism is not "
-                        "simulated",
+                        "%s: offload is not simulated where the routed "
+                        "experts have groups of their own (ep > 1, or etp "
+                        "other than tp): offload none, or use ep = 1 with "
+                        "etp = tp",
                         WHERE(strcmp(offload_key(wl), "offload_activations")
                                   ? "parallel"
                                   : "training",

@@ -85,8 +85,11 @@ static void experts_line(FILE *out, const vs_workload *wl, bool per_rank_load)
   if (m->experts == 0)
     return;
   if (m->expert_capacity_factor > 0)
-    snprintf(routing, sizeof routing, "capacity factor %g",
-             m->expert_capacity_factor);
+    snprintf(routing, sizeof routing, "capacity factor %g%s",
+             m->expert_capacity_factor,
+             m->routing_skew > 0 ? " (skew without effect: every expert "
+                                   "padded to its slots)"
+                                 : "");
   else if (vs_workload_skew_applies(m, wl->parallel.ep))
     snprintf(routing, sizeof routing,
              "skewed: the hottest expert gets %g x its share, on %s",

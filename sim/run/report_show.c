@@ -195,9 +195,14 @@ static void show_experts(FILE *out, const vs_workload *wl,
           (unsigned long long)lay->group_size[VS_GROUP_EXPERT_DP],
           (unsigned long long)(lay->tp * lay->dp));
   if (m->expert_capacity_factor > 0)
-    fprintf(out, "# routing: capacity factor %g, every expert padded to its "
-                 "slots whatever the routing\n",
-            m->expert_capacity_factor);
+    fprintf(out,
+            "# routing: capacity factor %g, every expert padded to its "
+            "slots whatever the routing%s\n",
+            m->expert_capacity_factor,
+            m->routing_skew > 0 ? " (routing_skew without effect: with a "
+                                  "capacity, tokens over an expert's slots "
+                                  "are dropped)"
+                                : "");
   else if (vs_workload_skew_applies(m, ep))
     fprintf(out, "# routing: skewed, the hottest expert receives %g x its "
                  "balanced share; each stage's simulated GPU holds it (the "
