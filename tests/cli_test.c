@@ -2330,6 +2330,52 @@ static void test_moe_sample(void **state)
   }
 }
 
+/* vsim show labels what hf_config's file gave ("; from hf_config") apart
+ * from what its model_type's transformers class defaults for a field the
+ * file lacks (DeepseekV3Config q_lora_rank 1536 and first_k_dense_replace
+ * 3); the parameters line says the total leaves the MTP module out while
+ * the most loaded GPU's count holds its share, and that under ZeRO-3 that
+ * count comes before partitioning. */
+static void test_show_hf_defaults_and_parameters(void **state)
+{
+  static const char json[] =
+      "{\"model_type\": \"deepseek_v3\", \"hidden_size\": 256, "
+      "\"intermediate_size\": 688, \"num_hidden_layers\": 8, "
+      "\"num_attention_heads\": 8, \"vocab_size\": 1000, "
+      "\"n_routed_experts\": 8, \"num_experts_per_tok\": 2, "
+      "\"moe_intermediate_size\": 96, \"n_shared_experts\": 1, "
+      "\"kv_lora_rank\": 32, \"qk_nope_head_dim\": 32, "
+      "\"qk_rope_head_dim\": 16, \"v_head_dim\": 32}";
+  static const char *const mtp[] = {"show", "workloads/deepseek-v3.ini",
+                                    "--set", "model.mtp_layers=1", NULL};
+  static const char *const zero3[] = {"show", "workloads/mixtral-8x7b.ini",
+                                      "--gpus", "16", NULL};
+  char jpath[64], ini[256], path[64];
+  const char *args[] = {"show", path, NULL};
+  (void)state;
+  tu_write_temp(json, ".json", jpath, sizeof jpath);
+  snprintf(ini, sizeof ini, "[model]\nhf_config = %s\nseq_len = 128\n", jpath);
+  tu_write_temp(ini, ".ini", path, sizeof path);
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "q_lora_rank = 1536    ; default for hf_config's "
+                         "model_type\n");
+  assert_contains(r.out, "dense_layers = 3    ; default for hf_config's "
+                         "model_type\n");
+  assert_contains(r.out, "shared_experts = 1    ; from hf_config\n");
+  assert_contains(r.out, "kv_lora_rank = 32    ; from hf_config\n");
+  run(mtp);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "(671.026 B) in total without the MTP module, ");
+  assert_contains(r.out, "on the most loaded GPU with what it holds of the "
+                         "MTP module");
+  run(zero3);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "# parameters = 46702792704 (46.703 B) in total, "
+                         "46702792704 on the most loaded GPU before ZeRO-3 "
+                         "partitions them\n");
+}
+
 /* Multi-token prediction end to end. DeepSeek-V3 with its one depth: the
  * depth's own parameters (its MoE layer, eh_proj, three norms) beside the
  * model's; with the embedding and output layer its released checkpoint
@@ -6047,6 +6093,7 @@ int main(void)
       cmocka_unit_test(test_skewed_router_every_rank),
       cmocka_unit_test(test_context_parallel_sample),
       cmocka_unit_test(test_mtp_sample),
+      cmocka_unit_test(test_show_hf_defaults_and_parameters),
       cmocka_unit_test(test_shipped_model_configs),
       cmocka_unit_test(test_deepspeed_offload_host_sums_end_to_end),
       cmocka_unit_test(test_zero_offload_sample),

@@ -897,23 +897,26 @@ static int load_with_json(vs_workload *wl, const char *json, const char *ini,
   "\"num_attention_heads\": 8, \"num_key_value_heads\": 2, "                \
   "\"vocab_size\": 1000, \"tie_word_embeddings\": false}"
 
-/* A small dense config.json of model_type `type` and more fields. */
+/* A small dense config.json of model_type `type` and more fields; it
+ * gives num_key_value_heads, whose default differs between classes. */
 #define HF_TYPE(type, more)                                                    \
   "{\"model_type\": " type ", \"hidden_size\": 256, "                          \
   "\"intermediate_size\": 688, \"num_hidden_layers\": 4, "                     \
-  "\"num_attention_heads\": 8, \"vocab_size\": 1000" more "}"
+  "\"num_attention_heads\": 8, \"num_key_value_heads\": 8, "                   \
+  "\"vocab_size\": 1000" more "}"
 
 /* A small GPT-2 config.json with more fields. */
 #define HF_GPT2(more)                                                          \
   "{\"model_type\": \"gpt2\", \"n_embd\": 256, \"n_head\": 8, "                \
   "\"n_layer\": 2, \"vocab_size\": 1000" more "}"
 
-/* A small MoE config.json of model_type and expert fields `more`. */
-#define HF_MOE(more)                                                         \
-  "{\"model_type\": " more ", \"hidden_size\": 256, "                      \
-  "\"intermediate_size\": 688, \"num_hidden_layers\": 4, "                  \
-  "\"num_attention_heads\": 8, \"num_experts_per_tok\": 2, "                \
-  "\"vocab_size\": 1000}"
+/* A small MoE config.json of model_type and expert fields `more`; it
+ * gives num_key_value_heads, whose default differs between classes. */
+#define HF_MOE(more)                                                           \
+  "{\"model_type\": " more ", \"hidden_size\": 256, "                          \
+  "\"intermediate_size\": 688, \"num_hidden_layers\": 4, "                     \
+  "\"num_attention_heads\": 8, \"num_key_value_heads\": 8, "                   \
+  "\"num_experts_per_tok\": 2, \"vocab_size\": 1000}"
 
 /* [model] hf_config: the keys a config.json gives, where the workload does
  * not set them itself; every problem names the file and the field. */
@@ -1368,12 +1371,26 @@ static void test_hf_config_layer_options(void **state)
       0);
   assert_true(wl.model.shared_expert_gate);
   assert_int_equal(wl.model.attention_bias, VS_BIAS_QKV);
+  /* a field the file lacks is Qwen2MoeConfig's
+   * shared_expert_intermediate_size = 5632 (configuration_qwen2_moe.py),
+   * gate and all; a null one is no shared expert */
   assert_int_equal(load_with_json(&wl,
                                   HF_MOE("\"qwen2_moe\", "
                                          "\"num_experts\": 60, "
                                          "\"moe_intermediate_size\": 96"),
                                   ini, &err),
                    0);
+  assert_int_equal(wl.model.shared_experts, 1);
+  assert_int_equal(wl.model.shared_expert_ffn_hidden, 5632);
+  assert_true(wl.model.shared_expert_gate);
+  assert_int_equal(
+      load_with_json(&wl,
+                     HF_MOE("\"qwen2_moe\", "
+                            "\"num_experts\": 60, "
+                            "\"moe_intermediate_size\": 96, "
+                            "\"shared_expert_intermediate_size\": null"),
+                     ini, &err),
+      0);
   assert_false(wl.model.shared_expert_gate); /* no shared experts */
   /* Gemma 2: sandwich norms, soft-capping at Gemma2Config's 50 and 30
    * when absent, none when null; Gemma 3: head norms, no capping */
@@ -1494,6 +1511,189 @@ static void test_hf_config_fields_it_lacks(void **state)
   assert_non_null(strstr(err.msg, "[model] dropout = 1.5 (from the file of "
                                   "[model] hf_config = config.json): must be "
                                   "at most 0.999 (field \"resid_pdrop\" of "));
+}
+
+/* A small DeepSeek config.json of model_type `type` with MLA and expert
+ * fields, and more. */
+#define HF_DEEPSEEK(type, more)                                                \
+  "{\"model_type\": \"" type "\", \"hidden_size\": 256, "                      \
+  "\"intermediate_size\": 688, \"num_hidden_layers\": 8, "                     \
+  "\"num_attention_heads\": 8, \"vocab_size\": 1000, "                         \
+  "\"n_routed_experts\": 8, \"num_experts_per_tok\": 2, "                      \
+  "\"moe_intermediate_size\": 96, \"kv_lora_rank\": 32, "                      \
+  "\"qk_nope_head_dim\": 32, \"qk_rope_head_dim\": 16, "                       \
+  "\"v_head_dim\": 32" more "}"
+
+/* A field the file lacks gets its transformers config class's default
+ * for the model_type, never vsim's own fallback where the two differ, or
+ * is refused where that default is not certain; a message about such a
+ * value names the class and the field to add. */
+static void test_hf_config_class_defaults(void **state)
+{
+  static const char *const ini = "[model]\nhf_config = config.json\n"
+                                 "seq_len = 128\n";
+  static const char dense[] =
+      "\"hidden_size\": 256, \"intermediate_size\": 688, "
+      "\"num_hidden_layers\": 4, \"num_attention_heads\": 8, "
+      "\"vocab_size\": 1000";
+  char json[512];
+  vs_workload wl;
+  vs_error err;
+  (void)state;
+  /* MixtralConfig num_key_value_heads = 8 (configuration_mixtral.py), not
+   * as many as the heads (32 here) */
+  snprintf(json, sizeof json,
+           "{\"model_type\": \"mixtral\", \"hidden_size\": 256, "
+           "\"intermediate_size\": 688, \"num_hidden_layers\": 4, "
+           "\"num_attention_heads\": 32, \"num_local_experts\": 8, "
+           "\"num_experts_per_tok\": 2, \"vocab_size\": 1000}");
+  assert_int_equal(load_with_json(&wl, json, ini, &err), 0);
+  assert_int_equal(wl.model.kv_heads, 8);
+  /* Gemma3TextConfig num_key_value_heads = 4 (configuration_gemma3.py) */
+  snprintf(json, sizeof json, "{\"model_type\": \"gemma3_text\", %s}", dense);
+  assert_int_equal(load_with_json(&wl, json, ini, &err), 0);
+  assert_int_equal(wl.model.kv_heads, 4);
+  /* Qwen3Config head_dim = 128, not hidden / heads = 32 */
+  snprintf(json, sizeof json,
+           "{\"model_type\": \"qwen3\", \"num_key_value_heads\": 8, %s}",
+           dense);
+  assert_int_equal(load_with_json(&wl, json, ini, &err), 0);
+  assert_int_equal(wl.model.head_dim, 128);
+  /* LlamaConfig's None: as many as the heads */
+  snprintf(json, sizeof json, "{\"model_type\": \"llama\", %s}", dense);
+  assert_int_equal(load_with_json(&wl, json, ini, &err), 0);
+  assert_int_equal(wl.model.kv_heads, 8);
+  /* Qwen2Config's 32 over 8 heads: refused, naming the class and field */
+  snprintf(json, sizeof json, "{\"model_type\": \"qwen2\", %s}", dense);
+  assert_int_equal(load_with_json(&wl, json, ini, &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "config.json: the config lacks "
+                                  "\"num_key_value_heads\", whose default for "
+                                  "model_type qwen2 (transformers' "
+                                  "Qwen2Config) is 32, which does not divide "
+                                  "\"num_attention_heads\" (8); add the "
+                                  "field"));
+  /* the workload's own heads win, and the key's check refuses the
+   * default that no longer divides them: Mixtral's 8 over 4 heads */
+  snprintf(json, sizeof json,
+           "{\"model_type\": \"mixtral\", \"hidden_size\": 256, "
+           "\"intermediate_size\": 688, \"num_hidden_layers\": 4, "
+           "\"num_attention_heads\": 32, \"num_local_experts\": 8, "
+           "\"num_experts_per_tok\": 2, \"vocab_size\": 1000}");
+  assert_int_equal(load_with_json(&wl, json,
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\nheads = 4\n",
+                                  &err),
+                   VS_EINPUT);
+  assert_non_null(strstr(err.msg, "[model] kv_heads = 8"));
+  /* Gemma2Config's default changed between releases (16, then 4) */
+  snprintf(json, sizeof json, "{\"model_type\": \"gemma2\", %s}", dense);
+  assert_int_equal(load_with_json(&wl, json, ini, &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "the config lacks \"num_key_value_heads\", "
+                                  "whose default for model_type gemma2 "
+                                  "(transformers' Gemma2Config) has changed "
+                                  "between transformers releases"));
+  /* DeepseekV3Config: q_lora_rank 1536, first_k_dense_replace 3,
+   * n_shared_experts 1 (configuration_deepseek_v3.py) */
+  assert_int_equal(
+      load_with_json(&wl, HF_DEEPSEEK("deepseek_v3", ""), ini, &err), 0);
+  assert_int_equal(wl.model.q_lora_rank, 1536);
+  assert_int_equal(wl.model.dense_layers, 3);
+  assert_int_equal(wl.model.shared_experts, 1);
+  assert_int_equal(wl.model.shared_expert_ffn_hidden, 96);
+  /* null is the file's own choice: a full query projection */
+  assert_int_equal(
+      load_with_json(&wl, HF_DEEPSEEK("deepseek_v3", ", \"q_lora_rank\": null"),
+                     ini, &err),
+      0);
+  assert_int_equal(wl.model.q_lora_rank, 0);
+  /* DeepseekV2Config: q_lora_rank 1536, first_k_dense_replace 0; its
+   * n_shared_experts differs between releases (2, DeepSeek's None) */
+  assert_int_equal(
+      load_with_json(&wl,
+                     HF_DEEPSEEK("deepseek_v2", ", \"n_shared_experts\": 2"),
+                     ini, &err),
+      0);
+  assert_int_equal(wl.model.q_lora_rank, 1536);
+  assert_int_equal(wl.model.dense_layers, 0);
+  assert_int_equal(wl.model.shared_experts, 2);
+  assert_int_equal(
+      load_with_json(&wl, HF_DEEPSEEK("deepseek_v2", ""), ini, &err),
+      VS_EINPUT);
+  assert_non_null(strstr(err.msg, "the config lacks \"n_shared_experts\""));
+}
+
+/* DeepSeek's configs as transformers saves them carry head_dim =
+ * qk_rope_head_dim (DeepseekV3Config.__init__), which is accepted and
+ * gives no key; another head_dim, or attention biases (which MLA would
+ * put on q_a_proj, kv_a_proj_with_mqa and o_proj), are refused without
+ * advice that would build another model; a multimodal config whose
+ * text_config's model_type vsim does not read is refused outright. */
+static void test_hf_config_refusals(void **state)
+{
+  static const char *const ini = "[model]\nhf_config = config.json\n"
+                                 "seq_len = 128\n";
+  vs_workload wl;
+  vs_error err;
+  (void)state;
+  assert_int_equal(
+      load_with_json(&wl, HF_DEEPSEEK("deepseek_v3", ", \"head_dim\": 16"), ini,
+                     &err),
+      0);
+  assert_false(
+      vs_conf_is_set(vs_workload_keys(), &wl.origins, "model", "head_dim"));
+  assert_int_equal(wl.model.qk_rope_head_dim, 16);
+  assert_int_equal(
+      load_with_json(&wl,
+                     HF_DEEPSEEK("deepseek_v2", ", \"n_shared_experts\": 2, "
+                                                "\"head_dim\": 16"),
+                     ini, &err),
+      0);
+  assert_int_equal(
+      load_with_json(&wl, HF_DEEPSEEK("deepseek_v3", ", \"head_dim\": 64"), ini,
+                     &err),
+      VS_EINPUT);
+  assert_non_null(strstr(err.msg, "field \"head_dim\" = 64: a deepseek_v3 "
+                                  "config's head_dim can only be its "
+                                  "qk_rope_head_dim (16;"));
+  assert_int_equal(
+      load_with_json(&wl,
+                     HF_DEEPSEEK("deepseek_v3", ", \"attention_bias\": true"),
+                     ini, &err),
+      VS_EINPUT);
+  assert_non_null(strstr(err.msg, "field \"attention_bias\" is true: "
+                                  "deepseek_v3's multi-head latent attention "
+                                  "with biases (on q_a_proj, "
+                                  "kv_a_proj_with_mqa and o_proj"));
+  assert_null(strstr(err.msg, "none"));
+  assert_int_equal(
+      load_with_json(&wl,
+                     HF_DEEPSEEK("deepseek_v3", ", \"attention_bias\": false"),
+                     ini, &err),
+      0);
+  load_bad(LLAMA_MODEL "kv_lora_rank = 16\nattention_bias = all\n", NULL, 0, 1,
+           VS_EINPUT,
+           "@:10: [model] attention_bias = all: multi-head latent attention "
+           "(kv_lora_rank > 0) is built without biases or head norms: with "
+           "biases it is not simulated");
+  assert_int_equal(
+      load_with_json(&wl,
+                     "{\"model_type\": \"llama4\", \"text_config\": "
+                     "{\"model_type\": \"llama4_text\"}}",
+                     ini, &err),
+      VS_EINPUT);
+  assert_non_null(strstr(err.msg, "model_type \"llama4\" is a multimodal "
+                                  "model (field \"text_config\") whose "
+                                  "text_config's model_type \"llama4_text\" "
+                                  "is not one vsim reads either (llama, "));
+  assert_null(strstr(err.msg, "give hf_config"));
+  assert_int_equal(
+      load_with_json(&wl,
+                     "{\"model_type\": \"gemma3\", \"text_config\": "
+                     "{\"model_type\": \"gemma3_text\"}}",
+                     ini, &err),
+      VS_EINPUT);
+  assert_non_null(strstr(err.msg, "with that config's model_type "
+                                  "(gemma3_text)"));
 }
 
 static void test_runtime_rules(void **state)
@@ -2961,6 +3161,8 @@ int main(void)
       cmocka_unit_test(test_deepspeed_casts_parameters),
       cmocka_unit_test(test_hf_config),
       cmocka_unit_test(test_hf_config_fields_it_lacks),
+      cmocka_unit_test(test_hf_config_class_defaults),
+      cmocka_unit_test(test_hf_config_refusals),
       cmocka_unit_test(test_layer_options),
       cmocka_unit_test(test_hf_config_layer_options),
       cmocka_unit_test(test_runtime_rules),

@@ -154,7 +154,9 @@ static const type_traits traits[] = {
      .qk_norm = true, .post_norms = true, .zero_centered_norm = true,
      .head_dim_default = 256, .logit_softcap = "final_logit_softcapping"},
     {.type = "qwen2", .bias_default = "qkv"},
-    {.type = "qwen3", .attention_bias = "attention_bias", .qk_norm = true},
+    /* Qwen3Config's head_dim defaults to 128, whatever hidden / heads */
+    {.type = "qwen3", .attention_bias = "attention_bias", .qk_norm = true,
+     .head_dim_default = 128},
     {.type = "qwen2_moe", .bias_default = "qkv", .shared_gate = true},
     {.type = "qwen3_moe", .attention_bias = "attention_bias", .qk_norm = true},
     {.type = "deepseek_v2", .attention_bias = "attention_bias"},
@@ -216,6 +218,82 @@ static void put_count(vs_hf_model *out, const char *name, const char *field,
   put(out, name, field, text);
 }
 
+/* A field a model_type's config class defaults to a value other than
+ * vsim's own fallback (kv_heads as heads, no shared experts, no dense
+ * layers, a full query projection): what a file lacking it gets, as
+ * transformers (its current configuration_<type>.py) builds it, or -1
+ * where that default has changed between transformers releases and the
+ * file is refused without the field. A type's field absent here gets
+ * vsim's fallback, which is its class's default: LlamaConfig's and
+ * Phi3Config's num_key_value_heads None (as many as the heads), and
+ * DeepSeek's, which multi-head latent attention does not read. */
+typedef struct absent_default {
+  const char *type, *field;
+  json_int_t value;   /* what the file lacking the field gets; -1: refused */
+  const char *source; /* the config class whose default it is */
+} absent_default;
+
+static const absent_default absent_defaults[] = {
+    {"mistral", "num_key_value_heads", 8, "MistralConfig"},
+    {"qwen2", "num_key_value_heads", 32, "Qwen2Config"},
+    {"qwen3", "num_key_value_heads", 32, "Qwen3Config"},
+    {"gemma", "num_key_value_heads", 16, "GemmaConfig"},
+    /* 16 in the Gemma2Config of transformers 4.42, 4 in today's */
+    {"gemma2", "num_key_value_heads", -1, "Gemma2Config"},
+    {"gemma3_text", "num_key_value_heads", 4, "Gemma3TextConfig"},
+    {"mixtral", "num_key_value_heads", 8, "MixtralConfig"},
+    {"qwen2_moe", "num_key_value_heads", 16, "Qwen2MoeConfig"},
+    {"qwen2_moe", "shared_expert_intermediate_size", 5632, "Qwen2MoeConfig"},
+    {"qwen3_moe", "num_key_value_heads", 4, "Qwen3MoeConfig"},
+    {"deepseek_v2", "q_lora_rank", 1536, "DeepseekV2Config"},
+    {"deepseek_v2", "first_k_dense_replace", 0, "DeepseekV2Config"},
+    /* 2 in DeepseekV2Config, None (no shared experts) in DeepSeek's own
+     * configuration_deepseek.py that older releases loaded */
+    {"deepseek_v2", "n_shared_experts", -1, "DeepseekV2Config"},
+    {"deepseek_v3", "q_lora_rank", 1536, "DeepseekV3Config"},
+    {"deepseek_v3", "first_k_dense_replace", 3, "DeepseekV3Config"},
+    {"deepseek_v3", "n_shared_experts", 1, "DeepseekV3Config"},
+};
+
+static const absent_default *absent_default_of(const char *type,
+                                               const char *field)
+{
+  for (size_t i = 0; i < sizeof absent_defaults / sizeof absent_defaults[0];
+       i++)
+    if (strcmp(absent_defaults[i].type, type) == 0 &&
+        strcmp(absent_defaults[i].field, field) == 0)
+      return &absent_defaults[i];
+  return NULL;
+}
+
+/* Where the file at path lacks `field` (absent, not null) and the
+ * model_type's class defaults it (absent_defaults): *d that default
+ * (NULL otherwise); VS_EINPUT naming the field, the model_type and the
+ * class where the default is not known for certain. */
+static int class_default(const json_t *root, const char *path, const char *type,
+                         const char *field, const absent_default **d,
+                         vs_error *err)
+{
+  *d = json_object_get(root, field) ? NULL : absent_default_of(type, field);
+  if (*d && (*d)->value < 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: the config lacks \"%s\", whose default for "
+                        "model_type %s (transformers' %s) has changed "
+                        "between transformers releases and is not vsim's "
+                        "to guess; add the field",
+                        path, field, type, (*d)->source);
+  return 0;
+}
+
+/* Key `name` from the default d (class_default) into out. */
+static void put_default(vs_hf_model *out, const char *name,
+                        const absent_default *d)
+{
+  put_count(out, name, NULL, d->value);
+  out->keys[out->n - 1].lacked = d->field;
+  out->keys[out->n - 1].source = d->source;
+}
+
 /* The positive integer `field` into *v (VS_EINPUT naming it otherwise). */
 static int count_field(const json_t *root, const char *path, const char *field,
                        const char *key, json_int_t *v, vs_error *err)
@@ -241,6 +319,7 @@ static int read_counts(const json_t *root, const char *path, const family *f,
 {
   json_int_t layers, hidden, heads, vocab, ffn, kv;
   const json_t *jffn = json_object_get(root, f->ffn);
+  const absent_default *d = NULL;
   int rc;
   if ((rc = count_field(root, path, f->layers, "layers", &layers, err)) ||
       (rc = count_field(root, path, f->hidden, "hidden", &hidden, err)) ||
@@ -253,12 +332,26 @@ static int read_counts(const json_t *root, const char *path, const family *f,
   put_count(out, "vocab", f->vocab, vocab);
   /* A field absent or null gives no key: the workload's default is
    * transformers' (kv_heads as heads; GPT-2's n_inner 4 x hidden), and
-   * follows hidden and heads as the workload finally sets them. */
+   * follows hidden and heads as the workload finally sets them; but an
+   * absent num_key_value_heads whose class defaults it to a count gets
+   * that count (absent_defaults). */
   if (!(f->ffn_may_be_null && (!jffn || json_is_null(jffn)))) {
     if ((rc = count_field(root, path, f->ffn, "ffn_hidden", &ffn, err)))
       return rc;
     put_count(out, "ffn_hidden", f->ffn, ffn);
   }
+  if (f->kv_heads &&
+      (rc = class_default(root, path, out->model_type, f->kv_heads, &d, err)))
+    return rc;
+  if (d && (d->value > heads || heads % d->value != 0))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: the config lacks \"%s\", whose default for "
+                        "model_type %s (transformers' %s) is %lld, which "
+                        "does not divide \"%s\" (%lld); add the field",
+                        path, f->kv_heads, out->model_type, d->source,
+                        (long long)d->value, f->heads, (long long)heads);
+  if (d)
+    put_default(out, "kv_heads", d);
   if (f->kv_heads && json_object_get(root, f->kv_heads) &&
       !json_is_null(json_object_get(root, f->kv_heads))) {
     if ((rc = count_field(root, path, f->kv_heads, "kv_heads", &kv, err)))
@@ -343,26 +436,42 @@ static int count_or_zero(const json_t *root, const char *path,
   return count_field(root, path, field, key, v, err);
 }
 
-/* The shared experts: their width, and their count or one. */
+/* The shared experts: their width, and their count or one; a field the
+ * file lacks, its class's default (absent_defaults: Qwen2MoeConfig's
+ * width 5632, DeepseekV3Config's one shared expert); a null or 0 one,
+ * none. */
 static int read_shared(const json_t *root, const char *path,
                        const moe_family *f, vs_hf_model *out, vs_error *err)
 {
+  const absent_default *dn = NULL, *dffn = NULL;
   json_int_t n = 1, ffn;
   int rc;
-  if (!f->shared_ffn || !json_object_get(root, f->shared_ffn) ||
-      json_is_null(json_object_get(root, f->shared_ffn)))
+  if (!f->shared_ffn ||
+      (rc = class_default(root, path, f->type, f->shared_ffn, &dffn, err)))
+    return f->shared_ffn ? rc : 0;
+  if (!dffn && !given(root, f->shared_ffn))
     return 0;
   if (f->shared_count &&
-      (rc = count_or_zero(root, path, f->shared_count, "shared_experts", &n,
-                          err)))
+      ((rc = class_default(root, path, f->type, f->shared_count, &dn, err)) ||
+       (!dn && (rc = count_or_zero(root, path, f->shared_count,
+                                   "shared_experts", &n, err)))))
     return rc;
-  if (n == 0)
+  if ((dn ? dn->value : n) == 0)
     return 0;
-  if ((rc = count_field(root, path, f->shared_ffn, "shared_expert_ffn_hidden",
-                        &ffn, err)))
+  if (!dffn && (rc = count_field(root, path, f->shared_ffn,
+                                 "shared_expert_ffn_hidden", &ffn, err)))
     return rc;
-  put_count(out, "shared_experts", f->shared_count, n);
-  put_count(out, "shared_expert_ffn_hidden", f->shared_ffn, ffn);
+  if (dn)
+    put_default(out, "shared_experts", dn);
+  else
+    put_count(out, "shared_experts",
+              f->shared_count && given(root, f->shared_count) ? f->shared_count
+                                                              : NULL,
+              n);
+  if (dffn)
+    put_default(out, "shared_expert_ffn_hidden", dffn);
+  else
+    put_count(out, "shared_expert_ffn_hidden", f->shared_ffn, ffn);
   if (traits_of(f->type) && traits_of(f->type)->shared_gate)
     put(out, "shared_expert_gate", "model_type", "true");
   return 0;
@@ -383,25 +492,34 @@ static int read_placement(const json_t *root, const char *path,
                           const moe_family *f, vs_hf_model *out,
                           vs_error *err)
 {
+  const absent_default *d = NULL;
   json_int_t dense, freq = 1;
   int rc;
-  if ((rc = count_or_zero(root, path, f->first_dense, "dense_layers", &dense,
-                          err)) ||
+  if ((rc = class_default(root, path, f->type, f->first_dense, &d, err)) ||
+      (!d && (rc = count_or_zero(root, path, f->first_dense, "dense_layers",
+                                 &dense, err))) ||
       (given(root, f->layer_freq) &&
-       (rc = count_field(root, path, f->layer_freq, "moe_every", &freq,
-                         err))))
+       (rc = count_field(root, path, f->layer_freq, "moe_every", &freq, err))))
     return rc;
+  if (d)
+    dense = d->value;
   json_int_t first_moe = (dense + freq - 1) / freq * freq;
-  put_count(out, "dense_layers",
-            first_moe != dense ? ROUNDED_FIRST_DENSE : f->first_dense,
-            first_moe);
+  if (d && first_moe == dense)
+    put_default(out, "dense_layers", d);
+  else
+    put_count(out, "dense_layers",
+              first_moe != dense            ? ROUNDED_FIRST_DENSE
+              : given(root, f->first_dense) ? f->first_dense
+                                            : NULL,
+              first_moe);
   put_count(out, "moe_every", given(root, f->layer_freq) ? f->layer_freq : NULL,
             freq);
   return 0;
 }
 
-/* DeepSeek's multi-head latent attention: the latent ranks (a null
- * q_lora_rank: a full query projection) and head sizes. */
+/* DeepSeek's multi-head latent attention: the latent ranks (a null or 0
+ * q_lora_rank: a full query projection; an absent one, its class's
+ * default) and head sizes. */
 static int read_mla(const json_t *root, const char *path, vs_hf_model *out,
                     vs_error *err)
 {
@@ -410,14 +528,21 @@ static int read_mla(const json_t *root, const char *path, vs_hf_model *out,
   } heads[] = {{"qk_nope_head_dim", "qk_head_dim"},
                {"qk_rope_head_dim", "qk_rope_head_dim"},
                {"v_head_dim", "v_head_dim"}};
+  const absent_default *d;
   json_int_t v;
   int rc;
   if ((rc = count_field(root, path, "kv_lora_rank", "kv_lora_rank", &v, err)))
     return rc;
   put_count(out, "kv_lora_rank", "kv_lora_rank", v);
-  if ((rc = count_or_zero(root, path, "q_lora_rank", "q_lora_rank", &v, err)))
+  if ((rc = class_default(root, path, out->model_type, "q_lora_rank", &d, err)))
     return rc;
-  put_count(out, "q_lora_rank", "q_lora_rank", v);
+  if (d)
+    put_default(out, "q_lora_rank", d);
+  else if ((rc = count_or_zero(root, path, "q_lora_rank", "q_lora_rank", &v,
+                               err)))
+    return rc;
+  else
+    put_count(out, "q_lora_rank", "q_lora_rank", v);
   for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
     if ((rc = count_field(root, path, heads[i].field, heads[i].key, &v, err)))
       return rc;
@@ -442,7 +567,8 @@ static int bool_field(const json_t *root, const char *path, const char *field,
   return 0;
 }
 
-/* The attention's and the MLP's biases, as t says. */
+/* The attention's and the MLP's biases, as t says; DeepSeek's with
+ * biases refused (vsim's multi-head latent attention has none). */
 static int read_biases(const json_t *root, const char *path,
                        const type_traits *t, vs_hf_model *out, vs_error *err)
 {
@@ -451,6 +577,13 @@ static int read_biases(const json_t *root, const char *path,
   if (t->attention_bias &&
       (rc = bool_field(root, path, t->attention_bias, &v, &present, err)))
     return rc;
+  if (present && v && strncmp(t->type, "deepseek", 8) == 0)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: field \"attention_bias\" is true: %s's "
+                        "multi-head latent attention with biases (on "
+                        "q_a_proj, kv_a_proj_with_mqa and o_proj, as "
+                        "transformers builds it) is not simulated",
+                        path, t->type);
   if (present)
     put(out, "attention_bias", t->attention_bias, v ? "all" : "none");
   else if (t->bias_default)
@@ -551,7 +684,7 @@ static int read_experts(const json_t *root, const char *path,
                         const moe_family *f, vs_hf_model *out, vs_error *err)
 {
   const json_t *only = json_object_get(root, "mlp_only_layers");
-  json_int_t experts, topk, ffn, step = 1;
+  json_int_t experts = 0, topk = 0, ffn, step = 1;
   int rc;
   if ((rc = count_field(root, path, f->experts, "experts", &experts, err)) ||
       (rc = count_field(root, path, f->topk, "experts_per_token", &topk, err)))
@@ -585,6 +718,27 @@ static int read_experts(const json_t *root, const char *path,
                         "dense_layers, then every moe_every-th)",
                         path);
   return 0;
+}
+
+/* DeepSeek's head_dim v: DeepseekV2Config and DeepseekV3Config set
+ * head_dim = qk_rope_head_dim (configuration_deepseek_v3.py), so the
+ * configs transformers saves carry it; that value adds no shape to
+ * multi-head latent attention and gives no key. Another is refused. */
+static int mla_head_dim(const json_t *root, const char *path, const char *type,
+                        json_int_t v, vs_error *err)
+{
+  const json_t *rope = json_object_get(root, "qk_rope_head_dim");
+  if (json_is_integer(rope) && json_integer_value(rope) == v)
+    return 0;
+  return vs_error_set(
+      err, VS_EINPUT,
+      "%s: field \"head_dim\" = %lld: a %s config's "
+      "head_dim can only be its qk_rope_head_dim (%lld; "
+      "transformers sets it so), its heads being "
+      "qk_nope_head_dim + qk_rope_head_dim and v_head_dim "
+      "wide; drop the field or make it qk_rope_head_dim",
+      path, (long long)v, type,
+      json_is_integer(rope) ? (long long)json_integer_value(rope) : 0LL);
 }
 
 /* Refuses experts outside a family that has them (when !moe); a head
@@ -622,8 +776,42 @@ static int read_shape(const json_t *root, const char *path, bool moe,
   }
   if ((rc = count_field(root, path, "head_dim", "head_dim", &v, err)))
     return rc;
+  if (strncmp(out->model_type, "deepseek", 8) == 0)
+    return mla_head_dim(root, path, out->model_type, v, err);
   put_count(out, "head_dim", "head_dim", v);
   return 0;
+}
+
+/* VS_EINPUT for the multimodal config at path (a model_type vsim does not
+ * read, with a text_config): the advice to give hf_config its
+ * text_config where vsim reads that config's model_type; else that
+ * vsim reads neither (naming the types it reads). */
+static int refuse_multimodal(const json_t *root, const char *path,
+                             const char *type, vs_error *err)
+{
+  const json_t *text =
+      json_object_get(json_object_get(root, "text_config"), "model_type");
+  if (json_is_string(text) && family_of(json_string_value(text)))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: model_type \"%s\" is a multimodal model (field "
+                        "\"text_config\"); vsim builds language models "
+                        "only: give hf_config a file of its text_config "
+                        "with that config's model_type (%s) and the counts "
+                        "it leaves to their defaults, knowing the other "
+                        "towers' weights go uncounted",
+                        path, type, json_string_value(text));
+  if (!json_is_string(text))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: model_type \"%s\" is a multimodal model (field "
+                        "\"text_config\", which names no model_type); vsim "
+                        "builds language models only, of the model_types "
+                        "%s",
+                        path, type, vs_hf_known_types());
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: model_type \"%s\" is a multimodal model (field "
+                      "\"text_config\") whose text_config's model_type "
+                      "\"%s\" is not one vsim reads either (%s)",
+                      path, type, json_string_value(text), vs_hf_known_types());
 }
 
 static int read_root(const json_t *root, const char *path, vs_hf_model *out,
@@ -641,14 +829,7 @@ static int read_root(const json_t *root, const char *path, vs_hf_model *out,
            json_string_value(type));
   if (!(f = family_of(out->model_type)) &&
       json_is_object(json_object_get(root, "text_config")))
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: model_type \"%s\" is a multimodal model (field "
-                        "\"text_config\"); vsim builds language models only: "
-                        "give hf_config a file of its text_config with that "
-                        "config's model_type (e.g. gemma3_text) and the "
-                        "counts it leaves to their defaults, knowing the "
-                        "other towers' weights go uncounted",
-                        path, out->model_type);
+    return refuse_multimodal(root, path, out->model_type, err);
   if (!f)
     return vs_error_set(err, VS_EINPUT,
                         "%s: model_type \"%s\" is not one vsim reads (%s)", path,

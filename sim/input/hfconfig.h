@@ -11,7 +11,10 @@
  * with [model] experts; DeepSeek's with multi-head latent attention),
  * gpt2 and gpt_neox (arch = gpt), bert. Anything else, and a config whose
  * layers vsim would build wrong (experts in another family, Qwen-MoE's
- * mlp_only_layers), is refused, naming the field. Pure but for reading
+ * mlp_only_layers), is refused, naming the field. A field the file lacks
+ * gets its transformers config class's default for the model_type, or
+ * is refused where vsim does not know that default for certain; never
+ * another value. Pure but for reading
  * the file (jansson). */
 #ifndef VS_HFCONFIG_H
 #define VS_HFCONFIG_H
@@ -28,6 +31,11 @@ typedef struct vs_hf_key {
   const char *field;         /* the config's field that gave it
                                 ("hidden_size", static storage); NULL
                                 when none did (the family's default) */
+  const char *lacked;        /* the field the file lacks whose
+                                transformers default gave the value
+                                ("num_key_value_heads"), or NULL */
+  const char *source;        /* that default's config class
+                                ("MixtralConfig"), or NULL */
   char value[32];            /* "4096" */
 } vs_hf_key;
 

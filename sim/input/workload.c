@@ -460,11 +460,11 @@ static int check_layer_options(vs_workload *wl, vs_error *err)
   if (m->kv_lora_rank && (m->attention_bias != VS_BIAS_NONE || m->qk_norm))
     return vs_error_set(err, VS_EINPUT,
                         "%s: multi-head latent attention (kv_lora_rank > 0) "
-                        "is built without biases or head norms (DeepSeek's "
-                        "have none); set it to %s",
+                        "is built without biases or head norms: with %s it "
+                        "is not simulated",
                         m->qk_norm ? WHERE("model", "qk_norm")
                                    : WHERE("model", "attention_bias"),
-                        m->qk_norm ? "false" : "none");
+                        m->qk_norm ? "head norms" : "biases");
   if (m->kv_lora_rank && m->positions == VS_POS_LEARNED)
     return vs_error_set(err, VS_EINPUT,
                         "%s: multi-head latent attention carries its own "

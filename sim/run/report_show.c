@@ -57,9 +57,13 @@ static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
             origin->follows_gpus ? " (it follows --gpus)" : "");
     return;
   }
-  fprintf(out, "%s\n", !origin->set         ? KEY_COMMENT "default"
-                       : origin->line < 0 ? KEY_COMMENT "from hf_config"
-                                          : "");
+  /* a value hf_config gave without a field of its file (why NULL) is its
+   * model_type's default (vs_hf_key field) */
+  fprintf(out, "%s\n",
+          !origin->set                      ? KEY_COMMENT "default"
+          : origin->line < 0 && origin->why ? KEY_COMMENT "from hf_config"
+          : origin->line < 0 ? KEY_COMMENT "default for hf_config's model_type"
+                             : "");
 }
 
 /* What stage s keeps in `place` (host or NVMe). */
@@ -358,17 +362,23 @@ static uint64_t largest_layer_saved(const vs_model *m, const vs_recipe *r)
   return most;
 }
 
-/* The parameters: in total, a token's, where the experts are, what
- * trains. */
+/* The parameters: in total (the multi-token prediction module aside, as
+ * DeepSeek counts its 671 B), the most loaded GPU's (its share of that
+ * module included; before ZeRO-3 partitions them), a token's, where the
+ * experts are, what trains. */
 static void show_parameters(FILE *out, const vs_workload *wl,
                             const vs_model *m, const vs_recipe *r,
                             const vs_layout *lay)
 {
-  fprintf(out, "# "
-                 "parameters = %llu (%.3f B) in total, %llu on the most "
-               "loaded GPU\n",
+  fprintf(out,
+          "# "
+          "parameters = %llu (%.3f B) in total%s, %llu on the most "
+          "loaded GPU%s%s\n",
           (unsigned long long)m->params_total, (double)m->params_total / 1e9,
-          (unsigned long long)lay->param_elems);
+          m->params_mtp ? " without the MTP module" : "",
+          (unsigned long long)lay->param_elems,
+          m->params_mtp ? " with what it holds of the MTP module" : "",
+          wl->parallel.zero >= 3 ? " before ZeRO-3 partitions them" : "");
   if (m->params_active != m->params_total)
     fprintf(out, "# active parameters = %llu (%.3f B) a token: the router, "
                  "%llu of %llu routed experts and the shared ones in each "
