@@ -446,8 +446,11 @@ static inline bool still_waits(const run_ctx *c, const vs_rank *r,
  * A stream runs its ops in program order and ends them in that order, so
  * a dependency on stream s has ended once the last op s ended (its
  * done[s]-th) is it or a later one. The first one found not ended is
- * noted for still_waits. */
-static bool ready(const run_ctx *c, vs_rank *r, int stream, const vs_pop *op)
+ * noted for still_waits; when it is another stage's, op is ready on r (an
+ * op lists its own stage's dependencies first, vs_program deps) and from
+ * t_ns, unless it waited already, waits for that stage (r->joined). */
+static bool ready(const run_ctx *c, vs_rank *r, int stream, const vs_pop *op,
+                  uint64_t t_ns)
 {
   const vs_program *p = r->prog;
   vs_stream_wait *w = &r->waits[stream];
@@ -463,6 +466,8 @@ static bool ready(const run_ctx *c, vs_rank *r, int stream, const vs_pop *op)
       *w = (vs_stream_wait){
           .rank = (uint32_t)(owner - c->ranks), .stream = (uint32_t)s,
           .ended = vs_stream_place(owner->prog, (int)s, idx) + 1};
+      if (owner != r && !r->joined[stream].open)
+        r->joined[stream] = (vs_join_wait){t_ns, t_ns, true};
       return false;
     }
   }
@@ -512,10 +517,36 @@ static int start_resource(run_ctx *c, uint32_t rank_idx, uint32_t idx,
   return 0;
 }
 
+/* Charges the idle time of r's compute stream up to t_ns, when its next
+ * op starts, to what it waited for: the op whose end made the call, of
+ * phase `cause` (pipeline, data-parallel communication or an offload
+ * copy), except the part of its idle time in which that op, ready on r,
+ * waited for another stage (`joined`, NULL: none), which is a wait on the
+ * pipeline. */
+static void count_idle(vs_rank *r, uint64_t t_ns, int cause,
+                       const vs_join_wait *joined)
+{
+  uint64_t since = r->idle_since[VS_STREAM_COMPUTE];
+  uint64_t idle = t_ns - since, peer = 0;
+  if (cause == VS_PHASE_P2P) {
+    r->wait_p2p_ns += idle;
+    return;
+  }
+  if (joined && joined->to_ns > since) /* it started before t_ns */
+    peer = joined->to_ns - (joined->from_ns > since ? joined->from_ns : since);
+  r->wait_p2p_ns += peer;
+  if (cause == VS_PHASE_OFFLOAD)
+    r->wait_offload_ns += idle - peer;
+  else
+    r->wait_comm_ns += idle - peer;
+}
+
 /* Starts whatever can start on rank r at t_ns. `cause` is the phase of the
- * op whose end made this call: a compute stream that idled until now was
- * waiting for it (pipeline or data-parallel communication). */
-static int start_ready(run_ctx *c, uint32_t rank_idx, uint64_t t_ns, int cause)
+ * op whose end made this call, `joined` its wait for another stage (NULL:
+ * the call is not an op's end on r): a compute stream that idled until
+ * now was waiting for it (count_idle). */
+static int start_ready(run_ctx *c, uint32_t rank_idx, uint64_t t_ns, int cause,
+                       const vs_join_wait *joined)
 {
   vs_rank *r = &c->ranks[rank_idx];
   const vs_program *p = r->prog;
@@ -528,17 +559,14 @@ static int start_ready(run_ctx *c, uint32_t rank_idx, uint64_t t_ns, int cause)
       continue;
     idx = p->stream_ops[s][r->next[s]];
     op = &p->ops[idx];
-    if (!ready(c, r, s, op))
+    if (!ready(c, r, s, op, t_ns))
       continue;
-    if (s == VS_STREAM_COMPUTE && t_ns > r->idle_since[s]) {
-      uint64_t idle = t_ns - r->idle_since[s];
-      if (cause == VS_PHASE_P2P)
-        r->wait_p2p_ns += idle;
-      else if (cause == VS_PHASE_OFFLOAD)
-        r->wait_offload_ns += idle;
-      else
-        r->wait_comm_ns += idle;
-    }
+    if (s == VS_STREAM_COMPUTE && t_ns > r->idle_since[s])
+      count_idle(r, t_ns, cause, joined);
+    if (!r->joined[s].open) /* it did not wait for another stage */
+      r->joined[s].from_ns = t_ns;
+    r->joined[s].to_ns = t_ns;
+    r->joined[s].open = false;
     r->busy[s] = true;
     r->next[s]++;
     if ((rc = apply_effects(c, r, idx, OP_START, t_ns)))
@@ -607,6 +635,7 @@ static int finish(run_ctx *c, const vs_event *ev, vs_engine_stats *stats)
 {
   vs_rank *r = &c->ranks[ev->rank];
   const vs_pop *op = &r->prog->ops[ev->op];
+  vs_join_wait joined = r->joined[op->stream]; /* before its next starts */
   int rc;
   if (vs_op_kind_of(r->prog, op)->resource) {
     bool ended;
@@ -623,12 +652,12 @@ static int finish(run_ctx *c, const vs_event *ev, vs_engine_stats *stats)
   if (ev->t_ns > r->end_ns)
     r->end_ns = ev->t_ns;
   if ((rc = apply_effects(c, r, ev->op, OP_END, ev->t_ns)) ||
-      (rc = start_ready(c, ev->rank, ev->t_ns, op->phase)))
+      (rc = start_ready(c, ev->rank, ev->t_ns, op->phase, &joined)))
     return rc;
-  if (op->notify) /* wake this slot's rank on the receiving stage */
-    rc = start_ready(c, (uint32_t)((size_t)(op->notify - 1) * c->per_stage +
-                                   r->slot),
-                     ev->t_ns, VS_PHASE_P2P);
+  if (op->notify) /* wake this slot's rank on the stage waiting for it */
+    rc = start_ready(
+        c, (uint32_t)((size_t)(op->notify - 1) * c->per_stage + r->slot),
+        ev->t_ns, VS_PHASE_P2P, NULL);
   return rc;
 }
 
@@ -816,7 +845,7 @@ static int run_distinct_slots(run_ctx *c, const uint32_t *twin,
   int rc = 0;
   for (size_t i = 0; i < c->n_ranks && !rc; i++)
     if (twin[i % c->per_stage] == i % c->per_stage)
-      rc = start_ready(c, (uint32_t)i, 0, VS_PHASE_SETUP);
+      rc = start_ready(c, (uint32_t)i, 0, VS_PHASE_SETUP, NULL);
   if (rc || (rc = drain(c, stats)))
     return rc;
   for (size_t i = 0; i < c->n_ranks; i++) {
@@ -853,7 +882,7 @@ int vs_engine_run(vs_rank *ranks, size_t n_ranks, const vs_engine_opts *opts,
     rc = run_distinct_slots(&c, twin, stats);
   } else {
     for (size_t i = 0; i < n_ranks && !rc; i++)
-      rc = start_ready(&c, (uint32_t)i, 0, VS_PHASE_SETUP);
+      rc = start_ready(&c, (uint32_t)i, 0, VS_PHASE_SETUP, NULL);
     if (!rc)
       rc = drain(&c, stats);
   }

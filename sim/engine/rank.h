@@ -78,6 +78,16 @@ typedef struct vs_stream_wait {
   size_t ended;
 } vs_stream_wait;
 
+/* How long a stream's op waited for an op of another stage once ready on
+ * its own rank (its own dependencies ended, its stream idle): the other
+ * member of a collective issuing it. Noted by the engine (engine.c,
+ * ready) for the op running or last run on the stream. */
+typedef struct vs_join_wait {
+  uint64_t from_ns; /* when it was first found so */
+  uint64_t to_ns;   /* when it started; from_ns: it did not wait */
+  bool open;        /* it waits now (to_ns not yet known) */
+} vs_join_wait;
+
 typedef struct vs_rank {
   uint32_t id;              /* global rank number */
   int stage, dp_rank, tp_rank;
@@ -93,9 +103,13 @@ typedef struct vs_rank {
   bool busy[VS_STREAM_N];   /* a stream is running an op */
   vs_stream_wait waits[VS_STREAM_N]; /* why each stream's next op was
                                not ready when last looked at */
+  vs_join_wait joined[VS_STREAM_N];  /* each stream's op's wait for
+                                another stage, once ready here */
   uint64_t end_ns;          /* when its last op ended */
   uint64_t idle_since[VS_STREAM_N]; /* when each stream last went idle */
-  uint64_t wait_p2p_ns;     /* compute stream idle waiting on the pipeline */
+  uint64_t wait_p2p_ns;     /* compute stream idle waiting on the pipeline
+                               (on a pipeline transfer, or on an op while
+                               it waited for another stage: joined) */
   uint64_t wait_comm_ns;    /* compute stream idle waiting on dp collectives */
   uint64_t wait_offload_ns; /* compute stream idle waiting on an offload
                                copy (a parameter fetch) */

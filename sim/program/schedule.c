@@ -646,11 +646,12 @@ static void index_units(builder *b, const vs_pipeline *pl)
 }
 
 /* The program's send table, one NONE slot per pipeline send of the step
- * (false, with the error set, when it could not grow). */
+ * and per wait of the embedding all-reduce (EMBED_KEYS; false, with the
+ * error set, when it could not grow). */
 static bool alloc_sends(builder *b)
 {
   vs_program *p = b->p;
-  p->n_sends = (size_t)(2 * b->lay->grad_accum * b->lay->n_chunks);
+  p->n_sends = (size_t)(2 * b->lay->grad_accum * b->lay->n_chunks) + EMBED_KEYS;
   if (!vs_grow((void **)&p->sends, &p->cap_sends, p->n_sends ? p->n_sends : 1,
                sizeof *p->sends)) {
     b->failed = true;
@@ -736,8 +737,15 @@ int vs_schedule_link(vs_program *progs, size_t n_progs, vs_error *err)
                             "schedule: stage %zu waits for a send that stage "
                             "%d never makes (key %u)",
                             s, st, key);
+      /* one stage to wake per op: a send's consumer, the other end of
+         the embedding all-reduce */
+      if (progs[st].ops[op].notify && progs[st].ops[op].notify != s + 1)
+        return vs_error_set(err, VS_EINPUT,
+                            "schedule: stage %d's op %u is waited for by "
+                            "stages %d and %zu (a schedule bug)",
+                            st, op, progs[st].ops[op].notify - 1, s);
       p->deps[i] = op;
-      progs[st].ops[op].notify = (uint16_t)(s + 1); /* one consumer per send */
+      progs[st].ops[op].notify = (uint16_t)(s + 1);
     }
   }
   return 0;

@@ -186,7 +186,9 @@ typedef struct vs_program {
   vs_op_kind *kinds;               /* what they do, each kind once */
   size_t n_kinds, cap_kinds;
   vs_intern_index kind_index;      /* the builder's, over kinds */
-  uint32_t *deps;                  /* op indices that must end first */
+  uint32_t *deps;                  /* op indices that must end first, an
+                                      op's own stage's before the others'
+                                      (engine.c, ready) */
   int32_t *dep_stages;             /* parallel to deps: the stage whose
                                       program holds deps[i], or -1 for this
                                       program; NULL when all are local */
@@ -208,8 +210,10 @@ typedef struct vs_program {
                                       collectives on the compute stream),
                                       the seconds each vs_bound takes */
   vs_cal_seen cal_seen;            /* sizes timed by calibrated curves */
-  uint32_t *sends;                 /* [key] this stage's pipeline send op
-                                      (see vs_schedule_link), NONE if none */
+  uint32_t *sends;                 /* [key] this stage's pipeline send op,
+                                      then what its embedding all-reduce
+                                      waits for (see vs_schedule_link),
+                                      NONE if none */
   size_t n_sends, cap_sends;
   vs_unit_mark *units;             /* [n_units + 1] the units in build
                                       order, then an end mark (ops and
@@ -259,9 +263,12 @@ int vs_schedule_build(const vs_job *job, int stage, vs_program *prog,
 
 /* Resolves the cross-stage dependencies of a pipeline's programs (one per
  * stage, in stage order) once all are built: each receive waits for the
- * matching send of the producing stage, which records the receiving stage
- * in `notify`.
- * VS_EINPUT if a send is missing (a schedule bug). */
+ * matching send of the producing stage, and the first and last stages'
+ * embedding all-reduces each wait for what the other's waits for on its
+ * stage (a collective starts once both have issued it); each op waited
+ * for records the waiting stage in `notify`.
+ * VS_EINPUT if a send is missing or an op would have two stages to
+ * notify (schedule bugs). */
 int vs_schedule_link(vs_program *progs, size_t n_progs, vs_error *err);
 
 /* vs_schedule_build into a program built before (or zeroed), reusing its

@@ -594,15 +594,36 @@ void sb_reduce_deferred(builder *b)
                           : b->last_compute);
 }
 
+/* The embedding all-reduce op (the newest) of the first or last stage
+ * starts once both stages have issued it (NCCL's all-reduce ends on
+ * neither before both have joined), so it ends on both at the later
+ * issue plus its time: it waits for the other stage's op before its
+ * all-reduce on the stream and the other's dependency (its readiness),
+ * and publishes its own (prev, ready) under sb_embed_key for the other
+ * to wait for (vs_schedule_link makes them wake this stage). */
+static void embedding_joined(builder *b, uint32_t op, uint32_t prev,
+                             uint32_t ready, uint64_t other)
+{
+  if (op == NONE)
+    return;
+  b->p->sends[sb_embed_key(b, EMBED_KEY_STREAM)] = prev;
+  b->p->sends[sb_embed_key(b, EMBED_KEY_READY)] = ready;
+  sb_add_dep_on(b, op, sb_embed_key(b, EMBED_KEY_STREAM), (int32_t)other);
+  sb_add_dep_on(b, op, sb_embed_key(b, EMBED_KEY_READY), (int32_t)other);
+}
+
 /* With tied embeddings split over the pipeline, the first and last stages
- * all-reduce the word-embedding gradients (Megatron's embedding group). */
+ * all-reduce the word-embedding gradients (Megatron's embedding group),
+ * together (embedding_joined). */
 static void tied_embedding_sync(builder *b)
 {
   const vs_layout *lay = b->lay;
+  int stream = b->r->comm[VS_USE_EMBED_SYNC].stream;
+  size_t n_before = b->p->n_stream_ops[stream];
   uint64_t bytes, other;
   vs_link link;
   double t;
-  uint32_t op;
+  uint32_t op, prev;
   if (!b->r->embedding_sync || (b->stage != 0 && b->stage != lay->pp - 1))
     return;
   bytes = b->m->vocab_padded / lay->tp * b->wl->model.hidden *
@@ -611,10 +632,12 @@ static void tied_embedding_sync(builder *b)
   link = vs_layout_stage_link(b->topo, lay, b->stage, other);
   link.seen = &b->p->cal_seen;
   t = vs_cost_collective_seconds(VS_COLL_ALL_REDUCE, bytes, 2, link);
-  op = sb_new_op(b, b->r->comm[VS_USE_EMBED_SYNC].stream, VS_PHASE_DP_COMM,
-                 "embedding_all_reduce", -1,
-                 -1, t, 0.0, (double)bytes);
+  /* none before it on the stream: its dependency alone */
+  prev = n_before ? b->p->stream_ops[stream][n_before - 1] : b->last_compute;
+  op = sb_new_op(b, stream, VS_PHASE_DP_COMM, "embedding_all_reduce", -1, -1, t,
+                 0.0, (double)bytes);
   sb_add_dep(b, op, b->last_compute);
+  embedding_joined(b, op, prev, b->last_compute, other);
 }
 
 /* The optimizer's first op (the newest) waits for the backward, for the

@@ -212,6 +212,13 @@ typedef struct op_split {
 /* What a pipeline send carries. */
 enum { SEND_ACTIVATION, SEND_GRADIENT };
 
+/* The send table's entries (vs_program sends) after the pipeline sends':
+ * the ops the first or last stage's embedding all-reduce waits for on
+ * its own stage, the op before it on its stream and its dependency, which
+ * the other stage's all-reduce waits for too (schedule_grads.c,
+ * tied_embedding_sync). */
+enum { EMBED_KEY_STREAM, EMBED_KEY_READY, EMBED_KEYS };
+
 /* A model state kept per parameter tensor (vs_recipe per_tensor_states). */
 typedef enum state_kind {
   STATE_PARAMS,  /* the parameter as stored */
@@ -268,6 +275,7 @@ uint32_t sb_new_op(builder *b, int stream, int phase, const char *name,
                    int layer, int mb, double seconds, double flops,
                    double bytes);
 void sb_add_dep_on(builder *b, uint32_t op, uint32_t dep, int32_t stage);
+uint32_t sb_embed_key(const builder *b, int which);
 uint32_t sb_placed_buffer(builder *b, uint64_t bytes, int category,
                           int place);
 uint32_t sb_new_buffer(builder *b, uint64_t bytes, int category);

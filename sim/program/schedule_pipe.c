@@ -25,6 +25,14 @@ static uint32_t send_key(const builder *b, int kind, uint64_t mb, uint64_t g)
                         b->lay->n_chunks + g);
 }
 
+/* Key of the embedding all-reduce's wait `which` (EMBED_KEY_STREAM or
+ * EMBED_KEY_READY): after every pipeline send's, the same on every
+ * stage. */
+uint32_t sb_embed_key(const builder *b, int which)
+{
+  return send_key(b, SEND_GRADIENT + 1, 0, 0) + (uint32_t)which;
+}
+
 /* Instances (block ids) of model chunk g: [first, last]. */
 void sb_chunk_range(const builder *b, uint64_t g, size_t *first,
                     size_t *last)
