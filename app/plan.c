@@ -1222,6 +1222,7 @@ static void plan_intro(FILE *out, const vs_workload *wl, const vs_topology *topo
     tight += ps->cands[i].status == VS_EVAL_TIGHT;
     invalid += ps->cands[i].status == VS_EVAL_INVALID;
   }
+  invalid -= ps->n_refused; /* simulated, their confirmation refused */
   fprintf(out,
           "%zu layouts simulated in %.2f s (%.0f layouts/s on %u "
           "thread(s)); %zu fit",
@@ -1434,7 +1435,7 @@ static void plan_answers(FILE *out, const plan_state *ps)
   /* offload is searched only where nothing fits without it: say so where
      it was not, as it may fit on fewer (a review: one RTX 4090) */
   fprintf(out, "\nfewest GPUs on which it fits%s: %llu\n",
-          ps->offload_pass ? "" : " without offload",
+          ps->offload_pass ? "" : " without optimizer or parameter offload",
           (unsigned long long)ps->cands[ps->smallest].total_gpus);
   plan_header(out, ps, prices_of(ps), types);
   print_layout(out, 1, ps, ps->smallest, prices_of(ps));

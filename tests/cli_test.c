@@ -2027,7 +2027,8 @@ static void test_pageable_offload_end_to_end(void **state)
                          "states and parameters are pinned");
   run(plan);
   assert_int_equal(r.status, 0);
-  assert_contains(r.out, "fewest GPUs on which it fits without offload: 1");
+  assert_contains(r.out, "fewest GPUs on which it fits without optimizer or "
+                         "parameter offload: 1");
 }
 
 /* torchtitan's Llama 3.1 8B on 8 GPUs: its preset sets the sharded
@@ -5680,13 +5681,17 @@ static void test_plan_csv_leaves_unknown_prices_empty(void **state)
 
 /* run's dollars per million tokens keep 3 significant figures below a
  * dollar (a review found $0.00 for a cheap job that plan priced), cents
- * above: the price x GPUs per hour over the tokens of an hour. */
+ * above, an exponent below a billionth (never all zeros): the price x
+ * GPUs per hour over the tokens of an hour, to half a percent. */
 static void test_run_cost_per_million_tokens_figures(void **state)
 {
   const char *prices[] = {"topology.cost.usd_per_gpu_hour=0.001",
-                          "topology.cost.usd_per_gpu_hour=5000"};
+                          "topology.cost.usd_per_gpu_hour=5000",
+                          "topology.cost.usd_per_gpu_hour=1e-10",
+                          "topology.cost.usd_per_gpu_hour=599.4"};
+  const double usd_per_gpu_hour[] = {0.001, 5000, 1e-10, 599.4};
   (void)state;
-  for (size_t i = 0; i < 2; i++) {
+  for (size_t i = 0; i < 4; i++) {
     const char *args[] = {
         "run", DATA "gpt-small.ini", "--gpus", "2", "--set", prices[i], NULL};
     const char *line, *dollar;
@@ -5697,9 +5702,11 @@ static void test_run_cost_per_million_tokens_figures(void **state)
     assert_int_equal(sscanf(line, "\nthroughput %lf tokens/s", &tokens), 1);
     assert_non_null(dollar = strchr(line, '$'));
     assert_int_equal(sscanf(dollar, "$%lf per million tokens", &usd), 1);
-    want = (i == 0 ? 0.001 : 5000.0) * 2 / 3600 / tokens * 1e6;
+    want = usd_per_gpu_hour[i] * 2 / 3600 / tokens * 1e6;
     assert_true(tokens > 0 && isfinite(want));
-    tu_assert_close(usd, want, i == 0 ? 5e-3 : 0.01 / want);
+    tu_assert_close(usd, want, 5e-3);
+    if (i == 3) /* 0.9996 rounds to a dollar: cents, not $1.000 */
+      assert_non_null(strstr(dollar, "$1.00 per million tokens"));
   }
 }
 

@@ -302,12 +302,16 @@ static void calibration_notes(FILE *out, const vs_sim *sim)
 }
 
 /* Decimals that show usd (> 0) in cents from a dollar up, else to 3
- * significant figures without an exponent (as plan's costs: a cheap job's
- * is not $0.00), at most 12. */
+ * significant figures once rounded (as plan's costs: a cheap job's is not
+ * $0.00; 0.09996 is 0.100); -1 below a billionth of a dollar, which
+ * takes an exponent. */
 static int money_decimals(double usd)
 {
-  int d = usd >= 1 ? 2 : 2 - (int)floor(log10(usd));
-  return d > 12 ? 12 : d;
+  char sci[16];
+  int e;
+  snprintf(sci, sizeof sci, "%.2e", usd); /* its 3 figures, rounded */
+  e = atoi(strchr(sci, 'e') + 1);
+  return e >= 0 ? 2 : e < -9 ? -1 : 2 - e;
 }
 
 /* The throughput line, with the dollars per million tokens when the
@@ -321,8 +325,11 @@ static void throughput_line(const vs_sim *sim, char *buf, size_t len)
     double usd = vs_cost_per_tokens(
         vs_cost_usd(sim->topo->usd_per_gpu_hour, sim->layout.gpus, 1.0),
         sim->tokens_per_s, 1e6);
-    snprintf(buf + n, len - (size_t)n, ", $%.*f per million tokens",
-             money_decimals(usd), usd);
+    int d = money_decimals(usd);
+    if (d < 0)
+      snprintf(buf + n, len - (size_t)n, ", $%.2e per million tokens", usd);
+    else
+      snprintf(buf + n, len - (size_t)n, ", $%.*f per million tokens", d, usd);
   }
 }
 
