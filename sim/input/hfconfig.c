@@ -285,11 +285,15 @@ static int class_default(const json_t *root, const char *path, const char *type,
   return 0;
 }
 
-/* Key `name` from the default d (class_default) into out. */
+/* Key `name` from the default d (class_default) into out; an empty
+ * value where that default is not known (d->value -1), which the
+ * workload must then set itself (vs_workload_apply_hf_config). */
 static void put_default(vs_hf_model *out, const char *name,
                         const absent_default *d)
 {
-  put_count(out, name, NULL, d->value);
+  put_count(out, name, NULL, d->value < 0 ? 0 : d->value);
+  if (d->value < 0)
+    out->keys[out->n - 1].value[0] = '\0';
   out->keys[out->n - 1].lacked = d->field;
   out->keys[out->n - 1].source = d->source;
 }
@@ -340,16 +344,12 @@ static int read_counts(const json_t *root, const char *path, const family *f,
       return rc;
     put_count(out, "ffn_hidden", f->ffn, ffn);
   }
-  if (f->kv_heads &&
-      (rc = class_default(root, path, out->model_type, f->kv_heads, &d, err)))
-    return rc;
-  if (d && (d->value > heads || heads % d->value != 0))
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: the config lacks \"%s\", whose default for "
-                        "model_type %s (transformers' %s) is %lld, which "
-                        "does not divide \"%s\" (%lld); add the field",
-                        path, f->kv_heads, out->model_type, d->source,
-                        (long long)d->value, f->heads, (long long)heads);
+  /* the workload's own kv_heads and heads win over a class default, so
+     one vsim cannot know is refused only where it has none, and one that
+     does not divide the heads by the heads' check
+     (vs_workload_apply_hf_config) */
+  if (f->kv_heads && !json_object_get(root, f->kv_heads))
+    d = absent_default_of(out->model_type, f->kv_heads);
   if (d)
     put_default(out, "kv_heads", d);
   if (f->kv_heads && json_object_get(root, f->kv_heads) &&

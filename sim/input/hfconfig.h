@@ -36,7 +36,9 @@ typedef struct vs_hf_key {
                                 ("num_key_value_heads"), or NULL */
   const char *source;        /* that default's config class
                                 ("MixtralConfig"), or NULL */
-  char value[32];            /* "4096" */
+  char value[32];            /* "4096"; "" where `lacked` has no default
+                                vsim knows (the workload must set the
+                                key itself) */
 } vs_hf_key;
 
 typedef struct vs_hf_model {
