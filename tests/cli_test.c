@@ -2365,6 +2365,18 @@ static void test_show_hf_defaults_and_parameters(void **state)
                          "model_type\n");
   assert_contains(r.out, "shared_experts = 1    ; from hf_config\n");
   assert_contains(r.out, "kv_lora_rank = 32    ; from hf_config\n");
+  /* a field the file gives is the file's, a step of 1 too (a review
+   * found Qwen1.5-MoE's decoder_sparse_step 1 shown as a default) */
+  snprintf(ini, sizeof ini,
+           "[model]\nhf_config = %s/models/qwen1.5-moe-a2.7b.json\n"
+           "seq_len = 128\n",
+           VSIM_SOURCE_DIR);
+  remove(path);
+  tu_write_temp(ini, ".ini", path, sizeof path);
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_contains(r.out, "dense_layers = 0    ; from hf_config\n");
+  assert_contains(r.out, "moe_every = 1    ; from hf_config\n");
   run(mtp);
   assert_int_equal(r.status, 0);
   assert_contains(r.out, "(671.026 B) in total without the MTP module, ");

@@ -704,8 +704,14 @@ static int read_experts(const json_t *root, const char *path,
     return rc;
   if (f->first_dense)
     return read_placement(root, path, f, out, err);
-  put_count(out, "dense_layers", step > 1 ? f->sparse_step : NULL, step - 1);
-  put_count(out, "moe_every", step > 1 ? f->sparse_step : NULL, step);
+  /* from the field where the file gives it (1 too: a review found a
+     given decoder_sparse_step of 1 shown as the type's default) */
+  {
+    const char *from =
+        f->sparse_step && given(root, f->sparse_step) ? f->sparse_step : NULL;
+    put_count(out, "dense_layers", from, step - 1);
+    put_count(out, "moe_every", from, step);
+  }
   if (only && !json_is_null(only) && !json_is_array(only))
     return vs_error_set(err, VS_EINPUT,
                         "%s: field \"mlp_only_layers\" must be a list of "
