@@ -55,13 +55,6 @@ void vs_resource_table(const vs_topology *topo,
   set_kind(&specs[VS_RES_COPY_ENGINE], 0, 0, 1);
 }
 
-/* The pipeline stage GPU g of lay belongs to (pp_stride apart in either
- * of Megatron's orders). */
-static uint64_t stage_of_gpu(const vs_layout *lay, uint64_t g)
-{
-  return g / lay->pp_stride % lay->pp;
-}
-
 uint32_t vs_resource_users(const vs_resource_spec *spec, const vs_layout *lay,
                            uint64_t s, bool all_ranks)
 {
@@ -72,7 +65,7 @@ uint32_t vs_resource_users(const vs_resource_spec *spec, const vs_layout *lay,
   if (all_ranks || lay->pp_stride == 0)
     return 1;
   for (uint64_t g = lo; g < hi; g++) {
-    uint64_t t = stage_of_gpu(lay, g);
+    uint64_t t = vs_layout_stage_of_gpu(lay, g);
     bool rank_here = t * lay->pp_stride / gpi == inst;
     own += t == s;
     elsewhere += !rank_here;

@@ -276,11 +276,7 @@ static int class_default(const json_t *root, const char *path, const char *type,
 {
   *d = json_object_get(root, field) ? NULL : absent_default_of(type, field);
   if (*d && (*d)->value < 0)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: the config lacks \"%s\", whose default for "
-                        "model_type %s (transformers' %s) has changed "
-                        "between transformers releases and is not vsim's "
-                        "to guess; add the field",
+    return vs_error_set(err, VS_EINPUT, "%s: the config " VS_HF_UNKNOWN_DEFAULT,
                         path, field, type, (*d)->source);
   return 0;
 }

@@ -73,15 +73,11 @@ int vs_workload_apply_hf_config(vs_workload *wl, vs_error *err)
     if (vs_conf_is_set(vs_workload_keys(), &wl->origins, "model", k->name))
       continue;
     if (k->value[0] == '\0') /* a default vsim does not know */
-      return vs_error_set(err, VS_EINPUT,
-                          "%s: %s lacks \"%s\", whose default for "
-                          "model_type %s (transformers' %s) has changed "
-                          "between transformers releases and is not vsim's "
-                          "to guess; add the field, or set [model] %s",
-                          vs_conf_where(vs_workload_keys(), &wl->origins,
-                                        "model", "hf_config", where,
-                                        sizeof where),
-                          path, k->lacked, hf.model_type, k->source, k->name);
+      return vs_error_set(
+          err, VS_EINPUT, "%s: %s " VS_HF_UNKNOWN_DEFAULT ", or set [model] %s",
+          vs_conf_where(vs_workload_keys(), &wl->origins, "model", "hf_config",
+                        where, sizeof where),
+          path, k->lacked, hf.model_type, k->source, k->name);
     if ((rc = vs_conf_set_derived(vs_workload_keys(), wl, &wl->origins, "model",
                                   k->name, k->value, k->field, err)))
       return name_field(err, rc, k, path);

@@ -168,6 +168,14 @@ int vs_layout_build(const vs_workload *wl, const vs_topology *topo,
 uint64_t vs_layout_model_states(const vs_layout *lay);
 uint64_t vs_layout_stage_model_states(const vs_layout *lay, uint64_t s);
 
+/* The pipeline stage GPU `gpu` of lay belongs to: stages are pp_stride
+ * apart in either of Megatron's orders (tp-dp-pp, tp-pp-dp). */
+static inline uint64_t vs_layout_stage_of_gpu(const vs_layout *lay,
+                                              uint64_t gpu)
+{
+  return gpu / lay->pp_stride % lay->pp;
+}
+
 /* The bytes of all a GPU's cuBLAS workspaces (vs_layout.blas_workspaces),
  * allocated with its model states and held all step. */
 uint64_t vs_layout_blas_bytes(const vs_layout *lay);

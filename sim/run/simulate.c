@@ -74,7 +74,7 @@ const vs_node_mem *vs_sim_node_like(const vs_sim *sim, uint64_t node)
     return &sim->nodes[node]; /* every node tracked (--ranks all), in order */
   if (sim->node_like && node < lay->nodes)
     return &sim->nodes[sim->node_like[node]];
-  stage = (node * gpn / lay->pp_stride) % lay->pp;
+  stage = vs_layout_stage_of_gpu(lay, node * gpn);
   rep = stage * lay->pp_stride / gpn; /* the node of the stage's rank */
   for (size_t i = 0; i < sim->n_nodes; i++) {
     if (sim->nodes[i].node == node)
