@@ -1485,20 +1485,20 @@ static void test_hf_config_fields_it_lacks(void **state)
                                   &err),
                    VS_EINPUT);
   assert_non_null(strstr(err.msg, "[model] head_dim = 1099511627776 (from "
-                                  "the file of [model] hf_config = "
-                                  "config.json): must be at most 100000 "
-                                  "(field \"head_dim\" of "));
+                                  "field \"head_dim\" of the file of "
+                                  "[model] hf_config = config.json): must "
+                                  "be at most 100000"));
   assert_int_equal(load_with_json(&wl, "{\"model_type\": \"gpt2\", "
                                        "\"n_embd\": 1099511627776, "
                                        "\"n_head\": 1, \"n_layer\": 2, "
                                        "\"vocab_size\": 1000}",
                                   "[model]\nhf_config = config.json\n"
                                   "seq_len = 128\n", &err), VS_EINPUT);
+  /* ... naming the config's own field, what to mend in the file */
   assert_non_null(strstr(err.msg, "w.ini:2: [model] hidden = 1099511627776 "
-                                  "(from the file of [model] hf_config = "
-                                  "config.json): must be at most"));
-  /* ... followed by the config's own field, what to mend in the file */
-  assert_non_null(strstr(err.msg, "(field \"n_embd\" of "));
+                                  "(from field \"n_embd\" of the file of "
+                                  "[model] hf_config = config.json): must be "
+                                  "at most"));
   assert_int_equal(load_with_json(&wl,
                                   "{\"model_type\": \"gpt2\", "
                                   "\"n_embd\": 64, \"n_head\": 1, "
@@ -1508,9 +1508,10 @@ static void test_hf_config_fields_it_lacks(void **state)
                                   "seq_len = 128\n",
                                   &err),
                    VS_EINPUT);
-  assert_non_null(strstr(err.msg, "[model] dropout = 1.5 (from the file of "
-                                  "[model] hf_config = config.json): must be "
-                                  "at most 0.999 (field \"resid_pdrop\" of "));
+  assert_non_null(strstr(err.msg, "[model] dropout = 1.5 (from field "
+                                  "\"resid_pdrop\" of the file of [model] "
+                                  "hf_config = config.json): must be at most "
+                                  "0.999"));
 }
 
 /* A small DeepSeek config.json of model_type `type` with MLA and expert
@@ -1587,7 +1588,10 @@ static void test_hf_config_class_defaults(void **state)
                                   "seq_len = 128\nheads = 4\n",
                                   &err),
                    VS_EINPUT);
-  assert_non_null(strstr(err.msg, "[model] kv_heads = 8"));
+  /* ... naming the default as the type's, not as the file's field */
+  assert_non_null(strstr(err.msg, "[model] kv_heads = 8 (the type's "
+                                  "default, not in the file of [model] "
+                                  "hf_config = config.json): heads (4)"));
   /* Gemma2Config's default changed between releases (16, then 4) */
   snprintf(json, sizeof json, "{\"model_type\": \"gemma2\", %s}", dense);
   assert_int_equal(load_with_json(&wl, json, ini, &err), VS_EINPUT);
@@ -1627,10 +1631,27 @@ static void test_hf_config_class_defaults(void **state)
   assert_int_equal(wl.model.q_lora_rank, 1536);
   assert_int_equal(wl.model.dense_layers, 0);
   assert_int_equal(wl.model.shared_experts, 2);
+  /* without it the workload must say how many (as for kv_heads) */
   assert_int_equal(
       load_with_json(&wl, HF_DEEPSEEK("deepseek_v2", ""), ini, &err),
       VS_EINPUT);
-  assert_non_null(strstr(err.msg, "the config lacks \"n_shared_experts\""));
+  assert_non_null(strstr(err.msg, "config.json lacks \"n_shared_experts\""));
+  assert_non_null(strstr(err.msg, "or set [model] shared_experts"));
+  assert_int_equal(load_with_json(&wl, HF_DEEPSEEK("deepseek_v2", ""),
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\nshared_experts = 2\n",
+                                  &err),
+                   0);
+  assert_int_equal(wl.model.shared_experts, 2);
+  assert_int_equal(wl.model.shared_expert_ffn_hidden, 96);
+  /* none: the file's expert width does not size shared experts */
+  assert_int_equal(load_with_json(&wl, HF_DEEPSEEK("deepseek_v2", ""),
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\nshared_experts = 0\n",
+                                  &err),
+                   0);
+  assert_int_equal(wl.model.shared_experts, 0);
+  assert_int_equal(wl.model.shared_expert_ffn_hidden, 0);
 }
 
 /* DeepSeek's configs as transformers saves them carry head_dim =

@@ -150,14 +150,16 @@ static int find_display(const vs_keytab *tab, const char *display)
 }
 
 /* Where key i's value `text`, which a preset (line -2) or a derived file
- * (line -1) chose, came from: the line (or the --set) of the key that
- * chose it and that key's value; false when that key has none to name. */
+ * (line -1, from its field `why`, NULL for none) chose, came from: the
+ * line (or the --set) of the key that chose it and that key's value;
+ * false when that key has none to name. */
 static bool chosen_where(const vs_keytab *tab, const vs_origins *orig, int i,
-                         int line, const char *text, char *buf, size_t len)
+                         int line, const char *why, const char *text, char *buf,
+                         size_t len)
 {
   bool preset = line == -2;
   const char *display = preset ? tab->preset_from : tab->derived_from;
-  const char *field = preset ? NULL : orig->keys[i].why;
+  const char *field = preset ? NULL : why;
   int from = find_display(tab, display);
   char by[160];
   const vs_origin *o;
@@ -165,12 +167,17 @@ static bool chosen_where(const vs_keytab *tab, const vs_origins *orig, int i,
     return false;
   o = &orig->keys[from];
   /* what chose it: "the preset of [training] framework = x", "from
-   * field "n" of the file of [model] hf_config = y"; "its preset", "from
+   * field "n" of the file of [model] hf_config = y", "the type's default,
+   * not in the file of ..." (no one field gave it); "its preset", "from
    * its file" after a --set that names the key */
-  snprintf(by, sizeof by, "%s%s%s%s%s", preset ? "" : "from ",
-           field ? "field \"" : "", field ? field : "", field ? "\" of " : "",
-           preset ? (o->line > 0 ? "the preset of" : "its preset")
-                  : (o->line > 0 ? "the file of" : "its file"));
+  if (preset)
+    snprintf(by, sizeof by, "%s", o->line > 0 ? "the preset of" : "its preset");
+  else if (field)
+    snprintf(by, sizeof by, "from field \"%s\" of %s", field,
+             o->line > 0 ? "the file of" : "its file");
+  else
+    snprintf(by, sizeof by, "the type's default, not in %s",
+             o->line > 0 ? "the file of" : "its file");
   if (o->line > 0)
     snprintf(buf, len, "%s:%d: [%s] %s = %s (%s %s = %s)", orig->file, o->line,
              tab->keys[i].section, tab->keys[i].name, text, by, display,
@@ -188,8 +195,8 @@ char *vs_conf_where(const vs_keytab *tab, const vs_origins *orig,
 {
   int i = vs_conf_find(tab, section, name);
   if (i >= 0 && orig->keys[i].set && orig->keys[i].line < 0 &&
-      chosen_where(tab, orig, i, orig->keys[i].line, orig->keys[i].text, buf,
-                   len))
+      chosen_where(tab, orig, i, orig->keys[i].line, orig->keys[i].why,
+                   orig->keys[i].text, buf, len))
     return buf;
   if (i < 0) {
     snprintf(buf, len, "[%s] %s", section, name);
@@ -654,11 +661,22 @@ static int store_value(const vs_key *k, void *target, const char *text,
   return 0;
 }
 
-/* Stores section.name = value from source:line and records its origin. */
+/* Where a value comes from: a file's line (source the file), --set
+ * (line 0), a derived file (line -1, `why` the field that gave it) or a
+ * preset (line -2, `why` its reason); as vs_origin records it. */
+typedef struct origin_of {
+  const char *source;
+  int line;
+  const char *why;
+} origin_of;
+
+/* Stores section.name = value from `from` and records its origin. */
 static int apply(const vs_keytab *tab, void *target, vs_origins *orig,
-                 const char *source, int line, const char *section,
-                 const char *name, const char *value, vs_error *err)
+                 origin_of from, const char *section, const char *name,
+                 const char *value, vs_error *err)
 {
+  const char *source = from.source;
+  int line = from.line;
   char where[320], known[512];
   char text[96];
   int i = vs_conf_find(tab, section, name);
@@ -690,7 +708,7 @@ static int apply(const vs_keytab *tab, void *target, vs_origins *orig,
                         list_keys(tab, section, known, sizeof known));
   }
   if (line >= 0 ||
-      !chosen_where(tab, orig, i, line, text, where, sizeof where))
+      !chosen_where(tab, orig, i, line, from.why, text, where, sizeof where))
     where_text(tab, source, line, &tab->keys[i], text, where, sizeof where);
   if (line > 0 && orig->keys[i].set && orig->keys[i].line > 0)
     return vs_error_set(err, VS_EINPUT, "%s: key set twice (first on line %d)",
@@ -702,7 +720,7 @@ static int apply(const vs_keytab *tab, void *target, vs_origins *orig,
     return VS_EINPUT;
   orig->keys[i].set = true;
   orig->keys[i].line = line;
-  orig->keys[i].why = NULL;
+  orig->keys[i].why = from.why;
   orig->keys[i].follows_gpus = false;
   memcpy(orig->keys[i].text, text, sizeof text);
   return 0;
@@ -740,8 +758,9 @@ static int on_key(void *user, const char *section, const char *name,
                  ctx->orig->file, ctx->line, name);
     return 0;
   }
-  return apply(ctx->tab, ctx->target, ctx->orig, ctx->orig->file, ctx->line,
-               section, name, value, ctx->err) == 0;
+  return apply(ctx->tab, ctx->target, ctx->orig,
+               (origin_of){ctx->orig->file, ctx->line, NULL}, section, name,
+               value, ctx->err) == 0;
 }
 
 /* What next_line found wrong with a line, besides its text. */
@@ -971,27 +990,24 @@ int vs_conf_set(const vs_keytab *tab, void *target, vs_origins *orig,
                 const char *section, const char *name, const char *value,
                 vs_error *err)
 {
-  return apply(tab, target, orig, "--set", 0, section, name, value, err);
+  return apply(tab, target, orig, (origin_of){"--set", 0, NULL}, section, name,
+               value, err);
 }
 
 int vs_conf_set_derived(const vs_keytab *tab, void *target, vs_origins *orig,
                         const char *section, const char *name,
                         const char *value, const char *field, vs_error *err)
 {
-  int rc = apply(tab, target, orig, orig->file, -1, section, name, value, err);
-  if (rc == 0)
-    orig->keys[vs_conf_find(tab, section, name)].why = field;
-  return rc;
+  return apply(tab, target, orig, (origin_of){orig->file, -1, field}, section,
+               name, value, err);
 }
 
 int vs_conf_set_preset(const vs_keytab *tab, void *target, vs_origins *orig,
                        const char *section, const char *name,
                        const char *value, const char *why, vs_error *err)
 {
-  int rc = apply(tab, target, orig, orig->file, -2, section, name, value, err);
-  if (rc == 0)
-    orig->keys[vs_conf_find(tab, section, name)].why = why;
-  return rc;
+  return apply(tab, target, orig, (origin_of){orig->file, -2, why}, section,
+               name, value, err);
 }
 
 void vs_conf_preset_follows_gpus(const vs_keytab *tab, vs_origins *orig,

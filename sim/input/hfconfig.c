@@ -222,9 +222,9 @@ static void put_count(vs_hf_model *out, const char *name, const char *field,
  * vsim's own fallback (kv_heads as heads, no shared experts, no dense
  * layers, a full query projection): what a file lacking it gets, as
  * transformers (its current configuration_<type>.py) builds it, or -1
- * where that default has changed between transformers releases and the
- * file is refused without the field. A type's field absent here gets
- * vsim's fallback, which is its class's default: LlamaConfig's and
+ * where that default has changed between transformers releases (the
+ * workload must then set the key: VS_HF_UNKNOWN_DEFAULT). A type's field absent
+ * here gets vsim's fallback, which is its class's default: LlamaConfig's and
  * Phi3Config's num_key_value_heads None (as many as the heads), and
  * DeepSeek's, which multi-head latent attention does not read. */
 typedef struct absent_default {
@@ -266,19 +266,14 @@ static const absent_default *absent_default_of(const char *type,
   return NULL;
 }
 
-/* Where the file at path lacks `field` (absent, not null) and the
- * model_type's class defaults it (absent_defaults): *d that default
- * (NULL otherwise); VS_EINPUT naming the field, the model_type and the
- * class where the default is not known for certain. */
-static int class_default(const json_t *root, const char *path, const char *type,
-                         const char *field, const absent_default **d,
-                         vs_error *err)
+/* Where the file lacks `field` (absent, not null) and the model_type's
+ * class defaults it (absent_defaults): that default, whose value is -1
+ * where it is not known for certain (put_default then leaves the key for
+ * the workload to set); NULL otherwise. */
+static const absent_default *class_default(const json_t *root, const char *type,
+                                           const char *field)
 {
-  *d = json_object_get(root, field) ? NULL : absent_default_of(type, field);
-  if (*d && (*d)->value < 0)
-    return vs_error_set(err, VS_EINPUT, "%s: the config " VS_HF_UNKNOWN_DEFAULT,
-                        path, field, type, (*d)->source);
-  return 0;
+  return json_object_get(root, field) ? NULL : absent_default_of(type, field);
 }
 
 /* Key `name` from the default d (class_default) into out; an empty
@@ -442,15 +437,15 @@ static int read_shared(const json_t *root, const char *path,
   const absent_default *dn = NULL, *dffn = NULL;
   json_int_t n = 1, ffn;
   int rc;
-  if (!f->shared_ffn ||
-      (rc = class_default(root, path, f->type, f->shared_ffn, &dffn, err)))
-    return f->shared_ffn ? rc : 0;
+  if (!f->shared_ffn)
+    return 0;
+  dffn = class_default(root, f->type, f->shared_ffn);
   if (!dffn && !given(root, f->shared_ffn))
     return 0;
   if (f->shared_count &&
-      ((rc = class_default(root, path, f->type, f->shared_count, &dn, err)) ||
-       (!dn && (rc = count_or_zero(root, path, f->shared_count,
-                                   "shared_experts", &n, err)))))
+      !(dn = class_default(root, f->type, f->shared_count)) &&
+      (rc = count_or_zero(root, path, f->shared_count, "shared_experts", &n,
+                          err)))
     return rc;
   if ((dn ? dn->value : n) == 0)
     return 0;
@@ -479,26 +474,12 @@ static int read_shared(const json_t *root, const char *path,
 #define ROUNDED_FIRST_DENSE                                                    \
   "first_k_dense_replace\" rounded up to a multiple of \"moe_layer_freq"
 
-/* DeepSeek's layer placement (modeling_deepseek.py: layer l is MoE when
- * l >= first_k_dense_replace and l % moe_layer_freq == 0; freq 1 when
- * absent): the first MoE layer is the first multiple of freq from k on,
- * then every freq-th. Both families name the fields as
- * ROUNDED_FIRST_DENSE does. */
-static int read_placement(const json_t *root, const char *path,
-                          const moe_family *f, vs_hf_model *out,
-                          vs_error *err)
+/* dense_layers: the first multiple of freq from the first dense layer
+ * `dense` on (d: its class default, where the file lacks it). */
+static void put_first_moe(const json_t *root, const moe_family *f,
+                          const absent_default *d, json_int_t dense,
+                          json_int_t freq, vs_hf_model *out)
 {
-  const absent_default *d = NULL;
-  json_int_t dense, freq = 1;
-  int rc;
-  if ((rc = class_default(root, path, f->type, f->first_dense, &d, err)) ||
-      (!d && (rc = count_or_zero(root, path, f->first_dense, "dense_layers",
-                                 &dense, err))) ||
-      (given(root, f->layer_freq) &&
-       (rc = count_field(root, path, f->layer_freq, "moe_every", &freq, err))))
-    return rc;
-  if (d)
-    dense = d->value;
   json_int_t first_moe = (dense + freq - 1) / freq * freq;
   if (d && first_moe == dense)
     put_default(out, "dense_layers", d);
@@ -508,6 +489,29 @@ static int read_placement(const json_t *root, const char *path,
               : given(root, f->first_dense) ? f->first_dense
                                             : NULL,
               first_moe);
+}
+
+/* DeepSeek's layer placement (modeling_deepseek.py: layer l is MoE when
+ * l >= first_k_dense_replace and l % moe_layer_freq == 0; freq 1 when
+ * absent): the first MoE layer is the first multiple of freq from k on,
+ * then every freq-th. Both families name the fields as
+ * ROUNDED_FIRST_DENSE does. */
+static int read_placement(const json_t *root, const char *path,
+                          const moe_family *f, vs_hf_model *out,
+                          vs_error *err)
+{
+  const absent_default *d = class_default(root, f->type, f->first_dense);
+  json_int_t dense = 0, freq = 1;
+  int rc;
+  if ((!d && (rc = count_or_zero(root, path, f->first_dense, "dense_layers",
+                                 &dense, err))) ||
+      (given(root, f->layer_freq) &&
+       (rc = count_field(root, path, f->layer_freq, "moe_every", &freq, err))))
+    return rc;
+  if (d && d->value < 0) /* not known: the workload sets it */
+    put_default(out, "dense_layers", d);
+  else
+    put_first_moe(root, f, d, d ? d->value : dense, freq, out);
   put_count(out, "moe_every", given(root, f->layer_freq) ? f->layer_freq : NULL,
             freq);
   return 0;
@@ -530,9 +534,7 @@ static int read_mla(const json_t *root, const char *path, vs_hf_model *out,
   if ((rc = count_field(root, path, "kv_lora_rank", "kv_lora_rank", &v, err)))
     return rc;
   put_count(out, "kv_lora_rank", "kv_lora_rank", v);
-  if ((rc = class_default(root, path, out->model_type, "q_lora_rank", &d, err)))
-    return rc;
-  if (d)
+  if ((d = class_default(root, out->model_type, "q_lora_rank")))
     put_default(out, "q_lora_rank", d);
   else if ((rc = count_or_zero(root, path, "q_lora_rank", "q_lora_rank", &v,
                                err)))

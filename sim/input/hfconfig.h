@@ -49,9 +49,9 @@ typedef struct vs_hf_model {
 
 /* Why a field a file lacks is refused when its config class's default
  * changed between transformers releases (a format taking the field, the
- * model_type and the class): hfconfig.c refuses so when it reads the
- * file, vs_workload_apply_hf_config where the workload sets no key of
- * its own. */
+ * model_type and the class): vs_hf_config_read gives its key an empty
+ * value, and vs_workload_apply_hf_config refuses it where the workload
+ * sets no value of its own. */
 #define VS_HF_UNKNOWN_DEFAULT                                                  \
   "lacks \"%s\", whose default for model_type %s (transformers' %s) has "      \
   "changed between transformers releases and is not vsim's to guess; add "     \

@@ -330,6 +330,11 @@ static int check_experts(vs_workload *wl, vs_error *err)
   }
   if (m->expert_ffn_hidden == 0)
     m->expert_ffn_hidden = m->ffn_hidden;
+  /* a file's shared-expert width where the workload removed them */
+  if (m->shared_experts == 0 &&
+      !vs_conf_set_by_user(vs_workload_keys(), &wl->origins, "model",
+                           "shared_expert_ffn_hidden"))
+    m->shared_expert_ffn_hidden = 0;
   if (m->shared_experts == 0 && m->shared_expert_ffn_hidden)
     return vs_error_set(err, VS_EINPUT,
                         "%s: sizes the shared experts, which this model has "

@@ -33,20 +33,17 @@ void vs_workload_hf_config_path(const vs_workload *wl, char *buf, size_t len)
 }
 
 /* err's message about a value the config's key k gave, followed by the
- * config's field that gave it, or the field it lacks whose transformers
- * default gave it, so that the user knows what to mend in the JSON file
- * at path (the key is vsim's name). Returns rc. */
+ * field the JSON file at path lacks whose transformers default gave it,
+ * so that the user knows what to mend there (the message names a field
+ * that gave the value itself: vs_conf_set_derived). Returns rc. */
 static int name_field(vs_error *err, int rc, const vs_hf_key *k,
                       const char *path)
 {
   char msg[sizeof err->msg];
-  if (!k->field && !k->lacked)
+  if (!k->lacked)
     return rc;
   snprintf(msg, sizeof msg, "%s", err->msg);
   vs_error_clear(err); /* the first error wins: this one replaces it */
-  if (k->field)
-    return vs_error_set(err, rc, "%s (field \"%s\" of %s)", msg, k->field,
-                        path);
   return vs_error_set(err, rc,
                       "%s (%s's default: %s lacks field \"%s\"; add it)", msg,
                       k->source, path, k->lacked);
