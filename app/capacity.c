@@ -321,11 +321,17 @@ static void describe_fit(FILE *out, const fit_search *s, uint64_t v,
                          const vs_candidate *c)
 {
   bool mb = strcmp(s->key, "training.micro_batch") == 0;
+  char b[16];
   describe_candidate(out, c);
   fprintf(out, "; global batch %llu, %llu micro-batch%s per step",
           (unsigned long long)(mb ? v * s->replica_mbs : s->global_batch),
           (unsigned long long)s->mbs_per_step,
           s->mbs_per_step == 1 ? "" : "es");
+  if (c->paged_out_bytes)
+    fprintf(out,
+            "; %s of its paged optimizer states move to host memory "
+            "and back each step, which the step time leaves out",
+            vs_format_bytes(c->paged_out_bytes, b, sizeof b));
 }
 
 /* Returned by a step of the search that does not decide the exit status. */

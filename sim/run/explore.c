@@ -328,6 +328,10 @@ static void record_outcome(vs_candidate *c, const vs_sim *sim,
   c->usd_per_step =
       timed ? vs_cost_usd(topo->usd_per_gpu_hour, wl->gpus, step) : 0;
   need_ratio(c, sim);
+  c->paged_out_bytes = 0;
+  for (size_t i = 0; i < sim->n_ranks; i++)
+    if (vs_rank_paged_out_bytes(&sim->ranks[i]) > c->paged_out_bytes)
+      c->paged_out_bytes = vs_rank_paged_out_bytes(&sim->ranks[i]);
   c->reason[0] = '\0';
   oom_reason(c, sim);
   if (c->status == VS_EVAL_TIGHT)

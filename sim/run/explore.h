@@ -56,6 +56,10 @@ typedef struct vs_candidate {
                                      peak over capacity of the worst
                                      rank's GPU and of every node's host
                                      memory and NVMe that ran out */
+  uint64_t paged_out_bytes;       /* the most of a rank's paged optimizer
+                                     states that move to host memory and
+                                     back each step (vs_rank_paged_out_
+                                     bytes) */
   bool extrapolated;              /* from a bounded simulation: its memory
                                      that of the micro-batches simulated,
                                      its step time extrapolated or proven

@@ -534,24 +534,41 @@ static void held_line(const vs_sim *sim, char *buf, size_t len)
 }
 
 /* Paged optimizer states: on the GPU but outside the allocator's figures
- * and the fit (their pages move to the host when the GPU runs short);
- * empty without them. */
+ * and the fit (their pages move to the host when the GPU runs short), and
+ * what of them moves out and back each step where they do not fit beside
+ * the peak; empty without them. */
 static void managed_line(const vs_sim *sim, char *buf, size_t len)
 {
-  uint64_t most = 0;
-  char b[16];
-  for (size_t i = 0; i < sim->n_ranks; i++)
-    if (sim->ranks[i].managed.peak_allocated_bytes > most)
-      most = sim->ranks[i].managed.peak_allocated_bytes;
+  uint64_t most = 0, out = 0;
+  const vs_rank *moving = NULL;
+  char b[16], o[16];
+  for (size_t i = 0; i < sim->n_ranks; i++) {
+    const vs_rank *r = &sim->ranks[i];
+    if (r->managed.peak_allocated_bytes > most)
+      most = r->managed.peak_allocated_bytes;
+    if (vs_rank_paged_out_bytes(r) > out) {
+      out = vs_rank_paged_out_bytes(r);
+      moving = r;
+    }
+  }
   buf[0] = '\0';
-  if (most > 0)
-    snprintf(buf, len,
-             "paged optimizer states: up to %s a GPU in CUDA managed "
-             "memory, beside the figures above (PyTorch's memory "
-             "statistics do not count them; their pages move to host "
-             "memory when the GPU runs short, so they do not decide the "
-             "fit)",
-             vs_format_bytes(most, b, sizeof b));
+  if (most == 0)
+    return;
+  int n = snprintf(buf, len,
+                   "paged optimizer states: up to %s a GPU in CUDA managed "
+                   "memory, beside the figures above (PyTorch's memory "
+                   "statistics do not count them; their pages move to host "
+                   "memory when the GPU runs short, so they do not decide "
+                   "the fit)",
+                   vs_format_bytes(most, b, sizeof b));
+  if (moving && n >= 0 && (size_t)n < len)
+    snprintf(buf + n, len - (size_t)n,
+             "; beside rank %u's peak %s of them do not fit, and move to "
+             "host memory and back each step: at least %.3f s over PCIe "
+             "at [node] pcie_bandwidth, which the step time leaves out",
+             moving->id, vs_format_bytes(out, o, sizeof o),
+             (double)out / sim->topo->pcie_d2h_bandwidth +
+                 (double)out / sim->topo->pcie_bandwidth);
 }
 
 char *vs_report_line(const vs_sim *sim, vs_report_line_kind kind, char *buf,

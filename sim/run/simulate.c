@@ -18,6 +18,17 @@ bool vs_rank_fits(const vs_rank *rank)
   return vs_mem_fits(&rank->mem);
 }
 
+uint64_t vs_rank_paged_out_bytes(const vs_rank *rank)
+{
+  uint64_t paged = rank->managed.peak_allocated_bytes;
+  uint64_t need = rank->mem.peak_used_bytes + paged;
+  if (need <= rank->mem.capacity_bytes)
+    return 0;
+  return need - rank->mem.capacity_bytes < paged
+             ? need - rank->mem.capacity_bytes
+             : paged;
+}
+
 const vs_rank *vs_sim_worst_rank(const vs_sim *sim)
 {
   const vs_rank *worst = &sim->ranks[0];

@@ -234,6 +234,14 @@ void vs_sim_fini(vs_sim *sim);
  * and no allocation failed). */
 bool vs_rank_fits(const vs_rank *rank);
 
+/* Bytes of rank's paged optimizer states (CUDA managed memory) that do
+ * not fit beside its peak: the driver evicts them to host memory while
+ * the step's activations need the room, and bitsandbytes prefetches them
+ * back before the optimizer step (Optimizer8bit.step:
+ * page_mng.prefetch_all, cudaMemPrefetchAsync), each step; 0 where they
+ * fit or there are none. Not timed. */
+uint64_t vs_rank_paged_out_bytes(const vs_rank *rank);
+
 /* The simulated rank that finishes last (first on ties): its step time is
  * the job's, and the breakdown above is its own. */
 const vs_rank *vs_sim_slowest_rank(const vs_sim *sim);
