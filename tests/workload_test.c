@@ -746,7 +746,19 @@ static void test_finetune_rules(void **state)
   (void)state;
   load_bad(LLAMA_MODEL "[finetune]\nlora_rank = 16\n", NULL, 0, 0, VS_EINPUT,
            "@:10: [finetune] lora_rank = 16: LoRA's keys mean nothing with "
-           "method = full; set method = lora or qlora");
+           "method = full (the default); set method = lora or qlora");
+  /* at its default too, where the method is not set: a LoRA block that
+   * forgot `method = lora` is not a full fine-tune (bad-input review) */
+  load_bad(LLAMA_MODEL "[finetune]\nlora_rank = 8\n", NULL, 0, 0, VS_EINPUT,
+           "@:10: [finetune] lora_rank = 8: LoRA's keys mean nothing with "
+           "method = full (the default); set method = lora or qlora");
+  /* ... and harmless at its default where the method is full by choice
+   * (as `vsim show` writes them) */
+  assert_int_equal(load_at(&wl, path,
+                           LLAMA_MODEL "[finetune]\nmethod = full\n"
+                                       "lora_rank = 8\n",
+                           NULL, 0, 0, &err),
+                   0);
   load_bad(LLAMA_MODEL "[finetune]\nbase_dtype = nf4\n", NULL, 0, 0,
            VS_EINPUT,
            "@:10: [finetune] base_dtype = nf4: with method = full every "
@@ -2660,7 +2672,8 @@ static void test_experts(void **state)
   static const char *const dense[] = {"model.experts=4",
                                       "model.dense_layers=2"};
   static const char *const lonely[] = {"model.moe_every=2"};
-  static const char *const harmless[] = {"model.experts_per_token=2",
+  static const char *const harmless[] = {"model.experts=0",
+                                         "model.experts_per_token=2",
                                          "model.expert_ffn_hidden=0"};
   static const char *const tp[] = {"model.experts=8", "parallel.tp=2"};
   static const char *const lora[] = {"model.experts=8",
@@ -2674,7 +2687,12 @@ static void test_experts(void **state)
   assert_int_equal(load_at(&wl, path, GPT_MODEL, moe, 1, 0, &err), 0);
   assert_int_equal(wl.model.expert_ffn_hidden, 4 * 64); /* ffn_hidden */
   assert_int_equal(wl.model.shared_expert_ffn_hidden, 0); /* none to size */
-  assert_int_equal(load_at(&wl, path, GPT_MODEL, harmless, 2, 0, &err), 0);
+  assert_int_equal(load_at(&wl, path, GPT_MODEL, harmless, 3, 0, &err), 0);
+  /* without experts = 0 said, a MoE key at its default is a model that
+   * forgot its experts (bad-input review) */
+  load_bad(GPT_MODEL, harmless + 1, 2, 0, VS_EINPUT,
+           "--set model.experts_per_token=2: shapes mixture-of-experts "
+           "layers, which this model has none of; set [model] experts");
   load_bad(GPT_MODEL, topk, 2, 0, VS_EINPUT,
            "--set model.experts_per_token=5: a token goes to at most the "
            "model's 4 experts");

@@ -243,14 +243,22 @@ static const char *set_note(const vs_workload *wl, const char *section,
   return buf;
 }
 
-/* The first of the n keys `names` of [section] whose value in wl is not
- * its default, or NULL: keys that mean something only with another (LoRA's
- * with adapters, MoE's with experts, MLA's with kv_lora_rank) are
- * harmless at their defaults, as `vsim show` writes them. */
+/* The first of the n keys `names` of [section] that means nothing in wl,
+ * or NULL: keys that mean something only with another, the gate (LoRA's
+ * with adapters, MoE's with experts, MLA's with kv_lora_rank), are
+ * harmless at their defaults where the gate is set (as `vsim show` writes
+ * them, or a --set of it that compares a dense model), and refused when
+ * set at all where it is not (a LoRA block without `method = lora` would
+ * otherwise train the whole model unsaid). */
 static const char *key_changed(const vs_workload *wl, const char *section,
-                               const char *const *names, size_t n)
+                               const char *const *names, size_t n,
+                               const char *gate_section, const char *gate)
 {
   vs_workload d;
+  if (!vs_conf_is_set(&workload_tab, &wl->origins, gate_section, gate))
+    for (size_t i = 0; i < n; i++)
+      if (vs_conf_is_set(&workload_tab, &wl->origins, section, names[i]))
+        return names[i];
   set_defaults(&d);
   return vs_conf_first_different(&workload_tab, section, names, n, wl, &d);
 }
@@ -268,6 +276,30 @@ static const char *const lora_keys[] = {"lora_rank", "lora_alpha",
                                         "adapter_dtype"};
 #define N_OF(a) (sizeof (a) / sizeof (a)[0])
 
+static bool named(const char *name, const char *const *names, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(name, names[i]) == 0)
+      return true;
+  return false;
+}
+
+const char *vs_workload_key_unused(const vs_workload *wl, const char *section,
+                                   const char *name)
+{
+  bool adapters =
+      wl->finetune.method == VS_FT_LORA || wl->finetune.method == VS_FT_QLORA;
+  if (strcmp(section, "model") == 0 && wl->model.experts == 0 &&
+      named(name, expert_keys, N_OF(expert_keys)))
+    return "experts";
+  if (strcmp(section, "model") == 0 && wl->model.kv_lora_rank == 0 &&
+      named(name, mla_keys, N_OF(mla_keys)))
+    return "kv_lora_rank";
+  if (strcmp(section, "finetune") == 0 && !adapters &&
+      named(name, lora_keys, N_OF(lora_keys)))
+    return "method = lora or qlora";
+  return NULL;
+}
 
 /* [model] kv_lora_rank turns on multi-head latent attention: llama
  * layers (RMSNorm, rotary) with flash attention; its head sizes default
@@ -275,7 +307,8 @@ static const char *const lora_keys[] = {"lora_rank", "lora_alpha",
 static int check_mla(vs_workload *wl, vs_error *err)
 {
   vs_model_conf *m = &wl->model;
-  const char *key = key_changed(wl, "model", mla_keys, N_OF(mla_keys));
+  const char *key = key_changed(wl, "model", mla_keys, N_OF(mla_keys), "model",
+                                "kv_lora_rank");
   char where[400];
   if (m->kv_lora_rank == 0) {
     if (key)
@@ -318,7 +351,8 @@ static int check_mla(vs_workload *wl, vs_error *err)
 static int check_experts(vs_workload *wl, vs_error *err)
 {
   vs_model_conf *m = &wl->model;
-  const char *key = key_changed(wl, "model", expert_keys, N_OF(expert_keys));
+  const char *key = key_changed(wl, "model", expert_keys, N_OF(expert_keys),
+                                "model", "experts");
   char where[400];
   if (m->experts == 0) {
     if (key)
@@ -1532,11 +1566,15 @@ static int check_full(vs_workload *wl, const char *lora_key, vs_error *err)
   const vs_finetune_conf *f = &wl->finetune;
   char where[400], note[420];
   if (lora_key)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: LoRA's keys mean nothing with method = full%s; "
-                        "set method = lora or qlora",
-                        WHERE("finetune", lora_key),
-                        set_note(wl, "finetune", "method", note, sizeof note));
+    return vs_error_set(
+        err, VS_EINPUT,
+        "%s: LoRA's keys mean nothing with method = full%s%s; "
+        "set method = lora or qlora",
+        WHERE("finetune", lora_key),
+        vs_conf_is_set(&workload_tab, &wl->origins, "finetune", "method")
+            ? ""
+            : " (the default)",
+        set_note(wl, "finetune", "method", note, sizeof note));
   if (f->base_dtype != VS_BASE_PRECISION)
     return vs_error_set(err, VS_EINPUT,
                         "%s: with method = full every weight is trained in "
@@ -1655,8 +1693,8 @@ static int check_deepspeed_casts(const vs_workload *wl, vs_error *err)
 static int check_finetune(vs_workload *wl, vs_error *err)
 {
   const vs_finetune_conf *f = &wl->finetune;
-  const char *lora_key = key_changed(wl, "finetune", lora_keys,
-                                     N_OF(lora_keys));
+  const char *lora_key = key_changed(wl, "finetune", lora_keys, N_OF(lora_keys),
+                                     "finetune", "method");
   char where[400];
   int rc;
 

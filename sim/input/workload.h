@@ -338,6 +338,12 @@ typedef struct vs_workload {
 /* The highest ZeRO stage ([parallel] zero = 0 to 3). */
 #define VS_ZERO_MAX 3
 
+/* What key section.name needs to mean anything, where wl does not have
+ * it ("experts", "kv_lora_rank", "method = lora or qlora"): set from
+ * input, the key is refused without it; NULL where it applies. */
+const char *vs_workload_key_unused(const vs_workload *wl, const char *section,
+                                   const char *name);
+
 /* The key table of workload.ini (for --set and README). */
 const vs_keytab *vs_workload_keys(void);
 

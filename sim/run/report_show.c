@@ -42,6 +42,14 @@ static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
     fprintf(out, KEY_COMMENT "its values are written out above\n");
     return;
   }
+  if (!origin->set && vs_workload_key_unused(wl, k->section, k->name)) {
+    /* as a key, it would be refused without what it needs */
+    fprintf(out, "; %s = ", k->name);
+    vs_conf_print_value(out, k, wl);
+    fprintf(out, KEY_COMMENT "default, unused without %s\n",
+            vs_workload_key_unused(wl, k->section, k->name));
+    return;
+  }
   if (!origin->set && k->follows_gpus) {
     fprintf(out, "; %s = ", k->name);
     vs_conf_print_value(out, k, wl);
