@@ -92,8 +92,9 @@ enum {
   PRUNE_EP,               /* ep not dividing dp, or with zero > 1 */
   PRUNE_CP,               /* cp with a tp its sequence cannot split for */
   PRUNE_PAGED,            /* a paged optimizer with zero > 0 or offload */
-  PRUNE_MEGATRON_OPT,     /* the precision-aware optimizer or FP8 weights
-                             with zero other than 1 or with offload */
+  PRUNE_MEGATRON_OPT,     /* Megatron-LM with zero > 1, its
+                             precision-aware optimizer or FP8 weights with
+                             zero other than 1 or with offload */
   PRUNE_STEP_IN_BWD,      /* optimizer_in_backward beyond one micro-batch
                              on one GPU */
   PRUNE_ACT_OFFLOAD,      /* DeepSpeed's activation offload without full
@@ -117,7 +118,8 @@ static const char *const prune_reasons[PRUNE_N] = {
     "interleaved layouts: the micro-batches per step are not a multiple of pp",
     "offload layouts: offload the framework does not run (DeepSpeed: the "
     "optimizer with zero >= 1 and master weights, not adam8bit, parameters "
-    "with zero = 3; FSDP2: both to the host together)",
+    "with zero = 3; FSDP2: both to the host together; Megatron-LM and the "
+    "Trainer: none)",
     "(GPUs, tp) pairs: LoRA adapters and int8/nf4 bases are simulated "
     "without tensor parallelism",
     "layouts: FSDP2 (framework = fsdp2) shards every parameter: ZeRO-3 only",
@@ -135,9 +137,9 @@ static const char *const prune_reasons[PRUNE_N] = {
     "chunks (or tp x cp does not divide the heads for cp_comm = a2a)",
     "layouts: bitsandbytes' paged optimizer (paged_optimizer) runs with "
     "zero = 0 and the optimizer on the GPU",
-    "layouts: Megatron-LM's precision-aware optimizer and FP8 weights "
-    "(fp8_param_gather) run within its distributed optimizer (zero = 1), "
-    "without offload",
+    "layouts: Megatron-LM shards with its distributed optimizer (zero <= "
+    "1), its precision-aware optimizer and FP8 weights (fp8_param_gather) "
+    "run within it (zero = 1), without offload",
     "layouts: optimizer_in_backward needs one micro-batch a step on one GPU "
     "(dp = cp = pp = 1) and the optimizer on it",
     "layouts: DeepSpeed's activation offload (cpu_checkpointing) is "

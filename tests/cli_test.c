@@ -1491,9 +1491,9 @@ static void test_precision_aware_optimizer(void **state)
              "FusedAdam's fp32 copies of 1 narrower state(s)");
   expect_run(go, 0, "verdict: FITS on 8 x H100-SXM-80GB");
   expect_run(plan, 0,
-             "layouts: Megatron-LM's precision-aware optimizer and FP8 "
-             "weights (fp8_param_gather) run within its distributed "
-             "optimizer (zero = 1)");
+             "layouts: Megatron-LM shards with its distributed optimizer "
+             "(zero <= 1), its precision-aware optimizer and FP8 weights "
+             "(fp8_param_gather) run within it (zero = 1)");
   text = tu_read_file(p);
   assert_non_null(text);
   for (line = strchr(text, '\n'); line && line[1]; rows++) {
@@ -4870,18 +4870,16 @@ static void test_show_output_loads_back(void **state)
 static void test_show_megatron_bucket_follows_gpus(void **state)
 {
   char dir[64], path[64], a[128], b[128], ca[192], cb[192];
-  const char *show[] = {"show",   "workloads/llama2-7b.ini",
-                        "--gpus", "8",
-                        "--set",  "training.framework=megatron",
-                        "--set",  "training.global_batch=512",
-                        NULL};
+  const char *show[] = {
+      "show",  "workloads/llama2-7b.ini",     "--gpus", "8",
+      "--set", "training.framework=megatron", "--set",  "parallel.zero=1",
+      "--set", "training.global_batch=512",   NULL};
   const char *shown[] = {"run", path, "--gpus", "256", "--csv", a, NULL};
-  const char *direct[] = {"run",    "workloads/llama2-7b.ini",
-                          "--gpus", "256",
-                          "--set",  "training.framework=megatron",
-                          "--set",  "training.global_batch=512",
-                          "--csv",  b,
-                          NULL};
+  const char *direct[] = {
+      "run",   "workloads/llama2-7b.ini",     "--gpus", "256",
+      "--set", "training.framework=megatron", "--set",  "parallel.zero=1",
+      "--set", "training.global_batch=512",   "--csv",  b,
+      NULL};
   char *ta, *tb;
   (void)state;
   tu_temp_dir(dir, sizeof dir);

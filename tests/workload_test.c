@@ -2264,7 +2264,9 @@ static void test_precision_aware_rules(void **state)
   const char *fp32[] = {mg[0], mg[1], pa, "training.precision=fp32"};
   const char *ds[] = {"training.framework=deepspeed", mg[1], pa};
   const char *z0[] = {mg[0], "parallel.zero=0", pa};
-  const char *off[] = {mg[0], mg[1], pa, "parallel.offload_optimizer=cpu"};
+  /* framework none (Megatron-LM's own offload is refused first) */
+  const char *off[] = {"training.framework=none", mg[1], pa,
+                       "parallel.offload_optimizer=cpu"};
   vs_workload wl;
   vs_error err;
   char path[128];
@@ -2338,6 +2340,36 @@ static void test_fp8_recipe_rules(void **state)
            "Engine's delayed scaling elsewhere)");
 }
 
+/* framework = megatron shards with its distributed optimizer alone
+ * (zero <= 1) and offloads nothing that vsim simulates (its
+ * HybridDeviceOptimizer is not ZeRO-Offload): ZeRO-2/3, optimizer and
+ * parameter offload are refused naming the framework to use (bad-input
+ * review: all were accepted as under framework none). */
+static void test_megatron_sharding_rules(void **state)
+{
+  const char *z2[] = {"training.framework=megatron", "parallel.zero=2"};
+  const char *off[] = {"training.framework=megatron", "parallel.zero=1",
+                       "parallel.offload_optimizer=cpu"};
+  const char *par[] = {"training.framework=megatron", "parallel.zero=3",
+                       "parallel.offload_params=cpu"};
+  const char *ok[] = {"training.framework=megatron", "parallel.zero=1"};
+  vs_workload wl;
+  vs_error err;
+  char path[128];
+  (void)state;
+  assert_int_equal(load_at(&wl, path, LLAMA_MODEL, ok, 2, 2, &err), 0);
+  load_bad(LLAMA_MODEL, z2, 2, 2, VS_EINPUT,
+           "--set parallel.zero=2: Megatron-LM shards the optimizer states "
+           "with its distributed optimizer (zero = 1); sharding gradients "
+           "and parameters is its FSDP");
+  load_bad(LLAMA_MODEL, off, 3, 2, VS_EINPUT,
+           "--set parallel.offload_optimizer=cpu: Megatron-LM offloads its "
+           "optimizer with HybridDeviceOptimizer");
+  load_bad(LLAMA_MODEL, par, 3, 2, VS_EINPUT,
+           "--set parallel.offload_params=cpu: Megatron-LM offloads its "
+           "optimizer with HybridDeviceOptimizer");
+}
+
 /* Megatron-LM's FP8 primary weights: FP8 GEMMs by Transformer Engine, its
  * distributed optimizer, trained weights; not simulated with offload or
  * the precision-aware optimizer. */
@@ -2375,9 +2407,12 @@ static void test_fp8_param_gather_rules(void **state)
   {
     const char *nomaster[] = {ok[0], ok[1], ok[2], on,
                               "training.master_weights=false"};
-    const char *off[] = {ok[0], ok[1], ok[2], on,
+    /* framework none: under megatron its own offload and ZeRO-3 are
+     * refused first (test_megatron_sharding_rules) */
+    const char *off[] = {"training.framework=none", ok[1], ok[2], on,
                          "parallel.offload_optimizer=cpu"};
-    const char *z3[] = {ok[0], "parallel.zero=3", ok[2], on};
+    const char *z3[] = {"training.framework=none", "parallel.zero=3", ok[2],
+                        on};
     load_bad(LLAMA_MODEL, nomaster, 5, 2, VS_EINPUT,
              "--set training.master_weights=false: FP8 weights are updated "
              "from the distributed optimizer's fp32 main parameters");
@@ -3220,6 +3255,7 @@ int main(void)
       cmocka_unit_test(test_precision_aware_rules),
       cmocka_unit_test(test_fp8_recipe_rules),
       cmocka_unit_test(test_fp8_param_gather_rules),
+      cmocka_unit_test(test_megatron_sharding_rules),
       cmocka_unit_test(test_frameworks_running_ep),
       cmocka_unit_test(test_experts),
       cmocka_unit_test(test_reserve),

@@ -431,8 +431,16 @@ const char *vs_workload_megatron_optimizer_misfit(const vs_training_conf *t,
                                                   int offload_optimizer,
                                                   int method, const char **key)
 {
-  const char *why = vs_workload_precision_aware_misfit(
-      t, zero, offload_optimizer, method, key);
+  const char *why;
+  if (t->framework == VS_FW_MEGATRON && zero >= 2) {
+    *key = "zero";
+    return "Megatron-LM shards the optimizer states with its distributed "
+           "optimizer (zero = 1); sharding gradients and parameters is its "
+           "FSDP (--use-megatron-fsdp), which vsim does not simulate: use "
+           "zero = 1, or framework = deepspeed or fsdp2";
+  }
+  why = vs_workload_precision_aware_misfit(t, zero, offload_optimizer, method,
+                                           key);
   return why ? why
              : vs_workload_fp8_params_misfit(t, zero, offload_optimizer, method,
                                              key);
@@ -522,6 +530,14 @@ const char *vs_workload_offload_misfit(uint64_t zero, int offload_optimizer,
     return "the Hugging Face Trainer (framework = hf) is simulated with its "
            "DDP, without offload: for ZeRO-Offload use framework = "
            "deepspeed, for FSDP's CPU offload framework = fsdp2";
+  if (t->framework == VS_FW_MEGATRON && (offload_optimizer != VS_OFFLOAD_NONE ||
+                                         offload_params != VS_OFFLOAD_NONE))
+    return "Megatron-LM offloads its optimizer with HybridDeviceOptimizer "
+           "(--optimizer-cpu-offload, with --use-precision-aware-optimizer), "
+           "which vsim does not simulate, nor Megatron's parameters off "
+           "the GPU; vsim's offload is DeepSpeed's ZeRO-Offload and FSDP2's "
+           "CPU "
+           "offload: use framework = deepspeed or fsdp2";
   if (t->framework == VS_FW_FSDP2 && (offload_optimizer != offload_params ||
                                       offload_optimizer == VS_OFFLOAD_NVME))
     return "FSDP2's CPUOffloadPolicy keeps the sharded parameters, their "

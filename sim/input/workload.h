@@ -719,8 +719,10 @@ const char *vs_workload_fp8_params_misfit(const vs_training_conf *t,
                                           uint64_t zero, int offload_optimizer,
                                           int method, const char **key);
 
-/* Both of Megatron-LM's optimizer rules above: the precision-aware
- * optimizer's, then the FP8 weights'. */
+/* Megatron-LM's optimizer rules: its ZeRO (framework megatron shards
+ * with the distributed optimizer, zero <= 1: Megatron FSDP, which shards
+ * gradients and parameters, is not simulated), then both rules above,
+ * the precision-aware optimizer's and the FP8 weights'. */
 const char *vs_workload_megatron_optimizer_misfit(const vs_training_conf *t,
                                                   uint64_t zero,
                                                   int offload_optimizer,
