@@ -1679,6 +1679,22 @@ static void test_hf_config_refusals(void **state)
   vs_workload wl;
   vs_error err;
   (void)state;
+  /* a workload's arch that the model_type does not build (bad-input
+   * review: a Llama file built as GPT layers, 5.30 B parameters) */
+  assert_int_equal(load_with_json(&wl, HF_DEEPSEEK("deepseek_v3", ""),
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\narch = gpt\n",
+                                  &err),
+                   VS_EINPUT);
+  assert_non_null(strstr(err.msg, "[model] arch = gpt: "));
+  assert_non_null(strstr(err.msg, "config.json's model_type deepseek_v3 is "
+                                  "built as arch = llama; remove [model] "
+                                  "arch"));
+  assert_int_equal(load_with_json(&wl, HF_DEEPSEEK("deepseek_v3", ""),
+                                  "[model]\nhf_config = config.json\n"
+                                  "seq_len = 128\narch = llama\n",
+                                  &err),
+                   0);
   assert_int_equal(
       load_with_json(&wl, HF_DEEPSEEK("deepseek_v3", ", \"head_dim\": 16"), ini,
                      &err),

@@ -49,6 +49,26 @@ static int name_field(vs_error *err, int rc, const vs_hf_key *k,
                       k->source, path, k->lacked);
 }
 
+/* The workload's own [model] arch where the config's key k is the arch
+ * its model_type builds: the same, or VS_EINPUT (another arch would build
+ * other layers from the same counts: a Llama file as GPT layers with
+ * learned positions). */
+static int arch_agrees(const vs_workload *wl, const vs_hf_key *k,
+                       const vs_hf_model *hf, const char *path, vs_error *err)
+{
+  char where[400];
+  if (strcmp(k->name, "arch") != 0 ||
+      !vs_conf_is_set(vs_workload_keys(), &wl->origins, "model", "arch") ||
+      strcmp(vs_arch_name(wl->model.arch), k->value) == 0)
+    return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: %s's model_type %s is built as arch = %s; "
+                      "remove [model] arch (the file gives it)",
+                      vs_conf_where(vs_workload_keys(), &wl->origins, "model",
+                                    "arch", where, sizeof where),
+                      path, hf->model_type, k->value);
+}
+
 int vs_workload_apply_hf_config(vs_workload *wl, vs_error *err)
 {
   char path[VS_PATH_MAX + 512], where[400];
@@ -67,6 +87,8 @@ int vs_workload_apply_hf_config(vs_workload *wl, vs_error *err)
                         why.msg);
   for (size_t i = 0; i < hf.n; i++) {
     const vs_hf_key *k = &hf.keys[i];
+    if ((rc = arch_agrees(wl, k, &hf, path, err)))
+      return rc;
     if (vs_conf_is_set(vs_workload_keys(), &wl->origins, "model", k->name))
       continue;
     if (k->value[0] == '\0') /* a default vsim does not know */
