@@ -170,8 +170,7 @@ static int check_value(const vs_vary *v, const char *value, vs_topology *topo,
   if (strstr(err->msg, "unknown section") && strncmp(v->key, "topology.", 9))
     snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
              ", topology.SECTION.KEY for the hardware, or gpus");
-  err->code = VS_EUSAGE;
-  return VS_EUSAGE;
+  return err->code; /* bad input, as the same value given by --set */
 }
 
 /* The longest canonical form of a --vary value compared (a value's own
