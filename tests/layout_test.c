@@ -285,6 +285,32 @@ static void test_lora_trainable_is_pefts(void **state)
   }
 }
 
+/* Paged 8-bit Adam (bitsandbytes optim/optimizer.py
+ * Optimizer2State.init_state): state1 and state2 (1 B an element) come
+ * from get_state_buffer, in managed memory for tensors of at least 1e5
+ * elements; their absmax arrays (an fp32 per 256 elements each) are
+ * torch.zeros on the GPU, in the allocator. Full fine-tune of
+ * Llama-3.1-8B's shapes without master copies: 8,030,261,248
+ * parameters, of which 65 norm scales of 4096 (32 x 2 + the final one)
+ * stay unpaged. Paged: 2 B x 8,029,995,008; on the GPU each large
+ * tensor's 2 x 4 B per 256 elements (every one a multiple of 256), and
+ * each norm's 8-bit states (4096 >= min_8bit_size) with their absmax:
+ * 2 x 4096 + 2 x 4 x 16 B. */
+static void test_paged_adam8bit_keeps_absmax_unpaged(void **state)
+{
+  const char *sets[] = {
+      "training.optimizer=adam8bit", "training.master_weights=false",
+      "training.paged_optimizer=true", "model.tied_embeddings=false"};
+  const uint64_t paged = 8030261248ull - 65 * 4096;
+  vs_layout lay;
+  (void)state;
+  build(llama3_8b, sets, 4, 1, &lay);
+  assert_int_equal(lay.stages[0].param_elems, 8030261248ull);
+  assert_int_equal(lay.stages[0].managed_bytes, 2 * paged);
+  assert_int_equal(lay.stages[0].optimizer_bytes,
+                   8 * paged / 256 + 65 * (2 * 4096 + 2 * 4 * 16));
+}
+
 /* Under DeepSpeed in bf16 the adapters are cast to bf16 with the model
  * (engine.py _cast_module_mixed_precision at edaa7221): 2 B of weight
  * and of gradient each, and 12 B of optimizer states (the fp32 master
@@ -1334,6 +1360,7 @@ int main(void)
       cmocka_unit_test(test_expert_tensor_parallel_states),
       cmocka_unit_test(test_offload_placement),
       cmocka_unit_test(test_lora_trainable_is_pefts),
+      cmocka_unit_test(test_paged_adam8bit_keeps_absmax_unpaged),
       cmocka_unit_test(test_lora_under_deepspeed),
       cmocka_unit_test(test_qlora_base_bytes),
       cmocka_unit_test(test_frozen_base_formats),

@@ -875,17 +875,6 @@ static unsigned state_parts(const vs_recipe *r, const vs_training_conf *t,
   return n;
 }
 
-/* Optimizer-state bytes of trainable tensor p (state_parts summed). */
-static uint64_t states_of(const vs_recipe *r, const vs_training_conf *t,
-                          const vs_param_tensor *p, vs_master_part master)
-{
-  uint64_t parts[VS_OPT_STATE_TENSORS_MAX], bytes = 0;
-  unsigned n = state_parts(r, t, p, master, parts);
-  for (unsigned i = 0; i < n; i++)
-    bytes += parts[i];
-  return bytes;
-}
-
 uint64_t vs_recipe_new_grad_bytes(const vs_training_conf *t,
                                   const vs_param_tensor *p)
 {
@@ -923,6 +912,26 @@ void vs_recipe_tensor_states(const vs_recipe *r, const vs_training_conf *t,
           : out->grad;
   out->n_optimizer = state_parts(r, t, p, VS_WITH_MASTER, out->optimizer);
   out->master = has_master(t, p, VS_WITH_MASTER) ? out->optimizer[0] : 0;
+}
+
+/* The bytes of trainable tensor p's optimizer states that a paged
+ * optimizer keeps in CUDA managed memory: those bitsandbytes makes with
+ * get_state_buffer (state1 and state2, paged for tensors of at least 1e5
+ * elements), not 8-bit Adam's absmax arrays, which init_state makes with
+ * torch.zeros(..., device=p.device) in PyTorch's allocator
+ * (bitsandbytes/optim/optimizer.py Optimizer2State.init_state), nor a
+ * wrapper's master copy. */
+static uint64_t paged_states_of(const vs_recipe *r, const vs_training_conf *t,
+                                const vs_param_tensor *p)
+{
+  uint64_t parts[VS_OPT_STATE_TENSORS_MAX], bytes = 0;
+  unsigned n = state_parts(r, t, p, VS_WITHOUT_MASTER, parts);
+  /* vs_optimizer_state_tensors: state1, state2, then their absmax */
+  if (t->optimizer == VS_OPT_ADAM8BIT && n > 2)
+    n = 2;
+  for (unsigned i = 0; i < n; i++)
+    bytes += parts[i];
+  return bytes;
 }
 
 /* Model states per kind. Every tensor's states are sharded over the
@@ -968,10 +977,8 @@ static int resolve_params(const vs_workload *wl, const vs_recipe *r,
       k->expert_trainable_elems += n;
       k->expert_decay_elems += vs_param_matrix(p) ? n : 0;
     }
-    /* paged: the optimizer's own states as it keeps them (16-bit ones
-     * under states_in_param_dtype), not a wrapper's master copy */
     if (t->paged_optimizer && n >= VS_PAGED_MIN_ELEMS)
-      k->paged_bytes += states_of(r, t, p, VS_WITHOUT_MASTER);
+      k->paged_bytes += paged_states_of(r, t, p);
   }
   return 0;
 }
