@@ -317,6 +317,51 @@ static void test_frozen_linear_keeps_no_input(void **state)
   destroy(&lo);
 }
 
+/* An int8 base (bitsandbytes' Linear8bitLt) keeps each linear's input
+ * whatever its weight: MatMul8bitLt (autograd/_functions.py) sets
+ * ctx.tensors = (CAt, subA, A) whenever its input needs a gradient, A
+ * being the 16-bit input itself (CAt None for a frozen weight since the
+ * 0.45 series, subA data-dependent and not counted). So against the nf4
+ * or 16-bit base of test_frozen_linear_keeps_no_input, mlp_gate_up's
+ * and mlp_down's inputs come back, tokens x (h + f) x 2 B; qkv_proj's x
+ * is the tensor bf16 adapters keep, counted once (the adapter no longer
+ * saves it). fp32 adapters keep their own casts of x, so qkv_proj's x
+ * comes back too: tokens x (2h + f) x 2 B. */
+static void test_int8_base_keeps_inputs(void **state)
+{
+  static const char *const bf16[] = {"finetune.method=lora",
+                                     "finetune.adapter_dtype=bf16"};
+  static const char *const bf16_int8[] = {"finetune.method=lora",
+                                          "finetune.adapter_dtype=bf16",
+                                          "finetune.base_dtype=int8"};
+  static const char *const fp32[] = {"finetune.method=lora"};
+  static const char *const fp32_int8[] = {"finetune.method=lora",
+                                          "finetune.base_dtype=int8"};
+  static const char *const nf4[] = {"finetune.method=qlora",
+                                    "finetune.adapter_dtype=bf16"};
+  const uint64_t tok = 32, h = 64, f = 160;
+  built lo, q8, q4;
+  (void)state;
+  build_from(&lo, llama, bf16, 2, 1);
+  build_from(&q8, llama, bf16_int8, 3, 1);
+  build_from(&q4, llama, nf4, 2, 1);
+  assert_int_equal(keep_of_op(&q8, 1, "qkv_proj"), VS_KEEP);
+  assert_int_equal(keep_of_op(&q8, 1, "mlp_gate_up"), VS_KEEP);
+  assert_int_equal(keep_of_op(&q8, 1, "mlp_down"), VS_KEEP);
+  assert_int_equal(kept(&q8, 1), kept(&lo, 1) + tok * (h + f) * 2);
+  /* MatMul4Bit keeps only the packed weight */
+  assert_int_equal(keep_of_op(&q4, 1, "qkv_proj"), VS_NOT_SAVED);
+  assert_int_equal(kept(&q4, 1), kept(&lo, 1));
+  destroy(&lo);
+  destroy(&q8);
+  destroy(&q4);
+  build_from(&lo, llama, fp32, 1, 1);
+  build_from(&q8, llama, fp32_int8, 2, 1);
+  assert_int_equal(kept(&q8, 1), kept(&lo, 1) + tok * (2 * h + f) * 2);
+  destroy(&lo);
+  destroy(&q8);
+}
+
 static void test_comm_and_grad_dtype(void **state)
 {
   static const char *const fp32g[] = {"training.grad_dtype=fp32"};
@@ -449,6 +494,7 @@ int main(void)
       cmocka_unit_test(test_keep_decisions),
       cmocka_unit_test(test_frozen_tensors),
       cmocka_unit_test(test_frozen_linear_keeps_no_input),
+      cmocka_unit_test(test_int8_base_keeps_inputs),
       cmocka_unit_test(test_comm_and_grad_dtype),
       cmocka_unit_test(test_optimizer_state_bytes),
   };

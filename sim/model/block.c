@@ -368,6 +368,24 @@ int vs_block_param(vs_block *blk, const vs_dims *d, const char *name,
   return param_as(blk, d, name, rows, cols, d->param_dtype, err);
 }
 
+/* Whether op, a linear, keeps its input for backward whether or not its
+ * weights train: bitsandbytes' MatMul8bitLt (autograd/_functions.py, the
+ * 0.45 series on) sets ctx.tensors = (CAt, subA, A) whenever
+ * any(ctx.needs_input_grad[:2]), so a frozen int8 weight whose input
+ * needs a gradient keeps A, the input itself (a reshape, same storage
+ * and dtype). CAt, the int8 transpose of the input (kept by every release
+ * before 0.45), is None where the weight needs no gradient (the fast
+ * path, int8_vectorwise_quant); subA, the outlier columns under
+ * threshold > 0, depends on the data: not counted. MatMul4Bit (nf4)
+ * keeps only the packed weight, ctx.tensors = (None, B). */
+static bool keeps_own_input(const vs_block *blk, const vs_op_spec *op)
+{
+  for (uint32_t i = op->first_param; i < op->first_param + op->n_params; i++)
+    if (blk->params[i].dtype == VS_DTYPE_INT8_ROWWISE)
+      return true;
+  return false;
+}
+
 /* Op's newest weight, rows x cols in the base format, dequantized whole
  * in `pass` (DEQUANT_FWD or DEQUANT_BWD): a kernel of its own that reads
  * the stored weight (its statistics included) and writes a transient of
@@ -393,17 +411,24 @@ static void dequantize_weight(const vs_block *blk, vs_op_spec *op,
 
 /* A layer's linear weight (rows x cols on this rank) for the newest op:
  * stored in the base format, dequantized whole in the passes
- * dequantized_in says (dequantize_weight). */
+ * dequantized_in says (dequantize_weight); where the op keeps its input
+ * whatever its weights (keeps_own_input), that input is no longer kept
+ * for the weight gradient only. */
 int vs_block_linear_weight(vs_block *blk, const vs_dims *d, const char *name,
                            uint64_t rows, uint64_t cols, vs_error *err)
 {
+  vs_op_spec *op;
   int passes;
   if (param_as(blk, d, name, rows, cols, d->base_dtype, err))
     return VS_EINPUT;
+  op = &blk->ops[blk->n_ops - 1];
+  for (uint32_t s = op->first_saved;
+       keeps_own_input(blk, op) && s < op->first_saved + op->n_saved; s++)
+    blk->saved[s].wgrad_only = false;
   passes = dequantized_in(d, d->base_dtype);
   for (int pass = DEQUANT_FWD; pass <= DEQUANT_BWD; pass <<= 1)
     if (passes & pass)
-      dequantize_weight(blk, &blk->ops[blk->n_ops - 1], d, pass, rows, cols);
+      dequantize_weight(blk, op, d, pass, rows, cols);
   return 0;
 }
 
@@ -446,7 +471,8 @@ static void as_adapter(vs_op_spec *op, const vs_dims *d, uint64_t in,
  * adapter_dtype (fp32 by default: PEFT's autocast_adapter_dtype). What
  * autograd keeps
  * (shared/reference/frameworks.md 6.2): A's input, the base input x itself
- * (once for every target of it) or, with lora_dropout, each target's
+ * (once for every target of it, and not at all where the base linear
+ * keeps it: keeps_own_input) or, with lora_dropout, each target's
  * dropped copy and its 1-byte mask; B's input, A's r-wide output. */
 int vs_block_lora_adapter(vs_block *blk, const vs_dims *d, const char *name,
                           uint64_t in, vs_input_keeper keeper,
@@ -465,6 +491,8 @@ int vs_block_lora_adapter(vs_block *blk, const vs_dims *d, const char *name,
       on[k++] = t[i];
   if (k == 0)
     return 0;
+  if (blk->n_ops > 0 && keeps_own_input(blk, &blk->ops[blk->n_ops - 1]))
+    keeper = KEPT_BY_ANOTHER; /* the base linear, op before the adapter */
   if (!(op = vs_block_add_op(blk, name, err)))
     return VS_EINPUT;
   as_adapter(op, d, in, on, k);
