@@ -705,6 +705,48 @@ static void test_per_tensor_states_follow_the_framework(void **state)
   }
 }
 
+/* An NF4 weight reaches the allocator as the tensors bitsandbytes'
+ * quantize_4bit makes (functional.py; Params4bit keeps the packed data,
+ * its QuantState the rest), each rounded on its own: with qlora the small
+ * GPT's 16 linear weights (4 a layer) are 6 buffers each, the adapters
+ * (q and v's A and B a layer) and every other tensor one. Layer 0's qkv,
+ * 256 x 768 = 196608 weights: 98304 B packed, 3072 8-bit absmaxes, 12
+ * fp32 scales of them, the nested code (256 fp32), its offset (one fp32),
+ * the NF4 code (16 fp32). */
+static void test_nf4_weight_tensors(void **state)
+{
+  static const char *const qlora[] = {"training.framework=hf",
+                                      "training.precision=bf16",
+                                      "finetune.method=qlora"};
+  static const uint64_t qkv[] = {98304, 3072, 48, 1024, 4, 64};
+  uint64_t bytes[VS_CAT_N];
+  uint32_t count[VS_CAT_N], tensors = 0, found = 0;
+  const vs_pop *setup;
+  built *b;
+  (void)state;
+  b = build(qlora, 3, 1);
+  assert_true(b->r.per_tensor_states);
+  for (size_t inst = 0; inst < (size_t)b->wl.model.layers + 2; inst++)
+    tensors += vs_model_block(&b->m, inst)->n_params;
+  assert_int_equal(tensors, 52 + 4 * 4);
+  setup_allocations(&b->p, bytes, count);
+  assert_int_equal(count[VS_CAT_PARAMS], tensors + 5 * 16);
+  assert_int_equal(bytes[VS_CAT_PARAMS], b->lay.params_bytes);
+  setup = &b->p.ops[0];
+  for (uint32_t e = setup->first_effect;
+       e + 6 <= vs_op_effects_end(&b->p, setup) && !found; e++) {
+    uint32_t k = 0;
+    while (k < 6 &&
+           vs_program_buffer(&b->p, b->p.effects[e + k].buffer)->bytes ==
+               qkv[k])
+      k++;
+    found = k == 6;
+  }
+  assert_true(found);
+  check_whole(b);
+  destroy(b);
+}
+
 /* FSDP2 under pipeline parallelism gathers each block before its pass and
  * prefetches the next block of the pass, which must be one of the running
  * model chunk's: the block after a chunk's last (or before its first)
@@ -3142,6 +3184,7 @@ int main(void)
       cmocka_unit_test(test_first_step_grads_appear_at_their_op),
       cmocka_unit_test(test_every_step_program_serves_each_step),
       cmocka_unit_test(test_per_tensor_states_follow_the_framework),
+      cmocka_unit_test(test_nf4_weight_tensors),
       cmocka_unit_test(test_dp1_has_no_comm),
       cmocka_unit_test(test_dp2_all_reduce_last_microbatch),
       cmocka_unit_test(test_dp2_buckets),

@@ -10,25 +10,53 @@ static const struct {
     {"fp8_scaled", 1},
 };
 
-/* NF4's blocks (bitsandbytes blocksize 64; double quantization groups 256
- * absmaxes under one fp32 scale). */
+/* NF4's blocks (bitsandbytes functional.py quantize_4bit: blocksize 64;
+ * with compress_statistics quantize_blockwise groups 256 absmaxes under
+ * one fp32 scale). */
 #define NF4_BLOCK 64
 #define NF4_SCALE_BLOCKS 256
+/* quantize_4bit's code, get_4bit_type("nf4", device): 16 fp32 values,
+ * a new tensor for each weight */
+#define NF4_CODE_BYTES (16 * 4)
+/* the nested quantization's state: its code, code.to(A.device,
+ * copy=True) of create_dynamic_map's 256 fp32 values, and the offset
+ * _absmax.mean(), a 0-dim fp32 tensor */
+#define NF4_NESTED_CODE_BYTES (256 * 4)
+#define NF4_OFFSET_BYTES 4
 
 static uint64_t div_ceil(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
+unsigned vs_dtype_tensor_parts(int dtype, uint64_t rows, uint64_t cols,
+                               uint64_t out[VS_DTYPE_PARTS_MAX])
+{
+  uint64_t n = rows * cols, blocks = div_ceil(n, NF4_BLOCK);
+  unsigned k = 0;
+  if (dtype != VS_DTYPE_NF4) {
+    out[0] = dtype == VS_DTYPE_INT8_ROWWISE ? n + 4 * cols
+             : dtype == VS_DTYPE_FP8_SCALED ? n + 4
+                                            : vs_dtype_size(dtype) * n;
+    return 1;
+  }
+  /* the packed weight: torch.empty(((n + 1) // 2, 1), dtype=uint8)
+   * (backends/cuda/ops.py quantize_4bit); then the absmaxes, 8-bit
+   * (quantize_blockwise's out, empty_like(A, dtype=uint8)) with their
+   * fp32 scales, the nested code and the offset; then the code */
+  out[k++] = (n + 1) / 2;
+  out[k++] = blocks;
+  out[k++] = 4 * div_ceil(blocks, NF4_SCALE_BLOCKS);
+  out[k++] = NF4_NESTED_CODE_BYTES;
+  out[k++] = NF4_OFFSET_BYTES;
+  out[k++] = NF4_CODE_BYTES;
+  return k;
+}
+
 uint64_t vs_dtype_tensor_bytes(int dtype, uint64_t rows, uint64_t cols)
 {
-  uint64_t n = rows * cols;
-  if (dtype == VS_DTYPE_NF4) {
-    uint64_t blocks = div_ceil(n, NF4_BLOCK);
-    return div_ceil(n, 2) + blocks + 4 * div_ceil(blocks, NF4_SCALE_BLOCKS);
-  }
-  if (dtype == VS_DTYPE_INT8_ROWWISE)
-    return n + 4 * cols;
-  if (dtype == VS_DTYPE_FP8_SCALED)
-    return n + 4;
-  return vs_dtype_size(dtype) * n;
+  uint64_t parts[VS_DTYPE_PARTS_MAX], bytes = 0;
+  unsigned n = vs_dtype_tensor_parts(dtype, rows, cols, parts);
+  for (unsigned i = 0; i < n; i++)
+    bytes += parts[i];
+  return bytes;
 }
 
 uint64_t vs_dtype_size(int dtype)

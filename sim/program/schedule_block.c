@@ -1657,18 +1657,25 @@ static int last_core_op(const vs_block *blk)
   return -1;
 }
 
+/* The most tensors of one state a parameter has: a stored weight's
+ * parts or its optimizer states. */
+#define STATE_PARTS_MAX                                                        \
+  (VS_DTYPE_PARTS_MAX > VS_OPT_STATE_TENSORS_MAX ? VS_DTYPE_PARTS_MAX          \
+                                                 : VS_OPT_STATE_TENSORS_MAX)
+
 static const int state_category[STATE_N] = {VS_CAT_PARAMS, VS_CAT_OPTIMIZER,
                                             VS_CAT_GRADS, VS_CAT_OPTIMIZER};
 
 /* The bytes of each tensor of state `which` among a parameter's states
  * ts, in out: how many. */
 static unsigned state_parts(const vs_tensor_states *ts, state_kind which,
-                            uint64_t out[VS_OPT_STATE_TENSORS_MAX])
+                            uint64_t out[STATE_PARTS_MAX])
 {
   unsigned k = 0;
   switch (which) {
-  case STATE_PARAMS:
-    out[k++] = ts->stored_param;
+  case STATE_PARAMS: /* each tensor it is stored as */
+    for (unsigned i = 0; i < ts->n_param_parts; i++)
+      out[k++] = ts->param_parts[i];
     break;
   case STATE_MASTER:
     out[k++] = ts->master;
@@ -1698,7 +1705,7 @@ static uint64_t param_states(builder *b, uint32_t op, size_t inst,
   uint64_t sum = 0;
   for (uint32_t i = lo; i < hi; i++) {
     vs_tensor_states ts;
-    uint64_t parts[VS_OPT_STATE_TENSORS_MAX];
+    uint64_t parts[STATE_PARTS_MAX];
     unsigned n_parts;
     if (slots && slots[i] != NONE)
       continue;

@@ -897,6 +897,11 @@ void vs_recipe_tensor_states(const vs_recipe *r, const vs_training_conf *t,
               (p->dtype == VS_DTYPE_BF16 || p->dtype == VS_DTYPE_FP16)
           ? 4 * n
           : bytes;
+  if (out->stored_param == bytes)
+    out->n_param_parts =
+        vs_dtype_tensor_parts(p->dtype, p->rows, p->cols, out->param_parts);
+  else
+    out->param_parts[out->n_param_parts++] = out->stored_param;
   if (!p->trainable)
     return;
   /* an fp32 tensor (LoRA adapters, PEFT's autocast_adapter_dtype) has

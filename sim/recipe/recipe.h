@@ -569,6 +569,10 @@ uint64_t vs_recipe_shard(const vs_state_plan *plan, uint64_t bytes);
  * added over the block's tensors. */
 typedef struct vs_tensor_states {
   uint64_t stored_param;    /* as kept between uses (stored_param_bytes) */
+  uint64_t param_parts[VS_DTYPE_PARTS_MAX]; /* the tensors it is kept as
+                               (vs_dtype_tensor_parts: an nf4 weight's
+                               packed data and quantization state) */
+  unsigned n_param_parts;   /* how many; they sum to stored_param */
   uint64_t grad;            /* its resident gradient; 0 when frozen */
   uint64_t made_grad;       /* the gradient as backward makes it */
   uint64_t optimizer[VS_OPT_STATE_TENSORS_MAX]; /* each optimizer state
