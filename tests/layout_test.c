@@ -353,6 +353,26 @@ static void test_qlora_base_bytes(void **state)
                    layers * nf4 + bf16 + 4 * 3407872);
 }
 
+/* NF4 without double quantization (transformers' BitsAndBytesConfig
+ * default, bnb_4bit_use_double_quant=False: quantize_4bit keeps its fp32
+ * absmaxes): 4 + 32/64 = 4.5 bits, 0.5625 B a weight, and the NF4 code
+ * (16 fp32) beside each of the 5 weight tensors a layer; the rest as in
+ * test_qlora_base_bytes. */
+static void test_qlora_without_double_quant(void **state)
+{
+  const char *q[] = {"finetune.method=qlora", "finetune.double_quant=false"};
+  const uint64_t h = 4096, f = 14336, v = 128256, layers = 32;
+  uint64_t linear = h * 6144 + h * h + 3 * h * f;
+  uint64_t nf4 = linear / 2 + 4 * (linear / 64) + 5 * 64;
+  uint64_t bf16 = 2 * (2 * v * h + (2 * h) * layers + h);
+  vs_layout lay;
+  (void)state;
+  build(llama3_8b, q, 2, 1, &lay);
+  tu_assert_close((double)(nf4 - 5 * 64) / (double)linear, 0.5625, 0);
+  assert_int_equal(lay.stages[0].params_bytes,
+                   layers * nf4 + bf16 + 4 * 3407872);
+}
+
 /* A partial fine-tune (method = frozen, the last 2 of 32 layers train):
  * the 30 frozen layers' linear weights (5 tensors each) in base_dtype,
  * fp8 a byte a weight and an fp32 scale a tensor (Float8Tensor); the
@@ -1368,6 +1388,7 @@ int main(void)
       cmocka_unit_test(test_paged_adam8bit_keeps_absmax_unpaged),
       cmocka_unit_test(test_lora_under_deepspeed),
       cmocka_unit_test(test_qlora_base_bytes),
+      cmocka_unit_test(test_qlora_without_double_quant),
       cmocka_unit_test(test_frozen_base_formats),
       cmocka_unit_test(test_megatron_bytes_per_param),
       cmocka_unit_test(test_fp32_adam),

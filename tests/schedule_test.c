@@ -712,19 +712,19 @@ static void test_per_tensor_states_follow_the_framework(void **state)
  * (q and v's A and B a layer) and every other tensor one. Layer 0's qkv,
  * 256 x 768 = 196608 weights: 98304 B packed, 3072 8-bit absmaxes, 12
  * fp32 scales of them, the nested code (256 fp32), its offset (one fp32),
- * the NF4 code (16 fp32). */
+ * the NF4 code (16 fp32); without double quantization 3 each. */
 static void test_nf4_weight_tensors(void **state)
 {
-  static const char *const qlora[] = {"training.framework=hf",
-                                      "training.precision=bf16",
-                                      "finetune.method=qlora"};
+  static const char *const qlora[] = {
+      "training.framework=hf", "training.precision=bf16",
+      "finetune.method=qlora", "finetune.double_quant=true"};
   static const uint64_t qkv[] = {98304, 3072, 48, 1024, 4, 64};
   uint64_t bytes[VS_CAT_N];
   uint32_t count[VS_CAT_N], tensors = 0, found = 0;
   const vs_pop *setup;
   built *b;
   (void)state;
-  b = build(qlora, 3, 1);
+  b = build(qlora, 4, 1);
   assert_true(b->r.per_tensor_states);
   for (size_t inst = 0; inst < (size_t)b->wl.model.layers + 2; inst++)
     tensors += vs_model_block(&b->m, inst)->n_params;
@@ -743,6 +743,15 @@ static void test_nf4_weight_tensors(void **state)
     found = k == 6;
   }
   assert_true(found);
+  check_whole(b);
+  destroy(b);
+  /* the Trainer's default, no double quantization: the packed weight,
+   * fp32 absmaxes (4 x 3072 B for qkv) and the NF4 code */
+  b = build(qlora, 3, 1);
+  assert_false(b->wl.finetune.double_quant);
+  setup_allocations(&b->p, bytes, count);
+  assert_int_equal(count[VS_CAT_PARAMS], tensors + 2 * 16);
+  assert_int_equal(bytes[VS_CAT_PARAMS], b->lay.params_bytes);
   check_whole(b);
   destroy(b);
 }

@@ -862,6 +862,52 @@ static void test_finetune_rules(void **state)
                    1u << VS_LORA_Q | 1u << VS_LORA_V);
 }
 
+/* [finetune] double_quant: true by default (QLoRA's), false under the
+ * Hugging Face Trainer's preset for an nf4 base (transformers'
+ * BitsAndBytesConfig: bnb_4bit_use_double_quant=False), which the
+ * workload may override; it means something only for an nf4 base, so
+ * set away from its default over another it is refused, naming the key
+ * where it was set. */
+static void test_double_quant(void **state)
+{
+  static const char *const hf_qlora[] = {"training.framework=hf",
+                                         "training.precision=bf16",
+                                         "finetune.method=qlora"};
+  static const char *const hf_dq[] = {
+      "training.framework=hf", "training.precision=bf16",
+      "finetune.method=qlora", "finetune.double_quant=true"};
+  static const char *const hf_lora[] = {"training.framework=hf",
+                                        "training.precision=bf16",
+                                        "finetune.method=lora"};
+  static const char *const lora_nodq[] = {"finetune.method=lora",
+                                          "finetune.double_quant=false"};
+  vs_workload wl;
+  (void)state;
+  load_ok(&wl, LLAMA_MODEL "[finetune]\nmethod = qlora\n", NULL, 0, 0);
+  assert_true(wl.finetune.double_quant);
+  load_ok(&wl, LLAMA_MODEL, hf_qlora, 3, 0);
+  assert_false(wl.finetune.double_quant);
+  load_ok(&wl, LLAMA_MODEL, hf_dq, 4, 0);
+  assert_true(wl.finetune.double_quant);
+  load_ok(&wl, LLAMA_MODEL, hf_lora, 3, 0); /* no nf4: the preset keeps out */
+  assert_true(wl.finetune.double_quant);
+  load_ok(&wl,
+          LLAMA_MODEL "[finetune]\nmethod = frozen\ntrainable_layers = 1\n"
+                      "base_dtype = nf4\ndouble_quant = false\n",
+          NULL, 0, 0);
+  assert_false(wl.finetune.double_quant);
+  load_bad(
+      LLAMA_MODEL "[finetune]\nmethod = lora\nbase_dtype = int8\n"
+                  "double_quant = false\n",
+      NULL, 0, 0, VS_EINPUT,
+      "@:12: [finetune] double_quant = false: double quantization is nf4's "
+      "(bitsandbytes' compress_statistics), but base_dtype is int8; "
+      "remove double_quant or use base_dtype = nf4 (method = qlora)");
+  load_bad(LLAMA_MODEL, lora_nodq, 2, 0, VS_EINPUT,
+           "--set finetune.double_quant=false: double quantization is "
+           "nf4's");
+}
+
 /* An input that is no regular file, a FIFO without a writer, is refused
  * at once rather than waited on. */
 static void test_input_not_regular_file(void **state)
@@ -3258,6 +3304,7 @@ int main(void)
       cmocka_unit_test(test_master_weights_with_fp32),
       cmocka_unit_test(test_offload_rules),
       cmocka_unit_test(test_finetune_rules),
+      cmocka_unit_test(test_double_quant),
       cmocka_unit_test(test_input_not_regular_file),
       cmocka_unit_test(test_deepspeed_casts_parameters),
       cmocka_unit_test(test_hf_config),

@@ -5,9 +5,9 @@ static const struct {
   const char *name; /* as vsim prints it */
   uint64_t size;    /* bytes per element */
 } dtypes[VS_DTYPE_N] = {
-    {"fp32", 4}, {"bf16", 2}, {"fp16", 2}, {"fp8", 1},
-    {"int8", 1}, {"bool", 1}, {"int64", 8}, {"nf4", 1}, {"int8_rowwise", 1},
-    {"fp8_scaled", 1},
+    {"fp32", 4},         {"bf16", 2},       {"fp16", 2},     {"fp8", 1},
+    {"int8", 1},         {"bool", 1},       {"int64", 8},    {"nf4", 1},
+    {"int8_rowwise", 1}, {"fp8_scaled", 1}, {"nf4_nodq", 1},
 };
 
 /* NF4's blocks (bitsandbytes functional.py quantize_4bit: blocksize 64;
@@ -31,6 +31,12 @@ unsigned vs_dtype_tensor_parts(int dtype, uint64_t rows, uint64_t cols,
 {
   uint64_t n = rows * cols, blocks = div_ceil(n, NF4_BLOCK);
   unsigned k = 0;
+  if (dtype == VS_DTYPE_NF4_NODQ) { /* quantize_4bit's _absmax as it is */
+    out[k++] = (n + 1) / 2;
+    out[k++] = 4 * blocks;
+    out[k++] = NF4_CODE_BYTES;
+    return k;
+  }
   if (dtype != VS_DTYPE_NF4) {
     out[0] = dtype == VS_DTYPE_INT8_ROWWISE ? n + 4 * cols
              : dtype == VS_DTYPE_FP8_SCALED ? n + 4

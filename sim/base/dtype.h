@@ -22,6 +22,8 @@ typedef enum vs_dtype {
   VS_DTYPE_FP8_SCALED,   /* an FP8 weight and its fp32 scale (Transformer
                        Engine's Float8Tensor _scale_inv, torchao's
                        per-tensor Float8 scale) */
+  VS_DTYPE_NF4_NODQ,     /* 4-bit NormalFloat with fp32 absmaxes (no double
+                            quantization): see vs_dtype_tensor_parts */
   VS_DTYPE_N
 } vs_dtype;
 
@@ -42,6 +44,9 @@ uint64_t vs_dtype_bytes(int dtype, uint64_t elems);
  *        2023, Sec. 3: 4 + 8/64 + 32/(64 x 256) = 4.127 bits a weight);
  *        the nested quantization's 256-entry fp32 code and fp32 offset;
  *        the 16-entry fp32 NF4 code;
+ *   nf4_nodq: without compress_statistics, the packed weight, one fp32
+ *        absmax a block of 64 (4 + 32/64 = 4.5 bits, 0.5625 B a weight)
+ *        and the NF4 code;
  *   int8_rowwise: one byte a weight and an fp32 scale per output feature;
  *   fp8_scaled: one byte a weight and one fp32 scale for the tensor;
  *   the rest: elements x their size. The last three as one tensor. */

@@ -147,6 +147,7 @@ static const vs_key workload_keys[] = {
     K("parallel", "order", VS_KEY_ENUM, parallel.order, .choices = order_names, .default_doc = "tp-dp-pp"),
     K("finetune", "method", VS_KEY_ENUM, finetune.method, .choices = finetune_names, .default_doc = "full"),
     K("finetune", "base_dtype", VS_KEY_ENUM, finetune.base_dtype, .choices = base_dtype_names, .default_doc = "precision (nf4 with qlora)"),
+    K("finetune", "double_quant", VS_KEY_BOOL, finetune.double_quant, .default_doc = "true (QLoRA's; framework hf: false)"),
     K("finetune", "lora_rank", VS_KEY_COUNT, finetune.lora_rank, .positive = true, .hi = 65536, .default_doc = "8 (PEFT's LoraConfig)"),
     K("finetune", "lora_alpha", VS_KEY_REAL, finetune.lora_alpha, .lo = 0, .hi = 1e6, .default_doc = "8 (PEFT's; no memory effect)"),
     K("finetune", "lora_targets", VS_KEY_FLAGS, finetune.lora_targets, .choices = lora_target_names, .default_doc = "q,v (PEFT's for Llama)"),
@@ -214,6 +215,9 @@ static void set_defaults(vs_workload *wl)
    * TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING) */
   wl->finetune.lora_rank = 8;
   wl->finetune.lora_alpha = 8;
+  /* an nf4 base's absmaxes quantized again (QLoRA, Dettmers et al. 2023,
+   * Sec. 3; torchtune's to_nf4, scaler_block_size 256) */
+  wl->finetune.double_quant = true;
   wl->finetune.lora_targets = 1u << VS_LORA_Q | 1u << VS_LORA_V;
 }
 
@@ -1687,6 +1691,25 @@ static int check_deepspeed_casts(const vs_workload *wl, vs_error *err)
                       key[0] == 'b' ? " (or precision, int8 or nf4)" : "");
 }
 
+/* [finetune] double_quant is NF4's (bitsandbytes' compress_statistics):
+ * away from its default it needs an nf4 base (after check_adapters, which
+ * gives qlora its nf4). */
+static int check_double_quant(const vs_workload *wl, vs_error *err)
+{
+  static const char *const keys[] = {"double_quant"};
+  const vs_finetune_conf *f = &wl->finetune;
+  char where[400];
+  if (f->base_dtype == VS_BASE_NF4 ||
+      !key_changed(wl, "finetune", keys, N_OF(keys)))
+    return 0;
+  return vs_error_set(err, VS_EINPUT,
+                      "%s: double quantization is nf4's (bitsandbytes' "
+                      "compress_statistics), but base_dtype is %s; remove "
+                      "double_quant or use base_dtype = nf4 (method = qlora)",
+                      WHERE("finetune", "double_quant"),
+                      vs_base_dtype_name(f->base_dtype));
+}
+
 /* [finetune]: each method's own rules, then what every frozen base
  * shares: its layers fit the model, and adapters and bitsandbytes'
  * formats run without tensor parallelism. */
@@ -1706,7 +1729,8 @@ static int check_finetune(vs_workload *wl, vs_error *err)
   rc = f->method == VS_FT_FULL     ? check_full(wl, lora_key, err)
        : f->method == VS_FT_FROZEN ? check_frozen(wl, lora_key, err)
                                    : check_adapters(wl, err);
-  if (rc || (rc = check_deepspeed_casts(wl, err)))
+  if (rc || (rc = check_deepspeed_casts(wl, err)) ||
+      (rc = check_double_quant(wl, err)))
     return rc;
   if (!vs_workload_finetune_tp_allowed(f, wl->parallel.tp))
     return vs_error_set(err, VS_EINPUT,

@@ -295,6 +295,9 @@ typedef struct vs_parallel_conf {
 typedef struct vs_finetune_conf {
   int method;               /* vs_finetune_method */
   int base_dtype;           /* vs_base_dtype of the frozen base weights */
+  bool double_quant;        /* nf4: absmaxes 8-bit with fp32 scales
+                               (bitsandbytes compress_statistics), else
+                               fp32 */
   uint64_t lora_rank;       /* r */
   double lora_alpha;        /* scaling alpha / r: no memory effect */
   uint32_t lora_targets;    /* bits 1 << vs_lora_target */

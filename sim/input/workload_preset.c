@@ -370,6 +370,15 @@ static int preset_hf(vs_workload *wl, vs_error *err)
   if (!rc)
     rc =
         preset_clipping(wl, "the Trainer's max_grad_norm defaults to 1.0", err);
+  /* transformers' BitsAndBytesConfig (utils/quantization_config.py):
+   * bnb_4bit_use_double_quant=False, which Linear4bit passes on as
+   * compress_statistics (integrations/bitsandbytes.py) */
+  if (!rc && (wl->finetune.base_dtype == VS_BASE_NF4 ||
+              wl->finetune.method == VS_FT_QLORA))
+    rc = preset(wl, "finetune", "double_quant", "false",
+                "transformers' BitsAndBytesConfig defaults "
+                "bnb_4bit_use_double_quant to False",
+                err);
   return rc ? rc
             : preset(wl, "parallel", "bucket", bucket,
                      "DDP's bucket_cap_mb = 25", err);

@@ -197,7 +197,7 @@ void vs_block_comm(vs_comm *c, const vs_dims *d, int kind, uint64_t bytes)
 enum { DEQUANT_FWD = 1, DEQUANT_BWD = 2 };
 static int dequantized_in(const vs_dims *d, int dtype)
 {
-  if (dtype == VS_DTYPE_NF4 ||
+  if (dtype == VS_DTYPE_NF4 || dtype == VS_DTYPE_NF4_NODQ ||
       (dtype == VS_DTYPE_FP8_SCALED && d->em_dtype != VS_DTYPE_FP8))
     return DEQUANT_FWD | DEQUANT_BWD;
   return dtype == VS_DTYPE_INT8_ROWWISE ? DEQUANT_BWD : 0;

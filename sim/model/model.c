@@ -276,7 +276,7 @@ static uint8_t base_dtype(const vs_workload *wl, uint8_t param_dtype)
   case VS_BASE_INT8:
     return VS_DTYPE_INT8_ROWWISE;
   case VS_BASE_NF4:
-    return VS_DTYPE_NF4;
+    return wl->finetune.double_quant ? VS_DTYPE_NF4 : VS_DTYPE_NF4_NODQ;
   default:
     return param_dtype;
   }
