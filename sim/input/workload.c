@@ -1700,7 +1700,7 @@ static int check_double_quant(const vs_workload *wl, vs_error *err)
   const vs_finetune_conf *f = &wl->finetune;
   char where[400];
   if (f->base_dtype == VS_BASE_NF4 ||
-      !key_changed(wl, "finetune", keys, N_OF(keys)))
+      !key_changed(wl, "finetune", keys, N_OF(keys), "finetune", "base_dtype"))
     return 0;
   return vs_error_set(err, VS_EINPUT,
                       "%s: double quantization is nf4's (bitsandbytes' "
