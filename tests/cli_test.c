@@ -836,8 +836,9 @@ static void test_host_csv_lists_every_node(void **state)
 }
 
 /* op_bounds.csv read row by row (libcsv): each row's parts checked as
- * it ends, rank 0's compute parts summed, bounds met by op counted. */
-#define BOUND_COLS 14 /* rank .. end_s, bound, six parts */
+ * it ends, rank 0's compute parts summed, bounds met by op counted,
+ * phases checked against the trace's `cat` names. */
+#define BOUND_COLS 15 /* rank .. end_s, bound, six parts, phase */
 typedef struct bounds_read {
   char f[BOUND_COLS][64];
   int n, rows;
@@ -845,6 +846,10 @@ typedef struct bounds_read {
                         communication inside compute ops */
   int cpu_steps, copies, collectives; /* rows bound by cpu, transfer,
                                           communication */
+  int recomputes, recompute_ops;      /* rows of phase recompute, rows of op
+                                         recompute_layer */
+  char mlp_down[64]; /* rank 0's mlp_down of layer 0, micro-batch 0: the
+                        phases of its rows, in order, comma-separated */
 } bounds_read;
 
 static void bounds_field(void *data, size_t len, void *user)
@@ -863,9 +868,14 @@ static void bounds_row(int c, void *user)
   static const char *const names[6] = {
       "arithmetic", "memory", "launch", "communication", "transfer", "cpu"};
   static const char *const header[BOUND_COLS] = {
-      "rank", "stream", "op", "layer", "microbatch", "start_s", "end_s",
-      "bound", "arithmetic_s", "memory_s", "launch_s", "communication_s",
-      "transfer_s", "cpu_s"};
+      "rank",     "stream",          "op",         "layer",        "microbatch",
+      "start_s",  "end_s",           "bound",      "arithmetic_s", "memory_s",
+      "launch_s", "communication_s", "transfer_s", "cpu_s",        "phase"};
+  /* schedule.c vs_phase_name's names, the trace's `cat` */
+  static const char phases[] = ",setup,forward,backward,recompute,tp_comm,"
+                               "dp_comm,optimizer,p2p,offload,ep_comm,"
+                               "cp_comm,";
+  char phase[80];
   bounds_read *b = user;
   double part[6], sum = 0, span;
   int most = 0;
@@ -891,6 +901,15 @@ static void bounds_row(int c, void *user)
   b->cpu_steps += strcmp(b->f[7], "cpu") == 0;
   b->copies += strcmp(b->f[7], "transfer") == 0;
   b->collectives += strcmp(b->f[7], "communication") == 0;
+  snprintf(phase, sizeof phase, ",%s,", b->f[14]);
+  assert_non_null(strstr(phases, phase));
+  b->recomputes += strcmp(b->f[14], "recompute") == 0;
+  b->recompute_ops += strcmp(b->f[2], "recompute_layer") == 0;
+  if (strcmp(b->f[0], "0") == 0 && strcmp(b->f[2], "mlp_down") == 0 &&
+      strcmp(b->f[3], "0") == 0 && strcmp(b->f[4], "0") == 0)
+    snprintf(b->mlp_down + strlen(b->mlp_down),
+             sizeof b->mlp_down - strlen(b->mlp_down), "%s%s",
+             b->mlp_down[0] ? "," : "", b->f[14]);
   if (strcmp(b->f[0], "0") == 0 && strcmp(b->f[1], "compute") == 0 &&
       part[4] == 0 && !(part[3] > 0 && part[0] + part[1] + part[2] == 0))
     for (int k = 0; k < 4; k++)
@@ -926,7 +945,10 @@ static double bound_in_report(const char *out, const char *what)
  * 0's compute ops add up to the report's split (printed to 3 digits);
  * the 13B offload sample's CPU step is the CPU's, its gradient and
  * parameter copies transfers, and Llama-2-7B's collectives on 8 GPUs
- * communication. */
+ * communication. Its phase tells apart the rows ops.csv cannot: layer
+ * 0's mlp_down of micro-batch 0 runs in forward, then in backward (its
+ * recompute is inside recompute_layer, the only op of phase recompute,
+ * in the 13B sample's full checkpointing). */
 static void test_op_bounds_csv_splits_each_op(void **state)
 {
   static const char *const labels[4] = {
@@ -955,12 +977,17 @@ static void test_op_bounds_csv_splits_each_op(void **state)
   assert_true(b.compute[0] > 0 && b.compute[1] > 0 && b.compute[2] > 0);
   assert_int_equal(b.cpu_steps, 1);
   assert_true(b.copies > 0);
+  assert_string_equal(b.mlp_down, "forward,backward");
+  assert_true(b.recomputes > 0);
+  assert_int_equal(b.recomputes, b.recompute_ops);
   tu_remove_dir(dir);
   assert_non_null(tu_temp_dir(dir, sizeof dir));
   run(dp);
   assert_int_equal(r.status, 0);
   read_bounds(path_in(dir, "op_bounds.csv", p, sizeof p), &b);
   assert_true(b.collectives > 0 && b.copies == 0 && b.cpu_steps == 0);
+  assert_string_equal(b.mlp_down, "forward,backward");
+  assert_int_equal(b.recomputes, 0); /* llama2-7b: no checkpointing */
   tu_remove_dir(dir);
 }
 

@@ -27,6 +27,21 @@ TEST_MODULES = ("nbformat", "nbclient", "jupyter_client")
 KERNEL_MODULES = ("ipykernel", "matplotlib", "pandas")
 CELL_TIMEOUT_S = 120
 ANSI_COLOUR = r"\x1b\[[0-9;]*m"  # IPython colours its tracebacks
+# A cell run after a notebook's own, in its kernel: asserts on what its
+# figures say (an AssertionError fails the notebook, naming the check).
+CHECKS = {
+    # "the 12 longest ops" is one bar per phase and op (op_bounds.csv's
+    # phase): the 13B sample's mlp_down runs in forward and again in
+    # backward, whose two GEMMs (input and weight gradients) take longer
+    # than forward's one
+    "06-step-bounds.ipynb": """
+labels = [t.get_text() for t in ax.get_yticklabels()]
+phases = set(ops.phase)
+assert all(l.split(" ", 1)[0] in phases for l in labels), labels
+assert "forward mlp_down" in labels and "backward mlp_down" in labels, labels
+assert top.loc["backward mlp_down"].sum() > top.loc["forward mlp_down"].sum()
+""",
+}
 
 
 def missing(python, modules):
@@ -58,6 +73,9 @@ def run_one(path):
     import nbclient
     import nbformat
     book = nbformat.read(path, as_version=4)
+    check = CHECKS.get(os.path.basename(path))
+    if check:
+        book.cells.append(nbformat.v4.new_code_cell(check))
     client = nbclient.NotebookClient(book, timeout=CELL_TIMEOUT_S, kernel_name="python3",
                                      resources={"metadata": {"path": NOTEBOOKS}})
     start = time.monotonic()

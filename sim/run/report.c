@@ -20,9 +20,9 @@
   "time_s,rank,op,category,delta_bytes,allocated_bytes,reserved_bytes"
 #define OP_COLUMNS "rank,stream,op,layer,microbatch,start_s,end_s"
 #define OPS_COLUMNS OP_COLUMNS ",flops,bytes"
-#define OP_BOUNDS_COLUMNS                                                     \
-  OP_COLUMNS ",bound,arithmetic_s,memory_s,launch_s,communication_s,"         \
-             "transfer_s,cpu_s"
+#define OP_BOUNDS_COLUMNS                                                      \
+  OP_COLUMNS ",bound,arithmetic_s,memory_s,launch_s,communication_s,"          \
+             "transfer_s,cpu_s,phase"
 #define HOST_TIMELINE_COLUMNS                                                 \
   "time_s,node,place,rank,op,category,delta_bytes,in_use_bytes"
 #define HOST_COLUMNS                                                          \
@@ -826,7 +826,9 @@ static const char *span_bounds(const vs_rank *r, const vs_op_span *s,
 }
 
 /* op_bounds.csv: each op of ops.csv (the same rows, in the same order)
- * with its run split by what bounds it, and the largest part. */
+ * with its run split by what bounds it, the largest part, and its phase
+ * (the trace's `cat`: ops.csv repeats an op's name, layer and micro-batch
+ * in forward, backward and recompute). */
 static void write_op_bounds(const vs_sim *sim, vs_csv *c)
 {
   vs_csv_header(c, OP_BOUNDS_COLUMNS);
@@ -839,6 +841,7 @@ static void write_op_bounds(const vs_sim *sim, vs_csv *c)
       vs_csv_text(c, most);
       for (int b = 0; b < VS_BOUND_N; b++)
         vs_csv_seconds_sparse(c, part[b]);
+      vs_csv_text(c, vs_phase_name(r->prog->ops[r->spans[k].op].phase));
       vs_csv_row(c);
     }
   }

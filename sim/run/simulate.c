@@ -626,9 +626,9 @@ bool vs_sim_runs_first_step(const vs_sim *sim)
 #define OPS_ROW_BYTES 83.0
 /* An op_bounds.csv row: an ops.csv row's first seven cells (~61 bytes
  * with their commas), the bound's name ~10, its six parts (two in %.9f
- * ~11 each, four zeros written 0), commas and newline 8 (the shipped
- * workloads' rows: 89 to 98 bytes). */
-#define OP_BOUNDS_ROW_BYTES 104.0
+ * ~11 each, four zeros written 0), the phase ~8, commas and newline 9
+ * (the shipped workloads' rows: 98 to 108 bytes on average). */
+#define OP_BOUNDS_ROW_BYTES 113.0
 #define TRACE_EVENT_BYTES 156.0
 /* A trace's memory counter sample: 60 fixed characters, a category name
  * ~8, the time ~12 and the bytes ~10. */
