@@ -3230,6 +3230,49 @@ static void test_outputs_never_overwrite_hf_config(void **state)
   tu_remove_dir(dir);
 }
 
+/* A paged optimizer's CUDA managed memory is the trace's counter track
+ * `managed` (export review: the report named it, no file had it): the
+ * setup op (model_states, at t = 0) makes the states, held all step, so
+ * the track has one sample, the bytes the report's "up to 99.9 MiB a GPU"
+ * prints to 3 digits; without a paged optimizer there is no track. */
+static void test_trace_has_managed_track(void **state)
+{
+  static const char sample[] = "{\"name\":\"managed\",\"ph\":\"C\","
+                               "\"pid\":0,\"ts\":0.000,\"args\":"
+                               "{\"bytes\":";
+  char dir[64], p[128];
+  const char *args[] = {"run",     DATA "gpt-small.ini",
+                        "--set",   "training.paged_optimizer=true",
+                        "--trace", NULL,
+                        NULL};
+  const char *at;
+  char *text;
+  double shown;
+  unsigned long long bytes;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  args[5] = path_in(dir, "trace.json", p, sizeof p);
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_non_null(at = strstr(r.out, "paged optimizer states: up to "));
+  assert_int_equal(sscanf(at, "paged optimizer states: up to %lf MiB", &shown),
+                   1);
+  assert_non_null(text = tu_read_file(p));
+  assert_non_null(at = strstr(text, sample));
+  assert_int_equal(sscanf(at + strlen(sample), "%llu", &bytes), 1);
+  assert_true(fabs((double)bytes / 1048576.0 - shown) <= 0.05);
+  assert_null(strstr(at + strlen(sample), "\"name\":\"managed\""));
+  free(text);
+  args[3] = "training.paged_optimizer=false";
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_non_null(text = tu_read_file(p));
+  assert_contains(text, "{\"name\":\"optimizer\",\"ph\":\"C\",\"pid\":0,");
+  assert_null(strstr(text, "\"name\":\"managed\""));
+  free(text);
+  tu_remove_dir(dir);
+}
+
 /* The first trace event of op `name` says it is bound by `bound`. */
 static void assert_event_bound(const char *trace, const char *name,
                                const char *bound)
@@ -6209,6 +6252,7 @@ int main(void)
       cmocka_unit_test(test_unknown_key_lists_whole_names),
       cmocka_unit_test(test_csv_written_when_stdout_closes),
       cmocka_unit_test(test_op_bounds_csv_splits_each_op),
+      cmocka_unit_test(test_trace_has_managed_track),
       cmocka_unit_test(test_ranks_all_writes_a_row_per_gpu),
       cmocka_unit_test(test_pipeline_report_and_csv),
       cmocka_unit_test(test_show_prints_resolved_config),

@@ -94,8 +94,11 @@ void vs_rank_init(vs_rank *rank, uint32_t id, const vs_program *prog,
 void vs_rank_fini(vs_rank *rank)
 {
   free(rank->timeline);
+  free(rank->managed_timeline);
   free(rank->spans);
   rank->timeline = NULL;
+  rank->managed_timeline = NULL;
+  rank->n_managed_timeline = rank->cap_managed_timeline = 0;
   rank->spans = NULL;
   if (rank->alloc) {
     vs_alloc_fini(rank->alloc);
@@ -274,6 +277,23 @@ static int record_event(vs_rank *r, uint64_t t_ns, uint32_t op, int category,
   return 0;
 }
 
+/* Appends a change of r's managed memory to its managed timeline. */
+static int record_managed(vs_rank *r, uint64_t t_ns, uint32_t op, int category,
+                          int64_t delta)
+{
+  vs_mem_event *ev;
+  if (!vs_grow((void **)&r->managed_timeline, &r->cap_managed_timeline,
+               r->n_managed_timeline + 1, sizeof *r->managed_timeline))
+    return VS_ENOMEM;
+  ev = &r->managed_timeline[r->n_managed_timeline++];
+  *ev = (vs_mem_event){.t_ns = t_ns,
+                       .op = op,
+                       .category = category,
+                       .delta_bytes = delta,
+                       .allocated_bytes = r->managed.allocated_bytes};
+  return 0;
+}
+
 static int record_span(vs_rank *r, uint32_t op, uint64_t start, uint64_t end)
 {
   if (!vs_grow((void **)&r->spans, &r->cap_spans, r->n_spans + 1,
@@ -412,6 +432,12 @@ static int apply_effects(run_ctx *c, vs_rank *r, uint32_t idx, op_edge edge,
                           (unsigned long long)buf->bytes,
                           vs_category_name(buf->category),
                           vs_place_name(buf->place));
+    if (buf->place == VS_PLACE_MANAGED && c->opts->record_timeline &&
+        record_managed(r, t_ns, idx, buf->category,
+                       e->is_free ? -(int64_t)bytes : (int64_t)bytes))
+      return vs_error_set(c->err, VS_ENOMEM,
+                          "out of host memory recording "
+                          "the managed memory timeline");
     if (buf->place != VS_PLACE_GPU)
       continue; /* the timeline is the GPU's */
     if (r->lifetimes)
@@ -779,6 +805,10 @@ static int take_twin_run(vs_rank *to, const vs_rank *from)
   to->timeline = vs_dup_array(from->timeline, from->n_timeline,
                               sizeof *from->timeline, &ok);
   to->cap_timeline = from->n_timeline;
+  to->managed_timeline =
+      vs_dup_array(from->managed_timeline, from->n_managed_timeline,
+                   sizeof *from->managed_timeline, &ok);
+  to->cap_managed_timeline = from->n_managed_timeline;
   to->spans = vs_dup_array(from->spans, from->n_spans, sizeof *from->spans,
                            &ok);
   to->cap_spans = from->n_spans;

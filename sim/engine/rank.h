@@ -142,6 +142,10 @@ typedef struct vs_rank {
                                reached its peak (mem.peak_allocated_bytes) */
   vs_mem_event *timeline;   /* recorded when asked */
   size_t n_timeline, cap_timeline;
+  vs_mem_event *managed_timeline; /* its managed memory's changes,
+                               recorded with the timeline (allocated_bytes:
+                               managed bytes after; reserved_bytes 0) */
+  size_t n_managed_timeline, cap_managed_timeline;
   vs_op_span *spans;        /* recorded when asked */
   size_t n_spans, cap_spans;
   uint32_t res_users[VS_RES_N]; /* users it counts for on its instance of

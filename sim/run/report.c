@@ -1051,6 +1051,16 @@ static void trace_memory(trace_out *t, const vs_rank *r)
   }
 }
 
+/* A paged optimizer's CUDA managed memory as counter track `managed`, a
+ * sample at every change; no track for a rank without any. */
+static void trace_managed(trace_out *t, const vs_rank *r)
+{
+  for (size_t i = 0; i < r->n_managed_timeline; i++)
+    trace_counter(t, r, vs_place_name(VS_PLACE_MANAGED),
+                  r->managed_timeline[i].t_ns,
+                  r->managed_timeline[i].allocated_bytes);
+}
+
 /* The trace process id of node 0; node n is this + n. Ranks' process ids
  * are their GPU numbers, far below it in any job. */
 #define TRACE_NODE_PID 2000000000u
@@ -1093,6 +1103,7 @@ int vs_report_write_trace(const vs_sim *sim, const char *path,
     trace_names(&t, r, sim->layout.cp > 1);
     trace_ops(&t, r);
     trace_memory(&t, r);
+    trace_managed(&t, r);
   }
   for (size_t i = 0; i < sim->n_nodes; i++)
     trace_node(&t, &sim->nodes[i]);

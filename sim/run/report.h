@@ -121,7 +121,9 @@ typedef struct vs_trace_ranks {
 /* Chrome trace-event JSON (chrome://tracing, Perfetto): one process per
  * rank of sel (NULL: all), named after its place; one thread per stream,
  * named after it; one complete event per op; and memory as counter
- * tracks, one per category and one for reserved bytes. Added to out. */
+ * tracks, one per category, one for reserved bytes and, for a rank with
+ * a paged optimizer, one (`managed`) for its CUDA managed memory. Added
+ * to out. */
 int vs_report_write_trace(const vs_sim *sim, const char *path,
                           const vs_trace_ranks *sel, vs_report_files *out,
                           vs_error *err);
