@@ -27,21 +27,61 @@ TEST_MODULES = ("nbformat", "nbclient", "jupyter_client")
 KERNEL_MODULES = ("ipykernel", "matplotlib", "pandas")
 CELL_TIMEOUT_S = 120
 ANSI_COLOUR = r"\x1b\[[0-9;]*m"  # IPython colours its tracebacks
-# A cell run after a notebook's own, in its kernel: asserts on what its
-# figures say (an AssertionError fails the notebook, naming the check).
+# Cells run after a notebook's own, in its kernel: code that asserts on
+# what its figures say (an AssertionError fails the notebook, naming the
+# check), or REPLAY and the start of one of the notebook's code cells, which
+# runs that cell again (on the data the cells before it set up).
+REPLAY = "#replay "
 CHECKS = {
+    # the allocated peak is marked where summary.csv's peak_op and
+    # peak_time_s put it, the device's (reserved + framework) where the
+    # timeline first reaches summary.csv's peak_reserved_bytes +
+    # framework_bytes; on 8 GPUs, pp 2, micro-batch 4, ZeRO-1 (export
+    # review) stage 1's rank 4 allocates its most at backward
+    # cross_entropy, t = 0.375 s (the SVG's "allocated peak 65.7 GiB"),
+    # and its cache grows after it: the device's 69.3 GiB come at 0.758 s
+    "01-memory-timeline.ipynb": [
+        """
+texts = [t.get_text() for t in ax.texts]
+assert (f"allocated peak {worst.peak_allocated_bytes / GiB:.1f} GiB\\n"
+        f"at {worst.peak_op}, t = {worst.peak_time_s:.3f} s") in texts, texts
+assert use.max() == worst.device_peak_bytes
+""", """
+csv = Path(work.name) / "pp2"
+vsim("run", ROOT / "workloads/llama2-7b.ini", "--gpus", 8,
+     "--set", "parallel.pp=2", "--set", "training.micro_batch=4",
+     "--set", "parallel.zero=1", "--set", "training.global_batch=16",
+     "--csv", csv)
+""", REPLAY + "summary = ", REPLAY + "timeline = ", """
+texts = [t.get_text() for t in ax.texts]
+assert worst["rank"] == 4, worst
+assert ("allocated peak 65.7 GiB\\nat cross_entropy, t = 0.375 s" in texts
+        and "device peak 69.3 GiB (reserved + framework)\\nt = 0.758 s"
+        in texts), texts
+"""],
     # "the 12 longest ops" is one bar per phase and op (op_bounds.csv's
     # phase): the 13B sample's mlp_down runs in forward and again in
     # backward, whose two GEMMs (input and weight gradients) take longer
     # than forward's one
-    "06-step-bounds.ipynb": """
+    "06-step-bounds.ipynb": ["""
 labels = [t.get_text() for t in ax.get_yticklabels()]
 phases = set(ops.phase)
 assert all(l.split(" ", 1)[0] in phases for l in labels), labels
 assert "forward mlp_down" in labels and "backward mlp_down" in labels, labels
 assert top.loc["backward mlp_down"].sum() > top.loc["forward mlp_down"].sum()
-""",
+"""],
 }
+
+
+def add_checks(book, name):
+    """Appends CHECKS[name]'s cells to book."""
+    import nbformat
+    for check in CHECKS.get(name, []):
+        if check.startswith(REPLAY):
+            start = check[len(REPLAY):]
+            check = next(c.source for c in book.cells
+                         if c.cell_type == "code" and c.source.startswith(start))
+        book.cells.append(nbformat.v4.new_code_cell(check))
 
 
 def missing(python, modules):
@@ -73,9 +113,7 @@ def run_one(path):
     import nbclient
     import nbformat
     book = nbformat.read(path, as_version=4)
-    check = CHECKS.get(os.path.basename(path))
-    if check:
-        book.cells.append(nbformat.v4.new_code_cell(check))
+    add_checks(book, os.path.basename(path))
     client = nbclient.NotebookClient(book, timeout=CELL_TIMEOUT_S, kernel_name="python3",
                                      resources={"metadata": {"path": NOTEBOOKS}})
     start = time.monotonic()
