@@ -756,6 +756,27 @@ static void host_csv_as_all_ranks(const char **args, size_t csv)
   tu_remove_dir(all_dir);
 }
 
+/* The nodes host_timeline.csv in dir has rows of: a bit per node 0, 1,
+ * ... (a node past 30 sets bit 31). */
+static unsigned timeline_nodes(const char *dir)
+{
+  char p[128], *text, *line, *save = NULL;
+  unsigned bits = 0;
+  assert_non_null(
+      text = tu_read_file(path_in(dir, "host_timeline.csv", p, sizeof p)));
+  line = strtok_r(text, "\n", &save);
+  assert_true(line && strncmp(line, "time_s,node,", 12) == 0);
+  while ((line = strtok_r(NULL, "\n", &save))) {
+    const char *comma = strchr(line, ',');
+    unsigned long node;
+    assert_non_null(comma);
+    node = strtoul(comma + 1, NULL, 10);
+    bits |= 1u << (node < 31 ? node : 31);
+  }
+  free(text);
+  return bits;
+}
+
 /* host.csv has a row for every node the offload uses: in stage mode the
  * second node of a 16-GPU ZeRO-3 job, which no simulated rank is on,
  * holds what node 0 holds, as --ranks all finds it; so do the second and
@@ -779,11 +800,25 @@ static void test_host_csv_lists_every_node(void **state)
   run(args);
   assert_int_equal(r.status, 0);
   assert_contains(r.out, "(the job's other 1 node holds what the one above "
-                         "with as many GPUs of each stage holds");
+                         "with as many GPUs of each stage holds, as host.csv "
+                         "lists them; host_timeline.csv and the trace have "
+                         "the nodes above only;");
   read_csv(path_in(dir, "host.csv", p, sizeof p), &t);
   assert_int_equal(t.total_rows, 3);
   assert_string_equal(cell(&t, 2, "node"), "1");
   assert_string_equal(cell(&t, 2, "peak_bytes"), cell(&t, 1, "peak_bytes"));
+  /* host_timeline.csv has the tracked node's changes only (export
+   * review: host.csv's node 1 has no rows there in stage mode) */
+  assert_int_equal(timeline_nodes(dir), 1);
+  tu_remove_dir(dir);
+  args[11] = tu_temp_dir(dir, sizeof dir);
+  args[12] = "--ranks";
+  args[13] = "all";
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_null(strstr(r.out, "the job's other"));
+  assert_int_equal(timeline_nodes(dir), 3); /* --ranks all: nodes 0, 1 */
+  args[12] = args[13] = NULL;
   tu_remove_dir(dir);
   host_csv_as_all_ranks(args, 11);
   {

@@ -640,7 +640,8 @@ static void node_table(FILE *out, const vs_sim *sim)
   if (others > 0)
     fprintf(out,
             "  (the job's other %llu node%s hold%s what %s holds, as "
-            "host.csv lists them; --ranks all simulates each)\n",
+            "host.csv lists them; host_timeline.csv and the trace have "
+            "the nodes above only; --ranks all simulates each)\n",
             (unsigned long long)others, others == 1 ? "" : "s",
             others == 1 ? "s" : "",
             sim->node_like ? "the one above with as many GPUs of each stage"
