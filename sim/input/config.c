@@ -812,7 +812,8 @@ static long next_line(parse_ctx *ctx, char *line, size_t cap, line_flaws *f)
   "%s:%d: malformed line: expected [section], key = value, or a ; comment"
 
 /* True for a line inih rejects: a [section without its ], or text that is
- * neither a comment nor key = value. The reader reports it at once, because
+ * neither a comment nor key = value; and for "key: value", which inih
+ * takes but vsim's files do not. The reader reports it at once, because
  * inih keeps parsing after one and a later error would hide it. */
 static bool malformed(const char *p)
 {
@@ -820,7 +821,9 @@ static bool malformed(const char *p)
     return false;
   if (*p == '[')
     return !strchr(p, ']');
-  return !strpbrk(p, "=:");
+  /* inih's ':' separator is compiled into the system library */
+  p = strpbrk(p, "=:");
+  return !p || *p == ':';
 }
 
 size_t vs_conf_line_max(void)
