@@ -260,38 +260,40 @@ static int caching_effect(vs_rank *r, const vs_effect *e, const vs_buffer *buf,
   }
 }
 
+/* Appends ev to the array *list of *n events (room for *cap). */
+static int push_event(vs_mem_event **list, size_t *n, size_t *cap,
+                      vs_mem_event ev)
+{
+  if (!vs_grow((void **)list, cap, *n + 1, sizeof **list))
+    return VS_ENOMEM;
+  (*list)[(*n)++] = ev;
+  return 0;
+}
+
+/* Appends a change of r's GPU memory to its timeline. */
 static int record_event(vs_rank *r, uint64_t t_ns, uint32_t op, int category,
                         int64_t delta)
 {
-  vs_mem_event *ev;
-  if (!vs_grow((void **)&r->timeline, &r->cap_timeline, r->n_timeline + 1,
-               sizeof *r->timeline))
-    return VS_ENOMEM;
-  ev = &r->timeline[r->n_timeline++];
-  ev->t_ns = t_ns;
-  ev->op = op;
-  ev->category = category;
-  ev->delta_bytes = delta;
-  ev->allocated_bytes = r->mem.allocated_bytes;
-  ev->reserved_bytes = r->mem.reserved_bytes;
-  return 0;
+  return push_event(&r->timeline, &r->n_timeline, &r->cap_timeline,
+                    (vs_mem_event){.t_ns = t_ns,
+                                   .op = op,
+                                   .category = category,
+                                   .delta_bytes = delta,
+                                   .allocated_bytes = r->mem.allocated_bytes,
+                                   .reserved_bytes = r->mem.reserved_bytes});
 }
 
 /* Appends a change of r's managed memory to its managed timeline. */
 static int record_managed(vs_rank *r, uint64_t t_ns, uint32_t op, int category,
                           int64_t delta)
 {
-  vs_mem_event *ev;
-  if (!vs_grow((void **)&r->managed_timeline, &r->cap_managed_timeline,
-               r->n_managed_timeline + 1, sizeof *r->managed_timeline))
-    return VS_ENOMEM;
-  ev = &r->managed_timeline[r->n_managed_timeline++];
-  *ev = (vs_mem_event){.t_ns = t_ns,
-                       .op = op,
-                       .category = category,
-                       .delta_bytes = delta,
-                       .allocated_bytes = r->managed.allocated_bytes};
-  return 0;
+  return push_event(
+      &r->managed_timeline, &r->n_managed_timeline, &r->cap_managed_timeline,
+      (vs_mem_event){.t_ns = t_ns,
+                     .op = op,
+                     .category = category,
+                     .delta_bytes = delta,
+                     .allocated_bytes = r->managed.allocated_bytes});
 }
 
 static int record_span(vs_rank *r, uint32_t op, uint64_t start, uint64_t end)
