@@ -504,6 +504,37 @@ static void test_show_names_the_cublas_workspaces(void **state)
  * a layer (it printed 516 MiB, the frozen linears' inputs counted
  * again). LoRA on q and v of Llama-3-8B keeps less than its full
  * fine-tune (it printed more). */
+/* A key that means something only with another writes as a comment
+ * where that other is off and the workload left it unset (as a key it
+ * would be refused: workload_test's test_experts), and the output loads
+ * back. */
+static void test_show_comments_unused_keys(void **state)
+{
+  char path[64];
+  const char *show[] = {"show", "workloads/llama2-7b.ini", NULL};
+  const char *again[] = {"show", path, NULL};
+  const char *lines[] = {
+      "\n; experts_per_token = 2    ; default, unused without experts\n",
+      "\n; q_lora_rank = 0    ; default, unused without kv_lora_rank\n",
+      "\n; double_quant = true    ; default, unused without base_dtype = "
+      "nf4\n",
+      "\n; lora_rank = 8    ; default, unused without method = lora or "
+      "qlora\n",
+      "\nexperts = 0    ; default\n"};
+  (void)state;
+  run(show);
+  assert_int_equal(r.status, 0);
+  for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+    assert_contains(r.out, lines[i]);
+  tu_write_temp(r.out, ".ini", path, sizeof path);
+  run(again);
+  unlink(path);
+  assert_int_equal(r.status, 0);
+  /* loaded back, they are still unset, and shown so again */
+  for (size_t i = 0; i + 1 < sizeof lines / sizeof lines[0]; i++)
+    assert_contains(r.out, lines[i]);
+}
+
 static void test_show_layer_activations_leave_out_frozen_inputs(void **state)
 {
   const char *line = "# activations per layer per micro-batch without "
@@ -6216,6 +6247,7 @@ int main(void)
       cmocka_unit_test(test_llama2_7b_on_8_gpus_fits_and_writes_csv),
       cmocka_unit_test(test_readme_examples_are_real_output),
       cmocka_unit_test(test_show_names_the_cublas_workspaces),
+      cmocka_unit_test(test_show_comments_unused_keys),
       cmocka_unit_test(test_show_layer_activations_leave_out_frozen_inputs),
       cmocka_unit_test(test_offload_sample_fits_and_writes_host_csv),
       cmocka_unit_test(test_host_csv_lists_every_node),

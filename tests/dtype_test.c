@@ -46,10 +46,13 @@ static void test_nf4_double_quantization(void **state)
    * one scale */
   assert_int_equal(vs_dtype_tensor_bytes(VS_DTYPE_NF4, 1, 65),
                    33 + 2 + 4 + 1092);
-  /* the other formats are one tensor */
+  /* LLM.int8's CB and SCB are two tensors too (Int8Params); FP8's is one */
   assert_int_equal(
-      vs_dtype_tensor_parts(VS_DTYPE_INT8_ROWWISE, 4096, 1024, parts), 1);
-  assert_int_equal(parts[0], 4096 * 1024 + 4 * 1024);
+      vs_dtype_tensor_parts(VS_DTYPE_INT8_ROWWISE, 4096, 1024, parts), 2);
+  assert_int_equal(parts[0], 4096 * 1024);
+  assert_int_equal(parts[1], 4 * 1024);
+  assert_int_equal(vs_dtype_tensor_parts(VS_DTYPE_FP8_SCALED, 4, 8, parts), 1);
+  assert_int_equal(parts[0], 32 + 4);
 }
 
 /* LLM.int8 weights (bitsandbytes Int8Params): a byte a weight and an fp32

@@ -1065,6 +1065,23 @@ static void test_hf_config(void **state)
   assert_true(vs_workload_moe_layer(&wl.model, 1));
   assert_false(vs_workload_moe_layer(&wl.model, 2));
   assert_true(vs_workload_moe_layer(&wl.model, 3));
+  /* the workload's shared_experts = 0 drops the file's shape of them,
+   * width and gate (review: the gate was then refused) */
+  assert_int_equal(
+      load_with_json(&wl,
+                     HF_MOE("\"qwen2_moe\", "
+                            "\"num_experts\": 60, "
+                            "\"moe_intermediate_size\": 96, "
+                            "\"shared_expert_intermediate_size\": 384"),
+                     "[model]\nhf_config = config.json\n"
+                     "seq_len = 128\nshared_experts = 0\n",
+                     &err),
+      0);
+  assert_int_equal(wl.model.shared_experts, 0);
+  assert_int_equal(wl.model.shared_expert_ffn_hidden, 0);
+  assert_false(wl.model.shared_expert_gate);
+  assert_false(vs_conf_is_set(vs_workload_keys(), &wl.origins, "model",
+                              "shared_expert_gate"));
   /* DeepSeek: layer l is MoE when l >= first_k_dense_replace and
    * l % moe_layer_freq == 0 (modeling_deepseek.py): k = 3, freq 2 gives
    * 4, 6, ... */

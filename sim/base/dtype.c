@@ -37,10 +37,14 @@ unsigned vs_dtype_tensor_parts(int dtype, uint64_t rows, uint64_t cols,
     out[k++] = NF4_CODE_BYTES;
     return k;
   }
+  if (dtype == VS_DTYPE_INT8_ROWWISE) { /* Int8Params' CB, then its fp32
+                                          row scales SCB, apart */
+    out[k++] = n;
+    out[k++] = 4 * cols;
+    return k;
+  }
   if (dtype != VS_DTYPE_NF4) {
-    out[0] = dtype == VS_DTYPE_INT8_ROWWISE ? n + 4 * cols
-             : dtype == VS_DTYPE_FP8_SCALED ? n + 4
-                                            : vs_dtype_size(dtype) * n;
+    out[0] = dtype == VS_DTYPE_FP8_SCALED ? n + 4 : vs_dtype_size(dtype) * n;
     return 1;
   }
   /* the packed weight: torch.empty(((n + 1) // 2, 1), dtype=uint8)

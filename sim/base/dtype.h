@@ -47,9 +47,10 @@ uint64_t vs_dtype_bytes(int dtype, uint64_t elems);
  *   nf4_nodq: without compress_statistics, the packed weight, one fp32
  *        absmax a block of 64 (4 + 32/64 = 4.5 bits, 0.5625 B a weight)
  *        and the NF4 code;
- *   int8_rowwise: one byte a weight and an fp32 scale per output feature;
+ *   int8_rowwise: one byte a weight (Int8Params' CB), and apart an fp32
+ *        scale per output feature (SCB);
  *   fp8_scaled: one byte a weight and one fp32 scale for the tensor;
- *   the rest: elements x their size. The last three as one tensor. */
+ *   the rest: elements x their size. The last two as one tensor. */
 unsigned vs_dtype_tensor_parts(int dtype, uint64_t rows, uint64_t cols,
                                uint64_t out[VS_DTYPE_PARTS_MAX]);
 

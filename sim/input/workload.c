@@ -302,6 +302,10 @@ const char *vs_workload_key_unused(const vs_workload *wl, const char *section,
   if (strcmp(section, "finetune") == 0 && !adapters &&
       named(name, lora_keys, N_OF(lora_keys)))
     return "method = lora or qlora";
+  if (strcmp(section, "finetune") == 0 &&
+      wl->finetune.base_dtype != VS_BASE_NF4 &&
+      strcmp(name, "double_quant") == 0)
+    return "base_dtype = nf4";
   return NULL;
 }
 
@@ -368,11 +372,6 @@ static int check_experts(vs_workload *wl, vs_error *err)
   }
   if (m->expert_ffn_hidden == 0)
     m->expert_ffn_hidden = m->ffn_hidden;
-  /* a file's shared-expert width where the workload removed them */
-  if (m->shared_experts == 0 &&
-      !vs_conf_set_by_user(vs_workload_keys(), &wl->origins, "model",
-                           "shared_expert_ffn_hidden"))
-    m->shared_expert_ffn_hidden = 0;
   if (m->shared_experts == 0 && m->shared_expert_ffn_hidden)
     return vs_error_set(err, VS_EINPUT,
                         "%s: sizes the shared experts, which this model has "

@@ -49,6 +49,18 @@ static int name_field(vs_error *err, int rc, const vs_hf_key *k,
                       k->source, path, k->lacked);
 }
 
+/* Whether the config's key k shapes shared experts (their width, their
+ * gate) that the workload removed (shared_experts = 0 of its own): the
+ * file's shape of them then means nothing. */
+static bool shapes_removed_shared(const vs_workload *wl, const vs_hf_key *k)
+{
+  return vs_conf_is_set(vs_workload_keys(), &wl->origins, "model",
+                        "shared_experts") &&
+         wl->model.shared_experts == 0 &&
+         (strcmp(k->name, "shared_expert_ffn_hidden") == 0 ||
+          strcmp(k->name, "shared_expert_gate") == 0);
+}
+
 /* The workload's own [model] arch where the config's key k is the arch
  * its model_type builds: the same, or VS_EINPUT (another arch would build
  * other layers from the same counts: a Llama file as GPT layers with
@@ -89,7 +101,8 @@ int vs_workload_apply_hf_config(vs_workload *wl, vs_error *err)
     const vs_hf_key *k = &hf.keys[i];
     if ((rc = arch_agrees(wl, k, &hf, path, err)))
       return rc;
-    if (vs_conf_is_set(vs_workload_keys(), &wl->origins, "model", k->name))
+    if (vs_conf_is_set(vs_workload_keys(), &wl->origins, "model", k->name) ||
+        shapes_removed_shared(wl, k))
       continue;
     if (k->value[0] == '\0') /* a default vsim does not know */
       return vs_error_set(

@@ -565,7 +565,7 @@ static void managed_line(const vs_sim *sim, char *buf, size_t len)
     snprintf(buf + n, len - (size_t)n,
              "; beside rank %u's peak %s of them do not fit, and move to "
              "host memory and back each step: at least %.3f s over PCIe "
-             "at [node] pcie_bandwidth, which the step time leaves out",
+             "at the node's pinned rates, which the step time leaves out",
              moving->id, vs_format_bytes(out, o, sizeof o),
              (double)out / sim->topo->pcie_d2h_bandwidth +
                  (double)out / sim->topo->pcie_bandwidth);

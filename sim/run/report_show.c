@@ -388,13 +388,14 @@ static void show_parameters(FILE *out, const vs_workload *wl,
           m->params_mtp ? " with what it holds of the MTP module" : "",
           wl->parallel.zero >= 3 ? " before ZeRO-3 partitions them" : "");
   if (m->params_active != m->params_total)
-    fprintf(out, "# active parameters = %llu (%.3f B) a token: the router, "
-                 "%llu of %llu routed experts and the shared ones in each "
-                 "MoE layer\n",
+    fprintf(out,
+            "# active parameters = %llu (%.3f B) a token: the router "
+            "and %llu of %llu routed experts%s in each MoE layer\n",
             (unsigned long long)m->params_active,
             (double)m->params_active / 1e9,
             (unsigned long long)wl->model.experts_per_token,
-            (unsigned long long)wl->model.experts);
+            (unsigned long long)wl->model.experts,
+            wl->model.shared_experts ? " with the shared ones" : "");
   if (m->params_active != m->params_total && m->params_lookup)
     fprintf(out, "#   %.3f B without the embedding tables a token only "
                  "looks up (as DeepSeek counts; Mistral and Qwen count "
