@@ -4123,6 +4123,24 @@ static void test_pipeline_report_and_csv(void **state)
   assert_string_equal(cell(&t, 2, "stage"), "1");
   assert_string_equal(cell(&t, 2, "rank"), "2");
   tu_remove_dir(dir);
+  {
+    /* with --ranks all, ranks of one stage on different PCIe switches
+     * end apart; the last one's wait on its pipeline is compared with
+     * its own pipeline's ranks only (pipeline review: another slot's
+     * rank of its own stage was named "the busiest stage") */
+    const char *uneven[] = {"run",     "workloads/zero-offload-13b.ini",
+                            "--gpus",  "6",
+                            "--set",   "parallel.pp=2",
+                            "--set",   "parallel.zero=1",
+                            "--set",   "training.global_batch=12",
+                            "--set",   "training.micro_batch=1",
+                            "--ranks", "all",
+                            NULL};
+    run(uneven);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "+ pipeline bubble ");
+    assert_null(strstr(r.out, "stage 0, which ends last; stage 0"));
+  }
 }
 
 /* The caching allocator's fragmentation can make a step OOM although its

@@ -446,7 +446,8 @@ static uint64_t own_time(const vs_rank *r)
 }
 
 /* How much of slow's wait on the pipeline is for busier stages: the
- * longest own_time of a rank beyond slow's, at most the whole wait;
+ * longest own_time of a rank of its pipeline (its slot: the ranks it
+ * sends to and receives from) beyond slow's, at most the whole wait;
  * sim->busiest_stage is that rank's stage. The rest is the pipeline
  * filling and draining (and its sends' own time on the wire). */
 static uint64_t imbalance_of(vs_sim *sim, const vs_rank *slow)
@@ -455,7 +456,7 @@ static uint64_t imbalance_of(vs_sim *sim, const vs_rank *slow)
   sim->busiest_stage = slow->stage;
   for (size_t i = 0; i < sim->n_ranks; i++) {
     uint64_t t = own_time(&sim->ranks[i]);
-    if (t > most) {
+    if (sim->ranks[i].slot == slow->slot && t > most) {
       most = t;
       sim->busiest_stage = sim->ranks[i].stage;
     }

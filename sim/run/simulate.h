@@ -112,9 +112,9 @@ typedef struct vs_sim {
                              to fill and drain: its whole wait on the
                              pipeline less imbalance_s */
   double imbalance_s;     /* the rest of that wait, for busier stages: the
-                             longest step of a rank less its waits on the
-                             pipeline, beyond this rank's (at most the
-                             whole wait) */
+                             longest step of a rank of its pipeline (its
+                             slot) less its waits on the pipeline, beyond
+                             this rank's (at most the whole wait) */
   int busiest_stage;      /* that rank's stage (the slowest rank's where
                              none holds the pipeline up longer) */
   double exposed_comm_s;  /* rest of the step: waiting on data-parallel
