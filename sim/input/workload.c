@@ -247,25 +247,7 @@ static const char *set_note(const vs_workload *wl, const char *section,
   return buf;
 }
 
-/* The first of the n keys `names` of [section] that means nothing in wl,
- * or NULL: keys that mean something only with another, the gate (LoRA's
- * with adapters, MoE's with experts, MLA's with kv_lora_rank), are
- * harmless at their defaults where the gate is set (as `vsim show` writes
- * them, or a --set of it that compares a dense model), and refused when
- * set at all where it is not (a LoRA block without `method = lora` would
- * otherwise train the whole model unsaid). */
-static const char *key_changed(const vs_workload *wl, const char *section,
-                               const char *const *names, size_t n,
-                               const char *gate_section, const char *gate)
-{
-  vs_workload d;
-  if (!vs_conf_is_set(&workload_tab, &wl->origins, gate_section, gate))
-    for (size_t i = 0; i < n; i++)
-      if (vs_conf_is_set(&workload_tab, &wl->origins, section, names[i]))
-        return names[i];
-  set_defaults(&d);
-  return vs_conf_first_different(&workload_tab, section, names, n, wl, &d);
-}
+#define N_OF(a) (sizeof(a) / sizeof(a)[0])
 
 static const char *const expert_keys[] = {
     "experts_per_token",  "expert_ffn_hidden",
@@ -278,34 +260,80 @@ static const char *const mla_keys[] = {"q_lora_rank", "qk_head_dim",
 static const char *const lora_keys[] = {"lora_rank", "lora_alpha",
                                         "lora_targets", "lora_dropout",
                                         "adapter_dtype"};
-#define N_OF(a) (sizeof (a) / sizeof (a)[0])
+static const char *const double_quant_keys[] = {"double_quant"};
 
-static bool named(const char *name, const char *const *names, size_t n)
+static bool has_experts(const vs_workload *wl) { return wl->model.experts > 0; }
+
+static bool has_mla(const vs_workload *wl)
 {
-  for (size_t i = 0; i < n; i++)
-    if (strcmp(name, names[i]) == 0)
-      return true;
-  return false;
+  return wl->model.kv_lora_rank > 0;
+}
+
+static bool has_adapters(const vs_workload *wl)
+{
+  return vs_finetune_adapters(wl->finetune.method);
+}
+
+static bool has_nf4_base(const vs_workload *wl)
+{
+  return wl->finetune.base_dtype == VS_BASE_NF4;
+}
+
+/* Keys of [section] that mean something only with another of it, the
+ * gate: the one home of which key needs which (key_changed refuses them,
+ * vs_workload_key_unused has `vsim show` comment them out). */
+typedef struct gated_keys {
+  const char *section;
+  const char *const *names;
+  size_t n;
+  const char *gate;                  /* the key that turns them on */
+  bool (*on)(const vs_workload *wl); /* whether wl has it on */
+  const char *needs;                 /* what show says they need */
+} gated_keys;
+
+enum { GATED_EXPERTS, GATED_MLA, GATED_LORA, GATED_DOUBLE_QUANT, GATED_N };
+
+static const gated_keys gated[GATED_N] = {
+    [GATED_EXPERTS] = {"model", expert_keys, N_OF(expert_keys), "experts",
+                       has_experts, "experts"},
+    [GATED_MLA] = {"model", mla_keys, N_OF(mla_keys), "kv_lora_rank", has_mla,
+                   "kv_lora_rank"},
+    [GATED_LORA] = {"finetune", lora_keys, N_OF(lora_keys), "method",
+                    has_adapters, "method = lora or qlora"},
+    [GATED_DOUBLE_QUANT] = {"finetune", double_quant_keys,
+                            N_OF(double_quant_keys), "base_dtype", has_nf4_base,
+                            "base_dtype = nf4"},
+};
+
+/* The first key of group g (gated) that means nothing in wl, or NULL:
+ * harmless at its default where the gate is set (as `vsim show` writes
+ * it, or a --set of the gate that compares a dense model), and refused
+ * when set at all where it is not (a LoRA block without `method = lora`
+ * would otherwise train the whole model unsaid). */
+static const char *key_changed(const vs_workload *wl, int g)
+{
+  const gated_keys *k = &gated[g];
+  vs_workload d;
+  if (!vs_conf_is_set(&workload_tab, &wl->origins, k->section, k->gate))
+    for (size_t i = 0; i < k->n; i++)
+      if (vs_conf_is_set(&workload_tab, &wl->origins, k->section, k->names[i]))
+        return k->names[i];
+  set_defaults(&d);
+  return vs_conf_first_different(&workload_tab, k->section, k->names, k->n, wl,
+                                 &d);
 }
 
 const char *vs_workload_key_unused(const vs_workload *wl, const char *section,
                                    const char *name)
 {
-  bool adapters =
-      wl->finetune.method == VS_FT_LORA || wl->finetune.method == VS_FT_QLORA;
-  if (strcmp(section, "model") == 0 && wl->model.experts == 0 &&
-      named(name, expert_keys, N_OF(expert_keys)))
-    return "experts";
-  if (strcmp(section, "model") == 0 && wl->model.kv_lora_rank == 0 &&
-      named(name, mla_keys, N_OF(mla_keys)))
-    return "kv_lora_rank";
-  if (strcmp(section, "finetune") == 0 && !adapters &&
-      named(name, lora_keys, N_OF(lora_keys)))
-    return "method = lora or qlora";
-  if (strcmp(section, "finetune") == 0 &&
-      wl->finetune.base_dtype != VS_BASE_NF4 &&
-      strcmp(name, "double_quant") == 0)
-    return "base_dtype = nf4";
+  for (int g = 0; g < GATED_N; g++) {
+    const gated_keys *k = &gated[g];
+    if (strcmp(section, k->section) != 0 || k->on(wl))
+      continue;
+    for (size_t i = 0; i < k->n; i++)
+      if (strcmp(name, k->names[i]) == 0)
+        return k->needs;
+  }
   return NULL;
 }
 
@@ -315,8 +343,7 @@ const char *vs_workload_key_unused(const vs_workload *wl, const char *section,
 static int check_mla(vs_workload *wl, vs_error *err)
 {
   vs_model_conf *m = &wl->model;
-  const char *key = key_changed(wl, "model", mla_keys, N_OF(mla_keys), "model",
-                                "kv_lora_rank");
+  const char *key = key_changed(wl, GATED_MLA);
   char where[400];
   if (m->kv_lora_rank == 0) {
     if (key)
@@ -359,8 +386,7 @@ static int check_mla(vs_workload *wl, vs_error *err)
 static int check_experts(vs_workload *wl, vs_error *err)
 {
   vs_model_conf *m = &wl->model;
-  const char *key = key_changed(wl, "model", expert_keys, N_OF(expert_keys),
-                                "model", "experts");
+  const char *key = key_changed(wl, GATED_EXPERTS);
   char where[400];
   if (m->experts == 0) {
     if (key)
@@ -1695,11 +1721,9 @@ static int check_deepspeed_casts(const vs_workload *wl, vs_error *err)
  * gives qlora its nf4). */
 static int check_double_quant(const vs_workload *wl, vs_error *err)
 {
-  static const char *const keys[] = {"double_quant"};
   const vs_finetune_conf *f = &wl->finetune;
   char where[400];
-  if (f->base_dtype == VS_BASE_NF4 ||
-      !key_changed(wl, "finetune", keys, N_OF(keys), "finetune", "base_dtype"))
+  if (f->base_dtype == VS_BASE_NF4 || !key_changed(wl, GATED_DOUBLE_QUANT))
     return 0;
   return vs_error_set(err, VS_EINPUT,
                       "%s: double quantization is nf4's (bitsandbytes' "
@@ -1715,8 +1739,7 @@ static int check_double_quant(const vs_workload *wl, vs_error *err)
 static int check_finetune(vs_workload *wl, vs_error *err)
 {
   const vs_finetune_conf *f = &wl->finetune;
-  const char *lora_key = key_changed(wl, "finetune", lora_keys, N_OF(lora_keys),
-                                     "finetune", "method");
+  const char *lora_key = key_changed(wl, GATED_LORA);
   char where[400];
   int rc;
 
