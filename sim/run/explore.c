@@ -308,7 +308,7 @@ static void record_outcome(vs_candidate *c, const vs_sim *sim,
                            const vs_workload *wl, const vs_topology *topo,
                            double step, bool timed)
 {
-  const vs_rank *worst = vs_sim_worst_rank(sim);
+  const vs_rank *worst = vs_sim_worst_rank(sim), *paging;
   vs_rates rates;
   timed = timed && step > 0;
   vs_summary_of(sim, worst, &c->worst);
@@ -328,10 +328,8 @@ static void record_outcome(vs_candidate *c, const vs_sim *sim,
   c->usd_per_step =
       timed ? vs_cost_usd(topo->usd_per_gpu_hour, wl->gpus, step) : 0;
   need_ratio(c, sim);
-  c->paged_out_bytes = 0;
-  for (size_t i = 0; i < sim->n_ranks; i++)
-    if (vs_rank_paged_out_bytes(&sim->ranks[i]) > c->paged_out_bytes)
-      c->paged_out_bytes = vs_rank_paged_out_bytes(&sim->ranks[i]);
+  paging = vs_sim_most_paged_out(sim);
+  c->paged_out_bytes = paging ? vs_rank_paged_out_bytes(paging) : 0;
   c->reason[0] = '\0';
   oom_reason(c, sim);
   if (c->status == VS_EVAL_TIGHT)

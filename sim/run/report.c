@@ -539,18 +539,12 @@ static void held_line(const vs_sim *sim, char *buf, size_t len)
  * the peak; empty without them. */
 static void managed_line(const vs_sim *sim, char *buf, size_t len)
 {
-  uint64_t most = 0, out = 0;
-  const vs_rank *moving = NULL;
+  uint64_t most = 0, out;
+  const vs_rank *moving = vs_sim_most_paged_out(sim);
   char b[16], o[16];
-  for (size_t i = 0; i < sim->n_ranks; i++) {
-    const vs_rank *r = &sim->ranks[i];
-    if (r->managed.peak_allocated_bytes > most)
-      most = r->managed.peak_allocated_bytes;
-    if (vs_rank_paged_out_bytes(r) > out) {
-      out = vs_rank_paged_out_bytes(r);
-      moving = r;
-    }
-  }
+  for (size_t i = 0; i < sim->n_ranks; i++)
+    if (sim->ranks[i].managed.peak_allocated_bytes > most)
+      most = sim->ranks[i].managed.peak_allocated_bytes;
   buf[0] = '\0';
   if (most == 0)
     return;
@@ -561,7 +555,8 @@ static void managed_line(const vs_sim *sim, char *buf, size_t len)
                    "memory when the GPU runs short, so they do not decide "
                    "the fit)",
                    vs_format_bytes(most, b, sizeof b));
-  if (moving && n >= 0 && (size_t)n < len)
+  if (moving && n >= 0 && (size_t)n < len) {
+    out = vs_rank_paged_out_bytes(moving);
     snprintf(buf + n, len - (size_t)n,
              "; beside rank %u's peak %s of them do not fit, and move to "
              "host memory and back each step: at least %.3f s over PCIe "
@@ -569,6 +564,7 @@ static void managed_line(const vs_sim *sim, char *buf, size_t len)
              moving->id, vs_format_bytes(out, o, sizeof o),
              (double)out / sim->topo->pcie_d2h_bandwidth +
                  (double)out / sim->topo->pcie_bandwidth);
+  }
 }
 
 char *vs_report_line(const vs_sim *sim, vs_report_line_kind kind, char *buf,

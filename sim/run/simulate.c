@@ -29,6 +29,20 @@ uint64_t vs_rank_paged_out_bytes(const vs_rank *rank)
              : paged;
 }
 
+const vs_rank *vs_sim_most_paged_out(const vs_sim *sim)
+{
+  const vs_rank *most = NULL;
+  uint64_t out = 0;
+  for (size_t i = 0; i < sim->n_ranks; i++) {
+    uint64_t b = vs_rank_paged_out_bytes(&sim->ranks[i]);
+    if (b > out) {
+      out = b;
+      most = &sim->ranks[i];
+    }
+  }
+  return most;
+}
+
 const vs_rank *vs_sim_worst_rank(const vs_sim *sim)
 {
   const vs_rank *worst = &sim->ranks[0];

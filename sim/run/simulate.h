@@ -242,6 +242,10 @@ bool vs_rank_fits(const vs_rank *rank);
  * fit or there are none. Not timed. */
 uint64_t vs_rank_paged_out_bytes(const vs_rank *rank);
 
+/* The simulated rank whose paged optimizer states move out the most
+ * (vs_rank_paged_out_bytes; the first on ties), NULL where none does. */
+const vs_rank *vs_sim_most_paged_out(const vs_sim *sim);
+
 /* The simulated rank that finishes last (first on ties): its step time is
  * the job's, and the breakdown above is its own. */
 const vs_rank *vs_sim_slowest_rank(const vs_sim *sim);
