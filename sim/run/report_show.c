@@ -29,6 +29,7 @@ static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
                                                            k->offset))->n == 0;
   bool unset_path = k->type == VS_KEY_PATH &&
                     ((const char *)wl + k->offset)[0] == '\0';
+  const char *needs;
   if (empty_list || unset_path) {
     fprintf(out, "; %s =" KEY_COMMENT "default: %s\n", k->name,
             k->default_doc);
@@ -42,12 +43,12 @@ static void show_key(FILE *out, const vs_key *k, const vs_workload *wl,
     fprintf(out, KEY_COMMENT "its values are written out above\n");
     return;
   }
-  if (!origin->set && vs_workload_key_unused(wl, k->section, k->name)) {
+  if (!origin->set &&
+      (needs = vs_workload_key_unused(wl, k->section, k->name))) {
     /* as a key, it would be refused without what it needs */
     fprintf(out, "; %s = ", k->name);
     vs_conf_print_value(out, k, wl);
-    fprintf(out, KEY_COMMENT "default, unused without %s\n",
-            vs_workload_key_unused(wl, k->section, k->name));
+    fprintf(out, KEY_COMMENT "default, unused without %s\n", needs);
     return;
   }
   if (!origin->set && k->follows_gpus) {
