@@ -223,13 +223,15 @@ static void put_count(vs_hf_model *out, const char *name, const char *field,
  * layers, a full query projection): what a file lacking it gets, as
  * transformers (its current configuration_<type>.py) builds it, or -1
  * where that default has changed between transformers releases (the
- * workload must then set the key: VS_HF_UNKNOWN_DEFAULT). A type's field absent
- * here gets vsim's fallback, which is its class's default: LlamaConfig's and
- * Phi3Config's num_key_value_heads None (as many as the heads), and
- * DeepSeek's, which multi-head latent attention does not read. */
+ * workload must then set the key: VS_HF_UNKNOWN_DEFAULT). A type's field
+ * absent here gets vsim's fallback, which is its class's default:
+ * LlamaConfig's and Phi3Config's num_key_value_heads None (as many as the
+ * heads), and DeepSeek's, which multi-head latent attention does not
+ * read. */
 typedef struct absent_default {
   const char *type, *field;
-  json_int_t value;   /* what the file lacking the field gets; -1: refused */
+  json_int_t value;   /* what the file lacking the field gets; -1: the
+                         workload must set the key */
   const char *source; /* the config class whose default it is */
 } absent_default;
 
@@ -339,9 +341,7 @@ static int read_counts(const json_t *root, const char *path, const family *f,
      one vsim cannot know is refused only where it has none, and one that
      does not divide the heads by the heads' check
      (vs_workload_apply_hf_config) */
-  if (f->kv_heads && !json_object_get(root, f->kv_heads))
-    d = absent_default_of(out->model_type, f->kv_heads);
-  if (d)
+  if (f->kv_heads && (d = class_default(root, out->model_type, f->kv_heads)))
     put_default(out, "kv_heads", d);
   if (f->kv_heads && json_object_get(root, f->kv_heads) &&
       !json_is_null(json_object_get(root, f->kv_heads))) {
