@@ -108,41 +108,52 @@ static const char *const prune_reasons[PRUNE_N] = {
     "(GPUs, tp) pairs: tp does not divide seq_len (sequence parallelism)",
     "(GPUs, tp, cp, pp) choices: tp * cp * pp does not divide the GPU count",
     "(GPUs, tp, cp, pp) choices: dp does not divide global_batch",
-    "layouts: ZeRO-2/3 cannot be combined with pipeline parallelism",
-    "layouts: ZeRO-1/2/3 without data (or context) parallelism is ZeRO-0",
-    "layouts: selective recompute equals none with flash attention",
+    "ZeRO stages: ZeRO-2/3 cannot be "
+    "combined with pipeline parallelism",
+    "ZeRO and offload choices: ZeRO-1/2/3 without "
+    "data (or context) parallelism is ZeRO-0",
+    "checkpointing choices: selective "
+    "recompute equals none with flash attention",
     "(GPUs, tp, cp, pp) choices: the uneven layer split is too long for an "
     "override (pp_layers)",
     "interleaved layouts: the layers per stage are not an even split "
     "divisible by the virtual stages (Megatron-LM's rule)",
     "interleaved layouts: the micro-batches per step are not a multiple of pp",
-    "offload layouts: offload the framework does not run (DeepSpeed: the "
+    "ZeRO and offload choices: offload the framework "
+    "does not run (DeepSpeed: the "
     "optimizer with zero >= 1 and master weights, not adam8bit, parameters "
     "with zero = 3; FSDP2: both to the host together; Megatron-LM and the "
     "Trainer: none)",
     "(GPUs, tp) pairs: LoRA adapters and int8/nf4 bases are simulated "
     "without tensor parallelism",
-    "layouts: FSDP2 (framework = fsdp2) shards every parameter: ZeRO-3 only",
-    "layouts: autocast (amp_*) and framework = hf are simulated with data "
+    "ZeRO stages: FSDP2 (framework = "
+    "fsdp2) shards every parameter: ZeRO-3 only",
+    "ZeRO stages: autocast (amp_*) and "
+    "framework = hf are simulated with data "
     "parallelism alone "
     "(tp = pp = 1, zero <= 2 or 0 under hf, no offload)",
     "(GPUs, tp) pairs: mixture-of-experts layers and latent attention split "
     "over tp only as Megatron-LM splits them (framework none or megatron)",
     "(GPUs, tp) pairs: the fused cross-entropy loss (fused_cross_entropy, "
     "Liger Kernel's) is not vocab-parallel",
-    "layouts: expert parallelism needs etp x ep dividing tp x dp x cp (ep "
-    "dividing dp x cp at etp = tp), etp dividing expert_ffn_hidden, zero <= "
-    "1 and, with a pipeline, order = tp-dp-pp",
+    "expert sizes (ep, etp): expert parallelism "
+    "needs etp x ep dividing tp x dp x cp (ep dividing dp x cp at etp = "
+    "tp), etp dividing expert_ffn_hidden, zero <= 1 and, with a pipeline, "
+    "order = tp-dp-pp",
     "(GPUs, tp, cp) choices: the sequence does not split into 2 x cp x tp "
     "chunks (or tp x cp does not divide the heads for cp_comm = a2a)",
-    "layouts: bitsandbytes' paged optimizer (paged_optimizer) runs with "
+    "ZeRO and offload choices: bitsandbytes' paged "
+    "optimizer (paged_optimizer) runs with "
     "zero = 0 and the optimizer on the GPU",
-    "layouts: Megatron-LM shards with its distributed optimizer (zero <= "
+    "ZeRO and offload choices: Megatron-LM shards "
+    "with its distributed optimizer (zero <= "
     "1), its precision-aware optimizer and FP8 weights (fp8_param_gather) "
     "run within it (zero = 1), without offload",
-    "layouts: optimizer_in_backward needs one micro-batch a step on one GPU "
+    "micro-batch choices: "
+    "optimizer_in_backward needs one micro-batch a step on one GPU "
     "(dp = cp = pp = 1) and the optimizer on it",
-    "layouts: DeepSpeed's activation offload (cpu_checkpointing) is "
+    "checkpointing choices: DeepSpeed's "
+    "activation offload (cpu_checkpointing) is "
     "simulated with full checkpointing only",
     "interleaved layouts: DeepSpeed's pipeline engine runs 1F1B alone",
 };
@@ -1238,7 +1249,10 @@ static void plan_intro(FILE *out, const vs_workload *wl, const vs_topology *topo
     fprintf(out, "; %zu invalid, not simulated (--csv gives each one's "
                  "reason)",
             invalid);
-  fprintf(out, "; left out before simulating:\n");
+  fprintf(out, "; left out before simulating (each rule counts the "
+               "choices it decides: of GPUs, tp, cp and pp; then of ZeRO, "
+               "expert sizes and offload; then of checkpointing, "
+               "micro-batch and schedule):\n");
   for (int r = 0; r < PRUNE_N; r++)
     if (ps->pruned[r])
       fprintf(out, "  %llu %s\n", (unsigned long long)ps->pruned[r],

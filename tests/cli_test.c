@@ -1586,8 +1586,9 @@ static void test_precision_aware_optimizer(void **state)
              "FusedAdam's fp32 copies of 1 narrower state(s)");
   expect_run(go, 0, "verdict: FITS on 8 x H100-SXM-80GB");
   expect_run(plan, 0,
-             "layouts: Megatron-LM shards with its distributed optimizer "
-             "(zero <= 1), its precision-aware optimizer and FP8 weights "
+             "ZeRO and offload choices: Megatron-LM "
+             "shards with its distributed optimizer (zero <= 1), its "
+             "precision-aware optimizer and FP8 weights "
              "(fp8_param_gather) run within it (zero = 1)");
   text = tu_read_file(p);
   assert_non_null(text);
@@ -5620,19 +5621,24 @@ static void test_plan_simulates_only_what_run_accepts(void **state)
       {{"model.seq_len=8192", "training.global_batch=1"}, "8", NULL},
       {{"model.seq_len=8192", "training.global_batch=8",
         "training.framework=fsdp2", "parallel.zero=3", "parallel.dp=8"},
-       "8", NULL},
+       "8",
+       NULL},
       {{"model.experts=4", "model.experts_per_token=2",
         "model.expert_ffn_hidden=1024", "training.global_batch=16",
         "training.offload_activations=cpu"},
-       "8", NULL},
+       "8",
+       NULL},
       {{"training.global_batch=16", "training.optimizer=adam8bit",
         "training.paged_optimizer=true"},
-       "8", "12 layouts: bitsandbytes' paged optimizer (paged_optimizer) "
-            "runs with zero = 0"},
+       "8",
+       "12 ZeRO and offload choices: "
+       "bitsandbytes' paged optimizer (paged_optimizer) runs with "
+       "zero = 0"},
       {{"training.global_batch=4", "training.micro_batch=4",
         "training.optimizer_in_backward=true"},
-       "1", "4 layouts: optimizer_in_backward needs one micro-batch a step "
-            "on one GPU"},
+       "1",
+       "4 micro-batch choices: "
+       "optimizer_in_backward needs one micro-batch a step on one GPU"},
   };
   (void)state;
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
