@@ -829,6 +829,16 @@ static void pipeline_text(const plan_state *ps, const layout_choice *lc,
 /* Whether a table has the $/step and $/1e9 tok columns. */
 typedef enum { NO_PRICE_COLUMNS, PRICE_COLUMNS } price_columns;
 
+/* A table row's last columns: the pipeline, and the GPU type where the
+ * table has a type column (gpu, NULL: none), without trailing blanks. */
+static void last_columns(FILE *out, const char *pipeline, const char *gpu)
+{
+  if (gpu)
+    fprintf(out, "%-16s %s\n", pipeline, gpu);
+  else
+    fprintf(out, "%s\n", pipeline);
+}
+
 /* The price columns of ps's own tables: where its type has a price. */
 static price_columns prices_of(const plan_state *ps)
 {
@@ -862,8 +872,8 @@ static void print_layout(FILE *out, int rank_no, const plan_state *ps, size_t i,
   else /* what the tables rank by without prices */
     fprintf(out, "%10.3g ", (double)c->total_gpus * c->step_time_s / 3600.0);
   pipeline_text(ps, lc, pipeline, sizeof pipeline);
-  fprintf(out, "%10.1f  %-16s %s\n", hours_per_1e9_tokens(ps, c), pipeline,
-          ps->type ? ps->type : "");
+  fprintf(out, "%10.1f  ", hours_per_1e9_tokens(ps, c));
+  last_columns(out, pipeline, ps->type);
 }
 
 static int by_cost(const void *x, const void *y)
@@ -899,8 +909,8 @@ static void plan_header(FILE *out, const plan_state *ps, price_columns prices,
     fprintf(out, "%10s %12s ", "$/step", "$/1e9 tok");
   else
     fprintf(out, "%10s ", "GPU-h/step");
-  fprintf(out, "%10s  %-16s %s\n", "h/1e9 tok", "pipeline",
-          types == GPU_TYPE_COLUMN ? "gpu" : "");
+  fprintf(out, "%10s  ", "h/1e9 tok");
+  last_columns(out, "pipeline", types == GPU_TYPE_COLUMN ? "gpu" : NULL);
 }
 
 /* Confirmations run ahead of the order that keeps them: candidates

@@ -4262,6 +4262,16 @@ static void test_reserve_tight(void **state)
  * 65,536 micro-batches at dp = 1, plan both (they were refused before
  * any layout was tried); a base no GPU count mends is still refused with
  * the first reason. */
+/* Fails when a line of text ends with a blank (a table padding its last
+ * column). */
+static void assert_no_trailing_blank(const char *text)
+{
+  for (const char *nl = strchr(text, '\n'); nl; nl = strchr(nl + 1, '\n'))
+    if (nl > text && nl[-1] == ' ')
+      fail_msg("a line ends with a blank: ...%.60s",
+               nl - 60 > text ? nl - 60 : text);
+}
+
 static void test_plan_base_on_its_gpus(void **state)
 {
   static const char *const fsdp2[] = {
@@ -4278,6 +4288,7 @@ static void test_plan_base_on_its_gpus(void **state)
   run(fsdp2);
   if (r.status != 0)
     fail_msg("fsdp2 plan exited %d: %s", r.status, r.err);
+  assert_no_trailing_blank(r.out);
   run(long_step);
   if (r.status != 0)
     fail_msg("long-step plan exited %d: %s", r.status, r.err);
@@ -5703,6 +5714,7 @@ static void test_plan_compares_gpu_types(void **state)
   assert_contains(r.out, "verdict: DOES NOT FIT on any layout of exactly 2 "
                          "V100-SXM2-32GB GPUs");
   assert_null(strstr(r.out, "cheapest per step on V100"));
+  assert_no_trailing_blank(r.out);
   across = strstr(r.out, "cheapest per step across the 4 GPU types");
   assert_non_null(across);
   assert_null(strstr(across, "V100")); /* nothing of it fits */
