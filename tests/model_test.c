@@ -1981,9 +1981,10 @@ static void test_mla_layer(void **state)
  * layer saves divides by cp (Q, K, V, the LSE and every sbh tensor are per
  * token), and its flash attention's FLOPs too (s / cp queries over s
  * keys). The keys and values of the others are what it adds, as temp:
- * p2p two K, V chunks in flight (2 x 2 (s / cp) b h_kv) and each ring
- * step's output and fp32 LSE for the final correction ((cp + 1) / 2
- * chunks' worth, causal), allgather the whole sequence's K, V (2 s b
+ * p2p every ring step's K, V chunk (cp x 2 (s / cp) b h_kv: Transformer
+ * Engine's p2p_comm_buffers live to the end of forward), output and fp32
+ * LSE (cp whole ones on the last cp rank, causal) and the merged LSE,
+ * allgather the whole sequence's K, V (2 s b
  * h_kv), both gathered over the cp group (again for backward, whose
  * gradients are reduce-scattered). */
 static void test_context_parallel_layer(void **state)
@@ -2007,9 +2008,10 @@ static void test_context_parallel_layer(void **state)
   f1 = op_named(vs_model_layer(&one, 0), "flash_attn");
   f4 = op_named(vs_model_layer(&four, 0), "flash_attn");
   tu_assert_close(4.0 * f4->fwd_flops, f1->fwd_flops, 1e-15);
-  assert_int_equal(f4->fwd_temp_bytes - f1->fwd_temp_bytes / 4,
-                   2 * 2 * (s / 4) * hkv * 2 +
-                       ((s / 4) * q * 2 + 4 * (s / 4) * 16) * 5 / 2);
+  assert_int_equal(
+      f4->fwd_temp_bytes - f1->fwd_temp_bytes / 4,
+      4 * (2 * (s / 4) * hkv * 2 + (s / 4) * q * 2 + 4 * (s / 4) * 16) +
+          4 * (s / 4) * 16);
   assert_int_equal(f4->bwd_before.kind, VS_COLL_ALL_GATHER);
   assert_int_equal(f4->fwd_before.group, VS_GROUP_CP);
   assert_int_equal(f4->fwd_before.kind, VS_COLL_ALL_GATHER);

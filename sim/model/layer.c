@@ -227,9 +227,10 @@ static vs_flash_shape flash_shape(const vs_dims *d, uint64_t head_dim)
  * s / cp tokens (a chunk from each end of the sequence: the causal work
  * evens out) and its queries attend over every key, so the op's FLOPs
  * above already count s / cp queries by s keys.
- * - p2p: the K, V chunks go round the ring, two in flight (2 x 2 x
- *   (s / cp) b kv bytes of the activations' dtype), in backward again
- *   beside their dK, dV; over the whole ring each rank receives the
+ * - p2p: the K, V chunks go round the ring, each received into a buffer
+ *   of its own that forward keeps to its end (cp x 2 (s / cp) b kv bytes
+ *   of the activations' dtype), in backward two in flight beside their
+ *   dK, dV; over the whole ring each rank receives the
  *   sequence's K and V, an all-gather's worth, and in backward sends the
  *   gradients back, a reduce-scatter's; the ring is timed as blocking
  *   collectives, where Transformer Engine overlaps its steps with the
@@ -245,6 +246,7 @@ static void context_parallel(vs_op_spec *op, const vs_dims *d, uint64_t heads,
 {
   uint64_t chunk = d->e * d->tokens * 2 * kv; /* this rank's K and V */
   uint64_t full = chunk * d->cp, out = d->e * d->tokens * o;
+  uint64_t lse = 4 * d->b * d->s * heads; /* fp32, per query and head */
   if (d->cp == 1)
     return;
   op->fwd_before.group = op->bwd_after.group = VS_GROUP_CP;
@@ -273,12 +275,17 @@ static void context_parallel(vs_op_spec *op, const vs_dims *d, uint64_t heads,
     op->bwd_after.kind = VS_COLL_REDUCE_SCATTER;
     op->fwd_before.bytes = op->bwd_after.bytes = full;
     op->bwd_before = op->fwd_before; /* round the ring again */
-    /* two K, V chunks in flight, and each ring step's output and fp32
-     * LSE kept for the final correction (Transformer Engine's
-     * AttnFuncWithCPAndKVP2P: a whole chunk's at the first step, half one
-     * at each later, causal one) */
-    op->fwd_temp_bytes += 2 * chunk +
-                          (out + 4 * d->b * d->s * heads) * (d->cp + 1) / 2;
+    /* Transformer Engine's AttnFuncWithCPAndKVP2P.forward (d0067d0d)
+     * keeps every ring step's K, V buffer (p2p_comm_buffers, a list of
+     * cp: the first a torch.cat copy of the rank's own), output and fp32
+     * LSE (out_per_step, softmax_lse_per_step) to its final correction,
+     * beside the merged LSE (a clone of the first step's). Causal, the
+     * rank of cp index c computes steps 1..c on its whole query chunk and
+     * the later ones on half of it: the last rank keeps cp whole outputs
+     * and LSEs, the most, which every cp rank is given (without a causal
+     * mask every rank does). Backward: two buffers of K, V with their
+     * dK, dV (p2p_comm_buffers, 2 x (2, *kv.shape)). */
+    op->fwd_temp_bytes += d->cp * (chunk + out + lse) + lse;
     op->bwd_temp_bytes += 4 * chunk;
     break;
   }
