@@ -2027,6 +2027,14 @@ static void test_context_parallel_layer(void **state)
   assert_int_equal(op_named(vs_model_layer(&ulysses, 0), "flash_attn")
                        ->fwd_after.kind,
                    VS_COLL_ALL_TO_ALL);
+  /* the ring's kernels run on chunks, bidirectional off the diagonal;
+   * Ulysses' one kernel on the whole causal sequence (heads / cp) */
+  assert_int_equal(f4->flash.seq, s / 4);
+  assert_false(f4->flash.causal);
+  assert_int_equal(
+      op_named(vs_model_layer(&ulysses, 0), "flash_attn")->flash.seq, s);
+  assert_true(
+      op_named(vs_model_layer(&ulysses, 0), "flash_attn")->flash.causal);
   /* the parameters do not split, a GPT's position table included */
   assert_int_equal(four.params_total, one.params_total);
   assert_int_equal(vs_model_layer(&four, 0)->param_elems,

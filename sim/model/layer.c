@@ -208,10 +208,16 @@ static int attention_eager(vs_block *blk, const vs_dims *d, vs_error *err)
 
 /* What a flash attention op's measured rate depends on: the kernel's
  * query length (this rank's), head dimension and mask. Under context
- * parallelism the kernel runs on blocks of s/cp queries by s/cp keys, of
- * which only those on the diagonal are causal: the bidirectional rates. */
+ * parallelism the ring (p2p) and all-gather kernels run on blocks of s/cp
+ * queries by s/cp keys, of which only those on the diagonal are causal:
+ * the bidirectional rates. Ulysses (a2a) runs the ordinary kernel over
+ * the whole sequence on heads / cp (Transformer Engine's
+ * AttnFuncWithCPAndQKVOA2A: one attention call after the all-to-all,
+ * with the layer's own mask). */
 static vs_flash_shape flash_shape(const vs_dims *d, uint64_t head_dim)
 {
+  if (d->cp > 1 && d->cp_comm == VS_CP_A2A)
+    return (vs_flash_shape){d->skv, head_dim, d->causal};
   return (vs_flash_shape){d->s, head_dim, d->causal && d->cp == 1};
 }
 
