@@ -715,8 +715,10 @@ static int enumerate_cp(const vs_workload *wl, uint64_t g, uint64_t tp,
   for (uint64_t cp = 1; tp * cp <= g; cp = next_tried(cp, wl->parallel.cp)) {
     if (cp > 1 && !ps->varies_cp)
       break;
-    if (vs_workload_cp_misfit(&wl->model, cp, wl->parallel.cp_comm, tp,
-                              sp_at(tp))) {
+    if (vs_workload_cp_misfit(&wl->model, cp,
+                              vs_workload_framework_cp_comm(
+                                  wl->training.framework, wl->parallel.cp_comm),
+                              tp, sp_at(tp))) {
       ps->pruned[PRUNE_CP]++;
       continue;
     }

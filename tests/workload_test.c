@@ -3027,6 +3027,24 @@ static void test_experts(void **state)
       load_bad(GPT_MODEL, cp_bwd, 2, 0, VS_EINPUT,
                "needs one micro-batch per step, dp = cp = 1");
     }
+    {
+      /* DeepSpeed's sequence parallelism is DeepSpeed-Ulysses: its
+       * preset exchanges heads by all-to-all, and a ring is refused */
+      static const char *const ds[] = {"training.framework=deepspeed",
+                                       "parallel.cp=2"};
+      static const char *const ds_ring[] = {"training.framework=deepspeed",
+                                            "parallel.cp=2",
+                                            "parallel.cp_comm=p2p"};
+      static const char *const ds_cp1[] = {"training.framework=deepspeed"};
+      assert_int_equal(load_at(&wl, path, GPT_MODEL, ds, 2, 0, &err), 0);
+      assert_int_equal(wl.parallel.cp_comm, VS_CP_A2A);
+      assert_int_equal(load_at(&wl, path, GPT_MODEL, ds_cp1, 1, 0, &err), 0);
+      assert_int_equal(wl.parallel.cp_comm, VS_CP_P2P);
+      load_bad(GPT_MODEL, ds_ring, 3, 0, VS_EINPUT,
+               "--set parallel.cp_comm=p2p: DeepSpeed's sequence parallelism "
+               "(DeepSpeed-Ulysses) exchanges heads by all-to-all and runs "
+               "no ring; set cp_comm = a2a");
+    }
   }
   {
     /* multi-head latent attention: llama layers, flash, any tp, trained

@@ -278,6 +278,11 @@ vs_cp_misfit vs_workload_cp_settings_misfit(const vs_training_conf *t,
   return VS_CP_FITS;
 }
 
+int vs_workload_framework_cp_comm(int framework, int own)
+{
+  return framework == VS_FW_DEEPSPEED ? VS_CP_A2A : own;
+}
+
 bool vs_workload_moe_tp_split_allowed(const vs_model_conf *m, uint64_t tp,
                                       int framework)
 {

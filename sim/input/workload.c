@@ -994,8 +994,16 @@ static int check_cp(vs_workload *wl, vs_error *err)
                             ? "the Hugging Face Trainer (framework = hf)"
                             : "autocast");
   default:
-    return 0;
+    break;
   }
+  if (wl->parallel.cp_comm !=
+      vs_workload_framework_cp_comm(t->framework, wl->parallel.cp_comm))
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: DeepSpeed's sequence parallelism (DeepSpeed-"
+                        "Ulysses) exchanges heads by all-to-all and runs no "
+                        "ring; set cp_comm = a2a",
+                        WHERE("parallel", "cp_comm"));
+  return 0;
 }
 
 /* Multi-head latent attention as this version simulates it: flash

@@ -822,6 +822,13 @@ typedef enum {
 vs_cp_misfit vs_workload_cp_settings_misfit(const vs_training_conf *t,
                                             int order);
 
+/* The cp_comm a framework's context parallelism runs with: DeepSpeed's
+ * sequence parallelism is DeepSpeed-Ulysses (deepspeed/sequence/layer.py
+ * DistributedAttention: an all-to-all swaps sequence chunks for heads
+ * before attention and back after it), so a2a; with the others (Megatron-
+ * LM through Transformer Engine, torchtitan) the workload's own `own`. */
+int vs_workload_framework_cp_comm(int framework, int own);
+
 /* Names of enum values, for reports. */
 const char *vs_arch_name(int arch);
 const char *vs_precision_name(int precision);

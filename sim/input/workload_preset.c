@@ -282,6 +282,14 @@ static int preset_deepspeed(vs_workload *wl, vs_error *err)
   if (p->pp > 1)
     rc = preset(wl, "parallel", "p2p", "blocking",
                 "DeepSpeed's pipeline engine sends with dist.send", err);
+  if (!rc && p->cp > 1)
+    rc = preset(wl, "parallel", "cp_comm",
+                vs_cp_comm_name(
+                    vs_workload_framework_cp_comm(VS_FW_DEEPSPEED, p->cp_comm)),
+                "DeepSpeed's sequence parallelism is DeepSpeed-Ulysses "
+                "(deepspeed/sequence/layer.py DistributedAttention): "
+                "all-to-alls of heads",
+                err);
   /* engine.py allreduce_gradients: below ZeRO-2 the gradients are reduced
    * at the accumulation boundary, once backward is done */
   if (!rc)
