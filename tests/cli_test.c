@@ -3732,6 +3732,50 @@ static void test_html_step_split_has_every_part(void **state)
   tu_remove_dir(dir);
 }
 
+/* The page shows the host memory offload uses as the terminal does
+ * (audit: the node table and a host out-of-memory line were the
+ * terminal's only, so a page whose verdict blamed the host said nothing
+ * of what it held): the table in #nodes and the OUT OF HOST MEMORY line,
+ * word for word; without offload neither. */
+static void test_html_shows_host_memory(void **state)
+{
+  char dir[64], p[128], want[512];
+  const char *args[] = {"run",    "workloads/gpt-13b-offload.ini",
+                        "--set",  "topology.node.host_memory=64GiB",
+                        "--html", NULL,
+                        NULL};
+  const char *plain[] = {"run", DATA "gpt-small.ini", "--html", NULL, NULL};
+  const char *line;
+  char *text;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  args[5] = path_in(dir, "report.html", p, sizeof p);
+  run(args);
+  assert_int_equal(r.status, 3);
+  assert_non_null(text = tu_read_file(p));
+  assert_non_null(line = strstr(r.out, "\n    0 host "));
+  snprintf(want, sizeof want, "%.*s</pre>", (int)strcspn(line + 1, "\n"),
+           line + 1);
+  assert_contains(text, "<pre id=\"nodes\">host memory and NVMe of each "
+                        "node at its peak (all its GPUs&#39; shares)\n");
+  assert_contains(text, want);
+  assert_non_null(line = strstr(r.out, "\nOUT OF HOST MEMORY on node 0 "));
+  snprintf(want, sizeof want, "<p class=\"oom\">%.*s</p>",
+           (int)strcspn(line + 1, "\n"), line + 1);
+  for (char *q = strstr(want, "'"); q; q = strstr(q, "'")) {
+    memmove(q + 5, q + 1, strlen(q + 1) + 1); /* ' as the page writes it */
+    memcpy(q, "&#39;", 5);
+  }
+  assert_contains(text, want);
+  free(text);
+  tu_remove_dir(dir);
+  text = run_for_page(plain, 3, dir);
+  assert_null(strstr(text, "id=\"nodes\""));
+  assert_null(strstr(text, "OUT OF HOST"));
+  free(text);
+  tu_remove_dir(dir);
+}
+
 /* Issue 18, item 2: --html writes one self-contained page with the peak
  * line the terminal printed (in #peak), the per-rank table, the step-time
  * split, the timeline as JSON and no URL; input text is escaped. */
@@ -6345,6 +6389,7 @@ int main(void)
       cmocka_unit_test(test_summary_gives_the_peak),
       cmocka_unit_test(test_html_report),
       cmocka_unit_test(test_html_step_split_has_every_part),
+      cmocka_unit_test(test_html_shows_host_memory),
       cmocka_unit_test(test_html_ranks_name_cp),
       cmocka_unit_test(test_html_names_paged_states_and_held),
       cmocka_unit_test(test_html_chart_reaches_peak_and_step),

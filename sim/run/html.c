@@ -61,8 +61,8 @@ static void html_head(vs_csv *f, const vs_sim *sim)
 }
 
 /* text's lines through vs_report_xml_text (which would replace a line
- * end, a control character), each but the last ended by a line end. */
-static void xml_lines(vs_csv *f, char *text)
+ * end, a control character), each but the last ended by `sep`. */
+static void xml_lines(vs_csv *f, char *text, const char *sep)
 {
   size_t n = strlen(text);
   char *end;
@@ -73,32 +73,63 @@ static void xml_lines(vs_csv *f, char *text)
       *end = '\0';
     vs_report_xml_text(f, line);
     if (end)
-      vs_csv_printf(f, "\n");
+      vs_csv_printf(f, "%s", sep);
   }
 }
 
-/* What the terminal prints for r (its out-of-memory line) or, with r
- * NULL, the summary's header, HTML-escaped between open and close. */
-static int html_terminal_text(vs_csv *f, const vs_sim *sim, const vs_rank *r,
-                              const char *open, const char *close,
-                              vs_error *err)
+/* What the terminal prints for r (its out-of-memory line), for the
+ * nodes (their host and NVMe table and out-of-memory lines) or, with
+ * neither, the summary's header. */
+typedef enum terminal_part {
+  TERM_HEADER,
+  TERM_RANK_OOM,
+  TERM_NODE_TABLE,
+  TERM_NODE_OOM
+} terminal_part;
+
+static void print_part(FILE *mem, const vs_sim *sim, const vs_rank *r,
+                       terminal_part part)
 {
-  char *text = NULL;
+  switch (part) {
+  case TERM_RANK_OOM:
+    vs_report_oom_line(mem, sim, r);
+    break;
+  case TERM_NODE_TABLE:
+    vs_report_node_table(mem, sim);
+    break;
+  case TERM_NODE_OOM:
+    vs_report_node_oom_lines(mem, sim);
+    break;
+  default:
+    vs_report_header(mem, sim);
+    break;
+  }
+}
+
+/* The terminal's text of `part` (r for TERM_RANK_OOM), HTML-escaped
+ * between open and close; nothing where the terminal prints nothing. */
+static int html_terminal_text(vs_csv *f, const vs_sim *sim, const vs_rank *r,
+                              terminal_part part, const char *open,
+                              const char *close, vs_error *err)
+{
+  char *text = NULL, *start;
   size_t len = 0;
   FILE *mem = open_memstream(&text, &len);
   if (!mem)
     return vs_error_set(err, VS_ENOMEM, "out of host memory for the page");
-  if (r)
-    vs_report_oom_line(mem, sim, r);
-  else
-    vs_report_header(mem, sim);
+  print_part(mem, sim, r, part);
   if (fclose(mem) != 0 || !text) {
     free(text);
     return vs_error_set(err, VS_ENOMEM, "out of host memory for the page");
   }
-  vs_csv_printf(f, "%s", open);
-  xml_lines(f, text);
-  vs_csv_printf(f, "%s", close);
+  for (start = text; *start == '\n'; start++) /* the terminal's spacing */
+    ;
+  if (*start) {
+    vs_csv_printf(f, "%s", open);
+    /* outside a <pre> a line end is a space: a line break for each */
+    xml_lines(f, start, strncmp(open, "<pre", 4) == 0 ? "\n" : "<br>\n");
+    vs_csv_printf(f, "%s", close);
+  }
   free(text);
   return 0;
 }
@@ -123,8 +154,8 @@ static int html_top(vs_csv *f, const vs_sim *sim, vs_error *err)
   char line[512];
   int rc;
   vs_csv_printf(f, "<h1>vsim: memory of one training step</h1>\n");
-  if ((rc = html_terminal_text(f, sim, NULL, "<pre class=\"meta\">",
-                                "</pre>\n", err)))
+  if ((rc = html_terminal_text(f, sim, NULL, TERM_HEADER,
+                               "<pre class=\"meta\">", "</pre>\n", err)))
     return rc;
   vs_csv_printf(f, "<p id=\"verdict\" class=\"%s\">", !sim->fits ? "oom" : sim->tight ? "tight" : "fits");
   vs_report_xml_text(f, vs_report_line(sim, VS_LINE_VERDICT, line, sizeof line));
@@ -135,10 +166,12 @@ static int html_top(vs_csv *f, const vs_sim *sim, vs_error *err)
   html_line(f, sim, VS_LINE_MANAGED, "managed");
   for (size_t i = 0; i < sim->n_ranks; i++)
     if (sim->ranks[i].mem.oom.happened &&
-        (rc = html_terminal_text(f, sim, &sim->ranks[i], "<p class=\"oom\">",
-                                 "</p>\n", err)))
+        (rc = html_terminal_text(f, sim, &sim->ranks[i], TERM_RANK_OOM,
+                                 "<p class=\"oom\">", "</p>\n", err)))
       return rc;
-  return 0;
+  /* a node's host memory or NVMe that ran out, as the terminal says */
+  return html_terminal_text(f, sim, NULL, TERM_NODE_OOM, "<p class=\"oom\">",
+                            "</p>\n", err);
 }
 
 /* The chart's frame; html_script.js fills it. */
@@ -308,6 +341,12 @@ int vs_report_write_html(const vs_sim *sim, const char *path,
   }
   html_chart(f, r);
   html_ranks(f, sim);
+  /* host memory and NVMe of the nodes offload uses, the terminal's table */
+  if ((rc = html_terminal_text(f, sim, NULL, TERM_NODE_TABLE,
+                               "<pre id=\"nodes\">", "</pre>\n", err))) {
+    free(pts);
+    return rc;
+  }
   html_step(f, sim);
   vs_csv_printf(f, "<p id=\"render-status\">the chart needs "
                    "JavaScript</p>\n<p id=\"js-error\" hidden></p>\n");

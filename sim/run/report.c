@@ -600,9 +600,7 @@ char *vs_report_line(const vs_sim *sim, vs_report_line_kind kind, char *buf,
   return buf;
 }
 
-/* Host and NVMe memory of each tracked node, at its host peak, by
- * category; nothing without offload. */
-static void node_table(FILE *out, const vs_sim *sim)
+void vs_report_node_table(FILE *out, const vs_sim *sim)
 {
   uint64_t others = sim->layout.nodes - sim->n_nodes; /* untracked */
   if (sim->n_nodes == 0)
@@ -645,8 +643,7 @@ static void node_table(FILE *out, const vs_sim *sim)
                            : "the node of their stage");
 }
 
-/* The first allocation each node's host or NVMe could not hold. */
-static void node_oom_lines(FILE *out, const vs_sim *sim)
+void vs_report_node_oom_lines(FILE *out, const vs_sim *sim)
 {
   for (size_t i = 0; i < sim->n_nodes; i++)
     for (int p = VS_PLACE_HOST; p < VS_PLACE_N; p++) {
@@ -712,7 +709,7 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
     rank_row(out, r, sim->layout.cp > 1, mark);
   }
 
-  node_table(out, sim);
+  vs_report_node_table(out, sim);
   if (vs_report_line(sim, VS_LINE_MANAGED, line, sizeof line)[0])
     fprintf(out, "\n%s\n", line);
   fprintf(out, "\n%s\n", vs_report_line(sim, VS_LINE_PEAK, line, sizeof line));
@@ -721,7 +718,7 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
   for (size_t i = 0; i < sim->n_ranks; i++)
     if (sim->ranks[i].mem.oom.happened)
       vs_report_oom_line(out, sim, &sim->ranks[i]);
-  node_oom_lines(out, sim);
+  vs_report_node_oom_lines(out, sim);
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_STEP, line, sizeof line));
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_BOUND, line, sizeof line));
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_THROUGHPUT, line, sizeof line));

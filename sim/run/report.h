@@ -57,6 +57,15 @@ void vs_report_header(FILE *out, const vs_sim *sim);
 /* Rank r's out-of-memory as the summary reports it (r's oom happened). */
 void vs_report_oom_line(FILE *out, const vs_sim *sim, const vs_rank *r);
 
+/* Host and NVMe memory of each tracked node at its peak, by category, as
+ * the summary prints it (an empty line, a title, the table, a note on
+ * the nodes not tracked); nothing without offload. */
+void vs_report_node_table(FILE *out, const vs_sim *sim);
+
+/* The first allocation each node's host or NVMe could not hold, one line
+ * each, as the summary reports them. */
+void vs_report_node_oom_lines(FILE *out, const vs_sim *sim);
+
 /* The chart colour of category c ("#4e79a7"), and the category stacked
  * k-th from the bottom (framework first) in the SVG and HTML charts. */
 const char *vs_report_category_color(int c);
