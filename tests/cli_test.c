@@ -3776,6 +3776,54 @@ static void test_html_shows_host_memory(void **state)
   tu_remove_dir(dir);
 }
 
+/* The page carries the terminal's notes (audit: they were the
+ * terminal's only, so a page whose step time rested on a calibrated curve
+ * extended past its measured sizes, or on shared links approximated for
+ * unevenly filled nodes, did not say so): each note line in #notes,
+ * word for word; a run without notes has none. */
+static void test_html_shows_notes(void **state)
+{
+  char dir[64], p[128], want[512];
+  const char *args[] = {
+      "run",        DATA "gpt-small.ini",
+      "--gpus",     "12",
+      "--set",      "parallel.pp=2",
+      "--set",      "parallel.zero=1",
+      "--set",      "parallel.offload_optimizer=cpu",
+      "--set",      "training.global_batch=48",
+      "--topology", "topologies/h200-calibrated.ini",
+      "--set",      "topology.calibration.d2d_kernel_max_bytes=1MiB",
+      "--html",     NULL,
+      NULL};
+  const char *plain[] = {"run", DATA "gpt-small.ini", "--html", NULL, NULL};
+  const char *line;
+  int notes = 0;
+  char *text;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  args[17] = path_in(dir, "report.html", p, sizeof p);
+  run(args);
+  assert_int_equal(r.status, 0);
+  assert_non_null(text = tu_read_file(p));
+  assert_contains(text, "<p id=\"notes\">note: ");
+  for (line = strstr(r.out, "\nnote: "); line;
+       line = strstr(line + 1, "\nnote: "), notes++) {
+    snprintf(want, sizeof want, "%.*s", (int)strcspn(line + 1, "\n"), line + 1);
+    for (char *q = strstr(want, "'"); q; q = strstr(q, "'")) {
+      memmove(q + 5, q + 1, strlen(q + 1) + 1); /* ' as the page has it */
+      memcpy(q, "&#39;", 5);
+    }
+    assert_contains(text, want);
+  }
+  assert_int_equal(notes, 2); /* the d2d_kernel curve, the uneven nodes */
+  free(text);
+  tu_remove_dir(dir);
+  text = run_for_page(plain, 3, dir);
+  assert_null(strstr(text, "id=\"notes\""));
+  free(text);
+  tu_remove_dir(dir);
+}
+
 /* Issue 18, item 2: --html writes one self-contained page with the peak
  * line the terminal printed (in #peak), the per-rank table, the step-time
  * split, the timeline as JSON and no URL; input text is escaped. */
@@ -6390,6 +6438,7 @@ int main(void)
       cmocka_unit_test(test_html_report),
       cmocka_unit_test(test_html_step_split_has_every_part),
       cmocka_unit_test(test_html_shows_host_memory),
+      cmocka_unit_test(test_html_shows_notes),
       cmocka_unit_test(test_html_ranks_name_cp),
       cmocka_unit_test(test_html_names_paged_states_and_held),
       cmocka_unit_test(test_html_chart_reaches_peak_and_step),

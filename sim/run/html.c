@@ -84,7 +84,8 @@ typedef enum terminal_part {
   TERM_HEADER,
   TERM_RANK_OOM,
   TERM_NODE_TABLE,
-  TERM_NODE_OOM
+  TERM_NODE_OOM,
+  TERM_NOTES
 } terminal_part;
 
 static void print_part(FILE *mem, const vs_sim *sim, const vs_rank *r,
@@ -99,6 +100,9 @@ static void print_part(FILE *mem, const vs_sim *sim, const vs_rank *r,
     break;
   case TERM_NODE_OOM:
     vs_report_node_oom_lines(mem, sim);
+    break;
+  case TERM_NOTES:
+    vs_report_notes(mem, sim);
     break;
   default:
     vs_report_header(mem, sim);
@@ -348,6 +352,12 @@ int vs_report_write_html(const vs_sim *sim, const char *path,
     return rc;
   }
   html_step(f, sim);
+  /* the terminal's notes: what the figures above rest on */
+  if ((rc = html_terminal_text(f, sim, NULL, TERM_NOTES, "<p id=\"notes\">",
+                               "</p>\n", err))) {
+    free(pts);
+    return rc;
+  }
   vs_csv_printf(f, "<p id=\"render-status\">the chart needs "
                    "JavaScript</p>\n<p id=\"js-error\" hidden></p>\n");
   html_data(f, sim, r, pts);

@@ -301,6 +301,21 @@ static void calibration_notes(FILE *out, const vs_sim *sim)
   vs_cal_warn_range(out, "note: ", sim->topo, &seen);
 }
 
+void vs_report_notes(FILE *out, const vs_sim *sim)
+{
+  calibration_notes(out, sim);
+  if (sim->nodes_uneven)
+    fprintf(out,
+            "note: nodes or PCIe switches hold %s, so what GPUs share "
+            "there (PCIe, CPU, host memory and NVMe bandwidth) is "
+            "approximate with one rank per stage, and host memory %s; "
+            "--ranks all simulates every GPU\n",
+            sim->layout.pp > 1 ? "the stages' GPUs unevenly or two stages' "
+                                 "GPUs together"
+                               : "the GPUs unevenly",
+            sim->node_like ? "through the times it gives the copies" : "too");
+}
+
 /* Decimals that show usd (> 0) in cents from a dollar up, else to 3
  * significant figures once rounded (as plan's costs: a cheap job's is not
  * $0.00; 0.09996 is 0.100); -1 below a billionth of a dollar, which
@@ -722,17 +737,7 @@ void vs_report_summary(FILE *out, const vs_sim *sim)
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_STEP, line, sizeof line));
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_BOUND, line, sizeof line));
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_THROUGHPUT, line, sizeof line));
-  calibration_notes(out, sim);
-  if (sim->nodes_uneven)
-    fprintf(out,
-            "note: nodes or PCIe switches hold %s, so what GPUs share "
-            "there (PCIe, CPU, host memory and NVMe bandwidth) is "
-            "approximate with one rank per stage, and host memory %s; "
-            "--ranks all simulates every GPU\n",
-            sim->layout.pp > 1 ? "the stages' GPUs unevenly or two stages' "
-                                 "GPUs together"
-                               : "the GPUs unevenly",
-            sim->node_like ? "through the times it gives the copies" : "too");
+  vs_report_notes(out, sim);
   fprintf(out, "%s\n", vs_report_line(sim, VS_LINE_VERDICT, line, sizeof line));
 }
 

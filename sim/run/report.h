@@ -66,6 +66,11 @@ void vs_report_node_table(FILE *out, const vs_sim *sim);
  * each, as the summary reports them. */
 void vs_report_node_oom_lines(FILE *out, const vs_sim *sim);
 
+/* The summary's notes before its verdict, one line each ("note: ..."):
+ * a calibrated curve used outside the sizes it was measured at, shared
+ * links approximated where stages share nodes unevenly; nothing else. */
+void vs_report_notes(FILE *out, const vs_sim *sim);
+
 /* The chart colour of category c ("#4e79a7"), and the category stacked
  * k-th from the bottom (framework first) in the SVG and HTML charts. */
 const char *vs_report_category_color(int c);
