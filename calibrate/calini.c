@@ -3,6 +3,7 @@
  * and needs no built-in default; values carry units vsim parses exactly. */
 #include "calini.h"
 
+#include "config.h"
 #include "csvout.h"
 
 #include <errno.h>
@@ -215,13 +216,35 @@ static void describe_kind(vs_csv *f, int kind, const vs_fit *fit)
                      "nearest piece and says so\n");
 }
 
+/* Writes the n characters at p as comment lines no longer than the INI
+ * reader takes (vs_conf_line_max), broken at the last blank that fits, or
+ * within a word (a path) that does not: a longer line made vsim-calibrate
+ * refuse the file it had just written ("line too long"), as a raw CSV
+ * path over 170 characters in "fitted from the samples in PATH" did. */
+static void put_comment(vs_csv *f, const char *p, size_t n)
+{
+  size_t most = vs_conf_line_max() - 2; /* less the "; " */
+  while (n > most) {
+    size_t cut = most, blank;
+    while (cut > 0 && p[cut] != ' ')
+      cut--;
+    blank = cut > 0; /* the blank broken at is not written */
+    if (!blank)
+      cut = most;
+    vs_csv_printf(f, "; %.*s\n", (int)cut, p);
+    p += cut + blank;
+    n -= cut + blank;
+  }
+  vs_csv_printf(f, "; %.*s\n", (int)n, p);
+}
+
 static void put_comments(vs_csv *f, const char *text)
 {
   const char *p = text;
   while (*p) {
     const char *nl = strchr(p, '\n');
     size_t n = nl ? (size_t)(nl - p) : strlen(p);
-    vs_csv_printf(f, "; %.*s\n", (int)n, p);
+    put_comment(f, p, n);
     p += n + (nl != NULL);
   }
 }

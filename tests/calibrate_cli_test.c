@@ -966,6 +966,51 @@ static void test_refused_fit_is_not_written(void **state)
   unlink(raw);
 }
 
+/* A raw CSV whose path is longer than an INI line (198 characters) is
+ * named in the file's comments on lines that fit: its one comment line
+ * made vsim-calibrate refuse the file it had written ("line too long"),
+ * exit 1, blaming the measurements. */
+static void test_long_raw_path_comment_fits(void **state)
+{
+  char base[128], dir[400], raw[512], out[128], *ini, *text;
+  const char *args[] = {"--fit", raw, "--out", out, NULL};
+  vs_topology t;
+  vs_error err;
+  FILE *f;
+  (void)state;
+  assert_non_null(tu_temp_dir(base, sizeof base));
+  snprintf(dir, sizeof dir, "%s/%0200d", base, 0);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  snprintf(raw, sizeof raw, "%s/h100-like.csv", dir);
+  text = tu_read_file(CAL_DATA "h100-like.csv");
+  assert_non_null(text);
+  f = fopen(raw, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  assert_int_equal(fclose(f), 0);
+  free(text);
+  tu_write_temp("", ".ini", out, sizeof out);
+  run_cal(&run, args);
+  if (run.status != 0)
+    fail_msg("vsim-calibrate exited %d: %s", run.status, run.err);
+  vs_error_clear(&err);
+  if (vs_topology_load(&t, out, NULL, 0, &err))
+    fail_msg("%s", err.msg);
+  ini = tu_read_file(out);
+  assert_non_null(ini);
+  for (const char *p = ini; *p;) {
+    size_t n = strcspn(p, "\n");
+    assert_true(n <= 198);
+    p += n + (p[n] == '\n');
+  }
+  assert_non_null(strstr(ini, "; fitted from the samples in\n; "));
+  free(ini);
+  unlink(raw);
+  unlink(out);
+  rmdir(dir);
+  rmdir(base);
+}
+
 /* --partial leaving out every kind it has rows of says so, not that the
  * file held only context rows (a GEMM table of 5 shapes, one short of a
  * fit, was told "only context rows"). */
@@ -1235,6 +1280,7 @@ int main(void)
       cmocka_unit_test(test_fit_without_out_only_prints),
       cmocka_unit_test(test_summary_on_stderr_only_when_out_is_stdout),
       cmocka_unit_test(test_partial_leaving_all_out_says_why),
+      cmocka_unit_test(test_long_raw_path_comment_fits),
       cmocka_unit_test(test_partial_fit_leaves_a_kind_out),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
