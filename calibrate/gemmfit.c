@@ -45,6 +45,27 @@ static size_t medians(vs_gemm_sample *s, size_t n)
   return out;
 }
 
+int vs_gemm_fit_fastest(const vs_gemm_sample *s, size_t n, double peak_flops,
+                        vs_gemm_sample *fastest, double *share, vs_error *err)
+{
+  vs_gemm_sample *m = malloc((n ? n : 1) * sizeof *m);
+  size_t shapes;
+  *share = 0;
+  if (!m)
+    return vs_error_set(err, VS_ENOMEM, "GEMM fit: out of memory");
+  memcpy(m, s, n * sizeof *m);
+  shapes = medians(m, n);
+  for (size_t i = 0; i < shapes; i++) {
+    double r = vs_gemm_fit_flops(m[i].shape) / (peak_flops * m[i].seconds);
+    if (i == 0 || r > *share) {
+      *share = r;
+      *fastest = m[i];
+    }
+  }
+  free(m);
+  return 0;
+}
+
 static int check_samples(const vs_gemm_sample *s, size_t n, double peak,
                          uint64_t sms, vs_error *err)
 {

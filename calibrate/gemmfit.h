@@ -75,4 +75,12 @@ int vs_gemm_fit_run(const vs_gemm_sample *s, size_t n, double peak_flops,
                     uint64_t sms, double k0_kept, vs_gemm_fit *out,
                     vs_error *err);
 
+/* The shape of the n samples (n > 0, each time positive) whose median
+ * time gives the highest rate, into *fastest (its shape and median time),
+ * and that rate as a share of peak_flops into *share: over 1, that shape
+ * beat the peak, which no GEMM can (a wrong peak, or that shape's times
+ * wrong). VS_ENOMEM. O(n log n). */
+int vs_gemm_fit_fastest(const vs_gemm_sample *s, size_t n, double peak_flops,
+                        vs_gemm_sample *fastest, double *share, vs_error *err);
+
 #endif

@@ -447,6 +447,32 @@ static double gemm_peak_tflops(const vs_topology *base, gemm_dtype d)
   return d == GEMM_FP16 ? base->peak_tflops_fp16 : base->peak_tflops_bf16;
 }
 
+/* VS_EINPUT when a shape of the n samples smp ran faster than peak
+ * TFLOP/s (its median time under its FLOPs at the peak), which no GEMM
+ * can: every shape, a wrong --base or dtype; one, that shape's times. A
+ * shape 1.5x over the peak among 126 good ones was fitted into a
+ * full-wave rate of 1.26 and K0 1024 and written. */
+static int gemm_over_peak(const vs_gemm_sample *smp, size_t n, double peak,
+                          gemm_dtype d, vs_error *e)
+{
+  vs_gemm_sample at;
+  double share;
+  int rc = vs_gemm_fit_fastest(smp, n, peak * 1e12, &at, &share, e);
+  if (rc || !(share > 1.0))
+    return rc;
+  return vs_error_set(
+      e, VS_EINPUT,
+      "the GEMMs ran at up to %.3g times the base topology's "
+      "peak_tflops_%s (%g): pass --base with this GPU's peak%s; if it is "
+      "right, the times of %llux%llux%llu (batch %llu), median %.4g s, are "
+      "wrong: no GEMM beats the peak",
+      share, gemm_dtype_names[d], peak,
+      d == GEMM_BF16 ? " (or --gemm-dtype fp16 for fp16 GEMMs)" : "",
+      (unsigned long long)at.shape.m, (unsigned long long)at.shape.n,
+      (unsigned long long)at.shape.k, (unsigned long long)at.shape.batch,
+      at.seconds);
+}
+
 /* Fits the GEMM samples of s, GEMMs of dtype d, into f (e says why not). */
 static int run_gemm_fit(const vs_raw_series *s, const vs_topology *base,
                         gemm_dtype d, vs_gemm_fit *f, vs_error *e)
@@ -462,8 +488,10 @@ static int run_gemm_fit(const vs_raw_series *s, const vs_topology *base,
     return vs_error_set(e, VS_ENOMEM, "out of memory");
   for (size_t i = 0; i < s->n; i++)
     smp[i] = (vs_gemm_sample){s->shape[i], s->seconds[i]};
-  rc = vs_gemm_fit_run(smp, s->n, peak * 1e12, base->sms, base->gemm_k_overhead,
-                       f, e);
+  rc = gemm_over_peak(smp, s->n, peak, d, e);
+  if (rc == 0)
+    rc = vs_gemm_fit_run(smp, s->n, peak * 1e12, base->sms,
+                         base->gemm_k_overhead, f, e);
   free(smp);
   if (rc == 0 && !(f->best_efficiency <= 1.0))
     rc = vs_error_set(e, VS_EINPUT,

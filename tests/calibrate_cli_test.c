@@ -671,6 +671,34 @@ static void test_gemm_table_fitted_and_used(void **state)
   unlink(out);
 }
 
+/* One shape among 216 good ones timed at 1.5 times the peak (a typo, a
+ * unit slip in one shape's rows) is refused naming it, exit 1 and no
+ * file: it was fitted into a full-wave rate above the peak (1.26) and a
+ * tile overhead at the grid's edge (1024), and written with exit 0. */
+static void test_gemm_shape_over_peak_refused(void **state)
+{
+  char raw[128], out[128];
+  const char *args[] = {"--fit", raw, "--out", out, NULL};
+  FILE *f;
+  (void)state;
+  write_gemm_raw(raw, sizeof raw);
+  tu_write_temp("", ".ini", out, sizeof out);
+  unlink(out);
+  f = fopen(raw, "a");
+  assert_non_null(f);
+  for (int r = 0; r < 3; r++)
+    fprintf(f, "gemm,0,%d,%.17g,777,512,8192\n", r,
+            2.0 * 777 * 512 * 8192 / (1.5 * 989e12));
+  fclose(f);
+  run_cal(&run, args);
+  assert_int_equal(run.status, 1);
+  assert_contains(run.err, "kind gemm: the GEMMs ran at up to 1.5 times the "
+                           "base topology's peak_tflops_bf16 (989)");
+  assert_contains(run.err, "the times of 777x512x8192 (batch 1), median ");
+  assert_true(access(out, F_OK) != 0);
+  unlink(raw);
+}
+
 /* The V100's GEMM figures (topologies/v100-sxm-32g-8x.ini) are the fit of
  * Baidu DeepBench's fp16 table (calibrate/data/v100-deepbench.csv): the
  * fit on the fp16 peak gives them back; the same rows read as bf16 (the
@@ -1272,6 +1300,7 @@ int main(void)
       cmocka_unit_test(test_fit_fixture_and_use_it),
       cmocka_unit_test(test_gemm_table_fitted_and_used),
       cmocka_unit_test(test_gemm_rows_refused),
+      cmocka_unit_test(test_gemm_shape_over_peak_refused),
       cmocka_unit_test(test_deepbench_v100_fit),
       cmocka_unit_test(test_refused_fit_is_not_written),
       cmocka_unit_test(test_flat_transfers_refused),
