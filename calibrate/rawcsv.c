@@ -137,6 +137,12 @@ int vs_raw_add(vs_raw *raw, int kind, uint64_t bytes, uint32_t sample,
 #define RAW_LINE_MAX 4096              /* bytes of one line, newline aside */
 #define RAW_FILE_MAX (1ull << 30)      /* bytes of the whole file */
 #define NO_COL ((size_t)-1)            /* a column the header lacks */
+/* The longest time a sample can hold: the largest size a row takes (2^53
+ * bytes) at the slowest rate vsim takes (VS_MIN_RATE, 1 MB/s), 9.0e9 s;
+ * a GEMM within VS_GEMM_FIT_MAX_FLOPS at vsim's smallest peak (1 GFLOP/s)
+ * takes 1e9 s. A time of 1e300 s for one size (every sample) made the
+ * robust fit put a breakpoint at 6 B and write pcie_latency 0. */
+#define RAW_SECONDS_MAX 1e10
 
 /* State of one read, shared with the libcsv callbacks. Only the four
  * columns vsim uses are kept, so a header may have any number of others. */
@@ -369,6 +375,14 @@ static void record(reader *r)
   }
   if (sec < 0) {
     fail(r, "negative time %s s for kind %s", sec_s, kind_s);
+    return;
+  }
+  if (sec > RAW_SECONDS_MAX) {
+    fail(r,
+         "seconds %s is over the 1e10 s any sample can take (2^53 "
+         "bytes at vsim's slowest rate, 1 MB/s)%s: are the times in "
+         "seconds?",
+         sec_s, "");
     return;
   }
   if (kind == VS_RAW_GEMM ? gemm_record(r, (uint32_t)sample, sec)

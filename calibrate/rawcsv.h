@@ -8,7 +8,8 @@
  * header may have, give its shape, batch 1 when absent or empty; bytes is
  * ignored, written as its operands' and output's bytes at 2 B an element),
  * bytes a non-negative integer, sample the sample's index at that size,
- * seconds a finite time >= 0. A vs_raw owns one growing series per kind. */
+ * seconds a finite time >= 0 and at most 1e10 (2^53 bytes at
+ * 1 MB/s). A vs_raw owns one growing series per kind. */
 #ifndef VS_RAWCSV_H
 #define VS_RAWCSV_H
 

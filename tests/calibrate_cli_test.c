@@ -153,6 +153,11 @@ static void test_bad_csvs(void **state)
        "tests/data/calibrate/bad-too-few.csv: kind p2p: too few points: 3 "
        "distinct sizes, need at least 4"},
       {"no-such-file.csv", "no-such-file.csv: cannot read raw CSV file"},
+      /* one size timed at 1e300 s was fitted with a breakpoint at 6 B
+       * and written as pcie_latency 0, exit 0 */
+      {"bad-huge-time.csv",
+       "tests/data/calibrate/bad-huge-time.csv:6: seconds 1e300 is over "
+       "the 1e10 s any sample can take"},
   };
   (void)state;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -60,6 +60,11 @@ def main():
     with open("bad-negative-time.csv", "w") as f:
         f.write("kind,bytes,sample,seconds\n")
         f.write("h2d_pinned,4,0,1e-5\nh2d_pinned,8,0,-2e-6\n")
+    with open("bad-huge-time.csv", "w") as f:
+        f.write("kind,bytes,sample,seconds\n")
+        f.write("".join(f"h2d_pinned,{b},0,{2.5e-6 + b / 50e9:.9e}\n"
+                        for b in (4, 64, 1024, 16384)))
+        f.write("h2d_pinned,262144,0,1e300\n")
     with open("bad-too-few.csv", "w") as f:
         f.write("kind,bytes,sample,seconds\n")
         for b in (4, 8, 16):
