@@ -144,7 +144,8 @@ static const char sweep_help[] =
     "                        values before it double (1,2,4..64 = powers of\n"
     "                        two; 2,4..64 steps by 2), else by its step\n"
     "                        (10,20..100 by 10)\n"
-    "  --jobs N              simulations in parallel (default: one per CPU)\n"
+    "  --jobs N              simulations in parallel, 1 to 256 (default: one\n"
+    "                        per CPU)\n"
     "  --csv FILE            write sweep.csv there (atomically)\n" LIMITS_HELP
     "  a progress line is shown on stderr when it is a terminal\n"
     "exit status: 0 some combination fits, 3 none fits, 1 bad input, 2 bad "
@@ -198,7 +199,8 @@ static const char plan_help[] =
     "                        none does), then the top K across types by cost per\n"
     "                        step; every row names its GPU type\n"
     "  --top K               layouts to list (default 5)\n"
-    "  --jobs N              simulations in parallel (default: one per CPU)\n"
+    "  --jobs N              simulations in parallel, 1 to 256 (default: one\n"
+    "                        per CPU)\n"
     "  --csv FILE            write plan.csv: every simulated layout (and\n"
     "                        every invalid one, with its reason) with its\n"
     "                        GPU type, schedule, virtual stages and pp_layers\n"
@@ -248,7 +250,7 @@ static int parse_gpus(const char *text, uint64_t *out)
   if (!text || *text < '0' || *text > '9')
     return -1;
   v = strtoull(text, &end, 10);
-  if (*end != '\0' || v == 0 || v > 1000000)
+  if (*end != '\0' || v == 0 || v > VS_MAX_GPUS)
     return -1;
   *out = v;
   return 0;
@@ -427,11 +429,13 @@ static int parse_whole(int argc, char **argv, int *i, cli_args *a, FILE *errs)
   const char *v = option_value(argc, argv, i, name, a);
   char got[256];
   uint64_t n;
-  if (parse_gpus(v, &n))
-    return arg_usage(errs, a, "%s needs a whole number from 1 to 1000000, "
-                     "got %s", name, shown(v, got, sizeof got));
-  if (strcmp(name, "--jobs") == 0)
-    a->jobs = n > 256 ? 256 : (unsigned)n;
+  bool jobs = strcmp(name, "--jobs") == 0;
+  if (parse_gpus(v, &n) || (jobs && n > VS_EXPLORE_JOBS_MAX))
+    return arg_usage(errs, a, "%s needs a whole number from 1 to %u, got %s",
+                     name, jobs ? VS_EXPLORE_JOBS_MAX : VS_MAX_GPUS,
+                     shown(v, got, sizeof got));
+  if (jobs)
+    a->jobs = (unsigned)n;
   else if (strcmp(name, "--top") == 0)
     a->top = n;
   else
@@ -550,8 +554,10 @@ static int parse_args(int argc, char **argv, unsigned bit, cli_args *a,
       v = option_value(argc, argv, &i, "--gpus", a);
       char got[256];
       if (parse_gpus(v, &a->gpus))
-        return arg_usage(errs, a, "--gpus needs a whole number from 1 to "
-                         "1000000, got %s", shown(v, got, sizeof got));
+        return arg_usage(errs, a,
+                         "--gpus needs a whole number from 1 to %u, "
+                         "got %s",
+                         VS_MAX_GPUS, shown(v, got, sizeof got));
     } else if (text_option(argc, argv, &i, a, errs, &rc)) {
       if (rc)
         return rc;

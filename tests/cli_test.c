@@ -204,6 +204,8 @@ static void test_usage_errors_exit_2(void **state)
       {"plan", DATA "gpt-small.ini", "--top", "0", NULL},
       {"plan", DATA "gpt-small.ini", "--max-gpus", "x", NULL},
       {"sweep", DATA "gpt-small.ini", "--vary", "gpus=1", "--jobs", "0", NULL},
+      /* more threads than a search runs is refused, not cut down */
+      {"plan", DATA "gpt-small.ini", "--jobs", "257", NULL},
       /* an option a command does not use, or a single one given twice, is
        * refused rather than ignored or overridden */
       {"fit", DATA "gpt-small.ini", "--csv", "f.csv", NULL},
@@ -221,12 +223,17 @@ static void test_usage_errors_exit_2(void **state)
   };
   /* each message names the option it is about */
   static const char *const expect[] = {
-      "missing command", "unknown command 'frobnicate'", "needs a WORKLOAD.ini",
-      "--gpus needs a whole number", "unknown option '--bogus'",
-      "--ranks takes stage or all", "expected section.key=value",
+      "missing command",
+      "unknown command 'frobnicate'",
+      "needs a WORKLOAD.ini",
+      "--gpus needs a whole number",
+      "unknown option '--bogus'",
+      "--ranks takes stage or all",
+      "expected section.key=value",
       "vsim: --top needs a whole number from 1 to 1000000, got '0'",
       "vsim: --max-gpus needs a whole number from 1 to 1000000, got 'x'",
-      "vsim: --jobs needs a whole number from 1 to 1000000, got '0'",
+      "vsim: --jobs needs a whole number from 1 to 256, got '0'",
+      "vsim: --jobs needs a whole number from 1 to 256, got '257'",
       "vsim: --csv is not an option of vsim fit",
       "vsim: plan takes --gpus N (layouts on exactly N GPUs) or --max-gpus N "
       "(up to N), not both",

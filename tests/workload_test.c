@@ -3005,6 +3005,16 @@ static void test_experts(void **state)
              "--gpus 6 is not divisible by tp*cp*pp = 4 (@: [parallel] tp "
              "(default 1); --set parallel.cp=4; @: [parallel] pp (default "
              "1))");
+    {
+      /* the engine names a rank in 32 bits: a job of more GPUs than
+       * VS_MAX_GPUS is refused, not run with ranks that wrap */
+      static const char *const huge[] = {"parallel.dp=10000000",
+                                         "parallel.pp=2",
+                                         "training.global_batch=10000000"};
+      load_bad(GPT_MODEL, huge, 3, 0, VS_EINPUT,
+               "--set parallel.dp=10000000: tp*pp*dp = 2 x 10000000 GPUs, "
+               "more than vsim simulates (at most 1000000)");
+    }
     load_bad(GPT_MODEL, cp_eager, 2, 0, VS_EINPUT,
              "--set training.attention=eager: context parallelism runs flash");
     load_bad(GPT_MODEL, a2a, 2, 0, VS_EINPUT,

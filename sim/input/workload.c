@@ -633,9 +633,14 @@ static int resolve_dp(vs_workload *wl, uint64_t gpus, vs_error *err)
                           (unsigned long long)(p->dp * tp * pp));
     p->dp = gpus / (tp * pp);
   }
-  if (__builtin_mul_overflow(tp * pp, p->dp, &wl->gpus))
-    return vs_error_set(err, VS_EINPUT, "%s: tp*pp*dp does not fit 64 bits",
-                        WHERE("parallel", "dp"));
+  if (__builtin_mul_overflow(tp * pp, p->dp, &wl->gpus) ||
+      wl->gpus > VS_MAX_GPUS)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: tp*%spp*dp = %llu x %llu GPUs, more than vsim "
+                        "simulates (at most %u)",
+                        WHERE("parallel", "dp"), cp > 1 ? "cp*" : "",
+                        (unsigned long long)(tp * pp),
+                        (unsigned long long)p->dp, VS_MAX_GPUS);
   return 0;
 }
 

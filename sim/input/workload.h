@@ -328,6 +328,11 @@ typedef struct vs_workload {
   vs_origins origins;       /* where every value came from */
 } vs_workload;
 
+/* GPUs a job may have at most (tp x cp x pp x dp, --gpus, --max-gpus):
+ * the engine names a rank in 32 bits, and the largest jobs run on about
+ * 1e5 GPUs. */
+#define VS_MAX_GPUS 1000000u
+
 /* Micro-batches per step vsim simulates at most: every one is built into
  * each stage's program (about 12 KB each), and real steps use thousands at
  * most (a 4M-token batch of 512-token sequences on one GPU is 8192). */

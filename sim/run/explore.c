@@ -733,7 +733,7 @@ int vs_explore_all(const vs_explore *ex, vs_candidate *cands, size_t n,
   vs_explore parsed = *ex;
   pool p = {&parsed, cands, n, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER};
   unsigned jobs = ex->jobs ? ex->jobs : 1;
-  pthread_t threads[256];
+  pthread_t threads[VS_EXPLORE_JOBS_MAX];
   unsigned started = 0;
   vs_topology *topo = NULL;
   vs_workload *wl = NULL;
@@ -751,8 +751,8 @@ int vs_explore_all(const vs_explore *ex, vs_candidate *cands, size_t n,
     }
   }
 
-  if (jobs > 256)
-    jobs = 256;
+  if (jobs > VS_EXPLORE_JOBS_MAX)
+    jobs = VS_EXPLORE_JOBS_MAX;
   for (unsigned t = 1; t < jobs; t++) {
     if (pthread_create(&threads[started], NULL, worker, &p) != 0)
       break;

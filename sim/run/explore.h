@@ -66,6 +66,9 @@ typedef struct vs_candidate {
                                      (engine/steady.h) */
 } vs_candidate;
 
+/* Worker threads one search runs at most (--jobs). */
+#define VS_EXPLORE_JOBS_MAX 256u
+
 /* What all candidates share. */
 typedef struct vs_explore {
   const char *workload;           /* WORKLOAD.ini */
@@ -78,7 +81,8 @@ typedef struct vs_explore {
                                      simulate at most this many (and one
                                      more) and extrapolate the step time
                                      linearly (planning) */
-  unsigned jobs;                  /* worker threads (>= 1) */
+  unsigned jobs;                  /* worker threads (1 to
+                                     VS_EXPLORE_JOBS_MAX) */
   bool progress;                  /* a progress line on stderr */
   const char *what;               /* "sweep", "plan", "fit": for the
                                      progress line */
