@@ -326,6 +326,17 @@ static int check_rank_count(const vs_sim *sim, const vs_sim_opts *opts,
                       (unsigned long long)n, VS_MAX_SIMULATED_RANKS);
 }
 
+/* The global rank of the j-th GPU of stage `stage` (tp innermost, then cp
+ * and dp), in Megatron order tp-dp-pp (the default) or tp-pp-dp; below
+ * VS_MAX_GPUS (workload.h), so that it fits 32 bits. */
+_Static_assert(VS_MAX_GPUS <= UINT32_MAX, "a rank id is 32 bits");
+
+static uint32_t rank_id(const vs_layout *lay, uint64_t stage, uint64_t j)
+{
+  return (uint32_t)(stage * lay->pp_stride + (j / lay->tp) * lay->dp_stride +
+                    j % lay->tp);
+}
+
 /* Creates the simulated ranks (check_rank_count passed): one per stage
  * (dp_rank = tp_rank = 0), or every GPU in Megatron order (tp innermost,
  * then cp, dp, pp). */
@@ -343,11 +354,10 @@ static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_step step,
   for (uint64_t stage = 0; stage < lay->pp; stage++) {
     for (uint64_t j = 0; j < per_stage; j++) {
       vs_rank *r = &sim->ranks[stage * per_stage + j];
-      uint64_t id = stage * lay->tp * lay->dp + j;
       uint64_t prog = stage + (sim->per_rank_load && !holds_hottest(lay, j)
                                    ? lay->pp
                                    : 0);
-      vs_rank_init(r, (uint32_t)id, &sim->programs[prog],
+      vs_rank_init(r, rank_id(lay, stage, j), &sim->programs[prog],
                    sim->topo->memory_bytes, lay->stages[stage].framework_bytes);
       r->step = step;
       if (sim->wl->runtime.allocator == VS_ALLOC_CACHING) {
@@ -374,9 +384,6 @@ static int make_ranks(vs_sim *sim, const vs_sim_opts *opts, vs_step step,
       /* the dp x cp group: cp consecutive ranks (vs_layout's groups) */
       r->cp_rank = (int)(j / lay->tp % lay->cp);
       r->dp_rank = (int)(j / lay->tp / lay->cp);
-      /* Megatron order tp-dp-pp (default) or tp-pp-dp */
-      r->id = (uint32_t)(stage * lay->pp_stride + (j / lay->tp) * lay->dp_stride +
-                         j % lay->tp);
       for (int k = 0; k < VS_RES_N; k++)
         r->res_users[k] =
             vs_resource_users(&resources[k], lay, stage, opts->all_ranks);
