@@ -381,11 +381,9 @@ static int fit_setup(fit_search *s, const vs_capacity_opts *o, FILE *errs)
     s->replica_mbs = wl->parallel.dp * wl->grad_accum;
     s->mbs_per_step = wl->grad_accum;
     s->global_batch = wl->training.global_batch;
-    s->step = 1;
-    if (seq && vs_workload_sp(&wl->parallel))
-      s->step = wl->parallel.tp; /* sequence parallelism shards seq over tp */
-    if (seq && wl->parallel.cp > 1) /* context parallelism: 2 cp chunks */
-      s->step *= 2 * wl->parallel.cp;
+    s->step = seq ? vs_workload_seq_multiple(wl->parallel.cp, wl->parallel.tp,
+                                             vs_workload_sp(&wl->parallel))
+                  : 1;
     s->limit = seq ? 100000000 : 1000000;
   }
   free(wl);

@@ -241,10 +241,15 @@ bool vs_workload_reduce_can_wait(uint64_t zero, vs_optimizer_at step)
   return zero <= 2 && step == VS_OPTIMIZER_AFTER_BACKWARD;
 }
 
+uint64_t vs_workload_seq_multiple(uint64_t cp, uint64_t tp, bool sp)
+{
+  return (cp > 1 ? 2 * cp : 1) * (sp ? tp : 1);
+}
+
 const char *vs_workload_cp_seq_misfit(uint64_t seq_len, uint64_t cp,
                                       uint64_t tp, bool sp)
 {
-  if (cp == 1 || seq_len % (2 * cp * (sp ? tp : 1)) == 0)
+  if (cp == 1 || seq_len % vs_workload_seq_multiple(cp, tp, sp) == 0)
     return NULL;
   return sp ? "must be a multiple of 2 x cp x tp (causal load balancing "
               "cuts each sequence into 2 cp chunks, sequence parallelism "

@@ -799,6 +799,11 @@ bool vs_workload_interleave_shape_allowed(uint64_t pp, uint64_t virtual_stages);
  * step on pp stages: a multiple of pp, as Megatron-LM requires. */
 bool vs_workload_interleave_batch_allowed(uint64_t grad_accum, uint64_t pp);
 
+/* What seq_len must be a multiple of with context parallelism of size cp
+ * and tensor parallelism tp, sequence-parallel (sp) or not: 2 cp chunks
+ * (causal load balancing) with cp > 1, each split by tp under sp. */
+uint64_t vs_workload_seq_multiple(uint64_t cp, uint64_t tp, bool sp);
+
 /* Context parallelism of size cp for model m with tp and sequence
  * parallelism sp: NULL when allowed (cp = 1 always is), else why not. The
  * sequence splits into 2 cp chunks for causal load balancing (and by tp
