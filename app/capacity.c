@@ -142,7 +142,7 @@ int vs_vary_parse(const char *text, vs_vary *out, vs_error *err)
 static bool gpu_count(const char *text)
 {
   uint64_t g;
-  return whole(text, &g) && g >= 1 && g <= 1000000;
+  return whole(text, &g) && g >= 1 && g <= VS_MAX_GPUS;
 }
 
 /* Checks one value of --vary v alone, by applying it to scratch copies of
@@ -157,8 +157,8 @@ static int check_value(const vs_vary *v, const char *value, vs_topology *topo,
                ? 0
                : vs_error_set(err, VS_EUSAGE,
                               "--vary gpus=%s: a GPU count is a whole number "
-                              "from 1 to 1000000",
-                              value);
+                              "from 1 to %u",
+                              value, VS_MAX_GPUS);
   if (snprintf(assignment, sizeof assignment, "%s=%s", v->key, value) >=
       VS_EXPLORE_SET_MAX)
     return vs_error_set(err, VS_EUSAGE, "--vary %s: too long (at most %d "

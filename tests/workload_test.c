@@ -3050,6 +3050,12 @@ static void test_experts(void **state)
       assert_int_equal(wl.parallel.cp_comm, VS_CP_A2A);
       assert_int_equal(load_at(&wl, path, GPT_MODEL, ds_cp1, 1, 0, &err), 0);
       assert_int_equal(wl.parallel.cp_comm, VS_CP_P2P);
+      /* whole heads a rank under a2a, the framework's (8 heads over 16) */
+      static const char *const ds_heads[] = {"training.framework=deepspeed",
+                                             "parallel.cp=16",
+                                             "model.seq_len=256"};
+      load_bad(GPT_MODEL, ds_heads, 3, 0, VS_EINPUT,
+               "cp_comm = a2a gives each rank whole heads");
       load_bad(GPT_MODEL, ds_ring, 3, 0, VS_EINPUT,
                "--set parallel.cp_comm=p2p: DeepSpeed's sequence parallelism "
                "(DeepSpeed-Ulysses) exchanges heads by all-to-all and runs "

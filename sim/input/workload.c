@@ -653,8 +653,10 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
   char where[400], note[420];
   uint64_t tp = p->tp, pp = p->pp, cp = p->cp, size = 0;
   const char *misfit = vs_workload_tp_misfit(m, tp, vs_workload_etp(p), &size);
-  const char *cp_why =
-      vs_workload_cp_misfit(m, cp, p->cp_comm, tp, vs_workload_sp(p));
+  /* the framework's exchange: its preset comes later (DeepSpeed's a2a) */
+  const char *cp_why = vs_workload_cp_misfit(
+      m, cp, vs_workload_framework_cp_comm(wl->training.framework, p->cp_comm),
+      tp, vs_workload_sp(p));
   const char *seq_why =
       vs_workload_cp_seq_misfit(m->seq_len, cp, tp, vs_workload_sp(p));
 
