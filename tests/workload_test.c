@@ -3050,6 +3050,16 @@ static void test_experts(void **state)
       assert_int_equal(wl.parallel.cp_comm, VS_CP_A2A);
       assert_int_equal(load_at(&wl, path, GPT_MODEL, ds_cp1, 1, 0, &err), 0);
       assert_int_equal(wl.parallel.cp_comm, VS_CP_P2P);
+      /* torchtitan's default rotate method all-gathers the K, V shards;
+       * the workload's own exchange wins */
+      static const char *const tt[] = {"training.framework=fsdp2",
+                                       "parallel.cp=2"};
+      static const char *const tt_ring[] = {
+          "training.framework=fsdp2", "parallel.cp=2", "parallel.cp_comm=p2p"};
+      assert_int_equal(load_at(&wl, path, GPT_MODEL, tt, 2, 0, &err), 0);
+      assert_int_equal(wl.parallel.cp_comm, VS_CP_ALLGATHER);
+      assert_int_equal(load_at(&wl, path, GPT_MODEL, tt_ring, 3, 0, &err), 0);
+      assert_int_equal(wl.parallel.cp_comm, VS_CP_P2P);
       /* whole heads a rank under a2a, the framework's (8 heads over 16) */
       static const char *const ds_heads[] = {"training.framework=deepspeed",
                                              "parallel.cp=16",

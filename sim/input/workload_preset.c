@@ -352,6 +352,14 @@ static int preset_fsdp2(vs_workload *wl, vs_error *err)
   if (!rc)
     rc =
         preset_clipping(wl, "torchtitan clips at training.max_norm = 1.0", err);
+  /* job_config.py (9dec370): context_parallel_rotate_method = "allgather",
+   * PyTorch's context parallel gathering every K, V shard after the first
+   * sub-SDPA ("alltoall" shuffles them round) */
+  if (!rc && wl->parallel.cp > 1)
+    rc = preset(wl, "parallel", "cp_comm", "allgather",
+                "torchtitan's context_parallel_rotate_method defaults to "
+                "allgather",
+                err);
   return rc ? rc
             : preset(wl, "parallel", "bucket", "1B",
                      "fully_shard reduce-scatters each block's gradients "
