@@ -2027,6 +2027,14 @@ static void test_context_parallel_layer(void **state)
   assert_int_equal(op_named(vs_model_layer(&ulysses, 0), "flash_attn")
                        ->fwd_after.kind,
                    VS_COLL_ALL_TO_ALL);
+  /* Transformer Engine keeps the kernel's head-group output (out_part,
+   * as many bytes as the rank's output chunk) for backward, and moves
+   * only the output's gradient back to the head groups */
+  assert_int_equal(layer0_saved(&ulysses),
+                   layer0_saved(&four) + (s / 4) * q * 2);
+  assert_int_equal(
+      op_named(vs_model_layer(&ulysses, 0), "flash_attn")->bwd_before.bytes,
+      (s / 4) * q * 2);
   /* the ring's kernels run on chunks, bidirectional off the diagonal;
    * Ulysses' one kernel on the whole causal sequence (heads / cp) */
   assert_int_equal(f4->flash.seq, s / 4);

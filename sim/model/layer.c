@@ -246,15 +246,21 @@ static vs_flash_shape flash_shape(const vs_dims *d, uint64_t head_dim)
  * - a2a (Ulysses): Q, K, V moved from sequence chunks to head groups
  *   before the kernel and the output back after, the same bytes each way:
  *   the kernel then holds s tokens of heads / cp, as many bytes as the
- *   chunk of every head. */
-static void context_parallel(vs_op_spec *op, const vs_dims *d, uint64_t heads,
-                             uint64_t q, uint64_t kv, uint64_t o)
+ *   chunk of every head. Transformer Engine's AttnFuncWithCPAndQKVOA2A
+ *   (d0067d0d) keeps the kernel's head-group output (out_part) for
+ *   backward beside the exchanged one the next layer takes, and in
+ *   backward moves only the output's gradient to the head groups.
+ * Returns the bytes the exchange keeps from forward to backward beyond
+ * the kernel's own (a2a's out_part; 0 for the others). */
+static uint64_t context_parallel(vs_op_spec *op, const vs_dims *d,
+                                 uint64_t heads, uint64_t q, uint64_t kv,
+                                 uint64_t o)
 {
   uint64_t chunk = d->e * d->tokens * 2 * kv; /* this rank's K and V */
   uint64_t full = chunk * d->cp, out = d->e * d->tokens * o;
   uint64_t lse = 4 * d->b * d->s * heads; /* fp32, per query and head */
   if (d->cp == 1)
-    return;
+    return 0;
   op->fwd_before.group = op->bwd_after.group = VS_GROUP_CP;
   switch (d->cp_comm) {
   case VS_CP_A2A:
@@ -262,12 +268,10 @@ static void context_parallel(vs_op_spec *op, const vs_dims *d, uint64_t heads,
     op->fwd_before.bytes = op->bwd_after.bytes =
         d->e * d->tokens * q + chunk;
     op->fwd_after = (vs_comm){VS_COLL_ALL_TO_ALL, VS_GROUP_CP, out};
-    /* backward sends the output with its gradient (Transformer Engine's
-     * AttnFuncWithCPAndQKVOA2A) */
-    op->bwd_before = (vs_comm){VS_COLL_ALL_TO_ALL, VS_GROUP_CP, 2 * out};
+    op->bwd_before = (vs_comm){VS_COLL_ALL_TO_ALL, VS_GROUP_CP, out};
     op->fwd_temp_bytes += d->e * d->tokens * q + chunk;
-    op->bwd_temp_bytes += d->e * d->tokens * q + chunk + 2 * out;
-    break;
+    op->bwd_temp_bytes += d->e * d->tokens * q + chunk + out;
+    return out;
   case VS_CP_ALLGATHER:
     op->fwd_before.kind = VS_COLL_ALL_GATHER;
     op->bwd_after.kind = VS_COLL_REDUCE_SCATTER;
@@ -295,6 +299,7 @@ static void context_parallel(vs_op_spec *op, const vs_dims *d, uint64_t heads,
     op->bwd_temp_bytes += 4 * chunk;
     break;
   }
+  return 0;
 }
 
 /* The K and V heads a flash attention op holds: its own, or every query
@@ -328,6 +333,7 @@ static int attention_flash(vs_block *blk, const vs_dims *d, vs_error *err)
 {
   uint64_t heads = d->a / d->t, kv = flash_kv_heads(d);
   uint64_t pd = flash_head_dim(d), qkv = d->tokens * (heads + 2 * kv);
+  uint64_t cp_kept;
   vs_op_spec *op = vs_block_add_op(blk, "flash_attn", err);
   if (!op)
     return VS_EINPUT;
@@ -345,7 +351,8 @@ static int attention_flash(vs_block *blk, const vs_dims *d, vs_error *err)
       (double)d->e * (double)(d->tokens * pd * (2 * heads + 2 * kv));
   op->bwd_bytes = 2.0 * op->fwd_bytes;
   op->bwd_temp_bytes = d->e * pd * qkv;
-  context_parallel(op, d, heads, heads * d->d, kv * d->d, heads * d->d);
+  cp_kept =
+      context_parallel(op, d, heads, heads * d->d, kv * d->d, heads * d->d);
   if (pd != d->d) {
     /* three pads and the merge's copy: each reads and writes its tensor;
      * backward pads the output's gradient (held beside Q's, K's and V's
@@ -365,6 +372,8 @@ static int attention_flash(vs_block *blk, const vs_dims *d, vs_error *err)
     return VS_EINPUT;
   if (vs_block_save_act(blk, op, 4 * d->b * heads * d->s, VS_DTYPE_FP32, err))
     return VS_EINPUT;                     /* LSE fp32 */
+  if (cp_kept && vs_block_save_act(blk, op, cp_kept, d->act_dtype, err))
+    return VS_EINPUT; /* Ulysses' head-group output */
   return 0;
 }
 
@@ -466,7 +475,7 @@ static int mla_norm(vs_block *blk, const vs_dims *d, const char *name,
  * output projection row-parallel. */
 static int attention_mla(vs_block *blk, const vs_dims *d, vs_error *err)
 {
-  uint64_t a = d->a / d->t, dqk = d->dn + d->dr;
+  uint64_t a = d->a / d->t, dqk = d->dn + d->dr, cp_kept;
   vs_op_spec *op;
   /* the up projections read the latent norms' outputs (Megatron-LM's
    * MLA spec fuses them: TELayerNormColumnParallelLinear) */
@@ -517,11 +526,13 @@ static int attention_mla(vs_block *blk, const vs_dims *d, vs_error *err)
       (double)d->e * (double)(d->tokens * a * (2 * dqk + 2 * d->dv));
   op->bwd_bytes = 2.0 * op->fwd_bytes;
   op->bwd_temp_bytes = d->e * d->tokens * a * (2 * dqk + d->dv);
-  context_parallel(op, d, a, a * dqk, a * (dqk + d->dv) / 2, a * d->dv);
+  cp_kept =
+      context_parallel(op, d, a, a * dqk, a * (dqk + d->dv) / 2, a * d->dv);
   if (vs_block_save_act(blk, op, d->e * d->tokens * a * (2 * dqk + d->dv),
                         d->act_dtype, err) ||
-      vs_block_save_act(blk, op, 4 * d->b * a * d->s, VS_DTYPE_FP32, err))
-    return VS_EINPUT; /* Q, K, V; LSE */
+      vs_block_save_act(blk, op, 4 * d->b * a * d->s, VS_DTYPE_FP32, err) ||
+      (cp_kept && vs_block_save_act(blk, op, cp_kept, d->act_dtype, err)))
+    return VS_EINPUT; /* Q, K, V; LSE; Ulysses' head-group output */
   if (!mla_linear(blk, d, "attn_out_proj", a * d->dv, d->h, MLA_ROW,
                   MLA_SAVES_INPUT, err))
     return VS_EINPUT;
