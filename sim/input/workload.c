@@ -133,7 +133,7 @@ static const vs_key workload_keys[] = {
     K("parallel", "ep", VS_KEY_COUNT, parallel.ep, .positive = true, .hi = 1e5, .default_doc = "1"),
     K("parallel", "etp", VS_KEY_COUNT, parallel.etp, .hi = 1e6, .default_doc = "0: tp"),
     K("parallel", "cp", VS_KEY_COUNT, parallel.cp, .positive = true, .hi = 1e5, .default_doc = "1"),
-    K("parallel", "cp_comm", VS_KEY_ENUM, parallel.cp_comm, .choices = cp_comm_names, .default_doc = "p2p"),
+    K("parallel", "cp_comm", VS_KEY_ENUM, parallel.cp_comm, .choices = cp_comm_names, .default_doc = "p2p (framework deepspeed: a2a; fsdp2: allgather)"),
     K("parallel", "p2p", VS_KEY_ENUM, parallel.p2p, .choices = p2p_names, .default_doc = "overlapped (framework megatron: blocking unless interleaved; deepspeed: blocking)"),
     K("parallel", "p2p_scatter_gather", VS_KEY_BOOL, parallel.p2p_scatter_gather, .default_doc = "false"),
     K("parallel", "offload_optimizer", VS_KEY_ENUM, parallel.offload_optimizer, .choices = offload_names, .default_doc = "none"),
