@@ -437,11 +437,15 @@ static bool curve_set_by_flag(const vs_topology *t, int kind)
   return false;
 }
 
-/* The labels of the fits in effect (fit_parts) whose curve was given with
- * --set (`by_flag`) or not, ", "-separated into fits[len]; their count. */
-static size_t curve_labels(const vs_topology *t, bool by_flag, char *fits,
-                           size_t len)
+/* Where a calibrated curve's figures came from. */
+typedef enum { CURVE_MEASURED, CURVE_GIVEN_WITH_SET } curve_source;
+
+/* The labels of the fits in effect (fit_parts) whose curve came from
+ * `source`, ", "-separated into fits[len]; their count. */
+static size_t curve_labels(const vs_topology *t, curve_source source,
+                           char *fits, size_t len)
 {
+  bool by_flag = source == CURVE_GIVEN_WITH_SET;
   size_t used = 0, n = 0;
   fits[0] = '\0';
   for (int k = 0; k < VS_CAL_N_KINDS; k++) {
@@ -457,7 +461,8 @@ static size_t curve_labels(const vs_topology *t, bool by_flag, char *fits,
 void vs_topology_measured_text(const vs_topology *topo, char *buf, size_t len)
 {
   char keys[320] = "", fits[160];
-  size_t n_keys = 0, n_fits = curve_labels(topo, false, fits, sizeof fits);
+  size_t n_keys = 0,
+         n_fits = curve_labels(topo, CURVE_MEASURED, fits, sizeof fits);
   /* ", "-separated; each list has room for all its items */
   for (int i = 0; vs_topology_measurable[i]; i++)
     if (topo->measured >> i & 1u)
@@ -473,7 +478,7 @@ void vs_topology_given_curves_text(const vs_topology *topo, char *buf,
                                    size_t len)
 {
   if (len > 0)
-    curve_labels(topo, true, buf, len);
+    curve_labels(topo, CURVE_GIVEN_WITH_SET, buf, len);
 }
 
 /* VS_EINPUT for section.key: where it was given, then the reason (fmt). */
