@@ -2012,6 +2012,11 @@ static void test_context_parallel_layer(void **state)
       f4->fwd_temp_bytes - f1->fwd_temp_bytes / 4,
       4 * (2 * (s / 4) * hkv * 2 + (s / 4) * q * 2 + 4 * (s / 4) * 16) +
           4 * (s / 4) * 16);
+  /* backward: two K, V buffers with their dK, dV, and dQ's sum over the
+   * ring's steps (Transformer Engine's dq_buffer), beyond the kernel's
+   * own gradients */
+  assert_int_equal(f4->bwd_temp_bytes - f1->bwd_temp_bytes / 4,
+                   4 * (2 * (s / 4) * hkv * 2) + (s / 4) * q * 2);
   assert_int_equal(f4->bwd_before.kind, VS_COLL_ALL_GATHER);
   assert_int_equal(f4->fwd_before.group, VS_GROUP_CP);
   assert_int_equal(f4->fwd_before.kind, VS_COLL_ALL_GATHER);

@@ -294,9 +294,11 @@ static uint64_t context_parallel(vs_op_spec *op, const vs_dims *d,
      * the later ones on half of it: the last rank keeps cp whole outputs
      * and LSEs, the most, which every cp rank is given (without a causal
      * mask every rank does). Backward: two buffers of K, V with their
-     * dK, dV (p2p_comm_buffers, 2 x (2, *kv.shape)). */
+     * dK, dV (p2p_comm_buffers, 2 x (2, *kv.shape)) and dQ's sum over
+     * the steps (dq_buffer = torch.empty_like(q)) beside each step's
+     * kernel outputs. */
     op->fwd_temp_bytes += d->cp * (chunk + out + lse) + lse;
-    op->bwd_temp_bytes += 4 * chunk;
+    op->bwd_temp_bytes += 4 * chunk + d->e * d->tokens * q;
     break;
   }
   return 0;
