@@ -1931,12 +1931,25 @@ static void test_mla_layer(void **state)
                       0.5,
                   1e-15);
   {
-    /* with context parallelism a rank keeps s / cp of it all */
+    /* with context parallelism a rank keeps s / cp of it all; Ulysses
+     * also the kernel's head-group output (Transformer Engine's
+     * out_part: T / 2 tokens of a d_v wide heads), and the ring's
+     * backward two buffers of K (d_qk wide) and V (d_v) with their
+     * gradients, and dQ's sum over its steps (dq_buffer, a d_qk wide
+     * heads) */
     const char *const cp2[] = {"parallel.cp=2"};
-    vs_model half;
+    const char *const a2a[] = {"parallel.cp=2", "parallel.cp_comm=a2a"};
+    vs_model half, ulysses;
     build_ini(&half, llama, cp2, 1);
+    build_ini(&ulysses, llama, a2a, 2);
     assert_int_equal(2 * layer0_saved(&half),
                      attn + mlp);
+    assert_int_equal(layer0_saved(&ulysses),
+                     layer0_saved(&half) + 2 * (T / 2) * a * dv);
+    assert_int_equal(
+        op_named(vs_model_layer(&half, 0), "flash_attn")->bwd_temp_bytes,
+        op_named(blk, "flash_attn")->bwd_temp_bytes / 2 +
+            4 * 2 * (T / 2) * a * (dn + dr + dv) + 2 * (T / 2) * a * (dn + dr));
   }
   {
     /* tp = 2 with sequence parallelism (Megatron-LM's MLASelfAttention):

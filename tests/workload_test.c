@@ -3065,7 +3065,9 @@ static void test_experts(void **state)
                                              "parallel.cp=16",
                                              "model.seq_len=256"};
       load_bad(GPT_MODEL, ds_heads, 3, 0, VS_EINPUT,
-               "cp_comm = a2a gives each rank whole heads");
+               "cp_comm = a2a gives each rank whole heads: tp x cp must "
+               "divide heads and kv_heads (heads 8, kv_heads 8, tp x cp = "
+               "16); framework = deepspeed exchanges by all-to-all");
       load_bad(GPT_MODEL, ds_ring, 3, 0, VS_EINPUT,
                "--set parallel.cp_comm=p2p: DeepSpeed's sequence parallelism "
                "(DeepSpeed-Ulysses) exchanges heads by all-to-all and runs "

@@ -654,9 +654,9 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
   uint64_t tp = p->tp, pp = p->pp, cp = p->cp, size = 0;
   const char *misfit = vs_workload_tp_misfit(m, tp, vs_workload_etp(p), &size);
   /* the framework's exchange: its preset comes later (DeepSpeed's a2a) */
-  const char *cp_why = vs_workload_cp_misfit(
-      m, cp, vs_workload_framework_cp_comm(wl->training.framework, p->cp_comm),
-      tp, vs_workload_sp(p));
+  int comm = vs_workload_framework_cp_comm(wl->training.framework, p->cp_comm);
+  const char *cp_why =
+      vs_workload_cp_misfit(m, cp, comm, tp, vs_workload_sp(p));
   const char *seq_why =
       vs_workload_cp_seq_misfit(m->seq_len, cp, tp, vs_workload_sp(p));
 
@@ -683,9 +683,16 @@ static int check_layout(vs_workload *wl, uint64_t gpus, vs_error *err)
                         WHERE("parallel", "cp"), (unsigned long long)m->seq_len,
                         where_seq, seq_why);
   }
-  if (cp_why)
-    return vs_error_set(err, VS_EINPUT, "%s: %s", WHERE("parallel", "cp"),
-                        cp_why);
+  if (cp_why) /* the heads rule of a2a, the framework's exchange or own */
+    return vs_error_set(
+        err, VS_EINPUT,
+        "%s: %s (heads %llu, kv_heads %llu, tp x cp = "
+        "%llu)%s%s%s",
+        WHERE("parallel", "cp"), cp_why, (unsigned long long)m->heads,
+        (unsigned long long)m->kv_heads, (unsigned long long)(tp * cp),
+        comm != p->cp_comm ? "; framework = " : "",
+        comm != p->cp_comm ? vs_framework_name(wl->training.framework) : "",
+        comm != p->cp_comm ? " exchanges by all-to-all" : "");
   if (pp > m->layers)
     return vs_error_set(err, VS_EINPUT,
                         "%s: pp must not exceed layers (%llu)%s: every stage "
