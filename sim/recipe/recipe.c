@@ -890,18 +890,17 @@ void vs_recipe_tensor_states(const vs_recipe *r, const vs_training_conf *t,
                              const vs_param_tensor *p, vs_tensor_states *out)
 {
   uint64_t n = p->rows * p->cols;
-  uint64_t bytes = vs_dtype_tensor_bytes(p->dtype, p->rows, p->cols);
   memset(out, 0, sizeof *out);
-  out->stored_param =
-      r->fp32_params && p->trainable &&
-              (p->dtype == VS_DTYPE_BF16 || p->dtype == VS_DTYPE_FP16)
-          ? 4 * n
-          : bytes;
-  if (out->stored_param == bytes)
+  /* a trainable 16-bit weight kept in fp32 is one fp32 tensor; any other
+   * is kept as its dtype's tensors */
+  if (r->fp32_params && p->trainable &&
+      (p->dtype == VS_DTYPE_BF16 || p->dtype == VS_DTYPE_FP16))
+    out->param_parts[out->n_param_parts++] = 4 * n;
+  else
     out->n_param_parts =
         vs_dtype_tensor_parts(p->dtype, p->rows, p->cols, out->param_parts);
-  else
-    out->param_parts[out->n_param_parts++] = out->stored_param;
+  for (unsigned i = 0; i < out->n_param_parts; i++)
+    out->stored_param += out->param_parts[i];
   if (!p->trainable)
     return;
   /* an fp32 tensor (LoRA adapters, PEFT's autocast_adapter_dtype) has
