@@ -77,7 +77,8 @@ enum {
   PRUNE_DP_BATCH,         /* dp does not divide the global batch */
   PRUNE_ZERO_PP,          /* ZeRO-2/3 with a pipeline */
   PRUNE_ZERO_DP1,         /* ZeRO without data parallelism: ZeRO-0 */
-  PRUNE_SELECTIVE_FLASH,  /* selective = none with flash attention */
+  PRUNE_SELECTIVE_FLASH,  /* selective with flash attention: none's
+                             memory but the LSE, and a re-run */
   PRUNE_SPLIT_LONG,       /* an uneven split too long for an override */
   PRUNE_INTERLEAVE_SPLIT, /* interleaved: layers per stage uneven or odd */
   PRUNE_INTERLEAVE_BATCH, /* interleaved: micro-batches not a multiple of pp */
@@ -112,8 +113,8 @@ static const char *const prune_reasons[PRUNE_N] = {
     "combined with pipeline parallelism",
     "ZeRO and offload choices: ZeRO-1/2/3 without "
     "data (or context) parallelism is ZeRO-0",
-    "checkpointing choices: selective "
-    "recompute equals none with flash attention",
+    "checkpointing choices: selective recompute with flash attention "
+    "(none's memory less the kernel's log-sum-exp, and a re-run of it)",
     "(GPUs, tp, cp, pp) choices: the uneven layer split is too long for an "
     "override (pp_layers)",
     "interleaved layouts: the layers per stage are not an even split "

@@ -5271,6 +5271,62 @@ static int scan_csv(const char *path,
   return s.rows;
 }
 
+/* What test_selective_flash_reruns_the_kernel sees in ops.csv: each
+ * layer's forward flash_attn (its first), and the re-runs of it. */
+typedef struct rerun_seen {
+  double fwd[4], fwd_flops[4]; /* by layer */
+  int reruns, matched;         /* recompute_attn rows, equal to forward */
+} rerun_seen;
+
+static void check_rerun_row(const csv_scan *s, void *user)
+{
+  rerun_seen *seen = user;
+  const char *op = scan_cell(s, "op");
+  unsigned long long layer = scan_u64(s, "layer");
+  double t = strtod(scan_cell(s, "end_s"), NULL) -
+             strtod(scan_cell(s, "start_s"), NULL);
+  double flops = strtod(scan_cell(s, "flops"), NULL);
+  if (strcmp(op, "flash_attn") != 0 && strcmp(op, "recompute_attn") != 0)
+    return;
+  assert_true(layer < 4 && isfinite(t) && t > 0);
+  if (strcmp(op, "flash_attn") == 0 && seen->fwd[layer] == 0) {
+    seen->fwd[layer] = t;
+    seen->fwd_flops[layer] = flops;
+  } else if (strcmp(op, "recompute_attn") == 0) {
+    seen->reruns++;
+    seen->matched +=
+        fabs(t - seen->fwd[layer]) < 1e-9 && flops == seen->fwd_flops[layer];
+  }
+}
+
+/* checkpointing = selective under flash attention re-runs the kernel
+ * before each layer's backward, as Megatron-LM's core_attn recompute
+ * does (attention.py, _checkpointed_attention_forward): in ops.csv, one
+ * recompute_attn a layer and micro-batch, as long as the layer's forward
+ * flash_attn and of its FLOPs; none re-runs nothing. */
+static void test_selective_flash_reruns_the_kernel(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {
+      "run", DATA "gpt-small.ini", "--set", NULL, "--csv", NULL, NULL};
+  rerun_seen seen;
+  (void)state;
+  args[5] = tu_temp_dir(dir, sizeof dir);
+  args[3] = "training.checkpointing=selective";
+  run(args);
+  assert_int_equal(r.status, 0);
+  memset(&seen, 0, sizeof seen);
+  scan_csv(path_in(dir, "ops.csv", p, sizeof p), check_rerun_row, &seen);
+  assert_int_equal(seen.reruns, 4); /* 4 layers, 1 micro-batch */
+  assert_int_equal(seen.matched, 4);
+  args[3] = "training.checkpointing=none";
+  run(args);
+  assert_int_equal(r.status, 0);
+  memset(&seen, 0, sizeof seen);
+  scan_csv(path_in(dir, "ops.csv", p, sizeof p), check_rerun_row, &seen);
+  assert_int_equal(seen.reruns, 0);
+}
+
 /* What test_skewed_router_every_rank sees in summary.csv. */
 typedef struct skew_seen {
   unsigned long long worst[2]; /* each stage's peak in stage mode */
@@ -6462,6 +6518,7 @@ int main(void)
       cmocka_unit_test(test_show_prints_resolved_config),
       cmocka_unit_test(test_show_output_loads_back),
       cmocka_unit_test(test_unwritable_report_is_an_error),
+      cmocka_unit_test(test_selective_flash_reruns_the_kernel),
       cmocka_unit_test(test_plan_all_invalid_is_an_input_error),
       cmocka_unit_test(test_plan_and_sweep_bad_input_write_nothing),
       cmocka_unit_test(test_plan_tries_uneven_pipelines),

@@ -1960,6 +1960,26 @@ static void test_full_checkpointing_recomputes_each_layer(void **state)
   destroy(b);
 }
 
+/* The bytes selective checkpointing drops from layer's saved tensors. */
+static uint64_t selective_dropped(const vs_block *layer)
+{
+  return vs_block_saved_bytes(layer, -1, VS_SAVED_ALL) -
+         vs_block_saved_bytes(layer, -1, VS_SAVED_KEPT_BY_SELECTIVE);
+}
+
+/* The one buffer recompute_attn op makes: a temp of `bytes`. */
+static const vs_effect *recompute_attn_buffer(const vs_program *p,
+                                              const vs_pop *op, uint64_t bytes)
+{
+  const vs_effect *e = &p->effects[op->first_effect];
+  assert_int_equal(op->phase, VS_PHASE_RECOMPUTE);
+  assert_int_equal(vs_op_effects_end(p, op) - op->first_effect, 1);
+  assert_false(e->is_free);
+  assert_int_equal(vs_program_buffer(p, e->buffer)->bytes, bytes);
+  assert_int_equal(vs_program_buffer(p, e->buffer)->category, VS_CAT_TEMP);
+  return e;
+}
+
 static void test_selective_eager_recomputes_attention(void **state)
 {
   const char *const sets[] = {"training.checkpointing=selective",
@@ -1978,9 +1998,7 @@ static void test_selective_eager_recomputes_attention(void **state)
   /* It re-creates exactly the tensors selective checkpointing dropped (the
    * s^2 softmax output, dropout mask and dropped-out probabilities), as one
    * temp buffer. */
-  dropped = vs_block_saved_bytes(vs_model_layer(&b->m, 0), -1, VS_SAVED_ALL) -
-            vs_block_saved_bytes(vs_model_layer(&b->m, 0), -1,
-                                 VS_SAVED_KEPT_BY_SELECTIVE);
+  dropped = selective_dropped(vs_model_layer(&b->m, 0));
   /* a=4 heads, s=128, b=1: softmax 2*a*s^2 + mask a*s^2 + probs 2*a*s^2
    * = 5 * 4 * 16384 = 327680 B (Korthikanti's 5as^2b term) */
   assert_int_equal(dropped, 327680);
@@ -1990,12 +2008,7 @@ static void test_selective_eager_recomputes_attention(void **state)
     if (strcmp(vs_op_name(p, op), "recompute_attn") != 0)
       continue;
     n++;
-    assert_int_equal(op->phase, VS_PHASE_RECOMPUTE);
-    assert_int_equal(vs_op_effects_end(p, op) - op->first_effect, 1);
-    e = &p->effects[op->first_effect];
-    assert_false(e->is_free);
-    assert_int_equal(vs_program_buffer(p, e->buffer)->bytes, dropped);
-    assert_int_equal(vs_program_buffer(p, e->buffer)->category, VS_CAT_TEMP);
+    e = recompute_attn_buffer(p, op, dropped);
     /* It lives until the backward of the first attention-core op (the
      * scores matmul, which needs the recomputed tensors last), in the same
      * layer and micro-batch. */
@@ -2014,16 +2027,37 @@ static void test_selective_eager_recomputes_attention(void **state)
   destroy(b);
 }
 
-static void test_selective_flash_has_nothing_to_recompute(void **state)
+/* Selective under flash attention is Megatron-LM's core_attn recompute
+ * of the flash kernel (attention.py, _checkpointed_attention_forward):
+ * its fp32 LSE is dropped, and the kernel re-runs before each backward. */
+static void test_selective_flash_reruns_the_kernel(void **state)
 {
   const char *const sets[] = {"training.checkpointing=selective",
-                              "training.attention=flash"};
+                              "training.attention=flash",
+                              "training.global_batch=2"};
   built *b;
+  const vs_program *p;
+  const vs_block *layer;
+  size_t n = 0;
   (void)state;
-  b = build(sets, 2, 1);
-  /* FlashAttention saves no s^2 tensor, so selective drops nothing */
-  assert_int_equal(count_ops(&b->p, "recompute_attn", ANY, ANY), 0);
-  assert_int_equal(count_ops(&b->p, "recompute_layer", ANY, ANY), 0);
+  b = build(sets, 3, 1);
+  p = &b->p;
+  layer = vs_model_layer(&b->m, 0);
+  assert_int_equal(count_ops(p, "recompute_attn", ANY, ANY), LAYERS * 2);
+  assert_int_equal(count_ops(p, "recompute_layer", ANY, ANY), 0);
+  /* a = 4 heads, s = 128, b = 1: the LSE, 4 B a row and head = 2048 B */
+  assert_int_equal(selective_dropped(layer), 4 * 4 * 128);
+  for (size_t i = 0; i < p->n_ops; i++) {
+    const vs_pop *op = &p->ops[i];
+    if (strcmp(vs_op_name(p, op), "recompute_attn") != 0)
+      continue;
+    n++;
+    recompute_attn_buffer(p, op, 4 * 4 * 128);
+    for (uint32_t k = 0; k < layer->n_ops; k++)
+      if (strcmp(layer->ops[k].name, "flash_attn") == 0)
+        assert_true(vs_op_kind_of(p, op)->flops == layer->ops[k].fwd_flops);
+  }
+  assert_int_equal(n, LAYERS * 2);
   destroy(b);
 }
 
@@ -3210,7 +3244,7 @@ int main(void)
       cmocka_unit_test(test_deepspeed_zero3_coordinator),
       cmocka_unit_test(test_full_checkpointing_recomputes_each_layer),
       cmocka_unit_test(test_selective_eager_recomputes_attention),
-      cmocka_unit_test(test_selective_flash_has_nothing_to_recompute),
+      cmocka_unit_test(test_selective_flash_reruns_the_kernel),
       cmocka_unit_test(test_tp2_all_reduces),
       cmocka_unit_test(test_tp2_sequence_parallel),
       cmocka_unit_test(test_op_durations_follow_roofline),

@@ -387,9 +387,9 @@ double vs_cost_group_seconds(const vs_topology *topo, int kind, uint64_t bytes,
  * weight's matmul skips its weight gradient, a block before every
  * trainable weight its backward). An eager attention core's (attn_core
  * matmuls, which compute all s^2 products) are halved when the model is
- * causal. A flash attention op is not attn_core and already counts the
- * causal half. The routed experts' count a rank's average load, not the
- * skewed rank's the model was built for. */
+ * causal. A flash attention op (flash.seq > 0, attn_core too) already
+ * counts the causal half. The routed experts' count a rank's average load, not
+ * the skewed rank's the model was built for. */
 static double block_model_flops(const vs_model *m, const vs_block *b,
                                 const vs_kind_plan *k)
 {
@@ -402,7 +402,9 @@ static double block_model_flops(const vs_model *m, const vs_block *b,
     if (!k->no_backward && op->bwd_flops > 0)
       passes += 2.0 * k->bwd_flops[i] / op->bwd_flops;
     sum += passes * op->fwd_flops *
-           (m->causal && op->attn_core ? CAUSAL_MODEL_FRACTION : 1.0) /
+           (m->causal && op->attn_core && op->flash.seq == 0
+                ? CAUSAL_MODEL_FRACTION
+                : 1.0) /
            (op->routed ? m->routed_load : 1.0);
   }
   return sum;

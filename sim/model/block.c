@@ -109,17 +109,23 @@ int vs_block_save_input(vs_block *blk, vs_op_spec *op, const vs_dims *d,
                        err);
 }
 
+int vs_block_save_core(vs_block *blk, vs_op_spec *op, uint64_t bytes, int dtype,
+                       vs_error *err)
+{
+  return vs_block_save(blk, op,
+                       (vs_saved){.bytes = bytes,
+                                  .dtype = (uint8_t)dtype,
+                                  .category = VS_CAT_ACTIVATIONS,
+                                  .selective = true},
+                       err);
+}
+
 /* An s x s attention tensor of `scores` elements of dtype: what
  * selective checkpointing drops (Korthikanti et al. 2022, Sec. 4.1). */
 int vs_block_save_scores(vs_block *blk, vs_op_spec *op, uint64_t scores,
                          int dtype, vs_error *err)
 {
-  return vs_block_save(blk, op,
-                       (vs_saved){.bytes = vs_dtype_bytes(dtype, scores),
-                                  .dtype = (uint8_t)dtype,
-                                  .category = VS_CAT_ACTIVATIONS,
-                                  .selective = true},
-                       err);
+  return vs_block_save_core(blk, op, vs_dtype_bytes(dtype, scores), dtype, err);
 }
 
 /* [m x k] @ [k x n] at e bytes per element: 2mkn FLOPs forward and twice

@@ -331,6 +331,26 @@ static uint64_t flash_head_dim(const vs_dims *d)
   return d->act_dtype == VS_DTYPE_FP32 ? d->d : vs_div_ceil(d->d, 8) * 8;
 }
 
+/* What a flash attention op keeps besides Q, K and V: the fp32 LSE and,
+ * under Ulysses, the head-group output (cp_kept bytes). The kernel is the
+ * attention core: selective checkpointing is Megatron-LM's core_attn
+ * recompute (transformer_config.py: recompute_modules' default), which
+ * wraps whatever core attention runs, Transformer Engine's flash kernel
+ * included, in tensor_parallel.checkpoint (attention.py,
+ * _checkpointed_attention_forward at d98e8a64): the checkpoint keeps its
+ * inputs Q, K and V, drops these, and re-runs the kernel (with its
+ * context-parallel exchange) before backward. */
+static int flash_core_saves(vs_block *blk, vs_op_spec *op, const vs_dims *d,
+                            uint64_t heads, uint64_t cp_kept, vs_error *err)
+{
+  op->attn_core = true;
+  if (vs_block_save_core(blk, op, 4 * d->b * heads * d->s, VS_DTYPE_FP32, err))
+    return VS_EINPUT; /* LSE fp32 */
+  if (cp_kept && vs_block_save_core(blk, op, cp_kept, d->act_dtype, err))
+    return VS_EINPUT; /* Ulysses' head-group output */
+  return 0;
+}
+
 static int attention_flash(vs_block *blk, const vs_dims *d, vs_error *err)
 {
   uint64_t heads = d->a / d->t, kv = flash_kv_heads(d);
@@ -369,14 +389,10 @@ static int attention_flash(vs_block *blk, const vs_dims *d, vs_error *err)
     return VS_EINPUT; /* Q, K, V (padded) */
   /* the output, padded: unpadded it is the output projection's input,
    * which that keeps */
-  if (pd != d->d && vs_block_save_act(blk, op, d->e * d->tokens * pd * heads,
-                                      d->act_dtype, err))
+  if (pd != d->d && vs_block_save_core(blk, op, d->e * d->tokens * pd * heads,
+                                       d->act_dtype, err))
     return VS_EINPUT;
-  if (vs_block_save_act(blk, op, 4 * d->b * heads * d->s, VS_DTYPE_FP32, err))
-    return VS_EINPUT;                     /* LSE fp32 */
-  if (cp_kept && vs_block_save_act(blk, op, cp_kept, d->act_dtype, err))
-    return VS_EINPUT; /* Ulysses' head-group output */
-  return 0;
+  return flash_core_saves(blk, op, d, heads, cp_kept, err);
 }
 
 /* ------------------------------------------------------------------------
@@ -532,8 +548,7 @@ static int attention_mla(vs_block *blk, const vs_dims *d, vs_error *err)
       context_parallel(op, d, a, a * dqk, a * (dqk + d->dv) / 2, a * d->dv);
   if (vs_block_save_act(blk, op, d->e * d->tokens * a * (2 * dqk + d->dv),
                         d->act_dtype, err) ||
-      vs_block_save_act(blk, op, 4 * d->b * a * d->s, VS_DTYPE_FP32, err) ||
-      (cp_kept && vs_block_save_act(blk, op, cp_kept, d->act_dtype, err)))
+      flash_core_saves(blk, op, d, a, cp_kept, err))
     return VS_EINPUT; /* Q, K, V; LSE; Ulysses' head-group output */
   if (!mla_linear(blk, d, "attn_out_proj", a * d->dv, d->h, MLA_ROW,
                   MLA_SAVES_INPUT, err))

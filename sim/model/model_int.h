@@ -223,6 +223,11 @@ int vs_block_save_act(vs_block *blk, vs_op_spec *op, uint64_t bytes, int dtype,
 int vs_block_save_input(vs_block *blk, vs_op_spec *op, const vs_dims *d,
                         uint64_t elems, vs_input_keeper keeper, vs_error *err);
 
+/* A tensor of the attention core (op->attn_core) that selective
+ * checkpointing drops and its re-run makes again before backward. */
+int vs_block_save_core(vs_block *blk, vs_op_spec *op, uint64_t bytes, int dtype,
+                       vs_error *err);
+
 int vs_block_save_scores(vs_block *blk, vs_op_spec *op, uint64_t scores,
                          int dtype, vs_error *err);
 

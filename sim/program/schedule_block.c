@@ -1611,8 +1611,10 @@ static void recompute_layer(builder *b, size_t inst, int mb)
   }
 }
 
-/* Selective checkpointing: re-runs the attention core before its backward,
- * re-creating the dropped s^2 tensors as one temp buffer. */
+/* Selective checkpointing: re-runs the attention core, with its
+ * collectives (a flash kernel's context-parallel exchange), before its
+ * backward, re-creating the dropped tensors (eager attention's s^2 ones,
+ * a flash kernel's LSE) as one temp buffer. */
 static void recompute_core(builder *b, size_t inst, int mb)
 {
   const vs_block *blk = sb_block_of(b, inst);
@@ -1629,6 +1631,8 @@ static void recompute_core(builder *b, size_t inst, int mb)
     flops += o->fwd_flops;
     bytes += o->fwd_bytes;
     add_split(t.s, op_time(b, inst, k, TIME_FWD));
+    t.s[VS_BOUND_COMM] +=
+        op_comm_seconds(b, &o->fwd_before) + op_comm_seconds(b, &o->fwd_after);
     for (uint32_t s = o->first_saved; s < o->first_saved + o->n_saved; s++)
       if (plan->keep[s] == VS_RECOMPUTE_CORE)
         dropped += saved_size(b, blk, s);
