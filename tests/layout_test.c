@@ -429,6 +429,33 @@ static void test_frozen_base_formats(void **state)
   }
 }
 
+/* Transformer Engine's scaling state for the routed experts: Megatron-LM
+ * runs each layer's local experts as a GroupedLinear of E / ep GEMMs, and
+ * a module keeps fp8_meta["num_gemms"] x 5 FP8 tensors' amax histories
+ * (TransformerEngine d0067d0d, module/base.py set_meta_tensor: 3 forward,
+ * 2 backward a GEMM), so fc1 and fc2 hold E / ep GEMMs' each, beside qkv's
+ * and the output projection's one; the router is no Transformer Engine
+ * module. 4 layers, 8 experts over ep 2: 2 + 2 x 4 GEMMs a layer. */
+static void test_fp8_grouped_expert_gemms(void **state)
+{
+  static const char moe[] =
+      "[model]\narch = llama\nlayers = 4\nhidden = 256\nheads = 4\n"
+      "ffn_hidden = 512\nvocab = 1024\nseq_len = 256\nexperts = 8\n"
+      "[training]\nprecision = fp8\nframework = megatron\n"
+      "[parallel]\nep = 2\nzero = 1\n";
+  const uint64_t layers = 4, gemms = layers * (2 + 2 * 8 / 2);
+  uint64_t weights;
+  vs_layout lay;
+  (void)state;
+  build(moe, NULL, 0, 2, &lay);
+  assert_int_equal(lay.stages[0].fp8_gemms, gemms);
+  /* qkv and out 4h^2, the local experts' 3 h f each */
+  weights = layers * (4 * 256 * 256 + 4 * 3 * 256 * 512);
+  assert_int_equal(lay.stages[0].fp8_weight_elems, weights);
+  assert_int_equal(lay.stages[0].fp8_cache_bytes,
+                   2 * weights + gemms * 5 * 1024 * 4);
+}
+
 /* Megatron-LM's FP8 primary weights (--fp8-param-gather: Transformer
  * Engine's fp8_model_init): each FP8 GEMM's weight a Float8Tensor, 1 B a
  * weight and an fp32 scale (its 5 tensors a layer), kept with its
@@ -1390,6 +1417,7 @@ int main(void)
       cmocka_unit_test(test_qlora_base_bytes),
       cmocka_unit_test(test_qlora_without_double_quant),
       cmocka_unit_test(test_frozen_base_formats),
+      cmocka_unit_test(test_fp8_grouped_expert_gemms),
       cmocka_unit_test(test_megatron_bytes_per_param),
       cmocka_unit_test(test_fp32_adam),
       cmocka_unit_test(test_framework_presets),

@@ -3179,8 +3179,9 @@ static void test_fp8_outside_transformer_engine(void **state)
   head = vs_model_head(&f.model);
   for (uint32_t s = 0; s < head->n_saved; s++)
     assert_int_not_equal(head->saved[s].dtype, VS_DTYPE_FP8);
-  /* 4 a layer: qkv, the output projection, the experts' two; no router */
-  assert_int_equal(f.layout.stages[0].fp8_gemms, 2 * 4);
+  /* qkv, the output projection and the experts' two grouped GEMMs of 4
+   * (a GEMM an expert) a layer; no router */
+  assert_int_equal(f.layout.stages[0].fp8_gemms, 2 * (2 + 2 * 4));
   vs_sim_fini(&f);
   vs_sim_fini(&b);
   /* torchtitan's float8 converter leaves its GroupedExperts alone */

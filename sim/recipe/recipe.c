@@ -1032,7 +1032,11 @@ static void grad_ops(const vs_block *b, vs_kind_plan *k)
  * not biases or norm scales; not those of matmuls outside its modules, no_fp8):
  * Transformer Engine quantizes each one not already in FP8 before its GEMM and
  * keeps the FP8 copy for backward (shared/reference/frameworks.md 7). Sets k's
- * fp8_weight_elems (all), fp8_copy_elems (those quantized) and fp8_gemms. */
+ * fp8_weight_elems (all), fp8_copy_elems (those quantized) and fp8_gemms: an
+ * op's gemm.batch GEMMs, as a GroupedLinear (the routed experts, one GEMM a
+ * local expert) keeps scaling state for each of its num_gemms
+ * (TransformerEngine d0067d0d, module/base.py set_meta_tensor:
+ * fp8_meta["num_gemms"] * 3 forward and * 2 backward tensors). */
 static void fp8_weights(const vs_workload *wl, const vs_block *b,
                         vs_kind_plan *k)
 {
@@ -1053,7 +1057,7 @@ static void fp8_weights(const vs_workload *wl, const vs_block *b,
       if (t->dtype != VS_DTYPE_FP8_SCALED)
         k->fp8_copy_elems += t->rows * t->cols;
     }
-    k->fp8_gemms += gemm;
+    k->fp8_gemms += gemm ? op->gemm.batch : 0;
   }
 }
 
