@@ -290,6 +290,13 @@ static void test_every_bad_input_class_exits_1_with_its_message(void **state)
       {DATA "bad/ep-experts.ini",
        "ep-experts.ini:15: [parallel] ep = 3: each of the ep ranks holds "
        "experts / ep experts: ep must divide experts (8)"},
+      {DATA "bad/ep-deepspeed-zero2.ini",
+       "ep-deepspeed-zero2.ini:17: [parallel] zero = 2: with ep > 1 vsim "
+       "simulates deepspeed's ZeRO-0 and ZeRO-1 (which shards the experts' "
+       "optimizer states over their expert-data-parallel group); its ZeRO-2 "
+       "and ZeRO-3 partitions of expert gradients and weights are not "
+       "simulated: "
+       "use zero = 0 or 1, or ep = 1"},
       {DATA "bad/cp-seq.ini", "cp-seq.ini:12: [parallel] cp = 8: seq_len (100, "
                               "tests/data/bad/cp-seq.ini:8: [model] seq_len = "
                               "100) must be a multiple of 2 x cp"},

@@ -2888,6 +2888,19 @@ static void test_experts(void **state)
     load_bad(GPT_MODEL, ep_z2, 5, 0, VS_EINPUT,
              "--set parallel.zero=2: with ep > 1 (or etp other than tp) the "
              "expert states shard over the expert-data-parallel group");
+    {
+      /* DeepSpeed runs ZeRO-2 with experts: the refusal says vsim does
+       * not simulate it, not that Megatron-LM's rule forbids it */
+      static const char *const ds_z2[] = {"model.experts=8",
+                                          "parallel.ep=2",
+                                          "parallel.dp=2",
+                                          "parallel.zero=2",
+                                          "training.framework=deepspeed",
+                                          "training.global_batch=2"};
+      load_bad(GPT_MODEL, ds_z2, 6, 0, VS_EINPUT,
+               "--set parallel.zero=2: with ep > 1 vsim simulates deepspeed's "
+               "ZeRO-0 and ZeRO-1");
+    }
     load_bad(GPT_MODEL, ep_dense, 3, 0, VS_EINPUT,
              "--set parallel.ep=2: expert parallelism spreads experts, which "
              "this model has none of");
