@@ -118,7 +118,8 @@ static const char *const prune_reasons[PRUNE_N] = {
     "(GPUs, tp, cp, pp) choices: the uneven layer split is too long for an "
     "override (pp_layers)",
     "interleaved layouts: the layers per stage are not an even split "
-    "divisible by the virtual stages (Megatron-LM's rule)",
+    "divisible by the virtual stages (plan's search; run takes any "
+    "pp_layers)",
     "interleaved layouts: the micro-batches per step are not a multiple of pp",
     "ZeRO and offload choices: offload the framework "
     "does not run (DeepSpeed: the "
@@ -445,9 +446,11 @@ static int add_layout(plan_state *ps, const layout_choice *lc)
   return candidate_sets(ps, lc, c);
 }
 
-/* Adds lc with 1F1B and, where Megatron-LM allows it, interleaved with
- * PLAN_VSTAGES virtual stages: an even split whose layers per stage the
- * virtual stages divide, and vsim's own rules (workload.h). */
+/* Adds lc with 1F1B and interleaved with PLAN_VSTAGES virtual stages
+ * where vsim's rules (workload.h) allow it and the split is even, its
+ * layers per stage divisible by the virtual stages: the search leaves out
+ * the uneven interleaved splits Megatron-LM's
+ * pipeline_model_parallel_layout also allows (transformer_config.py). */
 static int add_schedules(plan_state *ps, const layout_choice *lc,
                          uint64_t grad_accum, int framework)
 {

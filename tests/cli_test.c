@@ -5559,7 +5559,7 @@ static void check_interleaved_row(const csv_scan *s, void *user)
 }
 
 /* Issue 18, item 7: plan also tries the interleaved schedule with 2
- * virtual stages, on exactly the layouts where Megatron-LM allows it, each
+ * virtual stages, on exactly the even splits its search allows, each
  * beside its 1F1B twin; gpt-small (4 layers) on 4 GPUs with a global
  * batch of 16: pp = 2 with an even number of micro-batches per step. */
 static void test_plan_tries_interleaved_where_allowed(void **state)
