@@ -976,6 +976,57 @@ static int load_with_json(vs_workload *wl, const char *json, const char *ini,
   "\"num_attention_heads\": 8, \"num_key_value_heads\": 8, "                   \
   "\"num_experts_per_tok\": 2, \"vocab_size\": 1000}"
 
+/* Loads a qwen2_moe config of 4 layers with decoder_sparse_step `step`
+ * and mlp_only_layers `only`: the load's result. */
+static int load_mlp_only(vs_workload *wl, const char *step, const char *only,
+                         vs_error *err)
+{
+  char json[600];
+  snprintf(json, sizeof json,
+           HF_MOE("\"qwen2_moe\", \"num_experts\": 60, "
+                  "\"moe_intermediate_size\": 96, "
+                  "\"decoder_sparse_step\": %s, \"mlp_only_layers\": %s"),
+           step, only);
+  return load_with_json(
+      wl, json, "[model]\nhf_config = config.json\nseq_len = 128\n", err);
+}
+
+/* Qwen's mlp_only_layers (transformers Qwen2MoeDecoderLayer: layer i is
+ * sparse when not listed and (i + 1) % decoder_sparse_step == 0): the
+ * first sparse layers listed move the first one on; a listed layer that
+ * is dense anyway changes nothing; a gap, or what is not a layer
+ * number, is refused naming the field. */
+static void test_hf_mlp_only_layers(void)
+{
+  vs_workload wl;
+  vs_error err;
+  char where[400];
+  assert_int_equal(load_mlp_only(&wl, "1", "[0]", &err), 0);
+  assert_int_equal(wl.model.dense_layers, 1);
+  assert_int_equal(wl.model.moe_every, 1);
+  vs_conf_where(vs_workload_keys(), &wl.origins, "model", "dense_layers", where,
+                sizeof where);
+  assert_non_null(strstr(where, "(from field \"mlp_only_layers\""));
+  assert_int_equal(load_mlp_only(&wl, "1", "[1, 0, 1]", &err), 0);
+  assert_int_equal(wl.model.dense_layers, 2);
+  /* step 2: layers 1 and 3 are sparse; listing 1 leaves layer 3 */
+  assert_int_equal(load_mlp_only(&wl, "2", "[1]", &err), 0);
+  assert_int_equal(wl.model.dense_layers, 3);
+  assert_int_equal(wl.model.moe_every, 2);
+  assert_int_equal(load_mlp_only(&wl, "2", "[0, 2]", &err), 0);
+  assert_int_equal(wl.model.dense_layers, 1);
+  assert_int_equal(load_mlp_only(&wl, "1", "[1]", &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "field \"mlp_only_layers\": dense layers "
+                                  "at chosen places are not simulated"));
+  assert_int_equal(load_mlp_only(&wl, "1", "[-1]", &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "field \"mlp_only_layers\" must be a list "
+                                  "of layer numbers from 0 to 2^40"));
+  assert_int_equal(load_mlp_only(&wl, "1", "[0.5]", &err), VS_EINPUT);
+  /* every layer dense: no MoE layer left, refused by dense_layers' rule */
+  assert_int_equal(load_mlp_only(&wl, "1", "[0, 1, 2, 3]", &err), VS_EINPUT);
+  assert_non_null(strstr(err.msg, "dense_layers"));
+}
+
 /* [model] hf_config: the keys a config.json gives, where the workload does
  * not set them itself; every problem names the file and the field. */
 static void test_hf_config(void **state)
@@ -1146,14 +1197,7 @@ static void test_hf_config(void **state)
     assert_non_null(strstr(where, "[model] dense_layers = 3 (from field "
                                   "\"first_k_dense_replace\" of the file"));
   }
-  assert_int_equal(load_with_json(&wl, HF_MOE("\"qwen2_moe\", "
-                                              "\"num_experts\": 60, "
-                                              "\"moe_intermediate_size\": 96, "
-                                              "\"mlp_only_layers\": [0]"),
-                                  "[model]\nhf_config = config.json\n"
-                                  "seq_len = 128\n", &err), VS_EINPUT);
-  assert_non_null(strstr(err.msg, "field \"mlp_only_layers\": dense layers "
-                                  "at chosen places are not simulated"));
+  test_hf_mlp_only_layers();
   /* a value of another type is a type error, not a placement (review) */
   assert_int_equal(load_with_json(&wl,
                                   HF_MOE("\"qwen2_moe\", "

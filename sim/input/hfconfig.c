@@ -677,6 +677,70 @@ static int read_traits(const json_t *root, const char *path, vs_hf_model *out,
   return put_count_or(root, path, t->type_vocab, "type_vocab", 0, out, err);
 }
 
+static int cmp_count(const void *a, const void *b)
+{
+  json_int_t x = *(const json_int_t *)a, y = *(const json_int_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* What a list of mlp_only_layers says of the sparse layers. */
+typedef enum { ONLY_LEADING, ONLY_BAD_NUMBER, ONLY_GAP } only_shape;
+
+/* Into k (room for every entry of only), the sparse index of each listed
+ * layer that a sparse step `step` makes sparse (layer (j + 1) step - 1 is
+ * sparse index j), in order; *r their count. */
+static only_shape sparse_listed(const json_t *only, json_int_t step,
+                                json_int_t *k, size_t *r)
+{
+  *r = 0;
+  for (size_t i = 0; i < json_array_size(only); i++) {
+    const json_t *v = json_array_get(only, i);
+    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+        json_integer_value(v) > MAX_COUNT)
+      return ONLY_BAD_NUMBER;
+    if ((json_integer_value(v) + 1) % step == 0)
+      k[(*r)++] = (json_integer_value(v) + 1) / step - 1;
+  }
+  qsort(k, *r, sizeof *k, cmp_count);
+  return ONLY_LEADING;
+}
+
+/* Qwen's mlp_only_layers (transformers' Qwen2MoeDecoderLayer and
+ * Qwen3MoeDecoderLayer: layer i is sparse when i is not listed and
+ * (i + 1) % decoder_sparse_step == 0) over a sparse step `step`: into
+ * *dense, the dense layers before the first sparse one where the listed
+ * sparse places are the first r of them (dense_layers = step - 1 +
+ * r step, moe_every = step); listed layers that are dense anyway change
+ * nothing. Other placements are refused. */
+static int read_mlp_only(const json_t *only, const char *path, json_int_t step,
+                         json_int_t *dense, vs_error *err)
+{
+  size_t r = 0, m = 0;
+  json_int_t *k = calloc(json_array_size(only) + 1, sizeof *k);
+  only_shape shape;
+  if (!k)
+    return vs_error_set(err, VS_ENOMEM, "%s: out of memory", path);
+  shape = sparse_listed(only, step, k, &r);
+  for (size_t i = 0; i < r && shape == ONLY_LEADING; i++)
+    if (i == 0 || k[i] != k[i - 1]) /* a layer listed twice counts once */
+      shape = k[i] == (json_int_t)m++ ? ONLY_LEADING : ONLY_GAP;
+  free(k);
+  *dense = step - 1 + (json_int_t)m * step;
+  if (shape == ONLY_BAD_NUMBER)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: field \"mlp_only_layers\" must be a list of "
+                        "layer numbers from 0 to 2^40 (or null)",
+                        path);
+  if (shape == ONLY_GAP)
+    return vs_error_set(err, VS_EINPUT,
+                        "%s: field \"mlp_only_layers\": dense layers at "
+                        "chosen places are not simulated (only the first "
+                        "dense_layers, then every moe_every-th: list the "
+                        "first sparse layers alone)",
+                        path);
+  return 0;
+}
+
 /* A mixture of experts' keys, from its family's fields, into out. */
 static int read_experts(const json_t *root, const char *path,
                         const moe_family *f, vs_hf_model *out, vs_error *err)
@@ -702,25 +766,24 @@ static int read_experts(const json_t *root, const char *path,
     return rc;
   if (f->first_dense)
     return read_placement(root, path, f, out, err);
-  /* from the field where the file gives it (1 too: a review found a
-     given decoder_sparse_step of 1 shown as the type's default) */
-  {
-    const char *from =
-        f->sparse_step && given(root, f->sparse_step) ? f->sparse_step : NULL;
-    put_count(out, "dense_layers", from, step - 1);
-    put_count(out, "moe_every", from, step);
-  }
   if (only && !json_is_null(only) && !json_is_array(only))
     return vs_error_set(err, VS_EINPUT,
                         "%s: field \"mlp_only_layers\" must be a list of "
                         "layer numbers (or null)",
                         path);
-  if (only && json_is_array(only) && json_array_size(only) > 0)
-    return vs_error_set(err, VS_EINPUT,
-                        "%s: field \"mlp_only_layers\": dense layers at "
-                        "chosen places are not simulated (only the first "
-                        "dense_layers, then every moe_every-th)",
-                        path);
+  /* from the field where the file gives it (1 too: a review found a
+     given decoder_sparse_step of 1 shown as the type's default) */
+  {
+    const char *from =
+        f->sparse_step && given(root, f->sparse_step) ? f->sparse_step : NULL;
+    json_int_t dense = step - 1;
+    bool listed = json_is_array(only) && json_array_size(only) > 0;
+    if (listed && (rc = read_mlp_only(only, path, step, &dense, err)))
+      return rc;
+    put_count(out, "dense_layers",
+              listed && dense != step - 1 ? "mlp_only_layers" : from, dense);
+    put_count(out, "moe_every", from, step);
+  }
   return 0;
 }
 
