@@ -2377,7 +2377,8 @@ static void test_deepspeed_bf16_optimizer(void **state)
   vs_sim a;
   (void)state;
   load(&wl, frozen_gpt, bf16, 3, 2);
-  assert_true(vs_workload_bf16_optimizer(&wl.training, &wl.parallel));
+  assert_int_equal(vs_workload_deepspeed_optimizer(&wl.training, &wl.parallel),
+                   VS_DS_OPT_BF16);
   simulate(&a, &wl, &topo, false);
   assert_true(ops_named(&a.ranks[0], "dp_all_reduce") > 0);
   assert_int_equal(ops_named(&a.ranks[0], "dp_reduce_scatter"), 0);
@@ -2543,7 +2544,8 @@ static void test_bf16_optimizer_tied_lp_grads(void **state)
   (void)state;
   load(&wl, frozen_gpt, bf16, 3, 2);
   assert_true(wl.model.tied_embeddings);
-  assert_true(vs_workload_bf16_optimizer(&wl.training, &wl.parallel));
+  assert_int_equal(vs_workload_deepspeed_optimizer(&wl.training, &wl.parallel),
+                   VS_DS_OPT_BF16);
   simulate(&a, &wl, &topo, false);
   assert_true(a.recipe.lp_grads_kept);
   assert_true(grads_made_by(&a.ranks[0], "lm_head", 0) >= 1);

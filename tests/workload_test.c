@@ -1965,6 +1965,60 @@ static void test_checkpoint_choice(void **state)
            "layers");
 }
 
+/* DeepSpeed's optimizer wrapper, by precision, ZeRO stage, pipeline and
+ * gradient dtype (engine.py _do_optimizer_sanity_check at edaa7221;
+ * frameworks.md 2.1-2.2): decided once, by
+ * vs_workload_deepspeed_optimizer, and read by the engine's all-reduce
+ * and clipping rules. */
+static void test_deepspeed_optimizer_choice(void **state)
+{
+  static const struct {
+    int framework, precision, grad_dtype, offload;
+    uint64_t zero, pp;
+    vs_ds_optimizer want;
+  } cases[] = {
+      {VS_FW_MEGATRON, VS_PREC_BF16, VS_GRAD_PRECISION, 0, 1, 1,
+       VS_DS_OPT_NONE},
+      {VS_FW_DEEPSPEED, VS_PREC_FP32, VS_GRAD_PRECISION, 0, 0, 1,
+       VS_DS_OPT_TORCH},
+      {VS_FW_DEEPSPEED, VS_PREC_FP16, VS_GRAD_PRECISION, 0, 0, 1,
+       VS_DS_OPT_FP16},
+      /* DDP_BFLOAT16 outside the pipeline engine */
+      {VS_FW_DEEPSPEED, VS_PREC_BF16, VS_GRAD_PRECISION, 0, 0, 1,
+       VS_DS_OPT_FP16},
+      /* the pipeline engine's bf16 */
+      {VS_FW_DEEPSPEED, VS_PREC_BF16, VS_GRAD_PRECISION, 0, 0, 2,
+       VS_DS_OPT_BF16},
+      {VS_FW_DEEPSPEED, VS_PREC_BF16, VS_GRAD_FP32, 0, 1, 1, VS_DS_OPT_BF16},
+      /* the optimizer on the host: ZeRO's own, which offloads */
+      {VS_FW_DEEPSPEED, VS_PREC_BF16, VS_GRAD_FP32, VS_OFFLOAD_CPU, 1, 1,
+       VS_DS_OPT_ZERO},
+      {VS_FW_DEEPSPEED, VS_PREC_BF16, VS_GRAD_PRECISION, 0, 1, 1,
+       VS_DS_OPT_ZERO},
+      {VS_FW_DEEPSPEED, VS_PREC_FP16, VS_GRAD_FP32, 0, 2, 1, VS_DS_OPT_ZERO},
+      {VS_FW_DEEPSPEED, VS_PREC_BF16, VS_GRAD_FP32, 0, 3, 1, VS_DS_OPT_ZERO3},
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    vs_training_conf t = {0};
+    vs_parallel_conf p = {0};
+    t.framework = cases[i].framework;
+    t.precision = cases[i].precision;
+    t.grad_dtype = cases[i].grad_dtype;
+    p.offload_optimizer = cases[i].offload;
+    p.zero = cases[i].zero;
+    p.pp = cases[i].pp;
+    vs_ds_optimizer got = vs_workload_deepspeed_optimizer(&t, &p);
+    assert_int_equal(got, cases[i].want);
+    /* the engine all-reduces for every wrapper but ZeRO's optimizers */
+    assert_int_equal(vs_workload_deepspeed_engine_allreduce(&t, &p),
+                     got == VS_DS_OPT_TORCH || got == VS_DS_OPT_FP16 ||
+                         got == VS_DS_OPT_BF16);
+    /* only without a wrapper does gradient_clipping decide the passes */
+    assert_int_equal(vs_deepspeed_clip_matters(&t, &p), got == VS_DS_OPT_TORCH);
+  }
+}
+
 /* [training] framework presets fill the keys the workload leaves unset:
  * DeepSpeed's reduce_bucket_size of 5e8 elements (1e9 B of fp16 grads),
  * gradients in the model's dtype (bf16 without ZeRO: FP16_Optimizer in
@@ -1994,8 +2048,8 @@ static void test_framework_presets(void **state)
   assert_int_equal(load_at(&wl, path, GPT_MODEL, ds_bf16, 3, 0, &err), 0);
   assert_int_equal(wl.parallel.zero, 0); /* FP16_Optimizer in bf16 */
   assert_int_equal(wl.training.grad_dtype, VS_GRAD_PRECISION);
-  assert_false(vs_workload_bf16_optimizer(&wl.training, &wl.parallel));
-  assert_true(vs_workload_deepspeed_fp16_optimizer(&wl.training, &wl.parallel));
+  assert_int_equal(vs_workload_deepspeed_optimizer(&wl.training, &wl.parallel),
+                   VS_DS_OPT_FP16);
   assert_int_equal(wl.parallel.bucket_bytes, 1000000000);
   {
     /* fp32 accumulation of bf16 gradients: BF16_Optimizer at ZeRO-1,
@@ -2006,7 +2060,9 @@ static void test_framework_presets(void **state)
     static const char *const z0[] = {"training.framework=deepspeed",
                                      "training.grad_dtype=fp32"};
     assert_int_equal(load_at(&wl, path, GPT_MODEL, z1, 3, 0, &err), 0);
-    assert_true(vs_workload_bf16_optimizer(&wl.training, &wl.parallel));
+    assert_int_equal(
+        vs_workload_deepspeed_optimizer(&wl.training, &wl.parallel),
+        VS_DS_OPT_BF16);
     static const char *const z0_fp16[] = {"training.framework=deepspeed",
                                           "training.precision=fp16",
                                           "training.grad_dtype=fp32"};
@@ -3442,6 +3498,7 @@ int main(void)
       cmocka_unit_test(test_frameworks_running_ep),
       cmocka_unit_test(test_experts),
       cmocka_unit_test(test_reserve),
+      cmocka_unit_test(test_deepspeed_optimizer_choice),
       cmocka_unit_test(test_framework_presets),
       cmocka_unit_test(test_p2p_presets),
       cmocka_unit_test(test_grad_reduce_presets),

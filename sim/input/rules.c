@@ -139,23 +139,33 @@ uint64_t vs_workload_shard_ranks(const vs_parallel_conf *p)
   return p->dp * p->cp;
 }
 
-bool vs_workload_bf16_optimizer(const vs_training_conf *t,
-                                const vs_parallel_conf *p)
+/* DeepSpeed's BF16_Optimizer (vs_ds_optimizer): bf16 at ZeRO-1 with
+ * fp32 accumulation and the optimizer on the GPU, or bf16 without ZeRO
+ * under the pipeline engine. */
+static bool deepspeed_bf16_optimizer(const vs_training_conf *t,
+                                     const vs_parallel_conf *p)
 {
-  if (t->framework != VS_FW_DEEPSPEED || t->precision != VS_PREC_BF16 ||
-      p->offload_optimizer != VS_OFFLOAD_NONE)
+  if (t->precision != VS_PREC_BF16 || p->offload_optimizer != VS_OFFLOAD_NONE)
     return false;
   if (p->zero == 1)
     return t->grad_dtype == VS_GRAD_FP32;
   return p->zero == 0 && p->pp > 1;
 }
 
-bool vs_workload_deepspeed_fp16_optimizer(const vs_training_conf *t,
-                                          const vs_parallel_conf *p)
+vs_ds_optimizer vs_workload_deepspeed_optimizer(const vs_training_conf *t,
+                                                const vs_parallel_conf *p)
 {
-  return t->framework == VS_FW_DEEPSPEED && p->zero == 0 &&
-         (t->precision == VS_PREC_FP16 ||
-          (t->precision == VS_PREC_BF16 && !vs_workload_bf16_optimizer(t, p)));
+  if (t->framework != VS_FW_DEEPSPEED)
+    return VS_DS_OPT_NONE;
+  if (deepspeed_bf16_optimizer(t, p))
+    return VS_DS_OPT_BF16;
+  if (p->zero >= 3)
+    return VS_DS_OPT_ZERO3;
+  if (p->zero >= 1)
+    return VS_DS_OPT_ZERO;
+  return t->precision == VS_PREC_FP16 || t->precision == VS_PREC_BF16
+             ? VS_DS_OPT_FP16
+             : VS_DS_OPT_TORCH;
 }
 
 bool vs_workload_deepspeed_casts(const vs_training_conf *t,
@@ -178,15 +188,16 @@ int vs_workload_deepspeed_base_dtype(const vs_training_conf *t)
 bool vs_workload_deepspeed_engine_allreduce(const vs_training_conf *t,
                                             const vs_parallel_conf *p)
 {
-  return t->framework == VS_FW_DEEPSPEED &&
-         (p->zero == 0 || vs_workload_bf16_optimizer(t, p));
+  vs_ds_optimizer opt = vs_workload_deepspeed_optimizer(t, p);
+  return opt != VS_DS_OPT_NONE && opt != VS_DS_OPT_ZERO &&
+         opt != VS_DS_OPT_ZERO3;
 }
 
 bool vs_deepspeed_clip_matters(const vs_training_conf *t,
                                const vs_parallel_conf *p)
 {
-  return t->framework == VS_FW_DEEPSPEED && t->precision == VS_PREC_FP32 &&
-         p->zero == 0;
+  return vs_workload_deepspeed_optimizer(t, p) == VS_DS_OPT_TORCH &&
+         t->precision == VS_PREC_FP32;
 }
 
 bool vs_workload_grads_shared(const vs_parallel_conf *p)
@@ -211,9 +222,7 @@ unsigned vs_workload_ipg_buffers(const vs_workload *wl, uint64_t stage,
   const vs_parallel_conf *p = &wl->parallel;
   bool from_backward = stage + 1 >= p->pp;
   *made = from_backward ? VS_IPG_IN_BACKWARD : VS_IPG_AT_BOUNDARY;
-  if (wl->training.framework != VS_FW_DEEPSPEED ||
-      (p->zero != 1 && p->zero != 2) ||
-      vs_workload_bf16_optimizer(&wl->training, p))
+  if (vs_workload_deepspeed_optimizer(&wl->training, p) != VS_DS_OPT_ZERO)
     return 0;
   return from_backward && p->overlap_grad_reduce ? 2 : 1;
 }

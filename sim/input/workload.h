@@ -568,29 +568,46 @@ bool vs_workload_bucket_matters(const vs_workload *wl);
  * the same weights and split each sequence). */
 uint64_t vs_workload_shard_ranks(const vs_parallel_conf *p);
 
-/* Whether DeepSpeed's engine runs its BF16_Optimizer under framework =
- * deepspeed, as engine.py _do_optimizer_sanity_check picks it (DeepSpeed
- * edaa7221, August 2026): bf16 at ZeRO-1 with fp32 gradient accumulation
- * (grad_dtype = fp32) and the optimizer on the GPU, and bf16 without ZeRO
- * under its pipeline engine, where it accumulates in bf16 (the default
- * grad_accum_dtype, the model's since #7515, August 2025). It keeps an
- * unsharded gradient buffer in grad_dtype (frameworks.md 2.1, which
- * describes the rule before #7515: bf16 without ZeRO); the recipe shards
- * its masters and states when vs_workload_shard_ranks > 1. */
-bool vs_workload_bf16_optimizer(const vs_training_conf *t,
-                                const vs_parallel_conf *p);
+/* Which optimizer wrapper DeepSpeed's engine runs under framework =
+ * deepspeed, as engine.py _do_optimizer_sanity_check and
+ * _configure_optimizer pick it (DeepSpeed edaa7221, August 2026;
+ * frameworks.md 2.1-2.2), by precision, ZeRO stage and where the
+ * optimizer steps. The one home of that choice: every reader asks
+ * vs_workload_deepspeed_optimizer. */
+typedef enum vs_ds_optimizer {
+  VS_DS_OPT_NONE,  /* framework is not deepspeed */
+  VS_DS_OPT_TORCH, /* ZeRO off in neither fp16 nor bf16 (fp32; fp8 is
+                      left here too): the torch optimizer as it is, no
+                      16-bit wrapper */
+  VS_DS_OPT_FP16,  /* FP16_Optimizer (fp16/fused_optimizer.py): ZeRO off
+                      with fp16, and with bf16 outside its pipeline engine
+                      (DDP_BFLOAT16, its bf16 mode, since #7515):
+                      replicated fp32 master and states, flat fp32
+                      gradients at the step */
+  VS_DS_OPT_BF16,  /* BF16_Optimizer (bf16_optimizer.py): bf16 at ZeRO-1
+                      with fp32 gradient accumulation (grad_dtype = fp32)
+                      and the optimizer on the GPU, and bf16 without ZeRO
+                      under its pipeline engine, where it accumulates in
+                      bf16 (the default grad_accum_dtype, the model's
+                      since #7515, August 2025). It keeps an unsharded
+                      gradient buffer in grad_dtype (frameworks.md 2.1,
+                      which describes the rule before #7515: bf16 without
+                      ZeRO); the recipe shards its masters and states when
+                      vs_workload_shard_ranks > 1 */
+  VS_DS_OPT_ZERO,  /* ZeRO-1/2's DeepSpeedZeroOptimizer
+                      (stage_1_and_2.py) */
+  VS_DS_OPT_ZERO3  /* ZeRO-3's DeepSpeedZeroOptimizer_Stage3 (stage3.py) */
+} vs_ds_optimizer;
 
-/* Whether DeepSpeed runs its FP16_Optimizer (fp16/fused_optimizer.py)
- * under framework = deepspeed: ZeRO off with fp16, and with bf16 outside
- * its pipeline engine (DDP_BFLOAT16, its bf16 mode, since #7515):
- * replicated fp32 master and states, flat fp32 gradients at the step
- * (frameworks.md 2.1). */
-bool vs_workload_deepspeed_fp16_optimizer(const vs_training_conf *t,
-                                          const vs_parallel_conf *p);
+/* The optimizer wrapper DeepSpeed runs for training t under layout p
+ * (VS_DS_OPT_NONE outside framework = deepspeed). */
+vs_ds_optimizer vs_workload_deepspeed_optimizer(const vs_training_conf *t,
+                                                const vs_parallel_conf *p);
 
 /* Whether DeepSpeed's engine all-reduces the gradients itself (engine.py
  * allreduce_gradients: buffered_allreduce_fallback) rather than a ZeRO
- * optimizer reducing them: ZeRO off, or its BF16_Optimizer. */
+ * optimizer reducing them: ZeRO off, or its BF16_Optimizer (any wrapper
+ * but VS_DS_OPT_ZERO and VS_DS_OPT_ZERO3). */
 bool vs_workload_deepspeed_engine_allreduce(const vs_training_conf *t,
                                             const vs_parallel_conf *p);
 
@@ -619,8 +636,9 @@ int vs_workload_deepspeed_base_dtype(const vs_training_conf *t);
 #define VS_DEEPSPEED_BUCKET_ELEMS 500000000ULL
 
 /* Whether DeepSpeed's gradient_clipping decides what its step moves: in
- * fp32 with ZeRO off (no wrapper), where the engine clips only when
- * asked; every wrapper takes the norm and multiplies anyway. */
+ * fp32 with ZeRO off (VS_DS_OPT_TORCH, no wrapper), where the engine
+ * clips only when asked; every wrapper takes the norm and multiplies
+ * anyway. */
 bool vs_deepspeed_clip_matters(const vs_training_conf *t,
                                const vs_parallel_conf *p);
 

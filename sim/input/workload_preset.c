@@ -272,7 +272,7 @@ static int preset_deepspeed_adapters(vs_workload *wl, vs_error *err)
 /* DeepSpeed (shared/reference/frameworks.md 2.1-2.2): gradient buckets
  * of reduce_bucket_size = 5e8 elements; gradients accumulated in the
  * model's dtype (grad_accum_dtype's default since #7515), which picks
- * its optimizer wrapper (vs_workload_bf16_optimizer). */
+ * its optimizer wrapper (vs_workload_deepspeed_optimizer). */
 static int preset_deepspeed(vs_workload *wl, vs_error *err)
 {
   const vs_parallel_conf *p = &wl->parallel;

@@ -139,7 +139,7 @@ static void resolve_offload(const vs_workload *wl, vs_recipe *r)
     return;
   r->offload.host_grads =
       (vs_state_plan){vs_workload_shard_ranks(p), VS_PLACE_HOST, 4};
-  if (wl->training.framework == VS_FW_DEEPSPEED && p->zero >= 1 && p->zero <= 2)
+  if (vs_workload_deepspeed_optimizer(&wl->training, p) == VS_DS_OPT_ZERO)
     r->offload.bit16_buffers = (uint8_t)vs_dtype_size(
         vs_precision_param_dtype(wl->training.precision));
   if (p->zero >= 2)
@@ -184,11 +184,17 @@ uint64_t vs_recipe_host_buffer_bytes(const vs_recipe *r,
   return bytes;
 }
 
+/* The optimizer wrapper DeepSpeed runs (VS_DS_OPT_NONE without it). */
+static vs_ds_optimizer ds_optimizer(const vs_workload *wl)
+{
+  return vs_workload_deepspeed_optimizer(&wl->training, &wl->parallel);
+}
+
 /* Whether DeepSpeed's BF16_Optimizer shards its states: it runs, over
  * more than one data-parallel rank. */
 static bool bf16_optimizer(const vs_workload *wl)
 {
-  return vs_workload_bf16_optimizer(&wl->training, &wl->parallel) &&
+  return ds_optimizer(wl) == VS_DS_OPT_BF16 &&
          vs_workload_shard_ranks(&wl->parallel) > 1;
 }
 
@@ -220,16 +226,19 @@ static uint8_t step_copy(const vs_workload *wl, const vs_recipe *r)
     return VS_STEP_COPY_NONE;
   if (t->framework == VS_FW_MEGATRON)
     return t->master_weights ? VS_STEP_COPY_MAIN_GRADS : VS_STEP_COPY_NONE;
-  if (t->framework != VS_FW_DEEPSPEED)
-    return VS_STEP_COPY_NONE;
-  if (vs_workload_deepspeed_fp16_optimizer(t, &wl->parallel))
+  switch (ds_optimizer(wl)) {
+  case VS_DS_OPT_FP16:
     return VS_STEP_COPY_FLAT;
   /* BF16_Optimizer accumulating in bf16 casts every gradient partition
    * to fp32 before the update (bf16_optimizer.py step: grad_partition.to
    * (param_partition.dtype)) */
-  if (vs_workload_bf16_optimizer(t, &wl->parallel))
+  case VS_DS_OPT_BF16:
     return VS_STEP_COPY_MAIN_GRADS;
-  return zero == 1 || zero == 2 ? VS_STEP_COPY_PARTITION : VS_STEP_COPY_NONE;
+  case VS_DS_OPT_ZERO:
+    return VS_STEP_COPY_PARTITION;
+  default:
+    return VS_STEP_COPY_NONE;
+  }
 }
 
 /* The states the precision-aware optimizer's step unpacks: FusedAdam
@@ -333,7 +342,7 @@ static double deepspeed_wrap(const vs_workload *wl, const vs_recipe *r,
   bool fp16 = t->precision == VS_PREC_FP16;
   bool checked = vs_precision_param_dtype(t->precision) != VS_DTYPE_FP32;
   double norm = g + 16, multiply = 8;
-  if (vs_workload_bf16_optimizer(t, &wl->parallel))
+  if (ds_optimizer(wl) == VS_DS_OPT_BF16)
     return widen(g);
   if (vs_deepspeed_clip_matters(t, &wl->parallel))
     return t->grad_clipping ? 4 + multiply : 0;
@@ -398,7 +407,7 @@ static void step_wrap(const vs_workload *wl, const vs_model *m, vs_recipe *r)
   }
   case VS_FW_DEEPSPEED:
     wrap = deepspeed_wrap(wl, r, g);
-    buffer = vs_workload_bf16_optimizer(t, &wl->parallel) ? 3 : 0;
+    buffer = ds_optimizer(wl) == VS_DS_OPT_BF16 ? 3 : 0;
     break;
   case VS_FW_FSDP2:
   case VS_FW_HF:
@@ -427,7 +436,7 @@ static void step_wrap(const vs_workload *wl, const vs_model *m, vs_recipe *r)
  * one. Without a framework, as FSDP2 (PyTorch's own sharding). */
 static uint8_t reduce_depth(const vs_workload *wl)
 {
-  if (wl->training.framework == VS_FW_DEEPSPEED && wl->parallel.zero >= 3)
+  if (ds_optimizer(wl) == VS_DS_OPT_ZERO3)
     return 3;
   return 1;
 }
@@ -436,7 +445,7 @@ static uint8_t reduce_depth(const vs_workload *wl)
  * gradient buckets, once gather_copy_out is known. */
 static void resolve_buckets(const vs_workload *wl, vs_recipe *r)
 {
-  bool bf16_wrapper = vs_workload_bf16_optimizer(&wl->training, &wl->parallel);
+  bool bf16_wrapper = ds_optimizer(wl) == VS_DS_OPT_BF16;
   bool engine_allreduce =
       vs_workload_deepspeed_engine_allreduce(&wl->training, &wl->parallel);
   /* FSDP2's foreach_all_gather makes the flat buffer on its copy-in
@@ -533,7 +542,7 @@ static void shard_states(const vs_workload *wl, const vs_model *m,
                            ? 4
                            : m->param_elem_bytes;
   r->optimizer = state(wl, 1, 4); /* fp32 states */
-  /* DeepSpeed's BF16_Optimizer (vs_workload_bf16_optimizer) shards the
+  /* DeepSpeed's BF16_Optimizer (vs_workload_deepspeed_optimizer) shards the
    * fp32 master and Adam states over dp as ZeRO-1 does, and all-gathers
    * the updated parameters (frameworks.md 2.1) */
   if (bf16_optimizer(wl))
@@ -573,10 +582,9 @@ static void resolve_grad_flow(const vs_workload *wl, vs_recipe *r)
    * step (gather_after_step); but DeepSpeed's BF16_Optimizer, which the
    * engine all-reduces for (engine.py allreduce_gradients:
    * buffered_allreduce_fallback over get_grads_for_reduction) */
-  r->grad_reduce =
-      zero >= 1 && !vs_workload_bf16_optimizer(&wl->training, &wl->parallel)
-          ? VS_COLL_REDUCE_SCATTER
-          : VS_COLL_ALL_REDUCE;
+  r->grad_reduce = zero >= 1 && ds_optimizer(wl) != VS_DS_OPT_BF16
+                       ? VS_COLL_REDUCE_SCATTER
+                       : VS_COLL_ALL_REDUCE;
   r->reduce_on_compute = r->transient_grads && !r->step_in_backward &&
                          !wl->parallel.overlap_grad_reduce;
   /* torch.distributed.pipelining with FSDP2 (stage.py
@@ -634,8 +642,8 @@ static void resolve_state_handling(const vs_workload *wl, vs_recipe *r)
   r->embedding_sync = wl->parallel.pp > 1 && (wl->model.tied_embeddings ||
                                               wl->model.mtp_layers > 0);
   r->step_copy = step_copy(wl, r);
-  r->lp_grads_kept = vs_workload_bf16_optimizer(&wl->training, &wl->parallel) &&
-                     !wl->training.optimizer_in_backward;
+  r->lp_grads_kept =
+      ds_optimizer(wl) == VS_DS_OPT_BF16 && !wl->training.optimizer_in_backward;
   r->step_passes = step_passes(&wl->training);
   r->step_unscaled = step_unscaled(&wl->training);
   /* each unpacked state: read (2 B) and written in fp32 (4 B), read and

@@ -313,9 +313,8 @@ static void show_deepspeed_wrapper(FILE *out, const vs_workload *wl)
 {
   const vs_training_conf *t = &wl->training;
   const vs_parallel_conf *p = &wl->parallel;
-  if (t->framework != VS_FW_DEEPSPEED)
-    return;
-  if (vs_workload_bf16_optimizer(t, p))
+  switch (vs_workload_deepspeed_optimizer(t, p)) {
+  case VS_DS_OPT_BF16:
     fprintf(out,
             "# deepspeed's optimizer: BF16_Optimizer (%s), its "
             "gradients accumulated in %s in a buffer of their own, "
@@ -323,13 +322,20 @@ static void show_deepspeed_wrapper(FILE *out, const vs_workload *wl)
             p->zero == 1 ? "ZeRO-1 with fp32 gradient accumulation"
                          : "bf16 under its pipeline engine",
             t->grad_dtype == VS_GRAD_FP32 ? "fp32" : "bf16");
-  else if (vs_workload_deepspeed_fp16_optimizer(t, p))
+    break;
+  case VS_DS_OPT_FP16:
     fprintf(out, "# deepspeed's optimizer: FP16_Optimizer without ZeRO%s\n",
             t->precision == VS_PREC_BF16 ? ", in bf16 mode (DDP_BFLOAT16)"
                                          : "");
-  else if (p->zero > 0)
+    break;
+  case VS_DS_OPT_ZERO:
+  case VS_DS_OPT_ZERO3:
     fprintf(out, "# deepspeed's optimizer: its ZeRO stage %llu optimizer\n",
             (unsigned long long)p->zero);
+    break;
+  default:
+    break;
+  }
 }
 
 /* What autocast and DDP add to a job: the weights' 16-bit copies of one
