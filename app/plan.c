@@ -589,7 +589,7 @@ static bool experts_pruned(const vs_workload *wl, const layout_choice *lc,
                                wl->training.framework) ||
          vs_workload_tp_misfit(&wl->model, lc->tp, lc->etp, NULL) ||
          !vs_workload_ep_order_allowed(apart, wl->parallel.order, lc->pp) ||
-         (apart && ps->offload_pass);
+         (apart && !vs_workload_experts_apart_allowed(ps->offload_pass));
 }
 
 /* The layouts of lc's ZeRO stage and expert sizes, without offload,
@@ -732,15 +732,21 @@ static int enumerate_cp(const vs_workload *wl, uint64_t g, uint64_t tp,
   return 0;
 }
 
+/* Whether wl offloads activations, which plan keeps as the workload
+ * says. */
+static bool offloads_activations(const vs_workload *wl)
+{
+  return wl->training.offload_activations != VS_OFFLOAD_NONE;
+}
+
 /* Whether plan tries whole experts (etp = 1) beside etp = tp: a mixture
  * of experts that the framework splits as Megatron-LM does (etp other
- * than tp is refused otherwise), the workload setting no etp and not
- * offloading activations (expert groups of their own are simulated
- * without offload, as for plan_varies_ep). */
+ * than tp is refused otherwise), the workload setting no etp and
+ * offloading no activations (vs_workload_experts_apart_allowed). */
 static bool plan_varies_etp(const vs_workload *wl)
 {
   return wl->model.experts > 0 && wl->parallel.etp == 0 &&
-         wl->training.offload_activations == VS_OFFLOAD_NONE &&
+         vs_workload_experts_apart_allowed(offloads_activations(wl)) &&
          vs_workload_framework_runs_ep(wl->training.framework, VS_ETP_APART);
 }
 
@@ -1121,13 +1127,12 @@ static bool plan_varies_cp(const vs_workload *wl)
 }
 
 /* Whether plan varies the expert-parallel size: the model has experts,
- * the framework runs expert parallelism, and the workload does not
- * offload activations (plan keeps that choice; expert parallelism is
- * simulated without offload: check_moe in workload.c). */
+ * the framework runs expert parallelism, and the workload offloads no
+ * activations (plan keeps that choice; vs_workload_experts_apart_allowed). */
 static bool plan_varies_ep(const vs_workload *wl)
 {
   return wl->model.experts > 1 &&
-         wl->training.offload_activations == VS_OFFLOAD_NONE &&
+         vs_workload_experts_apart_allowed(offloads_activations(wl)) &&
          vs_workload_framework_runs_ep(wl->training.framework, VS_ETP_AS_TP);
 }
 

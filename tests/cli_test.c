@@ -5840,6 +5840,53 @@ static void test_plan_simulates_only_what_run_accepts(void **state)
   }
 }
 
+/* What test_plan_offload_keeps_experts_together counts: rows without
+ * offload and rows offloading the optimizer or the parameters, and of
+ * each those with experts in groups of their own. */
+typedef struct offload_experts_seen {
+  int rows[2], apart[2]; /* [0] without offload, [1] offloading */
+} offload_experts_seen;
+
+static void check_offload_experts_row(const csv_scan *s, void *user)
+{
+  offload_experts_seen *seen = user;
+  int off = strcmp(scan_cell(s, "parallel.offload_optimizer"), "none") ||
+            strcmp(scan_cell(s, "parallel.offload_params"), "none");
+  if (strcmp(scan_cell(s, "status"), "invalid") == 0)
+    fail_msg("plan simulated a layout run refuses: %s", scan_cell(s, "reason"));
+  seen->rows[off]++;
+  seen->apart[off] += scan_u64(s, "parallel.ep") > 1 ||
+                      scan_u64(s, "parallel.etp") != scan_u64(s, "parallel.tp");
+}
+
+/* Offload is simulated with the routed experts beside the dense weights
+ * (vs_workload_experts_apart_allowed): where nothing fits without
+ * offload (a 1 GiB GPU), plan's offload pass tries ep = 1 with etp = tp
+ * only, while its first pass tried ep 2 and 4 (gpt-small's 4 experts). */
+static void test_plan_offload_keeps_experts_together(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {"plan",   DATA "gpt-small.ini",
+                        "--set",  "model.experts=4",
+                        "--set",  "model.experts_per_token=2",
+                        "--set",  "model.expert_ffn_hidden=1024",
+                        "--set",  "training.global_batch=16",
+                        "--set",  "topology.gpu.memory=1GiB",
+                        "--gpus", "8",
+                        "--jobs", "2",
+                        "--csv",  NULL,
+                        NULL};
+  offload_experts_seen seen = {{0, 0}, {0, 0}};
+  (void)state;
+  run_plan_csv(args, 17, dir, p, 3); /* nothing fits, even offloaded */
+  assert_contains(r.out, "nothing fits without offload");
+  scan_csv(p, check_offload_experts_row, &seen);
+  assert_true(seen.rows[0] > 0 && seen.rows[1] > 0);
+  assert_true(seen.apart[0] > 0);
+  assert_int_equal(seen.apart[1], 0);
+  tu_remove_dir(dir);
+}
+
 /* Issue 18, item 7: plan --topology a,b,c answers for each GPU type (the
  * cheapest and the fastest layout, each row naming its type), then ranks
  * across types by cost per step; a type on which nothing fits says so.
@@ -6543,6 +6590,7 @@ int main(void)
       cmocka_unit_test(test_plan_prunes_sequence_parallel_misfits),
       cmocka_unit_test(test_plan_varies_expert_and_context_parallelism),
       cmocka_unit_test(test_plan_simulates_only_what_run_accepts),
+      cmocka_unit_test(test_plan_offload_keeps_experts_together),
       cmocka_unit_test(test_keys_lists_every_key),
       cmocka_unit_test(test_fit_finds_the_exact_boundary),
       cmocka_unit_test(test_reserve_tight),

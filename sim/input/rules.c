@@ -134,6 +134,8 @@ bool vs_workload_experts_apart(const vs_parallel_conf *p)
   return p->ep > 1 || vs_workload_etp(p) != p->tp;
 }
 
+bool vs_workload_experts_apart_allowed(bool offloads) { return !offloads; }
+
 uint64_t vs_workload_shard_ranks(const vs_parallel_conf *p)
 {
   return p->dp * p->cp;

@@ -1189,7 +1189,8 @@ static int check_moe(vs_workload *wl, vs_error *err)
                         "tp-pp-dp mapping leaves the pipeline outermost); "
                         "use order = tp-dp-pp",
                         WHERE("parallel", "order"));
-  if (vs_workload_experts_apart(p) && offload_key(wl))
+  if (vs_workload_experts_apart(p) &&
+      !vs_workload_experts_apart_allowed(offload_key(wl) != NULL))
     return vs_error_set(err, VS_EINPUT,
                         "%s: offload is not simulated where the routed "
                         "experts have groups of their own (ep > 1, or etp "

@@ -523,6 +523,14 @@ bool vs_workload_skew_applies(const vs_model_conf *m, uint64_t ep);
  * over the expert-data-parallel group instead of dp. */
 bool vs_workload_experts_apart(const vs_parallel_conf *p);
 
+/* Whether the routed experts may have groups of their own
+ * (vs_workload_experts_apart) in a job that `offloads` its optimizer, its
+ * parameters or its activations: no. Offload is simulated with the
+ * experts' states sharded and their gradients reduced as the dense
+ * weights' are, over dp x cp (ep = 1, etp = tp); the one home of that
+ * rule, which validation refuses and plan prunes with. */
+bool vs_workload_experts_apart_allowed(bool offloads);
+
 /* Whether a rank's gradients are reduced with other ranks' (and ZeRO's
  * states can shard): dp x cp > 1, or routed experts apart whose
  * expert-data-parallel group has more than one rank (tp 2 at etp 1). */
