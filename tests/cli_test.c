@@ -3698,19 +3698,26 @@ static void test_html_names_paged_states_and_held(void **state)
 
 /* The page's per-GPU table has the summary's cp column where the layout
  * has one (consistency hunt: ranks 0-7 of a cp 8 job all read dp 0, tp 0
- * there): rank 1 is cp 1. */
+ * there): rank 1 is cp 1; one row, the worst rank's (rank 0, the first
+ * of equal peaks), is marked worst. */
 static void test_html_ranks_name_cp(void **state)
 {
   char dir[64];
   const char *args[] = {"run", "workloads/llama3-8b-128k-cp8.ini", "--ranks",
                         "all", "--html", NULL, NULL};
   char *text;
+  const char *worst;
   (void)state;
   text = run_for_page(args, 5, dir);
   assert_contains(text, "<th>rank</th><th>stage</th><th>dp</th><th>cp</th>"
                         "<th>tp</th>");
   assert_contains(text, "<tr><td>1</td><td>0</td><td>0</td><td>1</td>"
                         "<td>0</td>");
+  /* rank 0: stage 0, dp 0, cp 0, tp 0 */
+  assert_contains(text, "<tr class=\"worst\"><td>0</td><td>0</td><td>0</td>"
+                        "<td>0</td><td>0</td>");
+  worst = strstr(text, "<tr class=\"worst\">");
+  assert_null(strstr(worst + 1, "<tr class=\"worst\">"));
   free(text);
   tu_remove_dir(dir);
 }

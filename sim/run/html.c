@@ -193,16 +193,23 @@ static void html_chart(vs_csv *f, const vs_rank *r)
                 r->id, r->stage);
 }
 
+/* How html_rank_row writes a rank's row. */
+typedef struct rank_row_opts {
+  bool worst;     /* the worst rank's: marked class="worst" */
+  bool cp_column; /* the table has a cp column (the layout's cp > 1) */
+} rank_row_opts;
+
 /* One row of the table: the terminal's rank_row figures, the cp index
- * with them where the layout has one (cp > 1). */
-static void html_rank_row(vs_csv *f, const vs_rank *r, bool worst, bool cp)
+ * with them where the table has its column. */
+static void html_rank_row(vs_csv *f, const vs_rank *r, rank_row_opts opts)
 {
   const vs_mem *m = &r->mem;
   char b[16];
   uint64_t head = vs_mem_headroom(m->capacity_bytes, m->peak_used_bytes);
   vs_csv_printf(f, "<tr%s><td>%u</td><td>%d</td><td>%d</td>",
-                worst ? " class=\"worst\"" : "", r->id, r->stage, r->dp_rank);
-  if (cp)
+                opts.worst ? " class=\"worst\"" : "", r->id, r->stage,
+                r->dp_rank);
+  if (opts.cp_column)
     vs_csv_printf(f, "<td>%d</td>", r->cp_rank);
   vs_csv_printf(f, "<td>%d</td>", r->tp_rank);
   for (int c = 0; c < VS_CAT_N; c++)
@@ -230,7 +237,9 @@ static void html_ranks(vs_csv *f, const vs_sim *sim)
   vs_csv_printf(f, "<th>frag</th><th>peak</th><th>capacity</th>"
                    "<th>headroom</th><th>fits</th></tr>\n");
   for (size_t i = 0; i < sim->n_ranks; i++)
-    html_rank_row(f, &sim->ranks[i], &sim->ranks[i] == worst, cp);
+    html_rank_row(
+        f, &sim->ranks[i],
+        (rank_row_opts){.worst = &sim->ranks[i] == worst, .cp_column = cp});
   vs_csv_printf(f, "</table>\n");
 }
 
