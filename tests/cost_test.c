@@ -516,6 +516,16 @@ static void test_gemm_fill(void **state)
   /* no SM count: no shape effect */
   t.sms = 0;
   tu_assert_close(vs_cost_gemm_fill(&t, (vs_gemm){100, 100, 64, 1}), 1.0, 0);
+  /* ... nor in the share itself, which divides the tiles into waves of
+   * sms (it divided by zero), nor for a GEMM with no shape (0/0: NaN) */
+  tu_assert_close(vs_cost_gemm_share((vs_gemm){100, 100, 64, 1}, 0, 128), 1.0,
+                  0);
+  tu_assert_close(vs_cost_gemm_share((vs_gemm){0, 100, 64, 1}, 132, 128), 1.0,
+                  0);
+  tu_assert_close(vs_cost_gemm_share((vs_gemm){100, 100, 0, 1}, 132, 0), 1.0,
+                  0);
+  tu_assert_close(vs_cost_gemm_share((vs_gemm){100, 100, 64, 0}, 132, 128), 1.0,
+                  0);
   /* the time: flops at compute_efficiency x fill of the bf16 peak */
   tu_default_topology(&t);
   tu_assert_close(vs_cost_gemm_seconds(&t, VS_PREC_BF16,

@@ -104,6 +104,10 @@ static const struct {
 double vs_cost_gemm_share(vs_gemm g, uint64_t sms, double k_overhead)
 {
   double best = 0, useful = (double)g.m * (double)g.n * (double)g.batch;
+  /* no SM count ([gpu] sms = 0, its default: unknown) or no shape: no
+   * waves or tiles to quantize, and no division by zero */
+  if (sms == 0 || g.batch == 0 || g.m == 0 || g.n == 0 || g.k == 0)
+    return 1.0;
   for (size_t i = 0; i < sizeof GEMM_TILES / sizeof GEMM_TILES[0]; i++) {
     uint64_t tiles = g.batch * vs_div_ceil(g.m, GEMM_TILES[i].m) *
                      vs_div_ceil(g.n, GEMM_TILES[i].n);
@@ -119,10 +123,11 @@ double vs_cost_gemm_share(vs_gemm g, uint64_t sms, double k_overhead)
 double vs_cost_gemm_fill(const vs_topology *topo, vs_gemm g)
 {
   const vs_count_list *ref = &topo->compute_efficiency_shape;
-  double f;
-  if (topo->sms == 0 || g.batch == 0 || g.m == 0 || g.n == 0 || g.k == 0)
+  /* 1 without an SM count or a shape (vs_cost_gemm_share), whatever
+   * the reference's share */
+  double f = vs_cost_gemm_share(g, topo->sms, topo->gemm_k_overhead);
+  if (f >= 1.0)
     return 1.0;
-  f = vs_cost_gemm_share(g, topo->sms, topo->gemm_k_overhead);
   /* compute_efficiency was measured on ref: the full-wave rate is it over
    * ref's own fill */
   if (ref->n == 3)

@@ -80,7 +80,8 @@ double vs_cost_roofline_seconds(const vs_topology *topo, int precision,
  * useful share of the waves it runs (b ceil(m/Tm) ceil(n/Tn) tiles in
  * waves of `sms`, a partial wave costing a whole one: wave and tile
  * quantization, NVIDIA's Matrix Multiplication Background guide, section
- * 3). In (0, 1]. */
+ * 3). In (0, 1]. 1 where sms is 0 (the topology's "unknown": no wave
+ * quantization) or g has a zero dimension (no shape): no shape effect. */
 double vs_cost_gemm_share(vs_gemm g, uint64_t sms, double k_overhead);
 
 /* What a GEMM of shape g achieves relative to compute_efficiency: its
@@ -90,7 +91,7 @@ double vs_cost_gemm_share(vs_gemm g, uint64_t sms, double k_overhead);
  * the GEMM that measured compute_efficiency (compute_efficiency_shape),
  * so that shape gets compute_efficiency itself; at most 1 (never above
  * the best rate measured). 1 when the topology has
- * no SM count or g no shape (batch 0). */
+ * no SM count or g no shape (batch 0): vs_cost_gemm_share's 1. */
 double vs_cost_gemm_fill(const vs_topology *topo, vs_gemm g);
 
 /* Roofline time of a GEMM of shape g doing flops and bytes: the compute
