@@ -891,6 +891,17 @@ static void test_double_quant(void **state)
   assert_true(wl.finetune.double_quant);
   load_ok(&wl, LLAMA_MODEL, hf_lora, 3, 0); /* no nf4: the preset keeps out */
   assert_true(wl.finetune.double_quant);
+  /* the preset reads the base QLoRA's default gives, and an nf4 base of
+   * any method (vs_workload_base_dtype) */
+  assert_int_equal(wl.finetune.base_dtype, VS_BASE_PRECISION);
+  load_ok(&wl, LLAMA_MODEL, hf_qlora, 3, 0);
+  assert_int_equal(wl.finetune.base_dtype, VS_BASE_NF4);
+  load_ok(&wl,
+          LLAMA_MODEL "[training]\nframework = hf\nprecision = bf16\n"
+                      "[finetune]\nmethod = frozen\ntrainable_layers = 1\n"
+                      "base_dtype = nf4\n",
+          NULL, 0, 0);
+  assert_false(wl.finetune.double_quant);
   load_ok(&wl,
           LLAMA_MODEL "[finetune]\nmethod = frozen\ntrainable_layers = 1\n"
                       "base_dtype = nf4\ndouble_quant = false\n",

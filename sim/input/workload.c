@@ -1690,16 +1690,21 @@ static int check_frozen(vs_workload *wl, const char *lora_key, vs_error *err)
   return 0;
 }
 
+int vs_workload_base_dtype(const vs_workload *wl)
+{
+  if (wl->finetune.method == VS_FT_QLORA &&
+      !vs_conf_is_set(&workload_tab, &wl->origins, "finetune", "base_dtype"))
+    return VS_BASE_NF4;
+  return wl->finetune.base_dtype; /* its own, or the default: precision */
+}
+
 /* [finetune] method = lora or qlora: adapters on a frozen base, QLoRA's
- * base in nf4 (its default) and no other's. */
+ * base in nf4 (its default: vs_workload_base_dtype) and no other's. */
 static int check_adapters(vs_workload *wl, vs_error *err)
 {
   vs_finetune_conf *f = &wl->finetune;
   char where[400];
-  bool base_set = vs_conf_is_set(&workload_tab, &wl->origins, "finetune",
-                                 "base_dtype");
-  if (f->method == VS_FT_QLORA && !base_set)
-    f->base_dtype = VS_BASE_NF4;
+  f->base_dtype = vs_workload_base_dtype(wl);
   if (f->method == VS_FT_QLORA && f->base_dtype != VS_BASE_NF4)
     return vs_error_set(err, VS_EINPUT,
                         "%s: QLoRA stores the frozen base in nf4 (Dettmers et "

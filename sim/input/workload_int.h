@@ -10,6 +10,13 @@
  * (or --set) does not set itself. */
 int vs_workload_apply_hf_config(vs_workload *wl, vs_error *err);
 
+/* [finetune] base_dtype as resolution leaves it: the workload's own,
+ * or where it sets none what its method implies (QLoRA's nf4, Dettmers
+ * et al. 2023; else VS_BASE_PRECISION). The one home of "qlora implies
+ * nf4": check_adapters applies it, and a framework's preset, which runs
+ * before, reads it. */
+int vs_workload_base_dtype(const vs_workload *wl);
+
 /* [training] framework: the chosen framework's defaults for the keys the
  * workload leaves unset (vsim show marks them). */
 int vs_workload_apply_framework(vs_workload *wl, vs_error *err);

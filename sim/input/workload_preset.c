@@ -401,9 +401,9 @@ static int preset_hf(vs_workload *wl, vs_error *err)
         preset_clipping(wl, "the Trainer's max_grad_norm defaults to 1.0", err);
   /* transformers' BitsAndBytesConfig (utils/quantization_config.py):
    * bnb_4bit_use_double_quant=False, which Linear4bit passes on as
-   * compress_statistics (integrations/bitsandbytes.py) */
-  if (!rc && (wl->finetune.base_dtype == VS_BASE_NF4 ||
-              wl->finetune.method == VS_FT_QLORA))
+   * compress_statistics (integrations/bitsandbytes.py); QLoRA's base is
+   * nf4 unless the workload says otherwise */
+  if (!rc && vs_workload_base_dtype(wl) == VS_BASE_NF4)
     rc = preset(wl, "finetune", "double_quant", "false",
                 "transformers' BitsAndBytesConfig defaults "
                 "bnb_4bit_use_double_quant to False",
