@@ -144,6 +144,13 @@ int vs_raw_add(vs_raw *raw, int kind, uint64_t bytes, uint32_t sample,
  * robust fit put a breakpoint at 6 B and write pcie_latency 0. */
 #define RAW_SECONDS_MAX 1e10
 
+/* The lines the samples of one kind were read from, in the order read. */
+typedef struct line_list {
+  int *line;  /* lines */
+  size_t n;   /* lines held */
+  size_t cap; /* capacity */
+} line_list;
+
 /* State of one read, shared with the libcsv callbacks. Only the four
  * columns vsim uses are kept, so a header may have any number of others. */
 typedef struct reader {
@@ -165,6 +172,9 @@ typedef struct reader {
   int repeated;                  /* a column vsim reads named twice: its
                                     index + 1, 0 when none */
   size_t n_rows;                 /* samples read */
+  size_t first[VS_RAW_N_KINDS];  /* samples each series held before */
+  line_list lines[VS_RAW_N_KINDS]; /* the line of each sample read, by
+                                    kind, in the order read */
 } reader;
 
 /* A header field: which column it names (a column vsim reads named a
@@ -331,6 +341,22 @@ static int gemm_record(reader *r, uint32_t sample, double sec)
   return vs_raw_add_gemm(r->raw, g, sample, sec, r->err);
 }
 
+/* Appends line to l. VS_ENOMEM. Amortised O(1). */
+static int note_line(line_list *l, int line, vs_error *err)
+{
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 256;
+    int *grown = realloc(l->line, cap * sizeof *grown);
+    if (!grown)
+      return vs_error_set(err, VS_ENOMEM, "out of memory holding %zu lines",
+                          cap);
+    l->line = grown;
+    l->cap = cap;
+  }
+  l->line[l->n++] = line;
+  return 0;
+}
+
 static void record(reader *r)
 {
   const char *kind_s = r->fields[COL_KIND], *bytes_s = r->fields[COL_BYTES];
@@ -388,6 +414,10 @@ static void record(reader *r)
   if (kind == VS_RAW_GEMM ? gemm_record(r, (uint32_t)sample, sec)
                           : vs_raw_add(r->raw, kind, bytes, (uint32_t)sample,
                                        sec, r->err)) {
+    r->failed = 1;
+    return;
+  }
+  if (note_line(&r->lines[kind], r->line, r->err)) {
     r->failed = 1;
     return;
   }
@@ -511,6 +541,118 @@ static bool feed(reader *r, struct csv_parser *p, FILE *f)
   return !r->failed;
 }
 
+/* One sample's identity, to find a sample read twice: its size (a gemm
+ * row's shape, each dimension under 2^31, packed in two) and its index
+ * there, with the line it was read from. */
+typedef struct sample_key {
+  uint64_t size;   /* bytes, or a gemm's m << 32 | n */
+  uint64_t shape;  /* 0, or a gemm's k << 32 | batch */
+  uint32_t sample; /* the sample's index at that size */
+  int line;        /* the line it was read from */
+} sample_key;
+
+/* Orders keys by size, shape, sample, then line. */
+static int key_order(const void *a, const void *b)
+{
+  const sample_key *x = a, *y = b;
+  if (x->size != y->size)
+    return x->size < y->size ? -1 : 1;
+  if (x->shape != y->shape)
+    return x->shape < y->shape ? -1 : 1;
+  if (x->sample != y->sample)
+    return x->sample < y->sample ? -1 : 1;
+  return (x->line > y->line) - (x->line < y->line);
+}
+
+static bool same_sample(const sample_key *x, const sample_key *y)
+{
+  return x->size == y->size && x->shape == y->shape && x->sample == y->sample;
+}
+
+/* The key of sample i of series s. */
+static sample_key key_of(const vs_raw_series *s, size_t i, int line)
+{
+  sample_key k = {(uint64_t)s->bytes[i], 0, s->sample[i], line};
+  if (s->shape) {
+    const vs_gemm *g = &s->shape[i];
+    k.size = g->m << 32 | g->n;
+    k.shape = g->k << 32 | g->batch;
+  }
+  return k;
+}
+
+/* Among the samples of s read from line list l (s's samples from `from`
+ * on), the repeat read on the earliest line into *again and the first
+ * reading of the same sample into *first, when that line is before
+ * again->line (again->line is 0 on entry when none was found yet).
+ * VS_ENOMEM. O(n log n). */
+static int find_repeat(const vs_raw_series *s, size_t from, const line_list *l,
+                       sample_key *first, sample_key *again, vs_error *err)
+{
+  sample_key *keys;
+  size_t run = 0;
+  if (l->n < 2)
+    return 0;
+  if (!(keys = malloc(l->n * sizeof *keys)))
+    return vs_error_set(err, VS_ENOMEM, "out of memory checking %zu samples",
+                        l->n);
+  for (size_t i = 0; i < l->n; i++)
+    keys[i] = key_of(s, from + i, l->line[i]);
+  qsort(keys, l->n, sizeof *keys, key_order);
+  for (size_t i = 1; i < l->n; i++) {
+    if (!same_sample(&keys[i], &keys[run])) {
+      run = i;
+      continue;
+    }
+    if (!again->line || keys[i].line < again->line) {
+      *again = keys[i];
+      *first = keys[run];
+    }
+  }
+  free(keys);
+  return 0;
+}
+
+/* Refuses a sample read twice: the same kind, size (a gemm row's shape)
+ * and sample index on two rows. Each row of a raw CSV is one timed sample
+ * (vsim-calibrate --raw writes each once); a repeat (a file appended to
+ * itself, an edit gone wrong) would count one sample twice in its size's
+ * median and spread. Names the later row of the repeat on the earliest
+ * line, and where the sample was first. */
+static int check_repeats(reader *r)
+{
+  sample_key first = {0, 0, 0, 0}, again = {0, 0, 0, 0};
+  int kind = 0;
+  char what[160], at[24];
+  for (int k = 0; k < VS_RAW_N_KINDS; k++) {
+    int before = again.line;
+    if (find_repeat(&r->raw->kinds[k], r->first[k], &r->lines[k], &first,
+                    &again, r->err))
+      return r->err->code;
+    if (again.line != before)
+      kind = k;
+  }
+  if (!again.line)
+    return 0;
+  if (kind == VS_RAW_GEMM)
+    snprintf(what, sizeof what, "gemm %llux%llux%llu (batch %llu) sample %lu",
+             (unsigned long long)(again.size >> 32),
+             (unsigned long long)(again.size & 0xffffffffu),
+             (unsigned long long)(again.shape >> 32),
+             (unsigned long long)(again.shape & 0xffffffffu),
+             (unsigned long)again.sample);
+  else
+    snprintf(what, sizeof what, "kind %s, bytes %llu, sample %lu",
+             vs_raw_kind_name(kind), (unsigned long long)again.size,
+             (unsigned long)again.sample);
+  snprintf(at, sizeof at, "%d", first.line);
+  r->line = again.line;
+  return fail(r,
+              "%s again (first on line %s): each timed sample is one row; "
+              "remove the repeat (a file appended to itself?)",
+              what, at);
+}
+
 int vs_raw_read(vs_raw *raw, const char *path, vs_error *err)
 {
   reader r = {
@@ -523,6 +665,8 @@ int vs_raw_read(vs_raw *raw, const char *path, vs_error *err)
   FILE *f;
   int rc;
 
+  for (int k = 0; k < VS_RAW_N_KINDS; k++)
+    r.first[k] = raw->kinds[k].n;
   if ((rc = open_raw(path, &f, err)))
     return rc;
   if (csv_init(&p, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) != 0) {
@@ -539,6 +683,8 @@ int vs_raw_read(vs_raw *raw, const char *path, vs_error *err)
          "never closed (a '\"' without its pair)%s%s",
          "", "");
   }
+  if (!r.failed && !rc && r.header_done)
+    rc = check_repeats(&r);
   if (!r.failed && !rc && !r.header_done)
     rc = vs_error_set(err, VS_EINPUT,
                       "%s: empty file; expected a header kind,bytes,sample,"
@@ -549,6 +695,8 @@ int vs_raw_read(vs_raw *raw, const char *path, vs_error *err)
     rc = err->code ? err->code : VS_EINPUT;
   csv_free(&p);
   fclose(f);
+  for (int k = 0; k < VS_RAW_N_KINDS; k++)
+    free(r.lines[k].line);
   return rc;
 }
 

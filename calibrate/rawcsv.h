@@ -9,7 +9,9 @@
  * ignored, written as its operands' and output's bytes at 2 B an element),
  * bytes a non-negative integer, sample the sample's index at that size,
  * seconds a finite time >= 0 and at most 1e10 (2^53 bytes at
- * 1 MB/s). A vs_raw owns one growing series per kind. */
+ * 1 MB/s). Each sample is one row: a kind, size (a gemm row's shape) and
+ * sample index on two rows is refused. A vs_raw owns one growing series
+ * per kind. */
 #ifndef VS_RAWCSV_H
 #define VS_RAWCSV_H
 
@@ -62,9 +64,12 @@ int vs_raw_add_gemm(vs_raw *raw, vs_gemm g, uint32_t sample, double seconds,
  * be read or is not a regular file (a directory, device, FIFO or socket);
  * VS_EINPUT naming path:line for a missing column, an unknown kind, a bad
  * or negative number, a wrong field count, malformed CSV, a NUL byte, a
- * line over 4096 bytes, a file over 1 GiB or a file without samples. A
- * leading UTF-8 byte order mark is skipped. raw may hold part of the file
- * on error. O(file size). */
+ * line over 4096 bytes, a file over 1 GiB or a file without samples, and
+ * for a sample on two rows (the same kind, size or gemm shape, and sample
+ * index: the later row, on the earliest line, naming the first's line;
+ * checked once the whole file is read, against the samples of path only).
+ * A leading UTF-8 byte order mark is skipped. raw may hold part of the
+ * file on error. O(n log n) in its rows. */
 int vs_raw_read(vs_raw *raw, const char *path, vs_error *err);
 
 /* Writes raw to path atomically (temporary file, then rename). VS_EIO. */

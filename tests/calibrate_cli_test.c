@@ -173,6 +173,37 @@ static void test_bad_csvs(void **state)
   }
 }
 
+/* A raw CSV that holds its samples twice (appended to itself, header
+ * aside) is refused with exit 1, naming the first repeated row and where
+ * its sample was first, and writes nothing: the fit had taken every
+ * sample twice and written a topology. */
+static void test_fit_refuses_repeated_samples(void **state)
+{
+  char raw[128], out[128], text[4096];
+  const char *args[] = {"--fit", raw, "--out", out, NULL};
+  size_t used =
+      (size_t)snprintf(text, sizeof text, "kind,bytes,sample,seconds\n");
+  (void)state;
+  for (int copy = 0; copy < 2; copy++)
+    for (int size = 0; size < 6; size++)
+      for (int i = 0; i < 3; i++)
+        used += (size_t)snprintf(text + used, sizeof text - used,
+                                 "h2d_pinned,%d,%d,%.6g\n", 4096 << size, i,
+                                 1e-5 + (4096 << size) / 25e9);
+  write_raw(text, raw, sizeof raw, out, sizeof out);
+  run_cal(&run, args);
+  assert_int_equal(run.status, 1);
+  /* 6 sizes x 3 samples after the header: the copy starts on line 20 */
+  snprintf(text, sizeof text,
+           "%s:20: kind h2d_pinned, bytes 4096, sample 0 again (first on "
+           "line 2): each timed sample is one row; remove the repeat (a "
+           "file appended to itself?)",
+           raw);
+  assert_contains(run.err, text);
+  assert_int_equal(access(out, F_OK), -1); /* nothing written */
+  unlink(raw);
+}
+
 /* Each option once; a value never an option; the measuring options refused
  * with --fit, which measures nothing (they were silently ignored, and a
  * second --out silently won, and `--out --verbose` wrote "--verbose"). */
@@ -1293,6 +1324,7 @@ int main(void)
       cmocka_unit_test(test_usage_errors),
       cmocka_unit_test(test_measure_without_cuda),
       cmocka_unit_test(test_bad_csvs),
+      cmocka_unit_test(test_fit_refuses_repeated_samples),
       cmocka_unit_test(test_option_rules),
       cmocka_unit_test(test_outputs_checked_first),
       cmocka_unit_test(test_not_a_raw_csv),

@@ -625,6 +625,51 @@ static void test_raw_csv_bom_wide_and_cr(void **state)
           VS_EINPUT, "@:3: negative time -2e-6 s for kind p2p");
 }
 
+/* Each row is one timed sample: the same kind, size (a gemm row's shape)
+ * and sample index on two rows is refused, naming the later row on the
+ * earliest line and the first's line (it was read, and its size's median
+ * and spread took the sample twice). The same index at another size, of
+ * another kind or of another gemm shape is another sample. */
+static void test_raw_csv_repeated_sample(void **state)
+{
+  char path[128];
+  vs_raw raw;
+  vs_error err;
+  (void)state;
+  raw_bad("kind,bytes,sample,seconds\np2p,4,0,1e-5\np2p,4,1,1e-5\n"
+          "p2p,4,0,1.1e-5\n",
+          VS_EINPUT,
+          "@:4: kind p2p, bytes 4, sample 0 again (first on line 2): each "
+          "timed sample is one row; remove the repeat (a file appended to "
+          "itself?)");
+  /* the earliest repeat in the file is named, whatever its kind */
+  raw_bad("kind,bytes,sample,seconds,m,n,k\np2p,4,0,1e-5,,,\n"
+          "gemm,0,3,1e-5,128,256,64\ngemm,0,3,1e-5,128,256,64\n"
+          "p2p,4,0,1e-5,,,\n",
+          VS_EINPUT,
+          "@:4: gemm 128x256x64 (batch 1) sample 3 again (first on "
+          "line 3)");
+  /* after a blank line and a multi-line quoted field, by line */
+  raw_bad("kind,bytes,sample,seconds,note\n\nh2d_pinned,8,2,1e-5,\n"
+          "p2p,4,0,1e-5,\"two\nlines\"\nh2d_pinned,8,2,1e-5,\n",
+          VS_EINPUT,
+          "@:6: kind h2d_pinned, bytes 8, sample 2 again (first on "
+          "line 3)");
+  tu_write_temp("kind,bytes,sample,seconds,m,n,k,batch\np2p,4,0,1e-5,,,,\n"
+                "p2p,8,0,1e-5,,,,\nh2d_pinned,4,0,1e-5,,,,\n"
+                "gemm,0,0,1e-5,128,256,64,1\ngemm,0,0,1e-5,128,256,64,2\n"
+                "gemm,0,0,1e-5,256,128,64,1\n",
+                ".csv", path, sizeof path);
+  vs_raw_init(&raw);
+  vs_error_clear(&err);
+  if (vs_raw_read(&raw, path, &err))
+    fail_msg("%s", err.msg);
+  assert_int_equal(raw.kinds[VS_CAL_P2P].n, 2);
+  assert_int_equal(raw.kinds[VS_RAW_GEMM].n, 3);
+  vs_raw_fini(&raw);
+  unlink(path);
+}
+
 static void test_raw_csv_round_trip(void **state)
 {
   /* Columns in another order, an extra column, quoted kind, no final
@@ -1073,6 +1118,7 @@ int main(void)
       cmocka_unit_test(test_raw_csv_errors),
       cmocka_unit_test(test_raw_csv_bad_files),
       cmocka_unit_test(test_raw_csv_bom_wide_and_cr),
+      cmocka_unit_test(test_raw_csv_repeated_sample),
       cmocka_unit_test(test_raw_csv_round_trip),
       cmocka_unit_test(test_ini_round_trip),
       cmocka_unit_test(test_gemm_fit_recovers_a_table),
