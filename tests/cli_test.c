@@ -4210,6 +4210,41 @@ static void test_ranks_all_writes_a_row_per_gpu(void **state)
   tu_remove_dir(dir);
 }
 
+/* --ranks all with an output to record for: the ranks given a copy of
+ * their slot's run share its timeline and op spans instead of copying
+ * them, so the 405B job on 1024 GPUs (64 ranks a stage, 1.5e6 op events
+ * each) asks what one slot's records take. Each rank had its own copies:
+ * 13.7 GiB estimated (6.6 GB used, 68 s) for a 150 KB chart, refused at
+ * 16,384 GPUs under the default --max-memory, where the run without it
+ * takes 430 MB; the copies' records are what the twin's are (the CSV
+ * rows of every rank, test_ranks_all_writes_a_row_per_gpu). */
+static void test_ranks_all_records_once_per_slot(void **state)
+{
+  char dir[64], svg[128];
+  const char *args[] = {"run",
+                        "workloads/llama3-405b.ini",
+                        "--gpus",
+                        "1024",
+                        "--ranks",
+                        "all",
+                        "--max-memory",
+                        "2GiB",
+                        "--svg",
+                        NULL,
+                        NULL};
+  char *text;
+  (void)state;
+  tu_temp_dir(dir, sizeof dir);
+  args[9] = path_in(dir, "peak.svg", svg, sizeof svg);
+  run(args);
+  assert_int_equal(r.status, 0); /* the report: 1024 rows, past r.out */
+  text = tu_read_file(svg);
+  assert_non_null(text);
+  assert_non_null(strstr(text, "</svg>"));
+  free(text);
+  tu_remove_dir(dir);
+}
+
 /* A pipeline: one row per stage (first and last marked), the bubble in the
  * step time and, apart, stage 0's wait for the last stage (which computes
  * the logits besides its layers), and summary.csv rows with each stage's
@@ -6575,6 +6610,7 @@ int main(void)
       cmocka_unit_test(test_op_bounds_csv_splits_each_op),
       cmocka_unit_test(test_trace_has_managed_track),
       cmocka_unit_test(test_ranks_all_writes_a_row_per_gpu),
+      cmocka_unit_test(test_ranks_all_records_once_per_slot),
       cmocka_unit_test(test_pipeline_report_and_csv),
       cmocka_unit_test(test_show_prints_resolved_config),
       cmocka_unit_test(test_show_output_loads_back),

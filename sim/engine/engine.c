@@ -93,9 +93,12 @@ void vs_rank_init(vs_rank *rank, uint32_t id, const vs_program *prog,
 
 void vs_rank_fini(vs_rank *rank)
 {
-  free(rank->timeline);
-  free(rank->managed_timeline);
-  free(rank->spans);
+  if (!rank->twin_records) {
+    free(rank->timeline);
+    free(rank->managed_timeline);
+    free(rank->spans);
+  }
+  rank->twin_records = false;
   rank->timeline = NULL;
   rank->managed_timeline = NULL;
   rank->n_managed_timeline = rank->cap_managed_timeline = 0;
@@ -788,9 +791,11 @@ static int drain(run_ctx *c, vs_engine_stats *stats)
 }
 
 /* Gives `to` (a rank of from's stage in another slot, which has not run)
- * a copy of from's run: its counters and memory, and its own copies of
- * from's timeline, spans, allocator and notes. Its identity stays.
- * VS_ENOMEM. */
+ * a copy of from's run: its counters and memory, its own copies of
+ * from's allocator and notes, and from's timeline and spans themselves
+ * (twin_records: what it records is what from records, so thousands of
+ * copies cost no more host memory than one; from outlives it, both being
+ * the caller's ranks). Its identity stays. VS_ENOMEM. */
 static int take_twin_run(vs_rank *to, const vs_rank *from)
 {
   uint32_t id = to->id, slot = to->slot;
@@ -804,15 +809,9 @@ static int take_twin_run(vs_rank *to, const vs_rank *from)
   to->dp_rank = dp_rank;
   to->tp_rank = tp_rank;
   to->cp_rank = cp_rank;
-  to->timeline = vs_dup_array(from->timeline, from->n_timeline,
-                              sizeof *from->timeline, &ok);
+  to->twin_records = true;
   to->cap_timeline = from->n_timeline;
-  to->managed_timeline =
-      vs_dup_array(from->managed_timeline, from->n_managed_timeline,
-                   sizeof *from->managed_timeline, &ok);
   to->cap_managed_timeline = from->n_managed_timeline;
-  to->spans = vs_dup_array(from->spans, from->n_spans, sizeof *from->spans,
-                           &ok);
   to->cap_spans = from->n_spans;
   to->live_blocks = from->live_blocks
                         ? vs_dup_array(from->live_blocks, n_buffers,

@@ -105,9 +105,10 @@ bool vs_node_mem_fits(const vs_node_mem *n);
  * (every rank of a stage runs its program from the same start, and no
  * resource or node memory is shared; not with stop_at_oom) the ranks of
  * slot 0 run and every other slot's rank gets a copy of its stage's run
- * (its own arrays): the same outcome, events counted for every slot, in
- * the time of one slot and the copies. VS_ENOMEM when recording runs
- * out of host memory; VS_EINPUT with a message if a program deadlocks or
+ * (its own allocator; the timeline and spans of the rank it copies,
+ * shared: twin_records): the same outcome, events counted for every
+ * slot, in the time of one slot and the copies. VS_ENOMEM when recording
+ * runs out of host memory; VS_EINPUT with a message if a program deadlocks or
  * frees memory it never allocated (both are schedule bugs), an op names
  * a resource that opts does not describe, or a buffer off the GPU belongs
  * to a rank without shares. */

@@ -148,6 +148,10 @@ typedef struct vs_rank {
   size_t n_managed_timeline, cap_managed_timeline;
   vs_op_span *spans;        /* recorded when asked */
   size_t n_spans, cap_spans;
+  bool twin_records;            /* timeline, managed_timeline and spans are
+                                   its twin's (a rank of an earlier slot whose
+                                   run it copies, vs_engine_run), read-only
+                                   and not freed with it */
   uint32_t res_users[VS_RES_N]; /* users it counts for on its instance of
                                each resource kind (vs_resource_users);
                                0 = 1 */

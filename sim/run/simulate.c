@@ -703,9 +703,10 @@ static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
   w->csv_bytes = 0;
   w->trace_bytes = 0;
   if (opts->record) {
-    w->host_bytes += w->rank_events *
-                     (EFFECTS_PER_OP * sizeof(vs_mem_event) +
-                      sizeof(vs_op_span));
+    /* the records of the ranks that run: copies share their twin's */
+    w->host_bytes +=
+        (slots_copied(sim, opts) ? ops : w->rank_events) *
+        (EFFECTS_PER_OP * sizeof(vs_mem_event) + sizeof(vs_op_span));
     w->csv_bytes = w->rank_events * (EFFECTS_PER_OP * TIMELINE_ROW_BYTES +
                                      OPS_ROW_BYTES + OP_BOUNDS_ROW_BYTES);
     w->trace_bytes = w->rank_events * (TRACE_EVENT_BYTES +
