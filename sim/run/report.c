@@ -516,14 +516,24 @@ static void group_where(const vs_sim *sim, const vs_peak_group *g, char *buf,
 }
 
 /* "largest activations and temporaries at the peak: ..." for the worst
- * rank (the model states are the table's columns already), or "" without
- * its tensors. */
+ * rank (the model states are the table's columns already); with every
+ * GPU simulated, whose tensors are not noted (vs_sim_opts.peak_tensors),
+ * why and where to see them; "" where none is noted live. */
 static void held_line(const vs_sim *sim, char *buf, size_t len)
 {
+  const vs_rank *worst = vs_sim_worst_rank(sim);
   vs_peak_group *g;
   size_t n, at, shown = 0;
   buf[0] = '\0';
-  if (vs_sim_peak_groups(vs_sim_worst_rank(sim), &g, &n) || n == 0)
+  if (sim->all_ranks && !worst->lifetimes) {
+    snprintf(buf, len,
+             "largest activations and temporaries at the peak: not listed "
+             "with --ranks all, which would note every tensor of every GPU; "
+             "without it, one GPU per stage has the same peaks and lists "
+             "them");
+    return;
+  }
+  if (vs_sim_peak_groups(worst, &g, &n) || n == 0)
     return;
   at = (size_t)snprintf(buf, len,
                         "largest activations and temporaries at the peak:");

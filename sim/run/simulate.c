@@ -1153,6 +1153,7 @@ int vs_sim_run_pooled(vs_sim *sim, const vs_workload *wl,
   memset(sim, 0, sizeof *sim);
   sim->wl = wl;
   sim->topo = topo;
+  sim->all_ranks = opts->all_ranks;
   if ((rc = check_reserve(wl, topo, err)) == 0 &&
       (rc = build_plan(sim, opts, err)) == 0) {
     vs_work w;

@@ -99,6 +99,8 @@ typedef struct vs_sim {
                              (vs_sim_stopped_in_setup) */
   vs_rank *ranks;         /* simulated ranks */
   size_t n_ranks;
+  bool all_ranks;         /* every GPU simulated (vs_sim_opts.all_ranks),
+                             not one per stage */
   vs_engine_stats stats;  /* events, end time */
   double step_time_s;     /* slowest rank's step */
   double compute_s;       /* compute-stream kernels (no tp, ep, cp or dp
