@@ -804,22 +804,33 @@ static double trace_bytes(const cli_args *a, const vs_work *w)
   return w->trace_bytes * (share < 1.0 ? share : 1.0);
 }
 
+/* Each rank --trace-ranks names is one of the job's gpus GPUs, else a
+ * message and VS_EXIT_ERROR: checked before the run (which can take
+ * minutes at scale) and again after it. */
+static int check_trace_ranks_exist(const cli_args *a, uint64_t gpus, FILE *errs)
+{
+  for (size_t k = 0; k < a->n_trace_ids; k++)
+    if (a->trace_ids[k] >= gpus) {
+      fprintf(errs,
+              "vsim: --trace-ranks: rank %u does not exist: the job "
+              "has %llu GPUs (0..%llu)\n",
+              a->trace_ids[k], (unsigned long long)gpus,
+              (unsigned long long)gpus - 1);
+      return VS_EXIT_ERROR;
+    }
+  return VS_EXIT_OK;
+}
+
 /* Each rank --trace-ranks names is one the simulation ran (all of them
  * with --ranks all; one per stage otherwise). Exit status. */
 static int check_trace_ranks(const cli_args *a, const vs_sim *sim, FILE *errs)
 {
+  if (check_trace_ranks_exist(a, sim->layout.gpus, errs) != VS_EXIT_OK)
+    return VS_EXIT_ERROR;
   for (size_t k = 0; k < a->n_trace_ids; k++) {
     bool found = false;
     for (size_t i = 0; i < sim->n_ranks && !found; i++)
       found = sim->ranks[i].id == a->trace_ids[k];
-    if (!found && a->trace_ids[k] >= sim->layout.gpus) {
-      fprintf(errs,
-              "vsim: --trace-ranks: rank %u does not exist: the job "
-              "has %llu GPUs (0..%llu)\n",
-              a->trace_ids[k], (unsigned long long)sim->layout.gpus,
-              (unsigned long long)sim->layout.gpus - 1);
-      return VS_EXIT_ERROR;
-    }
     if (!found) {
       fprintf(errs, "vsim: --trace-ranks: rank %u is not simulated; ",
               a->trace_ids[k]);
@@ -839,8 +850,9 @@ static int check_trace_ranks(const cli_args *a, const vs_sim *sim, FILE *errs)
   return VS_EXIT_OK;
 }
 
-/* The --csv and --trace files a run would write, estimated before it
- * runs, against --max-output (a 16,384-GPU job with --ranks all writes
+/* The ranks --trace-ranks names against the job's GPUs, and the --csv and
+ * --trace files a run would write, estimated before it runs, against
+ * --max-output (a 16,384-GPU job with --ranks all writes
  * tens of GB); a large run is announced, unless the budget refuses it
  * (the simulation says so). An invalid job is left for the simulation to
  * report. */
@@ -855,6 +867,8 @@ static int check_run_work(const cli_args *a, const vs_workload *wl,
   vs_error_clear(&err);
   if (vs_sim_estimate(wl, topo, opts, &w, &err))
     return VS_EXIT_OK;
+  if (check_trace_ranks_exist(a, w.gpus, errs) != VS_EXIT_OK)
+    return VS_EXIT_ERROR;
   trace = a->trace ? trace_bytes(a, &w) : 0;
   bytes = (a->csv_dir ? w.csv_bytes : 0) + trace;
   if (bytes > a->max_output_bytes) {

@@ -3422,6 +3422,19 @@ static void test_trace_is_chrome_json(void **state)
     assert_int_equal(r.status, 1);
     assert_contains(r.err, "vsim: --trace-ranks: rank 16 does not exist: the "
                            "job has 16 GPUs (0..15)\n");
+    {
+      /* and before the run, not after it (a 16,384-GPU --ranks all run
+       * with offload takes minutes): with --max-events 1 the run would
+       * be refused, so the only message is the rank's */
+      const char *early[] = {
+          "run", "workloads/llama2-7b.ini", "--gpus", "16",           "--trace",
+          p,     "--trace-ranks",           "0,16",   "--max-events", "1",
+          NULL};
+      run(early);
+      assert_int_equal(r.status, 1);
+      assert_string_equal(r.err, "vsim: --trace-ranks: rank 16 does not "
+                                 "exist: the job has 16 GPUs (0..15)\n");
+    }
   }
   {
     /* a trace estimated over 100 MB is announced before the run: 2048

@@ -687,6 +687,7 @@ static void estimate_work(const vs_sim *sim, const vs_sim_opts *opts,
   w->rank_events = ops * per_stage;
   w->events = steps * (slots_copied(sim, opts) ? ops : w->rank_events);
   w->ranks = ranks;
+  w->gpus = lay->gpus;
   w->steps = steps;
   /* the programs and their op kinds (one set serves every step), the
    * ranks, each rank's block of every buffer (caching allocator) and the

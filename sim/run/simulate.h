@@ -44,6 +44,7 @@ typedef struct vs_work {
   double trace_bytes;   /* --trace's JSON of every simulated rank (when
                            recorded) */
   double ranks;         /* ranks simulated */
+  uint64_t gpus;        /* the job's GPUs (its layout), numbered 0..gpus-1 */
 } vs_work;
 
 /* Limits a simulation refuses to pass (VS_ELIMIT, the estimate in the
