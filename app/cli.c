@@ -872,16 +872,21 @@ static int check_run_work(const cli_args *a, const vs_workload *wl,
   trace = a->trace ? trace_bytes(a, &w) : 0;
   bytes = (a->csv_dir ? w.csv_bytes : 0) + trace;
   if (bytes > a->max_output_bytes) {
-    fprintf(errs, "vsim: %s: the outputs asked for (%s%s%s) are estimated at "
-                  "%s (%.3g op events), over --max-output %s: raise it to "
-                  "write them anyway%s\n",
+    fprintf(errs,
+            "vsim: %s: the outputs asked for (%s%s%s) are estimated at "
+            "%s (%.3g op events), over --max-output %s: raise it to "
+            "write them anyway%s%s\n",
             wl->origins.file, a->csv_dir ? "--csv" : "",
             a->csv_dir && a->trace ? " and " : "", a->trace ? "--trace" : "",
-            vs_format_bytes((uint64_t)bytes, need, sizeof need),
-            w.rank_events,
+            vs_format_bytes((uint64_t)bytes, need, sizeof need), w.rank_events,
             vs_format_bytes((uint64_t)a->max_output_bytes, limit, sizeof limit),
             a->all_ranks ? ", or leave out --ranks all (one GPU per stage has "
-                           "the same memory and time)" : "");
+                           "the same memory and time)"
+                         : "",
+            a->trace && !a->n_trace_ids && trace > 0
+                ? "; --trace-ranks (e.g. 0 or 0..7) keeps only the ranks "
+                  "you name in the trace"
+                : "");
     return VS_EXIT_ERROR;
   }
   if (trace > NOTE_TRACE_BYTES)

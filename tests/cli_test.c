@@ -6383,6 +6383,24 @@ static void test_work_over_budget_is_refused(void **state)
     assert_contains(r.err, "the outputs asked for (--csv) are estimated at ");
     assert_contains(r.err, "over --max-output 6.00 GiB");
     assert_contains(r.err, "or leave out --ranks all");
+    assert_null(strstr(r.err, "--trace-ranks"));
+  }
+  {
+    /* a trace over the limit names --trace-ranks, which the note of a
+     * trace under it names too (it named only --ranks all) */
+    char trace[128];
+    const char *const args[] = {
+        "run",     "workloads/llama3-405b.ini",
+        "--ranks", "all",
+        "--trace", path_in(dir, "t.json", trace, sizeof trace),
+        NULL};
+    run(args);
+    assert_int_equal(r.status, 1);
+    assert_contains(r.err, "the outputs asked for (--trace) are estimated ");
+    assert_contains(r.err, "or leave out --ranks all (one GPU per stage has "
+                           "the same memory and time); --trace-ranks (e.g. "
+                           "0 or 0..7) keeps only the ranks you name in the "
+                           "trace\n");
   }
   assert_int_equal(tu_count_entries(dir), 0);
   {
