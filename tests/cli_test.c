@@ -2443,6 +2443,50 @@ static void test_moe_sample(void **state)
     assert_int_equal(r.status, 3);
   }
   {
+    /* the same node with selective recompute (the attention core's s^2
+     * tensors recomputed, every other activation kept) at sequence 3072:
+     * the model states alone are 92.2 GiB a GPU (7.24e9 parameters held,
+     * 1.60e9 shared + 45.10e9 / 8 experts, at 2 B of weight and 2 of
+     * gradient, with 12 B of Adam states on 5.84e9 of them: ZeRO-1
+     * shards only the shared ones over dp 8), over the H100's 79.2 GiB,
+     * and the activations kept (57.9 GiB) take the peak to 156 GiB: over
+     * the H200's 139.8 GiB, inside the B200's 178.35 GiB (torch's
+     * total_memory 182631 MiB) with more than [runtime] reserve's 10%
+     * free, so FITS, not TIGHT */
+    static const char *const b200[] = {
+        "run",        "workloads/mixtral-8x7b-h200.ini",
+        "--gpus",     "8",
+        "--topology", "topologies/b200-sxm-8x.ini",
+        "--set",      "training.checkpointing=selective",
+        "--set",      "model.seq_len=3072",
+        NULL};
+    static const char *const h200[] = {
+        "run",        "workloads/mixtral-8x7b-h200.ini",
+        "--gpus",     "8",
+        "--topology", "topologies/h200-sxm-8x.ini",
+        "--set",      "training.checkpointing=selective",
+        "--set",      "model.seq_len=3072",
+        NULL};
+    static const char *const h100[] = {
+        "run",    "workloads/mixtral-8x7b-h200.ini",
+        "--gpus", "8",
+        "--set",  "training.checkpointing=selective",
+        "--set",  "model.seq_len=3072",
+        NULL};
+    run(b200);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "hardware  8 x B200-SXM-180GB");
+    assert_contains(r.out, "verdict: FITS on 8 x B200-SXM-180GB: worst rank "
+                           "peaks at 156 GiB of 178 GiB (87%)");
+    run(h200);
+    assert_int_equal(r.status, 3);
+    assert_contains(r.out, "verdict: DOES NOT FIT on 8 x H200-SXM-141GB: "
+                           "worst rank needs 156 GiB of 140 GiB");
+    run(h100);
+    assert_int_equal(r.status, 3);
+    assert_contains(r.out, "needs 156 GiB of 79.2 GiB");
+  }
+  {
     /* DeepSeek-V3 on 256 GPUs: 16 stages, 16 experts a GPU; the first
      * stage (3 dense layers of its 4) is not the worst: a stage of 4 MoE
      * layers is (stage 2, rank 32) */
@@ -5967,25 +6011,33 @@ static void test_plan_offload_keeps_experts_together(void **state)
 /* Issue 18, item 7: plan --topology a,b,c answers for each GPU type (the
  * cheapest and the fastest layout, each row naming its type), then ranks
  * across types by cost per step; a type on which nothing fits says so.
- * Llama 2 7B on exactly 2 GPUs fits in 80 GB (H100, A100) and 141 GB
- * (H200), not in the V100's 32 GB (its optimizer states alone, 12 bytes
- * x 6.7e9 / 2 = 37.7 GiB under ZeRO-3 on 2 GPUs, are over). */
+ * Llama 2 7B on exactly 2 GPUs fits in 80 GB (H100, A100), 141 GB
+ * (H200) and 180 GB (B200), not in the V100's 32 GB (its optimizer states
+ * alone, 12 bytes x 6.7e9 / 2 = 37.7 GiB under ZeRO-3 on 2 GPUs, are over). */
 static void test_plan_compares_gpu_types(void **state)
 {
   static const char *const types[] = {"H100-SXM-80GB", "A100-SXM4-80GB",
-                                      "H200-SXM-141GB"};
+                                      "H200-SXM-141GB", "B200-SXM-180GB"};
   static const char *const args[] = {
-      "plan", "workloads/llama2-7b.ini", "--gpus", "2", "--jobs", "2",
+      "plan",
+      "workloads/llama2-7b.ini",
+      "--gpus",
+      "2",
+      "--jobs",
+      "2",
       "--topology",
       "topologies/h100-sxm-8x.ini,topologies/a100-sxm-80g-8x.ini,"
-      "topologies/h200-sxm-8x.ini,topologies/v100-sxm-32g-8x.ini",
-      "--set", "topology.node.host_memory=64GiB", NULL};
+      "topologies/h200-sxm-8x.ini,topologies/v100-sxm-32g-8x.ini,"
+      "topologies/b200-sxm-8x.ini",
+      "--set",
+      "topology.node.host_memory=64GiB",
+      NULL};
   char want[128];
-  const char *across;
+  const char *across, *row1;
   (void)state;
   run(args);
   assert_int_equal(r.status, 0);
-  for (size_t t = 0; t < 3; t++) {
+  for (size_t t = 0; t < 4; t++) {
     const char *at;
     snprintf(want, sizeof want, "cheapest per step on %s", types[t]);
     assert_non_null(at = strstr(r.out, want));
@@ -6001,9 +6053,15 @@ static void test_plan_compares_gpu_types(void **state)
                          "V100-SXM2-32GB GPUs");
   assert_null(strstr(r.out, "cheapest per step on V100"));
   assert_no_trailing_blank(r.out);
-  across = strstr(r.out, "cheapest per step across the 4 GPU types");
+  across = strstr(r.out, "cheapest per step across the 5 GPU types");
   assert_non_null(across);
   assert_null(strstr(across, "V100")); /* nothing of it fits */
+  /* the B200 (topologies/b200-sxm-8x.ini) ranks with the others, first:
+   * 2.28x the H100's bf16 peak (2250 / 989 TFLOP/s) at 1.77x its price
+   * ($5.3 / $2.99 a GPU-hour) */
+  row1 = strchr(strchr(across, '\n') + 1, '\n') + 1;
+  assert_true(strstr(row1, "B200-SXM-180GB") != NULL &&
+              strstr(row1, "B200-SXM-180GB") < strchr(row1, '\n'));
 }
 
 /* The rows of plan's ranking across GPU types in text: lines that start

@@ -11,6 +11,7 @@ trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
 for f in bin/vsim bin/vsim-calibrate share/vsim/topologies/h100-sxm-8x.ini \
          share/vsim/topologies/a100-sxm-80g-8x.ini \
+         share/vsim/topologies/b200-sxm-8x.ini \
          share/vsim/workloads/llama2-7b.ini \
          share/vsim/workloads/validation/korthikanti-22b.ini \
          share/doc/vsim/README.md share/doc/vsim/DESIGN.md \

@@ -159,6 +159,28 @@ static void test_all_shipped_topologies_load(void **state)
   assert_near(t.hbm_bandwidth, 4.8e12);           /* 4800GB/s */
   assert_near(t.usd_per_gpu_hour, 4.0);
 
+  /* the B200: torch's total_memory (178.35 GiB), NVIDIA's dense rates
+   * (half the HGX B200 sheet's sparse ones), PyTorch's 32 MiB cuBLAS
+   * workspace for major 10, one FP8 layout, NVLink 5 one way */
+  load_ok(&t, TOPO_DIR "b200-sxm-8x.ini", NULL, 0);
+  assert_string_equal(t.name, "B200-SXM-180GB");
+  assert_true(t.memory_bytes == 182631ull << 20); /* 182631MiB */
+  assert_near(t.hbm_bandwidth, 7.7e12);           /* 7700GB/s */
+  assert_near(t.peak_tflops_bf16, 2250);
+  assert_near(t.peak_tflops_fp16, 2250);
+  assert_near(t.peak_tflops_fp32, 75);
+  assert_near(t.peak_tflops_fp8, 4500);
+  assert_false(t.fp8_transposes);
+  assert_true(t.cublas_workspace_bytes == 32ull << 20); /* 32MiB */
+  assert_near(t.compute_efficiency, 0.78);
+  assert_true(t.sms == 148);
+  assert_true(t.gpus_per_node == 8);
+  assert_true(t.host_memory_bytes == 2ull << 40);          /* 2TiB */
+  assert_true(t.nvme_capacity_bytes == 30720000000000ull); /* 30720GB */
+  assert_near(t.intra_bandwidth, 900e9);                   /* 900GB/s */
+  assert_near(t.inter_bandwidth, 47e9);                    /* 47GB/s */
+  assert_near(t.usd_per_gpu_hour, 5.3);
+
   load_ok(&t, TOPO_DIR "v100-sxm-32g-8x.ini", NULL, 0);
   assert_string_equal(t.name, "V100-SXM2-32GB");
   assert_true(t.memory_bytes == 32491ull << 20);  /* 32491MiB */
