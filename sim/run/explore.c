@@ -370,6 +370,16 @@ static int explore_whole(const vs_explore *ex, vs_candidate *c,
   return 0;
 }
 
+/* The fewest micro-batches an extrapolation starts from: a step's only
+ * micro-batch is both its first, whose backward writes the gradients,
+ * and its last, whose backward the reductions run under, so the step of
+ * one is no point on the line through longer steps (under hf's eager
+ * kernels every backward but the first adds the gradients to those
+ * before, and the shorter first one hides less of the reductions: plan
+ * had Bert-Large's 4 micro-batches on 16 GPUs 8% short of vsim run).
+ * From 2 on each further micro-batch is a middle one, whatever pp. */
+#define EXTRAPOLATE_FROM 2u
+
 /* Past the pipeline's warm-up every further round of pp micro-batches
  * adds the same time and no memory: the step of wl's micro-batches is
  * extrapolated from cap and cap + pp (screening simulations). */
@@ -644,7 +654,9 @@ static int explore_one(const vs_explore *ex, vs_candidate *c,
     cap = ex->max_microbatches;
     bounded = cap && wl->parallel.schedule != VS_SCHED_GPIPE;
     if (bounded)
-      cap = vs_div_ceil(cap, step_mbs) * step_mbs;
+      cap = vs_div_ceil(cap > EXTRAPOLATE_FROM ? cap : EXTRAPOLATE_FROM,
+                        step_mbs) *
+            step_mbs;
     whole = !bounded || wl->grad_accum <= cap + step_mbs;
     bounded_mbs = whole ? wl->grad_accum : 2 * cap + step_mbs;
     rc = bounded ? setup_screened(ex, c, wl, topo, bounded_mbs, pool, &screen)
