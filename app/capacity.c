@@ -754,23 +754,35 @@ static int sweep_candidates(const vs_capacity_opts *o, vs_candidate *cands,
   return VS_EXIT_OK;
 }
 
+/* Replaces the first `from` in reason (of len bytes) with `to`, where it
+ * fits. */
+static void replace_once(char *reason, size_t len, const char *from,
+                         const char *to)
+{
+  char *at = strstr(reason, from);
+  size_t nf = strlen(from), nt = strlen(to);
+  if (at && strlen(reason) - nf + nt < len) {
+    memmove(at + nt, at + nf, strlen(at + nf) + 1);
+    memcpy(at, to, nt);
+  }
+}
+
 /* An invalid combination's reason names its varied keys as the user gave
  * them (--vary), not as the overrides they became (--set). */
 static void relabel_reason(vs_candidate *c, bool gpus_varied)
 {
-  char from[32], to[40], *at;
+  char from[32], to[40];
   for (size_t k = 0; c->status == VS_EVAL_INVALID && k < c->n_sets; k++)
     vs_explore_relabel(c->reason, sizeof c->reason, c->sets[k], "--vary ");
   if (c->status != VS_EVAL_INVALID || !gpus_varied)
     return;
-  /* the workload's layout check speaks of --gpus N, which was --vary gpus */
+  /* the workload's layout check speaks of --gpus N, which was --vary
+   * gpus, and of dropping dp "or --gpus" where dp contradicts it */
   snprintf(from, sizeof from, "--gpus %llu", (unsigned long long)c->gpus);
   snprintf(to, sizeof to, "--vary gpus=%llu", (unsigned long long)c->gpus);
-  at = strstr(c->reason, from);
-  if (at && strlen(c->reason) - strlen(from) + strlen(to) < sizeof c->reason) {
-    memmove(at + strlen(to), at + strlen(from), strlen(at + strlen(from)) + 1);
-    memcpy(at, to, strlen(to));
-  }
+  replace_once(c->reason, sizeof c->reason, from, to);
+  replace_once(c->reason, sizeof c->reason, "drop dp or --gpus",
+               "drop dp or --vary gpus");
 }
 
 /* One line per combination on stdout, and the totals. Returns how many

@@ -4790,6 +4790,19 @@ static void test_sweep_all_invalid_is_an_input_error(void **state)
     assert_contains(r.out, "invalid  --vary gpus=3 is not divisible by tp*pp = 2 "
                            "(--set parallel.tp=2; ");
   }
+  {
+    /* and so is it where a dp the workload gives contradicts it: the
+     * advice to drop dp or --gpus named an option the sweep was not
+     * given */
+    const char *dp[] = {
+        "sweep",  DATA "gpt-small.ini", "--set", "parallel.dp=4",
+        "--vary", "gpus=2,4",           NULL};
+    run(dp);
+    assert_int_equal(r.status, 0);
+    assert_contains(r.out, "invalid  --vary gpus=2 contradicts --set "
+                           "parallel.dp=4: tp*pp*dp = 4; drop dp or --vary "
+                           "gpus\n");
+  }
 }
 
 /* The layout printed on the line after `heading` in plan's output (r.out),
