@@ -78,7 +78,8 @@ enum {
   PRUNE_ZERO_PP,          /* ZeRO-2/3 with a pipeline */
   PRUNE_ZERO_DP1,         /* ZeRO without data parallelism: ZeRO-0 */
   PRUNE_SELECTIVE_FLASH,  /* selective with flash attention: none's
-                             memory but the LSE, and a re-run */
+                             memory but the LSE, and a re-run (not
+                             under Ulysses) */
   PRUNE_SPLIT_LONG,       /* an uneven split too long for an override */
   PRUNE_INTERLEAVE_SPLIT, /* interleaved: layers per stage uneven or odd */
   PRUNE_INTERLEAVE_BATCH, /* interleaved: micro-batches not a multiple of pp */
@@ -114,7 +115,8 @@ static const char *const prune_reasons[PRUNE_N] = {
     "ZeRO and offload choices: ZeRO-1/2/3 without "
     "data (or context) parallelism is ZeRO-0",
     "checkpointing choices: selective recompute with flash attention "
-    "(none's memory less the kernel's log-sum-exp, and a re-run of it)",
+    "(none's memory less the kernel's log-sum-exp, and a re-run of it; "
+    "tried under cp_comm = a2a, where it drops the head-group output too)",
     "(GPUs, tp, cp, pp) choices: the uneven layer split is too long for an "
     "override (pp_layers)",
     "interleaved layouts: the layers per stage are not an even split "
@@ -507,7 +509,10 @@ static int enumerate_zero(const vs_workload *wl, const layout_choice *base,
 {
   int rc;
   uint64_t global = wl->training.global_batch, dp = base->dp;
-  bool flash = wl->training.attention == VS_ATTN_FLASH;
+  /* selective under flash drops the kernel's LSE alone, but for Ulysses'
+   * head-group output (layer.c flash_core_saves) */
+  bool lse_alone = wl->training.attention == VS_ATTN_FLASH &&
+                   !(base->cp > 1 && ps->cp_comm == VS_CP_A2A);
   layout_choice lc = *base;
   vs_parallel_conf at;
   const char *key;
@@ -542,7 +547,7 @@ static int enumerate_zero(const vs_workload *wl, const layout_choice *base,
     return 0;
   }
   for (lc.ckpt = VS_CKPT_NONE; lc.ckpt <= VS_CKPT_FULL; lc.ckpt++) {
-    if (flash && lc.ckpt == VS_CKPT_SELECTIVE) {
+    if (lse_alone && lc.ckpt == VS_CKPT_SELECTIVE) {
       ps->pruned[PRUNE_SELECTIVE_FLASH]++;
       continue;
     }

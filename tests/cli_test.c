@@ -5448,11 +5448,12 @@ static void check_rerun_row(const csv_scan *s, void *user)
 static void test_selective_flash_reruns_the_kernel(void **state)
 {
   char dir[64], p[128];
-  const char *args[] = {
-      "run", DATA "gpt-small.ini", "--set", NULL, "--csv", NULL, NULL};
+  const char *args[] = {"run",   DATA "gpt-small.ini",       "--set", NULL,
+                        "--set", "training.attention=flash", "--csv", NULL,
+                        NULL};
   rerun_seen seen;
   (void)state;
-  args[5] = tu_temp_dir(dir, sizeof dir);
+  args[7] = tu_temp_dir(dir, sizeof dir);
   args[3] = "training.checkpointing=selective";
   run(args);
   assert_int_equal(r.status, 0);
@@ -5466,6 +5467,46 @@ static void test_selective_flash_reruns_the_kernel(void **state)
   memset(&seen, 0, sizeof seen);
   scan_csv(path_in(dir, "ops.csv", p, sizeof p), check_rerun_row, &seen);
   assert_int_equal(seen.reruns, 0);
+}
+
+/* plan.csv's selective rows: with cp = 1, and with cp > 1. */
+typedef struct selective_seen {
+  int cp1, cp_more;
+} selective_seen;
+
+static void count_selective_row(const csv_scan *s, void *user)
+{
+  selective_seen *seen = user;
+  if (strcmp(scan_cell(s, "training.checkpointing"), "selective") != 0)
+    return;
+  if (scan_u64(s, "parallel.cp") == 1)
+    seen->cp1++;
+  else
+    seen->cp_more++;
+}
+
+/* plan leaves selective out under flash attention, where it drops only
+ * the kernel's LSE, but tries it under Ulysses context parallelism
+ * (cp_comm = a2a), where it also drops the head-group output. */
+static void test_plan_tries_selective_under_ulysses(void **state)
+{
+  char dir[64], p[128];
+  const char *args[] = {"plan",   DATA "gpt-small.ini",
+                        "--set",  "parallel.cp=2",
+                        "--set",  "parallel.cp_comm=a2a",
+                        "--set",  "training.global_batch=8",
+                        "--set",  "training.attention=flash",
+                        "--gpus", "4",
+                        "--csv",  NULL,
+                        NULL};
+  selective_seen seen = {0, 0};
+  (void)state;
+  args[13] = path_in(tu_temp_dir(dir, sizeof dir), "plan.csv", p, sizeof p);
+  run(args);
+  assert_int_equal(r.status, 0);
+  scan_csv(p, count_selective_row, &seen);
+  assert_int_equal(seen.cp1, 0);
+  assert_true(seen.cp_more > 0);
 }
 
 /* What test_skewed_router_every_rank sees in summary.csv. */
@@ -6740,6 +6781,7 @@ int main(void)
       cmocka_unit_test(test_show_output_loads_back),
       cmocka_unit_test(test_unwritable_report_is_an_error),
       cmocka_unit_test(test_selective_flash_reruns_the_kernel),
+      cmocka_unit_test(test_plan_tries_selective_under_ulysses),
       cmocka_unit_test(test_plan_all_invalid_is_an_input_error),
       cmocka_unit_test(test_plan_and_sweep_bad_input_write_nothing),
       cmocka_unit_test(test_plan_tries_uneven_pipelines),

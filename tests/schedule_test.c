@@ -2061,6 +2061,42 @@ static void test_selective_flash_reruns_the_kernel(void **state)
   destroy(b);
 }
 
+/* The run time of the first op named `name` of `phase` in layer 0. */
+static uint64_t first_dur_ns(const vs_program *p, const char *name, int phase)
+{
+  for (size_t i = 0; i < p->n_ops; i++)
+    if (p->ops[i].phase == phase && vs_op_layer(p, &p->ops[i]) == 0 &&
+        strcmp(vs_op_name(p, &p->ops[i]), name) == 0)
+      return vs_op_kind_of(p, &p->ops[i])->dur_ns;
+  fail_msg("no %s", name);
+  return 0;
+}
+
+/* Under context parallelism the selective re-run of the flash kernel
+ * repeats its exchange (Megatron-LM's checkpoint re-runs the whole core
+ * attention, Transformer Engine's context-parallel one included): longer
+ * than the kernel's forward alone; under Ulysses (a2a) it also drops the
+ * head-group output, e * s / cp * h = 2 * 2048 * 256 B a layer more. */
+static void test_selective_flash_reruns_the_exchange(void **state)
+{
+  const char *sets[] = {"training.checkpointing=selective",
+                        "training.attention=flash", "model.seq_len=4096",
+                        "parallel.cp=2", "parallel.cp_comm=p2p"};
+  built *b;
+  uint64_t p2p_dropped;
+  (void)state;
+  b = build(sets, 5, 2);
+  assert_true(first_dur_ns(&b->p, "recompute_attn", VS_PHASE_RECOMPUTE) >
+              first_dur_ns(&b->p, "flash_attn", VS_PHASE_FWD));
+  p2p_dropped = selective_dropped(vs_model_layer(&b->m, 0));
+  destroy(b);
+  sets[4] = "parallel.cp_comm=a2a";
+  b = build(sets, 5, 2);
+  assert_int_equal(selective_dropped(vs_model_layer(&b->m, 0)) - p2p_dropped,
+                   2 * 2048 * 256);
+  destroy(b);
+}
+
 /* ------------------------------------------------------------------------
  * Tensor parallelism
  * ------------------------------------------------------------------------ */
@@ -3245,6 +3281,7 @@ int main(void)
       cmocka_unit_test(test_full_checkpointing_recomputes_each_layer),
       cmocka_unit_test(test_selective_eager_recomputes_attention),
       cmocka_unit_test(test_selective_flash_reruns_the_kernel),
+      cmocka_unit_test(test_selective_flash_reruns_the_exchange),
       cmocka_unit_test(test_tp2_all_reduces),
       cmocka_unit_test(test_tp2_sequence_parallel),
       cmocka_unit_test(test_op_durations_follow_roofline),
