@@ -91,7 +91,8 @@ enum {
   PRUNE_MOE_TP,           /* MoE or latent attention with tp > 1 outside
                              Megatron-LM */
   PRUNE_FUSED_LOSS_TP,    /* fused_cross_entropy with tp > 1 */
-  PRUNE_EP,               /* ep not dividing dp, or with zero > 1 */
+  PRUNE_EP,               /* ep not dividing dp, or with a zero above
+                             vs_workload_ep_zero_max */
   PRUNE_CP,               /* cp with a tp its sequence cannot split for */
   PRUNE_PAGED,            /* a paged optimizer with zero > 0 or offload */
   PRUNE_MEGATRON_OPT,     /* Megatron-LM with zero > 1, its
@@ -142,7 +143,8 @@ static const char *const prune_reasons[PRUNE_N] = {
     "Liger Kernel's) is not vocab-parallel",
     "expert sizes (ep, etp): expert parallelism "
     "needs etp x ep dividing tp x dp x cp (ep dividing dp x cp at etp = "
-    "tp), etp dividing expert_ffn_hidden, zero <= 1 and, with a pipeline, "
+    "tp), etp dividing expert_ffn_hidden, zero <= 1 (2 under deepspeed) "
+    "and, with a pipeline, "
     "order = tp-dp-pp",
     "(GPUs, tp, cp) choices: the sequence does not split into 2 x cp x tp "
     "chunks (or tp x cp does not divide the heads for cp_comm = a2a)",

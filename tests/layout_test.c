@@ -8,6 +8,7 @@
 #include "cost.h"
 #include "layout.h"
 #include "testutil.h"
+#include "units.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -888,6 +889,68 @@ static void test_expert_parallel_states(void **state)
   }
 }
 
+/* DeepSpeed's ZeRO-2 with expert parallelism (microsoft/DeepSpeed
+ * 38327e07, deepspeed/runtime/zero/stage_1_and_2.py): the MoE param
+ * groups (moe/utils.py split_params_into_different_moe_groups_for_
+ * optimizer) take the expert-data-parallel group as their
+ * real_dp_process_group (_configure_moe_settings, lines 634-635), whose
+ * size is the ranks of a stage ep apart, dp x cp / ep
+ * (utils/groups.py _create_expert_and_data_parallel). Each group's
+ * 16-bit weights stay whole (bit16_groups_flat, line 364); its fp32
+ * master partition (lines 399-401) and Adam's two moments on it are
+ * 1 / world of it (get_data_parallel_partitions, lines 1587-1605,
+ * world of real_dp_process_group[i]); stage 2's gradient partition
+ * (copy_grads_in_partition, lines 1344-1354) holds every group's
+ * params_in_partition in 16 bits. With Psi_d the dense parameters and
+ * Psi_e the GPU's E / ep experts' (both before partitioning), a GPU
+ * holds
+ *   2 (Psi_d + Psi_e) + (2 + 12) (Psi_d / dp + Psi_e / (dp / ep))
+ * (whole elements a shard: vsim rounds each partition up, DeepSpeed pads
+ * each group to its alignment). Here dp 8: ep 2 and 4 give the experts'
+ * states over 4 and 2 GPUs. */
+static void test_deepspeed_zero2_expert_states(void **state)
+{
+  static const char moe[] =
+      "[model]\narch = llama\nlayers = 4\nhidden = 512\nheads = 8\n"
+      "ffn_hidden = 1024\nvocab = 1000\nseq_len = 128\nexperts = 8\n"
+      "experts_per_token = 2\n"
+      "[training]\nprecision = bf16\noptimizer = adam\n"
+      "framework = deepspeed\n[parallel]\nzero = 2\n";
+  /* dense: per layer attention 4h^2, two norms 2h, the router h x 8;
+   * the embedding and the output layer V x h each, the final norm h */
+  const uint64_t dense =
+      4 * (4 * 512 * 512 + 2 * 512 + 512 * 8) + 2 * 1000 * 512 + 512;
+  const uint64_t dp = 8, eps[] = {2, 4};
+  (void)state;
+  for (size_t i = 0; i < 2; i++) {
+    char ep_set[32];
+    const char *sets[] = {ep_set};
+    const char *one[] = {ep_set, "parallel.zero=1"};
+    uint64_t ep = eps[i], edp = dp / ep;
+    uint64_t expert = 4 * (8 / ep) * 3 * 512 * 1024; /* fc1 gate+up, fc2 */
+    vs_layout lay, z1;
+    snprintf(ep_set, sizeof ep_set, "parallel.ep=%llu", (unsigned long long)ep);
+    build(moe, sets, 1, dp, &lay);
+    assert_int_equal(lay.param_elems, dense + expert);
+    assert_int_equal(lay.group_size[VS_GROUP_EXPERT_DP], edp);
+    assert_int_equal(lay.stages[0].expert_grads_full_bytes, 2 * expert);
+    assert_int_equal(lay.params_bytes, 2 * (dense + expert));
+    assert_int_equal(lay.grads_bytes,
+                     2 * vs_div_ceil(dense, dp) + 2 * vs_div_ceil(expert, edp));
+    assert_int_equal(lay.optimizer_bytes, 4 * vs_div_ceil(3 * dense, dp) +
+                                              4 * vs_div_ceil(3 * expert, edp));
+    /* the numbers: Psi_d = 5239296 (/ 8 = 654912), Psi_e / edp = 6291456
+     * at either ep (Psi_e = 25165824 at ep 2, 12582912 at ep 4) */
+    assert_int_equal(vs_layout_model_states(&lay),
+                     ep == 2 ? 158059392u : 132893568u);
+    /* ZeRO-1 keeps the 16-bit gradients whole: 2 Psi (stage 1 has no
+     * gradient partition), the rest as stage 2 */
+    build(moe, one, 2, dp, &z1);
+    assert_int_equal(z1.grads_bytes, 2 * (dense + expert));
+    assert_int_equal(z1.optimizer_bytes, lay.optimizer_bytes);
+  }
+}
+
 /* Megatron-LM's expert tensor parallelism (expert_tensor_parallel_size,
  * shared/reference/frameworks.md 8): a rank holds E / (EP x ETP) of each
  * MoE layer's expert parameters, and the distributed optimizer shards
@@ -1409,6 +1472,7 @@ int main(void)
       cmocka_unit_test(test_zero_stages),
       cmocka_unit_test(test_autocast_and_ddp_bytes),
       cmocka_unit_test(test_expert_parallel_states),
+      cmocka_unit_test(test_deepspeed_zero2_expert_states),
       cmocka_unit_test(test_expert_tensor_parallel_states),
       cmocka_unit_test(test_offload_placement),
       cmocka_unit_test(test_lora_trainable_is_pefts),

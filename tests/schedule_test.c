@@ -1467,6 +1467,64 @@ static void test_zero2_backward_waits_for_the_bucket_before(void **state)
   destroy(b);
 }
 
+/* DeepSpeed's ZeRO-2 with expert parallelism (stage_1_and_2.py at
+ * 38327e07): one ipg bucket takes every param group's gradients as
+ * backward makes them (reduce_independent_p_g_buckets_and_remove_grads,
+ * closed by elements whatever the group; ipg_bucket_has_moe_params), and
+ * average_tensor reduces each slice over its parameter's group: an
+ * expert's over expert_dp_process_group, the rest over dp (lines
+ * 1081-1082, buckets keyed by process group, 1127-1128). 8 GPUs as dp 8
+ * with ep 2: the experts' gradients reduce-scatter over the 4 ranks
+ * holding the same experts, 2 apart, the dense ones over the 8, every
+ * micro-batch; the bucket each layer's (1 MiB under a layer's), its
+ * experts' reduction after its dense one. */
+static void test_deepspeed_zero2_expert_reduce_scatters(void **state)
+{
+  static const char moe[] =
+      "[model]\narch = llama\nlayers = 2\nhidden = 256\nheads = 4\n"
+      "ffn_hidden = 512\nvocab = 1000\nseq_len = 128\nexperts = 4\n"
+      "experts_per_token = 2\n"
+      "[training]\nframework = deepspeed\nglobal_batch = 16\n"
+      "[parallel]\nzero = 2\nep = 2\nbucket = 1MiB\n";
+  built *b = build_model_stage(moe, NULL, 0, 8, 0);
+  const vs_program *p = &b->p;
+  const vs_stage_layout *st = &b->lay.stages[0];
+  uint64_t expert = st->expert_grads_full_bytes;
+  vs_rank r;
+  (void)state;
+  check_whole(b);
+  run_engine(b, &r);
+  vs_rank_fini(&r);
+  assert_int_equal(b->lay.grad_accum, 2);
+  assert_int_equal(b->lay.group_size[VS_GROUP_DP], 8);
+  assert_int_equal(b->lay.group_size[VS_GROUP_EXPERT_DP], 4);
+  assert_int_equal(b->lay.group_stride[VS_GROUP_EXPERT_DP], 2);
+  /* 2 layers x 2 local experts x (fc1 2 x 256 x 512 + fc2 512 x 256) x
+   * 2 B */
+  assert_int_equal(expert, 2 * 2 * 3 * 256 * 512 * 2);
+  assert_int_equal(count_ops(p, "dp_all_reduce", ANY, ANY), 0);
+  assert_int_equal(count_ops(p, "edp_all_reduce", ANY, ANY), 0);
+  for (int mb = 0; mb < 2; mb++) {
+    assert_true(sum_bytes(p, "dp_reduce_scatter", mb) ==
+                (double)(st->grads_full_bytes - expert));
+    assert_true(sum_bytes(p, "edp_reduce_scatter", mb) == (double)expert);
+    assert_int_equal(count_ops(p, "edp_reduce_scatter", ANY, mb), 2);
+  }
+  for (uint32_t i = 1; i < p->n_ops; i++) {
+    if (strcmp(vs_op_name(p, &p->ops[i]), "edp_reduce_scatter") != 0)
+      continue;
+    /* its bucket's dense reduce-scatter, on the same stream, before it */
+    assert_string_equal(vs_op_name(p, &p->ops[i - 1]), "dp_reduce_scatter");
+    assert_true(waits_for(p, i, i - 1));
+    assert_int_equal(p->ops[i].stream, p->ops[i - 1].stream);
+  }
+  /* the resident partition: the dense gradients' over 8, the experts'
+   * over 4 */
+  assert_int_equal(b->lay.grads_bytes,
+                   (st->grads_full_bytes - expert) / 8 + expert / 4);
+  destroy(b);
+}
+
 /* The buffer op allocates with its only allocation effect (UINT32_MAX:
  * none). */
 static uint32_t allocated_by(const vs_program *p, uint32_t op)
@@ -3271,6 +3329,7 @@ int main(void)
       cmocka_unit_test(test_zero1_reduce_scatter_then_gather),
       cmocka_unit_test(test_zero2_reduce_scatter_every_microbatch),
       cmocka_unit_test(test_zero2_backward_waits_for_the_bucket_before),
+      cmocka_unit_test(test_deepspeed_zero2_expert_reduce_scatters),
       cmocka_unit_test(test_fsdp2_reduce_scatter_input_held),
       cmocka_unit_test(test_fsdp2_reduced_grads_set_to_none),
       cmocka_unit_test(test_pageable_offload_copies),

@@ -3000,17 +3000,33 @@ static void test_experts(void **state)
              "--set parallel.zero=2: with ep > 1 (or etp other than tp) the "
              "expert states shard over the expert-data-parallel group");
     {
-      /* DeepSpeed runs ZeRO-2 with experts: the refusal says vsim does
-       * not simulate it, not that Megatron-LM's rule forbids it */
+      /* DeepSpeed runs ZeRO-2 with experts (stage_1_and_2.py partitions
+       * an MoE param group over its expert-data-parallel group); its
+       * engine refuses ZeRO-3 with MoE layers (engine.py
+       * _configure_zero_optimizer: "MoE not supported with Stage 3"),
+       * which the refusal says, not Megatron-LM's rule */
       static const char *const ds_z2[] = {"model.experts=8",
                                           "parallel.ep=2",
                                           "parallel.dp=2",
                                           "parallel.zero=2",
                                           "training.framework=deepspeed",
                                           "training.global_batch=2"};
-      load_bad(GPT_MODEL, ds_z2, 6, 0, VS_EINPUT,
-               "--set parallel.zero=2: with ep > 1 vsim simulates deepspeed's "
-               "ZeRO-0 and ZeRO-1");
+      static const char *const ds_z3[] = {"model.experts=8",
+                                          "parallel.ep=2",
+                                          "parallel.dp=2",
+                                          "parallel.zero=3",
+                                          "training.framework=deepspeed",
+                                          "training.global_batch=2"};
+      load_ok(&wl, GPT_MODEL, ds_z2, 6, 0);
+      assert_int_equal(wl.parallel.zero, 2);
+      load_bad(GPT_MODEL, ds_z3, 6, 0, VS_EINPUT,
+               "--set parallel.zero=3: with ep > 1 deepspeed partitions the "
+               "experts' states and gradients over their expert-data-"
+               "parallel group up to ZeRO-2; its engine refuses ZeRO-3 with "
+               "MoE layers");
+      assert_int_equal(vs_workload_ep_zero_max(VS_FW_DEEPSPEED), 2);
+      assert_int_equal(vs_workload_ep_zero_max(VS_FW_MEGATRON), 1);
+      assert_int_equal(vs_workload_ep_zero_max(VS_FW_NONE), 1);
     }
     load_bad(GPT_MODEL, ep_dense, 3, 0, VS_EINPUT,
              "--set parallel.ep=2: expert parallelism spreads experts, which "

@@ -97,6 +97,17 @@ bool vs_workload_framework_runs_ep(int framework, vs_etp_split etp)
          (etp == VS_ETP_AS_TP || megatron);
 }
 
+uint64_t vs_workload_ep_zero_max(int framework)
+{
+  /* DeepSpeed's ZeRO-1/2 optimizer partitions each MoE param group over
+   * its expert-data-parallel group (stage_1_and_2.py
+   * _configure_moe_settings: real_dp_process_group, partition_count);
+   * its engine asserts "MoE not supported with Stage 3" (engine.py
+   * _configure_zero_optimizer). Megatron-LM shards expert states with its
+   * distributed optimizer alone. */
+  return framework == VS_FW_DEEPSPEED ? 2 : 1;
+}
+
 const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
                                   uint64_t etp, uint64_t tp, uint64_t dp,
                                   uint64_t zero, int framework)
@@ -106,11 +117,11 @@ const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
     return NULL;
   runs = vs_workload_framework_runs_ep(framework,
                                        etp != tp ? VS_ETP_APART : VS_ETP_AS_TP);
-  return m->experts == 0 || m->experts % ep ? "experts"
-         : (tp * dp) % (etp * ep)           ? "dp"
-         : !runs                            ? "framework"
-         : zero > 1                         ? "zero"
-                                            : NULL;
+  return m->experts == 0 || m->experts % ep          ? "experts"
+         : (tp * dp) % (etp * ep)                    ? "dp"
+         : !runs                                     ? "framework"
+         : zero > vs_workload_ep_zero_max(framework) ? "zero"
+                                                     : NULL;
 }
 
 bool vs_workload_skew_applies(const vs_model_conf *m, uint64_t ep)

@@ -1100,20 +1100,17 @@ static int check_ep(vs_workload *wl, vs_error *err)
                         no_ep ? "" : "tensor ", vs_framework_name(t->framework),
                         no_ep ? "ep = 1" : "etp = tp");
   }
-  /* DeepSpeed runs ZeRO-2 with expert parallelism (stage_1_and_2.py
-   * partitions an MoE param group over its expert_dp_process_group; its
-   * tests/unit/moe/test_moe.py TestMoE runs ep_size 2 and 4 at zero
-   * stages 0, 1 and 2): not simulated, which is what the refusal says
-   * there, not Megatron-LM's rule */
+  /* DeepSpeed runs ZeRO-0 to 2 with expert parallelism
+   * (vs_workload_ep_zero_max; its tests/unit/moe/test_moe.py TestMoE runs
+   * ep_size 2 and 4 at zero stages 0, 1 and 2), not ZeRO-3: its refusal,
+   * not Megatron-LM's rule */
   if (key && t->framework == VS_FW_DEEPSPEED)
     return vs_error_set(
         err, VS_EINPUT,
-        "%s: with ep > 1 vsim simulates deepspeed's ZeRO-0 "
-        "and ZeRO-1 (which shards the experts' optimizer states "
-        "over their expert-data-parallel group); its ZeRO-2 "
-        "and ZeRO-3 "
-        "partitions of expert gradients and weights are not "
-        "simulated: use zero = 0 or 1, or ep = 1",
+        "%s: with ep > 1 deepspeed partitions the experts' states and "
+        "gradients over their expert-data-parallel group up to ZeRO-2; its "
+        "engine refuses ZeRO-3 with MoE layers (\"MoE not supported with "
+        "Stage 3\"): use zero = 2 or less, or ep = 1",
         WHERE("parallel", "zero"));
   if (key)
     return vs_error_set(err, VS_EINPUT,

@@ -496,9 +496,16 @@ bool vs_workload_framework_runs_ep(int framework, vs_etp_split etp);
  * must divide them), "dp" (Megatron-LM's rule: the expert grid, etp x ep
  * x expert-data-parallel ranks, is made of a stage's tp x dp x cp ranks,
  * so etp x ep must divide them; at etp = tp, ep must divide dp x cp),
- * "framework" (vs_workload_framework_runs_ep) or "zero" (expert states
- * shard over the expert-data-parallel group as Megatron-LM's distributed
- * optimizer does: zero <= 1). */
+ * "framework" (vs_workload_framework_runs_ep) or "zero" (zero above
+ * vs_workload_ep_zero_max). */
+/* The highest ZeRO stage framework (vs_framework) runs with experts in
+ * groups of their own (vs_workload_experts_apart), their states (and from
+ * ZeRO-2 their gradients) partitioned over the expert-data-parallel group:
+ * 2 under deepspeed (its ZeRO-1/2 optimizer's MoE param groups; its engine
+ * refuses ZeRO-3 with MoE layers), else 1 (Megatron-LM's distributed
+ * optimizer). */
+uint64_t vs_workload_ep_zero_max(int framework);
+
 const char *vs_workload_ep_misfit(const vs_model_conf *m, uint64_t ep,
                                   uint64_t etp, uint64_t tp, uint64_t dp,
                                   uint64_t zero, int framework);

@@ -24,6 +24,7 @@ static void add_block(vs_stage_layout *st, const vs_kind_plan *k)
   st->optimizer_full_bytes += k->optimizer_bytes;
   st->expert_optimizer_full_bytes += k->expert_optimizer_bytes;
   st->expert_params_full_bytes += k->expert_param_bytes;
+  st->expert_grads_full_bytes += k->expert_grad_bytes;
   st->trainable_params_full_bytes += k->trainable_param_bytes;
   st->expert_trainable_elems += k->expert_trainable_elems;
   st->expert_decay_elems += k->expert_decay_elems;
@@ -84,7 +85,8 @@ static uint64_t largest_group(const vs_recipe *r, uint64_t elems,
 static void place_states(const vs_recipe *r, bool host_sums,
                          vs_stage_layout *st)
 {
-  uint64_t grads = vs_recipe_shard(&r->grads, st->grads_full_bytes);
+  uint64_t grads = vs_recipe_grads_shard(r, st->grads_full_bytes,
+                                         st->expert_grads_full_bytes);
   st->optimizer_shard_bytes =
       vs_recipe_shard(&r->optimizer, st->optimizer_full_bytes -
                                          st->expert_optimizer_full_bytes) +

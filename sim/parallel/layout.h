@@ -52,6 +52,9 @@ typedef struct vs_stage_layout {
                                      routed experts' (vs_recipe
                                      expert_optimizer shards them) */
   uint64_t expert_params_full_bytes; /* of params_full_bytes, theirs */
+  uint64_t expert_grads_full_bytes;  /* of grads_full_bytes, theirs
+                                      (vs_recipe expert_grads shards
+                                      them) */
   uint64_t trainable_params_full_bytes; /* of params_full_bytes, the
                                      trainable tensors' (vs_kind_plan
                                      trainable_param_bytes) */

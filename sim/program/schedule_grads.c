@@ -105,7 +105,8 @@ static void share_appears(builder *b, uint32_t inst, uint32_t op)
 {
   uint64_t shard;
   b->kept_full += sb_plan_of(b, inst)->grad_bytes;
-  shard = vs_recipe_shard(&b->r->grads, b->kept_full);
+  b->kept_expert += sb_plan_of(b, inst)->expert_grad_bytes;
+  shard = vs_recipe_grads_shard(b->r, b->kept_full, b->kept_expert);
   b->grads_kept[inst] = sb_new_buffer(b, shard - b->kept_shard, VS_CAT_GRADS);
   sb_alloc_on(b, op, b->grads_kept[inst]);
   b->kept_shard = shard;
@@ -125,7 +126,8 @@ static void reduce_outputs(builder *b, uint32_t op)
     if (b->r->reduced_grads_set_to_none && b->grads_kept[inst] == NONE)
       share_appears(b, inst, op);
     else
-      added += vs_recipe_shard(&b->r->grads, sb_plan_of(b, inst)->grad_bytes);
+      added += vs_recipe_grads_shard(b->r, sb_plan_of(b, inst)->grad_bytes,
+                                     sb_plan_of(b, inst)->expert_grad_bytes);
   }
   if (b->r->reduce_copy && !b->r->offload.cpu_step && added > 0)
     sb_transient(b, op, added, VS_CAT_GRADS);
@@ -842,7 +844,7 @@ void sb_optimizer_step(builder *b)
     sb_free_on(b, op, b->lp_grads[inst], AT_END); /* the engine's zero_grad */
     b->lp_grads[inst] = NONE;
   }
-  b->kept_full = b->kept_shard = 0;
+  b->kept_full = b->kept_expert = b->kept_shard = 0;
   if (b->r->gather_after_step)
     gather_updated(b, st, op);
 }

@@ -101,6 +101,7 @@ typedef struct builder {
   uint64_t kept_full;       /* reduced_grads_set_to_none: the unsharded
                                bytes of the insts whose share appeared in
                                the step so far */
+  uint64_t kept_expert;     /* of kept_full, the routed experts' */
   uint64_t kept_shard;      /* the bytes of those shares */
   uint32_t *tensor_grad;    /* [param_base[inst] + param] the same, one
                                buffer per tensor (per_tensor_states) */

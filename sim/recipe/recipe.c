@@ -75,6 +75,17 @@ uint64_t vs_recipe_shard(const vs_state_plan *plan, uint64_t bytes)
          plan->align;
 }
 
+uint64_t vs_recipe_grads_shard(const vs_recipe *r, uint64_t bytes,
+                               uint64_t expert)
+{
+  /* partitioned alike (no expert groups of their own, or ZeRO-0/1): one
+   * flat buffer, padded once */
+  if (r->expert_grads.degree == r->grads.degree)
+    return vs_recipe_shard(&r->grads, bytes);
+  return vs_recipe_shard(&r->grads, bytes - expert) +
+         vs_recipe_shard(&r->expert_grads, expert);
+}
+
 const char *vs_keep_name(int keep)
 {
   switch (keep) {
@@ -553,6 +564,14 @@ static void shard_states(const vs_workload *wl, const vs_model *m,
   if (r->expert_optimizer.degree > 0)
     r->expert_optimizer.degree = vs_workload_expert_dp(&wl->parallel);
   r->grads = state(wl, 2, r->grad_elem_bytes);
+  /* ... and from ZeRO-2 on their gradients: DeepSpeed's stage 2 keeps a
+   * partition of each param group's gradients (stage_1_and_2.py
+   * copy_grads_in_partition: params_in_partition of every group), an MoE
+   * group's over its expert_dp_process_group (_configure_moe_settings:
+   * real_dp_process_group, partition_count) */
+  r->expert_grads = r->grads;
+  if (r->expert_grads.degree > 0)
+    r->expert_grads.degree = vs_workload_expert_dp(&wl->parallel);
   r->params = state(wl, 3, m->param_elem_bytes);
 }
 

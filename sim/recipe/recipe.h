@@ -299,6 +299,10 @@ typedef struct vs_recipe {
                                over VS_GROUP_EXPERT_DP (its
                                vs_workload_expert_dp ranks: Megatron-LM's
                                expert data parallelism) */
+  vs_state_plan expert_grads;     /* the routed experts' gradients, over
+                                   VS_GROUP_EXPERT_DP from ZeRO-2 on
+                                   (DeepSpeed's MoE param groups); where
+                                   they live is grads' place */
   bool gather_params;       /* ZeRO-3: each block's parameters gathered
                                before its forward and its backward */
   bool gather_traced;       /* gathers follow DeepSpeed's ZeRO-3
@@ -557,6 +561,13 @@ uint64_t vs_recipe_kind_saved_bytes(const vs_recipe *r, const vs_model *m,
  * flat buffer evenly over its degree, padding the last shard, so each GPU
  * holds ceil(bytes / degree) rounded up to whole elements. */
 uint64_t vs_recipe_shard(const vs_state_plan *plan, uint64_t bytes);
+
+/* Resident bytes of `bytes` of gradients (unsharded), `expert` of them the
+ * routed experts': those sharded under r's expert_grads, the rest under
+ * its grads (vs_recipe_shard each; all under grads where both have one
+ * degree). */
+uint64_t vs_recipe_grads_shard(const vs_recipe *r, uint64_t bytes,
+                               uint64_t expert);
 
 /* The most tensors an optimizer keeps for one parameter: a master copy
  * and bitsandbytes' two 8-bit states with their two absmax arrays. */

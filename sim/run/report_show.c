@@ -179,7 +179,8 @@ static void adapters_text(const vs_finetune_conf *f, char *buf, size_t size)
 
 /* Where a mixture of experts' experts live (their optimizer states
  * sharded as the recipe decides: ZeRO >= 1, or DeepSpeed's
- * BF16_Optimizer) and how its tokens route. */
+ * BF16_Optimizer; their gradients from ZeRO-2 on) and how its tokens
+ * route. */
 static void show_experts(FILE *out, const vs_workload *wl,
                          const vs_recipe *r, const vs_layout *lay)
 {
@@ -188,10 +189,12 @@ static void show_experts(FILE *out, const vs_workload *wl,
   if (m->experts == 0)
     return;
   if (r->expert_optimizer.degree > 1)
-    fprintf(out, "# experts: %llu of %llu on each GPU (ep %llu), their "
-                 "optimizer states sharded over %llu GPUs (%s)\n",
+    fprintf(out,
+            "# experts: %llu of %llu on each GPU (ep %llu), their "
+            "optimizer states%s sharded over %llu GPUs (%s)\n",
             (unsigned long long)(m->experts / ep),
             (unsigned long long)m->experts, (unsigned long long)ep,
+            r->expert_grads.degree > 1 ? " and gradients" : "",
             (unsigned long long)r->expert_optimizer.degree,
             vs_workload_etp(&wl->parallel) == wl->parallel.tp
                 ? "dp x cp / ep"
