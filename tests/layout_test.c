@@ -923,7 +923,7 @@ static void test_deepspeed_zero2_expert_states(void **state)
   const uint64_t dp = 8, eps[] = {2, 4};
   (void)state;
   for (size_t i = 0; i < 2; i++) {
-    char ep_set[32];
+    char ep_set[40]; /* "parallel.ep=" and up to 20 digits */
     const char *sets[] = {ep_set};
     const char *one[] = {ep_set, "parallel.zero=1"};
     uint64_t ep = eps[i], edp = dp / ep;
